@@ -1,0 +1,52 @@
+// err.c: formatting of the project-wide error value.
+#include "engine/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int err_set(err *e, err_code code, const char *fmt, ...) {
+  if (e) {
+    e->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+  }
+  return (int)code;
+}
+
+int err_prefix(err *e, const char *fmt, ...) {
+  if (!e) return ERR_UNKNOWN;
+  char pre[ERR_MSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(pre, sizeof pre, fmt, ap);
+  va_end(ap);
+  // Shift the old message right and put the prefix in front, truncating at the end.
+  size_t plen = strnlen(pre, sizeof pre - 1), olen = strnlen(e->msg, sizeof e->msg - 1);
+  if (plen > sizeof e->msg - 1) plen = sizeof e->msg - 1;
+  if (plen + olen > sizeof e->msg - 1) olen = sizeof e->msg - 1 - plen;
+  memmove(e->msg + plen, e->msg, olen);
+  memcpy(e->msg, pre, plen);
+  e->msg[plen + olen] = '\0';
+  return (int)e->code;
+}
+
+const char *err_code_name(err_code code) {
+  switch (code) {
+    case ERR_OK: return "OK";
+    case ERR_CANCELLED: return "CANCELLED";
+    case ERR_UNKNOWN: return "UNKNOWN";
+    case ERR_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case ERR_DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case ERR_NOT_FOUND: return "NOT_FOUND";
+    case ERR_ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case ERR_RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case ERR_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case ERR_UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case ERR_INTERNAL: return "INTERNAL";
+    case ERR_UNAVAILABLE: return "UNAVAILABLE";
+  }
+  return "UNKNOWN";
+}

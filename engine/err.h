@@ -1,0 +1,43 @@
+// The project-wide error value: a code (gRPC status numbering, so the front
+// end maps it without a table) and a message that names what was wrong.
+#ifndef INFERD_ENGINE_ERR_H
+#define INFERD_ENGINE_ERR_H
+
+typedef enum err_code {
+  ERR_OK = 0,
+  ERR_CANCELLED = 1,
+  ERR_UNKNOWN = 2,
+  ERR_INVALID_ARGUMENT = 3,
+  ERR_DEADLINE_EXCEEDED = 4,
+  ERR_NOT_FOUND = 5,
+  ERR_ALREADY_EXISTS = 6,
+  ERR_RESOURCE_EXHAUSTED = 8,
+  ERR_FAILED_PRECONDITION = 9,
+  ERR_UNIMPLEMENTED = 12,
+  ERR_INTERNAL = 13,
+  ERR_UNAVAILABLE = 14,
+} err_code;
+
+#define ERR_MSG_MAX 512
+
+typedef struct err {
+  err_code code;
+  char msg[ERR_MSG_MAX];
+} err;
+
+// Fills *e (when e is not NULL) and returns code, so `return err_set(...)` reads naturally.
+int err_set(err *e, err_code code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+// Prepends context ("loading model x: ") to an existing message; returns e->code.
+int err_prefix(err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+const char *err_code_name(err_code code);
+
+// Returns early with the callee's error code; the callee already filled the err.
+#define TRY(expr)                   \
+  do {                              \
+    int try_rc_ = (expr);           \
+    if (try_rc_ != 0) return try_rc_; \
+  } while (0)
+
+#endif
