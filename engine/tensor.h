@@ -1,0 +1,39 @@
+// Tensor descriptions shared by the config, graph, plan and server layers.
+#ifndef INFERD_ENGINE_TENSOR_H
+#define INFERD_ENGINE_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/dtype.h"
+
+#define ENG_MAX_DIMS 8
+#define ENG_NAME_MAX 256
+
+// A graph or model input/output as declared: dims of -1 are dynamic
+// (a symbolic or unknown ONNX dimension).
+typedef struct eng_io {
+  char name[ENG_NAME_MAX];
+  dtype dt;
+  int ndims;
+  int64_t dims[ENG_MAX_DIMS];
+} eng_io;
+
+// A concrete tensor: full shape (batch dimension included when the model
+// batches) and a pointer to its contiguous row-major bytes.
+typedef struct eng_tensor {
+  dtype dt;
+  int ndims;
+  int64_t dims[ENG_MAX_DIMS];
+  void *data;
+  size_t bytes;
+} eng_tensor;
+
+// Number of elements of a shape; 1 for a scalar (ndims 0).
+static inline int64_t eng_numel(int ndims, const int64_t *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < ndims; i++) n *= dims[i];
+  return n;
+}
+
+#endif
