@@ -1,0 +1,56 @@
+// engine/model.h: a loaded model version and its execution instances.
+// The server hands a job (one formed batch) to an idle instance; the
+// instance thread runs the plan and calls the job's done callback on that
+// thread with the outputs, which stay valid only during the callback.
+#ifndef INFERD_ENGINE_MODEL_H
+#define INFERD_ENGINE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/err.h"
+#include "engine/graph.h"
+#include "engine/tensor.h"
+#include "model_config.pb-c.h"
+
+typedef struct eng_model eng_model;
+typedef struct eng_job eng_job;
+
+// Called on the instance thread. outputs are in the config's output order,
+// shaped as the client sees them (batch dim first when the model batches).
+typedef void (*eng_job_done_fn)(eng_job *job, int rc, const err *e, const eng_tensor *outputs,
+                                size_t n_outputs);
+
+struct eng_job {
+  int64_t rows;               // batch size (1 when the model does not batch)
+  const eng_tensor *inputs;   // config input order, client shapes, contiguous data
+  eng_job_done_fn done;
+  void *ctx;
+  // stamped by the engine (CLOCK_MONOTONIC microseconds)
+  int64_t t_start_us, t_infer_start_us, t_infer_end_us;
+};
+
+// Builds a model from a loaded graph and a completed, validated config. On
+// success the model owns the graph; on failure the caller still does.
+// Starts one thread per instance (the sum of instance_group counts).
+int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, eng_model **out, err *e);
+// Joins the instance threads; no job may be in flight.
+void eng_model_destroy(eng_model *m);
+
+int eng_model_n_instances(const eng_model *m);
+int eng_model_max_batch(const eng_model *m);
+// The tensors as the client sees them: dims exclude the batch dimension.
+size_t eng_model_n_inputs(const eng_model *m);
+const eng_io *eng_model_input(const eng_model *m, size_t i);
+size_t eng_model_n_outputs(const eng_model *m);
+const eng_io *eng_model_output(const eng_model *m, size_t i);
+
+// Runs the job on `instance`, which the caller knows to be idle (the
+// batcher tracks that). Returns at once; job->done follows on the instance
+// thread. The job and its input data must stay alive until done returns.
+int eng_model_submit(eng_model *m, int instance, eng_job *job, err *e);
+
+// Monotonic clock in microseconds, shared by the engine and the server.
+int64_t eng_now_us(void);
+
+#endif

@@ -1,0 +1,123 @@
+// cli.c: flag parsing ("--name value" and "--name=value").
+#include "server/cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void srv_options_usage(const char *prog) {
+  fprintf(stdout,
+          "Usage: %s --model-repository DIR [options]\n"
+          "\n"
+          "inferd serves the ONNX models of a Triton-style repository over the KServe v2\n"
+          "gRPC protocol (inference.GRPCInferenceService) and a small HTTP endpoint.\n"
+          "\n"
+          "  --model-repository DIR       repository: DIR/<model>/config.pbtxt, DIR/<model>/<version>/model.onnx\n"
+          "  --grpc-address ADDR          gRPC listen address (default 0.0.0.0)\n"
+          "  --grpc-port N                gRPC port, 0 picks a free one (default 8001)\n"
+          "  --http-address ADDR          HTTP listen address (default 0.0.0.0)\n"
+          "  --http-port N                HTTP port for /v2/health/live, /v2/health/ready, /metrics;\n"
+          "                               0 picks a free one (default 8000)\n"
+          "  --grpc-threads N             gRPC completion-queue threads (default: number of CPUs)\n"
+          "  --grpc-max-message-bytes N   largest request or response message (default 67108864);\n"
+          "                               larger requests get RESOURCE_EXHAUSTED\n"
+          "  --default-max-batch-size N   max_batch_size given to models whose config.pbtxt is missing\n"
+          "                               and whose first dimension is dynamic (default 4)\n"
+          "  --strict-readiness BOOL      ready only when every model loaded (default true)\n"
+          "  --exit-timeout-secs N        on SIGTERM/SIGINT, how long in-flight requests may take\n"
+          "                               before they are cancelled (default 30)\n"
+          "  --log-level LEVEL            error, warn, info or debug (default info)\n"
+          "  --log-verbose N              Triton's flag: N > 0 means --log-level debug\n"
+          "  --help                       this text\n"
+          "  --version                    print the version\n"
+          "\n"
+          "When serving, one line 'inferd ready: grpc=<port> http=<port>' goes to stderr.\n",
+          prog);
+}
+
+static int parse_int(const char *flag, const char *v, long lo, long hi, int *out) {
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi) {
+    fprintf(stderr, "inferd: %s expects an integer in %ld..%ld, got '%s'\n", flag, lo, hi, v);
+    return -1;
+  }
+  *out = (int)x;
+  return 0;
+}
+
+static int parse_bool(const char *flag, const char *v, int *out) {
+  if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "yes")) *out = 1;
+  else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no")) *out = 0;
+  else {
+    fprintf(stderr, "inferd: %s expects true or false, got '%s'\n", flag, v);
+    return -1;
+  }
+  return 0;
+}
+
+int srv_options_parse(int argc, char **argv, srv_options *o) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  *o = (srv_options){.grpc_address = "0.0.0.0", .http_address = "0.0.0.0", .grpc_port = 8001, .http_port = 8000,
+                     .grpc_threads = ncpu > 0 ? (int)ncpu : 2, .grpc_max_message_bytes = 64 << 20,
+                     .default_max_batch_size = 4, .strict_readiness = 1, .exit_timeout_secs = 30,
+                     .log_level = SRV_LOG_INFO};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      srv_options_usage(argv[0]);
+      return 1;
+    }
+    if (!strcmp(a, "--version")) {
+      printf("inferd %s\n", INFERD_VERSION);
+      return 1;
+    }
+    if (strncmp(a, "--", 2) != 0) {
+      fprintf(stderr, "inferd: unexpected argument '%s' (see --help)\n", a);
+      return -1;
+    }
+    char name[64];
+    const char *val = NULL, *eq = strchr(a, '=');
+    size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+    if (nlen >= sizeof name) nlen = sizeof name - 1;
+    memcpy(name, a, nlen);
+    name[nlen] = '\0';
+    if (eq) val = eq + 1;
+    else if (i + 1 < argc) val = argv[++i];
+    if (!val) {
+      fprintf(stderr, "inferd: %s needs a value (see --help)\n", name);
+      return -1;
+    }
+    int rc = 0, lv;
+    if (!strcmp(name, "--model-repository")) o->model_repository = val;
+    else if (!strcmp(name, "--grpc-address")) o->grpc_address = val;
+    else if (!strcmp(name, "--http-address")) o->http_address = val;
+    else if (!strcmp(name, "--grpc-port")) rc = parse_int(name, val, 0, 65535, &o->grpc_port);
+    else if (!strcmp(name, "--http-port")) rc = parse_int(name, val, 0, 65535, &o->http_port);
+    else if (!strcmp(name, "--grpc-threads")) rc = parse_int(name, val, 1, 256, &o->grpc_threads);
+    else if (!strcmp(name, "--grpc-max-message-bytes")) rc = parse_int(name, val, 1024, INT_MAX, &o->grpc_max_message_bytes);
+    else if (!strcmp(name, "--default-max-batch-size")) rc = parse_int(name, val, 0, 1 << 20, &o->default_max_batch_size);
+    else if (!strcmp(name, "--strict-readiness")) rc = parse_bool(name, val, &o->strict_readiness);
+    else if (!strcmp(name, "--exit-timeout-secs")) rc = parse_int(name, val, 0, 24 * 3600, &o->exit_timeout_secs);
+    else if (!strcmp(name, "--log-verbose")) {
+      rc = parse_int(name, val, 0, 1000, &lv);
+      if (rc == 0 && lv > 0) o->log_level = SRV_LOG_DEBUG;
+    } else if (!strcmp(name, "--log-level")) {
+      rc = srv_log_parse_level(val, &o->log_level);
+      if (rc) fprintf(stderr, "inferd: --log-level expects error, warn, info or debug, got '%s'\n", val);
+    } else {
+      fprintf(stderr, "inferd: unknown flag '%s' (see --help)\n", name);
+      return -1;
+    }
+    if (rc) return -1;
+  }
+  if (!o->model_repository) {
+    fprintf(stderr, "inferd: --model-repository is required (see --help)\n");
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,25 @@
+// server/cli.h: command-line options, with Triton's flag names where
+// Triton has the flag.
+#ifndef INFERD_SERVER_CLI_H
+#define INFERD_SERVER_CLI_H
+
+#include "server/log.h"
+
+typedef struct srv_options {
+  const char *model_repository;
+  const char *grpc_address, *http_address;
+  int grpc_port, http_port;
+  int grpc_threads;
+  int grpc_max_message_bytes;
+  int default_max_batch_size;
+  int strict_readiness;
+  int exit_timeout_secs;
+  srv_log_level log_level;
+} srv_options;
+
+// Parses argv. Returns 0 to run, 1 when --help/--version printed and the
+// program should exit 0, -1 on a bad flag (message printed).
+int srv_options_parse(int argc, char **argv, srv_options *o);
+void srv_options_usage(const char *prog);
+
+#endif

@@ -1,0 +1,391 @@
+// infer.c: ModelInfer. On a CQ thread: unpack, validate against the model's
+// config (every mismatch is INVALID_ARGUMENT naming the tensor and what was
+// expected), point the engine's input tensors at the received bytes, hand
+// the request to the scheduler. On the instance thread: pack each request's
+// slice of the batch outputs and reply, then account statistics.
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/log.h"
+#include "server/request.h"
+#include "server/server.h"
+
+// --- helpers
+
+static void fmt_dims(char *buf, size_t cap, int leading_batch, int n, const int64_t *dims) {
+  size_t o = 0;
+  o += (size_t)snprintf(buf + o, cap - o, "[");
+  if (leading_batch) o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, n ? "-1," : "-1");
+  for (int i = 0; i < n && o < cap; i++)
+    o += (size_t)snprintf(buf + o, cap - o, "%s%" PRId64, i ? "," : "", dims[i]);
+  if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+static void request_free(srv_request *r) {
+  if (!r) return;
+  if (r->msg) inference__model_infer_request__free_unpacked(r->msg, NULL);
+  free(r->typed_buf);
+  free(r->inputs);
+  free(r);
+}
+
+static void record_failure(srv_version *v, srv_fail_reason why, int64_t t_recv_us) {
+  if (!v) return;
+  srv_stats *st = &v->stats;
+  atomic_fetch_add(&st->fail.count, 1);
+  atomic_fetch_add(&st->fail.ns, (uint64_t)(eng_now_us() - t_recv_us) * 1000);
+  atomic_fetch_add(&st->fail_by_reason[why], 1);
+}
+
+static srv_fail_reason reason_of(int code) {
+  switch (code) {
+    case ERR_CANCELLED:
+    case ERR_DEADLINE_EXCEEDED: return SRV_FAIL_CANCELED;
+    case ERR_INTERNAL: return SRV_FAIL_BACKEND;
+    case ERR_INVALID_ARGUMENT:
+    case ERR_RESOURCE_EXHAUSTED:
+    case ERR_UNAVAILABLE: return SRV_FAIL_REJECTED;
+    default: return SRV_FAIL_OTHER;
+  }
+}
+
+// --- typed contents -> contiguous bytes of the tensor's dtype
+
+static int typed_count(const Inference__InferTensorContents *c) {
+  if (!c) return 0;
+  return c->n_bool_contents || c->n_int_contents || c->n_int64_contents || c->n_uint_contents ||
+         c->n_uint64_contents || c->n_fp32_contents || c->n_fp64_contents || c->n_bytes_contents;
+}
+
+static int convert_typed(const char *name, dtype dt, const Inference__InferTensorContents *c, int64_t numel,
+                         uint8_t *dst, err *e) {
+  size_t have = 0;
+  const char *field = "";
+  switch (dt) {
+    case DT_FP32: have = c->n_fp32_contents, field = "fp32_contents"; break;
+    case DT_FP64: have = c->n_fp64_contents, field = "fp64_contents"; break;
+    case DT_INT64: have = c->n_int64_contents, field = "int64_contents"; break;
+    case DT_INT32: case DT_INT16: case DT_INT8: have = c->n_int_contents, field = "int_contents"; break;
+    case DT_UINT32: case DT_UINT16: case DT_UINT8: have = c->n_uint_contents, field = "uint_contents"; break;
+    case DT_UINT64: have = c->n_uint64_contents, field = "uint64_contents"; break;
+    case DT_BOOL: have = c->n_bool_contents, field = "bool_contents"; break;
+    default:
+      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': %s data must be sent in raw_input_contents", name,
+                     dtype_wire_name(dt));
+  }
+  if ((int64_t)have != numel)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': got %zu %s values, expected %" PRId64, name, have, field,
+                   numel);
+  for (int64_t i = 0; i < numel; i++) {
+    switch (dt) {
+      case DT_FP32: ((float *)dst)[i] = c->fp32_contents[i]; break;
+      case DT_FP64: ((double *)dst)[i] = c->fp64_contents[i]; break;
+      case DT_INT64: ((int64_t *)dst)[i] = c->int64_contents[i]; break;
+      case DT_INT32: ((int32_t *)dst)[i] = c->int_contents[i]; break;
+      case DT_INT16: ((int16_t *)dst)[i] = (int16_t)c->int_contents[i]; break;
+      case DT_INT8: ((int8_t *)dst)[i] = (int8_t)c->int_contents[i]; break;
+      case DT_UINT32: ((uint32_t *)dst)[i] = c->uint_contents[i]; break;
+      case DT_UINT16: ((uint16_t *)dst)[i] = (uint16_t)c->uint_contents[i]; break;
+      case DT_UINT8: ((uint8_t *)dst)[i] = (uint8_t)c->uint_contents[i]; break;
+      case DT_UINT64: ((uint64_t *)dst)[i] = c->uint64_contents[i]; break;
+      case DT_BOOL: ((uint8_t *)dst)[i] = c->bool_contents[i] ? 1 : 0; break;
+      default: break;
+    }
+  }
+  return 0;
+}
+
+// --- validation
+
+static int find_config_input(const eng_model *em, const char *name) {
+  for (size_t i = 0; i < eng_model_n_inputs(em); i++)
+    if (strcmp(eng_model_input(em, i)->name, name) == 0) return (int)i;
+  return -1;
+}
+
+// Checks one input's datatype and shape; fills *rows with its batch size.
+static int check_input(const srv_model *m, const eng_io *ci, int max_batch,
+                       const Inference__ModelInferRequest__InferInputTensor *in, int64_t *rows, err *e) {
+  dtype dt = dtype_from_wire(in->datatype);
+  if (dt != ci->dt)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': datatype '%s' does not match the model's, expected %s",
+                   in->name, in->datatype, dtype_wire_name(ci->dt));
+  char want[160], got[160];
+  fmt_dims(want, sizeof want, max_batch > 0, ci->ndims, ci->dims);
+  fmt_dims(got, sizeof got, 0, (int)(in->n_shape < ENG_MAX_DIMS ? in->n_shape : ENG_MAX_DIMS), in->shape);
+  int batched = max_batch > 0;
+  if ((int)in->n_shape != ci->ndims + batched)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': shape %s has %zu dims, expected shape %s", in->name, got,
+                   in->n_shape, want);
+  for (size_t d = 0; d < in->n_shape; d++)
+    if (in->shape[d] < 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': shape %s has a negative dim", in->name, got);
+  for (int d = 0; d < ci->ndims; d++) {
+    int64_t want_d = ci->dims[d], got_d = in->shape[d + batched];
+    if (want_d >= 0 && want_d != got_d)
+      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': shape %s does not match the model's, expected shape %s",
+                     in->name, got, want);
+  }
+  *rows = 1;
+  if (batched) {
+    *rows = in->shape[0];
+    if (*rows < 1)
+      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': batch size %" PRId64 " must be at least 1", in->name,
+                     *rows);
+    if (*rows > max_batch)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s': batch size %" PRId64 " exceeds max_batch_size %d of model '%s'", in->name, *rows,
+                     max_batch, m->name);
+  }
+  return 0;
+}
+
+static int build_request(srv_request *r, err *e) {
+  const Inference__ModelInferRequest *msg = r->msg;
+  const srv_model *m = r->model;
+  const eng_model *em = r->version->model;
+  int max_batch = eng_model_max_batch(em);
+  size_t n_cfg = eng_model_n_inputs(em);
+  r->inputs = calloc(n_cfg ? n_cfg : 1, sizeof *r->inputs);
+  if (!r->inputs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+
+  int raw = msg->n_raw_input_contents > 0;
+  if (raw && msg->n_raw_input_contents != msg->n_inputs)
+    return err_set(e, ERR_INVALID_ARGUMENT, "raw_input_contents has %zu entries but the request has %zu inputs",
+                   msg->n_raw_input_contents, msg->n_inputs);
+  int *seen = calloc(n_cfg ? n_cfg : 1, sizeof *seen);
+  if (!seen) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  int rc = 0;
+  int64_t rows = -1;
+  size_t typed_bytes = 0;
+  for (size_t i = 0; rc == 0 && i < msg->n_inputs; i++) {
+    const Inference__ModelInferRequest__InferInputTensor *in = msg->inputs[i];
+    int ci = find_config_input(em, in->name);
+    if (ci < 0) {
+      char names[256] = "";
+      size_t o = 0;
+      for (size_t k = 0; k < n_cfg && o < sizeof names; k++)
+        o += (size_t)snprintf(names + o, sizeof names - o, "%s'%s'", k ? ", " : "", eng_model_input(em, k)->name);
+      rc = err_set(e, ERR_INVALID_ARGUMENT, "unexpected input '%s' for model '%s' (its inputs: %s)", in->name,
+                   m->name, names);
+      break;
+    }
+    if (seen[ci]++) {
+      rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s' is given twice", in->name);
+      break;
+    }
+    int64_t in_rows = 1;
+    rc = check_input(m, eng_model_input(em, (size_t)ci), max_batch, in, &in_rows, e);
+    if (rc) break;
+    if (rows >= 0 && in_rows != rows) {
+      rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s': batch size %" PRId64 " differs from the other inputs' %" PRId64,
+                   in->name, in_rows, rows);
+      break;
+    }
+    rows = in_rows;
+    eng_tensor *t = &r->inputs[ci];
+    t->dt = eng_model_input(em, (size_t)ci)->dt;
+    t->ndims = (int)in->n_shape;
+    memcpy(t->dims, in->shape, in->n_shape * sizeof *in->shape);
+    int64_t numel = eng_numel(t->ndims, t->dims);
+    t->bytes = (size_t)numel * dtype_size(t->dt);
+    if (raw) {
+      if (typed_count(in->contents)) {
+        rc = err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s': typed contents and raw_input_contents are mixed in one request", in->name);
+        break;
+      }
+      if (msg->raw_input_contents[i].len != t->bytes) {
+        char got[160];
+        fmt_dims(got, sizeof got, 0, t->ndims, t->dims);
+        rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s': got %zu bytes of raw data, expected %zu bytes for shape %s of %s",
+                     in->name, msg->raw_input_contents[i].len, t->bytes, got, dtype_wire_name(t->dt));
+        break;
+      }
+      t->data = msg->raw_input_contents[i].data;
+    } else {
+      if (!typed_count(in->contents) && numel > 0) {
+        rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s' has no data (neither contents nor raw_input_contents)",
+                     in->name);
+        break;
+      }
+      typed_bytes += (t->bytes + 15) & ~(size_t)15;
+    }
+  }
+  for (size_t k = 0; rc == 0 && k < n_cfg; k++)
+    if (!seen[k])
+      rc = err_set(e, ERR_INVALID_ARGUMENT, "missing input '%s' for model '%s'", eng_model_input(em, k)->name, m->name);
+  free(seen);
+  if (rc) return rc;
+
+  if (!raw && typed_bytes) {
+    uint8_t *buf = malloc(typed_bytes);
+    if (!buf) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    r->typed_buf = buf;
+    size_t off = 0;
+    for (size_t i = 0; i < msg->n_inputs; i++) {
+      const Inference__ModelInferRequest__InferInputTensor *in = msg->inputs[i];
+      eng_tensor *t = &r->inputs[find_config_input(em, in->name)];
+      t->data = buf + off;
+      TRY(convert_typed(in->name, t->dt, in->contents, eng_numel(t->ndims, t->dims), buf + off, e));
+      off += (t->bytes + 15) & ~(size_t)15;
+    }
+  }
+
+  r->outputs_mask = 0;
+  size_t n_out = eng_model_n_outputs(em);
+  for (size_t i = 0; i < msg->n_outputs; i++) {
+    size_t k = 0;
+    while (k < n_out && strcmp(eng_model_output(em, k)->name, msg->outputs[i]->name) != 0) k++;
+    if (k == n_out)
+      return err_set(e, ERR_INVALID_ARGUMENT, "unknown requested output '%s' for model '%s'", msg->outputs[i]->name,
+                     m->name);
+    if (k < 64) r->outputs_mask |= (uint64_t)1 << k;
+  }
+  if (msg->n_outputs == 0) r->outputs_mask = n_out >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n_out) - 1);
+  r->item.rows = rows < 0 ? 1 : rows;
+  r->item.deadline_us = srv_call_deadline_us(r->call);
+  return 0;
+}
+
+void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  int64_t t_recv = eng_now_us();
+  err e = {0};
+  srv_request *r = calloc(1, sizeof *r);
+  if (!r) {
+    srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  r->call = call;
+  r->t_recv_us = t_recv;
+  r->msg = inference__model_infer_request__unpack(NULL, len, req);
+  int rc;
+  if (!r->msg) rc = err_set(&e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
+  else rc = srv_registry_find(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, &e);
+  if (rc == 0) rc = build_request(r, &e);
+  if (rc) {
+    record_failure(r->version, SRV_FAIL_REJECTED, t_recv);
+    srv_log(SRV_LOG_DEBUG, "ModelInfer rejected: %s", e.msg);
+    srv_call_fail(call, (int)e.code, e.msg);
+    request_free(r);
+    return;
+  }
+  atomic_fetch_add(&r->version->stats.pending, 1);
+  srv_sched_submit(s->sched, r);
+}
+
+// --- answering (instance thread) and dropping (loop thread)
+
+static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_outputs, int64_t row_off, err *e) {
+  const Inference__ModelInferRequest *msg = r->msg;
+  const eng_model *em = r->version->model;
+  Inference__ModelInferResponse resp = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+  resp.model_name = r->model->name;
+  resp.model_version = r->version->version_str;
+  resp.id = msg->id;
+  Inference__ModelInferResponse__InferOutputTensor ots[64], *otp[64];
+  ProtobufCBinaryData raws[64];
+  int64_t shapes[64][ENG_MAX_DIMS];
+  size_t n = 0;
+  int batched = eng_model_max_batch(em) > 0;
+  for (size_t k = 0; k < n_outputs && k < 64; k++) {
+    if (!(r->outputs_mask >> k & 1)) continue;
+    const eng_tensor *t = &outputs[k];
+    inference__model_infer_response__infer_output_tensor__init(&ots[n]);
+    ots[n].name = (char *)eng_model_output(em, k)->name;
+    ots[n].datatype = (char *)dtype_wire_name(t->dt);
+    memcpy(shapes[n], t->dims, (size_t)t->ndims * sizeof t->dims[0]);
+    size_t row_bytes = t->bytes, off = 0;
+    if (batched && t->ndims > 0 && t->dims[0] > 0) {
+      row_bytes = t->bytes / (size_t)t->dims[0];
+      off = (size_t)row_off * row_bytes;
+      shapes[n][0] = r->item.rows;
+    }
+    ots[n].n_shape = (size_t)t->ndims;
+    ots[n].shape = shapes[n];
+    otp[n] = &ots[n];
+    raws[n].data = (uint8_t *)t->data + off;
+    raws[n].len = batched ? row_bytes * (size_t)r->item.rows : t->bytes;
+    n++;
+  }
+  resp.n_outputs = n;
+  resp.outputs = otp;
+  resp.n_raw_output_contents = n;
+  resp.raw_output_contents = raws;
+  size_t len = inference__model_infer_response__get_packed_size(&resp);
+  uint8_t *buf = malloc(len ? len : 1);
+  if (!buf) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory packing the response");
+  inference__model_infer_response__pack(&resp, buf);
+  srv_call_reply(r->call, buf, len);
+  return 0;
+}
+
+static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, size_t n, int rc, const err *e,
+                        const eng_job *job, const eng_tensor *outputs, size_t n_outputs) {
+  (void)ctx;
+  srv_stats *st = &v->stats;
+  int64_t rows = 0;
+  for (size_t i = 0; i < n; i++) rows += reqs[i]->item.rows;
+  int64_t input_us = job->t_infer_start_us - job->t_start_us, infer_us = job->t_infer_end_us - job->t_infer_start_us;
+  int64_t row_off = 0;
+  for (size_t i = 0; i < n; i++) {
+    srv_request *r = reqs[i];
+    err pe = {0};
+    int prc = rc;
+    if (rc) {
+      srv_call_fail(r->call, (int)e->code, e->msg);
+    } else {
+      prc = pack_reply(r, outputs, n_outputs, row_off, &pe);
+      if (prc) srv_call_fail(r->call, (int)pe.code, pe.msg);
+    }
+    row_off += r->item.rows;
+    int64_t t_end = eng_now_us();
+    if (prc) {
+      record_failure(v, rc ? SRV_FAIL_BACKEND : SRV_FAIL_OTHER, r->t_recv_us);
+    } else {
+      atomic_fetch_add(&st->success.count, 1);
+      atomic_fetch_add(&st->success.ns, (uint64_t)(t_end - r->t_recv_us) * 1000);
+      atomic_fetch_add(&st->queue.count, 1);
+      atomic_fetch_add(&st->queue.ns, (uint64_t)(job->t_start_us - r->t_enqueue_us) * 1000);
+      atomic_fetch_add(&st->compute_input.count, 1);
+      atomic_fetch_add(&st->compute_input.ns, (uint64_t)input_us * 1000);
+      atomic_fetch_add(&st->compute_infer.count, 1);
+      atomic_fetch_add(&st->compute_infer.ns, (uint64_t)infer_us * 1000);
+      atomic_fetch_add(&st->compute_output.count, 1);
+      atomic_fetch_add(&st->compute_output.ns, (uint64_t)(t_end - job->t_infer_end_us) * 1000);
+    }
+    atomic_fetch_sub(&st->pending, 1);
+    request_free(r);
+  }
+  if (rc == 0) {
+    int64_t output_us = eng_now_us() - job->t_infer_end_us;
+    atomic_fetch_add(&st->inference_count, (uint64_t)rows);
+    atomic_fetch_add(&st->execution_count, 1);
+    atomic_store(&st->last_inference_ms, srv_wall_ms());
+    if (rows >= 1 && rows <= st->n_batch) {
+      srv_batch_stat *b = &st->batch[rows];
+      atomic_fetch_add(&b->count, 1);
+      atomic_fetch_add(&b->input_ns, (uint64_t)input_us * 1000);
+      atomic_fetch_add(&b->infer_ns, (uint64_t)infer_us * 1000);
+      atomic_fetch_add(&b->output_ns, (uint64_t)output_us * 1000);
+    }
+  } else {
+    srv_log(SRV_LOG_WARN, "model '%s' version %s: execution failed: %s", reqs[0]->model->name, v->version_str,
+            e->msg);
+  }
+}
+
+static void on_drop(void *ctx, srv_request *r, int code, const char *msg) {
+  (void)ctx;
+  srv_call_fail(r->call, code, msg);
+  record_failure(r->version, reason_of(code), r->t_recv_us);
+  atomic_fetch_sub(&r->version->stats.pending, 1);
+  request_free(r);
+}
+
+srv_sched_ops srv_infer_sched_ops(srv_server *s) {
+  return (srv_sched_ops){.complete = on_complete, .drop = on_drop, .ctx = s};
+}

@@ -1,0 +1,15 @@
+# The server's own pieces: handlers, scheduler loop, registry, flags, main.
+add_library(inferd_server STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/cli.c
+  ${CMAKE_CURRENT_LIST_DIR}/endpoints.c
+  ${CMAKE_CURRENT_LIST_DIR}/infer.c
+  ${CMAKE_CURRENT_LIST_DIR}/log.c
+  ${CMAKE_CURRENT_LIST_DIR}/registry.c
+  ${CMAKE_CURRENT_LIST_DIR}/rpc.c
+  ${CMAKE_CURRENT_LIST_DIR}/sched.c)
+target_compile_definitions(inferd_server PUBLIC INFERD_VERSION="${PROJECT_VERSION}")
+target_link_libraries(inferd_server PUBLIC inferd_grpc inferd_http inferd_reflection inferd_protoset
+  inferd_batcher inferd_model inferd_config inferd_graph inferd_proto inferd_base PkgConfig::LIBUV Threads::Threads)
+
+add_executable(inferd ${CMAKE_CURRENT_LIST_DIR}/main.c)
+target_link_libraries(inferd PRIVATE inferd_server)

@@ -1,0 +1,82 @@
+// server/registry.h: the models the server serves, loaded from the
+// repository at start-up, with their readiness and statistics. The set of
+// models is fixed once loaded, so CQ threads read it without locks; the
+// statistics are atomic counters.
+#ifndef INFERD_SERVER_REGISTRY_H
+#define INFERD_SERVER_REGISTRY_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/err.h"
+#include "engine/model.h"
+#include "model_config.pb-c.h"
+
+typedef struct srv_duration {
+  _Atomic uint64_t count;
+  _Atomic uint64_t ns;
+} srv_duration;
+
+typedef enum srv_fail_reason {
+  SRV_FAIL_REJECTED,  // refused before queueing (bad input, queue full, draining)
+  SRV_FAIL_CANCELED,  // the client went away or its deadline passed
+  SRV_FAIL_BACKEND,   // the engine failed the execution
+  SRV_FAIL_OTHER,
+  SRV_FAIL_N
+} srv_fail_reason;
+
+typedef struct srv_batch_stat {
+  _Atomic uint64_t count;
+  _Atomic uint64_t input_ns, infer_ns, output_ns;
+} srv_batch_stat;
+
+typedef struct srv_stats {
+  srv_duration success, fail, queue, compute_input, compute_infer, compute_output;
+  _Atomic uint64_t fail_by_reason[SRV_FAIL_N];
+  _Atomic uint64_t inference_count;  // rows
+  _Atomic uint64_t execution_count;  // batches
+  _Atomic uint64_t last_inference_ms;  // wall clock, ms since the epoch
+  _Atomic int64_t pending;             // requests queued or running
+  srv_batch_stat *batch;  // index = batch size, 1..max(1, max_batch_size)
+  int n_batch;
+} srv_stats;
+
+typedef struct srv_version {
+  int64_t version;
+  char version_str[24];
+  eng_model *model;  // NULL when this version failed to load
+  err status;
+  srv_stats stats;
+  void *sched;  // the scheduler's per-version state, set by the scheduler
+} srv_version;
+
+typedef struct srv_model {
+  char name[256];
+  Inference__ModelConfig *config;  // completed; owned
+  err status;                       // code != 0: the model is not ready, with why
+  srv_version *versions;            // ascending version order
+  size_t n_versions;
+} srv_model;
+
+typedef struct srv_registry srv_registry;
+
+// Scans and loads every model of the repository. Fails only when the
+// repository itself cannot be read; models that fail are kept, not ready,
+// with their reason logged and reported.
+int srv_registry_load(const char *repo_dir, int default_max_batch_size, srv_registry **out, err *e);
+void srv_registry_destroy(srv_registry *r);
+
+size_t srv_registry_n_models(const srv_registry *r);
+srv_model *srv_registry_model_at(const srv_registry *r, size_t i);
+
+// Finds the model and version a request names (version "" = the highest
+// ready version): NOT_FOUND for an unknown model or version, UNAVAILABLE for
+// one that failed to load.
+int srv_registry_find(const srv_registry *r, const char *model, const char *version, srv_model **m,
+                      srv_version **v, err *e);
+
+// Wall clock in milliseconds since the epoch (for last_inference).
+uint64_t srv_wall_ms(void);
+
+#endif

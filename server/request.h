@@ -1,0 +1,29 @@
+// server/request.h: one ModelInfer request on its way through the server.
+// Created on a CQ thread (parsed and validated), queued by the scheduler on
+// the loop thread, executed on an engine instance thread, answered and
+// freed there (or on the loop thread when it never runs).
+#ifndef INFERD_SERVER_REQUEST_H
+#define INFERD_SERVER_REQUEST_H
+
+#include <stdint.h>
+
+#include "batcher/batcher.h"
+#include "engine/tensor.h"
+#include "grpc_service.pb-c.h"
+#include "server/grpc_front.h"
+#include "server/registry.h"
+
+typedef struct srv_request {
+  bat_item item;  // item.payload points back here
+  struct srv_request *next_inbox;  // link in the scheduler's inbox
+  srv_call *call;
+  srv_model *model;
+  srv_version *version;
+  Inference__ModelInferRequest *msg;  // unpacked; owns the raw input bytes
+  eng_tensor *inputs;                 // config input order, pointing into msg or typed_buf
+  void *typed_buf;                    // typed contents converted to raw bytes
+  uint64_t outputs_mask;              // requested config outputs (bit i = output i)
+  int64_t t_recv_us, t_enqueue_us;
+} srv_request;
+
+#endif

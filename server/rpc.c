@@ -1,0 +1,371 @@
+// rpc.c: every gRPC method but ModelInfer: health, metadata, config,
+// statistics, repository index, grpc.health.v1 and server reflection, and
+// the table that registers them with the front end.
+#include <stdlib.h>
+#include <string.h>
+
+#include "grpc/health/v1/health.pb-c.h"
+#include "grpc_service.pb-c.h"
+#include "server/log.h"
+#include "server/server.h"
+
+#define SVC "/inference.GRPCInferenceService/"
+
+// Packs any message and answers the call with it.
+static void reply_msg(srv_call *call, const ProtobufCMessage *m) {
+  size_t len = protobuf_c_message_get_packed_size(m);
+  uint8_t *buf = malloc(len ? len : 1);
+  if (!buf) {
+    srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  protobuf_c_message_pack(m, buf);
+  srv_call_reply(call, buf, len);
+}
+
+// Unpacks the request or answers INVALID_ARGUMENT; returns NULL then.
+static ProtobufCMessage *unpack_or_fail(srv_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *req,
+                                        size_t len) {
+  ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, req);
+  if (!m) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "malformed %s: the message does not parse", d->name);
+    srv_call_fail(call, ERR_INVALID_ARGUMENT, msg);
+  }
+  return m;
+}
+
+int srv_server_ready(srv_server *s) {
+  if (atomic_load(&s->draining)) return 0;
+  if (!s->strict_readiness) return 1;
+  for (size_t i = 0; i < srv_registry_n_models(s->reg); i++)
+    if (srv_registry_model_at(s->reg, i)->status.code) return 0;
+  return 1;
+}
+
+// --- health
+
+static void server_live(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  (void)ctx, (void)req, (void)len;
+  Inference__ServerLiveResponse r = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
+  r.live = 1;
+  reply_msg(call, &r.base);
+}
+
+static void server_ready(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  (void)req, (void)len;
+  Inference__ServerReadyResponse r = INFERENCE__SERVER_READY_RESPONSE__INIT;
+  r.ready = srv_server_ready(ctx);
+  reply_msg(call, &r.base);
+}
+
+static void model_ready(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  Inference__ModelReadyRequest *q =
+      (Inference__ModelReadyRequest *)unpack_or_fail(call, &inference__model_ready_request__descriptor, req, len);
+  if (!q) return;
+  srv_model *m;
+  srv_version *v;
+  err e;
+  Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
+  // An unknown or failed model is simply not ready: the question has an answer.
+  r.ready = srv_registry_find(s->reg, q->name, q->version, &m, &v, &e) == 0;
+  reply_msg(call, &r.base);
+  inference__model_ready_request__free_unpacked(q, NULL);
+}
+
+static void health_check(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  Grpc__Health__V1__HealthCheckRequest *q = (Grpc__Health__V1__HealthCheckRequest *)unpack_or_fail(
+      call, &grpc__health__v1__health_check_request__descriptor, req, len);
+  if (!q) return;
+  if (q->service[0] && strcmp(q->service, "inference.GRPCInferenceService") != 0) {
+    char msg[320];
+    snprintf(msg, sizeof msg, "unknown service '%.256s'", q->service);
+    srv_call_fail(call, ERR_NOT_FOUND, msg);
+  } else {
+    Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    r.status = srv_server_ready(s) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                                   : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+    reply_msg(call, &r.base);
+  }
+  grpc__health__v1__health_check_request__free_unpacked(q, NULL);
+}
+
+// --- metadata and config
+
+static void server_metadata(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  (void)ctx, (void)req, (void)len;
+  // Only what is really implemented; clients probe this list.
+  static char *ext[] = {"model_configuration", "statistics"};
+  Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
+  r.name = "inferd";
+  r.version = INFERD_VERSION;
+  r.n_extensions = sizeof ext / sizeof ext[0];
+  r.extensions = ext;
+  reply_msg(call, &r.base);
+}
+
+static void fill_tensor_meta(Inference__ModelMetadataResponse__TensorMetadata *t, int64_t *shape, const eng_io *io,
+                             int batched) {
+  inference__model_metadata_response__tensor_metadata__init(t);
+  t->name = (char *)io->name;
+  t->datatype = (char *)dtype_wire_name(io->dt);
+  size_t n = 0;
+  if (batched) shape[n++] = -1;
+  for (int d = 0; d < io->ndims; d++) shape[n++] = io->dims[d];
+  t->n_shape = n;
+  t->shape = shape;
+}
+
+static void model_metadata(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  Inference__ModelMetadataRequest *q = (Inference__ModelMetadataRequest *)unpack_or_fail(
+      call, &inference__model_metadata_request__descriptor, req, len);
+  if (!q) return;
+  srv_model *m;
+  srv_version *v;
+  err e;
+  if (srv_registry_find(s->reg, q->name, q->version, &m, &v, &e) != 0) {
+    srv_call_fail(call, (int)e.code, e.msg);
+    inference__model_metadata_request__free_unpacked(q, NULL);
+    return;
+  }
+  const eng_model *em = v->model;
+  size_t n_in = eng_model_n_inputs(em), n_out = eng_model_n_outputs(em), n_t = n_in + n_out;
+  Inference__ModelMetadataResponse__TensorMetadata *ts = calloc(n_t ? n_t : 1, sizeof *ts);
+  Inference__ModelMetadataResponse__TensorMetadata **tp = calloc(n_t ? n_t : 1, sizeof *tp);
+  int64_t (*shapes)[ENG_MAX_DIMS + 1] = calloc(n_t ? n_t : 1, sizeof *shapes);
+  char **versions = calloc(m->n_versions ? m->n_versions : 1, sizeof *versions);
+  if (!ts || !tp || !shapes || !versions) {
+    srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  } else {
+    int batched = eng_model_max_batch(em) > 0;
+    for (size_t i = 0; i < n_in; i++) fill_tensor_meta(&ts[i], shapes[i], eng_model_input(em, i), batched), tp[i] = &ts[i];
+    for (size_t i = 0; i < n_out; i++)
+      fill_tensor_meta(&ts[n_in + i], shapes[n_in + i], eng_model_output(em, i), batched), tp[n_in + i] = &ts[n_in + i];
+    Inference__ModelMetadataResponse r = INFERENCE__MODEL_METADATA_RESPONSE__INIT;
+    r.name = m->name;
+    for (size_t i = 0; i < m->n_versions; i++)
+      if (m->versions[i].model) versions[r.n_versions++] = m->versions[i].version_str;
+    r.versions = versions;
+    r.platform = m->config->platform && m->config->platform[0] ? m->config->platform : "onnxruntime_onnx";
+    r.n_inputs = n_in;
+    r.inputs = tp;
+    r.n_outputs = n_out;
+    r.outputs = tp + n_in;
+    reply_msg(call, &r.base);
+  }
+  free(ts);
+  free(tp);
+  free(shapes);
+  free(versions);
+  inference__model_metadata_request__free_unpacked(q, NULL);
+}
+
+static void model_config(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  Inference__ModelConfigRequest *q = (Inference__ModelConfigRequest *)unpack_or_fail(
+      call, &inference__model_config_request__descriptor, req, len);
+  if (!q) return;
+  srv_model *m;
+  srv_version *v;
+  err e;
+  if (srv_registry_find(s->reg, q->name, q->version, &m, &v, &e) != 0) {
+    srv_call_fail(call, (int)e.code, e.msg);
+  } else {
+    Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
+    r.config = m->config;
+    reply_msg(call, &r.base);
+  }
+  inference__model_config_request__free_unpacked(q, NULL);
+}
+
+// --- statistics
+
+static void dur(Inference__StatisticDuration *d, srv_duration *src) {
+  inference__statistic_duration__init(d);
+  d->count = atomic_load(&src->count);
+  d->ns = atomic_load(&src->ns);
+}
+
+typedef struct stat_bufs {
+  Inference__ModelStatistics ms;
+  Inference__InferStatistics is;
+  Inference__StatisticDuration d[6];
+  Inference__InferBatchStatistics *bs;
+  Inference__InferBatchStatistics **bsp;
+  Inference__StatisticDuration *bd;
+} stat_bufs;
+
+static int fill_stats(stat_bufs *b, srv_model *m, srv_version *v) {
+  srv_stats *st = &v->stats;
+  inference__model_statistics__init(&b->ms);
+  inference__infer_statistics__init(&b->is);
+  b->ms.name = m->name;
+  b->ms.version = v->version_str;
+  b->ms.last_inference = atomic_load(&st->last_inference_ms);
+  b->ms.inference_count = atomic_load(&st->inference_count);
+  b->ms.execution_count = atomic_load(&st->execution_count);
+  dur(&b->d[0], &st->success), b->is.success = &b->d[0];
+  dur(&b->d[1], &st->fail), b->is.fail = &b->d[1];
+  dur(&b->d[2], &st->queue), b->is.queue = &b->d[2];
+  dur(&b->d[3], &st->compute_input), b->is.compute_input = &b->d[3];
+  dur(&b->d[4], &st->compute_infer), b->is.compute_infer = &b->d[4];
+  dur(&b->d[5], &st->compute_output), b->is.compute_output = &b->d[5];
+  b->ms.inference_stats = &b->is;
+  size_t nb = (size_t)st->n_batch;
+  b->bs = calloc(nb, sizeof *b->bs);
+  b->bsp = calloc(nb, sizeof *b->bsp);
+  b->bd = calloc(nb * 3, sizeof *b->bd);
+  if (!b->bs || !b->bsp || !b->bd) return -1;
+  size_t n = 0;
+  for (int size = 1; size <= st->n_batch; size++) {
+    srv_batch_stat *s = &st->batch[size];
+    uint64_t count = atomic_load(&s->count);
+    if (!count) continue;  // Triton lists only the sizes that ran
+    Inference__InferBatchStatistics *x = &b->bs[n];
+    inference__infer_batch_statistics__init(x);
+    x->batch_size = (uint64_t)size;
+    Inference__StatisticDuration *d = &b->bd[3 * n];
+    for (int k = 0; k < 3; k++) inference__statistic_duration__init(&d[k]), d[k].count = count;
+    d[0].ns = atomic_load(&s->input_ns);
+    d[1].ns = atomic_load(&s->infer_ns);
+    d[2].ns = atomic_load(&s->output_ns);
+    x->compute_input = &d[0];
+    x->compute_infer = &d[1];
+    x->compute_output = &d[2];
+    b->bsp[n++] = x;
+  }
+  b->ms.n_batch_stats = n;
+  b->ms.batch_stats = b->bsp;
+  return 0;
+}
+
+static void model_statistics(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  Inference__ModelStatisticsRequest *q = (Inference__ModelStatisticsRequest *)unpack_or_fail(
+      call, &inference__model_statistics_request__descriptor, req, len);
+  if (!q) return;
+  // Which versions: one named model (and version), or every ready version.
+  size_t cap = 0;
+  for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) cap += srv_registry_model_at(s->reg, i)->n_versions;
+  stat_bufs *bufs = calloc(cap ? cap : 1, sizeof *bufs);
+  Inference__ModelStatistics **list = calloc(cap ? cap : 1, sizeof *list);
+  size_t n = 0;
+  int rc = (bufs && list) ? 0 : ERR_RESOURCE_EXHAUSTED;
+  err e = {0};
+  if (rc) err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  if (rc == 0 && q->name[0]) {
+    srv_model *m;
+    srv_version *v;
+    rc = srv_registry_find(s->reg, q->name, q->version, &m, &v, &e);
+    if (rc == 0 && q->version[0]) {
+      if (fill_stats(&bufs[n], m, v)) rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      list[n] = &bufs[n].ms, n++;
+    } else if (rc == 0) {
+      for (size_t j = 0; rc == 0 && j < m->n_versions; j++) {
+        if (!m->versions[j].model) continue;
+        if (fill_stats(&bufs[n], m, &m->versions[j])) rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+        list[n] = &bufs[n].ms, n++;
+      }
+    }
+  } else if (rc == 0) {
+    if (q->version[0]) rc = err_set(&e, ERR_INVALID_ARGUMENT, "a version was given without a model name");
+    for (size_t i = 0; rc == 0 && i < srv_registry_n_models(s->reg); i++) {
+      srv_model *m = srv_registry_model_at(s->reg, i);
+      for (size_t j = 0; rc == 0 && j < m->n_versions; j++) {
+        if (!m->versions[j].model) continue;
+        if (fill_stats(&bufs[n], m, &m->versions[j])) rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+        list[n] = &bufs[n].ms, n++;
+      }
+    }
+  }
+  if (rc) {
+    srv_call_fail(call, (int)e.code, e.msg);
+  } else {
+    Inference__ModelStatisticsResponse r = INFERENCE__MODEL_STATISTICS_RESPONSE__INIT;
+    r.n_model_stats = n;
+    r.model_stats = list;
+    reply_msg(call, &r.base);
+  }
+  for (size_t i = 0; bufs && i < n; i++) free(bufs[i].bs), free(bufs[i].bsp), free(bufs[i].bd);
+  free(bufs);
+  free(list);
+  inference__model_statistics_request__free_unpacked(q, NULL);
+}
+
+// --- repository index
+
+static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  Inference__RepositoryIndexRequest *q = (Inference__RepositoryIndexRequest *)unpack_or_fail(
+      call, &inference__repository_index_request__descriptor, req, len);
+  if (!q) return;
+  size_t cap = 0;
+  for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) cap += srv_registry_model_at(s->reg, i)->n_versions + 1;
+  Inference__RepositoryIndexResponse__ModelIndex *xs = calloc(cap ? cap : 1, sizeof *xs);
+  Inference__RepositoryIndexResponse__ModelIndex **xp = calloc(cap ? cap : 1, sizeof *xp);
+  if (!xs || !xp) {
+    srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  } else {
+    size_t n = 0;
+    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
+      srv_model *m = srv_registry_model_at(s->reg, i);
+      if (m->n_versions == 0) {  // failed before any version was found
+        if (q->ready) continue;
+        inference__repository_index_response__model_index__init(&xs[n]);
+        xs[n].name = m->name;
+        xs[n].state = "UNAVAILABLE";
+        xs[n].reason = m->status.msg;
+        xp[n] = &xs[n], n++;
+        continue;
+      }
+      for (size_t j = 0; j < m->n_versions; j++) {
+        srv_version *v = &m->versions[j];
+        if (q->ready && !v->model) continue;
+        inference__repository_index_response__model_index__init(&xs[n]);
+        xs[n].name = m->name;
+        xs[n].version = v->version_str;
+        xs[n].state = v->model ? "READY" : "UNAVAILABLE";
+        xs[n].reason = v->model ? "" : v->status.msg;
+        xp[n] = &xs[n], n++;
+      }
+    }
+    Inference__RepositoryIndexResponse r = INFERENCE__REPOSITORY_INDEX_RESPONSE__INIT;
+    r.n_models = n;
+    r.models = xp;
+    reply_msg(call, &r.base);
+  }
+  free(xs);
+  free(xp);
+  inference__repository_index_request__free_unpacked(q, NULL);
+}
+
+// --- reflection (bidi stream, one answer per request)
+
+static int reflection_answer(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, err *e) {
+  srv_server *s = ctx;
+  return srv_reflection_answer(s->reflection, req, len, resp, resp_len, e);
+}
+
+size_t srv_methods(srv_server *s, srv_method *out, size_t cap) {
+  const srv_method all[] = {
+      {SVC "ServerLive", server_live, NULL, s},
+      {SVC "ServerReady", server_ready, NULL, s},
+      {SVC "ModelReady", model_ready, NULL, s},
+      {SVC "ServerMetadata", server_metadata, NULL, s},
+      {SVC "ModelMetadata", model_metadata, NULL, s},
+      {SVC "ModelConfig", model_config, NULL, s},
+      {SVC "ModelInfer", srv_infer_handler, NULL, s},
+      {SVC "ModelStatistics", model_statistics, NULL, s},
+      {SVC "RepositoryIndex", repository_index, NULL, s},
+      {"/grpc.health.v1.Health/Check", health_check, NULL, s},
+      {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", NULL, reflection_answer, s},
+      {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", NULL, reflection_answer, s},
+  };
+  size_t n = sizeof all / sizeof all[0];
+  if (n > cap) n = cap;
+  memcpy(out, all, n * sizeof *out);
+  return n;
+}

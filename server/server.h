@@ -1,0 +1,37 @@
+// server/server.h: what the RPC handlers share: the registry, the
+// scheduler, the reflection answers and the server's own state.
+#ifndef INFERD_SERVER_SERVER_H
+#define INFERD_SERVER_SERVER_H
+
+#include <stdatomic.h>
+
+#include "server/grpc_front.h"
+#include "server/reflection.h"
+#include "server/registry.h"
+#include "server/sched.h"
+
+typedef struct srv_server {
+  srv_registry *reg;
+  srv_sched *sched;
+  srv_reflection *reflection;
+  int strict_readiness;    // ready only when every model is (Triton's default)
+  atomic_int draining;     // set once shutdown began: not ready, new work refused
+  _Atomic uint64_t http_requests;
+} srv_server;
+
+// Every gRPC method the server answers, for srv_grpc_create.
+size_t srv_methods(srv_server *s, srv_method *out, size_t cap);
+
+// ModelInfer (server/infer.c)
+void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len);
+srv_sched_ops srv_infer_sched_ops(srv_server *s);
+
+// Readiness as ServerReady, /v2/health/ready and grpc.health report it.
+int srv_server_ready(srv_server *s);
+
+// HTTP routes (server/endpoints.c), for srv_http_create.
+struct srv_http_request;
+struct srv_http_response;
+void srv_http_routes(void *ctx, const struct srv_http_request *req, struct srv_http_response *resp);
+
+#endif
