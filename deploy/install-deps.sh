@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what inferd needs on Debian 12 (apt-get) and the Python test and
+# client tools into ./.venv (pip). Safe to run again.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+sudo=""
+[ "$(id -u)" = 0 ] || sudo=sudo
+pkgs=(build-essential cmake pkg-config git
+      libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler grpc-proto
+      libuv1-dev libopenblas-dev libhttp-parser-dev
+      python3 python3-venv python3-pip curl)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if [ ! -x "$root/.venv/bin/python" ]; then
+  /usr/bin/python3 -m venv "$root/.venv"
+fi
+"$root/.venv/bin/pip" install -q --upgrade pip
+"$root/.venv/bin/pip" install -q -r "$root/tests/requirements.txt"

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (after .ci/run installed what it needs):
+#   1. build (default preset), C unit tests with ctest, pytest integration suite
+#      against the real server;
+#   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the threaded unit tests under ThreadSanitizer.
+# GPU tests skip, saying so, where no GPU is visible.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+py=${INFERD_PYTHON:-$root/.venv/bin/python}
+jobs=${INFERD_JOBS:-$(nproc)}
+
+step() { printf '\n=== %s\n' "$*"; }
+
+run_preset() {
+  local preset=$1
+  step "configure + build ($preset)"
+  cmake --preset "$preset" -DINFERD_PYTHON="$py" >/dev/null
+  cmake --build --preset "$preset" -j "$jobs"
+  step "unit tests ($preset)"
+  ctest --preset "$preset" -j "$jobs" ${2:+-R "$2"}
+}
+
+run_integration() {
+  local bin=$1
+  step "integration tests against $bin"
+  INFERD_BIN="$bin" "$py" -m pytest -q -x -p no:cacheprovider tests/integration
+}
+
+run_preset default
+run_integration "$root/build/bin/inferd"
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+run_preset asan
+run_integration "$root/build-asan/bin/inferd"
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+# Threaded modules: the gRPC front end, the HTTP endpoint, the batcher.
+export TSAN_OPTIONS=halt_on_error=1
+run_preset tsan 'test_(grpc_front|http|batcher)'
+
+step "all tests passed"
