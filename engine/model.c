@@ -4,6 +4,7 @@
 #include "engine/model.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -78,7 +78,7 @@ static void load_model(repo_model *rm, int default_max_batch, srv_model *m) {
     return;
   }
   m->n_versions = rm->n_versions;
-  int completed = rm->config_from_file, ready = 0;
+  int completed = 0, ready = 0;
   for (size_t i = 0; i < rm->n_versions; i++) {
     srv_version *v = &m->versions[i];
     v->version = rm->versions[i].version;

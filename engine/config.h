@@ -1,0 +1,58 @@
+// config: completing and checking a model's Inference__ModelConfig against
+// the inputs/outputs its ONNX graph declares, the way Triton's auto-complete
+// and model-config validation do for the onnxruntime backend.
+#ifndef INFERD_ENGINE_CONFIG_H
+#define INFERD_ENGINE_CONFIG_H
+
+#include <stddef.h>
+
+#include "engine/err.h"
+#include "engine/tensor.h"
+#include "model_config.pb-c.h"
+
+#define CONFIG_DEFAULT_MAX_BATCH_SIZE 4  // Triton's default-max-batch-size
+#define CONFIG_PLATFORM_ONNX "onnxruntime_onnx"
+
+// A new empty config (all fields at their proto3 defaults) with `name` set
+// (NULL: left empty), allocated as protobuf-c's unpack does: release it with
+// config_free or protobuf_c_message_free_unpacked. NULL on out-of-memory.
+Inference__ModelConfig *config_new(const char *name);
+void config_free(Inference__ModelConfig *cfg);
+
+// Fills what the config leaves out, from the graph IO (dims -1 = dynamic):
+//  - max_batch_size: when 0, every graph input and output has a dynamic first
+//    dimension, and either the config did not come from a file
+//    (config_from_file == 0) or its listed inputs/outputs all omit that
+//    dimension (rank one less than the graph's), it becomes
+//    default_max_batch_size (> 0; Triton's default is 4);
+//  - inputs/outputs, when the config lists none: every graph input/output
+//    with its data type and dims (batch dimension stripped when batching);
+//  - dynamic_batching {} when max_batch_size > 1 and no scheduler is set
+//    (Triton does the same);
+//  - platform "onnxruntime_onnx" when platform and backend are both empty;
+//  - instance_group: one group {count: 1, kind: KIND_CPU} when there is none;
+//    in given groups KIND_AUTO becomes KIND_GPU when `gpus` lists devices and
+//    KIND_CPU otherwise, count 0 becomes 1, an empty name "<model>_<index>";
+//  - version_policy latest { num_versions: 1 } when none is set.
+// Does not validate; run config_validate afterwards. Errors only on
+// out-of-memory or a bad argument.
+int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng_io *in, size_t n_in,
+                    const eng_io *out, size_t n_out, int default_max_batch_size, err *e);
+
+// Checks a (completed) config against the graph IO; ERR_INVALID_ARGUMENT with
+// a message naming the field and tensor, e.g. "input 'x': data_type TYPE_FP16
+// in config does not match the model's FP32". Checks: platform/backend
+// supported; max_batch_size >= 0; every config input/output exists in the
+// graph (outputs may be a subset, at least one), no duplicates, same data
+// type, dims -1 or > 0 and compatible with the graph (graph dims = [-1] +
+// config dims when max_batch_size > 0, or the config `reshape` shape in their
+// place; -1 on either side matches anything; the graph's batch dimension must
+// be dynamic); every graph input is listed in the config; dynamic_batching
+// sane (preferred sizes in 1..max_batch_size, default_priority_level and
+// priority_queue_policy keys in 1..priority_levels); instance_group counts
+// and gpus >= 0; version_policy.latest.num_versions > 0;
+// sequence_batching / ensemble_scheduling are not supported.
+int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t n_in, const eng_io *out,
+                    size_t n_out, err *e);
+
+#endif

@@ -1,0 +1,56 @@
+// repo: scanning a Triton-style model repository
+//   <repo>/<model>/config.pbtxt          (optional)
+//   <repo>/<model>/<version>/<file>      (numeric version directories)
+// into one entry per model with its parsed config and the versions its
+// version_policy selects. The scan reads directories and the config only; it
+// never opens the model files.
+#ifndef INFERD_ENGINE_REPO_H
+#define INFERD_ENGINE_REPO_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/err.h"
+#include "model_config.pb-c.h"
+
+#define REPO_DEFAULT_MODEL_FILENAME "model.onnx"
+
+typedef struct repo_version {
+  int64_t version;
+  char path[PATH_MAX];  // <dir>/<version>/<default_model_filename or model.onnx>
+} repo_version;
+
+typedef struct repo_model {
+  char name[256];
+  char dir[PATH_MAX];
+  // Never NULL after a scan (barring out-of-memory): the parsed config.pbtxt,
+  // or an empty config with only `name` set when the file is missing or bad.
+  // Owned by the entry; free with repo_free / repo_model_close.
+  Inference__ModelConfig *config;
+  int config_from_file;  // config.pbtxt existed and parsed
+  repo_version *versions;  // ascending; empty when status.code != 0
+  size_t n_versions;
+  err status;  // why this model cannot load (message names the file/field), code 0 when it can
+} repo_model;
+
+// Scans every non-hidden directory of repo_dir, sorted by name. Fails only
+// when repo_dir cannot be read (ERR_NOT_FOUND / ERR_INTERNAL) or on
+// out-of-memory; a broken model is an entry with status.code != 0.
+// On success the caller owns *models and releases it with repo_free.
+int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, err *e);
+
+// Scans one model <repo_dir>/<name>. Returns out->status.code (and copies the
+// status into e): 0 when the model can load; ERR_NOT_FOUND when there is no
+// such model directory; ERR_INVALID_ARGUMENT for a bad name, config or
+// version layout. *out is always initialised and must be released with
+// repo_model_close, whatever the result.
+int repo_scan_model(const char *repo_dir, const char *name, repo_model *out, err *e);
+
+// Releases what one entry owns (config, versions) and zeroes it.
+void repo_model_close(repo_model *m);
+
+// Releases an array from repo_scan (NULL is fine).
+void repo_free(repo_model *models, size_t n);
+
+#endif

@@ -1,0 +1,266 @@
+// Tests engine/config.c: Triton-style auto-completion from the graph IO and
+// validation errors that name the field and tensor.
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "engine/config.h"
+#include "engine/pbtxt.h"
+
+static eng_io io(const char *name, dtype dt, int ndims, int64_t d0, int64_t d1, int64_t d2) {
+  eng_io x;
+  memset(&x, 0, sizeof x);
+  snprintf(x.name, sizeof x.name, "%s", name);
+  x.dt = dt;
+  x.ndims = ndims;
+  int64_t d[3] = {d0, d1, d2};
+  for (int i = 0; i < ndims && i < 3; i++) x.dims[i] = d[i];
+  return x;
+}
+
+static Inference__ModelConfig *parse(const char *text) {
+  ProtobufCMessage *m = NULL;
+  err e = {0};
+  int rc = pbtxt_parse(&inference__model_config__descriptor, text, strlen(text), "config.pbtxt", &m, &e);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "  %s\n", e.msg);
+  return (Inference__ModelConfig *)m;
+}
+
+// Graph used by most cases: x FP32 [-1,3], x2 INT64 [-1,-1]; y FP32 [-1,2], z INT32 [-1].
+static eng_io g_in[2], g_out[2];
+
+static void test_complete_missing_config(void) {
+  err e = {0};
+  Inference__ModelConfig *c = config_new("m");
+  CHECK(c != NULL);
+  if (!c) return;
+  CHECK_EQ_INT(config_complete(c, 0, g_in, 2, g_out, 2, CONFIG_DEFAULT_MAX_BATCH_SIZE, &e), 0);
+  CHECK_EQ_INT(c->max_batch_size, 4);
+  CHECK_EQ_STR(c->platform, "onnxruntime_onnx");
+  CHECK_EQ_INT(c->n_input, 2);
+  if (c->n_input == 2) {
+    CHECK_EQ_STR(c->input[0]->name, "x");
+    CHECK_EQ_INT(c->input[0]->data_type, INFERENCE__DATA_TYPE__TYPE_FP32);
+    CHECK_EQ_INT(c->input[0]->n_dims, 1);  // batch dimension stripped
+    if (c->input[0]->n_dims == 1) CHECK_EQ_INT(c->input[0]->dims[0], 3);
+    CHECK_EQ_INT(c->input[1]->data_type, INFERENCE__DATA_TYPE__TYPE_INT64);
+    CHECK_EQ_INT(c->input[1]->n_dims, 1);
+    if (c->input[1]->n_dims == 1) CHECK_EQ_INT(c->input[1]->dims[0], -1);
+  }
+  CHECK_EQ_INT(c->n_output, 2);
+  if (c->n_output == 2) {
+    CHECK_EQ_STR(c->output[1]->name, "z");
+    CHECK_EQ_INT(c->output[1]->n_dims, 0);  // [-1] minus the batch dimension: a scalar per item
+  }
+  CHECK_EQ_INT(c->scheduling_choice_case, INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING);
+  CHECK(c->dynamic_batching != NULL);
+  CHECK_EQ_INT(c->n_instance_group, 1);
+  if (c->n_instance_group == 1) {
+    CHECK_EQ_INT(c->instance_group[0]->count, 1);
+    CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+    CHECK_EQ_STR(c->instance_group[0]->name, "m_0");
+  }
+  CHECK(c->version_policy && c->version_policy->policy_choice_case == INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_LATEST);
+  CHECK(c->version_policy && c->version_policy->latest && c->version_policy->latest->num_versions == 1);
+  CHECK_EQ_INT(config_validate(c, g_in, 2, g_out, 2, &e), 0);
+  if (e.code) fprintf(stderr, "  %s\n", e.msg);
+
+  // Completion is idempotent and the result packs as a valid message.
+  CHECK_EQ_INT(config_complete(c, 0, g_in, 2, g_out, 2, 4, &e), 0);
+  CHECK_EQ_INT(c->n_input, 2);
+  CHECK_EQ_INT(c->n_instance_group, 1);
+  CHECK(protobuf_c_message_get_packed_size(&c->base) > 0);
+  config_free(c);
+}
+
+static void test_complete_no_batching(void) {
+  err e = {0};
+  // A fixed first dimension: the model cannot batch; dims stay whole.
+  eng_io in[1] = {io("a", DT_FP32, 2, 2, 3, 0)}, out[1] = {io("b", DT_FP32, 1, 6, 0, 0)};
+  Inference__ModelConfig *c = config_new("fixed");
+  CHECK_EQ_INT(config_complete(c, 0, in, 1, out, 1, 4, &e), 0);
+  CHECK_EQ_INT(c->max_batch_size, 0);
+  CHECK(c->n_input == 1 && c->input[0]->n_dims == 2 && c->input[0]->dims[0] == 2);
+  CHECK_EQ_INT(c->scheduling_choice_case, INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE__NOT_SET);
+  CHECK_EQ_INT(config_validate(c, in, 1, out, 1, &e), 0);
+  config_free(c);
+
+  // A file config with max_batch_size 0 and no tensors listed keeps 0.
+  c = parse("name: 'm'");
+  CHECK_EQ_INT(config_complete(c, 1, g_in, 2, g_out, 2, 4, &e), 0);
+  CHECK_EQ_INT(c->max_batch_size, 0);
+  CHECK(c->n_input == 2 && c->input[0]->n_dims == 2 && c->input[0]->dims[0] == -1);
+  CHECK_EQ_INT(config_validate(c, g_in, 2, g_out, 2, &e), 0);
+  config_free(c);
+
+  // default_max_batch_size 0 turns the default off.
+  c = config_new("m");
+  CHECK_EQ_INT(config_complete(c, 0, g_in, 2, g_out, 2, 0, &e), 0);
+  CHECK_EQ_INT(c->max_batch_size, 0);
+  config_free(c);
+}
+
+static void test_complete_file_config(void) {
+  err e = {0};
+  // Listed tensors leave out the batch dimension: batching is inferred.
+  Inference__ModelConfig *c = parse(
+      "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] }, { name: 'x2' data_type: TYPE_INT64 dims: [-1] }]\n"
+      "output { name: 'y' data_type: TYPE_FP32 dims: [2] }\n");
+  CHECK_EQ_INT(config_complete(c, 1, g_in, 2, g_out, 2, 4, &e), 0);
+  CHECK_EQ_INT(c->max_batch_size, 4);
+  CHECK_EQ_INT(c->n_output, 1);  // a listed subset is kept as is
+  CHECK_EQ_INT(config_validate(c, g_in, 2, g_out, 2, &e), 0);
+  if (e.code) fprintf(stderr, "  %s\n", e.msg);
+  config_free(c);
+
+  // Explicit values are kept; KIND_AUTO resolves by `gpus`; count 0 -> 1.
+  c = parse(
+      "name: 'm' backend: 'onnxruntime' max_batch_size: 8\n"
+      "instance_group [{ kind: KIND_AUTO }, { name: 'g' kind: KIND_AUTO gpus: [0] count: 2 }]\n"
+      "sequence_batching {}\n"
+      "version_policy { all {} }\n");
+  CHECK_EQ_INT(config_complete(c, 1, g_in, 2, g_out, 2, 4, &e), 0);
+  CHECK_EQ_INT(c->max_batch_size, 8);
+  CHECK_EQ_STR(c->platform, "");  // backend given: platform left empty
+  CHECK_EQ_INT(c->scheduling_choice_case, INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING);
+  CHECK_EQ_INT(c->n_instance_group, 2);
+  if (c->n_instance_group == 2) {
+    CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+    CHECK_EQ_INT(c->instance_group[0]->count, 1);
+    CHECK_EQ_STR(c->instance_group[0]->name, "m_0");
+    CHECK_EQ_INT(c->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
+    CHECK_EQ_INT(c->instance_group[1]->count, 2);
+    CHECK_EQ_STR(c->instance_group[1]->name, "g");
+    CHECK_EQ_INT(c->instance_group[1]->n_gpus, 1);
+  }
+  CHECK_EQ_INT(c->version_policy->policy_choice_case, INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_ALL);
+  CHECK_EQ_INT(config_validate(c, g_in, 2, g_out, 2, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_STR(e.msg, "sequence_batching is not supported");
+  config_free(c);
+
+  CHECK_EQ_INT(config_complete(NULL, 0, g_in, 2, g_out, 2, 4, &e), ERR_INVALID_ARGUMENT);
+}
+
+// Completes (as a file config) then validates; expects the error text.
+static void expect_invalid(const char *text, const char *needle) {
+  err e = {0};
+  Inference__ModelConfig *c = parse(text);
+  if (!c) return;
+  CHECK_EQ_INT(config_complete(c, 1, g_in, 2, g_out, 2, 4, &e), 0);
+  int rc = config_validate(c, g_in, 2, g_out, 2, &e);
+  CHECK_EQ_INT(rc, ERR_INVALID_ARGUMENT);
+  if (rc == 0) fprintf(stderr, "  unexpectedly valid: %s\n", text);
+  else CHECK_CONTAINS(e.msg, needle);
+  config_free(c);
+}
+
+static void expect_valid(const char *text) {
+  err e = {0};
+  Inference__ModelConfig *c = parse(text);
+  if (!c) return;
+  CHECK_EQ_INT(config_complete(c, 1, g_in, 2, g_out, 2, 4, &e), 0);
+  int rc = config_validate(c, g_in, 2, g_out, 2, &e);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "  %s\n  for: %s\n", e.msg, text);
+  config_free(c);
+}
+
+#define IO_OK                                                                                        \
+  "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] }, { name: 'x2' data_type: TYPE_INT64 dims: [-1] }]\n" \
+  "output [{ name: 'y' data_type: TYPE_FP32 dims: [2] }]\n"
+
+static void test_validate(void) {
+  expect_valid("max_batch_size: 8\n" IO_OK);
+  expect_valid("max_batch_size: 8 platform: 'onnxruntime_onnx' backend: 'inferd'\n" IO_OK
+               "dynamic_batching { preferred_batch_size: [4, 8] max_queue_delay_microseconds: 100 priority_levels: 2 "
+               "default_priority_level: 2 priority_queue_policy { key: 1 value { max_queue_size: 3 } } }\n");
+  // -1 in the config matches any size; the model's -1 matches any config size.
+  expect_valid("max_batch_size: 2\n"
+               "input [{ name: 'x' data_type: TYPE_FP32 dims: [-1] }, { name: 'x2' data_type: TYPE_INT64 dims: [7] }]\n"
+               "output [{ name: 'y' data_type: TYPE_FP32 dims: [2] }]\n");
+  // reshape stands in for dims when matching the graph.
+  expect_valid("max_batch_size: 2\n"
+               "input [{ name: 'x' data_type: TYPE_FP32 dims: [1, 3] reshape { shape: [3] } },"
+               " { name: 'x2' data_type: TYPE_INT64 dims: [-1] }]\n"
+               "output [{ name: 'y' data_type: TYPE_FP32 dims: [2, 1] reshape: { shape: [2] } }]\n");
+
+  expect_invalid("max_batch_size: 8\n"
+                 "input [{ name: 'x' data_type: TYPE_FP16 dims: [3] }, { name: 'x2' data_type: TYPE_INT64 dims: [-1] }]\n",
+                 "input 'x': data_type TYPE_FP16 in config does not match the model's FP32");
+  expect_invalid("max_batch_size: 8\n"
+                 "input [{ name: 'x' dims: [3] }, { name: 'x2' data_type: TYPE_INT64 dims: [-1] }]\n",
+                 "input 'x': data_type is missing in config (the model's is FP32)");
+  expect_invalid("max_batch_size: 8\n"
+                 "input [{ name: 'x' data_type: TYPE_FP32 dims: [4] }, { name: 'x2' data_type: TYPE_INT64 dims: [-1] }]\n",
+                 "input 'x': dims in config (with the batch dimension: [-1,4]) does not match the model's shape [-1,3]");
+  expect_invalid("max_batch_size: 0\n"
+                 "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] }, { name: 'x2' data_type: TYPE_INT64 dims: [-1] }]\n"
+                 "output [{ name: 'y' data_type: TYPE_FP32 dims: [-1, 2] }]\n",
+                 "input 'x': dims in config ([3]) does not match the model's shape [-1,3]");
+  expect_invalid("max_batch_size: 8\n"
+                 "input [{ name: 'x' data_type: TYPE_FP32 dims: [0] }, { name: 'x2' data_type: TYPE_INT64 dims: [-1] }]\n",
+                 "input 'x': dims[0] = 0 is invalid");
+  expect_invalid("max_batch_size: 8\n"
+                 "input [{ name: 'x' data_type: TYPE_FP32 dims: [4] reshape { shape: [3] } },"
+                 " { name: 'x2' data_type: TYPE_INT64 dims: [-1] }]\n",
+                 "input 'x': reshape.shape has 3 elements but dims have 4");
+  expect_invalid("max_batch_size: 8\n" IO_OK "input [{ name: 'w' data_type: TYPE_FP32 dims: [1] }]\n",
+                 "input 'w' in config is not an input of the model");
+  expect_invalid("max_batch_size: 8\n"
+                 "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] }]\n",
+                 "model input 'x2' is missing from the config's inputs");
+  expect_invalid("max_batch_size: 8\n" IO_OK "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] }]\n",
+                 "input 'x' is listed twice in the config");
+  expect_invalid("max_batch_size: 8\n" IO_OK "output [{ name: 'q' data_type: TYPE_FP32 dims: [2] }]\n",
+                 "output 'q' in config is not an output of the model");
+  expect_invalid("max_batch_size: 8\n" IO_OK "output [{ name: 'z' data_type: TYPE_INT64 }]\n",
+                 "output 'z': data_type TYPE_INT64 in config does not match the model's INT32");
+  expect_invalid("max_batch_size: -1\n" IO_OK, "max_batch_size must be >= 0, got -1");
+  expect_invalid("platform: 'tensorrt_plan'\n" IO_OK, "platform 'tensorrt_plan' is not supported");
+  expect_invalid("backend: 'python'\n" IO_OK, "backend 'python' is not supported");
+  expect_invalid("max_batch_size: 4\n" IO_OK "dynamic_batching { preferred_batch_size: [2, 8] }",
+                 "dynamic_batching.preferred_batch_size 8 exceeds max_batch_size 4");
+  expect_invalid("max_batch_size: 4\n" IO_OK "dynamic_batching { preferred_batch_size: [0] }",
+                 "dynamic_batching.preferred_batch_size 0 must be > 0");
+  expect_invalid("max_batch_size: 4\n" IO_OK "dynamic_batching { priority_levels: 2 default_priority_level: 3 }",
+                 "dynamic_batching.default_priority_level 3 must be in 1..priority_levels (2)");
+  expect_invalid("max_batch_size: 4\n" IO_OK "dynamic_batching { default_priority_level: 1 }",
+                 "default_priority_level 1 is set but priority_levels is 0");
+  expect_invalid("max_batch_size: 4\n" IO_OK
+                 "dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 5 } }",
+                 "dynamic_batching.priority_queue_policy key 5 must be in 1..priority_levels (2)");
+  expect_invalid("max_batch_size: 4\n" IO_OK "ensemble_scheduling {}", "ensemble_scheduling is not supported");
+  expect_invalid("max_batch_size: 4\n" IO_OK "instance_group { count: -2 }", "instance_group[0].count -2 must be >= 0");
+  expect_invalid("max_batch_size: 4\n" IO_OK "instance_group { gpus: [-1] }", "instance_group[0].gpus has invalid device -1");
+  expect_invalid("max_batch_size: 4\n" IO_OK "version_policy { latest {} }",
+                 "version_policy.latest.num_versions must be > 0");
+
+  // A model whose batch dimension is fixed cannot take max_batch_size > 0.
+  err e = {0};
+  eng_io in[1] = {io("a", DT_FP32, 2, 2, 3, 0)}, out[1] = {io("b", DT_FP32, 1, -1, 0, 0)};
+  Inference__ModelConfig *c = parse("max_batch_size: 2 input { name: 'a' data_type: TYPE_FP32 dims: [3] }");
+  CHECK_EQ_INT(config_complete(c, 1, in, 1, out, 1, 4, &e), 0);
+  CHECK_EQ_INT(config_validate(c, in, 1, out, 1, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "input 'a': max_batch_size 2 needs a dynamic first (batch) dimension, but the model's shape is [2,3]");
+  config_free(c);
+
+  // No outputs at all (a graph without outputs leaves none to fill).
+  c = parse("input { name: 'a' data_type: TYPE_FP32 dims: [2, 3] }");
+  CHECK_EQ_INT(config_complete(c, 1, in, 1, out, 0, 4, &e), 0);
+  CHECK_EQ_INT(config_validate(c, in, 1, out, 0, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "the config lists no outputs");
+  config_free(c);
+}
+
+int main(void) {
+  g_in[0] = io("x", DT_FP32, 2, -1, 3, 0);
+  g_in[1] = io("x2", DT_INT64, 2, -1, -1, 0);
+  g_out[0] = io("y", DT_FP32, 2, -1, 2, 0);
+  g_out[1] = io("z", DT_INT32, 1, -1, 0, 0);
+  test_complete_missing_config();
+  test_complete_no_batching();
+  test_complete_file_config();
+  test_validate();
+  CHECK_DONE();
+}
