@@ -1,0 +1,885 @@
+// grpc_front.c: the gRPC C-core transport of the front end: one completion
+// queue and thread per worker, pre-posted registered-method requests re-armed
+// as they fire, pooled unary call contexts answered from any thread, a generic
+// UNIMPLEMENTED answer, ping-pong bidi streams and the graceful drain.
+//
+// Unary call shape: RECV_CLOSE_ON_SERVER is armed alone as soon as the call
+// arrives, and the answer is one three-op batch (initial metadata, message,
+// status). That costs one extra completion per call compared with a single
+// four-op batch, but it is the only way srv_call_cancelled can see a client
+// cancel or an expired deadline while the request still waits in the batcher,
+// so dead requests can be dropped before they use the GPU.
+//
+// Lifetime of a unary context: a reference count (atomic, because replies
+// come from any thread) with one reference for the CQ thread while it runs
+// the handler, one for the pending RECV_CLOSE batch and one for the handler
+// until it answers, which it hands to the send batch. The last release unrefs
+// the call and returns the context to its CQ thread's pool.
+//
+// Every batch starts under its CQ thread's mutex and only while that CQ is
+// open: the core aborts when a batch begins on a shut-down queue, and a late
+// reply after the drain would otherwise race grpc_completion_queue_shutdown.
+#include "server/grpc_front.h"
+
+#include <errno.h>
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_THREADS 2
+#define DEFAULT_CALLS 16
+#define DEFAULT_MAX_MSG (64 << 20)
+// A per-thread copy buffer larger than this is released after use, so one
+// huge request does not pin memory in every thread forever.
+#define SCRATCH_KEEP (8u << 20)
+
+typedef enum tag_kind {
+  TAG_UNARY_NEW,
+  TAG_UNARY_CLOSE,
+  TAG_UNARY_SEND,
+  TAG_STREAM_NEW,
+  TAG_STREAM_CLOSE,
+  TAG_STREAM_RECV,
+  TAG_STREAM_SEND,
+  TAG_STREAM_STATUS,
+  TAG_GENERIC_NEW,
+  TAG_GENERIC_DONE,
+  TAG_SHUTDOWN,
+} tag_kind;
+
+// Completion tags point at one of these, embedded in the object they belong to.
+typedef struct tag {
+  tag_kind kind;
+  void *obj;
+} tag;
+
+typedef struct cq_thread cq_thread;
+
+typedef struct reg_method {
+  srv_method m;
+  void *handle;  // from grpc_server_register_method
+} reg_method;
+
+struct srv_call {
+  srv_call *next;  // pool link
+  cq_thread *t;
+  const reg_method *rm;
+  grpc_call *call;
+  gpr_timespec deadline;
+  grpc_metadata_array md;
+  grpc_byte_buffer *payload;
+  grpc_byte_buffer *send_buf;
+  grpc_slice status_details;
+  int has_details;
+  int close_cancelled;  // written by the core through RECV_CLOSE_ON_SERVER
+  atomic_int cancelled;
+  atomic_int refs;
+  int64_t deadline_us;
+  tag tag_new, tag_close, tag_send;
+};
+
+typedef struct stream_call {
+  cq_thread *t;
+  const reg_method *rm;
+  grpc_call *call;
+  gpr_timespec deadline;
+  grpc_metadata_array md;
+  grpc_byte_buffer *recv_buf;
+  grpc_byte_buffer *send_buf;
+  grpc_slice status_details;
+  int has_details;
+  int close_cancelled;
+  int md_sent;
+  int pending;  // batches started and not completed; all on the CQ thread
+  int done;     // no more batches will be started
+  tag tag_new, tag_close, tag_recv, tag_send, tag_status;
+} stream_call;
+
+typedef struct gen_call {
+  grpc_call *call;
+  grpc_call_details details;
+  grpc_metadata_array md;
+  grpc_slice msg;
+  int close_cancelled;
+  tag tag_new, tag_done;
+} gen_call;
+
+struct cq_thread {
+  srv_grpc *g;
+  int idx;
+  grpc_completion_queue *cq;
+  pthread_t th;
+  int th_started;
+  pthread_mutex_t mu;  // guards closed, held and every batch start on this CQ's calls
+  pthread_cond_t cv;   // held reached 0 after closing
+  int closed;
+  int held;                          // unary calls handed to handlers, unanswered
+  srv_call *pool;                    // owner-only free list
+  _Atomic(srv_call *) returned;      // contexts released by any thread (push-only stack)
+  uint8_t *scratch;                  // contiguous copy of multi-slice requests
+  size_t scratch_cap;
+};
+
+struct srv_grpc {
+  grpc_server *server;
+  reg_method *methods;
+  size_t n_methods;
+  cq_thread *threads;
+  int n_threads;
+  int calls_per_thread;
+  int port;
+  int started, shut;
+  atomic_int draining;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;  // CLOCK_MONOTONIC, for the grace wait
+  int notified;
+  tag shutdown_tag;
+};
+
+#define LOG(...)                               \
+  do {                                         \
+    fprintf(stderr, "inferd grpc: " __VA_ARGS__); \
+    fputc('\n', stderr);                       \
+  } while (0)
+
+static int draining(const srv_grpc *g) { return atomic_load_explicit(&g->draining, memory_order_acquire); }
+
+// ---------------------------------------------------------------- batches
+
+// Starts a batch on a call bound to t's CQ unless that CQ was shut down.
+static grpc_call_error start_batch(cq_thread *t, grpc_call *call, const grpc_op *ops, size_t n,
+                                   void *tg, int *closed_out) {
+  pthread_mutex_lock(&t->mu);
+  int closed = t->closed;
+  grpc_call_error rc = closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
+                              : grpc_call_start_batch(call, ops, n, tg, NULL);
+  pthread_mutex_unlock(&t->mu);
+  if (rc != GRPC_CALL_OK && !closed) LOG("grpc_call_start_batch failed: error %d", (int)rc);
+  if (closed_out) *closed_out = closed;
+  return rc;
+}
+
+// Copies a received message into contiguous memory unless it already is one
+// slice. On success *data stays valid until the reader is destroyed (and the
+// thread's scratch is reused).
+static int flatten(cq_thread *t, grpc_byte_buffer *bb, grpc_byte_buffer_reader *rd,
+                   const uint8_t **data, size_t *len) {
+  if (!grpc_byte_buffer_reader_init(rd, bb)) return ERR_INVALID_ARGUMENT;  // bad compression
+  size_t total = grpc_byte_buffer_length(rd->buffer_out);
+  *len = total;
+  grpc_slice *s;
+  if (total == 0 || !grpc_byte_buffer_reader_peek(rd, &s)) {
+    *data = (const uint8_t *)"";
+    return 0;
+  }
+  if (GRPC_SLICE_LENGTH(*s) == total) {
+    *data = GRPC_SLICE_START_PTR(*s);
+    return 0;
+  }
+  if (t->scratch_cap < total) {
+    free(t->scratch);
+    t->scratch = malloc(total);
+    t->scratch_cap = t->scratch ? total : 0;
+    if (!t->scratch) return ERR_RESOURCE_EXHAUSTED;
+  }
+  size_t off = 0;
+  do {
+    size_t n = GRPC_SLICE_LENGTH(*s);
+    if (n > total - off) return ERR_INTERNAL;  // the core miscounted: never copy past the end
+    memcpy(t->scratch + off, GRPC_SLICE_START_PTR(*s), n);
+    off += n;
+  } while (grpc_byte_buffer_reader_peek(rd, &s));
+  if (off != total) return ERR_INTERNAL;
+  *data = t->scratch;
+  return 0;
+}
+
+static void scratch_trim(cq_thread *t) {
+  if (t->scratch_cap > SCRATCH_KEEP) {
+    free(t->scratch);
+    t->scratch = NULL;
+    t->scratch_cap = 0;
+  }
+}
+
+static int64_t mono_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+// gpr's monotonic clock has its own epoch, so carry the time left over to
+// CLOCK_MONOTONIC rather than the absolute value.
+static int64_t deadline_to_us(gpr_timespec d) {
+  if (d.tv_sec == INT64_MAX) return INT64_MAX;
+  gpr_timespec left =
+      gpr_time_sub(gpr_convert_clock_type(d, GPR_CLOCK_MONOTONIC), gpr_now(GPR_CLOCK_MONOTONIC));
+  if (left.tv_sec > INT64_MAX / 2000000) return INT64_MAX;
+  return mono_now_us() + (int64_t)left.tv_sec * 1000000 + left.tv_nsec / 1000;
+}
+
+// ---------------------------------------------------------------- unary contexts
+
+static srv_call *call_alloc(cq_thread *t) {
+  srv_call *c = t->pool;
+  if (!c) c = atomic_exchange_explicit(&t->returned, NULL, memory_order_acquire);
+  if (c) {
+    t->pool = c->next;
+  } else {
+    c = malloc(sizeof *c);
+    if (!c) return NULL;
+  }
+  memset(c, 0, sizeof *c);
+  c->t = t;
+  atomic_init(&c->cancelled, 0);
+  atomic_init(&c->refs, 1);
+  grpc_metadata_array_init(&c->md);
+  c->tag_new = (tag){TAG_UNARY_NEW, c};
+  c->tag_close = (tag){TAG_UNARY_CLOSE, c};
+  c->tag_send = (tag){TAG_UNARY_SEND, c};
+  return c;
+}
+
+static void call_release(srv_call *c) {
+  if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1) return;
+  if (c->payload) grpc_byte_buffer_destroy(c->payload);
+  if (c->send_buf) grpc_byte_buffer_destroy(c->send_buf);
+  if (c->has_details) grpc_slice_unref(c->status_details);
+  grpc_metadata_array_destroy(&c->md);
+  if (c->call) grpc_call_unref(c->call);
+  cq_thread *t = c->t;
+  srv_call *head = atomic_load_explicit(&t->returned, memory_order_relaxed);
+  do {
+    c->next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&t->returned, &head, c, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+static void arm_unary(cq_thread *t, const reg_method *rm) {
+  srv_call *c = call_alloc(t);
+  if (!c) {
+    LOG("out of memory arming %s", rm->m.path);
+    return;
+  }
+  c->rm = rm;
+  grpc_call_error rc = grpc_server_request_registered_call(t->g->server, rm->handle, &c->call,
+                                                           &c->deadline, &c->md, &c->payload,
+                                                           t->cq, t->cq, &c->tag_new);
+  if (rc != GRPC_CALL_OK) {
+    if (!draining(t->g)) LOG("request_registered_call(%s) failed: error %d", rm->m.path, (int)rc);
+    call_release(c);
+  }
+}
+
+// Sends the answer (bb NULL for a failure) and hands the handler's reference
+// to the send batch.
+static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code, const char *msg) {
+  cq_thread *t = c->t;
+  c->send_buf = bb;
+  if (msg) {
+    c->status_details = grpc_slice_from_copied_string(msg);
+    c->has_details = 1;
+  }
+  grpc_op ops[3];
+  memset(ops, 0, sizeof ops);
+  size_t n = 0;
+  ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+  if (bb) {
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = bb;
+  }
+  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[n].data.send_status_from_server.status = code;
+  ops[n++].data.send_status_from_server.status_details = msg ? &c->status_details : NULL;
+  // The release publishes the fields above to whichever thread frees c.
+  atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&c->refs, 1, memory_order_release);
+
+  pthread_mutex_lock(&t->mu);
+  int closed = t->closed;
+  grpc_call_error rc = closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
+                              : grpc_call_start_batch(c->call, ops, n, &c->tag_send, NULL);
+  if (--t->held == 0 && closed) pthread_cond_broadcast(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+  if (rc != GRPC_CALL_OK) {
+    // Dropped: either the drain is over (the call was cancelled) or the core
+    // refused; cancel so the client is not left waiting.
+    if (!closed) LOG("answering %s: grpc_call_start_batch failed: error %d", c->rm->m.path, (int)rc);
+    grpc_call_cancel(c->call, NULL);
+    call_release(c);
+  }
+}
+
+void srv_call_reply(srv_call *c, uint8_t *resp, size_t len) {
+  grpc_slice s = len ? grpc_slice_new(resp, len, free) : grpc_empty_slice();
+  if (!len) free(resp);
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+  grpc_slice_unref(s);  // the buffer holds its own reference
+  call_finish(c, bb, GRPC_STATUS_OK, NULL);
+}
+
+void srv_call_fail(srv_call *c, int code, const char *msg) {
+  if (code <= 0 || code > GRPC_STATUS_UNAUTHENTICATED) code = GRPC_STATUS_INTERNAL;
+  call_finish(c, NULL, (grpc_status_code)code, msg ? msg : "");
+}
+
+int srv_call_cancelled(const srv_call *c) {
+  return atomic_load_explicit(&((srv_call *)c)->cancelled, memory_order_relaxed);
+}
+
+int64_t srv_call_deadline_us(const srv_call *c) { return c->deadline_us; }
+
+const char *srv_call_method(const srv_call *c) { return c->rm->m.path; }
+
+static void on_unary_new(cq_thread *t, srv_call *c, int ok) {
+  srv_grpc *g = t->g;
+  if (!ok) {  // the server is shutting down: the request was never matched
+    call_release(c);
+    return;
+  }
+  if (!draining(g)) arm_unary(t, c->rm);
+  c->deadline_us = deadline_to_us(c->deadline);
+  atomic_store_explicit(&c->refs, 3, memory_order_relaxed);  // this thread, close batch, handler
+
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  op.data.recv_close_on_server.cancelled = &c->close_cancelled;
+  pthread_mutex_lock(&t->mu);
+  int closed = t->closed;
+  grpc_call_error rc = closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
+                              : grpc_call_start_batch(c->call, &op, 1, &c->tag_close, NULL);
+  if (rc == GRPC_CALL_OK) t->held++;
+  pthread_mutex_unlock(&t->mu);
+  if (rc != GRPC_CALL_OK) {
+    if (!closed) LOG("%s: arming RECV_CLOSE_ON_SERVER failed: error %d", c->rm->m.path, (int)rc);
+    grpc_call_cancel(c->call, NULL);
+    atomic_store_explicit(&c->refs, 1, memory_order_relaxed);
+    call_release(c);
+    return;
+  }
+
+  if (!c->payload) {
+    srv_call_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "request message missing");
+  } else {
+    grpc_byte_buffer_reader rd;
+    const uint8_t *data = NULL;
+    size_t len = 0;
+    int frc = flatten(t, c->payload, &rd, &data, &len);
+    if (frc == ERR_INVALID_ARGUMENT) {
+      srv_call_fail(c, frc, "request message cannot be decompressed");
+    } else {
+      if (frc) srv_call_fail(c, frc, "request message cannot be copied");
+      else c->rm->m.unary(c->rm->m.ctx, c, data, len);
+      grpc_byte_buffer_reader_destroy(&rd);
+    }
+    scratch_trim(t);
+  }
+  // c stays valid until this thread's reference goes.
+  grpc_byte_buffer_destroy(c->payload);
+  c->payload = NULL;
+  call_release(c);
+}
+
+static void on_unary_close(srv_call *c, int ok) {
+  if (!ok || c->close_cancelled) atomic_store_explicit(&c->cancelled, 1, memory_order_relaxed);
+  call_release(c);
+}
+
+// ---------------------------------------------------------------- streams
+
+static void stream_free(stream_call *s) {
+  if (s->recv_buf) grpc_byte_buffer_destroy(s->recv_buf);
+  if (s->send_buf) grpc_byte_buffer_destroy(s->send_buf);
+  if (s->has_details) grpc_slice_unref(s->status_details);
+  grpc_metadata_array_destroy(&s->md);
+  if (s->call) grpc_call_unref(s->call);
+  free(s);
+}
+
+static void stream_maybe_free(stream_call *s) {
+  if (s->pending == 0) stream_free(s);
+}
+
+static void stream_start(stream_call *s, const grpc_op *ops, size_t n, tag *tg) {
+  if (s->done) return;
+  if (start_batch(s->t, s->call, ops, n, tg, NULL) == GRPC_CALL_OK) {
+    s->pending++;
+  } else {
+    s->done = 1;
+    grpc_call_cancel(s->call, NULL);
+  }
+}
+
+static void arm_stream(cq_thread *t, const reg_method *rm) {
+  stream_call *s = calloc(1, sizeof *s);
+  if (!s) {
+    LOG("out of memory arming %s", rm->m.path);
+    return;
+  }
+  s->t = t;
+  s->rm = rm;
+  grpc_metadata_array_init(&s->md);
+  s->tag_new = (tag){TAG_STREAM_NEW, s};
+  s->tag_close = (tag){TAG_STREAM_CLOSE, s};
+  s->tag_recv = (tag){TAG_STREAM_RECV, s};
+  s->tag_send = (tag){TAG_STREAM_SEND, s};
+  s->tag_status = (tag){TAG_STREAM_STATUS, s};
+  grpc_call_error rc = grpc_server_request_registered_call(
+      t->g->server, rm->handle, &s->call, &s->deadline, &s->md, NULL, t->cq, t->cq, &s->tag_new);
+  if (rc != GRPC_CALL_OK) {
+    if (!draining(t->g)) LOG("request_registered_call(%s) failed: error %d", rm->m.path, (int)rc);
+    stream_free(s);
+  }
+}
+
+static void stream_recv(stream_call *s) {
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_MESSAGE;
+  op.data.recv_message.recv_message = &s->recv_buf;
+  stream_start(s, &op, 1, &s->tag_recv);
+}
+
+static void stream_status(stream_call *s, grpc_status_code code, const char *msg) {
+  grpc_op ops[2];
+  memset(ops, 0, sizeof ops);
+  size_t n = 0;
+  if (!s->md_sent) ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+  s->md_sent = 1;
+  if (msg) {
+    s->status_details = grpc_slice_from_copied_string(msg);
+    s->has_details = 1;
+  }
+  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[n].data.send_status_from_server.status = code;
+  ops[n++].data.send_status_from_server.status_details = msg ? &s->status_details : NULL;
+  stream_start(s, ops, n, &s->tag_status);
+  s->done = 1;  // nothing follows a status
+}
+
+static void on_stream_new(cq_thread *t, stream_call *s, int ok) {
+  if (!ok) {
+    stream_free(s);
+    return;
+  }
+  if (!draining(t->g)) arm_stream(t, s->rm);
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  op.data.recv_close_on_server.cancelled = &s->close_cancelled;
+  stream_start(s, &op, 1, &s->tag_close);
+  stream_recv(s);
+  stream_maybe_free(s);
+}
+
+static void on_stream_recv(cq_thread *t, stream_call *s, int ok) {
+  s->pending--;
+  if (!ok || s->done) {
+    s->done = 1;
+    stream_maybe_free(s);
+    return;
+  }
+  if (!s->recv_buf) {  // the client half-closed
+    stream_status(s, GRPC_STATUS_OK, NULL);
+    stream_maybe_free(s);
+    return;
+  }
+  grpc_byte_buffer_reader rd;
+  const uint8_t *data = NULL;
+  size_t len = 0;
+  uint8_t *resp = NULL;
+  size_t resp_len = 0;
+  err e = {0};
+  int rc = flatten(t, s->recv_buf, &rd, &data, &len);
+  if (rc == ERR_INVALID_ARGUMENT) {
+    err_set(&e, ERR_INVALID_ARGUMENT, "request message cannot be decompressed");
+  } else {
+    if (rc) err_set(&e, rc, "request message cannot be copied");
+    else rc = s->rm->m.stream(s->rm->m.ctx, data, len, &resp, &resp_len, &e);
+    grpc_byte_buffer_reader_destroy(&rd);
+  }
+  scratch_trim(t);
+  grpc_byte_buffer_destroy(s->recv_buf);
+  s->recv_buf = NULL;
+  if (rc != 0) {
+    free(resp);
+    if (rc < 0 || rc > GRPC_STATUS_UNAUTHENTICATED) rc = GRPC_STATUS_INTERNAL;
+    stream_status(s, (grpc_status_code)rc, e.msg);
+    stream_maybe_free(s);
+    return;
+  }
+  grpc_slice sl = resp_len ? grpc_slice_new(resp, resp_len, free) : grpc_empty_slice();
+  if (!resp_len) free(resp);
+  s->send_buf = grpc_raw_byte_buffer_create(&sl, 1);
+  grpc_slice_unref(sl);
+  grpc_op ops[2];
+  memset(ops, 0, sizeof ops);
+  size_t n = 0;
+  if (!s->md_sent) ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+  s->md_sent = 1;
+  ops[n].op = GRPC_OP_SEND_MESSAGE;
+  ops[n++].data.send_message.send_message = s->send_buf;
+  stream_start(s, ops, n, &s->tag_send);
+  stream_maybe_free(s);
+}
+
+static void on_stream_send(stream_call *s, int ok) {
+  s->pending--;
+  grpc_byte_buffer_destroy(s->send_buf);
+  s->send_buf = NULL;
+  if (!ok) s->done = 1;
+  else stream_recv(s);  // one message in flight each way at a time: ping-pong
+  stream_maybe_free(s);
+}
+
+// ---------------------------------------------------------------- unknown methods
+
+static void arm_generic(cq_thread *t) {
+  gen_call *c = calloc(1, sizeof *c);
+  if (!c) {
+    LOG("out of memory arming the generic request");
+    return;
+  }
+  grpc_call_details_init(&c->details);
+  grpc_metadata_array_init(&c->md);
+  c->tag_new = (tag){TAG_GENERIC_NEW, c};
+  c->tag_done = (tag){TAG_GENERIC_DONE, c};
+  grpc_call_error rc =
+      grpc_server_request_call(t->g->server, &c->call, &c->details, &c->md, t->cq, t->cq, &c->tag_new);
+  if (rc != GRPC_CALL_OK) {
+    if (!draining(t->g)) LOG("grpc_server_request_call failed: error %d", (int)rc);
+    grpc_call_details_destroy(&c->details);
+    grpc_metadata_array_destroy(&c->md);
+    free(c);
+  }
+}
+
+static void gen_free(gen_call *c) {
+  grpc_slice_unref(c->msg);  // the empty slice when never set
+  grpc_call_details_destroy(&c->details);
+  grpc_metadata_array_destroy(&c->md);
+  if (c->call) grpc_call_unref(c->call);
+  free(c);
+}
+
+static void on_generic_new(cq_thread *t, gen_call *c, int ok) {
+  if (!ok) {
+    gen_free(c);
+    return;
+  }
+  if (!draining(t->g)) arm_generic(t);
+  char buf[512];
+  snprintf(buf, sizeof buf, "method '%.*s' is not implemented", (int)GRPC_SLICE_LENGTH(c->details.method),
+           (const char *)GRPC_SLICE_START_PTR(c->details.method));
+  c->msg = grpc_slice_from_copied_string(buf);
+  grpc_op ops[3];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[1].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
+  ops[1].data.send_status_from_server.status_details = &c->msg;
+  ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  ops[2].data.recv_close_on_server.cancelled = &c->close_cancelled;
+  if (start_batch(t, c->call, ops, 3, &c->tag_done, NULL) != GRPC_CALL_OK) {
+    grpc_call_cancel(c->call, NULL);
+    gen_free(c);
+  }
+}
+
+// ---------------------------------------------------------------- CQ threads
+
+static void dispatch(cq_thread *t, tag *tg, int ok) {
+  switch (tg->kind) {
+    case TAG_UNARY_NEW: on_unary_new(t, tg->obj, ok); break;
+    case TAG_UNARY_CLOSE: on_unary_close(tg->obj, ok); break;
+    case TAG_UNARY_SEND: call_release(tg->obj); break;
+    case TAG_STREAM_NEW: on_stream_new(t, tg->obj, ok); break;
+    case TAG_STREAM_CLOSE: {
+      stream_call *s = tg->obj;
+      s->pending--;
+      if (!ok || s->close_cancelled) s->done = 1;
+      stream_maybe_free(s);
+      break;
+    }
+    case TAG_STREAM_RECV: on_stream_recv(t, tg->obj, ok); break;
+    case TAG_STREAM_SEND: on_stream_send(tg->obj, ok); break;
+    case TAG_STREAM_STATUS: {
+      stream_call *s = tg->obj;
+      s->pending--;
+      s->done = 1;
+      stream_maybe_free(s);
+      break;
+    }
+    case TAG_GENERIC_NEW: on_generic_new(t, tg->obj, ok); break;
+    case TAG_GENERIC_DONE: gen_free(tg->obj); break;
+    case TAG_SHUTDOWN: {
+      srv_grpc *g = tg->obj;
+      pthread_mutex_lock(&g->mu);
+      g->notified = 1;
+      pthread_cond_broadcast(&g->cv);
+      pthread_mutex_unlock(&g->mu);
+      break;
+    }
+  }
+}
+
+static void *cq_main(void *arg) {
+  cq_thread *t = arg;
+  for (;;) {
+    grpc_event ev = grpc_completion_queue_next(t->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
+    if (ev.type == GRPC_OP_COMPLETE) dispatch(t, ev.tag, ev.success);
+  }
+  return NULL;
+}
+
+// ---------------------------------------------------------------- lifecycle
+
+static void teardown(srv_grpc *g);
+
+int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_methods,
+                    srv_grpc **out, err *e) {
+  *out = NULL;
+  if (!o || !o->addr) return err_set(e, ERR_INVALID_ARGUMENT, "gRPC front end: no address given");
+  for (size_t i = 0; i < n_methods; i++) {
+    const srv_method *m = &methods[i];
+    if (!m->path || m->path[0] != '/' || !m->unary == !m->stream)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "gRPC method %zu ('%s'): needs a '/pkg.Service/Method' path and exactly one of "
+                     "unary/stream", i, m->path ? m->path : "(null)");
+  }
+  srv_grpc *g = calloc(1, sizeof *g);
+  if (!g) return err_set(e, ERR_RESOURCE_EXHAUSTED, "gRPC front end: out of memory");
+  g->n_threads = o->n_threads > 0 ? o->n_threads : DEFAULT_THREADS;
+  g->calls_per_thread = o->calls_per_thread > 0 ? o->calls_per_thread : DEFAULT_CALLS;
+  atomic_init(&g->draining, 0);
+  g->shutdown_tag = (tag){TAG_SHUTDOWN, g};
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&g->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  grpc_init();
+
+  g->methods = calloc(n_methods ? n_methods : 1, sizeof *g->methods);
+  g->threads = calloc((size_t)g->n_threads, sizeof *g->threads);
+  if (!g->methods || !g->threads) {
+    err_set(e, ERR_RESOURCE_EXHAUSTED, "gRPC front end: out of memory");
+    goto fail;
+  }
+  g->n_methods = n_methods;
+  for (int i = 0; i < g->n_threads; i++) {
+    cq_thread *t = &g->threads[i];
+    t->g = g;
+    t->idx = i;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    atomic_init(&t->returned, NULL);
+  }
+
+  int max_recv = o->max_recv_bytes ? o->max_recv_bytes : DEFAULT_MAX_MSG;
+  int max_send = o->max_send_bytes ? o->max_send_bytes : DEFAULT_MAX_MSG;
+  grpc_arg args[3];
+  args[0].type = GRPC_ARG_INTEGER;
+  args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+  args[0].value.integer = max_recv;
+  args[1].type = GRPC_ARG_INTEGER;
+  args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+  args[1].value.integer = max_send;
+  // Without this a second server on a busy port silently shares it.
+  args[2].type = GRPC_ARG_INTEGER;
+  args[2].key = GRPC_ARG_ALLOW_REUSEPORT;
+  args[2].value.integer = 0;
+  grpc_channel_args ch_args = {3, args};
+  g->server = grpc_server_create(&ch_args, NULL);
+  if (!g->server) {
+    err_set(e, ERR_INTERNAL, "gRPC front end: grpc_server_create failed");
+    goto fail;
+  }
+  for (int i = 0; i < g->n_threads; i++) {
+    g->threads[i].cq = grpc_completion_queue_create_for_next(NULL);
+    if (!g->threads[i].cq) {
+      err_set(e, ERR_INTERNAL, "gRPC front end: cannot create completion queue %d", i);
+      goto fail;
+    }
+    grpc_server_register_completion_queue(g->server, g->threads[i].cq, NULL);
+  }
+  for (size_t i = 0; i < n_methods; i++) {
+    g->methods[i].m = methods[i];
+    g->methods[i].handle = grpc_server_register_method(
+        g->server, methods[i].path, NULL,
+        methods[i].unary ? GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER : GRPC_SRM_PAYLOAD_NONE, 0);
+    if (!g->methods[i].handle) {
+      err_set(e, ERR_INVALID_ARGUMENT, "gRPC front end: cannot register method '%s' (registered twice?)",
+              methods[i].path);
+      goto fail;
+    }
+  }
+  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  if (!creds) {
+    err_set(e, ERR_INTERNAL, "gRPC front end: cannot create insecure credentials");
+    goto fail;
+  }
+  g->port = grpc_server_add_http2_port(g->server, o->addr, creds);
+  grpc_server_credentials_release(creds);
+  if (g->port <= 0) {
+    err_set(e, ERR_UNAVAILABLE, "gRPC front end: cannot listen on '%s' (address in use or invalid)",
+            o->addr);
+    goto fail;
+  }
+  *out = g;
+  return 0;
+
+fail:
+  teardown(g);
+  return e ? (int)e->code : ERR_INTERNAL;
+}
+
+int srv_grpc_port(const srv_grpc *g) { return g->port; }
+
+int srv_grpc_draining(const srv_grpc *g) { return draining(g); }
+
+int srv_grpc_start(srv_grpc *g, err *e) {
+  if (g->started || g->shut) return err_set(e, ERR_FAILED_PRECONDITION, "gRPC front end: already started");
+  grpc_server_start(g->server);
+  g->started = 1;
+  // Pre-post from here: the threads do not run yet, so each pool has one user.
+  for (int i = 0; i < g->n_threads; i++) {
+    cq_thread *t = &g->threads[i];
+    for (size_t m = 0; m < g->n_methods; m++)
+      for (int k = 0; k < g->calls_per_thread; k++) {
+        if (g->methods[m].m.unary) arm_unary(t, &g->methods[m]);
+        else arm_stream(t, &g->methods[m]);
+      }
+    arm_generic(t);
+  }
+  for (int i = 0; i < g->n_threads; i++) {
+    cq_thread *t = &g->threads[i];
+    int rc = pthread_create(&t->th, NULL, cq_main, t);
+    if (rc != 0) {
+      err_set(e, ERR_RESOURCE_EXHAUSTED, "gRPC front end: cannot start CQ thread %d: %s", i, strerror(rc));
+      srv_grpc_shutdown(g, 0);  // joins those already running, drains every CQ
+      return (int)e->code;
+    }
+    t->th_started = 1;
+  }
+  return 0;
+}
+
+// Closes every CQ (no batch starts afterwards) and drains those without a
+// thread on this thread.
+static void close_cqs(srv_grpc *g) {
+  if (!g->threads) return;
+  for (int i = 0; i < g->n_threads; i++) {
+    cq_thread *t = &g->threads[i];
+    if (!t->cq) continue;
+    pthread_mutex_lock(&t->mu);
+    t->closed = 1;
+    grpc_completion_queue_shutdown(t->cq);
+    pthread_mutex_unlock(&t->mu);
+  }
+  for (int i = 0; i < g->n_threads; i++) {
+    cq_thread *t = &g->threads[i];
+    if (t->th_started) {
+      pthread_join(t->th, NULL);
+      t->th_started = 0;
+    } else if (t->cq) {
+      cq_main(t);
+    }
+  }
+}
+
+void srv_grpc_shutdown(srv_grpc *g, int grace_ms) {
+  if (g->shut) return;
+  g->shut = 1;
+  atomic_store_explicit(&g->draining, 1, memory_order_release);
+  if (!g->threads || !g->threads[0].cq) return;  // create failed early: nothing was queued
+  if (!g->threads[0].th_started) {
+    // Never served (or no thread came up): nothing to drain, only the notify
+    // tag to collect, which close_cqs does on this thread.
+    grpc_server_shutdown_and_notify(g->server, g->threads[0].cq, &g->shutdown_tag);
+    grpc_server_cancel_all_calls(g->server);
+    close_cqs(g);
+    return;
+  }
+  grpc_server_shutdown_and_notify(g->server, g->threads[0].cq, &g->shutdown_tag);
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  int64_t ns = until.tv_nsec + (int64_t)(grace_ms > 0 ? grace_ms : 0) % 1000 * 1000000;
+  until.tv_sec += (grace_ms > 0 ? grace_ms : 0) / 1000 + ns / 1000000000;
+  until.tv_nsec = ns % 1000000000;
+  pthread_mutex_lock(&g->mu);
+  while (!g->notified) {
+    if (pthread_cond_timedwait(&g->cv, &g->mu, &until) == ETIMEDOUT) break;
+  }
+  if (!g->notified) {
+    pthread_mutex_unlock(&g->mu);
+    LOG("shutdown: grace of %d ms over, cancelling the calls left", grace_ms);
+    grpc_server_cancel_all_calls(g->server);
+    pthread_mutex_lock(&g->mu);
+    while (!g->notified) pthread_cond_wait(&g->cv, &g->mu);
+  }
+  pthread_mutex_unlock(&g->mu);
+  close_cqs(g);
+}
+
+static void free_pool(srv_call *c) {
+  while (c) {
+    srv_call *n = c->next;
+    free(c);
+    c = n;
+  }
+}
+
+// Releases everything; the server, if any, is shut down or was never started.
+static void teardown(srv_grpc *g) {
+  if (g->server) {
+    if (!g->shut) srv_grpc_shutdown(g, 0);
+    grpc_server_destroy(g->server);
+  } else {
+    close_cqs(g);
+  }
+  for (int i = 0; g->threads && i < g->n_threads; i++) {
+    cq_thread *t = &g->threads[i];
+    if (t->cq) grpc_completion_queue_destroy(t->cq);
+    free_pool(t->pool);
+    free_pool(atomic_load(&t->returned));
+    free(t->scratch);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+  }
+  free(g->threads);
+  free(g->methods);
+  pthread_mutex_destroy(&g->mu);
+  pthread_cond_destroy(&g->cv);
+  free(g);
+  grpc_shutdown();
+}
+
+void srv_grpc_destroy(srv_grpc *g) {
+  if (!g) return;
+  if (!g->shut) srv_grpc_shutdown(g, 0);
+  // A handler still holding a call would touch its context (and its thread's
+  // mutex) when it answers; wait for it rather than free under it.
+  for (int i = 0; g->threads && i < g->n_threads; i++) {
+    cq_thread *t = &g->threads[i];
+    pthread_mutex_lock(&t->mu);
+    while (t->held > 0) {
+      LOG("destroy: waiting for %d unanswered call(s) on CQ %d", t->held, i);
+      pthread_cond_wait(&t->cv, &t->mu);
+    }
+    pthread_mutex_unlock(&t->mu);
+  }
+  teardown(g);
+}

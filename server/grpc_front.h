@@ -1,0 +1,91 @@
+// grpc_front.h: the transport layer of the gRPC front end over the gRPC C
+// core. It owns the server, one completion queue and thread per worker,
+// pre-posted requests for every registered method, per-call contexts,
+// a generic UNIMPLEMENTED answer for unknown methods, ping-pong bidi streams
+// (server reflection) and the graceful drain at shutdown. The RPC handlers
+// themselves live elsewhere and see only this API.
+#ifndef INFERD_SERVER_GRPC_FRONT_H
+#define INFERD_SERVER_GRPC_FRONT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/err.h"
+
+typedef struct srv_grpc srv_grpc;
+typedef struct srv_call srv_call;  // one unary call in flight
+
+// Unary handler: runs on a CQ thread with the request's bytes (contiguous,
+// valid only while the handler runs). It must answer the call exactly once,
+// now or later, from any thread, with srv_call_reply or srv_call_fail.
+typedef void (*srv_unary_fn)(void *ctx, srv_call *call, const uint8_t *req, size_t len);
+
+// Stream handler for bidi streams where each received message yields exactly
+// one reply message (reflection): runs synchronously on a CQ thread; returns 0
+// and a malloc'ed reply (owned by the front end from then on), or an error
+// code (the stream then ends with that status and e->msg).
+typedef int (*srv_stream_fn)(void *ctx, const uint8_t *req, size_t len, uint8_t **resp,
+                             size_t *resp_len, err *e);
+
+// Exactly one of unary/stream is set. `path` and `ctx` must outlive the server.
+typedef struct srv_method {
+  const char *path;  // "/inference.GRPCInferenceService/ModelInfer"
+  srv_unary_fn unary;
+  srv_stream_fn stream;
+  void *ctx;
+} srv_method;
+
+typedef struct srv_grpc_opts {
+  const char *addr;      // "0.0.0.0:8001"; port 0 picks a free one
+  int n_threads;         // CQ threads; 0 means 2
+  int calls_per_thread;  // pre-posted requests per method per CQ; 0 means 16
+  int max_recv_bytes;    // 0 means 64 MiB, -1 unlimited
+  int max_send_bytes;    // 0 means 64 MiB, -1 unlimited
+} srv_grpc_opts;
+
+// Creates the server, registers `methods` (copied; the strings are not) and
+// binds the address. A busy port fails with ERR_UNAVAILABLE naming the address.
+int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_methods,
+                    srv_grpc **out, err *e);
+
+// The bound port (useful with port 0).
+int srv_grpc_port(const srv_grpc *g);
+
+// Starts the server and its CQ threads, with every request pre-posted.
+int srv_grpc_start(srv_grpc *g, err *e);
+
+// Graceful drain: stops accepting new calls, lets every call already received
+// be answered (handlers may still be completing on other threads), waits at
+// most `grace_ms` then cancels what is left, and joins the threads. Call once,
+// from any thread that is not a CQ thread. A reply that arrives after this
+// returned is dropped (its memory freed): its call was cancelled.
+void srv_grpc_shutdown(srv_grpc *g, int grace_ms);
+
+// 1 once srv_grpc_shutdown has started draining.
+int srv_grpc_draining(const srv_grpc *g);
+
+// Shuts down first when that was not done. Blocks until every call handed to
+// a handler has been answered (logging while it waits), so stop whatever
+// still holds calls, letting it fail them, before destroying.
+void srv_grpc_destroy(srv_grpc *g);
+
+// --- answering a unary call
+// `resp` (malloc'ed, may be NULL when len is 0) is owned by the call from here
+// on and freed after sending, without a copy. Exactly one of reply/fail per
+// call; afterwards `c` must not be touched. Safe from any thread.
+void srv_call_reply(srv_call *c, uint8_t *resp, size_t len);
+
+// Ends the call with `code` (err_code, i.e. grpc_status_code numbering) and
+// `msg` (copied; may be NULL).
+void srv_call_fail(srv_call *c, int code, const char *msg);
+
+// 1 once the client cancelled or the deadline passed (best effort, lock-free).
+int srv_call_cancelled(const srv_call *c);
+
+// Absolute CLOCK_MONOTONIC deadline in microseconds; INT64_MAX when none.
+int64_t srv_call_deadline_us(const srv_call *c);
+
+// The method path, e.g. "/inference.GRPCInferenceService/ModelInfer".
+const char *srv_call_method(const srv_call *c);
+
+#endif
