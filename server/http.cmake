@@ -1,0 +1,8 @@
+# server/http.cmake: the libuv HTTP/1.1 endpoint (health, metrics, dashboard transport).
+# Parser: nodejs http-parser 2.9 from Debian's libhttp-parser-dev (no .pc file, so found by hand).
+find_path(HTTP_PARSER_INCLUDE_DIR http_parser.h REQUIRED)
+find_library(HTTP_PARSER_LIB http_parser REQUIRED)
+
+add_library(inferd_http STATIC ${CMAKE_CURRENT_LIST_DIR}/http.c)
+target_include_directories(inferd_http PUBLIC ${HTTP_PARSER_INCLUDE_DIR})
+target_link_libraries(inferd_http PUBLIC inferd_base PkgConfig::LIBUV ${HTTP_PARSER_LIB})

@@ -1,0 +1,68 @@
+// http.h: the server's small HTTP/1.1 endpoint on the libuv loop (health,
+// /metrics, later a dashboard). This module is only the transport: it
+// accepts connections, parses requests (nodejs http-parser), and hands each
+// complete request to one handler that the caller owns, which decides the
+// routes. Everything here runs on the loop thread; none of it is thread-safe.
+#ifndef INFERD_SERVER_HTTP_H
+#define INFERD_SERVER_HTTP_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "engine/err.h"
+
+// Limits: a request whose request line plus headers exceed SRV_HTTP_MAX_HEADER
+// bytes is answered 431, one whose body exceeds SRV_HTTP_MAX_BODY is answered
+// 413; both then close the connection.
+#define SRV_HTTP_MAX_HEADER (16 * 1024)
+#define SRV_HTTP_MAX_BODY (1024 * 1024)
+
+typedef struct srv_http srv_http;
+
+// Valid only during the handler call. path is the raw (not percent-decoded)
+// path of the request target ("/v2/health/ready"), query what follows '?' (NULL when none).
+typedef struct srv_http_request {
+  const char *method;  // "GET", "HEAD", "POST", ...
+  const char *path;
+  const char *query;
+} srv_http_request;
+
+// Filled by the handler. status defaults to 200 and content_type (NULL) to
+// "text/plain; charset=utf-8". When free_body is set the endpoint takes body
+// (malloc'ed) and frees it; otherwise it copies body before the handler's
+// call returns, so body may point at the handler's own or static memory.
+typedef struct srv_http_response {
+  int status;
+  const char *content_type;
+  char *body;
+  size_t len;
+  int free_body;
+} srv_http_response;
+
+// Called on the loop thread for each complete request, in arrival order on a
+// connection. For HEAD the handler answers as for GET; the endpoint sends the
+// headers (with the body's Content-Length) and drops the body. The handler
+// may call srv_http_close; requests not yet answered are then dropped.
+typedef void (*srv_http_handler)(void *ctx, const srv_http_request *req, srv_http_response *resp);
+
+// Binds host:port (port 0 = any free port; host NULL or "" = all IPv4
+// addresses; names are resolved once, here) and listens on loop. A busy port
+// fails with ERR_UNAVAILABLE naming host:port. On failure *out is untouched
+// and nothing is left on the loop, except when libuv refuses a socket that
+// bound fine: that handle is then closing and frees itself once the loop runs.
+int srv_http_create(uv_loop_t *loop, const char *host, int port, srv_http_handler handler, void *ctx,
+                    srv_http **out, err *e);
+
+// The port actually bound (useful with port 0).
+int srv_http_port(const srv_http *h);
+
+// Connections currently open (accepted and not yet closed).
+size_t srv_http_connections(const srv_http *h);
+
+// Stops listening and closes every connection (responses still queued are
+// dropped). h is freed once every uv handle's close callback has run, then
+// on_closed(arg) is called (on_closed may be NULL). h must not be used after
+// this call. Calling it twice is a bug.
+void srv_http_close(srv_http *h, void (*on_closed)(void *arg), void *arg);
+
+#endif

@@ -1,0 +1,1 @@
+inferd_unit_test(test_http SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_http.c LIBS inferd_http Threads::Threads)
