@@ -1,0 +1,889 @@
+// engine/ops_cpu.c: the CPU backend's operators: attribute parsing with
+// opset-aware defaults, shape inference, and execution through the
+// reference kernels (kernels/k_ref.h) and OpenBLAS for the matrix products.
+#include "engine/ops_cpu.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/k_ref.h"
+
+// --- helpers
+
+static int64_t attr_int(const eng_node *n, const char *name, int64_t def) {
+  const eng_attr *a = eng_node_attr(n, name);
+  return a ? a->i : def;
+}
+
+static float attr_float(const eng_node *n, const char *name, float def) {
+  const eng_attr *a = eng_node_attr(n, name);
+  return a ? a->f : def;
+}
+
+static int64_t prod(const int64_t *d, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; i++) p *= d[i];
+  return p;
+}
+
+static int norm_axis(int64_t axis, int rank, int64_t *out, err *e) {
+  if (axis < -rank || axis >= rank)
+    return err_set(e, ERR_INVALID_ARGUMENT, "axis %lld out of range for rank %d", (long long)axis,
+                   rank);
+  *out = axis < 0 ? axis + rank : axis;
+  return 0;
+}
+
+static void set_out(eng_tensor *o, dtype dt, int ndims, const int64_t *dims) {
+  o->dt = dt;
+  o->ndims = ndims;
+  for (int i = 0; i < ndims; i++) o->dims[i] = dims[i];
+}
+
+static size_t numel(const eng_tensor *t) { return (size_t)eng_numel(t->ndims, t->dims); }
+
+static int need_f32(const eng_tensor *t, const char *what, err *e) {
+  if (t->dt != DT_FP32)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s must be a float tensor, got %s", what,
+                   dtype_wire_name(t->dt));
+  return 0;
+}
+
+// Reads a constant int64 (or int32) 1-D input into p->ints: ONNX feeds shape
+// and axes as tensors from opset 13/5, and we plan statically, so they must
+// be known at load.
+static int const_ints_input(const eng_graph *g, const eng_node *n, int idx, const char *what,
+                            eng_op_params *p, err *e) {
+  const eng_value *v = eng_graph_value(g, (size_t)n->in[idx]);
+  if (v->kind != ENG_VALUE_CONST)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "unsupported: %s input '%s' must be an initializer or Constant", what, v->name);
+  if (v->dt != DT_INT64 && v->dt != DT_INT32)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s input '%s' must be int64", what, v->name);
+  size_t cnt = (size_t)eng_numel(v->ndims, v->dims);
+  if (v->ndims > 1 || cnt > ENG_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s input '%s' has %zu values, at most %d supported",
+                   what, v->name, cnt, ENG_MAX_DIMS);
+  for (size_t i = 0; i < cnt; i++)
+    p->ints[i] = v->dt == DT_INT64 ? ((const int64_t *)v->data)[i] : ((const int32_t *)v->data)[i];
+  p->n_ints = (int)cnt;
+  p->has_ints = 1;
+  return 0;
+}
+
+static int attr_ints(const eng_node *n, const char *name, eng_op_params *p, err *e) {
+  const eng_attr *a = eng_node_attr(n, name);
+  if (!a) return 0;
+  if (a->n_ints > ENG_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "attribute '%s' has %zu values, at most %d", name,
+                   a->n_ints, ENG_MAX_DIMS);
+  for (size_t i = 0; i < a->n_ints; i++) p->ints[i] = a->ints[i];
+  p->n_ints = (int)a->n_ints;
+  p->has_ints = 1;
+  return 0;
+}
+
+dtype eng_ops_cpu_internal_dtype(dtype t) {
+  return t == DT_FP16 || t == DT_FP64 || t == DT_BF16 ? DT_FP32 : t;
+}
+
+// --- parse
+
+static int parse_none(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)n, (void)opset, (void)p, (void)e;
+  return 0;
+}
+
+static int parse_gemm(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  p->alpha = attr_float(n, "alpha", 1.0f);
+  p->beta = attr_float(n, "beta", 1.0f);
+  p->trans_a = attr_int(n, "transA", 0) != 0;
+  p->trans_b = attr_int(n, "transB", 0) != 0;
+  return 0;
+}
+
+static int parse_leaky(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  p->alpha = attr_float(n, "alpha", 0.01f);
+  return 0;
+}
+
+static int parse_gelu(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  const eng_attr *a = eng_node_attr(n, "approximate");
+  const char *s = a ? a->s : "none";
+  if (strcmp(s, "none") == 0) p->approximate = 0;
+  else if (strcmp(s, "tanh") == 0) p->approximate = 1;
+  else return err_set(e, ERR_INVALID_ARGUMENT, "unknown approximate '%s'", s);
+  return 0;
+}
+
+static int parse_softmax(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                         err *e) {
+  (void)g, (void)e;
+  p->legacy = opset < 13;
+  p->axis = attr_int(n, "axis", p->legacy ? 1 : -1);
+  return 0;
+}
+
+static int parse_flatten(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                         err *e) {
+  (void)g, (void)opset, (void)e;
+  p->axis = attr_int(n, "axis", 1);
+  return 0;
+}
+
+static int parse_axis_required(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                               err *e) {
+  (void)g, (void)opset;
+  const eng_attr *a = eng_node_attr(n, "axis");
+  if (!a) return err_set(e, ERR_INVALID_ARGUMENT, "attribute 'axis' is required");
+  p->axis = a->i;
+  return 0;
+}
+
+static int parse_reshape(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                         err *e) {
+  if (opset < 5) return err_set(e, ERR_INVALID_ARGUMENT, "Reshape before opset 5 is not supported");
+  if (n->n_in < 2 || n->in[1] < 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "the shape input is required");
+  p->allowzero = attr_int(n, "allowzero", 0) != 0;
+  return const_ints_input(g, n, 1, "shape", p, e);
+}
+
+static int parse_squeeze(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                         err *e) {
+  if (opset < 13) return attr_ints(n, "axes", p, e);
+  if (n->n_in >= 2 && n->in[1] >= 0) return const_ints_input(g, n, 1, "axes", p, e);
+  return 0;
+}
+
+static int parse_unsqueeze(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                           err *e) {
+  if (opset < 13) TRY(attr_ints(n, "axes", p, e));
+  else if (n->n_in >= 2 && n->in[1] >= 0) TRY(const_ints_input(g, n, 1, "axes", p, e));
+  if (!p->has_ints) return err_set(e, ERR_INVALID_ARGUMENT, "axes are required");
+  return 0;
+}
+
+static int parse_transpose(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                           err *e) {
+  (void)g, (void)opset;
+  return attr_ints(n, "perm", p, e);
+}
+
+static int parse_cast(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  const eng_attr *a = eng_node_attr(n, "to");
+  if (!a) return err_set(e, ERR_INVALID_ARGUMENT, "attribute 'to' is required");
+  p->to = dtype_from_onnx((int)a->i);
+  switch (p->to) {
+    case DT_FP32: case DT_FP16: case DT_FP64: case DT_BF16: case DT_INT64: case DT_INT32:
+    case DT_INT16: case DT_INT8: case DT_UINT8: case DT_UINT16: case DT_UINT32: case DT_UINT64:
+    case DT_BOOL:
+      return 0;
+    default:
+      return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Cast to ONNX type %lld",
+                     (long long)a->i);
+  }
+}
+
+static int parse_layernorm(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                           err *e) {
+  (void)g, (void)opset, (void)e;
+  p->axis = attr_int(n, "axis", -1);
+  p->eps = attr_float(n, "epsilon", 1e-5f);
+  return 0;
+}
+
+static int parse_batchnorm(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                           err *e) {
+  (void)g, (void)opset;
+  p->eps = attr_float(n, "epsilon", 1e-5f);
+  if (attr_int(n, "training_mode", 0) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: training_mode=1");
+  for (int i = 1; i < n->n_out; i++)
+    if (n->out[i] >= 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: training outputs (running statistics)");
+  return 0;
+}
+
+// --- shared infer
+
+static int infer_same_f32(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                          int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  TRY(need_f32(&in[0], "input", e));
+  set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int infer_same(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)p, (void)n_in, (void)e;
+  set_out(&out[0], in[0].dt, in[0].ndims, in[0].dims);
+  if (n_out > 1 && out[1].dt != DT_INVALID)  // Dropout's mask
+    set_out(&out[1], DT_BOOL, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+// Views (Reshape, Flatten, ...): the planner makes output 0 share input
+// 0's bytes, so there is normally nothing to do; copy only if it could not.
+static int run_view(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                    int n_out, err *e) {
+  (void)p, (void)n_in, (void)e;
+  size_t bytes = numel(&out[0]) * dtype_size(out[0].dt);
+  if (out[0].data != in[0].data && bytes) memmove(out[0].data, in[0].data, bytes);
+  if (n_out > 1 && out[1].dt != DT_INVALID) memset(out[1].data, 1, numel(&out[1]));
+  return 0;
+}
+
+// --- Gemm
+
+static int infer_gemm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_out;
+  TRY(need_f32(&in[0], "A", e));
+  TRY(need_f32(&in[1], "B", e));
+  if (in[0].ndims != 2 || in[1].ndims != 2)
+    return err_set(e, ERR_INVALID_ARGUMENT, "A and B must be 2-D, got ranks %d and %d",
+                   in[0].ndims, in[1].ndims);
+  int64_t m = p->trans_a ? in[0].dims[1] : in[0].dims[0];
+  int64_t k = p->trans_a ? in[0].dims[0] : in[0].dims[1];
+  int64_t kb = p->trans_b ? in[1].dims[1] : in[1].dims[0];
+  int64_t nn = p->trans_b ? in[1].dims[0] : in[1].dims[1];
+  if (k != kb)
+    return err_set(e, ERR_INVALID_ARGUMENT, "inner dimensions differ: %lld vs %lld", (long long)k,
+                   (long long)kb);
+  int64_t y[2] = {m, nn};
+  if (n_in > 2 && in[2].dt != DT_INVALID) {
+    TRY(need_f32(&in[2], "C", e));
+    const eng_tensor *c = &in[2];
+    if (c->ndims > 2) return err_set(e, ERR_INVALID_ARGUMENT, "C has rank %d", c->ndims);
+    for (int i = 0; i < c->ndims; i++) {
+      int64_t d = c->dims[i], want = y[2 - c->ndims + i];
+      if (d != 1 && d != want)
+        return err_set(e, ERR_INVALID_ARGUMENT, "C is not broadcastable to [%lld, %lld]",
+                       (long long)m, (long long)nn);
+    }
+  }
+  set_out(&out[0], DT_FP32, 2, y);
+  return 0;
+}
+
+static int run_gemm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                    int n_out, err *e) {
+  (void)n_out, (void)e;
+  int64_t m = out[0].dims[0], nn = out[0].dims[1];
+  int64_t k = p->trans_a ? in[0].dims[0] : in[0].dims[1];
+  float *y = out[0].data;
+  if (m == 0 || nn == 0) return 0;
+  float beta = 0.0f;
+  if (n_in > 2 && in[2].dt != DT_INVALID && p->beta != 0.0f) {
+    const eng_tensor *c = &in[2];
+    const float *cd = c->data;
+    int64_t cr = c->ndims == 2 ? c->dims[0] : 1, cc = c->ndims >= 1 ? c->dims[c->ndims - 1] : 1;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < nn; j++)
+        y[i * nn + j] = p->beta * cd[(cr == 1 ? 0 : i) * cc + (cc == 1 ? 0 : j)];
+    beta = 1.0f;
+  } else {
+    memset(y, 0, (size_t)(m * nn) * sizeof(float));
+  }
+  if (k == 0) return 0;
+  cblas_sgemm(CblasRowMajor, p->trans_a ? CblasTrans : CblasNoTrans,
+              p->trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)nn, (blasint)k,
+              p->alpha, in[0].data, (blasint)in[0].dims[1], in[1].data, (blasint)in[1].dims[1],
+              beta, y, (blasint)nn);
+  return 0;
+}
+
+// --- MatMul (numpy semantics)
+
+typedef struct mm_shape {
+  int64_t m, k, n;
+  int nb;  // batch rank
+  int64_t batch[ENG_MAX_DIMS], abatch[ENG_MAX_DIMS], bbatch[ENG_MAX_DIMS];
+} mm_shape;
+
+static int mm_analyse(const eng_tensor *a, const eng_tensor *b, mm_shape *s, eng_tensor *y,
+                      err *e) {
+  if (a->ndims < 1 || b->ndims < 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "MatMul operands must have rank >= 1");
+  int ra = a->ndims, rb = b->ndims;
+  s->m = ra == 1 ? 1 : a->dims[ra - 2];
+  s->k = a->dims[ra - 1];
+  int64_t kb = rb == 1 ? b->dims[0] : b->dims[rb - 2];
+  s->n = rb == 1 ? 1 : b->dims[rb - 1];
+  if (s->k != kb)
+    return err_set(e, ERR_INVALID_ARGUMENT, "inner dimensions differ: %lld vs %lld",
+                   (long long)s->k, (long long)kb);
+  int na = ra > 2 ? ra - 2 : 0, nbb = rb > 2 ? rb - 2 : 0;
+  s->nb = na > nbb ? na : nbb;
+  for (int i = 0; i < s->nb; i++) {
+    int ia = i - (s->nb - na), ib = i - (s->nb - nbb);
+    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      return err_set(e, ERR_INVALID_ARGUMENT, "batch dimensions %lld and %lld do not broadcast",
+                     (long long)da, (long long)db);
+    s->abatch[i] = da;
+    s->bbatch[i] = db;
+    s->batch[i] = da == 1 ? db : da;
+  }
+  if (y) {
+    int r = 0;
+    for (int i = 0; i < s->nb; i++) y->dims[r++] = s->batch[i];
+    if (ra != 1) y->dims[r++] = s->m;
+    if (rb != 1) y->dims[r++] = s->n;
+    y->ndims = r;
+    y->dt = DT_FP32;
+  }
+  return 0;
+}
+
+static int infer_matmul(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  TRY(need_f32(&in[0], "A", e));
+  TRY(need_f32(&in[1], "B", e));
+  mm_shape s;
+  return mm_analyse(&in[0], &in[1], &s, &out[0], e);
+}
+
+static int run_matmul(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  mm_shape s;
+  TRY(mm_analyse(&in[0], &in[1], &s, NULL, e));
+  const float *a = in[0].data, *b = in[1].data;
+  float *y = out[0].data;
+  int64_t total = prod(s.batch, 0, s.nb), bcount = prod(s.bbatch, 0, s.nb);
+  if (total == 0 || s.m == 0 || s.n == 0) return 0;
+  if (s.k == 0) {
+    memset(y, 0, (size_t)(total * s.m * s.n) * sizeof(float));
+    return 0;
+  }
+  int a_full = 1;
+  for (int i = 0; i < s.nb; i++) a_full &= s.abatch[i] == s.batch[i];
+  if (bcount == 1 && a_full) {
+    // one weight matrix for every batch row: a single large product
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)(total * s.m), (blasint)s.n,
+                (blasint)s.k, 1.0f, a, (blasint)s.k, b, (blasint)s.n, 0.0f, y, (blasint)s.n);
+    return 0;
+  }
+  int64_t idx[ENG_MAX_DIMS] = {0};
+  for (int64_t t = 0; t < total; t++) {
+    int64_t ao = 0, bo = 0, as = 1, bs = 1;
+    for (int i = s.nb - 1; i >= 0; i--) {
+      if (s.abatch[i] != 1) ao += idx[i] * as;
+      if (s.bbatch[i] != 1) bo += idx[i] * bs;
+      as *= s.abatch[i];
+      bs *= s.bbatch[i];
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)s.m, (blasint)s.n,
+                (blasint)s.k, 1.0f, a + ao * s.m * s.k, (blasint)s.k, b + bo * s.k * s.n,
+                (blasint)s.n, 0.0f, y + t * s.m * s.n, (blasint)s.n);
+    for (int i = s.nb - 1; i >= 0; i--) {
+      if (++idx[i] < s.batch[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return 0;
+}
+
+// --- binary elementwise
+
+static int bcast(const eng_tensor *a, const eng_tensor *b, int *nd, int64_t *y, int64_t *ad,
+                 int64_t *bd, err *e) {
+  int r = a->ndims > b->ndims ? a->ndims : b->ndims;
+  for (int i = 0; i < r; i++) {
+    int ia = i - (r - a->ndims), ib = i - (r - b->ndims);
+    ad[i] = ia >= 0 ? a->dims[ia] : 1;
+    bd[i] = ib >= 0 ? b->dims[ib] : 1;
+    if (ad[i] != bd[i] && ad[i] != 1 && bd[i] != 1)
+      return err_set(e, ERR_INVALID_ARGUMENT, "shapes do not broadcast at dim %d: %lld vs %lld",
+                     i, (long long)ad[i], (long long)bd[i]);
+    y[i] = ad[i] == 1 ? bd[i] : ad[i];
+  }
+  *nd = r;
+  return 0;
+}
+
+static int infer_binary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  if (in[0].dt != in[1].dt)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input types differ: %s vs %s",
+                   dtype_wire_name(in[0].dt), dtype_wire_name(in[1].dt));
+  if (in[0].dt != DT_FP32 && in[0].dt != DT_INT64)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
+                   dtype_wire_name(in[0].dt));
+  int nd;
+  int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  TRY(bcast(&in[0], &in[1], &nd, y, ad, bd, e));
+  set_out(&out[0], in[0].dt, nd, y);
+  return 0;
+}
+
+static int run_binary(const eng_tensor *in, eng_tensor *out, k_binop op, err *e) {
+  int nd;
+  int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  TRY(bcast(&in[0], &in[1], &nd, y, ad, bd, e));
+  if (nd == 0) {  // scalars: one dim of 1 keeps the kernels' loops simple
+    nd = 1;
+    y[0] = ad[0] = bd[0] = 1;
+  }
+  if (in[0].dt == DT_FP32)
+    k_binary_f32(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op);
+  else
+    k_binary_i64(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op);
+  return 0;
+}
+
+#define BINARY_RUN(name, op)                                                                   \
+  static int name(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,      \
+                  int n_out, err *e) {                                                         \
+    (void)p, (void)n_in, (void)n_out;                                                          \
+    return run_binary(in, out, op, e);                                                         \
+  }
+BINARY_RUN(run_add, K_ADD)
+BINARY_RUN(run_sub, K_SUB)
+BINARY_RUN(run_mul, K_MUL)
+BINARY_RUN(run_div, K_DIV)
+
+// --- unary elementwise
+
+#define UNARY_RUN(name, call)                                                                  \
+  static int name(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,      \
+                  int n_out, err *e) {                                                         \
+    (void)p, (void)n_in, (void)n_out, (void)e;                                                 \
+    float *y = out[0].data;                                                                    \
+    const float *x = in[0].data;                                                               \
+    size_t n = numel(&in[0]);                                                                  \
+    call;                                                                                      \
+    return 0;                                                                                  \
+  }
+UNARY_RUN(run_relu, k_relu(y, x, n))
+UNARY_RUN(run_leaky, k_leaky_relu(y, x, n, p->alpha))
+UNARY_RUN(run_sigmoid, k_sigmoid(y, x, n))
+UNARY_RUN(run_tanh, k_tanh(y, x, n))
+UNARY_RUN(run_erf, k_erf(y, x, n))
+UNARY_RUN(run_gelu, k_gelu(y, x, n, p->approximate))
+
+// --- Softmax / LogSoftmax
+
+static int infer_softmax(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  int64_t ax = 0;
+  TRY(need_f32(&in[0], "input", e));
+  if (in[0].ndims == 0) return err_set(e, ERR_INVALID_ARGUMENT, "input must have rank >= 1");
+  TRY(norm_axis(p->axis, in[0].ndims, &ax, e));
+  return infer_same_f32(p, in, n_in, out, n_out, e);
+}
+
+static void softmax_dims(const eng_op_params *p, const eng_tensor *x, size_t *outer, size_t *len,
+                         size_t *inner) {
+  int r = x->ndims;
+  int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
+  *outer = (size_t)prod(x->dims, 0, ax);
+  if (p->legacy) {  // opset < 13: the input is coerced to 2-D [outer, rest]
+    *len = (size_t)prod(x->dims, ax, r);
+    *inner = 1;
+  } else {
+    *len = (size_t)x->dims[ax];
+    *inner = (size_t)prod(x->dims, ax + 1, r);
+  }
+}
+
+static int run_softmax(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  size_t o, l, i;
+  softmax_dims(p, &in[0], &o, &l, &i);
+  if (o && l && i) k_softmax(out[0].data, in[0].data, o, l, i);
+  return 0;
+}
+
+static int run_log_softmax(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                           int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  size_t o, l, i;
+  softmax_dims(p, &in[0], &o, &l, &i);
+  if (o && l && i) k_log_softmax(out[0].data, in[0].data, o, l, i);
+  return 0;
+}
+
+// --- shape-only ops (views)
+
+static int infer_flatten(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int r = in[0].ndims;
+  int64_t ax = p->axis < 0 ? p->axis + r : p->axis;
+  if (ax < 0 || ax > r)
+    return err_set(e, ERR_INVALID_ARGUMENT, "axis %lld out of range for rank %d",
+                   (long long)p->axis, r);
+  int64_t y[2] = {prod(in[0].dims, 0, (int)ax), prod(in[0].dims, (int)ax, r)};
+  set_out(&out[0], in[0].dt, 2, y);
+  return 0;
+}
+
+static int infer_reshape(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int64_t y[ENG_MAX_DIMS], known = 1;
+  int infer_at = -1;
+  for (int i = 0; i < p->n_ints; i++) {
+    int64_t d = p->ints[i];
+    if (d == 0 && !p->allowzero) {
+      if (i >= in[0].ndims)
+        return err_set(e, ERR_INVALID_ARGUMENT, "shape[%d] = 0 copies a dim the input lacks", i);
+      d = in[0].dims[i];
+    } else if (d == -1) {
+      if (infer_at >= 0) return err_set(e, ERR_INVALID_ARGUMENT, "more than one -1 in shape");
+      infer_at = i;
+      y[i] = -1;
+      continue;
+    } else if (d < 0) {
+      return err_set(e, ERR_INVALID_ARGUMENT, "bad shape value %lld", (long long)d);
+    }
+    y[i] = d;
+    known *= d;
+  }
+  int64_t total = numel(&in[0]);
+  if (infer_at >= 0) {
+    if (known == 0 || total % known != 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "cannot reshape %lld elements with -1",
+                     (long long)total);
+    y[infer_at] = total / known;
+  } else if (known != total) {
+    return err_set(e, ERR_INVALID_ARGUMENT, "cannot reshape %lld elements into %lld",
+                   (long long)total, (long long)known);
+  }
+  set_out(&out[0], in[0].dt, p->n_ints, y);
+  return 0;
+}
+
+static int infer_squeeze(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int r = in[0].ndims;
+  int drop[ENG_MAX_DIMS] = {0};
+  if (p->has_ints) {
+    for (int i = 0; i < p->n_ints; i++) {
+      int64_t ax = 0;
+      TRY(norm_axis(p->ints[i], r, &ax, e));
+      if (in[0].dims[ax] != 1)
+        return err_set(e, ERR_INVALID_ARGUMENT, "cannot squeeze dim %lld of size %lld",
+                       (long long)ax, (long long)in[0].dims[ax]);
+      drop[ax] = 1;
+    }
+  } else {
+    for (int i = 0; i < r; i++) drop[i] = in[0].dims[i] == 1;
+  }
+  int64_t y[ENG_MAX_DIMS];
+  int k = 0;
+  for (int i = 0; i < r; i++)
+    if (!drop[i]) y[k++] = in[0].dims[i];
+  set_out(&out[0], in[0].dt, k, y);
+  return 0;
+}
+
+static int infer_unsqueeze(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                           int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int r = in[0].ndims + p->n_ints;
+  if (r > ENG_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "result rank %d exceeds %d", r, ENG_MAX_DIMS);
+  int ins[ENG_MAX_DIMS] = {0};
+  for (int i = 0; i < p->n_ints; i++) {
+    int64_t ax = 0;
+    TRY(norm_axis(p->ints[i], r, &ax, e));
+    if (ins[ax]) return err_set(e, ERR_INVALID_ARGUMENT, "axis %lld repeated", (long long)ax);
+    ins[ax] = 1;
+  }
+  int64_t y[ENG_MAX_DIMS];
+  for (int i = 0, k = 0; i < r; i++) y[i] = ins[i] ? 1 : in[0].dims[k++];
+  set_out(&out[0], in[0].dt, r, y);
+  return 0;
+}
+
+// --- Transpose
+
+static int get_perm(const eng_op_params *p, int r, int *perm, err *e) {
+  if (!p->has_ints) {
+    for (int i = 0; i < r; i++) perm[i] = r - 1 - i;
+    return 0;
+  }
+  if (p->n_ints != r)
+    return err_set(e, ERR_INVALID_ARGUMENT, "perm has %d entries for rank %d", p->n_ints, r);
+  int seen[ENG_MAX_DIMS] = {0};
+  for (int i = 0; i < r; i++) {
+    int64_t v = p->ints[i];
+    if (v < 0 || v >= r || seen[v]) return err_set(e, ERR_INVALID_ARGUMENT, "bad perm");
+    seen[v] = 1;
+    perm[i] = (int)v;
+  }
+  return 0;
+}
+
+static int infer_transpose(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                           int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int perm[ENG_MAX_DIMS], r = in[0].ndims;
+  TRY(get_perm(p, r, perm, e));
+  int64_t y[ENG_MAX_DIMS];
+  for (int i = 0; i < r; i++) y[i] = in[0].dims[perm[i]];
+  set_out(&out[0], in[0].dt, r, y);
+  return 0;
+}
+
+static int run_transpose(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int perm[ENG_MAX_DIMS], r = in[0].ndims;
+  TRY(get_perm(p, r, perm, e));
+  size_t n = numel(&in[0]), esz = dtype_size(in[0].dt);
+  if (!n) return 0;
+  if (r == 0) memcpy(out[0].data, in[0].data, esz);
+  else k_transpose(out[0].data, in[0].data, esz, r, in[0].dims, perm);
+  return 0;
+}
+
+// --- Concat
+
+static int infer_concat(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e) {
+  (void)n_out;
+  int r = in[0].ndims;
+  if (r == 0) return err_set(e, ERR_INVALID_ARGUMENT, "cannot concatenate scalars");
+  int64_t ax = 0;
+  TRY(norm_axis(p->axis, r, &ax, e));
+  int64_t y[ENG_MAX_DIMS];
+  memcpy(y, in[0].dims, sizeof y);
+  for (int i = 1; i < n_in; i++) {
+    if (in[i].dt != in[0].dt || in[i].ndims != r)
+      return err_set(e, ERR_INVALID_ARGUMENT, "input %d differs in type or rank", i);
+    for (int d = 0; d < r; d++)
+      if (d != ax && in[i].dims[d] != in[0].dims[d])
+        return err_set(e, ERR_INVALID_ARGUMENT, "input %d differs at dim %d: %lld vs %lld", i, d,
+                       (long long)in[i].dims[d], (long long)in[0].dims[d]);
+    y[ax] += in[i].dims[ax];
+  }
+  set_out(&out[0], in[0].dt, r, y);
+  return 0;
+}
+
+static int run_concat(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_out;
+  int r = in[0].ndims;
+  int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
+  size_t esz = dtype_size(in[0].dt), inner = (size_t)prod(in[0].dims, ax + 1, r);
+  size_t outer = (size_t)prod(in[0].dims, 0, ax);
+  enum { SMALL = 32 };
+  const void *xs_s[SMALL];
+  size_t rb_s[SMALL];
+  const void **xs = xs_s;
+  size_t *rb = rb_s;
+  if (n_in > SMALL) {
+    xs = malloc((size_t)n_in * sizeof *xs);
+    rb = malloc((size_t)n_in * sizeof *rb);
+    if (!xs || !rb) {
+      free(xs);
+      free(rb);
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+  }
+  for (int i = 0; i < n_in; i++) {
+    xs[i] = in[i].data;
+    rb[i] = (size_t)in[i].dims[ax] * inner * esz;
+  }
+  if (numel(&out[0])) k_concat(out[0].data, (const void *const *)xs, rb, n_in, outer);
+  if (xs != xs_s) {
+    free(xs);
+    free(rb);
+  }
+  return 0;
+}
+
+// --- Cast
+
+static int elem_of(dtype t, k_elem *k) {
+  switch (t) {
+    case DT_FP32: *k = K_F32; return 0;
+    case DT_FP64: *k = K_F64; return 0;
+    case DT_FP16: *k = K_F16; return 0;
+    case DT_INT64: *k = K_I64; return 0;
+    case DT_INT32: *k = K_I32; return 0;
+    case DT_INT16: *k = K_I16; return 0;
+    case DT_INT8: *k = K_I8; return 0;
+    case DT_UINT8: *k = K_U8; return 0;
+    case DT_UINT16: *k = K_U16; return 0;
+    case DT_UINT32: *k = K_U32; return 0;
+    case DT_UINT64: *k = K_U64; return 0;
+    case DT_BOOL: *k = K_BOOL; return 0;
+    default: return -1;
+  }
+}
+
+static int infer_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  k_elem k;
+  if (elem_of(in[0].dt, &k) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Cast from %s", dtype_wire_name(in[0].dt));
+  set_out(&out[0], eng_ops_cpu_internal_dtype(p->to), in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                    int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  k_elem xk, yk;
+  elem_of(in[0].dt, &xk);
+  elem_of(out[0].dt, &yk);
+  size_t n = numel(&in[0]);
+  if (!n) return 0;
+  k_cast(out[0].data, yk, in[0].data, xk, n);
+  // Narrow float targets travel as FP32 but must carry the narrow type's
+  // precision, as if stored and reloaded.
+  float *y = out[0].data;
+  if (p->to == DT_FP16) {
+    uint16_t tmp[256];
+    for (size_t i = 0; i < n; i += 256) {
+      size_t c = n - i < 256 ? n - i : 256;
+      k_f32_to_f16(tmp, y + i, c);
+      k_f16_to_f32(y + i, tmp, c);
+    }
+  } else if (p->to == DT_BF16) {
+    for (size_t i = 0; i < n; i++) {
+      uint32_t u;
+      memcpy(&u, &y[i], 4);
+      if ((u & 0x7f800000u) != 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u);  // nearest even
+      u &= 0xffff0000u;
+      memcpy(&y[i], &u, 4);
+    }
+  }
+  return 0;
+}
+
+// --- normalisation
+
+static int infer_layernorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                           int n_out, err *e) {
+  TRY(need_f32(&in[0], "X", e));
+  int r = in[0].ndims;
+  if (r == 0) return err_set(e, ERR_INVALID_ARGUMENT, "X must have rank >= 1");
+  int64_t ax = 0;
+  TRY(norm_axis(p->axis, r, &ax, e));
+  int64_t cols = prod(in[0].dims, (int)ax, r);
+  for (int i = 1; i < n_in && i < 3; i++) {
+    if (in[i].dt == DT_INVALID) continue;
+    TRY(need_f32(&in[i], i == 1 ? "Scale" : "B", e));
+    if (eng_numel(in[i].ndims, in[i].dims) != cols)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "unsupported: %s must have the normalized shape (%lld elements)",
+                     i == 1 ? "Scale" : "B", (long long)cols);
+  }
+  set_out(&out[0], DT_FP32, r, in[0].dims);
+  int64_t st[ENG_MAX_DIMS];
+  for (int i = 0; i < r; i++) st[i] = i < ax ? in[0].dims[i] : 1;
+  for (int i = 1; i < n_out && i < 3; i++)
+    if (out[i].dt != DT_INVALID) set_out(&out[i], DT_FP32, r, st);
+  return 0;
+}
+
+static int run_layernorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)e;
+  int r = in[0].ndims;
+  int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
+  size_t rows = (size_t)prod(in[0].dims, 0, ax), cols = (size_t)prod(in[0].dims, ax, r);
+  const float *x = in[0].data;
+  const float *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
+  // Mean / InvStdDev are optional training outputs; computed here, not by
+  // the kernel, and before it because Y may not alias X but the stats read X.
+  float *mean = n_out > 1 && out[1].dt != DT_INVALID ? out[1].data : NULL;
+  float *istd = n_out > 2 && out[2].dt != DT_INVALID ? out[2].data : NULL;
+  if ((mean || istd) && cols) {
+    for (size_t i = 0; i < rows; i++) {
+      double s = 0, ss = 0;
+      for (size_t j = 0; j < cols; j++) s += x[i * cols + j];
+      double mu = s / (double)cols;
+      for (size_t j = 0; j < cols; j++) ss += (x[i * cols + j] - mu) * (x[i * cols + j] - mu);
+      if (mean) mean[i] = (float)mu;
+      if (istd) istd[i] = (float)(1.0 / sqrt(ss / (double)cols + p->eps));
+    }
+  }
+  if (rows && cols) k_layer_norm(out[0].data, x, in[1].data, bias, rows, cols, p->eps);
+  return 0;
+}
+
+static int infer_batchnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                           int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  TRY(need_f32(&in[0], "X", e));
+  if (in[0].ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "X must have rank >= 2");
+  static const char *names[] = {"", "scale", "B", "input_mean", "input_var"};
+  for (int i = 1; i < 5; i++) {
+    TRY(need_f32(&in[i], names[i], e));
+    if (eng_numel(in[i].ndims, in[i].dims) != in[0].dims[1])
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s must have %lld elements", names[i],
+                     (long long)in[0].dims[1]);
+  }
+  set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_batchnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  const eng_tensor *x = &in[0];
+  size_t n = (size_t)x->dims[0], c = (size_t)x->dims[1];
+  size_t sp = (size_t)prod(x->dims, 2, x->ndims);
+  if (n && c && sp)
+    k_batch_norm(out[0].data, x->data, in[1].data, in[2].data, in[3].data, in[4].data, n, c, sp,
+                 p->eps);
+  return 0;
+}
+
+// --- table
+
+static const eng_op_def ops[] = {
+    {"Gemm", 2, 3, 1, 1, 0, parse_gemm, infer_gemm, run_gemm},
+    {"MatMul", 2, 2, 1, 1, 0, parse_none, infer_matmul, run_matmul},
+    {"Add", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_add},
+    {"Sub", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_sub},
+    {"Mul", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_mul},
+    {"Div", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_div},
+    {"Relu", 1, 1, 1, 1, ENG_OP_INPLACE, parse_none, infer_same_f32, run_relu},
+    {"LeakyRelu", 1, 1, 1, 1, ENG_OP_INPLACE, parse_leaky, infer_same_f32, run_leaky},
+    {"Sigmoid", 1, 1, 1, 1, ENG_OP_INPLACE, parse_none, infer_same_f32, run_sigmoid},
+    {"Tanh", 1, 1, 1, 1, ENG_OP_INPLACE, parse_none, infer_same_f32, run_tanh},
+    {"Erf", 1, 1, 1, 1, ENG_OP_INPLACE, parse_none, infer_same_f32, run_erf},
+    {"Gelu", 1, 1, 1, 1, ENG_OP_INPLACE, parse_gelu, infer_same_f32, run_gelu},
+    {"Softmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_softmax},
+    {"LogSoftmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_log_softmax},
+    {"Flatten", 1, 1, 1, 1, ENG_OP_ALIAS, parse_flatten, infer_flatten, run_view},
+    {"Reshape", 2, 2, 1, 1, ENG_OP_ALIAS, parse_reshape, infer_reshape, run_view},
+    {"Squeeze", 1, 2, 1, 1, ENG_OP_ALIAS, parse_squeeze, infer_squeeze, run_view},
+    {"Unsqueeze", 1, 2, 1, 1, ENG_OP_ALIAS, parse_unsqueeze, infer_unsqueeze, run_view},
+    {"Identity", 1, 1, 1, 1, ENG_OP_ALIAS, parse_none, infer_same, run_view},
+    {"Dropout", 1, 3, 1, 2, ENG_OP_ALIAS, parse_none, infer_same, run_view},
+    {"Transpose", 1, 1, 1, 1, 0, parse_transpose, infer_transpose, run_transpose},
+    {"Concat", 1, 1 << 20, 1, 1, 0, parse_axis_required, infer_concat, run_concat},
+    {"Cast", 1, 1, 1, 1, 0, parse_cast, infer_cast, run_cast},
+    {"LayerNormalization", 2, 3, 1, 3, 0, parse_layernorm, infer_layernorm, run_layernorm},
+    {"BatchNormalization", 5, 5, 1, 5, 0, parse_batchnorm, infer_batchnorm, run_batchnorm},
+    {"Constant", 0, 0, 1, 1, 0, NULL, NULL, NULL},
+};
+
+const eng_op_def *eng_ops_cpu_find(const char *op_type) {
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (strcmp(ops[i].op_type, op_type) == 0) return &ops[i];
+  return NULL;
+}

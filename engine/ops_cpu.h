@@ -1,0 +1,53 @@
+// engine/ops_cpu.h: the CPU backend's operator table. Each op parses its
+// attributes once per plan (opset-aware defaults), infers output shapes for
+// concrete input shapes, and runs on buffers the planner assigned. The
+// planner knows ops only through this table.
+#ifndef INFERD_ENGINE_OPS_CPU_H
+#define INFERD_ENGINE_OPS_CPU_H
+
+#include "engine/err.h"
+#include "engine/graph.h"
+#include "engine/tensor.h"
+
+// Attributes after parsing; each op uses the fields it needs.
+typedef struct eng_op_params {
+  int64_t axis;
+  float alpha, beta, eps;
+  int trans_a, trans_b;
+  int approximate;  // Gelu
+  int legacy;       // Softmax/LogSoftmax before opset 13: 2-D coercion
+  int allowzero;    // Reshape
+  dtype to;         // Cast: target type as declared (FP16, FP64... kept)
+  int n_ints;       // perm / axes / reshape target
+  int64_t ints[ENG_MAX_DIMS];
+  int has_ints;     // perm or axes given
+} eng_op_params;
+
+enum {
+  ENG_OP_ALIAS = 1,    // output 0 is a view of input 0's bytes: no copy
+  ENG_OP_INPLACE = 2,  // output 0 may overwrite input 0 when shapes and types match
+};
+
+// Tensors passed to infer/run: an omitted optional input or output has
+// dt == DT_INVALID. Float tensors of every width travel as FP32 inside a
+// plan; `data` is set in infer only for constants.
+typedef struct eng_op_def {
+  const char *op_type;
+  int min_in, max_in, min_out, max_out;
+  int flags;
+  int (*parse)(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+  int (*infer)(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+               err *e);
+  int (*run)(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+             err *e);
+} eng_op_def;
+
+// The op called op_type in the default domain, or NULL when unsupported.
+// Constant is listed (folded at load) but has no run function.
+const eng_op_def *eng_ops_cpu_find(const char *op_type);
+
+// The type a value of declared type t has inside a plan: every float width
+// computes as FP32, integer and bool types are kept.
+dtype eng_ops_cpu_internal_dtype(dtype t);
+
+#endif

@@ -1,0 +1,505 @@
+// engine/plan.c: static memory planning and execution of a graph on the CPU.
+// Layout = for every value the arena buffer ("root") it lives in and that
+// buffer's offset. Views share their input's root; elementwise ops share it
+// when their input dies at that node. Buffers are placed greedily, largest
+// first, at the lowest offset free during their whole lifetime.
+#include "engine/plan.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ops_cpu.h"
+#include "kernels/k_ref.h"
+
+#define ALIGN 64
+
+struct eng_plan {
+  const eng_graph *g;
+  int max_batch;
+  size_t n_nodes, n_values, n_inputs, n_outputs;
+  const eng_op_def **defs;
+  eng_op_params *params;
+  eng_tensor *cur;  // per value: this run's type, shape and data pointer
+  eng_tensor *tin, *tout;  // scratch for one node's operands
+  int max_arity_in, max_arity_out;
+  int *last_use;    // per value
+  int *group_last;  // per root value
+  int *new_root;    // per value, computed for cur shapes
+  size_t *need;     // per root value: bytes its buffer needs for cur shapes
+  // the layout in force
+  int have_layout;
+  int *root;
+  size_t *cap;  // per root value: bytes reserved
+  size_t *off;  // per root value: arena offset
+  int *edge;    // per graph output: copied/converted into its own buffer
+  size_t *edge_cap, *edge_off;
+  size_t arena_need, naive_bytes;
+  uint8_t *arena;
+  size_t arena_alloc;
+};
+
+static size_t round_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+static size_t tensor_bytes(const eng_tensor *t) {
+  return (size_t)eng_numel(t->ndims, t->dims) * dtype_size(t->dt);
+}
+
+static const char *node_desc_name(const eng_node *n) { return n->name; }
+
+// --- shape inference for the shapes now in p->cur (inputs already set)
+
+static int infer_all(eng_plan *p, err *e) {
+  const eng_graph *g = p->g;
+  for (size_t i = 0; i < p->n_nodes; i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    for (int k = 0; k < n->n_in; k++) {
+      if (n->in[k] >= 0) p->tin[k] = p->cur[n->in[k]];
+      else memset(&p->tin[k], 0, sizeof p->tin[k]);
+    }
+    for (int k = 0; k < n->n_out; k++) {
+      memset(&p->tout[k], 0, sizeof p->tout[k]);
+      // a wanted output is marked with any valid type; infer overwrites it
+      if (n->out[k] >= 0) p->tout[k].dt = DT_FP32;
+    }
+    if (p->defs[i]->infer(&p->params[i], p->tin, n->n_in, p->tout, n->n_out, e) != 0)
+      return err_prefix(e, "node '%s' (op_type '%s'): ", node_desc_name(n), n->op_type);
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] >= 0) {
+        p->cur[n->out[k]] = p->tout[k];
+        p->cur[n->out[k]].data = NULL;
+      }
+  }
+  return 0;
+}
+
+// --- layout
+
+static int same_shape(const eng_tensor *a, const eng_tensor *b) {
+  if (a->dt != b->dt || a->ndims != b->ndims) return 0;
+  for (int i = 0; i < a->ndims; i++)
+    if (a->dims[i] != b->dims[i]) return 0;
+  return 1;
+}
+
+// Roots and per-root byte needs for the shapes in p->cur.
+static void compute_roots(eng_plan *p) {
+  const eng_graph *g = p->g;
+  for (size_t v = 0; v < p->n_values; v++) {
+    p->new_root[v] = (int)v;
+    p->group_last[v] = p->last_use[v];
+  }
+  for (size_t i = 0; i < p->n_nodes; i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    if (n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) continue;
+    int in0 = n->in[0], out0 = n->out[0], r = p->new_root[in0];
+    int share = 0;
+    if (p->defs[i]->flags & ENG_OP_ALIAS) {
+      share = 1;
+    } else if (p->defs[i]->flags & ENG_OP_INPLACE) {
+      // in place only when nothing reads the buffer after this node and no
+      // other operand is a (possibly reshaped) view of it
+      share = eng_graph_value(g, (size_t)r)->kind != ENG_VALUE_CONST &&
+              p->group_last[r] == (int)i && same_shape(&p->cur[in0], &p->cur[out0]);
+      for (int k = 1; k < n->n_in && share; k++)
+        if (n->in[k] >= 0 && p->new_root[n->in[k]] == r && !same_shape(&p->cur[n->in[k]], &p->cur[in0]))
+          share = 0;
+    }
+    if (share) {
+      p->new_root[out0] = r;
+      if (p->last_use[out0] > p->group_last[r]) p->group_last[r] = p->last_use[out0];
+    }
+  }
+  for (size_t v = 0; v < p->n_values; v++) p->need[v] = 0;
+  for (size_t v = 0; v < p->n_values; v++) {
+    if (eng_graph_value(g, v)->kind == ENG_VALUE_CONST) continue;
+    size_t b = tensor_bytes(&p->cur[v]);
+    int r = p->new_root[v];
+    if (b > p->need[r]) p->need[r] = b;
+  }
+}
+
+// Declared output type, or the computed one when the ValueInfo has none.
+static dtype out_dtype(const eng_plan *p, size_t j) {
+  dtype d = eng_graph_output(p->g, j)->dt;
+  return d == DT_INVALID ? p->cur[eng_graph_output_value(p->g, j)].dt : d;
+}
+
+static int output_needs_edge(const eng_plan *p, size_t j) {
+  int v = eng_graph_output_value(p->g, j);
+  int r = p->new_root[v];
+  return eng_graph_value(p->g, (size_t)r)->kind == ENG_VALUE_CONST || out_dtype(p, j) != p->cur[v].dt;
+}
+
+static size_t edge_bytes(const eng_plan *p, size_t j) {
+  const eng_tensor *t = &p->cur[eng_graph_output_value(p->g, j)];
+  return (size_t)eng_numel(t->ndims, t->dims) * dtype_size(out_dtype(p, j));
+}
+
+// Whether the layout in force holds the shapes in p->cur.
+static int layout_fits(const eng_plan *p) {
+  if (!p->have_layout) return 0;
+  for (size_t v = 0; v < p->n_values; v++) {
+    if (p->new_root[v] != p->root[v]) return 0;
+    if ((int)v == p->root[v] && p->need[v] > p->cap[v]) return 0;
+  }
+  for (size_t j = 0; j < p->n_outputs; j++) {
+    if (output_needs_edge(p, j) != p->edge[j]) return 0;
+    if (p->edge[j] && edge_bytes(p, j) > p->edge_cap[j]) return 0;
+  }
+  return 1;
+}
+
+typedef struct buf {
+  int start, end;  // node steps, inclusive; -1 = before the first node
+  size_t size, off;
+  size_t *off_out;
+} buf;
+
+static int by_size_desc(const void *a, const void *b) {
+  const buf *x = a, *y = b;
+  if (x->size != y->size) return x->size < y->size ? 1 : -1;
+  return x->start - y->start;
+}
+
+static int by_off(const void *a, const void *b) {
+  const buf *const *x = a, *const *y = b;
+  return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
+}
+
+// Builds a new layout from new_root/need and grows the arena if needed.
+static int assign(eng_plan *p, err *e) {
+  const eng_graph *g = p->g;
+  size_t nb = 0;
+  buf *bufs = malloc((p->n_values + p->n_outputs + 1) * sizeof *bufs);
+  buf **placed = malloc((p->n_values + p->n_outputs + 1) * sizeof *placed);
+  if (!bufs || !placed) {
+    free(bufs);
+    free(placed);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory planning buffers");
+  }
+  p->naive_bytes = 0;
+  for (size_t v = 0; v < p->n_values; v++) {
+    const eng_value *val = eng_graph_value(g, v);
+    p->root[v] = p->new_root[v];
+    if (val->kind == ENG_VALUE_NODE) p->naive_bytes += round_up(tensor_bytes(&p->cur[v]));
+    if (val->kind == ENG_VALUE_CONST || p->new_root[v] != (int)v) continue;
+    p->cap[v] = round_up(p->need[v]);
+    bufs[nb++] = (buf){val->kind == ENG_VALUE_INPUT ? -1 : val->index, p->group_last[v], p->cap[v],
+                       0, &p->off[v]};
+  }
+  for (size_t j = 0; j < p->n_outputs; j++) {
+    p->edge[j] = output_needs_edge(p, j);
+    if (!p->edge[j]) continue;
+    p->edge_cap[j] = round_up(edge_bytes(p, j));
+    bufs[nb++] = (buf){(int)p->n_nodes, (int)p->n_nodes, p->edge_cap[j], 0, &p->edge_off[j]};
+  }
+  qsort(bufs, nb, sizeof *bufs, by_size_desc);
+  size_t total = 0;
+  for (size_t i = 0; i < nb; i++) {
+    size_t np = 0;
+    for (size_t k = 0; k < i; k++)
+      if (bufs[k].start <= bufs[i].end && bufs[i].start <= bufs[k].end) placed[np++] = &bufs[k];
+    qsort(placed, np, sizeof *placed, by_off);
+    size_t off = 0;
+    for (size_t k = 0; k < np; k++) {
+      if (placed[k]->off >= off + bufs[i].size) break;  // fits in the gap before it
+      size_t endk = placed[k]->off + placed[k]->size;
+      if (endk > off) off = endk;
+    }
+    bufs[i].off = off;
+    *bufs[i].off_out = off;
+    if (off + bufs[i].size > total) total = off + bufs[i].size;
+  }
+  free(bufs);
+  free(placed);
+  p->arena_need = total;
+  p->have_layout = 1;
+  if (total > p->arena_alloc) {
+    free(p->arena);
+    p->arena_alloc = 0;
+    p->arena = aligned_alloc(ALIGN, total);
+    if (!p->arena) {
+      p->have_layout = 0;
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot allocate a %zu-byte arena", total);
+    }
+    p->arena_alloc = total;
+  }
+  return 0;
+}
+
+// --- create / destroy
+
+static int set_planned_inputs(eng_plan *p, int *all_known) {
+  *all_known = 1;
+  for (size_t i = 0; i < p->n_inputs; i++) {
+    const eng_io *io = eng_graph_input(p->g, i);
+    eng_tensor *t = &p->cur[eng_graph_input_value(p->g, i)];
+    memset(t, 0, sizeof *t);
+    t->dt = eng_ops_cpu_internal_dtype(io->dt);
+    t->ndims = io->ndims;
+    memcpy(t->dims, io->dims, sizeof t->dims);
+    if (p->max_batch > 0) t->dims[0] = p->max_batch;
+    for (int d = 0; d < t->ndims; d++)
+      if (t->dims[d] < 0) *all_known = 0;
+  }
+  return 0;
+}
+
+int eng_plan_create(const eng_graph *g, int max_batch, eng_plan **out, err *e) {
+  *out = NULL;
+  if (max_batch < 0) return err_set(e, ERR_INVALID_ARGUMENT, "max_batch %d < 0", max_batch);
+  eng_plan *p = calloc(1, sizeof *p);
+  if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  p->g = g;
+  p->max_batch = max_batch;
+  p->n_nodes = eng_graph_n_nodes(g);
+  p->n_values = eng_graph_n_values(g);
+  p->n_inputs = eng_graph_n_inputs(g);
+  p->n_outputs = eng_graph_n_outputs(g);
+  size_t nn = p->n_nodes + 1, nv = p->n_values + 1, no = p->n_outputs + 1;
+  p->defs = calloc(nn, sizeof *p->defs);
+  p->params = calloc(nn, sizeof *p->params);
+  p->cur = calloc(nv, sizeof *p->cur);
+  p->last_use = calloc(nv, sizeof(int));
+  p->group_last = calloc(nv, sizeof(int));
+  p->new_root = calloc(nv, sizeof(int));
+  p->root = calloc(nv, sizeof(int));
+  p->need = calloc(nv, sizeof(size_t));
+  p->cap = calloc(nv, sizeof(size_t));
+  p->off = calloc(nv, sizeof(size_t));
+  p->edge = calloc(no, sizeof(int));
+  p->edge_cap = calloc(no, sizeof(size_t));
+  p->edge_off = calloc(no, sizeof(size_t));
+  int max_in = 1, max_out = 1;
+  for (size_t i = 0; i < p->n_nodes; i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    if (n->n_in > max_in) max_in = n->n_in;
+    if (n->n_out > max_out) max_out = n->n_out;
+  }
+  p->tin = calloc((size_t)max_in, sizeof *p->tin);
+  p->tout = calloc((size_t)max_out, sizeof *p->tout);
+  int rc = 0;
+  if (!p->defs || !p->params || !p->cur || !p->last_use || !p->group_last || !p->new_root ||
+      !p->root || !p->need || !p->cap || !p->off || !p->edge || !p->edge_cap || !p->edge_off ||
+      !p->tin || !p->tout) {
+    rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    goto fail;
+  }
+  int opset = eng_graph_opset(g);
+  for (size_t i = 0; i < p->n_nodes && !rc; i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    const eng_op_def *d = eng_ops_cpu_find(n->op_type);
+    p->defs[i] = d;
+    if (!d || !d->run) {
+      rc = err_set(e, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported op", n->name,
+                   n->op_type);
+    } else if (n->n_in < d->min_in || n->n_in > d->max_in || n->n_out < d->min_out ||
+               n->n_out > d->max_out || (n->n_in && n->in[0] < 0) || n->out[0] < 0) {
+      rc = err_set(e, ERR_INVALID_ARGUMENT,
+                   "node '%s' (op_type '%s'): %d inputs and %d outputs, expected %d..%d and %d..%d",
+                   n->name, n->op_type, n->n_in, n->n_out, d->min_in, d->max_in, d->min_out,
+                   d->max_out);
+    } else if (d->parse(g, n, opset, &p->params[i], e) != 0) {
+      rc = err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
+    }
+  }
+  if (rc) goto fail;
+
+  // lifetimes: a value lives from its producer to its last reader; graph
+  // outputs live past the last node (step n_nodes, where edges are copied)
+  for (size_t v = 0; v < p->n_values; v++) {
+    const eng_value *val = eng_graph_value(g, v);
+    p->last_use[v] = val->kind == ENG_VALUE_NODE ? val->index : -1;
+    if (val->kind == ENG_VALUE_CONST) {
+      eng_tensor *t = &p->cur[v];
+      t->dt = val->dt;
+      t->ndims = val->ndims;
+      memcpy(t->dims, val->dims, sizeof t->dims);
+      t->data = val->data;
+      t->bytes = val->bytes;
+    }
+  }
+  for (size_t i = 0; i < p->n_nodes; i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) p->last_use[n->in[k]] = (int)i;
+  }
+  for (size_t j = 0; j < p->n_outputs; j++) p->last_use[eng_graph_output_value(g, j)] = (int)p->n_nodes;
+
+  for (size_t i = 0; i < p->n_inputs; i++) {
+    const eng_io *io = eng_graph_input(g, i);
+    if (max_batch > 0 && io->ndims < 1) {
+      rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s' is a scalar but max_batch is %d", io->name,
+                   max_batch);
+      goto fail;
+    }
+  }
+  int known;
+  set_planned_inputs(p, &known);
+  if (known) {
+    if ((rc = infer_all(p, e)) != 0) goto fail;
+    for (size_t j = 0; j < p->n_outputs && !rc; j++) {
+      int v = eng_graph_output_value(g, j);
+      if (eng_ops_cpu_internal_dtype(out_dtype(p, j)) != p->cur[v].dt)
+        rc = err_set(e, ERR_INVALID_ARGUMENT, "output '%s' is declared %s but computes %s",
+                     eng_graph_output(g, j)->name, dtype_wire_name(out_dtype(p, j)),
+                     dtype_wire_name(p->cur[v].dt));
+    }
+    if (rc) goto fail;
+    compute_roots(p);
+    if ((rc = assign(p, e)) != 0) goto fail;
+  }
+  *out = p;
+  return 0;
+fail:
+  eng_plan_destroy(p);
+  return rc;
+}
+
+void eng_plan_destroy(eng_plan *p) {
+  if (!p) return;
+  free(p->defs);
+  free(p->params);
+  free(p->cur);
+  free(p->tin);
+  free(p->tout);
+  free(p->last_use);
+  free(p->group_last);
+  free(p->new_root);
+  free(p->need);
+  free(p->root);
+  free(p->cap);
+  free(p->off);
+  free(p->edge);
+  free(p->edge_cap);
+  free(p->edge_off);
+  free(p->arena);
+  free(p);
+}
+
+size_t eng_plan_arena_bytes(const eng_plan *p) { return p->have_layout ? p->arena_need : 0; }
+size_t eng_plan_naive_bytes(const eng_plan *p) { return p->have_layout ? p->naive_bytes : 0; }
+
+// --- run
+
+static int check_input(const eng_plan *p, size_t i, const eng_tensor *t, err *e) {
+  const eng_io *io = eng_graph_input(p->g, i);
+  if (t->dt != io->dt)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': dtype %s, expected %s", io->name,
+                   dtype_wire_name(t->dt), dtype_wire_name(io->dt));
+  if (t->ndims != io->ndims)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': rank %d, expected %d", io->name, t->ndims,
+                   io->ndims);
+  for (int d = 0; d < t->ndims; d++) {
+    if (d == 0 && p->max_batch > 0) {
+      if (t->dims[0] < 1 || t->dims[0] > p->max_batch)
+        return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': batch size %lld not in 1..%d",
+                       io->name, (long long)t->dims[0], p->max_batch);
+    } else if (t->dims[d] < 0 || (io->dims[d] >= 0 && t->dims[d] != io->dims[d])) {
+      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': dim %d is %lld, expected %lld",
+                     io->name, d, (long long)t->dims[d], (long long)io->dims[d]);
+    }
+  }
+  size_t want = (size_t)eng_numel(t->ndims, t->dims) * dtype_size(t->dt);
+  if (want && (!t->data || t->bytes < want))
+    return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': %zu bytes given, shape needs %zu",
+                   io->name, t->data ? t->bytes : 0, want);
+  return 0;
+}
+
+// Converts between a declared edge type and the plan's internal FP32.
+static void to_internal(void *dst, const eng_tensor *src, size_t n) {
+  if (src->dt == DT_FP16) k_f16_to_f32(dst, src->data, n);
+  else if (src->dt == DT_FP64) k_cast(dst, K_F32, src->data, K_F64, n);
+  else if (src->dt == DT_BF16)
+    for (size_t i = 0; i < n; i++) {
+      uint32_t u = (uint32_t)((const uint16_t *)src->data)[i] << 16;
+      memcpy((float *)dst + i, &u, 4);
+    }
+  else memcpy(dst, src->data, n * dtype_size(src->dt));
+}
+
+static void to_edge(void *dst, dtype dt, const eng_tensor *src, size_t n) {
+  if (dt == DT_FP16) k_f32_to_f16(dst, src->data, n);
+  else if (dt == DT_FP64) k_cast(dst, K_F64, src->data, K_F32, n);
+  else if (dt == DT_BF16)
+    for (size_t i = 0; i < n; i++) {
+      uint32_t u;
+      memcpy(&u, (const float *)src->data + i, 4);
+      if ((u & 0x7f800000u) != 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u);
+      ((uint16_t *)dst)[i] = (uint16_t)(u >> 16);
+    }
+  else memcpy(dst, src->data, n * dtype_size(dt));
+}
+
+int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor *outputs,
+                 size_t n_out, err *e) {
+  const eng_graph *g = p->g;
+  if (n_in != p->n_inputs)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%zu inputs given, the model has %zu", n_in,
+                   p->n_inputs);
+  if (n_out != p->n_outputs)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%zu outputs requested, the model has %zu", n_out,
+                   p->n_outputs);
+  for (size_t i = 0; i < n_in; i++) {
+    TRY(check_input(p, i, &inputs[i], e));
+    eng_tensor *t = &p->cur[eng_graph_input_value(g, i)];
+    t->dt = eng_ops_cpu_internal_dtype(inputs[i].dt);
+    t->ndims = inputs[i].ndims;
+    memcpy(t->dims, inputs[i].dims, sizeof t->dims);
+  }
+  TRY(infer_all(p, e));
+  compute_roots(p);
+  if (!layout_fits(p)) {
+    for (size_t j = 0; j < p->n_outputs; j++) {
+      int v = eng_graph_output_value(g, j);
+      if (eng_ops_cpu_internal_dtype(out_dtype(p, j)) != p->cur[v].dt)
+        return err_set(e, ERR_INVALID_ARGUMENT, "output '%s' is declared %s but computes %s",
+                       eng_graph_output(g, j)->name, dtype_wire_name(out_dtype(p, j)),
+                       dtype_wire_name(p->cur[v].dt));
+    }
+    TRY(assign(p, e));
+  }
+  for (size_t v = 0; v < p->n_values; v++) {
+    if (eng_graph_value(g, v)->kind == ENG_VALUE_CONST) continue;
+    const eng_value *rv = eng_graph_value(g, (size_t)p->root[v]);
+    eng_tensor *t = &p->cur[v];
+    t->data = rv->kind == ENG_VALUE_CONST ? rv->data : p->arena + p->off[p->root[v]];
+    t->bytes = tensor_bytes(t);
+  }
+  for (size_t i = 0; i < n_in; i++) {
+    const eng_tensor *t = &p->cur[eng_graph_input_value(g, i)];
+    size_t n = (size_t)eng_numel(t->ndims, t->dims);
+    if (n) to_internal(t->data, &inputs[i], n);
+  }
+  for (size_t i = 0; i < p->n_nodes; i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    for (int k = 0; k < n->n_in; k++) {
+      if (n->in[k] >= 0) p->tin[k] = p->cur[n->in[k]];
+      else memset(&p->tin[k], 0, sizeof p->tin[k]);
+    }
+    for (int k = 0; k < n->n_out; k++) {
+      if (n->out[k] >= 0) p->tout[k] = p->cur[n->out[k]];
+      else memset(&p->tout[k], 0, sizeof p->tout[k]);
+    }
+    if (p->defs[i]->run(&p->params[i], p->tin, n->n_in, p->tout, n->n_out, e) != 0)
+      return err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
+  }
+  for (size_t j = 0; j < n_out; j++) {
+    const eng_tensor *t = &p->cur[eng_graph_output_value(g, j)];
+    eng_tensor *o = &outputs[j];
+    o->dt = out_dtype(p, j);
+    o->ndims = t->ndims;
+    memcpy(o->dims, t->dims, sizeof o->dims);
+    size_t n = (size_t)eng_numel(t->ndims, t->dims);
+    o->bytes = n * dtype_size(o->dt);
+    if (p->edge[j]) {
+      o->data = p->arena + p->edge_off[j];
+      if (n) to_edge(o->data, o->dt, t, n);
+    } else {
+      o->data = t->data;
+    }
+  }
+  return 0;
+}

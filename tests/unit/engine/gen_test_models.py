@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""tests/unit/engine/gen_test_models.py: writes the ONNX models test_graph.c
+and test_plan.c load, into the directory given on the command line, plus
+onnxruntime's outputs for fixed inputs so the C tests compare numerically.
+
+For every compared model NAME it writes NAME.onnx, NAME.case (one line per
+tensor: "in|out <onnx elem type> <rank> <dims...>") and NAME.in<i>.bin /
+NAME.out<j>.bin (raw little-endian). ort_cases.txt lists the compared models
+with their relative tolerance. Fails loudly (non-zero exit) when onnx,
+onnxruntime or numpy is missing, so the C tests that depend on it fail too.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else "graph_models"
+os.makedirs(OUT, exist_ok=True)
+RNG = np.random.default_rng(1234)
+CASES = []
+
+
+def path(name):
+    return os.path.join(OUT, name)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, name="g"):
+    g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="inferd-test")
+    m.ir_version = 8
+    return m
+
+
+def save(m, name, check=True):
+    if check:
+        onnx.checker.check_model(m)
+    onnx.save_model(m, path(name + ".onnx"))
+
+
+def compare(m, name, feeds, rtol=1e-5):
+    """Saves m, runs onnxruntime on feeds, writes the case files."""
+    save(m, name)
+    sess = ort.InferenceSession(path(name + ".onnx"), providers=["CPUExecutionProvider"])
+    outs = sess.run(None, feeds)
+    lines = []
+    for i, vi in enumerate(m.graph.input):
+        a = feeds[vi.name]
+        lines.append("in %d %d %s" % (vi.type.tensor_type.elem_type, a.ndim, " ".join(map(str, a.shape))))
+        a.tofile(path("%s.in%d.bin" % (name, i)))
+    for j, (vo, a) in enumerate(zip(m.graph.output, outs)):
+        lines.append("out %d %d %s" % (vo.type.tensor_type.elem_type, a.ndim, " ".join(map(str, a.shape))))
+        np.ascontiguousarray(a).tofile(path("%s.out%d.bin" % (name, j)))
+    with open(path(name + ".case"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    CASES.append((name, rtol))
+
+
+def f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def vi(name, et, dims):
+    return helper.make_tensor_value_info(name, et, dims)
+
+
+# --- MLP with raw_data weights (numpy_helper writes raw_data)
+def mlp(name, raw):
+    w1, b1, w2, b2 = f32(4, 8), f32(8), f32(8, 3), f32(3)
+    if raw:
+        inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+                 numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(b2, "b2")]
+    else:
+        inits = [helper.make_tensor(n, TensorProto.FLOAT, a.shape, a.flatten().tolist(), raw=False)
+                 for n, a in (("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2))]
+        assert all(len(t.float_data) and not t.raw_data for t in inits)
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], name="fc1"),
+             helper.make_node("Relu", ["h"], ["hr"], name="relu"),
+             helper.make_node("Gemm", ["hr", "w2", "b2"], ["y"], name="fc2", alpha=0.5, beta=2.0)]
+    m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 4])], [vi("y", TensorProto.FLOAT, ["N", 3])], inits)
+    compare(m, name, {"x": f32(5, 4)})
+
+
+mlp("mlp_raw", True)
+mlp("mlp_typed", False)
+
+# --- typed int fields: int64_data for a Reshape shape, int32_data for an int32 Cast source
+shape = helper.make_tensor("shape", TensorProto.INT64, [2], [-1, 6], raw=False)
+i32 = helper.make_tensor("i32", TensorProto.INT32, [6], [1, -2, 3, -4, 5, 6], raw=False)
+nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+         helper.make_node("Cast", ["i32"], ["c"], name="cast", to=TensorProto.FLOAT),
+         helper.make_node("Add", ["r", "c"], ["y"], name="add")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 2, 3])], [vi("y", TensorProto.FLOAT, ["N", 6])], [shape, i32])
+compare(m, "typed_ints", {"x": f32(3, 2, 3)})
+
+# --- float16 weights and io; double weights and io
+w16 = f32(3, 4).astype(np.float16)
+nodes = [helper.make_node("Add", ["x", "w"], ["y"], name="add16")]
+m = model(nodes, [vi("x", TensorProto.FLOAT16, ["N", 3, 4])], [vi("y", TensorProto.FLOAT16, ["N", 3, 4])],
+          [numpy_helper.from_array(w16, "w")])
+compare(m, "fp16_add", {"x": f32(2, 3, 4).astype(np.float16)}, rtol=2e-3)
+# fp16 weights in int32_data (the typed field for float16)
+w16t = helper.make_tensor("w", TensorProto.FLOAT16, [3, 4], w16.astype(np.float32).flatten().tolist(), raw=False)
+assert list(w16t.int32_data) == w16.view(np.uint16).flatten().tolist() and not w16t.raw_data
+m = model(nodes, [vi("x", TensorProto.FLOAT16, ["N", 3, 4])], [vi("y", TensorProto.FLOAT16, ["N", 3, 4])], [w16t])
+compare(m, "fp16_typed", {"x": f32(2, 3, 4).astype(np.float16)}, rtol=2e-3)
+
+wd = RNG.standard_normal((4,))
+wdt = helper.make_tensor("w", TensorProto.DOUBLE, [4], wd.tolist(), raw=False)
+nodes = [helper.make_node("Mul", ["x", "w"], ["y"], name="muld")]
+m = model(nodes, [vi("x", TensorProto.DOUBLE, ["N", 4])], [vi("y", TensorProto.DOUBLE, ["N", 4])], [wdt])
+compare(m, "double_mul", {"x": RNG.standard_normal((3, 4))}, rtol=1e-5)
+
+# --- external data, as torch.onnx.export writes large weights
+w = f32(16, 32)
+nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 16])], [vi("y", TensorProto.FLOAT, ["N", 32])],
+          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(f32(32), "unused_bias")])
+onnx.save_model(m, path("external.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                location="external.onnx.data", size_threshold=0)
+m2 = onnx.load(path("external.onnx"), load_external_data=False)
+assert m2.graph.initializer[0].data_location == TensorProto.EXTERNAL
+offsets = [dict((e.key, e.value) for e in t.external_data).get("offset", "0") for t in m2.graph.initializer]
+assert any(o != "0" for o in offsets), offsets  # second tensor really starts at an offset
+sess = ort.InferenceSession(path("external.onnx"), providers=["CPUExecutionProvider"])
+x = f32(2, 16)
+x.tofile(path("external.in0.bin"))
+sess.run(None, {"x": x})[0].tofile(path("external.out0.bin"))
+with open(path("external.case"), "w") as f:
+    f.write("in 1 2 2 16\nout 1 2 2 32\n")
+CASES.append(("external", 1e-5))
+
+# the same model pointing outside its directory
+for t in m2.graph.initializer:
+    for e in t.external_data:
+        if e.key == "location":
+            e.value = "../external.onnx.data"
+onnx.save_model(m2, path("external_escape.onnx"))
+# and one whose data file is missing
+for t in m2.graph.initializer:
+    for e in t.external_data:
+        if e.key == "location":
+            e.value = "no_such_file.data"
+onnx.save_model(m2, path("external_missing.onnx"))
+
+# --- Constant folding: value tensor, value_float, value_ints feeding Reshape
+nodes = [helper.make_node("Constant", [], ["k"], name="c1", value=numpy_helper.from_array(f32(6), "kv")),
+         helper.make_node("Constant", [], ["s"], name="c2", value_float=0.5),
+         helper.make_node("Constant", [], ["shp"], name="c3", value_ints=[-1, 2, 3]),
+         helper.make_node("Add", ["x", "k"], ["a"], name="add"),
+         helper.make_node("Mul", ["a", "s"], ["m"], name="mul"),
+         helper.make_node("Reshape", ["m", "shp"], ["y"], name="reshape")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6])], [vi("y", TensorProto.FLOAT, ["N", 2, 3])])
+compare(m, "constants", {"x": f32(4, 6)})
+
+# --- opset-dependent defaults compared with onnxruntime
+# Softmax before 13: axis 1 and 2-D coercion
+for opset in (11, 13):
+    nodes = [helper.make_node("Softmax", ["x"], ["y"], name="sm"),
+             helper.make_node("LogSoftmax", ["x"], ["z"], name="lsm")]
+    m = model(nodes, [vi("x", TensorProto.FLOAT, [2, 3, 4])],
+              [vi("y", TensorProto.FLOAT, [2, 3, 4]), vi("z", TensorProto.FLOAT, [2, 3, 4])], opset=opset)
+    compare(m, "softmax_opset%d" % opset, {"x": f32(2, 3, 4)})
+# Squeeze/Unsqueeze axes as attribute (11) and as input (13)
+nodes = [helper.make_node("Unsqueeze", ["x"], ["u"], name="unsq", axes=[0, 3]),
+         helper.make_node("Squeeze", ["u"], ["y"], name="sq", axes=[0])]
+m = model(nodes, [vi("x", TensorProto.FLOAT, [2, 3])], [vi("y", TensorProto.FLOAT, [2, 3, 1])], opset=11)
+compare(m, "squeeze_opset11", {"x": f32(2, 3)})
+nodes = [helper.make_node("Unsqueeze", ["x", "ax"], ["u"], name="unsq"),
+         helper.make_node("Squeeze", ["u", "ax0"], ["y"], name="sq")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, [2, 3])], [vi("y", TensorProto.FLOAT, [2, 3, 1])],
+          [numpy_helper.from_array(np.array([0, -1], np.int64), "ax"),
+           numpy_helper.from_array(np.array([0], np.int64), "ax0")], opset=13)
+compare(m, "squeeze_opset13", {"x": f32(2, 3)})
+
+# --- a transformer-ish block: batched MatMul, LayerNorm, Gelu, Transpose, Concat, Dropout
+D, H = 8, 2
+wq, wo = f32(D, D), f32(D, D)
+nodes = [
+    helper.make_node("LayerNormalization", ["x", "ln_s", "ln_b"], ["ln"], name="ln", axis=-1, epsilon=1e-5),
+    helper.make_node("MatMul", ["ln", "wq"], ["q"], name="q"),
+    helper.make_node("Reshape", ["q", "heads"], ["qh"], name="split"),
+    helper.make_node("Transpose", ["qh"], ["qt"], name="tr", perm=[0, 2, 1, 3]),
+    helper.make_node("Transpose", ["qh"], ["kt"], name="trk", perm=[0, 2, 3, 1]),
+    helper.make_node("MatMul", ["qt", "kt"], ["att"], name="qk"),
+    helper.make_node("Div", ["att", "scale"], ["atts"], name="scale"),
+    helper.make_node("Softmax", ["atts"], ["p"], name="softmax", axis=-1),
+    helper.make_node("MatMul", ["p", "qt"], ["ctx"], name="pv"),
+    helper.make_node("Transpose", ["ctx"], ["ctxt"], name="tr2", perm=[0, 2, 1, 3]),
+    helper.make_node("Reshape", ["ctxt", "merge"], ["ctxm"], name="merge"),
+    helper.make_node("MatMul", ["ctxm", "wo"], ["o"], name="o"),
+    helper.make_node("Gelu", ["o"], ["g"], name="gelu"),
+    helper.make_node("Gelu", ["o"], ["gt"], name="gelu_tanh", approximate="tanh"),
+    helper.make_node("Concat", ["g", "gt"], ["cat"], name="cat", axis=-1),
+    helper.make_node("Dropout", ["cat"], ["y"], name="drop"),
+    helper.make_node("Erf", ["o"], ["e1"], name="erf"),
+    helper.make_node("Tanh", ["e1"], ["e2"], name="tanh"),
+    helper.make_node("Sigmoid", ["e2"], ["e3"], name="sig"),
+    helper.make_node("LeakyRelu", ["e3"], ["e4"], name="leaky"),
+    helper.make_node("Sub", ["e4", "x"], ["z"], name="sub"),
+]
+inits = [numpy_helper.from_array(f32(D), "ln_s"), numpy_helper.from_array(f32(D), "ln_b"),
+         numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(wo, "wo"),
+         numpy_helper.from_array(np.array([0, 0, H, D // H], np.int64), "heads"),
+         numpy_helper.from_array(np.array([0, 0, D], np.int64), "merge"),
+         numpy_helper.from_array(np.array(2.0, np.float32), "scale")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["B", "T", D])],
+          [vi("y", TensorProto.FLOAT, ["B", "T", 2 * D]), vi("z", TensorProto.FLOAT, ["B", "T", D])], inits, opset=20)
+compare(m, "block", {"x": f32(3, 5, D)})
+
+# --- BatchNormalization + Flatten + Cast round trip + int64 arithmetic
+nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "mu", "var"], ["bn"], name="bn", epsilon=1e-3),
+         helper.make_node("Flatten", ["bn"], ["fl"], name="flat"),
+         helper.make_node("Cast", ["fl"], ["fl16"], name="to16", to=TensorProto.FLOAT16),
+         helper.make_node("Cast", ["fl16"], ["y"], name="to32", to=TensorProto.FLOAT),
+         helper.make_node("Cast", ["fl"], ["i"], name="toi", to=TensorProto.INT64),
+         helper.make_node("Mul", ["i", "three"], ["z"], name="muli")]
+inits = [numpy_helper.from_array(f32(3), "s"), numpy_helper.from_array(f32(3), "b"),
+         numpy_helper.from_array(f32(3), "mu"),
+         numpy_helper.from_array(np.abs(f32(3)) + 0.5, "var"),
+         numpy_helper.from_array(np.array([3], np.int64), "three")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 2, 2])],
+          [vi("y", TensorProto.FLOAT, ["N", 12]), vi("z", TensorProto.INT64, ["N", 12])], inits, opset=15)
+compare(m, "bn_cast", {"x": (f32(2, 3, 2, 2) * 4)})
+
+# --- models that must fail to load
+X = [vi("x", TensorProto.FLOAT, [1, 3, 4, 4])]
+Y = [vi("y", TensorProto.FLOAT, None)]
+save(model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv_1")], X, Y,
+           [numpy_helper.from_array(f32(2, 3, 3, 3), "w")]), "unsupported", check=False)
+save(model([helper.make_node("Relu", ["x"], ["y"], name="ms_relu", domain="com.microsoft")], X, Y), "custom_domain",
+     check=False)
+save(model([helper.make_node("Relu", ["b"], ["a"], name="loop_a"), helper.make_node("Relu", ["a"], ["b"], name="loop_b"),
+            helper.make_node("Add", ["x", "b"], ["y"], name="add")], X, Y), "cycle", check=False)
+save(model([helper.make_node("Add", ["x", "ghost"], ["y"], name="haunted")], X, Y), "undefined_input", check=False)
+save(model([helper.make_node("Reshape", ["x", "dyn_shape"], ["y"], name="dyn_reshape")],
+           X + [vi("dyn_shape", TensorProto.INT64, [2])], Y), "dynamic_reshape", check=False)
+# unsorted but acyclic: must load and sort
+nodes = [helper.make_node("Relu", ["a"], ["y"], name="second"), helper.make_node("Neg", ["x"], ["a"], name="first")]
+nodes[1].op_type = "Sigmoid"
+m = model(nodes, [vi("x", TensorProto.FLOAT, [2, 2])], [vi("y", TensorProto.FLOAT, [2, 2])])
+save(m, "unsorted", check=False)
+with open(path("garbage.onnx"), "wb") as f:
+    f.write(b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01 not a protobuf")
+
+with open(path("ort_cases.txt"), "w") as f:
+    for name, rtol in CASES:
+        f.write("%s %g\n" % (name, rtol))
+print("wrote %d compared models to %s" % (len(CASES), OUT))

@@ -1,0 +1,27 @@
+# tests/unit/engine/graph.cmake: graph loader, planner and CPU op tests.
+# gen_test_models.py writes ONNX models (and onnxruntime reference outputs)
+# into the build tree first; without the onnx module that step fails and
+# the model-based tests fail with it instead of being skipped.
+if(NOT INFERD_PYTHON)
+  if(EXISTS /tmp/venv/bin/python)
+    set(_py /tmp/venv/bin/python)
+  else()
+    find_package(Python3 COMPONENTS Interpreter)
+    set(_py ${Python3_EXECUTABLE})
+  endif()
+  set(INFERD_PYTHON ${_py} CACHE FILEPATH "Python with onnx, onnxruntime and numpy")
+endif()
+
+set(_graph_models ${CMAKE_CURRENT_BINARY_DIR}/graph_models)
+add_test(NAME gen_graph_models
+  COMMAND ${INFERD_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/gen_test_models.py ${_graph_models})
+set_tests_properties(gen_graph_models PROPERTIES FIXTURES_SETUP graph_models TIMEOUT 300)
+
+set(_graph_libs inferd_graph inferd_proto inferd_kernels inferd_base)
+inferd_unit_test(test_graph SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_graph.c LIBS ${_graph_libs})
+inferd_unit_test(test_plan SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_plan.c LIBS ${_graph_libs} Threads::Threads)
+inferd_unit_test(test_ops SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ops.c LIBS ${_graph_libs})
+foreach(t test_graph test_plan test_ops)
+  set_tests_properties(${t} PROPERTIES FIXTURES_REQUIRED graph_models)
+  target_compile_definitions(${t} PRIVATE INFERD_GRAPH_MODELS="${_graph_models}")
+endforeach()

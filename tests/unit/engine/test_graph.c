@@ -1,0 +1,316 @@
+// tests/unit/engine/test_graph.c: loading ONNX files written by
+// gen_test_models.py (raw_data, typed fields, external data, fp16/double
+// weights, Constant folding, unsorted nodes), the errors for bad files, and
+// numerical agreement with onnxruntime's outputs for the same inputs.
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "engine/graph.h"
+#include "engine/plan.h"
+#include "kernels/k_ref.h"
+
+#ifndef INFERD_GRAPH_MODELS
+#define INFERD_GRAPH_MODELS "graph_models"
+#endif
+
+static const char *model_path(const char *name) {
+  static char buf[1024];
+  snprintf(buf, sizeof buf, "%s/%s", INFERD_GRAPH_MODELS, name);
+  return buf;
+}
+
+static void *read_bin(const char *name, size_t *len) {
+  FILE *f = fopen(model_path(name), "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  void *p = malloc(n ? (size_t)n : 1);
+  if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+    free(p);
+    p = NULL;
+  }
+  fclose(f);
+  *len = (size_t)n;
+  return p;
+}
+
+// --- loading
+
+static void test_mlp_io(void) {
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_graph_load(model_path("mlp_raw.onnx"), &g, &e), 0);
+  if (!g) {
+    fprintf(stderr, "%s\n", e.msg);
+    return;
+  }
+  CHECK_EQ_INT(eng_graph_n_inputs(g), 1);  // initializers excluded
+  CHECK_EQ_INT(eng_graph_n_outputs(g), 1);
+  CHECK_EQ_INT(eng_graph_opset(g), 17);
+  const eng_io *in = eng_graph_input(g, 0), *out = eng_graph_output(g, 0);
+  CHECK_EQ_STR(in->name, "x");
+  CHECK_EQ_INT(in->dt, DT_FP32);
+  CHECK_EQ_INT(in->ndims, 2);
+  CHECK_EQ_INT(in->dims[0], -1);  // dim_param "N"
+  CHECK_EQ_INT(in->dims[1], 4);
+  CHECK_EQ_STR(out->name, "y");
+  CHECK_EQ_INT(out->dims[1], 3);
+  CHECK(eng_graph_input(g, 1) == NULL);
+  CHECK_EQ_INT(eng_graph_n_nodes(g), 3);
+  CHECK_EQ_STR(eng_graph_node(g, 0)->op_type, "Gemm");
+  CHECK_EQ_STR(eng_graph_node(g, 0)->name, "fc1");
+  const eng_attr *a = eng_node_attr(eng_graph_node(g, 2), "alpha");
+  CHECK(a != NULL);
+  if (a) CHECK_NEAR(a->f, 0.5, 0, 0);
+  eng_graph_destroy(g);
+}
+
+static void test_constants_folded(void) {
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_graph_load(model_path("constants.onnx"), &g, &e), 0);
+  if (!g) return;
+  CHECK_EQ_INT(eng_graph_n_nodes(g), 3);  // 3 Constant nodes folded away
+  int found = 0;
+  for (size_t v = 0; v < eng_graph_n_values(g); v++) {
+    const eng_value *val = eng_graph_value(g, v);
+    if (strcmp(val->name, "shp") == 0) {
+      found++;
+      CHECK_EQ_INT(val->kind, ENG_VALUE_CONST);
+      CHECK_EQ_INT(val->dt, DT_INT64);
+      CHECK_EQ_INT(val->dims[0], 3);
+      CHECK_EQ_INT(((int64_t *)val->data)[0], -1);
+      CHECK_EQ_INT(((int64_t *)val->data)[2], 3);
+    } else if (strcmp(val->name, "s") == 0) {
+      found++;
+      CHECK_EQ_INT(val->ndims, 0);
+      CHECK_NEAR(*(float *)val->data, 0.5, 0, 0);
+    }
+  }
+  CHECK_EQ_INT(found, 2);
+  eng_graph_destroy(g);
+}
+
+static void test_fp16_weights_widened(void) {
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_graph_load(model_path("fp16_typed.onnx"), &g, &e), 0);
+  eng_graph *g2 = NULL;
+  CHECK_EQ_INT(eng_graph_load(model_path("fp16_add.onnx"), &g2, &e), 0);
+  if (!g || !g2) return;
+  CHECK_EQ_INT(eng_graph_input(g, 0)->dt, DT_FP16);
+  // the same weights from int32_data and from raw_data load identically, as FP32
+  const eng_value *w = NULL, *w2 = NULL;
+  for (size_t v = 0; v < eng_graph_n_values(g); v++)
+    if (strcmp(eng_graph_value(g, v)->name, "w") == 0) w = eng_graph_value(g, v);
+  for (size_t v = 0; v < eng_graph_n_values(g2); v++)
+    if (strcmp(eng_graph_value(g2, v)->name, "w") == 0) w2 = eng_graph_value(g2, v);
+  CHECK(w && w2);
+  if (w && w2) {
+    CHECK_EQ_INT(w->dt, DT_FP32);
+    CHECK_EQ_INT(w->bytes, 12 * 4);
+    CHECK(memcmp(w->data, w2->data, 48) == 0);
+  }
+  eng_graph_destroy(g);
+  eng_graph_destroy(g2);
+}
+
+static void test_unsorted(void) {
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_graph_load(model_path("unsorted.onnx"), &g, &e), 0);
+  if (!g) return;
+  CHECK_EQ_STR(eng_graph_node(g, 0)->name, "first");
+  CHECK_EQ_STR(eng_graph_node(g, 1)->name, "second");
+  eng_plan *p = NULL;
+  CHECK_EQ_INT(eng_plan_create(g, 0, &p, &e), 0);
+  float x[4] = {-1, 0, 1, 2};
+  eng_tensor in = {DT_FP32, 2, {2, 2}, x, sizeof x}, out;
+  CHECK_EQ_INT(eng_plan_run(p, &in, 1, &out, 1, &e), 0);
+  for (int i = 0; i < 4; i++) CHECK_NEAR(((float *)out.data)[i], 1 / (1 + exp(-x[i])), 1e-6, 1e-7);
+  eng_plan_destroy(p);
+  eng_graph_destroy(g);
+}
+
+// --- errors
+
+static void expect_load_error(const char *file, err_code code, const char *needle,
+                              const char *needle2) {
+  eng_graph *g = (eng_graph *)1;
+  err e = {0};
+  int rc = eng_graph_load(file, &g, &e);
+  CHECK_EQ_INT(rc, code);
+  CHECK(g == NULL);
+  CHECK_CONTAINS(e.msg, needle);
+  if (needle2) CHECK_CONTAINS(e.msg, needle2);
+  if (rc == 0) eng_graph_destroy(g);
+}
+
+static void test_load_errors(void) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s", model_path("no_such_model.onnx"));
+  expect_load_error(p, ERR_NOT_FOUND, "no_such_model.onnx", NULL);
+  snprintf(p, sizeof p, "%s", model_path("garbage.onnx"));
+  expect_load_error(p, ERR_INVALID_ARGUMENT, "garbage.onnx", "not a valid ONNX model");
+  snprintf(p, sizeof p, "%s", model_path("unsupported.onnx"));
+  expect_load_error(p, ERR_INVALID_ARGUMENT, "node 'conv_1' (op_type 'Conv'): unsupported op",
+                    "unsupported.onnx");
+  snprintf(p, sizeof p, "%s", model_path("custom_domain.onnx"));
+  expect_load_error(p, ERR_INVALID_ARGUMENT, "node 'ms_relu'", "com.microsoft");
+  snprintf(p, sizeof p, "%s", model_path("cycle.onnx"));
+  expect_load_error(p, ERR_INVALID_ARGUMENT, "cycle", "loop_");
+  snprintf(p, sizeof p, "%s", model_path("undefined_input.onnx"));
+  expect_load_error(p, ERR_INVALID_ARGUMENT, "node 'haunted'", "input 'ghost' is not defined");
+  snprintf(p, sizeof p, "%s", model_path("external_escape.onnx"));
+  expect_load_error(p, ERR_INVALID_ARGUMENT, "escapes the model directory", "initializer 'w'");
+  snprintf(p, sizeof p, "%s", model_path("external_missing.onnx"));
+  expect_load_error(p, ERR_INVALID_ARGUMENT, "no_such_file.data", NULL);
+  snprintf(p, sizeof p, "%s", INFERD_GRAPH_MODELS);  // a directory, not a file
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK(eng_graph_load(p, &g, &e) != 0);
+  CHECK_CONTAINS(e.msg, INFERD_GRAPH_MODELS);
+
+  // a shape tensor computed at run time cannot be planned statically
+  CHECK_EQ_INT(eng_graph_load(model_path("dynamic_reshape.onnx"), &g, &e), 0);
+  if (g) {
+    eng_plan *pl = NULL;
+    CHECK_EQ_INT(eng_plan_create(g, 0, &pl, &e), ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(e.msg, "node 'dyn_reshape' (op_type 'Reshape')");
+    CHECK_CONTAINS(e.msg, "must be an initializer or Constant");
+    eng_graph_destroy(g);
+  }
+}
+
+// --- onnxruntime comparison
+
+typedef struct tdesc {
+  int out;
+  int onnx_type;
+  int ndims;
+  int64_t dims[ENG_MAX_DIMS];
+} tdesc;
+
+static double elem_as_double(const void *p, dtype dt, size_t i) {
+  switch (dt) {
+    case DT_FP32: return ((const float *)p)[i];
+    case DT_FP64: return ((const double *)p)[i];
+    case DT_INT64: return (double)((const int64_t *)p)[i];
+    case DT_FP16: {
+      float f;
+      k_f16_to_f32(&f, (const uint16_t *)p + i, 1);
+      return f;
+    }
+    default: return NAN;
+  }
+}
+
+// Runs one case with a given max_batch (0 = declared shapes).
+static void run_case(const char *name, double rtol, int max_batch) {
+  char file[512], line[512];
+  snprintf(file, sizeof file, "%s.case", name);
+  FILE *f = fopen(model_path(file), "r");
+  CHECK(f != NULL);
+  if (!f) return;
+  tdesc d[16];
+  int nd = 0;
+  while (nd < 16 && fgets(line, sizeof line, f)) {
+    char kind[8];
+    int off = 0;
+    if (sscanf(line, "%7s %d %d%n", kind, &d[nd].onnx_type, &d[nd].ndims, &off) != 3) continue;
+    d[nd].out = strcmp(kind, "out") == 0;
+    char *s = line + off;
+    for (int i = 0; i < d[nd].ndims; i++) d[nd].dims[i] = strtoll(s, &s, 10);
+    nd++;
+  }
+  fclose(f);
+  snprintf(file, sizeof file, "%s.onnx", name);
+  eng_graph *g = NULL;
+  eng_plan *p = NULL;
+  err e = {0};
+  int rc = eng_graph_load(model_path(file), &g, &e);
+  CHECK_EQ_INT(rc, 0);
+  if (rc == 0) {
+    rc = eng_plan_create(g, max_batch, &p, &e);
+    CHECK_EQ_INT(rc, 0);
+  }
+  if (rc) {
+    fprintf(stderr, "case %s: %s\n", name, e.msg);
+    eng_graph_destroy(g);
+    return;
+  }
+  eng_tensor ins[8], outs[8];
+  void *bufs[16] = {0};
+  int ni = 0, no = 0;
+  for (int k = 0; k < nd; k++) {
+    size_t len = 0;
+    snprintf(file, sizeof file, "%s.%s%d.bin", name, d[k].out ? "out" : "in", d[k].out ? no : ni);
+    bufs[k] = read_bin(file, &len);
+    CHECK(bufs[k] != NULL);
+    if (!d[k].out) {
+      eng_tensor *t = &ins[ni++];
+      t->dt = dtype_from_onnx(d[k].onnx_type);
+      t->ndims = d[k].ndims;
+      memcpy(t->dims, d[k].dims, sizeof t->dims);
+      t->data = bufs[k];
+      t->bytes = len;
+    } else {
+      no++;
+    }
+  }
+  rc = eng_plan_run(p, ins, (size_t)ni, outs, (size_t)no, &e);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "case %s: %s\n", name, e.msg);
+  int oi = 0;
+  for (int k = 0; k < nd && rc == 0; k++) {
+    if (!d[k].out) continue;
+    eng_tensor *o = &outs[oi++];
+    dtype want = dtype_from_onnx(d[k].onnx_type);
+    CHECK_EQ_INT(o->dt, want);
+    CHECK_EQ_INT(o->ndims, d[k].ndims);
+    for (int i = 0; i < d[k].ndims; i++) CHECK_EQ_INT(o->dims[i], d[k].dims[i]);
+    size_t n = (size_t)eng_numel(d[k].ndims, d[k].dims);
+    CHECK_EQ_INT(o->bytes, n * dtype_size(want));
+    int bad = 0;
+    for (size_t i = 0; i < n && bad < 5 && o->dt == want; i++) {
+      double a = elem_as_double(o->data, want, i), b = elem_as_double(bufs[k], want, i);
+      if (!(fabs(a - b) <= rtol * fabs(b) + 1e-6)) {
+        fprintf(stderr, "case %s (max_batch %d) output %d [%zu]: %.9g vs onnxruntime %.9g\n", name,
+                max_batch, oi - 1, i, a, b);
+        bad++;
+      }
+    }
+    CHECK_EQ_INT(bad, 0);
+  }
+  for (int k = 0; k < nd; k++) free(bufs[k]);
+  eng_plan_destroy(p);
+  eng_graph_destroy(g);
+}
+
+static void test_onnxruntime_cases(void) {
+  FILE *f = fopen(model_path("ort_cases.txt"), "r");
+  CHECK(f != NULL);  // gen_test_models.py must have run
+  if (!f) return;
+  char name[256];
+  double rtol;
+  int n = 0;
+  while (fscanf(f, "%255s %lf", name, &rtol) == 2) {
+    run_case(name, rtol, 0);
+    run_case(name, rtol, 8);
+    n++;
+  }
+  fclose(f);
+  CHECK(n >= 14);
+}
+
+int main(void) {
+  test_mlp_io();
+  test_constants_folded();
+  test_fp16_weights_widened();
+  test_unsorted();
+  test_load_errors();
+  test_onnxruntime_cases();
+  CHECK_DONE();
+}
