@@ -253,10 +253,19 @@ static int build_request(srv_request *r, err *e) {
 void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
   int64_t t_recv = eng_now_us();
+  atomic_store(&s->infer_last_call_us, t_recv);
+  if (atomic_load(&s->draining)) {
+    // Draining: the transport still takes calls (so none is cut off as
+    // CANCELLED), but new work is refused with a status clients can retry.
+    srv_call_fail(call, ERR_UNAVAILABLE, "server is shutting down");
+    return;
+  }
+  atomic_fetch_add(&s->infer_inflight, 1);
   err e = {0};
   srv_request *r = calloc(1, sizeof *r);
   if (!r) {
     srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    atomic_fetch_sub(&s->infer_inflight, 1);
     return;
   }
   r->call = call;
@@ -271,6 +280,7 @@ void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len
     srv_log(SRV_LOG_DEBUG, "ModelInfer rejected: %s", e.msg);
     srv_call_fail(call, (int)e.code, e.msg);
     request_free(r);
+    atomic_fetch_sub(&s->infer_inflight, 1);
     return;
   }
   atomic_fetch_add(&r->version->stats.pending, 1);
@@ -325,8 +335,9 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
 
 static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, size_t n, int rc, const err *e,
                         const eng_job *job, const eng_tensor *outputs, size_t n_outputs) {
-  (void)ctx;
+  srv_server *s = ctx;
   srv_stats *st = &v->stats;
+  const char *model_name = reqs[0]->model->name;  // the model outlives its requests
   int64_t rows = 0;
   for (size_t i = 0; i < n; i++) rows += reqs[i]->item.rows;
   int64_t input_us = job->t_infer_start_us - job->t_start_us, infer_us = job->t_infer_end_us - job->t_infer_start_us;
@@ -359,6 +370,7 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
     }
     atomic_fetch_sub(&st->pending, 1);
     request_free(r);
+    atomic_fetch_sub(&s->infer_inflight, 1);
   }
   if (rc == 0) {
     int64_t output_us = eng_now_us() - job->t_infer_end_us;
@@ -373,17 +385,18 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
       atomic_fetch_add(&b->output_ns, (uint64_t)output_us * 1000);
     }
   } else {
-    srv_log(SRV_LOG_WARN, "model '%s' version %s: execution failed: %s", reqs[0]->model->name, v->version_str,
+    srv_log(SRV_LOG_WARN, "model '%s' version %s: execution failed: %s", model_name, v->version_str,
             e->msg);
   }
 }
 
 static void on_drop(void *ctx, srv_request *r, int code, const char *msg) {
-  (void)ctx;
+  srv_server *s = ctx;
   srv_call_fail(r->call, code, msg);
   record_failure(r->version, reason_of(code), r->t_recv_us);
   atomic_fetch_sub(&r->version->stats.pending, 1);
   request_free(r);
+  atomic_fetch_sub(&s->infer_inflight, 1);
 }
 
 srv_sched_ops srv_infer_sched_ops(srv_server *s) {

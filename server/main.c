@@ -1,12 +1,18 @@
 // main.c: start-up and shutdown. Loads the repository, starts the loop
 // thread (scheduler + HTTP) and the gRPC front end, then waits for SIGINT or
-// SIGTERM with sigwait (every thread has them blocked, so no handler runs
-// inside another thread). Shutdown drains: stop accepting, answer what is
-// in flight, stop the loop, exit 0.
+// SIGTERM. Shutdown drains in two phases: first the server turns unready
+// and refuses new inference with UNAVAILABLE while it answers what is in
+// flight (the transport keeps taking calls, so none is cut off as
+// CANCELLED); once nothing is in flight and no call came for a moment, the
+// gRPC server shuts down, the loop stops, and the process exits 0.
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "proto/protoset.h"
 #include "server/cli.h"
@@ -20,6 +26,56 @@ typedef struct http_close_ctx {
 
 static void on_http_closed(void *arg) { (void)arg; }
 
+// The write end of the self-pipe the signal handler wakes main through. A
+// handler can only reach file-scope state; it is set once before the
+// handlers are installed. Threads that libraries start before main (the
+// OpenBLAS pool) do not have the signals blocked, so sigwait alone would let
+// the default action kill the process: a real handler is needed.
+static int signal_pipe_w = -1;
+
+static void on_stop_signal(int sig) {
+  int saved = errno;
+  unsigned char b = (unsigned char)sig;
+  ssize_t n = write(signal_pipe_w, &b, 1);
+  (void)n;  // the pipe is non-blocking; a full pipe already holds a wake-up
+  errno = saved;
+}
+
+static int install_stop_signals(int *read_fd) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  if (fcntl(fds[1], F_SETFL, O_NONBLOCK) != 0) return -1;
+  signal_pipe_w = fds[1];
+  *read_fd = fds[0];
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0) return -1;
+  signal(SIGPIPE, SIG_IGN);  // a vanished peer must not kill us
+  return 0;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+// Phase one of the drain: wait until every ModelInfer call is answered and
+// none arrived for quiet_ms, or the exit timeout passed.
+static void drain_inference(srv_server *s, int timeout_ms, int quiet_ms) {
+  int64_t end = eng_now_us() + (int64_t)timeout_ms * 1000;
+  while (eng_now_us() < end) {
+    int64_t idle_us = eng_now_us() - atomic_load(&s->infer_last_call_us);
+    if (atomic_load(&s->infer_inflight) == 0 && idle_us >= (int64_t)quiet_ms * 1000) return;
+    sleep_ms(5);
+  }
+  srv_log(SRV_LOG_WARN, "exit timeout: %lld inference request(s) still in flight",
+          (long long)atomic_load(&s->infer_inflight));
+}
+
 // Runs on the loop thread once the scheduler is idle.
 static void close_http(void *arg) {
   http_close_ctx *c = arg;
@@ -32,14 +88,11 @@ int main(int argc, char **argv) {
   if (prc) return prc > 0 ? 0 : 2;
   srv_log_set_level(o.log_level);
 
-  // Block the stop signals before any thread exists, so all inherit the mask
-  // and only sigwait below sees them. A vanished peer must not kill us.
-  sigset_t stop_set;
-  sigemptyset(&stop_set);
-  sigaddset(&stop_set, SIGINT);
-  sigaddset(&stop_set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  int signal_fd = -1;
+  if (install_stop_signals(&signal_fd) != 0) {
+    srv_log(SRV_LOG_ERROR, "cannot install signal handlers: %s", strerror(errno));
+    return 1;
+  }
 
   srv_server srv = {.strict_readiness = o.strict_readiness};
   err e = {0};
@@ -72,11 +125,15 @@ int main(int argc, char **argv) {
   fprintf(stderr, "inferd ready: grpc=%d http=%d\n", srv_grpc_port(grpc), srv_http_port(hc.http));
   fflush(stderr);
 
-  int sig = 0;
-  if (sigwait(&stop_set, &sig) != 0) sig = SIGTERM;
+  unsigned char sig = 0;
+  while (read(signal_fd, &sig, 1) < 0 && errno == EINTR) {
+  }
   srv_log(SRV_LOG_INFO, "%s: draining (up to %d s)", sig == SIGINT ? "SIGINT" : "SIGTERM", o.exit_timeout_secs);
   atomic_store(&srv.draining, 1);
-  srv_grpc_shutdown(grpc, o.exit_timeout_secs * 1000);
+  int64_t t_drain = eng_now_us();
+  drain_inference(&srv, o.exit_timeout_secs * 1000, 100);
+  int left_ms = o.exit_timeout_secs * 1000 - (int)((eng_now_us() - t_drain) / 1000);
+  srv_grpc_shutdown(grpc, left_ms > 0 ? left_ms : 0);
   status = 0;
 
 fail:

@@ -16,6 +16,8 @@ typedef struct srv_server {
   srv_reflection *reflection;
   int strict_readiness;    // ready only when every model is (Triton's default)
   atomic_int draining;     // set once shutdown began: not ready, new work refused
+  atomic_llong infer_inflight;     // ModelInfer calls received and not yet answered
+  atomic_llong infer_last_call_us; // when the last ModelInfer call arrived
   _Atomic uint64_t http_requests;
 } srv_server;
 

@@ -1,0 +1,189 @@
+"""Process lifecycle on private servers: graceful drain on SIGTERM with requests in flight,
+SIGINT, the gRPC message-size limit, command-line flags, and a bad repository path."""
+
+import os
+import signal
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+import inferd_testlib as lib
+
+BURST = 300
+CALLBACK_TIMEOUT_S = 120
+# The spec: a request caught by shutdown gets UNAVAILABLE. gRPC core itself kills calls that reached the
+# transport but were never matched to a request_call when shutdown starts (the client then sees
+# CANCELLED); INFERD_DRAIN_ALLOW_CANCELLED=1 tolerates that while a drain sequence that avoids it is built.
+DRAIN_CODES = ("UNAVAILABLE", "CANCELLED") if os.environ.get("INFERD_DRAIN_ALLOW_CANCELLED") == "1" \
+    else ("UNAVAILABLE",)
+
+
+def _burst(client, cases):
+    """Fires every case with async_infer; returns (results list, event set when all answered)."""
+    results = [None] * len(cases)
+    left = [len(cases)]
+    lock = threading.Lock()
+    all_done = threading.Event()
+
+    def cb(i, result, error):
+        with lock:
+            results[i] = (result, error)
+            left[0] -= 1
+            if left[0] == 0:
+                all_done.set()
+
+    first = threading.Event()
+
+    def make_cb(i):
+        def _cb(result, error):
+            cb(i, result, error)
+            first.set()
+        return _cb
+    for i, (feeds, _) in enumerate(cases):
+        try:
+            client.async_infer("mlp", lib.triton_inputs(feeds), make_cb(i))
+        except InferenceServerException as e:  # the channel may already be gone when the call starts
+            cb(i, None, e)
+    return results, all_done, first
+
+
+def _cases(specs, oracle, rng, n):
+    pool = []
+    for _ in range(8):
+        feeds = lib.random_inputs(specs["mlp"], rng, int(rng.integers(1, 5)))
+        pool.append((feeds, oracle.run("mlp", feeds)))
+    return [pool[i % len(pool)] for i in range(n)]
+
+
+def _check_burst(results, cases, specs):
+    ok = unavailable = 0
+    for i, (r, (_, want)) in enumerate(zip(results, cases)):
+        assert r is not None, "request %d never answered" % i
+        result, error = r
+        if error is None:
+            got = {o.name: result.as_numpy(o.name) for o in result.get_response().outputs}
+            lib.check_outputs(got, want, specs["mlp"], what="drain request %d" % i)
+            ok += 1
+        else:
+            assert lib.status_name(error) in DRAIN_CODES, "request %d: %s %s (%s)" % (
+                i, lib.status_name(error), lib.error_message(error), error.debug_details())
+            unavailable += 1
+    return ok, unavailable
+
+
+@pytest.mark.parametrize("when", ["immediately", "after_first_answer"])
+def test_drain_on_sigterm(start_server, specs, oracle, rng, when):
+    srv = start_server()
+    client = grpcclient.InferenceServerClient(url=srv.grpc_url)
+    try:
+        assert client.is_server_ready()
+        cases = _cases(specs, oracle, rng, BURST)
+        results, all_done, first = _burst(client, cases)
+        if when == "after_first_answer":
+            assert first.wait(60), "no answer to any of %d requests in 60s" % BURST
+        srv.send_signal(signal.SIGTERM)
+        assert all_done.wait(CALLBACK_TIMEOUT_S), "%d of %d requests hung after SIGTERM" % (
+            sum(r is None for r in results), BURST)
+        ok, unavailable = _check_burst(results, cases, specs)
+        print("drain (%s): %d answered, %d UNAVAILABLE" % (when, ok, unavailable))
+        if when == "after_first_answer":
+            assert ok >= 1
+        assert srv.wait_exit() == 0, srv.stderr_tail()
+        srv.assert_clean_exit()
+        # After exit: a new call fails fast with UNAVAILABLE instead of hanging.
+        with pytest.raises(InferenceServerException) as ei:
+            client.infer("mlp", lib.triton_inputs(cases[0][0]), client_timeout=30)
+        assert lib.status_name(ei.value) == "UNAVAILABLE"
+    finally:
+        client.close()
+
+
+def test_sigint_exits_zero(start_server, specs, oracle, rng):
+    srv = start_server()
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        feeds = lib.random_inputs(specs["mlp"], rng, 2)
+        _, got = lib.infer(c, "mlp", feeds)
+        lib.check_outputs(got, oracle.run("mlp", feeds), specs["mlp"])
+    assert srv.stop(signal.SIGINT) == 0
+    srv.assert_clean_exit()
+
+
+def test_idle_sigterm_exits_zero(start_server):
+    srv = start_server()
+    assert lib.http_get(srv.http_url + "/v2/health/ready")[0] == 200
+    assert srv.stop(signal.SIGTERM) == 0
+    srv.assert_clean_exit()
+
+
+def test_grpc_max_message_bytes(start_server, specs, oracle, rng):
+    srv = start_server(["--grpc-max-message-bytes", "100000"])
+    c = grpcclient.InferenceServerClient(url=srv.grpc_url)
+    try:
+        small = lib.random_inputs(specs["mlp"], rng, 16)   # 64 KiB of tensor data: under the limit
+        big = lib.random_inputs(specs["mlp"], rng, 32)     # 128 KiB: over it
+        _, got = lib.infer(c, "mlp", small)
+        lib.check_outputs(got, oracle.run("mlp", small), specs["mlp"])
+        with pytest.raises(InferenceServerException) as ei:
+            lib.infer(c, "mlp", big)
+        assert lib.status_name(ei.value) == "RESOURCE_EXHAUSTED", lib.error_message(ei.value)
+        _, got = lib.infer(c, "mlp", small)
+        lib.check_outputs(got, oracle.run("mlp", small), specs["mlp"], what="after RESOURCE_EXHAUSTED")
+    finally:
+        c.close()
+    assert srv.stop() == 0
+    srv.assert_clean_exit()
+
+
+def test_flags_threads_and_default_max_batch_size(start_server, specs, oracle, rng, pb):
+    srv = start_server(["--grpc-threads", "1", "--default-max-batch-size", "8"])
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        assert c.get_model_config("autocomplete").config.max_batch_size == 8
+        feeds = {"AC_X": rng.uniform(-1, 1, (8, 20)).astype(np.float32)}
+        _, got = lib.infer(c, "autocomplete", feeds)
+        lib.check_outputs(got, oracle.run("autocomplete", feeds), specs["autocomplete"])
+    assert srv.stop() == 0
+    srv.assert_clean_exit()
+
+
+def test_missing_repository_fails_fast(tmp_path):
+    args = [lib.inferd_bin(), "--model-repository", str(tmp_path / "does_not_exist"), "--grpc-port", "0",
+            "--http-port", "0"]
+    p = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, errors="replace", timeout=60)
+    assert p.returncode != 0
+    assert "inferd ready" not in p.stderr
+    assert "does_not_exist" in p.stderr, p.stderr[-2000:]
+    assert not any(m in p.stderr for m in lib.SANITIZER_MARKERS), p.stderr[-4000:]
+
+
+def test_strict_readiness_default(start_server, tmp_path):
+    """Triton's default: a repository with a model that failed to load makes the server live but not ready;
+    a repository where every model loads is ready."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    import grpc
+
+    srv = start_server(strict=True)  # the full test repository, failing models included, default flags
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        assert c.is_server_live() is True
+        assert c.is_server_ready() is False
+        assert c.is_model_ready("mlp") is True
+    assert lib.http_get(srv.http_url + "/v2/health/live")[0] == 200
+    assert lib.http_get(srv.http_url + "/v2/health/ready")[0] != 200
+    with grpc.insecure_channel(srv.grpc_url) as ch:
+        st = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""), timeout=10).status
+        assert st == health_pb2.HealthCheckResponse.NOT_SERVING
+    assert srv.stop() == 0
+    srv.assert_clean_exit()
+
+    good = tmp_path / "example_repo"
+    lib.gen_models.generate(str(good), "example")
+    srv = start_server(repo=str(good), strict=True)
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        assert c.is_server_ready() is True
+    assert lib.http_get(srv.http_url + "/v2/health/ready")[0] == 200
+    assert srv.stop() == 0
+    srv.assert_clean_exit()

@@ -1,0 +1,100 @@
+"""ModelStatistics and the Prometheus /metrics page count exactly what this test sent (deltas,
+so the shared server's earlier traffic does not matter; tests run one at a time)."""
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+import inferd_testlib as lib
+
+BATCHES = [1, 2, 3, 5]  # sent one at a time from one client, so each executes alone
+
+
+def _stats(client, model, version="1"):
+    resp = client.get_inference_statistics(model, version)
+    ms = [m for m in resp.model_stats if m.name == model and m.version == version]
+    assert len(ms) == 1, "statistics for %s v%s: %s" % (model, version, resp)
+    return ms[0]
+
+
+def _metrics(server):
+    status, text = lib.http_get(server.http_url + "/metrics")
+    assert status == 200
+    return lib.parse_metrics(text)
+
+
+def _send_ok(client, specs, oracle, rng):
+    for b in BATCHES:
+        feeds = lib.random_inputs(specs["mlp"], rng, b)
+        _, got = lib.infer(client, "mlp", feeds)
+        lib.check_outputs(got, oracle.run("mlp", feeds), specs["mlp"])
+
+
+def _send_bad(client, n):
+    bad = grpcclient.InferInput("INPUT0", [1, 7], "FP32")
+    bad.set_data_from_numpy(np.zeros((1, 7), np.float32))
+    for _ in range(n):
+        with pytest.raises(InferenceServerException):
+            client.infer("mlp", [bad])
+
+
+def test_model_statistics_deltas(client, specs, oracle, rng):
+    before, other_before = _stats(client, "mlp"), _stats(client, "ops_gemm")
+    _send_ok(client, specs, oracle, rng)
+    _send_bad(client, 2)
+    after, other_after = _stats(client, "mlp"), _stats(client, "ops_gemm")
+    n = len(BATCHES)
+    assert after.inference_count - before.inference_count == sum(BATCHES)
+    assert after.execution_count - before.execution_count == n
+    s0, s1 = before.inference_stats, after.inference_stats
+    assert s1.success.count - s0.success.count == n
+    assert s1.success.ns > s0.success.ns
+    assert s1.compute_infer.ns > s0.compute_infer.ns
+    assert s1.fail.count - s0.fail.count == 2
+    assert after.last_inference > 0 and after.last_inference >= before.last_inference
+    # Per-model: another model's counters did not move.
+    assert other_after.inference_count == other_before.inference_count
+    assert other_after.execution_count == other_before.execution_count
+
+
+def test_model_statistics_all_versions_and_unknown(client):
+    resp = client.get_inference_statistics("versioned")
+    assert sorted(m.version for m in resp.model_stats if m.name == "versioned") == ["2", "3"]
+    with pytest.raises(InferenceServerException) as ei:
+        client.get_inference_statistics("no_such_model_stats")
+    assert lib.status_name(ei.value) == "NOT_FOUND"
+    assert "no_such_model_stats" in lib.error_message(ei.value)
+
+
+def test_metrics_deltas(server, client, specs, oracle, rng):
+    m0 = _metrics(server)
+    _send_ok(client, specs, oracle, rng)
+    _send_bad(client, 3)
+    m1 = _metrics(server)
+    lab = {"model": "mlp", "version": "1"}
+
+    def d(name):
+        return lib.metric_sum(m1, name, **lab) - lib.metric_sum(m0, name, **lab)
+    assert lib.metric_present(m1, "nv_inference_request_success", **lab)
+    assert d("nv_inference_request_success") == len(BATCHES)
+    assert d("nv_inference_count") == sum(BATCHES)
+    assert d("nv_inference_exec_count") == len(BATCHES)
+    assert d("nv_inference_request_failure") == 3
+    fails = [l for n, l, _ in m1 if n == "nv_inference_request_failure" and l.get("model") == "mlp"]
+    assert fails and all("reason" in l and l.get("version") == "1" for l in fails), fails
+    # Counters agree with ModelStatistics for the same model.
+    st = _stats(client, "mlp")
+    assert lib.metric_sum(m1, "nv_inference_request_success", **lab) == st.inference_stats.success.count
+    assert lib.metric_sum(m1, "nv_inference_count", **lab) == st.inference_count
+    assert lib.metric_sum(m1, "nv_inference_exec_count", **lab) == st.execution_count
+
+
+def test_metrics_text_format(server):
+    status, text = lib.http_get(server.http_url + "/metrics")
+    assert status == 200
+    samples = lib.parse_metrics(text)  # asserts every line parses
+    names = {n for n, _, _ in samples}
+    for n in ("nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count"):
+        assert n in names, (n, sorted(names))
+    assert "# TYPE nv_inference_request_success counter" in text

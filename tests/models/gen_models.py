@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""Writes the ONNX model repositories that inferd's examples and integration tests serve.
+
+Why a generator rather than checked-in .onnx files: the weights are random but
+seeded, so the repository is reproducible, reviewable as code, and the tests can
+build a fresh one in a temporary directory on every run.
+
+    python gen_models.py --out DIR [--set example|test] [--spec-out FILE]
+
+`--set example` writes only the models a README run command needs; `--set test`
+(the default) writes every model, including the ones that must fail to load.
+The spec (one entry per model: inputs, outputs, versions, tolerances, expected
+state) is returned by generate() and, with --spec-out, written as JSON, so tests
+can draw random inputs of the right shape and dtype without guessing.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+DEFAULT_OPSET = 17
+GELU_OPSET = 20  # Gelu entered the default domain in opset 20
+# IR versions that match the opsets, so older readers (and ours) accept the files.
+IR_FOR_OPSET = {17: 8, 20: 9}
+
+NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, np.int64: TensorProto.INT64}
+WIRE_OF_ONNX = {TensorProto.FLOAT: "FP32", TensorProto.FLOAT16: "FP16", TensorProto.INT64: "INT64",
+                TensorProto.INT32: "INT32"}
+TRITON_OF_WIRE = {"FP32": "TYPE_FP32", "FP16": "TYPE_FP16", "INT64": "TYPE_INT64", "INT32": "TYPE_INT32"}
+
+# Every op the op-coverage models must contain between them (checked by the tests).
+REQUIRED_OPS = [
+    "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Gelu",
+    "Softmax", "LogSoftmax", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Concat",
+    "Identity", "Dropout", "Cast", "Constant", "LayerNormalization", "BatchNormalization",
+]
+
+
+# --- small helpers
+
+def _w(rng, *shape, fan_in=None, dtype=np.float32):
+    """Random weights scaled ~1/sqrt(fan_in) so activations stay O(1) through the layers."""
+    fan = fan_in if fan_in is not None else (shape[-1] if shape else 1)
+    return (rng.standard_normal(shape) / np.sqrt(max(fan, 1))).astype(dtype)
+
+
+def _init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name=name)
+
+
+def _vi(name, elem, dims):
+    """Value info; a None in dims becomes the symbolic batch dimension 'N'."""
+    return helper.make_tensor_value_info(name, elem, ["N" if d is None else d for d in dims])
+
+
+def _model(graph_name, nodes, inputs, outputs, inits, opset=DEFAULT_OPSET):
+    graph = helper.make_graph(nodes, graph_name, inputs, outputs, initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                          producer_name="inferd-gen_models")
+    m.ir_version = IR_FOR_OPSET[opset]
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def _tensor_cfg(kind, name, wire, dims):
+    return ("  {\n    name: \"%s\"\n    data_type: %s\n    dims: [ %s ]\n  }"
+            % (name, TRITON_OF_WIRE[wire], ", ".join(str(d) for d in dims)))
+
+
+def _config(name, mbs, inputs, outputs, extra="", backend_line='backend: "onnxruntime"'):
+    """Triton-style config.pbtxt text; dims exclude the batch dim when mbs > 0."""
+    parts = ['name: "%s"' % name, backend_line, "max_batch_size: %d" % mbs]
+    parts.append("input [\n%s\n]" % ",\n".join(_tensor_cfg("input", i["name"], i["datatype"], i["dims"])
+                                              for i in inputs))
+    parts.append("output [\n%s\n]" % ",\n".join(_tensor_cfg("output", o["name"], o["datatype"], o["dims"])
+                                               for o in outputs))
+    if extra:
+        parts.append(extra.strip())
+    return "\n".join(parts) + "\n"
+
+
+def _io(name, wire, dims, low=-1.0, high=1.0):
+    return {"name": name, "datatype": wire, "dims": list(dims), "low": low, "high": high}
+
+
+def _out(name, wire, dims):
+    return {"name": name, "datatype": wire, "dims": list(dims)}
+
+
+def _write(path, text_or_bytes):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    mode = "wb" if isinstance(text_or_bytes, bytes) else "w"
+    with open(path, mode) as f:
+        f.write(text_or_bytes)
+
+
+class Repo:
+    """Collects models into DIR and their specs into a dict."""
+
+    def __init__(self, out):
+        self.out = out
+        self.specs = {}
+
+    def add(self, name, mbs, inputs, outputs, versions, *, config=None, config_extra="", filename="model.onnx",
+            ready_versions=None, default_version=None, rtol=1e-5, expect="READY", reason=None,
+            backend_line='backend: "onnxruntime"', external_data=False, opset=DEFAULT_OPSET):
+        """versions: {int version: onnx.ModelProto or None (empty version dir)}."""
+        mdir = os.path.join(self.out, name)
+        os.makedirs(mdir, exist_ok=True)
+        for v, model in versions.items():
+            vdir = os.path.join(mdir, str(v))
+            os.makedirs(vdir, exist_ok=True)
+            if model is None:
+                continue
+            path = os.path.join(vdir, filename)
+            if external_data:
+                onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                                location="weights.bin", size_threshold=0)
+            else:
+                onnx.save_model(model, path)
+        if config is None:  # False means: write no config.pbtxt
+            config = _config(name, mbs, inputs, outputs, config_extra, backend_line)
+        if config:
+            _write(os.path.join(mdir, "config.pbtxt"), config)
+        if ready_versions is None:
+            ready_versions = [max(versions)] if expect == "READY" else []
+        self.specs[name] = {
+            "name": name,
+            "max_batch_size": mbs,
+            "inputs": inputs,
+            "outputs": outputs,
+            "versions": sorted(versions),
+            "ready_versions": sorted(ready_versions),
+            "default_version": default_version if default_version is not None else
+            (max(ready_versions) if ready_versions else None),
+            "filename": filename,
+            "rtol": rtol,
+            "expect": expect,
+            "reason": reason,
+            "has_config": bool(config),
+            "opset": opset,
+        }
+
+
+# --- the models
+
+def add_mlp(repo):
+    rng = np.random.default_rng(1234)
+    w1, b1 = _w(rng, 512, 1024), _w(rng, 512, fan_in=1024)
+    w2, b2 = _w(rng, 10, 512), _w(rng, 10, fan_in=512)
+    nodes = [
+        helper.make_node("Gemm", ["INPUT0", "W1", "B1"], ["h1"], transB=1, name="fc1"),
+        helper.make_node("Relu", ["h1"], ["a1"], name="relu1"),
+        helper.make_node("Gemm", ["a1", "W2", "B2"], ["OUTPUT0"], transB=1, name="fc2"),
+    ]
+    m = _model("mlp", nodes, [_vi("INPUT0", TensorProto.FLOAT, [None, 1024])],
+               [_vi("OUTPUT0", TensorProto.FLOAT, [None, 10])],
+               [_init("W1", w1), _init("B1", b1), _init("W2", w2), _init("B2", b2)])
+    repo.add("mlp", 64, [_io("INPUT0", "FP32", [1024])], [_out("OUTPUT0", "FP32", [10])], {1: m},
+             config_extra="dynamic_batching { }", backend_line='platform: "onnxruntime_onnx"')
+
+
+def add_ops_gemm(repo):
+    """Gemm with alpha/beta and every transA/transB combination; Transpose feeds the transA forms."""
+    rng = np.random.default_rng(11)
+    K = 16
+    nodes = [
+        helper.make_node("Gemm", ["GEMM_X", "G1_B", "G1_C"], ["GEMM_NN"], alpha=0.5, beta=2.0),
+        helper.make_node("Gemm", ["GEMM_X", "G2_B", "G2_C"], ["GEMM_NT"], transB=1, alpha=1.5, beta=0.25),
+        helper.make_node("Transpose", ["GEMM_X"], ["xt"], perm=[1, 0]),
+        helper.make_node("Gemm", ["xt", "G3_B"], ["GEMM_TN"], transA=1),
+        helper.make_node("Gemm", ["xt", "G4_B", "G4_C"], ["GEMM_TT"], transA=1, transB=1, alpha=-0.75, beta=1.0),
+    ]
+    inits = [
+        _init("G1_B", _w(rng, K, 12, fan_in=K)), _init("G1_C", _w(rng, 12, fan_in=1)),
+        _init("G2_B", _w(rng, 8, K)), _init("G2_C", _w(rng, 1, 8, fan_in=1)),
+        _init("G3_B", _w(rng, K, 6, fan_in=K)),
+        _init("G4_B", _w(rng, 5, K)), _init("G4_C", np.array(0.3, dtype=np.float32)),  # scalar C broadcasts
+    ]
+    outs = [("GEMM_NN", 12), ("GEMM_NT", 8), ("GEMM_TN", 6), ("GEMM_TT", 5)]
+    m = _model("ops_gemm", nodes, [_vi("GEMM_X", TensorProto.FLOAT, [None, K])],
+               [_vi(n, TensorProto.FLOAT, [None, d]) for n, d in outs], inits)
+    repo.add("ops_gemm", 8, [_io("GEMM_X", "FP32", [K])], [_out(n, "FP32", [d]) for n, d in outs], {1: m},
+             config_extra="dynamic_batching { }\ninstance_group [\n  {\n    count: 1\n    kind: KIND_CPU\n  }\n]")
+
+
+def add_ops_elementwise(repo):
+    """Binary ops with broadcasting ([N,4,6] with [N,1,6] and with a constant [6]) and the unary activations."""
+    rng = np.random.default_rng(12)
+    one = helper.make_tensor("one_val", TensorProto.FLOAT, [], [1.0])
+    nodes = [
+        helper.make_node("Add", ["ELT_A", "ELT_B"], ["ELT_ADD"]),
+        helper.make_node("Sub", ["ELT_A", "ELT_C"], ["ELT_SUB"]),
+        helper.make_node("Mul", ["ELT_A", "ELT_B"], ["ELT_MUL"]),
+        # Denominator B*B + 1 >= 1, so any random input divides safely; the 1 comes from a Constant node.
+        helper.make_node("Constant", [], ["one"], value=one),
+        helper.make_node("Mul", ["ELT_B", "ELT_B"], ["bb"]),
+        helper.make_node("Add", ["bb", "one"], ["den"]),
+        helper.make_node("Div", ["ELT_A", "den"], ["ELT_DIV"]),
+        helper.make_node("Relu", ["ELT_A"], ["ELT_RELU"]),
+        helper.make_node("LeakyRelu", ["ELT_A"], ["ELT_LEAKY"], alpha=0.1),
+        helper.make_node("Sigmoid", ["ELT_A"], ["ELT_SIGMOID"]),
+        helper.make_node("Tanh", ["ELT_A"], ["ELT_TANH"]),
+        helper.make_node("Erf", ["ELT_A"], ["ELT_ERF"]),
+        helper.make_node("Dropout", ["ELT_A", "drop_ratio"], ["dropped"]),  # inference: identity
+        helper.make_node("Identity", ["dropped"], ["ELT_IDENT"]),
+    ]
+    inits = [_init("ELT_C", _w(rng, 6, fan_in=1)), _init("drop_ratio", np.array(0.5, dtype=np.float32))]
+    out_names = ["ELT_ADD", "ELT_SUB", "ELT_MUL", "ELT_DIV", "ELT_RELU", "ELT_LEAKY", "ELT_SIGMOID",
+                 "ELT_TANH", "ELT_ERF", "ELT_IDENT"]
+    m = _model("ops_elementwise", nodes,
+               [_vi("ELT_A", TensorProto.FLOAT, [None, 4, 6]), _vi("ELT_B", TensorProto.FLOAT, [None, 1, 6])],
+               [_vi(n, TensorProto.FLOAT, [None, 4, 6]) for n in out_names], inits)
+    repo.add("ops_elementwise", 8, [_io("ELT_A", "FP32", [4, 6], -3, 3), _io("ELT_B", "FP32", [1, 6], -2, 2)],
+             [_out(n, "FP32", [4, 6]) for n in out_names], {1: m})
+
+
+def add_ops_matmul(repo):
+    """Batched MatMul 3-D x 3-D, broadcasting 3-D x 2-D, Softmax on the last axis, LogSoftmax on axis 1."""
+    rng = np.random.default_rng(13)
+    nodes = [
+        helper.make_node("MatMul", ["MM_A", "MM_B"], ["MM_BMM"]),
+        helper.make_node("Softmax", ["MM_BMM"], ["MM_SOFTMAX"], axis=-1),
+        helper.make_node("MatMul", ["MM_A", "MM_W"], ["MM_BCAST"]),
+        helper.make_node("LogSoftmax", ["MM_BCAST"], ["MM_LOGSOFTMAX"], axis=1),
+    ]
+    m = _model("ops_matmul", nodes,
+               [_vi("MM_A", TensorProto.FLOAT, [None, 5, 7]), _vi("MM_B", TensorProto.FLOAT, [None, 7, 4])],
+               [_vi("MM_BMM", TensorProto.FLOAT, [None, 5, 4]), _vi("MM_SOFTMAX", TensorProto.FLOAT, [None, 5, 4]),
+                _vi("MM_BCAST", TensorProto.FLOAT, [None, 5, 6]),
+                _vi("MM_LOGSOFTMAX", TensorProto.FLOAT, [None, 5, 6])],
+               [_init("MM_W", _w(rng, 7, 6, fan_in=7))])
+    repo.add("ops_matmul", 4, [_io("MM_A", "FP32", [5, 7]), _io("MM_B", "FP32", [7, 4])],
+             [_out("MM_BMM", "FP32", [5, 4]), _out("MM_SOFTMAX", "FP32", [5, 4]),
+              _out("MM_BCAST", "FP32", [5, 6]), _out("MM_LOGSOFTMAX", "FP32", [5, 6])], {1: m},
+             config_extra="dynamic_batching { }")
+
+
+def add_ops_shape(repo):
+    """Flatten, Reshape (0 and -1, shape from a Constant node), Unsqueeze/Squeeze, Transpose, Concat, Casts."""
+    shape = helper.make_tensor("shape_val", TensorProto.INT64, [3], [0, -1, 4])
+    ten = helper.make_tensor("ten_val", TensorProto.FLOAT, [], [10.0])
+    nodes = [
+        helper.make_node("Flatten", ["SHP_X"], ["SHP_FLAT"], axis=1),
+        helper.make_node("Constant", [], ["shape"], value=shape),
+        helper.make_node("Reshape", ["SHP_X", "shape"], ["SHP_RESHAPE"]),
+        helper.make_node("Unsqueeze", ["SHP_X", "axes1"], ["SHP_UNSQ"]),
+        helper.make_node("Squeeze", ["SHP_UNSQ", "axes1"], ["SHP_SQ"]),
+        helper.make_node("Transpose", ["SHP_SQ"], ["SHP_TRANSPOSE"], perm=[0, 3, 1, 2]),
+        helper.make_node("Flatten", ["SHP_TRANSPOSE"], ["flat_t"], axis=1),
+        helper.make_node("Concat", ["SHP_FLAT", "flat_t"], ["SHP_CONCAT"], axis=1),
+        helper.make_node("Cast", ["SHP_X"], ["x16"], to=TensorProto.FLOAT16),
+        helper.make_node("Cast", ["x16"], ["SHP_FP16_RT"], to=TensorProto.FLOAT),
+        helper.make_node("Constant", [], ["ten"], value=ten),
+        helper.make_node("Mul", ["SHP_X", "ten"], ["x10"]),
+        helper.make_node("Cast", ["x10"], ["SHP_I64"], to=TensorProto.INT64),  # truncates toward zero
+        helper.make_node("Cast", ["SHP_I64"], ["SHP_I64_RT"], to=TensorProto.FLOAT),
+    ]
+    outs = [("SHP_FLAT", TensorProto.FLOAT, [24]), ("SHP_RESHAPE", TensorProto.FLOAT, [6, 4]),
+            ("SHP_UNSQ", TensorProto.FLOAT, [1, 2, 3, 4]), ("SHP_TRANSPOSE", TensorProto.FLOAT, [4, 2, 3]),
+            ("SHP_CONCAT", TensorProto.FLOAT, [48]), ("SHP_FP16_RT", TensorProto.FLOAT, [2, 3, 4]),
+            ("SHP_I64", TensorProto.INT64, [2, 3, 4]), ("SHP_I64_RT", TensorProto.FLOAT, [2, 3, 4])]
+    m = _model("ops_shape", nodes, [_vi("SHP_X", TensorProto.FLOAT, [None, 2, 3, 4])],
+               [_vi(n, t, [None] + d) for n, t, d in outs], [_init("axes1", np.array([1], dtype=np.int64))])
+    repo.add("ops_shape", 8, [_io("SHP_X", "FP32", [2, 3, 4], -4, 4)],
+             [_out(n, WIRE_OF_ONNX[t], d) for n, t, d in outs], {1: m})
+
+
+def add_ops_norm(repo):
+    """LayerNormalization and BatchNormalization on a fixed-shape, non-batching (max_batch_size 0) model."""
+    rng = np.random.default_rng(14)
+    nodes = [
+        helper.make_node("LayerNormalization", ["NORM_X", "ln_scale", "ln_bias"], ["NORM_LN"], axis=-1,
+                         epsilon=1e-5),
+        helper.make_node("BatchNormalization", ["NORM_X", "bn_scale", "bn_bias", "bn_mean", "bn_var"],
+                         ["NORM_BN"], epsilon=1e-5),
+    ]
+    inits = [
+        _init("ln_scale", (1 + 0.1 * rng.standard_normal(8)).astype(np.float32)),
+        _init("ln_bias", (0.1 * rng.standard_normal(8)).astype(np.float32)),
+        _init("bn_scale", (1 + 0.1 * rng.standard_normal(5)).astype(np.float32)),
+        _init("bn_bias", (0.1 * rng.standard_normal(5)).astype(np.float32)),
+        _init("bn_mean", (0.2 * rng.standard_normal(5)).astype(np.float32)),
+        _init("bn_var", rng.uniform(0.5, 2.0, 5).astype(np.float32)),
+    ]
+    m = _model("ops_norm", nodes, [_vi("NORM_X", TensorProto.FLOAT, [2, 5, 8])],
+               [_vi("NORM_LN", TensorProto.FLOAT, [2, 5, 8]), _vi("NORM_BN", TensorProto.FLOAT, [2, 5, 8])], inits)
+    repo.add("ops_norm", 0, [_io("NORM_X", "FP32", [2, 5, 8], -2, 2)],
+             [_out("NORM_LN", "FP32", [2, 5, 8]), _out("NORM_BN", "FP32", [2, 5, 8])], {1: m})
+
+
+def add_ops_gelu(repo):
+    nodes = [
+        helper.make_node("Gelu", ["GELU_X"], ["GELU_ERF"], approximate="none"),
+        helper.make_node("Gelu", ["GELU_X"], ["GELU_TANH"], approximate="tanh"),
+    ]
+    m = _model("ops_gelu", nodes, [_vi("GELU_X", TensorProto.FLOAT, [None, 32])],
+               [_vi("GELU_ERF", TensorProto.FLOAT, [None, 32]), _vi("GELU_TANH", TensorProto.FLOAT, [None, 32])],
+               [], opset=GELU_OPSET)
+    repo.add("ops_gelu", 8, [_io("GELU_X", "FP32", [32], -4, 4)],
+             [_out("GELU_ERF", "FP32", [32]), _out("GELU_TANH", "FP32", [32])], {1: m}, opset=GELU_OPSET)
+
+
+def add_fp16_io(repo):
+    rng = np.random.default_rng(15)
+    nodes = [
+        helper.make_node("Cast", ["X16"], ["x32"], to=TensorProto.FLOAT),
+        helper.make_node("Gemm", ["x32", "F_W", "F_B"], ["h"], transB=1),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("Cast", ["r"], ["Y16"], to=TensorProto.FLOAT16),
+    ]
+    m = _model("fp16_io", nodes, [_vi("X16", TensorProto.FLOAT16, [None, 64])],
+               [_vi("Y16", TensorProto.FLOAT16, [None, 16])],
+               [_init("F_W", _w(rng, 16, 64)), _init("F_B", _w(rng, 16, fan_in=1))])
+    repo.add("fp16_io", 8, [_io("X16", "FP16", [64])], [_out("Y16", "FP16", [16])], {1: m}, rtol=1e-3)
+
+
+def add_external_data(repo):
+    rng = np.random.default_rng(16)
+    nodes = [
+        helper.make_node("Gemm", ["EXT_X", "E_W1", "E_B1"], ["h"], transB=1),
+        helper.make_node("Tanh", ["h"], ["t"]),
+        helper.make_node("Gemm", ["t", "E_W2", "E_B2"], ["EXT_Y"], transB=1),
+    ]
+    m = _model("external_data", nodes, [_vi("EXT_X", TensorProto.FLOAT, [None, 256])],
+               [_vi("EXT_Y", TensorProto.FLOAT, [None, 32])],
+               [_init("E_W1", _w(rng, 512, 256)), _init("E_B1", _w(rng, 512, fan_in=256)),
+                _init("E_W2", _w(rng, 32, 512)), _init("E_B2", _w(rng, 32, fan_in=512))])
+    repo.add("external_data", 16, [_io("EXT_X", "FP32", [256])], [_out("EXT_Y", "FP32", [32])], {1: m},
+             external_data=True)
+
+
+def add_autocomplete(repo):
+    rng = np.random.default_rng(17)
+    nodes = [helper.make_node("Gemm", ["AC_X", "AC_W", "AC_B"], ["h"], transB=1),
+             helper.make_node("Sigmoid", ["h"], ["AC_Y"])]
+    m = _model("autocomplete", nodes, [_vi("AC_X", TensorProto.FLOAT, [None, 20])],
+               [_vi("AC_Y", TensorProto.FLOAT, [None, 3])],
+               [_init("AC_W", _w(rng, 3, 20)), _init("AC_B", _w(rng, 3, fan_in=1))])
+    # The server must fill in inputs/outputs and max_batch_size (default 4) from the ONNX file.
+    repo.add("autocomplete", 4, [_io("AC_X", "FP32", [20])], [_out("AC_Y", "FP32", [3])], {1: m}, config=False)
+
+
+def _small_linear(name, seed):
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Gemm", ["V_X", "V_W", "V_B"], ["V_Y"], transB=1)]
+    return _model(name, nodes, [_vi("V_X", TensorProto.FLOAT, [None, 8])], [_vi("V_Y", TensorProto.FLOAT, [None, 4])],
+                  [_init("V_W", _w(rng, 4, 8)), _init("V_B", _w(rng, 4, fan_in=1))])
+
+
+def add_versioned(repo):
+    io_in, io_out = [_io("V_X", "FP32", [8])], [_out("V_Y", "FP32", [4])]
+    repo.add("versioned", 8, io_in, io_out, {v: _small_linear("versioned", 100 + v) for v in (1, 2, 3)},
+             config_extra="version_policy: { latest: { num_versions: 2 } }", ready_versions=[2, 3])
+    repo.add("versioned_specific", 8, io_in, io_out,
+             {v: _small_linear("versioned_specific", 200 + v) for v in (1, 2)},
+             config_extra="version_policy: { specific: { versions: [ 1 ] } }", ready_versions=[1])
+    repo.add("default_filename", 8, io_in, io_out, {1: _small_linear("default_filename", 300)},
+             config_extra='default_model_filename: "net.onnx"', filename="net.onnx")
+
+
+def add_failing(repo):
+    io_in, io_out = [_io("V_X", "FP32", [8])], [_out("V_Y", "FP32", [4])]
+    # A syntax error: the input list is never closed.
+    bad = 'name: "bad_config"\nbackend: "onnxruntime"\nmax_batch_size: 8\ninput [\n  {\n    name: "V_X"\n' \
+          '    data_type: TYPE_FP32\n    dims: [ 8 \n'
+    repo.add("bad_config", 8, io_in, io_out, {1: _small_linear("bad_config", 400)}, config=bad,
+             expect="UNAVAILABLE", reason=None)
+
+    rng = np.random.default_rng(18)
+    conv = helper.make_node("Conv", ["CV_X", "CV_W"], ["CV_Y"], name="conv_1", pads=[1, 1, 1, 1])
+    m = _model("unsupported_op", [conv], [_vi("CV_X", TensorProto.FLOAT, [None, 1, 8, 8])],
+               [_vi("CV_Y", TensorProto.FLOAT, [None, 2, 8, 8])], [_init("CV_W", _w(rng, 2, 1, 3, 3, fan_in=9))])
+    repo.add("unsupported_op", 8, [_io("CV_X", "FP32", [1, 8, 8])], [_out("CV_Y", "FP32", [2, 8, 8])], {1: m},
+             expect="UNAVAILABLE", reason="conv_1")
+
+    repo.add("missing_file", 8, io_in, io_out, {1: None}, expect="UNAVAILABLE")
+
+    cfg = _config("bad_dtype", 8, [_io("V_X", "INT32", [8])], io_out)
+    repo.add("bad_dtype", 8, io_in, io_out, {1: _small_linear("bad_dtype", 500)}, config=cfg,
+             expect="UNAVAILABLE", reason=None)
+
+
+def generate(out, which="test"):
+    """Writes the repository into `out` and returns {model name: spec}."""
+    os.makedirs(out, exist_ok=True)
+    repo = Repo(out)
+    add_mlp(repo)
+    if which == "example":
+        add_ops_gemm(repo)
+        return repo.specs
+    for add in (add_ops_gemm, add_ops_elementwise, add_ops_matmul, add_ops_shape, add_ops_norm, add_ops_gelu,
+                add_fp16_io, add_external_data, add_autocomplete, add_versioned, add_failing):
+        add(repo)
+    return repo.specs
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="model repository directory to write")
+    ap.add_argument("--set", choices=["example", "test"], default="test")
+    ap.add_argument("--spec-out", help="also write the models' spec as JSON here (keep it outside --out)")
+    args = ap.parse_args(argv)
+    specs = generate(args.out, args.set)
+    if args.spec_out:
+        with open(args.spec_out, "w") as f:
+            json.dump(specs, f, indent=2, sort_keys=True)
+    for name, s in sorted(specs.items()):
+        print("%-20s %-11s versions=%s" % (name, s["expect"], s["versions"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
