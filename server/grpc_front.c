@@ -300,6 +300,11 @@ static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code
   ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
   ops[n].data.send_status_from_server.status = code;
   ops[n++].data.send_status_from_server.status_details = msg ? &c->status_details : NULL;
+  // Everything read from c after the release below is taken now: once the
+  // batch starts, its completion may free c on another thread, ordered only
+  // through gRPC's internals, which ThreadSanitizer cannot see.
+  grpc_call *call = c->call;
+  void *send_tag = &c->tag_send;
   // The release publishes the fields above to whichever thread frees c.
   atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&c->refs, 1, memory_order_release);
@@ -307,7 +312,7 @@ static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code
   pthread_mutex_lock(&t->mu);
   int closed = t->closed;
   grpc_call_error rc = closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
-                              : grpc_call_start_batch(c->call, ops, n, &c->tag_send, NULL);
+                              : grpc_call_start_batch(call, ops, n, send_tag, NULL);
   if (--t->held == 0 && closed) pthread_cond_broadcast(&t->cv);
   pthread_mutex_unlock(&t->mu);
   if (rc != GRPC_CALL_OK) {
