@@ -171,9 +171,11 @@ int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng
   if (cfg->max_batch_size == 0 && default_max_batch_size > 0 && n_in + n_out > 0 && all_dynamic_first(in, n_in) &&
       all_dynamic_first(out, n_out) && (!config_from_file || listed_tensors_omit_batch(cfg, in, n_in, out, n_out)))
     cfg->max_batch_size = default_max_batch_size;
-  if (cfg->n_input == 0 && n_in > 0) TRY(fill_inputs(cfg, in, n_in, e));
-  if (cfg->n_output == 0 && n_out > 0) TRY(fill_outputs(cfg, out, n_out, e));
-  if (cfg->max_batch_size > 1 && cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE__NOT_SET) {
+  int auto_complete = default_max_batch_size != CONFIG_NO_AUTO_COMPLETE;
+  if (auto_complete && cfg->n_input == 0 && n_in > 0) TRY(fill_inputs(cfg, in, n_in, e));
+  if (auto_complete && cfg->n_output == 0 && n_out > 0) TRY(fill_outputs(cfg, out, n_out, e));
+  if (auto_complete && cfg->max_batch_size > 1 &&
+      cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE__NOT_SET) {
     Inference__ModelDynamicBatching *db = malloc(sizeof *db);
     if (!db) return oom(e);
     inference__model_dynamic_batching__init(db);

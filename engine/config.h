@@ -10,7 +10,8 @@
 #include "engine/tensor.h"
 #include "model_config.pb-c.h"
 
-#define CONFIG_DEFAULT_MAX_BATCH_SIZE 4  // Triton's default-max-batch-size
+#define CONFIG_DEFAULT_MAX_BATCH_SIZE 4
+#define CONFIG_NO_AUTO_COMPLETE (-1)  // Triton's default-max-batch-size
 #define CONFIG_PLATFORM_ONNX "onnxruntime_onnx"
 
 // A new empty config (all fields at their proto3 defaults) with `name` set
@@ -34,6 +35,10 @@ void config_free(Inference__ModelConfig *cfg);
 //    in given groups KIND_AUTO becomes KIND_GPU when `gpus` lists devices and
 //    KIND_CPU otherwise, count 0 becomes 1, an empty name "<model>_<index>";
 //  - version_policy latest { num_versions: 1 } when none is set.
+// With default_max_batch_size == CONFIG_NO_AUTO_COMPLETE (Triton's
+// --disable-auto-complete-config) only the last three (platform,
+// instance_group, version_policy) are filled: the config must list its
+// tensors and a scheduler itself.
 // Does not validate; run config_validate afterwards. Errors only on
 // out-of-memory or a bad argument.
 int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng_io *in, size_t n_in,

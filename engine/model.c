@@ -126,11 +126,12 @@ static void run_job(instance *in, eng_job *job) {
   eng_tensor *cout = m->n_out <= sizeof cout_s / sizeof cout_s[0] ? cout_s : calloc(m->n_out ? m->n_out : 1, sizeof *cout);
   err e = {0};
   int rc = 0;
-  job->t_start_us = eng_now_us();
+  job->t_start_us = job->t_infer_start_us = job->t_infer_end_us = eng_now_us();
   if (!gin_p || !gout || !cout) {
     rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto done;
   }
+  if (job->prepare && (rc = job->prepare(job, &e)) != 0) goto done;
   int batched = m->max_batch > 0;
   for (size_t gi = 0; gi < m->n_graph_in; gi++) {
     const binding *b = &m->in[m->graph_in_to_cfg[gi]];

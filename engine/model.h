@@ -21,9 +21,14 @@ typedef struct eng_job eng_job;
 typedef void (*eng_job_done_fn)(eng_job *job, int rc, const err *e, const eng_tensor *outputs,
                                 size_t n_outputs);
 
+// Called first on the instance thread (its time counts as compute_input):
+// lets the caller assemble the batch's inputs there, off its own thread.
+typedef int (*eng_job_prepare_fn)(eng_job *job, err *e);
+
 struct eng_job {
   int64_t rows;               // batch size (1 when the model does not batch)
   const eng_tensor *inputs;   // config input order, client shapes, contiguous data
+  eng_job_prepare_fn prepare; // may be NULL; may set inputs
   eng_job_done_fn done;
   void *ctx;
   // stamped by the engine (CLOCK_MONOTONIC microseconds)

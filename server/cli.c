@@ -26,6 +26,8 @@ void srv_options_usage(const char *prog) {
           "                               larger requests get RESOURCE_EXHAUSTED\n"
           "  --default-max-batch-size N   max_batch_size given to models whose config.pbtxt is missing\n"
           "                               and whose first dimension is dynamic (default 4)\n"
+          "  --disable-auto-complete-config  Triton's flag: take config.pbtxt as written (no tensors,\n"
+          "                               max_batch_size or dynamic_batching filled in from the model)\n"
           "  --strict-readiness BOOL      ready only when every model loaded (default true)\n"
           "  --exit-timeout-secs N        on SIGTERM/SIGINT, how long in-flight requests may take\n"
           "                               before they are cancelled (default 30)\n"
@@ -64,7 +66,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   *o = (srv_options){.grpc_address = "0.0.0.0", .http_address = "0.0.0.0", .grpc_port = 8001, .http_port = 8000,
                      .grpc_threads = ncpu > 0 ? (int)ncpu : 2, .grpc_max_message_bytes = 64 << 20,
-                     .default_max_batch_size = 4, .strict_readiness = 1, .exit_timeout_secs = 30,
+                     .default_max_batch_size = 4, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
                      .log_level = SRV_LOG_INFO};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -75,6 +77,10 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     if (!strcmp(a, "--version")) {
       printf("inferd %s\n", INFERD_VERSION);
       return 1;
+    }
+    if (!strcmp(a, "--disable-auto-complete-config")) {
+      o->auto_complete_config = 0;
+      continue;
     }
     if (strncmp(a, "--", 2) != 0) {
       fprintf(stderr, "inferd: unexpected argument '%s' (see --help)\n", a);

@@ -12,6 +12,7 @@ typedef struct srv_options {
   int grpc_threads;
   int grpc_max_message_bytes;
   int default_max_batch_size;
+  int auto_complete_config;  // Triton's auto-complete; --disable-auto-complete-config clears it
   int strict_readiness;
   int exit_timeout_secs;
   srv_log_level log_level;

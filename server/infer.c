@@ -28,6 +28,8 @@ static void request_free(srv_request *r) {
   if (r->msg) inference__model_infer_request__free_unpacked(r->msg, NULL);
   free(r->typed_buf);
   free(r->inputs);
+  free(r->held_resp);
+  free(r->held_msg);
   free(r);
 }
 
@@ -95,6 +97,57 @@ static int convert_typed(const char *name, dtype dt, const Inference__InferTenso
     }
   }
   return 0;
+}
+
+// --- scheduling parameters
+
+// An unsigned integer request parameter (tritonclient sends priority as
+// uint64 and timeout as int64; accept either).
+static int uint_param(const Inference__InferParameter *p, const char *key, uint64_t *out, err *e) {
+  switch (p->parameter_choice_case) {
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM: *out = p->uint64_param; return 0;
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM:
+      if (p->int64_param >= 0) {
+        *out = (uint64_t)p->int64_param;
+        return 0;
+      }
+      break;
+    default: break;
+  }
+  return err_set(e, ERR_INVALID_ARGUMENT, "parameter '%s' must be a non-negative integer", key);
+}
+
+// Reads the request parameters the scheduler honours: "priority" (the
+// priority level, 0 = the model's default) and "timeout" (queue timeout in
+// microseconds, honoured when the queue policy allows overrides).
+static int read_parameters(srv_request *r, err *e) {
+  const Inference__ModelInferRequest *msg = r->msg;
+  for (size_t i = 0; i < msg->n_parameters; i++) {
+    const char *key = msg->parameters[i]->key;
+    const Inference__InferParameter *p = msg->parameters[i]->value;
+    if (!p) continue;
+    uint64_t x = 0;
+    if (strcmp(key, "priority") == 0) {
+      TRY(uint_param(p, key, &x, e));
+      if (x > UINT32_MAX) return err_set(e, ERR_INVALID_ARGUMENT, "priority %" PRIu64 " is out of range", x);
+      r->item.priority = (uint32_t)x;
+    } else if (strcmp(key, "timeout") == 0) {
+      TRY(uint_param(p, key, &x, e));
+      r->item.timeout_us = x > INT64_MAX ? INT64_MAX : (int64_t)x;
+    }
+  }
+  return 0;
+}
+
+// Requests are batched only with requests whose non-batch dims are equal.
+static uint64_t shape_key(const eng_tensor *in, size_t n) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the dims after the first
+  for (size_t i = 0; i < n; i++)
+    for (int d = 1; d < in[i].ndims; d++) {
+      uint64_t x = (uint64_t)in[i].dims[d];
+      for (int b = 0; b < 8; b++) h = (h ^ ((x >> (8 * b)) & 0xff)) * 1099511628211ull;
+    }
+  return h;
 }
 
 // --- validation
@@ -247,6 +300,8 @@ static int build_request(srv_request *r, err *e) {
   if (msg->n_outputs == 0) r->outputs_mask = n_out >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n_out) - 1);
   r->item.rows = rows < 0 ? 1 : rows;
   r->item.deadline_us = srv_call_deadline_us(r->call);
+  TRY(read_parameters(r, e));
+  r->item.shape_key = shape_key(r->inputs, n_cfg);
   return 0;
 }
 
@@ -289,7 +344,8 @@ void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len
 
 // --- answering (instance thread) and dropping (loop thread)
 
-static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_outputs, int64_t row_off, err *e) {
+static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_outputs, int64_t row_off, uint8_t **out,
+                      size_t *out_len, err *e) {
   const Inference__ModelInferRequest *msg = r->msg;
   const eng_model *em = r->version->model;
   Inference__ModelInferResponse resp = INFERENCE__MODEL_INFER_RESPONSE__INIT;
@@ -329,12 +385,26 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
   uint8_t *buf = malloc(len ? len : 1);
   if (!buf) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory packing the response");
   inference__model_infer_response__pack(&resp, buf);
-  srv_call_reply(r->call, buf, len);
+  *out = buf;
+  *out_len = len;
   return 0;
 }
 
+// Sends an answer now, or keeps it in the request for srv_infer's release.
+static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const char *msg, int hold) {
+  if (hold) {
+    r->held_resp = resp;
+    r->held_len = len;
+    r->held_code = code;
+    r->held_msg = resp ? NULL : strdup(msg ? msg : "");
+    return;
+  }
+  if (resp) srv_call_reply(r->call, resp, len);
+  else srv_call_fail(r->call, code, msg);
+}
+
 static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, size_t n, int rc, const err *e,
-                        const eng_job *job, const eng_tensor *outputs, size_t n_outputs) {
+                        const eng_job *job, const eng_tensor *outputs, size_t n_outputs, int hold) {
   srv_server *s = ctx;
   srv_stats *st = &v->stats;
   const char *model_name = reqs[0]->model->name;  // the model outlives its requests
@@ -346,11 +416,14 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
     srv_request *r = reqs[i];
     err pe = {0};
     int prc = rc;
+    uint8_t *resp = NULL;
+    size_t resp_len = 0;
     if (rc) {
-      srv_call_fail(r->call, (int)e->code, e->msg);
+      answer(r, NULL, 0, (int)e->code, e->msg, hold);
     } else {
-      prc = pack_reply(r, outputs, n_outputs, row_off, &pe);
-      if (prc) srv_call_fail(r->call, (int)pe.code, pe.msg);
+      prc = pack_reply(r, outputs, n_outputs, row_off, &resp, &resp_len, &pe);
+      if (prc) answer(r, NULL, 0, (int)pe.code, pe.msg, hold);
+      else answer(r, resp, resp_len, 0, NULL, hold);
     }
     row_off += r->item.rows;
     int64_t t_end = eng_now_us();
@@ -369,8 +442,10 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
       atomic_fetch_add(&st->compute_output.ns, (uint64_t)(t_end - job->t_infer_end_us) * 1000);
     }
     atomic_fetch_sub(&st->pending, 1);
-    request_free(r);
-    atomic_fetch_sub(&s->infer_inflight, 1);
+    if (!hold) {
+      request_free(r);
+      atomic_fetch_sub(&s->infer_inflight, 1);
+    }
   }
   if (rc == 0) {
     int64_t output_us = eng_now_us() - job->t_infer_end_us;
@@ -390,15 +465,25 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
   }
 }
 
-static void on_drop(void *ctx, srv_request *r, int code, const char *msg) {
+static void on_drop(void *ctx, srv_request *r, int code, const char *msg, int hold) {
   srv_server *s = ctx;
-  srv_call_fail(r->call, code, msg);
   record_failure(r->version, reason_of(code), r->t_recv_us);
   atomic_fetch_sub(&r->version->stats.pending, 1);
+  answer(r, NULL, 0, code, msg, hold);
+  if (!hold) {
+    request_free(r);
+    atomic_fetch_sub(&s->infer_inflight, 1);
+  }
+}
+
+static void on_release(void *ctx, srv_request *r) {
+  srv_server *s = ctx;
+  answer(r, r->held_resp, r->held_len, r->held_code, r->held_msg, 0);
+  r->held_resp = NULL;  // the call owns it now
   request_free(r);
   atomic_fetch_sub(&s->infer_inflight, 1);
 }
 
 srv_sched_ops srv_infer_sched_ops(srv_server *s) {
-  return (srv_sched_ops){.complete = on_complete, .drop = on_drop, .ctx = s};
+  return (srv_sched_ops){.complete = on_complete, .drop = on_drop, .release = on_release, .ctx = s};
 }

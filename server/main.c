@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/config.h"
 #include "proto/protoset.h"
 #include "server/cli.h"
 #include "server/http.h"
@@ -100,7 +101,8 @@ int main(int argc, char **argv) {
   srv_grpc *grpc = NULL;
   http_close_ctx hc = {0};
 
-  if (srv_registry_load(o.model_repository, o.default_max_batch_size, &srv.reg, &e) != 0) {
+  int default_max_batch = o.auto_complete_config ? o.default_max_batch_size : CONFIG_NO_AUTO_COMPLETE;
+  if (srv_registry_load(o.model_repository, default_max_batch, &srv.reg, &e) != 0) {
     srv_log(SRV_LOG_ERROR, "cannot load the model repository: %s", e.msg);
     return 1;
   }

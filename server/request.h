@@ -24,6 +24,13 @@ typedef struct srv_request {
   void *typed_buf;                    // typed contents converted to raw bytes
   uint64_t outputs_mask;              // requested config outputs (bit i = output i)
   int64_t t_recv_us, t_enqueue_us;
+  // preserve_ordering: the answer waits here until every earlier request's has gone
+  uint64_t seq;
+  struct srv_request *next_order;
+  uint8_t *held_resp;  // packed response, or NULL with held_code set
+  size_t held_len;
+  int held_code;
+  char *held_msg;
 } srv_request;
 
 #endif

@@ -35,6 +35,16 @@ static ProtobufCMessage *unpack_or_fail(srv_call *call, const ProtobufCMessageDe
   return m;
 }
 
+// Finds the named model version or answers the call with why not (NOT_FOUND,
+// UNAVAILABLE); returns 0 when found.
+static int find_or_fail(srv_server *s, srv_call *call, const char *name, const char *version, srv_model **m,
+                        srv_version **v) {
+  err e;
+  if (srv_registry_find(s->reg, name, version, m, v, &e) == 0) return 0;
+  srv_call_fail(call, (int)e.code, e.msg);
+  return -1;
+}
+
 int srv_server_ready(srv_server *s) {
   if (atomic_load(&s->draining)) return 0;
   if (!s->strict_readiness) return 1;
@@ -125,9 +135,7 @@ static void model_metadata(void *ctx, srv_call *call, const uint8_t *req, size_t
   if (!q) return;
   srv_model *m;
   srv_version *v;
-  err e;
-  if (srv_registry_find(s->reg, q->name, q->version, &m, &v, &e) != 0) {
-    srv_call_fail(call, (int)e.code, e.msg);
+  if (find_or_fail(s, call, q->name, q->version, &m, &v) != 0) {
     inference__model_metadata_request__free_unpacked(q, NULL);
     return;
   }
@@ -170,10 +178,7 @@ static void model_config(void *ctx, srv_call *call, const uint8_t *req, size_t l
   if (!q) return;
   srv_model *m;
   srv_version *v;
-  err e;
-  if (srv_registry_find(s->reg, q->name, q->version, &m, &v, &e) != 0) {
-    srv_call_fail(call, (int)e.code, e.msg);
-  } else {
+  if (find_or_fail(s, call, q->name, q->version, &m, &v) == 0) {
     Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
     r.config = m->config;
     reply_msg(call, &r.base);

@@ -5,12 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batcher/order.h"
 #include "server/log.h"
 
 typedef struct vsched vsched;
 
 // One per engine instance: the batch that instance is running. The batcher
 // never gives an instance a second batch before this one is released.
+typedef struct stage {
+  void *buf;
+  size_t cap;
+} stage;
+
 typedef struct batch_slot {
   srv_sched *s;
   vsched *vs;
@@ -18,6 +24,11 @@ typedef struct batch_slot {
   eng_job job;
   srv_request **reqs;
   size_t n;
+  int64_t rows;
+  // a batch of several requests is gathered here, one copy per input, on
+  // the instance thread; sized at load when the dims are static
+  eng_tensor *staged;
+  stage *stages;
   struct batch_slot *next_done;  // link in the inbox's done list
 } batch_slot;
 
@@ -26,6 +37,10 @@ struct vsched {
   bat_batcher *bat;
   batch_slot *slots;
   int n_slots;
+  size_t n_inputs;
+  // preserve_ordering: answers leave in sequence order
+  bat_order *order;
+  srv_request *ord_head, *ord_tail;  // requests holding a sequence number, in order
 };
 
 struct srv_sched {
@@ -62,10 +77,43 @@ static int request_cancelled(void *payload) {
 
 // --- instance thread side
 
+// Assembles a batch of several requests: their rows one after the other.
+// Requests in one batch share a shape key, so every non-batch dim agrees.
+static int gather(eng_job *job, err *e) {
+  batch_slot *slot = job->ctx;
+  for (size_t i = 0; i < slot->vs->n_inputs; i++) {
+    const eng_tensor *first = &slot->reqs[0]->inputs[i];
+    size_t row_bytes = first->dims[0] > 0 ? first->bytes / (size_t)first->dims[0] : 0;
+    size_t total = row_bytes * (size_t)slot->rows;
+    stage *st = &slot->stages[i];
+    if (st->cap < total) {
+      // only for dims that were dynamic at load: the largest size seen is kept
+      void *p = realloc(st->buf, total);
+      if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory assembling a batch of %lld rows",
+                             (long long)slot->rows);
+      st->buf = p;
+      st->cap = total;
+    }
+    size_t off = 0;
+    for (size_t k = 0; k < slot->n; k++) {
+      const eng_tensor *t = &slot->reqs[k]->inputs[i];
+      memcpy((uint8_t *)st->buf + off, t->data, t->bytes);
+      off += t->bytes;
+    }
+    slot->staged[i] = *first;
+    slot->staged[i].dims[0] = slot->rows;
+    slot->staged[i].data = st->buf;
+    slot->staged[i].bytes = off;
+  }
+  job->inputs = slot->staged;
+  return 0;
+}
+
 static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *outputs, size_t n_outputs) {
   batch_slot *slot = job->ctx;
   srv_sched *s = slot->s;
-  s->ops.complete(s->ops.ctx, slot->vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs);
+  s->ops.complete(s->ops.ctx, slot->vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs,
+                  slot->vs->order != NULL);
   pthread_mutex_lock(&s->mu);
   slot->next_done = s->done;
   s->done = slot;
@@ -76,9 +124,32 @@ static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *ou
 
 // --- loop thread side
 
-static void drop(srv_sched *s, srv_request *r, int code, const char *msg) {
+// Sends every held answer whose turn has come.
+static void release_ready(srv_sched *s, vsched *vs) {
+  uint64_t seq;
+  while (bat_order_pop(vs->order, &seq)) {
+    srv_request *r = vs->ord_head;
+    if (!r || r->seq != seq) {
+      srv_log(SRV_LOG_ERROR, "ordering lost track of request %llu", (unsigned long long)seq);
+      return;
+    }
+    vs->ord_head = r->next_order;
+    if (!vs->ord_head) vs->ord_tail = NULL;
+    s->ops.release(s->ops.ctx, r);
+  }
+}
+
+static void finished_in_order(srv_sched *s, vsched *vs, srv_request *r) {
+  err e;
+  if (bat_order_complete(vs->order, r->seq, &e) != 0) srv_log(SRV_LOG_ERROR, "ordering: %s", e.msg);
+  release_ready(s, vs);
+}
+
+static void drop(srv_sched *s, vsched *vs, srv_request *r, int code, const char *msg) {
   s->inflight--;
-  s->ops.drop(s->ops.ctx, r, code, msg);
+  int hold = vs && vs->order;
+  s->ops.drop(s->ops.ctx, r, code, msg, hold);
+  if (hold) finished_in_order(s, vs, r);
 }
 
 static void take_dropped(srv_sched *s, vsched *vs) {
@@ -86,8 +157,13 @@ static void take_dropped(srv_sched *s, vsched *vs) {
   while (it) {
     bat_item *next = it->next;
     srv_request *r = it->payload;
-    if (srv_call_cancelled(r->call)) drop(s, r, ERR_CANCELLED, "request cancelled while queued");
-    else drop(s, r, ERR_DEADLINE_EXCEEDED, "request timed out while queued");
+    switch (it->drop_reason) {
+      case BAT_DROP_CANCELLED: drop(s, vs, r, ERR_CANCELLED, "request cancelled while queued"); break;
+      case BAT_DROP_DEADLINE: drop(s, vs, r, ERR_DEADLINE_EXCEEDED, "deadline exceeded while queued"); break;
+      // Triton's answer for a queue-policy timeout with action REJECT
+      case BAT_DROP_QUEUE_TIMEOUT: drop(s, vs, r, ERR_UNAVAILABLE, "Request timeout expired"); break;
+      default: drop(s, vs, r, ERR_UNAVAILABLE, "server is shutting down"); break;
+    }
     it = next;
   }
 }
@@ -97,17 +173,14 @@ static void run_batches(srv_sched *s, vsched *vs) {
   while (bat_next_batch(vs->bat, &b)) {
     batch_slot *slot = &vs->slots[b.instance];
     slot->n = 0;
+    slot->rows = b.rows;
     for (bat_item *it = b.items; it; it = it->next) slot->reqs[slot->n++] = it->payload;
-    srv_request *first = slot->reqs[0];
-    // One request per batch in this batcher: the engine reads its tensors in place.
-    slot->job = (eng_job){.rows = b.rows, .inputs = first->inputs, .done = on_job_done, .ctx = slot};
+    // A lone request is read in place; several are gathered on the instance thread.
+    slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = slot->n > 1 ? gather : NULL,
+                          .done = on_job_done, .ctx = slot};
     err e;
-    if (b.n_items != 1) {
-      err_set(&e, ERR_INTERNAL, "batches of %zu requests are not supported yet", b.n_items);
-    } else if (eng_model_submit(vs->v->model, b.instance, &slot->job, &e) == 0) {
-      continue;
-    }
-    for (size_t i = 0; i < slot->n; i++) drop(s, slot->reqs[i], e.code, e.msg);
+    if (eng_model_submit(vs->v->model, b.instance, &slot->job, &e) == 0) continue;
+    for (size_t i = 0; i < slot->n; i++) drop(s, vs, slot->reqs[i], e.code, e.msg);
     bat_release_instance(vs->bat, b.instance);
   }
   take_dropped(s, vs);
@@ -151,8 +224,11 @@ static void on_async(uv_async_t *a) {
   pthread_mutex_unlock(&s->mu);
 
   for (; done; done = done->next_done) {
+    vsched *vs = done->vs;
     s->inflight -= (int64_t)done->n;
-    bat_release_instance(done->vs->bat, done->instance);
+    if (vs->order)
+      for (size_t i = 0; i < done->n; i++) finished_in_order(s, vs, done->reqs[i]);
+    bat_release_instance(vs->bat, done->instance);
   }
   while (in) {
     srv_request *r = in;
@@ -161,12 +237,22 @@ static void on_async(uv_async_t *a) {
     vsched *vs = r->version->sched;
     err e;
     if (!vs) {
-      drop(s, r, ERR_UNAVAILABLE, "model version is not scheduled");
+      drop(s, NULL, r, ERR_UNAVAILABLE, "model version is not scheduled");
       continue;
+    }
+    if (vs->order) {
+      if (bat_order_begin(vs->order, &r->seq, &e) != 0) {
+        drop(s, NULL, r, e.code, e.msg);
+        continue;
+      }
+      r->next_order = NULL;
+      if (vs->ord_tail) vs->ord_tail->next_order = r;
+      else vs->ord_head = r;
+      vs->ord_tail = r;
     }
     r->t_enqueue_us = eng_now_us();
     r->item.payload = r;
-    if (bat_enqueue(vs->bat, &r->item, &e) != 0) drop(s, r, e.code, e.msg);
+    if (bat_enqueue(vs->bat, &r->item, &e) != 0) drop(s, vs, r, e.code, e.msg);
   }
   pump(s);
   if (stop && s->inflight == 0 && !s->closing) {
@@ -187,23 +273,75 @@ static void *loop_main(void *arg) {
 
 // --- lifecycle
 
+static bat_queue_policy queue_policy(const Inference__ModelQueuePolicy *p) {
+  bat_queue_policy q = {0};
+  if (!p) return q;
+  q.timeout_action = p->timeout_action == INFERENCE__MODEL_QUEUE_POLICY__TIMEOUT_ACTION__DELAY ? BAT_TIMEOUT_DELAY
+                                                                                               : BAT_TIMEOUT_REJECT;
+  q.default_timeout_us = (int64_t)p->default_timeout_microseconds;
+  q.allow_timeout_override = p->allow_timeout_override;
+  q.max_queue_size = p->max_queue_size;
+  return q;
+}
+
 static int add_version(srv_sched *s, srv_model *m, srv_version *v, err *e) {
+  const Inference__ModelConfig *cfg = m->config;
   vsched *vs = &s->vs[s->n_vs];
   memset(vs, 0, sizeof *vs);
+  s->n_vs++;  // counted at once: destroy frees whatever gets built
   vs->v = v;
+  vs->n_inputs = eng_model_n_inputs(v->model);
   int n_inst = eng_model_n_instances(v->model);
-  bat_config c = {.max_batch_size = m->config->max_batch_size, .n_instances = n_inst,
-                  .now = clock_now, .cancelled = request_cancelled};
+  bat_config c = {.max_batch_size = cfg->max_batch_size, .n_instances = n_inst, .now = clock_now,
+                  .cancelled = request_cancelled};
+  const Inference__ModelDynamicBatching *db =
+      cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING ? cfg->dynamic_batching
+                                                                                                 : NULL;
+  bat_level_policy levels[64];
+  int prefs[64];
+  if (db) {
+    c.dynamic = 1;
+    if (db->n_preferred_batch_size > 64 || db->n_priority_queue_policy > 64)
+      return err_set(e, ERR_INVALID_ARGUMENT, "model '%s': more than 64 preferred sizes or level policies", m->name);
+    for (size_t i = 0; i < db->n_preferred_batch_size; i++) prefs[i] = db->preferred_batch_size[i];
+    c.preferred_batch_sizes = prefs;
+    c.n_preferred = db->n_preferred_batch_size;
+    c.max_queue_delay_us = (int64_t)db->max_queue_delay_microseconds;
+    c.priority_levels = (uint32_t)db->priority_levels;
+    c.default_priority_level = (uint32_t)db->default_priority_level;
+    c.default_policy = queue_policy(db->default_queue_policy);
+    for (size_t i = 0; i < db->n_priority_queue_policy; i++)
+      levels[i] = (bat_level_policy){(uint32_t)db->priority_queue_policy[i]->key,
+                                     queue_policy(db->priority_queue_policy[i]->value)};
+    c.level_policies = levels;
+    c.n_level_policies = db->n_priority_queue_policy;
+    if (db->preserve_ordering) TRY(bat_order_create(&vs->order, e));
+  }
   TRY(bat_create(&c, &vs->bat, e));
-  s->n_vs++;
   vs->slots = calloc((size_t)n_inst, sizeof *vs->slots);
   if (!vs->slots) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  size_t max_reqs = m->config->max_batch_size > 0 ? (size_t)m->config->max_batch_size : 1;
+  size_t max_rows = cfg->max_batch_size > 0 ? (size_t)cfg->max_batch_size : 1;
   for (int i = 0; i < n_inst; i++) {
+    batch_slot *sl = &vs->slots[i];
     vs->n_slots++;
-    vs->slots[i] = (batch_slot){.s = s, .vs = vs, .instance = i};
-    if (!(vs->slots[i].reqs = calloc(max_reqs, sizeof *vs->slots[i].reqs)))
-      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    *sl = (batch_slot){.s = s, .vs = vs, .instance = i};
+    sl->reqs = calloc(max_rows, sizeof *sl->reqs);
+    sl->staged = calloc(vs->n_inputs ? vs->n_inputs : 1, sizeof *sl->staged);
+    sl->stages = calloc(vs->n_inputs ? vs->n_inputs : 1, sizeof *sl->stages);
+    if (!sl->reqs || !sl->staged || !sl->stages) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    if (!c.dynamic || max_rows < 2) continue;
+    // Staging for a full batch, sized now so the request path never allocates.
+    for (size_t k = 0; k < vs->n_inputs; k++) {
+      const eng_io *io = eng_model_input(v->model, k);
+      int dynamic = 0;
+      for (int d = 0; d < io->ndims; d++) dynamic |= io->dims[d] < 0;
+      if (dynamic) continue;  // grown on first use
+      int64_t numel = eng_numel(io->ndims, io->dims);
+      size_t bytes = max_rows * (size_t)numel * dtype_size(io->dt);
+      if (bytes && !(sl->stages[k].buf = malloc(bytes)))
+        return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for a %zu-byte staging buffer", bytes);
+      sl->stages[k].cap = bytes;
+    }
   }
   v->sched = vs;
   return 0;
@@ -289,10 +427,18 @@ void srv_sched_destroy(srv_sched *s) {
     if (rc) srv_log(SRV_LOG_WARN, "uv_loop_close: %s", uv_strerror(rc));
   }
   for (size_t i = 0; i < s->n_vs; i++) {
-    for (int j = 0; j < s->vs[i].n_slots; j++) free(s->vs[i].slots[j].reqs);
-    free(s->vs[i].slots);
-    bat_destroy(s->vs[i].bat);
-    s->vs[i].v->sched = NULL;
+    vsched *vs = &s->vs[i];
+    for (int j = 0; j < vs->n_slots; j++) {
+      batch_slot *sl = &vs->slots[j];
+      for (size_t k = 0; sl->stages && k < vs->n_inputs; k++) free(sl->stages[k].buf);
+      free(sl->stages);
+      free(sl->staged);
+      free(sl->reqs);
+    }
+    free(vs->slots);
+    bat_destroy(vs->bat);
+    bat_order_destroy(vs->order);
+    vs->v->sched = NULL;
   }
   free(s->vs);
   pthread_mutex_destroy(&s->mu);

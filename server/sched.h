@@ -15,13 +15,19 @@
 
 typedef struct srv_sched srv_sched;
 
-// What the scheduler asks of the request layer (server/infer.c).
+// What the scheduler asks of the request layer (server/infer.c). With
+// `hold` set (the model preserves ordering) the answer is packed and kept
+// in the request, and `release` sends it later, in request order.
 typedef struct srv_sched_ops {
-  // On an instance thread: answer every request of the finished batch.
+  // On an instance thread: answer (or hold the answers of) every request of
+  // the finished batch; requests not held are freed.
   void (*complete)(void *ctx, srv_version *v, srv_request *const *reqs, size_t n, int rc, const err *e,
-                   const eng_job *job, const eng_tensor *outputs, size_t n_outputs);
-  // On the loop thread: a request leaves without running (rejected, timed out, cancelled).
-  void (*drop)(void *ctx, srv_request *r, int code, const char *msg);
+                   const eng_job *job, const eng_tensor *outputs, size_t n_outputs, int hold);
+  // On the loop thread: a request leaves without running (rejected, timed
+  // out, cancelled); freed unless held.
+  void (*drop)(void *ctx, srv_request *r, int code, const char *msg, int hold);
+  // On the loop thread: send a held answer and free the request.
+  void (*release)(void *ctx, srv_request *r);
   void *ctx;
 } srv_sched_ops;
 

@@ -253,6 +253,33 @@ static void test_validate(void) {
   config_free(c);
 }
 
+// --disable-auto-complete-config: a file config keeps its own batching
+// choice (no dynamic_batching added) and gets only the structural defaults.
+static void test_no_auto_complete(void) {
+  err e = {0};
+  Inference__ModelConfig *c = parse("name: 'm' max_batch_size: 8 "
+                                        "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] }] "
+                                        "output [{ name: 'y' data_type: TYPE_FP32 dims: [2] }]");
+  if (!c) return;
+  CHECK_EQ_INT(config_complete(c, 1, g_in, 2, g_out, 2, CONFIG_NO_AUTO_COMPLETE, &e), 0);
+  CHECK_EQ_INT(c->scheduling_choice_case, INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE__NOT_SET);
+  CHECK_EQ_INT(c->n_input, 1);
+  CHECK_EQ_INT(c->n_output, 1);
+  CHECK_EQ_INT(c->max_batch_size, 8);
+  CHECK_EQ_STR(c->platform, "onnxruntime_onnx");
+  CHECK_EQ_INT(c->n_instance_group, 1);
+  config_free(c);
+
+  // A config without tensors and max_batch_size is not filled from the graph.
+  c = config_new("m");
+  if (!c) return;
+  CHECK_EQ_INT(config_complete(c, 0, g_in, 2, g_out, 2, CONFIG_NO_AUTO_COMPLETE, &e), 0);
+  CHECK_EQ_INT(c->max_batch_size, 0);
+  CHECK_EQ_INT(c->n_input, 0);
+  CHECK_EQ_INT(c->n_output, 0);
+  config_free(c);
+}
+
 int main(void) {
   g_in[0] = io("x", DT_FP32, 2, -1, 3, 0);
   g_in[1] = io("x2", DT_INT64, 2, -1, -1, 0);
@@ -262,5 +289,6 @@ int main(void) {
   test_complete_no_batching();
   test_complete_file_config();
   test_validate();
+  test_no_auto_complete();
   CHECK_DONE();
 }
