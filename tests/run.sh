@@ -3,7 +3,7 @@
 #   1. build (default preset), C unit tests with ctest, pytest integration suite
 #      against the real server;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the threaded unit tests under ThreadSanitizer.
+#   3. the threaded code under ThreadSanitizer (unit tests and the server).
 # GPU tests skip, saying so, where no GPU is visible.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,8 +36,16 @@ run_preset asan
 run_integration "$root/build-asan/bin/inferd"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
-# Threaded modules: the gRPC front end, the HTTP endpoint, the batcher.
-export TSAN_OPTIONS=halt_on_error=1
-run_preset tsan 'test_(grpc_front|http|batcher)'
+# Threaded code under ThreadSanitizer: the gRPC front end, the HTTP
+# endpoint, the batcher's unit tests, then the real server (loop thread,
+# batcher, CQ and instance threads) under the concurrency, batching,
+# inference and shutdown tests. Debian's gRPC is not instrumented: its
+# internals are suppressed, our code is not.
+export TSAN_OPTIONS="halt_on_error=1 suppressions=$root/tests/unit/server/grpc_tsan.supp"
+run_preset tsan 'test_(grpc_front|http|batcher|batcher_random|order)$'
+step "integration tests against the ThreadSanitizer build"
+INFERD_BIN="$root/build-tsan/bin/inferd" "$py" -m pytest -q -x -p no:cacheprovider \
+  tests/integration/test_concurrency.py tests/integration/test_infer.py tests/integration/test_lifecycle.py \
+  $(ls tests/integration/test_batching.py 2>/dev/null)
 
 step "all tests passed"
