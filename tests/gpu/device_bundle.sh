@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds inferd for Hopper (sm_90) on this GPU-less machine and gathers what
+# a GPU machine needs to run the GPU tests into .devrun/ (git-ignored): the
+# binaries and the non-CUDA shared libraries they load (gRPC, abseil,
+# protobuf-c, libuv, OpenBLAS...). The CUDA libraries come from the GPU
+# machine's own CUDA 13 toolkit. There:
+#   LD_LIBRARY_PATH=.devrun/lib:/usr/local/cuda/lib64 bash tests/gpu/run_all.sh .devrun/bin
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINFERD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DINFERD_PYTHON="${INFERD_PYTHON:-$root/.venv/bin/python}" >/dev/null
+cmake --build build-gpu -j "$(nproc)"
+rm -rf .devrun
+mkdir -p .devrun/bin .devrun/lib
+cp build-gpu/bin/* .devrun/bin/
+for b in .devrun/bin/*; do
+  ldd "$b" | awk '/=> \// {print $3}'
+done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcuda|libcudart|libcublas|libnvrtc|libnvJitLink' \
+  | while read -r lib; do cp -L "$lib" .devrun/lib/; done
+du -sh .devrun

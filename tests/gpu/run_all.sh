@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs every GPU test binary in a folder (default build/bin) and sums up:
+# passed, skipped (exit 77: no device), failed. Exit status 1 if any failed.
+set -u
+dir=${1:-build/bin}
+pass=0 skip=0 fail=0
+for t in "$dir"/test_cuda_* "$dir"/test_k_cuda_* "$dir"/test_gpu_*; do
+  [ -x "$t" ] || continue
+  out=$("$t" 2>&1); rc=$?
+  case $rc in
+    0) pass=$((pass + 1)); echo "PASS $(basename "$t")";;
+    77) skip=$((skip + 1)); echo "SKIP $(basename "$t"): $(echo "$out" | grep -m1 SKIP)";;
+    *) fail=$((fail + 1)); echo "FAIL $(basename "$t") (exit $rc)"; echo "$out" | tail -20;;
+  esac
+done
+echo "gpu tests: $pass passed, $skip skipped, $fail failed"
+[ $fail -eq 0 ]
