@@ -99,14 +99,7 @@ class ServerProcess:
             return None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        try:
-            self.returncode = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            self.returncode = "timeout"
-        self._reader.join(10)
-        return self.returncode
+        return self.wait_exit(timeout)
 
     def wait_exit(self, timeout=STOP_TIMEOUT_S):
         try:
