@@ -289,6 +289,8 @@ static int build_request(srv_request *r, err *e) {
 
   r->outputs_mask = 0;
   size_t n_out = eng_model_n_outputs(em);
+  if (n_out > 64)  // the requested-outputs mask and the response are sized for 64
+    return err_set(e, ERR_UNIMPLEMENTED, "model '%s' has %zu outputs; at most 64 are supported", m->name, n_out);
   for (size_t i = 0; i < msg->n_outputs; i++) {
     size_t k = 0;
     while (k < n_out && strcmp(eng_model_output(em, k)->name, msg->outputs[i]->name) != 0) k++;
