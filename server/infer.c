@@ -405,32 +405,60 @@ static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const ch
   else srv_call_fail(r->call, code, msg);
 }
 
+// Packs every answer of the batch first, then accounts the statistics, then
+// sends: a client that reads ModelStatistics after its answer sees its
+// request counted.
 static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, size_t n, int rc, const err *e,
                         const eng_job *job, const eng_tensor *outputs, size_t n_outputs, int hold) {
   srv_server *s = ctx;
   srv_stats *st = &v->stats;
-  const char *model_name = reqs[0]->model->name;  // the model outlives its requests
   int64_t rows = 0;
   for (size_t i = 0; i < n; i++) rows += reqs[i]->item.rows;
   int64_t input_us = job->t_infer_start_us - job->t_start_us, infer_us = job->t_infer_end_us - job->t_infer_start_us;
+
+  typedef struct packed {
+    uint8_t *resp;
+    size_t len;
+    err e;
+  } packed;
+  packed stack_p[16];
+  packed *pk = n <= 16 ? stack_p : calloc(n, sizeof *pk);
   int64_t row_off = 0;
   for (size_t i = 0; i < n; i++) {
-    srv_request *r = reqs[i];
-    err pe = {0};
-    int prc = rc;
-    uint8_t *resp = NULL;
-    size_t resp_len = 0;
-    if (rc) {
-      answer(r, NULL, 0, (int)e->code, e->msg, hold);
-    } else {
-      prc = pack_reply(r, outputs, n_outputs, row_off, &resp, &resp_len, &pe);
-      if (prc) answer(r, NULL, 0, (int)pe.code, pe.msg, hold);
-      else answer(r, resp, resp_len, 0, NULL, hold);
+    if (!pk) break;
+    pk[i] = (packed){0};
+    if (rc == 0) pack_reply(reqs[i], outputs, n_outputs, row_off, &pk[i].resp, &pk[i].len, &pk[i].e);
+    row_off += reqs[i]->item.rows;
+  }
+  int64_t t_end = eng_now_us();
+
+  if (rc == 0) {
+    atomic_fetch_add(&st->inference_count, (uint64_t)rows);
+    atomic_fetch_add(&st->execution_count, 1);
+    atomic_store(&st->last_inference_ms, srv_wall_ms());
+    if (rows >= 1 && rows <= st->n_batch) {
+      srv_batch_stat *b = &st->batch[rows];
+      atomic_fetch_add(&b->count, 1);
+      atomic_fetch_add(&b->input_ns, (uint64_t)input_us * 1000);
+      atomic_fetch_add(&b->infer_ns, (uint64_t)infer_us * 1000);
+      atomic_fetch_add(&b->output_ns, (uint64_t)(t_end - job->t_infer_end_us) * 1000);
     }
-    row_off += r->item.rows;
-    int64_t t_end = eng_now_us();
-    if (prc) {
+  } else {
+    srv_log(SRV_LOG_WARN, "model '%s' version %s: execution failed: %s", reqs[0]->model->name, v->version_str,
+            e->msg);
+  }
+
+  for (size_t i = 0; i < n; i++) {
+    srv_request *r = reqs[i];
+    const err *fail = rc ? e : !pk ? NULL : pk[i].e.code ? &pk[i].e : NULL;
+    if (!pk && rc == 0) {
+      record_failure(v, SRV_FAIL_OTHER, r->t_recv_us);
+      atomic_fetch_sub(&st->pending, 1);
+      answer(r, NULL, 0, ERR_RESOURCE_EXHAUSTED, "out of memory packing the response", hold);
+    } else if (fail) {
       record_failure(v, rc ? SRV_FAIL_BACKEND : SRV_FAIL_OTHER, r->t_recv_us);
+      atomic_fetch_sub(&st->pending, 1);
+      answer(r, NULL, 0, (int)fail->code, fail->msg, hold);
     } else {
       atomic_fetch_add(&st->success.count, 1);
       atomic_fetch_add(&st->success.ns, (uint64_t)(t_end - r->t_recv_us) * 1000);
@@ -442,29 +470,15 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
       atomic_fetch_add(&st->compute_infer.ns, (uint64_t)infer_us * 1000);
       atomic_fetch_add(&st->compute_output.count, 1);
       atomic_fetch_add(&st->compute_output.ns, (uint64_t)(t_end - job->t_infer_end_us) * 1000);
+      atomic_fetch_sub(&st->pending, 1);
+      answer(r, pk[i].resp, pk[i].len, 0, NULL, hold);
     }
-    atomic_fetch_sub(&st->pending, 1);
     if (!hold) {
       request_free(r);
       atomic_fetch_sub(&s->infer_inflight, 1);
     }
   }
-  if (rc == 0) {
-    int64_t output_us = eng_now_us() - job->t_infer_end_us;
-    atomic_fetch_add(&st->inference_count, (uint64_t)rows);
-    atomic_fetch_add(&st->execution_count, 1);
-    atomic_store(&st->last_inference_ms, srv_wall_ms());
-    if (rows >= 1 && rows <= st->n_batch) {
-      srv_batch_stat *b = &st->batch[rows];
-      atomic_fetch_add(&b->count, 1);
-      atomic_fetch_add(&b->input_ns, (uint64_t)input_us * 1000);
-      atomic_fetch_add(&b->infer_ns, (uint64_t)infer_us * 1000);
-      atomic_fetch_add(&b->output_ns, (uint64_t)output_us * 1000);
-    }
-  } else {
-    srv_log(SRV_LOG_WARN, "model '%s' version %s: execution failed: %s", model_name, v->version_str,
-            e->msg);
-  }
+  if (pk != stack_p) free(pk);
 }
 
 static void on_drop(void *ctx, srv_request *r, int code, const char *msg, int hold) {

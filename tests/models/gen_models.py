@@ -5,10 +5,12 @@ Why a generator rather than checked-in .onnx files: the weights are random but
 seeded, so the repository is reproducible, reviewable as code, and the tests can
 build a fresh one in a temporary directory on every run.
 
-    python gen_models.py --out DIR [--set example|test] [--spec-out FILE]
+    python gen_models.py --out DIR [--set example|test|batching] [--spec-out FILE]
 
 `--set example` writes only the models a README run command needs; `--set test`
-(the default) writes every model, including the ones that must fail to load.
+(the default) writes every model, including the ones that must fail to load;
+`--set batching` writes the dynamic-batching models (complete configs with
+their own schedulers, a deliberately slow model) that test_batching.py serves.
 The spec (one entry per model: inputs, outputs, versions, tolerances, expected
 state) is returned by generate() and, with --spec-out, written as JSON, so tests
 can draw random inputs of the right shape and dtype without guessing.
@@ -386,10 +388,91 @@ def add_failing(repo):
              expect="UNAVAILABLE", reason=None)
 
 
+# --- the dynamic-batching set (tests/integration/test_batching.py serves it from a private server
+# started with --disable-auto-complete-config, so every config here names its scheduler itself)
+
+SLOW_WIDTH = 512  # each MatMul of bt_slow costs 2*L*512*512 flops per row: cost follows the request's L
+SLOW_DEPTH = 64
+
+
+def _instances(n):
+    return "instance_group [\n  {\n    count: %d\n    kind: KIND_CPU\n  }\n]" % n
+
+
+def _dyn(body=""):
+    return "dynamic_batching {\n  %s\n}" % body.strip() if body.strip() else "dynamic_batching { }"
+
+
+def _slow_model(name):
+    """Y = X @ Q @ Q ... (SLOW_DEPTH times) on X [N, L, 512], Q orthogonal so the scale stays 1.
+
+    L is free per request, so one file gives cheap requests (L=1) and deliberately slow ones
+    (L=512) whose cost does not depend on anything but their own rows; different L never share
+    a batch, which the shape tests use too."""
+    rng = np.random.default_rng(21)
+    q, _ = np.linalg.qr(rng.standard_normal((SLOW_WIDTH, SLOW_WIDTH)))
+    nodes, prev = [], "SLOW_X"
+    for i in range(SLOW_DEPTH):
+        out = "SLOW_Y" if i == SLOW_DEPTH - 1 else "s%d" % i
+        nodes.append(helper.make_node("MatMul", [prev, "SLOW_Q"], [out], name="mm%d" % i))
+        prev = out
+    return _model(name, nodes, [_vi("SLOW_X", TensorProto.FLOAT, [None, "L", SLOW_WIDTH])],
+                  [_vi("SLOW_Y", TensorProto.FLOAT, [None, "L", SLOW_WIDTH])],
+                  [_init("SLOW_Q", q.astype(np.float32))])
+
+
+def add_batching(repo):
+    io_in, io_out = [_io("V_X", "FP32", [8])], [_out("V_Y", "FP32", [4])]
+    one = _instances(1)
+    lin = {
+        # name: dynamic_batching body (None: no dynamic_batching at all)
+        "bt_pref4": "preferred_batch_size: [ 4 ]\n  max_queue_delay_microseconds: 5000000",
+        "bt_pref5": "preferred_batch_size: [ 5 ]\n  max_queue_delay_microseconds: 5000000",
+        "bt_delay": "preferred_batch_size: [ 4 ]\n  max_queue_delay_microseconds: 200000",
+        "bt_nodyn": None,
+    }
+    for i, (name, body) in enumerate(lin.items()):
+        sched = "" if body is None else _dyn(body) + "\n"
+        repo.add(name, 8, io_in, io_out, {1: _small_linear(name, 600 + i)}, config_extra=sched + one)
+
+    # The seed MLP's weights with no scheduler: under --disable-auto-complete-config every request runs alone.
+    mlp = Repo(os.path.join(repo.out, ".mlp_tmp"))
+    add_mlp(mlp)
+    m = onnx.load(os.path.join(mlp.out, "mlp", "1", "model.onnx"))
+    m.graph.name = "bt_mlp_nodyn"
+    repo.add("bt_mlp_nodyn", 64, [_io("INPUT0", "FP32", [1024])], [_out("OUTPUT0", "FP32", [10])], {1: m})
+    import shutil
+    shutil.rmtree(mlp.out)
+
+    s_in = [_io("SLOW_X", "FP32", [-1, SLOW_WIDTH])]
+    s_out = [_out("SLOW_Y", "FP32", [-1, SLOW_WIDTH])]
+    reject = "default_queue_policy {\n    timeout_action: %s\n    default_timeout_microseconds: %d\n" \
+             "    allow_timeout_override: %s\n  }"
+    slow = {
+        # name: (max_batch_size, dynamic_batching body, instances)
+        "bt_slow": (8, "", 1),
+        "bt_slow_pref24": (8, "preferred_batch_size: [ 2, 4 ]\n  max_queue_delay_microseconds: 5000000", 1),
+        "bt_slow_prio": (1, "priority_levels: 2\n  default_priority_level: 2", 1),
+        "bt_slow_full": (1, "default_queue_policy {\n    max_queue_size: 2\n  }", 1),
+        "bt_slow_reject": (1, reject % ("REJECT", 100000, "false"), 1),
+        "bt_slow_delayact": (1, reject % ("DELAY", 100000, "false"), 1),
+        "bt_slow_override": (1, reject % ("REJECT", 60000000, "true"), 1),
+        "bt_slow_nooverride": (1, reject % ("REJECT", 60000000, "false"), 1),
+        "bt_order": (8, "preserve_ordering: true", 2),
+        "bt_noorder": (8, "", 2),
+    }
+    for name, (mbs, body, n) in slow.items():
+        repo.add(name, mbs, s_in, s_out, {1: _slow_model(name)}, config_extra=_dyn(body) + "\n" + _instances(n),
+                 rtol=1e-4)
+
+
 def generate(out, which="test"):
     """Writes the repository into `out` and returns {model name: spec}."""
     os.makedirs(out, exist_ok=True)
     repo = Repo(out)
+    if which == "batching":
+        add_batching(repo)
+        return repo.specs
     add_mlp(repo)
     if which == "example":
         add_ops_gemm(repo)
@@ -403,7 +486,7 @@ def generate(out, which="test"):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="model repository directory to write")
-    ap.add_argument("--set", choices=["example", "test"], default="test")
+    ap.add_argument("--set", choices=["example", "test", "batching"], default="test")
     ap.add_argument("--spec-out", help="also write the models' spec as JSON here (keep it outside --out)")
     args = ap.parse_args(argv)
     specs = generate(args.out, args.set)
