@@ -3,6 +3,10 @@
 #ifndef INFERD_ENGINE_ERR_H
 #define INFERD_ENGINE_ERR_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum err_code {
   ERR_OK = 0,
   ERR_CANCELLED = 1,
@@ -39,5 +43,9 @@ const char *err_code_name(err_code code);
     int try_rc_ = (expr);           \
     if (try_rc_ != 0) return try_rc_; \
   } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

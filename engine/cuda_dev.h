@@ -1,0 +1,39 @@
+// cuda_dev.h: which CUDA devices this process can use. The runtime already
+// applies CUDA_VISIBLE_DEVICES (GPU or MIG UUIDs, ordinals); this only reports
+// what it exposes. A machine without a GPU or without a driver is not an
+// error: it lists no devices and says why, so inferd falls back to the CPU.
+#ifndef INFERD_ENGINE_CUDA_DEV_H
+#define INFERD_ENGINE_CUDA_DEV_H
+
+#include <stddef.h>
+
+#include "engine/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct eng_cuda_dev {
+  int ordinal;         // runtime device number, as cudaSetDevice takes it
+  char name[256];      // "NVIDIA H100 80GB HBM3"
+  char uuid[48];       // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (a MIG instance's own UUID under MIG)
+  size_t total_mem;    // bytes of device memory
+  int sm_count;        // multiprocessors
+  int cc_major, cc_minor;  // compute capability, 9.0 for Hopper
+} eng_cuda_dev;
+
+// Lists the visible devices. *n receives how many there are; the first
+// min(*n, cap) are written to out (out may be NULL when cap is 0).
+// No device and no (or too old a) driver are not errors: the call returns 0
+// with *n == 0, e->code == ERR_OK and e->msg saying why, for the log.
+// Any other runtime failure returns ERR_INTERNAL.
+int eng_cuda_devices(eng_cuda_dev *out, int cap, int *n, err *e);
+
+// "NVIDIA H100 80GB HBM3 (GPU-..., sm_90, 132 SMs, 79.6 GiB)" into buf.
+void eng_cuda_dev_describe(const eng_cuda_dev *d, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,290 @@
+// cuda_gemm.c: row-major GEMM with fused epilogues on cuBLASLt.
+//
+// cuBLASLt is column-major. A row-major [r,c] matrix is the same memory as a
+// column-major [c,r] one, i.e. its transpose, so the row-major product
+// C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T:
+// cuBLAS's first operand is our B, its second our A, and its m and n are our
+// n and m. A bias of n (per row-major column) is then a bias per column-major
+// row, which is exactly what cuBLASLt's BIAS epilogues broadcast.
+//
+// Descriptors, layouts and the algorithm the heuristic picked are cached per
+// (shape, transposes, epilogue, dtype, pointer alignment): creating them
+// allocates host memory and the heuristic query costs tens of microseconds,
+// neither of which belongs on the request path after a shape's first call.
+#include "engine/cuda_gemm.h"
+
+#include <cublasLt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda_check.h"
+
+// Only int32 fields, so the key has no padding and compares with memcmp.
+typedef struct gemm_key {
+  int32_t m, n, k;
+  int32_t trans_a, trans_b, epilogue, dtype;
+  // Lowest set bit of each address, capped at 256: the heuristic picks
+  // algorithms for the alignment it is shown (the bias's through its pointer).
+  int32_t align_a, align_b, align_c, align_bias;
+} gemm_key;
+
+typedef struct gemm_entry {
+  gemm_key key;
+  bool valid;
+  uint64_t last_use;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc;  // cuBLAS's A (our B), B (our A), C = D
+  cublasLtMatmulAlgo_t algo;
+} gemm_entry;
+
+struct eng_gemm_lt {
+  cublasLtHandle_t lt;
+  int device;
+  void *workspace;
+  size_t workspace_bytes;
+  gemm_entry *cache;
+  int cache_cap;
+  uint64_t tick;
+  eng_gemm_lt_stats st;
+};
+
+const char *eng_gemm_epilogue_name(eng_gemm_epilogue epi) {
+  switch (epi) {
+    case ENG_GEMM_EPI_NONE: return "none";
+    case ENG_GEMM_EPI_RELU: return "relu";
+    case ENG_GEMM_EPI_GELU: return "gelu";
+    case ENG_GEMM_EPI_BIAS: return "bias";
+    case ENG_GEMM_EPI_BIAS_RELU: return "bias_relu";
+    case ENG_GEMM_EPI_BIAS_GELU: return "bias_gelu";
+  }
+  return "?";
+}
+
+const char *eng_gemm_dtype_name(eng_gemm_dtype dt) {
+  switch (dt) {
+    case ENG_GEMM_FP32: return "fp32";
+    case ENG_GEMM_FP32_TF32: return "fp32_tf32";
+    case ENG_GEMM_FP16: return "fp16";
+  }
+  return "?";
+}
+
+static bool epi_has_bias(eng_gemm_epilogue epi) {
+  return epi == ENG_GEMM_EPI_BIAS || epi == ENG_GEMM_EPI_BIAS_RELU || epi == ENG_GEMM_EPI_BIAS_GELU;
+}
+
+static cublasLtEpilogue_t epi_lt(eng_gemm_epilogue epi) {
+  switch (epi) {
+    case ENG_GEMM_EPI_NONE: return CUBLASLT_EPILOGUE_DEFAULT;
+    case ENG_GEMM_EPI_RELU: return CUBLASLT_EPILOGUE_RELU;
+    case ENG_GEMM_EPI_GELU: return CUBLASLT_EPILOGUE_GELU;
+    case ENG_GEMM_EPI_BIAS: return CUBLASLT_EPILOGUE_BIAS;
+    case ENG_GEMM_EPI_BIAS_RELU: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case ENG_GEMM_EPI_BIAS_GELU: return CUBLASLT_EPILOGUE_GELU_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+static int32_t ptr_align(const void *p) {
+  uintptr_t v = (uintptr_t)p;
+  uintptr_t low = v & (~v + 1);
+  return (low == 0 || low > 256) ? 256 : (int32_t)low;
+}
+
+static void entry_release(gemm_entry *en) {
+  if (en->lc) (void)cublasLtMatrixLayoutDestroy(en->lc);
+  if (en->lb) (void)cublasLtMatrixLayoutDestroy(en->lb);
+  if (en->la) (void)cublasLtMatrixLayoutDestroy(en->la);
+  if (en->op) (void)cublasLtMatmulDescDestroy(en->op);
+  memset(en, 0, sizeof *en);
+}
+
+int eng_gemm_lt_create(eng_gemm_lt **out, size_t workspace_bytes, int cache_cap, err *e) {
+  if (!out || cache_cap < 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "gemm: bad arguments (cache_cap %d)", cache_cap);
+  *out = NULL;
+  eng_gemm_lt *g = calloc(1, sizeof *g);
+  if (!g) return err_set(e, ERR_RESOURCE_EXHAUSTED, "gemm: out of host memory");
+  g->cache_cap = cache_cap > 0 ? cache_cap : 64;
+  g->cache = calloc((size_t)g->cache_cap, sizeof *g->cache);
+  int rc;
+  if (!g->cache) {
+    rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "gemm: out of host memory for %d cache entries", g->cache_cap);
+    goto fail;
+  }
+  if ((rc = CUDA_OK(e, cudaGetDevice(&g->device))) != 0) goto fail;
+  if ((rc = CUBLAS_OK(e, cublasLtCreate(&g->lt))) != 0) goto fail;
+  if (workspace_bytes > 0) {
+    if ((rc = CUDA_OK(e, cudaMalloc(&g->workspace, workspace_bytes))) != 0) {
+      err_prefix(e, "gemm workspace of %zu bytes on device %d: ", workspace_bytes, g->device);
+      goto fail;
+    }
+    g->workspace_bytes = workspace_bytes;
+  }
+  *out = g;
+  return 0;
+fail:
+  eng_gemm_lt_destroy(g);
+  return rc;
+}
+
+void eng_gemm_lt_destroy(eng_gemm_lt *g) {
+  if (!g) return;
+  if (g->cache)
+    for (int i = 0; i < g->cache_cap; i++)
+      if (g->cache[i].valid) entry_release(&g->cache[i]);
+  free(g->cache);
+  if (g->workspace) (void)cudaFree(g->workspace);
+  if (g->lt) (void)cublasLtDestroy(g->lt);
+  (void)cudaGetLastError();
+  free(g);
+}
+
+void eng_gemm_lt_stats_get(const eng_gemm_lt *g, eng_gemm_lt_stats *s) {
+  *s = g->st;
+  s->cached = 0;
+  for (int i = 0; i < g->cache_cap; i++) s->cached += g->cache[i].valid;
+}
+
+// Builds descriptors and asks the heuristic once for key; fills en on success.
+// bias is this call's (NULL without a bias epilogue): the heuristic reads its
+// alignment from the pointer.
+static int entry_build(eng_gemm_lt *g, gemm_entry *en, const gemm_key *key, const void *bias, err *e) {
+  memset(en, 0, sizeof *en);
+  cudaDataType_t t = key->dtype == ENG_GEMM_FP16 ? CUDA_R_16F : CUDA_R_32F;
+  cublasComputeType_t ct =
+      key->dtype == ENG_GEMM_FP32_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cublasOperation_t op_a = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = our B
+  cublasOperation_t op_b = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS B = our A
+  cublasLtEpilogue_t epi = epi_lt((eng_gemm_epilogue)key->epilogue);
+  uint64_t m = (uint64_t)key->m, n = (uint64_t)key->n, k = (uint64_t)key->k;
+  cublasLtMatmulPreference_t pref = NULL;
+  int rc;
+#define STEP(call)                              \
+  do {                                          \
+    if ((rc = CUBLAS_OK(e, call)) != 0) goto fail; \
+  } while (0)
+  STEP(cublasLtMatmulDescCreate(&en->op, ct, CUDA_R_32F));
+  STEP(cublasLtMatmulDescSetAttribute(en->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  STEP(cublasLtMatmulDescSetAttribute(en->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  STEP(cublasLtMatmulDescSetAttribute(en->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  if (epi_has_bias((eng_gemm_epilogue)key->epilogue)) {
+    int32_t bt = (int32_t)t;
+    STEP(cublasLtMatmulDescSetAttribute(en->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    STEP(cublasLtMatmulDescSetAttribute(en->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  }
+  // Column-major views: our B is [n,k] (ld n) or, transposed, [k,n] (ld k);
+  // our A is [k,m] (ld k) or [m,k] (ld m); C is [n,m] (ld n).
+  if (key->trans_b) STEP(cublasLtMatrixLayoutCreate(&en->la, t, k, n, (int64_t)k));
+  else STEP(cublasLtMatrixLayoutCreate(&en->la, t, n, k, (int64_t)n));
+  if (key->trans_a) STEP(cublasLtMatrixLayoutCreate(&en->lb, t, m, k, (int64_t)m));
+  else STEP(cublasLtMatrixLayoutCreate(&en->lb, t, k, m, (int64_t)k));
+  STEP(cublasLtMatrixLayoutCreate(&en->lc, t, n, m, (int64_t)n));
+
+  STEP(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = g->workspace_bytes;
+  STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  // The heuristic assumes 256-byte aligned buffers unless told otherwise; an
+  // algorithm picked that way may fail on a tensor at an odd offset.
+  uint32_t al_a = (uint32_t)key->align_b, al_b = (uint32_t)key->align_a, al_c = (uint32_t)key->align_c;
+  STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+  STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+  STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+  STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
+
+  cublasLtMatmulHeuristicResult_t res;
+  memset(&res, 0, sizeof res);
+  int found = 0;
+  g->st.heuristic_queries++;
+  cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(g->lt, en->op, en->la, en->lb, en->lc, en->lc,
+                                                     pref, 1, &res, &found);
+  if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0)) {
+    rc = err_set(e, ERR_UNIMPLEMENTED,
+                 "gemm: cuBLASLt has no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d "
+                 "epilogue %s dtype %s (alignments A %d, B %d, C %d, bias %d; workspace %zu)",
+                 key->m, key->n, key->k, key->trans_a, key->trans_b,
+                 eng_gemm_epilogue_name((eng_gemm_epilogue)key->epilogue),
+                 eng_gemm_dtype_name((eng_gemm_dtype)key->dtype), key->align_a, key->align_b,
+                 key->align_c, key->align_bias, g->workspace_bytes);
+    goto fail;
+  }
+  STEP(hs);
+#undef STEP
+  (void)cublasLtMatmulPreferenceDestroy(pref);
+  en->algo = res.algo;
+  en->key = *key;
+  en->valid = true;
+  return 0;
+fail:
+  if (pref) (void)cublasLtMatmulPreferenceDestroy(pref);
+  entry_release(en);
+  return rc;
+}
+
+static int lookup(eng_gemm_lt *g, const gemm_key *key, const void *bias, gemm_entry **out, err *e) {
+  gemm_entry *victim = NULL;
+  for (int i = 0; i < g->cache_cap; i++) {
+    gemm_entry *en = &g->cache[i];
+    if (en->valid && memcmp(&en->key, key, sizeof *key) == 0) {
+      en->last_use = ++g->tick;
+      g->st.cache_hits++;
+      *out = en;
+      return 0;
+    }
+    if (!victim || (victim->valid && (!en->valid || en->last_use < victim->last_use))) victim = en;
+  }
+  g->st.cache_misses++;
+  if (victim->valid) {
+    entry_release(victim);
+    g->st.evictions++;
+  }
+  TRY(entry_build(g, victim, key, bias, e));
+  victim->last_use = ++g->tick;
+  *out = victim;
+  return 0;
+}
+
+int eng_gemm_lt_run(eng_gemm_lt *g, void *C, const void *A, const void *B, const void *bias,
+                    int m, int n, int k, bool trans_a, bool trans_b, eng_gemm_epilogue epilogue,
+                    eng_gemm_dtype dtype, cudaStream_t stream, err *e) {
+  if (!g || !C || !A || !B)
+    return err_set(e, ERR_INVALID_ARGUMENT, "gemm: NULL %s", !g ? "object" : !C ? "C" : !A ? "A" : "B");
+  if (m < 1 || n < 1 || k < 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "gemm: sizes must be >= 1 (m=%d n=%d k=%d)", m, n, k);
+  if ((unsigned)epilogue > ENG_GEMM_EPI_BIAS_GELU)
+    return err_set(e, ERR_INVALID_ARGUMENT, "gemm: unknown epilogue %d", (int)epilogue);
+  if ((unsigned)dtype > ENG_GEMM_FP16)
+    return err_set(e, ERR_INVALID_ARGUMENT, "gemm: unknown dtype %d", (int)dtype);
+  bool want_bias = epi_has_bias(epilogue);
+  if (want_bias != (bias != NULL))
+    return err_set(e, ERR_INVALID_ARGUMENT, "gemm: epilogue %s %s", eng_gemm_epilogue_name(epilogue),
+                   want_bias ? "needs a bias" : "takes no bias");
+  int32_t esize = dtype == ENG_GEMM_FP16 ? 2 : 4;
+  if (ptr_align(A) < esize || ptr_align(B) < esize || ptr_align(C) < esize ||
+      (bias && ptr_align(bias) < esize))
+    return err_set(e, ERR_INVALID_ARGUMENT, "gemm: a pointer is not aligned to its %d-byte elements", esize);
+
+  gemm_key key;
+  memset(&key, 0, sizeof key);
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.trans_a = trans_a;
+  key.trans_b = trans_b;
+  key.epilogue = (int32_t)epilogue;
+  key.dtype = (int32_t)dtype;
+  key.align_a = ptr_align(A);
+  key.align_b = ptr_align(B);
+  key.align_c = ptr_align(C);
+  key.align_bias = bias ? ptr_align(bias) : 0;
+  gemm_entry *en;
+  TRY(lookup(g, &key, bias, &en, e));
+  if (want_bias)
+    CUBLAS_TRY(e, cublasLtMatmulDescSetAttribute(en->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                 sizeof bias));
+  const float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_TRY(e, cublasLtMatmul(g->lt, en->op, &alpha, B, en->la, A, en->lb, &beta, C, en->lc, C,
+                               en->lc, &en->algo, g->workspace, g->workspace_bytes, stream));
+  g->st.runs++;
+  return 0;
+}
