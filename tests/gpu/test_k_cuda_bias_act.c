@@ -18,20 +18,29 @@ static void ref(float *y, const float *x, const float *bias, size_t rows, size_t
     memcpy(y, x, n * 4);
   }
   switch (act) {
-    case K_ACT_RELU: k_relu(y, y, n); break;
-    case K_ACT_GELU: k_gelu(y, y, n, 0); break;
-    case K_ACT_GELU_TANH: k_gelu(y, y, n, 1); break;
-    default: break;
+    case K_ACT_RELU:
+      k_relu(y, y, n);
+      break;
+    case K_ACT_GELU:
+      k_gelu(y, y, n, 0);
+      break;
+    case K_ACT_GELU_TANH:
+      k_gelu(y, y, n, 1);
+      break;
+    default:
+      break;
   }
 }
 
 static void run_case(tk_rng *r, size_t rows, size_t cols, k_act act, int with_bias, int in_place) {
   size_t n = rows * cols;
-  float *x = tk_xmalloc(n * 4), *bias = tk_xmalloc(cols * 4), *want = tk_xmalloc(n * 4), *got = tk_xmalloc(n * 4);
+  float *x = tk_xmalloc(n * 4), *bias = tk_xmalloc(cols * 4), *want = tk_xmalloc(n * 4),
+        *got = tk_xmalloc(n * 4);
   tk_fill(r, x, n, -6.0f, 6.0f);
   tk_fill(r, bias, cols, -2.0f, 2.0f);
   ref(want, x, with_bias ? bias : NULL, rows, cols, act);
-  float *dx = tk_to_dev(x, n * 4), *db = tk_to_dev(bias, cols * 4), *dy = in_place ? dx : tk_dev_alloc(n * 4);
+  float *dx = tk_to_dev(x, n * 4), *db = tk_to_dev(bias, cols * 4),
+        *dy = in_place ? dx : tk_dev_alloc(n * 4);
   TK_OK(k_bias_act_cuda(dy, dx, with_bias ? db : NULL, rows, cols, act, NULL, TK_E));
   tk_from_dev(got, dy, n * 4);
   char what[128];
@@ -51,8 +60,9 @@ static void run_case(tk_rng *r, size_t rows, size_t cols, k_act act, int with_bi
 }
 
 static void test_shapes(void) {
-  static const size_t shapes[][2] = {{1, 1},       {1, 7},       {3, 17},   {64, 1000}, {1024, 1024},
-                                     {1, 1048579}, {1048579, 1}, {70001, 3}, {5, 4097}};
+  static const size_t shapes[][2] = {{1, 1},       {1, 7},       {3, 17},
+                                     {64, 1000},   {1024, 1024}, {1, 1048579},
+                                     {1048579, 1}, {70001, 3},   {5, 4097}};
   tk_rng r = {99};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int act = 0; act < 4; act++) run_case(&r, shapes[s][0], shapes[s][1], (k_act)act, 1, 0);

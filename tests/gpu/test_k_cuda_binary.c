@@ -39,7 +39,8 @@ static int run_case(scratch *s, tk_rng *r, int ndim, const int64_t *yd, const in
   size_t mx = ny > na ? ny : na;
   mx = mx > nb ? mx : nb;
   scratch_reserve(s, mx);
-  float *a = tk_xmalloc(na * 4), *b = tk_xmalloc(nb * 4), *want = tk_xmalloc(ny * 4), *got = tk_xmalloc(ny * 4);
+  float *a = tk_xmalloc(na * 4), *b = tk_xmalloc(nb * 4), *want = tk_xmalloc(ny * 4),
+        *got = tk_xmalloc(ny * 4);
   tk_fill(r, a, na, -100.0f, 100.0f);
   tk_fill(r, b, nb, -3.0f, 3.0f);
   k_binary_f32(want, a, b, ndim, yd, ad, bd, op);
@@ -52,7 +53,8 @@ static int run_case(scratch *s, tk_rng *r, int ndim, const int64_t *yd, const in
   int bad = rc != 0 || memcmp(got, want, ny * 4) != 0;
   if (bad && verbose) {
     fprintf(stderr, "  mismatch: rank %d op %d rc %d (%s); y dims", ndim, (int)op, rc, e.msg);
-    for (int i = 0; i < ndim; i++) fprintf(stderr, " %lld/%lld/%lld", (long long)yd[i], (long long)ad[i], (long long)bd[i]);
+    for (int i = 0; i < ndim; i++)
+      fprintf(stderr, " %lld/%lld/%lld", (long long)yd[i], (long long)ad[i], (long long)bd[i]);
     fprintf(stderr, "\n");
     tk_compare("binary", got, want, ny, 0.0, 0.0);
   }
@@ -79,14 +81,17 @@ static void test_hand(scratch *s) {
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
     for (int op = 0; op < 4; op++)
-      CHECK_EQ_INT(run_case(s, &r, cases[c].ndim, cases[c].y, cases[c].a, cases[c].b, (k_binop)op, 1), 0);
+      CHECK_EQ_INT(
+          run_case(s, &r, cases[c].ndim, cases[c].y, cases[c].a, cases[c].b, (k_binop)op, 1), 0);
   // Rank 0: a scalar op scalar.
-  for (int op = 0; op < 4; op++) CHECK_EQ_INT(run_case(s, &r, 0, NULL, NULL, NULL, (k_binop)op, 1), 0);
+  for (int op = 0; op < 4; op++)
+    CHECK_EQ_INT(run_case(s, &r, 0, NULL, NULL, NULL, (k_binop)op, 1), 0);
 
   // Known values, not only agreement with the reference: [2,1,4] * [3,1].
   float a3[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b3[3] = {1, 10, 100}, y3[24];
   int64_t yd3[3] = {2, 3, 4}, ad3[3] = {2, 1, 4}, bd3[3] = {1, 3, 1};
-  float *da = tk_to_dev(a3, sizeof a3), *db = tk_to_dev(b3, sizeof b3), *dy = tk_dev_alloc(sizeof y3);
+  float *da = tk_to_dev(a3, sizeof a3), *db = tk_to_dev(b3, sizeof b3),
+        *dy = tk_dev_alloc(sizeof y3);
   TK_OK(k_binary_f32_cuda(dy, da, db, 3, yd3, ad3, bd3, K_MUL, NULL, TK_E));
   tk_from_dev(y3, dy, sizeof y3);
   CHECK(y3[0] == 1.0f);
@@ -135,14 +140,14 @@ static void test_large(scratch *s) {
     int ndim;
     int64_t y[K_MAX_DIMS], a[K_MAX_DIMS], b[K_MAX_DIMS];
   } cases[] = {
-      {1, {1048579}, {1048579}, {1048579}},                      // same shape, odd length
-      {1, {1048579}, {1048579}, {1}},                            // tensor op scalar
-      {1, {1048579}, {1}, {1048579}},                            // scalar op tensor
-      {2, {1024, 1023}, {1024, 1023}, {1, 1023}},                // row bias
-      {2, {1023, 1024}, {1023, 1024}, {1023, 1}},                // column broadcast
-      {2, {1024, 1024}, {1024, 1}, {1, 1024}},                   // outer product
-      {3, {64, 128, 129}, {64, 1, 129}, {1, 128, 1}},            // both inputs broadcast
-      {4, {8, 16, 32, 256}, {8, 1, 32, 256}, {1, 16, 1, 256}},   // NCHW-ish
+      {1, {1048579}, {1048579}, {1048579}},                     // same shape, odd length
+      {1, {1048579}, {1048579}, {1}},                           // tensor op scalar
+      {1, {1048579}, {1}, {1048579}},                           // scalar op tensor
+      {2, {1024, 1023}, {1024, 1023}, {1, 1023}},               // row bias
+      {2, {1023, 1024}, {1023, 1024}, {1023, 1}},               // column broadcast
+      {2, {1024, 1024}, {1024, 1}, {1, 1024}},                  // outer product
+      {3, {64, 128, 129}, {64, 1, 129}, {1, 128, 1}},           // both inputs broadcast
+      {4, {8, 16, 32, 256}, {8, 1, 32, 256}, {1, 16, 1, 256}},  // NCHW-ish
       {5, {2, 3, 4, 5, 6}, {2, 1, 4, 1, 6}, {1, 3, 1, 5, 1}},
       {6, {2, 1, 3, 2, 5, 7}, {1, 1, 3, 1, 5, 7}, {2, 1, 1, 2, 1, 7}},
       {8, {2, 3, 2, 3, 2, 3, 2, 5}, {2, 1, 2, 1, 2, 1, 2, 5}, {1, 3, 1, 3, 1, 3, 1, 1}},
@@ -150,7 +155,8 @@ static void test_large(scratch *s) {
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
     for (int op = 0; op < 4; op++)
-      CHECK_EQ_INT(run_case(s, &r, cases[c].ndim, cases[c].y, cases[c].a, cases[c].b, (k_binop)op, 1), 0);
+      CHECK_EQ_INT(
+          run_case(s, &r, cases[c].ndim, cases[c].y, cases[c].a, cases[c].b, (k_binop)op, 1), 0);
 }
 
 // Same-shape in place (y == a), and division by zero giving inf/NaN as on the CPU.

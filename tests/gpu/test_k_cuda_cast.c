@@ -24,7 +24,8 @@ static void check_f32_to_f16(const char *what, const float *x, size_t n) {
     int shown = 0;
     for (size_t i = 0; i < n && shown < 5; i++)
       if (got[i] != want[i]) {
-        fprintf(stderr, "  %s: x=%a (0x%08x) got 0x%04x want 0x%04x\n", what, (double)x[i], tk_bits(x[i]), got[i], want[i]);
+        fprintf(stderr, "  %s: x=%a (0x%08x) got 0x%04x want 0x%04x\n", what, (double)x[i],
+                tk_bits(x[i]), got[i], want[i]);
         shown++;
       }
   }
@@ -45,7 +46,8 @@ static void check_f16_to_f32(const char *what, const uint16_t *x, size_t n) {
     int shown = 0;
     for (size_t i = 0; i < n && shown < 5; i++)
       if (tk_bits(got[i]) != tk_bits(want[i])) {
-        fprintf(stderr, "  %s: h=0x%04x got 0x%08x want 0x%08x\n", what, x[i], tk_bits(got[i]), tk_bits(want[i]));
+        fprintf(stderr, "  %s: h=0x%04x got 0x%08x want 0x%08x\n", what, x[i], tk_bits(got[i]),
+                tk_bits(want[i]));
         shown++;
       }
   }
@@ -87,20 +89,39 @@ static void test_all_halves(void) {
 
 static void test_specials(void) {
   float x[] = {
-      0.0f, -0.0f, INFINITY, -INFINITY,
-      from_bits(0x7fc00000u), from_bits(0xffc00000u),  // quiet NaNs
-      from_bits(0x7f800001u),                          // NaN whose payload is lost: quiet bit set
-      from_bits(0x7fa02000u), from_bits(0xff8fe000u),  // NaNs whose top payload bits survive
-      65504.0f, 65519.0f, nextafterf(65520.0f, 0.0f), 65520.0f, 65536.0f, 1e10f, -65520.0f, 3.4e38f,
-      6.103515625e-05f,                              // 2^-14, smallest normal half
+      0.0f,
+      -0.0f,
+      INFINITY,
+      -INFINITY,
+      from_bits(0x7fc00000u),
+      from_bits(0xffc00000u),  // quiet NaNs
+      from_bits(0x7f800001u),  // NaN whose payload is lost: quiet bit set
+      from_bits(0x7fa02000u),
+      from_bits(0xff8fe000u),  // NaNs whose top payload bits survive
+      65504.0f,
+      65519.0f,
+      nextafterf(65520.0f, 0.0f),
+      65520.0f,
+      65536.0f,
+      1e10f,
+      -65520.0f,
+      3.4e38f,
+      6.103515625e-05f,  // 2^-14, smallest normal half
       nextafterf(6.103515625e-05f, 0.0f),
-      5.9604644775390625e-08f,                       // 2^-24, smallest subnormal half
-      2.98023223876953125e-08f,                      // 2^-25: halfway to 0, ties to even -> 0
-      nextafterf(2.98023223876953125e-08f, 1.0f),    // just above: rounds up to 2^-24
-      8.940696716308594e-08f,                        // 1.5 * 2^-24: tie, rounds to even 2^-23
-      1e-30f, -1e-30f, 1e-45f, from_bits(0x00800000u), 1.0f, -1.0f, 0.1f, 1.0009765625f,
-      1.00048828125f,                                 // 1 + 2^-11: tie -> 1.0
-      1.00146484375f,                                 // 1 + 3*2^-11: tie -> 1 + 2^-9
+      5.9604644775390625e-08f,                     // 2^-24, smallest subnormal half
+      2.98023223876953125e-08f,                    // 2^-25: halfway to 0, ties to even -> 0
+      nextafterf(2.98023223876953125e-08f, 1.0f),  // just above: rounds up to 2^-24
+      8.940696716308594e-08f,                      // 1.5 * 2^-24: tie, rounds to even 2^-23
+      1e-30f,
+      -1e-30f,
+      1e-45f,
+      from_bits(0x00800000u),
+      1.0f,
+      -1.0f,
+      0.1f,
+      1.0009765625f,
+      1.00048828125f,  // 1 + 2^-11: tie -> 1.0
+      1.00146484375f,  // 1 + 3*2^-11: tie -> 1 + 2^-9
   };
   check_f32_to_f16("f32->f16 specials", x, sizeof x / sizeof x[0]);
   check_f32_to_f16("f32->f16 n=1", x + 9, 1);

@@ -25,7 +25,8 @@ static int next_perm(int *p, int n) {
 
 // One transpose on the GPU (device pointers offset by `shift` bytes) vs the
 // reference; returns 1 on a mismatch.
-static int run_case(int ndim, const int64_t *xd, const int *perm, size_t es, size_t shift, int verbose) {
+static int run_case(int ndim, const int64_t *xd, const int *perm, size_t es, size_t shift,
+                    int verbose) {
   size_t n = 1;
   for (int i = 0; i < ndim; i++) n *= (size_t)xd[i];
   size_t bytes = n * es;
@@ -99,8 +100,11 @@ static void test_misc(void) {
 
   // Rank 8, a few permutations including identity and reversal.
   int64_t d8[8] = {2, 3, 1, 2, 3, 2, 1, 5};
-  int perms8[][8] = {{0, 1, 2, 3, 4, 5, 6, 7}, {7, 6, 5, 4, 3, 2, 1, 0}, {1, 0, 3, 2, 5, 4, 7, 6},
-                     {2, 6, 0, 1, 3, 4, 5, 7}, {0, 2, 4, 6, 1, 3, 5, 7}};
+  int perms8[][8] = {{0, 1, 2, 3, 4, 5, 6, 7},
+                     {7, 6, 5, 4, 3, 2, 1, 0},
+                     {1, 0, 3, 2, 5, 4, 7, 6},
+                     {2, 6, 0, 1, 3, 4, 5, 7},
+                     {0, 2, 4, 6, 1, 3, 5, 7}};
   for (size_t i = 0; i < sizeof perms8 / sizeof perms8[0]; i++) {
     CHECK_EQ_INT(run_case(8, d8, perms8[i], 4, 0, 1), 0);
     CHECK_EQ_INT(run_case(8, d8, perms8[i], 3, 0, 1), 0);

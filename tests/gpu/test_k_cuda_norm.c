@@ -9,7 +9,8 @@
 // element). Shapes with spatial 1, odd spatial, many channels, ~1M elements.
 #include "test_k_cuda_util.h"
 
-static void layer_case(tk_rng *r, size_t rows, size_t cols, float offset, int with_bias, int in_place) {
+static void layer_case(tk_rng *r, size_t rows, size_t cols, float offset, int with_bias,
+                       int in_place) {
   size_t n = rows * cols;
   float *x = tk_xmalloc(n * 4), *want = tk_xmalloc(n * 4), *got = tk_xmalloc(n * 4);
   float *scale = tk_xmalloc(cols * 4), *bias = tk_xmalloc(cols * 4);
@@ -38,9 +39,9 @@ static void layer_case(tk_rng *r, size_t rows, size_t cols, float offset, int wi
 }
 
 static void test_layer_norm(void) {
-  static const size_t shapes[][2] = {{1, 1},   {3, 1},    {1, 7},       {3, 17},      {5, 33},
-                                     {2, 100}, {64, 768}, {16, 4096},   {7, 4099},    {1, 1048579},
-                                     {1024, 1024}, {65537, 3}};
+  static const size_t shapes[][2] = {{1, 1},    {3, 1},       {1, 7},       {3, 17},
+                                     {5, 33},   {2, 100},     {64, 768},    {16, 4096},
+                                     {7, 4099}, {1, 1048579}, {1024, 1024}, {65537, 3}};
   tk_rng r = {31337};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     layer_case(&r, shapes[s][0], shapes[s][1], 0.0f, 1, 0);
@@ -48,13 +49,15 @@ static void test_layer_norm(void) {
   }
   layer_case(&r, 32, 1000, 1000.0f, 1, 0);  // mean 1000, spread 2
   layer_case(&r, 8, 4096, -300.0f, 0, 0);
-  layer_case(&r, 33, 257, 3.0f, 1, 1);      // in place
+  layer_case(&r, 33, 257, 3.0f, 1, 1);  // in place
 }
 
-static void batch_case(tk_rng *r, size_t nb, size_t c, size_t spatial, int with_bias, int in_place) {
+static void batch_case(tk_rng *r, size_t nb, size_t c, size_t spatial, int with_bias,
+                       int in_place) {
   size_t n = nb * c * spatial;
   float *x = tk_xmalloc(n * 4), *want = tk_xmalloc(n * 4), *got = tk_xmalloc(n * 4);
-  float *scale = tk_xmalloc(c * 4), *bias = tk_xmalloc(c * 4), *mean = tk_xmalloc(c * 4), *var = tk_xmalloc(c * 4);
+  float *scale = tk_xmalloc(c * 4), *bias = tk_xmalloc(c * 4), *mean = tk_xmalloc(c * 4),
+        *var = tk_xmalloc(c * 4);
   tk_fill(r, x, n, -5.0f, 5.0f);
   tk_fill(r, scale, c, -2.0f, 2.0f);
   tk_fill(r, bias, c, -1.0f, 1.0f);
@@ -65,11 +68,12 @@ static void batch_case(tk_rng *r, size_t nb, size_t c, size_t spatial, int with_
   float *dx = tk_to_dev(x, n * 4), *dy = in_place ? dx : tk_dev_alloc(n * 4);
   float *ds = tk_to_dev(scale, c * 4), *db = tk_to_dev(bias, c * 4);
   float *dm = tk_to_dev(mean, c * 4), *dv = tk_to_dev(var, c * 4);
-  TK_OK(k_batch_norm_cuda(dy, dx, ds, with_bias ? db : NULL, dm, dv, nb, c, spatial, eps, NULL, TK_E));
+  TK_OK(k_batch_norm_cuda(dy, dx, ds, with_bias ? db : NULL, dm, dv, nb, c, spatial, eps, NULL,
+                          TK_E));
   tk_from_dev(got, dy, n * 4);
   char what[128];
-  snprintf(what, sizeof what, "batch_norm [%zu,%zu,%zu]%s%s", nb, c, spatial, with_bias ? "" : " no bias",
-           in_place ? " in place" : "");
+  snprintf(what, sizeof what, "batch_norm [%zu,%zu,%zu]%s%s", nb, c, spatial,
+           with_bias ? "" : " no bias", in_place ? " in place" : "");
   tk_compare_bits(what, got, want, n * 4);
   if (!in_place) TK_CUDA(cudaFree(dy));
   TK_CUDA(cudaFree(dx));
@@ -87,9 +91,10 @@ static void batch_case(tk_rng *r, size_t nb, size_t c, size_t spatial, int with_
 }
 
 static void test_batch_norm(void) {
-  static const size_t shapes[][3] = {{1, 1, 1},   {1, 3, 1},     {2, 3, 5},      {4, 64, 49},
-                                     {8, 1024, 1}, {1, 3, 349527}, {16, 32, 2048}, {3, 5, 1048579 / 15},
-                                     {2, 70000, 1}};
+  static const size_t shapes[][3] = {
+      {1, 1, 1},    {1, 3, 1},      {2, 3, 5},      {4, 64, 49},
+      {8, 1024, 1}, {1, 3, 349527}, {16, 32, 2048}, {3, 5, 1048579 / 15},
+      {2, 70000, 1}};
   tk_rng r = {4242};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int b = 0; b < 2; b++) batch_case(&r, shapes[s][0], shapes[s][1], shapes[s][2], b, 0);
@@ -104,9 +109,11 @@ static void test_errors(void) {
   CHECK_CONTAINS(e.msg, "k_layer_norm_cuda");
   CHECK_EQ_INT(k_layer_norm_cuda(p, p, p, NULL, 2, 5, -1.0f, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "epsilon");
-  CHECK_EQ_INT(k_batch_norm_cuda(p, p, p, NULL, p, NULL, 1, 2, 3, 1e-5f, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_batch_norm_cuda(p, p, p, NULL, p, NULL, 1, 2, 3, 1e-5f, NULL, &e),
+               ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "k_batch_norm_cuda");
-  CHECK_EQ_INT(k_batch_norm_cuda(p, p, p, p, p, p, SIZE_MAX, 2, 3, 1e-5f, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_batch_norm_cuda(p, p, p, p, p, p, SIZE_MAX, 2, 3, 1e-5f, NULL, &e),
+               ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "overflow");
 }
 

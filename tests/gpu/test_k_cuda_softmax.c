@@ -26,8 +26,8 @@ static double col_shift(const float *x, size_t len, size_t inner, size_t o, size
   return mx + log(s);
 }
 
-static void run_case(tk_rng *r, size_t outer, size_t len, size_t inner, float lo, float hi, int log_form,
-                     int in_place) {
+static void run_case(tk_rng *r, size_t outer, size_t len, size_t inner, float lo, float hi,
+                     int log_form, int in_place) {
   size_t n = outer * len * inner;
   float *x = tk_xmalloc(n * 4), *want = tk_xmalloc(n * 4), *got = tk_xmalloc(n * 4);
   tk_fill(r, x, n, lo, hi);
@@ -76,15 +76,16 @@ static void run_case(tk_rng *r, size_t outer, size_t len, size_t inner, float lo
 
 static void test_shapes(void) {
   static const size_t shapes[][3] = {
-      {1, 1, 1}, {7, 1, 1}, {1, 2, 1}, {3, 17, 1}, {5, 31, 1}, {2, 33, 1}, {128, 1000, 1},
-      {64, 4096, 1}, {3, 4097, 1}, {1, 1048579, 1},  // one ~1M row
-      {1024, 1024, 1}, {262147, 4, 1},                // many short rows
-      {1, 3, 2}, {2, 5, 3}, {4, 33, 7}, {8, 3, 257}, {1, 1, 9}, {3, 1000, 2},
-      {1, 1000, 1000}, {1000, 2, 500},                // ~1M over columns
+      {1, 1, 1},       {7, 1, 1},      {1, 2, 1},    {3, 17, 1},      {5, 31, 1}, {2, 33, 1},
+      {128, 1000, 1},  {64, 4096, 1},  {3, 4097, 1}, {1, 1048579, 1},  // one ~1M row
+      {1024, 1024, 1}, {262147, 4, 1},                                 // many short rows
+      {1, 3, 2},       {2, 5, 3},      {4, 33, 7},   {8, 3, 257},     {1, 1, 9},  {3, 1000, 2},
+      {1, 1000, 1000}, {1000, 2, 500},  // ~1M over columns
   };
   tk_rng r = {2024};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-    for (int lf = 0; lf < 2; lf++) run_case(&r, shapes[s][0], shapes[s][1], shapes[s][2], -10.0f, 10.0f, lf, 0);
+    for (int lf = 0; lf < 2; lf++)
+      run_case(&r, shapes[s][0], shapes[s][1], shapes[s][2], -10.0f, 10.0f, lf, 0);
   // Large values: without the max subtracted, exp overflows.
   for (int lf = 0; lf < 2; lf++) {
     run_case(&r, 16, 300, 1, 990.0f, 1010.0f, lf, 0);
@@ -116,7 +117,8 @@ static void test_errors(void) {
   CHECK_EQ_INT(k_softmax_cuda(NULL, NULL, 0, 5, 1, NULL, &e), 0);
   CHECK_EQ_INT(k_softmax_cuda(NULL, NULL, 3, 5, 1, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "k_softmax_cuda");
-  CHECK_EQ_INT(k_log_softmax_cuda((float *)16, (float *)16, SIZE_MAX / 2, 3, 1, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_log_softmax_cuda((float *)16, (float *)16, SIZE_MAX / 2, 3, 1, NULL, &e),
+               ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "k_log_softmax_cuda");
   CHECK_CONTAINS(e.msg, "overflow");
 }

@@ -9,38 +9,63 @@
 #include "test_k_cuda_util.h"
 
 typedef enum { U_RELU, U_LEAKY, U_SIGMOID, U_TANH, U_ERF, U_GELU, U_GELU_TANH, U_COUNT } uop;
-static const char *const uop_name[U_COUNT] = {"relu", "leaky_relu", "sigmoid", "tanh", "erf",
-                                              "gelu", "gelu_tanh"};
+static const char *const uop_name[U_COUNT] = {"relu", "leaky_relu", "sigmoid",  "tanh",
+                                              "erf",  "gelu",       "gelu_tanh"};
 
 static const float leaky_alpha = 0.01f;
 
 static void ref_run(uop op, float *y, const float *x, size_t n) {
   switch (op) {
-    case U_RELU: k_relu(y, x, n); break;
-    case U_LEAKY: k_leaky_relu(y, x, n, leaky_alpha); break;
-    case U_SIGMOID: k_sigmoid(y, x, n); break;
-    case U_TANH: k_tanh(y, x, n); break;
-    case U_ERF: k_erf(y, x, n); break;
-    case U_GELU: k_gelu(y, x, n, 0); break;
-    case U_GELU_TANH: k_gelu(y, x, n, 1); break;
-    default: break;
+    case U_RELU:
+      k_relu(y, x, n);
+      break;
+    case U_LEAKY:
+      k_leaky_relu(y, x, n, leaky_alpha);
+      break;
+    case U_SIGMOID:
+      k_sigmoid(y, x, n);
+      break;
+    case U_TANH:
+      k_tanh(y, x, n);
+      break;
+    case U_ERF:
+      k_erf(y, x, n);
+      break;
+    case U_GELU:
+      k_gelu(y, x, n, 0);
+      break;
+    case U_GELU_TANH:
+      k_gelu(y, x, n, 1);
+      break;
+    default:
+      break;
   }
 }
 
 static int gpu_run(uop op, float *y, const float *x, size_t n, err *e) {
   switch (op) {
-    case U_RELU: return k_relu_cuda(y, x, n, NULL, e);
-    case U_LEAKY: return k_leaky_relu_cuda(y, x, n, leaky_alpha, NULL, e);
-    case U_SIGMOID: return k_sigmoid_cuda(y, x, n, NULL, e);
-    case U_TANH: return k_tanh_cuda(y, x, n, NULL, e);
-    case U_ERF: return k_erf_cuda(y, x, n, NULL, e);
-    case U_GELU: return k_gelu_cuda(y, x, n, 0, NULL, e);
-    case U_GELU_TANH: return k_gelu_cuda(y, x, n, 1, NULL, e);
-    default: return -1;
+    case U_RELU:
+      return k_relu_cuda(y, x, n, NULL, e);
+    case U_LEAKY:
+      return k_leaky_relu_cuda(y, x, n, leaky_alpha, NULL, e);
+    case U_SIGMOID:
+      return k_sigmoid_cuda(y, x, n, NULL, e);
+    case U_TANH:
+      return k_tanh_cuda(y, x, n, NULL, e);
+    case U_ERF:
+      return k_erf_cuda(y, x, n, NULL, e);
+    case U_GELU:
+      return k_gelu_cuda(y, x, n, 0, NULL, e);
+    case U_GELU_TANH:
+      return k_gelu_cuda(y, x, n, 1, NULL, e);
+    default:
+      return -1;
   }
 }
 
-static int exact(uop op) { return op == U_RELU || op == U_LEAKY; }
+static int exact(uop op) {
+  return op == U_RELU || op == U_LEAKY;
+}
 
 // Runs op on x[0..n) with the device input at byte offset `shift` floats
 // into its buffer (shift 1 defeats 16-byte alignment), out of place and in place.
@@ -91,9 +116,9 @@ static void test_random(void) {
 }
 
 static void test_specials(void) {
-  float x[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-45f, -1e-45f, 0.5f, -0.5f, 5.4f, -5.4f, 9.0f, -9.0f,
-               20.0f, -20.0f, 88.0f, -88.0f, 89.0f, -104.0f, 1e10f, -1e10f, 3.4e38f, -3.4e38f,
-               INFINITY, -INFINITY, NAN};
+  float x[] = {0.0f,  -0.0f,  1e-30f,  -1e-30f,  1e-45f,   -1e-45f,   0.5f,   -0.5f, 5.4f,
+               -5.4f, 9.0f,   -9.0f,   20.0f,    -20.0f,   88.0f,     -88.0f, 89.0f, -104.0f,
+               1e10f, -1e10f, 3.4e38f, -3.4e38f, INFINITY, -INFINITY, NAN};
   size_t n = sizeof x / sizeof x[0];
   for (int op = 0; op < U_COUNT; op++) run_case((uop)op, x, n, 0);
 }
@@ -109,7 +134,8 @@ static void test_errors(void) {
   CHECK_EQ_INT(k_gelu_cuda((float *)16, (float *)16, 4, 2, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "k_gelu_cuda");
   CHECK_CONTAINS(e.msg, "approximate");
-  CHECK_EQ_INT(k_leaky_relu_cuda(NULL, NULL, 1, 0.1f, NULL, NULL), ERR_INVALID_ARGUMENT);  // e may be NULL
+  CHECK_EQ_INT(k_leaky_relu_cuda(NULL, NULL, 1, 0.1f, NULL, NULL),
+               ERR_INVALID_ARGUMENT);  // e may be NULL
 }
 
 int main(void) {

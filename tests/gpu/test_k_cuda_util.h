@@ -18,22 +18,22 @@
 
 // A test aborts on a CUDA failure in its own plumbing (alloc, copy, sync):
 // nothing after it could be trusted. Kernel launch results are CHECKed.
-#define TK_CUDA(call)                                                                    \
-  do {                                                                                   \
-    cudaError_t tk_rc_ = (call);                                                         \
-    if (tk_rc_ != cudaSuccess) {                                                         \
+#define TK_CUDA(call)                                                                            \
+  do {                                                                                           \
+    cudaError_t tk_rc_ = (call);                                                                 \
+    if (tk_rc_ != cudaSuccess) {                                                                 \
       fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(tk_rc_)); \
-      exit(1);                                                                           \
-    }                                                                                    \
+      exit(1);                                                                                   \
+    }                                                                                            \
   } while (0)
 
 // Asserts a launcher returned 0, printing its message otherwise.
-#define TK_OK(call)                                                                      \
-  do {                                                                                   \
-    err tk_e_ = {0};                                                                     \
-    int tk_r_ = (call);                                                                  \
-    check_count_++;                                                                      \
-    if (tk_r_ != 0) CHECK_FAIL_("%s returned %d: %s", #call, tk_r_, tk_e_.msg);          \
+#define TK_OK(call)                                                             \
+  do {                                                                          \
+    err tk_e_ = {0};                                                            \
+    int tk_r_ = (call);                                                         \
+    check_count_++;                                                             \
+    if (tk_r_ != 0) CHECK_FAIL_("%s returned %d: %s", #call, tk_r_, tk_e_.msg); \
   } while (0)
 // TK_OK's calls pass `&tk_e_` as their err.
 #define TK_E (&tk_e_)
@@ -173,8 +173,8 @@ static inline size_t tk_compare_bits(const char *what, const void *got, const vo
   }
   check_count_++;
   if (bad)
-    CHECK_FAIL_("%s: %zu of %zu bytes differ, first at byte %zu (got 0x%02x want 0x%02x)", what, bad,
-                n_bytes, first, g[first], w[first]);
+    CHECK_FAIL_("%s: %zu of %zu bytes differ, first at byte %zu (got 0x%02x want 0x%02x)", what,
+                bad, n_bytes, first, g[first], w[first]);
   return bad;
 }
 

@@ -1,0 +1,83 @@
+// kernels/k_cuda.h: launchers of the CUDA twins of the C reference kernels
+// (k_ref.h). Same math as the references, FP32 unless the name says
+// otherwise. Convention (llm.c's): outputs first, then inputs, sizes,
+// stream last; every pointer is a device pointer; each launcher checks its
+// arguments and the launch, returns 0 or an err_code and fills *e with a
+// message that names the kernel. Launches are asynchronous on `stream`
+// (NULL = the legacy default stream); nothing is allocated. A size of 0 is
+// a no-op that touches no pointer. C-callable.
+#ifndef INFERD_KERNELS_K_CUDA_H
+#define INFERD_KERNELS_K_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "engine/err.h"
+#include "kernels/k_ref.h"
+
+// --- elementwise unary (k_unary.cu); y may alias x.
+int k_relu_cuda(float *y, const float *x, size_t n, cudaStream_t stream, err *e);
+int k_leaky_relu_cuda(float *y, const float *x, size_t n, float alpha, cudaStream_t stream, err *e);
+int k_sigmoid_cuda(float *y, const float *x, size_t n, cudaStream_t stream, err *e);
+int k_tanh_cuda(float *y, const float *x, size_t n, cudaStream_t stream, err *e);
+int k_erf_cuda(float *y, const float *x, size_t n, cudaStream_t stream, err *e);
+// approximate: 0 = exact erf form, 1 = tanh approximation (as k_gelu).
+int k_gelu_cuda(float *y, const float *x, size_t n, int approximate, cudaStream_t stream, err *e);
+
+// --- binary with numpy broadcasting (k_binary.cu). Shapes as k_binary_f32:
+// all three have `ndim` dims (0..K_MAX_DIMS; callers left-pad with 1s), an
+// input dim equals ydims[i] or is 1. The dim arrays are HOST memory, read
+// before the call returns; y must not overlap a or b unless it is exactly
+// the same buffer with the same shape as y.
+int k_binary_f32_cuda(float *y, const float *a, const float *b, int ndim, const int64_t *ydims,
+                      const int64_t *adims, const int64_t *bdims, k_binop op, cudaStream_t stream,
+                      err *e);
+
+// --- softmax over the middle axis of [outer, axis_len, inner] (k_softmax.cu)
+int k_softmax_cuda(float *y, const float *x, size_t outer, size_t axis_len, size_t inner,
+                   cudaStream_t stream, err *e);
+int k_log_softmax_cuda(float *y, const float *x, size_t outer, size_t axis_len, size_t inner,
+                       cudaStream_t stream, err *e);
+
+// --- normalisation (k_norm.cu); bias may be NULL in both.
+int k_layer_norm_cuda(float *y, const float *x, const float *scale, const float *bias, size_t rows,
+                      size_t cols, float eps, cudaStream_t stream, err *e);
+int k_batch_norm_cuda(float *y, const float *x, const float *scale, const float *bias,
+                      const float *mean, const float *var, size_t n, size_t c, size_t spatial,
+                      float eps, cudaStream_t stream, err *e);
+
+// --- layout (k_layout.cu): y = x transposed by perm (y dim i = x dim
+// perm[i]), any element size, up to K_MAX_DIMS dims; xdims and perm are HOST
+// memory; y must not overlap x.
+int k_transpose_cuda(void *y, const void *x, size_t elem_size, int ndim, const int64_t *xdims,
+                     const int *perm, cudaStream_t stream, err *e);
+
+// --- IEEE half <-> float (k_cast.cu), bit-identical to k_f16_to_f32 and
+// k_f32_to_f16 (round to nearest even; inf, NaN payloads and subnormals kept).
+int k_f16_to_f32_cuda(float *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
+int k_f32_to_f16_cuda(uint16_t *y, const float *x, size_t n, cudaStream_t stream, err *e);
+
+// --- fused GEMM epilogue (k_bias_act.cu): y[r,c] = act(x[r,c] + bias[c])
+// over a row-major [rows, cols] matrix; bias may be NULL (activation only);
+// y may alias x. The cuBLASLt path falls back to it when its own epilogue
+// does not fit.
+typedef enum k_act {
+  K_ACT_NONE = 0,
+  K_ACT_RELU = 1,
+  K_ACT_GELU = 2,       // exact erf form (ONNX Gelu default)
+  K_ACT_GELU_TANH = 3,  // tanh approximation (cuBLASLt's GELU epilogue)
+} k_act;
+int k_bias_act_cuda(float *y, const float *x, const float *bias, size_t rows, size_t cols,
+                    k_act act, cudaStream_t stream, err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
