@@ -13,7 +13,9 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINFERD_CUDA=ON -DCMA
 cmake --build build-gpu -j "$(nproc)"
 rm -rf .devrun
 mkdir -p .devrun/bin .devrun/lib
-cp build-gpu/bin/* .devrun/bin/
+# only what runs there: the server, the GPU tests, the benchmarks
+cp build-gpu/bin/inferd build-gpu/bin/test_cuda_* build-gpu/bin/test_k_cuda_* build-gpu/bin/bench_* .devrun/bin/
+cp build-gpu/bin/test_gpu_* .devrun/bin/ 2>/dev/null || true
 for b in .devrun/bin/*; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcuda|libcudart|libcublas|libnvrtc|libnvJitLink' \
