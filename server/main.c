@@ -16,6 +16,9 @@
 #include <unistd.h>
 
 #include "engine/config.h"
+#if INFERD_HAVE_CUDA
+#include "engine/cuda_dev.h"
+#endif
 #include "proto/protoset.h"
 #include "server/cli.h"
 #include "server/http.h"
@@ -73,6 +76,30 @@ static int wait_stop_signal(const sigset_t *set, int signal_fd) {
   }
 }
 
+// A CUDA-enabled build starts on machines without a GPU (or a driver) and
+// serves on the CPU; the log says which.
+static void log_devices(void) {
+#if INFERD_HAVE_CUDA
+  eng_cuda_dev devs[16];
+  int n = 0;
+  err e = {0};
+  if (eng_cuda_devices(devs, 16, &n, &e) != 0) {
+    srv_log(SRV_LOG_WARN, "CUDA: %s; running on the CPU", e.msg);
+  } else if (n == 0) {
+    srv_log(SRV_LOG_INFO, "CUDA: %s; running on the CPU", e.msg[0] ? e.msg : "no device");
+  } else {
+    for (int i = 0; i < n && i < 16; i++) {
+      char d[512];
+      eng_cuda_dev_describe(&devs[i], d, sizeof d);
+      srv_log(SRV_LOG_INFO, "CUDA device %d: %s", i, d);
+    }
+    srv_log(SRV_LOG_INFO, "CUDA: models run on the CPU engine until the CUDA plan backend lands");
+  }
+#else
+  srv_log(SRV_LOG_INFO, "built without CUDA: running on the CPU");
+#endif
+}
+
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -124,6 +151,7 @@ int main(int argc, char **argv) {
   srv_grpc *grpc = NULL;
   http_close_ctx hc = {0};
 
+  log_devices();
   int default_max_batch = o.auto_complete_config ? o.default_max_batch_size : CONFIG_NO_AUTO_COMPLETE;
   if (srv_registry_load(o.model_repository, default_max_batch, &srv.reg, &e) != 0) {
     srv_log(SRV_LOG_ERROR, "cannot load the model repository: %s", e.msg);

@@ -11,5 +11,9 @@ target_compile_definitions(inferd_server PUBLIC INFERD_VERSION="${PROJECT_VERSIO
 target_link_libraries(inferd_server PUBLIC inferd_grpc inferd_http inferd_reflection inferd_protoset
   inferd_batcher inferd_model inferd_config inferd_graph inferd_proto inferd_base PkgConfig::LIBUV Threads::Threads)
 
+if(INFERD_HAVE_CUDA)
+  target_link_libraries(inferd_server PUBLIC inferd_cuda)  # device discovery at start-up
+endif()
+
 add_executable(inferd ${CMAKE_CURRENT_LIST_DIR}/main.c)
 target_link_libraries(inferd PRIVATE inferd_server)
