@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/plan_internal.h"
 #include "kernels/k_ref.h"
 
 // --- helpers
@@ -303,13 +304,9 @@ static int run_gemm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_
 
 // --- MatMul (numpy semantics)
 
-typedef struct mm_shape {
-  int64_t m, k, n;
-  int nb;  // batch rank
-  int64_t batch[ENG_MAX_DIMS], abatch[ENG_MAX_DIMS], bbatch[ENG_MAX_DIMS];
-} mm_shape;
+typedef eng_mm_shape mm_shape;
 
-static int mm_analyse(const eng_tensor *a, const eng_tensor *b, mm_shape *s, eng_tensor *y,
+int eng_ops__mm_analyse(const eng_tensor *a, const eng_tensor *b, mm_shape *s, eng_tensor *y,
                       err *e) {
   if (a->ndims < 1 || b->ndims < 1)
     return err_set(e, ERR_INVALID_ARGUMENT, "MatMul operands must have rank >= 1");
@@ -350,14 +347,14 @@ static int infer_matmul(const eng_op_params *p, const eng_tensor *in, int n_in, 
   TRY(need_f32(&in[0], "A", e));
   TRY(need_f32(&in[1], "B", e));
   mm_shape s;
-  return mm_analyse(&in[0], &in[1], &s, &out[0], e);
+  return eng_ops__mm_analyse(&in[0], &in[1], &s, &out[0], e);
 }
 
 static int run_matmul(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                       int n_out, err *e) {
   (void)p, (void)n_in, (void)n_out;
   mm_shape s;
-  TRY(mm_analyse(&in[0], &in[1], &s, NULL, e));
+  TRY(eng_ops__mm_analyse(&in[0], &in[1], &s, NULL, e));
   const float *a = in[0].data, *b = in[1].data;
   float *y = out[0].data;
   int64_t total = prod(s.batch, 0, s.nb), bcount = prod(s.bbatch, 0, s.nb);
@@ -396,7 +393,7 @@ static int run_matmul(const eng_op_params *p, const eng_tensor *in, int n_in, en
 
 // --- binary elementwise
 
-static int bcast(const eng_tensor *a, const eng_tensor *b, int *nd, int64_t *y, int64_t *ad,
+int eng_ops__bcast(const eng_tensor *a, const eng_tensor *b, int *nd, int64_t *y, int64_t *ad,
                  int64_t *bd, err *e) {
   int r = a->ndims > b->ndims ? a->ndims : b->ndims;
   for (int i = 0; i < r; i++) {
@@ -423,7 +420,7 @@ static int infer_binary(const eng_op_params *p, const eng_tensor *in, int n_in, 
                    dtype_wire_name(in[0].dt));
   int nd;
   int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
-  TRY(bcast(&in[0], &in[1], &nd, y, ad, bd, e));
+  TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
   set_out(&out[0], in[0].dt, nd, y);
   return 0;
 }
@@ -431,7 +428,7 @@ static int infer_binary(const eng_op_params *p, const eng_tensor *in, int n_in, 
 static int run_binary(const eng_tensor *in, eng_tensor *out, k_binop op, err *e) {
   int nd;
   int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
-  TRY(bcast(&in[0], &in[1], &nd, y, ad, bd, e));
+  TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
   if (nd == 0) {  // scalars: one dim of 1 keeps the kernels' loops simple
     nd = 1;
     y[0] = ad[0] = bd[0] = 1;
@@ -484,7 +481,7 @@ static int infer_softmax(const eng_op_params *p, const eng_tensor *in, int n_in,
   return infer_same_f32(p, in, n_in, out, n_out, e);
 }
 
-static void softmax_dims(const eng_op_params *p, const eng_tensor *x, size_t *outer, size_t *len,
+void eng_ops__softmax_dims(const eng_op_params *p, const eng_tensor *x, size_t *outer, size_t *len,
                          size_t *inner) {
   int r = x->ndims;
   int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
@@ -502,7 +499,7 @@ static int run_softmax(const eng_op_params *p, const eng_tensor *in, int n_in, e
                        int n_out, err *e) {
   (void)n_in, (void)n_out, (void)e;
   size_t o, l, i;
-  softmax_dims(p, &in[0], &o, &l, &i);
+  eng_ops__softmax_dims(p, &in[0], &o, &l, &i);
   if (o && l && i) k_softmax(out[0].data, in[0].data, o, l, i);
   return 0;
 }
@@ -511,7 +508,7 @@ static int run_log_softmax(const eng_op_params *p, const eng_tensor *in, int n_i
                            int n_out, err *e) {
   (void)n_in, (void)n_out, (void)e;
   size_t o, l, i;
-  softmax_dims(p, &in[0], &o, &l, &i);
+  eng_ops__softmax_dims(p, &in[0], &o, &l, &i);
   if (o && l && i) k_log_softmax(out[0].data, in[0].data, o, l, i);
   return 0;
 }
@@ -613,7 +610,7 @@ static int infer_unsqueeze(const eng_op_params *p, const eng_tensor *in, int n_i
 
 // --- Transpose
 
-static int get_perm(const eng_op_params *p, int r, int *perm, err *e) {
+int eng_ops__get_perm(const eng_op_params *p, int r, int *perm, err *e) {
   if (!p->has_ints) {
     for (int i = 0; i < r; i++) perm[i] = r - 1 - i;
     return 0;
@@ -634,7 +631,7 @@ static int infer_transpose(const eng_op_params *p, const eng_tensor *in, int n_i
                            int n_out, err *e) {
   (void)n_in, (void)n_out;
   int perm[ENG_MAX_DIMS], r = in[0].ndims;
-  TRY(get_perm(p, r, perm, e));
+  TRY(eng_ops__get_perm(p, r, perm, e));
   int64_t y[ENG_MAX_DIMS];
   for (int i = 0; i < r; i++) y[i] = in[0].dims[perm[i]];
   set_out(&out[0], in[0].dt, r, y);
@@ -645,7 +642,7 @@ static int run_transpose(const eng_op_params *p, const eng_tensor *in, int n_in,
                          int n_out, err *e) {
   (void)n_in, (void)n_out;
   int perm[ENG_MAX_DIMS], r = in[0].ndims;
-  TRY(get_perm(p, r, perm, e));
+  TRY(eng_ops__get_perm(p, r, perm, e));
   size_t n = numel(&in[0]), esz = dtype_size(in[0].dt);
   if (!n) return 0;
   if (r == 0) memcpy(out[0].data, in[0].data, esz);

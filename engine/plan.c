@@ -4,6 +4,7 @@
 // when their input dies at that node. Buffers are placed greedily, largest
 // first, at the lowest offset free during their whole lifetime.
 #include "engine/plan.h"
+#include "engine/plan_internal.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,30 +15,6 @@
 
 #define ALIGN 64
 
-struct eng_plan {
-  const eng_graph *g;
-  int max_batch;
-  size_t n_nodes, n_values, n_inputs, n_outputs;
-  const eng_op_def **defs;
-  eng_op_params *params;
-  eng_tensor *cur;  // per value: this run's type, shape and data pointer
-  eng_tensor *tin, *tout;  // scratch for one node's operands
-  int max_arity_in, max_arity_out;
-  int *last_use;    // per value
-  int *group_last;  // per root value
-  int *new_root;    // per value, computed for cur shapes
-  size_t *need;     // per root value: bytes its buffer needs for cur shapes
-  // the layout in force
-  int have_layout;
-  int *root;
-  size_t *cap;  // per root value: bytes reserved
-  size_t *off;  // per root value: arena offset
-  int *edge;    // per graph output: copied/converted into its own buffer
-  size_t *edge_cap, *edge_off;
-  size_t arena_need, naive_bytes;
-  uint8_t *arena;
-  size_t arena_alloc;
-};
 
 static size_t round_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
@@ -120,7 +97,7 @@ static void compute_roots(eng_plan *p) {
 }
 
 // Declared output type, or the computed one when the ValueInfo has none.
-static dtype out_dtype(const eng_plan *p, size_t j) {
+dtype eng_plan__out_dtype(const eng_plan *p, size_t j) {
   dtype d = eng_graph_output(p->g, j)->dt;
   return d == DT_INVALID ? p->cur[eng_graph_output_value(p->g, j)].dt : d;
 }
@@ -128,12 +105,13 @@ static dtype out_dtype(const eng_plan *p, size_t j) {
 static int output_needs_edge(const eng_plan *p, size_t j) {
   int v = eng_graph_output_value(p->g, j);
   int r = p->new_root[v];
-  return eng_graph_value(p->g, (size_t)r)->kind == ENG_VALUE_CONST || out_dtype(p, j) != p->cur[v].dt;
+  return eng_graph_value(p->g, (size_t)r)->kind == ENG_VALUE_CONST ||
+         eng_plan__out_dtype(p, j) != p->cur[v].dt;
 }
 
 static size_t edge_bytes(const eng_plan *p, size_t j) {
   const eng_tensor *t = &p->cur[eng_graph_output_value(p->g, j)];
-  return (size_t)eng_numel(t->ndims, t->dims) * dtype_size(out_dtype(p, j));
+  return (size_t)eng_numel(t->ndims, t->dims) * dtype_size(eng_plan__out_dtype(p, j));
 }
 
 // Whether the layout in force holds the shapes in p->cur.
@@ -215,7 +193,7 @@ static int assign(eng_plan *p, err *e) {
   free(placed);
   p->arena_need = total;
   p->have_layout = 1;
-  if (total > p->arena_alloc) {
+  if (p->host_arena && total > p->arena_alloc) {
     free(p->arena);
     p->arena_alloc = 0;
     p->arena = aligned_alloc(ALIGN, total);
@@ -247,12 +225,17 @@ static int set_planned_inputs(eng_plan *p, int *all_known) {
 }
 
 int eng_plan_create(const eng_graph *g, int max_batch, eng_plan **out, err *e) {
+  return eng_plan__create(g, max_batch, 1, out, e);
+}
+
+int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan **out, err *e) {
   *out = NULL;
   if (max_batch < 0) return err_set(e, ERR_INVALID_ARGUMENT, "max_batch %d < 0", max_batch);
   eng_plan *p = calloc(1, sizeof *p);
   if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   p->g = g;
   p->max_batch = max_batch;
+  p->host_arena = host_arena;
   p->n_nodes = eng_graph_n_nodes(g);
   p->n_values = eng_graph_n_values(g);
   p->n_inputs = eng_graph_n_inputs(g);
@@ -341,9 +324,9 @@ int eng_plan_create(const eng_graph *g, int max_batch, eng_plan **out, err *e) {
     if ((rc = infer_all(p, e)) != 0) goto fail;
     for (size_t j = 0; j < p->n_outputs && !rc; j++) {
       int v = eng_graph_output_value(g, j);
-      if (eng_ops_cpu_internal_dtype(out_dtype(p, j)) != p->cur[v].dt)
+      if (eng_ops_cpu_internal_dtype(eng_plan__out_dtype(p, j)) != p->cur[v].dt)
         rc = err_set(e, ERR_INVALID_ARGUMENT, "output '%s' is declared %s but computes %s",
-                     eng_graph_output(g, j)->name, dtype_wire_name(out_dtype(p, j)),
+                     eng_graph_output(g, j)->name, dtype_wire_name(eng_plan__out_dtype(p, j)),
                      dtype_wire_name(p->cur[v].dt));
     }
     if (rc) goto fail;
@@ -409,7 +392,7 @@ static int check_input(const eng_plan *p, size_t i, const eng_tensor *t, err *e)
 }
 
 // Converts between a declared edge type and the plan's internal FP32.
-static void to_internal(void *dst, const eng_tensor *src, size_t n) {
+void eng_plan__to_internal(void *dst, const eng_tensor *src, size_t n) {
   if (src->dt == DT_FP16) k_f16_to_f32(dst, src->data, n);
   else if (src->dt == DT_FP64) k_cast(dst, K_F32, src->data, K_F64, n);
   else if (src->dt == DT_BF16)
@@ -420,7 +403,7 @@ static void to_internal(void *dst, const eng_tensor *src, size_t n) {
   else memcpy(dst, src->data, n * dtype_size(src->dt));
 }
 
-static void to_edge(void *dst, dtype dt, const eng_tensor *src, size_t n) {
+void eng_plan__to_edge(void *dst, dtype dt, const eng_tensor *src, size_t n) {
   if (dt == DT_FP16) k_f32_to_f16(dst, src->data, n);
   else if (dt == DT_FP64) k_cast(dst, K_F64, src->data, K_F32, n);
   else if (dt == DT_BF16)
@@ -433,8 +416,7 @@ static void to_edge(void *dst, dtype dt, const eng_tensor *src, size_t n) {
   else memcpy(dst, src->data, n * dtype_size(dt));
 }
 
-int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor *outputs,
-                 size_t n_out, err *e) {
+int eng_plan__prepare(eng_plan *p, const eng_tensor *inputs, size_t n_in, size_t n_out, err *e) {
   const eng_graph *g = p->g;
   if (n_in != p->n_inputs)
     return err_set(e, ERR_INVALID_ARGUMENT, "%zu inputs given, the model has %zu", n_in,
@@ -454,13 +436,20 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
   if (!layout_fits(p)) {
     for (size_t j = 0; j < p->n_outputs; j++) {
       int v = eng_graph_output_value(g, j);
-      if (eng_ops_cpu_internal_dtype(out_dtype(p, j)) != p->cur[v].dt)
+      if (eng_ops_cpu_internal_dtype(eng_plan__out_dtype(p, j)) != p->cur[v].dt)
         return err_set(e, ERR_INVALID_ARGUMENT, "output '%s' is declared %s but computes %s",
-                       eng_graph_output(g, j)->name, dtype_wire_name(out_dtype(p, j)),
+                       eng_graph_output(g, j)->name, dtype_wire_name(eng_plan__out_dtype(p, j)),
                        dtype_wire_name(p->cur[v].dt));
     }
     TRY(assign(p, e));
   }
+  return 0;
+}
+
+int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor *outputs,
+                 size_t n_out, err *e) {
+  const eng_graph *g = p->g;
+  TRY(eng_plan__prepare(p, inputs, n_in, n_out, e));
   for (size_t v = 0; v < p->n_values; v++) {
     if (eng_graph_value(g, v)->kind == ENG_VALUE_CONST) continue;
     const eng_value *rv = eng_graph_value(g, (size_t)p->root[v]);
@@ -471,7 +460,7 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
   for (size_t i = 0; i < n_in; i++) {
     const eng_tensor *t = &p->cur[eng_graph_input_value(g, i)];
     size_t n = (size_t)eng_numel(t->ndims, t->dims);
-    if (n) to_internal(t->data, &inputs[i], n);
+    if (n) eng_plan__to_internal(t->data, &inputs[i], n);
   }
   for (size_t i = 0; i < p->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
@@ -489,14 +478,14 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
   for (size_t j = 0; j < n_out; j++) {
     const eng_tensor *t = &p->cur[eng_graph_output_value(g, j)];
     eng_tensor *o = &outputs[j];
-    o->dt = out_dtype(p, j);
+    o->dt = eng_plan__out_dtype(p, j);
     o->ndims = t->ndims;
     memcpy(o->dims, t->dims, sizeof o->dims);
     size_t n = (size_t)eng_numel(t->ndims, t->dims);
     o->bytes = n * dtype_size(o->dt);
     if (p->edge[j]) {
       o->data = p->arena + p->edge_off[j];
-      if (n) to_edge(o->data, o->dt, t, n);
+      if (n) eng_plan__to_edge(o->data, o->dt, t, n);
     } else {
       o->data = t->data;
     }

@@ -6,7 +6,10 @@ dir=${1:-build/bin}
 pass=0 skip=0 fail=0
 for t in "$dir"/test_cuda_* "$dir"/test_k_cuda_* "$dir"/test_gpu_*; do
   [ -x "$t" ] || continue
-  out=$("$t" 2>&1); rc=$?
+  args=()
+  # test_gpu_plan reads the models gen_test_models.py wrote (device_bundle.sh puts them beside bin/)
+  [ "$(basename "$t")" = test_gpu_plan ] && args=("${GPU_PLAN_MODELS:-$dir/../gpu_plan_models}")
+  out=$("$t" "${args[@]}" 2>&1); rc=$?
   case $rc in
     0) pass=$((pass + 1)); echo "PASS $(basename "$t")";;
     77) skip=$((skip + 1)); echo "SKIP $(basename "$t"): $(echo "$out" | grep -m1 SKIP)";;

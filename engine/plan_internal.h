@@ -1,0 +1,94 @@
+// engine/plan_internal.h: the planner's analysis, shared by the CPU plan
+// (plan.c) and the CUDA plan (plan_cuda.c) so both execute one node order,
+// one set of inferred shapes and dtypes and one arena layout (roots, offsets,
+// aliases, constants). Not a public header: only engine/ backends include it.
+#ifndef INFERD_ENGINE_PLAN_INTERNAL_H
+#define INFERD_ENGINE_PLAN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/err.h"
+#include "engine/graph.h"
+#include "engine/ops_cpu.h"
+#include "engine/plan.h"
+#include "engine/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct eng_plan {
+  const eng_graph *g;
+  int max_batch;
+  int host_arena;  // 1: the layout's arena is host memory this plan owns (the CPU plan)
+  size_t n_nodes, n_values, n_inputs, n_outputs;
+  const eng_op_def **defs;
+  eng_op_params *params;
+  eng_tensor *cur;  // per value: this run's type, shape and data pointer
+  eng_tensor *tin, *tout;  // scratch for one node's operands
+  int max_arity_in, max_arity_out;
+  int *last_use;    // per value
+  int *group_last;  // per root value
+  int *new_root;    // per value, computed for cur shapes
+  size_t *need;     // per root value: bytes its buffer needs for cur shapes
+  // the layout in force
+  int have_layout;
+  int *root;
+  size_t *cap;  // per root value: bytes reserved
+  size_t *off;  // per root value: arena offset
+  int *edge;    // per graph output: copied/converted into its own buffer
+  size_t *edge_cap, *edge_off;
+  size_t arena_need, naive_bytes;
+  uint8_t *arena;  // NULL unless host_arena
+  size_t arena_alloc;
+};
+
+// eng_plan_create with a choice of arena: host_arena 0 plans the layout
+// (arena_need, off, edge_off) but allocates no host arena, for a backend
+// that places the arena elsewhere.
+int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan **out, err *e);
+
+// The first half of eng_plan_run: validates the inputs (count, dtype,
+// shape, bytes), infers every value's shape for them and re-lays-out when
+// the layout in force does not fit. On return p->cur holds types and shapes
+// (data pointers are the caller's to set), p->root/off/edge the layout and
+// p->arena_need its size.
+int eng_plan__prepare(eng_plan *p, const eng_tensor *inputs, size_t n_in, size_t n_out, err *e);
+
+// Graph output j's declared type (the computed one where none is declared).
+dtype eng_plan__out_dtype(const eng_plan *p, size_t j);
+
+// Host conversions at the plan's edges: a declared input type (FP16, BF16,
+// FP64, or any other type copied as is) into the internal type, and the
+// internal FP32 into a declared output type. n elements.
+void eng_plan__to_internal(void *dst, const eng_tensor *src, size_t n);
+void eng_plan__to_edge(void *dst, dtype dt, const eng_tensor *src, size_t n);
+
+// --- shape helpers of ops_cpu.c that other backends reuse
+
+// MatMul with numpy semantics: [batch..., m, k] x [batch..., k, n].
+typedef struct eng_mm_shape {
+  int64_t m, k, n;
+  int nb;  // batch rank
+  int64_t batch[ENG_MAX_DIMS], abatch[ENG_MAX_DIMS], bbatch[ENG_MAX_DIMS];
+} eng_mm_shape;
+int eng_ops__mm_analyse(const eng_tensor *a, const eng_tensor *b, eng_mm_shape *s, eng_tensor *y,
+                        err *e);
+
+// Broadcast shapes of a and b left-padded to *nd dims: y, ad, bd.
+int eng_ops__bcast(const eng_tensor *a, const eng_tensor *b, int *nd, int64_t *y, int64_t *ad,
+                   int64_t *bd, err *e);
+
+// Softmax/LogSoftmax as [outer, len, inner] (opset < 13: 2-D coercion).
+void eng_ops__softmax_dims(const eng_op_params *p, const eng_tensor *x, size_t *outer, size_t *len,
+                           size_t *inner);
+
+// Transpose's permutation for rank r (reversed when no perm is given).
+int eng_ops__get_perm(const eng_op_params *p, int r, int *perm, err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,508 @@
+// test_gpu_plan.c: the CUDA plan (engine/plan_cuda.c) against the CPU plan
+// (engine/plan.c) on the models tests/unit/engine/gen_test_models.py writes:
+// the same random inputs for every batch size 1..max_batch (or the declared
+// shapes for fixed-shape models), outputs compared element by element; two
+// GPU plans of one graph on two threads at once; no real allocation across
+// 100 runs; a larger shape re-plans, grows and is counted; bad inputs are
+// refused and leave the plan usable.
+//
+// Error measure: whole graphs mix GEMMs, reductions and transcendental
+// functions whose summation order and ulp differ between the CPU and the
+// GPU, so an element's error is scaled by the magnitude of its output
+// tensor as well as its own, a stand-in for the magnitude of the terms
+// that formed it (cancellation makes small results relatively inexact):
+//   |gpu - cpu| <= rtol * (|cpu| + mean |cpu| over the tensor)
+// with rtol = 1e-5 for FP32/FP64, 1e-3 for FP16 outputs and for bn_cast's
+// FP32 output that went through an FP16 round trip (one ulp of FP16 is
+// 2^-10 relative, and a last-bit difference before rounding may flip it).
+// Integer outputs must match exactly.
+//
+// Models: argv[1], else $INFERD_GPU_PLAN_MODELS, else the directory ctest's
+// fixture writes, else .devrun/gpu_plan_models (the GPU machine's bundle).
+// Without a device: checks that create refuses, prints SKIP and exits 77.
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "check.h"
+#include "engine/graph.h"
+#include "engine/plan.h"
+#include "engine/plan_cuda.h"
+#include "kernels/k_ref.h"
+
+#ifndef INFERD_GPU_PLAN_MODELS
+#define INFERD_GPU_PLAN_MODELS ""
+#endif
+
+enum { MAXB = 4, MAX_IO = 8 };
+
+static const char *models_dir;
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static double urand(void) {  // uniform in [-1, 1)
+  rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// --- inputs
+
+typedef struct io_set {
+  size_t n;
+  eng_tensor t[MAX_IO];
+} io_set;
+
+static void io_free(io_set *s) {
+  for (size_t i = 0; i < s->n; i++) free(s->t[i].data);
+  s->n = 0;
+}
+
+// The case file's input shapes ("in <onnx type> <rank> <dims...>").
+static int read_case_shapes(const char *name, int64_t dims[MAX_IO][ENG_MAX_DIMS], int *ranks,
+                            size_t *n) {
+  char path[1024], kind[8];
+  snprintf(path, sizeof path, "%s/%s.case", models_dir, name);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  int et, rank;
+  *n = 0;
+  while (fscanf(f, "%7s %d %d", kind, &et, &rank) == 3) {
+    int64_t d[ENG_MAX_DIMS] = {0};
+    for (int i = 0; i < rank && i < ENG_MAX_DIMS; i++) {
+      long long v;
+      if (fscanf(f, "%lld", &v) != 1) break;
+      d[i] = v;
+    }
+    if (strcmp(kind, "in") == 0 && *n < MAX_IO) {
+      memcpy(dims[*n], d, sizeof d);
+      ranks[*n] = rank;
+      (*n)++;
+    }
+  }
+  fclose(f);
+  return 0;
+}
+
+// Random inputs of the graph's declared types: the case file's shapes with
+// dim 0 set to batch when batch > 0, and inner dim override `inner` (dim 1)
+// when > 0.
+static void make_inputs(const eng_graph *g, const char *name, int batch, int64_t dim1, io_set *s) {
+  int64_t dims[MAX_IO][ENG_MAX_DIMS];
+  int ranks[MAX_IO];
+  size_t nc = 0;
+  CHECK_EQ_INT(read_case_shapes(name, dims, ranks, &nc), 0);
+  s->n = eng_graph_n_inputs(g);
+  CHECK_EQ_INT(nc, s->n);
+  for (size_t i = 0; i < s->n && i < nc; i++) {
+    const eng_io *io = eng_graph_input(g, i);
+    eng_tensor *t = &s->t[i];
+    memset(t, 0, sizeof *t);
+    t->dt = io->dt;
+    t->ndims = ranks[i];
+    memcpy(t->dims, dims[i], sizeof t->dims);
+    if (batch > 0) t->dims[0] = batch;
+    if (dim1 > 0) t->dims[1] = dim1;
+    size_t n = (size_t)eng_numel(t->ndims, t->dims);
+    t->bytes = n * dtype_size(t->dt);
+    t->data = malloc(t->bytes ? t->bytes : 1);
+    CHECK(t->data != NULL);
+    for (size_t k = 0; k < n; k++) {
+      double v = 2.0 * urand();
+      switch (t->dt) {
+        case DT_FP32: ((float *)t->data)[k] = (float)v; break;
+        case DT_FP64: ((double *)t->data)[k] = v; break;
+        case DT_FP16: {
+          float f = (float)v;
+          k_f32_to_f16((uint16_t *)t->data + k, &f, 1);
+          break;
+        }
+        case DT_INT64: ((int64_t *)t->data)[k] = (int64_t)(v * 10); break;
+        default: memset((uint8_t *)t->data + k * dtype_size(t->dt), 0, dtype_size(t->dt));
+      }
+    }
+  }
+}
+
+// Deep copy of outputs (the plans' own memory is valid only until the next run).
+static void copy_outputs(const eng_tensor *o, size_t n, io_set *s) {
+  s->n = n;
+  for (size_t j = 0; j < n; j++) {
+    s->t[j] = o[j];
+    s->t[j].data = malloc(o[j].bytes ? o[j].bytes : 1);
+    CHECK(s->t[j].data != NULL);
+    if (o[j].bytes) memcpy(s->t[j].data, o[j].data, o[j].bytes);
+  }
+}
+
+// --- comparison
+
+static double elem(const eng_tensor *t, size_t k) {
+  switch (t->dt) {
+    case DT_FP32: return ((const float *)t->data)[k];
+    case DT_FP64: return ((const double *)t->data)[k];
+    case DT_FP16: {
+      float f;
+      k_f16_to_f32(&f, (const uint16_t *)t->data + k, 1);
+      return f;
+    }
+    case DT_INT64: return (double)((const int64_t *)t->data)[k];
+    case DT_INT32: return ((const int32_t *)t->data)[k];
+    case DT_BOOL: case DT_UINT8: return ((const uint8_t *)t->data)[k];
+    default: return NAN;
+  }
+}
+
+static int is_int(dtype d) { return d != DT_FP32 && d != DT_FP64 && d != DT_FP16 && d != DT_BF16; }
+
+// Returns the largest scaled error (error / bound * rtol) and counts
+// elements over the bound into *bad.
+static double compare(const char *what, const eng_tensor *cpu, const eng_tensor *gpu, double rtol,
+                      size_t *bad) {
+  *bad = 0;
+  CHECK_EQ_INT(gpu->dt, cpu->dt);
+  CHECK_EQ_INT(gpu->ndims, cpu->ndims);
+  for (int d = 0; d < cpu->ndims && d < gpu->ndims; d++) CHECK_EQ_INT(gpu->dims[d], cpu->dims[d]);
+  CHECK_EQ_INT(gpu->bytes, cpu->bytes);
+  if (gpu->dt != cpu->dt || gpu->bytes != cpu->bytes) {
+    *bad = 1;
+    return INFINITY;
+  }
+  size_t n = (size_t)eng_numel(cpu->ndims, cpu->dims);
+  if (n) CHECK(gpu->data != NULL);
+  double mean = 0, worst = 0;
+  for (size_t k = 0; k < n; k++) mean += fabs(elem(cpu, k));
+  mean = n ? mean / (double)n : 0;
+  for (size_t k = 0; k < n; k++) {
+    double c = elem(cpu, k), g = elem(gpu, k), diff = fabs(g - c);
+    double bound = is_int(cpu->dt) ? 0 : rtol * (fabs(c) + mean);
+    int ok = is_int(cpu->dt) ? g == c : (isfinite(g) && diff <= bound) || (isnan(c) && isnan(g));
+    double rel = bound > 0 ? diff / bound * rtol : (diff > 0 ? INFINITY : 0);
+    if (rel > worst) worst = rel;
+    if (!ok) {
+      if (*bad < 5)
+        fprintf(stderr, "  %s[%zu]: gpu %.9g cpu %.9g (|diff| %.3g > bound %.3g)\n", what, k, g, c,
+                diff, bound);
+      (*bad)++;
+    }
+  }
+  CHECK_EQ_INT(*bad, 0);
+  return worst;
+}
+
+static double out_rtol(const char *model, size_t j, dtype dt) {
+  if (dt == DT_FP16) return 1e-3;
+  if (strcmp(model, "bn_cast") == 0 && j == 0) return 1e-3;  // FP16 round trip inside
+  return 1e-5;
+}
+
+// Runs both plans on `in` and compares every output; returns the worst scaled error.
+static double run_both(const char *model, const eng_graph *g, eng_plan *cp, eng_cuda_plan *gp,
+                       const io_set *in, const char *label) {
+  eng_tensor co[MAX_IO], go[MAX_IO];
+  err e = {0};
+  size_t n_out = eng_graph_n_outputs(g);
+  // the CPU plan's outputs survive the GPU run: different plans
+  int rc = eng_plan_run(cp, in->t, in->n, co, n_out, &e);
+  if (rc) fprintf(stderr, "%s %s: cpu run: %s\n", model, label, e.msg);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) return INFINITY;
+  rc = eng_cuda_plan_run(gp, in->t, in->n, go, n_out, &e);
+  if (rc) fprintf(stderr, "%s %s: gpu run: %s\n", model, label, e.msg);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) return INFINITY;
+  double worst = 0;
+  for (size_t j = 0; j < n_out; j++) {
+    char what[160];
+    size_t bad;
+    snprintf(what, sizeof what, "%s %s out%zu", model, label, j);
+    double w = compare(what, &co[j], &go[j], out_rtol(model, j, co[j].dt), &bad);
+    if (w > worst) worst = w;
+    if (bad) fprintf(stderr, "%s: %zu elements over the bound\n", what, bad);
+  }
+  return worst;
+}
+
+static eng_graph *load_model(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s.onnx", models_dir, name);
+  eng_graph *g = NULL;
+  err e = {0};
+  if (eng_graph_load(path, &g, &e) != 0) fprintf(stderr, "load %s: %s\n", path, e.msg);
+  CHECK(g != NULL);
+  return g;
+}
+
+static int batch_of(const eng_graph *g) {
+  for (size_t i = 0; i < eng_graph_n_inputs(g); i++) {
+    const eng_io *io = eng_graph_input(g, i);
+    if (io->ndims > 0 && io->dims[0] < 0) return MAXB;
+  }
+  return 0;
+}
+
+// --- every model, every batch size
+
+static int n_models;
+
+static void test_models(void) {
+  char path[1024], name[128];
+  double rtol_file;
+  snprintf(path, sizeof path, "%s/ort_cases.txt", models_dir);
+  FILE *f = fopen(path, "r");
+  if (!f) fprintf(stderr, "cannot open %s: %s\n", path, strerror(errno));
+  CHECK(f != NULL);
+  if (!f) return;
+  while (fscanf(f, "%127s %lf", name, &rtol_file) == 2) {
+    eng_graph *g = load_model(name);
+    if (!g) continue;
+    int mb = batch_of(g);
+    eng_plan *cp = NULL;
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    CHECK_EQ_INT(eng_plan_create(g, mb, &cp, &e), 0);
+    int rc = eng_cuda_plan_create(g, mb, 0, &gp, &e);
+    if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);
+    CHECK_EQ_INT(rc, 0);
+    if (cp && gp) {
+      double worst = 0;
+      for (int b = mb > 0 ? 1 : 0; b <= mb; b++) {
+        io_set in = {0};
+        char label[32];
+        snprintf(label, sizeof label, "batch %d", b);
+        make_inputs(g, name, b, 0, &in);
+        double w = run_both(name, g, cp, gp, &in, label);
+        if (w > worst) worst = w;
+        io_free(&in);
+      }
+      printf("%-16s max_batch %d: worst scaled error %.3g, device arena %zu bytes\n", name, mb,
+             worst, eng_cuda_plan_arena_bytes(gp));
+      n_models++;
+    }
+    eng_cuda_plan_destroy(gp);
+    eng_plan_destroy(cp);
+    eng_graph_destroy(g);
+  }
+  fclose(f);
+  CHECK(n_models >= 14);
+}
+
+// --- no allocation on the hot path; growth is counted
+
+static void test_no_alloc(const char *name, int grow) {
+  eng_graph *g = load_model(name);
+  if (!g) return;
+  eng_plan *cp = NULL;
+  eng_cuda_plan *gp = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+  CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &gp, &e), 0);
+  if (!cp || !gp) goto out;
+  io_set in[MAXB + 1] = {{0}};
+  for (int b = 1; b <= MAXB; b++) make_inputs(g, name, b, 0, &in[b]);
+  // warm up at the largest batch: plans a dynamic non-batch dim, caches GEMM shapes
+  run_both(name, g, cp, gp, &in[MAXB], "warm-up");
+  uint64_t allocs = eng_cuda_plan_real_allocs(gp);
+  CHECK(allocs >= 2);  // at least the activation arena and the pinned staging
+  double worst = 0, t0 = now_s();
+  int runs = 0;
+  for (int i = 0; i < 100; i++) {
+    int b = 1 + i % MAXB;
+    eng_tensor go[MAX_IO];
+    size_t n_out = eng_graph_n_outputs(g);
+    int rc = eng_cuda_plan_run(gp, in[b].t, in[b].n, go, n_out, &e);
+    CHECK_EQ_INT(rc, 0);
+    runs += rc == 0;
+  }
+  double dt = now_s() - t0;
+  CHECK_EQ_INT(runs, 100);
+  CHECK_EQ_INT(eng_cuda_plan_real_allocs(gp), allocs);
+  // results after the 100 runs are still right for every batch size
+  for (int b = 1; b <= MAXB; b++) {
+    double w = run_both(name, g, cp, gp, &in[b], "after 100 runs");
+    if (w > worst) worst = w;
+  }
+  CHECK_EQ_INT(eng_cuda_plan_real_allocs(gp), allocs);
+  printf("%-16s 100 runs (batch 1..%d): %.1f us/run, real allocations %llu before and after\n",
+         name, MAXB, dt / 100 * 1e6, (unsigned long long)allocs);
+
+  // bad inputs are refused, and the plan still works after
+  eng_tensor go[MAX_IO];
+  size_t n_out = eng_graph_n_outputs(g);
+  CHECK_EQ_INT(eng_cuda_plan_run(gp, in[1].t, in[1].n + 1, go, n_out, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(eng_cuda_plan_run(gp, in[1].t, in[1].n, go, n_out + 1, &e), ERR_INVALID_ARGUMENT);
+  io_set big = {0};
+  make_inputs(g, name, MAXB + 1, 0, &big);
+  CHECK_EQ_INT(eng_cuda_plan_run(gp, big.t, big.n, go, n_out, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "batch size");
+  io_free(&big);
+  run_both(name, g, cp, gp, &in[2], "after refusals");
+
+  if (grow) {  // a longer dim 1 than planned: re-plan, grow, counted, still right
+    io_set longer = {0};
+    make_inputs(g, name, MAXB, in[MAXB].t[0].dims[1] + 3, &longer);
+    run_both(name, g, cp, gp, &longer, "grown");
+    CHECK(eng_cuda_plan_real_allocs(gp) > allocs);
+    uint64_t grown = eng_cuda_plan_real_allocs(gp);
+    run_both(name, g, cp, gp, &in[1], "after growth");
+    CHECK_EQ_INT(eng_cuda_plan_real_allocs(gp), grown);
+    printf("%-16s grew for a longer sequence: real allocations %llu -> %llu\n", name,
+           (unsigned long long)allocs, (unsigned long long)grown);
+    io_free(&longer);
+  }
+  for (int b = 1; b <= MAXB; b++) io_free(&in[b]);
+out:
+  eng_cuda_plan_destroy(gp);
+  eng_plan_destroy(cp);
+  eng_graph_destroy(g);
+}
+
+// --- two GPU plans of one graph on two threads
+
+typedef struct worker {
+  const eng_graph *g;
+  const io_set *in;      // per batch 1..MAXB
+  const io_set *expect;  // CPU outputs per batch
+  int id, runs, bad_runs, failed;
+  double worst;
+  char msg[ERR_MSG_MAX];
+} worker;
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  eng_cuda_plan *gp = NULL;
+  err e = {0};
+  if (eng_cuda_plan_create(w->g, MAXB, 0, &gp, &e) != 0) {
+    w->failed = 1;
+    snprintf(w->msg, sizeof w->msg, "%s", e.msg);
+    return NULL;
+  }
+  size_t n_out = eng_graph_n_outputs(w->g);
+  for (int i = 0; i < 40; i++) {
+    int b = 1 + (i * 3 + w->id) % MAXB;  // the two threads interleave different sizes
+    eng_tensor go[MAX_IO];
+    if (eng_cuda_plan_run(gp, w->in[b].t, w->in[b].n, go, n_out, &e) != 0) {
+      w->failed = 1;
+      snprintf(w->msg, sizeof w->msg, "%s", e.msg);
+      break;
+    }
+    w->runs++;
+    int bad_run = 0;
+    for (size_t j = 0; j < n_out; j++) {
+      const eng_tensor *c = &w->expect[b].t[j];
+      size_t n = (size_t)eng_numel(c->ndims, c->dims);
+      double mean = 0;
+      for (size_t k = 0; k < n; k++) mean += fabs(elem(c, k));
+      mean = n ? mean / (double)n : 0;
+      for (size_t k = 0; k < n; k++) {
+        double cv = elem(c, k), gv = elem(&go[j], k), bound = 1e-5 * (fabs(cv) + mean);
+        if (!(fabs(gv - cv) <= bound)) bad_run = 1;
+        double rel = bound > 0 ? fabs(gv - cv) / bound * 1e-5 : 0;
+        if (rel > w->worst) w->worst = rel;
+      }
+      if (go[j].ndims != c->ndims || go[j].dims[0] != c->dims[0]) bad_run = 1;
+    }
+    w->bad_runs += bad_run;
+  }
+  eng_cuda_plan_destroy(gp);
+  return NULL;
+}
+
+static void test_threads(void) {
+  const char *name = "block";
+  eng_graph *g = load_model(name);
+  if (!g) return;
+  eng_plan *cp = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+  io_set in[MAXB + 1] = {{0}}, expect[MAXB + 1] = {{0}};
+  size_t n_out = eng_graph_n_outputs(g);
+  for (int b = 1; b <= MAXB; b++) {
+    make_inputs(g, name, b, 0, &in[b]);
+    eng_tensor co[MAX_IO];
+    CHECK_EQ_INT(eng_plan_run(cp, in[b].t, in[b].n, co, n_out, &e), 0);
+    copy_outputs(co, n_out, &expect[b]);
+  }
+  worker w[2];
+  pthread_t th[2];
+  memset(w, 0, sizeof w);
+  for (int i = 0; i < 2; i++) {
+    w[i].id = i;
+    w[i].g = g;
+    w[i].in = in;
+    w[i].expect = expect;
+    CHECK_EQ_INT(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+  }
+  for (int i = 0; i < 2; i++) {
+    CHECK_EQ_INT(pthread_join(th[i], NULL), 0);
+    if (w[i].failed) fprintf(stderr, "thread %d: %s\n", i, w[i].msg);
+    CHECK_EQ_INT(w[i].failed, 0);
+    CHECK_EQ_INT(w[i].runs, 40);
+    CHECK_EQ_INT(w[i].bad_runs, 0);
+    printf("thread %d: %d runs of '%s', %d off the CPU result, worst scaled error %.3g\n", i,
+           w[i].runs, name, w[i].bad_runs, w[i].worst);
+  }
+  for (int b = 1; b <= MAXB; b++) {
+    io_free(&in[b]);
+    io_free(&expect[b]);
+  }
+  eng_plan_destroy(cp);
+  eng_graph_destroy(g);
+}
+
+// --- main
+
+static int is_dir_with_cases(const char *d) {
+  char p[1024];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/ort_cases.txt", d);
+  return d && *d && stat(p, &st) == 0;
+}
+
+int main(int argc, char **argv) {
+  const char *env = getenv("INFERD_GPU_PLAN_MODELS");
+  if (argc > 1) models_dir = argv[1];
+  else if (env && *env) models_dir = env;
+  else if (is_dir_with_cases(INFERD_GPU_PLAN_MODELS)) models_dir = INFERD_GPU_PLAN_MODELS;
+  else models_dir = ".devrun/gpu_plan_models";
+
+  int n = 0;
+  cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess || n == 0) {
+    // host-side contract first: create refuses cleanly where no device answers
+    eng_graph *g = is_dir_with_cases(models_dir) ? load_model("mlp_raw") : NULL;
+    if (g) {
+      eng_cuda_plan *gp = (eng_cuda_plan *)1;
+      err e = {0};
+      CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &gp, &e), ERR_UNAVAILABLE);
+      CHECK(gp == NULL);
+      CHECK_CONTAINS(e.msg, "not available");
+      eng_graph_destroy(g);
+    }
+    if (check_failures_) return 1;
+    printf("SKIP: no CUDA device (%s)\n", rc != cudaSuccess ? cudaGetErrorString(rc) : "none visible");
+    return 77;
+  }
+  if (!is_dir_with_cases(models_dir)) {
+    fprintf(stderr, "no models in '%s' (run tests/unit/engine/gen_test_models.py DIR)\n",
+            models_dir);
+    return 1;
+  }
+  test_models();
+  test_no_alloc("mlp_raw", 0);
+  test_no_alloc("block", 1);
+  test_threads();
+  CHECK_DONE();
+}
