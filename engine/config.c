@@ -129,13 +129,14 @@ static int complete_instance_groups(Inference__ModelConfig *c, err *e) {
     inference__model_instance_group__init(g);
     c->instance_group[c->n_instance_group++] = g;
     g->count = 1;
-    g->kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
+    g->kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO;
   }
   for (size_t i = 0; i < c->n_instance_group; i++) {
     Inference__ModelInstanceGroup *g = c->instance_group[i];
-    if (g->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO)
-      g->kind = g->n_gpus ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU
-                          : INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
+    // KIND_AUTO without `gpus` depends on the devices visible at load:
+    // config_resolve_kinds settles it.
+    if (g->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO && g->n_gpus)
+      g->kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU;
     if (g->count == 0) g->count = 1;
     if (is_empty(g->name)) {
       char name[300];
@@ -186,6 +187,13 @@ int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng
   TRY(complete_instance_groups(cfg, e));
   TRY(complete_version_policy(cfg, e));
   return 0;
+}
+
+void config_resolve_kinds(Inference__ModelConfig *c, int n_gpus) {
+  for (size_t i = 0; i < c->n_instance_group; i++)
+    if (c->instance_group[i]->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO)
+      c->instance_group[i]->kind =
+          n_gpus > 0 ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU : INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
 }
 
 // --- validation

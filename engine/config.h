@@ -31,9 +31,10 @@ void config_free(Inference__ModelConfig *cfg);
 //  - dynamic_batching {} when max_batch_size > 1 and no scheduler is set
 //    (Triton does the same);
 //  - platform "onnxruntime_onnx" when platform and backend are both empty;
-//  - instance_group: one group {count: 1, kind: KIND_CPU} when there is none;
-//    in given groups KIND_AUTO becomes KIND_GPU when `gpus` lists devices and
-//    KIND_CPU otherwise, count 0 becomes 1, an empty name "<model>_<index>";
+//  - instance_group: one group {count: 1, kind: KIND_AUTO} when there is none;
+//    in given groups KIND_AUTO becomes KIND_GPU when `gpus` lists devices (and
+//    stays KIND_AUTO otherwise, for config_resolve_kinds), count 0 becomes 1,
+//    an empty name "<model>_<index>";
 //  - version_policy latest { num_versions: 1 } when none is set.
 // With default_max_batch_size == CONFIG_NO_AUTO_COMPLETE (Triton's
 // --disable-auto-complete-config) only the last three (platform,
@@ -57,6 +58,10 @@ int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng
 // priority_queue_policy keys in 1..priority_levels); instance_group counts
 // and gpus >= 0; version_policy.latest.num_versions > 0;
 // sequence_batching / ensemble_scheduling are not supported.
+// KIND_AUTO groups become KIND_GPU when a CUDA device is visible, else
+// KIND_CPU (Triton's rule); run after config_complete, at load.
+void config_resolve_kinds(Inference__ModelConfig *cfg, int n_gpus);
+
 int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t n_in, const eng_io *out,
                     size_t n_out, err *e);
 

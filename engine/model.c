@@ -10,11 +10,18 @@
 #include <time.h>
 
 #include "engine/plan.h"
+#if INFERD_HAVE_CUDA
+#include "engine/plan_cuda.h"
+#endif
 
 typedef struct instance {
   eng_model *model;
   int index;
+  int device;  // CUDA ordinal, -1 on the CPU
   eng_plan *plan;
+#if INFERD_HAVE_CUDA
+  eng_cuda_plan *cuda_plan;
+#endif
   pthread_t thread;
   int started;
   pthread_mutex_t mu;
@@ -139,7 +146,11 @@ static void run_job(instance *in, eng_job *job) {
     if (b->has_reshape) set_shape(&gin_p[gi], job->rows, batched, b->n_model_dims, b->model_dims);
   }
   job->t_infer_start_us = eng_now_us();
-  rc = eng_plan_run(in->plan, gin_p, m->n_graph_in, gout, m->n_graph_out, &e);
+#if INFERD_HAVE_CUDA
+  if (in->cuda_plan) rc = eng_cuda_plan_run(in->cuda_plan, gin_p, m->n_graph_in, gout, m->n_graph_out, &e);
+  else
+#endif
+    rc = eng_plan_run(in->plan, gin_p, m->n_graph_in, gout, m->n_graph_out, &e);
   job->t_infer_end_us = eng_now_us();
   if (rc == 0) {
     for (size_t i = 0; i < m->n_out; i++) {
@@ -171,25 +182,78 @@ static void *instance_main(void *arg) {
 
 // --- lifecycle
 
-int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, eng_model **out, err *e) {
+// The instances the config asks for: per group, `count` on the CPU, or
+// `count` on each listed GPU (every visible one when `gpus` is empty).
+// KIND_AUTO has been resolved by the caller (registry) by then.
+static int instance_devices(const Inference__ModelConfig *cfg, int n_gpus, int **out, int *n_out, err *e) {
+  int n = 0;
+  for (size_t i = 0; i < cfg->n_instance_group; i++) {
+    const Inference__ModelInstanceGroup *ig = cfg->instance_group[i];
+    int per = ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU ? (ig->n_gpus ? (int)ig->n_gpus : n_gpus) : 1;
+    n += ig->count * per;
+  }
+  if (cfg->n_instance_group == 0) n = 1;
+  if (n < 1 || n > 1024) return err_set(e, ERR_INVALID_ARGUMENT, "instance_group: %d instances requested (1..1024)", n);
+  int *dev = calloc((size_t)n, sizeof *dev);
+  if (!dev) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  int k = 0;
+  if (cfg->n_instance_group == 0) dev[k++] = -1;
+  for (size_t i = 0; i < cfg->n_instance_group; i++) {
+    const Inference__ModelInstanceGroup *ig = cfg->instance_group[i];
+    if (ig->kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU) {
+      for (int c = 0; c < ig->count; c++) dev[k++] = -1;
+      continue;
+    }
+    if (n_gpus == 0) {
+      free(dev);
+      return err_set(e, ERR_INVALID_ARGUMENT, "instance_group '%s': KIND_GPU but no CUDA device is visible",
+                     ig->name ? ig->name : "");
+    }
+    int ng = ig->n_gpus ? (int)ig->n_gpus : n_gpus;
+    for (int gi = 0; gi < ng; gi++) {
+      int d = ig->n_gpus ? ig->gpus[gi] : gi;
+      if (d < 0 || d >= n_gpus) {
+        free(dev);
+        return err_set(e, ERR_INVALID_ARGUMENT, "instance_group '%s': gpu %d is not visible (%d device(s))",
+                       ig->name ? ig->name : "", d, n_gpus);
+      }
+      for (int c = 0; c < ig->count; c++) dev[k++] = d;
+    }
+  }
+  *out = dev;
+  *n_out = n;
+  return 0;
+}
+
+static int create_plan(instance *in, const eng_graph *g, int max_batch, err *e) {
+  if (in->device < 0) return eng_plan_create(g, max_batch, &in->plan, e);
+#if INFERD_HAVE_CUDA
+  return eng_cuda_plan_create(g, max_batch, in->device, &in->cuda_plan, e);
+#else
+  return err_set(e, ERR_UNIMPLEMENTED, "this inferd was built without CUDA");
+#endif
+}
+
+int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, int n_gpus, eng_model **out, err *e) {
   eng_model *m = calloc(1, sizeof *m);
   if (!m) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   m->graph = g;
   m->max_batch = cfg->max_batch_size;
   int rc = bind_all(m, cfg, e);
-  int n = 0;
-  for (size_t i = 0; i < cfg->n_instance_group; i++) n += cfg->instance_group[i]->count;
-  if (cfg->n_instance_group == 0) n = 1;
-  if (rc == 0 && (n < 1 || n > 1024))
-    rc = err_set(e, ERR_INVALID_ARGUMENT, "instance_group: %d instances requested (1..1024)", n);
+  int *dev = NULL, n = 0;
+  if (rc == 0) rc = instance_devices(cfg, n_gpus, &dev, &n, e);
   if (rc == 0 && !(m->inst = calloc((size_t)n, sizeof *m->inst)))
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   for (int i = 0; rc == 0 && i < n; i++) {
     instance *in = &m->inst[i];
     in->model = m;
     in->index = i;
-    rc = eng_plan_create(g, m->max_batch, &in->plan, e);
-    if (rc) break;
+    in->device = dev[i];
+    rc = create_plan(in, g, m->max_batch, e);
+    if (rc) {
+      err_prefix(e, "instance %d (%s%d): ", i, in->device < 0 ? "CPU" : "GPU ", in->device < 0 ? 0 : in->device);
+      break;
+    }
     m->n_inst++;
     pthread_mutex_init(&in->mu, NULL);
     pthread_cond_init(&in->cv, NULL);
@@ -199,6 +263,7 @@ int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, eng_model 
     }
     in->started = 1;
   }
+  free(dev);
   if (rc) {
     m->graph = NULL;  // the caller keeps the graph on failure
     eng_model_destroy(m);
@@ -206,6 +271,12 @@ int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, eng_model 
   }
   *out = m;
   return 0;
+}
+
+int eng_model_n_gpu_instances(const eng_model *m) {
+  int n = 0;
+  for (int i = 0; i < m->n_inst; i++) n += m->inst[i].device >= 0;
+  return n;
 }
 
 void eng_model_destroy(eng_model *m) {
@@ -220,6 +291,9 @@ void eng_model_destroy(eng_model *m) {
       pthread_join(in->thread, NULL);
     }
     eng_plan_destroy(in->plan);
+#if INFERD_HAVE_CUDA
+    eng_cuda_plan_destroy(in->cuda_plan);
+#endif
     pthread_mutex_destroy(&in->mu);
     pthread_cond_destroy(&in->cv);
   }

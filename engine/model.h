@@ -37,8 +37,11 @@ struct eng_job {
 
 // Builds a model from a loaded graph and a completed, validated config. On
 // success the model owns the graph; on failure the caller still does.
-// Starts one thread per instance (the sum of instance_group counts).
-int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, eng_model **out, err *e);
+// Starts one thread per instance: per instance_group, `count` on the CPU
+// (KIND_CPU) or `count` on each of `gpus` (KIND_GPU; every one of the n_gpus
+// visible devices when `gpus` is empty). KIND_AUTO must be resolved before.
+int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, int n_gpus, eng_model **out, err *e);
+int eng_model_n_gpu_instances(const eng_model *m);
 // Joins the instance threads; no job may be in flight.
 void eng_model_destroy(eng_model *m);
 

@@ -77,14 +77,15 @@ static int wait_stop_signal(const sigset_t *set, int signal_fd) {
 }
 
 // A CUDA-enabled build starts on machines without a GPU (or a driver) and
-// serves on the CPU; the log says which.
-static void log_devices(void) {
+// serves on the CPU; the log says which. Returns the visible devices.
+static int log_devices(void) {
 #if INFERD_HAVE_CUDA
   eng_cuda_dev devs[16];
   int n = 0;
   err e = {0};
   if (eng_cuda_devices(devs, 16, &n, &e) != 0) {
     srv_log(SRV_LOG_WARN, "CUDA: %s; running on the CPU", e.msg);
+    return 0;
   } else if (n == 0) {
     srv_log(SRV_LOG_INFO, "CUDA: %s; running on the CPU", e.msg[0] ? e.msg : "no device");
   } else {
@@ -93,10 +94,11 @@ static void log_devices(void) {
       eng_cuda_dev_describe(&devs[i], d, sizeof d);
       srv_log(SRV_LOG_INFO, "CUDA device %d: %s", i, d);
     }
-    srv_log(SRV_LOG_INFO, "CUDA: models run on the CPU engine until the CUDA plan backend lands");
   }
+  return n;
 #else
   srv_log(SRV_LOG_INFO, "built without CUDA: running on the CPU");
+  return 0;
 #endif
 }
 
@@ -151,9 +153,9 @@ int main(int argc, char **argv) {
   srv_grpc *grpc = NULL;
   http_close_ctx hc = {0};
 
-  log_devices();
+  int n_gpus = log_devices();
   int default_max_batch = o.auto_complete_config ? o.default_max_batch_size : CONFIG_NO_AUTO_COMPLETE;
-  if (srv_registry_load(o.model_repository, default_max_batch, &srv.reg, &e) != 0) {
+  if (srv_registry_load(o.model_repository, default_max_batch, n_gpus, &srv.reg, &e) != 0) {
     srv_log(SRV_LOG_ERROR, "cannot load the model repository: %s", e.msg);
     return 1;
   }

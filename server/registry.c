@@ -37,7 +37,7 @@ static void collect_io(const eng_graph *g, eng_io **in, size_t *n_in, eng_io **o
 // Loads one version: graph, completion of the config from the first graph
 // when config.pbtxt was missing, validation, instances.
 static int load_version(srv_model *m, const repo_version *rv, int *completed, int config_from_file,
-                        int default_max_batch, srv_version *v, err *e) {
+                        int default_max_batch, int n_gpus, srv_version *v, err *e) {
   eng_graph *g = NULL;
   TRY(eng_graph_load(rv->path, &g, e));
   eng_io *in = NULL, *out = NULL;
@@ -47,12 +47,13 @@ static int load_version(srv_model *m, const repo_version *rv, int *completed, in
   if (!in || !out) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   if (rc == 0 && !*completed) {
     rc = config_complete(m->config, config_from_file, in, n_in, out, n_out, default_max_batch, e);
+    if (rc == 0) config_resolve_kinds(m->config, n_gpus);
     if (rc == 0) *completed = 1;
   }
   if (rc == 0) rc = config_validate(m->config, in, n_in, out, n_out, e);
   free(in);
   free(out);
-  if (rc == 0) rc = eng_model_create(g, m->config, &v->model, e);
+  if (rc == 0) rc = eng_model_create(g, m->config, n_gpus, &v->model, e);
   if (rc) eng_graph_destroy(g);
   return rc;
 }
@@ -63,7 +64,7 @@ static int init_stats(srv_stats *s, int max_batch) {
   return s->batch ? 0 : -1;
 }
 
-static void load_model(repo_model *rm, int default_max_batch, srv_model *m) {
+static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_model *m) {
   snprintf(m->name, sizeof m->name, "%s", rm->name);
   m->config = rm->config;
   rm->config = NULL;  // the registry owns it from here
@@ -83,7 +84,8 @@ static void load_model(repo_model *rm, int default_max_batch, srv_model *m) {
     srv_version *v = &m->versions[i];
     v->version = rm->versions[i].version;
     snprintf(v->version_str, sizeof v->version_str, "%" PRId64, v->version);
-    int rc = load_version(m, &rm->versions[i], &completed, rm->config_from_file, default_max_batch, v, &v->status);
+    int rc = load_version(m, &rm->versions[i], &completed, rm->config_from_file, default_max_batch, n_gpus, v,
+                          &v->status);
     if (rc == 0 && init_stats(&v->stats, m->config->max_batch_size) != 0) {
       eng_model_destroy(v->model);
       v->model = NULL;
@@ -95,15 +97,15 @@ static void load_model(repo_model *rm, int default_max_batch, srv_model *m) {
       continue;
     }
     ready++;
-    srv_log(SRV_LOG_INFO, "model '%s' version %s is ready (%d instance%s, max_batch_size %d)", m->name,
+    srv_log(SRV_LOG_INFO, "model '%s' version %s is ready (%d instance%s, %d on GPU, max_batch_size %d)", m->name,
             v->version_str, eng_model_n_instances(v->model), eng_model_n_instances(v->model) == 1 ? "" : "s",
-            eng_model_max_batch(v->model));
+            eng_model_n_gpu_instances(v->model), eng_model_max_batch(v->model));
   }
   // Ready when at least one version is; the failed versions keep their reason.
   if (ready) m->status = (err){0};
 }
 
-int srv_registry_load(const char *repo_dir, int default_max_batch_size, srv_registry **out, err *e) {
+int srv_registry_load(const char *repo_dir, int default_max_batch_size, int n_gpus, srv_registry **out, err *e) {
   repo_model *rms = NULL;
   size_t n = 0;
   TRY(repo_scan(repo_dir, &rms, &n, e));
@@ -114,7 +116,7 @@ int srv_registry_load(const char *repo_dir, int default_max_batch_size, srv_regi
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
   r->n = n;
-  for (size_t i = 0; i < n; i++) load_model(&rms[i], default_max_batch_size, &r->models[i]);
+  for (size_t i = 0; i < n; i++) load_model(&rms[i], default_max_batch_size, n_gpus, &r->models[i]);
   repo_free(rms, n);
   *out = r;
   return 0;

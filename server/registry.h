@@ -64,8 +64,10 @@ typedef struct srv_registry srv_registry;
 // Scans and loads every model of the repository. Fails only when the
 // repository itself cannot be read; models that fail are kept, not ready,
 // with their reason logged and reported.
-// default_max_batch_size: as config_complete takes it (CONFIG_NO_AUTO_COMPLETE disables auto-complete).
-int srv_registry_load(const char *repo_dir, int default_max_batch_size, srv_registry **out, err *e);
+// default_max_batch_size: as config_complete takes it (CONFIG_NO_AUTO_COMPLETE
+// disables auto-complete). n_gpus: CUDA devices visible (KIND_AUTO runs on
+// them when > 0).
+int srv_registry_load(const char *repo_dir, int default_max_batch_size, int n_gpus, srv_registry **out, err *e);
 void srv_registry_destroy(srv_registry *r);
 
 size_t srv_registry_n_models(const srv_registry *r);

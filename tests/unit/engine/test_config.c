@@ -58,7 +58,7 @@ static void test_complete_missing_config(void) {
   CHECK_EQ_INT(c->n_instance_group, 1);
   if (c->n_instance_group == 1) {
     CHECK_EQ_INT(c->instance_group[0]->count, 1);
-    CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+    CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO);
     CHECK_EQ_STR(c->instance_group[0]->name, "m_0");
   }
   CHECK(c->version_policy && c->version_policy->policy_choice_case == INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_LATEST);
@@ -114,7 +114,7 @@ static void test_complete_file_config(void) {
   if (e.code) fprintf(stderr, "  %s\n", e.msg);
   config_free(c);
 
-  // Explicit values are kept; KIND_AUTO resolves by `gpus`; count 0 -> 1.
+  // Explicit values are kept; KIND_AUTO with `gpus` is GPU, without stays AUTO; count 0 -> 1.
   c = parse(
       "name: 'm' backend: 'onnxruntime' max_batch_size: 8\n"
       "instance_group [{ kind: KIND_AUTO }, { name: 'g' kind: KIND_AUTO gpus: [0] count: 2 }]\n"
@@ -126,7 +126,7 @@ static void test_complete_file_config(void) {
   CHECK_EQ_INT(c->scheduling_choice_case, INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING);
   CHECK_EQ_INT(c->n_instance_group, 2);
   if (c->n_instance_group == 2) {
-    CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+    CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO);
     CHECK_EQ_INT(c->instance_group[0]->count, 1);
     CHECK_EQ_STR(c->instance_group[0]->name, "m_0");
     CHECK_EQ_INT(c->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
@@ -280,6 +280,21 @@ static void test_no_auto_complete(void) {
   config_free(c);
 }
 
+// KIND_AUTO settles on the devices visible at load.
+static void test_resolve_kinds(void) {
+  Inference__ModelConfig *c = parse("name: 'm' instance_group [{ kind: KIND_AUTO }, { kind: KIND_CPU }]");
+  if (!c) return;
+  config_resolve_kinds(c, 0);
+  CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+  config_free(c);
+  c = parse("name: 'm' instance_group [{ kind: KIND_AUTO }, { kind: KIND_CPU }]");
+  if (!c) return;
+  config_resolve_kinds(c, 2);
+  CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
+  CHECK_EQ_INT(c->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+  config_free(c);
+}
+
 int main(void) {
   g_in[0] = io("x", DT_FP32, 2, -1, 3, 0);
   g_in[1] = io("x2", DT_INT64, 2, -1, -1, 0);
@@ -290,5 +305,6 @@ int main(void) {
   test_complete_file_config();
   test_validate();
   test_no_auto_complete();
+  test_resolve_kinds();
   CHECK_DONE();
 }
