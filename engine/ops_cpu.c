@@ -709,7 +709,7 @@ static int run_concat(const eng_op_params *p, const eng_tensor *in, int n_in, en
 
 // --- Cast
 
-static int elem_of(dtype t, k_elem *k) {
+int eng_ops_elem_of(dtype t, k_elem *k) {
   switch (t) {
     case DT_FP32: *k = K_F32; return 0;
     case DT_FP64: *k = K_F64; return 0;
@@ -731,7 +731,7 @@ static int infer_cast(const eng_op_params *p, const eng_tensor *in, int n_in, en
                       int n_out, err *e) {
   (void)n_in, (void)n_out;
   k_elem k;
-  if (elem_of(in[0].dt, &k) != 0)
+  if (eng_ops_elem_of(in[0].dt, &k) != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Cast from %s", dtype_wire_name(in[0].dt));
   set_out(&out[0], eng_ops_cpu_internal_dtype(p->to), in[0].ndims, in[0].dims);
   return 0;
@@ -741,8 +741,8 @@ static int run_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_
                     int n_out, err *e) {
   (void)n_in, (void)n_out, (void)e;
   k_elem xk, yk;
-  elem_of(in[0].dt, &xk);
-  elem_of(out[0].dt, &yk);
+  eng_ops_elem_of(in[0].dt, &xk);
+  eng_ops_elem_of(out[0].dt, &yk);
   size_t n = numel(&in[0]);
   if (!n) return 0;
   k_cast(out[0].data, yk, in[0].data, xk, n);

@@ -8,6 +8,7 @@
 #include "engine/err.h"
 #include "engine/graph.h"
 #include "engine/tensor.h"
+#include "kernels/k_ref.h"
 
 // Attributes after parsing; each op uses the fields it needs.
 typedef struct eng_op_params {
@@ -49,5 +50,8 @@ const eng_op_def *eng_ops_cpu_find(const char *op_type);
 // The type a value of declared type t has inside a plan: every float width
 // computes as FP32, integer and bool types are kept.
 dtype eng_ops_cpu_internal_dtype(dtype t);
+
+// The kernels' element type of a tensor dtype (k_cast); -1 when there is none.
+int eng_ops_elem_of(dtype t, k_elem *k);
 
 #endif

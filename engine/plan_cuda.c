@@ -254,22 +254,9 @@ static int run_concat(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   return 0;
 }
 
-static int elem_of(dtype t, k_elem *k) {
-  switch (t) {
-    case DT_FP32: *k = K_F32; return 0;
-    case DT_FP64: *k = K_F64; return 0;
-    case DT_INT64: *k = K_I64; return 0;
-    case DT_INT32: *k = K_I32; return 0;
-    case DT_INT16: *k = K_I16; return 0;
-    case DT_INT8: *k = K_I8; return 0;
-    case DT_UINT8: *k = K_U8; return 0;
-    case DT_UINT16: *k = K_U16; return 0;
-    case DT_UINT32: *k = K_U32; return 0;
-    case DT_UINT64: *k = K_U64; return 0;
-    case DT_BOOL: *k = K_BOOL; return 0;
-    default: return -1;
-  }
-}
+// Inside a CUDA plan FP16 values travel as FP32 (see run_cast), so the FP16
+// element type is not one the cast kernel sees.
+static int elem_of(dtype t, k_elem *k) { return t == DT_FP16 ? -1 : eng_ops_elem_of(t, k); }
 
 static int run_cast(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
                     eng_tensor *out, int n_out, err *e) {
