@@ -273,6 +273,10 @@ int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, int n_gpus
   return 0;
 }
 
+int eng_model_instance_device(const eng_model *m, int instance) {
+  return instance >= 0 && instance < m->n_inst ? m->inst[instance].device : -1;
+}
+
 int eng_model_n_gpu_instances(const eng_model *m) {
   int n = 0;
   for (int i = 0; i < m->n_inst; i++) n += m->inst[i].device >= 0;

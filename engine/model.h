@@ -31,6 +31,7 @@ struct eng_job {
   eng_job_prepare_fn prepare; // may be NULL; may set inputs
   eng_job_done_fn done;
   void *ctx;
+  int instance;               // the instance that runs it (set by the caller, for traces)
   // stamped by the engine (CLOCK_MONOTONIC microseconds)
   int64_t t_start_us, t_infer_start_us, t_infer_end_us;
 };
@@ -42,6 +43,8 @@ struct eng_job {
 // visible devices when `gpus` is empty). KIND_AUTO must be resolved before.
 int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, int n_gpus, eng_model **out, err *e);
 int eng_model_n_gpu_instances(const eng_model *m);
+// CUDA ordinal of an instance, -1 for a CPU instance.
+int eng_model_instance_device(const eng_model *m, int instance);
 // Joins the instance threads; no job may be in flight.
 void eng_model_destroy(eng_model *m);
 

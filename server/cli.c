@@ -31,6 +31,9 @@ void srv_options_usage(const char *prog) {
           "  --strict-readiness BOOL      ready only when every model loaded (default true)\n"
           "  --exit-timeout-secs N        on SIGTERM/SIGINT, how long in-flight requests may take\n"
           "                               before they are cancelled (default 30)\n"
+          "  --trace-file PATH            write every Nth request (--trace-rate) as Chrome trace events\n"
+          "                               (one span per stage), a file Perfetto and chrome://tracing open\n"
+          "  --trace-rate N               trace every Nth request (default 1000)\n"
           "  --log-level LEVEL            error, warn, info or debug (default info)\n"
           "  --log-verbose N              Triton's flag: N > 0 means --log-level debug\n"
           "  --help                       this text\n"
@@ -67,7 +70,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
   *o = (srv_options){.grpc_address = "0.0.0.0", .http_address = "0.0.0.0", .grpc_port = 8001, .http_port = 8000,
                      .grpc_threads = ncpu > 0 ? (int)ncpu : 2, .grpc_max_message_bytes = 64 << 20,
                      .default_max_batch_size = 4, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
-                     .log_level = SRV_LOG_INFO};
+                     .log_level = SRV_LOG_INFO, .trace_rate = 1000};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -107,6 +110,8 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--grpc-threads")) rc = parse_int(name, val, 1, 256, &o->grpc_threads);
     else if (!strcmp(name, "--grpc-max-message-bytes")) rc = parse_int(name, val, 1024, INT_MAX, &o->grpc_max_message_bytes);
     else if (!strcmp(name, "--default-max-batch-size")) rc = parse_int(name, val, 0, 1 << 20, &o->default_max_batch_size);
+    else if (!strcmp(name, "--trace-file")) o->trace_file = val;
+    else if (!strcmp(name, "--trace-rate")) rc = parse_int(name, val, 1, INT_MAX, &o->trace_rate);
     else if (!strcmp(name, "--strict-readiness")) rc = parse_bool(name, val, &o->strict_readiness);
     else if (!strcmp(name, "--exit-timeout-secs")) rc = parse_int(name, val, 0, 24 * 3600, &o->exit_timeout_secs);
     else if (!strcmp(name, "--log-verbose")) {

@@ -16,6 +16,8 @@ typedef struct srv_options {
   int strict_readiness;
   int exit_timeout_secs;
   srv_log_level log_level;
+  const char *trace_file;  // NULL: no trace
+  int trace_rate;
 } srv_options;
 
 // Parses argv. Returns 0 to run, 1 when --help/--version printed and the

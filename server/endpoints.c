@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/dashboard.h"
+#include "server/hist.h"
 #include "server/http.h"
 #include "server/server.h"
 
@@ -96,6 +98,160 @@ static void metrics_text(srv_server *s, sbuf *b) {
   }
 }
 
+// --- histograms (Prometheus histogram type, and the dashboard's percentiles)
+
+static prof_hist *get_request(srv_stats *st) { return st->h_request; }
+static prof_hist *get_queue(srv_stats *st) { return st->h_queue; }
+static prof_hist *get_input(srv_stats *st) { return st->h_input; }
+static prof_hist *get_infer(srv_stats *st) { return st->h_infer; }
+static prof_hist *get_output(srv_stats *st) { return st->h_output; }
+
+static const struct {
+  const char *metric, *key, *help;
+  prof_hist *(*get)(srv_stats *st);
+} stages[] = {
+    {"inferd_request_duration_us", "request", "Request duration, server entry to response, microseconds", get_request},
+    {"inferd_queue_duration_us", "queue", "Time in the batcher's queue, microseconds", get_queue},
+    {"inferd_compute_input_duration_us", "compute_input", "Batch assembly and input preparation, microseconds", get_input},
+    {"inferd_compute_infer_duration_us", "compute_infer", "Model execution, microseconds", get_infer},
+    {"inferd_compute_output_duration_us", "compute_output", "Output extraction and response packing, microseconds",
+     get_output},
+};
+#define N_STAGES (sizeof stages / sizeof stages[0])
+
+static const uint64_t latency_le[] = {10,     25,     50,      100,     250,     500,     1000,
+                                      2500,   5000,   10000,   25000,   50000,   100000,  250000,
+                                      500000, 1000000, 2500000, 5000000, 10000000, 60000000};
+#define N_LAT_LE (sizeof latency_le / sizeof latency_le[0])
+
+// One Prometheus histogram series: cumulative buckets, +Inf, sum, count.
+static void prom_hist(sbuf *b, const char *name, const srv_model *m, const srv_version *v, const prof_hist *h,
+                      const uint64_t *le, size_t n_le) {
+  prof_hist_snap *snap = NULL;
+  err e;
+  if (prof_hist_snap_create(h, &snap, &e) != 0 || prof_hist_snapshot(h, snap, &e) != 0) {
+    prof_hist_snap_destroy(snap);
+    return;
+  }
+  uint64_t counts[64];
+  if (n_le > 64) n_le = 64;
+  prof_hist_cumulative(snap, le, n_le, counts);
+  prof_hist_stats hs;
+  prof_hist_summary(snap, &hs);
+  for (size_t i = 0; i < n_le; i++)
+    sb_printf(b, "%s_bucket{model=\"%s\",version=\"%s\",le=\"%llu\"} %llu\n", name, m->name, v->version_str,
+              (unsigned long long)le[i], (unsigned long long)counts[i]);
+  sb_printf(b, "%s_bucket{model=\"%s\",version=\"%s\",le=\"+Inf\"} %llu\n", name, m->name, v->version_str,
+            (unsigned long long)hs.count);
+  sb_printf(b, "%s_sum{model=\"%s\",version=\"%s\"} %llu\n", name, m->name, v->version_str,
+            (unsigned long long)hs.sum);
+  sb_printf(b, "%s_count{model=\"%s\",version=\"%s\"} %llu\n", name, m->name, v->version_str,
+            (unsigned long long)hs.count);
+  prof_hist_snap_destroy(snap);
+}
+
+static void metrics_histograms(srv_server *s, sbuf *b) {
+  for (size_t k = 0; k <= N_STAGES; k++) {
+    const char *name = k < N_STAGES ? stages[k].metric : "inferd_batch_size";
+    const char *help = k < N_STAGES ? stages[k].help : "Rows per model execution";
+    sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
+      srv_model *m = srv_registry_model_at(s->reg, i);
+      for (size_t j = 0; j < m->n_versions; j++) {
+        srv_version *v = &m->versions[j];
+        if (!v->model) continue;
+        if (k < N_STAGES) {
+          prom_hist(b, name, m, v, stages[k].get(&v->stats), latency_le, N_LAT_LE);
+          continue;
+        }
+        uint64_t le[32];
+        size_t n = 0;
+        for (uint64_t x = 1; n < 32; x *= 2) {
+          le[n++] = x;
+          if (x >= (uint64_t)v->stats.n_batch) break;
+        }
+        prom_hist(b, name, m, v, v->stats.h_batch, le, n);
+      }
+    }
+  }
+}
+
+// --- /dashboard.json (see server/dashboard.html for the reader)
+
+static void json_str(sbuf *b, const char *s) {
+  sb_printf(b, "\"");
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') sb_printf(b, "\\%c", c);
+    else if (c < 0x20) sb_printf(b, "\\u%04x", c);
+    else sb_printf(b, "%c", c);
+  }
+  sb_printf(b, "\"");
+}
+
+static void dashboard_json(srv_server *s, sbuf *b) {
+  int64_t now = eng_now_us();
+  sb_printf(b, "{\"time_ms\": %llu, \"models\": [", (unsigned long long)srv_wall_ms());
+  int first = 1;
+  for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
+    srv_model *m = srv_registry_model_at(s->reg, i);
+    for (size_t j = 0; j < m->n_versions; j++) {
+      srv_version *v = &m->versions[j];
+      if (!v->model) continue;
+      srv_stats *st = &v->stats;
+      uint64_t ok = atomic_load(&st->success.count);
+      // Requests per second over the time since the previous poll (at least 0.5 s).
+      if (st->dash_us && now - st->dash_us >= 500000) {
+        st->dash_rps = (double)(ok - st->dash_success) * 1e6 / (double)(now - st->dash_us);
+        st->dash_success = ok, st->dash_us = now;
+      } else if (!st->dash_us) {
+        st->dash_success = ok, st->dash_us = now;
+      }
+      int64_t pending = atomic_load(&st->pending);
+      sb_printf(b, "%s{\"name\": ", first ? "" : ", ");
+      first = 0;
+      json_str(b, m->name);
+      sb_printf(b, ", \"version\": ");
+      json_str(b, v->version_str);
+      sb_printf(b, ", \"throughput_rps\": %.3f, \"queue_depth\": %lld, \"success\": %llu, \"failure\": %llu",
+                st->dash_rps, (long long)(pending > 0 ? pending : 0), (unsigned long long)ok,
+                (unsigned long long)atomic_load(&st->fail.count));
+      sb_printf(b, ", \"latency_us\": {");
+      for (size_t k = 0; k < N_STAGES; k++) {
+        prof_hist *h = stages[k].get(st);
+        prof_hist_snap *snap = NULL;
+        err e;
+        uint64_t p[4] = {0, 0, 0, 0};
+        if (prof_hist_snap_create(h, &snap, &e) == 0 && prof_hist_snapshot(h, snap, &e) == 0) {
+          prof_hist_stats hs;
+          prof_hist_summary(snap, &hs);
+          if (hs.count) {
+            p[0] = prof_hist_percentile(snap, 50);
+            p[1] = prof_hist_percentile(snap, 90);
+            p[2] = prof_hist_percentile(snap, 99);
+            p[3] = prof_hist_percentile(snap, 99.9);
+          }
+        }
+        prof_hist_snap_destroy(snap);
+        sb_printf(b, "%s\"%s\": {\"p50\": %llu, \"p90\": %llu, \"p99\": %llu, \"p999\": %llu}", k ? ", " : "",
+                  stages[k].key, (unsigned long long)p[0], (unsigned long long)p[1], (unsigned long long)p[2],
+                  (unsigned long long)p[3]);
+      }
+      sb_printf(b, "}, \"batch_sizes\": [");
+      int bf = 1;
+      for (int size = 1; size <= st->n_batch; size++) {
+        uint64_t c = atomic_load(&st->batch[size].count);
+        if (!c) continue;
+        sb_printf(b, "%s[%d, %llu]", bf ? "" : ", ", size, (unsigned long long)c);
+        bf = 0;
+      }
+      sb_printf(b, "]}");
+    }
+  }
+  // GPU metrics (NVML, engine-measured busy fraction) come with the profiler's next slice.
+  sb_printf(b, "], \"gpus\": []}\n");
+}
+
 static void text(srv_http_response *resp, int status, const char *body) {
   resp->status = status;
   resp->content_type = "text/plain";
@@ -109,19 +265,34 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
   atomic_fetch_add(&s->http_requests, 1);
   int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
   const char *p = req->path;
-  int known = strcmp(p, "/v2/health/live") == 0 || strcmp(p, "/v2/health/ready") == 0 || strcmp(p, "/metrics") == 0;
+  int known = strcmp(p, "/v2/health/live") == 0 || strcmp(p, "/v2/health/ready") == 0 || strcmp(p, "/metrics") == 0 ||
+              strcmp(p, "/dashboard") == 0 || strcmp(p, "/dashboard.json") == 0;
   if (!known) return text(resp, 404, "not found\n");
   if (!get) return text(resp, 405, "method not allowed\n");
   if (strcmp(p, "/v2/health/live") == 0) return text(resp, 200, "");
   if (strcmp(p, "/v2/health/ready") == 0) return srv_server_ready(s) ? text(resp, 200, "") : text(resp, 503, "");
+  if (strcmp(p, "/dashboard") == 0) {
+    resp->status = 200;
+    resp->content_type = "text/html; charset=utf-8";
+    resp->body = (char *)prof_dashboard_html;
+    resp->len = prof_dashboard_html_len;
+    resp->free_body = 0;
+    return;
+  }
   sbuf b = {0};
-  metrics_text(s, &b);
+  int json = strcmp(p, "/dashboard.json") == 0;
+  if (json) {
+    dashboard_json(s, &b);
+  } else {
+    metrics_text(s, &b);
+    metrics_histograms(s, &b);
+  }
   if (b.oom || !b.p) {
     free(b.p);
     return text(resp, 500, "out of memory\n");
   }
   resp->status = 200;
-  resp->content_type = "text/plain; version=0.0.4";
+  resp->content_type = json ? "application/json" : "text/plain; version=0.0.4";
   resp->body = b.p;
   resp->len = b.len;
   resp->free_body = 1;

@@ -341,6 +341,7 @@ void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len
     return;
   }
   atomic_fetch_add(&r->version->stats.pending, 1);
+  r->traced = prof_trace_sample(s->trace);
   srv_sched_submit(s->sched, r);
 }
 
@@ -405,6 +406,34 @@ static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const ch
   else srv_call_fail(r->call, code, msg);
 }
 
+// The stage latencies of one answered request into the histograms, and
+// into the trace file when the request was sampled.
+static void record_stages(srv_server *s, srv_version *v, const srv_request *r, const eng_job *job, int64_t t_end,
+                          uint64_t batch_id, int64_t rows) {
+  srv_stats *st = &v->stats;
+  struct {
+    const char *name;
+    prof_hist *h;
+    int64_t a, b;
+  } stages[] = {
+      {"request", st->h_request, r->t_recv_us, t_end},
+      {"queue", st->h_queue, r->t_enqueue_us, job->t_start_us},
+      {"compute_input", st->h_input, job->t_start_us, job->t_infer_start_us},
+      {"compute_infer", st->h_infer, job->t_infer_start_us, job->t_infer_end_us},
+      {"compute_output", st->h_output, job->t_infer_end_us, t_end},
+  };
+  for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
+    prof_hist_record(stages[i].h, stages[i].b - stages[i].a);
+    if (!r->traced) continue;
+    prof_trace_span_info sp = {.name = stages[i].name, .start_us = stages[i].a, .end_us = stages[i].b,
+                               .model = r->model->name, .version = v->version_str, .request_id = r->msg->id,
+                               .batch_id = batch_id, .batch_size = (int)rows, .instance = job->instance,
+                               .stream = -1, .device = eng_model_instance_device(v->model, job->instance),
+                               .pid = v->trace_pid, .tid = job->instance};
+    prof_trace_span(s->trace, &sp);
+  }
+}
+
 // Packs every answer of the batch first, then accounts the statistics, then
 // sends: a client that reads ModelStatistics after its answer sees its
 // request counted.
@@ -432,7 +461,9 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
   }
   int64_t t_end = eng_now_us();
 
+  uint64_t batch_id = atomic_fetch_add(&v->batch_ids, 1);
   if (rc == 0) {
+    prof_hist_record(st->h_batch, rows);
     atomic_fetch_add(&st->inference_count, (uint64_t)rows);
     atomic_fetch_add(&st->execution_count, 1);
     atomic_store(&st->last_inference_ms, srv_wall_ms());
@@ -460,6 +491,7 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
       atomic_fetch_sub(&st->pending, 1);
       answer(r, NULL, 0, (int)fail->code, fail->msg, hold);
     } else {
+      record_stages(s, v, r, job, t_end, batch_id, rows);
       atomic_fetch_add(&st->success.count, 1);
       atomic_fetch_add(&st->success.ns, (uint64_t)(t_end - r->t_recv_us) * 1000);
       atomic_fetch_add(&st->queue.count, 1);

@@ -160,6 +160,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (srv_reflection_create(inferd_protoset, inferd_protoset_len, &srv.reflection, &e) != 0) goto fail;
+  if (o.trace_file && prof_trace_open(o.trace_file, o.trace_rate, &srv.trace, &e) != 0) goto fail;
   srv_sched_ops ops = srv_infer_sched_ops(&srv);
   if (srv_sched_create(srv.reg, &ops, &srv.sched, &e) != 0) goto fail;
   if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
@@ -202,6 +203,10 @@ fail:
     srv_sched_destroy(srv.sched);
   }
   srv_reflection_destroy(srv.reflection);
+  if (srv.trace) {
+    err te = {0};
+    if (prof_trace_close(srv.trace, &te) != 0) srv_log(SRV_LOG_ERROR, "trace file: %s", te.msg);
+  }
   srv_registry_destroy(srv.reg);
   if (status == 0) srv_log(SRV_LOG_INFO, "stopped");
   return status;

@@ -61,7 +61,19 @@ static int load_version(srv_model *m, const repo_version *rv, int *completed, in
 static int init_stats(srv_stats *s, int max_batch) {
   s->n_batch = max_batch > 0 ? max_batch : 1;
   s->batch = calloc((size_t)s->n_batch + 1, sizeof *s->batch);
-  return s->batch ? 0 : -1;
+  if (!s->batch) return -1;
+  err e;
+  prof_hist_config lat = PROF_HIST_LATENCY_US, rows = PROF_HIST_SMALL_INT(s->n_batch);
+  prof_hist **lats[] = {&s->h_request, &s->h_queue, &s->h_input, &s->h_infer, &s->h_output};
+  for (size_t i = 0; i < sizeof lats / sizeof lats[0]; i++)
+    if (prof_hist_create(&lat, lats[i], &e) != 0) return -1;
+  return prof_hist_create(&rows, &s->h_batch, &e) != 0 ? -1 : 0;
+}
+
+static void free_stats(srv_stats *s) {
+  free(s->batch);
+  prof_hist *hs[] = {s->h_request, s->h_queue, s->h_input, s->h_infer, s->h_output, s->h_batch};
+  for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) prof_hist_destroy(hs[i]);
 }
 
 static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_model *m) {
@@ -87,6 +99,8 @@ static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_mo
     int rc = load_version(m, &rm->versions[i], &completed, rm->config_from_file, default_max_batch, n_gpus, v,
                           &v->status);
     if (rc == 0 && init_stats(&v->stats, m->config->max_batch_size) != 0) {
+      free_stats(&v->stats);
+      memset(&v->stats, 0, sizeof v->stats);
       eng_model_destroy(v->model);
       v->model = NULL;
       rc = err_set(&v->status, ERR_RESOURCE_EXHAUSTED, "out of memory");
@@ -116,7 +130,11 @@ int srv_registry_load(const char *repo_dir, int default_max_batch_size, int n_gp
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
   r->n = n;
-  for (size_t i = 0; i < n; i++) load_model(&rms[i], default_max_batch_size, n_gpus, &r->models[i]);
+  int pid = 1;
+  for (size_t i = 0; i < n; i++) {
+    load_model(&rms[i], default_max_batch_size, n_gpus, &r->models[i]);
+    for (size_t j = 0; j < r->models[i].n_versions; j++) r->models[i].versions[j].trace_pid = pid++;
+  }
   repo_free(rms, n);
   *out = r;
   return 0;
@@ -128,7 +146,7 @@ void srv_registry_destroy(srv_registry *r) {
     srv_model *m = &r->models[i];
     for (size_t j = 0; j < m->n_versions; j++) {
       eng_model_destroy(m->versions[j].model);
-      free(m->versions[j].stats.batch);
+      free_stats(&m->versions[j].stats);
     }
     free(m->versions);
     config_free(m->config);

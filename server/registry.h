@@ -12,6 +12,7 @@
 #include "engine/err.h"
 #include "engine/model.h"
 #include "model_config.pb-c.h"
+#include "server/hist.h"
 
 typedef struct srv_duration {
   _Atomic uint64_t count;
@@ -40,6 +41,12 @@ typedef struct srv_stats {
   _Atomic int64_t pending;             // requests queued or running
   srv_batch_stat *batch;  // index = batch size, 1..max(1, max_batch_size)
   int n_batch;
+  // latency distributions (microseconds) per stage, and rows per execution
+  prof_hist *h_request, *h_queue, *h_input, *h_infer, *h_output, *h_batch;
+  // the dashboard's throughput window; touched only by the loop thread
+  uint64_t dash_success;
+  int64_t dash_us;
+  double dash_rps;
 } srv_stats;
 
 typedef struct srv_version {
@@ -49,6 +56,8 @@ typedef struct srv_version {
   err status;
   srv_stats stats;
   void *sched;  // the scheduler's per-version state, set by the scheduler
+  int trace_pid;  // this version's process track in trace files
+  _Atomic uint64_t batch_ids;  // numbers the executions, for traces
 } srv_version;
 
 typedef struct srv_model {

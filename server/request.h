@@ -24,6 +24,7 @@ typedef struct srv_request {
   void *typed_buf;                    // typed contents converted to raw bytes
   uint64_t outputs_mask;              // requested config outputs (bit i = output i)
   int64_t t_recv_us, t_enqueue_us;
+  int traced;  // sampled for the trace file
   // preserve_ordering: the answer waits here until every earlier request's has gone
   uint64_t seq;
   struct srv_request *next_order;

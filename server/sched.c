@@ -177,7 +177,7 @@ static void run_batches(srv_sched *s, vsched *vs) {
     for (bat_item *it = b.items; it; it = it->next) slot->reqs[slot->n++] = it->payload;
     // A lone request is read in place; several are gathered on the instance thread.
     slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = slot->n > 1 ? gather : NULL,
-                          .done = on_job_done, .ctx = slot};
+                          .done = on_job_done, .ctx = slot, .instance = b.instance};
     err e;
     if (eng_model_submit(vs->v->model, b.instance, &slot->job, &e) == 0) continue;
     for (size_t i = 0; i < slot->n; i++) drop(s, vs, slot->reqs[i], e.code, e.msg);

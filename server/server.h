@@ -9,11 +9,13 @@
 #include "server/reflection.h"
 #include "server/registry.h"
 #include "server/sched.h"
+#include "server/trace.h"
 
 typedef struct srv_server {
   srv_registry *reg;
   srv_sched *sched;
   srv_reflection *reflection;
+  prof_trace *trace;       // NULL unless --trace-file
   int strict_readiness;    // ready only when every model is (Triton's default)
   atomic_int draining;     // set once shutdown began: not ready, new work refused
   atomic_llong infer_inflight;     // ModelInfer calls received and not yet answered
