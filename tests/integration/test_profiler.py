@@ -1,0 +1,380 @@
+"""The profiler through the real server: latency and batch-size histograms on /metrics, the
+/dashboard page and its /dashboard.json data, and sampled Chrome traces (--trace-file, --trace-rate).
+
+Counts are exact deltas over what each test sent, one request at a time from one client (so every
+execution holds exactly one request of one row), compared with ModelStatistics for the same model.
+Latencies are bounded by what the client measured around each call: the server cannot report a
+request as slower than the round trip that contained it.
+"""
+
+import json
+import math
+import os
+import subprocess
+import time
+
+import tritonclient.grpc as grpcclient
+
+import inferd_testlib as lib
+
+K = 7  # requests per metrics/dashboard test
+STAGES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
+LATENCY_HISTS = ["inferd_%s_duration_us" % s for s in STAGES]
+BATCH_HIST = "inferd_batch_size"
+MLP = {"model": "mlp", "version": "1"}
+HIST_SLACK = 1.01  # log-linear histograms are within 0.4% of the sample; bounds below allow 1%
+
+
+# --- helpers
+
+def _stats(client, model="mlp", version="1"):
+    resp = client.get_inference_statistics(model, version)
+    ms = [m for m in resp.model_stats if m.name == model and m.version == version]
+    assert len(ms) == 1, "statistics for %s v%s: %s" % (model, version, resp)
+    return ms[0]
+
+
+def _metrics_text(server):
+    status, text = lib.http_get(server.http_url + "/metrics")
+    assert status == 200, text[:500]
+    return text
+
+
+def _le(s):
+    return math.inf if s == "+Inf" else float(s)
+
+
+def _hist(samples, name, **labels):
+    """{'buckets': [(le, count)] in page order, 'sum': float, 'count': float} for one label set."""
+    want = {k: str(v) for k, v in labels.items()}
+
+    def match(l):
+        return {k: v for k, v in l.items() if k != "le"} == want
+    buckets = [(_le(l["le"]), v) for n, l, v in samples if n == name + "_bucket" and match(l)]
+    sums = [v for n, l, v in samples if n == name + "_sum" and match(l)]
+    counts = [v for n, l, v in samples if n == name + "_count" and match(l)]
+    assert buckets, "no %s_bucket for %s" % (name, want)
+    assert len(sums) == 1 and len(counts) == 1, "%s: _sum %r _count %r for %s" % (name, sums, counts, want)
+    return {"buckets": buckets, "sum": sums[0], "count": counts[0]}
+
+
+def _check_hist_shape(h, name):
+    les = [le for le, _ in h["buckets"]]
+    counts = [c for _, c in h["buckets"]]
+    assert les[-1] == math.inf, "%s: last bucket le=%r, want +Inf" % (name, les[-1])
+    assert all(a < b for a, b in zip(les, les[1:])), "%s: le bounds not ascending: %r" % (name, les)
+    assert all(a <= b for a, b in zip(counts, counts[1:])), "%s: buckets not cumulative: %r" % (name, counts)
+    assert counts[-1] == h["count"], "%s: +Inf bucket %r != _count %r" % (name, counts[-1], h["count"])
+    assert all(c == int(c) and c >= 0 for c in counts), "%s: non-integer bucket counts %r" % (name, counts)
+    assert h["sum"] >= 0
+
+
+def _bucket(h, le):
+    for b, c in h["buckets"]:
+        if b == le:
+            return c
+    raise AssertionError("no bucket le=%r in %r" % (le, [b for b, _ in h["buckets"]]))
+
+
+def _send_one_at_a_time(client, specs, oracle, rng, n, ids=None):
+    """n single-row mlp requests in turn, each checked against onnxruntime; returns client wall times in us."""
+    walls = []
+    for i in range(n):
+        feeds = lib.random_inputs(specs["mlp"], rng, 1)
+        t0 = time.monotonic()
+        _, got = lib.infer(client, "mlp", feeds, request_id=ids[i] if ids else "")
+        walls.append((time.monotonic() - t0) * 1e6)
+        lib.check_outputs(got, oracle.run("mlp", feeds), specs["mlp"], what="request %d" % i)
+    return walls
+
+
+def _dashboard(server):
+    status, body = lib.http_get(server.http_url + "/dashboard.json")
+    assert status == 200, body[:500]
+    return json.loads(body)
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _dash_entry(d, model, version):
+    es = [m for m in d["models"] if m["name"] == model and str(m["version"]) == version]
+    assert len(es) == 1, "dashboard entries for %s v%s: %r" % (model, version, es)
+    return es[0]
+
+
+def _batch_map(entry):
+    out = {}
+    for pair in entry["batch_sizes"]:
+        assert isinstance(pair, list) and len(pair) == 2 and _is_int(pair[0]) and _is_int(pair[1]), pair
+        assert pair[0] >= 1 and pair[1] >= 0, pair
+        assert pair[0] not in out, "batch size %d listed twice: %r" % (pair[0], entry["batch_sizes"])
+        out[pair[0]] = pair[1]
+    return out
+
+
+# --- /metrics histograms
+
+def test_metrics_histogram_format(server):
+    text = _metrics_text(server)
+    samples = lib.parse_metrics(text)
+    for name in LATENCY_HISTS + [BATCH_HIST]:
+        assert "# TYPE %s histogram" % name in text, "no '# TYPE %s histogram' line" % name
+        for n, l, _ in samples:
+            if n in (name + "_bucket", name + "_sum", name + "_count"):
+                assert "model" in l and "version" in l, "%s without model/version labels: %r" % (n, l)
+                assert ("le" in l) == n.endswith("_bucket"), (n, l)
+        h = _hist(samples, name, **MLP)
+        _check_hist_shape(h, name)
+    # Batch sizes: le = 1, 2, 4, ... up to the first power of two >= mlp's max_batch_size (64), then +Inf.
+    les = [le for le, _ in _hist(samples, BATCH_HIST, **MLP)["buckets"]]
+    assert les == [1, 2, 4, 8, 16, 32, 64, math.inf], les
+
+
+def test_metrics_histogram_deltas(server, client, specs, oracle, rng):
+    st0, m0 = _stats(client), lib.parse_metrics(_metrics_text(server))
+    walls = _send_one_at_a_time(client, specs, oracle, rng, K)
+    m1, st1 = lib.parse_metrics(_metrics_text(server)), _stats(client)
+    execs = st1.execution_count - st0.execution_count
+    infers = st1.inference_count - st0.inference_count
+    assert execs == K and infers == K, "ModelStatistics: %d executions, %d inferences for %d requests" % (
+        execs, infers, K)
+
+    for name in LATENCY_HISTS:
+        h0, h1 = _hist(m0, name, **MLP), _hist(m1, name, **MLP)
+        _check_hist_shape(h1, name)
+        assert [b for b, _ in h0["buckets"]] == [b for b, _ in h1["buckets"]], "%s: bounds changed" % name
+        assert h1["count"] - h0["count"] == K, "%s_count grew by %r, want %d" % (
+            name, h1["count"] - h0["count"], K)
+        deltas = [c1 - c0 for (_, c0), (_, c1) in zip(h0["buckets"], h1["buckets"])]
+        assert all(d >= 0 for d in deltas), "%s: a bucket went down: %r" % (name, deltas)
+        assert all(a <= b for a, b in zip(deltas, deltas[1:])), "%s: bucket deltas not cumulative %r" % (
+            name, deltas)
+        assert deltas[-1] == K
+        # Every stage lies inside the client's round trip: all K fall at or below the bucket that
+        # covers the slowest round trip, and the sum is at most the summed round trips.
+        cover = min(b for b, _ in h1["buckets"] if b >= max(walls) * HIST_SLACK)
+        idx = [b for b, _ in h1["buckets"]].index(cover)
+        assert deltas[idx] == K, "%s: only %r of %d requests at or below le=%r (slowest round trip %.0f us)" % (
+            name, deltas[idx], K, cover, max(walls))
+        dsum = h1["sum"] - h0["sum"]
+        assert 0 <= dsum <= sum(walls) * HIST_SLACK, "%s_sum grew by %r us, round trips took %.0f us" % (
+            name, dsum, sum(walls))
+    req = _hist(m1, "inferd_request_duration_us", **MLP)["sum"] - _hist(m0, "inferd_request_duration_us", **MLP)["sum"]
+    inf = _hist(m1, "inferd_compute_infer_duration_us", **MLP)["sum"] - \
+        _hist(m0, "inferd_compute_infer_duration_us", **MLP)["sum"]
+    # Microseconds, not milliseconds: a 1024x512 GEMV takes well over 1 us; and a request contains its compute.
+    assert inf >= K, "compute_infer sum grew by %r us for %d requests" % (inf, K)
+    assert req >= inf, "request duration sum %r < compute_infer sum %r" % (req, inf)
+
+    b0, b1 = _hist(m0, BATCH_HIST, **MLP), _hist(m1, BATCH_HIST, **MLP)
+    _check_hist_shape(b1, BATCH_HIST)
+    assert b1["count"] - b0["count"] == execs, "batch_size_count grew by %r, executions %d" % (
+        b1["count"] - b0["count"], execs)
+    assert b1["sum"] - b0["sum"] == infers, "batch_size_sum grew by %r, inferences %d" % (
+        b1["sum"] - b0["sum"], infers)
+    assert _bucket(b1, 1) - _bucket(b0, 1) == K, "le=1 bucket grew by %r" % (_bucket(b1, 1) - _bucket(b0, 1))
+    # Totals agree with ModelStatistics.
+    assert b1["count"] == st1.execution_count and b1["sum"] == st1.inference_count, (b1, st1)
+
+
+def test_metrics_batch_size_multi_row(server, client, specs, oracle, rng):
+    """One request of R rows is one execution of size R: the le=R bucket moves, le=R/2 does not."""
+    m0, st0 = lib.parse_metrics(_metrics_text(server)), _stats(client)
+    feeds = lib.random_inputs(specs["mlp"], rng, 4)
+    _, got = lib.infer(client, "mlp", feeds)
+    lib.check_outputs(got, oracle.run("mlp", feeds), specs["mlp"])
+    m1, st1 = lib.parse_metrics(_metrics_text(server)), _stats(client)
+    assert st1.execution_count - st0.execution_count == 1
+    b0, b1 = _hist(m0, BATCH_HIST, **MLP), _hist(m1, BATCH_HIST, **MLP)
+    assert b1["count"] - b0["count"] == 1
+    assert b1["sum"] - b0["sum"] == 4
+    assert _bucket(b1, 2) - _bucket(b0, 2) == 0
+    assert _bucket(b1, 4) - _bucket(b0, 4) == 1
+    assert _bucket(b1, math.inf) - _bucket(b0, math.inf) == 1
+    h0, h1 = _hist(m0, "inferd_request_duration_us", **MLP), _hist(m1, "inferd_request_duration_us", **MLP)
+    assert h1["count"] - h0["count"] == 1
+
+
+# --- /dashboard and /dashboard.json
+
+def test_dashboard_page(server):
+    import urllib.request
+    with urllib.request.urlopen(server.http_url + "/dashboard", timeout=10) as r:
+        assert r.status == 200
+        ctype = r.headers.get("Content-Type", "")
+        body = r.read().decode("utf-8", "replace")
+    assert ctype.startswith("text/html"), ctype
+    assert "http://" not in body and "https://" not in body, "dashboard page loads something from outside"
+    assert "dashboard.json" in body
+    assert "<html" in body.lower()
+
+
+def test_dashboard_json_shape(server, client, specs):
+    import urllib.request
+    with urllib.request.urlopen(server.http_url + "/dashboard.json", timeout=10) as r:
+        assert r.status == 200
+        ctype = r.headers.get("Content-Type", "")
+        d = json.loads(r.read().decode("utf-8"))
+    assert ctype.startswith("application/json"), ctype
+    assert _is_int(d["time_ms"]) and d["time_ms"] > 0, d.get("time_ms")
+    assert d["gpus"] == [], d["gpus"]  # no GPU on this machine
+    assert isinstance(d["models"], list)
+    got = sorted((m["name"], str(m["version"])) for m in d["models"])
+    want = sorted((n, str(v)) for n, s in specs.items() if s["expect"] == "READY" for v in s["ready_versions"])
+    assert got == want, "dashboard models %r, ready model versions %r" % (got, want)
+    for m in d["models"]:
+        what = "%s v%s" % (m["name"], m["version"])
+        assert _is_num(m["throughput_rps"]) and m["throughput_rps"] >= 0, (what, m["throughput_rps"])
+        assert _is_int(m["queue_depth"]) and m["queue_depth"] == 0, (what, m["queue_depth"])  # nothing in flight
+        st = _stats(client, m["name"], str(m["version"]))
+        assert _is_int(m["success"]) and m["success"] == st.inference_stats.success.count, (
+            what, m["success"], st.inference_stats.success.count)
+        assert _is_int(m["failure"]) and m["failure"] == st.inference_stats.fail.count, (
+            what, m["failure"], st.inference_stats.fail.count)
+        assert sorted(m["latency_us"]) == sorted(STAGES), (what, sorted(m["latency_us"]))
+        for stage, ps in m["latency_us"].items():
+            assert sorted(ps) == ["p50", "p90", "p99", "p999"], (what, stage, ps)
+            if m["success"] > 0:
+                assert all(_is_num(ps[k]) and ps[k] >= 0 for k in ps), (what, stage, ps)
+                assert ps["p50"] <= ps["p90"] <= ps["p99"] <= ps["p999"], (what, stage, ps)
+        bs = _batch_map(m)
+        assert sum(bs.values()) == st.execution_count, (what, m["batch_sizes"], st.execution_count)
+        assert sum(k * v for k, v in bs.items()) == st.inference_count, (what, m["batch_sizes"], st.inference_count)
+        mbs = specs[m["name"]]["max_batch_size"]
+        assert all(k <= max(mbs, 1) for k in bs), (what, m["batch_sizes"], mbs)
+
+
+def test_dashboard_json_deltas(server, client, specs, oracle, rng):
+    d0, st0 = _dashboard(server), _stats(client)
+    _send_one_at_a_time(client, specs, oracle, rng, K)
+    d1, st1 = _dashboard(server), _stats(client)
+    e0, e1 = _dash_entry(d0, "mlp", "1"), _dash_entry(d1, "mlp", "1")
+    assert d1["time_ms"] >= d0["time_ms"]
+    assert e1["success"] - e0["success"] == K
+    assert e1["success"] == st1.inference_stats.success.count
+    assert e1["failure"] == e0["failure"]
+    assert e1["queue_depth"] == 0
+    assert _is_num(e1["throughput_rps"]) and e1["throughput_rps"] >= 0, e1["throughput_rps"]
+    b0, b1 = _batch_map(e0), _batch_map(e1)
+    assert b1.get(1, 0) - b0.get(1, 0) == K, (e0["batch_sizes"], e1["batch_sizes"])
+    assert sum(b1.values()) - sum(b0.values()) == st1.execution_count - st0.execution_count == K
+    lat = e1["latency_us"]
+    for stage in STAGES:
+        ps = lat[stage]
+        assert ps["p50"] <= ps["p90"] <= ps["p99"] <= ps["p999"], (stage, ps)
+    # A request contains its compute, so every percentile of request latency is at least compute_infer's.
+    for p in ("p50", "p90", "p99", "p999"):
+        assert lat["request"][p] * HIST_SLACK >= lat["compute_infer"][p], (p, lat["request"], lat["compute_infer"])
+    assert lat["compute_infer"]["p50"] > 0
+
+
+def test_dashboard_json_private_server_exact_latency_bounds(start_server, specs, oracle, rng):
+    """On a fresh server every served request is one of ours: each percentile lies within our round trips."""
+    srv = start_server()
+    d0 = _dashboard(srv)
+    e0 = _dash_entry(d0, "mlp", "1")
+    assert e0["success"] == 0 and e0["failure"] == 0 and sum(_batch_map(e0).values()) == 0, e0
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        walls = _send_one_at_a_time(c, specs, oracle, rng, K)
+        d1 = _dashboard(srv)
+        st = _stats(c)
+    e1 = _dash_entry(d1, "mlp", "1")
+    assert e1["success"] == K == st.inference_stats.success.count
+    assert _batch_map(e1) == {1: K}, e1["batch_sizes"]
+    for stage in STAGES:
+        ps = e1["latency_us"][stage]
+        assert ps["p50"] <= ps["p90"] <= ps["p99"] <= ps["p999"] <= max(walls) * HIST_SLACK, (
+            stage, ps, max(walls))
+    assert e1["latency_us"]["request"]["p50"] > 0
+    assert srv.stop() == 0
+    srv.assert_clean_exit()
+
+
+# --- Chrome traces
+
+def _traced_run(start_server, tmp_path, specs, oracle, rng, rate, n):
+    path = tmp_path / "trace.json"
+    srv = start_server(["--trace-file", str(path), "--trace-rate", str(rate)])
+    ids = ["r%d" % i for i in range(n)]
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        walls = _send_one_at_a_time(c, specs, oracle, rng, n, ids=ids)
+    assert srv.stop() == 0
+    srv.assert_clean_exit()
+    assert path.exists(), "no trace file at %s" % path
+    with open(path) as f:
+        events = json.load(f)  # valid JSON once the server exited
+    assert isinstance(events, list), type(events)
+    return events, walls
+
+
+def _check_trace(events, want_ids):
+    xs = [e for e in events if e.get("ph") == "X"]
+    by_id = {}
+    for e in xs:
+        a = e.get("args", {})
+        by_id.setdefault(a.get("request_id"), []).append(e)
+    assert sorted(by_id) == sorted(want_ids), "traced request ids %r, want %r" % (sorted(by_id), sorted(want_ids))
+    assert len(xs) == len(STAGES) * len(want_ids), "%d X events for %d requests" % (len(xs), len(want_ids))
+    for rid, evs in by_id.items():
+        names = sorted(e["name"] for e in evs)
+        assert names == sorted(STAGES), "%s: events %r" % (rid, names)
+        ev = {e["name"]: e for e in evs}
+        for e in evs:
+            assert _is_num(e["ts"]) and _is_num(e["dur"]) and e["dur"] >= 0, (rid, e)
+            a = e["args"]
+            for k in ("model", "version", "request_id", "batch_size", "instance", "device"):
+                assert k in a, "%s %s: no args.%s in %r" % (rid, e["name"], k, a)
+            assert a["model"] == "mlp" and str(a["version"]) == "1", (rid, a)
+            assert a["batch_size"] == 1, (rid, e["name"], a["batch_size"])
+            assert a["device"] == -1, (rid, e["name"], a["device"])  # CPU
+        # One request in one execution: every stage names the same batch.
+        assert len({(e["args"]["batch_size"], e["args"].get("batch_id")) for e in evs}) == 1, (rid, evs)
+        r = ev["request"]
+        r_end = r["ts"] + r["dur"]
+        for s in STAGES[1:]:
+            e = ev[s]
+            assert r["ts"] <= e["ts"] and e["ts"] + e["dur"] <= r_end, (
+                "%s: %s [%r, %r] outside request [%r, %r]" % (rid, s, e["ts"], e["ts"] + e["dur"], r["ts"], r_end))
+        for s in ("compute_input", "compute_infer", "compute_output"):
+            assert _is_int(ev[s]["args"]["instance"]) and ev[s]["args"]["instance"] >= 0, (rid, s, ev[s]["args"])
+        # Stages follow each other: queue, then input, infer, output (1 us for rounding to microseconds).
+        order = [ev[s] for s in STAGES[1:]]
+        for a, b in zip(order, order[1:]):
+            assert a["ts"] + a["dur"] <= b["ts"] + 1, (rid, a["name"], b["name"], a, b)
+    # Requests were sent one after another, so their request spans do not overlap and come in id order.
+    ordered = [e for i in want_ids for e in by_id[i] if e["name"] == "request"]
+    for a, b in zip(ordered, ordered[1:]):
+        assert a["ts"] + a["dur"] <= b["ts"], ("request spans overlap or out of order", a, b)
+    return by_id
+
+
+def test_trace_rate_3_samples_every_third(start_server, tmp_path, specs, oracle, rng):
+    events, walls = _traced_run(start_server, tmp_path, specs, oracle, rng, rate=3, n=9)
+    by_id = _check_trace(events, ["r0", "r3", "r6"])
+    for rid, evs in by_id.items():
+        r = [e for e in evs if e["name"] == "request"][0]
+        assert r["dur"] <= max(walls) * HIST_SLACK, (rid, r["dur"], max(walls))
+
+
+def test_trace_rate_1_samples_all(start_server, tmp_path, specs, oracle, rng):
+    events, _ = _traced_run(start_server, tmp_path, specs, oracle, rng, rate=1, n=9)
+    _check_trace(events, ["r%d" % i for i in range(9)])
+
+
+def test_trace_file_in_missing_directory_fails_fast(tmp_path, repo_dir):
+    bad = str(tmp_path / "no_such_dir" / "trace.json")
+    args = [lib.inferd_bin(), "--model-repository", repo_dir, "--grpc-port", "0", "--http-port", "0",
+            "--strict-readiness", "false", "--trace-file", bad, "--trace-rate", "1"]
+    p = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, errors="replace", timeout=60)
+    assert p.returncode != 0, "exit code 0 with an unwritable trace file; stderr:\n%s" % p.stderr[-2000:]
+    assert "inferd ready" not in p.stderr
+    assert bad in p.stderr, p.stderr[-2000:]
+    assert not any(m in p.stderr for m in lib.SANITIZER_MARKERS), p.stderr[-4000:]
+    assert not os.path.exists(os.path.dirname(bad))
