@@ -554,7 +554,11 @@ def test_preserve_ordering_pipelined(bat, rng):
     Ls = [int(x) for x in rng.choice([1, 8, 32, 128], size=n)]
     rows = [int(x) for x in rng.integers(1, 3, size=n)]
     feeds = [slow_feeds(rng, rows=r, L=L) for r, L in zip(rows, Ls)]
-    blockers = {"B0": slow_feeds(rng, rows=2, L=SLOW_L), "B1": slow_feeds(rng, rows=2, L=SLOW_L)}
+    # The blockers must outlast 48 send-and-poll rounds. Their GEMMs run at full speed even in a
+    # sanitizer build while the server's own code (the pending gauge) is slowed many times, so
+    # they take as many rows as the batch allows (capped at 32 MB a message).
+    b_rows = max(2, min(8, (32 << 20) // (SLOW_L * 512 * 4)))
+    blockers = {"B0": slow_feeds(rng, rows=b_rows, L=SLOW_L), "B1": slow_feeds(rng, rows=b_rows, L=SLOW_L)}
     want = [bat.oracle.run(m, f) for f in feeds]
     for k, f in blockers.items():
         calls.send(k, m, f)
@@ -587,7 +591,7 @@ def test_preserve_ordering_pipelined(bat, rng):
                                               [(k, Ls[k] if isinstance(k, int) else SLOW_L,
                                                 round(1000 * (t[k] - t["B0"]), 2)) for k in calls.order]))
     swaps = sum(1 for a, b in zip(calls.order, calls.order[1:]) if keys.index(a) > keys.index(b))
-    total = 4 + sum(rows)
+    total = 2 * b_rows + sum(rows)
     d = snap.settle(total)
     assert (d.inferences, d.success, d.fail) == (total, n + 2, 0), d
     print("preserve_ordering pipelined: %d requests in %d executions %s; %d adjacent swaps within %.2f ms"
