@@ -1,34 +1,71 @@
-// model.c: a model version's instances. Each instance is a thread owning a
+// model.c: a model version's instances. A CPU instance is a thread owning a
 // plan (its own arena), fed through a one-slot mailbox: the batcher never
-// hands an instance a second batch before the first one's done callback.
+// hands it a second batch before the first one's done callback.
+//
+// A GPU instance keeps up to `depth` batches in flight, one per stream slot
+// of its CUDA plan: its submit thread assembles and enqueues batch n+1 while
+// batch n runs, and its completion thread waits for each batch in order and
+// answers it. A CUDA failure fails that batch with INTERNAL and marks the
+// instance unhealthy; once its other batches are out, the submit thread
+// destroys and recreates the plan before taking the next batch.
 #include "engine/model.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "engine/plan.h"
 #if INFERD_HAVE_CUDA
+#include <nvtx3/nvToolsExt.h>
+
 #include "engine/plan_cuda.h"
 #endif
+
+#define MAX_DEPTH 4
 
 typedef struct instance {
   eng_model *model;
   int index;
   int device;  // CUDA ordinal, -1 on the CPU
+  int depth;   // batches in flight at once
   eng_plan *plan;
 #if INFERD_HAVE_CUDA
-  eng_cuda_plan *cuda_plan;
+  eng_cuda_plan *cuda_plan;  // replaced only by the submit thread, with no batch in flight
+  pthread_t done_thread;
+  int done_started;
+  pthread_cond_t done_cv;
+  // guarded by mu
+  eng_job *queue[MAX_DEPTH];  // waiting for a slot
+  int q_head, q_n;
+  struct {
+    eng_job *job;
+    int slot;
+  } fin[MAX_DEPTH];  // submitted, in submission order
+  int f_head, f_n;
+  int slot_busy[MAX_DEPTH];
+  int n_busy;
+  int unhealthy;
+  int done_stop;
 #endif
+  _Atomic uint64_t recreations;
   pthread_t thread;
   int started;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  eng_job *job;  // guarded by mu
+  eng_job *job;  // guarded by mu (CPU instances)
   int stop;      // guarded by mu
 } instance;
+
+// What the config asks of GPU instances (CPU instances run FP32 plans).
+typedef struct model_opts {
+  int precision;  // ENG_PREC_*: config parameters { key: "precision" }
+  int no_graphs;  // optimization { cuda { graphs: false } }
+  uint64_t fault_at;
+} model_opts;
 
 typedef struct binding {
   eng_io client;         // what the client sends/receives (no batch dim)
@@ -41,6 +78,9 @@ typedef struct binding {
 struct eng_model {
   eng_graph *graph;
   int max_batch;
+  model_opts opts;
+  int *warm;
+  size_t n_warm;
   binding *in, *out;
   size_t n_in, n_out;
   size_t n_graph_in, n_graph_out;
@@ -115,7 +155,7 @@ static int bind_all(eng_model *m, const Inference__ModelConfig *cfg, err *e) {
   return 0;
 }
 
-// --- running one job on an instance thread
+// --- running one job
 
 static void set_shape(eng_tensor *t, int64_t rows, int batched, int nd, const int64_t *dims) {
   t->ndims = 0;
@@ -123,47 +163,65 @@ static void set_shape(eng_tensor *t, int64_t rows, int batched, int nd, const in
   for (int d = 0; d < nd; d++) t->dims[t->ndims++] = dims[d];
 }
 
-static void run_job(instance *in, eng_job *job) {
-  eng_model *m = in->model;
-  eng_tensor gin[ENG_MAX_DIMS * 4];
-  eng_tensor *gin_p = m->n_graph_in <= sizeof gin / sizeof gin[0] ? gin : calloc(m->n_graph_in, sizeof *gin_p);
-  eng_tensor gout_s[ENG_MAX_DIMS * 4];
-  eng_tensor *gout = m->n_graph_out <= sizeof gout_s / sizeof gout_s[0] ? gout_s : calloc(m->n_graph_out, sizeof *gout);
-  eng_tensor cout_s[ENG_MAX_DIMS * 4];
-  eng_tensor *cout = m->n_out <= sizeof cout_s / sizeof cout_s[0] ? cout_s : calloc(m->n_out ? m->n_out : 1, sizeof *cout);
-  err e = {0};
-  int rc = 0;
-  job->t_start_us = job->t_infer_start_us = job->t_infer_end_us = eng_now_us();
-  if (!gin_p || !gout || !cout) {
-    rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-    goto done;
-  }
-  if (job->prepare && (rc = job->prepare(job, &e)) != 0) goto done;
+// Per-job tensor arrays: on the stack for the usual few tensors.
+#define SMALL_IO (ENG_MAX_DIMS * 4)
+typedef struct io_bufs {
+  eng_tensor gin_s[SMALL_IO], gout_s[SMALL_IO], cout_s[SMALL_IO];
+  eng_tensor *gin, *gout, *cout;
+} io_bufs;
+
+static int io_init(io_bufs *b, const eng_model *m, err *e) {
+  b->gin = m->n_graph_in <= SMALL_IO ? b->gin_s : calloc(m->n_graph_in, sizeof *b->gin);
+  b->gout = m->n_graph_out <= SMALL_IO ? b->gout_s : calloc(m->n_graph_out, sizeof *b->gout);
+  b->cout = m->n_out <= SMALL_IO ? b->cout_s : calloc(m->n_out ? m->n_out : 1, sizeof *b->cout);
+  if (!b->gin || !b->gout || !b->cout) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  return 0;
+}
+
+static void io_free(io_bufs *b) {
+  if (b->gin && b->gin != b->gin_s) free(b->gin);
+  if (b->gout && b->gout != b->gout_s) free(b->gout);
+  if (b->cout && b->cout != b->cout_s) free(b->cout);
+}
+
+// The job's inputs as the graph takes them (config reshapes applied).
+static int graph_inputs(const eng_model *m, eng_job *job, eng_tensor *gin, err *e) {
+  if (job->prepare) TRY(job->prepare(job, e));
   int batched = m->max_batch > 0;
   for (size_t gi = 0; gi < m->n_graph_in; gi++) {
     const binding *b = &m->in[m->graph_in_to_cfg[gi]];
-    gin_p[gi] = job->inputs[m->graph_in_to_cfg[gi]];
-    if (b->has_reshape) set_shape(&gin_p[gi], job->rows, batched, b->n_model_dims, b->model_dims);
+    gin[gi] = job->inputs[m->graph_in_to_cfg[gi]];
+    if (b->has_reshape) set_shape(&gin[gi], job->rows, batched, b->n_model_dims, b->model_dims);
   }
-  job->t_infer_start_us = eng_now_us();
-#if INFERD_HAVE_CUDA
-  if (in->cuda_plan) rc = eng_cuda_plan_run(in->cuda_plan, gin_p, m->n_graph_in, gout, m->n_graph_out, &e);
-  else
-#endif
-    rc = eng_plan_run(in->plan, gin_p, m->n_graph_in, gout, m->n_graph_out, &e);
-  job->t_infer_end_us = eng_now_us();
+  return 0;
+}
+
+// The graph's outputs as the client sees them, in config order.
+static void client_outputs(const eng_model *m, const eng_job *job, const eng_tensor *gout, eng_tensor *cout) {
+  int batched = m->max_batch > 0;
+  for (size_t i = 0; i < m->n_out; i++) {
+    const binding *b = &m->out[i];
+    cout[i] = gout[b->graph_index];
+    if (b->has_reshape) set_shape(&cout[i], job->rows, batched, b->client.ndims, b->client.dims);
+  }
+}
+
+static void run_job(instance *in, eng_job *job) {
+  eng_model *m = in->model;
+  io_bufs b = {0};
+  err e = {0};
+  job->t_start_us = job->t_infer_start_us = job->t_infer_end_us = eng_now_us();
+  job->stream = -1;
+  int rc = io_init(&b, m, &e);
+  if (rc == 0) rc = graph_inputs(m, job, b.gin, &e);
   if (rc == 0) {
-    for (size_t i = 0; i < m->n_out; i++) {
-      const binding *b = &m->out[i];
-      cout[i] = gout[b->graph_index];
-      if (b->has_reshape) set_shape(&cout[i], job->rows, batched, b->client.ndims, b->client.dims);
-    }
+    job->t_infer_start_us = eng_now_us();
+    rc = eng_plan_run(in->plan, b.gin, m->n_graph_in, b.gout, m->n_graph_out, &e);
+    job->t_infer_end_us = eng_now_us();
   }
-done:
-  job->done(job, rc, &e, rc == 0 ? cout : NULL, rc == 0 ? m->n_out : 0);
-  if (gin_p != gin) free(gin_p);
-  if (gout != gout_s) free(gout);
-  if (cout != cout_s) free(cout);
+  if (rc == 0) client_outputs(m, job, b.gout, b.cout);
+  job->done(job, rc, &e, rc == 0 ? b.cout : NULL, rc == 0 ? m->n_out : 0);
+  io_free(&b);
 }
 
 static void *instance_main(void *arg) {
@@ -180,6 +238,161 @@ static void *instance_main(void *arg) {
   }
 }
 
+#if INFERD_HAVE_CUDA
+// --- GPU instances: a submit thread and a completion thread per instance
+
+static int create_cuda_plan(instance *in, eng_cuda_plan **out, err *e) {
+  const eng_model *m = in->model;
+  eng_cuda_opts o = {.precision = (eng_precision)m->opts.precision,
+                     .n_slots = in->depth,
+                     .no_graphs = m->opts.no_graphs,
+                     .graph_cap = 256,
+                     .warm = m->warm,
+                     .n_warm = m->n_warm,
+                     .fault_at = m->opts.fault_at};
+  return eng_cuda_plan_create(m->graph, m->max_batch, in->device, &o, out, e);
+}
+
+static void free_slot(instance *in, int slot) {
+  pthread_mutex_lock(&in->mu);
+  in->slot_busy[slot] = 0;
+  in->n_busy--;
+  pthread_cond_broadcast(&in->cv);
+  pthread_mutex_unlock(&in->mu);
+}
+
+// A CUDA failure (ERR_INTERNAL) leaves the plan suspect: recreate it.
+static void note_failure(instance *in, int rc) {
+  if (rc != ERR_INTERNAL) return;
+  pthread_mutex_lock(&in->mu);
+  in->unhealthy = 1;
+  pthread_mutex_unlock(&in->mu);
+}
+
+static void fail_job(instance *in, eng_job *job, int rc, const err *e) {
+  (void)in;
+  job->t_infer_end_us = eng_now_us();
+  job->done(job, rc, e, NULL, 0);
+}
+
+// Recreates the plan; called with no batch in flight. 0 on success.
+static int recover(instance *in, err *e) {
+  // swapped under the lock: eng_model_instance_stats reads the plan
+  pthread_mutex_lock(&in->mu);
+  eng_cuda_plan *old = in->cuda_plan;
+  in->cuda_plan = NULL;
+  pthread_mutex_unlock(&in->mu);
+  eng_cuda_plan_destroy(old);
+  eng_cuda_plan *fresh = NULL;
+  int rc = create_cuda_plan(in, &fresh, e);
+  pthread_mutex_lock(&in->mu);
+  in->cuda_plan = fresh;
+  pthread_mutex_unlock(&in->mu);
+  if (rc) {
+    err_prefix(e, "instance %d on GPU %d is unhealthy and could not be recreated: ", in->index, in->device);
+    return rc;
+  }
+  atomic_fetch_add(&in->recreations, 1);
+  pthread_mutex_lock(&in->mu);
+  in->unhealthy = 0;
+  pthread_mutex_unlock(&in->mu);
+  return 0;
+}
+
+static void *gpu_submit_main(void *arg) {
+  instance *in = arg;
+  eng_model *m = in->model;
+  for (;;) {
+    pthread_mutex_lock(&in->mu);
+    // a job and a free slot; an unhealthy instance waits for all its slots
+    while (!in->stop && (in->q_n == 0 || in->n_busy == in->depth || (in->unhealthy && in->n_busy > 0)))
+      pthread_cond_wait(&in->cv, &in->mu);
+    if (in->q_n == 0) {  // stopping with nothing queued
+      pthread_mutex_unlock(&in->mu);
+      return NULL;
+    }
+    while (in->n_busy == in->depth || (in->unhealthy && in->n_busy > 0)) pthread_cond_wait(&in->cv, &in->mu);
+    eng_job *job = in->queue[in->q_head];
+    in->q_head = (in->q_head + 1) % MAX_DEPTH;
+    in->q_n--;
+    int slot = 0;
+    while (in->slot_busy[slot]) slot++;
+    in->slot_busy[slot] = 1;
+    in->n_busy++;
+    int unhealthy = in->unhealthy;
+    pthread_mutex_unlock(&in->mu);
+
+    err e = {0};
+    job->t_start_us = job->t_infer_start_us = job->t_infer_end_us = eng_now_us();
+    job->stream = slot;
+    if (unhealthy && recover(in, &e) != 0) {
+      fail_job(in, job, ERR_UNAVAILABLE, &e);
+      free_slot(in, slot);
+      continue;
+    }
+    eng_tensor gin_s[SMALL_IO];
+    eng_tensor *gin = m->n_graph_in <= SMALL_IO ? gin_s : calloc(m->n_graph_in, sizeof *gin);
+    int rc = gin ? 0 : err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    nvtxRangePushA("inferd assemble batch");
+    if (rc == 0) rc = graph_inputs(m, job, gin, &e);
+    nvtxRangePop();
+    if (rc == 0) {
+      job->t_infer_start_us = eng_now_us();
+      nvtxRangePushA("inferd submit");
+      rc = eng_cuda_plan_submit(in->cuda_plan, slot, gin, m->n_graph_in, &e);
+      nvtxRangePop();
+    }
+    if (gin != gin_s) free(gin);
+    if (rc) {
+      note_failure(in, rc);
+      fail_job(in, job, rc, &e);
+      free_slot(in, slot);
+      continue;
+    }
+    pthread_mutex_lock(&in->mu);
+    int k = (in->f_head + in->f_n) % MAX_DEPTH;
+    in->fin[k].job = job;
+    in->fin[k].slot = slot;
+    in->f_n++;
+    pthread_cond_signal(&in->done_cv);
+    pthread_mutex_unlock(&in->mu);
+  }
+}
+
+static void *gpu_done_main(void *arg) {
+  instance *in = arg;
+  eng_model *m = in->model;
+  for (;;) {
+    pthread_mutex_lock(&in->mu);
+    while (in->f_n == 0 && !in->done_stop) pthread_cond_wait(&in->done_cv, &in->mu);
+    if (in->f_n == 0) {
+      pthread_mutex_unlock(&in->mu);
+      return NULL;
+    }
+    eng_job *job = in->fin[in->f_head].job;
+    int slot = in->fin[in->f_head].slot;
+    in->f_head = (in->f_head + 1) % MAX_DEPTH;
+    in->f_n--;
+    pthread_mutex_unlock(&in->mu);
+
+    io_bufs b = {0};
+    err e = {0};
+    int rc = io_init(&b, m, &e);
+    nvtxRangePushA("inferd finish batch");
+    int frc = eng_cuda_plan_finish(in->cuda_plan, slot, b.gout ? b.gout : NULL, m->n_graph_out, &e);
+    nvtxRangePop();
+    if (rc == 0) rc = frc;
+    job->t_infer_end_us = eng_now_us();
+    if (rc == 0) client_outputs(m, job, b.gout, b.cout);
+    else note_failure(in, rc);
+    job->done(job, rc, &e, rc == 0 ? b.cout : NULL, rc == 0 ? m->n_out : 0);
+    io_free(&b);
+    free_slot(in, slot);
+  }
+}
+#endif
+
+// --- lifecycle
 // --- lifecycle
 
 // The instances the config asks for: per group, `count` on the CPU, or
@@ -225,10 +438,79 @@ static int instance_devices(const Inference__ModelConfig *cfg, int n_gpus, int *
   return 0;
 }
 
-static int create_plan(instance *in, const eng_graph *g, int max_batch, err *e) {
-  if (in->device < 0) return eng_plan_create(g, max_batch, &in->plan, e);
+// GPU options from the config: parameters { key: "precision" value {
+// string_value: "fp32" | "tf32" | "fp16" } } and Triton's
+// optimization { cuda { graphs: false } } (graphs are on unless a cuda
+// block says otherwise). INFERD_CUDA_FAULT_AT=N (tests) makes every GPU
+// plan's Nth batch fail with a real CUDA launch error.
+static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) {
+  memset(o, 0, sizeof *o);
+  static const char *const names[] = {"fp32", "tf32", "fp16"};  // ENG_PREC_* order
+  for (size_t i = 0; i < cfg->n_parameters; i++) {
+    const Inference__ModelConfig__ParametersEntry *pe = cfg->parameters[i];
+    if (!pe->key || strcmp(pe->key, "precision") != 0) continue;
+    const char *v = pe->value && pe->value->string_value ? pe->value->string_value : "";
+    int found = -1;
+    for (int k = 0; k < 3; k++)
+      if (strcasecmp(v, names[k]) == 0) found = k;
+    if (found < 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "parameters: precision '%s' is not one of fp32, tf32, fp16", v);
+    o->precision = found;
+  }
+  if (cfg->optimization && cfg->optimization->cuda) o->no_graphs = !cfg->optimization->cuda->graphs;
+  const char *f = getenv("INFERD_CUDA_FAULT_AT");
+  if (f && *f) o->fault_at = strtoull(f, NULL, 10);
+  return 0;
+}
+
+// Batch sizes whose graphs are captured at load: 1, the preferred sizes and
+// the largest.
+static int warm_sizes(eng_model *m, const Inference__ModelConfig *cfg, err *e) {
+  size_t np = cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING &&
+                      cfg->dynamic_batching
+                  ? cfg->dynamic_batching->n_preferred_batch_size
+                  : 0;
+  m->warm = calloc(np + 2, sizeof *m->warm);
+  if (!m->warm) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  m->warm[m->n_warm++] = 1;
+  for (size_t i = 0; i < np; i++) {
+    int b = cfg->dynamic_batching->preferred_batch_size[i];
+    int dup = 0;
+    for (size_t k = 0; k < m->n_warm; k++) dup |= m->warm[k] == b;
+    if (!dup) m->warm[m->n_warm++] = b;
+  }
+  if (m->max_batch > 1) {
+    int dup = 0;
+    for (size_t k = 0; k < m->n_warm; k++) dup |= m->warm[k] == m->max_batch;
+    if (!dup) m->warm[m->n_warm++] = m->max_batch;
+  }
+  return 0;
+}
+
+static int start_instance(instance *in, err *e) {
+  eng_model *m = in->model;
+  pthread_mutex_init(&in->mu, NULL);
+  pthread_cond_init(&in->cv, NULL);
+  in->depth = 1;
+  if (in->device < 0) {
+    TRY(eng_plan_create(m->graph, m->max_batch, &in->plan, e));
+    if (pthread_create(&in->thread, NULL, instance_main, in) != 0)
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start instance thread %d", in->index);
+    in->started = 1;
+    return 0;
+  }
 #if INFERD_HAVE_CUDA
-  return eng_cuda_plan_create(g, max_batch, in->device, &in->cuda_plan, e);
+  pthread_cond_init(&in->done_cv, NULL);
+  in->depth = 2;
+  TRY(create_cuda_plan(in, &in->cuda_plan, e));
+  in->depth = eng_cuda_plan_n_slots(in->cuda_plan);
+  if (pthread_create(&in->done_thread, NULL, gpu_done_main, in) != 0)
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start completion thread of instance %d", in->index);
+  in->done_started = 1;
+  if (pthread_create(&in->thread, NULL, gpu_submit_main, in) != 0)
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start instance thread %d", in->index);
+  in->started = 1;
+  return 0;
 #else
   return err_set(e, ERR_UNIMPLEMENTED, "this inferd was built without CUDA");
 #endif
@@ -240,6 +522,8 @@ int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, int n_gpus
   m->graph = g;
   m->max_batch = cfg->max_batch_size;
   int rc = bind_all(m, cfg, e);
+  if (rc == 0) rc = parse_opts(cfg, &m->opts, e);
+  if (rc == 0) rc = warm_sizes(m, cfg, e);
   int *dev = NULL, n = 0;
   if (rc == 0) rc = instance_devices(cfg, n_gpus, &dev, &n, e);
   if (rc == 0 && !(m->inst = calloc((size_t)n, sizeof *m->inst)))
@@ -249,19 +533,9 @@ int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, int n_gpus
     in->model = m;
     in->index = i;
     in->device = dev[i];
-    rc = create_plan(in, g, m->max_batch, e);
-    if (rc) {
-      err_prefix(e, "instance %d (%s%d): ", i, in->device < 0 ? "CPU" : "GPU ", in->device < 0 ? 0 : in->device);
-      break;
-    }
     m->n_inst++;
-    pthread_mutex_init(&in->mu, NULL);
-    pthread_cond_init(&in->cv, NULL);
-    if (pthread_create(&in->thread, NULL, instance_main, in) != 0) {
-      rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start instance thread %d", i);
-      break;
-    }
-    in->started = 1;
+    rc = start_instance(in, e);
+    if (rc) err_prefix(e, "instance %d (%s%d): ", i, in->device < 0 ? "CPU" : "GPU ", in->device < 0 ? 0 : in->device);
   }
   free(dev);
   if (rc) {
@@ -277,10 +551,40 @@ int eng_model_instance_device(const eng_model *m, int instance) {
   return instance >= 0 && instance < m->n_inst ? m->inst[instance].device : -1;
 }
 
+int eng_model_instance_depth(const eng_model *m, int instance) {
+  return instance >= 0 && instance < m->n_inst ? m->inst[instance].depth : 0;
+}
+
 int eng_model_n_gpu_instances(const eng_model *m) {
   int n = 0;
   for (int i = 0; i < m->n_inst; i++) n += m->inst[i].device >= 0;
   return n;
+}
+
+void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats *s) {
+  memset(s, 0, sizeof *s);
+  if (index < 0 || index >= m->n_inst) return;
+  instance *in = &m->inst[index];
+  s->device = in->device;
+  s->depth = in->depth;
+  s->recreations = atomic_load(&in->recreations);
+  s->healthy = 1;
+#if INFERD_HAVE_CUDA
+  if (in->device < 0) return;
+  pthread_mutex_lock(&in->mu);
+  s->healthy = !in->unhealthy;
+  // the plan is replaced only by the submit thread while no batch is in
+  // flight and the instance is unhealthy; read it under the lock then
+  eng_cuda_plan_stats ps = {0};
+  if (in->cuda_plan) eng_cuda_plan_stats_get(in->cuda_plan, &ps);
+  pthread_mutex_unlock(&in->mu);
+  s->busy_ns = ps.busy_ns;
+  s->batches = ps.batches;
+  s->graphs = ps.graphs_captured;
+  s->graph_launches = ps.graph_launches;
+  s->plain_launches = ps.plain_launches;
+  s->device_allocs = ps.real_allocs;
+#endif
 }
 
 void eng_model_destroy(eng_model *m) {
@@ -290,14 +594,22 @@ void eng_model_destroy(eng_model *m) {
     if (in->started) {
       pthread_mutex_lock(&in->mu);
       in->stop = 1;
-      pthread_cond_signal(&in->cv);
+      pthread_cond_broadcast(&in->cv);
       pthread_mutex_unlock(&in->mu);
       pthread_join(in->thread, NULL);
     }
-    eng_plan_destroy(in->plan);
 #if INFERD_HAVE_CUDA
+    if (in->done_started) {
+      pthread_mutex_lock(&in->mu);
+      in->done_stop = 1;
+      pthread_cond_signal(&in->done_cv);
+      pthread_mutex_unlock(&in->mu);
+      pthread_join(in->done_thread, NULL);
+    }
     eng_cuda_plan_destroy(in->cuda_plan);
+    if (in->device >= 0) pthread_cond_destroy(&in->done_cv);
 #endif
+    eng_plan_destroy(in->plan);
     pthread_mutex_destroy(&in->mu);
     pthread_cond_destroy(&in->cv);
   }
@@ -305,6 +617,7 @@ void eng_model_destroy(eng_model *m) {
   free(m->in);
   free(m->out);
   free(m->graph_in_to_cfg);
+  free(m->warm);
   if (m->graph) eng_graph_destroy(m->graph);
   free(m);
 }
@@ -313,14 +626,27 @@ int eng_model_submit(eng_model *m, int instance_index, eng_job *job, err *e) {
   if (instance_index < 0 || instance_index >= m->n_inst)
     return err_set(e, ERR_INTERNAL, "no instance %d", instance_index);
   instance *in = &m->inst[instance_index];
+  int busy = 0;
   pthread_mutex_lock(&in->mu);
-  int busy = in->job != NULL;
-  if (!busy) {
-    in->job = job;
-    pthread_cond_signal(&in->cv);
+#if INFERD_HAVE_CUDA
+  if (in->device >= 0) {
+    busy = in->q_n >= in->depth;
+    if (!busy) {
+      in->queue[(in->q_head + in->q_n) % MAX_DEPTH] = job;
+      in->q_n++;
+      pthread_cond_broadcast(&in->cv);
+    }
+  } else
+#endif
+  {
+    busy = in->job != NULL;
+    if (!busy) {
+      in->job = job;
+      pthread_cond_signal(&in->cv);
+    }
   }
   pthread_mutex_unlock(&in->mu);
-  if (busy) return err_set(e, ERR_INTERNAL, "instance %d already has a job", instance_index);
+  if (busy) return err_set(e, ERR_INTERNAL, "instance %d already has %d job(s)", instance_index, in->depth);
   return 0;
 }
 

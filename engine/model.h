@@ -32,6 +32,7 @@ struct eng_job {
   eng_job_done_fn done;
   void *ctx;
   int instance;               // the instance that runs it (set by the caller, for traces)
+  int stream;                 // set by the engine: the GPU stream slot it ran on, -1 on the CPU
   // stamped by the engine (CLOCK_MONOTONIC microseconds)
   int64_t t_start_us, t_infer_start_us, t_infer_end_us;
 };
@@ -45,6 +46,27 @@ int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, int n_gpus
 int eng_model_n_gpu_instances(const eng_model *m);
 // CUDA ordinal of an instance, -1 for a CPU instance.
 int eng_model_instance_device(const eng_model *m, int instance);
+// Batches the instance takes at once: 1 on the CPU, one per stream slot on
+// a GPU. eng_model_submit may be called that many times before the first
+// done callback.
+int eng_model_instance_depth(const eng_model *m, int instance);
+
+typedef struct eng_instance_stats {
+  int device;              // -1: CPU
+  int depth;
+  int healthy;             // 0 between a CUDA failure and the recreation
+  uint64_t recreations;    // times the instance was rebuilt after a CUDA failure
+  // GPU only (0 on the CPU), of the instance's current plan
+  uint64_t busy_ns;        // device time with one of its batches in flight
+  uint64_t batches;
+  uint64_t graphs;         // CUDA graphs captured
+  uint64_t graph_launches, plain_launches;
+  uint64_t device_allocs;  // cudaMalloc + cudaHostAlloc calls of its plan
+} eng_instance_stats;
+
+// Safe from any thread while jobs run.
+void eng_model_instance_stats(const eng_model *m, int instance, eng_instance_stats *s);
+
 // Joins the instance threads; no job may be in flight.
 void eng_model_destroy(eng_model *m);
 
@@ -56,8 +78,8 @@ const eng_io *eng_model_input(const eng_model *m, size_t i);
 size_t eng_model_n_outputs(const eng_model *m);
 const eng_io *eng_model_output(const eng_model *m, size_t i);
 
-// Runs the job on `instance`, which the caller knows to be idle (the
-// batcher tracks that). Returns at once; job->done follows on the instance
+// Runs the job on `instance`, which the caller knows to have room (fewer
+// than its depth of jobs whose done callback has not returned). Returns at once; job->done follows on the instance
 // thread. The job and its input data must stay alive until done returns.
 int eng_model_submit(eng_model *m, int instance, eng_job *job, err *e);
 

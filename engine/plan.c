@@ -193,6 +193,7 @@ static int assign(eng_plan *p, err *e) {
   free(placed);
   p->arena_need = total;
   p->have_layout = 1;
+  p->layouts++;
   if (p->host_arena && total > p->arena_alloc) {
     free(p->arena);
     p->arena_alloc = 0;

@@ -1,16 +1,25 @@
 // engine/plan_cuda.c: executes the CPU planner's plan (plan_internal.h) on a
 // CUDA device. Values get device pointers from the layout (root + offset in
-// a device arena), constants live in a second arena filled once at create,
-// and each node runs through the CUDA op table below on the plan's stream.
+// a slot's device arena), constants live in an arena filled once at create,
+// and each node runs through the CUDA op table below on the slot's stream.
 // Inputs and outputs pass through pinned staging whose offsets are computed
-// here; conversions at the edges (FP16/BF16/FP64) happen on the host, in
+// here; conversions of declared FP16/BF16/FP64 edges happen on the host, in
 // the staging buffers, with the CPU plan's own functions.
+//
+// Fusion: a Gemm/MatMul whose result only feeds an in-place bias Add and/or
+// Relu / tanh-Gelu (the planner gave them the product's buffer) runs them as
+// the cuBLASLt epilogue and the fused nodes are skipped: same buffer, same
+// values, one kernel instead of three.
 #include "engine/plan_cuda.h"
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include <nvtx3/nvToolsExt.h>
 
 #include "engine/cuda_check.h"
 #include "engine/cuda_gemm.h"
@@ -20,39 +29,92 @@
 #include "kernels/k_cuda.h"
 
 #define STAGE_ALIGN 256
-// cuBLASLt workspace per plan: enough for Hopper's best FP32 kernels.
+// cuBLASLt workspace per slot: enough for Hopper's best kernels.
 #define GEMM_WORKSPACE (32u << 20)
 
 typedef struct cuda_ctx {
   cudaStream_t stream;
   eng_gemm_lt *gemm;
+  eng_gemm_dtype gemm32;  // products of FP32 values: FP32 or TF32
+  // this node's fused epilogue (set per node by run_nodes)
+  k_act act;
+  const void *bias;  // a following Add's constant, or NULL
 } cuda_ctx;
 
 typedef int (*cuda_run_fn)(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
                            eng_tensor *out, int n_out, err *e);
+// Whether run handles these (FP16-stored) operands itself.
+typedef bool (*cuda_half_fn)(const eng_op_params *p, const eng_tensor *in, int n_in);
 
 typedef struct cuda_op {
   const char *op_type;
   cuda_run_fn run;
+  cuda_half_fn half;  // NULL: never; the plan runs the op in FP32 on converted copies
 } cuda_op;
+
+typedef struct fusion {
+  int bias_node, act_node;  // fused Add / activation node, -1 if none
+  int bias_value;           // the Add's constant operand
+  int mid_value;            // product output, and the Add's output when both fuse
+  int add_value;
+  k_act act;
+} fusion;
+
+typedef struct gentry {
+  uint64_t epoch;
+  size_t n;
+  int64_t *sig;
+  cudaGraphExec_t exec;
+} gentry;
+
+typedef struct slot {
+  cuda_ctx ctx;
+  eng_cuda_arena *act;
+  uint8_t *act_base;
+  size_t act_cap;
+  eng_cuda_arena *scr;  // FP16 plans: FP32 edges and fallback operands
+  uint8_t *scr_base;
+  size_t scr_cap;
+  eng_cuda_pinned *pin;
+  uint8_t *pin_base;
+  size_t pin_cap;
+  size_t *in_off, *out_off, *edge_off;  // pinned, per input / output
+  size_t *in32_off, *out32_off;         // scratch, per input / output (FP16 plans)
+  size_t fb_off;                        // scratch: start of the fallback operands
+  eng_tensor *outs;                     // per output: internal type and shape of the batch
+  uint64_t seq;                         // this batch's submit number
+  gentry *graphs;
+  int n_graphs;
+} slot;
 
 struct eng_cuda_plan {
   eng_plan *pl;  // the shared analysis; its host arena is never allocated
   int device;
-  cuda_ctx ctx;
+  eng_cuda_opts o;
+  int half;
   const cuda_op **ops;  // per node
+  fusion *fz;           // per node (a product node)
+  char *skip;           // per node, this run: fused into an earlier node
+  k_act *run_act;       // per node, this run
+  int *run_bias;        // per node, this run: bias value or -1
   void **dptr;          // per value: device pointer for this run
   void **cdev;          // per value: constant's device copy (NULL if not a constant)
+  dtype *ddt;           // per value, this run: the type stored on the device
   eng_cuda_arena *consts;
-  eng_cuda_arena *act;
-  uint8_t *act_base;
-  size_t act_cap;
-  eng_cuda_pinned *pin;
-  uint8_t *pin_base;
-  size_t pin_cap;
-  size_t *in_off;                // per input: pinned offset of its internal copy
-  size_t *out_off, *edge_off;    // per output: internal copy, converted copy
-  uint64_t retired_allocs;       // real allocations of pools since replaced
+  slot sl[ENG_CUDA_MAX_SLOTS];
+  int n_slots;
+  uint64_t epoch;  // bumped at every re-layout: graphs of older epochs are stale
+  uint64_t submits;
+  // events, a ring one longer than the slots so the previous batch's end
+  // survives until the next batch is finished
+  cudaEvent_t ev_start[ENG_CUDA_MAX_SLOTS + 1], ev_end[ENG_CUDA_MAX_SLOTS + 1];
+  uint64_t last_done_seq;  // finish side only
+  int have_last_done;
+  _Atomic uint64_t graphs_captured, graph_launches, plain_launches, busy_ns, batches;
+  _Atomic int graphs_disabled;
+  // cudaMalloc/cudaHostAlloc calls, counted where the pools are made (the
+  // pools may be replaced while another thread reads the stats)
+  _Atomic uint64_t allocs;
 };
 
 static size_t round_up(size_t n) { return (n + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN; }
@@ -65,33 +127,63 @@ static int64_t prod(const int64_t *d, int from, int to) {
   return r;
 }
 
+static eng_gemm_dtype gemm_dt(const cuda_ctx *c, const eng_tensor *t) {
+  return t->dt == DT_FP16 ? ENG_GEMM_FP16 : c->gemm32;
+}
+
+static eng_gemm_epilogue epilogue(bool bias, k_act act) {
+  switch (act) {
+    case K_ACT_RELU: return bias ? ENG_GEMM_EPI_BIAS_RELU : ENG_GEMM_EPI_RELU;
+    case K_ACT_GELU_TANH: return bias ? ENG_GEMM_EPI_BIAS_GELU : ENG_GEMM_EPI_GELU;
+    default: return bias ? ENG_GEMM_EPI_BIAS : ENG_GEMM_EPI_NONE;
+  }
+}
+
 // --- ops. Tensors carry device pointers; shapes were checked by infer.
+
+// Gemm's C is a linear layer's bias when it is per column with unit alpha and beta.
+static bool gemm_bias_fits(const eng_op_params *p, const eng_tensor *ct, int64_t n) {
+  int64_t cr = ct->ndims == 2 ? ct->dims[0] : 1;
+  int64_t cc = ct->ndims >= 1 ? ct->dims[ct->ndims - 1] : 1;
+  return p->alpha == 1.0f && p->beta == 1.0f && cr == 1 && cc == n;
+}
+
+static const eng_tensor *gemm_c(const eng_op_params *p, const eng_tensor *in, int n_in) {
+  return n_in > 2 && in[2].dt != DT_INVALID && p->beta != 0.0f ? &in[2] : NULL;
+}
+
+static bool half_gemm(const eng_op_params *p, const eng_tensor *in, int n_in) {
+  const eng_tensor *ct = gemm_c(p, in, n_in);
+  int64_t n = p->trans_b ? in[1].dims[0] : in[1].dims[1];
+  return ct ? gemm_bias_fits(p, ct, n) : p->alpha == 1.0f;
+}
 
 static int run_gemm(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
                     eng_tensor *out, int n_out, err *e) {
   (void)n_out;
   int64_t m = out[0].dims[0], n = out[0].dims[1];
   int64_t k = p->trans_a ? in[0].dims[0] : in[0].dims[1];
-  float *y = out[0].data;
+  void *y = out[0].data;
   if (m == 0 || n == 0) return 0;
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
     return err_set(e, ERR_INVALID_ARGUMENT, "Gemm [%lld x %lld x %lld] exceeds int range",
                    (long long)m, (long long)k, (long long)n);
-  const eng_tensor *ct = n_in > 2 && in[2].dt != DT_INVALID && p->beta != 0.0f ? &in[2] : NULL;
+  const eng_tensor *ct = gemm_c(p, in, n_in);
   int64_t cr = 1, cc = 1;
   if (ct) {
     cr = ct->ndims == 2 ? ct->dims[0] : 1;
     cc = ct->ndims >= 1 ? ct->dims[ct->ndims - 1] : 1;
   }
+  bool bias = ct && gemm_bias_fits(p, ct, n);
+  if (c->act != K_ACT_NONE && ((ct && !bias) || (!ct && p->alpha != 1.0f) || k == 0))
+    return err_set(e, ERR_INTERNAL, "Gemm: fused activation without an epilogue to carry it");
   if (k == 0) {  // y = beta * C, as the CPU op
-    CUDA_TRY(e, cudaMemsetAsync(y, 0, (size_t)(m * n) * sizeof(float), c->stream));
+    CUDA_TRY(e, cudaMemsetAsync(y, 0, (size_t)(m * n) * dtype_size(out[0].dt), c->stream));
     return ct ? eng_pk_gemm_scale_cuda(y, ct->data, m, n, cr, cc, 1.0f, p->beta, c->stream, e) : 0;
   }
-  // a per-column C with unit alpha and beta is a linear layer's bias: fused
-  bool bias = ct && p->alpha == 1.0f && p->beta == 1.0f && cr == 1 && cc == n;
   TRY(eng_gemm_lt_run(c->gemm, y, in[0].data, in[1].data, bias ? ct->data : NULL, (int)m, (int)n,
-                      (int)k, p->trans_a, p->trans_b, bias ? ENG_GEMM_EPI_BIAS : ENG_GEMM_EPI_NONE,
-                      ENG_GEMM_FP32, c->stream, e));
+                      (int)k, p->trans_a, p->trans_b, epilogue(bias, c->act), gemm_dt(c, &out[0]),
+                      c->stream, e));
   if (!bias && (ct || p->alpha != 1.0f))
     TRY(eng_pk_gemm_scale_cuda(y, ct ? ct->data : NULL, m, n, cr, cc, p->alpha, p->beta,
                                c->stream, e));
@@ -103,12 +195,16 @@ static int run_matmul(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   (void)p, (void)n_in, (void)n_out;
   eng_mm_shape s;
   TRY(eng_ops__mm_analyse(&in[0], &in[1], &s, NULL, e));
-  const float *a = in[0].data, *b = in[1].data;
-  float *y = out[0].data;
+  size_t esz = dtype_size(out[0].dt);
+  const uint8_t *a = in[0].data, *b = in[1].data;
+  uint8_t *y = out[0].data;
+  eng_gemm_dtype dt = gemm_dt(c, &out[0]);
   int64_t total = prod(s.batch, 0, s.nb), bcount = prod(s.bbatch, 0, s.nb);
   if (total == 0 || s.m == 0 || s.n == 0) return 0;
+  bool fused = c->act != K_ACT_NONE || c->bias;
   if (s.k == 0) {
-    CUDA_TRY(e, cudaMemsetAsync(y, 0, (size_t)(total * s.m * s.n) * sizeof(float), c->stream));
+    if (fused) return err_set(e, ERR_INTERNAL, "MatMul: fused epilogue on an empty product");
+    CUDA_TRY(e, cudaMemsetAsync(y, 0, (size_t)(total * s.m * s.n) * esz, c->stream));
     return 0;
   }
   int a_full = 1;
@@ -116,9 +212,10 @@ static int run_matmul(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   if (bcount == 1 && a_full) {  // one weight matrix for every row: one product
     if (total * s.m > INT_MAX || s.n > INT_MAX || s.k > INT_MAX)
       return err_set(e, ERR_INVALID_ARGUMENT, "MatMul exceeds int range");
-    return eng_gemm_lt_run(c->gemm, y, a, b, NULL, (int)(total * s.m), (int)s.n, (int)s.k, false,
-                           false, ENG_GEMM_EPI_NONE, ENG_GEMM_FP32, c->stream, e);
+    return eng_gemm_lt_run(c->gemm, y, a, b, c->bias, (int)(total * s.m), (int)s.n, (int)s.k,
+                           false, false, epilogue(c->bias != NULL, c->act), dt, c->stream, e);
   }
+  if (fused) return err_set(e, ERR_INTERNAL, "MatMul: fused epilogue on a broadcast product");
   if (s.m > INT_MAX || s.n > INT_MAX || s.k > INT_MAX)
     return err_set(e, ERR_INVALID_ARGUMENT, "MatMul exceeds int range");
   // broadcast batch dims: one product per output matrix (the shape cache
@@ -132,15 +229,20 @@ static int run_matmul(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
       as *= s.abatch[i];
       bs *= s.bbatch[i];
     }
-    TRY(eng_gemm_lt_run(c->gemm, y + t * s.m * s.n, a + ao * s.m * s.k, b + bo * s.k * s.n, NULL,
-                        (int)s.m, (int)s.n, (int)s.k, false, false, ENG_GEMM_EPI_NONE,
-                        ENG_GEMM_FP32, c->stream, e));
+    TRY(eng_gemm_lt_run(c->gemm, y + (size_t)(t * s.m * s.n) * esz, a + (size_t)(ao * s.m * s.k) * esz,
+                        b + (size_t)(bo * s.k * s.n) * esz, NULL, (int)s.m, (int)s.n, (int)s.k,
+                        false, false, ENG_GEMM_EPI_NONE, dt, c->stream, e));
     for (int i = s.nb - 1; i >= 0; i--) {
       if (++idx[i] < s.batch[i]) break;
       idx[i] = 0;
     }
   }
   return 0;
+}
+
+static bool half_always(const eng_op_params *p, const eng_tensor *in, int n_in) {
+  (void)p, (void)in, (void)n_in;
+  return true;
 }
 
 static int run_binary(cuda_ctx *c, const eng_tensor *in, eng_tensor *out, k_binop op, err *e) {
@@ -153,6 +255,8 @@ static int run_binary(cuda_ctx *c, const eng_tensor *in, eng_tensor *out, k_bino
   }
   if (in[0].dt == DT_FP32)
     return k_binary_f32_cuda(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op, c->stream, e);
+  if (in[0].dt == DT_FP16)
+    return k_binary_f16_cuda(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op, c->stream, e);
   return eng_pk_binary_i64_cuda(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op, c->stream,
                                 e);
 }
@@ -168,27 +272,39 @@ BINARY_RUN(run_sub, K_SUB)
 BINARY_RUN(run_mul, K_MUL)
 BINARY_RUN(run_div, K_DIV)
 
-#define UNARY_RUN(name, call)                                                                  \
+// FP32 and FP16 launchers of one unary op.
+#define UNARY_RUN(name, call32, call16)                                                        \
   static int name(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,         \
                   eng_tensor *out, int n_out, err *e) {                                        \
     (void)p, (void)n_in, (void)n_out;                                                          \
+    size_t n = numel(&in[0]);                                                                  \
+    if (in[0].dt == DT_FP16) {                                                                 \
+      uint16_t *y = out[0].data;                                                               \
+      const uint16_t *x = in[0].data;                                                          \
+      return call16;                                                                           \
+    }                                                                                          \
     float *y = out[0].data;                                                                    \
     const float *x = in[0].data;                                                               \
-    size_t n = numel(&in[0]);                                                                  \
-    return call;                                                                               \
+    return call32;                                                                             \
   }
-UNARY_RUN(run_relu, k_relu_cuda(y, x, n, c->stream, e))
-UNARY_RUN(run_leaky, k_leaky_relu_cuda(y, x, n, p->alpha, c->stream, e))
-UNARY_RUN(run_sigmoid, k_sigmoid_cuda(y, x, n, c->stream, e))
-UNARY_RUN(run_tanh, k_tanh_cuda(y, x, n, c->stream, e))
-UNARY_RUN(run_erf, k_erf_cuda(y, x, n, c->stream, e))
-UNARY_RUN(run_gelu, k_gelu_cuda(y, x, n, p->approximate, c->stream, e))
+UNARY_RUN(run_relu, k_relu_cuda(y, x, n, c->stream, e), k_relu_f16_cuda(y, x, n, c->stream, e))
+UNARY_RUN(run_leaky, k_leaky_relu_cuda(y, x, n, p->alpha, c->stream, e),
+          k_leaky_relu_f16_cuda(y, x, n, p->alpha, c->stream, e))
+UNARY_RUN(run_sigmoid, k_sigmoid_cuda(y, x, n, c->stream, e),
+          k_sigmoid_f16_cuda(y, x, n, c->stream, e))
+UNARY_RUN(run_tanh, k_tanh_cuda(y, x, n, c->stream, e), k_tanh_f16_cuda(y, x, n, c->stream, e))
+UNARY_RUN(run_erf, k_erf_cuda(y, x, n, c->stream, e), k_erf_f16_cuda(y, x, n, c->stream, e))
+UNARY_RUN(run_gelu, k_gelu_cuda(y, x, n, p->approximate, c->stream, e),
+          k_gelu_f16_cuda(y, x, n, p->approximate, c->stream, e))
 
 static int run_softmax_any(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
                            eng_tensor *out, int log, err *e) {
   size_t o, l, i;
   eng_ops__softmax_dims(p, &in[0], &o, &l, &i);
   if (!o || !l || !i) return 0;
+  if (in[0].dt == DT_FP16)
+    return log ? k_log_softmax_f16_cuda(out[0].data, in[0].data, o, l, i, c->stream, e)
+               : k_softmax_f16_cuda(out[0].data, in[0].data, o, l, i, c->stream, e);
   return log ? k_log_softmax_cuda(out[0].data, in[0].data, o, l, i, c->stream, e)
              : k_softmax_cuda(out[0].data, in[0].data, o, l, i, c->stream, e);
 }
@@ -279,10 +395,10 @@ static int run_layernorm(cuda_ctx *c, const eng_op_params *p, const eng_tensor *
   int r = in[0].ndims;
   int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
   size_t rows = (size_t)prod(in[0].dims, 0, ax), cols = (size_t)prod(in[0].dims, ax, r);
-  const float *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
+  const void *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
+  if (!rows || !cols) return 0;
   float *mean = n_out > 1 && out[1].dt != DT_INVALID ? out[1].data : NULL;
   float *istd = n_out > 2 && out[2].dt != DT_INVALID ? out[2].data : NULL;
-  if (!rows || !cols) return 0;
   TRY(eng_pk_ln_stats_cuda(mean, istd, in[0].data, rows, cols, p->eps, c->stream, e));
   return k_layer_norm_cuda(out[0].data, in[0].data, in[1].data, bias, rows, cols, p->eps,
                            c->stream, e);
@@ -295,37 +411,41 @@ static int run_batchnorm(cuda_ctx *c, const eng_op_params *p, const eng_tensor *
   size_t n = (size_t)x->dims[0], ch = (size_t)x->dims[1];
   size_t sp = (size_t)prod(x->dims, 2, x->ndims);
   if (!n || !ch || !sp) return 0;
+  if (x->dt == DT_FP16)
+    return k_batch_norm_f16_cuda(out[0].data, x->data, in[1].data, in[2].data, in[3].data,
+                                 in[4].data, n, ch, sp, p->eps, c->stream, e);
   return k_batch_norm_cuda(out[0].data, x->data, in[1].data, in[2].data, in[3].data, in[4].data, n,
                            ch, sp, p->eps, c->stream, e);
 }
 
 // Every op of the CPU table (ops_cpu.c) that runs; Constant is folded at load.
 static const cuda_op cuda_ops[] = {
-    {"Gemm", run_gemm},
-    {"MatMul", run_matmul},
-    {"Add", run_add},
-    {"Sub", run_sub},
-    {"Mul", run_mul},
-    {"Div", run_div},
-    {"Relu", run_relu},
-    {"LeakyRelu", run_leaky},
-    {"Sigmoid", run_sigmoid},
-    {"Tanh", run_tanh},
-    {"Erf", run_erf},
-    {"Gelu", run_gelu},
-    {"Softmax", run_softmax},
-    {"LogSoftmax", run_log_softmax},
-    {"Flatten", run_view},
-    {"Reshape", run_view},
-    {"Squeeze", run_view},
-    {"Unsqueeze", run_view},
-    {"Identity", run_view},
-    {"Dropout", run_view},
-    {"Transpose", run_transpose},
-    {"Concat", run_concat},
-    {"Cast", run_cast},
-    {"LayerNormalization", run_layernorm},
-    {"BatchNormalization", run_batchnorm},
+    {"Gemm", run_gemm, half_gemm},
+    {"MatMul", run_matmul, half_always},
+    {"Add", run_add, half_always},
+    {"Sub", run_sub, half_always},
+    {"Mul", run_mul, half_always},
+    {"Div", run_div, half_always},
+    {"Relu", run_relu, half_always},
+    {"LeakyRelu", run_leaky, half_always},
+    {"Sigmoid", run_sigmoid, half_always},
+    {"Tanh", run_tanh, half_always},
+    {"Erf", run_erf, half_always},
+    {"Gelu", run_gelu, half_always},
+    {"Softmax", run_softmax, half_always},
+    {"LogSoftmax", run_log_softmax, half_always},
+    {"Flatten", run_view, half_always},
+    {"Reshape", run_view, half_always},
+    {"Squeeze", run_view, half_always},
+    {"Unsqueeze", run_view, half_always},
+    {"Identity", run_view, half_always},
+    {"Dropout", run_view, half_always},
+    {"Transpose", run_transpose, half_always},
+    {"Concat", run_concat, half_always},
+    {"Cast", run_cast, NULL},
+    // FP32 always: the optional Mean/InvStdDev outputs are FP32 statistics
+    {"LayerNormalization", run_layernorm, NULL},
+    {"BatchNormalization", run_batchnorm, half_always},
 };
 
 static const cuda_op *find_op(const char *op_type) {
@@ -334,71 +454,212 @@ static const cuda_op *find_op(const char *op_type) {
   return NULL;
 }
 
+// --- fusion candidates (static; each run checks the layout still shares the buffers)
+
+static int sole_consumer(const eng_graph *g, size_t n_nodes, int v) {
+  for (size_t j = 0; j < eng_graph_n_outputs(g); j++)
+    if (eng_graph_output_value(g, j) == v) return -1;
+  int found = -1;
+  for (size_t i = 0; i < n_nodes; i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] == v) {
+        if (found >= 0) return -1;  // a second use, by this node or another
+        found = (int)i;
+      }
+  }
+  return found;
+}
+
+static bool is_const(const eng_graph *g, int v) {
+  return v >= 0 && eng_graph_value(g, (size_t)v)->kind == ENG_VALUE_CONST;
+}
+
+static void find_fusions(eng_cuda_plan *p) {
+  const eng_plan *pl = p->pl;
+  const eng_graph *g = pl->g;
+  for (size_t i = 0; i < pl->n_nodes; i++) {
+    fusion *f = &p->fz[i];
+    *f = (fusion){-1, -1, -1, -1, -1, K_ACT_NONE};
+    const eng_node *n = eng_graph_node(g, i);
+    bool gemm = strcmp(n->op_type, "Gemm") == 0, mm = strcmp(n->op_type, "MatMul") == 0;
+    if ((!gemm && !mm) || n->n_out < 1 || n->out[0] < 0) continue;
+    const eng_op_params *pp = &pl->params[i];
+    bool has_c = gemm && n->n_in > 2 && n->in[2] >= 0 && pp->beta != 0.0f;
+    const eng_value *b = n->n_in > 1 && n->in[1] >= 0 ? eng_graph_value(g, (size_t)n->in[1]) : NULL;
+    if (!b || b->kind != ENG_VALUE_CONST || b->ndims != 2) continue;  // one weight matrix
+    int64_t ncols = gemm && pp->trans_b ? b->dims[0] : b->dims[1];
+    if (gemm) {  // the epilogue must carry the whole op: unit alpha, C absent or a bias
+      if (pp->alpha != 1.0f) continue;
+      if (has_c) {
+        const eng_value *c = eng_graph_value(g, (size_t)n->in[2]);
+        bool row = c->kind == ENG_VALUE_CONST && pp->beta == 1.0f &&
+                   ((c->ndims == 1 && c->dims[0] == ncols) ||
+                    (c->ndims == 2 && c->dims[0] == 1 && c->dims[1] == ncols));
+        if (!row) continue;
+      }
+    }
+    int v = n->out[0];
+    int j = sole_consumer(g, pl->n_nodes, v);
+    if (j < 0) continue;
+    const eng_node *nj = eng_graph_node(g, (size_t)j);
+    f->mid_value = v;
+    if (!has_c && strcmp(nj->op_type, "Add") == 0 && nj->n_in == 2) {
+      int other = nj->in[0] == v ? nj->in[1] : nj->in[0];
+      const eng_value *c = is_const(g, other) ? eng_graph_value(g, (size_t)other) : NULL;
+      if (c && c->dt == DT_FP32 &&
+          ((c->ndims == 1 && c->dims[0] == ncols) ||
+           (c->ndims == 2 && c->dims[0] == 1 && c->dims[1] == ncols))) {
+        f->bias_node = j;
+        f->bias_value = other;
+        f->add_value = nj->out[0];
+        v = nj->out[0];
+        j = sole_consumer(g, pl->n_nodes, v);
+        if (j < 0) continue;
+        nj = eng_graph_node(g, (size_t)j);
+      }
+    }
+    if (strcmp(nj->op_type, "Relu") == 0) {
+      f->act = K_ACT_RELU;
+      f->act_node = j;
+    } else if (strcmp(nj->op_type, "Gelu") == 0 && pl->params[j].approximate) {
+      f->act = K_ACT_GELU_TANH;  // cuBLASLt's GELU is the tanh form only
+      f->act_node = j;
+    }
+  }
+}
+
+// This run's fusions: a fused node must share the product's buffer (the
+// planner ran it in place), else it runs as its own node.
+static void settle_fusions(eng_cuda_plan *p) {
+  const eng_plan *pl = p->pl;
+  const eng_graph *g = pl->g;
+  memset(p->skip, 0, pl->n_nodes);
+  for (size_t i = 0; i < pl->n_nodes; i++) {
+    p->run_act[i] = K_ACT_NONE;
+    p->run_bias[i] = -1;
+  }
+  for (size_t i = 0; i < pl->n_nodes; i++) {
+    const fusion *f = &p->fz[i];
+    if (f->mid_value < 0 || p->skip[i]) continue;
+    int r = pl->root[f->mid_value];
+    if (f->bias_node >= 0) {
+      if (pl->root[f->add_value] != r) continue;
+      p->run_bias[i] = f->bias_value;
+      p->skip[f->bias_node] = 1;
+    }
+    if (f->act_node >= 0) {
+      const eng_node *na = eng_graph_node(g, (size_t)f->act_node);
+      if (pl->root[na->out[0]] == r) {
+        p->run_act[i] = f->act;
+        p->skip[f->act_node] = 1;
+      }
+    }
+  }
+}
+
 // --- memory
 
-static uint64_t arena_allocs(const eng_cuda_arena *a) {
-  if (!a) return 0;
-  eng_cuda_mem_stats s;
-  eng_cuda_arena_stats(a, &s);
-  return s.real_allocs;
+static void drop_graphs(slot *s) {
+  for (int i = 0; i < s->n_graphs; i++) {
+    (void)cudaGraphExecDestroy(s->graphs[i].exec);
+    free(s->graphs[i].sig);
+  }
+  s->n_graphs = 0;
 }
 
-static uint64_t pinned_allocs(const eng_cuda_pinned *a) {
-  if (!a) return 0;
-  eng_cuda_mem_stats s;
-  eng_cuda_pinned_stats(a, &s);
-  return s.real_allocs;
-}
-
-// The activation arena holds at least need bytes (one block, carved once).
-static int ensure_act(eng_cuda_plan *p, size_t need, err *e) {
-  if (need <= p->act_cap && p->act) return 0;
+// One device region of at least need bytes (one block, carved once).
+static int ensure_dev(eng_cuda_plan *p, slot *s, eng_cuda_arena **a, uint8_t **base, size_t *cap,
+                      size_t need, err *e) {
+  if (need <= *cap && *a) return 0;
   if (need == 0) need = STAGE_ALIGN;
-  p->retired_allocs += arena_allocs(p->act);
-  eng_cuda_arena_destroy(p->act);
-  p->act = NULL;
-  p->act_base = NULL;
-  p->act_cap = 0;
-  void *base = NULL;
-  TRY(eng_cuda_arena_create(&p->act, p->device, need + ENG_CUDA_MEM_ALIGN, 8, e));
-  TRY(eng_cuda_arena_alloc(p->act, need, 0, &base, e));
-  p->act_base = base;
-  p->act_cap = need;
+  drop_graphs(s);  // they hold the old pointers
+  eng_cuda_arena_destroy(*a);
+  *a = NULL;
+  *base = NULL;
+  *cap = 0;
+  void *b = NULL;
+  atomic_fetch_add(&p->allocs, 1);
+  TRY(eng_cuda_arena_create(a, p->device, need + ENG_CUDA_MEM_ALIGN, 8, e));
+  TRY(eng_cuda_arena_alloc(*a, need, 0, &b, e));
+  *base = b;
+  *cap = need;
   return 0;
 }
 
-// Pinned offsets for the shapes in pl->cur; grows the pool if they need more.
-static int ensure_pinned(eng_cuda_plan *p, err *e) {
+// Stored type of a value on the device: FP16 plans keep FP32 values in FP16.
+static dtype dev_dt(const eng_cuda_plan *p, dtype t) { return p->half && t == DT_FP32 ? DT_FP16 : t; }
+
+// Offsets of the slot's staging for the shapes in pl->cur; grows the pinned
+// pool and the scratch if they need more.
+static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
   const eng_plan *pl = p->pl;
-  size_t total = 0;
+  const eng_graph *g = pl->g;
+  size_t total = 0, scr = 0;
   for (size_t i = 0; i < pl->n_inputs; i++) {
-    p->in_off[i] = total;
-    total += round_up(nbytes(&pl->cur[eng_graph_input_value(pl->g, i)]));
+    const eng_tensor *t = &pl->cur[eng_graph_input_value(g, i)];
+    s->in_off[i] = total;
+    total += round_up(nbytes(t));
+    s->in32_off[i] = scr;
+    if (p->half && t->dt == DT_FP32) scr += round_up(nbytes(t));
   }
   for (size_t j = 0; j < pl->n_outputs; j++) {
-    const eng_tensor *t = &pl->cur[eng_graph_output_value(pl->g, j)];
-    p->out_off[j] = total;
+    const eng_tensor *t = &pl->cur[eng_graph_output_value(g, j)];
+    s->out_off[j] = total;
     total += round_up(nbytes(t));
-    p->edge_off[j] = total;
+    s->edge_off[j] = total;
     dtype od = eng_plan__out_dtype(pl, j);
     if (od != t->dt) total += round_up(numel(t) * dtype_size(od));
+    s->out32_off[j] = scr;
+    if (p->half && t->dt == DT_FP32) scr += round_up(nbytes(t));
   }
-  if (total <= p->pin_cap && p->pin) return 0;
+  // fallback operands: the largest node's FP32 copies
+  s->fb_off = scr;
+  size_t fb = 0;
+  if (p->half) {
+    for (size_t i = 0; i < pl->n_nodes; i++) {
+      const eng_node *n = eng_graph_node(g, i);
+      if (p->ops[i]->half) continue;  // checked per run; sized as if it might fall back
+      size_t need = 0;
+      for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0 && pl->cur[n->in[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->in[k]]));
+      for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && pl->cur[n->out[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->out[k]]));
+      if (need > fb) fb = need;
+    }
+    // an op with a conditional FP16 kernel (Gemm with a general C) may fall
+    // back too
+    for (size_t i = 0; i < pl->n_nodes; i++) {
+      const eng_node *n = eng_graph_node(g, i);
+      if (!p->ops[i]->half || p->ops[i]->half == half_always) continue;
+      size_t need = 0;
+      for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0 && pl->cur[n->in[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->in[k]]));
+      for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && pl->cur[n->out[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->out[k]]));
+      if (need > fb) fb = need;
+    }
+  }
+  scr += fb;
+  if (p->half) TRY(ensure_dev(p, s, &s->scr, &s->scr_base, &s->scr_cap, scr, e));
+  if (total <= s->pin_cap && s->pin) return 0;
   if (total == 0) total = STAGE_ALIGN;
-  p->retired_allocs += pinned_allocs(p->pin);
-  eng_cuda_pinned_destroy(p->pin);
-  p->pin = NULL;
-  p->pin_base = NULL;
-  p->pin_cap = 0;
+  drop_graphs(s);
+  eng_cuda_pinned_destroy(s->pin);
+  s->pin = NULL;
+  s->pin_base = NULL;
+  s->pin_cap = 0;
   void *base = NULL;
-  TRY(eng_cuda_pinned_create(&p->pin, total + ENG_CUDA_MEM_ALIGN, 8, e));
-  TRY(eng_cuda_pinned_alloc(p->pin, total, 0, &base, e));
-  p->pin_base = base;
-  p->pin_cap = total;
+  atomic_fetch_add(&p->allocs, 1);
+  TRY(eng_cuda_pinned_create(&s->pin, total + ENG_CUDA_MEM_ALIGN, 8, e));
+  TRY(eng_cuda_pinned_alloc(s->pin, total, 0, &base, e));
+  s->pin_base = base;
+  s->pin_cap = total;
   return 0;
 }
 
-// Constants go to the device once: one arena, one block each.
+// Constants go to the device once: one arena, one block each; FP32 ones as
+// FP16 in an FP16 plan (the one conversion of the weights).
 static int upload_consts(eng_cuda_plan *p, err *e) {
   const eng_graph *g = p->pl->g;
   size_t total = 0, n = 0;
@@ -412,41 +673,353 @@ static int upload_consts(eng_cuda_plan *p, err *e) {
   if (!n) return 0;
   // a block whose size is not a multiple of the alignment leaves a pad in
   // front of the next one: two bookkeeping slots per constant
+  atomic_fetch_add(&p->allocs, 1);
   TRY(eng_cuda_arena_create(&p->consts, p->device, total + ENG_CUDA_MEM_ALIGN, 2 * (int)n + 4, e));
   for (size_t v = 0; v < p->pl->n_values; v++) {
     const eng_value *val = eng_graph_value(g, v);
     if (val->kind != ENG_VALUE_CONST || !val->bytes) continue;
     TRY(eng_cuda_arena_alloc(p->consts, val->bytes, 0, &p->cdev[v], e));
-    CUDA_TRY(e, cudaMemcpy(p->cdev[v], val->data, val->bytes, cudaMemcpyHostToDevice));
+    if (p->half && val->dt == DT_FP32) {
+      size_t cnt = val->bytes / sizeof(float);
+      uint16_t *h = malloc(cnt * sizeof *h + 1);
+      if (!h) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory converting weights to FP16");
+      k_f32_to_f16(h, val->data, cnt);
+      int rc = CUDA_OK(e, cudaMemcpy(p->cdev[v], h, cnt * sizeof *h, cudaMemcpyHostToDevice));
+      free(h);
+      if (rc) return rc;
+    } else {
+      CUDA_TRY(e, cudaMemcpy(p->cdev[v], val->data, val->bytes, cudaMemcpyHostToDevice));
+    }
   }
   return 0;
 }
 
+// --- enqueueing one batch
+
+static void fill_tensor(eng_cuda_plan *p, eng_tensor *t, int v) {
+  if (v < 0) {
+    memset(t, 0, sizeof *t);
+    return;
+  }
+  *t = p->pl->cur[v];
+  t->dt = p->ddt[v];
+  t->data = p->dptr[v];
+  t->bytes = nbytes(t);
+}
+
+// A node with FP16-stored operands and no FP16 kernel: FP32 copies in the
+// slot's scratch, the FP32 op, the outputs narrowed back.
+static int run_fallback(eng_cuda_plan *p, slot *s, size_t i, err *e) {
+  eng_plan *pl = p->pl;
+  const eng_node *n = eng_graph_node(pl->g, i);
+  cudaStream_t st = s->ctx.stream;
+  size_t off = s->fb_off;
+  for (int k = 0; k < n->n_in; k++) {
+    eng_tensor *t = &pl->tin[k];
+    if (t->dt != DT_FP16) continue;
+    void *w = s->scr_base + off;
+    off += round_up(numel(t) * sizeof(float));
+    TRY(k_f16_to_f32_cuda(w, t->data, numel(t), st, e));
+    t->dt = DT_FP32;
+    t->data = w;
+    t->bytes = nbytes(t);
+  }
+  void *dst[16] = {0};
+  for (int k = 0; k < n->n_out && k < 16; k++) {
+    eng_tensor *t = &pl->tout[k];
+    if (t->dt != DT_FP16) continue;
+    dst[k] = t->data;
+    t->dt = DT_FP32;
+    t->data = s->scr_base + off;
+    t->bytes = nbytes(t);
+    off += round_up(numel(t) * sizeof(float));
+  }
+  if (off > s->scr_cap)
+    return err_set(e, ERR_INTERNAL, "FP16 fallback scratch too small (%zu > %zu bytes)", off, s->scr_cap);
+  TRY(p->ops[i]->run(&s->ctx, &pl->params[i], pl->tin, n->n_in, pl->tout, n->n_out, e));
+  for (int k = 0; k < n->n_out && k < 16; k++)
+    if (dst[k]) TRY(k_f32_to_f16_cuda(dst[k], pl->tout[k].data, numel(&pl->tout[k]), st, e));
+  return 0;
+}
+
+// Everything of one batch after the host staging: copy-in, the nodes,
+// copy-back. Captured into a graph or launched as is.
+static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
+  eng_plan *pl = p->pl;
+  const eng_graph *g = pl->g;
+  cudaStream_t st = s->ctx.stream;
+  nvtxRangePushA("inferd h2d");
+  for (size_t i = 0; i < pl->n_inputs; i++) {
+    int v = eng_graph_input_value(g, i);
+    const eng_tensor *t = &pl->cur[v];
+    size_t n = numel(t);
+    if (!n) continue;
+    if (p->ddt[v] != t->dt) {  // FP32 in, FP16 stored: copy, then narrow on the device
+      void *w = s->scr_base + s->in32_off[i];
+      if (CUDA_OK(e, cudaMemcpyAsync(w, s->pin_base + s->in_off[i], nbytes(t), cudaMemcpyHostToDevice, st)) ||
+          k_f32_to_f16_cuda(p->dptr[v], w, n, st, e)) {
+        nvtxRangePop();
+        return e->code;
+      }
+    } else if (CUDA_OK(e, cudaMemcpyAsync(p->dptr[v], s->pin_base + s->in_off[i], nbytes(t),
+                                          cudaMemcpyHostToDevice, st))) {
+      nvtxRangePop();
+      return e->code;
+    }
+  }
+  nvtxRangePop();
+  nvtxRangePushA("inferd compute");
+  int rc = 0;
+  for (size_t i = 0; i < pl->n_nodes && !rc; i++) {
+    if (p->skip[i]) continue;
+    const eng_node *n = eng_graph_node(g, i);
+    bool half_operands = false;
+    for (int k = 0; k < n->n_in; k++) {
+      fill_tensor(p, &pl->tin[k], n->in[k]);
+      half_operands |= pl->tin[k].dt == DT_FP16;
+    }
+    for (int k = 0; k < n->n_out; k++) {
+      fill_tensor(p, &pl->tout[k], n->out[k]);
+      half_operands |= pl->tout[k].dt == DT_FP16;
+    }
+    s->ctx.act = p->run_act[i];
+    s->ctx.bias = p->run_bias[i] >= 0 ? p->dptr[p->run_bias[i]] : NULL;
+    const cuda_op *op = p->ops[i];
+    if (half_operands && (!op->half || !op->half(&pl->params[i], pl->tin, n->n_in)))
+      rc = run_fallback(p, s, i, e);
+    else
+      rc = op->run(&s->ctx, &pl->params[i], pl->tin, n->n_in, pl->tout, n->n_out, e);
+    if (rc) err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
+  }
+  s->ctx.act = K_ACT_NONE;
+  s->ctx.bias = NULL;
+  nvtxRangePop();
+  if (rc) return rc;
+  nvtxRangePushA("inferd d2h");
+  for (size_t j = 0; j < pl->n_outputs && !rc; j++) {
+    int v = eng_graph_output_value(g, j);
+    const eng_tensor *t = &pl->cur[v];
+    size_t b = nbytes(t);
+    if (!b) continue;
+    const void *src = p->dptr[v];
+    if (p->ddt[v] != t->dt) {  // widen on the device, then copy FP32 back
+      void *w = s->scr_base + s->out32_off[j];
+      rc = k_f16_to_f32_cuda(w, src, numel(t), st, e);
+      src = w;
+    }
+    if (!rc) rc = CUDA_OK(e, cudaMemcpyAsync(s->pin_base + s->out_off[j], src, b, cudaMemcpyDeviceToHost, st));
+  }
+  nvtxRangePop();
+  return rc;
+}
+
+// The batch's input-shape signature, the key of the slot's graphs.
+static size_t signature(const eng_cuda_plan *p, int64_t *sig, size_t cap) {
+  const eng_plan *pl = p->pl;
+  size_t n = 0;
+  for (size_t i = 0; i < pl->n_inputs; i++) {
+    const eng_tensor *t = &pl->cur[eng_graph_input_value(pl->g, i)];
+    if (n + 2 + (size_t)t->ndims > cap) return 0;
+    sig[n++] = t->dt;
+    sig[n++] = t->ndims;
+    for (int d = 0; d < t->ndims; d++) sig[n++] = t->dims[d];
+  }
+  return n;
+}
+
+static gentry *find_graph(slot *s, uint64_t epoch, const int64_t *sig, size_t n) {
+  for (int i = 0; i < s->n_graphs; i++) {
+    gentry *g = &s->graphs[i];
+    if (g->epoch == epoch && g->n == n && memcmp(g->sig, sig, n * sizeof *sig) == 0) return g;
+  }
+  return NULL;
+}
+
+// Captures enqueue into a graph. 1: captured into *out; 0: capture is not
+// possible here (graphs get disabled, the caller launches plainly); <0: a
+// real error from enqueue (in *e).
+static int capture(eng_cuda_plan *p, slot *s, cudaGraphExec_t *out, err *e) {
+  cudaStream_t st = s->ctx.stream;
+  err ce = {0};
+  if (CUDA_OK(&ce, cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal))) return 0;
+  int rc = enqueue(p, s, e);
+  cudaGraph_t graph = NULL;
+  int erc = CUDA_OK(&ce, cudaStreamEndCapture(st, &graph));
+  if (rc) {
+    if (graph) (void)cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    return -1;
+  }
+  if (erc || !graph) return 0;
+  cudaGraphExec_t exec = NULL;
+  erc = CUDA_OK(&ce, cudaGraphInstantiate(&exec, graph, 0));
+  (void)cudaGraphDestroy(graph);
+  if (erc) return 0;
+  *out = exec;
+  return 1;
+}
+
+static int launch(eng_cuda_plan *p, slot *s, err *e) {
+  int64_t sig[ENG_MAX_DIMS * 64];
+  size_t n = signature(p, sig, sizeof sig / sizeof sig[0]);
+  int cap = p->o.graph_cap > 0 ? p->o.graph_cap : 64;
+  if (p->o.no_graphs || atomic_load(&p->graphs_disabled) || n == 0) goto plain;
+  gentry *g = find_graph(s, p->epoch, sig, n);
+  if (!g && s->n_graphs < cap) {
+    cudaGraphExec_t exec = NULL;
+    int rc = capture(p, s, &exec, e);
+    if (rc < 0) return e->code ? e->code : ERR_INTERNAL;
+    if (rc == 0) {
+      atomic_store(&p->graphs_disabled, 1);
+      goto plain;
+    }
+    g = &s->graphs[s->n_graphs];
+    g->sig = malloc(n * sizeof *sig);
+    if (!g->sig) {
+      (void)cudaGraphExecDestroy(exec);
+      goto plain;
+    }
+    memcpy(g->sig, sig, n * sizeof *sig);
+    g->n = n;
+    g->epoch = p->epoch;
+    g->exec = exec;
+    s->n_graphs++;
+    atomic_fetch_add(&p->graphs_captured, 1);
+  }
+  if (g) {
+    CUDA_TRY(e, cudaGraphLaunch(g->exec, s->ctx.stream));
+    atomic_fetch_add(&p->graph_launches, 1);
+    return 0;
+  }
+plain:
+  atomic_fetch_add(&p->plain_launches, 1);
+  return enqueue(p, s, e);
+}
+
 // --- create / destroy
 
-int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, eng_cuda_plan **out,
-                         err *e) {
+static int slot_create(eng_cuda_plan *p, slot *s, err *e) {
+  const eng_plan *pl = p->pl;
+  size_t ni = pl->n_inputs + 1, no = pl->n_outputs + 1;
+  s->in_off = calloc(ni, sizeof *s->in_off);
+  s->in32_off = calloc(ni, sizeof *s->in32_off);
+  s->out_off = calloc(no, sizeof *s->out_off);
+  s->edge_off = calloc(no, sizeof *s->edge_off);
+  s->out32_off = calloc(no, sizeof *s->out32_off);
+  s->outs = calloc(no, sizeof *s->outs);
+  int cap = p->o.graph_cap > 0 ? p->o.graph_cap : 64;
+  s->graphs = calloc((size_t)cap, sizeof *s->graphs);
+  if (!s->in_off || !s->in32_off || !s->out_off || !s->edge_off || !s->out32_off || !s->outs || !s->graphs)
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  s->ctx.gemm32 = p->o.precision == ENG_PREC_TF32 ? ENG_GEMM_FP32_TF32 : ENG_GEMM_FP32;
+  CUDA_TRY(e, cudaStreamCreateWithFlags(&s->ctx.stream, cudaStreamNonBlocking));
+  atomic_fetch_add(&p->allocs, 1);  // the workspace
+  TRY(eng_gemm_lt_create(&s->ctx.gemm, GEMM_WORKSPACE, 0, e));
+  if (pl->have_layout) {  // every shape known: size for max_batch now
+    TRY(ensure_dev(p, s, &s->act, &s->act_base, &s->act_cap, pl->arena_need, e));
+    TRY(ensure_staging(p, s, e));
+  }
+  return 0;
+}
+
+static void slot_destroy(slot *s) {
+  if (s->ctx.stream) {
+    (void)cudaStreamSynchronize(s->ctx.stream);
+    (void)cudaStreamDestroy(s->ctx.stream);
+  }
+  drop_graphs(s);
+  free(s->graphs);
+  eng_gemm_lt_destroy(s->ctx.gemm);
+  eng_cuda_arena_destroy(s->act);
+  eng_cuda_arena_destroy(s->scr);
+  eng_cuda_pinned_destroy(s->pin);
+  free(s->in_off);
+  free(s->in32_off);
+  free(s->out_off);
+  free(s->edge_off);
+  free(s->out32_off);
+  free(s->outs);
+}
+
+// Runs each warm batch size once on every slot (zeros in), which captures its
+// graph and settles cuBLASLt's algorithm choice before the first request.
+static int warm_up(eng_cuda_plan *p, err *e) {
+  const eng_plan *pl = p->pl;
+  const eng_graph *g = pl->g;
+  if (!pl->have_layout || !p->o.n_warm) return 0;
+  size_t n_in = pl->n_inputs, n_out = pl->n_outputs;
+  eng_tensor *in = calloc(n_in + 1, sizeof *in), *out = calloc(n_out + 1, sizeof *out);
+  size_t biggest = 0;
+  for (size_t i = 0; i < n_in; i++) {
+    const eng_io *io = eng_graph_input(g, i);
+    size_t b = (size_t)eng_numel(io->ndims - 1, io->dims + 1) * dtype_size(io->dt);
+    if (pl->max_batch > 0) b *= (size_t)pl->max_batch;
+    else if (io->ndims > 0) b *= (size_t)io->dims[0];
+    if (b > biggest) biggest = b;
+  }
+  void *zeros = calloc(biggest + 16, 1);
+  int rc = 0;
+  if (!in || !out || !zeros) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory warming up");
+  for (size_t w = 0; w < p->o.n_warm && !rc; w++) {
+    int rows = p->o.warm[w];
+    if (pl->max_batch > 0 ? rows < 1 || rows > pl->max_batch : w > 0) continue;  // no batch dim: once
+    for (size_t i = 0; i < n_in; i++) {
+      const eng_io *io = eng_graph_input(g, i);
+      in[i] = (eng_tensor){.dt = io->dt, .ndims = io->ndims, .data = zeros};
+      memcpy(in[i].dims, io->dims, sizeof in[i].dims);
+      if (pl->max_batch > 0) in[i].dims[0] = rows;
+      in[i].bytes = nbytes(&in[i]);
+    }
+    for (int k = 0; k < p->n_slots && !rc; k++) {
+      err we = {0};
+      int r = eng_cuda_plan_submit(p, k, in, n_in, &we);
+      if (r == 0) r = eng_cuda_plan_finish(p, k, out, n_out, &we);
+      // a model may reject zeros (value-dependent shapes): only device trouble fails the load
+      if (r == ERR_INTERNAL || r == ERR_RESOURCE_EXHAUSTED) {
+        *e = we;
+        rc = err_prefix(e, "warming up batch size %d: ", rows);
+      }
+    }
+  }
+  free(in);
+  free(out);
+  free(zeros);
+  // the warm-up's runs are not traffic
+  atomic_store(&p->busy_ns, 0);
+  atomic_store(&p->batches, 0);
+  p->submits = 0;
+  return rc;
+}
+
+int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts,
+                         eng_cuda_plan **out, err *e) {
   *out = NULL;
   int count = 0;
-  cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess || device < 0 || device >= count) {
+  cudaError_t crc = cudaGetDeviceCount(&count);
+  if (crc != cudaSuccess || device < 0 || device >= count) {
     (void)cudaGetLastError();
     return err_set(e, ERR_UNAVAILABLE, "CUDA device %d not available (%s)", device,
-                   rc != cudaSuccess ? cudaGetErrorString(rc) : "out of range");
+                   crc != cudaSuccess ? cudaGetErrorString(crc) : "out of range");
   }
   eng_cuda_plan *p = calloc(1, sizeof *p);
   if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   p->device = device;
+  if (opts) p->o = *opts;
+  if (p->o.n_slots <= 0) p->o.n_slots = 2;
+  if (p->o.n_slots > ENG_CUDA_MAX_SLOTS) p->o.n_slots = ENG_CUDA_MAX_SLOTS;
+  p->half = p->o.precision == ENG_PREC_FP16;
   int ret = eng_plan__create(g, max_batch, 0, &p->pl, e);
   if (ret) goto fail;
   const eng_plan *pl = p->pl;
   p->ops = calloc(pl->n_nodes + 1, sizeof *p->ops);
+  p->fz = calloc(pl->n_nodes + 1, sizeof *p->fz);
+  p->skip = calloc(pl->n_nodes + 1, 1);
+  p->run_act = calloc(pl->n_nodes + 1, sizeof *p->run_act);
+  p->run_bias = calloc(pl->n_nodes + 1, sizeof *p->run_bias);
   p->dptr = calloc(pl->n_values + 1, sizeof *p->dptr);
   p->cdev = calloc(pl->n_values + 1, sizeof *p->cdev);
-  p->in_off = calloc(pl->n_inputs + 1, sizeof *p->in_off);
-  p->out_off = calloc(pl->n_outputs + 1, sizeof *p->out_off);
-  p->edge_off = calloc(pl->n_outputs + 1, sizeof *p->edge_off);
-  if (!p->ops || !p->dptr || !p->cdev || !p->in_off || !p->out_off || !p->edge_off) {
+  p->ddt = calloc(pl->n_values + 1, sizeof *p->ddt);
+  if (!p->ops || !p->fz || !p->skip || !p->run_act || !p->run_bias || !p->dptr || !p->cdev || !p->ddt) {
     ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
@@ -459,15 +1032,21 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, eng_cuda
       goto fail;
     }
   }
+  find_fusions(p);
   if ((ret = CUDA_OK(e, cudaSetDevice(device))) != 0) goto fail;
-  if ((ret = CUDA_OK(e, cudaStreamCreateWithFlags(&p->ctx.stream, cudaStreamNonBlocking))) != 0)
-    goto fail;
-  if ((ret = eng_gemm_lt_create(&p->ctx.gemm, GEMM_WORKSPACE, 0, e)) != 0) goto fail;
-  if ((ret = upload_consts(p, e)) != 0) goto fail;
-  if (pl->have_layout) {  // every shape known: size for max_batch now
-    if ((ret = ensure_act(p, pl->arena_need, e)) != 0) goto fail;
-    if ((ret = ensure_pinned(p, e)) != 0) goto fail;
+  for (int k = 0; k <= p->o.n_slots; k++) {
+    if ((ret = CUDA_OK(e, cudaEventCreate(&p->ev_start[k]))) != 0) goto fail;
+    if ((ret = CUDA_OK(e, cudaEventCreate(&p->ev_end[k]))) != 0) goto fail;
   }
+  if ((ret = upload_consts(p, e)) != 0) goto fail;
+  for (int k = 0; k < p->o.n_slots; k++) {
+    p->n_slots++;
+    if ((ret = slot_create(p, &p->sl[k], e)) != 0) {
+      err_prefix(e, "stream slot %d: ", k);
+      goto fail;
+    }
+  }
+  if ((ret = warm_up(p, e)) != 0) goto fail;
   *out = p;
   return 0;
 fail:
@@ -477,27 +1056,42 @@ fail:
 
 void eng_cuda_plan_destroy(eng_cuda_plan *p) {
   if (!p) return;
-  if (p->ctx.stream) {
-    (void)cudaSetDevice(p->device);
-    (void)cudaStreamSynchronize(p->ctx.stream);
-    (void)cudaStreamDestroy(p->ctx.stream);
+  (void)cudaSetDevice(p->device);
+  for (int k = 0; k < p->n_slots; k++) slot_destroy(&p->sl[k]);
+  for (int k = 0; k <= ENG_CUDA_MAX_SLOTS; k++) {
+    if (p->ev_start[k]) (void)cudaEventDestroy(p->ev_start[k]);
+    if (p->ev_end[k]) (void)cudaEventDestroy(p->ev_end[k]);
   }
-  eng_gemm_lt_destroy(p->ctx.gemm);
-  eng_cuda_arena_destroy(p->act);
   eng_cuda_arena_destroy(p->consts);
-  eng_cuda_pinned_destroy(p->pin);
   eng_plan_destroy(p->pl);
   free(p->ops);
+  free(p->fz);
+  free(p->skip);
+  free(p->run_act);
+  free(p->run_bias);
   free(p->dptr);
   free(p->cdev);
-  free(p->in_off);
-  free(p->out_off);
-  free(p->edge_off);
+  free(p->ddt);
   free(p);
 }
 
+int eng_cuda_plan_n_slots(const eng_cuda_plan *p) { return p->n_slots; }
+
 uint64_t eng_cuda_plan_real_allocs(const eng_cuda_plan *p) {
-  return p->retired_allocs + arena_allocs(p->act) + arena_allocs(p->consts) + pinned_allocs(p->pin);
+  eng_cuda_plan_stats s;
+  eng_cuda_plan_stats_get(p, &s);
+  return s.real_allocs;
+}
+
+void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
+  memset(s, 0, sizeof *s);
+  s->real_allocs = atomic_load(&p->allocs);
+  s->graphs_captured = atomic_load(&p->graphs_captured);
+  s->graph_launches = atomic_load(&p->graph_launches);
+  s->plain_launches = atomic_load(&p->plain_launches);
+  s->busy_ns = atomic_load(&p->busy_ns);
+  s->batches = atomic_load(&p->batches);
+  s->graphs_disabled = atomic_load(&p->graphs_disabled);
 }
 
 size_t eng_cuda_plan_arena_bytes(const eng_cuda_plan *p) {
@@ -506,84 +1100,122 @@ size_t eng_cuda_plan_arena_bytes(const eng_cuda_plan *p) {
 
 // --- run
 
-static int run_nodes(eng_cuda_plan *p, const eng_tensor *inputs, size_t n_in, err *e) {
-  eng_plan *pl = p->pl;
-  const eng_graph *g = pl->g;
-  for (size_t v = 0; v < pl->n_values; v++) {
-    int r = pl->root[v];
-    bool is_const = eng_graph_value(g, (size_t)r)->kind == ENG_VALUE_CONST;
-    p->dptr[v] = is_const ? p->cdev[r] : p->act_base + pl->off[r];
-  }
-  for (size_t i = 0; i < n_in; i++) {
-    int v = eng_graph_input_value(g, i);
-    const eng_tensor *t = &pl->cur[v];
-    size_t n = numel(t);
-    if (!n) continue;
-    eng_plan__to_internal(p->pin_base + p->in_off[i], &inputs[i], n);
-    CUDA_TRY(e, cudaMemcpyAsync(p->dptr[v], p->pin_base + p->in_off[i], nbytes(t),
-                                cudaMemcpyHostToDevice, p->ctx.stream));
-  }
-  for (size_t i = 0; i < pl->n_nodes; i++) {
-    const eng_node *n = eng_graph_node(g, i);
-    for (int k = 0; k < n->n_in; k++) {
-      if (n->in[k] >= 0) {
-        pl->tin[k] = pl->cur[n->in[k]];
-        pl->tin[k].data = p->dptr[n->in[k]];
-        pl->tin[k].bytes = nbytes(&pl->tin[k]);
-      } else {
-        memset(&pl->tin[k], 0, sizeof pl->tin[k]);
-      }
-    }
-    for (int k = 0; k < n->n_out; k++) {
-      if (n->out[k] >= 0) {
-        pl->tout[k] = pl->cur[n->out[k]];
-        pl->tout[k].data = p->dptr[n->out[k]];
-        pl->tout[k].bytes = nbytes(&pl->tout[k]);
-      } else {
-        memset(&pl->tout[k], 0, sizeof pl->tout[k]);
-      }
-    }
-    if (p->ops[i]->run(&p->ctx, &pl->params[i], pl->tin, n->n_in, pl->tout, n->n_out, e) != 0)
-      return err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
-  }
-  for (size_t j = 0; j < pl->n_outputs; j++) {
-    int v = eng_graph_output_value(g, j);
-    size_t b = nbytes(&pl->cur[v]);
-    if (b)
-      CUDA_TRY(e, cudaMemcpyAsync(p->pin_base + p->out_off[j], p->dptr[v], b,
-                                  cudaMemcpyDeviceToHost, p->ctx.stream));
-  }
-  return 0;
-}
-
-int eng_cuda_plan_run(eng_cuda_plan *p, const eng_tensor *inputs, size_t n_in,
-                      eng_tensor *outputs, size_t n_out, err *e) {
+int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size_t n_in, err *e) {
+  if (k < 0 || k >= p->n_slots) return err_set(e, ERR_INTERNAL, "no stream slot %d", k);
+  slot *s = &p->sl[k];
   eng_plan *pl = p->pl;
   const eng_graph *g = pl->g;
   CUDA_TRY(e, cudaSetDevice(p->device));
-  TRY(eng_plan__prepare(pl, inputs, n_in, n_out, e));
-  TRY(ensure_act(p, pl->arena_need, e));
-  TRY(ensure_pinned(p, e));
-  int rc = run_nodes(p, inputs, n_in, e);
-  // wait even after a failure: queued copies still read the staging buffers
-  int sync = CUDA_OK(rc ? &(err){0} : e, cudaStreamSynchronize(p->ctx.stream));
-  if (rc) return rc;
-  if (sync) return sync;
+  TRY(eng_plan__prepare(pl, inputs, n_in, pl->n_outputs, e));
+  // a re-layout moves buffers: every slot's graphs of an older layout are stale
+  p->epoch = pl->layouts;
+  TRY(ensure_dev(p, s, &s->act, &s->act_base, &s->act_cap, pl->arena_need, e));
+  TRY(ensure_staging(p, s, e));
+  settle_fusions(p);
+  for (size_t v = 0; v < pl->n_values; v++) {
+    int r = pl->root[v];
+    bool c = eng_graph_value(g, (size_t)r)->kind == ENG_VALUE_CONST;
+    p->dptr[v] = c ? p->cdev[r] : s->act_base + pl->off[r];
+    p->ddt[v] = dev_dt(p, pl->cur[v].dt);
+  }
+  nvtxRangePushA("inferd stage inputs");
+  for (size_t i = 0; i < n_in; i++) {
+    const eng_tensor *t = &pl->cur[eng_graph_input_value(g, i)];
+    size_t n = numel(t);
+    if (n) eng_plan__to_internal(s->pin_base + s->in_off[i], &inputs[i], n);
+  }
+  nvtxRangePop();
+  for (size_t j = 0; j < pl->n_outputs; j++) s->outs[j] = pl->cur[eng_graph_output_value(g, j)];
+  s->seq = p->submits++;
+  int ri = (int)(s->seq % (uint64_t)(p->n_slots + 1));
+  CUDA_TRY(e, cudaEventRecord(p->ev_start[ri], s->ctx.stream));
+  if (p->o.fault_at && p->submits == p->o.fault_at) TRY(eng_pk_fault_cuda(s->ctx.stream, e));
+  int rc = launch(p, s, e);
+  if (rc) {
+    // the slot stays usable: drain whatever got queued before the failure
+    (void)cudaStreamSynchronize(s->ctx.stream);
+    (void)cudaGetLastError();
+    return rc;
+  }
+  CUDA_TRY(e, cudaEventRecord(p->ev_end[ri], s->ctx.stream));
+  return 0;
+}
+
+// Device time of this batch not already counted for the previous one.
+static void account_busy(eng_cuda_plan *p, uint64_t seq) {
+  int ri = (int)(seq % (uint64_t)(p->n_slots + 1));
+  float ms = 0.0f;
+  if (cudaEventElapsedTime(&ms, p->ev_start[ri], p->ev_end[ri]) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  double busy = ms;
+  if (p->have_last_done && p->last_done_seq + 1 == seq) {
+    int pi = (int)((seq - 1) % (uint64_t)(p->n_slots + 1));
+    float gap = 0.0f;  // negative when this batch started before the last one ended
+    if (cudaEventElapsedTime(&gap, p->ev_end[pi], p->ev_start[ri]) == cudaSuccess) {
+      if (gap < 0) busy += gap;
+    } else {
+      (void)cudaGetLastError();
+    }
+  }
+  if (busy > 0) atomic_fetch_add(&p->busy_ns, (uint64_t)(busy * 1e6));
+  p->last_done_seq = seq;
+  p->have_last_done = 1;
+}
+
+int eng_cuda_plan_finish(eng_cuda_plan *p, int k, eng_tensor *outputs, size_t n_out, err *e) {
+  if (k < 0 || k >= p->n_slots) return err_set(e, ERR_INTERNAL, "no stream slot %d", k);
+  slot *s = &p->sl[k];
+  const eng_plan *pl = p->pl;
+  if (n_out != pl->n_outputs)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%zu outputs requested, the model has %zu", n_out,
+                   pl->n_outputs);
+  CUDA_TRY(e, cudaSetDevice(p->device));
+  int ri = (int)(s->seq % (uint64_t)(p->n_slots + 1));
+  CUDA_TRY(e, cudaEventSynchronize(p->ev_end[ri]));
+  account_busy(p, s->seq);
+  atomic_fetch_add(&p->batches, 1);
   for (size_t j = 0; j < n_out; j++) {
-    const eng_tensor *t = &pl->cur[eng_graph_output_value(g, j)];
+    const eng_tensor *t = &s->outs[j];
     eng_tensor *o = &outputs[j];
     o->dt = eng_plan__out_dtype(pl, j);
     o->ndims = t->ndims;
     memcpy(o->dims, t->dims, sizeof o->dims);
     size_t n = numel(t);
     o->bytes = n * dtype_size(o->dt);
-    o->data = p->pin_base + p->out_off[j];
+    o->data = s->pin_base + s->out_off[j];
     if (o->dt != t->dt) {
       eng_tensor src = *t;
-      src.data = p->pin_base + p->out_off[j];
-      o->data = p->pin_base + p->edge_off[j];
+      src.data = s->pin_base + s->out_off[j];
+      o->data = s->pin_base + s->edge_off[j];
       if (n) eng_plan__to_edge(o->data, o->dt, &src, n);
     }
   }
   return 0;
+}
+
+int eng_cuda_plan_run(eng_cuda_plan *p, const eng_tensor *inputs, size_t n_in,
+                      eng_tensor *outputs, size_t n_out, err *e) {
+  TRY(eng_cuda_plan_submit(p, 0, inputs, n_in, e));
+  return eng_cuda_plan_finish(p, 0, outputs, n_out, e);
+}
+
+const char *eng_precision_name(eng_precision prec) {
+  switch (prec) {
+    case ENG_PREC_FP32: return "fp32";
+    case ENG_PREC_TF32: return "tf32";
+    case ENG_PREC_FP16: return "fp16";
+  }
+  return "?";
+}
+
+int eng_precision_parse(const char *s, eng_precision *out) {
+  static const eng_precision all[] = {ENG_PREC_FP32, ENG_PREC_TF32, ENG_PREC_FP16};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (s && strcasecmp(s, eng_precision_name(all[i])) == 0) {
+      *out = all[i];
+      return 0;
+    }
+  return -1;
 }

@@ -2,16 +2,36 @@
 // CUDA device. The planning (node order, shapes, dtypes, arena layout,
 // aliases, constants) is the CPU plan's own (engine/plan_internal.h); this
 // backend places the arena in device memory, uploads the constants once and
-// runs every node on one stream of its own.
+// runs every node on a stream.
 //
-// Memory is sized at create for max_batch rows: one device arena for the
-// activations, one for the constants, one pinned host pool that stages
-// inputs and outputs. A run within the planned shapes allocates nothing
-// (no cudaMalloc/cudaHostAlloc); a run whose shapes need more re-plans and
-// grows the pools, which eng_cuda_plan_real_allocs counts.
+// Slots: a plan has n_slots execution slots, each with its own stream,
+// activation arena, pinned staging, cuBLASLt workspace and CUDA graphs, so
+// one thread can submit batch n+1 on one slot while batch n still runs on
+// another: the copy-in of one overlaps the compute and copy-back of the
+// other. submit stages and enqueues and returns; finish waits for that
+// slot's batch and hands out its outputs.
 //
-// FP32 arithmetic throughout (TF32 off). One plan is used by one thread at
-// a time; any number of plans (on any devices) may share one graph.
+// Memory is sized at create for max_batch rows: per slot one device arena
+// for the activations, one pinned pool that stages inputs and outputs and
+// (FP16) one device scratch; one constant arena for all. A run within the
+// planned shapes allocates nothing (no cudaMalloc/cudaHostAlloc/cudaFree);
+// a run whose shapes need more re-plans and grows that slot's pools, which
+// the stats' real_allocs counts.
+//
+// CUDA graphs: each slot captures the whole batch (copy-in, every node,
+// copy-back) once per input-shape signature and replays it after; the batch
+// sizes in opts.warm are captured at create. A graph holds the slot's
+// pointers, so a slot's graphs are dropped when its pools grow.
+//
+// Precision: FP32 (TF32 off), TF32 (FP32 storage, TF32 tensor-core
+// products) or FP16 (every FP32 value, constants included, stored and
+// computed in FP16 with FP32 accumulation; weights converted once at create;
+// FP32 inputs and outputs converted on the device at the edges). An op with
+// no FP16 kernel runs in FP32 on converted copies.
+//
+// Threads: submit on one thread at a time; finish of a slot on any one
+// thread, after that slot's submit returned and before its next submit.
+// Any number of plans (on any devices) may share one graph.
 #ifndef INFERD_ENGINE_PLAN_CUDA_H
 #define INFERD_ENGINE_PLAN_CUDA_H
 
@@ -28,26 +48,66 @@ extern "C" {
 
 typedef struct eng_cuda_plan eng_cuda_plan;
 
-// max_batch as eng_plan_create. device: a runtime ordinal (eng_cuda_devices).
-// A node whose op has no CUDA implementation fails with ERR_UNIMPLEMENTED,
-// "op X not yet supported on CUDA". No usable device: ERR_UNAVAILABLE. The
-// plan borrows g, which must outlive it.
-int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, eng_cuda_plan **out,
-                         err *e);
-void eng_cuda_plan_destroy(eng_cuda_plan *p);
+typedef enum eng_precision {
+  ENG_PREC_FP32 = 0,
+  ENG_PREC_TF32 = 1,
+  ENG_PREC_FP16 = 2,
+} eng_precision;
 
-// The contract of eng_plan_run: host inputs (declared dtypes, FP16/BF16/FP64
-// converted at the edge), outputs filled with declared dtype, shape and a
-// pointer into the plan's pinned host memory, valid until the next run or
-// destroy. Returns after the device finished.
+#define ENG_CUDA_MAX_SLOTS 4
+
+typedef struct eng_cuda_opts {
+  eng_precision precision;
+  int n_slots;      // 1..ENG_CUDA_MAX_SLOTS (0: 2)
+  int no_graphs;    // 1: plain launches only
+  int graph_cap;    // graphs kept per slot (0: 64); beyond it, plain launches
+  const int *warm;  // batch sizes to capture (and tune) at create, static shapes only
+  size_t n_warm;
+  uint64_t fault_at;  // test hook: the Nth submit (1-based) fails with a real CUDA launch error
+} eng_cuda_opts;
+
+// max_batch as eng_plan_create. device: a runtime ordinal (eng_cuda_devices).
+// opts NULL: FP32, 2 slots, graphs on, nothing warmed. A node whose op has no
+// CUDA implementation fails with ERR_UNIMPLEMENTED, "op X not yet supported
+// on CUDA"; no usable device: ERR_UNAVAILABLE; out of device memory:
+// ERR_RESOURCE_EXHAUSTED naming the size. The plan borrows g.
+int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts,
+                         eng_cuda_plan **out, err *e);
+void eng_cuda_plan_destroy(eng_cuda_plan *p);
+int eng_cuda_plan_n_slots(const eng_cuda_plan *p);
+
+// Validates and stages host inputs (declared dtypes; FP16/BF16/FP64 converted
+// at the edge) into slot's pinned memory and enqueues the batch on its
+// stream. The inputs may be reused when it returns. The slot must be idle.
+// A CUDA failure returns ERR_INTERNAL; the slot is idle again afterwards.
+int eng_cuda_plan_submit(eng_cuda_plan *p, int slot, const eng_tensor *inputs, size_t n_in,
+                         err *e);
+// Waits for slot's batch; outputs get declared dtype, shape and a pointer
+// into the slot's pinned memory, valid until the slot's next submit. A
+// failure on the device returns ERR_INTERNAL. The slot is idle afterwards.
+int eng_cuda_plan_finish(eng_cuda_plan *p, int slot, eng_tensor *outputs, size_t n_out, err *e);
+
+// submit + finish on slot 0 (for tests and single-stream callers).
 int eng_cuda_plan_run(eng_cuda_plan *p, const eng_tensor *inputs, size_t n_in,
                       eng_tensor *outputs, size_t n_out, err *e);
 
-// cudaMalloc + cudaHostAlloc calls made for this plan's arenas and staging
-// since create (create's own included), and the bytes of the activation
-// arena the current layout uses. For tests and metrics.
-uint64_t eng_cuda_plan_real_allocs(const eng_cuda_plan *p);
+typedef struct eng_cuda_plan_stats {
+  uint64_t real_allocs;      // cudaMalloc + cudaHostAlloc calls since create (create's own included)
+  uint64_t graphs_captured;  // graphs instantiated since create
+  uint64_t graph_launches, plain_launches;
+  uint64_t busy_ns;          // device time with a batch of this plan in flight (union over slots)
+  uint64_t batches;          // batches finished successfully
+  int graphs_disabled;       // capture failed once: plain launches from then on
+} eng_cuda_plan_stats;
+
+// Safe from any thread while submit/finish run (counters are atomic).
+void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s);
 size_t eng_cuda_plan_arena_bytes(const eng_cuda_plan *p);
+uint64_t eng_cuda_plan_real_allocs(const eng_cuda_plan *p);
+
+const char *eng_precision_name(eng_precision prec);
+// "fp32" | "tf32" | "fp16" (case-insensitive) -> precision; -1 if unknown.
+int eng_precision_parse(const char *s, eng_precision *out);
 
 #ifdef __cplusplus
 }

@@ -251,3 +251,17 @@ extern "C" int eng_pk_ln_stats_cuda(float *mean, float *istd, const float *x, si
   ln_stats_kernel<<<blocks_for(rows), PK_THREADS, 0, stream>>>(mean, istd, x, rows, cols, eps);
   return launch_check(e, "ln_stats_kernel");
 }
+
+// --- test hook: a real launch failure
+
+__global__ void fault_kernel(int *unused) {
+  if (unused) *unused = 0;
+}
+
+extern "C" int eng_pk_fault_cuda(cudaStream_t stream, err *e) {
+  // 4096 threads per block exceeds every GPU's limit: the launch fails (the
+  // runtime reports cudaErrorInvalidValue on Hopper), a non-sticky error, as
+  // a bad kernel configuration would in production.
+  fault_kernel<<<1, 4096, 0, stream>>>(NULL);
+  return launch_check(e, "fault_kernel (injected by INFERD_CUDA_FAULT_AT)");
+}

@@ -45,6 +45,11 @@ int eng_pk_round_narrow_cuda(float *y, size_t n, int bf16, cudaStream_t stream, 
 int eng_pk_ln_stats_cuda(float *mean, float *istd, const float *x, size_t rows, size_t cols,
                          float eps, cudaStream_t stream, err *e);
 
+// Test hook (INFERD_CUDA_FAULT_AT): launches a kernel with an invalid
+// configuration and returns the launch check's ERR_INTERNAL, so tests drive
+// the engine's recovery through a genuine CUDA error.
+int eng_pk_fault_cuda(cudaStream_t stream, err *e);
+
 #ifdef __cplusplus
 }
 #endif

@@ -42,6 +42,7 @@ struct eng_plan {
   size_t arena_need, naive_bytes;
   uint8_t *arena;  // NULL unless host_arena
   size_t arena_alloc;
+  uint64_t layouts;  // layouts assigned so far: a change means buffers moved
 };
 
 // eng_plan_create with a choice of arena: host_arena 0 plans the layout

@@ -76,6 +76,38 @@ typedef enum k_act {
 int k_bias_act_cuda(float *y, const float *x, const float *bias, size_t rows, size_t cols,
                     k_act act, cudaStream_t stream, err *e);
 
+// --- FP16 variants (k_f16.cu), for running a whole model in half precision
+// (the engine's FP16 execution): the ops above on IEEE half tensors, passed
+// as uint16_t bits. Same arguments, shapes, checks and aliasing rules as the
+// FP32 launchers; the math is done in float (statistics and sums included)
+// and each output is rounded to half once, so results are within half's
+// rounding of the FP32 references run on the widened inputs. Scalars (alpha,
+// eps) stay float; scale, bias, mean and var are half.
+int k_relu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
+int k_leaky_relu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, float alpha,
+                          cudaStream_t stream, err *e);
+int k_sigmoid_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
+int k_tanh_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
+int k_erf_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
+int k_gelu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, int approximate,
+                    cudaStream_t stream, err *e);
+int k_binary_f16_cuda(uint16_t *y, const uint16_t *a, const uint16_t *b, int ndim,
+                      const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
+                      k_binop op, cudaStream_t stream, err *e);
+int k_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t axis_len,
+                       size_t inner, cudaStream_t stream, err *e);
+int k_log_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t axis_len,
+                           size_t inner, cudaStream_t stream, err *e);
+int k_layer_norm_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *scale,
+                          const uint16_t *bias, size_t rows, size_t cols, float eps,
+                          cudaStream_t stream, err *e);
+int k_batch_norm_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *scale,
+                          const uint16_t *bias, const uint16_t *mean, const uint16_t *var,
+                          size_t n, size_t c, size_t spatial, float eps, cudaStream_t stream,
+                          err *e);
+int k_bias_act_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *bias, size_t rows,
+                        size_t cols, k_act act, cudaStream_t stream, err *e);
+
 #ifdef __cplusplus
 }
 #endif

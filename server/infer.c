@@ -428,7 +428,7 @@ static void record_stages(srv_server *s, srv_version *v, const srv_request *r, c
     prof_trace_span_info sp = {.name = stages[i].name, .start_us = stages[i].a, .end_us = stages[i].b,
                                .model = r->model->name, .version = v->version_str, .request_id = r->msg->id,
                                .batch_id = batch_id, .batch_size = (int)rows, .instance = job->instance,
-                               .stream = -1, .device = eng_model_instance_device(v->model, job->instance),
+                               .stream = job->stream, .device = eng_model_instance_device(v->model, job->instance),
                                .pid = v->trace_pid, .tid = job->instance};
     prof_trace_span(s->trace, &sp);
   }

@@ -10,8 +10,10 @@
 
 typedef struct vsched vsched;
 
-// One per engine instance: the batch that instance is running. The batcher
-// never gives an instance a second batch before this one is released.
+// One per executor: the batcher's unit of "idle". An engine instance that
+// keeps several batches in flight (a GPU instance, one per stream slot) is
+// that many executors; executor x runs on engine instance `instance`. The
+// batcher never gives an executor a second batch before this one is released.
 typedef struct stage {
   void *buf;
   size_t cap;
@@ -20,7 +22,8 @@ typedef struct stage {
 typedef struct batch_slot {
   srv_sched *s;
   vsched *vs;
-  int instance;
+  int exec;      // the batcher's executor index
+  int instance;  // the engine instance behind it
   eng_job job;
   srv_request **reqs;
   size_t n;
@@ -171,15 +174,15 @@ static void take_dropped(srv_sched *s, vsched *vs) {
 static void run_batches(srv_sched *s, vsched *vs) {
   bat_batch b;
   while (bat_next_batch(vs->bat, &b)) {
-    batch_slot *slot = &vs->slots[b.instance];
+    batch_slot *slot = &vs->slots[b.instance];  // the batcher's "instance" is our executor
     slot->n = 0;
     slot->rows = b.rows;
     for (bat_item *it = b.items; it; it = it->next) slot->reqs[slot->n++] = it->payload;
     // A lone request is read in place; several are gathered on the instance thread.
     slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = slot->n > 1 ? gather : NULL,
-                          .done = on_job_done, .ctx = slot, .instance = b.instance};
+                          .done = on_job_done, .ctx = slot, .instance = slot->instance};
     err e;
-    if (eng_model_submit(vs->v->model, b.instance, &slot->job, &e) == 0) continue;
+    if (eng_model_submit(vs->v->model, slot->instance, &slot->job, &e) == 0) continue;
     for (size_t i = 0; i < slot->n; i++) drop(s, vs, slot->reqs[i], e.code, e.msg);
     bat_release_instance(vs->bat, b.instance);
   }
@@ -228,7 +231,7 @@ static void on_async(uv_async_t *a) {
     s->inflight -= (int64_t)done->n;
     if (vs->order)
       for (size_t i = 0; i < done->n; i++) finished_in_order(s, vs, done->reqs[i]);
-    bat_release_instance(vs->bat, done->instance);
+    bat_release_instance(vs->bat, done->exec);
   }
   while (in) {
     srv_request *r = in;
@@ -291,8 +294,13 @@ static int add_version(srv_sched *s, srv_model *m, srv_version *v, err *e) {
   s->n_vs++;  // counted at once: destroy frees whatever gets built
   vs->v = v;
   vs->n_inputs = eng_model_n_inputs(v->model);
-  int n_inst = eng_model_n_instances(v->model);
-  bat_config c = {.max_batch_size = cfg->max_batch_size, .n_instances = n_inst, .now = clock_now,
+  int n_inst = eng_model_n_instances(v->model), n_exec = 0, max_depth = 1;
+  for (int i = 0; i < n_inst; i++) {
+    int d = eng_model_instance_depth(v->model, i);
+    n_exec += d;
+    if (d > max_depth) max_depth = d;
+  }
+  bat_config c = {.max_batch_size = cfg->max_batch_size, .n_instances = n_exec, .now = clock_now,
                   .cancelled = request_cancelled};
   const Inference__ModelDynamicBatching *db =
       cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING ? cfg->dynamic_batching
@@ -318,13 +326,22 @@ static int add_version(srv_sched *s, srv_model *m, srv_version *v, err *e) {
     if (db->preserve_ordering) TRY(bat_order_create(&vs->order, e));
   }
   TRY(bat_create(&c, &vs->bat, e));
-  vs->slots = calloc((size_t)n_inst, sizeof *vs->slots);
+  vs->slots = calloc((size_t)n_exec, sizeof *vs->slots);
   if (!vs->slots) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   size_t max_rows = cfg->max_batch_size > 0 ? (size_t)cfg->max_batch_size : 1;
-  for (int i = 0; i < n_inst; i++) {
-    batch_slot *sl = &vs->slots[i];
+  // Executors level by level (every instance's first, then every second):
+  // the batcher fills the lowest idle executor first, so batches spread over
+  // the instances before any instance gets a second one.
+  int x = 0;
+  for (int level = 0; level < max_depth; level++)
+    for (int i = 0; i < n_inst; i++) {
+      if (eng_model_instance_depth(v->model, i) <= level) continue;
+      vs->slots[x] = (batch_slot){.s = s, .vs = vs, .exec = x, .instance = i};
+      x++;
+    }
+  for (int xi = 0; xi < n_exec; xi++) {
+    batch_slot *sl = &vs->slots[xi];
     vs->n_slots++;
-    *sl = (batch_slot){.s = s, .vs = vs, .instance = i};
     sl->reqs = calloc(max_rows, sizeof *sl->reqs);
     sl->staged = calloc(vs->n_inputs ? vs->n_inputs : 1, sizeof *sl->staged);
     sl->stages = calloc(vs->n_inputs ? vs->n_inputs : 1, sizeof *sl->stages);

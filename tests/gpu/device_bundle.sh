@@ -20,6 +20,8 @@ for b in .devrun/bin/*; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcuda|libcudart|libcublas|libnvrtc|libnvJitLink' \
   | while read -r lib; do cp -L "$lib" .devrun/lib/; done
+# the device call carries at most 64 MiB: debug info stays here
+strip --strip-debug .devrun/bin/* .devrun/lib/* 2>/dev/null || true
 # models for test_gpu_plan (the CPU plan is its oracle)
 "${INFERD_PYTHON:-$root/.venv/bin/python}" tests/unit/engine/gen_test_models.py .devrun/gpu_plan_models >/dev/null
 du -sh .devrun

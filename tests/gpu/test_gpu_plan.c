@@ -273,7 +273,7 @@ static void test_models(void) {
     eng_cuda_plan *gp = NULL;
     err e = {0};
     CHECK_EQ_INT(eng_plan_create(g, mb, &cp, &e), 0);
-    int rc = eng_cuda_plan_create(g, mb, 0, &gp, &e);
+    int rc = eng_cuda_plan_create(g, mb, 0, NULL, &gp, &e);
     if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);
     CHECK_EQ_INT(rc, 0);
     if (cp && gp) {
@@ -308,7 +308,7 @@ static void test_no_alloc(const char *name, int grow) {
   eng_cuda_plan *gp = NULL;
   err e = {0};
   CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
-  CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &gp, &e), 0);
+  CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, NULL, &gp, &e), 0);
   if (!cp || !gp) goto out;
   io_set in[MAXB + 1] = {{0}};
   for (int b = 1; b <= MAXB; b++) make_inputs(g, name, b, 0, &in[b]);
@@ -384,7 +384,7 @@ static void *worker_main(void *arg) {
   worker *w = arg;
   eng_cuda_plan *gp = NULL;
   err e = {0};
-  if (eng_cuda_plan_create(w->g, MAXB, 0, &gp, &e) != 0) {
+  if (eng_cuda_plan_create(w->g, MAXB, 0, NULL, &gp, &e) != 0) {
     w->failed = 1;
     snprintf(w->msg, sizeof w->msg, "%s", e.msg);
     return NULL;
@@ -462,6 +462,170 @@ static void test_threads(void) {
   eng_graph_destroy(g);
 }
 
+// --- precisions, graphs and slots on every model and batch size
+
+static int same_bits(const io_set *a, const eng_tensor *b, size_t n) {
+  for (size_t j = 0; j < n; j++)
+    if (a->t[j].bytes != b[j].bytes || (b[j].bytes && memcmp(a->t[j].data, b[j].data, b[j].bytes) != 0))
+      return 0;
+  return 1;
+}
+
+static double max_worst(double a, double b) { return a > b ? a : b; }
+
+// Worst scaled error of the GPU outputs against the CPU's; integer outputs
+// must match exactly except where a float rounded differently decides them
+// (counted in *int_flips, reported, bounded by the caller).
+static double compare_set(const char *what, const io_set *cpu, const eng_tensor *gpu, double rtol) {
+  double worst = 0;
+  for (size_t j = 0; j < cpu->n; j++) {
+    char w[200];
+    size_t bad;
+    snprintf(w, sizeof w, "%s out%zu", what, j);
+    worst = max_worst(worst, compare(w, &cpu->t[j], &gpu[j], rtol, &bad));
+  }
+  return worst;
+}
+
+static void test_modes(void) {
+  char path[1024], name[128];
+  double rtol_file;
+  snprintf(path, sizeof path, "%s/ort_cases.txt", models_dir);
+  FILE *f = fopen(path, "r");
+  CHECK(f != NULL);
+  if (!f) return;
+  int models = 0;
+  uint64_t graph_launches = 0;
+  while (fscanf(f, "%127s %lf", name, &rtol_file) == 2) {
+    eng_graph *g = load_model(name);
+    if (!g) continue;
+    int mb = batch_of(g);
+    size_t n_out = eng_graph_n_outputs(g);
+    eng_plan *cp = NULL;
+    eng_cuda_plan *plain = NULL, *graphs = NULL, *half = NULL, *tf32 = NULL;
+    err e = {0};
+    int warm[] = {1, MAXB};
+    eng_cuda_opts o_plain = {.no_graphs = 1, .n_slots = 1};
+    eng_cuda_opts o_graph = {.n_slots = 2, .warm = warm, .n_warm = 2};
+    eng_cuda_opts o_half = {.precision = ENG_PREC_FP16};
+    eng_cuda_opts o_tf32 = {.precision = ENG_PREC_TF32};
+    CHECK_EQ_INT(eng_plan_create(g, mb, &cp, &e), 0);
+    int rc = eng_cuda_plan_create(g, mb, 0, &o_plain, &plain, &e);
+    if (!rc) rc = eng_cuda_plan_create(g, mb, 0, &o_graph, &graphs, &e);
+    if (!rc) rc = eng_cuda_plan_create(g, mb, 0, &o_half, &half, &e);
+    if (!rc) rc = eng_cuda_plan_create(g, mb, 0, &o_tf32, &tf32, &e);
+    if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);
+    CHECK_EQ_INT(rc, 0);
+    if (!rc && cp) {
+      double w_half = 0, w_tf32 = 0, w_pipe = 0;
+      int identical = 1;
+      for (int b = mb > 0 ? 1 : 0; b <= mb; b++) {
+        io_set in = {0}, in2 = {0}, ref = {0}, ref2 = {0}, base = {0};
+        char what[160];
+        make_inputs(g, name, b, 0, &in);
+        int b2 = mb > 0 ? 1 + (b % mb) : 0;  // another batch size for the second slot
+        make_inputs(g, name, b2, 0, &in2);
+        eng_tensor co[MAX_IO], go[MAX_IO], go2[MAX_IO];
+        CHECK_EQ_INT(eng_plan_run(cp, in.t, in.n, co, n_out, &e), 0);
+        copy_outputs(co, n_out, &ref);
+        CHECK_EQ_INT(eng_plan_run(cp, in2.t, in2.n, co, n_out, &e), 0);
+        copy_outputs(co, n_out, &ref2);
+        // plain launches, then the graph plan twice (capture, replay): the same bits
+        CHECK_EQ_INT(eng_cuda_plan_run(plain, in.t, in.n, go, n_out, &e), 0);
+        copy_outputs(go, n_out, &base);
+        for (int rep = 0; rep < 2; rep++) {
+          rc = eng_cuda_plan_run(graphs, in.t, in.n, go, n_out, &e);
+          if (rc) fprintf(stderr, "%s batch %d: graph run: %s\n", name, b, e.msg);
+          CHECK_EQ_INT(rc, 0);
+          if (!rc && !same_bits(&base, go, n_out)) {
+            identical = 0;
+            fprintf(stderr, "%s batch %d: graph replay %d differs from plain launches\n", name, b, rep);
+          }
+        }
+        // two batches in flight on two slots, finished in order
+        CHECK_EQ_INT(eng_cuda_plan_submit(graphs, 0, in.t, in.n, &e), 0);
+        CHECK_EQ_INT(eng_cuda_plan_submit(graphs, 1, in2.t, in2.n, &e), 0);
+        CHECK_EQ_INT(eng_cuda_plan_finish(graphs, 0, go, n_out, &e), 0);
+        CHECK_EQ_INT(eng_cuda_plan_finish(graphs, 1, go2, n_out, &e), 0);
+        snprintf(what, sizeof what, "%s batch %d slot 0", name, b);
+        w_pipe = max_worst(w_pipe, compare_set(what, &ref, go, out_rtol(name, 0, DT_FP32)));
+        snprintf(what, sizeof what, "%s batch %d slot 1", name, b2);
+        w_pipe = max_worst(w_pipe, compare_set(what, &ref2, go2, out_rtol(name, 0, DT_FP32)));
+        // reduced precisions within 1e-2
+        CHECK_EQ_INT(eng_cuda_plan_run(half, in.t, in.n, go, n_out, &e), 0);
+        snprintf(what, sizeof what, "%s batch %d fp16", name, b);
+        w_half = max_worst(w_half, compare_set(what, &ref, go, 1e-2));
+        CHECK_EQ_INT(eng_cuda_plan_run(tf32, in.t, in.n, go, n_out, &e), 0);
+        snprintf(what, sizeof what, "%s batch %d tf32", name, b);
+        w_tf32 = max_worst(w_tf32, compare_set(what, &ref, go, 1e-2));
+        io_free(&in);
+        io_free(&in2);
+        io_free(&ref);
+        io_free(&ref2);
+        io_free(&base);
+      }
+      CHECK(identical);
+      eng_cuda_plan_stats st;
+      eng_cuda_plan_stats_get(graphs, &st);
+      CHECK(st.graphs_captured >= 1 || st.graphs_disabled);
+      graph_launches += st.graph_launches;
+      eng_cuda_plan_stats ps;
+      eng_cuda_plan_stats_get(plain, &ps);
+      CHECK_EQ_INT(ps.graphs_captured, 0);
+      printf("%-16s graphs %llu captured, %llu replays, identical to plain: %s; two slots worst %.3g; "
+             "fp16 worst %.3g; tf32 worst %.3g%s\n",
+             name, (unsigned long long)st.graphs_captured, (unsigned long long)st.graph_launches,
+             identical ? "yes" : "NO", w_pipe, w_half, w_tf32, st.graphs_disabled ? " (graphs disabled)" : "");
+      models++;
+    }
+    eng_cuda_plan_destroy(plain);
+    eng_cuda_plan_destroy(graphs);
+    eng_cuda_plan_destroy(half);
+    eng_cuda_plan_destroy(tf32);
+    eng_plan_destroy(cp);
+    eng_graph_destroy(g);
+  }
+  fclose(f);
+  CHECK(models >= 14);
+  CHECK(graph_launches > 0);
+}
+
+// --- a CUDA error fails the batch; the plan works after
+
+static void test_fault(void) {
+  eng_graph *g = load_model("mlp_raw");
+  if (!g) return;
+  eng_plan *cp = NULL;
+  eng_cuda_plan *gp = NULL;
+  err e = {0};
+  eng_cuda_opts o = {.fault_at = 3};
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+  CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e), 0);
+  if (gp && cp) {
+    io_set in = {0}, ref = {0};
+    make_inputs(g, "mlp_raw", 2, 0, &in);
+    size_t n_out = eng_graph_n_outputs(g);
+    eng_tensor co[MAX_IO], go[MAX_IO];
+    CHECK_EQ_INT(eng_plan_run(cp, in.t, in.n, co, n_out, &e), 0);
+    copy_outputs(co, n_out, &ref);
+    for (int i = 1; i <= 5; i++) {
+      int rc = eng_cuda_plan_run(gp, in.t, in.n, go, n_out, &e);
+      if (i == 3) {
+        CHECK_EQ_INT(rc, ERR_INTERNAL);
+        CHECK_CONTAINS(e.msg, "fault_kernel");
+      } else {
+        CHECK_EQ_INT(rc, 0);
+        if (!rc) compare_set("mlp_raw after fault", &ref, go, 1e-5);
+      }
+    }
+    io_free(&in);
+    io_free(&ref);
+  }
+  eng_cuda_plan_destroy(gp);
+  eng_plan_destroy(cp);
+  eng_graph_destroy(g);
+}
+
 // --- main
 
 static int is_dir_with_cases(const char *d) {
@@ -486,7 +650,7 @@ int main(int argc, char **argv) {
     if (g) {
       eng_cuda_plan *gp = (eng_cuda_plan *)1;
       err e = {0};
-      CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &gp, &e), ERR_UNAVAILABLE);
+      CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, NULL, &gp, &e), ERR_UNAVAILABLE);
       CHECK(gp == NULL);
       CHECK_CONTAINS(e.msg, "not available");
       eng_graph_destroy(g);
@@ -504,5 +668,7 @@ int main(int argc, char **argv) {
   test_no_alloc("mlp_raw", 0);
   test_no_alloc("block", 1);
   test_threads();
+  test_modes();
+  test_fault();
   CHECK_DONE();
 }

@@ -1,0 +1,181 @@
+// bench_engine.c: per-batch time of inferd's CUDA engine on one ONNX model,
+// the engine half of tests/bench/engine/run.sh (bench_torch.py is the other).
+//
+//   bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64]
+//                [--iters N] [--warmup N] [--graphs 0|1]
+//
+// Each batch goes host fp32 input -> pinned staging -> H2D -> every node ->
+// D2H -> pinned fp32 output, as a served batch does. Two figures per batch:
+//   tool "inferd":      the serving configuration, two stream slots: batch
+//                       n+1 is staged and enqueued while batch n runs, each
+//                       finished in order; time = wall / iters.
+//   tool "inferd_sync": one slot, each batch waited for before the next is
+//                       staged (latency of a lone batch, host sync included).
+// One JSON object per line on stdout.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/graph.h"
+#include "engine/plan_cuda.h"
+
+#define MAX_BATCHES 32
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *base_name(const char *path) {
+  const char *s = strrchr(path, '/');
+  static char buf[256];
+  snprintf(buf, sizeof buf, "%s", s ? s + 1 : path);
+  char *dot = strstr(buf, ".onnx");
+  if (dot) *dot = 0;
+  return buf;
+}
+
+typedef struct inputs {
+  size_t n;
+  eng_tensor t[8];
+} inputs;
+
+static int make_inputs(const eng_graph *g, int rows, inputs *in) {
+  in->n = eng_graph_n_inputs(g);
+  if (in->n > 8) return -1;
+  unsigned seed = 12345;
+  for (size_t i = 0; i < in->n; i++) {
+    const eng_io *io = eng_graph_input(g, i);
+    if (io->dt != DT_FP32) return -1;
+    eng_tensor *t = &in->t[i];
+    memset(t, 0, sizeof *t);
+    t->dt = DT_FP32;
+    t->ndims = io->ndims;
+    memcpy(t->dims, io->dims, sizeof t->dims);
+    t->dims[0] = rows;
+    for (int d = 1; d < t->ndims; d++)
+      if (t->dims[d] < 0) return -1;
+    size_t n = (size_t)eng_numel(t->ndims, t->dims);
+    float *x = malloc(n * sizeof *x + 4);
+    if (!x) return -1;
+    for (size_t k = 0; k < n; k++) {
+      seed = seed * 1103515245u + 12345u;
+      x[k] = (float)((seed >> 8) & 0xffff) / 65536.0f * 2.0f - 1.0f;
+    }
+    t->data = x;
+    t->bytes = n * sizeof *x;
+  }
+  return 0;
+}
+
+static void free_inputs(inputs *in) {
+  for (size_t i = 0; i < in->n; i++) free(in->t[i].data);
+}
+
+static int fail(const char *what, const err *e) {
+  fprintf(stderr, "bench_engine: %s: %s\n", what, e ? e->msg : "");
+  return 1;
+}
+
+// Mean seconds per batch over iters, with `slots` batches kept in flight.
+static int time_batches(eng_cuda_plan *p, int slots, const inputs *in, size_t n_out, int warmup,
+                        int iters, double *per_batch, err *e) {
+  eng_tensor out[8];
+  int pending[4] = {0};
+  double t0 = 0;
+  for (int i = 0; i < warmup + iters; i++) {
+    if (i == warmup) {
+      for (int k = 0; k < slots; k++)
+        if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, e)) return 1;
+      memset(pending, 0, sizeof pending);
+      t0 = now_s();
+    }
+    int k = i % slots;
+    if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, e)) return 1;
+    if (eng_cuda_plan_submit(p, k, in->t, in->n, e)) return 1;
+    pending[k] = 1;
+  }
+  for (int j = 0; j < slots; j++) {  // in submission order
+    int k = (warmup + iters + j) % slots;
+    if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, e)) return 1;
+  }
+  *per_batch = (now_s() - t0) / iters;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *model = NULL, *prec_s = "fp32";
+  int batches[MAX_BATCHES] = {1, 8, 64, 256, 1024}, n_batches = 5, iters = 0, warmup = 20, graphs = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!v) return fail("missing value", NULL);
+    if (!strcmp(a, "--model")) model = v;
+    else if (!strcmp(a, "--precision")) prec_s = v;
+    else if (!strcmp(a, "--iters")) iters = atoi(v);
+    else if (!strcmp(a, "--warmup")) warmup = atoi(v);
+    else if (!strcmp(a, "--graphs")) graphs = atoi(v);
+    else if (!strcmp(a, "--batches")) {
+      n_batches = 0;
+      char buf[512];
+      snprintf(buf, sizeof buf, "%s", v);
+      for (char *t = strtok(buf, ","); t && n_batches < MAX_BATCHES; t = strtok(NULL, ","))
+        batches[n_batches++] = atoi(t);
+    } else {
+      fprintf(stderr, "usage: bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64] "
+                      "[--iters N] [--warmup N] [--graphs 0|1]\n");
+      return 2;
+    }
+    i++;
+  }
+  if (!model) return fail("--model is required", NULL);
+  eng_precision prec;
+  if (eng_precision_parse(prec_s, &prec)) return fail("unknown precision", NULL);
+  int max_b = 1;
+  for (int i = 0; i < n_batches; i++)
+    if (batches[i] > max_b) max_b = batches[i];
+  err e = {0};
+  eng_graph *g = NULL;
+  if (eng_graph_load(model, &g, &e)) return fail("load", &e);
+  size_t n_out = eng_graph_n_outputs(g);
+  int rc = 0;
+  for (int mode = 0; mode < 2 && !rc; mode++) {
+    int slots = mode == 0 ? 2 : 1;
+    eng_cuda_opts o = {.precision = prec, .n_slots = slots, .no_graphs = !graphs, .graph_cap = 64,
+                       .warm = batches, .n_warm = (size_t)n_batches};
+    eng_cuda_plan *p = NULL;
+    if (eng_cuda_plan_create(g, max_b, 0, &o, &p, &e)) {
+      rc = fail("plan", &e);
+      break;
+    }
+    for (int bi = 0; bi < n_batches && !rc; bi++) {
+      inputs in = {0};
+      if (make_inputs(g, batches[bi], &in)) {
+        rc = fail("inputs: the model needs static FP32 inputs", NULL);
+        break;
+      }
+      // about 0.5 s of work per cell unless --iters says otherwise
+      int it = iters;
+      if (it <= 0) {
+        double one = 0;
+        if (time_batches(p, slots, &in, n_out, 3, 10, &one, &e)) rc = fail("run", &e);
+        it = one > 0 ? (int)(0.5 / one) : 100;
+        if (it < 20) it = 20;
+        if (it > 20000) it = 20000;
+      }
+      double per = 0;
+      if (!rc && time_batches(p, slots, &in, n_out, warmup, it, &per, &e)) rc = fail("run", &e);
+      if (!rc)
+        printf("{\"tool\":\"%s\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"us_per_batch\":%.3f,"
+               "\"graphs\":%d,\"iters\":%d,\"slots\":%d}\n",
+               slots == 2 ? "inferd" : "inferd_sync", base_name(model), prec_s, batches[bi], per * 1e6,
+               graphs, it, slots);
+      fflush(stdout);
+      free_inputs(&in);
+    }
+    eng_cuda_plan_destroy(p);
+  }
+  eng_graph_destroy(g);
+  return rc;
+}
