@@ -50,6 +50,8 @@ typedef struct instance {
   int n_busy;
   int unhealthy;
   int done_stop;
+  void **stage[MAX_DEPTH];  // per slot, per config input: the plan's pinned staging
+  size_t *stage_cap[MAX_DEPTH];
 #endif
   _Atomic uint64_t recreations;
   pthread_t thread;
@@ -212,6 +214,8 @@ static void run_job(instance *in, eng_job *job) {
   err e = {0};
   job->t_start_us = job->t_infer_start_us = job->t_infer_end_us = eng_now_us();
   job->stream = -1;
+  job->stage = NULL;
+  job->stage_cap = NULL;
   int rc = io_init(&b, m, &e);
   if (rc == 0) rc = graph_inputs(m, job, b.gin, &e);
   if (rc == 0) {
@@ -253,6 +257,21 @@ static int create_cuda_plan(instance *in, eng_cuda_plan **out, err *e) {
   return eng_cuda_plan_create(m->graph, m->max_batch, in->device, &o, out, e);
 }
 
+// Where the batcher's gather may write each input of each slot (the plan's
+// pinned staging), refreshed whenever the plan is (re)created.
+static int map_stages(instance *in, err *e) {
+  const eng_model *m = in->model;
+  for (int k = 0; k < in->depth; k++) {
+    if (!in->stage[k]) in->stage[k] = calloc(m->n_in + 1, sizeof *in->stage[k]);
+    if (!in->stage_cap[k]) in->stage_cap[k] = calloc(m->n_in + 1, sizeof *in->stage_cap[k]);
+    if (!in->stage[k] || !in->stage_cap[k]) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    for (size_t c = 0; c < m->n_in; c++)
+      in->stage[k][c] = in->cuda_plan ? eng_cuda_plan_stage(in->cuda_plan, k, m->in[c].graph_index, &in->stage_cap[k][c])
+                                      : NULL;
+  }
+  return 0;
+}
+
 static void free_slot(instance *in, int slot) {
   pthread_mutex_lock(&in->mu);
   in->slot_busy[slot] = 0;
@@ -288,6 +307,7 @@ static int recover(instance *in, err *e) {
   pthread_mutex_lock(&in->mu);
   in->cuda_plan = fresh;
   pthread_mutex_unlock(&in->mu);
+  if (rc == 0) rc = map_stages(in, e);
   if (rc) {
     err_prefix(e, "instance %d on GPU %d is unhealthy and could not be recreated: ", in->index, in->device);
     return rc;
@@ -325,6 +345,8 @@ static void *gpu_submit_main(void *arg) {
     err e = {0};
     job->t_start_us = job->t_infer_start_us = job->t_infer_end_us = eng_now_us();
     job->stream = slot;
+    job->stage = in->stage[slot];
+    job->stage_cap = in->stage_cap[slot];
     if (unhealthy && recover(in, &e) != 0) {
       fail_job(in, job, ERR_UNAVAILABLE, &e);
       free_slot(in, slot);
@@ -402,8 +424,11 @@ static int instance_devices(const Inference__ModelConfig *cfg, int n_gpus, int *
   int n = 0;
   for (size_t i = 0; i < cfg->n_instance_group; i++) {
     const Inference__ModelInstanceGroup *ig = cfg->instance_group[i];
-    int per = ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU ? (ig->n_gpus ? (int)ig->n_gpus : n_gpus) : 1;
-    n += ig->count * per;
+    int gpu = ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU;
+    if (gpu && n_gpus == 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "instance_group '%s': KIND_GPU but no CUDA device is visible",
+                     ig->name ? ig->name : "");
+    n += ig->count * (gpu ? (ig->n_gpus ? (int)ig->n_gpus : n_gpus) : 1);
   }
   if (cfg->n_instance_group == 0) n = 1;
   if (n < 1 || n > 1024) return err_set(e, ERR_INVALID_ARGUMENT, "instance_group: %d instances requested (1..1024)", n);
@@ -416,11 +441,6 @@ static int instance_devices(const Inference__ModelConfig *cfg, int n_gpus, int *
     if (ig->kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU) {
       for (int c = 0; c < ig->count; c++) dev[k++] = -1;
       continue;
-    }
-    if (n_gpus == 0) {
-      free(dev);
-      return err_set(e, ERR_INVALID_ARGUMENT, "instance_group '%s': KIND_GPU but no CUDA device is visible",
-                     ig->name ? ig->name : "");
     }
     int ng = ig->n_gpus ? (int)ig->n_gpus : n_gpus;
     for (int gi = 0; gi < ng; gi++) {
@@ -504,6 +524,7 @@ static int start_instance(instance *in, err *e) {
   in->depth = 2;
   TRY(create_cuda_plan(in, &in->cuda_plan, e));
   in->depth = eng_cuda_plan_n_slots(in->cuda_plan);
+  TRY(map_stages(in, e));
   if (pthread_create(&in->done_thread, NULL, gpu_done_main, in) != 0)
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start completion thread of instance %d", in->index);
   in->done_started = 1;
@@ -607,6 +628,10 @@ void eng_model_destroy(eng_model *m) {
       pthread_join(in->done_thread, NULL);
     }
     eng_cuda_plan_destroy(in->cuda_plan);
+    for (int k = 0; k < MAX_DEPTH; k++) {
+      free(in->stage[k]);
+      free(in->stage_cap[k]);
+    }
     if (in->device >= 0) pthread_cond_destroy(&in->done_cv);
 #endif
     eng_plan_destroy(in->plan);

@@ -29,6 +29,12 @@ struct eng_job {
   int64_t rows;               // batch size (1 when the model does not batch)
   const eng_tensor *inputs;   // config input order, client shapes, contiguous data
   eng_job_prepare_fn prepare; // may be NULL; may set inputs
+  // Set by the engine before prepare: per config input, memory (a GPU
+  // instance's pinned staging) where prepare may assemble that input so the
+  // engine reads it without another copy, and its size; NULL entries (or a
+  // NULL array) where there is none.
+  void *const *stage;
+  const size_t *stage_cap;
   eng_job_done_fn done;
   void *ctx;
   int instance;               // the instance that runs it (set by the caller, for traces)

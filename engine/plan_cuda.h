@@ -82,6 +82,13 @@ int eng_cuda_plan_n_slots(const eng_cuda_plan *p);
 // A CUDA failure returns ERR_INTERNAL; the slot is idle again afterwards.
 int eng_cuda_plan_submit(eng_cuda_plan *p, int slot, const eng_tensor *inputs, size_t n_in,
                          err *e);
+// Where input i (graph order) of slot's next batch may be assembled in
+// place: pinned memory of *cap bytes that submit then reads without a copy
+// (pass a tensor whose data is this pointer). NULL where the model's shapes
+// are not fixed at create or the input is converted at the edge. Valid
+// while the slot is idle.
+void *eng_cuda_plan_stage(eng_cuda_plan *p, int slot, size_t i, size_t *cap);
+
 // Waits for slot's batch; outputs get declared dtype, shape and a pointer
 // into the slot's pinned memory, valid until the slot's next submit. A
 // failure on the device returns ERR_INTERNAL. The slot is idle afterwards.

@@ -176,6 +176,65 @@ static void metrics_histograms(srv_server *s, sbuf *b) {
   }
 }
 
+// Per engine instance: GPU busy time measured with CUDA events, recreations
+// after CUDA failures, health, graphs and the device allocation counter that
+// proves the request path allocates nothing.
+typedef struct inst_metric {
+  const char *name, *type, *help;
+} inst_metric;
+
+enum { I_BUSY, I_BATCHES, I_HEALTHY, I_RECREATE, I_GRAPHS, I_GRAPH_LAUNCH, I_PLAIN_LAUNCH, I_ALLOCS, I_N };
+
+static const inst_metric inst_metrics[I_N] = {
+    {"inferd_instance_busy_seconds_total", "counter",
+     "Device time with a batch of this instance in flight (copies and compute, CUDA events)"},
+    {"inferd_instance_batches_total", "counter", "Batches this instance's current engine finished"},
+    {"inferd_instance_healthy", "gauge", "0 between a CUDA failure and the instance's recreation"},
+    {"inferd_instance_recreations_total", "counter", "Times the instance was rebuilt after a CUDA failure"},
+    {"inferd_instance_cuda_graphs", "gauge", "CUDA graphs captured by the instance's current engine"},
+    {"inferd_instance_graph_launches_total", "counter", "Batches launched as a CUDA graph replay"},
+    {"inferd_instance_plain_launches_total", "counter", "Batches launched kernel by kernel"},
+    {"inferd_instance_device_allocations_total", "counter",
+     "cudaMalloc/cudaHostAlloc calls of the instance's current engine (flat while serving)"},
+};
+
+static double inst_value(int k, const eng_instance_stats *st) {
+  switch (k) {
+    case I_BUSY: return (double)st->busy_ns / 1e9;
+    case I_BATCHES: return (double)st->batches;
+    case I_HEALTHY: return st->healthy;
+    case I_RECREATE: return (double)st->recreations;
+    case I_GRAPHS: return (double)st->graphs;
+    case I_GRAPH_LAUNCH: return (double)st->graph_launches;
+    case I_PLAIN_LAUNCH: return (double)st->plain_launches;
+    default: return (double)st->device_allocs;
+  }
+}
+
+static void metrics_instances(srv_server *s, sbuf *b) {
+  for (int k = 0; k < I_N; k++) {
+    int header = 0;
+    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
+      srv_model *m = srv_registry_model_at(s->reg, i);
+      for (size_t j = 0; j < m->n_versions; j++) {
+        srv_version *v = &m->versions[j];
+        if (!v->model) continue;
+        for (int x = 0; x < eng_model_n_instances(v->model); x++) {
+          eng_instance_stats st;
+          eng_model_instance_stats(v->model, x, &st);
+          if (st.device < 0) continue;  // GPU instances only
+          if (!header)
+            sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", inst_metrics[k].name, inst_metrics[k].help,
+                      inst_metrics[k].name, inst_metrics[k].type);
+          header = 1;
+          sb_printf(b, "%s{model=\"%s\",version=\"%s\",instance=\"%d\",gpu=\"%d\"} %.9g\n", inst_metrics[k].name,
+                    m->name, v->version_str, x, st.device, inst_value(k, &st));
+        }
+      }
+    }
+  }
+}
+
 // --- /dashboard.json (see server/dashboard.html for the reader)
 
 static void json_str(sbuf *b, const char *s) {
@@ -286,6 +345,7 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
   } else {
     metrics_text(s, &b);
     metrics_histograms(s, &b);
+    metrics_instances(s, &b);
   }
   if (b.oom || !b.p) {
     free(b.p);

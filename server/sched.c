@@ -80,7 +80,9 @@ static int request_cancelled(void *payload) {
 
 // --- instance thread side
 
-// Assembles a batch of several requests: their rows one after the other.
+// Assembles a batch of several requests: their rows one after the other,
+// straight into the engine's pinned staging where it offers some (a GPU
+// instance), else into this executor's own buffer.
 // Requests in one batch share a shape key, so every non-batch dim agrees.
 static int gather(eng_job *job, err *e) {
   batch_slot *slot = job->ctx;
@@ -89,7 +91,8 @@ static int gather(eng_job *job, err *e) {
     size_t row_bytes = first->dims[0] > 0 ? first->bytes / (size_t)first->dims[0] : 0;
     size_t total = row_bytes * (size_t)slot->rows;
     stage *st = &slot->stages[i];
-    if (st->cap < total) {
+    uint8_t *dst = job->stage && job->stage[i] && job->stage_cap[i] >= total ? job->stage[i] : NULL;
+    if (!dst && st->cap < total) {
       // only for dims that were dynamic at load: the largest size seen is kept
       void *p = realloc(st->buf, total);
       if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory assembling a batch of %lld rows",
@@ -97,15 +100,16 @@ static int gather(eng_job *job, err *e) {
       st->buf = p;
       st->cap = total;
     }
+    if (!dst) dst = st->buf;  // the engine copies it on
     size_t off = 0;
     for (size_t k = 0; k < slot->n; k++) {
       const eng_tensor *t = &slot->reqs[k]->inputs[i];
-      memcpy((uint8_t *)st->buf + off, t->data, t->bytes);
+      memcpy(dst + off, t->data, t->bytes);
       off += t->bytes;
     }
     slot->staged[i] = *first;
     slot->staged[i].dims[0] = slot->rows;
-    slot->staged[i].data = st->buf;
+    slot->staged[i].data = dst;
     slot->staged[i].bytes = off;
   }
   job->inputs = slot->staged;

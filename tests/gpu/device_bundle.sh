@@ -4,6 +4,7 @@
 # binaries and the non-CUDA shared libraries they load (gRPC, abseil,
 # protobuf-c, libuv, OpenBLAS...). The CUDA libraries come from the GPU
 # machine's own CUDA 13 toolkit. There:
+#   for f in .devrun/lib/*.xz; do unxz -f "$f"; done
 #   LD_LIBRARY_PATH=.devrun/lib:/usr/local/cuda/lib64 bash tests/gpu/run_all.sh .devrun/bin
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -22,6 +23,9 @@ done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libg
   | while read -r lib; do cp -L "$lib" .devrun/lib/; done
 # the device call carries at most 64 MiB: debug info stays here
 strip --strip-debug .devrun/bin/* .devrun/lib/* 2>/dev/null || true
+# OpenBLAS is 36 MB and compresses 8x: unpack it there with
+#   for f in .devrun/lib/*.xz; do unxz -f "$f"; done
+xz -T0 -6 -f .devrun/lib/libopenblas.so.0
 # models for test_gpu_plan (the CPU plan is its oracle)
 "${INFERD_PYTHON:-$root/.venv/bin/python}" tests/unit/engine/gen_test_models.py .devrun/gpu_plan_models >/dev/null
 du -sh .devrun

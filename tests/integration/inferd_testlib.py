@@ -42,8 +42,10 @@ class ServerProcess:
     blocks on a full pipe, and every line is kept for the sanitizer check at the end.
     """
 
-    def __init__(self, repo_dir, extra_args=(), binary=None):
+    def __init__(self, repo_dir, extra_args=(), binary=None, env=None):
+        """env: extra environment variables for the server, on top of this process's environment."""
         self.binary = binary or inferd_bin()
+        self.env = None if env is None else dict(os.environ, **env)
         self.args = [self.binary, "--model-repository", repo_dir, "--grpc-port", "0", "--http-port", "0",
                      "--log-level", "info"] + list(extra_args)
         self.lines = []
@@ -57,7 +59,7 @@ class ServerProcess:
         if not os.access(self.binary, os.X_OK):
             raise RuntimeError("inferd binary not found or not executable: %s (set INFERD_BIN)" % self.binary)
         self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, errors="replace")
+                                     stderr=subprocess.PIPE, text=True, errors="replace", env=self.env)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         if not self._ready.wait(START_TIMEOUT_S) or self.grpc_port is None:

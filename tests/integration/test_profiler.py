@@ -310,10 +310,12 @@ def _traced_run(start_server, tmp_path, specs, oracle, rng, rate, n):
     with open(path) as f:
         events = json.load(f)  # valid JSON once the server exited
     assert isinstance(events, list), type(events)
-    return events, walls
+    # the seed mlp is KIND_AUTO: on the GPU where the server saw one
+    device = 0 if "CUDA device 0:" in srv.stderr_text() else -1
+    return events, walls, device
 
 
-def _check_trace(events, want_ids):
+def _check_trace(events, want_ids, device):
     xs = [e for e in events if e.get("ph") == "X"]
     by_id = {}
     for e in xs:
@@ -332,7 +334,10 @@ def _check_trace(events, want_ids):
                 assert k in a, "%s %s: no args.%s in %r" % (rid, e["name"], k, a)
             assert a["model"] == "mlp" and str(a["version"]) == "1", (rid, a)
             assert a["batch_size"] == 1, (rid, e["name"], a["batch_size"])
-            assert a["device"] == -1, (rid, e["name"], a["device"])  # CPU
+            assert a["device"] == device, (rid, e["name"], a["device"], device)
+            if e["name"] in ("compute_input", "compute_infer", "compute_output"):
+                # a GPU instance names its stream slot; the CPU has none
+                assert (a["stream"] == -1) if device < 0 else a["stream"] in (0, 1), (rid, e["name"], a)
         # One request in one execution: every stage names the same batch.
         assert len({(e["args"]["batch_size"], e["args"].get("batch_id")) for e in evs}) == 1, (rid, evs)
         r = ev["request"]
@@ -355,16 +360,16 @@ def _check_trace(events, want_ids):
 
 
 def test_trace_rate_3_samples_every_third(start_server, tmp_path, specs, oracle, rng):
-    events, walls = _traced_run(start_server, tmp_path, specs, oracle, rng, rate=3, n=9)
-    by_id = _check_trace(events, ["r0", "r3", "r6"])
+    events, walls, device = _traced_run(start_server, tmp_path, specs, oracle, rng, rate=3, n=9)
+    by_id = _check_trace(events, ["r0", "r3", "r6"], device)
     for rid, evs in by_id.items():
         r = [e for e in evs if e["name"] == "request"][0]
         assert r["dur"] <= max(walls) * HIST_SLACK, (rid, r["dur"], max(walls))
 
 
 def test_trace_rate_1_samples_all(start_server, tmp_path, specs, oracle, rng):
-    events, _ = _traced_run(start_server, tmp_path, specs, oracle, rng, rate=1, n=9)
-    _check_trace(events, ["r%d" % i for i in range(9)])
+    events, _, device = _traced_run(start_server, tmp_path, specs, oracle, rng, rate=1, n=9)
+    _check_trace(events, ["r%d" % i for i in range(9)], device)
 
 
 def test_trace_file_in_missing_directory_fails_fast(tmp_path, repo_dir):
