@@ -417,3 +417,78 @@ def test_cuda_fault_recovery(tmp_path, rng):
         c.close()
         srv.stop()
     srv.assert_clean_exit()   # exit code 0 after SIGTERM, no sanitizer report
+
+
+# --- several GPUs (skipped unless two are visible)
+
+def _visible_gpus():
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    p = subprocess.run([smi, "-L"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    return len(re.findall(r"^GPU \d+", p.stdout, re.M)) if p.returncode == 0 else 0
+
+
+def _two_gpu_repo(out, gpus):
+    g = lib.gen_models
+    repo = g.Repo(out)
+    group = "instance_group [\n  {\n    count: 1\n    kind: KIND_GPU\n    gpus: [ %s ]\n  }\n]" % ", ".join(
+        str(x) for x in gpus)
+    repo.add("g_two", MBS, [g._io("INPUT0", "FP32", [IN_DIM])], [g._out("OUTPUT0", "FP32", [OUT_DIM])],
+             {1: _mlp_model("g_two")}, config_extra=group + "\ndynamic_batching { }")
+    return repo.specs
+
+
+def _two_gpu_worker(url, work):
+    with grpcclient.InferenceServerClient(url=url) as c:
+        for k, (feeds, want) in enumerate(work):
+            _, got = lib.infer(c, "g_two", feeds)
+            lib.assert_close(got["OUTPUT0"], want["OUTPUT0"], 1e-5, what="g_two request %d" % k)
+
+
+@pytest.mark.skipif(_visible_gpus() < 2, reason="needs two visible GPUs")
+def test_instances_on_two_gpus(tmp_path, rng):
+    """gpus: [0, 1]: one instance on each device; concurrent load lands on both, every answer right."""
+    d = str(tmp_path / "two")
+    specs = _two_gpu_repo(d, [0, 1])
+    oracle = lib.Oracle(d, specs)
+    srv = _start(d)
+    try:
+        assert re.search(r"CUDA device 1: ", srv.stderr_text()), srv.stderr_tail()
+        work = []
+        for _ in range(CONCURRENT_REQUESTS):
+            feeds = lib.random_inputs(specs["g_two"], rng, int(rng.integers(1, MBS + 1)))
+            work.append((feeds, oracle.run("g_two", feeds)))
+        chunks = [work[i::CONCURRENT_CLIENTS] for i in range(CONCURRENT_CLIENTS)]
+        with cf.ThreadPoolExecutor(CONCURRENT_CLIENTS) as ex:
+            for f in [ex.submit(_two_gpu_worker, srv.grpc_url, c) for c in chunks]:
+                f.result(timeout=300)
+        m = _metrics(srv)
+        per_gpu = {}
+        for gpu in ("0", "1"):
+            lab = {"model": "g_two", "version": "1", "gpu": gpu}
+            assert lib.metric_present(m, "inferd_instance_batches_total", **lab), lab
+            per_gpu[gpu] = lib.metric_sum(m, "inferd_instance_batches_total", **lab)
+        assert per_gpu["0"] > 0 and per_gpu["1"] > 0, per_gpu
+        print("batches per GPU: %s" % per_gpu)
+    finally:
+        srv.stop()
+    srv.assert_clean_exit()
+
+
+@pytest.mark.skipif(_visible_gpus() < 2, reason="needs two visible GPUs")
+def test_cuda_visible_devices_is_honoured(tmp_path):
+    """CUDA_VISIBLE_DEVICES=1: the server sees one device (numbered 0), and gpus: [1] fails to load."""
+    d = str(tmp_path / "cvd")
+    _two_gpu_repo(d, [1])
+    srv = _start(d, ["--strict-readiness", "false"], env={"CUDA_VISIBLE_DEVICES": "1"})
+    try:
+        log = srv.stderr_text()
+        assert "CUDA device 0: " in log and "CUDA device 1: " not in log, log[-2000:]
+        with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+            idx = _index(c)
+            assert idx["g_two"][0].state == "UNAVAILABLE", idx["g_two"]
+            assert "gpu 1 is not visible" in idx["g_two"][0].reason, idx["g_two"][0].reason
+    finally:
+        srv.stop()
+    srv.assert_clean_exit()
