@@ -8,7 +8,8 @@ sudo=""
 pkgs=(build-essential cmake pkg-config git
       libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler grpc-proto
       libuv1-dev libopenblas-dev libhttp-parser-dev
-      python3 python3-venv python3-pip curl)
+      python3 python3-venv python3-pip curl
+      prometheus chromium chromium-driver)  # tests: promtool lints /metrics; headless Chromium loads /dashboard
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -214,6 +214,7 @@ static void run_job(instance *in, eng_job *job) {
   err e = {0};
   job->t_start_us = job->t_infer_start_us = job->t_infer_end_us = eng_now_us();
   job->stream = -1;
+  job->device_ns = 0;
   job->stage = NULL;
   job->stage_cap = NULL;
   int rc = io_init(&b, m, &e);
@@ -401,7 +402,8 @@ static void *gpu_done_main(void *arg) {
     err e = {0};
     int rc = io_init(&b, m, &e);
     nvtxRangePushA("inferd finish batch");
-    int frc = eng_cuda_plan_finish(in->cuda_plan, slot, b.gout ? b.gout : NULL, m->n_graph_out, &e);
+    job->device_ns = 0;
+    int frc = eng_cuda_plan_finish(in->cuda_plan, slot, b.gout, m->n_graph_out, &job->device_ns, &e);
     nvtxRangePop();
     if (rc == 0) rc = frc;
     job->t_infer_end_us = eng_now_us();

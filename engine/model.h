@@ -41,6 +41,9 @@ struct eng_job {
   int stream;                 // set by the engine: the GPU stream slot it ran on, -1 on the CPU
   // stamped by the engine (CLOCK_MONOTONIC microseconds)
   int64_t t_start_us, t_infer_start_us, t_infer_end_us;
+  // GPU instances: device time of the batch, first copy-in to last
+  // copy-back, timed with CUDA events (0 on the CPU or when unknown)
+  uint64_t device_ns;
 };
 
 // Builds a model from a loaded graph and a completed, validated config. On

@@ -982,7 +982,7 @@ static int warm_up(eng_cuda_plan *p, err *e) {
     for (int k = 0; k < p->n_slots && !rc; k++) {
       err we = {0};
       int r = eng_cuda_plan_submit(p, k, in, n_in, &we);
-      if (r == 0) r = eng_cuda_plan_finish(p, k, out, n_out, &we);
+      if (r == 0) r = eng_cuda_plan_finish(p, k, out, n_out, NULL, &we);
       // a model may reject zeros (value-dependent shapes): only device trouble fails the load
       if (r == ERR_INTERNAL || r == ERR_RESOURCE_EXHAUSTED) {
         *e = we;
@@ -1170,13 +1170,14 @@ int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size
   return 0;
 }
 
-// Device time of this batch not already counted for the previous one.
-static void account_busy(eng_cuda_plan *p, uint64_t seq) {
+// Device time of this batch not already counted for the previous one;
+// returns the batch's own device time in ns.
+static uint64_t account_busy(eng_cuda_plan *p, uint64_t seq) {
   int ri = (int)(seq % (uint64_t)(p->n_slots + 1));
   float ms = 0.0f;
   if (cudaEventElapsedTime(&ms, p->ev_start[ri], p->ev_end[ri]) != cudaSuccess) {
     (void)cudaGetLastError();
-    return;
+    return 0;
   }
   double busy = ms;
   if (p->have_last_done && p->last_done_seq + 1 == seq) {
@@ -1191,9 +1192,11 @@ static void account_busy(eng_cuda_plan *p, uint64_t seq) {
   if (busy > 0) atomic_fetch_add(&p->busy_ns, (uint64_t)(busy * 1e6));
   p->last_done_seq = seq;
   p->have_last_done = 1;
+  return ms > 0 ? (uint64_t)((double)ms * 1e6) : 0;
 }
 
-int eng_cuda_plan_finish(eng_cuda_plan *p, int k, eng_tensor *outputs, size_t n_out, err *e) {
+int eng_cuda_plan_finish(eng_cuda_plan *p, int k, eng_tensor *outputs, size_t n_out,
+                         uint64_t *device_ns, err *e) {
   if (k < 0 || k >= p->n_slots) return err_set(e, ERR_INTERNAL, "no stream slot %d", k);
   slot *s = &p->sl[k];
   const eng_plan *pl = p->pl;
@@ -1203,7 +1206,8 @@ int eng_cuda_plan_finish(eng_cuda_plan *p, int k, eng_tensor *outputs, size_t n_
   CUDA_TRY(e, cudaSetDevice(p->device));
   int ri = (int)(s->seq % (uint64_t)(p->n_slots + 1));
   CUDA_TRY(e, cudaEventSynchronize(p->ev_end[ri]));
-  account_busy(p, s->seq);
+  uint64_t ns = account_busy(p, s->seq);
+  if (device_ns) *device_ns = ns;
   atomic_fetch_add(&p->batches, 1);
   for (size_t j = 0; j < n_out; j++) {
     const eng_tensor *t = &s->outs[j];
@@ -1227,7 +1231,7 @@ int eng_cuda_plan_finish(eng_cuda_plan *p, int k, eng_tensor *outputs, size_t n_
 int eng_cuda_plan_run(eng_cuda_plan *p, const eng_tensor *inputs, size_t n_in,
                       eng_tensor *outputs, size_t n_out, err *e) {
   TRY(eng_cuda_plan_submit(p, 0, inputs, n_in, e));
-  return eng_cuda_plan_finish(p, 0, outputs, n_out, e);
+  return eng_cuda_plan_finish(p, 0, outputs, n_out, NULL, e);
 }
 
 const char *eng_precision_name(eng_precision prec) {

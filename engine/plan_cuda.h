@@ -92,7 +92,10 @@ void *eng_cuda_plan_stage(eng_cuda_plan *p, int slot, size_t i, size_t *cap);
 // Waits for slot's batch; outputs get declared dtype, shape and a pointer
 // into the slot's pinned memory, valid until the slot's next submit. A
 // failure on the device returns ERR_INTERNAL. The slot is idle afterwards.
-int eng_cuda_plan_finish(eng_cuda_plan *p, int slot, eng_tensor *outputs, size_t n_out, err *e);
+// device_ns (may be NULL): the batch's device time, its first copy-in to
+// its last copy-back, from CUDA events.
+int eng_cuda_plan_finish(eng_cuda_plan *p, int slot, eng_tensor *outputs, size_t n_out,
+                         uint64_t *device_ns, err *e);
 
 // submit + finish on slot 0 (for tests and single-stream callers).
 int eng_cuda_plan_run(eng_cuda_plan *p, const eng_tensor *inputs, size_t n_in,

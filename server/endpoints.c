@@ -11,6 +11,8 @@
 #include "server/http.h"
 #include "server/server.h"
 
+#define THROUGHPUT_WINDOW_S 5
+
 typedef struct sbuf {
   char *p;
   size_t len, cap;
@@ -110,11 +112,11 @@ static const struct {
   const char *metric, *key, *help;
   prof_hist *(*get)(srv_stats *st);
 } stages[] = {
-    {"inferd_request_duration_us", "request", "Request duration, server entry to response, microseconds", get_request},
-    {"inferd_queue_duration_us", "queue", "Time in the batcher's queue, microseconds", get_queue},
-    {"inferd_compute_input_duration_us", "compute_input", "Batch assembly and input preparation, microseconds", get_input},
-    {"inferd_compute_infer_duration_us", "compute_infer", "Model execution, microseconds", get_infer},
-    {"inferd_compute_output_duration_us", "compute_output", "Output extraction and response packing, microseconds",
+    {"inferd_request_duration_seconds", "request", "Request duration, server entry to response", get_request},
+    {"inferd_queue_duration_seconds", "queue", "Time in the batcher's queue", get_queue},
+    {"inferd_compute_input_duration_seconds", "compute_input", "Batch assembly and input preparation", get_input},
+    {"inferd_compute_infer_duration_seconds", "compute_infer", "Model execution", get_infer},
+    {"inferd_compute_output_duration_seconds", "compute_output", "Output extraction and response packing",
      get_output},
 };
 #define N_STAGES (sizeof stages / sizeof stages[0])
@@ -125,8 +127,10 @@ static const uint64_t latency_le[] = {10,     25,     50,      100,     250,    
 #define N_LAT_LE (sizeof latency_le / sizeof latency_le[0])
 
 // One Prometheus histogram series: cumulative buckets, +Inf, sum, count.
+// The histogram holds integers (microseconds, rows); scale turns them into
+// the exported unit (1e-6: seconds, Prometheus' base unit for time).
 static void prom_hist(sbuf *b, const char *name, const srv_model *m, const srv_version *v, const prof_hist *h,
-                      const uint64_t *le, size_t n_le) {
+                      const uint64_t *le, size_t n_le, double scale) {
   prof_hist_snap *snap = NULL;
   err e;
   if (prof_hist_snap_create(h, &snap, &e) != 0 || prof_hist_snapshot(h, snap, &e) != 0) {
@@ -139,12 +143,12 @@ static void prom_hist(sbuf *b, const char *name, const srv_model *m, const srv_v
   prof_hist_stats hs;
   prof_hist_summary(snap, &hs);
   for (size_t i = 0; i < n_le; i++)
-    sb_printf(b, "%s_bucket{model=\"%s\",version=\"%s\",le=\"%llu\"} %llu\n", name, m->name, v->version_str,
-              (unsigned long long)le[i], (unsigned long long)counts[i]);
+    sb_printf(b, "%s_bucket{model=\"%s\",version=\"%s\",le=\"%.9g\"} %llu\n", name, m->name, v->version_str,
+              (double)le[i] * scale, (unsigned long long)counts[i]);
   sb_printf(b, "%s_bucket{model=\"%s\",version=\"%s\",le=\"+Inf\"} %llu\n", name, m->name, v->version_str,
             (unsigned long long)hs.count);
-  sb_printf(b, "%s_sum{model=\"%s\",version=\"%s\"} %llu\n", name, m->name, v->version_str,
-            (unsigned long long)hs.sum);
+  sb_printf(b, "%s_sum{model=\"%s\",version=\"%s\"} %.9g\n", name, m->name, v->version_str,
+            (double)hs.sum * scale);
   sb_printf(b, "%s_count{model=\"%s\",version=\"%s\"} %llu\n", name, m->name, v->version_str,
             (unsigned long long)hs.count);
   prof_hist_snap_destroy(snap);
@@ -161,7 +165,7 @@ static void metrics_histograms(srv_server *s, sbuf *b) {
         srv_version *v = &m->versions[j];
         if (!v->model) continue;
         if (k < N_STAGES) {
-          prom_hist(b, name, m, v, stages[k].get(&v->stats), latency_le, N_LAT_LE);
+          prom_hist(b, name, m, v, stages[k].get(&v->stats), latency_le, N_LAT_LE, 1e-6);
           continue;
         }
         uint64_t le[32];
@@ -170,7 +174,7 @@ static void metrics_histograms(srv_server *s, sbuf *b) {
           le[n++] = x;
           if (x >= (uint64_t)v->stats.n_batch) break;
         }
-        prom_hist(b, name, m, v, v->stats.h_batch, le, n);
+        prom_hist(b, name, m, v, v->stats.h_batch, le, n, 1.0);
       }
     }
   }
@@ -235,6 +239,66 @@ static void metrics_instances(srv_server *s, sbuf *b) {
   }
 }
 
+// Per GPU: Triton's NVML gauges (which perf_analyzer --collect-metrics
+// reads), left out where NVML gave no value, and the engine-measured busy
+// time and fraction, which also work on a MIG slice.
+static void gpu_line(sbuf *b, const char *name, const prof_gpu_info *info, int d, double v) {
+  sb_printf(b, "%s{gpu_uuid=\"%s\",gpu=\"%d\"} %.9g\n", name, info->uuid, d, v);
+}
+
+static void metrics_gpus(srv_server *s, sbuf *b) {
+  int n = prof_gpus_n(s->gpus);
+  if (n == 0) return;
+  prof_gpu_sample *g = calloc((size_t)n, sizeof *g);
+  if (!g) return;
+  int64_t now = eng_now_us();
+  for (int d = 0; d < n; d++) prof_gpus_sample(s->gpus, d, now, &g[d]);
+  static const struct {
+    const char *name, *type, *help;
+  } m[] = {
+      {"nv_gpu_utilization", "gauge", "GPU utilization rate [0.0 - 1.0) (NVML)"},
+      {"nv_gpu_memory_total_bytes", "gauge", "GPU total memory, in bytes (NVML)"},
+      {"nv_gpu_memory_used_bytes", "gauge", "GPU used memory, in bytes (NVML)"},
+      {"nv_gpu_power_usage", "gauge", "GPU power usage in watts (NVML)"},
+      {"nv_gpu_power_limit", "gauge", "GPU power management limit in watts (NVML)"},
+      {"inferd_gpu_busy_seconds_total", "counter",
+       "Device time with at least one batch in flight (copies and compute, CUDA events), union over instances"},
+      {"inferd_gpu_busy_fraction", "gauge", "inferd_gpu_busy_seconds_total's rate over the last 5 whole seconds"},
+  };
+  for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
+    int header = 0;
+    for (int d = 0; d < n; d++) {
+      double v = k == 0 ? g[d].utilization : k == 1 ? g[d].mem_total : k == 2 ? g[d].mem_used
+               : k == 3 ? g[d].power_w : k == 4 ? g[d].power_limit_w : k == 5 ? g[d].busy_s : g[d].busy_fraction;
+      if (v < 0) continue;
+      if (!header) sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name, m[k].type);
+      header = 1;
+      gpu_line(b, m[k].name, prof_gpus_info(s->gpus, d), d, v);
+    }
+  }
+  free(g);
+}
+
+// Requests and rows per second over the last THROUGHPUT_WINDOW_S whole seconds.
+static void metrics_throughput(srv_server *s, sbuf *b) {
+  int64_t now = eng_now_us();
+  static const char *names[2] = {"inferd_throughput_requests_per_second", "inferd_throughput_rows_per_second"};
+  for (int k = 0; k < 2; k++) {
+    sb_printf(b, "# HELP %s Successful %s per second over the last %d whole seconds\n# TYPE %s gauge\n", names[k],
+              k ? "rows (batch elements)" : "requests", THROUGHPUT_WINDOW_S, names[k]);
+    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
+      srv_model *md = srv_registry_model_at(s->reg, i);
+      for (size_t j = 0; j < md->n_versions; j++) {
+        srv_version *v = &md->versions[j];
+        if (!v->model) continue;
+        prof_window *w = k ? &v->stats.win_rows : &v->stats.win_requests;
+        sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %.6g\n", names[k], md->name, v->version_str,
+                  prof_window_rate(w, now, THROUGHPUT_WINDOW_S));
+      }
+    }
+  }
+}
+
 // --- /dashboard.json (see server/dashboard.html for the reader)
 
 static void json_str(sbuf *b, const char *s) {
@@ -259,21 +323,16 @@ static void dashboard_json(srv_server *s, sbuf *b) {
       if (!v->model) continue;
       srv_stats *st = &v->stats;
       uint64_t ok = atomic_load(&st->success.count);
-      // Requests per second over the time since the previous poll (at least 0.5 s).
-      if (st->dash_us && now - st->dash_us >= 500000) {
-        st->dash_rps = (double)(ok - st->dash_success) * 1e6 / (double)(now - st->dash_us);
-        st->dash_success = ok, st->dash_us = now;
-      } else if (!st->dash_us) {
-        st->dash_success = ok, st->dash_us = now;
-      }
+      double rps = prof_window_rate(&st->win_requests, now, THROUGHPUT_WINDOW_S);
+      double rows_ps = prof_window_rate(&st->win_rows, now, THROUGHPUT_WINDOW_S);
       int64_t pending = atomic_load(&st->pending);
       sb_printf(b, "%s{\"name\": ", first ? "" : ", ");
       first = 0;
       json_str(b, m->name);
       sb_printf(b, ", \"version\": ");
       json_str(b, v->version_str);
-      sb_printf(b, ", \"throughput_rps\": %.3f, \"queue_depth\": %lld, \"success\": %llu, \"failure\": %llu",
-                st->dash_rps, (long long)(pending > 0 ? pending : 0), (unsigned long long)ok,
+      sb_printf(b, ", \"throughput_rps\": %.3f, \"rows_per_s\": %.3f, \"queue_depth\": %lld, \"success\": %llu, \"failure\": %llu",
+                rps, rows_ps, (long long)(pending > 0 ? pending : 0), (unsigned long long)ok,
                 (unsigned long long)atomic_load(&st->fail.count));
       sb_printf(b, ", \"latency_us\": {");
       for (size_t k = 0; k < N_STAGES; k++) {
@@ -307,8 +366,32 @@ static void dashboard_json(srv_server *s, sbuf *b) {
       sb_printf(b, "]}");
     }
   }
-  // GPU metrics (NVML, engine-measured busy fraction) come with the profiler's next slice.
-  sb_printf(b, "], \"gpus\": []}\n");
+  sb_printf(b, "], \"throughput_window_s\": %d, \"gpus\": [", THROUGHPUT_WINDOW_S);
+  for (int d = 0; d < prof_gpus_n(s->gpus); d++) {
+    prof_gpu_sample g;
+    prof_gpus_sample(s->gpus, d, now, &g);
+    const prof_gpu_info *info = prof_gpus_info(s->gpus, d);
+    sb_printf(b, "%s{\"index\": %d, \"uuid\": ", d ? ", " : "", d);
+    json_str(b, info->uuid);
+    sb_printf(b, ", \"name\": ");
+    json_str(b, info->name);
+    sb_printf(b, ", \"busy_fraction\": %.4f, \"busy_seconds\": %.6f", g.busy_fraction, g.busy_s);
+    // NVML's figures where it answered, null otherwise (no driver library, MIG)
+    sb_printf(b, ", \"utilization\": ");
+    if (g.utilization >= 0) sb_printf(b, "%.2f", g.utilization);
+    else sb_printf(b, "null");
+    sb_printf(b, ", \"memory_used_bytes\": ");
+    if (g.mem_used >= 0) sb_printf(b, "%.0f", g.mem_used);
+    else sb_printf(b, "null");
+    sb_printf(b, ", \"memory_total_bytes\": ");
+    if (g.mem_total >= 0) sb_printf(b, "%.0f", g.mem_total);
+    else sb_printf(b, "null");
+    sb_printf(b, ", \"power_watts\": ");
+    if (g.power_w >= 0) sb_printf(b, "%.1f", g.power_w);
+    else sb_printf(b, "null");
+    sb_printf(b, "}");
+  }
+  sb_printf(b, "]}\n");
 }
 
 static void text(srv_http_response *resp, int status, const char *body) {
@@ -346,6 +429,8 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
     metrics_text(s, &b);
     metrics_histograms(s, &b);
     metrics_instances(s, &b);
+    metrics_gpus(s, &b);
+    metrics_throughput(s, &b);
   }
   if (b.oom || !b.p) {
     free(b.p);

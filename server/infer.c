@@ -463,6 +463,13 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
 
   uint64_t batch_id = atomic_fetch_add(&v->batch_ids, 1);
   if (rc == 0) {
+    int dev = eng_model_instance_device(v->model, job->instance);
+    if (dev >= 0 && job->device_ns)
+      prof_gpus_busy(s->gpus, dev, job->t_infer_end_us - (int64_t)(job->device_ns / 1000), job->t_infer_end_us);
+    size_t ok = 0;
+    for (size_t i = 0; i < n; i++) ok += pk && !pk[i].e.code;
+    prof_window_add(&st->win_requests, t_end, (double)ok);
+    prof_window_add(&st->win_rows, t_end, (double)rows);
     prof_hist_record(st->h_batch, rows);
     atomic_fetch_add(&st->inference_count, (uint64_t)rows);
     atomic_fetch_add(&st->execution_count, 1);

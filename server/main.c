@@ -77,26 +77,33 @@ static int wait_stop_signal(const sigset_t *set, int signal_fd) {
 }
 
 // A CUDA-enabled build starts on machines without a GPU (or a driver) and
-// serves on the CPU; the log says which. Returns the visible devices.
-static int log_devices(void) {
+// serves on the CPU; the log says which. Returns the visible devices (the
+// first `cap` of them described in info, for the GPU metrics).
+#define MAX_GPUS 16
+static int log_devices(prof_gpu_info *info, int cap) {
 #if INFERD_HAVE_CUDA
-  eng_cuda_dev devs[16];
+  eng_cuda_dev devs[MAX_GPUS];
   int n = 0;
   err e = {0};
-  if (eng_cuda_devices(devs, 16, &n, &e) != 0) {
+  if (eng_cuda_devices(devs, MAX_GPUS, &n, &e) != 0) {
     srv_log(SRV_LOG_WARN, "CUDA: %s; running on the CPU", e.msg);
     return 0;
   } else if (n == 0) {
     srv_log(SRV_LOG_INFO, "CUDA: %s; running on the CPU", e.msg[0] ? e.msg : "no device");
   } else {
-    for (int i = 0; i < n && i < 16; i++) {
+    for (int i = 0; i < n && i < MAX_GPUS; i++) {
       char d[512];
       eng_cuda_dev_describe(&devs[i], d, sizeof d);
       srv_log(SRV_LOG_INFO, "CUDA device %d: %s", i, d);
+      if (i < cap) {
+        snprintf(info[i].uuid, sizeof info[i].uuid, "%s", devs[i].uuid);
+        snprintf(info[i].name, sizeof info[i].name, "%s", devs[i].name);
+      }
     }
   }
   return n;
 #else
+  (void)info, (void)cap;
   srv_log(SRV_LOG_INFO, "built without CUDA: running on the CPU");
   return 0;
 #endif
@@ -153,10 +160,18 @@ int main(int argc, char **argv) {
   srv_grpc *grpc = NULL;
   http_close_ctx hc = {0};
 
-  int n_gpus = log_devices();
+  prof_gpu_info gpu_info[MAX_GPUS];
+  memset(gpu_info, 0, sizeof gpu_info);
+  int n_gpus = log_devices(gpu_info, MAX_GPUS);
+  if (prof_gpus_create(gpu_info, n_gpus < MAX_GPUS ? n_gpus : MAX_GPUS, &srv.gpus, &e) != 0) {
+    srv_log(SRV_LOG_ERROR, "GPU metrics: %s", e.msg);
+    return 1;
+  }
+  if (n_gpus > 0) srv_log(SRV_LOG_INFO, "%s", prof_gpus_nvml_status(srv.gpus));
   int default_max_batch = o.auto_complete_config ? o.default_max_batch_size : CONFIG_NO_AUTO_COMPLETE;
   if (srv_registry_load(o.model_repository, default_max_batch, n_gpus, &srv.reg, &e) != 0) {
     srv_log(SRV_LOG_ERROR, "cannot load the model repository: %s", e.msg);
+    prof_gpus_destroy(srv.gpus);
     return 1;
   }
   if (srv_reflection_create(inferd_protoset, inferd_protoset_len, &srv.reflection, &e) != 0) goto fail;
@@ -208,6 +223,7 @@ fail:
     if (prof_trace_close(srv.trace, &te) != 0) srv_log(SRV_LOG_ERROR, "trace file: %s", te.msg);
   }
   srv_registry_destroy(srv.reg);
+  prof_gpus_destroy(srv.gpus);
   if (status == 0) srv_log(SRV_LOG_INFO, "stopped");
   return status;
 }

@@ -63,6 +63,9 @@ static int init_stats(srv_stats *s, int max_batch) {
   s->batch = calloc((size_t)s->n_batch + 1, sizeof *s->batch);
   if (!s->batch) return -1;
   err e;
+  prof_window_init(&s->win_requests);
+  prof_window_init(&s->win_rows);
+  s->have_windows = 1;
   prof_hist_config lat = PROF_HIST_LATENCY_US, rows = PROF_HIST_SMALL_INT(s->n_batch);
   prof_hist **lats[] = {&s->h_request, &s->h_queue, &s->h_input, &s->h_infer, &s->h_output};
   for (size_t i = 0; i < sizeof lats / sizeof lats[0]; i++)
@@ -72,6 +75,10 @@ static int init_stats(srv_stats *s, int max_batch) {
 
 static void free_stats(srv_stats *s) {
   free(s->batch);
+  if (s->have_windows) {
+    prof_window_destroy(&s->win_requests);
+    prof_window_destroy(&s->win_rows);
+  }
   prof_hist *hs[] = {s->h_request, s->h_queue, s->h_input, s->h_infer, s->h_output, s->h_batch};
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) prof_hist_destroy(hs[i]);
 }

@@ -13,6 +13,7 @@
 #include "engine/model.h"
 #include "model_config.pb-c.h"
 #include "server/hist.h"
+#include "server/window.h"
 
 typedef struct srv_duration {
   _Atomic uint64_t count;
@@ -43,10 +44,9 @@ typedef struct srv_stats {
   int n_batch;
   // latency distributions (microseconds) per stage, and rows per execution
   prof_hist *h_request, *h_queue, *h_input, *h_infer, *h_output, *h_batch;
-  // the dashboard's throughput window; touched only by the loop thread
-  uint64_t dash_success;
-  int64_t dash_us;
-  double dash_rps;
+  // throughput over a sliding window: successful requests and their rows per second
+  prof_window win_requests, win_rows;
+  int have_windows;
 } srv_stats;
 
 typedef struct srv_version {

@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 
+#include "server/gpumon.h"
 #include "server/grpc_front.h"
 #include "server/reflection.h"
 #include "server/registry.h"
@@ -16,6 +17,7 @@ typedef struct srv_server {
   srv_sched *sched;
   srv_reflection *reflection;
   prof_trace *trace;       // NULL unless --trace-file
+  prof_gpus *gpus;         // the visible GPUs' metrics (none: a CPU-only server)
   int strict_readiness;    // ready only when every model is (Triton's default)
   atomic_int draining;     // set once shutdown began: not ready, new work refused
   atomic_llong infer_inflight;     // ModelInfer calls received and not yet answered

@@ -545,8 +545,8 @@ static void test_modes(void) {
         // two batches in flight on two slots, finished in order
         CHECK_EQ_INT(eng_cuda_plan_submit(graphs, 0, in.t, in.n, &e), 0);
         CHECK_EQ_INT(eng_cuda_plan_submit(graphs, 1, in2.t, in2.n, &e), 0);
-        CHECK_EQ_INT(eng_cuda_plan_finish(graphs, 0, go, n_out, &e), 0);
-        CHECK_EQ_INT(eng_cuda_plan_finish(graphs, 1, go2, n_out, &e), 0);
+        CHECK_EQ_INT(eng_cuda_plan_finish(graphs, 0, go, n_out, NULL, &e), 0);
+        CHECK_EQ_INT(eng_cuda_plan_finish(graphs, 1, go2, n_out, NULL, &e), 0);
         snprintf(what, sizeof what, "%s batch %d slot 0", name, b);
         w_pipe = max_worst(w_pipe, compare_set(what, &ref, go, out_rtol(name, 0, DT_FP32)));
         snprintf(what, sizeof what, "%s batch %d slot 1", name, b2);

@@ -19,7 +19,7 @@ import inferd_testlib as lib
 
 K = 7  # requests per metrics/dashboard test
 STAGES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
-LATENCY_HISTS = ["inferd_%s_duration_us" % s for s in STAGES]
+LATENCY_HISTS = ["inferd_%s_duration_seconds" % s for s in STAGES]
 BATCH_HIST = "inferd_batch_size"
 MLP = {"model": "mlp", "version": "1"}
 HIST_SLACK = 1.01  # log-linear histograms are within 0.4% of the sample; bounds below allow 1%
@@ -45,13 +45,16 @@ def _le(s):
 
 
 def _hist(samples, name, **labels):
-    """{'buckets': [(le, count)] in page order, 'sum': float, 'count': float} for one label set."""
+    """{'buckets': [(le, count)] in page order, 'sum': float, 'count': float} for one label set
+    (le and sum of a latency histogram in microseconds)."""
     want = {k: str(v) for k, v in labels.items()}
 
     def match(l):
         return {k: v for k, v in l.items() if k != "le"} == want
-    buckets = [(_le(l["le"]), v) for n, l, v in samples if n == name + "_bucket" and match(l)]
-    sums = [v for n, l, v in samples if n == name + "_sum" and match(l)]
+    # latency histograms are exported in seconds; the tests reason in microseconds
+    us = 1e6 if name.endswith("_seconds") else 1
+    buckets = [(round(_le(l["le"]) * us, 6), v) for n, l, v in samples if n == name + "_bucket" and match(l)]
+    sums = [v * us for n, l, v in samples if n == name + "_sum" and match(l)]
     counts = [v for n, l, v in samples if n == name + "_count" and match(l)]
     assert buckets, "no %s_bucket for %s" % (name, want)
     assert len(sums) == 1 and len(counts) == 1, "%s: _sum %r _count %r for %s" % (name, sums, counts, want)
@@ -165,9 +168,9 @@ def test_metrics_histogram_deltas(server, client, specs, oracle, rng):
         dsum = h1["sum"] - h0["sum"]
         assert 0 <= dsum <= sum(walls) * HIST_SLACK, "%s_sum grew by %r us, round trips took %.0f us" % (
             name, dsum, sum(walls))
-    req = _hist(m1, "inferd_request_duration_us", **MLP)["sum"] - _hist(m0, "inferd_request_duration_us", **MLP)["sum"]
-    inf = _hist(m1, "inferd_compute_infer_duration_us", **MLP)["sum"] - \
-        _hist(m0, "inferd_compute_infer_duration_us", **MLP)["sum"]
+    req = _hist(m1, "inferd_request_duration_seconds", **MLP)["sum"] - _hist(m0, "inferd_request_duration_seconds", **MLP)["sum"]
+    inf = _hist(m1, "inferd_compute_infer_duration_seconds", **MLP)["sum"] - \
+        _hist(m0, "inferd_compute_infer_duration_seconds", **MLP)["sum"]
     # Microseconds, not milliseconds: a 1024x512 GEMV takes well over 1 us; and a request contains its compute.
     assert inf >= K, "compute_infer sum grew by %r us for %d requests" % (inf, K)
     assert req >= inf, "request duration sum %r < compute_infer sum %r" % (req, inf)
@@ -197,7 +200,7 @@ def test_metrics_batch_size_multi_row(server, client, specs, oracle, rng):
     assert _bucket(b1, 2) - _bucket(b0, 2) == 0
     assert _bucket(b1, 4) - _bucket(b0, 4) == 1
     assert _bucket(b1, math.inf) - _bucket(b0, math.inf) == 1
-    h0, h1 = _hist(m0, "inferd_request_duration_us", **MLP), _hist(m1, "inferd_request_duration_us", **MLP)
+    h0, h1 = _hist(m0, "inferd_request_duration_seconds", **MLP), _hist(m1, "inferd_request_duration_seconds", **MLP)
     assert h1["count"] - h0["count"] == 1
 
 
@@ -223,7 +226,15 @@ def test_dashboard_json_shape(server, client, specs):
         d = json.loads(r.read().decode("utf-8"))
     assert ctype.startswith("application/json"), ctype
     assert _is_int(d["time_ms"]) and d["time_ms"] > 0, d.get("time_ms")
-    assert d["gpus"] == [], d["gpus"]  # no GPU on this machine
+    if "CUDA device 0:" in server.stderr_text():
+        assert [g["index"] for g in d["gpus"]] == list(range(len(d["gpus"]))) and d["gpus"], d["gpus"]
+        for g in d["gpus"]:
+            assert g["uuid"] and g["name"], g
+            assert _is_num(g["busy_fraction"]) and 0 <= g["busy_fraction"] <= 1, g
+            assert _is_num(g["busy_seconds"]) and g["busy_seconds"] >= 0, g
+    else:
+        assert d["gpus"] == [], d["gpus"]  # a CPU-only server lists none
+    assert _is_int(d["throughput_window_s"]) and d["throughput_window_s"] >= 1, d.get("throughput_window_s")
     assert isinstance(d["models"], list)
     got = sorted((m["name"], str(m["version"])) for m in d["models"])
     want = sorted((n, str(v)) for n, s in specs.items() if s["expect"] == "READY" for v in s["ready_versions"])
@@ -231,6 +242,7 @@ def test_dashboard_json_shape(server, client, specs):
     for m in d["models"]:
         what = "%s v%s" % (m["name"], m["version"])
         assert _is_num(m["throughput_rps"]) and m["throughput_rps"] >= 0, (what, m["throughput_rps"])
+        assert _is_num(m["rows_per_s"]) and m["rows_per_s"] >= m["throughput_rps"], (what, m["rows_per_s"])
         assert _is_int(m["queue_depth"]) and m["queue_depth"] == 0, (what, m["queue_depth"])  # nothing in flight
         st = _stats(client, m["name"], str(m["version"]))
         assert _is_int(m["success"]) and m["success"] == st.inference_stats.success.count, (
@@ -383,3 +395,135 @@ def test_trace_file_in_missing_directory_fails_fast(tmp_path, repo_dir):
     assert bad in p.stderr, p.stderr[-2000:]
     assert not any(m in p.stderr for m in lib.SANITIZER_MARKERS), p.stderr[-4000:]
     assert not os.path.exists(os.path.dirname(bad))
+
+
+# --- sliding-window throughput
+
+WINDOW_S = 5  # the server's throughput window (dashboard.json's throughput_window_s)
+
+
+def _window_rates(server):
+    m = lib.parse_metrics(_metrics_text(server))
+    return (lib.metric_sum(m, "inferd_throughput_requests_per_second", **MLP),
+            lib.metric_sum(m, "inferd_throughput_rows_per_second", **MLP))
+
+
+def test_throughput_window_counts_then_slides_out(start_server, specs, oracle, rng):
+    """K requests of 3 rows on a private server: once their second is whole, the 5-second window reads
+    exactly K/5 requests and 3K/5 rows per second; WINDOW_S seconds later it reads 0 again."""
+    srv = start_server()
+    assert _dashboard(srv)["throughput_window_s"] == WINDOW_S
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        for i in range(K):
+            feeds = lib.random_inputs(specs["mlp"], rng, 3)
+            _, got = lib.infer(c, "mlp", feeds)
+            lib.check_outputs(got, oracle.run("mlp", feeds), specs["mlp"], what="request %d" % i)
+    # Bounded polls (the window moves in whole seconds): first the full count, then nothing.
+    end, seen = time.monotonic() + 3 * WINDOW_S, None
+    while time.monotonic() < end:
+        seen = _window_rates(srv)
+        if seen[0] * WINDOW_S > K - 0.5:
+            break
+        time.sleep(0.05)
+    assert seen is not None and math.isclose(seen[0] * WINDOW_S, K, abs_tol=1e-6), seen
+    assert math.isclose(seen[1] * WINDOW_S, 3 * K, abs_tol=1e-6), seen
+    while time.monotonic() < end:
+        seen = _window_rates(srv)
+        if seen == (0.0, 0.0):
+            break
+        time.sleep(0.05)
+    assert seen == (0.0, 0.0), "the window still counts %r after %d s" % (seen, WINDOW_S)
+
+
+# --- promtool accepts /metrics
+
+def test_promtool_check_metrics(server, client, specs, oracle, rng):
+    """prometheus' own linter (Debian package prometheus) on /metrics after some load."""
+    import shutil
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        import pytest
+        pytest.skip("promtool not installed (apt-get install prometheus; CI installs it)")
+    _send_one_at_a_time(client, specs, oracle, rng, 3)
+    text = _metrics_text(server)
+    p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    # Exit 1 is a parse error; 3 means lint remarks, one per line "<metric> <advice>". Triton's names
+    # (nv_*: counters without _total, _us units), which perf_analyzer and dashboards expect verbatim,
+    # draw remarks by design; every other metric must draw none.
+    out = (p.stdout + p.stderr).strip()
+    assert p.returncode in (0, 3), "promtool check metrics: exit %d\n%s" % (p.returncode, out[-3000:])
+    remarks = [l for l in out.splitlines() if l.strip()]
+    ours = [l for l in remarks if not l.startswith("nv_")]
+    assert not ours, "promtool remarks on inferd's own metrics:\n%s" % "\n".join(ours)
+    assert (p.returncode == 0) == (not remarks), (p.returncode, remarks)
+
+
+# --- the dashboard in a real browser
+
+def _dash_number(text):
+    """The page's number format (fmtNum: 12, 3.4, 12.3k, 1.2M) back to a float; 0 for a dash or nothing."""
+    t = text.strip()
+    scale = {"k": 1e3, "M": 1e6}.get(t[-1:], 1)
+    try:
+        return float(t[:-1] if scale != 1 else t) * scale
+    except ValueError:
+        return 0.0
+
+
+def test_dashboard_in_headless_chromium(server, client, specs, oracle, rng, tmp_path):
+    """Headless Chromium (Debian's chromium + chromium-driver, driven by selenium) opens /dashboard
+    during a load; the page's throughput cell shows a non-zero number. The screenshot is kept in
+    $INFERD_ARTIFACTS (default tests/artifacts) as dashboard.png."""
+    import shutil
+    import threading
+    import pytest
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+        from selenium.webdriver.common.by import By
+    except ImportError:
+        pytest.skip("selenium not installed (CI installs it)")
+    chromium, driver_bin = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver_bin:
+        pytest.skip("chromium / chromedriver not installed (apt-get install chromium chromium-driver; CI does)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600"):
+        opts.add_argument(a)
+    stop = threading.Event()
+
+    def load():
+        with grpcclient.InferenceServerClient(url=server.grpc_url) as c:
+            while not stop.is_set():
+                lib.infer(c, "mlp", lib.random_inputs(specs["mlp"], rng_load, 1))
+
+    import numpy as np
+    rng_load = np.random.default_rng(5)
+    th = threading.Thread(target=load, daemon=True)
+    drv = webdriver.Chrome(service=Service(driver_bin), options=opts)
+    try:
+        th.start()
+        drv.get(server.http_url + "/dashboard")
+        # The page polls /dashboard.json every second; wait (bounded) for the mlp row's throughput.
+        end, cell = time.monotonic() + 30, ""
+        while time.monotonic() < end:
+            # read in one script: the page re-renders its table every second
+            cell = drv.execute_script(
+                "for (const r of document.querySelectorAll('#latency tr.model'))"
+                "  if (r.innerText.startsWith('mlp ')) return r.cells[6].innerText;"  # name, stage, 4 percentiles
+                "return '';")
+            if _dash_number(cell) > 0:
+                break
+            time.sleep(0.2)
+        art = os.environ.get("INFERD_ARTIFACTS", os.path.join(lib.REPO_ROOT, "tests", "artifacts"))
+        os.makedirs(art, exist_ok=True)
+        shot = os.path.join(art, "dashboard.png")
+        drv.save_screenshot(shot)
+        assert _dash_number(cell) > 0, "dashboard throughput cell %r; page text:\n%s" % (
+            cell, drv.find_element(By.TAG_NAME, "body").text[:2000])
+        assert os.path.getsize(shot) > 10000, shot
+        print("dashboard screenshot: %s (throughput cell %s)" % (shot, cell))
+    finally:
+        stop.set()
+        th.join(timeout=30)
+        drv.quit()

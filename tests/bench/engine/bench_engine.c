@@ -103,18 +103,18 @@ static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t 
   for (int i = 0; i < warmup + iters; i++) {
     if (i == warmup) {
       for (int k = 0; k < slots; k++)
-        if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, e)) return 1;
+        if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, NULL, e)) return 1;
       memset(pending, 0, sizeof pending);
       t0 = now_s();
     }
     int k = i % slots;
-    if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, e)) return 1;
+    if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, NULL, e)) return 1;
     if (eng_cuda_plan_submit(p, k, staged[k].t, staged[k].n, e)) return 1;
     pending[k] = 1;
   }
   for (int j = 0; j < slots; j++) {  // in submission order
     int k = (warmup + iters + j) % slots;
-    if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, e)) return 1;
+    if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, NULL, e)) return 1;
   }
   *per_batch = (now_s() - t0) / iters;
   return 0;
