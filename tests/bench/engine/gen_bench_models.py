@@ -99,7 +99,7 @@ def check_model(path, rows=8, seed=1):
     return err, float(scale), float(np.abs(ref).mean())
 
 
-def config_pbtxt(name, in_dim, out_dim, precision, kind):
+def config_pbtxt(name, in_dim, out_dim, precision, kind, count=1):
     params = ""
     if precision == "fp16":
         params = 'parameters {\n  key: "precision"\n  value { string_value: "fp16" }\n}\n'
@@ -109,11 +109,11 @@ def config_pbtxt(name, in_dim, out_dim, precision, kind):
             'input [\n  {\n    name: "INPUT0"\n    data_type: TYPE_FP32\n    dims: [ %d ]\n  }\n]\n'
             'output [\n  {\n    name: "OUTPUT0"\n    data_type: TYPE_FP32\n    dims: [ %d ]\n  }\n]\n'
             'dynamic_batching { max_queue_delay_microseconds: 200 }\n'
-            'instance_group [\n  {\n    kind: %s\n    count: 1\n  }\n]\n'
-            '%s') % (name, REPO_MAX_BATCH, in_dim, out_dim, kind, params)
+            'instance_group [\n  {\n    kind: %s\n    count: %d\n  }\n]\n'
+            '%s') % (name, REPO_MAX_BATCH, in_dim, out_dim, kind, count, params)
 
 
-def write_repo(repo, kind, source=REPO_SOURCE):
+def write_repo(repo, kind, source=REPO_SOURCE, count=1):
     in_dim, widths = MODELS[source]
     model = make_mlp(source, in_dim, widths)
     os.makedirs(repo, exist_ok=True)
@@ -123,7 +123,7 @@ def write_repo(repo, kind, source=REPO_SOURCE):
         vdir = os.path.join(repo, name, "1")
         os.makedirs(vdir, exist_ok=True)
         with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
-            f.write(config_pbtxt(name, in_dim, widths[-1], precision, kind))
+            f.write(config_pbtxt(name, in_dim, widths[-1], precision, kind, count))
         dst = os.path.join(vdir, "model.onnx")
         if os.path.exists(dst):
             os.remove(dst)
@@ -144,6 +144,7 @@ def main():
     ap.add_argument("--repo", help="directory for a Triton-style model repository (mlp4096_fp32/_fp16)")
     ap.add_argument("--kind", default="KIND_GPU", choices=["KIND_GPU", "KIND_CPU", "KIND_AUTO"],
                     help="instance_group kind in the repository configs (default KIND_GPU)")
+    ap.add_argument("--count", type=int, default=1, help="instances per model in the repository (default 1)")
     ap.add_argument("--models", default=",".join(MODELS), help="comma list of models for --out")
     ap.add_argument("--check", action="store_true", help="onnx.checker + onnxruntime vs numpy on what --out writes")
     a = ap.parse_args()
@@ -161,7 +162,7 @@ def main():
                 print("  checked: onnxruntime vs numpy max rel err %.2e (max |y| %.3g, mean |y| %.3g)"
                       % (err, mx, mean), file=sys.stderr)
     if a.repo:
-        for d in write_repo(a.repo, a.kind):
+        for d in write_repo(a.repo, a.kind, count=a.count):
             print("wrote %s" % d, file=sys.stderr)
 
 

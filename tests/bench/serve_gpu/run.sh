@@ -41,7 +41,7 @@ if [ ! -x "$BIN_DIR/inferd" ]; then
 fi
 
 echo "== repository ($KIND)" >&2
-"$PY" "$HERE/../engine/gen_bench_models.py" --repo "$OUT_DIR/repo" --kind "$KIND" || exit 1
+"$PY" "$HERE/../engine/gen_bench_models.py" --repo "$OUT_DIR/repo" --kind "$KIND" --count "${INSTANCES:-1}" || exit 1
 
 echo "== starting inferd" >&2
 # shellcheck disable=SC2086
@@ -99,12 +99,15 @@ trap - EXIT
 "$PY" - "$RES" <<'EOF' | tee "$OUT_DIR/saturate.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-print("| model | rows/request | req/s | rows/s | GPU busy fraction | errors |")
-print("|---|---:|---:|---:|---:|---:|")
+def f(v, fmt="%.3f"):
+    return "n/a" if v is None else fmt % v
+print("| model | instances | rows/request | req/s | rows/s | GPU busy (engine, union) | NVML utilization | per-instance busy | mean pending | errors |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
-    bf = r.get("busy_fraction")
-    print("| %s | %s | %s | %s | %s | %s |" % (r["model"], r["rows"], r.get("rps", "-"), r.get("rows_per_s", "-"),
-          "n/a" if bf is None else "%.3f" % bf, r.get("errors", r.get("error", "-"))))
+    print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        r["model"], r.get("instances", "-"), r["rows"], r.get("rps", "-"), r.get("rows_per_s", "-"),
+        f(r.get("gpu_busy_fraction")), f(r.get("nvml_utilization")), f(r.get("busy_fraction")),
+        f(r.get("mean_pending"), "%.1f"), r.get("errors", r.get("error", "-"))))
 notes = sorted(set(r["note"] for r in rows if r.get("note")) | set(r["first_error"] for r in rows if r.get("first_error")))
 if notes:
     print()

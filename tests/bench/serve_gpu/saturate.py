@@ -148,6 +148,23 @@ def scrape_busy(http, model):
     return series
 
 
+def scrape_all(http):
+    """[(name, labels, value)] of every sample on /metrics."""
+    url = "http://%s/metrics" % http
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode("utf-8", "replace")
+    out = []
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if m and not line.startswith("#"):
+            out.append((m.group(1), dict(_LABEL.findall(m.group(3) or "")), float(m.group(4))))
+    return out
+
+
+def pick(samples, name, **labels):
+    return sum(v for n, l, v in samples if n == name and all(l.get(k) == x for k, x in labels.items()))
+
+
 # --- load
 
 def child(idx, target, req, conc, start_val, go, ready, results, warm_s, seconds, tail_s):
@@ -251,12 +268,34 @@ def main():
         busy0 = scrape_busy(a.http, a.model)
     except Exception as ex:
         note = "could not scrape /metrics: %r" % ex
+    # During the window, once a second: NVML's utilization of GPU 0 and the model's queue depth
+    # (pending = queued + running): whether requests waited while the GPU had room.
+    util, pend, all0 = [], [], None
+    try:
+        all0 = scrape_all(a.http)
+    except Exception as ex:
+        note = "could not scrape /metrics: %r" % ex
+    while time.monotonic() + 1.0 < hi:
+        time.sleep(1.0)
+        try:
+            smp = scrape_all(a.http)
+            if any(n == "nv_gpu_utilization" for n, _, _ in smp):
+                util.append(pick(smp, "nv_gpu_utilization", gpu="0"))
+            pend.append(pick(smp, "nv_inference_pending_request_count", model=a.model))
+        except Exception as ex:
+            note = "could not scrape /metrics: %r" % ex
     time.sleep(max(0.0, hi - time.monotonic()))
     try:
         w1 = time.monotonic()
         busy1 = scrape_busy(a.http, a.model) if busy0 is not None else None
+        all1 = scrape_all(a.http)
     except Exception as ex:
         note = "could not scrape /metrics: %r" % ex
+        all1 = None
+    gpu_busy = None
+    if all0 is not None and all1 is not None and any(n == "inferd_gpu_busy_seconds_total" for n, _, _ in all1):
+        gpu_busy = (pick(all1, "inferd_gpu_busy_seconds_total", gpu="0") -
+                    pick(all0, "inferd_gpu_busy_seconds_total", gpu="0")) / (w1 - w0)
 
     stats = [results.get(timeout=a.seconds + 180) for _ in procs]
     for p in procs:
@@ -284,7 +323,11 @@ def main():
            "rows_per_s": round(ok * a.rows / a.seconds, 1),
            "busy_fraction": None if busy_fraction is None else round(busy_fraction, 4),
            "errors": errors, "concurrency": a.concurrency, "procs": a.procs, "seconds": a.seconds,
-           "instances": instances, "busy_seconds": None if busy_delta is None else round(busy_delta, 4)}
+           "instances": instances, "busy_seconds": None if busy_delta is None else round(busy_delta, 4),
+           # GPU 0 as a whole: the engine's union over all instances, and NVML's mean utilization
+           "gpu_busy_fraction": None if gpu_busy is None else round(gpu_busy, 4),
+           "nvml_utilization": round(sum(util) / len(util), 3) if util else None,
+           "mean_pending": round(sum(pend) / len(pend), 1) if pend else None}
     if codes:
         out["error_codes"] = codes
         out["first_error"] = first_error
