@@ -26,6 +26,11 @@
 #endif
 
 #define MAX_DEPTH 4
+// Stream slots per GPU instance: three batches in flight let the host
+// assembly of batch n+2, the device work of batch n+1 and the answers of
+// batch n proceed at once (with two, answering and device work of one slot
+// serialise, and the device waits on the host at large batches).
+#define GPU_SLOTS 3
 
 typedef struct instance {
   eng_model *model;
@@ -523,7 +528,7 @@ static int start_instance(instance *in, err *e) {
   }
 #if INFERD_HAVE_CUDA
   pthread_cond_init(&in->done_cv, NULL);
-  in->depth = 2;
+  in->depth = GPU_SLOTS;
   TRY(create_cuda_plan(in, &in->cuda_plan, e));
   in->depth = eng_cuda_plan_n_slots(in->cuda_plan);
   TRY(map_stages(in, e));
