@@ -40,6 +40,7 @@ struct bat_batcher {
   int64_t hold_until;     // end of the queue delay of the batch held by the last call
   unsigned char *busy;    // per instance
   int n_free;
+  int next_inst;          // where the round-robin search for a free instance starts
 };
 
 const char *bat_drop_reason_str(bat_drop_reason r) {
@@ -318,9 +319,12 @@ static void sweep_cancelled(bat_batcher *b) {
   }
 }
 
+// Round robin over the free instances: a lightly loaded server still spreads
+// its batches over every instance (and GPU) instead of reusing the first.
 static int take_instance(bat_batcher *b) {
-  int inst = 0;
-  while (b->busy[inst]) inst++;
+  int n = b->cfg.n_instances, inst = b->next_inst;
+  while (b->busy[inst]) inst = (inst + 1) % n;
+  b->next_inst = (inst + 1) % n;
   b->busy[inst] = 1;
   b->n_free--;
   return inst;

@@ -107,7 +107,7 @@ typedef struct bat_batch {
   bat_item *items;  // linked through next, in queue order
   size_t n_items;
   int64_t rows;
-  int instance;     // the instance reserved for this batch
+  int instance;     // the instance reserved for this batch (free ones are taken round robin)
 } bat_batch;
 
 typedef struct bat_batcher bat_batcher;

@@ -334,8 +334,9 @@ static int add_version(srv_sched *s, srv_model *m, srv_version *v, err *e) {
   if (!vs->slots) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   size_t max_rows = cfg->max_batch_size > 0 ? (size_t)cfg->max_batch_size : 1;
   // Executors level by level (every instance's first, then every second):
-  // the batcher fills the lowest idle executor first, so batches spread over
-  // the instances before any instance gets a second one.
+  // the batcher takes free executors round robin in this order, so batches
+  // alternate over the instances (and GPUs) before any instance gets a
+  // second one in flight.
   int x = 0;
   for (int level = 0; level < max_depth; level++)
     for (int i = 0; i < n_inst; i++) {

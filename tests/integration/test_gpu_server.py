@@ -469,7 +469,9 @@ def test_instances_on_two_gpus(tmp_path, rng):
             lab = {"model": "g_two", "version": "1", "gpu": gpu}
             assert lib.metric_present(m, "inferd_instance_batches_total", **lab), lab
             per_gpu[gpu] = lib.metric_sum(m, "inferd_instance_batches_total", **lab)
-        assert per_gpu["0"] > 0 and per_gpu["1"] > 0, per_gpu
+        # free executors are taken round robin, alternating the two instances: neither GPU idles
+        total = per_gpu["0"] + per_gpu["1"]
+        assert min(per_gpu.values()) >= total / 4, per_gpu
         print("batches per GPU: %s" % per_gpu)
     finally:
         srv.stop()
