@@ -57,7 +57,8 @@ IN_DIM, HID, OUT_DIM = 64, 32, 16
 MBS = 8
 OOM_ROW = 268435456   # FP32 elements: 1 GiB per row
 OOM_MBS = 256         # 256 GiB of input alone at max_batch_size: more than any GPU has
-GPU_GROUP = "instance_group [\n  {\n    count: 1\n    kind: KIND_GPU\n  }\n]"
+# gpus: [0]: one instance however many GPUs the machine has (KIND_GPU alone puts one on each)
+GPU_GROUP = "instance_group [\n  {\n    count: 1\n    kind: KIND_GPU\n    gpus: [ 0 ]\n  }\n]"
 BOGUS_REASON = "precision 'bogus' is not one of fp32, tf32, fp16"
 OOM_REASON = "out of memory"
 FAULT_AT = 5
