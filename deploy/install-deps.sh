@@ -9,7 +9,8 @@ pkgs=(build-essential cmake pkg-config git
       libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler grpc-proto
       libuv1-dev libopenblas-dev libhttp-parser-dev
       python3 python3-venv python3-pip curl
-      prometheus chromium chromium-driver)  # tests: promtool lints /metrics; headless Chromium loads /dashboard
+      prometheus chromium chromium-driver  # tests: promtool lints /metrics; headless Chromium loads /dashboard
+      libb64-0d)  # perf_analyzer (deploy/install-perf-analyzer.sh)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -21,3 +22,5 @@ if [ ! -x "$root/.venv/bin/python" ]; then
 fi
 "$root/.venv/bin/pip" install -q --upgrade pip
 "$root/.venv/bin/pip" install -q -r "$root/tests/requirements.txt"
+# Triton's perf_analyzer for the compatibility test (which skips, saying why, if this fails)
+bash "$root/deploy/install-perf-analyzer.sh" || echo "warning: perf_analyzer could not be installed" >&2

@@ -1,0 +1,51 @@
+"""Triton's perf_analyzer (the tool users already have) against inferd over gRPC: it learns the model
+from ModelMetadata/ModelConfig, drives ModelInfer, and reads ModelStatistics for its server-side
+breakdown. Installed by deploy/install-perf-analyzer.sh (tritonclient 2.50.0's binary); the test
+skips, saying so, where it is not installed."""
+
+import csv
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import inferd_testlib as lib
+
+
+def _perf_analyzer():
+    p = os.environ.get("PERF_ANALYZER") or os.path.join(lib.REPO_ROOT, ".venv", "bin", "perf_analyzer")
+    if os.access(p, os.X_OK):
+        return p
+    return shutil.which("perf_analyzer")
+
+
+def test_perf_analyzer_drives_inferd(server, client, tmp_path):
+    pa = _perf_analyzer()
+    if not pa:
+        pytest.skip("perf_analyzer not installed (bash deploy/install-perf-analyzer.sh; CI installs it)")
+    before = client.get_inference_statistics("mlp", "1").model_stats[0]
+    out_csv = tmp_path / "pa.csv"
+    cmd = [pa, "-m", "mlp", "-x", "1", "-u", "127.0.0.1:%d" % server.grpc_port, "-i", "grpc",
+           "--concurrency-range", "2:2", "--measurement-interval", "1000", "--stability-percentage", "100",
+           "--max-trials", "5", "-f", str(out_csv)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, "perf_analyzer exit %d:\n%s" % (p.returncode, out[-4000:])
+    # client side: requests counted, throughput positive
+    m = re.search(r"Request count: (\d+)", out)
+    assert m and int(m.group(1)) > 0, out[-4000:]
+    requests = int(m.group(1))
+    # server side: perf_analyzer's own reading of ModelStatistics
+    assert "Server:" in out and re.search(r"Inference count: \d+", out), out[-4000:]
+    sc = int(re.search(r"Successful request count: (\d+)", out).group(1))
+    assert sc == requests, "server-side successes %d, client requests %d" % (sc, requests)
+    rows = list(csv.DictReader(open(out_csv)))
+    assert len(rows) == 1 and rows[0]["Concurrency"] == "2", rows
+    assert float(rows[0]["Inferences/Second"]) > 0, rows
+    after = client.get_inference_statistics("mlp", "1").model_stats[0]
+    # every measured request (and the warm-up ones) reached the server and succeeded
+    assert after.inference_stats.success.count - before.inference_stats.success.count >= requests
+    assert after.inference_stats.fail.count == before.inference_stats.fail.count
+    print("perf_analyzer: %d requests, %s infer/s at concurrency 2" % (requests, rows[0]["Inferences/Second"]))
