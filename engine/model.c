@@ -59,6 +59,7 @@ typedef struct instance {
   size_t *stage_cap[MAX_DEPTH];
 #endif
   _Atomic uint64_t recreations;
+  _Atomic uint64_t host_bytes;  // a CPU plan's arena, refreshed by its own thread
   pthread_t thread;
   int started;
   pthread_mutex_t mu;
@@ -228,6 +229,7 @@ static void run_job(instance *in, eng_job *job) {
     job->t_infer_start_us = eng_now_us();
     rc = eng_plan_run(in->plan, b.gin, m->n_graph_in, b.gout, m->n_graph_out, &e);
     job->t_infer_end_us = eng_now_us();
+    atomic_store(&in->host_bytes, eng_plan_arena_bytes(in->plan));  // grows with a new largest shape
   }
   if (rc == 0) client_outputs(m, job, b.gout, b.cout);
   job->done(job, rc, &e, rc == 0 ? b.cout : NULL, rc == 0 ? m->n_out : 0);
@@ -521,6 +523,7 @@ static int start_instance(instance *in, err *e) {
   in->depth = 1;
   if (in->device < 0) {
     TRY(eng_plan_create(m->graph, m->max_batch, &in->plan, e));
+    atomic_store(&in->host_bytes, eng_plan_arena_bytes(in->plan));
     if (pthread_create(&in->thread, NULL, instance_main, in) != 0)
       return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start instance thread %d", in->index);
     in->started = 1;
@@ -597,6 +600,7 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   s->depth = in->depth;
   s->recreations = atomic_load(&in->recreations);
   s->healthy = 1;
+  s->host_bytes = atomic_load(&in->host_bytes);
 #if INFERD_HAVE_CUDA
   if (in->device < 0) return;
   pthread_mutex_lock(&in->mu);
@@ -612,6 +616,8 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   s->graph_launches = ps.graph_launches;
   s->plain_launches = ps.plain_launches;
   s->device_allocs = ps.real_allocs;
+  s->device_bytes = ps.device_bytes;
+  s->pinned_bytes = ps.pinned_bytes;
 #endif
 }
 

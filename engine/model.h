@@ -71,6 +71,9 @@ typedef struct eng_instance_stats {
   uint64_t graphs;         // CUDA graphs captured
   uint64_t graph_launches, plain_launches;
   uint64_t device_allocs;  // cudaMalloc + cudaHostAlloc calls of its plan
+  // memory held (ModelStatistics.memory_usage): device and pinned for a GPU
+  // instance, the activation arena for a CPU one
+  uint64_t device_bytes, pinned_bytes, host_bytes;
 } eng_instance_stats;
 
 // Safe from any thread while jobs run.

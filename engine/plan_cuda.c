@@ -119,6 +119,7 @@ struct eng_cuda_plan {
   // cudaMalloc/cudaHostAlloc calls, counted where the pools are made (the
   // pools may be replaced while another thread reads the stats)
   _Atomic uint64_t allocs;
+  _Atomic uint64_t dev_bytes, pin_bytes;  // what the pools and workspaces hold now
 };
 
 static size_t round_up(size_t n) { return (n + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN; }
@@ -578,6 +579,7 @@ static int ensure_dev(eng_cuda_plan *p, slot *s, eng_cuda_arena **a, uint8_t **b
   if (need <= *cap && *a) return 0;
   if (need == 0) need = STAGE_ALIGN;
   drop_graphs(s);  // they hold the old pointers
+  if (*a) atomic_fetch_sub(&p->dev_bytes, (uint64_t)(*cap + ENG_CUDA_MEM_ALIGN));
   eng_cuda_arena_destroy(*a);
   *a = NULL;
   *base = NULL;
@@ -585,6 +587,7 @@ static int ensure_dev(eng_cuda_plan *p, slot *s, eng_cuda_arena **a, uint8_t **b
   void *b = NULL;
   atomic_fetch_add(&p->allocs, 1);
   TRY(eng_cuda_arena_create(a, p->device, need + ENG_CUDA_MEM_ALIGN, 8, e));
+  atomic_fetch_add(&p->dev_bytes, (uint64_t)(need + ENG_CUDA_MEM_ALIGN));
   TRY(eng_cuda_arena_alloc(*a, need, 0, &b, e));
   *base = b;
   *cap = need;
@@ -652,6 +655,7 @@ static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
   if (total <= s->pin_cap && s->pin) return 0;
   if (total == 0) total = STAGE_ALIGN;
   drop_graphs(s);
+  if (s->pin) atomic_fetch_sub(&p->pin_bytes, (uint64_t)(s->pin_cap + ENG_CUDA_MEM_ALIGN));
   eng_cuda_pinned_destroy(s->pin);
   s->pin = NULL;
   s->pin_base = NULL;
@@ -659,6 +663,7 @@ static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
   void *base = NULL;
   atomic_fetch_add(&p->allocs, 1);
   TRY(eng_cuda_pinned_create(&s->pin, total + ENG_CUDA_MEM_ALIGN, 8, e));
+  atomic_fetch_add(&p->pin_bytes, (uint64_t)(total + ENG_CUDA_MEM_ALIGN));
   TRY(eng_cuda_pinned_alloc(s->pin, total, 0, &base, e));
   s->pin_base = base;
   s->pin_cap = total;
@@ -682,6 +687,7 @@ static int upload_consts(eng_cuda_plan *p, err *e) {
   // front of the next one: two bookkeeping slots per constant
   atomic_fetch_add(&p->allocs, 1);
   TRY(eng_cuda_arena_create(&p->consts, p->device, total + ENG_CUDA_MEM_ALIGN, 2 * (int)n + 4, e));
+  atomic_fetch_add(&p->dev_bytes, (uint64_t)(total + ENG_CUDA_MEM_ALIGN));
   for (size_t v = 0; v < p->pl->n_values; v++) {
     const eng_value *val = eng_graph_value(g, v);
     if (val->kind != ENG_VALUE_CONST || !val->bytes) continue;
@@ -922,6 +928,7 @@ static int slot_create(eng_cuda_plan *p, slot *s, err *e) {
   CUDA_TRY(e, cudaStreamCreateWithFlags(&s->ctx.stream, cudaStreamNonBlocking));
   atomic_fetch_add(&p->allocs, 1);  // the workspace
   TRY(eng_gemm_lt_create(&s->ctx.gemm, GEMM_WORKSPACE, 0, e));
+  atomic_fetch_add(&p->dev_bytes, GEMM_WORKSPACE);
   if (pl->have_layout) {  // every shape known: size for max_batch now
     TRY(ensure_dev(p, s, &s->act, &s->act_base, &s->act_cap, pl->arena_need, e));
     TRY(ensure_staging(p, s, e));
@@ -1114,6 +1121,8 @@ uint64_t eng_cuda_plan_real_allocs(const eng_cuda_plan *p) {
 void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
   memset(s, 0, sizeof *s);
   s->real_allocs = atomic_load(&p->allocs);
+  s->device_bytes = atomic_load(&p->dev_bytes);
+  s->pinned_bytes = atomic_load(&p->pin_bytes);
   s->graphs_captured = atomic_load(&p->graphs_captured);
   s->graph_launches = atomic_load(&p->graph_launches);
   s->plain_launches = atomic_load(&p->plain_launches);

@@ -108,6 +108,8 @@ typedef struct eng_cuda_plan_stats {
   uint64_t busy_ns;          // device time with a batch of this plan in flight (union over slots)
   uint64_t batches;          // batches finished successfully
   int graphs_disabled;       // capture failed once: plain launches from then on
+  uint64_t device_bytes;     // device memory held: weights, arenas, scratch, cuBLASLt workspaces
+  uint64_t pinned_bytes;     // pinned host staging held
 } eng_cuda_plan_stats;
 
 // Safe from any thread while submit/finish run (counters are atomic).

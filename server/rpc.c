@@ -194,14 +194,47 @@ static void dur(Inference__StatisticDuration *d, srv_duration *src) {
   d->ns = atomic_load(&src->ns);
 }
 
+#define MAX_MEM_ENTRIES 18  // CPU, CPU_PINNED and one GPU entry per device (16)
+
 typedef struct stat_bufs {
   Inference__ModelStatistics ms;
+  Inference__MemoryUsage mu[MAX_MEM_ENTRIES];
+  Inference__MemoryUsage *mup[MAX_MEM_ENTRIES];
   Inference__InferStatistics is;
   Inference__StatisticDuration d[6];
   Inference__InferBatchStatistics *bs;
   Inference__InferBatchStatistics **bsp;
   Inference__StatisticDuration *bd;
 } stat_bufs;
+
+// memory_usage as Triton reports it: what the version's instances hold, by
+// kind and device ("CPU" activation arenas, "CPU_PINNED" staging, "GPU" per
+// device: weights, arenas, scratch, cuBLASLt workspaces).
+static void fill_memory(stat_bufs *b, srv_version *v) {
+  uint64_t cpu = 0, pinned = 0, gpu[MAX_MEM_ENTRIES - 2] = {0};
+  int max_dev = -1;
+  for (int i = 0; i < eng_model_n_instances(v->model); i++) {
+    eng_instance_stats st;
+    eng_model_instance_stats(v->model, i, &st);
+    cpu += st.host_bytes;
+    pinned += st.pinned_bytes;
+    if (st.device >= 0 && st.device < MAX_MEM_ENTRIES - 2) {
+      gpu[st.device] += st.device_bytes;
+      if (st.device > max_dev) max_dev = st.device;
+    }
+  }
+  size_t n = 0;
+  if (cpu) b->mu[n] = (Inference__MemoryUsage)INFERENCE__MEMORY_USAGE__INIT, b->mu[n].type = "CPU",
+                b->mu[n].byte_size = cpu, n++;
+  if (pinned) b->mu[n] = (Inference__MemoryUsage)INFERENCE__MEMORY_USAGE__INIT, b->mu[n].type = "CPU_PINNED",
+                   b->mu[n].byte_size = pinned, n++;
+  for (int d = 0; d <= max_dev; d++)
+    if (gpu[d]) b->mu[n] = (Inference__MemoryUsage)INFERENCE__MEMORY_USAGE__INIT, b->mu[n].type = "GPU",
+                b->mu[n].id = d, b->mu[n].byte_size = gpu[d], n++;
+  for (size_t i = 0; i < n; i++) b->mup[i] = &b->mu[i];
+  b->ms.n_memory_usage = n;
+  b->ms.memory_usage = b->mup;
+}
 
 static int fill_stats(stat_bufs *b, srv_model *m, srv_version *v) {
   srv_stats *st = &v->stats;
@@ -244,6 +277,7 @@ static int fill_stats(stat_bufs *b, srv_model *m, srv_version *v) {
   }
   b->ms.n_batch_stats = n;
   b->ms.batch_stats = b->bsp;
+  fill_memory(b, v);
   return 0;
 }
 

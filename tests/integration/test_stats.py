@@ -98,3 +98,22 @@ def test_metrics_text_format(server):
     for n in ("nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count"):
         assert n in names, (n, sorted(names))
     assert "# TYPE nv_inference_request_success counter" in text
+
+
+def test_model_statistics_memory_usage(server, client, specs, oracle, rng):
+    """memory_usage says what the seed mlp's instance holds: on the CPU its activation arena (at least
+    one batch of max_batch_size rows of the input, output and hidden layer); on a GPU the device memory
+    (at least its weights) and the pinned staging."""
+    feeds = lib.random_inputs(specs["mlp"], rng, 2)
+    _, got = lib.infer(client, "mlp", feeds)
+    lib.check_outputs(got, oracle.run("mlp", feeds), specs["mlp"])
+    st = client.get_inference_statistics("mlp", "1").model_stats[0]
+    mem = {(m.type, m.id): m.byte_size for m in st.memory_usage}
+    mbs = specs["mlp"]["max_batch_size"]
+    if "CUDA device 0:" in server.stderr_text():
+        weights = (1024 * 512 + 512 + 512 * 10 + 10) * 4
+        assert mem.get(("GPU", 0), 0) >= weights, mem
+        assert mem.get(("CPU_PINNED", 0), 0) >= mbs * (1024 + 10) * 4, mem
+    else:
+        assert set(mem) == {("CPU", 0)}, mem
+        assert mem[("CPU", 0)] >= mbs * (1024 + 10) * 4, mem
