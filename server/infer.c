@@ -411,6 +411,14 @@ static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const ch
 static void record_stages(srv_server *s, srv_version *v, const srv_request *r, const eng_job *job, int64_t t_end,
                           uint64_t batch_id, int64_t rows) {
   srv_stats *st = &v->stats;
+  // a sampled request's spans go on a lane of its own while it runs
+  int tid = 0;
+  if (r->traced) {
+    tid = prof_trace_lane(s->trace, v->trace_pid, r->t_recv_us, t_end);
+    char lane[32];
+    snprintf(lane, sizeof lane, "requests %d", tid - PROF_TRACE_LANE_TID0);
+    prof_trace_name_track(s->trace, v->trace_pid, tid, NULL, lane);
+  }
   struct {
     const char *name;
     prof_hist *h;
@@ -429,7 +437,7 @@ static void record_stages(srv_server *s, srv_version *v, const srv_request *r, c
                                .model = r->model->name, .version = v->version_str, .request_id = r->msg->id,
                                .batch_id = batch_id, .batch_size = (int)rows, .instance = job->instance,
                                .stream = job->stream, .device = eng_model_instance_device(v->model, job->instance),
-                               .pid = v->trace_pid, .tid = job->instance};
+                               .pid = v->trace_pid, .tid = tid};
     prof_trace_span(s->trace, &sp);
   }
 }

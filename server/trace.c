@@ -38,6 +38,9 @@
 // (the events are still written). Models x instances stays far below.
 #define MAX_TRACKS 1024
 #define MAX_PROCS 256
+// Request lanes per process (prof_trace_lane); beyond this, the lane that
+// frees first is shared.
+#define MAX_LANES 64
 
 typedef struct track {
   int pid, tid;
@@ -57,6 +60,11 @@ struct prof_trace {
   int nprocs, ntracks;
   int procs[MAX_PROCS];
   track tracks[MAX_TRACKS];
+  struct {
+    int pid, n;
+    int64_t busy_until[MAX_LANES];
+  } lanes[MAX_PROCS];
+  int nlane_procs;
 };
 
 // ---------------------------------------------------------------------------
@@ -399,6 +407,36 @@ void prof_trace_name_track(prof_trace *t, int pid, int tid, const char *process_
   if (process_name && !proc_seen_locked(t, pid, 1)) append_event_locked(t, &pb);
   if (thread_name && !track_seen_locked(t, pid, tid, 1)) append_event_locked(t, &tb);
   pthread_mutex_unlock(&t->mu);
+}
+
+int prof_trace_lane(prof_trace *t, int pid, int64_t start_us, int64_t end_us) {
+  if (!t) return PROF_TRACE_LANE_TID0;
+  pthread_mutex_lock(&t->mu);
+  int p = 0;
+  while (p < t->nlane_procs && t->lanes[p].pid != pid) p++;
+  if (p == t->nlane_procs) {
+    if (p == MAX_PROCS) {
+      pthread_mutex_unlock(&t->mu);
+      return PROF_TRACE_LANE_TID0;
+    }
+    t->lanes[p].pid = pid;
+    t->lanes[p].n = 0;
+    t->nlane_procs++;
+  }
+  // The first lane whose spans all ended by start_us; else a new one; else
+  // (all MAX_LANES taken) the one that frees first.
+  int k = -1, first_free = 0;
+  for (int i = 0; i < t->lanes[p].n && k < 0; i++)
+    if (t->lanes[p].busy_until[i] <= start_us) k = i;
+  if (k < 0 && t->lanes[p].n < MAX_LANES) k = t->lanes[p].n++;
+  if (k < 0) {
+    for (int i = 1; i < MAX_LANES; i++)
+      if (t->lanes[p].busy_until[i] < t->lanes[p].busy_until[first_free]) first_free = i;
+    k = first_free;
+  }
+  if (end_us > t->lanes[p].busy_until[k]) t->lanes[p].busy_until[k] = end_us;
+  pthread_mutex_unlock(&t->mu);
+  return PROF_TRACE_LANE_TID0 + k;
 }
 
 void prof_trace_span(prof_trace *t, const prof_trace_span_info *s) {

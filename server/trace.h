@@ -42,9 +42,8 @@ typedef struct prof_trace_span_info {
   int stream;             // CUDA stream index within the instance, -1 when none
   int device;             // GPU ordinal, -1 = CPU
   // Track the span is drawn on. Spans on one (pid, tid) must nest (Perfetto
-  // drops partial overlaps), so put one instance per tid: the compute stages
-  // of a batch then line up under each sampled request that the instance ran.
-  // Suggested: pid = the model's index in the repository, tid = instance.
+  // drops partial overlaps): give each request a lane (prof_trace_lane).
+  // Suggested: pid = the model's index in the repository.
   int pid;
   int tid;
 } prof_trace_span_info;
@@ -66,6 +65,14 @@ int prof_trace_sample(prof_trace *t);
 // seen). Never fails towards the caller: a write error is remembered and
 // returned by prof_trace_flush / prof_trace_close.
 void prof_trace_span(prof_trace *t, const prof_trace_span_info *s);
+
+// A track for one sampled request's spans, [start_us, end_us] being its
+// whole extent: requests running at the same time get different lanes, so
+// no two spans on one track partially overlap (Perfetto drops such spans),
+// and lanes are reused once free. Returns the tid to use (>= 
+// PROF_TRACE_LANE_TID0, so it never collides with small instance tids).
+#define PROF_TRACE_LANE_TID0 1000
+int prof_trace_lane(prof_trace *t, int pid, int64_t start_us, int64_t end_us);
 
 // Names a track explicitly (overrides the automatic names if called before
 // the track's first span; later calls for a named track are ignored).

@@ -527,3 +527,46 @@ def test_dashboard_in_headless_chromium(server, client, specs, oracle, rng, tmp_
         stop.set()
         th.join(timeout=30)
         drv.quit()
+
+
+def test_trace_concurrent_requests_get_their_own_lanes(start_server, tmp_path, specs, oracle, rng):
+    """Every request sampled while 8 clients run at once: on each (pid, tid) track the spans nest or
+    follow each other, never partially overlap (what Perfetto needs), and each request's five spans
+    share one lane track named "requests N"."""
+    import concurrent.futures as cf
+    path = tmp_path / "trace.json"
+    srv = start_server(["--trace-file", str(path), "--trace-rate", "1"])
+    work = [lib.random_inputs(specs["mlp"], rng, 1) for _ in range(32)]
+
+    def one(k):
+        with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+            for i in range(k, len(work), 8):
+                _, got = lib.infer(c, "mlp", work[i], request_id="c%d" % i)
+                lib.check_outputs(got, oracle.run("mlp", work[i]), specs["mlp"], what="request %d" % i)
+    with cf.ThreadPoolExecutor(8) as ex:
+        for f in [ex.submit(one, k) for k in range(8)]:
+            f.result(timeout=120)
+    assert srv.stop() == 0
+    events = json.load(open(path))
+    xs = [e for e in events if e.get("ph") == "X"]
+    assert len(xs) == len(STAGES) * len(work), len(xs)
+    by_req, by_track = {}, {}
+    for e in xs:
+        by_req.setdefault(e["args"]["request_id"], set()).add((e["pid"], e["tid"]))
+        by_track.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    assert all(len(t) == 1 for t in by_req.values()), by_req
+    assert all(tid >= 1000 for _, tid in by_track), sorted(by_track)
+    for track, spans in by_track.items():
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        open_ends = []
+        for a, b in spans:
+            while open_ends and open_ends[-1] <= a:
+                open_ends.pop()
+            assert not open_ends or b <= open_ends[-1], "partial overlap on %r: [%r, %r] vs end %r" % (
+                track, a, b, open_ends[-1])
+            open_ends.append(b)
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    for track in by_track:
+        assert names.get(track, "").startswith("requests "), (track, names.get(track))
+    print("%d requests on %d lane(s)" % (len(work), len(by_track)))
