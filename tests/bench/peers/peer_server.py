@@ -27,7 +27,7 @@ The protocol messages are Triton's own generated modules shipped with tritonclie
 Usage:
   python tests/bench/peers/peer_server.py --model repo/mlp/1/model.onnx --port 8001 \\
       [--model-name mlp] [--max-batch 1024] [--max-delay-us 500] [--backend torch|numpy] \\
-      [--device cuda|cpu] [--fp16]
+      [--device cuda|cpu] [--fp16 | --tf32]
 Prints "peer ready: grpc=<port>" on stderr when serving; SIGINT/SIGTERM stop it (exit 0)
 after logging the batches it formed ("peer: ... mean batch size ...").
 """
@@ -58,6 +58,16 @@ def log(msg):
 
 class ModelError(Exception):
     pass
+
+
+def _bias(c, n, where):
+    """A Gemm C / Add operand usable for any batch size: a scalar, [n] or [1, n] -> [n] float32."""
+    c = np.asarray(c, dtype=np.float32)
+    if c.size == 1:
+        return np.full(n, c.reshape(()), dtype=np.float32)
+    if c.size == n and c.shape[-1] == n:
+        return np.ascontiguousarray(c.reshape(n))
+    raise ModelError("%s: bias of shape %s does not broadcast per column to %d" % (where, c.shape, n))
 
 
 def load_mlp(path):
@@ -92,8 +102,7 @@ def load_mlp(path):
             w = np.ascontiguousarray(w * np.float32(attrs.get("alpha", 1.0)))
             b = None
             if len(n.input) > 2 and n.input[2]:
-                b = np.broadcast_to(init[n.input[2]] * np.float32(attrs.get("beta", 1.0)),
-                                    (w.shape[0],)).astype(np.float32)
+                b = _bias(init[n.input[2]] * np.float32(attrs.get("beta", 1.0)), w.shape[0], n.name)
             layers.append(("linear", w, b))
         elif n.op_type == "MatMul":
             if n.input[0] != cur or n.input[1] not in init:
@@ -104,7 +113,7 @@ def load_mlp(path):
             if nxt is not None and nxt.op_type == "Add" and n.output[0] in nxt.input:
                 other = [x for x in nxt.input if x != n.output[0]]
                 if len(other) == 1 and other[0] in init:
-                    b = np.broadcast_to(init[other[0]], (w.shape[0],)).astype(np.float32)
+                    b = _bias(init[other[0]], w.shape[0], nxt.name)
                     n = nxt
                     i += 1
             layers.append(("linear", w, b))
@@ -153,10 +162,12 @@ class TorchBackend:
     """nn.Linear/nn.ReLU on --device; on CUDA the batch is staged in pinned memory."""
     name = "torch"
 
-    def __init__(self, layers, max_batch, fp16=False, device="cuda"):
+    def __init__(self, layers, max_batch, fp16=False, device="cuda", tf32=False):
         import torch
         from torch import nn
         self.torch = torch
+        # FP32 means full FP32 (PyTorch's default); --tf32 matches inferd's "tf32" precision.
+        torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
         mods = []
@@ -200,7 +211,8 @@ class TorchBackend:
                     t2 = time.perf_counter()
                     out = y.float().cpu().numpy()         # blocking copy into fresh memory
             else:
-                x = torch.from_numpy(arrays[0] if len(arrays) == 1 else np.concatenate(arrays)).to(self.dtype)
+                x = torch.from_numpy(arrays[0].copy() if len(arrays) == 1 else np.concatenate(arrays))
+                x = x.to(self.dtype)
                 t1 = time.perf_counter()
                 y = self.model(x)
                 t2 = time.perf_counter()
@@ -498,14 +510,14 @@ def make_backend(args, layers):
         except ImportError:
             want = "numpy"
     if want == "numpy":
-        if args.device == "cuda":
-            raise ModelError("--backend numpy runs on the CPU only (use --device cpu)")
+        if args.device == "cuda" or args.tf32:
+            raise ModelError("--backend numpy runs on the CPU only, in FP32 (use --device cpu, no --tf32)")
         return NumpyBackend(layers, args.max_batch, fp16=args.fp16)
     import torch
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise ModelError("--device cuda: torch sees no CUDA device")
-    return TorchBackend(layers, args.max_batch, fp16=args.fp16, device=device)
+    return TorchBackend(layers, args.max_batch, fp16=args.fp16, device=device, tf32=args.tf32)
 
 
 async def serve(args):
@@ -526,9 +538,10 @@ async def serve(args):
         raise ModelError("cannot listen on %s:%d" % (args.address, args.port))
     await server.start()
     dev = getattr(backend, "device", "cpu")
-    log("model '%s' (%s -> %s, %d -> %d, %d layers), backend %s on %s%s, max batch %d, max delay %d us"
-        % (args.model_name, in_name, out_name, k, n_out, len(layers), backend.name, dev,
-           " fp16" if args.fp16 else "", args.max_batch, args.max_delay_us))
+    prec = "fp16" if args.fp16 else ("tf32" if args.tf32 else "fp32")
+    log("model '%s' (%s -> %s, %d -> %d, %d layers), backend %s on %s %s, max batch %d, max delay %d us"
+        % (args.model_name, in_name, out_name, k, n_out, len(layers), backend.name, dev, prec,
+           args.max_batch, args.max_delay_us))
     print("peer ready: grpc=%d" % port, file=sys.stderr, flush=True)
 
     stop = asyncio.Event()
@@ -560,10 +573,13 @@ def main(argv=None):
     ap.add_argument("--device", choices=("cuda", "cpu"), default=None,
                     help="torch device (default: cuda when available)")
     ap.add_argument("--fp16", action="store_true", help="run the layers in FP16 (torch only; wire stays FP32)")
+    ap.add_argument("--tf32", action="store_true", help="allow TF32 matmuls in FP32 mode (torch on CUDA)")
     ap.add_argument("--max-message-bytes", type=int, default=64 << 20)
     args = ap.parse_args(argv)
     if args.max_batch < 1 or args.max_delay_us < 0:
         ap.error("--max-batch must be >= 1 and --max-delay-us >= 0")
+    if args.fp16 and args.tf32:
+        ap.error("--fp16 and --tf32 exclude each other")
     args.model_name = args.model_name or default_model_name(args.model)
     try:
         asyncio.run(serve(args))
