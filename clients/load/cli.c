@@ -95,8 +95,7 @@ static int parse_shape(const char *s, ld_shape_opt *out, err *e) {
     long long d;
     if (out->rank == LD_MAX_RANK)
       return err_set(e, ERR_INVALID_ARGUMENT, "--shape '%s' has more than %d dims", s, LD_MAX_RANK);
-    if (len == 0 || len >= sizeof buf)
-      return err_set(e, ERR_INVALID_ARGUMENT, "bad dim in --shape '%s'", s);
+    if (len == 0 || len >= sizeof buf) return err_set(e, ERR_INVALID_ARGUMENT, "bad dim in --shape '%s'", s);
     memcpy(buf, p, len);
     buf[len] = '\0';
     if (parse_long(buf, 1, (long long)1 << 40, &d) != 0)
@@ -114,8 +113,28 @@ static int parse_shape(const char *s, ld_shape_opt *out, err *e) {
 // --- options
 
 enum {
-  O_URL, O_MODEL, O_VERSION, O_CONC, O_RATE, O_DIST, O_CONN, O_THREADS, O_ROWS, O_SHAPE, O_DATA,
-  O_VALIDATE, O_INTERVAL, O_STAB, O_TRIALS, O_TIMEOUT, O_SSTATS, O_CSV, O_JSON, O_SEED, O_VERBOSE, O_HELP
+  O_URL,
+  O_MODEL,
+  O_VERSION,
+  O_CONC,
+  O_RATE,
+  O_DIST,
+  O_CONN,
+  O_THREADS,
+  O_ROWS,
+  O_SHAPE,
+  O_DATA,
+  O_VALIDATE,
+  O_INTERVAL,
+  O_STAB,
+  O_TRIALS,
+  O_TIMEOUT,
+  O_SSTATS,
+  O_CSV,
+  O_JSON,
+  O_SEED,
+  O_VERBOSE,
+  O_HELP
 };
 
 typedef struct opt_def {
@@ -205,9 +224,15 @@ static int int_opt(const char *name, const char *v, long long lo, long long hi, 
 
 static int apply(ld_opts *o, const opt_def *d, const char *name, const char *v, bool *have_conc, err *e) {
   switch (d->id) {
-    case O_URL: o->url = v; return 0;
-    case O_MODEL: o->model = v; return 0;
-    case O_VERSION: o->version = v; return 0;
+    case O_URL:
+      o->url = v;
+      return 0;
+    case O_MODEL:
+      o->model = v;
+      return 0;
+    case O_VERSION:
+      o->version = v;
+      return 0;
     case O_CONC:
       *have_conc = true;
       return ld_range_parse(v, true, &o->range, e) ? err_prefix(e, "--concurrency-range: ") : 0;
@@ -215,13 +240,19 @@ static int apply(ld_opts *o, const opt_def *d, const char *name, const char *v, 
       o->mode = LD_OPEN;
       return ld_range_parse(v, false, &o->range, e) ? err_prefix(e, "--request-rate-range: ") : 0;
     case O_DIST:
-      if (strcmp(v, "constant") == 0) o->dist = LD_DIST_CONSTANT;
-      else if (strcmp(v, "poisson") == 0) o->dist = LD_DIST_POISSON;
-      else return err_set(e, ERR_INVALID_ARGUMENT, "--request-distribution wants constant or poisson, got '%s'", v);
+      if (strcmp(v, "constant") == 0)
+        o->dist = LD_DIST_CONSTANT;
+      else if (strcmp(v, "poisson") == 0)
+        o->dist = LD_DIST_POISSON;
+      else
+        return err_set(e, ERR_INVALID_ARGUMENT, "--request-distribution wants constant or poisson, got '%s'", v);
       return 0;
-    case O_CONN: return int_opt(name, v, 1, 1024, &o->connections, e);
-    case O_THREADS: return int_opt(name, v, 1, 256, &o->threads, e);
-    case O_ROWS: return int_opt(name, v, 1, 1 << 24, &o->rows, e);
+    case O_CONN:
+      return int_opt(name, v, 1, 1024, &o->connections, e);
+    case O_THREADS:
+      return int_opt(name, v, 1, 256, &o->threads, e);
+    case O_ROWS:
+      return int_opt(name, v, 1, 1 << 24, &o->rows, e);
     case O_SHAPE: {
       ld_shape_opt *n = realloc(o->shapes, (o->n_shapes + 1) * sizeof *n);
       if (!n) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
@@ -231,13 +262,20 @@ static int apply(ld_opts *o, const opt_def *d, const char *name, const char *v, 
       return 0;
     }
     case O_DATA:
-      if (strcmp(v, "random") == 0) o->data = LD_DATA_RANDOM;
-      else if (strcmp(v, "zero") == 0) o->data = LD_DATA_ZERO;
-      else if (!*v) return err_set(e, ERR_INVALID_ARGUMENT, "--input-data wants random, zero or a path");
-      else o->data = LD_DATA_PATH, o->data_path = v;
+      if (strcmp(v, "random") == 0)
+        o->data = LD_DATA_RANDOM;
+      else if (strcmp(v, "zero") == 0)
+        o->data = LD_DATA_ZERO;
+      else if (!*v)
+        return err_set(e, ERR_INVALID_ARGUMENT, "--input-data wants random, zero or a path");
+      else
+        o->data = LD_DATA_PATH, o->data_path = v;
       return 0;
-    case O_VALIDATE: o->validate_identity = true; return 0;
-    case O_INTERVAL: return int_opt(name, v, 10, 3600 * 1000, &o->interval_ms, e);
+    case O_VALIDATE:
+      o->validate_identity = true;
+      return 0;
+    case O_INTERVAL:
+      return int_opt(name, v, 10, 3600 * 1000, &o->interval_ms, e);
     case O_STAB: {
       double x;
       if (parse_double(v, &x) != 0 || !(x > 0) || x > 100)
@@ -245,11 +283,19 @@ static int apply(ld_opts *o, const opt_def *d, const char *name, const char *v, 
       o->stability_pct = x;
       return 0;
     }
-    case O_TRIALS: return int_opt(name, v, 1, 10000, &o->max_trials, e);
-    case O_TIMEOUT: return int_opt(name, v, 0, 24 * 3600 * 1000, &o->timeout_ms, e);
-    case O_SSTATS: o->server_stats = true; return 0;
-    case O_CSV: o->csv = v; return 0;
-    case O_JSON: o->json = v; return 0;
+    case O_TRIALS:
+      return int_opt(name, v, 1, 10000, &o->max_trials, e);
+    case O_TIMEOUT:
+      return int_opt(name, v, 0, 24 * 3600 * 1000, &o->timeout_ms, e);
+    case O_SSTATS:
+      o->server_stats = true;
+      return 0;
+    case O_CSV:
+      o->csv = v;
+      return 0;
+    case O_JSON:
+      o->json = v;
+      return 0;
     case O_SEED: {
       char *end;
       errno = 0;
@@ -259,8 +305,12 @@ static int apply(ld_opts *o, const opt_def *d, const char *name, const char *v, 
       o->seed = x;
       return 0;
     }
-    case O_VERBOSE: o->verbose++; return 0;
-    case O_HELP: o->help = true; return 0;
+    case O_VERBOSE:
+      o->verbose++;
+      return 0;
+    case O_HELP:
+      o->help = true;
+      return 0;
   }
   return err_set(e, ERR_INTERNAL, "unhandled option %s", name);
 }

@@ -40,29 +40,29 @@ typedef struct ld_shape_opt {
 // Caller-allocated; ld_opts_parse fills it, ld_opts_close frees what it holds.
 // Strings point into argv except shapes[].name.
 typedef struct ld_opts {
-  const char *url;        // -u, default "localhost:8001"
-  const char *model;      // -m, required
-  const char *version;    // -x, default "" (the server's choice)
-  ld_mode mode;           // LD_OPEN when --request-rate-range was given
-  ld_range range;         // concurrency or requests/s
+  const char *url;      // -u, default "localhost:8001"
+  const char *model;    // -m, required
+  const char *version;  // -x, default "" (the server's choice)
+  ld_mode mode;         // LD_OPEN when --request-rate-range was given
+  ld_range range;       // concurrency or requests/s
   ld_dist dist;
-  int connections;        // 0: one per thread
-  int threads;            // 0: min(4, cores)
-  int rows;               // batch rows per request, default 1
+  int connections;  // 0: one per thread
+  int threads;      // 0: min(4, cores)
+  int rows;         // batch rows per request, default 1
   ld_shape_opt *shapes;
   size_t n_shapes;
   ld_data data;
   const char *data_path;
   bool validate_identity;
-  int interval_ms;        // default 2000
-  double stability_pct;   // default 10
-  int max_trials;         // default 10
-  int timeout_ms;         // per request, default 30000; 0: none
+  int interval_ms;       // default 2000
+  double stability_pct;  // default 10
+  int max_trials;        // default 10
+  int timeout_ms;        // per request, default 30000; 0: none
   bool server_stats;
   const char *csv, *json;
-  uint64_t seed;          // default 1
+  uint64_t seed;  // default 1
   int verbose;
-  bool help;              // -h: print usage, nothing else
+  bool help;  // -h: print usage, nothing else
 } ld_opts;
 
 // argv[0] is the program name. Returns 0 or ERR_INVALID_ARGUMENT with a message

@@ -43,7 +43,9 @@ ld_hist *ld_hist_create(void) {
   return h;
 }
 
-void ld_hist_destroy(ld_hist *h) { free(h); }
+void ld_hist_destroy(ld_hist *h) {
+  free(h);
+}
 
 void ld_hist_reset(ld_hist *h) {
   memset(h, 0, sizeof *h);
@@ -67,10 +69,18 @@ void ld_hist_merge(ld_hist *dst, const ld_hist *src) {
   if (src->max > dst->max) dst->max = src->max;
 }
 
-uint64_t ld_hist_count(const ld_hist *h) { return h->count; }
-double ld_hist_mean(const ld_hist *h) { return h->count ? (double)h->sum / (double)h->count : 0.0; }
-uint64_t ld_hist_min(const ld_hist *h) { return h->count ? h->min : 0; }
-uint64_t ld_hist_max(const ld_hist *h) { return h->max; }
+uint64_t ld_hist_count(const ld_hist *h) {
+  return h->count;
+}
+double ld_hist_mean(const ld_hist *h) {
+  return h->count ? (double)h->sum / (double)h->count : 0.0;
+}
+uint64_t ld_hist_min(const ld_hist *h) {
+  return h->count ? h->min : 0;
+}
+uint64_t ld_hist_max(const ld_hist *h) {
+  return h->max;
+}
 
 uint64_t ld_hist_percentile(const ld_hist *h, double p) {
   if (!h->count) return 0;

@@ -24,10 +24,10 @@ const char *ld_kind_name(int kind);
 
 // Caller-allocated; init/close.
 typedef struct ld_window {
-  ld_hist *lat;                   // successful requests only, nanoseconds
-  uint64_t ok;                    // successful requests
-  uint64_t errors[LD_N_KINDS];    // [0] (OK) stays 0
-  uint64_t duration_ns;           // wall time the window covered (merge adds)
+  ld_hist *lat;                 // successful requests only, nanoseconds
+  uint64_t ok;                  // successful requests
+  uint64_t errors[LD_N_KINDS];  // [0] (OK) stays 0
+  uint64_t duration_ns;         // wall time the window covered (merge adds)
 } ld_window;
 
 // -1 when out of memory.

@@ -1,0 +1,20 @@
+# clients/clients.cmake: inferd-load, the load generator (clients/load/).
+# The library holds everything but main() so the unit tests link the same code.
+# Clients talk to the server only over gRPC: they depend on inferd_proto and
+# inferd_base (err, dtype), never on server/.
+add_library(inferd_load STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/load/hist.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/stats.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/cli.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/rng.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/rpc.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/model.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/inputs.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/request.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/driver.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/report.c)
+target_link_libraries(inferd_load PUBLIC inferd_proto inferd_base PkgConfig::GRPC PkgConfig::PROTOBUFC
+  Threads::Threads ${MATH_LIB})
+
+add_executable(inferd-load ${CMAKE_CURRENT_LIST_DIR}/load/main.c)
+target_link_libraries(inferd-load PRIVATE inferd_load)

@@ -1,0 +1,408 @@
+// driver.c: asynchronous ModelInfer calls on gRPC C-core completion queues.
+//
+// Threading: each worker thread owns its CQ, its call contexts and its
+// in-flight count; only its window is shared (with the measuring thread,
+// under the worker's mutex, which nobody else contends for). Every call is
+// one batch (send metadata + message + close, receive metadata + message +
+// status), so one completion ends a call and its context can be reused.
+#include "clients/load/driver.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/slice.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clients/load/rng.h"
+#include "clients/load/rpc.h"
+#include "grpc_service.pb-c.h"
+
+#define IDLE_WAIT_NS 100000000ull  // how often an idle thread looks at the stop flag
+#define DRAIN_GRACE_NS 10000000000ull
+
+typedef struct worker worker;
+
+typedef struct call_ctx {
+  worker *w;
+  int channel;
+  grpc_call *call;  // non-NULL while in flight
+  grpc_byte_buffer *send, *recv;
+  grpc_metadata_array md_init, md_trail;
+  grpc_status_code status;
+  grpc_slice details;
+  uint64_t t0;
+  struct call_ctx *next_free;
+} call_ctx;
+
+struct worker {
+  ld_driver *d;
+  int idx;
+  grpc_completion_queue *cq;
+  pthread_t th;
+  int started;
+  pthread_mutex_t mu;
+  ld_window win;  // guarded by mu
+
+  // Owned by the worker thread while a level runs, by the driver otherwise.
+  call_ctx **all;  // every context made, freed at destroy
+  size_t n_all, cap_all;
+  call_ctx *free_list;
+  size_t inflight;
+  size_t slots;        // closed loop: calls kept in flight
+  size_t cap;          // open loop: in-flight cap
+  double mean_gap_ns;  // open loop: this thread's mean spacing
+  uint64_t first_due_ns;
+  uint64_t rng;
+  uint64_t sends;
+};
+
+struct ld_driver {
+  ld_driver_cfg cfg;
+  grpc_slice req;  // one refcounted copy of the request; each call's byte buffer refs it
+  grpc_slice method;
+  grpc_channel **ch;
+  worker *w;
+  ld_level level;
+  atomic_bool stop;
+  int running;
+};
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+// gpr's monotonic clock has its own epoch: deadlines are built relative to its now.
+static gpr_timespec in_ns(uint64_t ns) {
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos((int64_t)ns, GPR_TIMESPAN));
+}
+
+// --- recording
+
+static void record(worker *w, int kind, uint64_t lat_ns) {
+  pthread_mutex_lock(&w->mu);
+  if (kind == 0) {
+    w->win.ok++;
+    ld_hist_record(w->win.lat, lat_ns);
+  } else {
+    w->win.errors[kind]++;
+  }
+  pthread_mutex_unlock(&w->mu);
+}
+
+static bool outputs_match(const ld_driver *d, grpc_byte_buffer *bb) {
+  grpc_byte_buffer_reader rd;
+  if (!grpc_byte_buffer_reader_init(&rd, bb)) return false;
+  grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
+  grpc_byte_buffer_reader_destroy(&rd);
+  Inference__ModelInferResponse *r =
+      inference__model_infer_response__unpack(NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
+  grpc_slice_unref(all);
+  bool ok = r && r->n_raw_output_contents == d->cfg.n_expect;
+  for (size_t k = 0; ok && k < d->cfg.n_expect; k++) {
+    const ProtobufCBinaryData *o = &r->raw_output_contents[k];
+    ok = o->len == d->cfg.expect[k].size && (o->len == 0 || memcmp(o->data, d->cfg.expect[k].data, o->len) == 0);
+  }
+  if (r) inference__model_infer_response__free_unpacked(r, NULL);
+  return ok;
+}
+
+// --- calls
+
+static call_ctx *ctx_get(worker *w) {
+  call_ctx *c = w->free_list;
+  if (c) {
+    w->free_list = c->next_free;
+    return c;
+  }
+  if (w->n_all == w->cap_all) {
+    size_t cap = w->cap_all ? 2 * w->cap_all : 64;
+    call_ctx **n = realloc(w->all, cap * sizeof *n);
+    if (!n) return NULL;
+    w->all = n;
+    w->cap_all = cap;
+  }
+  c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->w = w;
+  w->all[w->n_all++] = c;
+  return c;
+}
+
+static void ctx_put(worker *w, call_ctx *c) {
+  c->next_free = w->free_list;
+  w->free_list = c;
+}
+
+// Releases what one call used; the context stays for the next.
+static void call_cleanup(call_ctx *c) {
+  if (c->send) grpc_byte_buffer_destroy(c->send);
+  if (c->recv) grpc_byte_buffer_destroy(c->recv);
+  c->send = c->recv = NULL;
+  grpc_metadata_array_destroy(&c->md_init);
+  grpc_metadata_array_destroy(&c->md_trail);
+  grpc_slice_unref(c->details);
+  if (c->call) grpc_call_unref(c->call);
+  c->call = NULL;
+}
+
+static int call_start(worker *w, call_ctx *c) {
+  ld_driver *d = w->d;
+  gpr_timespec deadline =
+      d->cfg.timeout_ms > 0 ? in_ns((uint64_t)d->cfg.timeout_ms * 1000000ull) : gpr_inf_future(GPR_CLOCK_REALTIME);
+  c->call = grpc_channel_create_call(d->ch[c->channel], NULL, GRPC_PROPAGATE_DEFAULTS, w->cq, d->method, NULL, deadline,
+                                     NULL);
+  if (!c->call) {
+    record(w, LD_KIND_CLIENT, 0);
+    return -1;
+  }
+  c->send = grpc_raw_byte_buffer_create(&d->req, 1);  // refs the shared slice: no copy per call
+  c->recv = NULL;
+  grpc_metadata_array_init(&c->md_init);
+  grpc_metadata_array_init(&c->md_trail);
+  c->status = GRPC_STATUS_UNKNOWN;
+  c->details = grpc_empty_slice();
+  // The ops array is read during start_batch only; what the ops point at lives in c.
+  grpc_op ops[6];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = c->send;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->md_init;
+  ops[4].op = GRPC_OP_RECV_MESSAGE;
+  ops[4].data.recv_message.recv_message = &c->recv;
+  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[5].data.recv_status_on_client.trailing_metadata = &c->md_trail;
+  ops[5].data.recv_status_on_client.status = &c->status;
+  ops[5].data.recv_status_on_client.status_details = &c->details;
+  c->t0 = now_ns();
+  if (grpc_call_start_batch(c->call, ops, 6, c, NULL) != GRPC_CALL_OK) {
+    call_cleanup(c);
+    record(w, LD_KIND_CLIENT, 0);
+    return -1;
+  }
+  w->inflight++;
+  return 0;
+}
+
+static void call_done(worker *w, call_ctx *c) {
+  ld_driver *d = w->d;
+  uint64_t lat = now_ns() - c->t0;
+  int kind = 0;
+  if (c->status != GRPC_STATUS_OK)
+    kind = c->status > 0 && c->status <= 16 ? (int)c->status : GRPC_STATUS_UNKNOWN;
+  else if (!c->recv)
+    kind = LD_KIND_NO_MESSAGE;
+  else if (d->cfg.expect && !outputs_match(d, c->recv))
+    kind = LD_KIND_VALIDATION;
+  record(w, kind, lat);
+  call_cleanup(c);
+  w->inflight--;
+  if (d->level.mode == LD_CLOSED && !atomic_load(&d->stop)) {
+    if (call_start(w, c) == 0) return;
+  }
+  ctx_put(w, c);
+}
+
+// Open loop: one scheduled call, or a drop when this thread is at its cap.
+static void send_scheduled(worker *w) {
+  ld_driver *d = w->d;
+  call_ctx *c = w->inflight < w->cap ? ctx_get(w) : NULL;
+  if (!c) {
+    record(w, LD_KIND_DROPPED, 0);
+    return;
+  }
+  c->channel = (int)((w->idx + w->sends * (uint64_t)d->cfg.threads) % (uint64_t)d->cfg.connections);
+  w->sends++;
+  if (call_start(w, c) != 0) ctx_put(w, c);
+}
+
+static uint64_t next_gap(worker *w) {
+  double g = w->d->level.dist == LD_DIST_POISSON ? ld_rng_exp(&w->rng, w->mean_gap_ns) : w->mean_gap_ns;
+  return (uint64_t)(g + 0.5);
+}
+
+// --- the worker thread
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  ld_driver *d = w->d;
+  bool open = d->level.mode == LD_OPEN;
+  uint64_t start = now_ns();
+  for (size_t j = 0; !open && j < w->slots; j++) {
+    call_ctx *c = ctx_get(w);
+    if (!c) {
+      record(w, LD_KIND_CLIENT, 0);
+      continue;
+    }
+    c->channel = (int)((w->idx + j * (size_t)d->cfg.threads) % (size_t)d->cfg.connections);
+    if (call_start(w, c) != 0) ctx_put(w, c);
+  }
+  // Due times are computed from the start (constant) or accumulated gaps
+  // (Poisson), never from when a call went out, so a late thread catches up
+  // instead of drifting below the rate.
+  uint64_t due = start + w->first_due_ns;
+  uint64_t stop_seen = 0;
+  bool cancelled = false;
+  uint64_t grace = d->cfg.timeout_ms > 0 ? (uint64_t)d->cfg.timeout_ms * 1000000ull + 1000000000ull : DRAIN_GRACE_NS;
+  for (;;) {
+    uint64_t now = now_ns();
+    bool stop = atomic_load(&d->stop);
+    if (open && !stop) {
+      while (due <= now) {
+        send_scheduled(w);
+        due += next_gap(w);
+      }
+    }
+    if (stop) {
+      if (w->inflight == 0) break;
+      if (!stop_seen) {
+        stop_seen = now;
+      } else if (!cancelled && now - stop_seen > grace) {
+        for (size_t i = 0; i < w->n_all; i++)
+          if (w->all[i]->call) grpc_call_cancel(w->all[i]->call, NULL);
+        cancelled = true;
+      }
+    }
+    uint64_t wait = IDLE_WAIT_NS;
+    if (open && !stop && due > now && due - now < wait) wait = due - now;
+    grpc_event ev = grpc_completion_queue_next(w->cq, in_ns(wait), NULL);
+    if (ev.type == GRPC_OP_COMPLETE) call_done(w, ev.tag);
+  }
+  return NULL;
+}
+
+// --- lifecycle
+
+int ld_driver_create(const ld_driver_cfg *cfg, ld_driver **out, err *e) {
+  *out = NULL;
+  if (cfg->threads < 1 || cfg->connections < 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "threads and connections must be >= 1");
+  ld_driver *d = calloc(1, sizeof *d);
+  if (!d) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  d->cfg = *cfg;
+  d->req = grpc_slice_from_copied_buffer((const char *)cfg->request, cfg->request_len);
+  d->method = grpc_slice_from_static_string(LD_SVC "ModelInfer");
+  d->ch = calloc((size_t)cfg->connections, sizeof *d->ch);
+  d->w = calloc((size_t)cfg->threads, sizeof *d->w);
+  atomic_init(&d->stop, false);
+  if (!d->ch || !d->w) {
+    ld_driver_destroy(d);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  // Each channel gets its own connection only when there are several: one
+  // channel may then share the control channel's connection, which is harmless.
+  for (int i = 0; i < cfg->connections; i++) {
+    d->ch[i] = ld_channel_create(cfg->target, cfg->connections > 1);
+    if (!d->ch[i]) {
+      ld_driver_destroy(d);
+      return err_set(e, ERR_UNAVAILABLE, "cannot create a channel to %s", cfg->target);
+    }
+  }
+  for (int i = 0; i < cfg->threads; i++) {
+    worker *w = &d->w[i];
+    w->d = d;
+    w->idx = i;
+    pthread_mutex_init(&w->mu, NULL);
+    w->cq = grpc_completion_queue_create_for_next(NULL);
+    if (ld_window_init(&w->win) != 0 || !w->cq) {
+      ld_driver_destroy(d);
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+  }
+  *out = d;
+  return 0;
+}
+
+int ld_driver_start(ld_driver *d, const ld_level *lv, err *e) {
+  if (d->running) return err_set(e, ERR_FAILED_PRECONDITION, "a level is already running");
+  d->level = *lv;
+  atomic_store(&d->stop, false);
+  int T = d->cfg.threads;
+  for (int i = 0; i < T; i++) {
+    worker *w = &d->w[i];
+    pthread_mutex_lock(&w->mu);
+    ld_window_reset(&w->win);
+    pthread_mutex_unlock(&w->mu);
+    w->sends = 0;
+    w->slots = 0;
+    if (lv->mode == LD_CLOSED) {
+      size_t c = (size_t)lv->value;
+      w->slots = c / (size_t)T + ((size_t)i < c % (size_t)T ? 1 : 0);
+    } else {
+      w->cap = LD_OPEN_MAX_INFLIGHT / (size_t)T;
+      if (w->cap < 1) w->cap = 1;
+      w->mean_gap_ns = 1e9 * (double)T / lv->value;
+      w->rng = lv->seed * 0x9e3779b97f4a7c15ull + (uint64_t)i + 1;
+      // Constant spacing: threads interleave (thread i offset by i/rate) so
+      // the merged stream is evenly spaced too.
+      w->first_due_ns = lv->dist == LD_DIST_POISSON ? (uint64_t)ld_rng_exp(&w->rng, w->mean_gap_ns)
+                                                    : (uint64_t)(1e9 * (double)i / lv->value);
+    }
+  }
+  d->running = 1;
+  for (int i = 0; i < T; i++) {
+    worker *w = &d->w[i];
+    if (lv->mode == LD_CLOSED && w->slots == 0) continue;  // nothing to drive at this level
+    if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
+      ld_driver_stop(d);
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start load thread %d", i);
+    }
+    w->started = 1;
+  }
+  return 0;
+}
+
+void ld_driver_collect(ld_driver *d, ld_window *into) {
+  for (int i = 0; i < d->cfg.threads; i++) {
+    worker *w = &d->w[i];
+    pthread_mutex_lock(&w->mu);
+    ld_window_merge(into, &w->win);
+    ld_window_reset(&w->win);
+    pthread_mutex_unlock(&w->mu);
+  }
+}
+
+void ld_driver_stop(ld_driver *d) {
+  if (!d->running) return;
+  atomic_store(&d->stop, true);
+  for (int i = 0; i < d->cfg.threads; i++) {
+    if (!d->w[i].started) continue;
+    pthread_join(d->w[i].th, NULL);
+    d->w[i].started = 0;
+  }
+  d->running = 0;
+}
+
+void ld_driver_destroy(ld_driver *d) {
+  if (!d) return;
+  ld_driver_stop(d);
+  for (int i = 0; d->w && i < d->cfg.threads; i++) {
+    worker *w = &d->w[i];
+    if (!w->d) continue;                                    // creation stopped before this one
+    for (size_t k = 0; k < w->n_all; k++) free(w->all[k]);  // all idle: the threads drained them
+    free(w->all);
+    if (w->cq) {
+      grpc_completion_queue_shutdown(w->cq);
+      while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN) {
+      }
+      grpc_completion_queue_destroy(w->cq);
+    }
+    ld_window_close(&w->win);
+    pthread_mutex_destroy(&w->mu);
+  }
+  for (int i = 0; d->ch && i < d->cfg.connections; i++)
+    if (d->ch[i]) grpc_channel_destroy(d->ch[i]);
+  free(d->ch);
+  free(d->w);
+  grpc_slice_unref(d->req);
+  free(d);
+}

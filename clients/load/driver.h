@@ -1,0 +1,63 @@
+// driver.h: the asynchronous load engine. A fixed set of threads, each with
+// its own completion queue, drives many unary ModelInfer calls at once (no
+// thread per request) over a fixed set of channels, and records each
+// outcome into a per-thread window that the measurement collects.
+//
+// Closed loop: exactly C calls in flight; each completion starts the next
+// call on the same slot. Open loop: calls start on a schedule (constant or
+// Poisson spacing) whatever the replies; a thread's schedule is rate/threads
+// (splitting a Poisson process that way keeps it Poisson). When a thread has
+// its share of LD_OPEN_MAX_INFLIGHT calls pending, a due call is not sent and
+// counts as CLIENT_DROPPED.
+#ifndef INFERD_CLIENTS_LOAD_DRIVER_H
+#define INFERD_CLIENTS_LOAD_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clients/load/cli.h"
+#include "clients/load/inputs.h"
+#include "clients/load/stats.h"
+#include "engine/err.h"
+
+#define LD_OPEN_MAX_INFLIGHT 16384
+
+typedef struct ld_driver_cfg {
+  const char *target;
+  int connections;         // >= 1: separate TCP connections; call i of a thread goes round robin
+  int threads;             // >= 1
+  int timeout_ms;          // per-request deadline; 0: none
+  const uint8_t *request;  // serialized ModelInferRequest, copied once and sent by every call
+  size_t request_len;
+  // --validate-identity: raw_output_contents[k] must equal expect[k].data for
+  // every k (same count). NULL: replies are not parsed at all. Borrowed: must
+  // outlive the driver.
+  const ld_tensor *expect;
+  size_t n_expect;
+} ld_driver_cfg;
+
+typedef struct ld_level {
+  ld_mode mode;
+  double value;   // closed: concurrency; open: requests per second
+  ld_dist dist;   // open loop only
+  uint64_t seed;  // open loop Poisson arrivals
+} ld_level;
+
+typedef struct ld_driver ld_driver;
+
+// Creates the channels (they connect lazily, on the first call) and the queues; starts no thread.
+int ld_driver_create(const ld_driver_cfg *cfg, ld_driver **out, err *e);
+// Stops a running level first.
+void ld_driver_destroy(ld_driver *d);
+
+// Starts the threads for one level; what they record before the first
+// ld_driver_collect is part of the first window.
+int ld_driver_start(ld_driver *d, const ld_level *lv, err *e);
+// Adds every thread's records since the last collect into `into` (not its
+// duration, which the caller measures) and clears them. Any thread.
+void ld_driver_collect(ld_driver *d, ld_window *into);
+// No new calls; waits for those in flight (cancelling them when they outlive
+// the deadline by a second, or 10 s without one) and joins the threads.
+void ld_driver_stop(ld_driver *d);
+
+#endif

@@ -1,0 +1,272 @@
+// main.c: inferd-load, a perf_analyzer-style load generator for KServe v2 /
+// Triton gRPC servers. Learns the model, builds one request, then for each
+// load level runs measurement windows until they are stable and reports the
+// last three merged. Exit: 0 ran (request errors included), 1 the server or
+// model could not be reached or described (or an output file not written),
+// 2 usage.
+#include <grpc/grpc.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clients/load/cli.h"
+#include "clients/load/driver.h"
+#include "clients/load/inputs.h"
+#include "clients/load/model.h"
+#include "clients/load/report.h"
+#include "clients/load/request.h"
+#include "clients/load/rpc.h"
+#include "clients/load/stats.h"
+
+#define CONTROL_TIMEOUT_MS 10000
+#define TICK_NS 50000000ull  // the measuring thread looks at Ctrl-C this often
+
+static volatile sig_atomic_t interrupted = 0;
+static void on_sigint(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+// Sleeps until the monotonic time t, in ticks so Ctrl-C ends a window early.
+static void sleep_until(uint64_t t) {
+  for (;;) {
+    uint64_t now = now_ns();
+    if (now >= t || interrupted) return;
+    uint64_t d = t - now < TICK_NS ? t - now : TICK_NS;
+    struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
+    nanosleep(&ts, NULL);
+  }
+}
+
+typedef struct run_ctx {
+  const ld_opts *o;
+  const ld_model *m;
+  ld_driver *drv;
+  grpc_channel *ctl;
+  int ctl_timeout_ms;
+  bool server_stats;
+  int rows;
+} run_ctx;
+
+static const char *level_name(ld_mode m) {
+  return m == LD_OPEN ? "rate" : "concurrency";
+}
+
+// One level: windows until the last three agree (or max-trials), then the
+// last three merged into *res.
+static int run_level(run_ctx *rc, const ld_level *lv, ld_result *res, err *e) {
+  const ld_opts *o = rc->o;
+  int max = o->max_trials;
+  ld_window *win = calloc((size_t)max, sizeof *win);
+  ld_summary *sum = calloc((size_t)max, sizeof *sum);
+  ld_server_stats *snap = calloc((size_t)max + 1, sizeof *snap);
+  bool *snap_ok = calloc((size_t)max + 1, sizeof *snap_ok);
+  ld_window merged = {0};
+  int n = 0, rcode = 0;
+  memset(res, 0, sizeof *res);
+  res->mode = lv->mode;
+  res->level = lv->value;
+  res->rows = rc->rows;
+  if (!win || !sum || !snap || !snap_ok || ld_window_init(&merged) != 0) {
+    rcode = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    goto out;
+  }
+  if ((rcode = ld_driver_start(rc->drv, lv, e)) != 0) goto out;
+  uint64_t t0 = now_ns(), prev = t0;
+  err se;
+  if (rc->server_stats)
+    snap_ok[0] = ld_server_stats_fetch(rc->ctl, o->model, o->version, rc->ctl_timeout_ms, &snap[0], &se) == 0;
+  while (n < max) {
+    sleep_until(t0 + (uint64_t)(n + 1) * (uint64_t)o->interval_ms * 1000000ull);
+    if ((rcode = ld_window_init(&win[n])) != 0) {
+      rcode = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      break;
+    }
+    ld_driver_collect(rc->drv, &win[n]);
+    uint64_t now = now_ns();
+    win[n].duration_ns = now - prev;
+    prev = now;
+    if (rc->server_stats)
+      snap_ok[n + 1] = ld_server_stats_fetch(rc->ctl, o->model, o->version, rc->ctl_timeout_ms, &snap[n + 1], &se) == 0;
+    ld_window_summarize(&win[n], &sum[n]);
+    fprintf(stderr, "  %s %g window %d/%d: %.1f infer/s, avg %.0f us, p50 %.0f us, p99 %.0f us, errors %llu\n",
+            level_name(lv->mode), lv->value, n + 1, max, sum[n].rps, sum[n].avg_us, sum[n].p50_us, sum[n].p99_us,
+            (unsigned long long)sum[n].errors);
+    n++;
+    if (n >= 3 && ld_stable(&sum[n - 3], 3, o->stability_pct)) {
+      res->stable = true;
+      break;
+    }
+    if (interrupted) break;
+  }
+  ld_driver_stop(rc->drv);
+  if (rcode) goto out;
+  int k = n < 3 ? n : 3;
+  for (int i = n - k; i < n; i++) ld_window_merge(&merged, &win[i]);
+  ld_result_fill(res, &merged);
+  res->windows = n;
+  res->measured = k;
+  if (rc->server_stats && k > 0 && snap_ok[n] && snap_ok[n - k]) {
+    ld_server_stats_sub(&snap[n], &snap[n - k], &res->srv);
+    res->have_server = true;
+  }
+  if (!res->stable)
+    fprintf(stderr, "  %s %g: %s after %d windows; reporting the last %d\n", level_name(lv->mode), lv->value,
+            interrupted ? "interrupted" : "not stable", n, k);
+out:
+  for (int i = 0; win && i < n; i++) ld_window_close(&win[i]);
+  ld_window_close(&merged);
+  free(win);
+  free(sum);
+  free(snap);
+  free(snap_ok);
+  return rcode;
+}
+
+static int usage_error(const err *e) {
+  fprintf(stderr, "inferd-load: %s\n(inferd-load --help for the options)\n", e->msg);
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  ld_opts o;
+  err e = {0};
+  if (ld_opts_parse(argc, argv, &o, &e) != 0) {
+    ld_opts_close(&o);
+    return usage_error(&e);
+  }
+  if (o.help) {
+    ld_usage(stdout);
+    ld_opts_close(&o);
+    return 0;
+  }
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = o.threads ? o.threads : (int)(cores < 1 ? 1 : cores > 4 ? 4 : cores);
+  int connections = o.connections ? o.connections : threads;
+  // Control RPCs get their own deadline: --timeout-ms is about inference (it may be tiny on purpose).
+  int ctl_timeout = CONTROL_TIMEOUT_MS;
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigaction(SIGINT, &sa, NULL);
+
+  grpc_init();
+  int exit_code = 0;
+  grpc_channel *ctl = ld_channel_create(o.url, false);
+  ld_model *m = NULL;
+  ld_tensor *in = NULL;
+  size_t n_in = 0;
+  uint8_t *req = NULL;
+  size_t req_len = 0;
+  ld_driver *drv = NULL;
+  ld_result *results = NULL;
+  size_t n_results = 0;
+
+  if (ld_model_fetch(ctl, o.model, o.version, ctl_timeout, &m, &e) != 0) {
+    if (e.code == ERR_UNAVAILABLE || e.code == ERR_DEADLINE_EXCEEDED)
+      fprintf(stderr, "inferd-load: cannot reach the server at %s: %s\n", o.url, e.msg);
+    else
+      fprintf(stderr, "inferd-load: cannot get metadata of model '%s'%s%s%s from %s: %s\n", o.model,
+              *o.version ? " version '" : "", o.version, *o.version ? "'" : "", o.url, e.msg);
+    exit_code = 1;
+    goto done;
+  }
+  ld_input_cfg icfg = {o.rows, o.shapes, o.n_shapes, o.data, o.data_path, o.seed};
+  if (ld_inputs_build(m, &icfg, stderr, &in, &n_in, &e) != 0) {
+    exit_code = usage_error(&e);
+    goto done;
+  }
+  if (o.validate_identity && m->n_outputs != n_in)
+    fprintf(stderr,
+            "inferd-load: note: --validate-identity on a model with %zu inputs and %zu outputs: "
+            "every reply will count as VALIDATION\n",
+            n_in, m->n_outputs);
+  fprintf(stderr, "inferd-load: model '%s' (%s), %d thread(s), %d connection(s), windows of %d ms\n", m->name,
+          m->batching ? "batching" : "no batching", threads, connections, o.interval_ms);
+  for (size_t i = 0; i < n_in; i++) {
+    char sb[256];
+    fprintf(stderr, "  input %s %s %s (%zu bytes, %s)\n", in[i].name, in[i].datatype,
+            ld_shape_str(in[i].shape, in[i].rank, sb, sizeof sb), in[i].size,
+            o.data == LD_DATA_PATH   ? o.data_path
+            : o.data == LD_DATA_ZERO ? "zeros"
+                                     : "random");
+  }
+  if (ld_request_encode(o.model, o.version, in, n_in, &req, &req_len, &e) != 0) {
+    fprintf(stderr, "inferd-load: %s\n", e.msg);
+    exit_code = 1;
+    goto done;
+  }
+  bool server_stats = o.server_stats;
+  if (server_stats) {
+    ld_server_stats probe;
+    if (ld_server_stats_fetch(ctl, o.model, o.version, ctl_timeout, &probe, &e) != 0) {
+      fprintf(stderr, "inferd-load: note: --server-stats: ModelStatistics failed (%s); going on without\n", e.msg);
+      server_stats = false;
+    }
+  }
+  ld_driver_cfg dcfg = {o.url,
+                        connections,
+                        threads,
+                        o.timeout_ms,
+                        req,
+                        req_len,
+                        o.validate_identity ? in : NULL,
+                        o.validate_identity ? n_in : 0};
+  if (ld_driver_create(&dcfg, &drv, &e) != 0) {
+    fprintf(stderr, "inferd-load: %s\n", e.msg);
+    exit_code = 1;
+    goto done;
+  }
+
+  double levels[LD_MAX_LEVELS];
+  size_t n_levels = ld_range_levels(&o.range, levels, LD_MAX_LEVELS);
+  if (n_levels > LD_MAX_LEVELS) n_levels = LD_MAX_LEVELS;
+  results = calloc(n_levels ? n_levels : 1, sizeof *results);
+  if (!results) {
+    fprintf(stderr, "inferd-load: out of memory\n");
+    exit_code = 1;
+    goto done;
+  }
+  run_ctx rc = {&o, m, drv, ctl, ctl_timeout, server_stats, m->batching ? o.rows : 1};
+  ld_report_header(stdout, server_stats);
+  for (size_t i = 0; i < n_levels && !interrupted; i++) {
+    ld_level lv = {o.mode, levels[i], o.dist, o.seed};
+    fprintf(stderr, "inferd-load: %s %g\n", level_name(o.mode), levels[i]);
+    if (run_level(&rc, &lv, &results[n_results], &e) != 0) {
+      fprintf(stderr, "inferd-load: %s\n", e.msg);
+      exit_code = 1;
+      break;
+    }
+    ld_report_row(stdout, &results[n_results], server_stats);
+    n_results++;
+  }
+  if (o.csv && ld_report_csv(o.csv, results, n_results, &e) != 0) {
+    fprintf(stderr, "inferd-load: --csv: %s\n", e.msg);
+    exit_code = 1;
+  }
+  if (o.json && ld_report_json(o.json, results, n_results, &e) != 0) {
+    fprintf(stderr, "inferd-load: --json: %s\n", e.msg);
+    exit_code = 1;
+  }
+
+done:
+  ld_driver_destroy(drv);
+  free(results);
+  free(req);
+  ld_inputs_free(in, n_in);
+  ld_model_destroy(m);
+  if (ctl) grpc_channel_destroy(ctl);
+  grpc_shutdown();
+  ld_opts_close(&o);
+  return exit_code;
+}

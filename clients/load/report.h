@@ -1,0 +1,47 @@
+// report.h: one result per load level, printed as a table row on stdout and
+// written as CSV (one row per level) and JSON (the same fields plus errors by
+// status and a latency CDF, for clients/plot_load.py).
+#ifndef INFERD_CLIENTS_LOAD_REPORT_H
+#define INFERD_CLIENTS_LOAD_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "clients/load/cli.h"
+#include "clients/load/model.h"
+#include "clients/load/stats.h"
+#include "engine/err.h"
+
+#define LD_CDF_POINTS 102  // percentiles 1..99, 99.9, 99.99, 100
+
+extern const double ld_cdf_percentiles[LD_CDF_POINTS];
+
+typedef struct ld_result {
+  ld_mode mode;
+  double level;  // concurrency or requests/s
+  int rows;      // rows per request (1 when the model does not batch)
+  ld_summary s;  // the merged measured windows
+  uint64_t errors[LD_N_KINDS];
+  int windows;   // windows run at this level
+  int measured;  // windows merged into s (the last <= 3)
+  bool stable;
+  bool have_server;  // srv holds the ModelStatistics delta over the measured windows
+  ld_server_stats srv;
+  double cdf_us[LD_CDF_POINTS];
+} ld_result;
+
+// Fills the summary, errors and CDF of r from the merged window.
+void ld_result_fill(ld_result *r, const ld_window *merged);
+
+// Derived server numbers (microseconds per request, rows per execution); -1 when unknown.
+double ld_result_server_us(const ld_result *r,
+                           int which);  // 0 queue, 1 compute_input, 2 compute_infer, 3 compute_output
+double ld_result_server_batch(const ld_result *r);
+
+void ld_report_header(FILE *f, bool server_stats);
+void ld_report_row(FILE *f, const ld_result *r, bool server_stats);
+int ld_report_csv(const char *path, const ld_result *r, size_t n, err *e);
+int ld_report_json(const char *path, const ld_result *r, size_t n, err *e);
+
+#endif

@@ -1,0 +1,224 @@
+"""inferd-load (clients/load/) against a real inferd: closed and open loop, server statistics,
+--validate-identity on an identity model made here, and the exit status for request errors
+(0, counted by gRPC status name), an unknown model or unreachable server (1) and usage errors (2).
+
+The binary is INFERD_LOAD_BIN (default build/bin/inferd-load). Windows are short
+(--measurement-interval 500 --max-trials 4) so the file stays well under a minute on 2 cores.
+"""
+
+import csv
+import json
+import os
+import socket
+import subprocess
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import inferd_testlib as lib
+
+FAST = ["--measurement-interval", "500", "--max-trials", "4"]
+PERCENTILES = ["p50_us", "p90_us", "p95_us", "p99_us", "p999_us"]
+
+
+def load_bin():
+    return os.environ.get("INFERD_LOAD_BIN", os.path.join(lib.REPO_ROOT, "build", "bin", "inferd-load"))
+
+
+def run_load(url, *args, timeout=60):
+    b = load_bin()
+    if not os.access(b, os.X_OK):
+        pytest.fail("inferd-load not found or not executable: %s (set INFERD_LOAD_BIN)" % b, pytrace=False)
+    p = subprocess.run([b, "-u", url] + list(args), capture_output=True, text=True, timeout=timeout)
+    # Sanitizer builds of inferd-load must stay clean too.
+    bad = [l for l in p.stderr.splitlines() if any(m in l for m in lib.SANITIZER_MARKERS)]
+    assert not bad, "inferd-load sanitizer report:\n%s" % p.stderr
+    return p
+
+
+def explain(p):
+    return "exit %d\nstdout:\n%s\nstderr:\n%s" % (p.returncode, p.stdout, p.stderr)
+
+
+def success_count(stub, pb, model):
+    resp = stub.ModelStatistics(pb.service.ModelStatisticsRequest(name=model))
+    return sum(m.inference_stats.success.count for m in resp.model_stats if m.name == model)
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def test_closed_loop_with_server_stats(server, stub, pb, tmp_path):
+    csv_path, json_path = str(tmp_path / "out.csv"), str(tmp_path / "out.json")
+    before = success_count(stub, pb, "mlp")
+    p = run_load(server.grpc_url, "-m", "mlp", "--concurrency-range", "1:4:3", "--server-stats",
+                 "--csv", csv_path, "--json", json_path, *FAST)
+    after = success_count(stub, pb, "mlp")
+    assert p.returncode == 0, explain(p)
+
+    rows = read_csv(csv_path)
+    assert [r["level"] for r in rows] == ["1", "4"], rows
+    assert list(rows[0].keys()) == [
+        "mode", "level", "throughput_rps", "rows_per_s", "avg_us", "p50_us", "p90_us", "p95_us", "p99_us",
+        "p999_us", "errors", "server_queue_us", "server_compute_input_us", "server_compute_infer_us",
+        "server_compute_output_us", "server_avg_batch"]
+    for r in rows:
+        assert r["mode"] == "concurrency"
+        assert float(r["throughput_rps"]) > 0 and float(r["rows_per_s"]) == float(r["throughput_rps"])
+        ps = [float(r[k]) for k in PERCENTILES]
+        assert 0 < ps[0] and ps == sorted(ps), r
+        assert float(r["avg_us"]) > 0
+        assert r["errors"] == "0", r
+        assert float(r["server_compute_infer_us"]) > 0 and float(r["server_avg_batch"]) >= 1, r
+
+    levels = read_json(json_path)
+    assert [l["level"] for l in levels] == [1, 4]
+    measured = sum(l["requests"] for l in levels)
+    assert measured > 0
+    # The server served at least what the client counted (it also served the unmeasured windows).
+    assert after - before >= measured, (before, after, measured)
+    for l in levels:
+        assert l["errors_by_status"] == {}
+        assert 1 <= l["measured_windows"] <= 3 and l["windows"] <= 4
+        # [latency_us, fraction] pairs, both non-decreasing, ending at 1 (what clients/plot_load.py reads).
+        lat, frac = [c[0] for c in l["cdf"]], [c[1] for c in l["cdf"]]
+        assert len(lat) >= 100 and lat == sorted(lat) and frac == sorted(frac) and frac[-1] == 1
+        assert lat[0] <= l["p50_us"] <= lat[-1]
+        # The server's delta covers the same windows: close to what the client counted there.
+        assert abs(l["server"]["success_count"] - l["requests"]) <= 0.05 * l["requests"] + 20, l
+    # The table on stdout: a header and one row per level.
+    table = [line.split() for line in p.stdout.splitlines() if line.strip()]
+    assert table[0][:3] == ["mode", "level", "infer/s"] and len(table) == 3, p.stdout
+    assert [t[1] for t in table[1:]] == ["1", "4"]
+
+
+def test_open_loop_constant_rate(server, tmp_path):
+    json_path = str(tmp_path / "rate.json")
+    p = run_load(server.grpc_url, "-m", "mlp", "--request-rate-range", "200",
+                 "--request-distribution", "constant", "--json", json_path, *FAST)
+    assert p.returncode == 0, explain(p)
+    (level,) = read_json(json_path)
+    assert level["mode"] == "request_rate" and level["level"] == 200
+    assert level["errors"] == 0, level
+    assert abs(level["throughput_rps"] - 200) <= 0.15 * 200, level
+
+
+def _identity_model(d, name, dim):
+    """name: OUTPUT0 = Identity(INPUT0), FP32 [-1, dim] (dim -1: variable), batching up to 8."""
+    mdir = os.path.join(d, name)
+    os.makedirs(os.path.join(mdir, "1"))
+    sym = ["N", "D" if dim < 0 else dim]
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])], name,
+        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, sym)],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, sym)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save_model(model, os.path.join(mdir, "1", "model.onnx"))
+    tensor = '  {\n    name: "%s"\n    data_type: TYPE_FP32\n    dims: [ %d ]\n  }\n'
+    with open(os.path.join(mdir, "config.pbtxt"), "w") as f:
+        f.write('name: "%s"\nbackend: "onnxruntime"\nmax_batch_size: 8\n' % name)
+        f.write("input [\n" + tensor % ("INPUT0", dim) + "]\noutput [\n" + tensor % ("OUTPUT0", dim) + "]\n")
+        f.write("dynamic_batching { }\n")
+
+
+@pytest.fixture(scope="module")
+def identity_server(tmp_path_factory):
+    """A private server with ident (FP32 [-1, 16]) and ident_var (FP32 [-1, -1])."""
+    d = str(tmp_path_factory.mktemp("ident_repo"))
+    _identity_model(d, "ident", 16)
+    _identity_model(d, "ident_var", -1)
+    srv = lib.ServerProcess(d)
+    try:
+        srv.start()
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield srv
+    srv.stop()
+    srv.assert_clean_exit()
+
+
+def test_validate_identity(identity_server, tmp_path):
+    json_path = str(tmp_path / "ident.json")
+    p = run_load(identity_server.grpc_url, "-m", "ident", "--validate-identity", "--concurrency-range", "2",
+                 "--rows", "3", "--json", json_path, *FAST)
+    assert p.returncode == 0, explain(p)
+    (level,) = read_json(json_path)
+    assert level["requests"] > 0 and level["errors"] == 0, level
+    assert level["rows"] == 3 and level["rows_per_s"] == pytest.approx(3 * level["throughput_rps"], rel=1e-3)
+    assert "INPUT0 FP32 [3,16]" in p.stderr
+
+
+def test_variable_dim_from_shape(identity_server, tmp_path):
+    """A variable non-batch dim needs --shape (usage error otherwise); with it the identity holds."""
+    p = run_load(identity_server.grpc_url, "-m", "ident_var")
+    assert p.returncode == 2, explain(p)
+    assert "input 'INPUT0' has a variable dim" in p.stderr and "--shape INPUT0:" in p.stderr, p.stderr
+    json_path = str(tmp_path / "var.json")
+    p = run_load(identity_server.grpc_url, "-m", "ident_var", "--shape", "INPUT0:5", "--validate-identity",
+                 "--json", json_path, "--measurement-interval", "300", "--max-trials", "3")
+    assert p.returncode == 0, explain(p)
+    (level,) = read_json(json_path)
+    assert level["requests"] > 0 and level["errors"] == 0, level
+    assert "INPUT0 FP32 [1,5]" in p.stderr
+
+
+def test_validate_identity_catches_mismatch(server, tmp_path):
+    """The check is real: mlp's outputs are not its inputs."""
+    json_path = str(tmp_path / "mlp.json")
+    p = run_load(server.grpc_url, "-m", "mlp", "--validate-identity", "--json", json_path,
+                 "--measurement-interval", "300", "--max-trials", "3")
+    assert p.returncode == 0, explain(p)
+    (level,) = read_json(json_path)
+    assert level["requests"] == 0 and level["errors_by_status"].get("VALIDATION", 0) > 0, level
+
+
+def test_request_errors_counted_by_status(server, tmp_path):
+    """A wrong dim makes every request fail with INVALID_ARGUMENT: still a run (exit 0)."""
+    csv_path, json_path = str(tmp_path / "bad.csv"), str(tmp_path / "bad.json")
+    p = run_load(server.grpc_url, "-m", "mlp", "--shape", "INPUT0:1000", "--csv", csv_path, "--json", json_path,
+                 "--measurement-interval", "300", "--max-trials", "3")
+    assert p.returncode == 0, explain(p)
+    assert "INVALID_ARGUMENT=" in p.stdout
+    (level,) = read_json(json_path)
+    assert level["throughput_rps"] == 0 and level["requests"] == 0
+    assert list(level["errors_by_status"]) == ["INVALID_ARGUMENT"] and level["errors_by_status"]["INVALID_ARGUMENT"] > 0
+    assert level["errors"] == level["errors_by_status"]["INVALID_ARGUMENT"]
+    (row,) = read_csv(csv_path)
+    assert int(row["errors"]) == level["errors"]
+
+
+def test_unknown_model_exits_1(server):
+    p = run_load(server.grpc_url, "-m", "no_such_model", "--measurement-interval", "300")
+    assert p.returncode == 1, explain(p)
+    assert "no_such_model" in p.stderr and "NOT_FOUND" in p.stderr, p.stderr
+    assert p.stdout == ""
+
+
+def test_unreachable_server_exits_1():
+    with socket.socket() as s:  # a port nobody listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = run_load("127.0.0.1:%d" % port, "-m", "mlp")
+    assert p.returncode == 1, explain(p)
+    assert "cannot reach the server at 127.0.0.1:%d" % port in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("args,msg", [
+    ([], "-m MODEL is required"),
+    (["-m", "mlp", "--concurrency-range", "4:1"], "END is below START"),
+    (["-m", "mlp", "--concurrency-range", "1", "--request-rate-range", "10"], "exclude each other"),
+    (["-m", "mlp", "--bogus"], "unknown option"),
+])
+def test_usage_errors_exit_2(args, msg):
+    p = run_load("127.0.0.1:1", *args)
+    assert p.returncode == 2, explain(p)
+    assert msg in p.stderr, p.stderr

@@ -1,0 +1,191 @@
+// test_ld_cli: clients/load/cli.c. The START:END:STEP ranges (levels made,
+// every malformed form rejected with a message naming it) and the option
+// parser (defaults, long/short/--opt=value forms, shapes, usage errors).
+#include <stdlib.h>
+
+#include "check.h"
+#include "clients/load/cli.h"
+
+// --- ranges
+
+static void check_levels(const char *s, bool integer, const double *want, size_t n_want) {
+  ld_range r;
+  err e = {0};
+  int rc = ld_range_parse(s, integer, &r, &e);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) {
+    fprintf(stderr, "  %s: %s\n", s, e.msg);
+    return;
+  }
+  double got[16];
+  size_t n = ld_range_levels(&r, got, 16);
+  CHECK_EQ_INT(n, n_want);
+  for (size_t i = 0; i < n && i < n_want; i++) CHECK_NEAR(got[i], want[i], 1e-12, 0);
+}
+
+static void test_ranges(void) {
+  check_levels("1:4:3", true, (double[]){1, 4}, 2);
+  check_levels("1:4:1", true, (double[]){1, 2, 3, 4}, 4);
+  check_levels("1:5:2", true, (double[]){1, 3, 5}, 3);
+  check_levels("1:6:2", true, (double[]){1, 3, 5}, 3);  // END need not be hit
+  check_levels("8", true, (double[]){8}, 1);
+  check_levels("2:4", true, (double[]){2, 3, 4}, 3);  // STEP defaults to 1
+  check_levels("100:500:100", false, (double[]){100, 200, 300, 400, 500}, 5);
+  check_levels("0.1:0.3:0.1", false, (double[]){0.1, 0.2, 0.3}, 3);  // no float drift past END
+  check_levels("200.5", false, (double[]){200.5}, 1);
+
+  static const struct {
+    const char *s;
+    bool integer;
+    const char *msg;
+  } bad[] = {
+      {"", true, "empty"},
+      {"0", true, "START must be > 0"},
+      {"-1:4", true, "START must be > 0"},
+      {"4:1", true, "END is below START"},
+      {"1:4:0", true, "STEP must be > 0"},
+      {"1:4:-1", true, "STEP must be > 0"},
+      {"1.5", true, "whole numbers"},
+      {"a:4", true, "bad number 'a'"},
+      {"1::2", true, "bad range"},
+      {"1:2:3:4", true, "bad range"},
+      {"1:4:", true, "bad range"},
+      {"1:100000:1", true, "more than"},
+      {"inf", false, "bad number"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ld_range r;
+    err e = {0};
+    int rc = ld_range_parse(bad[i].s, bad[i].integer, &r, &e);
+    CHECK_EQ_INT(rc, ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(e.msg, bad[i].msg);
+  }
+}
+
+// --- options
+
+static int parse(ld_opts *o, err *e, int argc, char **argv) {
+  return ld_opts_parse(argc, argv, o, e);
+}
+#define PARSE(o, e, ...)                                                              \
+  parse(o, e, (int)(sizeof((char *[]){"inferd-load", __VA_ARGS__}) / sizeof(char *)), \
+        (char *[]){"inferd-load", __VA_ARGS__})
+
+static void test_defaults(void) {
+  ld_opts o;
+  err e = {0};
+  CHECK_EQ_INT(PARSE(&o, &e, "-m", "mlp"), 0);
+  CHECK_EQ_STR(o.url, "localhost:8001");
+  CHECK_EQ_STR(o.model, "mlp");
+  CHECK_EQ_STR(o.version, "");
+  CHECK_EQ_INT(o.mode, LD_CLOSED);
+  CHECK(o.range.start == 1 && o.range.end == 1 && o.range.step == 1);
+  CHECK_EQ_INT(o.rows, 1);
+  CHECK_EQ_INT(o.interval_ms, 2000);
+  CHECK_NEAR(o.stability_pct, 10, 0, 0);
+  CHECK_EQ_INT(o.max_trials, 10);
+  CHECK_EQ_INT(o.timeout_ms, 30000);
+  CHECK_EQ_INT(o.connections, 0);
+  CHECK_EQ_INT(o.threads, 0);
+  CHECK_EQ_INT(o.data, LD_DATA_RANDOM);
+  CHECK_EQ_INT(o.seed, 1);
+  CHECK(!o.validate_identity && !o.server_stats && !o.csv && !o.json);
+  ld_opts_close(&o);
+}
+
+static void test_all_options(void) {
+  ld_opts o;
+  err e = {0};
+  int rc =
+      PARSE(&o, &e, "-u", "h:1", "--model-name=m", "-x", "2", "--request-rate-range", "100:300:100",
+            "--request-distribution=poisson", "--connections", "3", "--threads=2", "-b", "8", "--shape", "A:3,4",
+            "--shape=x:0:7", "--input-data", "zero", "--validate-identity", "-p", "500", "-s", "5.5", "-r", "4",
+            "--timeout-ms", "0", "--server-stats", "-f", "out.csv", "--json", "out.json", "--seed", "0x10", "-v", "-v");
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "  %s\n", e.msg);
+  CHECK_EQ_STR(o.url, "h:1");
+  CHECK_EQ_STR(o.model, "m");
+  CHECK_EQ_STR(o.version, "2");
+  CHECK_EQ_INT(o.mode, LD_OPEN);
+  CHECK(o.range.start == 100 && o.range.end == 300 && o.range.step == 100);
+  CHECK_EQ_INT(o.dist, LD_DIST_POISSON);
+  CHECK_EQ_INT(o.connections, 3);
+  CHECK_EQ_INT(o.threads, 2);
+  CHECK_EQ_INT(o.rows, 8);
+  CHECK_EQ_INT(o.n_shapes, 2);
+  if (o.n_shapes == 2) {
+    CHECK_EQ_STR(o.shapes[0].name, "A");
+    CHECK_EQ_INT(o.shapes[0].rank, 2);
+    CHECK_EQ_INT(o.shapes[0].dims[0], 3);
+    CHECK_EQ_INT(o.shapes[0].dims[1], 4);
+    CHECK_EQ_STR(o.shapes[1].name, "x:0");  // the last ':' splits
+    CHECK_EQ_INT(o.shapes[1].rank, 1);
+    CHECK_EQ_INT(o.shapes[1].dims[0], 7);
+  }
+  CHECK_EQ_INT(o.data, LD_DATA_ZERO);
+  CHECK(o.validate_identity);
+  CHECK_EQ_INT(o.interval_ms, 500);
+  CHECK_NEAR(o.stability_pct, 5.5, 0, 0);
+  CHECK_EQ_INT(o.max_trials, 4);
+  CHECK_EQ_INT(o.timeout_ms, 0);
+  CHECK(o.server_stats);
+  CHECK_EQ_STR(o.csv, "out.csv");
+  CHECK_EQ_STR(o.json, "out.json");
+  CHECK_EQ_INT(o.seed, 16);
+  CHECK_EQ_INT(o.verbose, 2);
+  ld_opts_close(&o);
+
+  CHECK_EQ_INT(PARSE(&o, &e, "-m", "m", "--input-data", "/tmp/x.bin", "--concurrency-range", "1:4:3"), 0);
+  CHECK_EQ_INT(o.data, LD_DATA_PATH);
+  CHECK_EQ_STR(o.data_path, "/tmp/x.bin");
+  CHECK(o.mode == LD_CLOSED && o.range.end == 4);
+  ld_opts_close(&o);
+
+  CHECK_EQ_INT(PARSE(&o, &e, "-h"), 0);  // help needs no model
+  CHECK(o.help);
+  ld_opts_close(&o);
+}
+
+static void test_usage_errors(void) {
+  static const struct {
+    const char *args[6];
+    const char *msg;
+  } bad[] = {
+      {{"-u", "h:1"}, "-m MODEL is required"},
+      {{"-m", "m", "--bogus"}, "unknown option '--bogus'"},
+      {{"-m", "m", "-z"}, "unknown option '-z'"},
+      {{"-m", "m", "stray"}, "unexpected argument 'stray'"},
+      {{"-m"}, "--model-name needs a value"},
+      {{"-m", "m", "--concurrency-range", "1:2", "--request-rate-range", "5"}, "exclude each other"},
+      {{"-m", "m", "--concurrency-range", "0"}, "--concurrency-range: range '0'"},
+      {{"-m", "m", "--request-distribution", "uniform"}, "constant or poisson"},
+      {{"-m", "m", "--threads", "0"}, "--threads wants an integer"},
+      {{"-m", "m", "--rows", "2x"}, "--rows wants an integer"},
+      {{"-m", "m", "--shape", "A"}, "want NAME:D1,D2"},
+      {{"-m", "m", "--shape", "A:3,,4"}, "bad dim"},
+      {{"-m", "m", "--shape", "A:3,-1"}, "not a positive integer"},
+      {{"-m", "m", "--shape", "A:3,"}, "trailing"},
+      {{"-m", "m", "--stability-percentage", "0"}, "percentage"},
+      {{"-m", "m", "--seed", "-3"}, "--seed"},
+      {{"-m", "m", "--validate-identity=1"}, "takes no value"},
+      {{"-m", "m", "--concurrency-range", "1:20000:19999"}, "at most 16384"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char *argv[8] = {"inferd-load"};
+    int argc = 1;
+    for (int k = 0; k < 6 && bad[i].args[k]; k++) argv[argc++] = (char *)bad[i].args[k];
+    ld_opts o;
+    err e = {0};
+    CHECK_EQ_INT(ld_opts_parse(argc, argv, &o, &e), ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(e.msg, bad[i].msg);
+    ld_opts_close(&o);
+  }
+}
+
+int main(void) {
+  test_ranges();
+  test_defaults();
+  test_all_options();
+  test_usage_errors();
+  CHECK_DONE();
+}
