@@ -1,9 +1,13 @@
 // sched.c: the loop thread, its inbox and the per-version batchers.
 #include "server/sched.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "batcher/order.h"
 #include "server/log.h"
@@ -51,7 +55,11 @@ struct srv_sched {
   srv_sched_ops ops;
   uv_loop_t loop;
   uv_async_t async;
-  uv_timer_t timer;
+  // The batcher's next deadline (max_queue_delay, queue timeouts) through a
+  // timerfd polled by the loop: libuv's own timers count whole milliseconds,
+  // which would stretch a 100 us queue delay to 1-2 ms.
+  int tfd;
+  uv_poll_t timer;
   pthread_t thread;
   int started;
   vsched *vs;
@@ -193,22 +201,22 @@ static void run_batches(srv_sched *s, vsched *vs) {
   take_dropped(s, vs);
 }
 
-static void on_timer(uv_timer_t *t);
-
 static void arm_timer(srv_sched *s) {
   int64_t wake = INT64_MAX;
   for (size_t i = 0; i < s->n_vs; i++) {
     int64_t w = bat_next_wakeup(s->vs[i].bat);
     if (w < wake) wake = w;
   }
-  if (wake == INT64_MAX) {
-    uv_timer_stop(&s->timer);
-    return;
+  // absolute CLOCK_MONOTONIC time, eng_now_us's clock; a zero it_value
+  // disarms, so a deadline already past becomes 1 us after the epoch (fires now)
+  struct itimerspec its = {{0, 0}, {0, 0}};
+  if (wake != INT64_MAX) {
+    if (wake < 1) wake = 1;
+    its.it_value.tv_sec = (time_t)(wake / 1000000);
+    its.it_value.tv_nsec = (long)(wake % 1000000) * 1000;
   }
-  int64_t delay_us = wake - eng_now_us();
-  uint64_t delay_ms = delay_us <= 0 ? 0 : (uint64_t)((delay_us + 999) / 1000);
-  int rc = uv_timer_start(&s->timer, on_timer, delay_ms, 0);
-  if (rc) srv_log(SRV_LOG_ERROR, "uv_timer_start: %s", uv_strerror(rc));
+  if (timerfd_settime(s->tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
+    srv_log(SRV_LOG_ERROR, "timerfd_settime: %s", strerror(errno));
 }
 
 static void pump(srv_sched *s) {
@@ -216,7 +224,16 @@ static void pump(srv_sched *s) {
   arm_timer(s);
 }
 
-static void on_timer(uv_timer_t *t) { pump(t->data); }
+static void on_timer(uv_poll_t *p, int status, int events) {
+  (void)events;
+  srv_sched *s = p->data;
+  uint64_t expirations;
+  // drain the expiry count; EAGAIN when a re-arm already cleared it
+  if (read(s->tfd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+    srv_log(SRV_LOG_ERROR, "timerfd read: %s", strerror(errno));
+  if (status < 0) srv_log(SRV_LOG_ERROR, "timer poll: %s", uv_strerror(status));
+  pump(s);
+}
 
 static void on_handle_closed(uv_handle_t *h) { (void)h; }
 
@@ -265,7 +282,7 @@ static void on_async(uv_async_t *a) {
   if (stop && s->inflight == 0 && !s->closing) {
     s->closing = 1;
     if (s->on_close) s->on_close(s->on_close_arg);
-    uv_timer_stop(&s->timer);
+    uv_poll_stop(&s->timer);
     uv_close((uv_handle_t *)&s->timer, on_handle_closed);
     uv_close((uv_handle_t *)&s->async, on_handle_closed);
   }
@@ -372,6 +389,7 @@ static int add_version(srv_sched *s, srv_model *m, srv_version *v, err *e) {
 int srv_sched_create(srv_registry *reg, const srv_sched_ops *ops, srv_sched **out, err *e) {
   srv_sched *s = calloc(1, sizeof *s);
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  s->tfd = -1;
   s->reg = reg;
   s->ops = *ops;
   pthread_mutex_init(&s->mu, NULL);
@@ -390,9 +408,13 @@ int srv_sched_create(srv_registry *reg, const srv_sched_ops *ops, srv_sched **ou
   if (rc == 0 && (urc = uv_async_init(&s->loop, &s->async, on_async)) != 0)
     rc = err_set(e, ERR_INTERNAL, "uv_async_init: %s", uv_strerror(urc));
   s->have_async = rc == 0;
-  if (rc == 0 && (urc = uv_timer_init(&s->loop, &s->timer)) != 0)
-    rc = err_set(e, ERR_INTERNAL, "uv_timer_init: %s", uv_strerror(urc));
+  if (rc == 0 && (s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0)
+    rc = err_set(e, ERR_INTERNAL, "timerfd_create: %s", strerror(errno));
+  if (rc == 0 && (urc = uv_poll_init(&s->loop, &s->timer, s->tfd)) != 0)
+    rc = err_set(e, ERR_INTERNAL, "uv_poll_init (timerfd): %s", uv_strerror(urc));
   s->have_timer = rc == 0;
+  if (rc == 0 && (urc = uv_poll_start(&s->timer, UV_READABLE, on_timer)) != 0)
+    rc = err_set(e, ERR_INTERNAL, "uv_poll_start (timerfd): %s", uv_strerror(urc));
   if (rc) {
     srv_sched_destroy(s);  // only partly built: handles may not exist, destroy copes
     return rc;
@@ -463,6 +485,7 @@ void srv_sched_destroy(srv_sched *s) {
     vs->v->sched = NULL;
   }
   free(s->vs);
+  if (s->tfd >= 0) close(s->tfd);  // after the loop closed its poll handle
   pthread_mutex_destroy(&s->mu);
   free(s);
 }

@@ -15,7 +15,7 @@ cmake --build build-gpu -j "$(nproc)"
 rm -rf .devrun
 mkdir -p .devrun/bin .devrun/lib
 # only what runs there: the server, the GPU tests, the benchmarks
-cp build-gpu/bin/inferd build-gpu/bin/test_cuda_* build-gpu/bin/test_k_cuda_* build-gpu/bin/bench_* .devrun/bin/
+cp build-gpu/bin/inferd build-gpu/bin/inferd-load build-gpu/bin/test_cuda_* build-gpu/bin/test_k_cuda_* build-gpu/bin/bench_* .devrun/bin/
 cp build-gpu/bin/test_gpu_* .devrun/bin/ 2>/dev/null || true
 for b in .devrun/bin/*; do
   ldd "$b" | awk '/=> \// {print $3}'

@@ -58,7 +58,12 @@ def goal(ok):
 def main():
     out = sys.argv[1]
     tags = merged(out)
-    row = lambda tag, lvl=None: next((r for r in tags.get(tag, []) if lvl is None or int(float(r["level"])) == lvl), None)
+    streams = int(os.environ.get("STREAMS", "512"))
+
+    def row(tag, lvl=None):
+        if lvl == 512:
+            lvl = streams
+        return next((r for r in tags.get(tag, []) if lvl is None or int(float(r["level"])) == lvl), None)
     print("## Server benchmarks (tests/bench/serve/run.sh)\n")
     # 1
     print("### 1. Transport ceiling: echo server vs inferd identity model, 1-row requests\n")
@@ -100,10 +105,10 @@ def main():
         print("\ninferd / peer throughput: **%.1fx** (goal >= 35x with lower p99: %s)\n" % (
             ta / tb, goal(ta / tb >= 35 and num(a, "p99_us") < num(b, "p99_us"))))
     # 4
-    print("### 4. Server overhead at concurrency 1 (seed MLP fp16, GPU)\n")
+    print("### 4. Server overhead at concurrency 1 (seed MLP fp16 on the GPU, no dynamic batching)\n")
     try:
         d = json.load(open(os.path.join(out, "overhead_c1.dashboard.json")))
-        e = next(m for m in d["models"] if m["name"] == "mlp_b")
+        e = next(m for m in d["models"] if m["name"] == "mlp_nob")
         lat = e["latency_us"]
         ov = lat["request"]["p50"] - lat["compute_infer"]["p50"]
         print("p50 request %d us, p50 compute_infer %d us: overhead p50 ~ **%d us** (goal <= 30 us: %s)\n" % (

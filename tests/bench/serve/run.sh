@@ -7,7 +7,8 @@
 #   4. server overhead at concurrency 1 (request duration minus compute, p50, from /dashboard.json)
 #   5. GPU busy fraction, 4x4096 fp32, saturating load from inferd-load
 # usage: run.sh BIN_DIR OUT_DIR   (BIN_DIR holds inferd, inferd-load, bench_echo_server)
-# env: PYTHON, LEVELS (sweep, default "1 16 64 256 512"), INTERVAL_MS (default 1000), KIND (default KIND_GPU)
+# env: PYTHON, LEVELS (sweep, default "1 16 64 256 512"), INTERVAL_MS (default 1000), KIND (default KIND_GPU),
+#      BIG=0 skips the 4x4096 parts, PEER_ARGS (default "--fp16 --backend torch --device cuda"), STREAMS (default 512)
 set -u
 BIN=$(cd "$1" && pwd)
 OUT=$2
@@ -16,6 +17,7 @@ ROOT=$(cd "$HERE/../../.." && pwd)
 PY=${PYTHON:-python3}
 LEVELS=${LEVELS:-"1 16 64 256 512"}
 IV=${INTERVAL_MS:-1000}
+STREAMS=${STREAMS:-512}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 LOAD="$BIN/inferd-load"
@@ -70,29 +72,34 @@ dash() { curl -s "http://127.0.0.1:$HTTP/dashboard.json" >"$OUT/$1.dashboard.jso
 
 # 1. transport ceiling
 if start echo "echo ready: grpc=" "$BIN/bench_echo_server" --port 0 --threads 8 --datatype FP32 --shape -1,16; then
-  for c in $LEVELS; do load echo identity "$c" --rows 1; done
+  # the echo server reports max_batch_size 0 and shape [-1,16]: one row, stated as the shape
+  for c in $LEVELS; do load echo identity "$c" --shape INPUT0:1,16 --validate-identity; done
   stop
 fi
 if start inferd "inferd ready: grpc=" "$BIN/inferd" --model-repository "$OUT/models/repo" --grpc-port 0 --http-port 0; then
   for c in $LEVELS; do load inferd_identity identity "$c" --rows 1 --validate-identity; done
-  # 4. overhead at concurrency 1: a fresh histogram window is not available, so read the seed MLP's
-  #    percentiles after a run that is its only traffic
-  load overhead_c1 mlp_b 1 --server-stats
+  # 4. overhead at concurrency 1, on the model without a queue delay (a lone request would otherwise
+  #    wait max_queue_delay by design); its histograms hold only this run's traffic
+  load overhead_c1 mlp_nob 1 --server-stats
   dash overhead_c1
   # 2. dynamic batching on vs off at 512 streams
-  for m in mlp_b mlp_nob mlp4096_b mlp4096_nob; do load batching_$m "$m" 512 --server-stats; done
+  models="mlp_b mlp_nob"
+  [ "${BIG:-1}" = 1 ] && models="$models mlp4096_b mlp4096_nob"
+  for m in $models; do load batching_$m "$m" "$STREAMS" --server-stats; done
   # 3. inferd's side of the peer comparison (same model as the peer, fp16, batching on)
-  load peer_inferd mlp_b 512 --server-stats
+  load peer_inferd mlp_b "$STREAMS" --server-stats
   # 5. GPU busy under saturation: 4x4096 fp32, four instances, 64 rows per request
-  metrics busy0
-  load busy mlp4096_fp32 256 --rows 64 --server-stats
-  metrics busy1
+  if [ "${BIG:-1}" = 1 ]; then
+    metrics busy0
+    load busy mlp4096_fp32 256 --rows 64 --server-stats
+    metrics busy1
+  fi
   stop
 fi
 # 3. the Python peer on the same weights
 if start peer "peer ready: grpc=" "$PY" "$ROOT/tests/bench/peers/peer_server.py" --model "$OUT/models/mlp_1024_512_10.onnx" \
-    --port 0 --max-batch 1024 --max-delay-us 500 --fp16 --backend torch --device cuda; then
-  load peer_python mlp_1024_512_10 512
+    --port 0 --max-batch 1024 --max-delay-us 500 ${PEER_ARGS:---fp16 --backend torch --device cuda}; then
+  load peer_python mlp_1024_512_10 "$STREAMS"
   stop
 fi
 trap - EXIT
