@@ -76,7 +76,8 @@ if start echo "echo ready: grpc=" "$BIN/bench_echo_server" --port 0 --threads 8 
   for c in $LEVELS; do load echo identity "$c" --shape INPUT0:1,16 --validate-identity; done
   stop
 fi
-if start inferd "inferd ready: grpc=" "$BIN/inferd" --model-repository "$OUT/models/repo" --grpc-port 0 --http-port 0; then
+if start inferd "inferd ready: grpc=" "$BIN/inferd" --model-repository "$OUT/models/repo" --grpc-port 0 --http-port 0 \
+    --disable-auto-complete-config; then  # the _nob configs must stay without dynamic batching
   for c in $LEVELS; do load inferd_identity identity "$c" --rows 1 --validate-identity; done
   # 4. overhead at concurrency 1, on the model without a queue delay (a lone request would otherwise
   #    wait max_queue_delay by design); its histograms hold only this run's traffic
