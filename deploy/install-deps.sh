@@ -10,7 +10,9 @@ pkgs=(build-essential cmake pkg-config git
       libuv1-dev libopenblas-dev libhttp-parser-dev
       python3 python3-venv python3-pip curl
       prometheus chromium chromium-driver  # tests: promtool lints /metrics; headless Chromium loads /dashboard
-      libb64-0d)  # perf_analyzer (deploy/install-perf-analyzer.sh)
+      libb64-0d  # perf_analyzer (deploy/install-perf-analyzer.sh)
+      nginx  # tests: deploy/lb's gRPC balancer in front of three servers (tests/integration/test_deploy_lb.py)
+      shellcheck)  # tests: lints deploy/'s shell scripts (tests/integration/test_deploy_manifests.py)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -231,7 +231,7 @@ static void metrics_instances(srv_server *s, sbuf *b) {
             sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", inst_metrics[k].name, inst_metrics[k].help,
                       inst_metrics[k].name, inst_metrics[k].type);
           header = 1;
-          sb_printf(b, "%s{model=\"%s\",version=\"%s\",instance=\"%d\",gpu=\"%d\"} %.9g\n", inst_metrics[k].name,
+          sb_printf(b, "%s{model=\"%s\",version=\"%s\",model_instance=\"%d\",gpu=\"%d\"} %.9g\n", inst_metrics[k].name,
                     m->name, v->version_str, x, st.device, inst_value(k, &st));
         }
       }

@@ -196,7 +196,7 @@ def _metrics(srv):
 
 def _inst(samples, name, model):
     """One GPU instance metric of model (version 1, instance 0, GPU 0); asserts the sample exists."""
-    lab = {"model": model, "version": "1", "instance": "0", "gpu": "0"}
+    lab = {"model": model, "version": "1", "model_instance": "0", "gpu": "0"}
     assert lib.metric_present(samples, name, **lab), "no %s%s in /metrics: %s" % (
         name, lab, sorted({n for n, _, _ in samples}))
     return lib.metric_sum(samples, name, **lab)

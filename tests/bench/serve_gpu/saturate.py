@@ -13,7 +13,7 @@ raw_input_contents), sent through a generic unary-unary call with identity
 Load runs for warmup + seconds (+ a short tail); the measured window is the
 `seconds` after the warmup: completions in it give rps, and /metrics is scraped
 at its two ends for the counter inferd_instance_busy_seconds_total (label sets
-model, version, instance, gpu). busy_fraction = delta busy seconds summed over
+model, version, model_instance, gpu). busy_fraction = delta busy seconds summed over
 the model's label sets / window seconds / number of those label sets (instances).
 
 Prints one JSON line:

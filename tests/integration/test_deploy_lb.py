@@ -1,0 +1,375 @@
+"""deploy/lb: nginx, rendered from the same template and renderer the deployment uses, balancing
+gRPC over three real inferd processes on loopback.
+
+- every server takes a share of a 16-thread load, each answer equals its request (identity model),
+  and the servers' nv_inference_request_success add up to exactly what the clients sent;
+- the documented way to retire a server (render it `--down`, reload nginx, then SIGTERM it) under
+  a running load: no request fails at all, the server drains and exits 0, the others carry on;
+- a plain SIGTERM to one server under load, nginx left as it is: no request hangs or gets a wrong
+  answer, every failure is a clear status (UNAVAILABLE, retried once by the client; CANCELLED for the
+  few calls still arriving when --exit-timeout-secs runs out), the server exits 0 within its exit
+  timeout, the others carry on (see test_lb_plain_sigterm_mid_load for what nginx cannot do about a
+  draining server);
+- inferd-load (clients/load, when built) through nginx with --validate-identity: no errors.
+
+nginx comes from deploy/install-deps.sh's package list; the module skips, saying so, without it.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import inferd_testlib as lib
+
+sys.path.insert(0, os.path.join(lib.REPO_ROOT, "tests", "deploy"))
+import deploylib as dl  # noqa: E402
+
+pytestmark = pytest.mark.skipif(dl.nginx_bin() is None,
+                                reason="nginx not installed (deploy/install-deps.sh installs it; "
+                                       "or: apt-get install nginx-light / nginx)")
+
+THREADS = 16
+MODEL = "identity"
+EXIT_TIMEOUT_S = 3  # the plain-SIGTERM test's drain window; kept short so the test is quick
+
+
+class Pool:
+    """Three inferd servers on loopback and nginx in front of them (gRPC and HTTP listeners)."""
+
+    def __init__(self, tmp_path, n=3, server_args=()):
+        self.tmp = str(tmp_path)
+        self.repo = dl.write_identity_repo(os.path.join(self.tmp, "repo"))
+        self.servers = []
+        for _ in range(n):
+            srv = lib.ServerProcess(self.repo, list(server_args))
+            self.servers.append(srv)
+            srv.start()
+        self.listen_grpc, self.listen_http = dl.free_port(), dl.free_port()
+        self.prefix = os.path.join(self.tmp, "nginx")
+        os.makedirs(self.prefix)
+        self.conf = os.path.join(self.prefix, "nginx.conf")
+        self.render()
+        self.nginx = dl.NginxProcess(self.conf, self.prefix).start(self.listen_grpc)
+
+    def render(self, down=()):
+        extra = []
+        for s in down:
+            extra += ["--down", s.grpc_url, "--down", "127.0.0.1:%d" % s.http_port]
+        return dl.render_lb(self.conf, [s.grpc_url for s in self.servers],
+                            ["127.0.0.1:%d" % s.http_port for s in self.servers],
+                            self.listen_grpc, self.listen_http, self.prefix, extra=extra)
+
+    @property
+    def url(self):
+        return "127.0.0.1:%d" % self.listen_grpc
+
+    def close(self):
+        rc = self.nginx.stop()
+        for s in self.servers:
+            if s.alive():
+                s.stop()
+        return rc
+
+
+@pytest.fixture
+def pool(tmp_path):
+    p = Pool(tmp_path, server_args=["--exit-timeout-secs", str(EXIT_TIMEOUT_S)])
+    yield p
+    p.close()
+
+
+def successes(srv):
+    """The server's nv_inference_request_success for the identity model (None if /metrics is gone)."""
+    try:
+        st, body = lib.http_get(srv.http_url + "/metrics", timeout=5)
+    except OSError:
+        return None
+    if st != 200:
+        return None
+    return lib.metric_sum(lib.parse_metrics(body), "nv_inference_request_success", model=MODEL)
+
+
+class Load:
+    """THREADS clients (one gRPC channel each) through nginx. Each request carries fresh random
+    values and its answer must equal them. UNAVAILABLE is retried once; any other error, a wrong
+    answer, or a second UNAVAILABLE is recorded. Bounded: per_thread requests or deadline_s."""
+
+    def __init__(self, url, per_thread=None, deadline_s=60.0):
+        self.url, self.per_thread, self.deadline = url, per_thread, time.time() + deadline_s
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.sent = self.ok = self.retried = self.retried_ok = 0
+        self.lost = []        # (status, message) of requests that failed twice
+        self.wrong = []       # answers that differ from the request
+        self.other = []       # statuses other than UNAVAILABLE
+        self.first_failures = {}  # message -> count
+        self.errors_in_threads = []
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(THREADS)]
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def _one(self, client, x):
+        import tritonclient.grpc as grpcclient
+        inp = grpcclient.InferInput("INPUT0", list(x.shape), "FP32")
+        inp.set_data_from_numpy(x)
+        return client.infer(MODEL, [inp], client_timeout=60).as_numpy("OUTPUT0")
+
+    def _run(self, i):
+        import tritonclient.grpc as grpcclient
+        from tritonclient.utils import InferenceServerException
+        rng = np.random.default_rng(1000 + i)
+        try:
+            client = grpcclient.InferenceServerClient(self.url)
+            n = 0
+            while not self.stop.is_set() and time.time() < self.deadline and \
+                    (self.per_thread is None or n < self.per_thread):
+                n += 1
+                x = rng.standard_normal((1, dl.IDENTITY_DIMS)).astype(np.float32)
+                with self.lock:
+                    self.sent += 1
+                for attempt in (1, 2):
+                    try:
+                        y = self._one(client, x)
+                    except InferenceServerException as e:
+                        code, msg = lib.status_name(e), e.message()
+                        with self.lock:
+                            if code != "UNAVAILABLE":
+                                self.other.append((code, msg))
+                                break
+                            if attempt == 1:
+                                self.retried += 1
+                                self.first_failures[msg] = self.first_failures.get(msg, 0) + 1
+                                continue
+                            self.lost.append((code, msg))
+                        break
+                    with self.lock:
+                        if y is None or not np.array_equal(y, x):
+                            self.wrong.append((x, y))
+                        else:
+                            self.ok += 1
+                            self.retried_ok += attempt == 2
+                    break
+            client.close()
+        except Exception as e:  # noqa: BLE001 - reported by check_clean
+            with self.lock:
+                self.errors_in_threads.append(repr(e))
+
+    def finish(self, timeout=120, stop=True):
+        """stop=False: let every thread send its per_thread requests first."""
+        if stop:
+            self.stop.set()
+        for t in self.threads:
+            t.join(timeout)
+        assert not any(t.is_alive() for t in self.threads), "load threads still running: a request hung"
+
+    def summary(self):
+        return ("sent %d ok %d retried %d (retry ok %d) lost %d wrong %d other %r; first failures %s"
+                % (self.sent, self.ok, self.retried, self.retried_ok, len(self.lost), len(self.wrong),
+                   self.other[:3], self.first_failures))
+
+    def check_clean(self, allow_cancelled=False):
+        """No wrong answers, no status other than UNAVAILABLE, no crashed client thread.
+
+        allow_cancelled: CANCELLED is accepted too, at most once per client thread: the calls a server
+        still had at the end of its --exit-timeout-secs are cancelled by design (the flag's meaning),
+        and each thread has one call outstanding at a time."""
+        assert not self.errors_in_threads, self.errors_in_threads[:3]
+        assert not self.wrong, "%d answers differ from their requests (first: %r)" % (len(self.wrong), self.wrong[0])
+        other = [o for o in self.other if not (allow_cancelled and o[0] == "CANCELLED")]
+        assert not other, "statuses other than UNAVAILABLE: %r" % other[:5]
+        assert len(self.other) <= THREADS, "%d CANCELLED: more than the calls in flight at the cut-off" % len(
+            self.other)
+
+
+def wait_until(pred, timeout, step=0.05):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
+
+
+def test_lb_spreads_load_over_every_server(pool):
+    load = Load(pool.url, per_thread=120).start()
+    load.finish(stop=False)
+    print(load.summary())
+    load.check_clean()
+    assert load.retried == 0 and not load.lost, load.summary()
+    assert load.ok == load.sent == THREADS * 120, load.summary()
+    counts = [successes(s) for s in pool.servers]
+    total = sum(counts)
+    print("per server successes: %s" % counts)
+    assert total == load.sent, "servers counted %s = %d successes, clients sent %d" % (counts, total, load.sent)
+    for i, c in enumerate(counts):
+        assert c > 0.10 * total, "server %d took %d of %d requests (<= 10%%): %s" % (i, c, total, counts)
+    # the HTTP side of the balancer: health through any ready server, and its own liveness
+    st, _ = lib.http_get("http://127.0.0.1:%d/v2/health/ready" % pool.listen_http)
+    assert st == 200
+    st, body = lib.http_get("http://127.0.0.1:%d/lb/health" % pool.listen_http)
+    assert st == 200 and body.strip() == "ok"
+    assert pool.close() == 0, "nginx did not stop cleanly:\n" + pool.nginx.logs()
+
+
+def _survivors_grow(pool, victim):
+    """Success counts of the other servers at the victim's exit and a moment later: both must grow."""
+    others = [s for s in pool.servers if s is not victim]
+    at_exit = [successes(s) for s in others]
+    later = wait_until(lambda: (lambda c: c if all(a > b for a, b in zip(c, at_exit)) else None)(
+        [successes(s) for s in others]), 10)
+    assert later, "the remaining servers stopped serving after the drain: %s -> %s" % (
+        at_exit, [successes(s) for s in others])
+    for s in others:
+        assert s.alive(), "a remaining server died:\n" + s.stderr_tail()
+    return others
+
+
+def test_lb_retire_server_via_reload_loses_nothing(pool):
+    """The documented procedure: render the server `--down`, `nginx -s reload` (SIGHUP), SIGTERM it."""
+    victim = pool.servers[0]
+    load = Load(pool.url, deadline_s=60).start()
+    assert wait_until(lambda: all((successes(s) or 0) > 20 for s in pool.servers), 20), \
+        "not every server took traffic: %s" % [successes(s) for s in pool.servers]
+    conf = pool.render(down=[victim])
+    assert "server %s max_fails=1 fail_timeout=10s down;" % victim.grpc_url in conf
+    pool.nginx.reload()
+    # nginx's old workers finish their calls; then the victim gets nothing more
+    prev = [None]
+
+    def settled():
+        c = successes(victim)
+        ok = c is not None and c == prev[0]
+        prev[0] = c
+        return ok
+    assert wait_until(settled, 15, step=0.5), "calls still reach the server marked down:\n" + pool.nginx.logs()
+    final_victim = successes(victim)
+    t0 = time.time()
+    victim.send_signal(signal.SIGTERM)
+    rc = victim.wait_exit(EXIT_TIMEOUT_S + 30)
+    took = time.time() - t0
+    others = _survivors_grow(pool, victim)
+    load.finish()
+    print(load.summary(), "; victim exit %r after %.2fs" % (rc, took))
+    victim.assert_clean_exit()
+    # with no call arriving the drain ends at once instead of waiting out --exit-timeout-secs
+    assert took < EXIT_TIMEOUT_S, "drain took %.1fs although nginx sent it nothing" % took
+    load.check_clean()
+    assert not load.lost and load.retried == 0, load.summary()
+    total = final_victim + sum(successes(s) for s in others)
+    assert load.ok == load.sent and total == load.ok, "servers counted %d, clients got %d of %d" % (
+        total, load.ok, load.sent)
+    assert pool.close() == 0, "nginx did not stop cleanly:\n" + pool.nginx.logs()
+
+
+def test_lb_plain_sigterm_mid_load(pool):
+    """SIGTERM straight to one server under load, nginx not told.
+
+    inferd's drain turns the server unready and answers new calls UNAVAILABLE ("server is
+    shutting down") until nothing is in flight and no call has come for 100 ms, or the exit timeout.
+    Behind nginx calls keep coming, so it refuses for the whole --exit-timeout-secs; those refusals
+    are a gRPC status in trailers over HTTP 200, which nginx cannot retry (grpc_next_upstream only
+    sees transport errors and HTTP statuses). After the timeout the listener closes and nginx
+    re-routes (connection refused -> next upstream) without the client noticing; the calls that reach
+    the server in its last moments are cancelled when the timeout runs out (CANCELLED, not retried).
+
+    Proven here: no hang, no wrong answer, every failure UNAVAILABLE and retried once by the client,
+    exit 0 within the exit timeout, the other servers carry on, the servers' counts match what the
+    clients got. A retry can land on the draining server again (1 in 3 with three servers), so a
+    retry-once client can lose requests in that window: the test reports that as an expected failure
+    (xfail) with the numbers rather than passing silently; the reload procedure above avoids it.
+    """
+    victim = pool.servers[0]
+    load = Load(pool.url, deadline_s=60).start()
+    assert wait_until(lambda: all((successes(s) or 0) > 20 for s in pool.servers), 20), \
+        "not every server took traffic: %s" % [successes(s) for s in pool.servers]
+    t0 = time.time()
+    victim.send_signal(signal.SIGTERM)
+    # The victim's /metrics stays up while it drains; its last reading is its final count (new calls
+    # are refused, and the few in flight are answered within milliseconds).
+    last = [None]
+
+    def gone():
+        c = successes(victim)
+        if c is None:
+            return True
+        last[0] = c
+        return False
+    wait_until(gone, EXIT_TIMEOUT_S + 30, step=0.1)
+    rc = victim.wait_exit(EXIT_TIMEOUT_S + 30)
+    took = time.time() - t0
+    others = _survivors_grow(pool, victim)
+    load.finish()
+    print(load.summary(), "; victim exit %r after %.2fs" % (rc, took))
+    victim.assert_clean_exit()
+    assert took < EXIT_TIMEOUT_S + 5, "drain took %.1fs with --exit-timeout-secs %d" % (took, EXIT_TIMEOUT_S)
+    load.check_clean(allow_cancelled=True)
+    assert load.retried > 0, "no call reached the draining server: the test did not test the drain"
+    for msg in load.first_failures:
+        # inferd's drain refusal; gRPC core's cancel-all at the end of the exit timeout; nginx's 502
+        assert ("server is shutting down" in msg or "Cancelling all calls" in msg or "502" in msg
+                or "unavailable" in msg.lower()), load.first_failures
+    assert load.ok + len(load.lost) + len(load.other) == load.sent, load.summary()
+    assert last[0] is not None, "never read the draining server's /metrics"
+    total = last[0] + sum(successes(s) for s in others)
+    assert total == load.ok, "servers counted %d successes, clients got %d" % (total, load.ok)
+    assert pool.close() == 0, "nginx did not stop cleanly:\n" + pool.nginx.logs()
+    if load.lost or load.other:
+        pytest.xfail("%d of %d requests failed twice: their retry also reached the draining server, which "
+                     "nginx keeps sending calls to (UNAVAILABLE in gRPC trailers is not retried by nginx); "
+                     "%d were CANCELLED when its --exit-timeout-secs ran out with calls still arriving. "
+                     "Retire servers with render.sh --down + nginx -s reload before SIGTERM. %s"
+                     % (len(load.lost), load.sent, len(load.other), load.summary()))
+
+
+def test_inferd_load_through_nginx(pool, tmp_path):
+    binary = os.path.join(lib.REPO_ROOT, "build", "bin", "inferd-load")
+    if not os.access(binary, os.X_OK):
+        pytest.skip("build/bin/inferd-load not built (clients/load)")
+    out = str(tmp_path / "load.json")
+    cmd = [binary, "-u", pool.url, "-m", MODEL, "--concurrency-range", "8:8:1", "--measurement-interval", "500",
+           "--max-trials", "3", "--validate-identity", "--rows", "1", "--json", out]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, "inferd-load exit %d:\n%s" % (p.returncode, (p.stdout + p.stderr)[-4000:])
+    with open(out) as f:
+        doc = json.load(f)
+    found = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if "error" in str(k).lower():
+                    found.append(("%s.%s" % (path, k), _numbers_sum(v)))
+                else:
+                    walk(v, "%s.%s" % (path, k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, "%s[%d]" % (path, i))
+    walk(doc, "$")
+    assert found, "no error counts in inferd-load's JSON: %s" % json.dumps(doc)[:2000]
+    print("inferd-load error counts: %s" % found)
+    bad = [(k, v) for k, v in found if v]
+    assert not bad, "inferd-load saw errors through nginx: %s" % bad
+    assert sum(successes(s) for s in pool.servers) > 0
+
+
+def _numbers_sum(v):
+    if isinstance(v, bool):
+        return 0
+    if isinstance(v, (int, float)):
+        return v
+    if isinstance(v, dict):
+        return sum(_numbers_sum(x) for x in v.values())
+    if isinstance(v, list):
+        return sum(_numbers_sum(x) for x in v)
+    return 0
