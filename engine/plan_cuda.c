@@ -597,16 +597,6 @@ static int ensure_dev(eng_cuda_plan *p, slot *s, eng_cuda_arena **a, uint8_t **b
 // Stored type of a value on the device: FP16 plans keep FP32 values in FP16.
 static dtype dev_dt(const eng_cuda_plan *p, dtype t) { return p->half && t == DT_FP32 ? DT_FP16 : t; }
 
-// Bytes of FP32 copies of a node's FP32 operands (the FP16 fallback's scratch).
-static size_t fp32_operand_bytes(const eng_plan *pl, const eng_node *n) {
-  size_t need = 0;
-  for (int k = 0; k < n->n_in; k++)
-    if (n->in[k] >= 0 && pl->cur[n->in[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->in[k]]));
-  for (int k = 0; k < n->n_out; k++)
-    if (n->out[k] >= 0 && pl->cur[n->out[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->out[k]]));
-  return need;
-}
-
 // Offsets of the slot's staging for the shapes in pl->cur; grows the pinned
 // pool and the scratch if they need more.
 static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
@@ -633,15 +623,32 @@ static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
     s->out32_off[j] = scr;
     if (p->half && t->dt == DT_FP32) scr += round_up(nbytes(t));
   }
-  // fallback operands: the largest FP32 copies of any node that may run in
-  // FP32 (one without an FP16 kernel, or one whose FP16 kernel is
-  // conditional, such as Gemm with a general C)
+  // fallback operands: the largest node's FP32 copies
   s->fb_off = scr;
   size_t fb = 0;
-  for (size_t i = 0; p->half && i < pl->n_nodes; i++) {
-    if (p->ops[i]->half == half_always) continue;
-    size_t need = fp32_operand_bytes(pl, eng_graph_node(g, i));
-    if (need > fb) fb = need;
+  if (p->half) {
+    for (size_t i = 0; i < pl->n_nodes; i++) {
+      const eng_node *n = eng_graph_node(g, i);
+      if (p->ops[i]->half) continue;  // checked per run; sized as if it might fall back
+      size_t need = 0;
+      for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0 && pl->cur[n->in[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->in[k]]));
+      for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && pl->cur[n->out[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->out[k]]));
+      if (need > fb) fb = need;
+    }
+    // an op with a conditional FP16 kernel (Gemm with a general C) may fall
+    // back too
+    for (size_t i = 0; i < pl->n_nodes; i++) {
+      const eng_node *n = eng_graph_node(g, i);
+      if (!p->ops[i]->half || p->ops[i]->half == half_always) continue;
+      size_t need = 0;
+      for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0 && pl->cur[n->in[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->in[k]]));
+      for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && pl->cur[n->out[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->out[k]]));
+      if (need > fb) fb = need;
+    }
   }
   scr += fb;
   if (p->half) TRY(ensure_dev(p, s, &s->scr, &s->scr_base, &s->scr_cap, scr, e));
