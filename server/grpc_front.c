@@ -136,6 +136,8 @@ struct srv_grpc {
   cq_thread *threads;
   int n_threads;
   int calls_per_thread;
+  const char *busy_method;
+  int busy_calls;
   int port;
   int started, shut;
   atomic_int draining;
@@ -667,6 +669,8 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   if (!g) return err_set(e, ERR_RESOURCE_EXHAUSTED, "gRPC front end: out of memory");
   g->n_threads = o->n_threads > 0 ? o->n_threads : DEFAULT_THREADS;
   g->calls_per_thread = o->calls_per_thread > 0 ? o->calls_per_thread : DEFAULT_CALLS;
+  g->busy_method = o->busy_method;  // a string literal of the caller's, or NULL
+  g->busy_calls = o->busy_calls;
   atomic_init(&g->draining, 0);
   g->shutdown_tag = (tag){TAG_SHUTDOWN, g};
   pthread_mutex_init(&g->mu, NULL);
@@ -755,6 +759,11 @@ int srv_grpc_port(const srv_grpc *g) { return g->port; }
 
 int srv_grpc_draining(const srv_grpc *g) { return draining(g); }
 
+static int calls_for(const srv_grpc *g, const reg_method *rm) {
+  if (g->busy_method && g->busy_calls > 0 && strcmp(rm->m.path, g->busy_method) == 0) return g->busy_calls;
+  return g->calls_per_thread;
+}
+
 int srv_grpc_start(srv_grpc *g, err *e) {
   if (g->started || g->shut) return err_set(e, ERR_FAILED_PRECONDITION, "gRPC front end: already started");
   grpc_server_start(g->server);
@@ -763,7 +772,7 @@ int srv_grpc_start(srv_grpc *g, err *e) {
   for (int i = 0; i < g->n_threads; i++) {
     cq_thread *t = &g->threads[i];
     for (size_t m = 0; m < g->n_methods; m++)
-      for (int k = 0; k < g->calls_per_thread; k++) {
+      for (int k = 0; k < calls_for(g, &g->methods[m]); k++) {
         if (g->methods[m].m.unary) arm_unary(t, &g->methods[m]);
         else arm_stream(t, &g->methods[m]);
       }

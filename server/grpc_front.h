@@ -39,6 +39,11 @@ typedef struct srv_grpc_opts {
   const char *addr;      // "0.0.0.0:8001"; port 0 picks a free one
   int n_threads;         // CQ threads; 0 means 2
   int calls_per_thread;  // pre-posted requests per method per CQ; 0 means 16
+  // The busy method (ModelInfer) pre-posts busy_calls per CQ instead: a call
+  // that arrives while none is posted waits unmatched in the core, and a
+  // shutdown cancels such calls, so a burst must find enough posted.
+  const char *busy_method;
+  int busy_calls;
   int max_recv_bytes;    // 0 means 64 MiB, -1 unlimited
   int max_send_bytes;    // 0 means 64 MiB, -1 unlimited
 } srv_grpc_opts;

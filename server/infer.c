@@ -311,12 +311,8 @@ void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len
   srv_server *s = ctx;
   int64_t t_recv = eng_now_us();
   atomic_store(&s->infer_last_call_us, t_recv);
-  if (atomic_load(&s->draining)) {
-    // Draining: the transport still takes calls (so none is cut off as
-    // CANCELLED), but new work is refused with a status clients can retry.
-    srv_call_fail(call, ERR_UNAVAILABLE, "server is shutting down");
-    return;
-  }
+  // Draining changes nothing here: a call the transport took is served (main
+  // closes the transport once calls stop arriving, see its drain).
   atomic_fetch_add(&s->infer_inflight, 1);
   err e = {0};
   srv_request *r = calloc(1, sizeof *r);

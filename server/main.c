@@ -115,8 +115,15 @@ static void sleep_ms(int ms) {
   }
 }
 
-// Phase one of the drain: wait until every ModelInfer call is answered and
-// none arrived for quiet_ms, or the exit timeout passed.
+// Phase one of the drain: readiness is off and calls are still served, until
+// every ModelInfer call is answered and none arrived for quiet_ms, or
+// timeout_ms passed. Phase two (srv_grpc_shutdown) sends GOAWAY and closes
+// the listener; the core cancels calls whose request is still arriving then,
+// so phase one lets a burst arrive first. Under a load balancer calls never
+// stop: ABSORB_MS bounds phase one, after which GOAWAY moves the balancer to
+// the other servers (the refuse-with-UNAVAILABLE alternative kept it sending
+// here for the whole exit timeout).
+#define ABSORB_MS 1000
 static void drain_inference(srv_server *s, int timeout_ms, int quiet_ms) {
   int64_t end = eng_now_us() + (int64_t)timeout_ms * 1000;
   while (eng_now_us() < end) {
@@ -124,8 +131,24 @@ static void drain_inference(srv_server *s, int timeout_ms, int quiet_ms) {
     if (atomic_load(&s->infer_inflight) == 0 && idle_us >= (int64_t)quiet_ms * 1000) return;
     sleep_ms(5);
   }
-  srv_log(SRV_LOG_WARN, "exit timeout: %lld inference request(s) still in flight",
-          (long long)atomic_load(&s->infer_inflight));
+  if (atomic_load(&s->infer_inflight))
+    srv_log(SRV_LOG_INFO, "calls still arriving or in flight after %d ms of draining: closing the transport",
+            timeout_ms);
+}
+
+// Every answer has left: the final tally per model version, for the log
+// (and for whoever must reconcile a drain with what clients received).
+static void log_final_counts(srv_server *s) {
+  for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
+    srv_model *m = srv_registry_model_at(s->reg, i);
+    for (size_t j = 0; j < m->n_versions; j++) {
+      srv_version *v = &m->versions[j];
+      if (!v->model) continue;
+      srv_log(SRV_LOG_INFO, "final counts: model '%s' version %s: %llu succeeded, %llu failed", m->name,
+              v->version_str, (unsigned long long)atomic_load(&v->stats.success.count),
+              (unsigned long long)atomic_load(&v->stats.fail.count));
+    }
+  }
 }
 
 // Runs on the loop thread once the scheduler is idle.
@@ -200,9 +223,10 @@ int main(int argc, char **argv) {
   srv_log(SRV_LOG_INFO, "%s: draining (up to %d s)", sig == SIGINT ? "SIGINT" : "SIGTERM", o.exit_timeout_secs);
   atomic_store(&srv.draining, 1);
   int64_t t_drain = eng_now_us();
-  drain_inference(&srv, o.exit_timeout_secs * 1000, 100);
+  drain_inference(&srv, o.exit_timeout_secs * 1000 < ABSORB_MS ? o.exit_timeout_secs * 1000 : ABSORB_MS, 100);
   int left_ms = o.exit_timeout_secs * 1000 - (int)((eng_now_us() - t_drain) / 1000);
   srv_grpc_shutdown(grpc, left_ms > 0 ? left_ms : 0);
+  log_final_counts(&srv);
   status = 0;
 
 fail:

@@ -28,8 +28,8 @@ def test_perf_analyzer_drives_inferd(server, client, tmp_path):
     before = client.get_inference_statistics("mlp", "1").model_stats[0]
     out_csv = tmp_path / "pa.csv"
     cmd = [pa, "-m", "mlp", "-x", "1", "-u", "127.0.0.1:%d" % server.grpc_port, "-i", "grpc",
-           "--concurrency-range", "2:2", "--measurement-interval", "1000", "--stability-percentage", "100",
-           "--max-trials", "5", "-f", str(out_csv)]
+           "--concurrency-range", "2:2", "--measurement-interval", "1000", "--stability-percentage", "1000",
+           "--max-trials", "20", "-f", str(out_csv)]  # lenient: CI machines are small and shared
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     out = p.stdout + p.stderr
     assert p.returncode == 0, "perf_analyzer exit %d:\n%s" % (p.returncode, out[-4000:])
