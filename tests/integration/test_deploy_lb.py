@@ -336,6 +336,7 @@ def test_inferd_load_through_nginx(pool, tmp_path):
     if not os.access(binary, os.X_OK):
         pytest.skip("build/bin/inferd-load not built (clients/load)")
     out = str(tmp_path / "load.json")
+    before = [successes(s) for s in pool.servers]
     cmd = [binary, "-u", pool.url, "-m", MODEL, "--concurrency-range", "8:8:1", "--measurement-interval", "500",
            "--max-trials", "3", "--validate-identity", "--rows", "1", "--json", out]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -359,7 +360,13 @@ def test_inferd_load_through_nginx(pool, tmp_path):
     print("inferd-load error counts: %s" % found)
     bad = [(k, v) for k, v in found if v]
     assert not bad, "inferd-load saw errors through nginx: %s" % bad
-    assert sum(successes(s) for s in pool.servers) > 0
+    # every server took a share of inferd-load's calls, and together at least the calls it measured
+    # (it also sends unmeasured warm-up windows)
+    grew = [successes(s) - b for s, b in zip(pool.servers, before)]
+    measured = sum(level["requests"] for level in doc)
+    assert measured > 0 and sum(grew) >= measured, (grew, measured)
+    assert min(grew) > sum(grew) / (4 * len(grew)), "a server took almost nothing: %s" % grew
+    print("inferd-load through nginx: %d measured calls, per server %s" % (measured, grew))
 
 
 def _numbers_sum(v):
