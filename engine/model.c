@@ -296,8 +296,7 @@ static void note_failure(instance *in, int rc) {
   pthread_mutex_unlock(&in->mu);
 }
 
-static void fail_job(instance *in, eng_job *job, int rc, const err *e) {
-  (void)in;
+static void fail_job(eng_job *job, int rc, const err *e) {
   job->t_infer_end_us = eng_now_us();
   job->done(job, rc, e, NULL, 0);
 }
@@ -356,7 +355,7 @@ static void *gpu_submit_main(void *arg) {
     job->stage = in->stage[slot];
     job->stage_cap = in->stage_cap[slot];
     if (unhealthy && recover(in, &e) != 0) {
-      fail_job(in, job, ERR_UNAVAILABLE, &e);
+      fail_job(job, ERR_UNAVAILABLE, &e);
       free_slot(in, slot);
       continue;
     }
@@ -375,7 +374,7 @@ static void *gpu_submit_main(void *arg) {
     if (gin != gin_s) free(gin);
     if (rc) {
       note_failure(in, rc);
-      fail_job(in, job, rc, &e);
+      fail_job(job, rc, &e);
       free_slot(in, slot);
       continue;
     }
@@ -410,7 +409,10 @@ static void *gpu_done_main(void *arg) {
     int rc = io_init(&b, m, &e);
     nvtxRangePushA("inferd finish batch");
     job->device_ns = 0;
-    int frc = eng_cuda_plan_finish(in->cuda_plan, slot, b.gout, m->n_graph_out, &job->device_ns, &e);
+    // without output arrays (out of memory) the slot is still waited for, keeping that error
+    err fe = {0};
+    int frc = eng_cuda_plan_finish(in->cuda_plan, slot, rc == 0 ? b.gout : NULL, m->n_graph_out, &job->device_ns,
+                                   rc == 0 ? &e : &fe);
     nvtxRangePop();
     if (rc == 0) rc = frc;
     job->t_infer_end_us = eng_now_us();

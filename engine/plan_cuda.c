@@ -1209,9 +1209,10 @@ int eng_cuda_plan_finish(eng_cuda_plan *p, int k, eng_tensor *outputs, size_t n_
   if (k < 0 || k >= p->n_slots) return err_set(e, ERR_INTERNAL, "no stream slot %d", k);
   slot *s = &p->sl[k];
   const eng_plan *pl = p->pl;
-  if (n_out != pl->n_outputs)
+  if (outputs && n_out != pl->n_outputs)
     return err_set(e, ERR_INVALID_ARGUMENT, "%zu outputs requested, the model has %zu", n_out,
                    pl->n_outputs);
+  if (!outputs) n_out = 0;  // wait only: the slot is idle afterwards all the same
   CUDA_TRY(e, cudaSetDevice(p->device));
   int ri = (int)(s->seq % (uint64_t)(p->n_slots + 1));
   CUDA_TRY(e, cudaEventSynchronize(p->ev_end[ri]));

@@ -90,8 +90,9 @@ int eng_cuda_plan_submit(eng_cuda_plan *p, int slot, const eng_tensor *inputs, s
 void *eng_cuda_plan_stage(eng_cuda_plan *p, int slot, size_t i, size_t *cap);
 
 // Waits for slot's batch; outputs get declared dtype, shape and a pointer
-// into the slot's pinned memory, valid until the slot's next submit. A
-// failure on the device returns ERR_INTERNAL. The slot is idle afterwards.
+// into the slot's pinned memory, valid until the slot's next submit
+// (outputs NULL: wait only). A failure on the device returns ERR_INTERNAL.
+// The slot is idle afterwards.
 // device_ns (may be NULL): the batch's device time, its first copy-in to
 // its last copy-back, from CUDA events.
 int eng_cuda_plan_finish(eng_cuda_plan *p, int slot, eng_tensor *outputs, size_t n_out,
