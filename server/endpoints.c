@@ -2,6 +2,7 @@
 // balancers and orchestrators, and /metrics in Prometheus text format with
 // Triton's metric names.
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,21 +256,25 @@ static void metrics_gpus(srv_server *s, sbuf *b) {
   for (int d = 0; d < n; d++) prof_gpus_sample(s->gpus, d, now, &g[d]);
   static const struct {
     const char *name, *type, *help;
+    size_t field;  // the prof_gpu_sample member it shows
   } m[] = {
-      {"nv_gpu_utilization", "gauge", "GPU utilization rate [0.0 - 1.0) (NVML)"},
-      {"nv_gpu_memory_total_bytes", "gauge", "GPU total memory, in bytes (NVML)"},
-      {"nv_gpu_memory_used_bytes", "gauge", "GPU used memory, in bytes (NVML)"},
-      {"nv_gpu_power_usage", "gauge", "GPU power usage in watts (NVML)"},
-      {"nv_gpu_power_limit", "gauge", "GPU power management limit in watts (NVML)"},
+      {"nv_gpu_utilization", "gauge", "GPU utilization rate [0.0 - 1.0) (NVML)", offsetof(prof_gpu_sample, utilization)},
+      {"nv_gpu_memory_total_bytes", "gauge", "GPU total memory, in bytes (NVML)", offsetof(prof_gpu_sample, mem_total)},
+      {"nv_gpu_memory_used_bytes", "gauge", "GPU used memory, in bytes (NVML)", offsetof(prof_gpu_sample, mem_used)},
+      {"nv_gpu_power_usage", "gauge", "GPU power usage in watts (NVML)", offsetof(prof_gpu_sample, power_w)},
+      {"nv_gpu_power_limit", "gauge", "GPU power management limit in watts (NVML)",
+       offsetof(prof_gpu_sample, power_limit_w)},
       {"inferd_gpu_busy_seconds_total", "counter",
-       "Device time with at least one batch in flight (copies and compute, CUDA events), union over instances"},
-      {"inferd_gpu_busy_fraction", "gauge", "inferd_gpu_busy_seconds_total's rate over the last 5 whole seconds"},
+       "Device time with at least one batch in flight (copies and compute, CUDA events), union over instances",
+       offsetof(prof_gpu_sample, busy_s)},
+      {"inferd_gpu_busy_fraction", "gauge", "inferd_gpu_busy_seconds_total's rate over the last 5 whole seconds",
+       offsetof(prof_gpu_sample, busy_fraction)},
   };
   for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
     int header = 0;
     for (int d = 0; d < n; d++) {
-      double v = k == 0 ? g[d].utilization : k == 1 ? g[d].mem_total : k == 2 ? g[d].mem_used
-               : k == 3 ? g[d].power_w : k == 4 ? g[d].power_limit_w : k == 5 ? g[d].busy_s : g[d].busy_fraction;
+      double v;
+      memcpy(&v, (const char *)&g[d] + m[k].field, sizeof v);
       if (v < 0) continue;
       if (!header) sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name, m[k].type);
       header = 1;

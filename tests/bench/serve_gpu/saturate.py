@@ -129,25 +129,6 @@ _LINE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(\{([^}]*)\})?\s+(\S+)')
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
-def scrape_busy(http, model):
-    """{label tuple: busy seconds} of the model's inferd_instance_busy_seconds_total series."""
-    url = "http://%s/metrics" % http
-    with urllib.request.urlopen(url, timeout=10) as r:
-        text = r.read().decode("utf-8", "replace")
-    series = {}
-    for line in text.splitlines():
-        if not line.startswith(METRIC):
-            continue
-        m = _LINE.match(line)
-        if not m or m.group(1) != METRIC:
-            continue
-        labels = dict(_LABEL.findall(m.group(3) or ""))
-        if labels.get("model") != model:
-            continue
-        series[tuple(sorted(labels.items()))] = float(m.group(4))
-    return series
-
-
 def scrape_all(http):
     """[(name, labels, value)] of every sample on /metrics."""
     url = "http://%s/metrics" % http
@@ -159,6 +140,11 @@ def scrape_all(http):
         if m and not line.startswith("#"):
             out.append((m.group(1), dict(_LABEL.findall(m.group(3) or "")), float(m.group(4))))
     return out
+
+
+def scrape_busy(http, model):
+    """{label tuple: busy seconds} of the model's inferd_instance_busy_seconds_total series."""
+    return {tuple(sorted(l.items())): v for n, l, v in scrape_all(http) if n == METRIC and l.get("model") == model}
 
 
 def pick(samples, name, **labels):
