@@ -623,32 +623,20 @@ static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
     s->out32_off[j] = scr;
     if (p->half && t->dt == DT_FP32) scr += round_up(nbytes(t));
   }
-  // fallback operands: the largest node's FP32 copies
+  // fallback operands: the largest FP32 copies of one node that may fall
+  // back (no FP16 kernel, or one with conditions: Gemm with a general C),
+  // sized without asking each op, which only decides per run
   s->fb_off = scr;
   size_t fb = 0;
-  if (p->half) {
-    for (size_t i = 0; i < pl->n_nodes; i++) {
-      const eng_node *n = eng_graph_node(g, i);
-      if (p->ops[i]->half) continue;  // checked per run; sized as if it might fall back
-      size_t need = 0;
-      for (int k = 0; k < n->n_in; k++)
-        if (n->in[k] >= 0 && pl->cur[n->in[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->in[k]]));
-      for (int k = 0; k < n->n_out; k++)
-        if (n->out[k] >= 0 && pl->cur[n->out[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->out[k]]));
-      if (need > fb) fb = need;
-    }
-    // an op with a conditional FP16 kernel (Gemm with a general C) may fall
-    // back too
-    for (size_t i = 0; i < pl->n_nodes; i++) {
-      const eng_node *n = eng_graph_node(g, i);
-      if (!p->ops[i]->half || p->ops[i]->half == half_always) continue;
-      size_t need = 0;
-      for (int k = 0; k < n->n_in; k++)
-        if (n->in[k] >= 0 && pl->cur[n->in[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->in[k]]));
-      for (int k = 0; k < n->n_out; k++)
-        if (n->out[k] >= 0 && pl->cur[n->out[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->out[k]]));
-      if (need > fb) fb = need;
-    }
+  for (size_t i = 0; p->half && i < pl->n_nodes; i++) {
+    if (p->ops[i]->half == half_always) continue;
+    const eng_node *n = eng_graph_node(g, i);
+    size_t need = 0;
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0 && pl->cur[n->in[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->in[k]]));
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] >= 0 && pl->cur[n->out[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->out[k]]));
+    if (need > fb) fb = need;
   }
   scr += fb;
   if (p->half) TRY(ensure_dev(p, s, &s->scr, &s->scr_base, &s->scr_cap, scr, e));

@@ -369,6 +369,9 @@ static int add_version(srv_sched *s, srv_model *m, srv_version *v, err *e) {
     sl->stages = calloc(vs->n_inputs ? vs->n_inputs : 1, sizeof *sl->stages);
     if (!sl->reqs || !sl->staged || !sl->stages) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     if (!c.dynamic || max_rows < 2) continue;
+    // A GPU instance gathers into its own pinned staging (job->stage); the
+    // host buffer would only serve if that fell short, so it is grown then.
+    if (eng_model_instance_device(v->model, sl->instance) >= 0) continue;
     // Staging for a full batch, sized now so the request path never allocates.
     for (size_t k = 0; k < vs->n_inputs; k++) {
       const eng_io *io = eng_model_input(v->model, k);

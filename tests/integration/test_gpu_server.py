@@ -23,6 +23,24 @@ from tritonclient.utils import InferenceServerException
 import inferd_testlib as lib
 
 
+def _smi_list():
+    """(GPUs nvidia-smi -L lists, None) or (0, why it could not be asked); (None, None) without nvidia-smi."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None, None
+    try:
+        p = subprocess.run([smi, "-L"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        return 0, "nvidia-smi -L failed: %s" % e
+    n = len(re.findall(r"^GPU \d+", p.stdout, re.M))
+    if p.returncode != 0 or n == 0:
+        return 0, "nvidia-smi -L exited %d: %s" % (p.returncode, (p.stdout + p.stderr).strip()[:200] or "(no output)")
+    return n, None
+
+
+_SMI_GPUS, _SMI_ERR = _smi_list()
+
+
 def _gpu_skip_reason():
     """None where a GPU is visible, else why these tests cannot run here."""
     force = os.environ.get("INFERD_TEST_GPU")
@@ -33,19 +51,11 @@ def _gpu_skip_reason():
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None and cvd.strip() in ("", "-1"):
         return "no GPU visible: CUDA_VISIBLE_DEVICES=%r hides every device" % cvd
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
+    if _SMI_GPUS is None:
         if glob.glob("/dev/nvidia[0-9]*"):
             return None
         return "no GPU visible: no nvidia-smi and no /dev/nvidiaN (INFERD_TEST_GPU=1 runs these tests anyway)"
-    try:
-        p = subprocess.run([smi, "-L"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as e:
-        return "no GPU visible: nvidia-smi -L failed: %s" % e
-    if p.returncode != 0 or not re.search(r"^GPU \d+", p.stdout, re.M):
-        return "no GPU visible: nvidia-smi -L exited %d: %s" % (
-            p.returncode, (p.stdout + p.stderr).strip()[:200] or "(no output)")
-    return None
+    return "no GPU visible: " + _SMI_ERR if _SMI_ERR else None
 
 
 _SKIP = _gpu_skip_reason()
@@ -423,11 +433,7 @@ def test_cuda_fault_recovery(tmp_path, rng):
 # --- several GPUs (skipped unless two are visible)
 
 def _visible_gpus():
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return 0
-    p = subprocess.run([smi, "-L"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    return len(re.findall(r"^GPU \d+", p.stdout, re.M)) if p.returncode == 0 else 0
+    return _SMI_GPUS or 0
 
 
 def _two_gpu_repo(out, gpus):
