@@ -31,6 +31,8 @@ void srv_options_usage(const char *prog) {
           "  --strict-readiness BOOL      ready only when every model loaded (default true)\n"
           "  --exit-timeout-secs N        on SIGTERM/SIGINT, how long in-flight requests may take\n"
           "                               before they are cancelled (default 30)\n"
+          "  --allow-client-shm BOOL      let clients register system shared memory regions and pass\n"
+          "                               tensors through them (Triton's flag; default false)\n"
           "  --trace-file PATH            write every Nth request (--trace-rate) as Chrome trace events\n"
           "                               (one span per stage), a file Perfetto and chrome://tracing open\n"
           "  --trace-rate N               trace every Nth request (default 1000)\n"
@@ -113,6 +115,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--trace-file")) o->trace_file = val;
     else if (!strcmp(name, "--trace-rate")) rc = parse_int(name, val, 1, INT_MAX, &o->trace_rate);
     else if (!strcmp(name, "--strict-readiness")) rc = parse_bool(name, val, &o->strict_readiness);
+    else if (!strcmp(name, "--allow-client-shm")) rc = parse_bool(name, val, &o->allow_client_shm);
     else if (!strcmp(name, "--exit-timeout-secs")) rc = parse_int(name, val, 0, 24 * 3600, &o->exit_timeout_secs);
     else if (!strcmp(name, "--log-verbose")) {
       rc = parse_int(name, val, 0, 1000, &lv);

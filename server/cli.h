@@ -14,6 +14,7 @@ typedef struct srv_options {
   int default_max_batch_size;
   int auto_complete_config;  // Triton's auto-complete; --disable-auto-complete-config clears it
   int strict_readiness;
+  int allow_client_shm;  // Triton's --allow-client-shm
   int exit_timeout_secs;
   srv_log_level log_level;
   const char *trace_file;  // NULL: no trace

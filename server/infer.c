@@ -25,6 +25,9 @@ static void fmt_dims(char *buf, size_t cap, int leading_batch, int n, const int6
 
 static void request_free(srv_request *r) {
   if (!r) return;
+  for (size_t i = 0; i < r->n_shm_held; i++) srv_shm_release(r->shm_held[i]);
+  free(r->shm_held);
+  free(r->shm_out);
   if (r->msg) inference__model_infer_request__free_unpacked(r->msg, NULL);
   free(r->typed_buf);
   free(r->inputs);
@@ -139,6 +142,54 @@ static int read_parameters(srv_request *r, err *e) {
   return 0;
 }
 
+// --- client shared memory (Triton's shared_memory_* tensor parameters)
+
+typedef struct shm_ref {
+  const char *region;  // NULL: the tensor does not use shared memory
+  uint64_t byte_size, offset;
+  int has_size;
+} shm_ref;
+
+// Folds one tensor parameter into *ref (others are ignored here).
+static int shm_param(shm_ref *ref, const char *key, const Inference__InferParameter *p, err *e) {
+  if (!p || strncmp(key, "shared_memory_", 14) != 0) return 0;
+  if (strcmp(key, "shared_memory_region") == 0) {
+    if (p->parameter_choice_case != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+      return err_set(e, ERR_INVALID_ARGUMENT, "parameter 'shared_memory_region' must be a string");
+    ref->region = p->string_param;
+  } else if (strcmp(key, "shared_memory_byte_size") == 0) {
+    TRY(uint_param(p, key, &ref->byte_size, e));
+    ref->has_size = 1;
+  } else if (strcmp(key, "shared_memory_offset") == 0) {
+    TRY(uint_param(p, key, &ref->offset, e));
+  }
+  return 0;
+}
+
+// Reads a tensor's shared_memory_* parameters (the parameter entries of
+// inputs and of requested outputs have the same layout).
+#define READ_SHM_REF(ref, what, tensor, e)                                                                  \
+  do {                                                                                                      \
+    for (size_t p_ = 0; p_ < (tensor)->n_parameters; p_++)                                                  \
+      if (shm_param(&(ref), (tensor)->parameters[p_]->key, (tensor)->parameters[p_]->value, (e)))           \
+        return err_prefix((e), "%s '%s': ", what, (tensor)->name);                                          \
+    if (((ref).region != NULL) != (ref).has_size)                                                           \
+      return err_set((e), ERR_INVALID_ARGUMENT,                                                             \
+                     "%s '%s': shared_memory_region and shared_memory_byte_size must be given together", what, \
+                     (tensor)->name);                                                                       \
+  } while (0)
+
+// Checks the pair rule and takes a held reference to the window.
+static int shm_take(srv_server *s, srv_request *r, const char *what, const char *tensor, const shm_ref *ref,
+                    uint8_t **ptr, err *e) {
+  if (!s->shm) return err_set(e, ERR_FAILED_PRECONDITION, "%s '%s': " SRV_SHM_DISABLED_MSG, what, tensor);
+  srv_shm_region *reg;
+  if (srv_shm_acquire(s->shm, ref->region, ref->offset, ref->byte_size, &reg, ptr, e) != 0)
+    return err_prefix(e, "%s '%s': ", what, tensor);
+  r->shm_held[r->n_shm_held++] = reg;
+  return 0;
+}
+
 // Requests are batched only with requests whose non-batch dims are equal.
 static uint64_t shape_key(const eng_tensor *in, size_t n) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the dims after the first
@@ -195,7 +246,25 @@ static int check_input(const srv_model *m, const eng_io *ci, int max_batch,
   return 0;
 }
 
-static int build_request(srv_request *r, err *e) {
+// Reads the shared_memory_* parameters of every input and requested output;
+// *n_in_shm counts the inputs that use them.
+static int read_shm_refs(const Inference__ModelInferRequest *msg, shm_ref *in_refs, shm_ref *out_refs,
+                         size_t *n_in_shm, size_t *n_any, err *e) {
+  *n_in_shm = *n_any = 0;
+  for (size_t i = 0; i < msg->n_inputs; i++) {
+    READ_SHM_REF(in_refs[i], "input", msg->inputs[i], e);
+    *n_in_shm += in_refs[i].region != NULL;
+  }
+  *n_any = *n_in_shm;
+  for (size_t i = 0; i < msg->n_outputs; i++) {
+    READ_SHM_REF(out_refs[i], "output", msg->outputs[i], e);
+    *n_any += out_refs[i].region != NULL;
+  }
+  return 0;
+}
+
+static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_refs, const shm_ref *out_refs,
+                              size_t n_in_shm, err *e) {
   const Inference__ModelInferRequest *msg = r->msg;
   const srv_model *m = r->model;
   const eng_model *em = r->version->model;
@@ -204,15 +273,17 @@ static int build_request(srv_request *r, err *e) {
   r->inputs = calloc(n_cfg ? n_cfg : 1, sizeof *r->inputs);
   if (!r->inputs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
 
+  // raw_input_contents holds one entry per input that is not in shared memory
   int raw = msg->n_raw_input_contents > 0;
-  if (raw && msg->n_raw_input_contents != msg->n_inputs)
-    return err_set(e, ERR_INVALID_ARGUMENT, "raw_input_contents has %zu entries but the request has %zu inputs",
-                   msg->n_raw_input_contents, msg->n_inputs);
+  if (raw && msg->n_raw_input_contents != msg->n_inputs - n_in_shm)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "raw_input_contents has %zu entries but the request has %zu inputs outside shared memory",
+                   msg->n_raw_input_contents, msg->n_inputs - n_in_shm);
+  int rc = 0;
   int *seen = calloc(n_cfg ? n_cfg : 1, sizeof *seen);
   if (!seen) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  int rc = 0;
   int64_t rows = -1;
-  size_t typed_bytes = 0;
+  size_t typed_bytes = 0, raw_i = 0;
   for (size_t i = 0; rc == 0 && i < msg->n_inputs; i++) {
     const Inference__ModelInferRequest__InferInputTensor *in = msg->inputs[i];
     int ci = find_config_input(em, in->name);
@@ -244,20 +315,37 @@ static int build_request(srv_request *r, err *e) {
     memcpy(t->dims, in->shape, in->n_shape * sizeof *in->shape);
     int64_t numel = eng_numel(t->ndims, t->dims);
     t->bytes = (size_t)numel * dtype_size(t->dt);
-    if (raw) {
+    if (in_refs[i].region) {
+      if (typed_count(in->contents)) {
+        rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s': contents given with shared_memory_region", in->name);
+        break;
+      }
+      if (in_refs[i].byte_size != t->bytes) {
+        char got[160];
+        fmt_dims(got, sizeof got, 0, t->ndims, t->dims);
+        rc = err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s': shared_memory_byte_size %" PRIu64 ", expected %zu bytes for shape %s of %s",
+                     in->name, in_refs[i].byte_size, t->bytes, got, dtype_wire_name(t->dt));
+        break;
+      }
+      uint8_t *p = NULL;
+      rc = shm_take(s, r, "input", in->name, &in_refs[i], &p, e);
+      t->data = p;
+    } else if (raw) {
       if (typed_count(in->contents)) {
         rc = err_set(e, ERR_INVALID_ARGUMENT,
                      "input '%s': typed contents and raw_input_contents are mixed in one request", in->name);
         break;
       }
-      if (msg->raw_input_contents[i].len != t->bytes) {
+      const ProtobufCBinaryData *rd = &msg->raw_input_contents[raw_i++];
+      if (rd->len != t->bytes) {
         char got[160];
         fmt_dims(got, sizeof got, 0, t->ndims, t->dims);
         rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s': got %zu bytes of raw data, expected %zu bytes for shape %s of %s",
-                     in->name, msg->raw_input_contents[i].len, t->bytes, got, dtype_wire_name(t->dt));
+                     in->name, rd->len, t->bytes, got, dtype_wire_name(t->dt));
         break;
       }
-      t->data = msg->raw_input_contents[i].data;
+      t->data = rd->data;
     } else {
       if (!typed_count(in->contents) && numel > 0) {
         rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s' has no data (neither contents nor raw_input_contents)",
@@ -273,13 +361,14 @@ static int build_request(srv_request *r, err *e) {
   free(seen);
   if (rc) return rc;
 
-  if (!raw && typed_bytes) {
+  if (typed_bytes) {
     uint8_t *buf = malloc(typed_bytes);
     if (!buf) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     r->typed_buf = buf;
     size_t off = 0;
     for (size_t i = 0; i < msg->n_inputs; i++) {
       const Inference__ModelInferRequest__InferInputTensor *in = msg->inputs[i];
+      if (in_refs[i].region) continue;
       eng_tensor *t = &r->inputs[find_config_input(em, in->name)];
       t->data = buf + off;
       TRY(convert_typed(in->name, t->dt, in->contents, eng_numel(t->ndims, t->dims), buf + off, e));
@@ -298,6 +387,13 @@ static int build_request(srv_request *r, err *e) {
       return err_set(e, ERR_INVALID_ARGUMENT, "unknown requested output '%s' for model '%s'", msg->outputs[i]->name,
                      m->name);
     if (k < 64) r->outputs_mask |= (uint64_t)1 << k;
+    if (!out_refs[i].region) continue;
+    if (!r->shm_out && !(r->shm_out = calloc(n_out, sizeof *r->shm_out)))
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    srv_shm_out *o = &r->shm_out[k];
+    TRY(shm_take(s, r, "output", msg->outputs[i]->name, &out_refs[i], &o->ptr, e));
+    o->cap = out_refs[i].byte_size;
+    o->region = out_refs[i].region;
   }
   if (msg->n_outputs == 0) r->outputs_mask = n_out >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n_out) - 1);
   r->item.rows = rows < 0 ? 1 : rows;
@@ -305,6 +401,19 @@ static int build_request(srv_request *r, err *e) {
   TRY(read_parameters(r, e));
   r->item.shape_key = shape_key(r->inputs, n_cfg);
   return 0;
+}
+
+static int build_request(srv_server *s, srv_request *r, err *e) {
+  const Inference__ModelInferRequest *msg = r->msg;
+  shm_ref *refs = calloc(msg->n_inputs + msg->n_outputs + 1, sizeof *refs);
+  if (!refs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  size_t n_in_shm, n_any_shm;
+  int rc = read_shm_refs(msg, refs, refs + msg->n_inputs, &n_in_shm, &n_any_shm, e);
+  if (rc == 0 && n_any_shm && !(r->shm_held = calloc(n_any_shm, sizeof *r->shm_held)))
+    rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  if (rc == 0) rc = build_request_with(s, r, refs, refs + msg->n_inputs, n_in_shm, e);
+  free(refs);
+  return rc;
 }
 
 void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
@@ -327,7 +436,7 @@ void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len
   int rc;
   if (!r->msg) rc = err_set(&e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
   else rc = srv_registry_find(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, &e);
-  if (rc == 0) rc = build_request(r, &e);
+  if (rc == 0) rc = build_request(s, r, &e);
   if (rc) {
     record_failure(r->version, SRV_FAIL_REJECTED, t_recv);
     srv_log(SRV_LOG_DEBUG, "ModelInfer rejected: %s", e.msg);
@@ -374,6 +483,17 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
     otp[n] = &ots[n];
     raws[n].data = (uint8_t *)t->data + off;
     raws[n].len = batched ? row_bytes * (size_t)r->item.rows : t->bytes;
+    const srv_shm_out *so = r->shm_out && r->shm_out[k].ptr ? &r->shm_out[k] : NULL;
+    if (so) {
+      // written where the client asked; the response keeps an empty entry so
+      // raw_output_contents stays indexed like outputs (as Triton's does)
+      if (raws[n].len > so->cap)
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "output '%s': %zu bytes do not fit in the %" PRIu64 " bytes given in shared memory region '%s'",
+                       ots[n].name, raws[n].len, so->cap, so->region);
+      memcpy(so->ptr, raws[n].data, raws[n].len);
+      raws[n].len = 0;
+    }
     n++;
   }
   resp.n_outputs = n;

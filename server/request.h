@@ -12,6 +12,14 @@
 #include "grpc_service.pb-c.h"
 #include "server/grpc_front.h"
 #include "server/registry.h"
+#include "server/shm.h"
+
+// A requested output that goes to client shared memory.
+typedef struct srv_shm_out {
+  uint8_t *ptr;        // byte 0 of the window, held through srv_request.shm_held
+  uint64_t cap;        // the window's size
+  const char *region;  // its name, for messages (points into the request)
+} srv_shm_out;
 
 typedef struct srv_request {
   bat_item item;  // item.payload points back here
@@ -23,6 +31,12 @@ typedef struct srv_request {
   eng_tensor *inputs;                 // config input order, pointing into msg or typed_buf
   void *typed_buf;                    // typed contents converted to raw bytes
   uint64_t outputs_mask;              // requested config outputs (bit i = output i)
+  // client shared memory: every region the request reads or writes, held
+  // until it is freed; shm_out[k] (NULL when none) is where config output k
+  // goes instead of the response
+  srv_shm_region **shm_held;
+  size_t n_shm_held;
+  srv_shm_out *shm_out;
   int64_t t_recv_us, t_enqueue_us;
   int traced;  // sampled for the trace file
   // preserve_ordering: the answer waits here until every earlier request's has gone

@@ -1,6 +1,7 @@
 // rpc.c: every gRPC method but ModelInfer: health, metadata, config,
 // statistics, repository index, grpc.health.v1 and server reflection, and
 // the table that registers them with the front end.
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,13 +106,14 @@ static void health_check(void *ctx, srv_call *call, const uint8_t *req, size_t l
 // --- metadata and config
 
 static void server_metadata(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
-  (void)ctx, (void)req, (void)len;
-  // Only what is really implemented; clients probe this list.
-  static char *ext[] = {"model_configuration", "statistics"};
+  (void)req, (void)len;
+  // Only what is really implemented (and enabled); clients probe this list.
+  srv_server *s = ctx;
+  static char *ext[] = {"model_configuration", "statistics", "system_shared_memory"};
   Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
   r.name = "inferd";
   r.version = INFERD_VERSION;
-  r.n_extensions = sizeof ext / sizeof ext[0];
+  r.n_extensions = sizeof ext / sizeof ext[0] - (s->shm ? 0 : 1);
   r.extensions = ext;
   reply_msg(call, &r.base);
 }
@@ -381,6 +383,91 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
   inference__repository_index_request__free_unpacked(q, NULL);
 }
 
+// --- system shared memory (Triton's system_shared_memory extension)
+
+// Answers FAILED_PRECONDITION unless the server was started with
+// --allow-client-shm (Triton's default too: a client that may register any
+// key may read any shared memory object the server can open).
+static int shm_or_fail(srv_server *s, srv_call *call) {
+  if (s->shm) return 0;
+  srv_call_fail(call, ERR_FAILED_PRECONDITION, SRV_SHM_DISABLED_MSG);
+  return -1;
+}
+
+static void shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  if (shm_or_fail(s, call)) return;
+  Inference__SystemSharedMemoryRegisterRequest *q = (Inference__SystemSharedMemoryRegisterRequest *)unpack_or_fail(
+      call, &inference__system_shared_memory_register_request__descriptor, req, len);
+  if (!q) return;
+  err e;
+  if (srv_shm_register(s->shm, q->name, q->key, q->offset, q->byte_size, &e) != 0) {
+    srv_call_fail(call, (int)e.code, e.msg);
+  } else {
+    srv_log(SRV_LOG_INFO, "shared memory region '%s' registered: key '%s', offset %" PRIu64 ", %" PRIu64 " bytes",
+            q->name, q->key, q->offset, q->byte_size);
+    Inference__SystemSharedMemoryRegisterResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
+    reply_msg(call, &r.base);
+  }
+  inference__system_shared_memory_register_request__free_unpacked(q, NULL);
+}
+
+static void shm_unregister(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  if (shm_or_fail(s, call)) return;
+  Inference__SystemSharedMemoryUnregisterRequest *q = (Inference__SystemSharedMemoryUnregisterRequest *)unpack_or_fail(
+      call, &inference__system_shared_memory_unregister_request__descriptor, req, len);
+  if (!q) return;
+  size_t n = srv_shm_unregister(s->shm, q->name);
+  if (n) srv_log(SRV_LOG_INFO, "%zu shared memory region(s) unregistered (%s)", n, *q->name ? q->name : "all");
+  Inference__SystemSharedMemoryUnregisterResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+  reply_msg(call, &r.base);
+  inference__system_shared_memory_unregister_request__free_unpacked(q, NULL);
+}
+
+static void shm_status(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  if (shm_or_fail(s, call)) return;
+  Inference__SystemSharedMemoryStatusRequest *q = (Inference__SystemSharedMemoryStatusRequest *)unpack_or_fail(
+      call, &inference__system_shared_memory_status_request__descriptor, req, len);
+  if (!q) return;
+  err e;
+  srv_shm_info *info;
+  size_t n;
+  if (srv_shm_status(s->shm, q->name, &info, &n, &e) != 0) {
+    srv_call_fail(call, (int)e.code, e.msg);
+    inference__system_shared_memory_status_request__free_unpacked(q, NULL);
+    return;
+  }
+  Inference__SystemSharedMemoryStatusResponse__RegionStatus *st = calloc(n ? n : 1, sizeof *st);
+  Inference__SystemSharedMemoryStatusResponse__RegionsEntry *ent = calloc(n ? n : 1, sizeof *ent);
+  Inference__SystemSharedMemoryStatusResponse__RegionsEntry **entp = calloc(n ? n : 1, sizeof *entp);
+  if (!st || !ent || !entp) {
+    srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      inference__system_shared_memory_status_response__region_status__init(&st[i]);
+      st[i].name = info[i].name;
+      st[i].key = info[i].key;
+      st[i].offset = info[i].offset;
+      st[i].byte_size = info[i].byte_size;
+      inference__system_shared_memory_status_response__regions_entry__init(&ent[i]);
+      ent[i].key = info[i].name;
+      ent[i].value = &st[i];
+      entp[i] = &ent[i];
+    }
+    Inference__SystemSharedMemoryStatusResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+    r.n_regions = n;
+    r.regions = entp;
+    reply_msg(call, &r.base);
+  }
+  free(entp);
+  free(ent);
+  free(st);
+  srv_shm_info_free(info, n);
+  inference__system_shared_memory_status_request__free_unpacked(q, NULL);
+}
+
 // --- reflection (bidi stream, one answer per request)
 
 static int reflection_answer(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, err *e) {
@@ -399,6 +486,9 @@ size_t srv_methods(srv_server *s, srv_method *out, size_t cap) {
       {SVC "ModelInfer", srv_infer_handler, NULL, s},
       {SVC "ModelStatistics", model_statistics, NULL, s},
       {SVC "RepositoryIndex", repository_index, NULL, s},
+      {SVC "SystemSharedMemoryStatus", shm_status, NULL, s},
+      {SVC "SystemSharedMemoryRegister", shm_register, NULL, s},
+      {SVC "SystemSharedMemoryUnregister", shm_unregister, NULL, s},
       {"/grpc.health.v1.Health/Check", health_check, NULL, s},
       {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", NULL, reflection_answer, s},
       {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", NULL, reflection_answer, s},

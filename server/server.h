@@ -10,6 +10,7 @@
 #include "server/reflection.h"
 #include "server/registry.h"
 #include "server/sched.h"
+#include "server/shm.h"
 #include "server/trace.h"
 
 typedef struct srv_server {
@@ -18,12 +19,16 @@ typedef struct srv_server {
   srv_reflection *reflection;
   prof_trace *trace;       // NULL unless --trace-file
   prof_gpus *gpus;         // the visible GPUs' metrics (none: a CPU-only server)
+  srv_shm *shm;            // client system shared memory; NULL unless --allow-client-shm
   int strict_readiness;    // ready only when every model is (Triton's default)
   atomic_int draining;     // set once shutdown began: not ready, new work refused
   atomic_llong infer_inflight;     // ModelInfer calls received and not yet answered
   atomic_llong infer_last_call_us; // when the last ModelInfer call arrived
   _Atomic uint64_t http_requests;
 } srv_server;
+
+#define SRV_SHM_DISABLED_MSG \
+  "client shared memory is disabled: start inferd with --allow-client-shm=true to register and use regions"
 
 // Every gRPC method the server answers, for srv_grpc_create.
 size_t srv_methods(srv_server *s, srv_method *out, size_t cap);

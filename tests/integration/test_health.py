@@ -104,8 +104,6 @@ def _expect_unimplemented(fn):
 
 
 def test_unimplemented_methods(channel, stub, pb, client):
-    _expect_unimplemented(lambda: stub.SystemSharedMemoryStatus(pb.service.SystemSharedMemoryStatusRequest(),
-                                                                timeout=10))
     _expect_unimplemented(lambda: stub.CudaSharedMemoryStatus(pb.service.CudaSharedMemoryStatusRequest(),
                                                               timeout=10))
     _expect_unimplemented(lambda: stub.RepositoryModelLoad(pb.service.RepositoryModelLoadRequest(model_name="mlp"),

@@ -52,3 +52,31 @@ def test_perf_analyzer_drives_inferd(server, client, tmp_path):
     assert after.inference_stats.success.count - before.inference_stats.success.count >= requests
     assert after.inference_stats.fail.count == before.inference_stats.fail.count
     print("perf_analyzer: %d requests, %s infer/s at concurrency 2" % (requests, rows[0]["Inferences/Second"]))
+
+
+def test_perf_analyzer_system_shared_memory(start_server, tmp_path):
+    """perf_analyzer --shared-memory system: it registers its own regions, sends every tensor through them,
+    and inferd answers each request without the bytes in the messages."""
+    pa = _perf_analyzer()
+    if not pa:
+        pytest.skip("perf_analyzer not installed (bash deploy/install-perf-analyzer.sh; CI installs it)")
+    srv = start_server(["--allow-client-shm", "true"])
+    import tritonclient.grpc as grpcclient
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        before = c.get_inference_statistics("mlp", "1").model_stats[0].inference_stats.success.count
+        cmd = [pa, "-m", "mlp", "-u", srv.grpc_url, "-i", "grpc", "--shared-memory", "system",
+               "--output-shared-memory-size", "4096", "--concurrency-range", "2:2", "--measurement-interval", "1000",
+               "--stability-percentage", "1000", "--max-trials", "20"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        out = p.stdout + p.stderr
+        assert p.returncode == 0, "perf_analyzer exit %d:\n%s" % (p.returncode, out[-4000:])
+        m = re.search(r"Request count: (\d+)", out)
+        assert m and int(m.group(1)) > 0, out[-4000:]
+        st = c.get_inference_statistics("mlp", "1").model_stats[0].inference_stats
+        assert st.success.count - before >= int(m.group(1))
+        assert st.fail.count == 0
+        # it did register regions (the server logs each), and unregistered them when done
+        assert re.search(r"shared memory region '[^']+' registered", srv.stderr_text()), srv.stderr_tail()
+        assert c.get_system_shared_memory_status(as_json=True).get("regions", {}) == {}
+    srv.stop()
+    srv.assert_clean_exit()
