@@ -46,14 +46,7 @@ SHARED_SERVER_ARGS = ["--strict-readiness", "false"]
 @pytest.fixture(scope="session")
 def server(repo_dir):
     """The shared server. Teardown: SIGTERM, exit code 0, no sanitizer report."""
-    srv = lib.ServerProcess(repo_dir, SHARED_SERVER_ARGS)
-    try:
-        srv.start()
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield srv
-    srv.stop()
-    srv.assert_clean_exit()
+    yield from lib.served(repo_dir, SHARED_SERVER_ARGS)
 
 
 @pytest.fixture(autouse=True)

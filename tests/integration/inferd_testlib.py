@@ -133,6 +133,20 @@ class ServerProcess:
                                      % (rc, bad, self.stderr_tail()))
 
 
+def served(repo_dir, extra_args=(), **kw):
+    """The body of a server fixture (`yield from lib.served(...)`): starts a server, failing the test
+    that needs it when it cannot start, yields it, then stops it and asserts the teardown contract."""
+    import pytest
+    srv = ServerProcess(repo_dir, extra_args, **kw)
+    try:
+        srv.start()
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield srv
+    srv.stop()
+    srv.assert_clean_exit()
+
+
 # --- HTTP
 
 def http_get(url, timeout=10):

@@ -227,14 +227,7 @@ def configmap_server(tmp_path_factory):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
             f.write(data)
-    srv = lib.ServerProcess(root, ["--strict-readiness", "true"])
-    try:
-        srv.start()
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield srv
-    srv.stop()
-    srv.assert_clean_exit()
+    yield from lib.served(root, ["--strict-readiness", "true"])
 
 
 def test_configmap_model_repository_serves(configmap_server):

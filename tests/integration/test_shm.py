@@ -38,14 +38,7 @@ def soracle(shm_repo):
 
 @pytest.fixture(scope="module")
 def shm_server(shm_repo):
-    srv = lib.ServerProcess(shm_repo[0], ["--allow-client-shm", "true"])
-    try:
-        srv.start()
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield srv
-    srv.stop()
-    srv.assert_clean_exit()
+    yield from lib.served(shm_repo[0], ["--allow-client-shm", "true"])
 
 
 @pytest.fixture(scope="module")
