@@ -125,6 +125,8 @@ enum {
   O_SHAPE,
   O_DATA,
   O_VALIDATE,
+  O_SHM,
+  O_OUT_SHM_SIZE,
   O_INTERVAL,
   O_STAB,
   O_TRIALS,
@@ -158,6 +160,8 @@ static const opt_def OPTS[] = {
     {"shape", 0, true, O_SHAPE},
     {"input-data", 0, true, O_DATA},
     {"validate-identity", 0, false, O_VALIDATE},
+    {"shared-memory", 0, true, O_SHM},
+    {"output-shared-memory-size", 0, true, O_OUT_SHM_SIZE},
     {"measurement-interval", 'p', true, O_INTERVAL},
     {"stability-percentage", 's', true, O_STAB},
     {"max-trials", 'r', true, O_TRIALS},
@@ -188,6 +192,10 @@ void ld_usage(FILE *f) {
       "                                 little-endian bytes: a file (one input) or a directory\n"
       "                                 with one file per input, named after the input\n"
       "  --validate-identity            each output must equal the input of the same index\n"
+      "  --shared-memory none|system    system: inputs and outputs go through POSIX shared memory\n"
+      "                                 regions registered with the server (same host; inferd\n"
+      "                                 needs --allow-client-shm true); default none\n"
+      "  --output-shared-memory-size N  bytes of each output's region (default 102400)\n"
       "  -p, --measurement-interval MS  window length (default 2000)\n"
       "  -s, --stability-percentage P   stable when the last 3 windows are within P% (default 10)\n"
       "  -r, --max-trials N             at most N windows per level (default 10)\n"
@@ -198,7 +206,7 @@ void ld_usage(FILE *f) {
       "  --seed N                       random inputs and poisson arrivals (default 1)\n"
       "  -v, --verbose                  more progress on stderr\n"
       "Exit status: 0 when the load ran (even with request errors), 1 when the server or model\n"
-      "could not be reached or described, 2 for usage errors.\n",
+      "could not be reached or described or shared memory could not be set up, 2 for usage errors.\n",
       f);
 }
 
@@ -274,6 +282,24 @@ static int apply(ld_opts *o, const opt_def *d, const char *name, const char *v, 
     case O_VALIDATE:
       o->validate_identity = true;
       return 0;
+    case O_SHM:
+      if (strcmp(v, "none") == 0)
+        o->shared_memory = LD_SHM_NONE;
+      else if (strcmp(v, "system") == 0)
+        o->shared_memory = LD_SHM_SYSTEM;
+      else if (strcmp(v, "cuda") == 0)
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "--shared-memory cuda is not supported by inferd-load (none or system)");
+      else
+        return err_set(e, ERR_INVALID_ARGUMENT, "--shared-memory wants none or system, got '%s'", v);
+      return 0;
+    case O_OUT_SHM_SIZE: {
+      long long x;
+      if (parse_long(v, 1, (long long)1 << 40, &x) != 0)
+        return err_set(e, ERR_INVALID_ARGUMENT, "%s wants a byte count in [1, 2^40], got '%s'", name, v);
+      o->output_shm_size = (size_t)x;
+      return 0;
+    }
     case O_INTERVAL:
       return int_opt(name, v, 10, 3600 * 1000, &o->interval_ms, e);
     case O_STAB: {
@@ -326,6 +352,7 @@ int ld_opts_parse(int argc, char **argv, ld_opts *o, err *e) {
   o->max_trials = 10;
   o->timeout_ms = 30000;
   o->seed = 1;
+  o->output_shm_size = LD_OUTPUT_SHM_SIZE_DEFAULT;
   bool have_conc = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = NULL;
@@ -356,6 +383,13 @@ int ld_opts_parse(int argc, char **argv, ld_opts *o, err *e) {
     return err_set(e, ERR_INVALID_ARGUMENT, "--concurrency-range and --request-rate-range exclude each other");
   if (!o->model || !*o->model) return err_set(e, ERR_INVALID_ARGUMENT, "-m MODEL is required");
   if (!*o->url) return err_set(e, ERR_INVALID_ARGUMENT, "-u wants HOST:PORT");
+  // Every in-flight request writes its outputs into the same regions, so
+  // no answer's outputs can be read back without racing the next request's.
+  if (o->validate_identity && o->shared_memory == LD_SHM_SYSTEM)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "--validate-identity cannot be used with --shared-memory system: all requests in flight share "
+                   "the output regions, so an answer's outputs cannot be read back without racing the next "
+                   "request's writes");
   if (o->mode == LD_CLOSED && o->range.end > 16384)
     return err_set(e, ERR_INVALID_ARGUMENT, "--concurrency-range: at most 16384 requests in flight");
   return 0;

@@ -2,8 +2,8 @@
 // Triton gRPC servers. Learns the model, builds one request, then for each
 // load level runs measurement windows until they are stable and reports the
 // last three merged. Exit: 0 ran (request errors included), 1 the server or
-// model could not be reached or described (or an output file not written),
-// 2 usage.
+// model could not be reached or described, shared memory regions could not
+// be made or registered (or an output file not written), 2 usage.
 #include <grpc/grpc.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -19,7 +19,9 @@
 #include "clients/load/report.h"
 #include "clients/load/request.h"
 #include "clients/load/rpc.h"
+#include "clients/load/shm.h"
 #include "clients/load/stats.h"
+#include "engine/dtype.h"
 
 #define CONTROL_TIMEOUT_MS 10000
 #define TICK_NS 50000000ull  // the measuring thread looks at Ctrl-C this often
@@ -132,6 +134,24 @@ out:
   return rcode;
 }
 
+// A note when an output whose size the metadata fixes cannot fit in its
+// region: the server would then fail every request with INVALID_ARGUMENT.
+static void check_output_sizes(const ld_model *m, int rows, size_t region) {
+  for (size_t k = 0; k < m->n_outputs; k++) {
+    const ld_tensor_meta *t = &m->outputs[k];
+    size_t esz = dtype_size(dtype_from_wire(t->datatype)), bytes = esz;
+    for (size_t d = 0; d < t->rank && bytes; d++) {
+      int64_t dim = d == 0 && m->batching ? rows : t->shape[d];
+      bytes = dim < 0 ? 0 : bytes * (size_t)dim;  // variable dims: known only from the answer
+    }
+    if (bytes > region)
+      fprintf(stderr,
+              "inferd-load: note: output '%s' takes %zu bytes, more than --output-shared-memory-size %zu: "
+              "every request will fail\n",
+              t->name, bytes, region);
+  }
+}
+
 static int usage_error(const err *e) {
   fprintf(stderr, "inferd-load: %s\n(inferd-load --help for the options)\n", e->msg);
   return 2;
@@ -159,6 +179,9 @@ int main(int argc, char **argv) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
   sigaction(SIGINT, &sa, NULL);
+  // Shared memory objects outlive the process: a SIGTERM also goes through
+  // the cleanup at the end, which unregisters and removes them.
+  if (o.shared_memory == LD_SHM_SYSTEM) sigaction(SIGTERM, &sa, NULL);
 
   grpc_init();
   int exit_code = 0;
@@ -168,6 +191,7 @@ int main(int argc, char **argv) {
   size_t n_in = 0;
   uint8_t *req = NULL;
   size_t req_len = 0;
+  ld_shm_set *shm = NULL;
   ld_driver *drv = NULL;
   ld_result *results = NULL;
   size_t n_results = 0;
@@ -191,8 +215,9 @@ int main(int argc, char **argv) {
             "inferd-load: note: --validate-identity on a model with %zu inputs and %zu outputs: "
             "every reply will count as VALIDATION\n",
             n_in, m->n_outputs);
-  fprintf(stderr, "inferd-load: model '%s' (%s), %d thread(s), %d connection(s), windows of %d ms\n", m->name,
-          m->batching ? "batching" : "no batching", threads, connections, o.interval_ms);
+  fprintf(stderr, "inferd-load: model '%s' (%s), %d thread(s), %d connection(s), windows of %d ms%s\n", m->name,
+          m->batching ? "batching" : "no batching", threads, connections, o.interval_ms,
+          o.shared_memory == LD_SHM_SYSTEM ? ", shared memory: system" : "");
   for (size_t i = 0; i < n_in; i++) {
     char sb[256];
     fprintf(stderr, "  input %s %s %s (%zu bytes, %s)\n", in[i].name, in[i].datatype,
@@ -201,7 +226,22 @@ int main(int argc, char **argv) {
             : o.data == LD_DATA_ZERO ? "zeros"
                                      : "random");
   }
-  if (ld_request_encode(o.model, o.version, in, n_in, &req, &req_len, &e) != 0) {
+  ld_request_spec spec = {.model = o.model, .version = o.version, .in = in, .n_in = n_in};
+  if (o.shared_memory == LD_SHM_SYSTEM) {
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "inferd_load_%ld", (long)getpid());
+    if (ld_shm_set_create(ctl, ctl_timeout, prefix, in, n_in, m, o.output_shm_size, &shm, &e) != 0) {
+      fprintf(stderr, "inferd-load: --shared-memory system: %s\n", e.msg);
+      exit_code = 1;
+      goto done;
+    }
+    spec.in_shm = ld_shm_set_inputs(shm);
+    spec.out = ld_shm_set_outputs(shm, &spec.n_out);
+    fprintf(stderr, "inferd-load: shared memory: system, %zu region(s) '%s_*' registered, %zu bytes per output\n",
+            ld_shm_set_count(shm), prefix, o.output_shm_size);
+    check_output_sizes(m, o.rows, o.output_shm_size);
+  }
+  if (ld_request_encode_spec(&spec, &req, &req_len, &e) != 0) {
     fprintf(stderr, "inferd-load: %s\n", e.msg);
     exit_code = 1;
     goto done;
@@ -260,7 +300,11 @@ int main(int argc, char **argv) {
   }
 
 done:
-  ld_driver_destroy(drv);
+  ld_driver_destroy(drv);  // first: no request may still use the regions
+  if (ld_shm_set_destroy(shm, ctl, ctl_timeout, &e) != 0) {
+    fprintf(stderr, "inferd-load: %s\n", e.msg);
+    if (exit_code == 0) exit_code = 1;
+  }
   free(results);
   free(req);
   ld_inputs_free(in, n_in);

@@ -1,17 +1,23 @@
 """inferd-load (clients/load/) against a real inferd: closed and open loop, server statistics,
---validate-identity on an identity model made here, and the exit status for request errors
-(0, counted by gRPC status name), an unknown model or unreachable server (1) and usage errors (2).
+--validate-identity on an identity model made here, --shared-memory system against a server with
+--allow-client-shm (regions registered, unregistered and removed from /dev/shm, on Ctrl-C too), and
+the exit status for request errors (0, counted by gRPC status name), an unknown model, unreachable
+server or refused shared memory (1) and usage errors (2).
 
-The binary is INFERD_LOAD_BIN (default build/bin/inferd-load). Windows are short
+The binary is INFERD_LOAD_BIN (default: the inferd-load beside INFERD_BIN, else build/bin/inferd-load). Windows are short
 (--measurement-interval 500 --max-trials 4) so the file stays well under a minute on 2 cores.
 """
 
 import csv
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
+import time
 
+import grpc
 import onnx
 import pytest
 from onnx import TensorProto, helper
@@ -23,7 +29,14 @@ PERCENTILES = ["p50_us", "p90_us", "p95_us", "p99_us", "p999_us"]
 
 
 def load_bin():
-    return os.environ.get("INFERD_LOAD_BIN", os.path.join(lib.REPO_ROOT, "build", "bin", "inferd-load"))
+    if "INFERD_LOAD_BIN" in os.environ:
+        return os.environ["INFERD_LOAD_BIN"]
+    # The inferd-load built beside the inferd under test, when there is one.
+    if "INFERD_BIN" in os.environ:
+        sibling = os.path.join(os.path.dirname(os.environ["INFERD_BIN"]), "inferd-load")
+        if os.access(sibling, os.X_OK):
+            return sibling
+    return os.path.join(lib.REPO_ROOT, "build", "bin", "inferd-load")
 
 
 def run_load(url, *args, timeout=60):
@@ -222,3 +235,148 @@ def test_usage_errors_exit_2(args, msg):
     p = run_load("127.0.0.1:1", *args)
     assert p.returncode == 2, explain(p)
     assert msg in p.stderr, p.stderr
+
+
+# --- --shared-memory system (Triton's system shared memory extension)
+
+SHM_PREFIX = "inferd_load_"
+SHM_SERVER_ARGS = ["--strict-readiness", "false", "--allow-client-shm", "true"]
+
+
+def shm_objects():
+    """inferd-load's objects in /dev/shm (other processes' runs included: compare before and after)."""
+    return {f for f in os.listdir("/dev/shm") if f.startswith(SHM_PREFIX)}
+
+
+def shm_run_prefix(stderr):
+    """The region prefix a run printed: "... region(s) 'inferd_load_<pid>_*' registered ..."."""
+    m = re.search(r"region\(s\) '(inferd_load_\d+)_\*' registered", stderr)
+    assert m, stderr
+    return m.group(1)
+
+
+def server_log(srv, *needles, timeout=10):
+    """The server's stderr once it holds every needle (its reader thread may lag the RPC that logged)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        log = srv.stderr_text()
+        if all(n in log for n in needles) or time.monotonic() > deadline:
+            return log
+        time.sleep(0.05)
+
+
+def shm_stub(srv, pb):
+    ch = grpc.insecure_channel(srv.grpc_url)
+    grpc.channel_ready_future(ch).result(timeout=30)
+    return ch, pb.grpc.GRPCInferenceServiceStub(ch)
+
+
+@pytest.fixture(scope="module")
+def shm_server(repo_dir):
+    """A private server that lets clients register shared memory."""
+    yield from lib.served(repo_dir, SHM_SERVER_ARGS)
+
+
+def test_shared_memory_system(shm_server, pb, tmp_path):
+    ch, stub = shm_stub(shm_server, pb)
+    try:
+        md = stub.ModelMetadata(pb.service.ModelMetadataRequest(name="mlp"))
+        before_objs = shm_objects()
+        before = success_count(stub, pb, "mlp")
+        json_path = str(tmp_path / "shm.json")
+        p = run_load(shm_server.grpc_url, "-m", "mlp", "--shared-memory", "system", "--concurrency-range", "1:4:3",
+                     "--json", json_path, *FAST)
+        after = success_count(stub, pb, "mlp")
+        assert p.returncode == 0, explain(p)
+        assert "shared memory: system" in p.stderr, p.stderr
+        levels = read_json(json_path)
+        assert [l["level"] for l in levels] == [1, 4]
+        for l in levels:
+            assert l["errors"] == 0 and l["errors_by_status"] == {}, l
+        measured = sum(l["requests"] for l in levels)
+        assert measured > 0
+        assert after - before >= measured, (before, after, measured)
+
+        # One region per input and per output, registered and then unregistered by name.
+        prefix = shm_run_prefix(p.stderr)
+        names = ["%s_in%d" % (prefix, i) for i in range(len(md.inputs))] + \
+                ["%s_out%d" % (prefix, k) for k in range(len(md.outputs))]
+        log = server_log(shm_server, *["unregistered (%s)" % n for n in names])
+        for n in names:
+            assert re.search(r"shared memory region '%s' registered: key '/%s', offset 0, \d+ bytes" % (n, n), log), log
+            assert "shared memory region(s) unregistered (%s)" % n in log, log
+        assert "shared memory region '%s_in0' registered: key '/%s_in0', offset 0, 4096 bytes" % (prefix, prefix) in log
+        assert "'%s_out0' registered: key '/%s_out0', offset 0, 102400 bytes" % (prefix, prefix) in log
+        assert not stub.SystemSharedMemoryStatus(pb.service.SystemSharedMemoryStatusRequest()).regions
+        assert shm_objects() - before_objs == set()
+    finally:
+        ch.close()
+
+
+def test_shared_memory_output_region_too_small(shm_server, pb, tmp_path):
+    """The outputs really go to the region: one too small for mlp's 40 output bytes fails every request."""
+    before_objs = shm_objects()
+    json_path = str(tmp_path / "small.json")
+    p = run_load(shm_server.grpc_url, "-m", "mlp", "--shared-memory", "system", "--output-shared-memory-size", "16",
+                 "--json", json_path, "--measurement-interval", "300", "--max-trials", "3")
+    assert p.returncode == 0, explain(p)
+    assert "output 'OUTPUT0' takes 40 bytes, more than --output-shared-memory-size 16" in p.stderr, p.stderr
+    (level,) = read_json(json_path)
+    assert level["requests"] == 0 and level["errors_by_status"].get("INVALID_ARGUMENT", 0) > 0, level
+    ch, stub = shm_stub(shm_server, pb)
+    try:
+        assert not stub.SystemSharedMemoryStatus(pb.service.SystemSharedMemoryStatusRequest()).regions
+    finally:
+        ch.close()
+    assert shm_objects() - before_objs == set()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_shared_memory_cleanup_on_signal(shm_server, pb, sig):
+    """Ctrl-C (and SIGTERM) mid-run still unregisters and removes the regions."""
+    before_objs = shm_objects()
+    proc = subprocess.Popen([load_bin(), "-u", shm_server.grpc_url, "-m", "mlp", "--shared-memory", "system",
+                             "--measurement-interval", "5000", "--max-trials", "10"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Wait until the regions exist (registration done), then interrupt the first window.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(shm_objects() - before_objs) < 2 and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, "exit %d\nstdout:\n%s\nstderr:\n%s" % (proc.returncode, out, err)
+    assert "interrupted" in err, err
+    assert not [l for l in err.splitlines() if any(m in l for m in lib.SANITIZER_MARKERS)], err
+    prefix = shm_run_prefix(err)
+    unreg = "shared memory region(s) unregistered (%s_in0)" % prefix
+    assert unreg in server_log(shm_server, unreg)
+    ch, stub = shm_stub(shm_server, pb)
+    try:
+        assert not stub.SystemSharedMemoryStatus(pb.service.SystemSharedMemoryStatusRequest()).regions
+    finally:
+        ch.close()
+    assert shm_objects() - before_objs == set()
+
+
+def test_shared_memory_refused_without_allow_client_shm(server):
+    """The shared server lacks --allow-client-shm: a fatal error naming the server's answer, nothing left behind."""
+    before_objs = shm_objects()
+    p = run_load(server.grpc_url, "-m", "mlp", "--shared-memory", "system", "--measurement-interval", "300")
+    assert p.returncode == 1, explain(p)
+    assert "FAILED_PRECONDITION" in p.stderr and "--allow-client-shm" in p.stderr, p.stderr
+    assert "cannot register shared memory region 'inferd_load_" in p.stderr, p.stderr
+    assert p.stdout == ""
+    assert shm_objects() - before_objs == set()
+
+
+def test_shared_memory_refuses_validate_identity():
+    p = run_load("127.0.0.1:1", "-m", "mlp", "--shared-memory", "system", "--validate-identity")
+    assert p.returncode == 2, explain(p)
+    assert "--validate-identity cannot be used with --shared-memory system" in p.stderr, p.stderr

@@ -55,6 +55,23 @@ def goal(ok):
     return "met" if ok else "**missed**"
 
 
+def busy_section(out, tag, how, r):
+    """One line: the engine's busy seconds over the window between TAG0 and TAG1's metrics snapshots."""
+    b0 = metric(os.path.join(out, tag + "0.metrics"), "inferd_gpu_busy_seconds_total", gpu="0")
+    b1 = metric(os.path.join(out, tag + "1.metrics"), "inferd_gpu_busy_seconds_total", gpu="0")
+    try:
+        t0 = float(open(os.path.join(out, tag + "0.time")).read())
+        t1 = float(open(os.path.join(out, tag + "1.time")).read())
+    except (OSError, ValueError):
+        t0 = t1 = None
+    if b0 is not None and b1 is not None and t0 and t1:
+        f = (b1 - b0) / (t1 - t0)
+        print("%s: busy %.2f s over %.2f s: **%.3f** (goal >= 0.8: %s); %s rows/s, p99 %s us\n" % (
+            how, b1 - b0, t1 - t0, f, goal(f >= 0.8), fmt(r and num(r, "rows_per_s")), fmt(r and num(r, "p99_us"))))
+    else:
+        print("%s: no busy metrics\n" % how)
+
+
 def main():
     out = sys.argv[1]
     tags = merged(out)
@@ -118,20 +135,8 @@ def main():
         print("no dashboard snapshot (%r)\n" % ex)
     # 5
     print("### 5. GPU busy fraction, 4x4096 fp32, 4 instances, 256 streams x 64 rows\n")
-    b0 = metric(os.path.join(out, "busy0.metrics"), "inferd_gpu_busy_seconds_total", gpu="0")
-    b1 = metric(os.path.join(out, "busy1.metrics"), "inferd_gpu_busy_seconds_total", gpu="0")
-    try:
-        t0 = float(open(os.path.join(out, "busy0.time")).read())
-        t1 = float(open(os.path.join(out, "busy1.time")).read())
-    except (OSError, ValueError):
-        t0 = t1 = None
-    r = row("busy", 256)
-    if b0 is not None and b1 is not None and t0 and t1:
-        f = (b1 - b0) / (t1 - t0)
-        print("busy %.2f s over %.2f s: **%.3f** (goal >= 0.8: %s); %s rows/s, p99 %s us\n" % (
-            b1 - b0, t1 - t0, f, goal(f >= 0.8), fmt(r and num(r, "rows_per_s")), fmt(r and num(r, "p99_us"))))
-    else:
-        print("no busy metrics\n")
+    for tag, how in (("busy", "tensors in the gRPC messages"), ("busy_shm", "tensors in system shared memory")):
+        busy_section(out, tag, how, row(tag, 256))
     fails = [l.strip() for l in open(os.path.join(out, "failures.txt")) if l.strip()] if os.path.exists(
         os.path.join(out, "failures.txt")) else []
     if fails:

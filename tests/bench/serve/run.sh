@@ -5,7 +5,8 @@
 #   2. dynamic batching on vs off (fp16 on the GPU), the seed MLP and the 4x4096 MLP, 512 streams
 #   3. inferd vs the Python grpcio + PyTorch dynamic-batching peer (tests/bench/peers), 512 streams
 #   4. server overhead at concurrency 1 (request duration minus compute, p50, from /dashboard.json)
-#   5. GPU busy fraction, 4x4096 fp32, saturating load from inferd-load
+#   5. GPU busy fraction, 4x4096 fp32, saturating load from inferd-load (tensors in the messages, then in
+#      system shared memory)
 # usage: run.sh BIN_DIR OUT_DIR   (BIN_DIR holds inferd, inferd-load, bench_echo_server)
 # env: PYTHON, LEVELS (sweep, default "1 16 64 256 512"), INTERVAL_MS (default 1000), KIND (default KIND_GPU),
 #      BIG=0 skips the 4x4096 parts, PEER_ARGS (default "--fp16 --backend torch --device cuda"), STREAMS (default 512)
@@ -77,7 +78,7 @@ if start echo "echo ready: grpc=" "$BIN/bench_echo_server" --port 0 --threads 8 
   stop
 fi
 if start inferd "inferd ready: grpc=" "$BIN/inferd" --model-repository "$OUT/models/repo" --grpc-port 0 --http-port 0 \
-    --disable-auto-complete-config; then  # the _nob configs must stay without dynamic batching
+    --disable-auto-complete-config --allow-client-shm true; then  # the _nob configs must stay without dynamic batching
   for c in $LEVELS; do load inferd_identity identity "$c" --rows 1 --validate-identity; done
   # 4. overhead at concurrency 1, on the model without a queue delay (a lone request would otherwise
   #    wait max_queue_delay by design); its histograms hold only this run's traffic
@@ -94,6 +95,12 @@ if start inferd "inferd ready: grpc=" "$BIN/inferd" --model-repository "$OUT/mod
     metrics busy0
     load busy mlp4096_fp32 256 --rows 64 --server-stats
     metrics busy1
+    # 5b. the same load with the tensors in system shared memory: what is left once gRPC stops moving
+    #     1 MiB messages (a client on the server's host, as Triton users run it)
+    metrics busy_shm0
+    load busy_shm mlp4096_fp32 256 --rows 64 --server-stats --shared-memory system \
+      --output-shared-memory-size $((64 * 4096 * 4))
+    metrics busy_shm1
   fi
   stop
 fi

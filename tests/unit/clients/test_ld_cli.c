@@ -1,6 +1,7 @@
 // test_ld_cli: clients/load/cli.c. The START:END:STEP ranges (levels made,
 // every malformed form rejected with a message naming it) and the option
-// parser (defaults, long/short/--opt=value forms, shapes, usage errors).
+// parser (defaults, long/short/--opt=value forms, shapes, shared memory,
+// usage errors).
 #include <stdlib.h>
 
 #include "check.h"
@@ -90,6 +91,8 @@ static void test_defaults(void) {
   CHECK_EQ_INT(o.data, LD_DATA_RANDOM);
   CHECK_EQ_INT(o.seed, 1);
   CHECK(!o.validate_identity && !o.server_stats && !o.csv && !o.json);
+  CHECK_EQ_INT(o.shared_memory, LD_SHM_NONE);
+  CHECK_EQ_INT(o.output_shm_size, 102400);
   ld_opts_close(&o);
 }
 
@@ -141,6 +144,16 @@ static void test_all_options(void) {
   CHECK(o.mode == LD_CLOSED && o.range.end == 4);
   ld_opts_close(&o);
 
+  CHECK_EQ_INT(PARSE(&o, &e, "-m", "m", "--shared-memory", "system", "--output-shared-memory-size=4096"), 0);
+  CHECK_EQ_INT(o.shared_memory, LD_SHM_SYSTEM);
+  CHECK_EQ_INT(o.output_shm_size, 4096);
+  ld_opts_close(&o);
+  // none is explicit too, and then validation is fine
+  CHECK_EQ_INT(PARSE(&o, &e, "-m", "m", "--shared-memory=none", "--validate-identity"), 0);
+  CHECK_EQ_INT(o.shared_memory, LD_SHM_NONE);
+  CHECK(o.validate_identity);
+  ld_opts_close(&o);
+
   CHECK_EQ_INT(PARSE(&o, &e, "-h"), 0);  // help needs no model
   CHECK(o.help);
   ld_opts_close(&o);
@@ -169,6 +182,13 @@ static void test_usage_errors(void) {
       {{"-m", "m", "--seed", "-3"}, "--seed"},
       {{"-m", "m", "--validate-identity=1"}, "takes no value"},
       {{"-m", "m", "--concurrency-range", "1:20000:19999"}, "at most 16384"},
+      {{"-m", "m", "--shared-memory", "posix"}, "--shared-memory wants none or system, got 'posix'"},
+      {{"-m", "m", "--shared-memory", "cuda"}, "cuda is not supported"},
+      {{"-m", "m", "--output-shared-memory-size", "0"}, "--output-shared-memory-size wants a byte count"},
+      {{"-m", "m", "--output-shared-memory-size", "1k"}, "--output-shared-memory-size wants a byte count"},
+      {{"-m", "m", "--shared-memory"}, "--shared-memory needs a value"},
+      {{"-m", "m", "--validate-identity", "--shared-memory", "system"}, "cannot be used with --shared-memory system"},
+      {{"-m", "m", "--shared-memory=system", "--validate-identity"}, "share the output regions"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char *argv[8] = {"inferd-load"};

@@ -2,7 +2,7 @@
 // request.c. Input shapes are resolved from metadata built here (batch dim,
 // variable dims, --shape), bytes come out as asked (seeded random, zeros,
 // files), and the encoded ModelInferRequest decodes back with protobuf-c to
-// exactly the tensors that went in.
+// exactly the tensors that went in, shared memory references included.
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -358,10 +358,121 @@ static void test_encode(void) {
   CHECK_EQ_STR(ld_shape_str(NULL, 0, sb, sizeof sb), "[]");
 }
 
+// --- the encoder with shared memory regions
+
+// *out = the value of parameter k among a tensor's entries, or NULL (input
+// and requested-output entries are distinct types of the same layout).
+#define FIND_PARAM(out, tensor, k)                                                                  \
+  do {                                                                                              \
+    (out) = NULL;                                                                                   \
+    for (size_t p_ = 0; p_ < (tensor)->n_parameters; p_++)                                          \
+      if (strcmp((tensor)->parameters[p_]->key, (k)) == 0) (out) = (tensor)->parameters[p_]->value; \
+  } while (0)
+
+#define CHECK_SHM_PARAMS(tensor, region, size, offset)                                                    \
+  do {                                                                                                    \
+    const Inference__InferParameter *r_, *b_, *o_;                                                        \
+    FIND_PARAM(r_, tensor, "shared_memory_region");                                                       \
+    FIND_PARAM(b_, tensor, "shared_memory_byte_size");                                                    \
+    FIND_PARAM(o_, tensor, "shared_memory_offset");                                                       \
+    CHECK(r_ && r_->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM);  \
+    CHECK(b_ && b_->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM);   \
+    if (r_) CHECK_EQ_STR(r_->string_param, region);                                                       \
+    if (b_) CHECK_EQ_INT(b_->int64_param, size);                                                          \
+    if ((offset) == 0) {                                                                                  \
+      CHECK(o_ == NULL); /* the server's default */                                                       \
+      CHECK_EQ_INT((tensor)->n_parameters, 2);                                                            \
+    } else {                                                                                              \
+      CHECK(o_ && o_->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM); \
+      if (o_) CHECK_EQ_INT(o_->int64_param, offset);                                                      \
+      CHECK_EQ_INT((tensor)->n_parameters, 3);                                                            \
+    }                                                                                                     \
+  } while (0)
+
+static void test_encode_shm(void) {
+  fake_meta f;
+  const char *names[] = {"A", "B", "C"}, *types[] = {"FP32", "INT64", "INT32"};
+  const int64_t shapes[][4] = {{-1, 4}, {-1, 3}, {-1, 2}};
+  fake_init(&f, 3, names, types, shapes);
+  ld_model *m = model_of(&f, 8);
+  ld_tensor *t = NULL;
+  size_t n = 0;
+  err e = {0};
+  ld_input_cfg c = cfg_of(2, NULL, 0, LD_DATA_RANDOM, NULL, 3);
+  CHECK_EQ_INT(ld_inputs_build(m, &c, NULL, &t, &n, &e), 0);
+  if (n != 3) {
+    ld_inputs_free(t, n);
+    ld_model_destroy(m);
+    return;
+  }
+  // A and C in shared memory (C at an offset), B in the message; OUT into a
+  // region, AUX requested the ordinary way.
+  ld_region_ref in_shm[3] = {{"reg_a", t[0].size, 0}, {NULL, 0, 0}, {"reg_c", t[2].size, 64}};
+  ld_output_req outs[2] = {{"OUT", {"reg_out", 102400, 0}}, {"AUX", {NULL, 0, 0}}};
+  ld_request_spec spec = {
+      .model = "fake", .version = "1", .in = t, .n_in = 3, .in_shm = in_shm, .out = outs, .n_out = 2};
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(ld_request_encode_spec(&spec, &buf, &len, &e), 0);
+  Inference__ModelInferRequest *r = inference__model_infer_request__unpack(NULL, len, buf);
+  CHECK(r != NULL);
+  if (r) {
+    CHECK_EQ_STR(r->model_name, "fake");
+    CHECK_EQ_STR(r->model_version, "1");
+    CHECK_EQ_INT(r->n_inputs, 3);
+    // raw_input_contents only for the inputs not in shared memory: B alone
+    CHECK_EQ_INT(r->n_raw_input_contents, 1);
+    if (r->n_raw_input_contents == 1) {
+      CHECK_EQ_INT(r->raw_input_contents[0].len, t[1].size);
+      CHECK(memcmp(r->raw_input_contents[0].data, t[1].data, t[1].size) == 0);
+    }
+    for (size_t i = 0; i < r->n_inputs && i < 3; i++) {
+      CHECK_EQ_STR(r->inputs[i]->name, t[i].name);
+      CHECK_EQ_STR(r->inputs[i]->datatype, t[i].datatype);
+      CHECK_EQ_INT(r->inputs[i]->n_shape, 2);
+      CHECK_EQ_INT(r->inputs[i]->shape[0], 2);
+      CHECK(r->inputs[i]->contents == NULL);
+    }
+    if (r->n_inputs == 3) {
+      CHECK_SHM_PARAMS(r->inputs[0], "reg_a", 2 * 4 * 4, 0);
+      CHECK_EQ_INT(r->inputs[1]->n_parameters, 0);
+      CHECK_SHM_PARAMS(r->inputs[2], "reg_c", 2 * 2 * 4, 64);
+    }
+    CHECK_EQ_INT(r->n_outputs, 2);
+    if (r->n_outputs == 2) {
+      CHECK_EQ_STR(r->outputs[0]->name, "OUT");
+      CHECK_SHM_PARAMS(r->outputs[0], "reg_out", 102400, 0);
+      CHECK_EQ_STR(r->outputs[1]->name, "AUX");
+      CHECK_EQ_INT(r->outputs[1]->n_parameters, 0);
+    }
+    CHECK_EQ_INT(r->n_parameters, 0);
+    inference__model_infer_request__free_unpacked(r, NULL);
+  }
+  free(buf);
+
+  // Every input in shared memory: no raw contents at all.
+  ld_region_ref all[3] = {{"a", t[0].size, 0}, {"b", t[1].size, 0}, {"c", t[2].size, 0}};
+  spec.in_shm = all;
+  spec.n_out = 0;
+  CHECK_EQ_INT(ld_request_encode_spec(&spec, &buf, &len, &e), 0);
+  r = inference__model_infer_request__unpack(NULL, len, buf);
+  CHECK(r != NULL);
+  if (r) {
+    CHECK_EQ_INT(r->n_raw_input_contents, 0);
+    CHECK_EQ_INT(r->n_outputs, 0);
+    for (size_t i = 0; i < r->n_inputs; i++) CHECK_EQ_INT(r->inputs[i]->n_parameters, 2);
+    inference__model_infer_request__free_unpacked(r, NULL);
+  }
+  free(buf);
+  ld_inputs_free(t, n);
+  ld_model_destroy(m);
+}
+
 int main(void) {
   test_batching_model();
   test_batching_guess();
   test_files();
   test_encode();
+  test_encode_shm();
   CHECK_DONE();
 }
