@@ -1,7 +1,8 @@
 // grpc_front.c: the gRPC C-core transport of the front end: one completion
 // queue and thread per worker, pre-posted registered-method requests re-armed
 // as they fire, pooled unary call contexts answered from any thread, a generic
-// UNIMPLEMENTED answer, ping-pong bidi streams and the graceful drain.
+// UNIMPLEMENTED answer, ping-pong and asynchronous bidi streams and the
+// graceful drain.
 //
 // Unary call shape: RECV_CLOSE_ON_SERVER is armed alone as soon as the call
 // arrives, and the answer is one three-op batch (initial metadata, message,
@@ -51,6 +52,11 @@ typedef enum tag_kind {
   TAG_STREAM_RECV,
   TAG_STREAM_SEND,
   TAG_STREAM_STATUS,
+  TAG_ASTREAM_NEW,
+  TAG_ASTREAM_CLOSE,
+  TAG_ASTREAM_RECV,
+  TAG_ASTREAM_SEND,
+  TAG_ASTREAM_STATUS,
   TAG_GENERIC_NEW,
   TAG_GENERIC_DONE,
   TAG_SHUTDOWN,
@@ -103,6 +109,36 @@ typedef struct stream_call {
   int done;     // no more batches will be started
   tag tag_new, tag_close, tag_recv, tag_send, tag_status;
 } stream_call;
+
+// An asynchronous stream: messages are read continuously and answered from
+// any thread, so its state sits behind a mutex (taken before the CQ's). It is
+// freed when no batch is pending and no message awaits its answer.
+typedef struct out_msg {
+  struct out_msg *next;
+  grpc_byte_buffer *bb;
+} out_msg;
+
+struct srv_stream {
+  cq_thread *t;
+  const reg_method *rm;
+  grpc_call *call;
+  gpr_timespec deadline;
+  int64_t deadline_us;
+  grpc_metadata_array md;
+  grpc_byte_buffer *recv_buf;
+  grpc_byte_buffer *send_buf;  // the answer being sent
+  int close_cancelled;
+  atomic_int cancelled;
+  pthread_mutex_t mu;
+  int pending;      // batches started and not completed
+  int outstanding;  // messages handed to the handler, unanswered
+  int md_sent, sending, reading, status_sent, done;
+  grpc_status_code end_code;  // the status sent once everything is answered
+  grpc_slice status_details;
+  int has_details;
+  out_msg *q_head, *q_tail;  // answers waiting for the send in flight
+  tag tag_new, tag_close, tag_recv, tag_send, tag_status;
+};
 
 typedef struct gen_call {
   grpc_call *call;
@@ -549,6 +585,257 @@ static void on_stream_send(stream_call *s, int ok) {
   stream_maybe_free(s);
 }
 
+// ---------------------------------------------------------------- asynchronous streams
+
+static void astream_drop_queue(srv_stream *s) {
+  while (s->q_head) {
+    out_msg *m = s->q_head;
+    s->q_head = m->next;
+    grpc_byte_buffer_destroy(m->bb);
+    free(m);
+  }
+  s->q_tail = NULL;
+}
+
+static void astream_free(srv_stream *s) {
+  astream_drop_queue(s);
+  if (s->recv_buf) grpc_byte_buffer_destroy(s->recv_buf);
+  if (s->send_buf) grpc_byte_buffer_destroy(s->send_buf);
+  if (s->has_details) grpc_slice_unref(s->status_details);
+  grpc_metadata_array_destroy(&s->md);
+  if (s->call) grpc_call_unref(s->call);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+// Unlocks s, freeing it when nothing can reach it any more.
+static void astream_unlock(srv_stream *s) {
+  int gone = s->pending == 0 && s->outstanding == 0;
+  pthread_mutex_unlock(&s->mu);
+  if (gone) astream_free(s);
+}
+
+// s->mu held. A refused batch ends the stream: cancel it, drop what waits.
+static int astream_start(srv_stream *s, const grpc_op *ops, size_t n, tag *tg) {
+  if (s->done) return -1;
+  if (start_batch(s->t, s->call, ops, n, tg, NULL) == GRPC_CALL_OK) {
+    s->pending++;
+    return 0;
+  }
+  s->done = 1;
+  s->reading = 0;
+  grpc_call_cancel(s->call, NULL);
+  astream_drop_queue(s);
+  return -1;
+}
+
+// s->mu held: posts the next read.
+static void astream_recv(srv_stream *s) {
+  if (!s->reading || s->done) return;
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_MESSAGE;
+  op.data.recv_message.recv_message = &s->recv_buf;
+  if (astream_start(s, &op, 1, &s->tag_recv) != 0) s->reading = 0;
+}
+
+// s->mu held: sends the oldest waiting answer unless a send is in flight.
+static void astream_pump(srv_stream *s) {
+  if (s->sending || !s->q_head || s->done) return;
+  out_msg *m = s->q_head;
+  s->q_head = m->next;
+  if (!s->q_head) s->q_tail = NULL;
+  s->send_buf = m->bb;
+  free(m);
+  grpc_op ops[2];
+  memset(ops, 0, sizeof ops);
+  size_t n = 0;
+  if (!s->md_sent) ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[n].op = GRPC_OP_SEND_MESSAGE;
+  ops[n++].data.send_message.send_message = s->send_buf;
+  if (astream_start(s, ops, n, &s->tag_send) == 0) {
+    s->md_sent = 1;
+    s->sending = 1;
+  } else {
+    grpc_byte_buffer_destroy(s->send_buf);
+    s->send_buf = NULL;
+  }
+}
+
+// s->mu held: the status, once reading is over and every answer has gone.
+static void astream_try_finish(srv_stream *s) {
+  if (s->reading || s->outstanding || s->sending || s->q_head || s->status_sent || s->done) return;
+  grpc_op ops[2];
+  memset(ops, 0, sizeof ops);
+  size_t n = 0;
+  if (!s->md_sent) ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[n].data.send_status_from_server.status = s->end_code;
+  ops[n++].data.send_status_from_server.status_details = s->has_details ? &s->status_details : NULL;
+  s->md_sent = 1;
+  s->status_sent = 1;
+  astream_start(s, ops, n, &s->tag_status);
+}
+
+static void arm_astream(cq_thread *t, const reg_method *rm) {
+  srv_stream *s = calloc(1, sizeof *s);
+  if (!s) {
+    LOG("out of memory arming %s", rm->m.path);
+    return;
+  }
+  s->t = t;
+  s->rm = rm;
+  atomic_init(&s->cancelled, 0);
+  pthread_mutex_init(&s->mu, NULL);
+  grpc_metadata_array_init(&s->md);
+  s->end_code = GRPC_STATUS_OK;
+  s->tag_new = (tag){TAG_ASTREAM_NEW, s};
+  s->tag_close = (tag){TAG_ASTREAM_CLOSE, s};
+  s->tag_recv = (tag){TAG_ASTREAM_RECV, s};
+  s->tag_send = (tag){TAG_ASTREAM_SEND, s};
+  s->tag_status = (tag){TAG_ASTREAM_STATUS, s};
+  grpc_call_error rc = grpc_server_request_registered_call(
+      t->g->server, rm->handle, &s->call, &s->deadline, &s->md, NULL, t->cq, t->cq, &s->tag_new);
+  if (rc != GRPC_CALL_OK) {
+    if (!draining(t->g)) LOG("request_registered_call(%s) failed: error %d", rm->m.path, (int)rc);
+    astream_free(s);
+  }
+}
+
+static void on_astream_new(cq_thread *t, srv_stream *s, int ok) {
+  if (!ok) {
+    astream_free(s);
+    return;
+  }
+  if (!draining(t->g)) arm_astream(t, s->rm);
+  s->deadline_us = deadline_to_us(s->deadline);
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  op.data.recv_close_on_server.cancelled = &s->close_cancelled;
+  pthread_mutex_lock(&s->mu);
+  s->reading = 1;
+  if (astream_start(s, &op, 1, &s->tag_close) == 0) astream_recv(s);
+  astream_unlock(s);
+}
+
+static void on_astream_recv(cq_thread *t, srv_stream *s, int ok) {
+  pthread_mutex_lock(&s->mu);
+  s->pending--;
+  if (!ok || s->done || !s->recv_buf) {  // half-closed (no message), or the call is over
+    s->reading = 0;
+    astream_try_finish(s);
+    astream_unlock(s);
+    return;
+  }
+  grpc_byte_buffer *buf = s->recv_buf;
+  s->recv_buf = NULL;
+  astream_recv(s);  // the next read overlaps this message's work
+  s->outstanding++;
+  s->pending++;  // this thread's hold while the handler runs, whatever it answers
+  pthread_mutex_unlock(&s->mu);
+  pthread_mutex_lock(&t->mu);
+  t->held++;
+  pthread_mutex_unlock(&t->mu);
+
+  grpc_byte_buffer_reader rd;
+  const uint8_t *data = NULL;
+  size_t len = 0;
+  int rc = flatten(t, buf, &rd, &data, &len);
+  if (rc != ERR_INVALID_ARGUMENT) {  // the reader exists unless decompression failed
+    if (rc == 0) s->rm->m.astream(s->rm->m.ctx, s, data, len);
+    grpc_byte_buffer_reader_destroy(&rd);
+  }
+  scratch_trim(t);
+  grpc_byte_buffer_destroy(buf);
+  pthread_mutex_lock(&s->mu);
+  s->pending--;
+  if (rc != 0) {
+    // Not a message the handler can read: answered here by ending the stream
+    // with that status once what was accepted before has been answered.
+    s->end_code = rc == ERR_INVALID_ARGUMENT ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_RESOURCE_EXHAUSTED;
+    s->status_details = grpc_slice_from_copied_string(rc == ERR_INVALID_ARGUMENT
+                                                          ? "request message cannot be decompressed"
+                                                          : "request message cannot be copied");
+    s->has_details = 1;
+    s->reading = 0;
+    s->outstanding--;
+    pthread_mutex_lock(&t->mu);
+    if (--t->held == 0 && t->closed) pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    astream_try_finish(s);
+  }
+  astream_unlock(s);
+}
+
+void srv_stream_reply(srv_stream *s, uint8_t *resp, size_t len) {
+  grpc_slice sl = len ? grpc_slice_new(resp, len, free) : grpc_empty_slice();
+  if (!len) free(resp);
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+  grpc_slice_unref(sl);
+  out_msg *m = malloc(sizeof *m);
+  cq_thread *t = s->t;
+  pthread_mutex_lock(&s->mu);
+  s->outstanding--;
+  if (!m || s->done || s->status_sent) {
+    if (!m && !s->done) {
+      LOG("%s: out of memory queueing an answer; cancelling the stream", s->rm->m.path);
+      grpc_call_cancel(s->call, NULL);
+    }
+    grpc_byte_buffer_destroy(bb);
+    free(m);
+  } else {
+    m->bb = bb;
+    m->next = NULL;
+    if (s->q_tail) s->q_tail->next = m;
+    else s->q_head = m;
+    s->q_tail = m;
+    astream_pump(s);
+  }
+  astream_try_finish(s);
+  // t outlives this call until held drops below (srv_grpc_destroy waits for
+  // it), so s goes first and the count last.
+  astream_unlock(s);
+  pthread_mutex_lock(&t->mu);
+  if (--t->held == 0 && t->closed) pthread_cond_broadcast(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+}
+
+int srv_stream_cancelled(const srv_stream *s) {
+  return atomic_load_explicit(&((srv_stream *)s)->cancelled, memory_order_relaxed);
+}
+
+int64_t srv_stream_deadline_us(const srv_stream *s) { return s->deadline_us; }
+
+static void on_astream_done(srv_stream *s, tag_kind kind, int ok) {
+  pthread_mutex_lock(&s->mu);
+  s->pending--;
+  switch (kind) {
+    case TAG_ASTREAM_CLOSE:
+      // the call is over: cancelled, or after our status
+      if (!ok || s->close_cancelled) atomic_store_explicit(&s->cancelled, 1, memory_order_relaxed);
+      s->done = 1;
+      s->reading = 0;
+      astream_drop_queue(s);
+      break;
+    case TAG_ASTREAM_SEND:
+      grpc_byte_buffer_destroy(s->send_buf);
+      s->send_buf = NULL;
+      s->sending = 0;
+      if (!ok) {
+        s->done = 1;
+        astream_drop_queue(s);
+      }
+      astream_pump(s);
+      astream_try_finish(s);
+      break;
+    default:  // TAG_ASTREAM_STATUS
+      s->done = 1;
+      break;
+  }
+  astream_unlock(s);
+}
+
 // ---------------------------------------------------------------- unknown methods
 
 static void arm_generic(cq_thread *t) {
@@ -627,6 +914,11 @@ static void dispatch(cq_thread *t, tag *tg, int ok) {
       stream_maybe_free(s);
       break;
     }
+    case TAG_ASTREAM_NEW: on_astream_new(t, tg->obj, ok); break;
+    case TAG_ASTREAM_RECV: on_astream_recv(t, tg->obj, ok); break;
+    case TAG_ASTREAM_CLOSE:
+    case TAG_ASTREAM_SEND:
+    case TAG_ASTREAM_STATUS: on_astream_done(tg->obj, tg->kind, ok); break;
     case TAG_GENERIC_NEW: on_generic_new(t, tg->obj, ok); break;
     case TAG_GENERIC_DONE: gen_free(tg->obj); break;
     case TAG_SHUTDOWN: {
@@ -660,10 +952,10 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   if (!o || !o->addr) return err_set(e, ERR_INVALID_ARGUMENT, "gRPC front end: no address given");
   for (size_t i = 0; i < n_methods; i++) {
     const srv_method *m = &methods[i];
-    if (!m->path || m->path[0] != '/' || !m->unary == !m->stream)
+    if (!m->path || m->path[0] != '/' || (m->unary != NULL) + (m->stream != NULL) + (m->astream != NULL) != 1)
       return err_set(e, ERR_INVALID_ARGUMENT,
                      "gRPC method %zu ('%s'): needs a '/pkg.Service/Method' path and exactly one of "
-                     "unary/stream", i, m->path ? m->path : "(null)");
+                     "unary/stream/astream", i, m->path ? m->path : "(null)");
   }
   srv_grpc *g = calloc(1, sizeof *g);
   if (!g) return err_set(e, ERR_RESOURCE_EXHAUSTED, "gRPC front end: out of memory");
@@ -774,6 +1066,7 @@ int srv_grpc_start(srv_grpc *g, err *e) {
     for (size_t m = 0; m < g->n_methods; m++)
       for (int k = 0; k < calls_for(g, &g->methods[m]); k++) {
         if (g->methods[m].m.unary) arm_unary(t, &g->methods[m]);
+        else if (g->methods[m].m.astream) arm_astream(t, &g->methods[m]);
         else arm_stream(t, &g->methods[m]);
       }
     arm_generic(t);

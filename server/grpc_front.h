@@ -2,7 +2,8 @@
 // core. It owns the server, one completion queue and thread per worker,
 // pre-posted requests for every registered method, per-call contexts,
 // a generic UNIMPLEMENTED answer for unknown methods, ping-pong bidi streams
-// (server reflection) and the graceful drain at shutdown. The RPC handlers
+// (server reflection), asynchronous bidi streams (ModelStreamInfer) and the
+// graceful drain at shutdown. The RPC handlers
 // themselves live elsewhere and see only this API.
 #ifndef INFERD_SERVER_GRPC_FRONT_H
 #define INFERD_SERVER_GRPC_FRONT_H
@@ -27,12 +28,23 @@ typedef void (*srv_unary_fn)(void *ctx, srv_call *call, const uint8_t *req, size
 typedef int (*srv_stream_fn)(void *ctx, const uint8_t *req, size_t len, uint8_t **resp,
                              size_t *resp_len, err *e);
 
-// Exactly one of unary/stream is set. `path` and `ctx` must outlive the server.
+typedef struct srv_stream srv_stream;  // one asynchronous bidi stream
+
+// Asynchronous bidi stream handler (ModelStreamInfer): runs on a CQ thread for
+// each received message (bytes valid only while it runs; the next message is
+// already being read). It must answer that message exactly once, now or
+// later, from any thread, with srv_stream_reply; answers leave in the order
+// they are given, not the order of the requests. The stream ends with OK once
+// the client has half-closed and every message has been answered.
+typedef void (*srv_astream_fn)(void *ctx, srv_stream *st, const uint8_t *req, size_t len);
+
+// Exactly one of unary/stream/astream is set. `path` and `ctx` must outlive the server.
 typedef struct srv_method {
   const char *path;  // "/inference.GRPCInferenceService/ModelInfer"
   srv_unary_fn unary;
   srv_stream_fn stream;
   void *ctx;
+  srv_astream_fn astream;
 } srv_method;
 
 typedef struct srv_grpc_opts {
@@ -92,5 +104,19 @@ int64_t srv_call_deadline_us(const srv_call *c);
 
 // The method path, e.g. "/inference.GRPCInferenceService/ModelInfer".
 const char *srv_call_method(const srv_call *c);
+
+// --- answering on an asynchronous stream
+// One answer per message handed to the handler; `resp` (malloc'ed, may be
+// NULL when len is 0) is owned by the stream from here on. After the last
+// answer the handler must not touch `st`. Safe from any thread. An answer
+// given after the client cancelled, or after the drain closed the transport,
+// is dropped.
+void srv_stream_reply(srv_stream *st, uint8_t *resp, size_t len);
+
+// 1 once the client cancelled the stream or its deadline passed.
+int srv_stream_cancelled(const srv_stream *st);
+
+// The stream's absolute CLOCK_MONOTONIC deadline in microseconds; INT64_MAX when none.
+int64_t srv_stream_deadline_us(const srv_stream *st);
 
 #endif

@@ -397,7 +397,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
   }
   if (msg->n_outputs == 0) r->outputs_mask = n_out >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n_out) - 1);
   r->item.rows = rows < 0 ? 1 : rows;
-  r->item.deadline_us = srv_call_deadline_us(r->call);
+  r->item.deadline_us = r->stream ? srv_stream_deadline_us(r->stream) : srv_call_deadline_us(r->call);
   TRY(read_parameters(r, e));
   r->item.shape_key = shape_key(r->inputs, n_cfg);
   return 0;
@@ -416,8 +416,22 @@ static int build_request(srv_server *s, srv_request *r, err *e) {
   return rc;
 }
 
-void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
-  srv_server *s = ctx;
+static uint8_t *pack_stream_error(const srv_request *r, const char *msg, size_t *len);
+
+// An answer that cannot wait for a request (there is none yet): a status on
+// a unary call, an error message on a stream.
+static void fail_early(srv_call *call, srv_stream *st, int code, const char *msg) {
+  if (call) {
+    srv_call_fail(call, code, msg);
+    return;
+  }
+  size_t len = 0;
+  uint8_t *buf = pack_stream_error(NULL, msg, &len);
+  srv_stream_reply(st, buf, buf ? len : 0);
+}
+
+// ModelInfer and each message of ModelStreamInfer: unpack, validate, queue.
+static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uint8_t *req, size_t len) {
   int64_t t_recv = eng_now_us();
   atomic_store(&s->infer_last_call_us, t_recv);
   // Draining changes nothing here: a call the transport took is served (main
@@ -426,11 +440,12 @@ void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len
   err e = {0};
   srv_request *r = calloc(1, sizeof *r);
   if (!r) {
-    srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    fail_early(call, st, ERR_RESOURCE_EXHAUSTED, "out of memory");
     atomic_fetch_sub(&s->infer_inflight, 1);
     return;
   }
   r->call = call;
+  r->stream = st;
   r->t_recv_us = t_recv;
   r->msg = inference__model_infer_request__unpack(NULL, len, req);
   int rc;
@@ -440,7 +455,13 @@ void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len
   if (rc) {
     record_failure(r->version, SRV_FAIL_REJECTED, t_recv);
     srv_log(SRV_LOG_DEBUG, "ModelInfer rejected: %s", e.msg);
-    srv_call_fail(call, (int)e.code, e.msg);
+    if (st) {
+      size_t n = 0;
+      uint8_t *buf = pack_stream_error(r, e.msg, &n);
+      srv_stream_reply(st, buf, buf ? n : 0);
+    } else {
+      srv_call_fail(call, (int)e.code, e.msg);
+    }
     request_free(r);
     atomic_fetch_sub(&s->infer_inflight, 1);
     return;
@@ -448,6 +469,14 @@ void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len
   atomic_fetch_add(&r->version->stats.pending, 1);
   r->traced = prof_trace_sample(s->trace);
   srv_sched_submit(s->sched, r);
+}
+
+void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  infer_entry(ctx, call, NULL, req, len);
+}
+
+void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, size_t len) {
+  infer_entry(ctx, NULL, st, req, len);
 }
 
 // --- answering (instance thread) and dropping (loop thread)
@@ -501,12 +530,43 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
   resp.n_raw_output_contents = n;
   resp.raw_output_contents = raws;
   size_t len = inference__model_infer_response__get_packed_size(&resp);
-  uint8_t *buf = malloc(len ? len : 1);
+  // On a stream the answer is a ModelStreamInferResponse whose only field is
+  // infer_response (2): its tag and length go in front of the same bytes.
+  uint8_t hdr[16];
+  size_t n_hdr = 0;
+  if (r->stream) {
+    hdr[n_hdr++] = 2 << 3 | 2;
+    for (uint64_t v = len; ; v >>= 7) {
+      hdr[n_hdr++] = (uint8_t)(v & 0x7f) | (v > 0x7f ? 0x80 : 0);
+      if (v <= 0x7f) break;
+    }
+  }
+  uint8_t *buf = malloc(n_hdr + len ? n_hdr + len : 1);
   if (!buf) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory packing the response");
-  inference__model_infer_response__pack(&resp, buf);
+  memcpy(buf, hdr, n_hdr);
+  inference__model_infer_response__pack(&resp, buf + n_hdr);
   *out = buf;
-  *out_len = len;
+  *out_len = n_hdr + len;
   return 0;
+}
+
+// A stream's failed request: ModelStreamInferResponse.error_message, with
+// the request's model, version and id (when known) so the client can tell
+// which of its requests failed. NULL when out of memory.
+static uint8_t *pack_stream_error(const srv_request *r, const char *msg, size_t *len) {
+  Inference__ModelStreamInferResponse sr = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+  Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+  sr.error_message = (char *)(msg && *msg ? msg : "failed");
+  if (r && r->msg) {
+    ir.model_name = r->msg->model_name;
+    ir.model_version = r->msg->model_version;
+    ir.id = r->msg->id;
+    sr.infer_response = &ir;
+  }
+  *len = inference__model_stream_infer_response__get_packed_size(&sr);
+  uint8_t *buf = malloc(*len ? *len : 1);
+  if (buf) inference__model_stream_infer_response__pack(&sr, buf);
+  return buf;
 }
 
 // Sends an answer now, or keeps it in the request for srv_infer's release.
@@ -518,8 +578,14 @@ static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const ch
     r->held_msg = resp ? NULL : strdup(msg ? msg : "");
     return;
   }
-  if (resp) srv_call_reply(r->call, resp, len);
-  else srv_call_fail(r->call, code, msg);
+  if (r->stream) {
+    if (!resp) resp = pack_stream_error(r, msg, &len);
+    srv_stream_reply(r->stream, resp, resp ? len : 0);
+  } else if (resp) {
+    srv_call_reply(r->call, resp, len);
+  } else {
+    srv_call_fail(r->call, code, msg);
+  }
 }
 
 // The stage latencies of one answered request into the histograms, and

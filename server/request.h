@@ -24,7 +24,8 @@ typedef struct srv_shm_out {
 typedef struct srv_request {
   bat_item item;  // item.payload points back here
   struct srv_request *next_inbox;  // link in the scheduler's inbox
-  srv_call *call;
+  srv_call *call;      // a unary ModelInfer, or
+  srv_stream *stream;  // one request of a ModelStreamInfer stream
   srv_model *model;
   srv_version *version;
   Inference__ModelInferRequest *msg;  // unpacked; owns the raw input bytes
@@ -47,5 +48,9 @@ typedef struct srv_request {
   int held_code;
   char *held_msg;
 } srv_request;
+
+static inline int srv_request_cancelled(const srv_request *r) {
+  return r->stream ? srv_stream_cancelled(r->stream) : srv_call_cancelled(r->call);
+}
 
 #endif

@@ -477,21 +477,22 @@ static int reflection_answer(void *ctx, const uint8_t *req, size_t len, uint8_t 
 
 size_t srv_methods(srv_server *s, srv_method *out, size_t cap) {
   const srv_method all[] = {
-      {SVC "ServerLive", server_live, NULL, s},
-      {SVC "ServerReady", server_ready, NULL, s},
-      {SVC "ModelReady", model_ready, NULL, s},
-      {SVC "ServerMetadata", server_metadata, NULL, s},
-      {SVC "ModelMetadata", model_metadata, NULL, s},
-      {SVC "ModelConfig", model_config, NULL, s},
-      {SVC "ModelInfer", srv_infer_handler, NULL, s},
-      {SVC "ModelStatistics", model_statistics, NULL, s},
-      {SVC "RepositoryIndex", repository_index, NULL, s},
-      {SVC "SystemSharedMemoryStatus", shm_status, NULL, s},
-      {SVC "SystemSharedMemoryRegister", shm_register, NULL, s},
-      {SVC "SystemSharedMemoryUnregister", shm_unregister, NULL, s},
-      {"/grpc.health.v1.Health/Check", health_check, NULL, s},
-      {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", NULL, reflection_answer, s},
-      {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", NULL, reflection_answer, s},
+      {.path = SVC "ServerLive", .unary = server_live, .ctx = s},
+      {.path = SVC "ServerReady", .unary = server_ready, .ctx = s},
+      {.path = SVC "ModelReady", .unary = model_ready, .ctx = s},
+      {.path = SVC "ServerMetadata", .unary = server_metadata, .ctx = s},
+      {.path = SVC "ModelMetadata", .unary = model_metadata, .ctx = s},
+      {.path = SVC "ModelConfig", .unary = model_config, .ctx = s},
+      {.path = SVC "ModelInfer", .unary = srv_infer_handler, .ctx = s},
+      {.path = SVC "ModelStreamInfer", .astream = srv_infer_stream_handler, .ctx = s},
+      {.path = SVC "ModelStatistics", .unary = model_statistics, .ctx = s},
+      {.path = SVC "RepositoryIndex", .unary = repository_index, .ctx = s},
+      {.path = SVC "SystemSharedMemoryStatus", .unary = shm_status, .ctx = s},
+      {.path = SVC "SystemSharedMemoryRegister", .unary = shm_register, .ctx = s},
+      {.path = SVC "SystemSharedMemoryUnregister", .unary = shm_unregister, .ctx = s},
+      {.path = "/grpc.health.v1.Health/Check", .unary = health_check, .ctx = s},
+      {.path = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", .stream = reflection_answer, .ctx = s},
+      {.path = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", .stream = reflection_answer, .ctx = s},
   };
   size_t n = sizeof all / sizeof all[0];
   if (n > cap) n = cap;

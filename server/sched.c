@@ -83,7 +83,7 @@ static int64_t clock_now(void *ctx) {
 
 static int request_cancelled(void *payload) {
   const srv_request *r = payload;
-  return srv_call_cancelled(r->call);
+  return srv_request_cancelled(r);
 }
 
 // --- instance thread side

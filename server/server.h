@@ -35,6 +35,9 @@ size_t srv_methods(srv_server *s, srv_method *out, size_t cap);
 
 // ModelInfer (server/infer.c)
 void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len);
+// ModelStreamInfer: each message is a ModelInferRequest answered on the
+// stream by a ModelStreamInferResponse (errors in its error_message)
+void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, size_t len);
 srv_sched_ops srv_infer_sched_ops(srv_server *s);
 
 // Readiness as ServerReady, /v2/health/ready and grpc.health report it.

@@ -108,8 +108,6 @@ def test_unimplemented_methods(channel, stub, pb, client):
                                                               timeout=10))
     _expect_unimplemented(lambda: stub.RepositoryModelLoad(pb.service.RepositoryModelLoadRequest(model_name="mlp"),
                                                            timeout=10))
-    _expect_unimplemented(lambda: list(stub.ModelStreamInfer(iter([pb.service.ModelInferRequest(model_name="mlp")]),
-                                                             timeout=10)))
     for path in ("/inference.GRPCInferenceService/NoSuchMethod", "/no.such.Service/Call", "/x"):
         call = channel.unary_unary(path)  # no serializers: bytes go out as they are
         _expect_unimplemented(lambda: call(b"", timeout=10))

@@ -80,3 +80,22 @@ def test_perf_analyzer_system_shared_memory(start_server, tmp_path):
         assert c.get_system_shared_memory_status(as_json=True).get("regions", {}) == {}
     srv.stop()
     srv.assert_clean_exit()
+
+
+def test_perf_analyzer_streaming(server, client):
+    """perf_analyzer --streaming: every request on ModelStreamInfer streams, answered one by one."""
+    pa = _perf_analyzer()
+    if not pa:
+        pytest.skip("perf_analyzer not installed (bash deploy/install-perf-analyzer.sh; CI installs it)")
+    before = client.get_inference_statistics("mlp", "1").model_stats[0].inference_stats
+    cmd = [pa, "-m", "mlp", "-u", "127.0.0.1:%d" % server.grpc_port, "-i", "grpc", "--streaming",
+           "--concurrency-range", "4:4", "--measurement-interval", "1000", "--stability-percentage", "1000",
+           "--max-trials", "20"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, "perf_analyzer exit %d:\n%s" % (p.returncode, out[-4000:])
+    m = re.search(r"Request count: (\d+)", out)
+    assert m and int(m.group(1)) > 0, out[-4000:]
+    after = client.get_inference_statistics("mlp", "1").model_stats[0].inference_stats
+    assert after.success.count - before.success.count >= int(m.group(1))
+    assert after.fail.count == before.fail.count

@@ -177,8 +177,9 @@ typedef struct fixture {
 
 static int start_server(fixture *f, int threads, srv_grpc **out) {
   srv_method methods[] = {
-      {M_ECHO, h_echo, NULL, NULL},   {M_LATER, h_later, NULL, &f->w}, {M_FAIL, h_fail, NULL, NULL},
-      {M_HOLD, h_hold, NULL, &f->h}, {M_META, h_meta, NULL, NULL},     {M_STREAM, NULL, h_stream, NULL},
+      {.path = M_ECHO, .unary = h_echo},  {.path = M_LATER, .unary = h_later, .ctx = &f->w},
+      {.path = M_FAIL, .unary = h_fail},  {.path = M_HOLD, .unary = h_hold, .ctx = &f->h},
+      {.path = M_META, .unary = h_meta},  {.path = M_STREAM, .stream = h_stream},
   };
   srv_grpc_opts o = {.addr = "127.0.0.1:0", .n_threads = threads, .calls_per_thread = 4,
                      .max_recv_bytes = MAX_RECV};
@@ -386,7 +387,7 @@ static void test_concurrency(fixture *f) {
 static void test_busy_port(fixture *f) {
   char addr[64];
   snprintf(addr, sizeof addr, "127.0.0.1:%d", srv_grpc_port(f->g));
-  srv_method m = {M_ECHO, h_echo, NULL, NULL};
+  srv_method m = {.path = M_ECHO, .unary = h_echo};
   srv_grpc_opts o = {.addr = addr};
   srv_grpc *g2 = NULL;
   err e = {0};
@@ -394,7 +395,7 @@ static void test_busy_port(fixture *f) {
   CHECK(g2 == NULL);
   CHECK_CONTAINS(e.msg, addr);
 
-  srv_method bad = {"/x.Y/Z", h_echo, h_stream, NULL};
+  srv_method bad = {.path = "/x.Y/Z", .unary = h_echo, .stream = h_stream};
   o.addr = "127.0.0.1:0";
   CHECK_EQ_INT(srv_grpc_create(&o, &bad, 1, &g2, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "/x.Y/Z");
