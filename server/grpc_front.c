@@ -138,6 +138,8 @@ struct srv_stream {
   int has_details;
   out_msg *q_head, *q_tail;  // answers waiting for the send in flight
   tag tag_new, tag_close, tag_recv, tag_send, tag_status;
+  struct srv_stream *live_prev, *live_next;  // in srv_grpc.live, while it has a call
+  int live;
 };
 
 typedef struct gen_call {
@@ -181,6 +183,11 @@ struct srv_grpc {
   pthread_cond_t cv;  // CLOCK_MONOTONIC, for the grace wait
   int notified;
   tag shutdown_tag;
+  // Asynchronous streams with a call, so the drain can end them: a client
+  // may hold a stream open forever. Lock order: a stream's mu, then live_mu
+  // is never taken; live_mu, then a stream's mu, then a CQ's mu.
+  pthread_mutex_t live_mu;
+  srv_stream *live;
 };
 
 #define LOG(...)                               \
@@ -598,6 +605,14 @@ static void astream_drop_queue(srv_stream *s) {
 }
 
 static void astream_free(srv_stream *s) {
+  if (s->live) {
+    srv_grpc *g = s->t->g;
+    pthread_mutex_lock(&g->live_mu);
+    if (s->live_prev) s->live_prev->live_next = s->live_next;
+    else g->live = s->live_next;
+    if (s->live_next) s->live_next->live_prev = s->live_prev;
+    pthread_mutex_unlock(&g->live_mu);
+  }
   astream_drop_queue(s);
   if (s->recv_buf) grpc_byte_buffer_destroy(s->recv_buf);
   if (s->send_buf) grpc_byte_buffer_destroy(s->send_buf);
@@ -677,6 +692,18 @@ static void astream_try_finish(srv_stream *s) {
   astream_start(s, ops, n, &s->tag_status);
 }
 
+// s->mu held: the drain stops reading; the stream ends once what it took is
+// answered, with UNAVAILABLE unless the client had half-closed already.
+static void astream_end_for_drain(srv_stream *s) {
+  if (s->reading && !s->has_details) {
+    s->end_code = GRPC_STATUS_UNAVAILABLE;
+    s->status_details = grpc_slice_from_copied_string("the server is shutting down");
+    s->has_details = 1;
+  }
+  s->reading = 0;
+  astream_try_finish(s);
+}
+
 static void arm_astream(cq_thread *t, const reg_method *rm) {
   srv_stream *s = calloc(1, sizeof *s);
   if (!s) {
@@ -707,7 +734,8 @@ static void on_astream_new(cq_thread *t, srv_stream *s, int ok) {
     astream_free(s);
     return;
   }
-  if (!draining(t->g)) arm_astream(t, s->rm);
+  srv_grpc *g = t->g;
+  if (!draining(g)) arm_astream(t, s->rm);
   s->deadline_us = deadline_to_us(s->deadline);
   grpc_op op;
   memset(&op, 0, sizeof op);
@@ -716,13 +744,33 @@ static void on_astream_new(cq_thread *t, srv_stream *s, int ok) {
   pthread_mutex_lock(&s->mu);
   s->reading = 1;
   if (astream_start(s, &op, 1, &s->tag_close) == 0) astream_recv(s);
-  astream_unlock(s);
+  int alive = s->pending > 0;
+  pthread_mutex_unlock(&s->mu);
+  if (!alive) {
+    astream_free(s);
+    return;
+  }
+  // Only this thread completes s's batches and no message is out yet, so s
+  // stays valid here without its lock.
+  pthread_mutex_lock(&g->live_mu);
+  s->live = 1;
+  s->live_next = g->live;
+  if (g->live) g->live->live_prev = s;
+  g->live = s;
+  pthread_mutex_unlock(&g->live_mu);
+  if (draining(g)) {  // the drain may have walked the list before s joined it
+    pthread_mutex_lock(&s->mu);
+    astream_end_for_drain(s);
+    pthread_mutex_unlock(&s->mu);
+  }
 }
 
 static void on_astream_recv(cq_thread *t, srv_stream *s, int ok) {
   pthread_mutex_lock(&s->mu);
   s->pending--;
-  if (!ok || s->done || !s->recv_buf) {  // half-closed (no message), or the call is over
+  // half-closed (no message), the call is over, or the drain stopped reading
+  // (a message that came anyway is not taken: the status will say why)
+  if (!ok || s->done || !s->recv_buf || !s->reading) {
     s->reading = 0;
     astream_try_finish(s);
     astream_unlock(s);
@@ -834,6 +882,19 @@ static void on_astream_done(srv_stream *s, tag_kind kind, int ok) {
       break;
   }
   astream_unlock(s);
+}
+
+// The drain: every live stream stops reading and, once its accepted
+// messages are answered, ends with UNAVAILABLE (or OK when the client had
+// already half-closed); its pending read fails when the call ends.
+static void end_live_streams(srv_grpc *g) {
+  pthread_mutex_lock(&g->live_mu);
+  for (srv_stream *s = g->live; s; s = s->live_next) {
+    pthread_mutex_lock(&s->mu);
+    if (s->pending || s->outstanding) astream_end_for_drain(s);  // otherwise it is being freed
+    pthread_mutex_unlock(&s->mu);
+  }
+  pthread_mutex_unlock(&g->live_mu);
 }
 
 // ---------------------------------------------------------------- unknown methods
@@ -966,6 +1027,7 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   atomic_init(&g->draining, 0);
   g->shutdown_tag = (tag){TAG_SHUTDOWN, g};
   pthread_mutex_init(&g->mu, NULL);
+  pthread_mutex_init(&g->live_mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1121,6 +1183,7 @@ void srv_grpc_shutdown(srv_grpc *g, int grace_ms) {
     return;
   }
   grpc_server_shutdown_and_notify(g->server, g->threads[0].cq, &g->shutdown_tag);
+  end_live_streams(g);
   struct timespec until;
   clock_gettime(CLOCK_MONOTONIC, &until);
   int64_t ns = until.tv_nsec + (int64_t)(grace_ms > 0 ? grace_ms : 0) % 1000 * 1000000;
@@ -1169,6 +1232,7 @@ static void teardown(srv_grpc *g) {
   free(g->threads);
   free(g->methods);
   pthread_mutex_destroy(&g->mu);
+  pthread_mutex_destroy(&g->live_mu);
   pthread_cond_destroy(&g->cv);
   free(g);
   grpc_shutdown();

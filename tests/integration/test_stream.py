@@ -237,3 +237,32 @@ def _pending(srv, model):
     status, text = lib.http_get(srv.http_url + "/metrics")
     assert status == 200
     return lib.metric_sum(lib.parse_metrics(text), "nv_inference_pending_request_count", model=model)
+
+
+def test_sigterm_ends_open_streams(st_repo, sspecs, soracle, rng):
+    """A client that keeps its stream open does not hold the exit up to --exit-timeout-secs: on SIGTERM the
+    stream's accepted requests are answered, then it ends with UNAVAILABLE and the server exits 0."""
+    import signal
+    spec = sspecs["mlp"]
+    f = lib.random_inputs(spec, rng, 1)
+    srv = lib.ServerProcess(st_repo[0], ["--exit-timeout-secs", "60"])
+    srv.start()
+    try:
+        with _client(srv) as c:
+            q = _stream(c)
+            for k in range(3):
+                c.async_stream_infer("mlp", lib.triton_inputs(f), request_id=str(k))
+            got = _drain(q, 3)
+            assert all(e is None for _, e in got), got
+            t0 = time.monotonic()
+            srv.send_signal(signal.SIGTERM)
+            rc = srv.wait_exit(30)
+            took = time.monotonic() - t0
+            # the stream's end reaches the callback as an error naming the shutdown
+            result, error = q.get(timeout=30)
+            assert result is None and "shutting down" in str(error), (result, error)
+    finally:
+        if srv.alive():
+            srv.stop()
+    assert rc == 0 and took < 15, (rc, took)
+    srv.assert_clean_exit()
