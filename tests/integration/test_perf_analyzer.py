@@ -21,22 +21,35 @@ def _perf_analyzer():
     return shutil.which("perf_analyzer")
 
 
-def test_perf_analyzer_drives_inferd(server, client, tmp_path):
-    pa = _perf_analyzer()
-    if not pa:
+@pytest.fixture
+def pa():
+    path = _perf_analyzer()
+    if not path:
         pytest.skip("perf_analyzer not installed (bash deploy/install-perf-analyzer.sh; CI installs it)")
-    before = client.get_inference_statistics("mlp", "1").model_stats[0]
-    out_csv = tmp_path / "pa.csv"
-    cmd = [pa, "-m", "mlp", "-x", "1", "-u", "127.0.0.1:%d" % server.grpc_port, "-i", "grpc",
-           "--concurrency-range", "2:2", "--measurement-interval", "1000", "--stability-percentage", "1000",
-           "--max-trials", "20", "-f", str(out_csv)]  # lenient: CI machines are small and shared
+    return path
+
+
+def _run(pa, url, concurrency, *extra):
+    """One perf_analyzer level on mlp; returns (its output, the request count it measured)."""
+    cmd = [pa, "-m", "mlp", "-u", url, "-i", "grpc", "--concurrency-range", "%d:%d" % (concurrency, concurrency),
+           "--measurement-interval", "1000", "--stability-percentage", "1000",  # lenient: CI machines are small
+           "--max-trials", "20"] + list(extra)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     out = p.stdout + p.stderr
     assert p.returncode == 0, "perf_analyzer exit %d:\n%s" % (p.returncode, out[-4000:])
-    # client side: requests counted, throughput positive
     m = re.search(r"Request count: (\d+)", out)
     assert m and int(m.group(1)) > 0, out[-4000:]
-    requests = int(m.group(1))
+    return out, int(m.group(1))
+
+
+def _stats(client):
+    return client.get_inference_statistics("mlp", "1").model_stats[0].inference_stats
+
+
+def test_perf_analyzer_drives_inferd(pa, server, client, tmp_path):
+    before = _stats(client)
+    out_csv = tmp_path / "pa.csv"
+    out, requests = _run(pa, "127.0.0.1:%d" % server.grpc_port, 2, "-x", "1", "-f", str(out_csv))
     # server side: perf_analyzer's own reading of ModelStatistics
     assert "Server:" in out and re.search(r"Inference count: \d+", out), out[-4000:]
     sc = int(re.search(r"Successful request count: (\d+)", out).group(1))
@@ -47,34 +60,24 @@ def test_perf_analyzer_drives_inferd(server, client, tmp_path):
     rows = list(csv.DictReader(open(out_csv)))
     assert len(rows) == 1 and rows[0]["Concurrency"] == "2", rows
     assert float(rows[0]["Inferences/Second"]) > 0, rows
-    after = client.get_inference_statistics("mlp", "1").model_stats[0]
+    after = _stats(client)
     # every measured request (and the warm-up ones) reached the server and succeeded
-    assert after.inference_stats.success.count - before.inference_stats.success.count >= requests
-    assert after.inference_stats.fail.count == before.inference_stats.fail.count
+    assert after.success.count - before.success.count >= requests
+    assert after.fail.count == before.fail.count
     print("perf_analyzer: %d requests, %s infer/s at concurrency 2" % (requests, rows[0]["Inferences/Second"]))
 
 
-def test_perf_analyzer_system_shared_memory(start_server, tmp_path):
+def test_perf_analyzer_system_shared_memory(pa, start_server):
     """perf_analyzer --shared-memory system: it registers its own regions, sends every tensor through them,
     and inferd answers each request without the bytes in the messages."""
-    pa = _perf_analyzer()
-    if not pa:
-        pytest.skip("perf_analyzer not installed (bash deploy/install-perf-analyzer.sh; CI installs it)")
     srv = start_server(["--allow-client-shm", "true"])
     import tritonclient.grpc as grpcclient
     with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
-        before = c.get_inference_statistics("mlp", "1").model_stats[0].inference_stats.success.count
-        cmd = [pa, "-m", "mlp", "-u", srv.grpc_url, "-i", "grpc", "--shared-memory", "system",
-               "--output-shared-memory-size", "4096", "--concurrency-range", "2:2", "--measurement-interval", "1000",
-               "--stability-percentage", "1000", "--max-trials", "20"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        out = p.stdout + p.stderr
-        assert p.returncode == 0, "perf_analyzer exit %d:\n%s" % (p.returncode, out[-4000:])
-        m = re.search(r"Request count: (\d+)", out)
-        assert m and int(m.group(1)) > 0, out[-4000:]
-        st = c.get_inference_statistics("mlp", "1").model_stats[0].inference_stats
-        assert st.success.count - before >= int(m.group(1))
-        assert st.fail.count == 0
+        before = _stats(c)
+        _, requests = _run(pa, srv.grpc_url, 2, "--shared-memory", "system", "--output-shared-memory-size", "4096")
+        after = _stats(c)
+        assert after.success.count - before.success.count >= requests
+        assert after.fail.count == 0
         # it did register regions (the server logs each), and unregistered them when done
         assert re.search(r"shared memory region '[^']+' registered", srv.stderr_text()), srv.stderr_tail()
         assert c.get_system_shared_memory_status(as_json=True).get("regions", {}) == {}
@@ -82,20 +85,10 @@ def test_perf_analyzer_system_shared_memory(start_server, tmp_path):
     srv.assert_clean_exit()
 
 
-def test_perf_analyzer_streaming(server, client):
+def test_perf_analyzer_streaming(pa, server, client):
     """perf_analyzer --streaming: every request on ModelStreamInfer streams, answered one by one."""
-    pa = _perf_analyzer()
-    if not pa:
-        pytest.skip("perf_analyzer not installed (bash deploy/install-perf-analyzer.sh; CI installs it)")
-    before = client.get_inference_statistics("mlp", "1").model_stats[0].inference_stats
-    cmd = [pa, "-m", "mlp", "-u", "127.0.0.1:%d" % server.grpc_port, "-i", "grpc", "--streaming",
-           "--concurrency-range", "4:4", "--measurement-interval", "1000", "--stability-percentage", "1000",
-           "--max-trials", "20"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    out = p.stdout + p.stderr
-    assert p.returncode == 0, "perf_analyzer exit %d:\n%s" % (p.returncode, out[-4000:])
-    m = re.search(r"Request count: (\d+)", out)
-    assert m and int(m.group(1)) > 0, out[-4000:]
-    after = client.get_inference_statistics("mlp", "1").model_stats[0].inference_stats
-    assert after.success.count - before.success.count >= int(m.group(1))
+    before = _stats(client)
+    _, requests = _run(pa, "127.0.0.1:%d" % server.grpc_port, 4, "--streaming")
+    after = _stats(client)
+    assert after.success.count - before.success.count >= requests
     assert after.fail.count == before.fail.count
