@@ -40,7 +40,12 @@ struct srv_http {
   int closing;
   size_t open_handles;  // the listener plus every connection not yet closed back
   size_t nconns;
-  conn *conns;  // doubly linked, for srv_http_close
+  conn *conns;  // doubly linked, for srv_http_close and the idle sweep
+  // A connection with no read or finished write for idle_ms is closed (a
+  // client that opens connections and goes silent, or sends half a request,
+  // would otherwise hold them forever); one timer sweeps them all.
+  uv_timer_t sweep;
+  uint64_t idle_ms;
   void (*on_closed)(void *arg);
   void *closed_arg;
 };
@@ -66,6 +71,7 @@ struct conn {
   size_t writes_pending;
   size_t write_bytes_pending;
   size_t drained;
+  uint64_t last_active_ms;  // uv_now at the last read or finished write
 
   unsigned reading : 1;      // uv_read_start is in effect
   unsigned backpressure : 1; // reading stopped until writes drain
@@ -284,6 +290,7 @@ static void on_write(uv_write_t *req, int status) {
   free(w->body);
   free(w);
   if (c->closing) return;
+  c->last_active_ms = uv_now(c->srv->loop);
   if (status < 0) {
     conn_close(c);
     return;
@@ -461,6 +468,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     return;
   }
   if (nread == 0) return;
+  c->last_active_ms = uv_now(c->srv->loop);
   if (c->draining) {
     c->drained += (size_t)nread;
     if (c->drained > DRAIN_MAX) conn_close(c);
@@ -491,6 +499,7 @@ static void on_connection(uv_stream_t *server, int status) {
   h->open_handles++;
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
+  c->last_active_ms = uv_now(h->loop);
   if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
     conn_close(c);
     return;
@@ -501,6 +510,36 @@ static void on_connection(uv_stream_t *server, int status) {
     return;
   }
   read_on(c);
+}
+
+// --- idle sweep
+
+static void on_sweep(uv_timer_t *t) {
+  srv_http *h = t->data;
+  uint64_t now = uv_now(h->loop);
+  for (conn *c = h->conns; c; c = c->next)  // closing unlinks only in the close callback
+    if (!c->closing && now - c->last_active_ms >= h->idle_ms) conn_close(c);
+}
+
+// Sweeps a few times per timeout, at most once a second.
+static int sweep_start(srv_http *h) {
+  uint64_t every = h->idle_ms / 4 ? h->idle_ms / 4 : 1;
+  if (every > 1000) every = 1000;
+  return uv_timer_start(&h->sweep, on_sweep, every, every);
+}
+
+static void on_sweep_closed(uv_handle_t *handle) {
+  srv_http *h = handle->data;
+  h->open_handles--;
+  maybe_finish(h);
+}
+
+int srv_http_set_idle_timeout(srv_http *h, uint64_t ms, err *e) {
+  int rc = uv_timer_stop(&h->sweep);
+  h->idle_ms = ms;
+  if (rc == 0 && ms) rc = sweep_start(h);
+  if (rc != 0) return err_set(e, ERR_INTERNAL, "http endpoint: idle sweep timer: %s", uv_strerror(rc));
+  return 0;
 }
 
 // --- public API
@@ -580,12 +619,20 @@ int srv_http_create(uv_loop_t *loop, const char *host, int port, srv_http_handle
   }
   h->listener.data = h;
   h->open_handles = 1;
-  rc = uv_tcp_open(&h->listener, fd);
+  h->idle_ms = SRV_HTTP_IDLE_MS;
+  rc = uv_timer_init(loop, &h->sweep);
+  if (rc == 0) {
+    h->sweep.data = h;
+    h->open_handles++;
+    rc = sweep_start(h);
+  }
+  if (rc == 0) rc = uv_tcp_open(&h->listener, fd);
   if (rc == 0) rc = uv_listen((uv_stream_t *)&h->listener, SOMAXCONN, on_connection);
   if (rc != 0) {
     // The handle exists now; it can only be freed from its close callback.
     if (uv_fileno((uv_handle_t *)&h->listener, &(uv_os_fd_t){0}) != 0) close(fd);
     h->closing = 1;
+    if (h->open_handles > 1) uv_close((uv_handle_t *)&h->sweep, on_sweep_closed);
     uv_close((uv_handle_t *)&h->listener, on_listener_closed);
     return err_set(e, ERR_INTERNAL, "http endpoint %s:%d: listen: %s", host, port, uv_strerror(rc));
   }
@@ -601,6 +648,7 @@ void srv_http_close(srv_http *h, void (*on_closed)(void *arg), void *arg) {
   h->closing = 1;
   h->on_closed = on_closed;
   h->closed_arg = arg;
+  uv_close((uv_handle_t *)&h->sweep, on_sweep_closed);
   uv_close((uv_handle_t *)&h->listener, on_listener_closed);
   for (conn *c = h->conns; c; c = c->next) conn_close(c);
 }

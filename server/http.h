@@ -16,6 +16,9 @@
 // 413; both then close the connection.
 #define SRV_HTTP_MAX_HEADER (16 * 1024)
 #define SRV_HTTP_MAX_BODY (1024 * 1024)
+// A connection with no traffic (nothing read, no write finished) for this
+// long is closed; srv_http_set_idle_timeout changes it.
+#define SRV_HTTP_IDLE_MS 60000
 
 typedef struct srv_http srv_http;
 
@@ -55,6 +58,9 @@ int srv_http_create(uv_loop_t *loop, const char *host, int port, srv_http_handle
 
 // The port actually bound (useful with port 0).
 int srv_http_port(const srv_http *h);
+
+// Closes connections idle for `ms` from now on (0: never). Loop thread only.
+int srv_http_set_idle_timeout(srv_http *h, uint64_t ms, err *e);
 
 // Connections currently open (accepted and not yet closed).
 size_t srv_http_connections(const srv_http *h);

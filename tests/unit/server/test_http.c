@@ -55,6 +55,12 @@ static void handler(void *ctx, const srv_http_request *req, srv_http_response *r
     resp->content_type = "application/octet-stream";
     return;
   }
+  if (strcmp(req->path, "/set-idle") == 0) {  // ?ms=N: the idle timeout, set on the loop thread
+    err e = {0};
+    resp->status = srv_http_set_idle_timeout(fx->h, strtoull(req->query ? req->query + 3 : "0", NULL, 10), &e)
+                       ? 500 : 204;
+    return;
+  }
   if (strcmp(req->path, "/empty") == 0) {
     resp->status = 204;
     return;
@@ -537,6 +543,35 @@ int main(void) {
     int polls = 0;
     CHECK_EQ_INT(conns_eventually(ctl, NCONC + 1, &polls), NCONC + 1);
     expect_handled += polls;
+  }
+
+  // Idle connections: one that never sends and one stuck half-way through a
+  // request are closed once the idle timeout (500 ms here) passes; one that
+  // keeps asking every 50 ms stays open meanwhile.
+  {
+    CHECK_EQ_INT(get(ctl, "/set-idle?ms=500", NULL, 0), 204);
+    client *quiet = client_open(port);
+    client *stalled = client_open(port);
+    CHECK_EQ_INT(send_str(stalled, "GET /stalled HTTP/1.1\r\nHo"), 0);
+    client *busy = client_open(port);
+    int ok = 0;
+    for (int i = 0; i < 20; i++) {  // >= 1 s of traffic: twice the timeout
+      usleep(50000);
+      ok += get(busy, "/busy", NULL, 0) == 200;
+    }
+    CHECK_EQ_INT(ok, 20);
+    CHECK(at_eof(quiet));    // waits for the server's close (20 s receive timeout as a net)
+    CHECK(at_eof(stalled));
+    // the 150 above and ctl were idle too: back to one fresh control connection
+    client_close(ctl);
+    ctl = client_open(port);
+    int polls = 0;
+    CHECK_EQ_INT(conns_eventually(ctl, 2, &polls), 2);  // ctl and busy
+    CHECK_EQ_INT(get(ctl, "/set-idle?ms=60000", NULL, 0), 204);
+    client_close(quiet);
+    client_close(stalled);
+    client_close(busy);
+    expect_handled += 1 + 20 + polls + 1;
   }
 
   CHECK_EQ_INT(atomic_load(&fx.handled), expect_handled);
