@@ -270,6 +270,9 @@ static int check_platform(const Inference__ModelConfig *c, err *e) {
   if (!is_empty(c->backend) && strcmp(c->backend, "onnxruntime") != 0 && strcmp(c->backend, "inferd") != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "backend '%s' is not supported (only 'onnxruntime' or 'inferd')",
                    c->backend);
+  if (c->model_transaction_policy && c->model_transaction_policy->decoupled)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "model_transaction_policy.decoupled is not supported (every request gets exactly one response)");
   return 0;
 }
 

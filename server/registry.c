@@ -12,6 +12,7 @@
 #include "engine/config.h"
 #include "engine/graph.h"
 #include "engine/repo.h"
+#include "engine/warmup.h"
 #include "server/log.h"
 
 struct srv_registry {
@@ -36,8 +37,8 @@ static void collect_io(const eng_graph *g, eng_io **in, size_t *n_in, eng_io **o
 
 // Loads one version: graph, completion of the config from the first graph
 // when config.pbtxt was missing, validation, instances.
-static int load_version(srv_model *m, const repo_version *rv, int *completed, int config_from_file,
-                        int default_max_batch, int n_gpus, srv_version *v, err *e) {
+static int load_version(srv_model *m, const char *model_dir, const repo_version *rv, int *completed,
+                        int config_from_file, int default_max_batch, int n_gpus, srv_version *v, err *e) {
   eng_graph *g = NULL;
   TRY(eng_graph_load(rv->path, &g, e));
   eng_io *in = NULL, *out = NULL;
@@ -54,8 +55,23 @@ static int load_version(srv_model *m, const repo_version *rv, int *completed, in
   free(in);
   free(out);
   if (rc == 0) rc = eng_model_create(g, m->config, n_gpus, &v->model, e);
-  if (rc) eng_graph_destroy(g);
-  return rc;
+  if (rc) {
+    eng_graph_destroy(g);
+    return rc;
+  }
+  if (m->config->n_model_warmup) {
+    uint64_t runs = 0;
+    int64_t t0 = eng_now_us();
+    rc = eng_warmup_run(v->model, m->config, model_dir, &runs, e);
+    if (rc) {
+      eng_model_destroy(v->model);
+      v->model = NULL;
+      return rc;
+    }
+    srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": model_warmup ran %" PRIu64 " execution(s) in %.1f ms",
+            m->name, rv->version, runs, (double)(eng_now_us() - t0) / 1000.0);
+  }
+  return 0;
 }
 
 static int init_stats(srv_stats *s, int max_batch) {
@@ -103,8 +119,8 @@ static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_mo
     srv_version *v = &m->versions[i];
     v->version = rm->versions[i].version;
     snprintf(v->version_str, sizeof v->version_str, "%" PRId64, v->version);
-    int rc = load_version(m, &rm->versions[i], &completed, rm->config_from_file, default_max_batch, n_gpus, v,
-                          &v->status);
+    int rc = load_version(m, rm->dir, &rm->versions[i], &completed, rm->config_from_file, default_max_batch, n_gpus,
+                          v, &v->status);
     if (rc == 0 && init_stats(&v->stats, m->config->max_batch_size) != 0) {
       free_stats(&v->stats);
       memset(&v->stats, 0, sizeof v->stats);

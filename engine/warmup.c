@@ -1,0 +1,163 @@
+// warmup.c: builds each model_warmup entry's batch and runs it, one job at a
+// time, on every instance of the model, waiting for each to finish.
+#include "engine/warmup.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct waiter {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, rc;
+  err e;
+} waiter;
+
+static void on_done(eng_job *job, int rc, const err *e, const eng_tensor *outputs, size_t n_outputs) {
+  (void)outputs, (void)n_outputs;
+  waiter *w = job->ctx;
+  pthread_mutex_lock(&w->mu);
+  w->rc = rc;
+  if (rc && e) w->e = *e;
+  w->done = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+static int run_once(eng_model *m, int instance, eng_job *job, waiter *w, err *e) {
+  w->done = 0;
+  w->rc = 0;
+  job->done = on_done;
+  job->ctx = w;
+  job->instance = instance;
+  TRY(eng_model_submit(m, instance, job, e));
+  pthread_mutex_lock(&w->mu);
+  while (!w->done) pthread_cond_wait(&w->cv, &w->mu);
+  pthread_mutex_unlock(&w->mu);
+  if (w->rc) {
+    *e = w->e;
+    return w->rc ? w->rc : ERR_INTERNAL;
+  }
+  return 0;
+}
+
+static const Inference__ModelWarmup__Input *find_input(const Inference__ModelWarmup *w, const char *name) {
+  for (size_t k = 0; k < w->n_inputs; k++)
+    if (w->inputs[k]->key && strcmp(w->inputs[k]->key, name) == 0) return w->inputs[k]->value;
+  return NULL;
+}
+
+// Reads warmup/<file> under model_dir: one sample's bytes (repeated for each
+// row) or the whole batch's.
+static int read_file(const char *model_dir, const char *file, uint8_t *dst, size_t sample, size_t rows, err *e) {
+  if (strstr(file, "..") || file[0] == '/')
+    return err_set(e, ERR_INVALID_ARGUMENT, "input_data_file '%s' must name a file inside the warmup folder", file);
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/warmup/%s", model_dir, file) >= (int)sizeof path)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input_data_file '%s': path too long", file);
+  FILE *f = fopen(path, "rb");
+  if (!f) return err_set(e, ERR_INVALID_ARGUMENT, "input_data_file '%s' cannot be opened", path);
+  size_t n = fread(dst, 1, sample * rows, f);
+  int extra = fgetc(f) != EOF;
+  fclose(f);
+  if (extra || (n != sample && n != sample * rows))
+    return err_set(e, ERR_INVALID_ARGUMENT, "input_data_file '%s' holds %s%zu bytes; expected %zu (one sample) or %zu",
+                   path, extra ? "more than " : "", n, sample, sample * rows);
+  for (size_t r = 1; n == sample && r < rows; r++) memcpy(dst + r * sample, dst, sample);
+  return 0;
+}
+
+// Fills one input of the entry: shape [rows, dims...] (no batch dim when the
+// model does not batch), data as the entry says.
+static int build_input(const eng_model *m, const Inference__ModelWarmup *w, size_t i, int64_t rows,
+                       const char *model_dir, uint64_t *seed, eng_tensor *t, err *e) {
+  const eng_io *io = eng_model_input(m, i);
+  const Inference__ModelWarmup__Input *in = find_input(w, io->name);
+  if (!in) return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' is missing", io->name);
+  if ((dtype)in->data_type != io->dt)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': data_type %s, the model's is %s", io->name,
+                   dtype_config_name((dtype)in->data_type), dtype_config_name(io->dt));
+  if ((int)in->n_dims != io->ndims)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': %zu dims, the model's input has %d", io->name, in->n_dims,
+                   io->ndims);
+  int batched = eng_model_max_batch(m) > 0;
+  t->dt = io->dt;
+  t->ndims = io->ndims + batched;
+  if (batched) t->dims[0] = rows;
+  size_t sample = dtype_size(io->dt);
+  for (int d = 0; d < io->ndims; d++) {
+    if (in->dims[d] < 0 || (io->dims[d] >= 0 && io->dims[d] != in->dims[d]))
+      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': dim %d is %lld, the model's is %lld", io->name, d,
+                     (long long)in->dims[d], (long long)io->dims[d]);
+    t->dims[d + batched] = in->dims[d];
+    sample *= (size_t)in->dims[d];
+  }
+  t->bytes = sample * (size_t)rows;
+  uint8_t *p = calloc(t->bytes ? t->bytes : 1, 1);
+  if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "input '%s': out of memory for %zu bytes", io->name, t->bytes);
+  t->data = p;
+  switch (in->input_data_type_case) {
+    case INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_ZERO_DATA: return 0;
+    case INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_RANDOM_DATA:
+      if (io->dt == DT_FP32) {  // values in [0, 1): random bits could be NaN or Inf
+        float *f = (float *)p;
+        for (size_t k = 0; k < t->bytes / sizeof *f; k++) {
+          *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+          f[k] = (float)(*seed >> 40) / 16777216.0f;
+        }
+      } else {
+        for (size_t k = 0; k < t->bytes; k++) {
+          *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+          p[k] = (uint8_t)(*seed >> 56) & (io->dt == DT_BOOL ? 1 : 0xff);
+        }
+      }
+      return 0;
+    case INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_INPUT_DATA_FILE:
+      return read_file(model_dir, in->input_data_file, p, sample, (size_t)rows, e);
+    default: return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': no zero_data, random_data or input_data_file", io->name);
+  }
+}
+
+static int run_entry(eng_model *m, const Inference__ModelWarmup *w, const char *model_dir, uint64_t *runs, err *e) {
+  int max_batch = eng_model_max_batch(m);
+  int64_t rows = max_batch > 0 ? (w->batch_size ? (int64_t)w->batch_size : 1) : 1;
+  if (max_batch > 0 && rows > max_batch)
+    return err_set(e, ERR_INVALID_ARGUMENT, "batch_size %u exceeds max_batch_size %d", w->batch_size, max_batch);
+  for (size_t k = 0; k < w->n_inputs; k++) {
+    size_t i = 0;
+    while (i < eng_model_n_inputs(m) && strcmp(eng_model_input(m, i)->name, w->inputs[k]->key) != 0) i++;
+    if (i == eng_model_n_inputs(m))
+      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' is not an input of the model", w->inputs[k]->key);
+  }
+  size_t n_in = eng_model_n_inputs(m);
+  eng_tensor *ts = calloc(n_in ? n_in : 1, sizeof *ts);
+  if (!ts) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < n_in; i++) rc = build_input(m, w, i, rows, model_dir, &seed, &ts[i], e);
+  waiter wt = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+  uint32_t count = w->count ? w->count : 1;
+  for (int inst = 0; rc == 0 && inst < eng_model_n_instances(m); inst++)
+    for (uint32_t c = 0; rc == 0 && c < count; c++) {
+      eng_job job = {.rows = rows, .inputs = ts};
+      rc = run_once(m, inst, &job, &wt, e);
+      if (rc == 0) (*runs)++;
+      else err_prefix(e, "instance %d: ", inst);
+    }
+  pthread_cond_destroy(&wt.cv);
+  pthread_mutex_destroy(&wt.mu);
+  for (size_t i = 0; i < n_in; i++) free(ts[i].data);
+  free(ts);
+  return rc;
+}
+
+int eng_warmup_run(eng_model *m, const Inference__ModelConfig *cfg, const char *model_dir, uint64_t *runs, err *e) {
+  *runs = 0;
+  for (size_t k = 0; k < cfg->n_model_warmup; k++) {
+    const Inference__ModelWarmup *w = cfg->model_warmup[k];
+    if (run_entry(m, w, model_dir, runs, e) != 0) return err_prefix(e, "model_warmup '%s': ", w->name);
+  }
+  return 0;
+}

@@ -1,0 +1,21 @@
+// engine/warmup.h: Triton's model_warmup: before a model version is declared
+// ready, each config warmup entry runs `count` times (at least once) on
+// every instance, with zero, random or file data, so the first real request
+// does not pay for lazy work (CUDA graph capture of a new shape, page faults
+// in arenas, cuBLASLt heuristics). A warmup that cannot run fails the load,
+// as in Triton.
+#ifndef INFERD_ENGINE_WARMUP_H
+#define INFERD_ENGINE_WARMUP_H
+
+#include <stdint.h>
+
+#include "engine/err.h"
+#include "engine/model.h"
+#include "model_config.pb-c.h"
+
+// model_dir holds the "warmup" folder that input_data_file names resolve in.
+// On success *runs is the number of executions done (entries x count x
+// instances). Errors name the entry and the input.
+int eng_warmup_run(eng_model *m, const Inference__ModelConfig *cfg, const char *model_dir, uint64_t *runs, err *e);
+
+#endif
