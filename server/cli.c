@@ -31,6 +31,9 @@ void srv_options_usage(const char *prog) {
           "  --strict-readiness BOOL      ready only when every model loaded (default true)\n"
           "  --exit-timeout-secs N        on SIGTERM/SIGINT, how long in-flight requests may take\n"
           "                               before they are cancelled (default 30)\n"
+          "  --metrics-port N             also serve /metrics alone on this port (Triton's 8002;\n"
+          "                               default: only on the HTTP port; 0 picks a free one)\n"
+          "  --allow-metrics BOOL         serve /metrics at all (default true)\n"
           "  --allow-client-shm BOOL      let clients register system shared memory regions and pass\n"
           "                               tensors through them (Triton's flag; default false)\n"
           "  --trace-file PATH            write every Nth request (--trace-rate) as Chrome trace events\n"
@@ -72,7 +75,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
   *o = (srv_options){.grpc_address = "0.0.0.0", .http_address = "0.0.0.0", .grpc_port = 8001, .http_port = 8000,
                      .grpc_threads = ncpu > 0 ? (int)ncpu : 2, .grpc_max_message_bytes = 64 << 20,
                      .default_max_batch_size = 4, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
-                     .log_level = SRV_LOG_INFO, .trace_rate = 1000};
+                     .log_level = SRV_LOG_INFO, .trace_rate = 1000, .allow_metrics = 1, .metrics_port = -1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -116,6 +119,8 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--trace-rate")) rc = parse_int(name, val, 1, INT_MAX, &o->trace_rate);
     else if (!strcmp(name, "--strict-readiness")) rc = parse_bool(name, val, &o->strict_readiness);
     else if (!strcmp(name, "--allow-client-shm")) rc = parse_bool(name, val, &o->allow_client_shm);
+    else if (!strcmp(name, "--allow-metrics")) rc = parse_bool(name, val, &o->allow_metrics);
+    else if (!strcmp(name, "--metrics-port")) rc = parse_int(name, val, 0, 65535, &o->metrics_port);
     else if (!strcmp(name, "--exit-timeout-secs")) rc = parse_int(name, val, 0, 24 * 3600, &o->exit_timeout_secs);
     else if (!strcmp(name, "--log-verbose")) {
       rc = parse_int(name, val, 0, 1000, &lv);

@@ -15,6 +15,8 @@ typedef struct srv_options {
   int auto_complete_config;  // Triton's auto-complete; --disable-auto-complete-config clears it
   int strict_readiness;
   int allow_client_shm;  // Triton's --allow-client-shm
+  int allow_metrics;     // Triton's --allow-metrics (default 1)
+  int metrics_port;      // Triton's --metrics-port; -1: /metrics only on the HTTP port
   int exit_timeout_secs;
   srv_log_level log_level;
   const char *trace_file;  // NULL: no trace

@@ -416,6 +416,8 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
               strcmp(p, "/dashboard") == 0 || strcmp(p, "/dashboard.json") == 0;
   if (!known) return text(resp, 404, "not found\n");
   if (!get) return text(resp, 405, "method not allowed\n");
+  if (!s->allow_metrics && strcmp(p, "/metrics") == 0)
+    return text(resp, 404, "metrics are disabled (--allow-metrics false)\n");
   if (strcmp(p, "/v2/health/live") == 0) return text(resp, 200, "");
   if (strcmp(p, "/v2/health/ready") == 0) return srv_server_ready(s) ? text(resp, 200, "") : text(resp, 503, "");
   if (strcmp(p, "/dashboard") == 0) {
@@ -446,4 +448,13 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
   resp->body = b.p;
   resp->len = b.len;
   resp->free_body = 1;
+}
+
+void srv_http_metrics_routes(void *ctx, const srv_http_request *req, srv_http_response *resp) {
+  if (strcmp(req->path, "/metrics") != 0) {
+    srv_server *s = ctx;
+    atomic_fetch_add(&s->http_requests, 1);
+    return text(resp, 404, "not found (this port serves /metrics only)\n");
+  }
+  srv_http_routes(ctx, req, resp);
 }

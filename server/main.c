@@ -27,6 +27,7 @@
 
 typedef struct http_close_ctx {
   srv_http *http;
+  srv_http *metrics;  // --metrics-port's listener, NULL when none
 } http_close_ctx;
 
 static void on_http_closed(void *arg) { (void)arg; }
@@ -155,6 +156,8 @@ static void log_final_counts(srv_server *s) {
 static void close_http(void *arg) {
   http_close_ctx *c = arg;
   if (c->http) srv_http_close(c->http, on_http_closed, NULL);
+  if (c->metrics) srv_http_close(c->metrics, on_http_closed, NULL);
+  c->http = c->metrics = NULL;  // closed once: main's fallback below must not again
 }
 
 int main(int argc, char **argv) {
@@ -177,7 +180,7 @@ int main(int argc, char **argv) {
   sigaddset(&stop_set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
 
-  srv_server srv = {.strict_readiness = o.strict_readiness};
+  srv_server srv = {.strict_readiness = o.strict_readiness, .allow_metrics = o.allow_metrics};
   err e = {0};
   int status = 1;
   srv_grpc *grpc = NULL;
@@ -204,6 +207,10 @@ int main(int argc, char **argv) {
   if (srv_sched_create(srv.reg, &ops, &srv.sched, &e) != 0) goto fail;
   if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
     goto fail;
+  if (o.allow_metrics && o.metrics_port >= 0 &&
+      srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.metrics_port, srv_http_metrics_routes, &srv,
+                      &hc.metrics, &e) != 0)
+    goto fail;
 
   srv_method methods[32];
   size_t n_methods = srv_methods(&srv, methods, sizeof methods / sizeof methods[0]);
@@ -217,7 +224,9 @@ int main(int argc, char **argv) {
 
   srv_log(SRV_LOG_INFO, "serving %zu model(s) from %s; ready: %s", srv_registry_n_models(srv.reg),
           o.model_repository, srv_server_ready(&srv) ? "yes" : "no (a model failed to load)");
-  fprintf(stderr, "inferd ready: grpc=%d http=%d\n", srv_grpc_port(grpc), srv_http_port(hc.http));
+  if (hc.metrics) fprintf(stderr, "inferd ready: grpc=%d http=%d metrics=%d\n", srv_grpc_port(grpc),
+                         srv_http_port(hc.http), srv_http_port(hc.metrics));
+  else fprintf(stderr, "inferd ready: grpc=%d http=%d\n", srv_grpc_port(grpc), srv_http_port(hc.http));
   fflush(stderr);
 
   int sig = wait_stop_signal(&stop_set, signal_fd);
@@ -235,9 +244,9 @@ fail:
   if (srv.sched) srv_sched_stop(srv.sched, close_http, &hc);  // no-op when the loop never started
   if (grpc) srv_grpc_destroy(grpc);
   if (srv.sched) {
-    if (hc.http && status) {
+    if (hc.http || hc.metrics) {
       // the loop never ran: close HTTP's handles by running the loop here
-      srv_http_close(hc.http, on_http_closed, NULL);
+      close_http(&hc);
       uv_run(srv_sched_loop(srv.sched), UV_RUN_DEFAULT);
     }
     srv_sched_destroy(srv.sched);

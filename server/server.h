@@ -21,6 +21,7 @@ typedef struct srv_server {
   prof_gpus *gpus;         // the visible GPUs' metrics (none: a CPU-only server)
   srv_shm *shm;            // client system shared memory; NULL unless --allow-client-shm
   int strict_readiness;    // ready only when every model is (Triton's default)
+  int allow_metrics;       // --allow-metrics: /metrics served at all
   atomic_int draining;     // set once shutdown began: not ready, new work refused
   atomic_llong infer_inflight;     // ModelInfer calls received and not yet answered
   atomic_llong infer_last_call_us; // when the last ModelInfer call arrived
@@ -47,5 +48,7 @@ int srv_server_ready(srv_server *s);
 struct srv_http_request;
 struct srv_http_response;
 void srv_http_routes(void *ctx, const struct srv_http_request *req, struct srv_http_response *resp);
+// The --metrics-port listener's: /metrics alone, as Triton's metrics port.
+void srv_http_metrics_routes(void *ctx, const struct srv_http_request *req, struct srv_http_response *resp);
 
 #endif

@@ -19,7 +19,7 @@ REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "models"))
 import gen_models  # noqa: E402  (the generator is the single source of the models' spec)
 
-READY_RE = re.compile(r"inferd ready: grpc=(\d+) http=(\d+)")
+READY_RE = re.compile(r"inferd ready: grpc=(\d+) http=(\d+)(?: metrics=(\d+))?")
 # Lines that mean a sanitizer found something; the suite runs unchanged against ASan/UBSan/TSan builds.
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer")
 
@@ -51,7 +51,7 @@ class ServerProcess:
         self.lines = []
         self._lock = threading.Lock()
         self._ready = threading.Event()
-        self.grpc_port = self.http_port = None
+        self.grpc_port = self.http_port = self.metrics_port = None
         self.proc = None
         self.returncode = None
 
@@ -78,6 +78,7 @@ class ServerProcess:
             m = READY_RE.search(line)
             if m and not self._ready.is_set():
                 self.grpc_port, self.http_port = int(m.group(1)), int(m.group(2))
+                self.metrics_port = int(m.group(3)) if m.group(3) else None
                 self._ready.set()
         self._ready.set()  # EOF: wake start() so it reports the death instead of waiting out the timeout
 

@@ -570,3 +570,32 @@ def test_trace_concurrent_requests_get_their_own_lanes(start_server, tmp_path, s
     for track in by_track:
         assert names.get(track, "").startswith("requests "), (track, names.get(track))
     print("%d requests on %d lane(s)" % (len(work), len(by_track)))
+
+
+def test_metrics_port_and_allow_metrics(start_server, specs, oracle, rng):
+    """--metrics-port (Triton's 8002, where perf_analyzer --collect-metrics looks by default) serves /metrics
+    alone, with the same counts as the HTTP port; --allow-metrics false turns /metrics off everywhere."""
+    import tritonclient.grpc as grpcclient
+    srv = start_server(["--metrics-port", "0"])
+    assert srv.metrics_port and srv.metrics_port not in (srv.http_port, srv.grpc_port)
+    murl = "http://127.0.0.1:%d" % srv.metrics_port
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        for _ in range(3):
+            lib.infer(c, "mlp", lib.random_inputs(specs["mlp"], rng, 1))
+    status, text = lib.http_get(murl + "/metrics")
+    assert status == 200
+    assert lib.metric_sum(lib.parse_metrics(text), "nv_inference_request_success", model="mlp") == 3
+    _, main_text = lib.http_get(srv.http_url + "/metrics")
+    assert lib.metric_sum(lib.parse_metrics(main_text), "nv_inference_request_success", model="mlp") == 3
+    for path in ("/v2/health/ready", "/dashboard", "/"):
+        assert lib.http_get(murl + path)[0] == 404, path
+    srv.stop()
+    srv.assert_clean_exit()
+
+    off = start_server(["--allow-metrics", "false", "--metrics-port", "0"])
+    assert off.metrics_port is None, "no metrics listener when metrics are off"
+    status, text = lib.http_get(off.http_url + "/metrics")
+    assert status == 404 and "--allow-metrics" in text
+    assert lib.http_get(off.http_url + "/v2/health/ready")[0] == 200
+    off.stop()
+    off.assert_clean_exit()
