@@ -109,7 +109,7 @@ static void server_metadata(void *ctx, srv_call *call, const uint8_t *req, size_
   (void)req, (void)len;
   // Only what is really implemented (and enabled); clients probe this list.
   srv_server *s = ctx;
-  static char *ext[] = {"model_configuration", "statistics", "system_shared_memory"};
+  static char *ext[] = {"model_configuration", "statistics", "logging", "system_shared_memory"};
   Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
   r.name = "inferd";
   r.version = INFERD_VERSION;
@@ -468,6 +468,90 @@ static void shm_status(void *ctx, srv_call *call, const uint8_t *req, size_t len
   inference__system_shared_memory_status_request__free_unpacked(q, NULL);
 }
 
+// --- logging (Triton's logging extension): the levels and the line format,
+// changed at run time; every setting is checked before any is applied
+
+static int log_setting_check(const Inference__LogSettingsRequest__SettingsEntry *st, err *e) {
+  const Inference__LogSettingsRequest__SettingValue *v = st->value;
+  int kind = v ? (int)v->parameter_choice_case : 0;
+  const char *k = st->key;
+  if (!strcmp(k, "log_info") || !strcmp(k, "log_warning") || !strcmp(k, "log_error")) {
+    if (kind != INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM)
+      return err_set(e, ERR_INVALID_ARGUMENT, "log setting '%s' must be a bool", k);
+  } else if (!strcmp(k, "log_verbose_level")) {
+    if (kind != INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM)
+      return err_set(e, ERR_INVALID_ARGUMENT, "log setting '%s' must be a uint32", k);
+  } else if (!strcmp(k, "log_format") || !strcmp(k, "log_file")) {
+    if (kind != INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM)
+      return err_set(e, ERR_INVALID_ARGUMENT, "log setting '%s' must be a string", k);
+    if (!strcmp(k, "log_format") && strcmp(v->string_param, "default") && strcmp(v->string_param, "ISO8601"))
+      return err_set(e, ERR_INVALID_ARGUMENT, "log_format '%s': expected 'default' or 'ISO8601'", v->string_param);
+    if (!strcmp(k, "log_file") && *v->string_param)
+      return err_set(e, ERR_INVALID_ARGUMENT, "log_file '%s': inferd logs to stderr only (give \"\")",
+                     v->string_param);
+  } else {
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "unknown log setting '%s' (log_file, log_info, log_warning, log_error, log_verbose_level, "
+                   "log_format)", k);
+  }
+  return 0;
+}
+
+static void log_setting_apply(const Inference__LogSettingsRequest__SettingsEntry *st) {
+  const Inference__LogSettingsRequest__SettingValue *v = st->value;
+  const char *k = st->key;
+  if (!strcmp(k, "log_info")) srv_log_enable(SRV_LOG_INFO, v->bool_param);
+  else if (!strcmp(k, "log_warning")) srv_log_enable(SRV_LOG_WARN, v->bool_param);
+  else if (!strcmp(k, "log_error")) srv_log_enable(SRV_LOG_ERROR, v->bool_param);
+  else if (!strcmp(k, "log_verbose_level")) srv_log_enable(SRV_LOG_DEBUG, v->uint32_param > 0);
+  else if (!strcmp(k, "log_format"))
+    srv_log_set_format(strcmp(v->string_param, "ISO8601") ? SRV_LOG_FORMAT_DEFAULT : SRV_LOG_FORMAT_ISO8601);
+}
+
+static void log_settings(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  (void)ctx;
+  Inference__LogSettingsRequest *q = (Inference__LogSettingsRequest *)unpack_or_fail(
+      call, &inference__log_settings_request__descriptor, req, len);
+  if (!q) return;
+  err e;
+  for (size_t i = 0; i < q->n_settings; i++)
+    if (log_setting_check(q->settings[i], &e) != 0) {
+      srv_call_fail(call, (int)e.code, e.msg);
+      inference__log_settings_request__free_unpacked(q, NULL);
+      return;
+    }
+  for (size_t i = 0; i < q->n_settings; i++) log_setting_apply(q->settings[i]);
+  if (q->n_settings) srv_log(SRV_LOG_INFO, "log settings changed (%zu setting(s))", q->n_settings);
+  inference__log_settings_request__free_unpacked(q, NULL);
+
+  enum { N = 6 };
+  static const char *keys[N] = {"log_file", "log_info", "log_warning", "log_error", "log_verbose_level", "log_format"};
+  Inference__LogSettingsResponse__SettingValue val[N];
+  Inference__LogSettingsResponse__SettingsEntry ent[N], *entp[N];
+  for (int i = 0; i < N; i++) {
+    inference__log_settings_response__setting_value__init(&val[i]);
+    inference__log_settings_response__settings_entry__init(&ent[i]);
+    ent[i].key = (char *)keys[i];
+    ent[i].value = &val[i];
+    entp[i] = &ent[i];
+  }
+  val[0].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM;
+  val[0].string_param = "";
+  srv_log_level lv[3] = {SRV_LOG_INFO, SRV_LOG_WARN, SRV_LOG_ERROR};
+  for (int i = 0; i < 3; i++) {
+    val[1 + i].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM;
+    val[1 + i].bool_param = srv_log_enabled(lv[i]);
+  }
+  val[4].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM;
+  val[4].uint32_param = (uint32_t)srv_log_enabled(SRV_LOG_DEBUG);
+  val[5].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM;
+  val[5].string_param = srv_log_get_format() == SRV_LOG_FORMAT_ISO8601 ? "ISO8601" : "default";
+  Inference__LogSettingsResponse r = INFERENCE__LOG_SETTINGS_RESPONSE__INIT;
+  r.n_settings = N;
+  r.settings = entp;
+  reply_msg(call, &r.base);
+}
+
 // --- reflection (bidi stream, one answer per request)
 
 static int reflection_answer(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, err *e) {
@@ -487,6 +571,7 @@ size_t srv_methods(srv_server *s, srv_method *out, size_t cap) {
       {.path = SVC "ModelStreamInfer", .astream = srv_infer_stream_handler, .ctx = s},
       {.path = SVC "ModelStatistics", .unary = model_statistics, .ctx = s},
       {.path = SVC "RepositoryIndex", .unary = repository_index, .ctx = s},
+      {.path = SVC "LogSettings", .unary = log_settings, .ctx = s},
       {.path = SVC "SystemSharedMemoryStatus", .unary = shm_status, .ctx = s},
       {.path = SVC "SystemSharedMemoryRegister", .unary = shm_register, .ctx = s},
       {.path = SVC "SystemSharedMemoryUnregister", .unary = shm_unregister, .ctx = s},
