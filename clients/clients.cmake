@@ -12,6 +12,8 @@ add_library(inferd_load STATIC
   ${CMAKE_CURRENT_LIST_DIR}/load/inputs.c
   ${CMAKE_CURRENT_LIST_DIR}/load/request.c
   ${CMAKE_CURRENT_LIST_DIR}/load/shm.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/stream_msg.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/stream.c
   ${CMAKE_CURRENT_LIST_DIR}/load/driver.c
   ${CMAKE_CURRENT_LIST_DIR}/load/report.c)
 target_link_libraries(inferd_load PUBLIC inferd_proto inferd_base PkgConfig::GRPC PkgConfig::PROTOBUFC

@@ -126,6 +126,7 @@ enum {
   O_DATA,
   O_VALIDATE,
   O_SHM,
+  O_STREAMING,
   O_OUT_SHM_SIZE,
   O_INTERVAL,
   O_STAB,
@@ -161,6 +162,7 @@ static const opt_def OPTS[] = {
     {"input-data", 0, true, O_DATA},
     {"validate-identity", 0, false, O_VALIDATE},
     {"shared-memory", 0, true, O_SHM},
+    {"streaming", 0, false, O_STREAMING},
     {"output-shared-memory-size", 0, true, O_OUT_SHM_SIZE},
     {"measurement-interval", 'p', true, O_INTERVAL},
     {"stability-percentage", 's', true, O_STAB},
@@ -196,6 +198,8 @@ void ld_usage(FILE *f) {
       "                                 regions registered with the server (same host; inferd\n"
       "                                 needs --allow-client-shm true); default none\n"
       "  --output-shared-memory-size N  bytes of each output's region (default 102400)\n"
+      "  --streaming                    send on ModelStreamInfer streams (one per thread and\n"
+      "                                 connection, open for a whole level) instead of unary calls\n"
       "  -p, --measurement-interval MS  window length (default 2000)\n"
       "  -s, --stability-percentage P   stable when the last 3 windows are within P% (default 10)\n"
       "  -r, --max-trials N             at most N windows per level (default 10)\n"
@@ -292,6 +296,9 @@ static int apply(ld_opts *o, const opt_def *d, const char *name, const char *v, 
                        "--shared-memory cuda is not supported by inferd-load (none or system)");
       else
         return err_set(e, ERR_INVALID_ARGUMENT, "--shared-memory wants none or system, got '%s'", v);
+      return 0;
+    case O_STREAMING:
+      o->streaming = true;
       return 0;
     case O_OUT_SHM_SIZE: {
       long long x;

@@ -57,6 +57,7 @@ typedef struct ld_opts {
   ld_data data;
   const char *data_path;
   bool validate_identity;
+  bool streaming;             // --streaming: requests go on ModelStreamInfer streams instead of unary calls
   ld_shm_mode shared_memory;  // --shared-memory, default none
   size_t output_shm_size;     // bytes per output region, default LD_OUTPUT_SHM_SIZE_DEFAULT
 

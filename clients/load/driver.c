@@ -1,10 +1,13 @@
-// driver.c: asynchronous ModelInfer calls on gRPC C-core completion queues.
+// driver.c: asynchronous ModelInfer calls (or ModelStreamInfer streams) on
+// gRPC C-core completion queues.
 //
-// Threading: each worker thread owns its CQ, its call contexts and its
-// in-flight count; only its window is shared (with the measuring thread,
-// under the worker's mutex, which nobody else contends for). Every call is
-// one batch (send metadata + message + close, receive metadata + message +
-// status), so one completion ends a call and its context can be reused.
+// Threading: each worker thread owns its CQ, its call contexts (or streams)
+// and its in-flight count; only its window is shared (with the measuring
+// thread, under the worker's mutex, which nobody else contends for). Every
+// unary call is one batch (send metadata + message + close, receive
+// metadata + message + status), so one completion ends a call and its
+// context can be reused. Streams (stream.c) take their own completions and
+// report each request's outcome back here.
 #include "clients/load/driver.h"
 
 #include <grpc/byte_buffer.h>
@@ -18,12 +21,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "clients/load/request.h"
 #include "clients/load/rng.h"
 #include "clients/load/rpc.h"
-#include "grpc_service.pb-c.h"
+#include "clients/load/stream.h"
 
 #define IDLE_WAIT_NS 100000000ull  // how often an idle thread looks at the stop flag
 #define DRAIN_GRACE_NS 10000000000ull
+#define EXPIRE_EVERY_NS IDLE_WAIT_NS  // how often streamed requests are checked against --timeout-ms
 
 typedef struct worker worker;
 
@@ -59,12 +64,14 @@ struct worker {
   uint64_t first_due_ns;
   uint64_t rng;
   uint64_t sends;
+  ld_stream **streams;  // streaming: the k-th on connection (idx + k*threads) % connections
+  size_t n_streams;
 };
 
 struct ld_driver {
   ld_driver_cfg cfg;
   grpc_slice req;  // one refcounted copy of the request; each call's byte buffer refs it
-  grpc_slice method;
+  grpc_slice method, stream_method;
   grpc_channel **ch;
   worker *w;
   ld_level level;
@@ -101,15 +108,8 @@ static bool outputs_match(const ld_driver *d, grpc_byte_buffer *bb) {
   if (!grpc_byte_buffer_reader_init(&rd, bb)) return false;
   grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
   grpc_byte_buffer_reader_destroy(&rd);
-  Inference__ModelInferResponse *r =
-      inference__model_infer_response__unpack(NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
+  bool ok = ld_response_matches(GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all), d->cfg.expect, d->cfg.n_expect);
   grpc_slice_unref(all);
-  bool ok = r && r->n_raw_output_contents == d->cfg.n_expect;
-  for (size_t k = 0; ok && k < d->cfg.n_expect; k++) {
-    const ProtobufCBinaryData *o = &r->raw_output_contents[k];
-    ok = o->len == d->cfg.expect[k].size && (o->len == 0 || memcmp(o->data, d->cfg.expect[k].data, o->len) == 0);
-  }
-  if (r) inference__model_infer_response__free_unpacked(r, NULL);
   return ok;
 }
 
@@ -198,7 +198,7 @@ static void call_done(worker *w, call_ctx *c) {
   uint64_t lat = now_ns() - c->t0;
   int kind = 0;
   if (c->status != GRPC_STATUS_OK)
-    kind = c->status > 0 && c->status <= 16 ? (int)c->status : GRPC_STATUS_UNKNOWN;
+    kind = ld_kind_from_status((int)c->status);
   else if (!c->recv)
     kind = LD_KIND_NO_MESSAGE;
   else if (d->cfg.expect && !outputs_match(d, c->recv))
@@ -212,9 +212,90 @@ static void call_done(worker *w, call_ctx *c) {
   ctx_put(w, c);
 }
 
+// --- streams
+
+static void stream_send(worker *w, ld_stream *s) {
+  int kind = ld_stream_send(s, now_ns());
+  if (kind) record(w, kind, 0);
+}
+
+static void stream_outcome(void *ctx, ld_stream *s, int kind, uint64_t lat_ns) {
+  worker *w = ctx;
+  record(w, kind, lat_ns);
+  if (w->d->level.mode == LD_CLOSED && !atomic_load(&w->d->stop)) stream_send(w, s);
+}
+
+static size_t gcd(size_t a, size_t b) {
+  while (b) {
+    size_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+static void streams_destroy(worker *w) {
+  for (size_t k = 0; k < w->n_streams; k++) ld_stream_destroy(w->streams[k]);
+  free(w->streams);
+  w->streams = NULL;
+  w->n_streams = 0;
+}
+
+// One stream per connection the worker's calls would go to (its k-th call
+// goes to (idx + k*T) % C, a cycle of C/gcd(T, C) connections), closed loop:
+// no more than it has slots. Each holds its share of the worker's requests.
+static int streams_create(worker *w) {
+  ld_driver *d = w->d;
+  size_t T = (size_t)d->cfg.threads, C = (size_t)d->cfg.connections, cycle = C / gcd(T, C);
+  bool open = d->level.mode == LD_OPEN;
+  size_t n = open ? cycle : w->slots < cycle ? w->slots : cycle;
+  if (n == 0) return 0;
+  w->streams = calloc(n, sizeof *w->streams);
+  if (!w->streams) return -1;
+  for (size_t k = 0; k < n; k++) {
+    ld_stream_cfg sc = {
+        .ch = d->ch[(w->idx + k * T) % C],
+        .cq = w->cq,
+        .method = d->stream_method,
+        .request = d->req,
+        .cap = open ? (w->cap + n - 1) / n : w->slots / n + (k < w->slots % n ? 1 : 0),
+        .expect = d->cfg.expect,
+        .n_expect = d->cfg.n_expect,
+        .on_outcome = stream_outcome,
+        .ctx = w,
+    };
+    w->streams[k] = ld_stream_create(&sc);
+    if (!w->streams[k]) return -1;  // the caller destroys what was made
+    w->n_streams = k + 1;
+  }
+  return 0;
+}
+
+// --- what the loop does, with calls or with streams
+
+// Closed loop: fills slot j at the start of a level.
+static void start_slot(worker *w, size_t j) {
+  ld_driver *d = w->d;
+  if (d->cfg.streaming) {
+    stream_send(w, w->streams[j % w->n_streams]);
+    return;
+  }
+  call_ctx *c = ctx_get(w);
+  if (!c) {
+    record(w, LD_KIND_CLIENT, 0);
+    return;
+  }
+  c->channel = (int)((w->idx + j * (size_t)d->cfg.threads) % (size_t)d->cfg.connections);
+  if (call_start(w, c) != 0) ctx_put(w, c);
+}
+
 // Open loop: one scheduled call, or a drop when this thread is at its cap.
 static void send_scheduled(worker *w) {
   ld_driver *d = w->d;
+  if (d->cfg.streaming) {
+    stream_send(w, w->streams[w->sends++ % w->n_streams]);
+    return;
+  }
   call_ctx *c = w->inflight < w->cap ? ctx_get(w) : NULL;
   if (!c) {
     record(w, LD_KIND_DROPPED, 0);
@@ -223,6 +304,22 @@ static void send_scheduled(worker *w) {
   c->channel = (int)((w->idx + w->sends * (uint64_t)d->cfg.threads) % (uint64_t)d->cfg.connections);
   w->sends++;
   if (call_start(w, c) != 0) ctx_put(w, c);
+}
+
+static bool drained(const worker *w) {
+  if (!w->d->cfg.streaming) return w->inflight == 0;
+  for (size_t k = 0; k < w->n_streams; k++)
+    if (!ld_stream_idle(w->streams[k])) return false;
+  return true;
+}
+
+// False when the core refused one: the loop tries again on its next pass.
+static bool cancel_all(worker *w) {
+  bool all = true;
+  for (size_t k = 0; k < w->n_streams; k++) all &= ld_stream_cancel(w->streams[k]);
+  for (size_t i = 0; i < w->n_all; i++)
+    if (w->all[i]->call && grpc_call_cancel(w->all[i]->call, NULL) != GRPC_CALL_OK) all = false;
+  return all;
 }
 
 static uint64_t next_gap(worker *w) {
@@ -237,22 +334,15 @@ static void *worker_main(void *arg) {
   ld_driver *d = w->d;
   bool open = d->level.mode == LD_OPEN;
   uint64_t start = now_ns();
-  for (size_t j = 0; !open && j < w->slots; j++) {
-    call_ctx *c = ctx_get(w);
-    if (!c) {
-      record(w, LD_KIND_CLIENT, 0);
-      continue;
-    }
-    c->channel = (int)((w->idx + j * (size_t)d->cfg.threads) % (size_t)d->cfg.connections);
-    if (call_start(w, c) != 0) ctx_put(w, c);
-  }
+  for (size_t j = 0; !open && j < w->slots; j++) start_slot(w, j);
   // Due times are computed from the start (constant) or accumulated gaps
   // (Poisson), never from when a call went out, so a late thread catches up
   // instead of drifting below the rate.
   uint64_t due = start + w->first_due_ns;
-  uint64_t stop_seen = 0;
+  uint64_t stop_seen = 0, next_expire = start + EXPIRE_EVERY_NS;
   bool cancelled = false;
-  uint64_t grace = d->cfg.timeout_ms > 0 ? (uint64_t)d->cfg.timeout_ms * 1000000ull + 1000000000ull : DRAIN_GRACE_NS;
+  uint64_t timeout_ns = (uint64_t)d->cfg.timeout_ms * 1000000ull;
+  uint64_t grace = timeout_ns ? timeout_ns + 1000000000ull : DRAIN_GRACE_NS;
   for (;;) {
     uint64_t now = now_ns();
     bool stop = atomic_load(&d->stop);
@@ -263,19 +353,25 @@ static void *worker_main(void *arg) {
       }
     }
     if (stop) {
-      if (w->inflight == 0) break;
       if (!stop_seen) {
         stop_seen = now;
-      } else if (!cancelled && now - stop_seen > grace) {
-        for (size_t i = 0; i < w->n_all; i++)
-          if (w->all[i]->call) grpc_call_cancel(w->all[i]->call, NULL);
-        cancelled = true;
+        for (size_t k = 0; k < w->n_streams; k++) ld_stream_close(w->streams[k]);
       }
+      if (drained(w)) break;
+      if (!cancelled && now - stop_seen > grace) cancelled = cancel_all(w);
+    }
+    if (timeout_ns && now >= next_expire) {
+      for (size_t k = 0; k < w->n_streams; k++) ld_stream_expire(w->streams[k], now, timeout_ns);
+      next_expire = now + EXPIRE_EVERY_NS;
     }
     uint64_t wait = IDLE_WAIT_NS;
     if (open && !stop && due > now && due - now < wait) wait = due - now;
     grpc_event ev = grpc_completion_queue_next(w->cq, in_ns(wait), NULL);
-    if (ev.type == GRPC_OP_COMPLETE) call_done(w, ev.tag);
+    if (ev.type != GRPC_OP_COMPLETE) continue;
+    if (d->cfg.streaming)
+      ld_stream_on_event(ev.tag, ev.success != 0);
+    else
+      call_done(w, ev.tag);
   }
   return NULL;
 }
@@ -291,6 +387,7 @@ int ld_driver_create(const ld_driver_cfg *cfg, ld_driver **out, err *e) {
   d->cfg = *cfg;
   d->req = grpc_slice_from_copied_buffer((const char *)cfg->request, cfg->request_len);
   d->method = grpc_slice_from_static_string(LD_SVC "ModelInfer");
+  d->stream_method = grpc_slice_from_static_string(LD_SVC "ModelStreamInfer");
   d->ch = calloc((size_t)cfg->connections, sizeof *d->ch);
   d->w = calloc((size_t)cfg->threads, sizeof *d->w);
   atomic_init(&d->stop, false);
@@ -348,6 +445,12 @@ int ld_driver_start(ld_driver *d, const ld_level *lv, err *e) {
                                                     : (uint64_t)(1e9 * (double)i / lv->value);
     }
   }
+  for (int i = 0; d->cfg.streaming && i < T; i++) {
+    if (streams_create(&d->w[i]) != 0) {
+      for (int k = 0; k <= i; k++) streams_destroy(&d->w[k]);
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for the streams of load thread %d", i);
+    }
+  }
   d->running = 1;
   for (int i = 0; i < T; i++) {
     worker *w = &d->w[i];
@@ -379,6 +482,7 @@ void ld_driver_stop(ld_driver *d) {
     pthread_join(d->w[i].th, NULL);
     d->w[i].started = 0;
   }
+  for (int i = 0; i < d->cfg.threads; i++) streams_destroy(&d->w[i]);  // the threads drained them
   d->running = 0;
 }
 

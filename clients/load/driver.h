@@ -4,14 +4,19 @@
 // outcome into a per-thread window that the measurement collects.
 //
 // Closed loop: exactly C calls in flight; each completion starts the next
-// call on the same slot. Open loop: calls start on a schedule (constant or
+// call on the same slot. --streaming: instead of a call per request, each
+// thread keeps one ModelStreamInfer stream per connection it uses (stream.h)
+// open for the whole level and sends the requests on them; at the end of a
+// level the streams half-close and drain like calls in flight. Open loop: calls start on a schedule (constant or
 // Poisson spacing) whatever the replies; a thread's schedule is rate/threads
 // (splitting a Poisson process that way keeps it Poisson). When a thread has
-// its share of LD_OPEN_MAX_INFLIGHT calls pending, a due call is not sent and
-// counts as CLIENT_DROPPED.
+// its share of LD_OPEN_MAX_INFLIGHT calls pending (streaming: when the
+// stream it falls to holds its share of the thread's), a due call is not sent
+// and counts as CLIENT_DROPPED.
 #ifndef INFERD_CLIENTS_LOAD_DRIVER_H
 #define INFERD_CLIENTS_LOAD_DRIVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,7 +33,8 @@ typedef struct ld_driver_cfg {
   int threads;             // >= 1
   int timeout_ms;          // per-request deadline; 0: none
   const uint8_t *request;  // serialized ModelInferRequest, copied once and sent by every call
-  size_t request_len;
+  size_t request_len;      // streaming: it must carry no id (each message appends its own)
+  bool streaming;
   // --validate-identity: raw_output_contents[k] must equal expect[k].data for
   // every k (same count). NULL: replies are not parsed at all. Borrowed: must
   // outlive the driver.
@@ -58,6 +64,7 @@ int ld_driver_start(ld_driver *d, const ld_level *lv, err *e);
 void ld_driver_collect(ld_driver *d, ld_window *into);
 // No new calls; waits for those in flight (cancelling them when they outlive
 // the deadline by a second, or 10 s without one) and joins the threads.
+// Streams half-close and get the same time to answer what they hold.
 void ld_driver_stop(ld_driver *d);
 
 #endif

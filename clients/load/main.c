@@ -78,6 +78,7 @@ static int run_level(run_ctx *rc, const ld_level *lv, ld_result *res, err *e) {
   res->mode = lv->mode;
   res->level = lv->value;
   res->rows = rc->rows;
+  res->streaming = o->streaming;
   if (!win || !sum || !snap || !snap_ok || ld_window_init(&merged) != 0) {
     rcode = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto out;
@@ -215,8 +216,9 @@ int main(int argc, char **argv) {
             "inferd-load: note: --validate-identity on a model with %zu inputs and %zu outputs: "
             "every reply will count as VALIDATION\n",
             n_in, m->n_outputs);
-  fprintf(stderr, "inferd-load: model '%s' (%s), %d thread(s), %d connection(s), windows of %d ms%s\n", m->name,
-          m->batching ? "batching" : "no batching", threads, connections, o.interval_ms,
+  fprintf(stderr, "inferd-load: model '%s' (%s), %d thread(s), %d connection(s)%s, windows of %d ms%s\n", m->name,
+          m->batching ? "batching" : "no batching", threads, connections,
+          o.streaming ? ", streaming (ModelStreamInfer)" : "", o.interval_ms,
           o.shared_memory == LD_SHM_SYSTEM ? ", shared memory: system" : "");
   for (size_t i = 0; i < n_in; i++) {
     char sb[256];
@@ -254,14 +256,15 @@ int main(int argc, char **argv) {
       server_stats = false;
     }
   }
-  ld_driver_cfg dcfg = {o.url,
-                        connections,
-                        threads,
-                        o.timeout_ms,
-                        req,
-                        req_len,
-                        o.validate_identity ? in : NULL,
-                        o.validate_identity ? n_in : 0};
+  ld_driver_cfg dcfg = {.target = o.url,
+                        .connections = connections,
+                        .threads = threads,
+                        .timeout_ms = o.timeout_ms,
+                        .request = req,
+                        .request_len = req_len,
+                        .streaming = o.streaming,
+                        .expect = o.validate_identity ? in : NULL,
+                        .n_expect = o.validate_identity ? n_in : 0};
   if (ld_driver_create(&dcfg, &drv, &e) != 0) {
     fprintf(stderr, "inferd-load: %s\n", e.msg);
     exit_code = 1;

@@ -26,6 +26,7 @@ typedef struct ld_result {
   int windows;   // windows run at this level
   int measured;  // windows merged into s (the last <= 3)
   bool stable;
+  bool streaming;    // the requests went on ModelStreamInfer streams
   bool have_server;  // srv holds the ModelStatistics delta over the measured windows
   ld_server_stats srv;
   double cdf_us[LD_CDF_POINTS];

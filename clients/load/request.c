@@ -4,6 +4,7 @@
 #include "clients/load/request.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "grpc_service.pb-c.h"
 
@@ -131,4 +132,15 @@ int ld_request_encode(const char *model, const char *version, const ld_tensor *i
                       err *e) {
   ld_request_spec spec = {.model = model, .version = version, .in = in, .n_in = n};
   return ld_request_encode_spec(&spec, buf, len, e);
+}
+
+bool ld_response_matches(const uint8_t *resp, size_t len, const ld_tensor *expect, size_t n) {
+  Inference__ModelInferResponse *r = inference__model_infer_response__unpack(NULL, len, resp);
+  bool ok = r && r->n_raw_output_contents == n;
+  for (size_t k = 0; ok && k < n; k++) {
+    const ProtobufCBinaryData *o = &r->raw_output_contents[k];
+    ok = o->len == expect[k].size && (o->len == 0 || memcmp(o->data, expect[k].data, o->len) == 0);
+  }
+  if (r) inference__model_infer_response__free_unpacked(r, NULL);
+  return ok;
 }

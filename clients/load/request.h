@@ -1,10 +1,12 @@
-// request.h: serializes the ModelInferRequest that the load sends. Inputs
-// travel as raw_input_contents (what inferd and Triton read fastest) unless
-// they live in a registered shared memory region; with no outputs named the
-// server returns every output.
+// request.h: serializes the ModelInferRequest that the load sends, and checks
+// an answer's outputs for --validate-identity. Inputs travel as
+// raw_input_contents (what inferd and Triton read fastest) unless they live in
+// a registered shared memory region; with no outputs named the server returns
+// every output.
 #ifndef INFERD_CLIENTS_LOAD_REQUEST_H
 #define INFERD_CLIENTS_LOAD_REQUEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +42,10 @@ typedef struct ld_request_spec {
 
 // On success *buf is malloc'ed and owned by the caller.
 int ld_request_encode_spec(const ld_request_spec *spec, uint8_t **buf, size_t *len, err *e);
+
+// --validate-identity: whether the encoded ModelInferResponse resp parses
+// and its raw_output_contents are exactly expect[0..n)'s bytes, in order.
+bool ld_response_matches(const uint8_t *resp, size_t len, const ld_tensor *expect, size_t n);
 
 // Every input raw, no outputs named.
 int ld_request_encode(const char *model, const char *version, const ld_tensor *in, size_t n, uint8_t **buf, size_t *len,

@@ -6,12 +6,16 @@
 
 const char *ld_kind_name(int kind) {
   static const char *names[LD_N_KINDS] = {
-      "OK",          "CANCELLED",       "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
-      "NOT_FOUND",   "ALREADY_EXISTS",  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED",     "OUT_OF_RANGE",    "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
-      "DATA_LOSS",   "UNAUTHENTICATED", "VALIDATION",        "CLIENT_DROPPED",     "NO_MESSAGE",
-      "CLIENT_ERROR"};
+      "OK",           "CANCELLED",       "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND",    "ALREADY_EXISTS",  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",      "OUT_OF_RANGE",    "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS",    "UNAUTHENTICATED", "VALIDATION",        "CLIENT_DROPPED",     "NO_MESSAGE",
+      "CLIENT_ERROR", "STREAM_ERROR"};
   return kind >= 0 && kind < LD_N_KINDS ? names[kind] : "?";
+}
+
+int ld_kind_from_status(int status) {
+  return status > 0 && status <= 16 ? status : 2;  // UNKNOWN
 }
 
 int ld_window_init(ld_window *w) {

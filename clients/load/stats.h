@@ -16,11 +16,14 @@ enum {
   LD_KIND_DROPPED,          // open loop: not sent because the in-flight cap was reached
   LD_KIND_NO_MESSAGE,       // status OK without a response message
   LD_KIND_CLIENT,           // the call could not be started locally
+  LD_KIND_STREAM_ERROR,     // --streaming: an answer's error_message implies no status, or it cannot be read
   LD_N_KINDS
 };
 
 // "INVALID_ARGUMENT", ..., "VALIDATION", "CLIENT_DROPPED"; "?" out of range.
 const char *ld_kind_name(int kind);
+// The kind a call's non-OK gRPC status counts as: itself, UNKNOWN when out of range.
+int ld_kind_from_status(int status);
 
 // Caller-allocated; init/close.
 typedef struct ld_window {

@@ -2,12 +2,17 @@
 --validate-identity on an identity model made here, --shared-memory system against a server with
 --allow-client-shm (regions registered, unregistered and removed from /dev/shm, on Ctrl-C too), and
 the exit status for request errors (0, counted by gRPC status name), an unknown model, unreachable
-server or refused shared memory (1) and usage errors (2).
+server or refused shared memory (1) and usage errors (2). --streaming runs the same checks where
+they apply, plus some through a recording proxy (Proxy) that shows which RPCs the load made, the ids
+each stream's requests carried and the ids the server echoed; the proxy can also pass a model that
+exists off as one that does not, so every streamed request meets the server's NOT_FOUND.
 
 The binary is INFERD_LOAD_BIN (default: the inferd-load beside INFERD_BIN, else build/bin/inferd-load). Windows are short
 (--measurement-interval 500 --max-trials 4) so the file stays well under a minute on 2 cores.
 """
 
+import collections
+import concurrent.futures as cf
 import csv
 import json
 import os
@@ -15,6 +20,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import grpc
@@ -26,6 +32,8 @@ import inferd_testlib as lib
 
 FAST = ["--measurement-interval", "500", "--max-trials", "4"]
 PERCENTILES = ["p50_us", "p90_us", "p95_us", "p99_us", "p999_us"]
+# The tests that hold for unary calls and --streaming alike run both ways.
+BOTH = pytest.mark.parametrize("mode", [[], ["--streaming"]], ids=["unary", "streaming"])
 
 
 def load_bin():
@@ -113,13 +121,15 @@ def test_closed_loop_with_server_stats(server, stub, pb, tmp_path):
     assert [t[1] for t in table[1:]] == ["1", "4"]
 
 
-def test_open_loop_constant_rate(server, tmp_path):
+@BOTH
+def test_open_loop_constant_rate(server, tmp_path, mode):
     json_path = str(tmp_path / "rate.json")
     p = run_load(server.grpc_url, "-m", "mlp", "--request-rate-range", "200",
-                 "--request-distribution", "constant", "--json", json_path, *FAST)
+                 "--request-distribution", "constant", "--json", json_path, *mode, *FAST)
     assert p.returncode == 0, explain(p)
     (level,) = read_json(json_path)
     assert level["mode"] == "request_rate" and level["level"] == 200
+    assert level["streaming"] == bool(mode)
     assert level["errors"] == 0, level
     assert abs(level["throughput_rps"] - 200) <= 0.15 * 200, level
 
@@ -159,13 +169,15 @@ def identity_server(tmp_path_factory):
     srv.assert_clean_exit()
 
 
-def test_validate_identity(identity_server, tmp_path):
+@BOTH
+def test_validate_identity(identity_server, tmp_path, mode):
     json_path = str(tmp_path / "ident.json")
     p = run_load(identity_server.grpc_url, "-m", "ident", "--validate-identity", "--concurrency-range", "2",
-                 "--rows", "3", "--json", json_path, *FAST)
+                 "--rows", "3", "--json", json_path, *mode, *FAST)
     assert p.returncode == 0, explain(p)
     (level,) = read_json(json_path)
     assert level["requests"] > 0 and level["errors"] == 0, level
+    assert level["streaming"] == bool(mode)
     assert level["rows"] == 3 and level["rows_per_s"] == pytest.approx(3 * level["throughput_rps"], rel=1e-3)
     assert "INPUT0 FP32 [3,16]" in p.stderr
 
@@ -184,21 +196,24 @@ def test_variable_dim_from_shape(identity_server, tmp_path):
     assert "INPUT0 FP32 [1,5]" in p.stderr
 
 
-def test_validate_identity_catches_mismatch(server, tmp_path):
+@BOTH
+def test_validate_identity_catches_mismatch(server, tmp_path, mode):
     """The check is real: mlp's outputs are not its inputs."""
     json_path = str(tmp_path / "mlp.json")
-    p = run_load(server.grpc_url, "-m", "mlp", "--validate-identity", "--json", json_path,
+    p = run_load(server.grpc_url, "-m", "mlp", "--validate-identity", "--json", json_path, *mode,
                  "--measurement-interval", "300", "--max-trials", "3")
     assert p.returncode == 0, explain(p)
     (level,) = read_json(json_path)
     assert level["requests"] == 0 and level["errors_by_status"].get("VALIDATION", 0) > 0, level
 
 
-def test_request_errors_counted_by_status(server, tmp_path):
-    """A wrong dim makes every request fail with INVALID_ARGUMENT: still a run (exit 0)."""
+@BOTH
+def test_request_errors_counted_by_status(server, tmp_path, mode):
+    """A wrong dim makes every request fail with INVALID_ARGUMENT: still a run (exit 0). Streamed, the
+    failure is an answer's error_message ("input 'INPUT0': shape ..."), counted under the status it implies."""
     csv_path, json_path = str(tmp_path / "bad.csv"), str(tmp_path / "bad.json")
     p = run_load(server.grpc_url, "-m", "mlp", "--shape", "INPUT0:1000", "--csv", csv_path, "--json", json_path,
-                 "--measurement-interval", "300", "--max-trials", "3")
+                 *mode, "--measurement-interval", "300", "--max-trials", "3")
     assert p.returncode == 0, explain(p)
     assert "INVALID_ARGUMENT=" in p.stdout
     (level,) = read_json(json_path)
@@ -209,8 +224,10 @@ def test_request_errors_counted_by_status(server, tmp_path):
     assert int(row["errors"]) == level["errors"]
 
 
-def test_unknown_model_exits_1(server):
-    p = run_load(server.grpc_url, "-m", "no_such_model", "--measurement-interval", "300")
+@BOTH
+def test_unknown_model_exits_1(server, mode):
+    """ModelMetadata fails before any request: no load, streamed or not (test_streaming_not_found gets past it)."""
+    p = run_load(server.grpc_url, "-m", "no_such_model", "--measurement-interval", "300", *mode)
     assert p.returncode == 1, explain(p)
     assert "no_such_model" in p.stderr and "NOT_FOUND" in p.stderr, p.stderr
     assert p.stdout == ""
@@ -223,6 +240,172 @@ def test_unreachable_server_exits_1():
     p = run_load("127.0.0.1:%d" % port, "-m", "mlp")
     assert p.returncode == 1, explain(p)
     assert "cannot reach the server at 127.0.0.1:%d" % port in p.stderr, p.stderr
+
+
+# --- --streaming through a recording proxy
+
+SVC = "/inference.GRPCInferenceService/"
+CONTROL_RPCS = ("ModelMetadata", "ModelConfig", "ModelStatistics", "ModelReady")
+DECIMAL_ID = re.compile(r"0|[1-9][0-9]*")
+
+
+class Proxy(grpc.GenericRpcHandler):
+    """A gRPC proxy in front of `target`: forwards every call as raw bytes and records what passed,
+    calls per method and, per ModelStreamInfer stream, the ids of its requests, the ids of its answers
+    and their error messages. `aliases` renames models in the control RPCs only, so a load that asked
+    about an alias sends its requests to a model the server does not have."""
+
+    def __init__(self, target, pb, aliases=None):
+        self.pb = pb
+        self.aliases = aliases or {}
+        self.lock = threading.Lock()
+        self.calls = collections.Counter()
+        self.streams = []
+        opts = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+        self.channel = grpc.insecure_channel(target, options=opts)
+        self.server = grpc.server(cf.ThreadPoolExecutor(max_workers=32), handlers=[self], options=opts)
+        self.url = "127.0.0.1:%d" % self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def close(self):
+        self.server.stop(grace=None)
+        self.channel.close()
+
+    def service(self, details):
+        method = details.method
+        name = method.rsplit("/", 1)[-1]
+        if name == "ModelStreamInfer":
+            return grpc.stream_stream_rpc_method_handler(self._stream)
+        return grpc.unary_unary_rpc_method_handler(lambda req, ctx: self._unary(method, name, req, ctx))
+
+    def _count(self, name):
+        with self.lock:
+            self.calls[name] += 1
+
+    def _unary(self, method, name, req, ctx):
+        self._count(name)
+        if name in CONTROL_RPCS and self.aliases:
+            msg = getattr(self.pb.service, name + "Request").FromString(req)
+            if msg.name in self.aliases:
+                msg.name = self.aliases[msg.name]
+                req = msg.SerializeToString()
+        try:
+            return self.channel.unary_unary(method)(req, timeout=30)
+        except grpc.RpcError as e:
+            ctx.abort(e.code(), e.details())
+
+    def _stream(self, req_iter, ctx):
+        self._count("ModelStreamInfer")
+        rec = {"sent": [], "answered": [], "errors": []}
+        with self.lock:
+            self.streams.append(rec)
+
+        def requests():
+            for raw in req_iter:
+                rec["sent"].append(self.pb.service.ModelInferRequest.FromString(raw).id)
+                yield raw
+
+        call = self.channel.stream_stream(SVC + "ModelStreamInfer")(requests())
+        ctx.add_callback(call.cancel)
+        try:
+            for raw in call:
+                answer = self.pb.service.ModelStreamInferResponse.FromString(raw)
+                rec["answered"].append(answer.infer_response.id)
+                if answer.error_message:
+                    rec["errors"].append(answer.error_message)
+                yield raw
+        except grpc.RpcError as e:
+            ctx.abort(e.code(), e.details())
+
+
+def test_streaming_closed_loop(server, stub, pb, tmp_path):
+    """Concurrency 4 on 2 threads and 2 connections: one stream per thread, 2 requests in flight on each.
+    The proxy shows that inference went only through ModelStreamInfer, that each stream's requests carried
+    distinct decimal ids and that the server answered every id exactly once; the server counted at least
+    the requests the client did."""
+    json_path = str(tmp_path / "stream.json")
+    px = Proxy(server.grpc_url, pb)
+    try:
+        before = success_count(stub, pb, "mlp")
+        p = run_load(px.url, "-m", "mlp", "--streaming", "--concurrency-range", "4", "--threads", "2",
+                     "--connections", "2", "--server-stats", "--json", json_path, *FAST)
+        after = success_count(stub, pb, "mlp")
+    finally:
+        px.close()
+    assert p.returncode == 0, explain(p)
+    assert "streaming (ModelStreamInfer)" in p.stderr, p.stderr
+    (level,) = read_json(json_path)
+    assert level["streaming"] is True
+    assert level["requests"] > 0 and level["errors"] == 0 and level["errors_by_status"] == {}, level
+    assert 0 < level["p50_us"] <= level["p99_us"], level
+    assert after - before >= level["requests"], (before, after, level["requests"])
+    assert abs(level["server"]["success_count"] - level["requests"]) <= 0.05 * level["requests"] + 20, level
+
+    assert px.calls["ModelInfer"] == 0, px.calls
+    assert px.calls["ModelStreamInfer"] == 2, px.calls
+    sent_total = 0
+    for st in px.streams:
+        sent = st["sent"]
+        assert sent and all(DECIMAL_ID.fullmatch(i) for i in sent), sent[:10]
+        assert len(set(sent)) == len(sent)
+        assert sorted(st["answered"]) == sorted(sent)  # ids echoed; the level end drained every stream
+        assert st["errors"] == []
+        sent_total += len(sent)
+    assert sent_total >= level["requests"]
+
+
+@BOTH
+def test_not_found_model_counted(server, pb, tmp_path, mode):
+    """The proxy answers the control RPCs for 'ghost' with mlp's, so every request names a model the server
+    lacks: each is a NOT_FOUND error, unary (the call's status) as streamed (the answer's error_message
+    "unknown model 'ghost'", its kind read from the text), and the run exits 0 like any run with request
+    errors. A failed request does not end its stream: concurrency 1 keeps using its one stream."""
+    json_path = str(tmp_path / "ghost.json")
+    px = Proxy(server.grpc_url, pb, aliases={"ghost": "mlp"})
+    try:
+        p = run_load(px.url, "-m", "ghost", "--json", json_path, *mode, "--measurement-interval", "300",
+                     "--max-trials", "3")
+    finally:
+        px.close()
+    assert p.returncode == 0, explain(p)
+    assert "NOT_FOUND=" in p.stdout, p.stdout
+    (level,) = read_json(json_path)
+    assert level["requests"] == 0 and level["throughput_rps"] == 0
+    assert list(level["errors_by_status"]) == ["NOT_FOUND"], level
+    assert level["errors"] == level["errors_by_status"]["NOT_FOUND"] > 0
+    if mode:
+        assert px.calls["ModelInfer"] == 0 and px.calls["ModelStreamInfer"] == 1, px.calls
+        (st,) = px.streams
+        assert st["errors"] and set(st["errors"]) == {"unknown model 'ghost'"}, st["errors"][:3]
+        assert len(st["errors"]) == len(st["sent"]) and sorted(st["answered"]) == sorted(st["sent"])
+    else:
+        assert px.calls["ModelStreamInfer"] == 0 and px.calls["ModelInfer"] > 0, px.calls
+
+
+def test_streaming_server_going_away(start_server, tmp_path):
+    """SIGTERM on the server mid-level: its drain ends the streams with UNAVAILABLE, the requests they
+    held count so, and the streams are opened again (more UNAVAILABLE errors than requests were ever in
+    flight: new sends met the closed port). inferd-load still finishes the level and exits 0."""
+    srv = start_server()
+    json_path = str(tmp_path / "away.json")
+    proc = subprocess.Popen([load_bin(), "-u", srv.grpc_url, "-m", "mlp", "--streaming", "--concurrency-range", "8",
+                             "--measurement-interval", "500", "--max-trials", "10", "--stability-percentage", "0.001",
+                             "--json", json_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        srv.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, "exit %d\nstdout:\n%s\nstderr:\n%s" % (proc.returncode, out, err)
+    assert not [l for l in err.splitlines() if any(m in l for m in lib.SANITIZER_MARKERS)], err
+    srv.wait_exit()
+    srv.assert_clean_exit()
+    (level,) = read_json(json_path)
+    assert set(level["errors_by_status"]) <= {"UNAVAILABLE", "CANCELLED"}, level
+    assert level["errors_by_status"].get("UNAVAILABLE", 0) > 8, level
 
 
 @pytest.mark.parametrize("args,msg", [
@@ -277,7 +460,8 @@ def shm_server(repo_dir):
     yield from lib.served(repo_dir, SHM_SERVER_ARGS)
 
 
-def test_shared_memory_system(shm_server, pb, tmp_path):
+@BOTH
+def test_shared_memory_system(shm_server, pb, tmp_path, mode):
     ch, stub = shm_stub(shm_server, pb)
     try:
         md = stub.ModelMetadata(pb.service.ModelMetadataRequest(name="mlp"))
@@ -285,7 +469,7 @@ def test_shared_memory_system(shm_server, pb, tmp_path):
         before = success_count(stub, pb, "mlp")
         json_path = str(tmp_path / "shm.json")
         p = run_load(shm_server.grpc_url, "-m", "mlp", "--shared-memory", "system", "--concurrency-range", "1:4:3",
-                     "--json", json_path, *FAST)
+                     "--json", json_path, *mode, *FAST)
         after = success_count(stub, pb, "mlp")
         assert p.returncode == 0, explain(p)
         assert "shared memory: system" in p.stderr, p.stderr
@@ -293,6 +477,7 @@ def test_shared_memory_system(shm_server, pb, tmp_path):
         assert [l["level"] for l in levels] == [1, 4]
         for l in levels:
             assert l["errors"] == 0 and l["errors_by_status"] == {}, l
+            assert l["streaming"] == bool(mode)
         measured = sum(l["requests"] for l in levels)
         assert measured > 0
         assert after - before >= measured, (before, after, measured)

@@ -1,10 +1,13 @@
 # tests/unit/clients/clients.cmake: the load generator's pieces that need no
 # server: latency histogram and stability rule, command line and ranges,
 # input shapes and the ModelInferRequest encoder (decoded back with protobuf-c),
-# shared memory objects (created, read back and removed in /dev/shm).
+# shared memory objects (created, read back and removed in /dev/shm), and
+# --streaming's message bytes (ids appended to requests, answers scanned,
+# error messages mapped to kinds).
 if(TARGET inferd_load)
   inferd_unit_test(test_ld_hist SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ld_hist.c LIBS inferd_load)
   inferd_unit_test(test_ld_cli SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ld_cli.c LIBS inferd_load)
   inferd_unit_test(test_ld_request SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ld_request.c LIBS inferd_load)
   inferd_unit_test(test_ld_shm SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ld_shm.c LIBS inferd_load)
+  inferd_unit_test(test_ld_stream_msg SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ld_stream_msg.c LIBS inferd_load)
 endif()

@@ -91,6 +91,7 @@ static void test_defaults(void) {
   CHECK_EQ_INT(o.data, LD_DATA_RANDOM);
   CHECK_EQ_INT(o.seed, 1);
   CHECK(!o.validate_identity && !o.server_stats && !o.csv && !o.json);
+  CHECK(!o.streaming);
   CHECK_EQ_INT(o.shared_memory, LD_SHM_NONE);
   CHECK_EQ_INT(o.output_shm_size, 102400);
   ld_opts_close(&o);
@@ -152,6 +153,16 @@ static void test_all_options(void) {
   CHECK_EQ_INT(PARSE(&o, &e, "-m", "m", "--shared-memory=none", "--validate-identity"), 0);
   CHECK_EQ_INT(o.shared_memory, LD_SHM_NONE);
   CHECK(o.validate_identity);
+  ld_opts_close(&o);
+
+  // --streaming goes with either loop and with shared memory (only the request bytes change).
+  CHECK_EQ_INT(PARSE(&o, &e, "-m", "m", "--streaming", "--request-rate-range", "200", "--shared-memory", "system"), 0);
+  CHECK(o.streaming && o.mode == LD_OPEN && o.shared_memory == LD_SHM_SYSTEM);
+  ld_opts_close(&o);
+  CHECK_EQ_INT(PARSE(&o, &e, "-m", "m", "--streaming", "--validate-identity", "--concurrency-range", "4"), 0);
+  CHECK(o.streaming && o.validate_identity && o.mode == LD_CLOSED);
+  ld_opts_close(&o);
+  CHECK_EQ_INT(PARSE(&o, &e, "-m", "m", "--streaming=yes"), ERR_INVALID_ARGUMENT);  // a flag takes no value
   ld_opts_close(&o);
 
   CHECK_EQ_INT(PARSE(&o, &e, "-h"), 0);  // help needs no model
