@@ -422,13 +422,13 @@ def test_usage_errors_exit_2(args, msg):
 
 # --- --shared-memory system (Triton's system shared memory extension)
 
-SHM_PREFIX = "inferd_load_"
 SHM_SERVER_ARGS = ["--strict-readiness", "false", "--allow-client-shm", "true"]
 
 
-def shm_objects():
-    """inferd-load's objects in /dev/shm (other processes' runs included: compare before and after)."""
-    return {f for f in os.listdir("/dev/shm") if f.startswith(SHM_PREFIX)}
+def shm_objects(prefix):
+    """The objects in /dev/shm of one inferd-load run ("inferd_load_<pid>_"): runs of other test sessions
+    on the same machine share /dev/shm, so only the run's own names count."""
+    return {f for f in os.listdir("/dev/shm") if f.startswith(prefix + "_")}
 
 
 def shm_run_prefix(stderr):
@@ -465,7 +465,6 @@ def test_shared_memory_system(shm_server, pb, tmp_path, mode):
     ch, stub = shm_stub(shm_server, pb)
     try:
         md = stub.ModelMetadata(pb.service.ModelMetadataRequest(name="mlp"))
-        before_objs = shm_objects()
         before = success_count(stub, pb, "mlp")
         json_path = str(tmp_path / "shm.json")
         p = run_load(shm_server.grpc_url, "-m", "mlp", "--shared-memory", "system", "--concurrency-range", "1:4:3",
@@ -493,14 +492,13 @@ def test_shared_memory_system(shm_server, pb, tmp_path, mode):
         assert "shared memory region '%s_in0' registered: key '/%s_in0', offset 0, 4096 bytes" % (prefix, prefix) in log
         assert "'%s_out0' registered: key '/%s_out0', offset 0, 102400 bytes" % (prefix, prefix) in log
         assert not stub.SystemSharedMemoryStatus(pb.service.SystemSharedMemoryStatusRequest()).regions
-        assert shm_objects() - before_objs == set()
+        assert shm_objects(prefix) == set()
     finally:
         ch.close()
 
 
 def test_shared_memory_output_region_too_small(shm_server, pb, tmp_path):
     """The outputs really go to the region: one too small for mlp's 40 output bytes fails every request."""
-    before_objs = shm_objects()
     json_path = str(tmp_path / "small.json")
     p = run_load(shm_server.grpc_url, "-m", "mlp", "--shared-memory", "system", "--output-shared-memory-size", "16",
                  "--json", json_path, "--measurement-interval", "300", "--max-trials", "3")
@@ -513,20 +511,20 @@ def test_shared_memory_output_region_too_small(shm_server, pb, tmp_path):
         assert not stub.SystemSharedMemoryStatus(pb.service.SystemSharedMemoryStatusRequest()).regions
     finally:
         ch.close()
-    assert shm_objects() - before_objs == set()
+    assert shm_objects(shm_run_prefix(p.stderr)) == set()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_shared_memory_cleanup_on_signal(shm_server, pb, sig):
     """Ctrl-C (and SIGTERM) mid-run still unregisters and removes the regions."""
-    before_objs = shm_objects()
     proc = subprocess.Popen([load_bin(), "-u", shm_server.grpc_url, "-m", "mlp", "--shared-memory", "system",
                              "--measurement-interval", "5000", "--max-trials", "10"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # Wait until the regions exist (registration done), then interrupt the first window.
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(shm_objects() - before_objs) < 2 and proc.poll() is None:
+        while time.monotonic() < deadline and len(shm_objects("inferd_load_%d" % proc.pid)) < 2 and \
+                proc.poll() is None:
             time.sleep(0.05)
         time.sleep(0.5)
         assert proc.poll() is None, proc.communicate()
@@ -547,18 +545,18 @@ def test_shared_memory_cleanup_on_signal(shm_server, pb, sig):
         assert not stub.SystemSharedMemoryStatus(pb.service.SystemSharedMemoryStatusRequest()).regions
     finally:
         ch.close()
-    assert shm_objects() - before_objs == set()
+    assert prefix == "inferd_load_%d" % proc.pid and shm_objects(prefix) == set()
 
 
 def test_shared_memory_refused_without_allow_client_shm(server):
     """The shared server lacks --allow-client-shm: a fatal error naming the server's answer, nothing left behind."""
-    before_objs = shm_objects()
     p = run_load(server.grpc_url, "-m", "mlp", "--shared-memory", "system", "--measurement-interval", "300")
     assert p.returncode == 1, explain(p)
     assert "FAILED_PRECONDITION" in p.stderr and "--allow-client-shm" in p.stderr, p.stderr
     assert "cannot register shared memory region 'inferd_load_" in p.stderr, p.stderr
     assert p.stdout == ""
-    assert shm_objects() - before_objs == set()
+    m = re.search(r"cannot register shared memory region '(inferd_load_\d+)_", p.stderr)
+    assert m and shm_objects(m.group(1)) == set(), p.stderr
 
 
 def test_shared_memory_refuses_validate_identity():
