@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clients/load/clock.h"
 #include "clients/load/request.h"
 #include "clients/load/rng.h"
 #include "clients/load/rpc.h"
@@ -78,12 +79,6 @@ struct ld_driver {
   atomic_bool stop;
   int running;
 };
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 // gpr's monotonic clock has its own epoch: deadlines are built relative to its now.
 static gpr_timespec in_ns(uint64_t ns) {
@@ -183,7 +178,7 @@ static int call_start(worker *w, call_ctx *c) {
   ops[5].data.recv_status_on_client.trailing_metadata = &c->md_trail;
   ops[5].data.recv_status_on_client.status = &c->status;
   ops[5].data.recv_status_on_client.status_details = &c->details;
-  c->t0 = now_ns();
+  c->t0 = ld_now_ns();
   if (grpc_call_start_batch(c->call, ops, 6, c, NULL) != GRPC_CALL_OK) {
     call_cleanup(c);
     record(w, LD_KIND_CLIENT, 0);
@@ -195,7 +190,7 @@ static int call_start(worker *w, call_ctx *c) {
 
 static void call_done(worker *w, call_ctx *c) {
   ld_driver *d = w->d;
-  uint64_t lat = now_ns() - c->t0;
+  uint64_t lat = ld_now_ns() - c->t0;
   int kind = 0;
   if (c->status != GRPC_STATUS_OK)
     kind = ld_kind_from_status((int)c->status);
@@ -215,7 +210,7 @@ static void call_done(worker *w, call_ctx *c) {
 // --- streams
 
 static void stream_send(worker *w, ld_stream *s) {
-  int kind = ld_stream_send(s, now_ns());
+  int kind = ld_stream_send(s, ld_now_ns());
   if (kind) record(w, kind, 0);
 }
 
@@ -333,7 +328,7 @@ static void *worker_main(void *arg) {
   worker *w = arg;
   ld_driver *d = w->d;
   bool open = d->level.mode == LD_OPEN;
-  uint64_t start = now_ns();
+  uint64_t start = ld_now_ns();
   for (size_t j = 0; !open && j < w->slots; j++) start_slot(w, j);
   // Due times are computed from the start (constant) or accumulated gaps
   // (Poisson), never from when a call went out, so a late thread catches up
@@ -344,7 +339,7 @@ static void *worker_main(void *arg) {
   uint64_t timeout_ns = (uint64_t)d->cfg.timeout_ms * 1000000ull;
   uint64_t grace = timeout_ns ? timeout_ns + 1000000000ull : DRAIN_GRACE_NS;
   for (;;) {
-    uint64_t now = now_ns();
+    uint64_t now = ld_now_ns();
     bool stop = atomic_load(&d->stop);
     if (open && !stop) {
       while (due <= now) {

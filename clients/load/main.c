@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "clients/load/cli.h"
+#include "clients/load/clock.h"
 #include "clients/load/driver.h"
 #include "clients/load/inputs.h"
 #include "clients/load/model.h"
@@ -32,16 +33,10 @@ static void on_sigint(int sig) {
   interrupted = 1;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 // Sleeps until the monotonic time t, in ticks so Ctrl-C ends a window early.
 static void sleep_until(uint64_t t) {
   for (;;) {
-    uint64_t now = now_ns();
+    uint64_t now = ld_now_ns();
     if (now >= t || interrupted) return;
     uint64_t d = t - now < TICK_NS ? t - now : TICK_NS;
     struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
@@ -84,7 +79,7 @@ static int run_level(run_ctx *rc, const ld_level *lv, ld_result *res, err *e) {
     goto out;
   }
   if ((rcode = ld_driver_start(rc->drv, lv, e)) != 0) goto out;
-  uint64_t t0 = now_ns(), prev = t0;
+  uint64_t t0 = ld_now_ns(), prev = t0;
   err se;
   if (rc->server_stats)
     snap_ok[0] = ld_server_stats_fetch(rc->ctl, o->model, o->version, rc->ctl_timeout_ms, &snap[0], &se) == 0;
@@ -95,7 +90,7 @@ static int run_level(run_ctx *rc, const ld_level *lv, ld_result *res, err *e) {
       break;
     }
     ld_driver_collect(rc->drv, &win[n]);
-    uint64_t now = now_ns();
+    uint64_t now = ld_now_ns();
     win[n].duration_ns = now - prev;
     prev = now;
     if (rc->server_stats)

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clients/load/clock.h"
 #include "clients/load/request.h"
 #include "clients/load/stats.h"
 #include "clients/load/stream_msg.h"
@@ -59,12 +60,6 @@ struct ld_stream {
   grpc_status_code status;
   grpc_slice details;
 };
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 // --- requests
 
@@ -213,7 +208,7 @@ static void finish(ld_stream *s) {
 }
 
 static void on_answer(ld_stream *s, grpc_byte_buffer *bb) {
-  uint64_t now = now_ns();
+  uint64_t now = ld_now_ns();
   int kind = LD_KIND_STREAM_ERROR;
   slot *sl = NULL;
   grpc_byte_buffer_reader rd;

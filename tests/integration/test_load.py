@@ -159,14 +159,7 @@ def identity_server(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("ident_repo"))
     _identity_model(d, "ident", 16)
     _identity_model(d, "ident_var", -1)
-    srv = lib.ServerProcess(d)
-    try:
-        srv.start()
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield srv
-    srv.stop()
-    srv.assert_clean_exit()
+    yield from lib.served(d)
 
 
 @BOTH
@@ -391,16 +384,7 @@ def test_streaming_server_going_away(start_server, tmp_path):
     proc = subprocess.Popen([load_bin(), "-u", srv.grpc_url, "-m", "mlp", "--streaming", "--concurrency-range", "8",
                              "--measurement-interval", "500", "--max-trials", "10", "--stability-percentage", "0.001",
                              "--json", json_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.5)
-        srv.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, "exit %d\nstdout:\n%s\nstderr:\n%s" % (proc.returncode, out, err)
-    assert not [l for l in err.splitlines() if any(m in l for m in lib.SANITIZER_MARKERS)], err
+    run_until(proc, lambda: served(srv, "mlp") >= 100, lambda: srv.send_signal(signal.SIGTERM))
     srv.wait_exit()
     srv.assert_clean_exit()
     (level,) = read_json(json_path)
@@ -429,6 +413,32 @@ def shm_objects(prefix):
     """The objects in /dev/shm of one inferd-load run ("inferd_load_<pid>_"): runs of other test sessions
     on the same machine share /dev/shm, so only the run's own names count."""
     return {f for f in os.listdir("/dev/shm") if f.startswith(prefix + "_")}
+
+
+def served(srv, model):
+    """The server's successful requests for model, from its /metrics."""
+    status, text = lib.http_get(srv.http_url + "/metrics")
+    assert status == 200
+    return lib.metric_sum(lib.parse_metrics(text), "nv_inference_request_success", model=model)
+
+
+def run_until(proc, ready, act, timeout=30):
+    """Waits until ready() holds (the load running), does act() (a signal to the load or to its server),
+    then collects the run, which must exit 0 without a sanitizer report; returns (stdout, stderr)."""
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None and ready(), proc.communicate() if proc.poll() is not None else "never ready"
+        act()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, "exit %d\nstdout:\n%s\nstderr:\n%s" % (proc.returncode, out, err)
+    assert not [l for l in err.splitlines() if any(m in l for m in lib.SANITIZER_MARKERS)], err
+    return out, err
 
 
 def shm_run_prefix(stderr):
@@ -517,26 +527,13 @@ def test_shared_memory_output_region_too_small(shm_server, pb, tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_shared_memory_cleanup_on_signal(shm_server, pb, sig):
     """Ctrl-C (and SIGTERM) mid-run still unregisters and removes the regions."""
+    served0 = served(shm_server, "mlp")
     proc = subprocess.Popen([load_bin(), "-u", shm_server.grpc_url, "-m", "mlp", "--shared-memory", "system",
                              "--measurement-interval", "5000", "--max-trials", "10"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        # Wait until the regions exist (registration done), then interrupt the first window.
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(shm_objects("inferd_load_%d" % proc.pid)) < 2 and \
-                proc.poll() is None:
-            time.sleep(0.05)
-        time.sleep(0.5)
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, "exit %d\nstdout:\n%s\nstderr:\n%s" % (proc.returncode, out, err)
+    # interrupted in the first window, once its requests are being served through the regions
+    out, err = run_until(proc, lambda: served(shm_server, "mlp") >= served0 + 20, lambda: proc.send_signal(sig))
     assert "interrupted" in err, err
-    assert not [l for l in err.splitlines() if any(m in l for m in lib.SANITIZER_MARKERS)], err
     prefix = shm_run_prefix(err)
     unreg = "shared memory region(s) unregistered (%s_in0)" % prefix
     assert unreg in server_log(shm_server, unreg)
