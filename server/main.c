@@ -180,7 +180,8 @@ int main(int argc, char **argv) {
   sigaddset(&stop_set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
 
-  srv_server srv = {.strict_readiness = o.strict_readiness, .allow_metrics = o.allow_metrics};
+  srv_server srv = {.strict_readiness = o.strict_readiness, .allow_metrics = o.allow_metrics,
+                    .trace_rate = o.trace_rate};
   err e = {0};
   int status = 1;
   srv_grpc *grpc = NULL;

@@ -6,7 +6,8 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/log.c
   ${CMAKE_CURRENT_LIST_DIR}/registry.c
   ${CMAKE_CURRENT_LIST_DIR}/rpc.c
-  ${CMAKE_CURRENT_LIST_DIR}/sched.c)
+  ${CMAKE_CURRENT_LIST_DIR}/sched.c
+  ${CMAKE_CURRENT_LIST_DIR}/settings.c)
 target_compile_definitions(inferd_server PUBLIC INFERD_VERSION="${PROJECT_VERSION}")
 target_link_libraries(inferd_server PUBLIC inferd_grpc inferd_http inferd_reflection inferd_protoset
   inferd_hist inferd_trace inferd_dashboard inferd_gpumon inferd_shm

@@ -13,7 +13,7 @@
 #define SVC "/inference.GRPCInferenceService/"
 
 // Packs any message and answers the call with it.
-static void reply_msg(srv_call *call, const ProtobufCMessage *m) {
+void srv_reply_msg(srv_call *call, const ProtobufCMessage *m) {
   size_t len = protobuf_c_message_get_packed_size(m);
   uint8_t *buf = malloc(len ? len : 1);
   if (!buf) {
@@ -25,7 +25,7 @@ static void reply_msg(srv_call *call, const ProtobufCMessage *m) {
 }
 
 // Unpacks the request or answers INVALID_ARGUMENT; returns NULL then.
-static ProtobufCMessage *unpack_or_fail(srv_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *req,
+ProtobufCMessage *srv_unpack_or_fail(srv_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *req,
                                         size_t len) {
   ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, req);
   if (!m) {
@@ -60,20 +60,20 @@ static void server_live(void *ctx, srv_call *call, const uint8_t *req, size_t le
   (void)ctx, (void)req, (void)len;
   Inference__ServerLiveResponse r = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
   r.live = 1;
-  reply_msg(call, &r.base);
+  srv_reply_msg(call, &r.base);
 }
 
 static void server_ready(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   (void)req, (void)len;
   Inference__ServerReadyResponse r = INFERENCE__SERVER_READY_RESPONSE__INIT;
   r.ready = srv_server_ready(ctx);
-  reply_msg(call, &r.base);
+  srv_reply_msg(call, &r.base);
 }
 
 static void model_ready(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
   Inference__ModelReadyRequest *q =
-      (Inference__ModelReadyRequest *)unpack_or_fail(call, &inference__model_ready_request__descriptor, req, len);
+      (Inference__ModelReadyRequest *)srv_unpack_or_fail(call, &inference__model_ready_request__descriptor, req, len);
   if (!q) return;
   srv_model *m;
   srv_version *v;
@@ -81,13 +81,13 @@ static void model_ready(void *ctx, srv_call *call, const uint8_t *req, size_t le
   Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
   // An unknown or failed model is simply not ready: the question has an answer.
   r.ready = srv_registry_find(s->reg, q->name, q->version, &m, &v, &e) == 0;
-  reply_msg(call, &r.base);
+  srv_reply_msg(call, &r.base);
   inference__model_ready_request__free_unpacked(q, NULL);
 }
 
 static void health_check(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
-  Grpc__Health__V1__HealthCheckRequest *q = (Grpc__Health__V1__HealthCheckRequest *)unpack_or_fail(
+  Grpc__Health__V1__HealthCheckRequest *q = (Grpc__Health__V1__HealthCheckRequest *)srv_unpack_or_fail(
       call, &grpc__health__v1__health_check_request__descriptor, req, len);
   if (!q) return;
   if (q->service[0] && strcmp(q->service, "inference.GRPCInferenceService") != 0) {
@@ -98,7 +98,7 @@ static void health_check(void *ctx, srv_call *call, const uint8_t *req, size_t l
     Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
     r.status = srv_server_ready(s) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
                                    : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
-    reply_msg(call, &r.base);
+    srv_reply_msg(call, &r.base);
   }
   grpc__health__v1__health_check_request__free_unpacked(q, NULL);
 }
@@ -109,13 +109,16 @@ static void server_metadata(void *ctx, srv_call *call, const uint8_t *req, size_
   (void)req, (void)len;
   // Only what is really implemented (and enabled); clients probe this list.
   srv_server *s = ctx;
-  static char *ext[] = {"model_configuration", "statistics", "logging", "system_shared_memory"};
+  char *ext[5] = {"model_configuration", "statistics", "logging"};
+  size_t n = 3;
+  if (s->trace) ext[n++] = "trace";
+  if (s->shm) ext[n++] = "system_shared_memory";
   Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
   r.name = "inferd";
   r.version = INFERD_VERSION;
-  r.n_extensions = sizeof ext / sizeof ext[0] - (s->shm ? 0 : 1);
+  r.n_extensions = n;
   r.extensions = ext;
-  reply_msg(call, &r.base);
+  srv_reply_msg(call, &r.base);
 }
 
 static void fill_tensor_meta(Inference__ModelMetadataResponse__TensorMetadata *t, int64_t *shape, const eng_io *io,
@@ -132,7 +135,7 @@ static void fill_tensor_meta(Inference__ModelMetadataResponse__TensorMetadata *t
 
 static void model_metadata(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
-  Inference__ModelMetadataRequest *q = (Inference__ModelMetadataRequest *)unpack_or_fail(
+  Inference__ModelMetadataRequest *q = (Inference__ModelMetadataRequest *)srv_unpack_or_fail(
       call, &inference__model_metadata_request__descriptor, req, len);
   if (!q) return;
   srv_model *m;
@@ -164,7 +167,7 @@ static void model_metadata(void *ctx, srv_call *call, const uint8_t *req, size_t
     r.inputs = tp;
     r.n_outputs = n_out;
     r.outputs = tp + n_in;
-    reply_msg(call, &r.base);
+    srv_reply_msg(call, &r.base);
   }
   free(ts);
   free(tp);
@@ -175,7 +178,7 @@ static void model_metadata(void *ctx, srv_call *call, const uint8_t *req, size_t
 
 static void model_config(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
-  Inference__ModelConfigRequest *q = (Inference__ModelConfigRequest *)unpack_or_fail(
+  Inference__ModelConfigRequest *q = (Inference__ModelConfigRequest *)srv_unpack_or_fail(
       call, &inference__model_config_request__descriptor, req, len);
   if (!q) return;
   srv_model *m;
@@ -183,7 +186,7 @@ static void model_config(void *ctx, srv_call *call, const uint8_t *req, size_t l
   if (find_or_fail(s, call, q->name, q->version, &m, &v) == 0) {
     Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
     r.config = m->config;
-    reply_msg(call, &r.base);
+    srv_reply_msg(call, &r.base);
   }
   inference__model_config_request__free_unpacked(q, NULL);
 }
@@ -285,7 +288,7 @@ static int fill_stats(stat_bufs *b, srv_model *m, srv_version *v) {
 
 static void model_statistics(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
-  Inference__ModelStatisticsRequest *q = (Inference__ModelStatisticsRequest *)unpack_or_fail(
+  Inference__ModelStatisticsRequest *q = (Inference__ModelStatisticsRequest *)srv_unpack_or_fail(
       call, &inference__model_statistics_request__descriptor, req, len);
   if (!q) return;
   // Which versions: one named model (and version), or every ready version.
@@ -328,7 +331,7 @@ static void model_statistics(void *ctx, srv_call *call, const uint8_t *req, size
     Inference__ModelStatisticsResponse r = INFERENCE__MODEL_STATISTICS_RESPONSE__INIT;
     r.n_model_stats = n;
     r.model_stats = list;
-    reply_msg(call, &r.base);
+    srv_reply_msg(call, &r.base);
   }
   for (size_t i = 0; bufs && i < n; i++) free(bufs[i].bs), free(bufs[i].bsp), free(bufs[i].bd);
   free(bufs);
@@ -340,7 +343,7 @@ static void model_statistics(void *ctx, srv_call *call, const uint8_t *req, size
 
 static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
-  Inference__RepositoryIndexRequest *q = (Inference__RepositoryIndexRequest *)unpack_or_fail(
+  Inference__RepositoryIndexRequest *q = (Inference__RepositoryIndexRequest *)srv_unpack_or_fail(
       call, &inference__repository_index_request__descriptor, req, len);
   if (!q) return;
   size_t cap = 0;
@@ -376,7 +379,7 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
     Inference__RepositoryIndexResponse r = INFERENCE__REPOSITORY_INDEX_RESPONSE__INIT;
     r.n_models = n;
     r.models = xp;
-    reply_msg(call, &r.base);
+    srv_reply_msg(call, &r.base);
   }
   free(xs);
   free(xp);
@@ -397,7 +400,7 @@ static int shm_or_fail(srv_server *s, srv_call *call) {
 static void shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
   if (shm_or_fail(s, call)) return;
-  Inference__SystemSharedMemoryRegisterRequest *q = (Inference__SystemSharedMemoryRegisterRequest *)unpack_or_fail(
+  Inference__SystemSharedMemoryRegisterRequest *q = (Inference__SystemSharedMemoryRegisterRequest *)srv_unpack_or_fail(
       call, &inference__system_shared_memory_register_request__descriptor, req, len);
   if (!q) return;
   err e;
@@ -407,7 +410,7 @@ static void shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t l
     srv_log(SRV_LOG_INFO, "shared memory region '%s' registered: key '%s', offset %" PRIu64 ", %" PRIu64 " bytes",
             q->name, q->key, q->offset, q->byte_size);
     Inference__SystemSharedMemoryRegisterResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
-    reply_msg(call, &r.base);
+    srv_reply_msg(call, &r.base);
   }
   inference__system_shared_memory_register_request__free_unpacked(q, NULL);
 }
@@ -415,20 +418,20 @@ static void shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t l
 static void shm_unregister(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
   if (shm_or_fail(s, call)) return;
-  Inference__SystemSharedMemoryUnregisterRequest *q = (Inference__SystemSharedMemoryUnregisterRequest *)unpack_or_fail(
+  Inference__SystemSharedMemoryUnregisterRequest *q = (Inference__SystemSharedMemoryUnregisterRequest *)srv_unpack_or_fail(
       call, &inference__system_shared_memory_unregister_request__descriptor, req, len);
   if (!q) return;
   size_t n = srv_shm_unregister(s->shm, q->name);
   if (n) srv_log(SRV_LOG_INFO, "%zu shared memory region(s) unregistered (%s)", n, *q->name ? q->name : "all");
   Inference__SystemSharedMemoryUnregisterResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
-  reply_msg(call, &r.base);
+  srv_reply_msg(call, &r.base);
   inference__system_shared_memory_unregister_request__free_unpacked(q, NULL);
 }
 
 static void shm_status(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
   if (shm_or_fail(s, call)) return;
-  Inference__SystemSharedMemoryStatusRequest *q = (Inference__SystemSharedMemoryStatusRequest *)unpack_or_fail(
+  Inference__SystemSharedMemoryStatusRequest *q = (Inference__SystemSharedMemoryStatusRequest *)srv_unpack_or_fail(
       call, &inference__system_shared_memory_status_request__descriptor, req, len);
   if (!q) return;
   err e;
@@ -459,97 +462,13 @@ static void shm_status(void *ctx, srv_call *call, const uint8_t *req, size_t len
     Inference__SystemSharedMemoryStatusResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
     r.n_regions = n;
     r.regions = entp;
-    reply_msg(call, &r.base);
+    srv_reply_msg(call, &r.base);
   }
   free(entp);
   free(ent);
   free(st);
   srv_shm_info_free(info, n);
   inference__system_shared_memory_status_request__free_unpacked(q, NULL);
-}
-
-// --- logging (Triton's logging extension): the levels and the line format,
-// changed at run time; every setting is checked before any is applied
-
-static int log_setting_check(const Inference__LogSettingsRequest__SettingsEntry *st, err *e) {
-  const Inference__LogSettingsRequest__SettingValue *v = st->value;
-  int kind = v ? (int)v->parameter_choice_case : 0;
-  const char *k = st->key;
-  if (!strcmp(k, "log_info") || !strcmp(k, "log_warning") || !strcmp(k, "log_error")) {
-    if (kind != INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM)
-      return err_set(e, ERR_INVALID_ARGUMENT, "log setting '%s' must be a bool", k);
-  } else if (!strcmp(k, "log_verbose_level")) {
-    if (kind != INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM)
-      return err_set(e, ERR_INVALID_ARGUMENT, "log setting '%s' must be a uint32", k);
-  } else if (!strcmp(k, "log_format") || !strcmp(k, "log_file")) {
-    if (kind != INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM)
-      return err_set(e, ERR_INVALID_ARGUMENT, "log setting '%s' must be a string", k);
-    if (!strcmp(k, "log_format") && strcmp(v->string_param, "default") && strcmp(v->string_param, "ISO8601"))
-      return err_set(e, ERR_INVALID_ARGUMENT, "log_format '%s': expected 'default' or 'ISO8601'", v->string_param);
-    if (!strcmp(k, "log_file") && *v->string_param)
-      return err_set(e, ERR_INVALID_ARGUMENT, "log_file '%s': inferd logs to stderr only (give \"\")",
-                     v->string_param);
-  } else {
-    return err_set(e, ERR_INVALID_ARGUMENT,
-                   "unknown log setting '%s' (log_file, log_info, log_warning, log_error, log_verbose_level, "
-                   "log_format)", k);
-  }
-  return 0;
-}
-
-static void log_setting_apply(const Inference__LogSettingsRequest__SettingsEntry *st) {
-  const Inference__LogSettingsRequest__SettingValue *v = st->value;
-  const char *k = st->key;
-  if (!strcmp(k, "log_info")) srv_log_enable(SRV_LOG_INFO, v->bool_param);
-  else if (!strcmp(k, "log_warning")) srv_log_enable(SRV_LOG_WARN, v->bool_param);
-  else if (!strcmp(k, "log_error")) srv_log_enable(SRV_LOG_ERROR, v->bool_param);
-  else if (!strcmp(k, "log_verbose_level")) srv_log_enable(SRV_LOG_DEBUG, v->uint32_param > 0);
-  else if (!strcmp(k, "log_format"))
-    srv_log_set_format(strcmp(v->string_param, "ISO8601") ? SRV_LOG_FORMAT_DEFAULT : SRV_LOG_FORMAT_ISO8601);
-}
-
-static void log_settings(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
-  (void)ctx;
-  Inference__LogSettingsRequest *q = (Inference__LogSettingsRequest *)unpack_or_fail(
-      call, &inference__log_settings_request__descriptor, req, len);
-  if (!q) return;
-  err e;
-  for (size_t i = 0; i < q->n_settings; i++)
-    if (log_setting_check(q->settings[i], &e) != 0) {
-      srv_call_fail(call, (int)e.code, e.msg);
-      inference__log_settings_request__free_unpacked(q, NULL);
-      return;
-    }
-  for (size_t i = 0; i < q->n_settings; i++) log_setting_apply(q->settings[i]);
-  if (q->n_settings) srv_log(SRV_LOG_INFO, "log settings changed (%zu setting(s))", q->n_settings);
-  inference__log_settings_request__free_unpacked(q, NULL);
-
-  enum { N = 6 };
-  static const char *keys[N] = {"log_file", "log_info", "log_warning", "log_error", "log_verbose_level", "log_format"};
-  Inference__LogSettingsResponse__SettingValue val[N];
-  Inference__LogSettingsResponse__SettingsEntry ent[N], *entp[N];
-  for (int i = 0; i < N; i++) {
-    inference__log_settings_response__setting_value__init(&val[i]);
-    inference__log_settings_response__settings_entry__init(&ent[i]);
-    ent[i].key = (char *)keys[i];
-    ent[i].value = &val[i];
-    entp[i] = &ent[i];
-  }
-  val[0].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM;
-  val[0].string_param = "";
-  srv_log_level lv[3] = {SRV_LOG_INFO, SRV_LOG_WARN, SRV_LOG_ERROR};
-  for (int i = 0; i < 3; i++) {
-    val[1 + i].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM;
-    val[1 + i].bool_param = srv_log_enabled(lv[i]);
-  }
-  val[4].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM;
-  val[4].uint32_param = (uint32_t)srv_log_enabled(SRV_LOG_DEBUG);
-  val[5].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM;
-  val[5].string_param = srv_log_get_format() == SRV_LOG_FORMAT_ISO8601 ? "ISO8601" : "default";
-  Inference__LogSettingsResponse r = INFERENCE__LOG_SETTINGS_RESPONSE__INIT;
-  r.n_settings = N;
-  r.settings = entp;
-  reply_msg(call, &r.base);
 }
 
 // --- reflection (bidi stream, one answer per request)
@@ -571,7 +490,8 @@ size_t srv_methods(srv_server *s, srv_method *out, size_t cap) {
       {.path = SVC "ModelStreamInfer", .astream = srv_infer_stream_handler, .ctx = s},
       {.path = SVC "ModelStatistics", .unary = model_statistics, .ctx = s},
       {.path = SVC "RepositoryIndex", .unary = repository_index, .ctx = s},
-      {.path = SVC "LogSettings", .unary = log_settings, .ctx = s},
+      {.path = SVC "LogSettings", .unary = srv_log_settings, .ctx = s},
+      {.path = SVC "TraceSetting", .unary = srv_trace_setting, .ctx = s},
       {.path = SVC "SystemSharedMemoryStatus", .unary = shm_status, .ctx = s},
       {.path = SVC "SystemSharedMemoryRegister", .unary = shm_register, .ctx = s},
       {.path = SVC "SystemSharedMemoryUnregister", .unary = shm_unregister, .ctx = s},

@@ -3,6 +3,7 @@
 #ifndef INFERD_SERVER_SERVER_H
 #define INFERD_SERVER_SERVER_H
 
+#include <protobuf-c/protobuf-c.h>
 #include <stdatomic.h>
 
 #include "server/gpumon.h"
@@ -18,6 +19,7 @@ typedef struct srv_server {
   srv_sched *sched;
   srv_reflection *reflection;
   prof_trace *trace;       // NULL unless --trace-file
+  int trace_rate;          // --trace-rate, what a cleared trace_rate returns to
   prof_gpus *gpus;         // the visible GPUs' metrics (none: a CPU-only server)
   srv_shm *shm;            // client system shared memory; NULL unless --allow-client-shm
   int strict_readiness;    // ready only when every model is (Triton's default)
@@ -40,6 +42,14 @@ void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len
 // stream by a ModelStreamInferResponse (errors in its error_message)
 void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, size_t len);
 srv_sched_ops srv_infer_sched_ops(srv_server *s);
+
+// Shared by the RPC handlers: pack and answer; unpack or answer INVALID_ARGUMENT (NULL then).
+void srv_reply_msg(srv_call *call, const ProtobufCMessage *m);
+ProtobufCMessage *srv_unpack_or_fail(srv_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *req,
+                                     size_t len);
+// LogSettings and TraceSetting (server/settings.c)
+void srv_log_settings(void *ctx, srv_call *call, const uint8_t *req, size_t len);
+void srv_trace_setting(void *ctx, srv_call *call, const uint8_t *req, size_t len);
 
 // Readiness as ServerReady, /v2/health/ready and grpc.health report it.
 int srv_server_ready(srv_server *s);

@@ -48,8 +48,11 @@ typedef struct track {
 
 struct prof_trace {
   int fd;
-  int rate;
-  atomic_uint_fast64_t calls;  // prof_trace_sample's counter
+  // sampling, changed while serving through the TraceSetting RPC
+  atomic_int rate;
+  atomic_int on;                  // trace_level TIMESTAMPS (1) or OFF (0)
+  atomic_int_fast64_t left;       // trace_count: samples still to take, -1 unlimited
+  atomic_uint_fast64_t calls;     // prof_trace_sample's counter
 
   pthread_mutex_t mu;  // guards everything below
   char *path;
@@ -351,7 +354,9 @@ int prof_trace_open(const char *path, int rate, prof_trace **out, err *e) {
   prof_trace *t = calloc(1, sizeof *t);
   if (!t) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory opening trace '%s'", path);
   t->fd = -1;
-  t->rate = rate;
+  atomic_init(&t->rate, rate);
+  atomic_init(&t->on, 1);
+  atomic_init(&t->left, -1);
   atomic_init(&t->calls, 0);
   t->path = strdup(path);
   t->wbuf = malloc(WBUF_CAP);
@@ -388,10 +393,39 @@ int prof_trace_open(const char *path, int rate, prof_trace **out, err *e) {
 }
 
 int prof_trace_sample(prof_trace *t) {
-  if (!t) return 0;
+  if (!t || !atomic_load_explicit(&t->on, memory_order_relaxed)) return 0;
   uint_fast64_t n = atomic_fetch_add_explicit(&t->calls, 1, memory_order_relaxed);
-  return n % (uint_fast64_t)t->rate == 0;
+  if (n % (uint_fast64_t)atomic_load_explicit(&t->rate, memory_order_relaxed) != 0) return 0;
+  // a count, when set, is spent one sample at a time and never below zero
+  int_fast64_t left = atomic_load_explicit(&t->left, memory_order_relaxed);
+  while (left >= 0) {
+    if (left == 0) return 0;
+    if (atomic_compare_exchange_weak_explicit(&t->left, &left, left - 1, memory_order_relaxed,
+                                              memory_order_relaxed))
+      return 1;
+  }
+  return 1;
 }
+
+void prof_trace_settings_get(const prof_trace *t, prof_trace_settings *out) {
+  prof_trace *m = (prof_trace *)t;
+  out->rate = atomic_load(&m->rate);
+  out->on = atomic_load(&m->on);
+  out->count = atomic_load(&m->left);
+}
+
+int prof_trace_settings_set(prof_trace *t, const prof_trace_settings *s, err *e) {
+  if (s->rate < 1) return err_set(e, ERR_INVALID_ARGUMENT, "trace rate must be >= 1, got %d", s->rate);
+  if (s->count < -1) return err_set(e, ERR_INVALID_ARGUMENT, "trace count must be >= -1, got %lld", (long long)s->count);
+  atomic_store(&t->rate, s->rate);
+  atomic_store(&t->left, s->count);
+  // a new rate starts counting afresh, so its first request is traced
+  atomic_store(&t->calls, 0);
+  atomic_store(&t->on, s->on != 0);
+  return 0;
+}
+
+const char *prof_trace_path(const prof_trace *t) { return t->path; }
 
 void prof_trace_name_track(prof_trace *t, int pid, int tid, const char *process_name,
                            const char *thread_name) {

@@ -58,8 +58,21 @@ typedef struct prof_trace_span_info {
 int prof_trace_open(const char *path, int rate, prof_trace **out, err *e);
 
 // 1 for calls 1, rate+1, 2*rate+1, ... (the first request is always traced,
-// so short runs still show something), else 0. Lock-free; NULL gives 0.
+// so short runs still show something) while sampling is on and the count
+// lasts, else 0. Lock-free; NULL gives 0.
 int prof_trace_sample(prof_trace *t);
+
+// Sampling settings (Triton's trace_rate, trace_level, trace_count), changed
+// while serving; a change starts the rate's count afresh.
+typedef struct prof_trace_settings {
+  int rate;       // >= 1
+  int on;         // 0: nothing is sampled
+  int64_t count;  // samples still to take; -1 unlimited
+} prof_trace_settings;
+void prof_trace_settings_get(const prof_trace *t, prof_trace_settings *out);
+int prof_trace_settings_set(prof_trace *t, const prof_trace_settings *s, err *e);
+// The file given to prof_trace_open.
+const char *prof_trace_path(const prof_trace *t);
 
 // Appends one Complete event (plus track metadata the first time a track is
 // seen). Never fails towards the caller: a write error is remembered and

@@ -13,7 +13,9 @@ import os
 import subprocess
 import time
 
+import pytest
 import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
 
 import inferd_testlib as lib
 
@@ -599,3 +601,56 @@ def test_metrics_port_and_allow_metrics(start_server, specs, oracle, rng):
     assert lib.http_get(off.http_url + "/v2/health/ready")[0] == 200
     off.stop()
     off.assert_clean_exit()
+
+
+def test_trace_setting_changes_sampling_while_serving(start_server, tmp_path, specs, oracle, rng):
+    """Triton's TraceSetting through tritonclient: read back, then rate 1 (every request traced), OFF
+    (none), a count of 2 (two, then none); the trace file shows exactly those requests. Refusals change
+    nothing."""
+    path = tmp_path / "trace.json"
+    srv = start_server(["--trace-file", str(path), "--trace-rate", "1000"])
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        assert "trace" in c.get_server_metadata().extensions
+        st = c.get_trace_settings(as_json=True)["settings"]
+        assert st["trace_file"]["value"] == [str(path)] and st["trace_level"]["value"] == ["TIMESTAMPS"]
+        assert st["trace_rate"]["value"] == ["1000"] and st["trace_count"]["value"] == ["-1"]
+        # rate 1000: the first request is traced (a new count starts at every change)
+        _send_one_at_a_time(c, specs, oracle, rng, 2, ids=["a0", "a1"])
+        st = c.update_trace_settings(settings={"trace_rate": "1"}, as_json=True)["settings"]
+        assert st["trace_rate"]["value"] == ["1"]
+        _send_one_at_a_time(c, specs, oracle, rng, 3, ids=["b0", "b1", "b2"])
+        c.update_trace_settings(settings={"trace_level": ["OFF"]})
+        _send_one_at_a_time(c, specs, oracle, rng, 3, ids=["c0", "c1", "c2"])
+        c.update_trace_settings(settings={"trace_level": ["TIMESTAMPS"], "trace_count": "2"})
+        _send_one_at_a_time(c, specs, oracle, rng, 4, ids=["d0", "d1", "d2", "d3"])
+        st = c.get_trace_settings(as_json=True)["settings"]
+        assert st["trace_count"]["value"] == ["0"] and st["trace_level"]["value"] == ["TIMESTAMPS"]
+        for bad, words in [({"trace_level": ["TENSORS"]}, "TIMESTAMPS"), ({"trace_rate": "0"}, "trace_rate"),
+                           ({"trace_rate": "x"}, "whole number"), ({"trace_file": "/tmp/other.json"}, "fixed"),
+                           ({"log_frequency": "5"}, "log_frequency"), ({"trace_mode": "opentelemetry"}, "unknown"),
+                           ({"trace_count": "5", "trace_rate": "0"}, "trace_rate")]:
+            with pytest.raises(InferenceServerException) as ei:
+                c.update_trace_settings(settings=bad)
+            assert lib.status_name(ei.value) == "INVALID_ARGUMENT" and words in lib.error_message(ei.value), bad
+        with pytest.raises(InferenceServerException) as ei:
+            c.update_trace_settings(model_name="mlp", settings={"trace_rate": "1"})
+        assert lib.status_name(ei.value) == "INVALID_ARGUMENT" and "per-model" in lib.error_message(ei.value)
+        assert c.get_trace_settings(as_json=True)["settings"]["trace_count"]["value"] == ["0"]  # untouched
+        # cleared: back to the start rate and no count
+        st = c.update_trace_settings(settings={"trace_rate": None, "trace_count": None}, as_json=True)["settings"]
+        assert st["trace_rate"]["value"] == ["1000"] and st["trace_count"]["value"] == ["-1"]
+    assert srv.stop() == 0
+    srv.assert_clean_exit()
+    with open(path) as f:
+        events = json.load(f)
+    device = 0 if "CUDA device 0:" in srv.stderr_text() else -1
+    _check_trace(events, ["a0", "b0", "b1", "b2", "d0", "d1"], device)
+
+
+def test_trace_setting_without_a_trace_file(server, client):
+    st = client.get_trace_settings(as_json=True)["settings"]
+    assert st["trace_level"]["value"] == ["OFF"] and st["trace_file"]["value"] == [""]
+    assert "trace" not in client.get_server_metadata().extensions
+    with pytest.raises(InferenceServerException) as ei:
+        client.update_trace_settings(settings={"trace_rate": "1"})
+    assert lib.status_name(ei.value) == "FAILED_PRECONDITION" and "--trace-file" in lib.error_message(ei.value)

@@ -329,6 +329,56 @@ static int write_sample(const char *path, int per_thread, double *ns_per_span, e
 
 enum { PER_THREAD = 5000 };
 
+// Settings changed while sampling: rate, off, a count that runs out (also
+// when threads race for its last samples).
+static void test_settings(void) {
+  prof_trace *t = NULL;
+  err e = {0};
+  CHECK_EQ_INT(prof_trace_open("trace_settings.json", 5, &t, &e), 0);
+  prof_trace_settings st;
+  prof_trace_settings_get(t, &st);
+  CHECK(st.rate == 5 && st.on == 1 && st.count == -1);
+  CHECK_EQ_STR(prof_trace_path(t), "trace_settings.json");
+  CHECK_EQ_INT(prof_trace_sample(t), 1);
+  CHECK_EQ_INT(prof_trace_sample(t), 0);
+  // rate 2 from now on, counting afresh: 1, 0, 1, 0
+  CHECK_EQ_INT(prof_trace_settings_set(t, &(prof_trace_settings){.rate = 2, .on = 1, .count = -1}, &e), 0);
+  int want[4] = {1, 0, 1, 0};
+  for (int i = 0; i < 4; i++) CHECK_EQ_INT(prof_trace_sample(t), want[i]);
+  // off: nothing
+  CHECK_EQ_INT(prof_trace_settings_set(t, &(prof_trace_settings){.rate = 1, .on = 0, .count = -1}, &e), 0);
+  int any = 0;
+  for (int i = 0; i < 10; i++) any |= prof_trace_sample(t);
+  CHECK_EQ_INT(any, 0);
+  // a count of 3 at rate 1: three samples, then none, and the count reads 0
+  CHECK_EQ_INT(prof_trace_settings_set(t, &(prof_trace_settings){.rate = 1, .on = 1, .count = 3}, &e), 0);
+  int n = 0;
+  for (int i = 0; i < 10; i++) n += prof_trace_sample(t);
+  CHECK_EQ_INT(n, 3);
+  prof_trace_settings_get(t, &st);
+  CHECK_EQ_INT(st.count, 0);
+  CHECK_EQ_INT(prof_trace_settings_set(t, &(prof_trace_settings){.rate = 0, .on = 1, .count = -1}, &e),
+               ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(prof_trace_settings_set(t, &(prof_trace_settings){.rate = 1, .on = 1, .count = -2}, &e),
+               ERR_INVALID_ARGUMENT);
+  // threads racing for a count of 1000: exactly 1000 hits
+  CHECK_EQ_INT(prof_trace_settings_set(t, &(prof_trace_settings){.rate = 1, .on = 1, .count = 1000}, &e), 0);
+  enum { NT = 4 };
+  pthread_t th[NT];
+  sample_arg args[NT];
+  for (int i = 0; i < NT; i++) {
+    args[i] = (sample_arg){t, 5000, 0};
+    CHECK_EQ_INT(pthread_create(&th[i], NULL, sample_thread, &args[i]), 0);
+  }
+  int hits = 0;
+  for (int i = 0; i < NT; i++) {
+    pthread_join(th[i], NULL);
+    hits += args[i].hits;
+  }
+  CHECK_EQ_INT(hits, 1000);
+  CHECK_EQ_INT(prof_trace_close(t, &e), 0);
+}
+
 static void test_file(void) {
   err e = {0};
   double ns = 0;
@@ -417,6 +467,7 @@ int main(int argc, char **argv) {
   test_escape();
   test_open_errors();
   test_sample();
+  test_settings();
   test_file();
   test_empty_and_errors();
   CHECK_DONE();
