@@ -42,11 +42,11 @@ unset ASAN_OPTIONS UBSAN_OPTIONS
 # inference and shutdown tests. Debian's gRPC is not instrumented: its
 # internals are suppressed, our code is not.
 export TSAN_OPTIONS="halt_on_error=1 suppressions=$root/tests/unit/server/grpc_tsan.supp"
-run_preset tsan 'test_(grpc_front|http|batcher|batcher_random|order|shm)$'
+run_preset tsan 'test_(grpc_front|http|batcher|batcher_random|order|shm|trace)$'
 step "integration tests against the ThreadSanitizer build"
 INFERD_BIN="$root/build-tsan/bin/inferd" "$py" -m pytest -q -x -p no:cacheprovider \
   tests/integration/test_concurrency.py tests/integration/test_infer.py tests/integration/test_lifecycle.py \
-  tests/integration/test_shm.py tests/integration/test_stream.py \
+  tests/integration/test_shm.py tests/integration/test_stream.py tests/integration/test_log_settings.py \
   $(ls tests/integration/test_batching.py 2>/dev/null)
 
 step "all tests passed"
