@@ -416,19 +416,7 @@ static int build_request(srv_server *s, srv_request *r, err *e) {
   return rc;
 }
 
-static uint8_t *pack_stream_error(const srv_request *r, const char *msg, size_t *len);
-
-// An answer that cannot wait for a request (there is none yet): a status on
-// a unary call, an error message on a stream.
-static void fail_early(srv_call *call, srv_stream *st, int code, const char *msg) {
-  if (call) {
-    srv_call_fail(call, code, msg);
-    return;
-  }
-  size_t len = 0;
-  uint8_t *buf = pack_stream_error(NULL, msg, &len);
-  srv_stream_reply(st, buf, buf ? len : 0);
-}
+static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const char *msg, int hold);
 
 // ModelInfer and each message of ModelStreamInfer: unpack, validate, queue.
 static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uint8_t *req, size_t len) {
@@ -440,7 +428,7 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   err e = {0};
   srv_request *r = calloc(1, sizeof *r);
   if (!r) {
-    fail_early(call, st, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    answer(&(srv_request){.call = call, .stream = st}, NULL, 0, ERR_RESOURCE_EXHAUSTED, "out of memory", 0);
     atomic_fetch_sub(&s->infer_inflight, 1);
     return;
   }
@@ -455,13 +443,7 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   if (rc) {
     record_failure(r->version, SRV_FAIL_REJECTED, t_recv);
     srv_log(SRV_LOG_DEBUG, "ModelInfer rejected: %s", e.msg);
-    if (st) {
-      size_t n = 0;
-      uint8_t *buf = pack_stream_error(r, e.msg, &n);
-      srv_stream_reply(st, buf, buf ? n : 0);
-    } else {
-      srv_call_fail(call, (int)e.code, e.msg);
-    }
+    answer(r, NULL, 0, (int)e.code, e.msg, 0);
     request_free(r);
     atomic_fetch_sub(&s->infer_inflight, 1);
     return;
