@@ -7,7 +7,7 @@ sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
 pkgs=(build-essential cmake pkg-config git
       libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler grpc-proto
-      libuv1-dev libopenblas-dev libhttp-parser-dev
+      libprotobuf-dev libuv1-dev libopenblas-dev libhttp-parser-dev
       python3 python3-venv python3-pip curl
       prometheus chromium chromium-driver  # tests: promtool lints /metrics; headless Chromium loads /dashboard
       libb64-0d  # perf_analyzer (deploy/install-perf-analyzer.sh)

@@ -739,10 +739,12 @@ static int infer_cast(const eng_op_params *p, const eng_tensor *in, int n_in, en
 
 static int run_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                     int n_out, err *e) {
-  (void)n_in, (void)n_out, (void)e;
+  (void)n_in, (void)n_out;
   k_elem xk, yk;
-  eng_ops_elem_of(in[0].dt, &xk);
-  eng_ops_elem_of(out[0].dt, &yk);
+  // infer_cast accepted both types; checked again so no path casts from an unset element type.
+  if (eng_ops_elem_of(in[0].dt, &xk) != 0 || eng_ops_elem_of(out[0].dt, &yk) != 0)
+    return err_set(e, ERR_INTERNAL, "Cast from %s to %s has no kernel", dtype_wire_name(in[0].dt),
+                   dtype_wire_name(out[0].dt));
   size_t n = numel(&in[0]);
   if (!n) return 0;
   k_cast(out[0].data, yk, in[0].data, xk, n);

@@ -21,4 +21,6 @@ if(_pc_opts)
   set_target_properties(inferd_plan_cuda PROPERTIES COMPILE_OPTIONS "${_pc_keep}")
 endif()
 target_compile_options(inferd_plan_cuda PRIVATE
-  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror --Werror=all-warnings>)
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${INFERD_WERROR}>>:-Xcompiler=-Werror>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${INFERD_WERROR}>>:--Werror=all-warnings>)

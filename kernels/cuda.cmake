@@ -10,7 +10,7 @@ set_target_properties(inferd_kernels_cuda PROPERTIES
   CUDA_STANDARD 17
   CUDA_STANDARD_REQUIRED ON
   POSITION_INDEPENDENT_CODE ON)
-# The directory-wide -Wall/-Wextra/-Werror (and sanitizer flags) are for the
+# The directory-wide -Wall/-Wextra (-Werror with INFERD_WERROR) and sanitizer flags are for the
 # host compiler; nvcc takes them through -Xcompiler. No fast-math: the
 # kernels rely on IEEE division, sqrt and denormals to match the references.
 get_target_property(_k_opts inferd_kernels_cuda COMPILE_OPTIONS)
@@ -25,4 +25,6 @@ if(_k_opts)
   set_target_properties(inferd_kernels_cuda PROPERTIES COMPILE_OPTIONS "${_k_keep}")
 endif()
 target_compile_options(inferd_kernels_cuda PRIVATE
-  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror --Werror=all-warnings>)
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${INFERD_WERROR}>>:-Xcompiler=-Werror>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${INFERD_WERROR}>>:--Werror=all-warnings>)
