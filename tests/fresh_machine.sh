@@ -69,6 +69,7 @@ mmdebstrap --quiet --variant=apt "${aptopts[@]}" bookworm "$root" "${sources[@]}
 
 # pip reaches PyPI here through the host's CA bundle: copy it under a name the root's own
 # ca-certificates (installed later, regenerating ca-certificates.crt) leaves alone.
+mkdir -p "$root/etc/ssl"
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/host-ca-bundle.crt"
 {
   [ -f /etc/pip.conf ] && grep -v -E '^[[:space:]]*cert[[:space:]]*=' /etc/pip.conf || echo "[global]"
