@@ -89,6 +89,9 @@ in_root() {
   unshare --mount --pid --fork --kill-child=SIGKILL --propagation private -- /bin/bash -c '
     set -e
     r=$1 extra=$2; shift 2
+    # The root is a mount point of its own, as in a container: tools that change mount
+    # propagation (unshare --mount in the tests) need "/" to be one.
+    mount --bind "$r" "$r"
     mount -t proc proc "$r/proc"
     mount --bind /dev "$r/dev"
     mount -t tmpfs -o mode=1777,size=8g shm "$r/dev/shm"
