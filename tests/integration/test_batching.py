@@ -12,6 +12,7 @@ nv_inference_pending_request_count (queued + running) rather than sleeping.
 """
 
 import concurrent.futures as cf
+import functools
 import os
 import threading
 import time
@@ -28,7 +29,6 @@ import inferd_testlib as lib
 WAIT_S = 30           # bound on every await (pending count, statistics, callbacks)
 SLOW_L = 512          # rows of L=512 take ~0.5 s on the 2-core box: the instance-holding request
 CHEAP_L = 8           # a queued request that runs in a few ms
-ORDER_SLACK_S = 0.03  # answers released together may cross on the wire by this much (preserve_ordering)
 
 
 # --- fixtures
@@ -68,6 +68,48 @@ def _calibrate_slow(client):
             break
         SLOW_L = min(16384, int(SLOW_L * SLOW_TARGET_S * 1.2 / max(dt, 1e-3)) + 1)
     print("slow request: L=%d takes %.2f s here" % (SLOW_L, dt))
+
+
+class HolderTooShort(Exception):
+    """The instance-holding request finished before the test had queued what it needed behind it:
+    a fact about this machine's speed at that moment, not about the server."""
+
+
+HOLD_SCALE = [1]  # multiplies the holder's cost on a retry after HolderTooShort
+
+
+def hold_L(fraction=1.0):
+    return max(1, int(SLOW_L * HOLD_SCALE[0] * fraction))
+
+
+def holder_still_running(calls, key, model):
+    if calls.done(key):
+        raise HolderTooShort(model)
+
+
+def holder_retry(test):
+    """Runs a test whose setup queues requests behind a slow one; when a busy machine let the slow
+    one finish first (HolderTooShort), waits for the model to go idle and runs the test again with
+    a holder twice as costly (at most 3 tries). The assertions themselves are never retried."""
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        bat = kwargs["bat"]
+        try:
+            for attempt in range(3):
+                try:
+                    return test(*args, **kwargs)
+                except HolderTooShort as e:
+                    if attempt == 2:
+                        raise AssertionError("the holding request finished before the queue was built, "
+                                             "3 times, at up to %dx its cost" % HOLD_SCALE[0]) from e
+                    await_pending(bat.srv, e.args[0], 0)
+                    if "stream_calls" in kwargs:
+                        kwargs["stream_calls"].restart()
+                    HOLD_SCALE[0] *= 2
+                    print("holder too short on a busy machine: retrying at %dx" % HOLD_SCALE[0])
+        finally:
+            HOLD_SCALE[0] = 1
+    return run
 
 
 @pytest.fixture(autouse=True)
@@ -194,6 +236,66 @@ class Calls:
         return lib.status_name(error), lib.error_message(error)
 
 
+class StreamCalls:
+    """Requests on one ModelStreamInfer stream (its own client); answers recorded in arrival order."""
+
+    def __init__(self, url):
+        self.client = grpcclient.InferenceServerClient(url=url)
+        self.cond = threading.Condition()
+        self.results, self.order = {}, []
+        self.client.start_stream(callback=self._cb)
+
+    def restart(self):
+        """A new stream with nothing recorded (stop_stream returns once the old one has ended)."""
+        self.client.stop_stream()
+        with self.cond:
+            self.results, self.order = {}, []
+        self.client.start_stream(callback=self._cb)
+
+    def _cb(self, result, error):
+        # tritonclient hands a failed request's error_message over without its id: any error here
+        # fails wait() (these tests send only requests that must succeed on the stream).
+        key = result.get_response().id if result is not None else None
+        with self.cond:
+            if key is None:
+                self.results.setdefault("<stream>", (None, error))
+            else:
+                self.results[key] = (result, error)
+                self.order.append(key)
+            self.cond.notify_all()
+
+    def send(self, key, model, feeds, **kw):
+        self.client.async_stream_infer(model, lib.triton_inputs(feeds), request_id=str(key), **kw)
+
+    def done(self, key):
+        with self.cond:
+            return str(key) in self.results
+
+    def wait(self, keys, timeout=WAIT_S):
+        keys = [str(k) for k in keys]
+        with self.cond:
+            ok = self.cond.wait_for(lambda: "<stream>" in self.results or all(k in self.results for k in keys),
+                                    timeout)
+        assert "<stream>" not in self.results, "stream failed: %s" % (self.results["<stream>"][1],)
+        assert ok, "unanswered after %ss: %s" % (timeout, [k for k in keys if k not in self.results])
+
+    def ok(self, key):
+        result, error = self.results[str(key)]
+        assert error is None, "%s: %s" % (key, error)
+        return {o.name: result.as_numpy(o.name) for o in result.get_response().outputs}
+
+    def close(self):
+        self.client.stop_stream()
+        self.client.close()
+
+
+@pytest.fixture
+def stream_calls(bat):
+    sc = StreamCalls(bat.srv.grpc_url)
+    yield sc
+    sc.close()
+
+
 def slow_feeds(rng, rows=1, L=CHEAP_L):
     return {"SLOW_X": rng.uniform(-1, 1, (rows, L, 512)).astype(np.float32)}
 
@@ -241,6 +343,7 @@ def test_preferred_size_goes_at_once(bat, rng, n):
     assert elapsed < 4.0, "a full preferred batch waited for the 5 s queue delay (%.2fs)" % elapsed
 
 
+@holder_retry
 def test_preferred_sizes_2_4_behind_busy_instance(bat, rng):
     """preferred [2, 4], delay 5 s, max 8, one instance: a 2-row request goes at once (preferred 2);
     8 one-row requests queued behind it leave as two batches of 4 (the largest preferred size
@@ -248,14 +351,14 @@ def test_preferred_sizes_2_4_behind_busy_instance(bat, rng):
     m = "bt_slow_pref24"
     snap = Snap(bat.client, m)
     calls = Calls(bat.client)
-    a = slow_feeds(rng, rows=2, L=256)
+    a = slow_feeds(rng, rows=2, L=hold_L(0.5))
     qs = [slow_feeds(rng) for _ in range(8)]
     calls.send("A", m, a)
     await_pending(bat.srv, m, 1)
     for i, f in enumerate(qs):
         calls.send(i, m, f)
     await_pending(bat.srv, m, 9)
-    assert not calls.done("A"), "the 2-row request finished before the queue was built; make it slower"
+    holder_still_running(calls, "A", m)
     calls.wait(["A"] + list(range(8)))
     _check(bat, m, calls.ok("A"), a, "A")
     for i, f in enumerate(qs):
@@ -344,20 +447,21 @@ def test_rows_add_up_to_preferred(bat, rng):
     ([2, 2, 3, 3, 3], {2: 1, 3: 1}),       # same-shape neighbours share, the shape change splits
     ([2, 3, 2, 3], {1: 4}),                # alternating shapes: nobody shares
 ])
+@holder_retry
 def test_different_shapes_never_share_a_batch(bat, rng, lengths, table):
     """bt_slow (dims [-1, 512], max 8, no delay, one instance): requests queued in a known order behind
     a running one; the batcher scans FIFO and stops at a shape change."""
     m = "bt_slow"
     snap = Snap(bat.client, m)
     calls = Calls(bat.client)
-    a = slow_feeds(rng, L=SLOW_L)
+    a = slow_feeds(rng, L=hold_L())
     qs = [slow_feeds(rng, L=L) for L in lengths]
     calls.send("A", m, a)
     await_pending(bat.srv, m, 1)
     for i, f in enumerate(qs):
         calls.send(i, m, f)
         await_pending(bat.srv, m, 2 + i)  # fixes the queue order
-    assert not calls.done("A"), "the slow request finished before the queue was built"
+    holder_still_running(calls, "A", m)
     calls.wait(["A"] + list(range(len(qs))))
     _check(bat, m, calls.ok("A"), a, "A")
     for i, f in enumerate(qs):
@@ -371,13 +475,15 @@ def test_different_shapes_never_share_a_batch(bat, rng, lengths, table):
 
 # --- 6. priorities
 
-def test_high_priority_overtakes(bat, rng):
+@holder_retry
+def test_high_priority_overtakes(bat, rng, stream_calls):
     """priority_levels 2, default 2, max 1, one instance: A runs; B1, B2 (default level) then H
-    (priority 1) queue; H runs before B1 and B2, which keep their order."""
+    (priority 1) queue; H runs before B1 and B2, which keep their order. Sent on one stream, whose
+    answers leave in the order the executions finished."""
     m = "bt_slow_prio"
     snap = Snap(bat.client, m)
-    calls = Calls(bat.client)
-    feeds = {"A": slow_feeds(rng, L=SLOW_L), "B1": slow_feeds(rng), "B2": slow_feeds(rng), "H": slow_feeds(rng)}
+    calls = stream_calls
+    feeds = {"A": slow_feeds(rng, L=hold_L()), "B1": slow_feeds(rng), "B2": slow_feeds(rng), "H": slow_feeds(rng)}
     calls.send("A", m, feeds["A"])
     await_pending(bat.srv, m, 1)
     calls.send("B1", m, feeds["B1"])
@@ -386,7 +492,7 @@ def test_high_priority_overtakes(bat, rng):
     await_pending(bat.srv, m, 3)
     calls.send("H", m, feeds["H"], priority=1)
     await_pending(bat.srv, m, 4)
-    assert not calls.done("A"), "the slow request finished before the queue was built"
+    holder_still_running(calls, "A", m)
     calls.wait(list(feeds))
     for k, f in feeds.items():
         _check(bat, m, calls.ok(k), f, k)
@@ -408,22 +514,25 @@ def test_priority_out_of_range(bat, rng):
 
 # --- 7. queue size
 
-def test_full_queue_rejects_at_once(bat, rng):
+@holder_retry
+def test_full_queue_rejects_at_once(bat, rng, stream_calls):
     """max_queue_size 2: A runs, 2 queue, the next gets RESOURCE_EXHAUSTED while A still runs."""
     m = "bt_slow_full"
     snap = Snap(bat.client, m)
-    calls = Calls(bat.client)
-    feeds = {"A": slow_feeds(rng, L=SLOW_L), "Q1": slow_feeds(rng), "Q2": slow_feeds(rng)}
+    calls = stream_calls
+    feeds = {"A": slow_feeds(rng, L=hold_L()), "Q1": slow_feeds(rng), "Q2": slow_feeds(rng)}
     calls.send("A", m, feeds["A"])
     await_pending(bat.srv, m, 1)
     calls.send("Q1", m, feeds["Q1"])
     calls.send("Q2", m, feeds["Q2"])
     await_pending(bat.srv, m, 3)
+    holder_still_running(calls, "A", m)
     with pytest.raises(InferenceServerException) as ei:
         bat.client.infer(m, lib.triton_inputs(slow_feeds(rng)), client_timeout=WAIT_S)
-    a_done_at_reject = calls.done("A")
     assert lib.status_name(ei.value) == "RESOURCE_EXHAUSTED", lib.error_message(ei.value)
-    assert not a_done_at_reject, "the rejection waited for the running request instead of coming at once"
+    # A rejection that waited for A would come after A's answer; one that came at once finds A still
+    # running unless this machine was too slow to tell (then the test runs again, A costlier).
+    holder_still_running(calls, "A", m)
     calls.wait(list(feeds))
     for k, f in feeds.items():
         _check(bat, m, calls.ok(k), f, k)
@@ -454,7 +563,8 @@ def test_queue_timeout(bat, rng, model, req_timeout_us, expect):
     _check(bat, model, calls.ok("A"), a, "A")
     if expect == "OK":
         _check(bat, model, calls.ok("Q"), q, "Q")
-        assert calls.order == ["A", "Q"], calls.order
+        # One instance and two executions of one row: Q ran after A. (Which answer the client sees
+        # first is not the server's to decide for two unary calls: A's is 2 MB, Q's a few KB.)
         d = snap.settle(2)
         assert d.table == {1: 2} and (d.success, d.fail) == (2, 0), d
     else:
@@ -521,81 +631,60 @@ def test_client_deadline_while_queued(bat, rng):
 
 
 # --- 10. preserve_ordering
+#
+# What the server guarantees is the order in which it SENDS answers. Separate unary calls on one
+# connection are multiplexed: a large answer sent first may still reach the client after a small one
+# sent right behind it (HTTP/2 flow control), and the client's callbacks may run in either order.
+# One ModelStreamInfer stream carries answers in exactly the order the server sent them, and its
+# requests reach the scheduler in the order they were written, so these tests observe ordering on a
+# stream, where the observation is the guarantee itself.
 
 @pytest.mark.parametrize("model,order", [("bt_order", ["heavy", "light"]), ("bt_noorder", ["light", "heavy"])])
-def test_preserve_ordering_two_instances(bat, rng, model, order):
+def test_preserve_ordering_two_instances(bat, rng, stream_calls, model, order):
     """Two instances: a heavy request, then a light one that runs on the other instance and finishes
-    first. With preserve_ordering its answer is held until the heavy one's is sent."""
+    first. With preserve_ordering its answer is held until the heavy one's is sent; without it, the
+    light answer leaves first (the control: the heavy one runs ~SLOW_TARGET_S, the light one ms)."""
     snap = Snap(bat.client, model)
-    calls = Calls(bat.client)
     feeds = {"heavy": slow_feeds(rng, L=SLOW_L), "light": slow_feeds(rng, L=1)}
-    calls.send("heavy", model, feeds["heavy"])
-    await_pending(bat.srv, model, 1)
-    calls.send("light", model, feeds["light"])
-    calls.wait(list(feeds))
+    stream_calls.send("heavy", model, feeds["heavy"])
+    await_pending(bat.srv, model, 1)  # running on one instance before the light one arrives
+    stream_calls.send("light", model, feeds["light"])
+    stream_calls.wait(list(feeds))
     for k, f in feeds.items():
-        _check(bat, model, calls.ok(k), f, k)
-    assert calls.order == order, calls.order
+        _check(bat, model, stream_calls.ok(k), f, k)
+    assert stream_calls.order == order, stream_calls.order
     d = snap.settle(2)
     assert d.table == {1: 2} and d.executions == 2, d
 
 
-def test_preserve_ordering_pipelined(bat, rng):
-    """48 pipelined requests of mixed cost (L in 1..128, 1-2 rows: batches of very different run
-    times on two instances) on one connection: answers arrive in the order the server received them.
-
-    The order of arrival is pinned down first: two heavy requests hold both instances, and each
-    further request is sent only once the pending gauge shows the previous one queued (requests
-    sent back to back on one connection may reach the scheduler in another order: a large message
-    takes longer through HTTP/2 flow control than a small one sent after it)."""
+def test_preserve_ordering_pipelined(bat, rng, stream_calls):
+    """50 pipelined requests of mixed cost (L in 1..128, 1-2 rows: batches of very different run
+    times on two instances) on one stream: answers are sent in exactly the order the requests came.
+    Two heavy requests first hold both instances so the rest queue and form batches of different
+    sizes whose executions finish out of order."""
     m, n = "bt_order", 48
     snap = Snap(bat.client, m)
-    calls = Calls(bat.client)
     Ls = [int(x) for x in rng.choice([1, 8, 32, 128], size=n)]
     rows = [int(x) for x in rng.integers(1, 3, size=n)]
     feeds = [slow_feeds(rng, rows=r, L=L) for r, L in zip(rows, Ls)]
-    # The blockers must outlast 48 send-and-poll rounds. Their GEMMs run at full speed even in a
-    # sanitizer build while the server's own code (the pending gauge) is slowed many times, so
-    # they take as many rows as the batch allows (capped at 32 MB a message).
     b_rows = max(2, min(8, (32 << 20) // (SLOW_L * 512 * 4)))
     blockers = {"B0": slow_feeds(rng, rows=b_rows, L=SLOW_L), "B1": slow_feeds(rng, rows=b_rows, L=SLOW_L)}
     want = [bat.oracle.run(m, f) for f in feeds]
+    keys = list(blockers) + [str(i) for i in range(n)]
     for k, f in blockers.items():
-        calls.send(k, m, f)
-        await_pending(bat.srv, m, 1 + int(k[1]))
+        stream_calls.send(k, m, f)
     for i, f in enumerate(feeds):
-        calls.send(i, m, f)
-        await_pending(bat.srv, m, 3 + i)
-    assert not calls.done("B0") and not calls.done("B1"), "the heavy requests finished before the queue was built"
-    calls.wait(list(blockers) + list(range(n)), timeout=120)
+        stream_calls.send(i, m, f)
+    stream_calls.wait(keys, timeout=120)
     for k, f in blockers.items():
-        _check(bat, m, calls.ok(k), f, k)
+        _check(bat, m, stream_calls.ok(k), f, k)
     for i in range(n):
-        lib.check_outputs(calls.ok(i), want[i], bat.specs[m], what="request %d (L=%d)" % (i, Ls[i]))
-    # The server hands the answers to gRPC in request order; answers released together (a held run)
-    # may still overtake each other by microseconds on the way (HTTP/2 flow control on the larger
-    # ones), which no server controls for separate unary calls. So: no answer may arrive more than
-    # ORDER_SLACK_S after the answer to a later request. Without ordering, the inversions are whole
-    # executions of L=128 rows (100+ ms, see test_preserve_ordering_two_instances).
-    t = calls.t_done
-    keys = ["B0", "B1"] + list(range(n))
-    worst, pair, latest = 0.0, None, keys[0]
-    for k in keys:
-        if t[latest] - t[k] > worst:
-            worst, pair = t[latest] - t[k], (latest, k)
-        if t[k] > t[latest]:
-            latest = k
-    assert worst <= ORDER_SLACK_S, (
-        "answer to %r arrived %.1f ms after the answer to the later request %r; answer order %s; "
-        "(request, L, answered at ms): %s" % (pair[0], 1000 * worst, pair[1], calls.order,
-                                              [(k, Ls[k] if isinstance(k, int) else SLOW_L,
-                                                round(1000 * (t[k] - t["B0"]), 2)) for k in calls.order]))
-    swaps = sum(1 for a, b in zip(calls.order, calls.order[1:]) if keys.index(a) > keys.index(b))
+        lib.check_outputs(stream_calls.ok(i), want[i], bat.specs[m], what="request %d (L=%d)" % (i, Ls[i]))
+    assert stream_calls.order == keys, "answers left out of request order: %s" % stream_calls.order
     total = 2 * b_rows + sum(rows)
     d = snap.settle(total)
     assert (d.inferences, d.success, d.fail) == (total, n + 2, 0), d
-    print("preserve_ordering pipelined: %d requests in %d executions %s; %d adjacent swaps within %.2f ms"
-          % (n + 2, d.executions, d.table, swaps, 1000 * worst))
+    print("preserve_ordering pipelined: %d requests in %d executions %s" % (n + 2, d.executions, d.table))
 
 
 # --- 11. many clients
