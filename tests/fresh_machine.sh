@@ -23,8 +23,13 @@ t0=$(date +%s)
 say() { printf '\n=== [fresh %4ds] %s\n' $(($(date +%s) - t0)) "$*"; }
 
 [ "$(id -u)" = 0 ] || { echo "tests/fresh_machine.sh must run as root (mmdebstrap, mount, chroot)" >&2; exit 2; }
-if ! command -v mmdebstrap >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
+# The host needs mmdebstrap for the root and a python3 with venv for the outside client.
+host_pkgs=()
+command -v mmdebstrap >/dev/null || host_pkgs+=(mmdebstrap)
+python3 -c 'import ensurepip, venv' 2>/dev/null || host_pkgs+=(python3-venv)
+if [ ${#host_pkgs[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${host_pkgs[@]}" >/dev/null
 fi
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/inferd-fresh.XXXXXX")
