@@ -70,7 +70,7 @@ aptopts=()
 for f in /etc/apt/apt.conf.d/*; do
   [ -f "$f" ] && grep -qE '^[[:space:]]*Acquire::' "$f" && aptopts+=("--aptopt=$f")
 done
-mmdebstrap --quiet --variant=apt "${aptopts[@]}" bookworm "$root" "${sources[@]}"
+tracked mmdebstrap --quiet --variant=apt "${aptopts[@]}" bookworm "$root" "${sources[@]}"
 
 # pip reaches PyPI here through the host's CA bundle: copy it under a name the root's own
 # ca-certificates (installed later, regenerating ca-certificates.crt) leaves alone.
@@ -91,7 +91,8 @@ git clone -q "$src" "$root/root/inferd"
 in_root() {
   local extra=$1
   shift
-  unshare --mount --pid --fork --kill-child=SIGKILL --propagation private -- /bin/bash -c '
+  # exec: run in the background, this subshell IS unshare, so killing its PID ends the namespace.
+  exec unshare --mount --pid --fork --kill-child=SIGKILL --propagation private -- /bin/bash -c '
     set -e
     r=$1 extra=$2; shift 2
     # The root is a mount point of its own, as in a container: tools that change mount
@@ -113,6 +114,17 @@ in_root() {
   ' in_root "$root" "$extra" "$@"
 }
 
+# Runs a command in the background, tracked for cleanup, and waits for it: a signal to this script
+# then interrupts the wait at once (bash defers traps while a foreground child runs).
+tracked() {
+  "$@" <&0 &  # stdin kept (the outside client reads its script from a here-document)
+  local p=$! rc=0
+  pids+=("$p")
+  wait "$p" || rc=$?
+  pids=("${pids[@]/$p}")
+  return "$rc"
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
@@ -123,12 +135,12 @@ if [[ " $steps " == *" quickstart "* ]]; then
   http_port=$(free_port)
   say "README command 1: bash deploy/quickstart.sh (gRPC $grpc_port, HTTP $http_port)"
   log=$work/quickstart.log
-  in_root "" "GRPC_PORT=$grpc_port HTTP_PORT=$http_port bash deploy/quickstart.sh" >"$log" 2>&1 &
+  (in_root "" "GRPC_PORT=$grpc_port HTTP_PORT=$http_port bash deploy/quickstart.sh" >"$log" 2>&1) &
   qs=$!
   pids+=("$qs")
   # The client is set up on the host meanwhile (it must not come from the root).
-  python3 -m venv "$work/client"
-  "$work/client/bin/pip" install -q "tritonclient[grpc]" numpy onnxruntime
+  tracked python3 -m venv "$work/client"
+  tracked "$work/client/bin/pip" install -q "tritonclient[grpc]" numpy onnxruntime
   until grep -q '^inferd ready' "$log"; do
     if ! kill -0 "$qs" 2>/dev/null; then
       wait "$qs" && rc=0 || rc=$?
@@ -136,11 +148,11 @@ if [[ " $steps " == *" quickstart "* ]]; then
       tail -n 60 "$log" >&2
       exit 1
     fi
-    sleep 2  # a process in another root: its log is the only signal there is to poll
+    sleep 2 & wait $!  # a process in another root: its log is the only signal there is to poll
   done
   grep '^inferd ready' "$log"
   say "a tritonclient request from outside the root"
-  "$work/client/bin/python" - "$grpc_port" "$root/root/inferd/example_repo" <<'PY'
+  tracked "$work/client/bin/python" - "$grpc_port" "$root/root/inferd/example_repo" <<'PY'
 import glob, sys
 import numpy as np
 import onnxruntime as ort
@@ -180,9 +192,7 @@ fi
 # --- 2. bash tests/run.sh, the whole suite
 if [[ " $steps " == *" tests "* ]]; then
   say "README command 2: bash tests/run.sh"
-  in_root "" "bash tests/run.sh" &
-  pids+=("$!")
-  wait "$!"
+  tracked in_root "" "bash tests/run.sh"
   say "tests/run.sh passed"
 fi
 
@@ -190,16 +200,12 @@ fi
 if [[ " $steps " == *" builds "* ]]; then
   for bt in Release Debug MinSizeRel; do
     say "build type $bt, -DINFERD_WERROR=ON, no CUDA"
-    in_root "" "cmake -S . -B /tmp/b-$bt -DCMAKE_BUILD_TYPE=$bt -DINFERD_WERROR=ON -DINFERD_CUDA=OFF >/dev/null && cmake --build /tmp/b-$bt -j \$(nproc) >/dev/null && echo built $bt" &
-    pids+=("$!")
-    wait "$!"
+    tracked in_root "" "cmake -S . -B /tmp/b-$bt -DCMAKE_BUILD_TYPE=$bt -DINFERD_WERROR=ON -DINFERD_CUDA=OFF >/dev/null && cmake --build /tmp/b-$bt -j \$(nproc) >/dev/null && echo built $bt"
   done
   cuda=$(readlink -f /usr/local/cuda 2>/dev/null || true)
   if [ -n "$cuda" ] && [ -x "$cuda/bin/nvcc" ]; then
     say "build type Release with CUDA ($cuda from the host), -DINFERD_WERROR=ON"
-    in_root "$cuda" "cmake -S . -B /tmp/b-cuda -DCMAKE_BUILD_TYPE=Release -DINFERD_WERROR=ON -DINFERD_CUDA=ON -DCMAKE_CUDA_COMPILER=$cuda/bin/nvcc -DCUDAToolkit_ROOT=$cuda >/dev/null && cmake --build /tmp/b-cuda -j \$(nproc) >/dev/null && echo built Release with CUDA" &
-    pids+=("$!")
-    wait "$!"
+    tracked in_root "$cuda" "cmake -S . -B /tmp/b-cuda -DCMAKE_BUILD_TYPE=Release -DINFERD_WERROR=ON -DINFERD_CUDA=ON -DCMAKE_CUDA_COMPILER=$cuda/bin/nvcc -DCUDAToolkit_ROOT=$cuda >/dev/null && cmake --build /tmp/b-cuda -j \$(nproc) >/dev/null && echo built Release with CUDA"
   else
     say "no CUDA toolkit on this host: the CUDA build is skipped"
   fi
