@@ -59,6 +59,17 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# Runs a command in the background, tracked for cleanup, and waits for it: a signal to this script
+# then interrupts the wait at once (bash defers traps while a foreground child runs).
+tracked() {
+  "$@" <&0 &  # stdin kept (the outside client reads its script from a here-document)
+  local p=$! rc=0
+  pids+=("$p")
+  wait "$p" || rc=$?
+  pids=("${pids[@]/$p}")
+  return "$rc"
+}
+
 # --- the root, from this host's own apt sources and apt settings (validity, proxies)
 say "making a fresh Debian 12 root in $root"
 sources=()
@@ -112,17 +123,6 @@ in_root() {
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       /bin/bash -c "cd /root/inferd && $*"
   ' in_root "$root" "$extra" "$@"
-}
-
-# Runs a command in the background, tracked for cleanup, and waits for it: a signal to this script
-# then interrupts the wait at once (bash defers traps while a foreground child runs).
-tracked() {
-  "$@" <&0 &  # stdin kept (the outside client reads its script from a here-document)
-  local p=$! rc=0
-  pids+=("$p")
-  wait "$p" || rc=$?
-  pids=("${pids[@]/$p}")
-  return "$rc"
 }
 
 free_port() {
