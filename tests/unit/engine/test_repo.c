@@ -27,7 +27,8 @@ static void mkdirf(const char *fmt, ...) {
 
 static void write_file(const char *rel, const char *text) {
   char full[PATH_MAX + 64];
-  snprintf(full, sizeof full, "%s/%s", g_root, rel);
+  int n = snprintf(full, sizeof full, "%s/%s", g_root, rel);
+  CHECK(n > 0 && (size_t)n < sizeof full);
   FILE *f = fopen(full, "w");
   CHECK(f != NULL);
   if (!f) return;
