@@ -4,6 +4,7 @@
 // folds Constant nodes into initializers, widens float16/bfloat16/double
 // weights to FP32, reads external data files, and sorts nodes topologically.
 #include "engine/graph.h"
+#include "engine/graph_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -616,7 +617,8 @@ static int build(eng_graph *g, const Onnx__ModelProto *m, const char *dir, err *
     g->outputs[i] = vi;
     g->n_outputs++;
   }
-  return toposort(g, e);
+  TRY(toposort(g, e));
+  return eng_graph__run_passes(g, e);
 }
 
 int eng_graph_load(const char *onnx_path, eng_graph **out, err *e) {
@@ -669,6 +671,98 @@ void eng_graph_destroy(eng_graph *g) {
   free(g->hash);
   free(g->path);
   free(g);
+}
+
+// --- for the load-time passes (graph_internal.h)
+
+eng_node *eng_graph__node_mut(eng_graph *g, size_t i) { return &g->nodes[i]; }
+eng_value *eng_graph__value_mut(eng_graph *g, size_t v) { return &g->values[v]; }
+
+int eng_graph__is_output(const eng_graph *g, int v) {
+  for (size_t j = 0; j < g->n_outputs; j++)
+    if (g->outputs[j] == v) return 1;
+  return 0;
+}
+
+int eng_graph__add_const(eng_graph *g, const char *name, dtype dt, int ndims, const int64_t *dims,
+                         void *data, size_t bytes, int *vi, err *e) {
+  char buf[ENG_NAME_MAX + 32];
+  snprintf(buf, sizeof buf, "%s", name);
+  for (int k = 1; find_value(g, buf) >= 0; k++) snprintf(buf, sizeof buf, "%.*s#%d", ENG_NAME_MAX, name, k);
+  TRY(add_value(g, buf, ENG_VALUE_CONST, -1, vi, e));
+  eng_value *v = &g->values[*vi];
+  v->dt = dt;
+  v->ndims = ndims;
+  for (int d = 0; d < ndims; d++) v->dims[d] = dims[d];
+  v->data = data;
+  v->bytes = bytes;
+  return 0;
+}
+
+int eng_graph__compact(eng_graph *g, const unsigned char *dead, err *e) {
+  int *vmap = malloc((g->n_values + 1) * sizeof *vmap);
+  int *nmap = malloc((g->n_nodes + 1) * sizeof *nmap);
+  int *h = NULL;
+  if (!vmap || !nmap) goto oom;
+  for (size_t v = 0; v < g->n_values; v++) vmap[v] = -1;
+  for (size_t i = 0; i < g->n_inputs; i++) vmap[g->inputs[i]] = 0;
+  for (size_t i = 0; i < g->n_outputs; i++) vmap[g->outputs[i]] = 0;
+  size_t nn = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    eng_node *n = &g->nodes[i];
+    if (dead[i]) {
+      nmap[i] = -1;
+      free_node(n);
+      continue;
+    }
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) vmap[n->in[k]] = 0;
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] >= 0) vmap[n->out[k]] = 0;
+    nmap[i] = (int)nn;
+    g->nodes[nn++] = *n;
+  }
+  g->n_nodes = nn;
+  size_t nv = 0;
+  for (size_t v = 0; v < g->n_values; v++) {
+    if (vmap[v] < 0) {
+      free(g->values[v].name);
+      free(g->values[v].data);
+      continue;
+    }
+    vmap[v] = (int)nv;
+    g->values[nv] = g->values[v];
+    if (g->values[nv].kind == ENG_VALUE_NODE) g->values[nv].index = nmap[g->values[nv].index];
+    nv++;
+  }
+  g->n_values = nv;
+  for (size_t i = 0; i < nn; i++) {
+    eng_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) n->in[k] = vmap[n->in[k]];
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] >= 0) n->out[k] = vmap[n->out[k]];
+  }
+  for (size_t i = 0; i < g->n_inputs; i++) g->inputs[i] = vmap[g->inputs[i]];
+  for (size_t i = 0; i < g->n_outputs; i++) g->outputs[i] = vmap[g->outputs[i]];
+  // the name index, rebuilt for the new numbering
+  h = malloc(g->hash_cap * sizeof *h);
+  if (!h) goto oom;
+  for (size_t i = 0; i < g->hash_cap; i++) h[i] = -1;
+  for (size_t v = 0; v < nv; v++) {
+    size_t k = hash_name(g->values[v].name) & (g->hash_cap - 1);
+    while (h[k] >= 0) k = (k + 1) & (g->hash_cap - 1);
+    h[k] = (int)v;
+  }
+  free(g->hash);
+  g->hash = h;
+  free(vmap);
+  free(nmap);
+  return 0;
+oom:
+  free(vmap);
+  free(nmap);
+  return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
 }
 
 // --- accessors

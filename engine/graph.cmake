@@ -1,6 +1,7 @@
 # engine/graph.cmake: ONNX loader (graph), memory planner and CPU backend (plan, ops_cpu).
 add_library(inferd_graph STATIC
   ${CMAKE_CURRENT_LIST_DIR}/graph.c
+  ${CMAKE_CURRENT_LIST_DIR}/graph_pass.c
   ${CMAKE_CURRENT_LIST_DIR}/plan.c
   ${CMAKE_CURRENT_LIST_DIR}/ops_cpu.c)
 target_link_libraries(inferd_graph PUBLIC inferd_proto inferd_base inferd_kernels

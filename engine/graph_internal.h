@@ -1,0 +1,30 @@
+// engine/graph_internal.h: what load-time graph passes (graph_pass.c) may do
+// to a graph that eng_graph_load is still building. Not a public header:
+// after eng_graph_load returns, a graph is read-only and shared.
+#ifndef INFERD_ENGINE_GRAPH_INTERNAL_H
+#define INFERD_ENGINE_GRAPH_INTERNAL_H
+
+#include "engine/graph.h"
+
+// Mutable views of node i / value v (i < n_nodes, v < n_values).
+eng_node *eng_graph__node_mut(eng_graph *g, size_t i);
+eng_value *eng_graph__value_mut(eng_graph *g, size_t v);
+
+// Whether value v is one of the graph's outputs.
+int eng_graph__is_output(const eng_graph *g, int v);
+
+// Adds a constant called name (made unique if taken). On success the graph
+// owns data (bytes long) and *vi is its index; on failure the caller still does.
+int eng_graph__add_const(eng_graph *g, const char *name, dtype dt, int ndims, const int64_t *dims,
+                         void *data, size_t bytes, int *vi, err *e);
+
+// Removes the nodes with dead[i] != 0 and every value no remaining node,
+// graph input or graph output refers to (freeing constants that became
+// unused), renumbering what is left; topological order is kept.
+int eng_graph__compact(eng_graph *g, const unsigned char *dead, err *e);
+
+// The load-time passes (graph_pass.c), run once the graph is complete and
+// sorted: BatchNormalization folded into the Conv before it, ...
+int eng_graph__run_passes(eng_graph *g, err *e);
+
+#endif

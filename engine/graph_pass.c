@@ -1,0 +1,147 @@
+// engine/graph_pass.c: load-time rewrites of a complete, sorted graph, run
+// once per model before any plan sees it (graph_internal.h). Each pass keeps
+// the graph's meaning for every input, so the plans and the reference CPU
+// path stay one and the same.
+//
+// BatchNormalization after Conv (inference form: Y = scale * (X - mean) /
+// sqrt(var + eps) + B, per channel) is an affine map per output channel, so
+// it folds into the convolution's weights and bias:
+//   s = scale / sqrt(var + eps);  W'[k] = W[k] * s[k];  B'[k] = (B[k] - mean[k]) * s[k] + bias[k]
+// Exporters in eval mode usually fold it already (torch's do both); models
+// exported in training mode, from other frameworks or by hand keep it, and
+// then it costs a full pass over the activation and a kernel launch per
+// layer. Folding happens in double precision, so the folded weights are the
+// correctly rounded values of the exact product.
+#include "engine/graph_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Consumers of each value in the graph as it is now.
+static int *count_consumers(eng_graph *g) {
+  size_t nv = eng_graph_n_values(g);
+  int *c = calloc(nv + 1, sizeof *c);
+  if (!c) return NULL;
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) c[n->in[k]]++;
+  }
+  return c;
+}
+
+static const eng_value *const_f32(const eng_graph *g, int v) {
+  if (v < 0) return NULL;
+  const eng_value *x = eng_graph_value(g, (size_t)v);
+  return x->kind == ENG_VALUE_CONST && x->dt == DT_FP32 ? x : NULL;
+}
+
+static float attr_f(const eng_node *n, const char *name, float def) {
+  const eng_attr *a = eng_node_attr(n, name);
+  return a ? a->f : def;
+}
+
+// Folds BatchNormalization node `bn` into Conv node `conv` when every
+// operand it needs is a constant of the right shape; returns 1 if folded.
+static int fold_bn(eng_graph *g, size_t conv_i, size_t bn_i, err *e) {
+  eng_node *conv = eng_graph__node_mut(g, conv_i);
+  const eng_node *bn = eng_graph_node(g, bn_i);
+  if (bn->n_in != 5 || bn->n_out < 1 || bn->out[0] < 0) return 0;
+  for (int k = 1; k < bn->n_out; k++)
+    if (bn->out[k] >= 0) return 0;  // training outputs: left for the op to refuse
+  const eng_attr *tm = eng_node_attr(bn, "training_mode");
+  if (tm && tm->i) return 0;
+  const eng_value *w = const_f32(g, conv->in[1]);
+  const eng_value *b = conv->n_in > 2 ? const_f32(g, conv->in[2]) : NULL;
+  if (!w || w->ndims < 3 || (conv->n_in > 2 && conv->in[2] >= 0 && !b)) return 0;
+  int64_t k_out = w->dims[0];
+  if (b && (b->ndims != 1 || b->dims[0] != k_out)) return 0;
+  const eng_value *p[4];
+  for (int j = 0; j < 4; j++) {
+    p[j] = const_f32(g, bn->in[1 + j]);
+    if (!p[j] || eng_numel(p[j]->ndims, p[j]->dims) != k_out) return 0;
+  }
+  const float *scale = p[0]->data, *bias = p[1]->data, *mean = p[2]->data, *var = p[3]->data;
+  double eps = attr_f(bn, "epsilon", 1e-5f);
+  size_t per = (size_t)(eng_numel(w->ndims, w->dims) / (k_out ? k_out : 1));
+  size_t wbytes = w->bytes, bbytes = (size_t)k_out * sizeof(float);
+  float *nw = malloc(wbytes ? wbytes : 1), *nb = malloc(bbytes ? bbytes : 1);
+  if (!nw || !nb) {
+    free(nw);
+    free(nb);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory folding BatchNormalization");
+  }
+  const float *ow = w->data, *ob = b ? b->data : NULL;
+  for (int64_t k = 0; k < k_out; k++) {
+    double s = (double)scale[k] / sqrt((double)var[k] + eps);
+    for (size_t i = 0; i < per; i++) nw[(size_t)k * per + i] = (float)((double)ow[(size_t)k * per + i] * s);
+    nb[k] = (float)(((ob ? (double)ob[k] : 0.0) - (double)mean[k]) * s + (double)bias[k]);
+  }
+  char name[ENG_NAME_MAX];
+  int wv, bv;
+  int64_t wdims[ENG_MAX_DIMS];
+  memcpy(wdims, w->dims, sizeof wdims);
+  int wnd = w->ndims;
+  snprintf(name, sizeof name, "%.200s/bn_folded_W", conv->name);
+  if (eng_graph__add_const(g, name, DT_FP32, wnd, wdims, nw, wbytes, &wv, e) != 0) {
+    free(nw);
+    free(nb);
+    return -1;
+  }
+  snprintf(name, sizeof name, "%.200s/bn_folded_B", conv->name);
+  if (eng_graph__add_const(g, name, DT_FP32, 1, &k_out, nb, bbytes, &bv, e) != 0) {
+    free(nb);
+    return -1;
+  }
+  conv = eng_graph__node_mut(g, conv_i);
+  if (conv->n_in < 3) {
+    int *in = realloc(conv->in, 3 * sizeof *in);
+    if (!in) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory folding BatchNormalization");
+    conv->in = in;
+    conv->n_in = 3;
+  }
+  conv->in[1] = wv;
+  conv->in[2] = bv;
+  // The Conv now produces what the BatchNormalization did; its old output has no reader left.
+  int y = bn->out[0];
+  eng_graph__value_mut(g, (size_t)y)->index = (int)conv_i;
+  conv->out[0] = y;
+  return 1;
+}
+
+static int pass_fold_batchnorm(eng_graph *g, unsigned char *dead, int *changed, err *e) {
+  int *uses = count_consumers(g);
+  if (!uses) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  int rc = 0;
+  for (size_t i = 0; i < eng_graph_n_nodes(g) && !rc; i++) {
+    const eng_node *bn = eng_graph_node(g, i);
+    if (strcmp(bn->op_type, "BatchNormalization") != 0 || bn->n_in < 1 || bn->in[0] < 0) continue;
+    int x = bn->in[0];
+    const eng_value *xv = eng_graph_value(g, (size_t)x);
+    if (xv->kind != ENG_VALUE_NODE || uses[x] != 1 || eng_graph__is_output(g, x)) continue;
+    size_t ci = (size_t)xv->index;
+    const eng_node *conv = eng_graph_node(g, ci);
+    if (strcmp(conv->op_type, "Conv") != 0 || conv->n_out != 1 || conv->n_in < 2 || dead[ci]) continue;
+    int r = fold_bn(g, ci, i, e);
+    if (r < 0) rc = -1;
+    else if (r == 1) {
+      dead[i] = 1;
+      *changed = 1;
+    }
+  }
+  free(uses);
+  return rc;
+}
+
+int eng_graph__run_passes(eng_graph *g, err *e) {
+  size_t n = eng_graph_n_nodes(g);
+  unsigned char *dead = calloc(n + 1, 1);
+  if (!dead) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  int changed = 0;
+  int rc = pass_fold_batchnorm(g, dead, &changed, e);
+  if (!rc && changed) rc = eng_graph__compact(g, dead, e);
+  free(dead);
+  return rc;
+}
