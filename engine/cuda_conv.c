@@ -428,8 +428,8 @@ static bool needs_epilogue(const eng_cuconv_desc *d) {
 
 // The run itself, with candidate c (the plan's chosen one at run time).
 static int conv_enqueue(const eng_cuconv_plan *p, const cand *c, cudnnHandle_t h,
-                          cudaStream_t stream, const void *x, const void *w, const void *bias,
-                          const void *z, void *y, void *ws, err *e) {
+                        cudaStream_t stream, const void *x, const void *w, const void *bias,
+                        const void *z, void *y, void *ws, err *e) {
   const eng_cuconv_desc *d = &p->d;
   size_t es = esize(d->dtype);
   const void *xin = x;
@@ -533,7 +533,8 @@ static int conv_descriptors(eng_cuconv_plan *p, err *e) {
 }
 
 // Candidates from the v7 heuristic, in its order: each usable (algorithm,
-// math) pair once, as fused (where cuDNN documents it) and then split.
+// math) pair once, as fused (where cuDNN documents it) and as split; the
+// fused ones first.
 static int conv_candidates(eng_cuconv_plan *p, eng_cudnn *h, size_t cap, cand *out, int max,
                            int *count, err *e) {
   const eng_cuconv_desc *d = &p->d;
@@ -581,6 +582,15 @@ static int conv_candidates(eng_cuconv_plan *p, eng_cudnn *h, size_t cap, cand *o
     out[n++] = c;
   }
   free(perf);
+  // one pass over y beats three: every fused candidate before any split one
+  // (stable, so each group keeps the heuristic's order)
+  int nf = 0;
+  cand tmp[64];
+  for (int i = 0; i < n && i < 64; i++)
+    if (out[i].strategy != ENG_CUCONV_SPLIT) tmp[nf++] = out[i];
+  for (int i = 0, j = nf; i < n && i < 64; i++)
+    if (out[i].strategy == ENG_CUCONV_SPLIT) tmp[j++] = out[i];
+  memcpy(out, tmp, (size_t)n * sizeof *out);
   *count = n;
   return rc;
 }
