@@ -33,6 +33,8 @@
 #include "engine/cuda_conv.h"
 
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,6 +390,7 @@ struct eng_cuconv_plan {
   void *zero_bias;  // k zeros: the fused call needs a bias even when d has none
   cand chosen;
   int candidates;
+  char log[768];  // what plan time tried, for eng_cuconv_info
 };
 
 void eng_cuconv_plan_destroy(eng_cuconv_plan *p) {
@@ -420,6 +423,18 @@ void eng_cuconv_plan_info(const eng_cuconv_plan *p, eng_cuconv_info *info) {
   info->workspace_bytes = eng_cuconv_plan_workspace(p);
   info->candidates = p->candidates;
   info->time_ms = p->chosen.ms;
+  info->log = p->log;
+}
+
+// Appends to the plan's log, silently truncated when full.
+static void plan_log(eng_cuconv_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void plan_log(eng_cuconv_plan *p, const char *fmt, ...) {
+  size_t used = strlen(p->log);
+  if (used + 1 >= sizeof p->log) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->log + used, sizeof p->log - used, fmt, ap);
+  va_end(ap);
 }
 
 static bool needs_epilogue(const eng_cuconv_desc *d) {
@@ -680,6 +695,8 @@ int eng_cuconv_plan_create(eng_cuconv_plan **out, eng_cudnn *h, const eng_cuconv
     int crc = conv_enqueue(p, &cands[i], h->h, s, bx, bw, bb, bz, by, bws, &ce);
     if (!crc) crc = CUDA_OK(&ce, cudaStreamSynchronize(s));
     p->candidates++;
+    plan_log(p, "%s%s/m%d/%s:%s", i ? " " : "", algo_name((int)cands[i].algo), (int)cands[i].math,
+             eng_cuconv_strategy_name(cands[i].strategy), crc ? err_code_name(ce.code) : "ok");
     if (crc) {
       // cuDNN refusing a candidate leaves nothing behind; a failed
       // synchronisation is a broken context, where trying on is pointless
@@ -706,6 +723,7 @@ int eng_cuconv_plan_create(eng_cuconv_plan **out, eng_cudnn *h, const eng_cuconv
     float ms = 0;
     STEP(cudaEventElapsedTime(&ms, ev0, ev1));
     cands[i].ms = ms / reps;
+    plan_log(p, "(%.3fms)", (double)cands[i].ms);
     if (best < 0 || cands[i].ms < cands[best].ms) best = i;
   }
 #undef STEP
@@ -715,6 +733,7 @@ int eng_cuconv_plan_create(eng_cuconv_plan **out, eng_cudnn *h, const eng_cuconv
     goto fail;
   }
   p->chosen = cands[best];
+  if (first.code) plan_log(p, "; first refusal: %s", first.msg);
   if ((rc = CUDNN_OK(e, cudnnSetConvolutionMathType(p->cd, p->chosen.math))) != 0) goto fail;
   (void)cudnnSetStream(h->h, saved);
   stream_set = false;
@@ -980,6 +999,7 @@ size_t eng_cuconv_plan_workspace(const eng_cuconv_plan *p) {
 void eng_cuconv_plan_info(const eng_cuconv_plan *p, eng_cuconv_info *info) {
   (void)p;
   memset(info, 0, sizeof *info);
+  info->log = "";
 }
 const eng_cuconv_desc *eng_cuconv_plan_desc(const eng_cuconv_plan *p) { return &p->d; }
 int eng_cuconv_run(const eng_cuconv_plan *p, eng_cudnn *h, cudaStream_t stream, const void *x,

@@ -140,6 +140,7 @@ typedef struct eng_cuconv_info {
   size_t workspace_bytes;        // what run needs (cuDNN's + the padded input)
   int candidates;                // tried at plan time
   float time_ms;                 // the chosen candidate's, EXHAUSTIVE only (else 0)
+  const char *log;               // the candidates tried and how each fared (owned by the plan)
 } eng_cuconv_info;
 
 typedef struct eng_cuconv_plan eng_cuconv_plan;

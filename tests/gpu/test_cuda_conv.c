@@ -324,10 +324,12 @@ static double conv_compare(const conv_run *cr, const char *what, double tol) {
   return worst;
 }
 
-static void conv_tests(eng_cudnn *h, cudaStream_t st) {
+// only: -1 for every case (and the TF32, argument and graph checks), else one case
+static void conv_tests(eng_cudnn *h, cudaStream_t st, int only) {
   const eng_cuconv_layout layouts[] = {ENG_CUCONV_NCHW, ENG_CUCONV_NHWC};
   const eng_cuconv_dtype dtypes[] = {ENG_CUCONV_FP32, ENG_CUCONV_FP16};
-  for (size_t ci = 0; ci < sizeof conv_cases / sizeof conv_cases[0]; ci++)
+  for (size_t ci = 0; ci < sizeof conv_cases / sizeof conv_cases[0]; ci++) {
+    if (only >= 0 && (int)ci != only) continue;
     for (int li = 0; li < 2; li++)
       for (int ti = 0; ti < 2; ti++) {
         const conv_case *cc = &conv_cases[ci];
@@ -350,9 +352,12 @@ static void conv_tests(eng_cudnn *h, cudaStream_t st) {
           printf("%s: %-21s math %d %-5s%s ws %7zu cands %2d  max rel err %.2e\n", what, in.algo_name,
                  in.math, eng_cuconv_strategy_name(in.strategy), in.explicit_pad ? " +pad" : "     ",
                  in.workspace_bytes, in.candidates, worst);
+          if (getenv("CONV_TEST_VERBOSE")) printf("  tried: %s\n", in.log);
         }
         conv_teardown(&cr);
       }
+  }
+  if (only >= 0) return;
 
   // TF32 allowed: same cases within FP16's bound (TF32 keeps 10 mantissa bits)
   for (int li = 0; li < 2; li++) {
@@ -515,12 +520,13 @@ static void pool_one(eng_cudnn *h, cudaStream_t st, const pool_case *pc, eng_cuc
   eng_cupool_plan_destroy(p);
 }
 
-static void pool_tests(eng_cudnn *h, cudaStream_t st) {
+static void pool_tests(eng_cudnn *h, cudaStream_t st, int only) {
   for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++)
-    for (int l = 0; l < 2; l++)
+    for (int l = 0; l < 2 && (only < 0 || (int)i == only); l++)
       for (int t = 0; t < 2; t++)
         pool_one(h, st, &pool_cases[i], l ? ENG_CUCONV_NHWC : ENG_CUCONV_NCHW,
                  t ? ENG_CUCONV_FP16 : ENG_CUCONV_FP32, false);
+  if (only >= 0) return;
   // padded, rescaled average from a graph
   pool_one(h, st, &pool_cases[10], ENG_CUCONV_NHWC, ENG_CUCONV_FP16, true);
   pool_one(h, st, &pool_cases[4], ENG_CUCONV_NCHW, ENG_CUCONV_FP32, true);
@@ -583,6 +589,7 @@ static void bench(eng_cudnn *h, cudaStream_t st) {
              eng_cuconv_dtype_name(d.dtype), d.layout ? "NHWC" : "NCHW",
              s ? "exhaustive" : "heuristic", ms, flop / (ms * 1e-3) / 1e12, in.algo_name, in.math,
              eng_cuconv_strategy_name(in.strategy), in.workspace_bytes, in.candidates);
+      printf("  tried: %s\n", in.log);
       cudaEventDestroy(e0), cudaEventDestroy(e1);
       cudaFree(x), cudaFree(w), cudaFree(b), cudaFree(y), cudaFree(ws);
       eng_cuconv_plan_destroy(p);
@@ -590,8 +597,14 @@ static void bench(eng_cudnn *h, cudaStream_t st) {
 }
 
 int main(int argc, char **argv) {
-  bool do_bench = argc > 1 && strncmp(argv[1], "--bench", 7) == 0;
-  bool only_bench = argc > 1 && strcmp(argv[1], "--bench-only") == 0;
+  // no argument: conv and pool tests; --conv, --pool, --bench-only: one part,
+  // --conv=N, --pool=N: one case (separate processes keep one part's crash
+  // out of the others); --bench: the tests, then the timing
+  const char *arg = argc > 1 ? argv[1] : "";
+  bool do_bench = strncmp(arg, "--bench", 7) == 0;
+  bool do_conv = strncmp(arg, "--pool", 6) != 0 && strcmp(arg, "--bench-only") != 0;
+  bool do_pool = strncmp(arg, "--conv", 6) != 0 && strcmp(arg, "--bench-only") != 0;
+  int only = strchr(arg, '=') ? atoi(strchr(arg, '=') + 1) : -1;
   host_checks();
   int count = 0;
   cudaError_t rc = cudaGetDeviceCount(&count);
@@ -613,10 +626,8 @@ int main(int argc, char **argv) {
   }
   cudaStream_t st;
   TC(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  if (!only_bench) {
-    conv_tests(h, st);
-    pool_tests(h, st);
-  }
+  if (do_conv) conv_tests(h, st, only);
+  if (do_pool) pool_tests(h, st, only);
   if (do_bench) bench(h, st);
   cudaStreamDestroy(st);
   eng_cudnn_destroy(h);
