@@ -712,17 +712,27 @@ int eng_cuconv_plan_create(eng_cuconv_plan **out, eng_cudnn *h, const eng_cuconv
       best = i;
       break;
     }
-    // EXHAUSTIVE: one warm-up run above, then time 5
-    const int reps = 5;
-    STEP(cudaEventRecord(ev0, s));
-    for (int r = 0; r < reps && !crc; r++)
+    // EXHAUSTIVE: two more warm-up runs, then the better of two rounds of
+    // 10 (a first measurement on an idle GPU runs at low clocks; on the
+    // H100 a single round of 5 picked candidates up to 3x slower). Stream
+    // time, so the legacy API's per-call host cost counts where it is
+    // the bottleneck.
+    const int reps = 10;
+    for (int r = 0; r < 2 && !crc; r++)
       crc = conv_enqueue(p, &cands[i], h->h, s, bx, bw, bb, bz, by, bws, &ce);
-    STEP(cudaEventRecord(ev1, s));
-    STEP(cudaEventSynchronize(ev1));
+    float best_ms = 0;
+    for (int round = 0; round < 2 && !crc; round++) {
+      STEP(cudaEventRecord(ev0, s));
+      for (int r = 0; r < reps && !crc; r++)
+        crc = conv_enqueue(p, &cands[i], h->h, s, bx, bw, bb, bz, by, bws, &ce);
+      STEP(cudaEventRecord(ev1, s));
+      STEP(cudaEventSynchronize(ev1));
+      float ms = 0;
+      STEP(cudaEventElapsedTime(&ms, ev0, ev1));
+      if (round == 0 || ms < best_ms) best_ms = ms;
+    }
     if (crc) continue;
-    float ms = 0;
-    STEP(cudaEventElapsedTime(&ms, ev0, ev1));
-    cands[i].ms = ms / reps;
+    cands[i].ms = best_ms / reps;
     plan_log(p, "(%.3fms)", (double)cands[i].ms);
     if (best < 0 || cands[i].ms < cands[best].ms) best = i;
   }

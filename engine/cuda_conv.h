@@ -113,7 +113,7 @@ typedef enum eng_cuconv_search {
   // cuDNN's heuristic order (cudnnGetConvolutionForwardAlgorithm_v7); the
   // first candidate that runs is kept. Fast to plan.
   ENG_CUCONV_SEARCH_HEURISTIC = 0,
-  // Times every candidate that fits (about 6 runs each) and keeps the
+  // Times every candidate that fits (about 23 runs each) and keeps the
   // fastest: what cudnnFindConvolutionForwardAlgorithmEx does, but timing
   // the epilogue we actually run. Costs milliseconds to seconds per shape.
   ENG_CUCONV_SEARCH_EXHAUSTIVE,
