@@ -13,6 +13,15 @@ pkgs=(build-essential cmake pkg-config git
       libb64-0d  # perf_analyzer (deploy/install-perf-analyzer.sh)
       nginx  # tests: deploy/lb's gRPC balancer in front of three servers (tests/integration/test_deploy_lb.py)
       shellcheck)  # tests: lints deploy/'s shell scripts (tests/integration/test_deploy_manifests.py)
+# cuDNN (GPU convolutions and pooling, engine/cuda_conv.c) is not installed
+# here: Debian 12 packages no cuDNN 9 for CUDA 13. GPU builds take it from
+# PyPI's wheel into a git-ignored folder of the checkout, where CMake finds
+# it by default (or point CUDNN_ROOT at any folder holding include/cudnn.h
+# and lib/libcudnn.so.9):
+#   python3 -m pip install --target .cudnn nvidia-cudnn-cu13
+#   cmake --preset default     # finds .cudnn/nvidia/cudnn; or -DCUDNN_ROOT=...
+# Without it the build goes on (INFERD_CUDNN=AUTO) and GPU instances cannot
+# run convolutions with cuDNN; CPU-only builds never need it.
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
