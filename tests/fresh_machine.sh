@@ -204,8 +204,9 @@ if [[ " $steps " == *" builds "* ]]; then
   done
   cuda=$(readlink -f /usr/local/cuda 2>/dev/null || true)
   if [ -n "$cuda" ] && [ -x "$cuda/bin/nvcc" ]; then
-    say "build type Release with CUDA ($cuda from the host), -DINFERD_WERROR=ON"
-    tracked in_root "$cuda" "cmake -S . -B /tmp/b-cuda -DCMAKE_BUILD_TYPE=Release -DINFERD_WERROR=ON -DINFERD_CUDA=ON -DCMAKE_CUDA_COMPILER=$cuda/bin/nvcc -DCUDAToolkit_ROOT=$cuda >/dev/null && cmake --build /tmp/b-cuda -j \$(nproc) >/dev/null && echo built Release with CUDA"
+    cudnn_v=$(sed -n 's/^ARG CUDNN_WHEEL_VERSION=//p' "$src/deploy/Dockerfile")
+    say "build type Release with CUDA ($cuda from the host) and cuDNN $cudnn_v (PyPI, as the CUDA image has it), -DINFERD_WERROR=ON"
+    tracked in_root "$cuda" ".venv/bin/pip install -q --no-deps --target /tmp/cudnn nvidia-cudnn-cu13==$cudnn_v && cmake -S . -B /tmp/b-cuda -DCMAKE_BUILD_TYPE=Release -DINFERD_WERROR=ON -DINFERD_CUDA=ON -DINFERD_CUDNN=ON -DCUDNN_ROOT=/tmp/cudnn/nvidia/cudnn -DCMAKE_CUDA_COMPILER=$cuda/bin/nvcc -DCUDAToolkit_ROOT=$cuda >/dev/null && cmake --build /tmp/b-cuda -j \$(nproc) >/dev/null && echo built Release with CUDA and cuDNN"
   else
     say "no CUDA toolkit on this host: the CUDA build is skipped"
   fi
