@@ -24,10 +24,12 @@ static float frand(void) {
   return (float)((rng_state >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
 
+// A float tensor; data NULL: a shape only (the hostile shapes' element
+// counts overflow, so no byte count is taken).
 static eng_tensor T(int nd, const int64_t *dims, void *data) {
   eng_tensor t = {DT_FP32, nd, {0}, data, 0};
   for (int i = 0; i < nd; i++) t.dims[i] = dims[i];
-  t.bytes = (size_t)eng_numel(nd, t.dims) * 4;
+  if (data) t.bytes = (size_t)eng_numel(nd, t.dims) * 4;
   return t;
 }
 
