@@ -5,6 +5,11 @@
 // API of oneDNN 2.x (Debian 12) with a thin shim for 3.x (Ubuntu 24.04's
 // CUDA images), whose descriptors are handles and whose primitive
 // descriptors are created in one call.
+// Measured on this project's 2-core dev machine (AMD EPYC, batch 8 unless
+// noted) against im2col + OpenBLAS sgemm: 3x3 64->64 at 56x56 12.0 vs
+// 24.8 ms, 3x3 128->128 at 28x28 11.2 vs 16.6 ms, 1x1 256->1024 at 14x14
+// 4.1 vs 5.0 ms (batch 1: 0.53 vs 1.68 ms), 7x7/2 stem 15.2 vs 29.0 ms,
+// depthwise 3x3 96ch at 56x56 5.9 vs 21.0 ms; so oneDNN is the fast path.
 #include "engine/conv_dnnl.h"
 
 #include <dnnl.h>
