@@ -4,7 +4,7 @@
 # The container builds run it in their build stage and install exactly that
 # list in the runtime stage, so the runtime image carries the libraries the
 # binary needs (libgrpc, libprotobuf-c, libuv, libopenblas, libhttp-parser,
-# and what those pull in) without compilers or -dev packages, on whichever
+# libdnnl, and what those pull in) without compilers or -dev packages, on whichever
 # release the image is based on (Debian 12's libgrpc29, Ubuntu 24.04's
 # libgrpc29t64, ...).
 # Libraries under /usr/local (the CUDA toolkit in nvidia/cuda images, which

@@ -7,6 +7,7 @@
 
 #include "engine/err.h"
 #include "engine/graph.h"
+#include "engine/ops_conv.h"
 #include "engine/tensor.h"
 #include "kernels/k_ref.h"
 
@@ -22,12 +23,25 @@ typedef struct eng_op_params {
   int n_ints;       // perm / axes / reshape target
   int64_t ints[ENG_MAX_DIMS];
   int has_ints;     // perm or axes given
+  eng_conv_attrs conv;  // Conv, ConvTranspose and the pools (ops_conv.h)
 } eng_op_params;
 
 enum {
   ENG_OP_ALIAS = 1,    // output 0 is a view of input 0's bytes: no copy
   ENG_OP_INPLACE = 2,  // output 0 may overwrite input 0 when shapes and types match
 };
+
+// Plan-wide resources that stateful ops share (a oneDNN engine and
+// stream): the first op that needs them creates them, the plan owns and
+// destroys them. A plan runs on one thread at a time, and so do they.
+typedef struct eng_op_ctx eng_op_ctx;
+void eng_op_ctx_destroy(eng_op_ctx *c);
+
+// What a stateful op keeps between runs of one node of one plan.
+typedef struct eng_op_state {
+  void *node;        // the op's own: NULL until it stores one; freed with def->destroy
+  eng_op_ctx **ctx;  // the plan's shared context: NULL until an op creates it
+} eng_op_state;
 
 // Tensors passed to infer/run: an omitted optional input or output has
 // dt == DT_INVALID. Float tensors of every width travel as FP32 inside a
@@ -41,6 +55,12 @@ typedef struct eng_op_def {
                err *e);
   int (*run)(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
              err *e);
+  // Optional, for ops that cache work between runs (oneDNN primitives):
+  // when set, the CPU plan calls run_state instead of run (which stays as
+  // the stateless reference path) and releases st->node with destroy.
+  int (*run_state)(eng_op_state *st, const eng_op_params *p, const eng_tensor *in, int n_in,
+                   eng_tensor *out, int n_out, err *e);
+  void (*destroy)(void *node_state);
 } eng_op_def;
 
 // The op called op_type in the default domain, or NULL when unsupported.

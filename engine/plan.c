@@ -244,6 +244,7 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   size_t nn = p->n_nodes + 1, nv = p->n_values + 1, no = p->n_outputs + 1;
   p->defs = calloc(nn, sizeof *p->defs);
   p->params = calloc(nn, sizeof *p->params);
+  p->op_state = calloc(nn, sizeof *p->op_state);
   p->cur = calloc(nv, sizeof *p->cur);
   p->last_use = calloc(nv, sizeof(int));
   p->group_last = calloc(nv, sizeof(int));
@@ -264,7 +265,7 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   p->tin = calloc((size_t)max_in, sizeof *p->tin);
   p->tout = calloc((size_t)max_out, sizeof *p->tout);
   int rc = 0;
-  if (!p->defs || !p->params || !p->cur || !p->last_use || !p->group_last || !p->new_root ||
+  if (!p->defs || !p->params || !p->op_state || !p->cur || !p->last_use || !p->group_last || !p->new_root ||
       !p->root || !p->need || !p->cap || !p->off || !p->edge || !p->edge_cap || !p->edge_off ||
       !p->tin || !p->tout) {
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
@@ -343,6 +344,10 @@ fail:
 
 void eng_plan_destroy(eng_plan *p) {
   if (!p) return;
+  for (size_t i = 0; p->op_state && i < p->n_nodes; i++)
+    if (p->op_state[i] && p->defs[i]->destroy) p->defs[i]->destroy(p->op_state[i]);
+  free(p->op_state);
+  eng_op_ctx_destroy(p->op_ctx);
   free(p->defs);
   free(p->params);
   free(p->cur);
@@ -473,8 +478,16 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
       if (n->out[k] >= 0) p->tout[k] = p->cur[n->out[k]];
       else memset(&p->tout[k], 0, sizeof p->tout[k]);
     }
-    if (p->defs[i]->run(&p->params[i], p->tin, n->n_in, p->tout, n->n_out, e) != 0)
-      return err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
+    const eng_op_def *d = p->defs[i];
+    int rc;
+    if (d->run_state) {
+      eng_op_state st = {p->op_state[i], &p->op_ctx};
+      rc = d->run_state(&st, &p->params[i], p->tin, n->n_in, p->tout, n->n_out, e);
+      p->op_state[i] = st.node;  // kept even on failure, so destroy frees it
+    } else {
+      rc = d->run(&p->params[i], p->tin, n->n_in, p->tout, n->n_out, e);
+    }
+    if (rc != 0) return err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
   }
   for (size_t j = 0; j < n_out; j++) {
     const eng_tensor *t = &p->cur[eng_graph_output_value(g, j)];

@@ -25,6 +25,8 @@ struct eng_plan {
   size_t n_nodes, n_values, n_inputs, n_outputs;
   const eng_op_def **defs;
   eng_op_params *params;
+  void **op_state;     // per node: a stateful op's cache (eng_op_state.node)
+  eng_op_ctx *op_ctx;  // shared by the stateful ops; NULL until one needs it
   eng_tensor *cur;  // per value: this run's type, shape and data pointer
   eng_tensor *tin, *tout;  // scratch for one node's operands
   int max_arity_in, max_arity_out;

@@ -1,4 +1,4 @@
-# kernels/kernels.cmake: the C reference kernels (k_ref.h), one file per op family.
+# kernels/kernels.cmake: the C reference kernels (k_ref.h, k_conv.h), one file per op family.
 add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/k_unary.c
   ${CMAKE_CURRENT_LIST_DIR}/k_binary.c
@@ -6,5 +6,6 @@ add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/k_norm.c
   ${CMAKE_CURRENT_LIST_DIR}/k_layout.c
   ${CMAKE_CURRENT_LIST_DIR}/k_gemm_ref.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_cast.c)
+  ${CMAKE_CURRENT_LIST_DIR}/k_cast.c
+  ${CMAKE_CURRENT_LIST_DIR}/k_conv.c)
 target_link_libraries(inferd_kernels PUBLIC ${MATH_LIB})

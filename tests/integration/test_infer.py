@@ -8,7 +8,7 @@ import pytest
 
 import inferd_testlib as lib
 
-MODELS = ["mlp", "ops_gemm", "ops_elementwise", "ops_matmul", "ops_shape", "ops_norm", "ops_gelu", "fp16_io",
+MODELS = ["mlp", "ops_gemm", "ops_elementwise", "ops_matmul", "ops_shape", "ops_norm", "ops_gelu", "ops_conv", "fp16_io",
           "external_data", "autocomplete", "versioned", "versioned_specific", "default_filename"]
 
 

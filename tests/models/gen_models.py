@@ -40,6 +40,7 @@ REQUIRED_OPS = [
     "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Gelu",
     "Softmax", "LogSoftmax", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Concat",
     "Identity", "Dropout", "Cast", "Constant", "LayerNormalization", "BatchNormalization",
+    "Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
 ]
 
 
@@ -308,6 +309,63 @@ def add_ops_gelu(repo):
              [_out("GELU_ERF", "FP32", [32]), _out("GELU_TANH", "FP32", [32])], {1: m}, opset=GELU_OPSET)
 
 
+def add_ops_conv(repo):
+    """The convolution/pooling family on a batching model (dynamic batch dim): a ResNet-like stem
+    (7x7 stride 2 conv, 3x3 stride 2 max pool), a depthwise conv with dilation 2, a grouped conv with
+    asymmetric pads and no bias, SAME_UPPER/SAME_LOWER/VALID convs, a 1x1 conv, a transposed conv with
+    output_padding, pools with ceil_mode and count_include_pad both ways, a 1-D conv, and the global pools."""
+    rng = np.random.default_rng(19)
+    c = lambda o, i, *k: _w(rng, o, i, *k, fan_in=i * int(np.prod(k)))
+    inits = [
+        _init("cv_w_stem", c(8, 3, 7, 7)), _init("cv_b_stem", _w(rng, 8, fan_in=1)),
+        _init("cv_w_dw", c(8, 1, 3, 3)), _init("cv_b_dw", _w(rng, 8, fan_in=1)),
+        _init("cv_w_grp", c(8, 4, 3, 2)),
+        _init("cv_w_su", c(6, 8, 4, 4)), _init("cv_b_su", _w(rng, 6, fan_in=1)),
+        _init("cv_w_sl", c(6, 8, 2, 3)),
+        _init("cv_w_valid", c(4, 6, 3, 3)), _init("cv_b_valid", _w(rng, 4, fan_in=1)),
+        _init("cv_w_1x1", c(8, 4, 1, 1)), _init("cv_b_1x1", _w(rng, 8, fan_in=1)),
+        _init("cv_w_t", c(8, 3, 3, 3)), _init("cv_b_t", _w(rng, 6, fan_in=1)),
+        _init("cv_w_1d", c(4, 3, 5)), _init("cv_b_1d", _w(rng, 4, fan_in=1)),
+        _init("cv_shape_1d", np.array([0, 3, 32 * 32], dtype=np.int64)),
+    ]
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["CONV_X", "cv_w_stem", "cv_b_stem"], ["stem"], name="stem", kernel_shape=[7, 7], strides=[2, 2],
+          pads=[3, 3, 3, 3]),  # 32 -> 16
+        n("Relu", ["stem"], ["stem_r"]),
+        n("MaxPool", ["stem_r"], ["pool"], name="stem_pool", kernel_shape=[3, 3], strides=[2, 2],
+          pads=[1, 1, 1, 1]),  # 16 -> 8
+        n("Conv", ["pool", "cv_w_dw", "cv_b_dw"], ["dw"], name="depthwise", group=8, dilations=[2, 2],
+          pads=[2, 2, 2, 2]),  # 8 -> 8
+        n("Conv", ["dw", "cv_w_grp"], ["grp"], name="grouped", group=2, pads=[1, 0, 0, 1], strides=[1, 2]),  # 8x8 -> 7x4
+        n("Conv", ["pool", "cv_w_su", "cv_b_su"], ["su"], name="same_upper", auto_pad="SAME_UPPER",
+          strides=[2, 2]),  # 8 -> 4
+        n("Conv", ["pool", "cv_w_sl"], ["sl"], name="same_lower", auto_pad="SAME_LOWER"),  # 8 -> 8
+        n("Conv", ["sl", "cv_w_valid", "cv_b_valid"], ["CONV_VALID"], name="valid", auto_pad="VALID",
+          strides=[2, 1]),  # 8x8 -> 3x6
+        n("Conv", ["CONV_VALID", "cv_w_1x1", "cv_b_1x1"], ["c1x1"], name="pointwise"),
+        n("GlobalAveragePool", ["c1x1"], ["CONV_GAP"]),
+        n("ConvTranspose", ["grp", "cv_w_t", "cv_b_t"], ["CONV_T"], name="up", group=2, strides=[2, 2],
+          pads=[1, 1, 1, 1], output_padding=[1, 1]),  # 7x4 -> 14x8
+        n("MaxPool", ["su"], ["CONV_MAXCEIL"], kernel_shape=[3, 2], strides=[2, 2], ceil_mode=1),  # 4x4 -> 2x2
+        n("AveragePool", ["CONV_T"], ["CONV_AVG_INC"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 0],
+          ceil_mode=1, count_include_pad=1),  # 14x8 -> 8x4
+        n("AveragePool", ["CONV_T"], ["CONV_AVG_EXC"], kernel_shape=[2, 3], strides=[3, 2], pads=[0, 1, 1, 1],
+          count_include_pad=0),
+        n("GlobalMaxPool", ["dw"], ["CONV_GMP"]),
+        n("Reshape", ["CONV_X", "cv_shape_1d"], ["x1d"]),
+        n("Conv", ["x1d", "cv_w_1d", "cv_b_1d"], ["CONV_1D"], name="conv1d", strides=[4], dilations=[2],
+          pads=[4, 3]),
+    ]
+    outs = [("CONV_VALID", [4, 3, 6]), ("CONV_GAP", [8, 1, 1]), ("CONV_T", [6, 14, 8]),
+            ("CONV_MAXCEIL", [6, 2, 2]), ("CONV_AVG_INC", [6, 8, 4]), ("CONV_AVG_EXC", [6, 5, 4]),
+            ("CONV_GMP", [8, 1, 1]), ("CONV_1D", [4, 256])]
+    m = _model("ops_conv", nodes, [_vi("CONV_X", TensorProto.FLOAT, [None, 3, 32, 32])],
+               [_vi(name, TensorProto.FLOAT, [None] + d) for name, d in outs], inits)
+    repo.add("ops_conv", 8, [_io("CONV_X", "FP32", [3, 32, 32])], [_out(name, "FP32", d) for name, d in outs],
+             {1: m}, config_extra="dynamic_batching { }", rtol=1e-4)
+
+
 def add_fp16_io(repo):
     rng = np.random.default_rng(15)
     nodes = [
@@ -374,12 +432,12 @@ def add_failing(repo):
     repo.add("bad_config", 8, io_in, io_out, {1: _small_linear("bad_config", 400)}, config=bad,
              expect="UNAVAILABLE", reason=None)
 
-    rng = np.random.default_rng(18)
-    conv = helper.make_node("Conv", ["CV_X", "CV_W"], ["CV_Y"], name="conv_1", pads=[1, 1, 1, 1])
-    m = _model("unsupported_op", [conv], [_vi("CV_X", TensorProto.FLOAT, [None, 1, 8, 8])],
-               [_vi("CV_Y", TensorProto.FLOAT, [None, 2, 8, 8])], [_init("CV_W", _w(rng, 2, 1, 3, 3, fan_in=9))])
-    repo.add("unsupported_op", 8, [_io("CV_X", "FP32", [1, 8, 8])], [_out("CV_Y", "FP32", [2, 8, 8])], {1: m},
-             expect="UNAVAILABLE", reason="conv_1")
+    # Hardmax: a real ONNX op (so the checker passes) that the engine does not implement.
+    hm = helper.make_node("Hardmax", ["UO_X"], ["UO_Y"], name="hardmax_1", axis=-1)
+    m = _model("unsupported_op", [hm], [_vi("UO_X", TensorProto.FLOAT, [None, 8])],
+               [_vi("UO_Y", TensorProto.FLOAT, [None, 8])], [])
+    repo.add("unsupported_op", 8, [_io("UO_X", "FP32", [8])], [_out("UO_Y", "FP32", [8])], {1: m},
+             expect="UNAVAILABLE", reason="hardmax_1")
 
     repo.add("missing_file", 8, io_in, io_out, {1: None}, expect="UNAVAILABLE")
 
@@ -478,7 +536,7 @@ def generate(out, which="test"):
         add_ops_gemm(repo)
         return repo.specs
     for add in (add_ops_gemm, add_ops_elementwise, add_ops_matmul, add_ops_shape, add_ops_norm, add_ops_gelu,
-                add_fp16_io, add_external_data, add_autocomplete, add_versioned, add_failing):
+                add_ops_conv, add_fp16_io, add_external_data, add_autocomplete, add_versioned, add_failing):
         add(repo)
     return repo.specs
 
