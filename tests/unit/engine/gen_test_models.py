@@ -225,6 +225,28 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 2, 2])],
           [vi("y", TensorProto.FLOAT, ["N", 12]), vi("z", TensorProto.INT64, ["N", 12])], inits, opset=15)
 compare(m, "bn_cast", {"x": (f32(2, 3, 2, 2) * 4)})
 
+# --- BatchNormalization folded into the Conv before it (graph_pass.c): with and without a Conv
+# bias; a BN whose Conv output is also read elsewhere stays (the fold would change that reader)
+def _bn_inits(prefix, c):
+    return [numpy_helper.from_array(np.abs(f32(c)) + 0.5, prefix + "s"), numpy_helper.from_array(f32(c), prefix + "b"),
+            numpy_helper.from_array(f32(c), prefix + "mu"), numpy_helper.from_array(np.abs(f32(c)) + 0.5, prefix + "var")]
+
+
+nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+         helper.make_node("BatchNormalization", ["c1", "1s", "1b", "1mu", "1var"], ["n1"], name="bn1", epsilon=1e-3),
+         helper.make_node("Relu", ["n1"], ["r1"], name="relu1"),
+         helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", strides=[2, 2]),
+         helper.make_node("BatchNormalization", ["c2", "2s", "2b", "2mu", "2var"], ["y"], name="bn2"),
+         helper.make_node("Conv", ["x", "w3"], ["c3"], name="conv3", pads=[1, 1, 1, 1]),
+         helper.make_node("BatchNormalization", ["c3", "3s", "3b", "3mu", "3var"], ["n3"], name="bn3_kept"),
+         helper.make_node("Add", ["n3", "c3"], ["z"], name="add_c3")]
+inits = [numpy_helper.from_array(f32(8, 3, 3, 3) / 3, "w1"), numpy_helper.from_array(f32(8), "b1"),
+         numpy_helper.from_array(f32(4, 8, 3, 3) / 8, "w2"), numpy_helper.from_array(f32(5, 3, 3, 3) / 3, "w3")]
+inits += _bn_inits("1", 8) + _bn_inits("2", 4) + _bn_inits("3", 5)
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 7, 7])],
+          [vi("y", TensorProto.FLOAT, ["N", 4, 3, 3]), vi("z", TensorProto.FLOAT, ["N", 5, 7, 7])], inits)
+compare(m, "conv_bn_fold", {"x": f32(2, 3, 7, 7)}, rtol=1e-4)
+
 # --- models that must fail to load
 X = [vi("x", TensorProto.FLOAT, [1, 3, 4, 4])]
 Y = [vi("y", TensorProto.FLOAT, None)]

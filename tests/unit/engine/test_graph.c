@@ -305,8 +305,43 @@ static void test_onnxruntime_cases(void) {
   CHECK(n >= 14);
 }
 
+// graph_pass.c: bn1 and bn2 fold into their Convs (with and without a Conv bias); bn3_kept
+// stays because its Conv's output is also read by the Add. The values are checked against
+// onnxruntime by the ort case of the same model.
+static void test_batchnorm_folded(void) {
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_graph_load(model_path("conv_bn_fold.onnx"), &g, &e), 0);
+  if (!g) return;
+  int bn = 0, conv = 0, kept = 0, conv2_in = 0;
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    bn += strcmp(n->op_type, "BatchNormalization") == 0;
+    conv += strcmp(n->op_type, "Conv") == 0;
+    kept += strcmp(n->name, "bn3_kept") == 0;
+    if (strcmp(n->name, "conv2") == 0) {
+      conv2_in = n->n_in;
+      // conv2 had no bias: the fold gave it one, and it now writes the graph output y
+      CHECK_EQ_INT(n->in[2] >= 0 && eng_graph_value(g, (size_t)n->in[2])->kind == ENG_VALUE_CONST, 1);
+      CHECK_EQ_INT(n->out[0], eng_graph_output_value(g, 0));
+    }
+  }
+  CHECK_EQ_INT(bn, 1);
+  CHECK_EQ_INT(kept, 1);
+  CHECK_EQ_INT(conv, 3);
+  CHECK_EQ_INT(conv2_in, 3);
+  CHECK_EQ_INT(eng_graph_n_nodes(g), 6);  // conv1 relu1 conv2 conv3 bn3_kept add_c3
+  // the replaced weights are gone: no value is still called w1 or w2
+  for (size_t v = 0; v < eng_graph_n_values(g); v++) {
+    const char *nm = eng_graph_value(g, v)->name;
+    CHECK(strcmp(nm, "w1") != 0 && strcmp(nm, "w2") != 0 && strcmp(nm, "c1") != 0);
+  }
+  eng_graph_destroy(g);
+}
+
 int main(void) {
   test_mlp_io();
+  test_batchnorm_folded();
   test_constants_folded();
   test_fp16_weights_widened();
   test_unsorted();
