@@ -51,8 +51,9 @@ const char *err_code_name(err_code code) {
   return "UNKNOWN";
 }
 
-// Room kept free for the count in front and the "and k more" behind.
-#define LIST_RESERVE 64
+// Room kept free for the count in front, the "and k more" behind and the
+// context callers prefix (a model's path): the list takes at most the rest.
+#define LIST_RESERVE 200
 
 void err_list_add(err_list *l, const char *fmt, ...) {
   l->n++;
