@@ -50,3 +50,31 @@ const char *err_code_name(err_code code) {
   }
   return "UNKNOWN";
 }
+
+// Room kept free for the count in front, the "and k more" behind and the
+// context callers prefix (a model's path): the list takes at most the rest.
+#define LIST_RESERVE 200
+
+void err_list_add(err_list *l, const char *fmt, ...) {
+  l->n++;
+  if (l->listed >= ERR_LIST_MAX) return;
+  char item[ERR_MSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(item, sizeof item, fmt, ap);
+  va_end(ap);
+  size_t il = strlen(item), sep = l->listed ? 2 : 0;
+  if (l->len + sep + il + LIST_RESERVE >= sizeof l->items) return;
+  if (sep) memcpy(l->items + l->len, "; ", 2);
+  memcpy(l->items + l->len + sep, item, il + 1);
+  l->len += sep + il;
+  l->listed++;
+}
+
+int err_list_set(const err_list *l, err *e, err_code code, const char *what) {
+  if (!l->n) return 0;
+  if (l->n > l->listed)
+    return err_set(e, code, "%d %s: %s%s... and %d more", l->n, what, l->items,
+                   l->listed ? "; " : "", l->n - l->listed);
+  return err_set(e, code, "%d %s: %s", l->n, what, l->items);
+}

@@ -3,6 +3,8 @@
 #ifndef INFERD_ENGINE_ERR_H
 #define INFERD_ENGINE_ERR_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,6 +38,22 @@ int err_set(err *e, err_code code, const char *fmt, ...) __attribute__((format(p
 int err_prefix(err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 const char *err_code_name(err_code code);
+
+// Several errors of one step reported as one message ("<n> <what>: a; b;
+// ... and k more") so a model's author sees every problem at once. Items
+// are listed while they fit in ERR_MSG_MAX (at most ERR_LIST_MAX of them);
+// the total is always counted. Zero-initialise, add, then err_list_set.
+#define ERR_LIST_MAX 16
+typedef struct err_list {
+  int n, listed;
+  size_t len;
+  char items[ERR_MSG_MAX];
+} err_list;
+
+void err_list_add(err_list *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Sets *e to the list (code, "<n> <what>: ...") and returns code; 0 when empty.
+int err_list_set(const err_list *l, err *e, err_code code, const char *what);
 
 // Returns early with the callee's error code; the callee already filled the err.
 #define TRY(expr)                   \

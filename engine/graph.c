@@ -348,7 +348,7 @@ static int fold_constant(eng_graph *g, const Onnx__NodeProto *np, const char *nn
 
 // --- nodes
 
-static int copy_attrs(eng_node *n, const Onnx__NodeProto *np, err *e) {
+static int copy_attrs(eng_node *n, const Onnx__NodeProto *np, const char *dir, err *e) {
   n->attrs = calloc(np->n_attribute ? np->n_attribute : 1, sizeof *n->attrs);
   if (!n->attrs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   n->n_attrs = (int)np->n_attribute;
@@ -375,6 +375,13 @@ static int copy_attrs(eng_node *n, const Onnx__NodeProto *np, err *e) {
       memcpy(d->ints, a->ints, a->n_ints * sizeof(int64_t));
       d->n_ints = a->n_ints;
     }
+    if (a->t) {  // ConstantOfShape's value
+      d->t = calloc(1, sizeof *d->t);
+      if (!d->t) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      if (tensor_from_proto(a->t, dir, d->t, e) != 0)
+        return err_prefix(e, "node '%s' (op_type '%s'): attribute '%s': ", n->name, n->op_type,
+                          d->name);
+    }
   }
   return 0;
 }
@@ -389,6 +396,8 @@ static void free_node(eng_node *n) {
     free(n->attrs[i].s);
     free(n->attrs[i].floats);
     free(n->attrs[i].ints);
+    if (n->attrs[i].t) free(n->attrs[i].t->data);
+    free(n->attrs[i].t);
   }
   free(n->attrs);
 }
@@ -548,16 +557,21 @@ static int build(eng_graph *g, const Onnx__ModelProto *m, const char *dir, err *
   const Onnx__NodeProto **kept = malloc((gp->n_node ? gp->n_node : 1) * sizeof *kept);
   if (!kept) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int rc = 0;
+  err_list unsupported = {0};
+  err one = {0};  // the message when a single node is unsupported
   for (size_t i = 0; i < gp->n_node && !rc; i++) {
     const Onnx__NodeProto *np = gp->node[i];
     char fallback[32];
     snprintf(fallback, sizeof fallback, "#%zu", i);
     const char *nname = np->name && np->name[0] ? np->name : fallback;
     const char *op = np->op_type ? np->op_type : "";
+    // unsupported nodes are collected, not fatal at once: the author of an
+    // exported model wants the whole list of what is missing
     if (!is_default_domain(np->domain)) {
-      rc = err_set(e, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported domain '%s'",
-                   nname, op, np->domain);
-      break;
+      err_list_add(&unsupported, "'%s' (op_type '%s', domain '%s')", nname, op, np->domain);
+      err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported domain '%s'",
+              nname, op, np->domain);
+      continue;
     }
     if (strcmp(op, "Constant") == 0) {
       rc = fold_constant(g, np, nname, dir, e);
@@ -565,8 +579,9 @@ static int build(eng_graph *g, const Onnx__ModelProto *m, const char *dir, err *
     }
     const eng_op_def *def = eng_ops_cpu_find(op);
     if (!def) {
-      rc = err_set(e, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported op", nname, op);
-      break;
+      err_list_add(&unsupported, "'%s' (op_type '%s')", nname, op);
+      err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported op", nname, op);
+      continue;
     }
     size_t ni = g->n_nodes;
     eng_node *n = &g->nodes[ni];
@@ -586,7 +601,13 @@ static int build(eng_graph *g, const Onnx__ModelProto *m, const char *dir, err *
       n->out[k] = -1;
       if (np->output[k][0]) rc = add_value(g, np->output[k], ENG_VALUE_NODE, (int)ni, &n->out[k], e);
     }
-    if (!rc) rc = copy_attrs(n, np, e);
+    if (!rc) rc = copy_attrs(n, np, dir, e);
+  }
+  if (!rc && unsupported.n == 1) {
+    *e = one;
+    rc = one.code;
+  } else if (!rc && unsupported.n) {
+    rc = err_list_set(&unsupported, e, ERR_INVALID_ARGUMENT, "unsupported nodes");
   }
   for (size_t i = 0; i < g->n_nodes && !rc; i++) {
     eng_node *n = &g->nodes[i];

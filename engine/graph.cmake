@@ -6,7 +6,11 @@ add_library(inferd_graph STATIC
   ${CMAKE_CURRENT_LIST_DIR}/plan.c
   ${CMAKE_CURRENT_LIST_DIR}/ops_cpu.c
   ${CMAKE_CURRENT_LIST_DIR}/ops_conv.c
-  ${CMAKE_CURRENT_LIST_DIR}/conv_dnnl.c)
+  ${CMAKE_CURRENT_LIST_DIR}/conv_dnnl.c
+  ${CMAKE_CURRENT_LIST_DIR}/ops_elem.c
+  ${CMAKE_CURRENT_LIST_DIR}/ops_reduce.c
+  ${CMAKE_CURRENT_LIST_DIR}/ops_shape.c
+  ${CMAKE_CURRENT_LIST_DIR}/ops_resize.c)
 target_include_directories(inferd_graph PRIVATE ${DNNL_INCLUDE_DIR})
 target_link_libraries(inferd_graph PUBLIC inferd_proto inferd_base inferd_kernels
   PkgConfig::OPENBLAS ${DNNL_LIB} ${MATH_LIB})

@@ -61,6 +61,7 @@ typedef struct eng_attr {
   float *floats;
   size_t n_ints;
   int64_t *ints;
+  eng_value *t;  // a TENSOR attribute decoded like an initializer; NULL otherwise
 } eng_attr;
 
 typedef struct eng_node {

@@ -4,6 +4,7 @@
 // Shape arithmetic is checked for overflow: a hostile model's huge dims or
 // attributes fail the load with a message instead of wrapping around.
 #include "engine/ops_conv.h"
+#include "engine/ops_common.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -451,3 +452,21 @@ int eng_conv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
 }
 
 void eng_conv_state_destroy(void *node_state) { eng_dnnl_node_destroy(node_state); }
+
+// --- table (registered through ops_common.h)
+
+const eng_op_def eng_ops__conv[] = {
+    {"Conv", 2, 3, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0, eng_conv_run,
+     eng_conv_state_destroy},
+    {"ConvTranspose", 2, 3, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0,
+     eng_conv_run, eng_conv_state_destroy},
+    {"MaxPool", 1, 1, 1, 2, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0, eng_conv_run,
+     eng_conv_state_destroy},
+    {"AveragePool", 1, 1, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0,
+     eng_conv_run, eng_conv_state_destroy},
+    {"GlobalAveragePool", 1, 1, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0,
+     eng_conv_run, eng_conv_state_destroy},
+    {"GlobalMaxPool", 1, 1, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0,
+     eng_conv_run, eng_conv_state_destroy},
+};
+const size_t eng_ops__n_conv = sizeof eng_ops__conv / sizeof eng_ops__conv[0];

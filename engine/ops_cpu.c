@@ -9,28 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/ops_common.h"
 #include "engine/plan_internal.h"
 #include "kernels/k_ref.h"
 
-// --- helpers
+// --- helpers (the shared ones are declared in ops_common.h)
 
-static int64_t attr_int(const eng_node *n, const char *name, int64_t def) {
-  const eng_attr *a = eng_node_attr(n, name);
-  return a ? a->i : def;
-}
+#define attr_int op_attr_int
+#define attr_float op_attr_float
+#define prod op_prod
+#define set_out op_set_out
+#define numel op_numel
+#define norm_axis eng_ops__norm_axis
+#define need_f32 eng_ops__need_f32
 
-static float attr_float(const eng_node *n, const char *name, float def) {
-  const eng_attr *a = eng_node_attr(n, name);
-  return a ? a->f : def;
-}
-
-static int64_t prod(const int64_t *d, int from, int to) {
-  int64_t p = 1;
-  for (int i = from; i < to; i++) p *= d[i];
-  return p;
-}
-
-static int norm_axis(int64_t axis, int rank, int64_t *out, err *e) {
+int eng_ops__norm_axis(int64_t axis, int rank, int64_t *out, err *e) {
   if (axis < -rank || axis >= rank)
     return err_set(e, ERR_INVALID_ARGUMENT, "axis %lld out of range for rank %d", (long long)axis,
                    rank);
@@ -38,52 +31,97 @@ static int norm_axis(int64_t axis, int rank, int64_t *out, err *e) {
   return 0;
 }
 
-static void set_out(eng_tensor *o, dtype dt, int ndims, const int64_t *dims) {
-  o->dt = dt;
-  o->ndims = ndims;
-  for (int i = 0; i < ndims; i++) o->dims[i] = dims[i];
-}
-
-static size_t numel(const eng_tensor *t) { return (size_t)eng_numel(t->ndims, t->dims); }
-
-static int need_f32(const eng_tensor *t, const char *what, err *e) {
+int eng_ops__need_f32(const eng_tensor *t, const char *what, err *e) {
   if (t->dt != DT_FP32)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s must be a float tensor, got %s", what,
                    dtype_wire_name(t->dt));
   return 0;
 }
 
-// Reads a constant int64 (or int32) 1-D input into p->ints: ONNX feeds shape
-// and axes as tensors from opset 13/5, and we plan statically, so they must
-// be known at load.
-static int const_ints_input(const eng_graph *g, const eng_node *n, int idx, const char *what,
-                            eng_op_params *p, err *e) {
-  const eng_value *v = eng_graph_value(g, (size_t)n->in[idx]);
-  if (v->kind != ENG_VALUE_CONST)
-    return err_set(e, ERR_INVALID_ARGUMENT,
-                   "unsupported: %s input '%s' must be an initializer or Constant", what, v->name);
-  if (v->dt != DT_INT64 && v->dt != DT_INT32)
-    return err_set(e, ERR_INVALID_ARGUMENT, "%s input '%s' must be int64", what, v->name);
-  size_t cnt = (size_t)eng_numel(v->ndims, v->dims);
-  if (v->ndims > 1 || cnt > ENG_MAX_DIMS)
-    return err_set(e, ERR_INVALID_ARGUMENT, "%s input '%s' has %zu values, at most %d supported",
-                   what, v->name, cnt, ENG_MAX_DIMS);
-  for (size_t i = 0; i < cnt; i++)
-    p->ints[i] = v->dt == DT_INT64 ? ((const int64_t *)v->data)[i] : ((const int32_t *)v->data)[i];
-  p->n_ints = (int)cnt;
-  p->has_ints = 1;
+int eng_ops__checked_numel(int nd, const int64_t *dims, const char *what, err *e) {
+  int64_t n = 1;
+  for (int i = 0; i < nd; i++) {
+    if (dims[i] < 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative dim %lld", what, (long long)dims[i]);
+    if (dims[i] && n > ENG_MAX_NUMEL / dims[i])
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: more than %lld elements", what,
+                     (long long)ENG_MAX_NUMEL);
+    n *= dims[i];
+  }
   return 0;
 }
 
-static int attr_ints(const eng_node *n, const char *name, eng_op_params *p, err *e) {
+int eng_ops__attr_ints(const eng_node *n, const char *name, int64_t *out, int max, int *cnt,
+                       err *e) {
   const eng_attr *a = eng_node_attr(n, name);
+  *cnt = -1;
   if (!a) return 0;
-  if (a->n_ints > ENG_MAX_DIMS)
+  if (a->n_ints > (size_t)max)
     return err_set(e, ERR_INVALID_ARGUMENT, "attribute '%s' has %zu values, at most %d", name,
-                   a->n_ints, ENG_MAX_DIMS);
-  for (size_t i = 0; i < a->n_ints; i++) p->ints[i] = a->ints[i];
-  p->n_ints = (int)a->n_ints;
-  p->has_ints = 1;
+                   a->n_ints, max);
+  for (size_t i = 0; i < a->n_ints; i++) out[i] = a->ints[i];
+  *cnt = (int)a->n_ints;
+  return 0;
+}
+
+int eng_ops__enum(const char *s, const char *const *names, const char *attr, int *out, err *e) {
+  for (int i = 0; names[i]; i++)
+    if (strcmp(s, names[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: %s '%s'", attr, s);
+}
+
+static int read_known(const eng_tensor *t, const char *what, int max, int *cnt, err *e) {
+  if (!t->data && op_numel(t))
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "%s is not known when planning (it depends on the input data)", what);
+  if (t->ndims > 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s must be 1-D, got rank %d", what, t->ndims);
+  size_t n = op_numel(t);
+  if (n > (size_t)max)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s has %zu values, at most %d supported", what, n,
+                   max);
+  *cnt = (int)n;
+  return 0;
+}
+
+int eng_ops__read_ints(const eng_tensor *t, const char *what, int64_t *out, int max, int *cnt,
+                       err *e) {
+  if (t->dt != DT_INT64 && t->dt != DT_INT32)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s must be int64, got %s", what,
+                   dtype_wire_name(t->dt));
+  TRY(read_known(t, what, max, cnt, e));
+  for (int i = 0; i < *cnt; i++)
+    out[i] = t->dt == DT_INT64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+  return 0;
+}
+
+int eng_ops__read_floats(const eng_tensor *t, const char *what, float *out, int max, int *cnt,
+                         err *e) {
+  TRY(need_f32(t, what, e));
+  TRY(read_known(t, what, max, cnt, e));
+  if (*cnt) memcpy(out, t->data, (size_t)*cnt * sizeof *out);
+  return 0;
+}
+
+double eng_ops__scalar(const eng_tensor *t) {
+  switch (t->dt) {
+    case DT_FP32: return ((const float *)t->data)[0];
+    case DT_INT64: return (double)((const int64_t *)t->data)[0];
+    case DT_INT32: return ((const int32_t *)t->data)[0];
+    default: return 0;
+  }
+}
+
+static int attr_ints(const eng_node *n, const char *name, eng_op_params *p, err *e) {
+  int cnt;
+  TRY(eng_ops__attr_ints(n, name, p->ints, ENG_MAX_DIMS, &cnt, e));
+  if (cnt >= 0) {
+    p->n_ints = cnt;
+    p->has_ints = 1;
+  }
   return 0;
 }
 
@@ -149,25 +187,40 @@ static int parse_axis_required(const eng_graph *g, const eng_node *n, int opset,
 
 static int parse_reshape(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
                          err *e) {
+  (void)g;
   if (opset < 5) return err_set(e, ERR_INVALID_ARGUMENT, "Reshape before opset 5 is not supported");
   if (n->n_in < 2 || n->in[1] < 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "the shape input is required");
   p->allowzero = attr_int(n, "allowzero", 0) != 0;
-  return const_ints_input(g, n, 1, "shape", p, e);
+  return 0;
 }
 
+// Squeeze/Unsqueeze: axes are an attribute before opset 13, then an
+// optional input (read at shape inference: host_in).
 static int parse_squeeze(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
                          err *e) {
+  (void)g;
   if (opset < 13) return attr_ints(n, "axes", p, e);
-  if (n->n_in >= 2 && n->in[1] >= 0) return const_ints_input(g, n, 1, "axes", p, e);
   return 0;
 }
 
 static int parse_unsqueeze(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
                            err *e) {
+  (void)g;
   if (opset < 13) TRY(attr_ints(n, "axes", p, e));
-  else if (n->n_in >= 2 && n->in[1] >= 0) TRY(const_ints_input(g, n, 1, "axes", p, e));
+  else if (n->n_in >= 2 && n->in[1] >= 0) p->has_ints = 1;
   if (!p->has_ints) return err_set(e, ERR_INVALID_ARGUMENT, "axes are required");
+  return 0;
+}
+
+// The axes of Squeeze/Unsqueeze: the attribute form, else input 1's value.
+static int get_axes(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *ax, int *n,
+                    int *given, err *e) {
+  *given = 1;
+  if (op_given(in, n_in, 1)) return eng_ops__read_ints(&in[1], "axes", ax, ENG_MAX_DIMS, n, e);
+  *n = p->n_ints;
+  memcpy(ax, p->ints, sizeof p->ints);
+  *given = p->has_ints;
   return 0;
 }
 
@@ -532,10 +585,11 @@ static int infer_flatten(const eng_op_params *p, const eng_tensor *in, int n_in,
 static int infer_reshape(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                          int n_out, err *e) {
   (void)n_in, (void)n_out;
-  int64_t y[ENG_MAX_DIMS], known = 1;
-  int infer_at = -1;
-  for (int i = 0; i < p->n_ints; i++) {
-    int64_t d = p->ints[i];
+  int64_t y[ENG_MAX_DIMS], shape[ENG_MAX_DIMS], known = 1;
+  int infer_at = -1, ns;
+  TRY(eng_ops__read_ints(&in[1], "shape", shape, ENG_MAX_DIMS, &ns, e));
+  for (int i = 0; i < ns; i++) {
+    int64_t d = shape[i];
     if (d == 0 && !p->allowzero) {
       if (i >= in[0].ndims)
         return err_set(e, ERR_INVALID_ARGUMENT, "shape[%d] = 0 copies a dim the input lacks", i);
@@ -549,6 +603,9 @@ static int infer_reshape(const eng_op_params *p, const eng_tensor *in, int n_in,
       return err_set(e, ERR_INVALID_ARGUMENT, "bad shape value %lld", (long long)d);
     }
     y[i] = d;
+    if (d && known > ENG_MAX_NUMEL / d)
+      return err_set(e, ERR_INVALID_ARGUMENT, "shape has more than %lld elements",
+                     (long long)ENG_MAX_NUMEL);
     known *= d;
   }
   int64_t total = numel(&in[0]);
@@ -561,19 +618,21 @@ static int infer_reshape(const eng_op_params *p, const eng_tensor *in, int n_in,
     return err_set(e, ERR_INVALID_ARGUMENT, "cannot reshape %lld elements into %lld",
                    (long long)total, (long long)known);
   }
-  set_out(&out[0], in[0].dt, p->n_ints, y);
+  set_out(&out[0], in[0].dt, ns, y);
   return 0;
 }
 
 static int infer_squeeze(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                          int n_out, err *e) {
   (void)n_in, (void)n_out;
-  int r = in[0].ndims;
+  int r = in[0].ndims, nax, given;
   int drop[ENG_MAX_DIMS] = {0};
-  if (p->has_ints) {
-    for (int i = 0; i < p->n_ints; i++) {
+  int64_t axes[ENG_MAX_DIMS];
+  TRY(get_axes(p, in, n_in, axes, &nax, &given, e));
+  if (given) {
+    for (int i = 0; i < nax; i++) {
       int64_t ax = 0;
-      TRY(norm_axis(p->ints[i], r, &ax, e));
+      TRY(norm_axis(axes[i], r, &ax, e));
       if (in[0].dims[ax] != 1)
         return err_set(e, ERR_INVALID_ARGUMENT, "cannot squeeze dim %lld of size %lld",
                        (long long)ax, (long long)in[0].dims[ax]);
@@ -592,14 +651,17 @@ static int infer_squeeze(const eng_op_params *p, const eng_tensor *in, int n_in,
 
 static int infer_unsqueeze(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                            int n_out, err *e) {
-  (void)n_in, (void)n_out;
-  int r = in[0].ndims + p->n_ints;
+  (void)n_out;
+  int64_t axes[ENG_MAX_DIMS];
+  int nax, given;
+  TRY(get_axes(p, in, n_in, axes, &nax, &given, e));
+  int r = in[0].ndims + nax;
   if (r > ENG_MAX_DIMS)
     return err_set(e, ERR_INVALID_ARGUMENT, "result rank %d exceeds %d", r, ENG_MAX_DIMS);
   int ins[ENG_MAX_DIMS] = {0};
-  for (int i = 0; i < p->n_ints; i++) {
+  for (int i = 0; i < nax; i++) {
     int64_t ax = 0;
-    TRY(norm_axis(p->ints[i], r, &ax, e));
+    TRY(norm_axis(axes[i], r, &ax, e));
     if (ins[ax]) return err_set(e, ERR_INVALID_ARGUMENT, "axis %lld repeated", (long long)ax);
     ins[ax] = 1;
   }
@@ -853,54 +915,49 @@ static int run_batchnorm(const eng_op_params *p, const eng_tensor *in, int n_in,
 
 // --- table
 
-// Entries leave the optional trailing hooks (run_state, destroy) out: they
-// are NULL for every stateless op, which is what the warning would flag.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+// Ops of other families register in their own files' tables (ops_common.h).
 static const eng_op_def ops[] = {
-    {"Gemm", 2, 3, 1, 1, 0, parse_gemm, infer_gemm, run_gemm},
-    {"MatMul", 2, 2, 1, 1, 0, parse_none, infer_matmul, run_matmul},
-    {"Add", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_add},
-    {"Sub", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_sub},
-    {"Mul", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_mul},
-    {"Div", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_div},
-    {"Relu", 1, 1, 1, 1, ENG_OP_INPLACE, parse_none, infer_same_f32, run_relu},
-    {"LeakyRelu", 1, 1, 1, 1, ENG_OP_INPLACE, parse_leaky, infer_same_f32, run_leaky},
-    {"Sigmoid", 1, 1, 1, 1, ENG_OP_INPLACE, parse_none, infer_same_f32, run_sigmoid},
-    {"Tanh", 1, 1, 1, 1, ENG_OP_INPLACE, parse_none, infer_same_f32, run_tanh},
-    {"Erf", 1, 1, 1, 1, ENG_OP_INPLACE, parse_none, infer_same_f32, run_erf},
-    {"Gelu", 1, 1, 1, 1, ENG_OP_INPLACE, parse_gelu, infer_same_f32, run_gelu},
-    {"Softmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_softmax},
-    {"LogSoftmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_log_softmax},
-    {"Flatten", 1, 1, 1, 1, ENG_OP_ALIAS, parse_flatten, infer_flatten, run_view},
-    {"Reshape", 2, 2, 1, 1, ENG_OP_ALIAS, parse_reshape, infer_reshape, run_view},
-    {"Squeeze", 1, 2, 1, 1, ENG_OP_ALIAS, parse_squeeze, infer_squeeze, run_view},
-    {"Unsqueeze", 1, 2, 1, 1, ENG_OP_ALIAS, parse_unsqueeze, infer_unsqueeze, run_view},
-    {"Identity", 1, 1, 1, 1, ENG_OP_ALIAS, parse_none, infer_same, run_view},
-    {"Dropout", 1, 3, 1, 2, ENG_OP_ALIAS, parse_none, infer_same, run_view},
-    {"Transpose", 1, 1, 1, 1, 0, parse_transpose, infer_transpose, run_transpose},
-    {"Concat", 1, 1 << 20, 1, 1, 0, parse_axis_required, infer_concat, run_concat},
-    {"Cast", 1, 1, 1, 1, 0, parse_cast, infer_cast, run_cast},
-    {"LayerNormalization", 2, 3, 1, 3, 0, parse_layernorm, infer_layernorm, run_layernorm},
-    {"BatchNormalization", 5, 5, 1, 5, 0, parse_batchnorm, infer_batchnorm, run_batchnorm},
-    {"Conv", 2, 3, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, eng_conv_run,
-     eng_conv_state_destroy},
-    {"ConvTranspose", 2, 3, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref,
-     eng_conv_run, eng_conv_state_destroy},
-    {"MaxPool", 1, 1, 1, 2, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, eng_conv_run,
-     eng_conv_state_destroy},
-    {"AveragePool", 1, 1, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, eng_conv_run,
-     eng_conv_state_destroy},
-    {"GlobalAveragePool", 1, 1, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref,
-     eng_conv_run, eng_conv_state_destroy},
-    {"GlobalMaxPool", 1, 1, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref,
-     eng_conv_run, eng_conv_state_destroy},
-    {"Constant", 0, 0, 1, 1, 0, NULL, NULL, NULL},
+    {"Gemm", 2, 3, 1, 1, 0, parse_gemm, infer_gemm, run_gemm, 0, NULL, NULL},
+    {"MatMul", 2, 2, 1, 1, 0, parse_none, infer_matmul, run_matmul, 0, NULL, NULL},
+    {"Add", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_add, 0, NULL, NULL},
+    {"Sub", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_sub, 0, NULL, NULL},
+    {"Mul", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_mul, 0, NULL, NULL},
+    {"Div", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_div, 0, NULL, NULL},
+    {"Relu", 1, 1, 1, 1, ENG_OP_INPLACE, parse_none, infer_same_f32, run_relu, 0, NULL, NULL},
+    {"LeakyRelu", 1, 1, 1, 1, ENG_OP_INPLACE, parse_leaky, infer_same_f32, run_leaky, 0, NULL, NULL},
+    {"Sigmoid", 1, 1, 1, 1, ENG_OP_INPLACE, parse_none, infer_same_f32, run_sigmoid, 0, NULL, NULL},
+    {"Tanh", 1, 1, 1, 1, ENG_OP_INPLACE, parse_none, infer_same_f32, run_tanh, 0, NULL, NULL},
+    {"Erf", 1, 1, 1, 1, ENG_OP_INPLACE, parse_none, infer_same_f32, run_erf, 0, NULL, NULL},
+    {"Gelu", 1, 1, 1, 1, ENG_OP_INPLACE, parse_gelu, infer_same_f32, run_gelu, 0, NULL, NULL},
+    {"Softmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_softmax, 0, NULL, NULL},
+    {"LogSoftmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_log_softmax, 0, NULL, NULL},
+    {"Flatten", 1, 1, 1, 1, ENG_OP_ALIAS, parse_flatten, infer_flatten, run_view, 0, NULL, NULL},
+    {"Reshape", 2, 2, 1, 1, ENG_OP_ALIAS, parse_reshape, infer_reshape, run_view, ENG_IN(1), NULL, NULL},
+    {"Squeeze", 1, 2, 1, 1, ENG_OP_ALIAS, parse_squeeze, infer_squeeze, run_view, ENG_IN(1), NULL, NULL},
+    {"Unsqueeze", 1, 2, 1, 1, ENG_OP_ALIAS, parse_unsqueeze, infer_unsqueeze, run_view, ENG_IN(1), NULL, NULL},
+    {"Identity", 1, 1, 1, 1, ENG_OP_ALIAS, parse_none, infer_same, run_view, 0, NULL, NULL},
+    {"Dropout", 1, 3, 1, 2, ENG_OP_ALIAS, parse_none, infer_same, run_view, 0, NULL, NULL},
+    {"Transpose", 1, 1, 1, 1, 0, parse_transpose, infer_transpose, run_transpose, 0, NULL, NULL},
+    {"Concat", 1, 1 << 20, 1, 1, 0, parse_axis_required, infer_concat, run_concat, 0, NULL, NULL},
+    {"Cast", 1, 1, 1, 1, 0, parse_cast, infer_cast, run_cast, 0, NULL, NULL},
+    {"LayerNormalization", 2, 3, 1, 3, 0, parse_layernorm, infer_layernorm, run_layernorm, 0, NULL, NULL},
+    {"BatchNormalization", 5, 5, 1, 5, 0, parse_batchnorm, infer_batchnorm, run_batchnorm, 0, NULL, NULL},
+    {"Constant", 0, 0, 1, 1, 0, NULL, NULL, NULL, 0, NULL, NULL},
 };
-#pragma GCC diagnostic pop
 
 const eng_op_def *eng_ops_cpu_find(const char *op_type) {
+  static const struct {
+    const eng_op_def *defs;
+    const size_t *n;
+  } tables[] = {{eng_ops__elem, &eng_ops__n_elem},
+                {eng_ops__reduce, &eng_ops__n_reduce},
+                {eng_ops__shape, &eng_ops__n_shape},
+                {eng_ops__resize, &eng_ops__n_resize},
+                {eng_ops__conv, &eng_ops__n_conv}};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     if (strcmp(ops[i].op_type, op_type) == 0) return &ops[i];
+  for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+    for (size_t i = 0; i < *tables[t].n; i++)
+      if (strcmp(tables[t].defs[i].op_type, op_type) == 0) return &tables[t].defs[i];
   return NULL;
 }

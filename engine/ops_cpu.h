@@ -20,15 +20,28 @@ typedef struct eng_op_params {
   int legacy;       // Softmax/LogSoftmax before opset 13: 2-D coercion
   int allowzero;    // Reshape
   dtype to;         // Cast: target type as declared (FP16, FP64... kept)
-  int n_ints;       // perm / axes / reshape target
+  int n_ints;       // perm / axes (attribute forms)
   int64_t ints[ENG_MAX_DIMS];
   int has_ints;     // perm or axes given
   eng_conv_attrs conv;  // Conv, ConvTranspose and the pools (ops_conv.h)
+  // Slice starts/ends and Pad begin/end pads in their attribute forms
+  // (Slice before opset 10, Pad before 11); n_se entries each.
+  int n_se;
+  int64_t starts[ENG_MAX_DIMS], ends[ENG_MAX_DIMS];
+  int64_t start, end;  // Shape (opset 15)
+  int has_end;
+  int keepdims, noop_empty;  // Reduce*
+  int mode, coord, nearest;  // Pad / Resize: enums of the op's file
+  int n_floats;              // Upsample scales before opset 9
+  float floats[ENG_MAX_DIMS];
+  dtype value_dt;            // ConstantOfShape: the fill value and its type
+  uint8_t value[8];
 } eng_op_params;
 
 enum {
   ENG_OP_ALIAS = 1,    // output 0 is a view of input 0's bytes: no copy
   ENG_OP_INPLACE = 2,  // output 0 may overwrite input 0 when shapes and types match
+  ENG_OP_SHAPE_ONLY = 4,  // reads its inputs' shapes, never their bytes (Shape)
 };
 
 // Plan-wide resources that stateful ops share (a oneDNN engine and
@@ -43,9 +56,16 @@ typedef struct eng_op_state {
   eng_op_ctx **ctx;  // the plan's shared context: NULL until an op creates it
 } eng_op_state;
 
+// Bit k of eng_op_def.host_in: input k is read while inferring shapes
+// (Reshape's shape, Slice's starts, ...), so its value must be known for
+// each input-shape signature: an initializer, a Constant, or the output of
+// nodes the planner folded. Such an input's tensor carries `data` in infer.
+#define ENG_IN(k) (1u << (k))
+
 // Tensors passed to infer/run: an omitted optional input or output has
 // dt == DT_INVALID. Float tensors of every width travel as FP32 inside a
-// plan; `data` is set in infer only for constants.
+// plan; `data` is set in infer only for values known at planning time
+// (constants and folded values), always for the inputs named in host_in.
 typedef struct eng_op_def {
   const char *op_type;
   int min_in, max_in, min_out, max_out;
@@ -55,6 +75,7 @@ typedef struct eng_op_def {
                err *e);
   int (*run)(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
              err *e);
+  unsigned host_in;  // ENG_IN(k) bits
   // Optional, for ops that cache work between runs (oneDNN primitives):
   // when set, the CPU plan calls run_state instead of run (which stays as
   // the stateless reference path) and releases st->node with destroy.

@@ -26,27 +26,104 @@ static const char *node_desc_name(const eng_node *n) { return n->name; }
 
 // --- shape inference for the shapes now in p->cur (inputs already set)
 
-static int infer_all(eng_plan *p, err *e) {
+// Makes folded value v's buffer hold at least `bytes`; contents are not kept.
+static int fold_reserve(eng_plan *p, int v, size_t bytes, err *e) {
+  if (bytes <= p->fold_cap[v] && p->fold_buf[v]) return 0;
+  free(p->fold_buf[v]);
+  p->fold_cap[v] = 0;
+  p->fold_buf[v] = malloc(bytes ? bytes : 1);
+  if (!p->fold_buf[v]) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory folding");
+  p->fold_cap[v] = bytes;
+  return 0;
+}
+
+// Whether node i, its shapes just inferred into p->tout, can run now: it
+// has a run function, every input it reads is known and every output is small.
+static int foldable(const eng_plan *p, size_t i, const eng_node *n) {
+  if (!p->defs[i]->run) return 0;
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k] >= 0 && !p->known[n->in[k]] && !(p->defs[i]->flags & ENG_OP_SHAPE_ONLY))
+      return 0;
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k] >= 0 && eng_numel(p->tout[k].ndims, p->tout[k].dims) > ENG_FOLD_MAX_ELEMS)
+      return 0;
+  return 1;
+}
+
+// Runs node i on plan-owned host memory (p->tin already set).
+static int fold_node(eng_plan *p, size_t i, const eng_node *n, err *e) {
+  for (int k = 0; k < n->n_out; k++) {
+    int v = n->out[k];
+    if (v < 0) continue;
+    eng_tensor *t = &p->tout[k];
+    t->bytes = (size_t)eng_numel(t->ndims, t->dims) * dtype_size(t->dt);
+    TRY(fold_reserve(p, v, t->bytes, e));
+    t->data = p->fold_buf[v];
+  }
+  TRY(p->defs[i]->run(&p->params[i], p->tin, n->n_in, p->tout, n->n_out, e));
+  p->folded[i] = 1;
+  p->folds++;
+  return 0;
+}
+
+static int infer_nodes(eng_plan *p, err *e) {
   const eng_graph *g = p->g;
+  for (size_t v = 0; v < p->n_values; v++)
+    p->known[v] = eng_graph_value(g, v)->kind == ENG_VALUE_CONST;
   for (size_t i = 0; i < p->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
+    const eng_op_def *d = p->defs[i];
+    p->folded[i] = 0;
     for (int k = 0; k < n->n_in; k++) {
-      if (n->in[k] >= 0) p->tin[k] = p->cur[n->in[k]];
-      else memset(&p->tin[k], 0, sizeof p->tin[k]);
+      int v = n->in[k];
+      if (v < 0) {
+        memset(&p->tin[k], 0, sizeof p->tin[k]);
+        continue;
+      }
+      p->tin[k] = p->cur[v];
+      // bytes are visible at planning time only when they are known
+      if (!p->known[v]) p->tin[k].data = NULL;
+      if ((d->host_in & ENG_IN(k)) && !p->known[v])
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "node '%s' (op_type '%s'): input %d ('%s') must be known when planning "
+                       "(a constant or computed from input shapes), but it depends on input data",
+                       node_desc_name(n), n->op_type, k, eng_graph_value(g, (size_t)v)->name);
     }
     for (int k = 0; k < n->n_out; k++) {
       memset(&p->tout[k], 0, sizeof p->tout[k]);
       // a wanted output is marked with any valid type; infer overwrites it
       if (n->out[k] >= 0) p->tout[k].dt = DT_FP32;
     }
-    if (p->defs[i]->infer(&p->params[i], p->tin, n->n_in, p->tout, n->n_out, e) != 0)
+    if (d->infer(&p->params[i], p->tin, n->n_in, p->tout, n->n_out, e) != 0)
       return err_prefix(e, "node '%s' (op_type '%s'): ", node_desc_name(n), n->op_type);
+    int fold = foldable(p, i, n);
+    if (fold && fold_node(p, i, n, e) != 0)
+      return err_prefix(e, "node '%s' (op_type '%s'), folding: ", node_desc_name(n), n->op_type);
     for (int k = 0; k < n->n_out; k++)
       if (n->out[k] >= 0) {
         p->cur[n->out[k]] = p->tout[k];
-        p->cur[n->out[k]].data = NULL;
+        if (!fold) p->cur[n->out[k]].data = NULL;
+        p->known[n->out[k]] = (uint8_t)fold;
       }
   }
+  return 0;
+}
+
+// Shape inference (and folding) for the input shapes now in p->cur, unless
+// they are the signature already inferred: every inferred shape and folded
+// value depends on the input types and shapes alone.
+static int infer_all(eng_plan *p, err *e) {
+  int same = p->have_sig;
+  for (size_t i = 0; i < p->n_inputs && same; i++) {
+    const eng_tensor *t = &p->cur[eng_graph_input_value(p->g, i)], *s = &p->sig[i];
+    same = t->dt == s->dt && t->ndims == s->ndims &&
+           memcmp(t->dims, s->dims, (size_t)t->ndims * sizeof t->dims[0]) == 0;
+  }
+  if (same) return 0;
+  p->have_sig = 0;
+  TRY(infer_nodes(p, e));
+  for (size_t i = 0; i < p->n_inputs; i++) p->sig[i] = p->cur[eng_graph_input_value(p->g, i)];
+  p->have_sig = 1;
   return 0;
 }
 
@@ -68,7 +145,7 @@ static void compute_roots(eng_plan *p) {
   }
   for (size_t i = 0; i < p->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
-    if (n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) continue;
+    if (n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0 || p->folded[i]) continue;
     int in0 = n->in[0], out0 = n->out[0], r = p->new_root[in0];
     int share = 0;
     if (p->defs[i]->flags & ENG_OP_ALIAS) {
@@ -76,8 +153,7 @@ static void compute_roots(eng_plan *p) {
     } else if (p->defs[i]->flags & ENG_OP_INPLACE) {
       // in place only when nothing reads the buffer after this node and no
       // other operand is a (possibly reshaped) view of it
-      share = eng_graph_value(g, (size_t)r)->kind != ENG_VALUE_CONST &&
-              p->group_last[r] == (int)i && same_shape(&p->cur[in0], &p->cur[out0]);
+      share = !p->known[r] && p->group_last[r] == (int)i && same_shape(&p->cur[in0], &p->cur[out0]);
       for (int k = 1; k < n->n_in && share; k++)
         if (n->in[k] >= 0 && p->new_root[n->in[k]] == r && !same_shape(&p->cur[n->in[k]], &p->cur[in0]))
           share = 0;
@@ -89,7 +165,7 @@ static void compute_roots(eng_plan *p) {
   }
   for (size_t v = 0; v < p->n_values; v++) p->need[v] = 0;
   for (size_t v = 0; v < p->n_values; v++) {
-    if (eng_graph_value(g, v)->kind == ENG_VALUE_CONST) continue;
+    if (p->known[v]) continue;  // constants and folded values live outside the arena
     size_t b = tensor_bytes(&p->cur[v]);
     int r = p->new_root[v];
     if (b > p->need[r]) p->need[r] = b;
@@ -105,8 +181,7 @@ dtype eng_plan__out_dtype(const eng_plan *p, size_t j) {
 static int output_needs_edge(const eng_plan *p, size_t j) {
   int v = eng_graph_output_value(p->g, j);
   int r = p->new_root[v];
-  return eng_graph_value(p->g, (size_t)r)->kind == ENG_VALUE_CONST ||
-         eng_plan__out_dtype(p, j) != p->cur[v].dt;
+  return p->known[r] || eng_plan__out_dtype(p, j) != p->cur[v].dt;
 }
 
 static size_t edge_bytes(const eng_plan *p, size_t j) {
@@ -160,8 +235,9 @@ static int assign(eng_plan *p, err *e) {
   for (size_t v = 0; v < p->n_values; v++) {
     const eng_value *val = eng_graph_value(g, v);
     p->root[v] = p->new_root[v];
-    if (val->kind == ENG_VALUE_NODE) p->naive_bytes += round_up(tensor_bytes(&p->cur[v]));
-    if (val->kind == ENG_VALUE_CONST || p->new_root[v] != (int)v) continue;
+    if (val->kind == ENG_VALUE_NODE && !p->known[v])
+      p->naive_bytes += round_up(tensor_bytes(&p->cur[v]));
+    if (p->known[v] || p->new_root[v] != (int)v) continue;
     p->cap[v] = round_up(p->need[v]);
     bufs[nb++] = (buf){val->kind == ENG_VALUE_INPUT ? -1 : val->index, p->group_last[v], p->cap[v],
                        0, &p->off[v]};
@@ -256,6 +332,11 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   p->edge = calloc(no, sizeof(int));
   p->edge_cap = calloc(no, sizeof(size_t));
   p->edge_off = calloc(no, sizeof(size_t));
+  p->folded = calloc(nn, 1);
+  p->known = calloc(nv, 1);
+  p->fold_buf = calloc(nv, sizeof *p->fold_buf);
+  p->fold_cap = calloc(nv, sizeof *p->fold_cap);
+  p->sig = calloc(p->n_inputs + 1, sizeof *p->sig);
   int max_in = 1, max_out = 1;
   for (size_t i = 0; i < p->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
@@ -267,28 +348,39 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   int rc = 0;
   if (!p->defs || !p->params || !p->op_state || !p->cur || !p->last_use || !p->group_last || !p->new_root ||
       !p->root || !p->need || !p->cap || !p->off || !p->edge || !p->edge_cap || !p->edge_off ||
-      !p->tin || !p->tout) {
+      !p->tin || !p->tout || !p->folded || !p->known || !p->fold_buf || !p->fold_cap ||
+      !p->sig) {
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
   int opset = eng_graph_opset(g);
-  for (size_t i = 0; i < p->n_nodes && !rc; i++) {
+  // every node's arity and attributes are checked before failing, so one
+  // load reports all of a model's problems (err_list)
+  err_list bad = {0};
+  err one = {0};
+  for (size_t i = 0; i < p->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
     const eng_op_def *d = eng_ops_cpu_find(n->op_type);
     p->defs[i] = d;
     if (!d || !d->run) {
-      rc = err_set(e, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported op", n->name,
-                   n->op_type);
+      err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported op", n->name,
+              n->op_type);
     } else if (n->n_in < d->min_in || n->n_in > d->max_in || n->n_out < d->min_out ||
                n->n_out > d->max_out || (n->n_in && n->in[0] < 0) || n->out[0] < 0) {
-      rc = err_set(e, ERR_INVALID_ARGUMENT,
-                   "node '%s' (op_type '%s'): %d inputs and %d outputs, expected %d..%d and %d..%d",
-                   n->name, n->op_type, n->n_in, n->n_out, d->min_in, d->max_in, d->min_out,
-                   d->max_out);
-    } else if (d->parse(g, n, opset, &p->params[i], e) != 0) {
-      rc = err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
+      err_set(&one, ERR_INVALID_ARGUMENT,
+              "node '%s' (op_type '%s'): %d inputs and %d outputs, expected %d..%d and %d..%d",
+              n->name, n->op_type, n->n_in, n->n_out, d->min_in, d->max_in, d->min_out,
+              d->max_out);
+    } else if (d->parse(g, n, opset, &p->params[i], &one) != 0) {
+      err_prefix(&one, "node '%s' (op_type '%s'): ", n->name, n->op_type);
+    } else {
+      continue;
     }
+    if (!bad.n && e) *e = one;
+    err_list_add(&bad, "%s", one.msg);
   }
+  if (bad.n > 1) rc = err_list_set(&bad, e, ERR_INVALID_ARGUMENT, "nodes cannot be planned");
+  else if (bad.n) rc = one.code;
   if (rc) goto fail;
 
   // lifetimes: a value lives from its producer to its last reader; graph
@@ -364,6 +456,12 @@ void eng_plan_destroy(eng_plan *p) {
   free(p->edge_cap);
   free(p->edge_off);
   free(p->arena);
+  for (size_t v = 0; p->fold_buf && v < p->n_values; v++) free(p->fold_buf[v]);
+  free(p->fold_buf);
+  free(p->fold_cap);
+  free(p->folded);
+  free(p->known);
+  free(p->sig);
   free(p);
 }
 
@@ -457,10 +555,10 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
   const eng_graph *g = p->g;
   TRY(eng_plan__prepare(p, inputs, n_in, n_out, e));
   for (size_t v = 0; v < p->n_values; v++) {
-    if (eng_graph_value(g, v)->kind == ENG_VALUE_CONST) continue;
-    const eng_value *rv = eng_graph_value(g, (size_t)p->root[v]);
+    if (p->known[v]) continue;  // data already points at the constant or folded bytes
+    int r = p->root[v];
     eng_tensor *t = &p->cur[v];
-    t->data = rv->kind == ENG_VALUE_CONST ? rv->data : p->arena + p->off[p->root[v]];
+    t->data = p->known[r] ? p->cur[r].data : p->arena + p->off[r];
     t->bytes = tensor_bytes(t);
   }
   for (size_t i = 0; i < n_in; i++) {
@@ -469,6 +567,7 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
     if (n) eng_plan__to_internal(t->data, &inputs[i], n);
   }
   for (size_t i = 0; i < p->n_nodes; i++) {
+    if (p->folded[i]) continue;  // its outputs were computed while planning
     const eng_node *n = eng_graph_node(g, i);
     for (int k = 0; k < n->n_in; k++) {
       if (n->in[k] >= 0) p->tin[k] = p->cur[n->in[k]];

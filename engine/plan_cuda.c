@@ -546,7 +546,7 @@ static void settle_fusions(eng_cuda_plan *p) {
   }
   for (size_t i = 0; i < pl->n_nodes; i++) {
     const fusion *f = &p->fz[i];
-    if (f->mid_value < 0 || p->skip[i]) continue;
+    if (f->mid_value < 0 || p->skip[i] || pl->folded[i]) continue;
     int r = pl->root[f->mid_value];
     if (f->bias_node >= 0) {
       if (pl->root[f->add_value] != r) continue;
@@ -561,6 +561,42 @@ static void settle_fusions(eng_cuda_plan *p) {
       }
     }
   }
+  for (size_t i = 0; i < pl->n_nodes; i++)
+    if (pl->folded[i]) p->skip[i] = 1;  // computed on the host while planning
+}
+
+// Folded values (plan.c) live in host memory and are not uploaded: a GPU
+// node may take one only as an operand it reads while shapes are inferred
+// (host_in: Reshape's shape, ...), never as device data. Nodes without a
+// CUDA kernel are accepted only when folded. Checked for every signature.
+static int check_folds(const eng_cuda_plan *p, err *e) {
+  const eng_plan *pl = p->pl;
+  const eng_graph *g = pl->g;
+  for (size_t i = 0; i < pl->n_nodes; i++) {
+    if (pl->folded[i]) continue;
+    const eng_node *n = eng_graph_node(g, i);
+    if (!p->ops[i])
+      return err_set(e, ERR_UNIMPLEMENTED,
+                     "node '%s': op %s not yet supported on CUDA (and not computable from input "
+                     "shapes alone)", n->name, n->op_type);
+    for (int k = 0; k < n->n_in; k++) {
+      int v = n->in[k];
+      if (v < 0 || !pl->known[v] || is_const(g, v) || (pl->defs[i]->host_in & ENG_IN(k)))
+        continue;
+      return err_set(e, ERR_UNIMPLEMENTED,
+                     "node '%s' (op_type '%s'): input '%s' is computed on the host from input "
+                     "shapes and the CUDA plan does not upload such values yet",
+                     n->name, n->op_type, eng_graph_value(g, (size_t)v)->name);
+    }
+  }
+  for (size_t j = 0; j < pl->n_outputs; j++) {
+    int v = eng_graph_output_value(g, j);
+    if (pl->known[v] && !is_const(g, v))
+      return err_set(e, ERR_UNIMPLEMENTED,
+                     "output '%s' is computed on the host from input shapes; not supported by "
+                     "the CUDA plan yet", eng_graph_output(g, j)->name);
+  }
+  return 0;
 }
 
 // --- memory
@@ -629,7 +665,7 @@ static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
   s->fb_off = scr;
   size_t fb = 0;
   for (size_t i = 0; p->half && i < pl->n_nodes; i++) {
-    if (p->ops[i]->half == half_always) continue;
+    if (!p->ops[i] || pl->folded[i] || p->ops[i]->half == half_always) continue;
     const eng_node *n = eng_graph_node(g, i);
     size_t need = 0;
     for (int k = 0; k < n->n_in; k++)
@@ -1031,7 +1067,9 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
   for (size_t i = 0; i < pl->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
     p->ops[i] = find_op(n->op_type);
-    if (!p->ops[i]) {
+    // a node folded for the planned shapes needs no kernel (check_folds
+    // re-checks for every signature)
+    if (!p->ops[i] && !(pl->have_sig && pl->folded[i])) {
       ret = err_set(e, ERR_UNIMPLEMENTED, "node '%s': op %s not yet supported on CUDA", n->name,
                     n->op_type);
       goto fail;
@@ -1132,6 +1170,7 @@ int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size
   const eng_graph *g = pl->g;
   CUDA_TRY(e, cudaSetDevice(p->device));
   TRY(eng_plan__prepare(pl, inputs, n_in, pl->n_outputs, e));
+  TRY(check_folds(p, e));
   // a re-layout moves buffers: every slot's graphs of an older layout are stale
   p->epoch = pl->layouts;
   TRY(ensure_dev(p, s, &s->act, &s->act_base, &s->act_cap, pl->arena_need, e));
@@ -1140,7 +1179,8 @@ int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size
   for (size_t v = 0; v < pl->n_values; v++) {
     int r = pl->root[v];
     bool c = eng_graph_value(g, (size_t)r)->kind == ENG_VALUE_CONST;
-    p->dptr[v] = c ? p->cdev[r] : s->act_base + pl->off[r];
+    // folded values have no device copy: check_folds made sure no kernel reads one
+    p->dptr[v] = c ? p->cdev[r] : pl->known[r] ? NULL : s->act_base + pl->off[r];
     p->ddt[v] = dev_dt(p, pl->cur[v].dt);
   }
   nvtxRangePushA("inferd stage inputs");

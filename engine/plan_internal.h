@@ -45,7 +45,31 @@ struct eng_plan {
   uint8_t *arena;  // NULL unless host_arena
   size_t arena_alloc;
   uint64_t layouts;  // layouts assigned so far: a change means buffers moved
+  // Folding, redone by every shape inference (infer_all): a node whose
+  // inputs are all known values and whose outputs are small runs on the
+  // host while shapes are inferred; its outputs then behave as constants
+  // for the current input-shape signature.
+  uint8_t *folded;  // per node: ran at planning time, skipped at run time
+  uint8_t *known;   // per value: bytes known at planning time (constant or folded)
+  void **fold_buf;  // per value: plan-owned host memory of a folded value
+  size_t *fold_cap;
+  uint64_t folds;   // nodes run by folding so far (tests, stats)
+  // the input types and shapes the inferred shapes and folds are for:
+  // shape inference reruns only when they change
+  eng_tensor *sig;
+  int have_sig;
 };
+
+// Largest output, in elements, a node may have to be folded. Shape
+// arithmetic yields at most ENG_MAX_DIMS elements; the margin covers the
+// small index tensors exporters also compute from shapes (a Range over a
+// sequence length, a mask) while keeping activation-sized work off the
+// planning path, which reruns at every new input-shape signature.
+#define ENG_FOLD_MAX_ELEMS 4096
+
+// Whether value v's bytes live outside the arena (a constant, or a value
+// folded for the current signature): p->cur[v].data points at them.
+static inline int eng_plan__fixed(const eng_plan *p, int v) { return p->known[v]; }
 
 // eng_plan_create with a choice of arena: host_arena 0 plans the layout
 // (arena_need, off, edge_off) but allocates no host arena, for a backend

@@ -5,6 +5,7 @@
 // shapes allow.
 #include "kernels/k_ref.h"
 
+#include <math.h>
 #include <stdbool.h>
 
 // --- iteration plan shared by the typed loops
@@ -59,13 +60,13 @@ static bool bplan_make(bplan *p, int ndim, const int64_t *ydims, const int64_t *
 
 // Walks every outer index (all dims but the innermost) with an odometer and
 // calls INNER with pointers to the start of each contiguous output run.
-#define BCAST_WALK(T, y, a, b, p, INNER)                                       \
+#define BCAST_WALK_T(TY, T, y, a, b, p, INNER)                                       \
   do {                                                                         \
     int nd_ = (p)->nd;                                                         \
     int64_t d_ = (p)->dims[nd_ - 1], sa_ = (p)->as[nd_ - 1], sb_ = (p)->bs[nd_ - 1]; \
     int64_t idx_[K_MAX_DIMS] = {0};                                            \
     int64_t ao_ = 0, bo_ = 0;                                                  \
-    T *py_ = (y);                                                              \
+    TY *py_ = (y);                                                             \
     for (;;) {                                                                 \
       const T *pa_ = (a) + ao_, *pb_ = (b) + bo_;                              \
       INNER(T, py_, pa_, pb_, d_, sa_, sb_);                                   \
@@ -82,6 +83,7 @@ static bool bplan_make(bplan *p, int ndim, const int64_t *ydims, const int64_t *
       if (k_ < 0) break;                                                       \
     }                                                                          \
   } while (0)
+#define BCAST_WALK(T, y, a, b, p, INNER) BCAST_WALK_T(T, T, y, a, b, p, INNER)
 
 // One inner run, specialised on the stride pattern so the common cases are
 // unit-stride loops the compiler can vectorise.
@@ -116,6 +118,12 @@ static bool bplan_make(bplan *p, int ndim, const int64_t *ydims, const int64_t *
 #define F_SUB(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, va - vb)
 #define F_MUL(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, va * vb)
 #define F_DIV(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, va / vb)
+#define F_POW(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, powf(va, vb))
+// NaN on either side wins: `va != va` is true only for NaN
+#define F_MAX(T, py, pa, pb, d, sa, sb) \
+  RUN_OP(T, py, pa, pb, d, sa, sb, va != va || va > vb ? va : vb)
+#define F_MIN(T, py, pa, pb, d, sa, sb) \
+  RUN_OP(T, py, pa, pb, d, sa, sb, va != va || va < vb ? va : vb)
 
 void k_binary_f32(float *y, const float *a, const float *b, int ndim, const int64_t *ydims,
                   const int64_t *adims, const int64_t *bdims, k_binop op) {
@@ -126,6 +134,9 @@ void k_binary_f32(float *y, const float *a, const float *b, int ndim, const int6
     case K_SUB: BCAST_WALK(float, y, a, b, &p, F_SUB); break;
     case K_MUL: BCAST_WALK(float, y, a, b, &p, F_MUL); break;
     case K_DIV: BCAST_WALK(float, y, a, b, &p, F_DIV); break;
+    case K_POW: BCAST_WALK(float, y, a, b, &p, F_POW); break;
+    case K_MAX: BCAST_WALK(float, y, a, b, &p, F_MAX); break;
+    case K_MIN: BCAST_WALK(float, y, a, b, &p, F_MIN); break;
   }
 }
 
@@ -137,6 +148,16 @@ static inline int64_t i64_div(int64_t a, int64_t b) {
   return a / b;
 }
 
+// Integer power by squaring, wrapping like the other int64 ops; a negative
+// exponent gives 0 unless the base is 1 or -1 (as integer division would).
+static inline int64_t i64_pow(int64_t a, int64_t b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
+  uint64_t r = 1, x = (uint64_t)a;
+  for (; b; b >>= 1, x *= x)
+    if (b & 1) r *= x;
+  return (int64_t)r;
+}
+
 #define I_ADD(T, py, pa, pb, d, sa, sb) \
   RUN_OP(T, py, pa, pb, d, sa, sb, (int64_t)((uint64_t)va + (uint64_t)vb))
 #define I_SUB(T, py, pa, pb, d, sa, sb) \
@@ -144,6 +165,9 @@ static inline int64_t i64_div(int64_t a, int64_t b) {
 #define I_MUL(T, py, pa, pb, d, sa, sb) \
   RUN_OP(T, py, pa, pb, d, sa, sb, (int64_t)((uint64_t)va * (uint64_t)vb))
 #define I_DIV(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, i64_div(va, vb))
+#define I_POW(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, i64_pow(va, vb))
+#define I_MAX(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, va > vb ? va : vb)
+#define I_MIN(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, va < vb ? va : vb)
 
 void k_binary_i64(int64_t *y, const int64_t *a, const int64_t *b, int ndim, const int64_t *ydims,
                   const int64_t *adims, const int64_t *bdims, k_binop op) {
@@ -154,5 +178,32 @@ void k_binary_i64(int64_t *y, const int64_t *a, const int64_t *b, int ndim, cons
     case K_SUB: BCAST_WALK(int64_t, y, a, b, &p, I_SUB); break;
     case K_MUL: BCAST_WALK(int64_t, y, a, b, &p, I_MUL); break;
     case K_DIV: BCAST_WALK(int64_t, y, a, b, &p, I_DIV); break;
+    case K_POW: BCAST_WALK(int64_t, y, a, b, &p, I_POW); break;
+    case K_MAX: BCAST_WALK(int64_t, y, a, b, &p, I_MAX); break;
+    case K_MIN: BCAST_WALK(int64_t, y, a, b, &p, I_MIN); break;
   }
+}
+
+// --- comparisons: the same walk with a bool output
+#define C_EQ(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, (uint8_t)(va == vb))
+#define C_LT(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, (uint8_t)(va < vb))
+#define C_GT(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, (uint8_t)(va > vb))
+
+#define COMPARE_BODY(T)                                                 \
+  bplan p;                                                              \
+  if (!bplan_make(&p, ndim, ydims, adims, bdims)) return;               \
+  switch (op) {                                                         \
+    case K_EQ: BCAST_WALK_T(uint8_t, T, y, a, b, &p, C_EQ); break;      \
+    case K_LT: BCAST_WALK_T(uint8_t, T, y, a, b, &p, C_LT); break;      \
+    case K_GT: BCAST_WALK_T(uint8_t, T, y, a, b, &p, C_GT); break;      \
+  }
+
+void k_compare_f32(uint8_t *y, const float *a, const float *b, int ndim, const int64_t *ydims,
+                   const int64_t *adims, const int64_t *bdims, k_cmpop op) {
+  COMPARE_BODY(float)
+}
+
+void k_compare_i64(uint8_t *y, const int64_t *a, const int64_t *b, int ndim, const int64_t *ydims,
+                   const int64_t *adims, const int64_t *bdims, k_cmpop op) {
+  COMPARE_BODY(int64_t)
 }

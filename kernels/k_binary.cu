@@ -156,6 +156,8 @@ extern "C" int k_binary_f32_cuda(float *y, const float *a, const float *b, int n
     case K_DIV:
       launch_op<K_DIV>(y, a, b, (size_t)n, p, stream);
       break;
+    default:  // Pow/Max/Min: rejected above, CPU only
+      break;
   }
   K_LAUNCH_CHECK(e, kname);
   return 0;

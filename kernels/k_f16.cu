@@ -519,6 +519,8 @@ extern "C" int k_binary_f16_cuda(uint16_t *y, const uint16_t *a, const uint16_t 
     case K_DIV:
       launch_op<K_DIV>(y, a, b, (size_t)n, p, stream);
       break;
+    default:  // Pow/Max/Min: rejected above, CPU only
+      break;
   }
   K_LAUNCH_CHECK(e, kname);
   return 0;

@@ -20,8 +20,18 @@ void k_erf(float *y, const float *x, size_t n);
 // approximate: 0 = exact erf form, 1 = tanh approximation (ONNX Gelu attribute)
 void k_gelu(float *y, const float *x, size_t n, int approximate);
 
+// The unary math ops selected by enum (ops_act.c); a and b are the op's
+// parameters: HardSigmoid alpha/beta, Clip min/max, unused otherwise.
+typedef enum k_unop {
+  K_SQRT, K_EXP, K_NEG, K_ABS, K_RECIP, K_HARD_SIGMOID, K_HARD_SWISH, K_CLIP
+} k_unop;
+void k_unary_f32(float *y, const float *x, size_t n, k_unop op, float a, float b);
+// int64 for the ops that make sense on shapes (Neg, Abs, Clip); others copy.
+void k_unary_i64(int64_t *y, const int64_t *x, size_t n, k_unop op, int64_t a, int64_t b);
+
 // --- binary with numpy broadcasting
-typedef enum k_binop { K_ADD, K_SUB, K_MUL, K_DIV } k_binop;
+// K_MAX/K_MIN propagate NaN from either side (as ONNX Runtime's Max/Min do).
+typedef enum k_binop { K_ADD, K_SUB, K_MUL, K_DIV, K_POW, K_MAX, K_MIN } k_binop;
 // All three shapes have `ndim` dims (callers left-pad the shorter inputs
 // with 1s); a dim of an input is either equal to ydims[i] or 1.
 void k_binary_f32(float *y, const float *a, const float *b, int ndim, const int64_t *ydims,
@@ -30,6 +40,65 @@ void k_binary_f32(float *y, const float *a, const float *b, int ndim, const int6
 // division by zero yields 0.
 void k_binary_i64(int64_t *y, const int64_t *a, const int64_t *b, int ndim, const int64_t *ydims,
                   const int64_t *adims, const int64_t *bdims, k_binop op);
+
+// Comparisons with broadcasting; y is bool (one byte, 0 or 1).
+typedef enum k_cmpop { K_EQ, K_LT, K_GT } k_cmpop;
+void k_compare_f32(uint8_t *y, const float *a, const float *b, int ndim, const int64_t *ydims,
+                   const int64_t *adims, const int64_t *bdims, k_cmpop op);
+void k_compare_i64(uint8_t *y, const int64_t *a, const int64_t *b, int ndim, const int64_t *ydims,
+                   const int64_t *adims, const int64_t *bdims, k_cmpop op);
+
+// --- broadcasting copies of any element size (k_index.c); shapes as for k_binary_f32
+// y = cond ? a : b
+void k_where(void *y, const uint8_t *cond, const void *a, const void *b, size_t esz, int ndim,
+             const int64_t *ydims, const int64_t *cdims, const int64_t *adims,
+             const int64_t *bdims);
+// y = x repeated along the dims where xdims[i] is 1 (Expand)
+void k_expand(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
+              const int64_t *xdims);
+
+// --- indexing (k_index.c), any element size
+// Gather along an axis: x viewed as [outer, axis_len, inner]; idx holds
+// n_idx int64 (or int32 when idx_i32) indices, negative ones counted from
+// the end. Returns 0, or -1 when an index is out of range (y is then partial).
+int k_gather(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
+             const void *idx, int idx_i32, size_t n_idx);
+// y[i] = x[starts + i * steps] per dim (Slice); ydims is the result shape.
+void k_slice(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
+             const int64_t *starts, const int64_t *steps, const int64_t *ydims);
+// Pad: y index i reads x index i - begin[d]; outside x: `value` (constant),
+// the mirror image without the edge (reflect) or the nearest edge (edge).
+typedef enum k_padmode { K_PAD_CONSTANT, K_PAD_REFLECT, K_PAD_EDGE } k_padmode;
+void k_pad(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
+           const int64_t *begin, const int64_t *ydims, k_padmode mode, const void *value);
+
+// --- reductions over a set of axes (k_reduce.c)
+typedef enum k_redop { K_RSUM, K_RMEAN, K_RMAX, K_RMIN } k_redop;
+// reduce[i] != 0 marks the axes reduced; y has x's shape with those dims 1.
+void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, const int *reduce,
+                  k_redop op);
+
+// --- resize (k_resize.c)
+// How an output coordinate maps to an input one (ONNX Resize
+// coordinate_transformation_mode) and how nearest rounds it (nearest_mode;
+// K_NEAREST_SIMPLE is Upsample's and Resize-10's: floor when upsampling,
+// ceil when downsampling).
+typedef enum k_coord {
+  K_COORD_HALF_PIXEL, K_COORD_ASYMMETRIC, K_COORD_PYTORCH_HALF_PIXEL, K_COORD_ALIGN_CORNERS,
+  K_COORD_TF_HALF_PIXEL
+} k_coord;
+typedef enum k_nearest {
+  K_NEAREST_ROUND_PREFER_FLOOR, K_NEAREST_ROUND_PREFER_CEIL, K_NEAREST_FLOOR, K_NEAREST_CEIL,
+  K_NEAREST_SIMPLE
+} k_nearest;
+// The input coordinate of output coordinate o along a dim of in_len -> out_len.
+float k_resize_coord(int64_t o, float scale, int64_t in_len, int64_t out_len, k_coord c);
+// Nearest over every dim; any element size.
+void k_resize_nearest(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
+                      const int64_t *ydims, const float *scales, k_coord c, k_nearest m);
+// Bilinear over the last two dims of x viewed as [nc, ih, iw].
+void k_resize_linear(float *y, const float *x, size_t nc, int64_t ih, int64_t iw, int64_t oh,
+                     int64_t ow, float sh, float sw, k_coord c);
 
 // --- reductions over one axis, the tensor viewed as [outer, axis_len, inner]
 void k_softmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner);

@@ -57,3 +57,40 @@ void k_gelu(float *y, const float *x, size_t n, int approximate) {
     }
   }
 }
+
+void k_unary_f32(float *y, const float *x, size_t n, k_unop op, float a, float b) {
+  switch (op) {
+    case K_SQRT: for (size_t i = 0; i < n; i++) y[i] = sqrtf(x[i]); break;
+    case K_EXP: for (size_t i = 0; i < n; i++) y[i] = expf(x[i]); break;
+    case K_NEG: for (size_t i = 0; i < n; i++) y[i] = -x[i]; break;
+    case K_ABS: for (size_t i = 0; i < n; i++) y[i] = fabsf(x[i]); break;
+    case K_RECIP: for (size_t i = 0; i < n; i++) y[i] = 1.0f / x[i]; break;
+    case K_HARD_SIGMOID:
+      for (size_t i = 0; i < n; i++) y[i] = fmaxf(0.0f, fminf(1.0f, a * x[i] + b));
+      break;
+    case K_HARD_SWISH:  // x * HardSigmoid(x) with alpha 1/6, beta 0.5
+      for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = v * fmaxf(0.0f, fminf(1.0f, v * (1.0f / 6.0f) + 0.5f));
+      }
+      break;
+    case K_CLIP:  // written with comparisons so NaN passes through
+      for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = v < a ? a : v > b ? b : v;
+      }
+      break;
+  }
+}
+
+void k_unary_i64(int64_t *y, const int64_t *x, size_t n, k_unop op, int64_t a, int64_t b) {
+  for (size_t i = 0; i < n; i++) {
+    int64_t v = x[i];
+    switch (op) {
+      case K_NEG: y[i] = (int64_t)(0 - (uint64_t)v); break;  // INT64_MIN wraps, no UB
+      case K_ABS: y[i] = v < 0 ? (int64_t)(0 - (uint64_t)v) : v; break;
+      case K_CLIP: y[i] = v < a ? a : v > b ? b : v; break;
+      default: y[i] = v; break;
+    }
+  }
+}

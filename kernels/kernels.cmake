@@ -7,5 +7,8 @@ add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/k_layout.c
   ${CMAKE_CURRENT_LIST_DIR}/k_gemm_ref.c
   ${CMAKE_CURRENT_LIST_DIR}/k_cast.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_conv.c)
+  ${CMAKE_CURRENT_LIST_DIR}/k_conv.c
+  ${CMAKE_CURRENT_LIST_DIR}/k_index.c
+  ${CMAKE_CURRENT_LIST_DIR}/k_reduce.c
+  ${CMAKE_CURRENT_LIST_DIR}/k_resize.c)
 target_link_libraries(inferd_kernels PUBLIC ${MATH_LIB})

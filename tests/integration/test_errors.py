@@ -68,7 +68,7 @@ def test_version_outside_policy(client, specs, rng, still_works):
     still_works()
 
 
-@pytest.mark.parametrize("name", ["bad_config", "unsupported_op", "missing_file", "bad_dtype"])
+@pytest.mark.parametrize("name", ["bad_config", "unsupported_op", "unsupported_many", "missing_file", "bad_dtype"])
 def test_failed_model_unavailable(client, specs, rng, still_works, name):
     feeds = lib.random_inputs(specs[name], rng, 1)
     _assert_err(_infer_error(client, name, lib.triton_inputs(feeds)), "UNAVAILABLE", name)

@@ -8,7 +8,8 @@ import pytest
 
 import inferd_testlib as lib
 
-MODELS = ["mlp", "ops_gemm", "ops_elementwise", "ops_matmul", "ops_shape", "ops_norm", "ops_gelu", "ops_conv", "fp16_io",
+MODELS = ["mlp", "ops_gemm", "ops_elementwise", "ops_matmul", "ops_shape", "ops_norm", "ops_gelu", "ops_conv",
+          "ops_vision_misc", "ops_shape_fold", "fp16_io",
           "external_data", "autocomplete", "versioned", "versioned_specific", "default_filename"]
 
 
@@ -31,6 +32,16 @@ def test_infer_matches_onnxruntime(client, specs, oracle, rng, name):
         for o in resp.outputs:
             assert list(o.shape) == list(want[o.name].shape), (name, o.name)
             assert o.datatype == lib.np_to_wire(want[o.name].dtype), (name, o.name)
+
+
+def test_shape_fold_every_batch_size(client, specs, oracle, rng):
+    # the folded shape values (Reshape target, Resize sizes, ConstantOfShape, Range) follow the batch,
+    # back and forth
+    spec = specs["ops_shape_fold"]
+    for batch in (3, 1, 8, 3, 5):
+        feeds = lib.random_inputs(spec, rng, batch)
+        _, got = lib.infer(client, "ops_shape_fold", feeds)
+        lib.check_outputs(got, oracle.run("ops_shape_fold", feeds), spec, what="ops_shape_fold batch %d" % batch)
 
 
 def test_mlp_every_batch_size(client, specs, oracle, rng):

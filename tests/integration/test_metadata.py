@@ -8,9 +8,10 @@ import pytest
 
 import inferd_testlib as lib
 
-READY = ["mlp", "ops_gemm", "ops_elementwise", "ops_matmul", "ops_shape", "ops_norm", "ops_gelu", "fp16_io",
+READY = ["mlp", "ops_gemm", "ops_elementwise", "ops_matmul", "ops_shape", "ops_norm", "ops_gelu",
+         "ops_vision_misc", "ops_shape_fold", "fp16_io",
          "external_data", "autocomplete", "versioned", "versioned_specific", "default_filename"]
-FAILED = ["bad_config", "unsupported_op", "missing_file", "bad_dtype"]
+FAILED = ["bad_config", "unsupported_op", "unsupported_many", "missing_file", "bad_dtype"]
 
 
 def test_model_lists_match_generator(specs):
@@ -110,6 +111,17 @@ def test_repository_index(client, specs, repo_dir):
             assert all(e.reason for e in entries), "%s: UNAVAILABLE without a reason" % name
             if spec["reason"]:
                 assert any(spec["reason"] in e.reason for e in entries), (name, [e.reason for e in entries])
+
+
+def test_repository_index_lists_every_unsupported_node(client):
+    reasons = [m.reason for m in client.get_model_repository_index().models if m.name == "unsupported_many"]
+    assert reasons, "unsupported_many is not in the index"
+    for r in reasons:
+        assert "3 unsupported nodes" in r, r
+        for frag in ("'conv_a' (op_type 'Conv')", "'lpnorm_b' (op_type 'LpNormalization')",
+                     "'custom_c' (op_type 'FancyOp', domain 'com.example')"):
+            assert frag in r, (frag, r)
+        assert "relu_ok" not in r, r
 
 
 def test_repository_index_unsupported_op_reason_names_node(client):

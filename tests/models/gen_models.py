@@ -41,6 +41,10 @@ REQUIRED_OPS = [
     "Softmax", "LogSoftmax", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Concat",
     "Identity", "Dropout", "Cast", "Constant", "LayerNormalization", "BatchNormalization",
     "Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+    # vision exporters (ops_vision_misc, ops_shape_fold)
+    "Clip", "HardSigmoid", "HardSwish", "Sqrt", "Exp", "Neg", "Abs", "Reciprocal", "Pow", "Max", "Min",
+    "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "Pad", "Resize", "Shape", "Gather", "Slice",
+    "ConstantOfShape", "Range", "Equal", "Where", "Expand",
 ]
 
 
@@ -274,6 +278,119 @@ def add_ops_shape(repo):
              [_out(n, WIRE_OF_ONNX[t], d) for n, t, d in outs], {1: m})
 
 
+def add_ops_vision_misc(repo):
+    """The elementwise, reduction and spatial ops of vision classifiers on one NCHW input, each output
+    checked against onnxruntime: activations (Clip as ReLU6, HardSigmoid, HardSwish), unary math,
+    Pow, variadic Max/Min, Reduce*, Pad in three modes, Resize nearest/linear, Equal/Where, Gather,
+    Slice and Expand."""
+    i64 = lambda *v: np.array(v, dtype=np.int64)  # noqa: E731
+    f32 = lambda *v: np.array(v, dtype=np.float32)  # noqa: E731
+    n = helper.make_node
+    nodes = [
+        n("Clip", ["VM_X", "zero", "six"], ["VM_RELU6"], name="relu6"),
+        n("HardSigmoid", ["VM_X"], ["VM_HSIG"], alpha=0.25, beta=0.4, name="hsig"),
+        n("HardSwish", ["VM_X"], ["VM_HSWISH"], name="hswish"),
+        n("Abs", ["VM_X"], ["ax"], name="abs"),
+        n("Sqrt", ["ax"], ["sq"], name="sqrt"),
+        n("Neg", ["ax"], ["nax"], name="neg"),
+        n("Exp", ["nax"], ["ex"], name="exp"),
+        n("Add", ["ax", "one"], ["ax1"], name="add1"),
+        n("Reciprocal", ["ax1"], ["rc"], name="recip"),
+        n("Pow", ["VM_X", "two"], ["pw"], name="pow"),
+        n("Max", ["sq", "ex", "rc"], ["VM_MAX"], name="max3"),
+        n("Min", ["pw", "row"], ["VM_MIN"], name="min_bcast"),
+        n("ReduceMean", ["VM_X"], ["VM_MEAN"], axes=[2, 3], keepdims=1, name="gap"),
+        n("ReduceMax", ["VM_X"], ["VM_RMAX"], axes=[1], keepdims=0, name="rmax"),
+        n("ReduceMin", ["VM_X"], ["VM_RMIN"], axes=[-1], keepdims=1, name="rmin"),
+        n("ReduceSum", ["VM_X", "axes23"], ["VM_RSUM"], keepdims=0, name="rsum"),
+        n("Pad", ["VM_X", "pads", "padval"], ["VM_PAD_C"], mode="constant", name="pad_c"),
+        n("Pad", ["VM_X", "pads"], ["VM_PAD_R"], mode="reflect", name="pad_r"),
+        n("Pad", ["VM_X", "pads"], ["VM_PAD_E"], mode="edge", name="pad_e"),
+        n("Resize", ["VM_X", "", "scales2"], ["VM_UP_NEAREST"], mode="nearest",
+          coordinate_transformation_mode="asymmetric", nearest_mode="floor", name="up_nearest"),
+        n("Resize", ["VM_X", "", "scales2"], ["VM_UP_LINEAR"], mode="linear",
+          coordinate_transformation_mode="half_pixel", name="up_linear"),
+        n("Resize", ["VM_X", "", "scales_half"], ["VM_DOWN_AC"], mode="linear",
+          coordinate_transformation_mode="align_corners", name="down_ac"),
+        n("Resize", ["VM_X", "", "scales15"], ["VM_UP_PT"], mode="nearest",
+          coordinate_transformation_mode="pytorch_half_pixel", nearest_mode="round_prefer_ceil", name="up_pt"),
+        n("Equal", ["sign_i", "one_i"], ["pos"], name="eq"),
+        n("Where", ["pos", "VM_X", "pw"], ["VM_WHERE"], name="where"),
+        n("Gather", ["VM_X", "gidx"], ["VM_GATHER"], axis=1, name="gather_c"),
+        n("Slice", ["VM_X", "sl_s", "sl_e", "sl_a", "sl_st"], ["VM_SLICE"], name="slice"),
+        n("Expand", ["VM_MEAN", "exp_shape"], ["VM_EXPAND"], name="expand"),
+    ]
+    # sign_i: 1 where x > 1e-6, else 0, as Cast(Clip(x * 1e6, 0, 1)) to int64 (truncating)
+    nodes[0:0] = [
+        n("Mul", ["VM_X", "big"], ["xb"], name="scale_sign"),
+        n("Clip", ["xb", "zero", "onef"], ["xb01"], name="clip01"),
+        n("Cast", ["xb01"], ["sign_i"], to=TensorProto.INT64, name="sign"),
+    ]
+    inits = [_init("zero", f32(0)), _init("six", f32(0.6)), _init("one", f32(1)), _init("two", f32(2)),
+             _init("row", np.linspace(-0.5, 0.5, 8, dtype=np.float32)), _init("axes23", i64(2, 3)),
+             _init("pads", i64(0, 0, 1, 2, 0, 0, 2, 1)), _init("padval", f32(0.5)),
+             _init("scales2", f32(1, 1, 2, 2)), _init("scales_half", f32(1, 1, 0.5, 0.75)),
+             _init("scales15", f32(1, 1, 1.5, 1.5)), _init("one_i", i64(1)), _init("gidx", i64(2, -3)),
+             _init("sl_s", i64(-1, 1)), _init("sl_e", i64(-9, 7)), _init("sl_a", i64(3, 2)),
+             _init("sl_st", i64(-2, 2)), _init("exp_shape", i64(1, 3, 1, 2)), _init("big", f32(1e6)),
+             _init("onef", f32(1))]
+    outs = [("VM_RELU6", [3, 8, 8]), ("VM_HSIG", [3, 8, 8]), ("VM_HSWISH", [3, 8, 8]), ("VM_MAX", [3, 8, 8]),
+            ("VM_MIN", [3, 8, 8]), ("VM_MEAN", [3, 1, 1]), ("VM_RMAX", [8, 8]), ("VM_RMIN", [3, 8, 1]),
+            ("VM_RSUM", [3]), ("VM_PAD_C", [3, 11, 11]), ("VM_PAD_R", [3, 11, 11]), ("VM_PAD_E", [3, 11, 11]),
+            ("VM_UP_NEAREST", [3, 16, 16]), ("VM_UP_LINEAR", [3, 16, 16]), ("VM_DOWN_AC", [3, 4, 6]),
+            ("VM_UP_PT", [3, 12, 12]), ("VM_WHERE", [3, 8, 8]), ("VM_GATHER", [2, 8, 8]),
+            ("VM_SLICE", [3, 3, 4]), ("VM_EXPAND", [3, 1, 2])]
+    m = _model("ops_vision_misc", nodes, [_vi("VM_X", TensorProto.FLOAT, [None, 3, 8, 8])],
+               [_vi(o, TensorProto.FLOAT, [None] + d) for o, d in outs], inits)
+    repo.add("ops_vision_misc", 4, [_io("VM_X", "FP32", [3, 8, 8], -2, 2)],
+             [_out(o, "FP32", d) for o, d in outs], {1: m}, rtol=1e-4)
+
+
+def add_ops_shape_fold(repo):
+    """An exporter-style graph whose shape operands are computed from the input's shape at run
+    time (Shape -> Gather -> Unsqueeze -> Concat -> Reshape, Resize sizes from Shape -> Slice -> Mul,
+    ConstantOfShape and Range over the batch): the server folds them per batch size."""
+    i64 = lambda *v: np.array(v, dtype=np.int64)  # noqa: E731
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["FX"], ["s"], name="/shape"),
+        n("Gather", ["s", "zero_i"], ["nb"], axis=0, name="/gather_n"),
+        n("Unsqueeze", ["nb", "ax0"], ["nb1"], name="/unsqueeze_n"),
+        n("Concat", ["nb1", "minus1"], ["flat_shape"], axis=0, name="/concat_target"),
+        n("Clip", ["FX", "lo", "hi"], ["c"], name="/clip"),
+        n("HardSigmoid", ["c"], ["hs"], name="/hsig"),
+        n("HardSwish", ["hs"], ["hw"], name="/hswish"),
+        n("Pad", ["hw", "pads"], ["pd"], mode="reflect", name="/pad"),
+        n("Shape", ["pd"], ["ps"], name="/shape_p"),
+        n("Slice", ["ps", "s2", "e4"], ["hw_dims"], name="/slice_hw"),
+        n("Mul", ["hw_dims", "two_i"], ["hw2"], name="/mul_hw"),
+        n("Slice", ["ps", "s0", "s2"], ["nc_dims"], name="/slice_nc"),
+        n("Concat", ["nc_dims", "hw2"], ["sizes"], axis=0, name="/concat_sizes"),
+        n("Resize", ["pd", "", "", "sizes"], ["up"], mode="nearest",
+          coordinate_transformation_mode="asymmetric", nearest_mode="floor", name="/resize"),
+        n("Reshape", ["up", "flat_shape"], ["FOLD_FLAT"], name="/reshape"),
+        n("ReduceMean", ["up"], ["gap"], axes=[2, 3], keepdims=0, name="/gap"),
+        n("Concat", ["nb1", "four"], ["bias_shape"], axis=0, name="/concat_bias"),
+        n("ConstantOfShape", ["bias_shape"], ["bias"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.25]),
+          name="/const_of_shape"),
+        n("Add", ["gap", "bias"], ["FOLD_POOLED"], name="/add_bias"),
+        n("Range", ["zero_s", "nb", "one_s"], ["rows"], name="/range"),
+        n("Cast", ["rows"], ["rows_f"], to=TensorProto.FLOAT, name="/cast_rows"),
+        n("Unsqueeze", ["rows_f", "ax1"], ["rows_col"], name="/unsqueeze_rows"),
+        n("Add", ["FOLD_POOLED", "rows_col"], ["FOLD_ROWS"], name="/add_rows"),
+    ]
+    inits = [_init("zero_i", np.array(0, np.int64)), _init("ax0", i64(0)), _init("ax1", i64(1)), _init("minus1", i64(-1)),
+             _init("lo", np.array(-3, np.float32)), _init("hi", np.array(3, np.float32)),
+             _init("pads", i64(0, 0, 1, 1, 0, 0, 1, 1)), _init("s0", i64(0)), _init("s2", i64(2)),
+             _init("e4", i64(4)), _init("two_i", i64(2)), _init("four", i64(4)),
+             _init("zero_s", np.array(0, np.int64)), _init("one_s", np.array(1, np.int64))]
+    outs = [("FOLD_FLAT", [4 * 16 * 16]), ("FOLD_POOLED", [4]), ("FOLD_ROWS", [4])]
+    m = _model("ops_shape_fold", nodes, [_vi("FX", TensorProto.FLOAT, [None, 4, 6, 6])],
+               [_vi(o, TensorProto.FLOAT, [None] + d) for o, d in outs], inits)
+    repo.add("ops_shape_fold", 8, [_io("FX", "FP32", [4, 6, 6], -4, 4)],
+             [_out(o, "FP32", d) for o, d in outs], {1: m}, rtol=1e-4)
+
+
 def add_ops_norm(repo):
     """LayerNormalization and BatchNormalization on a fixed-shape, non-batching (max_batch_size 0) model."""
     rng = np.random.default_rng(14)
@@ -439,6 +556,20 @@ def add_failing(repo):
     repo.add("unsupported_op", 8, [_io("UO_X", "FP32", [8])], [_out("UO_Y", "FP32", [8])], {1: m},
              expect="UNAVAILABLE", reason="hardmax_1")
 
+    # several unsupported nodes, one in a foreign domain: the load error lists every one
+    many = [helper.make_node("Conv", ["UM_X", "UM_W"], ["a"], name="conv_a"),
+            helper.make_node("Relu", ["a"], ["b"], name="relu_ok"),
+            helper.make_node("LpNormalization", ["b"], ["c"], name="lpnorm_b"),
+            helper.make_node("FancyOp", ["c"], ["UM_Y"], name="custom_c", domain="com.example")]
+    g = helper.make_graph(many, "unsupported_many", [_vi("UM_X", TensorProto.FLOAT, [None, 1, 4, 4])],
+                          [_vi("UM_Y", TensorProto.FLOAT, [None, 1, 4, 4])],
+                          initializer=[_init("UM_W", _w(rng, 1, 1, 1, 1, fan_in=1))])
+    mm = helper.make_model(g, opset_imports=[helper.make_opsetid("", DEFAULT_OPSET),
+                                             helper.make_opsetid("com.example", 1)])
+    mm.ir_version = IR_FOR_OPSET[DEFAULT_OPSET]
+    repo.add("unsupported_many", 8, [_io("UM_X", "FP32", [1, 4, 4])], [_out("UM_Y", "FP32", [1, 4, 4])], {1: mm},
+             expect="UNAVAILABLE", reason="3 unsupported nodes")
+
     repo.add("missing_file", 8, io_in, io_out, {1: None}, expect="UNAVAILABLE")
 
     cfg = _config("bad_dtype", 8, [_io("V_X", "INT32", [8])], io_out)
@@ -536,7 +667,8 @@ def generate(out, which="test"):
         add_ops_gemm(repo)
         return repo.specs
     for add in (add_ops_gemm, add_ops_elementwise, add_ops_matmul, add_ops_shape, add_ops_norm, add_ops_gelu,
-                add_ops_conv, add_fp16_io, add_external_data, add_autocomplete, add_versioned, add_failing):
+                add_ops_conv, add_ops_vision_misc, add_ops_shape_fold,
+                add_fp16_io, add_external_data, add_autocomplete, add_versioned, add_failing):
         add(repo)
     return repo.specs
 

@@ -20,6 +20,9 @@ static double ref_op(double a, double b, k_binop op) {
     case K_SUB: return a - b;
     case K_MUL: return a * b;
     case K_DIV: return a / b;
+    case K_POW: return pow(a, b);
+    case K_MAX: return a > b ? a : b;
+    case K_MIN: return a < b ? a : b;
   }
   return 0;
 }
@@ -117,7 +120,7 @@ static void test_random_shapes(void) {
             bd[i] = (mb >> i) & 1 ? 1 : yd[i];
           }
           seed = seed * 1103515245u + 12345u;
-          k_binop op = (k_binop)((seed >> 16) % 4);
+          k_binop op = (k_binop)((seed >> 16) % 7);
           bad += check_against_naive(ndim, yd, ad, bd, op);
           cases++;
         }
@@ -128,7 +131,7 @@ static void test_random_shapes(void) {
   CHECK_EQ_INT(bad, 0);
   // Rank 8 with alternating broadcasts.
   int64_t yd8[8] = {2, 2, 1, 3, 2, 1, 2, 3}, ad8[8] = {2, 1, 1, 3, 1, 1, 2, 1}, bd8[8] = {1, 2, 1, 1, 2, 1, 1, 3};
-  for (int op = 0; op < 4; op++) CHECK_EQ_INT(check_against_naive(8, yd8, ad8, bd8, (k_binop)op), 0);
+  for (int op = 0; op < 7; op++) CHECK_EQ_INT(check_against_naive(8, yd8, ad8, bd8, (k_binop)op), 0);
 }
 
 static void test_i64(void) {

@@ -1,0 +1,140 @@
+// kernels/k_index.c: data movement of any element size: broadcasting copies
+// (Where, Expand), Gather, Slice and Pad. Each walks the output once with an
+// odometer and computes the source offset per element: these ops move shape
+// tensors and small masks far more often than activations, so clarity wins
+// over speed here.
+#include "kernels/k_ref.h"
+
+#include <string.h>
+
+// Element strides of a contiguous tensor of shape d broadcast to y: 0 on
+// the dims it repeats.
+static void bstrides(int64_t *s, const int64_t *d, const int64_t *y, int nd) {
+  int64_t acc = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    s[i] = d[i] == 1 && y[i] != 1 ? 0 : acc;
+    acc *= d[i];
+  }
+}
+
+static int64_t count(int nd, const int64_t *d) {
+  int64_t n = 1;
+  for (int i = 0; i < nd; i++) n *= d[i];
+  return n;
+}
+
+// Advances idx over dims d, keeping off[k] += strides[k][dim]; false at the end.
+static int step(int nd, const int64_t *d, int64_t *idx, int nsrc, int64_t (*st)[K_MAX_DIMS],
+                int64_t *off) {
+  for (int i = nd - 1; i >= 0; i--) {
+    for (int k = 0; k < nsrc; k++) off[k] += st[k][i];
+    if (++idx[i] < d[i]) return 1;
+    for (int k = 0; k < nsrc; k++) off[k] -= st[k][i] * d[i];
+    idx[i] = 0;
+  }
+  return 0;
+}
+
+void k_where(void *y, const uint8_t *cond, const void *a, const void *b, size_t esz, int ndim,
+             const int64_t *ydims, const int64_t *cdims, const int64_t *adims,
+             const int64_t *bdims) {
+  int64_t n = count(ndim, ydims), st[3][K_MAX_DIMS], off[3] = {0, 0, 0}, idx[K_MAX_DIMS] = {0};
+  if (n <= 0) return;
+  bstrides(st[0], cdims, ydims, ndim);
+  bstrides(st[1], adims, ydims, ndim);
+  bstrides(st[2], bdims, ydims, ndim);
+  uint8_t *py = y;
+  const uint8_t *pa = a, *pb = b;
+  for (int64_t i = 0; i < n; i++) {
+    const uint8_t *src = cond[off[0]] ? pa + (size_t)off[1] * esz : pb + (size_t)off[2] * esz;
+    memcpy(py + (size_t)i * esz, src, esz);
+    step(ndim, ydims, idx, 3, st, off);
+  }
+}
+
+void k_expand(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
+              const int64_t *xdims) {
+  int64_t n = count(ndim, ydims), st[1][K_MAX_DIMS], off[1] = {0}, idx[K_MAX_DIMS] = {0};
+  if (n <= 0) return;
+  bstrides(st[0], xdims, ydims, ndim);
+  uint8_t *py = y;
+  const uint8_t *px = x;
+  for (int64_t i = 0; i < n; i++) {
+    memcpy(py + (size_t)i * esz, px + (size_t)off[0] * esz, esz);
+    step(ndim, ydims, idx, 1, st, off);
+  }
+}
+
+int k_gather(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
+             const void *idx, int idx_i32, size_t n_idx) {
+  uint8_t *py = y;
+  const uint8_t *px = x;
+  size_t row = inner * esz;
+  for (size_t o = 0; o < outer; o++)
+    for (size_t j = 0; j < n_idx; j++) {
+      int64_t k = idx_i32 ? ((const int32_t *)idx)[j] : ((const int64_t *)idx)[j];
+      if (k < 0) k += axis_len;
+      if (k < 0 || k >= axis_len) return -1;
+      memcpy(py + (o * n_idx + j) * row, px + (o * (size_t)axis_len + (size_t)k) * row, row);
+    }
+  return 0;
+}
+
+void k_slice(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
+             const int64_t *starts, const int64_t *steps, const int64_t *ydims) {
+  int64_t n = count(ndim, ydims), st[1][K_MAX_DIMS], off[1] = {0}, idx[K_MAX_DIMS] = {0};
+  if (n <= 0) return;
+  int64_t acc = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    st[0][i] = steps[i] * acc;
+    off[0] += starts[i] * acc;
+    acc *= xdims[i];
+  }
+  uint8_t *py = y;
+  const uint8_t *px = x;
+  for (int64_t i = 0; i < n; i++) {
+    memcpy(py + (size_t)i * esz, px + (size_t)off[0] * esz, esz);
+    step(ndim, ydims, idx, 1, st, off);
+  }
+}
+
+// Source index along one dim, or -1 for the constant.
+static int64_t pad_src(int64_t i, int64_t len, k_padmode mode) {
+  if (i >= 0 && i < len) return i;
+  switch (mode) {
+    case K_PAD_EDGE: return i < 0 ? 0 : len - 1;
+    case K_PAD_REFLECT: {
+      if (len == 1) return 0;
+      int64_t period = 2 * (len - 1);  // reflect without repeating the edge
+      int64_t m = i % period;
+      if (m < 0) m += period;
+      return m < len ? m : period - m;
+    }
+    default: return -1;
+  }
+}
+
+void k_pad(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
+           const int64_t *begin, const int64_t *ydims, k_padmode mode, const void *value) {
+  int64_t n = count(ndim, ydims), idx[K_MAX_DIMS] = {0}, xst[K_MAX_DIMS];
+  if (n <= 0) return;
+  int64_t acc = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    xst[i] = acc;
+    acc *= xdims[i];
+  }
+  uint8_t *py = y;
+  const uint8_t *px = x;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t off = 0;
+    for (int d = 0; d < ndim && off >= 0; d++) {
+      int64_t s = pad_src(idx[d] - begin[d], xdims[d], mode);
+      off = s < 0 ? -1 : off + s * xst[d];
+    }
+    memcpy(py + (size_t)i * esz, off < 0 ? value : px + (size_t)off * esz, esz);
+    for (int d = ndim - 1; d >= 0; d--) {
+      if (++idx[d] < ydims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
