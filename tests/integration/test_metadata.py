@@ -8,7 +8,7 @@ import pytest
 
 import inferd_testlib as lib
 
-READY = ["mlp", "ops_gemm", "ops_elementwise", "ops_matmul", "ops_shape", "ops_norm", "ops_gelu",
+READY = ["mlp", "ops_gemm", "ops_elementwise", "ops_matmul", "ops_shape", "ops_norm", "ops_gelu", "ops_conv",
          "ops_vision_misc", "ops_shape_fold", "fp16_io",
          "external_data", "autocomplete", "versioned", "versioned_specific", "default_filename"]
 FAILED = ["bad_config", "unsupported_op", "unsupported_many", "missing_file", "bad_dtype"]
@@ -118,7 +118,7 @@ def test_repository_index_lists_every_unsupported_node(client):
     assert reasons, "unsupported_many is not in the index"
     for r in reasons:
         assert "3 unsupported nodes" in r, r
-        for frag in ("'conv_a' (op_type 'Conv')", "'lpnorm_b' (op_type 'LpNormalization')",
+        for frag in ("'lppool_a' (op_type 'GlobalLpPool')", "'lpnorm_b' (op_type 'LpNormalization')",
                      "'custom_c' (op_type 'FancyOp', domain 'com.example')"):
             assert frag in r, (frag, r)
         assert "relu_ok" not in r, r

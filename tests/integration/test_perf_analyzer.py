@@ -54,9 +54,11 @@ def test_perf_analyzer_drives_inferd(pa, server, client, tmp_path):
     assert "Server:" in out and re.search(r"Inference count: \d+", out), out[-4000:]
     sc = int(re.search(r"Successful request count: (\d+)", out).group(1))
     # perf_analyzer diffs ModelStatistics snapshots taken at the window's edges while it counts the
-    # requests that completed inside the window on its side: up to `concurrency` requests in flight at
-    # each edge land in one count and not the other (Triton shows the same skew)
-    assert abs(sc - requests) <= 2, "server-side successes %d, client requests %d" % (sc, requests)
+    # requests that completed inside the window on its side: the requests in flight at each edge, and
+    # those the two streams complete while each snapshot RPC is on its way (on a busy machine several
+    # ms, at thousands of requests/s), land in one count and not the other (Triton shows the same
+    # skew). What the server guarantees is checked below: every measured request reached it and succeeded.
+    assert abs(sc - requests) <= max(2, requests // 20), "server-side successes %d, client requests %d" % (sc, requests)
     rows = list(csv.DictReader(open(out_csv)))
     assert len(rows) == 1 and rows[0]["Concurrency"] == "2", rows
     assert float(rows[0]["Inferences/Second"]) > 0, rows
