@@ -21,6 +21,12 @@ extern "C" {
 #include "engine/err.h"
 #include "kernels/k_ref.h"
 
+// --- the k_unop family (k_unop.cu), one launcher for every storage type:
+// et K_F32 (float) or K_F16 (IEEE half bits); a and b as k_unary_f32's.
+// y may alias x.
+int k_unop_cuda(void *y, const void *x, size_t n, k_elem et, k_unop op, float a, float b,
+                cudaStream_t stream, err *e);
+
 // --- elementwise unary (k_unary.cu); y may alias x.
 int k_relu_cuda(float *y, const float *x, size_t n, cudaStream_t stream, err *e);
 int k_leaky_relu_cuda(float *y, const float *x, size_t n, float alpha, cudaStream_t stream, err *e);

@@ -1,0 +1,74 @@
+// kernels/k_unop.cu: the CUDA twin of k_unary_f32 (k_ref.h, the reference):
+// Sqrt, Exp, Neg, Abs, Reciprocal, HardSigmoid, HardSwish, Clip, written
+// once and instantiated per storage type (float, half). Half values are
+// widened to float, computed exactly as the reference computes them, and
+// rounded once, so an FP16 result is the FP32 reference's, rounded.
+// Every thread reads its element before writing it, so y may alias x.
+#include <cuda_fp16.h>
+
+#include "kernels/k_cuda_common.cuh"
+
+namespace {
+
+template <class T>
+struct store;
+template <>
+struct store<float> {
+  static __device__ float load(float v) { return v; }
+  static __device__ float save(float v) { return v; }
+};
+template <>
+struct store<__half> {
+  static __device__ float load(__half v) { return __half2float(v); }
+  static __device__ __half save(float v) { return __float2half_rn(v); }
+};
+
+struct unop {
+  k_unop op;
+  float a, b;
+  // The reference's expressions (kernels/k_unary.c), IEEE-exact division and sqrt.
+  __device__ float operator()(float v) const {
+    switch (op) {
+      case K_SQRT: return __fsqrt_rn(v);
+      case K_EXP: return expf(v);
+      case K_NEG: return -v;
+      case K_ABS: return fabsf(v);
+      case K_RECIP: return __fdiv_rn(1.0f, v);
+      case K_HARD_SIGMOID: return fmaxf(0.0f, fminf(1.0f, __fadd_rn(__fmul_rn(a, v), b)));
+      case K_HARD_SWISH:
+        return __fmul_rn(v, fmaxf(0.0f, fminf(1.0f, __fadd_rn(__fmul_rn(v, 1.0f / 6.0f), 0.5f))));
+      case K_CLIP: return v < a ? a : v > b ? b : v;  // comparisons: NaN passes through
+    }
+    return v;
+  }
+};
+
+template <class T>
+__global__ void unop_kernel(T *y, const T *x, size_t n, unop f) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = store<T>::save(f(store<T>::load(x[i])));
+}
+
+template <class T>
+int launch(void *y, const void *x, size_t n, unop f, cudaStream_t stream, err *e) {
+  if (n == 0) return 0;
+  if (!y || !x)
+    return err_set(e, ERR_INVALID_ARGUMENT, "k_unop_cuda: NULL pointer (y=%p x=%p) for n=%zu", y, x, n);
+  unop_kernel<T><<<k_blocks_for(n, K_THREADS), K_THREADS, 0, stream>>>((T *)y, (const T *)x, n, f);
+  K_LAUNCH_CHECK(e, "k_unop_cuda");
+  return 0;
+}
+
+}  // namespace
+
+extern "C" int k_unop_cuda(void *y, const void *x, size_t n, k_elem et, k_unop op, float a, float b,
+                           cudaStream_t stream, err *e) {
+  unop f = {op, a, b};
+  switch (et) {
+    case K_F32: return launch<float>(y, x, n, f, stream, e);
+    case K_F16: return launch<__half>(y, x, n, f, stream, e);
+    default:
+      return err_set(e, ERR_INVALID_ARGUMENT, "k_unop_cuda: element type %d has no kernel", (int)et);
+  }
+}
