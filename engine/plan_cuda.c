@@ -302,6 +302,20 @@ UNARY_RUN(run_erf, k_erf_cuda(y, x, n, c->stream, e), k_erf_f16_cuda(y, x, n, c-
 UNARY_RUN(run_gelu, k_gelu_cuda(y, x, n, p->approximate, c->stream, e),
           k_gelu_f16_cuda(y, x, n, p->approximate, c->stream, e))
 
+// The k_unop family (ops_elem.c's HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs,
+// Reciprocal): one launcher for both storage types. Clip is not among them:
+// its bounds are inputs, read on the host (the CPU plan has them; the GPU
+// copy of a constant is on the device).
+static int run_unop(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                    eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  if (in[0].dt != DT_FP32 && in[0].dt != DT_FP16)
+    return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op",
+                   dtype_wire_name(in[0].dt));
+  return k_unop_cuda(out[0].data, in[0].data, numel(&in[0]), in[0].dt == DT_FP16 ? K_F16 : K_F32,
+                     (k_unop)p->mode, p->alpha, p->beta, c->stream, e);
+}
+
 static int run_softmax_any(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
                            eng_tensor *out, int log, err *e) {
   size_t o, l, i;
@@ -437,6 +451,13 @@ static const cuda_op cuda_ops[] = {
     {"Tanh", run_tanh, half_always},
     {"Erf", run_erf, half_always},
     {"Gelu", run_gelu, half_always},
+    {"HardSigmoid", run_unop, half_always},
+    {"HardSwish", run_unop, half_always},
+    {"Sqrt", run_unop, half_always},
+    {"Exp", run_unop, half_always},
+    {"Neg", run_unop, half_always},
+    {"Abs", run_unop, half_always},
+    {"Reciprocal", run_unop, half_always},
     {"Softmax", run_softmax, half_always},
     {"LogSoftmax", run_log_softmax, half_always},
     {"Flatten", run_view, half_always},

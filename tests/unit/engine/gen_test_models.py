@@ -247,6 +247,20 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 7, 7])],
           [vi("y", TensorProto.FLOAT, ["N", 4, 3, 3]), vi("z", TensorProto.FLOAT, ["N", 5, 7, 7])], inits)
 compare(m, "conv_bn_fold", {"x": f32(2, 3, 7, 7)}, rtol=1e-4)
 
+# --- the k_unop activations MobileNet/EfficientNet exports use (HardSigmoid, HardSwish) and the
+# rest of the family, on the CPU here and on the GPU in test_gpu_plan (k_unop.cu)
+nodes = [helper.make_node("HardSigmoid", ["x"], ["hs"], name="hsig", alpha=0.25, beta=0.4),
+         helper.make_node("HardSwish", ["x"], ["hw"], name="hswish"),
+         helper.make_node("Abs", ["x"], ["ab"], name="abs"),
+         helper.make_node("Sqrt", ["ab"], ["sq"], name="sqrt"),
+         helper.make_node("Neg", ["sq"], ["ng"], name="neg"),
+         helper.make_node("Exp", ["ng"], ["ex"], name="exp"),
+         helper.make_node("Reciprocal", ["ex"], ["rc"], name="recip"),
+         helper.make_node("Mul", ["hs", "hw"], ["m1"], name="mul1"),
+         helper.make_node("Add", ["m1", "rc"], ["y"], name="add1")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 4, 5])], [vi("y", TensorProto.FLOAT, ["N", 4, 5])], opset=17)
+compare(m, "unops", {"x": f32(3, 4, 5) * 4}, rtol=1e-5)
+
 # --- models that must fail to load
 X = [vi("x", TensorProto.FLOAT, [1, 3, 4, 4])]
 Y = [vi("y", TensorProto.FLOAT, None)]
