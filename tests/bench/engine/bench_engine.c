@@ -2,7 +2,7 @@
 // the engine half of tests/bench/engine/run.sh (bench_torch.py is the other).
 //
 //   bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64]
-//                [--iters N] [--warmup N] [--graphs 0|1]
+//                [--iters N] [--warmup N] [--graphs 0|1] [--cpu]
 //
 // Each batch goes pinned fp32 input (the slot's staging, where the server's
 // batch assembly writes it) -> H2D -> every node -> D2H -> pinned fp32
@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "engine/graph.h"
+#include "engine/plan.h"
 #include "engine/plan_cuda.h"
 
 #define MAX_BATCHES 32
@@ -120,11 +121,63 @@ static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t 
   return 0;
 }
 
+// --cpu: the CPU plan (OpenBLAS, oneDNN, our C kernels), one batch after
+// another on this thread (and the libraries' own threads), as a CPU
+// instance runs them; tool "inferd_cpu".
+static int bench_cpu(const eng_graph *g, const char *model, const int *batches, int n_batches,
+                     int iters, int warmup) {
+  int max_b = 1;
+  for (int i = 0; i < n_batches; i++)
+    if (batches[i] > max_b) max_b = batches[i];
+  err e = {0};
+  eng_plan *p = NULL;
+  if (eng_plan_create(g, max_b, &p, &e)) return fail("cpu plan", &e);
+  eng_tensor out[8];
+  size_t n_out = eng_graph_n_outputs(g);
+  int rc = 0;
+  for (int bi = 0; bi < n_batches && !rc; bi++) {
+    inputs in = {0};
+    if (make_inputs(g, batches[bi], &in)) {
+      rc = fail("inputs: the model needs static FP32 inputs", NULL);
+      break;
+    }
+    for (int i = 0; i < 3 && !rc; i++)
+      if (eng_plan_run(p, in.t, in.n, out, n_out, &e)) rc = fail("run", &e);
+    double t0 = now_s();
+    int it = iters;
+    if (!rc && it <= 0) {  // about 1 s per cell
+      if (eng_plan_run(p, in.t, in.n, out, n_out, &e)) rc = fail("run", &e);
+      double one = now_s() - t0;
+      it = one > 0 ? (int)(1.0 / one) : 10;
+      if (it < 5) it = 5;
+      if (it > 10000) it = 10000;
+    }
+    for (int i = 0; i < warmup && !rc && iters > 0; i++)
+      if (eng_plan_run(p, in.t, in.n, out, n_out, &e)) rc = fail("run", &e);
+    t0 = now_s();
+    for (int i = 0; i < it && !rc; i++)
+      if (eng_plan_run(p, in.t, in.n, out, n_out, &e)) rc = fail("run", &e);
+    if (!rc)
+      printf("{\"tool\":\"inferd_cpu\",\"model\":\"%s\",\"precision\":\"fp32\",\"batch\":%d,"
+             "\"us_per_batch\":%.3f,\"iters\":%d}\n",
+             base_name(model), batches[bi], (now_s() - t0) / it * 1e6, it);
+    fflush(stdout);
+    free_inputs(&in);
+  }
+  eng_plan_destroy(p);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   const char *model = NULL, *prec_s = "fp32";
   int batches[MAX_BATCHES] = {1, 8, 64, 256, 1024}, n_batches = 5, iters = 0, warmup = 20, graphs = 1;
+  int cpu = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--cpu")) {
+      cpu = 1;
+      continue;
+    }
     if (!v) return fail("missing value", NULL);
     if (!strcmp(a, "--model")) model = v;
     else if (!strcmp(a, "--precision")) prec_s = v;
@@ -139,7 +192,7 @@ int main(int argc, char **argv) {
         batches[n_batches++] = atoi(t);
     } else {
       fprintf(stderr, "usage: bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64] "
-                      "[--iters N] [--warmup N] [--graphs 0|1]\n");
+                      "[--iters N] [--warmup N] [--graphs 0|1] [--cpu]\n");
       return 2;
     }
     i++;
@@ -153,6 +206,11 @@ int main(int argc, char **argv) {
   err e = {0};
   eng_graph *g = NULL;
   if (eng_graph_load(model, &g, &e)) return fail("load", &e);
+  if (cpu) {
+    int crc = bench_cpu(g, model, batches, n_batches, iters, warmup);
+    eng_graph_destroy(g);
+    return crc;
+  }
   size_t n_out = eng_graph_n_outputs(g);
   int rc = 0;
   for (int mode = 0; mode < 2 && !rc; mode++) {
