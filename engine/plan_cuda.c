@@ -101,6 +101,7 @@ struct eng_cuda_plan {
   // pools may be replaced while another thread reads the stats)
   _Atomic uint64_t allocs;
   _Atomic uint64_t dev_bytes, pin_bytes;  // what the pools and workspaces hold now
+  _Atomic uint64_t fused;                 // nodes skipped by the last settle_fusions
 };
 
 static size_t round_up(size_t n) { return (n + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN; }
@@ -553,6 +554,9 @@ static void settle_fusions(eng_cuda_plan *p) {
   for (size_t i = 0; i < pl->n_nodes; i++) {
     const cuda_fusion *f = &p->fz[i];
     if (f->mid_value < 0 || p->skip[i]) continue;
+    // an Add two products could absorb (Conv + Conv shortcut) goes to the first
+    if ((f->bias_node >= 0 && p->skip[f->bias_node]) || (f->act_node >= 0 && p->skip[f->act_node]))
+      continue;
     const eng_node *n = eng_graph_node(g, i);
     int r = pl->root[f->mid_value], out = f->mid_value;
     int xr = n->n_in > 0 && n->in[0] >= 0 ? pl->root[n->in[0]] : -1;
@@ -578,6 +582,9 @@ static void settle_fusions(eng_cuda_plan *p) {
     }
     p->run_out[i] = out;
   }
+  uint64_t fused = 0;
+  for (size_t i = 0; i < pl->n_nodes; i++) fused += p->skip[i] != 0;
+  atomic_store(&p->fused, fused);
 }
 
 // --- memory
@@ -1195,6 +1202,7 @@ void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
   s->real_allocs = atomic_load(&p->allocs);
   s->device_bytes = atomic_load(&p->dev_bytes);
   s->pinned_bytes = atomic_load(&p->pin_bytes);
+  s->fused_nodes = atomic_load(&p->fused);
   s->graphs_captured = atomic_load(&p->graphs_captured);
   s->graph_launches = atomic_load(&p->graph_launches);
   s->plain_launches = atomic_load(&p->plain_launches);
