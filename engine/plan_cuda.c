@@ -9,7 +9,13 @@
 // Fusion: a Gemm/MatMul whose result only feeds an in-place bias Add and/or
 // Relu / tanh-Gelu (the planner gave them the product's buffer) runs them as
 // the cuBLASLt epilogue and the fused nodes are skipped: same buffer, same
-// values, one kernel instead of three.
+// values, one kernel instead of three. Ops say what they absorb through
+// their fuse hook (a Conv takes a residual Add and Relu/Sigmoid/Tanh, see
+// ops_conv_cuda.c); settle_fusions checks the buffers per run.
+//
+// Op families with state (the conv family's cuDNN plans) plug in through
+// plan_cuda_internal.h: per-node init/prepare/destroy hooks and a per-slot
+// cuDNN handle and workspace, sized before launch, never inside a capture.
 #include "engine/plan_cuda.h"
 
 #include <limits.h>
