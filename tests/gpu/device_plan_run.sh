@@ -9,6 +9,10 @@ set -u
 b=$(cd "$1" && pwd)
 cudnn=${2:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib}
 logs=${OUT:-$b}
+if [ ! -e "$cudnn/libcudnn.so.9" ]; then  # another Python's wheel, or a system copy
+  found=$(find /opt /usr -name libcudnn.so.9 2>/dev/null | head -1)
+  [ -n "$found" ] && cudnn=$(dirname "$found")
+fi
 tar -C "$b" -xJf "$b/lib.tar.xz"
 export LD_LIBRARY_PATH=$b/lib:$cudnn:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
