@@ -15,7 +15,7 @@ build=${BUILD:-$root/build}
 py=${INFERD_PYTHON:-$root/.venv/bin/python}
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-cp "$build/bin/test_gpu_plan" "$build/bin/test_cuda_conv" "$build/bin/inferd" "$out/bin/"
+cp "$build/bin/test_gpu_plan" "$build/bin/test_cuda_conv" "$build/bin/inferd" "$build/bin/inferd-load" "$out/bin/"
 for b in "$out"/bin/*; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcuda|libcudart|libcublas|libcudnn|libnvrtc|libnvJitLink' \

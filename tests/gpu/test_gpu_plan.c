@@ -703,6 +703,7 @@ static int is_dir_with_cases(const char *d) {
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);  // lines stay whole beside stderr's in one log
   const char *env = getenv("INFERD_GPU_PLAN_MODELS");
   if (argc > 1) models_dir = argv[1];
   else if (env && *env) models_dir = env;
