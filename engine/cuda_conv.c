@@ -792,6 +792,7 @@ struct eng_cupool_plan {
   cudnnPoolingDescriptor_t pd;
   cudnnOpTensorDescriptor_t od;
   void *map;  // [ho, wo] of window area / divisor, in the storage type
+  uint8_t ninf[4];  // what cudnnSetTensor takes for -inf in this tensor's type (half_ninf)
 };
 
 void eng_cupool_plan_destroy(eng_cupool_plan *p) {
@@ -825,7 +826,43 @@ static int pool_count_1d(int i, int s, int k, int pad0, int pad1, int in, bool i
   return hi > lo ? hi - lo : 0;
 }
 
-static int pool_build(eng_cupool_plan *p, err *e) {
+// The value to hand cudnnSetTensor for -inf in a HALF tensor. Its
+// documentation says the value has the tensor's type, but cuDNN 9.19 reads
+// a float there (the scaling-parameter rule) and turned the half 0xfc00
+// into +0, so max pools over an explicit pad lost to their padding. Asked
+// once per plan rather than assumed: a float first, then a half.
+static int half_ninf(cudnnHandle_t h, uint8_t out[4], err *e) {
+  const float f = -INFINITY;
+  const uint16_t hv = 0xfc00;
+  const void *tries[2] = {&f, &hv};
+  size_t sizes[2] = {sizeof f, sizeof hv};
+  cudnnTensorDescriptor_t td = NULL;
+  void *dv = NULL;
+  int rc = 0, found = -1;
+  if (cudnnCreateTensorDescriptor(&td) != CUDNN_STATUS_SUCCESS ||
+      cudnnSetTensor4dDescriptor(td, CUDNN_TENSOR_NCHW, CUDNN_DATA_HALF, 1, 1, 1, 1) !=
+          CUDNN_STATUS_SUCCESS)
+    rc = err_set(e, ERR_INTERNAL, "pool: a HALF tensor descriptor failed");
+  if (!rc) rc = CUDA_OK(e, cudaMalloc(&dv, 256));
+  // the default stream, waited for below (the handle's own is set again by every run)
+  if (!rc && cudnnSetStream(h, NULL) != CUDNN_STATUS_SUCCESS)
+    rc = err_set(e, ERR_INTERNAL, "pool: cudnnSetStream failed");
+  for (int i = 0; i < 2 && !rc && found < 0; i++) {
+    uint16_t got = 0;
+    if (cudnnSetTensor(h, td, dv, tries[i]) != CUDNN_STATUS_SUCCESS) continue;
+    rc = CUDA_OK(e, cudaMemcpy(&got, dv, sizeof got, cudaMemcpyDeviceToHost));
+    if (!rc && got == hv) found = i;
+  }
+  if (dv) (void)cudaFree(dv);
+  if (td) (void)cudnnDestroyTensorDescriptor(td);
+  if (rc) return rc;
+  if (found < 0) return err_set(e, ERR_UNIMPLEMENTED, "pool: cudnnSetTensor cannot write a half -inf");
+  memset(out, 0, 4);
+  memcpy(out, tries[found], sizes[found]);
+  return 0;
+}
+
+static int pool_build(eng_cupool_plan *p, cudnnHandle_t h, err *e) {
   const eng_cupool_desc *d = &p->d;
   cudnnDataType_t t = dt_cudnn(d->dtype);
   cudnnTensorFormat_t f = fmt_cudnn(d->layout);
@@ -849,7 +886,14 @@ static int pool_build(eng_cupool_plan *p, err *e) {
     p->wp = (p->wo - 1) * d->stride_w + d->kw;
     ph = pw = 0;
     p->pad_bytes = align256((size_t)d->n * d->c * p->hp * p->wp * es);
-    if (d->mode != ENG_CUPOOL_MAX) {
+    if (d->mode == ENG_CUPOOL_MAX) {
+      if (d->dtype == ENG_CUCONV_FP16) {
+        TRY(half_ninf(h, p->ninf, e));
+      } else {
+        const float ninf = -INFINITY;
+        memcpy(p->ninf, &ninf, sizeof ninf);
+      }
+    } else {
       // pool the zero-padded buffer as a plain window average, then rescale
       mode = CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
       bool inc = d->mode == ENG_CUPOOL_AVG_INCLUDE_PAD;
@@ -920,7 +964,7 @@ int eng_cupool_plan_create(eng_cupool_plan **out, eng_cudnn *h, const eng_cupool
   p->d = pool_norm(desc);
   p->ho = ho;
   p->wo = wo;
-  int rc = pool_build(p, e);
+  int rc = pool_build(p, h->h, e);
   if (rc) {
     eng_cupool_plan_destroy(p);
     return rc;
@@ -943,12 +987,8 @@ int eng_cupool_run(const eng_cupool_plan *p, eng_cudnn *h, cudaStream_t stream, 
   const void *xin = x;
   if (p->explicit_pad) {
     if (d->mode == ENG_CUPOOL_MAX) {
-      // -inf, so padding never wins a max (the value's type is the tensor's)
-      float ninf = -INFINITY;
-      uint16_t ninf16 = 0xfc00;
-      cudnnTensorDescriptor_t whole = p->xd;
-      CUDNN_TRY(e, cudnnSetTensor(h->h, whole, workspace,
-                                  d->dtype == ENG_CUCONV_FP16 ? (const void *)&ninf16 : (const void *)&ninf));
+      // -inf, so padding never wins a max (encoded as half_ninf found at plan time)
+      CUDNN_TRY(e, cudnnSetTensor(h->h, p->xd, workspace, p->ninf));
     } else {
       CUDA_TRY(e, cudaMemsetAsync(workspace, 0, p->pad_bytes, stream));
     }

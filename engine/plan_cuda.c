@@ -9,7 +9,13 @@
 // Fusion: a Gemm/MatMul whose result only feeds an in-place bias Add and/or
 // Relu / tanh-Gelu (the planner gave them the product's buffer) runs them as
 // the cuBLASLt epilogue and the fused nodes are skipped: same buffer, same
-// values, one kernel instead of three.
+// values, one kernel instead of three. Ops say what they absorb through
+// their fuse hook (a Conv takes a residual Add and Relu/Sigmoid/Tanh, see
+// ops_conv_cuda.c); settle_fusions checks the buffers per run.
+//
+// Op families with state (the conv family's cuDNN plans) plug in through
+// plan_cuda_internal.h: per-node init/prepare/destroy hooks and a per-slot
+// cuDNN handle and workspace, sized before launch, never inside a capture.
 #include "engine/plan_cuda.h"
 
 #include <limits.h>
@@ -22,43 +28,17 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "engine/cuda_check.h"
+#include "engine/cuda_conv.h"
 #include "engine/cuda_gemm.h"
 #include "engine/cuda_mem.h"
 #include "engine/plan_cuda_k.h"
+#include "engine/plan_cuda_internal.h"
 #include "engine/plan_internal.h"
 #include "kernels/k_cuda.h"
 
 #define STAGE_ALIGN 256
 // cuBLASLt workspace per slot: enough for Hopper's best kernels.
 #define GEMM_WORKSPACE (32u << 20)
-
-typedef struct cuda_ctx {
-  cudaStream_t stream;
-  eng_gemm_lt *gemm;
-  eng_gemm_dtype gemm32;  // products of FP32 values: FP32 or TF32
-  // this node's fused epilogue (set per node by run_nodes)
-  k_act act;
-  const void *bias;  // a following Add's constant, or NULL
-} cuda_ctx;
-
-typedef int (*cuda_run_fn)(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
-                           eng_tensor *out, int n_out, err *e);
-// Whether run handles these (FP16-stored) operands itself.
-typedef bool (*cuda_half_fn)(const eng_op_params *p, const eng_tensor *in, int n_in);
-
-typedef struct cuda_op {
-  const char *op_type;
-  cuda_run_fn run;
-  cuda_half_fn half;  // NULL: never; the plan runs the op in FP32 on converted copies
-} cuda_op;
-
-typedef struct fusion {
-  int bias_node, act_node;  // fused Add / activation node, -1 if none
-  int bias_value;           // the Add's constant operand
-  int mid_value;            // product output, and the Add's output when both fuse
-  int add_value;
-  k_act act;
-} fusion;
 
 typedef struct gentry {
   uint64_t epoch;
@@ -72,6 +52,9 @@ typedef struct slot {
   eng_cuda_arena *act;
   uint8_t *act_base;
   size_t act_cap;
+  eng_cuda_arena *ws;   // the ops' workspace (cuda_ctx.ws), grown by prepare_nodes
+  uint8_t *ws_base;
+  size_t ws_cap;
   eng_cuda_arena *scr;  // FP16 plans: FP32 edges and fallback operands
   uint8_t *scr_base;
   size_t scr_cap;
@@ -93,10 +76,14 @@ struct eng_cuda_plan {
   eng_cuda_opts o;
   int half;
   const cuda_op **ops;  // per node
-  fusion *fz;           // per node (a product node)
+  cuda_fusion *fz;      // per node (a product node)
+  void **nstate;        // per node: the op's state (cuda_op.init), or NULL
+  int need_cudnn;       // some op wants a cuDNN handle per slot
   char *skip;           // per node, this run: fused into an earlier node
-  k_act *run_act;       // per node, this run
+  int *run_act;         // per node, this run: the op's activation code
   int *run_bias;        // per node, this run: bias value or -1
+  int *run_z;           // per node, this run: residual value or -1
+  int *run_out;         // per node, this run: the value whose buffer output 0 is written to
   void **dptr;          // per value: device pointer for this run
   void **cdev;          // per value: constant's device copy (NULL if not a constant)
   dtype *ddt;           // per value, this run: the type stored on the device
@@ -120,6 +107,7 @@ struct eng_cuda_plan {
   // pools may be replaced while another thread reads the stats)
   _Atomic uint64_t allocs;
   _Atomic uint64_t dev_bytes, pin_bytes;  // what the pools and workspaces hold now
+  _Atomic uint64_t fused;                 // nodes skipped by the last settle_fusions
 };
 
 static size_t round_up(size_t n) { return (n + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN; }
@@ -245,7 +233,7 @@ static int run_matmul(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   return 0;
 }
 
-static bool half_always(const eng_op_params *p, const eng_tensor *in, int n_in) {
+bool eng_cuda__half_always(const eng_op_params *p, const eng_tensor *in, int n_in) {
   (void)p, (void)in, (void)n_in;
   return true;
 }
@@ -437,52 +425,58 @@ static int run_batchnorm(cuda_ctx *c, const eng_op_params *p, const eng_tensor *
                            ch, sp, p->eps, c->stream, e);
 }
 
+static void gemm_fuse(const eng_plan *pl, size_t i, cuda_fusion *f);
+
 // Every op of the CPU table (ops_cpu.c) that runs; Constant is folded at load.
+// The conv family is in ops_conv_cuda.c (find_op looks there too).
 static const cuda_op cuda_ops[] = {
-    {"Gemm", run_gemm, half_gemm},
-    {"MatMul", run_matmul, half_always},
-    {"Add", run_add, half_always},
-    {"Sub", run_sub, half_always},
-    {"Mul", run_mul, half_always},
-    {"Div", run_div, half_always},
-    {"Relu", run_relu, half_always},
-    {"LeakyRelu", run_leaky, half_always},
-    {"Sigmoid", run_sigmoid, half_always},
-    {"Tanh", run_tanh, half_always},
-    {"Erf", run_erf, half_always},
-    {"Gelu", run_gelu, half_always},
-    {"HardSigmoid", run_unop, half_always},
-    {"HardSwish", run_unop, half_always},
-    {"Sqrt", run_unop, half_always},
-    {"Exp", run_unop, half_always},
-    {"Neg", run_unop, half_always},
-    {"Abs", run_unop, half_always},
-    {"Reciprocal", run_unop, half_always},
-    {"Softmax", run_softmax, half_always},
-    {"LogSoftmax", run_log_softmax, half_always},
-    {"Flatten", run_view, half_always},
-    {"Reshape", run_view, half_always},
-    {"Squeeze", run_view, half_always},
-    {"Unsqueeze", run_view, half_always},
-    {"Identity", run_view, half_always},
-    {"Dropout", run_view, half_always},
-    {"Transpose", run_transpose, half_always},
-    {"Concat", run_concat, half_always},
-    {"Cast", run_cast, NULL},
+    {.op_type = "Gemm", .run = run_gemm, .half = half_gemm, .fuse = gemm_fuse},
+    {.op_type = "MatMul", .run = run_matmul, .half = eng_cuda__half_always, .fuse = gemm_fuse},
+    {.op_type = "Add", .run = run_add, .half = eng_cuda__half_always},
+    {.op_type = "Sub", .run = run_sub, .half = eng_cuda__half_always},
+    {.op_type = "Mul", .run = run_mul, .half = eng_cuda__half_always},
+    {.op_type = "Div", .run = run_div, .half = eng_cuda__half_always},
+    {.op_type = "Relu", .run = run_relu, .half = eng_cuda__half_always},
+    {.op_type = "LeakyRelu", .run = run_leaky, .half = eng_cuda__half_always},
+    {.op_type = "Sigmoid", .run = run_sigmoid, .half = eng_cuda__half_always},
+    {.op_type = "Tanh", .run = run_tanh, .half = eng_cuda__half_always},
+    {.op_type = "Erf", .run = run_erf, .half = eng_cuda__half_always},
+    {.op_type = "Gelu", .run = run_gelu, .half = eng_cuda__half_always},
+    {.op_type = "HardSigmoid", .run = run_unop, .half = eng_cuda__half_always},
+    {.op_type = "HardSwish", .run = run_unop, .half = eng_cuda__half_always},
+    {.op_type = "Sqrt", .run = run_unop, .half = eng_cuda__half_always},
+    {.op_type = "Exp", .run = run_unop, .half = eng_cuda__half_always},
+    {.op_type = "Neg", .run = run_unop, .half = eng_cuda__half_always},
+    {.op_type = "Abs", .run = run_unop, .half = eng_cuda__half_always},
+    {.op_type = "Reciprocal", .run = run_unop, .half = eng_cuda__half_always},
+    {.op_type = "Softmax", .run = run_softmax, .half = eng_cuda__half_always},
+    {.op_type = "LogSoftmax", .run = run_log_softmax, .half = eng_cuda__half_always},
+    {.op_type = "Flatten", .run = run_view, .half = eng_cuda__half_always},
+    {.op_type = "Reshape", .run = run_view, .half = eng_cuda__half_always},
+    {.op_type = "Squeeze", .run = run_view, .half = eng_cuda__half_always},
+    {.op_type = "Unsqueeze", .run = run_view, .half = eng_cuda__half_always},
+    {.op_type = "Identity", .run = run_view, .half = eng_cuda__half_always},
+    {.op_type = "Dropout", .run = run_view, .half = eng_cuda__half_always},
+    {.op_type = "Transpose", .run = run_transpose, .half = eng_cuda__half_always},
+    {.op_type = "Concat", .run = run_concat, .half = eng_cuda__half_always},
+    {.op_type = "Cast", .run = run_cast, .half = NULL},
     // FP32 always: the optional Mean/InvStdDev outputs are FP32 statistics
-    {"LayerNormalization", run_layernorm, NULL},
-    {"BatchNormalization", run_batchnorm, half_always},
+    {.op_type = "LayerNormalization", .run = run_layernorm, .half = NULL},
+    {.op_type = "BatchNormalization", .run = run_batchnorm, .half = eng_cuda__half_always},
 };
 
 static const cuda_op *find_op(const char *op_type) {
   for (size_t i = 0; i < sizeof cuda_ops / sizeof cuda_ops[0]; i++)
     if (strcmp(cuda_ops[i].op_type, op_type) == 0) return &cuda_ops[i];
+  // the op families that live in their own files
+  for (size_t i = 0; i < eng_cuda__n_conv_ops; i++)
+    if (strcmp(eng_cuda__conv_ops[i].op_type, op_type) == 0) return &eng_cuda__conv_ops[i];
   return NULL;
 }
 
 // --- fusion candidates (static; each run checks the layout still shares the buffers)
 
-static int sole_consumer(const eng_graph *g, size_t n_nodes, int v) {
+int eng_cuda__sole_consumer(const eng_graph *g, size_t n_nodes, int v) {
   for (size_t j = 0; j < eng_graph_n_outputs(g); j++)
     if (eng_graph_output_value(g, j) == v) return -1;
   int found = -1;
@@ -497,81 +491,112 @@ static int sole_consumer(const eng_graph *g, size_t n_nodes, int v) {
   return found;
 }
 
-static bool is_const(const eng_graph *g, int v) {
+bool eng_cuda__is_const(const eng_graph *g, int v) {
   return v >= 0 && eng_graph_value(g, (size_t)v)->kind == ENG_VALUE_CONST;
+}
+
+// A Gemm/MatMul whose result only feeds an in-place bias Add and/or Relu /
+// tanh-Gelu: the cuBLASLt epilogue carries them.
+static void gemm_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
+  const eng_graph *g = pl->g;
+  const eng_node *n = eng_graph_node(g, i);
+  bool gemm = strcmp(n->op_type, "Gemm") == 0;
+  if (n->n_out < 1 || n->out[0] < 0) return;
+  const eng_op_params *pp = &pl->params[i];
+  bool has_c = gemm && n->n_in > 2 && n->in[2] >= 0 && pp->beta != 0.0f;
+  const eng_value *b = n->n_in > 1 && n->in[1] >= 0 ? eng_graph_value(g, (size_t)n->in[1]) : NULL;
+  if (!b || b->kind != ENG_VALUE_CONST || b->ndims != 2) return;  // one weight matrix
+  int64_t ncols = gemm && pp->trans_b ? b->dims[0] : b->dims[1];
+  if (gemm) {  // the epilogue must carry the whole op: unit alpha, C absent or a bias
+    if (pp->alpha != 1.0f) return;
+    if (has_c) {
+      const eng_value *c = eng_graph_value(g, (size_t)n->in[2]);
+      bool row = c->kind == ENG_VALUE_CONST && pp->beta == 1.0f &&
+                 ((c->ndims == 1 && c->dims[0] == ncols) ||
+                  (c->ndims == 2 && c->dims[0] == 1 && c->dims[1] == ncols));
+      if (!row) return;
+    }
+  }
+  int v = n->out[0];
+  int j = eng_cuda__sole_consumer(g, pl->n_nodes, v);
+  if (j < 0) return;
+  const eng_node *nj = eng_graph_node(g, (size_t)j);
+  f->mid_value = v;
+  if (!has_c && strcmp(nj->op_type, "Add") == 0 && nj->n_in == 2) {
+    int other = nj->in[0] == v ? nj->in[1] : nj->in[0];
+    const eng_value *c = eng_cuda__is_const(g, other) ? eng_graph_value(g, (size_t)other) : NULL;
+    if (c && c->dt == DT_FP32 &&
+        ((c->ndims == 1 && c->dims[0] == ncols) ||
+         (c->ndims == 2 && c->dims[0] == 1 && c->dims[1] == ncols))) {
+      f->bias_node = j;
+      f->bias_value = other;
+      f->add_value = nj->out[0];
+      v = nj->out[0];
+      j = eng_cuda__sole_consumer(g, pl->n_nodes, v);
+      if (j < 0) return;
+      nj = eng_graph_node(g, (size_t)j);
+    }
+  }
+  if (strcmp(nj->op_type, "Relu") == 0) {
+    f->act = K_ACT_RELU;
+    f->act_node = j;
+  } else if (strcmp(nj->op_type, "Gelu") == 0 && pl->params[j].approximate) {
+    f->act = K_ACT_GELU_TANH;  // cuBLASLt's GELU is the tanh form only
+    f->act_node = j;
+  }
 }
 
 static void find_fusions(eng_cuda_plan *p) {
   const eng_plan *pl = p->pl;
-  const eng_graph *g = pl->g;
   for (size_t i = 0; i < pl->n_nodes; i++) {
-    fusion *f = &p->fz[i];
-    *f = (fusion){-1, -1, -1, -1, -1, K_ACT_NONE};
-    const eng_node *n = eng_graph_node(g, i);
-    bool gemm = strcmp(n->op_type, "Gemm") == 0, mm = strcmp(n->op_type, "MatMul") == 0;
-    if ((!gemm && !mm) || n->n_out < 1 || n->out[0] < 0) continue;
-    const eng_op_params *pp = &pl->params[i];
-    bool has_c = gemm && n->n_in > 2 && n->in[2] >= 0 && pp->beta != 0.0f;
-    const eng_value *b = n->n_in > 1 && n->in[1] >= 0 ? eng_graph_value(g, (size_t)n->in[1]) : NULL;
-    if (!b || b->kind != ENG_VALUE_CONST || b->ndims != 2) continue;  // one weight matrix
-    int64_t ncols = gemm && pp->trans_b ? b->dims[0] : b->dims[1];
-    if (gemm) {  // the epilogue must carry the whole op: unit alpha, C absent or a bias
-      if (pp->alpha != 1.0f) continue;
-      if (has_c) {
-        const eng_value *c = eng_graph_value(g, (size_t)n->in[2]);
-        bool row = c->kind == ENG_VALUE_CONST && pp->beta == 1.0f &&
-                   ((c->ndims == 1 && c->dims[0] == ncols) ||
-                    (c->ndims == 2 && c->dims[0] == 1 && c->dims[1] == ncols));
-        if (!row) continue;
-      }
-    }
-    int v = n->out[0];
-    int j = sole_consumer(g, pl->n_nodes, v);
-    if (j < 0) continue;
-    const eng_node *nj = eng_graph_node(g, (size_t)j);
-    f->mid_value = v;
-    if (!has_c && strcmp(nj->op_type, "Add") == 0 && nj->n_in == 2) {
-      int other = nj->in[0] == v ? nj->in[1] : nj->in[0];
-      const eng_value *c = is_const(g, other) ? eng_graph_value(g, (size_t)other) : NULL;
-      if (c && c->dt == DT_FP32 &&
-          ((c->ndims == 1 && c->dims[0] == ncols) ||
-           (c->ndims == 2 && c->dims[0] == 1 && c->dims[1] == ncols))) {
-        f->bias_node = j;
-        f->bias_value = other;
-        f->add_value = nj->out[0];
-        v = nj->out[0];
-        j = sole_consumer(g, pl->n_nodes, v);
-        if (j < 0) continue;
-        nj = eng_graph_node(g, (size_t)j);
-      }
-    }
-    if (strcmp(nj->op_type, "Relu") == 0) {
-      f->act = K_ACT_RELU;
-      f->act_node = j;
-    } else if (strcmp(nj->op_type, "Gelu") == 0 && pl->params[j].approximate) {
-      f->act = K_ACT_GELU_TANH;  // cuBLASLt's GELU is the tanh form only
-      f->act_node = j;
-    }
+    cuda_fusion *f = &p->fz[i];
+    *f = (cuda_fusion){.bias_node = -1, .act_node = -1, .bias_value = -1, .z_value = -1,
+                       .mid_value = -1, .add_value = -1, .act = 0};
+    if (p->ops[i] && p->ops[i]->fuse) p->ops[i]->fuse(pl, i, f);  // NULL: a folded node
   }
 }
 
-// This run's fusions: a fused node must share the product's buffer (the
-// planner ran it in place), else it runs as its own node.
+static bool same_shape(const eng_tensor *a, const eng_tensor *b) {
+  return a->dt == b->dt && a->ndims == b->ndims &&
+         memcmp(a->dims, b->dims, (size_t)a->ndims * sizeof a->dims[0]) == 0;
+}
+
+// This run's fusions. The fused result is written where the last fused
+// node's output lives, so that buffer must be one the fusing node may write
+// while its inputs are still being read: the product's own (the planner ran
+// the Add / activation in place), or the residual's when the Add ran in
+// place on it (z == y is allowed; z is read elementwise before y is
+// written), unless that residual is also the node's input. Otherwise the
+// nodes run on their own.
 static void settle_fusions(eng_cuda_plan *p) {
   const eng_plan *pl = p->pl;
   const eng_graph *g = pl->g;
   memset(p->skip, 0, pl->n_nodes);
   for (size_t i = 0; i < pl->n_nodes; i++) {
-    p->run_act[i] = K_ACT_NONE;
+    p->run_act[i] = 0;
     p->run_bias[i] = -1;
+    p->run_z[i] = -1;
+    p->run_out[i] = -1;
   }
   for (size_t i = 0; i < pl->n_nodes; i++) {
-    const fusion *f = &p->fz[i];
+    const cuda_fusion *f = &p->fz[i];
     if (f->mid_value < 0 || p->skip[i] || pl->folded[i]) continue;
-    int r = pl->root[f->mid_value];
+    // an Add two products could absorb (Conv + Conv shortcut) goes to the first
+    if ((f->bias_node >= 0 && p->skip[f->bias_node]) || (f->act_node >= 0 && p->skip[f->act_node]))
+      continue;
+    const eng_node *n = eng_graph_node(g, i);
+    int r = pl->root[f->mid_value], out = f->mid_value;
+    int xr = n->n_in > 0 && n->in[0] >= 0 ? pl->root[n->in[0]] : -1;
     if (f->bias_node >= 0) {
-      if (pl->root[f->add_value] != r) continue;
+      if (f->z_value >= 0 && !same_shape(&pl->cur[f->z_value], &pl->cur[f->mid_value]))
+        continue;  // a broadcast residual: the Add runs on its own
+      int ra = pl->root[f->add_value];
+      bool on_z = f->z_value >= 0 && ra == pl->root[f->z_value] && ra != xr;
+      if (ra != r && !on_z) continue;
+      r = ra;
+      out = f->add_value;
       p->run_bias[i] = f->bias_value;
+      p->run_z[i] = f->z_value;
       p->skip[f->bias_node] = 1;
     }
     if (f->act_node >= 0) {
@@ -579,9 +604,14 @@ static void settle_fusions(eng_cuda_plan *p) {
       if (pl->root[na->out[0]] == r) {
         p->run_act[i] = f->act;
         p->skip[f->act_node] = 1;
+        out = na->out[0];
       }
     }
+    p->run_out[i] = out;
   }
+  uint64_t fused = 0;
+  for (size_t i = 0; i < pl->n_nodes; i++) fused += p->skip[i] != 0;
+  atomic_store(&p->fused, fused);
   for (size_t i = 0; i < pl->n_nodes; i++)
     if (pl->folded[i]) p->skip[i] = 1;  // computed on the host while planning
 }
@@ -602,7 +632,7 @@ static int check_folds(const eng_cuda_plan *p, err *e) {
                      "shapes alone)", n->name, n->op_type);
     for (int k = 0; k < n->n_in; k++) {
       int v = n->in[k];
-      if (v < 0 || !pl->known[v] || is_const(g, v) || (pl->defs[i]->host_in & ENG_IN(k)))
+      if (v < 0 || !pl->known[v] || eng_cuda__is_const(g, v) || (pl->defs[i]->host_in & ENG_IN(k)))
         continue;
       return err_set(e, ERR_UNIMPLEMENTED,
                      "node '%s' (op_type '%s'): input '%s' is computed on the host from input "
@@ -612,7 +642,7 @@ static int check_folds(const eng_cuda_plan *p, err *e) {
   }
   for (size_t j = 0; j < pl->n_outputs; j++) {
     int v = eng_graph_output_value(g, j);
-    if (pl->known[v] && !is_const(g, v))
+    if (pl->known[v] && !eng_cuda__is_const(g, v))
       return err_set(e, ERR_UNIMPLEMENTED,
                      "output '%s' is computed on the host from input shapes; not supported by "
                      "the CUDA plan yet", eng_graph_output(g, j)->name);
@@ -686,7 +716,7 @@ static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
   s->fb_off = scr;
   size_t fb = 0;
   for (size_t i = 0; p->half && i < pl->n_nodes; i++) {
-    if (!p->ops[i] || pl->folded[i] || p->ops[i]->half == half_always) continue;
+    if (!p->ops[i] || pl->folded[i] || p->ops[i]->half == eng_cuda__half_always) continue;
     const eng_node *n = eng_graph_node(g, i);
     size_t need = 0;
     for (int k = 0; k < n->n_in; k++)
@@ -800,6 +830,54 @@ static int run_fallback(eng_cuda_plan *p, slot *s, size_t i, err *e) {
   return 0;
 }
 
+// Node i's fused epilogue and state in the slot's context; a fused result
+// goes to the buffer of the last fused node's output (settle_fusions).
+static void set_node_ctx(eng_cuda_plan *p, slot *s, size_t i) {
+  eng_plan *pl = p->pl;
+  s->ctx.act = p->run_act[i];
+  s->ctx.bias = p->run_bias[i] >= 0 ? p->dptr[p->run_bias[i]] : NULL;
+  s->ctx.z = p->run_z[i] >= 0 ? p->dptr[p->run_z[i]] : NULL;
+  s->ctx.node = p->nstate[i];
+  if (p->run_out[i] >= 0) pl->tout[0].data = p->dptr[p->run_out[i]];
+}
+
+static void clear_node_ctx(slot *s) {
+  s->ctx.act = 0;
+  s->ctx.bias = NULL;
+  s->ctx.z = NULL;
+  s->ctx.node = NULL;
+}
+
+// Every stateful node's prepare for this run's shapes, then the slot's
+// workspace grown to the largest need. Runs before launch, so before any
+// capture: whatever a new shape needs (a cuDNN plan) is made here.
+static int prepare_nodes(eng_cuda_plan *p, slot *s, err *e) {
+  eng_plan *pl = p->pl;
+  const eng_graph *g = pl->g;
+  size_t need = 0;
+  int rc = 0;
+  for (size_t i = 0; i < pl->n_nodes && !rc; i++) {
+    const cuda_op *op = p->ops[i];
+    if (p->skip[i] || !op || !op->prepare) continue;
+    const eng_node *n = eng_graph_node(g, i);
+    for (int k = 0; k < n->n_in; k++) fill_tensor(p, &pl->tin[k], n->in[k]);
+    for (int k = 0; k < n->n_out; k++) fill_tensor(p, &pl->tout[k], n->out[k]);
+    set_node_ctx(p, s, i);
+    cuda_prep r = {0};
+    rc = op->prepare(&s->ctx, &pl->params[i], pl->tin, n->n_in, pl->tout, n->n_out, &r, e);
+    if (rc) err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
+    if (r.made) atomic_fetch_add(&p->allocs, (uint64_t)r.made);
+    if (r.ws_need > need) need = r.ws_need;
+  }
+  clear_node_ctx(s);
+  if (rc) return rc;
+  if (need > s->ws_cap || (need && !s->ws))
+    TRY(ensure_dev(p, s, &s->ws, &s->ws_base, &s->ws_cap, need, e));
+  s->ctx.ws = s->ws_base;
+  s->ctx.ws_bytes = s->ws_cap;
+  return 0;
+}
+
 // Everything of one batch after the host staging: copy-in, the nodes,
 // copy-back. Captured into a graph or launched as is.
 static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
@@ -840,8 +918,7 @@ static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
       fill_tensor(p, &pl->tout[k], n->out[k]);
       half_operands |= pl->tout[k].dt == DT_FP16;
     }
-    s->ctx.act = p->run_act[i];
-    s->ctx.bias = p->run_bias[i] >= 0 ? p->dptr[p->run_bias[i]] : NULL;
+    set_node_ctx(p, s, i);
     const cuda_op *op = p->ops[i];
     if (half_operands && (!op->half || !op->half(&pl->params[i], pl->tin, n->n_in)))
       rc = run_fallback(p, s, i, e);
@@ -849,8 +926,7 @@ static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
       rc = op->run(&s->ctx, &pl->params[i], pl->tin, n->n_in, pl->tout, n->n_out, e);
     if (rc) err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
   }
-  s->ctx.act = K_ACT_NONE;
-  s->ctx.bias = NULL;
+  clear_node_ctx(s);
   nvtxRangePop();
   if (rc) return rc;
   nvtxRangePushA("inferd d2h");
@@ -974,6 +1050,7 @@ static int slot_create(eng_cuda_plan *p, slot *s, err *e) {
   atomic_fetch_add(&p->allocs, 1);  // the workspace
   TRY(eng_gemm_lt_create(&s->ctx.gemm, GEMM_WORKSPACE, 0, e));
   atomic_fetch_add(&p->dev_bytes, GEMM_WORKSPACE);
+  if (p->need_cudnn) TRY(eng_cudnn_create(&s->ctx.cudnn, e));
   if (pl->have_layout) {  // every shape known: size for max_batch now
     TRY(ensure_dev(p, s, &s->act, &s->act_base, &s->act_cap, pl->arena_need, e));
     TRY(ensure_staging(p, s, e));
@@ -989,6 +1066,8 @@ static void slot_destroy(slot *s) {
   drop_graphs(s);
   free(s->graphs);
   eng_gemm_lt_destroy(s->ctx.gemm);
+  eng_cudnn_destroy(s->ctx.cudnn);
+  eng_cuda_arena_destroy(s->ws);
   eng_cuda_arena_destroy(s->act);
   eng_cuda_arena_destroy(s->scr);
   eng_cuda_pinned_destroy(s->pin);
@@ -1076,12 +1155,16 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
   p->ops = calloc(pl->n_nodes + 1, sizeof *p->ops);
   p->fz = calloc(pl->n_nodes + 1, sizeof *p->fz);
   p->skip = calloc(pl->n_nodes + 1, 1);
+  p->nstate = calloc(pl->n_nodes + 1, sizeof *p->nstate);
   p->run_act = calloc(pl->n_nodes + 1, sizeof *p->run_act);
   p->run_bias = calloc(pl->n_nodes + 1, sizeof *p->run_bias);
+  p->run_z = calloc(pl->n_nodes + 1, sizeof *p->run_z);
+  p->run_out = calloc(pl->n_nodes + 1, sizeof *p->run_out);
   p->dptr = calloc(pl->n_values + 1, sizeof *p->dptr);
   p->cdev = calloc(pl->n_values + 1, sizeof *p->cdev);
   p->ddt = calloc(pl->n_values + 1, sizeof *p->ddt);
-  if (!p->ops || !p->fz || !p->skip || !p->run_act || !p->run_bias || !p->dptr || !p->cdev || !p->ddt) {
+  if (!p->ops || !p->fz || !p->nstate || !p->skip || !p->run_act || !p->run_bias || !p->run_z ||
+      !p->run_out || !p->dptr || !p->cdev || !p->ddt) {
     ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
@@ -1095,6 +1178,16 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
                     n->op_type);
       goto fail;
     }
+  }
+  if ((ret = CUDA_OK(e, cudaSetDevice(device))) != 0) goto fail;
+  for (size_t i = 0; i < pl->n_nodes; i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    if (!p->ops[i]) continue;  // folded for the planned shapes: no kernel, no state
+    if (p->ops[i]->init && (ret = p->ops[i]->init(pl, i, p->half, &p->nstate[i], e)) != 0) {
+      err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
+      goto fail;
+    }
+    if (p->ops[i]->flags & CUDA_OP_CUDNN) p->need_cudnn = 1;
   }
   find_fusions(p);
   p->in_cap = calloc(pl->n_inputs + 1, sizeof *p->in_cap);
@@ -1135,12 +1228,17 @@ void eng_cuda_plan_destroy(eng_cuda_plan *p) {
     if (p->ev_end[k]) (void)cudaEventDestroy(p->ev_end[k]);
   }
   eng_cuda_arena_destroy(p->consts);
+  for (size_t i = 0; p->nstate && i < p->pl->n_nodes; i++)
+    if (p->nstate[i] && p->ops[i]->destroy) p->ops[i]->destroy(p->nstate[i]);
   eng_plan_destroy(p->pl);
   free(p->ops);
   free(p->fz);
+  free(p->nstate);
   free(p->skip);
   free(p->run_act);
   free(p->run_bias);
+  free(p->run_z);
+  free(p->run_out);
   free(p->dptr);
   free(p->cdev);
   free(p->ddt);
@@ -1170,6 +1268,7 @@ void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
   s->real_allocs = atomic_load(&p->allocs);
   s->device_bytes = atomic_load(&p->dev_bytes);
   s->pinned_bytes = atomic_load(&p->pin_bytes);
+  s->fused_nodes = atomic_load(&p->fused);
   s->graphs_captured = atomic_load(&p->graphs_captured);
   s->graph_launches = atomic_load(&p->graph_launches);
   s->plain_launches = atomic_load(&p->plain_launches);
@@ -1213,6 +1312,7 @@ int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size
   }
   nvtxRangePop();
   for (size_t j = 0; j < pl->n_outputs; j++) s->outs[j] = pl->cur[eng_graph_output_value(g, j)];
+  TRY(prepare_nodes(p, s, e));
   s->seq = p->submits++;
   int ri = (int)(s->seq % (uint64_t)(p->n_slots + 1));
   CUDA_TRY(e, cudaEventRecord(p->ev_start[ri], s->ctx.stream));

@@ -111,6 +111,7 @@ typedef struct eng_cuda_plan_stats {
   int graphs_disabled;       // capture failed once: plain launches from then on
   uint64_t device_bytes;     // device memory held: weights, arenas, scratch, cuBLASLt workspaces
   uint64_t pinned_bytes;     // pinned host staging held
+  uint64_t fused_nodes;      // nodes run inside another's epilogue (bias, residual Add, activation), last submit
 } eng_cuda_plan_stats;
 
 // Safe from any thread while submit/finish run (counters are atomic).

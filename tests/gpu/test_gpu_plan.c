@@ -4,7 +4,8 @@
 // shapes for fixed-shape models), outputs compared element by element; two
 // GPU plans of one graph on two threads at once; no real allocation across
 // 100 runs; a larger shape re-plans, grows and is counted; bad inputs are
-// refused and leave the plan usable.
+// refused and leave the plan usable; the conv family (cuDNN) fuses its
+// epilogues and allocates nothing once every batch size is warm.
 //
 // Error measure: whole graphs mix GEMMs, reductions and transcendental
 // functions whose summation order and ulp differ between the CPU and the
@@ -590,6 +591,72 @@ static void test_modes(void) {
   CHECK(graph_launches > 0);
 }
 
+// --- the conv family (cuDNN): fusion, no allocation once warm, refusals
+
+// Nodes each conv model runs inside a Conv's epilogue: conv_resnet's five
+// Relus and two residual Adds; conv_dwsep's Sigmoid and Tanh (its 1x1
+// conv's output is a graph output, so that Relu runs on its own);
+// conv_pools' 1-D Relu.
+static const struct {
+  const char *name;
+  uint64_t fused;
+} conv_models[] = {{"conv_resnet", 7}, {"conv_dwsep", 2}, {"conv_pools", 1}};
+
+static void test_conv(void) {
+  for (size_t m = 0; m < sizeof conv_models / sizeof conv_models[0]; m++) {
+    const char *name = conv_models[m].name;
+    eng_graph *g = load_model(name);
+    if (!g) continue;
+    size_t n_out = eng_graph_n_outputs(g);
+    eng_plan *cp = NULL;
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    int warm[] = {1, 2, 3, MAXB};
+    eng_cuda_opts o = {.warm = warm, .n_warm = 4};
+    CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+    int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
+    if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);
+    CHECK_EQ_INT(rc, 0);
+    if (cp && gp) {
+      io_set in[MAXB + 1] = {{0}};
+      for (int b = 1; b <= MAXB; b++) make_inputs(g, name, b, 0, &in[b]);
+      double worst = run_both(name, g, cp, gp, &in[MAXB], "conv warm");
+      eng_cuda_plan_stats st;
+      eng_cuda_plan_stats_get(gp, &st);
+      CHECK_EQ_INT(st.fused_nodes, conv_models[m].fused);
+      // every batch size was warmed (a cuDNN plan each): none allocates now
+      uint64_t allocs = st.real_allocs;
+      for (int i = 0; i < 40; i++) {
+        int b = 1 + i % MAXB;
+        eng_tensor go[MAX_IO];
+        CHECK_EQ_INT(eng_cuda_plan_run(gp, in[b].t, in[b].n, go, n_out, &e), 0);
+      }
+      CHECK_EQ_INT(eng_cuda_plan_real_allocs(gp), allocs);
+      for (int b = 1; b <= MAXB; b++) worst = max_worst(worst, run_both(name, g, cp, gp, &in[b], "conv after 40 runs"));
+      eng_cuda_plan_stats_get(gp, &st);
+      printf("%-16s %llu nodes fused, %llu graphs, real allocations %llu before and after 40 runs, "
+             "worst scaled error %.3g\n",
+             name, (unsigned long long)st.fused_nodes, (unsigned long long)st.graphs_captured,
+             (unsigned long long)allocs, worst);
+      for (int b = 1; b <= MAXB; b++) io_free(&in[b]);
+    }
+    eng_cuda_plan_destroy(gp);
+    eng_plan_destroy(cp);
+    eng_graph_destroy(g);
+  }
+  // ConvTranspose runs on CPU instances only: the load says so
+  eng_graph *g = load_model("conv_transpose");
+  if (g) {
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, NULL, &gp, &e), ERR_UNIMPLEMENTED);
+    CHECK(gp == NULL);
+    CHECK_CONTAINS(e.msg, "ConvTranspose is not supported on GPU instances");
+    printf("conv_transpose   refused: %s\n", e.msg);
+    eng_graph_destroy(g);
+  }
+}
+
 // --- a CUDA error fails the batch; the plan works after
 
 static void test_fault(void) {
@@ -636,6 +703,7 @@ static int is_dir_with_cases(const char *d) {
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);  // lines stay whole beside stderr's in one log
   const char *env = getenv("INFERD_GPU_PLAN_MODELS");
   if (argc > 1) models_dir = argv[1];
   else if (env && *env) models_dir = env;
@@ -669,6 +737,7 @@ int main(int argc, char **argv) {
   test_no_alloc("block", 1);
   test_threads();
   test_modes();
+  test_conv();
   test_fault();
   CHECK_DONE();
 }

@@ -261,6 +261,91 @@ nodes = [helper.make_node("HardSigmoid", ["x"], ["hs"], name="hsig", alpha=0.25,
 m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 4, 5])], [vi("y", TensorProto.FLOAT, ["N", 4, 5])], opset=17)
 compare(m, "unops", {"x": f32(3, 4, 5) * 4}, rtol=1e-5)
 
+# --- convolutions and pools (CPU through oneDNN; test_gpu_plan also runs them through cuDNN)
+def conv(name, x, w, y, **kw):
+    return helper.make_node("Conv", [x, w] + (["b" + w[1:]] if kw.pop("bias", True) else []), [y], name=name, **kw)
+
+
+def conv_inits(specs):
+    """specs: (weight name, [out, in/group, kh(, kw)], bias?) -> initializers w*, b*."""
+    inits = []
+    for wn, shape, bias in specs:
+        fan_in = int(np.prod(shape[1:]))
+        inits.append(numpy_helper.from_array(f32(*shape) / np.float32(np.sqrt(fan_in)), wn))
+        if bias:
+            inits.append(numpy_helper.from_array(f32(shape[0]) * np.float32(0.1), "b" + wn[1:]))
+    return inits
+
+
+# A ResNet basic block and a downsampling one: Conv+bias+Relu, Conv, Add of
+# the shortcut, Relu. The first Add reads the conv output first (runs in
+# place on it), the second reads the shortcut first (in place on that).
+nodes = [conv("stem", "x", "w0", "h0", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["h0"], ["h"], name="stem_relu"),
+         conv("c1", "h", "w1", "a1", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["a1"], ["r1"], name="relu1"),
+         conv("c2", "r1", "w2", "a2", pads=[1, 1, 1, 1]),
+         helper.make_node("Add", ["a2", "h"], ["s1"], name="add1"),
+         helper.make_node("Relu", ["s1"], ["o1"], name="relu2"),
+         conv("c3", "o1", "w3", "a3", pads=[1, 1, 1, 1], strides=[2, 2]),
+         helper.make_node("Relu", ["a3"], ["r3"], name="relu3"),
+         conv("c4", "r3", "w4", "a4", pads=[1, 1, 1, 1]),
+         conv("sc", "o1", "w5", "s5", strides=[2, 2], bias=False),
+         helper.make_node("Add", ["s5", "a4"], ["s2"], name="add2"),
+         helper.make_node("Relu", ["s2"], ["y"], name="relu4")]
+inits = conv_inits([("w0", [8, 3, 3, 3], True), ("w1", [8, 8, 3, 3], True), ("w2", [8, 8, 3, 3], True),
+                    ("w3", [16, 8, 3, 3], True), ("w4", [16, 16, 3, 3], True), ("w5", [16, 8, 1, 1], False)])
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 10, 10])], [vi("y", TensorProto.FLOAT, ["N", 16, 5, 5])],
+          inits)
+compare(m, "conv_resnet", {"x": f32(2, 3, 10, 10)}, rtol=1e-4)
+
+# Depthwise-separable with asymmetric pads, stride 2, a dilated conv,
+# Sigmoid/Tanh epilogues, a conv output that is also a graph output (not
+# fused), MaxPool with ceil_mode, GlobalAveragePool.
+nodes = [conv("dw", "x", "w0", "d0", group=8, pads=[1, 1, 0, 0], strides=[2, 2]),
+         helper.make_node("Sigmoid", ["d0"], ["d1"], name="dw_sig"),
+         conv("pw", "d1", "w1", "p0", bias=False),
+         helper.make_node("Relu", ["p0"], ["p1"], name="pw_relu"),
+         conv("dil", "p1", "w2", "q0", pads=[2, 2, 2, 2], dilations=[2, 2]),
+         helper.make_node("Tanh", ["q0"], ["q1"], name="dil_tanh"),
+         helper.make_node("MaxPool", ["q1"], ["mp"], name="mp", kernel_shape=[3, 3], strides=[2, 2],
+                          pads=[0, 0, 1, 1], ceil_mode=1),
+         helper.make_node("GlobalAveragePool", ["mp"], ["gap"], name="gap"),
+         helper.make_node("Flatten", ["gap"], ["y"], name="flat"),
+         conv("same", "p1", "w3", "z", auto_pad="SAME_UPPER", strides=[2, 2])]
+inits = conv_inits([("w0", [8, 1, 3, 3], True), ("w1", [16, 8, 1, 1], False), ("w2", [16, 16, 3, 3], True),
+                    ("w3", [4, 16, 2, 2], True)])
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 8, 9, 9])],
+          [vi("y", TensorProto.FLOAT, ["N", 16]), vi("p0", TensorProto.FLOAT, ["N", 16, 4, 4]),
+           vi("z", TensorProto.FLOAT, ["N", 4, 2, 2])], inits)
+compare(m, "conv_dwsep", {"x": f32(2, 8, 9, 9)}, rtol=1e-4)
+
+# The pools' padding rules, and a 1-D conv (H = 1 on cuDNN).
+nodes = [helper.make_node("MaxPool", ["x"], ["m"], name="max", kernel_shape=[3, 3], strides=[2, 2],
+                          pads=[1, 1, 1, 1]),
+         helper.make_node("AveragePool", ["x"], ["a"], name="avg_ex", kernel_shape=[3, 3], strides=[2, 2],
+                          pads=[0, 0, 1, 1], ceil_mode=1),
+         helper.make_node("AveragePool", ["x"], ["b"], name="avg_in", kernel_shape=[2, 3], strides=[2, 2],
+                          pads=[1, 1, 1, 0], count_include_pad=1),
+         helper.make_node("GlobalMaxPool", ["x"], ["g"], name="gmax"),
+         helper.make_node("Reshape", ["x", "to1d"], ["x1"], name="to1d"),
+         conv("c1d", "x1", "w0", "c", pads=[2, 1], strides=[2]),
+         helper.make_node("Relu", ["c"], ["cr"], name="relu1d"),
+         helper.make_node("MaxPool", ["cr"], ["cm"], name="max1d", kernel_shape=[2], strides=[2])]
+inits = conv_inits([("w0", [6, 4, 5], True)]) + [
+    numpy_helper.from_array(np.array([0, 4, -1], np.int64), "to1d")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 4, 11, 11])],
+          [vi("m", TensorProto.FLOAT, ["N", 4, 6, 6]), vi("a", TensorProto.FLOAT, ["N", 4, 6, 6]),
+           vi("b", TensorProto.FLOAT, ["N", 4, 6, 5]), vi("g", TensorProto.FLOAT, ["N", 4, 1, 1]),
+           vi("cm", TensorProto.FLOAT, ["N", 6, 30])], inits)
+compare(m, "conv_pools", {"x": f32(2, 4, 11, 11)}, rtol=1e-4)
+
+# ConvTranspose: runs on the CPU; a GPU instance refuses it at load (test_gpu_plan)
+nodes = [helper.make_node("ConvTranspose", ["x", "w0"], ["y"], name="up", strides=[2, 2])]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 4, 5, 5])], [vi("y", TensorProto.FLOAT, ["N", 2, 11, 11])],
+          [numpy_helper.from_array(f32(4, 2, 3, 3), "w0")])
+save(m, "conv_transpose")
+
 # --- models that must fail to load
 X = [vi("x", TensorProto.FLOAT, [1, 3, 4, 4])]
 Y = [vi("y", TensorProto.FLOAT, None)]

@@ -1,0 +1,298 @@
+// engine/ops_conv_cuda.c: the conv op family (ops_conv.h) on the CUDA plan,
+// through cuDNN (cuda_conv.h): Conv (1-D as H = 1, and 2-D; groups,
+// depthwise, dilations, strides, asymmetric pads) with its bias and a fused
+// residual Add and activation, and MaxPool, AveragePool, GlobalAveragePool,
+// GlobalMaxPool. Registered into plan_cuda.c's op table through
+// plan_cuda_internal.h.
+//
+// Activations stay NCHW, the layout every other op of the CUDA plan
+// assumes, so the weights need no repacking: ONNX's OIHW is cuDNN's KCRS,
+// and the plan's constant arena already holds them in the storage type
+// (FP16 plans convert constants once at create, rounding to nearest even
+// as eng_cuconv_pack_weights would). An NHWC pass (tensor cores' layout,
+// KRSC weights packed here at init) is future work.
+//
+// Per node: the cuDNN plans, one per shape signature (input dims, storage
+// type, fused epilogue), made by prepare when a shape is first seen (the
+// algorithm choice runs convolutions, so never inside a graph capture) and
+// kept for the plan's life: a graph captured with one may replay it at any
+// time. Per slot (cuda_ctx): the cuDNN handle and the workspace, sized by the
+// plan to the largest need that prepare reports.
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nvtx3/nvToolsExt.h>
+
+#include "engine/cuda_conv.h"
+#include "engine/ops_conv.h"
+#include "engine/plan_cuda_internal.h"
+
+// One shape's plan; the descriptor is the key (built zeroed, compared whole).
+typedef struct shape_plan {
+  eng_cuconv_desc cd;
+  eng_cupool_desc pd;
+  eng_cuconv_plan *conv;
+  eng_cupool_plan *pool;
+} shape_plan;
+
+typedef struct conv_node {
+  eng_conv_kind kind;
+  shape_plan *plans;
+  int n, cap;
+  const shape_plan *cur;  // this submit's (prepare), read by run in the same submit
+} conv_node;
+
+static bool is_pool(eng_conv_kind k) { return k != ENG_CONV && k != ENG_CONV_TRANSPOSE; }
+
+static int to_int(int64_t v, const char *what, err *e, int *dst) {
+  if (v < 0 || v > INT_MAX)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s %lld exceeds cuDNN's int range", what, (long long)v);
+  *dst = (int)v;
+  return 0;
+}
+
+static eng_cuconv_dtype storage(const cuda_ctx *c, const eng_tensor *x) {
+  if (x->dt == DT_FP16) return ENG_CUCONV_FP16;
+  return c->gemm32 == ENG_GEMM_FP32_TF32 ? ENG_CUCONV_FP32_TF32 : ENG_CUCONV_FP32;
+}
+
+// This run's descriptor (zeroed first: it is compared as bytes). 1-D
+// windows become 2-D ones of height 1.
+static int make_desc(const cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                     const eng_tensor *out, shape_plan *d, err *e) {
+  const eng_conv_attrs *a = &p->conv;
+  memset(d, 0, sizeof *d);
+  k_window g;
+  TRY(eng_conv_window(a, &in[0], a->kind == ENG_CONV ? &in[1] : NULL, &g, e));
+  if (g.nsp > 2)
+    return err_set(e, ERR_UNIMPLEMENTED, "%d-D windows are not supported on CUDA", g.nsp);
+  int t = g.nsp == 2 ? 0 : -1, l = g.nsp - 1;  // the height dim (or none), the width dim
+  int n = 0, ch = 0, h = 1, w = 0, kh = 1, kw = 0, pt = 0, pb = 0, pl = 0, pr = 0, sh = 1, sw = 1,
+      dh = 1, dw = 1;
+  TRY(to_int(g.n, "batch", e, &n));
+  TRY(to_int(g.c, "channels", e, &ch));
+  TRY(to_int(g.x[l], "width", e, &w));
+  TRY(to_int(g.k[l], "kernel width", e, &kw));
+  TRY(to_int(g.pad_l[l], "pad", e, &pl));
+  TRY(to_int(g.pad_r[l], "pad", e, &pr));
+  TRY(to_int(g.stride[l], "stride", e, &sw));
+  TRY(to_int(g.dil[l], "dilation", e, &dw));
+  if (t == 0) {
+    TRY(to_int(g.x[0], "height", e, &h));
+    TRY(to_int(g.k[0], "kernel height", e, &kh));
+    TRY(to_int(g.pad_l[0], "pad", e, &pt));
+    TRY(to_int(g.pad_r[0], "pad", e, &pb));
+    TRY(to_int(g.stride[0], "stride", e, &sh));
+    TRY(to_int(g.dil[0], "dilation", e, &dh));
+  }
+  eng_cuconv_dtype dt = storage(c, &in[0]);
+  int ho, wo;
+  if (a->kind == ENG_CONV) {
+    eng_cuconv_desc *cd = &d->cd;
+    cd->n = n, cd->c = ch, cd->h = h, cd->w = w;
+    TRY(to_int(g.m, "output channels", e, &cd->k));
+    TRY(to_int(g.group, "group", e, &cd->groups));
+    cd->r = kh, cd->s = kw;
+    cd->pad_top = pt, cd->pad_left = pl, cd->pad_bottom = pb, cd->pad_right = pr;
+    cd->stride_h = sh, cd->stride_w = sw, cd->dil_h = dh, cd->dil_w = dw;
+    cd->dtype = dt;
+    cd->layout = ENG_CUCONV_NCHW;
+    cd->has_bias = n_in > 2 && in[2].dt != DT_INVALID;
+    cd->has_z = c->z != NULL;
+    cd->act = (eng_cuconv_act)c->act;
+    if (n == 0) return 0;
+    TRY(eng_cuconv_out_dims(cd, &ho, &wo, e));
+  } else {
+    eng_cupool_desc *pd = &d->pd;
+    pd->n = n, pd->c = ch, pd->h = h, pd->w = w;
+    pd->kh = kh, pd->kw = kw;
+    pd->pad_top = pt, pd->pad_left = pl, pd->pad_bottom = pb, pd->pad_right = pr;
+    pd->stride_h = sh, pd->stride_w = sw;
+    pd->ceil_mode = a->ceil_mode != 0;
+    pd->global = a->kind == ENG_POOL_GLOBAL_AVG || a->kind == ENG_POOL_GLOBAL_MAX;
+    pd->mode = a->kind == ENG_POOL_MAX || a->kind == ENG_POOL_GLOBAL_MAX ? ENG_CUPOOL_MAX
+               : a->count_include_pad && !pd->global ? ENG_CUPOOL_AVG_INCLUDE_PAD
+                                                     : ENG_CUPOOL_AVG_EXCLUDE_PAD;
+    pd->dtype = dt == ENG_CUCONV_FP32_TF32 ? ENG_CUCONV_FP32 : dt;
+    pd->layout = ENG_CUCONV_NCHW;
+    if (n == 0) return 0;
+    TRY(eng_cupool_out_dims(pd, &ho, &wo, e));
+  }
+  // the ONNX geometry and cuDNN's must agree on the output the planner laid out
+  int64_t want_h = t == 0 ? out[0].dims[2] : 1, want_w = out[0].dims[2 + l];
+  if (ho != want_h || wo != want_w)
+    return err_set(e, ERR_INTERNAL, "cuDNN's output %dx%d differs from the planned %lldx%lld", ho,
+                   wo, (long long)want_h, (long long)want_w);
+  return 0;
+}
+
+// --- hooks
+
+static int conv_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half;
+  const eng_node *n = eng_graph_node(pl->g, i);
+  const eng_conv_attrs *a = &pl->params[i].conv;
+  if (a->kind == ENG_CONV_TRANSPOSE)
+    return err_set(e, ERR_UNIMPLEMENTED,
+                   "ConvTranspose is not supported on GPU instances yet (use a KIND_CPU instance)");
+  if (!eng_cuconv_available())
+    return err_set(e, ERR_UNIMPLEMENTED,
+                   "%s on a GPU instance needs cuDNN 9, and this build has none: rebuild with "
+                   "cuDNN (cmake -DINFERD_CUDNN=ON -DCUDNN_ROOT=<folder with include/cudnn.h and "
+                   "lib/libcudnn.so.9, e.g. site-packages/nvidia/cudnn>) or use a KIND_CPU instance",
+                   n->op_type);
+  if (a->nsp > 2)
+    return err_set(e, ERR_UNIMPLEMENTED, "%d-D %s is not supported on GPU instances yet", a->nsp,
+                   n->op_type);
+  if (is_pool(a->kind))
+    for (int d = 0; d < a->nsp; d++)
+      if (a->dils[d] != 1)
+        return err_set(e, ERR_UNIMPLEMENTED,
+                       "dilated pooling is not supported on GPU instances (cuDNN has none)");
+  conv_node *s = calloc(1, sizeof *s);
+  if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  s->kind = a->kind;
+  *state = s;
+  return 0;
+}
+
+static void conv_destroy(void *state) {
+  conv_node *s = state;
+  if (!s) return;
+  for (int i = 0; i < s->n; i++) {
+    eng_cuconv_plan_destroy(s->plans[i].conv);
+    eng_cupool_plan_destroy(s->plans[i].pool);
+  }
+  free(s->plans);
+  free(s);
+}
+
+static eng_cuconv_act act_of(const char *op_type) {
+  if (strcmp(op_type, "Relu") == 0) return ENG_CUCONV_ACT_RELU;
+  if (strcmp(op_type, "Sigmoid") == 0) return ENG_CUCONV_ACT_SIGMOID;
+  if (strcmp(op_type, "Tanh") == 0) return ENG_CUCONV_ACT_TANH;
+  return ENG_CUCONV_ACT_NONE;
+}
+
+// Whether value v exists when node i runs: not produced by i or a later node.
+static bool made_before(const eng_plan *pl, int v, size_t i) {
+  for (size_t k = i; k < pl->n_nodes; k++) {
+    const eng_node *n = eng_graph_node(pl->g, k);
+    for (int o = 0; o < n->n_out; o++)
+      if (n->out[o] == v) return false;
+  }
+  return true;
+}
+
+// Conv -> [Add(residual of the same shape)] -> [Relu | Sigmoid | Tanh], each
+// intermediate read by the next node alone and no graph output
+// (eng_cuda__sole_consumer). The residual's shape and the buffers are
+// checked per run (plan_cuda.c settle_fusions).
+static void conv_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
+  const eng_graph *g = pl->g;
+  const eng_node *n = eng_graph_node(g, i);
+  if (pl->params[i].conv.kind != ENG_CONV || n->n_out < 1 || n->out[0] < 0) return;
+  int v = n->out[0];
+  int j = eng_cuda__sole_consumer(g, pl->n_nodes, v);
+  if (j < 0) return;
+  const eng_node *nj = eng_graph_node(g, (size_t)j);
+  f->mid_value = v;
+  int z = nj->n_in == 2 && nj->in[0] >= 0 && nj->in[1] >= 0 ? (nj->in[0] == v ? nj->in[1] : nj->in[0]) : -1;
+  if (strcmp(nj->op_type, "Add") == 0 && z >= 0 && made_before(pl, z, i)) {
+    f->bias_node = j;
+    f->z_value = z;
+    f->add_value = nj->out[0];
+    v = nj->out[0];
+    j = eng_cuda__sole_consumer(g, pl->n_nodes, v);
+    if (j < 0) return;
+    nj = eng_graph_node(g, (size_t)j);
+  }
+  eng_cuconv_act act = act_of(nj->op_type);
+  if (act != ENG_CUCONV_ACT_NONE) {
+    f->act = (int)act;
+    f->act_node = j;
+  }
+}
+
+static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                        const eng_tensor *out, int n_out, cuda_prep *r, err *e) {
+  (void)n_out;
+  conv_node *s = c->node;
+  s->cur = NULL;
+  shape_plan d;
+  TRY(make_desc(c, p, in, n_in, out, &d, e));
+  if (in[0].dims[0] == 0) return 0;
+  for (int i = 0; i < s->n; i++)
+    if (memcmp(&s->plans[i].cd, &d.cd, sizeof d.cd) == 0 &&
+        memcmp(&s->plans[i].pd, &d.pd, sizeof d.pd) == 0) {
+      s->cur = &s->plans[i];
+      break;
+    }
+  if (!s->cur) {
+    if (!c->cudnn) return err_set(e, ERR_INTERNAL, "no cuDNN handle in this slot");
+    if (s->n == s->cap) {
+      int cap = s->cap ? 2 * s->cap : 4;
+      shape_plan *np = realloc(s->plans, (size_t)cap * sizeof *np);
+      if (!np) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      s->plans = np;
+      s->cap = cap;
+    }
+    nvtxRangePushA("inferd cudnn plan");
+    int rc = s->kind == ENG_CONV ? eng_cuconv_plan_create(&d.conv, c->cudnn, &d.cd, NULL, e)
+                                 : eng_cupool_plan_create(&d.pool, c->cudnn, &d.pd, e);
+    nvtxRangePop();
+    if (rc) return rc;
+    s->plans[s->n] = d;
+    s->cur = &s->plans[s->n++];
+    r->made = 1;
+  }
+  r->ws_need = s->cur->conv ? eng_cuconv_plan_workspace(s->cur->conv)
+                            : eng_cupool_plan_workspace(s->cur->pool);
+  return 0;
+}
+
+static int conv_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                    eng_tensor *out, int n_out, err *e) {
+  (void)p, (void)n_out;
+  const conv_node *s = c->node;
+  if (in[0].dims[0] == 0) return 0;
+  const shape_plan *sp = s ? s->cur : NULL;
+  if (!sp) return err_set(e, ERR_INTERNAL, "no cuDNN plan prepared for this shape");
+  // the plan was made for this node's run in this submit; the tensors' type
+  // must still be the one it was made for
+  if ((in[0].dt == DT_FP16) != ((sp->conv ? sp->cd.dtype : sp->pd.dtype) == ENG_CUCONV_FP16) ||
+      in[0].dt != out[0].dt)
+    return err_set(e, ERR_INTERNAL, "operand types changed since the cuDNN plan was made");
+  nvtxRangePushA(sp->conv ? "inferd conv" : "inferd pool");
+  int rc;
+  if (sp->conv) {
+    if (sp->cd.has_z != (c->z != NULL) || (int)sp->cd.act != c->act) {
+      nvtxRangePop();
+      return err_set(e, ERR_INTERNAL, "fused epilogue changed since the cuDNN plan was made");
+    }
+    const void *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
+    rc = eng_cuconv_run(sp->conv, c->cudnn, c->stream, in[0].data, in[1].data, bias, c->z,
+                        out[0].data, c->ws, c->ws_bytes, e);
+  } else {
+    rc = eng_cupool_run(sp->pool, c->cudnn, c->stream, in[0].data, out[0].data, c->ws, c->ws_bytes,
+                        e);
+  }
+  nvtxRangePop();
+  return rc;
+}
+
+#define FAMILY(name, fuse)                                                                    \
+  {name, conv_run, eng_cuda__half_always, CUDA_OP_CUDNN, conv_init, fuse, conv_prepare,        \
+   conv_destroy}
+
+// FP16 operands run as they are (FP16 storage, FP32 accumulation).
+const cuda_op eng_cuda__conv_ops[] = {
+    FAMILY("Conv", conv_fuse),
+    FAMILY("ConvTranspose", NULL),  // init refuses it with a message
+    FAMILY("MaxPool", NULL),
+    FAMILY("AveragePool", NULL),
+    FAMILY("GlobalAveragePool", NULL),
+    FAMILY("GlobalMaxPool", NULL),
+};
+const size_t eng_cuda__n_conv_ops = sizeof eng_cuda__conv_ops / sizeof eng_cuda__conv_ops[0];

@@ -1,0 +1,106 @@
+// engine/plan_cuda_internal.h: how an op family plugs into the CUDA plan
+// (plan_cuda.c). Not a public header: only the plan and the op families'
+// CUDA files (ops_conv_cuda.c) include it.
+//
+// A cuda_op runs one node on a slot's stream. The simple ops need only
+// run; an op that keeps state (cuDNN plans per shape, packed weights) adds
+// hooks, all optional:
+//   init     once per node at plan create, on the plan's device: refuses
+//            what the op cannot run (the load fails with its message) and
+//            makes the node's state.
+//   fuse     once per node at plan create: which following nodes the op can
+//            absorb (an Add, an activation), see cuda_fusion.
+//   prepare  every submit, before the batch is enqueued or captured, with
+//            this run's shapes, types and device pointers: creates what a
+//            shape seen for the first time needs (may allocate and
+//            synchronise) and says how many workspace bytes its run needs.
+//            The plan grows the slot's workspace to the largest need
+//            outside capture. Nothing here runs inside a CUDA graph capture.
+//   run      enqueue only: no allocation, no synchronisation (capturable).
+//   destroy  releases the node's state.
+// Submits are serialised (plan_cuda.h), so prepare may leave "this run's"
+// choice in the node state for run to use in the same submit.
+#ifndef INFERD_ENGINE_PLAN_CUDA_INTERNAL_H
+#define INFERD_ENGINE_PLAN_CUDA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#include "engine/cuda_conv.h"
+#include "engine/cuda_gemm.h"
+#include "engine/err.h"
+#include "engine/plan_internal.h"
+#include "kernels/k_cuda.h"
+
+// What one node's run sees: the slot's resources and this node's fused
+// epilogue and state. Filled by the plan before each run.
+typedef struct cuda_ctx {
+  cudaStream_t stream;
+  eng_gemm_lt *gemm;
+  eng_gemm_dtype gemm32;  // products of FP32 values: FP32 or TF32
+  eng_cudnn *cudnn;       // the slot's cuDNN handle; NULL unless an op asked (CUDA_OP_CUDNN)
+  void *ws;               // the slot's op workspace (the largest prepare asked for)
+  size_t ws_bytes;
+  // this node's fused epilogue (set per node by the plan's run loop)
+  int act;           // the op's own activation code (cuda_fusion.act), 0 = none
+  const void *bias;  // a following Add's constant, or NULL
+  const void *z;     // a following Add's residual operand (same shape as the output), or NULL
+  void *node;        // this node's state (init), or NULL
+} cuda_ctx;
+
+typedef int (*cuda_run_fn)(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                           eng_tensor *out, int n_out, err *e);
+// Whether run handles these (FP16-stored) operands itself.
+typedef bool (*cuda_half_fn)(const eng_op_params *p, const eng_tensor *in, int n_in);
+
+// A node's fusion candidate (static; settled per run, see plan_cuda.c
+// settle_fusions): the node's output mid_value feeds only an Add
+// (bias_node: with a constant bias_value or a residual z_value, whose
+// output is add_value) and/or an activation act_node.
+typedef struct cuda_fusion {
+  int bias_node, act_node;  // fused Add / activation node, -1 if none
+  int bias_value;           // the Add's constant operand (a bias), or -1
+  int z_value;              // the Add's other activation (a residual), or -1
+  int mid_value;            // the fusing node's output; -1: no fusion
+  int add_value;            // the Add's output
+  int act;                  // the op's own activation code (k_act for GEMMs, eng_cuconv_act for Conv)
+} cuda_fusion;
+
+enum {
+  CUDA_OP_CUDNN = 1,  // each slot needs a cuDNN handle
+};
+
+// What a prepare call reports.
+typedef struct cuda_prep {
+  size_t ws_need;  // workspace bytes this node's run needs for these shapes
+  int made;        // device allocations it made (a new shape's plan), for the stats
+} cuda_prep;
+
+typedef struct cuda_op {
+  const char *op_type;
+  cuda_run_fn run;
+  cuda_half_fn half;  // NULL: never; the plan runs the op in FP32 on converted copies
+  int flags;
+  int (*init)(const eng_plan *pl, size_t node, int half, void **node_state, err *e);
+  void (*fuse)(const eng_plan *pl, size_t node, cuda_fusion *f);
+  int (*prepare)(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                 const eng_tensor *out, int n_out, cuda_prep *r, err *e);
+  void (*destroy)(void *node_state);
+} cuda_op;
+
+// --- shared with the op families
+
+// The one node that reads value v, or -1 when it is a graph output, unused,
+// or read twice (by one node or two).
+int eng_cuda__sole_consumer(const eng_graph *g, size_t n_nodes, int v);
+bool eng_cuda__is_const(const eng_graph *g, int v);
+// A half function for ops whose run takes FP16 operands as they are.
+bool eng_cuda__half_always(const eng_op_params *p, const eng_tensor *in, int n_in);
+
+// The conv family (ops_conv_cuda.c): Conv, ConvTranspose (refused), the pools.
+extern const cuda_op eng_cuda__conv_ops[];
+extern const size_t eng_cuda__n_conv_ops;
+
+#endif

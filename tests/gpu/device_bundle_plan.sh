@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Gathers what a GPU machine needs to check the CUDA plan with cuDNN (the
+# conv family) into one folder (argument; default .devrun-plan): the GPU
+# plan and cuDNN tests, the server, the non-CUDA shared libraries they load
+# (oneDNN and OpenBLAS included, in one lib.tar.xz: the device call carries
+# at most 64 MiB), the models gen_test_models.py writes, a model repository
+# with KIND_GPU conv models, and run.sh, the script to run there:
+#   bash <folder>/run.sh <folder> [cudnn lib dir]
+# Builds nothing: run it after `cmake --build --preset default` (sm_90,
+# cuDNN found), or set BUILD to another build folder.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:-$root/.devrun-plan}
+build=${BUILD:-$root/build}
+py=${INFERD_PYTHON:-$root/.venv/bin/python}
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+cp "$build/bin/test_gpu_plan" "$build/bin/test_cuda_conv" "$build/bin/inferd" "$build/bin/inferd-load" "$out/bin/"
+for b in "$out"/bin/*; do
+  ldd "$b" | awk '/=> \// {print $3}'
+done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcuda|libcudart|libcublas|libcudnn|libnvrtc|libnvJitLink' \
+  | while read -r lib; do cp -L "$lib" "$out/lib/"; done
+strip --strip-debug "$out"/bin/* "$out"/lib/* 2>/dev/null || true
+tar -C "$out" -cJf "$out/lib.tar.xz" lib
+rm -rf "$out/lib"
+"$py" "$root/tests/unit/engine/gen_test_models.py" "$out/gpu_plan_models" >/dev/null 2>&1
+# the server's repository: conv_resnet at fp32 and fp16 on a GPU instance
+for prec in fp32 fp16; do
+  d="$out/repo/conv_resnet_$prec"
+  mkdir -p "$d/1"
+  cp "$out/gpu_plan_models/conv_resnet.onnx" "$d/1/model.onnx"
+  cat > "$d/config.pbtxt" <<CFG
+name: "conv_resnet_$prec"
+backend: "onnxruntime"
+max_batch_size: 4
+instance_group [
+  {
+    count: 1
+    kind: KIND_GPU
+    gpus: [ 0 ]
+  }
+]
+dynamic_batching { }
+parameters {
+  key: "precision"
+  value { string_value: "$prec" }
+}
+CFG
+done
+cp "$root/tests/gpu/device_plan_run.sh" "$out/run.sh"
+cp "$root/tests/gpu/device_conv_client.py" "$out/client.py"
+du -sh "$out"
