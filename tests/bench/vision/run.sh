@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, after bundle.sh:
+#   bash tests/bench/vision/run.sh .devrun-vision tests   # GPU tests; the zoo graphs on the GPU vs the CPU plan
+#   bash tests/bench/vision/run.sh .devrun-vision bench   # ResNet-50 / MobileNetV3-Large: inferd vs PyTorch;
+#                                                          # seed CNN / ResNet-18 CPU: inferd vs onnxruntime
+# Logs and JSON lines go to $OUT (or /tmp/vision).
+set -u
+b=$(cd "$1" && pwd)
+what=$2
+out=${OUT:-/tmp/vision}
+mkdir -p "$out"
+py=python3
+cudnn=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
+[ -e "$cudnn/libcudnn.so.9" ] || cudnn=$(dirname "$(find /opt /usr -name libcudnn.so.9 2>/dev/null | head -1)")
+tar -C "$b" -xJf "$b/lib.tar.xz"
+export LD_LIBRARY_PATH=$b/lib:$cudnn:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+if [ "$what" = tests ]; then
+  pass=0 fail=0
+  for t in "$b"/bin/test_cuda_* "$b"/bin/test_k_cuda_* "$b"/bin/test_gpu_plan; do
+    args=()
+    [ "$(basename "$t")" = test_gpu_plan ] && args=("$b/gpu_plan_models")
+    timeout 300 "$t" "${args[@]}" >"$out/$(basename "$t").txt" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then pass=$((pass + 1)); echo "PASS $(basename "$t") $(tail -1 "$out/$(basename "$t").txt")"
+    else fail=$((fail + 1)); echo "FAIL $(basename "$t") (exit $rc)"; tail -15 "$out/$(basename "$t").txt"; fi
+  done
+  echo "gpu tests: $pass passed, $fail failed"
+  # the exported zoo graphs, weights filled here, through the CUDA plan (fp32, tf32, fp16; graphs on
+  # and off; batches 1..4) against the CPU plan (which CI checks against onnxruntime)
+  zoo=$out/zoo_models
+  mkdir -p "$zoo"
+  $py - "$zoo" <<'PY'
+import os, sys, shutil
+sys.path.insert(0, "tests/models/zoo")
+import fill
+d = sys.argv[1]
+names = fill.select(["seedcnn.ts17", "seedcnn.dynamo18", "resnet18.ts13", "resnet50.ts17", "resnet50.dynamo18",
+                     "mobilenet_v3_small.ts17", "mobilenet_v3_large.ts17", "mobilenet_v3_large.dynamo18",
+                     "efficientnet_b0.ts17", "vgg11.ts17"])
+spec = fill.write_repo(d + "/repo", names)
+with open(os.path.join(d, "ort_cases.txt"), "w") as f:
+    for n in spec:
+        shutil.move(os.path.join(d, "repo", n, "1", "model.onnx"), os.path.join(d, n + ".onnx"))
+        f.write("%s 1e-4\n" % n)
+print("zoo models:", " ".join(spec))
+PY
+  timeout 420 "$b/bin/test_gpu_plan" "$zoo" >"$out/zoo_gpu_plan.txt" 2>&1
+  echo "zoo through the CUDA plan: exit $?"
+  grep -v "^ok" "$out/zoo_gpu_plan.txt" | tail -40
+else
+  models=$out/models
+  export PYTHONUNBUFFERED=1
+  $py tests/bench/engine/bench_torch_vision.py --out "$models" --modes "${TORCH_MODES:-graph}" \
+    --batches 1,8,32,128 >"$out/torch.jsonl" 2>"$out/torch.log"
+  echo "torch: exit $?"; tail -3 "$out/torch.log"; cat "$out/torch.jsonl"
+  for m in resnet50 mobilenet_v3_large; do
+    for prec in fp32 fp16; do
+      timeout 200 "$b/bin/bench_engine" --model "$models/$m.onnx" --precision $prec --batches 1,8,32,128 \
+        >>"$out/engine.jsonl" 2>>"$out/engine.log"
+      echo "bench_engine $m $prec: exit $?"
+    done
+  done
+  cat "$out/engine.jsonl"; tail -5 "$out/engine.log"
+  timeout 240 taskset -c 0-7 $py tests/bench/engine/bench_cpu_vision.py --bench-engine "$b/bin/bench_engine" \
+    --cores 0-7 --batches 1,8 >"$out/cpu.txt" 2>&1
+  echo "cpu: exit $?"; cat "$out/cpu.txt"
+fi
