@@ -83,6 +83,10 @@ for f in /etc/apt/apt.conf.d/*; do
 done
 tracked mmdebstrap --quiet --variant=apt "${aptopts[@]}" bookworm "$root" "${sources[@]}"
 
+# What every installed system and container runtime provides and a bare root lacks: localhost
+# (chromedriver and selenium meet on it).
+printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+
 # pip reaches PyPI here through the host's CA bundle: copy it under a name the root's own
 # ca-certificates (installed later, regenerating ca-certificates.crt) leaves alone.
 mkdir -p "$root/etc/ssl"
