@@ -13,11 +13,95 @@
 // layer. Folding happens in double precision, so the folded weights are the
 // correctly rounded values of the exact product.
 #include "engine/graph_internal.h"
+#include "engine/ops_cpu.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+// Constant subgraphs: a node whose inputs are all constants computes the
+// same tensor for every request, so it runs once here, on the CPU op's own
+// run function, and its outputs become constants: the planners then see
+// initializers (uploaded once by a GPU plan) instead of nodes. Exporters
+// emit many (Cast or Reshape of a weight, Mul of two scalars, Shape
+// arithmetic on constant shapes). Nodes that depend on input shapes are
+// left to the planner's per-signature folding (plan.c).
+#define FOLD_MAX_BYTES (64u << 20)  // larger results stay nodes: a copy this size is not free
+
+static int fold_constant_node(eng_graph *g, size_t i, int opset, int *folded, err *e) {
+  const eng_node *n = eng_graph_node(g, i);
+  *folded = 0;
+  const eng_op_def *d = eng_ops_cpu_find(n->op_type);
+  if (!d || !d->run || d->run_state || n->n_out < 1 || n->n_out > 8 || n->n_in > 16) return 0;
+  if (d->flags & ENG_OP_SHAPE_ONLY) return 0;  // Shape of a constant: rare, and the plan folds it
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k] >= 0 && eng_graph_value(g, (size_t)n->in[k])->kind != ENG_VALUE_CONST) return 0;
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k] < 0 || eng_graph__is_output(g, n->out[k])) return 0;
+  eng_op_params prm;
+  memset(&prm, 0, sizeof prm);
+  err pe = {0};
+  if (d->parse && d->parse(g, n, opset, &prm, &pe) != 0) return 0;  // the planner reports it
+  if (n->n_in < d->min_in || n->n_in > d->max_in || n->n_out < d->min_out || n->n_out > d->max_out) return 0;
+  eng_tensor in[16], out[8];
+  for (int k = 0; k < n->n_in; k++) {
+    memset(&in[k], 0, sizeof in[k]);
+    if (n->in[k] < 0) continue;
+    const eng_value *v = eng_graph_value(g, (size_t)n->in[k]);
+    in[k].dt = v->dt;
+    in[k].ndims = v->ndims;
+    memcpy(in[k].dims, v->dims, sizeof in[k].dims);
+    in[k].data = v->data;
+    in[k].bytes = v->bytes;
+  }
+  for (int k = 0; k < n->n_out; k++) {
+    memset(&out[k], 0, sizeof out[k]);
+    out[k].dt = DT_FP32;  // wanted; infer sets the real type
+  }
+  if (d->infer(&prm, in, n->n_in, out, n->n_out, &pe) != 0) return 0;
+  void *buf[8] = {0};
+  int skip = 0, oom = 0;
+  for (int k = 0; k < n->n_out && !skip && !oom; k++) {
+    size_t bytes = (size_t)eng_numel(out[k].ndims, out[k].dims) * dtype_size(out[k].dt);
+    if (bytes > FOLD_MAX_BYTES || dtype_size(out[k].dt) == 0) skip = 1;
+    else if (!(buf[k] = calloc(1, bytes ? bytes : 1))) oom = 1;
+    out[k].data = buf[k];
+    out[k].bytes = bytes;
+  }
+  // a run that fails (an index out of range...) leaves the node to the planner, which says so
+  if (!skip && !oom && d->run(&prm, in, n->n_in, out, n->n_out, &pe) != 0) skip = 1;
+  if (skip || oom) {
+    for (int k = 0; k < n->n_out; k++) free(buf[k]);
+    return oom ? err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory folding node '%s'", n->name) : 0;
+  }
+  for (int k = 0; k < n->n_out; k++) {
+    eng_value *v = eng_graph__value_mut(g, (size_t)n->out[k]);
+    v->kind = ENG_VALUE_CONST;
+    v->index = -1;
+    v->dt = out[k].dt;
+    v->ndims = out[k].ndims;
+    memcpy(v->dims, out[k].dims, sizeof v->dims);
+    v->data = buf[k];
+    v->bytes = out[k].bytes;
+  }
+  *folded = 1;
+  return 0;
+}
+
+static int pass_fold_constants(eng_graph *g, unsigned char *dead, int *changed, err *e) {
+  int opset = eng_graph_opset(g);
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    if (dead[i]) continue;
+    int folded = 0;
+    TRY(fold_constant_node(g, i, opset, &folded, e));
+    if (folded) {
+      dead[i] = 1;
+      *changed = 1;
+    }
+  }
+  return 0;
+}
 
 // Consumers of each value in the graph as it is now.
 static int *count_consumers(eng_graph *g) {
@@ -140,7 +224,9 @@ int eng_graph__run_passes(eng_graph *g, err *e) {
   unsigned char *dead = calloc(n + 1, 1);
   if (!dead) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int changed = 0;
-  int rc = pass_fold_batchnorm(g, dead, &changed, e);
+  // constants first: a BatchNormalization whose parameters are computed from constants folds too
+  int rc = pass_fold_constants(g, dead, &changed, e);
+  if (!rc) rc = pass_fold_batchnorm(g, dead, &changed, e);
   if (!rc && changed) rc = eng_graph__compact(g, dead, e);
   free(dead);
   return rc;

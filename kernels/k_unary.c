@@ -65,13 +65,18 @@ void k_unary_f32(float *y, const float *x, size_t n, k_unop op, float a, float b
     case K_NEG: for (size_t i = 0; i < n; i++) y[i] = -x[i]; break;
     case K_ABS: for (size_t i = 0; i < n; i++) y[i] = fabsf(x[i]); break;
     case K_RECIP: for (size_t i = 0; i < n; i++) y[i] = 1.0f / x[i]; break;
+    // NaN in, NaN out (as PyTorch's); fminf/fmaxf alone would turn it into a bound, and a
+    // compiler may turn the clamp into a saturating instruction that gives 0 (nvcc does)
     case K_HARD_SIGMOID:
-      for (size_t i = 0; i < n; i++) y[i] = fmaxf(0.0f, fminf(1.0f, a * x[i] + b));
+      for (size_t i = 0; i < n; i++) {
+        float t = a * x[i] + b;
+        y[i] = t != t ? t : fmaxf(0.0f, fminf(1.0f, t));
+      }
       break;
     case K_HARD_SWISH:  // x * HardSigmoid(x) with alpha 1/6, beta 0.5
       for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        y[i] = v * fmaxf(0.0f, fminf(1.0f, v * (1.0f / 6.0f) + 0.5f));
+        float v = x[i], t = v * (1.0f / 6.0f) + 0.5f;
+        y[i] = t != t ? t : v * fmaxf(0.0f, fminf(1.0f, t));
       }
       break;
     case K_CLIP:  // written with comparisons so NaN passes through

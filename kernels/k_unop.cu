@@ -34,9 +34,14 @@ struct unop {
       case K_NEG: return -v;
       case K_ABS: return fabsf(v);
       case K_RECIP: return __fdiv_rn(1.0f, v);
-      case K_HARD_SIGMOID: return fmaxf(0.0f, fminf(1.0f, __fadd_rn(__fmul_rn(a, v), b)));
-      case K_HARD_SWISH:
-        return __fmul_rn(v, fmaxf(0.0f, fminf(1.0f, __fadd_rn(__fmul_rn(v, 1.0f / 6.0f), 0.5f))));
+      case K_HARD_SIGMOID: {
+        float t = __fadd_rn(__fmul_rn(a, v), b);
+        return t != t ? t : fmaxf(0.0f, fminf(1.0f, t));  // NaN stays NaN, as in the reference
+      }
+      case K_HARD_SWISH: {
+        float t = __fadd_rn(__fmul_rn(v, 1.0f / 6.0f), 0.5f);
+        return t != t ? t : __fmul_rn(v, fmaxf(0.0f, fminf(1.0f, t)));
+      }
       case K_CLIP: return v < a ? a : v > b ? b : v;  // comparisons: NaN passes through
     }
     return v;

@@ -340,8 +340,35 @@ static void test_batchnorm_folded(void) {
   eng_graph_destroy(g);
 }
 
+// graph_pass.c: typed_ints' Cast of an int32 initializer depends on nothing
+// but constants: it runs once at load, its output is a constant FP32 [6]
+// with the cast values, and only the Reshape and the Add stay nodes.
+static void test_constant_subgraph_folded(void) {
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_graph_load(model_path("typed_ints.onnx"), &g, &e), 0);
+  if (!g) return;
+  CHECK_EQ_INT(eng_graph_n_nodes(g), 2);
+  int found = 0;
+  for (size_t v = 0; v < eng_graph_n_values(g); v++) {
+    const eng_value *x = eng_graph_value(g, v);
+    if (strcmp(x->name, "c") != 0) continue;
+    found = 1;
+    CHECK_EQ_INT(x->kind, ENG_VALUE_CONST);
+    CHECK_EQ_INT(x->dt, DT_FP32);
+    CHECK_EQ_INT(x->ndims, 1);
+    CHECK_EQ_INT(x->dims[0], 6);
+    const float want[6] = {1, -2, 3, -4, 5, 6};
+    for (int i = 0; i < 6 && x->data; i++) CHECK(((const float *)x->data)[i] == want[i]);
+  }
+  CHECK_EQ_INT(found, 1);
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) CHECK(strcmp(eng_graph_node(g, i)->op_type, "Cast") != 0);
+  eng_graph_destroy(g);
+}
+
 int main(void) {
   test_mlp_io();
+  test_constant_subgraph_folded();
   test_batchnorm_folded();
   test_constants_folded();
   test_fp16_weights_widened();
