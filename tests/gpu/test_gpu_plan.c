@@ -260,6 +260,8 @@ static int n_models;
 
 // Models test_models must have compared (the generated set has 14 and more).
 static int min_models = 14;
+// Bound of the FP16 and TF32 plans against the FP32 CPU plan (scaled, as compare()).
+static double low_rtol = 1e-2;
 
 static void test_models(void) {
   char path[1024], name[128];
@@ -555,13 +557,14 @@ static void test_modes(void) {
         w_pipe = max_worst(w_pipe, compare_set(what, &ref, go, out_rtol(name, 0, DT_FP32)));
         snprintf(what, sizeof what, "%s batch %d slot 1", name, b2);
         w_pipe = max_worst(w_pipe, compare_set(what, &ref2, go2, out_rtol(name, 0, DT_FP32)));
-        // reduced precisions within 1e-2
+        // reduced precisions within 1e-2 (INFERD_GPU_PLAN_LOW_RTOL for deep networks: 60 FP16
+        // layers of random weights drift further than one block does)
         CHECK_EQ_INT(eng_cuda_plan_run(half, in.t, in.n, go, n_out, &e), 0);
         snprintf(what, sizeof what, "%s batch %d fp16", name, b);
-        w_half = max_worst(w_half, compare_set(what, &ref, go, 1e-2));
+        w_half = max_worst(w_half, compare_set(what, &ref, go, low_rtol));
         CHECK_EQ_INT(eng_cuda_plan_run(tf32, in.t, in.n, go, n_out, &e), 0);
         snprintf(what, sizeof what, "%s batch %d tf32", name, b);
-        w_tf32 = max_worst(w_tf32, compare_set(what, &ref, go, 1e-2));
+        w_tf32 = max_worst(w_tf32, compare_set(what, &ref, go, low_rtol));
         io_free(&in);
         io_free(&in2);
         io_free(&ref);
@@ -590,7 +593,7 @@ static void test_modes(void) {
     eng_graph_destroy(g);
   }
   fclose(f);
-  CHECK(models >= 14);
+  CHECK(models >= min_models);
   CHECK(graph_launches > 0);
 }
 
@@ -738,6 +741,8 @@ int main(int argc, char **argv) {
   // INFERD_GPU_PLAN_CASES_ONLY=1: only the per-case checks (every model of ort_cases.txt through
   // every plan mode against the CPU plan), for a folder of other models (the exported zoo)
   const char *only = getenv("INFERD_GPU_PLAN_CASES_ONLY");
+  const char *low = getenv("INFERD_GPU_PLAN_LOW_RTOL");
+  if (low && *low) low_rtol = atof(low);
   if (only && *only == '1') {
     min_models = 1;
     test_models();

@@ -15,8 +15,9 @@ cudnn=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
 tar -C "$b" -xJf "$b/lib.tar.xz"
 export LD_LIBRARY_PATH=$b/lib:$cudnn:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-if [ "$what" = tests ]; then
+if [ "$what" = tests ] || [ "$what" = zoo ]; then
   pass=0 fail=0
+  [ "$what" = zoo ] || 
   for t in "$b"/bin/test_cuda_* "$b"/bin/test_k_cuda_* "$b"/bin/test_gpu_plan; do
     args=()
     [ "$(basename "$t")" = test_gpu_plan ] && args=("$b/gpu_plan_models")
@@ -42,7 +43,7 @@ spec = fill.write_repo(d + "/repo", names)
 with open(os.path.join(d, "ort_cases.txt"), "w") as f:
     for n in spec:
         shutil.move(os.path.join(d, "repo", n, "1", "model.onnx"), os.path.join(d, n + ".onnx"))
-        f.write("%s 1e-4\n" % n)
+        f.write("%s 1e-3\n" % n)  # normwise; cuDNN and oneDNN sum in other orders, 50+ layers deep
         # the input shapes test_gpu_plan draws random inputs for (dim 0 is set per batch)
         with open(os.path.join(d, n + ".case"), "w") as c:
             for i in spec[n]["inputs"]:
@@ -50,9 +51,10 @@ with open(os.path.join(d, "ort_cases.txt"), "w") as f:
                 c.write("in %d %d %s\n" % (i["elem"], len(dims), " ".join(map(str, dims))))
 print("zoo models:", " ".join(spec))
 PY
-  INFERD_GPU_PLAN_CASES_ONLY=1 timeout 420 "$b/bin/test_gpu_plan" "$zoo" >"$out/zoo_gpu_plan.txt" 2>&1
+  INFERD_GPU_PLAN_CASES_ONLY=1 INFERD_GPU_PLAN_LOW_RTOL=3e-2 timeout 420 "$b/bin/test_gpu_plan" "$zoo" >"$out/zoo_gpu_plan.txt" 2>&1
   echo "zoo through the CUDA plan: exit $?"
-  grep -v "^ok" "$out/zoo_gpu_plan.txt" | tail -40
+  grep -E "max_batch|graphs .* captured|cuda create|checks" "$out/zoo_gpu_plan.txt"
+  grep -E "FAIL" "$out/zoo_gpu_plan.txt" | head -10
 else
   models=$out/models
   export PYTHONUNBUFFERED=1
