@@ -32,9 +32,10 @@ run_preset default
 run_integration "$root/build/bin/inferd"
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp print_suppressions=0"
 run_preset asan
 run_integration "$root/build-asan/bin/inferd"
-unset ASAN_OPTIONS UBSAN_OPTIONS
+unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
 
 # Threaded code under ThreadSanitizer: the gRPC front end, the HTTP
 # endpoint, the batcher's unit tests, then the real server (loop thread,
