@@ -208,6 +208,8 @@ if [[ " $steps " == *" builds "* ]]; then
   done
   cuda=$(readlink -f /usr/local/cuda 2>/dev/null || true)
   if [ -n "$cuda" ] && [ -x "$cuda/bin/nvcc" ]; then
+    # as the toolkit's installer leaves it: /usr/local/cuda -> the versioned folder
+    ln -sfn "$(basename "$cuda")" "$root/usr/local/cuda"
     cudnn_v=$(sed -n 's/^ARG CUDNN_WHEEL_VERSION=//p' "$src/deploy/Dockerfile")
     say "build type Release with CUDA ($cuda from the host) and cuDNN $cudnn_v (PyPI, as the CUDA image has it), -DINFERD_WERROR=ON"
     tracked in_root "$cuda" ".venv/bin/pip install -q --no-deps --target /tmp/cudnn nvidia-cudnn-cu13==$cudnn_v && cmake -S . -B /tmp/b-cuda -DCMAKE_BUILD_TYPE=Release -DINFERD_WERROR=ON -DINFERD_CUDA=ON -DINFERD_CUDNN=ON -DCUDNN_ROOT=/tmp/cudnn/nvidia/cudnn -DCMAKE_CUDA_COMPILER=$cuda/bin/nvcc -DCUDAToolkit_ROOT=$cuda >/dev/null && cmake --build /tmp/b-cuda -j \$(nproc) >/dev/null && echo built Release with CUDA and cuDNN"
