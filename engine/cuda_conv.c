@@ -142,7 +142,7 @@ size_t eng_cuconv_x_bytes(const eng_cuconv_desc *d) {
 }
 
 size_t eng_cuconv_y_bytes(const eng_cuconv_desc *d) {
-  int ho, wo;
+  int ho = 0, wo = 0;  // set by the validate call on success; GCC -O3 cannot see that
   if (conv_validate(d, &ho, &wo, NULL)) return 0;
   return (size_t)d->n * d->k * ho * wo * esize(d->dtype);
 }
@@ -265,7 +265,7 @@ size_t eng_cupool_x_bytes(const eng_cupool_desc *d) {
 }
 
 size_t eng_cupool_y_bytes(const eng_cupool_desc *d) {
-  int ho, wo;
+  int ho = 0, wo = 0;  // set by the validate call on success; GCC -O3 cannot see that
   if (pool_validate(d, &ho, &wo, NULL)) return 0;
   eng_cupool_desc n = pool_norm(d);
   return (size_t)n.n * n.c * ho * wo * esize(n.dtype);
@@ -614,7 +614,7 @@ int eng_cuconv_plan_create(eng_cuconv_plan **out, eng_cudnn *h, const eng_cuconv
                            const eng_cuconv_opts *opts, err *e) {
   if (!out || !h) return err_set(e, ERR_INVALID_ARGUMENT, "conv: NULL %s", !out ? "out" : "handle");
   *out = NULL;
-  int ho, wo;
+  int ho = 0, wo = 0;  // set by the validate call on success; GCC -O3 cannot see that
   TRY(conv_validate(desc, &ho, &wo, e));
   eng_cuconv_opts o = opts ? *opts : (eng_cuconv_opts){0};
   size_t cap = o.workspace_cap ? o.workspace_cap : (size_t)64 << 20;
@@ -957,7 +957,7 @@ static int pool_build(eng_cupool_plan *p, cudnnHandle_t h, err *e) {
 int eng_cupool_plan_create(eng_cupool_plan **out, eng_cudnn *h, const eng_cupool_desc *desc, err *e) {
   if (!out || !h) return err_set(e, ERR_INVALID_ARGUMENT, "pool: NULL %s", !out ? "out" : "handle");
   *out = NULL;
-  int ho, wo;
+  int ho = 0, wo = 0;  // set by the validate call on success; GCC -O3 cannot see that
   TRY(pool_validate(desc, &ho, &wo, e));
   eng_cupool_plan *p = calloc(1, sizeof *p);
   if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "pool: out of host memory");
