@@ -17,12 +17,7 @@ mkdir -p .devrun/bin .devrun/lib
 # only what runs there: the server, the GPU tests, the benchmarks
 cp build-gpu/bin/inferd build-gpu/bin/inferd-load build-gpu/bin/test_cuda_* build-gpu/bin/test_k_cuda_* build-gpu/bin/bench_* .devrun/bin/
 cp build-gpu/bin/test_gpu_* .devrun/bin/ 2>/dev/null || true
-for b in .devrun/bin/*; do
-  ldd "$b" | awk '/=> \// {print $3}'
-done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcuda|libcudart|libcublas|libnvrtc|libnvJitLink' \
-  | while read -r lib; do cp -L "$lib" .devrun/lib/; done
-# the device call carries at most 64 MiB: debug info stays here
-strip --strip-debug .devrun/bin/* .devrun/lib/* 2>/dev/null || true
+bash "$root/tests/gpu/bundle_libs.sh" .devrun
 # OpenBLAS is 36 MB and compresses 8x: unpack it there with
 #   for f in .devrun/lib/*.xz; do unxz -f "$f"; done
 xz -T0 -6 -f .devrun/lib/libopenblas.so.0

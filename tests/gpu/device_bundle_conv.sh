@@ -17,8 +17,5 @@ cmake --build build-gpu -j "$(nproc)" --target test_cuda_conv
 rm -rf .devrun
 mkdir -p .devrun/bin .devrun/lib
 cp build-gpu/bin/test_cuda_conv .devrun/bin/
-ldd .devrun/bin/test_cuda_conv | awk '/=> \// {print $3}' | sort -u \
-  | grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcuda|libcudart|libcublas|libcudnn|libnvrtc|libnvJitLink' \
-  | while read -r lib; do cp -L "$lib" .devrun/lib/; done
-strip --strip-debug .devrun/bin/* .devrun/lib/* 2>/dev/null || true
+bash "$root/tests/gpu/bundle_libs.sh" .devrun
 du -sh .devrun

@@ -15,12 +15,8 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$build"/bin/test_cuda_* "$build"/bin/test_k_cuda_* "$build/bin/test_gpu_plan" "$build/bin/bench_engine" \
   "$build/bin/inferd" "$build/bin/inferd-load" "$out/bin/"
-for b in "$out"/bin/*; do
-  ldd "$b" | awk '/=> \// {print $3}'
-done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcuda|libcudart|libcublas|libcudnn|libnvrtc|libnvJitLink' \
-  | while read -r lib; do cp -L "$lib" "$out/lib/"; done
-strip --strip-debug "$out"/bin/* "$out"/lib/* 2>/dev/null || true
+bash "$root/tests/gpu/bundle_libs.sh" "$out"
 tar -C "$out" -cJf "$out/lib.tar.xz" lib
-rm -rf "$out/lib"
+rm -rf "${out:?}/lib"
 "$py" "$root/tests/unit/engine/gen_test_models.py" "$out/gpu_plan_models" >/dev/null 2>&1
 du -sh "$out"
