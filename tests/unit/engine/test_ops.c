@@ -13,14 +13,8 @@
 #include "onnx_build.h"
 
 #define MODEL "ops_model.onnx"
+#include "plan_case.h"
 enum { F = 1, U8 = 2, I8 = 3, I32 = 6, I64 = 7, BOOL = 9, F16 = 10, F64 = 11 };
-
-typedef struct tc {
-  eng_graph *g;
-  eng_plan *p;
-  eng_tensor out[4];
-  err e;
-} tc;
 
 static uint32_t rng_state = 12345;
 static float frand(void) {
@@ -29,27 +23,6 @@ static float frand(void) {
 }
 static void fill(float *x, size_t n, float scale) {
   for (size_t i = 0; i < n; i++) x[i] = frand() * scale;
-}
-
-static eng_tensor T(dtype dt, int nd, const int64_t *dims, void *data) {
-  eng_tensor t = {dt, nd, {0}, data, 0};
-  for (int i = 0; i < nd; i++) t.dims[i] = dims[i];
-  t.bytes = (size_t)eng_numel(nd, t.dims) * dtype_size(dt);
-  return t;
-}
-
-// Saves b, loads, plans (max_batch 0) and runs; returns the first failing code.
-static int tc_run(tc *c, ob *b, const eng_tensor *ins, size_t n_in, size_t n_out) {
-  memset(c, 0, sizeof *c);
-  if (ob_save(b, MODEL) != 0) return err_set(&c->e, ERR_INTERNAL, "cannot write " MODEL);
-  TRY(eng_graph_load(MODEL, &c->g, &c->e));
-  TRY(eng_plan_create(c->g, 0, &c->p, &c->e));
-  return eng_plan_run(c->p, ins, n_in, c->out, n_out, &c->e);
-}
-
-static void tc_close(tc *c) {
-  eng_plan_destroy(c->p);
-  eng_graph_destroy(c->g);
 }
 
 static void check_f32(const eng_tensor *o, int nd, const int64_t *dims, const float *want,

@@ -16,6 +16,7 @@
 #include "onnx_build.h"
 
 #define MODEL "ops_conv_model.onnx"
+#include "plan_case.h"
 enum { F = 1 };
 
 static uint32_t rng_state = 777;
@@ -26,7 +27,7 @@ static float frand(void) {
 
 // A float tensor; data NULL: a shape only (the hostile shapes' element
 // counts overflow, so no byte count is taken).
-static eng_tensor T(int nd, const int64_t *dims, void *data) {
+static eng_tensor ft(int nd, const int64_t *dims, void *data) {
   eng_tensor t = {DT_FP32, nd, {0}, data, 0};
   for (int i = 0; i < nd; i++) t.dims[i] = dims[i];
   if (data) t.bytes = (size_t)eng_numel(nd, t.dims) * 4;
@@ -53,7 +54,7 @@ static eng_conv_attrs attrs(eng_conv_kind kind, int nsp, const int64_t *k) {
 // Geometry of a 1-D op on x of length xl (1 channel; conv kinds get a 1x1xk W).
 static int geom1(const eng_conv_attrs *a, int64_t xl, k_window *g, err *e) {
   int64_t xd[3] = {1, 1, xl}, wd[3] = {1, 1, a->kernel[0]};
-  eng_tensor x = T(3, xd, NULL), w = T(3, wd, NULL);
+  eng_tensor x = ft(3, xd, NULL), w = ft(3, wd, NULL);
   return eng_conv_window(a, &x, &w, g, e);
 }
 
@@ -143,7 +144,7 @@ static void test_shape_rules(void) {
 
 static void expect_geom_error(eng_conv_attrs a, int nd, const int64_t *xd, const int64_t *wd,
                               const char *needle) {
-  eng_tensor x = T(nd, xd, NULL), w = T(nd, wd ? wd : xd, NULL);
+  eng_tensor x = ft(nd, xd, NULL), w = ft(nd, wd ? wd : xd, NULL);
   k_window g;
   err e = {0};
   int rc = eng_conv_window(&a, &x, &w, &g, &e);
@@ -257,7 +258,7 @@ static void compare_once(const combo *c, int64_t n, eng_op_state *st, const eng_
   for (int64_t i = 0; i < c->m; i++) b[i] = frand();
   rng_state = x_state;
   for (size_t i = 0; i < nx; i++) x[i] = frand();
-  eng_tensor in[3] = {T(2 + c->nsp, xd, x), T(2 + c->nsp, wd, w), T(1, bd, b)};
+  eng_tensor in[3] = {ft(2 + c->nsp, xd, x), ft(2 + c->nsp, wd, w), ft(1, bd, b)};
   int n_in = conv ? (c->bias ? 3 : 2) : 1;
   eng_tensor out[1];
   memset(out, 0, sizeof out);
@@ -327,25 +328,6 @@ static void test_dnnl_vs_reference(void) {
 
 // --- through the loader and planner
 
-typedef struct tc {
-  eng_graph *g;
-  eng_plan *p;
-  eng_tensor out[2];
-  err e;
-} tc;
-
-static int tc_load(tc *c, ob *b) {
-  memset(c, 0, sizeof *c);
-  if (ob_save(b, MODEL) != 0) return err_set(&c->e, ERR_INTERNAL, "cannot write " MODEL);
-  TRY(eng_graph_load(MODEL, &c->g, &c->e));
-  return eng_plan_create(c->g, 4, &c->p, &c->e);
-}
-
-static void tc_close(tc *c) {
-  eng_plan_destroy(c->p);
-  eng_graph_destroy(c->g);
-}
-
 // x [N,2,6,6] -> Conv(3x3, 4 out, SAME_UPPER, stride 2, bias) -> MaxPool(2x2, ceil)
 // -> GlobalAveragePool, planned for batches up to 4 and run at 3, 1, 3.
 static void test_plan_chain(void) {
@@ -368,7 +350,7 @@ static void test_plan_chain(void) {
   ob_node(b, "GlobalAveragePool", "gap", "p", "y");
   ob_output(b, "y", F, 4, yd);
   tc c;
-  int rc = tc_load(&c, b);
+  int rc = tc_load(&c, b, 4);
   CHECK_EQ_INT(rc, 0);
   if (rc) {
     fprintf(stderr, "load: %s\n", c.e.msg);
@@ -380,7 +362,7 @@ static void test_plan_chain(void) {
     int64_t nb = batches[bi], xs[4] = {nb, 2, 6, 6};
     float x[3 * 2 * 36];
     for (int i = 0; i < nb * 72; i++) x[i] = frand();
-    eng_tensor in = T(4, xs, x);
+    eng_tensor in = ft(4, xs, x);
     rc = eng_plan_run(c.p, &in, 1, c.out, 1, &c.e);
     CHECK_EQ_INT(rc, 0);
     if (rc) {
@@ -427,7 +409,7 @@ static void test_plan_chain(void) {
 // A one-node model whose load must fail with `needle` in the message.
 static void expect_load_error(ob *b, const char *needle) {
   tc c;
-  int rc = tc_load(&c, b);
+  int rc = tc_load(&c, b, 4);
   CHECK(rc != 0);
   CHECK_CONTAINS(c.e.msg, needle);
   tc_close(&c);

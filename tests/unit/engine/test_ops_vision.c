@@ -15,34 +15,8 @@
 #include "onnx_build.h"
 
 #define MODEL "ops_vision_model.onnx"
+#include "plan_case.h"
 enum { F = 1, I32 = 6, I64 = 7, BOOL = 9 };
-
-typedef struct tc {
-  eng_graph *g;
-  eng_plan *p;
-  eng_tensor out[2];
-  err e;
-} tc;
-
-static eng_tensor T(dtype dt, int nd, const int64_t *dims, const void *data) {
-  eng_tensor t = {dt, nd, {0}, (void *)data, 0};
-  for (int i = 0; i < nd; i++) t.dims[i] = dims[i];
-  t.bytes = (size_t)eng_numel(nd, t.dims) * dtype_size(dt);
-  return t;
-}
-
-static int tc_run(tc *c, ob *b, const eng_tensor *ins, size_t n_in) {
-  memset(c, 0, sizeof *c);
-  if (ob_save(b, MODEL) != 0) return err_set(&c->e, ERR_INTERNAL, "cannot write " MODEL);
-  TRY(eng_graph_load(MODEL, &c->g, &c->e));
-  TRY(eng_plan_create(c->g, 0, &c->p, &c->e));
-  return eng_plan_run(c->p, ins, n_in, c->out, 1, &c->e);
-}
-
-static void tc_close(tc *c) {
-  eng_plan_destroy(c->p);
-  eng_graph_destroy(c->g);
-}
 
 static void check_shape(const eng_tensor *o, dtype dt, int nd, const int64_t *dims) {
   CHECK_EQ_INT(o->dt, dt);
@@ -54,7 +28,7 @@ static void check_shape(const eng_tensor *o, dtype dt, int nd, const int64_t *di
 static void expect_f32(ob *b, const eng_tensor *ins, size_t n_in, int nd, const int64_t *dims,
                        const float *want, double tol, const char *what) {
   tc c;
-  int rc = tc_run(&c, b, ins, n_in);
+  int rc = tc_run(&c, b, ins, n_in, 1);
   CHECK_EQ_INT(rc, 0);
   if (rc) fprintf(stderr, "%s: %s\n", what, c.e.msg);
   if (!rc) {
@@ -75,7 +49,7 @@ static void expect_f32(ob *b, const eng_tensor *ins, size_t n_in, int nd, const 
 static void expect_i64(ob *b, const eng_tensor *ins, size_t n_in, int nd, const int64_t *dims,
                        const int64_t *want, const char *what) {
   tc c;
-  int rc = tc_run(&c, b, ins, n_in);
+  int rc = tc_run(&c, b, ins, n_in, 1);
   CHECK_EQ_INT(rc, 0);
   if (rc) fprintf(stderr, "%s: %s\n", what, c.e.msg);
   if (!rc) {
@@ -480,7 +454,7 @@ static void test_shape_ops(void) {
   ob_init(b, "i", I64, 0, NULL, (int64_t[]){2}, 8);
   {
     tc c;
-    CHECK(tc_run(&c, b, &in, 1) != 0);
+    CHECK(tc_run(&c, b, &in, 1, 1) != 0);
     CHECK_CONTAINS(c.e.msg, "node 'op' (op_type 'Gather')");
     CHECK_CONTAINS(c.e.msg, "out of range");
     tc_close(&c);
