@@ -72,6 +72,8 @@ typedef struct instance {
 typedef struct model_opts {
   int precision;  // ENG_PREC_*: config parameters { key: "precision" }
   int no_graphs;  // optimization { cuda { graphs: false } }
+  int layout;     // eng_cuda_layout: parameters { key: "layout" }
+  int conv_heuristic;  // parameters { key: "cudnn_conv_algo_search" }: "1" or "2"
   uint64_t fault_at;
 } model_opts;
 
@@ -261,7 +263,9 @@ static int create_cuda_plan(instance *in, eng_cuda_plan **out, err *e) {
                      .graph_cap = 256,
                      .warm = m->warm,
                      .n_warm = m->n_warm,
-                     .fault_at = m->opts.fault_at};
+                     .fault_at = m->opts.fault_at,
+                     .layout = (eng_cuda_layout)m->opts.layout,
+                     .conv_heuristic = m->opts.conv_heuristic};
   return eng_cuda_plan_create(m->graph, m->max_batch, in->device, &o, out, e);
 }
 
@@ -470,17 +474,38 @@ static int instance_devices(const Inference__ModelConfig *cfg, int n_gpus, int *
 }
 
 // GPU options from the config: parameters { key: "precision" value {
-// string_value: "fp32" | "tf32" | "fp16" } } and Triton's
+// string_value: "fp32" | "tf32" | "fp16" } }, { key: "layout" value:
+// "auto" | "nchw" | "nhwc" } (where convolutions keep activations),
+// onnxruntime backend's { key: "cudnn_conv_algo_search" value: "0" (time
+// every algorithm, the default) | "1" (heuristic) | "2" (default algorithm,
+// taken here as the heuristic's) } and Triton's
 // optimization { cuda { graphs: false } } (graphs are on unless a cuda
 // block says otherwise). INFERD_CUDA_FAULT_AT=N (tests) makes every GPU
 // plan's Nth batch fail with a real CUDA launch error.
 static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) {
   memset(o, 0, sizeof *o);
   static const char *const names[] = {"fp32", "tf32", "fp16"};  // ENG_PREC_* order
+  static const char *const layouts[] = {"auto", "nchw", "nhwc"};  // eng_cuda_layout order
   for (size_t i = 0; i < cfg->n_parameters; i++) {
     const Inference__ModelConfig__ParametersEntry *pe = cfg->parameters[i];
-    if (!pe->key || strcmp(pe->key, "precision") != 0) continue;
+    if (!pe->key) continue;
     const char *v = pe->value && pe->value->string_value ? pe->value->string_value : "";
+    if (strcmp(pe->key, "layout") == 0) {
+      int l = -1;
+      for (int k = 0; k < 3; k++)
+        if (strcasecmp(v, layouts[k]) == 0) l = k;
+      if (l < 0) return err_set(e, ERR_INVALID_ARGUMENT, "parameters: layout '%s' is not one of auto, nchw, nhwc", v);
+      o->layout = l;
+      continue;
+    }
+    if (strcmp(pe->key, "cudnn_conv_algo_search") == 0) {
+      if (strcmp(v, "0") && strcmp(v, "1") && strcmp(v, "2"))
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "parameters: cudnn_conv_algo_search '%s' is not one of 0 (exhaustive), 1 (heuristic), 2 (default)", v);
+      o->conv_heuristic = v[0] != '0';
+      continue;
+    }
+    if (strcmp(pe->key, "precision") != 0) continue;
     int found = -1;
     for (int k = 0; k < 3; k++)
       if (strcasecmp(v, names[k]) == 0) found = k;

@@ -5,12 +5,16 @@
 // GlobalMaxPool. Registered into plan_cuda.c's op table through
 // plan_cuda_internal.h.
 //
-// Activations stay NCHW, the layout every other op of the CUDA plan
-// assumes, so the weights need no repacking: ONNX's OIHW is cuDNN's KCRS,
-// and the plan's constant arena already holds them in the storage type
-// (FP16 plans convert constants once at create, rounding to nearest even
-// as eng_cuconv_pack_weights would). An NHWC pass (tensor cores' layout,
-// KRSC weights packed here at init) is future work.
+// Layouts: the plan's layout pass (plan_cuda_layout.c) runs a node NHWC
+// (cuda_ctx.nhwc) when tensor cores do the work; its descriptors then say
+// NHWC and a Conv reads KRSC weights, transposed once on the device from
+// the plan's constant (OIHW = KCRS, already in the storage type) the first
+// time the node runs NHWC. Only constant weights can run NHWC.
+//
+// Algorithms: timed (cuDNN's candidates each run for real, the fastest
+// kept; ENG_CUCONV_SEARCH_EXHAUSTIVE, as onnxruntime's default
+// cudnn_conv_algo_search) unless cuda_ctx.conv_heuristic asks for cuDNN's
+// first working heuristic pick (faster loads).
 //
 // Per node: the cuDNN plans, one per shape signature (input dims, storage
 // type, fused epilogue), made by prepare when a shape is first seen (the
@@ -24,6 +28,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include "engine/cuda_check.h"
 #include "engine/cuda_conv.h"
 #include "engine/ops_conv.h"
 #include "engine/plan_cuda_internal.h"
@@ -38,6 +43,9 @@ typedef struct shape_plan {
 
 typedef struct conv_node {
   eng_conv_kind kind;
+  bool w_const;   // the weights are a constant: they may be packed KRSC
+  void *w_nhwc;   // KRSC copy of the weights (device), made at the first NHWC prepare
+
   shape_plan *plans;
   int n, cap;
   const shape_plan *cur;  // this submit's (prepare), read by run in the same submit
@@ -97,7 +105,7 @@ static int make_desc(const cuda_ctx *c, const eng_op_params *p, const eng_tensor
     cd->pad_top = pt, cd->pad_left = pl, cd->pad_bottom = pb, cd->pad_right = pr;
     cd->stride_h = sh, cd->stride_w = sw, cd->dil_h = dh, cd->dil_w = dw;
     cd->dtype = dt;
-    cd->layout = ENG_CUCONV_NCHW;
+    cd->layout = c->nhwc ? ENG_CUCONV_NHWC : ENG_CUCONV_NCHW;
     cd->has_bias = n_in > 2 && in[2].dt != DT_INVALID;
     cd->has_z = c->z != NULL;
     cd->act = (eng_cuconv_act)c->act;
@@ -115,7 +123,7 @@ static int make_desc(const cuda_ctx *c, const eng_op_params *p, const eng_tensor
                : a->count_include_pad && !pd->global ? ENG_CUPOOL_AVG_INCLUDE_PAD
                                                      : ENG_CUPOOL_AVG_EXCLUDE_PAD;
     pd->dtype = dt == ENG_CUCONV_FP32_TF32 ? ENG_CUCONV_FP32 : dt;
-    pd->layout = ENG_CUCONV_NCHW;
+    pd->layout = c->nhwc ? ENG_CUCONV_NHWC : ENG_CUCONV_NCHW;
     if (n == 0) return 0;
     TRY(eng_cupool_out_dims(pd, &ho, &wo, e));
   }
@@ -153,6 +161,7 @@ static int conv_init(const eng_plan *pl, size_t i, int half, void **state, err *
   conv_node *s = calloc(1, sizeof *s);
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->kind = a->kind;
+  s->w_const = a->kind == ENG_CONV && n->n_in > 1 && eng_cuda__is_const(pl->g, n->in[1]);
   *state = s;
   return 0;
 }
@@ -165,7 +174,32 @@ static void conv_destroy(void *state) {
     eng_cupool_plan_destroy(s->plans[i].pool);
   }
   free(s->plans);
+  if (s->w_nhwc) (void)cudaFree(s->w_nhwc);
   free(s);
+}
+
+// NHWC needs 2-D windows (4-D tensors) and, for a Conv, weights it can pack once.
+static bool conv_nhwc(const eng_plan *pl, size_t i, const void *state) {
+  const conv_node *s = state;
+  return pl->params[i].conv.nsp == 2 && s && (s->kind != ENG_CONV || s->w_const);
+}
+
+// The KRSC copy of w ([k, c/groups, r, s] on the device), once.
+static int pack_nhwc(conv_node *s, cuda_ctx *c, const eng_tensor *w, cuda_prep *r, err *e) {
+  if (s->w_nhwc) return 0;
+  if (w->ndims != 4) return err_set(e, ERR_INTERNAL, "NHWC conv with %d-D weights", w->ndims);
+  void *d = NULL;
+  CUDA_TRY(e, cudaMalloc(&d, w->bytes ? w->bytes : 1));
+  static const int krsc[4] = {0, 2, 3, 1};
+  int rc = k_transpose_cuda(d, w->data, dtype_size(w->dt), 4, w->dims, krsc, c->stream, e);
+  if (!rc) rc = CUDA_OK(e, cudaStreamSynchronize(c->stream));
+  if (rc) {
+    (void)cudaFree(d);
+    return rc;
+  }
+  s->w_nhwc = d;
+  r->made++;
+  return 0;
 }
 
 static eng_cuconv_act act_of(const char *op_type) {
@@ -223,6 +257,10 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
   shape_plan d;
   TRY(make_desc(c, p, in, n_in, out, &d, e));
   if (in[0].dims[0] == 0) return 0;
+  if (s->kind == ENG_CONV && c->nhwc) {
+    if (!s->w_const) return err_set(e, ERR_INTERNAL, "NHWC asked of a Conv with computed weights");
+    TRY(pack_nhwc(s, c, &in[1], r, e));
+  }
   for (int i = 0; i < s->n; i++)
     if (memcmp(&s->plans[i].cd, &d.cd, sizeof d.cd) == 0 &&
         memcmp(&s->plans[i].pd, &d.pd, sizeof d.pd) == 0) {
@@ -239,7 +277,9 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
       s->cap = cap;
     }
     nvtxRangePushA("inferd cudnn plan");
-    int rc = s->kind == ENG_CONV ? eng_cuconv_plan_create(&d.conv, c->cudnn, &d.cd, NULL, e)
+    eng_cuconv_opts co = {.search = c->conv_heuristic ? ENG_CUCONV_SEARCH_HEURISTIC
+                                                      : ENG_CUCONV_SEARCH_EXHAUSTIVE};
+    int rc = s->kind == ENG_CONV ? eng_cuconv_plan_create(&d.conv, c->cudnn, &d.cd, &co, e)
                                  : eng_cupool_plan_create(&d.pool, c->cudnn, &d.pd, e);
     nvtxRangePop();
     if (rc) return rc;
@@ -272,7 +312,8 @@ static int conv_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
       return err_set(e, ERR_INTERNAL, "fused epilogue changed since the cuDNN plan was made");
     }
     const void *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
-    rc = eng_cuconv_run(sp->conv, c->cudnn, c->stream, in[0].data, in[1].data, bias, c->z,
+    const void *w = sp->cd.layout == ENG_CUCONV_NHWC ? s->w_nhwc : in[1].data;
+    rc = eng_cuconv_run(sp->conv, c->cudnn, c->stream, in[0].data, w, bias, c->z,
                         out[0].data, c->ws, c->ws_bytes, e);
   } else {
     rc = eng_cupool_run(sp->pool, c->cudnn, c->stream, in[0].data, out[0].data, c->ws, c->ws_bytes,
@@ -283,8 +324,8 @@ static int conv_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
 }
 
 #define FAMILY(name, fuse)                                                                    \
-  {name, conv_run, eng_cuda__half_always, CUDA_OP_CUDNN, conv_init, fuse, conv_prepare,        \
-   conv_destroy}
+  {name, conv_run, eng_cuda__half_always, CUDA_OP_CUDNN | CUDA_OP_NHWC, conv_init, fuse,       \
+   conv_prepare, conv_destroy, conv_nhwc}
 
 // FP16 operands run as they are (FP16 storage, FP32 accumulation).
 const cuda_op eng_cuda__conv_ops[] = {

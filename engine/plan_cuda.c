@@ -64,6 +64,7 @@ typedef struct slot {
   size_t *in_off, *out_off, *edge_off;  // pinned, per input / output
   size_t *in32_off, *out32_off;         // scratch, per input / output (FP16 plans)
   size_t fb_off;                        // scratch: start of the fallback operands
+  size_t lay_off, lay_out_off;          // scratch: a node's transposed operands, the outputs'
   eng_tensor *outs;                     // per output: internal type and shape of the batch
   uint64_t seq;                         // this batch's submit number
   gentry *graphs;
@@ -87,6 +88,8 @@ struct eng_cuda_plan {
   void **dptr;          // per value: device pointer for this run
   void **cdev;          // per value: constant's device copy (NULL if not a constant)
   dtype *ddt;           // per value, this run: the type stored on the device
+  cuda_layout lay;      // this run's NHWC regions (plan_cuda_layout.c)
+  bool layout_nhwc;     // the plan keeps convolution regions NHWC
   eng_cuda_arena *consts;
   slot sl[ENG_CUDA_MAX_SLOTS];
   int n_slots;
@@ -108,6 +111,7 @@ struct eng_cuda_plan {
   _Atomic uint64_t allocs;
   _Atomic uint64_t dev_bytes, pin_bytes;  // what the pools and workspaces hold now
   _Atomic uint64_t fused;                 // nodes skipped by the last settle_fusions
+  _Atomic uint64_t nhwc_nodes, relayouts;  // the last layout pass's (plan_cuda_layout.c)
 };
 
 static size_t round_up(size_t n) { return (n + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN; }
@@ -432,23 +436,23 @@ static void gemm_fuse(const eng_plan *pl, size_t i, cuda_fusion *f);
 static const cuda_op cuda_ops[] = {
     {.op_type = "Gemm", .run = run_gemm, .half = half_gemm, .fuse = gemm_fuse},
     {.op_type = "MatMul", .run = run_matmul, .half = eng_cuda__half_always, .fuse = gemm_fuse},
-    {.op_type = "Add", .run = run_add, .half = eng_cuda__half_always},
-    {.op_type = "Sub", .run = run_sub, .half = eng_cuda__half_always},
-    {.op_type = "Mul", .run = run_mul, .half = eng_cuda__half_always},
-    {.op_type = "Div", .run = run_div, .half = eng_cuda__half_always},
-    {.op_type = "Relu", .run = run_relu, .half = eng_cuda__half_always},
-    {.op_type = "LeakyRelu", .run = run_leaky, .half = eng_cuda__half_always},
-    {.op_type = "Sigmoid", .run = run_sigmoid, .half = eng_cuda__half_always},
-    {.op_type = "Tanh", .run = run_tanh, .half = eng_cuda__half_always},
-    {.op_type = "Erf", .run = run_erf, .half = eng_cuda__half_always},
-    {.op_type = "Gelu", .run = run_gelu, .half = eng_cuda__half_always},
-    {.op_type = "HardSigmoid", .run = run_unop, .half = eng_cuda__half_always},
-    {.op_type = "HardSwish", .run = run_unop, .half = eng_cuda__half_always},
-    {.op_type = "Sqrt", .run = run_unop, .half = eng_cuda__half_always},
-    {.op_type = "Exp", .run = run_unop, .half = eng_cuda__half_always},
-    {.op_type = "Neg", .run = run_unop, .half = eng_cuda__half_always},
-    {.op_type = "Abs", .run = run_unop, .half = eng_cuda__half_always},
-    {.op_type = "Reciprocal", .run = run_unop, .half = eng_cuda__half_always},
+    {.op_type = "Add", .run = run_add, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Sub", .run = run_sub, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Mul", .run = run_mul, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Div", .run = run_div, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Relu", .run = run_relu, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "LeakyRelu", .run = run_leaky, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Sigmoid", .run = run_sigmoid, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Tanh", .run = run_tanh, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Erf", .run = run_erf, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Gelu", .run = run_gelu, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "HardSigmoid", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "HardSwish", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Sqrt", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Exp", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Neg", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Abs", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Reciprocal", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Softmax", .run = run_softmax, .half = eng_cuda__half_always},
     {.op_type = "LogSoftmax", .run = run_log_softmax, .half = eng_cuda__half_always},
     {.op_type = "Flatten", .run = run_view, .half = eng_cuda__half_always},
@@ -459,7 +463,7 @@ static const cuda_op cuda_ops[] = {
     {.op_type = "Dropout", .run = run_view, .half = eng_cuda__half_always},
     {.op_type = "Transpose", .run = run_transpose, .half = eng_cuda__half_always},
     {.op_type = "Concat", .run = run_concat, .half = eng_cuda__half_always},
-    {.op_type = "Cast", .run = run_cast, .half = NULL},
+    {.op_type = "Cast", .run = run_cast, .half = NULL, .flags = CUDA_OP_ELEMWISE},
     // FP32 always: the optional Mean/InvStdDev outputs are FP32 statistics
     {.op_type = "LayerNormalization", .run = run_layernorm, .half = NULL},
     {.op_type = "BatchNormalization", .run = run_batchnorm, .half = eng_cuda__half_always},
@@ -471,6 +475,8 @@ static const cuda_op *find_op(const char *op_type) {
   // the op families that live in their own files
   for (size_t i = 0; i < eng_cuda__n_conv_ops; i++)
     if (strcmp(eng_cuda__conv_ops[i].op_type, op_type) == 0) return &eng_cuda__conv_ops[i];
+  for (size_t i = 0; i < eng_cuda__n_reduce_ops; i++)
+    if (strcmp(eng_cuda__reduce_ops[i].op_type, op_type) == 0) return &eng_cuda__reduce_ops[i];
   return NULL;
 }
 
@@ -726,7 +732,11 @@ static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
     if (need > fb) fb = need;
   }
   scr += fb;
-  if (p->half) TRY(ensure_dev(p, s, &s->scr, &s->scr_base, &s->scr_cap, scr, e));
+  s->lay_off = scr;
+  scr += p->lay.node_scr;
+  s->lay_out_off = scr;
+  scr += p->lay.out_scr;
+  if (scr) TRY(ensure_dev(p, s, &s->scr, &s->scr_base, &s->scr_cap, scr, e));
   if (total <= s->pin_cap && s->pin) return 0;
   if (total == 0) total = STAGE_ALIGN;
   drop_graphs(s);
@@ -842,6 +852,7 @@ static void set_node_ctx(eng_cuda_plan *p, slot *s, size_t i) {
 }
 
 static void clear_node_ctx(slot *s) {
+  s->ctx.nhwc = false;
   s->ctx.act = 0;
   s->ctx.bias = NULL;
   s->ctx.z = NULL;
@@ -863,6 +874,7 @@ static int prepare_nodes(eng_cuda_plan *p, slot *s, err *e) {
     for (int k = 0; k < n->n_in; k++) fill_tensor(p, &pl->tin[k], n->in[k]);
     for (int k = 0; k < n->n_out; k++) fill_tensor(p, &pl->tout[k], n->out[k]);
     set_node_ctx(p, s, i);
+    s->ctx.nhwc = p->lay.mode[i];
     cuda_prep r = {0};
     rc = op->prepare(&s->ctx, &pl->params[i], pl->tin, n->n_in, pl->tout, n->n_out, &r, e);
     if (rc) err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
@@ -875,6 +887,35 @@ static int prepare_nodes(eng_cuda_plan *p, slot *s, err *e) {
     TRY(ensure_dev(p, s, &s->ws, &s->ws_base, &s->ws_cap, need, e));
   s->ctx.ws = s->ws_base;
   s->ctx.ws_bytes = s->ws_cap;
+  return 0;
+}
+
+// Node i's operands in the layout it runs in (plan_cuda_layout.c): the
+// ones stored in the other layout transposed into the slot's scratch, an
+// elementwise node's dims presented in memory order, the NHWC flag set.
+static int relayout_operands(eng_cuda_plan *p, slot *s, size_t i, err *e) {
+  eng_plan *pl = p->pl;
+  const eng_node *n = eng_graph_node(pl->g, i);
+  bool nhwc = p->lay.mode[i];
+  uint32_t conv = p->lay.conv[i];
+  size_t off = s->lay_off;
+  s->ctx.nhwc = nhwc;
+  for (int k = 0; conv && k < n->n_in && k < 31; k++) {
+    if (!(conv & (1u << k))) continue;
+    eng_tensor *t = &pl->tin[k];
+    TRY(eng_cuda__relayout(t, s->scr_base + off, nhwc, s->ctx.stream, e));
+    off += round_up(nbytes(t));
+  }
+  if (conv & CUDA_LAYOUT_CONV_Z) {
+    eng_tensor z;
+    fill_tensor(p, &z, p->run_z[i]);
+    TRY(eng_cuda__relayout(&z, s->scr_base + off, nhwc, s->ctx.stream, e));
+    s->ctx.z = z.data;
+  }
+  if (nhwc && (p->ops[i]->flags & CUDA_OP_ELEMWISE)) {
+    for (int k = 0; k < n->n_in; k++) eng_cuda__layout_present(&pl->tin[k]);
+    for (int k = 0; k < n->n_out; k++) eng_cuda__layout_present(&pl->tout[k]);
+  }
   return 0;
 }
 
@@ -920,6 +961,11 @@ static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
     }
     set_node_ctx(p, s, i);
     const cuda_op *op = p->ops[i];
+    rc = relayout_operands(p, s, i, e);
+    if (rc) {
+      err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
+      break;
+    }
     if (half_operands && (!op->half || !op->half(&pl->params[i], pl->tin, n->n_in)))
       rc = run_fallback(p, s, i, e);
     else
@@ -930,12 +976,21 @@ static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
   nvtxRangePop();
   if (rc) return rc;
   nvtxRangePushA("inferd d2h");
+  size_t lay_off = s->lay_out_off;
   for (size_t j = 0; j < pl->n_outputs && !rc; j++) {
     int v = eng_graph_output_value(g, j);
     const eng_tensor *t = &pl->cur[v];
     size_t b = nbytes(t);
     if (!b) continue;
     const void *src = p->dptr[v];
+    if (eng_cuda__layout_out_nhwc(&p->lay, pl, v)) {  // back to NCHW first
+      eng_tensor x;
+      fill_tensor(p, &x, v);
+      rc = eng_cuda__relayout(&x, s->scr_base + lay_off, false, st, e);
+      src = x.data;
+      lay_off += round_up(nbytes(&x));
+      if (rc) break;
+    }
     if (p->ddt[v] != t->dt) {  // widen on the device, then copy FP32 back
       void *w = s->scr_base + s->out32_off[j];
       rc = k_f16_to_f32_cuda(w, src, numel(t), st, e);
@@ -1046,6 +1101,7 @@ static int slot_create(eng_cuda_plan *p, slot *s, err *e) {
   if (!s->in_off || !s->in32_off || !s->out_off || !s->edge_off || !s->out32_off || !s->outs || !s->graphs)
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->ctx.gemm32 = p->o.precision == ENG_PREC_TF32 ? ENG_GEMM_FP32_TF32 : ENG_GEMM_FP32;
+  s->ctx.conv_heuristic = p->o.conv_heuristic != 0;
   CUDA_TRY(e, cudaStreamCreateWithFlags(&s->ctx.stream, cudaStreamNonBlocking));
   atomic_fetch_add(&p->allocs, 1);  // the workspace
   TRY(eng_gemm_lt_create(&s->ctx.gemm, GEMM_WORKSPACE, 0, e));
@@ -1132,6 +1188,19 @@ static int warm_up(eng_cuda_plan *p, err *e) {
   return rc;
 }
 
+// NHWC regions pay where tensor cores run the convolutions (FP16, TF32):
+// there cuDNN's NHWC kernels are the fast ones. Strict FP32 keeps NCHW,
+// where its kernels are at least as fast and nothing needs transposing.
+static bool want_nhwc(const eng_cuda_plan *p) {
+  if (p->o.layout == ENG_CUDA_LAYOUT_NCHW) return false;
+  bool conv = false;
+  for (size_t i = 0; i < p->pl->n_nodes && !conv; i++)
+    conv = p->ops[i] && (p->ops[i]->flags & CUDA_OP_NHWC) &&
+           strcmp(eng_graph_node(p->pl->g, i)->op_type, "Conv") == 0;
+  if (!conv) return false;
+  return p->o.layout == ENG_CUDA_LAYOUT_NHWC || p->o.precision != ENG_PREC_FP32;
+}
+
 int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts,
                          eng_cuda_plan **out, err *e) {
   *out = NULL;
@@ -1190,6 +1259,8 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
     if (p->ops[i]->flags & CUDA_OP_CUDNN) p->need_cudnn = 1;
   }
   find_fusions(p);
+  if ((ret = eng_cuda__layout_alloc(&p->lay, pl->n_nodes, pl->n_values, e)) != 0) goto fail;
+  p->layout_nhwc = want_nhwc(p);
   p->in_cap = calloc(pl->n_inputs + 1, sizeof *p->in_cap);
   if (!p->in_cap) {
     ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
@@ -1242,6 +1313,7 @@ void eng_cuda_plan_destroy(eng_cuda_plan *p) {
   free(p->dptr);
   free(p->cdev);
   free(p->ddt);
+  eng_cuda__layout_free(&p->lay);
   free(p->in_cap);
   free(p);
 }
@@ -1269,6 +1341,8 @@ void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
   s->device_bytes = atomic_load(&p->dev_bytes);
   s->pinned_bytes = atomic_load(&p->pin_bytes);
   s->fused_nodes = atomic_load(&p->fused);
+  s->nhwc_nodes = atomic_load(&p->nhwc_nodes);
+  s->relayouts = atomic_load(&p->relayouts);
   s->graphs_captured = atomic_load(&p->graphs_captured);
   s->graph_launches = atomic_load(&p->graph_launches);
   s->plain_launches = atomic_load(&p->plain_launches);
@@ -1293,15 +1367,19 @@ int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size
   TRY(check_folds(p, e));
   // a re-layout moves buffers: every slot's graphs of an older layout are stale
   p->epoch = pl->layouts;
+  settle_fusions(p);
+  for (size_t v = 0; v < pl->n_values; v++) p->ddt[v] = dev_dt(p, pl->cur[v].dt);
+  eng_cuda__layout_settle(&p->lay, pl, p->ops, (const void *const *)p->nstate, p->skip, p->run_out,
+                          p->run_z, p->ddt, p->layout_nhwc);
+  atomic_store(&p->nhwc_nodes, p->lay.n_nhwc);
+  atomic_store(&p->relayouts, p->lay.n_conv);
   TRY(ensure_dev(p, s, &s->act, &s->act_base, &s->act_cap, pl->arena_need, e));
   TRY(ensure_staging(p, s, e));
-  settle_fusions(p);
   for (size_t v = 0; v < pl->n_values; v++) {
     int r = pl->root[v];
     bool c = eng_graph_value(g, (size_t)r)->kind == ENG_VALUE_CONST;
     // folded values have no device copy: check_folds made sure no kernel reads one
     p->dptr[v] = c ? p->cdev[r] : pl->known[r] ? NULL : s->act_base + pl->off[r];
-    p->ddt[v] = dev_dt(p, pl->cur[v].dt);
   }
   nvtxRangePushA("inferd stage inputs");
   for (size_t i = 0; i < n_in; i++) {

@@ -5,6 +5,8 @@
 add_library(inferd_plan_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/ops_conv_cuda.c
+  ${CMAKE_CURRENT_LIST_DIR}/ops_reduce_cuda.c
+  ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_layout.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_k.cu)
 target_link_libraries(inferd_plan_cuda PUBLIC inferd_graph inferd_cuda inferd_kernels_cuda
   inferd_kernels CUDA::cudart inferd_base)

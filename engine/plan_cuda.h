@@ -56,6 +56,14 @@ typedef enum eng_precision {
 
 #define ENG_CUDA_MAX_SLOTS 4
 
+// ENG_CUDA_LAYOUT_AUTO: NHWC regions around convolutions in FP16 and TF32
+// plans (tensor cores), NCHW in strict FP32; the others force one.
+typedef enum eng_cuda_layout {
+  ENG_CUDA_LAYOUT_AUTO = 0,
+  ENG_CUDA_LAYOUT_NCHW,
+  ENG_CUDA_LAYOUT_NHWC,
+} eng_cuda_layout;
+
 typedef struct eng_cuda_opts {
   eng_precision precision;
   int n_slots;      // 1..ENG_CUDA_MAX_SLOTS (0: 2)
@@ -64,6 +72,8 @@ typedef struct eng_cuda_opts {
   const int *warm;  // batch sizes to capture (and tune) at create, static shapes only
   size_t n_warm;
   uint64_t fault_at;  // test hook: the Nth submit (1-based) fails with a real CUDA launch error
+  eng_cuda_layout layout;  // where convolutions' activations are kept NHWC
+  int conv_heuristic;      // 1: cuDNN's heuristic algorithm pick; 0: each candidate timed (slower load)
 } eng_cuda_opts;
 
 // max_batch as eng_plan_create. device: a runtime ordinal (eng_cuda_devices).
@@ -112,6 +122,8 @@ typedef struct eng_cuda_plan_stats {
   uint64_t device_bytes;     // device memory held: weights, arenas, scratch, cuBLASLt workspaces
   uint64_t pinned_bytes;     // pinned host staging held
   uint64_t fused_nodes;      // nodes run inside another's epilogue (bias, residual Add, activation), last submit
+  uint64_t nhwc_nodes;       // nodes run on NHWC activations, last submit
+  uint64_t relayouts;        // operands and outputs transposed between layouts, last submit
 } eng_cuda_plan_stats;
 
 // Safe from any thread while submit/finish run (counters are atomic).

@@ -25,6 +25,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cuda_runtime_api.h>
 
@@ -48,6 +49,8 @@ typedef struct cuda_ctx {
   const void *bias;  // a following Add's constant, or NULL
   const void *z;     // a following Add's residual operand (same shape as the output), or NULL
   void *node;        // this node's state (init), or NULL
+  bool conv_heuristic;  // cuDNN algorithms: heuristic pick instead of timing each (eng_cuda_opts)
+  bool nhwc;         // CUDA_OP_NHWC ops: this node's 4-D activations are NHWC (plan_cuda_layout.c)
 } cuda_ctx;
 
 typedef int (*cuda_run_fn)(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
@@ -69,7 +72,9 @@ typedef struct cuda_fusion {
 } cuda_fusion;
 
 enum {
-  CUDA_OP_CUDNN = 1,  // each slot needs a cuDNN handle
+  CUDA_OP_CUDNN = 1,     // each slot needs a cuDNN handle
+  CUDA_OP_NHWC = 2,      // runs on NHWC activations when cuda_ctx.nhwc says so (logical dims NCHW)
+  CUDA_OP_ELEMWISE = 4,  // elementwise with broadcasting: blind to layout, dims presented in memory order
 };
 
 // What a prepare call reports.
@@ -88,6 +93,8 @@ typedef struct cuda_op {
   int (*prepare)(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
                  const eng_tensor *out, int n_out, cuda_prep *r, err *e);
   void (*destroy)(void *node_state);
+  // CUDA_OP_NHWC ops: whether this node can run NHWC at all (NULL: yes)
+  bool (*nhwc)(const eng_plan *pl, size_t node, const void *node_state);
 } cuda_op;
 
 // --- shared with the op families
@@ -99,8 +106,43 @@ bool eng_cuda__is_const(const eng_graph *g, int v);
 // A half function for ops whose run takes FP16 operands as they are.
 bool eng_cuda__half_always(const eng_op_params *p, const eng_tensor *in, int n_in);
 
+// --- layouts (plan_cuda_layout.c)
+
+// Per run: each 4-D value's storage layout, each node's mode and the
+// operands converted before it runs. See plan_cuda_layout.c.
+#define CUDA_LAYOUT_CONV_Z (1u << 31)  // cuda_layout.conv: the fused residual
+typedef struct cuda_layout {
+  uint8_t *lay;     // per value: 1 = stored NHWC (4-D values only)
+  uint8_t *mode;    // per node: 1 = runs NHWC
+  uint32_t *conv;   // per node: bit k = input k is transposed to the node's layout first
+  size_t node_scr;  // scratch bytes the most converting node needs
+  size_t out_scr;   // scratch bytes for graph outputs transposed back to NCHW
+  bool any;         // some node runs NHWC
+  uint64_t n_nhwc;  // nodes that run NHWC
+  uint64_t n_conv;  // transposes: operands before their node, outputs before copy-out
+} cuda_layout;
+
+int eng_cuda__layout_alloc(cuda_layout *L, size_t n_nodes, size_t n_values, err *e);
+void eng_cuda__layout_free(cuda_layout *L);
+// on false: everything NCHW. ddt: per value, the stored type.
+void eng_cuda__layout_settle(cuda_layout *L, const eng_plan *pl, const cuda_op *const *ops,
+                             const void *const *nstate, const char *skip, const int *run_out,
+                             const int *run_z, const dtype *ddt, bool on);
+// Same bytes in both layouts (up to rank 4, aligned right: C == 1 or H * W == 1).
+bool eng_cuda__layout_neutral(const eng_tensor *t);
+// Graph output value v must be transposed back before copy-out.
+bool eng_cuda__layout_out_nhwc(const cuda_layout *L, const eng_plan *pl, int v);
+// An elementwise operand's dims in memory order: aligned to rank 4, (N, H, W, C).
+void eng_cuda__layout_present(eng_tensor *t);
+// Transposes 4-D t (logical NCHW dims, stored in the other layout than
+// to_nhwc asks) into dst and points t at it.
+int eng_cuda__relayout(eng_tensor *t, void *dst, bool to_nhwc, cudaStream_t st, err *e);
+
 // The conv family (ops_conv_cuda.c): Conv, ConvTranspose (refused), the pools.
 extern const cuda_op eng_cuda__conv_ops[];
 extern const size_t eng_cuda__n_conv_ops;
+// The reduce family (ops_reduce_cuda.c): ReduceMean, ReduceSum, ReduceMax, ReduceMin.
+extern const cuda_op eng_cuda__reduce_ops[];
+extern const size_t eng_cuda__n_reduce_ops;
 
 #endif

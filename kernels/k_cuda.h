@@ -27,6 +27,12 @@ extern "C" {
 int k_unop_cuda(void *y, const void *x, size_t n, k_elem et, k_unop op, float a, float b,
                 cudaStream_t stream, err *e);
 
+// --- reductions (k_reduce.cu): x seen as [outer, len, inner], y as
+// [outer, inner], reduced over len (the reference's k_redop); et K_F32 or
+// K_F16, accumulation in float.
+int k_reduce_cuda(void *y, const void *x, k_elem et, size_t outer, size_t len, size_t inner,
+                  k_redop op, cudaStream_t stream, err *e);
+
 // --- elementwise unary (k_unary.cu); y may alias x.
 int k_relu_cuda(float *y, const float *x, size_t n, cudaStream_t stream, err *e);
 int k_leaky_relu_cuda(float *y, const float *x, size_t n, float alpha, cudaStream_t stream, err *e);

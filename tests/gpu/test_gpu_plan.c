@@ -508,22 +508,28 @@ static void test_modes(void) {
     int mb = batch_of(g);
     size_t n_out = eng_graph_n_outputs(g);
     eng_plan *cp = NULL;
-    eng_cuda_plan *plain = NULL, *graphs = NULL, *half = NULL, *tf32 = NULL;
+    eng_cuda_plan *plain = NULL, *graphs = NULL, *half = NULL, *tf32 = NULL, *nhwc = NULL;
     err e = {0};
     int warm[] = {1, MAXB};
-    eng_cuda_opts o_plain = {.no_graphs = 1, .n_slots = 1};
-    eng_cuda_opts o_graph = {.n_slots = 2, .warm = warm, .n_warm = 2};
-    eng_cuda_opts o_half = {.precision = ENG_PREC_FP16};
-    eng_cuda_opts o_tf32 = {.precision = ENG_PREC_TF32};
+    // cuDNN's heuristic algorithm picks: timing every candidate of every shape of 50-layer
+    // models five times over would take minutes (test_conv times them)
+    eng_cuda_opts o_plain = {.no_graphs = 1, .n_slots = 1, .conv_heuristic = 1};
+    eng_cuda_opts o_graph = {.n_slots = 2, .warm = warm, .n_warm = 2, .conv_heuristic = 1};
+    eng_cuda_opts o_half = {.precision = ENG_PREC_FP16, .conv_heuristic = 1};
+    eng_cuda_opts o_tf32 = {.precision = ENG_PREC_TF32, .conv_heuristic = 1};
+    // FP32 on NHWC activations (the FP16 and TF32 plans' layout around convolutions), held
+    // to FP32's tolerance: the layout pass itself must not lose anything
+    eng_cuda_opts o_nhwc = {.layout = ENG_CUDA_LAYOUT_NHWC, .conv_heuristic = 1};
     CHECK_EQ_INT(eng_plan_create(g, mb, &cp, &e), 0);
     int rc = eng_cuda_plan_create(g, mb, 0, &o_plain, &plain, &e);
     if (!rc) rc = eng_cuda_plan_create(g, mb, 0, &o_graph, &graphs, &e);
     if (!rc) rc = eng_cuda_plan_create(g, mb, 0, &o_half, &half, &e);
     if (!rc) rc = eng_cuda_plan_create(g, mb, 0, &o_tf32, &tf32, &e);
+    if (!rc) rc = eng_cuda_plan_create(g, mb, 0, &o_nhwc, &nhwc, &e);
     if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);
     CHECK_EQ_INT(rc, 0);
     if (!rc && cp) {
-      double w_half = 0, w_tf32 = 0, w_pipe = 0;
+      double w_half = 0, w_tf32 = 0, w_pipe = 0, w_nhwc = 0;
       int identical = 1;
       for (int b = mb > 0 ? 1 : 0; b <= mb; b++) {
         io_set in = {0}, in2 = {0}, ref = {0}, ref2 = {0}, base = {0};
@@ -565,6 +571,11 @@ static void test_modes(void) {
         CHECK_EQ_INT(eng_cuda_plan_run(tf32, in.t, in.n, go, n_out, &e), 0);
         snprintf(what, sizeof what, "%s batch %d tf32", name, b);
         w_tf32 = max_worst(w_tf32, compare_set(what, &ref, go, low_rtol));
+        rc = eng_cuda_plan_run(nhwc, in.t, in.n, go, n_out, &e);
+        if (rc) fprintf(stderr, "%s batch %d: nhwc run: %s\n", name, b, e.msg);
+        CHECK_EQ_INT(rc, 0);
+        snprintf(what, sizeof what, "%s batch %d fp32 nhwc", name, b);
+        if (!rc) w_nhwc = max_worst(w_nhwc, compare_set(what, &ref, go, out_rtol(name, 0, DT_FP32)));
         io_free(&in);
         io_free(&in2);
         io_free(&ref);
@@ -579,16 +590,22 @@ static void test_modes(void) {
       eng_cuda_plan_stats ps;
       eng_cuda_plan_stats_get(plain, &ps);
       CHECK_EQ_INT(ps.graphs_captured, 0);
+      CHECK_EQ_INT(ps.nhwc_nodes, 0);  // strict FP32 keeps NCHW
+      eng_cuda_plan_stats ns;
+      eng_cuda_plan_stats_get(nhwc, &ns);
       printf("%-16s graphs %llu captured, %llu replays, identical to plain: %s; two slots worst %.3g; "
-             "fp16 worst %.3g; tf32 worst %.3g%s\n",
+             "fp16 worst %.3g; tf32 worst %.3g; fp32 nhwc worst %.3g (%llu nodes NHWC, %llu "
+             "transposes)%s\n",
              name, (unsigned long long)st.graphs_captured, (unsigned long long)st.graph_launches,
-             identical ? "yes" : "NO", w_pipe, w_half, w_tf32, st.graphs_disabled ? " (graphs disabled)" : "");
+             identical ? "yes" : "NO", w_pipe, w_half, w_tf32, w_nhwc, (unsigned long long)ns.nhwc_nodes,
+             (unsigned long long)ns.relayouts, st.graphs_disabled ? " (graphs disabled)" : "");
       models++;
     }
     eng_cuda_plan_destroy(plain);
     eng_cuda_plan_destroy(graphs);
     eng_cuda_plan_destroy(half);
     eng_cuda_plan_destroy(tf32);
+    eng_cuda_plan_destroy(nhwc);
     eng_plan_destroy(cp);
     eng_graph_destroy(g);
   }
@@ -609,6 +626,8 @@ static const struct {
 } conv_models[] = {{"conv_resnet", 7}, {"conv_dwsep", 2}, {"conv_pools", 1}};
 
 static void test_conv(void) {
+  // each model twice: as FP32 plans lay it out (NCHW), then with NHWC regions
+  for (int lay = 0; lay < 2; lay++)
   for (size_t m = 0; m < sizeof conv_models / sizeof conv_models[0]; m++) {
     const char *name = conv_models[m].name;
     eng_graph *g = load_model(name);
@@ -618,7 +637,7 @@ static void test_conv(void) {
     eng_cuda_plan *gp = NULL;
     err e = {0};
     int warm[] = {1, 2, 3, MAXB};
-    eng_cuda_opts o = {.warm = warm, .n_warm = 4};
+    eng_cuda_opts o = {.warm = warm, .n_warm = 4, .layout = lay ? ENG_CUDA_LAYOUT_NHWC : ENG_CUDA_LAYOUT_AUTO};
     CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
     int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
     if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);
@@ -630,7 +649,14 @@ static void test_conv(void) {
       eng_cuda_plan_stats st;
       eng_cuda_plan_stats_get(gp, &st);
       CHECK_EQ_INT(st.fused_nodes, conv_models[m].fused);
-      // every batch size was warmed (a cuDNN plan each): none allocates now
+      if (!lay) CHECK_EQ_INT(st.nhwc_nodes, 0);
+      // NHWC: the 2-D models run their convolutions NHWC and transpose only at the edges
+      // (an input into the first conv, each 4-D output before copy-out)
+      if (lay && strcmp(name, "conv_pools") != 0) {
+        CHECK(st.nhwc_nodes > 0);
+        CHECK(st.relayouts <= eng_graph_n_inputs(g) + n_out);
+      }
+      // every batch size was warmed (a cuDNN plan each, the NHWC weights): none allocates now
       uint64_t allocs = st.real_allocs;
       for (int i = 0; i < 40; i++) {
         int b = 1 + i % MAXB;
@@ -640,9 +666,10 @@ static void test_conv(void) {
       CHECK_EQ_INT(eng_cuda_plan_real_allocs(gp), allocs);
       for (int b = 1; b <= MAXB; b++) worst = max_worst(worst, run_both(name, g, cp, gp, &in[b], "conv after 40 runs"));
       eng_cuda_plan_stats_get(gp, &st);
-      printf("%-16s %llu nodes fused, %llu graphs, real allocations %llu before and after 40 runs, "
-             "worst scaled error %.3g\n",
-             name, (unsigned long long)st.fused_nodes, (unsigned long long)st.graphs_captured,
+      printf("%-16s %s: %llu nodes fused, %llu NHWC, %llu transposes, %llu graphs, real allocations %llu "
+             "before and after 40 runs, worst scaled error %.3g\n",
+             name, lay ? "nhwc" : "nchw", (unsigned long long)st.fused_nodes, (unsigned long long)st.nhwc_nodes,
+             (unsigned long long)st.relayouts, (unsigned long long)st.graphs_captured,
              (unsigned long long)allocs, worst);
       for (int b = 1; b <= MAXB; b++) io_free(&in[b]);
     }

@@ -37,7 +37,7 @@ sys.path.insert(0, "tests/models/zoo")
 import fill
 d = sys.argv[1]
 names = fill.select(["seedcnn.ts17", "seedcnn.dynamo18", "resnet18.ts13", "resnet50.ts17", "resnet50.dynamo18",
-                     "mobilenet_v3_small.ts17", "mobilenet_v3_large.ts17", "mobilenet_v3_large.dynamo18",
+                     "mobilenet_v3_small.ts17", "mobilenet_v3_large.ts17", "mobilenet_v3_large.dynamo18", "efficientnet_b0.dynamo18",
                      "efficientnet_b0.ts17", "vgg11.ts17"])
 spec = fill.write_repo(d + "/repo", names)
 with open(os.path.join(d, "ort_cases.txt"), "w") as f:
@@ -59,7 +59,7 @@ else
   models=$out/models
   export PYTHONUNBUFFERED=1
   $py tests/bench/engine/bench_torch_vision.py --out "$models" --modes "${TORCH_MODES:-graph}" \
-    --batches 1,8,32,128 >"$out/torch.jsonl" 2>"$out/torch.log"
+    --batches "${TORCH_BATCHES:-1,8,32,128}" --precision "${TORCH_PRECISION:-fp32,fp16}" >"$out/torch.jsonl" 2>"$out/torch.log"
   echo "torch: exit $?"; tail -3 "$out/torch.log"; cat "$out/torch.jsonl"
   for m in resnet50 mobilenet_v3_large; do
     for prec in fp32 fp16; do

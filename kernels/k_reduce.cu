@@ -1,0 +1,99 @@
+// kernels/k_reduce.cu: the CUDA twin of k_reduce_f32 (k_ref.h, the
+// reference) for reductions over one contiguous run of axes, seen as
+// [outer, len, inner]: y[o, i] = reduce over l of x[o, l, i]. Written once,
+// instantiated per storage type (float, half); sums accumulate in float,
+// in the reference's order where one thread owns an output (inner > 1) and
+// as a warp tree otherwise. A global spatial mean over NCHW is
+// [N*C, H*W, 1]; over NHWC it is [N, H*W, C].
+#include <cuda_fp16.h>
+
+#include "kernels/k_cuda_common.cuh"
+
+namespace {
+
+__device__ __forceinline__ float ld(float v) { return v; }
+__device__ __forceinline__ float ld(__half v) { return __half2float(v); }
+template <class T>
+__device__ __forceinline__ T st(float v);
+template <>
+__device__ __forceinline__ float st<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half st<__half>(float v) { return __float2half_rn(v); }
+
+struct acc {
+  k_redop op;
+  __device__ float init() const {
+    return op == K_RMAX ? -INFINITY : op == K_RMIN ? INFINITY : 0.0f;
+  }
+  __device__ float add(float a, float v) const {
+    switch (op) {
+      case K_RMAX: return v > a || v != v ? v : a;
+      case K_RMIN: return v < a || v != v ? v : a;
+      default: return a + v;
+    }
+  }
+  __device__ float done(float a, size_t len) const { return op == K_RMEAN ? a / (float)len : a; }
+};
+
+// inner > 1: a thread per output, neighbours read neighbouring addresses.
+template <class T>
+__global__ void reduce_strided(T *y, const T *x, size_t outer, size_t len, size_t inner, acc f) {
+  size_t n = outer * inner, stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += stride) {
+    size_t o = j / inner, i = j % inner;
+    const T *p = x + o * len * inner + i;
+    float a = f.init();
+    for (size_t l = 0; l < len; l++) a = f.add(a, ld(p[l * inner]));
+    y[j] = st<T>(f.done(a, len));
+  }
+}
+
+__device__ __forceinline__ float warp_combine(float v, acc f) {
+  for (int o = 16; o > 0; o >>= 1) v = f.add(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// inner == 1: a warp per output row.
+template <class T>
+__global__ void reduce_rows(T *y, const T *x, size_t outer, size_t len, acc f) {
+  size_t warps = (size_t)gridDim.x * (blockDim.x / 32);
+  int lane = threadIdx.x % 32;
+  for (size_t o = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; o < outer; o += warps) {
+    const T *p = x + o * len;
+    float a = f.init();
+    for (size_t l = lane; l < len; l += 32) a = f.add(a, ld(p[l]));
+    a = warp_combine(a, f);
+    if (lane == 0) y[o] = st<T>(f.done(a, len));
+  }
+}
+
+template <class T>
+int launch(void *y, const void *x, size_t outer, size_t len, size_t inner, acc f, cudaStream_t s,
+           err *e) {
+  size_t n;
+  if (!k_mul3(outer, len, inner, &n))
+    return err_set(e, ERR_INVALID_ARGUMENT, "k_reduce_cuda: %zu x %zu x %zu overflows", outer, len, inner);
+  if (outer * inner == 0) return 0;
+  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "k_reduce_cuda: NULL pointer");
+  if (inner > 1)
+    reduce_strided<T><<<k_blocks_for(outer * inner, K_THREADS), K_THREADS, 0, s>>>((T *)y, (const T *)x,
+                                                                                  outer, len, inner, f);
+  else
+    reduce_rows<T><<<k_blocks_for(outer * 32, K_THREADS), K_THREADS, 0, s>>>((T *)y, (const T *)x, outer,
+                                                                           len, f);
+  K_LAUNCH_CHECK(e, "k_reduce_cuda");
+  return 0;
+}
+
+}  // namespace
+
+extern "C" int k_reduce_cuda(void *y, const void *x, k_elem et, size_t outer, size_t len, size_t inner,
+                             k_redop op, cudaStream_t stream, err *e) {
+  acc f = {op};
+  switch (et) {
+    case K_F32: return launch<float>(y, x, outer, len, inner, f, stream, e);
+    case K_F16: return launch<__half>(y, x, outer, len, inner, f, stream, e);
+    default:
+      return err_set(e, ERR_INVALID_ARGUMENT, "k_reduce_cuda: element type %d has no kernel", (int)et);
+  }
+}
