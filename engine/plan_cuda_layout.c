@@ -105,7 +105,10 @@ void eng_cuda__layout_settle(cuda_layout *L, const eng_plan *pl, const cuda_op *
     }
     L->mode[i] = nhwc;
     size_t need = 0;
-    for (int k = 0; k < n->n_in && k < 31; k++) {
+    // a native op's other inputs are weights, bias, axes: its own business (a Conv packs
+    // its weights KRSC once), never transposed per run
+    int n_act = (op->flags & CUDA_OP_NHWC) ? 1 : n->n_in;
+    for (int k = 0; k < n_act && k < 31; k++) {
       int v = n->in[k];
       if (v < 0 || cur[v].ndims != 4 || eng_cuda__layout_neutral(&cur[v])) continue;
       if ((bool)L->lay[v] != nhwc) {

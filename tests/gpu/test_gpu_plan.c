@@ -262,6 +262,9 @@ static int n_models;
 static int min_models = 14;
 // Bound of the FP16 and TF32 plans against the FP32 CPU plan (scaled, as compare()).
 static double low_rtol = 1e-2;
+// INFERD_GPU_PLAN_CASES_ONLY: the folder's own FP32 bounds (ort_cases.txt) also hold between the
+// plans (deep exported networks drift further than the unit models' 1e-5)
+static int cases_only;
 
 static void test_models(void) {
   char path[1024], name[128];
@@ -495,14 +498,21 @@ static double compare_set(const char *what, const io_set *cpu, const eng_tensor 
 
 static void test_modes(void) {
   char path[1024], name[128];
-  double rtol_file;
+  double rtol_file, rtol_low;
   snprintf(path, sizeof path, "%s/ort_cases.txt", models_dir);
   FILE *f = fopen(path, "r");
   CHECK(f != NULL);
   if (!f) return;
   int models = 0;
   uint64_t graph_launches = 0;
-  while (fscanf(f, "%127s %lf", name, &rtol_file) == 2) {
+  char line[256];
+  // "name rtol [low-precision rtol]": the third column widens FP16/TF32's bound for one model
+  while (fgets(line, sizeof line, f)) {
+    int got = sscanf(line, "%127s %lf %lf", name, &rtol_file, &rtol_low);
+    if (got < 2) continue;
+    if (got < 3 || rtol_low < low_rtol) rtol_low = low_rtol;
+    double r32 = out_rtol(name, 0, DT_FP32);
+    if (cases_only && rtol_file > r32) r32 = rtol_file;
     eng_graph *g = load_model(name);
     if (!g) continue;
     int mb = batch_of(g);
@@ -560,22 +570,22 @@ static void test_modes(void) {
         CHECK_EQ_INT(eng_cuda_plan_finish(graphs, 0, go, n_out, NULL, &e), 0);
         CHECK_EQ_INT(eng_cuda_plan_finish(graphs, 1, go2, n_out, NULL, &e), 0);
         snprintf(what, sizeof what, "%s batch %d slot 0", name, b);
-        w_pipe = max_worst(w_pipe, compare_set(what, &ref, go, out_rtol(name, 0, DT_FP32)));
+        w_pipe = max_worst(w_pipe, compare_set(what, &ref, go, r32));
         snprintf(what, sizeof what, "%s batch %d slot 1", name, b2);
-        w_pipe = max_worst(w_pipe, compare_set(what, &ref2, go2, out_rtol(name, 0, DT_FP32)));
+        w_pipe = max_worst(w_pipe, compare_set(what, &ref2, go2, r32));
         // reduced precisions within 1e-2 (INFERD_GPU_PLAN_LOW_RTOL for deep networks: 60 FP16
         // layers of random weights drift further than one block does)
         CHECK_EQ_INT(eng_cuda_plan_run(half, in.t, in.n, go, n_out, &e), 0);
         snprintf(what, sizeof what, "%s batch %d fp16", name, b);
-        w_half = max_worst(w_half, compare_set(what, &ref, go, low_rtol));
+        w_half = max_worst(w_half, compare_set(what, &ref, go, rtol_low));
         CHECK_EQ_INT(eng_cuda_plan_run(tf32, in.t, in.n, go, n_out, &e), 0);
         snprintf(what, sizeof what, "%s batch %d tf32", name, b);
-        w_tf32 = max_worst(w_tf32, compare_set(what, &ref, go, low_rtol));
+        w_tf32 = max_worst(w_tf32, compare_set(what, &ref, go, rtol_low));
         rc = eng_cuda_plan_run(nhwc, in.t, in.n, go, n_out, &e);
         if (rc) fprintf(stderr, "%s batch %d: nhwc run: %s\n", name, b, e.msg);
         CHECK_EQ_INT(rc, 0);
         snprintf(what, sizeof what, "%s batch %d fp32 nhwc", name, b);
-        if (!rc) w_nhwc = max_worst(w_nhwc, compare_set(what, &ref, go, out_rtol(name, 0, DT_FP32)));
+        if (!rc) w_nhwc = max_worst(w_nhwc, compare_set(what, &ref, go, r32));
         io_free(&in);
         io_free(&in2);
         io_free(&ref);
@@ -772,6 +782,7 @@ int main(int argc, char **argv) {
   if (low && *low) low_rtol = atof(low);
   if (only && *only == '1') {
     min_models = 1;
+    cases_only = 1;
     test_models();
     test_modes();
     CHECK_DONE();
