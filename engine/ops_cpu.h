@@ -5,10 +5,10 @@
 #ifndef INFERD_ENGINE_OPS_CPU_H
 #define INFERD_ENGINE_OPS_CPU_H
 
-#include "engine/err.h"
 #include "engine/graph.h"
 #include "engine/ops_conv.h"
 #include "engine/tensor.h"
+#include "kernels/base/err.h"
 #include "kernels/k_ref.h"
 
 // Attributes after parsing; each op uses the fields it needs.

@@ -30,8 +30,8 @@
 
 #include "engine/cuda_conv.h"
 #include "engine/cuda_gemm.h"
-#include "engine/err.h"
 #include "engine/plan_internal.h"
+#include "kernels/base/err.h"
 #include "kernels/k_cuda.h"
 
 // What one node's run sees: the slot's resources and this node's fused

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/dtype.h"
+#include "kernels/base/dtype.h"
 
 #define ENG_MAX_DIMS 8
 #define ENG_NAME_MAX 256

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 #include "kernels/k_ref.h"
 
 // --- the k_unop family (k_unop.cu), one launcher for every storage type:
