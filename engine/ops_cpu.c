@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/ops_common.h"
+#include "engine/ops_table.h"
 #include "engine/plan_internal.h"
 #include "kernels/k_ref.h"
 
@@ -960,4 +961,8 @@ const eng_op_def *eng_ops_cpu_find(const char *op_type) {
     for (size_t i = 0; i < *tables[t].n; i++)
       if (strcmp(tables[t].defs[i].op_type, op_type) == 0) return &tables[t].defs[i];
   return NULL;
+}
+
+int eng_ops_supported(const char *op_type) {
+  return eng_ops_cpu_find(op_type) != NULL;
 }
