@@ -1,6 +1,6 @@
 // engine/plan_cuda_internal.h: how an op family plugs into the CUDA plan
 // (plan_cuda.c). Not a public header: only the plan and the op families'
-// CUDA files (ops_conv_cuda.c) include it.
+// CUDA files (ops_conv_cuda.c, ops_elem_cuda.c) include it.
 //
 // A cuda_op runs one node on a slot's stream. The simple ops need only
 // run; an op that keeps state (cuDNN plans per shape, packed weights) adds
@@ -102,5 +102,9 @@ bool eng_cuda__half_always(const eng_op_params *p, const eng_tensor *in, int n_i
 // The conv family (ops_conv_cuda.c): Conv, ConvTranspose (refused), the pools.
 extern const cuda_op eng_cuda__conv_ops[];
 extern const size_t eng_cuda__n_conv_ops;
+// The elementwise family's k_unop ops (ops_elem_cuda.c): HardSigmoid,
+// HardSwish, Sqrt, Exp, Neg, Abs, Reciprocal.
+extern const cuda_op eng_cuda__elem_ops[];
+extern const size_t eng_cuda__n_elem_ops;
 
 #endif
