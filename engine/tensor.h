@@ -36,4 +36,9 @@ static inline int64_t eng_numel(int ndims, const int64_t *dims) {
   return n;
 }
 
+// Bytes of t's elements in its type; 0 for a type of no fixed size (strings).
+static inline size_t eng_tensor_bytes(const eng_tensor *t) {
+  return (size_t)eng_numel(t->ndims, t->dims) * dtype_size(t->dt);
+}
+
 #endif
