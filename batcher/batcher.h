@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 typedef enum bat_drop_reason {
   BAT_DROP_NONE = 0,

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 typedef struct bat_order bat_order;
 

@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-#include "engine/err.h"
 #include "engine/tensor.h"
+#include "kernels/base/err.h"
 #include "model_config.pb-c.h"
 
 #define CONFIG_DEFAULT_MAX_BATCH_SIZE 4

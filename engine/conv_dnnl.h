@@ -7,7 +7,7 @@
 #ifndef INFERD_ENGINE_CONV_DNNL_H
 #define INFERD_ENGINE_CONV_DNNL_H
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 #include "kernels/k_conv.h"
 
 typedef enum eng_dnnl_kind {

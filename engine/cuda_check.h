@@ -16,7 +16,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "engine/err.h"
+#include "kernels/base/err.h"
 #ifdef __cplusplus
 }
 #endif

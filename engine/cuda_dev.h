@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -17,7 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/ops_cpu.h"
+#include "engine/ops_table.h"
 #include "kernels/k_ref.h"
 #include "onnx.pb-c.h"
 
@@ -577,8 +577,7 @@ static int build(eng_graph *g, const Onnx__ModelProto *m, const char *dir, err *
       rc = fold_constant(g, np, nname, dir, e);
       continue;
     }
-    const eng_op_def *def = eng_ops_cpu_find(op);
-    if (!def) {
+    if (!eng_ops_supported(op)) {
       err_list_add(&unsupported, "'%s' (op_type '%s')", nname, op);
       err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported op", nname, op);
       continue;

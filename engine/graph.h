@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
 #include "engine/tensor.h"
+#include "kernels/base/err.h"
 
 typedef struct eng_graph eng_graph;
 

@@ -29,6 +29,19 @@
 // left to the planner's per-signature folding (plan.c).
 #define FOLD_MAX_BYTES (64u << 20)  // larger results stay nodes: a copy this size is not free
 
+// The folded outputs' buffers (eng_ops_cpu_fold's buf), fresh for the graph to own.
+typedef struct fold_bufs {
+  void *buf[8];
+  int oom;
+} fold_bufs;
+
+static void *fold_alloc(void *ctx, int k, size_t bytes) {
+  fold_bufs *f = ctx;
+  f->buf[k] = calloc(1, bytes ? bytes : 1);
+  if (!f->buf[k]) f->oom = 1;
+  return f->buf[k];
+}
+
 static int fold_constant_node(eng_graph *g, size_t i, int opset, int *folded, err *e) {
   const eng_node *n = eng_graph_node(g, i);
   *folded = 0;
@@ -60,29 +73,22 @@ static int fold_constant_node(eng_graph *g, size_t i, int opset, int *folded, er
     out[k].dt = DT_FP32;  // wanted; infer sets the real type
   }
   if (d->infer(&prm, in, n->n_in, out, n->n_out, &pe) != 0) return 0;
-  void *buf[8] = {0};
-  int skip = 0, oom = 0;
-  for (int k = 0; k < n->n_out && !skip && !oom; k++) {
-    size_t bytes = (size_t)eng_numel(out[k].ndims, out[k].dims) * dtype_size(out[k].dt);
-    if (bytes > FOLD_MAX_BYTES || dtype_size(out[k].dt) == 0) skip = 1;
-    else if (!(buf[k] = calloc(1, bytes ? bytes : 1))) oom = 1;
-    out[k].data = buf[k];
-    out[k].bytes = bytes;
-  }
+  for (int k = 0; k < n->n_out; k++)  // strings and large results stay nodes
+    if (dtype_size(out[k].dt) == 0 || eng_tensor_bytes(&out[k]) > FOLD_MAX_BYTES) return 0;
+  fold_bufs fb = {{0}, 0};
   // a run that fails (an index out of range...) leaves the node to the planner, which says so
-  if (!skip && !oom && d->run(&prm, in, n->n_in, out, n->n_out, &pe) != 0) skip = 1;
-  if (skip || oom) {
-    for (int k = 0; k < n->n_out; k++) free(buf[k]);
-    return oom ? err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory folding node '%s'", n->name) : 0;
+  if (eng_ops_cpu_fold(d, &prm, in, n->n_in, out, n->n_out, fold_alloc, &fb, &pe) != 0) {
+    for (int k = 0; k < n->n_out; k++) free(fb.buf[k]);
+    return fb.oom ? err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory folding node '%s'", n->name) : 0;
   }
-  for (int k = 0; k < n->n_out; k++) {
+  for (int k = 0; k < n->n_out; k++) {  // the graph owns the buffers from here
     eng_value *v = eng_graph__value_mut(g, (size_t)n->out[k]);
     v->kind = ENG_VALUE_CONST;
     v->index = -1;
     v->dt = out[k].dt;
     v->ndims = out[k].ndims;
     memcpy(v->dims, out[k].dims, sizeof v->dims);
-    v->data = buf[k];
+    v->data = out[k].data;
     v->bytes = out[k].bytes;
   }
   *folded = 1;

@@ -8,9 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
 #include "engine/graph.h"
 #include "engine/tensor.h"
+#include "kernels/base/err.h"
 #include "model_config.pb-c.h"
 
 typedef struct eng_model eng_model;

@@ -8,10 +8,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/err.h"
 #include "engine/graph.h"
 #include "engine/ops_cpu.h"
 #include "engine/tensor.h"
+#include "kernels/base/err.h"
 
 // --- attributes
 

@@ -10,9 +10,9 @@
 
 #include <stdint.h>
 
-#include "engine/err.h"
 #include "engine/graph.h"
 #include "engine/tensor.h"
+#include "kernels/base/err.h"
 #include "kernels/k_conv.h"
 
 typedef enum eng_conv_kind {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/ops_common.h"
+#include "engine/ops_table.h"
 #include "engine/plan_internal.h"
 #include "kernels/k_ref.h"
 
@@ -960,4 +961,21 @@ const eng_op_def *eng_ops_cpu_find(const char *op_type) {
     for (size_t i = 0; i < *tables[t].n; i++)
       if (strcmp(tables[t].defs[i].op_type, op_type) == 0) return &tables[t].defs[i];
   return NULL;
+}
+
+int eng_ops_cpu_fold(const eng_op_def *d, const eng_op_params *p, const eng_tensor *in, int n_in,
+                     eng_tensor *out, int n_out, eng_fold_buf_fn buf, void *ctx, err *e) {
+  for (int k = 0; k < n_out; k++) {
+    if (out[k].dt == DT_INVALID) continue;
+    out[k].bytes = eng_tensor_bytes(&out[k]);
+    out[k].data = buf(ctx, k, out[k].bytes);
+    if (!out[k].data)
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory folding (%zu bytes for output %d)",
+                     out[k].bytes, k);
+  }
+  return d->run(p, in, n_in, out, n_out, e);
+}
+
+int eng_ops_supported(const char *op_type) {
+  return eng_ops_cpu_find(op_type) != NULL;
 }

@@ -5,10 +5,10 @@
 #ifndef INFERD_ENGINE_OPS_CPU_H
 #define INFERD_ENGINE_OPS_CPU_H
 
-#include "engine/err.h"
 #include "engine/graph.h"
 #include "engine/ops_conv.h"
 #include "engine/tensor.h"
+#include "kernels/base/err.h"
 #include "kernels/k_ref.h"
 
 // Attributes after parsing; each op uses the fields it needs.
@@ -87,6 +87,17 @@ typedef struct eng_op_def {
 // The op called op_type in the default domain, or NULL when unsupported.
 // Constant is listed (folded at load) but has no run function.
 const eng_op_def *eng_ops_cpu_find(const char *op_type);
+
+// Constant folding's run, shared by the load-time pass (graph_pass.c) and
+// the planner's per-signature folding (plan.c): runs d on host memory, on
+// inputs whose bytes are known. out[] holds the shapes and types d's infer
+// gave; each output not omitted (dt != DT_INVALID) gets its size in bytes
+// and the buffer buf(ctx, k, bytes) returns, which the caller owns, then
+// d->run fills them. Returns 0, the run's error, or ERR_RESOURCE_EXHAUSTED
+// when buf returned NULL (nothing ran; buffers already given stay given).
+typedef void *(*eng_fold_buf_fn)(void *ctx, int k, size_t bytes);
+int eng_ops_cpu_fold(const eng_op_def *d, const eng_op_params *p, const eng_tensor *in, int n_in,
+                     eng_tensor *out, int n_out, eng_fold_buf_fn buf, void *ctx, err *e);
 
 // The type a value of declared type t has inside a plan: every float width
 // computes as FP32, integer and bool types are kept.

@@ -155,31 +155,50 @@ static int parse_resize(const eng_graph *g, const eng_node *n, int opset, eng_op
   return 0;
 }
 
-// Per-dim scales and the result shape: from sizes when given (scale =
-// out / in, as ONNX Runtime computes it), else floor(in * scale).
-static int resize_dims(const eng_op_params *p, const eng_tensor *in, int n_in, float *scales,
-                       int64_t *y, err *e) {
+// Whether the result shape comes from the sizes input (Resize 11+), not from scales.
+static int resize_sized(const eng_op_params *p, const eng_tensor *in, int n_in) {
+  return !p->legacy && op_given(in, n_in, 3) && op_numel(&in[3]) > 0;
+}
+
+// Per-dim scales of a resize of in[0] to the shape y: out / in when sizes
+// gave y (as ONNX Runtime computes them; y unused otherwise), else the
+// scales input (or Upsample's attribute).
+static int resize_scales(const eng_op_params *p, const eng_tensor *in, int n_in, const int64_t *y,
+                         float *scales, err *e) {
   int r = in[0].ndims, n = 0;
-  int64_t sizes[ENG_MAX_DIMS];
+  if (resize_sized(p, in, n_in)) {
+    for (int d = 0; d < r; d++)
+      scales[d] = in[0].dims[d] ? (float)y[d] / (float)in[0].dims[d] : 1.0f;
+    return 0;
+  }
   int si = p->legacy ? 1 : 2;  // the scales input
   if (p->legacy && p->has_ints) {
     n = p->n_floats;
     memcpy(scales, p->floats, sizeof p->floats);
-  } else if (!p->legacy && op_given(in, n_in, 3) && op_numel(&in[3]) > 0) {
-    TRY(eng_ops__read_ints(&in[3], "sizes", sizes, ENG_MAX_DIMS, &n, e));
-    if (n != r) return err_set(e, ERR_INVALID_ARGUMENT, "%d sizes for rank %d", n, r);
-    for (int d = 0; d < r; d++) {
-      if (sizes[d] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "negative size %lld", (long long)sizes[d]);
-      y[d] = sizes[d];
-      scales[d] = in[0].dims[d] ? (float)sizes[d] / (float)in[0].dims[d] : 1.0f;
-    }
-    return eng_ops__checked_numel(r, y, "result", e);
   } else if (op_given(in, n_in, si) && op_numel(&in[si]) > 0) {
     TRY(eng_ops__read_floats(&in[si], "scales", scales, ENG_MAX_DIMS, &n, e));
   } else {
     return err_set(e, ERR_INVALID_ARGUMENT, "one of scales and sizes must be given");
   }
   if (n != r) return err_set(e, ERR_INVALID_ARGUMENT, "%d scales for rank %d", n, r);
+  return 0;
+}
+
+// The result shape, computed once by infer (run reads it from out[0]): the
+// sizes when given, else floor(in * scale).
+static int resize_dims(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *y,
+                       err *e) {
+  int r = in[0].ndims;
+  if (resize_sized(p, in, n_in)) {
+    int n = 0;
+    TRY(eng_ops__read_ints(&in[3], "sizes", y, ENG_MAX_DIMS, &n, e));
+    if (n != r) return err_set(e, ERR_INVALID_ARGUMENT, "%d sizes for rank %d", n, r);
+    for (int d = 0; d < r; d++)
+      if (y[d] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "negative size %lld", (long long)y[d]);
+    return eng_ops__checked_numel(r, y, "result", e);
+  }
+  float scales[ENG_MAX_DIMS];
+  TRY(resize_scales(p, in, n_in, NULL, scales, e));
   for (int d = 0; d < r; d++) {
     double v = (double)in[0].dims[d] * scales[d];
     if (!(scales[d] > 0) || !(v <= (double)ENG_MAX_NUMEL))
@@ -192,9 +211,8 @@ static int resize_dims(const eng_op_params *p, const eng_tensor *in, int n_in, f
 static int infer_resize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                         int n_out, err *e) {
   (void)n_out;
-  float scales[ENG_MAX_DIMS];
   int64_t y[ENG_MAX_DIMS];
-  TRY(resize_dims(p, in, n_in, scales, y, e));
+  TRY(resize_dims(p, in, n_in, y, e));
   int r = in[0].ndims;
   if (p->mode == MODE_LINEAR) {
     TRY(eng_ops__need_f32(&in[0], "X", e));
@@ -214,9 +232,9 @@ static int infer_resize(const eng_op_params *p, const eng_tensor *in, int n_in, 
 static int run_resize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                       int n_out, err *e) {
   (void)n_out;
+  const int64_t *y = out[0].dims;  // infer's result shape
   float scales[ENG_MAX_DIMS];
-  int64_t y[ENG_MAX_DIMS];
-  TRY(resize_dims(p, in, n_in, scales, y, e));
+  TRY(resize_scales(p, in, n_in, y, scales, e));
   int r = in[0].ndims;
   if (!op_numel(&out[0])) return 0;
   if (r == 0) {

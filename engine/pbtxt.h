@@ -8,7 +8,7 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 // Parses `len` bytes of text format into a new message of type `desc`.
 // `filename` only names the input in error messages (NULL -> "<text>").

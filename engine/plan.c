@@ -18,23 +18,19 @@
 
 static size_t round_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
-static size_t tensor_bytes(const eng_tensor *t) {
-  return (size_t)eng_numel(t->ndims, t->dims) * dtype_size(t->dt);
-}
-
 static const char *node_desc_name(const eng_node *n) { return n->name; }
 
 // --- shape inference for the shapes now in p->cur (inputs already set)
 
-// Makes folded value v's buffer hold at least `bytes`; contents are not kept.
-static int fold_reserve(eng_plan *p, int v, size_t bytes, err *e) {
-  if (bytes <= p->fold_cap[v] && p->fold_buf[v]) return 0;
+// Folded value v's buffer, grown to hold at least `bytes` (contents not
+// kept); NULL when out of memory.
+static void *fold_reserve(eng_plan *p, int v, size_t bytes) {
+  if (bytes <= p->fold_cap[v] && p->fold_buf[v]) return p->fold_buf[v];
   free(p->fold_buf[v]);
   p->fold_cap[v] = 0;
   p->fold_buf[v] = malloc(bytes ? bytes : 1);
-  if (!p->fold_buf[v]) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory folding");
-  p->fold_cap[v] = bytes;
-  return 0;
+  if (p->fold_buf[v]) p->fold_cap[v] = bytes;
+  return p->fold_buf[v];
 }
 
 // Whether node i, its shapes just inferred into p->tout, can run now: it
@@ -50,17 +46,20 @@ static int foldable(const eng_plan *p, size_t i, const eng_node *n) {
   return 1;
 }
 
+typedef struct fold_ctx {
+  eng_plan *p;
+  const eng_node *n;
+} fold_ctx;
+
+static void *fold_buf(void *ctx, int k, size_t bytes) {
+  fold_ctx *f = ctx;
+  return f->n->out[k] < 0 ? NULL : fold_reserve(f->p, f->n->out[k], bytes);
+}
+
 // Runs node i on plan-owned host memory (p->tin already set).
 static int fold_node(eng_plan *p, size_t i, const eng_node *n, err *e) {
-  for (int k = 0; k < n->n_out; k++) {
-    int v = n->out[k];
-    if (v < 0) continue;
-    eng_tensor *t = &p->tout[k];
-    t->bytes = (size_t)eng_numel(t->ndims, t->dims) * dtype_size(t->dt);
-    TRY(fold_reserve(p, v, t->bytes, e));
-    t->data = p->fold_buf[v];
-  }
-  TRY(p->defs[i]->run(&p->params[i], p->tin, n->n_in, p->tout, n->n_out, e));
+  fold_ctx f = {p, n};
+  TRY(eng_ops_cpu_fold(p->defs[i], &p->params[i], p->tin, n->n_in, p->tout, n->n_out, fold_buf, &f, e));
   p->folded[i] = 1;
   p->folds++;
   return 0;
@@ -166,7 +165,7 @@ static void compute_roots(eng_plan *p) {
   for (size_t v = 0; v < p->n_values; v++) p->need[v] = 0;
   for (size_t v = 0; v < p->n_values; v++) {
     if (p->known[v]) continue;  // constants and folded values live outside the arena
-    size_t b = tensor_bytes(&p->cur[v]);
+    size_t b = eng_tensor_bytes(&p->cur[v]);
     int r = p->new_root[v];
     if (b > p->need[r]) p->need[r] = b;
   }
@@ -236,7 +235,7 @@ static int assign(eng_plan *p, err *e) {
     const eng_value *val = eng_graph_value(g, v);
     p->root[v] = p->new_root[v];
     if (val->kind == ENG_VALUE_NODE && !p->known[v])
-      p->naive_bytes += round_up(tensor_bytes(&p->cur[v]));
+      p->naive_bytes += round_up(eng_tensor_bytes(&p->cur[v]));
     if (p->known[v] || p->new_root[v] != (int)v) continue;
     p->cap[v] = round_up(p->need[v]);
     bufs[nb++] = (buf){val->kind == ENG_VALUE_INPUT ? -1 : val->index, p->group_last[v], p->cap[v],
@@ -559,7 +558,7 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
     int r = p->root[v];
     eng_tensor *t = &p->cur[v];
     t->data = p->known[r] ? p->cur[r].data : p->arena + p->off[r];
-    t->bytes = tensor_bytes(t);
+    t->bytes = eng_tensor_bytes(t);
   }
   for (size_t i = 0; i < n_in; i++) {
     const eng_tensor *t = &p->cur[eng_graph_input_value(g, i)];

@@ -12,9 +12,9 @@
 
 #include <stddef.h>
 
-#include "engine/err.h"
 #include "engine/graph.h"
 #include "engine/tensor.h"
+#include "kernels/base/err.h"
 
 typedef struct eng_plan eng_plan;
 

@@ -294,20 +294,6 @@ UNARY_RUN(run_erf, k_erf_cuda(y, x, n, c->stream, e), k_erf_f16_cuda(y, x, n, c-
 UNARY_RUN(run_gelu, k_gelu_cuda(y, x, n, p->approximate, c->stream, e),
           k_gelu_f16_cuda(y, x, n, p->approximate, c->stream, e))
 
-// The k_unop family (ops_elem.c's HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs,
-// Reciprocal): one launcher for both storage types. Clip is not among them:
-// its bounds are inputs, read on the host (the CPU plan has them; the GPU
-// copy of a constant is on the device).
-static int run_unop(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
-                    eng_tensor *out, int n_out, err *e) {
-  (void)n_in, (void)n_out;
-  if (in[0].dt != DT_FP32 && in[0].dt != DT_FP16)
-    return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op",
-                   dtype_wire_name(in[0].dt));
-  return k_unop_cuda(out[0].data, in[0].data, numel(&in[0]), in[0].dt == DT_FP16 ? K_F16 : K_F32,
-                     (k_unop)p->mode, p->alpha, p->beta, c->stream, e);
-}
-
 static int run_softmax_any(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
                            eng_tensor *out, int log, err *e) {
   size_t o, l, i;
@@ -432,7 +418,8 @@ static int run_batchnorm(cuda_ctx *c, const eng_op_params *p, const eng_tensor *
 static void gemm_fuse(const eng_plan *pl, size_t i, cuda_fusion *f);
 
 // Every op of the CPU table (ops_cpu.c) that runs; Constant is folded at load.
-// The conv family is in ops_conv_cuda.c (find_op looks there too).
+// The conv family is in ops_conv_cuda.c, the k_unop ops of the elementwise
+// family in ops_elem_cuda.c (find_op looks there too).
 static const cuda_op cuda_ops[] = {
     {.op_type = "Gemm", .run = run_gemm, .half = half_gemm, .fuse = gemm_fuse},
     {.op_type = "MatMul", .run = run_matmul, .half = eng_cuda__half_always, .fuse = gemm_fuse},
@@ -446,13 +433,6 @@ static const cuda_op cuda_ops[] = {
     {.op_type = "Tanh", .run = run_tanh, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Erf", .run = run_erf, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Gelu", .run = run_gelu, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "HardSigmoid", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "HardSwish", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Sqrt", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Exp", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Neg", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Abs", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Reciprocal", .run = run_unop, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Softmax", .run = run_softmax, .half = eng_cuda__half_always},
     {.op_type = "LogSoftmax", .run = run_log_softmax, .half = eng_cuda__half_always},
     {.op_type = "Flatten", .run = run_view, .half = eng_cuda__half_always},
@@ -473,10 +453,15 @@ static const cuda_op *find_op(const char *op_type) {
   for (size_t i = 0; i < sizeof cuda_ops / sizeof cuda_ops[0]; i++)
     if (strcmp(cuda_ops[i].op_type, op_type) == 0) return &cuda_ops[i];
   // the op families that live in their own files
-  for (size_t i = 0; i < eng_cuda__n_conv_ops; i++)
-    if (strcmp(eng_cuda__conv_ops[i].op_type, op_type) == 0) return &eng_cuda__conv_ops[i];
-  for (size_t i = 0; i < eng_cuda__n_reduce_ops; i++)
-    if (strcmp(eng_cuda__reduce_ops[i].op_type, op_type) == 0) return &eng_cuda__reduce_ops[i];
+  static const struct {
+    const cuda_op *ops;
+    const size_t *n;
+  } families[] = {{eng_cuda__conv_ops, &eng_cuda__n_conv_ops},
+                  {eng_cuda__elem_ops, &eng_cuda__n_elem_ops},
+                  {eng_cuda__reduce_ops, &eng_cuda__n_reduce_ops}};
+  for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+    for (size_t i = 0; i < *families[f].n; i++)
+      if (strcmp(families[f].ops[i].op_type, op_type) == 0) return &families[f].ops[i];
   return NULL;
 }
 

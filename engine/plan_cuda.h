@@ -38,9 +38,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
 #include "engine/graph.h"
 #include "engine/tensor.h"
+#include "kernels/base/err.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,6 @@
 // engine/plan_cuda_internal.h: how an op family plugs into the CUDA plan
 // (plan_cuda.c). Not a public header: only the plan and the op families'
-// CUDA files (ops_conv_cuda.c) include it.
+// CUDA files (ops_conv_cuda.c, ops_elem_cuda.c) include it.
 //
 // A cuda_op runs one node on a slot's stream. The simple ops need only
 // run; an op that keeps state (cuDNN plans per shape, packed weights) adds
@@ -31,8 +31,8 @@
 
 #include "engine/cuda_conv.h"
 #include "engine/cuda_gemm.h"
-#include "engine/err.h"
 #include "engine/plan_internal.h"
+#include "kernels/base/err.h"
 #include "kernels/k_cuda.h"
 
 // What one node's run sees: the slot's resources and this node's fused
@@ -144,5 +144,9 @@ extern const size_t eng_cuda__n_conv_ops;
 // The reduce family (ops_reduce_cuda.c): ReduceMean, ReduceSum, ReduceMax, ReduceMin.
 extern const cuda_op eng_cuda__reduce_ops[];
 extern const size_t eng_cuda__n_reduce_ops;
+// The elementwise family's k_unop ops (ops_elem_cuda.c): HardSigmoid,
+// HardSwish, Sqrt, Exp, Neg, Abs, Reciprocal.
+extern const cuda_op eng_cuda__elem_ops[];
+extern const size_t eng_cuda__n_elem_ops;
 
 #endif

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 #include "kernels/k_ref.h"
 
 // y[m,n] = alpha * y + beta * C, C of shape [cr, cc] broadcast to [m, n]

@@ -8,11 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
 #include "engine/graph.h"
 #include "engine/ops_cpu.h"
 #include "engine/plan.h"
 #include "engine/tensor.h"
+#include "kernels/base/err.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 #include "model_config.pb-c.h"
 
 #define REPO_DEFAULT_MODEL_FILENAME "model.onnx"

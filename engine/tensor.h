@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/dtype.h"
+#include "kernels/base/dtype.h"
 
 #define ENG_MAX_DIMS 8
 #define ENG_NAME_MAX 256
@@ -34,6 +34,11 @@ static inline int64_t eng_numel(int ndims, const int64_t *dims) {
   int64_t n = 1;
   for (int i = 0; i < ndims; i++) n *= dims[i];
   return n;
+}
+
+// Bytes of t's elements in its type; 0 for a type of no fixed size (strings).
+static inline size_t eng_tensor_bytes(const eng_tensor *t) {
+  return (size_t)eng_numel(t->ndims, t->dims) * dtype_size(t->dt);
 }
 
 #endif

@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "engine/err.h"
 #include "engine/model.h"
+#include "kernels/base/err.h"
 #include "model_config.pb-c.h"
 
 // model_dir holds the "warmup" folder that input_data_file names resolve in.

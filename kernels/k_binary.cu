@@ -1,10 +1,12 @@
 // kernels/k_binary.cu: CUDA twin of k_binary_f32 (add/sub/mul/div with numpy
-// broadcasting). The host plans the walk as the reference does (size-1 dims
-// dropped, dims both inputs walk contiguously merged, stride 0 where an
-// input repeats) and passes it by value; the common shapes (same shape,
+// broadcasting), for float and half storage. The host plans the walk as the
+// reference does (size-1 dims dropped, dims both inputs walk contiguously
+// merged, stride 0 where an input repeats) and passes it by value; the common shapes (same shape,
 // scalar on either side) get stride-specialised kernels, everything else
-// unravels each output index over the merged dims. Each element is one IEEE
-// float operation, so results equal the reference's bit for bit.
+// unravels each output index over the merged dims; half moves pairs where
+// the pointers allow. Each element is one IEEE float operation, so FP32
+// results equal the reference's bit for bit and FP16 ones are the
+// reference's on the widened inputs, rounded once.
 #include "kernels/k_cuda_common.cuh"
 
 namespace {
@@ -52,31 +54,55 @@ bool plan_make(bplan *p, int ndim, const int64_t *ydims, const int64_t *adims,
   return true;
 }
 
-__device__ __forceinline__ float apply(k_binop op, float a, float b) {
-  switch (op) {
-    case K_ADD:
-      return __fadd_rn(a, b);
-    case K_SUB:
-      return __fsub_rn(a, b);
-    case K_MUL:
-      return __fmul_rn(a, b);
-    default:
-      return __fdiv_rn(a, b);
-  }
+template <k_binop OP>
+__device__ __forceinline__ float apply(float a, float b) {
+  if (OP == K_ADD) return __fadd_rn(a, b);
+  if (OP == K_SUB) return __fsub_rn(a, b);
+  if (OP == K_MUL) return __fmul_rn(a, b);
+  return __fdiv_rn(a, b);
 }
 
 // SA/SB: the inner stride of a and b, 0 or 1 (contiguous same-shape or scalar side).
-template <k_binop OP, int SA, int SB>
-__global__ void binary_flat_kernel(float *y, const float *a, const float *b, size_t n) {
+template <class T, k_binop OP, int SA, int SB>
+__global__ void binary_flat_kernel(T *y, const T *a, const T *b, size_t n) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    y[i] = apply(OP, a[SA ? i : 0], b[SB ? i : 0]);
+    y[i] = k_st<T>(apply<OP>(k_ld(a[SA ? i : 0]), k_ld(b[SB ? i : 0])));
+}
+
+// Pair i of a side with inner stride S: elements 2i and 2i+1 read in one
+// access (S = 1), or its single value v0 twice (S = 0).
+template <class T, int S>
+__device__ __forceinline__ float2 ld_pair(const T *p, size_t i, float v0) {
+  if (!S) return make_float2(v0, v0);
+  k_vec<T, 2> v = ((const k_vec<T, 2> *)p)[i];
+  return make_float2(k_ld(v.v[0]), k_ld(v.v[1]));
+}
+
+// The flat kernel over pairs (k_pairs: half only): y, and each side with
+// stride 1, aligned to a pair; n2 pairs, then the odd last element by thread 0.
+template <class T, k_binop OP, int SA, int SB>
+__global__ void binary_pair_kernel(k_vec<T, 2> *y, const T *a, const T *b, size_t n2, bool odd) {
+  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  float a0 = SA ? 0.0f : k_ld(a[0]), b0 = SB ? 0.0f : k_ld(b[0]);
+  for (size_t i = tid; i < n2; i += stride) {
+    float2 av = ld_pair<T, SA>(a, i, a0), bv = ld_pair<T, SB>(b, i, b0);
+    k_vec<T, 2> yv;
+    yv.v[0] = k_st<T>(apply<OP>(av.x, bv.x));
+    yv.v[1] = k_st<T>(apply<OP>(av.y, bv.y));
+    y[i] = yv;
+  }
+  if (odd && tid == 0) {
+    size_t last = 2 * n2;
+    ((T *)y)[last] = k_st<T>(apply<OP>(SA ? k_ld(a[last]) : a0, SB ? k_ld(b[last]) : b0));
+  }
 }
 
 // General case: unravel i over the merged dims. IDX is 32-bit when the output
 // fits, since 64-bit division is several times slower on the GPU.
-template <k_binop OP, typename IDX>
-__global__ void binary_bcast_kernel(float *y, const float *a, const float *b, IDX n, bplan p) {
+template <class T, k_binop OP, typename IDX>
+__global__ void binary_bcast_kernel(T *y, const T *a, const T *b, IDX n, bplan p) {
   IDX stride = (IDX)gridDim.x * blockDim.x;
   for (IDX i = (IDX)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     IDX rem = i;
@@ -89,38 +115,47 @@ __global__ void binary_bcast_kernel(float *y, const float *a, const float *b, ID
       bo += (int64_t)r * p.bs[k];
       rem = q;
     }
-    y[i] = apply(OP, a[ao], b[bo]);
+    y[i] = k_st<T>(apply<OP>(k_ld(a[ao]), k_ld(b[bo])));
   }
 }
 
-template <k_binop OP>
-void launch_op(float *y, const float *a, const float *b, size_t n, const bplan &p,
-               cudaStream_t stream) {
-  unsigned blocks = k_blocks_for(n, K_THREADS);
+template <class T, k_binop OP, int SA, int SB>
+void launch_flat(T *y, const T *a, const T *b, size_t n, cudaStream_t stream) {
+  if constexpr (k_pairs<T>::value) {
+    const unsigned pb = sizeof(k_vec<T, 2>);
+    if (n >= 2 && k_aligned(y, pb) && (!SA || k_aligned(a, pb)) && (!SB || k_aligned(b, pb))) {
+      binary_pair_kernel<T, OP, SA, SB><<<k_blocks_for(n / 2, K_THREADS), K_THREADS, 0, stream>>>(
+          (k_vec<T, 2> *)y, a, b, n / 2, (n & 1) != 0);
+      return;
+    }
+  }
+  binary_flat_kernel<T, OP, SA, SB><<<k_blocks_for(n, K_THREADS), K_THREADS, 0, stream>>>(y, a, b, n);
+}
+
+template <class T, k_binop OP>
+void launch_op(T *y, const T *a, const T *b, size_t n, const bplan &p, cudaStream_t stream) {
   if (p.nd == 1) {
     int sa = (int)p.as[0], sb = (int)p.bs[0];
     if (sa == 1 && sb == 1)
-      binary_flat_kernel<OP, 1, 1><<<blocks, K_THREADS, 0, stream>>>(y, a, b, n);
+      launch_flat<T, OP, 1, 1>(y, a, b, n, stream);
     else if (sa == 1 && sb == 0)
-      binary_flat_kernel<OP, 1, 0><<<blocks, K_THREADS, 0, stream>>>(y, a, b, n);
+      launch_flat<T, OP, 1, 0>(y, a, b, n, stream);
     else if (sa == 0 && sb == 1)
-      binary_flat_kernel<OP, 0, 1><<<blocks, K_THREADS, 0, stream>>>(y, a, b, n);
+      launch_flat<T, OP, 0, 1>(y, a, b, n, stream);
     else
-      binary_flat_kernel<OP, 0, 0><<<blocks, K_THREADS, 0, stream>>>(y, a, b, n);
+      launch_flat<T, OP, 0, 0>(y, a, b, n, stream);
     return;
   }
+  unsigned blocks = k_blocks_for(n, K_THREADS);
   if (n <= 0x7fffffffu)
-    binary_bcast_kernel<OP, uint32_t><<<blocks, K_THREADS, 0, stream>>>(y, a, b, (uint32_t)n, p);
+    binary_bcast_kernel<T, OP, uint32_t><<<blocks, K_THREADS, 0, stream>>>(y, a, b, (uint32_t)n, p);
   else
-    binary_bcast_kernel<OP, uint64_t><<<blocks, K_THREADS, 0, stream>>>(y, a, b, (uint64_t)n, p);
+    binary_bcast_kernel<T, OP, uint64_t><<<blocks, K_THREADS, 0, stream>>>(y, a, b, (uint64_t)n, p);
 }
 
-}  // namespace
-
-extern "C" int k_binary_f32_cuda(float *y, const float *a, const float *b, int ndim,
-                                 const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
-                                 k_binop op, cudaStream_t stream, err *e) {
-  static const char kname[] = "k_binary_f32_cuda";
+template <class T>
+int launch(const char *kname, T *y, const T *a, const T *b, int ndim, const int64_t *ydims,
+           const int64_t *adims, const int64_t *bdims, k_binop op, cudaStream_t stream, err *e) {
   if (ndim < 0 || ndim > K_MAX_DIMS)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kname, ndim, K_MAX_DIMS);
   if (ndim > 0 && (!ydims || !adims || !bdims))
@@ -145,20 +180,35 @@ extern "C" int k_binary_f32_cuda(float *y, const float *a, const float *b, int n
                    kname, (void *)y, (const void *)a, (const void *)b, (unsigned long long)n);
   switch (op) {
     case K_ADD:
-      launch_op<K_ADD>(y, a, b, (size_t)n, p, stream);
+      launch_op<T, K_ADD>(y, a, b, (size_t)n, p, stream);
       break;
     case K_SUB:
-      launch_op<K_SUB>(y, a, b, (size_t)n, p, stream);
+      launch_op<T, K_SUB>(y, a, b, (size_t)n, p, stream);
       break;
     case K_MUL:
-      launch_op<K_MUL>(y, a, b, (size_t)n, p, stream);
+      launch_op<T, K_MUL>(y, a, b, (size_t)n, p, stream);
       break;
     case K_DIV:
-      launch_op<K_DIV>(y, a, b, (size_t)n, p, stream);
+      launch_op<T, K_DIV>(y, a, b, (size_t)n, p, stream);
       break;
     default:  // Pow/Max/Min: rejected above, CPU only
       break;
   }
   K_LAUNCH_CHECK(e, kname);
   return 0;
+}
+
+}  // namespace
+
+extern "C" int k_binary_f32_cuda(float *y, const float *a, const float *b, int ndim,
+                                 const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
+                                 k_binop op, cudaStream_t stream, err *e) {
+  return launch("k_binary_f32_cuda", y, a, b, ndim, ydims, adims, bdims, op, stream, e);
+}
+
+extern "C" int k_binary_f16_cuda(uint16_t *y, const uint16_t *a, const uint16_t *b, int ndim,
+                                 const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
+                                 k_binop op, cudaStream_t stream, err *e) {
+  return launch("k_binary_f16_cuda", k_half(y), k_half(a), k_half(b), ndim, ydims, adims, bdims, op,
+                stream, e);
 }

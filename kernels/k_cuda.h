@@ -1,7 +1,14 @@
 // kernels/k_cuda.h: launchers of the CUDA twins of the C reference kernels
 // (k_ref.h). Same math as the references, FP32 unless the name says
-// otherwise. Convention (llm.c's): outputs first, then inputs, sizes,
-// stream last; every pointer is a device pointer; each launcher checks its
+// otherwise: each kernel is written once over its element type, and the
+// _f16 launchers run it on IEEE half tensors, passed as uint16_t bits, so
+// the engine can run a whole model in half precision. An _f16 launcher
+// takes the same arguments, shapes, checks and aliasing rules as its FP32
+// twin; the math is done in float (statistics and sums included) and each
+// output is rounded to half once, so results are within half's rounding of
+// the FP32 references run on the widened inputs. Scalars (alpha, eps) stay
+// float; scale, bias, mean and var are half. Convention (llm.c's): outputs
+// first, then inputs, sizes, stream last; every pointer is a device pointer; each launcher checks its
 // arguments and the launch, returns 0 or an err_code and fills *e with a
 // message that names the kernel. Launches are asynchronous on `stream`
 // (NULL = the legacy default stream); nothing is allocated. A size of 0 is
@@ -18,7 +25,7 @@
 extern "C" {
 #endif
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 #include "kernels/k_ref.h"
 
 // --- the k_unop family (k_unop.cu), one launcher for every storage type:
@@ -41,6 +48,14 @@ int k_tanh_cuda(float *y, const float *x, size_t n, cudaStream_t stream, err *e)
 int k_erf_cuda(float *y, const float *x, size_t n, cudaStream_t stream, err *e);
 // approximate: 0 = exact erf form, 1 = tanh approximation (as k_gelu).
 int k_gelu_cuda(float *y, const float *x, size_t n, int approximate, cudaStream_t stream, err *e);
+int k_relu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
+int k_leaky_relu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, float alpha,
+                          cudaStream_t stream, err *e);
+int k_sigmoid_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
+int k_tanh_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
+int k_erf_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
+int k_gelu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, int approximate,
+                    cudaStream_t stream, err *e);
 
 // --- binary with numpy broadcasting (k_binary.cu). Shapes as k_binary_f32:
 // all three have `ndim` dims (0..K_MAX_DIMS; callers left-pad with 1s), an
@@ -50,12 +65,19 @@ int k_gelu_cuda(float *y, const float *x, size_t n, int approximate, cudaStream_
 int k_binary_f32_cuda(float *y, const float *a, const float *b, int ndim, const int64_t *ydims,
                       const int64_t *adims, const int64_t *bdims, k_binop op, cudaStream_t stream,
                       err *e);
+int k_binary_f16_cuda(uint16_t *y, const uint16_t *a, const uint16_t *b, int ndim,
+                      const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
+                      k_binop op, cudaStream_t stream, err *e);
 
 // --- softmax over the middle axis of [outer, axis_len, inner] (k_softmax.cu)
 int k_softmax_cuda(float *y, const float *x, size_t outer, size_t axis_len, size_t inner,
                    cudaStream_t stream, err *e);
 int k_log_softmax_cuda(float *y, const float *x, size_t outer, size_t axis_len, size_t inner,
                        cudaStream_t stream, err *e);
+int k_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t axis_len,
+                       size_t inner, cudaStream_t stream, err *e);
+int k_log_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t axis_len,
+                           size_t inner, cudaStream_t stream, err *e);
 
 // --- normalisation (k_norm.cu); bias may be NULL in both.
 int k_layer_norm_cuda(float *y, const float *x, const float *scale, const float *bias, size_t rows,
@@ -63,6 +85,13 @@ int k_layer_norm_cuda(float *y, const float *x, const float *scale, const float 
 int k_batch_norm_cuda(float *y, const float *x, const float *scale, const float *bias,
                       const float *mean, const float *var, size_t n, size_t c, size_t spatial,
                       float eps, cudaStream_t stream, err *e);
+int k_layer_norm_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *scale,
+                          const uint16_t *bias, size_t rows, size_t cols, float eps,
+                          cudaStream_t stream, err *e);
+int k_batch_norm_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *scale,
+                          const uint16_t *bias, const uint16_t *mean, const uint16_t *var,
+                          size_t n, size_t c, size_t spatial, float eps, cudaStream_t stream,
+                          err *e);
 
 // --- layout (k_layout.cu): y = x transposed by perm (y dim i = x dim
 // perm[i]), any element size, up to K_MAX_DIMS dims; xdims and perm are HOST
@@ -87,36 +116,6 @@ typedef enum k_act {
 } k_act;
 int k_bias_act_cuda(float *y, const float *x, const float *bias, size_t rows, size_t cols,
                     k_act act, cudaStream_t stream, err *e);
-
-// --- FP16 variants (k_f16.cu), for running a whole model in half precision
-// (the engine's FP16 execution): the ops above on IEEE half tensors, passed
-// as uint16_t bits. Same arguments, shapes, checks and aliasing rules as the
-// FP32 launchers; the math is done in float (statistics and sums included)
-// and each output is rounded to half once, so results are within half's
-// rounding of the FP32 references run on the widened inputs. Scalars (alpha,
-// eps) stay float; scale, bias, mean and var are half.
-int k_relu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
-int k_leaky_relu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, float alpha,
-                          cudaStream_t stream, err *e);
-int k_sigmoid_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
-int k_tanh_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
-int k_erf_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
-int k_gelu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, int approximate,
-                    cudaStream_t stream, err *e);
-int k_binary_f16_cuda(uint16_t *y, const uint16_t *a, const uint16_t *b, int ndim,
-                      const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
-                      k_binop op, cudaStream_t stream, err *e);
-int k_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t axis_len,
-                       size_t inner, cudaStream_t stream, err *e);
-int k_log_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t axis_len,
-                           size_t inner, cudaStream_t stream, err *e);
-int k_layer_norm_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *scale,
-                          const uint16_t *bias, size_t rows, size_t cols, float eps,
-                          cudaStream_t stream, err *e);
-int k_batch_norm_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *scale,
-                          const uint16_t *bias, const uint16_t *mean, const uint16_t *var,
-                          size_t n, size_t c, size_t spatial, float eps, cudaStream_t stream,
-                          err *e);
 int k_bias_act_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *bias, size_t rows,
                         size_t cols, k_act act, cudaStream_t stream, err *e);
 

@@ -1,10 +1,13 @@
 // kernels/k_cuda_common.cuh: private helpers of the k_*.cu launchers: the
 // CUDA_TRY-style checks that turn a CUDA error into an err naming the
-// kernel, launch geometry, warp/block reductions and the scalar activation
-// math shared by k_unary.cu and k_bias_act.cu. Not a public header.
+// kernel, launch geometry, element storage (every kernel is written once
+// over its storage type T, float or __half, and computes in float),
+// warp/block reductions and the scalar activation math shared by
+// k_unary.cu and k_bias_act.cu. Not a public header.
 #ifndef INFERD_KERNELS_K_CUDA_COMMON_CUH
 #define INFERD_KERNELS_K_CUDA_COMMON_CUH
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,12 +41,79 @@ static inline unsigned k_blocks_for(size_t work, unsigned threads) {
   return b > K_MAX_BLOCKS ? K_MAX_BLOCKS : (unsigned)b;
 }
 
+// Threads for a kernel that walks a row of len elements with one block:
+// enough warps to cover the row once, at most 512.
+static inline unsigned k_row_threads(size_t len) {
+  size_t t = (len + 31) / 32 * 32;
+  if (t > 512) t = 512;
+  return (unsigned)(t ? t : 32);
+}
+
 // a*b*c without wrapping; false on overflow.
 static inline bool k_mul3(size_t a, size_t b, size_t c, size_t *out) {
   size_t ab;
   if (__builtin_mul_overflow(a, b, &ab)) return false;
   return !__builtin_mul_overflow(ab, c, out);
 }
+
+// --- element storage. Kernels load each element as float (k_ld), compute
+// in float and store once (k_st<T>, round to nearest even for half), so an
+// FP16 result is the FP32 math on the widened inputs, rounded. NaN comes
+// back as cvt's canonical NaN (only k_cast.cu keeps payloads, for
+// bit-identical casts).
+static __device__ __forceinline__ float k_ld(float v) { return v; }
+static __device__ __forceinline__ float k_ld(__half v) { return __half2float(v); }
+
+template <class T>
+struct k_store;
+template <>
+struct k_store<float> {
+  static __device__ __forceinline__ float st(float v) { return v; }
+};
+template <>
+struct k_store<__half> {
+  static __device__ __forceinline__ __half st(float v) { return __float2half_rn(v); }
+};
+template <class T>
+static __device__ __forceinline__ T k_st(float v) {
+  return k_store<T>::st(v);
+}
+
+// What sums and statistics accumulate in: double for float storage (the
+// FP32 kernels stay within an ulp of the references, which accumulate in
+// double; on Hopper the memory-bound kernels pay nothing for it), float for
+// half (the output's 2^-11 rounding dwarfs a float sum's drift).
+template <class T>
+struct k_acc {
+  typedef double type;
+};
+template <>
+struct k_acc<__half> {
+  typedef float type;
+};
+
+// N elements of T moved in one aligned access: 16 bytes (4 floats, 8
+// halves) for the unary kernels, a 32-bit pair of halves for the binary and
+// bias kernels. The launchers check the pointers' alignment first.
+template <class T, int N>
+struct alignas(sizeof(T) * N) k_vec {
+  T v[N];
+};
+
+// Pairs pay for narrow types only: two halves fill a 32-bit access, while a
+// float already is one (the FP32 kernels keep their one-element access).
+template <class T>
+struct k_pairs {
+  static const bool value = sizeof(T) < 4;
+};
+
+static inline bool k_aligned(const void *p, unsigned bytes) {
+  return (uintptr_t)p % bytes == 0;
+}
+
+// The FP16 launchers take IEEE half bits as uint16_t (C has no half type).
+static inline __half *k_half(uint16_t *p) { return reinterpret_cast<__half *>(p); }
+static inline const __half *k_half(const uint16_t *p) { return reinterpret_cast<const __half *>(p); }
 
 // --- reductions (every thread of the block must call; blockDim.x a
 // multiple of 32, at most 1024).

@@ -1,27 +1,13 @@
 // kernels/k_unop.cu: the CUDA twin of k_unary_f32 (k_ref.h, the reference):
 // Sqrt, Exp, Neg, Abs, Reciprocal, HardSigmoid, HardSwish, Clip, written
-// once and instantiated per storage type (float, half). Half values are
-// widened to float, computed exactly as the reference computes them, and
-// rounded once, so an FP16 result is the FP32 reference's, rounded.
+// once and instantiated per storage type (float, half; k_ld/k_st of
+// k_cuda_common.cuh). Half values are widened to float, computed exactly as
+// the reference computes them, and rounded once, so an FP16 result is the
+// FP32 reference's, rounded.
 // Every thread reads its element before writing it, so y may alias x.
-#include <cuda_fp16.h>
-
 #include "kernels/k_cuda_common.cuh"
 
 namespace {
-
-template <class T>
-struct store;
-template <>
-struct store<float> {
-  static __device__ float load(float v) { return v; }
-  static __device__ float save(float v) { return v; }
-};
-template <>
-struct store<__half> {
-  static __device__ float load(__half v) { return __half2float(v); }
-  static __device__ __half save(float v) { return __float2half_rn(v); }
-};
 
 struct unop {
   k_unop op;
@@ -52,7 +38,7 @@ template <class T>
 __global__ void unop_kernel(T *y, const T *x, size_t n, unop f) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    y[i] = store<T>::save(f(store<T>::load(x[i])));
+    y[i] = k_st<T>(f(k_ld(x[i])));
 }
 
 template <class T>

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 typedef struct prof_gpus prof_gpus;
 

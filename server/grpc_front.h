@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 typedef struct srv_grpc srv_grpc;
 typedef struct srv_call srv_call;  // one unary call in flight

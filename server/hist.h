@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 typedef struct prof_hist prof_hist;            // live, recorded into
 typedef struct prof_hist_snap prof_hist_snap;  // plain counts, read and merged

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <uv.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 // Limits: a request whose request line plus headers exceed SRV_HTTP_MAX_HEADER
 // bytes is answered 431, one whose body exceeds SRV_HTTP_MAX_BODY is answered

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
 #include "engine/model.h"
+#include "kernels/base/err.h"
 #include "model_config.pb-c.h"
 #include "server/hist.h"
 #include "server/window.h"

@@ -9,7 +9,7 @@
 
 #include <uv.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 #include "server/registry.h"
 #include "server/request.h"
 

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 typedef struct srv_shm srv_shm;
 typedef struct srv_shm_region srv_shm_region;

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 #define LD_MAX_LEVELS 1000
 #define LD_MAX_RANK 16

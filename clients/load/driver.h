@@ -23,7 +23,7 @@
 #include "clients/load/cli.h"
 #include "clients/load/inputs.h"
 #include "clients/load/stats.h"
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 #define LD_OPEN_MAX_INFLIGHT 16384
 

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "clients/load/rng.h"
-#include "engine/dtype.h"
+#include "kernels/base/dtype.h"
 
 #define MAX_TENSOR_BYTES ((size_t)1 << 31)
 

@@ -11,7 +11,7 @@
 
 #include "clients/load/cli.h"
 #include "clients/load/model.h"
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 typedef struct ld_tensor {
   char *name;

@@ -22,7 +22,7 @@
 #include "clients/load/rpc.h"
 #include "clients/load/shm.h"
 #include "clients/load/stats.h"
-#include "engine/dtype.h"
+#include "kernels/base/dtype.h"
 
 #define CONTROL_TIMEOUT_MS 10000
 #define TICK_NS 50000000ull  // the measuring thread looks at Ctrl-C this often

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/err.h"
 #include "grpc_service.pb-c.h"
+#include "kernels/base/err.h"
 
 typedef struct ld_tensor_meta {
   char *name;

@@ -11,7 +11,7 @@
 #include "clients/load/cli.h"
 #include "clients/load/model.h"
 #include "clients/load/stats.h"
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 #define LD_CDF_POINTS 102  // percentiles 1..99, 99.9, 99.99, 100
 

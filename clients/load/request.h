@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "clients/load/inputs.h"
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 // A window of a region registered with SystemSharedMemoryRegister, sent as
 // the tensor parameters shared_memory_region / _byte_size / _offset.

@@ -7,7 +7,7 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stdbool.h>
 
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 #define LD_SVC "/inference.GRPCInferenceService/"
 

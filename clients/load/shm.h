@@ -14,7 +14,7 @@
 #include "clients/load/inputs.h"
 #include "clients/load/model.h"
 #include "clients/load/request.h"
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 // --- one object, mapped here, to be registered under a region name
 

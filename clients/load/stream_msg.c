@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "clients/load/stats.h"
-#include "engine/err.h"
+#include "kernels/base/err.h"
 
 #define WT_VARINT 0
 #define WT_I64 1

@@ -343,7 +343,7 @@ compare(m, "conv_pools", {"x": f32(2, 4, 11, 11)}, rtol=1e-4)
 # A squeeze-excitation block as MobileNetV3 / EfficientNet export it (opset 18: ReduceMean's axes
 # are an input), around the GPU plan's NHWC regions: a spatial mean ([N, C, 1, 1], the same bytes
 # in both layouts) scaling the activations through a broadcast Mul, a rank-3 [C, 1, 1] constant
-# added, a channel mean and a height-only sum kept 4-D (NHWC outputs transposed back), and a
+# added, ReLU6 (Clip), a channel mean and a height-only sum kept 4-D (NHWC outputs transposed back), and a
 # Flatten that must read NCHW.
 nodes = [conv("c0", "x", "w0", "a0", pads=[1, 1, 1, 1]),
          helper.make_node("HardSwish", ["a0"], ["h0"], name="hswish"),
@@ -354,7 +354,8 @@ nodes = [conv("c0", "x", "w0", "a0", pads=[1, 1, 1, 1]),
          helper.make_node("HardSigmoid", ["s2"], ["s2h"], name="se_gate", alpha=1.0 / 6, beta=0.5),
          helper.make_node("Mul", ["h0", "s2h"], ["e0"], name="se_scale"),
          helper.make_node("Add", ["e0", "cb"], ["e1"], name="add_cb"),
-         conv("c3", "e1", "w3", "a3", pads=[1, 1, 1, 1], strides=[2, 2]),
+         helper.make_node("Clip", ["e1", "zero", "six"], ["e2"], name="relu6"),
+         conv("c3", "e2", "w3", "a3", pads=[1, 1, 1, 1], strides=[2, 2]),
          helper.make_node("ReduceMean", ["a3", "ax_c"], ["yc"], name="mean_c", keepdims=1),
          helper.make_node("ReduceSum", ["a3", "ax_h"], ["yh"], name="sum_h", keepdims=1),
          helper.make_node("Flatten", ["a3"], ["yf"], name="flat")]
@@ -363,7 +364,8 @@ inits = conv_inits([("w0", [8, 3, 3, 3], True), ("w1", [4, 8, 1, 1], True), ("w2
     numpy_helper.from_array(np.array([2, 3], np.int64), "ax_hw"),
     numpy_helper.from_array(np.array([1], np.int64), "ax_c"),
     numpy_helper.from_array(np.array([-2], np.int64), "ax_h"),
-    numpy_helper.from_array(f32(8, 1, 1), "cb")]
+    numpy_helper.from_array(f32(8, 1, 1), "cb"),
+    numpy_helper.from_array(np.array(0, np.float32), "zero"), numpy_helper.from_array(np.array(6, np.float32), "six")]
 m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 9, 9])],
           [vi("yc", TensorProto.FLOAT, ["N", 1, 5, 5]), vi("yh", TensorProto.FLOAT, ["N", 6, 1, 5]),
            vi("yf", TensorProto.FLOAT, ["N", 150])], inits, opset=18)

@@ -1,7 +1,7 @@
 // The project-wide error value: a code (gRPC status numbering, so the front
 // end maps it without a table) and a message that names what was wrong.
-#ifndef INFERD_ENGINE_ERR_H
-#define INFERD_ENGINE_ERR_H
+#ifndef INFERD_KERNELS_BASE_ERR_H
+#define INFERD_KERNELS_BASE_ERR_H
 
 #include <stddef.h>
 

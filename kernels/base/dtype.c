@@ -1,5 +1,5 @@
-// dtype.c: element type tables.
-#include "engine/dtype.h"
+// kernels/base/dtype.c: element type tables.
+#include "kernels/base/dtype.h"
 
 #include <string.h>
 

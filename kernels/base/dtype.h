@@ -1,8 +1,8 @@
 // Tensor element types. The numbering is Triton's model_config DataType
 // (TYPE_*), so config values map without a table; helpers convert to the
 // KServe wire strings ("FP32") and ONNX TensorProto codes.
-#ifndef INFERD_ENGINE_DTYPE_H
-#define INFERD_ENGINE_DTYPE_H
+#ifndef INFERD_KERNELS_BASE_DTYPE_H
+#define INFERD_KERNELS_BASE_DTYPE_H
 
 #include <stddef.h>
 

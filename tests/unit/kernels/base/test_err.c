@@ -1,7 +1,7 @@
-// Tests engine/err.c and engine/dtype.c.
+// Tests kernels/base/err.c and kernels/base/dtype.c.
 #include "check.h"
-#include "engine/dtype.h"
-#include "engine/err.h"
+#include "kernels/base/dtype.h"
+#include "kernels/base/err.h"
 
 static int fails_with_context(err *e) {
   err_set(e, ERR_NOT_FOUND, "file %s", "x.onnx");

@@ -1,5 +1,5 @@
-// err.c: formatting of the project-wide error value.
-#include "engine/err.h"
+// kernels/base/err.c: formatting of the project-wide error value.
+#include "kernels/base/err.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,0 +1,11 @@
+# kernels/base/base.cmake: inferd_base, the error value (err.h) and the
+# tensor element types (dtype.h) that every layer speaks: the kernels'
+# launchers, the engine, the batcher, the server and the clients. It sits
+# below all of them, so it depends on nothing but libc. Its home is under
+# kernels/ because kernels/ is the lowest layer of the tree (it depends on
+# no other folder), so every folder that includes kernels/base/ already sits
+# on top of it; under engine/ it made the batcher, the kernels and the
+# clients look as though they depended on the engine.
+add_library(inferd_base STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/err.c
+  ${CMAKE_CURRENT_LIST_DIR}/dtype.c)

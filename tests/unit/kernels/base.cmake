@@ -1,0 +1,2 @@
+# tests/unit/kernels/base.cmake: the base module (kernels/base/: err, dtype).
+inferd_unit_test(test_err SOURCES ${CMAKE_CURRENT_LIST_DIR}/base/test_err.c LIBS inferd_base)
