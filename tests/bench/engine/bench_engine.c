@@ -168,10 +168,17 @@ static int bench_cpu(const eng_graph *g, const char *model, const int *batches, 
   return rc;
 }
 
+static uint64_t nhwc_nodes(const eng_cuda_plan *p) {
+  eng_cuda_plan_stats st;
+  eng_cuda_plan_stats_get(p, &st);
+  return st.nhwc_nodes;
+}
+
 int main(int argc, char **argv) {
   const char *model = NULL, *prec_s = "fp32";
   int batches[MAX_BATCHES] = {1, 8, 64, 256, 1024}, n_batches = 5, iters = 0, warmup = 20, graphs = 1;
-  int cpu = 0;
+  int cpu = 0, conv_heuristic = 0;
+  eng_cuda_layout layout = ENG_CUDA_LAYOUT_AUTO;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--cpu")) {
@@ -184,6 +191,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--iters")) iters = atoi(v);
     else if (!strcmp(a, "--warmup")) warmup = atoi(v);
     else if (!strcmp(a, "--graphs")) graphs = atoi(v);
+    else if (!strcmp(a, "--layout"))  // auto | nchw | nhwc (eng_cuda_layout)
+      layout = !strcmp(v, "nhwc") ? ENG_CUDA_LAYOUT_NHWC : !strcmp(v, "nchw") ? ENG_CUDA_LAYOUT_NCHW : ENG_CUDA_LAYOUT_AUTO;
+    else if (!strcmp(a, "--conv-search"))  // timed | heuristic (cuDNN algorithm choice)
+      conv_heuristic = !strcmp(v, "heuristic");
     else if (!strcmp(a, "--batches")) {
       n_batches = 0;
       char buf[512];
@@ -192,7 +203,8 @@ int main(int argc, char **argv) {
         batches[n_batches++] = atoi(t);
     } else {
       fprintf(stderr, "usage: bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64] "
-                      "[--iters N] [--warmup N] [--graphs 0|1] [--cpu]\n");
+                      "[--iters N] [--warmup N] [--graphs 0|1] [--layout auto|nchw|nhwc] "
+                      "[--conv-search timed|heuristic] [--cpu]\n");
       return 2;
     }
     i++;
@@ -216,7 +228,8 @@ int main(int argc, char **argv) {
   for (int mode = 0; mode < 2 && !rc; mode++) {
     int slots = mode == 0 ? 2 : 1;
     eng_cuda_opts o = {.precision = prec, .n_slots = slots, .no_graphs = !graphs, .graph_cap = 64,
-                       .warm = batches, .n_warm = (size_t)n_batches};
+                       .warm = batches, .n_warm = (size_t)n_batches, .layout = layout,
+                       .conv_heuristic = conv_heuristic};
     eng_cuda_plan *p = NULL;
     if (eng_cuda_plan_create(g, max_b, 0, &o, &p, &e)) {
       rc = fail("plan", &e);
@@ -241,9 +254,11 @@ int main(int argc, char **argv) {
       if (!rc && time_batches(p, slots, &in, n_out, warmup, it, &per, &e)) rc = fail("run", &e);
       if (!rc)
         printf("{\"tool\":\"%s\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"us_per_batch\":%.3f,"
-               "\"graphs\":%d,\"iters\":%d,\"slots\":%d}\n",
+               "\"graphs\":%d,\"iters\":%d,\"slots\":%d,\"layout\":\"%s\",\"conv_search\":\"%s\","
+               "\"nhwc_nodes\":%llu}\n",
                slots == 2 ? "inferd" : "inferd_sync", base_name(model), prec_s, batches[bi], per * 1e6,
-               graphs, it, slots);
+               graphs, it, slots, layout == ENG_CUDA_LAYOUT_NHWC ? "nhwc" : layout == ENG_CUDA_LAYOUT_NCHW ? "nchw" : "auto",
+               conv_heuristic ? "heuristic" : "timed", (unsigned long long)nhwc_nodes(p));
       fflush(stdout);
       free_inputs(&in);
     }
