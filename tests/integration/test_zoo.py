@@ -3,11 +3,13 @@ seeds' CNN (tests/models/zoo/graphs, exported by export_zoo.py with the TorchScr
 at opsets 13 and 17 and the dynamo exporter at opset 18; weights filled here by fill.py), served by
 the real server and checked against onnxruntime, one request alone and several batched together.
 
-Every model but one is served WITHOUT a config.pbtxt (the issue's "done when": each family loads
+Every model but two is served WITHOUT a config.pbtxt (the issue's "done when": each family loads
 by auto-complete): the tests read back through the client what the server filled in from the graph,
 Triton's way (inputs/outputs with the batch dimension stripped, max_batch_size = the default 4 when
-every input and output has a dynamic first dimension, dynamic_batching {} when max_batch_size > 1
-and no scheduler is set). WITH_CONFIG keeps a written config.pbtxt whose max_batch_size differs.
+every input and output has a dynamic first dimension, dynamic_batching when max_batch_size > 1 and
+no scheduler is set, its preferred size max_batch_size). WITH_CONFIG keeps a written config.pbtxt
+whose max_batch_size differs; GROUP_ONLY one that says only instance_group, which Triton's
+onnxruntime backend completes like a missing one (it lists no inputs/outputs).
 
 The camera models (camera.py: UINT8 NHWC frames and FP16 planes, normalised by the model's own
 Transpose/Cast/Div/Sub front) are served by the same server, also auto-completed.
@@ -34,7 +36,8 @@ DEFAULT = ["seedcnn.ts17", "seedcnn.dynamo18", "resnet18", "resnet50.dynamo18", 
            "mobilenet_v3_large.ts17", "efficientnet_b0.ts13", "efficientnet_b0.dynamo18"]
 VISION = ["seedcnn", "resnet18", "resnet50", "mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_b0", "vgg11"]
 RTOL = 1e-4  # normwise (see lib.assert_close); convolution sums in other orders than onnxruntime's MLAS
-WITH_CONFIG = "resnet18.ts13"  # the one zoo model with a config.pbtxt (listing no tensors)
+WITH_CONFIG = "resnet18.ts13"  # a zoo model with fill's config.pbtxt (max_batch_size 8, dynamic_batching {})
+GROUP_ONLY = "mobilenet_v3_small.ts17"  # one whose config.pbtxt holds only `instance_group [{ count: 2 }]`
 CONFIG_MAX_BATCH = 8  # what that file says; auto-complete would have given 4
 AUTO_MAX_BATCH = 4  # Triton's default-max-batch-size, inferd's --default-max-batch-size default
 TRITON_TYPE = {1: "TYPE_FP32", 2: "TYPE_UINT8", 10: "TYPE_FP16"}  # ONNX elem type -> config data_type
@@ -53,9 +56,14 @@ def zoo(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("zoo_repo"))
     wanted = _wanted()
     spec = fill.write_repo(d, wanted, max_batch=CONFIG_MAX_BATCH, configs={WITH_CONFIG} & set(wanted))
+    if GROUP_ONLY in wanted:
+        name = GROUP_ONLY.replace(".", "_")
+        with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
+            f.write("instance_group [{ count: 2 }]\n")
+        spec[name]["config"] = "group"
     camera.write_repo(d)
     for name in os.listdir(d):
-        assert os.path.exists(os.path.join(d, name, "config.pbtxt")) == (spec.get(name, {}).get("config") is True), name
+        assert os.path.exists(os.path.join(d, name, "config.pbtxt")) == bool(spec.get(name, {}).get("config")), name
     srv_gen = lib.served(d, ["--strict-readiness", "false"])
     srv = next(srv_gen)
     c = grpcclient.InferenceServerClient(url=srv.grpc_url)
@@ -128,6 +136,8 @@ def _assert_autocompleted(c, name, inputs, outputs, max_batch):
     cfg = c.get_model_config(name, as_json=True)["config"]
     assert int(cfg.get("max_batch_size", 0)) == max_batch, (name, cfg)
     assert "dynamic_batching" in cfg, "%s: no dynamic_batching in %s" % (name, cfg)
+    # Triton's normalisation: no preferred sizes given means max_batch_size is the preferred one
+    assert [int(x) for x in cfg["dynamic_batching"].get("preferred_batch_size", [])] == [max_batch], cfg
     assert "sequence_batching" not in cfg and "ensemble_scheduling" not in cfg, cfg
     want_in = [(n, TRITON_TYPE[t], dims[1:]) for n, t, dims in inputs]
     want_out = [(n, TRITON_TYPE[t], dims[1:]) for n, t, dims in outputs]
@@ -166,11 +176,13 @@ def test_zoo_config_autocompleted_from_graph(zoo, rng, graph):
     _ready(zoo, name)
     s = spec[name]
     io = lambda ts: [(t["name"], t["elem"], t["dims"]) for t in ts]  # noqa: E731
-    mbs = CONFIG_MAX_BATCH if s["config"] else AUTO_MAX_BATCH
+    mbs = CONFIG_MAX_BATCH if s["config"] is True else AUTO_MAX_BATCH
     cfg = _assert_autocompleted(c, name, io(s["inputs"]), io(s["outputs"]), mbs)
-    if not s["config"]:
+    if s["config"] is not True:
         assert cfg.get("platform") == "onnxruntime_onnx", cfg  # nothing said: Triton names the ONNX platform
         _too_many_rows(c, name, _feeds(s, rng, AUTO_MAX_BATCH + 1))
+    groups = cfg["instance_group"]
+    assert [int(g.get("count", 0)) for g in groups] == [2 if s["config"] == "group" else 1], groups
 
 
 # --- camera-style inputs: UINT8 NHWC frames, FP16 planes
