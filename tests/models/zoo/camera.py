@@ -5,6 +5,8 @@ FP32, FP16 or UINT8 tensors"):
 
   camera_uint8  image UINT8 [N,H,W,3] (NHWC, as a camera frame is laid out)
                 -> Transpose to NCHW -> Cast to float -> Div 255 -> Sub mean -> Div std -> net
+  camera_uint8_hwc  the same input normalised before the Transpose: Cast -> Mul 1/255 -> Sub/Div by
+                [3]-shaped mean/std (broadcast along the channel-last axis) -> Transpose -> net
   camera_fp16   image FP16 [N,3,H,W] (a GPU preprocessing stage's half-precision planes)
                 -> Cast to float -> Sub mean -> Div std -> net -> Cast the logits to FP16
 
@@ -83,6 +85,23 @@ def uint8_nhwc(seed=0):
                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", CLASSES])], inits)
 
 
+def uint8_nhwc_norm_first(seed=2):
+    rng = np.random.default_rng(seed)
+    inits = [_init("inv255", np.array([1 / 255], np.float32)), _init("mean", MEAN.reshape(3)),
+             _init("std", STD.reshape(3))]
+    nodes = [
+        helper.make_node("Cast", ["image"], ["nhwc"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["nhwc", "inv255"], ["unit"]),
+        helper.make_node("Sub", ["unit", "mean"], ["centred"]),
+        helper.make_node("Div", ["centred", "std"], ["norm"]),
+        helper.make_node("Transpose", ["norm"], ["x"], perm=[0, 3, 1, 2]),
+    ]
+    y = _net(rng, "x", nodes, inits)
+    nodes.append(helper.make_node("Identity", [y], ["logits"]))
+    return _model("camera_uint8_hwc", nodes, [helper.make_tensor_value_info("image", TensorProto.UINT8, ["N", H, W, 3])],
+                  [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", CLASSES])], inits)
+
+
 def fp16_nchw(seed=1):
     rng = np.random.default_rng(seed)
     inits = [_init("mean", MEAN), _init("std", STD)]
@@ -100,6 +119,7 @@ def fp16_nchw(seed=1):
 # name -> (builder, input name, numpy dtype, per-item shape, output numpy dtype)
 MODELS = {
     "camera_uint8": (uint8_nhwc, "image", np.uint8, [H, W, 3], np.float32),
+    "camera_uint8_hwc": (uint8_nhwc_norm_first, "image", np.uint8, [H, W, 3], np.float32),
     "camera_fp16": (fp16_nchw, "image", np.float16, [3, H, W], np.float16),
 }
 
