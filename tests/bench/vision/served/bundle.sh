@@ -5,6 +5,8 @@
 # load (one lib.tar.xz). The model is written on the machine itself (fill.py; 400 MB of weights
 # would not travel), and peer.py and run.sh travel with the tree. Then, there:
 #   bash tests/bench/vision/served/run.sh .devrun-vision/served "$OUT/served"
+# The same bundle (lib/ unpacked by run.sh, on LD_LIBRARY_PATH with cuDNN) serves
+# tests/models/zoo/camera_gpu_check.py: the UINT8/FP16 camera models on KIND_GPU vs KIND_CPU.
 # Builds nothing of inferd: run after `cmake --build --preset default` (CUDA, cuDNN found).
 # tests/bench/vision/bundle.sh empties .devrun-vision: run it first when both are needed.
 # Env: BUILD (default ./build), ANCHORS (the anchors folder; default shared/anchors of this
