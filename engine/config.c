@@ -72,11 +72,16 @@ static size_t cfg_rank(size_t n_dims, const Inference__ModelTensorReshape *resha
   return reshape ? reshape->n_shape : n_dims;
 }
 
-// A file config with max_batch_size 0 is taken as batching only when every
-// tensor it lists leaves out the batch dimension (and it lists some).
+// A file config with max_batch_size 0 is taken as batching when every tensor
+// it lists leaves out the batch dimension, vacuously so when it lists none.
+// Triton's onnxruntime backend sets the default max_batch_size whenever the
+// config lacks inputs or outputs (a config.pbtxt holding only instance_group
+// batches by 4); when a config lists both it keeps 0, and a config whose
+// tensors omit the batch dimension then fails to load: inferd takes it as
+// batching instead. A tensor listed with the batch dimension means no
+// batching.
 static int listed_tensors_omit_batch(const Inference__ModelConfig *c, const eng_io *in, size_t n_in, const eng_io *out,
                                      size_t n_out) {
-  if (c->n_input + c->n_output == 0) return 0;
   for (size_t i = 0; i < c->n_input; i++) {
     const eng_io *g = find_io(in, n_in, c->input[i]->name);
     if (!g || cfg_rank(c->input[i]->n_dims, c->input[i]->reshape) + 1 != (size_t)g->ndims) return 0;
@@ -117,6 +122,21 @@ static int fill_outputs(Inference__ModelConfig *c, const eng_io *out, size_t n_o
     t->data_type = (Inference__DataType)out[i].dt;
     TRY(set_dims(&t->dims, &t->n_dims, &out[i], skip, e));
   }
+  return 0;
+}
+
+// Triton's config normalisation: dynamic batching without preferred sizes
+// prefers max_batch_size (what the batcher does then anyway; the served
+// config shows it, as Triton's does).
+static int complete_preferred_sizes(Inference__ModelConfig *c, err *e) {
+  Inference__ModelDynamicBatching *db = c->dynamic_batching;
+  if (c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING || !db ||
+      db->n_preferred_batch_size || c->max_batch_size <= 0)
+    return 0;
+  db->preferred_batch_size = malloc(sizeof *db->preferred_batch_size);
+  if (!db->preferred_batch_size) return oom(e);
+  db->preferred_batch_size[0] = c->max_batch_size;
+  db->n_preferred_batch_size = 1;
   return 0;
 }
 
@@ -183,6 +203,7 @@ int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng
     cfg->dynamic_batching = db;
     cfg->scheduling_choice_case = INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING;
   }
+  TRY(complete_preferred_sizes(cfg, e));
   if (is_empty(cfg->platform) && is_empty(cfg->backend)) TRY(set_str(&cfg->platform, CONFIG_PLATFORM_ONNX, e));
   TRY(complete_instance_groups(cfg, e));
   TRY(complete_version_policy(cfg, e));

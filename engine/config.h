@@ -23,13 +23,17 @@ void config_free(Inference__ModelConfig *cfg);
 // Fills what the config leaves out, from the graph IO (dims -1 = dynamic):
 //  - max_batch_size: when 0, every graph input and output has a dynamic first
 //    dimension, and either the config did not come from a file
-//    (config_from_file == 0) or its listed inputs/outputs all omit that
-//    dimension (rank one less than the graph's), it becomes
-//    default_max_batch_size (> 0; Triton's default is 4);
+//    (config_from_file == 0) or the inputs/outputs it lists (if any) all
+//    omit that dimension (rank one less than the graph's), it becomes
+//    default_max_batch_size (> 0; Triton's default is 4). So a config.pbtxt
+//    holding only instance_group batches by the default, as in Triton;
 //  - inputs/outputs, when the config lists none: every graph input/output
 //    with its data type and dims (batch dimension stripped when batching);
 //  - dynamic_batching {} when max_batch_size > 1 and no scheduler is set
 //    (Triton does the same);
+//  - dynamic_batching.preferred_batch_size [max_batch_size] when dynamic
+//    batching lists none and max_batch_size > 0 (Triton's normalisation; the
+//    batcher behaves the same either way);
 //  - platform "onnxruntime_onnx" when platform and backend are both empty;
 //  - instance_group: one group {count: 1, kind: KIND_AUTO} when there is none;
 //    in given groups KIND_AUTO becomes KIND_GPU when `gpus` lists devices (and
@@ -37,9 +41,9 @@ void config_free(Inference__ModelConfig *cfg);
 //    an empty name "<model>_<index>";
 //  - version_policy latest { num_versions: 1 } when none is set.
 // With default_max_batch_size == CONFIG_NO_AUTO_COMPLETE (Triton's
-// --disable-auto-complete-config) only the last three (platform,
-// instance_group, version_policy) are filled: the config must list its
-// tensors and a scheduler itself.
+// --disable-auto-complete-config) only the last four (preferred sizes,
+// platform, instance_group, version_policy) are filled: the config must list
+// its tensors and a scheduler itself.
 // Does not validate; run config_validate afterwards. Errors only on
 // out-of-memory or a bad argument.
 int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng_io *in, size_t n_in,

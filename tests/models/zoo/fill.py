@@ -7,7 +7,7 @@ Weights are drawn per role so activations stay O(1) through deep nets (a conv or
 ~ N(0, 1/fan_in), BatchNormalization variances in [0.5, 1.5], biases small): random logits of a
 ResNet-50 then carry real information for the numeric comparison with onnxruntime.
 
-    python fill.py --out REPO [--models resnet18.ts17,...] [--max-batch 4] [--seed 0]
+    python fill.py --out REPO [--models resnet18.ts17,...] [--max-batch 4] [--seed 0] [--no-config]
     (a name without variant, e.g. resnet18, takes every exported variant of it)
 """
 
@@ -104,9 +104,11 @@ def fill_model(path, seed):
     return m
 
 
-def write_repo(out, names, max_batch=4, seed=0):
-    """Writes REPO/<name with '.' -> '_'>/1/model.onnx and a config.pbtxt (max_batch_size,
-    dynamic_batching) for each; returns {model name: {"graph": name, "inputs": [...], "outputs": [...]}}."""
+def write_repo(out, names, max_batch=4, seed=0, configs=None):
+    """Writes REPO/<name with '.' -> '_'>/1/model.onnx for each graph name, and a config.pbtxt
+    (max_batch_size, dynamic_batching, no tensors) for those in `configs` (None: every one; an empty
+    set: none, so the server auto-completes each from its graph as Triton does); returns
+    {model name: {"graph": name, "inputs": [...], "outputs": [...], "config": bool}}."""
     os.makedirs(out, exist_ok=True)
     spec = {}
     for name in names:
@@ -120,9 +122,15 @@ def write_repo(out, names, max_batch=4, seed=0):
         def io(v):
             dims = [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim]
             return {"name": v.name, "elem": v.type.tensor_type.elem_type, "dims": dims}
+        with_config = configs is None or name in configs
         spec[model_name] = {"graph": name, "inputs": [io(v) for v in m.graph.input if v.name not in inits],
-                            "outputs": [io(v) for v in m.graph.output]}
-        with open(os.path.join(out, model_name, "config.pbtxt"), "w") as f:
+                            "outputs": [io(v) for v in m.graph.output], "config": with_config}
+        cfg = os.path.join(out, model_name, "config.pbtxt")
+        if not with_config:
+            if os.path.exists(cfg):
+                os.remove(cfg)
+            continue
+        with open(cfg, "w") as f:
             f.write('name: "%s"\nbackend: "onnxruntime"\nmax_batch_size: %d\ndynamic_batching { }\n'
                     % (model_name, max_batch))
     return spec
@@ -134,8 +142,9 @@ def main():
     ap.add_argument("--models", default=",".join(sorted({k.split(".")[0] for k in available()})))
     ap.add_argument("--max-batch", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-config", action="store_true", help="write no config.pbtxt (Triton's auto-complete)")
     a = ap.parse_args()
-    spec = write_repo(a.out, select(a.models.split(",")), a.max_batch, a.seed)
+    spec = write_repo(a.out, select(a.models.split(",")), a.max_batch, a.seed, set() if a.no_config else None)
     print(json.dumps(spec, indent=1))
 
 

@@ -55,6 +55,12 @@ static void test_complete_missing_config(void) {
   }
   CHECK_EQ_INT(c->scheduling_choice_case, INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING);
   CHECK(c->dynamic_batching != NULL);
+  // Triton's normalisation: no preferred sizes means max_batch_size is the preferred one.
+  if (c->dynamic_batching) {
+    CHECK_EQ_INT(c->dynamic_batching->n_preferred_batch_size, 1);
+    if (c->dynamic_batching->n_preferred_batch_size == 1) CHECK_EQ_INT(c->dynamic_batching->preferred_batch_size[0], 4);
+    CHECK_EQ_INT(c->dynamic_batching->max_queue_delay_microseconds, 0);
+  }
   CHECK_EQ_INT(c->n_instance_group, 1);
   if (c->n_instance_group == 1) {
     CHECK_EQ_INT(c->instance_group[0]->count, 1);
@@ -70,6 +76,7 @@ static void test_complete_missing_config(void) {
   CHECK_EQ_INT(config_complete(c, 0, g_in, 2, g_out, 2, 4, &e), 0);
   CHECK_EQ_INT(c->n_input, 2);
   CHECK_EQ_INT(c->n_instance_group, 1);
+  CHECK(c->dynamic_batching && c->dynamic_batching->n_preferred_batch_size == 1);
   CHECK(protobuf_c_message_get_packed_size(&c->base) > 0);
   config_free(c);
 }
@@ -86,12 +93,21 @@ static void test_complete_no_batching(void) {
   CHECK_EQ_INT(config_validate(c, in, 1, out, 1, &e), 0);
   config_free(c);
 
-  // A file config with max_batch_size 0 and no tensors listed keeps 0.
-  c = parse("name: 'm'");
+  // A file config listing a tensor with its batch dimension (and no
+  // max_batch_size) keeps 0: the listed shape is the whole shape.
+  c = parse("name: 'm' input [{ name: 'x' data_type: TYPE_FP32 dims: [-1, 3] }]");
   CHECK_EQ_INT(config_complete(c, 1, g_in, 2, g_out, 2, 4, &e), 0);
   CHECK_EQ_INT(c->max_batch_size, 0);
-  CHECK(c->n_input == 2 && c->input[0]->n_dims == 2 && c->input[0]->dims[0] == -1);
-  CHECK_EQ_INT(config_validate(c, g_in, 2, g_out, 2, &e), 0);
+  CHECK_EQ_INT(c->n_input, 1);
+  CHECK(c->n_output == 2 && c->output[0]->n_dims == 2 && c->output[0]->dims[0] == -1);
+  CHECK_EQ_INT(c->scheduling_choice_case, INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE__NOT_SET);
+  config_free(c);
+
+  // max_batch_size 0 with dynamic_batching from the file: no preferred size is made up.
+  c = parse("name: 'm' input [{ name: 'x' data_type: TYPE_FP32 dims: [-1, 3] }] dynamic_batching {}");
+  CHECK_EQ_INT(config_complete(c, 1, g_in, 2, g_out, 2, 4, &e), 0);
+  CHECK_EQ_INT(c->max_batch_size, 0);
+  CHECK(c->dynamic_batching && c->dynamic_batching->n_preferred_batch_size == 0);
   config_free(c);
 
   // default_max_batch_size 0 turns the default off.
@@ -140,6 +156,68 @@ static void test_complete_file_config(void) {
   config_free(c);
 
   CHECK_EQ_INT(config_complete(NULL, 0, g_in, 2, g_out, 2, 4, &e), ERR_INVALID_ARGUMENT);
+}
+
+// A config.pbtxt that says only where to run (the usual file for a vision
+// model on a GPU): Triton's onnxruntime backend auto-completes the rest from
+// the graph, max_batch_size included, since the config lacks inputs/outputs.
+static void test_complete_file_without_tensors(void) {
+  err e = {0};
+  eng_io in[1] = {io("image", DT_UINT8, 3, -1, 40, 56)}, out[1] = {io("logits", DT_FP32, 2, -1, 10, 0)};
+  Inference__ModelConfig *c = parse("name: 'cam' instance_group [{ kind: KIND_GPU count: 2 }]");
+  if (!c) return;
+  CHECK_EQ_INT(config_complete(c, 1, in, 1, out, 1, CONFIG_DEFAULT_MAX_BATCH_SIZE, &e), 0);
+  CHECK_EQ_INT(c->max_batch_size, 4);
+  CHECK_EQ_INT(c->n_input, 1);
+  if (c->n_input == 1) {
+    CHECK_EQ_STR(c->input[0]->name, "image");
+    CHECK_EQ_INT(c->input[0]->data_type, INFERENCE__DATA_TYPE__TYPE_UINT8);
+    CHECK_EQ_INT(c->input[0]->n_dims, 2);
+    if (c->input[0]->n_dims == 2) CHECK(c->input[0]->dims[0] == 40 && c->input[0]->dims[1] == 56);
+  }
+  CHECK(c->n_output == 1 && c->output[0]->n_dims == 1 && c->output[0]->dims[0] == 10);
+  CHECK_EQ_INT(c->scheduling_choice_case, INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING);
+  CHECK(c->dynamic_batching && c->dynamic_batching->n_preferred_batch_size == 1 &&
+        c->dynamic_batching->preferred_batch_size[0] == 4);
+  CHECK(c->n_instance_group == 1 && c->instance_group[0]->count == 2 &&
+        c->instance_group[0]->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
+  CHECK_EQ_INT(config_validate(c, in, 1, out, 1, &e), 0);
+  if (e.code) fprintf(stderr, "  %s\n", e.msg);
+  config_free(c);
+
+  // The same with inputs listed but no outputs: still Triton's auto-complete.
+  c = parse("name: 'cam' input [{ name: 'image' data_type: TYPE_UINT8 dims: [40, 56] }]");
+  if (!c) return;
+  CHECK_EQ_INT(config_complete(c, 1, in, 1, out, 1, 4, &e), 0);
+  CHECK_EQ_INT(c->max_batch_size, 4);
+  CHECK(c->n_output == 1 && c->output[0]->n_dims == 1);
+  CHECK_EQ_INT(config_validate(c, in, 1, out, 1, &e), 0);
+  config_free(c);
+
+  // A graph whose first dimension is fixed cannot batch: 0, whole dims, no scheduler.
+  eng_io fixed[1] = {io("image", DT_UINT8, 3, 1, 40, 56)};
+  c = parse("name: 'cam' instance_group [{ kind: KIND_CPU }]");
+  if (!c) return;
+  CHECK_EQ_INT(config_complete(c, 1, fixed, 1, out, 1, 4, &e), 0);
+  CHECK_EQ_INT(c->max_batch_size, 0);
+  CHECK(c->n_input == 1 && c->input[0]->n_dims == 3 && c->input[0]->dims[0] == 1);
+  CHECK_EQ_INT(c->scheduling_choice_case, INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE__NOT_SET);
+  config_free(c);
+
+  // A file's max_batch_size and preferred sizes are kept; dynamic_batching {} gets max_batch_size.
+  c = parse("name: 'cam' max_batch_size: 16 dynamic_batching { max_queue_delay_microseconds: 100 }");
+  if (!c) return;
+  CHECK_EQ_INT(config_complete(c, 1, in, 1, out, 1, 4, &e), 0);
+  CHECK_EQ_INT(c->max_batch_size, 16);
+  CHECK(c->dynamic_batching && c->dynamic_batching->n_preferred_batch_size == 1 &&
+        c->dynamic_batching->preferred_batch_size[0] == 16 && c->dynamic_batching->max_queue_delay_microseconds == 100);
+  config_free(c);
+  c = parse("name: 'cam' max_batch_size: 16 dynamic_batching { preferred_batch_size: [2, 8] }");
+  if (!c) return;
+  CHECK_EQ_INT(config_complete(c, 1, in, 1, out, 1, 4, &e), 0);
+  CHECK(c->dynamic_batching && c->dynamic_batching->n_preferred_batch_size == 2 &&
+        c->dynamic_batching->preferred_batch_size[1] == 8);
+  config_free(c);
 }
 
 // Completes (as a file config) then validates; expects the error text.
@@ -270,6 +348,16 @@ static void test_no_auto_complete(void) {
   CHECK_EQ_INT(c->n_instance_group, 1);
   config_free(c);
 
+  // Triton's core fills preferred sizes whatever the backend does.
+  c = parse("name: 'm' max_batch_size: 8 "
+            "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] }] "
+            "output [{ name: 'y' data_type: TYPE_FP32 dims: [2] }] dynamic_batching {}");
+  if (!c) return;
+  CHECK_EQ_INT(config_complete(c, 1, g_in, 2, g_out, 2, CONFIG_NO_AUTO_COMPLETE, &e), 0);
+  CHECK(c->dynamic_batching && c->dynamic_batching->n_preferred_batch_size == 1 &&
+        c->dynamic_batching->preferred_batch_size[0] == 8);
+  config_free(c);
+
   // A config without tensors and max_batch_size is not filled from the graph.
   c = config_new("m");
   if (!c) return;
@@ -303,6 +391,7 @@ int main(void) {
   test_complete_missing_config();
   test_complete_no_batching();
   test_complete_file_config();
+  test_complete_file_without_tensors();
   test_validate();
   test_no_auto_complete();
   test_resolve_kinds();
