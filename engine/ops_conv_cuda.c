@@ -11,10 +11,11 @@
 // the plan's constant (OIHW = KCRS, already in the storage type) the first
 // time the node runs NHWC. Only constant weights can run NHWC.
 //
-// Algorithms: timed (cuDNN's candidates each run for real, the fastest
-// kept; ENG_CUCONV_SEARCH_EXHAUSTIVE, as onnxruntime's default
-// cudnn_conv_algo_search) unless cuda_ctx.conv_heuristic asks for cuDNN's
-// first working heuristic pick (faster loads).
+// Algorithms: cuDNN's first working heuristic pick, unless cuda_ctx.conv_timed
+// asks for each candidate to be timed and the fastest kept
+// (ENG_CUCONV_SEARCH_EXHAUSTIVE, onnxruntime's default). Timed is not our
+// default: on ResNet-50 (H100, 2026-11-25) its picks ran 1.5-5x slower end
+// to end at batch 1 and 8 than the heuristic's (tests/bench/RESULTS.md).
 //
 // Per node: the cuDNN plans, one per shape signature (input dims, storage
 // type, fused epilogue), made by prepare when a shape is first seen (the
@@ -277,8 +278,8 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
       s->cap = cap;
     }
     nvtxRangePushA("inferd cudnn plan");
-    eng_cuconv_opts co = {.search = c->conv_heuristic ? ENG_CUCONV_SEARCH_HEURISTIC
-                                                      : ENG_CUCONV_SEARCH_EXHAUSTIVE};
+    eng_cuconv_opts co = {.search = c->conv_timed ? ENG_CUCONV_SEARCH_EXHAUSTIVE
+                                                  : ENG_CUCONV_SEARCH_HEURISTIC};
     int rc = s->kind == ENG_CONV ? eng_cuconv_plan_create(&d.conv, c->cudnn, &d.cd, &co, e)
                                  : eng_cupool_plan_create(&d.pool, c->cudnn, &d.pd, e);
     nvtxRangePop();

@@ -1086,7 +1086,7 @@ static int slot_create(eng_cuda_plan *p, slot *s, err *e) {
   if (!s->in_off || !s->in32_off || !s->out_off || !s->edge_off || !s->out32_off || !s->outs || !s->graphs)
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->ctx.gemm32 = p->o.precision == ENG_PREC_TF32 ? ENG_GEMM_FP32_TF32 : ENG_GEMM_FP32;
-  s->ctx.conv_heuristic = p->o.conv_heuristic != 0;
+  s->ctx.conv_timed = p->o.conv_timed != 0;
   CUDA_TRY(e, cudaStreamCreateWithFlags(&s->ctx.stream, cudaStreamNonBlocking));
   atomic_fetch_add(&p->allocs, 1);  // the workspace
   TRY(eng_gemm_lt_create(&s->ctx.gemm, GEMM_WORKSPACE, 0, e));

@@ -73,7 +73,7 @@ typedef struct eng_cuda_opts {
   size_t n_warm;
   uint64_t fault_at;  // test hook: the Nth submit (1-based) fails with a real CUDA launch error
   eng_cuda_layout layout;  // where convolutions' activations are kept NHWC
-  int conv_heuristic;      // 1: cuDNN's heuristic algorithm pick; 0: each candidate timed (slower load)
+  int conv_timed;          // 1: each cuDNN candidate timed, fastest kept (slower load); 0: cuDNN's heuristic pick
 } eng_cuda_opts;
 
 // max_batch as eng_plan_create. device: a runtime ordinal (eng_cuda_devices).

@@ -49,7 +49,7 @@ typedef struct cuda_ctx {
   const void *bias;  // a following Add's constant, or NULL
   const void *z;     // a following Add's residual operand (same shape as the output), or NULL
   void *node;        // this node's state (init), or NULL
-  bool conv_heuristic;  // cuDNN algorithms: heuristic pick instead of timing each (eng_cuda_opts)
+  bool conv_timed;   // cuDNN algorithms: each candidate timed instead of the heuristic's pick (eng_cuda_opts)
   bool nhwc;         // CUDA_OP_NHWC ops: this node's 4-D activations are NHWC (plan_cuda_layout.c)
 } cuda_ctx;
 

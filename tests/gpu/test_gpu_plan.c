@@ -521,15 +521,13 @@ static void test_modes(void) {
     eng_cuda_plan *plain = NULL, *graphs = NULL, *half = NULL, *tf32 = NULL, *nhwc = NULL;
     err e = {0};
     int warm[] = {1, MAXB};
-    // cuDNN's heuristic algorithm picks: timing every candidate of every shape of 50-layer
-    // models five times over would take minutes (test_conv times them)
-    eng_cuda_opts o_plain = {.no_graphs = 1, .n_slots = 1, .conv_heuristic = 1};
-    eng_cuda_opts o_graph = {.n_slots = 2, .warm = warm, .n_warm = 2, .conv_heuristic = 1};
-    eng_cuda_opts o_half = {.precision = ENG_PREC_FP16, .conv_heuristic = 1};
-    eng_cuda_opts o_tf32 = {.precision = ENG_PREC_TF32, .conv_heuristic = 1};
+    eng_cuda_opts o_plain = {.no_graphs = 1, .n_slots = 1};
+    eng_cuda_opts o_graph = {.n_slots = 2, .warm = warm, .n_warm = 2};
+    eng_cuda_opts o_half = {.precision = ENG_PREC_FP16};
+    eng_cuda_opts o_tf32 = {.precision = ENG_PREC_TF32};
     // FP32 on NHWC activations (the FP16 and TF32 plans' layout around convolutions), held
     // to FP32's tolerance: the layout pass itself must not lose anything
-    eng_cuda_opts o_nhwc = {.layout = ENG_CUDA_LAYOUT_NHWC, .conv_heuristic = 1};
+    eng_cuda_opts o_nhwc = {.layout = ENG_CUDA_LAYOUT_NHWC};
     CHECK_EQ_INT(eng_plan_create(g, mb, &cp, &e), 0);
     int rc = eng_cuda_plan_create(g, mb, 0, &o_plain, &plain, &e);
     if (!rc) rc = eng_cuda_plan_create(g, mb, 0, &o_graph, &graphs, &e);
@@ -647,7 +645,9 @@ static void test_conv(void) {
     eng_cuda_plan *gp = NULL;
     err e = {0};
     int warm[] = {1, 2, 3, MAXB};
-    eng_cuda_opts o = {.warm = warm, .n_warm = 4, .layout = lay ? ENG_CUDA_LAYOUT_NHWC : ENG_CUDA_LAYOUT_AUTO};
+    // the NHWC pass with every cuDNN candidate timed (the other choice of algorithm)
+    eng_cuda_opts o = {.warm = warm, .n_warm = 4, .layout = lay ? ENG_CUDA_LAYOUT_NHWC : ENG_CUDA_LAYOUT_AUTO,
+                       .conv_timed = lay};
     CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
     int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
     if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);

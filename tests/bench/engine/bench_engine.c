@@ -177,7 +177,7 @@ static uint64_t nhwc_nodes(const eng_cuda_plan *p) {
 int main(int argc, char **argv) {
   const char *model = NULL, *prec_s = "fp32";
   int batches[MAX_BATCHES] = {1, 8, 64, 256, 1024}, n_batches = 5, iters = 0, warmup = 20, graphs = 1;
-  int cpu = 0, conv_heuristic = 0;
+  int cpu = 0, conv_timed = 0;
   eng_cuda_layout layout = ENG_CUDA_LAYOUT_AUTO;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -194,7 +194,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--layout"))  // auto | nchw | nhwc (eng_cuda_layout)
       layout = !strcmp(v, "nhwc") ? ENG_CUDA_LAYOUT_NHWC : !strcmp(v, "nchw") ? ENG_CUDA_LAYOUT_NCHW : ENG_CUDA_LAYOUT_AUTO;
     else if (!strcmp(a, "--conv-search"))  // timed | heuristic (cuDNN algorithm choice)
-      conv_heuristic = !strcmp(v, "heuristic");
+      conv_timed = !strcmp(v, "timed");
     else if (!strcmp(a, "--batches")) {
       n_batches = 0;
       char buf[512];
@@ -229,7 +229,7 @@ int main(int argc, char **argv) {
     int slots = mode == 0 ? 2 : 1;
     eng_cuda_opts o = {.precision = prec, .n_slots = slots, .no_graphs = !graphs, .graph_cap = 64,
                        .warm = batches, .n_warm = (size_t)n_batches, .layout = layout,
-                       .conv_heuristic = conv_heuristic};
+                       .conv_timed = conv_timed};
     eng_cuda_plan *p = NULL;
     if (eng_cuda_plan_create(g, max_b, 0, &o, &p, &e)) {
       rc = fail("plan", &e);
@@ -258,7 +258,7 @@ int main(int argc, char **argv) {
                "\"nhwc_nodes\":%llu}\n",
                slots == 2 ? "inferd" : "inferd_sync", base_name(model), prec_s, batches[bi], per * 1e6,
                graphs, it, slots, layout == ENG_CUDA_LAYOUT_NHWC ? "nhwc" : layout == ENG_CUDA_LAYOUT_NCHW ? "nchw" : "auto",
-               conv_heuristic ? "heuristic" : "timed", (unsigned long long)nhwc_nodes(p));
+               conv_timed ? "timed" : "heuristic", (unsigned long long)nhwc_nodes(p));
       fflush(stdout);
       free_inputs(&in);
     }
