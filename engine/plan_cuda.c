@@ -1421,16 +1421,19 @@ int eng_cuda_plan_finish(eng_cuda_plan *p, int k, eng_tensor *outputs, size_t n_
   if (k < 0 || k >= p->n_slots) return err_set(e, ERR_INTERNAL, "no stream slot %d", k);
   slot *s = &p->sl[k];
   const eng_plan *pl = p->pl;
-  if (outputs && n_out != pl->n_outputs)
-    return err_set(e, ERR_INVALID_ARGUMENT, "%zu outputs requested, the model has %zu", n_out,
-                   pl->n_outputs);
-  if (!outputs) n_out = 0;  // wait only: the slot is idle afterwards all the same
   CUDA_TRY(e, cudaSetDevice(p->device));
+  // wait first, whatever else is wrong: the slot must be idle when this
+  // returns, or the next submit would stage its inputs into pinned memory
+  // the batch still in flight copies its outputs over
   int ri = (int)(s->seq % (uint64_t)(p->n_slots + 1));
   CUDA_TRY(e, cudaEventSynchronize(p->ev_end[ri]));
   uint64_t ns = account_busy(p, s->seq);
   if (device_ns) *device_ns = ns;
   atomic_fetch_add(&p->batches, 1);
+  if (outputs && n_out != pl->n_outputs)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%zu outputs requested, the model has %zu", n_out,
+                   pl->n_outputs);
+  if (!outputs) n_out = 0;  // wait only
   for (size_t j = 0; j < n_out; j++) {
     const eng_tensor *t = &s->outs[j];
     eng_tensor *o = &outputs[j];
