@@ -4,6 +4,7 @@
 // does.
 #include "batcher/batcher.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 // Cancelled items are found when a batch scan reaches them; this many more
@@ -28,6 +29,7 @@ struct bat_batcher {
   int single;             // each request alone: no dynamic batching or max_batch_size <= 1
   int64_t max_rows;       // max_batch_size, for the scan
   int64_t max_pref;       // largest preferred size
+  int pad;                // items of different seq_len may share a batch
   unsigned char *is_pref; // [0..max_rows]
   level *lv;
   uint32_t n_lv;
@@ -200,6 +202,9 @@ int bat_create(const bat_config *c, bat_batcher **out, err *e) {
       if (c->level_policies[i].level < 1 || c->level_policies[i].level > n_lv)
         return err_set(e, ERR_INVALID_ARGUMENT, "priority_queue_policy level %u is outside 1..priority_levels %u",
                        c->level_policies[i].level, c->priority_levels);
+    if (c->pad && !(c->pad_max_ratio == 0 || (c->pad_max_ratio >= 1 && isfinite(c->pad_max_ratio))))
+      return err_set(e, ERR_INVALID_ARGUMENT, "pad_max_ratio %g must be 0 (unbounded) or a finite number >= 1",
+                     c->pad_max_ratio);
   }
 
   bat_batcher *b = calloc(1, sizeof *b);
@@ -208,6 +213,7 @@ int bat_create(const bat_config *c, bat_batcher **out, err *e) {
   b->cfg.preferred_batch_sizes = NULL;  // copied below; the caller's arrays may go away
   b->cfg.level_policies = NULL;
   b->single = !dyn || c->max_batch_size <= 1;
+  b->pad = dyn && c->pad;
   b->max_rows = c->max_batch_size > 1 ? c->max_batch_size : 1;
   b->n_lv = n_lv;
   b->default_lv = dyn && c->priority_levels ? c->default_priority_level - 1 : 0;
@@ -247,6 +253,8 @@ int bat_enqueue(bat_batcher *b, bat_item *it, err *e) {
   if (it->rows < 1 || (b->cfg.max_batch_size > 0 && it->rows > b->cfg.max_batch_size))
     return err_set(e, ERR_INVALID_ARGUMENT, "batch size %lld is outside 1..max_batch_size %d",
                    (long long)it->rows, b->cfg.max_batch_size);
+  if (b->pad && it->seq_len < 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "sequence length %lld is negative", (long long)it->seq_len);
   uint32_t lvl = 0;
   if (b->n_lv > 1) {
     if (it->priority > b->n_lv)
@@ -333,11 +341,12 @@ static int take_instance(bat_batcher *b) {
 // Moves the first n queued items into *out; they were checked by the scan.
 static void emit(bat_batcher *b, size_t n, bat_batch *out) {
   bat_item *head = NULL, *tail = NULL;
-  int64_t rows = 0;
+  int64_t rows = 0, seq = 0;
   for (size_t i = 0; i < n; i++) {
     bat_item *it = first(b);
     take_out(b, it);
     rows += it->rows;
+    if (b->pad && it->seq_len > seq) seq = it->seq_len;
     if (tail) tail->next = it;
     else head = it;
     tail = it;
@@ -345,6 +354,7 @@ static void emit(bat_batcher *b, size_t n, bat_batch *out) {
   out->items = head;
   out->n_items = n;
   out->rows = rows;
+  out->seq_len = seq;
   out->instance = take_instance(b);
 }
 
@@ -353,6 +363,15 @@ static bat_item *live_head(bat_batcher *b) {
   bat_item *it;
   while ((it = first(b)) && is_cancelled(b, it)) drop(b, it, BAT_DROP_CANCELLED);
   return it;
+}
+
+// Whether an item of length l may join a batch whose lengths span lo..hi.
+static int pad_fits(const bat_batcher *b, int64_t lo, int64_t hi, int64_t l) {
+  double ratio = b->cfg.pad_max_ratio;
+  if (ratio == 0) return 1;
+  if (l < lo) lo = l;
+  if (l > hi) hi = l;
+  return (double)hi <= ratio * (double)lo;
 }
 
 int bat_next_batch(bat_batcher *b, bat_batch *out) {
@@ -376,6 +395,7 @@ int bat_next_batch(bat_batcher *b, bat_batch *out) {
   int send_now = 0;
   int64_t oldest = INT64_MAX;
   uint64_t shape = 0;
+  int64_t lo = 0, hi = 0;  // shortest and longest seq_len so far (padding)
   bat_item *it = first(b);
   while (it) {
     if (is_cancelled(b, it)) {
@@ -384,17 +404,20 @@ int bat_next_batch(bat_batcher *b, bat_batch *out) {
       it = next;
       continue;
     }
-    int64_t r = it->rows;
+    int64_t r = it->rows, l = it->seq_len;
     if (n == 0) {
       shape = it->shape_key;
+      lo = hi = l;
     } else {
       // Passing the largest preferred size without meeting one: remember
       // the batch so far, but keep scanning to learn the queue delay.
       if (pending + r > b->max_pref && best_n == 0) best_n = n;
-      if (pending + r > b->max_rows || it->shape_key != shape) {
+      if (pending + r > b->max_rows || it->shape_key != shape || (b->pad && !pad_fits(b, lo, hi, l))) {
         send_now = 1;
         break;
       }
+      if (l < lo) lo = l;
+      if (l > hi) hi = l;
     }
     pending += r;
     n++;

@@ -11,7 +11,9 @@
 //    a level, requests whose queue timeout passed with action DELAY behind
 //    the others of their level). The scan stops before a request that would
 //    push the rows over max_batch_size, or whose shape key differs from the
-//    first one's; either stop sends the rows gathered so far at once. The
+//    first one's, or (with padding, see below) whose sequence length would
+//    stretch the batch's padding past pad_max_ratio; any of these stops
+//    sends the rows gathered so far at once. The
 //    largest preferred size met during the scan is sent at once; if the
 //    rows pass the largest preferred size without meeting one, the rows
 //    gathered just before passing it are sent. Otherwise the batch is held
@@ -25,6 +27,14 @@
 //    sweep), when the client deadline passes, or when the queue policy
 //    timeout passes with action REJECT. Each such item carries a reason.
 //  - Every boundary is inclusive: a deadline or timeout at t is expired at t.
+//  - Padding (cfg.pad, an inferd extension; Triton leaves padding to the
+//    client): items of equal shape key but different seq_len may share a
+//    batch, each to be padded to the batch's longest. With pad_max_ratio r >
+//    0 the batch's longest is at most r times its shortest (so no request
+//    pays more than r times its own length), checked in the same FIFO scan:
+//    the first item that would break it stops the scan as a shape change
+//    does. seq_len 0 pads only with other 0s under a ratio. Without cfg.pad,
+//    seq_len is ignored (the caller keeps lengths in the shape key).
 #ifndef INFERD_BATCHER_BATCHER_H
 #define INFERD_BATCHER_BATCHER_H
 
@@ -51,6 +61,7 @@ typedef struct bat_item {
   int64_t timeout_us;   // the request's own queue timeout (relative); 0 = none
   uint32_t priority;    // 0 = the model's default level
   uint64_t shape_key;   // items with different keys never share a batch
+  int64_t seq_len;      // length in the padded dim (read only with cfg.pad)
   void *payload;        // the caller's request
   // --- set by the batcher
   struct bat_item *next;        // link of a batch or of the dropped list
@@ -97,6 +108,10 @@ typedef struct bat_config {
   bat_queue_policy default_policy;  // for every level without its own entry
   const bat_level_policy *level_policies;
   size_t n_level_policies;
+  // padding (read only when dynamic): items of one shape key and different
+  // seq_len share a batch; pad_max_ratio 0: unbounded, else >= 1
+  int pad;
+  double pad_max_ratio;
   // environment
   bat_clock_fn now;
   void *clock_ctx;
@@ -107,6 +122,7 @@ typedef struct bat_batch {
   bat_item *items;  // linked through next, in queue order
   size_t n_items;
   int64_t rows;
+  int64_t seq_len;  // the largest item seq_len: what every item is padded to (0 without cfg.pad)
   int instance;     // the instance reserved for this batch (free ones are taken round robin)
 } bat_batch;
 

@@ -373,7 +373,18 @@ int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t 
     const eng_io *g = find_io(in, n_in, t->name);
     if (!g) return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' in config is not an input of the model", t->name);
     TRY(check_tensor("input", t->name, (int)t->data_type, t->n_dims, t->dims, t->reshape, c->max_batch_size, g, e));
+    if (t->allow_ragged_batch)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s': allow_ragged_batch is not supported (Triton's ragged batching hands the model the "
+                     "requests concatenated into one 1-D tensor, described by batch_input); to batch requests of "
+                     "different sequence lengths, pad them: parameters { key: \"pad_to_longest\" ... }",
+                     t->name);
   }
+  if (c->n_batch_input || c->n_batch_output)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "%s is not supported (Triton's ragged batching); to batch requests of different sequence "
+                   "lengths, pad them: parameters { key: \"pad_to_longest\" ... }",
+                   c->n_batch_input ? "batch_input" : "batch_output");
   for (size_t i = 0; i < n_in; i++) {
     int listed = 0;
     for (size_t k = 0; k < c->n_input && !listed; k++) listed = strcmp(c->input[k]->name, in[i].name) == 0;

@@ -61,7 +61,9 @@ int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng
 // sane (preferred sizes in 1..max_batch_size, default_priority_level and
 // priority_queue_policy keys in 1..priority_levels); instance_group counts
 // and gpus >= 0; version_policy.latest.num_versions > 0;
-// sequence_batching / ensemble_scheduling are not supported.
+// sequence_batching / ensemble_scheduling are not supported, nor Triton's
+// ragged batching (allow_ragged_batch, batch_input, batch_output: requests
+// concatenated into 1-D), refused with a pointer to pad_to_longest.
 // KIND_AUTO groups become KIND_GPU when a CUDA device is visible, else
 // KIND_CPU (Triton's rule); run after config_complete, at load.
 void config_resolve_kinds(Inference__ModelConfig *cfg, int n_gpus);

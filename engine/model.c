@@ -18,6 +18,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "engine/pad.h"
 #include "engine/plan.h"
 #if INFERD_HAVE_CUDA
 #include <nvtx3/nvToolsExt.h>
@@ -93,6 +94,7 @@ struct eng_model {
   size_t n_warm;
   binding *in, *out;
   size_t n_in, n_out;
+  eng_pad pad;  // pad_to_longest; pad.in NULL when requests are not padded
   size_t n_graph_in, n_graph_out;
   int *graph_in_to_cfg;  // per graph input, the config input feeding it
   instance *inst;
@@ -521,6 +523,18 @@ static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) 
   return 0;
 }
 
+// pad_to_longest against the config's tensors as the client sees them.
+static int bind_padding(eng_model *m, const Inference__ModelConfig *cfg, err *e) {
+  eng_io *in = calloc(m->n_in + 1, sizeof *in), *out = calloc(m->n_out + 1, sizeof *out);
+  int rc = in && out ? 0 : err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  for (size_t i = 0; rc == 0 && i < m->n_in; i++) in[i] = m->in[i].client;
+  for (size_t i = 0; rc == 0 && i < m->n_out; i++) out[i] = m->out[i].client;
+  if (rc == 0) rc = eng_pad_parse(cfg, in, m->n_in, out, m->n_out, &m->pad, e);
+  free(in);
+  free(out);
+  return rc;
+}
+
 // Batch sizes whose graphs are captured at load: 1, the preferred sizes and
 // the largest.
 static int warm_sizes(eng_model *m, const Inference__ModelConfig *cfg, err *e) {
@@ -583,6 +597,7 @@ int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, int n_gpus
   m->max_batch = cfg->max_batch_size;
   int rc = bind_all(m, cfg, e);
   if (rc == 0) rc = parse_opts(cfg, &m->opts, e);
+  if (rc == 0) rc = bind_padding(m, cfg, e);
   if (rc == 0) rc = warm_sizes(m, cfg, e);
   int *dev = NULL, n = 0;
   if (rc == 0) rc = instance_devices(cfg, n_gpus, &dev, &n, e);
@@ -685,6 +700,7 @@ void eng_model_destroy(eng_model *m) {
   free(m->out);
   free(m->graph_in_to_cfg);
   free(m->warm);
+  eng_pad_free(&m->pad);
   if (m->graph) eng_graph_destroy(m->graph);
   free(m);
 }
@@ -719,6 +735,7 @@ int eng_model_submit(eng_model *m, int instance_index, eng_job *job, err *e) {
 
 int eng_model_n_instances(const eng_model *m) { return m->n_inst; }
 int eng_model_max_batch(const eng_model *m) { return m->max_batch; }
+const eng_pad *eng_model_pad(const eng_model *m) { return m->pad.in ? &m->pad : NULL; }
 size_t eng_model_n_inputs(const eng_model *m) { return m->n_in; }
 const eng_io *eng_model_input(const eng_model *m, size_t i) { return &m->in[i].client; }
 size_t eng_model_n_outputs(const eng_model *m) { return m->n_out; }

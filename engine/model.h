@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "engine/graph.h"
+#include "engine/pad.h"
 #include "engine/tensor.h"
 #include "kernels/base/err.h"
 #include "model_config.pb-c.h"
@@ -84,6 +85,8 @@ void eng_model_destroy(eng_model *m);
 
 int eng_model_n_instances(const eng_model *m);
 int eng_model_max_batch(const eng_model *m);
+// The config's pad_to_longest (engine/pad.h); NULL when requests are never padded.
+const eng_pad *eng_model_pad(const eng_model *m);
 // The tensors as the client sees them: dims exclude the batch dimension.
 size_t eng_model_n_inputs(const eng_model *m);
 const eng_io *eng_model_input(const eng_model *m, size_t i);

@@ -190,12 +190,15 @@ static int shm_take(srv_server *s, srv_request *r, const char *what, const char 
   return 0;
 }
 
-// Requests are batched only with requests whose non-batch dims are equal.
-static uint64_t shape_key(const eng_tensor *in, size_t n) {
+// Requests are batched only with requests whose non-batch dims are equal,
+// except the sequence dim of padded inputs (pad: NULL when the model does
+// not pad), which the batcher reads from the item's seq_len instead.
+static uint64_t shape_key(const eng_tensor *in, size_t n, const eng_pad *pad) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the dims after the first
   for (size_t i = 0; i < n; i++)
     for (int d = 1; d < in[i].ndims; d++) {
-      uint64_t x = (uint64_t)in[i].dims[d];
+      int padded = pad && pad->in[i].on && pad->in[i].dim == d;
+      uint64_t x = padded ? UINT64_MAX : (uint64_t)in[i].dims[d];
       for (int b = 0; b < 8; b++) h = (h ^ ((x >> (8 * b)) & 0xff)) * 1099511628211ull;
     }
   return h;
@@ -399,7 +402,10 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
   r->item.rows = rows < 0 ? 1 : rows;
   r->item.deadline_us = r->stream ? srv_stream_deadline_us(r->stream) : srv_call_deadline_us(r->call);
   TRY(read_parameters(r, e));
-  r->item.shape_key = shape_key(r->inputs, n_cfg);
+  const eng_pad *pad = eng_model_pad(em);
+  r->item.shape_key = shape_key(r->inputs, n_cfg, pad);
+  if (pad) TRY(eng_pad_seq_len(pad, r->inputs, &r->item.seq_len, e));
+  r->padded_len = r->item.seq_len;
   return 0;
 }
 
@@ -463,6 +469,21 @@ void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, siz
 
 // --- answering (instance thread) and dropping (loop thread)
 
+// pad_to_longest: the dims of a request's slice `have` (batch dim first) of
+// config output k cut from the batch's padded length back to its own: every
+// variable dim whose extent is the padded length. 0 when nothing changes.
+static int crop_dims(const srv_request *r, const eng_pad *pad, size_t k, int nd, const int64_t *have, int64_t *want) {
+  int cut = 0;
+  for (int d = 0; d < nd; d++) {
+    want[d] = have[d];
+    if (d > 0 && d < 32 && (pad->out_var[k] >> d & 1) && have[d] == r->padded_len) {
+      want[d] = r->item.seq_len;
+      cut = 1;
+    }
+  }
+  return cut;
+}
+
 static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_outputs, int64_t row_off, uint8_t **out,
                       size_t *out_len, err *e) {
   const Inference__ModelInferRequest *msg = r->msg;
@@ -474,8 +495,11 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
   Inference__ModelInferResponse__InferOutputTensor ots[64], *otp[64];
   ProtobufCBinaryData raws[64];
   int64_t shapes[64][ENG_MAX_DIMS];
-  size_t n = 0;
+  uint8_t *crops[64];  // cropped copies, freed once packed
+  size_t n = 0, n_crops = 0;
+  int rc = 0;
   int batched = eng_model_max_batch(em) > 0;
+  const eng_pad *pad = batched && r->padded_len != r->item.seq_len ? eng_model_pad(em) : NULL;
   for (size_t k = 0; k < n_outputs && k < 64; k++) {
     if (!(r->outputs_mask >> k & 1)) continue;
     const eng_tensor *t = &outputs[k];
@@ -494,42 +518,73 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
     otp[n] = &ots[n];
     raws[n].data = (uint8_t *)t->data + off;
     raws[n].len = batched ? row_bytes * (size_t)r->item.rows : t->bytes;
+    int64_t want[ENG_MAX_DIMS];
+    size_t esize = dtype_size(t->dt);
+    if (pad && esize && t->ndims > 0 && crop_dims(r, pad, k, t->ndims, shapes[n], want)) {
+      // one run from the slice's start (e.g. [1, L, H] of [1, Lpad, H]) needs no copy
+      int last = 0;
+      int64_t runs = 1;
+      for (int d = 0; d < t->ndims; d++)
+        if (want[d] != shapes[n][d]) last = d;
+      for (int d = 0; d < last; d++) runs *= want[d];
+      size_t bytes = esize * (size_t)eng_numel(t->ndims, want);
+      if (runs != 1) {
+        uint8_t *c = malloc(bytes ? bytes : 1);
+        if (!c) {
+          rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory cropping output '%s'", ots[n].name);
+          break;
+        }
+        crops[n_crops++] = c;
+        eng_pad_crop(c, raws[n].data, t->ndims, shapes[n], want, esize);
+        raws[n].data = c;
+      }
+      raws[n].len = bytes;
+      memcpy(shapes[n], want, (size_t)t->ndims * sizeof want[0]);
+    }
     const srv_shm_out *so = r->shm_out && r->shm_out[k].ptr ? &r->shm_out[k] : NULL;
     if (so) {
       // written where the client asked; the response keeps an empty entry so
       // raw_output_contents stays indexed like outputs (as Triton's does)
-      if (raws[n].len > so->cap)
-        return err_set(e, ERR_INVALID_ARGUMENT,
-                       "output '%s': %zu bytes do not fit in the %" PRIu64 " bytes given in shared memory region '%s'",
-                       ots[n].name, raws[n].len, so->cap, so->region);
+      if (raws[n].len > so->cap) {
+        rc = err_set(e, ERR_INVALID_ARGUMENT,
+                     "output '%s': %zu bytes do not fit in the %" PRIu64 " bytes given in shared memory region '%s'",
+                     ots[n].name, raws[n].len, so->cap, so->region);
+        break;
+      }
       memcpy(so->ptr, raws[n].data, raws[n].len);
       raws[n].len = 0;
     }
     n++;
   }
-  resp.n_outputs = n;
-  resp.outputs = otp;
-  resp.n_raw_output_contents = n;
-  resp.raw_output_contents = raws;
-  size_t len = inference__model_infer_response__get_packed_size(&resp);
-  // On a stream the answer is a ModelStreamInferResponse whose only field is
-  // infer_response (2): its tag and length go in front of the same bytes.
+  uint8_t *buf = NULL;
+  size_t len = 0, n_hdr = 0;
   uint8_t hdr[16];
-  size_t n_hdr = 0;
-  if (r->stream) {
-    hdr[n_hdr++] = 2 << 3 | 2;
-    for (uint64_t v = len; ; v >>= 7) {
-      hdr[n_hdr++] = (uint8_t)(v & 0x7f) | (v > 0x7f ? 0x80 : 0);
-      if (v <= 0x7f) break;
+  if (rc == 0) {
+    resp.n_outputs = n;
+    resp.outputs = otp;
+    resp.n_raw_output_contents = n;
+    resp.raw_output_contents = raws;
+    len = inference__model_infer_response__get_packed_size(&resp);
+    // On a stream the answer is a ModelStreamInferResponse whose only field is
+    // infer_response (2): its tag and length go in front of the same bytes.
+    if (r->stream) {
+      hdr[n_hdr++] = 2 << 3 | 2;
+      for (uint64_t v = len; ; v >>= 7) {
+        hdr[n_hdr++] = (uint8_t)(v & 0x7f) | (v > 0x7f ? 0x80 : 0);
+        if (v <= 0x7f) break;
+      }
     }
+    buf = malloc(n_hdr + len ? n_hdr + len : 1);
+    if (!buf) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory packing the response");
   }
-  uint8_t *buf = malloc(n_hdr + len ? n_hdr + len : 1);
-  if (!buf) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory packing the response");
-  memcpy(buf, hdr, n_hdr);
-  inference__model_infer_response__pack(&resp, buf + n_hdr);
-  *out = buf;
-  *out_len = n_hdr + len;
-  return 0;
+  if (rc == 0) {
+    memcpy(buf, hdr, n_hdr);
+    inference__model_infer_response__pack(&resp, buf + n_hdr);
+    *out = buf;
+    *out_len = n_hdr + len;
+  }
+  for (size_t i = 0; i < n_crops; i++) free(crops[i]);
+  return rc;
 }
 
 // A stream's failed request: ModelStreamInferResponse.error_message, with

@@ -38,6 +38,9 @@ typedef struct srv_request {
   srv_shm_region **shm_held;
   size_t n_shm_held;
   srv_shm_out *shm_out;
+  // pad_to_longest: the length the request's batch padded it to (item.seq_len
+  // is its own); set by the scheduler, read when answering
+  int64_t padded_len;
   int64_t t_recv_us, t_enqueue_us;
   int traced;  // sampled for the trace file
   // preserve_ordering: the answer waits here until every earlier request's has gone

@@ -32,6 +32,7 @@ typedef struct batch_slot {
   srv_request **reqs;
   size_t n;
   int64_t rows;
+  int64_t seq_len;  // pad_to_longest: the length padded inputs are padded to
   // a batch of several requests is gathered here, one copy per input, on
   // the instance thread; sized at load when the dims are static
   eng_tensor *staged;
@@ -91,12 +92,21 @@ static int request_cancelled(void *payload) {
 // Assembles a batch of several requests: their rows one after the other,
 // straight into the engine's pinned staging where it offers some (a GPU
 // instance), else into this executor's own buffer.
-// Requests in one batch share a shape key, so every non-batch dim agrees.
+// Requests in one batch share a shape key, so every non-batch dim agrees,
+// except the sequence dim of padded inputs (pad_to_longest): a request
+// shorter than the batch's seq_len is padded there with the input's value.
 static int gather(eng_job *job, err *e) {
   batch_slot *slot = job->ctx;
+  const eng_pad *pad = eng_model_pad(slot->vs->v->model);
   for (size_t i = 0; i < slot->vs->n_inputs; i++) {
     const eng_tensor *first = &slot->reqs[0]->inputs[i];
+    const eng_pad_input *pi = pad && pad->in[i].on ? &pad->in[i] : NULL;
     size_t row_bytes = first->dims[0] > 0 ? first->bytes / (size_t)first->dims[0] : 0;
+    if (pi) {
+      eng_tensor one = *first;
+      one.dims[0] = 1;
+      row_bytes = eng_pad_bytes(&one, pi->dim, slot->seq_len);
+    }
     size_t total = row_bytes * (size_t)slot->rows;
     stage *st = &slot->stages[i];
     uint8_t *dst = job->stage && job->stage[i] && job->stage_cap[i] >= total ? job->stage[i] : NULL;
@@ -112,11 +122,16 @@ static int gather(eng_job *job, err *e) {
     size_t off = 0;
     for (size_t k = 0; k < slot->n; k++) {
       const eng_tensor *t = &slot->reqs[k]->inputs[i];
+      if (pi && t->dims[pi->dim] != slot->seq_len) {
+        off += eng_pad_copy(dst + off, t, pi->dim, slot->seq_len, pi->value);
+        continue;
+      }
       memcpy(dst + off, t->data, t->bytes);
       off += t->bytes;
     }
     slot->staged[i] = *first;
     slot->staged[i].dims[0] = slot->rows;
+    if (pi) slot->staged[i].dims[pi->dim] = slot->seq_len;
     slot->staged[i].data = dst;
     slot->staged[i].bytes = off;
   }
@@ -189,7 +204,12 @@ static void run_batches(srv_sched *s, vsched *vs) {
     batch_slot *slot = &vs->slots[b.instance];  // the batcher's "instance" is our executor
     slot->n = 0;
     slot->rows = b.rows;
-    for (bat_item *it = b.items; it; it = it->next) slot->reqs[slot->n++] = it->payload;
+    slot->seq_len = b.seq_len;
+    for (bat_item *it = b.items; it; it = it->next) {
+      srv_request *r = it->payload;
+      r->padded_len = b.seq_len;  // equal to its own length when the model does not pad
+      slot->reqs[slot->n++] = r;
+    }
     // A lone request is read in place; several are gathered on the instance thread.
     slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = slot->n > 1 ? gather : NULL,
                           .done = on_job_done, .ctx = slot, .instance = slot->instance};
@@ -344,6 +364,9 @@ static int add_version(srv_sched *s, srv_model *m, srv_version *v, err *e) {
                                      queue_policy(db->priority_queue_policy[i]->value)};
     c.level_policies = levels;
     c.n_level_policies = db->n_priority_queue_policy;
+    const eng_pad *pad = eng_model_pad(v->model);
+    c.pad = pad != NULL;
+    c.pad_max_ratio = pad ? pad->max_ratio : 0;
     if (db->preserve_ordering) TRY(bat_order_create(&vs->order, e));
   }
   TRY(bat_create(&c, &vs->bat, e));

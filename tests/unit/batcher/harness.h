@@ -30,6 +30,7 @@ typedef struct harness {
   char last[512];  // ids of the last batch
   int last_inst;
   int64_t last_rows;
+  int64_t last_seq;  // the last batch's seq_len (padded length)
 } harness;
 
 static int64_t h_clock(void *ctx) { return ((harness *)ctx)->now; }
@@ -70,6 +71,17 @@ static int h_enq(harness *h, int64_t rows) {
   return h->n - 1;
 }
 
+// Enqueues request id = h->n with a sequence length (padding tests).
+static int h_enq_seq(harness *h, int64_t rows, uint64_t shape, int64_t seq, err *e) {
+  int id = h->n;
+  h->r[id] = (req){id, 0};
+  h->it[id] = (bat_item){.rows = rows, .shape_key = shape, .seq_len = seq, .deadline_us = INT64_MAX,
+                         .payload = &h->r[id]};
+  int rc = bat_enqueue(h->b, &h->it[id], e);
+  h->n++;
+  return rc;
+}
+
 // One bat_next_batch call; records the batch. Returns 1 when one ran.
 static int h_next(harness *h) {
   bat_batch bt;
@@ -90,6 +102,7 @@ static int h_next(harness *h) {
   h->n_execs++;
   h->last_inst = bt.instance;
   h->last_rows = bt.rows;
+  h->last_seq = bt.seq_len;
   return 1;
 }
 

@@ -365,6 +365,135 @@ static void test_shape_keys(void) {
   bat_destroy(h.b);
 }
 
+// --- padding to the longest sequence
+
+static bat_config pad_config(harness *h, double ratio) {
+  bat_config c = h_config(h, 8, 1);
+  static int pref[] = {4};
+  c.preferred_batch_sizes = pref;
+  c.n_preferred = 1;
+  c.max_queue_delay_us = 100;
+  c.pad = 1;
+  c.pad_max_ratio = ratio;
+  return c;
+}
+
+// Unbounded: lengths 3, 5, 8 share one batch padded to 8; a different
+// shape key (the non-padded dims) still ends it.
+static void test_pad_unbounded(void) {
+  harness h;
+  bat_config c = pad_config(&h, 0);
+  h_init(&h, &c);
+  err e;
+  CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 3, &e), 0);   // 0
+  CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 5, &e), 0);   // 1
+  CHECK_EQ_INT(h_enq_seq(&h, 2, 7, 8, &e), 0);   // 2
+  CHECK_EQ_INT(h_enq_seq(&h, 1, 9, 5, &e), 0);   // 3: other shape key
+  CHECK_EQ_INT(h_next(&h), 1);
+  CHECK_EQ_STR(h.last, "0 1 2");  // 4 rows: preferred, goes at once
+  CHECK_EQ_INT(h.last_rows, 4);
+  CHECK_EQ_INT(h.last_seq, 8);
+  bat_release_instance(h.b, 0);
+  CHECK_EQ_INT(h_next(&h), 0);  // 3 alone waits its delay
+  h.now = 100;
+  CHECK_EQ_INT(h_next(&h), 1);
+  CHECK_EQ_STR(h.last, "3");
+  CHECK_EQ_INT(h.last_seq, 5);
+  CHECK_EQ_INT(h.execs[4], 1);
+  CHECK_EQ_INT(h.execs[1], 1);
+  bat_destroy(h.b);
+}
+
+// pad_max_ratio 2: the first item that would make longest > 2 x shortest
+// stops the scan and the batch so far goes at once (as a shape change);
+// the boundary is inclusive; a later shorter item counts as well.
+static void test_pad_ratio(void) {
+  harness h;
+  bat_config c = pad_config(&h, 2);
+  h_init(&h, &c);
+  err e;
+  CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 3, &e), 0);  // 0
+  CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 5, &e), 0);  // 1: 5 <= 2 x 3
+  CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 8, &e), 0);  // 2: 8 > 2 x 3
+  CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 4, &e), 0);  // 3: 8 == 2 x 4
+  CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 3, &e), 0);  // 4: 8 > 2 x 3
+  CHECK_EQ_INT(h_next(&h), 1);
+  CHECK_EQ_STR(h.last, "0 1");
+  CHECK_EQ_INT(h.last_seq, 5);
+  bat_release_instance(h.b, 0);
+  CHECK_EQ_INT(h_next(&h), 1);  // 2 3 stop before 4: sent at once too
+  CHECK_EQ_STR(h.last, "2 3");
+  CHECK_EQ_INT(h.last_seq, 8);
+  bat_release_instance(h.b, 0);
+  CHECK_EQ_INT(h_next(&h), 0);  // 4 alone: held for the delay
+  CHECK_EQ_INT(bat_next_wakeup(h.b), 100);
+  // joined by compatible lengths until the preferred size
+  CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 6, &e), 0);  // 5: 6 <= 2 x 3
+  CHECK_EQ_INT(h_enq_seq(&h, 2, 7, 2, &e), 0);  // 6: the longest, 6, > 2 x 2: stops the scan
+  CHECK_EQ_INT(h_next(&h), 1);
+  CHECK_EQ_STR(h.last, "4 5");
+  CHECK_EQ_INT(h.last_seq, 6);
+  bat_release_instance(h.b, 0);
+  h.now = 100;
+  CHECK_EQ_INT(h_next(&h), 1);
+  CHECK_EQ_STR(h.last, "6");
+  CHECK_EQ_INT(h.last_rows, 2);
+  CHECK_EQ_INT(h.last_seq, 2);
+  bat_destroy(h.b);
+}
+
+// Equal lengths under ratio 1 batch as without padding; a length 0 only
+// with other 0s; without pad, seq_len is not looked at (the server then
+// keeps the lengths in the shape key).
+static void test_pad_ratio_one_and_zero(void) {
+  harness h;
+  bat_config c = pad_config(&h, 1);
+  h_init(&h, &c);
+  err e;
+  for (int i = 0; i < 4; i++) CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 0, &e), 0);
+  CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 1, &e), 0);
+  CHECK_EQ_INT(h_next(&h), 1);
+  CHECK_EQ_STR(h.last, "0 1 2 3");
+  CHECK_EQ_INT(h.last_seq, 0);
+  bat_release_instance(h.b, 0);
+  CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 2, &e), 0);  // 5: 2 > 1 x 1
+  CHECK_EQ_INT(h_next(&h), 1);
+  CHECK_EQ_STR(h.last, "4");
+  CHECK_EQ_INT(h.last_seq, 1);
+  bat_destroy(h.b);
+
+  c = pad_config(&h, 0);
+  c.pad = 0;
+  h_init(&h, &c);
+  for (int i = 0; i < 4; i++) CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 1 + i, &e), 0);
+  CHECK_EQ_INT(h_next(&h), 1);
+  CHECK_EQ_STR(h.last, "0 1 2 3");
+  CHECK_EQ_INT(h.last_seq, 0);
+  bat_destroy(h.b);
+}
+
+static void test_pad_bad_config(void) {
+  harness h;
+  bat_config c = pad_config(&h, 0.5);
+  bat_batcher *b = NULL;
+  err e;
+  CHECK_EQ_INT(bat_create(&c, &b, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "pad_max_ratio 0.5");
+  c.pad_max_ratio = -1;
+  CHECK_EQ_INT(bat_create(&c, &b, &e), ERR_INVALID_ARGUMENT);
+  c.pad_max_ratio = 1.0 / 0.0;
+  CHECK_EQ_INT(bat_create(&c, &b, &e), ERR_INVALID_ARGUMENT);
+  c.pad = 0;  // not read without padding
+  CHECK_EQ_INT(bat_create(&c, &b, &e), 0);
+  bat_destroy(b);
+  c = pad_config(&h, 2);
+  h_init(&h, &c);
+  CHECK_EQ_INT(h_enq_seq(&h, 1, 7, -1, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "sequence length -1");
+  CHECK_EQ_INT(bat_queued(h.b), 0);
+  bat_destroy(h.b);
+}
+
 // --- instances
 
 static void test_instances_busy_queue_grows(void) {
@@ -704,6 +833,10 @@ int main(void) {
   test_no_preferred_sizes();
   test_rows_packing();
   test_shape_keys();
+  test_pad_unbounded();
+  test_pad_ratio();
+  test_pad_ratio_one_and_zero();
+  test_pad_bad_config();
   test_instances_busy_queue_grows();
   test_priorities();
   test_queue_policy_reject_and_delay();

@@ -4,7 +4,9 @@
 // dropped list), checked against a model of each item. Invariants: every
 // item that entered leaves exactly once (a batch or a drop with a true
 // reason); refusals match the rules; rows never exceed max_batch_size;
-// shape keys never mix; a batch is a prefix of the queue in priority order
+// shape keys never mix; with padding, a batch's longest seq_len is at most
+// pad_max_ratio times its shortest and is the batch's seq_len (0 without
+// padding); a batch is a prefix of the queue in priority order
 // (FIFO within a level, DELAY-expired behind the rest); nothing due stays
 // queued; nothing happens before bat_next_wakeup without an event.
 #include <stdint.h>
@@ -38,7 +40,7 @@ typedef struct world {
   int running[MAXI][64];  // ids per instance
   int n_running[MAXI];
   int fails;  // invariant failures (reported once per kind through CHECK)
-  long batches, drops, multi;
+  long batches, drops, multi, mixed;  // mixed: batches of several seq_len (padded)
 } world;
 
 static int64_t w_clock(void *ctx) { return ((world *)ctx)->now; }
@@ -88,7 +90,7 @@ static void check_batch(world *w, const bat_batch *bt) {
   int single = !w->c.dynamic || w->c.max_batch_size <= 1;
   if (single) INV(bt->n_items == 1);
   else INV(bt->rows <= w->c.max_batch_size);
-  int64_t rows = 0;
+  int64_t rows = 0, lo = INT64_MAX, hi = 0;
   size_t n = 0;
   uint32_t max_level = 0;
   const mreq *prev = NULL;
@@ -101,6 +103,8 @@ static void check_batch(world *w, const bat_batch *bt) {
     if (n < 64) w->running[bt->instance][w->n_running[bt->instance]++] = m->id;
     rows += it->rows;
     n++;
+    if (it->seq_len < lo) lo = it->seq_len;
+    if (it->seq_len > hi) hi = it->seq_len;
     if (prev) {
       INV(m->it.shape_key == prev->it.shape_key);
       INV(m->level >= prev->level);
@@ -111,6 +115,10 @@ static void check_batch(world *w, const bat_batch *bt) {
     prev = m;
   }
   INV(n == bt->n_items && rows == bt->rows);
+  int pad = w->c.dynamic && w->c.pad;
+  INV(bt->seq_len == (pad ? hi : 0));
+  if (pad && w->c.pad_max_ratio > 0) INV((double)hi <= w->c.pad_max_ratio * (double)lo);
+  w->mixed += pad && lo != hi && n > 1;
   // prefix of the queue: nothing live left behind ranks before a batch item
   for (int i = 0; i < w->n; i++) {
     mreq *y = &w->r[i];
@@ -170,6 +178,7 @@ static void enqueue(world *w) {
   uint32_t prio = rnd(w->n_lv + 2);                   // sometimes above the levels
   *m = (mreq){.id = w->n};
   m->it = (bat_item){.rows = rows, .priority = prio, .shape_key = rnd(6) == 0 ? 2 : 1, .payload = m,
+                     .seq_len = rnd(8) == 0 ? 0 : 1 + rnd(12),
                      .deadline_us = rnd(4) == 0 ? w->now + 1 + rnd(400) : INT64_MAX,
                      .timeout_us = rnd(3) == 0 ? 1 + rnd(300) : 0};
   // expected outcome
@@ -224,6 +233,9 @@ static void setup(world *w, unsigned seed) {
                    .max_queue_size = rnd(3) == 0 ? 3 + rnd(10) : 0}};
   }
   c.level_policies = w->lp;
+  static const double ratios[] = {0, 1, 1.5, 2, 4};
+  c.pad = (int)rnd(2);
+  c.pad_max_ratio = ratios[rnd(5)];
   w->c = c;
   w->n_lv = c.dynamic && c.priority_levels ? c.priority_levels : 1;
   if (!c.dynamic) {  // the batcher ignores dynamic_batching fields: so does the model
@@ -242,7 +254,7 @@ static int live_cancelled_queued(const world *w) {
   return 0;
 }
 
-static void round_(unsigned seed, int ops, long totals[3]) {
+static void round_(unsigned seed, int ops, long totals[4]) {
   static world w_;
   world *w = &w_;
   setup(w, seed);
@@ -305,15 +317,18 @@ static void round_(unsigned seed, int ops, long totals[3]) {
   totals[0] += w->batches;
   totals[1] += w->multi;
   totals[2] += w->drops;
+  totals[3] += w->mixed;
   bat_destroy(w->b);
 }
 
 int main(void) {
-  long totals[3] = {0, 0, 0};
+  long totals[4] = {0, 0, 0, 0};
   for (unsigned seed = 1; seed <= 60; seed++) round_(seed, 4000, totals);
-  fprintf(stderr, "%ld batches (%ld of several requests), %ld drops\n", totals[0], totals[1], totals[2]);
+  fprintf(stderr, "%ld batches (%ld of several requests, %ld of several sequence lengths), %ld drops\n", totals[0],
+          totals[1], totals[3], totals[2]);
   // the rounds must have exercised batching and dropping, not just passed
   CHECK(totals[1] > 1000);
   CHECK(totals[2] > 1000);
+  CHECK(totals[3] > 300);
   CHECK_DONE();
 }

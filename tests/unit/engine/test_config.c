@@ -309,6 +309,16 @@ static void test_validate(void) {
                  "dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 5 } }",
                  "dynamic_batching.priority_queue_policy key 5 must be in 1..priority_levels (2)");
   expect_invalid("max_batch_size: 4\n" IO_OK "ensemble_scheduling {}", "ensemble_scheduling is not supported");
+  // Triton's ragged batching (1-D concatenation) is refused, pointing at padding
+  expect_invalid("max_batch_size: 4\n"
+                 "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] },"
+                 " { name: 'x2' data_type: TYPE_INT64 dims: [-1] allow_ragged_batch: true }]\n",
+                 "input 'x2': allow_ragged_batch is not supported");
+  expect_invalid("max_batch_size: 4\n" IO_OK
+                 "batch_input { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: 'INDEX' data_type: TYPE_FP32 "
+                 "source_input: 'x2' }",
+                 "batch_input is not supported (Triton's ragged batching); to batch requests of different sequence "
+                 "lengths, pad them: parameters { key: \"pad_to_longest\"");
   expect_invalid("max_batch_size: 4\n" IO_OK "instance_group { count: -2 }", "instance_group[0].count -2 must be >= 0");
   expect_invalid("max_batch_size: 4\n" IO_OK "instance_group { gpus: [-1] }", "instance_group[0].gpus has invalid device -1");
   expect_invalid("max_batch_size: 4\n" IO_OK "version_policy { latest {} }",
