@@ -1,15 +1,20 @@
 // engine/conv_dnnl.c: oneDNN primitives for the sliding-window ops, cached
-// per node and geometry (see conv_dnnl.h). Activations stay in the plain
-// layout the plan uses; weights are reordered once into the layout the
-// primitive prefers (blocked for the JIT kernels). Written against the C
-// API of oneDNN 2.x (Debian 12) with a thin shim for 3.x (Ubuntu 24.04's
-// CUDA images), whose descriptors are handles and whose primitive
-// descriptors are created in one call.
-// Measured on this project's 2-core dev machine (AMD EPYC, batch 8 unless
-// noted) against im2col + OpenBLAS sgemm: 3x3 64->64 at 56x56 12.0 vs
-// 24.8 ms, 3x3 128->128 at 28x28 11.2 vs 16.6 ms, 1x1 256->1024 at 14x14
-// 4.1 vs 5.0 ms (batch 1: 0.53 vs 1.68 ms), 7x7/2 stem 15.2 vs 29.0 ms,
-// depthwise 3x3 96ch at 56x56 5.9 vs 21.0 ms; so oneDNN is the fast path.
+// per node and geometry (see conv_dnnl.h). The plan's activations are plain
+// NC[D]HW; a convolution is created with every layout left to oneDNN
+// (format_tag any), so it gets its blocked JIT kernels, and the activations
+// are reordered into and out of the chosen layouts around it. Weights are
+// reordered once into their layout. Written against the C API of oneDNN 2.x
+// (Debian 12) with a thin shim for 3.x (Ubuntu 24.04's CUDA images), whose
+// descriptors are handles, whose primitive descriptors are created in one
+// call and whose post-op calls lost the scale argument.
+// Why blocked: with plain NCHW src/dst oneDNN 2.6 can only offer its
+// im2col + sgemm convolution ("gemm:jit"); profiled on the 2-core dev
+// machine, ResNet-18 at batch 1 ran every convolution that way. The
+// reorders at the edges cost far less than the blocked kernels save (see
+// tests/bench/RESULTS.md, "Vision CPU path vs onnxruntime").
+// Pools keep the plain layout: oneDNN's JIT pooling runs on NCHW directly.
+// Scratchpads are user-managed: one buffer in the context, grown to the
+// largest primitive's need, instead of oneDNN's per-thread global ones.
 #include "engine/conv_dnnl.h"
 
 #include <dnnl.h>
@@ -34,6 +39,12 @@ static dnnl_status_t md_any(md_t *md, int nd, const dnnl_dims_t d) {
 static void md_free(md_t md) {
   if (md) dnnl_memory_desc_destroy(md);
 }
+static dnnl_status_t po_relu(dnnl_post_ops_t po) {
+  return dnnl_post_ops_append_eltwise(po, dnnl_eltwise_relu, 0.0f, 0.0f);
+}
+static dnnl_status_t po_sum(dnnl_post_ops_t po) {
+  return dnnl_post_ops_append_sum(po, 1.0f, 0, dnnl_data_type_undef);
+}
 #else
 typedef dnnl_memory_desc_t md_t;  // a plain struct
 typedef const dnnl_memory_desc_t *cmd_t;
@@ -45,6 +56,10 @@ static dnnl_status_t md_any(md_t *md, int nd, const dnnl_dims_t d) {
   return dnnl_memory_desc_init_by_tag(md, nd, d, dnnl_f32, dnnl_format_tag_any);
 }
 static void md_free(md_t md) { (void)md; }
+static dnnl_status_t po_relu(dnnl_post_ops_t po) {
+  return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+}
+static dnnl_status_t po_sum(dnnl_post_ops_t po) { return dnnl_post_ops_append_sum(po, 1.0f); }
 #endif
 
 static int dnnl_fail(err *e, dnnl_status_t st, const char *what) {
@@ -58,9 +73,29 @@ static int dnnl_fail(err *e, dnnl_status_t st, const char *what) {
 
 // --- context
 
+// A host buffer that only grows; its contents do not outlive one run.
+typedef struct grow_buf {
+  void *p;
+  size_t cap;
+} grow_buf;
+
+static int grow(grow_buf *b, size_t bytes, err *e) {
+  if (bytes <= b->cap) return 0;
+  size_t cap = (bytes + 4095) / 4096 * 4096;
+  void *p = aligned_alloc(64, cap);
+  if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for a %zu-byte oneDNN buffer", bytes);
+  free(b->p);
+  b->p = p;
+  b->cap = cap;
+  return 0;
+}
+
 struct eng_dnnl_ctx {
   dnnl_engine_t engine;
   dnnl_stream_t stream;
+  // Shared by every node of the plan (one runs at a time): a convolution's
+  // src and dst in the primitive's layouts, and the scratchpad.
+  grow_buf src, dst, scratch;
 };
 
 int eng_dnnl_ctx_create(eng_dnnl_ctx **out, err *e) {
@@ -81,6 +116,9 @@ void eng_dnnl_ctx_destroy(eng_dnnl_ctx *c) {
   if (!c) return;
   if (c->stream) dnnl_stream_destroy(c->stream);
   if (c->engine) dnnl_engine_destroy(c->engine);
+  free(c->src.p);
+  free(c->dst.p);
+  free(c->scratch.p);
   free(c);
 }
 
@@ -96,9 +134,17 @@ typedef struct entry {
   int used;
   eng_dnnl_kind kind;
   k_window g;
+  int relu, sum;  // the post-ops the primitive was made with
   dnnl_primitive_t prim;
-  dnnl_memory_t src, dst, bias;  // handles set per run
-  int wi;                        // index into node->w; -1 for pools
+  // the primitive's operands, handles set per run: src and dst in its own
+  // layouts (the context's buffers where those are not plain)
+  dnnl_memory_t src, dst, bias, scratch;
+  // plain views of x and y, and the reorders between them and src/dst;
+  // NULL where the primitive takes the plain layout itself
+  dnnl_memory_t usrc, udst;
+  dnnl_primitive_t src_in, dst_in, dst_out;  // x->src, y-shaped->dst, dst->y
+  size_t src_bytes, dst_bytes, scratch_bytes;
+  int wi;  // index into node->w; -1 for pools
 } entry;
 
 struct eng_dnnl_node {
@@ -109,10 +155,12 @@ struct eng_dnnl_node {
 };
 
 static void entry_clear(entry *en) {
-  if (en->prim) dnnl_primitive_destroy(en->prim);
-  if (en->src) dnnl_memory_destroy(en->src);
-  if (en->dst) dnnl_memory_destroy(en->dst);
-  if (en->bias) dnnl_memory_destroy(en->bias);
+  dnnl_primitive_t prims[] = {en->prim, en->src_in, en->dst_in, en->dst_out};
+  dnnl_memory_t mems[] = {en->src, en->dst, en->bias, en->scratch, en->usrc, en->udst};
+  for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
+    if (prims[i]) dnnl_primitive_destroy(prims[i]);
+  for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
+    if (mems[i]) dnnl_memory_destroy(mems[i]);
   memset(en, 0, sizeof *en);
 }
 
@@ -140,12 +188,13 @@ static void dense_strides(int nd, const int64_t *d, int64_t *s) {
   }
 }
 
-// The plain md of an activation [n, ch, spatial...].
-static dnnl_status_t act_md(md_t *md, const k_window *g, int64_t ch, const int64_t *sp) {
+// The md of an activation [n, ch, spatial...]: plain, or any layout.
+static dnnl_status_t act_md(md_t *md, const k_window *g, int64_t ch, const int64_t *sp, int any) {
   dnnl_dims_t d, s;
   d[0] = g->n;
   d[1] = ch;
   for (int i = 0; i < g->nsp; i++) d[2 + i] = sp[i];
+  if (any) return md_any(md, 2 + g->nsp, d);
   dense_strides(2 + g->nsp, d, s);
   return md_strides(md, 2 + g->nsp, d, s);
 }
@@ -171,8 +220,23 @@ static void weights_dims(const k_window *g, int deconv, int *nd, dnnl_dims_t d, 
   if (grouped) s[0] = og * ig * ksz;
 }
 
+// The attributes every primitive gets: a user scratchpad, and for the
+// convolutions the fused post-ops (sum first: y = relu(conv + add)).
+static dnnl_status_t make_attr(dnnl_primitive_attr_t *attr, int relu, int sum) {
+  dnnl_status_t st = dnnl_primitive_attr_create(attr);
+  if (st == dnnl_success) st = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
+  if (st != dnnl_success || (!relu && !sum)) return st;
+  dnnl_post_ops_t po = NULL;
+  st = dnnl_post_ops_create(&po);
+  if (st == dnnl_success && sum) st = po_sum(po);
+  if (st == dnnl_success && relu) st = po_relu(po);
+  if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(*attr, po);
+  if (po) dnnl_post_ops_destroy(po);
+  return st;
+}
+
 static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind kind,
-                     const k_window *g, int has_bias, err *e) {
+                     const k_window *g, int has_bias, int relu, int sum, err *e) {
   dnnl_dims_t strides, dil, pl, pr, kern;
   for (int i = 0; i < g->nsp; i++) {
     strides[i] = g->stride[i];
@@ -183,8 +247,10 @@ static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind k
   }
   int conv = kind == ENG_DNNL_CONV || kind == ENG_DNNL_DECONV;
   md_t src = {0}, dst = {0}, wmd = {0}, bmd = {0};
-  dnnl_status_t st = act_md(&src, g, g->c, g->x);
-  if (st == dnnl_success) st = act_md(&dst, g, conv ? g->m : g->c, g->y);
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_status_t st = make_attr(&attr, relu, sum);
+  if (st == dnnl_success) st = act_md(&src, g, g->c, g->x, conv);
+  if (st == dnnl_success) st = act_md(&dst, g, conv ? g->m : g->c, g->y, conv);
   if (st == dnnl_success && conv) {
     int nd;
     dnnl_dims_t wd, ws;
@@ -201,18 +267,18 @@ static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind k
     if (kind == ENG_DNNL_CONV)
       st = dnnl_convolution_forward_primitive_desc_create(
           pd, c->engine, dnnl_forward_inference, dnnl_convolution_direct, src, wmd,
-          nobias ? NULL : bmd, dst, strides, dil, pl, pr, NULL);
+          nobias ? NULL : bmd, dst, strides, dil, pl, pr, attr);
     else if (kind == ENG_DNNL_DECONV)
       st = dnnl_deconvolution_forward_primitive_desc_create(
           pd, c->engine, dnnl_forward_inference, dnnl_deconvolution_direct, src, wmd,
-          nobias ? NULL : bmd, dst, strides, dil, pl, pr, NULL);
+          nobias ? NULL : bmd, dst, strides, dil, pl, pr, attr);
     else
       st = dnnl_pooling_forward_primitive_desc_create(
           pd, c->engine, dnnl_forward_inference,
           kind == ENG_DNNL_POOL_MAX           ? dnnl_pooling_max
           : kind == ENG_DNNL_POOL_AVG_INCLUDE ? dnnl_pooling_avg_include_padding
                                               : dnnl_pooling_avg_exclude_padding,
-          src, dst, strides, kern, dil, pl, pr, NULL);
+          src, dst, strides, kern, dil, pl, pr, attr);
 #else
     if (kind == ENG_DNNL_CONV) {
       dnnl_convolution_desc_t d;
@@ -220,14 +286,14 @@ static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind k
                                                       dnnl_convolution_direct, &src, &wmd,
                                                       nobias ? NULL : &bmd, &dst, strides, dil,
                                                       pl, pr);
-      if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, NULL, c->engine, NULL);
+      if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
     } else if (kind == ENG_DNNL_DECONV) {
       dnnl_deconvolution_desc_t d;
       st = dnnl_dilated_deconvolution_forward_desc_init(&d, dnnl_forward_inference,
                                                         dnnl_deconvolution_direct, &src, &wmd,
                                                         nobias ? NULL : &bmd, &dst, strides, dil,
                                                         pl, pr);
-      if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, NULL, c->engine, NULL);
+      if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
     } else {
       dnnl_pooling_v2_desc_t d;
       st = dnnl_pooling_v2_forward_desc_init(
@@ -236,7 +302,7 @@ static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind k
           : kind == ENG_DNNL_POOL_AVG_INCLUDE ? dnnl_pooling_avg_include_padding
                                               : dnnl_pooling_avg_exclude_padding,
           &src, &dst, strides, kern, dil, pl, pr);
-      if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, NULL, c->engine, NULL);
+      if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
     }
 #endif
   }
@@ -244,11 +310,27 @@ static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind k
   md_free(dst);
   md_free(wmd);
   md_free(bmd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
   if (st != dnnl_success)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "unsupported: oneDNN has no implementation for this geometry (status %d)",
                    (int)st);
   return 0;
+}
+
+// A reorder primitive from md `from` to md `to`.
+static dnnl_status_t make_reorder(eng_dnnl_ctx *c, cmd_t from, cmd_t to, dnnl_primitive_t *out) {
+  dnnl_primitive_desc_t rpd = NULL;
+  dnnl_status_t st = dnnl_reorder_primitive_desc_create(&rpd, from, c->engine, to, c->engine, NULL);
+  if (st == dnnl_success) st = dnnl_primitive_create(out, rpd);
+  if (rpd) dnnl_primitive_desc_destroy(rpd);
+  return st;
+}
+
+static dnnl_status_t run_reorder(eng_dnnl_ctx *c, dnnl_primitive_t r, dnnl_memory_t from,
+                                 dnnl_memory_t to) {
+  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+  return dnnl_primitive_execute(r, c->stream, 2, args);
 }
 
 // The index of the node's weights in the layout `want`, reordering the
@@ -268,7 +350,6 @@ static int get_weights(eng_dnnl_ctx *c, eng_dnnl_node *n, cmd_t want, const k_wi
   weights_dims(g, deconv, &nd, wd, ws);
   md_t user = {0};
   dnnl_memory_t umem = NULL;
-  dnnl_primitive_desc_t rpd = NULL;
   dnnl_primitive_t rp = NULL;
   int rc = 0;
   dnnl_status_t st = md_strides(&user, nd, wd, ws);
@@ -284,16 +365,12 @@ static int get_weights(eng_dnnl_ctx *c, eng_dnnl_node *n, cmd_t want, const k_wi
   }
   if (st == dnnl_success && !rc) st = dnnl_memory_create(&umem, MDP(user), c->engine, (void *)w);
   if (st == dnnl_success && !rc) st = dnnl_memory_create(&wt->mem, want, c->engine, wt->data);
-  if (st == dnnl_success && !rc)
-    st = dnnl_reorder_primitive_desc_create(&rpd, MDP(user), c->engine, want, c->engine, NULL);
-  if (st == dnnl_success && !rc) st = dnnl_primitive_create(&rp, rpd);
+  if (st == dnnl_success && !rc) st = make_reorder(c, MDP(user), want, &rp);
   if (st == dnnl_success && !rc) {
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, umem}, {DNNL_ARG_TO, wt->mem}};
-    st = dnnl_primitive_execute(rp, c->stream, 2, args);
+    st = run_reorder(c, rp, umem, wt->mem);
     if (st == dnnl_success) st = dnnl_stream_wait(c->stream);
   }
   if (rp) dnnl_primitive_destroy(rp);
-  if (rpd) dnnl_primitive_desc_destroy(rpd);
   if (umem) dnnl_memory_destroy(umem);
   md_free(user);
   if (st != dnnl_success && !rc) rc = dnnl_fail(e, st, "weights reorder");
@@ -303,14 +380,39 @@ static int get_weights(eng_dnnl_ctx *c, eng_dnnl_node *n, cmd_t want, const k_wi
   return 0;
 }
 
+// For operand `arg` of pd: a memory object in the primitive's layout (*mem,
+// handle set per run) and, where that layout is not the plain one of the
+// same dims, a plain memory object (*umem) with the reorders plain -> it
+// (*in, if wanted) and it -> plain (*out, if wanted).
+static dnnl_status_t operand(eng_dnnl_ctx *c, const_dnnl_primitive_desc_t pd, dnnl_query_t q,
+                             const k_window *g, int64_t ch, const int64_t *sp, dnnl_memory_t *mem,
+                             dnnl_memory_t *umem, dnnl_primitive_t *in, dnnl_primitive_t *out,
+                             size_t *bytes) {
+  cmd_t want = dnnl_primitive_desc_query_md(pd, q, 0);
+  *bytes = dnnl_memory_desc_get_size(want);
+  dnnl_status_t st = dnnl_memory_create(mem, want, c->engine, DNNL_MEMORY_NONE);
+  md_t plain = {0};
+  if (st == dnnl_success) st = act_md(&plain, g, ch, sp, 0);
+  if (st == dnnl_success && !dnnl_memory_desc_equal(MDP(plain), want)) {
+    st = dnnl_memory_create(umem, MDP(plain), c->engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success && in) st = make_reorder(c, MDP(plain), want, in);
+    if (st == dnnl_success && out) st = make_reorder(c, want, MDP(plain), out);
+  }
+  md_free(plain);
+  return st;
+}
+
 static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_kind kind,
-                        const k_window *g, const float *w, const float *b, err *e) {
+                        const k_window *g, const float *w, const float *b, int relu, int sum,
+                        err *e) {
   int conv = kind == ENG_DNNL_CONV || kind == ENG_DNNL_DECONV;
   dnnl_primitive_desc_t pd = NULL;
-  TRY(make_desc(&pd, c, kind, g, conv && b, e));
+  TRY(make_desc(&pd, c, kind, g, conv && b, relu, sum, e));
   int rc = 0;
   en->kind = kind;
   en->g = *g;
+  en->relu = relu;
+  en->sum = sum;
   en->wi = -1;
   if (conv)
     rc = get_weights(c, n, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), g,
@@ -318,23 +420,38 @@ static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_k
   dnnl_status_t st = dnnl_success;
   if (!rc) st = dnnl_primitive_create(&en->prim, pd);
   if (!rc && st == dnnl_success)
-    st = dnnl_memory_create(&en->src, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
-                            c->engine, DNNL_MEMORY_NONE);
+    st = operand(c, pd, dnnl_query_src_md, g, g->c, g->x, &en->src, &en->usrc, &en->src_in, NULL,
+                 &en->src_bytes);
   if (!rc && st == dnnl_success)
-    st = dnnl_memory_create(&en->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
-                            c->engine, DNNL_MEMORY_NONE);
+    st = operand(c, pd, dnnl_query_dst_md, g, conv ? g->m : g->c, g->y, &en->dst, &en->udst,
+                 sum ? &en->dst_in : NULL, &en->dst_out, &en->dst_bytes);
   if (!rc && st == dnnl_success && conv && b)
     st = dnnl_memory_create(&en->bias, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1),
                             c->engine, DNNL_MEMORY_NONE);
+  if (!rc && st == dnnl_success) {
+    cmd_t smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    en->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    if (en->scratch_bytes)
+      st = dnnl_memory_create(&en->scratch, smd, c->engine, DNNL_MEMORY_NONE);
+  }
   dnnl_primitive_desc_destroy(pd);
   if (!rc && st != dnnl_success) rc = dnnl_fail(e, st, "primitive creation");
+  // the context's buffers are sized when the entry is made, not per run
+  if (!rc && en->usrc) rc = grow(&c->src, en->src_bytes, e);
+  if (!rc && en->udst) rc = grow(&c->dst, en->dst_bytes, e);
+  if (!rc) rc = grow(&c->scratch, en->scratch_bytes, e);
   if (rc) entry_clear(en);
   else en->used = 1;
   return rc;
 }
 
 int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, const k_window *g,
-                 const float *w, const float *b, float *y, const float *x, err *e) {
+                 const float *w, const float *b, const eng_dnnl_post *post, float *y,
+                 const float *x, err *e) {
+  int conv = kind == ENG_DNNL_CONV || kind == ENG_DNNL_DECONV;
+  int relu = post && post->relu, sum = post && post->add;
+  if ((relu || sum) && !conv)
+    return err_set(e, ERR_INTERNAL, "post-ops are for the convolutions only");
   if (!*node) {
     *node = calloc(1, sizeof **node);
     if (!*node) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
@@ -342,7 +459,9 @@ int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, cons
   eng_dnnl_node *n = *node;
   entry *en = NULL;
   for (int i = 0; i < CACHE_SLOTS && !en; i++)
-    if (n->e[i].used && n->e[i].kind == kind && same_geom(&n->e[i].g, g)) en = &n->e[i];
+    if (n->e[i].used && n->e[i].kind == kind && n->e[i].relu == relu && n->e[i].sum == sum &&
+        same_geom(&n->e[i].g, g))
+      en = &n->e[i];
   if (!en) {
     int slot = -1;
     for (int i = 0; i < CACHE_SLOTS && slot < 0; i++)
@@ -353,17 +472,39 @@ int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, cons
       entry_clear(&n->e[slot]);
     }
     en = &n->e[slot];
-    TRY(entry_create(c, n, en, kind, g, w, b, e));
+    TRY(entry_create(c, n, en, kind, g, w, b, relu, sum, e));
   }
-  DNNL_TRY(e, dnnl_memory_set_data_handle(en->src, (void *)x), "set src");
-  DNNL_TRY(e, dnnl_memory_set_data_handle(en->dst, y), "set dst");
+  void *src = en->usrc ? c->src.p : (void *)x, *dst = en->udst ? c->dst.p : y;
+  DNNL_TRY(e, dnnl_memory_set_data_handle(en->src, src), "set src");
+  DNNL_TRY(e, dnnl_memory_set_data_handle(en->dst, dst), "set dst");
+  if (en->usrc) {
+    DNNL_TRY(e, dnnl_memory_set_data_handle(en->usrc, (void *)x), "set x");
+    DNNL_TRY(e, run_reorder(c, en->src_in, en->usrc, en->src), "src reorder");
+  }
+  if (sum) {
+    // the sum post-op adds what dst holds: the addend, in dst's layout
+    if (en->udst) {
+      DNNL_TRY(e, dnnl_memory_set_data_handle(en->udst, (void *)post->add), "set addend");
+      DNNL_TRY(e, run_reorder(c, en->dst_in, en->udst, en->dst), "addend reorder");
+    } else if (post->add != y) {
+      memmove(y, post->add, en->dst_bytes);
+    }
+  }
   // B may be an activation, so its address is set per run like X's and Y's
   if (en->bias) DNNL_TRY(e, dnnl_memory_set_data_handle(en->bias, (void *)b), "set bias");
-  dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, en->src}, {DNNL_ARG_DST, en->dst}};
+  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, en->src}, {DNNL_ARG_DST, en->dst}};
   int nargs = 2;
   if (en->wi >= 0) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, n->w[en->wi].mem};
   if (en->bias) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, en->bias};
+  if (en->scratch) {
+    DNNL_TRY(e, dnnl_memory_set_data_handle(en->scratch, c->scratch.p), "set scratchpad");
+    args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, en->scratch};
+  }
   DNNL_TRY(e, dnnl_primitive_execute(en->prim, c->stream, nargs, args), "execute");
+  if (en->udst) {
+    DNNL_TRY(e, dnnl_memory_set_data_handle(en->udst, y), "set y");
+    DNNL_TRY(e, run_reorder(c, en->dst_out, en->dst, en->udst), "dst reorder");
+  }
   DNNL_TRY(e, dnnl_stream_wait(c->stream), "stream wait");
   return 0;
 }

@@ -2,8 +2,8 @@
 // (Conv, ConvTranspose, MaxPool, AveragePool) on plain NC[D][H]W float
 // buffers. Creating a oneDNN primitive costs far more than running a small
 // one, so each node keeps a cache: one primitive per geometry (k_window:
-// batch and spatial sizes included), created on first use, and the weights
-// reordered once into each layout the primitives asked for.
+// batch and spatial sizes included) and post-ops, created on first use,
+// and the weights reordered once into each layout the primitives asked for.
 #ifndef INFERD_ENGINE_CONV_DNNL_H
 #define INFERD_ENGINE_CONV_DNNL_H
 
@@ -23,6 +23,12 @@ typedef struct eng_dnnl_ctx eng_dnnl_ctx;
 int eng_dnnl_ctx_create(eng_dnnl_ctx **out, err *e);
 void eng_dnnl_ctx_destroy(eng_dnnl_ctx *c);
 
+// Work fused into a convolution: y = relu(conv(x) + b + add).
+typedef struct eng_dnnl_post {
+  int relu;
+  const float *add;  // NULL, or a plain tensor of y's shape (not y's bytes)
+} eng_dnnl_post;
+
 // A node's primitives and reordered weights.
 typedef struct eng_dnnl_node eng_dnnl_node;
 void eng_dnnl_node_destroy(eng_dnnl_node *n);
@@ -31,11 +37,13 @@ void eng_dnnl_node_destroy(eng_dnnl_node *n);
 // owns it from then on and releases it with eng_dnnl_node_destroy). w and b
 // are the node's: w NULL for pools, else constant (read once per weights
 // layout, so it must not change for the node's life); b optional, read on
-// every run. ONNX's dilation is converted here (oneDNN counts the gaps). The
-// pad_r of g must make y's size exact: (x + pad_l + pad_r - span) / stride
-// + 1 for conv and pools, (x - 1) * stride + span - pad_l - pad_r for
-// deconvolution, with span = (k - 1) * dil + 1.
+// every run; post NULL or its fusions (convolutions only). ONNX's dilation
+// is converted here (oneDNN counts the gaps). The pad_r of g must make y's
+// size exact: (x + pad_l + pad_r - span) / stride + 1 for conv and pools,
+// (x - 1) * stride + span - pad_l - pad_r for deconvolution, with span =
+// (k - 1) * dil + 1.
 int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, const k_window *g,
-                 const float *w, const float *b, float *y, const float *x, err *e);
+                 const float *w, const float *b, const eng_dnnl_post *post, float *y,
+                 const float *x, err *e);
 
 #endif

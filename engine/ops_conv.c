@@ -90,6 +90,7 @@ int eng_conv_parse(const eng_graph *g, const eng_node *n, int opset, eng_op_para
   if (a->kind == ENG_POOL_GLOBAL_AVG || a->kind == ENG_POOL_GLOBAL_MAX) return 0;
 
   int conv = a->kind == ENG_CONV || a->kind == ENG_CONV_TRANSPOSE;
+  p->fusable = conv;  // oneDNN post-ops: sum, then ReLU
   if (conv) {
     // The weights decide the spatial rank and are reordered once into
     // oneDNN's layout, so they must be known at load.
@@ -445,8 +446,18 @@ int eng_conv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
     case ENG_POOL_GLOBAL_AVG: kind = ENG_DNNL_POOL_AVG_EXCLUDE; break;
   }
   int conv = a->kind == ENG_CONV || a->kind == ENG_CONV_TRANSPOSE;
+  eng_dnnl_post post = {st->post_relu, NULL};
+  if (st->post_add) {
+    const eng_tensor *t = st->post_add;
+    int same = conv && t->dt == DT_FP32 && t->ndims == out[0].ndims && t->data != out[0].data;
+    for (int i = 0; same && i < t->ndims; i++) same = t->dims[i] == out[0].dims[i];
+    if (!same) return err_set(e, ERR_INTERNAL, "the fused addend does not match Y");
+    post.add = t->data;
+  }
+  if ((post.relu || post.add) && !conv) return err_set(e, ERR_INTERNAL, "fused work on a pool");
   TRY(eng_dnnl_run((*st->ctx)->dnnl, (eng_dnnl_node **)&st->node, kind, &dg,
-                   conv ? in[1].data : NULL, bias_of(a, in, n_in), out[0].data, in[0].data, e));
+                   conv ? in[1].data : NULL, bias_of(a, in, n_in), &post, out[0].data,
+                   in[0].data, e));
   if (kind == ENG_DNNL_POOL_AVG_INCLUDE) fix_avg_overhang(out[0].data, &g);
   return 0;
 }

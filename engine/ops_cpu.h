@@ -36,6 +36,10 @@ typedef struct eng_op_params {
   float floats[ENG_MAX_DIMS];
   dtype value_dt;            // ConstantOfShape: the fill value and its type
   uint8_t value[8];
+  // Set by parse: run_state honours eng_op_state's post-ops, so the CPU
+  // plan may fuse a following Add and Relu into this node (Conv,
+  // ConvTranspose; Gemm when it runs as a oneDNN inner product).
+  int fusable;
 } eng_op_params;
 
 enum {
@@ -54,6 +58,11 @@ void eng_op_ctx_destroy(eng_op_ctx *c);
 typedef struct eng_op_state {
   void *node;        // the op's own: NULL until it stores one; freed with def->destroy
   eng_op_ctx **ctx;  // the plan's shared context: NULL until an op creates it
+  // Work the CPU plan fused into this run (params->fusable ops only):
+  // output 0 = relu(op + post_add), with post_add NULL or a tensor of
+  // output 0's shape in other bytes, and the ReLU only where post_relu.
+  const eng_tensor *post_add;
+  int post_relu;
 } eng_op_state;
 
 // Bit k of eng_op_def.host_in: input k is read while inferring shapes

@@ -54,6 +54,18 @@ struct eng_plan {
   void **fold_buf;  // per value: plan-owned host memory of a folded value
   size_t *fold_cap;
   uint64_t folds;   // nodes run by folding so far (tests, stats)
+  // Fusion, CPU plan only (eng_plan_create; none in other backends): a
+  // node whose op is params.fusable absorbs the Add (of a second value of
+  // the same shape) and/or the Relu that alone consume its output. Found
+  // once at create; switched on per input-shape signature, where the shapes
+  // allow, by compute_roots. An absorbed node is skipped and its output
+  // shares the absorbing node's buffer.
+  int *fuse_add;      // per node: the Add it may absorb, or -1
+  int *fuse_add_val;  // per node: that Add's other operand
+  int *fuse_relu;     // per node: the Relu it may absorb, or -1
+  int *fuse_src;      // per node: for an absorbed one, the value its output aliases
+  uint8_t *fuse_on;   // per node: its fusion holds for the current shapes
+  uint8_t *fused;     // per node: absorbed (skipped) for the current shapes
   // the input types and shapes the inferred shapes and folds are for:
   // shape inference reruns only when they change
   eng_tensor *sig;
