@@ -13,6 +13,9 @@
 // reorders at the edges cost far less than the blocked kernels save (see
 // tests/bench/RESULTS.md, "Vision CPU path vs onnxruntime").
 // Pools keep the plain layout: oneDNN's JIT pooling runs on NCHW directly.
+// Gemm with constant B runs here too, as an inner product with B reordered
+// once: OpenBLAS's sgemm packs all of B on every call, which for the seed
+// CNN's 200704 x 512 classifier at batch 1 was half of the model's time.
 // Scratchpads are user-managed: one buffer in the context, grown to the
 // largest primitive's need, instead of oneDNN's per-thread global ones.
 #include "engine/conv_dnnl.h"
@@ -201,8 +204,9 @@ static dnnl_status_t act_md(md_t *md, const k_window *g, int64_t ch, const int64
 
 // The weights as oneDNN names their dims ([g,] o, i, k...) with the strides
 // of ONNX's layout: Conv W is [m, c/g, k...] (= g, m/g, c/g, k),
-// ConvTranspose W is [c, m/g, k...] (= g, c/g, m/g, k, so o and i swap).
-static void weights_dims(const k_window *g, int deconv, int *nd, dnnl_dims_t d, dnnl_dims_t s) {
+// ConvTranspose W is [c, m/g, k...] (= g, c/g, m/g, k, so o and i swap:
+// `swapped`, as for Gemm's B [c, m] without transB).
+static void weights_dims(const k_window *g, int swapped, int *nd, dnnl_dims_t d, dnnl_dims_t s) {
   int64_t gr = g->group, og = g->m / gr, ig = g->c / gr, ksz = 1;
   for (int i = 0; i < g->nsp; i++) ksz *= g->k[i];
   int grouped = gr > 1, at = 0;
@@ -214,7 +218,7 @@ static void weights_dims(const k_window *g, int deconv, int *nd, dnnl_dims_t d, 
   dnnl_dims_t ks;
   dense_strides(g->nsp, g->k, ks);
   for (int i = 0; i < g->nsp; i++) s[at + i] = ks[i];
-  int64_t so = deconv ? ksz : ig * ksz, si = deconv ? og * ksz : ksz;
+  int64_t so = swapped ? ksz : ig * ksz, si = swapped ? og * ksz : ksz;
   s[at - 2] = so;
   s[at - 1] = si;
   if (grouped) s[0] = og * ig * ksz;
@@ -235,6 +239,11 @@ static dnnl_status_t make_attr(dnnl_primitive_attr_t *attr, int relu, int sum) {
   return st;
 }
 
+static int is_conv(eng_dnnl_kind k) { return k == ENG_DNNL_CONV || k == ENG_DNNL_DECONV; }
+static int is_inner(eng_dnnl_kind k) { return k == ENG_DNNL_INNER || k == ENG_DNNL_INNER_BT; }
+// Whether w's [o, i] are stored the other way round from oneDNN's order.
+static int w_swapped(eng_dnnl_kind k) { return k == ENG_DNNL_DECONV || k == ENG_DNNL_INNER; }
+
 static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind kind,
                      const k_window *g, int has_bias, int relu, int sum, err *e) {
   dnnl_dims_t strides, dil, pl, pr, kern;
@@ -245,16 +254,16 @@ static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind k
     pr[i] = g->pad_r[i];
     kern[i] = g->k[i];
   }
-  int conv = kind == ENG_DNNL_CONV || kind == ENG_DNNL_DECONV;
+  int conv = is_conv(kind), wts = conv || is_inner(kind);
   md_t src = {0}, dst = {0}, wmd = {0}, bmd = {0};
   dnnl_primitive_attr_t attr = NULL;
   dnnl_status_t st = make_attr(&attr, relu, sum);
   if (st == dnnl_success) st = act_md(&src, g, g->c, g->x, conv);
-  if (st == dnnl_success) st = act_md(&dst, g, conv ? g->m : g->c, g->y, conv);
-  if (st == dnnl_success && conv) {
+  if (st == dnnl_success) st = act_md(&dst, g, wts ? g->m : g->c, g->y, conv);
+  if (st == dnnl_success && wts) {
     int nd;
     dnnl_dims_t wd, ws;
-    weights_dims(g, kind == ENG_DNNL_DECONV, &nd, wd, ws);
+    weights_dims(g, w_swapped(kind), &nd, wd, ws);
     st = md_any(&wmd, nd, wd);
     if (st == dnnl_success && has_bias) {
       dnnl_dims_t bd = {g->m}, bs = {1};
@@ -272,6 +281,9 @@ static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind k
       st = dnnl_deconvolution_forward_primitive_desc_create(
           pd, c->engine, dnnl_forward_inference, dnnl_deconvolution_direct, src, wmd,
           nobias ? NULL : bmd, dst, strides, dil, pl, pr, attr);
+    else if (wts)
+      st = dnnl_inner_product_forward_primitive_desc_create(
+          pd, c->engine, dnnl_forward_inference, src, wmd, nobias ? NULL : bmd, dst, attr);
     else
       st = dnnl_pooling_forward_primitive_desc_create(
           pd, c->engine, dnnl_forward_inference,
@@ -293,6 +305,11 @@ static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind k
                                                         dnnl_deconvolution_direct, &src, &wmd,
                                                         nobias ? NULL : &bmd, &dst, strides, dil,
                                                         pl, pr);
+      if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
+    } else if (wts) {
+      dnnl_inner_product_desc_t d;
+      st = dnnl_inner_product_forward_desc_init(&d, dnnl_forward_inference, &src, &wmd,
+                                                nobias ? NULL : &bmd, &dst);
       if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
     } else {
       dnnl_pooling_v2_desc_t d;
@@ -336,7 +353,7 @@ static dnnl_status_t run_reorder(eng_dnnl_ctx *c, dnnl_primitive_t r, dnnl_memor
 // The index of the node's weights in the layout `want`, reordering the
 // ONNX weights into it the first time.
 static int get_weights(eng_dnnl_ctx *c, eng_dnnl_node *n, cmd_t want, const k_window *g,
-                       int deconv, const float *w, int *out, err *e) {
+                       int swapped, const float *w, int *out, err *e) {
   for (int i = 0; i < n->n_w; i++)
     if (dnnl_memory_desc_equal(MDP(n->w[i].md), want)) {
       *out = i;
@@ -347,7 +364,7 @@ static int get_weights(eng_dnnl_ctx *c, eng_dnnl_node *n, cmd_t want, const k_wi
   weights *wt = &n->w[n->n_w];
   int nd;
   dnnl_dims_t wd, ws;
-  weights_dims(g, deconv, &nd, wd, ws);
+  weights_dims(g, swapped, &nd, wd, ws);
   md_t user = {0};
   dnnl_memory_t umem = NULL;
   dnnl_primitive_t rp = NULL;
@@ -405,27 +422,27 @@ static dnnl_status_t operand(eng_dnnl_ctx *c, const_dnnl_primitive_desc_t pd, dn
 static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_kind kind,
                         const k_window *g, const float *w, const float *b, int relu, int sum,
                         err *e) {
-  int conv = kind == ENG_DNNL_CONV || kind == ENG_DNNL_DECONV;
+  int wts = is_conv(kind) || is_inner(kind);
   dnnl_primitive_desc_t pd = NULL;
-  TRY(make_desc(&pd, c, kind, g, conv && b, relu, sum, e));
+  TRY(make_desc(&pd, c, kind, g, wts && b, relu, sum, e));
   int rc = 0;
   en->kind = kind;
   en->g = *g;
   en->relu = relu;
   en->sum = sum;
   en->wi = -1;
-  if (conv)
+  if (wts)
     rc = get_weights(c, n, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), g,
-                     kind == ENG_DNNL_DECONV, w, &en->wi, e);
+                     w_swapped(kind), w, &en->wi, e);
   dnnl_status_t st = dnnl_success;
   if (!rc) st = dnnl_primitive_create(&en->prim, pd);
   if (!rc && st == dnnl_success)
     st = operand(c, pd, dnnl_query_src_md, g, g->c, g->x, &en->src, &en->usrc, &en->src_in, NULL,
                  &en->src_bytes);
   if (!rc && st == dnnl_success)
-    st = operand(c, pd, dnnl_query_dst_md, g, conv ? g->m : g->c, g->y, &en->dst, &en->udst,
+    st = operand(c, pd, dnnl_query_dst_md, g, wts ? g->m : g->c, g->y, &en->dst, &en->udst,
                  sum ? &en->dst_in : NULL, &en->dst_out, &en->dst_bytes);
-  if (!rc && st == dnnl_success && conv && b)
+  if (!rc && st == dnnl_success && wts && b)
     st = dnnl_memory_create(&en->bias, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1),
                             c->engine, DNNL_MEMORY_NONE);
   if (!rc && st == dnnl_success) {
@@ -448,10 +465,9 @@ static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_k
 int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, const k_window *g,
                  const float *w, const float *b, const eng_dnnl_post *post, float *y,
                  const float *x, err *e) {
-  int conv = kind == ENG_DNNL_CONV || kind == ENG_DNNL_DECONV;
   int relu = post && post->relu, sum = post && post->add;
-  if ((relu || sum) && !conv)
-    return err_set(e, ERR_INTERNAL, "post-ops are for the convolutions only");
+  if ((relu || sum) && !is_conv(kind) && !is_inner(kind))
+    return err_set(e, ERR_INTERNAL, "post-ops are for the convolutions and inner products only");
   if (!*node) {
     *node = calloc(1, sizeof **node);
     if (!*node) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");

@@ -16,6 +16,10 @@ typedef enum eng_dnnl_kind {
   ENG_DNNL_POOL_MAX,
   ENG_DNNL_POOL_AVG_INCLUDE,  // divides by the whole kernel (padding counts)
   ENG_DNNL_POOL_AVG_EXCLUDE,
+  // Gemm's y[n, m] = x[n, c] B + b as a oneDNN inner product (g: nsp 0,
+  // group 1): w is B as [c, m], or (_BT, ONNX's transB) as [m, c]
+  ENG_DNNL_INNER,
+  ENG_DNNL_INNER_BT,
 } eng_dnnl_kind;
 
 // One oneDNN CPU engine and stream. Used by one thread at a time (a plan's).

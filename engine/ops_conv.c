@@ -342,6 +342,21 @@ int eng_conv_infer(const eng_op_params *p, const eng_tensor *in, int n_in, eng_t
 
 // --- run
 
+int eng_conv_dnnl_ctx(eng_op_state *st, eng_dnnl_ctx **out, err *e) {
+  if (!*st->ctx) {
+    eng_op_ctx *c = calloc(1, sizeof *c);
+    if (!c) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    int rc = eng_dnnl_ctx_create(&c->dnnl, e);
+    if (rc) {
+      free(c);
+      return rc;
+    }
+    *st->ctx = c;
+  }
+  *out = (*st->ctx)->dnnl;
+  return 0;
+}
+
 static const float *bias_of(const eng_conv_attrs *a, const eng_tensor *in, int n_in) {
   int conv = a->kind == ENG_CONV || a->kind == ENG_CONV_TRANSPOSE;
   return conv && n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
@@ -411,16 +426,8 @@ int eng_conv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
   k_window g;
   TRY(eng_conv_window(a, &in[0], n_in > 1 ? &in[1] : NULL, &g, e));
   if (g.n == 0) return 0;
-  if (!*st->ctx) {
-    eng_op_ctx *c = calloc(1, sizeof *c);
-    if (!c) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-    int rc = eng_dnnl_ctx_create(&c->dnnl, e);
-    if (rc) {
-      free(c);
-      return rc;
-    }
-    *st->ctx = c;
-  }
+  eng_dnnl_ctx *dnnl;
+  TRY(eng_conv_dnnl_ctx(st, &dnnl, e));
   // oneDNN wants the end pad that makes y exact: ceil_mode windows may
   // reach past the declared pad (and ConvTranspose's output_padding is
   // extra output on the end, i.e. less end padding).
@@ -455,7 +462,7 @@ int eng_conv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
     post.add = t->data;
   }
   if ((post.relu || post.add) && !conv) return err_set(e, ERR_INTERNAL, "fused work on a pool");
-  TRY(eng_dnnl_run((*st->ctx)->dnnl, (eng_dnnl_node **)&st->node, kind, &dg,
+  TRY(eng_dnnl_run(dnnl, (eng_dnnl_node **)&st->node, kind, &dg,
                    conv ? in[1].data : NULL, bias_of(a, in, n_in), &post, out[0].data,
                    in[0].data, e));
   if (kind == ENG_DNNL_POOL_AVG_INCLUDE) fix_avg_overhang(out[0].data, &g);
