@@ -42,6 +42,7 @@ static dnnl_status_t md_any(md_t *md, int nd, const dnnl_dims_t d) {
 static void md_free(md_t md) {
   if (md) dnnl_memory_desc_destroy(md);
 }
+static dnnl_status_t md_clone(md_t *out, cmd_t in) { return dnnl_memory_desc_clone(out, in); }
 static dnnl_status_t po_relu(dnnl_post_ops_t po) {
   return dnnl_post_ops_append_eltwise(po, dnnl_eltwise_relu, 0.0f, 0.0f);
 }
@@ -59,6 +60,10 @@ static dnnl_status_t md_any(md_t *md, int nd, const dnnl_dims_t d) {
   return dnnl_memory_desc_init_by_tag(md, nd, d, dnnl_f32, dnnl_format_tag_any);
 }
 static void md_free(md_t md) { (void)md; }
+static dnnl_status_t md_clone(md_t *out, cmd_t in) {
+  *out = *in;
+  return dnnl_success;
+}
 static dnnl_status_t po_relu(dnnl_post_ops_t po) {
   return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
 }
@@ -137,15 +142,19 @@ typedef struct entry {
   int used;
   eng_dnnl_kind kind;
   k_window g;
-  int relu, sum;  // the post-ops the primitive was made with
+  int relu, sum, keep;  // the post-ops and y_keep the primitive was made for
+  md_t x_md, add_md;    // the layouts of x and of the addend it was made for
   dnnl_primitive_t prim;
   // the primitive's operands, handles set per run: src and dst in its own
-  // layouts (the context's buffers where those are not plain)
+  // layouts (the context's buffers where x or y is in another)
   dnnl_memory_t src, dst, bias, scratch;
-  // plain views of x and y, and the reorders between them and src/dst;
-  // NULL where the primitive takes the plain layout itself
-  dnnl_memory_t usrc, udst;
-  dnnl_primitive_t src_in, dst_in, dst_out;  // x->src, y-shaped->dst, dst->y
+  md_t dst_md;  // dst's layout: what a kept y is in (eng_dnnl_io.y_fmt)
+  int y_kept;    // y is left in dst's layout, which is not the plain one
+  int y_direct;  // y is written in dst's layout (plain, or kept)
+  // x, y and the addend in their own layouts, with the reorders between
+  // them and src/dst; NULL where no reorder is needed
+  dnnl_memory_t ux, uy, uadd;
+  dnnl_primitive_t x_in, add_in, y_out;  // x->src, addend->dst, dst->y
   size_t src_bytes, dst_bytes, scratch_bytes;
   int wi;  // index into node->w; -1 for pools
 } entry;
@@ -158,12 +167,15 @@ struct eng_dnnl_node {
 };
 
 static void entry_clear(entry *en) {
-  dnnl_primitive_t prims[] = {en->prim, en->src_in, en->dst_in, en->dst_out};
-  dnnl_memory_t mems[] = {en->src, en->dst, en->bias, en->scratch, en->usrc, en->udst};
+  dnnl_primitive_t prims[] = {en->prim, en->x_in, en->add_in, en->y_out};
+  dnnl_memory_t mems[] = {en->src, en->dst, en->bias, en->scratch, en->ux, en->uy, en->uadd};
   for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
     if (prims[i]) dnnl_primitive_destroy(prims[i]);
   for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
     if (mems[i]) dnnl_memory_destroy(mems[i]);
+  md_free(en->x_md);
+  md_free(en->add_md);
+  md_free(en->dst_md);
   memset(en, 0, sizeof *en);
 }
 
@@ -244,8 +256,10 @@ static int is_inner(eng_dnnl_kind k) { return k == ENG_DNNL_INNER || k == ENG_DN
 // Whether w's [o, i] are stored the other way round from oneDNN's order.
 static int w_swapped(eng_dnnl_kind k) { return k == ENG_DNNL_DECONV || k == ENG_DNNL_INNER; }
 
-static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind kind,
-                     const k_window *g, int has_bias, int relu, int sum, err *e) {
+// The primitive descriptor for src and dst (either may be format any).
+static dnnl_status_t make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind kind,
+                               const k_window *g, cmd_t src, cmd_t dst, int has_bias, int relu,
+                               int sum) {
   dnnl_dims_t strides, dil, pl, pr, kern;
   for (int i = 0; i < g->nsp; i++) {
     strides[i] = g->stride[i];
@@ -254,12 +268,10 @@ static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind k
     pr[i] = g->pad_r[i];
     kern[i] = g->k[i];
   }
-  int conv = is_conv(kind), wts = conv || is_inner(kind);
-  md_t src = {0}, dst = {0}, wmd = {0}, bmd = {0};
+  int wts = is_conv(kind) || is_inner(kind);
+  md_t wmd = {0}, bmd = {0};
   dnnl_primitive_attr_t attr = NULL;
   dnnl_status_t st = make_attr(&attr, relu, sum);
-  if (st == dnnl_success) st = act_md(&src, g, g->c, g->x, conv);
-  if (st == dnnl_success) st = act_md(&dst, g, wts ? g->m : g->c, g->y, conv);
   if (st == dnnl_success && wts) {
     int nd;
     dnnl_dims_t wd, ws;
@@ -295,21 +307,21 @@ static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind k
     if (kind == ENG_DNNL_CONV) {
       dnnl_convolution_desc_t d;
       st = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference,
-                                                      dnnl_convolution_direct, &src, &wmd,
-                                                      nobias ? NULL : &bmd, &dst, strides, dil,
+                                                      dnnl_convolution_direct, src, &wmd,
+                                                      nobias ? NULL : &bmd, dst, strides, dil,
                                                       pl, pr);
       if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
     } else if (kind == ENG_DNNL_DECONV) {
       dnnl_deconvolution_desc_t d;
       st = dnnl_dilated_deconvolution_forward_desc_init(&d, dnnl_forward_inference,
-                                                        dnnl_deconvolution_direct, &src, &wmd,
-                                                        nobias ? NULL : &bmd, &dst, strides, dil,
+                                                        dnnl_deconvolution_direct, src, &wmd,
+                                                        nobias ? NULL : &bmd, dst, strides, dil,
                                                         pl, pr);
       if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
     } else if (wts) {
       dnnl_inner_product_desc_t d;
-      st = dnnl_inner_product_forward_desc_init(&d, dnnl_forward_inference, &src, &wmd,
-                                                nobias ? NULL : &bmd, &dst);
+      st = dnnl_inner_product_forward_desc_init(&d, dnnl_forward_inference, src, &wmd,
+                                                nobias ? NULL : &bmd, dst);
       if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
     } else {
       dnnl_pooling_v2_desc_t d;
@@ -318,21 +330,15 @@ static int make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind k
           kind == ENG_DNNL_POOL_MAX           ? dnnl_pooling_max
           : kind == ENG_DNNL_POOL_AVG_INCLUDE ? dnnl_pooling_avg_include_padding
                                               : dnnl_pooling_avg_exclude_padding,
-          &src, &dst, strides, kern, dil, pl, pr);
+          src, dst, strides, kern, dil, pl, pr);
       if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
     }
 #endif
   }
-  md_free(src);
-  md_free(dst);
   md_free(wmd);
   md_free(bmd);
   if (attr) dnnl_primitive_attr_destroy(attr);
-  if (st != dnnl_success)
-    return err_set(e, ERR_INVALID_ARGUMENT,
-                   "unsupported: oneDNN has no implementation for this geometry (status %d)",
-                   (int)st);
-  return 0;
+  return st;
 }
 
 // A reorder primitive from md `from` to md `to`.
@@ -397,51 +403,77 @@ static int get_weights(eng_dnnl_ctx *c, eng_dnnl_node *n, cmd_t want, const k_wi
   return 0;
 }
 
-// For operand `arg` of pd: a memory object in the primitive's layout (*mem,
-// handle set per run) and, where that layout is not the plain one of the
-// same dims, a plain memory object (*umem) with the reorders plain -> it
-// (*in, if wanted) and it -> plain (*out, if wanted).
-static dnnl_status_t operand(eng_dnnl_ctx *c, const_dnnl_primitive_desc_t pd, dnnl_query_t q,
-                             const k_window *g, int64_t ch, const int64_t *sp, dnnl_memory_t *mem,
-                             dnnl_memory_t *umem, dnnl_primitive_t *in, dnnl_primitive_t *out,
-                             size_t *bytes) {
-  cmd_t want = dnnl_primitive_desc_query_md(pd, q, 0);
-  *bytes = dnnl_memory_desc_get_size(want);
-  dnnl_status_t st = dnnl_memory_create(mem, want, c->engine, DNNL_MEMORY_NONE);
-  md_t plain = {0};
-  if (st == dnnl_success) st = act_md(&plain, g, ch, sp, 0);
-  if (st == dnnl_success && !dnnl_memory_desc_equal(MDP(plain), want)) {
-    st = dnnl_memory_create(umem, MDP(plain), c->engine, DNNL_MEMORY_NONE);
-    if (st == dnnl_success && in) st = make_reorder(c, MDP(plain), want, in);
-    if (st == dnnl_success && out) st = make_reorder(c, want, MDP(plain), out);
-  }
-  md_free(plain);
+// A memory object over `have` (handle set per run) and the reorder from
+// it to `want` (to == 0) or from `want` to it (to == 1); nothing where the
+// two are the same layout.
+static dnnl_status_t bridge(eng_dnnl_ctx *c, cmd_t have, cmd_t want, int to, dnnl_memory_t *mem,
+                            dnnl_primitive_t *r) {
+  if (dnnl_memory_desc_equal(have, want)) return dnnl_success;
+  dnnl_status_t st = dnnl_memory_create(mem, have, c->engine, DNNL_MEMORY_NONE);
+  if (st == dnnl_success) st = to ? make_reorder(c, want, have, r) : make_reorder(c, have, want, r);
   return st;
 }
 
 static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_kind kind,
                         const k_window *g, const float *w, const float *b, int relu, int sum,
-                        err *e) {
-  int wts = is_conv(kind) || is_inner(kind);
-  dnnl_primitive_desc_t pd = NULL;
-  TRY(make_desc(&pd, c, kind, g, wts && b, relu, sum, e));
-  int rc = 0;
+                        int keep, cmd_t x_md, cmd_t add_md, err *e) {
+  int conv = is_conv(kind), wts = conv || is_inner(kind);
+  int64_t ych = wts ? g->m : g->c;
   en->kind = kind;
   en->g = *g;
   en->relu = relu;
   en->sum = sum;
+  en->keep = keep;
   en->wi = -1;
+  md_t plain_x = {0}, plain_y = {0}, any_x = {0}, any_y = {0};
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_status_t st = md_clone(&en->x_md, x_md);
+  if (st == dnnl_success) st = md_clone(&en->add_md, add_md);
+  if (st == dnnl_success) st = act_md(&plain_x, g, g->c, g->x, 0);
+  if (st == dnnl_success) st = act_md(&plain_y, g, ych, g->y, 0);
+  if (st == dnnl_success) st = act_md(&any_x, g, g->c, g->x, 1);
+  if (st == dnnl_success) st = act_md(&any_y, g, ych, g->y, 1);
+  if (st == dnnl_success) {
+    // A convolution takes x in the layout it comes in (a neighbour's kept
+    // one), else chooses; a pool reads x as it is. dst is chosen unless y
+    // must be plain and no reorder may follow (pools, inner products).
+    int x_free = conv && dnnl_memory_desc_equal(x_md, MDP(plain_x));
+    cmd_t dst = conv || keep ? MDP(any_y) : MDP(plain_y);
+    st = make_desc(&pd, c, kind, g, x_free ? MDP(any_x) : x_md, dst, wts && b, relu, sum);
+    if (st != dnnl_success && !x_free && conv)  // no kernel for x's layout: reorder it
+      st = make_desc(&pd, c, kind, g, MDP(any_x), dst, wts && b, relu, sum);
+  }
+  md_free(any_x);
+  md_free(any_y);
+  md_free(plain_x);
+  if (st != dnnl_success) {
+    md_free(plain_y);
+    entry_clear(en);
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "unsupported: oneDNN has no implementation for this geometry (status %d)",
+                   (int)st);
+  }
+  int rc = 0;
   if (wts)
     rc = get_weights(c, n, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), g,
                      w_swapped(kind), w, &en->wi, e);
-  dnnl_status_t st = dnnl_success;
+  cmd_t psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  cmd_t pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  en->src_bytes = dnnl_memory_desc_get_size(psrc);
+  en->dst_bytes = dnnl_memory_desc_get_size(pdst);
+  // y stays in dst's layout when that is plain, or when kept and no larger
+  // than the plain tensor (the plan's buffer)
+  en->y_kept = keep && !dnnl_memory_desc_equal(pdst, MDP(plain_y)) &&
+               en->dst_bytes <= dnnl_memory_desc_get_size(MDP(plain_y));
+  en->y_direct = en->y_kept || dnnl_memory_desc_equal(pdst, MDP(plain_y));
   if (!rc) st = dnnl_primitive_create(&en->prim, pd);
-  if (!rc && st == dnnl_success)
-    st = operand(c, pd, dnnl_query_src_md, g, g->c, g->x, &en->src, &en->usrc, &en->src_in, NULL,
-                 &en->src_bytes);
-  if (!rc && st == dnnl_success)
-    st = operand(c, pd, dnnl_query_dst_md, g, wts ? g->m : g->c, g->y, &en->dst, &en->udst,
-                 sum ? &en->dst_in : NULL, &en->dst_out, &en->dst_bytes);
+  if (!rc && st == dnnl_success) st = dnnl_memory_create(&en->src, psrc, c->engine, DNNL_MEMORY_NONE);
+  if (!rc && st == dnnl_success) st = dnnl_memory_create(&en->dst, pdst, c->engine, DNNL_MEMORY_NONE);
+  if (!rc && st == dnnl_success) st = md_clone(&en->dst_md, pdst);
+  if (!rc && st == dnnl_success) st = bridge(c, x_md, psrc, 0, &en->ux, &en->x_in);
+  if (!rc && st == dnnl_success && sum) st = bridge(c, add_md, pdst, 0, &en->uadd, &en->add_in);
+  if (!rc && st == dnnl_success && !en->y_direct)
+    st = bridge(c, MDP(plain_y), pdst, 1, &en->uy, &en->y_out);
   if (!rc && st == dnnl_success && wts && b)
     st = dnnl_memory_create(&en->bias, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1),
                             c->engine, DNNL_MEMORY_NONE);
@@ -452,10 +484,11 @@ static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_k
       st = dnnl_memory_create(&en->scratch, smd, c->engine, DNNL_MEMORY_NONE);
   }
   dnnl_primitive_desc_destroy(pd);
+  md_free(plain_y);
   if (!rc && st != dnnl_success) rc = dnnl_fail(e, st, "primitive creation");
   // the context's buffers are sized when the entry is made, not per run
-  if (!rc && en->usrc) rc = grow(&c->src, en->src_bytes, e);
-  if (!rc && en->udst) rc = grow(&c->dst, en->dst_bytes, e);
+  if (!rc && en->ux) rc = grow(&c->src, en->src_bytes, e);
+  if (!rc && !en->y_direct) rc = grow(&c->dst, en->dst_bytes, e);
   if (!rc) rc = grow(&c->scratch, en->scratch_bytes, e);
   if (rc) entry_clear(en);
   else en->used = 1;
@@ -463,9 +496,11 @@ static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_k
 }
 
 int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, const k_window *g,
-                 const float *w, const float *b, const eng_dnnl_post *post, float *y,
-                 const float *x, err *e) {
+                 const float *w, const float *b, const eng_dnnl_post *post, eng_dnnl_io *io,
+                 float *y, const float *x, err *e) {
   int relu = post && post->relu, sum = post && post->add;
+  int keep = io && io->y_keep && !is_inner(kind);
+  if (io) io->y_fmt = NULL;
   if ((relu || sum) && !is_conv(kind) && !is_inner(kind))
     return err_set(e, ERR_INTERNAL, "post-ops are for the convolutions and inner products only");
   if (!*node) {
@@ -473,11 +508,26 @@ int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, cons
     if (!*node) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
   eng_dnnl_node *n = *node;
+  int64_t ych = is_conv(kind) || is_inner(kind) ? g->m : g->c;
+  md_t plain_x = {0}, plain_y = {0};
+  dnnl_status_t mst = act_md(&plain_x, g, g->c, g->x, 0);
+  if (mst == dnnl_success) mst = act_md(&plain_y, g, ych, g->y, 0);
+  if (mst != dnnl_success) {
+    md_free(plain_x);
+    md_free(plain_y);
+    return dnnl_fail(e, mst, "memory descriptor");
+  }
+  cmd_t x_md = io && io->x_fmt ? MDP(*(const md_t *)io->x_fmt) : MDP(plain_x);
+  cmd_t add_md = sum && io && io->add_fmt ? MDP(*(const md_t *)io->add_fmt) : MDP(plain_y);
   entry *en = NULL;
-  for (int i = 0; i < CACHE_SLOTS && !en; i++)
-    if (n->e[i].used && n->e[i].kind == kind && n->e[i].relu == relu && n->e[i].sum == sum &&
-        same_geom(&n->e[i].g, g))
-      en = &n->e[i];
+  for (int i = 0; i < CACHE_SLOTS && !en; i++) {
+    entry *t = &n->e[i];
+    if (t->used && t->kind == kind && t->relu == relu && t->sum == sum && t->keep == keep &&
+        same_geom(&t->g, g) && dnnl_memory_desc_equal(MDP(t->x_md), x_md) &&
+        dnnl_memory_desc_equal(MDP(t->add_md), add_md))
+      en = t;
+  }
+  int rc = 0;
   if (!en) {
     int slot = -1;
     for (int i = 0; i < CACHE_SLOTS && slot < 0; i++)
@@ -488,22 +538,25 @@ int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, cons
       entry_clear(&n->e[slot]);
     }
     en = &n->e[slot];
-    TRY(entry_create(c, n, en, kind, g, w, b, relu, sum, e));
+    rc = entry_create(c, n, en, kind, g, w, b, relu, sum, keep, x_md, add_md, e);
   }
-  void *src = en->usrc ? c->src.p : (void *)x, *dst = en->udst ? c->dst.p : y;
+  md_free(plain_x);
+  md_free(plain_y);
+  TRY(rc);
+  void *src = en->ux ? c->src.p : (void *)x, *dst = en->y_direct ? y : c->dst.p;
   DNNL_TRY(e, dnnl_memory_set_data_handle(en->src, src), "set src");
   DNNL_TRY(e, dnnl_memory_set_data_handle(en->dst, dst), "set dst");
-  if (en->usrc) {
-    DNNL_TRY(e, dnnl_memory_set_data_handle(en->usrc, (void *)x), "set x");
-    DNNL_TRY(e, run_reorder(c, en->src_in, en->usrc, en->src), "src reorder");
+  if (en->ux) {
+    DNNL_TRY(e, dnnl_memory_set_data_handle(en->ux, (void *)x), "set x");
+    DNNL_TRY(e, run_reorder(c, en->x_in, en->ux, en->src), "src reorder");
   }
   if (sum) {
     // the sum post-op adds what dst holds: the addend, in dst's layout
-    if (en->udst) {
-      DNNL_TRY(e, dnnl_memory_set_data_handle(en->udst, (void *)post->add), "set addend");
-      DNNL_TRY(e, run_reorder(c, en->dst_in, en->udst, en->dst), "addend reorder");
-    } else if (post->add != y) {
-      memmove(y, post->add, en->dst_bytes);
+    if (en->uadd) {
+      DNNL_TRY(e, dnnl_memory_set_data_handle(en->uadd, (void *)post->add), "set addend");
+      DNNL_TRY(e, run_reorder(c, en->add_in, en->uadd, en->dst), "addend reorder");
+    } else if (post->add != dst) {
+      memmove(dst, post->add, en->dst_bytes);
     }
   }
   // B may be an activation, so its address is set per run like X's and Y's
@@ -517,10 +570,12 @@ int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, cons
     args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, en->scratch};
   }
   DNNL_TRY(e, dnnl_primitive_execute(en->prim, c->stream, nargs, args), "execute");
-  if (en->udst) {
-    DNNL_TRY(e, dnnl_memory_set_data_handle(en->udst, y), "set y");
-    DNNL_TRY(e, run_reorder(c, en->dst_out, en->dst, en->udst), "dst reorder");
+  if (!en->y_direct) {
+    DNNL_TRY(e, dnnl_memory_set_data_handle(en->uy, y), "set y");
+    DNNL_TRY(e, run_reorder(c, en->y_out, en->dst, en->uy), "dst reorder");
   }
   DNNL_TRY(e, dnnl_stream_wait(c->stream), "stream wait");
+  // a y left in a layout other than the plain one is described for its readers
+  if (io && en->y_kept) io->y_fmt = &en->dst_md;
   return 0;
 }

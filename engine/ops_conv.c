@@ -87,6 +87,7 @@ int eng_conv_parse(const eng_graph *g, const eng_node *n, int opset, eng_op_para
   else if (strcmp(op, "GlobalAveragePool") == 0) a->kind = ENG_POOL_GLOBAL_AVG;
   else if (strcmp(op, "GlobalMaxPool") == 0) a->kind = ENG_POOL_GLOBAL_MAX;
   else return err_set(e, ERR_INTERNAL, "op '%s' is not of the conv family", op);
+  p->layouts = 1;  // oneDNN reads and writes any activation layout
   if (a->kind == ENG_POOL_GLOBAL_AVG || a->kind == ENG_POOL_GLOBAL_MAX) return 0;
 
   int conv = a->kind == ENG_CONV || a->kind == ENG_CONV_TRANSPOSE;
@@ -462,9 +463,14 @@ int eng_conv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
     post.add = t->data;
   }
   if ((post.relu || post.add) && !conv) return err_set(e, ERR_INTERNAL, "fused work on a pool");
+  // fix_avg_overhang below works on the plain layout
+  eng_dnnl_io io = {st->in_fmt, st->add_fmt, st->out_keep && kind != ENG_DNNL_POOL_AVG_INCLUDE,
+                    NULL};
+  st->out_fmt = NULL;
   TRY(eng_dnnl_run(dnnl, (eng_dnnl_node **)&st->node, kind, &dg,
-                   conv ? in[1].data : NULL, bias_of(a, in, n_in), &post, out[0].data,
+                   conv ? in[1].data : NULL, bias_of(a, in, n_in), &post, &io, out[0].data,
                    in[0].data, e));
+  st->out_fmt = io.y_fmt;
   if (kind == ENG_DNNL_POOL_AVG_INCLUDE) fix_avg_overhang(out[0].data, &g);
   return 0;
 }

@@ -384,7 +384,7 @@ static int run_gemm_state(eng_op_state *st, const eng_op_params *p, const eng_te
     eng_dnnl_post post = {st->post_relu, st->post_add ? st->post_add->data : NULL};
     return eng_dnnl_run(dc, (eng_dnnl_node **)&st->node,
                         p->trans_b ? ENG_DNNL_INNER_BT : ENG_DNNL_INNER, &g, in[1].data,
-                        c ? c->data : NULL, &post, out[0].data, in[0].data, e);
+                        c ? c->data : NULL, &post, NULL, out[0].data, in[0].data, e);
   }
   TRY(run_gemm(p, in, n_in, out, n_out, e));
   float *y = out[0].data;

@@ -40,6 +40,10 @@ typedef struct eng_op_params {
   // plan may fuse a following Add and Relu into this node (Conv,
   // ConvTranspose; Gemm when it runs as a oneDNN inner product).
   int fusable;
+  // Set by parse: run_state takes input 0 and output 0 in oneDNN's
+  // activation layouts (eng_op_state's *_fmt), so the CPU plan may leave a
+  // value in one between two such nodes (the conv family).
+  int layouts;
 } eng_op_params;
 
 enum {
@@ -63,6 +67,14 @@ typedef struct eng_op_state {
   // output 0's shape in other bytes, and the ReLU only where post_relu.
   const eng_tensor *post_add;
   int post_relu;
+  // Activation layouts (params->layouts ops only): those of input 0 and of
+  // post_add as the nodes that wrote them reported (NULL: plain); whether
+  // output 0 may be left in the op's own layout (all its readers take it);
+  // out: the layout the run left output 0 in (NULL: plain), valid until the
+  // node runs again.
+  const void *in_fmt, *add_fmt;
+  int out_keep;
+  const void *out_fmt;
 } eng_op_state;
 
 // Bit k of eng_op_def.host_in: input k is read while inferring shapes

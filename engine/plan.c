@@ -161,10 +161,48 @@ static void switch_fusions(eng_plan *p) {
   }
 }
 
+// The value node i's run writes last: the end of its fused chain.
+static int chain_end(const eng_plan *p, size_t i) {
+  const eng_graph *g = p->g;
+  if (p->fuse_on[i] && p->fuse_relu[i] >= 0) return eng_graph_node(g, (size_t)p->fuse_relu[i])->out[0];
+  if (p->fuse_on[i] && p->fuse_add[i] >= 0) return eng_graph_node(g, (size_t)p->fuse_add[i])->out[0];
+  return eng_graph_node(g, i)->out[0];
+}
+
+// Whether node j may read value v in a oneDNN layout: it is a layouts op
+// reading v as input 0, or v is the addend of an Add that a layouts op
+// absorbed.
+static int takes_layout(const eng_plan *p, size_t j, int k, int v) {
+  if (p->fused[j]) {
+    int o = p->fuse_owner[j];
+    return o >= 0 && p->fuse_add[o] == (int)j && p->fuse_add_val[o] == v && p->params[o].layouts;
+  }
+  return k == 0 && p->params[j].layouts && p->defs[j]->run_state;
+}
+
+// keep_out for the shapes in p->cur (after switch_fusions).
+static void switch_layouts(eng_plan *p) {
+  const eng_graph *g = p->g;
+  for (size_t i = 0; i < p->n_nodes; i++) {
+    p->keep_out[i] = 0;
+    if (!p->params[i].layouts || p->folded[i] || p->fused[i] || !p->defs[i]->run_state) continue;
+    int v = chain_end(p, i), keep = !p->known[v];
+    for (size_t j = 0; j < p->n_outputs && keep; j++)
+      if (eng_graph_output_value(g, j) == v) keep = 0;
+    for (size_t j = 0; j < p->n_nodes && keep; j++) {
+      const eng_node *n = eng_graph_node(g, j);
+      for (int k = 0; k < n->n_in && keep; k++)
+        if (n->in[k] == v && !takes_layout(p, j, k, v)) keep = 0;
+    }
+    p->keep_out[i] = (uint8_t)keep;
+  }
+}
+
 // Roots and per-root byte needs for the shapes in p->cur.
 static void compute_roots(eng_plan *p) {
   const eng_graph *g = p->g;
   switch_fusions(p);
+  switch_layouts(p);
   for (size_t v = 0; v < p->n_values; v++) {
     p->new_root[v] = (int)v;
     p->group_last[v] = p->last_use[v];
@@ -357,6 +395,7 @@ static int find_fusions(eng_plan *p, err *e) {
         p->fuse_add[i] = j;
         p->fuse_add_val[i] = r;
         p->fuse_src[j] = v;
+        p->fuse_owner[j] = (int)i;
         v = a->out[0];
         j = sole_consumer(p, n_readers, v);
       } else {
@@ -366,6 +405,7 @@ static int find_fusions(eng_plan *p, err *e) {
     if (is_op(p, j, "Relu")) {
       p->fuse_relu[i] = j;
       p->fuse_src[j] = v;
+      p->fuse_owner[j] = (int)i;
     }
   }
   free(n_readers);
@@ -430,8 +470,11 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   p->fuse_add_val = malloc(nn * sizeof(int));
   p->fuse_relu = malloc(nn * sizeof(int));
   p->fuse_src = malloc(nn * sizeof(int));
+  p->fuse_owner = malloc(nn * sizeof(int));
   p->fuse_on = calloc(nn, 1);
   p->fused = calloc(nn, 1);
+  p->keep_out = calloc(nn, 1);
+  p->fmt = calloc(nv, sizeof *p->fmt);
   int max_in = 1, max_out = 1;
   for (size_t i = 0; i < p->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
@@ -445,12 +488,12 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
       !p->root || !p->need || !p->cap || !p->off || !p->edge || !p->edge_cap || !p->edge_off ||
       !p->tin || !p->tout || !p->folded || !p->known || !p->fold_buf || !p->fold_cap ||
       !p->sig || !p->fuse_add || !p->fuse_add_val || !p->fuse_relu || !p->fuse_src ||
-      !p->fuse_on || !p->fused) {
+      !p->fuse_owner || !p->fuse_on || !p->fused || !p->keep_out || !p->fmt) {
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
   for (size_t i = 0; i < nn; i++)
-    p->fuse_add[i] = p->fuse_add_val[i] = p->fuse_relu[i] = p->fuse_src[i] = -1;
+    p->fuse_add[i] = p->fuse_add_val[i] = p->fuse_relu[i] = p->fuse_src[i] = p->fuse_owner[i] = -1;
   int opset = eng_graph_opset(g);
   // every node's arity and attributes are checked before failing, so one
   // load reports all of a model's problems (err_list)
@@ -567,8 +610,11 @@ void eng_plan_destroy(eng_plan *p) {
   free(p->fuse_add_val);
   free(p->fuse_relu);
   free(p->fuse_src);
+  free(p->fuse_owner);
   free(p->fuse_on);
   free(p->fused);
+  free(p->keep_out);
+  free(p->fmt);
   free(p);
 }
 
@@ -673,6 +719,7 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
     size_t n = (size_t)eng_numel(t->ndims, t->dims);
     if (n) eng_plan__to_internal(t->data, &inputs[i], n);
   }
+  memset(p->fmt, 0, p->n_values * sizeof *p->fmt);  // every value starts plain
   for (size_t i = 0; i < p->n_nodes; i++) {
     // folded: its outputs were computed while planning; fused: an earlier
     // node computed them
@@ -689,13 +736,19 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
     const eng_op_def *d = p->defs[i];
     int rc;
     if (d->run_state) {
-      eng_op_state st = {p->op_state[i], &p->op_ctx, NULL, 0};
+      eng_op_state st = {p->op_state[i], &p->op_ctx, NULL, 0, NULL, NULL, 0, NULL};
       if (p->fuse_on[i]) {
-        if (p->fuse_add[i] >= 0) st.post_add = &p->cur[p->fuse_add_val[i]];
+        if (p->fuse_add[i] >= 0) {
+          st.post_add = &p->cur[p->fuse_add_val[i]];
+          st.add_fmt = p->fmt[p->fuse_add_val[i]];
+        }
         st.post_relu = p->fuse_relu[i] >= 0;
       }
+      if (n->in[0] >= 0) st.in_fmt = p->fmt[n->in[0]];
+      st.out_keep = p->keep_out[i];
       rc = d->run_state(&st, &p->params[i], p->tin, n->n_in, p->tout, n->n_out, e);
       p->op_state[i] = st.node;  // kept even on failure, so destroy frees it
+      p->fmt[chain_end(p, i)] = st.out_keep ? st.out_fmt : NULL;
     } else {
       rc = d->run(&p->params[i], p->tin, n->n_in, p->tout, n->n_out, e);
     }

@@ -64,8 +64,15 @@ struct eng_plan {
   int *fuse_add_val;  // per node: that Add's other operand
   int *fuse_relu;     // per node: the Relu it may absorb, or -1
   int *fuse_src;      // per node: for an absorbed one, the value its output aliases
+  int *fuse_owner;    // per node: the node that may absorb it, or -1
   uint8_t *fuse_on;   // per node: its fusion holds for the current shapes
   uint8_t *fused;     // per node: absorbed (skipped) for the current shapes
+  // Activation layouts, CPU plan only: a node of a params.layouts op may
+  // leave its output (the end of its fused chain) in oneDNN's layout when
+  // every reader is such a node too (reading it as input 0, or as the Add
+  // it absorbed). Decided per input-shape signature with the fusions.
+  uint8_t *keep_out;  // per node
+  const void **fmt;   // per value: its layout in this run (NULL: plain)
   // the input types and shapes the inferred shapes and folds are for:
   // shape inference reruns only when they change
   eng_tensor *sig;

@@ -341,7 +341,7 @@ static void test_dnnl_vs_reference(void) {
       p.conv.out_pad[d] = c->out_pad[d];
     }
     for (int d = 0; d < 2 * c->nsp; d++) p.conv.pads[d] = c->pads[d];
-    eng_op_state st = {NULL, &ctx, NULL, 0};
+    eng_op_state st = {.node = NULL, .ctx = &ctx};
     const eng_op_def *def = eng_ops_cpu_find(op_name(c->kind));
     // batch n, then 1 (a second geometry), then n again (from the cache)
     compare_once(c, c->n, &st, &p);
@@ -485,6 +485,9 @@ static void test_plan_fused_block(int broadcast) {
     int fused = 0;
     for (size_t i = 0; i < c.p->n_nodes; i++) fused += c.p->fused[i];
     CHECK_EQ_INT(fused, broadcast ? 1 : 3);  // relu1; with x also add and relu2
+    // r1 passes from conv1 to conv2 in oneDNN's layout; y, an output, is plain
+    CHECK_EQ_INT(c.p->keep_out[0], 1);
+    CHECK_EQ_INT(c.p->keep_out[2], 0);
     k_window g = {.nsp = 2, .n = nb, .c = C, .m = C, .group = 1};
     for (int d = 0; d < 2; d++) {
       g.x[d] = g.y[d] = H;
