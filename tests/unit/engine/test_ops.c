@@ -124,6 +124,7 @@ static void test_gemm(void) {
   gemm_case(3, 4, 5, 0, 1, 0, 0, 0, 1, vec);            // transB, C vector
   gemm_case(3, 4, 5, 0, 1, 1, 1.0f, 1.0f, 2, row);      // C [1, n]
   gemm_case(1, 4, 5, 0, 0, 1, 1.0f, 1.0f, -1, NULL);    // one row, no C
+  gemm_case(6, 4, 5, 0, 1, 0, 0, 0, 1, vec);            // 4+ rows: B reordered (blocked)
   gemm_case(3, 4, 5, 0, 0, 1, 1.0f, 1.0f, 2, full);     // C not a bias: OpenBLAS
 }
 
