@@ -48,8 +48,9 @@ void eng_dnnl_node_destroy(eng_dnnl_node *n);
 
 // y = op(x) for geometry g. *node is created on the first call (the caller
 // owns it from then on and releases it with eng_dnnl_node_destroy). w and b
-// are the node's: w NULL for pools, else constant (read once per weights
-// layout, so it must not change for the node's life); b optional, read on
+// are the node's: w NULL for pools, else constant, valid and unchanged for
+// the node's life (reordered once per layout, or used in place where the
+// primitive takes the stored layout); b optional, read on
 // every run; post NULL or its fusions (convolutions only); io NULL (all
 // plain) or the layouts of x, the addend and y. ONNX's dilation
 // is converted here (oneDNN counts the gaps). The pad_r of g must make y's

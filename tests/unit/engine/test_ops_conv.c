@@ -234,9 +234,11 @@ static const char *op_name(eng_conv_kind k) {
 }
 
 // Runs one combo at batch size n through both paths; st carries the
-// oneDNN cache across calls, so w (the node's constant) is the same each
-// time: seeded by the combo.
-static void compare_once(const combo *c, int64_t n, eng_op_state *st, const eng_op_params *p) {
+// oneDNN cache across calls, so w (the node's constant, which oneDNN may
+// use in place) is the caller's, the same buffer each time; its values and
+// b's are seeded by the combo.
+static void compare_once(const combo *c, int64_t n, eng_op_state *st, const eng_op_params *p,
+                         float *w) {
   uint32_t x_state = rng_state;
   rng_state = (uint32_t)(c - combos) * 7919u + 1u;
   const eng_op_def *def = eng_ops_cpu_find(op_name(c->kind));
@@ -254,7 +256,7 @@ static void compare_once(const combo *c, int64_t n, eng_op_state *st, const eng_
   }
   for (int i = 0; i < c->nsp; i++) wd[2 + i] = c->k[i];
   size_t nx = (size_t)eng_numel(2 + c->nsp, xd), nw = conv ? (size_t)eng_numel(2 + c->nsp, wd) : 0;
-  float *x = malloc(nx * 4), *w = malloc((nw + 1) * 4), *b = malloc((size_t)(c->m + 1) * 4);
+  float *x = malloc(nx * 4), *b = malloc((size_t)(c->m + 1) * 4);
   for (size_t i = 0; i < nw; i++) w[i] = frand();
   for (int64_t i = 0; i < c->m; i++) b[i] = frand();
   rng_state = x_state;
@@ -320,7 +322,6 @@ static void compare_once(const combo *c, int64_t n, eng_op_state *st, const eng_
   free(yd);
 done:
   free(x);
-  free(w);
   free(b);
 }
 
@@ -343,11 +344,15 @@ static void test_dnnl_vs_reference(void) {
     for (int d = 0; d < 2 * c->nsp; d++) p.conv.pads[d] = c->pads[d];
     eng_op_state st = {.node = NULL, .ctx = &ctx};
     const eng_op_def *def = eng_ops_cpu_find(op_name(c->kind));
+    size_t nw = (size_t)c->m * (size_t)(c->c / (c->group > 0 ? c->group : 1));
+    for (int d = 0; d < c->nsp; d++) nw *= (size_t)c->k[d];
+    float *w = malloc((nw + 1) * 4);
     // batch n, then 1 (a second geometry), then n again (from the cache)
-    compare_once(c, c->n, &st, &p);
-    compare_once(c, 1, &st, &p);
-    compare_once(c, c->n, &st, &p);
+    compare_once(c, c->n, &st, &p, w);
+    compare_once(c, 1, &st, &p, w);
+    compare_once(c, c->n, &st, &p, w);
     if (def && st.node) def->destroy(st.node);
+    free(w);
   }
   CHECK(ctx != NULL);
   eng_op_ctx_destroy(ctx);
