@@ -447,13 +447,16 @@ static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_k
   if (st == dnnl_success) st = act_md(&any_y, g, ych, g->y, 1);
   if (st == dnnl_success) {
     // A convolution takes x in the layout it comes in (a neighbour's kept
-    // one), else chooses; a pool reads x as it is. dst is chosen unless y
-    // must be plain and no reorder may follow (pools, inner products).
-    int x_free = conv && dnnl_memory_desc_equal(x_md, MDP(plain_x));
-    cmd_t dst = conv || keep ? MDP(any_y) : MDP(plain_y);
-    st = make_desc(&pd, c, kind, g, x_free ? MDP(any_x) : x_md, dst, wts && b, relu, sum);
-    if (st != dnnl_success && !x_free && conv)  // no kernel for x's layout: reorder it
-      st = make_desc(&pd, c, kind, g, MDP(any_x), dst, wts && b, relu, sum);
+    // one), else chooses; a pool reads x as it is. dst is chosen (and y
+    // reordered to plain if it may not be kept) except for a pool on a plain
+    // x whose y must be plain, and for inner products.
+    int x_plain = dnnl_memory_desc_equal(x_md, MDP(plain_x));
+    cmd_t src = conv && x_plain ? MDP(any_x) : x_md;
+    cmd_t dst = conv || keep || (!x_plain && !is_inner(kind)) ? MDP(any_y) : MDP(plain_y);
+    st = make_desc(&pd, c, kind, g, src, dst, wts && b, relu, sum);
+    // no kernel for x's layout: reorder x into one that has
+    if (st != dnnl_success && !x_plain)
+      st = make_desc(&pd, c, kind, g, conv ? MDP(any_x) : MDP(plain_x), dst, wts && b, relu, sum);
   }
   md_free(any_x);
   md_free(any_y);
