@@ -87,9 +87,11 @@ int eng_conv_parse(const eng_graph *g, const eng_node *n, int opset, eng_op_para
   else if (strcmp(op, "GlobalAveragePool") == 0) a->kind = ENG_POOL_GLOBAL_AVG;
   else if (strcmp(op, "GlobalMaxPool") == 0) a->kind = ENG_POOL_GLOBAL_MAX;
   else return err_set(e, ERR_INTERNAL, "op '%s' is not of the conv family", op);
+  p->layouts = 1;  // oneDNN reads and writes any activation layout
   if (a->kind == ENG_POOL_GLOBAL_AVG || a->kind == ENG_POOL_GLOBAL_MAX) return 0;
 
   int conv = a->kind == ENG_CONV || a->kind == ENG_CONV_TRANSPOSE;
+  p->fusable = conv;  // oneDNN post-ops: sum, then ReLU
   if (conv) {
     // The weights decide the spatial rank and are reordered once into
     // oneDNN's layout, so they must be known at load.
@@ -341,6 +343,21 @@ int eng_conv_infer(const eng_op_params *p, const eng_tensor *in, int n_in, eng_t
 
 // --- run
 
+int eng_conv_dnnl_ctx(eng_op_state *st, eng_dnnl_ctx **out, err *e) {
+  if (!*st->ctx) {
+    eng_op_ctx *c = calloc(1, sizeof *c);
+    if (!c) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    int rc = eng_dnnl_ctx_create(&c->dnnl, e);
+    if (rc) {
+      free(c);
+      return rc;
+    }
+    *st->ctx = c;
+  }
+  *out = (*st->ctx)->dnnl;
+  return 0;
+}
+
 static const float *bias_of(const eng_conv_attrs *a, const eng_tensor *in, int n_in) {
   int conv = a->kind == ENG_CONV || a->kind == ENG_CONV_TRANSPOSE;
   return conv && n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
@@ -410,16 +427,8 @@ int eng_conv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
   k_window g;
   TRY(eng_conv_window(a, &in[0], n_in > 1 ? &in[1] : NULL, &g, e));
   if (g.n == 0) return 0;
-  if (!*st->ctx) {
-    eng_op_ctx *c = calloc(1, sizeof *c);
-    if (!c) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-    int rc = eng_dnnl_ctx_create(&c->dnnl, e);
-    if (rc) {
-      free(c);
-      return rc;
-    }
-    *st->ctx = c;
-  }
+  eng_dnnl_ctx *dnnl;
+  TRY(eng_conv_dnnl_ctx(st, &dnnl, e));
   // oneDNN wants the end pad that makes y exact: ceil_mode windows may
   // reach past the declared pad (and ConvTranspose's output_padding is
   // extra output on the end, i.e. less end padding).
@@ -445,8 +454,23 @@ int eng_conv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
     case ENG_POOL_GLOBAL_AVG: kind = ENG_DNNL_POOL_AVG_EXCLUDE; break;
   }
   int conv = a->kind == ENG_CONV || a->kind == ENG_CONV_TRANSPOSE;
-  TRY(eng_dnnl_run((*st->ctx)->dnnl, (eng_dnnl_node **)&st->node, kind, &dg,
-                   conv ? in[1].data : NULL, bias_of(a, in, n_in), out[0].data, in[0].data, e));
+  eng_dnnl_post post = {st->post_relu, NULL};
+  if (st->post_add) {
+    const eng_tensor *t = st->post_add;
+    int same = conv && t->dt == DT_FP32 && t->ndims == out[0].ndims && t->data != out[0].data;
+    for (int i = 0; same && i < t->ndims; i++) same = t->dims[i] == out[0].dims[i];
+    if (!same) return err_set(e, ERR_INTERNAL, "the fused addend does not match Y");
+    post.add = t->data;
+  }
+  if ((post.relu || post.add) && !conv) return err_set(e, ERR_INTERNAL, "fused work on a pool");
+  // fix_avg_overhang below works on the plain layout
+  eng_dnnl_io io = {st->in_fmt, st->add_fmt, st->out_keep && kind != ENG_DNNL_POOL_AVG_INCLUDE,
+                    NULL};
+  st->out_fmt = NULL;
+  TRY(eng_dnnl_run(dnnl, (eng_dnnl_node **)&st->node, kind, &dg,
+                   conv ? in[1].data : NULL, bias_of(a, in, n_in), &post, &io, out[0].data,
+                   in[0].data, e));
+  st->out_fmt = io.y_fmt;
   if (kind == ENG_DNNL_POOL_AVG_INCLUDE) fix_avg_overhang(out[0].data, &g);
   return 0;
 }

@@ -62,6 +62,11 @@ int eng_conv_run(struct eng_op_state *st, const struct eng_op_params *p, const e
                  int n_in, eng_tensor *out, int n_out, err *e);
 void eng_conv_state_destroy(void *node_state);
 
+// The plan's oneDNN context (conv_dnnl.h), created in *st->ctx on first
+// use; for the other ops that run through oneDNN (Gemm).
+struct eng_dnnl_ctx;
+int eng_conv_dnnl_ctx(struct eng_op_state *st, struct eng_dnnl_ctx **out, err *e);
+
 // The geometry of one run: X's shape (and W's for the convolutions) with
 // the attributes, by the ONNX shape rules; pad_r is the declared end pad
 // (SAME_* and output_shape resolved). Fails with a message on mismatched

@@ -1,7 +1,8 @@
 // engine/ops_cpu.c: the CPU backend's operators: attribute parsing with
 // opset-aware defaults, shape inference, and execution through the
-// reference kernels (kernels/k_ref.h) and OpenBLAS for the matrix products;
-// the convolution/pooling family lives in ops_conv.c.
+// reference kernels (kernels/k_ref.h) and OpenBLAS for the matrix products
+// (oneDNN for a Gemm with constant B); the convolution/pooling family lives
+// in ops_conv.c.
 #include "engine/ops_cpu.h"
 
 #include <cblas.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/conv_dnnl.h"
 #include "engine/ops_common.h"
 #include "engine/ops_table.h"
 #include "engine/plan_internal.h"
@@ -138,11 +140,17 @@ static int parse_none(const eng_graph *g, const eng_node *n, int opset, eng_op_p
 }
 
 static int parse_gemm(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
-  (void)g, (void)opset, (void)e;
+  (void)opset, (void)e;
   p->alpha = attr_float(n, "alpha", 1.0f);
   p->beta = attr_float(n, "beta", 1.0f);
   p->trans_a = attr_int(n, "transA", 0) != 0;
   p->trans_b = attr_int(n, "transB", 0) != 0;
+  // A constant B with A as is, alpha 1 and C (if any) a bias runs as a
+  // oneDNN inner product (run_gemm_state), which takes fused post-ops
+  const eng_value *b = n->in[1] >= 0 ? eng_graph_value(g, (size_t)n->in[1]) : NULL;
+  int has_c = n->n_in > 2 && n->in[2] >= 0;
+  p->fusable = b && b->kind == ENG_VALUE_CONST && b->ndims == 2 && !p->trans_a &&
+               p->alpha == 1.0f && (!has_c || p->beta == 1.0f);
   return 0;
 }
 
@@ -354,6 +362,40 @@ static int run_gemm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_
               p->trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)nn, (blasint)k,
               p->alpha, in[0].data, (blasint)in[0].dims[1], in[1].data, (blasint)in[1].dims[1],
               beta, y, (blasint)nn);
+  return 0;
+}
+
+// The fast path for a constant B (p->fusable): a oneDNN inner product with
+// B reordered once (OpenBLAS's sgemm packs all of B on every call, the
+// bulk of a batch-1 classifier's time), with the plan's fusions as its
+// post-ops. Other shapes of C run run_gemm and then the fusions.
+static int run_gemm_state(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
+                          int n_in, eng_tensor *out, int n_out, err *e) {
+  int64_t m = out[0].dims[0], nn = out[0].dims[1], k = in[0].dims[1];
+  const eng_tensor *c = n_in > 2 && in[2].dt != DT_INVALID ? &in[2] : NULL;
+  int bias = !c || (c->ndims == 1 && c->dims[0] == nn) ||
+             (c->ndims == 2 && c->dims[0] == 1 && c->dims[1] == nn);
+  if (st->post_add && (st->post_add->dt != DT_FP32 || numel(st->post_add) != numel(&out[0])))
+    return err_set(e, ERR_INTERNAL, "the fused addend does not match Y");
+  if (m == 0 || nn == 0) return 0;
+  if (p->fusable && bias && k > 0) {
+    eng_dnnl_ctx *dc;
+    TRY(eng_conv_dnnl_ctx(st, &dc, e));
+    k_window g = {.n = m, .c = k, .m = nn, .group = 1};
+    eng_dnnl_post post = {st->post_relu, st->post_add ? st->post_add->data : NULL};
+    return eng_dnnl_run(dc, (eng_dnnl_node **)&st->node,
+                        p->trans_b ? ENG_DNNL_INNER_BT : ENG_DNNL_INNER, &g, in[1].data,
+                        c ? c->data : NULL, &post, NULL, out[0].data, in[0].data, e);
+  }
+  TRY(run_gemm(p, in, n_in, out, n_out, e));
+  float *y = out[0].data;
+  size_t ny = (size_t)(m * nn);
+  if (st->post_add) {
+    const float *a = st->post_add->data;
+    for (size_t i = 0; i < ny; i++) y[i] += a[i];
+  }
+  if (st->post_relu)
+    for (size_t i = 0; i < ny; i++) y[i] = y[i] > 0 ? y[i] : 0;
   return 0;
 }
 
@@ -918,7 +960,8 @@ static int run_batchnorm(const eng_op_params *p, const eng_tensor *in, int n_in,
 
 // Ops of other families register in their own files' tables (ops_common.h).
 static const eng_op_def ops[] = {
-    {"Gemm", 2, 3, 1, 1, 0, parse_gemm, infer_gemm, run_gemm, 0, NULL, NULL},
+    {"Gemm", 2, 3, 1, 1, 0, parse_gemm, infer_gemm, run_gemm, 0, run_gemm_state,
+     eng_conv_state_destroy},
     {"MatMul", 2, 2, 1, 1, 0, parse_none, infer_matmul, run_matmul, 0, NULL, NULL},
     {"Add", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_add, 0, NULL, NULL},
     {"Sub", 2, 2, 1, 1, ENG_OP_INPLACE, parse_none, infer_binary, run_sub, 0, NULL, NULL},

@@ -36,6 +36,14 @@ typedef struct eng_op_params {
   float floats[ENG_MAX_DIMS];
   dtype value_dt;            // ConstantOfShape: the fill value and its type
   uint8_t value[8];
+  // Set by parse: run_state honours eng_op_state's post-ops, so the CPU
+  // plan may fuse a following Add and Relu into this node (Conv,
+  // ConvTranspose; Gemm when it runs as a oneDNN inner product).
+  int fusable;
+  // Set by parse: run_state takes input 0 and output 0 in oneDNN's
+  // activation layouts (eng_op_state's *_fmt), so the CPU plan may leave a
+  // value in one between two such nodes (the conv family).
+  int layouts;
 } eng_op_params;
 
 enum {
@@ -54,6 +62,19 @@ void eng_op_ctx_destroy(eng_op_ctx *c);
 typedef struct eng_op_state {
   void *node;        // the op's own: NULL until it stores one; freed with def->destroy
   eng_op_ctx **ctx;  // the plan's shared context: NULL until an op creates it
+  // Work the CPU plan fused into this run (params->fusable ops only):
+  // output 0 = relu(op + post_add), with post_add NULL or a tensor of
+  // output 0's shape in other bytes, and the ReLU only where post_relu.
+  const eng_tensor *post_add;
+  int post_relu;
+  // Activation layouts (params->layouts ops only): those of input 0 and of
+  // post_add as the nodes that wrote them reported (NULL: plain); whether
+  // output 0 may be left in the op's own layout (all its readers take it);
+  // out: the layout the run left output 0 in (NULL: plain), valid until the
+  // node runs again.
+  const void *in_fmt, *add_fmt;
+  int out_keep;
+  const void *out_fmt;
 } eng_op_state;
 
 // Bit k of eng_op_def.host_in: input k is read while inferring shapes

@@ -135,9 +135,73 @@ static int same_shape(const eng_tensor *a, const eng_tensor *b) {
   return 1;
 }
 
+// Switches each fusion found at create on or off for the shapes in p->cur:
+// on where nothing was folded, everything is FP32 and the Add needs no
+// broadcasting (both operands have its output's shape).
+static void switch_fusions(eng_plan *p) {
+  const eng_graph *g = p->g;
+  memset(p->fused, 0, p->n_nodes);
+  for (size_t i = 0; i < p->n_nodes; i++) {
+    p->fuse_on[i] = 0;
+    int a = p->fuse_add[i], r = p->fuse_relu[i];
+    if (a < 0 && r < 0) continue;
+    int v = eng_graph_node(g, i)->out[0];
+    int on = !p->folded[i] && p->cur[v].dt == DT_FP32;
+    if (on && a >= 0) {
+      const eng_tensor *w = &p->cur[eng_graph_node(g, (size_t)a)->out[0]];
+      on = !p->folded[a] && !p->known[p->fuse_add_val[i]] && same_shape(&p->cur[v], w) &&
+           same_shape(&p->cur[p->fuse_add_val[i]], w);
+    }
+    if (on && r >= 0) on = !p->folded[r];
+    if (!on) continue;
+    p->fuse_on[i] = 1;
+    if (a >= 0) p->fused[a] = 1;
+    if (r >= 0) p->fused[r] = 1;
+  }
+}
+
+// The value node i's run writes last: the end of its fused chain.
+static int chain_end(const eng_plan *p, size_t i) {
+  const eng_graph *g = p->g;
+  if (p->fuse_on[i] && p->fuse_relu[i] >= 0) return eng_graph_node(g, (size_t)p->fuse_relu[i])->out[0];
+  if (p->fuse_on[i] && p->fuse_add[i] >= 0) return eng_graph_node(g, (size_t)p->fuse_add[i])->out[0];
+  return eng_graph_node(g, i)->out[0];
+}
+
+// Whether node j may read value v in a oneDNN layout: it is a layouts op
+// reading v as input 0, or v is the addend of an Add that a layouts op
+// absorbed.
+static int takes_layout(const eng_plan *p, size_t j, int k, int v) {
+  if (p->fused[j]) {
+    int o = p->fuse_owner[j];
+    return o >= 0 && p->fuse_add[o] == (int)j && p->fuse_add_val[o] == v && p->params[o].layouts;
+  }
+  return k == 0 && p->params[j].layouts && p->defs[j]->run_state;
+}
+
+// keep_out for the shapes in p->cur (after switch_fusions).
+static void switch_layouts(eng_plan *p) {
+  const eng_graph *g = p->g;
+  for (size_t i = 0; i < p->n_nodes; i++) {
+    p->keep_out[i] = 0;
+    if (!p->params[i].layouts || p->folded[i] || p->fused[i] || !p->defs[i]->run_state) continue;
+    int v = chain_end(p, i), keep = !p->known[v];
+    for (size_t j = 0; j < p->n_outputs && keep; j++)
+      if (eng_graph_output_value(g, j) == v) keep = 0;
+    for (size_t j = 0; j < p->n_nodes && keep; j++) {
+      const eng_node *n = eng_graph_node(g, j);
+      for (int k = 0; k < n->n_in && keep; k++)
+        if (n->in[k] == v && !takes_layout(p, j, k, v)) keep = 0;
+    }
+    p->keep_out[i] = (uint8_t)keep;
+  }
+}
+
 // Roots and per-root byte needs for the shapes in p->cur.
 static void compute_roots(eng_plan *p) {
   const eng_graph *g = p->g;
+  switch_fusions(p);
+  switch_layouts(p);
   for (size_t v = 0; v < p->n_values; v++) {
     p->new_root[v] = (int)v;
     p->group_last[v] = p->last_use[v];
@@ -145,9 +209,11 @@ static void compute_roots(eng_plan *p) {
   for (size_t i = 0; i < p->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
     if (n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0 || p->folded[i]) continue;
-    int in0 = n->in[0], out0 = n->out[0], r = p->new_root[in0];
+    int in0 = p->fused[i] ? p->fuse_src[i] : n->in[0], out0 = n->out[0], r = p->new_root[in0];
     int share = 0;
-    if (p->defs[i]->flags & ENG_OP_ALIAS) {
+    if (p->fused[i]) {
+      share = 1;  // the absorbing node writes this output into its own buffer
+    } else if (p->defs[i]->flags & ENG_OP_ALIAS) {
       share = 1;
     } else if (p->defs[i]->flags & ENG_OP_INPLACE) {
       // in place only when nothing reads the buffer after this node and no
@@ -282,6 +348,69 @@ static int assign(eng_plan *p, err *e) {
   return 0;
 }
 
+// --- fusion (CPU plan)
+
+// The node that alone consumes value v, or -1 (none, several, or v is a
+// graph output).
+static int sole_consumer(const eng_plan *p, const int *n_readers, int v) {
+  if (v < 0 || n_readers[v] != 1) return -1;
+  for (size_t j = 0; j < p->n_outputs; j++)
+    if (eng_graph_output_value(p->g, j) == v) return -1;
+  for (size_t i = 0; i < p->n_nodes; i++) {
+    const eng_node *n = eng_graph_node(p->g, i);
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] == v) return (int)i;
+  }
+  return -1;
+}
+
+static int is_op(const eng_plan *p, int i, const char *op) {
+  return i >= 0 && strcmp(eng_graph_node(p->g, (size_t)i)->op_type, op) == 0;
+}
+
+// Finds, for every fusable node, the Add and/or Relu that may fold into it:
+// node -> Relu, node -> Add(out, r) -> Relu, node -> Add(out, r), each link
+// the sole reader of the value before it. r must be computed before the
+// node (or be a graph input), since the node reads it.
+static int find_fusions(eng_plan *p, err *e) {
+  const eng_graph *g = p->g;
+  int *n_readers = calloc(p->n_values + 1, sizeof *n_readers);
+  if (!n_readers) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  for (size_t i = 0; i < p->n_nodes; i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) n_readers[n->in[k]]++;
+  }
+  for (size_t i = 0; i < p->n_nodes; i++) {
+    if (!p->params[i].fusable) continue;
+    int v = eng_graph_node(g, i)->out[0], j = sole_consumer(p, n_readers, v);
+    if (is_op(p, j, "Add")) {
+      const eng_node *a = eng_graph_node(g, (size_t)j);
+      int r = a->in[0] == v ? a->in[1] : a->in[0];
+      const eng_value *rv = r >= 0 ? eng_graph_value(g, (size_t)r) : NULL;
+      int ready = rv && (rv->kind == ENG_VALUE_INPUT ||
+                         (rv->kind == ENG_VALUE_NODE && rv->index < (int)i));
+      if (ready && r != v) {
+        p->fuse_add[i] = j;
+        p->fuse_add_val[i] = r;
+        p->fuse_src[j] = v;
+        p->fuse_owner[j] = (int)i;
+        v = a->out[0];
+        j = sole_consumer(p, n_readers, v);
+      } else {
+        j = -1;
+      }
+    }
+    if (is_op(p, j, "Relu")) {
+      p->fuse_relu[i] = j;
+      p->fuse_src[j] = v;
+      p->fuse_owner[j] = (int)i;
+    }
+  }
+  free(n_readers);
+  return 0;
+}
+
 // --- create / destroy
 
 static int set_planned_inputs(eng_plan *p, int *all_known) {
@@ -336,6 +465,15 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   p->fold_buf = calloc(nv, sizeof *p->fold_buf);
   p->fold_cap = calloc(nv, sizeof *p->fold_cap);
   p->sig = calloc(p->n_inputs + 1, sizeof *p->sig);
+  p->fuse_add = malloc(nn * sizeof(int));
+  p->fuse_add_val = malloc(nn * sizeof(int));
+  p->fuse_relu = malloc(nn * sizeof(int));
+  p->fuse_src = malloc(nn * sizeof(int));
+  p->fuse_owner = malloc(nn * sizeof(int));
+  p->fuse_on = calloc(nn, 1);
+  p->fused = calloc(nn, 1);
+  p->keep_out = calloc(nn, 1);
+  p->fmt = calloc(nv, sizeof *p->fmt);
   int max_in = 1, max_out = 1;
   for (size_t i = 0; i < p->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
@@ -348,10 +486,13 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   if (!p->defs || !p->params || !p->op_state || !p->cur || !p->last_use || !p->group_last || !p->new_root ||
       !p->root || !p->need || !p->cap || !p->off || !p->edge || !p->edge_cap || !p->edge_off ||
       !p->tin || !p->tout || !p->folded || !p->known || !p->fold_buf || !p->fold_cap ||
-      !p->sig) {
+      !p->sig || !p->fuse_add || !p->fuse_add_val || !p->fuse_relu || !p->fuse_src ||
+      !p->fuse_owner || !p->fuse_on || !p->fused || !p->keep_out || !p->fmt) {
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
+  for (size_t i = 0; i < nn; i++)
+    p->fuse_add[i] = p->fuse_add_val[i] = p->fuse_relu[i] = p->fuse_src[i] = p->fuse_owner[i] = -1;
   int opset = eng_graph_opset(g);
   // every node's arity and attributes are checked before failing, so one
   // load reports all of a model's problems (err_list)
@@ -381,6 +522,9 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   if (bad.n > 1) rc = err_list_set(&bad, e, ERR_INVALID_ARGUMENT, "nodes cannot be planned");
   else if (bad.n) rc = one.code;
   if (rc) goto fail;
+  // Only the CPU plan runs fused nodes (its ops' run_state); another
+  // backend executes every node itself.
+  if (host_arena && (rc = find_fusions(p, e)) != 0) goto fail;
 
   // lifetimes: a value lives from its producer to its last reader; graph
   // outputs live past the last node (step n_nodes, where edges are copied)
@@ -461,6 +605,15 @@ void eng_plan_destroy(eng_plan *p) {
   free(p->folded);
   free(p->known);
   free(p->sig);
+  free(p->fuse_add);
+  free(p->fuse_add_val);
+  free(p->fuse_relu);
+  free(p->fuse_src);
+  free(p->fuse_owner);
+  free(p->fuse_on);
+  free(p->fused);
+  free(p->keep_out);
+  free(p->fmt);
   free(p);
 }
 
@@ -565,8 +718,11 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
     size_t n = (size_t)eng_numel(t->ndims, t->dims);
     if (n) eng_plan__to_internal(t->data, &inputs[i], n);
   }
+  memset(p->fmt, 0, p->n_values * sizeof *p->fmt);  // every value starts plain
   for (size_t i = 0; i < p->n_nodes; i++) {
-    if (p->folded[i]) continue;  // its outputs were computed while planning
+    // folded: its outputs were computed while planning; fused: an earlier
+    // node computed them
+    if (p->folded[i] || p->fused[i]) continue;
     const eng_node *n = eng_graph_node(g, i);
     for (int k = 0; k < n->n_in; k++) {
       if (n->in[k] >= 0) p->tin[k] = p->cur[n->in[k]];
@@ -579,9 +735,19 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
     const eng_op_def *d = p->defs[i];
     int rc;
     if (d->run_state) {
-      eng_op_state st = {p->op_state[i], &p->op_ctx};
+      eng_op_state st = {p->op_state[i], &p->op_ctx, NULL, 0, NULL, NULL, 0, NULL};
+      if (p->fuse_on[i]) {
+        if (p->fuse_add[i] >= 0) {
+          st.post_add = &p->cur[p->fuse_add_val[i]];
+          st.add_fmt = p->fmt[p->fuse_add_val[i]];
+        }
+        st.post_relu = p->fuse_relu[i] >= 0;
+      }
+      if (n->in[0] >= 0) st.in_fmt = p->fmt[n->in[0]];
+      st.out_keep = p->keep_out[i];
       rc = d->run_state(&st, &p->params[i], p->tin, n->n_in, p->tout, n->n_out, e);
       p->op_state[i] = st.node;  // kept even on failure, so destroy frees it
+      p->fmt[chain_end(p, i)] = st.out_keep ? st.out_fmt : NULL;
     } else {
       rc = d->run(&p->params[i], p->tin, n->n_in, p->tout, n->n_out, e);
     }

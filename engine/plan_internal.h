@@ -54,6 +54,25 @@ struct eng_plan {
   void **fold_buf;  // per value: plan-owned host memory of a folded value
   size_t *fold_cap;
   uint64_t folds;   // nodes run by folding so far (tests, stats)
+  // Fusion, CPU plan only (eng_plan_create; none in other backends): a
+  // node whose op is params.fusable absorbs the Add (of a second value of
+  // the same shape) and/or the Relu that alone consume its output. Found
+  // once at create; switched on per input-shape signature, where the shapes
+  // allow, by compute_roots. An absorbed node is skipped and its output
+  // shares the absorbing node's buffer.
+  int *fuse_add;      // per node: the Add it may absorb, or -1
+  int *fuse_add_val;  // per node: that Add's other operand
+  int *fuse_relu;     // per node: the Relu it may absorb, or -1
+  int *fuse_src;      // per node: for an absorbed one, the value its output aliases
+  int *fuse_owner;    // per node: the node that may absorb it, or -1
+  uint8_t *fuse_on;   // per node: its fusion holds for the current shapes
+  uint8_t *fused;     // per node: absorbed (skipped) for the current shapes
+  // Activation layouts, CPU plan only: a node of a params.layouts op may
+  // leave its output (the end of its fused chain) in oneDNN's layout when
+  // every reader is such a node too (reading it as input 0, or as the Add
+  // it absorbed). Decided per input-shape signature with the fusions.
+  uint8_t *keep_out;  // per node
+  const void **fmt;   // per value: its layout in this run (NULL: plain)
   // the input types and shapes the inferred shapes and folds are for:
   // shape inference reruns only when they change
   eng_tensor *sig;

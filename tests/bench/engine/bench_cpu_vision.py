@@ -4,12 +4,14 @@ kernels) against onnxruntime's CPU provider on the same model file, the same bat
 cores, side by side in one run.
 
     bench_cpu_vision.py --bench-engine build/bin/bench_engine [--models seedcnn.ts17,resnet18.ts17]
-                        [--batches 1,8] [--cores 0-1]
+                        [--batches 1,8] [--cores 0-1] [--before OLD/bench_engine] [--repeat N]
 
 Both run pinned to --cores (taskset); onnxruntime with intra_op_num_threads = that many cores,
 inferd's libraries with OMP_NUM_THREADS / OPENBLAS_NUM_THREADS the same. Models come from
 tests/models/zoo (fill.py). Prints one JSON line per cell and a markdown table with
-inferd / onnxruntime (goal <= 1.2).
+inferd / onnxruntime (goal <= 1.2). --before times a second bench_engine (say, built from the
+commit before a change) in the same run, for a before/after table. --repeat N runs every tool N
+times, alternating, and keeps each cell's fastest (a shared machine's noise only slows runs down).
 """
 import argparse
 import json
@@ -60,6 +62,8 @@ def main():
     ap.add_argument("--models", default="seedcnn.ts17,resnet18.ts17")
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--cores", default="0-%d" % (os.cpu_count() - 1))
+    ap.add_argument("--before", help="a second bench_engine to time alongside (tool inferd_cpu_before)")
+    ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--ort-only", action="store_true", help="(internal) time onnxruntime in this process")
     ap.add_argument("--model-path")
     a = ap.parse_args()
@@ -72,33 +76,45 @@ def main():
         return
     env = dict(os.environ, OMP_NUM_THREADS=str(len(cores)), OPENBLAS_NUM_THREADS=str(len(cores)))
     rows = []
+    engines = [("inferd_cpu", a.bench_engine)] + ([("inferd_cpu_before", a.before)] if a.before else [])
+    batches = [int(x) for x in a.batches.split(",")]
     with tempfile.TemporaryDirectory() as d:
         spec = fill.write_repo(d, fill.select(a.models.split(",")))
         for name in spec:
             path = os.path.join(d, name, "1", "model.onnx")
             pin = ["taskset", "-c", a.cores]
-            r1 = subprocess.run(pin + [a.bench_engine, "--cpu", "--model", path, "--batches", a.batches],
-                                capture_output=True, text=True, env=env)
-            r2 = subprocess.run(pin + [sys.executable, __file__, "--bench-engine", "-", "--ort-only", "--model-path",
-                                       path, "--batches", a.batches, "--cores", a.cores],
-                                capture_output=True, text=True, env=env)
             got = {}
-            for line in (r1.stdout + r2.stdout).splitlines():
-                if line.startswith("{"):
-                    j = json.loads(line)
-                    j["model"] = name
-                    print(json.dumps(j), flush=True)
-                    got[(j["tool"], j["batch"])] = j["us_per_batch"]
-            if r1.returncode or r2.returncode:
-                print("failed: %s %s" % (r1.stderr[-500:], r2.stderr[-500:]), file=sys.stderr)
-            for b in [int(x) for x in a.batches.split(",")]:
-                i, o = got.get(("inferd_cpu", b)), got.get(("onnxruntime_cpu", b))
-                rows.append((name, b, i, o, i / o if i and o else None))
-    print("\n| model | batch | inferd CPU ms | onnxruntime CPU ms | inferd / ort |\n|---|---|---|---|---|")
-    for name, b, i, o, r in rows:
-        f = lambda v: "%.2f" % (v / 1000) if v else "-"
-        print("| %s | %d | %s | %s | %s |" % (name, b, f(i), f(o), "%.2f" % r if r else "-"))
-    print("\n(cores %s, %d threads each, %s)" % (a.cores, len(cores), time.strftime("%Y-%m-%d")))
+            for _ in range(a.repeat):
+                runs = [(tool, pin + [exe, "--cpu", "--model", path, "--batches", a.batches]) for tool, exe in engines]
+                runs.append(("onnxruntime_cpu", pin + [sys.executable, __file__, "--bench-engine", "-", "--ort-only",
+                                                       "--model-path", path, "--batches", a.batches, "--cores",
+                                                       a.cores]))
+                for tool, cmd in runs:
+                    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                    if r.returncode:
+                        print("failed: %s: %s" % (tool, r.stderr[-500:]), file=sys.stderr)
+                    for line in r.stdout.splitlines():
+                        if line.startswith("{"):
+                            j = json.loads(line)
+                            j["tool"], j["model"] = tool, name
+                            print(json.dumps(j), flush=True)
+                            k = (tool, j["batch"])
+                            got[k] = min(got.get(k, float("inf")), j["us_per_batch"])
+            for b in batches:
+                i, o, p = got.get(("inferd_cpu", b)), got.get(("onnxruntime_cpu", b)), got.get(("inferd_cpu_before", b))
+                rows.append((name, b, p, i, o))
+    f = lambda v: "%.2f" % (v / 1000) if v else "-"
+    q = lambda x, y: "%.2f" % (x / y) if x and y else "-"
+    if a.before:
+        print("\n| model | batch | inferd before ms | inferd after ms | onnxruntime ms | before / ort | after / ort |"
+              "\n|---|---|---|---|---|---|---|")
+        for name, b, p, i, o in rows:
+            print("| %s | %d | %s | %s | %s | %s | %s |" % (name, b, f(p), f(i), f(o), q(p, o), q(i, o)))
+    else:
+        print("\n| model | batch | inferd CPU ms | onnxruntime CPU ms | inferd / ort |\n|---|---|---|---|---|")
+        for name, b, p, i, o in rows:
+            print("| %s | %d | %s | %s | %s |" % (name, b, f(i), f(o), q(i, o)))
+    print("\n(cores %s, %d threads each, best of %d, %s)" % (a.cores, len(cores), a.repeat, time.strftime("%Y-%m-%d")))
 
 
 if __name__ == "__main__":

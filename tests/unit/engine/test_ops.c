@@ -9,6 +9,7 @@
 #include "check.h"
 #include "engine/graph.h"
 #include "engine/plan.h"
+#include "engine/plan_internal.h"
 #include "kernels/k_ref.h"
 #include "onnx_build.h"
 
@@ -119,6 +120,47 @@ static void test_gemm(void) {
   gemm_case(3, 4, 5, 1, 1, 1, 2.0f, 1.0f, 2, full);
   gemm_case(3, 4, 5, 0, 0, 1, 1.0f, 3.0f, 0, NULL);  // scalar C
   gemm_case(3, 4, 5, 0, 1, 1, 1.5f, 1.0f, -1, NULL); // no C
+  // constant B, alpha 1, C a bias: the oneDNN inner product (run_gemm_state)
+  gemm_case(3, 4, 5, 0, 1, 0, 0, 0, 1, vec);            // transB, C vector
+  gemm_case(3, 4, 5, 0, 1, 1, 1.0f, 1.0f, 2, row);      // C [1, n]
+  gemm_case(1, 4, 5, 0, 0, 1, 1.0f, 1.0f, -1, NULL);    // one row, no C
+  gemm_case(6, 4, 5, 0, 1, 0, 0, 0, 1, vec);            // 4+ rows: B reordered (blocked)
+  gemm_case(3, 4, 5, 0, 0, 1, 1.0f, 1.0f, 2, full);     // C not a bias: OpenBLAS
+}
+
+// Gemm (constant B, transB, bias) -> [Add(r)] -> Relu: the CPU plan fuses
+// the Add and Relu into the inner product; also with C not a bias, where
+// run_gemm_state applies them after OpenBLAS.
+static void gemm_fused_case(int add, int full_c) {
+  enum { M = 3, N = 4, K = 5 };
+  float a[M * K], b[N * K], c[M * N], r[M * N], want[M * N];
+  fill(a, M * K, 1);
+  fill(b, N * K, 1);
+  fill(c, M * N, 1);
+  fill(r, M * N, 1);
+  int64_t ad[2] = {M, K}, bd[2] = {N, K}, cd[2] = {full_c ? M : 1, N}, yd[2] = {M, N};
+  ob *bd_ = ob_new(13);
+  ob_input(bd_, "a", F, 2, ad);
+  ob_input(bd_, "r", F, 2, yd);
+  ob_init(bd_, "b", F, 2, bd, b, sizeof b);
+  ob_init(bd_, "c", F, full_c ? 2 : 1, full_c ? cd : cd + 1, c, (size_t)(full_c ? M * N : N) * 4);
+  ob_attr_i(bd_, ob_node(bd_, "Gemm", "gemm", "a,b,c", "g"), "transB", 1);
+  if (add) ob_node(bd_, "Add", "add", "r,g", "s");
+  ob_node(bd_, "Relu", "relu", add ? "s" : "g", "y");
+  ob_output(bd_, "y", F, 2, yd);
+  ref_gemm(want, a, b, c, full_c ? M : 1, N, M, N, K, 0, 1, 1.0f, 1.0f);
+  for (int i = 0; i < M * N; i++) {
+    float v = want[i] + (add ? r[i] : 0);
+    want[i] = v > 0 ? v : 0;
+  }
+  tc t;
+  eng_tensor in[2] = {T(DT_FP32, 2, ad, a), T(DT_FP32, 2, yd, r)};
+  expect_ok(tc_run(&t, bd_, in, 2, 1), &t, "gemm fused");
+  if (t.out[0].data) check_f32(&t.out[0], 2, yd, want, 1e-5, 1e-6);
+  int fused = 0;
+  for (size_t i = 0; t.p && i < t.p->n_nodes; i++) fused += t.p->fused[i];
+  CHECK_EQ_INT(fused, add ? 2 : 1);
+  tc_close(&t);
 }
 
 // --- MatMul
@@ -802,6 +844,9 @@ static void test_unsupported_attrs(void) {
 
 int main(void) {
   test_gemm();
+  gemm_fused_case(0, 0);
+  gemm_fused_case(1, 0);
+  gemm_fused_case(1, 1);
   test_matmul();
   test_binary();
   test_unary();

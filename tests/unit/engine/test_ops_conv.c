@@ -13,6 +13,7 @@
 #include "engine/graph.h"
 #include "engine/ops_cpu.h"
 #include "engine/plan.h"
+#include "engine/plan_internal.h"
 #include "onnx_build.h"
 
 #define MODEL "ops_conv_model.onnx"
@@ -233,9 +234,11 @@ static const char *op_name(eng_conv_kind k) {
 }
 
 // Runs one combo at batch size n through both paths; st carries the
-// oneDNN cache across calls, so w (the node's constant) is the same each
-// time: seeded by the combo.
-static void compare_once(const combo *c, int64_t n, eng_op_state *st, const eng_op_params *p) {
+// oneDNN cache across calls, so w (the node's constant, which oneDNN may
+// use in place) is the caller's, the same buffer each time; its values and
+// b's are seeded by the combo.
+static void compare_once(const combo *c, int64_t n, eng_op_state *st, const eng_op_params *p,
+                         float *w) {
   uint32_t x_state = rng_state;
   rng_state = (uint32_t)(c - combos) * 7919u + 1u;
   const eng_op_def *def = eng_ops_cpu_find(op_name(c->kind));
@@ -253,7 +256,7 @@ static void compare_once(const combo *c, int64_t n, eng_op_state *st, const eng_
   }
   for (int i = 0; i < c->nsp; i++) wd[2 + i] = c->k[i];
   size_t nx = (size_t)eng_numel(2 + c->nsp, xd), nw = conv ? (size_t)eng_numel(2 + c->nsp, wd) : 0;
-  float *x = malloc(nx * 4), *w = malloc((nw + 1) * 4), *b = malloc((size_t)(c->m + 1) * 4);
+  float *x = malloc(nx * 4), *b = malloc((size_t)(c->m + 1) * 4);
   for (size_t i = 0; i < nw; i++) w[i] = frand();
   for (int64_t i = 0; i < c->m; i++) b[i] = frand();
   rng_state = x_state;
@@ -289,11 +292,36 @@ static void compare_once(const combo *c, int64_t n, eng_op_state *st, const eng_
                 (long long)n, i, yd[i], yr[i]);
     }
   CHECK_EQ_INT(bad, 0);
+  if (conv && !rc) {
+    // the same with the plan's fusions: relu(conv + add), a second cache entry
+    float *add = malloc(ny * 4);
+    for (size_t i = 0; i < ny; i++) {
+      add[i] = frand();
+      yd[i] = NAN;
+    }
+    eng_tensor ta = out[0];
+    ta.data = add;
+    st->post_add = &ta;
+    st->post_relu = 1;
+    rc = def->run_state(st, p, in, n_in, &o_dnnl, 1, &e);
+    st->post_add = NULL;
+    st->post_relu = 0;
+    CHECK_EQ_INT(rc, 0);
+    if (rc) fprintf(stderr, "%s: oneDNN fused: %s\n", c->name, e.msg);
+    bad = 0;
+    for (size_t i = 0; i < ny && !rc; i++) {
+      float want = yr[i] + add[i] > 0 ? yr[i] + add[i] : 0;
+      if (!(fabs(want - yd[i]) <= 2e-4 + 1e-4 * fabs(want)) && bad++ < 3)
+        fprintf(stderr, "%s (batch %lld, fused): [%zu] oneDNN %.7g want %.7g\n", c->name,
+                (long long)n, i, yd[i], want);
+    }
+    CHECK_EQ_INT(bad, 0);
+    free(add);
+  }
   free(yr);
   free(yd);
 done:
   free(x);
-  free(w);
   free(b);
 }
 
@@ -314,13 +342,17 @@ static void test_dnnl_vs_reference(void) {
       p.conv.out_pad[d] = c->out_pad[d];
     }
     for (int d = 0; d < 2 * c->nsp; d++) p.conv.pads[d] = c->pads[d];
-    eng_op_state st = {NULL, &ctx};
+    eng_op_state st = {.node = NULL, .ctx = &ctx};
     const eng_op_def *def = eng_ops_cpu_find(op_name(c->kind));
+    size_t nw = (size_t)c->m * (size_t)(c->c / (c->group > 0 ? c->group : 1));
+    for (int d = 0; d < c->nsp; d++) nw *= (size_t)c->k[d];
+    float *w = malloc((nw + 1) * 4);
     // batch n, then 1 (a second geometry), then n again (from the cache)
-    compare_once(c, c->n, &st, &p);
-    compare_once(c, 1, &st, &p);
-    compare_once(c, c->n, &st, &p);
+    compare_once(c, c->n, &st, &p, w);
+    compare_once(c, 1, &st, &p, w);
+    compare_once(c, c->n, &st, &p, w);
     if (def && st.node) def->destroy(st.node);
+    free(w);
   }
   CHECK(ctx != NULL);
   eng_op_ctx_destroy(ctx);
@@ -406,6 +438,83 @@ static void test_plan_chain(void) {
   tc_close(&c);
 }
 
+// A residual block, the pattern the CPU plan fuses into the convolutions:
+// y = relu(conv2(relu(conv1(x))) + s), s = x, or a [4,1,1] constant that
+// Add broadcasts (not fusable: run as separate nodes). Checked against
+// k_conv_ref and plain loops at two batch sizes; the fused nodes are counted.
+static void test_plan_fused_block(int broadcast) {
+  enum { C = 4, H = 5 };
+  float w1[C * C * 9], b1[C], w2[C * C * 9], sc[C];
+  for (int i = 0; i < C * C * 9; i++) {
+    w1[i] = frand();
+    w2[i] = frand();
+  }
+  for (int i = 0; i < C; i++) {
+    b1[i] = frand();
+    sc[i] = frand();
+  }
+  ob *b = ob_new(17);
+  int64_t xd[4] = {-1, C, H, H}, wd[4] = {C, C, 3, 3}, bd[1] = {C}, sd[3] = {C, 1, 1};
+  int64_t pads[4] = {1, 1, 1, 1};
+  ob_input(b, "x", F, 4, xd);
+  ob_init(b, "w1", F, 4, wd, w1, sizeof w1);
+  ob_init(b, "b1", F, 1, bd, b1, sizeof b1);
+  ob_init(b, "w2", F, 4, wd, w2, sizeof w2);
+  ob_init(b, "s", F, 3, sd, sc, sizeof sc);
+  ob_attr_ints(b, ob_node(b, "Conv", "conv1", "x,w1,b1", "c1"), "pads", 4, pads);
+  ob_node(b, "Relu", "relu1", "c1", "r1");
+  ob_attr_ints(b, ob_node(b, "Conv", "conv2", "r1,w2", "c2"), "pads", 4, pads);
+  ob_node(b, "Add", "add", broadcast ? "c2,s" : "x,c2", "a");
+  ob_node(b, "Relu", "relu2", "a", "y");
+  ob_output(b, "y", F, 4, xd);
+  tc c;
+  int rc = tc_load(&c, b, 3);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) {
+    fprintf(stderr, "load: %s\n", c.e.msg);
+    tc_close(&c);
+    return;
+  }
+  int64_t batches[2] = {3, 1};
+  for (int bi = 0; bi < 2; bi++) {
+    int64_t nb = batches[bi], xs[4] = {nb, C, H, H};
+    float x[3 * C * H * H], t1[3 * C * H * H], t2[3 * C * H * H];
+    for (int i = 0; i < nb * C * H * H; i++) x[i] = frand();
+    eng_tensor in = ft(4, xs, x);
+    rc = eng_plan_run(c.p, &in, 1, c.out, 1, &c.e);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) {
+      fprintf(stderr, "run: %s\n", c.e.msg);
+      break;
+    }
+    int fused = 0;
+    for (size_t i = 0; i < c.p->n_nodes; i++) fused += c.p->fused[i];
+    CHECK_EQ_INT(fused, broadcast ? 1 : 3);  // relu1; with x also add and relu2
+    // r1 passes from conv1 to conv2 in oneDNN's layout; y, an output, is plain
+    CHECK_EQ_INT(c.p->keep_out[0], 1);
+    CHECK_EQ_INT(c.p->keep_out[2], 0);
+    k_window g = {.nsp = 2, .n = nb, .c = C, .m = C, .group = 1};
+    for (int d = 0; d < 2; d++) {
+      g.x[d] = g.y[d] = H;
+      g.k[d] = 3;
+      g.stride[d] = g.dil[d] = 1;
+      g.pad_l[d] = g.pad_r[d] = 1;
+    }
+    k_conv_ref(t1, x, w1, b1, &g);
+    for (int i = 0; i < nb * C * H * H; i++) t1[i] = t1[i] > 0 ? t1[i] : 0;
+    k_conv_ref(t2, t1, w2, NULL, &g);
+    int bad = 0;
+    for (int i = 0; i < nb * C * H * H; i++) {
+      float a = t2[i] + (broadcast ? sc[(i / (H * H)) % C] : x[i]);
+      float want = a > 0 ? a : 0, got = ((const float *)c.out[0].data)[i];
+      if (!(fabs(want - got) <= 1e-4 + 1e-4 * fabs(want)) && bad++ < 3)
+        fprintf(stderr, "fused block (batch %lld): [%d] %.7g want %.7g\n", (long long)nb, i, got, want);
+    }
+    CHECK_EQ_INT(bad, 0);
+  }
+  tc_close(&c);
+}
+
 // A one-node model whose load must fail with `needle` in the message.
 static void expect_load_error(ob *b, const char *needle) {
   tc c;
@@ -460,6 +569,8 @@ int main(void) {
   test_shape_errors();
   test_dnnl_vs_reference();
   test_plan_chain();
+  test_plan_fused_block(0);
+  test_plan_fused_block(1);
   test_refusals();
   CHECK_DONE();
 }
