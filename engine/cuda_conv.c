@@ -21,6 +21,15 @@
 //   the plan keeps the first that works (HEURISTIC) or the fastest (timed,
 //   EXHAUSTIVE). The first call also pays cuDNN's one-off costs (kernel
 //   loading, runtime compilation) at load instead of on a request.
+// - Transposed convolutions are cudnnConvolutionBackwardData of the forward
+//   convolution whose filter is ONNX's ConvTranspose weight. cuDNN takes
+//   one pad per dimension and wants dx and dy consistent, so asymmetric
+//   pads (and an output_padding past dx's reach) compute a dx with the
+//   smaller pad into the workspace and copy y out of it with
+//   cudnnTransformTensor over strided views (which also converts layouts:
+//   an NHWC shape that no candidate runs computes NCHW between transforms).
+//   Non-deterministic algorithms (ALGO_0's atomics) come last, so graph
+//   replays give the bits plain launches give.
 // - FP32 runs with CUDNN_FMA_MATH: CUDNN_DEFAULT_MATH lets cuDNN use TF32
 //   tensor cores for float on Ampere and later, which is ENG_CUCONV_FP32_TF32.
 // - Pooling. Symmetric pads without a ceil_mode overhang are exactly
@@ -1013,7 +1022,7 @@ void eng_cutconv_plan_info(const eng_cutconv_plan *p, eng_cutconv_info *info) {
   info->algo = (int)p->chosen.algo;
   info->algo_name = bwd_algo_name((int)p->chosen.algo);
   info->math = (int)p->chosen.math;
-  info->cropped = !p->direct;
+  info->cropped = p->th.crop || p->tw.crop || p->th.dx != p->ho || p->tw.dx != p->wo;
   info->relayout = p->relayout;
   info->workspace_bytes = eng_cutconv_plan_workspace(p);
   info->candidates = p->candidates;
