@@ -1,8 +1,10 @@
 // cuda_conv.h: 2-D convolutions (with a fused bias / residual / activation
-// epilogue) and pooling on the GPU through cuDNN's legacy C API (cuDNN 9).
+// epilogue), transposed convolutions (with a bias) and pooling on the GPU
+// through cuDNN's legacy C API (cuDNN 9).
 //
-// The shapes are described by plain structs that know nothing of ONNX
-// (eng_cuconv_desc, eng_cupool_desc). A plan is made once per shape at load
+// The shapes are described by plain structs (eng_cuconv_desc,
+// eng_cutconv_desc, eng_cupool_desc) that follow ONNX's geometry rules but
+// know nothing of graphs or attributes. A plan is made once per shape at load
 // time: it validates the shape, picks the cuDNN algorithm (trying each
 // candidate for real, so the plan never holds one that cuDNN refuses at run
 // time) and says how many workspace bytes a run needs. A run only enqueues
@@ -168,6 +170,100 @@ const eng_cuconv_desc *eng_cuconv_plan_desc(const eng_cuconv_plan *p);
 int eng_cuconv_run(const eng_cuconv_plan *p, eng_cudnn *h, cudaStream_t stream, const void *x,
                    const void *w, const void *bias, const void *z, void *y, void *workspace,
                    size_t workspace_bytes, err *e);
+
+// --- transposed convolution (ONNX ConvTranspose)
+
+// One 2-D transposed convolution (1-D: h = 1, r = 1, pad_top = pad_bottom =
+// out_pad_h = 0), computed as cuDNN's backward-data convolution: x plays dy
+// and the output y is dx of a forward convolution from k to c channels,
+// whose filter [c, k/groups, r, s] is exactly ONNX's ConvTranspose weight.
+// The output extent is ONNX's: stride * (h - 1) + out_pad + dilated kernel
+// - pads; output_shape and auto_pad are the caller's to turn into pads
+// (engine/ops_conv.c does). Zero strides, dilations and groups read as 1.
+typedef struct eng_cutconv_desc {
+  int n, c, h, w;  // input x: c is ConvTranspose's input channels (W's dim 0)
+  int k;           // output channels (W's dim 1 times groups)
+  int r, s;        // kernel height, width
+  int pad_top, pad_left, pad_bottom, pad_right;  // ONNX pads: cropped off the full output
+  int out_pad_h, out_pad_w;                      // ONNX output_padding: extra rows/columns at the end
+  int stride_h, stride_w;
+  int dil_h, dil_w;
+  int groups;      // c and k divisible by it; groups == c == k is depthwise
+  eng_cuconv_dtype dtype;
+  eng_cuconv_layout layout;
+  bool has_bias;   // bias[k], of the storage type
+} eng_cutconv_desc;
+
+// Output height and width (ONNX's rule); fails if either < 1.
+int eng_cutconv_out_dims(const eng_cutconv_desc *d, int *ho, int *wo, err *e);
+
+// Sizes in bytes of the tensors a run reads and writes; 0 if the shape is bad.
+size_t eng_cutconv_x_bytes(const eng_cutconv_desc *d);
+size_t eng_cutconv_y_bytes(const eng_cutconv_desc *d);
+size_t eng_cutconv_w_bytes(const eng_cutconv_desc *d);
+size_t eng_cutconv_bias_bytes(const eng_cutconv_desc *d);
+
+// Host-side, once at load: ONNX's fp32 weights [c, k/groups, r, s] into the
+// plan's layout and type: as they are (KCRS of the backward-data filter) for
+// NCHW, [c, r, s, k/groups] (KRSC) for NHWC; fp16 rounds to nearest even.
+// bias: fp32 [k] to the storage type.
+int eng_cutconv_pack_weights(const eng_cutconv_desc *d, const float *ckrs, void *dst,
+                             size_t dst_bytes, err *e);
+int eng_cutconv_pack_bias(const eng_cutconv_desc *d, const float *bias, void *dst,
+                          size_t dst_bytes, err *e);
+
+// What a plan hands cuDNN (host-side, for tests and logs). cuDNN's
+// backward data takes one pad per dimension for both ends, and its output
+// dx must be an input whose forward convolution gives x: dx holds rows
+// [pad, pad + dx_h) of the full (uncropped) output, and y's row i is dx's
+// row crop_h + i for i < copy_h, zero (before the bias) past it. Likewise
+// for columns. Direct (cuDNN writes y) when crops are 0 and dx is y's size.
+typedef struct eng_cutconv_geom {
+  int pad_h, pad_w;
+  int dx_h, dx_w;
+  int crop_h, crop_w;
+  int copy_h, copy_w;
+} eng_cutconv_geom;
+
+int eng_cutconv_geometry(const eng_cutconv_desc *d, eng_cutconv_geom *g, err *e);
+
+typedef struct eng_cutconv_info {
+  int algo;               // cudnnConvolutionBwdDataAlgo_t
+  const char *algo_name;  // "ALGO_1", ...
+  int math;               // cudnnMathType_t used
+  // cuDNN computes a larger output than ONNX's (asymmetric pads: it takes
+  // the smaller pad of each pair; output_padding past the input's reach):
+  // it goes to the workspace and y is copied out of it (cudnnTransformTensor)
+  bool cropped;
+  // NHWC asked, but no cuDNN candidate runs it: x and w are transformed to
+  // NCHW in the workspace, computed NCHW and the result transformed back
+  bool relayout;
+  size_t workspace_bytes;  // what run needs (cuDNN's + the buffers above)
+  int candidates;          // tried at plan time
+  float time_ms;           // the chosen candidate's, EXHAUSTIVE only (else 0)
+  const char *log;         // the candidates tried and how each fared (owned by the plan)
+} eng_cutconv_info;
+
+typedef struct eng_cutconv_plan eng_cutconv_plan;
+
+// As eng_cuconv_plan_create: validates d, tries cuDNN's backward-data
+// candidates for real on borrowed buffers and keeps the first that runs
+// (or the fastest, EXHAUSTIVE). ERR_UNIMPLEMENTED when none works.
+int eng_cutconv_plan_create(eng_cutconv_plan **out, eng_cudnn *h, const eng_cutconv_desc *d,
+                            const eng_cuconv_opts *opts, err *e);
+void eng_cutconv_plan_destroy(eng_cutconv_plan *p);
+
+size_t eng_cutconv_plan_workspace(const eng_cutconv_plan *p);
+void eng_cutconv_plan_info(const eng_cutconv_plan *p, eng_cutconv_info *info);
+const eng_cutconv_desc *eng_cutconv_plan_desc(const eng_cutconv_plan *p);
+
+// y = conv_transpose(x, w) + bias, enqueued on stream; the rules of
+// eng_cuconv_run (device pointers dense in d's layout, bias exactly when
+// d->has_bias, y not overlapping x or w, workspace of
+// eng_cutconv_plan_workspace(p) bytes). Capturable in a CUDA graph.
+int eng_cutconv_run(const eng_cutconv_plan *p, eng_cudnn *h, cudaStream_t stream, const void *x,
+                    const void *w, const void *bias, void *y, void *workspace,
+                    size_t workspace_bytes, err *e);
 
 // --- pooling
 

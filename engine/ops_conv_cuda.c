@@ -1,15 +1,19 @@
 // engine/ops_conv_cuda.c: the conv op family (ops_conv.h) on the CUDA plan,
 // through cuDNN (cuda_conv.h): Conv (1-D as H = 1, and 2-D; groups,
 // depthwise, dilations, strides, asymmetric pads) with its bias and a fused
-// residual Add and activation, and MaxPool, AveragePool, GlobalAveragePool,
-// GlobalMaxPool. Registered into plan_cuda.c's op table through
-// plan_cuda_internal.h.
+// residual Add and activation; ConvTranspose (the same geometry plus
+// output_padding and output_shape, with its bias) as cuDNN's backward-data
+// convolution; and MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+// Registered into plan_cuda.c's op table through plan_cuda_internal.h.
 //
 // Layouts: the plan's layout pass (plan_cuda_layout.c) runs a node NHWC
 // (cuda_ctx.nhwc) when tensor cores do the work; its descriptors then say
-// NHWC and a Conv reads KRSC weights, transposed once on the device from
-// the plan's constant (OIHW = KCRS, already in the storage type) the first
-// time the node runs NHWC. Only constant weights can run NHWC.
+// NHWC and a Conv or ConvTranspose reads KRSC weights, transposed once on
+// the device from the plan's constant (Conv's OIHW and ConvTranspose's
+// [C_in, C_out/group, kH, kW] are both KCRS of what cuDNN computes, already
+// in the storage type) the first time the node runs NHWC. Only constant
+// weights can run NHWC. A Conv leads into NHWC; a ConvTranspose, like the
+// pools, follows its input.
 //
 // Algorithms: cuDNN's first working heuristic pick, unless cuda_ctx.conv_timed
 // asks for each candidate to be timed and the fastest kept
@@ -37,14 +41,16 @@
 // One shape's plan; the descriptor is the key (built zeroed, compared whole).
 typedef struct shape_plan {
   eng_cuconv_desc cd;
+  eng_cutconv_desc td;
   eng_cupool_desc pd;
   eng_cuconv_plan *conv;
+  eng_cutconv_plan *tconv;
   eng_cupool_plan *pool;
 } shape_plan;
 
 typedef struct conv_node {
   eng_conv_kind kind;
-  bool w_const;   // the weights are a constant: they may be packed KRSC
+  bool w_const;   // the weights are a constant: they may be packed KRSC (Conv, ConvTranspose)
   void *w_nhwc;   // KRSC copy of the weights (device), made at the first NHWC prepare
 
   shape_plan *plans;
@@ -52,7 +58,8 @@ typedef struct conv_node {
   const shape_plan *cur;  // this submit's (prepare), read by run in the same submit
 } conv_node;
 
-static bool is_pool(eng_conv_kind k) { return k != ENG_CONV && k != ENG_CONV_TRANSPOSE; }
+static bool has_weights(eng_conv_kind k) { return k == ENG_CONV || k == ENG_CONV_TRANSPOSE; }
+static bool is_pool(eng_conv_kind k) { return !has_weights(k); }
 
 static int to_int(int64_t v, const char *what, err *e, int *dst) {
   if (v < 0 || v > INT_MAX)
@@ -73,12 +80,12 @@ static int make_desc(const cuda_ctx *c, const eng_op_params *p, const eng_tensor
   const eng_conv_attrs *a = &p->conv;
   memset(d, 0, sizeof *d);
   k_window g;
-  TRY(eng_conv_window(a, &in[0], a->kind == ENG_CONV ? &in[1] : NULL, &g, e));
+  TRY(eng_conv_window(a, &in[0], has_weights(a->kind) ? &in[1] : NULL, &g, e));
   if (g.nsp > 2)
     return err_set(e, ERR_UNIMPLEMENTED, "%d-D windows are not supported on CUDA", g.nsp);
   int t = g.nsp == 2 ? 0 : -1, l = g.nsp - 1;  // the height dim (or none), the width dim
   int n = 0, ch = 0, h = 1, w = 0, kh = 1, kw = 0, pt = 0, pb = 0, pl = 0, pr = 0, sh = 1, sw = 1,
-      dh = 1, dw = 1;
+      dh = 1, dw = 1, oph = 0, opw = 0;
   TRY(to_int(g.n, "batch", e, &n));
   TRY(to_int(g.c, "channels", e, &ch));
   TRY(to_int(g.x[l], "width", e, &w));
@@ -87,6 +94,7 @@ static int make_desc(const cuda_ctx *c, const eng_op_params *p, const eng_tensor
   TRY(to_int(g.pad_r[l], "pad", e, &pr));
   TRY(to_int(g.stride[l], "stride", e, &sw));
   TRY(to_int(g.dil[l], "dilation", e, &dw));
+  if (a->kind == ENG_CONV_TRANSPOSE) TRY(to_int(a->out_pad[l], "output_padding", e, &opw));
   if (t == 0) {
     TRY(to_int(g.x[0], "height", e, &h));
     TRY(to_int(g.k[0], "kernel height", e, &kh));
@@ -94,6 +102,7 @@ static int make_desc(const cuda_ctx *c, const eng_op_params *p, const eng_tensor
     TRY(to_int(g.pad_r[0], "pad", e, &pb));
     TRY(to_int(g.stride[0], "stride", e, &sh));
     TRY(to_int(g.dil[0], "dilation", e, &dh));
+    if (a->kind == ENG_CONV_TRANSPOSE) TRY(to_int(a->out_pad[0], "output_padding", e, &oph));
   }
   eng_cuconv_dtype dt = storage(c, &in[0]);
   int ho, wo;
@@ -112,6 +121,22 @@ static int make_desc(const cuda_ctx *c, const eng_op_params *p, const eng_tensor
     cd->act = (eng_cuconv_act)c->act;
     if (n == 0) return 0;
     TRY(eng_cuconv_out_dims(cd, &ho, &wo, e));
+  } else if (a->kind == ENG_CONV_TRANSPOSE) {
+    // eng_conv_window turned output_shape and auto_pad into pads (ONNX's
+    // rule, output_padding included): the descriptor needs only those
+    eng_cutconv_desc *td = &d->td;
+    td->n = n, td->c = ch, td->h = h, td->w = w;
+    TRY(to_int(g.m, "output channels", e, &td->k));
+    TRY(to_int(g.group, "group", e, &td->groups));
+    td->r = kh, td->s = kw;
+    td->pad_top = pt, td->pad_left = pl, td->pad_bottom = pb, td->pad_right = pr;
+    td->out_pad_h = oph, td->out_pad_w = opw;
+    td->stride_h = sh, td->stride_w = sw, td->dil_h = dh, td->dil_w = dw;
+    td->dtype = dt;
+    td->layout = c->nhwc ? ENG_CUCONV_NHWC : ENG_CUCONV_NCHW;
+    td->has_bias = n_in > 2 && in[2].dt != DT_INVALID;
+    if (n == 0) return 0;
+    TRY(eng_cutconv_out_dims(td, &ho, &wo, e));
   } else {
     eng_cupool_desc *pd = &d->pd;
     pd->n = n, pd->c = ch, pd->h = h, pd->w = w;
@@ -142,9 +167,6 @@ static int conv_init(const eng_plan *pl, size_t i, int half, void **state, err *
   (void)half;
   const eng_node *n = eng_graph_node(pl->g, i);
   const eng_conv_attrs *a = &pl->params[i].conv;
-  if (a->kind == ENG_CONV_TRANSPOSE)
-    return err_set(e, ERR_UNIMPLEMENTED,
-                   "ConvTranspose is not supported on GPU instances yet (use a KIND_CPU instance)");
   if (!eng_cuconv_available())
     return err_set(e, ERR_UNIMPLEMENTED,
                    "%s on a GPU instance needs cuDNN 9, and this build has none: rebuild with "
@@ -162,7 +184,7 @@ static int conv_init(const eng_plan *pl, size_t i, int half, void **state, err *
   conv_node *s = calloc(1, sizeof *s);
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->kind = a->kind;
-  s->w_const = a->kind == ENG_CONV && n->n_in > 1 && eng_cuda__is_const(pl->g, n->in[1]);
+  s->w_const = has_weights(a->kind) && n->n_in > 1 && eng_cuda__is_const(pl->g, n->in[1]);
   *state = s;
   return 0;
 }
@@ -172,6 +194,7 @@ static void conv_destroy(void *state) {
   if (!s) return;
   for (int i = 0; i < s->n; i++) {
     eng_cuconv_plan_destroy(s->plans[i].conv);
+    eng_cutconv_plan_destroy(s->plans[i].tconv);
     eng_cupool_plan_destroy(s->plans[i].pool);
   }
   free(s->plans);
@@ -179,13 +202,17 @@ static void conv_destroy(void *state) {
   free(s);
 }
 
-// NHWC needs 2-D windows (4-D tensors) and, for a Conv, weights it can pack once.
+// NHWC needs 2-D windows (4-D tensors) and, for a Conv or ConvTranspose,
+// weights it can pack once.
 static bool conv_nhwc(const eng_plan *pl, size_t i, const void *state) {
   const conv_node *s = state;
-  return pl->params[i].conv.nsp == 2 && s && (s->kind != ENG_CONV || s->w_const);
+  return pl->params[i].conv.nsp == 2 && s && (!has_weights(s->kind) || s->w_const);
 }
 
-// The KRSC copy of w ([k, c/groups, r, s] on the device), once.
+// The KRSC copy of w on the device, once: Conv's [k, c/groups, r, s] and
+// ConvTranspose's [c, k/groups, r, s] alike (cuDNN's filter is KCRS in
+// both: for ConvTranspose, that of the forward convolution it runs
+// backwards), so dims 1 go innermost.
 static int pack_nhwc(conv_node *s, cuda_ctx *c, const eng_tensor *w, cuda_prep *r, err *e) {
   if (s->w_nhwc) return 0;
   if (w->ndims != 4) return err_set(e, ERR_INTERNAL, "NHWC conv with %d-D weights", w->ndims);
@@ -258,12 +285,13 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
   shape_plan d;
   TRY(make_desc(c, p, in, n_in, out, &d, e));
   if (in[0].dims[0] == 0) return 0;
-  if (s->kind == ENG_CONV && c->nhwc) {
+  if (has_weights(s->kind) && c->nhwc) {
     if (!s->w_const) return err_set(e, ERR_INTERNAL, "NHWC asked of a Conv with computed weights");
     TRY(pack_nhwc(s, c, &in[1], r, e));
   }
   for (int i = 0; i < s->n; i++)
     if (memcmp(&s->plans[i].cd, &d.cd, sizeof d.cd) == 0 &&
+        memcmp(&s->plans[i].td, &d.td, sizeof d.td) == 0 &&
         memcmp(&s->plans[i].pd, &d.pd, sizeof d.pd) == 0) {
       s->cur = &s->plans[i];
       break;
@@ -280,16 +308,18 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
     nvtxRangePushA("inferd cudnn plan");
     eng_cuconv_opts co = {.search = c->conv_timed ? ENG_CUCONV_SEARCH_EXHAUSTIVE
                                                   : ENG_CUCONV_SEARCH_HEURISTIC};
-    int rc = s->kind == ENG_CONV ? eng_cuconv_plan_create(&d.conv, c->cudnn, &d.cd, &co, e)
-                                 : eng_cupool_plan_create(&d.pool, c->cudnn, &d.pd, e);
+    int rc = s->kind == ENG_CONV             ? eng_cuconv_plan_create(&d.conv, c->cudnn, &d.cd, &co, e)
+             : s->kind == ENG_CONV_TRANSPOSE ? eng_cutconv_plan_create(&d.tconv, c->cudnn, &d.td, &co, e)
+                                             : eng_cupool_plan_create(&d.pool, c->cudnn, &d.pd, e);
     nvtxRangePop();
     if (rc) return rc;
     s->plans[s->n] = d;
     s->cur = &s->plans[s->n++];
     r->made = 1;
   }
-  r->ws_need = s->cur->conv ? eng_cuconv_plan_workspace(s->cur->conv)
-                            : eng_cupool_plan_workspace(s->cur->pool);
+  r->ws_need = s->cur->conv    ? eng_cuconv_plan_workspace(s->cur->conv)
+              : s->cur->tconv ? eng_cutconv_plan_workspace(s->cur->tconv)
+                              : eng_cupool_plan_workspace(s->cur->pool);
   return 0;
 }
 
@@ -302,12 +332,18 @@ static int conv_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
   if (!sp) return err_set(e, ERR_INTERNAL, "no cuDNN plan prepared for this shape");
   // the plan was made for this node's run in this submit; the tensors' type
   // must still be the one it was made for
-  if ((in[0].dt == DT_FP16) != ((sp->conv ? sp->cd.dtype : sp->pd.dtype) == ENG_CUCONV_FP16) ||
-      in[0].dt != out[0].dt)
+  eng_cuconv_dtype dt = sp->conv ? sp->cd.dtype : sp->tconv ? sp->td.dtype : sp->pd.dtype;
+  if ((in[0].dt == DT_FP16) != (dt == ENG_CUCONV_FP16) || in[0].dt != out[0].dt)
     return err_set(e, ERR_INTERNAL, "operand types changed since the cuDNN plan was made");
-  nvtxRangePushA(sp->conv ? "inferd conv" : "inferd pool");
+  nvtxRangePushA(sp->conv ? "inferd conv" : sp->tconv ? "inferd conv_transpose" : "inferd pool");
   int rc;
-  if (sp->conv) {
+  if (sp->tconv) {
+    // no fusion hook: nothing is ever fused into a ConvTranspose
+    const void *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
+    const void *w = sp->td.layout == ENG_CUCONV_NHWC ? s->w_nhwc : in[1].data;
+    rc = eng_cutconv_run(sp->tconv, c->cudnn, c->stream, in[0].data, w, bias, out[0].data, c->ws,
+                         c->ws_bytes, e);
+  } else if (sp->conv) {
     if (sp->cd.has_z != (c->z != NULL) || (int)sp->cd.act != c->act) {
       nvtxRangePop();
       return err_set(e, ERR_INTERNAL, "fused epilogue changed since the cuDNN plan was made");
@@ -331,7 +367,7 @@ static int conv_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
 // FP16 operands run as they are (FP16 storage, FP32 accumulation).
 const cuda_op eng_cuda__conv_ops[] = {
     FAMILY("Conv", conv_fuse),
-    FAMILY("ConvTranspose", NULL),  // init refuses it with a message
+    FAMILY("ConvTranspose", NULL),
     FAMILY("MaxPool", NULL),
     FAMILY("AveragePool", NULL),
     FAMILY("GlobalAveragePool", NULL),

@@ -138,7 +138,7 @@ void eng_cuda__layout_present(eng_tensor *t);
 // to_nhwc asks) into dst and points t at it.
 int eng_cuda__relayout(eng_tensor *t, void *dst, bool to_nhwc, cudaStream_t st, err *e);
 
-// The conv family (ops_conv_cuda.c): Conv, ConvTranspose (refused), the pools.
+// The conv family (ops_conv_cuda.c): Conv, ConvTranspose, the pools.
 extern const cuda_op eng_cuda__conv_ops[];
 extern const size_t eng_cuda__n_conv_ops;
 // The reduce family (ops_reduce_cuda.c): ReduceMean, ReduceSum, ReduceMax, ReduceMin.

@@ -1,7 +1,8 @@
 // tests/gpu/conv_ref.h: plain C references for test_cuda_conv.c, in double,
 // on NCHW tensors with ONNX's OIHW weights: a grouped, dilated, strided
 // convolution with asymmetric pads and the epilogue act(conv + bias + z),
-// and ONNX pooling (max, average with count_include_pad both ways,
+// ONNX's ConvTranspose (W [C_in, C_out/group, kH, kW], output_padding) with
+// its bias, and ONNX pooling (max, average with count_include_pad both ways,
 // ceil_mode). Kept beside the test, not in kernels/, whose CPU convolution
 // is another branch's.
 #ifndef INFERD_TESTS_GPU_CONV_REF_H
@@ -56,6 +57,43 @@ static void ref_conv(const eng_cuconv_desc *d, int ho, int wo, const float *x, c
           if (z) acc += z[o], m += fabs(z[o]);
           y[o] = ref_act(d->act, acc, d->clip_max);
           mag[o] = m;
+        }
+    }
+}
+
+// ONNX ConvTranspose on NCHW with W [c, k/groups, r, s], gathered: y[n, m,
+// oh, ow] = bias[m] + sum of x[n, ci, ih, iw] * w[ci, m % kg, kh, kw] over
+// the group's input channels and the taps with ih * stride - pad_top +
+// kh * dil = oh (and likewise for columns); mag as ref_conv's. The caller
+// computed ho, wo (eng_cutconv_out_dims). bias may be NULL.
+static void ref_conv_transpose(const eng_cutconv_desc *d, int ho, int wo, const float *x,
+                               const float *w, const float *bias, double *y, double *mag) {
+  int g = d->groups ? d->groups : 1, sh = d->stride_h ? d->stride_h : 1,
+      sw = d->stride_w ? d->stride_w : 1, dh = d->dil_h ? d->dil_h : 1, dw = d->dil_w ? d->dil_w : 1;
+  int cg = d->c / g, kg = d->k / g;
+  for (int n = 0; n < d->n; n++)
+    for (int m = 0; m < d->k; m++) {
+      int grp = m / kg, mi = m % kg;
+      for (int i = 0; i < ho; i++)
+        for (int j = 0; j < wo; j++) {
+          double acc = 0, mg = 0;
+          for (int c = grp * cg; c < (grp + 1) * cg; c++)
+            for (int r = 0; r < d->r; r++) {
+              int th = i + d->pad_top - r * dh;  // = ih * sh
+              if (th < 0 || th % sh || th / sh >= d->h) continue;
+              for (int s = 0; s < d->s; s++) {
+                int tw = j + d->pad_left - s * dw;
+                if (tw < 0 || tw % sw || tw / sw >= d->w) continue;
+                double t = (double)x[(((size_t)n * d->c + c) * d->h + th / sh) * d->w + tw / sw] *
+                           (double)w[(((size_t)c * kg + mi) * d->r + r) * d->s + s];
+                acc += t;
+                mg += fabs(t);
+              }
+            }
+          size_t o = (((size_t)n * d->k + m) * ho + i) * wo + j;
+          if (bias) acc += bias[m], mg += fabs(bias[m]);
+          y[o] = acc;
+          mag[o] = mg;
         }
     }
 }

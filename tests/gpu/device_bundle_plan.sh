@@ -20,13 +20,14 @@ bash "$root/tests/gpu/bundle_libs.sh" "$out"
 tar -C "$out" -cJf "$out/lib.tar.xz" lib
 rm -rf "${out:?}/lib"
 "$py" "$root/tests/unit/engine/gen_test_models.py" "$out/gpu_plan_models" >/dev/null 2>&1
-# the server's repository: conv_resnet at fp32 and fp16 on a GPU instance
+# the server's repository: conv_resnet and conv_transpose_net at fp32 and fp16 on a GPU instance
+for model in conv_resnet conv_transpose_net; do
 for prec in fp32 fp16; do
-  d="$out/repo/conv_resnet_$prec"
+  d="$out/repo/${model}_$prec"
   mkdir -p "$d/1"
-  cp "$out/gpu_plan_models/conv_resnet.onnx" "$d/1/model.onnx"
+  cp "$out/gpu_plan_models/$model.onnx" "$d/1/model.onnx"
   cat > "$d/config.pbtxt" <<CFG
-name: "conv_resnet_$prec"
+name: "${model}_$prec"
 backend: "onnxruntime"
 max_batch_size: 4
 instance_group [
@@ -42,6 +43,7 @@ parameters {
   value { string_value: "$prec" }
 }
 CFG
+done
 done
 cp "$root/tests/gpu/device_plan_run.sh" "$out/run.sh"
 cp "$root/tests/gpu/device_conv_client.py" "$out/client.py"

@@ -1,5 +1,6 @@
 """One KServe v2 gRPC request per KIND_GPU conv model (device_plan_run.sh):
-conv_resnet's generated input against onnxruntime's output for it."""
+conv_resnet's and conv_transpose_net's generated inputs against
+onnxruntime's outputs for them, at fp32 and fp16."""
 import sys
 import time
 
@@ -15,22 +16,39 @@ for _ in range(600):
     except Exception:
         pass
     time.sleep(0.1)
-x = np.fromfile(models + "/conv_resnet.in0.bin", np.float32).reshape(2, 3, 10, 10)
-want = np.fromfile(models + "/conv_resnet.out0.bin", np.float32).reshape(2, 16, 5, 5)
+
+
+def case_shapes(name):
+    """The generated case's input and output shapes (NAME.case: "in|out <type> <rank> <dims...>")."""
+    ins, outs = [], []
+    for line in open("%s/%s.case" % (models, name)):
+        f = line.split()
+        (ins if f[0] == "in" else outs).append([int(v) for v in f[3:3 + int(f[2])]])
+    return ins, outs
+
+
+# model: its outputs' names, in the graph's order
+MODELS = {"conv_resnet": ["y"], "conv_transpose_net": ["y", "z"]}
 bad = 0
-for name, rtol in (("conv_resnet_fp32", 1e-4), ("conv_resnet_fp16", 1e-2)):
-    ready = c.is_model_ready(name)
-    if not ready:
-        print(name, "not ready:", c.get_model_repository_index())
-        bad += 1
-        continue
-    inp = grpcclient.InferInput("x", list(x.shape), "FP32")
-    inp.set_data_from_numpy(x)
-    r = c.infer(name, [inp])
-    y = r.as_numpy("y")
-    err = np.abs(y - want).max() / (np.abs(want).mean() + 1e-30)
-    ok = y.shape == want.shape and err <= rtol
-    print("%s: output %s, max |diff| / mean |ref| = %.3g (bound %g): %s" % (name, y.shape, err, rtol,
-                                                                           "ok" if ok else "BAD"))
-    bad += not ok
+for model, out_names in MODELS.items():
+    ins, outs = case_shapes(model)
+    x = np.fromfile("%s/%s.in0.bin" % (models, model), np.float32).reshape(ins[0])
+    for prec, rtol in (("fp32", 1e-4), ("fp16", 1e-2)):
+        name = "%s_%s" % (model, prec)
+        ready = c.is_model_ready(name)
+        if not ready:
+            print(name, "not ready:", c.get_model_repository_index())
+            bad += 1
+            continue
+        inp = grpcclient.InferInput("x", list(x.shape), "FP32")
+        inp.set_data_from_numpy(x)
+        r = c.infer(name, [inp])
+        for j, out in enumerate(out_names):
+            want = np.fromfile("%s/%s.out%d.bin" % (models, model, j), np.float32).reshape(outs[j])
+            y = r.as_numpy(out)
+            err = np.abs(y - want).max() / (np.abs(want).mean() + 1e-30)
+            ok = y.shape == want.shape and err <= rtol
+            print("%s %s: output %s, max |diff| / mean |ref| = %.3g (bound %g): %s" % (
+                name, out, y.shape, err, rtol, "ok" if ok else "BAD"))
+            bad += not ok
 sys.exit(1 if bad else 0)

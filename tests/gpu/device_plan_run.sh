@@ -24,8 +24,9 @@ echo "exit $?"
 grep -E "conv|FAIL|fail|error|SKIP|passed|checks" "$logs/test_gpu_plan.txt" | head -60
 tail -3 "$logs/test_gpu_plan.txt"
 echo "== test_cuda_conv"
-timeout 90 "$b/bin/test_cuda_conv" >"$logs/test_cuda_conv.txt" 2>&1
+timeout 240 "$b/bin/test_cuda_conv" >"$logs/test_cuda_conv.txt" 2>&1
 echo "exit $?"
+grep -E "FAIL|relayout|fell back|convT graph" "$logs/test_cuda_conv.txt" | head -20
 tail -4 "$logs/test_cuda_conv.txt"
 echo "== server"
 py=
@@ -52,4 +53,4 @@ fi
 kill -INT "$pid"
 wait "$pid"
 echo "server exit $?"
-grep -i -E "conv_resnet|error|cudnn|gpu|final counts" "$logs/inferd.txt" | head -20
+grep -i -E "conv_resnet|conv_transpose|error|cudnn|gpu|final counts" "$logs/inferd.txt" | head -20

@@ -371,11 +371,31 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 9, 9])],
            vi("yf", TensorProto.FLOAT, ["N", 150])], inits, opset=18)
 compare(m, "conv_se", {"x": f32(2, 3, 9, 9)}, rtol=1e-4)
 
-# ConvTranspose: runs on the CPU; a GPU instance refuses it at load (test_gpu_plan)
+# ConvTranspose (CPU through oneDNN, GPU through cuDNN's backward data): the plain stride-2 case,
 nodes = [helper.make_node("ConvTranspose", ["x", "w0"], ["y"], name="up", strides=[2, 2])]
 m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 4, 5, 5])], [vi("y", TensorProto.FLOAT, ["N", 2, 11, 11])],
-          [numpy_helper.from_array(f32(4, 2, 3, 3), "w0")])
-save(m, "conv_transpose")
+          [numpy_helper.from_array(f32(4, 2, 3, 3) / np.float32(3), "w0")])
+compare(m, "conv_transpose", {"x": f32(2, 4, 5, 5)}, rtol=1e-4)
+
+# and a decoder-like net: a Conv (+Relu, fused on the GPU, which leads the GPU's FP16/TF32 plans
+# into NHWC) feeding two ConvTransposes that follow it there: one with asymmetric pads
+# (top, left, bottom, right = 0, 1, 1, 2), output_padding (1, 0), group 2 and a bias, then a Relu;
+# one without a bias whose output_shape (13, 12) fixes uneven pads (1|0 rows, 3|2 columns, the odd
+# unit first) with a column dilation of 2.
+nodes = [conv("c0", "x", "w0", "h0", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["h0"], ["r0"], name="relu0"),
+         helper.make_node("ConvTranspose", ["r0", "wt1", "bt1"], ["u1"], name="up_g2", group=2, strides=[2, 2],
+                          pads=[0, 1, 1, 2], output_padding=[1, 0]),
+         helper.make_node("Relu", ["u1"], ["y"], name="relu1"),
+         helper.make_node("ConvTranspose", ["r0", "wt2"], ["z"], name="up_shape", kernel_shape=[4, 4],
+                          strides=[2, 2], dilations=[1, 2], output_shape=[13, 12])]
+inits = conv_inits([("w0", [8, 4, 3, 3], True)]) + [
+    numpy_helper.from_array(f32(8, 3, 3, 3) / np.float32(3), "wt1"),
+    numpy_helper.from_array(f32(6) * np.float32(0.1), "bt1"),
+    numpy_helper.from_array(f32(8, 4, 4, 4) / np.float32(4), "wt2")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 4, 6, 6])],
+          [vi("y", TensorProto.FLOAT, ["N", 6, 13, 10]), vi("z", TensorProto.FLOAT, ["N", 4, 13, 12])], inits)
+compare(m, "conv_transpose_net", {"x": f32(2, 4, 6, 6)}, rtol=1e-4)
 
 # --- models that must fail to load
 X = [vi("x", TensorProto.FLOAT, [1, 3, 4, 4])]
