@@ -39,10 +39,11 @@ static int rs_init(const eng_plan *pl, size_t i, int half, void **state, err *e)
   (void)half;
   const eng_node *n = eng_graph_node(pl->g, i);
   // Pad's constant_value is no host_in operand: the planner never reads it,
-  // so only a constant's bytes are known on the host
+  // so only an initializer's bytes are sure to be on the host
   if (strcmp(n->op_type, "Pad") == 0 && n->n_in > 2 && n->in[2] >= 0 && !eng_cuda__is_const(pl->g, n->in[2]))
     return err_set(e, ERR_UNIMPLEMENTED,
-                   "Pad's constant_value ('%s') must be a constant on CUDA (it is computed at run time)",
+                   "Pad's constant_value ('%s') must be a constant on CUDA, where it is read on the host "
+                   "at load (it is computed by the graph)",
                    eng_graph_value(pl->g, (size_t)n->in[2])->name);
   rs_node *s = calloc(1, sizeof *s);
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
