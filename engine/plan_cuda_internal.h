@@ -14,7 +14,9 @@
 //   prepare  every submit, before the batch is enqueued or captured, with
 //            this run's shapes, types and device pointers: creates what a
 //            shape seen for the first time needs (may allocate and
-//            synchronise) and says how many workspace bytes its run needs.
+//            synchronise), works out this run's host-side arguments (the
+//            resize family's scales and pads, from values the planner
+//            read) and says how many workspace bytes its run needs.
 //            The plan grows the slot's workspace to the largest need
 //            outside capture. Nothing here runs inside a CUDA graph capture.
 //   run      enqueue only: no allocation, no synchronisation (capturable).
