@@ -3,12 +3,19 @@
 // the k_unop kernels (k_unop.cu), one launcher for FP32 and FP16 storage.
 // Clip too: its bounds (attributes before opset 11, constant inputs from
 // 11; ReLU6 is Clip(x, 0, 6)) are read once at init from the graph, since
-// the plan's copy of a constant lives on the device. Registered into
-// plan_cuda.c's op table through plan_cuda_internal.h.
+// the plan's copy of a constant lives on the device. Pow and the variadic
+// Max/Min through k_binary.cu (FP32, FP16) and the plan's int64 kernel,
+// Equal through k_compare_cuda (bool out), Where through k_where_cuda (any
+// element size). All broadcast and are blind to layout (CUDA_OP_ELEMWISE:
+// in NHWC regions their operands come presented in memory order).
+// Registered into plan_cuda.c's op table through plan_cuda_internal.h.
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cuda_check.h"
+#include "engine/ops_common.h"
 #include "engine/plan_cuda_internal.h"
+#include "engine/plan_cuda_k.h"
 
 // ops_elem.c's parse put the k_unop code in p->mode and its two
 // parameters (HardSigmoid's alpha and beta) in p->alpha and p->beta.
@@ -60,10 +67,84 @@ static int clip_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
                      in[0].dt == DT_FP16 ? K_F16 : K_F32, K_CLIP, s->lo, s->hi, c->stream, e);
 }
 
+// --- Pow, Max, Min, Equal, Where: numpy broadcasting over the output's rank
+// (at least 1), shorter operands left-padded with 1s, as the CPU ops do.
+
+// y = op(a, b), all three shapes broadcast to out's.
+static int binop(cuda_ctx *c, void *y, const eng_tensor *a, const eng_tensor *b,
+                 const eng_tensor *out, k_binop op, err *e) {
+  int nd = out->ndims > 0 ? out->ndims : 1;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  op_pad_dims(out, nd, yd);
+  op_pad_dims(a, nd, ad);
+  op_pad_dims(b, nd, bd);
+  switch (out->dt) {
+    case DT_FP32: return k_binary_f32_cuda(y, a->data, b->data, nd, yd, ad, bd, op, c->stream, e);
+    case DT_FP16: return k_binary_f16_cuda(y, a->data, b->data, nd, yd, ad, bd, op, c->stream, e);
+    case DT_INT64: return eng_pk_binary_i64_cuda(y, a->data, b->data, nd, yd, ad, bd, op, c->stream, e);
+    default:
+      return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op",
+                     dtype_wire_name(out->dt));
+  }
+}
+
+// ops_elem.c's run_variadic: y = op(in0, in1), then y = op(y, in_k). Every
+// input broadcasts to y's final shape, so each step is a valid k_binary
+// call with y as its own left operand (exactly y's buffer and shape); the
+// planner gives y input 0's buffer only when their shapes are equal. One
+// input: a copy (Max(x) = x). p->mode is the k_binop.
+static int variadic_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                        eng_tensor *out, int n_out, err *e) {
+  (void)n_out;
+  size_t bytes = (size_t)eng_numel(out[0].ndims, out[0].dims) * dtype_size(out[0].dt);
+  if (n_in == 1) {
+    if (bytes && out[0].data != in[0].data)
+      CUDA_TRY(e, cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice, c->stream));
+    return 0;
+  }
+  for (int k = 0; k + 1 < n_in; k++)
+    TRY(binop(c, out[0].data, k == 0 ? &in[0] : &out[0], &in[k + 1], &out[0], (k_binop)p->mode, e));
+  return 0;
+}
+
+static int equal_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                     eng_tensor *out, int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  k_elem et;
+  if (in[0].dt == DT_FP32) et = K_F32;
+  else if (in[0].dt == DT_FP16) et = K_F16;
+  else if (in[0].dt == DT_INT64) et = K_I64;
+  else return err_set(e, ERR_UNIMPLEMENTED, "Equal of %s tensors has no CUDA kernel", dtype_wire_name(in[0].dt));
+  int nd = out[0].ndims > 0 ? out[0].ndims : 1;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  op_pad_dims(&out[0], nd, yd);
+  op_pad_dims(&in[0], nd, ad);
+  op_pad_dims(&in[1], nd, bd);
+  return k_compare_cuda(out[0].data, in[0].data, in[1].data, et, nd, yd, ad, bd, K_EQ, c->stream, e);
+}
+
+// Where moves X's or Y's elements as they are: any type, FP16 included.
+static int where_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                     eng_tensor *out, int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  if (in[1].dt != in[2].dt || out[0].dt != in[1].dt)
+    return err_set(e, ERR_INTERNAL, "Where: X is %s, Y %s, the output %s", dtype_wire_name(in[1].dt),
+                   dtype_wire_name(in[2].dt), dtype_wire_name(out[0].dt));
+  int nd = out[0].ndims > 0 ? out[0].ndims : 1;
+  int64_t yd[ENG_MAX_DIMS], cd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  op_pad_dims(&out[0], nd, yd);
+  op_pad_dims(&in[0], nd, cd);
+  op_pad_dims(&in[1], nd, ad);
+  op_pad_dims(&in[2], nd, bd);
+  return k_where_cuda(out[0].data, in[0].data, in[1].data, in[2].data, dtype_size(out[0].dt), nd, yd,
+                      cd, ad, bd, c->stream, e);
+}
+
 #define UNOP(name) \
   {.op_type = name, .run = unop_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE}
 
-// FP16 operands run as they are (the kernel widens each to float).
+// FP16 operands run as they are (the kernels widen each to float; Where and
+// Equal read them as they are stored).
 const cuda_op eng_cuda__elem_ops[] = {
     UNOP("HardSigmoid"),
     UNOP("HardSwish"),
@@ -74,5 +155,10 @@ const cuda_op eng_cuda__elem_ops[] = {
     UNOP("Reciprocal"),
     {.op_type = "Clip", .run = clip_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE,
      .init = clip_init, .destroy = free},
+    {.op_type = "Pow", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Max", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Min", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Equal", .run = equal_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Where", .run = where_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
 };
 const size_t eng_cuda__n_elem_ops = sizeof eng_cuda__elem_ops / sizeof eng_cuda__elem_ops[0];

@@ -1,9 +1,13 @@
 // engine/ops_resize.c: spatial ops that change a tensor's extent: Pad
 // (constant/reflect/edge), Resize (nearest with the coordinate modes
 // exporters use, bilinear over the last two dims) and the older Upsample.
-// Pads, scales and sizes are read at shape inference (host_in).
+// Pads, scales and sizes are read at shape inference (host_in). The rules
+// that turn them into kernel arguments are shared with the CUDA side
+// (ops_resize_cuda.c) through ops_resize.h.
 #include <math.h>
 #include <string.h>
+
+#include "engine/ops_resize.h"
 
 #include "engine/ops_common.h"
 #include "kernels/k_ref.h"
@@ -32,9 +36,8 @@ static int parse_pad(const eng_graph *g, const eng_node *n, int opset, eng_op_pa
   return 0;
 }
 
-// Begin/end pads per dim of the data, and the result shape.
-static int pad_dims(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *b,
-                    int64_t *en, int64_t *y, err *e) {
+int eng_ops__pad_dims(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *b,
+                      int64_t *en, int64_t *y, err *e) {
   int r = in[0].ndims, n, na = -1;
   int64_t pads[2 * ENG_MAX_DIMS], axes[ENG_MAX_DIMS];
   if (op_given(in, n_in, 1)) {
@@ -83,7 +86,7 @@ static int infer_pad(const eng_op_params *p, const eng_tensor *in, int n_in, eng
     return err_set(e, ERR_INVALID_ARGUMENT, "constant_value must be a %s scalar",
                    dtype_wire_name(in[0].dt));
   int64_t b[ENG_MAX_DIMS], en[ENG_MAX_DIMS], y[ENG_MAX_DIMS];
-  TRY(pad_dims(p, in, n_in, b, en, y, e));
+  TRY(eng_ops__pad_dims(p, in, n_in, b, en, y, e));
   op_set_out(&out[0], in[0].dt, in[0].ndims, y);
   return 0;
 }
@@ -92,7 +95,7 @@ static int run_pad(const eng_op_params *p, const eng_tensor *in, int n_in, eng_t
                    int n_out, err *e) {
   (void)n_out;
   int64_t b[ENG_MAX_DIMS], en[ENG_MAX_DIMS], y[ENG_MAX_DIMS];
-  TRY(pad_dims(p, in, n_in, b, en, y, e));
+  TRY(eng_ops__pad_dims(p, in, n_in, b, en, y, e));
   uint8_t value[8] = {0};
   size_t esz = dtype_size(in[0].dt);
   if (op_given(in, n_in, 2)) memcpy(value, in[2].data, esz);
@@ -105,7 +108,7 @@ static int run_pad(const eng_op_params *p, const eng_tensor *in, int n_in, eng_t
 
 // --- Resize / Upsample
 
-enum { MODE_NEAREST, MODE_LINEAR };
+// in eng_resize_mode order
 static const char *const resize_modes[] = {"nearest", "linear", NULL};
 // in k_coord order
 static const char *const coord_modes[] = {"half_pixel", "asymmetric", "pytorch_half_pixel",
@@ -160,11 +163,9 @@ static int resize_sized(const eng_op_params *p, const eng_tensor *in, int n_in) 
   return !p->legacy && op_given(in, n_in, 3) && op_numel(&in[3]) > 0;
 }
 
-// Per-dim scales of a resize of in[0] to the shape y: out / in when sizes
-// gave y (as ONNX Runtime computes them; y unused otherwise), else the
-// scales input (or Upsample's attribute).
-static int resize_scales(const eng_op_params *p, const eng_tensor *in, int n_in, const int64_t *y,
-                         float *scales, err *e) {
+// Scales as ONNX Runtime computes them from sizes (y unused otherwise).
+int eng_ops__resize_scales(const eng_op_params *p, const eng_tensor *in, int n_in,
+                           const int64_t *y, float *scales, err *e) {
   int r = in[0].ndims, n = 0;
   if (resize_sized(p, in, n_in)) {
     for (int d = 0; d < r; d++)
@@ -198,7 +199,7 @@ static int resize_dims(const eng_op_params *p, const eng_tensor *in, int n_in, i
     return eng_ops__checked_numel(r, y, "result", e);
   }
   float scales[ENG_MAX_DIMS];
-  TRY(resize_scales(p, in, n_in, NULL, scales, e));
+  TRY(eng_ops__resize_scales(p, in, n_in, NULL, scales, e));
   for (int d = 0; d < r; d++) {
     double v = (double)in[0].dims[d] * scales[d];
     if (!(scales[d] > 0) || !(v <= (double)ENG_MAX_NUMEL))
@@ -214,7 +215,7 @@ static int infer_resize(const eng_op_params *p, const eng_tensor *in, int n_in, 
   int64_t y[ENG_MAX_DIMS];
   TRY(resize_dims(p, in, n_in, y, e));
   int r = in[0].ndims;
-  if (p->mode == MODE_LINEAR) {
+  if (p->mode == ENG_RESIZE_LINEAR) {
     TRY(eng_ops__need_f32(&in[0], "X", e));
     if (r < 2) return err_set(e, ERR_INVALID_ARGUMENT, "linear needs rank >= 2");
     for (int d = 0; d < r - 2; d++)
@@ -234,12 +235,12 @@ static int run_resize(const eng_op_params *p, const eng_tensor *in, int n_in, en
   (void)n_out;
   const int64_t *y = out[0].dims;  // infer's result shape
   float scales[ENG_MAX_DIMS];
-  TRY(resize_scales(p, in, n_in, y, scales, e));
+  TRY(eng_ops__resize_scales(p, in, n_in, y, scales, e));
   int r = in[0].ndims;
   if (!op_numel(&out[0])) return 0;
   if (r == 0) {
     memcpy(out[0].data, in[0].data, dtype_size(in[0].dt));
-  } else if (p->mode == MODE_NEAREST) {
+  } else if (p->mode == ENG_RESIZE_NEAREST) {
     k_resize_nearest(out[0].data, in[0].data, dtype_size(in[0].dt), r, in[0].dims, y, scales,
                      (k_coord)p->coord, (k_nearest)p->nearest);
   } else {

@@ -1,7 +1,8 @@
 # engine/plan_cuda.cmake: the CUDA execution of a plan (plan_cuda.c), its
 # few kernels of its own (plan_cuda_k.cu) and the op families that live in
 # their own files (ops_conv_cuda.c: the conv family through cuDNN;
-# ops_elem_cuda.c: the elementwise family's k_unop ops). Included by
+# ops_elem_cuda.c: the elementwise family; ops_reduce_cuda.c: the
+# reductions; ops_resize_cuda.c: Resize, Upsample, Pad). Included by
 # engine/CMakeLists.txt inside if(INFERD_HAVE_CUDA).
 add_library(inferd_plan_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda.c
@@ -9,6 +10,7 @@ add_library(inferd_plan_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/ops_reduce_cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_layout.c
   ${CMAKE_CURRENT_LIST_DIR}/ops_elem_cuda.c
+  ${CMAKE_CURRENT_LIST_DIR}/ops_resize_cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_k.cu)
 target_link_libraries(inferd_plan_cuda PUBLIC inferd_graph inferd_cuda inferd_kernels_cuda
   inferd_kernels CUDA::cudart inferd_base)

@@ -1,6 +1,7 @@
 // engine/plan_cuda_internal.h: how an op family plugs into the CUDA plan
 // (plan_cuda.c). Not a public header: only the plan and the op families'
-// CUDA files (ops_conv_cuda.c, ops_elem_cuda.c) include it.
+// CUDA files (ops_conv_cuda.c, ops_elem_cuda.c, ops_reduce_cuda.c,
+// ops_resize_cuda.c) include it.
 //
 // A cuda_op runs one node on a slot's stream. The simple ops need only
 // run; an op that keeps state (cuDNN plans per shape, packed weights) adds
@@ -13,7 +14,9 @@
 //   prepare  every submit, before the batch is enqueued or captured, with
 //            this run's shapes, types and device pointers: creates what a
 //            shape seen for the first time needs (may allocate and
-//            synchronise) and says how many workspace bytes its run needs.
+//            synchronise), works out this run's host-side arguments (the
+//            resize family's scales and pads, from values the planner
+//            read) and says how many workspace bytes its run needs.
 //            The plan grows the slot's workspace to the largest need
 //            outside capture. Nothing here runs inside a CUDA graph capture.
 //   run      enqueue only: no allocation, no synchronisation (capturable).
@@ -144,9 +147,12 @@ extern const size_t eng_cuda__n_conv_ops;
 // The reduce family (ops_reduce_cuda.c): ReduceMean, ReduceSum, ReduceMax, ReduceMin.
 extern const cuda_op eng_cuda__reduce_ops[];
 extern const size_t eng_cuda__n_reduce_ops;
-// The elementwise family's k_unop ops (ops_elem_cuda.c): HardSigmoid,
-// HardSwish, Sqrt, Exp, Neg, Abs, Reciprocal.
+// The elementwise family (ops_elem_cuda.c): HardSigmoid, HardSwish, Sqrt,
+// Exp, Neg, Abs, Reciprocal, Clip, Pow, Max, Min, Equal, Where.
 extern const cuda_op eng_cuda__elem_ops[];
 extern const size_t eng_cuda__n_elem_ops;
+// The resize family (ops_resize_cuda.c): Resize, Upsample, Pad.
+extern const cuda_op eng_cuda__resize_ops[];
+extern const size_t eng_cuda__n_resize_ops;
 
 #endif

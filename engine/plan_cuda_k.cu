@@ -58,11 +58,24 @@ struct bdims {
   int64_t y[K_MAX_DIMS], as[K_MAX_DIMS], bs[K_MAX_DIMS];  // output dims; input strides (0 = broadcast)
 };
 
+// k_binary_i64's integer power: by squaring, wrapping; a negative exponent
+// gives 0 unless the base is 1 or -1.
+__device__ static int64_t i64_pow(int64_t a, int64_t b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
+  uint64_t r = 1, x = (uint64_t)a;
+  for (; b; b >>= 1, x *= x)
+    if (b & 1) r *= x;
+  return (int64_t)r;
+}
+
 __device__ static int64_t i64_op(int64_t a, int64_t b, int op) {
   switch (op) {
     case K_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
     case K_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
     case K_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
+    case K_POW: return i64_pow(a, b);
+    case K_MAX: return a > b ? a : b;
+    case K_MIN: return a < b ? a : b;
     default:
       if (b == 0) return 0;
       if (b == -1) return (int64_t)(0 - (uint64_t)a);
@@ -92,6 +105,8 @@ extern "C" int eng_pk_binary_i64_cuda(int64_t *y, const int64_t *a, const int64_
                                       err *e) {
   if (ndim < 1 || ndim > K_MAX_DIMS)
     return err_set(e, ERR_INVALID_ARGUMENT, "binary_i64: ndim %d not in 1..%d", ndim, K_MAX_DIMS);
+  if ((int)op < (int)K_ADD || (int)op > (int)K_MIN)
+    return err_set(e, ERR_INVALID_ARGUMENT, "binary_i64: unknown op %d", (int)op);
   bdims d;
   d.nd = ndim;
   size_t total = 1;

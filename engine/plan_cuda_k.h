@@ -26,8 +26,8 @@ extern "C" {
 int eng_pk_gemm_scale_cuda(float *y, const float *c, int64_t m, int64_t n, int64_t cr, int64_t cc,
                            float alpha, float beta, cudaStream_t stream, err *e);
 
-// As k_binary_i64 (wrapping add/sub/mul, x/0 = 0); dims are host arrays of
-// ndim (1..K_MAX_DIMS) entries.
+// As k_binary_i64, every k_binop (wrapping add/sub/mul/pow, x/0 = 0); dims
+// are host arrays of ndim (1..K_MAX_DIMS) entries.
 int eng_pk_binary_i64_cuda(int64_t *y, const int64_t *a, const int64_t *b, int ndim,
                            const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
                            k_binop op, cudaStream_t stream, err *e);

@@ -1,12 +1,14 @@
-// kernels/k_binary.cu: CUDA twin of k_binary_f32 (add/sub/mul/div with numpy
-// broadcasting), for float and half storage. The host plans the walk as the
+// kernels/k_binary.cu: CUDA twins of k_binary_f32 (add/sub/mul/div/pow/max/
+// min with numpy broadcasting), for float and half storage, and of
+// k_compare_f32/_i64 (bool output). The host plans the walk as the
 // reference does (size-1 dims dropped, dims both inputs walk contiguously
 // merged, stride 0 where an input repeats) and passes it by value; the common shapes (same shape,
 // scalar on either side) get stride-specialised kernels, everything else
 // unravels each output index over the merged dims; half moves pairs where
-// the pointers allow. Each element is one IEEE float operation, so FP32
-// results equal the reference's bit for bit and FP16 ones are the
-// reference's on the widened inputs, rounded once.
+// the pointers allow. Each element is one IEEE float operation (Pow: one
+// double pow, rounded once), so FP32 results equal the reference's bit for
+// bit (Pow within an ulp) and FP16 ones are the reference's on the widened
+// inputs, rounded once.
 #include "kernels/k_cuda_common.cuh"
 
 namespace {
@@ -54,11 +56,38 @@ bool plan_make(bplan *p, int ndim, const int64_t *ydims, const int64_t *adims,
   return true;
 }
 
+// The shape checks every broadcasting launcher shares; *n the output's count.
+int check_bcast(const char *kname, int ndim, const int64_t *ydims, const int64_t *adims,
+                const int64_t *bdims, uint64_t *n, err *e) {
+  if (ndim < 0 || ndim > K_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kname, ndim, K_MAX_DIMS);
+  if (ndim > 0 && (!ydims || !adims || !bdims))
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims for rank %d", kname, ndim);
+  *n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (ydims[i] < 0 || adims[i] < 0 || bdims[i] < 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative dim at axis %d", kname, i);
+    if ((adims[i] != ydims[i] && adims[i] != 1) || (bdims[i] != ydims[i] && bdims[i] != 1))
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "%s: axis %d: input dims %lld and %lld do not broadcast to %lld", kname, i,
+                     (long long)adims[i], (long long)bdims[i], (long long)ydims[i]);
+    if (__builtin_mul_overflow(*n, (uint64_t)ydims[i], n))
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kname);
+  }
+  return 0;
+}
+
 template <k_binop OP>
 __device__ __forceinline__ float apply(float a, float b) {
   if (OP == K_ADD) return __fadd_rn(a, b);
   if (OP == K_SUB) return __fsub_rn(a, b);
   if (OP == K_MUL) return __fmul_rn(a, b);
+  // powf's device version is off by up to 4 ulp; double's, rounded once,
+  // lands where the reference's (glibc, under an ulp) does but for rare ties
+  if (OP == K_POW) return (float)pow((double)a, (double)b);
+  // NaN on either side wins (`a != a` only for NaN), as the reference's
+  if (OP == K_MAX) return a != a || a > b ? a : b;
+  if (OP == K_MIN) return a != a || a < b ? a : b;
   return __fdiv_rn(a, b);
 }
 
@@ -156,23 +185,10 @@ void launch_op(T *y, const T *a, const T *b, size_t n, const bplan &p, cudaStrea
 template <class T>
 int launch(const char *kname, T *y, const T *a, const T *b, int ndim, const int64_t *ydims,
            const int64_t *adims, const int64_t *bdims, k_binop op, cudaStream_t stream, err *e) {
-  if (ndim < 0 || ndim > K_MAX_DIMS)
-    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kname, ndim, K_MAX_DIMS);
-  if (ndim > 0 && (!ydims || !adims || !bdims))
-    return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims for rank %d", kname, ndim);
-  if (op != K_ADD && op != K_SUB && op != K_MUL && op != K_DIV)
+  uint64_t n;
+  TRY(check_bcast(kname, ndim, ydims, adims, bdims, &n, e));
+  if ((int)op < (int)K_ADD || (int)op > (int)K_MIN)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown op %d", kname, (int)op);
-  uint64_t n = 1;
-  for (int i = 0; i < ndim; i++) {
-    if (ydims[i] < 0 || adims[i] < 0 || bdims[i] < 0)
-      return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative dim at axis %d", kname, i);
-    if ((adims[i] != ydims[i] && adims[i] != 1) || (bdims[i] != ydims[i] && bdims[i] != 1))
-      return err_set(e, ERR_INVALID_ARGUMENT,
-                     "%s: axis %d: input dims %lld and %lld do not broadcast to %lld", kname, i,
-                     (long long)adims[i], (long long)bdims[i], (long long)ydims[i]);
-    if (__builtin_mul_overflow(n, (uint64_t)ydims[i], &n))
-      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kname);
-  }
   bplan p;
   if (!plan_make(&p, ndim, ydims, adims, bdims)) return 0;  // empty output
   if (!y || !a || !b)
@@ -191,14 +207,90 @@ int launch(const char *kname, T *y, const T *a, const T *b, int ndim, const int6
     case K_DIV:
       launch_op<T, K_DIV>(y, a, b, (size_t)n, p, stream);
       break;
-    default:  // Pow/Max/Min: rejected above, CPU only
+    case K_POW:
+      launch_op<T, K_POW>(y, a, b, (size_t)n, p, stream);
+      break;
+    case K_MAX:
+      launch_op<T, K_MAX>(y, a, b, (size_t)n, p, stream);
+      break;
+    case K_MIN:
+      launch_op<T, K_MIN>(y, a, b, (size_t)n, p, stream);
       break;
   }
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }
 
+// --- comparisons: the general walk with a bool output. Half compares as
+// the float it stands for (exact), int64 as itself.
+__device__ __forceinline__ float cmp_ld(float v) { return v; }
+__device__ __forceinline__ float cmp_ld(__half v) { return __half2float(v); }
+__device__ __forceinline__ long long cmp_ld(long long v) { return v; }
+
+template <class T, k_cmpop OP, typename IDX>
+__global__ void compare_kernel(uint8_t *y, const T *a, const T *b, IDX n, bplan p) {
+  IDX stride = (IDX)gridDim.x * blockDim.x;
+  for (IDX i = (IDX)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    IDX rem = i;
+    int64_t ao = 0, bo = 0;
+    for (int k = p.nd - 1; k >= 0; k--) {
+      IDX d = (IDX)p.dims[k];
+      IDX q = rem / d;
+      IDX r = rem - q * d;
+      ao += (int64_t)r * p.as[k];
+      bo += (int64_t)r * p.bs[k];
+      rem = q;
+    }
+    auto va = cmp_ld(a[ao]), vb = cmp_ld(b[bo]);
+    y[i] = OP == K_EQ ? va == vb : OP == K_LT ? va < vb : va > vb;
+  }
+}
+
+template <class T, k_cmpop OP>
+void launch_compare_op(uint8_t *y, const void *a, const void *b, uint64_t n, const bplan &p,
+                       cudaStream_t stream) {
+  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
+  if (n <= 0x7fffffffu)
+    compare_kernel<T, OP, uint32_t><<<blocks, K_THREADS, 0, stream>>>(y, (const T *)a, (const T *)b,
+                                                                     (uint32_t)n, p);
+  else
+    compare_kernel<T, OP, uint64_t><<<blocks, K_THREADS, 0, stream>>>(y, (const T *)a, (const T *)b, n, p);
+}
+
+template <class T>
+void launch_compare(uint8_t *y, const void *a, const void *b, uint64_t n, const bplan &p, k_cmpop op,
+                    cudaStream_t stream) {
+  switch (op) {
+    case K_EQ: launch_compare_op<T, K_EQ>(y, a, b, n, p, stream); break;
+    case K_LT: launch_compare_op<T, K_LT>(y, a, b, n, p, stream); break;
+    case K_GT: launch_compare_op<T, K_GT>(y, a, b, n, p, stream); break;
+  }
+}
+
 }  // namespace
+
+extern "C" int k_compare_cuda(uint8_t *y, const void *a, const void *b, k_elem et, int ndim,
+                              const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
+                              k_cmpop op, cudaStream_t stream, err *e) {
+  const char *kname = "k_compare_cuda";
+  uint64_t n;
+  TRY(check_bcast(kname, ndim, ydims, adims, bdims, &n, e));
+  if ((int)op < (int)K_EQ || (int)op > (int)K_GT)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown comparison %d", kname, (int)op);
+  if (et != K_F32 && et != K_F16 && et != K_I64)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: element type %d has no kernel (FP32, FP16, INT64)",
+                   kname, (int)et);
+  bplan p;
+  if (!plan_make(&p, ndim, ydims, adims, bdims)) return 0;  // empty output
+  if (!y || !a || !b)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p a=%p b=%p) for %llu elements",
+                   kname, (void *)y, a, b, (unsigned long long)n);
+  if (et == K_F32) launch_compare<float>(y, a, b, n, p, op, stream);
+  else if (et == K_F16) launch_compare<__half>(y, a, b, n, p, op, stream);
+  else launch_compare<long long>(y, a, b, n, p, op, stream);
+  K_LAUNCH_CHECK(e, kname);
+  return 0;
+}
 
 extern "C" int k_binary_f32_cuda(float *y, const float *a, const float *b, int ndim,
                                  const int64_t *ydims, const int64_t *adims, const int64_t *bdims,

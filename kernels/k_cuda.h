@@ -61,13 +61,53 @@ int k_gelu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, int approximate,
 // all three have `ndim` dims (0..K_MAX_DIMS; callers left-pad with 1s), an
 // input dim equals ydims[i] or is 1. The dim arrays are HOST memory, read
 // before the call returns; y must not overlap a or b unless it is exactly
-// the same buffer with the same shape as y.
+// the same buffer with the same shape as y. Every k_binop: Max and Min
+// propagate NaN from either side as the reference does; Pow is computed in
+// double and rounded once (the reference's powf is within an ulp of it).
 int k_binary_f32_cuda(float *y, const float *a, const float *b, int ndim, const int64_t *ydims,
                       const int64_t *adims, const int64_t *bdims, k_binop op, cudaStream_t stream,
                       err *e);
 int k_binary_f16_cuda(uint16_t *y, const uint16_t *a, const uint16_t *b, int ndim,
                       const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
                       k_binop op, cudaStream_t stream, err *e);
+
+// Comparisons (k_binary.cu) as k_compare_f32 / k_compare_i64: y is bool
+// (one byte, 0 or 1); a and b of element type et: K_F32, K_F16 (compared
+// as the floats they stand for) or K_I64. Shapes, dims and aliasing as
+// k_binary_f32_cuda (y never aliases a or b: another type).
+int k_compare_cuda(uint8_t *y, const void *a, const void *b, k_elem et, int ndim, const int64_t *ydims,
+                   const int64_t *adims, const int64_t *bdims, k_cmpop op, cudaStream_t stream, err *e);
+
+// --- broadcasting selection (k_index.cu), as k_where: y = cond ? a : b,
+// cond bool (non-zero is true), a, b and y of element size esz (1, 2, 4
+// or 8 bytes, moved as is). Shapes as k_binary_f32_cuda with a third
+// input; the dim arrays are HOST memory; y must not overlap an input
+// unless it is exactly that buffer with y's shape.
+int k_where_cuda(void *y, const uint8_t *cond, const void *a, const void *b, size_t esz, int ndim,
+                 const int64_t *ydims, const int64_t *cdims, const int64_t *adims,
+                 const int64_t *bdims, cudaStream_t stream, err *e);
+
+// --- resize and pad (k_resize.cu), the index math of the references
+// (k_resize_math.h). Dims, scales, pads and the pad value are HOST memory,
+// read before the call returns; y must not overlap x.
+// Nearest over every dim (k_resize_nearest), any element size of 1, 2, 4
+// or 8 bytes (moved as is); scales positive and finite.
+int k_resize_nearest_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
+                          const int64_t *ydims, const float *scales, k_coord c, k_nearest m,
+                          cudaStream_t stream, err *e);
+// Bilinear over the middle two dims of x seen as [outer, ih, iw, inner]
+// into y [outer, oh, ow, inner]: k_resize_linear's [nc, ih, iw] is inner 1
+// (NCHW), an NHWC tensor is outer N, inner C. et K_F32 or K_F16.
+int k_resize_linear_cuda(void *y, const void *x, k_elem et, size_t outer, int64_t ih, int64_t iw,
+                         size_t inner, int64_t oh, int64_t ow, float sh, float sw, k_coord c,
+                         cudaStream_t stream, err *e);
+// Pad (k_pad): y index i reads x index i - begin[d]; outside x the esz
+// bytes at value (constant; NULL: zeros), the mirror image (reflect) or the
+// nearest edge (edge). A negative begin (or a y dim shorter than x's)
+// crops. Element sizes 1, 2, 4, 8; reflect and edge need non-empty dims.
+int k_pad_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
+               const int64_t *begin, const int64_t *ydims, k_padmode mode, const void *value,
+               cudaStream_t stream, err *e);
 
 // --- softmax over the middle axis of [outer, axis_len, inner] (k_softmax.cu)
 int k_softmax_cuda(float *y, const float *x, size_t outer, size_t axis_len, size_t inner,

@@ -4,6 +4,7 @@
 // tensors and small masks far more often than activations, so clarity wins
 // over speed here.
 #include "kernels/k_ref.h"
+#include "kernels/k_resize_math.h"
 
 #include <string.h>
 
@@ -98,22 +99,6 @@ void k_slice(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
   }
 }
 
-// Source index along one dim, or -1 for the constant.
-static int64_t pad_src(int64_t i, int64_t len, k_padmode mode) {
-  if (i >= 0 && i < len) return i;
-  switch (mode) {
-    case K_PAD_EDGE: return i < 0 ? 0 : len - 1;
-    case K_PAD_REFLECT: {
-      if (len == 1) return 0;
-      int64_t period = 2 * (len - 1);  // reflect without repeating the edge
-      int64_t m = i % period;
-      if (m < 0) m += period;
-      return m < len ? m : period - m;
-    }
-    default: return -1;
-  }
-}
-
 void k_pad(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
            const int64_t *begin, const int64_t *ydims, k_padmode mode, const void *value) {
   int64_t n = count(ndim, ydims), idx[K_MAX_DIMS] = {0}, xst[K_MAX_DIMS];
@@ -128,7 +113,7 @@ void k_pad(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
   for (int64_t i = 0; i < n; i++) {
     int64_t off = 0;
     for (int d = 0; d < ndim && off >= 0; d++) {
-      int64_t s = pad_src(idx[d] - begin[d], xdims[d], mode);
+      int64_t s = k_pad_src(idx[d] - begin[d], xdims[d], mode);
       off = s < 0 ? -1 : off + s * xst[d];
     }
     memcpy(py + (size_t)i * esz, off < 0 ? value : px + (size_t)off * esz, esz);

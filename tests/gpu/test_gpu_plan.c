@@ -6,7 +6,9 @@
 // 100 runs; a larger shape re-plans, grows and is counted; bad inputs are
 // refused and leave the plan usable; the conv family (cuDNN, ConvTranspose
 // included) fuses its epilogues, runs NHWC where the layout pass says so and
-// allocates nothing once every batch size is warm.
+// allocates nothing once every batch size is warm; what the CUDA plan cannot
+// run (a Pad value computed from the data) is refused at load with the
+// node's name.
 //
 // Error measure: whole graphs mix GEMMs, reductions and transcendental
 // functions whose summation order and ulp differ between the CPU and the
@@ -698,6 +700,24 @@ static void test_conv(void) {
   }
 }
 
+// --- what the CUDA plan cannot run is refused at load, by name
+
+static void test_refusals(void) {
+  // Pad's constant_value computed from the data: the planner never reads it, so the GPU side
+  // (which takes it on the host) cannot know it
+  eng_graph *g = load_model("pad_runtime_value");
+  if (g) {
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, NULL, &gp, &e), ERR_UNIMPLEMENTED);
+    CHECK(gp == NULL);
+    CHECK_CONTAINS(e.msg, "pad_by_max");
+    CHECK_CONTAINS(e.msg, "constant_value ('mx') must be a constant");
+    printf("pad_runtime_value refused: %s\n", e.msg);
+    eng_graph_destroy(g);
+  }
+}
+
 // --- a CUDA error fails the batch; the plan works after
 
 static void test_fault(void) {
@@ -791,6 +811,7 @@ int main(int argc, char **argv) {
   test_threads();
   test_modes();
   test_conv();
+  test_refusals();
   test_fault();
   CHECK_DONE();
 }

@@ -1,11 +1,18 @@
 // Tests kernels/k_binary.cu against k_binary_f32 (k_binary.c), bit for bit:
-// each output is one IEEE float operation on the same two inputs. Covers the
-// reference tests' hand shapes ([2,3]+[3], [3]-[2,3], [2,1,4]*[3,1],
-// scalars, [2,1]+[1,3]), every rank-1..4 shape with dims from {1,2,3} (inner
-// 3..5) and every broadcast mask on each side, all four ops, ranks 5..8,
-// large (~1M) same-shape, scalar, row- and column-broadcast cases, in place,
-// division by zero, and argument errors.
+// each output is one IEEE float operation on the same two inputs (Pow: the
+// GPU's double pow rounded once against glibc's powf, within 2 ulp, NaN
+// where the reference has NaN). Covers the reference tests' hand shapes
+// ([2,3]+[3], [3]-[2,3], [2,1,4]*[3,1], scalars, [2,1]+[1,3]), every
+// rank-1..4 shape with dims from {1,2,3} (inner 3..5) and every broadcast
+// mask on each side, all seven ops (add, sub, mul, div, pow, max, min),
+// ranks 5..8, large (~1M) same-shape, scalar, row- and column-broadcast
+// cases, in place, division by zero, Max/Min's NaN propagation and signed
+// zeros, Pow's special values, and argument errors. And k_compare_cuda
+// (equal, less, greater; FP32, FP16, INT64) against k_compare_f32/_i64 on
+// the same broadcast shapes, with ties, NaN and signed zeros.
 #include "test_k_cuda_util.h"
+
+enum { N_OPS = K_MIN + 1 };  // add, sub, mul, div, pow, max, min
 
 static int64_t count(int ndim, const int64_t *d) {
   int64_t n = 1;
@@ -32,6 +39,18 @@ static void scratch_reserve(scratch *s, size_t n) {
   s->cap = n;
 }
 
+// Pow's bound: 2 ulp (the reference's powf and the GPU's double pow are
+// each within an ulp of the exact power); NaN against NaN, infinities equal.
+static size_t pow_off(const float *got, const float *want, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    float g = got[i], w = want[i];
+    if (isnan(w) || isnan(g) || isinf(w) || isinf(g)) bad += !(isnan(w) && isnan(g)) && g != w;
+    else bad += fabs((double)g - (double)w) > 2.4e-7 * fabs((double)w);
+  }
+  return bad;
+}
+
 // Runs one case on the GPU and the reference; returns 1 if they differ.
 static int run_case(scratch *s, tk_rng *r, int ndim, const int64_t *yd, const int64_t *ad,
                     const int64_t *bd, k_binop op, int verbose) {
@@ -50,7 +69,7 @@ static int run_case(scratch *s, tk_rng *r, int ndim, const int64_t *yd, const in
   err e = {0};
   int rc = k_binary_f32_cuda(s->y, s->a, s->b, ndim, yd, ad, bd, op, NULL, &e);
   tk_from_dev(got, s->y, ny * 4);
-  int bad = rc != 0 || memcmp(got, want, ny * 4) != 0;
+  int bad = rc != 0 || (op == K_POW ? pow_off(got, want, ny) != 0 : memcmp(got, want, ny * 4) != 0);
   if (bad && verbose) {
     fprintf(stderr, "  mismatch: rank %d op %d rc %d (%s); y dims", ndim, (int)op, rc, e.msg);
     for (int i = 0; i < ndim; i++)
@@ -80,11 +99,11 @@ static void test_hand(scratch *s) {
       {1, {1}, {1}, {1}},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-    for (int op = 0; op < 4; op++)
+    for (int op = 0; op < N_OPS; op++)
       CHECK_EQ_INT(
           run_case(s, &r, cases[c].ndim, cases[c].y, cases[c].a, cases[c].b, (k_binop)op, 1), 0);
   // Rank 0: a scalar op scalar.
-  for (int op = 0; op < 4; op++)
+  for (int op = 0; op < N_OPS; op++)
     CHECK_EQ_INT(run_case(s, &r, 0, NULL, NULL, NULL, (k_binop)op, 1), 0);
 
   // Known values, not only agreement with the reference: [2,1,4] * [3,1].
@@ -122,14 +141,14 @@ static void test_exhaustive_small(scratch *s) {
             ad[i] = (ma >> i) & 1 ? 1 : yd[i];
             bd[i] = (mb >> i) & 1 ? 1 : yd[i];
           }
-          k_binop op = (k_binop)(tk_next(&r) % 4);
+          k_binop op = (k_binop)(tk_next(&r) % N_OPS);
           bad += run_case(s, &r, ndim, yd, ad, bd, op, bad < 3);
           cases++;
         }
       }
     }
   }
-  printf("binary: %d small broadcast cases, %d mismatched\n", cases, bad);
+  printf("binary: %d small broadcast cases (all %d ops), %d mismatched\n", cases, N_OPS, bad);
   CHECK(cases > 20000);
   CHECK_EQ_INT(bad, 0);
 }
@@ -154,7 +173,7 @@ static void test_large(scratch *s) {
       {8, {1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-    for (int op = 0; op < 4; op++)
+    for (int op = 0; op < N_OPS; op++)
       CHECK_EQ_INT(
           run_case(s, &r, cases[c].ndim, cases[c].y, cases[c].a, cases[c].b, (k_binop)op, 1), 0);
 }
@@ -182,6 +201,156 @@ static void test_inplace_and_div0(void) {
   TK_CUDA(cudaFree(db));
 }
 
+// Max/Min: NaN on either side wins (the reference returns the NaN operand
+// itself); signed zeros as the reference's `>`/`<` pick them; infinities.
+// Pow: the special values of C's pow.
+static void test_special(void) {
+  enum { N = 12 };
+  uint32_t nan_bits = 0x7fc00123u;  // a payload, to tell the reference's NaN operand apart
+  float qnan;
+  memcpy(&qnan, &nan_bits, 4);
+  float a[N] = {qnan, 1.0f, qnan, -0.0f, 0.0f, INFINITY, -INFINITY, 3.0f, -2.0f, 0.0f, 1.0f, -8.0f};
+  float b[N] = {1.0f, qnan, qnan, 0.0f, -0.0f, 5.0f, 5.0f, -INFINITY, 3.0f, -1.0f, qnan, 1.0f / 3.0f};
+  float want[N], got[N];
+  int64_t d[1] = {N};
+  float *da = tk_to_dev(a, sizeof a), *db = tk_to_dev(b, sizeof b), *dy = tk_dev_alloc(sizeof got);
+  k_binop ops[3] = {K_MAX, K_MIN, K_POW};
+  const char *names[3] = {"max special values", "min special values", "pow special values"};
+  for (int k = 0; k < 3; k++) {
+    k_binary_f32(want, a, b, 1, d, d, d, ops[k]);
+    TK_OK(k_binary_f32_cuda(dy, da, db, 1, d, d, d, ops[k], NULL, TK_E));
+    tk_from_dev(got, dy, sizeof got);
+    if (ops[k] == K_POW) {
+      CHECK_EQ_INT(pow_off(got, want, N), 0);
+      continue;
+    }
+    // NaN where the reference has NaN (its payload is the compiler's to keep), the same bits
+    // everywhere else: signed zeros included
+    for (int i = 0; i < N; i++) {
+      check_count_++;
+      if (isnan(want[i]) ? !isnan(got[i]) : tk_bits(got[i]) != tk_bits(want[i]))
+        CHECK_FAIL_("%s [%d]: got %g (0x%08x) want %g (0x%08x)", names[k], i, (double)got[i],
+                    (unsigned)tk_bits(got[i]), (double)want[i], (unsigned)tk_bits(want[i]));
+    }
+  }
+  // known values: max(NaN, 1) and max(1, NaN) are NaN (the reference's is that NaN itself),
+  // max(-0, 0) = 0, min(3, -inf) = -inf, pow(-2, 3) = -8, pow(0, -1) = inf, pow(1, NaN) = 1,
+  // pow(-8, 1/3) = NaN
+  k_binary_f32(want, a, b, 1, d, d, d, K_MAX);
+  CHECK(tk_bits(want[0]) == nan_bits);
+  TK_OK(k_binary_f32_cuda(dy, da, db, 1, d, d, d, K_MAX, NULL, TK_E));
+  tk_from_dev(got, dy, sizeof got);
+  CHECK(isnan(got[0]));
+  CHECK(isnan(got[1]));
+  CHECK(tk_bits(got[3]) == tk_bits(0.0f));
+  TK_OK(k_binary_f32_cuda(dy, da, db, 1, d, d, d, K_MIN, NULL, TK_E));
+  tk_from_dev(got, dy, sizeof got);
+  CHECK(got[7] == -INFINITY);
+  TK_OK(k_binary_f32_cuda(dy, da, db, 1, d, d, d, K_POW, NULL, TK_E));
+  tk_from_dev(got, dy, sizeof got);
+  CHECK(got[8] == -8.0f);
+  CHECK(got[9] == INFINITY);
+  CHECK(got[10] == 1.0f);
+  CHECK(isnan(got[11]));
+  TK_CUDA(cudaFree(da));
+  TK_CUDA(cudaFree(db));
+  TK_CUDA(cudaFree(dy));
+}
+
+// --- comparisons
+
+// One k_compare_cuda case against the reference, with values drawn from a
+// small set so that ties are common. et K_F32, K_F16 (the reference on the
+// widened values) or K_I64. Returns 1 on a mismatch.
+static int compare_case(tk_rng *r, int ndim, const int64_t *yd, const int64_t *ad, const int64_t *bd,
+                        k_elem et, k_cmpop op) {
+  size_t ny = (size_t)count(ndim, yd), na = (size_t)count(ndim, ad), nb = (size_t)count(ndim, bd);
+  float *af = tk_xmalloc(na * 4), *bf = tk_xmalloc(nb * 4);
+  int64_t *ai = tk_xmalloc(na * 8), *bi = tk_xmalloc(nb * 8);
+  uint16_t *ah = tk_xmalloc(na * 2), *bh = tk_xmalloc(nb * 2);
+  uint8_t *want = tk_xmalloc(ny), *got = tk_xmalloc(ny);
+  static const float pool[] = {-1.5f, -0.0f, 0.0f, 0.25f, 1.0f, 3.0f, NAN, INFINITY};
+  for (size_t i = 0; i < na; i++) {
+    af[i] = pool[tk_next(r) % 8];
+    ai[i] = (int64_t)(tk_next(r) % 5) - 2;
+  }
+  for (size_t i = 0; i < nb; i++) {
+    bf[i] = pool[tk_next(r) % 8];
+    bi[i] = (int64_t)(tk_next(r) % 5) - 2;
+  }
+  if (et == K_I64) ai[0] = INT64_MIN, bi[0] = INT64_MAX;  // extremes compare as integers, not doubles
+  k_f32_to_f16(ah, af, na);
+  k_f32_to_f16(bh, bf, nb);
+  if (et == K_I64) k_compare_i64(want, ai, bi, ndim, yd, ad, bd, op);
+  else k_compare_f32(want, af, bf, ndim, yd, ad, bd, op);
+  size_t es = et == K_I64 ? 8 : et == K_F16 ? 2 : 4;
+  const void *ha = et == K_I64 ? (const void *)ai : et == K_F16 ? (const void *)ah : (const void *)af;
+  const void *hb = et == K_I64 ? (const void *)bi : et == K_F16 ? (const void *)bh : (const void *)bf;
+  void *da = tk_to_dev(ha, na * es), *db = tk_to_dev(hb, nb * es);
+  uint8_t *dy = tk_dev_alloc(ny);
+  TK_CUDA(cudaMemset(dy, 0x77, ny ? ny : 1));
+  err e = {0};
+  int rc = k_compare_cuda(dy, da, db, et, ndim, yd, ad, bd, op, NULL, &e);
+  if (rc) fprintf(stderr, "  k_compare_cuda: %s\n", e.msg);
+  tk_from_dev(got, dy, ny);
+  int bad = rc != 0 || memcmp(got, want, ny) != 0;
+  if (bad) {
+    fprintf(stderr, "  compare op %d et %d rank %d\n", (int)op, (int)et, ndim);
+    tk_compare_bits("compare", got, want, ny);
+  }
+  TK_CUDA(cudaFree(da));
+  TK_CUDA(cudaFree(db));
+  TK_CUDA(cudaFree(dy));
+  free(af), free(bf), free(ai), free(bi), free(ah), free(bh), free(want), free(got);
+  return bad;
+}
+
+static void test_compare(void) {
+  tk_rng r = {4242};
+  static const k_elem ets[3] = {K_F32, K_F16, K_I64};
+  int cases = 0, bad = 0;
+  for (int ndim = 1; ndim <= 3; ndim++) {
+    int nshapes = 1;
+    for (int i = 0; i < ndim; i++) nshapes *= 3;
+    for (int sh = 0; sh < nshapes; sh++) {
+      int64_t yd[K_MAX_DIMS];
+      int t = sh;
+      for (int i = 0; i < ndim; i++) {
+        yd[i] = 1 + t % 3 + (i == ndim - 1 ? 2 : 0);
+        t /= 3;
+      }
+      for (int ma = 0; ma < (1 << ndim); ma++)
+        for (int mb = 0; mb < (1 << ndim); mb++) {
+          int64_t ad[K_MAX_DIMS], bd[K_MAX_DIMS];
+          for (int i = 0; i < ndim; i++) {
+            ad[i] = (ma >> i) & 1 ? 1 : yd[i];
+            bd[i] = (mb >> i) & 1 ? 1 : yd[i];
+          }
+          bad += compare_case(&r, ndim, yd, ad, bd, ets[cases % 3], (k_cmpop)(tk_next(&r) % 3));
+          cases++;
+        }
+    }
+  }
+  struct {
+    int ndim;
+    int64_t y[K_MAX_DIMS], a[K_MAX_DIMS], b[K_MAX_DIMS];
+  } big[] = {
+      {0, {0}, {0}, {0}},
+      {1, {1048579}, {1048579}, {1048579}},
+      {1, {1048579}, {1048579}, {1}},
+      {4, {8, 16, 32, 64}, {8, 1, 32, 64}, {1, 16, 1, 64}},
+      {8, {2, 3, 2, 3, 2, 3, 2, 5}, {2, 1, 2, 1, 2, 1, 2, 5}, {1, 3, 1, 3, 1, 3, 1, 1}},
+  };
+  for (size_t c = 0; c < sizeof big / sizeof big[0]; c++)
+    for (int et = 0; et < 3; et++)
+      for (int op = 0; op < 3; op++) {
+        bad += compare_case(&r, big[c].ndim, big[c].y, big[c].a, big[c].b, ets[et], (k_cmpop)op);
+        cases++;
+      }
+  printf("compare: %d cases (eq/lt/gt; fp32, fp16, int64), %d mismatched\n", cases, bad);
+  CHECK_EQ_INT(bad, 0);
+}
+
 static void test_errors(void) {
   err e = {0};
   int64_t y[2] = {2, 3}, a[2] = {2, 3}, b[2] = {2, 2}, z[2] = {0, 3};
@@ -192,11 +361,26 @@ static void test_errors(void) {
   CHECK_CONTAINS(e.msg, "broadcast");
   CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, y, a, a, (k_binop)7, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "op");
+  CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, y, a, a, (k_binop)-1, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, NULL, a, a, K_ADD, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_binary_f32_cuda(NULL, p, p, 2, y, a, a, K_ADD, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "NULL");
   // An empty output is a no-op, even with NULL buffers.
   CHECK_EQ_INT(k_binary_f32_cuda(NULL, NULL, NULL, 2, z, z, z, K_ADD, NULL, &e), 0);
+  CHECK_EQ_INT(k_binary_f32_cuda(NULL, NULL, NULL, 2, z, z, z, K_POW, NULL, &e), 0);
+  // comparisons
+  uint8_t *yb = (uint8_t *)16;
+  CHECK_EQ_INT(k_compare_cuda(yb, p, p, K_F32, 9, y, a, a, K_EQ, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "k_compare_cuda");
+  CHECK_EQ_INT(k_compare_cuda(yb, p, p, K_F32, 2, y, a, b, K_EQ, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "broadcast");
+  CHECK_EQ_INT(k_compare_cuda(yb, p, p, K_F32, 2, y, a, a, (k_cmpop)3, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "comparison");
+  CHECK_EQ_INT(k_compare_cuda(yb, p, p, K_BOOL, 2, y, a, a, K_EQ, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "element type");
+  CHECK_EQ_INT(k_compare_cuda(NULL, p, p, K_I64, 2, y, a, a, K_EQ, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "NULL");
+  CHECK_EQ_INT(k_compare_cuda(NULL, NULL, NULL, K_F16, 2, z, z, z, K_GT, NULL, &e), 0);
 }
 
 int main(void) {
@@ -207,6 +391,8 @@ int main(void) {
   test_exhaustive_small(&s);
   test_large(&s);
   test_inplace_and_div0();
+  test_special();
+  test_compare();
   if (s.a) {
     TK_CUDA(cudaFree(s.a));
     TK_CUDA(cudaFree(s.b));

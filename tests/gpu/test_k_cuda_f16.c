@@ -8,8 +8,9 @@
 // (k_f16_to_f32), so both sides see identical values; ranges keep every
 // result inside half's range. Covers: unary ops at sizes 1..~1M on the
 // 16-byte and the scalar (misaligned) paths, in place, special values;
-// binary with every broadcast mask of small rank-1..3 shapes, large, scalar,
-// odd-length and misaligned cases and in place; softmax and log-softmax with
+// binary (all seven ops: add, sub, mul, div, pow, max, min) with every
+// broadcast mask of small rank-1..3 shapes, large, scalar, odd-length and
+// misaligned cases and in place; softmax and log-softmax with
 // axis_len 1, > 1024 and inner > 1; layer norm (cols not a multiple of 32,
 // with and without bias); batch norm; bias + activation (pair and scalar
 // paths, in place); and the launchers' argument checks, which run without
@@ -175,12 +176,17 @@ static size_t binary_case(tk_rng *r, int ndim, const int64_t *yd, const int64_t 
   size_t ny = (size_t)count(ndim, yd), na = (size_t)count(ndim, ad), nb = (size_t)count(ndim, bd);
   uint16_t *ah = tk_xmalloc(na * 2), *bh = tk_xmalloc(nb * 2);
   float *af = tk_xmalloc(na * 4), *bf = tk_xmalloc(nb * 4), *want = tk_xmalloc(ny * 4);
-  fill_half(r, ah, af, na, -100.0f, 100.0f);
-  for (size_t i = 0; i < nb; i++) {
-    float v = tk_uniform(r, 0.5f, 3.0f);
-    bf[i] = tk_next(r) & 1 ? -v : v;
+  if (op == K_POW) {  // bases and exponents whose powers stay inside half's range
+    fill_half(r, ah, af, na, 0.25f, 4.0f);
+    fill_half(r, bh, bf, nb, -3.0f, 3.0f);
+  } else {
+    fill_half(r, ah, af, na, -100.0f, 100.0f);
+    for (size_t i = 0; i < nb; i++) {
+      float v = tk_uniform(r, 0.5f, 3.0f);
+      bf[i] = tk_next(r) & 1 ? -v : v;
+    }
+    quantise(bh, bf, nb);
   }
-  quantise(bh, bf, nb);
   k_binary_f32(want, af, bf, ndim, yd, ad, bd, op);
   uint16_t *da = dev_halves(na, 0), *db = dev_halves(nb, 0), *dy = dev_halves(ny, yshift);
   put(da, ah, na);
@@ -233,7 +239,7 @@ static void test_binary(void) {
             ad[i] = (ma >> i) & 1 ? 1 : yd[i];
             bd[i] = (mb >> i) & 1 ? 1 : yd[i];
           }
-          k_binop op = (k_binop)(tk_next(&r) % 4);
+          k_binop op = (k_binop)(tk_next(&r) % (K_MIN + 1));
           bad_cases += binary_case(&r, ndim, yd, ad, bd, op, (size_t)(cases & 1)) != 0;
           cases++;
         }
@@ -259,7 +265,7 @@ static void test_binary(void) {
       {8, {2, 3, 2, 3, 2, 3, 2, 5}, {2, 1, 2, 1, 2, 1, 2, 5}, {1, 3, 1, 3, 1, 3, 1, 1}},
   };
   for (size_t c = 0; c < sizeof big / sizeof big[0]; c++)
-    for (int op = 0; op < 4; op++)
+    for (int op = 0; op <= K_MIN; op++)
       for (size_t shift = 0; shift < 2; shift++)
         CHECK_EQ_INT(binary_case(&r, big[c].ndim, big[c].y, big[c].a, big[c].b, (k_binop)op, shift),
                      0);

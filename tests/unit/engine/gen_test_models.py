@@ -371,6 +371,94 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 9, 9])],
            vi("yf", TensorProto.FLOAT, ["N", 150])], inits, opset=18)
 compare(m, "conv_se", {"x": f32(2, 3, 9, 9)}, rtol=1e-4)
 
+# Resampling and padding between convolutions as segmentation / detection heads export them
+# (on the GPU through k_resize.cu, NHWC inside the conv region): a global pool broadcast back
+# by a nearest Resize whose sizes are Shape(c0) (folded from the input shape), a nearest x2
+# (asymmetric / floor, PyTorch's nn.Upsample), a leaky clamp by a variadic Max with a
+# per-channel and a scalar bound and a scalar Min, a reflect Pad, a Conv, then two bilinear
+# resizes (half_pixel with sizes Shape(c1)[0:2] ++ [9, 16], align_corners with scales), an
+# edge Pad with negative pads (crops), a constant Pad on C, H and W, and a Pow. Beside it the
+# rest of the elementwise family on the input: Max of three (|x| floored per channel), Pow with
+# per-column exponents, Equal(Min(x, 0), x) (x <= 0: decided away from any rounding, so FP16
+# plans agree bit for bit) selecting through a broadcasting Where, and int64 Max/Min/Pow/Equal.
+nodes = [conv("c0", "x", "w0", "c0", pads=[1, 1, 1, 1]),
+         helper.make_node("GlobalAveragePool", ["c0"], ["g"], name="gap"),
+         helper.make_node("Shape", ["c0"], ["s0"], name="shape0"),
+         helper.make_node("Resize", ["g", "", "", "s0"], ["gu"], name="pool_back", mode="nearest"),
+         helper.make_node("Add", ["c0", "gu"], ["a0"], name="add_pool"),
+         helper.make_node("Resize", ["a0", "", "up2"], ["u0"], name="up2", mode="nearest",
+                          coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+         helper.make_node("Max", ["u0", "lo_c", "lo_s"], ["m0"], name="max3"),
+         helper.make_node("Min", ["m0", "six"], ["n0"], name="min_six"),
+         helper.make_node("Pad", ["n0", "pads_r"], ["p0"], name="pad_reflect", mode="reflect"),
+         conv("c1", "p0", "w1", "c1"),
+         helper.make_node("Shape", ["c1"], ["s1"], name="shape1"),
+         helper.make_node("Slice", ["s1", "i0", "i2"], ["s1nc"], name="nc"),
+         helper.make_node("Concat", ["s1nc", "hw"], ["sz"], name="sizes", axis=0),
+         helper.make_node("Resize", ["c1", "", "", "sz"], ["l0"], name="lin_sizes", mode="linear"),
+         helper.make_node("Resize", ["c1", "", "sc_l"], ["l1"], name="lin_corners", mode="linear",
+                          coordinate_transformation_mode="align_corners"),
+         helper.make_node("Pad", ["l1", "pads_e"], ["pe"], name="pad_edge_crop", mode="edge"),
+         helper.make_node("Pad", ["l0", "pads_c", "half"], ["y1"], name="pad_const"),
+         helper.make_node("Pow", ["pe", "two"], ["y2"], name="square"),
+         helper.make_node("Neg", ["x"], ["nx"], name="neg"),
+         helper.make_node("Max", ["x", "nx", "q_c"], ["ax"], name="abs_floor"),
+         helper.make_node("Pow", ["ax", "e_w"], ["pw"], name="pow_cols"),
+         helper.make_node("Min", ["x", "zero"], ["mn"], name="min0"),
+         helper.make_node("Equal", ["mn", "x"], ["eq"], name="le0"),
+         helper.make_node("Where", ["eq", "pw", "y_h"], ["z"], name="where"),
+         helper.make_node("Max", ["k", "kc"], ["ki"], name="max_i"),
+         helper.make_node("Min", ["ki", "k7"], ["kj"], name="min_i"),
+         helper.make_node("Pow", ["kj", "ke"], ["kp"], name="pow_i"),
+         helper.make_node("Equal", ["k", "kc"], ["keq"], name="eq_i")]
+inits = conv_inits([("w0", [8, 3, 3, 3], True), ("w1", [4, 8, 3, 3], True)]) + [
+    numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "up2"),
+    numpy_helper.from_array(-np.abs(f32(1, 8, 1, 1)) * np.float32(0.2), "lo_c"),
+    numpy_helper.from_array(np.array(-0.3, np.float32), "lo_s"),
+    numpy_helper.from_array(np.array(6, np.float32), "six"),
+    numpy_helper.from_array(np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64), "pads_r"),
+    numpy_helper.from_array(np.array([0], np.int64), "i0"), numpy_helper.from_array(np.array([2], np.int64), "i2"),
+    numpy_helper.from_array(np.array([9, 16], np.int64), "hw"),
+    numpy_helper.from_array(np.array([1, 1, 1.5, 0.75], np.float32), "sc_l"),
+    numpy_helper.from_array(np.array([0, 0, -1, 2, 0, 0, 1, -2], np.int64), "pads_e"),
+    numpy_helper.from_array(np.array([0, 1, 1, 0, 0, 0, -2, 1], np.int64), "pads_c"),
+    numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+    numpy_helper.from_array(np.array(2, np.float32), "two"),
+    numpy_helper.from_array(np.array([0.1, 0.2, 0.3], np.float32).reshape(1, 3, 1, 1), "q_c"),
+    numpy_helper.from_array(np.array([0.5, 1, 2, 1.5, -1], np.float32), "e_w"),
+    numpy_helper.from_array(np.array(0, np.float32), "zero"),
+    numpy_helper.from_array(f32(6, 1), "y_h"),
+    numpy_helper.from_array(np.array([-3, 0, 2, -10, 5], np.int64), "kc"),
+    numpy_helper.from_array(np.array(7, np.int64), "k7"),
+    numpy_helper.from_array(np.array([2, 3, 1, 0, 2], np.int64), "ke")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 6, 5]), vi("k", TensorProto.INT64, ["N", 5])],
+          [vi("y1", TensorProto.FLOAT, ["N", 5, 8, 17]), vi("y2", TensorProto.FLOAT, ["N", 4, 19, 8]),
+           vi("z", TensorProto.FLOAT, ["N", 3, 6, 5]), vi("eq", TensorProto.BOOL, ["N", 3, 6, 5]),
+           vi("kp", TensorProto.INT64, ["N", 5]), vi("keq", TensorProto.BOOL, ["N", 5])], inits)
+compare(m, "vision_resize", {"x": f32(2, 3, 6, 5), "k": RNG.integers(-20, 20, (2, 5)).astype(np.int64)},
+        rtol=1e-4)
+
+# The opset-9 spellings: Upsample (scales as an input) nearest and linear, Pad with its pads and
+# value as attributes (constant and reflect).
+nodes = [helper.make_node("Upsample", ["x", "sc"], ["u"], name="up_nearest", mode="nearest"),
+         helper.make_node("Pad", ["u"], ["p"], name="pad_attr", mode="reflect", pads=[0, 0, 2, 1, 0, 0, 1, 3]),
+         helper.make_node("Upsample", ["p", "sc_lin"], ["y"], name="up_linear", mode="linear"),
+         helper.make_node("Pad", ["x"], ["z"], name="pad_value", pads=[0, 1, 0, 2, 0, 0, 1, 0], value=1.5)]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 4, 5])],
+          [vi("y", TensorProto.FLOAT, ["N", 3, 16, 28]), vi("z", TensorProto.FLOAT, ["N", 4, 5, 7])],
+          [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc"),
+           numpy_helper.from_array(np.array([1, 1, 1.5, 2], np.float32), "sc_lin")], opset=9)
+compare(m, "upsample_opset9", {"x": f32(2, 3, 4, 5)})
+
+# Pad whose constant_value is computed from the data: runs on the CPU; a GPU instance cannot read
+# it on the host while planning and refuses it at load, naming it (test_gpu_plan)
+nodes = [helper.make_node("ReduceMax", ["x"], ["mx"], name="max_all", keepdims=0),
+         helper.make_node("Pad", ["x", "pads", "mx"], ["y"], name="pad_by_max")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 2, 3])], [vi("y", TensorProto.FLOAT, ["N", 2, 5])],
+          [numpy_helper.from_array(np.array([0, 0, 1, 0, 0, 1], np.int64), "pads")])
+save(m, "pad_runtime_value")
+
+
 # ConvTranspose (CPU through oneDNN, GPU through cuDNN's backward data): the plain stride-2 case,
 nodes = [helper.make_node("ConvTranspose", ["x", "w0"], ["y"], name="up", strides=[2, 2])]
 m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 4, 5, 5])], [vi("y", TensorProto.FLOAT, ["N", 2, 11, 11])],
