@@ -36,6 +36,10 @@ typedef struct eng_op_params {
   float floats[ENG_MAX_DIMS];
   dtype value_dt;            // ConstantOfShape: the fill value and its type
   uint8_t value[8];
+  int upper;                   // Trilu
+  int exclusive, reverse;      // CumSum
+  int detect_neg, detect_pos;  // IsInf
+  int64_t batch_dims;          // GatherND
 } eng_op_params;
 
 enum {
