@@ -103,7 +103,8 @@ static int parse_clip(const eng_graph *g, const eng_node *n, int opset, eng_op_p
 
 // --- binary and variadic with broadcasting
 
-static int parse_binop(const eng_node *n, eng_op_params *p, int op) {  // a k_binop, k_cmpop or k_logop
+// op: a k_binop, k_cmpop or k_logop, whichever enum the op's run reads p->mode as
+static int parse_binop(const eng_node *n, eng_op_params *p, int op) {
   (void)n;
   p->mode = op;
   return 0;

@@ -1,8 +1,8 @@
 // kernels/k_index.c: data movement of any element size: broadcasting copies
-// (Where, Expand), Gather, GatherElements, GatherND, Slice, Pad and Trilu. Each walks the output once with an
-// odometer and computes the source offset per element: these ops move shape
-// tensors and small masks far more often than activations, so clarity wins
-// over speed here.
+// (Where, Expand), Gather, GatherElements, GatherND, Slice, Pad and Trilu.
+// Most walk the output once with an odometer and compute the source offset
+// per element: these ops move shape tensors and small masks far more often
+// than activations, so clarity wins over speed here.
 #include "kernels/k_ref.h"
 
 #include <string.h>
