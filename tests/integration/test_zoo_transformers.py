@@ -175,9 +175,12 @@ def _batching(s):
 
 
 def _feeds(s, rng, rows, seq):
-    """rows: the batch (1 for a graph with batch 1 fixed); every row gets its own padding."""
-    lengths = rng.integers(max(1, seq // 2), seq + 1, rows)
-    lengths[0] = seq  # one row unpadded, so the full length is always exercised
+    """rows: the batch (1 for a graph with batch 1 fixed). Every row gets its own length, always
+    padded (so a lone request of a batch-1 graph is masked too), except the first of several rows,
+    which keeps the full length."""
+    lengths = rng.integers(max(1, seq // 2), seq, rows)
+    if rows > 1:
+        lengths[0] = seq
     feeds = {}
     for t in s["inputs"]:
         dims = [rows] + [seq if d == -1 else d for d in t["dims"][1:]]
