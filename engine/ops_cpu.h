@@ -44,6 +44,10 @@ typedef struct eng_op_params {
   // activation layouts (eng_op_state's *_fmt), so the CPU plan may leave a
   // value in one between two such nodes (the conv family).
   int layouts;
+  int upper;                   // Trilu
+  int exclusive, reverse;      // CumSum
+  int detect_neg, detect_pos;  // IsInf
+  int64_t batch_dims;          // GatherND
 } eng_op_params;
 
 enum {

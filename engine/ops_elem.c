@@ -1,8 +1,11 @@
 // engine/ops_elem.c: elementwise ops beyond Add/Sub/Mul/Div and the first
 // activations of ops_cpu.c: unary math and activations by k_unop (Clip,
 // HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs, Reciprocal), Pow, variadic
-// Max/Min, Equal and Where, all with numpy broadcasting. Int64 is accepted
-// where exporters use the op on shapes (Neg, Abs, Clip, Max, Min, Pow, Equal).
+// Max/Min, the comparisons (Equal, Less, LessOrEqual, Greater,
+// GreaterOrEqual) and bool logic (And, Or, Xor, Not, IsNaN, IsInf) that
+// attention masks are built from, and Where, all with numpy broadcasting.
+// Int64 is accepted where exporters use the op on shapes (Neg, Abs, Clip,
+// Max, Min, Pow, the comparisons; INT32 too for those).
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -100,7 +103,8 @@ static int parse_clip(const eng_graph *g, const eng_node *n, int opset, eng_op_p
 
 // --- binary and variadic with broadcasting
 
-static int parse_binop(const eng_node *n, eng_op_params *p, k_binop op) {
+// op: a k_binop, k_cmpop or k_logop, whichever enum the op's run reads p->mode as
+static int parse_binop(const eng_node *n, eng_op_params *p, int op) {
   (void)n;
   p->mode = op;
   return 0;
@@ -172,25 +176,131 @@ static int infer_pow(const eng_op_params *p, const eng_tensor *in, int n_in, eng
   return infer_variadic(p, in, n_in, out, n_out, e);
 }
 
-static int infer_equal(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
-                       int n_out, err *e) {
-  TRY(infer_variadic(p, in, n_in, out, n_out, e));
-  out[0].dt = DT_BOOL;
+// --- comparisons and logic: bool results
+
+PARSE_BINOP(parse_eq, K_EQ)
+PARSE_BINOP(parse_lt, K_LT)
+PARSE_BINOP(parse_le, K_LE)
+PARSE_BINOP(parse_gt, K_GT)
+PARSE_BINOP(parse_ge, K_GE)
+
+// Equal, Less, LessOrEqual, Greater, GreaterOrEqual: FP32 (every float
+// width inside a plan), INT64 and INT32; Equal also on BOOL.
+static int infer_compare(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_out;
+  dtype t = in[0].dt;
+  if (in[1].dt != t)
+    return err_set(e, ERR_INVALID_ARGUMENT, "inputs differ in type: %s vs %s", dtype_wire_name(t),
+                   dtype_wire_name(in[1].dt));
+  if (t != DT_FP32 && t != DT_INT64 && t != DT_INT32 && !(t == DT_BOOL && p->mode == K_EQ))
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(t));
+  eng_tensor y;
+  TRY(bcast_all(in, n_in, &y, e));
+  op_set_out(&out[0], DT_BOOL, y.ndims, y.dims);
   return 0;
 }
 
-static int run_equal(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
-                     int n_out, err *e) {
-  (void)p, (void)n_in, (void)n_out, (void)e;
-  int nd = out[0].ndims > 0 ? out[0].ndims : 1;
-  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
-  op_pad_dims(&out[0], nd, yd);
+// The three shapes padded to the output's rank (a scalar as one dim of 1).
+static int pad3(const eng_tensor *in, const eng_tensor *y, int64_t *yd, int64_t *ad, int64_t *bd) {
+  int nd = y->ndims > 0 ? y->ndims : 1;
+  op_pad_dims(y, nd, yd);
   op_pad_dims(&in[0], nd, ad);
   op_pad_dims(&in[1], nd, bd);
-  if (in[0].dt == DT_FP32)
-    k_compare_f32(out[0].data, in[0].data, in[1].data, nd, yd, ad, bd, K_EQ);
-  else
-    k_compare_i64(out[0].data, in[0].data, in[1].data, nd, yd, ad, bd, K_EQ);
+  return nd;
+}
+
+static int run_compare(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  int nd = pad3(in, &out[0], yd, ad, bd);
+  k_cmpop op = (k_cmpop)p->mode;
+  uint8_t *y = out[0].data;
+  switch (in[0].dt) {
+    case DT_FP32: k_compare_f32(y, in[0].data, in[1].data, nd, yd, ad, bd, op); break;
+    case DT_INT64: k_compare_i64(y, in[0].data, in[1].data, nd, yd, ad, bd, op); break;
+    case DT_INT32: k_compare_i32(y, in[0].data, in[1].data, nd, yd, ad, bd, op); break;
+    default: k_logic(y, in[0].data, in[1].data, nd, yd, ad, bd, K_XNOR); break;  // BOOL Equal
+  }
+  return 0;
+}
+
+PARSE_BINOP(parse_and, K_AND)
+PARSE_BINOP(parse_or, K_OR)
+PARSE_BINOP(parse_xor, K_XOR)
+
+static int need_bool(const eng_tensor *t, const char *what, err *e) {
+  if (t->dt != DT_BOOL)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s must be bool, got %s", what,
+                   dtype_wire_name(t->dt));
+  return 0;
+}
+
+static int infer_logic(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)p, (void)n_out;
+  TRY(need_bool(&in[0], "A", e));
+  TRY(need_bool(&in[1], "B", e));
+  eng_tensor y;
+  TRY(bcast_all(in, n_in, &y, e));
+  op_set_out(&out[0], DT_BOOL, y.ndims, y.dims);
+  return 0;
+}
+
+static int run_logic(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  int nd = pad3(in, &out[0], yd, ad, bd);
+  k_logic(out[0].data, in[0].data, in[1].data, nd, yd, ad, bd, (k_logop)p->mode);
+  return 0;
+}
+
+static int infer_not(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  TRY(need_bool(&in[0], "X", e));
+  op_set_out(&out[0], DT_BOOL, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_not(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                   int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out, (void)e;
+  k_not(out[0].data, in[0].data, op_numel(&in[0]));
+  return 0;
+}
+
+// --- IsNaN, IsInf: float in, bool out
+
+static int parse_isinf(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                       err *e) {
+  (void)g, (void)opset, (void)e;
+  p->detect_neg = op_attr_int(n, "detect_negative", 1) != 0;
+  p->detect_pos = op_attr_int(n, "detect_positive", 1) != 0;
+  return 0;
+}
+
+static int infer_isfloat(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  TRY(eng_ops__need_f32(&in[0], "X", e));
+  op_set_out(&out[0], DT_BOOL, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_isnan(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out, (void)e;
+  k_isnan(out[0].data, in[0].data, op_numel(&in[0]));
+  return 0;
+}
+
+static int run_isinf(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  k_isinf(out[0].data, in[0].data, op_numel(&in[0]), p->detect_neg, p->detect_pos);
   return 0;
 }
 
@@ -239,7 +349,17 @@ const eng_op_def eng_ops__elem[] = {
     {"Pow", 2, 2, 1, 1, ENG_OP_INPLACE, parse_pow, infer_pow, run_variadic, 0, NULL, NULL},
     {"Max", 1, 1 << 20, 1, 1, ENG_OP_INPLACE, parse_max, infer_variadic, run_variadic, 0, NULL, NULL},
     {"Min", 1, 1 << 20, 1, 1, ENG_OP_INPLACE, parse_min, infer_variadic, run_variadic, 0, NULL, NULL},
-    {"Equal", 2, 2, 1, 1, 0, op_parse_none, infer_equal, run_equal, 0, NULL, NULL},
+    {"Equal", 2, 2, 1, 1, 0, parse_eq, infer_compare, run_compare, 0, NULL, NULL},
+    {"Less", 2, 2, 1, 1, 0, parse_lt, infer_compare, run_compare, 0, NULL, NULL},
+    {"LessOrEqual", 2, 2, 1, 1, 0, parse_le, infer_compare, run_compare, 0, NULL, NULL},
+    {"Greater", 2, 2, 1, 1, 0, parse_gt, infer_compare, run_compare, 0, NULL, NULL},
+    {"GreaterOrEqual", 2, 2, 1, 1, 0, parse_ge, infer_compare, run_compare, 0, NULL, NULL},
+    {"And", 2, 2, 1, 1, ENG_OP_INPLACE, parse_and, infer_logic, run_logic, 0, NULL, NULL},
+    {"Or", 2, 2, 1, 1, ENG_OP_INPLACE, parse_or, infer_logic, run_logic, 0, NULL, NULL},
+    {"Xor", 2, 2, 1, 1, ENG_OP_INPLACE, parse_xor, infer_logic, run_logic, 0, NULL, NULL},
+    {"Not", 1, 1, 1, 1, ENG_OP_INPLACE, op_parse_none, infer_not, run_not, 0, NULL, NULL},
+    {"IsNaN", 1, 1, 1, 1, 0, op_parse_none, infer_isfloat, run_isnan, 0, NULL, NULL},
+    {"IsInf", 1, 1, 1, 1, 0, parse_isinf, infer_isfloat, run_isinf, 0, NULL, NULL},
     {"Where", 3, 3, 1, 1, 0, op_parse_none, infer_where, run_where, 0, NULL, NULL},
 };
 const size_t eng_ops__n_elem = sizeof eng_ops__elem / sizeof eng_ops__elem[0];

@@ -1,5 +1,7 @@
 // engine/ops_shape.c: the shape arithmetic exporters emit around Reshape
-// and friends: Shape, Gather, Slice, ConstantOfShape, Range and Expand.
+// and friends: Shape, Gather, Slice, ConstantOfShape, Range and Expand; and
+// the index ops transformers' masks and heads need: GatherElements,
+// GatherND, Trilu and Split.
 // Their results are mostly small int64 tensors computed from input shapes,
 // which the planner folds per input-shape signature (plan.c); they also run
 // as ordinary ops on any element type when their inputs are data.
@@ -99,6 +101,119 @@ static int run_gather(const eng_op_params *p, const eng_tensor *in, int n_in, en
                in[1].data, in[1].dt == DT_INT32, op_numel(&in[1])) != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "an index is out of range for axis %d of size %lld",
                    ax, (long long)in[0].dims[ax]);
+  return 0;
+}
+
+static int need_index(const eng_tensor *t, err *e) {
+  if (t->dt != DT_INT64 && t->dt != DT_INT32)
+    return err_set(e, ERR_INVALID_ARGUMENT, "indices must be int64 or int32, got %s",
+                   dtype_wire_name(t->dt));
+  return 0;
+}
+
+// --- GatherElements (same-rank indices pick one element each along axis)
+
+static int infer_gather_elements(const eng_op_params *p, const eng_tensor *in, int n_in,
+                                 eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  TRY(need_elem(&in[0], "data", e));
+  TRY(need_index(&in[1], e));
+  int r = in[0].ndims;
+  if (r < 1) return err_set(e, ERR_INVALID_ARGUMENT, "data must have rank >= 1");
+  if (in[1].ndims != r)
+    return err_set(e, ERR_INVALID_ARGUMENT, "indices have rank %d, data rank %d", in[1].ndims, r);
+  int64_t ax;
+  TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
+  for (int d = 0; d < r; d++)
+    if (d != ax && in[1].dims[d] > in[0].dims[d])
+      return err_set(e, ERR_INVALID_ARGUMENT, "indices dim %d (%lld) exceeds data's (%lld)", d,
+                     (long long)in[1].dims[d], (long long)in[0].dims[d]);
+  op_set_out(&out[0], in[0].dt, r, in[1].dims);
+  return 0;
+}
+
+static int run_gather_elements(const eng_op_params *p, const eng_tensor *in, int n_in,
+                               eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int r = in[0].ndims, ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
+  if (k_gather_elements(out[0].data, in[0].data, dtype_size(in[0].dt), r, in[0].dims, ax,
+                        in[1].data, in[1].dt == DT_INT32, in[1].dims) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "an index is out of range for axis %d of size %lld",
+                   ax, (long long)in[0].dims[ax]);
+  return 0;
+}
+
+// --- GatherND (batch_dims leading dims shared; each index tuple picks a slice)
+
+static int parse_gather_nd(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                           err *e) {
+  (void)g, (void)opset;
+  p->batch_dims = op_attr_int(n, "batch_dims", 0);
+  if (p->batch_dims < 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "batch_dims %lld is negative",
+                   (long long)p->batch_dims);
+  return 0;
+}
+
+// The view k_gather_nd takes: batch, tuple length m, tuples per batch and
+// slice elements; y the result shape (ny dims).
+typedef struct gnd {
+  size_t batch, n_tuples, slice;
+  int m, ny;
+  int64_t y[ENG_MAX_DIMS];
+} gnd;
+
+static int gather_nd_dims(const eng_op_params *p, const eng_tensor *in, gnd *s, err *e) {
+  int r = in[0].ndims, q = in[1].ndims, b = (int)p->batch_dims;
+  if (r < 1 || q < 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "data and indices must have rank >= 1, got %d and %d",
+                   r, q);
+  if (p->batch_dims >= r || p->batch_dims >= q)
+    return err_set(e, ERR_INVALID_ARGUMENT, "batch_dims %lld must be below both ranks (%d, %d)",
+                   (long long)p->batch_dims, r, q);
+  int64_t m = in[1].dims[q - 1];
+  if (m < 1 || m > r - b)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "the last dim of indices (%lld) must be between 1 and %d (data rank - batch_dims)",
+                   (long long)m, r - b);
+  for (int d = 0; d < b; d++)
+    if (in[0].dims[d] != in[1].dims[d])
+      return err_set(e, ERR_INVALID_ARGUMENT, "batch dim %d differs: data %lld, indices %lld", d,
+                     (long long)in[0].dims[d], (long long)in[1].dims[d]);
+  s->m = (int)m;
+  s->batch = (size_t)op_prod(in[0].dims, 0, b);
+  s->n_tuples = (size_t)op_prod(in[1].dims, b, q - 1);
+  s->slice = (size_t)op_prod(in[0].dims, b + s->m, r);
+  s->ny = q - 1 + r - b - s->m;
+  if (s->ny > ENG_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "result rank %d exceeds %d", s->ny, ENG_MAX_DIMS);
+  int k = 0;
+  for (int d = 0; d < q - 1; d++) s->y[k++] = in[1].dims[d];
+  for (int d = b + s->m; d < r; d++) s->y[k++] = in[0].dims[d];
+  return eng_ops__checked_numel(s->ny, s->y, "result", e);
+}
+
+static int infer_gather_nd(const eng_op_params *p, const eng_tensor *in, int n_in,
+                           eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  TRY(need_elem(&in[0], "data", e));
+  TRY(need_index(&in[1], e));
+  gnd s;
+  TRY(gather_nd_dims(p, in, &s, e));
+  op_set_out(&out[0], in[0].dt, s.ny, s.y);
+  return 0;
+}
+
+static int run_gather_nd(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  gnd s;
+  TRY(gather_nd_dims(p, in, &s, e));
+  if (k_gather_nd(out[0].data, in[0].data, dtype_size(in[0].dt), s.batch, s.m,
+                  in[0].dims + p->batch_dims, s.slice, in[1].data, in[1].dt == DT_INT32,
+                  s.n_tuples) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "an index tuple is out of range for data of rank %d",
+                   in[0].ndims);
   return 0;
 }
 
@@ -343,6 +458,140 @@ static int run_expand(const eng_op_params *p, const eng_tensor *in, int n_in, en
   return 0;
 }
 
+// --- Trilu (upper or lower triangle of the last two dims; k shifts the diagonal)
+
+static int parse_trilu(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                       err *e) {
+  (void)g, (void)opset, (void)e;
+  p->upper = op_attr_int(n, "upper", 1) != 0;
+  return 0;
+}
+
+static int infer_trilu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)p, (void)n_out;
+  TRY(need_elem(&in[0], "input", e));
+  if (in[0].ndims < 2)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input must have rank >= 2, got %d", in[0].ndims);
+  if (op_given(in, n_in, 1) && (in[1].dt != DT_INT64 || op_numel(&in[1]) != 1))
+    return err_set(e, ERR_INVALID_ARGUMENT, "k must be an int64 scalar");
+  op_set_out(&out[0], in[0].dt, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_trilu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)n_out, (void)e;
+  int r = in[0].ndims;
+  int64_t k = op_given(in, n_in, 1) ? *(const int64_t *)in[1].data : 0;
+  k_trilu(out[0].data, in[0].data, dtype_size(in[0].dt), (size_t)op_prod(in[0].dims, 0, r - 2),
+          in[0].dims[r - 2], in[0].dims[r - 1], k, p->upper);
+  return 0;
+}
+
+// --- Split (sizes from the attribute before opset 13, the optional input
+// after; without them equal parts: exact before opset 18, ceil-sized with a
+// smaller last part from 18, where num_outputs must match the outputs)
+
+enum { SPLIT_MAX = 64 };
+
+static int parse_split(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                       err *e) {
+  (void)g;
+  p->axis = op_attr_int(n, "axis", 0);
+  if (n->n_out > SPLIT_MAX)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%d outputs, at most %d supported", n->n_out,
+                   SPLIT_MAX);
+  if (opset < 13) {
+    int cnt;
+    TRY(eng_ops__attr_ints(n, "split", p->ints, ENG_MAX_DIMS, &cnt, e));
+    p->has_ints = cnt >= 0;
+    p->n_ints = cnt > 0 ? cnt : 0;
+    if (n->n_in > 1)
+      return err_set(e, ERR_INVALID_ARGUMENT, "split is an input only from opset 13");
+  }
+  int given = n->n_in > 1 && n->in[1] >= 0;
+  if (opset >= 18) {
+    const eng_attr *a = eng_node_attr(n, "num_outputs");
+    if (a && given)
+      return err_set(e, ERR_INVALID_ARGUMENT, "both the split input and num_outputs are given");
+    if (!a && !given)
+      return err_set(e, ERR_INVALID_ARGUMENT, "either the split input or num_outputs is required");
+    if (a && a->i != n->n_out)
+      return err_set(e, ERR_INVALID_ARGUMENT, "num_outputs is %lld but the node has %d outputs",
+                     (long long)a->i, n->n_out);
+  }
+  p->mode = opset >= 18;  // uneven equal parts allowed
+  return 0;
+}
+
+// The size of each of the n_out parts along the (normalised) axis.
+static int split_sizes(const eng_op_params *p, const eng_tensor *in, int n_in, int n_out,
+                       int64_t *ax, int64_t *sz, err *e) {
+  int r = in[0].ndims;
+  if (r < 1) return err_set(e, ERR_INVALID_ARGUMENT, "input must have rank >= 1");
+  TRY(eng_ops__norm_axis(p->axis, r, ax, e));
+  int64_t dim = in[0].dims[*ax];
+  int cnt = -1;
+  if (op_given(in, n_in, 1)) {
+    TRY(eng_ops__read_ints(&in[1], "split", sz, SPLIT_MAX, &cnt, e));
+  } else if (p->has_ints) {
+    cnt = p->n_ints;
+    memcpy(sz, p->ints, (size_t)cnt * sizeof *sz);
+  }
+  if (cnt >= 0) {
+    if (cnt != n_out)
+      return err_set(e, ERR_INVALID_ARGUMENT, "split has %d sizes for %d outputs", cnt, n_out);
+    int64_t sum = 0;
+    for (int i = 0; i < cnt; i++) {
+      if (sz[i] < 0 || sz[i] > dim)
+        return err_set(e, ERR_INVALID_ARGUMENT, "split size %lld out of range", (long long)sz[i]);
+      sum += sz[i];
+    }
+    if (sum != dim)
+      return err_set(e, ERR_INVALID_ARGUMENT, "split sizes sum to %lld, the axis has %lld",
+                     (long long)sum, (long long)dim);
+    return 0;
+  }
+  int64_t part = (dim + n_out - 1) / n_out;
+  if (!p->mode && dim % n_out != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "axis of %lld does not split into %d equal parts",
+                   (long long)dim, n_out);
+  if (p->mode && n_out > 1 && part * (n_out - 1) > dim)
+    return err_set(e, ERR_INVALID_ARGUMENT, "axis of %lld cannot give %d parts of %lld",
+                   (long long)dim, n_out, (long long)part);
+  for (int i = 0; i < n_out; i++) sz[i] = i < n_out - 1 ? part : dim - part * (n_out - 1);
+  return 0;
+}
+
+static int infer_split(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  TRY(need_elem(&in[0], "input", e));
+  int64_t ax, sz[SPLIT_MAX];
+  TRY(split_sizes(p, in, n_in, n_out, &ax, sz, e));
+  for (int i = 0; i < n_out; i++) {
+    if (out[i].dt == DT_INVALID) continue;  // omitted
+    op_set_out(&out[i], in[0].dt, in[0].ndims, in[0].dims);
+    out[i].dims[ax] = sz[i];
+  }
+  return 0;
+}
+
+static int run_split(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  int64_t ax, sz[SPLIT_MAX];
+  TRY(split_sizes(p, in, n_in, n_out, &ax, sz, e));
+  void *ys[SPLIT_MAX];
+  size_t rb[SPLIT_MAX];
+  size_t inner = (size_t)op_prod(in[0].dims, (int)ax + 1, in[0].ndims) * dtype_size(in[0].dt);
+  for (int i = 0; i < n_out; i++) {
+    ys[i] = out[i].dt == DT_INVALID ? NULL : out[i].data;
+    rb[i] = (size_t)sz[i] * inner;
+  }
+  k_split(ys, rb, n_out, in[0].data, (size_t)op_prod(in[0].dims, 0, (int)ax));
+  return 0;
+}
+
 // --- table
 
 const eng_op_def eng_ops__shape[] = {
@@ -355,5 +604,10 @@ const eng_op_def eng_ops__shape[] = {
     {"Range", 3, 3, 1, 1, 0, op_parse_none, infer_range, run_range,
      ENG_IN(0) | ENG_IN(1) | ENG_IN(2), NULL, NULL},
     {"Expand", 2, 2, 1, 1, 0, op_parse_none, infer_expand, run_expand, ENG_IN(1), NULL, NULL},
+    {"GatherElements", 2, 2, 1, 1, 0, parse_gather, infer_gather_elements, run_gather_elements, 0,
+     NULL, NULL},
+    {"GatherND", 2, 2, 1, 1, 0, parse_gather_nd, infer_gather_nd, run_gather_nd, 0, NULL, NULL},
+    {"Trilu", 1, 2, 1, 1, ENG_OP_INPLACE, parse_trilu, infer_trilu, run_trilu, 0, NULL, NULL},
+    {"Split", 1, 2, 1, SPLIT_MAX, 0, parse_split, infer_split, run_split, ENG_IN(1), NULL, NULL},
 };
 const size_t eng_ops__n_shape = sizeof eng_ops__shape / sizeof eng_ops__shape[0];

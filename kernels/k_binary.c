@@ -188,6 +188,8 @@ void k_binary_i64(int64_t *y, const int64_t *a, const int64_t *b, int ndim, cons
 #define C_EQ(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, (uint8_t)(va == vb))
 #define C_LT(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, (uint8_t)(va < vb))
 #define C_GT(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, (uint8_t)(va > vb))
+#define C_LE(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, (uint8_t)(va <= vb))
+#define C_GE(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, (uint8_t)(va >= vb))
 
 #define COMPARE_BODY(T)                                                 \
   bplan p;                                                              \
@@ -196,6 +198,8 @@ void k_binary_i64(int64_t *y, const int64_t *a, const int64_t *b, int ndim, cons
     case K_EQ: BCAST_WALK_T(uint8_t, T, y, a, b, &p, C_EQ); break;      \
     case K_LT: BCAST_WALK_T(uint8_t, T, y, a, b, &p, C_LT); break;      \
     case K_GT: BCAST_WALK_T(uint8_t, T, y, a, b, &p, C_GT); break;      \
+    case K_LE: BCAST_WALK_T(uint8_t, T, y, a, b, &p, C_LE); break;      \
+    case K_GE: BCAST_WALK_T(uint8_t, T, y, a, b, &p, C_GE); break;      \
   }
 
 void k_compare_f32(uint8_t *y, const float *a, const float *b, int ndim, const int64_t *ydims,
@@ -206,4 +210,28 @@ void k_compare_f32(uint8_t *y, const float *a, const float *b, int ndim, const i
 void k_compare_i64(uint8_t *y, const int64_t *a, const int64_t *b, int ndim, const int64_t *ydims,
                    const int64_t *adims, const int64_t *bdims, k_cmpop op) {
   COMPARE_BODY(int64_t)
+}
+
+void k_compare_i32(uint8_t *y, const int32_t *a, const int32_t *b, int ndim, const int64_t *ydims,
+                   const int64_t *adims, const int64_t *bdims, k_cmpop op) {
+  COMPARE_BODY(int32_t)
+}
+
+// --- logic on bools: operands normalised to 0/1 first, so a nonzero byte
+// other than 1 (raw BOOL bytes from a client) still counts as true
+#define L_AND(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, (uint8_t)(!!va & !!vb))
+#define L_OR(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, (uint8_t)(!!va | !!vb))
+#define L_XOR(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, (uint8_t)(!!va ^ !!vb))
+#define L_XNOR(T, py, pa, pb, d, sa, sb) RUN_OP(T, py, pa, pb, d, sa, sb, (uint8_t)(!va == !vb))
+
+void k_logic(uint8_t *y, const uint8_t *a, const uint8_t *b, int ndim, const int64_t *ydims,
+             const int64_t *adims, const int64_t *bdims, k_logop op) {
+  bplan p;
+  if (!bplan_make(&p, ndim, ydims, adims, bdims)) return;
+  switch (op) {
+    case K_AND: BCAST_WALK(uint8_t, y, a, b, &p, L_AND); break;
+    case K_OR: BCAST_WALK(uint8_t, y, a, b, &p, L_OR); break;
+    case K_XOR: BCAST_WALK(uint8_t, y, a, b, &p, L_XOR); break;
+    case K_XNOR: BCAST_WALK(uint8_t, y, a, b, &p, L_XNOR); break;
+  }
 }

@@ -1,8 +1,8 @@
 // kernels/k_index.c: data movement of any element size: broadcasting copies
-// (Where, Expand), Gather, Slice and Pad. Each walks the output once with an
-// odometer and computes the source offset per element: these ops move shape
-// tensors and small masks far more often than activations, so clarity wins
-// over speed here.
+// (Where, Expand), Gather, GatherElements, GatherND, Slice, Pad and Trilu.
+// Most walk the output once with an odometer and compute the source offset
+// per element: these ops move shape tensors and small masks far more often
+// than activations, so clarity wins over speed here.
 #include "kernels/k_ref.h"
 #include "kernels/k_resize_math.h"
 
@@ -79,6 +79,77 @@ int k_gather(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len,
       memcpy(py + (o * n_idx + j) * row, px + (o * (size_t)axis_len + (size_t)k) * row, row);
     }
   return 0;
+}
+
+static inline int64_t index_at(const void *idx, int idx_i32, size_t i) {
+  return idx_i32 ? ((const int32_t *)idx)[i] : ((const int64_t *)idx)[i];
+}
+
+int k_gather_elements(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
+                      int axis, const void *idx, int idx_i32, const int64_t *idims) {
+  int64_t n = count(ndim, idims), st[1][K_MAX_DIMS], off[1] = {0}, pos[K_MAX_DIMS] = {0};
+  if (n <= 0) return 0;
+  // x's strides for walking idx's shape; the axis contributes through the index instead
+  int64_t acc = 1, axis_stride = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    st[0][i] = i == axis ? 0 : acc;
+    if (i == axis) axis_stride = acc;
+    acc *= xdims[i];
+  }
+  int64_t len = xdims[axis];
+  uint8_t *py = y;
+  const uint8_t *px = x;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t k = index_at(idx, idx_i32, (size_t)i);
+    if (k < 0) k += len;
+    if (k < 0 || k >= len) return -1;
+    memcpy(py + (size_t)i * esz, px + (size_t)(off[0] + k * axis_stride) * esz, esz);
+    step(ndim, idims, pos, 1, st, off);
+  }
+  return 0;
+}
+
+int k_gather_nd(void *y, const void *x, size_t esz, size_t batch, int m, const int64_t *d,
+                size_t slice, const void *idx, int idx_i32, size_t n_tuples) {
+  size_t per_batch = (size_t)count(m, d) * slice, row = slice * esz;
+  uint8_t *py = y;
+  const uint8_t *px = x;
+  for (size_t b = 0; b < batch; b++)
+    for (size_t t = 0; t < n_tuples; t++) {
+      size_t at = (b * n_tuples + t) * (size_t)m, off = 0;
+      for (int j = 0; j < m; j++) {
+        int64_t k = index_at(idx, idx_i32, at + (size_t)j);
+        if (k < 0) k += d[j];
+        if (k < 0 || k >= d[j]) return -1;
+        off = off * (size_t)d[j] + (size_t)k;
+      }
+      if (row) memcpy(py + (b * n_tuples + t) * row, px + (b * per_batch + off * slice) * esz, row);
+    }
+  return 0;
+}
+
+void k_trilu(void *y, const void *x, size_t esz, size_t batch, int64_t rows, int64_t cols,
+             int64_t k, int upper) {
+  uint8_t *py = y;
+  const uint8_t *px = x;
+  for (size_t b = 0; b < batch; b++)
+    for (int64_t i = 0; i < rows; i++) {
+      size_t at = (b * (size_t)rows + (size_t)i) * (size_t)cols * esz;
+      // kept columns [lo, hi): j >= i + k (upper) or j <= i + k (lower), clamped to the
+      // row; a k beyond the matrix is clamped first so i + k cannot overflow
+      int64_t lo = 0, hi = cols;
+      if (upper) {
+        lo = k > cols ? cols : k < -rows ? 0 : i + k;
+        lo = lo < 0 ? 0 : lo > cols ? cols : lo;
+      } else {
+        hi = k > cols ? cols : k < -rows ? 0 : i + k + 1;
+        hi = hi < 0 ? 0 : hi > cols ? cols : hi;
+      }
+      if (py != px && hi > lo)
+        memcpy(py + at + (size_t)lo * esz, px + at + (size_t)lo * esz, (size_t)(hi - lo) * esz);
+      if (lo > 0) memset(py + at, 0, (size_t)lo * esz);
+      if (hi < cols) memset(py + at + (size_t)hi * esz, 0, (size_t)(cols - hi) * esz);
+    }
 }
 
 void k_slice(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,

@@ -1,8 +1,8 @@
-// kernels/k_layout.c: transpose (any element size, up to K_MAX_DIMS dims)
-// and concatenation. Transpose walks the output contiguously; dims of size 1
-// are dropped and output dims whose source is also contiguous are merged, so
-// a permutation that keeps the innermost dims in place becomes one memcpy per
-// run.
+// kernels/k_layout.c: transpose (any element size, up to K_MAX_DIMS dims),
+// concatenation and its inverse, split. Transpose walks the output
+// contiguously; dims of size 1 are dropped and output dims whose source is
+// also contiguous are merged, so a permutation that keeps the innermost dims
+// in place becomes one memcpy per run.
 #include "kernels/k_ref.h"
 
 #include <string.h>
@@ -88,6 +88,18 @@ void k_concat(void *y, const void *const *xs, const size_t *row_bytes, int n_inp
       if (rb == 0) continue;
       memcpy(py, (const char *)xs[i] + o * rb, rb);
       py += rb;
+    }
+  }
+}
+
+void k_split(void *const *ys, const size_t *row_bytes, int n_outputs, const void *x, size_t outer) {
+  const char *px = x;
+  for (size_t o = 0; o < outer; o++) {
+    for (int i = 0; i < n_outputs; i++) {
+      size_t rb = row_bytes[i];
+      // an omitted (NULL) or empty output takes no copy, its piece is skipped
+      if (rb && ys[i]) memcpy((char *)ys[i] + o * rb, px, rb);
+      px += rb;
     }
   }
 }

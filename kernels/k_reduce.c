@@ -2,6 +2,7 @@
 // input is walked once in order; each element is combined into the output
 // element its kept indices select (stride 0 on the reduced axes). Sums
 // accumulate in the output, in FP32, as ONNX Runtime's reference does.
+// CumSum's running sums along one axis live here too.
 #include "kernels/k_ref.h"
 
 #include <math.h>
@@ -41,4 +42,40 @@ void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, cons
     float per = (float)(n / ny);  // elements per output
     for (int64_t i = 0; i < ny; i++) y[i] /= per;
   }
+}
+
+// --- CumSum: one running sum per (outer, inner) column, in the column's
+// type (integers wrap through unsigned arithmetic, no UB). Reading x[j]
+// before writing y[j] keeps it correct when y aliases x.
+#define CUMSUM_BODY(T, UT)                                                     \
+  for (size_t o = 0; o < outer; o++)                                           \
+    for (size_t c = 0; c < inner; c++) {                                       \
+      size_t base = o * len * inner + c;                                       \
+      UT acc = 0;                                                              \
+      for (size_t t = 0; t < len; t++) {                                       \
+        size_t j = base + (reverse ? len - 1 - t : t) * inner;                 \
+        UT v = (UT)x[j];                                                       \
+        if (exclusive) {                                                       \
+          y[j] = (T)acc;                                                       \
+          acc += v;                                                            \
+        } else {                                                               \
+          acc += v;                                                            \
+          y[j] = (T)acc;                                                       \
+        }                                                                      \
+      }                                                                        \
+    }
+
+void k_cumsum_f32(float *y, const float *x, size_t outer, size_t len, size_t inner, int exclusive,
+                  int reverse) {
+  CUMSUM_BODY(float, float)
+}
+
+void k_cumsum_i64(int64_t *y, const int64_t *x, size_t outer, size_t len, size_t inner,
+                  int exclusive, int reverse) {
+  CUMSUM_BODY(int64_t, uint64_t)
+}
+
+void k_cumsum_i32(int32_t *y, const int32_t *x, size_t outer, size_t len, size_t inner,
+                  int exclusive, int reverse) {
+  CUMSUM_BODY(int32_t, uint32_t)
 }

@@ -41,12 +41,27 @@ void k_binary_f32(float *y, const float *a, const float *b, int ndim, const int6
 void k_binary_i64(int64_t *y, const int64_t *a, const int64_t *b, int ndim, const int64_t *ydims,
                   const int64_t *adims, const int64_t *bdims, k_binop op);
 
-// Comparisons with broadcasting; y is bool (one byte, 0 or 1).
-typedef enum k_cmpop { K_EQ, K_LT, K_GT } k_cmpop;
+// Comparisons with broadcasting; y is bool (one byte, 0 or 1). Every
+// comparison with a NaN is false (K_EQ included), as IEEE and ONNX Runtime say.
+typedef enum k_cmpop { K_EQ, K_LT, K_GT, K_LE, K_GE } k_cmpop;
 void k_compare_f32(uint8_t *y, const float *a, const float *b, int ndim, const int64_t *ydims,
                    const int64_t *adims, const int64_t *bdims, k_cmpop op);
 void k_compare_i64(uint8_t *y, const int64_t *a, const int64_t *b, int ndim, const int64_t *ydims,
                    const int64_t *adims, const int64_t *bdims, k_cmpop op);
+void k_compare_i32(uint8_t *y, const int32_t *a, const int32_t *b, int ndim, const int64_t *ydims,
+                   const int64_t *adims, const int64_t *bdims, k_cmpop op);
+
+// Logic on bools with broadcasting (And, Or, Xor; K_XNOR is Equal on bools).
+// Any nonzero byte is true; y is 0 or 1.
+typedef enum k_logop { K_AND, K_OR, K_XOR, K_XNOR } k_logop;
+void k_logic(uint8_t *y, const uint8_t *a, const uint8_t *b, int ndim, const int64_t *ydims,
+             const int64_t *adims, const int64_t *bdims, k_logop op);
+
+// --- unary with a bool result or operand (k_unary.c); y may alias x for k_not
+void k_not(uint8_t *y, const uint8_t *x, size_t n);
+void k_isnan(uint8_t *y, const float *x, size_t n);
+// IsInf: +inf counts when pos, -inf when neg.
+void k_isinf(uint8_t *y, const float *x, size_t n, int neg, int pos);
 
 // --- broadcasting copies of any element size (k_index.c); shapes as for k_binary_f32
 // y = cond ? a : b
@@ -66,6 +81,22 @@ int k_gather(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len,
 // y[i] = x[starts + i * steps] per dim (Slice); ydims is the result shape.
 void k_slice(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
              const int64_t *starts, const int64_t *steps, const int64_t *ydims);
+// GatherElements: y has idx's shape (idims, ndim dims, each <= x's except
+// on axis); y[i] = x[i with i[axis] replaced by idx[i]]. Negative indices
+// count from the end. Returns 0, or -1 when an index is out of range.
+int k_gather_elements(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
+                      int axis, const void *idx, int idx_i32, const int64_t *idims);
+// GatherND: x viewed as [batch, d_0..d_{m-1}, slice elements]; idx as
+// [batch, n_tuples, m] (int64, or int32 when idx_i32). Each tuple selects
+// one slice of `slice` elements, written to y in order. Negative indices
+// count from the end. Returns 0, or -1 when an index is out of range.
+int k_gather_nd(void *y, const void *x, size_t esz, size_t batch, int m, const int64_t *d,
+                size_t slice, const void *idx, int idx_i32, size_t n_tuples);
+// Trilu on x viewed as [batch, rows, cols]: keeps element (i, j) when
+// j - i >= k (upper) or j - i <= k (lower), writes zero bytes elsewhere.
+// y may alias x.
+void k_trilu(void *y, const void *x, size_t esz, size_t batch, int64_t rows, int64_t cols,
+             int64_t k, int upper);
 // Pad: y index i reads x index i - begin[d]; outside x: `value` (constant),
 // the mirror image without the edge (reflect) or the nearest edge (edge).
 typedef enum k_padmode { K_PAD_CONSTANT, K_PAD_REFLECT, K_PAD_EDGE } k_padmode;
@@ -77,6 +108,16 @@ typedef enum k_redop { K_RSUM, K_RMEAN, K_RMAX, K_RMIN } k_redop;
 // reduce[i] != 0 marks the axes reduced; y has x's shape with those dims 1.
 void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, const int *reduce,
                   k_redop op);
+
+// --- running sums along one axis (k_reduce.c), x viewed as [outer, len, inner]
+// exclusive: element i sums the ones before it (not itself); reverse: the
+// ones after it. y may alias x.
+void k_cumsum_f32(float *y, const float *x, size_t outer, size_t len, size_t inner, int exclusive,
+                  int reverse);
+void k_cumsum_i64(int64_t *y, const int64_t *x, size_t outer, size_t len, size_t inner,
+                  int exclusive, int reverse);
+void k_cumsum_i32(int32_t *y, const int32_t *x, size_t outer, size_t len, size_t inner,
+                  int exclusive, int reverse);
 
 // --- resize (k_resize.c)
 // How an output coordinate maps to an input one (ONNX Resize
@@ -121,6 +162,10 @@ void k_transpose(void *y, const void *x, size_t elem_size, int ndim, const int64
 // Concatenation along an axis, each input viewed as [outer, len_i * inner]
 // bytes-wise: copies `outer` rows of row_bytes[i] from each input in turn.
 void k_concat(void *y, const void *const *xs, const size_t *row_bytes, int n_inputs, size_t outer);
+// Split, the inverse: x viewed as `outer` rows, each row_bytes[0] + ... +
+// row_bytes[n-1] long; output i gets the i-th piece of every row (none
+// when ys[i] is NULL: an output nobody reads).
+void k_split(void *const *ys, const size_t *row_bytes, int n_outputs, const void *x, size_t outer);
 
 // --- GEMM reference (the engine calls OpenBLAS; this is the oracle)
 // C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, row-major, lda/ldb/ldc in elements.

@@ -1,5 +1,6 @@
-// kernels/k_unary.c: elementwise activations of k_ref.h. Each loop reads
-// x[i] before writing y[i], so y may alias x.
+// kernels/k_unary.c: elementwise activations of k_ref.h, and the unary ops
+// with a bool result (IsNaN, IsInf) or operand (Not). Each loop reads x[i]
+// before writing y[i], so y may alias x where the element sizes match.
 #include "kernels/k_ref.h"
 
 #include <math.h>
@@ -97,5 +98,22 @@ void k_unary_i64(int64_t *y, const int64_t *x, size_t n, k_unop op, int64_t a, i
       case K_CLIP: y[i] = v < a ? a : v > b ? b : v; break;
       default: y[i] = v; break;
     }
+  }
+}
+
+// --- bool results and operands
+
+void k_not(uint8_t *y, const uint8_t *x, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = !x[i];
+}
+
+void k_isnan(uint8_t *y, const float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = x[i] != x[i];
+}
+
+void k_isinf(uint8_t *y, const float *x, size_t n, int neg, int pos) {
+  for (size_t i = 0; i < n; i++) {
+    float v = x[i];
+    y[i] = (pos && v == INFINITY) || (neg && v == -INFINITY);
   }
 }

@@ -15,7 +15,8 @@ The camera models (camera.py: UINT8 NHWC frames and FP16 planes, normalised by t
 Transpose/Cast/Div/Sub front) are served by the same server, also auto-completed.
 
 INFERD_ZOO=all serves every exported vision graph (vgg11's three are 0.5 GB each, left out by
-default to keep CI's disk and time small); INFERD_ZOO=name[,name] picks some.
+default to keep CI's disk and time small); INFERD_ZOO=name[,name] picks some. The transformer graphs
+of the zoo are test_zoo_transformers.py's.
 """
 
 import concurrent.futures as cf
@@ -48,7 +49,10 @@ def _wanted():
     env = os.environ.get("INFERD_ZOO", "")
     if env == "all":
         return fill.select(VISION)
-    return fill.select(env.split(",") if env else DEFAULT)
+    if not env:
+        return fill.select(DEFAULT)
+    # transformer graphs need token ids and masks: test_zoo_transformers.py serves those
+    return fill.select([n for n in env.split(",") if n.split(".")[0] in VISION])
 
 
 @pytest.fixture(scope="module")

@@ -485,6 +485,55 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 4, 6, 6])],
           [vi("y", TensorProto.FLOAT, ["N", 6, 13, 10]), vi("z", TensorProto.FLOAT, ["N", 4, 13, 12])], inits)
 compare(m, "conv_transpose_net", {"x": f32(2, 4, 6, 6)}, rtol=1e-4)
 
+# --- transformer masks and index ops (tests/unit/engine/test_ops_transformer.c checks them by
+# hand): comparisons on three types with broadcasting, bool logic, IsNaN/IsInf; bool outputs
+x = f32(2, 3, 4)
+x[0, 0, 1], x[1, 2, 3], x[1, 0, 0] = np.nan, np.inf, -np.inf
+nodes = [helper.make_node("Less", ["x", "c"], ["lt"], name="lt"),
+         helper.make_node("Greater", ["x", "c"], ["gt"], name="gt"),
+         helper.make_node("IsNaN", ["x"], ["nan"], name="isnan"),
+         helper.make_node("IsInf", ["x"], ["inf"], name="isinf", detect_negative=0),
+         helper.make_node("Cast", ["i"], ["m1"], name="tobool", to=TensorProto.BOOL),
+         helper.make_node("GreaterOrEqual", ["j", "jc"], ["m2"], name="ge32"),
+         helper.make_node("LessOrEqual", ["j", "jc"], ["le"], name="le32"),
+         helper.make_node("GreaterOrEqual", ["i", "ic"], ["gei"], name="ge64"),
+         helper.make_node("Equal", ["m1", "m2"], ["eqb"], name="eqb"),
+         helper.make_node("Not", ["m2"], ["nm2"], name="not"),
+         helper.make_node("Or", ["m1", "nm2"], ["o"], name="or"),
+         helper.make_node("Unsqueeze", ["o", "ax1"], ["o3"], name="unsq"),
+         helper.make_node("And", ["lt", "o3"], ["a"], name="and"),
+         helper.make_node("Xor", ["a", "nan"], ["logic"], name="xor"),
+         helper.make_node("Or", ["logic", "inf"], ["y"], name="or_inf")]
+inits = [numpy_helper.from_array(np.array([0, -0.5, 0.5, 0], np.float32), "c"),
+         numpy_helper.from_array(np.array([0, 1, -1, 2], np.int32), "jc"),
+         numpy_helper.from_array(np.array([1], np.int64), "ic"),
+         numpy_helper.from_array(np.array([1], np.int64), "ax1")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 4]), vi("i", TensorProto.INT64, ["N", 4]),
+                  vi("j", TensorProto.INT32, ["N", 4])],
+          [vi("y", TensorProto.BOOL, ["N", 3, 4]), vi("gt", TensorProto.BOOL, ["N", 3, 4]),
+           vi("eqb", TensorProto.BOOL, ["N", 4]), vi("le", TensorProto.BOOL, ["N", 4]),
+           vi("gei", TensorProto.BOOL, ["N", 4])], inits, opset=18)
+compare(m, "xf_masks", {"x": x, "i": RNG.integers(-1, 3, (2, 4)).astype(np.int64),
+                        "j": RNG.integers(-2, 3, (2, 4)).astype(np.int32)})
+
+# GatherElements (int32 indices, negative ones, narrower than the data), GatherND with
+# batch_dims, Trilu below the diagonal, CumSum exclusive and reversed, Split-18 with a smaller
+# last part
+nodes = [helper.make_node("GatherElements", ["x", "ids"], ["ge"], name="gather_el", axis=-1),
+         helper.make_node("GatherND", ["x", "nd"], ["gnd"], name="gather_nd", batch_dims=1),
+         helper.make_node("Trilu", ["x", "k"], ["tl"], name="trilu", upper=0),
+         helper.make_node("CumSum", ["x", "cax"], ["cs"], name="cumsum", exclusive=1, reverse=1),
+         helper.make_node("Split", ["x"], ["s0", "s1"], name="split", axis=1, num_outputs=2)]
+inits = [numpy_helper.from_array(np.array(-1, np.int64), "k"),
+         numpy_helper.from_array(np.array(1, np.int32), "cax")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 5, 6]), vi("ids", TensorProto.INT32, ["N", 4, 2]),
+                  vi("nd", TensorProto.INT64, ["N", 3, 1])],
+          [vi("ge", TensorProto.FLOAT, ["N", 4, 2]), vi("gnd", TensorProto.FLOAT, ["N", 3, 6]),
+           vi("tl", TensorProto.FLOAT, ["N", 5, 6]), vi("cs", TensorProto.FLOAT, ["N", 5, 6]),
+           vi("s0", TensorProto.FLOAT, ["N", 3, 6]), vi("s1", TensorProto.FLOAT, ["N", 2, 6])], inits, opset=18)
+compare(m, "xf_index", {"x": f32(3, 5, 6), "ids": RNG.integers(-6, 6, (3, 4, 2)).astype(np.int32),
+                        "nd": RNG.integers(-5, 5, (3, 3, 1)).astype(np.int64)})
+
 # --- models that must fail to load
 X = [vi("x", TensorProto.FLOAT, [1, 3, 4, 4])]
 Y = [vi("y", TensorProto.FLOAT, None)]

@@ -199,7 +199,8 @@ static double elem_as_double(const void *p, dtype dt, size_t i) {
     case DT_FP32: return ((const float *)p)[i];
     case DT_FP64: return ((const double *)p)[i];
     case DT_INT64: return (double)((const int64_t *)p)[i];
-    case DT_BOOL: return ((const uint8_t *)p)[i];
+    case DT_INT32: return ((const int32_t *)p)[i];
+    case DT_BOOL: case DT_UINT8: return ((const uint8_t *)p)[i];
     case DT_FP16: {
       float f;
       k_f16_to_f32(&f, (const uint16_t *)p + i, 1);

@@ -1,7 +1,8 @@
 // Tests kernels/k_binary.c: hand-computed broadcasts ([2,3]x[3],
 // [2,1,4]x[3,1], scalars), then many random shapes against a naive
 // per-element reference that unravels every output index; int64 division
-// and overflow rules; empty outputs.
+// and overflow rules; empty outputs; comparisons (every k_cmpop, three
+// element types, NaN) and bool logic against the same naive reference.
 #include <stdint.h>
 
 #include "check.h"
@@ -174,8 +175,98 @@ static void test_empty(void) {
   CHECK(iy[0] == 5 && iy[1] == 5);
 }
 
+// --- comparisons and logic: each op over every broadcast mask of a
+// [2,3,4] output, checked element by element against the naive walk
+static int ref_cmp(double a, double b, k_cmpop op) {
+  switch (op) {
+    case K_EQ: return a == b;
+    case K_LT: return a < b;
+    case K_GT: return a > b;
+    case K_LE: return a <= b;
+    case K_GE: return a >= b;
+  }
+  return -1;
+}
+
+static int ref_logic(int a, int b, k_logop op) {
+  a = a != 0, b = b != 0;
+  switch (op) {
+    case K_AND: return a && b;
+    case K_OR: return a || b;
+    case K_XOR: return a != b;
+    case K_XNOR: return a == b;
+  }
+  return -1;
+}
+
+static void test_compare_logic(void) {
+  enum { N = 24 };
+  int64_t yd[3] = {2, 3, 4};
+  float af[N], bf[N];
+  int64_t ai[N], bi[N];
+  int32_t a32[N], b32[N];
+  uint8_t au[N], bu[N], y[N];
+  for (int i = 0; i < N; i++) {
+    // small ranges so equal values occur often; NaN in a few places
+    af[i] = (float)(i % 5) - 2, bf[i] = (float)(i % 3) - 1;
+    ai[i] = i % 5 - 2, bi[i] = i % 3 - 1;
+    a32[i] = (int32_t)(i % 4) - 2, b32[i] = (int32_t)(i % 3) - 1;
+    au[i] = (uint8_t)(i % 3 == 0 ? 0 : i % 3 == 1 ? 1 : 7);  // 7: a raw nonzero "true"
+    bu[i] = (uint8_t)(i % 2);
+  }
+  af[3] = NAN, bf[5] = NAN;
+  int bad = 0, cases = 0;
+  for (int ma = 0; ma < 8; ma++)
+    for (int mb = 0; mb < 8; mb++) {
+      int64_t ad[3], bd[3];
+      for (int i = 0; i < 3; i++) {
+        ad[i] = (ma >> i) & 1 ? 1 : yd[i];
+        bd[i] = (mb >> i) & 1 ? 1 : yd[i];
+      }
+      for (int op = K_EQ; op <= K_GE; op++)
+        for (int ty = 0; ty < 3; ty++) {
+          if (ty == 0) k_compare_f32(y, af, bf, 3, yd, ad, bd, (k_cmpop)op);
+          else if (ty == 1) k_compare_i64(y, ai, bi, 3, yd, ad, bd, (k_cmpop)op);
+          else k_compare_i32(y, a32, b32, 3, yd, ad, bd, (k_cmpop)op);
+          for (int f = 0; f < N; f++) {
+            int64_t idx[3] = {f / 12, f / 4 % 3, f % 4};
+            int64_t ia = ravel(3, idx, ad), ib = ravel(3, idx, bd);
+            double va = ty == 0 ? af[ia] : ty == 1 ? (double)ai[ia] : a32[ia];
+            double vb = ty == 0 ? bf[ib] : ty == 1 ? (double)bi[ib] : b32[ib];
+            bad += y[f] != ref_cmp(va, vb, (k_cmpop)op);
+            cases++;
+          }
+        }
+      for (int op = K_AND; op <= K_XNOR; op++) {
+        k_logic(y, au, bu, 3, yd, ad, bd, (k_logop)op);
+        for (int f = 0; f < N; f++) {
+          int64_t idx[3] = {f / 12, f / 4 % 3, f % 4};
+          bad += y[f] != ref_logic(au[ravel(3, idx, ad)], bu[ravel(3, idx, bd)], (k_logop)op);
+          cases++;
+        }
+      }
+    }
+  CHECK(cases > 10000);
+  CHECK_EQ_INT(bad, 0);
+  // NaN compares false every way, itself included
+  float nan = NAN, one = 1;
+  int64_t d1[1] = {1};
+  for (int op = K_EQ; op <= K_GE; op++) {
+    k_compare_f32(y, &nan, &nan, 1, d1, d1, d1, (k_cmpop)op);
+    CHECK_EQ_INT(y[0], 0);
+    k_compare_f32(y, &nan, &one, 1, d1, d1, d1, (k_cmpop)op);
+    CHECK_EQ_INT(y[0], 0);
+  }
+  // hand-written: [2,1] >= [3] on int64 -> [[1,0,0],[1,1,1]]
+  int64_t c[2] = {1, 5}, r[3] = {0, 2, 5}, cd[2] = {2, 1}, rd[2] = {1, 3}, yd2[2] = {2, 3};
+  k_compare_i64(y, c, r, 2, yd2, cd, rd, K_GE);
+  const uint8_t want[6] = {1, 0, 0, 1, 1, 1};
+  for (int i = 0; i < 6; i++) CHECK_EQ_INT(y[i], want[i]);
+}
+
 int main(void) {
   test_hand();
+  test_compare_logic();
   test_random_shapes();
   test_i64();
   test_empty();
