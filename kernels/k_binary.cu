@@ -242,7 +242,7 @@ __global__ void compare_kernel(uint8_t *y, const T *a, const T *b, IDX n, bplan 
       rem = q;
     }
     auto va = cmp_ld(a[ao]), vb = cmp_ld(b[bo]);
-    y[i] = OP == K_EQ ? va == vb : OP == K_LT ? va < vb : va > vb;
+    y[i] = OP == K_EQ ? va == vb : OP == K_LT ? va < vb : OP == K_GT ? va > vb : OP == K_LE ? va <= vb : va >= vb;
   }
 }
 
@@ -264,6 +264,8 @@ void launch_compare(uint8_t *y, const void *a, const void *b, uint64_t n, const 
     case K_EQ: launch_compare_op<T, K_EQ>(y, a, b, n, p, stream); break;
     case K_LT: launch_compare_op<T, K_LT>(y, a, b, n, p, stream); break;
     case K_GT: launch_compare_op<T, K_GT>(y, a, b, n, p, stream); break;
+    case K_LE: launch_compare_op<T, K_LE>(y, a, b, n, p, stream); break;
+    case K_GE: launch_compare_op<T, K_GE>(y, a, b, n, p, stream); break;
   }
 }
 
@@ -275,7 +277,7 @@ extern "C" int k_compare_cuda(uint8_t *y, const void *a, const void *b, k_elem e
   const char *kname = "k_compare_cuda";
   uint64_t n;
   TRY(check_bcast(kname, ndim, ydims, adims, bdims, &n, e));
-  if ((int)op < (int)K_EQ || (int)op > (int)K_GT)
+  if ((int)op < (int)K_EQ || (int)op > (int)K_GE)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown comparison %d", kname, (int)op);
   if (et != K_F32 && et != K_F16 && et != K_I64)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: element type %d has no kernel (FP32, FP16, INT64)",
