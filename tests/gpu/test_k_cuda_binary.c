@@ -8,7 +8,7 @@
 // ranks 5..8, large (~1M) same-shape, scalar, row- and column-broadcast
 // cases, in place, division by zero, Max/Min's NaN propagation and signed
 // zeros, Pow's special values, and argument errors. And k_compare_cuda
-// (equal, less, greater; FP32, FP16, INT64) against k_compare_f32/_i64 on
+// (every k_cmpop; FP32, FP16, INT64) against k_compare_f32/_i64 on
 // the same broadcast shapes, with ties, NaN and signed zeros.
 #include "test_k_cuda_util.h"
 
@@ -326,7 +326,7 @@ static void test_compare(void) {
             ad[i] = (ma >> i) & 1 ? 1 : yd[i];
             bd[i] = (mb >> i) & 1 ? 1 : yd[i];
           }
-          bad += compare_case(&r, ndim, yd, ad, bd, ets[cases % 3], (k_cmpop)(tk_next(&r) % 3));
+          bad += compare_case(&r, ndim, yd, ad, bd, ets[cases % 3], (k_cmpop)(tk_next(&r) % 5));
           cases++;
         }
     }
@@ -343,11 +343,11 @@ static void test_compare(void) {
   };
   for (size_t c = 0; c < sizeof big / sizeof big[0]; c++)
     for (int et = 0; et < 3; et++)
-      for (int op = 0; op < 3; op++) {
+      for (int op = 0; op < 5; op++) {
         bad += compare_case(&r, big[c].ndim, big[c].y, big[c].a, big[c].b, ets[et], (k_cmpop)op);
         cases++;
       }
-  printf("compare: %d cases (eq/lt/gt; fp32, fp16, int64), %d mismatched\n", cases, bad);
+  printf("compare: %d cases (eq/lt/gt/le/ge; fp32, fp16, int64), %d mismatched\n", cases, bad);
   CHECK_EQ_INT(bad, 0);
 }
 
@@ -374,7 +374,7 @@ static void test_errors(void) {
   CHECK_CONTAINS(e.msg, "k_compare_cuda");
   CHECK_EQ_INT(k_compare_cuda(yb, p, p, K_F32, 2, y, a, b, K_EQ, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "broadcast");
-  CHECK_EQ_INT(k_compare_cuda(yb, p, p, K_F32, 2, y, a, a, (k_cmpop)3, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_compare_cuda(yb, p, p, K_F32, 2, y, a, a, (k_cmpop)5, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "comparison");
   CHECK_EQ_INT(k_compare_cuda(yb, p, p, K_BOOL, 2, y, a, a, K_EQ, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "element type");
