@@ -1,6 +1,7 @@
 // engine/ops_index_cuda.c: the index ops of ops_shape.c that transformer
-// exports run on data (attention masks, heads, rotary halves) on the CUDA
-// plan: GatherElements, GatherND (batch_dims), Trilu through k_index.cu,
+// exports run on data (embeddings, attention masks, heads, rotary halves)
+// on the CUDA plan: Gather, Expand, GatherElements, GatherND (batch_dims),
+// Trilu through k_index.cu,
 // and Split as one 2-D copy per output (Concat's inverse, as run_concat of
 // plan_cuda.c). Each moves elements as they are, so FP16-stored values
 // run as they are. The shapes come from the planner (the outputs' dims are
@@ -22,6 +23,29 @@ static size_t dims_prod(const int64_t *d, int from, int to) {
   size_t n = 1;
   for (int k = from; k < to; k++) n *= (size_t)d[k];
   return n;
+}
+
+static int gather_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int r = in[0].ndims;
+  int64_t ax;
+  TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
+  return k_gather_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), dims_prod(in[0].dims, 0, (int)ax),
+                       in[0].dims[ax], dims_prod(in[0].dims, (int)ax + 1, r), in[1].data, in[1].dt == DT_INT32,
+                       (size_t)eng_numel(in[1].ndims, in[1].dims), c->stream, e);
+}
+
+// Expand: the planner's output dims are this run's target shape (the shape
+// input was read while shapes were inferred); x left-padded to that rank.
+static int expand_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  int nd = out[0].ndims;
+  int64_t xd[ENG_MAX_DIMS];
+  if (in[0].ndims > nd) return err_set(e, ERR_INTERNAL, "Expand: rank %d into %d", in[0].ndims, nd);
+  op_pad_dims(&in[0], nd, xd);
+  return k_expand_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), nd, out[0].dims, xd, c->stream, e);
 }
 
 static int gather_elements_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
@@ -118,6 +142,8 @@ static int split_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, 
 }
 
 const cuda_op eng_cuda__index_ops[] = {
+    {.op_type = "Gather", .run = gather_run, .half = eng_cuda__half_always},
+    {.op_type = "Expand", .run = expand_run, .half = eng_cuda__half_always},
     {.op_type = "GatherElements", .run = gather_elements_run, .half = eng_cuda__half_always},
     {.op_type = "GatherND", .run = gather_nd_run, .half = eng_cuda__half_always},
     {.op_type = "Trilu", .run = trilu_run, .half = eng_cuda__half_always, .init = trilu_init,

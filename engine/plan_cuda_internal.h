@@ -155,7 +155,8 @@ extern const size_t eng_cuda__n_elem_ops;
 // The resize family (ops_resize_cuda.c): Resize, Upsample, Pad.
 extern const cuda_op eng_cuda__resize_ops[];
 extern const size_t eng_cuda__n_resize_ops;
-// The index ops of ops_shape.c (ops_index_cuda.c): GatherElements, GatherND, Trilu, Split.
+// The index ops of ops_shape.c (ops_index_cuda.c): Gather, Expand, GatherElements, GatherND,
+// Trilu, Split.
 extern const cuda_op eng_cuda__index_ops[];
 extern const size_t eng_cuda__n_index_ops;
 

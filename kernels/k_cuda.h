@@ -96,13 +96,20 @@ int k_boolop_cuda(uint8_t *y, const void *x, size_t n, k_elem et, k_boolop op, i
 int k_cumsum_cuda(void *y, const void *x, k_elem et, size_t outer, size_t len, size_t inner,
                   int exclusive, int reverse, cudaStream_t stream, err *e);
 
-// --- indexing (k_index.cu) as k_gather_elements, k_gather_nd and k_trilu,
+// --- indexing (k_index.cu) as k_gather, k_expand, k_gather_elements, k_gather_nd and k_trilu,
 // elements of 1, 2, 4 or 8 bytes moved as they are; idx on the device,
 // int64 (or int32 when idx_i32); dims HOST memory. Unlike the references,
 // an out-of-range index cannot fail the call (the launch is asynchronous):
-// its element (GatherElements) or slice (GatherND) comes out as zero bytes
+// its element (Gather, GatherElements) or slice (GatherND) comes out as zero bytes
 // and nothing outside x is read. y must not overlap x or idx, except that
 // k_trilu_cuda's y may alias x.
+// Gather (k_gather): x as [outer, axis_len, inner], y as [outer, n_idx, inner].
+int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
+                  const void *idx, int idx_i32, size_t n_idx, cudaStream_t stream, err *e);
+// Expand (k_expand): x repeated along the dims where xdims[i] is 1; ndim 0
+// copies one element.
+int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
+                  const int64_t *xdims, cudaStream_t stream, err *e);
 int k_gather_elements_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
                            int axis, const void *idx, int idx_i32, const int64_t *idims,
                            cudaStream_t stream, err *e);

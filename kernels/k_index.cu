@@ -4,7 +4,7 @@
 // as k_binary.cu does (size-1 output dims dropped, dims every operand walks
 // contiguously merged, stride 0 where an operand repeats) and passes it by
 // value; one thread per output element, 32-bit index math where it fits.
-// Also the twins of k_gather_elements, k_gather_nd and k_trilu: a thread
+// Also the twins of k_gather, k_expand, k_gather_elements, k_gather_nd and k_trilu: a thread
 // per output element, elements of 1, 2, 4 or 8 bytes moved as they are.
 // An index out of range cannot fail the launch as the references fail the
 // call: its element(s) come out as zero bytes and nothing outside x is read.
@@ -306,6 +306,91 @@ extern "C" int k_trilu_cuda(void *y, const void *x, size_t esz, size_t batch, in
   unsigned blocks = k_blocks_for(n, K_THREADS);
   K_BY_ESZ(esz, (trilu_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, n, rows, cols, k,
                                                                     upper)))
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
+}
+
+namespace {
+
+template <class T>
+__global__ void gather_kernel(T *y, const T *x, const void *idx, int i32, size_t n, size_t n_idx, size_t inner,
+                              int64_t len) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    size_t in = i % inner, ot = i / inner, t = ot % n_idx, o = ot / n_idx;
+    long long k = idx_at(idx, i32, t);
+    if (k < 0) k += len;
+    y[i] = k < 0 || k >= len ? (T)0 : x[(o * (size_t)len + (size_t)k) * inner + in];
+  }
+}
+
+// Expand: y's dims and x's strides (0 where x repeats).
+struct explan {
+  int nd;
+  int64_t dims[K_MAX_DIMS], xst[K_MAX_DIMS];
+};
+
+template <class T>
+__global__ void expand_kernel(T *y, const T *x, size_t n, explan p) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    size_t rem = i;
+    int64_t off = 0;
+    for (int d = p.nd - 1; d >= 0; d--) {
+      size_t dim = (size_t)p.dims[d], q = rem / dim;
+      off += (int64_t)(rem - q * dim) * p.xst[d];
+      rem = q;
+    }
+    y[i] = x[off];
+  }
+}
+
+}  // namespace
+
+extern "C" int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
+                             const void *idx, int idx_i32, size_t n_idx, cudaStream_t stream, err *e) {
+  const char *kn = "k_gather_cuda";
+  TRY(check_esz(kn, esz, e));
+  if (axis_len < 0) return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative axis length", kn);
+  size_t n;
+  if (!k_mul3(outer, n_idx, inner, &n))
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: %zu x %zu x %zu overflows", kn, outer, n_idx, inner);
+  if (n == 0) return 0;
+  if (!y || !x || !idx)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p idx=%p)", kn, y, x, idx);
+  unsigned blocks = k_blocks_for(n, K_THREADS);
+  K_BY_ESZ(esz, (gather_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, idx, idx_i32, n,
+                                                                     n_idx, inner, axis_len)))
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
+}
+
+extern "C" int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
+                             const int64_t *xdims, cudaStream_t stream, err *e) {
+  const char *kn = "k_expand_cuda";
+  TRY(check_esz(kn, esz, e));
+  if (ndim < 0 || ndim > K_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kn, ndim, K_MAX_DIMS);
+  if (ndim > 0 && (!ydims || !xdims)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
+  explan p;
+  p.nd = ndim > 0 ? ndim : 1;
+  p.dims[0] = 1, p.xst[0] = 0;
+  uint64_t n = 1;
+  int64_t acc = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    if (ydims[d] < 0 || (xdims[d] != ydims[d] && xdims[d] != 1))
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: axis %d: dim %lld does not broadcast to %lld", kn, d,
+                     (long long)xdims[d], (long long)ydims[d]);
+    p.dims[d] = ydims[d];
+    p.xst[d] = xdims[d] == 1 ? 0 : acc;
+    acc *= xdims[d];
+    if (__builtin_mul_overflow(n, (uint64_t)ydims[d], &n))
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+  }
+  if (n == 0) return 0;
+  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
+  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
+  K_BY_ESZ(esz, (expand_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
   K_LAUNCH_CHECK(e, kn);
   return 0;
 }

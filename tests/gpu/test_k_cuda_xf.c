@@ -3,7 +3,8 @@
 // INT64, INT32; NaN against numbers), k_logic_cuda (k_logic, nonzero
 // bytes other than 1), k_boolop_cuda (k_not, k_isnan, k_isinf, FP32 and
 // FP16), k_cumsum_cuda (k_cumsum_f32/_i64/_i32, exclusive and reverse, in
-// place), k_gather_elements_cuda, k_gather_nd_cuda (batch dims, negative
+// place), k_gather_cuda (embeddings: int64 and int32 ids, negative ones),
+// k_expand_cuda (every broadcast mask), k_gather_elements_cuda, k_gather_nd_cuda (batch dims, negative
 // indices, int32 indices; out-of-range indices give zero bytes) and
 // k_trilu_cuda (k past either edge, in place). Shapes broadcast over every
 // mask of rank-1..3 dims from {1,2,3}. The launchers' argument checks run
@@ -207,6 +208,48 @@ static void test_gather(void) {
         TK_CUDA(cudaFree(dy));
         free(x), free(idx), free(want), free(got);
       }
+  // Gather: x as [outer, len, inner], every element size, both index types
+  static const size_t gshapes[][4] = {{1, 30, 16, 7}, {3, 5, 1, 4}, {2, 4, 3, 1}};  // outer, len, inner, n_idx
+  for (size_t g = 0; g < 3; g++)
+    for (int i32 = 0; i32 < 2; i32++)
+      for (size_t es = 1; es <= 8; es *= 2, cases++) {
+        size_t o = gshapes[g][0], l = gshapes[g][1], in = gshapes[g][2], ni = gshapes[g][3];
+        size_t nx = o * l * in, ny = o * ni * in;
+        void *x = tk_xmalloc(nx * es), *idx = tk_xmalloc(ni * 8), *want = tk_xmalloc(ny * es),
+             *got = tk_xmalloc(ny * es);
+        fill_bytes(&r, x, nx * es);
+        for (size_t k = 0; k < ni; k++) {
+          int64_t v = (int64_t)(tk_next(&r) % (2 * (uint64_t)l)) - (int64_t)l;
+          if (i32) ((int32_t *)idx)[k] = (int32_t)v;
+          else ((int64_t *)idx)[k] = v;
+        }
+        CHECK_EQ_INT(k_gather(want, x, es, o, (int64_t)l, in, idx, i32, ni), 0);
+        void *dx = tk_to_dev(x, nx * es), *di = tk_to_dev(idx, ni * 8), *dy = tk_dev_alloc(ny * es);
+        TK_OK(k_gather_cuda(dy, dx, es, o, (int64_t)l, in, di, i32, ni, NULL, TK_E));
+        tk_from_dev(got, dy, ny * es);
+        if (memcmp(got, want, ny * es)) bad++, tk_compare_bits("gather", got, want, ny * es);
+        TK_CUDA(cudaFree(dx));
+        TK_CUDA(cudaFree(di));
+        TK_CUDA(cudaFree(dy));
+        free(x), free(idx), free(want), free(got);
+      }
+  // Expand: y [2, 3, 4], x with every subset of dims set to 1
+  for (int mask = 0; mask < 8; mask++)
+    for (size_t es = 1; es <= 8; es *= 2, cases++) {
+      int64_t yd[3] = {2, 3, 4}, xd[3];
+      for (int i = 0; i < 3; i++) xd[i] = (mask >> i) & 1 ? 1 : yd[i];
+      size_t nx = (size_t)count(3, xd), ny = 24;
+      void *x = tk_xmalloc(nx * es), *want = tk_xmalloc(ny * es), *got = tk_xmalloc(ny * es);
+      fill_bytes(&r, x, nx * es);
+      k_expand(want, x, es, 3, yd, xd);
+      void *dx = tk_to_dev(x, nx * es), *dy = tk_dev_alloc(ny * es);
+      TK_OK(k_expand_cuda(dy, dx, es, 3, yd, xd, NULL, TK_E));
+      tk_from_dev(got, dy, ny * es);
+      if (memcmp(got, want, ny * es)) bad++, tk_compare_bits("expand", got, want, ny * es);
+      TK_CUDA(cudaFree(dx));
+      TK_CUDA(cudaFree(dy));
+      free(x), free(want), free(got);
+    }
   // GatherND: x as [batch 2, d = {3, 4}, slice 5], m 1 or 2
   for (int m = 1; m <= 2; m++)
     for (int i32 = 0; i32 < 2; i32++, cases++) {
@@ -314,6 +357,17 @@ static void test_errors(void) {
   CHECK_EQ_INT(k_gather_nd_cuda(p, p, 4, 1, 2, NULL, 1, p, 0, 1, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_gather_nd_cuda(p, p, 4, SIZE_MAX, 2, d2, 2, p, 0, 2, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_gather_nd_cuda(NULL, NULL, 4, 1, 2, d2, 1, NULL, 0, 0, NULL, &e), 0);
+  CHECK_EQ_INT(k_gather_cuda(p, p, 6, 1, 2, 3, p, 0, 1, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "k_gather_cuda");
+  CHECK_EQ_INT(k_gather_cuda(p, p, 4, 1, -2, 3, p, 0, 1, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gather_cuda(p, p, 4, 1, 2, 3, NULL, 0, 1, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "NULL");
+  CHECK_EQ_INT(k_gather_cuda(NULL, NULL, 4, 1, 2, 3, NULL, 0, 0, NULL, &e), 0);
+  CHECK_EQ_INT(k_expand_cuda(p, p, 4, 2, d2, bad2, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "broadcast");
+  CHECK_EQ_INT(k_expand_cuda(p, p, 4, 9, d2, d2, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_expand_cuda(NULL, p, 4, 2, d2, d2, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_expand_cuda(NULL, NULL, 4, 2, z, z, NULL, &e), 0);
   CHECK_EQ_INT(k_trilu_cuda(p, p, 5, 1, 2, 2, 0, 1, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "k_trilu_cuda");
   CHECK_EQ_INT(k_trilu_cuda(p, p, 4, 1, -2, 2, 0, 1, NULL, &e), ERR_INVALID_ARGUMENT);
