@@ -5,8 +5,10 @@
 // 11; ReLU6 is Clip(x, 0, 6)) are read once at init from the graph, since
 // the plan's copy of a constant lives on the device. Pow and the variadic
 // Max/Min through k_binary.cu (FP32, FP16) and the plan's int64 kernel,
-// Equal through k_compare_cuda (bool out), Where through k_where_cuda (any
-// element size). All broadcast and are blind to layout (CUDA_OP_ELEMWISE:
+// the comparisons (Equal, Less, LessOrEqual, Greater, GreaterOrEqual)
+// through k_compare_cuda (bool out; BOOL Equal as k_logic_cuda's XNOR),
+// And/Or/Xor through k_logic_cuda, Not/IsNaN/IsInf through k_boolop_cuda,
+// Where through k_where_cuda (any element size). All broadcast and are blind to layout (CUDA_OP_ELEMWISE:
 // in NHWC regions their operands come presented in memory order).
 // Registered into plan_cuda.c's op table through plan_cuda_internal.h.
 #include <stdlib.h>
@@ -107,20 +109,71 @@ static int variadic_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
   return 0;
 }
 
-static int equal_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
-                     eng_tensor *out, int n_out, err *e) {
-  (void)p, (void)n_in, (void)n_out;
-  k_elem et;
-  if (in[0].dt == DT_FP32) et = K_F32;
-  else if (in[0].dt == DT_FP16) et = K_F16;
-  else if (in[0].dt == DT_INT64) et = K_I64;
-  else return err_set(e, ERR_UNIMPLEMENTED, "Equal of %s tensors has no CUDA kernel", dtype_wire_name(in[0].dt));
+// ops_elem.c's parse put the k_cmpop in p->mode.
+static int compare_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                       eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
   int nd = out[0].ndims > 0 ? out[0].ndims : 1;
   int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
   op_pad_dims(&out[0], nd, yd);
   op_pad_dims(&in[0], nd, ad);
   op_pad_dims(&in[1], nd, bd);
-  return k_compare_cuda(out[0].data, in[0].data, in[1].data, et, nd, yd, ad, bd, K_EQ, c->stream, e);
+  k_elem et;
+  switch (in[0].dt) {
+    case DT_FP32: et = K_F32; break;
+    case DT_FP16: et = K_F16; break;
+    case DT_INT64: et = K_I64; break;
+    case DT_INT32: et = K_I32; break;
+    case DT_BOOL:
+      if (p->mode == K_EQ)
+        return k_logic_cuda(out[0].data, in[0].data, in[1].data, nd, yd, ad, bd, K_XNOR, c->stream, e);
+      // fall through
+    default:
+      return err_set(e, ERR_UNIMPLEMENTED, "comparing %s tensors has no CUDA kernel",
+                     dtype_wire_name(in[0].dt));
+  }
+  return k_compare_cuda(out[0].data, in[0].data, in[1].data, et, nd, yd, ad, bd, (k_cmpop)p->mode,
+                        c->stream, e);
+}
+
+// And, Or, Xor: p->mode is the k_logop.
+static int logic_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                     eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int nd = out[0].ndims > 0 ? out[0].ndims : 1;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  op_pad_dims(&out[0], nd, yd);
+  op_pad_dims(&in[0], nd, ad);
+  op_pad_dims(&in[1], nd, bd);
+  return k_logic_cuda(out[0].data, in[0].data, in[1].data, nd, yd, ad, bd, (k_logop)p->mode, c->stream, e);
+}
+
+static int boolop_run(cuda_ctx *c, const eng_tensor *x, eng_tensor *y, k_boolop op, int neg, int pos,
+                      err *e) {
+  k_elem et;
+  if (x->dt == DT_FP32) et = K_F32;
+  else if (x->dt == DT_FP16) et = K_F16;
+  else if (x->dt == DT_BOOL) et = K_BOOL;
+  else return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op", dtype_wire_name(x->dt));
+  return k_boolop_cuda(y->data, x->data, (size_t)eng_numel(x->ndims, x->dims), et, op, neg, pos, c->stream, e);
+}
+
+static int not_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                   int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  return boolop_run(c, &in[0], &out[0], K_NOT, 0, 0, e);
+}
+
+static int isnan_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                     eng_tensor *out, int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  return boolop_run(c, &in[0], &out[0], K_ISNAN, 0, 0, e);
+}
+
+static int isinf_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                     eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  return boolop_run(c, &in[0], &out[0], K_ISINF, p->detect_neg, p->detect_pos, e);
 }
 
 // Where moves X's or Y's elements as they are: any type, FP16 included.
@@ -143,8 +196,8 @@ static int where_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, 
 #define UNOP(name) \
   {.op_type = name, .run = unop_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE}
 
-// FP16 operands run as they are (the kernels widen each to float; Where and
-// Equal read them as they are stored).
+// FP16 operands run as they are (the kernels widen each to float; Where,
+// the comparisons, IsNaN and IsInf read them as they are stored).
 const cuda_op eng_cuda__elem_ops[] = {
     UNOP("HardSigmoid"),
     UNOP("HardSwish"),
@@ -158,7 +211,19 @@ const cuda_op eng_cuda__elem_ops[] = {
     {.op_type = "Pow", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Max", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Min", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Equal", .run = equal_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+#define ELEM(name, fn) {.op_type = name, .run = fn, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE}
+    ELEM("Equal", compare_run),
+    ELEM("Less", compare_run),
+    ELEM("LessOrEqual", compare_run),
+    ELEM("Greater", compare_run),
+    ELEM("GreaterOrEqual", compare_run),
+    ELEM("And", logic_run),
+    ELEM("Or", logic_run),
+    ELEM("Xor", logic_run),
+    ELEM("Not", not_run),
+    ELEM("IsNaN", isnan_run),
+    ELEM("IsInf", isinf_run),
+#undef ELEM
     {.op_type = "Where", .run = where_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
 };
 const size_t eng_cuda__n_elem_ops = sizeof eng_cuda__elem_ops / sizeof eng_cuda__elem_ops[0];

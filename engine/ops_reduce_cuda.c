@@ -9,6 +9,10 @@
 // init from the graph: the plan's copy of a constant is on the device. On
 // NHWC activations (plan_cuda_layout.c; keepdims only, so the output stays
 // 4-D) the axes are mapped to memory order and the output comes out NHWC.
+//
+// CumSum too (k_cumsum_cuda: FP32, FP16, INT64, INT32), its axis a
+// constant input read at init the same way; it runs on NCHW (logical)
+// dims, so the layout pass hands it NCHW operands.
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,6 +116,53 @@ static int reduce_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
 
 static void reduce_destroy(void *state) { free(state); }
 
+// --- CumSum
+
+typedef struct cumsum_node {
+  int64_t axis;  // as given: normalised per run against the input's rank
+} cumsum_node;
+
+static int cumsum_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half;
+  const eng_node *n = eng_graph_node(pl->g, i);
+  if (n->n_in < 2 || n->in[1] < 0 || !eng_cuda__is_const(pl->g, n->in[1]))
+    return err_set(e, ERR_UNIMPLEMENTED, "CumSum on CUDA takes a constant axis");
+  const eng_value *v = eng_graph_value(pl->g, (size_t)n->in[1]);
+  eng_tensor t = {.dt = v->dt, .ndims = v->ndims, .data = (void *)v->data, .bytes = v->bytes};
+  memcpy(t.dims, v->dims, sizeof t.dims);
+  int64_t a[1];
+  int cnt;
+  if (eng_numel(t.ndims, t.dims) != 1) return err_set(e, ERR_INVALID_ARGUMENT, "CumSum: axis must be a scalar");
+  TRY(eng_ops__read_ints(&t, "axis", a, 1, &cnt, e));
+  cumsum_node *s = malloc(sizeof *s);
+  if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  s->axis = a[0];
+  *state = s;
+  return 0;
+}
+
+static int cumsum_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                      eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  const cumsum_node *s = c->node;
+  const eng_tensor *x = &in[0];
+  k_elem et;
+  switch (x->dt) {
+    case DT_FP32: et = K_F32; break;
+    case DT_FP16: et = K_F16; break;
+    case DT_INT64: et = K_I64; break;
+    case DT_INT32: et = K_I32; break;
+    default:
+      return err_set(e, ERR_UNIMPLEMENTED, "CumSum of %s has no CUDA kernel", dtype_wire_name(x->dt));
+  }
+  int64_t ax;
+  TRY(eng_ops__norm_axis(s->axis, x->ndims, &ax, e));
+  size_t outer = 1, inner = 1, len = (size_t)x->dims[ax];
+  for (int k = 0; k < ax; k++) outer *= (size_t)x->dims[k];
+  for (int k = (int)ax + 1; k < x->ndims; k++) inner *= (size_t)x->dims[k];
+  return k_cumsum_cuda(out[0].data, x->data, et, outer, len, inner, p->exclusive, p->reverse, c->stream, e);
+}
+
 #define FAMILY(name)                                                                           \
   {.op_type = name, .run = reduce_run, .half = eng_cuda__half_always, .flags = CUDA_OP_NHWC,  \
    .init = reduce_init, .destroy = reduce_destroy}
@@ -121,5 +172,7 @@ const cuda_op eng_cuda__reduce_ops[] = {
     FAMILY("ReduceSum"),
     FAMILY("ReduceMax"),
     FAMILY("ReduceMin"),
+    {.op_type = "CumSum", .run = cumsum_run, .half = eng_cuda__half_always, .init = cumsum_init,
+     .destroy = free},
 };
 const size_t eng_cuda__n_reduce_ops = sizeof eng_cuda__reduce_ops / sizeof eng_cuda__reduce_ops[0];

@@ -419,8 +419,9 @@ static void gemm_fuse(const eng_plan *pl, size_t i, cuda_fusion *f);
 
 // Every op of the CPU table (ops_cpu.c) that runs; Constant is folded at load.
 // The conv family is in ops_conv_cuda.c, the rest of the elementwise family
-// in ops_elem_cuda.c, the reductions in ops_reduce_cuda.c, Resize and Pad in
-// ops_resize_cuda.c (find_op looks there too).
+// in ops_elem_cuda.c, the reductions and CumSum in ops_reduce_cuda.c, Resize
+// and Pad in ops_resize_cuda.c, GatherElements, GatherND, Trilu and Split in
+// ops_index_cuda.c (find_op looks there too).
 static const cuda_op cuda_ops[] = {
     {.op_type = "Gemm", .run = run_gemm, .half = half_gemm, .fuse = gemm_fuse},
     {.op_type = "MatMul", .run = run_matmul, .half = eng_cuda__half_always, .fuse = gemm_fuse},
@@ -460,7 +461,8 @@ static const cuda_op *find_op(const char *op_type) {
   } families[] = {{eng_cuda__conv_ops, &eng_cuda__n_conv_ops},
                   {eng_cuda__elem_ops, &eng_cuda__n_elem_ops},
                   {eng_cuda__reduce_ops, &eng_cuda__n_reduce_ops},
-                  {eng_cuda__resize_ops, &eng_cuda__n_resize_ops}};
+                  {eng_cuda__resize_ops, &eng_cuda__n_resize_ops},
+                  {eng_cuda__index_ops, &eng_cuda__n_index_ops}};
   for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
     for (size_t i = 0; i < *families[f].n; i++)
       if (strcmp(families[f].ops[i].op_type, op_type) == 0) return &families[f].ops[i];

@@ -1,7 +1,7 @@
 // engine/plan_cuda_internal.h: how an op family plugs into the CUDA plan
 // (plan_cuda.c). Not a public header: only the plan and the op families'
 // CUDA files (ops_conv_cuda.c, ops_elem_cuda.c, ops_reduce_cuda.c,
-// ops_resize_cuda.c) include it.
+// ops_resize_cuda.c, ops_index_cuda.c) include it.
 //
 // A cuda_op runs one node on a slot's stream. The simple ops need only
 // run; an op that keeps state (cuDNN plans per shape, packed weights) adds
@@ -144,15 +144,20 @@ int eng_cuda__relayout(eng_tensor *t, void *dst, bool to_nhwc, cudaStream_t st, 
 // The conv family (ops_conv_cuda.c): Conv, ConvTranspose, the pools.
 extern const cuda_op eng_cuda__conv_ops[];
 extern const size_t eng_cuda__n_conv_ops;
-// The reduce family (ops_reduce_cuda.c): ReduceMean, ReduceSum, ReduceMax, ReduceMin.
+// The reduce family (ops_reduce_cuda.c): ReduceMean, ReduceSum, ReduceMax, ReduceMin, CumSum.
 extern const cuda_op eng_cuda__reduce_ops[];
 extern const size_t eng_cuda__n_reduce_ops;
 // The elementwise family (ops_elem_cuda.c): HardSigmoid, HardSwish, Sqrt,
-// Exp, Neg, Abs, Reciprocal, Clip, Pow, Max, Min, Equal, Where.
+// Exp, Neg, Abs, Reciprocal, Clip, Pow, Max, Min, Equal, Less, LessOrEqual,
+// Greater, GreaterOrEqual, And, Or, Xor, Not, IsNaN, IsInf, Where.
 extern const cuda_op eng_cuda__elem_ops[];
 extern const size_t eng_cuda__n_elem_ops;
 // The resize family (ops_resize_cuda.c): Resize, Upsample, Pad.
 extern const cuda_op eng_cuda__resize_ops[];
 extern const size_t eng_cuda__n_resize_ops;
+// The index ops of ops_shape.c (ops_index_cuda.c): Gather, Expand, GatherElements, GatherND,
+// Trilu, Split.
+extern const cuda_op eng_cuda__index_ops[];
+extern const size_t eng_cuda__n_index_ops;
 
 #endif

@@ -1,6 +1,6 @@
 // kernels/k_binary.cu: CUDA twins of k_binary_f32 (add/sub/mul/div/pow/max/
 // min with numpy broadcasting), for float and half storage, and of
-// k_compare_f32/_i64 (bool output). The host plans the walk as the
+// k_compare_f32/_i64/_i32 (bool output) and k_logic (bool operands). The host plans the walk as the
 // reference does (size-1 dims dropped, dims both inputs walk contiguously
 // merged, stride 0 where an input repeats) and passes it by value; the common shapes (same shape,
 // scalar on either side) get stride-specialised kernels, everything else
@@ -226,6 +226,18 @@ int launch(const char *kname, T *y, const T *a, const T *b, int ndim, const int6
 __device__ __forceinline__ float cmp_ld(float v) { return v; }
 __device__ __forceinline__ float cmp_ld(__half v) { return __half2float(v); }
 __device__ __forceinline__ long long cmp_ld(long long v) { return v; }
+__device__ __forceinline__ int cmp_ld(int v) { return v; }
+
+template <k_cmpop OP, class V>
+__device__ __forceinline__ bool cmp(V a, V b) {
+  switch (OP) {
+    case K_EQ: return a == b;
+    case K_LT: return a < b;
+    case K_GT: return a > b;
+    case K_LE: return a <= b;
+    default: return a >= b;
+  }
+}
 
 template <class T, k_cmpop OP, typename IDX>
 __global__ void compare_kernel(uint8_t *y, const T *a, const T *b, IDX n, bplan p) {
@@ -242,7 +254,7 @@ __global__ void compare_kernel(uint8_t *y, const T *a, const T *b, IDX n, bplan 
       rem = q;
     }
     auto va = cmp_ld(a[ao]), vb = cmp_ld(b[bo]);
-    y[i] = OP == K_EQ ? va == vb : OP == K_LT ? va < vb : OP == K_GT ? va > vb : OP == K_LE ? va <= vb : va >= vb;
+    y[i] = cmp<OP>(va, vb);
   }
 }
 
@@ -269,6 +281,37 @@ void launch_compare(uint8_t *y, const void *a, const void *b, uint64_t n, const 
   }
 }
 
+// --- logic on bools: operands normalised to 0/1 as k_logic does, so any
+// nonzero byte is true.
+template <k_logop OP, typename IDX>
+__global__ void logic_kernel(uint8_t *y, const uint8_t *a, const uint8_t *b, IDX n, bplan p) {
+  IDX stride = (IDX)gridDim.x * blockDim.x;
+  for (IDX i = (IDX)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    IDX rem = i;
+    int64_t ao = 0, bo = 0;
+    for (int k = p.nd - 1; k >= 0; k--) {
+      IDX d = (IDX)p.dims[k];
+      IDX q = rem / d;
+      IDX r = rem - q * d;
+      ao += (int64_t)r * p.as[k];
+      bo += (int64_t)r * p.bs[k];
+      rem = q;
+    }
+    int va = a[ao] != 0, vb = b[bo] != 0;
+    y[i] = (uint8_t)(OP == K_AND ? va & vb : OP == K_OR ? va | vb : OP == K_XOR ? va ^ vb : va == vb);
+  }
+}
+
+template <k_logop OP>
+void launch_logic_op(uint8_t *y, const uint8_t *a, const uint8_t *b, uint64_t n, const bplan &p,
+                     cudaStream_t stream) {
+  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
+  if (n <= 0x7fffffffu)
+    logic_kernel<OP, uint32_t><<<blocks, K_THREADS, 0, stream>>>(y, a, b, (uint32_t)n, p);
+  else
+    logic_kernel<OP, uint64_t><<<blocks, K_THREADS, 0, stream>>>(y, a, b, n, p);
+}
+
 }  // namespace
 
 extern "C" int k_compare_cuda(uint8_t *y, const void *a, const void *b, k_elem et, int ndim,
@@ -279,9 +322,9 @@ extern "C" int k_compare_cuda(uint8_t *y, const void *a, const void *b, k_elem e
   TRY(check_bcast(kname, ndim, ydims, adims, bdims, &n, e));
   if ((int)op < (int)K_EQ || (int)op > (int)K_GE)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown comparison %d", kname, (int)op);
-  if (et != K_F32 && et != K_F16 && et != K_I64)
-    return err_set(e, ERR_INVALID_ARGUMENT, "%s: element type %d has no kernel (FP32, FP16, INT64)",
-                   kname, (int)et);
+  if (et != K_F32 && et != K_F16 && et != K_I64 && et != K_I32)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "%s: element type %d has no kernel (FP32, FP16, INT64, INT32)", kname, (int)et);
   bplan p;
   if (!plan_make(&p, ndim, ydims, adims, bdims)) return 0;  // empty output
   if (!y || !a || !b)
@@ -289,7 +332,31 @@ extern "C" int k_compare_cuda(uint8_t *y, const void *a, const void *b, k_elem e
                    kname, (void *)y, a, b, (unsigned long long)n);
   if (et == K_F32) launch_compare<float>(y, a, b, n, p, op, stream);
   else if (et == K_F16) launch_compare<__half>(y, a, b, n, p, op, stream);
-  else launch_compare<long long>(y, a, b, n, p, op, stream);
+  else if (et == K_I64) launch_compare<long long>(y, a, b, n, p, op, stream);
+  else launch_compare<int>(y, a, b, n, p, op, stream);
+  K_LAUNCH_CHECK(e, kname);
+  return 0;
+}
+
+extern "C" int k_logic_cuda(uint8_t *y, const uint8_t *a, const uint8_t *b, int ndim,
+                            const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
+                            k_logop op, cudaStream_t stream, err *e) {
+  const char *kname = "k_logic_cuda";
+  uint64_t n;
+  TRY(check_bcast(kname, ndim, ydims, adims, bdims, &n, e));
+  if ((int)op < (int)K_AND || (int)op > (int)K_XNOR)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown logic op %d", kname, (int)op);
+  bplan p;
+  if (!plan_make(&p, ndim, ydims, adims, bdims)) return 0;  // empty output
+  if (!y || !a || !b)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p a=%p b=%p) for %llu elements",
+                   kname, (void *)y, (const void *)a, (const void *)b, (unsigned long long)n);
+  switch (op) {
+    case K_AND: launch_logic_op<K_AND>(y, a, b, n, p, stream); break;
+    case K_OR: launch_logic_op<K_OR>(y, a, b, n, p, stream); break;
+    case K_XOR: launch_logic_op<K_XOR>(y, a, b, n, p, stream); break;
+    case K_XNOR: launch_logic_op<K_XNOR>(y, a, b, n, p, stream); break;
+  }
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

@@ -71,12 +71,53 @@ int k_binary_f16_cuda(uint16_t *y, const uint16_t *a, const uint16_t *b, int ndi
                       const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
                       k_binop op, cudaStream_t stream, err *e);
 
-// Comparisons (k_binary.cu) as k_compare_f32 / k_compare_i64: y is bool
-// (one byte, 0 or 1); a and b of element type et: K_F32, K_F16 (compared
-// as the floats they stand for) or K_I64. Shapes, dims and aliasing as
+// Comparisons (k_binary.cu) as k_compare_f32 / _i64 / _i32, every
+// k_cmpop: y is bool (one byte, 0 or 1); a and b of element type et:
+// K_F32, K_F16 (compared as the floats they stand for), K_I64 or K_I32. Shapes, dims and aliasing as
 // k_binary_f32_cuda (y never aliases a or b: another type).
 int k_compare_cuda(uint8_t *y, const void *a, const void *b, k_elem et, int ndim, const int64_t *ydims,
                    const int64_t *adims, const int64_t *bdims, k_cmpop op, cudaStream_t stream, err *e);
+
+// Logic on bools (k_binary.cu) as k_logic: any nonzero byte is true, y is
+// 0 or 1. Shapes, dims and aliasing as k_binary_f32_cuda.
+int k_logic_cuda(uint8_t *y, const uint8_t *a, const uint8_t *b, int ndim, const int64_t *ydims,
+                 const int64_t *adims, const int64_t *bdims, k_logop op, cudaStream_t stream, err *e);
+
+// --- unary ops with a bool result or operand (k_unop.cu), as k_not,
+// k_isnan and k_isinf: K_NOT takes et K_BOOL (y may alias x); K_ISNAN and
+// K_ISINF take K_F32 or K_F16, IsInf counting -inf when neg, +inf when pos.
+typedef enum k_boolop { K_NOT, K_ISNAN, K_ISINF } k_boolop;
+int k_boolop_cuda(uint8_t *y, const void *x, size_t n, k_elem et, k_boolop op, int neg, int pos,
+                  cudaStream_t stream, err *e);
+
+// --- running sums (k_reduce.cu) as k_cumsum_f32/_i64/_i32: x seen as
+// [outer, len, inner]; et K_F32, K_F16 (summed in float, each result
+// rounded once), K_I64 or K_I32 (wrapping). y may alias x.
+int k_cumsum_cuda(void *y, const void *x, k_elem et, size_t outer, size_t len, size_t inner,
+                  int exclusive, int reverse, cudaStream_t stream, err *e);
+
+// --- indexing (k_index.cu) as k_gather, k_expand, k_gather_elements, k_gather_nd and k_trilu,
+// elements of 1, 2, 4 or 8 bytes moved as they are; idx on the device,
+// int64 (or int32 when idx_i32); dims HOST memory. Unlike the references,
+// an out-of-range index cannot fail the call (the launch is asynchronous):
+// its element (Gather, GatherElements) or slice (GatherND) comes out as zero bytes
+// and nothing outside x is read. y must not overlap x or idx, except that
+// k_trilu_cuda's y may alias x.
+// Gather (k_gather): x as [outer, axis_len, inner], y as [outer, n_idx, inner].
+int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
+                  const void *idx, int idx_i32, size_t n_idx, cudaStream_t stream, err *e);
+// Expand (k_expand): x repeated along the dims where xdims[i] is 1; ndim 0
+// copies one element.
+int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
+                  const int64_t *xdims, cudaStream_t stream, err *e);
+int k_gather_elements_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
+                           int axis, const void *idx, int idx_i32, const int64_t *idims,
+                           cudaStream_t stream, err *e);
+int k_gather_nd_cuda(void *y, const void *x, size_t esz, size_t batch, int m, const int64_t *d,
+                     size_t slice, const void *idx, int idx_i32, size_t n_tuples, cudaStream_t stream,
+                     err *e);
+int k_trilu_cuda(void *y, const void *x, size_t esz, size_t batch, int64_t rows, int64_t cols,
+                 int64_t k, int upper, cudaStream_t stream, err *e);
 
 // --- broadcasting selection (k_index.cu), as k_where: y = cond ? a : b,
 // cond bool (non-zero is true), a, b and y of element size esz (1, 2, 4

@@ -4,6 +4,10 @@
 // as k_binary.cu does (size-1 output dims dropped, dims every operand walks
 // contiguously merged, stride 0 where an operand repeats) and passes it by
 // value; one thread per output element, 32-bit index math where it fits.
+// Also the twins of k_gather, k_expand, k_gather_elements, k_gather_nd and k_trilu: a thread
+// per output element, elements of 1, 2, 4 or 8 bytes moved as they are.
+// An index out of range cannot fail the launch as the references fail the
+// call: its element(s) come out as zero bytes and nothing outside x is read.
 #include "kernels/k_cuda_common.cuh"
 
 namespace {
@@ -131,6 +135,262 @@ extern "C" int k_where_cuda(void *y, const uint8_t *cond, const void *a, const v
     case 4: launch<4>(y, cond, a, b, n, p, stream); break;
     default: launch<8>(y, cond, a, b, n, p, stream); break;
   }
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
+}
+
+namespace {
+
+__device__ __forceinline__ long long idx_at(const void *idx, int i32, size_t i) {
+  return i32 ? (long long)((const int32_t *)idx)[i] : ((const long long *)idx)[i];
+}
+
+// GatherElements: idx's dims, x's strides (the axis's taken from the index).
+struct geplan {
+  int nd, axis;
+  int64_t idims[K_MAX_DIMS], xst[K_MAX_DIMS], len;
+};
+
+template <class T>
+__global__ void gather_elements_kernel(T *y, const T *x, const void *idx, int i32, size_t n, geplan p) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    long long k = idx_at(idx, i32, i);
+    if (k < 0) k += p.len;
+    if (k < 0 || k >= p.len) {
+      y[i] = (T)0;
+      continue;
+    }
+    size_t rem = i;
+    int64_t off = 0;
+    for (int d = p.nd - 1; d >= 0; d--) {
+      size_t dim = (size_t)p.idims[d], q = rem / dim;
+      if (d != p.axis) off += (int64_t)(rem - q * dim) * p.xst[d];
+      rem = q;
+    }
+    y[i] = x[off + k * p.xst[p.axis]];
+  }
+}
+
+// GatherND: the data dims the m-tuples index.
+struct gnplan {
+  int m;
+  int64_t d[K_MAX_DIMS];
+  size_t n_tuples, slice, per_batch;
+};
+
+template <class T>
+__global__ void gather_nd_kernel(T *y, const T *x, const void *idx, int i32, size_t n, gnplan p) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    size_t bt = i / p.slice, s = i - bt * p.slice, b = bt / p.n_tuples, off = 0;
+    bool ok = true;
+    for (int j = 0; j < p.m; j++) {
+      long long k = idx_at(idx, i32, bt * (size_t)p.m + (size_t)j);
+      if (k < 0) k += p.d[j];
+      if (k < 0 || k >= p.d[j]) ok = false;
+      off = off * (size_t)p.d[j] + (ok ? (size_t)k : 0);
+    }
+    y[i] = ok ? x[b * p.per_batch + off * p.slice + s] : (T)0;
+  }
+}
+
+template <class T>
+__global__ void trilu_kernel(T *y, const T *x, size_t n, int64_t rows, int64_t cols, int64_t k, int upper) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int64_t c = (int64_t)(i % (size_t)cols), r = (int64_t)((i / (size_t)cols) % (size_t)rows);
+    bool keep = upper ? c - r >= k : c - r <= k;  // |c - r| < 2^62: no overflow
+    T v = x[i];  // read before the write: y may alias x
+    y[i] = keep ? v : (T)0;
+  }
+}
+
+int check_esz(const char *kn, size_t esz, err *e) {
+  if (esz != 1 && esz != 2 && esz != 4 && esz != 8)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: element size %zu is not 1, 2, 4 or 8", kn, esz);
+  return 0;
+}
+
+}  // namespace
+
+#define K_BY_ESZ(esz, CALL)                  \
+  switch (esz) {                             \
+    case 1: { typedef uint8_t T; CALL; } break;            \
+    case 2: { typedef uint16_t T; CALL; } break;           \
+    case 4: { typedef uint32_t T; CALL; } break;           \
+    default: { typedef unsigned long long T; CALL; } break; \
+  }
+
+extern "C" int k_gather_elements_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
+                                      int axis, const void *idx, int idx_i32, const int64_t *idims,
+                                      cudaStream_t stream, err *e) {
+  const char *kn = "k_gather_elements_cuda";
+  TRY(check_esz(kn, esz, e));
+  if (ndim < 1 || ndim > K_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 1..%d", kn, ndim, K_MAX_DIMS);
+  if (!xdims || !idims) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
+  if (axis < 0 || axis >= ndim)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: axis %d outside 0..%d", kn, axis, ndim - 1);
+  geplan p;
+  p.nd = ndim, p.axis = axis, p.len = xdims[axis];
+  uint64_t n = 1;
+  int64_t acc = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    if (xdims[d] < 0 || idims[d] < 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative dim at axis %d", kn, d);
+    if (d != axis && idims[d] > xdims[d])
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: indices dim %d (%lld) exceeds data's (%lld)", kn, d,
+                     (long long)idims[d], (long long)xdims[d]);
+    p.idims[d] = idims[d];
+    p.xst[d] = acc;
+    acc *= xdims[d];
+    if (__builtin_mul_overflow(n, (uint64_t)idims[d], &n))
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+  }
+  if (n == 0) return 0;
+  if (!y || !x || !idx)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p idx=%p)", kn, y, x, idx);
+  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
+  K_BY_ESZ(esz, (gather_elements_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, idx,
+                                                                              idx_i32, (size_t)n, p)))
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
+}
+
+extern "C" int k_gather_nd_cuda(void *y, const void *x, size_t esz, size_t batch, int m, const int64_t *d,
+                                size_t slice, const void *idx, int idx_i32, size_t n_tuples,
+                                cudaStream_t stream, err *e) {
+  const char *kn = "k_gather_nd_cuda";
+  TRY(check_esz(kn, esz, e));
+  if (m < 1 || m > K_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: tuple length %d outside 1..%d", kn, m, K_MAX_DIMS);
+  if (!d) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
+  gnplan p;
+  p.m = m, p.n_tuples = n_tuples, p.slice = slice, p.per_batch = slice;
+  for (int j = 0; j < m; j++) {
+    if (d[j] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative dim %d", kn, j);
+    p.d[j] = d[j];
+    if (__builtin_mul_overflow(p.per_batch, (size_t)d[j], &p.per_batch))
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: data size overflows", kn);
+  }
+  size_t n;
+  if (!k_mul3(batch, n_tuples, slice, &n))
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: %zu x %zu x %zu overflows", kn, batch, n_tuples, slice);
+  if (n == 0) return 0;
+  if (!y || !x || !idx)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p idx=%p)", kn, y, x, idx);
+  unsigned blocks = k_blocks_for(n, K_THREADS);
+  K_BY_ESZ(esz, (gather_nd_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, idx, idx_i32,
+                                                                        n, p)))
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
+}
+
+extern "C" int k_trilu_cuda(void *y, const void *x, size_t esz, size_t batch, int64_t rows, int64_t cols,
+                            int64_t k, int upper, cudaStream_t stream, err *e) {
+  const char *kn = "k_trilu_cuda";
+  TRY(check_esz(kn, esz, e));
+  if (rows < 0 || cols < 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative matrix dims %lld x %lld", kn, (long long)rows,
+                   (long long)cols);
+  size_t n;
+  if (!k_mul3(batch, (size_t)rows, (size_t)cols, &n))
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: %zu x %lld x %lld overflows", kn, batch, (long long)rows,
+                   (long long)cols);
+  if (n == 0) return 0;
+  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
+  // a k beyond the matrix acts as the nearest one inside it (clamped so c - r - k cannot overflow)
+  if (k > cols) k = cols;
+  if (k < -rows) k = -rows;
+  unsigned blocks = k_blocks_for(n, K_THREADS);
+  K_BY_ESZ(esz, (trilu_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, n, rows, cols, k,
+                                                                    upper)))
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
+}
+
+namespace {
+
+template <class T>
+__global__ void gather_kernel(T *y, const T *x, const void *idx, int i32, size_t n, size_t n_idx, size_t inner,
+                              int64_t len) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    size_t in = i % inner, ot = i / inner, t = ot % n_idx, o = ot / n_idx;
+    long long k = idx_at(idx, i32, t);
+    if (k < 0) k += len;
+    y[i] = k < 0 || k >= len ? (T)0 : x[(o * (size_t)len + (size_t)k) * inner + in];
+  }
+}
+
+// Expand: y's dims and x's strides (0 where x repeats).
+struct explan {
+  int nd;
+  int64_t dims[K_MAX_DIMS], xst[K_MAX_DIMS];
+};
+
+template <class T>
+__global__ void expand_kernel(T *y, const T *x, size_t n, explan p) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    size_t rem = i;
+    int64_t off = 0;
+    for (int d = p.nd - 1; d >= 0; d--) {
+      size_t dim = (size_t)p.dims[d], q = rem / dim;
+      off += (int64_t)(rem - q * dim) * p.xst[d];
+      rem = q;
+    }
+    y[i] = x[off];
+  }
+}
+
+}  // namespace
+
+extern "C" int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
+                             const void *idx, int idx_i32, size_t n_idx, cudaStream_t stream, err *e) {
+  const char *kn = "k_gather_cuda";
+  TRY(check_esz(kn, esz, e));
+  if (axis_len < 0) return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative axis length", kn);
+  size_t n;
+  if (!k_mul3(outer, n_idx, inner, &n))
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: %zu x %zu x %zu overflows", kn, outer, n_idx, inner);
+  if (n == 0) return 0;
+  if (!y || !x || !idx)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p idx=%p)", kn, y, x, idx);
+  unsigned blocks = k_blocks_for(n, K_THREADS);
+  K_BY_ESZ(esz, (gather_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, idx, idx_i32, n,
+                                                                     n_idx, inner, axis_len)))
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
+}
+
+extern "C" int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
+                             const int64_t *xdims, cudaStream_t stream, err *e) {
+  const char *kn = "k_expand_cuda";
+  TRY(check_esz(kn, esz, e));
+  if (ndim < 0 || ndim > K_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kn, ndim, K_MAX_DIMS);
+  if (ndim > 0 && (!ydims || !xdims)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
+  explan p;
+  p.nd = ndim > 0 ? ndim : 1;
+  p.dims[0] = 1, p.xst[0] = 0;
+  uint64_t n = 1;
+  int64_t acc = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    if (ydims[d] < 0 || (xdims[d] != ydims[d] && xdims[d] != 1))
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: axis %d: dim %lld does not broadcast to %lld", kn, d,
+                     (long long)xdims[d], (long long)ydims[d]);
+    p.dims[d] = ydims[d];
+    p.xst[d] = xdims[d] == 1 ? 0 : acc;
+    acc *= xdims[d];
+    if (__builtin_mul_overflow(n, (uint64_t)ydims[d], &n))
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+  }
+  if (n == 0) return 0;
+  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
+  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
+  K_BY_ESZ(esz, (expand_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
   K_LAUNCH_CHECK(e, kn);
   return 0;
 }

@@ -5,6 +5,9 @@
 // in the reference's order where one thread owns an output (inner > 1) and
 // as a warp tree otherwise. A global spatial mean over NCHW is
 // [N*C, H*W, 1]; over NHWC it is [N, H*W, C].
+// CumSum's twin (k_cumsum_*) too: a thread per (outer, inner) column walks
+// it in the reference's order, so FP32 sums equal the reference's bit for
+// bit and integers wrap as the reference's unsigned arithmetic does.
 #include <cuda_fp16.h>
 
 #include "kernels/k_cuda_common.cuh"
@@ -96,4 +99,91 @@ extern "C" int k_reduce_cuda(void *y, const void *x, k_elem et, size_t outer, si
     default:
       return err_set(e, ERR_INVALID_ARGUMENT, "k_reduce_cuda: element type %d has no kernel", (int)et);
   }
+}
+
+namespace {
+
+// The running sum's type: float for float and half (the reference's FP32
+// sum; half rounds each stored result once), unsigned for integers (wraps).
+template <class T>
+struct cs_acc {
+  typedef T type;
+};
+template <>
+struct cs_acc<__half> {
+  typedef float type;
+};
+template <>
+struct cs_acc<long long> {
+  typedef unsigned long long type;
+};
+template <>
+struct cs_acc<int> {
+  typedef unsigned type;
+};
+
+template <class A>
+__device__ __forceinline__ A cs_ld(float v) { return v; }
+template <class A>
+__device__ __forceinline__ A cs_ld(__half v) { return __half2float(v); }
+template <class A>
+__device__ __forceinline__ A cs_ld(long long v) { return (A)v; }
+template <class A>
+__device__ __forceinline__ A cs_ld(int v) { return (A)v; }
+
+template <class T>
+__device__ __forceinline__ T cs_st(typename cs_acc<T>::type a) { return (T)a; }
+template <>
+__device__ __forceinline__ __half cs_st<__half>(float a) { return __float2half_rn(a); }
+
+template <class T>
+__global__ void cumsum_kernel(T *y, const T *x, size_t outer, size_t len, size_t inner, int exclusive,
+                              int reverse) {
+  typedef typename cs_acc<T>::type A;
+  size_t n = outer * inner, stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += stride) {
+    size_t base = (j / inner) * len * inner + j % inner;
+    A acc = 0;
+    for (size_t t = 0; t < len; t++) {
+      size_t at = base + (reverse ? len - 1 - t : t) * inner;
+      A v = cs_ld<A>(x[at]);  // read before the write: y may alias x
+      if (exclusive) {
+        y[at] = cs_st<T>(acc);
+        acc += v;
+      } else {
+        acc += v;
+        y[at] = cs_st<T>(acc);
+      }
+    }
+  }
+}
+
+template <class T>
+void cumsum_launch(void *y, const void *x, size_t outer, size_t len, size_t inner, int exclusive,
+                   int reverse, cudaStream_t s) {
+  cumsum_kernel<T><<<k_blocks_for(outer * inner, K_THREADS), K_THREADS, 0, s>>>(
+      (T *)y, (const T *)x, outer, len, inner, exclusive, reverse);
+}
+
+}  // namespace
+
+extern "C" int k_cumsum_cuda(void *y, const void *x, k_elem et, size_t outer, size_t len, size_t inner,
+                             int exclusive, int reverse, cudaStream_t stream, err *e) {
+  const char *kn = "k_cumsum_cuda";
+  if (et != K_F32 && et != K_F16 && et != K_I64 && et != K_I32)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: element type %d has no kernel (FP32, FP16, INT64, INT32)",
+                   kn, (int)et);
+  size_t n;
+  if (!k_mul3(outer, len, inner, &n))
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: %zu x %zu x %zu overflows", kn, outer, len, inner);
+  if (n == 0) return 0;
+  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
+  switch (et) {
+    case K_F32: cumsum_launch<float>(y, x, outer, len, inner, exclusive, reverse, stream); break;
+    case K_F16: cumsum_launch<__half>(y, x, outer, len, inner, exclusive, reverse, stream); break;
+    case K_I64: cumsum_launch<long long>(y, x, outer, len, inner, exclusive, reverse, stream); break;
+    default: cumsum_launch<int>(y, x, outer, len, inner, exclusive, reverse, stream); break;
+  }
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
 }

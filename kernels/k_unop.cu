@@ -3,7 +3,9 @@
 // once and instantiated per storage type (float, half; k_ld/k_st of
 // k_cuda_common.cuh). Half values are widened to float, computed exactly as
 // the reference computes them, and rounded once, so an FP16 result is the
-// FP32 reference's, rounded.
+// FP32 reference's, rounded. Also the unary ops with a bool result or
+// operand (k_not, k_isnan, k_isinf of k_unary.c): IsNaN and IsInf read
+// float or half (a half is NaN or infinite exactly when its float is).
 // Every thread reads its element before writing it, so y may alias x.
 #include "kernels/k_cuda_common.cuh"
 
@@ -62,4 +64,44 @@ extern "C" int k_unop_cuda(void *y, const void *x, size_t n, k_elem et, k_unop o
     default:
       return err_set(e, ERR_INVALID_ARGUMENT, "k_unop_cuda: element type %d has no kernel", (int)et);
   }
+}
+
+namespace {
+
+template <class T>
+__global__ void boolop_kernel(uint8_t *y, const T *x, size_t n, k_boolop op, int neg, int pos) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    float v = k_ld(x[i]);
+    y[i] = op == K_ISNAN ? v != v : (uint8_t)((pos && v == INFINITY) || (neg && v == -INFINITY));
+  }
+}
+
+__global__ void not_kernel(uint8_t *y, const uint8_t *x, size_t n) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = !x[i];
+}
+
+}  // namespace
+
+extern "C" int k_boolop_cuda(uint8_t *y, const void *x, size_t n, k_elem et, k_boolop op, int neg,
+                             int pos, cudaStream_t stream, err *e) {
+  const char *kn = "k_boolop_cuda";
+  if ((int)op < (int)K_NOT || (int)op > (int)K_ISINF)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown op %d", kn, (int)op);
+  if (op == K_NOT ? et != K_BOOL : et != K_F32 && et != K_F16)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: element type %d has no kernel for op %d (Not: BOOL; "
+                   "IsNaN, IsInf: FP32, FP16)", kn, (int)et, (int)op);
+  if (n == 0) return 0;
+  if (!y || !x)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p) for n=%zu", kn, (void *)y, x, n);
+  unsigned blocks = k_blocks_for(n, K_THREADS);
+  if (op == K_NOT)
+    not_kernel<<<blocks, K_THREADS, 0, stream>>>(y, (const uint8_t *)x, n);
+  else if (et == K_F32)
+    boolop_kernel<float><<<blocks, K_THREADS, 0, stream>>>(y, (const float *)x, n, op, neg, pos);
+  else
+    boolop_kernel<__half><<<blocks, K_THREADS, 0, stream>>>(y, (const __half *)x, n, op, neg, pos);
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
 }

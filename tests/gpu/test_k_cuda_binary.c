@@ -8,7 +8,7 @@
 // ranks 5..8, large (~1M) same-shape, scalar, row- and column-broadcast
 // cases, in place, division by zero, Max/Min's NaN propagation and signed
 // zeros, Pow's special values, and argument errors. And k_compare_cuda
-// (equal, less, greater, less-or-equal, greater-or-equal; FP32, FP16, INT64) against k_compare_f32/_i64 on
+// (every k_cmpop; FP32, FP16, INT64) against k_compare_f32/_i64 on
 // the same broadcast shapes, with ties, NaN and signed zeros.
 #include "test_k_cuda_util.h"
 

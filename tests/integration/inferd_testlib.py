@@ -50,6 +50,7 @@ class ServerProcess:
                      "--log-level", "info"] + list(extra_args)
         self.lines = []
         self._lock = threading.Lock()
+        self._grew = threading.Condition(self._lock)  # notified at every stderr line read
         self._ready = threading.Event()
         self.grpc_port = self.http_port = self.metrics_port = None
         self.proc = None
@@ -75,6 +76,7 @@ class ServerProcess:
         for line in self.proc.stderr:
             with self._lock:
                 self.lines.append(line.rstrip("\n"))
+                self._grew.notify_all()
             m = READY_RE.search(line)
             if m and not self._ready.is_set():
                 self.grpc_port, self.http_port = int(m.group(1)), int(m.group(2))
@@ -117,6 +119,15 @@ class ServerProcess:
     def stderr_text(self):
         with self._lock:
             return "\n".join(self.lines)
+
+    def await_stderr(self, pred, timeout=10.0):
+        """Waits until pred(list of stderr lines so far) is true: the server wrote it, but the reader
+        thread may not have taken it from the pipe yet. Returns the lines; fails on timeout."""
+        with self._grew:
+            if not self._grew.wait_for(lambda: pred(self.lines), timeout):
+                raise AssertionError("stderr never satisfied the condition within %.0fs; tail:\n%s"
+                                     % (timeout, "\n".join(self.lines[-20:])))
+            return list(self.lines)
 
     def stderr_tail(self, n=60):
         with self._lock:

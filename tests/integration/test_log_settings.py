@@ -25,6 +25,15 @@ def _rejections(srv):
     return sum("ModelInfer rejected" in line for line in srv.stderr_text().splitlines())
 
 
+def _await_rejections(srv, n):
+    """The n-th rejection line, once the reader thread has it; then exactly n."""
+    srv.await_stderr(lambda lines: sum("ModelInfer rejected" in ln for ln in lines) >= n)
+    assert _rejections(srv) == n
+
+
+INFO_LINE = re.compile(r"^(I\d{4} |\d{4}-\d\d-\d\dT\S+ I )")
+
+
 def test_log_settings_change_what_is_written(start_server):
     srv = start_server()
     with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
@@ -38,16 +47,24 @@ def test_log_settings_change_what_is_written(start_server):
         s = c.update_log_settings({"log_verbose_level": 1}, as_json=True)["settings"]
         assert s["log_verbose_level"]["uint32_param"] == 1
         _bad_request(c)
-        assert _rejections(srv) == 1
+        _await_rejections(srv, 1)
         c.update_log_settings({"log_verbose_level": 0, "log_format": "ISO8601"})
         _bad_request(c)
-        assert _rejections(srv) == 1
-        # an info line (the settings change itself) in ISO8601, then info off: no further info lines
-        assert re.search(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I inferd\] log settings changed", srv.stderr_text(), re.M)
-        c.update_log_settings({"log_info": False})
+        # an info line (the settings change itself) in ISO8601
+        iso = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I inferd\] log settings changed")
+        srv.await_stderr(lambda lines: any(iso.search(ln) for ln in lines))
+        assert _rejections(srv) == 1  # debug off again: the second bad request wrote nothing
+        # info off: the next change writes no info line. The rejections (debug on again) mark where
+        # the server's output is up to, so no line still in the pipe can pass for a missing one.
+        c.update_log_settings({"log_info": False, "log_verbose_level": 1})
+        _bad_request(c)
+        _await_rejections(srv, 2)
         n = len(srv.stderr_text().splitlines())
         c.update_log_settings({"log_info": False, "log_format": "default"})
-        assert len(srv.stderr_text().splitlines()) == n
+        _bad_request(c)
+        _await_rejections(srv, 3)
+        after = srv.stderr_text().splitlines()[n:]
+        assert not [ln for ln in after if INFO_LINE.search(ln)], after
         s = c.get_log_settings(as_json=True)["settings"]
         assert not s["log_info"].get("bool_param", False) and s["log_format"]["string_param"] == "default"
 

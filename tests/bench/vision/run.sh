@@ -39,7 +39,11 @@ d = sys.argv[1]
 want = os.environ.get("ZOO_MODELS")
 names = fill.select(want.split(",") if want else ["seedcnn.ts17", "seedcnn.dynamo18", "resnet18.ts13", "resnet50.ts17", "resnet50.dynamo18",
                      "mobilenet_v3_small.ts17", "mobilenet_v3_large.ts17", "mobilenet_v3_large.dynamo18", "efficientnet_b0.dynamo18",
-                     "efficientnet_b0.ts17", "vgg11.ts17"])
+                     "efficientnet_b0.ts17", "vgg11.ts17",
+                     # transformers: INT64 token ids (make_inputs draws 0..19) and masks, the
+                     # sequence dims dynamic (8 below); the mask/index ops run as CUDA kernels
+                     "bert.dynamo18", "distilbert.ts17", "distilbert.dynamo18", "gpt.ts17", "gpt.dynamo18",
+                     "vit.ts17", "vit.dynamo18"])
 spec = fill.write_repo(d + "/repo", names)
 with open(os.path.join(d, "ort_cases.txt"), "w") as f:
     for n in spec:
@@ -51,7 +55,7 @@ with open(os.path.join(d, "ort_cases.txt"), "w") as f:
         # the input shapes test_gpu_plan draws random inputs for (dim 0 is set per batch)
         with open(os.path.join(d, n + ".case"), "w") as c:
             for i in spec[n]["inputs"]:
-                dims = [1] + i["dims"][1:]
+                dims = [1] + [d if d > 0 else 8 for d in i["dims"][1:]]  # dynamic (sequence) dims: 8
                 c.write("in %d %d %s\n" % (i["elem"], len(dims), " ".join(map(str, dims))))
 print("zoo models:", " ".join(spec))
 PY
