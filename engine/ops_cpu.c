@@ -382,7 +382,8 @@ static int run_gemm_state(eng_op_state *st, const eng_op_params *p, const eng_te
     eng_dnnl_ctx *dc;
     TRY(eng_conv_dnnl_ctx(st, &dc, e));
     k_window g = {.n = m, .c = k, .m = nn, .group = 1};
-    eng_dnnl_post post = {st->post_relu, st->post_add ? st->post_add->data : NULL};
+    eng_dnnl_post post = {st->post_act, st->act_alpha, st->act_beta,
+                          st->post_add ? st->post_add->data : NULL};
     return eng_dnnl_run(dc, (eng_dnnl_node **)&st->node,
                         p->trans_b ? ENG_DNNL_INNER_BT : ENG_DNNL_INNER, &g, in[1].data,
                         c ? c->data : NULL, &post, NULL, out[0].data, in[0].data, e);
@@ -394,8 +395,8 @@ static int run_gemm_state(eng_op_state *st, const eng_op_params *p, const eng_te
     const float *a = st->post_add->data;
     for (size_t i = 0; i < ny; i++) y[i] += a[i];
   }
-  if (st->post_relu)
-    for (size_t i = 0; i < ny; i++) y[i] = y[i] > 0 ? y[i] : 0;
+  eng_dnnl_post post = {st->post_act, st->act_alpha, st->act_beta, NULL};
+  eng_dnnl_act_ref(y, ny, &post);
   return 0;
 }
 
