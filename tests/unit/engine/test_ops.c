@@ -289,6 +289,67 @@ static void binary_case(const char *op, char sym, int na, const int64_t *ad, int
   tc_close(&t);
 }
 
+// Elementwise ops large enough to be split over threads (engine/par.h):
+// bit-identical to the single-threaded kernels, broadcast operands
+// included. x [A0..A3] op y [B0..B3] (a graph input and a constant).
+static void threaded_binary_case(const char *op, k_binop kop, const int64_t *ad, const int64_t *bd) {
+  int64_t yd[4];
+  for (int i = 0; i < 4; i++) yd[i] = ad[i] > bd[i] ? ad[i] : bd[i];
+  size_t na = (size_t)eng_numel(4, ad), nb = (size_t)eng_numel(4, bd), ny = (size_t)eng_numel(4, yd);
+  float *a = malloc(na * 4), *b = malloc(nb * 4), *want = malloc(ny * 4);
+  fill(a, na, 4);
+  fill(b, nb, 4);
+  k_binary_f32(want, a, b, 4, yd, ad, bd, kop);
+  ob *bb = ob_new(14);
+  ob_input(bb, "a", F, 4, ad);
+  ob_init(bb, "b", F, 4, bd, b, nb * 4);
+  ob_node(bb, op, "big", "a,b", "y");
+  ob_output(bb, "y", F, 4, yd);
+  tc t;
+  eng_tensor in = T(DT_FP32, 4, ad, a);
+  expect_ok(tc_run(&t, bb, &in, 1, 1), &t, op);
+  int same = t.out[0].data && memcmp(t.out[0].data, want, ny * 4) == 0;
+  CHECK(same);
+  tc_close(&t);
+  free(a);
+  free(b);
+  free(want);
+}
+
+static void threaded_unary_case(const char *op) {
+  int64_t d[4] = {2, 40, 30, 31};
+  size_t n = (size_t)eng_numel(4, d);
+  float *x = malloc(n * 4), *want = malloc(n * 4);
+  fill(x, n, 8);
+  if (!strcmp(op, "Sigmoid")) k_sigmoid(want, x, n);
+  else if (!strcmp(op, "Relu")) k_relu(want, x, n);
+  else k_unary_f32(want, x, n, K_HARD_SWISH, 0, 0);
+  ob *bb = ob_new(14);
+  ob_input(bb, "x", F, 4, d);
+  ob_node(bb, op, "big", "x", "y");
+  ob_output(bb, "y", F, 4, d);
+  tc t;
+  eng_tensor in = T(DT_FP32, 4, d, x);
+  expect_ok(tc_run(&t, bb, &in, 1, 1), &t, op);
+  int same = t.out[0].data && memcmp(t.out[0].data, want, n * 4) == 0;
+  CHECK(same);
+  tc_close(&t);
+  free(x);
+  free(want);
+}
+
+static void test_threaded_elementwise(void) {
+  // SE blocks' [N,C,H,W] * [N,C,1,1], a row broadcast, split on dim 0 with
+  // a broadcast dim 0, and odd sizes that do not split evenly
+  threaded_binary_case("Mul", K_MUL, (int64_t[]){2, 64, 33, 31}, (int64_t[]){2, 64, 1, 1});
+  threaded_binary_case("Add", K_ADD, (int64_t[]){1, 1, 301, 203}, (int64_t[]){1, 1, 1, 203});
+  threaded_binary_case("Div", K_DIV, (int64_t[]){5, 3, 64, 129}, (int64_t[]){1, 3, 1, 129});
+  threaded_binary_case("Sub", K_SUB, (int64_t[]){3, 1, 1, 1}, (int64_t[]){1, 7, 97, 101});
+  threaded_unary_case("Sigmoid");
+  threaded_unary_case("Relu");
+  threaded_unary_case("HardSwish");
+}
+
 static void test_binary(void) {
   const char *ops[4] = {"Add", "Sub", "Mul", "Div"};
   const char syms[4] = {'+', '-', '*', '/'};
@@ -883,6 +944,7 @@ int main(void) {
   }
   test_matmul();
   test_binary();
+  test_threaded_elementwise();
   test_unary();
   test_softmax();
   test_shape_ops();
