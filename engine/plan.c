@@ -405,8 +405,10 @@ static int is_op(const eng_plan *p, int i, const char *op) {
 
 // The activation that may fold into node i, whose chain so far ends at
 // value v (read by j alone, or j < 0): a unary activation that is v's
-// sole reader, or SiLU: v read by a Sigmoid and by a Mul of v and the
-// Sigmoid's output, the Mul being that output's sole reader.
+// sole reader, or a gated one: v read by a gate and by a Mul of v and the
+// gate's output, the Mul being that output's sole reader. Gates: Sigmoid
+// (SiLU, EfficientNet) and HardSigmoid(alpha 1/6, beta 0.5), which makes
+// HardSwish (how MobileNetV3 exports before opset 14).
 static void find_act(eng_plan *p, const int *n_readers, size_t i, int v, int j) {
   static const struct {
     const char *op;
@@ -433,7 +435,7 @@ static void find_act(eng_plan *p, const int *n_readers, size_t i, int v, int j) 
     const eng_node *n = eng_graph_node(g, k);
     for (int q = 0; q < n->n_in; q++) {
       if (n->in[q] != v) continue;
-      if (is_op(p, (int)k, "Sigmoid")) s = (int)k;
+      if (is_op(p, (int)k, "Sigmoid") || is_op(p, (int)k, "HardSigmoid")) s = (int)k;
       else if (is_op(p, (int)k, "Mul")) m = (int)k;
       break;
     }
@@ -444,9 +446,14 @@ static void find_act(eng_plan *p, const int *n_readers, size_t i, int v, int j) 
   if (sole_consumer(p, n_readers, so) != m || mn->n_in != 2 ||
       !((mn->in[0] == v && mn->in[1] == so) || (mn->in[0] == so && mn->in[1] == v)))
     return;
+  eng_dnnl_act act = ENG_DNNL_ACT_SILU;
+  if (is_op(p, s, "HardSigmoid")) {
+    if (p->params[s].alpha != 1.0f / 6.0f || p->params[s].beta != 0.5f) return;
+    act = ENG_DNNL_ACT_HARD_SWISH;
+  }
   p->fuse_act[i] = m;
   p->fuse_act2[i] = s;
-  p->fuse_kind[i] = ENG_DNNL_ACT_SILU;
+  p->fuse_kind[i] = (uint8_t)act;
   p->fuse_src[s] = p->fuse_src[m] = v;
   p->fuse_owner[s] = p->fuse_owner[m] = (int)i;
 }

@@ -61,15 +61,16 @@ struct eng_plan {
   // Fusion, CPU plan only (eng_plan_create; none in other backends): a
   // node whose op is params.fusable absorbs the Add (of a second value of
   // the same shape) and/or the activation (Relu, Sigmoid, HardSwish,
-  // HardSigmoid, Clip with constant bounds, or SiLU: Sigmoid and the Mul of
-  // its input and output) that alone consume its output. Found
+  // HardSigmoid, Clip with constant bounds, or gated: SiLU, a Sigmoid and
+  // the Mul of its input and output; HardSwish as x * HardSigmoid(x)) that
+  // alone consume its output. Found
   // once at create; switched on per input-shape signature, where the shapes
   // allow, by compute_roots. An absorbed node is skipped and its output
   // shares the absorbing node's buffer.
   int *fuse_add;      // per node: the Add it may absorb, or -1
   int *fuse_add_val;  // per node: that Add's other operand
   int *fuse_act;      // per node: the activation it may absorb (SiLU's Mul), or -1
-  int *fuse_act2;     // per node: SiLU's Sigmoid, absorbed with fuse_act, or -1
+  int *fuse_act2;     // per node: a gated activation's gate (Sigmoid...), absorbed with fuse_act, or -1
   uint8_t *fuse_kind; // per node: fuse_act's eng_dnnl_act
   float *fuse_alpha, *fuse_beta;  // per node: its parameters for the current shapes
   int *fuse_src;      // per node: for an absorbed one, the value its output aliases

@@ -133,7 +133,9 @@ static void test_gemm(void) {
 // bias, where run_gemm_state applies them after OpenBLAS. act: 'r' Relu,
 // 's' SiLU (Sigmoid and Mul), 'g' Sigmoid, 'w' HardSwish, 'h' HardSigmoid,
 // 'c' Clip with constant bounds, 'x' Clip whose max is a graph input (not
-// known while planning: left unfused).
+// known while planning: left unfused), 'k' HardSwish as x * HardSigmoid(x,
+// alpha 1/6) (opset 13 exports), 'q' x * HardSigmoid(x) with alpha 0.2,
+// which is no HardSwish (left unfused).
 static void gemm_fused_case(int add, int full_c, char act) {
   enum { M = 3, N = 4, K = 5 };
   float a[M * K], b[N * K], c[M * N], r[M * N], want[M * N], lo = -0.3f, hi = 0.4f;
@@ -159,6 +161,11 @@ static void gemm_fused_case(int add, int full_c, char act) {
     ob_attr_f(bd_, nd, "alpha", 2.0f);
     ob_attr_f(bd_, nd, "beta", 0.25f);
   }
+  if (act == 'k' || act == 'q') {
+    Onnx__NodeProto *nd = ob_node(bd_, "HardSigmoid", "gate", v, "sg");
+    if (act == 'k') ob_attr_f(bd_, nd, "alpha", 1.0f / 6.0f);
+    ob_node(bd_, "Mul", "act", add ? "s,sg" : "sg,g", "y");
+  }
   if (act == 's') {
     ob_node(bd_, "Sigmoid", "sig", v, "sg");
     ob_node(bd_, "Mul", "act", add ? "sg,s" : "g,sg", "y");
@@ -176,7 +183,9 @@ static void gemm_fused_case(int add, int full_c, char act) {
       case 'r': want[i] = x > 0 ? x : 0; break;
       case 's': want[i] = x / (1.0f + expf(-x)); break;
       case 'g': want[i] = 1.0f / (1.0f + expf(-x)); break;
-      case 'w': want[i] = x * fminf(1.0f, fmaxf(0.0f, x / 6.0f + 0.5f)); break;
+      case 'w':
+      case 'k': want[i] = x * fminf(1.0f, fmaxf(0.0f, x / 6.0f + 0.5f)); break;
+      case 'q': want[i] = x * fminf(1.0f, fmaxf(0.0f, 0.2f * x + 0.5f)); break;
       case 'h': want[i] = fminf(1.0f, fmaxf(0.0f, h)); break;
       default: want[i] = fminf(hi, fmaxf(lo, x)); break;
     }
@@ -187,8 +196,10 @@ static void gemm_fused_case(int add, int full_c, char act) {
   if (t.out[0].data) check_f32(&t.out[0], 2, yd, want, 1e-5, 1e-6);
   int fused = 0;
   for (size_t i = 0; t.p && i < t.p->n_nodes; i++) fused += t.p->fused[i];
-  // SiLU absorbs two nodes; the Clip of a bound known only at run time none
-  CHECK_EQ_INT(fused, (add ? 1 : 0) + (act == 's' ? 2 : act == 'x' ? 0 : 1));
+  // gated ones absorb two nodes; the Clip of a bound known only at run
+  // time and a gate other than HardSwish's none
+  int absorbed = act == 's' || act == 'k' ? 2 : act == 'x' || act == 'q' ? 0 : 1;
+  CHECK_EQ_INT(fused, (add ? 1 : 0) + absorbed);
   tc_close(&t);
 }
 
@@ -937,7 +948,7 @@ int main(void) {
   gemm_fused_case(0, 0, 'r');
   gemm_fused_case(1, 0, 'r');
   gemm_fused_case(1, 1, 'r');
-  for (const char *act = "sgwhcx"; *act; act++) {
+  for (const char *act = "sgwhcxkq"; *act; act++) {
     gemm_fused_case(0, 0, *act);
     gemm_fused_case(1, 0, *act);
     gemm_fused_case(1, 1, *act);
