@@ -21,6 +21,7 @@
 #include "engine/conv_dnnl.h"
 
 #include <dnnl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,8 +45,8 @@ static void md_free(md_t md) {
   if (md) dnnl_memory_desc_destroy(md);
 }
 static dnnl_status_t md_clone(md_t *out, cmd_t in) { return dnnl_memory_desc_clone(out, in); }
-static dnnl_status_t po_relu(dnnl_post_ops_t po) {
-  return dnnl_post_ops_append_eltwise(po, dnnl_eltwise_relu, 0.0f, 0.0f);
+static dnnl_status_t po_eltwise(dnnl_post_ops_t po, dnnl_alg_kind_t alg, float a, float b) {
+  return dnnl_post_ops_append_eltwise(po, alg, a, b);
 }
 static dnnl_status_t po_sum(dnnl_post_ops_t po) {
   return dnnl_post_ops_append_sum(po, 1.0f, 0, dnnl_data_type_undef);
@@ -65,8 +66,8 @@ static dnnl_status_t md_clone(md_t *out, cmd_t in) {
   *out = *in;
   return dnnl_success;
 }
-static dnnl_status_t po_relu(dnnl_post_ops_t po) {
-  return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+static dnnl_status_t po_eltwise(dnnl_post_ops_t po, dnnl_alg_kind_t alg, float a, float b) {
+  return dnnl_post_ops_append_eltwise(po, 1.0f, alg, a, b);
 }
 static dnnl_status_t po_sum(dnnl_post_ops_t po) { return dnnl_post_ops_append_sum(po, 1.0f); }
 #endif
@@ -139,11 +140,21 @@ typedef struct weights {
   dnnl_memory_t mem;
 } weights;
 
+typedef struct act_spec {
+  eng_dnnl_act act;
+  float alpha, beta;
+} act_spec;
+
+static int same_act(const act_spec *a, const act_spec *b) {
+  return a->act == b->act && a->alpha == b->alpha && a->beta == b->beta;
+}
+
 typedef struct entry {
   int used;
   eng_dnnl_kind kind;
   k_window g;
-  int relu, sum, keep;  // the post-ops and y_keep the primitive was made for
+  act_spec act;         // the post-ops (act, sum) and y_keep the primitive was made for
+  int sum, keep;
   md_t x_md, add_md;    // the layouts of x and of the addend it was made for
   dnnl_primitive_t prim;
   // the primitive's operands, handles set per run: src and dst in its own
@@ -237,16 +248,44 @@ static void weights_dims(const k_window *g, int swapped, int *nd, dnnl_dims_t d,
   if (grouped) s[0] = og * ig * ksz;
 }
 
+// The eltwise post-ops of one activation. HardSwish's and HardSigmoid's
+// parameters are fixed in oneDNN 2.x (hardswish is x * relu6(x + 3) / 6,
+// ONNX's; no hardsigmoid: linear then clip), explicit in 3.x.
+static dnnl_status_t po_act(dnnl_post_ops_t po, const act_spec *a) {
+  switch (a->act) {
+    case ENG_DNNL_ACT_NONE: return dnnl_success;
+    case ENG_DNNL_ACT_RELU: return po_eltwise(po, dnnl_eltwise_relu, 0.0f, 0.0f);
+    case ENG_DNNL_ACT_SIGMOID: return po_eltwise(po, dnnl_eltwise_logistic, 0.0f, 0.0f);
+    case ENG_DNNL_ACT_SILU: return po_eltwise(po, dnnl_eltwise_swish, 1.0f, 0.0f);
+    case ENG_DNNL_ACT_HARD_SWISH:
+#if DNNL_VERSION_MAJOR >= 3
+      return po_eltwise(po, dnnl_eltwise_hardswish, 1.0f / 6.0f, 0.5f);
+#else
+      return po_eltwise(po, dnnl_eltwise_hardswish, 0.0f, 0.0f);
+#endif
+    case ENG_DNNL_ACT_HARD_SIGMOID: {
+#if DNNL_VERSION_MAJOR >= 3
+      return po_eltwise(po, dnnl_eltwise_hardsigmoid, a->alpha, a->beta);
+#else
+      dnnl_status_t st = po_eltwise(po, dnnl_eltwise_linear, a->alpha, a->beta);
+      return st == dnnl_success ? po_eltwise(po, dnnl_eltwise_clip, 0.0f, 1.0f) : st;
+#endif
+    }
+    case ENG_DNNL_ACT_CLIP: return po_eltwise(po, dnnl_eltwise_clip, a->alpha, a->beta);
+  }
+  return dnnl_invalid_arguments;
+}
+
 // The attributes every primitive gets: a user scratchpad, and for the
-// convolutions the fused post-ops (sum first: y = relu(conv + add)).
-static dnnl_status_t make_attr(dnnl_primitive_attr_t *attr, int relu, int sum) {
+// convolutions the fused post-ops (sum first: y = act(conv + add)).
+static dnnl_status_t make_attr(dnnl_primitive_attr_t *attr, const act_spec *act, int sum) {
   dnnl_status_t st = dnnl_primitive_attr_create(attr);
   if (st == dnnl_success) st = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
-  if (st != dnnl_success || (!relu && !sum)) return st;
+  if (st != dnnl_success || (act->act == ENG_DNNL_ACT_NONE && !sum)) return st;
   dnnl_post_ops_t po = NULL;
   st = dnnl_post_ops_create(&po);
   if (st == dnnl_success && sum) st = po_sum(po);
-  if (st == dnnl_success && relu) st = po_relu(po);
+  if (st == dnnl_success) st = po_act(po, act);
   if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(*attr, po);
   if (po) dnnl_post_ops_destroy(po);
   return st;
@@ -259,7 +298,8 @@ static int w_swapped(eng_dnnl_kind k) { return k == ENG_DNNL_DECONV || k == ENG_
 
 // The primitive descriptor for src and dst (either may be format any).
 static dnnl_status_t make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind kind,
-                               const k_window *g, cmd_t src, cmd_t dst, int has_bias, int relu,
+                               const k_window *g, cmd_t src, cmd_t dst, int has_bias,
+                               const act_spec *act,
                                int sum) {
   dnnl_dims_t strides, dil, pl, pr, kern;
   for (int i = 0; i < g->nsp; i++) {
@@ -272,7 +312,7 @@ static dnnl_status_t make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_d
   int wts = is_conv(kind) || is_inner(kind);
   md_t wmd = {0}, bmd = {0};
   dnnl_primitive_attr_t attr = NULL;
-  dnnl_status_t st = make_attr(&attr, relu, sum);
+  dnnl_status_t st = make_attr(&attr, act, sum);
   if (st == dnnl_success && wts) {
     int nd;
     dnnl_dims_t wd, ws;
@@ -427,13 +467,13 @@ static dnnl_status_t bridge(eng_dnnl_ctx *c, cmd_t have, cmd_t want, int to, dnn
 }
 
 static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_kind kind,
-                        const k_window *g, const float *w, const float *b, int relu, int sum,
+                        const k_window *g, const float *w, const float *b, const act_spec *act, int sum,
                         int keep, cmd_t x_md, cmd_t add_md, err *e) {
   int conv = is_conv(kind), wts = conv || is_inner(kind);
   int64_t ych = wts ? g->m : g->c;
   en->kind = kind;
   en->g = *g;
-  en->relu = relu;
+  en->act = *act;
   en->sum = sum;
   en->keep = keep;
   en->wi = -1;
@@ -453,10 +493,10 @@ static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_k
     int x_plain = dnnl_memory_desc_equal(x_md, MDP(plain_x));
     cmd_t src = conv && x_plain ? MDP(any_x) : x_md;
     cmd_t dst = conv || keep || (!x_plain && !is_inner(kind)) ? MDP(any_y) : MDP(plain_y);
-    st = make_desc(&pd, c, kind, g, src, dst, wts && b, relu, sum);
+    st = make_desc(&pd, c, kind, g, src, dst, wts && b, act, sum);
     // no kernel for x's layout: reorder x into one that has
     if (st != dnnl_success && !x_plain)
-      st = make_desc(&pd, c, kind, g, conv ? MDP(any_x) : MDP(plain_x), dst, wts && b, relu, sum);
+      st = make_desc(&pd, c, kind, g, conv ? MDP(any_x) : MDP(plain_x), dst, wts && b, act, sum);
   }
   md_free(any_x);
   md_free(any_y);
@@ -513,10 +553,12 @@ static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_k
 int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, const k_window *g,
                  const float *w, const float *b, const eng_dnnl_post *post, eng_dnnl_io *io,
                  float *y, const float *x, err *e) {
-  int relu = post && post->relu, sum = post && post->add;
+  act_spec act = {ENG_DNNL_ACT_NONE, 0.0f, 0.0f};
+  if (post) act = (act_spec){post->act, post->alpha, post->beta};
+  int sum = post && post->add;
   int keep = io && io->y_keep && !is_inner(kind);
   if (io) io->y_fmt = NULL;
-  if ((relu || sum) && !is_conv(kind) && !is_inner(kind))
+  if ((act.act != ENG_DNNL_ACT_NONE || sum) && !is_conv(kind) && !is_inner(kind))
     return err_set(e, ERR_INTERNAL, "post-ops are for the convolutions and inner products only");
   if (!*node) {
     *node = calloc(1, sizeof **node);
@@ -537,7 +579,7 @@ int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, cons
   entry *en = NULL;
   for (int i = 0; i < CACHE_SLOTS && !en; i++) {
     entry *t = &n->e[i];
-    if (t->used && t->kind == kind && t->relu == relu && t->sum == sum && t->keep == keep &&
+    if (t->used && t->kind == kind && same_act(&t->act, &act) && t->sum == sum && t->keep == keep &&
         same_geom(&t->g, g) && dnnl_memory_desc_equal(MDP(t->x_md), x_md) &&
         dnnl_memory_desc_equal(MDP(t->add_md), add_md))
       en = t;
@@ -553,7 +595,7 @@ int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, cons
       entry_clear(&n->e[slot]);
     }
     en = &n->e[slot];
-    rc = entry_create(c, n, en, kind, g, w, b, relu, sum, keep, x_md, add_md, e);
+    rc = entry_create(c, n, en, kind, g, w, b, &act, sum, keep, x_md, add_md, e);
   }
   md_free(plain_x);
   md_free(plain_y);
@@ -593,4 +635,35 @@ int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, cons
   // a y left in a layout other than the plain one is described for its readers
   if (io && en->y_kept) io->y_fmt = &en->dst_md;
   return 0;
+}
+
+void eng_dnnl_act_ref(float *y, size_t n, const eng_dnnl_post *post) {
+  float a = post->alpha, b = post->beta;
+  switch (post->act) {
+    case ENG_DNNL_ACT_NONE: break;
+    case ENG_DNNL_ACT_RELU:
+      for (size_t i = 0; i < n; i++) y[i] = y[i] > 0 ? y[i] : 0;
+      break;
+    case ENG_DNNL_ACT_SIGMOID:
+      for (size_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-y[i]));
+      break;
+    case ENG_DNNL_ACT_SILU:
+      for (size_t i = 0; i < n; i++) y[i] = y[i] / (1.0f + expf(-y[i]));
+      break;
+    case ENG_DNNL_ACT_HARD_SWISH:
+      for (size_t i = 0; i < n; i++) {
+        float h = y[i] / 6.0f + 0.5f;
+        y[i] *= h < 0 ? 0 : h > 1 ? 1 : h;
+      }
+      break;
+    case ENG_DNNL_ACT_HARD_SIGMOID:
+      for (size_t i = 0; i < n; i++) {
+        float h = a * y[i] + b;
+        y[i] = h < 0 ? 0 : h > 1 ? 1 : h;
+      }
+      break;
+    case ENG_DNNL_ACT_CLIP:
+      for (size_t i = 0; i < n; i++) y[i] = y[i] < a ? a : y[i] > b ? b : y[i];
+      break;
+  }
 }

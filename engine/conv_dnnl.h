@@ -7,6 +7,8 @@
 #ifndef INFERD_ENGINE_CONV_DNNL_H
 #define INFERD_ENGINE_CONV_DNNL_H
 
+#include <stddef.h>
+
 #include "kernels/base/err.h"
 #include "kernels/k_conv.h"
 
@@ -27,11 +29,29 @@ typedef struct eng_dnnl_ctx eng_dnnl_ctx;
 int eng_dnnl_ctx_create(eng_dnnl_ctx **out, err *e);
 void eng_dnnl_ctx_destroy(eng_dnnl_ctx *c);
 
-// Work fused into a convolution: y = relu(conv(x) + b + add).
+// The activation fused after a convolution or inner product (oneDNN
+// eltwise post-ops; alpha and beta as noted, unused otherwise).
+typedef enum eng_dnnl_act {
+  ENG_DNNL_ACT_NONE,
+  ENG_DNNL_ACT_RELU,
+  ENG_DNNL_ACT_SIGMOID,
+  ENG_DNNL_ACT_SILU,          // x * sigmoid(x) (EfficientNet's Sigmoid + Mul)
+  ENG_DNNL_ACT_HARD_SWISH,    // x * max(0, min(1, x / 6 + 0.5))
+  ENG_DNNL_ACT_HARD_SIGMOID,  // max(0, min(1, alpha x + beta))
+  ENG_DNNL_ACT_CLIP,          // min(max(x, alpha), beta)
+} eng_dnnl_act;
+
+// Work fused into a convolution: y = act(conv(x) + b + add).
 typedef struct eng_dnnl_post {
-  int relu;
-  const float *add;  // NULL, or a tensor of y's shape (layout io->add_fmt), not y's bytes
+  eng_dnnl_act act;
+  float alpha, beta;  // act's parameters
+  const float *add;   // NULL, or a tensor of y's shape (layout io->add_fmt), not y's bytes
 } eng_dnnl_post;
+
+// The post-ops' activation in plain C on n floats, in place: for the paths
+// that run an op without oneDNN (Gemm's fallback). Matches the unfused ops
+// up to rounding.
+void eng_dnnl_act_ref(float *y, size_t n, const eng_dnnl_post *post);
 
 // Activation layouts between neighbouring oneDNN nodes. A layout is an
 // opaque handle that one node's run returns (y_fmt) and its readers pass

@@ -454,7 +454,7 @@ int eng_conv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
     case ENG_POOL_GLOBAL_AVG: kind = ENG_DNNL_POOL_AVG_EXCLUDE; break;
   }
   int conv = a->kind == ENG_CONV || a->kind == ENG_CONV_TRANSPOSE;
-  eng_dnnl_post post = {st->post_relu, NULL};
+  eng_dnnl_post post = {st->post_act, st->act_alpha, st->act_beta, NULL};
   if (st->post_add) {
     const eng_tensor *t = st->post_add;
     int same = conv && t->dt == DT_FP32 && t->ndims == out[0].ndims && t->data != out[0].data;
@@ -462,7 +462,7 @@ int eng_conv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
     if (!same) return err_set(e, ERR_INTERNAL, "the fused addend does not match Y");
     post.add = t->data;
   }
-  if ((post.relu || post.add) && !conv) return err_set(e, ERR_INTERNAL, "fused work on a pool");
+  if ((post.act != ENG_DNNL_ACT_NONE || post.add) && !conv) return err_set(e, ERR_INTERNAL, "fused work on a pool");
   // fix_avg_overhang below works on the plain layout
   eng_dnnl_io io = {st->in_fmt, st->add_fmt, st->out_keep && kind != ENG_DNNL_POOL_AVG_INCLUDE,
                     NULL};

@@ -13,6 +13,7 @@
 #include "engine/conv_dnnl.h"
 #include "engine/ops_common.h"
 #include "engine/ops_table.h"
+#include "engine/par.h"
 #include "engine/plan_internal.h"
 #include "kernels/k_ref.h"
 
@@ -382,7 +383,8 @@ static int run_gemm_state(eng_op_state *st, const eng_op_params *p, const eng_te
     eng_dnnl_ctx *dc;
     TRY(eng_conv_dnnl_ctx(st, &dc, e));
     k_window g = {.n = m, .c = k, .m = nn, .group = 1};
-    eng_dnnl_post post = {st->post_relu, st->post_add ? st->post_add->data : NULL};
+    eng_dnnl_post post = {st->post_act, st->act_alpha, st->act_beta,
+                          st->post_add ? st->post_add->data : NULL};
     return eng_dnnl_run(dc, (eng_dnnl_node **)&st->node,
                         p->trans_b ? ENG_DNNL_INNER_BT : ENG_DNNL_INNER, &g, in[1].data,
                         c ? c->data : NULL, &post, NULL, out[0].data, in[0].data, e);
@@ -394,8 +396,8 @@ static int run_gemm_state(eng_op_state *st, const eng_op_params *p, const eng_te
     const float *a = st->post_add->data;
     for (size_t i = 0; i < ny; i++) y[i] += a[i];
   }
-  if (st->post_relu)
-    for (size_t i = 0; i < ny; i++) y[i] = y[i] > 0 ? y[i] : 0;
+  eng_dnnl_post post = {st->post_act, st->act_alpha, st->act_beta, NULL};
+  eng_dnnl_act_ref(y, ny, &post);
   return 0;
 }
 
@@ -522,6 +524,50 @@ static int infer_binary(const eng_op_params *p, const eng_tensor *in, int n_in, 
   return 0;
 }
 
+// k_binary_f32 split over threads (par.h) along y's first dim that is not
+// 1 (the dims before it are 1 in every operand, so each part is a
+// contiguous slab of y, and of a and b unless they broadcast along it).
+typedef struct bin_job {
+  float *y;
+  const float *a, *b;
+  int nd, d0;
+  const int64_t *yd, *ad, *bd;
+  int64_t ys, as, bs;  // elements per index of d0 in y, a, b
+  k_binop op;
+} bin_job;
+
+static void bin_part(void *ctx, size_t lo, size_t hi) {
+  const bin_job *j = ctx;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS], d = j->d0, l = (int64_t)lo;
+  memcpy(yd, j->yd, (size_t)j->nd * sizeof *yd);
+  memcpy(ad, j->ad, (size_t)j->nd * sizeof *ad);
+  memcpy(bd, j->bd, (size_t)j->nd * sizeof *bd);
+  yd[d] = (int64_t)(hi - lo);
+  const float *a = j->a, *b = j->b;
+  if (ad[d] != 1) {
+    ad[d] = yd[d];
+    a += l * j->as;
+  }
+  if (bd[d] != 1) {
+    bd[d] = yd[d];
+    b += l * j->bs;
+  }
+  k_binary_f32(j->y + l * j->ys, a, b, j->nd, yd, ad, bd, j->op);
+}
+
+static void binary_f32_par(float *y, const float *a, const float *b, int nd, const int64_t *yd,
+                           const int64_t *ad, const int64_t *bd, k_binop op) {
+  bin_job j = {y, a, b, nd, 0, yd, ad, bd, 1, 1, 1, op};
+  while (j.d0 < nd - 1 && yd[j.d0] == 1) j.d0++;
+  for (int i = j.d0 + 1; i < nd; i++) {
+    j.ys *= yd[i];
+    j.as *= ad[i];
+    j.bs *= bd[i];
+  }
+  size_t grain = (size_t)((ENG_PAR_GRAIN + j.ys - 1) / (j.ys > 0 ? j.ys : 1));
+  eng_par_for((size_t)yd[j.d0], grain, bin_part, &j);
+}
+
 static int run_binary(const eng_tensor *in, eng_tensor *out, k_binop op, err *e) {
   int nd;
   int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
@@ -531,7 +577,7 @@ static int run_binary(const eng_tensor *in, eng_tensor *out, k_binop op, err *e)
     y[0] = ad[0] = bd[0] = 1;
   }
   if (in[0].dt == DT_FP32)
-    k_binary_f32(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op);
+    binary_f32_par(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op);
   else
     k_binary_i64(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op);
   return 0;
@@ -550,14 +596,29 @@ BINARY_RUN(run_div, K_DIV)
 
 // --- unary elementwise
 
+// Each op's kernel on parts of x split over threads (par.h): elementwise,
+// so the result is the same however the range is split.
+typedef struct unary_job {
+  float *y;
+  const float *x;
+  const eng_op_params *p;
+} unary_job;
+
 #define UNARY_RUN(name, call)                                                                  \
+  static void name##_part(void *ctx, size_t lo, size_t hi) {                                   \
+    const unary_job *j = ctx;                                                                  \
+    const eng_op_params *p = j->p;                                                             \
+    float *y = j->y + lo;                                                                      \
+    const float *x = j->x + lo;                                                                \
+    size_t n = hi - lo;                                                                        \
+    (void)p;                                                                                   \
+    call;                                                                                      \
+  }                                                                                            \
   static int name(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,      \
                   int n_out, err *e) {                                                         \
-    (void)p, (void)n_in, (void)n_out, (void)e;                                                 \
-    float *y = out[0].data;                                                                    \
-    const float *x = in[0].data;                                                               \
-    size_t n = numel(&in[0]);                                                                  \
-    call;                                                                                      \
+    (void)n_in, (void)n_out, (void)e;                                                          \
+    unary_job j = {out[0].data, in[0].data, p};                                                \
+    eng_par_for(numel(&in[0]), ENG_PAR_GRAIN, name##_part, &j);                                \
     return 0;                                                                                  \
   }
 UNARY_RUN(run_relu, k_relu(y, x, n))

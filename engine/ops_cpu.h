@@ -5,6 +5,7 @@
 #ifndef INFERD_ENGINE_OPS_CPU_H
 #define INFERD_ENGINE_OPS_CPU_H
 
+#include "engine/conv_dnnl.h"
 #include "engine/graph.h"
 #include "engine/ops_conv.h"
 #include "engine/tensor.h"
@@ -37,7 +38,7 @@ typedef struct eng_op_params {
   dtype value_dt;            // ConstantOfShape: the fill value and its type
   uint8_t value[8];
   // Set by parse: run_state honours eng_op_state's post-ops, so the CPU
-  // plan may fuse a following Add and Relu into this node (Conv,
+  // plan may fuse a following Add and activation into this node (Conv,
   // ConvTranspose; Gemm when it runs as a oneDNN inner product).
   int fusable;
   // Set by parse: run_state takes input 0 and output 0 in oneDNN's
@@ -67,10 +68,12 @@ typedef struct eng_op_state {
   void *node;        // the op's own: NULL until it stores one; freed with def->destroy
   eng_op_ctx **ctx;  // the plan's shared context: NULL until an op creates it
   // Work the CPU plan fused into this run (params->fusable ops only):
-  // output 0 = relu(op + post_add), with post_add NULL or a tensor of
-  // output 0's shape in other bytes, and the ReLU only where post_relu.
+  // output 0 = act(op + post_add), with post_add NULL or a tensor of
+  // output 0's shape in other bytes, and act post_act (NONE: identity)
+  // with its parameters act_alpha, act_beta (conv_dnnl.h).
   const eng_tensor *post_add;
-  int post_relu;
+  eng_dnnl_act post_act;
+  float act_alpha, act_beta;
   // Activation layouts (params->layouts ops only): those of input 0 and of
   // post_add as the nodes that wrote them reported (NULL: plain); whether
   // output 0 may be left in the op's own layout (all its readers take it);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine/ops_common.h"
+#include "engine/par.h"
 #include "engine/plan_internal.h"
 #include "kernels/k_ref.h"
 
@@ -41,6 +42,20 @@ static int infer_unary_f32(const eng_op_params *p, const eng_tensor *in, int n_i
   return infer_unary(p, in, n_in, out, n_out, e);
 }
 
+// FP32 k_unary_f32 on parts of x split over threads (par.h); elementwise,
+// so the result does not depend on the split.
+typedef struct unary_job {
+  float *y;
+  const float *x;
+  k_unop op;
+  float a, b;
+} unary_job;
+
+static void unary_part(void *ctx, size_t lo, size_t hi) {
+  const unary_job *j = ctx;
+  k_unary_f32(j->y + lo, j->x + lo, hi - lo, j->op, j->a, j->b);
+}
+
 // p->mode holds the k_unop (set by the parse functions below); alpha/beta
 // its parameters, or Clip's attribute bounds before opset 11.
 static int run_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
@@ -54,10 +69,10 @@ static int run_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng
     k_unary_i64(out[0].data, in[0].data, n, (k_unop)p->mode, lo, hi);
     return 0;
   }
-  float a = p->alpha, b = p->beta;
-  if (op_given(in, n_in, 1)) a = *(const float *)in[1].data;
-  if (op_given(in, n_in, 2)) b = *(const float *)in[2].data;
-  k_unary_f32(out[0].data, in[0].data, n, (k_unop)p->mode, a, b);
+  unary_job j = {out[0].data, in[0].data, (k_unop)p->mode, p->alpha, p->beta};
+  if (op_given(in, n_in, 1)) j.a = *(const float *)in[1].data;
+  if (op_given(in, n_in, 2)) j.b = *(const float *)in[2].data;
+  eng_par_for(n, ENG_PAR_GRAIN, unary_part, &j);
   return 0;
 }
 

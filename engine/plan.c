@@ -135,15 +135,47 @@ static int same_shape(const eng_tensor *a, const eng_tensor *b) {
   return 1;
 }
 
+// A float scalar whose value is known for the current shapes (Clip's
+// bounds), into *x; absent (v < 0) leaves *x.
+static int known_scalar(const eng_plan *p, int v, float *x) {
+  if (v < 0) return 1;
+  const eng_tensor *t = &p->cur[v];
+  if (!p->known[v] || t->dt != DT_FP32 || !t->data || eng_numel(t->ndims, t->dims) != 1) return 0;
+  *x = *(const float *)t->data;
+  return 1;
+}
+
+// The parameters of node i's activation for the current shapes; 0 where
+// they are not known (a Clip bound computed at run time).
+static int act_params(eng_plan *p, size_t i) {
+  int r = p->fuse_act[i];
+  const eng_op_params *ap = &p->params[r];
+  p->fuse_alpha[i] = p->fuse_beta[i] = 0.0f;
+  if (p->fuse_kind[i] == ENG_DNNL_ACT_HARD_SIGMOID) {
+    p->fuse_alpha[i] = ap->alpha;
+    p->fuse_beta[i] = ap->beta;
+  } else if (p->fuse_kind[i] == ENG_DNNL_ACT_CLIP) {
+    const eng_node *n = eng_graph_node(p->g, (size_t)r);
+    float lo = ap->alpha, hi = ap->beta;
+    if (!known_scalar(p, n->n_in > 1 ? n->in[1] : -1, &lo) ||
+        !known_scalar(p, n->n_in > 2 ? n->in[2] : -1, &hi))
+      return 0;
+    p->fuse_alpha[i] = lo;
+    p->fuse_beta[i] = hi;
+  }
+  return 1;
+}
+
 // Switches each fusion found at create on or off for the shapes in p->cur:
-// on where nothing was folded, everything is FP32 and the Add needs no
-// broadcasting (both operands have its output's shape).
+// on where nothing was folded, everything is FP32, the Add needs no
+// broadcasting (both operands have its output's shape) and the
+// activation's parameters are known.
 static void switch_fusions(eng_plan *p) {
   const eng_graph *g = p->g;
   memset(p->fused, 0, p->n_nodes);
   for (size_t i = 0; i < p->n_nodes; i++) {
     p->fuse_on[i] = 0;
-    int a = p->fuse_add[i], r = p->fuse_relu[i];
+    int a = p->fuse_add[i], r = p->fuse_act[i], r2 = p->fuse_act2[i];
     if (a < 0 && r < 0) continue;
     int v = eng_graph_node(g, i)->out[0];
     int on = !p->folded[i] && p->cur[v].dt == DT_FP32;
@@ -152,18 +184,21 @@ static void switch_fusions(eng_plan *p) {
       on = !p->folded[a] && !p->known[p->fuse_add_val[i]] && same_shape(&p->cur[v], w) &&
            same_shape(&p->cur[p->fuse_add_val[i]], w);
     }
-    if (on && r >= 0) on = !p->folded[r];
     if (!on) continue;
-    p->fuse_on[i] = 1;
+    // an activation that cannot fold leaves the Add's fusion standing
+    int act = r >= 0 && !p->folded[r] && (r2 < 0 || !p->folded[r2]) && act_params(p, i);
+    if (a < 0 && !act) continue;
+    p->fuse_on[i] = (uint8_t)(FUSE_ON | (act ? FUSE_ACT_ON : 0));
     if (a >= 0) p->fused[a] = 1;
-    if (r >= 0) p->fused[r] = 1;
+    if (act) p->fused[r] = 1;
+    if (act && r2 >= 0) p->fused[r2] = 1;
   }
 }
 
 // The value node i's run writes last: the end of its fused chain.
 static int chain_end(const eng_plan *p, size_t i) {
   const eng_graph *g = p->g;
-  if (p->fuse_on[i] && p->fuse_relu[i] >= 0) return eng_graph_node(g, (size_t)p->fuse_relu[i])->out[0];
+  if (p->fuse_on[i] & FUSE_ACT_ON) return eng_graph_node(g, (size_t)p->fuse_act[i])->out[0];
   if (p->fuse_on[i] && p->fuse_add[i] >= 0) return eng_graph_node(g, (size_t)p->fuse_add[i])->out[0];
   return eng_graph_node(g, i)->out[0];
 }
@@ -368,9 +403,64 @@ static int is_op(const eng_plan *p, int i, const char *op) {
   return i >= 0 && strcmp(eng_graph_node(p->g, (size_t)i)->op_type, op) == 0;
 }
 
-// Finds, for every fusable node, the Add and/or Relu that may fold into it:
-// node -> Relu, node -> Add(out, r) -> Relu, node -> Add(out, r), each link
-// the sole reader of the value before it. r must be computed before the
+// The activation that may fold into node i, whose chain so far ends at
+// value v (read by j alone, or j < 0): a unary activation that is v's
+// sole reader, or a gated one: v read by a gate and by a Mul of v and the
+// gate's output, the Mul being that output's sole reader. Gates: Sigmoid
+// (SiLU, EfficientNet) and HardSigmoid(alpha 1/6, beta 0.5), which makes
+// HardSwish (how MobileNetV3 exports before opset 14).
+static void find_act(eng_plan *p, const int *n_readers, size_t i, int v, int j) {
+  static const struct {
+    const char *op;
+    eng_dnnl_act act;
+  } unary[] = {{"Relu", ENG_DNNL_ACT_RELU},
+               {"Sigmoid", ENG_DNNL_ACT_SIGMOID},
+               {"HardSwish", ENG_DNNL_ACT_HARD_SWISH},
+               {"HardSigmoid", ENG_DNNL_ACT_HARD_SIGMOID},
+               {"Clip", ENG_DNNL_ACT_CLIP}};
+  const eng_graph *g = p->g;
+  for (size_t k = 0; k < sizeof unary / sizeof unary[0]; k++) {
+    if (!is_op(p, j, unary[k].op)) continue;
+    p->fuse_act[i] = j;
+    p->fuse_kind[i] = (uint8_t)unary[k].act;
+    p->fuse_src[j] = v;
+    p->fuse_owner[j] = (int)i;
+    return;
+  }
+  if (j >= 0 || v < 0 || n_readers[v] != 2) return;
+  for (size_t j2 = 0; j2 < p->n_outputs; j2++)
+    if (eng_graph_output_value(g, j2) == v) return;
+  int s = -1, m = -1;
+  for (size_t k = 0; k < p->n_nodes; k++) {
+    const eng_node *n = eng_graph_node(g, k);
+    for (int q = 0; q < n->n_in; q++) {
+      if (n->in[q] != v) continue;
+      if (is_op(p, (int)k, "Sigmoid") || is_op(p, (int)k, "HardSigmoid")) s = (int)k;
+      else if (is_op(p, (int)k, "Mul")) m = (int)k;
+      break;
+    }
+  }
+  if (s < 0 || m < 0) return;
+  int so = eng_graph_node(g, (size_t)s)->out[0];
+  const eng_node *mn = eng_graph_node(g, (size_t)m);
+  if (sole_consumer(p, n_readers, so) != m || mn->n_in != 2 ||
+      !((mn->in[0] == v && mn->in[1] == so) || (mn->in[0] == so && mn->in[1] == v)))
+    return;
+  eng_dnnl_act act = ENG_DNNL_ACT_SILU;
+  if (is_op(p, s, "HardSigmoid")) {
+    if (p->params[s].alpha != 1.0f / 6.0f || p->params[s].beta != 0.5f) return;
+    act = ENG_DNNL_ACT_HARD_SWISH;
+  }
+  p->fuse_act[i] = m;
+  p->fuse_act2[i] = s;
+  p->fuse_kind[i] = (uint8_t)act;
+  p->fuse_src[s] = p->fuse_src[m] = v;
+  p->fuse_owner[s] = p->fuse_owner[m] = (int)i;
+}
+
+// Finds, for every fusable node, the Add and/or activation that may fold
+// into it: node -> act, node -> Add(out, r) -> act, node -> Add(out, r),
+// each link the sole reader of the value before it (SiLU: see find_act). r must be computed before the
 // node (or be a graph input), since the node reads it.
 static int find_fusions(eng_plan *p, err *e) {
   const eng_graph *g = p->g;
@@ -401,11 +491,7 @@ static int find_fusions(eng_plan *p, err *e) {
         j = -1;
       }
     }
-    if (is_op(p, j, "Relu")) {
-      p->fuse_relu[i] = j;
-      p->fuse_src[j] = v;
-      p->fuse_owner[j] = (int)i;
-    }
+    find_act(p, n_readers, i, v, j);
   }
   free(n_readers);
   return 0;
@@ -467,7 +553,11 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   p->sig = calloc(p->n_inputs + 1, sizeof *p->sig);
   p->fuse_add = malloc(nn * sizeof(int));
   p->fuse_add_val = malloc(nn * sizeof(int));
-  p->fuse_relu = malloc(nn * sizeof(int));
+  p->fuse_act = malloc(nn * sizeof(int));
+  p->fuse_act2 = malloc(nn * sizeof(int));
+  p->fuse_kind = calloc(nn, 1);
+  p->fuse_alpha = calloc(nn, sizeof(float));
+  p->fuse_beta = calloc(nn, sizeof(float));
   p->fuse_src = malloc(nn * sizeof(int));
   p->fuse_owner = malloc(nn * sizeof(int));
   p->fuse_on = calloc(nn, 1);
@@ -486,13 +576,15 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   if (!p->defs || !p->params || !p->op_state || !p->cur || !p->last_use || !p->group_last || !p->new_root ||
       !p->root || !p->need || !p->cap || !p->off || !p->edge || !p->edge_cap || !p->edge_off ||
       !p->tin || !p->tout || !p->folded || !p->known || !p->fold_buf || !p->fold_cap ||
-      !p->sig || !p->fuse_add || !p->fuse_add_val || !p->fuse_relu || !p->fuse_src ||
+      !p->sig || !p->fuse_add || !p->fuse_add_val || !p->fuse_act || !p->fuse_act2 ||
+      !p->fuse_kind || !p->fuse_alpha || !p->fuse_beta || !p->fuse_src ||
       !p->fuse_owner || !p->fuse_on || !p->fused || !p->keep_out || !p->fmt) {
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
   for (size_t i = 0; i < nn; i++)
-    p->fuse_add[i] = p->fuse_add_val[i] = p->fuse_relu[i] = p->fuse_src[i] = p->fuse_owner[i] = -1;
+    p->fuse_add[i] = p->fuse_add_val[i] = p->fuse_act[i] = p->fuse_act2[i] = p->fuse_src[i] =
+        p->fuse_owner[i] = -1;
   int opset = eng_graph_opset(g);
   // every node's arity and attributes are checked before failing, so one
   // load reports all of a model's problems (err_list)
@@ -607,7 +699,11 @@ void eng_plan_destroy(eng_plan *p) {
   free(p->sig);
   free(p->fuse_add);
   free(p->fuse_add_val);
-  free(p->fuse_relu);
+  free(p->fuse_act);
+  free(p->fuse_act2);
+  free(p->fuse_kind);
+  free(p->fuse_alpha);
+  free(p->fuse_beta);
   free(p->fuse_src);
   free(p->fuse_owner);
   free(p->fuse_on);
@@ -735,13 +831,17 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
     const eng_op_def *d = p->defs[i];
     int rc;
     if (d->run_state) {
-      eng_op_state st = {p->op_state[i], &p->op_ctx, NULL, 0, NULL, NULL, 0, NULL};
+      eng_op_state st = {.node = p->op_state[i], .ctx = &p->op_ctx};
       if (p->fuse_on[i]) {
         if (p->fuse_add[i] >= 0) {
           st.post_add = &p->cur[p->fuse_add_val[i]];
           st.add_fmt = p->fmt[p->fuse_add_val[i]];
         }
-        st.post_relu = p->fuse_relu[i] >= 0;
+        if (p->fuse_on[i] & FUSE_ACT_ON) {
+          st.post_act = (eng_dnnl_act)p->fuse_kind[i];
+          st.act_alpha = p->fuse_alpha[i];
+          st.act_beta = p->fuse_beta[i];
+        }
       }
       if (n->in[0] >= 0) st.in_fmt = p->fmt[n->in[0]];
       st.out_keep = p->keep_out[i];

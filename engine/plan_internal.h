@@ -18,6 +18,10 @@
 extern "C" {
 #endif
 
+// eng_plan.fuse_on bits: the node's chain (its Add, if any) is fused; its
+// activation too (an activation whose parameters are unknown is not).
+enum { FUSE_ON = 1, FUSE_ACT_ON = 2 };
+
 struct eng_plan {
   const eng_graph *g;
   int max_batch;
@@ -56,16 +60,22 @@ struct eng_plan {
   uint64_t folds;   // nodes run by folding so far (tests, stats)
   // Fusion, CPU plan only (eng_plan_create; none in other backends): a
   // node whose op is params.fusable absorbs the Add (of a second value of
-  // the same shape) and/or the Relu that alone consume its output. Found
+  // the same shape) and/or the activation (Relu, Sigmoid, HardSwish,
+  // HardSigmoid, Clip with constant bounds, or gated: SiLU, a Sigmoid and
+  // the Mul of its input and output; HardSwish as x * HardSigmoid(x)) that
+  // alone consume its output. Found
   // once at create; switched on per input-shape signature, where the shapes
   // allow, by compute_roots. An absorbed node is skipped and its output
   // shares the absorbing node's buffer.
   int *fuse_add;      // per node: the Add it may absorb, or -1
   int *fuse_add_val;  // per node: that Add's other operand
-  int *fuse_relu;     // per node: the Relu it may absorb, or -1
+  int *fuse_act;      // per node: the activation it may absorb (SiLU's Mul), or -1
+  int *fuse_act2;     // per node: a gated activation's gate (Sigmoid...), absorbed with fuse_act, or -1
+  uint8_t *fuse_kind; // per node: fuse_act's eng_dnnl_act
+  float *fuse_alpha, *fuse_beta;  // per node: its parameters for the current shapes
   int *fuse_src;      // per node: for an absorbed one, the value its output aliases
   int *fuse_owner;    // per node: the node that may absorb it, or -1
-  uint8_t *fuse_on;   // per node: its fusion holds for the current shapes
+  uint8_t *fuse_on;   // per node: its fusion holds for the current shapes (FUSE_*)
   uint8_t *fused;     // per node: absorbed (skipped) for the current shapes
   // Activation layouts, CPU plan only: a node of a params.layouts op may
   // leave its output (the end of its fused chain) in oneDNN's layout when

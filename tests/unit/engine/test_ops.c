@@ -128,38 +128,78 @@ static void test_gemm(void) {
   gemm_case(3, 4, 5, 0, 0, 1, 1.0f, 1.0f, 2, full);     // C not a bias: OpenBLAS
 }
 
-// Gemm (constant B, transB, bias) -> [Add(r)] -> Relu: the CPU plan fuses
-// the Add and Relu into the inner product; also with C not a bias, where
-// run_gemm_state applies them after OpenBLAS.
-static void gemm_fused_case(int add, int full_c) {
+// Gemm (constant B, transB, bias) -> [Add(r)] -> act: the CPU plan fuses
+// the Add and the activation into the inner product; also with C not a
+// bias, where run_gemm_state applies them after OpenBLAS. act: 'r' Relu,
+// 's' SiLU (Sigmoid and Mul), 'g' Sigmoid, 'w' HardSwish, 'h' HardSigmoid,
+// 'c' Clip with constant bounds, 'x' Clip whose max is a graph input (not
+// known while planning: left unfused), 'k' HardSwish as x * HardSigmoid(x,
+// alpha 1/6) (opset 13 exports), 'q' x * HardSigmoid(x) with alpha 0.2,
+// which is no HardSwish (left unfused).
+static void gemm_fused_case(int add, int full_c, char act) {
   enum { M = 3, N = 4, K = 5 };
-  float a[M * K], b[N * K], c[M * N], r[M * N], want[M * N];
+  float a[M * K], b[N * K], c[M * N], r[M * N], want[M * N], lo = -0.3f, hi = 0.4f;
   fill(a, M * K, 1);
   fill(b, N * K, 1);
   fill(c, M * N, 1);
   fill(r, M * N, 1);
   int64_t ad[2] = {M, K}, bd[2] = {N, K}, cd[2] = {full_c ? M : 1, N}, yd[2] = {M, N};
-  ob *bd_ = ob_new(13);
+  ob *bd_ = ob_new(14);
   ob_input(bd_, "a", F, 2, ad);
   ob_input(bd_, "r", F, 2, yd);
+  if (act == 'x') ob_input(bd_, "hi", F, 0, NULL);
   ob_init(bd_, "b", F, 2, bd, b, sizeof b);
   ob_init(bd_, "c", F, full_c ? 2 : 1, full_c ? cd : cd + 1, c, (size_t)(full_c ? M * N : N) * 4);
   ob_attr_i(bd_, ob_node(bd_, "Gemm", "gemm", "a,b,c", "g"), "transB", 1);
   if (add) ob_node(bd_, "Add", "add", "r,g", "s");
-  ob_node(bd_, "Relu", "relu", add ? "s" : "g", "y");
+  const char *v = add ? "s" : "g";
+  if (act == 'r') ob_node(bd_, "Relu", "act", v, "y");
+  if (act == 'g') ob_node(bd_, "Sigmoid", "act", v, "y");
+  if (act == 'w') ob_node(bd_, "HardSwish", "act", v, "y");
+  if (act == 'h') {
+    Onnx__NodeProto *nd = ob_node(bd_, "HardSigmoid", "act", v, "y");
+    ob_attr_f(bd_, nd, "alpha", 2.0f);
+    ob_attr_f(bd_, nd, "beta", 0.25f);
+  }
+  if (act == 'k' || act == 'q') {
+    Onnx__NodeProto *nd = ob_node(bd_, "HardSigmoid", "gate", v, "sg");
+    if (act == 'k') ob_attr_f(bd_, nd, "alpha", 1.0f / 6.0f);
+    ob_node(bd_, "Mul", "act", add ? "s,sg" : "sg,g", "y");
+  }
+  if (act == 's') {
+    ob_node(bd_, "Sigmoid", "sig", v, "sg");
+    ob_node(bd_, "Mul", "act", add ? "sg,s" : "g,sg", "y");
+  }
+  if (act == 'c' || act == 'x') {
+    ob_init(bd_, "lo", F, 0, NULL, &lo, 4);
+    if (act == 'c') ob_init(bd_, "hi", F, 0, NULL, &hi, 4);
+    ob_node(bd_, "Clip", "act", add ? "s,lo,hi" : "g,lo,hi", "y");
+  }
   ob_output(bd_, "y", F, 2, yd);
   ref_gemm(want, a, b, c, full_c ? M : 1, N, M, N, K, 0, 1, 1.0f, 1.0f);
   for (int i = 0; i < M * N; i++) {
-    float v = want[i] + (add ? r[i] : 0);
-    want[i] = v > 0 ? v : 0;
+    float x = want[i] + (add ? r[i] : 0), h = 2.0f * x + 0.25f;
+    switch (act) {
+      case 'r': want[i] = x > 0 ? x : 0; break;
+      case 's': want[i] = x / (1.0f + expf(-x)); break;
+      case 'g': want[i] = 1.0f / (1.0f + expf(-x)); break;
+      case 'w':
+      case 'k': want[i] = x * fminf(1.0f, fmaxf(0.0f, x / 6.0f + 0.5f)); break;
+      case 'q': want[i] = x * fminf(1.0f, fmaxf(0.0f, 0.2f * x + 0.5f)); break;
+      case 'h': want[i] = fminf(1.0f, fmaxf(0.0f, h)); break;
+      default: want[i] = fminf(hi, fmaxf(lo, x)); break;
+    }
   }
   tc t;
-  eng_tensor in[2] = {T(DT_FP32, 2, ad, a), T(DT_FP32, 2, yd, r)};
-  expect_ok(tc_run(&t, bd_, in, 2, 1), &t, "gemm fused");
+  eng_tensor in[3] = {T(DT_FP32, 2, ad, a), T(DT_FP32, 2, yd, r), T(DT_FP32, 0, NULL, &hi)};
+  expect_ok(tc_run(&t, bd_, in, act == 'x' ? 3 : 2, 1), &t, "gemm fused");
   if (t.out[0].data) check_f32(&t.out[0], 2, yd, want, 1e-5, 1e-6);
   int fused = 0;
   for (size_t i = 0; t.p && i < t.p->n_nodes; i++) fused += t.p->fused[i];
-  CHECK_EQ_INT(fused, add ? 2 : 1);
+  // gated ones absorb two nodes; the Clip of a bound known only at run
+  // time and a gate other than HardSwish's none
+  int absorbed = act == 's' || act == 'k' ? 2 : act == 'x' || act == 'q' ? 0 : 1;
+  CHECK_EQ_INT(fused, (add ? 1 : 0) + absorbed);
   tc_close(&t);
 }
 
@@ -258,6 +298,67 @@ static void binary_case(const char *op, char sym, int na, const int64_t *ad, int
   expect_ok(tc_run(&t, bb, in, as_const ? 1 : 2, 1), &t, op);
   if (t.out[0].data) check_f32(&t.out[0], ny, yd, want, 1e-6, 1e-7);
   tc_close(&t);
+}
+
+// Elementwise ops large enough to be split over threads (engine/par.h):
+// bit-identical to the single-threaded kernels, broadcast operands
+// included. x [A0..A3] op y [B0..B3] (a graph input and a constant).
+static void threaded_binary_case(const char *op, k_binop kop, const int64_t *ad, const int64_t *bd) {
+  int64_t yd[4];
+  for (int i = 0; i < 4; i++) yd[i] = ad[i] > bd[i] ? ad[i] : bd[i];
+  size_t na = (size_t)eng_numel(4, ad), nb = (size_t)eng_numel(4, bd), ny = (size_t)eng_numel(4, yd);
+  float *a = malloc(na * 4), *b = malloc(nb * 4), *want = malloc(ny * 4);
+  fill(a, na, 4);
+  fill(b, nb, 4);
+  k_binary_f32(want, a, b, 4, yd, ad, bd, kop);
+  ob *bb = ob_new(14);
+  ob_input(bb, "a", F, 4, ad);
+  ob_init(bb, "b", F, 4, bd, b, nb * 4);
+  ob_node(bb, op, "big", "a,b", "y");
+  ob_output(bb, "y", F, 4, yd);
+  tc t;
+  eng_tensor in = T(DT_FP32, 4, ad, a);
+  expect_ok(tc_run(&t, bb, &in, 1, 1), &t, op);
+  int same = t.out[0].data && memcmp(t.out[0].data, want, ny * 4) == 0;
+  CHECK(same);
+  tc_close(&t);
+  free(a);
+  free(b);
+  free(want);
+}
+
+static void threaded_unary_case(const char *op) {
+  int64_t d[4] = {2, 40, 30, 31};
+  size_t n = (size_t)eng_numel(4, d);
+  float *x = malloc(n * 4), *want = malloc(n * 4);
+  fill(x, n, 8);
+  if (!strcmp(op, "Sigmoid")) k_sigmoid(want, x, n);
+  else if (!strcmp(op, "Relu")) k_relu(want, x, n);
+  else k_unary_f32(want, x, n, K_HARD_SWISH, 0, 0);
+  ob *bb = ob_new(14);
+  ob_input(bb, "x", F, 4, d);
+  ob_node(bb, op, "big", "x", "y");
+  ob_output(bb, "y", F, 4, d);
+  tc t;
+  eng_tensor in = T(DT_FP32, 4, d, x);
+  expect_ok(tc_run(&t, bb, &in, 1, 1), &t, op);
+  int same = t.out[0].data && memcmp(t.out[0].data, want, n * 4) == 0;
+  CHECK(same);
+  tc_close(&t);
+  free(x);
+  free(want);
+}
+
+static void test_threaded_elementwise(void) {
+  // SE blocks' [N,C,H,W] * [N,C,1,1], a row broadcast, split on dim 0 with
+  // a broadcast dim 0, and odd sizes that do not split evenly
+  threaded_binary_case("Mul", K_MUL, (int64_t[]){2, 64, 33, 31}, (int64_t[]){2, 64, 1, 1});
+  threaded_binary_case("Add", K_ADD, (int64_t[]){1, 1, 301, 203}, (int64_t[]){1, 1, 1, 203});
+  threaded_binary_case("Div", K_DIV, (int64_t[]){5, 3, 64, 129}, (int64_t[]){1, 3, 1, 129});
+  threaded_binary_case("Sub", K_SUB, (int64_t[]){3, 1, 1, 1}, (int64_t[]){1, 7, 97, 101});
+  threaded_unary_case("Sigmoid");
+  threaded_unary_case("Relu");
+  threaded_unary_case("HardSwish");
 }
 
 static void test_binary(void) {
@@ -844,11 +945,17 @@ static void test_unsupported_attrs(void) {
 
 int main(void) {
   test_gemm();
-  gemm_fused_case(0, 0);
-  gemm_fused_case(1, 0);
-  gemm_fused_case(1, 1);
+  gemm_fused_case(0, 0, 'r');
+  gemm_fused_case(1, 0, 'r');
+  gemm_fused_case(1, 1, 'r');
+  for (const char *act = "sgwhcxkq"; *act; act++) {
+    gemm_fused_case(0, 0, *act);
+    gemm_fused_case(1, 0, *act);
+    gemm_fused_case(1, 1, *act);
+  }
   test_matmul();
   test_binary();
+  test_threaded_elementwise();
   test_unary();
   test_softmax();
   test_shape_ops();

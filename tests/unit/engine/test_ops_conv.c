@@ -293,29 +293,47 @@ static void compare_once(const combo *c, int64_t n, eng_op_state *st, const eng_
     }
   CHECK_EQ_INT(bad, 0);
   if (conv && !rc) {
-    // the same with the plan's fusions: relu(conv + add), a second cache entry
+    // the same with the plan's fusions: act(conv + add), one cache entry per
+    // activation; the addend spans [-8, 8] so every clamp is reached
+    static const struct {
+      eng_dnnl_act act;
+      float alpha, beta;
+    } acts[] = {{ENG_DNNL_ACT_RELU, 0, 0},          {ENG_DNNL_ACT_SIGMOID, 0, 0},
+                {ENG_DNNL_ACT_SILU, 0, 0},          {ENG_DNNL_ACT_HARD_SWISH, 0, 0},
+                {ENG_DNNL_ACT_HARD_SIGMOID, 0.2f, 0.5f}, {ENG_DNNL_ACT_CLIP, -0.5f, 6.0f}};
     float *add = malloc(ny * 4);
-    for (size_t i = 0; i < ny; i++) {
-      add[i] = frand();
-      yd[i] = NAN;
-    }
+    for (size_t i = 0; i < ny; i++) add[i] = 8 * frand();
     eng_tensor ta = out[0];
     ta.data = add;
-    st->post_add = &ta;
-    st->post_relu = 1;
-    rc = def->run_state(st, p, in, n_in, &o_dnnl, 1, &e);
-    st->post_add = NULL;
-    st->post_relu = 0;
-    CHECK_EQ_INT(rc, 0);
-    if (rc) fprintf(stderr, "%s: oneDNN fused: %s\n", c->name, e.msg);
-    bad = 0;
-    for (size_t i = 0; i < ny && !rc; i++) {
-      float want = yr[i] + add[i] > 0 ? yr[i] + add[i] : 0;
-      if (!(fabs(want - yd[i]) <= 2e-4 + 1e-4 * fabs(want)) && bad++ < 3)
-        fprintf(stderr, "%s (batch %lld, fused): [%zu] oneDNN %.7g want %.7g\n", c->name,
-                (long long)n, i, yd[i], want);
+    for (size_t q = 0; q < sizeof acts / sizeof acts[0] && !rc; q++) {
+      for (size_t i = 0; i < ny; i++) yd[i] = NAN;
+      st->post_add = &ta;
+      st->post_act = acts[q].act;
+      st->act_alpha = acts[q].alpha;
+      st->act_beta = acts[q].beta;
+      rc = def->run_state(st, p, in, n_in, &o_dnnl, 1, &e);
+      st->post_add = NULL;
+      st->post_act = ENG_DNNL_ACT_NONE;
+      CHECK_EQ_INT(rc, 0);
+      if (rc) fprintf(stderr, "%s: oneDNN fused act %d: %s\n", c->name, (int)acts[q].act, e.msg);
+      bad = 0;
+      for (size_t i = 0; i < ny && !rc; i++) {
+        double v = (double)yr[i] + add[i], a = acts[q].alpha, bb = acts[q].beta, want = v;
+        switch (acts[q].act) {
+          case ENG_DNNL_ACT_NONE: break;
+          case ENG_DNNL_ACT_RELU: want = v > 0 ? v : 0; break;
+          case ENG_DNNL_ACT_SIGMOID: want = 1 / (1 + exp(-v)); break;
+          case ENG_DNNL_ACT_SILU: want = v / (1 + exp(-v)); break;
+          case ENG_DNNL_ACT_HARD_SWISH: want = v * fmin(1, fmax(0, v / 6 + 0.5)); break;
+          case ENG_DNNL_ACT_HARD_SIGMOID: want = fmin(1, fmax(0, a * v + bb)); break;
+          case ENG_DNNL_ACT_CLIP: want = fmin(bb, fmax(a, v)); break;
+        }
+        if (!(fabs(want - yd[i]) <= 2e-4 + 1e-4 * fabs(want)) && bad++ < 3)
+          fprintf(stderr, "%s (batch %lld, fused act %d): [%zu] oneDNN %.7g want %.7g\n",
+                  c->name, (long long)n, (int)acts[q].act, i, yd[i], want);
+      }
+      CHECK_EQ_INT(bad, 0);
     }
-    CHECK_EQ_INT(bad, 0);
     free(add);
   }
   free(yr);
