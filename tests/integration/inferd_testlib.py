@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 
 import numpy as np
+import pytest
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "models"))
@@ -330,3 +331,20 @@ def decode_response_outputs(resp):
             arr = np.array(getattr(o.contents, typed_field[o.datatype]), dtype=dt).reshape(list(o.shape))
         out[o.name] = arr
     return out
+
+
+def require_ready(srv, client, name):
+    """Fails the test (with the server's load errors for it) unless model name is ready."""
+    if not client.is_model_ready(name):
+        reason = [line for line in srv.lines if name in line and ("fail" in line or "error" in line.lower())]
+        pytest.fail("%s did not load: %s" % (name, reason[-3:]), pytrace=False)
+
+
+def ort_session(cache, path, threads=2):
+    """An onnxruntime CPU session of the model file at path, made once per cache (a dict)."""
+    import onnxruntime as ort
+    if path not in cache:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        cache[path] = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    return cache[path]

@@ -154,20 +154,12 @@ def xf(tmp_path_factory):
 
 def _ready(xf, name):
     _, _, srv, c, _ = xf
-    if not c.is_model_ready(name):
-        reason = [line for line in srv.lines if name in line and ("fail" in line or "error" in line.lower())]
-        pytest.fail("%s did not load: %s" % (name, reason[-3:]), pytrace=False)
+    lib.require_ready(srv, c, name)
 
 
 def _session(xf, name):
-    import onnxruntime as ort
     d, _, _, _, sessions = xf
-    if name not in sessions:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 2
-        sessions[name] = ort.InferenceSession(os.path.join(d, name, "1", "model.onnx"), opts,
-                                              providers=["CPUExecutionProvider"])
-    return sessions[name]
+    return lib.ort_session(sessions, os.path.join(d, name, "1", "model.onnx"))
 
 
 def _batching(s):
