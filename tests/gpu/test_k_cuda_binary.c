@@ -125,22 +125,14 @@ static void test_exhaustive_small(scratch *s) {
   tk_rng r = {12345};
   int cases = 0, bad = 0;
   for (int ndim = 1; ndim <= 4; ndim++) {
-    int nshapes = 1;
-    for (int i = 0; i < ndim; i++) nshapes *= 3;
-    for (int sh = 0; sh < nshapes; sh++) {
+    for (int sh = 0; sh < tk_small_shapes(ndim); sh++) {
       int64_t yd[K_MAX_DIMS];
-      int t = sh;
-      for (int i = 0; i < ndim; i++) {
-        yd[i] = 1 + t % 3 + (i == ndim - 1 ? 2 : 0);
-        t /= 3;
-      }
+      tk_small_shape(ndim, sh, yd);
       for (int ma = 0; ma < (1 << ndim); ma++) {
         for (int mb = 0; mb < (1 << ndim); mb++) {
           int64_t ad[K_MAX_DIMS], bd[K_MAX_DIMS];
-          for (int i = 0; i < ndim; i++) {
-            ad[i] = (ma >> i) & 1 ? 1 : yd[i];
-            bd[i] = (mb >> i) & 1 ? 1 : yd[i];
-          }
+          tk_bcast_dims(ndim, yd, ma, ad);
+          tk_bcast_dims(ndim, yd, mb, bd);
           k_binop op = (k_binop)(tk_next(&r) % N_OPS);
           bad += run_case(s, &r, ndim, yd, ad, bd, op, bad < 3);
           cases++;
@@ -310,22 +302,14 @@ static void test_compare(void) {
   static const k_elem ets[3] = {K_F32, K_F16, K_I64};
   int cases = 0, bad = 0;
   for (int ndim = 1; ndim <= 3; ndim++) {
-    int nshapes = 1;
-    for (int i = 0; i < ndim; i++) nshapes *= 3;
-    for (int sh = 0; sh < nshapes; sh++) {
+    for (int sh = 0; sh < tk_small_shapes(ndim); sh++) {
       int64_t yd[K_MAX_DIMS];
-      int t = sh;
-      for (int i = 0; i < ndim; i++) {
-        yd[i] = 1 + t % 3 + (i == ndim - 1 ? 2 : 0);
-        t /= 3;
-      }
+      tk_small_shape(ndim, sh, yd);
       for (int ma = 0; ma < (1 << ndim); ma++)
         for (int mb = 0; mb < (1 << ndim); mb++) {
           int64_t ad[K_MAX_DIMS], bd[K_MAX_DIMS];
-          for (int i = 0; i < ndim; i++) {
-            ad[i] = (ma >> i) & 1 ? 1 : yd[i];
-            bd[i] = (mb >> i) & 1 ? 1 : yd[i];
-          }
+          tk_bcast_dims(ndim, yd, ma, ad);
+          tk_bcast_dims(ndim, yd, mb, bd);
           bad += compare_case(&r, ndim, yd, ad, bd, ets[cases % 3], (k_cmpop)(tk_next(&r) % 5));
           cases++;
         }

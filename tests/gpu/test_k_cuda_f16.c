@@ -223,22 +223,14 @@ static void test_binary(void) {
   // broadcast mask on each side.
   int cases = 0, bad_cases = 0;
   for (int ndim = 1; ndim <= 3; ndim++) {
-    int nshapes = 1;
-    for (int i = 0; i < ndim; i++) nshapes *= 3;
-    for (int sh = 0; sh < nshapes; sh++) {
+    for (int sh = 0; sh < tk_small_shapes(ndim); sh++) {
       int64_t yd[K_MAX_DIMS];
-      int t = sh;
-      for (int i = 0; i < ndim; i++) {
-        yd[i] = 1 + t % 3 + (i == ndim - 1 ? 2 : 0);
-        t /= 3;
-      }
+      tk_small_shape(ndim, sh, yd);
       for (int ma = 0; ma < (1 << ndim); ma++) {
         for (int mb = 0; mb < (1 << ndim); mb++) {
           int64_t ad[K_MAX_DIMS], bd[K_MAX_DIMS];
-          for (int i = 0; i < ndim; i++) {
-            ad[i] = (ma >> i) & 1 ? 1 : yd[i];
-            bd[i] = (mb >> i) & 1 ? 1 : yd[i];
-          }
+          tk_bcast_dims(ndim, yd, ma, ad);
+          tk_bcast_dims(ndim, yd, mb, bd);
           k_binop op = (k_binop)(tk_next(&r) % (K_MIN + 1));
           bad_cases += binary_case(&r, ndim, yd, ad, bd, op, (size_t)(cases & 1)) != 0;
           cases++;

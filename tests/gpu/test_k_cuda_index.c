@@ -62,24 +62,16 @@ static void test_where(void) {
   static const size_t esz[] = {1, 2, 4, 8};
   int cases = 0, bad = 0;
   for (int ndim = 1; ndim <= 3; ndim++) {
-    int nshapes = 1;
-    for (int i = 0; i < ndim; i++) nshapes *= 3;
-    for (int sh = 0; sh < nshapes; sh++) {
+    for (int sh = 0; sh < tk_small_shapes(ndim); sh++) {
       int64_t yd[K_MAX_DIMS];
-      int t = sh;
-      for (int i = 0; i < ndim; i++) {
-        yd[i] = 1 + t % 3 + (i == ndim - 1 ? 2 : 0);
-        t /= 3;
-      }
+      tk_small_shape(ndim, sh, yd);
       for (int mc = 0; mc < (1 << ndim); mc++)
         for (int rep = 0; rep < 3; rep++) {
           int ma = (int)(tk_next(&r) % (1u << ndim)), mb = (int)(tk_next(&r) % (1u << ndim));
           int64_t cd[K_MAX_DIMS], ad[K_MAX_DIMS], bd[K_MAX_DIMS];
-          for (int i = 0; i < ndim; i++) {
-            cd[i] = (mc >> i) & 1 ? 1 : yd[i];
-            ad[i] = (ma >> i) & 1 ? 1 : yd[i];
-            bd[i] = (mb >> i) & 1 ? 1 : yd[i];
-          }
+          tk_bcast_dims(ndim, yd, mc, cd);
+          tk_bcast_dims(ndim, yd, ma, ad);
+          tk_bcast_dims(ndim, yd, mb, bd);
           bad += where_case(&r, ndim, yd, cd, ad, bd, esz[cases % 4], 0);
           cases++;
         }

@@ -180,4 +180,25 @@ static inline size_t tk_compare_bits(const char *what, const void *got, const vo
   return bad;
 }
 
+// --- the small broadcast shapes the kernel tests sweep: for rank ndim,
+// tk_small_shapes(ndim) output shapes with every dim in {1, 2, 3} (the
+// innermost in {3, 4, 5}), and an operand's dims for a broadcast mask (a set
+// bit i: dim i is 1 there).
+static inline int tk_small_shapes(int ndim) {
+  int n = 1;
+  for (int i = 0; i < ndim; i++) n *= 3;
+  return n;
+}
+
+static inline void tk_small_shape(int ndim, int sh, int64_t *yd) {
+  for (int i = 0; i < ndim; i++) {
+    yd[i] = 1 + sh % 3 + (i == ndim - 1 ? 2 : 0);
+    sh /= 3;
+  }
+}
+
+static inline void tk_bcast_dims(int ndim, const int64_t *yd, int mask, int64_t *d) {
+  for (int i = 0; i < ndim; i++) d[i] = (mask >> i) & 1 ? 1 : yd[i];
+}
+
 #endif

@@ -75,18 +75,12 @@ static void test_compare_logic(void) {
   for (int ndim = 1; ndim <= 3; ndim++)
     for (int sh = 0; sh < 9; sh++) {
       int64_t yd[K_MAX_DIMS];
-      int t = sh;
-      for (int i = 0; i < ndim; i++) {
-        yd[i] = 1 + t % 3 + (i == ndim - 1 ? 2 : 0);
-        t /= 3;
-      }
+      tk_small_shape(ndim, sh, yd);
       for (int ma = 0; ma < (1 << ndim); ma++) {
         int mb = (int)(tk_next(&r) % (1u << ndim));
         int64_t ad[K_MAX_DIMS], bd[K_MAX_DIMS];
-        for (int i = 0; i < ndim; i++) {
-          ad[i] = (ma >> i) & 1 ? 1 : yd[i];
-          bd[i] = (mb >> i) & 1 ? 1 : yd[i];
-        }
+        tk_bcast_dims(ndim, yd, ma, ad);
+        tk_bcast_dims(ndim, yd, mb, bd);
         for (int op = K_EQ; op <= K_GE; op++, cases++)
           bad += bin_case(&r, ndim, yd, ad, bd, types[cases % 3], op, -1);
         for (int lop = K_AND; lop <= K_XNOR; lop++, cases++) bad += bin_case(&r, ndim, yd, ad, bd, K_BOOL, -1, lop);
