@@ -427,7 +427,7 @@ int eng_conv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
   k_window g;
   TRY(eng_conv_window(a, &in[0], n_in > 1 ? &in[1] : NULL, &g, e));
   if (g.n == 0) return 0;
-  eng_dnnl_ctx *dnnl;
+  eng_dnnl_ctx *dnnl = NULL;  // set by eng_conv_dnnl_ctx on success; GCC -O3 cannot see that
   TRY(eng_conv_dnnl_ctx(st, &dnnl, e));
   // oneDNN wants the end pad that makes y exact: ceil_mode windows may
   // reach past the declared pad (and ConvTranspose's output_padding is
