@@ -72,18 +72,29 @@ static int clip_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
 // --- Pow, Max, Min, Equal, Where: numpy broadcasting over the output's rank
 // (at least 1), shorter operands left-padded with 1s, as the CPU ops do.
 
+// The output's dims and two operands' over the output's rank (at least 1).
+typedef struct bdims {
+  int nd;
+  int64_t y[ENG_MAX_DIMS], a[ENG_MAX_DIMS], b[ENG_MAX_DIMS];
+} bdims;
+
+static bdims bdims_of(const eng_tensor *out, const eng_tensor *a, const eng_tensor *b) {
+  bdims d;
+  d.nd = out->ndims > 0 ? out->ndims : 1;
+  op_pad_dims(out, d.nd, d.y);
+  op_pad_dims(a, d.nd, d.a);
+  op_pad_dims(b, d.nd, d.b);
+  return d;
+}
+
 // y = op(a, b), all three shapes broadcast to out's.
 static int binop(cuda_ctx *c, void *y, const eng_tensor *a, const eng_tensor *b,
                  const eng_tensor *out, k_binop op, err *e) {
-  int nd = out->ndims > 0 ? out->ndims : 1;
-  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
-  op_pad_dims(out, nd, yd);
-  op_pad_dims(a, nd, ad);
-  op_pad_dims(b, nd, bd);
+  bdims d = bdims_of(out, a, b);
   switch (out->dt) {
-    case DT_FP32: return k_binary_f32_cuda(y, a->data, b->data, nd, yd, ad, bd, op, c->stream, e);
-    case DT_FP16: return k_binary_f16_cuda(y, a->data, b->data, nd, yd, ad, bd, op, c->stream, e);
-    case DT_INT64: return eng_pk_binary_i64_cuda(y, a->data, b->data, nd, yd, ad, bd, op, c->stream, e);
+    case DT_FP32: return k_binary_f32_cuda(y, a->data, b->data, d.nd, d.y, d.a, d.b, op, c->stream, e);
+    case DT_FP16: return k_binary_f16_cuda(y, a->data, b->data, d.nd, d.y, d.a, d.b, op, c->stream, e);
+    case DT_INT64: return eng_pk_binary_i64_cuda(y, a->data, b->data, d.nd, d.y, d.a, d.b, op, c->stream, e);
     default:
       return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op",
                      dtype_wire_name(out->dt));
@@ -113,11 +124,7 @@ static int variadic_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
 static int compare_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
                        eng_tensor *out, int n_out, err *e) {
   (void)n_in, (void)n_out;
-  int nd = out[0].ndims > 0 ? out[0].ndims : 1;
-  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
-  op_pad_dims(&out[0], nd, yd);
-  op_pad_dims(&in[0], nd, ad);
-  op_pad_dims(&in[1], nd, bd);
+  bdims d = bdims_of(&out[0], &in[0], &in[1]);
   k_elem et;
   switch (in[0].dt) {
     case DT_FP32: et = K_F32; break;
@@ -126,13 +133,13 @@ static int compare_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in
     case DT_INT32: et = K_I32; break;
     case DT_BOOL:
       if (p->mode == K_EQ)
-        return k_logic_cuda(out[0].data, in[0].data, in[1].data, nd, yd, ad, bd, K_XNOR, c->stream, e);
+        return k_logic_cuda(out[0].data, in[0].data, in[1].data, d.nd, d.y, d.a, d.b, K_XNOR, c->stream, e);
       // fall through
     default:
       return err_set(e, ERR_UNIMPLEMENTED, "comparing %s tensors has no CUDA kernel",
                      dtype_wire_name(in[0].dt));
   }
-  return k_compare_cuda(out[0].data, in[0].data, in[1].data, et, nd, yd, ad, bd, (k_cmpop)p->mode,
+  return k_compare_cuda(out[0].data, in[0].data, in[1].data, et, d.nd, d.y, d.a, d.b, (k_cmpop)p->mode,
                         c->stream, e);
 }
 
@@ -140,12 +147,9 @@ static int compare_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in
 static int logic_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
                      eng_tensor *out, int n_out, err *e) {
   (void)n_in, (void)n_out;
-  int nd = out[0].ndims > 0 ? out[0].ndims : 1;
-  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
-  op_pad_dims(&out[0], nd, yd);
-  op_pad_dims(&in[0], nd, ad);
-  op_pad_dims(&in[1], nd, bd);
-  return k_logic_cuda(out[0].data, in[0].data, in[1].data, nd, yd, ad, bd, (k_logop)p->mode, c->stream, e);
+  bdims d = bdims_of(&out[0], &in[0], &in[1]);
+  return k_logic_cuda(out[0].data, in[0].data, in[1].data, d.nd, d.y, d.a, d.b, (k_logop)p->mode, c->stream,
+                      e);
 }
 
 static int boolop_run(cuda_ctx *c, const eng_tensor *x, eng_tensor *y, k_boolop op, int neg, int pos,
@@ -183,14 +187,11 @@ static int where_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, 
   if (in[1].dt != in[2].dt || out[0].dt != in[1].dt)
     return err_set(e, ERR_INTERNAL, "Where: X is %s, Y %s, the output %s", dtype_wire_name(in[1].dt),
                    dtype_wire_name(in[2].dt), dtype_wire_name(out[0].dt));
-  int nd = out[0].ndims > 0 ? out[0].ndims : 1;
-  int64_t yd[ENG_MAX_DIMS], cd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
-  op_pad_dims(&out[0], nd, yd);
-  op_pad_dims(&in[0], nd, cd);
-  op_pad_dims(&in[1], nd, ad);
-  op_pad_dims(&in[2], nd, bd);
-  return k_where_cuda(out[0].data, in[0].data, in[1].data, in[2].data, dtype_size(out[0].dt), nd, yd,
-                      cd, ad, bd, c->stream, e);
+  bdims d = bdims_of(&out[0], &in[1], &in[2]);
+  int64_t cd[ENG_MAX_DIMS];
+  op_pad_dims(&in[0], d.nd, cd);
+  return k_where_cuda(out[0].data, in[0].data, in[1].data, in[2].data, dtype_size(out[0].dt), d.nd, d.y,
+                      cd, d.a, d.b, c->stream, e);
 }
 
 #define UNOP(name) \

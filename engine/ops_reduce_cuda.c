@@ -33,13 +33,11 @@ static int reduce_init(const eng_plan *pl, size_t i, int half, void **state, err
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->nax = -1;
   if (n->n_in > 1 && n->in[1] >= 0) {
-    const eng_value *v = eng_graph_value(pl->g, (size_t)n->in[1]);
-    if (!eng_cuda__is_const(pl->g, n->in[1])) {
+    eng_tensor t;
+    if (!eng_cuda__const_input(pl, i, 1, &t)) {
       free(s);
       return err_set(e, ERR_UNIMPLEMENTED, "axes computed at run time are not supported on CUDA");
     }
-    eng_tensor t = {.dt = v->dt, .ndims = v->ndims, .data = (void *)v->data, .bytes = v->bytes};
-    memcpy(t.dims, v->dims, sizeof t.dims);
     int rc = eng_ops__read_ints(&t, "axes", s->axes, ENG_MAX_DIMS, &s->nax, e);
     if (rc) {
       free(s);
@@ -124,12 +122,9 @@ typedef struct cumsum_node {
 
 static int cumsum_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half;
-  const eng_node *n = eng_graph_node(pl->g, i);
-  if (n->n_in < 2 || n->in[1] < 0 || !eng_cuda__is_const(pl->g, n->in[1]))
+  eng_tensor t;
+  if (!eng_cuda__const_input(pl, i, 1, &t))
     return err_set(e, ERR_UNIMPLEMENTED, "CumSum on CUDA takes a constant axis");
-  const eng_value *v = eng_graph_value(pl->g, (size_t)n->in[1]);
-  eng_tensor t = {.dt = v->dt, .ndims = v->ndims, .data = (void *)v->data, .bytes = v->bytes};
-  memcpy(t.dims, v->dims, sizeof t.dims);
   int64_t a[1];
   int cnt;
   if (eng_numel(t.ndims, t.dims) != 1) return err_set(e, ERR_INVALID_ARGUMENT, "CumSum: axis must be a scalar");

@@ -36,7 +36,6 @@
 #include "engine/plan_internal.h"
 #include "kernels/k_cuda.h"
 
-#define STAGE_ALIGN 256
 // cuBLASLt workspace per slot: enough for Hopper's best kernels.
 #define GEMM_WORKSPACE (32u << 20)
 
@@ -114,7 +113,6 @@ struct eng_cuda_plan {
   _Atomic uint64_t nhwc_nodes, relayouts;  // the last layout pass's (plan_cuda_layout.c)
 };
 
-static size_t round_up(size_t n) { return (n + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN; }
 static size_t numel(const eng_tensor *t) { return (size_t)eng_numel(t->ndims, t->dims); }
 static size_t nbytes(const eng_tensor *t) { return numel(t) * dtype_size(t->dt); }
 
@@ -490,6 +488,15 @@ bool eng_cuda__is_const(const eng_graph *g, int v) {
   return v >= 0 && eng_graph_value(g, (size_t)v)->kind == ENG_VALUE_CONST;
 }
 
+bool eng_cuda__const_input(const eng_plan *pl, size_t node, int k, eng_tensor *t) {
+  const eng_node *n = eng_graph_node(pl->g, node);
+  if (k >= n->n_in || n->in[k] < 0 || !eng_cuda__is_const(pl->g, n->in[k])) return false;
+  const eng_value *v = eng_graph_value(pl->g, (size_t)n->in[k]);
+  *t = (eng_tensor){.dt = v->dt, .ndims = v->ndims, .data = v->data, .bytes = v->bytes};
+  memcpy(t->dims, v->dims, sizeof t->dims);
+  return true;
+}
+
 // A Gemm/MatMul whose result only feeds an in-place bias Add and/or Relu /
 // tanh-Gelu: the cuBLASLt epilogue carries them.
 static void gemm_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
@@ -659,7 +666,7 @@ static void drop_graphs(slot *s) {
 static int ensure_dev(eng_cuda_plan *p, slot *s, eng_cuda_arena **a, uint8_t **base, size_t *cap,
                       size_t need, err *e) {
   if (need <= *cap && *a) return 0;
-  if (need == 0) need = STAGE_ALIGN;
+  if (need == 0) need = CUDA_STAGE_ALIGN;
   drop_graphs(s);  // they hold the old pointers
   if (*a) atomic_fetch_sub(&p->dev_bytes, (uint64_t)(*cap + ENG_CUDA_MEM_ALIGN));
   eng_cuda_arena_destroy(*a);
@@ -688,22 +695,22 @@ static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
   for (size_t i = 0; i < pl->n_inputs; i++) {
     const eng_tensor *t = &pl->cur[eng_graph_input_value(g, i)];
     s->in_off[i] = total;
-    size_t b = round_up(nbytes(t));
+    size_t b = eng_cuda__round_up(nbytes(t));
     if (p->fixed_in && b > p->in_cap[i])
       return err_set(e, ERR_INTERNAL, "input %zu needs %zu bytes, planned %zu", i, b, p->in_cap[i]);
     total += p->fixed_in ? p->in_cap[i] : b;
     s->in32_off[i] = scr;
-    if (p->half && t->dt == DT_FP32) scr += round_up(nbytes(t));
+    if (p->half && t->dt == DT_FP32) scr += eng_cuda__round_up(nbytes(t));
   }
   for (size_t j = 0; j < pl->n_outputs; j++) {
     const eng_tensor *t = &pl->cur[eng_graph_output_value(g, j)];
     s->out_off[j] = total;
-    total += round_up(nbytes(t));
+    total += eng_cuda__round_up(nbytes(t));
     s->edge_off[j] = total;
     dtype od = eng_plan__out_dtype(pl, j);
-    if (od != t->dt) total += round_up(numel(t) * dtype_size(od));
+    if (od != t->dt) total += eng_cuda__round_up(numel(t) * dtype_size(od));
     s->out32_off[j] = scr;
-    if (p->half && t->dt == DT_FP32) scr += round_up(nbytes(t));
+    if (p->half && t->dt == DT_FP32) scr += eng_cuda__round_up(nbytes(t));
   }
   // fallback operands: the largest FP32 copies of one node that may fall
   // back (no FP16 kernel, or one with conditions: Gemm with a general C),
@@ -715,9 +722,9 @@ static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
     const eng_node *n = eng_graph_node(g, i);
     size_t need = 0;
     for (int k = 0; k < n->n_in; k++)
-      if (n->in[k] >= 0 && pl->cur[n->in[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->in[k]]));
+      if (n->in[k] >= 0 && pl->cur[n->in[k]].dt == DT_FP32) need += eng_cuda__round_up(nbytes(&pl->cur[n->in[k]]));
     for (int k = 0; k < n->n_out; k++)
-      if (n->out[k] >= 0 && pl->cur[n->out[k]].dt == DT_FP32) need += round_up(nbytes(&pl->cur[n->out[k]]));
+      if (n->out[k] >= 0 && pl->cur[n->out[k]].dt == DT_FP32) need += eng_cuda__round_up(nbytes(&pl->cur[n->out[k]]));
     if (need > fb) fb = need;
   }
   scr += fb;
@@ -727,7 +734,7 @@ static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
   scr += p->lay.out_scr;
   if (scr) TRY(ensure_dev(p, s, &s->scr, &s->scr_base, &s->scr_cap, scr, e));
   if (total <= s->pin_cap && s->pin) return 0;
-  if (total == 0) total = STAGE_ALIGN;
+  if (total == 0) total = CUDA_STAGE_ALIGN;
   drop_graphs(s);
   if (s->pin) atomic_fetch_sub(&p->pin_bytes, (uint64_t)(s->pin_cap + ENG_CUDA_MEM_ALIGN));
   eng_cuda_pinned_destroy(s->pin);
@@ -752,7 +759,7 @@ static int upload_consts(eng_cuda_plan *p, err *e) {
   for (size_t v = 0; v < p->pl->n_values; v++) {
     const eng_value *val = eng_graph_value(g, v);
     if (val->kind == ENG_VALUE_CONST && val->bytes) {
-      total += round_up(val->bytes);
+      total += eng_cuda__round_up(val->bytes);
       n++;
     }
   }
@@ -805,7 +812,7 @@ static int run_fallback(eng_cuda_plan *p, slot *s, size_t i, err *e) {
     eng_tensor *t = &pl->tin[k];
     if (t->dt != DT_FP16) continue;
     void *w = s->scr_base + off;
-    off += round_up(numel(t) * sizeof(float));
+    off += eng_cuda__round_up(numel(t) * sizeof(float));
     TRY(k_f16_to_f32_cuda(w, t->data, numel(t), st, e));
     t->dt = DT_FP32;
     t->data = w;
@@ -819,7 +826,7 @@ static int run_fallback(eng_cuda_plan *p, slot *s, size_t i, err *e) {
     t->dt = DT_FP32;
     t->data = s->scr_base + off;
     t->bytes = nbytes(t);
-    off += round_up(numel(t) * sizeof(float));
+    off += eng_cuda__round_up(numel(t) * sizeof(float));
   }
   if (off > s->scr_cap)
     return err_set(e, ERR_INTERNAL, "FP16 fallback scratch too small (%zu > %zu bytes)", off, s->scr_cap);
@@ -893,7 +900,7 @@ static int relayout_operands(eng_cuda_plan *p, slot *s, size_t i, err *e) {
     if (!(conv & (1u << k))) continue;
     eng_tensor *t = &pl->tin[k];
     TRY(eng_cuda__relayout(t, s->scr_base + off, nhwc, s->ctx.stream, e));
-    off += round_up(nbytes(t));
+    off += eng_cuda__round_up(nbytes(t));
   }
   if (conv & CUDA_LAYOUT_CONV_Z) {
     eng_tensor z;
@@ -972,12 +979,12 @@ static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
     size_t b = nbytes(t);
     if (!b) continue;
     const void *src = p->dptr[v];
-    if (eng_cuda__layout_out_nhwc(&p->lay, pl, v)) {  // back to NCHW first
+    if (eng_cuda__stored_nhwc(&p->lay, pl, v)) {  // back to NCHW first
       eng_tensor x;
       fill_tensor(p, &x, v);
       rc = eng_cuda__relayout(&x, s->scr_base + lay_off, false, st, e);
       src = x.data;
-      lay_off += round_up(nbytes(&x));
+      lay_off += eng_cuda__round_up(nbytes(&x));
       if (rc) break;
     }
     if (p->ddt[v] != t->dt) {  // widen on the device, then copy FP32 back
@@ -1257,7 +1264,7 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
   }
   p->fixed_in = pl->have_layout;  // the planned shapes are the largest ones
   for (size_t i = 0; i < pl->n_inputs && p->fixed_in; i++)
-    p->in_cap[i] = round_up(nbytes(&pl->cur[eng_graph_input_value(g, i)]));
+    p->in_cap[i] = eng_cuda__round_up(nbytes(&pl->cur[eng_graph_input_value(g, i)]));
   if ((ret = CUDA_OK(e, cudaSetDevice(device))) != 0) goto fail;
   for (int k = 0; k <= p->o.n_slots; k++) {
     if ((ret = CUDA_OK(e, cudaEventCreate(&p->ev_start[k]))) != 0) goto fail;

@@ -100,12 +100,22 @@ typedef struct cuda_op {
   bool (*nhwc)(const eng_plan *pl, size_t node, const void *node_state);
 } cuda_op;
 
+// Staging, scratch and workspace offsets are multiples of this.
+#define CUDA_STAGE_ALIGN 256
+static inline size_t eng_cuda__round_up(size_t n) {
+  return (n + CUDA_STAGE_ALIGN - 1) / CUDA_STAGE_ALIGN * CUDA_STAGE_ALIGN;
+}
+
 // --- shared with the op families
 
 // The one node that reads value v, or -1 when it is a graph output, unused,
 // or read twice (by one node or two).
 int eng_cuda__sole_consumer(const eng_graph *g, size_t n_nodes, int v);
 bool eng_cuda__is_const(const eng_graph *g, int v);
+// Node input k as a tensor over the graph's host copy of its bytes, when
+// that input is a constant (the plan's own copy lives on the device); false
+// otherwise. For ops that read an attribute-like input once, at init.
+bool eng_cuda__const_input(const eng_plan *pl, size_t node, int k, eng_tensor *t);
 // A half function for ops whose run takes FP16 operands as they are.
 bool eng_cuda__half_always(const eng_op_params *p, const eng_tensor *in, int n_in);
 
@@ -133,8 +143,9 @@ void eng_cuda__layout_settle(cuda_layout *L, const eng_plan *pl, const cuda_op *
                              const int *run_z, const dtype *ddt, bool on);
 // Same bytes in both layouts (up to rank 4, aligned right: C == 1 or H * W == 1).
 bool eng_cuda__layout_neutral(const eng_tensor *t);
-// Graph output value v must be transposed back before copy-out.
-bool eng_cuda__layout_out_nhwc(const cuda_layout *L, const eng_plan *pl, int v);
+// Value v is stored NHWC with bytes unlike its NCHW ones (4-D, not
+// neutral): a reader in NCHW, or the copy-out of a graph output, transposes.
+bool eng_cuda__stored_nhwc(const cuda_layout *L, const eng_plan *pl, int v);
 // An elementwise operand's dims in memory order: aligned to rank 4, (N, H, W, C).
 void eng_cuda__layout_present(eng_tensor *t);
 // Transposes 4-D t (logical NCHW dims, stored in the other layout than

@@ -63,8 +63,6 @@ static size_t bytes_of(const eng_tensor *t, dtype dt) {
   return (size_t)eng_numel(t->ndims, t->dims) * dtype_size(dt);
 }
 
-static size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
-
 void eng_cuda__layout_settle(cuda_layout *L, const eng_plan *pl, const cuda_op *const *ops,
                              const void *const *nstate, const char *skip, const int *run_out,
                              const int *run_z, const dtype *ddt, bool on) {
@@ -78,9 +76,7 @@ void eng_cuda__layout_settle(cuda_layout *L, const eng_plan *pl, const cuda_op *
   L->n_nhwc = 0;
   L->n_conv = 0;
   if (!on) return;
-  // stored NHWC and not neutral: a reader in the other layout must convert
   const eng_tensor *cur = pl->cur;
-#define NHWC_ONLY(v) ((v) >= 0 && L->lay[v] && cur[v].ndims == 4 && !eng_cuda__layout_neutral(&cur[v]))
   for (size_t i = 0; i < pl->n_nodes; i++) {
     if (skip[i] || !ops[i]) continue;
     const eng_node *n = eng_graph_node(g, i);
@@ -97,7 +93,7 @@ void eng_cuda__layout_settle(cuda_layout *L, const eng_plan *pl, const cuda_op *
       for (int k = 0; k < n->n_in; k++) {
         int v = n->in[k];
         if (v < 0) continue;
-        if (NHWC_ONLY(v)) some = true;
+        if (eng_cuda__stored_nhwc(L, pl, v)) some = true;
         int64_t d[4];
         if (!as4(&cur[v], d) || (cur[v].ndims < 4 && !neutral_dims(d))) presentable = false;
       }
@@ -114,14 +110,14 @@ void eng_cuda__layout_settle(cuda_layout *L, const eng_plan *pl, const cuda_op *
       if ((bool)L->lay[v] != nhwc) {
         L->conv[i] |= 1u << k;
         L->n_conv++;
-        need += round_up(bytes_of(&cur[v], ddt[v]));
+        need += eng_cuda__round_up(bytes_of(&cur[v], ddt[v]));
       }
     }
     int z = run_z[i];
     if (z >= 0 && cur[z].ndims == 4 && !eng_cuda__layout_neutral(&cur[z]) && (bool)L->lay[z] != nhwc) {
       L->conv[i] |= CUDA_LAYOUT_CONV_Z;
       L->n_conv++;
-      need += round_up(bytes_of(&cur[z], ddt[z]));
+      need += eng_cuda__round_up(bytes_of(&cur[z], ddt[z]));
     }
     if (need > L->node_scr) L->node_scr = need;
     if (nhwc) {
@@ -134,15 +130,14 @@ void eng_cuda__layout_settle(cuda_layout *L, const eng_plan *pl, const cuda_op *
   }
   for (size_t j = 0; j < pl->n_outputs; j++) {
     int v = eng_graph_output_value(g, j);
-    if (NHWC_ONLY(v)) {
-      L->out_scr += round_up(bytes_of(&cur[v], ddt[v]));
+    if (eng_cuda__stored_nhwc(L, pl, v)) {
+      L->out_scr += eng_cuda__round_up(bytes_of(&cur[v], ddt[v]));
       L->n_conv++;
     }
   }
-#undef NHWC_ONLY
 }
 
-bool eng_cuda__layout_out_nhwc(const cuda_layout *L, const eng_plan *pl, int v) {
+bool eng_cuda__stored_nhwc(const cuda_layout *L, const eng_plan *pl, int v) {
   return v >= 0 && L->lay[v] && pl->cur[v].ndims == 4 && !eng_cuda__layout_neutral(&pl->cur[v]);
 }
 

@@ -128,22 +128,32 @@ __global__ void binary_pair_kernel(k_vec<T, 2> *y, const T *a, const T *b, size_
   }
 }
 
-// General case: unravel i over the merged dims. IDX is 32-bit when the output
-// fits, since 64-bit division is several times slower on the GPU.
+// Element i of the output unravelled over the merged dims: its offsets in a
+// and b. IDX is 32-bit when the output fits, since 64-bit division is several
+// times slower on the GPU.
+template <typename IDX>
+__device__ __forceinline__ void bcast_offsets(IDX i, const bplan &p, int64_t *ao, int64_t *bo) {
+  IDX rem = i;
+  int64_t a = 0, b = 0;
+  for (int k = p.nd - 1; k >= 0; k--) {
+    IDX d = (IDX)p.dims[k];
+    IDX q = rem / d;
+    IDX r = rem - q * d;
+    a += (int64_t)r * p.as[k];
+    b += (int64_t)r * p.bs[k];
+    rem = q;
+  }
+  *ao = a;
+  *bo = b;
+}
+
+// General case: each element's operands found by unravelling its index.
 template <class T, k_binop OP, typename IDX>
 __global__ void binary_bcast_kernel(T *y, const T *a, const T *b, IDX n, bplan p) {
   IDX stride = (IDX)gridDim.x * blockDim.x;
   for (IDX i = (IDX)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    IDX rem = i;
-    int64_t ao = 0, bo = 0;
-    for (int k = p.nd - 1; k >= 0; k--) {
-      IDX d = (IDX)p.dims[k];
-      IDX q = rem / d;
-      IDX r = rem - q * d;
-      ao += (int64_t)r * p.as[k];
-      bo += (int64_t)r * p.bs[k];
-      rem = q;
-    }
+    int64_t ao, bo;
+    bcast_offsets(i, p, &ao, &bo);
     y[i] = k_st<T>(apply<OP>(k_ld(a[ao]), k_ld(b[bo])));
   }
 }
@@ -243,16 +253,8 @@ template <class T, k_cmpop OP, typename IDX>
 __global__ void compare_kernel(uint8_t *y, const T *a, const T *b, IDX n, bplan p) {
   IDX stride = (IDX)gridDim.x * blockDim.x;
   for (IDX i = (IDX)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    IDX rem = i;
-    int64_t ao = 0, bo = 0;
-    for (int k = p.nd - 1; k >= 0; k--) {
-      IDX d = (IDX)p.dims[k];
-      IDX q = rem / d;
-      IDX r = rem - q * d;
-      ao += (int64_t)r * p.as[k];
-      bo += (int64_t)r * p.bs[k];
-      rem = q;
-    }
+    int64_t ao, bo;
+    bcast_offsets(i, p, &ao, &bo);
     auto va = cmp_ld(a[ao]), vb = cmp_ld(b[bo]);
     y[i] = cmp<OP>(va, vb);
   }
@@ -287,16 +289,8 @@ template <k_logop OP, typename IDX>
 __global__ void logic_kernel(uint8_t *y, const uint8_t *a, const uint8_t *b, IDX n, bplan p) {
   IDX stride = (IDX)gridDim.x * blockDim.x;
   for (IDX i = (IDX)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    IDX rem = i;
-    int64_t ao = 0, bo = 0;
-    for (int k = p.nd - 1; k >= 0; k--) {
-      IDX d = (IDX)p.dims[k];
-      IDX q = rem / d;
-      IDX r = rem - q * d;
-      ao += (int64_t)r * p.as[k];
-      bo += (int64_t)r * p.bs[k];
-      rem = q;
-    }
+    int64_t ao, bo;
+    bcast_offsets(i, p, &ao, &bo);
     int va = a[ao] != 0, vb = b[bo] != 0;
     y[i] = (uint8_t)(OP == K_AND ? va & vb : OP == K_OR ? va | vb : OP == K_XOR ? va ^ vb : va == vb);
   }
