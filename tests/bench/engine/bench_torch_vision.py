@@ -3,6 +3,7 @@
 
     bench_torch_vision.py --out DIR [--models resnet50,mobilenet_v3_large] [--batches 1,8,32,128]
                           [--precision fp32,fp16] [--modes graph,compile] [--target-seconds 0.5]
+                          [--wait-file PATH]
 
 For each model: builds the torchvision network (seeded random weights, eval), exports it with the
 TorchScript-based exporter (opset 17, dynamic batch) to DIR/<model>.onnx for bench_engine, checks
@@ -20,6 +21,7 @@ One JSON line per cell, bench_engine's schema.
 """
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -91,7 +93,8 @@ def time_fn(torch, fn, stream, target_s, lone):
         return (time.perf_counter() - t0) / iters * 1e6, iters
 
 
-def cell(torch, mode, model, batch, half, stream, target_s):
+def prepare(torch, mode, model, batch, half, stream):
+    """The step to time for one cell, compiled / captured and run once (outside any timing)."""
     dev = torch.device("cuda")
     h_in = torch.randn(batch, 3, 224, 224).pin_memory()
     h_out = torch.empty(batch, 1000).pin_memory()
@@ -105,19 +108,23 @@ def cell(torch, mode, model, batch, half, stream, target_s):
         with torch.cuda.stream(stream):  # compile and autotune outside the timing
             fn()
         stream.synchronize()
-    else:
-        def step():
-            x = h_in.to(dev, non_blocking=True).contiguous(memory_format=torch.channels_last)
-            y = model(x.half() if half else x)
-            h_out.copy_(y.float() if half else y, non_blocking=True)
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                step()
-        stream.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=stream):
+        return fn
+
+    def step():
+        x = h_in.to(dev, non_blocking=True).contiguous(memory_format=torch.channels_last)
+        y = model(x.half() if half else x)
+        h_out.copy_(y.float() if half else y, non_blocking=True)
+    with torch.cuda.stream(stream):
+        for _ in range(3):
             step()
-        fn = g.replay
+    stream.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=stream):
+        step()
+    return g.replay
+
+
+def measure(torch, fn, stream, target_s):
     pipe, it = time_fn(torch, fn, stream, target_s, lone=False)
     lone, _ = time_fn(torch, fn, stream, target_s / 2, lone=True)
     return pipe, lone, it
@@ -132,6 +139,7 @@ def main():
     ap.add_argument("--modes", default="graph,compile")
     ap.add_argument("--target-seconds", type=float, default=0.5)
     ap.add_argument("--export-only", action="store_true")
+    ap.add_argument("--wait-file", help="prepare every cell, then wait until this path exists before timing")
     a = ap.parse_args()
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -139,6 +147,10 @@ def main():
     torch.backends.cudnn.benchmark = True
     os.makedirs(a.out, exist_ok=True)
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    # every cell is prepared (compiled, autotuned, captured) first and timed afterwards, so that with
+    # --wait-file the slow part (max-autotune) can run while the GPU does other work and the timing
+    # waits until PATH exists, when the GPU is otherwise idle
+    cells = []
     for name in a.models.split(","):
         m = build(name)
         export(torch, m, os.path.join(a.out, name + ".onnx"))
@@ -147,19 +159,31 @@ def main():
         stream = torch.cuda.Stream()
         for prec in a.precision.split(","):
             half = prec == "fp16"
-            model = (m.half() if half else m.float()).cuda().to(memory_format=torch.channels_last)
+            model = (copy.deepcopy(m).half() if half else copy.deepcopy(m).float()).cuda()
+            model = model.to(memory_format=torch.channels_last)
+            for mode in a.modes.split(","):
+                for b in [int(x) for x in a.batches.split(",")]:
+                    base = {"tool": "torch_" + mode, "model": name, "precision": prec, "batch": b}
+                    try:
+                        t0 = time.perf_counter()
+                        with torch.no_grad():
+                            fn = prepare(torch, mode, model, b, half, stream)
+                        log("%s %s %s b%d prepared in %.0f s" % (mode, name, prec, b, time.perf_counter() - t0))
+                        cells.append((base, fn, stream))
+                    except Exception as ex:
+                        emit(dict(base, error="%s: %s" % (type(ex).__name__, (str(ex).splitlines() or [""])[0][:300])))
+    if a.wait_file:
+        log("prepared %d cells; waiting for %s" % (len(cells), a.wait_file))
+        while not os.path.exists(a.wait_file):
+            time.sleep(0.5)
+    for base, fn, stream in cells:
+        try:
             with torch.no_grad():
-                for mode in a.modes.split(","):
-                    for b in [int(x) for x in a.batches.split(",")]:
-                        base = {"tool": "torch_" + mode, "model": name, "precision": prec, "batch": b}
-                        try:
-                            pipe, lone, it = cell(torch, mode, model, b, half, stream, a.target_seconds)
-                            emit(dict(base, us_per_batch=round(pipe, 2), lone_us=round(lone, 2), iters=it,
-                                      channels_last=True, gpu=gpu, torch=torch.__version__))
-                        except Exception as ex:
-                            emit(dict(base, error="%s: %s" % (type(ex).__name__, (str(ex).splitlines() or [""])[0][:300])))
-                        torch.cuda.empty_cache()
-            m = m.float().cpu()
+                pipe, lone, it = measure(torch, fn, stream, a.target_seconds)
+            emit(dict(base, us_per_batch=round(pipe, 2), lone_us=round(lone, 2), iters=it,
+                      channels_last=True, gpu=gpu, torch=torch.__version__))
+        except Exception as ex:
+            emit(dict(base, error="%s: %s" % (type(ex).__name__, (str(ex).splitlines() or [""])[0][:300])))
 
 
 if __name__ == "__main__":
