@@ -64,6 +64,8 @@ typedef struct slot {
   size_t *in32_off, *out32_off;         // scratch, per input / output (FP16 plans)
   size_t fb_off;                        // scratch: start of the fallback operands
   size_t lay_off, lay_out_off;          // scratch: a node's transposed operands, the outputs'
+  size_t *fd_pin, *fd_dev, *fd_w;       // per value read by a kernel after folding: pinned copy,
+                                        // device copy, FP32 landing before narrowing (scratch)
   eng_tensor *outs;                     // per output: internal type and shape of the batch
   uint64_t seq;                         // this batch's submit number
   gentry *graphs;
@@ -87,6 +89,7 @@ struct eng_cuda_plan {
   void **dptr;          // per value: device pointer for this run
   void **cdev;          // per value: constant's device copy (NULL if not a constant)
   dtype *ddt;           // per value, this run: the type stored on the device
+  uint8_t *fdev;        // per value, this run: folded on the host, read by a kernel (uploaded)
   cuda_layout lay;      // this run's NHWC regions (plan_cuda_layout.c)
   bool layout_nhwc;     // the plan keeps convolution regions NHWC
   eng_cuda_arena *consts;
@@ -618,10 +621,12 @@ static void settle_fusions(eng_cuda_plan *p) {
     if (pl->folded[i]) p->skip[i] = 1;  // computed on the host while planning
 }
 
-// Folded values (plan.c) live in host memory and are not uploaded: a GPU
-// node may take one only as an operand it reads while shapes are inferred
-// (host_in: Reshape's shape, ...), never as device data. Nodes without a
-// CUDA kernel are accepted only when folded. Checked for every signature.
+// Folded values (plan.c) are computed on the host for each signature (a
+// transformer's position ids, causal and padding masks come from input
+// shapes): the ones a kernel reads as device data travel with the inputs
+// (mark_uploads), the rest stay on the host (host_in: Reshape's shape...).
+// Nodes without a CUDA kernel are accepted only when folded. Checked for
+// every signature.
 static int check_folds(const eng_cuda_plan *p, err *e) {
   const eng_plan *pl = p->pl;
   const eng_graph *g = pl->g;
@@ -632,15 +637,6 @@ static int check_folds(const eng_cuda_plan *p, err *e) {
       return err_set(e, ERR_UNIMPLEMENTED,
                      "node '%s': op %s not yet supported on CUDA (and not computable from input "
                      "shapes alone)", n->name, n->op_type);
-    for (int k = 0; k < n->n_in; k++) {
-      int v = n->in[k];
-      if (v < 0 || !pl->known[v] || eng_cuda__is_const(g, v) || (pl->defs[i]->host_in & ENG_IN(k)))
-        continue;
-      return err_set(e, ERR_UNIMPLEMENTED,
-                     "node '%s' (op_type '%s'): input '%s' is computed on the host from input "
-                     "shapes and the CUDA plan does not upload such values yet",
-                     n->name, n->op_type, eng_graph_value(g, (size_t)v)->name);
-    }
   }
   for (size_t j = 0; j < pl->n_outputs; j++) {
     int v = eng_graph_output_value(g, j);
@@ -685,6 +681,26 @@ static int ensure_dev(eng_cuda_plan *p, slot *s, eng_cuda_arena **a, uint8_t **b
 
 // Stored type of a value on the device: FP16 plans keep FP32 values in FP16.
 static dtype dev_dt(const eng_cuda_plan *p, dtype t) { return p->half && t == DT_FP32 ? DT_FP16 : t; }
+
+// Folded values a kernel of this run reads as device data (not through
+// host_in): staged like inputs, copied in with them. Per root value, as the
+// buffers are.
+static void mark_uploads(eng_cuda_plan *p) {
+  const eng_plan *pl = p->pl;
+  const eng_graph *g = pl->g;
+  memset(p->fdev, 0, pl->n_values);
+  for (size_t i = 0; i < pl->n_nodes; i++) {
+    // a fused node's operands (bias, residual) are read by the node it was fused into: kept
+    if (pl->folded[i]) continue;
+    const eng_node *n = eng_graph_node(g, i);
+    for (int k = 0; k < n->n_in; k++) {
+      int v = n->in[k];
+      if (v < 0 || (pl->defs[i]->host_in & ENG_IN(k))) continue;
+      int r = pl->root[v];
+      if (pl->known[r] && !eng_cuda__is_const(g, r)) p->fdev[r] = 1;
+    }
+  }
+}
 
 // Offsets of the slot's staging for the shapes in pl->cur; grows the pinned
 // pool and the scratch if they need more.
@@ -732,6 +748,16 @@ static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
   scr += p->lay.node_scr;
   s->lay_out_off = scr;
   scr += p->lay.out_scr;
+  for (size_t v = 0; v < pl->n_values; v++) {
+    if (!p->fdev[v]) continue;
+    const eng_tensor *t = &pl->cur[v];
+    s->fd_pin[v] = total;
+    total += eng_cuda__round_up(nbytes(t));
+    s->fd_dev[v] = scr;
+    scr += eng_cuda__round_up(numel(t) * dtype_size(p->ddt[v]));
+    s->fd_w[v] = scr;
+    if (p->ddt[v] != t->dt) scr += eng_cuda__round_up(nbytes(t));
+  }
   if (scr) TRY(ensure_dev(p, s, &s->scr, &s->scr_base, &s->scr_cap, scr, e));
   if (total <= s->pin_cap && s->pin) return 0;
   if (total == 0) total = CUDA_STAGE_ALIGN;
@@ -940,6 +966,25 @@ static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
       return e->code;
     }
   }
+  for (size_t v = 0; v < pl->n_values; v++) {
+    if (!p->fdev[v]) continue;
+    const eng_tensor *t = &pl->cur[v];
+    size_t n = numel(t);
+    if (!n) continue;
+    int rc0 = 0;
+    if (p->ddt[v] != t->dt) {  // an FP32 mask in an FP16 plan: land, then narrow
+      void *w = s->scr_base + s->fd_w[v];
+      rc0 = CUDA_OK(e, cudaMemcpyAsync(w, s->pin_base + s->fd_pin[v], nbytes(t), cudaMemcpyHostToDevice, st));
+      if (!rc0) rc0 = k_f32_to_f16_cuda((uint16_t *)(s->scr_base + s->fd_dev[v]), w, n, st, e);
+    } else {
+      rc0 = CUDA_OK(e, cudaMemcpyAsync(s->scr_base + s->fd_dev[v], s->pin_base + s->fd_pin[v], nbytes(t),
+                                       cudaMemcpyHostToDevice, st));
+    }
+    if (rc0) {
+      nvtxRangePop();
+      return rc0;
+    }
+  }
   nvtxRangePop();
   nvtxRangePushA("inferd compute");
   int rc = 0;
@@ -1092,9 +1137,13 @@ static int slot_create(eng_cuda_plan *p, slot *s, err *e) {
   s->edge_off = calloc(no, sizeof *s->edge_off);
   s->out32_off = calloc(no, sizeof *s->out32_off);
   s->outs = calloc(no, sizeof *s->outs);
+  s->fd_pin = calloc(pl->n_values + 1, sizeof *s->fd_pin);
+  s->fd_dev = calloc(pl->n_values + 1, sizeof *s->fd_dev);
+  s->fd_w = calloc(pl->n_values + 1, sizeof *s->fd_w);
   int cap = p->o.graph_cap > 0 ? p->o.graph_cap : 64;
   s->graphs = calloc((size_t)cap, sizeof *s->graphs);
-  if (!s->in_off || !s->in32_off || !s->out_off || !s->edge_off || !s->out32_off || !s->outs || !s->graphs)
+  if (!s->in_off || !s->in32_off || !s->out_off || !s->edge_off || !s->out32_off || !s->outs || !s->graphs ||
+      !s->fd_pin || !s->fd_dev || !s->fd_w)
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->ctx.gemm32 = p->o.precision == ENG_PREC_TF32 ? ENG_GEMM_FP32_TF32 : ENG_GEMM_FP32;
   s->ctx.conv_timed = p->o.conv_timed != 0;
@@ -1129,6 +1178,9 @@ static void slot_destroy(slot *s) {
   free(s->edge_off);
   free(s->out32_off);
   free(s->outs);
+  free(s->fd_pin);
+  free(s->fd_dev);
+  free(s->fd_w);
 }
 
 // Runs each warm batch size once on every slot (zeros in), which captures its
@@ -1197,6 +1249,25 @@ static bool want_nhwc(const eng_cuda_plan *p) {
   return p->o.layout == ENG_CUDA_LAYOUT_NHWC || p->o.precision != ENG_PREC_FP32;
 }
 
+// Per value: computable from constants and input shapes alone, so folded on
+// the host for every signature (plan.c's foldable, less its size cap, which
+// check_folds meets per signature). NULL when out of memory.
+static uint8_t *shape_derived(const eng_plan *pl) {
+  const eng_graph *g = pl->g;
+  uint8_t *d = calloc(pl->n_values + 1, 1);
+  if (!d) return NULL;
+  for (size_t v = 0; v < pl->n_values; v++) d[v] = eng_cuda__is_const(g, (int)v);
+  for (size_t i = 0; i < pl->n_nodes; i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    bool all = true;
+    for (int k = 0; k < n->n_in && all; k++)
+      all = n->in[k] < 0 || d[n->in[k]] || (pl->defs[i]->flags & ENG_OP_SHAPE_ONLY);
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] >= 0) d[n->out[k]] = all;
+  }
+  return d;
+}
+
 int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts,
                          eng_cuda_plan **out, err *e) {
   *out = NULL;
@@ -1228,22 +1299,31 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
   p->dptr = calloc(pl->n_values + 1, sizeof *p->dptr);
   p->cdev = calloc(pl->n_values + 1, sizeof *p->cdev);
   p->ddt = calloc(pl->n_values + 1, sizeof *p->ddt);
+  p->fdev = calloc(pl->n_values + 1, 1);
   if (!p->ops || !p->fz || !p->nstate || !p->skip || !p->run_act || !p->run_bias || !p->run_z ||
-      !p->run_out || !p->dptr || !p->cdev || !p->ddt) {
+      !p->run_out || !p->dptr || !p->cdev || !p->ddt || !p->fdev) {
+    ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    goto fail;
+  }
+  uint8_t *derived = shape_derived(pl);
+  if (!derived) {
     ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
   for (size_t i = 0; i < pl->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
     p->ops[i] = find_op(n->op_type);
-    // a node folded for the planned shapes needs no kernel (check_folds
-    // re-checks for every signature)
-    if (!p->ops[i] && !(pl->have_sig && pl->folded[i])) {
+    // a node computed from constants and input shapes alone is folded on the
+    // host for each signature and needs no kernel (check_folds re-checks)
+    bool host = (pl->have_sig && pl->folded[i]) || (n->n_out > 0 && n->out[0] >= 0 && derived[n->out[0]]);
+    if (!p->ops[i] && !host) {
       ret = err_set(e, ERR_UNIMPLEMENTED, "node '%s': op %s not yet supported on CUDA", n->name,
                     n->op_type);
+      free(derived);
       goto fail;
     }
   }
+  free(derived);
   if ((ret = CUDA_OK(e, cudaSetDevice(device))) != 0) goto fail;
   for (size_t i = 0; i < pl->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
@@ -1309,6 +1389,7 @@ void eng_cuda_plan_destroy(eng_cuda_plan *p) {
   free(p->dptr);
   free(p->cdev);
   free(p->ddt);
+  free(p->fdev);
   eng_cuda__layout_free(&p->lay);
   free(p->in_cap);
   free(p);
@@ -1370,12 +1451,14 @@ int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size
   atomic_store(&p->nhwc_nodes, p->lay.n_nhwc);
   atomic_store(&p->relayouts, p->lay.n_conv);
   TRY(ensure_dev(p, s, &s->act, &s->act_base, &s->act_cap, pl->arena_need, e));
+  mark_uploads(p);
   TRY(ensure_staging(p, s, e));
   for (size_t v = 0; v < pl->n_values; v++) {
     int r = pl->root[v];
     bool c = eng_graph_value(g, (size_t)r)->kind == ENG_VALUE_CONST;
-    // folded values have no device copy: check_folds made sure no kernel reads one
-    p->dptr[v] = c ? p->cdev[r] : pl->known[r] ? NULL : s->act_base + pl->off[r];
+    // folded values no kernel reads have no device copy
+    p->dptr[v] = c ? p->cdev[r] : p->fdev[r] ? s->scr_base + s->fd_dev[r]
+                 : pl->known[r] ? NULL : s->act_base + pl->off[r];
   }
   nvtxRangePushA("inferd stage inputs");
   for (size_t i = 0; i < n_in; i++) {
@@ -1384,6 +1467,8 @@ int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size
     void *dst = s->pin_base + s->in_off[i];
     if (n && inputs[i].data != dst) eng_plan__to_internal(dst, &inputs[i], n);  // else assembled in place
   }
+  for (size_t v = 0; v < pl->n_values; v++)
+    if (p->fdev[v] && nbytes(&pl->cur[v])) memcpy(s->pin_base + s->fd_pin[v], pl->cur[v].data, nbytes(&pl->cur[v]));
   nvtxRangePop();
   for (size_t j = 0; j < pl->n_outputs; j++) s->outs[j] = pl->cur[eng_graph_output_value(g, j)];
   TRY(prepare_nodes(p, s, e));

@@ -121,7 +121,13 @@ def prepare(torch, mode, model, batch, half, stream):
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g, stream=stream):
         step()
-    return g.replay
+
+    def replay():
+        g.replay()
+    # the graph reads the pinned buffers and the model's weights by address: step's closure keeps
+    # them alive until the cell is timed (the next precision replaces `model` in main)
+    replay.keep = step
+    return replay
 
 
 def measure(torch, fn, stream, target_s):

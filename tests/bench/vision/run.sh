@@ -40,7 +40,7 @@ want = os.environ.get("ZOO_MODELS")
 names = fill.select(want.split(",") if want else ["seedcnn.ts17", "seedcnn.dynamo18", "resnet18.ts13", "resnet50.ts17", "resnet50.dynamo18",
                      "mobilenet_v3_small.ts17", "mobilenet_v3_large.ts17", "mobilenet_v3_large.dynamo18", "efficientnet_b0.dynamo18",
                      "efficientnet_b0.ts17", "vgg11.ts17",
-                     # transformers: INT64 token ids (make_inputs draws 0..19) and masks, the
+                     # transformers: INT64 token ids (test_gpu_plan draws 0..4) and masks, the
                      # sequence dims dynamic (8 below); the mask/index ops run as CUDA kernels
                      "bert.dynamo18", "distilbert.ts17", "distilbert.dynamo18", "gpt.ts17", "gpt.dynamo18",
                      "vit.ts17", "vit.dynamo18"])
