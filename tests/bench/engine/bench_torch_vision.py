@@ -20,21 +20,13 @@ One JSON line per cell, bench_engine's schema.
 """
 
 import argparse
-import json
-import math
 import os
 import sys
-import time
 
 import numpy as np
 
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
-def emit(obj):
-    print(json.dumps(obj), flush=True)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_timing import emit, error_line, log, run_cell  # noqa: E402
 
 
 def build(name):
@@ -69,58 +61,17 @@ def export(torch, m, path):
         raise SystemExit("export of %s disagrees with torch" % path)
 
 
-def time_fn(torch, fn, stream, target_s, lone):
-    with torch.cuda.stream(stream):
-        for _ in range(5):
-            fn()
-        stream.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(3):
-            fn()
-            if lone:
-                stream.synchronize()
-        stream.synchronize()
-        est = (time.perf_counter() - t0) / 3
-        iters = max(10, min(100000, int(math.ceil(target_s / max(est, 1e-7)))))
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-            if lone:
-                stream.synchronize()
-        stream.synchronize()
-        return (time.perf_counter() - t0) / iters * 1e6, iters
-
-
 def cell(torch, mode, model, batch, half, stream, target_s):
     dev = torch.device("cuda")
     h_in = torch.randn(batch, 3, 224, 224).pin_memory()
     h_out = torch.empty(batch, 1000).pin_memory()
-    if mode == "compile":
-        cm = torch.compile(model, mode="max-autotune", dynamic=False)
+    net = torch.compile(model, mode="max-autotune", dynamic=False) if mode == "compile" else model
 
-        def fn():
-            x = h_in.to(dev, non_blocking=True).contiguous(memory_format=torch.channels_last)
-            y = cm(x.half() if half else x)
-            h_out.copy_(y.float() if half else y, non_blocking=True)
-        with torch.cuda.stream(stream):  # compile and autotune outside the timing
-            fn()
-        stream.synchronize()
-    else:
-        def step():
-            x = h_in.to(dev, non_blocking=True).contiguous(memory_format=torch.channels_last)
-            y = model(x.half() if half else x)
-            h_out.copy_(y.float() if half else y, non_blocking=True)
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                step()
-        stream.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=stream):
-            step()
-        fn = g.replay
-    pipe, it = time_fn(torch, fn, stream, target_s, lone=False)
-    lone, _ = time_fn(torch, fn, stream, target_s / 2, lone=True)
-    return pipe, lone, it
+    def step():
+        x = h_in.to(dev, non_blocking=True).contiguous(memory_format=torch.channels_last)
+        y = net(x.half() if half else x)
+        h_out.copy_(y.float() if half else y, non_blocking=True)
+    return run_cell(torch, mode, step, stream, target_s)
 
 
 def main():
@@ -157,7 +108,7 @@ def main():
                             emit(dict(base, us_per_batch=round(pipe, 2), lone_us=round(lone, 2), iters=it,
                                       channels_last=True, gpu=gpu, torch=torch.__version__))
                         except Exception as ex:
-                            emit(dict(base, error="%s: %s" % (type(ex).__name__, (str(ex).splitlines() or [""])[0][:300])))
+                            emit(error_line(base, ex))
                         torch.cuda.empty_cache()
             m = m.float().cpu()
 
