@@ -27,4 +27,10 @@ int eng_graph__compact(eng_graph *g, const unsigned char *dead, err *e);
 // sorted: BatchNormalization folded into the Conv before it, ...
 int eng_graph__run_passes(eng_graph *g, err *e);
 
+// GELU and LayerNorm written as chains of elementwise ops, fused into one
+// Gelu / LayerNormalization node where exactly equivalent (graph_pass_norm.c).
+// Each marks the nodes it removes in dead[] (n_nodes long) and sets *changed.
+int eng_graph__fuse_gelu(eng_graph *g, unsigned char *dead, int *changed, err *e);
+int eng_graph__fuse_layernorm(eng_graph *g, unsigned char *dead, int *changed, err *e);
+
 #endif

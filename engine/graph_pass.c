@@ -233,6 +233,9 @@ int eng_graph__run_passes(eng_graph *g, err *e) {
   // constants first: a BatchNormalization whose parameters are computed from constants folds too
   int rc = pass_fold_constants(g, dead, &changed, e);
   if (!rc) rc = pass_fold_batchnorm(g, dead, &changed, e);
+  // after the constants: an exporter's sqrt(2) or epsilon may be computed from constants
+  if (!rc) rc = eng_graph__fuse_gelu(g, dead, &changed, e);
+  if (!rc) rc = eng_graph__fuse_layernorm(g, dead, &changed, e);
   if (!rc && changed) rc = eng_graph__compact(g, dead, e);
   free(dead);
   return rc;

@@ -2,7 +2,12 @@
 // the engine half of tests/bench/engine/run.sh (bench_torch.py is the other).
 //
 //   bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64]
-//                [--iters N] [--warmup N] [--graphs 0|1] [--cpu]
+//                [--iters N] [--warmup N] [--graphs 0|1] [--seq N] [--vocab N] [--cpu]
+//
+// Inputs: FP32 random; INT64/INT32 token ids in [0, vocab) (vocab from the
+// embedding table they index, or --vocab) and all-ones attention masks
+// (inputs named *mask*); dynamic dims after the batch set to --seq, so a
+// BERT exported with dynamic batch and sequence runs at --seq 128.
 //
 // Each batch goes pinned fp32 input (the slot's staging, where the server's
 // batch assembly writes it) -> H2D -> every node -> D2H -> pinned fp32
@@ -44,30 +49,80 @@ typedef struct inputs {
   eng_tensor t[8];
 } inputs;
 
-static int make_inputs(const eng_graph *g, int rows, inputs *in) {
+// How the inputs are filled: FP32 uniform in [-1, 1); integer token ids
+// uniform in [0, vocab) where vocab is the row count of the constant table
+// the graph Gathers them from (or --vocab); inputs named *mask* all ones
+// (every token real); BOOL all true. Dynamic dims after the batch take seq.
+typedef struct fill_opts {
+  int seq;    // --seq: value of dynamic non-batch dims (0: none allowed)
+  int vocab;  // --vocab: token id range where the graph does not tell (0: ask the graph)
+} fill_opts;
+
+// Rows of the constant table input value v indexes through a Gather, or 0.
+static int64_t gather_rows(const eng_graph *g, int v) {
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    if (strcmp(n->op_type, "Gather") != 0 || n->n_in < 2 || n->in[1] != v || n->in[0] < 0) continue;
+    const eng_value *t = eng_graph_value(g, (size_t)n->in[0]);
+    const eng_attr *ax = eng_node_attr(n, "axis");
+    if (t->kind == ENG_VALUE_CONST && t->ndims >= 1 && (!ax || ax->i == 0)) return t->dims[0];
+  }
+  return 0;
+}
+
+static unsigned next_rand(unsigned *seed) {
+  *seed = *seed * 1103515245u + 12345u;
+  return (*seed >> 8) & 0xffff;
+}
+
+static int make_inputs(const eng_graph *g, int rows, const fill_opts *fo, inputs *in) {
   in->n = eng_graph_n_inputs(g);
   if (in->n > 8) return -1;
   unsigned seed = 12345;
   for (size_t i = 0; i < in->n; i++) {
     const eng_io *io = eng_graph_input(g, i);
-    if (io->dt != DT_FP32) return -1;
     eng_tensor *t = &in->t[i];
     memset(t, 0, sizeof *t);
-    t->dt = DT_FP32;
+    t->dt = io->dt;
     t->ndims = io->ndims;
     memcpy(t->dims, io->dims, sizeof t->dims);
+    if (t->ndims < 1) return -1;
     t->dims[0] = rows;
     for (int d = 1; d < t->ndims; d++)
-      if (t->dims[d] < 0) return -1;
-    size_t n = (size_t)eng_numel(t->ndims, t->dims);
-    float *x = malloc(n * sizeof *x + 4);
+      if (t->dims[d] < 0) {
+        if (fo->seq <= 0) {
+          fprintf(stderr, "bench_engine: input '%s' has a dynamic dim %d: give --seq\n", io->name, d);
+          return -1;
+        }
+        t->dims[d] = fo->seq;
+      }
+    size_t n = (size_t)eng_numel(t->ndims, t->dims), es = dtype_size(t->dt);
+    if (es == 0) return -1;
+    void *x = malloc(n * es + 8);
     if (!x) return -1;
-    for (size_t k = 0; k < n; k++) {
-      seed = seed * 1103515245u + 12345u;
-      x[k] = (float)((seed >> 8) & 0xffff) / 65536.0f * 2.0f - 1.0f;
-    }
     t->data = x;
-    t->bytes = n * sizeof *x;
+    t->bytes = n * es;
+    int mask = strstr(io->name, "mask") != NULL;
+    if (t->dt == DT_FP32) {
+      for (size_t k = 0; k < n; k++) ((float *)x)[k] = (float)next_rand(&seed) / 65536.0f * 2.0f - 1.0f;
+    } else if (t->dt == DT_BOOL) {
+      memset(x, 1, n);
+    } else if (t->dt == DT_INT64 || t->dt == DT_INT32) {
+      int64_t vocab = mask ? 1 : gather_rows(g, eng_graph_input_value(g, i));
+      if (!mask && fo->vocab > 0) vocab = fo->vocab;
+      if (vocab <= 0) {
+        fprintf(stderr, "bench_engine: input '%s': no Gather tells its range: give --vocab\n", io->name);
+        return -1;
+      }
+      for (size_t k = 0; k < n; k++) {
+        int64_t id = mask ? 1 : (int64_t)(((uint64_t)next_rand(&seed) << 16 | next_rand(&seed)) % (uint64_t)vocab);
+        if (t->dt == DT_INT64) ((int64_t *)x)[k] = id;
+        else ((int32_t *)x)[k] = (int32_t)id;
+      }
+    } else {
+      fprintf(stderr, "bench_engine: input '%s': unsupported type\n", io->name);
+      return -1;
+    }
   }
   return 0;
 }
@@ -77,18 +132,23 @@ static void free_inputs(inputs *in) {
 }
 
 static int fail(const char *what, const err *e) {
-  fprintf(stderr, "bench_engine: %s: %s\n", what, e ? e->msg : "");
+  if (e) fprintf(stderr, "bench_engine: %s: %s\n", what, e->msg);
+  else fprintf(stderr, "bench_engine: %s\n", what);
   return 1;
 }
 
 // Mean seconds per batch over iters, with `slots` batches kept in flight.
 // The inputs sit in each slot's pinned staging (as the server's batch
 // assembly leaves them, and as torch's pinned input tensor does).
+// *all_staged: 1 when every input sat in pinned staging; 0 when the model's
+// shapes were not fixed at create (a dynamic sequence) and submit copied
+// them from pageable memory into the slot's pinned pool, as the server does.
 static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t n_out, int warmup,
-                        int iters, double *per_batch, err *e) {
+                        int iters, double *per_batch, int *all_staged, err *e) {
   eng_tensor out[8];
   int pending[4] = {0};
   inputs staged[4];
+  *all_staged = 1;
   for (int k = 0; k < slots; k++) {
     staged[k] = *host;
     for (size_t i = 0; i < host->n; i++) {
@@ -97,6 +157,8 @@ static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t 
       if (dst && cap >= host->t[i].bytes) {
         memcpy(dst, host->t[i].data, host->t[i].bytes);
         staged[k].t[i].data = dst;
+      } else {
+        *all_staged = 0;
       }
     }
   }
@@ -125,7 +187,7 @@ static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t 
 // another on this thread (and the libraries' own threads), as a CPU
 // instance runs them; tool "inferd_cpu".
 static int bench_cpu(const eng_graph *g, const char *model, const int *batches, int n_batches,
-                     int iters, int warmup) {
+                     int iters, int warmup, const fill_opts *fo) {
   int max_b = 1;
   for (int i = 0; i < n_batches; i++)
     if (batches[i] > max_b) max_b = batches[i];
@@ -137,8 +199,8 @@ static int bench_cpu(const eng_graph *g, const char *model, const int *batches, 
   int rc = 0;
   for (int bi = 0; bi < n_batches && !rc; bi++) {
     inputs in = {0};
-    if (make_inputs(g, batches[bi], &in)) {
-      rc = fail("inputs: the model needs static FP32 inputs", NULL);
+    if (make_inputs(g, batches[bi], fo, &in)) {
+      rc = fail("inputs", NULL);
       break;
     }
     for (int i = 0; i < 3 && !rc; i++)
@@ -159,8 +221,8 @@ static int bench_cpu(const eng_graph *g, const char *model, const int *batches, 
       if (eng_plan_run(p, in.t, in.n, out, n_out, &e)) rc = fail("run", &e);
     if (!rc)
       printf("{\"tool\":\"inferd_cpu\",\"model\":\"%s\",\"precision\":\"fp32\",\"batch\":%d,"
-             "\"us_per_batch\":%.3f,\"iters\":%d}\n",
-             base_name(model), batches[bi], (now_s() - t0) / it * 1e6, it);
+             "\"seq\":%d,\"us_per_batch\":%.3f,\"iters\":%d}\n",
+             base_name(model), batches[bi], fo->seq, (now_s() - t0) / it * 1e6, it);
     fflush(stdout);
     free_inputs(&in);
   }
@@ -178,6 +240,7 @@ int main(int argc, char **argv) {
   const char *model = NULL, *prec_s = "fp32";
   int batches[MAX_BATCHES] = {1, 8, 64, 256, 1024}, n_batches = 5, iters = 0, warmup = 20, graphs = 1;
   int cpu = 0, conv_timed = 0;
+  fill_opts fo = {0, 0};
   eng_cuda_layout layout = ENG_CUDA_LAYOUT_AUTO;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -191,6 +254,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--iters")) iters = atoi(v);
     else if (!strcmp(a, "--warmup")) warmup = atoi(v);
     else if (!strcmp(a, "--graphs")) graphs = atoi(v);
+    else if (!strcmp(a, "--seq")) fo.seq = atoi(v);
+    else if (!strcmp(a, "--vocab")) fo.vocab = atoi(v);
     else if (!strcmp(a, "--layout"))  // auto | nchw | nhwc (eng_cuda_layout)
       layout = !strcmp(v, "nhwc") ? ENG_CUDA_LAYOUT_NHWC : !strcmp(v, "nchw") ? ENG_CUDA_LAYOUT_NCHW : ENG_CUDA_LAYOUT_AUTO;
     else if (!strcmp(a, "--conv-search"))  // timed | heuristic (cuDNN algorithm choice)
@@ -204,7 +269,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr, "usage: bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64] "
                       "[--iters N] [--warmup N] [--graphs 0|1] [--layout auto|nchw|nhwc] "
-                      "[--conv-search timed|heuristic] [--cpu]\n");
+                      "[--conv-search timed|heuristic] [--seq N] [--vocab N] [--cpu]\n");
       return 2;
     }
     i++;
@@ -219,7 +284,7 @@ int main(int argc, char **argv) {
   eng_graph *g = NULL;
   if (eng_graph_load(model, &g, &e)) return fail("load", &e);
   if (cpu) {
-    int crc = bench_cpu(g, model, batches, n_batches, iters, warmup);
+    int crc = bench_cpu(g, model, batches, n_batches, iters, warmup, &fo);
     eng_graph_destroy(g);
     return crc;
   }
@@ -236,29 +301,31 @@ int main(int argc, char **argv) {
       break;
     }
     for (int bi = 0; bi < n_batches && !rc; bi++) {
+      int staged = 0;
       inputs in = {0};
-      if (make_inputs(g, batches[bi], &in)) {
-        rc = fail("inputs: the model needs static FP32 inputs", NULL);
+      if (make_inputs(g, batches[bi], &fo, &in)) {
+        rc = fail("inputs", NULL);
         break;
       }
       // about 0.5 s of work per cell unless --iters says otherwise
       int it = iters;
       if (it <= 0) {
         double one = 0;
-        if (time_batches(p, slots, &in, n_out, 3, 10, &one, &e)) rc = fail("run", &e);
+        if (time_batches(p, slots, &in, n_out, 3, 10, &one, &staged, &e)) rc = fail("run", &e);
         it = one > 0 ? (int)(0.5 / one) : 100;
         if (it < 20) it = 20;
         if (it > 20000) it = 20000;
       }
       double per = 0;
-      if (!rc && time_batches(p, slots, &in, n_out, warmup, it, &per, &e)) rc = fail("run", &e);
+      if (!rc && time_batches(p, slots, &in, n_out, warmup, it, &per, &staged, &e)) rc = fail("run", &e);
       if (!rc)
         printf("{\"tool\":\"%s\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"us_per_batch\":%.3f,"
                "\"graphs\":%d,\"iters\":%d,\"slots\":%d,\"layout\":\"%s\",\"conv_search\":\"%s\","
-               "\"nhwc_nodes\":%llu}\n",
+               "\"nhwc_nodes\":%llu,\"seq\":%d,\"staged\":%s}\n",
                slots == 2 ? "inferd" : "inferd_sync", base_name(model), prec_s, batches[bi], per * 1e6,
                graphs, it, slots, layout == ENG_CUDA_LAYOUT_NHWC ? "nhwc" : layout == ENG_CUDA_LAYOUT_NCHW ? "nchw" : "auto",
-               conv_timed ? "timed" : "heuristic", (unsigned long long)nhwc_nodes(p));
+               conv_timed ? "timed" : "heuristic", (unsigned long long)nhwc_nodes(p), fo.seq,
+               staged ? "true" : "false");
       fflush(stdout);
       free_inputs(&in);
     }

@@ -3,7 +3,6 @@
 
     bench_torch_vision.py --out DIR [--models resnet50,mobilenet_v3_large] [--batches 1,8,32,128]
                           [--precision fp32,fp16] [--modes graph,compile] [--target-seconds 0.5]
-                          [--wait-file PATH]
 
 For each model: builds the torchvision network (seeded random weights, eval), exports it with the
 TorchScript-based exporter (opset 17, dynamic batch) to DIR/<model>.onnx for bench_engine, checks
@@ -21,22 +20,13 @@ One JSON line per cell, bench_engine's schema.
 """
 
 import argparse
-import copy
-import json
-import math
 import os
 import sys
-import time
 
 import numpy as np
 
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
-def emit(obj):
-    print(json.dumps(obj), flush=True)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_timing import emit, error_line, log, run_cell  # noqa: E402
 
 
 def build(name):
@@ -71,69 +61,17 @@ def export(torch, m, path):
         raise SystemExit("export of %s disagrees with torch" % path)
 
 
-def time_fn(torch, fn, stream, target_s, lone):
-    with torch.cuda.stream(stream):
-        for _ in range(5):
-            fn()
-        stream.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(3):
-            fn()
-            if lone:
-                stream.synchronize()
-        stream.synchronize()
-        est = (time.perf_counter() - t0) / 3
-        iters = max(10, min(100000, int(math.ceil(target_s / max(est, 1e-7)))))
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-            if lone:
-                stream.synchronize()
-        stream.synchronize()
-        return (time.perf_counter() - t0) / iters * 1e6, iters
-
-
-def prepare(torch, mode, model, batch, half, stream):
-    """The step to time for one cell, compiled / captured and run once (outside any timing)."""
+def cell(torch, mode, model, batch, half, stream, target_s):
     dev = torch.device("cuda")
     h_in = torch.randn(batch, 3, 224, 224).pin_memory()
     h_out = torch.empty(batch, 1000).pin_memory()
-    if mode == "compile":
-        cm = torch.compile(model, mode="max-autotune", dynamic=False)
-
-        def fn():
-            x = h_in.to(dev, non_blocking=True).contiguous(memory_format=torch.channels_last)
-            y = cm(x.half() if half else x)
-            h_out.copy_(y.float() if half else y, non_blocking=True)
-        with torch.cuda.stream(stream):  # compile and autotune outside the timing
-            fn()
-        stream.synchronize()
-        return fn
+    net = torch.compile(model, mode="max-autotune", dynamic=False) if mode == "compile" else model
 
     def step():
         x = h_in.to(dev, non_blocking=True).contiguous(memory_format=torch.channels_last)
-        y = model(x.half() if half else x)
+        y = net(x.half() if half else x)
         h_out.copy_(y.float() if half else y, non_blocking=True)
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            step()
-    stream.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=stream):
-        step()
-
-    def replay():
-        g.replay()
-    # the graph reads the pinned buffers and the model's weights by address: step's closure keeps
-    # them alive until the cell is timed (the next precision replaces `model` in main)
-    replay.keep = step
-    return replay
-
-
-def measure(torch, fn, stream, target_s):
-    pipe, it = time_fn(torch, fn, stream, target_s, lone=False)
-    lone, _ = time_fn(torch, fn, stream, target_s / 2, lone=True)
-    return pipe, lone, it
+    return run_cell(torch, mode, step, stream, target_s)
 
 
 def main():
@@ -145,7 +83,6 @@ def main():
     ap.add_argument("--modes", default="graph,compile")
     ap.add_argument("--target-seconds", type=float, default=0.5)
     ap.add_argument("--export-only", action="store_true")
-    ap.add_argument("--wait-file", help="prepare every cell, then wait until this path exists before timing")
     a = ap.parse_args()
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -153,10 +90,6 @@ def main():
     torch.backends.cudnn.benchmark = True
     os.makedirs(a.out, exist_ok=True)
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    # every cell is prepared (compiled, autotuned, captured) first and timed afterwards, so that with
-    # --wait-file the slow part (max-autotune) can run while the GPU does other work and the timing
-    # waits until PATH exists, when the GPU is otherwise idle
-    cells = []
     for name in a.models.split(","):
         m = build(name)
         export(torch, m, os.path.join(a.out, name + ".onnx"))
@@ -165,31 +98,19 @@ def main():
         stream = torch.cuda.Stream()
         for prec in a.precision.split(","):
             half = prec == "fp16"
-            model = (copy.deepcopy(m).half() if half else copy.deepcopy(m).float()).cuda()
-            model = model.to(memory_format=torch.channels_last)
-            for mode in a.modes.split(","):
-                for b in [int(x) for x in a.batches.split(",")]:
-                    base = {"tool": "torch_" + mode, "model": name, "precision": prec, "batch": b}
-                    try:
-                        t0 = time.perf_counter()
-                        with torch.no_grad():
-                            fn = prepare(torch, mode, model, b, half, stream)
-                        log("%s %s %s b%d prepared in %.0f s" % (mode, name, prec, b, time.perf_counter() - t0))
-                        cells.append((base, fn, stream))
-                    except Exception as ex:
-                        emit(dict(base, error="%s: %s" % (type(ex).__name__, (str(ex).splitlines() or [""])[0][:300])))
-    if a.wait_file:
-        log("prepared %d cells; waiting for %s" % (len(cells), a.wait_file))
-        while not os.path.exists(a.wait_file):
-            time.sleep(0.5)
-    for base, fn, stream in cells:
-        try:
+            model = (m.half() if half else m.float()).cuda().to(memory_format=torch.channels_last)
             with torch.no_grad():
-                pipe, lone, it = measure(torch, fn, stream, a.target_seconds)
-            emit(dict(base, us_per_batch=round(pipe, 2), lone_us=round(lone, 2), iters=it,
-                      channels_last=True, gpu=gpu, torch=torch.__version__))
-        except Exception as ex:
-            emit(dict(base, error="%s: %s" % (type(ex).__name__, (str(ex).splitlines() or [""])[0][:300])))
+                for mode in a.modes.split(","):
+                    for b in [int(x) for x in a.batches.split(",")]:
+                        base = {"tool": "torch_" + mode, "model": name, "precision": prec, "batch": b}
+                        try:
+                            pipe, lone, it = cell(torch, mode, model, b, half, stream, a.target_seconds)
+                            emit(dict(base, us_per_batch=round(pipe, 2), lone_us=round(lone, 2), iters=it,
+                                      channels_last=True, gpu=gpu, torch=torch.__version__))
+                        except Exception as ex:
+                            emit(error_line(base, ex))
+                        torch.cuda.empty_cache()
+            m = m.float().cpu()
 
 
 if __name__ == "__main__":

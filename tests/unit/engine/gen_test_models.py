@@ -247,6 +247,90 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 7, 7])],
           [vi("y", TensorProto.FLOAT, ["N", 4, 3, 3]), vi("z", TensorProto.FLOAT, ["N", 5, 7, 7])], inits)
 compare(m, "conv_bn_fold", {"x": f32(2, 3, 7, 7)}, rtol=1e-4)
 
+# --- GELU and LayerNorm split by exporters, fused at load (graph_pass_norm.c). test_graph.c counts
+# what fused and what was left; these cases check the values against onnxruntime.
+def sc(v, name):
+    return numpy_helper.from_array(np.array(v, np.float32), name)
+
+
+mk = helper.make_node
+nodes = [  # exact GELU, dynamo's order: x * (0.5 * (1 + erf(x / sqrt2)))
+         mk("Div", ["x", "sqrt2"], ["t1"]), mk("Erf", ["t1"], ["e1"]), mk("Add", ["e1", "one"], ["a1"]),
+         mk("Mul", ["half", "a1"], ["h1"]), mk("Mul", ["x", "h1"], ["y1"], name="gelu1"),
+         # exact GELU, x * (1/sqrt2), TorchScript's order: (x * (1 + erf)) * 0.5
+         mk("Mul", ["x", "isqrt2"], ["t2"]), mk("Erf", ["t2"], ["e2"]), mk("Add", ["one", "e2"], ["a2"]),
+         mk("Mul", ["x", "a2"], ["m2"]), mk("Mul", ["m2", "half"], ["y2"], name="gelu2"),
+         # tanh GELU with Pow, HF gelu_new's order: (x * 0.5) * (1 + tanh(..))
+         mk("Pow", ["x", "three"], ["c3"]), mk("Mul", ["k044", "c3"], ["k3"]), mk("Add", ["x", "k3"], ["s3"]),
+         mk("Mul", ["s3", "sqrt2pi"], ["u3"]), mk("Tanh", ["u3"], ["t3"]), mk("Add", ["t3", "one"], ["a3"]),
+         mk("Mul", ["x", "half"], ["h3"]), mk("Mul", ["h3", "a3"], ["y3"], name="gelu3"),
+         # tanh GELU with x * x * x (gpt.ts17)
+         mk("Mul", ["x", "x"], ["q4"]), mk("Mul", ["x", "q4"], ["c4"]), mk("Mul", ["k044", "c4"], ["k4"]),
+         mk("Add", ["x", "k4"], ["s4"]), mk("Mul", ["sqrt2pi", "s4"], ["u4"]), mk("Tanh", ["u4"], ["t4"]),
+         mk("Add", ["one", "t4"], ["a4"]), mk("Mul", ["x", "a4"], ["m4"]), mk("Mul", ["half", "m4"], ["y4"], name="gelu4"),
+         # near miss: divides by 1.5, not sqrt(2)
+         mk("Div", ["x", "c15"], ["t5"]), mk("Erf", ["t5"], ["e5"], name="erf_near_const"),
+         mk("Add", ["e5", "one"], ["a5"]), mk("Mul", ["half", "a5"], ["h5"]), mk("Mul", ["x", "h5"], ["y5"]),
+         # near miss: 1 + erf(..) is also a graph output
+         mk("Div", ["x", "sqrt2"], ["t6"]), mk("Erf", ["t6"], ["e6"], name="erf_near_shared"),
+         mk("Add", ["e6", "one"], ["a6"]), mk("Mul", ["half", "a6"], ["h6"]), mk("Mul", ["x", "h6"], ["y6"])]
+consts = [sc(np.sqrt(2), "sqrt2"), sc(1 / np.sqrt(2), "isqrt2"), sc(1, "one"), sc(0.5, "half"), sc(3, "three"),
+          sc(0.044715, "k044"), sc(np.sqrt(2 / np.pi), "sqrt2pi"), sc(1.5, "c15")]
+outs = ["y1", "y2", "y3", "y4", "y5", "y6", "a6"]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6])], [vi(o, TensorProto.FLOAT, ["N", 6]) for o in outs], consts,
+          opset=17)
+compare(m, "gelu_split", {"x": f32(3, 6) * 2}, rtol=1e-5)
+
+
+def ln_split(p, x, y, axes, opset, sq="pow", scale=None, bias=None):
+    """ReduceMean-Sub-Pow-ReduceMean-Add-Sqrt-Div-Mul(-Add) as torch wrote LayerNorm before opset 17."""
+    def rm(i, o):
+        if opset >= 18:
+            return mk("ReduceMean", [i, p + "axes"], [o])
+        return mk("ReduceMean", [i], [o], axes=axes)
+    n = [rm(x, p + "m"), mk("Sub", [x, p + "m"], [p + "d"]),
+         mk("Pow", [p + "d", "two"], [p + "p"]) if sq == "pow" else mk("Mul", [p + "d", p + "d"], [p + "p"]),
+         rm(p + "p", p + "v"), mk("Add", [p + "v", "eps"], [p + "ve"]), mk("Sqrt", [p + "ve"], [p + "s"]),
+         mk("Div", [p + "d", p + "s"], [p + "n"])]
+    if bias:
+        n += [mk("Mul", [p + "n", scale], [p + "g"]), mk("Add", [p + "g", bias], [y])]
+    else:
+        n += [mk("Mul", [scale, p + "n"], [y])]
+    return n
+
+
+lnc = [sc(2, "two"), sc(1e-5, "eps"), numpy_helper.from_array(f32(16), "g16"),
+       numpy_helper.from_array(f32(16), "b16"), numpy_helper.from_array(f32(5, 16), "g516"),
+       numpy_helper.from_array(f32(5, 16), "b516")]
+nodes = (ln_split("l1", "x", "y1", [-1], 13, scale="g16", bias="b16")
+         + ln_split("l2", "x", "y2", [-1], 13, sq="mul", scale="g16")  # x*x, no bias, Scale first
+         + ln_split("l3", "x", "y3", [-2, -1], 13, scale="g516", bias="b516")  # two trailing axes
+         + ln_split("l4", "x", "y4", [2], 13, scale="g16", bias="b16")  # near miss: a positive axis
+         + ln_split("l5", "x", "y5", [-1], 13, scale="g16", bias="b16"))  # near miss: d is an output too
+outs = ["y1", "y2", "y3", "y4", "y5", "l5d"]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 5, 16])], [vi(o, TensorProto.FLOAT, ["N", 5, 16]) for o in outs],
+          lnc, opset=13)
+compare(m, "ln_split13", {"x": f32(2, 5, 16) * 3 + 1}, rtol=1e-5)
+lnc18 = lnc[:4] + [numpy_helper.from_array(np.array([-1], np.int64), "l1axes"),
+                   numpy_helper.from_array(np.array([-1], np.int64), "l2axes"),
+                   numpy_helper.from_array(np.array([-1], np.int64), "l3axes"),
+                   numpy_helper.from_array(np.ones([1], np.float32), "g1")]
+nodes = (ln_split("l1", "x", "y1", None, 18, scale="g16", bias="b16")
+         + ln_split("l2", "x", "y2", None, 18, scale="g1", bias="b16")  # near miss: Scale of shape [1] broadcasts
+         + ln_split("l3", "x", "y3", None, 18, scale="g16", bias="g1"))  # B of shape [1]: the Add stays
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 5, 16])],
+          [vi(o, TensorProto.FLOAT, ["N", 5, 16]) for o in ["y1", "y2", "y3"]], lnc18, opset=18)
+compare(m, "ln_split18", {"x": f32(2, 5, 16) * 3 + 1}, rtol=1e-5)
+
+# the transformer exports of the zoo, weights filled, for test_graph.c's fusion counts (their values are
+# checked against onnxruntime through the server by tests/integration/test_zoo_transformers.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models", "zoo"))
+import fill  # noqa: E402
+
+for zname, zpath in fill.available().items():
+    if zname.split(".")[0] in ("bert", "distilbert", "vit", "gpt"):
+        onnx.save_model(fill.fill_model(zpath, 0), path("zoo_" + zname.replace(".", "_") + ".onnx"))
+
 # --- the k_unop activations MobileNet/EfficientNet exports use (HardSigmoid, HardSwish) and the
 # rest of the family, on the CPU here and on the GPU in test_gpu_plan (k_unop.cu)
 nodes = [helper.make_node("HardSigmoid", ["x"], ["hs"], name="hsig", alpha=0.25, beta=0.4),

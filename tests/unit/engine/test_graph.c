@@ -368,7 +368,134 @@ static void test_constant_subgraph_folded(void) {
   eng_graph_destroy(g);
 }
 
+// --- GELU and LayerNorm fusion (graph_pass_norm.c); the values of the same
+// models are compared with onnxruntime by their ort cases
+
+// How many nodes of g are op_type.
+static int count_op(const eng_graph *g, const char *op_type) {
+  int n = 0;
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) n += strcmp(eng_graph_node(g, i)->op_type, op_type) == 0;
+  return n;
+}
+
+static const eng_node *node_named(const eng_graph *g, const char *name) {
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++)
+    if (strcmp(eng_graph_node(g, i)->name, name) == 0) return eng_graph_node(g, i);
+  return NULL;
+}
+
+static const char *attr_s(const eng_node *n, const char *name) {
+  const eng_attr *a = eng_node_attr(n, name);
+  return a && a->s ? a->s : "";
+}
+
+// gelu_split: four GELU chains in the exporters' orders fuse (two exact, two
+// tanh); the one dividing by 1.5 and the one whose 1 + erf is also an output
+// keep their Erf (and everything else) as they were.
+static void test_gelu_fused(void) {
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_graph_load(model_path("gelu_split.onnx"), &g, &e), 0);
+  if (!g) return;
+  CHECK_EQ_INT(count_op(g, "Gelu"), 4);
+  CHECK_EQ_INT(count_op(g, "Tanh"), 0);
+  CHECK_EQ_INT(count_op(g, "Pow"), 0);
+  CHECK_EQ_INT(count_op(g, "Erf"), 2);
+  CHECK(node_named(g, "erf_near_const") != NULL);
+  CHECK(node_named(g, "erf_near_shared") != NULL);
+  CHECK_EQ_INT(eng_graph_n_nodes(g), 4 + 2 * 5);
+  const char *want[4][2] = {{"gelu1", "none"}, {"gelu2", "none"}, {"gelu3", "tanh"}, {"gelu4", "tanh"}};
+  for (int k = 0; k < 4; k++) {
+    const eng_node *n = node_named(g, want[k][0]);
+    CHECK(n != NULL);
+    if (!n) continue;
+    CHECK_EQ_STR(n->op_type, "Gelu");
+    CHECK_EQ_STR(attr_s(n, "approximate"), want[k][1]);
+    CHECK_EQ_INT(n->n_in, 1);
+    CHECK_EQ_INT(n->in[0], eng_graph_input_value(g, 0));
+    CHECK_EQ_INT(n->out[0], eng_graph_output_value(g, (size_t)k));
+  }
+  eng_graph_destroy(g);
+}
+
+// ln_split13 / ln_split18: torch's LayerNorm before opset 17 fuses (with
+// Pow or d * d, with and without B, over one or two trailing axes, with
+// ReduceMean's axes as attribute or input); a positive axis, a d that is
+// also an output and a Scale of shape [1] (a broadcast LayerNormalization
+// refuses) are left as they were; with a B of shape [1] the Add stays
+// after a LayerNormalization without B.
+static void test_layernorm_fused(void) {
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_graph_load(model_path("ln_split13.onnx"), &g, &e), 0);
+  if (g) {
+    CHECK_EQ_INT(count_op(g, "LayerNormalization"), 3);
+    CHECK_EQ_INT(count_op(g, "ReduceMean"), 4);
+    CHECK_EQ_INT(eng_graph_n_nodes(g), 3 + 2 * 9);
+    int axis[3] = {-1, -1, -2}, n_in[3] = {3, 2, 3};
+    for (int k = 0; k < 3; k++) {
+      const eng_node *n = NULL;
+      for (size_t i = 0; i < eng_graph_n_nodes(g); i++)
+        if (eng_graph_node(g, i)->out[0] == eng_graph_output_value(g, (size_t)k)) n = eng_graph_node(g, i);
+      CHECK(n != NULL);
+      if (!n) continue;
+      CHECK_EQ_STR(n->op_type, "LayerNormalization");
+      CHECK_EQ_INT(n->n_in, n_in[k]);
+      CHECK_EQ_INT(n->in[0], eng_graph_input_value(g, 0));
+      CHECK_EQ_INT(eng_node_attr(n, "axis")->i, axis[k]);
+      CHECK_NEAR(eng_node_attr(n, "epsilon")->f, 1e-5, 1e-6, 0);
+    }
+    eng_graph_destroy(g);
+  }
+  g = NULL;
+  CHECK_EQ_INT(eng_graph_load(model_path("ln_split18.onnx"), &g, &e), 0);
+  if (g) {
+    CHECK_EQ_INT(count_op(g, "LayerNormalization"), 2);
+    CHECK_EQ_INT(count_op(g, "ReduceMean"), 2);
+    CHECK_EQ_INT(eng_graph_n_nodes(g), 1 + 9 + 2);
+    eng_graph_destroy(g);
+  }
+}
+
+// The zoo's transformer exports (filled): every GELU the exporters split
+// fuses (exact in the encoders and ViT, tanh in the GPT), nothing of them is
+// left, and the LayerNormalizations they wrote whole stay five. BERT's and
+// ViT's pooler Tanh is no GELU and stays.
+static void test_zoo_fused(void) {
+  static const struct {
+    const char *file;
+    int gelu, tanh_gelu, tanh_left, pow_left;
+  } zoo[] = {
+      {"zoo_bert_dynamo18.onnx", 2, 0, 1, 0},   {"zoo_distilbert_dynamo18.onnx", 2, 0, 0, 0},
+      {"zoo_distilbert_ts17.onnx", 2, 0, 0, 0}, {"zoo_vit_dynamo18.onnx", 2, 0, 1, 0},
+      {"zoo_vit_ts17.onnx", 2, 0, 1, 0},        {"zoo_gpt_dynamo18.onnx", 2, 2, 0, 0},
+      {"zoo_gpt_ts17.onnx", 2, 2, 0, 2},  // its Pows square the attention scale, read by a Div
+  };
+  for (size_t z = 0; z < sizeof zoo / sizeof zoo[0]; z++) {
+    eng_graph *g = NULL;
+    err e = {0};
+    CHECK_EQ_INT(eng_graph_load(model_path(zoo[z].file), &g, &e), 0);
+    if (!g) continue;
+    int tanh_gelu = 0;
+    for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+      const eng_node *n = eng_graph_node(g, i);
+      if (strcmp(n->op_type, "Gelu") == 0) tanh_gelu += strcmp(attr_s(n, "approximate"), "tanh") == 0;
+    }
+    if (count_op(g, "Gelu") != zoo[z].gelu) fprintf(stderr, "in %s\n", zoo[z].file);
+    CHECK_EQ_INT(count_op(g, "Gelu"), zoo[z].gelu);
+    CHECK_EQ_INT(tanh_gelu, zoo[z].tanh_gelu);
+    CHECK_EQ_INT(count_op(g, "Erf"), 0);
+    CHECK_EQ_INT(count_op(g, "Pow"), zoo[z].pow_left);
+    CHECK_EQ_INT(count_op(g, "Tanh"), zoo[z].tanh_left);
+    CHECK_EQ_INT(count_op(g, "LayerNormalization"), 5);
+    eng_graph_destroy(g);
+  }
+}
+
 int main(void) {
+  test_gelu_fused();
+  test_layernorm_fused();
+  test_zoo_fused();
   test_mlp_io();
   test_constant_subgraph_folded();
   test_batchnorm_folded();

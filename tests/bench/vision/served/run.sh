@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# The seeds' CNN served: inferd (dynamic batching) against the anchors' Python peer (grpc.aio + a
-# PyTorch batcher, peer.py beside this file), both driven by the anchors' loadc with the same request
-# bytes (one 3x112x112 FP32 image per call) at 1 stream (lone latency) and 64 streams, server and
-# load pinned to separate cores; prints one table (req/s, p50, p99, inferd/peer ratio).
+# A model served: inferd (dynamic batching) against the anchors' Python peer (grpc.aio + a PyTorch
+# batcher, peer.py beside this file), both driven by the anchors' loadc with the same request bytes at
+# 1 stream (lone latency) and 64 streams, server and load pinned to separate cores; prints one table
+# (req/s, p50, p99, inferd/peer ratio). MODEL=seedcnn (default): the seeds' CNN, one 3x112x112 FP32
+# image per call. MODEL=bert: tests/bench/bert's BERT-base encoder, one sequence of SEQ tokens per call
+# (input_ids and attention_mask INT64 [1,SEQ]; last_hidden_state back), issue 12's served goal.
 #
 #   tests/bench/vision/served/run.sh BUNDLE OUT_DIR     (from the repository root)
 #
 # BUNDLE: what bundle.sh gathers (bin/inferd, bin/loadc, kserve_min.desc, lib.tar.xz or lib/); on
 # this machine a build works too: BUNDLE with bin/inferd and bin/loadc. Writes OUT_DIR/repo (the
 # seed CNN, tests/models/zoo/graphs/seedcnn.ts17 with fill.py's seeded weights: the peer loads the
-# same file), logs, results.jsonl and table.md.
+# same file; or the BERT that tests/bench/bert/bench_torch_bert.py --export-only writes, with the .pt
+# of the same weights the peer loads), logs, results.jsonl and table.md.
 # Env: KIND (KIND_GPU; KIND_CPU for a CPU-only run), VARIANTS (inferd configs, "precision:delay_us:
 #      instances" each; default "fp16:0:1 fp16:500:2" on GPU, "fp32:0:1" on CPU), STREAMS ("1 64"),
 #      SECS (4 per point, after loadc's 1 s warm-up), SERVER_CORES / LOAD_CORES (first / second half
 #      of the CPUs), PYTHON (needs numpy, onnx, protobuf; the peer also torch and grpcio; default
 #      /opt/torch/.venv/bin/python when present, else python3), PEER (1; 0 skips it), MAX_BATCH (64),
-#      INFERD_ARGS (extra server flags), READY_TIMEOUT (s, 600).
+#      INFERD_ARGS (extra server flags), READY_TIMEOUT (s, 600), MODEL (seedcnn | bert);
+#      for bert: SEQ (128), BERT_ONNX (the model; default $MODELS/bert_base.onnx, MODELS /tmp/bert_models,
+#      exported there when missing: PYTHON needs torch and transformers then), VOCAB (30522, the ids' range).
 set -u
 if [ $# -lt 2 ]; then
   echo "usage: $0 BUNDLE OUT_DIR" >&2
@@ -40,6 +45,8 @@ if [ -z "${PYTHON:-}" ]; then
   if [ -x /opt/torch/.venv/bin/python ]; then PYTHON=/opt/torch/.venv/bin/python; else PYTHON=python3; fi
 fi
 PEER=${PEER:-1}
+MODEL=${MODEL:-seedcnn}
+SEQ=${SEQ:-128}
 RES=$OUT/results.jsonl
 : >"$RES"
 
@@ -57,40 +64,49 @@ DESC=$B/kserve_min.desc
 echo "== machine: $(nproc) CPUs, $(command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | head -1 || echo no GPU);" \
   "server on cores $SERVER_CORES, loadc on $LOAD_CORES; $(date -u +%F)"
 
-# --- the model (one file for every server) and the request (the peer's makereq, without torch)
-echo "== seed CNN repository and request" >&2
-"$PYTHON" - "$ROOT" "$OUT" "$DESC" <<'PY' || exit 1
+# --- the model (one file for every server) and the request (peer.py makereq, which needs no torch)
+mkdir -p "$OUT/peer"
+cp "$HERE/peer.py" "$OUT/peer/peer.py"
+cp "$DESC" "$OUT/peer/kserve_min.desc"  # peer.py reads it from beside itself
+export INFERD_BENCH_BERT=$ROOT/tests/bench/bert
+if [ "$MODEL" = bert ]; then
+  NAME=bert_base OUTNAME=last_hidden_state OUTDIMS="1,$SEQ"
+  ONNX=${BERT_ONNX:-${MODELS:-/tmp/bert_models}/bert_base.onnx}
+  if [ ! -f "$ONNX" ]; then
+    echo "== exporting the BERT to $ONNX" >&2
+    mkdir -p "$(dirname "$ONNX")"
+    "$PYTHON" "$ROOT/tests/bench/bert/bench_torch_bert.py" --out "$(dirname "$ONNX")" --export-only \
+      >"$OUT/export.log" 2>&1 || { tail -n 20 "$OUT/export.log" >&2; exit 1; }
+  fi
+  "$PYTHON" "$OUT/peer/peer.py" makereq "$OUT/req.bin" bert "$SEQ" "${VOCAB:-30522}" || exit 1
+else
+  NAME=seedcnn OUTNAME=logits OUTDIMS="1,10"
+  ONNX=$OUT/seedcnn.onnx
+  echo "== seed CNN repository and request" >&2
+  if [ ! -f "$ONNX" ]; then
+    "$PYTHON" - "$ROOT" "$ONNX" <<'PY' || exit 1
 import os, sys
-import numpy as np
 import onnx
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-root, out, desc = sys.argv[1:4]
+root, path = sys.argv[1:3]
 sys.path.insert(0, os.path.join(root, "tests", "models", "zoo"))
 import fill
-path = os.path.join(out, "seedcnn.onnx")
-if not os.path.exists(path):
-    onnx.save(fill.fill_model(fill.available()["seedcnn.ts17"], 0), path)
-fds = descriptor_pb2.FileDescriptorSet.FromString(open(desc, "rb").read())
-pool = descriptor_pool.DescriptorPool()
-for f in fds.file:
-    pool.Add(f)
-Req = message_factory.GetMessageClass(pool.FindMessageTypeByName("inference.ModelInferRequest"))
-r = Req(model_name="seedcnn", id="x")  # what peer.py makereq writes
-t = r.inputs.add(); t.name = "input"; t.datatype = "FP32"; t.shape.extend([1, 3, 112, 112])
-r.raw_input_contents.append(np.random.default_rng(0).standard_normal((1, 3, 112, 112)).astype(np.float32).tobytes())
-open(os.path.join(out, "req.bin"), "wb").write(r.SerializeToString())
+onnx.save(fill.fill_model(fill.available()["seedcnn.ts17"], 0), path)
 PY
-mkdir -p "$OUT/repo/seedcnn/1"
-ln -sf "$OUT/seedcnn.onnx" "$OUT/repo/seedcnn/1/model.onnx"
+  fi
+  "$PYTHON" "$OUT/peer/peer.py" makereq "$OUT/req.bin" || exit 1
+fi
+mkdir -p "$OUT/repo/$NAME/1"
+ln -sf "$ONNX" "$OUT/repo/$NAME/1/model.onnx"
 
 # One answer through the same bytes, kept to compare the servers' logits (raw gRPC, the desc's messages).
 answer() {  # PORT FILE
-  "$PYTHON" - "$1" "$DESC" "$OUT/req.bin" "$2" <<'PY'
+  "$PYTHON" - "$1" "$DESC" "$OUT/req.bin" "$2" "$OUTNAME" "$OUTDIMS" <<'PY'
 import sys
 import grpc
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-port, desc, req, dst = sys.argv[1:5]
+port, desc, req, dst, name, dims = sys.argv[1:7]
+dims = [int(d) for d in dims.split(",")]  # the leading dims the output must have
 pool = descriptor_pool.DescriptorPool()
 for f in descriptor_pb2.FileDescriptorSet.FromString(open(desc, "rb").read()).file:
     pool.Add(f)
@@ -101,9 +117,9 @@ call = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer", request_seri
 r = call(open(req, "rb").read(), timeout=120)
 o = r.outputs[0]
 y = np.frombuffer(r.raw_output_contents[0], np.float32).reshape(list(o.shape))
-assert o.name == "logits" and list(o.shape) == [1, 10], (o.name, list(o.shape))
+assert o.name == name and list(o.shape)[:len(dims)] == dims, (o.name, list(o.shape))
 np.save(dst, y)
-print("answer:", np.array2string(y[0], precision=3, max_line_width=200))
+print("answer:", np.array2string(y.reshape(-1)[:10], precision=3, max_line_width=200))
 PY
 }
 
@@ -151,13 +167,19 @@ wait_line() {  # FILE PATTERN what
 # --- inferd, one start per variant
 for v in $VARIANTS; do
   IFS=: read -r prec delay inst <<<"$v"
-  name="inferd $KIND $prec delay=${delay}us x$inst"
-  cat >"$OUT/repo/seedcnn/config.pbtxt" <<EOF
-name: "seedcnn"
+  name="inferd $MODEL $KIND $prec delay=${delay}us x$inst"
+  if [ "$MODEL" = bert ]; then
+    io="input [{ name: \"input_ids\" data_type: TYPE_INT64 dims: [$SEQ] }, { name: \"attention_mask\" data_type: TYPE_INT64 dims: [$SEQ] }]
+output [{ name: \"last_hidden_state\" data_type: TYPE_FP32 dims: [$SEQ, -1] }]"
+  else
+    io='input [{ name: "input" data_type: TYPE_FP32 dims: [3, 112, 112] }]
+output [{ name: "logits" data_type: TYPE_FP32 dims: [10] }]'
+  fi
+  cat >"$OUT/repo/$NAME/config.pbtxt" <<EOF
+name: "$NAME"
 platform: "onnxruntime_onnx"
 max_batch_size: $MAX_BATCH
-input [{ name: "input" data_type: TYPE_FP32 dims: [3, 112, 112] }]
-output [{ name: "logits" data_type: TYPE_FP32 dims: [10] }]
+$io
 instance_group [{ count: $inst kind: $KIND }]
 dynamic_batching { max_queue_delay_microseconds: $delay }
 parameters { key: "precision" value { string_value: "$prec" } }
@@ -176,14 +198,11 @@ EOF
 done
 
 # --- the peer
-peer_name="peer.py (torch $([ "$KIND" = KIND_GPU ] && echo 'GPU fp16' || echo 'CPU fp32'), 1 ms batcher)"
+peer_name="peer.py $MODEL (torch $([ "$KIND" = KIND_GPU ] && echo 'GPU fp16' || echo 'CPU fp32'), 1 ms batcher)"
 if [ "$PEER" = 1 ] && "$PYTHON" -c 'import torch, grpc' 2>/dev/null; then
-  mkdir -p "$OUT/peer"
-  cp "$HERE/peer.py" "$OUT/peer/peer.py"
-  cp "$DESC" "$OUT/peer/kserve_min.desc"  # peer.py reads it from beside itself
   port=$(free_port)
   echo "== $peer_name on port $port" >&2
-  taskset -c "$SERVER_CORES" "$PYTHON" "$OUT/peer/peer.py" "$port" batch "$OUT/seedcnn.onnx" >"$OUT/peer.log" 2>&1 &
+  taskset -c "$SERVER_CORES" "$PYTHON" "$OUT/peer/peer.py" "$port" batch "$ONNX" "$MODEL" >"$OUT/peer.log" 2>&1 &
   PID=$!
   if wait_line "$OUT/peer.log" 'peer ready' peer; then
     answer "$port" "$OUT/answer_peer.npy" >&2 || echo "the peer's answer failed" >&2
