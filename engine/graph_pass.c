@@ -12,6 +12,7 @@
 // then it costs a full pass over the activation and a kernel launch per
 // layer. Folding happens in double precision, so the folded weights are the
 // correctly rounded values of the exact product.
+#include "engine/attn.h"
 #include "engine/graph_internal.h"
 #include "engine/ops_cpu.h"
 
@@ -233,6 +234,8 @@ int eng_graph__run_passes(eng_graph *g, err *e) {
   // constants first: a BatchNormalization whose parameters are computed from constants folds too
   int rc = pass_fold_constants(g, dead, &changed, e);
   if (!rc) rc = pass_fold_batchnorm(g, dead, &changed, e);
+  // after folding, so the scales are constants (attn.c)
+  if (!rc) rc = eng_attn__fuse(g, dead, &changed, e);
   if (!rc && changed) rc = eng_graph__compact(g, dead, e);
   free(dead);
   return rc;
