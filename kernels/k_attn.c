@@ -37,7 +37,11 @@ void k_attn_ref(float *o, const float *q, const float *kt, const float *v, const
           if (isnan(s)) bad = 1;
           else if (s > mx) mx = s;
         }
-        if (a->sk == 0 || bad || !isfinite(mx)) {
+        if (a->sk == 0) {  // an empty product: the unfused MatMul gives zeros
+          for (int64_t c = 0; c < a->dv; c++) orow[c] = 0.0f;
+          continue;
+        }
+        if (bad || !isfinite(mx)) {
           for (int64_t c = 0; c < a->dv; c++) orow[c] = a->nan_zero ? 0.0f : NAN;
           continue;
         }

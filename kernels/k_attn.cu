@@ -11,7 +11,8 @@
 // traffic is Q, K, V and O once per 8 query rows.
 //
 // Undefined rows follow the unfused graph: a NaN or +inf score, or every
-// score -inf (l stays 0), gives NaN, or 0 with nan_zero.
+// score -inf (l stays 0), gives NaN, or 0 with nan_zero; no keys at all
+// gives 0 (an empty product).
 #include <math.h>
 
 #include "kernels/k_cuda_common.cuh"
@@ -80,8 +81,9 @@ __global__ void __launch_bounds__(WARPS * 32)
     m = m_new;
   }
   if (!row_ok) return;
-  bad = __any_sync(0xffffffffu, bad) || !(l > 0.0f);
-  const float fill = a.nan_zero ? 0.0f : NAN, inv = bad ? 0.0f : 1.0f / l;
+  // no keys at all: an empty product, zeros as the unfused MatMul gives
+  bad = a.sk > 0 && (__any_sync(0xffffffffu, bad) || !(l > 0.0f));
+  const float fill = a.nan_zero ? 0.0f : NAN, inv = bad || a.sk == 0 ? 0.0f : 1.0f / l;
   for (int c = 0; c < DPL; c++) {
     int col = lane + 32 * c;
     if (col < a.dv) o[i * a.dv + col] = k_st<T>(bad ? fill : acc[c] * inv);

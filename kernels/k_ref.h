@@ -154,7 +154,8 @@ void k_log_softmax(float *y, const float *x, size_t outer, size_t axis_len, size
 // (strides 0 broadcast; no mask: NULL). A row whose softmax is undefined
 // (every score -inf, or a NaN or +inf score) is NaN as the unfused graph
 // computes it, or 0 with nan_zero (the exporters' IsNaN/Where after the
-// Softmax). Strides count elements.
+// Softmax); with no keys at all (sk 0) O is 0, the empty product. Strides
+// count elements.
 typedef struct k_attn_args {
   int64_t b, h, sq, sk, d, dv;
   int64_t q_sb, q_sh, k_sb, k_sh, v_sb, v_sh, o_sb, o_sh;

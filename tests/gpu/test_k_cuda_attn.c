@@ -144,7 +144,8 @@ static void test_cases(void) {
       {2, 4, 7, 31, 80, 20, 0, 1, 0, 0},     // d != dv, K/V shared by the heads
       {1, 1, 5, 1, 1, 1, 0, 0, 0, 0},        // tiny
       {1, 3, 40, 64, 20, 128, 2, 0, 0, 0},   // causal with Sk > Sq (offset diagonal)
-      {1, 1, 3, 0, 8, 8, 0, 0, 1, 0},        // no keys: every row undefined -> 0
+      {1, 1, 3, 0, 8, 8, 0, 0, 1, 0},        // no keys: the empty product, 0
+      {1, 1, 3, 0, 8, 8, 0, 0, 0, 0},        // the same without nan_zero: still 0
   };
   tk_rng r = {77};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
