@@ -33,6 +33,8 @@ struct eng_graph {
   // name -> value index, open addressing, capacity a power of two
   int *hash;
   size_t hash_cap;
+  eng_graph_opts opts;   // what the load-time passes may do
+  size_t n_attention;    // attention subgraphs fused (attn.c)
 };
 
 // --- small helpers
@@ -642,6 +644,11 @@ static int build(eng_graph *g, const Onnx__ModelProto *m, const char *dir, err *
 }
 
 int eng_graph_load(const char *onnx_path, eng_graph **out, err *e) {
+  return eng_graph_load_opts(onnx_path, NULL, out, e);
+}
+
+int eng_graph_load_opts(const char *onnx_path, const eng_graph_opts *opts, eng_graph **out,
+                        err *e) {
   *out = NULL;
   uint8_t *buf = NULL;
   size_t len = 0;
@@ -657,6 +664,7 @@ int eng_graph_load(const char *onnx_path, eng_graph **out, err *e) {
   if (!g || !dir || !(g->path = dup_str(onnx_path))) {
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   } else {
+    if (opts) g->opts = *opts;
     char *slash = strrchr(dir, '/');
     if (slash == dir) slash[1] = '\0';
     else if (slash) *slash = '\0';
@@ -697,6 +705,10 @@ void eng_graph_destroy(eng_graph *g) {
 
 eng_node *eng_graph__node_mut(eng_graph *g, size_t i) { return &g->nodes[i]; }
 eng_value *eng_graph__value_mut(eng_graph *g, size_t v) { return &g->values[v]; }
+
+const eng_graph_opts *eng_graph__opts(const eng_graph *g) { return &g->opts; }
+void eng_graph__set_n_attention(eng_graph *g, size_t n) { g->n_attention = n; }
+size_t eng_graph_n_attention(const eng_graph *g) { return g->n_attention; }
 
 int eng_graph__is_output(const eng_graph *g, int v) {
   for (size_t j = 0; j < g->n_outputs; j++)

@@ -15,9 +15,17 @@
 
 typedef struct eng_graph eng_graph;
 
+// What the load-time passes may do; zeroed = every pass on.
+typedef struct eng_graph_opts {
+  int no_fuse_attention;  // leave attention subgraphs unfused (attn.c)
+} eng_graph_opts;
+
 // Loads and validates an ONNX file. External data files are resolved
 // relative to the model file's directory. On success *out owns the graph.
+// eng_graph_load is eng_graph_load_opts with every pass on (opts NULL).
 int eng_graph_load(const char *onnx_path, eng_graph **out, err *e);
+int eng_graph_load_opts(const char *onnx_path, const eng_graph_opts *opts, eng_graph **out,
+                        err *e);
 void eng_graph_destroy(eng_graph *g);
 
 // Graph inputs (initializers excluded) and outputs as declared by their
@@ -29,6 +37,8 @@ size_t eng_graph_n_outputs(const eng_graph *g);
 const eng_io *eng_graph_output(const eng_graph *g, size_t i);
 // The model's default-domain ("" / "ai.onnx") opset version.
 int eng_graph_opset(const eng_graph *g);
+// Attention subgraphs the load-time pass fused into inferd.Attention nodes.
+size_t eng_graph_n_attention(const eng_graph *g);
 
 // --- internal representation, for the planner and the ops
 

@@ -23,8 +23,13 @@ int eng_graph__add_const(eng_graph *g, const char *name, dtype dt, int ndims, co
 // unused), renumbering what is left; topological order is kept.
 int eng_graph__compact(eng_graph *g, const unsigned char *dead, err *e);
 
+// The options the graph was loaded with; the attention pass's count.
+const eng_graph_opts *eng_graph__opts(const eng_graph *g);
+void eng_graph__set_n_attention(eng_graph *g, size_t n);
+
 // The load-time passes (graph_pass.c), run once the graph is complete and
-// sorted: BatchNormalization folded into the Conv before it, ...
+// sorted: constants folded, BatchNormalization folded into the Conv before
+// it, attention subgraphs fused (attn.c).
 int eng_graph__run_passes(eng_graph *g, err *e);
 
 // GELU and LayerNorm written as chains of elementwise ops, fused into one

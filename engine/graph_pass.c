@@ -12,6 +12,7 @@
 // then it costs a full pass over the activation and a kernel launch per
 // layer. Folding happens in double precision, so the folded weights are the
 // correctly rounded values of the exact product.
+#include "engine/attn.h"
 #include "engine/graph_internal.h"
 #include "engine/ops_cpu.h"
 
@@ -236,6 +237,8 @@ int eng_graph__run_passes(eng_graph *g, err *e) {
   // after the constants: an exporter's sqrt(2) or epsilon may be computed from constants
   if (!rc) rc = eng_graph__fuse_gelu(g, dead, &changed, e);
   if (!rc) rc = eng_graph__fuse_layernorm(g, dead, &changed, e);
+  // after folding, so the scales are constants (attn.c)
+  if (!rc) rc = eng_attn__fuse(g, dead, &changed, e);
   if (!rc && changed) rc = eng_graph__compact(g, dead, e);
   free(dead);
   return rc;

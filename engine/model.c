@@ -523,6 +523,19 @@ static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) 
   return 0;
 }
 
+int eng_model_graph_opts(const Inference__ModelConfig *cfg, eng_graph_opts *o, err *e) {
+  memset(o, 0, sizeof *o);
+  for (size_t i = 0; i < cfg->n_parameters; i++) {
+    const Inference__ModelConfig__ParametersEntry *pe = cfg->parameters[i];
+    if (!pe->key || strcmp(pe->key, "fuse_attention") != 0) continue;
+    const char *v = pe->value && pe->value->string_value ? pe->value->string_value : "";
+    if (strcmp(v, "0") && strcmp(v, "1"))
+      return err_set(e, ERR_INVALID_ARGUMENT, "parameters: fuse_attention '%s' is not one of 0, 1", v);
+    o->no_fuse_attention = v[0] == '0';
+  }
+  return 0;
+}
+
 // pad_to_longest against the config's tensors as the client sees them.
 static int bind_padding(eng_model *m, const Inference__ModelConfig *cfg, err *e) {
   eng_io *in = calloc(m->n_in + 1, sizeof *in), *out = calloc(m->n_out + 1, sizeof *out);

@@ -47,6 +47,12 @@ struct eng_job {
   uint64_t device_ns;
 };
 
+// What the config asks of the graph's load-time passes: parameters { key:
+// "fuse_attention" value: { string_value: "0" | "1" } } (default 1; "0"
+// leaves attention subgraphs as exported, to compare). Read before the graph
+// is loaded, so only the parameters of the config file count.
+int eng_model_graph_opts(const Inference__ModelConfig *cfg, eng_graph_opts *o, err *e);
+
 // Builds a model from a loaded graph and a completed, validated config. On
 // success the model owns the graph; on failure the caller still does.
 // Starts one thread per instance: per instance_group, `count` on the CPU

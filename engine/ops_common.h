@@ -100,5 +100,7 @@ extern const eng_op_def eng_ops__resize[];
 extern const size_t eng_ops__n_resize;
 extern const eng_op_def eng_ops__conv[];
 extern const size_t eng_ops__n_conv;
+extern const eng_op_def eng_ops__attn[];  // attn.c: the internal inferd.Attention
+extern const size_t eng_ops__n_attn;
 
 #endif

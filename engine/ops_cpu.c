@@ -1058,7 +1058,8 @@ const eng_op_def *eng_ops_cpu_find(const char *op_type) {
                 {eng_ops__reduce, &eng_ops__n_reduce},
                 {eng_ops__shape, &eng_ops__n_shape},
                 {eng_ops__resize, &eng_ops__n_resize},
-                {eng_ops__conv, &eng_ops__n_conv}};
+                {eng_ops__conv, &eng_ops__n_conv},
+                {eng_ops__attn, &eng_ops__n_attn}};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     if (strcmp(ops[i].op_type, op_type) == 0) return &ops[i];
   for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
@@ -1080,6 +1081,8 @@ int eng_ops_cpu_fold(const eng_op_def *d, const eng_op_params *p, const eng_tens
   return d->run(p, in, n_in, out, n_out, e);
 }
 
+// Internal ops (inferd.*) are made by the load-time passes only: a model
+// that names one is refused like any unknown op.
 int eng_ops_supported(const char *op_type) {
-  return eng_ops_cpu_find(op_type) != NULL;
+  return strncmp(op_type, "inferd.", 7) != 0 && eng_ops_cpu_find(op_type) != NULL;
 }

@@ -49,6 +49,7 @@ typedef struct eng_op_params {
   int exclusive, reverse;      // CumSum
   int detect_neg, detect_pos;  // IsInf
   int64_t batch_dims;          // GatherND
+  int nan_zero;                // inferd.Attention (attn.h); its scale is alpha
 } eng_op_params;
 
 enum {

@@ -463,7 +463,8 @@ static const cuda_op *find_op(const char *op_type) {
                   {eng_cuda__elem_ops, &eng_cuda__n_elem_ops},
                   {eng_cuda__reduce_ops, &eng_cuda__n_reduce_ops},
                   {eng_cuda__resize_ops, &eng_cuda__n_resize_ops},
-                  {eng_cuda__index_ops, &eng_cuda__n_index_ops}};
+                  {eng_cuda__index_ops, &eng_cuda__n_index_ops},
+                  {eng_cuda__attn_ops, &eng_cuda__n_attn_ops}};
   for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
     for (size_t i = 0; i < *families[f].n; i++)
       if (strcmp(families[f].ops[i].op_type, op_type) == 0) return &families[f].ops[i];

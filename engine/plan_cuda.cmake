@@ -3,7 +3,8 @@
 # their own files (ops_conv_cuda.c: the conv family through cuDNN;
 # ops_elem_cuda.c: the elementwise family; ops_reduce_cuda.c: the
 # reductions and CumSum; ops_resize_cuda.c: Resize, Upsample, Pad;
-# ops_index_cuda.c: GatherElements, GatherND, Trilu, Split). Included by
+# ops_index_cuda.c: GatherElements, GatherND, Trilu, Split; attn_cuda.c: the
+# fused attention). Included by
 # engine/CMakeLists.txt inside if(INFERD_HAVE_CUDA).
 add_library(inferd_plan_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda.c
@@ -13,6 +14,7 @@ add_library(inferd_plan_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/ops_elem_cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/ops_resize_cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/ops_index_cuda.c
+  ${CMAKE_CURRENT_LIST_DIR}/attn_cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_k.cu)
 target_link_libraries(inferd_plan_cuda PUBLIC inferd_graph inferd_cuda inferd_kernels_cuda
   inferd_kernels CUDA::cudart inferd_base)

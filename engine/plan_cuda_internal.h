@@ -1,7 +1,7 @@
 // engine/plan_cuda_internal.h: how an op family plugs into the CUDA plan
 // (plan_cuda.c). Not a public header: only the plan and the op families'
 // CUDA files (ops_conv_cuda.c, ops_elem_cuda.c, ops_reduce_cuda.c,
-// ops_resize_cuda.c, ops_index_cuda.c) include it.
+// ops_resize_cuda.c, ops_index_cuda.c, attn_cuda.c) include it.
 //
 // A cuda_op runs one node on a slot's stream. The simple ops need only
 // run; an op that keeps state (cuDNN plans per shape, packed weights) adds
@@ -170,5 +170,8 @@ extern const size_t eng_cuda__n_resize_ops;
 // Trilu, Split.
 extern const cuda_op eng_cuda__index_ops[];
 extern const size_t eng_cuda__n_index_ops;
+// The fused attention (attn_cuda.c): inferd.Attention.
+extern const cuda_op eng_cuda__attn_ops[];
+extern const size_t eng_cuda__n_attn_ops;
 
 #endif

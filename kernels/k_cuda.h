@@ -160,6 +160,21 @@ int k_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t axis
 int k_log_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t axis_len,
                            size_t inner, cudaStream_t stream, err *e);
 
+// --- scaled-dot-product attention (k_attn.cu) as k_attn_ref (k_ref.h),
+// flash-style: per block 8 query rows of one (b, h), tiles of 32 keys of Kt
+// and V staged in shared memory, an online softmax (running max and sum) in
+// FP32 whatever the storage, each output rounded once. et K_F32 or K_F16 for
+// o, q, kt, v and mask alike (mask may be NULL). divisor: NULL, or one
+// device element of type div_et (K_F32 or K_F16) the scale is divided by,
+// read on the device so a captured graph replays with the value of the
+// moment. Head sizes d and dv up to K_ATTN_MAX_HEAD (ERR_UNIMPLEMENTED
+// past it). o must not overlap an input. Nothing allocated, no sync:
+// capturable.
+#define K_ATTN_MAX_HEAD 128
+int k_attn_cuda(void *o, const void *q, const void *kt, const void *v, const void *mask,
+                const void *divisor, k_elem div_et, k_elem et, const k_attn_args *a,
+                cudaStream_t stream, err *e);
+
 // --- normalisation (k_norm.cu); bias may be NULL in both.
 int k_layer_norm_cuda(float *y, const float *x, const float *scale, const float *bias, size_t rows,
                       size_t cols, float eps, cudaStream_t stream, err *e);

@@ -145,6 +145,28 @@ void k_resize_linear(float *y, const float *x, size_t nc, int64_t ih, int64_t iw
 void k_softmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner);
 void k_log_softmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner);
 
+// --- scaled-dot-product attention (k_attn.c; CUDA twin k_attn.cu), per
+// (b, h) of a [B, H] batch: O = softmax(scale * Q Kt + mask) V, the softmax
+// over the keys. Q is [Sq, D], Kt the keys already transposed [D, Sk] (what
+// exporters hand the first MatMul), V [Sk, Dv], O [Sq, Dv], each row-major
+// at its (b, h) offset b*sb + h*sh (a stride of 0 broadcasts that operand);
+// the additive mask element (i, j) is at b*m_sb + h*m_sh + i*m_sq + j*m_sk
+// (strides 0 broadcast; no mask: NULL). A row whose softmax is undefined
+// (every score -inf, or a NaN or +inf score) is NaN as the unfused graph
+// computes it, or 0 with nan_zero (the exporters' IsNaN/Where after the
+// Softmax); with no keys at all (sk 0) O is 0, the empty product. Strides
+// count elements.
+typedef struct k_attn_args {
+  int64_t b, h, sq, sk, d, dv;
+  int64_t q_sb, q_sh, k_sb, k_sh, v_sb, v_sh, o_sb, o_sh;
+  int64_t m_sb, m_sh, m_sq, m_sk;
+  float scale;
+  int nan_zero;
+} k_attn_args;
+// The reference: sums in double, one row at a time.
+void k_attn_ref(float *o, const float *q, const float *kt, const float *v, const float *mask,
+                const k_attn_args *a);
+
 // --- normalisation
 // LayerNormalization over the last `cols` elements of each of `rows` rows;
 // bias may be NULL.

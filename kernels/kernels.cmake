@@ -3,6 +3,7 @@ add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/k_unary.c
   ${CMAKE_CURRENT_LIST_DIR}/k_binary.c
   ${CMAKE_CURRENT_LIST_DIR}/k_softmax.c
+  ${CMAKE_CURRENT_LIST_DIR}/k_attn.c
   ${CMAKE_CURRENT_LIST_DIR}/k_norm.c
   ${CMAKE_CURRENT_LIST_DIR}/k_layout.c
   ${CMAKE_CURRENT_LIST_DIR}/k_gemm_ref.c

@@ -40,7 +40,12 @@ static void collect_io(const eng_graph *g, eng_io **in, size_t *n_in, eng_io **o
 static int load_version(srv_model *m, const char *model_dir, const repo_version *rv, int *completed,
                         int config_from_file, int default_max_batch, int n_gpus, srv_version *v, err *e) {
   eng_graph *g = NULL;
-  TRY(eng_graph_load(rv->path, &g, e));
+  eng_graph_opts gopts;
+  TRY(eng_model_graph_opts(m->config, &gopts, e));
+  TRY(eng_graph_load_opts(rv->path, &gopts, &g, e));
+  if (eng_graph_n_attention(g) || gopts.no_fuse_attention)
+    srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": %zu attention subgraph(s) fused%s", m->name,
+            rv->version, eng_graph_n_attention(g), gopts.no_fuse_attention ? " (fuse_attention off)" : "");
   eng_io *in = NULL, *out = NULL;
   size_t n_in, n_out;
   collect_io(g, &in, &n_in, &out, &n_out);

@@ -28,3 +28,14 @@ foreach(t test_graph test_plan test_ops test_ops_vision)
   set_tests_properties(${t} PROPERTIES FIXTURES_REQUIRED graph_models)
   target_compile_definitions(${t} PRIVATE INFERD_GRAPH_MODELS="${_graph_models}")
 endforeach()
+
+# The attention pass on the committed transformer exports, filled with
+# seeded weights by the zoo's fill.py into the build tree first.
+set(_attn_zoo ${CMAKE_CURRENT_BINARY_DIR}/attn_zoo)
+add_test(NAME gen_attn_zoo
+  COMMAND ${INFERD_PYTHON} ${CMAKE_SOURCE_DIR}/tests/models/zoo/fill.py --out ${_attn_zoo}
+          --models bert,distilbert,vit,gpt --no-config)
+set_tests_properties(gen_attn_zoo PROPERTIES FIXTURES_SETUP attn_zoo TIMEOUT 300)
+inferd_unit_test(test_attn SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attn.c LIBS ${_graph_libs})
+set_tests_properties(test_attn PROPERTIES FIXTURES_REQUIRED attn_zoo)
+target_compile_definitions(test_attn PRIVATE ATTN_ZOO="${_attn_zoo}")

@@ -1,0 +1,563 @@
+// engine/attn.c: scaled-dot-product attention (attn.h): the load-time pass
+// that fuses the exporters' subgraph, and the fused op's parsing, shape
+// rule and CPU path.
+//
+// What the exporters write (tests/models/zoo/graphs), from the scores on:
+//   torch SDPA (TorchScript opset 17 and dynamo opset 18: BERT, DistilBERT, ViT)
+//     MatMul(Mul(Q, c), Mul(Kt, c)) -> Add(., mask) -> Softmax(-1)
+//       -> Where(IsNaN(P), 0, P) -> MatMul(., V)
+//     c = sqrt(1/sqrt(D)) on both sides; the mask a Where(bool, 0, -inf)
+//     (-FLT_MAX in dynamo) that stays its own node and is read as is.
+//   GPT-style decoders (TorchScript and dynamo)
+//     Div(MatMul(Q, Kt), d) -> Add(., causal) -> Softmax(-1) -> MatMul(., V)
+//     d a constant (dynamo) or Pow(Cast(Gather(Shape(Q), 3)), 0.5), which
+//     the planner folds per input-shape signature (the fused node's divisor
+//     input, read when planning).
+// Covered: either operand order of Add and Mul, a constant scalar Mul on
+// Q and/or Kt, one Mul by a constant scalar or Div by a constant or
+// shape-derived scalar on the scores, no mask, and the IsNaN/Where pair or
+// none. Every value inside the match must be read by the match alone and be
+// no graph output, so nothing else sees an intermediate that disappears.
+// Scaling Q and K by sqrt(c) each and the scores by c are the same product;
+// only the float rounding of the intermediate differs.
+//
+// CPU path: per (batch, head) two OpenBLAS GEMMs around a max-subtracted
+// softmax (sums in double) over a scratch [Sq, Sk] block the node keeps.
+#include "engine/attn.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/graph_internal.h"
+#include "engine/ops_common.h"
+
+// --- the pass
+
+// Readers of each value: CSR over (node) lists, built once per pass.
+typedef struct readers {
+  int *start;  // per value, n_values + 1 entries
+  int *node;
+} readers;
+
+// Nodes already marked dead (folded by an earlier pass) read nothing.
+static int readers_build(const eng_graph *g, const unsigned char *dead, readers *r) {
+  size_t nv = eng_graph_n_values(g), nn = eng_graph_n_nodes(g), total = 0;
+  r->start = calloc(nv + 2, sizeof *r->start);
+  for (size_t i = 0; r->start && i < nn; i++) {
+    if (dead[i]) continue;
+    const eng_node *n = eng_graph_node(g, i);
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) r->start[n->in[k] + 1]++, total++;
+  }
+  r->node = malloc((total + 1) * sizeof *r->node);
+  if (!r->start || !r->node) return -1;
+  for (size_t v = 0; v < nv; v++) r->start[v + 1] += r->start[v];
+  int *fill = calloc(nv + 1, sizeof *fill);
+  if (!fill) return -1;
+  for (size_t i = 0; i < nn; i++) {
+    if (dead[i]) continue;
+    const eng_node *n = eng_graph_node(g, i);
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) r->node[r->start[n->in[k]] + fill[n->in[k]]++] = (int)i;
+  }
+  free(fill);
+  return 0;
+}
+
+static void readers_free(readers *r) {
+  free(r->start);
+  free(r->node);
+}
+
+static int n_readers(const readers *r, int v) { return r->start[v + 1] - r->start[v]; }
+
+// The node that produces v, or NULL (an input or a constant).
+static const eng_node *producer(const eng_graph *g, int v, int *idx) {
+  if (v < 0) return NULL;
+  const eng_value *x = eng_graph_value(g, (size_t)v);
+  if (x->kind != ENG_VALUE_NODE) return NULL;
+  if (idx) *idx = x->index;
+  return eng_graph_node(g, (size_t)x->index);
+}
+
+static int is(const eng_node *n, const char *op, int n_in) {
+  return n && strcmp(n->op_type, op) == 0 && n->n_in == n_in && n->n_out == 1 && n->out[0] >= 0;
+}
+
+// v is an intermediate the match may remove: read once, by the match, and no graph output.
+static int private_value(const eng_graph *g, const readers *r, int v, int uses) {
+  return v >= 0 && n_readers(r, v) == uses && !eng_graph__is_output(g, v);
+}
+
+// A float constant with one element and rank <= 1: Mul or Div by it never
+// changes the other operand's shape (every operand here has rank >= 2).
+static int const_scalar(const eng_graph *g, int v, double *x) {
+  if (v < 0) return 0;
+  const eng_value *c = eng_graph_value(g, (size_t)v);
+  if (c->kind != ENG_VALUE_CONST || c->dt != DT_FP32 || c->ndims > 1 ||
+      eng_numel(c->ndims, c->dims) != 1)
+    return 0;
+  *x = ((const float *)c->data)[0];
+  return 1;
+}
+
+// v is computed from constants and input shapes alone (never input data),
+// so the planner folds it for every signature.
+static int shape_derived(const eng_graph *g, int v, int depth) {
+  if (v < 0 || depth > 16) return 0;
+  const eng_value *x = eng_graph_value(g, (size_t)v);
+  if (x->kind == ENG_VALUE_CONST) return 1;
+  if (x->kind != ENG_VALUE_NODE) return 0;
+  const eng_node *n = eng_graph_node(g, (size_t)x->index);
+  if (strcmp(n->op_type, "Shape") == 0) return 1;
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k] >= 0 && !shape_derived(g, n->in[k], depth + 1)) return 0;
+  return 1;
+}
+
+// v looks like the scores: a MatMul's output, or a Mul/Div of one.
+static int scores_like(const eng_graph *g, int v) {
+  const eng_node *n = producer(g, v, NULL);
+  if (is(n, "MatMul", 2)) return 1;
+  if (!is(n, "Mul", 2) && !is(n, "Div", 2)) return 0;
+  return is(producer(g, n->in[0], NULL), "MatMul", 2) ||
+         (n->op_type[0] == 'M' && is(producer(g, n->in[1], NULL), "MatMul", 2));
+}
+
+// One match, found from its Softmax.
+typedef struct match {
+  int q, kt, v, mask, div;  // the fused node's inputs (-1: none)
+  double scale;
+  int nan_zero;
+  int last;           // the final MatMul, rewritten into the fused node
+  int dead[8], n_dead;  // the other nodes of the match
+} match;
+
+// Strips a Mul by a constant scalar off operand v of the first MatMul.
+static int unscale(const eng_graph *g, const readers *r, int v, match *m) {
+  int pi;
+  const eng_node *n = producer(g, v, &pi);
+  double c;
+  if (!is(n, "Mul", 2) || !private_value(g, r, v, 1)) return v;
+  for (int s = 0; s < 2; s++)
+    if (const_scalar(g, n->in[1 - s], &c)) {
+      m->scale *= c;
+      m->dead[m->n_dead++] = pi;
+      return n->in[s];
+    }
+  return v;
+}
+
+static int match_at(const eng_graph *g, const readers *r, const unsigned char *dead, size_t si,
+                    match *m) {
+  const eng_node *sm = eng_graph_node(g, si);
+  memset(m, 0, sizeof *m);
+  m->mask = m->div = -1;
+  m->scale = 1.0;
+  if (!is(sm, "Softmax", 1)) return 0;
+  const eng_attr *ax = eng_node_attr(sm, "axis");
+  if (ax ? ax->i != -1 : eng_graph_opset(g) < 13) return 0;  // the last axis, whatever the rank
+  m->dead[m->n_dead++] = (int)si;
+  // after: MatMul(P, V), or MatMul(Where(IsNaN(P), 0, P), V)
+  int p = sm->out[0], pv = p;
+  if (private_value(g, r, p, 2)) {
+    const eng_node *a = eng_graph_node(g, (size_t)r->node[r->start[p]]);
+    const eng_node *b = eng_graph_node(g, (size_t)r->node[r->start[p] + 1]);
+    int ai = r->node[r->start[p]], bi = r->node[r->start[p] + 1];
+    if (is(b, "IsNaN", 1)) {
+      const eng_node *t = a;
+      a = b, b = t;
+      int ti = ai;
+      ai = bi, bi = ti;
+    }
+    double zero;
+    if (!is(a, "IsNaN", 1) || !is(b, "Where", 3) || ai == bi) return 0;
+    if (b->in[0] != a->out[0] || b->in[2] != p || !private_value(g, r, a->out[0], 1) ||
+        !const_scalar(g, b->in[1], &zero) || zero != 0.0)
+      return 0;
+    m->nan_zero = 1;
+    m->dead[m->n_dead++] = ai;
+    m->dead[m->n_dead++] = bi;
+    pv = b->out[0];
+  }
+  if (!private_value(g, r, pv, 1)) return 0;
+  int li = r->node[r->start[pv]];
+  const eng_node *last = eng_graph_node(g, (size_t)li);
+  if (!is(last, "MatMul", 2) || last->in[0] != pv || last->in[1] == pv) return 0;
+  m->last = li;
+  m->v = last->in[1];
+  // before: [Add(scores, mask)] on [Mul(., c) | Div(., d)] on MatMul(Q', Kt')
+  int x = sm->in[0], xi;
+  const eng_node *n = producer(g, x, &xi);
+  if (!private_value(g, r, x, 1) || !n) return 0;
+  if (is(n, "Add", 2)) {
+    int s = -1;
+    for (int k = 0; k < 2 && s < 0; k++)
+      if (scores_like(g, n->in[k]) && n->in[k] != n->in[1 - k]) s = k;
+    if (s < 0) return 0;
+    m->mask = n->in[1 - s];
+    m->dead[m->n_dead++] = xi;
+    x = n->in[s];
+    if (!private_value(g, r, x, 1) || !(n = producer(g, x, &xi))) return 0;
+  }
+  double c;
+  if (is(n, "Mul", 2) || is(n, "Div", 2)) {
+    int div = n->op_type[0] == 'D', s = -1;
+    for (int k = 0; k < (div ? 1 : 2) && s < 0; k++) {
+      const eng_node *o = producer(g, n->in[k], NULL);
+      if (is(o, "MatMul", 2)) s = k;
+    }
+    if (s < 0) return 0;
+    int f = n->in[1 - s];
+    if (const_scalar(g, f, &c)) {
+      if (div && c == 0.0) return 0;  // leave x / 0 to the unfused graph
+      m->scale = div ? 1.0 / c : c;
+    } else if (div && shape_derived(g, f, 0)) {
+      m->div = f;
+    } else {
+      return 0;
+    }
+    m->dead[m->n_dead++] = xi;
+    x = n->in[s];
+    if (!private_value(g, r, x, 1) || !(n = producer(g, x, &xi))) return 0;
+  }
+  if (!is(n, "MatMul", 2)) return 0;
+  m->dead[m->n_dead++] = xi;
+  m->q = unscale(g, r, n->in[0], m);
+  m->kt = unscale(g, r, n->in[1], m);
+  for (int k = 0; k < m->n_dead; k++)
+    if (dead[m->dead[k]]) return 0;
+  return !dead[li] && isfinite(m->scale);
+}
+
+static char *dup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+// Rewrites the final MatMul into the fused node.
+static int rewrite(eng_graph *g, const match *m, err *e) {
+  eng_node *n = eng_graph__node_mut(g, (size_t)m->last);
+  int *in = realloc(n->in, 5 * sizeof *in);
+  eng_attr *at = calloc(2, sizeof *at);
+  char *op = dup(ENG_ATTN_OP), *a0 = dup("scale"), *a1 = dup("nan_zero");
+  if (!in || !at || !op || !a0 || !a1) {
+    if (in) n->in = in;
+    free(at), free(op), free(a0), free(a1);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory fusing attention");
+  }
+  in[0] = m->q, in[1] = m->kt, in[2] = m->v, in[3] = m->mask, in[4] = m->div;
+  n->in = in;
+  n->n_in = 5;
+  free(n->op_type);
+  n->op_type = op;
+  for (int k = 0; k < n->n_attrs; k++) free(n->attrs[k].name);  // MatMul has none; be safe
+  free(n->attrs);
+  at[0].name = a0, at[0].type = 1, at[0].f = (float)m->scale;  // AttributeProto FLOAT
+  at[1].name = a1, at[1].type = 2, at[1].i = m->nan_zero;      // INT
+  n->attrs = at;
+  n->n_attrs = 2;
+  return 0;
+}
+
+int eng_attn__fuse(eng_graph *g, unsigned char *dead, int *changed, err *e) {
+  if (eng_graph__opts(g)->no_fuse_attention) return 0;
+  readers r = {0};
+  if (readers_build(g, dead, &r) != 0) {
+    readers_free(&r);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  int rc = 0;
+  size_t fused = 0;
+  for (size_t i = 0; i < eng_graph_n_nodes(g) && !rc; i++) {
+    match m;
+    if (dead[i] || !match_at(g, &r, dead, i, &m)) continue;
+    rc = rewrite(g, &m, e);
+    for (int k = 0; !rc && k < m.n_dead; k++) dead[m.dead[k]] = 1;
+    if (!rc) fused++;
+  }
+  readers_free(&r);
+  if (fused) *changed = 1;
+  eng_graph__set_n_attention(g, fused);
+  return rc;
+}
+
+// --- the op: parsing and shapes
+
+static int parse_attn(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  p->alpha = op_attr_float(n, "scale", 1.0f);
+  p->nan_zero = op_attr_int(n, "nan_zero", 0) != 0;
+  return 0;
+}
+
+static const char *const SWITCH_HINT =
+    " (the fused attention cannot; parameters { key: \"fuse_attention\" value: { string_value: "
+    "\"0\" } } leaves the graph unfused)";
+
+int eng_attn__analyse(const eng_op_params *p, const eng_tensor *in, int n_in, eng_attn_shape *s,
+                      eng_tensor *y, err *e) {
+  memset(s, 0, sizeof *s);
+  static const char *names[] = {"Q", "Kt", "V", "mask", "divisor"};
+  for (int k = 0; k < 3; k++) {
+    TRY(eng_ops__need_f32(&in[k], names[k], e));
+    if (in[k].ndims < 2)
+      return err_set(e, ERR_UNIMPLEMENTED, "attention: %s has rank %d, not >= 2%s", names[k],
+                     in[k].ndims, SWITCH_HINT);
+  }
+  const eng_tensor *q = &in[0], *kt = &in[1], *v = &in[2];
+  const eng_tensor *mk = op_given(in, n_in, 3) ? &in[3] : NULL;
+  s->sq = q->dims[q->ndims - 2], s->d = q->dims[q->ndims - 1];
+  s->sk = kt->dims[kt->ndims - 1], s->dv = v->dims[v->ndims - 1];
+  if (kt->dims[kt->ndims - 2] != s->d)
+    return err_set(e, ERR_INVALID_ARGUMENT, "attention: inner dimensions differ: %lld vs %lld",
+                   (long long)s->d, (long long)kt->dims[kt->ndims - 2]);
+  if (v->dims[v->ndims - 2] != s->sk)
+    return err_set(e, ERR_INVALID_ARGUMENT, "attention: inner dimensions differ: %lld vs %lld",
+                   (long long)s->sk, (long long)v->dims[v->ndims - 2]);
+  int nb = 0;
+  for (int k = 0; k < 4; k++)
+    if (k < 3 || mk) {
+      int r = in[k].ndims - 2;
+      if (r > nb) nb = r;
+    }
+  if (nb + 2 > ENG_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "attention: rank %d exceeds %d", nb + 2, ENG_MAX_DIMS);
+  s->nb = nb;
+  // padded dims of every operand (mask included, its last two dims apart)
+  int64_t pd[4][ENG_MAX_DIMS];
+  for (int k = 0; k < 4; k++) {
+    if (k == 3 && !mk) {
+      for (int i = 0; i < nb + 2; i++) pd[k][i] = 1;
+      continue;
+    }
+    op_pad_dims(&in[k], nb + 2, pd[k]);
+  }
+  if (mk) {
+    TRY(eng_ops__need_f32(mk, "mask", e));
+    int64_t a = pd[3][nb], b = pd[3][nb + 1];
+    if ((a != 1 && a != s->sq) || (b != 1 && b != s->sk))
+      return err_set(e, ERR_UNIMPLEMENTED,
+                     "attention: mask [.., %lld, %lld] does not broadcast to the scores [.., %lld, %lld]%s",
+                     (long long)a, (long long)b, (long long)s->sq, (long long)s->sk, SWITCH_HINT);
+    s->has_mask = 1;
+    s->m_sk = b == 1 ? 0 : 1;
+    s->m_sq = a == 1 ? 0 : b;
+  }
+  for (int i = 0; i < nb; i++) {
+    int64_t d = 1;
+    for (int k = 0; k < 4; k++)
+      if (pd[k][i] != 1) {
+        if (d != 1 && pd[k][i] != d)
+          return err_set(e, ERR_INVALID_ARGUMENT,
+                         "attention: batch dimensions %lld and %lld do not broadcast",
+                         (long long)d, (long long)pd[k][i]);
+        d = pd[k][i];
+      }
+    s->batch[i] = d;
+  }
+  TRY(eng_ops__checked_numel(nb, s->batch, "attention batch", e));
+  int64_t head[5] = {s->sq * s->d, s->d * s->sk, s->sk * s->dv, pd[3][nb] * pd[3][nb + 1],
+                     s->sq * s->dv};
+  int64_t *st[5] = {s->qs, s->ks, s->vs, s->ms, s->os};
+  for (int k = 0; k < 5; k++) {
+    int64_t acc = head[k];
+    for (int i = nb - 1; i >= 0; i--) {
+      int64_t d = k == 4 ? s->batch[i] : pd[k][i];
+      st[k][i] = d == 1 ? 0 : acc;
+      acc *= d;
+    }
+  }
+  double scale = p->alpha;
+  if (op_given(in, n_in, 4)) {
+    const eng_tensor *dv = &in[4];
+    TRY(eng_ops__need_f32(dv, "divisor", e));
+    if (eng_numel(dv->ndims, dv->dims) != 1 || dv->ndims > nb + 2)
+      return err_set(e, ERR_INVALID_ARGUMENT, "attention: the divisor must be a scalar");
+    if (!dv->data)
+      return err_set(e, ERR_INVALID_ARGUMENT, "attention: the divisor is not known when planning");
+    scale /= ((const float *)dv->data)[0];
+  }
+  s->scale = (float)scale;
+  if (y) {
+    for (int i = 0; i < nb; i++) y->dims[i] = s->batch[i];
+    y->dims[nb] = s->sq;
+    y->dims[nb + 1] = s->dv;
+    y->ndims = nb + 2;
+    y->dt = DT_FP32;
+    TRY(eng_ops__checked_numel(y->ndims, y->dims, "attention output", e));
+  }
+  return 0;
+}
+
+int eng_attn__kernel_args(const eng_attn_shape *s, k_attn_args *a, err *e) {
+  // merge batch dims i-1 and i where every operand steps through them as one
+  int64_t dims[ENG_MAX_DIMS], str[5][ENG_MAX_DIMS];
+  const int64_t *src[5] = {s->qs, s->ks, s->vs, s->ms, s->os};
+  int n = 0;
+  for (int i = 0; i < s->nb; i++) {
+    if (s->batch[i] == 1) continue;
+    int merge = n > 0;
+    for (int k = 0; k < 5 && merge; k++)
+      merge = str[k][n - 1] == src[k][i] * s->batch[i];
+    if (merge) {
+      dims[n - 1] *= s->batch[i];
+      for (int k = 0; k < 5; k++) str[k][n - 1] = src[k][i];
+      continue;
+    }
+    dims[n] = s->batch[i];
+    for (int k = 0; k < 5; k++) str[k][n] = src[k][i];
+    n++;
+  }
+  if (n > 2)
+    return err_set(e, ERR_UNIMPLEMENTED,
+                   "attention: %d batch dimensions that do not merge into two%s", n, SWITCH_HINT);
+  memset(a, 0, sizeof *a);
+  a->b = n == 2 ? dims[0] : 1;
+  a->h = n >= 1 ? dims[n - 1] : 1;
+  int64_t *sb[5] = {&a->q_sb, &a->k_sb, &a->v_sb, &a->m_sb, &a->o_sb};
+  int64_t *sh[5] = {&a->q_sh, &a->k_sh, &a->v_sh, &a->m_sh, &a->o_sh};
+  for (int k = 0; k < 5; k++) {
+    *sb[k] = n == 2 ? str[k][0] : 0;
+    *sh[k] = n >= 1 ? str[k][n - 1] : 0;
+  }
+  a->sq = s->sq, a->sk = s->sk, a->d = s->d, a->dv = s->dv;
+  a->m_sq = s->m_sq, a->m_sk = s->m_sk;
+  a->scale = s->scale;
+  return 0;
+}
+
+static int infer_attn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_out;
+  eng_attn_shape s;
+  return eng_attn__analyse(p, in, n_in, &s, &out[0], e);
+}
+
+// --- the op: CPU path
+
+// One head: S = scale * Q Kt (+ mask), softmax by rows in place, O = S V.
+static void head(float *o, const float *q, const float *kt, const float *v, const float *mask,
+                 const eng_attn_shape *s, int nan_zero, float *sc) {
+  int64_t sq = s->sq, sk = s->sk, d = s->d, dv = s->dv;
+  if (d > 0)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)sq, (blasint)sk, (blasint)d,
+                s->scale, q, (blasint)d, kt, (blasint)sk, 0.0f, sc, (blasint)sk);
+  else
+    memset(sc, 0, (size_t)(sq * sk) * sizeof *sc);
+  for (int64_t i = 0; i < sq; i++) {
+    float *row = sc + i * sk;
+    if (mask)
+      for (int64_t j = 0; j < sk; j++) row[j] += mask[i * s->m_sq + j * s->m_sk];
+    // max-subtracted; undefined (NaN, as Softmax gives) when the max is not
+    // finite or a score is NaN, then 0 with nan_zero (IsNaN/Where)
+    float mx = -INFINITY;
+    int bad = 0;
+    for (int64_t j = 0; j < sk; j++) {
+      if (isnan(row[j])) bad = 1;
+      else if (row[j] > mx) mx = row[j];
+    }
+    if (bad || !isfinite(mx)) {
+      float fill = nan_zero ? 0.0f : NAN;
+      for (int64_t j = 0; j < sk; j++) row[j] = fill;
+      continue;
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < sk; j++) {
+      row[j] = expf(row[j] - mx);
+      sum += row[j];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int64_t j = 0; j < sk; j++) row[j] *= inv;
+  }
+  if (sk > 0)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)sq, (blasint)dv, (blasint)sk,
+                1.0f, sc, (blasint)sk, v, (blasint)dv, 0.0f, o, (blasint)dv);
+  else
+    memset(o, 0, (size_t)(sq * dv) * sizeof *o);
+}
+
+static int run_with(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                    float *sc, err *e) {
+  eng_attn_shape s;
+  TRY(eng_attn__analyse(p, in, n_in, &s, NULL, e));
+  const float *q = in[0].data, *kt = in[1].data, *v = in[2].data;
+  const float *m = s.has_mask ? in[3].data : NULL;
+  float *o = out[0].data;
+  int64_t total = 1;
+  for (int i = 0; i < s.nb; i++) total *= s.batch[i];
+  if (!total || !s.sq || !s.dv) return 0;
+  int64_t idx[ENG_MAX_DIMS] = {0};
+  for (int64_t t = 0; t < total; t++) {
+    int64_t qo = 0, ko = 0, vo = 0, mo = 0, oo = 0;
+    for (int i = 0; i < s.nb; i++) {
+      qo += idx[i] * s.qs[i], ko += idx[i] * s.ks[i], vo += idx[i] * s.vs[i];
+      mo += idx[i] * s.ms[i], oo += idx[i] * s.os[i];
+    }
+    head(o + oo, q + qo, kt + ko, v + vo, m ? m + mo : NULL, &s, p->nan_zero, sc);
+    for (int i = s.nb - 1; i >= 0; i--) {
+      if (++idx[i] < s.batch[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return 0;
+}
+
+static size_t scratch_floats(const eng_tensor *in) {
+  int64_t sq = in[0].dims[in[0].ndims - 2], sk = in[1].dims[in[1].ndims - 1];
+  return (size_t)(sq * sk);
+}
+
+static int run_attn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                    int n_out, err *e) {
+  (void)n_out;
+  size_t n = scratch_floats(in);
+  float *sc = malloc((n ? n : 1) * sizeof *sc);
+  if (!sc) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory (attention scores)");
+  int rc = run_with(p, in, n_in, out, sc, e);
+  free(sc);
+  return rc;
+}
+
+// The plan's path: the scores' scratch lives with the node, grown to the
+// largest shape seen, so a run allocates only when a signature grows it.
+typedef struct attn_state {
+  float *sc;
+  size_t cap;
+} attn_state;
+
+static int run_attn_state(eng_op_state *st, const eng_op_params *p, const eng_tensor *in, int n_in,
+                          eng_tensor *out, int n_out, err *e) {
+  (void)n_out;
+  attn_state *a = st->node;
+  if (!a) {
+    if (!(a = calloc(1, sizeof *a))) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    st->node = a;
+  }
+  size_t n = scratch_floats(in);
+  if (n > a->cap || !a->sc) {
+    free(a->sc);
+    a->cap = 0;
+    if (!(a->sc = malloc((n ? n : 1) * sizeof *a->sc)))
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory (attention scores)");
+    a->cap = n;
+  }
+  return run_with(p, in, n_in, out, a->sc, e);
+}
+
+static void destroy_attn(void *node_state) {
+  attn_state *a = node_state;
+  if (a) free(a->sc);
+  free(a);
+}
+
+const eng_op_def eng_ops__attn[] = {
+    {ENG_ATTN_OP, 3, 5, 1, 1, 0, parse_attn, infer_attn, run_attn, ENG_IN(4), run_attn_state,
+     destroy_attn},
+};
+const size_t eng_ops__n_attn = sizeof eng_ops__attn / sizeof eng_ops__attn[0];

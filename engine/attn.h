@@ -1,0 +1,66 @@
+// engine/attn.h: scaled-dot-product attention, one home for the op family:
+// the load-time pass that recognises the subgraph exporters write for it
+// (attn.c), the fused op's attributes, shape rule and CPU path (attn.c, on
+// OpenBLAS), its CUDA path (attn_cuda.c over kernels/k_attn.cu) and the C
+// reference (kernels/k_attn.c). Not a public header.
+//
+// The fused node, op_type "inferd.Attention" (internal: a model cannot
+// name it), computes O = softmax(scale / divisor * Q Kt + mask) V with
+// inputs
+//   0 Q    [batch..., Sq, D]
+//   1 Kt   [batch..., D, Sk]  the keys TRANSPOSED, as the exporters hand
+//                             them to the first MatMul (no copy to undo it)
+//   2 V    [batch..., Sk, Dv]
+//   3 mask optional, additive, broadcast to [batch..., Sq, Sk]
+//   4 divisor optional scalar known when planning (a constant, or computed
+//          from shapes: GPT's Pow(Cast(Shape(Q)[3]), 0.5)); a host_in input
+// and attributes scale (float, default 1) and nan_zero (int: a row whose
+// softmax is undefined, every score -inf or a NaN, gives 0 instead of NaN,
+// as the exporters' IsNaN/Where after the Softmax makes it). Batch dims
+// broadcast as MatMul's and Add's do, so the fused node's output has the
+// unfused one's shape; a mask that would enlarge Sq or Sk is refused when
+// planning, with a message naming the switch that turns the pass off.
+#ifndef INFERD_ENGINE_ATTN_H
+#define INFERD_ENGINE_ATTN_H
+
+#include <stdint.h>
+
+#include "engine/graph.h"
+#include "engine/ops_cpu.h"
+#include "engine/tensor.h"
+#include "kernels/base/err.h"
+#include "kernels/k_ref.h"
+
+#define ENG_ATTN_OP "inferd.Attention"
+
+// The pass (graph_pass.c runs it after constant folding): rewrites each
+// matched subgraph's last MatMul into an inferd.Attention node and marks
+// the other nodes of the match dead (dead has one entry per node). Sets
+// *changed when it fused any; the count goes to eng_graph_n_attention.
+int eng_attn__fuse(eng_graph *g, unsigned char *dead, int *changed, err *e);
+
+// The fused op's shapes for concrete inputs: batch dims (broadcast over
+// every operand), per-operand element strides per batch dim (0 where the
+// operand broadcasts), the head sizes and the mask's row/column strides.
+typedef struct eng_attn_shape {
+  int nb;
+  int64_t batch[ENG_MAX_DIMS];
+  int64_t qs[ENG_MAX_DIMS], ks[ENG_MAX_DIMS], vs[ENG_MAX_DIMS], ms[ENG_MAX_DIMS],
+      os[ENG_MAX_DIMS];
+  int64_t sq, sk, d, dv;
+  int has_mask;
+  int64_t m_sq, m_sk;
+  float scale;  // attribute scale / divisor
+} eng_attn_shape;
+
+// Analyses in[0..n_in) (their `data` is needed only for the divisor); y
+// gets the output's type and shape when not NULL.
+int eng_attn__analyse(const eng_op_params *p, const eng_tensor *in, int n_in, eng_attn_shape *s,
+                      eng_tensor *y, err *e);
+
+// Collapses s's batch dims into the kernels' [B, H] (k_attn_args), where
+// every operand's strides allow; ERR_UNIMPLEMENTED when more than two batch
+// dims stay apart.
+int eng_attn__kernel_args(const eng_attn_shape *s, k_attn_args *a, err *e);
+
+#endif

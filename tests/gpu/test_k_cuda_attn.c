@@ -1,0 +1,178 @@
+// Tests kernels/k_attn.cu (k_attn_cuda) against the C reference k_attn_ref
+// at several shapes: head sizes 32, 64 and 128 (and odd ones: 1, 20, 80,
+// d != dv), key counts below, at and across tile edges, one query row and
+// many; masks: none, a padding mask per batch row, a causal [Sq, Sk] mask,
+// a full one with a fully masked row (NaN, or 0 with nan_zero), keys and
+// values shared by every head (stride 0); a divisor read on the device
+// (float and half); FP32 and FP16 storage; and one launch captured in a
+// CUDA graph and replayed. Argument errors are checked with no GPU too.
+// Tolerances. FP32: rtol 1e-4, atol 1e-5: the kernel sums scores and
+// outputs in float in another order than the reference's double, and
+// expf is within 2 ulp; over at most a few hundred keys of O(1) values that
+// stays near 1e-6 relative. FP16: the reference runs on the half-rounded
+// inputs (and mask); the kernel's only extra error is the output's rounding
+// to half (2^-11 relative) plus the float sums: rtol 2e-3, atol 2e-3.
+#include "test_k_cuda_util.h"
+
+static uint16_t f2h(float f) {
+  uint16_t h;
+  k_f32_to_f16(&h, &f, 1);
+  return h;
+}
+
+typedef struct acase {
+  int64_t b, h, sq, sk, d, dv;
+  int mask;      // 0 none, 1 padding [B,1,1,Sk], 2 causal [Sq,Sk], 3 full [B,H,Sq,Sk] with row 0 off
+  int kv_shared; // K and V one per batch row, shared by the heads (stride 0)
+  int nan_zero;
+  int divisor;   // 0 none, 1 float, 2 half
+} acase;
+
+static void run_case(tk_rng *r, const acase *c, int half, int capture) {
+  k_attn_args a = {.b = c->b, .h = c->h, .sq = c->sq, .sk = c->sk, .d = c->d, .dv = c->dv,
+                   .scale = 1.0f / sqrtf((float)(c->d ? c->d : 1)), .nan_zero = c->nan_zero};
+  int64_t hk = c->kv_shared ? 1 : c->h;
+  a.q_sh = c->sq * c->d, a.q_sb = c->h * a.q_sh;
+  a.k_sh = c->kv_shared ? 0 : c->d * c->sk, a.k_sb = hk * c->d * c->sk;
+  a.v_sh = c->kv_shared ? 0 : c->sk * c->dv, a.v_sb = hk * c->sk * c->dv;
+  a.o_sh = c->sq * c->dv, a.o_sb = c->h * a.o_sh;
+  size_t nm = 0;
+  if (c->mask == 1) nm = (size_t)(c->b * c->sk), a.m_sb = c->sk, a.m_sk = 1;
+  if (c->mask == 2) nm = (size_t)(c->sq * c->sk), a.m_sq = c->sk, a.m_sk = 1;
+  if (c->mask == 3) {
+    nm = (size_t)(c->b * c->h * c->sq * c->sk);
+    a.m_sk = 1, a.m_sq = c->sk, a.m_sh = c->sq * c->sk, a.m_sb = c->h * c->sq * c->sk;
+  }
+  size_t nq = (size_t)(c->b * c->h * c->sq * c->d), nk = (size_t)(c->b * hk * c->d * c->sk);
+  size_t nv = (size_t)(c->b * hk * c->sk * c->dv), no = (size_t)(c->b * c->h * c->sq * c->dv);
+  float *q = tk_xmalloc(nq * 4), *kt = tk_xmalloc(nk * 4), *v = tk_xmalloc(nv * 4);
+  float *m = tk_xmalloc(nm * 4 + 4), *want = tk_xmalloc(no * 4), *got = tk_xmalloc(no * 4);
+  tk_fill(r, q, nq, -2, 2);
+  tk_fill(r, kt, nk, -2, 2);
+  tk_fill(r, v, nv, -1, 1);
+  for (size_t i = 0; i < nm; i++) m[i] = tk_uniform(r, -1, 0);
+  if (c->mask == 1)  // the last third of each row's keys off, batch row 1 entirely
+    for (int64_t b = 0; b < c->b; b++)
+      for (int64_t j = 0; j < c->sk; j++)
+        if (j >= c->sk - c->sk / 3 || b == 1) m[b * c->sk + j] = -INFINITY;
+  if (c->mask == 2)
+    for (int64_t i = 0; i < c->sq; i++)
+      for (int64_t j = 0; j < c->sk; j++)
+        if (j > i + (c->sk - c->sq)) m[i * c->sk + j] = -INFINITY;
+  if (c->mask == 3) {
+    for (size_t i = 0; i < nm; i++)
+      if (tk_next(r) % 4 == 0) m[i] = -INFINITY;
+    for (int64_t j = 0; j < c->sk; j++) m[j] = -INFINITY;  // (0, 0, 0, :)
+  }
+  float dvsr = 1.5f;
+  // FP16: the reference sees the half-rounded operands
+  size_t counts[4] = {nq, nk, nv, nm};
+  float *host[4] = {q, kt, v, m};
+  uint16_t *hbuf[4] = {0};
+  for (int t = 0; t < 4; t++) {
+    if (!half) continue;
+    hbuf[t] = tk_xmalloc(counts[t] * 2 + 2);
+    k_f32_to_f16(hbuf[t], host[t], counts[t]);
+    k_f16_to_f32(host[t], hbuf[t], counts[t]);
+  }
+  k_attn_args ra = a;
+  if (c->divisor) ra.scale = a.scale / dvsr;
+  k_attn_ref(want, q, kt, v, c->mask ? m : NULL, &ra);
+  size_t es = half ? 2 : 4;
+  void *dq = tk_to_dev(half ? (void *)hbuf[0] : q, nq * es), *dk = tk_to_dev(half ? (void *)hbuf[1] : kt, nk * es);
+  void *dv = tk_to_dev(half ? (void *)hbuf[2] : v, nv * es);
+  void *dm = c->mask ? tk_to_dev(half ? (void *)hbuf[3] : m, nm * es) : NULL;
+  uint16_t dh = f2h(dvsr);
+  void *ddiv = c->divisor == 1 ? tk_to_dev(&dvsr, 4) : c->divisor == 2 ? tk_to_dev(&dh, 2) : NULL;
+  void *dout = tk_dev_alloc(no * es);
+  k_elem et = half ? K_F16 : K_F32, det = c->divisor == 2 ? K_F16 : K_F32;
+  if (capture) {
+    cudaStream_t st;
+    cudaGraph_t gr;
+    cudaGraphExec_t ex;
+    TK_CUDA(cudaStreamCreate(&st));
+    TK_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    err e = {0};
+    int rc = k_attn_cuda(dout, dq, dk, dv, dm, ddiv, det, et, &a, st, &e);
+    TK_CUDA(cudaStreamEndCapture(st, &gr));
+    CHECK_EQ_INT(rc, 0);
+    TK_CUDA(cudaGraphInstantiate(&ex, gr, 0));
+    TK_CUDA(cudaMemset(dout, 0, no * es));
+    TK_CUDA(cudaGraphLaunch(ex, st));
+    TK_CUDA(cudaGraphLaunch(ex, st));  // a replay computes the same again
+    TK_CUDA(cudaStreamSynchronize(st));
+    TK_CUDA(cudaGraphExecDestroy(ex));
+    TK_CUDA(cudaGraphDestroy(gr));
+    TK_CUDA(cudaStreamDestroy(st));
+  } else {
+    TK_OK(k_attn_cuda(dout, dq, dk, dv, dm, ddiv, det, et, &a, NULL, TK_E));
+  }
+  if (half) {
+    uint16_t *gh = tk_xmalloc(no * 2);
+    tk_from_dev(gh, dout, no * 2);
+    k_f16_to_f32(got, gh, no);
+    free(gh);
+  } else {
+    tk_from_dev(got, dout, no * 4);
+  }
+  char what[160];
+  snprintf(what, sizeof what, "attn %s [%lld,%lld,%lld,%lld,%lld,%lld] mask %d%s%s div %d%s",
+           half ? "f16" : "f32", (long long)c->b, (long long)c->h, (long long)c->sq,
+           (long long)c->sk, (long long)c->d, (long long)c->dv, c->mask,
+           c->kv_shared ? " kv-shared" : "", c->nan_zero ? " nan_zero" : "", c->divisor,
+           capture ? " captured" : "");
+  tk_compare(what, got, want, no, half ? 2e-3 : 1e-4, half ? 2e-3 : 1e-5);
+  TK_CUDA(cudaFree(dq));
+  TK_CUDA(cudaFree(dk));
+  TK_CUDA(cudaFree(dv));
+  if (dm) TK_CUDA(cudaFree(dm));
+  if (ddiv) TK_CUDA(cudaFree(ddiv));
+  TK_CUDA(cudaFree(dout));
+  for (int t = 0; t < 4; t++) free(hbuf[t]);
+  free(q), free(kt), free(v), free(m), free(want), free(got);
+}
+
+static void test_cases(void) {
+  static const acase cases[] = {
+      {2, 4, 16, 16, 64, 64, 1, 0, 1, 0},    // BERT-like, padding mask, batch row 1 off
+      {2, 4, 16, 16, 64, 64, 1, 0, 0, 0},    // the same without nan_zero: that row NaN
+      {1, 2, 128, 128, 64, 64, 2, 0, 0, 1},  // GPT-like causal, divisor float
+      {1, 2, 100, 100, 32, 32, 2, 0, 0, 2},  // causal, divisor half
+      {2, 3, 9, 77, 128, 128, 3, 0, 1, 0},   // full mask with a row off, d 128
+      {1, 12, 197, 197, 64, 64, 0, 0, 0, 0}, // ViT-B-like, no mask
+      {3, 2, 1, 33, 32, 32, 1, 0, 1, 0},     // one query row, keys across a tile edge
+      {2, 4, 7, 31, 80, 20, 0, 1, 0, 0},     // d != dv, K/V shared by the heads
+      {1, 1, 5, 1, 1, 1, 0, 0, 0, 0},        // tiny
+      {1, 3, 40, 64, 20, 128, 2, 0, 0, 0},   // causal with Sk > Sq (offset diagonal)
+      {1, 1, 3, 0, 8, 8, 0, 0, 1, 0},        // no keys: the empty product, 0
+      {1, 1, 3, 0, 8, 8, 0, 0, 0, 0},        // the same without nan_zero: still 0
+  };
+  tk_rng r = {77};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int half = 0; half < 2; half++) run_case(&r, &cases[i], half, 0);
+  run_case(&r, &cases[2], 1, 1);
+  run_case(&r, &cases[0], 0, 1);
+}
+
+static void test_errors(void) {
+  err e = {0};
+  k_attn_args a = {.b = 1, .h = 1, .sq = 4, .sk = 4, .d = 256, .dv = 64, .scale = 1};
+  float *p = (float *)16;
+  CHECK_EQ_INT(k_attn_cuda(p, p, p, p, NULL, NULL, K_F32, K_F32, &a, NULL, &e), ERR_UNIMPLEMENTED);
+  CHECK_CONTAINS(e.msg, "k_attn_cuda");
+  a.d = 64;
+  CHECK_EQ_INT(k_attn_cuda(p, p, p, p, NULL, NULL, K_F32, K_I64, &a, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_attn_cuda(NULL, p, p, p, NULL, NULL, K_F32, K_F32, &a, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_attn_cuda(p, p, p, p, NULL, p, K_I32, K_F32, &a, NULL, &e), ERR_INVALID_ARGUMENT);
+  a.sq = -1;
+  CHECK_EQ_INT(k_attn_cuda(p, p, p, p, NULL, NULL, K_F32, K_F32, &a, NULL, &e), ERR_INVALID_ARGUMENT);
+  a.sq = 0;  // nothing to do: touches no pointer
+  CHECK_EQ_INT(k_attn_cuda(NULL, NULL, NULL, NULL, NULL, NULL, K_F32, K_F32, &a, NULL, &e), 0);
+}
+
+int main(void) {
+  test_errors();
+  tk_require_device();
+  test_cases();
+  CHECK_DONE();
+}

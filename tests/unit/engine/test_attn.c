@@ -1,0 +1,349 @@
+// tests/unit/engine/test_attn.c: the attention pass and the fused op
+// (engine/attn.c). The pass on every committed transformer export (filled
+// with weights by tests/models/zoo/fill.py into ATTN_ZOO): the number of
+// fused nodes per graph, no Softmax left, and the fused plan's outputs
+// against the same graph loaded with the pass off. On small models built
+// here: the exact pattern fused and checked against the C reference
+// (k_attn_ref) with masks of several shapes, a fully masked row (IsNaN/Where
+// gives 0, without it NaN), and near misses left alone.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "engine/graph.h"
+#include "engine/plan.h"
+#include "kernels/k_ref.h"
+#include "onnx_build.h"
+
+#define MODEL "attn_model.onnx"
+enum { F = 1, I64 = 7 };
+
+static size_t count_op(const eng_graph *g, const char *op) {
+  size_t c = 0;
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) c += strcmp(eng_graph_node(g, i)->op_type, op) == 0;
+  return c;
+}
+
+static uint64_t rng_s = 88172645463325252ull;
+static float urand(float lo, float hi) {
+  rng_s ^= rng_s << 13, rng_s ^= rng_s >> 7, rng_s ^= rng_s << 17;
+  return lo + (hi - lo) * (float)((rng_s >> 40) * (1.0 / 16777216.0));
+}
+
+static eng_tensor mk(dtype dt, int nd, const int64_t *d, void *data) {
+  eng_tensor t = {dt, nd, {0}, data, 0};
+  for (int i = 0; i < nd; i++) t.dims[i] = d[i];
+  t.bytes = (size_t)eng_numel(nd, t.dims) * dtype_size(dt);
+  return t;
+}
+
+// Loads path with the pass on or off, plans it, runs ins; copies output 0 into *out (malloc'd).
+static int load_run(const char *path, int fuse, const eng_tensor *ins, size_t n_in, float **out,
+                    size_t *n_out_el, size_t *n_fused, err *e) {
+  eng_graph_opts o = {.no_fuse_attention = !fuse};
+  eng_graph *g = NULL;
+  eng_plan *p = NULL;
+  TRY(eng_graph_load_opts(path, &o, &g, e));
+  *n_fused = eng_graph_n_attention(g);
+  int rc = eng_plan_create(g, 0, &p, e);
+  eng_tensor y[4];
+  memset(y, 0, sizeof y);
+  size_t no = eng_graph_n_outputs(g);
+  if (!rc) rc = eng_plan_run(p, ins, n_in, y, no, e);
+  if (!rc) {
+    *n_out_el = (size_t)eng_numel(y[0].ndims, y[0].dims);
+    *out = malloc(*n_out_el * sizeof **out + 1);
+    memcpy(*out, y[0].data, *n_out_el * sizeof **out);
+  }
+  eng_plan_destroy(p);
+  eng_graph_destroy(g);
+  return rc;
+}
+
+// Largest |a - b| / (atol + rtol |b|); NaN must meet NaN.
+static double worst(const float *a, const float *b, size_t n, double rtol, double atol) {
+  double w = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(a[i]) || isnan(b[i])) {
+      if (!(isnan(a[i]) && isnan(b[i]))) return INFINITY;
+      continue;
+    }
+    double r = fabs((double)a[i] - b[i]) / (atol + rtol * fabs((double)b[i]));
+    if (r > w) w = r;
+  }
+  return w;
+}
+
+// --- the committed exports
+
+static void test_zoo(void) {
+  static const struct {
+    const char *model;
+    int batch;  // 0: a fixed batch of 1 in the graph
+  } zoo[] = {{"bert_dynamo18", 0}, {"distilbert_dynamo18", 0}, {"distilbert_ts17", 2},
+             {"vit_dynamo18", 0},  {"vit_ts17", 2},            {"gpt_dynamo18", 2},
+             {"gpt_ts17", 2}};
+  for (size_t z = 0; z < sizeof zoo / sizeof zoo[0]; z++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s/1/model.onnx", ATTN_ZOO, zoo[z].model);
+    // the graph as loaded: every attention fused, nothing left of the pattern
+    eng_graph *g = NULL;
+    err e = {0};
+    int rc = eng_graph_load(path, &g, &e);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) {
+      fprintf(stderr, "%s: %s\n", zoo[z].model, e.msg);
+      continue;
+    }
+    printf("%s: %zu attention node(s) fused\n", zoo[z].model, eng_graph_n_attention(g));
+    CHECK_EQ_INT(eng_graph_n_attention(g), 2);  // two layers in every export
+    CHECK_EQ_INT(count_op(g, "inferd.Attention"), 2);
+    CHECK_EQ_INT(count_op(g, "Softmax"), 0);
+    CHECK_EQ_INT(count_op(g, "IsNaN"), 0);
+    // inputs: ids (int64), a padding mask with its last positions off
+    // (a whole row off in batch row 1 where there are two), or pixels
+    int64_t seq = 16, b = zoo[z].batch ? zoo[z].batch : 1;
+    eng_tensor ins[4];
+    void *bufs[4] = {0};
+    size_t n_in = eng_graph_n_inputs(g);
+    for (size_t i = 0; i < n_in && i < 4; i++) {
+      const eng_io *io = eng_graph_input(g, i);
+      int64_t d[ENG_MAX_DIMS];
+      for (int k = 0; k < io->ndims; k++) d[k] = io->dims[k] >= 0 ? io->dims[k] : (k == 0 ? b : seq);
+      size_t n = (size_t)eng_numel(io->ndims, d);
+      bufs[i] = calloc(n + 1, 8);
+      if (io->dt == DT_INT64) {
+        int64_t *x = bufs[i];
+        int is_mask = strstr(io->name, "mask") != NULL;
+        for (size_t k = 0; k < n; k++)
+          x[k] = is_mask ? (int64_t)((k % (size_t)seq) < (size_t)seq - 3 && !(k >= (size_t)seq && b > 1 && k < 2 * (size_t)seq))
+                         : (int64_t)((k * 7 + 3) % 50);
+      } else {
+        float *x = bufs[i];
+        for (size_t k = 0; k < n; k++) x[k] = urand(-1, 1);
+      }
+      ins[i] = mk(io->dt, io->ndims, d, bufs[i]);
+    }
+    eng_graph_destroy(g);
+    float *fused = NULL, *plain = NULL;
+    size_t nf = 0, np = 0, cf = 0, cp = 0;
+    rc = load_run(path, 1, ins, n_in, &fused, &nf, &cf, &e);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) fprintf(stderr, "%s fused: %s\n", zoo[z].model, e.msg);
+    rc = load_run(path, 0, ins, n_in, &plain, &np, &cp, &e);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) fprintf(stderr, "%s unfused: %s\n", zoo[z].model, e.msg);
+    CHECK_EQ_INT(cf, 2);
+    CHECK_EQ_INT(cp, 0);  // the switch leaves the graph as exported
+    if (fused && plain && nf == np) {
+      double w = worst(fused, plain, nf, 1e-4, 1e-5);
+      printf("  fused vs unfused: worst %.3g of tolerance (%zu outputs)\n", w, nf);
+      CHECK(w <= 1.0);
+    } else {
+      CHECK(0);
+    }
+    free(fused);
+    free(plain);
+    for (int i = 0; i < 4; i++) free(bufs[i]);
+  }
+}
+
+// --- small models built here
+
+enum {
+  V_PLAIN = 0,    // MatMul -> Softmax -> MatMul
+  V_SDPA = 1,     // torch SDPA: Mul(Q, c), Mul(Kt, c), Add(mask), IsNaN/Where
+  V_GPT = 2,      // Div(MatMul, d) -> Add(causal-style mask) -> Softmax -> MatMul
+  // near misses, built on V_SDPA
+  V_SCORES_OUT = 3,  // the scores are also a graph output
+  V_AXIS = 4,        // Softmax over another axis
+  V_DIV_DATA = 5,    // the divisor is input data
+  V_WHERE_ONE = 6,   // the NaN Where puts 1, not 0
+  V_P_READ = 7,      // the probabilities are read by a second node
+};
+
+// Q [B,H,Sq,D], Kt [B,H,D,Sk], V [B,H,Sk,Dv] and mask (dims md) as inputs.
+static ob *attn_model(int variant, const int64_t *qd, const int64_t *kd, const int64_t *vd,
+                      int mnd, const int64_t *md, float c) {
+  ob *b = ob_new(17);
+  ob_input(b, "q", F, 4, qd);
+  ob_input(b, "kt", F, 4, kd);
+  ob_input(b, "v", F, 4, vd);
+  int mask = mnd > 0 && variant != V_PLAIN;
+  if (mask) ob_input(b, "mask", F, mnd, md);
+  int64_t one = 1;
+  ob_init(b, "c", F, 1, &one, &c, sizeof c);
+  float zero = variant == V_WHERE_ONE ? 1.0f : 0.0f;
+  ob_init(b, "zero", F, 0, NULL, &zero, sizeof zero);
+  const char *scores = "s";
+  if (variant == V_PLAIN) {
+    ob_node(b, "MatMul", "mm0", "q,kt", "s");
+  } else if (variant == V_GPT || variant == V_DIV_DATA) {
+    ob_node(b, "MatMul", "mm0", "q,kt", "s0");
+    if (variant == V_DIV_DATA) ob_input(b, "d", F, 0, NULL);
+    ob_node(b, "Div", "div", variant == V_DIV_DATA ? "s0,d" : "s0,c", "s1");
+    ob_node(b, "Add", "add", mask ? "mask,s1" : "s1,zero", "s");  // mask first: either order
+  } else {
+    ob_node(b, "Mul", "mq", "q,c", "qs");
+    ob_node(b, "Mul", "mk", "c,kt", "ks");
+    ob_node(b, "MatMul", "mm0", "qs,ks", "s0");
+    if (mask) ob_node(b, "Add", "add", "s0,mask", "s");
+    else scores = "s0";
+  }
+  Onnx__NodeProto *sm = ob_node(b, "Softmax", "sm", scores, "p");
+  ob_attr_i(b, sm, "axis", variant == V_AXIS ? 2 : -1);
+  const char *pv = "p";
+  if (variant != V_PLAIN && variant != V_GPT && variant != V_DIV_DATA) {
+    ob_node(b, "IsNaN", "isnan", "p", "nan");
+    ob_node(b, "Where", "where", "nan,zero,p", "pz");
+    pv = "pz";
+  }
+  char in[64];
+  snprintf(in, sizeof in, "%s,v", pv);
+  ob_node(b, "MatMul", "mm1", in, "y");
+  ob_output(b, "y", F, -1, NULL);
+  if (variant == V_SCORES_OUT) ob_output(b, scores, F, -1, NULL);
+  if (variant == V_P_READ) {
+    ob_node(b, "Relu", "relu", "p", "p2");
+    ob_output(b, "p2", F, -1, NULL);
+  }
+  return b;
+}
+
+typedef struct shape_case {
+  int64_t b, h, sq, sk, d, dv;
+  int mnd;
+  int64_t md[4];
+} shape_case;
+
+static void run_small(int variant, const shape_case *c, int expect_fused) {
+  int64_t qd[4] = {c->b, c->h, c->sq, c->d}, kd[4] = {c->b, c->h, c->d, c->sk};
+  int64_t vd[4] = {c->b, c->h, c->sk, c->dv};
+  float cst = variant == V_GPT ? 2.5f : 0.7f;
+  ob *m = attn_model(variant, qd, kd, vd, c->mnd, c->md, cst);
+  CHECK_EQ_INT(ob_save(m, MODEL), 0);
+  size_t nq = (size_t)eng_numel(4, qd), nk = (size_t)eng_numel(4, kd), nv = (size_t)eng_numel(4, vd);
+  size_t nm = c->mnd ? (size_t)eng_numel(c->mnd, c->md) : 0;
+  float *q = malloc(nq * 4), *kt = malloc(nk * 4), *v = malloc(nv * 4), *mask = malloc(nm * 4 + 4);
+  for (size_t i = 0; i < nq; i++) q[i] = urand(-2, 2);
+  for (size_t i = 0; i < nk; i++) kt[i] = urand(-2, 2);
+  for (size_t i = 0; i < nv; i++) v[i] = urand(-1, 1);
+  // some positions off (-inf); with a per-row mask, row 0 entirely off
+  for (size_t i = 0; i < nm; i++) mask[i] = i % 3 == 1 ? -INFINITY : urand(-1, 0);
+  if (c->mnd == 4 && c->md[2] > 1)
+    for (int64_t j = 0; j < c->md[3]; j++) mask[j] = -INFINITY;
+  float d = 3.0f;
+  eng_tensor ins[5] = {mk(DT_FP32, 4, qd, q), mk(DT_FP32, 4, kd, kt), mk(DT_FP32, 4, vd, v)};
+  size_t n_in = 3;
+  if (c->mnd && variant != V_PLAIN) ins[n_in++] = mk(DT_FP32, c->mnd, c->md, mask);
+  if (variant == V_DIV_DATA) ins[n_in++] = mk(DT_FP32, 0, NULL, &d);
+  float *fused = NULL, *plain = NULL;
+  size_t nf = 0, np = 0, cf = 0, cp = 0;
+  err e = {0};
+  int rc = load_run(MODEL, 1, ins, n_in, &fused, &nf, &cf, &e);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "variant %d fused: %s\n", variant, e.msg);
+  rc = load_run(MODEL, 0, ins, n_in, &plain, &np, &cp, &e);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "variant %d unfused: %s\n", variant, e.msg);
+  CHECK_EQ_INT((int)cf, expect_fused);
+  // the reference on the same operands
+  size_t no = (size_t)(c->b * c->h * c->sq * c->dv);
+  float *want = malloc(no * 4);
+  int has_mask = c->mnd && variant != V_PLAIN;
+  k_attn_args a = {.b = c->b, .h = c->h, .sq = c->sq, .sk = c->sk, .d = c->d, .dv = c->dv,
+                   .q_sb = c->h * c->sq * c->d, .q_sh = c->sq * c->d,
+                   .k_sb = c->h * c->d * c->sk, .k_sh = c->d * c->sk,
+                   .v_sb = c->h * c->sk * c->dv, .v_sh = c->sk * c->dv,
+                   .o_sb = c->h * c->sq * c->dv, .o_sh = c->sq * c->dv,
+                   .scale = variant == V_PLAIN ? 1.0f : variant == V_GPT ? 1.0f / cst : cst * cst,
+                   .nan_zero = variant == V_SDPA};
+  if (has_mask) {  // mask dims right-aligned to [B, H, Sq, Sk]
+    int64_t md[4] = {1, 1, 1, 1};
+    for (int i = 0; i < c->mnd; i++) md[4 - c->mnd + i] = c->md[i];
+    a.m_sk = md[3] == 1 ? 0 : 1;
+    a.m_sq = md[2] == 1 ? 0 : md[3];
+    a.m_sh = md[1] == 1 ? 0 : md[2] * md[3];
+    a.m_sb = md[0] == 1 ? 0 : md[1] * md[2] * md[3];
+  }
+  k_attn_ref(want, q, kt, v, has_mask ? mask : NULL, &a);
+  if (fused && plain && nf == no && np == no) {
+    double wf = worst(fused, want, no, 1e-4, 1e-5), wp = worst(plain, want, no, 1e-4, 1e-5);
+    printf("variant %d [%lld,%lld,%lld,%lld,%lld,%lld] mask rank %d: fused %zu, worst vs reference %.3g (unfused %.3g)\n",
+           variant, (long long)c->b, (long long)c->h, (long long)c->sq, (long long)c->sk,
+           (long long)c->d, (long long)c->dv, c->mnd, cf, wf, wp);
+    if (variant == V_AXIS) {  // another softmax: not the reference's; left as is
+      CHECK(worst(fused, plain, no, 0, 0) == 0.0);
+    } else {
+      CHECK(wf <= 1.0);
+      CHECK(wp <= 1.0);  // the reference is right about the unfused graph too
+    }
+  } else {
+    CHECK(0);
+  }
+  free(q), free(kt), free(v), free(mask), free(want), free(fused), free(plain);
+}
+
+static void test_small(void) {
+  static const shape_case cases[] = {
+      {2, 3, 5, 7, 4, 6, 4, {2, 1, 1, 7}},   // a padding mask per batch row
+      {1, 2, 8, 8, 16, 16, 2, {8, 8}},       // a causal-style [Sq, Sk] mask, row 0 off
+      {2, 2, 3, 9, 8, 5, 4, {2, 2, 3, 9}},   // a full mask
+      {1, 4, 1, 33, 32, 32, 1, {33}},        // one query row, a rank-1 mask
+      {2, 1, 17, 5, 3, 2, 0, {0}},           // no mask
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    run_small(V_SDPA, &cases[i], 1);
+    run_small(V_GPT, &cases[i], 1);
+    run_small(V_PLAIN, &cases[i], 1);
+  }
+  // near misses: left alone, and still right
+  run_small(V_SCORES_OUT, &cases[0], 0);
+  run_small(V_AXIS, &cases[2], 0);
+  run_small(V_P_READ, &cases[0], 0);
+}
+
+static void test_near_miss_only(void) {
+  // V_DIV_DATA and V_WHERE_ONE compute something else than the reference:
+  // only the count is checked, then fused == unfused.
+  static const shape_case c = {1, 2, 4, 6, 8, 8, 4, {1, 1, 1, 6}};
+  for (int variant = V_DIV_DATA; variant <= V_WHERE_ONE; variant++) {
+    int64_t qd[4] = {c.b, c.h, c.sq, c.d}, kd[4] = {c.b, c.h, c.d, c.sk};
+    int64_t vd[4] = {c.b, c.h, c.sk, c.dv};
+    ob *m = attn_model(variant, qd, kd, vd, c.mnd, c.md, 0.5f);
+    CHECK_EQ_INT(ob_save(m, MODEL), 0);
+    eng_graph *g = NULL;
+    err e = {0};
+    CHECK_EQ_INT(eng_graph_load(MODEL, &g, &e), 0);
+    if (g) {
+      CHECK_EQ_INT(eng_graph_n_attention(g), 0);
+      CHECK_EQ_INT(count_op(g, "Softmax"), 1);
+    }
+    eng_graph_destroy(g);
+  }
+}
+
+// A model cannot name the internal op.
+static void test_internal_name_refused(void) {
+  int64_t d[2] = {2, 2};
+  ob *b = ob_new(17);
+  ob_input(b, "x", F, 2, d);
+  ob_node(b, "inferd.Attention", "a", "x,x,x", "y");
+  ob_output(b, "y", F, -1, NULL);
+  CHECK_EQ_INT(ob_save(b, MODEL), 0);
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK(eng_graph_load(MODEL, &g, &e) != 0);
+  CHECK_CONTAINS(e.msg, "inferd.Attention");
+  eng_graph_destroy(g);
+}
+
+int main(void) {
+  test_internal_name_refused();
+  test_small();
+  test_near_miss_only();
+  test_zoo();
+  CHECK_DONE();
+}
