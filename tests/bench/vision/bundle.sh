@@ -15,6 +15,7 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$build"/bin/test_cuda_* "$build"/bin/test_k_cuda_* "$build/bin/test_gpu_plan" "$build/bin/bench_engine" \
   "$build/bin/inferd" "$build/bin/inferd-load" "$out/bin/"
+strip --strip-debug "$out"/bin/*  # symbols stay for backtraces; 64 MiB travel in all
 bash "$root/tests/gpu/bundle_libs.sh" "$out"
 tar -C "$out" -cJf "$out/lib.tar.xz" lib
 rm -rf "${out:?}/lib"

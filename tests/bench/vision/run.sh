@@ -21,7 +21,7 @@ if [ "$what" = tests ] || [ "$what" = zoo ]; then
   for t in "$b"/bin/test_cuda_* "$b"/bin/test_k_cuda_* "$b"/bin/test_gpu_plan; do
     args=()
     [ "$(basename "$t")" = test_gpu_plan ] && args=("$b/gpu_plan_models")
-    timeout 300 "$t" "${args[@]}" >"$out/$(basename "$t").txt" 2>&1
+    timeout 300 stdbuf -oL -eL "$t" "${args[@]}" >"$out/$(basename "$t").txt" 2>&1
     rc=$?
     if [ $rc = 0 ]; then pass=$((pass + 1)); echo "PASS $(basename "$t") $(tail -1 "$out/$(basename "$t").txt")"
     else fail=$((fail + 1)); echo "FAIL $(basename "$t") (exit $rc)"; tail -15 "$out/$(basename "$t").txt"; fi

@@ -24,7 +24,14 @@ bash "$anchors/build.sh" "$out/anchors" >/dev/null
 cp "$out/anchors/loadc" "$out/bin/"
 cp "$out/anchors/kserve_min.desc" "$out/"
 rm -rf "$out/anchors"
+strip --strip-debug "$out"/bin/*  # symbols stay for backtraces; 64 MiB travel in all
 bash "$root/tests/gpu/bundle_libs.sh" "$out"
-tar -C "$out" -cJf "$out/lib.tar.xz" lib
+# the vision bundle's libraries serve these binaries too (the same build): one copy travels
+if [ -f "$out/../lib.tar.xz" ] && tar -tJf "$out/../lib.tar.xz" | sed 's|^lib/||' | sort >/tmp/served_have.$$ &&
+   (cd "$out/lib" && ls) | sort | comm -23 - /tmp/served_have.$$ | grep -q .; then
+  tar -C "$out" -cJf "$out/lib.tar.xz" lib  # some library the vision bundle lacks
+fi
+[ -f "$out/../lib.tar.xz" ] || tar -C "$out" -cJf "$out/lib.tar.xz" lib
+rm -f /tmp/served_have.$$
 rm -rf "${out:?}/lib"
 du -sh "$out"

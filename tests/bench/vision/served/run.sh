@@ -51,7 +51,10 @@ RES=$OUT/results.jsonl
 : >"$RES"
 
 # --- the bundle's libraries (the GPU machine lacks libgrpc, libdnnl, ...); cuDNN from the torch wheel
-if [ -f "$B/lib.tar.xz" ] && [ ! -d "$B/lib" ]; then tar -C "$B" -xJf "$B/lib.tar.xz"; fi
+# inside tests/bench/vision/bundle.sh's folder the libraries are its lib.tar.xz (one copy travels)
+for t in "$B/lib.tar.xz" "$B/../lib.tar.xz"; do
+  if [ -f "$t" ] && [ ! -d "$B/lib" ]; then mkdir -p "$B/lib" && tar -C "$B" -xJf "$t"; break; fi
+done
 cudnn=$(dirname "$(find /opt/torch /usr/local/lib /usr/lib -name 'libcudnn.so.9' 2>/dev/null | head -1)" 2>/dev/null)
 export LD_LIBRARY_PATH=$B/lib:${cudnn:+$cudnn:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 for x in "$B/bin/inferd" "$B/bin/loadc"; do
