@@ -467,7 +467,7 @@ void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, siz
   infer_entry(ctx, NULL, st, req, len);
 }
 
-// --- answering (instance thread) and dropping (loop thread)
+// --- answering (instance thread) and dropping (under the scheduler's lock, any thread)
 
 // pad_to_longest: the dims of a request's slice `have` (batch dim first) of
 // config output k cut from the batch's padded length back to its own: every

@@ -1,7 +1,7 @@
 // server/request.h: one ModelInfer request on its way through the server.
 // Created on a CQ thread (parsed and validated), queued by the scheduler on
-// the loop thread, executed on an engine instance thread, answered and
-// freed there (or on the loop thread when it never runs).
+// that thread, executed on an engine instance thread, answered and freed
+// there (or wherever the scheduler drops it when it never runs).
 #ifndef INFERD_SERVER_REQUEST_H
 #define INFERD_SERVER_REQUEST_H
 
@@ -23,7 +23,6 @@ typedef struct srv_shm_out {
 
 typedef struct srv_request {
   bat_item item;  // item.payload points back here
-  struct srv_request *next_inbox;  // link in the scheduler's inbox
   srv_call *call;      // a unary ModelInfer, or
   srv_stream *stream;  // one request of a ModelStreamInfer stream
   srv_model *model;

@@ -1,9 +1,9 @@
-// server/sched.h: the libuv loop thread that runs the batchers. CQ threads
-// hand parsed requests in through a locked inbox and uv_async_send; the loop
-// forms batches (one bat_batcher per model version), gives each to an idle
-// engine instance, and learns of finished batches through the same inbox.
-// One uv_timer serves the nearest deadline of all queues. The loop never
-// touches tensor data.
+// server/sched.h: the batchers, one per model version, behind one mutex.
+// A CQ thread queues a request and, when an engine instance is free, hands
+// it the batch on the spot; an instance thread that finished a batch starts
+// the next one. The libuv loop thread serves the batchers' deadlines (one
+// timerfd for the nearest of all queues) and the stop. No thread touches
+// tensor data under the lock.
 #ifndef INFERD_SERVER_SCHED_H
 #define INFERD_SERVER_SCHED_H
 
@@ -23,10 +23,11 @@ typedef struct srv_sched_ops {
   // the finished batch; requests not held are freed.
   void (*complete)(void *ctx, srv_version *v, srv_request *const *reqs, size_t n, int rc, const err *e,
                    const eng_job *job, const eng_tensor *outputs, size_t n_outputs, int hold);
-  // On the loop thread: a request leaves without running (rejected, timed
-  // out, cancelled); freed unless held.
+  // Under the scheduler's lock, on any thread: a request leaves without
+  // running (rejected, timed out, cancelled); freed unless held.
   void (*drop)(void *ctx, srv_request *r, int code, const char *msg, int hold);
-  // On the loop thread: send a held answer and free the request.
+  // Under the scheduler's lock, on any thread: send a held answer and free
+  // the request (answers leave in request order).
   void (*release)(void *ctx, srv_request *r);
   void *ctx;
 } srv_sched_ops;
@@ -37,8 +38,9 @@ int srv_sched_create(srv_registry *reg, const srv_sched_ops *ops, srv_sched **ou
 uv_loop_t *srv_sched_loop(srv_sched *s);
 int srv_sched_start(srv_sched *s, err *e);
 
-// Any thread: queue a validated request. From here the scheduler owns it
-// and guarantees exactly one complete or drop.
+// Any thread: queue a validated request, and start its batch at once when
+// the batcher forms one. From here the scheduler owns it and guarantees
+// exactly one complete or drop (which may run before this returns).
 void srv_sched_submit(srv_sched *s, srv_request *r);
 
 // Any thread but the loop's: waits until nothing is queued or running, runs

@@ -21,11 +21,14 @@
 //
 // `test_cuda_conv --bench` (or --bench-only) also times a ResNet-50 3x3 convolution (N=32,
 // C=K=256, 14x14, bias+relu) in each layout and type.
+#include <execinfo.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "conv_ref.h"
@@ -1083,7 +1086,22 @@ static void bench(eng_cudnn *h, cudaStream_t st) {
     }
 }
 
+// A crash on the device machine (no debugger there) leaves its frames in the log: addresses to
+// resolve with addr2line against the same build here.
+static void on_crash(int sig) {
+  void *frames[48];
+  int n = backtrace(frames, 48);
+  static const char msg[] = "crashed; frames:\n";
+  (void)!write(2, msg, sizeof msg - 1);
+  backtrace_symbols_fd(frames, n, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 int main(int argc, char **argv) {
+  signal(SIGSEGV, on_crash);
+  signal(SIGFPE, on_crash);
+  signal(SIGABRT, on_crash);
   // no argument: conv, transposed conv and pool tests; --conv, --tconv,
   // --pool, --bench-only: one part, --conv=N, --tconv=N, --pool=N: one case
   // (separate processes keep one part's crash out of the others); --bench:
