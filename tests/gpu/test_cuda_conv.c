@@ -418,6 +418,10 @@ static void conv_tests(eng_cudnn *h, cudaStream_t st, int only) {
         cudaGraphExecDestroy(ge);
       }
       if (g) cudaGraphDestroy(g);
+      // the run left cs set on the cuDNN handle: point it back at st before cs goes (the
+      // transposed-conv plans save and restore the handle's stream; a destroyed one crashed them)
+      CHECK_EQ_INT(eng_cuconv_run(cr.plan, h, st, cr.dx, cr.dw, cr.db, cr.dz, cr.dy, cr.ws, cr.ws_bytes, &e), 0);
+      TC(cudaStreamSynchronize(st));
       cudaStreamDestroy(cs);
     }
     conv_teardown(&cr);
