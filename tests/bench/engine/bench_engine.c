@@ -2,7 +2,7 @@
 // the engine half of tests/bench/engine/run.sh (bench_torch.py is the other).
 //
 //   bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64]
-//                [--iters N] [--warmup N] [--graphs 0|1] [--seq N] [--vocab N] [--cpu]
+//                [--iters N] [--warmup N] [--graphs 0|1] [--fuse-attention 0|1] [--seq N] [--vocab N] [--cpu]
 //
 // Inputs: FP32 random; INT64/INT32 token ids in [0, vocab) (vocab from the
 // embedding table they index, or --vocab) and all-ones attention masks
@@ -239,6 +239,7 @@ static uint64_t nhwc_nodes(const eng_cuda_plan *p) {
 int main(int argc, char **argv) {
   const char *model = NULL, *prec_s = "fp32";
   int batches[MAX_BATCHES] = {1, 8, 64, 256, 1024}, n_batches = 5, iters = 0, warmup = 20, graphs = 1;
+  eng_graph_opts gopts = {0};
   int cpu = 0, conv_timed = 0;
   fill_opts fo = {0, 0};
   eng_cuda_layout layout = ENG_CUDA_LAYOUT_AUTO;
@@ -255,6 +256,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--warmup")) warmup = atoi(v);
     else if (!strcmp(a, "--graphs")) graphs = atoi(v);
     else if (!strcmp(a, "--seq")) fo.seq = atoi(v);
+    else if (!strcmp(a, "--fuse-attention")) gopts.no_fuse_attention = atoi(v) == 0;  // 0: unfused
     else if (!strcmp(a, "--vocab")) fo.vocab = atoi(v);
     else if (!strcmp(a, "--layout"))  // auto | nchw | nhwc (eng_cuda_layout)
       layout = !strcmp(v, "nhwc") ? ENG_CUDA_LAYOUT_NHWC : !strcmp(v, "nchw") ? ENG_CUDA_LAYOUT_NCHW : ENG_CUDA_LAYOUT_AUTO;
@@ -268,7 +270,7 @@ int main(int argc, char **argv) {
         batches[n_batches++] = atoi(t);
     } else {
       fprintf(stderr, "usage: bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64] "
-                      "[--iters N] [--warmup N] [--graphs 0|1] [--layout auto|nchw|nhwc] "
+                      "[--iters N] [--warmup N] [--graphs 0|1] [--fuse-attention 0|1] [--layout auto|nchw|nhwc] "
                       "[--conv-search timed|heuristic] [--seq N] [--vocab N] [--cpu]\n");
       return 2;
     }
@@ -282,7 +284,7 @@ int main(int argc, char **argv) {
     if (batches[i] > max_b) max_b = batches[i];
   err e = {0};
   eng_graph *g = NULL;
-  if (eng_graph_load(model, &g, &e)) return fail("load", &e);
+  if (eng_graph_load_opts(model, &gopts, &g, &e)) return fail("load", &e);
   if (cpu) {
     int crc = bench_cpu(g, model, batches, n_batches, iters, warmup, &fo);
     eng_graph_destroy(g);
@@ -321,11 +323,11 @@ int main(int argc, char **argv) {
       if (!rc)
         printf("{\"tool\":\"%s\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"us_per_batch\":%.3f,"
                "\"graphs\":%d,\"iters\":%d,\"slots\":%d,\"layout\":\"%s\",\"conv_search\":\"%s\","
-               "\"nhwc_nodes\":%llu,\"seq\":%d,\"staged\":%s}\n",
+               "\"nhwc_nodes\":%llu,\"seq\":%d,\"staged\":%s,\"fuse_attention\":%s}\n",
                slots == 2 ? "inferd" : "inferd_sync", base_name(model), prec_s, batches[bi], per * 1e6,
                graphs, it, slots, layout == ENG_CUDA_LAYOUT_NHWC ? "nhwc" : layout == ENG_CUDA_LAYOUT_NCHW ? "nchw" : "auto",
                conv_timed ? "timed" : "heuristic", (unsigned long long)nhwc_nodes(p), fo.seq,
-               staged ? "true" : "false");
+               staged ? "true" : "false", gopts.no_fuse_attention ? "false" : "true");
       fflush(stdout);
       free_inputs(&in);
     }
