@@ -388,11 +388,7 @@ static int copy_attrs(eng_node *n, const Onnx__NodeProto *np, const char *dir, e
   return 0;
 }
 
-static void free_node(eng_node *n) {
-  free(n->name);
-  free(n->op_type);
-  free(n->in);
-  free(n->out);
+void eng_graph__free_attrs(eng_node *n) {
   for (int i = 0; i < n->n_attrs; i++) {
     free(n->attrs[i].name);
     free(n->attrs[i].s);
@@ -402,6 +398,16 @@ static void free_node(eng_node *n) {
     free(n->attrs[i].t);
   }
   free(n->attrs);
+  n->attrs = NULL;
+  n->n_attrs = 0;
+}
+
+static void free_node(eng_node *n) {
+  free(n->name);
+  free(n->op_type);
+  free(n->in);
+  free(n->out);
+  eng_graph__free_attrs(n);
 }
 
 // Kahn's algorithm over node indices; stable for already-sorted files.

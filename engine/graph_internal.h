@@ -22,6 +22,8 @@ int eng_graph__add_const(eng_graph *g, const char *name, dtype dt, int ndims, co
 // graph input or graph output refers to (freeing constants that became
 // unused), renumbering what is left; topological order is kept.
 int eng_graph__compact(eng_graph *g, const unsigned char *dead, err *e);
+// Frees a node's attributes and leaves it with none (a pass that rewrites a node in place).
+void eng_graph__free_attrs(eng_node *n);
 
 // The options the graph was loaded with; the attention pass's count.
 const eng_graph_opts *eng_graph__opts(const eng_graph *g);

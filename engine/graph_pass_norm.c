@@ -100,20 +100,6 @@ static int private_value(const eng_graph *g, const int *uses, int v, int n) {
 
 // --- rewriting
 
-static void free_attrs(eng_node *n) {
-  for (int i = 0; i < n->n_attrs; i++) {
-    free(n->attrs[i].name);
-    free(n->attrs[i].s);
-    free(n->attrs[i].floats);
-    free(n->attrs[i].ints);
-    if (n->attrs[i].t) free(n->attrs[i].t->data);
-    free(n->attrs[i].t);
-  }
-  free(n->attrs);
-  n->attrs = NULL;
-  n->n_attrs = 0;
-}
-
 // Turns node i into `op` reading ins[0..n_in) with the given attributes
 // (names and strings copied); it keeps its name, position and output, so
 // every reader of the chain's result reads the fused op's instead.
@@ -143,7 +129,7 @@ static int rewrite_node(eng_graph *g, size_t i, const char *op, const int *ins, 
   free(n->in);
   n->in = in;
   n->n_in = n_in;
-  free_attrs(n);
+  eng_graph__free_attrs(n);
   n->attrs = at;
   n->n_attrs = n_attrs;
   return 0;
