@@ -21,6 +21,11 @@
 // default: on ResNet-50 (H100, 2026-11-25) its picks ran 1.5-5x slower end
 // to end at batch 1 and 8 than the heuristic's (tests/bench/RESULTS.md).
 //
+// Depthwise Convs (groups == C == K) that run NHWC skip cuDNN: our own
+// kernel (kernels/k_dwconv.cu) computes them with the epilogue fused. For
+// NHWC FP16 cuDNN's heuristic pick, its grouped direct kernel, was two thirds
+// of MobileNetV3-Large's device time at batch 32 (ncu, H100, 2026-11-25).
+//
 // Per node: the cuDNN plans, one per shape signature (input dims, storage
 // type, fused epilogue), made by prepare when a shape is first seen (the
 // algorithm choice runs convolutions, so never inside a graph capture) and
@@ -46,6 +51,7 @@ typedef struct shape_plan {
   eng_cuconv_plan *conv;
   eng_cutconv_plan *tconv;
   eng_cupool_plan *pool;
+  bool dw;  // depthwise NHWC Conv: k_dwconv_cuda, no cuDNN plan
 } shape_plan;
 
 typedef struct conv_node {
@@ -230,6 +236,37 @@ static int pack_nhwc(conv_node *s, cuda_ctx *c, const eng_tensor *w, cuda_prep *
   return 0;
 }
 
+// k_dwconv_cuda takes eng_cuconv_act's codes as they are.
+_Static_assert((int)K_DW_ACT_NONE == (int)ENG_CUCONV_ACT_NONE &&
+                   (int)K_DW_ACT_RELU == (int)ENG_CUCONV_ACT_RELU &&
+                   (int)K_DW_ACT_CLIP == (int)ENG_CUCONV_ACT_CLIP &&
+                   (int)K_DW_ACT_SIGMOID == (int)ENG_CUCONV_ACT_SIGMOID &&
+                   (int)K_DW_ACT_TANH == (int)ENG_CUCONV_ACT_TANH &&
+                   (int)K_DW_ACT_SWISH == (int)ENG_CUCONV_ACT_SWISH,
+               "k_dw_act and eng_cuconv_act disagree");
+
+// A Conv that k_dwconv_cuda computes: depthwise (groups == C == K), NHWC.
+// 1-D windows came in as 2-D of height 1, which the kernel takes as well.
+static bool is_dw(eng_conv_kind kind, const eng_cuconv_desc *cd) {
+  return kind == ENG_CONV && cd->layout == ENG_CUCONV_NHWC && cd->groups > 1 &&
+         cd->groups == cd->c && cd->k == cd->c;
+}
+
+static int run_dw(const eng_cuconv_desc *cd, cudaStream_t st, const void *x, const void *w,
+                  const void *bias, const void *z, void *y, err *e) {
+  k_dwconv_args a = {0};
+  int ho, wo;
+  TRY(eng_cuconv_out_dims(cd, &ho, &wo, e));
+  a.n = cd->n, a.h = cd->h, a.w = cd->w, a.c = cd->c, a.oh = ho, a.ow = wo;
+  a.r = cd->r, a.s = cd->s, a.pad_top = cd->pad_top, a.pad_left = cd->pad_left;
+  // zero strides and dilations read as 1 (cuda_conv.h)
+  a.stride_h = cd->stride_h ? cd->stride_h : 1, a.stride_w = cd->stride_w ? cd->stride_w : 1;
+  a.dil_h = cd->dil_h ? cd->dil_h : 1, a.dil_w = cd->dil_w ? cd->dil_w : 1;
+  a.act = (k_dw_act)cd->act;
+  a.clip_max = cd->clip_max;
+  return k_dwconv_cuda(y, x, w, bias, z, cd->dtype == ENG_CUCONV_FP16 ? K_F16 : K_F32, &a, st, e);
+}
+
 static eng_cuconv_act act_of(const char *op_type) {
   if (strcmp(op_type, "Relu") == 0) return ENG_CUCONV_ACT_RELU;
   if (strcmp(op_type, "Sigmoid") == 0) return ENG_CUCONV_ACT_SIGMOID;
@@ -296,6 +333,19 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
       s->cur = &s->plans[i];
       break;
     }
+  if (!s->cur && is_dw(s->kind, &d.cd)) {
+    // no algorithm to choose (make_desc checked the output dims; the kernel checks the rest)
+    if (s->n == s->cap) {
+      int cap = s->cap ? 2 * s->cap : 4;
+      shape_plan *np = realloc(s->plans, (size_t)cap * sizeof *np);
+      if (!np) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      s->plans = np;
+      s->cap = cap;
+    }
+    d.dw = true;
+    s->plans[s->n] = d;
+    s->cur = &s->plans[s->n++];
+  }
   if (!s->cur) {
     if (!c->cudnn) return err_set(e, ERR_INTERNAL, "no cuDNN handle in this slot");
     if (s->n == s->cap) {
@@ -322,7 +372,8 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
     s->cur = &s->plans[s->n++];
     r->made = 1;
   }
-  r->ws_need = s->cur->conv    ? eng_cuconv_plan_workspace(s->cur->conv)
+  r->ws_need = s->cur->dw      ? 0
+              : s->cur->conv  ? eng_cuconv_plan_workspace(s->cur->conv)
               : s->cur->tconv ? eng_cutconv_plan_workspace(s->cur->tconv)
                               : eng_cupool_plan_workspace(s->cur->pool);
   return 0;
@@ -337,10 +388,14 @@ static int conv_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
   if (!sp) return err_set(e, ERR_INTERNAL, "no cuDNN plan prepared for this shape");
   // the plan was made for this node's run in this submit; the tensors' type
   // must still be the one it was made for
-  eng_cuconv_dtype dt = sp->conv ? sp->cd.dtype : sp->tconv ? sp->td.dtype : sp->pd.dtype;
+  bool conv = sp->conv || sp->dw;
+  eng_cuconv_dtype dt = conv ? sp->cd.dtype : sp->tconv ? sp->td.dtype : sp->pd.dtype;
   if ((in[0].dt == DT_FP16) != (dt == ENG_CUCONV_FP16) || in[0].dt != out[0].dt)
     return err_set(e, ERR_INTERNAL, "operand types changed since the cuDNN plan was made");
-  nvtxRangePushA(sp->conv ? "inferd conv" : sp->tconv ? "inferd conv_transpose" : "inferd pool");
+  nvtxRangePushA(sp->dw      ? "inferd dwconv"
+                 : sp->conv  ? "inferd conv"
+                 : sp->tconv ? "inferd conv_transpose"
+                             : "inferd pool");
   int rc;
   if (sp->tconv) {
     // no fusion hook: nothing is ever fused into a ConvTranspose
@@ -348,15 +403,16 @@ static int conv_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
     const void *w = sp->td.layout == ENG_CUCONV_NHWC ? s->w_nhwc : in[1].data;
     rc = eng_cutconv_run(sp->tconv, c->cudnn, c->stream, in[0].data, w, bias, out[0].data, c->ws,
                          c->ws_bytes, e);
-  } else if (sp->conv) {
+  } else if (conv) {
     if (sp->cd.has_z != (c->z != NULL) || (int)sp->cd.act != c->act) {
       nvtxRangePop();
       return err_set(e, ERR_INTERNAL, "fused epilogue changed since the cuDNN plan was made");
     }
     const void *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
     const void *w = sp->cd.layout == ENG_CUCONV_NHWC ? s->w_nhwc : in[1].data;
-    rc = eng_cuconv_run(sp->conv, c->cudnn, c->stream, in[0].data, w, bias, c->z,
-                        out[0].data, c->ws, c->ws_bytes, e);
+    rc = sp->dw ? run_dw(&sp->cd, c->stream, in[0].data, w, bias, c->z, out[0].data, e)
+                : eng_cuconv_run(sp->conv, c->cudnn, c->stream, in[0].data, w, bias, c->z,
+                                 out[0].data, c->ws, c->ws_bytes, e);
   } else {
     rc = eng_cupool_run(sp->pool, c->cudnn, c->stream, in[0].data, out[0].data, c->ws, c->ws_bytes,
                         e);

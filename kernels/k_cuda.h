@@ -215,6 +215,39 @@ int k_bias_act_cuda(float *y, const float *x, const float *bias, size_t rows, si
 int k_bias_act_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *bias, size_t rows,
                         size_t cols, k_act act, cudaStream_t stream, err *e);
 
+// --- depthwise 2-D convolution on NHWC activations (k_dwconv.cu), with a
+// fused epilogue: y[n,oh,ow,ch] = act(bias[ch] + z[n,oh,ow,ch] +
+// sum_{r,s} x[n, oh*sh - pt + r*dh, ow*sw - pl + s*dw, ch] * w[ch*R*S + r*S + s]),
+// taps outside x reading zero (so asymmetric pads are just the output
+// extent the caller gives). w is [C][R][S] (KRSC of a depthwise filter,
+// what the engine packs for NHWC). et K_F32 or K_F16 for x, w, bias, z and
+// y alike; sums in float, each output rounded once. bias and z may be NULL;
+// z may be y (in-place residual); y must not overlap x or w. The act codes
+// are eng_cuconv_act's (engine/cuda_conv.h), clip_max for K_DW_ACT_CLIP.
+// One thread per output pixel and group of 8 (half, C % 8 == 0), 4 (float,
+// C % 4 == 0) or 2 (half, C even) channels, else one; nothing allocated, no
+// sync: capturable. The struct is HOST memory, read before the call returns.
+typedef enum k_dw_act {
+  K_DW_ACT_NONE = 0,
+  K_DW_ACT_RELU,
+  K_DW_ACT_CLIP,  // min(max(v, 0), clip_max)
+  K_DW_ACT_SIGMOID,
+  K_DW_ACT_TANH,
+  K_DW_ACT_SWISH,  // v * sigmoid(v)
+} k_dw_act;
+typedef struct k_dwconv_args {
+  int n, h, w, c;      // x: [n, h, w, c]
+  int oh, ow;          // y (and z): [n, oh, ow, c]
+  int r, s;            // kernel height, width
+  int pad_top, pad_left;
+  int stride_h, stride_w;  // >= 1
+  int dil_h, dil_w;        // >= 1
+  k_dw_act act;
+  float clip_max;
+} k_dwconv_args;
+int k_dwconv_cuda(void *y, const void *x, const void *w, const void *bias, const void *z, k_elem et,
+                  const k_dwconv_args *a, cudaStream_t stream, err *e);
+
 #ifdef __cplusplus
 }
 #endif
