@@ -811,7 +811,6 @@ int eng_cuconv_plan_create(eng_cuconv_plan **out, eng_cudnn *h, const eng_cuconv
   void *bx = NULL, *bw = NULL, *by = NULL, *bz = NULL, *bb = NULL, *bws = NULL;
   cudaStream_t s = NULL;
   cudaEvent_t ev0 = NULL, ev1 = NULL;
-  cudaStream_t saved = NULL;
   bool stream_set = false;
   cand cands[40];
   int n = 0, rc;
@@ -852,7 +851,9 @@ int eng_cuconv_plan_create(eng_cuconv_plan **out, eng_cudnn *h, const eng_cuconv
   STEP(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   STEP(cudaEventCreate(&ev0));
   STEP(cudaEventCreate(&ev1));
-  if ((rc = CUDNN_OK(e, cudnnGetStream(h->h, &saved))) != 0) goto fail;
+  // the timing runs on a stream of its own; afterwards the handle is left on the default stream,
+  // never 'restored' to the caller's, which may be gone by then (cuDNN records an event on
+  // whatever stream it is given: a destroyed one crashed); every run sets its stream first
   if ((rc = CUDNN_OK(e, cudnnSetStream(h->h, s))) != 0) goto fail;
   stream_set = true;
 
@@ -913,14 +914,14 @@ int eng_cuconv_plan_create(eng_cuconv_plan **out, eng_cudnn *h, const eng_cuconv
   p->chosen = cands[best];
   if (first.code) plan_log(p, "; first refusal: %s", first.msg);
   if ((rc = CUDNN_OK(e, cudnnSetConvolutionMathType(p->cd, p->chosen.math))) != 0) goto fail;
-  (void)cudnnSetStream(h->h, saved);
+  (void)cudnnSetStream(h->h, NULL);
   stream_set = false;
   cudaFree(bx), cudaFree(bw), cudaFree(by), cudaFree(bz), cudaFree(bb), cudaFree(bws);
   cudaEventDestroy(ev0), cudaEventDestroy(ev1), cudaStreamDestroy(s);
   *out = p;
   return 0;
 fail:
-  if (stream_set) (void)cudnnSetStream(h->h, saved);
+  if (stream_set) (void)cudnnSetStream(h->h, NULL);
   if (s) (void)cudaStreamSynchronize(s);
   cudaFree(bx), cudaFree(bw), cudaFree(by), cudaFree(bz), cudaFree(bb), cudaFree(bws);
   if (ev0) cudaEventDestroy(ev0);
@@ -1220,7 +1221,7 @@ static int tconv_choose(eng_cutconv_plan *p, eng_cudnn *h, const eng_cuconv_opts
   for (int i = 0; i < n; i++)
     if (cands[i].ws > ws_max) ws_max = cands[i].ws;
   void *bx = NULL, *bw = NULL, *by = NULL, *bb_ = NULL, *bws = NULL;
-  cudaStream_t s = NULL, saved = NULL;
+  cudaStream_t s = NULL;
   cudaEvent_t ev0 = NULL, ev1 = NULL;
   bool stream_set = false;
   int rc = 0, best = -1;
@@ -1240,7 +1241,6 @@ static int tconv_choose(eng_cutconv_plan *p, eng_cudnn *h, const eng_cuconv_opts
   STEP(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   STEP(cudaEventCreate(&ev0));
   STEP(cudaEventCreate(&ev1));
-  if ((rc = CUDNN_OK(e, cudnnGetStream(h->h, &saved))) != 0) goto out;
   if ((rc = CUDNN_OK(e, cudnnSetStream(h->h, s))) != 0) goto out;
   stream_set = true;
   for (int i = 0; i < n; i++) {
@@ -1295,7 +1295,7 @@ static int tconv_choose(eng_cutconv_plan *p, eng_cudnn *h, const eng_cuconv_opts
   rc = CUDNN_OK(e, cudnnSetConvolutionMathType(p->cd, p->chosen.math));
 out:
   if (rc && rc != ERR_UNIMPLEMENTED) *fatal = true;
-  if (stream_set) (void)cudnnSetStream(h->h, saved);
+  if (stream_set) (void)cudnnSetStream(h->h, NULL);
   if (s) (void)cudaStreamSynchronize(s);
   cudaFree(bx), cudaFree(bw), cudaFree(by), cudaFree(bb_), cudaFree(bws);
   if (ev0) cudaEventDestroy(ev0);

@@ -356,13 +356,8 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
       s->cap = cap;
     }
     nvtxRangePushA("inferd cudnn plan");
-    // depthwise convolutions are always timed: for NHWC FP16 the heuristic's first pick is
-    // cuDNN's grouped direct kernel, two thirds of MobileNetV3-Large's device time at batch 32
-    // (ncu, H100, 2026-11-25); timed picks ran the whole network 1.6x (batch 32) and 2.2x
-    // (batch 128) faster
-    bool depthwise = s->kind == ENG_CONV && d.cd.groups > 1 && d.cd.groups == d.cd.c;
-    eng_cuconv_opts co = {.search = c->conv_timed || depthwise ? ENG_CUCONV_SEARCH_EXHAUSTIVE
-                                                               : ENG_CUCONV_SEARCH_HEURISTIC};
+    eng_cuconv_opts co = {.search = c->conv_timed ? ENG_CUCONV_SEARCH_EXHAUSTIVE
+                                                  : ENG_CUCONV_SEARCH_HEURISTIC};
     int rc = s->kind == ENG_CONV             ? eng_cuconv_plan_create(&d.conv, c->cudnn, &d.cd, &co, e)
              : s->kind == ENG_CONV_TRANSPOSE ? eng_cutconv_plan_create(&d.tconv, c->cudnn, &d.td, &co, e)
                                              : eng_cupool_plan_create(&d.pool, c->cudnn, &d.pd, e);
