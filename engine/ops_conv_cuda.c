@@ -314,6 +314,17 @@ static void conv_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
   }
 }
 
+// Room for one more shape plan in s->plans (grown by doubling).
+static int room_for_plan(conv_node *s, err *e) {
+  if (s->n < s->cap) return 0;
+  int cap = s->cap ? 2 * s->cap : 4;
+  shape_plan *np = realloc(s->plans, (size_t)cap * sizeof *np);
+  if (!np) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  s->plans = np;
+  s->cap = cap;
+  return 0;
+}
+
 static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
                         const eng_tensor *out, int n_out, cuda_prep *r, err *e) {
   (void)n_out;
@@ -335,26 +346,14 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
     }
   if (!s->cur && is_dw(s->kind, &d.cd)) {
     // no algorithm to choose (make_desc checked the output dims; the kernel checks the rest)
-    if (s->n == s->cap) {
-      int cap = s->cap ? 2 * s->cap : 4;
-      shape_plan *np = realloc(s->plans, (size_t)cap * sizeof *np);
-      if (!np) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-      s->plans = np;
-      s->cap = cap;
-    }
+    TRY(room_for_plan(s, e));
     d.dw = true;
     s->plans[s->n] = d;
     s->cur = &s->plans[s->n++];
   }
   if (!s->cur) {
     if (!c->cudnn) return err_set(e, ERR_INTERNAL, "no cuDNN handle in this slot");
-    if (s->n == s->cap) {
-      int cap = s->cap ? 2 * s->cap : 4;
-      shape_plan *np = realloc(s->plans, (size_t)cap * sizeof *np);
-      if (!np) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-      s->plans = np;
-      s->cap = cap;
-    }
+    TRY(room_for_plan(s, e));
     nvtxRangePushA("inferd cudnn plan");
     eng_cuconv_opts co = {.search = c->conv_timed ? ENG_CUCONV_SEARCH_EXHAUSTIVE
                                                   : ENG_CUCONV_SEARCH_HEURISTIC};
