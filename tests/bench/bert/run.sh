@@ -31,12 +31,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u +%FT%TZ; } | tee "$out/machine.txt"
 
 # PyTorch first: it also writes the model bench_engine reads
-timeout 1500 "$PYTHON" "$here/bench_torch_bert.py" --out "$models" --modes "${TORCH_MODES:-graph,compile}" \
+timeout --foreground 1500 "$PYTHON" "$here/bench_torch_bert.py" --out "$models" --modes "${TORCH_MODES:-graph,compile}" \
   --batches "$batches" --seq "$seq" --precision "$prec" >"$out/torch.jsonl" 2>"$out/torch.log"
 echo "torch: exit $?"; tail -5 "$out/torch.log"; cat "$out/torch.jsonl"
 if [ ! -f "$models/bert_base.onnx" ]; then echo "no $models/bert_base.onnx: nothing for bench_engine" >&2; exit 1; fi
 
-timeout 600 "$b/bin/bench_engine" --model "$models/bert_base.onnx" --precision "$prec" --batches "$batches" \
+timeout --foreground 600 "$b/bin/bench_engine" --model "$models/bert_base.onnx" --precision "$prec" --batches "$batches" \
   --seq "$seq" >"$out/engine.jsonl" 2>"$out/engine.log"
 echo "bench_engine: exit $?"; tail -5 "$out/engine.log"; cat "$out/engine.jsonl"
 

@@ -3,7 +3,9 @@
 #   bash tests/bench/vision/run.sh .devrun-vision tests   # GPU tests; the zoo graphs on the GPU vs the CPU plan
 #   bash tests/bench/vision/run.sh .devrun-vision bench   # ResNet-50 / MobileNetV3-Large: inferd vs PyTorch;
 #                                                          # seed CNN / ResNet-18 CPU: inferd vs onnxruntime
-# Logs and JSON lines go to $OUT (or /tmp/vision).
+# Logs and JSON lines go to $OUT (or /tmp/vision). The timeouts run in the foreground (no process group
+# of their own), so a timeout around this whole script also ends the test it is in (a test_gpu_plan left
+# running once shared the GPU with the next benchmark).
 set -u
 b=$(cd "$1" && pwd)
 what=$2
@@ -21,7 +23,7 @@ if [ "$what" = tests ] || [ "$what" = zoo ]; then
   for t in "$b"/bin/test_cuda_* "$b"/bin/test_k_cuda_* "$b"/bin/test_gpu_plan; do
     args=()
     [ "$(basename "$t")" = test_gpu_plan ] && args=("$b/gpu_plan_models")
-    timeout 300 stdbuf -oL -eL "$t" "${args[@]}" >"$out/$(basename "$t").txt" 2>&1
+    timeout --foreground 300 stdbuf -oL -eL "$t" "${args[@]}" >"$out/$(basename "$t").txt" 2>&1
     rc=$?
     if [ $rc = 0 ]; then pass=$((pass + 1)); echo "PASS $(basename "$t") $(tail -1 "$out/$(basename "$t").txt")"
     else fail=$((fail + 1)); echo "FAIL $(basename "$t") (exit $rc)"; tail -15 "$out/$(basename "$t").txt"; fi
@@ -59,7 +61,7 @@ with open(os.path.join(d, "ort_cases.txt"), "w") as f:
                 c.write("in %d %d %s\n" % (i["elem"], len(dims), " ".join(map(str, dims))))
 print("zoo models:", " ".join(spec))
 PY
-  INFERD_GPU_PLAN_CASES_ONLY=1 INFERD_GPU_PLAN_LOW_RTOL=3e-2 timeout 420 "$b/bin/test_gpu_plan" "$zoo" >"$out/zoo_gpu_plan.txt" 2>&1
+  INFERD_GPU_PLAN_CASES_ONLY=1 INFERD_GPU_PLAN_LOW_RTOL=3e-2 timeout --foreground 420 "$b/bin/test_gpu_plan" "$zoo" >"$out/zoo_gpu_plan.txt" 2>&1
   echo "zoo through the CUDA plan: exit $?"
   grep -E "max_batch|graphs .* captured|cuda create|checks" "$out/zoo_gpu_plan.txt"
   grep -E "FAIL|over the bound" "$out/zoo_gpu_plan.txt" | head -20
@@ -71,13 +73,15 @@ else
   echo "torch: exit $?"; tail -3 "$out/torch.log"; cat "$out/torch.jsonl"
   for m in resnet50 mobilenet_v3_large; do
     for prec in fp32 fp16; do
-      timeout 200 "$b/bin/bench_engine" --model "$models/$m.onnx" --precision $prec --batches 1,8,32,128 \
+      timeout --foreground 200 "$b/bin/bench_engine" --model "$models/$m.onnx" --precision $prec --batches 1,8,32,128 \
         >>"$out/engine.jsonl" 2>>"$out/engine.log"
       echo "bench_engine $m $prec: exit $?"
     done
   done
   cat "$out/engine.jsonl"; tail -5 "$out/engine.log"
-  [ -n "${SKIP_CPU:-}" ] || timeout 240 taskset -c 0-7 $py tests/bench/engine/bench_cpu_vision.py --bench-engine "$b/bin/bench_engine" \
-    --cores 0-7 --batches 1,8 >"$out/cpu.txt" 2>&1
-  echo "cpu: exit $?"; cat "$out/cpu.txt"
+  if [ -z "${SKIP_CPU:-}" ]; then
+    timeout --foreground 240 taskset -c 0-7 $py tests/bench/engine/bench_cpu_vision.py --bench-engine "$b/bin/bench_engine" \
+      --cores 0-7 --batches 1,8 >"$out/cpu.txt" 2>&1
+    echo "cpu: exit $?"; cat "$out/cpu.txt"
+  fi
 fi
