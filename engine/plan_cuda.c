@@ -388,15 +388,30 @@ static int run_cast(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
   return 0;
 }
 
+// FP32 plans run it on FP32, FP16 plans on FP16 storage (k_layer_norm_f16_cuda
+// keeps the statistics in float; the optional Mean and InvStdDev outputs are
+// FP32 values and so FP16 on the device too). Every float operand of a node
+// shares the plan's one storage type; a mix would be a planner bug.
 static int run_layernorm(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
                          eng_tensor *out, int n_out, err *e) {
   int r = in[0].ndims;
   int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
   size_t rows = (size_t)prod(in[0].dims, 0, ax), cols = (size_t)prod(in[0].dims, ax, r);
-  const void *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
+  const eng_tensor *bt = n_in > 2 && in[2].dt != DT_INVALID ? &in[2] : NULL;
+  const eng_tensor *mt = n_out > 1 && out[1].dt != DT_INVALID ? &out[1] : NULL;
+  const eng_tensor *st = n_out > 2 && out[2].dt != DT_INVALID ? &out[2] : NULL;
+  dtype dt = in[0].dt;
+  if ((dt != DT_FP32 && dt != DT_FP16) || in[1].dt != dt || out[0].dt != dt ||
+      (bt && bt->dt != dt) || (mt && mt->dt != dt) || (st && st->dt != dt))
+    return err_set(e, ERR_INTERNAL, "LayerNormalization: operands of mixed or non-float types");
   if (!rows || !cols) return 0;
-  float *mean = n_out > 1 && out[1].dt != DT_INVALID ? out[1].data : NULL;
-  float *istd = n_out > 2 && out[2].dt != DT_INVALID ? out[2].data : NULL;
+  void *mean = mt ? mt->data : NULL, *istd = st ? st->data : NULL;
+  const void *bias = bt ? bt->data : NULL;
+  if (dt == DT_FP16) {
+    TRY(eng_pk_ln_stats_f16_cuda(mean, istd, in[0].data, rows, cols, p->eps, c->stream, e));
+    return k_layer_norm_f16_cuda(out[0].data, in[0].data, in[1].data, bias, rows, cols, p->eps,
+                                 c->stream, e);
+  }
   TRY(eng_pk_ln_stats_cuda(mean, istd, in[0].data, rows, cols, p->eps, c->stream, e));
   return k_layer_norm_cuda(out[0].data, in[0].data, in[1].data, bias, rows, cols, p->eps,
                            c->stream, e);
@@ -447,8 +462,8 @@ static const cuda_op cuda_ops[] = {
     {.op_type = "Transpose", .run = run_transpose, .half = eng_cuda__half_always},
     {.op_type = "Concat", .run = run_concat, .half = eng_cuda__half_always},
     {.op_type = "Cast", .run = run_cast, .half = NULL, .flags = CUDA_OP_ELEMWISE},
-    // FP32 always: the optional Mean/InvStdDev outputs are FP32 statistics
-    {.op_type = "LayerNormalization", .run = run_layernorm, .half = NULL},
+    // FP16 plans: FP16 in and out, float statistics inside the kernel
+    {.op_type = "LayerNormalization", .run = run_layernorm, .half = eng_cuda__half_always},
     {.op_type = "BatchNormalization", .run = run_batchnorm, .half = eng_cuda__half_always},
 };
 
