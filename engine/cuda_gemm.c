@@ -26,6 +26,7 @@ typedef struct gemm_key {
   // Lowest set bit of each address, capped at 256: the heuristic picks
   // algorithms for the alignment it is shown (the bias's through its pointer).
   int32_t align_a, align_b, align_c, align_bias;
+  int32_t align_z;  // the residual's (read as cuBLASLt's C), 0 without one
 } gemm_key;
 
 typedef struct gemm_entry {
@@ -186,11 +187,12 @@ static int entry_build(eng_gemm_lt *g, gemm_entry *en, const gemm_key *key, cons
   STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
   // The heuristic assumes 256-byte aligned buffers unless told otherwise; an
   // algorithm picked that way may fail on a tensor at an odd offset.
-  uint32_t al_a = (uint32_t)key->align_b, al_b = (uint32_t)key->align_a, al_c = (uint32_t)key->align_c;
+  uint32_t al_a = (uint32_t)key->align_b, al_b = (uint32_t)key->align_a, al_d = (uint32_t)key->align_c;
+  uint32_t al_c = key->align_z ? (uint32_t)key->align_z : al_d;  // cuBLASLt's C: the residual, or D
   STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
   STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
   STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
-  STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
+  STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
 
   cublasLtMatmulHeuristicResult_t res;
   memset(&res, 0, sizeof res);
@@ -247,6 +249,16 @@ static int lookup(eng_gemm_lt *g, const gemm_key *key, const void *bias, gemm_en
 int eng_gemm_lt_run(eng_gemm_lt *g, void *C, const void *A, const void *B, const void *bias,
                     int m, int n, int k, bool trans_a, bool trans_b, eng_gemm_epilogue epilogue,
                     eng_gemm_dtype dtype, cudaStream_t stream, err *e) {
+  return eng_gemm_lt_run_res(g, C, A, B, bias, NULL, m, n, k, trans_a, trans_b, epilogue, dtype,
+                             stream, e);
+}
+
+// A residual Z rides in cuBLASLt's C operand with beta = 1: D = epilogue(A B + C), the bias
+// and activation applied after the sum, and C == D (in place) allowed with one layout.
+int eng_gemm_lt_run_res(eng_gemm_lt *g, void *C, const void *A, const void *B, const void *bias,
+                        const void *Z, int m, int n, int k, bool trans_a, bool trans_b,
+                        eng_gemm_epilogue epilogue, eng_gemm_dtype dtype, cudaStream_t stream,
+                        err *e) {
   if (!g || !C || !A || !B)
     return err_set(e, ERR_INVALID_ARGUMENT, "gemm: NULL %s", !g ? "object" : !C ? "C" : !A ? "A" : "B");
   if (m < 1 || n < 1 || k < 1)
@@ -261,7 +273,7 @@ int eng_gemm_lt_run(eng_gemm_lt *g, void *C, const void *A, const void *B, const
                    want_bias ? "needs a bias" : "takes no bias");
   int32_t esize = dtype == ENG_GEMM_FP16 ? 2 : 4;
   if (ptr_align(A) < esize || ptr_align(B) < esize || ptr_align(C) < esize ||
-      (bias && ptr_align(bias) < esize))
+      (bias && ptr_align(bias) < esize) || (Z && ptr_align(Z) < esize))
     return err_set(e, ERR_INVALID_ARGUMENT, "gemm: a pointer is not aligned to its %d-byte elements", esize);
 
   gemm_key key;
@@ -277,14 +289,16 @@ int eng_gemm_lt_run(eng_gemm_lt *g, void *C, const void *A, const void *B, const
   key.align_b = ptr_align(B);
   key.align_c = ptr_align(C);
   key.align_bias = bias ? ptr_align(bias) : 0;
+  key.align_z = Z ? ptr_align(Z) : 0;
   gemm_entry *en;
   TRY(lookup(g, &key, bias, &en, e));
   if (want_bias)
     CUBLAS_TRY(e, cublasLtMatmulDescSetAttribute(en->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                  sizeof bias));
-  const float alpha = 1.0f, beta = 0.0f;
-  CUBLAS_TRY(e, cublasLtMatmul(g->lt, en->op, &alpha, B, en->la, A, en->lb, &beta, C, en->lc, C,
-                               en->lc, &en->algo, g->workspace, g->workspace_bytes, stream));
+  const float alpha = 1.0f, beta = Z ? 1.0f : 0.0f;
+  CUBLAS_TRY(e, cublasLtMatmul(g->lt, en->op, &alpha, B, en->la, A, en->lb, &beta, Z ? Z : C,
+                               en->lc, C, en->lc, &en->algo, g->workspace, g->workspace_bytes,
+                               stream));
   g->st.runs++;
   return 0;
 }

@@ -69,6 +69,14 @@ int eng_gemm_lt_run(eng_gemm_lt *g, void *C, const void *A, const void *B, const
                     int m, int n, int k, bool trans_a, bool trans_b, eng_gemm_epilogue epilogue,
                     eng_gemm_dtype dtype, cudaStream_t stream, err *e);
 
+// The same with a residual: C = epilogue(op(A) x op(B) + Z (+ bias)), Z[m,n]
+// row-major like C, of C's type, added before the activation (cuBLASLt's
+// beta * C input with beta 1; the bias and the activation are applied after
+// it). Z may be C itself (in place); NULL is eng_gemm_lt_run.
+int eng_gemm_lt_run_res(eng_gemm_lt *g, void *C, const void *A, const void *B, const void *bias,
+                        const void *Z, int m, int n, int k, bool trans_a, bool trans_b,
+                        eng_gemm_epilogue epilogue, eng_gemm_dtype dtype, cudaStream_t stream,
+                        err *e);
 void eng_gemm_lt_stats_get(const eng_gemm_lt *g, eng_gemm_lt_stats *s);
 
 const char *eng_gemm_epilogue_name(eng_gemm_epilogue epi);

@@ -226,6 +226,31 @@ static int pass_fold_batchnorm(eng_graph *g, unsigned char *dead, int *changed, 
   return rc;
 }
 
+// Operand order of Add and Mul: exporters write a linear layer on a 3-D
+// activation as MatMul then Add(bias, product), the constant first (torch's
+// TorchScript exporter does). The planners run an elementwise op in place on
+// its first operand only, so such an Add got a buffer of its own, and with
+// it the CUDA plan could not carry the bias in the product's cuBLASLt
+// epilogue (it fuses only an Add that writes over the product): a full
+// extra pass per projection of a BERT layer. Both ops commute exactly in
+// IEEE arithmetic and broadcast symmetrically, so putting the computed
+// operand first changes no value; it runs last, after the fusions that
+// match the exporters' own order.
+static void pass_operand_order(eng_graph *g, const unsigned char *dead) {
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    if (dead[i]) continue;
+    eng_node *n = eng_graph__node_mut(g, i);
+    if (n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0) continue;
+    if (strcmp(n->op_type, "Add") != 0 && strcmp(n->op_type, "Mul") != 0) continue;
+    if (eng_graph_value(g, (size_t)n->in[0])->kind != ENG_VALUE_CONST ||
+        eng_graph_value(g, (size_t)n->in[1])->kind == ENG_VALUE_CONST)
+      continue;
+    int t = n->in[0];
+    n->in[0] = n->in[1];
+    n->in[1] = t;
+  }
+}
+
 int eng_graph__run_passes(eng_graph *g, err *e) {
   size_t n = eng_graph_n_nodes(g);
   unsigned char *dead = calloc(n + 1, 1);
@@ -239,6 +264,8 @@ int eng_graph__run_passes(eng_graph *g, err *e) {
   if (!rc) rc = eng_graph__fuse_layernorm(g, dead, &changed, e);
   // after folding, so the scales are constants (attn.c)
   if (!rc) rc = eng_attn__fuse(g, dead, &changed, e);
+  // last: the fusions above match the exporters' operand order
+  if (!rc) pass_operand_order(g, dead);
   if (!rc && changed) rc = eng_graph__compact(g, dead, e);
   free(dead);
   return rc;

@@ -9,7 +9,11 @@
 // Fusion: a Gemm/MatMul whose result only feeds an in-place bias Add and/or
 // Relu / tanh-Gelu (the planner gave them the product's buffer) runs them as
 // the cuBLASLt epilogue and the fused nodes are skipped: same buffer, same
-// values, one kernel instead of three. Ops say what they absorb through
+// values, one kernel instead of three. A MatMul also takes a residual Add
+// after it (or after its bias Add) through cuBLASLt's C operand: a
+// transformer's projection + bias + residual in one GEMM. N-D left operands
+// times a 2-D weight are one GEMM of M = prod(leading dims), so this holds
+// for [B,S,K] x [K,N] as for 2-D. Ops say what they absorb through
 // their fuse hook (a Conv takes a residual Add and Relu/Sigmoid/Tanh, see
 // ops_conv_cuda.c); settle_fusions checks the buffers per run.
 //
@@ -199,7 +203,7 @@ static int run_matmul(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   eng_gemm_dtype dt = gemm_dt(c, &out[0]);
   int64_t total = prod(s.batch, 0, s.nb), bcount = prod(s.bbatch, 0, s.nb);
   if (total == 0 || s.m == 0 || s.n == 0) return 0;
-  bool fused = c->act != K_ACT_NONE || c->bias;
+  bool fused = c->act != K_ACT_NONE || c->bias || c->z;
   if (s.k == 0) {
     if (fused) return err_set(e, ERR_INTERNAL, "MatMul: fused epilogue on an empty product");
     CUDA_TRY(e, cudaMemsetAsync(y, 0, (size_t)(total * s.m * s.n) * esz, c->stream));
@@ -210,8 +214,9 @@ static int run_matmul(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   if (bcount == 1 && a_full) {  // one weight matrix for every row: one product
     if (total * s.m > INT_MAX || s.n > INT_MAX || s.k > INT_MAX)
       return err_set(e, ERR_INVALID_ARGUMENT, "MatMul exceeds int range");
-    return eng_gemm_lt_run(c->gemm, y, a, b, c->bias, (int)(total * s.m), (int)s.n, (int)s.k,
-                           false, false, epilogue(c->bias != NULL, c->act), dt, c->stream, e);
+    return eng_gemm_lt_run_res(c->gemm, y, a, b, c->bias, c->z, (int)(total * s.m), (int)s.n,
+                               (int)s.k, false, false, epilogue(c->bias != NULL, c->act), dt,
+                               c->stream, e);
   }
   if (fused) return err_set(e, ERR_INTERNAL, "MatMul: fused epilogue on a broadcast product");
   if (s.m > INT_MAX || s.n > INT_MAX || s.k > INT_MAX)
@@ -388,15 +393,30 @@ static int run_cast(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
   return 0;
 }
 
+// FP32 plans run it on FP32, FP16 plans on FP16 storage (k_layer_norm_f16_cuda
+// keeps the statistics in float; the optional Mean and InvStdDev outputs are
+// FP32 values and so FP16 on the device too). Every float operand of a node
+// shares the plan's one storage type; a mix would be a planner bug.
 static int run_layernorm(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
                          eng_tensor *out, int n_out, err *e) {
   int r = in[0].ndims;
   int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
   size_t rows = (size_t)prod(in[0].dims, 0, ax), cols = (size_t)prod(in[0].dims, ax, r);
-  const void *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
+  const eng_tensor *bt = n_in > 2 && in[2].dt != DT_INVALID ? &in[2] : NULL;
+  const eng_tensor *mt = n_out > 1 && out[1].dt != DT_INVALID ? &out[1] : NULL;
+  const eng_tensor *st = n_out > 2 && out[2].dt != DT_INVALID ? &out[2] : NULL;
+  dtype dt = in[0].dt;
+  if ((dt != DT_FP32 && dt != DT_FP16) || in[1].dt != dt || out[0].dt != dt ||
+      (bt && bt->dt != dt) || (mt && mt->dt != dt) || (st && st->dt != dt))
+    return err_set(e, ERR_INTERNAL, "LayerNormalization: operands of mixed or non-float types");
   if (!rows || !cols) return 0;
-  float *mean = n_out > 1 && out[1].dt != DT_INVALID ? out[1].data : NULL;
-  float *istd = n_out > 2 && out[2].dt != DT_INVALID ? out[2].data : NULL;
+  void *mean = mt ? mt->data : NULL, *istd = st ? st->data : NULL;
+  const void *bias = bt ? bt->data : NULL;
+  if (dt == DT_FP16) {
+    TRY(eng_pk_ln_stats_f16_cuda(mean, istd, in[0].data, rows, cols, p->eps, c->stream, e));
+    return k_layer_norm_f16_cuda(out[0].data, in[0].data, in[1].data, bias, rows, cols, p->eps,
+                                 c->stream, e);
+  }
   TRY(eng_pk_ln_stats_cuda(mean, istd, in[0].data, rows, cols, p->eps, c->stream, e));
   return k_layer_norm_cuda(out[0].data, in[0].data, in[1].data, bias, rows, cols, p->eps,
                            c->stream, e);
@@ -447,8 +467,8 @@ static const cuda_op cuda_ops[] = {
     {.op_type = "Transpose", .run = run_transpose, .half = eng_cuda__half_always},
     {.op_type = "Concat", .run = run_concat, .half = eng_cuda__half_always},
     {.op_type = "Cast", .run = run_cast, .half = NULL, .flags = CUDA_OP_ELEMWISE},
-    // FP32 always: the optional Mean/InvStdDev outputs are FP32 statistics
-    {.op_type = "LayerNormalization", .run = run_layernorm, .half = NULL},
+    // FP16 plans: FP16 in and out, float statistics inside the kernel
+    {.op_type = "LayerNormalization", .run = run_layernorm, .half = eng_cuda__half_always},
     {.op_type = "BatchNormalization", .run = run_batchnorm, .half = eng_cuda__half_always},
 };
 
@@ -501,8 +521,18 @@ bool eng_cuda__const_input(const eng_plan *pl, size_t node, int k, eng_tensor *t
   return true;
 }
 
-// A Gemm/MatMul whose result only feeds an in-place bias Add and/or Relu /
-// tanh-Gelu: the cuBLASLt epilogue carries them.
+// Whether value v exists before node i runs (a graph input or an earlier node's output).
+static bool made_before(const eng_plan *pl, int v, size_t i) {
+  for (size_t k = i; k < pl->n_nodes; k++) {
+    const eng_node *n = eng_graph_node(pl->g, k);
+    for (int o = 0; o < n->n_out; o++)
+      if (n->out[o] == v) return false;
+  }
+  return true;
+}
+
+// A Gemm/MatMul whose result only feeds an in-place bias Add, (MatMul) a
+// residual Add and/or Relu / tanh-Gelu: the cuBLASLt epilogue carries them.
 static void gemm_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
   const eng_graph *g = pl->g;
   const eng_node *n = eng_graph_node(g, i);
@@ -543,6 +573,22 @@ static void gemm_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
       nj = eng_graph_node(g, (size_t)j);
     }
   }
+  // MatMul: a residual Add (a transformer's Add(projection + bias, x)) rides in cuBLASLt's C
+  // operand; the residual is read by the product, so it must exist before this node runs.
+  // Its shape (no broadcast) and the buffers are checked per run (settle_fusions).
+  if (!gemm && strcmp(nj->op_type, "Add") == 0 && nj->n_in == 2 && nj->in[0] >= 0 &&
+      nj->in[1] >= 0 && nj->in[0] != nj->in[1]) {
+    int z = nj->in[0] == v ? nj->in[1] : nj->in[0];
+    if (!eng_cuda__is_const(g, z) && made_before(pl, z, i)) {
+      f->res_node = j;
+      f->res_z = z;
+      f->res_value = nj->out[0];
+      v = nj->out[0];
+      j = eng_cuda__sole_consumer(g, pl->n_nodes, v);
+      if (j < 0) return;
+      nj = eng_graph_node(g, (size_t)j);
+    }
+  }
   if (strcmp(nj->op_type, "Relu") == 0) {
     f->act = K_ACT_RELU;
     f->act_node = j;
@@ -557,7 +603,8 @@ static void find_fusions(eng_cuda_plan *p) {
   for (size_t i = 0; i < pl->n_nodes; i++) {
     cuda_fusion *f = &p->fz[i];
     *f = (cuda_fusion){.bias_node = -1, .act_node = -1, .bias_value = -1, .z_value = -1,
-                       .mid_value = -1, .add_value = -1, .act = 0};
+                       .mid_value = -1, .add_value = -1, .res_node = -1, .res_z = -1,
+                       .res_value = -1, .act = 0};
     if (p->ops[i] && p->ops[i]->fuse) p->ops[i]->fuse(pl, i, f);  // NULL: a folded node
   }
 }
@@ -588,7 +635,8 @@ static void settle_fusions(eng_cuda_plan *p) {
     const cuda_fusion *f = &p->fz[i];
     if (f->mid_value < 0 || p->skip[i] || pl->folded[i]) continue;
     // an Add two products could absorb (Conv + Conv shortcut) goes to the first
-    if ((f->bias_node >= 0 && p->skip[f->bias_node]) || (f->act_node >= 0 && p->skip[f->act_node]))
+    if ((f->bias_node >= 0 && p->skip[f->bias_node]) || (f->act_node >= 0 && p->skip[f->act_node]) ||
+        (f->res_node >= 0 && p->skip[f->res_node]))
       continue;
     const eng_node *n = eng_graph_node(g, i);
     int r = pl->root[f->mid_value], out = f->mid_value;
@@ -605,7 +653,21 @@ static void settle_fusions(eng_cuda_plan *p) {
       p->run_z[i] = f->z_value;
       p->skip[f->bias_node] = 1;
     }
-    if (f->act_node >= 0) {
+    // the residual (MatMul): same rules as above; the activation follows it, so it fuses
+    // only if the residual did
+    bool res_ok = true;
+    if (f->res_node >= 0) {
+      int rr = pl->root[f->res_value];
+      bool on_z = rr == pl->root[f->res_z] && rr != xr;
+      res_ok = same_shape(&pl->cur[f->res_z], &pl->cur[f->mid_value]) && (rr == r || on_z);
+      if (res_ok) {
+        r = rr;
+        out = f->res_value;
+        p->run_z[i] = f->res_z;
+        p->skip[f->res_node] = 1;
+      }
+    }
+    if (f->act_node >= 0 && res_ok) {
       const eng_node *na = eng_graph_node(g, (size_t)f->act_node);
       if (pl->root[na->out[0]] == r) {
         p->run_act[i] = f->act;

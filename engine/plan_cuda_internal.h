@@ -71,6 +71,9 @@ typedef struct cuda_fusion {
   int z_value;              // the Add's other activation (a residual), or -1
   int mid_value;            // the fusing node's output; -1: no fusion
   int add_value;            // the Add's output
+  // MatMul only: a residual Add after the product (or after its bias Add), Add(chain, res_z)
+  // with res_z computed before the node; act_node then follows this Add. -1 if none.
+  int res_node, res_z, res_value;
   int act;                  // the op's own activation code (k_act for GEMMs, eng_cuconv_act for Conv)
 } cuda_fusion;
 

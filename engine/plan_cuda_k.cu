@@ -244,27 +244,45 @@ extern "C" int eng_pk_round_narrow_cuda(float *y, size_t n, int bf16, cudaStream
   return launch_check(e, "round_narrow_kernel");
 }
 
-// --- LayerNormalization statistics: one thread per row, the CPU's order
+// --- LayerNormalization statistics: one thread per row, the CPU's order.
+// FP16 plans store the FP32 statistics as FP16 (every FP32 value of such a
+// plan is FP16 on the device): the sums stay in double over the widened
+// inputs, and only the two results are rounded to half, once.
 
-__global__ void ln_stats_kernel(float *mean, float *istd, const float *x, size_t rows,
-                                size_t cols, float eps) {
+__device__ static inline double pk_wide(float v) { return v; }
+__device__ static inline double pk_wide(__half v) { return __half2float(v); }
+__device__ static inline void pk_store(float *p, double v) { *p = (float)v; }
+__device__ static inline void pk_store(__half *p, double v) { *p = __float2half_rn((float)v); }
+
+template <class T>
+__global__ void ln_stats_kernel(T *mean, T *istd, const T *x, size_t rows, size_t cols,
+                                float eps) {
   for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < rows;
        r += (size_t)gridDim.x * blockDim.x) {
-    const float *xr = x + r * cols;
+    const T *xr = x + r * cols;
     double s = 0, ss = 0;
-    for (size_t j = 0; j < cols; j++) s += xr[j];
+    for (size_t j = 0; j < cols; j++) s += pk_wide(xr[j]);
     double mu = s / (double)cols;
-    for (size_t j = 0; j < cols; j++) ss += (xr[j] - mu) * (xr[j] - mu);
-    if (mean) mean[r] = (float)mu;
-    if (istd) istd[r] = (float)(1.0 / sqrt(ss / (double)cols + eps));
+    for (size_t j = 0; j < cols; j++) ss += (pk_wide(xr[j]) - mu) * (pk_wide(xr[j]) - mu);
+    if (mean) pk_store(&mean[r], mu);
+    if (istd) pk_store(&istd[r], 1.0 / sqrt(ss / (double)cols + eps));
   }
 }
 
 extern "C" int eng_pk_ln_stats_cuda(float *mean, float *istd, const float *x, size_t rows,
                                     size_t cols, float eps, cudaStream_t stream, err *e) {
   if (rows == 0 || cols == 0 || (!mean && !istd)) return 0;
-  ln_stats_kernel<<<blocks_for(rows), PK_THREADS, 0, stream>>>(mean, istd, x, rows, cols, eps);
+  ln_stats_kernel<float><<<blocks_for(rows), PK_THREADS, 0, stream>>>(mean, istd, x, rows, cols, eps);
   return launch_check(e, "ln_stats_kernel");
+}
+
+extern "C" int eng_pk_ln_stats_f16_cuda(uint16_t *mean, uint16_t *istd, const uint16_t *x,
+                                        size_t rows, size_t cols, float eps, cudaStream_t stream,
+                                        err *e) {
+  if (rows == 0 || cols == 0 || (!mean && !istd)) return 0;
+  ln_stats_kernel<__half><<<blocks_for(rows), PK_THREADS, 0, stream>>>(
+      (__half *)mean, (__half *)istd, (const __half *)x, rows, cols, eps);
+  return launch_check(e, "ln_stats_kernel (f16)");
 }
 
 // --- test hook: a real launch failure

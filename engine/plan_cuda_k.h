@@ -44,6 +44,10 @@ int eng_pk_round_narrow_cuda(float *y, size_t n, int bf16, cudaStream_t stream, 
 // CPU op computes them; either output may be NULL.
 int eng_pk_ln_stats_cuda(float *mean, float *istd, const float *x, size_t rows, size_t cols,
                          float eps, cudaStream_t stream, err *e);
+// The same over FP16 x, the two statistics rounded to FP16 (an FP16 plan's
+// storage of the op's FP32 Mean and InvStdDev outputs).
+int eng_pk_ln_stats_f16_cuda(uint16_t *mean, uint16_t *istd, const uint16_t *x, size_t rows,
+                             size_t cols, float eps, cudaStream_t stream, err *e);
 
 // Test hook (INFERD_CUDA_FAULT_AT): launches a kernel with an invalid
 // configuration and returns the launch check's ERR_INTERNAL, so tests drive

@@ -234,6 +234,83 @@ static void test_all_cases(eng_gemm_lt *g, cudaStream_t st) {
   }
 }
 
+// The residual (eng_gemm_lt_run_res): C = epilogue(A B + Z + bias), Z added before the
+// activation, from a buffer of its own and in place (Z == C: the plan fuses a residual Add that
+// ran in place on the residual so), transposes off as the engine's MatMul runs them, M up to
+// batch * sequence rows. Z is drawn in [-2, 2) so the Relu sees both signs
+// after the sum; the error is scaled by S + |Z|.
+static void test_residual(eng_gemm_lt *g, cudaStream_t st) {
+  static const shape rs[] = {{1, 1, 1}, {3, 17, 5}, {4 * 128, 64, 96}, {1000, 17, 33}};
+  static const eng_gemm_epilogue epis[] = {ENG_GEMM_EPI_NONE, ENG_GEMM_EPI_RELU, ENG_GEMM_EPI_BIAS,
+                                           ENG_GEMM_EPI_BIAS_RELU, ENG_GEMM_EPI_BIAS_GELU};
+  eng_gemm_dtype dts[] = {ENG_GEMM_FP32, ENG_GEMM_FP16};
+  err e = {0};
+  for (int d = 0; d < 2; d++) {
+    double worst = 0, tol = dts[d] == ENG_GEMM_FP16 ? 1e-2 : 1e-5;
+    for (size_t si = 0; si < sizeof rs / sizeof rs[0]; si++) {
+      problem p;
+      problem_init(&p, rs[si], dts[d]);
+      size_t mn = (size_t)p.s.m * p.s.n;
+      float *z = malloc(mn * sizeof *z), *c = malloc(mn * sizeof *c);
+      for (size_t i = 0; i < mn; i++) z[i] = 2.0f * urand();
+      if (dts[d] == ENG_GEMM_FP16) round_fp16(z, mn);
+      void *dZ = NULL;
+      CHECK_EQ_INT(cudaMalloc(&dZ, mn * p.esize), cudaSuccess);
+      upload(p.dA, p.a, p.s.m, p.s.k, 0, p.dt);
+      upload(p.dB, p.b, p.s.k, p.s.n, 0, p.dt);
+      upload(p.dBias, p.bias, 1, p.s.n, 0, p.dt);
+      for (size_t ei = 0; ei < sizeof epis / sizeof epis[0]; ei++)
+        for (int in_place = 0; in_place < 2; in_place++) {
+          eng_gemm_epilogue epi = epis[ei];
+          void *C = p.dC, *Z = in_place ? p.dC : dZ;
+          upload(Z, z, p.s.m, p.s.n, 0, p.dt);
+          if (!in_place) CHECK_EQ_INT(cudaMemset(C, 0xff, mn * p.esize), cudaSuccess);  // NaNs
+          int rc = eng_gemm_lt_run_res(g, C, p.dA, p.dB, has_bias(epi) ? p.dBias : NULL, Z, p.s.m,
+                                       p.s.n, p.s.k, 0, 0, epi, p.dt, st, &e);
+          CHECK_EQ_INT(rc, 0);
+          if (rc) {
+            fprintf(stderr, "residual %s m=%d n=%d k=%d %s: %s\n", eng_gemm_dtype_name(p.dt), p.s.m,
+                    p.s.n, p.s.k, eng_gemm_epilogue_name(epi), e.msg);
+            continue;
+          }
+          CHECK_EQ_INT(cudaStreamSynchronize(st), cudaSuccess);
+          CHECK_EQ_INT(cudaMemcpy(p.hC, C, mn * p.esize, cudaMemcpyDeviceToHost), cudaSuccess);
+          if (p.dt == ENG_GEMM_FP16) k_f16_to_f32(c, (const uint16_t *)p.hC, mn);
+          else memcpy(c, p.hC, mn * sizeof *c);
+          double w = 0;
+          for (int i = 0; i < p.s.m; i++)
+            for (int j = 0; j < p.s.n; j++) {
+              size_t at = (size_t)i * p.s.n + j;
+              double bias = has_bias(epi) ? p.bias[j] : 0;
+              double want = apply_epi(epi, p.ref[at] + z[at], bias);
+              double scale = p.mag[at] + fabs(bias) + fabs(z[at]);
+              if (scale < 1) scale = 1;
+              double rel = fabs((double)c[at] - want) / scale;
+              if (!(rel <= w)) w = rel;
+            }
+          if (!(w <= tol))
+            fprintf(stderr, "residual %s m=%d n=%d k=%d %s%s: rel %.3g > %.1g\n",
+                    eng_gemm_dtype_name(p.dt), p.s.m, p.s.n, p.s.k, eng_gemm_epilogue_name(epi),
+                    in_place ? " in place" : "", w, tol);
+          CHECK(w <= tol);
+          if (!(w <= worst)) worst = w;
+        }
+      cudaFree(dZ);
+      free(z);
+      free(c);
+      problem_free(&p);
+    }
+    printf("%s residual: worst relative error %.3g\n", eng_gemm_dtype_name(dts[d]), worst);
+  }
+  // a misaligned residual is refused like the other operands
+  problem p;
+  problem_init(&p, (shape){4, 4, 4}, ENG_GEMM_FP32);
+  CHECK_EQ_INT(eng_gemm_lt_run_res(g, p.dC, p.dA, p.dB, NULL, (char *)p.dC + 2, 4, 4, 4, 0, 0,
+                                   ENG_GEMM_EPI_NONE, ENG_GEMM_FP32, st, &e),
+               ERR_INVALID_ARGUMENT);
+  problem_free(&p);
+}
+
 // cuBLASLt's GELU is the tanh form: check it on a ramp of inputs, where the
 // tanh and erf forms differ by up to ~5e-4.
 static void test_gelu_form(eng_gemm_lt *g, cudaStream_t st) {
@@ -348,6 +425,7 @@ int main(void) {
   test_arguments(g, st);
   test_gelu_form(g, st);
   test_tf32(g, st);
+  test_residual(g, st);
   test_all_cases(g, st);
   eng_gemm_lt_stats s;
   eng_gemm_lt_stats_get(g, &s);

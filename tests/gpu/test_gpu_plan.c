@@ -725,6 +725,49 @@ static void test_conv(void) {
   }
 }
 
+// --- GEMM epilogues on 3-D activations: mm3d_bias's three MatMuls ([B,S,K] x [K,N], one GEMM
+// of M = B*S rows each) carry their bias Adds (written Add(bias, product) in the file; the load
+// pass puts the product first so the Add runs in place on it), the second its residual Add too
+// (cuBLASLt's C operand) and the third the Relu after it: 5 nodes fused, in FP32 and FP16, at
+// every batch size and two sequence lengths. The exact-erf Gelu runs on its own; the FP16 plan
+// runs both LayerNorms (one with its Mean/InvStdDev outputs) in FP16. Values against the CPU
+// plan, as everywhere here.
+static void test_gemm_fusion(void) {
+  eng_graph *g = load_model("mm3d_bias");
+  if (!g) return;
+  for (int half = 0; half < 2; half++) {
+    eng_plan *cp = NULL;
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
+    CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+    int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
+    if (rc) fprintf(stderr, "mm3d_bias: cuda create: %s\n", e.msg);
+    CHECK_EQ_INT(rc, 0);
+    double worst = 0;
+    for (int b = 1; cp && gp && b <= MAXB; b++)
+      for (int seq = 0; seq < 2; seq++) {
+        io_set in = {0};
+        make_inputs(g, "mm3d_bias", b, seq ? 13 : 0, &in);
+        char label[64];
+        snprintf(label, sizeof label, "%s batch %d seq %lld", half ? "fp16" : "fp32", b,
+                 (long long)in.t[0].dims[1]);
+        worst = max_worst(worst, run_both("mm3d_bias", g, cp, gp, &in, label, half ? low_rtol : 0));
+        eng_cuda_plan_stats st;
+        eng_cuda_plan_stats_get(gp, &st);
+        if (st.fused_nodes != 5) fprintf(stderr, "mm3d_bias %s: %llu nodes fused, want 5\n", label,
+                                         (unsigned long long)st.fused_nodes);
+        CHECK_EQ_INT(st.fused_nodes, 5);
+        io_free(&in);
+      }
+    printf("mm3d_bias %s: 5 nodes fused (3 bias Adds, the residual Add, 1 Relu), worst scaled error %.3g\n",
+           half ? "fp16" : "fp32", worst);
+    eng_cuda_plan_destroy(gp);
+    eng_plan_destroy(cp);
+  }
+  eng_graph_destroy(g);
+}
+
 // --- what the CUDA plan cannot run is refused at load, by name
 
 static void test_refusals(void) {
@@ -836,6 +879,7 @@ int main(int argc, char **argv) {
   test_threads();
   test_modes();
   test_conv();
+  test_gemm_fusion();
   test_refusals();
   test_fault();
   CHECK_DONE();

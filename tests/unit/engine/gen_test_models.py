@@ -210,6 +210,38 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["B", "T", D])],
           [vi("y", TensorProto.FLOAT, ["B", "T", 2 * D]), vi("z", TensorProto.FLOAT, ["B", "T", D])], inits, opset=20)
 compare(m, "block", {"x": f32(3, 5, D)})
 
+# --- a BERT layer's projections on 3-D activations, as torch's TorchScript exporter writes them:
+# MatMul with a 2-D weight, then Add(bias, product) with the constant first; an exact-erf Gelu
+# after the first (cuBLASLt's GELU is the tanh form: stays a node), the residual Add after the
+# second, a bias + Relu pair, and a LayerNormalization with its optional Mean/InvStdDev outputs.
+# The CUDA plan runs each bias in its product's epilogue, the residual Add too (test_gpu_plan
+# counts 5 fused nodes: three bias Adds, the residual Add and the Relu); its FP16 plan runs both
+# LayerNorms in FP16.
+D, F = 16, 32
+nodes = [
+    helper.make_node("LayerNormalization", ["x", "ln1_s", "ln1_b"], ["h"], name="ln1", axis=-1, epsilon=1e-5),
+    helper.make_node("MatMul", ["h", "w1"], ["m1"], name="ff1"),
+    helper.make_node("Add", ["b1", "m1"], ["a1"], name="ff1_bias"),
+    helper.make_node("Gelu", ["a1"], ["g1"], name="gelu"),
+    helper.make_node("MatMul", ["g1", "w2"], ["m2"], name="ff2"),
+    helper.make_node("Add", ["b2", "m2"], ["a2"], name="ff2_bias"),
+    helper.make_node("Add", ["a2", "x"], ["r"], name="residual"),
+    helper.make_node("LayerNormalization", ["r", "ln2_s", "ln2_b"], ["y", "mu", "istd"], name="ln2", axis=-1,
+                     epsilon=1e-5),
+    helper.make_node("MatMul", ["y", "w3"], ["m3"], name="proj"),
+    helper.make_node("Add", ["b3", "m3"], ["a3"], name="proj_bias"),
+    helper.make_node("Relu", ["a3"], ["z"], name="proj_relu"),
+]
+inits = [numpy_helper.from_array(f32(D), "ln1_s"), numpy_helper.from_array(f32(D), "ln1_b"),
+         numpy_helper.from_array(f32(D, F) * 0.25, "w1"), numpy_helper.from_array(f32(F), "b1"),
+         numpy_helper.from_array(f32(F, D) * 0.2, "w2"), numpy_helper.from_array(f32(D), "b2"),
+         numpy_helper.from_array(f32(D), "ln2_s"), numpy_helper.from_array(f32(D), "ln2_b"),
+         numpy_helper.from_array(f32(D, D) * 0.25, "w3"), numpy_helper.from_array(f32(D), "b3")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["B", "S", D])],
+          [vi("y", TensorProto.FLOAT, ["B", "S", D]), vi("mu", TensorProto.FLOAT, ["B", "S", 1]),
+           vi("istd", TensorProto.FLOAT, ["B", "S", 1]), vi("z", TensorProto.FLOAT, ["B", "S", D])], inits, opset=20)
+compare(m, "mm3d_bias", {"x": f32(3, 7, D)})
+
 # --- BatchNormalization + Flatten + Cast round trip + int64 arithmetic
 nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "mu", "var"], ["bn"], name="bn", epsilon=1e-3),
          helper.make_node("Flatten", ["bn"], ["fl"], name="flat"),

@@ -342,6 +342,35 @@ static void test_batchnorm_folded(void) {
   eng_graph_destroy(g);
 }
 
+// graph_pass.c: mm3d_bias writes each linear layer's bias Add as Add(bias, product), as
+// torch's exporter does; after loading the product comes first (the operand the planners run
+// in place on), the bias second, and the residual Add keeps its two computed operands.
+static void test_operand_order(void) {
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_graph_load(model_path("mm3d_bias.onnx"), &g, &e), 0);
+  if (!g) return;
+  int swapped = 0, residual = 0;
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    if (strcmp(n->op_type, "Add") != 0) continue;
+    const char *a = eng_graph_value(g, (size_t)n->in[0])->name;
+    const char *b = eng_graph_value(g, (size_t)n->in[1])->name;
+    if (strcmp(n->name, "residual") == 0) {
+      residual = strcmp(a, "a2") == 0 && strcmp(b, "x") == 0;
+      continue;
+    }
+    CHECK_EQ_INT(eng_graph_value(g, (size_t)n->in[0])->kind != ENG_VALUE_CONST, 1);
+    CHECK_EQ_INT(eng_graph_value(g, (size_t)n->in[1])->kind, ENG_VALUE_CONST);
+    swapped += (strcmp(a, "m1") == 0 && strcmp(b, "b1") == 0) ||
+               (strcmp(a, "m2") == 0 && strcmp(b, "b2") == 0) ||
+               (strcmp(a, "m3") == 0 && strcmp(b, "b3") == 0);
+  }
+  CHECK_EQ_INT(swapped, 3);
+  CHECK_EQ_INT(residual, 1);
+  eng_graph_destroy(g);
+}
+
 // graph_pass.c: typed_ints' Cast of an int32 initializer depends on nothing
 // but constants: it runs once at load, its output is a constant FP32 [6]
 // with the cast values, and only the Reshape and the Add stay nodes.
@@ -499,6 +528,7 @@ int main(void) {
   test_mlp_io();
   test_constant_subgraph_folded();
   test_batchnorm_folded();
+  test_operand_order();
   test_constants_folded();
   test_fp16_weights_widened();
   test_unsorted();
