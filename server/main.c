@@ -196,7 +196,16 @@ int main(int argc, char **argv) {
   }
   if (n_gpus > 0) srv_log(SRV_LOG_INFO, "%s", prof_gpus_nvml_status(srv.gpus));
   int default_max_batch = o.auto_complete_config ? o.default_max_batch_size : CONFIG_NO_AUTO_COMPLETE;
-  if (srv_registry_load(o.model_repository, default_max_batch, n_gpus, &srv.reg, &e) != 0) {
+  int lrc = 0;
+  if (o.control_mode == SRV_CONTROL_EXPLICIT) {
+    lrc = srv_registry_create(o.model_repository, default_max_batch, n_gpus, &srv.reg, &e);
+    if (lrc == 0)
+      lrc = srv_control_initial_load(srv.reg, o.model_repository, o.load_models, o.n_load_models, &e);
+  } else {
+    lrc = srv_registry_load(o.model_repository, default_max_batch, n_gpus, &srv.reg, &e);
+  }
+  if (lrc != 0) {
+    srv_registry_destroy(srv.reg);
     srv_log(SRV_LOG_ERROR, "cannot load the model repository: %s", e.msg);
     prof_gpus_destroy(srv.gpus);
     return 1;
@@ -206,6 +215,8 @@ int main(int argc, char **argv) {
   if (o.allow_client_shm && srv_shm_create(&srv.shm, &e) != 0) goto fail;
   srv_sched_ops ops = srv_infer_sched_ops(&srv);
   if (srv_sched_create(srv.reg, &ops, &srv.sched, &e) != 0) goto fail;
+  if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.control, &e) != 0)
+    goto fail;
   if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
     goto fail;
   if (o.allow_metrics && o.metrics_port >= 0 &&
@@ -237,6 +248,8 @@ int main(int argc, char **argv) {
   drain_inference(&srv, o.exit_timeout_secs * 1000 < ABSORB_MS ? o.exit_timeout_secs * 1000 : ABSORB_MS, 100);
   int left_ms = o.exit_timeout_secs * 1000 - (int)((eng_now_us() - t_drain) / 1000);
   srv_grpc_shutdown(grpc, left_ms > 0 ? left_ms : 0);
+  srv_control_destroy(srv.control);  // no load/unload/poll from here; retired models freed
+  srv.control = NULL;
   log_final_counts(&srv);
   status = 0;
 
@@ -244,6 +257,7 @@ fail:
   if (status) srv_log(SRV_LOG_ERROR, "%s", e.msg);
   if (srv.sched) srv_sched_stop(srv.sched, close_http, &hc);  // no-op when the loop never started
   if (grpc) srv_grpc_destroy(grpc);
+  srv_control_destroy(srv.control);  // before the scheduler: it removes retired versions from it
   if (srv.sched) {
     if (hc.http || hc.metrics) {
       // the loop never ran: close HTTP's handles by running the loop here
