@@ -89,7 +89,9 @@ static int do_load(srv_control *c, const char *name, err *e) {
   if (!serving) {
     err why = m->status.code ? m->status : (err){.code = ERR_UNAVAILABLE};
     if (!why.msg[0]) snprintf(why.msg, sizeof why.msg, "no version of the model loaded");
-    if (cur_serving) {
+    if (!cur && why.code == ERR_NOT_FOUND) {
+      srv_model_free(m);  // no such directory: nothing to list in the index
+    } else if (cur_serving) {
       // the old generation keeps serving; the index says why the new one did not
       srv_log(SRV_LOG_ERROR, "model '%s' failed to reload, the loaded version keeps serving: %s", name, why.msg);
       srv_registry_set_error(c->reg, name, why.msg);
