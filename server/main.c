@@ -234,8 +234,11 @@ int main(int argc, char **argv) {
   if (srv_sched_start(srv.sched, &e) != 0) goto fail;
   if (srv_grpc_start(grpc, &e) != 0) goto fail;
 
-  srv_log(SRV_LOG_INFO, "serving %zu model(s) from %s; ready: %s", srv_registry_n_models(srv.reg),
-          o.model_repository, srv_server_ready(&srv) ? "yes" : "no (a model failed to load)");
+  srv_registry_rdlock(srv.reg);  // gRPC is serving: a load may already change the set
+  size_t n_models = srv_registry_n_models(srv.reg);
+  srv_registry_rdunlock(srv.reg);
+  srv_log(SRV_LOG_INFO, "serving %zu model(s) from %s; ready: %s", n_models, o.model_repository,
+          srv_server_ready(&srv) ? "yes" : "no (a model failed to load)");
   if (hc.metrics) fprintf(stderr, "inferd ready: grpc=%d http=%d metrics=%d\n", srv_grpc_port(grpc),
                          srv_http_port(hc.http), srv_http_port(hc.metrics));
   else fprintf(stderr, "inferd ready: grpc=%d http=%d\n", srv_grpc_port(grpc), srv_http_port(hc.http));
