@@ -140,6 +140,7 @@ static void drain_inference(srv_server *s, int timeout_ms, int quiet_ms) {
 // Every answer has left: the final tally per model version, for the log
 // (and for whoever must reconcile a drain with what clients received).
 static void log_final_counts(srv_server *s) {
+  srv_registry_rdlock(s->reg);  // poll mode's thread still runs
   for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
     srv_model *m = srv_registry_model_at(s->reg, i);
     for (size_t j = 0; j < m->n_versions; j++) {
@@ -150,6 +151,7 @@ static void log_final_counts(srv_server *s) {
               (unsigned long long)atomic_load(&v->stats.fail.count));
     }
   }
+  srv_registry_rdunlock(s->reg);
 }
 
 // Runs on the loop thread once the scheduler is idle.
@@ -251,8 +253,6 @@ int main(int argc, char **argv) {
   drain_inference(&srv, o.exit_timeout_secs * 1000 < ABSORB_MS ? o.exit_timeout_secs * 1000 : ABSORB_MS, 100);
   int left_ms = o.exit_timeout_secs * 1000 - (int)((eng_now_us() - t_drain) / 1000);
   srv_grpc_shutdown(grpc, left_ms > 0 ? left_ms : 0);
-  srv_control_destroy(srv.control);  // no load/unload/poll from here; retired models freed
-  srv.control = NULL;
   log_final_counts(&srv);
   status = 0;
 
@@ -260,7 +260,9 @@ fail:
   if (status) srv_log(SRV_LOG_ERROR, "%s", e.msg);
   if (srv.sched) srv_sched_stop(srv.sched, close_http, &hc);  // no-op when the loop never started
   if (grpc) srv_grpc_destroy(grpc);
-  srv_control_destroy(srv.control);  // before the scheduler: it removes retired versions from it
+  // after HTTP and gRPC closed (nothing calls it any more), before the
+  // scheduler: it removes the retired versions from it
+  srv_control_destroy(srv.control);
   if (srv.sched) {
     if (hc.http || hc.metrics) {
       // the loop never ran: close HTTP's handles by running the loop here
