@@ -48,7 +48,7 @@ int srv_control_initial_load(srv_registry *reg, const char *repo_dir, const char
     const char *name = all ? rms[i].name : names[i];
     if (srv_registry_current(reg, name)) continue;  // named twice
     srv_model *m;
-    rc = srv_registry_build(reg, name, &m, e);
+    rc = srv_registry_build(reg, name, NULL, &m, e);
     if (rc) break;
     if (m->status.code) srv_log(SRV_LOG_ERROR, "--load-model '%s': %s", name, m->status.msg);
     srv_registry_publish(reg, m);
@@ -73,9 +73,9 @@ static void retire(srv_control *c, srv_model *m) {
 }
 
 // Under c->mu.
-static int do_load(srv_control *c, const char *name, err *e) {
+static int do_load(srv_control *c, const char *name, const char *config_text, err *e) {
   srv_model *m;
-  TRY(srv_registry_build(c->reg, name, &m, e));
+  TRY(srv_registry_build(c->reg, name, config_text, &m, e));
   int serving = 0;
   for (size_t j = 0; j < m->n_versions; j++) serving |= m->versions[j].model != NULL;
   err se = {0};
@@ -129,12 +129,18 @@ static int explicit_or_fail(srv_control *c, err *e) {
 int srv_control_load(srv_control *c, const char *name, const char *config_override, err *e) {
   TRY(explicit_or_fail(c, e));
   if (!name || !name[0]) return err_set(e, ERR_INVALID_ARGUMENT, "a model name is required");
-  if (config_override)
-    return err_set(e, ERR_INVALID_ARGUMENT,
-                   "the 'config' override of a load request is not supported yet (inferd has no JSON config "
-                   "parser); edit the model's config.pbtxt in the repository and load it again");
+  if (config_override) {
+    const char *p = config_override;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    // Triton sends the override as JSON; inferd has a config.pbtxt parser but no JSON one
+    if (*p == '{')
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "the 'config' override is JSON, which inferd does not parse: send it as config.pbtxt text "
+                     "(protobuf text format), e.g. 'max_batch_size: 4 input [...]'");
+    if (!*p) return err_set(e, ERR_INVALID_ARGUMENT, "the 'config' override is empty");
+  }
   pthread_mutex_lock(&c->mu);
-  int rc = do_load(c, name, e);
+  int rc = do_load(c, name, config_override, e);
   pthread_mutex_unlock(&c->mu);
   return rc;
 }
@@ -161,7 +167,7 @@ static void rescan(srv_control *c) {
     srv_model *cur = srv_registry_current(c->reg, rms[i].name);
     if (cur && !cur->unloaded && cur->signature == srv_registry_scan_signature(&rms[i])) continue;
     // a failed reload keeps its signature unchanged: retried only once the files change again
-    if (do_load(c, rms[i].name, &e) != 0 && cur && !cur->unloaded) cur->signature = srv_registry_scan_signature(&rms[i]);
+    if (do_load(c, rms[i].name, NULL, &e) != 0 && cur && !cur->unloaded) cur->signature = srv_registry_scan_signature(&rms[i]);
   }
   srv_registry_rdlock(c->reg);
   size_t nm = srv_registry_n_models(c->reg);

@@ -226,10 +226,10 @@ int srv_registry_load(const char *repo_dir, int default_max_batch_size, int n_gp
   return 0;
 }
 
-int srv_registry_build(srv_registry *r, const char *name, srv_model **out, err *e) {
+int srv_registry_build(srv_registry *r, const char *name, const char *config_text, srv_model **out, err *e) {
   repo_model rm;
   err se = {0};
-  repo_scan_model(r->repo_dir, name, &rm, &se);  // a failure is the entry's status
+  repo_scan_model_config(r->repo_dir, name, config_text, &rm, &se);  // a failure is the entry's status
   if (rm.status.code == 0 && se.code) rm.status = se;
   if (!rm.name[0]) snprintf(rm.name, sizeof rm.name, "%s", name);
   srv_model *m = build_from(r, &rm);

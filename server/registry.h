@@ -95,7 +95,8 @@ void srv_registry_destroy(srv_registry *r);
 // Builds a new generation of the named model from the repository, outside
 // any lock (slow: loads the graphs). *out is always set (barring out of
 // memory): a generation with status.code != 0 says why it cannot serve.
-int srv_registry_build(srv_registry *r, const char *name, srv_model **out, err *e);
+// config_text: a config.pbtxt text to use instead of the file (NULL: the file).
+int srv_registry_build(srv_registry *r, const char *name, const char *config_text, srv_model **out, err *e);
 // The signature a scan entry would give its generation (poll mode compares).
 struct repo_model;
 uint64_t srv_registry_scan_signature(const struct repo_model *rm);
