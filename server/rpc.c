@@ -114,8 +114,9 @@ static void server_metadata(void *ctx, srv_call *call, const uint8_t *req, size_
   (void)req, (void)len;
   // Only what is really implemented (and enabled); clients probe this list.
   srv_server *s = ctx;
-  char *ext[5] = {"model_configuration", "statistics", "logging"};
-  size_t n = 3;
+  // model_repository: index, load, unload (refused outside explicit mode, as Triton's)
+  char *ext[6] = {"model_configuration", "model_repository", "statistics", "logging"};
+  size_t n = 4;
   if (s->trace) ext[n++] = "trace";
   if (s->shm) ext[n++] = "system_shared_memory";
   Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
