@@ -203,6 +203,11 @@ static int settle_name(repo_model *m, err *e) {
 // --- public
 
 int repo_scan_model(const char *repo_dir, const char *name, repo_model *out, err *e) {
+  return repo_scan_model_config(repo_dir, name, NULL, out, e);
+}
+
+int repo_scan_model_config(const char *repo_dir, const char *name, const char *config_text, repo_model *out,
+                           err *e) {
   memset(out, 0, sizeof *out);
   err *st = &out->status;
   int ok_name = valid_name(name);
@@ -224,7 +229,16 @@ int repo_scan_model(const char *repo_dir, const char *name, repo_model *out, err
   char cfg_path[PATH_MAX];
   if (join(cfg_path, sizeof cfg_path, st, "%s/%s", out->dir, "config.pbtxt")) goto done;
   struct stat sb;
-  if (stat(cfg_path, &sb) == 0) {
+  if (config_text) {  // a load request's override stands in for the file
+    ProtobufCMessage *parsed = NULL;
+    if (pbtxt_parse(&inference__model_config__descriptor, config_text, strlen(config_text), "config override",
+                    &parsed, st))
+      goto done;
+    config_free(out->config);
+    out->config = (Inference__ModelConfig *)parsed;
+    out->config_from_file = 1;
+    if (settle_name(out, st)) goto done;
+  } else if (stat(cfg_path, &sb) == 0) {
     ProtobufCMessage *parsed = NULL;
     if (pbtxt_parse_file(&inference__model_config__descriptor, cfg_path, &parsed, st)) goto done;
     config_free(out->config);

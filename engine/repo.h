@@ -47,6 +47,11 @@ int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, err *
 // repo_model_close, whatever the result.
 int repo_scan_model(const char *repo_dir, const char *name, repo_model *out, err *e);
 
+// The same with config_text (protobuf text format, a load request's
+// override) taking the place of config.pbtxt; NULL reads the file.
+int repo_scan_model_config(const char *repo_dir, const char *name, const char *config_text, repo_model *out,
+                           err *e);
+
 // Releases what one entry owns (config, versions) and zeroes it.
 void repo_model_close(repo_model *m);
 

@@ -41,6 +41,11 @@ void srv_options_usage(const char *prog) {
           "  --trace-file PATH            write every Nth request (--trace-rate) as Chrome trace events\n"
           "                               (one span per stage), a file Perfetto and chrome://tracing open\n"
           "  --trace-rate N               trace every Nth request (default 1000)\n"
+          "  --model-control-mode MODE    none (load the repository once, default), explicit (load the\n"
+          "                               --load-model ones; RepositoryModelLoad/Unload change the set)\n"
+          "                               or poll (rescan the repository every --repository-poll-secs)\n"
+          "  --load-model NAME            explicit mode: load NAME at start (repeatable; '*' for all)\n"
+          "  --repository-poll-secs N     poll mode: seconds between rescans (default 15)\n"
           "  --log-level LEVEL            error, warn, info or debug (default info)\n"
           "  --log-verbose N              Triton's flag: N > 0 means --log-level debug\n"
           "  --help                       this text\n"
@@ -91,7 +96,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
   *o = (srv_options){.grpc_address = "0.0.0.0", .http_address = "0.0.0.0", .grpc_port = 8001, .http_port = 8000,
                      .grpc_threads = default_grpc_threads(), .grpc_max_message_bytes = 64 << 20,
                      .default_max_batch_size = 4, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
-                     .log_level = SRV_LOG_INFO, .trace_rate = 1000, .allow_metrics = 1, .metrics_port = -1};
+                     .log_level = SRV_LOG_INFO, .trace_rate = 1000, .allow_metrics = 1, .metrics_port = -1, .poll_secs = 15};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -138,7 +143,23 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--allow-metrics")) rc = parse_bool(name, val, &o->allow_metrics);
     else if (!strcmp(name, "--metrics-port")) rc = parse_int(name, val, 0, 65535, &o->metrics_port);
     else if (!strcmp(name, "--exit-timeout-secs")) rc = parse_int(name, val, 0, 24 * 3600, &o->exit_timeout_secs);
-    else if (!strcmp(name, "--log-verbose")) {
+    else if (!strcmp(name, "--repository-poll-secs")) rc = parse_int(name, val, 1, 24 * 3600, &o->poll_secs);
+    else if (!strcmp(name, "--model-control-mode")) {
+      if (!strcmp(val, "none")) o->control_mode = SRV_CONTROL_NONE;
+      else if (!strcmp(val, "poll")) o->control_mode = SRV_CONTROL_POLL;
+      else if (!strcmp(val, "explicit")) o->control_mode = SRV_CONTROL_EXPLICIT;
+      else {
+        fprintf(stderr, "inferd: --model-control-mode expects none, poll or explicit, got '%s'\n", val);
+        rc = -1;
+      }
+    } else if (!strcmp(name, "--load-model")) {
+      if (o->n_load_models == SRV_MAX_LOAD_MODELS) {
+        fprintf(stderr, "inferd: more than %d --load-model flags\n", SRV_MAX_LOAD_MODELS);
+        rc = -1;
+      } else {
+        o->load_models[o->n_load_models++] = val;
+      }
+    } else if (!strcmp(name, "--log-verbose")) {
       rc = parse_int(name, val, 0, 1000, &lv);
       if (rc == 0 && lv > 0) o->log_level = SRV_LOG_DEBUG;
     } else if (!strcmp(name, "--log-level")) {
@@ -152,6 +173,11 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
   }
   if (!o->model_repository) {
     fprintf(stderr, "inferd: --model-repository is required (see --help)\n");
+    return -1;
+  }
+  // Triton refuses --load-model outside explicit mode rather than ignore it
+  if (o->n_load_models && o->control_mode != SRV_CONTROL_EXPLICIT) {
+    fprintf(stderr, "inferd: --load-model needs --model-control-mode explicit\n");
     return -1;
   }
   return 0;

@@ -5,6 +5,12 @@
 
 #include "server/log.h"
 
+// Triton's --model-control-mode: NONE loads the whole repository once;
+// EXPLICIT loads the --load-model ones and takes load/unload requests; POLL
+// rescans the repository every --repository-poll-secs.
+typedef enum srv_control_mode { SRV_CONTROL_NONE, SRV_CONTROL_POLL, SRV_CONTROL_EXPLICIT } srv_control_mode;
+#define SRV_MAX_LOAD_MODELS 256
+
 typedef struct srv_options {
   const char *model_repository;
   const char *grpc_address, *http_address;
@@ -21,6 +27,10 @@ typedef struct srv_options {
   srv_log_level log_level;
   const char *trace_file;  // NULL: no trace
   int trace_rate;
+  srv_control_mode control_mode;  // --model-control-mode
+  const char *load_models[SRV_MAX_LOAD_MODELS];  // --load-model (explicit mode), "*" = every model
+  int n_load_models;
+  int poll_secs;  // --repository-poll-secs (poll mode)
 } srv_options;
 
 // Parses argv. Returns 0 to run, 1 when --help/--version printed and the

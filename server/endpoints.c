@@ -410,6 +410,7 @@ static void text(srv_http_response *resp, int status, const char *body) {
 void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *resp) {
   srv_server *s = ctx;
   atomic_fetch_add(&s->http_requests, 1);
+  if (srv_control_http(s->control, req, resp)) return;
   int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
   const char *p = req->path;
   int known = strcmp(p, "/v2/health/live") == 0 || strcmp(p, "/v2/health/ready") == 0 || strcmp(p, "/metrics") == 0 ||
@@ -430,6 +431,7 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
   }
   sbuf b = {0};
   int json = strcmp(p, "/dashboard.json") == 0;
+  srv_registry_rdlock(s->reg);  // model control must not free what these read
   if (json) {
     dashboard_json(s, &b);
   } else {
@@ -439,6 +441,7 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
     metrics_gpus(s, &b);
     metrics_throughput(s, &b);
   }
+  srv_registry_rdunlock(s->reg);
   if (b.oom || !b.p) {
     free(b.p);
     return text(resp, 500, "out of memory\n");

@@ -33,6 +33,8 @@ static void request_free(srv_request *r) {
   free(r->inputs);
   free(r->held_resp);
   free(r->held_msg);
+  // last: the generation (and the version this request counted on) may be freed from here
+  if (r->reg) srv_registry_unref(r->reg, r->model);
   free(r);
 }
 
@@ -444,7 +446,8 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   r->msg = inference__model_infer_request__unpack(NULL, len, req);
   int rc;
   if (!r->msg) rc = err_set(&e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
-  else rc = srv_registry_find(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, &e);
+  else rc = srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, &e);
+  if (rc == 0) r->reg = s->reg;
   if (rc == 0) rc = build_request(s, r, &e);
   if (rc) {
     record_failure(r->version, SRV_FAIL_REJECTED, t_recv);

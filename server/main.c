@@ -140,6 +140,7 @@ static void drain_inference(srv_server *s, int timeout_ms, int quiet_ms) {
 // Every answer has left: the final tally per model version, for the log
 // (and for whoever must reconcile a drain with what clients received).
 static void log_final_counts(srv_server *s) {
+  srv_registry_rdlock(s->reg);  // poll mode's thread still runs
   for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
     srv_model *m = srv_registry_model_at(s->reg, i);
     for (size_t j = 0; j < m->n_versions; j++) {
@@ -150,6 +151,7 @@ static void log_final_counts(srv_server *s) {
               (unsigned long long)atomic_load(&v->stats.fail.count));
     }
   }
+  srv_registry_rdunlock(s->reg);
 }
 
 // Runs on the loop thread once the scheduler is idle.
@@ -196,7 +198,16 @@ int main(int argc, char **argv) {
   }
   if (n_gpus > 0) srv_log(SRV_LOG_INFO, "%s", prof_gpus_nvml_status(srv.gpus));
   int default_max_batch = o.auto_complete_config ? o.default_max_batch_size : CONFIG_NO_AUTO_COMPLETE;
-  if (srv_registry_load(o.model_repository, default_max_batch, n_gpus, &srv.reg, &e) != 0) {
+  int lrc = 0;
+  if (o.control_mode == SRV_CONTROL_EXPLICIT) {
+    lrc = srv_registry_create(o.model_repository, default_max_batch, n_gpus, &srv.reg, &e);
+    if (lrc == 0)
+      lrc = srv_control_initial_load(srv.reg, o.model_repository, o.load_models, o.n_load_models, &e);
+  } else {
+    lrc = srv_registry_load(o.model_repository, default_max_batch, n_gpus, &srv.reg, &e);
+  }
+  if (lrc != 0) {
+    srv_registry_destroy(srv.reg);
     srv_log(SRV_LOG_ERROR, "cannot load the model repository: %s", e.msg);
     prof_gpus_destroy(srv.gpus);
     return 1;
@@ -206,6 +217,8 @@ int main(int argc, char **argv) {
   if (o.allow_client_shm && srv_shm_create(&srv.shm, &e) != 0) goto fail;
   srv_sched_ops ops = srv_infer_sched_ops(&srv);
   if (srv_sched_create(srv.reg, &ops, &srv.sched, &e) != 0) goto fail;
+  if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.control, &e) != 0)
+    goto fail;
   if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
     goto fail;
   if (o.allow_metrics && o.metrics_port >= 0 &&
@@ -223,8 +236,11 @@ int main(int argc, char **argv) {
   if (srv_sched_start(srv.sched, &e) != 0) goto fail;
   if (srv_grpc_start(grpc, &e) != 0) goto fail;
 
-  srv_log(SRV_LOG_INFO, "serving %zu model(s) from %s; ready: %s", srv_registry_n_models(srv.reg),
-          o.model_repository, srv_server_ready(&srv) ? "yes" : "no (a model failed to load)");
+  srv_registry_rdlock(srv.reg);  // gRPC is serving: a load may already change the set
+  size_t n_models = srv_registry_n_models(srv.reg);
+  srv_registry_rdunlock(srv.reg);
+  srv_log(SRV_LOG_INFO, "serving %zu model(s) from %s; ready: %s", n_models, o.model_repository,
+          srv_server_ready(&srv) ? "yes" : "no (a model failed to load)");
   if (hc.metrics) fprintf(stderr, "inferd ready: grpc=%d http=%d metrics=%d\n", srv_grpc_port(grpc),
                          srv_http_port(hc.http), srv_http_port(hc.metrics));
   else fprintf(stderr, "inferd ready: grpc=%d http=%d\n", srv_grpc_port(grpc), srv_http_port(hc.http));
@@ -244,6 +260,9 @@ fail:
   if (status) srv_log(SRV_LOG_ERROR, "%s", e.msg);
   if (srv.sched) srv_sched_stop(srv.sched, close_http, &hc);  // no-op when the loop never started
   if (grpc) srv_grpc_destroy(grpc);
+  // after HTTP and gRPC closed (nothing calls it any more), before the
+  // scheduler: it removes the retired versions from it
+  srv_control_destroy(srv.control);
   if (srv.sched) {
     if (hc.http || hc.metrics) {
       // the loop never ran: close HTTP's handles by running the loop here

@@ -1,6 +1,7 @@
 # The server's own pieces: handlers, scheduler loop, registry, flags, main.
 add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/cli.c
+  ${CMAKE_CURRENT_LIST_DIR}/control.c
   ${CMAKE_CURRENT_LIST_DIR}/endpoints.c
   ${CMAKE_CURRENT_LIST_DIR}/infer.c
   ${CMAKE_CURRENT_LIST_DIR}/log.c

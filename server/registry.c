@@ -1,12 +1,14 @@
-// registry.c: loading the repository's models at start-up. A model that
-// fails (bad config, unsupported op, missing file) is kept with its reason
-// so the server reports it and serves the others.
+// registry.c: loading the repository's models, at start-up and on model
+// control. A model that fails (bad config, unsupported op, missing file) is
+// kept with its reason so the server reports it and serves the others.
 #include "server/registry.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "engine/config.h"
@@ -16,8 +18,15 @@
 #include "server/log.h"
 
 struct srv_registry {
-  srv_model *models;
-  size_t n;
+  pthread_rwlock_t lock;  // guards the slots array and which generation each holds
+  srv_model **slots;      // one per model name, in the order names appeared
+  size_t n, cap;
+  char repo_dir[4096];
+  int default_max_batch, n_gpus;
+  int next_pid;  // trace process ids, one per version ever loaded (control thread only)
+  // a retired generation's last request wakes the control thread here
+  pthread_mutex_t idle_mu;
+  pthread_cond_t idle_cv;
 };
 
 uint64_t srv_wall_ms(void) {
@@ -104,8 +113,29 @@ static void free_stats(srv_stats *s) {
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) prof_hist_destroy(hs[i]);
 }
 
+// What poll mode compares between scans: the versions the policy selects
+// and the config file's identity (a version_policy change edits it).
+uint64_t srv_registry_scan_signature(const repo_model *rm) {
+  uint64_t h = 1469598103934665603ULL;
+#define MIX(x) (h = (h ^ (uint64_t)(x)) * 1099511628211ULL)
+  for (size_t i = 0; i < rm->n_versions; i++) MIX(rm->versions[i].version);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/config.pbtxt", rm->dir);
+  struct stat st;
+  if (stat(path, &st) == 0) {
+    MIX(st.st_mtim.tv_sec);
+    MIX(st.st_mtim.tv_nsec);
+    MIX(st.st_size);
+    MIX(st.st_ino);
+  }
+  MIX(rm->status.code);
+#undef MIX
+  return h;
+}
+
 static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_model *m) {
   snprintf(m->name, sizeof m->name, "%s", rm->name);
+  m->signature = srv_registry_scan_signature(rm);
   m->config = rm->config;
   rm->config = NULL;  // the registry owns it from here
   m->status = rm->status;
@@ -147,50 +177,174 @@ static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_mo
   if (ready) m->status = (err){0};
 }
 
+int srv_registry_create(const char *repo_dir, int default_max_batch_size, int n_gpus, srv_registry **out, err *e) {
+  srv_registry *r = calloc(1, sizeof *r);
+  if (!r) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  if (strlen(repo_dir) >= sizeof r->repo_dir) {
+    free(r);
+    return err_set(e, ERR_INVALID_ARGUMENT, "repository path too long");
+  }
+  snprintf(r->repo_dir, sizeof r->repo_dir, "%s", repo_dir);
+  r->default_max_batch = default_max_batch_size;
+  r->n_gpus = n_gpus;
+  r->next_pid = 1;
+  pthread_rwlock_init(&r->lock, NULL);
+  pthread_mutex_init(&r->idle_mu, NULL);
+  pthread_cond_init(&r->idle_cv, NULL);
+  *out = r;
+  return 0;
+}
+
+static srv_model *build_from(srv_registry *r, repo_model *rm) {
+  srv_model *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  load_model(rm, r->default_max_batch, r->n_gpus, m);
+  for (size_t j = 0; j < m->n_versions; j++) m->versions[j].trace_pid = r->next_pid++;
+  return m;
+}
+
 int srv_registry_load(const char *repo_dir, int default_max_batch_size, int n_gpus, srv_registry **out, err *e) {
   repo_model *rms = NULL;
   size_t n = 0;
   TRY(repo_scan(repo_dir, &rms, &n, e));
-  srv_registry *r = calloc(1, sizeof *r);
-  if (!r || !(r->models = calloc(n ? n : 1, sizeof *r->models))) {
-    free(r);
+  srv_registry *r;
+  if (srv_registry_create(repo_dir, default_max_batch_size, n_gpus, &r, e) != 0) {
     repo_free(rms, n);
-    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    return e->code;
   }
-  r->n = n;
-  int pid = 1;
   for (size_t i = 0; i < n; i++) {
-    load_model(&rms[i], default_max_batch_size, n_gpus, &r->models[i]);
-    for (size_t j = 0; j < r->models[i].n_versions; j++) r->models[i].versions[j].trace_pid = pid++;
+    srv_model *m = build_from(r, &rms[i]);
+    if (!m) {
+      repo_free(rms, n);
+      srv_registry_destroy(r);
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    srv_registry_publish(r, m);
   }
   repo_free(rms, n);
   *out = r;
   return 0;
 }
 
+int srv_registry_build(srv_registry *r, const char *name, const char *config_text, srv_model **out, err *e) {
+  repo_model rm;
+  err se = {0};
+  repo_scan_model_config(r->repo_dir, name, config_text, &rm, &se);  // a failure is the entry's status
+  if (rm.status.code == 0 && se.code) rm.status = se;
+  if (!rm.name[0]) snprintf(rm.name, sizeof rm.name, "%s", name);
+  srv_model *m = build_from(r, &rm);
+  repo_model_close(&rm);
+  if (!m) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  *out = m;
+  return 0;
+}
+
+srv_model *srv_registry_shell(const char *name, const char *why) {
+  srv_model *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  snprintf(m->name, sizeof m->name, "%s", name);
+  err_set(&m->status, ERR_UNAVAILABLE, "%s", why);
+  m->unloaded = 1;
+  return m;
+}
+
+srv_model *srv_registry_publish(srv_registry *r, srv_model *m) {
+  srv_model *old = NULL;
+  pthread_rwlock_wrlock(&r->lock);
+  size_t i = 0;
+  while (i < r->n && strcmp(r->slots[i]->name, m->name) != 0) i++;
+  if (i < r->n) {
+    old = r->slots[i];
+    r->slots[i] = m;
+  } else {
+    if (r->n == r->cap) {
+      size_t cap = r->cap ? 2 * r->cap : 16;
+      srv_model **ns = realloc(r->slots, cap * sizeof *ns);
+      if (!ns) {  // keep serving what is there; the new name is not added
+        pthread_rwlock_unlock(&r->lock);
+        srv_log(SRV_LOG_ERROR, "model '%s': out of memory adding it to the registry", m->name);
+        return m;  // handed back to be freed like a replaced one
+      }
+      r->slots = ns;
+      r->cap = cap;
+    }
+    r->slots[r->n++] = m;
+  }
+  pthread_rwlock_unlock(&r->lock);
+  return old;
+}
+
+void srv_registry_set_error(srv_registry *r, const char *name, const char *msg) {
+  pthread_rwlock_wrlock(&r->lock);
+  for (size_t i = 0; i < r->n; i++)
+    if (strcmp(r->slots[i]->name, name) == 0) snprintf(r->slots[i]->last_error, sizeof r->slots[i]->last_error, "%s", msg);
+  pthread_rwlock_unlock(&r->lock);
+}
+
+srv_model *srv_registry_current(srv_registry *r, const char *name) {
+  srv_model *m = NULL;
+  pthread_rwlock_rdlock(&r->lock);
+  for (size_t i = 0; i < r->n && !m; i++)
+    if (strcmp(r->slots[i]->name, name) == 0) m = r->slots[i];
+  pthread_rwlock_unlock(&r->lock);
+  return m;
+}
+
+void srv_registry_wait_idle(srv_registry *r, srv_model *m) {
+  pthread_mutex_lock(&r->idle_mu);
+  while (atomic_load(&m->refs) > 0) pthread_cond_wait(&r->idle_cv, &r->idle_mu);
+  pthread_mutex_unlock(&r->idle_mu);
+}
+
+void srv_registry_unref(srv_registry *r, srv_model *m) {
+  if (atomic_fetch_sub(&m->refs, 1) != 1) return;
+  // The last holder: wake a control thread that may wait for this generation.
+  pthread_mutex_lock(&r->idle_mu);
+  pthread_cond_broadcast(&r->idle_cv);
+  pthread_mutex_unlock(&r->idle_mu);
+}
+
+void srv_registry_rdlock(srv_registry *r) { pthread_rwlock_rdlock(&r->lock); }
+void srv_registry_rdunlock(srv_registry *r) { pthread_rwlock_unlock(&r->lock); }
+
+int srv_registry_find_ref(srv_registry *r, const char *model, const char *version, srv_model **m,
+                          srv_version **v, err *e) {
+  pthread_rwlock_rdlock(&r->lock);
+  int rc = srv_registry_find(r, model, version, m, v, e);
+  if (rc == 0) atomic_fetch_add(&(*m)->refs, 1);
+  pthread_rwlock_unlock(&r->lock);
+  return rc;
+}
+
+void srv_model_free(srv_model *m) {
+  if (!m) return;
+  for (size_t j = 0; j < m->n_versions; j++) {
+    eng_model_destroy(m->versions[j].model);
+    free_stats(&m->versions[j].stats);
+  }
+  free(m->versions);
+  if (m->config) config_free(m->config);
+  free(m);
+}
+
 void srv_registry_destroy(srv_registry *r) {
   if (!r) return;
-  for (size_t i = 0; i < r->n; i++) {
-    srv_model *m = &r->models[i];
-    for (size_t j = 0; j < m->n_versions; j++) {
-      eng_model_destroy(m->versions[j].model);
-      free_stats(&m->versions[j].stats);
-    }
-    free(m->versions);
-    config_free(m->config);
-  }
-  free(r->models);
+  for (size_t i = 0; i < r->n; i++) srv_model_free(r->slots[i]);
+  free(r->slots);
+  pthread_rwlock_destroy(&r->lock);
+  pthread_mutex_destroy(&r->idle_mu);
+  pthread_cond_destroy(&r->idle_cv);
   free(r);
 }
 
 size_t srv_registry_n_models(const srv_registry *r) { return r->n; }
-srv_model *srv_registry_model_at(const srv_registry *r, size_t i) { return &r->models[i]; }
+srv_model *srv_registry_model_at(const srv_registry *r, size_t i) { return r->slots[i]; }
 
 int srv_registry_find(const srv_registry *r, const char *model, const char *version, srv_model **mo,
                       srv_version **vo, err *e) {
   srv_model *m = NULL;
   for (size_t i = 0; i < r->n && !m; i++)
-    if (strcmp(r->models[i].name, model) == 0) m = &r->models[i];
+    if (strcmp(r->slots[i]->name, model) == 0) m = r->slots[i];
   if (!m) return err_set(e, ERR_NOT_FOUND, "unknown model '%s'", model);
   *mo = m;
   srv_version *v = NULL;

@@ -1,7 +1,11 @@
-// server/registry.h: the models the server serves, loaded from the
-// repository at start-up, with their readiness and statistics. The set of
-// models is fixed once loaded, so CQ threads read it without locks; the
-// statistics are atomic counters.
+// server/registry.h: the models the server serves, with their readiness and
+// statistics. Each model name has a slot holding its current generation (a
+// srv_model: config, versions, engines, statistics). Model control replaces
+// a slot's generation (load, reload, unload) under the registry's write
+// lock; readers (metadata, index, statistics, metrics) hold the read lock
+// while they look, and a request holds a reference on the generation it was
+// admitted to, so a replaced generation is freed only once its last request
+// has been answered (no request is lost or cut off by an unload).
 #ifndef INFERD_SERVER_REGISTRY_H
 #define INFERD_SERVER_REGISTRY_H
 
@@ -66,6 +70,11 @@ typedef struct srv_model {
   err status;                       // code != 0: the model is not ready, with why
   srv_version *versions;            // ascending version order
   size_t n_versions;
+  // model control
+  _Atomic int64_t refs;   // requests holding this generation
+  int unloaded;           // a shell left by an unload: not counted against readiness
+  char last_error[512];   // why the last load of this name failed while this generation kept serving
+  uint64_t signature;     // what the repository scan saw (versions, config file), for poll mode
 } srv_model;
 
 typedef struct srv_registry srv_registry;
@@ -77,7 +86,43 @@ typedef struct srv_registry srv_registry;
 // disables auto-complete). n_gpus: CUDA devices visible (KIND_AUTO runs on
 // them when > 0).
 int srv_registry_load(const char *repo_dir, int default_max_batch_size, int n_gpus, srv_registry **out, err *e);
+// An empty registry of that repository (explicit mode), models added by
+// srv_registry_publish.
+int srv_registry_create(const char *repo_dir, int default_max_batch_size, int n_gpus, srv_registry **out, err *e);
 void srv_registry_destroy(srv_registry *r);
+
+// Model control (one thread at a time: server/control.c).
+// Builds a new generation of the named model from the repository, outside
+// any lock (slow: loads the graphs). *out is always set (barring out of
+// memory): a generation with status.code != 0 says why it cannot serve.
+// config_text: a config.pbtxt text to use instead of the file (NULL: the file).
+int srv_registry_build(srv_registry *r, const char *name, const char *config_text, srv_model **out, err *e);
+// The signature a scan entry would give its generation (poll mode compares).
+struct repo_model;
+uint64_t srv_registry_scan_signature(const struct repo_model *rm);
+// A generation with no versions, UNAVAILABLE with `why` (an unload).
+srv_model *srv_registry_shell(const char *name, const char *why);
+// Puts m in its name's slot (adding the slot for a new name) and returns the
+// generation it replaced (NULL when none): new requests find m from now on.
+srv_model *srv_registry_publish(srv_registry *r, srv_model *m);
+// Sets the slot's last_error under the write lock ("" clears it).
+void srv_registry_set_error(srv_registry *r, const char *name, const char *msg);
+// The current generation of `name` (NULL when none); only for the control
+// thread, the one writer.
+srv_model *srv_registry_current(srv_registry *r, const char *name);
+// Waits until no request holds m (it was replaced: no new one can take it).
+void srv_registry_wait_idle(srv_registry *r, srv_model *m);
+// Frees a generation nobody holds (after the scheduler dropped its versions).
+void srv_model_free(srv_model *m);
+
+// Readers that walk the slots or keep a model pointer while they answer.
+void srv_registry_rdlock(srv_registry *r);
+void srv_registry_rdunlock(srv_registry *r);
+// srv_registry_find under the read lock, taking a reference on the
+// generation found (released with srv_registry_unref).
+int srv_registry_find_ref(srv_registry *r, const char *model, const char *version, srv_model **m,
+                          srv_version **v, err *e);
+void srv_registry_unref(srv_registry *r, srv_model *m);
 
 size_t srv_registry_n_models(const srv_registry *r);
 srv_model *srv_registry_model_at(const srv_registry *r, size_t i);

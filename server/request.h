@@ -27,6 +27,7 @@ typedef struct srv_request {
   srv_stream *stream;  // one request of a ModelStreamInfer stream
   srv_model *model;
   srv_version *version;
+  srv_registry *reg;  // set while the request holds a reference on model (released when freed)
   Inference__ModelInferRequest *msg;  // unpacked; owns the raw input bytes
   eng_tensor *inputs;                 // config input order, pointing into msg or typed_buf
   void *typed_buf;                    // typed contents converted to raw bytes

@@ -49,9 +49,14 @@ static int find_or_fail(srv_server *s, srv_call *call, const char *name, const c
 int srv_server_ready(srv_server *s) {
   if (atomic_load(&s->draining)) return 0;
   if (!s->strict_readiness) return 1;
-  for (size_t i = 0; i < srv_registry_n_models(s->reg); i++)
-    if (srv_registry_model_at(s->reg, i)->status.code) return 0;
-  return 1;
+  int ready = 1;
+  srv_registry_rdlock(s->reg);
+  for (size_t i = 0; ready && i < srv_registry_n_models(s->reg); i++) {
+    const srv_model *m = srv_registry_model_at(s->reg, i);
+    if (m->status.code && !m->unloaded) ready = 0;
+  }
+  srv_registry_rdunlock(s->reg);
+  return ready;
 }
 
 // --- health
@@ -109,8 +114,9 @@ static void server_metadata(void *ctx, srv_call *call, const uint8_t *req, size_
   (void)req, (void)len;
   // Only what is really implemented (and enabled); clients probe this list.
   srv_server *s = ctx;
-  char *ext[5] = {"model_configuration", "statistics", "logging"};
-  size_t n = 3;
+  // model_repository: index, load, unload (refused outside explicit mode, as Triton's)
+  char *ext[6] = {"model_configuration", "model_repository", "statistics", "logging"};
+  size_t n = 4;
   if (s->trace) ext[n++] = "trace";
   if (s->shm) ext[n++] = "system_shared_memory";
   Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
@@ -361,7 +367,7 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
         inference__repository_index_response__model_index__init(&xs[n]);
         xs[n].name = m->name;
         xs[n].state = "UNAVAILABLE";
-        xs[n].reason = m->status.msg;
+        xs[n].reason = m->last_error[0] ? m->last_error : m->status.msg;
         xp[n] = &xs[n], n++;
         continue;
       }
@@ -372,7 +378,8 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
         xs[n].name = m->name;
         xs[n].version = v->version_str;
         xs[n].state = v->model ? "READY" : "UNAVAILABLE";
-        xs[n].reason = v->model ? "" : v->status.msg;
+        // a ready version whose model failed to reload says why it still serves the old files
+        xs[n].reason = v->model ? m->last_error : v->status.msg;
         xp[n] = &xs[n], n++;
       }
     }
@@ -478,18 +485,35 @@ static int reflection_answer(void *ctx, const uint8_t *req, size_t len, uint8_t 
   return srv_reflection_answer(s->reflection, req, len, resp, resp_len, e);
 }
 
+// Handlers that look at models hold the registry's read lock while they
+// answer, so model control cannot free what they read.
+#define UNDER_READ_LOCK(fn)                                                         \
+  static void fn##_locked(void *ctx, srv_call *call, const uint8_t *req, size_t len) { \
+    srv_server *s = ctx;                                                            \
+    srv_registry_rdlock(s->reg);                                                    \
+    fn(ctx, call, req, len);                                                        \
+    srv_registry_rdunlock(s->reg);                                                  \
+  }
+UNDER_READ_LOCK(model_ready)
+UNDER_READ_LOCK(model_metadata)
+UNDER_READ_LOCK(model_config)
+UNDER_READ_LOCK(model_statistics)
+UNDER_READ_LOCK(repository_index)
+
 size_t srv_methods(srv_server *s, srv_method *out, size_t cap) {
   const srv_method all[] = {
       {.path = SVC "ServerLive", .unary = server_live, .ctx = s},
       {.path = SVC "ServerReady", .unary = server_ready, .ctx = s},
-      {.path = SVC "ModelReady", .unary = model_ready, .ctx = s},
+      {.path = SVC "ModelReady", .unary = model_ready_locked, .ctx = s},
       {.path = SVC "ServerMetadata", .unary = server_metadata, .ctx = s},
-      {.path = SVC "ModelMetadata", .unary = model_metadata, .ctx = s},
-      {.path = SVC "ModelConfig", .unary = model_config, .ctx = s},
+      {.path = SVC "ModelMetadata", .unary = model_metadata_locked, .ctx = s},
+      {.path = SVC "ModelConfig", .unary = model_config_locked, .ctx = s},
       {.path = SVC "ModelInfer", .unary = srv_infer_handler, .ctx = s},
       {.path = SVC "ModelStreamInfer", .astream = srv_infer_stream_handler, .ctx = s},
-      {.path = SVC "ModelStatistics", .unary = model_statistics, .ctx = s},
-      {.path = SVC "RepositoryIndex", .unary = repository_index, .ctx = s},
+      {.path = SVC "ModelStatistics", .unary = model_statistics_locked, .ctx = s},
+      {.path = SVC "RepositoryIndex", .unary = repository_index_locked, .ctx = s},
+      {.path = SVC "RepositoryModelLoad", .unary = srv_control_load_rpc, .ctx = s->control},
+      {.path = SVC "RepositoryModelUnload", .unary = srv_control_unload_rpc, .ctx = s->control},
       {.path = SVC "LogSettings", .unary = srv_log_settings, .ctx = s},
       {.path = SVC "TraceSetting", .unary = srv_trace_setting, .ctx = s},
       {.path = SVC "SystemSharedMemoryStatus", .unary = shm_status, .ctx = s},

@@ -61,6 +61,8 @@ struct vsched {
   // preserve_ordering: answers leave in sequence order
   bat_order *order;
   srv_request *ord_head, *ord_tail;  // requests holding a sequence number, in order
+  int running;   // jobs submitted to the engine and not yet done
+  int removing;  // srv_sched_remove_model waits for running to reach 0
 };
 
 struct srv_sched {
@@ -75,8 +77,9 @@ struct srv_sched {
   uv_poll_t timer;
   pthread_t thread;
   int started;
-  vsched *vs;
-  size_t n_vs;
+  vsched **vs;  // one per scheduled version; changes under mu (model control)
+  size_t n_vs, cap_vs;
+  pthread_cond_t idle;  // a removed version's last job finished
   int have_loop, have_async, have_timer;  // what srv_sched_create got to
   // Guards everything below, the batchers, the vscheds' ordering state and
   // the slots' contents. Answers sent under it (drops, ordered releases)
@@ -171,9 +174,11 @@ static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *ou
     for (size_t i = 0; i < slot->n; i++) finished_in_order(s, vs, slot->reqs[i]);
   left(s, (int64_t)slot->n);
   bat_release_instance(vs->bat, slot->exec);
+  vs->running--;
   pump_version(s, vs);
   arm_timer(s);
-  pthread_mutex_unlock(&s->mu);
+  if (vs->removing && vs->running == 0) pthread_cond_broadcast(&s->idle);
+  pthread_mutex_unlock(&s->mu);  // nothing reads vs after: a remove may free it now
 }
 
 // --- under s->mu, on any thread
@@ -247,7 +252,10 @@ static void pump_version(srv_sched *s, vsched *vs) {
     slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = slot->n > 1 ? gather : NULL,
                           .done = on_job_done, .ctx = slot, .instance = slot->instance};
     err e;
-    if (eng_model_submit(vs->v->model, slot->instance, &slot->job, &e) == 0) continue;
+    if (eng_model_submit(vs->v->model, slot->instance, &slot->job, &e) == 0) {
+      vs->running++;
+      continue;
+    }
     for (size_t i = 0; i < slot->n; i++) drop(s, vs, slot->reqs[i], e.code, e.msg);
     bat_release_instance(vs->bat, b.instance);
   }
@@ -259,7 +267,7 @@ static void pump_version(srv_sched *s, vsched *vs) {
 static void arm_timer(srv_sched *s) {
   int64_t wake = INT64_MAX;
   for (size_t i = 0; i < s->n_vs; i++) {
-    int64_t w = bat_next_wakeup(s->vs[i].bat);
+    int64_t w = bat_next_wakeup(s->vs[i]->bat);
     if (w < wake) wake = w;
   }
   if (wake == s->armed) return;
@@ -319,7 +327,7 @@ static void on_timer(uv_poll_t *p, int status, int events) {
   if (status < 0) srv_log(SRV_LOG_ERROR, "timer poll: %s", uv_strerror(status));
   pthread_mutex_lock(&s->mu);
   s->armed = INT64_MAX;  // fired, or about to be re-armed: either way set it again
-  for (size_t i = 0; i < s->n_vs; i++) pump_version(s, &s->vs[i]);
+  for (size_t i = 0; i < s->n_vs; i++) pump_version(s, s->vs[i]);
   arm_timer(s);
   pthread_mutex_unlock(&s->mu);
 }
@@ -334,7 +342,7 @@ static void on_async(uv_async_t *a) {
   if (s->kick) {
     s->kick = 0;
     for (size_t i = 0; i < s->n_vs; i++)
-      if (s->vs[i].defer) pump_version(s, &s->vs[i]);
+      if (s->vs[i]->defer) pump_version(s, s->vs[i]);
     arm_timer(s);
   }
   int close_now = s->stop_requested && s->inflight == 0 && !s->closing;
@@ -367,11 +375,24 @@ static bat_queue_policy queue_policy(const Inference__ModelQueuePolicy *p) {
   return q;
 }
 
-static int add_version(srv_sched *s, srv_model *m, srv_version *v, err *e) {
+static void free_vsched(vsched *vs) {
+  if (!vs) return;
+  for (int j = 0; j < vs->n_slots; j++) {
+    batch_slot *sl = &vs->slots[j];
+    for (size_t k = 0; sl->stages && k < vs->n_inputs; k++) free(sl->stages[k].buf);
+    free(sl->stages);
+    free(sl->staged);
+    free(sl->reqs);
+  }
+  free(vs->slots);
+  bat_destroy(vs->bat);
+  bat_order_destroy(vs->order);
+  free(vs);
+}
+
+// Builds a version's batcher state (outside the lock: allocations only).
+static int build_version(srv_sched *s, srv_model *m, srv_version *v, vsched *vs, err *e) {
   const Inference__ModelConfig *cfg = m->config;
-  vsched *vs = &s->vs[s->n_vs];
-  memset(vs, 0, sizeof *vs);
-  s->n_vs++;  // counted at once: destroy frees whatever gets built
   vs->v = v;
   vs->n_inputs = eng_model_n_inputs(v->model);
   int n_inst = eng_model_n_instances(v->model), n_exec = 0, max_depth = 1;
@@ -448,8 +469,52 @@ static int add_version(srv_sched *s, srv_model *m, srv_version *v, err *e) {
       sl->stages[k].cap = bytes;
     }
   }
-  v->sched = vs;
   return 0;
+}
+
+int srv_sched_add_model(srv_sched *s, srv_model *m, err *e) {
+  int rc = 0;
+  for (size_t j = 0; rc == 0 && j < m->n_versions; j++) {
+    srv_version *v = &m->versions[j];
+    if (!v->model) continue;
+    vsched *vs = calloc(1, sizeof *vs);
+    if (!vs) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    if (rc == 0) rc = build_version(s, m, v, vs, e);
+    pthread_mutex_lock(&s->mu);
+    if (rc == 0 && s->n_vs == s->cap_vs) {
+      size_t cap = s->cap_vs ? 2 * s->cap_vs : 16;
+      vsched **nv = realloc(s->vs, cap * sizeof *nv);
+      if (nv) s->vs = nv, s->cap_vs = cap;
+      else rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    if (rc == 0) {
+      s->vs[s->n_vs++] = vs;
+      v->sched = vs;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc) free_vsched(vs);
+  }
+  if (rc) srv_sched_remove_model(s, m);
+  return rc;
+}
+
+void srv_sched_remove_model(srv_sched *s, srv_model *m) {
+  for (size_t j = 0; j < m->n_versions; j++) {
+    srv_version *v = &m->versions[j];
+    vsched *vs = v->sched;
+    if (!vs) continue;
+    pthread_mutex_lock(&s->mu);
+    vs->removing = 1;
+    while (vs->running > 0) pthread_cond_wait(&s->idle, &s->mu);
+    for (size_t i = 0; i < s->n_vs; i++)
+      if (s->vs[i] == vs) {
+        s->vs[i] = s->vs[--s->n_vs];
+        break;
+      }
+    v->sched = NULL;
+    pthread_mutex_unlock(&s->mu);
+    free_vsched(vs);
+  }
 }
 
 int srv_sched_create(srv_registry *reg, const srv_sched_ops *ops, srv_sched **out, err *e) {
@@ -460,15 +525,10 @@ int srv_sched_create(srv_registry *reg, const srv_sched_ops *ops, srv_sched **ou
   s->reg = reg;
   s->ops = *ops;
   pthread_mutex_init(&s->mu, NULL);
-  size_t n = 0;
-  for (size_t i = 0; i < srv_registry_n_models(reg); i++) n += srv_registry_model_at(reg, i)->n_versions;
-  s->vs = calloc(n ? n : 1, sizeof *s->vs);
-  int rc = s->vs ? 0 : err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  for (size_t i = 0; rc == 0 && i < srv_registry_n_models(reg); i++) {
-    srv_model *m = srv_registry_model_at(reg, i);
-    for (size_t j = 0; rc == 0 && j < m->n_versions; j++)
-      if (m->versions[j].model) rc = add_version(s, m, &m->versions[j], e);
-  }
+  pthread_cond_init(&s->idle, NULL);
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < srv_registry_n_models(reg); i++)
+    rc = srv_sched_add_model(s, srv_registry_model_at(reg, i), e);
   int urc = 0;
   if (rc == 0 && (urc = uv_loop_init(&s->loop)) != 0) rc = err_set(e, ERR_INTERNAL, "uv_loop_init: %s", uv_strerror(urc));
   s->have_loop = rc == 0;
@@ -540,20 +600,11 @@ void srv_sched_destroy(srv_sched *s) {
     if (rc) srv_log(SRV_LOG_WARN, "uv_loop_close: %s", uv_strerror(rc));
   }
   for (size_t i = 0; i < s->n_vs; i++) {
-    vsched *vs = &s->vs[i];
-    for (int j = 0; j < vs->n_slots; j++) {
-      batch_slot *sl = &vs->slots[j];
-      for (size_t k = 0; sl->stages && k < vs->n_inputs; k++) free(sl->stages[k].buf);
-      free(sl->stages);
-      free(sl->staged);
-      free(sl->reqs);
-    }
-    free(vs->slots);
-    bat_destroy(vs->bat);
-    bat_order_destroy(vs->order);
-    vs->v->sched = NULL;
+    s->vs[i]->v->sched = NULL;
+    free_vsched(s->vs[i]);
   }
   free(s->vs);
+  pthread_cond_destroy(&s->idle);
   if (s->tfd >= 0) close(s->tfd);  // after the loop closed its poll handle
   pthread_mutex_destroy(&s->mu);
   free(s);

@@ -46,6 +46,12 @@ void srv_sched_submit(srv_sched *s, srv_request *r);
 // Any thread but the loop's: waits until nothing is queued or running, runs
 // on_close on the loop thread (to close the caller's handles), closes the
 // loop's own handles and joins the thread.
+// Model control: schedules every ready version of a new generation (all or
+// none), and takes a replaced generation's versions out once no request
+// holds it (waits for their last jobs to finish; then they may be freed).
+int srv_sched_add_model(srv_sched *s, srv_model *m, err *e);
+void srv_sched_remove_model(srv_sched *s, srv_model *m);
+
 void srv_sched_stop(srv_sched *s, void (*on_close)(void *arg), void *arg);
 void srv_sched_destroy(srv_sched *s);
 

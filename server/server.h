@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "server/gpumon.h"
+#include "server/control.h"
 #include "server/grpc_front.h"
 #include "server/reflection.h"
 #include "server/registry.h"
@@ -17,6 +18,7 @@
 typedef struct srv_server {
   srv_registry *reg;
   srv_sched *sched;
+  srv_control *control;  // model load/unload/poll
   srv_reflection *reflection;
   prof_trace *trace;       // NULL unless --trace-file
   int trace_rate;          // --trace-rate, what a cleared trace_rate returns to

@@ -29,7 +29,7 @@ def test_server_metadata(client):
     ext = list(md.extensions)
     assert isinstance(ext, list)
     assert all(isinstance(e, str) and e for e in ext), ext
-    assert "logging" in ext, ext
+    assert "logging" in ext and "model_repository" in ext, ext
     for unimplemented in ("system_shared_memory", "cuda_shared_memory", "sequence", "binary_tensor_data",
                           "model_repository(unload_dependents)", "trace", "schedule_policy"):
         assert unimplemented not in ext, "extensions %s claim unimplemented %r" % (ext, unimplemented)
@@ -107,8 +107,10 @@ def _expect_unimplemented(fn):
 def test_unimplemented_methods(channel, stub, pb, client):
     _expect_unimplemented(lambda: stub.CudaSharedMemoryStatus(pb.service.CudaSharedMemoryStatusRequest(),
                                                               timeout=10))
-    _expect_unimplemented(lambda: stub.RepositoryModelLoad(pb.service.RepositoryModelLoadRequest(model_name="mlp"),
-                                                           timeout=10))
+    # model control exists now; the shared server runs in none mode, where Triton refuses it with UNAVAILABLE
+    with pytest.raises(grpc.RpcError) as ei:
+        stub.RepositoryModelLoad(pb.service.RepositoryModelLoadRequest(model_name="mlp"), timeout=10)
+    assert ei.value.code() == grpc.StatusCode.UNAVAILABLE and "explicit" in ei.value.details(), ei.value
     for path in ("/inference.GRPCInferenceService/NoSuchMethod", "/no.such.Service/Call", "/x"):
         call = channel.unary_unary(path)  # no serializers: bytes go out as they are
         _expect_unimplemented(lambda: call(b"", timeout=10))
