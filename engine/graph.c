@@ -4,6 +4,7 @@
 // folds Constant nodes into initializers, widens float16/bfloat16/double
 // weights to FP32, reads external data files, and sorts nodes topologically.
 #include "engine/graph.h"
+#include "kernels/base/confine.h"
 #include "engine/graph_internal.h"
 
 #include <errno.h>
@@ -185,23 +186,14 @@ static int read_external(const Onnx__TensorProto *t, const char *dir, void *dst,
   if (len >= 0 && (size_t)len != bytes)
     return err_set(e, ERR_INVALID_ARGUMENT, "external data length %lld, expected %zu bytes",
                    (long long)len, bytes);
-  size_t plen = strlen(dir) + strlen(loc) + 2;
-  char *path = malloc(plen);
-  if (!path) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  snprintf(path, plen, "%s/%s", dir, loc);
+  // the name is checked above; the file it resolves to (links followed) is checked here
+  FILE *f = eng_confine_fopen(dir, loc, "external data", e);
+  if (!f) return e->code;
   int rc = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    rc = err_set(e, ERR_INVALID_ARGUMENT, "cannot open external data '%s': %s", path,
-                 strerror(errno));
-  } else {
-    if (fseeko(f, (off_t)off, SEEK_SET) != 0 || (bytes && fread(dst, 1, bytes, f) != bytes))
-      rc = err_set(e, ERR_INVALID_ARGUMENT,
-                   "external data '%s' is too short: need %zu bytes at offset %lld", path, bytes,
-                   (long long)off);
-    fclose(f);
-  }
-  free(path);
+  if (fseeko(f, (off_t)off, SEEK_SET) != 0 || (bytes && fread(dst, 1, bytes, f) != bytes))
+    rc = err_set(e, ERR_INVALID_ARGUMENT, "external data '%s/%s' is too short: need %zu bytes at offset %lld",
+                 dir, loc, bytes, (long long)off);
+  fclose(f);
   return rc;
 }
 

@@ -2,6 +2,8 @@
 // config.pbtxt, and the numeric version directories the version policy picks.
 #include "engine/repo.h"
 
+#include "kernels/base/confine.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -171,6 +173,8 @@ static int select_versions(repo_model *m, err *e) {
                    (long long)chosen[i]);
       break;
     }
+    // a link is followed only as far as the model's own directory
+    if ((rc = eng_confine_check(m->dir, rv->path + strlen(m->dir) + 1, "model file", e)) != 0) break;
   }
   if (rc) {
     free(m->versions);

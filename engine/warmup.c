@@ -2,6 +2,8 @@
 // time, on every instance of the model, waiting for each to finish.
 #include "engine/warmup.h"
 
+#include "kernels/base/confine.h"
+
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -55,10 +57,10 @@ static int read_file(const char *model_dir, const char *file, uint8_t *dst, size
   if (strstr(file, "..") || file[0] == '/')
     return err_set(e, ERR_INVALID_ARGUMENT, "input_data_file '%s' must name a file inside the warmup folder", file);
   char path[PATH_MAX];
-  if (snprintf(path, sizeof path, "%s/warmup/%s", model_dir, file) >= (int)sizeof path)
+  if (snprintf(path, sizeof path, "%s/warmup", model_dir) >= (int)sizeof path)
     return err_set(e, ERR_INVALID_ARGUMENT, "input_data_file '%s': path too long", file);
-  FILE *f = fopen(path, "rb");
-  if (!f) return err_set(e, ERR_INVALID_ARGUMENT, "input_data_file '%s' cannot be opened", path);
+  FILE *f = eng_confine_fopen(path, file, "input_data_file", e);  // a link leaving warmup/ is refused
+  if (!f) return e->code;
   size_t n = fread(dst, 1, sample * rows, f);
   int extra = fgetc(f) != EOF;
   fclose(f);
