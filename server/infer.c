@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/base/utf8.h"
 #include "server/log.h"
 #include "server/request.h"
 #include "server/server.h"
@@ -426,6 +427,43 @@ static int build_request(srv_server *s, srv_request *r, err *e) {
 
 static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const char *msg, int hold);
 
+// proto3 string fields must be UTF-8, and protobuf-c does not check: a
+// broken id or name would be echoed into the response (or a log line) where
+// the client's parser fails on it. Refused, without quoting the bytes.
+static int utf8_field(const char *what, const char *str, err *e) {
+  if (!str || utf8_valid(str, strlen(str))) return 0;
+  return err_set(e, ERR_INVALID_ARGUMENT, "%s is not valid UTF-8 (proto3 string fields must be)", what);
+}
+
+static int utf8_param(const char *what, const char *key, const Inference__InferParameter *v, err *e) {
+  TRY(utf8_field(what, key, e));
+  if (v && v->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+    TRY(utf8_field(what, v->string_param, e));
+  return 0;
+}
+
+static int check_utf8(const Inference__ModelInferRequest *m, err *e) {
+  TRY(utf8_field("model_name", m->model_name, e));
+  TRY(utf8_field("model_version", m->model_version, e));
+  TRY(utf8_field("id", m->id, e));
+  for (size_t i = 0; i < m->n_parameters; i++)
+    TRY(utf8_param("a request parameter", m->parameters[i]->key, m->parameters[i]->value, e));
+  for (size_t i = 0; i < m->n_inputs; i++) {
+    const Inference__ModelInferRequest__InferInputTensor *t = m->inputs[i];
+    TRY(utf8_field("an input name", t->name, e));
+    TRY(utf8_field("an input datatype", t->datatype, e));
+    for (size_t k = 0; k < t->n_parameters; k++)
+      TRY(utf8_param("an input parameter", t->parameters[k]->key, t->parameters[k]->value, e));
+  }
+  for (size_t i = 0; i < m->n_outputs; i++) {
+    const Inference__ModelInferRequest__InferRequestedOutputTensor *t = m->outputs[i];
+    TRY(utf8_field("an output name", t->name, e));
+    for (size_t k = 0; k < t->n_parameters; k++)
+      TRY(utf8_param("an output parameter", t->parameters[k]->key, t->parameters[k]->value, e));
+  }
+  return 0;
+}
+
 // ModelInfer and each message of ModelStreamInfer: unpack, validate, queue.
 static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uint8_t *req, size_t len) {
   int64_t t_recv = eng_now_us();
@@ -446,7 +484,8 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   r->msg = inference__model_infer_request__unpack(NULL, len, req);
   int rc;
   if (!r->msg) rc = err_set(&e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
-  else rc = srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, &e);
+  else rc = check_utf8(r->msg, &e);
+  if (rc == 0) rc = srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, &e);
   if (rc == 0) r->reg = s->reg;
   if (rc == 0) rc = build_request(s, r, &e);
   if (rc) {
@@ -593,14 +632,16 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
 // A stream's failed request: ModelStreamInferResponse.error_message, with
 // the request's model, version and id (when known) so the client can tell
 // which of its requests failed. NULL when out of memory.
+static char *valid_or_empty(char *str) { return str && utf8_valid(str, strlen(str)) ? str : (char *)""; }
+
 static uint8_t *pack_stream_error(const srv_request *r, const char *msg, size_t *len) {
   Inference__ModelStreamInferResponse sr = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
   Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
   sr.error_message = (char *)(msg && *msg ? msg : "failed");
-  if (r && r->msg) {
-    ir.model_name = r->msg->model_name;
-    ir.model_version = r->msg->model_version;
-    ir.id = r->msg->id;
+  if (r && r->msg) {  // echoed so the client can match the error; a field that is not UTF-8 is not
+    ir.model_name = valid_or_empty(r->msg->model_name);
+    ir.model_version = valid_or_empty(r->msg->model_version);
+    ir.id = valid_or_empty(r->msg->id);
     sr.infer_response = &ir;
   }
   *len = inference__model_stream_infer_response__get_packed_size(&sr);

@@ -2,6 +2,8 @@
 // from different threads do not interleave.
 #include "server/log.h"
 
+#include "kernels/base/utf8.h"
+
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -35,6 +37,39 @@ int srv_log_parse_level(const char *s, srv_log_level *out) {
   return -1;
 }
 
+// One record, one line: messages quote what clients send (model names, ids,
+// input names at debug level), so control characters, backslashes and bytes
+// that are not UTF-8 are written as escapes (\n, \t, \\, \xHH) and a
+// client cannot forge a log line or a terminal escape sequence. Returns the
+// bytes written to dst (at most cap - 1; the last escape that does not fit is
+// dropped whole).
+static size_t escape_line(char *dst, size_t cap, const char *src, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *s = (const unsigned char *)src;
+  size_t o = 0;
+  for (size_t i = 0; i < n;) {
+    unsigned char c = s[i];
+    char esc[4];
+    size_t k = 0, take = 1;
+    const unsigned char *from = s + i;
+    if (c == '\\') {
+      esc[0] = '\\', esc[1] = '\\', k = 2;
+    } else if (c == '\n' || c == '\t' || c == '\r') {
+      esc[0] = '\\', esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r', k = 2;
+    } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && (take = utf8_seq_len(s + i, n - i)) == 0)) {
+      esc[0] = '\\', esc[1] = 'x', esc[2] = hex[c >> 4], esc[3] = hex[c & 15], k = 4, take = 1;
+    }
+    if (k) from = (const unsigned char *)esc;
+    size_t w = k ? k : take;
+    if (o + w >= cap) break;
+    memcpy(dst + o, from, w);
+    o += w;
+    i += take;
+  }
+  dst[o] = '\0';
+  return o;
+}
+
 void srv_log(srv_log_level l, const char *fmt, ...) {
   if (!srv_log_enabled(l)) return;
   static const char tag[] = "EWID";
@@ -50,11 +85,13 @@ void srv_log(srv_log_level l, const char *fmt, ...) {
   else
     n = snprintf(line, sizeof line, "%c%02d%02d %02d:%02d:%02d.%06ld inferd] ", tag[l], tm.tm_mon + 1, tm.tm_mday,
                  tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+  char msg[2048];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+  int m = vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  size_t len = strlen(line);
+  size_t mlen = m < 0 ? 0 : (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1;
+  size_t len = (size_t)n + escape_line(line + n, sizeof line - (size_t)n - 1, msg, mlen);
   line[len] = '\n';
   line[len + 1] = '\0';
   fputs(line, stderr);

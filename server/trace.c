@@ -16,6 +16,8 @@
 // cores, where the extra is mostly oversubscription, not the lock.
 #include "server/trace.h"
 
+#include "kernels/base/utf8.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -73,33 +75,6 @@ struct prof_trace {
 // ---------------------------------------------------------------------------
 // JSON string escaping
 
-// Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one
-// (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF).
-static size_t utf8_len(const unsigned char *s, size_t n) {
-  unsigned char c = s[0];
-  size_t len;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;  // overlong
-    if (c == 0xED) hi = 0x9F;  // surrogates
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;  // overlong
-    if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (n < len) return 0;
-  if (s[1] < lo || s[1] > hi) return 0;
-  for (size_t i = 2; i < len; i++)
-    if (s[i] < 0x80 || s[i] > 0xBF) return 0;
-  return len;
-}
-
 size_t prof_trace_escape(char *dst, size_t cap, const char *src, size_t len) {
   static const char hex[] = "0123456789abcdef";
   const unsigned char *s = (const unsigned char *)src;
@@ -142,7 +117,7 @@ size_t prof_trace_escape(char *dst, size_t cap, const char *src, size_t len) {
     } else if (c < 0x80) {
       tmp[tn++] = (char)c;
     } else {
-      adv = utf8_len(s + i, len - i);
+      adv = utf8_seq_len(s + i, len - i);
       if (adv == 0) {
         // One replacement per bad byte: simple, and resynchronises at the
         // next lead byte.

@@ -1,0 +1,82 @@
+"""Strings a hostile client sends (issue 15): bytes that are not UTF-8 in ModelInfer's string fields are
+refused with INVALID_ARGUMENT instead of being echoed into a response the client's parser then chokes on
+(proto3 string fields must be UTF-8; protobuf-c does not check), on a stream too, where the error response
+echoes only the fields that are valid; and names carrying newlines, terminal escapes or broken bytes reach
+the debug log escaped, so a client cannot forge a log line."""
+
+import grpc
+import numpy as np
+import pytest
+
+SVC = "/inference.GRPCInferenceService/"
+MARK = "ZZZZ"  # replaced by broken bytes after serialisation (Python's protobuf refuses them)
+BROKEN = [b"\xff\xfe", b"\xc0\xaf", b"\xed\xa0\x80", b"ok\xe2\x82"]  # not UTF-8, overlong, surrogate, cut
+
+
+def mlp_request(pb, rng, model="mlp", rid="r", in_name="INPUT0"):
+    req = pb.service.ModelInferRequest(model_name=model, id=rid)
+    t = req.inputs.add()
+    t.name, t.datatype = in_name, "FP32"
+    t.shape.extend([1, 1024])
+    req.raw_input_contents.append(rng.standard_normal((1, 1024)).astype(np.float32).tobytes())
+    return req
+
+
+def with_broken(req, bad):
+    raw = req.SerializeToString()
+    assert raw.count(MARK.encode()) == 1
+    # same length keeps every enclosing length prefix right
+    return raw.replace(MARK.encode(), (bad + b"x" * 4)[:4])
+
+
+@pytest.mark.parametrize("field", ["id", "model_name", "input name"])
+@pytest.mark.parametrize("bad", BROKEN)
+def test_unary_refuses_broken_utf8(channel, pb, rng, field, bad):
+    kw = {"id": {"rid": MARK}, "model_name": {"model": MARK}, "input name": {"in_name": MARK}}[field]
+    raw = with_broken(mlp_request(pb, rng, **kw), bad)
+    with pytest.raises(grpc.RpcError) as ei:
+        channel.unary_unary(SVC + "ModelInfer")(raw, timeout=10)
+    assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value.details()
+    assert "not valid UTF-8" in ei.value.details()
+
+
+def test_valid_utf8_still_served(stub, pb, rng):
+    resp = stub.ModelInfer(mlp_request(pb, rng, rid="résumé-日本-😀"), timeout=10)
+    assert resp.id == "résumé-日本-😀" and resp.model_name == "mlp"
+
+
+def test_stream_error_echoes_only_valid_fields(channel, pb, rng):
+    good = mlp_request(pb, rng, rid="after").SerializeToString()
+    bad = with_broken(mlp_request(pb, rng, rid=MARK), b"\xff\xfe")
+    call = channel.stream_stream(SVC + "ModelStreamInfer")
+    answers = list(call(iter([bad, good]), timeout=20))
+    assert len(answers) == 2
+    first = pb.service.ModelStreamInferResponse.FromString(answers[0])  # parses: nothing broken was echoed
+    assert "not valid UTF-8" in first.error_message
+    assert first.infer_response.id == "" and first.infer_response.model_name == "mlp"
+    second = pb.service.ModelStreamInferResponse.FromString(answers[1])
+    assert second.error_message == "" and second.infer_response.id == "after"
+
+
+def test_debug_log_escapes_client_strings(start_server, pb):
+    srv = start_server(["--log-level", "debug"])
+    forged = "E1125 00:00:00.000000 inferd] forged"
+    ch = grpc.insecure_channel(srv.grpc_url)
+    try:
+        req = pb.service.ModelInferRequest(model_name="nope\n" + forged + "\x1b[31m\\", id="x")
+        with pytest.raises(grpc.RpcError) as ei:
+            ch.unary_unary(SVC + "ModelInfer")(req.SerializeToString(), timeout=10)
+        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
+        raw = with_broken(pb.service.ModelInferRequest(model_name="mlp", id=MARK), b"\xff\xfe")
+        with pytest.raises(grpc.RpcError):
+            ch.unary_unary(SVC + "ModelInfer")(raw, timeout=10)
+        lines = srv.await_stderr(lambda ls: any("forged" in l for l in ls)
+                                 and any("not valid UTF-8" in l for l in ls))
+    finally:
+        ch.close()
+    assert not any(l.startswith(forged) for l in lines), "a client forged a log line"
+    hit = [l for l in lines if "forged" in l]
+    assert hit and all("\\nE1125 00:00:00.000000 inferd] forged\\x1b[31m\\\\" in l for l in hit), hit
+    assert not any("\x1b" in l for l in lines), "a terminal escape reached the log raw"
+    srv.stop()
+    srv.assert_clean_exit()
