@@ -157,6 +157,10 @@ static int run_entry(eng_model *m, const Inference__ModelWarmup *w, const char *
 
 int eng_warmup_run(eng_model *m, const Inference__ModelConfig *cfg, const char *model_dir, uint64_t *runs, err *e) {
   *runs = 0;
+  for (size_t k = 0; k < cfg->n_model_warmup; k++)  // checked before any runs: a typo fails at once
+    if (cfg->model_warmup[k]->count > ENG_WARMUP_MAX_COUNT)
+      return err_set(e, ERR_INVALID_ARGUMENT, "model_warmup '%s': count %u exceeds %d (more runs warm nothing further)",
+                     cfg->model_warmup[k]->name, cfg->model_warmup[k]->count, ENG_WARMUP_MAX_COUNT);
   for (size_t k = 0; k < cfg->n_model_warmup; k++) {
     const Inference__ModelWarmup *w = cfg->model_warmup[k];
     if (run_entry(m, w, model_dir, runs, e) != 0) return err_prefix(e, "model_warmup '%s': ", w->name);

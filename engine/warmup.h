@@ -16,6 +16,11 @@
 // model_dir holds the "warmup" folder that input_data_file names resolve in.
 // On success *runs is the number of executions done (entries x count x
 // instances). Errors name the entry and the input.
+// The most runs one entry may ask for: caches, allocators, cuBLASLt and cuDNN
+// choices settle within the first few; a count of millions only keeps the
+// server unready (a load error names the entry).
+#define ENG_WARMUP_MAX_COUNT 1000
+
 int eng_warmup_run(eng_model *m, const Inference__ModelConfig *cfg, const char *model_dir, uint64_t *runs, err *e);
 
 #endif

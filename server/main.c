@@ -6,7 +6,9 @@
 // CANCELLED); once nothing is in flight and no call came for a moment, the
 // gRPC server shuts down, the loop stops, and the process exits 0.
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -75,6 +77,52 @@ static int wait_stop_signal(const sigset_t *set, int signal_fd) {
     unsigned char b;
     if (read(signal_fd, &b, 1) == 1) return b;
   }
+}
+
+// Loading the repository (and each model's warmup) can take minutes; until
+// it ends main is not waiting for signals, and the stop signals it blocks
+// would stay pending. The guard thread takes them meanwhile: while loading,
+// a stop signal ends the process at once (nothing is served yet, nothing to
+// drain; exit status 0, as after a drain); once main is about to wait
+// itself, a signal the guard already took is handed over through the pipe.
+typedef struct load_guard {
+  sigset_t set;
+  int fd;  // the signal pipe's read end
+  atomic_int loading;
+  atomic_int stop;
+  pthread_t th;
+  int started;
+} load_guard;
+
+static void *guard_main(void *arg) {
+  load_guard *g = arg;
+  while (!atomic_load(&g->stop)) {
+    // pending for the process (every thread of ours blocks them), or caught
+    // by a library's thread and written to the pipe
+    struct timespec now = {0, 0};
+    int s = sigtimedwait(&g->set, NULL, &now);
+    if (s != SIGINT && s != SIGTERM) {
+      struct pollfd p = {.fd = g->fd, .events = POLLIN};
+      unsigned char b;
+      if (poll(&p, 1, 100) == 1 && read(g->fd, &b, 1) == 1) s = b;
+    }
+    if (s != SIGINT && s != SIGTERM) continue;
+    if (atomic_load(&g->loading)) {
+      static const char msg[] = "inferd: stop signal while loading the model repository: exiting\n";
+      ssize_t n = write(2, msg, sizeof msg - 1);
+      (void)n;
+      _exit(0);
+    }
+    on_stop_signal(s);
+  }
+  return NULL;
+}
+
+static void guard_end(load_guard *g) {
+  atomic_store(&g->loading, 0);
+  atomic_store(&g->stop, 1);
+  if (g->started) pthread_join(g->th, NULL);
+  g->started = 0;
 }
 
 // A CUDA-enabled build starts on machines without a GPU (or a driver) and
@@ -181,6 +229,8 @@ int main(int argc, char **argv) {
   sigaddset(&stop_set, SIGINT);
   sigaddset(&stop_set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+  load_guard guard = {.set = stop_set, .fd = signal_fd, .loading = 1};
+  guard.started = pthread_create(&guard.th, NULL, guard_main, &guard) == 0;
 
   srv_server srv = {.strict_readiness = o.strict_readiness, .allow_metrics = o.allow_metrics,
                     .trace_rate = o.trace_rate};
@@ -194,6 +244,7 @@ int main(int argc, char **argv) {
   int n_gpus = log_devices(gpu_info, MAX_GPUS);
   if (prof_gpus_create(gpu_info, n_gpus < MAX_GPUS ? n_gpus : MAX_GPUS, &srv.gpus, &e) != 0) {
     srv_log(SRV_LOG_ERROR, "GPU metrics: %s", e.msg);
+    guard_end(&guard);
     return 1;
   }
   if (n_gpus > 0) srv_log(SRV_LOG_INFO, "%s", prof_gpus_nvml_status(srv.gpus));
@@ -210,6 +261,7 @@ int main(int argc, char **argv) {
     srv_registry_destroy(srv.reg);
     srv_log(SRV_LOG_ERROR, "cannot load the model repository: %s", e.msg);
     prof_gpus_destroy(srv.gpus);
+    guard_end(&guard);
     return 1;
   }
   if (srv_reflection_create(inferd_protoset, inferd_protoset_len, &srv.reflection, &e) != 0) goto fail;
@@ -246,6 +298,7 @@ int main(int argc, char **argv) {
   else fprintf(stderr, "inferd ready: grpc=%d http=%d\n", srv_grpc_port(grpc), srv_http_port(hc.http));
   fflush(stderr);
 
+  guard_end(&guard);  // serving: main takes the signals from here on
   int sig = wait_stop_signal(&stop_set, signal_fd);
   srv_log(SRV_LOG_INFO, "%s: draining (up to %d s)", sig == SIGINT ? "SIGINT" : "SIGTERM", o.exit_timeout_secs);
   atomic_store(&srv.draining, 1);
@@ -257,6 +310,7 @@ int main(int argc, char **argv) {
   status = 0;
 
 fail:
+  guard_end(&guard);  // a no-op after a normal run
   if (status) srv_log(SRV_LOG_ERROR, "%s", e.msg);
   if (srv.sched) srv_sched_stop(srv.sched, close_http, &hc);  // no-op when the loop never started
   if (grpc) srv_grpc_destroy(grpc);

@@ -76,6 +76,8 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
   if (m->config->n_model_warmup) {
     uint64_t runs = 0;
     int64_t t0 = eng_now_us();
+    srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": running model_warmup (%zu entr%s)", m->name,
+            rv->version, m->config->n_model_warmup, m->config->n_model_warmup == 1 ? "y" : "ies");
     rc = eng_warmup_run(v->model, m->config, model_dir, &runs, e);
     if (rc) {
       eng_model_destroy(v->model);

@@ -55,6 +55,9 @@ def warm_repo(tmp_path_factory):
         "warm_dims": (_entry("dims", 1, "zero_data: true", dims="7"), ["model_warmup 'dims'", "dim 0 is 7"]),
         "warm_nofile": (_entry("nf", 1, 'input_data_file: "absent.bin"'), ["model_warmup 'nf'", "absent.bin"]),
         "warm_escape": (_entry("esc", 1, 'input_data_file: "../config.pbtxt"'), ["model_warmup 'esc'", "inside"]),
+        # issue 15: three million runs kept the server unready and deaf to SIGTERM
+        "warm_count": (_entry("many", 1, "zero_data: true", count=3000000),
+                       ["model_warmup 'many'", "count 3000000 exceeds 1000"]),
     }
     for name, (entry, _) in bad.items():
         repo.add(name, 8, IO_IN, IO_OUT, {1: lin(name, 2)}, config_extra=_warmup(entry), expect="UNAVAILABLE")
@@ -99,3 +102,44 @@ def test_failed_warmups_fail_the_load_and_say_why(warm_server, warm_repo):
             m = index[name]
             assert m.state == "UNAVAILABLE" and all(w in m.reason for w in words), (name, m.reason, words)
         assert c.is_model_ready("warm_ok")  # the failures do not touch the others
+
+
+def test_sigterm_interrupts_a_long_warmup(tmp_path):
+    """A stop signal while the repository loads (here a warmup of minutes) ends the process at once,
+    exit status 0, instead of waiting for the load to finish (issue 15)."""
+    import signal
+    import time
+    repo = g.Repo(str(tmp_path))
+    rng = np.random.default_rng(3)
+    # four 64x2048x2048 products a run, 1000 runs: minutes of work on a few cores
+    nodes = [helper.make_node("MatMul", ["S_X", "S_W"], ["S_T1"], name="mm1"),
+             helper.make_node("MatMul", ["S_T1", "S_W"], ["S_T2"], name="mm2"),
+             helper.make_node("MatMul", ["S_T2", "S_W"], ["S_T3"], name="mm3"),
+             helper.make_node("MatMul", ["S_T3", "S_W"], ["S_Y"], name="mm4")]
+    m = g._model("slow_warm", nodes, [g._vi("S_X", TensorProto.FLOAT, [None, 2048])],
+                 [g._vi("S_Y", TensorProto.FLOAT, [None, 2048])], [g._init("S_W", g._w(rng, 2048, 2048))])
+    repo.add("slow_warm", 64, [g._io("S_X", "FP32", [2048])], [g._out("S_Y", "FP32", [2048])], {1: m},
+             config_extra=_warmup(_entry("long", 64, "zero_data: true", key="S_X", dims="2048", count=1000)))
+    srv = lib.ServerProcess(str(tmp_path))
+    srv.proc = None
+    import subprocess
+    import threading
+    srv.proc = subprocess.Popen(srv.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, errors="replace")
+    reader = threading.Thread(target=srv._read, daemon=True)
+    reader.start()
+    try:
+        srv.await_stderr(lambda ls: any("running model_warmup" in l for l in ls), timeout=60)
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        rc = srv.proc.wait(timeout=20)
+        took = time.monotonic() - t0
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+            srv.proc.wait()
+    reader.join(timeout=10)
+    assert rc == 0, srv.stderr_tail()
+    assert not any("model_warmup ran" in l for l in srv.lines), "the warmup finished before the signal took effect"
+    assert any("stop signal while loading" in l for l in srv.lines), srv.stderr_tail()
+    assert took < 10, "exit took %.1f s after SIGTERM" % took
