@@ -419,7 +419,7 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
   if (!get) return text(resp, 405, "method not allowed\n");
   if (!s->allow_metrics && strcmp(p, "/metrics") == 0)
     return text(resp, 404, "metrics are disabled (--allow-metrics false)\n");
-  if (strcmp(p, "/v2/health/live") == 0) return text(resp, 200, "");
+  if (strcmp(p, "/v2/health/live") == 0) return srv_server_live(s) ? text(resp, 200, "") : text(resp, 503, "");
   if (strcmp(p, "/v2/health/ready") == 0) return srv_server_ready(s) ? text(resp, 200, "") : text(resp, 503, "");
   if (strcmp(p, "/dashboard") == 0) {
     resp->status = 200;

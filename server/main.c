@@ -11,11 +11,14 @@
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <grpc/support/log.h>
 
 #include "engine/config.h"
 #if INFERD_HAVE_CUDA
@@ -123,6 +126,40 @@ static void guard_end(load_guard *g) {
   atomic_store(&g->stop, 1);
   if (g->started) pthread_join(g->th, NULL);
   g->started = 0;
+}
+
+// Descriptors: each connection holds one. The soft limit (often 1024) is
+// raised to the hard one, so a few hundred idle connections cannot exhaust it.
+static void raise_open_files_limit(void) {
+  struct rlimit r;
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+  rlim_t was = r.rlim_cur;
+  r.rlim_cur = r.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &r) == 0)
+    srv_log(SRV_LOG_INFO, "open files limit raised from %llu to %llu", (unsigned long long)was,
+            (unsigned long long)r.rlim_max);
+}
+
+// gRPC's own log lines go through ours (one format, escaped). One of them is
+// the only notice that its listener died: this gRPC core (Debian 12's 1.51)
+// stops accepting for good after an accept4 error other than EAGAIN (EMFILE
+// once the descriptors run out), while the process would otherwise look
+// healthy. Liveness then fails, so an orchestrator restarts the process.
+// gpr_set_log_function takes no context: the server it marks is main's.
+static srv_server *grpc_log_server;
+
+static void on_grpc_log(gpr_log_func_args *a) {
+  srv_log_level l = a->severity == GPR_LOG_SEVERITY_ERROR  ? SRV_LOG_ERROR
+                    : a->severity == GPR_LOG_SEVERITY_INFO ? SRV_LOG_INFO
+                                                           : SRV_LOG_DEBUG;
+  srv_log(l, "grpc %s:%d: %s", a->file, a->line, a->message);
+  srv_server *s = grpc_log_server;
+  if (s && a->severity == GPR_LOG_SEVERITY_ERROR && strstr(a->message, "Failed accept4") &&
+      !atomic_exchange(&s->accept_dead, 1))
+    srv_log(SRV_LOG_ERROR,
+            "the gRPC port stopped accepting connections (%s) and this gRPC core does not resume it: "
+            "not live from now on (ServerLive false, /v2/health/live 503), so the process gets restarted",
+            a->message);
 }
 
 // A CUDA-enabled build starts on machines without a GPU (or a driver) and
@@ -234,6 +271,9 @@ int main(int argc, char **argv) {
 
   srv_server srv = {.strict_readiness = o.strict_readiness, .allow_metrics = o.allow_metrics,
                     .trace_rate = o.trace_rate};
+  raise_open_files_limit();
+  grpc_log_server = &srv;
+  gpr_set_log_function(on_grpc_log);
   err e = {0};
   int status = 1;
   srv_grpc *grpc = NULL;
@@ -334,5 +374,6 @@ fail:
   srv_registry_destroy(srv.reg);
   prof_gpus_destroy(srv.gpus);
   if (status == 0) srv_log(SRV_LOG_INFO, "stopped");
+  grpc_log_server = NULL;  // srv is about to go; gRPC may still log while the process exits
   return status;
 }

@@ -46,8 +46,10 @@ static int find_or_fail(srv_server *s, srv_call *call, const char *name, const c
   return -1;
 }
 
+int srv_server_live(srv_server *s) { return !atomic_load(&s->accept_dead); }
+
 int srv_server_ready(srv_server *s) {
-  if (atomic_load(&s->draining)) return 0;
+  if (atomic_load(&s->draining) || !srv_server_live(s)) return 0;
   if (!s->strict_readiness) return 1;
   int ready = 1;
   srv_registry_rdlock(s->reg);
@@ -62,9 +64,9 @@ int srv_server_ready(srv_server *s) {
 // --- health
 
 static void server_live(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
-  (void)ctx, (void)req, (void)len;
+  (void)req, (void)len;
   Inference__ServerLiveResponse r = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
-  r.live = 1;
+  r.live = srv_server_live(ctx);
   srv_reply_msg(call, &r.base);
 }
 

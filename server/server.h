@@ -27,6 +27,7 @@ typedef struct srv_server {
   int strict_readiness;    // ready only when every model is (Triton's default)
   int allow_metrics;       // --allow-metrics: /metrics served at all
   atomic_int draining;     // set once shutdown began: not ready, new work refused
+  atomic_int accept_dead;  // the gRPC listener stopped accepting (see main.c): not live
   atomic_llong infer_inflight;     // ModelInfer calls received and not yet answered
   atomic_llong infer_last_call_us; // when the last ModelInfer call arrived
   _Atomic uint64_t http_requests;
@@ -34,6 +35,10 @@ typedef struct srv_server {
 
 #define SRV_SHM_DISABLED_MSG \
   "client shared memory is disabled: start inferd with --allow-client-shm=true to register and use regions"
+
+// Liveness (ServerLive, /v2/health/live): false once the gRPC port can no
+// longer take connections, so an orchestrator restarts the process.
+int srv_server_live(srv_server *s);
 
 // Every gRPC method the server answers, for srv_grpc_create.
 size_t srv_methods(srv_server *s, srv_method *out, size_t cap);
