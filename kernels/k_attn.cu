@@ -304,7 +304,8 @@ bool tc_covers(const k_attn_args *a) { return a->d == a->dv && (a->d == 64 || a-
 
 template <class T>
 int launch(const char *kname, T *o, const T *q, const T *kt, const T *v, const T *mask,
-           const void *divisor, k_elem div_et, const k_attn_args *a, cudaStream_t stream, err *e) {
+           const void *divisor, k_elem div_et, const k_attn_args *a, bool tensor_cores,
+           cudaStream_t stream, err *e) {
   if (a->b < 0 || a->h < 0 || a->sq < 0 || a->sk < 0 || a->d < 0 || a->dv < 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative size", kname);
   if (a->b == 0 || a->h == 0 || a->sq == 0 || a->dv == 0) return 0;
@@ -316,7 +317,7 @@ int launch(const char *kname, T *o, const T *q, const T *kt, const T *v, const T
   if (divisor && div_et != K_F32 && div_et != K_F16)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: the divisor must be float or half", kname);
   // FP16 with head sizes 64/64 or 128/128: tensor cores; the rest here
-  if (sizeof(T) == 2 && tc_covers(a))
+  if (tensor_cores && sizeof(T) == 2 && tc_covers(a))
     return tc_launch(kname, (__half *)o, (const __half *)q, (const __half *)kt, (const __half *)v,
                      (const __half *)mask, divisor, div_et, a, stream, e);
   int64_t rows = (a->sq + WARPS - 1) / WARPS;
@@ -336,18 +337,31 @@ int launch(const char *kname, T *o, const T *q, const T *kt, const T *v, const T
   return 0;
 }
 
+int dispatch(const char *kname, void *o, const void *q, const void *kt, const void *v,
+             const void *mask, const void *divisor, k_elem div_et, k_elem et, const k_attn_args *a,
+             bool tensor_cores, cudaStream_t stream, err *e) {
+  if (!a) return err_set(e, ERR_INVALID_ARGUMENT, "%s: no arguments", kname);
+  if (et == K_F32)
+    return launch(kname, (float *)o, (const float *)q, (const float *)kt, (const float *)v,
+                  (const float *)mask, divisor, div_et, a, tensor_cores, stream, e);
+  if (et == K_F16)
+    return launch(kname, (__half *)o, (const __half *)q, (const __half *)kt, (const __half *)v,
+                  (const __half *)mask, divisor, div_et, a, tensor_cores, stream, e);
+  return err_set(e, ERR_INVALID_ARGUMENT, "%s: element type %d is not float or half", kname,
+                 (int)et);
+}
+
 }  // namespace
 
 extern "C" int k_attn_cuda(void *o, const void *q, const void *kt, const void *v, const void *mask,
                            const void *divisor, k_elem div_et, k_elem et, const k_attn_args *a,
                            cudaStream_t stream, err *e) {
-  if (!a) return err_set(e, ERR_INVALID_ARGUMENT, "k_attn_cuda: no arguments");
-  if (et == K_F32)
-    return launch("k_attn_cuda", (float *)o, (const float *)q, (const float *)kt, (const float *)v,
-                  (const float *)mask, divisor, div_et, a, stream, e);
-  if (et == K_F16)
-    return launch("k_attn_cuda", (__half *)o, (const __half *)q, (const __half *)kt,
-                  (const __half *)v, (const __half *)mask, divisor, div_et, a, stream, e);
-  return err_set(e, ERR_INVALID_ARGUMENT, "k_attn_cuda: element type %d is not float or half",
-                 (int)et);
+  return dispatch("k_attn_cuda", o, q, kt, v, mask, divisor, div_et, et, a, true, stream, e);
+}
+
+extern "C" int k_attn__simt_cuda(void *o, const void *q, const void *kt, const void *v,
+                                 const void *mask, const void *divisor, k_elem div_et, k_elem et,
+                                 const k_attn_args *a, cudaStream_t stream, err *e) {
+  return dispatch("k_attn__simt_cuda", o, q, kt, v, mask, divisor, div_et, et, a, false, stream,
+                  e);
 }

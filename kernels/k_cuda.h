@@ -177,6 +177,11 @@ int k_log_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t 
 int k_attn_cuda(void *o, const void *q, const void *kt, const void *v, const void *mask,
                 const void *divisor, k_elem div_et, k_elem et, const k_attn_args *a,
                 cudaStream_t stream, err *e);
+// Internal, for tests and benchmarks: the same on the CUDA-core kernel
+// whatever the type and head size (the tensor-core kernel's baseline).
+int k_attn__simt_cuda(void *o, const void *q, const void *kt, const void *v, const void *mask,
+                      const void *divisor, k_elem div_et, k_elem et, const k_attn_args *a,
+                      cudaStream_t stream, err *e);
 
 // --- normalisation (k_norm.cu); bias may be NULL in both.
 int k_layer_norm_cuda(float *y, const float *x, const float *scale, const float *bias, size_t rows,
