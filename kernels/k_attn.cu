@@ -152,7 +152,11 @@ struct tc_smem {
 static_assert(tc_smem<128>::BYTES <= 48 * 1024, "static shared memory past 48 KiB");
 static_assert(tc_smem<64>::BYTES <= 48 * 1024, "static shared memory past 48 KiB");
 
-template <int HD>
+// VEC: the launcher found Q, Kt and V's pointers on 16 bytes, their strides
+// and Sk multiples of 8 elements, so every run of 8 halves along a Q or V row
+// or along Kt's keys starts on 16 bytes and lies wholly inside or past Sk:
+// staged with one 16-byte access each. Else one 2-byte access per element.
+template <int HD, bool VEC>
 __global__ void __launch_bounds__(TC_WARPS * 32)
     tc_kernel(__half *o, const __half *q, const __half *kt, const __half *v, const __half *mask,
               const void *divisor, bool div_half, k_attn_args a) {
@@ -181,9 +185,19 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
 
   // Q's tile, zeros past Sq, into fragments kept for the whole kernel.
   const __half zero = __float2half(0.0f);
-  for (int t = threadIdx.x; t < TC_BQ * HD; t += TC_WARPS * 32) {
-    int r = t / HD, c = t - r * HD;
-    qs[r * L::LDQ + c] = q0 + r < a.sq ? q[(q0 + r) * HD + c] : zero;
+  const uint4 zero8 = make_uint4(0, 0, 0, 0);  // 8 halves of +0
+  constexpr int NT = TC_WARPS * 32, R8 = HD / 8, K8 = TC_BK / 8;  // runs of 8 per row
+  if (VEC) {
+    for (int t = threadIdx.x; t < TC_BQ * R8; t += NT) {
+      int r = t / R8, c = (t - r * R8) * 8;
+      *reinterpret_cast<uint4 *>(qs + r * L::LDQ + c) =
+          q0 + r < a.sq ? *reinterpret_cast<const uint4 *>(q + (q0 + r) * HD + c) : zero8;
+    }
+  } else {
+    for (int t = threadIdx.x; t < TC_BQ * HD; t += NT) {
+      int r = t / HD, c = t - r * HD;
+      qs[r * L::LDQ + c] = q0 + r < a.sq ? q[(q0 + r) * HD + c] : zero;
+    }
   }
   // the row-number table in this warp's S scratch: element i of an
   // accumulator fragment loaded from it is the row that element sits on
@@ -204,13 +218,26 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
   bool bad = false;
   for (int64_t k0 = 0; k0 < a.sk; k0 += TC_BK) {
     __syncthreads();  // the previous tile (or Q's staging, over the same bytes) is consumed
-    for (int t = threadIdx.x; t < HD * TC_BK; t += TC_WARPS * 32) {
-      int d = t / TC_BK, j = t - d * TC_BK;  // consecutive threads: consecutive keys
-      ks[d * L::LDK + j] = k0 + j < a.sk ? kt[d * a.sk + k0 + j] : zero;
-    }
-    for (int t = threadIdx.x; t < TC_BK * HD; t += TC_WARPS * 32) {
-      int j = t / HD, c = t - j * HD;
-      vs[j * L::LDV + c] = k0 + j < a.sk ? v[(k0 + j) * HD + c] : zero;
+    if (VEC) {
+      for (int t = threadIdx.x; t < HD * K8; t += NT) {
+        int d = t / K8, j = (t - d * K8) * 8;  // keys k0 + j .. k0 + j + 7: all below Sk or none
+        *reinterpret_cast<uint4 *>(ks + d * L::LDK + j) =
+            k0 + j < a.sk ? *reinterpret_cast<const uint4 *>(kt + d * a.sk + k0 + j) : zero8;
+      }
+      for (int t = threadIdx.x; t < TC_BK * R8; t += NT) {
+        int j = t / R8, c = (t - j * R8) * 8;
+        *reinterpret_cast<uint4 *>(vs + j * L::LDV + c) =
+            k0 + j < a.sk ? *reinterpret_cast<const uint4 *>(v + (k0 + j) * HD + c) : zero8;
+      }
+    } else {
+      for (int t = threadIdx.x; t < HD * TC_BK; t += NT) {
+        int d = t / TC_BK, j = t - d * TC_BK;  // consecutive threads: consecutive keys
+        ks[d * L::LDK + j] = k0 + j < a.sk ? kt[d * a.sk + k0 + j] : zero;
+      }
+      for (int t = threadIdx.x; t < TC_BK * HD; t += NT) {
+        int j = t / HD, c = t - j * HD;
+        vs[j * L::LDV + c] = k0 + j < a.sk ? v[(k0 + j) * HD + c] : zero;
+      }
     }
     __syncthreads();
     // 1. S = Q Kt for this warp's 16 rows
@@ -289,10 +316,19 @@ int tc_launch(const char *kname, __half *o, const __half *q, const __half *kt, c
                    (long long)(a->b * a->h), (long long)a->sq);
   dim3 grid((unsigned)(a->b * a->h), (unsigned)rows);
   bool dh = div_et == K_F16;
-  if (a->d == 64)
-    tc_kernel<64><<<grid, TC_WARPS * 32, 0, stream>>>(o, q, kt, v, mask, divisor, dh, *a);
+  // 16-byte staging (tc_kernel's VEC) where every run of 8 halves it reads is aligned
+  bool vec = k_aligned(q, 16) && k_aligned(kt, 16) && k_aligned(v, 16) && a->sk % 8 == 0;
+  const int64_t strides[] = {a->q_sb, a->q_sh, a->k_sb, a->k_sh, a->v_sb, a->v_sh};
+  for (int k = 0; k < 6; k++) vec = vec && strides[k] % 8 == 0;
+  dim3 block(TC_WARPS * 32);
+  if (a->d == 64 && vec)
+    tc_kernel<64, true><<<grid, block, 0, stream>>>(o, q, kt, v, mask, divisor, dh, *a);
+  else if (a->d == 64)
+    tc_kernel<64, false><<<grid, block, 0, stream>>>(o, q, kt, v, mask, divisor, dh, *a);
+  else if (vec)
+    tc_kernel<128, true><<<grid, block, 0, stream>>>(o, q, kt, v, mask, divisor, dh, *a);
   else
-    tc_kernel<128><<<grid, TC_WARPS * 32, 0, stream>>>(o, q, kt, v, mask, divisor, dh, *a);
+    tc_kernel<128, false><<<grid, block, 0, stream>>>(o, q, kt, v, mask, divisor, dh, *a);
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

@@ -11,7 +11,9 @@
 // {1, 7, 64, 128, 200} (one block's 64 rows and one tile's 32 keys, below,
 // at and across their edges) with every mask kind, nan_zero on and off,
 // NaN and +inf scores, [B, H] = [2, 3] heads, NaN between the heads'
-// slabs (nothing past a slab is read), and captured-graph replays.
+// slabs (nothing past a slab is read), and captured-graph replays. Both of
+// its staging variants: 16-byte runs (Sk % 8 == 0, no gap: 23 of the 50
+// sweep cases) and 2-byte elements (the other 27).
 // Tolerances. FP32: rtol 1e-4, atol 1e-5: the kernel sums scores and
 // outputs in float in another order than the reference's double, and
 // expf is within 2 ulp; over at most a few hundred keys of O(1) values that
