@@ -208,6 +208,11 @@ static void test_tc_cases(void) {
       c.mask = 2, c.sq = 200, c.sk = 128;  // causal with Sk < Sq: the first 72 rows fully masked
       run_case(&r, &c, 1, 0);
     }
+  // no keys: the empty product, 0 (not NaN), on both head sizes
+  for (int hd = 0; hd < 2; hd++) {
+    acase c = {.b = 2, .h = 3, .sq = 70, .sk = 0, .d = heads[hd], .dv = heads[hd]};
+    run_case(&r, &c, 1, 0);
+  }
   // captured and replayed twice: d 64 causal with a half divisor, d 128 padding mask
   acase g64 = {.b = 2, .h = 3, .sq = 128, .sk = 128, .d = 64, .dv = 64, .mask = 2, .divisor = 2};
   acase g128 = {.b = 2, .h = 3, .sq = 200, .sk = 77, .d = 128, .dv = 128, .mask = 1, .nan_zero = 1};
