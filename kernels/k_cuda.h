@@ -169,11 +169,19 @@ int k_log_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t 
 // read on the device so a captured graph replays with the value of the
 // moment. Head sizes d and dv up to K_ATTN_MAX_HEAD (ERR_UNIMPLEMENTED
 // past it). o must not overlap an input. Nothing allocated, no sync:
-// capturable.
+// capturable. FP16 with d == dv == 64 or 128 runs on tensor cores instead
+// (64 query rows x 32 keys per step, S and P V as half products summed in
+// float, the softmax weights P rounded to half for the second product: at
+// most 2^-11 * max|v| more error); same rules for undefined rows.
 #define K_ATTN_MAX_HEAD 128
 int k_attn_cuda(void *o, const void *q, const void *kt, const void *v, const void *mask,
                 const void *divisor, k_elem div_et, k_elem et, const k_attn_args *a,
                 cudaStream_t stream, err *e);
+// Internal, for tests and benchmarks: the same on the CUDA-core kernel
+// whatever the type and head size (the tensor-core kernel's baseline).
+int k_attn__simt_cuda(void *o, const void *q, const void *kt, const void *v, const void *mask,
+                      const void *divisor, k_elem div_et, k_elem et, const k_attn_args *a,
+                      cudaStream_t stream, err *e);
 
 // --- normalisation (k_norm.cu); bias may be NULL in both.
 int k_layer_norm_cuda(float *y, const float *x, const float *scale, const float *bias, size_t rows,

@@ -6,12 +6,24 @@
 // values shared by every head (stride 0); a divisor read on the device
 // (float and half); FP32 and FP16 storage; and one launch captured in a
 // CUDA graph and replayed. Argument errors are checked with no GPU too.
+// FP16 with d == dv == 64 or 128 runs on k_attn_cuda's tensor-core kernel
+// (the rest on the CUDA-core one): test_tc_cases sweeps it over Sq, Sk in
+// {1, 7, 64, 128, 200} (one block's 64 rows and one tile's 32 keys, below,
+// at and across their edges) with every mask kind, nan_zero on and off,
+// NaN and +inf scores, [B, H] = [2, 3] heads, NaN between the heads'
+// slabs (nothing past a slab is read), and captured-graph replays. Both of
+// its staging variants: 16-byte runs (Sk % 8 == 0, no gap: 23 of the 50
+// sweep cases) and 2-byte elements (the other 27).
 // Tolerances. FP32: rtol 1e-4, atol 1e-5: the kernel sums scores and
 // outputs in float in another order than the reference's double, and
 // expf is within 2 ulp; over at most a few hundred keys of O(1) values that
 // stays near 1e-6 relative. FP16: the reference runs on the half-rounded
 // inputs (and mask); the kernel's only extra error is the output's rounding
 // to half (2^-11 relative) plus the float sums: rtol 2e-3, atol 2e-3.
+// The tensor-core kernel also rounds the softmax weights P to half before
+// P V: at most 2^-11 * max|v| (|v| <= 1 here) more, so the same rtol 2e-3,
+// atol 2e-3 (a numpy model of its arithmetic on these inputs stays within
+// an eighth of that).
 #include "test_k_cuda_util.h"
 
 static uint16_t f2h(float f) {
@@ -22,34 +34,42 @@ static uint16_t f2h(float f) {
 
 typedef struct acase {
   int64_t b, h, sq, sk, d, dv;
-  int mask;      // 0 none, 1 padding [B,1,1,Sk], 2 causal [Sq,Sk], 3 full [B,H,Sq,Sk] with row 0 off
+  int mask;      // 0 none, 1 padding [B,1,1,Sk], 2 causal [Sq,Sk], 3 full [B,H,Sq,Sk] with row 0 off,
+                 // 4 as 3 plus a NaN score in row 1 and a +inf one in row 2 (of (0, 0))
   int kv_shared; // K and V one per batch row, shared by the heads (stride 0)
   int nan_zero;
   int divisor;   // 0 none, 1 float, 2 half
+  int64_t gap;   // elements of NaN after each head's Q, Kt and V slab (its stride grows by gap)
 } acase;
 
 static void run_case(tk_rng *r, const acase *c, int half, int capture) {
   k_attn_args a = {.b = c->b, .h = c->h, .sq = c->sq, .sk = c->sk, .d = c->d, .dv = c->dv,
                    .scale = 1.0f / sqrtf((float)(c->d ? c->d : 1)), .nan_zero = c->nan_zero};
   int64_t hk = c->kv_shared ? 1 : c->h;
-  a.q_sh = c->sq * c->d, a.q_sb = c->h * a.q_sh;
-  a.k_sh = c->kv_shared ? 0 : c->d * c->sk, a.k_sb = hk * c->d * c->sk;
-  a.v_sh = c->kv_shared ? 0 : c->sk * c->dv, a.v_sb = hk * c->sk * c->dv;
+  int64_t qs = c->sq * c->d + c->gap, ks = c->d * c->sk + c->gap, vs = c->sk * c->dv + c->gap;
+  a.q_sh = qs, a.q_sb = c->h * qs;
+  a.k_sh = c->kv_shared ? 0 : ks, a.k_sb = hk * ks;
+  a.v_sh = c->kv_shared ? 0 : vs, a.v_sb = hk * vs;
   a.o_sh = c->sq * c->dv, a.o_sb = c->h * a.o_sh;
   size_t nm = 0;
   if (c->mask == 1) nm = (size_t)(c->b * c->sk), a.m_sb = c->sk, a.m_sk = 1;
   if (c->mask == 2) nm = (size_t)(c->sq * c->sk), a.m_sq = c->sk, a.m_sk = 1;
-  if (c->mask == 3) {
+  if (c->mask >= 3) {
     nm = (size_t)(c->b * c->h * c->sq * c->sk);
     a.m_sk = 1, a.m_sq = c->sk, a.m_sh = c->sq * c->sk, a.m_sb = c->h * c->sq * c->sk;
   }
-  size_t nq = (size_t)(c->b * c->h * c->sq * c->d), nk = (size_t)(c->b * hk * c->d * c->sk);
-  size_t nv = (size_t)(c->b * hk * c->sk * c->dv), no = (size_t)(c->b * c->h * c->sq * c->dv);
+  size_t nq = (size_t)(c->b * c->h * qs), nk = (size_t)(c->b * hk * ks);
+  size_t nv = (size_t)(c->b * hk * vs), no = (size_t)(c->b * c->h * c->sq * c->dv);
   float *q = tk_xmalloc(nq * 4), *kt = tk_xmalloc(nk * 4), *v = tk_xmalloc(nv * 4);
   float *m = tk_xmalloc(nm * 4 + 4), *want = tk_xmalloc(no * 4), *got = tk_xmalloc(no * 4);
   tk_fill(r, q, nq, -2, 2);
   tk_fill(r, kt, nk, -2, 2);
   tk_fill(r, v, nv, -1, 1);
+  for (int64_t s = 0; c->gap && s < c->b * c->h; s++) {  // the gaps: NaN nobody may read
+    for (int64_t g = 0; g < c->gap; g++) q[s * qs + qs - 1 - g] = NAN;
+    if (s >= c->b * hk) continue;
+    for (int64_t g = 0; g < c->gap; g++) kt[s * ks + ks - 1 - g] = v[s * vs + vs - 1 - g] = NAN;
+  }
   for (size_t i = 0; i < nm; i++) m[i] = tk_uniform(r, -1, 0);
   if (c->mask == 1)  // the last third of each row's keys off, batch row 1 entirely
     for (int64_t b = 0; b < c->b; b++)
@@ -59,10 +79,14 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
     for (int64_t i = 0; i < c->sq; i++)
       for (int64_t j = 0; j < c->sk; j++)
         if (j > i + (c->sk - c->sq)) m[i * c->sk + j] = -INFINITY;
-  if (c->mask == 3) {
+  if (c->mask >= 3) {
     for (size_t i = 0; i < nm; i++)
       if (tk_next(r) % 4 == 0) m[i] = -INFINITY;
     for (int64_t j = 0; j < c->sk; j++) m[j] = -INFINITY;  // (0, 0, 0, :)
+  }
+  if (c->mask == 4 && c->sq > 2 && c->sk > 0) {  // undefined rows of another kind: NaN, +inf
+    m[1 * c->sk + c->sk / 2] = NAN;
+    m[2 * c->sk] = INFINITY;
   }
   float dvsr = 1.5f;
   // FP16: the reference sees the half-rounded operands
@@ -116,11 +140,11 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
     tk_from_dev(got, dout, no * 4);
   }
   char what[160];
-  snprintf(what, sizeof what, "attn %s [%lld,%lld,%lld,%lld,%lld,%lld] mask %d%s%s div %d%s",
+  snprintf(what, sizeof what, "attn %s [%lld,%lld,%lld,%lld,%lld,%lld] mask %d%s%s div %d gap %lld%s",
            half ? "f16" : "f32", (long long)c->b, (long long)c->h, (long long)c->sq,
            (long long)c->sk, (long long)c->d, (long long)c->dv, c->mask,
            c->kv_shared ? " kv-shared" : "", c->nan_zero ? " nan_zero" : "", c->divisor,
-           capture ? " captured" : "");
+           (long long)c->gap, capture ? " captured" : "");
   tk_compare(what, got, want, no, half ? 2e-3 : 1e-4, half ? 2e-3 : 1e-5);
   TK_CUDA(cudaFree(dq));
   TK_CUDA(cudaFree(dk));
@@ -134,24 +158,66 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
 
 static void test_cases(void) {
   static const acase cases[] = {
-      {2, 4, 16, 16, 64, 64, 1, 0, 1, 0},    // BERT-like, padding mask, batch row 1 off
-      {2, 4, 16, 16, 64, 64, 1, 0, 0, 0},    // the same without nan_zero: that row NaN
-      {1, 2, 128, 128, 64, 64, 2, 0, 0, 1},  // GPT-like causal, divisor float
-      {1, 2, 100, 100, 32, 32, 2, 0, 0, 2},  // causal, divisor half
-      {2, 3, 9, 77, 128, 128, 3, 0, 1, 0},   // full mask with a row off, d 128
-      {1, 12, 197, 197, 64, 64, 0, 0, 0, 0}, // ViT-B-like, no mask
-      {3, 2, 1, 33, 32, 32, 1, 0, 1, 0},     // one query row, keys across a tile edge
-      {2, 4, 7, 31, 80, 20, 0, 1, 0, 0},     // d != dv, K/V shared by the heads
-      {1, 1, 5, 1, 1, 1, 0, 0, 0, 0},        // tiny
-      {1, 3, 40, 64, 20, 128, 2, 0, 0, 0},   // causal with Sk > Sq (offset diagonal)
-      {1, 1, 3, 0, 8, 8, 0, 0, 1, 0},        // no keys: the empty product, 0
-      {1, 1, 3, 0, 8, 8, 0, 0, 0, 0},        // the same without nan_zero: still 0
+      {2, 4, 16, 16, 64, 64, 1, 0, 1, 0, 0},    // BERT-like, padding mask, batch row 1 off
+      {2, 4, 16, 16, 64, 64, 1, 0, 0, 0, 0},    // the same without nan_zero: that row NaN
+      {1, 2, 128, 128, 64, 64, 2, 0, 0, 1, 0},  // GPT-like causal, divisor float
+      {1, 2, 100, 100, 32, 32, 2, 0, 0, 2, 0},  // causal, divisor half
+      {2, 3, 9, 77, 128, 128, 3, 0, 1, 0, 0},   // full mask with a row off, d 128
+      {1, 12, 197, 197, 64, 64, 0, 0, 0, 0, 0}, // ViT-B-like, no mask
+      {3, 2, 1, 33, 32, 32, 1, 0, 1, 0, 0},     // one query row, keys across a tile edge
+      {2, 4, 7, 31, 80, 20, 0, 1, 0, 0, 0},     // d != dv, K/V shared by the heads
+      {1, 1, 5, 1, 1, 1, 0, 0, 0, 0, 0},        // tiny
+      {1, 3, 40, 64, 20, 128, 2, 0, 0, 0, 0},   // causal with Sk > Sq (offset diagonal)
+      {1, 1, 3, 0, 8, 8, 0, 0, 1, 0, 0},        // no keys: the empty product, 0
+      {1, 1, 3, 0, 8, 8, 0, 0, 0, 0, 0},        // the same without nan_zero: still 0
   };
   tk_rng r = {77};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int half = 0; half < 2; half++) run_case(&r, &cases[i], half, 0);
   run_case(&r, &cases[2], 1, 1);
   run_case(&r, &cases[0], 0, 1);
+}
+
+// The tensor-core kernel (FP16, d == dv == 64 or 128): every (Sq, Sk) pair
+// of the list at both head sizes, the mask kind, nan_zero, the divisor,
+// K/V sharing and the gaps between slabs varying along the sweep so each
+// appears at small, tile-sized and ragged shapes; then captured replays.
+static void test_tc_cases(void) {
+  static const int64_t lens[] = {1, 7, 64, 128, 200};
+  static const int64_t heads[] = {64, 128};
+  tk_rng r = {1234};
+  int n = 0;
+  for (int hd = 0; hd < 2; hd++)
+    for (int qi = 0; qi < 5; qi++)
+      for (int ki = 0; ki < 5; ki++, n++) {
+        acase c = {.b = 2, .h = 3, .sq = lens[qi], .sk = lens[ki], .d = heads[hd], .dv = heads[hd]};
+        c.mask = n % 5;
+        c.nan_zero = (n / 5) % 2;
+        c.divisor = n % 3;
+        c.kv_shared = n % 7 == 3;
+        c.gap = n % 4 == 1 ? 13 : 0;
+        run_case(&r, &c, 1, 0);
+      }
+  // both mask kinds that leave rows undefined, with and without nan_zero, every tile edge crossed
+  for (int hd = 0; hd < 2; hd++)
+    for (int nz = 0; nz < 2; nz++) {
+      acase c = {.b = 2, .h = 3, .sq = 200, .sk = 200, .d = heads[hd], .dv = heads[hd],
+                 .mask = 4, .nan_zero = nz, .gap = 5};
+      run_case(&r, &c, 1, 0);
+      run_case(&r, &c, 0, 0);  // and the CUDA-core kernel (FP32) on the same rules
+      c.mask = 2, c.sq = 200, c.sk = 128;  // causal with Sk < Sq: the first 72 rows fully masked
+      run_case(&r, &c, 1, 0);
+    }
+  // no keys: the empty product, 0 (not NaN), on both head sizes
+  for (int hd = 0; hd < 2; hd++) {
+    acase c = {.b = 2, .h = 3, .sq = 70, .sk = 0, .d = heads[hd], .dv = heads[hd]};
+    run_case(&r, &c, 1, 0);
+  }
+  // captured and replayed twice: d 64 causal with a half divisor, d 128 padding mask
+  acase g64 = {.b = 2, .h = 3, .sq = 128, .sk = 128, .d = 64, .dv = 64, .mask = 2, .divisor = 2};
+  acase g128 = {.b = 2, .h = 3, .sq = 200, .sk = 77, .d = 128, .dv = 128, .mask = 1, .nan_zero = 1};
+  run_case(&r, &g64, 1, 1);
+  run_case(&r, &g128, 1, 1);
 }
 
 static void test_errors(void) {
@@ -174,5 +240,6 @@ int main(void) {
   test_errors();
   tk_require_device();
   test_cases();
+  test_tc_cases();
   CHECK_DONE();
 }
