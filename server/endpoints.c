@@ -10,6 +10,7 @@
 #include "server/dashboard.h"
 #include "server/hist.h"
 #include "server/http.h"
+#include "server/rest.h"
 #include "server/server.h"
 
 #define THROUGHPUT_WINDOW_S 5
@@ -410,6 +411,7 @@ static void text(srv_http_response *resp, int status, const char *body) {
 void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *resp) {
   srv_server *s = ctx;
   atomic_fetch_add(&s->http_requests, 1);
+  if (s->rest && srv_rest_route(s->rest, req, resp)) return;
   int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
   const char *p = req->path;
   int known = strcmp(p, "/v2/health/live") == 0 || strcmp(p, "/v2/health/ready") == 0 || strcmp(p, "/metrics") == 0 ||

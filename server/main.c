@@ -22,10 +22,12 @@
 #include "proto/protoset.h"
 #include "server/cli.h"
 #include "server/http.h"
+#include "server/rest.h"
 #include "server/log.h"
 #include "server/server.h"
 
 typedef struct http_close_ctx {
+  srv_rest *rest;  // closed with the HTTP endpoint: its answers go there
   srv_http *http;
   srv_http *metrics;  // --metrics-port's listener, NULL when none
 } http_close_ctx;
@@ -156,6 +158,8 @@ static void log_final_counts(srv_server *s) {
 static void close_http(void *arg) {
   http_close_ctx *c = arg;
   if (c->http) srv_http_close(c->http, on_http_closed, NULL);
+  srv_rest_close(c->rest);
+  c->rest = NULL;
   if (c->metrics) srv_http_close(c->metrics, on_http_closed, NULL);
   c->http = c->metrics = NULL;  // closed once: main's fallback below must not again
 }
@@ -208,6 +212,9 @@ int main(int argc, char **argv) {
   if (srv_sched_create(srv.reg, &ops, &srv.sched, &e) != 0) goto fail;
   if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
     goto fail;
+  srv_http_set_large_body(hc.http, (size_t)o.http_max_infer_body_bytes);
+  if (srv_rest_create(srv_sched_loop(srv.sched), &srv, &hc.rest, &e) != 0) goto fail;
+  srv.rest = hc.rest;
   if (o.allow_metrics && o.metrics_port >= 0 &&
       srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.metrics_port, srv_http_metrics_routes, &srv,
                       &hc.metrics, &e) != 0)
@@ -245,7 +252,7 @@ fail:
   if (srv.sched) srv_sched_stop(srv.sched, close_http, &hc);  // no-op when the loop never started
   if (grpc) srv_grpc_destroy(grpc);
   if (srv.sched) {
-    if (hc.http || hc.metrics) {
+    if (hc.http || hc.metrics || hc.rest) {
       // the loop never ran: close HTTP's handles by running the loop here
       close_http(&hc);
       uv_run(srv_sched_loop(srv.sched), UV_RUN_DEFAULT);
