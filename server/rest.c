@@ -972,6 +972,12 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
     q.name = model, q.version = version;
     call_pb(r, req, resp, K_MODEL_META, SVC "ModelMetadata", &q.base);
   } else if (seg_is(what, wl, "ready")) {
+    // ModelReady answers "not ready" for a model it does not know; REST says 404 for that
+    srv_model *m;
+    srv_version *v;
+    err e = {0};
+    if (srv_registry_find(r->s->reg, model, version, &m, &v, &e) != 0 && e.code == ERR_NOT_FOUND)
+      return set_error(resp, 404, e.msg), 1;
     Inference__ModelReadyRequest q = INFERENCE__MODEL_READY_REQUEST__INIT;
     q.name = model, q.version = version;
     call_pb(r, req, resp, K_MODEL_READY, SVC "ModelReady", &q.base);
