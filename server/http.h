@@ -68,7 +68,9 @@ typedef void (*srv_http_handler)(void *ctx, const srv_http_request *req, srv_htt
 
 // Called from the handler: the answer to req will be given later with
 // srv_http_complete, and resp is ignored. The connection parses nothing
-// more (pipelined requests wait) until then; the idle sweep spares it.
+// more (pipelined requests wait) until then, and reads nothing, so a client
+// that leaves meanwhile is noticed when the answer is written; the idle sweep
+// spares it.
 // NULL when out of memory: the handler must then answer through resp.
 srv_http_pending *srv_http_defer(const srv_http_request *req);
 
