@@ -29,9 +29,9 @@ def pa():
     return path
 
 
-def _run(pa, url, concurrency, *extra):
+def _run(pa, url, concurrency, *extra, protocol="grpc"):
     """One perf_analyzer level on mlp; returns (its output, the request count it measured)."""
-    cmd = [pa, "-m", "mlp", "-u", url, "-i", "grpc", "--concurrency-range", "%d:%d" % (concurrency, concurrency),
+    cmd = [pa, "-m", "mlp", "-u", url, "-i", protocol, "--concurrency-range", "%d:%d" % (concurrency, concurrency),
            "--measurement-interval", "1000", "--stability-percentage", "1000",  # lenient: CI machines are small
            "--max-trials", "20"] + list(extra)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -94,3 +94,16 @@ def test_perf_analyzer_streaming(pa, server, client):
     after = _stats(client)
     assert after.success.count - before.success.count >= requests
     assert after.fail.count == before.fail.count
+
+
+def test_perf_analyzer_http(pa, server, client):
+    """perf_analyzer -i http: metadata, config and statistics from the REST routes, every request a
+    REST inference with binary tensors; sync and --async."""
+    url = server.http_url[len("http://"):]
+    for extra in ((), ("--async",)):
+        before = _stats(client)
+        out, requests = _run(pa, url, 4, *extra, protocol="http")
+        assert "Server:" in out and re.search(r"Inference count: \d+", out), out[-4000:]
+        after = _stats(client)
+        assert after.success.count - before.success.count >= requests, extra
+        assert after.fail.count == before.fail.count, extra
