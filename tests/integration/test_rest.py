@@ -412,3 +412,54 @@ def test_infer_body_limit_is_configurable(start_server, specs, rng):
                          headers={"Inference-Header-Content-Length": str(len(hdr))})
     assert status == 413
     assert srv.alive()
+
+
+# --- INT64 and BOOL inputs (a model of their own: the test repository's inputs are all float)
+
+def _typed_repo(tmp_path):
+    import onnx
+    from onnx import TensorProto as T, helper
+    g = helper.make_graph(
+        [helper.make_node("Add", ["I", "I"], ["I2"]), helper.make_node("Not", ["B"], ["NB"])], "typed",
+        [helper.make_tensor_value_info("I", T.INT64, ["N", 4]), helper.make_tensor_value_info("B", T.BOOL, ["N", 4])],
+        [helper.make_tensor_value_info("I2", T.INT64, ["N", 4]), helper.make_tensor_value_info("NB", T.BOOL, ["N", 4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    os.makedirs(tmp_path / "typed" / "1")
+    onnx.save(m, str(tmp_path / "typed" / "1" / "model.onnx"))
+    (tmp_path / "typed" / "config.pbtxt").write_text('name: "typed"\nbackend: "onnxruntime"\nmax_batch_size: 8\n')
+    return str(tmp_path / "typed" / "1" / "model.onnx")
+
+
+def test_int64_and_bool(start_server, tmp_path, rng):
+    import onnxruntime as ort
+    path = _typed_repo(tmp_path)
+    srv = start_server(repo=str(tmp_path))
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    c = httpclient.InferenceServerClient(url=srv.http_url[len("http://"):])
+    try:
+        for bin_in, bin_out in MODES:
+            i = rng.integers(-(2 ** 40), 2 ** 40, size=(3, 4)).astype(np.int64)
+            if bin_in:
+                i[0, 0] = 2 ** 62 + 1  # exact only as binary: JSON numbers are doubles
+            b = rng.integers(0, 2, size=(3, 4)).astype(bool)
+            xi = httpclient.InferInput("I", [3, 4], "INT64")
+            xi.set_data_from_numpy(i, binary_data=bin_in)
+            xb = httpclient.InferInput("B", [3, 4], "BOOL")
+            xb.set_data_from_numpy(b, binary_data=bin_in)
+            outs = [httpclient.InferRequestedOutput(n, binary_data=bin_out) for n in ("I2", "NB")]
+            res = c.infer("typed", [xi, xb], outputs=outs)
+            want = dict(zip(["I2", "NB"], sess.run(["I2", "NB"], {"I": i, "B": b})))
+            for n in ("I2", "NB"):
+                got = res.as_numpy(n)
+                assert got.dtype == want[n].dtype and got.shape == want[n].shape, (n, got.dtype, got.shape)
+                np.testing.assert_array_equal(got, want[n], err_msg="%s binary in/out %s/%s" % (n, bin_in, bin_out))
+        # a bool input given numbers is refused
+        body = json.dumps({"inputs": [{"name": "I", "shape": [1, 4], "datatype": "INT64", "data": [1, 2, 3, 4]},
+                                      {"name": "B", "shape": [1, 4], "datatype": "BOOL", "data": [1, 0, 1, 0]}]})
+        status, _, raw = _http(srv, "POST", "/v2/models/typed/infer", body=body)
+        assert status == 400 and "not a bool" in _error(raw)
+    finally:
+        c.close()
+    srv.stop()
+    srv.assert_clean_exit()
