@@ -34,6 +34,8 @@ typedef enum kind {
   K_STATS,
   K_INDEX,
   K_INFER,
+  K_SHM_STATUS,
+  K_EMPTY,  // register/unregister: 200 with no body
 } kind;
 
 // How one requested output is answered.
@@ -407,6 +409,8 @@ static void meta_answer(job *j, const uint8_t *pb, size_t len) {
     case K_CONFIG: d = &inference__model_config_response__descriptor; break;
     case K_STATS: d = &inference__model_statistics_response__descriptor; break;
     case K_INDEX: d = &inference__repository_index_response__descriptor; break;
+    case K_SHM_STATUS: d = &inference__system_shared_memory_status_response__descriptor; break;
+    case K_EMPTY: return set_text(&j->resp, 200, "application/json", NULL, 0);
     case K_INFER: return;
   }
   ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, pb);
@@ -421,6 +425,12 @@ static void meta_answer(job *j, const uint8_t *pb, size_t len) {
   if (j->k == K_CONFIG) {
     const Inference__ModelConfigResponse *c = (const Inference__ModelConfigResponse *)m;
     out = c->config ? pb_json(&c->config->base, 1) : cJSON_CreateObject();
+  } else if (j->k == K_SHM_STATUS) {
+    // Triton answers a list of {name, key, offset, byte_size}
+    const Inference__SystemSharedMemoryStatusResponse *x = (const Inference__SystemSharedMemoryStatusResponse *)m;
+    out = cJSON_CreateArray();
+    for (size_t i = 0; out && i < x->n_regions; i++)
+      if (x->regions[i]->value) cJSON_AddItemToArray(out, pb_json(&x->regions[i]->value->base, 0));
   } else if (j->k == K_INDEX) {
     // Triton answers the bare list
     const Inference__RepositoryIndexResponse *x = (const Inference__RepositoryIndexResponse *)m;
@@ -900,6 +910,56 @@ static size_t split(const char *p, const char **seg, size_t *len, size_t max) {
 
 static int seg_is(const char *s, size_t n, const char *word) { return strlen(word) == n && memcmp(s, word, n) == 0; }
 
+// Triton's system shared memory routes (/v2/systemsharedmemory/...): status
+// of all or one region, register one (body {"key", "offset", "byte_size"}),
+// unregister one or all; the gRPC methods decide (and refuse unless
+// --allow-client-shm).
+static void route_shm(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char **seg,
+                      const size_t *len, size_t n, int get, int post) {
+  char name[256] = "";
+  const char *op;
+  size_t opl;
+  if (n == 2) {
+    op = seg[1], opl = len[1];
+  } else if (n == 4 && seg_is(seg[1], len[1], "region")) {
+    if (decode_segment(seg[2], len[2], name, sizeof name) || !name[0])
+      return set_error(resp, 400, "malformed region name in the path");
+    op = seg[3], opl = len[3];
+  } else {
+    return set_error(resp, 404, "not found");
+  }
+  if (seg_is(op, opl, "status")) {
+    if (!get) return set_error(resp, 405, "method not allowed");
+    Inference__SystemSharedMemoryStatusRequest q = INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_REQUEST__INIT;
+    q.name = name;
+    return call_pb(r, req, resp, K_SHM_STATUS, SVC "SystemSharedMemoryStatus", &q.base);
+  }
+  if (!post) return set_error(resp, 405, "method not allowed (POST)");
+  if (seg_is(op, opl, "unregister")) {
+    Inference__SystemSharedMemoryUnregisterRequest q = INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_REQUEST__INIT;
+    q.name = name;
+    return call_pb(r, req, resp, K_EMPTY, SVC "SystemSharedMemoryUnregister", &q.base);
+  }
+  if (!seg_is(op, opl, "register") || !name[0]) return set_error(resp, 404, "not found");
+  cJSON *b = req->body_len ? cJSON_ParseWithLength(req->body, req->body_len) : NULL;
+  const cJSON *key = cJSON_GetObjectItemCaseSensitive(b, "key");
+  const cJSON *off = cJSON_GetObjectItemCaseSensitive(b, "offset");
+  const cJSON *size = cJSON_GetObjectItemCaseSensitive(b, "byte_size");
+  int ok = cJSON_IsString(key) && (!off || (cJSON_IsNumber(off) && off->valuedouble >= 0)) && cJSON_IsNumber(size) &&
+           size->valuedouble >= 0;
+  if (!ok) {
+    cJSON_Delete(b);
+    return set_error(resp, 400, "register needs a JSON body {\"key\": string, \"offset\": integer, \"byte_size\": integer}");
+  }
+  Inference__SystemSharedMemoryRegisterRequest q = INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_REQUEST__INIT;
+  q.name = name;
+  q.key = key->valuestring;
+  q.offset = off ? (uint64_t)off->valuedouble : 0;
+  q.byte_size = (uint64_t)size->valuedouble;
+  call_pb(r, req, resp, K_EMPTY, SVC "SystemSharedMemoryRegister", &q.base);
+  cJSON_Delete(b);
+}
+
 int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *resp) {
   const char *path = req->path;
   if (strcmp(path, "/v2/health/live") == 0 || strcmp(path, "/v2/health/ready") == 0) return 0;
@@ -940,6 +1000,10 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
       (seg_is(seg[3], len[3], "load") || seg_is(seg[3], len[3], "unload"))) {
     if (!post) return set_error(resp, 405, "method not allowed (POST)"), 1;
     return set_error(resp, 501, "model control is not enabled on this server"), 1;
+  }
+  if (n >= 2 && seg_is(seg[0], len[0], "systemsharedmemory")) {
+    route_shm(r, req, resp, seg, len, n, get, post);
+    return 1;
   }
   if (n == 2 && seg_is(seg[0], len[0], "models") && seg_is(seg[1], len[1], "stats")) {
     if (!get) return set_error(resp, 405, "method not allowed"), 1;

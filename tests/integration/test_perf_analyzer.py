@@ -107,3 +107,20 @@ def test_perf_analyzer_http(pa, server, client):
         after = _stats(client)
         assert after.success.count - before.success.count >= requests, extra
         assert after.fail.count == before.fail.count, extra
+
+
+def test_perf_analyzer_http_system_shared_memory(pa, start_server):
+    """perf_analyzer -i http --shared-memory system: regions registered through the REST routes."""
+    srv = start_server(["--allow-client-shm", "true"])
+    import tritonclient.grpc as grpcclient
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        before = _stats(c)
+        _, requests = _run(pa, srv.http_url[len("http://"):], 2, "--shared-memory", "system",
+                           "--output-shared-memory-size", "4096", protocol="http")
+        after = _stats(c)
+        assert after.success.count - before.success.count >= requests
+        assert after.fail.count == 0
+        assert re.search(r"shared memory region '[^']+' registered", srv.stderr_text()), srv.stderr_tail()
+        assert c.get_system_shared_memory_status(as_json=True).get("regions", {}) == {}
+    srv.stop()
+    srv.assert_clean_exit()

@@ -463,3 +463,49 @@ def test_int64_and_bool(start_server, tmp_path, rng):
         c.close()
     srv.stop()
     srv.assert_clean_exit()
+
+
+# --- system shared memory over REST (Triton's /v2/systemsharedmemory routes)
+
+def test_system_shared_memory(start_server, server, specs, oracle, rng):
+    import tritonclient.utils.shared_memory as shm
+    # off by default: a clear refusal
+    status, _, raw = _http(server, "POST", "/v2/systemsharedmemory/region/r/register",
+                           body=json.dumps({"key": "/inferd_nope", "offset": 0, "byte_size": 64}))
+    assert status == 400 and "--allow-client-shm" in _error(raw)
+
+    srv = start_server(["--allow-client-shm", "true"])
+    spec = specs["mlp"]
+    feeds = lib.random_inputs(spec, rng, 2)
+    x = feeds["INPUT0"]
+    out_bytes = 2 * 10 * 4
+    key_in, key_out = "/inferd_rest_in_%d" % os.getpid(), "/inferd_rest_out_%d" % os.getpid()
+    h_in = shm.create_shared_memory_region("rest_in", key_in, x.nbytes)
+    h_out = shm.create_shared_memory_region("rest_out", key_out, out_bytes + 64)
+    c = httpclient.InferenceServerClient(url=srv.http_url[len("http://"):])
+    try:
+        shm.set_shared_memory_region(h_in, [x])
+        c.register_system_shared_memory("rest_in", key_in, x.nbytes)
+        c.register_system_shared_memory("rest_out", key_out, out_bytes, offset=64)
+        st = {r["name"]: r for r in c.get_system_shared_memory_status()}
+        assert st["rest_out"] == {"name": "rest_out", "key": key_out, "offset": 64, "byte_size": out_bytes}
+        assert [r["name"] for r in c.get_system_shared_memory_status("rest_in")] == ["rest_in"]
+        i = httpclient.InferInput("INPUT0", list(x.shape), "FP32")
+        i.set_shared_memory("rest_in", x.nbytes)
+        o = httpclient.InferRequestedOutput("OUTPUT0", binary_data=True)
+        o.set_shared_memory("rest_out", out_bytes)
+        res = c.infer("mlp", [i], outputs=[o])
+        out = res.get_output("OUTPUT0")
+        assert out["shape"] == [2, 10] and "data" not in out
+        got = shm.get_contents_as_numpy(h_out, np.float32, [2, 10], offset=64)
+        lib.assert_close(got, oracle.run("mlp", feeds)["OUTPUT0"], spec["rtol"], what="mlp via REST shm")
+        c.unregister_system_shared_memory("rest_in")
+        assert [r["name"] for r in c.get_system_shared_memory_status()] == ["rest_out"]
+        c.unregister_system_shared_memory()
+        assert c.get_system_shared_memory_status() == []
+    finally:
+        c.close()
+        shm.destroy_shared_memory_region(h_in)
+        shm.destroy_shared_memory_region(h_out)
+    srv.stop()
+    srv.assert_clean_exit()
