@@ -8,6 +8,7 @@ sudo=""
 pkgs=(build-essential cmake pkg-config git
       libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler grpc-proto
       libprotobuf-dev libuv1-dev libopenblas-dev libhttp-parser-dev
+      libcjson-dev  # JSON of the KServe v2 REST API (server/rest.c)
       libdnnl-dev  # oneDNN: the CPU's Conv/ConvTranspose/pooling primitives (engine/conv_dnnl.c)
       python3 python3-venv python3-pip curl
       prometheus chromium chromium-driver  # tests: promtool lints /metrics; headless Chromium loads /dashboard

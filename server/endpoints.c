@@ -10,6 +10,7 @@
 #include "server/dashboard.h"
 #include "server/hist.h"
 #include "server/http.h"
+#include "server/rest.h"
 #include "server/server.h"
 
 #define THROUGHPUT_WINDOW_S 5
@@ -411,6 +412,7 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
   srv_server *s = ctx;
   atomic_fetch_add(&s->http_requests, 1);
   if (srv_control_http(s->control, req, resp)) return;
+  if (s->rest && srv_rest_route(s->rest, req, resp)) return;
   int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
   const char *p = req->path;
   int known = strcmp(p, "/v2/health/live") == 0 || strcmp(p, "/v2/health/ready") == 0 || strcmp(p, "/metrics") == 0 ||

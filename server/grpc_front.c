@@ -91,6 +91,10 @@ struct srv_call {
   atomic_int refs;
   int64_t deadline_us;
   tag tag_new, tag_close, tag_send;
+  // local calls (srv_call_create_local) only
+  srv_local_done local_done;
+  void *local_arg;
+  const char *local_method;
 };
 
 typedef struct stream_call {
@@ -369,7 +373,33 @@ static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code
   }
 }
 
+srv_call *srv_call_create_local(const char *method, srv_local_done done, void *arg) {
+  srv_call *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  atomic_init(&c->cancelled, 0);
+  atomic_init(&c->refs, 1);
+  c->deadline_us = INT64_MAX;
+  c->local_done = done;
+  c->local_arg = arg;
+  c->local_method = method;
+  return c;
+}
+
+void srv_call_cancel_local(srv_call *c) { atomic_store_explicit(&c->cancelled, 1, memory_order_relaxed); }
+
+// Ends a local call: the answer goes to its done callback.
+static void local_finish(srv_call *c, uint8_t *resp, size_t len, int code, const char *msg) {
+  srv_local_done done = c->local_done;
+  void *arg = c->local_arg;
+  free(c);
+  done(arg, resp, len, code, msg);
+}
+
 void srv_call_reply(srv_call *c, uint8_t *resp, size_t len) {
+  if (c->local_done) {
+    local_finish(c, resp, len, 0, NULL);
+    return;
+  }
   grpc_slice s = len ? grpc_slice_new(resp, len, free) : grpc_empty_slice();
   if (!len) free(resp);
   grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
@@ -378,6 +408,10 @@ void srv_call_reply(srv_call *c, uint8_t *resp, size_t len) {
 }
 
 void srv_call_fail(srv_call *c, int code, const char *msg) {
+  if (c->local_done) {
+    local_finish(c, NULL, 0, code ? code : ERR_INTERNAL, msg ? msg : "");
+    return;
+  }
   if (code <= 0 || code > GRPC_STATUS_UNAUTHENTICATED) code = GRPC_STATUS_INTERNAL;
   call_finish(c, NULL, (grpc_status_code)code, msg ? msg : "");
 }
@@ -388,7 +422,7 @@ int srv_call_cancelled(const srv_call *c) {
 
 int64_t srv_call_deadline_us(const srv_call *c) { return c->deadline_us; }
 
-const char *srv_call_method(const srv_call *c) { return c->rm->m.path; }
+const char *srv_call_method(const srv_call *c) { return c->local_done ? c->local_method : c->rm->m.path; }
 
 static void on_unary_new(cq_thread *t, srv_call *c, int ok) {
   srv_grpc *g = t->g;

@@ -96,6 +96,23 @@ void srv_call_reply(srv_call *c, uint8_t *resp, size_t len);
 // `msg` (copied; may be NULL).
 void srv_call_fail(srv_call *c, int code, const char *msg);
 
+// --- local calls: a unary handler called from inside the server (the
+// KServe v2 REST routes hand their requests to the gRPC handlers this way,
+// so both protocols share one validation and one scheduler). The answer goes
+// to done instead of a client: resp (malloc'ed, owned by done from then on)
+// with code 0, or NULL with code and msg (valid during the call only).
+// done runs once, on whichever thread answers (maybe inside the handler).
+typedef void (*srv_local_done)(void *arg, uint8_t *resp, size_t len, int code, const char *msg);
+
+// A call to `method` (a path like srv_method's, kept by pointer) that
+// srv_call_reply/srv_call_fail end by calling done(arg, ...); no deadline.
+// NULL when out of memory.
+srv_call *srv_call_create_local(const char *method, srv_local_done done, void *arg);
+
+// Marks a local call cancelled (its client went away): the scheduler then
+// drops the request instead of running it. Any thread, until done ran.
+void srv_call_cancel_local(srv_call *c);
+
 // 1 once the client cancelled or the deadline passed (best effort, lock-free).
 int srv_call_cancelled(const srv_call *c);
 

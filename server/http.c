@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -46,6 +47,7 @@ struct srv_http {
   // would otherwise hold them forever); one timer sweeps them all.
   uv_timer_t sweep;
   uint64_t idle_ms;
+  size_t max_body_large;  // for paths ending with SRV_HTTP_LARGE_BODY_SUFFIX
   void (*on_closed)(void *arg);
   void *closed_arg;
 };
@@ -65,8 +67,17 @@ struct conn {
   size_t url_len, url_cap;
   size_t header_bytes;
   uint64_t body_bytes;
+  uint64_t max_body;  // this request's limit, chosen once its path is known
+  char *body;
+  size_t body_cap;
+  // headers as "name\0value\0" pairs; hdr_last says which part the last
+  // callback appended to (http-parser may split one across reads)
+  char *hdrs;
+  size_t hdrs_len, hdrs_cap;
+  int hdr_last;  // 0 none, 1 field, 2 value
   int fail_status;  // set by a parser callback that rejects the request
   int keep_alive;
+  srv_http_pending *pending;  // a deferred answer not yet given
 
   size_t writes_pending;
   size_t write_bytes_pending;
@@ -81,6 +92,12 @@ struct conn {
   unsigned closing : 1;      // uv_close issued
 
   char rbuf[READ_BUF_SIZE];
+};
+
+struct srv_http_pending {
+  conn *c;  // NULL once the connection closed
+  int send_body;
+  int keep;
 };
 
 typedef struct wreq {
@@ -109,7 +126,10 @@ static void on_conn_closed(uv_handle_t *handle) {
   if (c->next) c->next->prev = c->prev;
   h->nconns--;
   h->open_handles--;
+  if (c->pending) c->pending->c = NULL;  // the deferred answer is dropped when given
   free(c->url);
+  free(c->body);
+  free(c->hdrs);
   free(c);
   maybe_finish(h);
 }
@@ -131,6 +151,7 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void process(conn *c);
+static void respond(conn *c, srv_http_response *r, int send_body, int keep);
 
 static void read_on(conn *c) {
   if (c->reading || c->closing || c->peer_eof) return;
@@ -207,7 +228,29 @@ static int on_message_begin(http_parser *p) {
   c->url_len = 0;
   c->header_bytes = 0;
   c->body_bytes = 0;
+  c->hdrs_len = 0;
+  c->hdr_last = 0;
   c->fail_status = 0;
+  return 0;
+}
+
+// Appends n bytes (and, with nul, a terminating '\0' first) to the header store.
+static int hdr_append(conn *c, int nul, const char *at, size_t n) {
+  size_t need = c->hdrs_len + n + 2;
+  if (need > c->hdrs_cap) {
+    size_t cap = c->hdrs_cap ? c->hdrs_cap : 1024;
+    while (cap < need) cap *= 2;
+    char *q = realloc(c->hdrs, cap);
+    if (!q) {
+      c->fail_status = 500;
+      return -1;
+    }
+    c->hdrs = q;
+    c->hdrs_cap = cap;
+  }
+  if (nul) c->hdrs[c->hdrs_len++] = '\0';
+  memcpy(c->hdrs + c->hdrs_len, at, n);
+  c->hdrs_len += n;
   return 0;
 }
 
@@ -232,32 +275,75 @@ static int on_url(http_parser *p, const char *at, size_t len) {
 }
 
 static int on_header_field(http_parser *p, const char *at, size_t len) {
-  (void)at;
-  return count_header(p->data, len + HEADER_LINE_OVERHEAD);
+  conn *c = p->data;
+  if (count_header(c, len + HEADER_LINE_OVERHEAD) != 0) return -1;
+  int rc = hdr_append(c, c->hdr_last == 2, at, len);
+  c->hdr_last = 1;
+  return rc;
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t len) {
-  (void)at;
-  return count_header(p->data, len);
+  conn *c = p->data;
+  if (count_header(c, len) != 0) return -1;
+  // a field without value callbacks still gets its (empty) value below
+  int rc = hdr_append(c, c->hdr_last == 1, at, len);
+  c->hdr_last = 2;
+  return rc;
+}
+
+// 1 when the request target's path (before any '?') ends with suffix.
+static int path_ends_with(const conn *c, const char *suffix) {
+  size_t n = 0;
+  while (n < c->url_len && c->url[n] != '?' && c->url[n] != '#') n++;
+  size_t k = strlen(suffix);
+  return n >= k && memcmp(c->url + n - k, suffix, k) == 0;
 }
 
 static int on_headers_complete(http_parser *p) {
   conn *c = p->data;
-  if ((p->flags & F_CONTENTLENGTH) && p->content_length > SRV_HTTP_MAX_BODY) {
+  if (c->hdr_last && hdr_append(c, 1, "", 0) != 0) return -1;  // ends the last value
+  if (c->hdr_last == 1 && hdr_append(c, 1, "", 0) != 0) return -1;  // a field without value
+  c->hdr_last = 0;
+  c->max_body = SRV_HTTP_MAX_BODY;
+  if (c->srv->max_body_large > SRV_HTTP_MAX_BODY && path_ends_with(c, SRV_HTTP_LARGE_BODY_SUFFIX))
+    c->max_body = c->srv->max_body_large;
+  if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->max_body) {
     c->fail_status = 413;
     return -1;  // anything but 0, 1 and 2 is an error for http-parser
+  }
+  // the declared length is reserved at once (one allocation for large bodies)
+  if ((p->flags & F_CONTENTLENGTH) && p->content_length + 1 > c->body_cap) {
+    char *b = realloc(c->body, (size_t)p->content_length + 1);
+    if (!b) {
+      c->fail_status = 500;
+      return -1;
+    }
+    c->body = b;
+    c->body_cap = (size_t)p->content_length + 1;
   }
   return 0;
 }
 
 static int on_body(http_parser *p, const char *at, size_t len) {
-  (void)at;
   conn *c = p->data;
-  c->body_bytes += len;
-  if (c->body_bytes > SRV_HTTP_MAX_BODY) {
+  if (c->body_bytes + len > c->max_body) {
     c->fail_status = 413;
     return -1;
   }
+  if (c->body_bytes + len + 1 > c->body_cap) {  // chunked: grows by doubling
+    size_t cap = c->body_cap ? c->body_cap : 4096;
+    while (cap < c->body_bytes + len + 1) cap *= 2;
+    char *b = realloc(c->body, cap);
+    if (!b) {
+      c->fail_status = 500;
+      return -1;
+    }
+    c->body = b;
+    c->body_cap = cap;
+  }
+  memcpy(c->body + c->body_bytes, at, len);
+  c->body_bytes += len;
+  c->body[c->body_bytes] = '\0';  // JSON parsers may want a string
   return 0;
 }
 
@@ -307,8 +393,8 @@ static void on_write(uv_write_t *req, int status) {
 
 // Queues one response. body is owned (freed here, also on failure); with
 // send_body 0 only the headers go out (HEAD), Content-Length still says len.
-static void send_response(conn *c, int status, const char *content_type, char *body, size_t len,
-                          int send_body, int keep_alive) {
+static void send_response(conn *c, int status, const char *content_type, const char *extra, char *body,
+                          size_t len, int send_body, int keep_alive) {
   if (c->closing) {
     free(body);
     return;
@@ -327,15 +413,16 @@ static void send_response(conn *c, int status, const char *content_type, char *b
                          : c->parser.http_major == 1 && c->parser.http_minor == 0
                              ? "Connection: keep-alive\r\n"
                              : "";
-  const char *fmt = "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n";
-  int n = snprintf(NULL, 0, fmt, status, reason, content_type, len, conn_hdr);
+  if (!extra) extra = "";
+  const char *fmt = "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n";
+  int n = snprintf(NULL, 0, fmt, status, reason, content_type, len, extra, conn_hdr);
   wreq *w = n < 0 ? NULL : malloc(sizeof *w + (size_t)n + 1);
   if (!w) {
     free(body);
     conn_close(c);
     return;
   }
-  snprintf(w->head, (size_t)n + 1, fmt, status, reason, content_type, len, conn_hdr);
+  snprintf(w->head, (size_t)n + 1, fmt, status, reason, content_type, len, extra, conn_hdr);
   if (!send_body) {
     free(body);
     body = NULL;
@@ -367,7 +454,7 @@ static void send_error(conn *c, int status) {
   memcpy(body, reason, len - 1);
   body[len - 1] = '\n';
   body[len] = '\0';
-  send_response(c, status, NULL, body, len, 1, 0);
+  send_response(c, status, NULL, NULL, body, len, 1, 0);
   conn_finish(c);
 }
 
@@ -394,10 +481,27 @@ static void dispatch(conn *c) {
     c->url[u.field_data[UF_QUERY].off + u.field_data[UF_QUERY].len] = '\0';
   }
   enum http_method m = (enum http_method)c->parser.method;
-  srv_http_request req = {.method = http_method_str(m), .path = path, .query = query};
+  srv_http_request req = {.method = http_method_str(m), .path = path, .query = query,
+                          .body = c->body_bytes ? c->body : NULL, .body_len = (size_t)c->body_bytes,
+                          .headers_ = c->hdrs, .headers_len_ = c->hdrs_len, .conn_ = c};
   srv_http_response resp = {.status = 200};
   h->handler(h->ctx, &req, &resp);
+  if (c->body_cap > SRV_HTTP_MAX_BODY) {  // a large body's buffer is not kept for the next request
+    free(c->body);
+    c->body = NULL;
+    c->body_cap = 0;
+  }
+  if (c->pending) {
+    c->pending->send_body = m != HTTP_HEAD;
+    c->pending->keep = keep;
+    return;  // srv_http_complete answers
+  }
+  respond(c, &resp, m != HTTP_HEAD, keep);
+}
 
+// Queues the handler's answer; afterwards the connection goes on (keep) or ends.
+static void respond(conn *c, srv_http_response *r, int send_body, int keep) {
+  srv_http_response resp = *r;
   char *body = resp.body;
   if (!resp.free_body && resp.len) {
     body = malloc(resp.len);
@@ -412,8 +516,42 @@ static void dispatch(conn *c) {
   } else if (!resp.len) {
     body = NULL;
   }
-  send_response(c, resp.status, resp.content_type, body, resp.len, m != HTTP_HEAD, keep);
+  send_response(c, resp.status, resp.content_type, resp.headers, body, resp.len, send_body, keep);
   if (!keep) conn_finish(c);
+}
+
+const char *srv_http_request_header(const srv_http_request *req, const char *name) {
+  const char *p = req->headers_, *end = p ? p + req->headers_len_ : NULL;
+  while (p && p < end) {
+    const char *value = p + strlen(p) + 1;
+    if (value >= end) return NULL;
+    if (strcasecmp(p, name) == 0) return value;
+    p = value + strlen(value) + 1;
+  }
+  return NULL;
+}
+
+srv_http_pending *srv_http_defer(const srv_http_request *req) {
+  conn *c = req->conn_;
+  srv_http_pending *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->c = c;
+  c->pending = p;
+  return p;
+}
+
+void srv_http_complete(srv_http_pending *p, srv_http_response *resp) {
+  conn *c = p->c;
+  int send_body = p->send_body, keep = p->keep;
+  free(p);
+  if (!c) {
+    if (resp->free_body) free(resp->body);
+    return;
+  }
+  c->pending = NULL;
+  c->last_active_ms = uv_now(c->srv->loop);
+  respond(c, resp, send_body, keep);
+  if (keep && !c->closing && !c->draining) process(c);  // pipelined requests, then reading again
 }
 
 // Parses what is buffered, answering each complete request, until the
@@ -426,6 +564,7 @@ static void process(conn *c) {
     if (pe == HPE_PAUSED) {
       http_parser_pause(&c->parser, 0);
       dispatch(c);
+      if (c->pending) return;  // reading stays off until srv_http_complete
       if (c->write_bytes_pending > WRITE_HIGH_WATER && !c->closing && !c->draining) {
         c->backpressure = 1;
         read_off(c);
@@ -518,7 +657,7 @@ static void on_sweep(uv_timer_t *t) {
   srv_http *h = t->data;
   uint64_t now = uv_now(h->loop);
   for (conn *c = h->conns; c; c = c->next)  // closing unlinks only in the close callback
-    if (!c->closing && now - c->last_active_ms >= h->idle_ms) conn_close(c);
+    if (!c->closing && !c->pending && now - c->last_active_ms >= h->idle_ms) conn_close(c);
 }
 
 // Sweeps a few times per timeout, at most once a second.
@@ -641,6 +780,8 @@ int srv_http_create(uv_loop_t *loop, const char *host, int port, srv_http_handle
 }
 
 int srv_http_port(const srv_http *h) { return h->port; }
+
+void srv_http_set_large_body(srv_http *h, size_t max_bytes) { h->max_body_large = max_bytes; }
 
 size_t srv_http_connections(const srv_http *h) { return h->nconns; }
 

@@ -28,10 +28,12 @@
 #include "proto/protoset.h"
 #include "server/cli.h"
 #include "server/http.h"
+#include "server/rest.h"
 #include "server/log.h"
 #include "server/server.h"
 
 typedef struct http_close_ctx {
+  srv_rest *rest;  // closed with the HTTP endpoint: its answers go there
   srv_http *http;
   srv_http *metrics;  // --metrics-port's listener, NULL when none
   uv_timer_t *trim;   // the idle trim timer (below), NULL when none
@@ -267,6 +269,8 @@ static void log_final_counts(srv_server *s) {
 static void close_http(void *arg) {
   http_close_ctx *c = arg;
   if (c->http) srv_http_close(c->http, on_http_closed, NULL);
+  srv_rest_close(c->rest);
+  c->rest = NULL;
   if (c->metrics) srv_http_close(c->metrics, on_http_closed, NULL);
   if (c->trim) uv_close((uv_handle_t *)c->trim, NULL);
   c->http = c->metrics = NULL;  // closed once: main's fallback below must not again
@@ -339,6 +343,9 @@ int main(int argc, char **argv) {
     goto fail;
   if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
     goto fail;
+  srv_http_set_large_body(hc.http, (size_t)o.http_max_infer_body_bytes);
+  if (srv_rest_create(srv_sched_loop(srv.sched), &srv, &hc.rest, &e) != 0) goto fail;
+  srv.rest = hc.rest;
   if (o.allow_metrics && o.metrics_port >= 0 &&
       srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.metrics_port, srv_http_metrics_routes, &srv,
                       &hc.metrics, &e) != 0)
@@ -391,7 +398,7 @@ fail:
   // scheduler: it removes the retired versions from it
   srv_control_destroy(srv.control);
   if (srv.sched) {
-    if (hc.http || hc.metrics) {
+    if (hc.http || hc.metrics || hc.rest) {
       // the loop never ran: close HTTP's handles by running the loop here
       close_http(&hc);
       uv_run(srv_sched_loop(srv.sched), UV_RUN_DEFAULT);

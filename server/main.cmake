@@ -6,13 +6,16 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/infer.c
   ${CMAKE_CURRENT_LIST_DIR}/log.c
   ${CMAKE_CURRENT_LIST_DIR}/registry.c
+  ${CMAKE_CURRENT_LIST_DIR}/rest.c
   ${CMAKE_CURRENT_LIST_DIR}/rpc.c
   ${CMAKE_CURRENT_LIST_DIR}/sched.c
   ${CMAKE_CURRENT_LIST_DIR}/settings.c)
 target_compile_definitions(inferd_server PUBLIC INFERD_VERSION="${PROJECT_VERSION}")
+# cJSON (libcjson-dev): the REST API's JSON (server/rest.c; why this library: README, Dependencies)
+pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 target_link_libraries(inferd_server PUBLIC inferd_grpc inferd_http inferd_reflection inferd_protoset
   inferd_hist inferd_trace inferd_dashboard inferd_gpumon inferd_shm
-  inferd_batcher inferd_model inferd_config inferd_graph inferd_proto inferd_base PkgConfig::LIBUV Threads::Threads)
+  inferd_batcher inferd_model inferd_config inferd_graph inferd_proto inferd_base PkgConfig::LIBUV PkgConfig::CJSON Threads::Threads)
 
 if(INFERD_HAVE_CUDA)
   target_link_libraries(inferd_server PUBLIC inferd_cuda)  # device discovery at start-up

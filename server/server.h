@@ -24,6 +24,7 @@ typedef struct srv_server {
   int trace_rate;          // --trace-rate, what a cleared trace_rate returns to
   prof_gpus *gpus;         // the visible GPUs' metrics (none: a CPU-only server)
   srv_shm *shm;            // client system shared memory; NULL unless --allow-client-shm
+  struct srv_rest *rest;   // the KServe v2 REST routes (server/rest.h); NULL: not served
   int strict_readiness;    // ready only when every model is (Triton's default)
   int allow_metrics;       // --allow-metrics: /metrics served at all
   atomic_int draining;     // set once shutdown began: not ready, new work refused

@@ -48,7 +48,7 @@ step "integration tests against the ThreadSanitizer build"
 INFERD_BIN="$root/build-tsan/bin/inferd" "$py" -m pytest -q -x -p no:cacheprovider \
   tests/integration/test_concurrency.py tests/integration/test_infer.py tests/integration/test_lifecycle.py \
   tests/integration/test_shm.py tests/integration/test_stream.py tests/integration/test_log_settings.py \
-  tests/integration/test_seqpad.py tests/integration/test_model_control.py \
+  tests/integration/test_seqpad.py tests/integration/test_model_control.py tests/integration/test_rest.py \
   $(ls tests/integration/test_batching.py 2>/dev/null)
 
 step "all tests passed"

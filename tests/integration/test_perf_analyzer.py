@@ -29,9 +29,9 @@ def pa():
     return path
 
 
-def _run(pa, url, concurrency, *extra):
+def _run(pa, url, concurrency, *extra, protocol="grpc"):
     """One perf_analyzer level on mlp; returns (its output, the request count it measured)."""
-    cmd = [pa, "-m", "mlp", "-u", url, "-i", "grpc", "--concurrency-range", "%d:%d" % (concurrency, concurrency),
+    cmd = [pa, "-m", "mlp", "-u", url, "-i", protocol, "--concurrency-range", "%d:%d" % (concurrency, concurrency),
            "--measurement-interval", "1000", "--stability-percentage", "1000",  # lenient: CI machines are small
            "--max-trials", "20"] + list(extra)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -94,3 +94,33 @@ def test_perf_analyzer_streaming(pa, server, client):
     after = _stats(client)
     assert after.success.count - before.success.count >= requests
     assert after.fail.count == before.fail.count
+
+
+def test_perf_analyzer_http(pa, server, client):
+    """perf_analyzer -i http: metadata, config and statistics from the REST routes, every request a
+    REST inference with binary tensors; sync and --async."""
+    url = server.http_url[len("http://"):]
+    for extra in ((), ("--async",)):
+        before = _stats(client)
+        out, requests = _run(pa, url, 4, *extra, protocol="http")
+        assert "Server:" in out and re.search(r"Inference count: \d+", out), out[-4000:]
+        after = _stats(client)
+        assert after.success.count - before.success.count >= requests, extra
+        assert after.fail.count == before.fail.count, extra
+
+
+def test_perf_analyzer_http_system_shared_memory(pa, start_server):
+    """perf_analyzer -i http --shared-memory system: regions registered through the REST routes."""
+    srv = start_server(["--allow-client-shm", "true"])
+    import tritonclient.grpc as grpcclient
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        before = _stats(c)
+        _, requests = _run(pa, srv.http_url[len("http://"):], 2, "--shared-memory", "system",
+                           "--output-shared-memory-size", "4096", protocol="http")
+        after = _stats(c)
+        assert after.success.count - before.success.count >= requests
+        assert after.fail.count == 0
+        assert re.search(r"shared memory region '[^']+' registered", srv.stderr_text()), srv.stderr_tail()
+        assert c.get_system_shared_memory_status(as_json=True).get("regions", {}) == {}
+    srv.stop()
+    srv.assert_clean_exit()

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -24,6 +25,11 @@ typedef struct fixture {
   pthread_t thread;
   atomic_int handled;  // handler calls
   atomic_int closed;   // on_closed calls
+  // deferred answers: /defer parks its request here (loop thread), the test
+  // thread asks the loop to answer it through `complete`
+  uv_async_t complete;
+  srv_http_pending *pending;
+  atomic_int deferred;  // /defer calls
 } fixture;
 
 // --- server side (loop thread)
@@ -61,6 +67,25 @@ static void handler(void *ctx, const srv_http_request *req, srv_http_response *r
                        ? 500 : 204;
     return;
   }
+  if (strcmp(req->path, "/defer") == 0) {
+    fx->pending = srv_http_defer(req);
+    atomic_fetch_add(&fx->deferred, 1);
+    if (fx->pending) return;  // resp is ignored
+    resp->status = 500;
+    return;
+  }
+  if (strcmp(req->path, "/echo-body") == 0 || strcmp(req->path, "/x/infer") == 0) {
+    // "<body length>:<X-Test header or ->:<first 16 body bytes>", and an extra header back
+    char *b = malloc(128);
+    if (!b) return;
+    const char *xt = srv_http_request_header(req, "x-test");
+    resp->len = (size_t)snprintf(b, 128, "%zu:%s:%.*s", req->body_len, xt ? xt : "-",
+                                 (int)(req->body_len < 16 ? req->body_len : 16), req->body ? req->body : "");
+    resp->body = b;
+    resp->free_body = 1;
+    snprintf(resp->headers, sizeof resp->headers, "X-Answer: %zu\r\n", req->body_len);
+    return;
+  }
   if (strcmp(req->path, "/empty") == 0) {
     resp->status = 204;
     return;
@@ -75,10 +100,19 @@ static void handler(void *ctx, const srv_http_request *req, srv_http_response *r
 
 static void on_closed(void *arg) { atomic_fetch_add(&((fixture *)arg)->closed, 1); }
 
+static void on_complete(uv_async_t *a) {
+  fixture *fx = a->data;
+  if (!fx->pending) return;
+  srv_http_response resp = {.status = 202, .body = "deferred", .len = 8};
+  srv_http_complete(fx->pending, &resp);
+  fx->pending = NULL;
+}
+
 static void on_stop(uv_async_t *a) {
   fixture *fx = a->data;
   srv_http_close(fx->h, on_closed, fx);
   uv_close((uv_handle_t *)a, NULL);
+  uv_close((uv_handle_t *)&fx->complete, NULL);
 }
 
 static void *loop_main(void *arg) {
@@ -252,6 +286,10 @@ int main(void) {
 
   CHECK_EQ_INT(uv_async_init(&fx.loop, &fx.stop, on_stop), 0);
   fx.stop.data = &fx;
+  CHECK_EQ_INT(uv_async_init(&fx.loop, &fx.complete, on_complete), 0);
+  fx.complete.data = &fx;
+  atomic_init(&fx.deferred, 0);
+  srv_http_set_large_body(fx.h, 3 * 1024 * 1024);  // before the loop thread runs
   CHECK_EQ_INT(pthread_create(&fx.thread, NULL, loop_main, &fx), 0);
 
   client *ctl = client_open(port);  // keep-alive control connection for /conns
@@ -454,6 +492,91 @@ int main(void) {
     expect_handled += 1;
   }
 
+  // Request bodies and headers reach the handler (split across reads, and a
+  // header given twice answers its first value); extra response headers go out.
+  {
+    client *cl = client_open(port);
+    CHECK_EQ_INT(send_str(cl, "POST /echo-body HTTP/1.1\r\nX-Te"), 0);
+    CHECK_EQ_INT(send_str(cl, "st: val"), 0);
+    CHECK_EQ_INT(send_str(cl, "ue-1\r\nContent-Length: 11\r\nx-test: second\r\n\r\nhello"), 0);
+    CHECK_EQ_INT(send_str(cl, " world"), 0);
+    CHECK_EQ_INT(read_response(cl, 0, &r), 0);
+    CHECK_EQ_STR(r.body, "11:value-1:hello world");
+    CHECK_CONTAINS(r.head, "X-Answer: 11\r\n");
+    free(r.body);
+    CHECK_EQ_INT(send_str(cl, "GET /echo-body HTTP/1.1\r\n\r\n"), 0);  // no body, no header
+    CHECK_EQ_INT(read_response(cl, 0, &r), 0);
+    CHECK_EQ_STR(r.body, "0:-:");
+    free(r.body);
+    client_close(cl);
+    expect_handled += 2;
+  }
+
+  // Large bodies: paths ending with /infer may carry up to the configured
+  // 3 MiB (2 MiB passes, whole); others keep 1 MiB; 4 MiB to /infer gets 413.
+  {
+    size_t big = 2 * 1024 * 1024;
+    char *data = malloc(big);
+    for (size_t i = 0; i < big; i++) data[i] = (char)('A' + i % 26);
+    char head[128];
+    client *cl = client_open(port);
+    snprintf(head, sizeof head, "POST /x/infer?q=1 HTTP/1.1\r\nContent-Length: %zu\r\n\r\n", big);
+    CHECK_EQ_INT(send_str(cl, head), 0);
+    CHECK_EQ_INT(send_all(cl, data, big), 0);
+    CHECK_EQ_INT(read_response(cl, 0, &r), 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_STR(r.body, "2097152:-:ABCDEFGHIJKLMNOP");
+    free(r.body);
+    snprintf(head, sizeof head, "POST /x/infer HTTP/1.1\r\nContent-Length: %d\r\n\r\n", 4 * 1024 * 1024);
+    CHECK_EQ_INT(send_str(cl, head), 0);
+    CHECK_EQ_INT(read_response(cl, 0, &r), 0);
+    CHECK_EQ_INT(r.status, 413);
+    free(r.body);
+    client_close(cl);
+    cl = client_open(port);
+    snprintf(head, sizeof head, "POST /echo-body HTTP/1.1\r\nContent-Length: %zu\r\n\r\n", big);
+    CHECK_EQ_INT(send_str(cl, head), 0);
+    CHECK_EQ_INT(read_response(cl, 0, &r), 0);
+    CHECK_EQ_INT(r.status, 413);
+    free(r.body);
+    client_close(cl);
+    free(data);
+    expect_handled += 1;
+  }
+
+  // Deferred answers: the connection waits for srv_http_complete (given from
+  // the loop thread when the test asks), then answers the pipelined request
+  // behind it, in order.
+  {
+    client *cl = client_open(port);
+    CHECK_EQ_INT(send_str(cl, "GET /defer HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n"), 0);
+    while (atomic_load(&fx.deferred) < 1) sched_yield();  // the handler parked it
+    CHECK_EQ_INT(atomic_load(&fx.handled) - expect_handled, 1);  // /after not parsed yet
+    CHECK_EQ_INT(uv_async_send(&fx.complete), 0);
+    CHECK_EQ_INT(read_response(cl, 0, &r), 0);
+    CHECK_EQ_INT(r.status, 202);
+    CHECK_EQ_STR(r.body, "deferred");
+    free(r.body);
+    CHECK_EQ_INT(read_response(cl, 0, &r), 0);
+    CHECK_EQ_STR(r.body, "GET /after -");
+    free(r.body);
+    client_close(cl);
+    expect_handled += 2;
+
+    // The client goes away while its answer is deferred: nothing is read
+    // meanwhile, so the server notices when it writes the answer, and closes.
+    cl = client_open(port);
+    CHECK_EQ_INT(send_str(cl, "GET /defer HTTP/1.1\r\n\r\n"), 0);
+    while (atomic_load(&fx.deferred) < 2) sched_yield();
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};  // reset: the answer's write fails
+    setsockopt(cl->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    client_close(cl);
+    CHECK_EQ_INT(uv_async_send(&fx.complete), 0);
+    int polls = 0;
+    CHECK_EQ_INT(conns_eventually(ctl, 1, &polls), 1);
+    expect_handled += 1 + polls;
+  }
+
   // Backpressure: four pipelined 2 MiB answers arrive whole and in order.
   {
     client *cl = client_open(port);
@@ -586,8 +709,20 @@ int main(void) {
   for (int i = 0; i < 16; i++) strcat(many, "GET /big HTTP/1.1\r\n\r\n");
   CHECK_EQ_INT(send_str(queued, many), 0);
   CHECK(fill(queued) > 0);
+  // ...and one whose answer is deferred: given after the close, it is dropped.
+  client *parked = client_open(port);
+  CHECK_EQ_INT(send_str(parked, "GET /defer HTTP/1.1\r\n\r\n"), 0);
+  while (atomic_load(&fx.deferred) < 3) sched_yield();
   CHECK_EQ_INT(uv_async_send(&fx.stop), 0);
   CHECK_EQ_INT(pthread_join(fx.thread, NULL), 0);
+  CHECK(fx.pending != NULL);
+  if (fx.pending) {
+    srv_http_response late = {.status = 200, .body = malloc(4), .len = 4, .free_body = 1};
+    srv_http_complete(fx.pending, &late);  // the connection is gone: freed, not sent
+    fx.pending = NULL;
+  }
+  CHECK(at_eof(parked));
+  client_close(parked);
   CHECK_EQ_INT(atomic_load(&fx.closed), 1);
   // Backpressure: the server stopped taking pipelined requests while answers
   // were backed up, instead of queueing all 32 MiB.
