@@ -116,7 +116,7 @@ static int check_key(const char *cert_path, const char *key_path, const char *ke
   BIO_free(b);
   if (!k)
     return err_set(e, ERR_INVALID_ARGUMENT,
-                   "--grpc-server-key: '%s' holds no usable PEM private key (%s; encrypted keys are not supported)",
+                   "--grpc-server-key: '%s' holds no usable PEM private key (%s; an unencrypted PEM key is wanted)",
                    key_path, ssl_reason(why, sizeof why));
   int ok = X509_check_private_key(cert, k);
   EVP_PKEY_free(k);
