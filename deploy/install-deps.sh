@@ -9,6 +9,8 @@ pkgs=(build-essential cmake pkg-config git
       libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler grpc-proto
       libprotobuf-dev libuv1-dev libopenblas-dev libhttp-parser-dev
       libcjson-dev  # JSON of the KServe v2 REST API (server/rest.c)
+      libssl-dev  # libcrypto: server/tls.c checks the gRPC port's certificate files at start
+      openssl  # tests: the CLI makes the CA and certificates of tests/integration/test_tls.py
       libdnnl-dev  # oneDNN: the CPU's Conv/ConvTranspose/pooling primitives (engine/conv_dnnl.c)
       python3 python3-venv python3-pip curl
       prometheus chromium chromium-driver  # tests: promtool lints /metrics; headless Chromium loads /dashboard

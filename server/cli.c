@@ -48,6 +48,14 @@ void srv_options_usage(const char *prog) {
           "                               or poll (rescan the repository every --repository-poll-secs)\n"
           "  --load-model NAME            explicit mode: load NAME at start (repeatable; '*' for all)\n"
           "  --repository-poll-secs N     poll mode: seconds between rescans (default 15)\n"
+          "  --grpc-use-ssl [BOOL]        TLS on the gRPC port (Triton's flag; default false); needs\n"
+          "                               --grpc-server-cert and --grpc-server-key\n"
+          "  --grpc-server-cert FILE      the server's PEM certificate (chain)\n"
+          "  --grpc-server-key FILE       its PEM private key (unencrypted)\n"
+          "  --grpc-root-cert FILE        PEM CA certificates that client certificates must chain to\n"
+          "  --grpc-use-ssl-mutual [BOOL] mutual TLS: clients must present a certificate signed by\n"
+          "                               --grpc-root-cert (implies --grpc-use-ssl). The HTTP port has\n"
+          "                               no TLS: put a TLS proxy in front of it\n"
           "  --log-level LEVEL            error, warn, info or debug (default info)\n"
           "  --log-verbose N              Triton's flag: N > 0 means --log-level debug\n"
           "  --help                       this text\n"
@@ -114,6 +122,14 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
       o->auto_complete_config = 0;
       continue;
     }
+    // Triton's spelling is "--grpc-use-ssl=true"; the bare flag means true too
+    if (!strcmp(a, "--grpc-use-ssl") || !strcmp(a, "--grpc-use-ssl-mutual")) {
+      int v = 1, *dst = !strcmp(a, "--grpc-use-ssl") ? &o->grpc_use_ssl : &o->grpc_use_ssl_mutual;
+      if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 && parse_bool(a, argv[i + 1], &v) != 0) return -1;
+      if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) i++;
+      *dst = v;
+      continue;
+    }
     if (strncmp(a, "--", 2) != 0) {
       fprintf(stderr, "inferd: unexpected argument '%s' (see --help)\n", a);
       return -1;
@@ -143,6 +159,11 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--default-max-batch-size")) rc = parse_int(name, val, 0, 1 << 20, &o->default_max_batch_size);
     else if (!strcmp(name, "--trace-file")) o->trace_file = val;
     else if (!strcmp(name, "--trace-rate")) rc = parse_int(name, val, 1, INT_MAX, &o->trace_rate);
+    else if (!strcmp(name, "--grpc-server-cert")) o->grpc_server_cert = val;
+    else if (!strcmp(name, "--grpc-server-key")) o->grpc_server_key = val;
+    else if (!strcmp(name, "--grpc-root-cert")) o->grpc_root_cert = val;
+    else if (!strcmp(name, "--grpc-use-ssl")) rc = parse_bool(name, val, &o->grpc_use_ssl);
+    else if (!strcmp(name, "--grpc-use-ssl-mutual")) rc = parse_bool(name, val, &o->grpc_use_ssl_mutual);
     else if (!strcmp(name, "--strict-readiness")) rc = parse_bool(name, val, &o->strict_readiness);
     else if (!strcmp(name, "--allow-client-shm")) rc = parse_bool(name, val, &o->allow_client_shm);
     else if (!strcmp(name, "--allow-metrics")) rc = parse_bool(name, val, &o->allow_metrics);
@@ -178,6 +199,22 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
   }
   if (!o->model_repository) {
     fprintf(stderr, "inferd: --model-repository is required (see --help)\n");
+    return -1;
+  }
+  if (o->grpc_use_ssl_mutual) o->grpc_use_ssl = 1;  // as Triton does
+  // Certificates given without TLS on would leave an operator believing the
+  // port is encrypted: refuse rather than serve plaintext.
+  if (!o->grpc_use_ssl && (o->grpc_server_cert || o->grpc_server_key || o->grpc_root_cert)) {
+    fprintf(stderr, "inferd: --grpc-server-cert/--grpc-server-key/--grpc-root-cert need --grpc-use-ssl "
+                    "(or --grpc-use-ssl-mutual)\n");
+    return -1;
+  }
+  if (o->grpc_use_ssl && (!o->grpc_server_cert || !o->grpc_server_key)) {
+    fprintf(stderr, "inferd: --grpc-use-ssl needs --grpc-server-cert FILE and --grpc-server-key FILE\n");
+    return -1;
+  }
+  if (o->grpc_use_ssl_mutual && !o->grpc_root_cert) {
+    fprintf(stderr, "inferd: --grpc-use-ssl-mutual needs --grpc-root-cert FILE (the CA of the client certificates)\n");
     return -1;
   }
   // Triton refuses --load-model outside explicit mode rather than ignore it

@@ -32,6 +32,9 @@ typedef struct srv_options {
   const char *load_models[SRV_MAX_LOAD_MODELS];  // --load-model (explicit mode), "*" = every model
   int n_load_models;
   int poll_secs;  // --repository-poll-secs (poll mode)
+  // Triton's gRPC TLS flags; --grpc-use-ssl-mutual implies --grpc-use-ssl
+  int grpc_use_ssl, grpc_use_ssl_mutual;
+  const char *grpc_server_cert, *grpc_server_key, *grpc_root_cert;  // PEM files; NULL when not given
 } srv_options;
 
 // Parses argv. Returns 0 to run, 1 when --help/--version printed and the

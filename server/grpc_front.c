@@ -1041,6 +1041,15 @@ static void *cq_main(void *arg) {
 
 static void teardown(srv_grpc *g);
 
+// The port's TLS credentials; NULL when the core refuses them. The core copies
+// the PEM texts, so they need to live only through this call.
+static grpc_server_credentials *tls_credentials(const srv_grpc_tls *t) {
+  grpc_ssl_pem_key_cert_pair pair = {.private_key = t->key_pem, .cert_chain = t->cert_pem};
+  grpc_ssl_client_certificate_request_type req =
+      t->mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
+  return grpc_ssl_server_credentials_create_ex(t->mutual ? t->root_pem : NULL, &pair, 1, req, NULL);
+}
+
 int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_methods,
                     srv_grpc **out, err *e) {
   *out = NULL;
@@ -1123,16 +1132,23 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
       goto fail;
     }
   }
-  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  grpc_server_credentials *creds = o->tls ? tls_credentials(o->tls) : grpc_insecure_server_credentials_create();
   if (!creds) {
-    err_set(e, ERR_INTERNAL, "gRPC front end: cannot create insecure credentials");
+    err_set(e, o->tls ? ERR_INVALID_ARGUMENT : ERR_INTERNAL, "gRPC front end: cannot create %s credentials",
+            o->tls ? "TLS" : "insecure");
     goto fail;
   }
   g->port = grpc_server_add_http2_port(g->server, o->addr, creds);
   grpc_server_credentials_release(creds);
   if (g->port <= 0) {
-    err_set(e, ERR_UNAVAILABLE, "gRPC front end: cannot listen on '%s' (address in use or invalid)",
-            o->addr);
+    // with TLS the core also fails here when it rejects the certificates (its log line says why)
+    if (o->tls)
+      err_set(e, ERR_INVALID_ARGUMENT,
+              "gRPC front end: cannot listen on '%s' with TLS (address in use or invalid, or the "
+              "certificates were rejected: see gRPC's log line above)", o->addr);
+    else
+      err_set(e, ERR_UNAVAILABLE, "gRPC front end: cannot listen on '%s' (address in use or invalid)",
+              o->addr);
     goto fail;
   }
   *out = g;

@@ -47,6 +47,15 @@ typedef struct srv_method {
   srv_astream_fn astream;
 } srv_method;
 
+// TLS on the port: PEM texts (NUL-terminated, read only during
+// srv_grpc_create). With `mutual`, clients must present a certificate that
+// root_pem's CAs signed; without it, no client certificate is asked for.
+typedef struct srv_grpc_tls {
+  const char *cert_pem, *key_pem;  // the server's certificate (chain) and private key
+  const char *root_pem;            // client CAs; NULL when not mutual
+  int mutual;
+} srv_grpc_tls;
+
 typedef struct srv_grpc_opts {
   const char *addr;      // "0.0.0.0:8001"; port 0 picks a free one
   int n_threads;         // CQ threads; 0 means 2
@@ -58,10 +67,12 @@ typedef struct srv_grpc_opts {
   int busy_calls;
   int max_recv_bytes;    // 0 means 64 MiB, -1 unlimited
   int max_send_bytes;    // 0 means 64 MiB, -1 unlimited
+  const srv_grpc_tls *tls;  // NULL: plaintext
 } srv_grpc_opts;
 
 // Creates the server, registers `methods` (copied; the strings are not) and
-// binds the address. A busy port fails with ERR_UNAVAILABLE naming the address.
+// binds the address. A busy port fails with ERR_UNAVAILABLE naming the address;
+// certificates gRPC rejects fail with ERR_INVALID_ARGUMENT.
 int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_methods,
                     srv_grpc **out, err *e);
 

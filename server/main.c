@@ -31,6 +31,7 @@
 #include "server/rest.h"
 #include "server/log.h"
 #include "server/server.h"
+#include "server/tls.h"
 
 typedef struct http_close_ctx {
   srv_rest *rest;  // closed with the HTTP endpoint: its answers go there
@@ -309,11 +310,21 @@ int main(int argc, char **argv) {
   srv_grpc *grpc = NULL;
   http_close_ctx hc = {0};
 
+  // TLS files first: a wrong path fails the start at once, not after every model loaded
+  srv_tls *tls = NULL;
+  if (o.grpc_use_ssl &&
+      srv_tls_load(o.grpc_server_cert, o.grpc_server_key, o.grpc_root_cert, o.grpc_use_ssl_mutual, &tls, &e) != 0) {
+    srv_log(SRV_LOG_ERROR, "cannot start: %s", e.msg);
+    guard_end(&guard);
+    return 1;
+  }
+
   prof_gpu_info gpu_info[MAX_GPUS];
   memset(gpu_info, 0, sizeof gpu_info);
   int n_gpus = log_devices(gpu_info, MAX_GPUS);
   if (prof_gpus_create(gpu_info, n_gpus < MAX_GPUS ? n_gpus : MAX_GPUS, &srv.gpus, &e) != 0) {
     srv_log(SRV_LOG_ERROR, "GPU metrics: %s", e.msg);
+    srv_tls_destroy(tls);
     guard_end(&guard);
     return 1;
   }
@@ -330,6 +341,7 @@ int main(int argc, char **argv) {
   if (lrc != 0) {
     srv_registry_destroy(srv.reg);
     srv_log(SRV_LOG_ERROR, "cannot load the model repository: %s", e.msg);
+    srv_tls_destroy(tls);
     prof_gpus_destroy(srv.gpus);
     guard_end(&guard);
     return 1;
@@ -364,7 +376,16 @@ int main(int argc, char **argv) {
   snprintf(addr, sizeof addr, "%s:%d", o.grpc_address, o.grpc_port);
   srv_grpc_opts go = {.addr = addr, .n_threads = o.grpc_threads, .max_recv_bytes = o.grpc_max_message_bytes,
                       .max_send_bytes = o.grpc_max_message_bytes};
-  if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;
+  srv_grpc_tls gt;
+  if (tls) {
+    gt = (srv_grpc_tls){.cert_pem = srv_tls_cert_pem(tls), .key_pem = srv_tls_key_pem(tls),
+                        .root_pem = srv_tls_root_pem(tls), .mutual = srv_tls_mutual(tls)};
+    go.tls = &gt;
+  }
+  int grc = srv_grpc_create(&go, methods, n_methods, &grpc, &e);
+  srv_tls_destroy(tls);  // the core keeps its own copies of the PEM texts
+  tls = NULL;
+  if (grc != 0) goto fail;
   if (srv_sched_start(srv.sched, &e) != 0) goto fail;
   if (srv_grpc_start(grpc, &e) != 0) goto fail;
 
@@ -392,6 +413,7 @@ int main(int argc, char **argv) {
 fail:
   guard_end(&guard);  // a no-op after a normal run
   if (status) srv_log(SRV_LOG_ERROR, "%s", e.msg);
+  srv_tls_destroy(tls);  // NULL once the gRPC server took the certificates
   if (srv.sched) srv_sched_stop(srv.sched, close_http, &hc);  // no-op when the loop never started
   if (grpc) srv_grpc_destroy(grpc);
   // after HTTP and gRPC closed (nothing calls it any more), before the

@@ -1,0 +1,148 @@
+// test_tls: server/tls.c on PEM files this test makes with libcrypto (two
+// self-signed P-256 certificates with their keys): a matching pair loads
+// with the texts unchanged; every refusal is ERR_INVALID_ARGUMENT naming the
+// flag and the file: missing, a directory, empty, a NUL byte, not PEM, a
+// damaged second certificate, a key that belongs to another certificate, a
+// mutual setup without a client CA.
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "server/tls.h"
+
+static char dir[128];
+
+static const char *path(const char *name) {
+  static char buf[8][256];
+  static int k;
+  char *p = buf[k++ % 8];
+  snprintf(p, 256, "%s/%s", dir, name);
+  return p;
+}
+
+static void write_text(const char *name, const char *text, size_t len) {
+  FILE *f = fopen(path(name), "wb");
+  if (!f || fwrite(text, 1, len, f) != len) {
+    perror(name);
+    exit(2);
+  }
+  fclose(f);
+}
+
+static char *read_text(const char *name) {
+  FILE *f = fopen(path(name), "rb");
+  if (!f) exit(2);
+  static char buf[8192];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return strdup(buf);
+}
+
+// A self-signed certificate and its key as <name>.crt and <name>.key.
+static void make_pair(const char *name) {
+  EVP_PKEY *k = EVP_EC_gen("P-256");
+  X509 *x = X509_new();
+  if (!k || !x) exit(2);
+  X509_set_version(x, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+  X509_gmtime_adj(X509_getm_notBefore(x), 0);
+  X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+  X509_set_pubkey(x, k);
+  X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC, (const unsigned char *)name, -1, -1, 0);
+  X509_set_issuer_name(x, X509_get_subject_name(x));
+  if (!X509_sign(x, k, EVP_sha256())) exit(2);
+  char f[64];
+  snprintf(f, sizeof f, "%s.crt", name);
+  FILE *cf = fopen(path(f), "wb");
+  snprintf(f, sizeof f, "%s.key", name);
+  FILE *kf = fopen(path(f), "wb");
+  if (!cf || !kf || !PEM_write_X509(cf, x) || !PEM_write_PrivateKey(kf, k, NULL, NULL, 0, NULL, NULL)) exit(2);
+  fclose(cf);
+  fclose(kf);
+  X509_free(x);
+  EVP_PKEY_free(k);
+}
+
+// Loading fails with ERR_INVALID_ARGUMENT and a message holding both needles.
+static void check_refused(const char *cert, const char *key, const char *root, int mutual, const char *n1,
+                          const char *n2) {
+  srv_tls *t = (srv_tls *)1;
+  err e = {0};
+  CHECK_EQ_INT(srv_tls_load(cert, key, root, mutual, &t, &e), ERR_INVALID_ARGUMENT);
+  CHECK(t == NULL);
+  CHECK_EQ_INT(e.code, ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, n1);
+  CHECK_CONTAINS(e.msg, n2);
+}
+
+static void test_good_pair(void) {
+  srv_tls *t = NULL;
+  err e = {0};
+  CHECK_EQ_INT(srv_tls_load(path("a.crt"), path("a.key"), NULL, 0, &t, &e), 0);
+  char *crt = read_text("a.crt"), *key = read_text("a.key");
+  CHECK_EQ_STR(srv_tls_cert_pem(t), crt);
+  CHECK_EQ_STR(srv_tls_key_pem(t), key);
+  CHECK(srv_tls_root_pem(t) == NULL);
+  CHECK_EQ_INT(srv_tls_mutual(t), 0);
+  srv_tls_destroy(t);
+  // mutual, with b's certificate as the client CA
+  CHECK_EQ_INT(srv_tls_load(path("a.crt"), path("a.key"), path("b.crt"), 1, &t, &e), 0);
+  char *root = read_text("b.crt");
+  CHECK_EQ_STR(srv_tls_root_pem(t), root);
+  CHECK_EQ_INT(srv_tls_mutual(t), 1);
+  srv_tls_destroy(t);
+  free(crt);
+  free(key);
+  free(root);
+  srv_tls_destroy(NULL);  // a no-op
+}
+
+static void test_refusals(void) {
+  char crt[256], key[256];  // path()'s buffers rotate: keep these two
+  snprintf(crt, sizeof crt, "%s", path("a.crt"));
+  snprintf(key, sizeof key, "%s", path("a.key"));
+  check_refused(crt, path("missing.key"), NULL, 0, "--grpc-server-key", "missing.key");
+  check_refused(path("missing.crt"), key, NULL, 0, "--grpc-server-cert", "No such file");
+  check_refused(dir, key, NULL, 0, "--grpc-server-cert", "not a regular file");
+  check_refused(crt, path("empty"), NULL, 0, "--grpc-server-key", "is empty");
+  check_refused(crt, path("nul.key"), NULL, 0, "--grpc-server-key", "NUL byte");
+  check_refused(path("garbage"), key, NULL, 0, "--grpc-server-cert", "no valid PEM certificate");
+  check_refused(crt, path("garbage"), NULL, 0, "--grpc-server-key", "no usable PEM private key");
+  check_refused(crt, path("a.crt"), NULL, 0, "--grpc-server-key", "no usable PEM private key");
+  check_refused(path("damaged_chain.crt"), key, NULL, 0, "--grpc-server-cert", "after the first is damaged");
+  check_refused(crt, path("b.key"), NULL, 0, "is not the private key of the certificate", path("b.key"));
+  check_refused(crt, key, NULL, 1, "--grpc-use-ssl-mutual needs --grpc-root-cert", "");
+  check_refused(crt, key, path("garbage"), 1, "--grpc-root-cert", "garbage");
+  check_refused(crt, key, path("missing_ca.crt"), 1, "--grpc-root-cert", "missing_ca.crt");
+  check_refused(NULL, key, NULL, 0, "--grpc-server-cert FILE", "");
+  check_refused(crt, NULL, NULL, 0, "--grpc-server-key FILE", "");
+}
+
+int main(void) {
+  snprintf(dir, sizeof dir, "/tmp/inferd_test_tls_XXXXXX");
+  if (!mkdtemp(dir)) return 2;
+  make_pair("a");
+  make_pair("b");
+  write_text("empty", "", 0);
+  static const char nul_key[] = "-----BEGIN PRIVATE KEY-----\n\0\n";
+  write_text("nul.key", nul_key, sizeof nul_key - 1);
+  write_text("garbage", "not a certificate\n", 18);
+  char *a = read_text("a.crt");
+  char damaged[8192];
+  snprintf(damaged, sizeof damaged, "%s-----BEGIN CERTIFICATE-----\nAAAA!!!!\n-----END CERTIFICATE-----\n", a);
+  write_text("damaged_chain.crt", damaged, strlen(damaged));
+  free(a);
+  test_good_pair();
+  test_refusals();
+  const char *files[] = {"a.crt", "a.key", "b.crt", "b.key", "empty", "nul.key", "garbage", "damaged_chain.crt"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(path(files[i]));
+  rmdir(dir);
+  CHECK_DONE();
+}
