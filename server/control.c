@@ -5,6 +5,8 @@
 // cannot deadlock against a request whose batch that loop must form.
 #include "server/control.h"
 
+#include <cjson/cJSON.h>
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -371,8 +373,23 @@ int srv_control_http(srv_control *c, const srv_http_request *req, srv_http_respo
   memcpy(model, name, n);
   model[n] = '\0';
   err e = {0};
-  // The body (parameters, a config override) is not read: the HTTP layer has none yet.
-  int rc = strcmp(slash, "/load") == 0 ? srv_control_load(c, model, NULL, &e) : srv_control_unload(c, model, &e);
+  // Triton's load body: {"parameters": {"config": "..."}}, the config override (config.pbtxt text here;
+  // srv_control_load refuses JSON with its reason). An empty body loads as the repository has it.
+  cJSON *body = NULL;
+  const char *override = NULL;
+  if (req->body && req->body_len) {
+    body = cJSON_ParseWithLength(req->body, req->body_len);
+    const cJSON *params = body ? cJSON_GetObjectItemCaseSensitive(body, "parameters") : NULL;
+    const cJSON *cfg = params ? cJSON_GetObjectItemCaseSensitive(params, "config") : NULL;
+    if (!body || (params && !cJSON_IsObject(params)) || (cfg && !cJSON_IsString(cfg))) {
+      cJSON_Delete(body);
+      json_error(resp, 400, "the load body must be JSON: {\"parameters\": {\"config\": \"<config.pbtxt text>\"}}");
+      return 1;
+    }
+    if (cfg) override = cfg->valuestring;
+  }
+  int rc = strcmp(slash, "/load") == 0 ? srv_control_load(c, model, override, &e) : srv_control_unload(c, model, &e);
+  cJSON_Delete(body);
   if (rc) json_error(resp, http_status((int)e.code), e.msg);
   else *resp = (srv_http_response){.status = 200, .content_type = "application/json", .body = "{}", .len = 2};
   return 1;

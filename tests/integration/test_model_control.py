@@ -187,6 +187,37 @@ def test_reload_picks_up_new_version_and_failed_reload_keeps_old(start_server, r
     assert srv.returncode == 0
 
 
+def test_http_load_with_config_override(start_server, repo):
+    """The REST load route reads Triton's body: {"parameters": {"config": ...}} (tritonclient.http's load_model)."""
+    import tritonclient.http as httpclient
+    srv = start_server(["--model-control-mode", "explicit", "--load-model", "a"], repo=repo, strict=True)
+    c = grpcclient.InferenceServerClient(f"localhost:{srv.grpc_port}")
+    h = httpclient.InferenceServerClient(f"localhost:{srv.http_port}")
+    override = CONFIG.format(name="a", extra="").replace("max_batch_size: 8", "max_batch_size: 2")
+    h.load_model("a", config=override)
+    assert c.get_model_config("a").config.max_batch_size == 2 and infer(c, "a") == 1.0
+    with pytest.raises(InferenceServerException) as ei:
+        h.load_model("a", config='{"max_batch_size": 3}')  # Triton's JSON form: refused, saying why
+    assert "JSON" in str(ei.value)
+    st, body = lib_post(srv, "/v2/repository/models/a/load", b"not json")
+    assert st == 400 and "parameters" in body
+    h.load_model("a")  # an empty body: the repository's config again
+    assert c.get_model_config("a").config.max_batch_size == 8
+    h.close()
+    c.close()
+    srv.stop()
+    assert srv.returncode == 0
+
+
+def lib_post(srv, path, data):
+    req = urllib.request.Request(srv.http_url + path, data=data, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 def test_none_mode_refuses_control(start_server, repo):
     srv = start_server([], repo=repo, strict=True)
     c = grpcclient.InferenceServerClient(f"localhost:{srv.grpc_port}")
