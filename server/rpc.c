@@ -117,8 +117,9 @@ static void server_metadata(void *ctx, srv_call *call, const uint8_t *req, size_
   // Only what is really implemented (and enabled); clients probe this list.
   srv_server *s = ctx;
   // model_repository: index, load, unload (refused outside explicit mode, as Triton's)
-  char *ext[6] = {"model_configuration", "model_repository", "statistics", "logging"};
-  size_t n = 4;
+  // binary_tensor_data: the REST API's binary tensor extension (server/rest.c)
+  char *ext[8] = {"model_configuration", "model_repository", "statistics", "logging", "binary_tensor_data"};
+  size_t n = 5;
   if (s->trace) ext[n++] = "trace";
   if (s->shm) ext[n++] = "system_shared_memory";
   Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;

@@ -71,6 +71,7 @@ def test_health_and_server_metadata(hclient, server):
     md = hclient.get_server_metadata()
     assert md["name"] == "inferd"
     assert "model_configuration" in md["extensions"] and "statistics" in md["extensions"]
+    assert "binary_tensor_data" in md["extensions"]
 
 
 def test_model_metadata_matches_grpc(hclient, client, specs):
