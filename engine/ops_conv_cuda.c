@@ -274,15 +274,6 @@ static eng_cuconv_act act_of(const char *op_type) {
   return ENG_CUCONV_ACT_NONE;
 }
 
-// Whether value v exists when node i runs: not produced by i or a later node.
-static bool made_before(const eng_plan *pl, int v, size_t i) {
-  for (size_t k = i; k < pl->n_nodes; k++) {
-    const eng_node *n = eng_graph_node(pl->g, k);
-    for (int o = 0; o < n->n_out; o++)
-      if (n->out[o] == v) return false;
-  }
-  return true;
-}
 
 // Conv -> [Add(residual of the same shape)] -> [Relu | Sigmoid | Tanh], each
 // intermediate read by the next node alone and no graph output
@@ -298,7 +289,7 @@ static void conv_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
   const eng_node *nj = eng_graph_node(g, (size_t)j);
   f->mid_value = v;
   int z = nj->n_in == 2 && nj->in[0] >= 0 && nj->in[1] >= 0 ? (nj->in[0] == v ? nj->in[1] : nj->in[0]) : -1;
-  if (strcmp(nj->op_type, "Add") == 0 && z >= 0 && made_before(pl, z, i)) {
+  if (strcmp(nj->op_type, "Add") == 0 && z >= 0 && eng_cuda__made_before(pl, z, i)) {
     f->bias_node = j;
     f->z_value = z;
     f->add_value = nj->out[0];

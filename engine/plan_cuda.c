@@ -521,8 +521,7 @@ bool eng_cuda__const_input(const eng_plan *pl, size_t node, int k, eng_tensor *t
   return true;
 }
 
-// Whether value v exists before node i runs (a graph input or an earlier node's output).
-static bool made_before(const eng_plan *pl, int v, size_t i) {
+bool eng_cuda__made_before(const eng_plan *pl, int v, size_t i) {
   for (size_t k = i; k < pl->n_nodes; k++) {
     const eng_node *n = eng_graph_node(pl->g, k);
     for (int o = 0; o < n->n_out; o++)
@@ -579,7 +578,7 @@ static void gemm_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
   if (!gemm && strcmp(nj->op_type, "Add") == 0 && nj->n_in == 2 && nj->in[0] >= 0 &&
       nj->in[1] >= 0 && nj->in[0] != nj->in[1]) {
     int z = nj->in[0] == v ? nj->in[1] : nj->in[0];
-    if (!eng_cuda__is_const(g, z) && made_before(pl, z, i)) {
+    if (!eng_cuda__is_const(g, z) && eng_cuda__made_before(pl, z, i)) {
       f->res_node = j;
       f->res_z = z;
       f->res_value = nj->out[0];

@@ -115,6 +115,9 @@ static inline size_t eng_cuda__round_up(size_t n) {
 // or read twice (by one node or two).
 int eng_cuda__sole_consumer(const eng_graph *g, size_t n_nodes, int v);
 bool eng_cuda__is_const(const eng_graph *g, int v);
+// Whether value v exists when node i runs (a graph input, a constant or an
+// earlier node's output): a fusion may read it as a residual.
+bool eng_cuda__made_before(const eng_plan *pl, int v, size_t i);
 // Node input k as a tensor over the graph's host copy of its bytes, when
 // that input is a constant (the plan's own copy lives on the device); false
 // otherwise. For ops that read an attribute-like input once, at init.

@@ -29,6 +29,22 @@ namespace {
 constexpr int WARPS = 8;  // query rows per block
 constexpr int TILE = 32;  // keys per tile: one per lane
 
+// Both kernels: the (b, h) slab of every operand, and the score scale (the
+// divisor, when the graph computes one, read on the device: it may be a
+// value folded per signature).
+template <class T>
+__device__ __forceinline__ float slab_of(int64_t b, int64_t h, const k_attn_args &a, const T *&q, const T *&kt,
+                                         const T *&v, T *&o, const T *&mask, const void *divisor, bool div_half) {
+  q += b * a.q_sb + h * a.q_sh;
+  kt += b * a.k_sb + h * a.k_sh;
+  v += b * a.v_sb + h * a.v_sh;
+  o += b * a.o_sb + h * a.o_sh;
+  if (mask) mask += b * a.m_sb + h * a.m_sh;
+  float scale = a.scale;
+  if (divisor) scale /= div_half ? __half2float(*(const __half *)divisor) : *(const float *)divisor;
+  return scale;
+}
+
 template <class T, int DPL>  // DPL: head columns per lane (head sizes up to 32 * DPL)
 __global__ void __launch_bounds__(WARPS * 32)
     attn_kernel(T *o, const T *q, const T *kt, const T *v, const T *mask, const void *divisor,
@@ -41,14 +57,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int64_t bh = blockIdx.x, b = bh / a.h, h = bh - b * a.h;
   const int64_t i = (int64_t)blockIdx.y * WARPS + warp;
   const bool row_ok = i < a.sq;
-  q += b * a.q_sb + h * a.q_sh;
-  kt += b * a.k_sb + h * a.k_sh;
-  v += b * a.v_sb + h * a.v_sh;
-  o += b * a.o_sb + h * a.o_sh;
-  if (mask) mask += b * a.m_sb + h * a.m_sh;
-  float scale = a.scale;
-  if (divisor)
-    scale /= div_half ? __half2float(*(const __half *)divisor) : *(const float *)divisor;
+  const float scale = slab_of(b, h, a, q, kt, v, o, mask, divisor, div_half);
   for (int d = lane; d < HD; d += 32)
     qs[warp][d] = row_ok && d < a.d ? k_ld(q[i * a.d + d]) * scale : 0.0f;
   float m = -INFINITY, l = 0.0f, acc[DPL];
@@ -174,14 +183,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
 
   const int64_t bh = blockIdx.x, b = bh / a.h, h = bh - b * a.h;
   const int64_t q0 = (int64_t)blockIdx.y * TC_BQ;
-  q += b * a.q_sb + h * a.q_sh;
-  kt += b * a.k_sb + h * a.k_sh;
-  v += b * a.v_sb + h * a.v_sh;
-  o += b * a.o_sb + h * a.o_sh;
-  if (mask) mask += b * a.m_sb + h * a.m_sh;
-  float scale = a.scale;
-  if (divisor)
-    scale /= div_half ? __half2float(*(const __half *)divisor) : *(const float *)divisor;
+  const float scale = slab_of(b, h, a, q, kt, v, o, mask, divisor, div_half);
 
   // Q's tile, zeros past Sq, into fragments kept for the whole kernel.
   const __half zero = __float2half(0.0f);
