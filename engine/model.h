@@ -104,6 +104,22 @@ const eng_io *eng_model_output(const eng_model *m, size_t i);
 // thread. The job and its input data must stay alive until done returns.
 int eng_model_submit(eng_model *m, int instance, eng_job *job, err *e);
 
+// Runs the job on the calling thread instead, done included, before it
+// returns: for a CPU instance (eng_model_instance_device -1) with the same
+// room as eng_model_submit needs. It saves the two thread switches of the
+// handoff to the instance thread and back, which a lone request on a busy
+// core pays for (engine time is ~40 us, a switch several us). The plan's
+// OpenMP regions then run on the caller's own libgomp team (one per calling
+// thread), so eng_model_runs_alone tells when that costs nothing.
+int eng_model_run_here(eng_model *m, int instance, eng_job *job, err *e);
+
+// Whether the CPU plans run on a single thread (OpenMP gives the process one
+// thread: OMP_NUM_THREADS=1 or an affinity mask of one core). A caller that
+// runs jobs on many threads of its own should use eng_model_run_here only
+// then: with more, each calling thread gets its own team of spinning workers
+// besides the instance thread's, more threads than cores.
+int eng_model_runs_alone(void);
+
 // Monotonic clock in microseconds, shared by the engine and the server.
 int64_t eng_now_us(void);
 
