@@ -17,12 +17,12 @@
 typedef struct eng_model eng_model;
 typedef struct eng_job eng_job;
 
-// Called on the instance thread. outputs are in the config's output order,
+// Called on the instance thread (on the caller's, for eng_model_run_here). outputs are in the config's output order,
 // shaped as the client sees them (batch dim first when the model batches).
 typedef void (*eng_job_done_fn)(eng_job *job, int rc, const err *e, const eng_tensor *outputs,
                                 size_t n_outputs);
 
-// Called first on the instance thread (its time counts as compute_input):
+// Called first on the thread that runs the job (its time counts as compute_input):
 // lets the caller assemble the batch's inputs there, off its own thread.
 typedef int (*eng_job_prepare_fn)(eng_job *job, err *e);
 
