@@ -19,7 +19,6 @@
 #include <time.h>
 
 #include "engine/pad.h"
-#include "engine/par.h"
 #include "engine/plan.h"
 #if INFERD_HAVE_CUDA
 #include <nvtx3/nvToolsExt.h>
@@ -746,20 +745,6 @@ int eng_model_submit(eng_model *m, int instance_index, eng_job *job, err *e) {
   if (busy) return err_set(e, ERR_INTERNAL, "instance %d already has %d job(s)", instance_index, in->depth);
   return 0;
 }
-
-int eng_model_run_here(eng_model *m, int instance_index, eng_job *job, err *e) {
-  if (instance_index < 0 || instance_index >= m->n_inst)
-    return err_set(e, ERR_INTERNAL, "no instance %d", instance_index);
-  instance *in = &m->inst[instance_index];
-  if (in->device >= 0) return err_set(e, ERR_INTERNAL, "instance %d is on a GPU: it runs on its own threads", instance_index);
-  // The caller's room (the batcher's executor) keeps the instance thread
-  // idle meanwhile; the lock that handed that room over orders this run
-  // after the plan's previous one.
-  run_job(in, job);
-  return 0;
-}
-
-int eng_model_runs_alone(void) { return eng_par_max_threads() <= 1; }
 
 int eng_model_n_instances(const eng_model *m) { return m->n_inst; }
 int eng_model_max_batch(const eng_model *m) { return m->max_batch; }

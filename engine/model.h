@@ -17,12 +17,12 @@
 typedef struct eng_model eng_model;
 typedef struct eng_job eng_job;
 
-// Called on the instance thread (on the caller's, for eng_model_run_here). outputs are in the config's output order,
+// Called on the instance thread. outputs are in the config's output order,
 // shaped as the client sees them (batch dim first when the model batches).
 typedef void (*eng_job_done_fn)(eng_job *job, int rc, const err *e, const eng_tensor *outputs,
                                 size_t n_outputs);
 
-// Called first on the thread that runs the job (its time counts as compute_input):
+// Called first on the instance thread (its time counts as compute_input):
 // lets the caller assemble the batch's inputs there, off its own thread.
 typedef int (*eng_job_prepare_fn)(eng_job *job, err *e);
 
@@ -103,22 +103,6 @@ const eng_io *eng_model_output(const eng_model *m, size_t i);
 // than its depth of jobs whose done callback has not returned). Returns at once; job->done follows on the instance
 // thread. The job and its input data must stay alive until done returns.
 int eng_model_submit(eng_model *m, int instance, eng_job *job, err *e);
-
-// Runs the job on the calling thread instead, done included, before it
-// returns: for a CPU instance (eng_model_instance_device -1) with the same
-// room as eng_model_submit needs. It saves the two thread switches of the
-// handoff to the instance thread and back, which a lone request on a busy
-// core pays for (engine time is ~40 us, a switch several us). The plan's
-// OpenMP regions then run on the caller's own libgomp team (one per calling
-// thread), so eng_model_runs_alone tells when that costs nothing.
-int eng_model_run_here(eng_model *m, int instance, eng_job *job, err *e);
-
-// Whether the CPU plans run on a single thread (OpenMP gives the process one
-// thread: OMP_NUM_THREADS=1 or an affinity mask of one core). A caller that
-// runs jobs on many threads of its own should use eng_model_run_here only
-// then: with more, each calling thread gets its own team of spinning workers
-// besides the instance thread's, more threads than cores.
-int eng_model_runs_alone(void);
 
 // Monotonic clock in microseconds, shared by the engine and the server.
 int64_t eng_now_us(void);

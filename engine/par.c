@@ -24,11 +24,3 @@ void eng_par_for(size_t n, size_t grain, eng_par_fn fn, void *ctx) {
   (void)parts;
   if (n) fn(ctx, 0, n);
 }
-
-int eng_par_max_threads(void) {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}

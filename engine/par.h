@@ -20,7 +20,4 @@
 typedef void (*eng_par_fn)(void *ctx, size_t lo, size_t hi);
 void eng_par_for(size_t n, size_t grain, eng_par_fn fn, void *ctx);
 
-// The threads a parallel region started now would get (1 when serial).
-int eng_par_max_threads(void);
-
 #endif

@@ -40,13 +40,6 @@ typedef struct batch_slot {
   vsched *vs;
   int exec;      // the batcher's executor index
   int instance;  // the engine instance behind it
-  // A batch for it may run on the thread that brought the request (see
-  // srv_sched_submit): a CPU instance of a model that does not batch
-  // dynamically, while the CPU plans run single-threaded, and only a batch
-  // that the last one's time per input byte says is short.
-  int here;
-  size_t bytes;          // the batch's input bytes
-  double ns_per_byte;    // of the last batch run here or on the instance; -1: none yet
   eng_job job;
   srv_request **reqs;
   size_t n;
@@ -108,12 +101,6 @@ static int request_cancelled(void *payload) {
   return srv_request_cancelled(r);
 }
 
-// A CQ thread may run a batch itself for at most about this long: it reads
-// no other call's messages meanwhile (cancellations, a higher priority
-// request, health checks), as while it unpacks a large request. A lone
-// request of the seed MLP takes ~40 us on the CPU.
-#define HERE_MAX_NS 100000
-
 // --- instance thread side
 
 // Assembles a batch of several requests: their rows one after the other,
@@ -167,7 +154,7 @@ static int gather(eng_job *job, err *e) {
 }
 
 static void finished_in_order(srv_sched *s, vsched *vs, srv_request *r);
-static void pump_version(srv_sched *s, vsched *vs, batch_slot **here);
+static void pump_version(srv_sched *s, vsched *vs);
 static void arm_timer(srv_sched *s);
 static void left(srv_sched *s, int64_t n);
 
@@ -180,14 +167,11 @@ static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *ou
   vsched *vs = slot->vs;
   s->ops.complete(s->ops.ctx, vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs, vs->order != NULL);
   pthread_mutex_lock(&s->mu);
-  // a double: a small batch of 16 KB in 10 us is 0.6 ns a byte, which an
-  // integer would round to 0 and so let any batch run on a CQ thread
-  if (rc == 0) slot->ns_per_byte = (double)(job->t_infer_end_us - job->t_start_us) * 1000.0 / (double)(slot->bytes + 1);
   if (vs->order)
     for (size_t i = 0; i < slot->n; i++) finished_in_order(s, vs, slot->reqs[i]);
   left(s, (int64_t)slot->n);
   bat_release_instance(vs->bat, slot->exec);
-  pump_version(s, vs, NULL);
+  pump_version(s, vs);
   arm_timer(s);
   pthread_mutex_unlock(&s->mu);
 }
@@ -247,10 +231,7 @@ static void take_dropped(srv_sched *s, vsched *vs) {
   }
 }
 
-// here: where a batch for an executor that may run on this thread is left
-// (at most one, the caller runs it after the lock); NULL: all go to the
-// instance threads.
-static void pump_version(srv_sched *s, vsched *vs, batch_slot **here) {
+static void pump_version(srv_sched *s, vsched *vs) {
   bat_batch b;
   while (bat_next_batch(vs->bat, &b)) {
     batch_slot *slot = &vs->slots[b.instance];  // the batcher's "instance" is our executor
@@ -262,17 +243,9 @@ static void pump_version(srv_sched *s, vsched *vs, batch_slot **here) {
       r->padded_len = b.seq_len;  // equal to its own length when the model does not pad
       slot->reqs[slot->n++] = r;
     }
-    slot->bytes = 0;
-    for (size_t k = 0; k < slot->n; k++)
-      for (size_t i = 0; i < vs->n_inputs; i++) slot->bytes += slot->reqs[k]->inputs[i].bytes;
     // A lone request is read in place; several are gathered on the instance thread.
     slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = slot->n > 1 ? gather : NULL,
                           .done = on_job_done, .ctx = slot, .instance = slot->instance};
-    if (here && !*here && slot->here && slot->ns_per_byte >= 0 &&
-        slot->ns_per_byte * (double)(slot->bytes + 1) <= HERE_MAX_NS) {
-      *here = slot;
-      continue;
-    }
     err e;
     if (eng_model_submit(vs->v->model, slot->instance, &slot->job, &e) == 0) continue;
     for (size_t i = 0; i < slot->n; i++) drop(s, vs, slot->reqs[i], e.code, e.msg);
@@ -305,7 +278,7 @@ static void arm_timer(srv_sched *s) {
 
 // Takes a request in: its sequence number when the model preserves
 // ordering, then the batcher's queue.
-static void admit(srv_sched *s, srv_request *r, batch_slot **here) {
+static void admit(srv_sched *s, srv_request *r) {
   s->inflight++;
   vsched *vs = r->version->sched;
   err e;
@@ -331,7 +304,7 @@ static void admit(srv_sched *s, srv_request *r, batch_slot **here) {
   r->item.payload = r;
   if (bat_enqueue(vs->bat, &r->item, &e) != 0) drop(s, vs, r, e.code, e.msg);
   else if (vs->defer) s->kick = 1;
-  else pump_version(s, vs, here);
+  else pump_version(s, vs);
 }
 
 // --- loop thread side
@@ -346,7 +319,7 @@ static void on_timer(uv_poll_t *p, int status, int events) {
   if (status < 0) srv_log(SRV_LOG_ERROR, "timer poll: %s", uv_strerror(status));
   pthread_mutex_lock(&s->mu);
   s->armed = INT64_MAX;  // fired, or about to be re-armed: either way set it again
-  for (size_t i = 0; i < s->n_vs; i++) pump_version(s, &s->vs[i], NULL);
+  for (size_t i = 0; i < s->n_vs; i++) pump_version(s, &s->vs[i]);
   arm_timer(s);
   pthread_mutex_unlock(&s->mu);
 }
@@ -361,7 +334,7 @@ static void on_async(uv_async_t *a) {
   if (s->kick) {
     s->kick = 0;
     for (size_t i = 0; i < s->n_vs; i++)
-      if (s->vs[i].defer) pump_version(s, &s->vs[i], NULL);
+      if (s->vs[i].defer) pump_version(s, &s->vs[i]);
     arm_timer(s);
   }
   int close_now = s->stop_requested && s->inflight == 0 && !s->closing;
@@ -448,15 +421,7 @@ static int add_version(srv_sched *s, srv_model *m, srv_version *v, err *e) {
   for (int level = 0; level < max_depth; level++)
     for (int i = 0; i < n_inst; i++) {
       if (eng_model_instance_depth(v->model, i) <= level) continue;
-      vs->slots[x] = (batch_slot){.s = s, .vs = vs, .exec = x, .instance = i, .ns_per_byte = -1};
-      // Run where the request arrives: a lone CPU batch of a small model
-      // costs ~40 us, the handoff to the instance thread and back two thread
-      // switches, most of what a request costs beyond the transport and the
-      // engine on a busy core. Not with dynamic batching (the loop forms those
-      // batches, see the top), not with multi-threaded CPU plans (each calling
-      // thread would get its own OpenMP team besides the instance thread's),
-      // and not for a batch longer than HERE_MAX_NS.
-      vs->slots[x].here = !vs->defer && eng_model_instance_device(v->model, i) < 0 && eng_model_runs_alone();
+      vs->slots[x] = (batch_slot){.s = s, .vs = vs, .exec = x, .instance = i};
       x++;
     }
   for (int xi = 0; xi < n_exec; xi++) {
@@ -537,29 +502,16 @@ int srv_sched_start(srv_sched *s, err *e) {
 }
 
 void srv_sched_submit(srv_sched *s, srv_request *r) {
-  batch_slot *here = NULL;
   pthread_mutex_lock(&s->mu);
   int was = s->kick;
-  admit(s, r, &here);
+  admit(s, r);
   arm_timer(s);
   // one wakeup for all the requests that arrive before the loop runs
   int wake = s->kick && !was;
   pthread_mutex_unlock(&s->mu);
-  if (wake) {
-    int rc = uv_async_send(&s->async);
-    if (rc) srv_log(SRV_LOG_ERROR, "uv_async_send: %s", uv_strerror(rc));
-  }
-  if (!here) return;
-  // The batch runs and is answered on this thread; its on_job_done hands
-  // any next batch to the instance threads, so this never recurses.
-  err e;
-  if (eng_model_run_here(here->vs->v->model, here->instance, &here->job, &e) == 0) return;
-  pthread_mutex_lock(&s->mu);
-  for (size_t i = 0; i < here->n; i++) drop(s, here->vs, here->reqs[i], e.code, e.msg);
-  bat_release_instance(here->vs->bat, here->exec);
-  pump_version(s, here->vs, NULL);
-  arm_timer(s);
-  pthread_mutex_unlock(&s->mu);
+  if (!wake) return;
+  int rc = uv_async_send(&s->async);
+  if (rc) srv_log(SRV_LOG_ERROR, "uv_async_send: %s", uv_strerror(rc));
 }
 
 void srv_sched_stop(srv_sched *s, void (*on_close)(void *arg), void *arg) {
