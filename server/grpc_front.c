@@ -1096,7 +1096,7 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
 
   int max_recv = o->max_recv_bytes ? o->max_recv_bytes : DEFAULT_MAX_MSG;
   int max_send = o->max_send_bytes ? o->max_send_bytes : DEFAULT_MAX_MSG;
-  grpc_arg args[3];
+  grpc_arg args[4];
   args[0].type = GRPC_ARG_INTEGER;
   args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
   args[0].value.integer = max_recv;
@@ -1107,7 +1107,12 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   args[2].type = GRPC_ARG_INTEGER;
   args[2].key = GRPC_ARG_ALLOW_REUSEPORT;
   args[2].value.integer = 0;
-  grpc_channel_args ch_args = {3, args};
+  // One connection may not hold more calls than this (HTTP/2 SETTINGS): a client cannot pin the server's
+  // memory with a single connection's streams.
+  args[3].type = GRPC_ARG_INTEGER;
+  args[3].key = GRPC_ARG_MAX_CONCURRENT_STREAMS;
+  args[3].value.integer = o->max_streams > 0 ? o->max_streams : SRV_GRPC_DEFAULT_MAX_STREAMS;
+  grpc_channel_args ch_args = {4, args};
   g->server = grpc_server_create(&ch_args, NULL);
   if (!g->server) {
     err_set(e, ERR_INTERNAL, "gRPC front end: grpc_server_create failed");

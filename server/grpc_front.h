@@ -56,6 +56,8 @@ typedef struct srv_grpc_tls {
   int mutual;
 } srv_grpc_tls;
 
+#define SRV_GRPC_DEFAULT_MAX_STREAMS 2048
+
 typedef struct srv_grpc_opts {
   const char *addr;      // "0.0.0.0:8001"; port 0 picks a free one
   int n_threads;         // CQ threads; 0 means 2
@@ -67,6 +69,7 @@ typedef struct srv_grpc_opts {
   int busy_calls;
   int max_recv_bytes;    // 0 means 64 MiB, -1 unlimited
   int max_send_bytes;    // 0 means 64 MiB, -1 unlimited
+  int max_streams;       // concurrent calls per connection; 0 means SRV_GRPC_DEFAULT_MAX_STREAMS
   const srv_grpc_tls *tls;  // NULL: plaintext
 } srv_grpc_opts;
 

@@ -276,6 +276,13 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
   const eng_model *em = r->version->model;
   int max_batch = eng_model_max_batch(em);
   size_t n_cfg = eng_model_n_inputs(em);
+  // more inputs or outputs than the model has cannot be valid: refused before any is looked at
+  if (msg->n_inputs > n_cfg)
+    return err_set(e, ERR_INVALID_ARGUMENT, "the request has %zu inputs; model '%s' has %zu", msg->n_inputs, m->name,
+                   n_cfg);
+  if (msg->n_outputs > eng_model_n_outputs(em))
+    return err_set(e, ERR_INVALID_ARGUMENT, "the request asks for %zu outputs; model '%s' has %zu", msg->n_outputs,
+                   m->name, eng_model_n_outputs(em));
   r->inputs = calloc(n_cfg ? n_cfg : 1, sizeof *r->inputs);
   if (!r->inputs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
 
@@ -429,37 +436,46 @@ static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const ch
 
 // proto3 string fields must be UTF-8, and protobuf-c does not check: a
 // broken id or name would be echoed into the response (or a log line) where
-// the client's parser fails on it. Refused, without quoting the bytes.
-static int utf8_field(const char *what, const char *str, err *e) {
-  if (!str || utf8_valid(str, strlen(str))) return 0;
+// the client's parser fails on it. Refused, without quoting the bytes; so
+// are names and ids over their limits (a 100 KB name came back in the error).
+// Names (model, version, tensors, parameter keys) and ids longer than these
+// are refused before anything quotes them back in an error or a log line.
+#define SRV_MAX_NAME_BYTES 1024
+#define SRV_MAX_ID_BYTES 4096
+
+static int text_field(const char *what, const char *str, size_t cap, err *e) {
+  if (!str) return 0;
+  size_t n = strlen(str);
+  if (n > cap) return err_set(e, ERR_INVALID_ARGUMENT, "%s of %zu bytes exceeds the limit of %zu", what, n, cap);
+  if (utf8_valid(str, n)) return 0;
   return err_set(e, ERR_INVALID_ARGUMENT, "%s is not valid UTF-8 (proto3 string fields must be)", what);
 }
 
-static int utf8_param(const char *what, const char *key, const Inference__InferParameter *v, err *e) {
-  TRY(utf8_field(what, key, e));
+static int text_param(const char *what, const char *key, const Inference__InferParameter *v, err *e) {
+  TRY(text_field(what, key, SRV_MAX_NAME_BYTES, e));
   if (v && v->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
-    TRY(utf8_field(what, v->string_param, e));
+    TRY(text_field(what, v->string_param, SRV_MAX_ID_BYTES, e));
   return 0;
 }
 
-static int check_utf8(const Inference__ModelInferRequest *m, err *e) {
-  TRY(utf8_field("model_name", m->model_name, e));
-  TRY(utf8_field("model_version", m->model_version, e));
-  TRY(utf8_field("id", m->id, e));
+static int check_strings(const Inference__ModelInferRequest *m, err *e) {
+  TRY(text_field("model_name", m->model_name, SRV_MAX_NAME_BYTES, e));
+  TRY(text_field("model_version", m->model_version, SRV_MAX_NAME_BYTES, e));
+  TRY(text_field("id", m->id, SRV_MAX_ID_BYTES, e));
   for (size_t i = 0; i < m->n_parameters; i++)
-    TRY(utf8_param("a request parameter", m->parameters[i]->key, m->parameters[i]->value, e));
+    TRY(text_param("a request parameter", m->parameters[i]->key, m->parameters[i]->value, e));
   for (size_t i = 0; i < m->n_inputs; i++) {
     const Inference__ModelInferRequest__InferInputTensor *t = m->inputs[i];
-    TRY(utf8_field("an input name", t->name, e));
-    TRY(utf8_field("an input datatype", t->datatype, e));
+    TRY(text_field("an input name", t->name, SRV_MAX_NAME_BYTES, e));
+    TRY(text_field("an input datatype", t->datatype, SRV_MAX_NAME_BYTES, e));
     for (size_t k = 0; k < t->n_parameters; k++)
-      TRY(utf8_param("an input parameter", t->parameters[k]->key, t->parameters[k]->value, e));
+      TRY(text_param("an input parameter", t->parameters[k]->key, t->parameters[k]->value, e));
   }
   for (size_t i = 0; i < m->n_outputs; i++) {
     const Inference__ModelInferRequest__InferRequestedOutputTensor *t = m->outputs[i];
-    TRY(utf8_field("an output name", t->name, e));
+    TRY(text_field("an output name", t->name, SRV_MAX_NAME_BYTES, e));
     for (size_t k = 0; k < t->n_parameters; k++)
-      TRY(utf8_param("an output parameter", t->parameters[k]->key, t->parameters[k]->value, e));
+      TRY(text_param("an output parameter", t->parameters[k]->key, t->parameters[k]->value, e));
   }
   return 0;
 }
@@ -484,7 +500,7 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   r->msg = inference__model_infer_request__unpack(NULL, len, req);
   int rc;
   if (!r->msg) rc = err_set(&e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
-  else rc = check_utf8(r->msg, &e);
+  else rc = check_strings(r->msg, &e);
   if (rc == 0) rc = srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, &e);
   if (rc == 0) r->reg = s->reg;
   if (rc == 0) rc = build_request(s, r, &e);

@@ -375,7 +375,8 @@ int main(int argc, char **argv) {
   char addr[300];
   snprintf(addr, sizeof addr, "%s:%d", o.grpc_address, o.grpc_port);
   srv_grpc_opts go = {.addr = addr, .n_threads = o.grpc_threads, .max_recv_bytes = o.grpc_max_message_bytes,
-                      .max_send_bytes = o.grpc_max_message_bytes};
+                      .max_send_bytes = o.grpc_max_message_bytes,
+                      .max_streams = o.grpc_max_streams};
   srv_grpc_tls gt;
   if (tls) {
     gt = (srv_grpc_tls){.cert_pem = srv_tls_cert_pem(tls), .key_pem = srv_tls_key_pem(tls),

@@ -80,3 +80,74 @@ def test_debug_log_escapes_client_strings(start_server, pb):
     assert not any("\x1b" in l for l in lines), "a terminal escape reached the log raw"
     srv.stop()
     srv.assert_clean_exit()
+
+
+# --- limits a hostile client cannot get around (README: "Limits")
+
+def test_name_and_id_limits(channel, pb, rng):
+    call = channel.unary_unary(SVC + "ModelInfer")
+    for kw, words in (({"in_name": "n" * 1025}, "an input name of 1025 bytes exceeds the limit of 1024"),
+                      ({"model": "m" * 100000}, "model_name of 100000 bytes exceeds the limit of 1024"),
+                      ({"rid": "i" * 4097}, "id of 4097 bytes exceeds the limit of 4096")):
+        with pytest.raises(grpc.RpcError) as ei:
+            call(mlp_request(pb, rng, **kw).SerializeToString(), timeout=10)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT and words in ei.value.details(), \
+            ei.value.details()[:300]
+        assert len(ei.value.details()) < 400  # the oversized name is not quoted back
+    resp = pb.service.ModelInferResponse.FromString(
+        call(mlp_request(pb, rng, rid="i" * 4096).SerializeToString(), timeout=10))
+    assert len(resp.id) == 4096  # at the limit: served
+
+
+def test_more_inputs_or_outputs_than_the_model_has(channel, pb, rng):
+    req = mlp_request(pb, rng)
+    for k in range(5000):
+        t = req.inputs.add()
+        t.name, t.datatype = "X%d" % k, "FP32"
+        t.shape.extend([1, 1])
+    del req.raw_input_contents[:]
+    with pytest.raises(grpc.RpcError) as ei:
+        channel.unary_unary(SVC + "ModelInfer")(req.SerializeToString(), timeout=10)
+    assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "the request has 5001 inputs; model 'mlp' has 1" in ei.value.details()
+    req = mlp_request(pb, rng)
+    for k in range(3):
+        req.outputs.add().name = "OUTPUT0"
+    with pytest.raises(grpc.RpcError) as ei:
+        channel.unary_unary(SVC + "ModelInfer")(req.SerializeToString(), timeout=10)
+    assert "asks for 3 outputs; model 'mlp' has 1" in ei.value.details()
+
+
+def test_concurrent_streams_per_connection(start_server, pb):
+    """--grpc-max-concurrent-streams 4: a fifth call on the same connection waits for a free stream."""
+    import queue
+    srv = start_server(["--grpc-max-concurrent-streams", "4"])
+    ch = grpc.insecure_channel(srv.grpc_url)
+    stub = pb.grpc.GRPCInferenceServiceStub(ch)
+    feeds = [queue.Queue() for _ in range(4)]
+
+    def gen(q):
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            yield item
+    streams = [stub.ModelStreamInfer(gen(q), timeout=60) for q in feeds]
+    live = pb.service.ServerLiveRequest()
+    try:
+        # the four streams are open (each answered one request), so a fifth call cannot start
+        for q, st in zip(feeds, streams):
+            q.put(pb.service.ModelInferRequest(model_name="nope"))
+            assert next(st).error_message
+        with pytest.raises(grpc.RpcError) as ei:
+            stub.ServerLive(live, timeout=1)
+        assert ei.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        feeds[0].put(None)  # one stream ends: the call gets its stream
+        assert list(streams[0]) == []
+        assert stub.ServerLive(live, timeout=10).live
+    finally:
+        for q in feeds:
+            q.put(None)
+        ch.close()
+    srv.stop()
+    srv.assert_clean_exit()
