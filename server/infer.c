@@ -24,7 +24,7 @@ static void fmt_dims(char *buf, size_t cap, int leading_batch, int n, const int6
   if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-static void request_free(srv_request *r) {
+void srv_infer_request_free(srv_request *r) {
   if (!r) return;
   for (size_t i = 0; i < r->n_shm_held; i++) srv_shm_release(r->shm_held[i]);
   free(r->shm_held);
@@ -403,7 +403,10 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
   }
   if (msg->n_outputs == 0) r->outputs_mask = n_out >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n_out) - 1);
   r->item.rows = rows < 0 ? 1 : rows;
-  r->item.deadline_us = r->stream ? srv_stream_deadline_us(r->stream) : srv_call_deadline_us(r->call);
+  // neither: validated outside a live call (srv_infer_prepare's fuzz driver), no deadline
+  r->item.deadline_us = r->stream ? srv_stream_deadline_us(r->stream)
+                      : r->call  ? srv_call_deadline_us(r->call)
+                                 : INT64_MAX;
   TRY(read_parameters(r, e));
   const eng_pad *pad = eng_model_pad(em);
   r->item.shape_key = shape_key(r->inputs, n_cfg, pad);
@@ -464,6 +467,15 @@ static int check_utf8(const Inference__ModelInferRequest *m, err *e) {
   return 0;
 }
 
+int srv_infer_prepare(srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e) {
+  r->msg = inference__model_infer_request__unpack(NULL, len, req);
+  if (!r->msg) return err_set(e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
+  TRY(check_utf8(r->msg, e));
+  TRY(srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, e));
+  r->reg = s->reg;
+  return build_request(s, r, e);
+}
+
 // ModelInfer and each message of ModelStreamInfer: unpack, validate, queue.
 static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uint8_t *req, size_t len) {
   int64_t t_recv = eng_now_us();
@@ -481,18 +493,12 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   r->call = call;
   r->stream = st;
   r->t_recv_us = t_recv;
-  r->msg = inference__model_infer_request__unpack(NULL, len, req);
-  int rc;
-  if (!r->msg) rc = err_set(&e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
-  else rc = check_utf8(r->msg, &e);
-  if (rc == 0) rc = srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, &e);
-  if (rc == 0) r->reg = s->reg;
-  if (rc == 0) rc = build_request(s, r, &e);
+  int rc = srv_infer_prepare(s, r, req, len, &e);
   if (rc) {
     record_failure(r->version, SRV_FAIL_REJECTED, t_recv);
     srv_log(SRV_LOG_DEBUG, "ModelInfer rejected: %s", e.msg);
     answer(r, NULL, 0, (int)e.code, e.msg, 0);
-    request_free(r);
+    srv_infer_request_free(r);
     atomic_fetch_sub(&s->infer_inflight, 1);
     return;
   }
@@ -784,7 +790,7 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
       answer(r, pk[i].resp, pk[i].len, 0, NULL, hold);
     }
     if (!hold) {
-      request_free(r);
+      srv_infer_request_free(r);
       atomic_fetch_sub(&s->infer_inflight, 1);
     }
   }
@@ -797,7 +803,7 @@ static void on_drop(void *ctx, srv_request *r, int code, const char *msg, int ho
   atomic_fetch_sub(&r->version->stats.pending, 1);
   answer(r, NULL, 0, code, msg, hold);
   if (!hold) {
-    request_free(r);
+    srv_infer_request_free(r);
     atomic_fetch_sub(&s->infer_inflight, 1);
   }
 }
@@ -806,7 +812,7 @@ static void on_release(void *ctx, srv_request *r) {
   srv_server *s = ctx;
   answer(r, r->held_resp, r->held_len, r->held_code, r->held_msg, 0);
   r->held_resp = NULL;  // the call owns it now
-  request_free(r);
+  srv_infer_request_free(r);
   atomic_fetch_sub(&s->infer_inflight, 1);
 }
 
