@@ -209,6 +209,21 @@ static uint64_t shape_key(const eng_tensor *in, size_t n, const eng_pad *pad) {
 
 // --- validation
 
+// A shape's element count and byte size, refusing what does not fit in
+// int64 bytes: dims are the client's (each checked >= 0 but unbounded), and
+// eng_numel's product overflows (UB) on e.g. [8, 2^61], while a product that
+// wraps size_t, [1, 2^62] of INT64, would make the byte size 0 and match an
+// empty raw input (found by tests/fuzz/fuzz_infer).
+static int checked_bytes(const eng_tensor *t, int64_t *numel, size_t *bytes) {
+  int64_t n = 1, b;
+  for (int d = 0; d < t->ndims; d++)
+    if (__builtin_mul_overflow(n, t->dims[d], &n)) return -1;
+  if (__builtin_mul_overflow(n, (int64_t)dtype_size(t->dt), &b)) return -1;
+  *numel = n;
+  *bytes = (size_t)b;
+  return 0;
+}
+
 static int find_config_input(const eng_model *em, const char *name) {
   for (size_t i = 0; i < eng_model_n_inputs(em); i++)
     if (strcmp(eng_model_input(em, i)->name, name) == 0) return (int)i;
@@ -319,8 +334,14 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
     t->dt = eng_model_input(em, (size_t)ci)->dt;
     t->ndims = (int)in->n_shape;
     memcpy(t->dims, in->shape, in->n_shape * sizeof *in->shape);
-    int64_t numel = eng_numel(t->ndims, t->dims);
-    t->bytes = (size_t)numel * dtype_size(t->dt);
+    int64_t numel;
+    if (checked_bytes(t, &numel, &t->bytes) != 0) {
+      char got[160];
+      fmt_dims(got, sizeof got, 0, t->ndims, t->dims);
+      rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s': shape %s of %s is too large (over %" PRId64 " bytes)",
+                   in->name, got, dtype_wire_name(t->dt), INT64_MAX);
+      break;
+    }
     if (in_refs[i].region) {
       if (typed_count(in->contents)) {
         rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s': contents given with shared_memory_region", in->name);
