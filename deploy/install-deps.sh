@@ -9,6 +9,7 @@ pkgs=(build-essential cmake pkg-config git
       libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler grpc-proto
       libprotobuf-dev libuv1-dev libopenblas-dev libhttp-parser-dev
       libdnnl-dev  # oneDNN: the CPU's Conv/ConvTranspose/pooling primitives (engine/conv_dnnl.c)
+      clang libclang-rt-dev libomp-dev  # tests/fuzz: libFuzzer + ASan/UBSan runtimes, OpenMP for clang builds
       python3 python3-venv python3-pip curl
       prometheus chromium chromium-driver  # tests: promtool lints /metrics; headless Chromium loads /dashboard
       libb64-0d  # perf_analyzer (deploy/install-perf-analyzer.sh)
