@@ -69,6 +69,11 @@ static int typed_count(const Inference__InferTensorContents *c) {
 
 static int convert_typed(const char *name, dtype dt, const Inference__InferTensorContents *c, int64_t numel,
                          uint8_t *dst, err *e) {
+  // an empty tensor may come without contents (build_request_with lets it),
+  // beside another input's typed contents: once a NULL dereference, a remote
+  // crash of the server (found by tests/fuzz/fuzz_infer)
+  static const Inference__InferTensorContents none = INFERENCE__INFER_TENSOR_CONTENTS__INIT;
+  if (!c) c = &none;
   size_t have = 0;
   const char *field = "";
   switch (dt) {

@@ -288,3 +288,22 @@ def test_shapes_whose_bytes_overflow_are_refused(env):
             assert "input 'input_ids': shape [%d,%d] of INT64 is too large" % tuple(shape) in ei.value.details()
     f = feeds(np.random.default_rng(7), 5)
     check_answers(env, [f], [lib.infer(env.client, "seq_nopad", f)[1]])
+
+
+def test_empty_input_without_contents_beside_typed_contents(env):
+    """An empty input ([1, 0], no contents: allowed) before another input's typed contents: the
+    conversion dereferenced the empty one's missing contents and the server died (SIGSEGV). Found by
+    tests/fuzz/fuzz_infer (seed regress-empty-without-contents). Now the request gets its own error."""
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+    with grpc.insecure_channel(env.srv.grpc_url) as ch:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(ch)
+        req = service_pb2.ModelInferRequest(model_name="seq_nopad")
+        req.inputs.add(name="input_ids", datatype="INT64", shape=[1, 0])
+        req.inputs.add(name="attention_mask", datatype="INT64", shape=[1, 3]).contents.uint_contents.extend([1, 1, 1])
+        with pytest.raises(grpc.RpcError) as ei:
+            stub.ModelInfer(req, timeout=30)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value
+        assert ei.value.details() == "input 'attention_mask': got 0 int64_contents values, expected 3"
+    f = feeds(np.random.default_rng(8), 4)
+    check_answers(env, [f], [lib.infer(env.client, "seq_nopad", f)[1]])
