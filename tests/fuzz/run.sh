@@ -34,7 +34,7 @@ run_one() {
     -artifact_prefix="$work/" "$work/corpus" "$root/tests/fuzz/corpus/$name" >"$log" 2>&1
   local rc=$?
   local stats
-  stats=$(grep -E "^stat::(number_of_executed_units|peak_rss_mb)" "$log" | tr '\n' ' ')
+  stats=$(grep -E "^stat::(number_of_executed_units|peak_rss_mb)" "$log" | tr -s ' \n' ' ')
   local cov
   cov=$(grep -Eo "cov: [0-9]+ ft: [0-9]+" "$log" | tail -1)
   if [ $rc -ne 0 ]; then
