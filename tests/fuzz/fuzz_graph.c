@@ -44,8 +44,10 @@ static void run_once(const eng_graph *g, eng_plan *p) {
     size_t n = 1;
     for (int d = 0; ok && d < io->ndims; d++) {
       in[i].dims[d] = io->dims[d];
-      if (io->dims[d] < 0 || (io->dims[d] && n > RUN_MAX_BYTES / (size_t)io->dims[d])) ok = 0;
-      else n *= (size_t)io->dims[d];
+      if (io->dims[d] < 0 || (io->dims[d] && n > RUN_MAX_BYTES / (size_t)io->dims[d]))
+        ok = 0;
+      else
+        n *= (size_t)io->dims[d];
     }
     if (!ok || dtype_size(io->dt) == 0 || n > RUN_MAX_BYTES / dtype_size(io->dt)) {
       ok = 0;

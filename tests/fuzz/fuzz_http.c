@@ -73,8 +73,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (off < size) {
       ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL);
-      if (n > 0) off += (size_t)n;
-      else if (n < 0 && errno != EAGAIN) off = size;  // the server closed first (e.g. 431): fine
+      if (n > 0)
+        off += (size_t)n;
+      else if (n < 0 && errno != EAGAIN)
+        off = size;  // the server closed first (e.g. 431): fine
       if (off == size) shutdown(fd, SHUT_WR);
     } else if (size == 0 && spin == 0) {
       shutdown(fd, SHUT_WR);
@@ -86,8 +88,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *cr = memchr(buf, '\r', (size_t)n);
         fprintf(stderr, "fuzz_http: %.*s\n", (int)(cr ? cr - buf : n), buf);
       }
-    if (n == 0 || (n < 0 && errno != EAGAIN)) eof = 1;
-    else poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, 1);
+    if (n == 0 || (n < 0 && errno != EAGAIN))
+      eof = 1;
+    else
+      poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, 1);
   }
   close(fd);
   // let the server side finish closing, so connections do not pile up across inputs

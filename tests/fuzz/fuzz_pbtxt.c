@@ -24,8 +24,7 @@ static void io(eng_io *e, const char *name, dtype dt, int64_t d1) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ProtobufCMessage *m = NULL;
   err e = {0};
-  if (pbtxt_parse(&inference__model_config__descriptor, (const char *)data, size, "fuzz.pbtxt", &m, &e) != 0)
-    return 0;
+  if (pbtxt_parse(&inference__model_config__descriptor, (const char *)data, size, "fuzz.pbtxt", &m, &e) != 0) return 0;
   eng_io in[2], out[2];
   io(&in[0], "x", DT_FP32, 4);
   io(&in[1], "ids", DT_INT64, -1);
