@@ -12,6 +12,7 @@ pkgs=(build-essential cmake pkg-config git
       libssl-dev  # libcrypto: server/tls.c checks the gRPC port's certificate files at start
       openssl  # tests: the CLI makes the CA and certificates of tests/integration/test_tls.py
       libdnnl-dev  # oneDNN: the CPU's Conv/ConvTranspose/pooling primitives (engine/conv_dnnl.c)
+      clang libclang-rt-dev libomp-dev  # tests/fuzz: libFuzzer + ASan/UBSan runtimes, OpenMP for clang builds
       python3 python3-venv python3-pip curl
       prometheus chromium chromium-driver  # tests: promtool lints /metrics; headless Chromium loads /dashboard
       libb64-0d  # perf_analyzer (deploy/install-perf-analyzer.sh)

@@ -166,8 +166,9 @@ static int parse_i64(const char *s, int64_t *out) {
   return 0;
 }
 
-static int read_external(const Onnx__TensorProto *t, const char *dir, void *dst, size_t bytes,
-                         err *e) {
+// Reads `bytes` of external data into a new buffer *out (the caller frees
+// it, also on failure when set).
+static int read_external(const Onnx__TensorProto *t, const char *dir, size_t bytes, void **out, err *e) {
   const char *loc = NULL;
   int64_t off = 0, len = -1;
   for (size_t i = 0; i < t->n_external_data; i++) {
@@ -189,6 +190,20 @@ static int read_external(const Onnx__TensorProto *t, const char *dir, void *dst,
   // the name is checked above; the file it resolves to (links followed) is checked here
   FILE *f = eng_confine_fopen(dir, loc, "external data", e);
   if (!f) return e->code;
+  // the file must hold the bytes before they are allocated (see tensor_from_proto)
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size < (uint64_t)off ||
+      (uint64_t)st.st_size - (uint64_t)off < bytes) {
+    fclose(f);
+    return err_set(e, ERR_INVALID_ARGUMENT, "external data '%s/%s' is too short: need %zu bytes at offset %lld",
+                   dir, loc, bytes, (long long)off);
+  }
+  void *dst = malloc(bytes ? bytes : 1);
+  if (!dst) {
+    fclose(f);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory (%zu bytes)", bytes);
+  }
+  *out = dst;
   int rc = 0;
   if (fseeko(f, (off_t)off, SEEK_SET) != 0 || (bytes && fread(dst, 1, bytes, f) != bytes))
     rc = err_set(e, ERR_INVALID_ARGUMENT, "external data '%s/%s' is too short: need %zu bytes at offset %lld",
@@ -226,19 +241,12 @@ static int tensor_from_proto(const Onnx__TensorProto *t, const char *dir, eng_va
   }
   v->ndims = (int)t->n_dims;
   size_t n = (size_t)numel, esz = dtype_size(src), bytes = n * esz;
-  void *raw = malloc(bytes ? bytes : 1);
-  if (!raw) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory (%zu bytes)", bytes);
-  int rc = 0;
-  if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-    rc = read_external(t, dir, raw, bytes, e);
-  } else if (t->has_raw_data) {
-    if (t->raw_data.len != bytes)
-      rc = err_set(e, ERR_INVALID_ARGUMENT, "raw_data has %zu bytes, expected %zu",
-                   t->raw_data.len, bytes);
-    else if (bytes)
-      memcpy(raw, t->raw_data.data, bytes);
-  } else {
-    size_t have;
+  int external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  // the data in the file must match the dims before anything is allocated:
+  // a few bytes of model declaring 2^40 elements must not cost a
+  // terabyte-sized malloc (found by tests/fuzz/fuzz_graph)
+  size_t have = n;
+  if (!external && !t->has_raw_data) {
     switch (src) {
       case DT_FP32: have = t->n_float_data; break;
       case DT_FP64: have = t->n_double_data; break;
@@ -247,24 +255,33 @@ static int tensor_from_proto(const Onnx__TensorProto *t, const char *dir, eng_va
       case DT_UINT64: have = t->n_uint64_data; break;
       default: have = t->n_int32_data; break;
     }
-    if (have != n) {
-      rc = err_set(e, ERR_INVALID_ARGUMENT, "has %zu typed values, expected %zu", have, n);
-    } else {
-      for (size_t i = 0; i < n; i++) {
-        switch (src) {
-          case DT_FP32: ((float *)raw)[i] = t->float_data[i]; break;
-          case DT_FP64: ((double *)raw)[i] = t->double_data[i]; break;
-          case DT_INT64: ((int64_t *)raw)[i] = t->int64_data[i]; break;
-          case DT_UINT32: ((uint32_t *)raw)[i] = (uint32_t)t->uint64_data[i]; break;
-          case DT_UINT64: ((uint64_t *)raw)[i] = t->uint64_data[i]; break;
-          case DT_INT32: ((int32_t *)raw)[i] = t->int32_data[i]; break;
-          case DT_INT16: ((int16_t *)raw)[i] = (int16_t)t->int32_data[i]; break;
-          case DT_UINT16:
-          case DT_FP16:
-          case DT_BF16: ((uint16_t *)raw)[i] = (uint16_t)t->int32_data[i]; break;
-          case DT_INT8: ((int8_t *)raw)[i] = (int8_t)t->int32_data[i]; break;
-          default: ((uint8_t *)raw)[i] = (uint8_t)t->int32_data[i]; break;  // UINT8, BOOL
-        }
+  }
+  if (!external && t->has_raw_data && t->raw_data.len != bytes)
+    return err_set(e, ERR_INVALID_ARGUMENT, "raw_data has %zu bytes, expected %zu", t->raw_data.len, bytes);
+  if (have != n) return err_set(e, ERR_INVALID_ARGUMENT, "has %zu typed values, expected %zu", have, n);
+  void *raw = NULL;
+  int rc = 0;
+  if (external) {
+    rc = read_external(t, dir, bytes, &raw, e);
+  } else if (!(raw = malloc(bytes ? bytes : 1))) {
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory (%zu bytes)", bytes);
+  } else if (t->has_raw_data) {
+    if (bytes) memcpy(raw, t->raw_data.data, bytes);
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      switch (src) {
+        case DT_FP32: ((float *)raw)[i] = t->float_data[i]; break;
+        case DT_FP64: ((double *)raw)[i] = t->double_data[i]; break;
+        case DT_INT64: ((int64_t *)raw)[i] = t->int64_data[i]; break;
+        case DT_UINT32: ((uint32_t *)raw)[i] = (uint32_t)t->uint64_data[i]; break;
+        case DT_UINT64: ((uint64_t *)raw)[i] = t->uint64_data[i]; break;
+        case DT_INT32: ((int32_t *)raw)[i] = t->int32_data[i]; break;
+        case DT_INT16: ((int16_t *)raw)[i] = (int16_t)t->int32_data[i]; break;
+        case DT_UINT16:
+        case DT_FP16:
+        case DT_BF16: ((uint16_t *)raw)[i] = (uint16_t)t->int32_data[i]; break;
+        case DT_INT8: ((int8_t *)raw)[i] = (int8_t)t->int32_data[i]; break;
+        default: ((uint8_t *)raw)[i] = (uint8_t)t->int32_data[i]; break;  // UINT8, BOOL
       }
     }
   }

@@ -367,6 +367,7 @@ static int match_layernorm(const eng_graph *g, const unsigned char *dead, const 
     const eng_node *na = eng_graph_node(g, (size_t)ae);
     int var = -1, epsv = -1;
     for (int k = 0; k < 2; k++) {
+      if (na->in[k] < 0) continue;  // an omitted ("") input: no value (found by tests/fuzz/fuzz_graph)
       const eng_value *cv = eng_graph_value(g, (size_t)na->in[k]);
       if (cv->kind == ENG_VALUE_CONST && cv->dt == DT_FP32 && cv->ndims == 0 && cv->data)
         epsv = na->in[k], var = na->in[1 - k];

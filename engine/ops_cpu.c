@@ -947,6 +947,9 @@ static int infer_layernorm(const eng_op_params *p, const eng_tensor *in, int n_i
   int64_t ax = 0;
   TRY(norm_axis(p->axis, r, &ax, e));
   int64_t cols = prod(in[0].dims, (int)ax, r);
+  // Scale is required (only B is optional); given as "" it was a NULL the
+  // kernel read, at load when folded (found by tests/fuzz/fuzz_graph)
+  if (n_in < 2 || in[1].dt == DT_INVALID) return err_set(e, ERR_INVALID_ARGUMENT, "Scale is required");
   for (int i = 1; i < n_in && i < 3; i++) {
     if (in[i].dt == DT_INVALID) continue;
     TRY(need_f32(&in[i], i == 1 ? "Scale" : "B", e));

@@ -370,9 +370,13 @@ static int assign(eng_plan *p, err *e) {
   p->arena_need = total;
   p->have_layout = 1;
   p->layouts++;
-  if (p->host_arena && total > p->arena_alloc) {
+  // never a NULL arena, even when every intermediate is empty (a [0,3]
+  // input): tensors point at arena + offset, and arithmetic on NULL is UB
+  // (found by tests/fuzz/fuzz_graph)
+  if (p->host_arena && (total > p->arena_alloc || !p->arena)) {
     free(p->arena);
     p->arena_alloc = 0;
+    if (total == 0) total = ALIGN;
     p->arena = aligned_alloc(ALIGN, total);
     if (!p->arena) {
       p->have_layout = 0;

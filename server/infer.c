@@ -24,7 +24,7 @@ static void fmt_dims(char *buf, size_t cap, int leading_batch, int n, const int6
   if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-static void request_free(srv_request *r) {
+void srv_infer_request_free(srv_request *r) {
   if (!r) return;
   for (size_t i = 0; i < r->n_shm_held; i++) srv_shm_release(r->shm_held[i]);
   free(r->shm_held);
@@ -69,6 +69,11 @@ static int typed_count(const Inference__InferTensorContents *c) {
 
 static int convert_typed(const char *name, dtype dt, const Inference__InferTensorContents *c, int64_t numel,
                          uint8_t *dst, err *e) {
+  // an empty tensor may come without contents (build_request_with lets it),
+  // beside another input's typed contents: once a NULL dereference, a remote
+  // crash of the server (found by tests/fuzz/fuzz_infer)
+  static const Inference__InferTensorContents none = INFERENCE__INFER_TENSOR_CONTENTS__INIT;
+  if (!c) c = &none;
   size_t have = 0;
   const char *field = "";
   switch (dt) {
@@ -209,6 +214,21 @@ static uint64_t shape_key(const eng_tensor *in, size_t n, const eng_pad *pad) {
 
 // --- validation
 
+// A shape's element count and byte size, refusing what does not fit in
+// int64 bytes: dims are the client's (each checked >= 0 but unbounded), and
+// eng_numel's product overflows (UB) on e.g. [8, 2^61], while a product that
+// wraps size_t, [1, 2^62] of INT64, would make the byte size 0 and match an
+// empty raw input (found by tests/fuzz/fuzz_infer).
+static int checked_bytes(const eng_tensor *t, int64_t *numel, size_t *bytes) {
+  int64_t n = 1, b;
+  for (int d = 0; d < t->ndims; d++)
+    if (__builtin_mul_overflow(n, t->dims[d], &n)) return -1;
+  if (__builtin_mul_overflow(n, (int64_t)dtype_size(t->dt), &b)) return -1;
+  *numel = n;
+  *bytes = (size_t)b;
+  return 0;
+}
+
 static int find_config_input(const eng_model *em, const char *name) {
   for (size_t i = 0; i < eng_model_n_inputs(em); i++)
     if (strcmp(eng_model_input(em, i)->name, name) == 0) return (int)i;
@@ -326,8 +346,14 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
     t->dt = eng_model_input(em, (size_t)ci)->dt;
     t->ndims = (int)in->n_shape;
     memcpy(t->dims, in->shape, in->n_shape * sizeof *in->shape);
-    int64_t numel = eng_numel(t->ndims, t->dims);
-    t->bytes = (size_t)numel * dtype_size(t->dt);
+    int64_t numel;
+    if (checked_bytes(t, &numel, &t->bytes) != 0) {
+      char got[160];
+      fmt_dims(got, sizeof got, 0, t->ndims, t->dims);
+      rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s': shape %s of %s is too large (over %" PRId64 " bytes)",
+                   in->name, got, dtype_wire_name(t->dt), INT64_MAX);
+      break;
+    }
     if (in_refs[i].region) {
       if (typed_count(in->contents)) {
         rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s': contents given with shared_memory_region", in->name);
@@ -410,7 +436,10 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
   }
   if (msg->n_outputs == 0) r->outputs_mask = n_out >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n_out) - 1);
   r->item.rows = rows < 0 ? 1 : rows;
-  r->item.deadline_us = r->stream ? srv_stream_deadline_us(r->stream) : srv_call_deadline_us(r->call);
+  // neither: validated outside a live call (srv_infer_prepare's fuzz driver), no deadline
+  r->item.deadline_us = r->stream ? srv_stream_deadline_us(r->stream)
+                      : r->call  ? srv_call_deadline_us(r->call)
+                                 : INT64_MAX;
   TRY(read_parameters(r, e));
   const eng_pad *pad = eng_model_pad(em);
   r->item.shape_key = shape_key(r->inputs, n_cfg, pad);
@@ -480,6 +509,15 @@ static int check_strings(const Inference__ModelInferRequest *m, err *e) {
   return 0;
 }
 
+int srv_infer_prepare(srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e) {
+  r->msg = inference__model_infer_request__unpack(NULL, len, req);
+  if (!r->msg) return err_set(e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
+  TRY(check_strings(r->msg, e));
+  TRY(srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, e));
+  r->reg = s->reg;
+  return build_request(s, r, e);
+}
+
 // ModelInfer and each message of ModelStreamInfer: unpack, validate, queue.
 static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uint8_t *req, size_t len) {
   int64_t t_recv = eng_now_us();
@@ -497,18 +535,12 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   r->call = call;
   r->stream = st;
   r->t_recv_us = t_recv;
-  r->msg = inference__model_infer_request__unpack(NULL, len, req);
-  int rc;
-  if (!r->msg) rc = err_set(&e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
-  else rc = check_strings(r->msg, &e);
-  if (rc == 0) rc = srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, &e);
-  if (rc == 0) r->reg = s->reg;
-  if (rc == 0) rc = build_request(s, r, &e);
+  int rc = srv_infer_prepare(s, r, req, len, &e);
   if (rc) {
     record_failure(r->version, SRV_FAIL_REJECTED, t_recv);
     srv_log(SRV_LOG_DEBUG, "ModelInfer rejected: %s", e.msg);
     answer(r, NULL, 0, (int)e.code, e.msg, 0);
-    request_free(r);
+    srv_infer_request_free(r);
     atomic_fetch_sub(&s->infer_inflight, 1);
     return;
   }
@@ -800,7 +832,7 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
       answer(r, pk[i].resp, pk[i].len, 0, NULL, hold);
     }
     if (!hold) {
-      request_free(r);
+      srv_infer_request_free(r);
       atomic_fetch_sub(&s->infer_inflight, 1);
     }
   }
@@ -813,7 +845,7 @@ static void on_drop(void *ctx, srv_request *r, int code, const char *msg, int ho
   atomic_fetch_sub(&r->version->stats.pending, 1);
   answer(r, NULL, 0, code, msg, hold);
   if (!hold) {
-    request_free(r);
+    srv_infer_request_free(r);
     atomic_fetch_sub(&s->infer_inflight, 1);
   }
 }
@@ -822,7 +854,7 @@ static void on_release(void *ctx, srv_request *r) {
   srv_server *s = ctx;
   answer(r, r->held_resp, r->held_len, r->held_code, r->held_msg, 0);
   r->held_resp = NULL;  // the call owns it now
-  request_free(r);
+  srv_infer_request_free(r);
   atomic_fetch_sub(&s->infer_inflight, 1);
 }
 

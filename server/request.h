@@ -56,4 +56,16 @@ static inline int srv_request_cancelled(const srv_request *r) {
   return r->stream ? srv_stream_cancelled(r->stream) : srv_call_cancelled(r->call);
 }
 
+struct srv_server;
+
+// Unpacks `len` bytes of a ModelInferRequest into r (calloc'd, call/stream set
+// or both NULL), checks its strings are UTF-8, finds the model and version
+// (r then holds a registry reference) and validates every input and output
+// against the model's config, as ModelInfer and ModelStreamInfer do before
+// queueing. The same function a live call runs, callable without gRPC (the
+// fuzz driver tests/fuzz/fuzz_infer.c). On failure e says why (the code is
+// the RPC status); either way r is released with srv_infer_request_free.
+int srv_infer_prepare(struct srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e);
+void srv_infer_request_free(srv_request *r);
+
 #endif

@@ -3,7 +3,8 @@
 #   1. build (default preset), C unit tests with ctest, pytest integration suite
 #      against the real server;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the threaded code under ThreadSanitizer (unit tests and the server).
+#   3. the libFuzzer drivers (tests/fuzz/run.sh, 60 s each);
+#   4. the threaded code under ThreadSanitizer (unit tests and the server).
 # GPU tests skip, saying so, where no GPU is visible.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,6 +37,13 @@ export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp print_suppressions=0"
 run_preset asan
 run_integration "$root/build-asan/bin/inferd"
 unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+
+# Coverage-guided fuzzing (clang, libFuzzer, ASan + UBSan; tests/fuzz/):
+# every committed seed and regression input is replayed, then each driver
+# mutates for INFERD_FUZZ_SECS (60 s each, $jobs drivers at a time: about
+# 3 minutes of CI plus the clang build). Any crash, leak, UB or OOM fails.
+step "fuzz drivers (${INFERD_FUZZ_SECS:-60} s each)"
+INFERD_PYTHON="$py" FUZZ_JOBS="$jobs" FUZZ_BUILD_JOBS="$jobs" bash tests/fuzz/run.sh "${INFERD_FUZZ_SECS:-60}"
 
 # Threaded code under ThreadSanitizer: the gRPC front end, the HTTP
 # endpoint, the batcher's unit tests, then the real server (loop thread,

@@ -267,3 +267,43 @@ def test_misconfigured_models_fail_to_load(env, model):
     assert idx[model].state == "UNAVAILABLE", idx[model]
     assert LOAD_ERRORS[model] in idx[model].reason
     assert not env.client.is_model_ready(model)
+
+
+def test_shapes_whose_bytes_overflow_are_refused(env):
+    """[1, 2^62] of INT64 is 2^65 bytes: the byte size used to wrap to 0, so empty raw contents matched
+    and the request was queued; [8, 2^61] overflowed the element count (UB). Found by
+    tests/fuzz/fuzz_infer (its seeds keep both). Both are INVALID_ARGUMENT now, and serving goes on."""
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+    with grpc.insecure_channel(env.srv.grpc_url) as ch:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(ch)
+        for shape in ([1, 2**62], [8, 2**61]):
+            req = service_pb2.ModelInferRequest(model_name="seq_nopad")
+            for name in ("input_ids", "attention_mask"):
+                req.inputs.add(name=name, datatype="INT64", shape=shape)
+                req.raw_input_contents.append(b"")
+            with pytest.raises(grpc.RpcError) as ei:
+                stub.ModelInfer(req, timeout=30)
+            assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value
+            assert "input 'input_ids': shape [%d,%d] of INT64 is too large" % tuple(shape) in ei.value.details()
+    f = feeds(np.random.default_rng(7), 5)
+    check_answers(env, [f], [lib.infer(env.client, "seq_nopad", f)[1]])
+
+
+def test_empty_input_without_contents_beside_typed_contents(env):
+    """An empty input ([1, 0], no contents: allowed) before another input's typed contents: the
+    conversion dereferenced the empty one's missing contents and the server died (SIGSEGV). Found by
+    tests/fuzz/fuzz_infer (seed regress-empty-without-contents). Now the request gets its own error."""
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+    with grpc.insecure_channel(env.srv.grpc_url) as ch:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(ch)
+        req = service_pb2.ModelInferRequest(model_name="seq_nopad")
+        req.inputs.add(name="input_ids", datatype="INT64", shape=[1, 0])
+        req.inputs.add(name="attention_mask", datatype="INT64", shape=[1, 3]).contents.uint_contents.extend([1, 1, 1])
+        with pytest.raises(grpc.RpcError) as ei:
+            stub.ModelInfer(req, timeout=30)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value
+        assert ei.value.details() == "input 'attention_mask': got 0 int64_contents values, expected 3"
+    f = feeds(np.random.default_rng(8), 4)
+    check_answers(env, [f], [lib.infer(env.client, "seq_nopad", f)[1]])

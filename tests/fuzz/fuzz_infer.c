@@ -1,0 +1,59 @@
+// fuzz_infer.c: libFuzzer driver for the bytes of a ModelInferRequest (a
+// unary ModelInfer or one ModelStreamInfer message), through the function
+// the server runs on them before the scheduler (srv_infer_prepare in
+// server/infer.c: protobuf-c unpack, UTF-8 of every string, model lookup,
+// shapes, datatypes, byte sizes, typed contents, parameters, shared-memory
+// windows), without gRPC. The registry holds tests/fuzz/repo (model "fuzz",
+// see gen_seeds.py) and one registered shared-memory region "r0" of 4096
+// bytes, so the seeds in corpus/infer reach every branch.
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "engine/config.h"
+#include "server/request.h"
+#include "server/server.h"
+
+#define SHM_BYTES 4096
+
+static srv_server g_server;  // the driver's fixture: set once, read by every input
+static int g_verbose;        // FUZZ_VERBOSE=1: say what each input got (checking seeds)
+
+static int fail(const char *what, const err *e) {
+  fprintf(stderr, "fuzz_infer: %s: %s\n", what, e->msg);
+  abort();
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  g_verbose = getenv("FUZZ_VERBOSE") != NULL;
+  err e = {0};
+  if (srv_registry_load(INFERD_FUZZ_REPO, CONFIG_DEFAULT_MAX_BATCH_SIZE, 0, &g_server.reg, &e) != 0)
+    fail("loading " INFERD_FUZZ_REPO, &e);
+  if (srv_shm_create(&g_server.shm, &e) != 0) fail("srv_shm_create", &e);
+  char key[64];
+  snprintf(key, sizeof key, "/inferd-fuzz-%d", (int)getpid());
+  int fd = shm_open(key, O_CREAT | O_RDWR | O_EXCL, 0600);
+  if (fd < 0 || ftruncate(fd, SHM_BYTES) != 0) {
+    perror("fuzz_infer: shm_open");
+    abort();
+  }
+  close(fd);
+  int rc = srv_shm_register(g_server.shm, "r0", key, 0, SHM_BYTES, &e);
+  shm_unlink(key);  // mapped now; nothing is left behind in /dev/shm
+  if (rc != 0) fail("srv_shm_register", &e);
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  srv_request *r = calloc(1, sizeof *r);
+  if (!r) return 0;
+  err e = {0};
+  int rc = srv_infer_prepare(&g_server, r, data, size, &e);
+  if (g_verbose) fprintf(stderr, "fuzz_infer: %s\n", rc ? e.msg : "valid");
+  srv_infer_request_free(r);
+  return 0;
+}
