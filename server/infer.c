@@ -296,13 +296,6 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
   const eng_model *em = r->version->model;
   int max_batch = eng_model_max_batch(em);
   size_t n_cfg = eng_model_n_inputs(em);
-  // more inputs or outputs than the model has cannot be valid: refused before any is looked at
-  if (msg->n_inputs > n_cfg)
-    return err_set(e, ERR_INVALID_ARGUMENT, "the request has %zu inputs; model '%s' has %zu", msg->n_inputs, m->name,
-                   n_cfg);
-  if (msg->n_outputs > eng_model_n_outputs(em))
-    return err_set(e, ERR_INVALID_ARGUMENT, "the request asks for %zu outputs; model '%s' has %zu", msg->n_outputs,
-                   m->name, eng_model_n_outputs(em));
   r->inputs = calloc(n_cfg ? n_cfg : 1, sizeof *r->inputs);
   if (!r->inputs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
 
@@ -425,7 +418,9 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
     if (k == n_out)
       return err_set(e, ERR_INVALID_ARGUMENT, "unknown requested output '%s' for model '%s'", msg->outputs[i]->name,
                      m->name);
-    if (k < 64) r->outputs_mask |= (uint64_t)1 << k;
+    if (r->outputs_mask & ((uint64_t)1 << k))  // as inputs: each once (a second shared-memory target is ambiguous)
+      return err_set(e, ERR_INVALID_ARGUMENT, "output '%s' is requested twice", msg->outputs[i]->name);
+    r->outputs_mask |= (uint64_t)1 << k;
     if (!out_refs[i].region) continue;
     if (!r->shm_out && !(r->shm_out = calloc(n_out, sizeof *r->shm_out)))
       return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
