@@ -69,14 +69,17 @@ def test_perf_analyzer_drives_inferd(pa, server, client, tmp_path):
     print("perf_analyzer: %d requests, %s infer/s at concurrency 2" % (requests, rows[0]["Inferences/Second"]))
 
 
-def test_perf_analyzer_system_shared_memory(pa, start_server):
-    """perf_analyzer --shared-memory system: it registers its own regions, sends every tensor through them,
-    and inferd answers each request without the bytes in the messages."""
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_perf_analyzer_system_shared_memory(pa, start_server, protocol):
+    """perf_analyzer --shared-memory system, over gRPC and over the REST routes: it registers its own regions,
+    sends every tensor through them, and inferd answers each request without the bytes in the messages."""
     srv = start_server(["--allow-client-shm", "true"])
     import tritonclient.grpc as grpcclient
+    url = srv.grpc_url if protocol == "grpc" else srv.http_url[len("http://"):]
     with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
         before = _stats(c)
-        _, requests = _run(pa, srv.grpc_url, 2, "--shared-memory", "system", "--output-shared-memory-size", "4096")
+        _, requests = _run(pa, url, 2, "--shared-memory", "system", "--output-shared-memory-size", "4096",
+                           protocol=protocol)
         after = _stats(c)
         assert after.success.count - before.success.count >= requests
         assert after.fail.count == 0
@@ -107,20 +110,3 @@ def test_perf_analyzer_http(pa, server, client):
         after = _stats(client)
         assert after.success.count - before.success.count >= requests, extra
         assert after.fail.count == before.fail.count, extra
-
-
-def test_perf_analyzer_http_system_shared_memory(pa, start_server):
-    """perf_analyzer -i http --shared-memory system: regions registered through the REST routes."""
-    srv = start_server(["--allow-client-shm", "true"])
-    import tritonclient.grpc as grpcclient
-    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
-        before = _stats(c)
-        _, requests = _run(pa, srv.http_url[len("http://"):], 2, "--shared-memory", "system",
-                           "--output-shared-memory-size", "4096", protocol="http")
-        after = _stats(c)
-        assert after.success.count - before.success.count >= requests
-        assert after.fail.count == 0
-        assert re.search(r"shared memory region '[^']+' registered", srv.stderr_text()), srv.stderr_tail()
-        assert c.get_system_shared_memory_status(as_json=True).get("regions", {}) == {}
-    srv.stop()
-    srv.assert_clean_exit()
