@@ -209,10 +209,15 @@ static void conv_destroy(void *state) {
 }
 
 // NHWC needs 2-D windows (4-D tensors) and, for a Conv or ConvTranspose,
-// weights it can pack once.
+// weights it can pack once. A global pool has no window attributes (nsp
+// stays 0 when parsing): the caller has checked its input is 4-D, which is
+// all it needs. Run NCHW, it cost every squeeze-excitation block a
+// transpose of its NHWC input (9 per MobileNetV3-Large forward).
 static bool conv_nhwc(const eng_plan *pl, size_t i, const void *state) {
   const conv_node *s = state;
-  return pl->params[i].conv.nsp == 2 && s && (!has_weights(s->kind) || s->w_const);
+  const eng_conv_attrs *a = &pl->params[i].conv;
+  bool global = a->kind == ENG_POOL_GLOBAL_AVG || a->kind == ENG_POOL_GLOBAL_MAX;
+  return (a->nsp == 2 || global) && s && (!has_weights(s->kind) || s->w_const);
 }
 
 // The KRSC copy of w on the device, once: Conv's [k, c/groups, r, s] and
