@@ -55,10 +55,28 @@ def config(kind, prec, delay, count, in_dim, out_dim):
     return s
 
 
+def request_class():
+    """ModelInferRequest from tritonclient, or, where it is not installed (the GPU machine's torch venv), from the
+    anchors' kserve_min.desc (env KSERVE_DESC) as peer.py builds it: protobuf alone."""
+    try:
+        from tritonclient.grpc import service_pb2
+        return service_pb2.ModelInferRequest
+    except ImportError:
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+        desc = os.environ.get("KSERVE_DESC")
+        if not desc or not os.path.exists(desc):
+            sys.exit("anchor_repo.py: no tritonclient and no KSERVE_DESC (the anchors' kserve_min.desc)")
+        with open(desc, "rb") as f:
+            fds = descriptor_pb2.FileDescriptorSet.FromString(f.read())
+        pool = descriptor_pool.DescriptorPool()
+        for fd in fds.file:
+            pool.Add(fd)
+        return message_factory.GetMessageClass(pool.FindMessageTypeByName("inference.ModelInferRequest"))
+
+
 def request_bytes():
     """peer.py makereq's message: model simplenet, id "x", one FP32 [1,1024] input from default_rng(0)."""
-    from tritonclient.grpc import service_pb2
-    r = service_pb2.ModelInferRequest(model_name="simplenet", id="x")
+    r = request_class()(model_name="simplenet", id="x")
     t = r.inputs.add()
     t.name, t.datatype = "input", "FP32"
     t.shape.extend([1, 1024])

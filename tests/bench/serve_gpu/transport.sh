@@ -38,7 +38,8 @@ RES=$OUT/transport.jsonl
 
 AB=${ANCHORS_BIN:-$OUT/anchors-bin}
 if [ ! -x "$AB/loadc" ] || [ ! -x "$AB/echo_server" ]; then bash "$ANCHORS/build.sh" "$AB" >&2 || exit 1; fi
-"$PY" "$HERE/anchor_repo.py" "$OUT/repos" $VARIANTS || exit 1
+# the request: tritonclient's classes, or the anchors' descriptor where tritonclient is not installed
+KSERVE_DESC=${KSERVE_DESC:-$AB/kserve_min.desc} "$PY" "$HERE/anchor_repo.py" "$OUT/repos" $VARIANTS || exit 1
 REQ=$OUT/repos/req.bin
 
 PID="" HTTP=""
