@@ -7,6 +7,7 @@ variant answers to the same model name:
 
   DIR/<variant>/simplenet/{config.pbtxt,1/model.onnx}
   DIR/req.bin          the 4 KB ModelInferRequest of ../shared/anchors/peer.py makereq (same bytes, no torch)
+  DIR/req_big.bin      the same with a [1, 4096] input, for the big: (4x4096) variants
 
 usage: anchor_repo.py DIR VARIANT...   VARIANT = KIND:PRECISION:DELAY_US:COUNT, e.g. gpu:fp16:500:2, cpu:fp32:-:1
        (DELAY_US '-': no batching, max_batch_size 0; 0: dynamic batching without delay; PRECISION fp32 or fp16, ignored on the CPU); the directory of a variant
@@ -74,13 +75,14 @@ def request_class():
         return message_factory.GetMessageClass(pool.FindMessageTypeByName("inference.ModelInferRequest"))
 
 
-def request_bytes():
-    """peer.py makereq's message: model simplenet, id "x", one FP32 [1,1024] input from default_rng(0)."""
+def request_bytes(width=1024):
+    """peer.py makereq's message: model simplenet, id "x", one FP32 [1,1024] input from default_rng(0); width 4096
+    gives the same request for the 4x4096 MLP (req_big.bin)."""
     r = request_class()(model_name="simplenet", id="x")
     t = r.inputs.add()
     t.name, t.datatype = "input", "FP32"
-    t.shape.extend([1, 1024])
-    r.raw_input_contents.append(np.random.default_rng(0).standard_normal((1, 1024)).astype(np.float32).tobytes())
+    t.shape.extend([1, width])
+    r.raw_input_contents.append(np.random.default_rng(0).standard_normal((1, width)).astype(np.float32).tobytes())
     return r.SerializeToString()
 
 
@@ -91,6 +93,8 @@ def main():
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "req.bin"), "wb") as f:
         f.write(request_bytes())
+    with open(os.path.join(out, "req_big.bin"), "wb") as f:
+        f.write(request_bytes(4096))
     models = {}
     for spec in sys.argv[2:]:
         parts = spec.split(":")

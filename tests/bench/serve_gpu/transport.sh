@@ -52,7 +52,9 @@ sweep() {
   for lv in $LEVELS; do
     IFS=: read -r t c i <<<"$lv"
     [ -n "${HTTP:-}" ] && curl -s "http://127.0.0.1:$HTTP/metrics" >"$OUT/m_before"
-    line=$(taskset -c "$LOAD_CORES" "$AB/loadc" "127.0.0.1:$PORT" $M "$REQ" "$t" "$c" "$i" "$SECS" | tail -n 1)
+    local req=$REQ
+    case $1 in *big:*) req=$OUT/repos/req_big.bin ;; esac  # the 4x4096 MLP takes [1, 4096]
+    line=$(taskset -c "$LOAD_CORES" "$AB/loadc" "127.0.0.1:$PORT" $M "$req" "$t" "$c" "$i" "$SECS" | tail -n 1)
     local m=null
     if [ -n "${HTTP:-}" ]; then
       curl -s "http://127.0.0.1:$HTTP/metrics" >"$OUT/m_after"
@@ -103,7 +105,7 @@ done
 if [ "${PEER:-0}" = 1 ]; then
   echo "== peer.py (Python batcher)" >&2
   PORT=$(free_port) HTTP=""
-  cp "$ANCHORS/peer.py" "$AB/" && (cd "$AB" && taskset -c "$SRV_CORES" "$PY" peer.py "$PORT" batch >"$OUT/peer.log" 2>&1) &
+  { [ "$ANCHORS/peer.py" -ef "$AB/peer.py" ] || cp "$ANCHORS/peer.py" "$AB/"; } && (cd "$AB" && taskset -c "$SRV_CORES" "$PY" peer.py "$PORT" batch >"$OUT/peer.log" 2>&1) &
   PID=$!
   for _ in $(seq 1 600); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.2; done
   sweep peer
