@@ -581,10 +581,14 @@ static void head(float *o, const float *q, const float *kt, const float *v, cons
                  const eng_attn_shape *s, int nan_zero, float *sc) {
   int64_t sq = s->sq, sk = s->sk, d = s->d, dv = s->dv;
   int kmaj = s->k_sk != 1;  // analyse gives k_sk 1 (packed Kt) or k_sd 1 (key-major)
+  int64_t ldk = kmaj ? s->k_sk : s->k_sd;
+  // one head dim (d 1, one head) makes key-major K look packed with k_sd 1:
+  // that row stride is never stepped, but OpenBLAS wants it >= Sk
+  if (!kmaj && ldk < sk) ldk = sk;
   if (d > 0)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, kmaj ? CblasTrans : CblasNoTrans, (blasint)sq,
-                (blasint)sk, (blasint)d, s->scale, q, (blasint)s->q_ss, kt,
-                (blasint)(kmaj ? s->k_sk : s->k_sd), 0.0f, sc, (blasint)sk);
+                (blasint)sk, (blasint)d, s->scale, q, (blasint)s->q_ss, kt, (blasint)ldk, 0.0f,
+                sc, (blasint)sk);
   else
     memset(sc, 0, (size_t)(sq * sk) * sizeof *sc);
   for (int64_t i = 0; i < sq; i++) {

@@ -572,6 +572,7 @@ static void test_layout(void) {
       {1, 4, 16, 16, 8, 8},   // one batch row
       {3, 2, 1, 9, 5, 3},     // one query row (the batch dims of O would merge)
       {2, 2, 6, 1, 3, 3},     // one key (those of K and V would)
+      {2, 1, 3, 4, 1, 2},     // one head of size 1: K's strides both 1, packed-looking
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     run_layout(L_ALL, &cases[i], 4);
