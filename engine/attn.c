@@ -21,6 +21,23 @@
 // Scaling Q and K by sqrt(c) each and the scores by c are the same product;
 // only the float rounding of the intermediate differs.
 //
+// The heads' layout. Both exporters split the projections into heads as
+//   Q, V: Reshape [B, S, H, D] -> Transpose(0,2,1,3) -> [B, H, S, D]
+//   K:    Reshape [B, S, H, D] -> Transpose(0,2,3,1) -> Kt [B, H, D, S]
+//   O:    [B, H, Sq, Dv] -> Transpose(0,2,1,3) -> Reshape [B, Sq, H*Dv]
+// (TorchScript's Q, Kt, V and O; dynamo's Q, V and O, its K taking a detour
+// through Reshapes that stays). Each Transpose is a full copy of the
+// activation and a kernel launch; the kernels read and write rows at any
+// stride (k_attn_args' row strides), so the pass takes a Transpose with
+// exactly that perm on Q (under the scalar Mul), on Kt and on V when the
+// match alone reads its output, and feeds the node the 4-D value before it;
+// and when a Transpose(0,2,1,3) alone reads the node's output, the node
+// writes [B, Sq, H, Dv] itself, in the Transpose's place and as its output
+// value. The node records what it absorbed as int attributes q_perm,
+// k_perm, v_perm, o_perm (1: absorbed; eng_attn__analyse then reads the
+// operand, or lays out the output, through that perm). GPT's Q stays when
+// the divisor's Shape reads it too.
+//
 // CPU path: per (batch, head) two OpenBLAS GEMMs around a max-subtracted
 // softmax (sums in double) over a scratch [Sq, Sk] block the node keeps.
 #include "engine/attn.h"
@@ -132,9 +149,47 @@ typedef struct match {
   int q, kt, v, mask, div;  // the fused node's inputs (-1: none)
   double scale;
   int nan_zero;
-  int last;           // the final MatMul, rewritten into the fused node
-  int dead[8], n_dead;  // the other nodes of the match
+  int perm[4];        // Transposes absorbed: q, k, v, o (attn.h's q_perm...)
+  int last;           // the final MatMul, or the Transpose after it: rewritten into the fused node
+  int dead[16], n_dead;  // the other nodes of the match
 } match;
+
+static const int64_t PERM_ROWS[4] = {0, 2, 1, 3};  // Q, V and O: [B, S, H, D] <-> [B, H, S, D]
+static const int64_t PERM_KT[4] = {0, 2, 3, 1};    // K: [B, S, H, D] -> Kt [B, H, D, S]
+
+// v is a Transpose's output with exactly perm, read by the match alone:
+// returns the Transpose's input (the node joins the match), else v.
+static int untranspose(const eng_graph *g, const readers *r, int v, const int64_t *perm, int *flag,
+                       match *m) {
+  int ti;
+  const eng_node *t = producer(g, v, &ti);
+  if (!is(t, "Transpose", 1) || t->in[0] < 0 || !private_value(g, r, v, 1)) return v;
+  const eng_attr *pa = eng_node_attr(t, "perm");
+  if (!pa || pa->n_ints != 4) return v;
+  for (int k = 0; k < 4; k++)
+    if (pa->ints[k] != perm[k]) return v;
+  *flag = 1;
+  m->dead[m->n_dead++] = ti;
+  return t->in[0];
+}
+
+// The final MatMul's output read by one Transpose(0,2,1,3) alone: that
+// Transpose becomes the fused node (writing its layout, as its output), the
+// MatMul joins the match.
+static void absorb_output(const eng_graph *g, const readers *r, match *m) {
+  const eng_node *last = eng_graph_node(g, (size_t)m->last);
+  int y = last->out[0];
+  if (!private_value(g, r, y, 1)) return;
+  int ti = r->node[r->start[y]];
+  const eng_node *t = eng_graph_node(g, (size_t)ti);
+  const eng_attr *pa = eng_node_attr(t, "perm");
+  if (!is(t, "Transpose", 1) || t->in[0] != y || !pa || pa->n_ints != 4) return;
+  for (int k = 0; k < 4; k++)
+    if (pa->ints[k] != PERM_ROWS[k]) return;
+  m->perm[3] = 1;
+  m->dead[m->n_dead++] = m->last;
+  m->last = ti;
+}
 
 // Strips a Mul by a constant scalar off operand v of the first MatMul.
 static int unscale(const eng_graph *g, const readers *r, int v, match *m) {
@@ -228,9 +283,13 @@ static int match_at(const eng_graph *g, const readers *r, const unsigned char *d
   m->dead[m->n_dead++] = xi;
   m->q = unscale(g, r, n->in[0], m);
   m->kt = unscale(g, r, n->in[1], m);
+  m->q = untranspose(g, r, m->q, PERM_ROWS, &m->perm[0], m);
+  m->kt = untranspose(g, r, m->kt, PERM_KT, &m->perm[1], m);
+  m->v = untranspose(g, r, m->v, PERM_ROWS, &m->perm[2], m);
+  absorb_output(g, r, m);
   for (int k = 0; k < m->n_dead; k++)
     if (dead[m->dead[k]]) return 0;
-  return !dead[li] && isfinite(m->scale);
+  return !dead[m->last] && isfinite(m->scale);
 }
 
 static char *dup(const char *s) {
@@ -240,15 +299,25 @@ static char *dup(const char *s) {
   return d;
 }
 
-// Rewrites the final MatMul into the fused node.
+static const char *const PERM_ATTR[4] = {"q_perm", "k_perm", "v_perm", "o_perm"};
+enum { N_ATTRS = 6 };  // scale, nan_zero, the four perm flags
+
+// Rewrites the match's last node (the final MatMul, or the Transpose that
+// alone read it) into the fused node.
 static int rewrite(eng_graph *g, const match *m, err *e) {
   eng_node *n = eng_graph__node_mut(g, (size_t)m->last);
   int *in = realloc(n->in, 5 * sizeof *in);
-  eng_attr *at = calloc(2, sizeof *at);
-  char *op = dup(ENG_ATTN_OP), *a0 = dup("scale"), *a1 = dup("nan_zero");
-  if (!in || !at || !op || !a0 || !a1) {
+  eng_attr *at = calloc(N_ATTRS, sizeof *at);
+  char *op = dup(ENG_ATTN_OP), *names[N_ATTRS] = {dup("scale"), dup("nan_zero")};
+  int oom = !in || !at || !op;
+  for (int k = 0; k < N_ATTRS; k++) {
+    if (k >= 2) names[k] = dup(PERM_ATTR[k - 2]);
+    oom = oom || !names[k];
+  }
+  if (oom) {
     if (in) n->in = in;
-    free(at), free(op), free(a0), free(a1);
+    free(at), free(op);
+    for (int k = 0; k < N_ATTRS; k++) free(names[k]);
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory fusing attention");
   }
   in[0] = m->q, in[1] = m->kt, in[2] = m->v, in[3] = m->mask, in[4] = m->div;
@@ -256,13 +325,24 @@ static int rewrite(eng_graph *g, const match *m, err *e) {
   n->n_in = 5;
   free(n->op_type);
   n->op_type = op;
-  for (int k = 0; k < n->n_attrs; k++) free(n->attrs[k].name);  // MatMul has none; be safe
-  free(n->attrs);
-  at[0].name = a0, at[0].type = 1, at[0].f = (float)m->scale;  // AttributeProto FLOAT
-  at[1].name = a1, at[1].type = 2, at[1].i = m->nan_zero;      // INT
+  eng_graph__free_attrs(n);  // MatMul has none; the Transpose its perm
+  for (int k = 0; k < N_ATTRS; k++) at[k].name = names[k], at[k].type = 2;  // AttributeProto INT
+  at[0].type = 1, at[0].f = (float)m->scale;                                // FLOAT
+  at[1].i = m->nan_zero;
+  for (int k = 0; k < 4; k++) at[2 + k].i = m->perm[k];
   n->attrs = at;
-  n->n_attrs = 2;
+  n->n_attrs = N_ATTRS;
   return 0;
+}
+
+size_t eng_attn_n_transposes(const eng_graph *g) {
+  size_t c = 0;
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    if (strcmp(n->op_type, ENG_ATTN_OP) != 0) continue;
+    for (int k = 0; k < 4; k++) c += op_attr_int(n, PERM_ATTR[k], 0) != 0;
+  }
+  return c;
 }
 
 int eng_attn__fuse(eng_graph *g, unsigned char *dead, int *changed, err *e) {
@@ -289,11 +369,25 @@ int eng_attn__fuse(eng_graph *g, unsigned char *dead, int *changed, err *e) {
 
 // --- the op: parsing and shapes
 
+// The perm flags go to ints[0..3] (q, k, v, o: attn.c's PERM_ATTR).
 static int parse_attn(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
   (void)g, (void)opset, (void)e;
   p->alpha = op_attr_float(n, "scale", 1.0f);
   p->nan_zero = op_attr_int(n, "nan_zero", 0) != 0;
+  p->n_ints = 4;
+  for (int k = 0; k < 4; k++) p->ints[k] = op_attr_int(n, PERM_ATTR[k], 0) != 0;
   return 0;
+}
+
+// t's dims and packed element strides, read through perm when not NULL
+// (dim i of the result is t's dim perm[i]).
+static void logical(const eng_tensor *t, const int64_t *perm, int64_t *dims, int64_t *str) {
+  int64_t pd[ENG_MAX_DIMS], pst[ENG_MAX_DIMS], acc = 1;
+  for (int i = t->ndims - 1; i >= 0; i--) pd[i] = t->dims[i], pst[i] = acc, acc *= t->dims[i];
+  for (int i = 0; i < t->ndims; i++) {
+    int src = perm ? (int)perm[i] : i;
+    dims[i] = pd[src], str[i] = pst[src];
+  }
 }
 
 static const char *const SWITCH_HINT =
@@ -310,16 +404,28 @@ int eng_attn__analyse(const eng_op_params *p, const eng_tensor *in, int n_in, en
       return err_set(e, ERR_UNIMPLEMENTED, "attention: %s has rank %d, not >= 2%s", names[k],
                      in[k].ndims, SWITCH_HINT);
   }
-  const eng_tensor *q = &in[0], *kt = &in[1], *v = &in[2];
   const eng_tensor *mk = op_given(in, n_in, 3) ? &in[3] : NULL;
-  s->sq = q->dims[q->ndims - 2], s->d = q->dims[q->ndims - 1];
-  s->sk = kt->dims[kt->ndims - 1], s->dv = v->dims[v->ndims - 1];
-  if (kt->dims[kt->ndims - 2] != s->d)
+  // Q, Kt and V as the product reads them: dims and element strides, through
+  // an absorbed Transpose's perm where the node has one
+  int perm[4] = {0};
+  for (int k = 0; k < 4; k++) perm[k] = p->n_ints == 4 && p->ints[k] != 0;
+  int64_t ld[3][ENG_MAX_DIMS], ls[3][ENG_MAX_DIMS];
+  for (int k = 0; k < 3; k++) {
+    if (perm[k] && in[k].ndims != 4)
+      return err_set(e, ERR_INVALID_ARGUMENT, "attention: %s has rank %d, not 4 (its head transpose)",
+                     names[k], in[k].ndims);
+    logical(&in[k], perm[k] ? (k == 1 ? PERM_KT : PERM_ROWS) : NULL, ld[k], ls[k]);
+  }
+  int rq = in[0].ndims, rk = in[1].ndims, rv = in[2].ndims;
+  s->sq = ld[0][rq - 2], s->d = ld[0][rq - 1], s->q_ss = ls[0][rq - 2];
+  s->sk = ld[1][rk - 1], s->k_sd = ls[1][rk - 2], s->k_sk = ls[1][rk - 1];
+  s->dv = ld[2][rv - 1], s->v_ss = ls[2][rv - 2];
+  if (ld[1][rk - 2] != s->d)
     return err_set(e, ERR_INVALID_ARGUMENT, "attention: inner dimensions differ: %lld vs %lld",
-                   (long long)s->d, (long long)kt->dims[kt->ndims - 2]);
-  if (v->dims[v->ndims - 2] != s->sk)
+                   (long long)s->d, (long long)ld[1][rk - 2]);
+  if (ld[2][rv - 2] != s->sk)
     return err_set(e, ERR_INVALID_ARGUMENT, "attention: inner dimensions differ: %lld vs %lld",
-                   (long long)s->sk, (long long)v->dims[v->ndims - 2]);
+                   (long long)s->sk, (long long)ld[2][rv - 2]);
   int nb = 0;
   for (int k = 0; k < 4; k++)
     if (k < 3 || mk) {
@@ -328,15 +434,27 @@ int eng_attn__analyse(const eng_op_params *p, const eng_tensor *in, int n_in, en
     }
   if (nb + 2 > ENG_MAX_DIMS)
     return err_set(e, ERR_INVALID_ARGUMENT, "attention: rank %d exceeds %d", nb + 2, ENG_MAX_DIMS);
+  if (perm[3] && nb != 2)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "attention: %d batch dimensions, not 2, for the [B, Sq, H, Dv] output", nb);
   s->nb = nb;
-  // padded dims of every operand (mask included, its last two dims apart)
-  int64_t pd[4][ENG_MAX_DIMS];
+  // padded dims of every operand (mask included, its last two dims apart),
+  // and the strides of Q, Kt and V padded alike (a padded dim has size 1)
+  int64_t pd[4][ENG_MAX_DIMS], ps[3][ENG_MAX_DIMS];
   for (int k = 0; k < 4; k++) {
     if (k == 3 && !mk) {
       for (int i = 0; i < nb + 2; i++) pd[k][i] = 1;
       continue;
     }
-    op_pad_dims(&in[k], nb + 2, pd[k]);
+    if (k == 3) {
+      op_pad_dims(&in[k], nb + 2, pd[k]);
+      continue;
+    }
+    int lead = nb + 2 - in[k].ndims;
+    for (int i = 0; i < nb + 2; i++) {
+      pd[k][i] = i < lead ? 1 : ld[k][i - lead];
+      ps[k][i] = i < lead ? 0 : ls[k][i - lead];
+    }
   }
   if (mk) {
     TRY(eng_ops__need_f32(mk, "mask", e));
@@ -362,15 +480,26 @@ int eng_attn__analyse(const eng_op_params *p, const eng_tensor *in, int n_in, en
     s->batch[i] = d;
   }
   TRY(eng_ops__checked_numel(nb, s->batch, "attention batch", e));
-  int64_t head[5] = {s->sq * s->d, s->d * s->sk, s->sk * s->dv, pd[3][nb] * pd[3][nb + 1],
-                     s->sq * s->dv};
   int64_t *st[5] = {s->qs, s->ks, s->vs, s->ms, s->os};
-  for (int k = 0; k < 5; k++) {
-    int64_t acc = head[k];
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < nb; i++) st[k][i] = pd[k][i] == 1 ? 0 : ps[k][i];
+  // the mask and a plain output are packed; an output in the absorbed
+  // Transpose's place is [B, Sq, H, Dv]
+  int64_t acc = pd[3][nb] * pd[3][nb + 1];
+  for (int i = nb - 1; i >= 0; i--) {
+    s->ms[i] = pd[3][i] == 1 ? 0 : acc;
+    acc *= pd[3][i];
+  }
+  if (perm[3]) {
+    s->o_ss = s->batch[1] * s->dv;
+    s->os[0] = s->batch[0] == 1 ? 0 : s->sq * s->o_ss;
+    s->os[1] = s->batch[1] == 1 ? 0 : s->dv;
+  } else {
+    s->o_ss = s->dv;
+    acc = s->sq * s->dv;
     for (int i = nb - 1; i >= 0; i--) {
-      int64_t d = k == 4 ? s->batch[i] : pd[k][i];
-      st[k][i] = d == 1 ? 0 : acc;
-      acc *= d;
+      s->os[i] = s->batch[i] == 1 ? 0 : acc;
+      acc *= s->batch[i];
     }
   }
   double scale = p->alpha;
@@ -388,6 +517,8 @@ int eng_attn__analyse(const eng_op_params *p, const eng_tensor *in, int n_in, en
     for (int i = 0; i < nb; i++) y->dims[i] = s->batch[i];
     y->dims[nb] = s->sq;
     y->dims[nb + 1] = s->dv;
+    if (perm[3])  // [B, Sq, H, Dv]
+      y->dims[1] = s->sq, y->dims[2] = s->batch[1];
     y->ndims = nb + 2;
     y->dt = DT_FP32;
     TRY(eng_ops__checked_numel(y->ndims, y->dims, "attention output", e));
@@ -427,6 +558,7 @@ int eng_attn__kernel_args(const eng_attn_shape *s, k_attn_args *a, err *e) {
     *sh[k] = n >= 1 ? str[k][n - 1] : 0;
   }
   a->sq = s->sq, a->sk = s->sk, a->d = s->d, a->dv = s->dv;
+  a->q_ss = s->q_ss, a->k_sd = s->k_sd, a->k_sk = s->k_sk, a->v_ss = s->v_ss, a->o_ss = s->o_ss;
   a->m_sq = s->m_sq, a->m_sk = s->m_sk;
   a->scale = s->scale;
   return 0;
@@ -442,12 +574,21 @@ static int infer_attn(const eng_op_params *p, const eng_tensor *in, int n_in, en
 // --- the op: CPU path
 
 // One head: S = scale * Q Kt (+ mask), softmax by rows in place, O = S V.
+// Rows at their strides: the leading dimensions; Kt stored key-major (an
+// absorbed K Transpose: k_sd 1) is K [Sk, D] with rows k_sk apart, taken
+// transposed by the GEMM itself.
 static void head(float *o, const float *q, const float *kt, const float *v, const float *mask,
                  const eng_attn_shape *s, int nan_zero, float *sc) {
   int64_t sq = s->sq, sk = s->sk, d = s->d, dv = s->dv;
+  int kmaj = s->k_sk != 1;  // analyse gives k_sk 1 (packed Kt) or k_sd 1 (key-major)
+  int64_t ldk = kmaj ? s->k_sk : s->k_sd;
+  // one head dim (d 1, one head) makes key-major K look packed with k_sd 1:
+  // that row stride is never stepped, but OpenBLAS wants it >= Sk
+  if (!kmaj && ldk < sk) ldk = sk;
   if (d > 0)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)sq, (blasint)sk, (blasint)d,
-                s->scale, q, (blasint)d, kt, (blasint)sk, 0.0f, sc, (blasint)sk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, kmaj ? CblasTrans : CblasNoTrans, (blasint)sq,
+                (blasint)sk, (blasint)d, s->scale, q, (blasint)s->q_ss, kt, (blasint)ldk, 0.0f,
+                sc, (blasint)sk);
   else
     memset(sc, 0, (size_t)(sq * sk) * sizeof *sc);
   for (int64_t i = 0; i < sq; i++) {
@@ -475,23 +616,24 @@ static void head(float *o, const float *q, const float *kt, const float *v, cons
     float inv = (float)(1.0 / sum);
     for (int64_t j = 0; j < sk; j++) row[j] *= inv;
   }
-  if (sk > 0)
+  if (sk > 0) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)sq, (blasint)dv, (blasint)sk,
-                1.0f, sc, (blasint)sk, v, (blasint)dv, 0.0f, o, (blasint)dv);
-  else
-    memset(o, 0, (size_t)(sq * dv) * sizeof *o);
+                1.0f, sc, (blasint)sk, v, (blasint)s->v_ss, 0.0f, o, (blasint)s->o_ss);
+  } else {
+    for (int64_t i = 0; i < sq; i++) memset(o + i * s->o_ss, 0, (size_t)dv * sizeof *o);
+  }
 }
 
-static int run_with(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
-                    float *sc, err *e) {
-  eng_attn_shape s;
-  TRY(eng_attn__analyse(p, in, n_in, &s, NULL, e));
+// sc: s.sq * s.sk floats of scratch.
+static void run_with(const eng_op_params *p, const eng_tensor *in, const eng_attn_shape *sp,
+                     eng_tensor *out, float *sc) {
+  const eng_attn_shape s = *sp;
   const float *q = in[0].data, *kt = in[1].data, *v = in[2].data;
   const float *m = s.has_mask ? in[3].data : NULL;
   float *o = out[0].data;
   int64_t total = 1;
   for (int i = 0; i < s.nb; i++) total *= s.batch[i];
-  if (!total || !s.sq || !s.dv) return 0;
+  if (!total || !s.sq || !s.dv) return;
   int64_t idx[ENG_MAX_DIMS] = {0};
   for (int64_t t = 0; t < total; t++) {
     int64_t qo = 0, ko = 0, vo = 0, mo = 0, oo = 0;
@@ -505,23 +647,19 @@ static int run_with(const eng_op_params *p, const eng_tensor *in, int n_in, eng_
       idx[i] = 0;
     }
   }
-  return 0;
-}
-
-static size_t scratch_floats(const eng_tensor *in) {
-  int64_t sq = in[0].dims[in[0].ndims - 2], sk = in[1].dims[in[1].ndims - 1];
-  return (size_t)(sq * sk);
 }
 
 static int run_attn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                     int n_out, err *e) {
   (void)n_out;
-  size_t n = scratch_floats(in);
+  eng_attn_shape s;
+  TRY(eng_attn__analyse(p, in, n_in, &s, NULL, e));
+  size_t n = (size_t)(s.sq * s.sk);
   float *sc = malloc((n ? n : 1) * sizeof *sc);
   if (!sc) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory (attention scores)");
-  int rc = run_with(p, in, n_in, out, sc, e);
+  run_with(p, in, &s, out, sc);
   free(sc);
-  return rc;
+  return 0;
 }
 
 // The plan's path: the scores' scratch lives with the node, grown to the
@@ -539,7 +677,9 @@ static int run_attn_state(eng_op_state *st, const eng_op_params *p, const eng_te
     if (!(a = calloc(1, sizeof *a))) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     st->node = a;
   }
-  size_t n = scratch_floats(in);
+  eng_attn_shape s;
+  TRY(eng_attn__analyse(p, in, n_in, &s, NULL, e));
+  size_t n = (size_t)(s.sq * s.sk);
   if (n > a->cap || !a->sc) {
     free(a->sc);
     a->cap = 0;
@@ -547,7 +687,8 @@ static int run_attn_state(eng_op_state *st, const eng_op_params *p, const eng_te
       return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory (attention scores)");
     a->cap = n;
   }
-  return run_with(p, in, n_in, out, a->sc, e);
+  run_with(p, in, &s, out, a->sc);
+  return 0;
 }
 
 static void destroy_attn(void *node_state) {

@@ -16,7 +16,12 @@
 //          from shapes: GPT's Pow(Cast(Shape(Q)[3]), 0.5)); a host_in input
 // and attributes scale (float, default 1) and nan_zero (int: a row whose
 // softmax is undefined, every score -inf or a NaN, gives 0 instead of NaN,
-// as the exporters' IsNaN/Where after the Softmax makes it). Batch dims
+// as the exporters' IsNaN/Where after the Softmax makes it). The int
+// attributes q_perm, k_perm, v_perm, o_perm (default 0) say the pass took
+// the exporters' head Transpose into the node (attn.c): then that operand
+// is 4-D [B, S, H, D] (Q and V: read as [B, H, S, D]; K: read as Kt [B, H,
+// D, S]), and with o_perm the output is [B, Sq, H, Dv] (the batch dims must
+// be two), all read and written in place through row strides. Batch dims
 // broadcast as MatMul's and Add's do, so the fused node's output has the
 // unfused one's shape; a mask that would enlarge Sq or Sk is refused when
 // planning, with a message naming the switch that turns the pass off.
@@ -39,15 +44,20 @@
 // *changed when it fused any; the count goes to eng_graph_n_attention.
 int eng_attn__fuse(eng_graph *g, unsigned char *dead, int *changed, err *e);
 
+// Transposes the pass took into g's fused nodes (their perm flags, summed).
+size_t eng_attn_n_transposes(const eng_graph *g);
+
 // The fused op's shapes for concrete inputs: batch dims (broadcast over
 // every operand), per-operand element strides per batch dim (0 where the
-// operand broadcasts), the head sizes and the mask's row/column strides.
+// operand broadcasts), the head sizes, the row strides inside a head (as
+// k_attn_args has them, never 0 here) and the mask's row/column strides.
 typedef struct eng_attn_shape {
   int nb;
   int64_t batch[ENG_MAX_DIMS];
   int64_t qs[ENG_MAX_DIMS], ks[ENG_MAX_DIMS], vs[ENG_MAX_DIMS], ms[ENG_MAX_DIMS],
       os[ENG_MAX_DIMS];
   int64_t sq, sk, d, dv;
+  int64_t q_ss, k_sd, k_sk, v_ss, o_ss;
   int has_mask;
   int64_t m_sq, m_sk;
   float scale;  // attribute scale / divisor

@@ -19,8 +19,18 @@
 // fragments with float accumulators): 4 warps of 16 query rows each, tiles
 // of 32 keys; S = Q Kt and O += P V on tensor cores, the same online
 // softmax and undefined-row rules in FP32 between them.
+//
+// Rows at any stride (k_attn_args' q_ss, k_sd/k_sk, v_ss, o_ss; the
+// launcher fills the packed defaults, so the kernels see them all set):
+// the [B, S, H, D] layout the projections write is read and written in
+// place. Kt stored key-major (K's [Sk, D] rows: k_sk != 1) is staged by
+// rows of K, consecutive threads along a key's head dims, and the
+// tensor-core kernel keeps it as [keys][HD] in shared memory, read as a
+// col_major matrix_b (the same bytes are Kt column by column).
 #include <math.h>
 #include <mma.h>
+
+#include <type_traits>
 
 #include "kernels/k_cuda_common.cuh"
 
@@ -59,19 +69,26 @@ __global__ void __launch_bounds__(WARPS * 32)
   const bool row_ok = i < a.sq;
   const float scale = slab_of(b, h, a, q, kt, v, o, mask, divisor, div_half);
   for (int d = lane; d < HD; d += 32)
-    qs[warp][d] = row_ok && d < a.d ? k_ld(q[i * a.d + d]) * scale : 0.0f;
+    qs[warp][d] = row_ok && d < a.d ? k_ld(q[i * a.q_ss + d]) * scale : 0.0f;
   float m = -INFINITY, l = 0.0f, acc[DPL];
   for (int c = 0; c < DPL; c++) acc[c] = 0.0f;
   bool bad = false;
   for (int64_t k0 = 0; k0 < a.sk; k0 += TILE) {
     __syncthreads();  // the previous tile is consumed (and qs written, the first time)
-    for (int t = threadIdx.x; t < HD * TILE; t += WARPS * 32) {
-      int d = t / TILE, j = t - d * TILE;  // consecutive threads: consecutive keys
-      ks[d][j] = d < a.d && k0 + j < a.sk ? k_ld(kt[d * a.sk + k0 + j]) : 0.0f;
+    if (a.k_sk == 1) {
+      for (int t = threadIdx.x; t < HD * TILE; t += WARPS * 32) {
+        int d = t / TILE, j = t - d * TILE;  // consecutive threads: consecutive keys
+        ks[d][j] = d < a.d && k0 + j < a.sk ? k_ld(kt[d * a.k_sd + k0 + j]) : 0.0f;
+      }
+    } else {  // key-major: consecutive threads along one key's head dims
+      for (int t = threadIdx.x; t < HD * TILE; t += WARPS * 32) {
+        int j = t / HD, d = t - j * HD;
+        ks[d][j] = d < a.d && k0 + j < a.sk ? k_ld(kt[d * a.k_sd + (k0 + j) * a.k_sk]) : 0.0f;
+      }
     }
     for (int t = threadIdx.x; t < HD * TILE; t += WARPS * 32) {
       int j = t / HD, c = t - j * HD;
-      vs[j][c] = c < a.dv && k0 + j < a.sk ? k_ld(v[(k0 + j) * a.dv + c]) : 0.0f;
+      vs[j][c] = c < a.dv && k0 + j < a.sk ? k_ld(v[(k0 + j) * a.v_ss + c]) : 0.0f;
     }
     __syncthreads();
     if (!row_ok) continue;  // the whole warp: no shuffles skipped by half of it
@@ -102,7 +119,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   const float fill = a.nan_zero ? 0.0f : NAN, inv = bad || a.sk == 0 ? 0.0f : 1.0f / l;
   for (int c = 0; c < DPL; c++) {
     int col = lane + 32 * c;
-    if (col < a.dv) o[i * a.dv + col] = k_st<T>(bad ? fill : acc[c] * inv);
+    if (col < a.dv) o[i * a.o_ss + col] = k_st<T>(bad ? fill : acc[c] * inv);
   }
 }
 
@@ -143,13 +160,16 @@ constexpr int TC_PADF = 4;            // float padding per row: ldm a multiple o
 template <int HD>
 struct tc_smem {
   static constexpr int LDK = TC_BK + TC_PADH;   // Kt slab [HD][LDK] half
+  static constexpr int LDKM = HD + TC_PADH;     // or, key-major, K slab [TC_BK][LDKM] half
   static constexpr int LDV = HD + TC_PADH;      // V slab [TC_BK][LDV] half
   static constexpr int LDQ = HD + TC_PADH;      // Q staging [TC_BQ][LDQ] half, over Kt and V
   static constexpr int LDS = TC_BK + TC_PADF;   // per warp S scratch [16][LDS] float
   static constexpr int LDP = TC_BK + TC_PADH;   // per warp P tile [16][LDP] half
   static constexpr int up(int n) { return (n + 127) / 128 * 128; }
   static constexpr int K_OFF = 0;
-  static constexpr int V_OFF = K_OFF + up(HD * LDK * 2);
+  static constexpr int K_BYTES = up(HD * LDK * 2) > up(TC_BK * LDKM * 2) ? up(HD * LDK * 2)
+                                                                          : up(TC_BK * LDKM * 2);
+  static constexpr int V_OFF = K_OFF + K_BYTES;
   static constexpr int KV_END = V_OFF + up(TC_BK * LDV * 2);
   static constexpr int S_OFF = KV_END > up(TC_BQ * LDQ * 2) ? KV_END : up(TC_BQ * LDQ * 2);
   static constexpr int S_WARP = up(16 * LDS * 4);
@@ -162,15 +182,19 @@ static_assert(tc_smem<128>::BYTES <= 48 * 1024, "static shared memory past 48 Ki
 static_assert(tc_smem<64>::BYTES <= 48 * 1024, "static shared memory past 48 KiB");
 
 // VEC: the launcher found Q, Kt and V's pointers on 16 bytes, their strides
-// and Sk multiples of 8 elements, so every run of 8 halves along a Q or V row
-// or along Kt's keys starts on 16 bytes and lies wholly inside or past Sk:
-// staged with one 16-byte access each. Else one 2-byte access per element.
-template <int HD, bool VEC>
+// multiples of 8 elements and, Kt packed, Sk too, so every run of 8 halves
+// along a Q or V row, along Kt's keys or (KM) along a K row starts on 16
+// bytes and lies wholly inside or past Sk: staged with one 16-byte access
+// each. Else one 2-byte access per element.
+// KM: K key-major (k_sk != 1; with VEC, k_sd == 1): the slab is [TC_BK][LDKM]
+// and S = Q Kt reads it as a col_major matrix_b.
+template <int HD, bool VEC, bool KM>
 __global__ void __launch_bounds__(TC_WARPS * 32)
     tc_kernel(__half *o, const __half *q, const __half *kt, const __half *v, const __half *mask,
               const void *divisor, bool div_half, k_attn_args a) {
   using namespace nvcuda;
   typedef tc_smem<HD> L;
+  typedef typename std::conditional<KM, wmma::col_major, wmma::row_major>::type k_layout;
   constexpr int NF = HD / 16;  // fragments along the head
   __shared__ __align__(128) unsigned char smem[L::BYTES];
   __half *ks = reinterpret_cast<__half *>(smem + L::K_OFF);
@@ -193,12 +217,12 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     for (int t = threadIdx.x; t < TC_BQ * R8; t += NT) {
       int r = t / R8, c = (t - r * R8) * 8;
       *reinterpret_cast<uint4 *>(qs + r * L::LDQ + c) =
-          q0 + r < a.sq ? *reinterpret_cast<const uint4 *>(q + (q0 + r) * HD + c) : zero8;
+          q0 + r < a.sq ? *reinterpret_cast<const uint4 *>(q + (q0 + r) * a.q_ss + c) : zero8;
     }
   } else {
     for (int t = threadIdx.x; t < TC_BQ * HD; t += NT) {
       int r = t / HD, c = t - r * HD;
-      qs[r * L::LDQ + c] = q0 + r < a.sq ? q[(q0 + r) * HD + c] : zero;
+      qs[r * L::LDQ + c] = q0 + r < a.sq ? q[(q0 + r) * a.q_ss + c] : zero;
     }
   }
   // the row-number table in this warp's S scratch: element i of an
@@ -221,24 +245,39 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
   for (int64_t k0 = 0; k0 < a.sk; k0 += TC_BK) {
     __syncthreads();  // the previous tile (or Q's staging, over the same bytes) is consumed
     if (VEC) {
-      for (int t = threadIdx.x; t < HD * K8; t += NT) {
-        int d = t / K8, j = (t - d * K8) * 8;  // keys k0 + j .. k0 + j + 7: all below Sk or none
-        *reinterpret_cast<uint4 *>(ks + d * L::LDK + j) =
-            k0 + j < a.sk ? *reinterpret_cast<const uint4 *>(kt + d * a.sk + k0 + j) : zero8;
+      if (KM) {
+        for (int t = threadIdx.x; t < TC_BK * R8; t += NT) {
+          int j = t / R8, c = (t - j * R8) * 8;  // key k0 + j, head dims c .. c + 7
+          *reinterpret_cast<uint4 *>(ks + j * L::LDKM + c) =
+              k0 + j < a.sk ? *reinterpret_cast<const uint4 *>(kt + (k0 + j) * a.k_sk + c) : zero8;
+        }
+      } else {
+        for (int t = threadIdx.x; t < HD * K8; t += NT) {
+          int d = t / K8, j = (t - d * K8) * 8;  // keys k0 + j .. k0 + j + 7: all below Sk or none
+          *reinterpret_cast<uint4 *>(ks + d * L::LDK + j) =
+              k0 + j < a.sk ? *reinterpret_cast<const uint4 *>(kt + d * a.k_sd + k0 + j) : zero8;
+        }
       }
       for (int t = threadIdx.x; t < TC_BK * R8; t += NT) {
         int j = t / R8, c = (t - j * R8) * 8;
         *reinterpret_cast<uint4 *>(vs + j * L::LDV + c) =
-            k0 + j < a.sk ? *reinterpret_cast<const uint4 *>(v + (k0 + j) * HD + c) : zero8;
+            k0 + j < a.sk ? *reinterpret_cast<const uint4 *>(v + (k0 + j) * a.v_ss + c) : zero8;
       }
     } else {
-      for (int t = threadIdx.x; t < HD * TC_BK; t += NT) {
-        int d = t / TC_BK, j = t - d * TC_BK;  // consecutive threads: consecutive keys
-        ks[d * L::LDK + j] = k0 + j < a.sk ? kt[d * a.sk + k0 + j] : zero;
+      if (KM) {
+        for (int t = threadIdx.x; t < TC_BK * HD; t += NT) {
+          int j = t / HD, d = t - j * HD;  // consecutive threads: one key's head dims
+          ks[j * L::LDKM + d] = k0 + j < a.sk ? kt[d * a.k_sd + (k0 + j) * a.k_sk] : zero;
+        }
+      } else {
+        for (int t = threadIdx.x; t < HD * TC_BK; t += NT) {
+          int d = t / TC_BK, j = t - d * TC_BK;  // consecutive threads: consecutive keys
+          ks[d * L::LDK + j] = k0 + j < a.sk ? kt[d * a.k_sd + k0 + j] : zero;
+        }
       }
       for (int t = threadIdx.x; t < TC_BK * HD; t += NT) {
         int j = t / HD, c = t - j * HD;
-        vs[j * L::LDV + c] = k0 + j < a.sk ? v[(k0 + j) * HD + c] : zero;
+        vs[j * L::LDV + c] = k0 + j < a.sk ? v[(k0 + j) * a.v_ss + c] : zero;
       }
     }
     __syncthreads();
@@ -247,8 +286,13 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
       wmma::fill_fragment(sf, 0.0f);
       for (int f = 0; f < NF; f++) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> kf;
-        wmma::load_matrix_sync(kf, ks + f * 16 * L::LDK + n * 16, L::LDK);
+        // Kt's 16 x 16 block (head dims f*16.., keys n*16..): row-major in
+        // the packed slab; key-major, column (key) nn at row nn of K's slab
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, k_layout> kf;
+        if (KM)
+          wmma::load_matrix_sync(kf, ks + n * 16 * L::LDKM + f * 16, L::LDKM);
+        else
+          wmma::load_matrix_sync(kf, ks + f * 16 * L::LDK + n * 16, L::LDK);
         wmma::mma_sync(sf, qf[f], kf, sf);
       }
       wmma::store_matrix_sync(sw + n * 16, sf, L::LDS, wmma::mem_row_major);
@@ -305,8 +349,24 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     __syncwarp();
     if (row_ok)
       for (int c = 0; c < 8; c++)
-        o[i * HD + f * 16 + w0 + c] = __float2half_rn(bad ? fill : sw[r * L::LDS + w0 + c] * inv);
+        o[i * a.o_ss + f * 16 + w0 + c] = __float2half_rn(bad ? fill : sw[r * L::LDS + w0 + c] * inv);
   }
+}
+
+// One of the four staging variants of tc_kernel<HD>.
+template <int HD>
+void tc_go(bool vec, bool km, dim3 grid, cudaStream_t stream, __half *o, const __half *q,
+           const __half *kt, const __half *v, const __half *mask, const void *divisor, bool dh,
+           const k_attn_args &a) {
+  dim3 block(TC_WARPS * 32);
+  if (vec && km)
+    tc_kernel<HD, true, true><<<grid, block, 0, stream>>>(o, q, kt, v, mask, divisor, dh, a);
+  else if (vec)
+    tc_kernel<HD, true, false><<<grid, block, 0, stream>>>(o, q, kt, v, mask, divisor, dh, a);
+  else if (km)
+    tc_kernel<HD, false, true><<<grid, block, 0, stream>>>(o, q, kt, v, mask, divisor, dh, a);
+  else
+    tc_kernel<HD, false, false><<<grid, block, 0, stream>>>(o, q, kt, v, mask, divisor, dh, a);
 }
 
 int tc_launch(const char *kname, __half *o, const __half *q, const __half *kt, const __half *v,
@@ -318,19 +378,18 @@ int tc_launch(const char *kname, __half *o, const __half *q, const __half *kt, c
                    (long long)(a->b * a->h), (long long)a->sq);
   dim3 grid((unsigned)(a->b * a->h), (unsigned)rows);
   bool dh = div_et == K_F16;
-  // 16-byte staging (tc_kernel's VEC) where every run of 8 halves it reads is aligned
-  bool vec = k_aligned(q, 16) && k_aligned(kt, 16) && k_aligned(v, 16) && a->sk % 8 == 0;
-  const int64_t strides[] = {a->q_sb, a->q_sh, a->k_sb, a->k_sh, a->v_sb, a->v_sh};
-  for (int k = 0; k < 6; k++) vec = vec && strides[k] % 8 == 0;
-  dim3 block(TC_WARPS * 32);
-  if (a->d == 64 && vec)
-    tc_kernel<64, true><<<grid, block, 0, stream>>>(o, q, kt, v, mask, divisor, dh, *a);
-  else if (a->d == 64)
-    tc_kernel<64, false><<<grid, block, 0, stream>>>(o, q, kt, v, mask, divisor, dh, *a);
-  else if (vec)
-    tc_kernel<128, true><<<grid, block, 0, stream>>>(o, q, kt, v, mask, divisor, dh, *a);
+  // 16-byte staging (tc_kernel's VEC) where every run of 8 halves it reads
+  // is aligned: along Q and V rows, and along Kt's keys (packed: k_sk 1) or
+  // K's head dims (key-major: k_sd 1)
+  bool km = a->k_sk != 1;
+  bool vec = k_aligned(q, 16) && k_aligned(kt, 16) && k_aligned(v, 16) &&
+             (km ? a->k_sd == 1 && a->k_sk % 8 == 0 : a->sk % 8 == 0 && a->k_sd % 8 == 0);
+  const int64_t strides[] = {a->q_sb, a->q_sh, a->k_sb, a->k_sh, a->v_sb, a->v_sh, a->q_ss, a->v_ss};
+  for (int k = 0; k < 8; k++) vec = vec && strides[k] % 8 == 0;
+  if (a->d == 64)
+    tc_go<64>(vec, km, grid, stream, o, q, kt, v, mask, divisor, dh, *a);
   else
-    tc_kernel<128, false><<<grid, block, 0, stream>>>(o, q, kt, v, mask, divisor, dh, *a);
+    tc_go<128>(vec, km, grid, stream, o, q, kt, v, mask, divisor, dh, *a);
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }
@@ -342,8 +401,9 @@ bool tc_covers(const k_attn_args *a) { return a->d == a->dv && (a->d == 64 || a-
 
 template <class T>
 int launch(const char *kname, T *o, const T *q, const T *kt, const T *v, const T *mask,
-           const void *divisor, k_elem div_et, const k_attn_args *a, bool tensor_cores,
+           const void *divisor, k_elem div_et, const k_attn_args *args, bool tensor_cores,
            cudaStream_t stream, err *e) {
+  const k_attn_args packed = k_attn_packed(*args), *a = &packed;  // row strides all set
   if (a->b < 0 || a->h < 0 || a->sq < 0 || a->sk < 0 || a->d < 0 || a->dv < 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative size", kname);
   if (a->b == 0 || a->h == 0 || a->sq == 0 || a->dv == 0) return 0;

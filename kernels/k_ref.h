@@ -156,13 +156,30 @@ void k_log_softmax(float *y, const float *x, size_t outer, size_t axis_len, size
 // computes it, or 0 with nan_zero (the exporters' IsNaN/Where after the
 // Softmax); with no keys at all (sk 0) O is 0, the empty product. Strides
 // count elements.
+// Within a head, rows need not be packed: q_ss, v_ss and o_ss step between
+// rows of Q, V and O (their columns are adjacent), and Kt element (d, j) is
+// at d*k_sd + j*k_sk, so K stored key-major ([Sk, D] rows: k_sd 1, k_sk the
+// row stride) is read as Kt without a copy. This is how the [B, S, H, D]
+// layout the projections write reaches the kernels with no Transpose:
+// Q/V/O rows H*D apart, heads D apart. Zero means packed: q_ss d, v_ss and
+// o_ss dv, and k_sd = k_sk = 0 is k_sd sk, k_sk 1 (so a caller that sets
+// none of them keeps the layout above).
 typedef struct k_attn_args {
   int64_t b, h, sq, sk, d, dv;
   int64_t q_sb, q_sh, k_sb, k_sh, v_sb, v_sh, o_sb, o_sh;
   int64_t m_sb, m_sh, m_sq, m_sk;
+  int64_t q_ss, k_sd, k_sk, v_ss, o_ss;
   float scale;
   int nan_zero;
 } k_attn_args;
+// a with the zero (packed) row strides above replaced by their values.
+static inline k_attn_args k_attn_packed(k_attn_args a) {
+  if (!a.q_ss) a.q_ss = a.d;
+  if (!a.v_ss) a.v_ss = a.dv;
+  if (!a.o_ss) a.o_ss = a.dv;
+  if (!a.k_sd && !a.k_sk) a.k_sd = a.sk, a.k_sk = 1;
+  return a;
+}
 // The reference: sums in double, one row at a time.
 void k_attn_ref(float *o, const float *q, const float *kt, const float *v, const float *mask,
                 const k_attn_args *a);

@@ -24,6 +24,14 @@
 // P V: at most 2^-11 * max|v| (|v| <= 1 here) more, so the same rtol 2e-3,
 // atol 2e-3 (a numpy model of its arithmetic on these inputs stays within
 // an eighth of that).
+// The heads' layout (test_layout_cases): Q, K, V and O as the projections
+// write them, [B, S, H, D] (rows H*D apart, heads D apart, K read
+// key-major as Kt), what the attention pass hands the kernels once it took
+// the exporters' Transposes in; on both kernels (FP32 and odd head sizes on
+// the CUDA-core one, FP16 d 64/128 on tensor cores) and both staging
+// variants (16-byte runs; 2-byte elements with Q, K and V one element off
+// 16-byte alignment). The reference's own strides are checked against the
+// transposed copies in tests/unit/engine/test_attn.c.
 #include "test_k_cuda_util.h"
 
 static uint16_t f2h(float f) {
@@ -40,7 +48,16 @@ typedef struct acase {
   int nan_zero;
   int divisor;   // 0 none, 1 float, 2 half
   int64_t gap;   // elements of NaN after each head's Q, Kt and V slab (its stride grows by gap)
+  int layout;    // 0 packed heads; 1 [B, S, H, D] rows (K key-major), no gap or sharing; 2 as 1
+                 // with Q, K and V one element past 16-byte alignment
 } acase;
+
+// A device copy of h at byte offset off of a fresh allocation (the base, to free).
+static void *to_dev_at(const void *h, size_t bytes, size_t off) {
+  void *d = tk_dev_alloc(bytes + off);
+  if (bytes) TK_CUDA(cudaMemcpy((char *)d + off, h, bytes, cudaMemcpyHostToDevice));
+  return d;
+}
 
 static void run_case(tk_rng *r, const acase *c, int half, int capture) {
   k_attn_args a = {.b = c->b, .h = c->h, .sq = c->sq, .sk = c->sk, .d = c->d, .dv = c->dv,
@@ -51,6 +68,13 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
   a.k_sh = c->kv_shared ? 0 : ks, a.k_sb = hk * ks;
   a.v_sh = c->kv_shared ? 0 : vs, a.v_sb = hk * vs;
   a.o_sh = c->sq * c->dv, a.o_sb = c->h * a.o_sh;
+  if (c->layout) {  // [B, S, H, D]: the same element counts, other strides
+    int64_t hd = c->h * c->d, hdv = c->h * c->dv;
+    a.q_sb = c->sq * hd, a.q_sh = c->d, a.q_ss = hd;
+    a.k_sb = c->sk * hd, a.k_sh = c->d, a.k_sd = 1, a.k_sk = hd;
+    a.v_sb = c->sk * hdv, a.v_sh = c->dv, a.v_ss = hdv;
+    a.o_sb = c->sq * hdv, a.o_sh = c->dv, a.o_ss = hdv;
+  }
   size_t nm = 0;
   if (c->mask == 1) nm = (size_t)(c->b * c->sk), a.m_sb = c->sk, a.m_sk = 1;
   if (c->mask == 2) nm = (size_t)(c->sq * c->sk), a.m_sq = c->sk, a.m_sk = 1;
@@ -102,9 +126,11 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
   k_attn_args ra = a;
   if (c->divisor) ra.scale = a.scale / dvsr;
   k_attn_ref(want, q, kt, v, c->mask ? m : NULL, &ra);
-  size_t es = half ? 2 : 4;
-  void *dq = tk_to_dev(half ? (void *)hbuf[0] : q, nq * es), *dk = tk_to_dev(half ? (void *)hbuf[1] : kt, nk * es);
-  void *dv = tk_to_dev(half ? (void *)hbuf[2] : v, nv * es);
+  size_t es = half ? 2 : 4, off = c->layout == 2 ? es : 0;
+  void *bq = to_dev_at(half ? (void *)hbuf[0] : q, nq * es, off);
+  void *bk = to_dev_at(half ? (void *)hbuf[1] : kt, nk * es, off);
+  void *bv = to_dev_at(half ? (void *)hbuf[2] : v, nv * es, off);
+  void *dq = (char *)bq + off, *dk = (char *)bk + off, *dv = (char *)bv + off;
   void *dm = c->mask ? tk_to_dev(half ? (void *)hbuf[3] : m, nm * es) : NULL;
   uint16_t dh = f2h(dvsr);
   void *ddiv = c->divisor == 1 ? tk_to_dev(&dvsr, 4) : c->divisor == 2 ? tk_to_dev(&dh, 2) : NULL;
@@ -140,15 +166,16 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
     tk_from_dev(got, dout, no * 4);
   }
   char what[160];
-  snprintf(what, sizeof what, "attn %s [%lld,%lld,%lld,%lld,%lld,%lld] mask %d%s%s div %d gap %lld%s",
+  snprintf(what, sizeof what, "attn %s [%lld,%lld,%lld,%lld,%lld,%lld] mask %d%s%s div %d gap %lld%s%s",
            half ? "f16" : "f32", (long long)c->b, (long long)c->h, (long long)c->sq,
            (long long)c->sk, (long long)c->d, (long long)c->dv, c->mask,
            c->kv_shared ? " kv-shared" : "", c->nan_zero ? " nan_zero" : "", c->divisor,
-           (long long)c->gap, capture ? " captured" : "");
+           (long long)c->gap, c->layout == 1 ? " bshd" : c->layout == 2 ? " bshd-unaligned" : "",
+           capture ? " captured" : "");
   tk_compare(what, got, want, no, half ? 2e-3 : 1e-4, half ? 2e-3 : 1e-5);
-  TK_CUDA(cudaFree(dq));
-  TK_CUDA(cudaFree(dk));
-  TK_CUDA(cudaFree(dv));
+  TK_CUDA(cudaFree(bq));
+  TK_CUDA(cudaFree(bk));
+  TK_CUDA(cudaFree(bv));
   if (dm) TK_CUDA(cudaFree(dm));
   if (ddiv) TK_CUDA(cudaFree(ddiv));
   TK_CUDA(cudaFree(dout));
@@ -158,18 +185,18 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
 
 static void test_cases(void) {
   static const acase cases[] = {
-      {2, 4, 16, 16, 64, 64, 1, 0, 1, 0, 0},    // BERT-like, padding mask, batch row 1 off
-      {2, 4, 16, 16, 64, 64, 1, 0, 0, 0, 0},    // the same without nan_zero: that row NaN
-      {1, 2, 128, 128, 64, 64, 2, 0, 0, 1, 0},  // GPT-like causal, divisor float
-      {1, 2, 100, 100, 32, 32, 2, 0, 0, 2, 0},  // causal, divisor half
-      {2, 3, 9, 77, 128, 128, 3, 0, 1, 0, 0},   // full mask with a row off, d 128
-      {1, 12, 197, 197, 64, 64, 0, 0, 0, 0, 0}, // ViT-B-like, no mask
-      {3, 2, 1, 33, 32, 32, 1, 0, 1, 0, 0},     // one query row, keys across a tile edge
-      {2, 4, 7, 31, 80, 20, 0, 1, 0, 0, 0},     // d != dv, K/V shared by the heads
-      {1, 1, 5, 1, 1, 1, 0, 0, 0, 0, 0},        // tiny
-      {1, 3, 40, 64, 20, 128, 2, 0, 0, 0, 0},   // causal with Sk > Sq (offset diagonal)
-      {1, 1, 3, 0, 8, 8, 0, 0, 1, 0, 0},        // no keys: the empty product, 0
-      {1, 1, 3, 0, 8, 8, 0, 0, 0, 0, 0},        // the same without nan_zero: still 0
+      {2, 4, 16, 16, 64, 64, 1, 0, 1, 0, 0, 0},    // BERT-like, padding mask, batch row 1 off
+      {2, 4, 16, 16, 64, 64, 1, 0, 0, 0, 0, 0},    // the same without nan_zero: that row NaN
+      {1, 2, 128, 128, 64, 64, 2, 0, 0, 1, 0, 0},  // GPT-like causal, divisor float
+      {1, 2, 100, 100, 32, 32, 2, 0, 0, 2, 0, 0},  // causal, divisor half
+      {2, 3, 9, 77, 128, 128, 3, 0, 1, 0, 0, 0},   // full mask with a row off, d 128
+      {1, 12, 197, 197, 64, 64, 0, 0, 0, 0, 0, 0}, // ViT-B-like, no mask
+      {3, 2, 1, 33, 32, 32, 1, 0, 1, 0, 0, 0},     // one query row, keys across a tile edge
+      {2, 4, 7, 31, 80, 20, 0, 1, 0, 0, 0, 0},     // d != dv, K/V shared by the heads
+      {1, 1, 5, 1, 1, 1, 0, 0, 0, 0, 0, 0},        // tiny
+      {1, 3, 40, 64, 20, 128, 2, 0, 0, 0, 0, 0},   // causal with Sk > Sq (offset diagonal)
+      {1, 1, 3, 0, 8, 8, 0, 0, 1, 0, 0, 0},        // no keys: the empty product, 0
+      {1, 1, 3, 0, 8, 8, 0, 0, 0, 0, 0, 0},        // the same without nan_zero: still 0
   };
   tk_rng r = {77};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -220,6 +247,29 @@ static void test_tc_cases(void) {
   run_case(&r, &g128, 1, 1);
 }
 
+// The [B, S, H, D] layout (acase.layout): BERT's padding mask, GPT's
+// causal one, a full one with undefined rows, across tile edges; each on
+// FP32 (the CUDA-core kernel) and FP16 (tensor cores where d == dv is 64
+// or 128, the CUDA-core kernel otherwise); layout 2 takes the tensor-core
+// kernel's 2-byte staging.
+static void test_layout_cases(void) {
+  static const acase cases[] = {
+      {2, 4, 16, 16, 64, 64, 1, 0, 1, 0, 0, 1},     // BERT-like, padding mask, batch row 1 off
+      {2, 4, 16, 16, 64, 64, 1, 0, 1, 0, 0, 2},     // the same, unaligned
+      {1, 2, 128, 128, 64, 64, 2, 0, 0, 1, 0, 1},   // GPT-like causal, divisor float
+      {2, 3, 70, 77, 64, 64, 2, 0, 0, 2, 0, 2},     // ragged tiles, unaligned, divisor half
+      {2, 3, 9, 77, 128, 128, 3, 0, 1, 0, 0, 1},    // d 128, full mask with a row off
+      {2, 3, 200, 200, 128, 128, 4, 0, 0, 0, 0, 2}, // d 128, NaN and +inf rows, unaligned
+      {2, 3, 65, 40, 128, 128, 1, 0, 0, 0, 0, 1},   // a second query block, Sk % 8 == 0 not 32
+      {1, 3, 40, 64, 20, 128, 2, 0, 0, 0, 0, 1},    // d != dv: the CUDA-core kernel in FP16 too
+      {3, 2, 1, 33, 32, 32, 1, 0, 1, 0, 0, 1},      // one query row
+  };
+  tk_rng r = {4242};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int half = 0; half < 2; half++) run_case(&r, &cases[i], half, 0);
+  run_case(&r, &cases[0], 1, 1);  // captured and replayed
+}
+
 static void test_errors(void) {
   err e = {0};
   k_attn_args a = {.b = 1, .h = 1, .sq = 4, .sk = 4, .d = 256, .dv = 64, .scale = 1};
@@ -241,5 +291,6 @@ int main(void) {
   tk_require_device();
   test_cases();
   test_tc_cases();
+  test_layout_cases();
   CHECK_DONE();
 }

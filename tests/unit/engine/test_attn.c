@@ -5,13 +5,17 @@
 // against the same graph loaded with the pass off. On small models built
 // here: the exact pattern fused and checked against the C reference
 // (k_attn_ref) with masks of several shapes, a fully masked row (IsNaN/Where
-// gives 0, without it NaN), and near misses left alone.
+// gives 0, without it NaN), and near misses left alone. The heads' layout:
+// the reference's row strides against the plain transposed layout (exact),
+// and models with the exporters' head Transposes around the pattern, taken
+// into the node (counted, none left) or, in near misses, left alone.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "engine/attn.h"
 #include "engine/graph.h"
 #include "engine/plan.h"
 #include "kernels/k_ref.h"
@@ -79,12 +83,17 @@ static double worst(const float *a, const float *b, size_t n, double rtol, doubl
 // --- the committed exports
 
 static void test_zoo(void) {
+  // transposes: the heads' Transposes the pass takes in, two layers: all
+  // four of TorchScript's (Q, Kt, V, O); dynamo's Q, V and O (its K detours
+  // through Reshapes); GPT TorchScript's Kt, V and O (the divisor's Shape
+  // reads its Q too)
   static const struct {
     const char *model;
     int batch;  // 0: a fixed batch of 1 in the graph
-  } zoo[] = {{"bert_dynamo18", 0}, {"distilbert_dynamo18", 0}, {"distilbert_ts17", 2},
-             {"vit_dynamo18", 0},  {"vit_ts17", 2},            {"gpt_dynamo18", 2},
-             {"gpt_ts17", 2}};
+    size_t transposes;
+  } zoo[] = {{"bert_dynamo18", 0, 6}, {"distilbert_dynamo18", 0, 6}, {"distilbert_ts17", 2, 8},
+             {"vit_dynamo18", 0, 6},  {"vit_ts17", 2, 8},            {"gpt_dynamo18", 2, 8},
+             {"gpt_ts17", 2, 6}};
   for (size_t z = 0; z < sizeof zoo / sizeof zoo[0]; z++) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s/1/model.onnx", ATTN_ZOO, zoo[z].model);
@@ -97,7 +106,16 @@ static void test_zoo(void) {
       fprintf(stderr, "%s: %s\n", zoo[z].model, e.msg);
       continue;
     }
-    printf("%s: %zu attention node(s) fused\n", zoo[z].model, eng_graph_n_attention(g));
+    // the Transposes gone are those the nodes took in
+    eng_graph_opts off = {.no_fuse_attention = 1};
+    eng_graph *g0 = NULL;
+    CHECK_EQ_INT(eng_graph_load_opts(path, &off, &g0, &e), 0);
+    size_t t0 = g0 ? count_op(g0, "Transpose") : 0, t1 = count_op(g, "Transpose");
+    eng_graph_destroy(g0);
+    printf("%s: %zu attention node(s) fused, %zu Transposes taken in (%zu of %zu left)\n",
+           zoo[z].model, eng_graph_n_attention(g), eng_attn_n_transposes(g), t1, t0);
+    CHECK_EQ_INT(eng_attn_n_transposes(g), zoo[z].transposes);
+    CHECK_EQ_INT(t0 - t1, zoo[z].transposes);
     CHECK_EQ_INT(eng_graph_n_attention(g), 2);  // two layers in every export
     CHECK_EQ_INT(count_op(g, "inferd.Attention"), 2);
     CHECK_EQ_INT(count_op(g, "Softmax"), 0);
@@ -340,8 +358,236 @@ static void test_internal_name_refused(void) {
   eng_graph_destroy(g);
 }
 
+// --- the heads' layout
+
+// x [B, S, H, D] into y [B, H, S, D] (Q, V: perm 0,2,1,3), or with kt into
+// Kt [B, H, D, S] (perm 0,2,3,1); back (!fwd): y [B, S, H, D] from x [B, H, S, D].
+static void heads(float *y, const float *x, int64_t b, int64_t s, int64_t h, int64_t d, int kt,
+                  int fwd) {
+  for (int64_t bi = 0; bi < b; bi++)
+    for (int64_t si = 0; si < s; si++)
+      for (int64_t hi = 0; hi < h; hi++)
+        for (int64_t di = 0; di < d; di++) {
+          int64_t bshd = ((bi * s + si) * h + hi) * d + di;
+          int64_t bh = kt ? ((bi * h + hi) * d + di) * s + si : ((bi * h + hi) * s + si) * d + di;
+          if (fwd) y[bh] = x[bshd];
+          else y[bshd] = x[bh];
+        }
+}
+
+typedef struct layout_case {
+  int64_t b, h, sq, sk, d, dv;
+} layout_case;
+
+// q [B, Sq, H, D], k [B, Sk, H, D], v [B, Sk, H, Dv], mask [B, 1, 1, Sk]
+// filled; want [B, Sq, H, Dv] the reference on the transposed copies
+// (k_attn_ref packed), transposed back: the unfused graph's layout.
+typedef struct layout_data {
+  float *q, *k, *v, *mask, *want;
+  size_t nq, nk, nv, nm, no;
+} layout_data;
+
+static void layout_data_make(const layout_case *c, float scale, int nan_zero, int use_mask,
+                             layout_data *x) {
+  x->nq = (size_t)(c->b * c->sq * c->h * c->d), x->nk = (size_t)(c->b * c->sk * c->h * c->d);
+  x->nv = (size_t)(c->b * c->sk * c->h * c->dv), x->nm = (size_t)(c->b * c->sk);
+  x->no = (size_t)(c->b * c->sq * c->h * c->dv);
+  x->q = malloc(x->nq * 4 + 4), x->k = malloc(x->nk * 4 + 4), x->v = malloc(x->nv * 4 + 4);
+  x->mask = malloc(x->nm * 4 + 4), x->want = malloc(x->no * 4 + 4);
+  for (size_t i = 0; i < x->nq; i++) x->q[i] = urand(-2, 2);
+  for (size_t i = 0; i < x->nk; i++) x->k[i] = urand(-2, 2);
+  for (size_t i = 0; i < x->nv; i++) x->v[i] = urand(-1, 1);
+  for (size_t i = 0; i < x->nm; i++) x->mask[i] = i % 4 == 3 ? -INFINITY : urand(-1, 0);
+  float *qh = malloc(x->nq * 4 + 4), *kt = malloc(x->nk * 4 + 4), *vh = malloc(x->nv * 4 + 4);
+  float *oh = malloc(x->no * 4 + 4);
+  heads(qh, x->q, c->b, c->sq, c->h, c->d, 0, 1);
+  heads(kt, x->k, c->b, c->sk, c->h, c->d, 1, 1);
+  heads(vh, x->v, c->b, c->sk, c->h, c->dv, 0, 1);
+  k_attn_args a = {.b = c->b, .h = c->h, .sq = c->sq, .sk = c->sk, .d = c->d, .dv = c->dv,
+                   .q_sb = c->h * c->sq * c->d, .q_sh = c->sq * c->d,
+                   .k_sb = c->h * c->d * c->sk, .k_sh = c->d * c->sk,
+                   .v_sb = c->h * c->sk * c->dv, .v_sh = c->sk * c->dv,
+                   .o_sb = c->h * c->sq * c->dv, .o_sh = c->sq * c->dv,
+                   .m_sb = c->sk, .m_sk = 1, .scale = scale, .nan_zero = nan_zero};
+  k_attn_ref(oh, qh, kt, vh, use_mask ? x->mask : NULL, &a);
+  heads(x->want, oh, c->b, c->sq, c->h, c->dv, 0, 0);
+  free(qh), free(kt), free(vh), free(oh);
+}
+
+static void layout_data_free(layout_data *x) {
+  free(x->q), free(x->k), free(x->v), free(x->mask), free(x->want);
+}
+
+// The reference reading [B, S, H, D] through its row strides (K key-major)
+// and writing [B, Sq, H, Dv] gives exactly the transposed copies' result:
+// the same sums in the same order.
+static void test_ref_strides(void) {
+  static const layout_case cases[] = {{2, 3, 5, 7, 4, 6}, {1, 4, 16, 16, 8, 8}, {3, 2, 1, 9, 5, 3}};
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    const layout_case *c = &cases[t];
+    layout_data x;
+    layout_data_make(c, 0.35f, 1, 1, &x);
+    float *got = malloc(x.no * 4 + 4);
+    for (size_t i = 0; i < x.no; i++) got[i] = NAN;  // every element must be written
+    int64_t hd = c->h * c->d, hdv = c->h * c->dv;
+    k_attn_args a = {.b = c->b, .h = c->h, .sq = c->sq, .sk = c->sk, .d = c->d, .dv = c->dv,
+                     .q_sb = c->sq * hd, .q_sh = c->d, .q_ss = hd,
+                     .k_sb = c->sk * hd, .k_sh = c->d, .k_sd = 1, .k_sk = hd,
+                     .v_sb = c->sk * hdv, .v_sh = c->dv, .v_ss = hdv,
+                     .o_sb = c->sq * hdv, .o_sh = c->dv, .o_ss = hdv,
+                     .m_sb = c->sk, .m_sk = 1, .scale = 0.35f, .nan_zero = 1};
+    k_attn_ref(got, x.q, x.k, x.v, x.mask, &a);
+    double w = worst(got, x.want, x.no, 0, 0);
+    printf("reference strided [%lld,%lld,%lld,%lld,%lld,%lld]: worst %g (exact: 0)\n", (long long)c->b,
+           (long long)c->h, (long long)c->sq, (long long)c->sk, (long long)c->d, (long long)c->dv, w);
+    CHECK(w == 0.0);
+    free(got);
+    layout_data_free(&x);
+  }
+}
+
+enum {
+  L_ALL = 0,      // SDPA form, all four Transposes taken in
+  L_GPT = 1,      // Div form, no mask: all four
+  L_K_TWO = 2,    // K as dynamo's detour: Transpose(0,2,1,3) then (0,1,3,2): Q, V, O only
+  L_Q_OUT = 3,    // Q's transposed value also a graph output: K, V, O only
+  L_O_OUT = 4,    // the node's own output also a graph output: Q, K, V only
+  L_NO_OUT_T = 5, // the output not transposed (read as [B, H, Sq, Dv]): Q, K, V; compared transposed
+};
+
+// The exporters' layout around the pattern: Reshape [B, S, H*D] is left
+// out (the inputs come as [B, S, H, D]); the output's Reshape to
+// [B, Sq, H*Dv] is there (it reads the fused node's output as a view).
+static ob *layout_model(int variant, const layout_case *c, float cst) {
+  int64_t qd[4] = {c->b, c->sq, c->h, c->d}, kd[4] = {c->b, c->sk, c->h, c->d};
+  int64_t vd[4] = {c->b, c->sk, c->h, c->dv}, md[4] = {c->b, 1, 1, c->sk};
+  static const int64_t p0213[4] = {0, 2, 1, 3}, p0231[4] = {0, 2, 3, 1}, p0132[4] = {0, 1, 3, 2};
+  ob *b = ob_new(17);
+  ob_input(b, "q", F, 4, qd);
+  ob_input(b, "k", F, 4, kd);
+  ob_input(b, "v", F, 4, vd);
+  if (variant != L_GPT) ob_input(b, "mask", F, 4, md);
+  int64_t one = 1, shp[3] = {c->b, c->sq, c->h * c->dv}, three = 3;
+  ob_init(b, "c", F, 1, &one, &cst, sizeof cst);
+  ob_init(b, "shape", I64, 1, &three, shp, sizeof shp);
+  float zero = 0.0f;
+  ob_init(b, "zero", F, 0, NULL, &zero, sizeof zero);
+  ob_attr_ints(b, ob_node(b, "Transpose", "tq", "q", "qh"), "perm", 4, p0213);
+  if (variant == L_K_TWO) {
+    ob_attr_ints(b, ob_node(b, "Transpose", "tk0", "k", "kh"), "perm", 4, p0213);
+    ob_attr_ints(b, ob_node(b, "Transpose", "tk", "kh", "kt"), "perm", 4, p0132);
+  } else {
+    ob_attr_ints(b, ob_node(b, "Transpose", "tk", "k", "kt"), "perm", 4, p0231);
+  }
+  ob_attr_ints(b, ob_node(b, "Transpose", "tv", "v", "vh"), "perm", 4, p0213);
+  if (variant == L_GPT) {
+    ob_node(b, "MatMul", "mm0", "qh,kt", "s0");
+    ob_node(b, "Div", "div", "s0,c", "s");
+  } else {
+    ob_node(b, "Mul", "mq", "qh,c", "qs");
+    ob_node(b, "Mul", "mk", "c,kt", "ks");
+    ob_node(b, "MatMul", "mm0", "qs,ks", "s0");
+    ob_node(b, "Add", "add", "s0,mask", "s");
+  }
+  ob_attr_i(b, ob_node(b, "Softmax", "sm", "s", "p"), "axis", -1);
+  const char *pv = "p";
+  if (variant != L_GPT) {
+    ob_node(b, "IsNaN", "isnan", "p", "nan");
+    ob_node(b, "Where", "where", "nan,zero,p", "pz");
+    pv = "pz";
+  }
+  char in[64];
+  snprintf(in, sizeof in, "%s,vh", pv);
+  ob_node(b, "MatMul", "mm1", in, "oh");
+  if (variant == L_NO_OUT_T) {
+    ob_output(b, "oh", F, -1, NULL);
+  } else {
+    ob_attr_ints(b, ob_node(b, "Transpose", "to", "oh", "o"), "perm", 4, p0213);
+    ob_node(b, "Reshape", "r", "o,shape", "y");
+    ob_output(b, "y", F, -1, NULL);
+  }
+  if (variant == L_Q_OUT) ob_output(b, "qh", F, -1, NULL);
+  if (variant == L_O_OUT) ob_output(b, "oh", F, -1, NULL);
+  return b;
+}
+
+static void run_layout(int variant, const layout_case *c, size_t want_absorbed) {
+  float cst = variant == L_GPT ? 2.5f : 0.6f;
+  float scale = variant == L_GPT ? 1.0f / cst : cst * cst;
+  CHECK_EQ_INT(ob_save(layout_model(variant, c, cst), MODEL), 0);
+  layout_data x;
+  layout_data_make(c, scale, variant != L_GPT, variant != L_GPT, &x);
+  // what the pass did: Transposes taken in, and those left (of 4, 5 with K's detour)
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_graph_load(MODEL, &g, &e), 0);
+  size_t absorbed = g ? eng_attn_n_transposes(g) : 0, left = g ? count_op(g, "Transpose") : 0;
+  size_t total = variant == L_K_TWO ? 5 : variant == L_NO_OUT_T ? 3 : 4;
+  if (g) {
+    CHECK_EQ_INT(eng_graph_n_attention(g), 1);
+    CHECK_EQ_INT(absorbed, want_absorbed);
+    CHECK_EQ_INT(left, total - want_absorbed);
+  }
+  eng_graph_destroy(g);
+  int64_t qd[4] = {c->b, c->sq, c->h, c->d}, kd[4] = {c->b, c->sk, c->h, c->d};
+  int64_t vd[4] = {c->b, c->sk, c->h, c->dv}, md[4] = {c->b, 1, 1, c->sk};
+  eng_tensor ins[4] = {mk(DT_FP32, 4, qd, x.q), mk(DT_FP32, 4, kd, x.k), mk(DT_FP32, 4, vd, x.v),
+                       mk(DT_FP32, 4, md, x.mask)};
+  size_t n_in = variant == L_GPT ? 3 : 4;
+  float *fused = NULL, *plain = NULL;
+  size_t nf = 0, np = 0, cf = 0, cp = 0;
+  int rc = load_run(MODEL, 1, ins, n_in, &fused, &nf, &cf, &e);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "layout %d fused: %s\n", variant, e.msg);
+  rc = load_run(MODEL, 0, ins, n_in, &plain, &np, &cp, &e);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "layout %d unfused: %s\n", variant, e.msg);
+  if (variant == L_NO_OUT_T && fused && plain && nf == x.no && np == x.no) {
+    // output 0 is [B, H, Sq, Dv]: bring it to want's [B, Sq, H, Dv]
+    float *t = malloc(x.no * 4 + 4);
+    heads(t, fused, c->b, c->sq, c->h, c->dv, 0, 0);
+    memcpy(fused, t, x.no * 4);
+    heads(t, plain, c->b, c->sq, c->h, c->dv, 0, 0);
+    memcpy(plain, t, x.no * 4);
+    free(t);
+  }
+  if (fused && plain && nf == x.no && np == x.no) {
+    double wf = worst(fused, x.want, x.no, 1e-4, 1e-5), wp = worst(plain, x.want, x.no, 1e-4, 1e-5);
+    printf("layout %d [%lld,%lld,%lld,%lld,%lld,%lld]: %zu Transposes taken in, %zu left; worst vs "
+           "reference %.3g (unfused %.3g)\n",
+           variant, (long long)c->b, (long long)c->h, (long long)c->sq, (long long)c->sk,
+           (long long)c->d, (long long)c->dv, absorbed, left, wf, wp);
+    CHECK(wf <= 1.0);
+    CHECK(wp <= 1.0);
+  } else {
+    CHECK(0);
+  }
+  free(fused), free(plain);
+  layout_data_free(&x);
+}
+
+static void test_layout(void) {
+  static const layout_case cases[] = {
+      {2, 3, 5, 7, 4, 6},     // Sq != Sk, d != dv
+      {1, 4, 16, 16, 8, 8},   // one batch row
+      {3, 2, 1, 9, 5, 3},     // one query row (the batch dims of O would merge)
+      {2, 2, 6, 1, 3, 3},     // one key (those of K and V would)
+      {2, 1, 3, 4, 1, 2},     // one head of size 1: K's strides both 1, packed-looking
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    run_layout(L_ALL, &cases[i], 4);
+    run_layout(L_GPT, &cases[i], 4);
+  }
+  run_layout(L_K_TWO, &cases[0], 3);
+  run_layout(L_Q_OUT, &cases[0], 3);
+  run_layout(L_O_OUT, &cases[0], 3);
+  run_layout(L_NO_OUT_T, &cases[0], 3);
+}
+
 int main(void) {
   test_internal_name_refused();
+  test_ref_strides();
+  test_layout();
   test_small();
   test_near_miss_only();
   test_zoo();
