@@ -9,8 +9,8 @@ pkgs=(build-essential cmake pkg-config git
       libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler grpc-proto
       libprotobuf-dev libuv1-dev libopenblas-dev libhttp-parser-dev
       libcjson-dev  # JSON of the KServe v2 REST API (server/rest.c)
-      libssl-dev  # libcrypto: server/tls.c checks the gRPC port's certificate files at start
-      openssl  # tests: the CLI makes the CA and certificates of tests/integration/test_tls.py
+      libssl-dev  # libcrypto: server/tls.c checks the certificate files at start; libssl: HTTPS (server/http_tls.c)
+      openssl  # tests: the CLI makes the CA and certificates of tests/integration/test_tls.py and test_https.py
       libdnnl-dev  # oneDNN: the CPU's Conv/ConvTranspose/pooling primitives (engine/conv_dnnl.c)
       clang libclang-rt-dev libomp-dev  # tests/fuzz: libFuzzer + ASan/UBSan runtimes, OpenMP for clang builds
       python3 python3-venv python3-pip curl

@@ -56,8 +56,14 @@ void srv_options_usage(const char *prog) {
           "  --grpc-server-key FILE       its PEM private key (unencrypted)\n"
           "  --grpc-root-cert FILE        PEM CA certificates that client certificates must chain to\n"
           "  --grpc-use-ssl-mutual [BOOL] mutual TLS: clients must present a certificate signed by\n"
-          "                               --grpc-root-cert (implies --grpc-use-ssl). The HTTP port has\n"
-          "                               no TLS: put a TLS proxy in front of it\n"
+          "                               --grpc-root-cert (implies --grpc-use-ssl)\n"
+          "  --http-use-ssl [BOOL]        HTTPS on the HTTP port (TLS 1.2+, default false); needs\n"
+          "                               --http-server-cert and --http-server-key\n"
+          "  --http-server-cert FILE      the HTTP port's PEM certificate (chain)\n"
+          "  --http-server-key FILE       its PEM private key (unencrypted)\n"
+          "  --http-root-cert FILE        PEM CA certificates that HTTPS client certificates must chain to\n"
+          "  --http-use-ssl-mutual [BOOL] mutual TLS on the HTTP port: clients must present a certificate\n"
+          "                               signed by --http-root-cert (implies --http-use-ssl)\n"
           "  --log-level LEVEL            error, warn, info or debug (default info)\n"
           "  --log-verbose N              Triton's flag: N > 0 means --log-level debug\n"
           "  --help                       this text\n"
@@ -133,6 +139,13 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
       *dst = v;
       continue;
     }
+    if (!strcmp(a, "--http-use-ssl") || !strcmp(a, "--http-use-ssl-mutual")) {  // as the gRPC ones above
+      int v = 1, *dst = !strcmp(a, "--http-use-ssl") ? &o->http_use_ssl : &o->http_use_ssl_mutual;
+      if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 && parse_bool(a, argv[i + 1], &v) != 0) return -1;
+      if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) i++;
+      *dst = v;
+      continue;
+    }
     if (strncmp(a, "--", 2) != 0) {
       fprintf(stderr, "inferd: unexpected argument '%s' (see --help)\n", a);
       return -1;
@@ -168,6 +181,11 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--grpc-root-cert")) o->grpc_root_cert = val;
     else if (!strcmp(name, "--grpc-use-ssl")) rc = parse_bool(name, val, &o->grpc_use_ssl);
     else if (!strcmp(name, "--grpc-use-ssl-mutual")) rc = parse_bool(name, val, &o->grpc_use_ssl_mutual);
+    else if (!strcmp(name, "--http-server-cert")) o->http_server_cert = val;
+    else if (!strcmp(name, "--http-server-key")) o->http_server_key = val;
+    else if (!strcmp(name, "--http-root-cert")) o->http_root_cert = val;
+    else if (!strcmp(name, "--http-use-ssl")) rc = parse_bool(name, val, &o->http_use_ssl);
+    else if (!strcmp(name, "--http-use-ssl-mutual")) rc = parse_bool(name, val, &o->http_use_ssl_mutual);
     else if (!strcmp(name, "--strict-readiness")) rc = parse_bool(name, val, &o->strict_readiness);
     else if (!strcmp(name, "--allow-client-shm")) rc = parse_bool(name, val, &o->allow_client_shm);
     else if (!strcmp(name, "--allow-metrics")) rc = parse_bool(name, val, &o->allow_metrics);
@@ -219,6 +237,20 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
   }
   if (o->grpc_use_ssl_mutual && !o->grpc_root_cert) {
     fprintf(stderr, "inferd: --grpc-use-ssl-mutual needs --grpc-root-cert FILE (the CA of the client certificates)\n");
+    return -1;
+  }
+  if (o->http_use_ssl_mutual) o->http_use_ssl = 1;
+  if (!o->http_use_ssl && (o->http_server_cert || o->http_server_key || o->http_root_cert)) {
+    fprintf(stderr, "inferd: --http-server-cert/--http-server-key/--http-root-cert need --http-use-ssl "
+                    "(or --http-use-ssl-mutual)\n");
+    return -1;
+  }
+  if (o->http_use_ssl && (!o->http_server_cert || !o->http_server_key)) {
+    fprintf(stderr, "inferd: --http-use-ssl needs --http-server-cert FILE and --http-server-key FILE\n");
+    return -1;
+  }
+  if (o->http_use_ssl_mutual && !o->http_root_cert) {
+    fprintf(stderr, "inferd: --http-use-ssl-mutual needs --http-root-cert FILE (the CA of the client certificates)\n");
     return -1;
   }
   // Triton refuses --load-model outside explicit mode rather than ignore it

@@ -36,6 +36,9 @@ typedef struct srv_options {
   // Triton's gRPC TLS flags; --grpc-use-ssl-mutual implies --grpc-use-ssl
   int grpc_use_ssl, grpc_use_ssl_mutual;
   const char *grpc_server_cert, *grpc_server_key, *grpc_root_cert;  // PEM files; NULL when not given
+  // the same for the HTTP port (HTTPS); --http-use-ssl-mutual implies --http-use-ssl
+  int http_use_ssl, http_use_ssl_mutual;
+  const char *http_server_cert, *http_server_key, *http_root_cert;
 } srv_options;
 
 // Parses argv. Returns 0 to run, 1 when --help/--version printed and the

@@ -4,7 +4,9 @@
 // whole buffers written with uv_write. Memory of a connection is freed only
 // in its close callback, and every write buffer lives until its write
 // callback, so a client that vanishes mid-request or mid-response leaks
-// nothing.
+// nothing. With TLS on (srv_http_set_tls), bytes pass through
+// server/http_tls.c on their way in and out; every other line is the same
+// for both, and a plain connection only tests a NULL pointer.
 #include "server/http.h"
 
 #include <errno.h>
@@ -18,6 +20,8 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "server/http_tls.h"
 
 #define READ_BUF_SIZE (16 * 1024)
 // Pending response bytes above which a connection stops reading (and so
@@ -48,6 +52,8 @@ struct srv_http {
   uv_timer_t sweep;
   uint64_t idle_ms;
   size_t max_body_large;  // for paths ending with SRV_HTTP_LARGE_BODY_SUFFIX
+  srv_htls_ctx *tls;      // owned; NULL: plain HTTP
+  uint64_t handshake_ms;  // a TLS connection not through its handshake by then is closed
   void (*on_closed)(void *arg);
   void *closed_arg;
 };
@@ -83,6 +89,8 @@ struct conn {
   size_t write_bytes_pending;
   size_t drained;
   uint64_t last_active_ms;  // uv_now at the last read or finished write
+  uint64_t accepted_ms;     // uv_now at accept, for the TLS handshake deadline
+  srv_htls *tls;            // NULL on a plain connection
 
   unsigned reading : 1;      // uv_read_start is in effect
   unsigned backpressure : 1; // reading stopped until writes drain
@@ -90,6 +98,8 @@ struct conn {
   unsigned shut : 1;         // uv_shutdown issued
   unsigned peer_eof : 1;     // the client shut its side
   unsigned closing : 1;      // uv_close issued
+  unsigned tls_started : 1;  // the first bytes were looked at
+  unsigned tls_notified : 1; // close_notify queued (or not to be sent)
 
   char rbuf[READ_BUF_SIZE];
 };
@@ -114,6 +124,7 @@ static void maybe_finish(srv_http *h) {
   if (!h->closing || h->open_handles != 0) return;
   void (*cb)(void *) = h->on_closed;
   void *arg = h->closed_arg;
+  srv_htls_ctx_destroy(h->tls);
   free(h);
   if (cb) cb(arg);
 }
@@ -130,6 +141,7 @@ static void on_conn_closed(uv_handle_t *handle) {
   free(c->url);
   free(c->body);
   free(c->hdrs);
+  srv_htls_destroy(c->tls);
   free(c);
   maybe_finish(h);
 }
@@ -152,6 +164,7 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void process(conn *c);
 static void respond(conn *c, srv_http_response *r, int send_body, int keep);
+static int tls_flush(conn *c);
 
 static void read_on(conn *c) {
   if (c->reading || c->closing || c->peer_eof) return;
@@ -188,6 +201,11 @@ static void drain_step(conn *c) {
     return;
   }
   if (c->shut) return;
+  if (c->tls && !c->tls_notified) {  // close_notify first: the client can tell an end from a cut
+    c->tls_notified = 1;
+    srv_htls_shutdown(c->tls);
+    if (tls_flush(c) != 0 || c->writes_pending != 0) return;  // on_write comes back here
+  }
   uv_shutdown_t *req = malloc(sizeof *req);
   if (!req) {
     conn_close(c);
@@ -428,6 +446,14 @@ static void send_response(conn *c, int status, const char *content_type, const c
     body = NULL;
     len = 0;
   }
+  if (c->tls) {  // head and body leave as records, in one buffer
+    int bad = srv_htls_write(c->tls, w->head, (size_t)n) != 0 || srv_htls_write(c->tls, body, len) != 0;
+    free(body);
+    free(w);
+    if (bad) conn_close(c);
+    else (void)tls_flush(c);
+    return;
+  }
   w->c = c;
   w->body = body;
   w->total = (size_t)n + len;
@@ -441,6 +467,34 @@ static void send_response(conn *c, int status, const char *content_type, const c
   }
   c->writes_pending++;
   c->write_bytes_pending += w->total;
+}
+
+// Queues the ciphertext TLS produced (records, handshake messages, alerts,
+// close_notify) as one write. 0, or -1 when the connection is closing.
+static int tls_flush(conn *c) {
+  size_t len = 0;
+  char *out = srv_htls_take_output(c->tls, &len);
+  if (len == 0) return c->closing ? -1 : 0;
+  wreq *w = out && !c->closing && len <= UINT_MAX ? malloc(sizeof *w + 1) : NULL;
+  if (!w) {
+    free(out);
+    conn_close(c);
+    return -1;
+  }
+  w->c = c;
+  w->body = out;
+  w->total = len;
+  w->head[0] = '\0';
+  uv_buf_t b = uv_buf_init(out, (unsigned)len);
+  if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
+    free(out);
+    free(w);
+    conn_close(c);
+    return -1;
+  }
+  c->writes_pending++;
+  c->write_bytes_pending += len;
+  return 0;
 }
 
 static void send_error(conn *c, int status) {
@@ -554,9 +608,29 @@ void srv_http_complete(srv_http_pending *p, srv_http_response *resp) {
   if (keep && !c->closing && !c->draining) process(c);  // pipelined requests, then reading again
 }
 
+// Fills rbuf with the plaintext TLS holds (advancing the handshake on the
+// way) and sends what that produced. 1 when rbuf has new bytes; 0 when TLS
+// wants more from the socket, or the connection ended or failed.
+static int tls_pull(conn *c) {
+  long n = srv_htls_read(c->tls, c->rbuf, sizeof c->rbuf);
+  if (tls_flush(c) != 0) return 0;  // handshake messages, session tickets, alerts
+  if (n > 0) {
+    c->roff = 0;
+    c->rlen = (size_t)n;
+    return 1;
+  }
+  if (n == SRV_HTLS_WANT_INPUT) return 0;
+  // close_notify is the client's end of the stream, like EOF; a failure has
+  // had its alert queued above, and the connection ends after it
+  if (n == SRV_HTLS_FAILED) c->tls_notified = 1;
+  conn_finish(c);
+  return 0;
+}
+
 // Parses what is buffered, answering each complete request, until the
 // buffer is empty, the connection ends, or writes back up.
 static void process(conn *c) {
+again:
   while (!c->closing && !c->draining && c->roff < c->rlen) {
     size_t n = http_parser_execute(&c->parser, &parser_settings, c->rbuf + c->roff, c->rlen - c->roff);
     c->roff += n;
@@ -583,10 +657,47 @@ static void process(conn *c) {
       return;
     }
   }
-  if (!c->closing && !c->draining && c->roff == c->rlen) read_on(c);
+  if (c->closing || c->draining || c->roff != c->rlen) return;
+  if (c->tls && tls_pull(c)) goto again;
+  if (!c->closing && !c->draining) read_on(c);
 }
 
 // --- reading and accepting
+
+// A plain HTTP request on the TLS port: said so in plain text (an alert
+// would read as garbage), and the connection ends.
+static void refuse_plain_http(conn *c) {
+  static const char msg[] = "this port speaks HTTPS: use https://\n";
+  srv_htls_destroy(c->tls);
+  c->tls = NULL;  // the answer itself is plain; the connection ends with it
+  char *body = malloc(sizeof msg - 1);
+  if (!body) {
+    conn_close(c);
+    return;
+  }
+  memcpy(body, msg, sizeof msg - 1);
+  c->draining = 1;  // nothing of this request is parsed
+  send_response(c, 400, NULL, NULL, body, sizeof msg - 1, 1, 0);
+  conn_finish(c);
+}
+
+// Ciphertext arrived in rbuf: it moves into TLS, and rbuf takes plaintext.
+static void tls_on_read(conn *c, size_t n) {
+  if (!c->tls_started) {
+    c->tls_started = 1;
+    if (srv_htls_looks_like_plain_http(c->rbuf, n)) {
+      refuse_plain_http(c);
+      return;
+    }
+  }
+  if (srv_htls_feed(c->tls, c->rbuf, n) != 0) {
+    conn_close(c);
+    return;
+  }
+  c->roff = c->rlen = 0;
+  read_off(c);  // back on once TLS wants more
+  process(c);
+}
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   (void)buf;
@@ -611,6 +722,10 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   if (c->draining) {
     c->drained += (size_t)nread;
     if (c->drained > DRAIN_MAX) conn_close(c);
+    return;
+  }
+  if (c->tls) {
+    tls_on_read(c, (size_t)nread);
     return;
   }
   c->roff = 0;
@@ -638,7 +753,11 @@ static void on_connection(uv_stream_t *server, int status) {
   h->open_handles++;
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
-  c->last_active_ms = uv_now(h->loop);
+  c->last_active_ms = c->accepted_ms = uv_now(h->loop);
+  if (h->tls && !(c->tls = srv_htls_create(h->tls))) {
+    conn_close(c);  // not accepted: it stays in the backlog until memory frees up
+    return;
+  }
   if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
     conn_close(c);
     return;
@@ -656,13 +775,18 @@ static void on_connection(uv_stream_t *server, int status) {
 static void on_sweep(uv_timer_t *t) {
   srv_http *h = t->data;
   uint64_t now = uv_now(h->loop);
-  for (conn *c = h->conns; c; c = c->next)  // closing unlinks only in the close callback
-    if (!c->closing && !c->pending && now - c->last_active_ms >= h->idle_ms) conn_close(c);
+  for (conn *c = h->conns; c; c = c->next) {  // closing unlinks only in the close callback
+    if (c->closing || c->pending) continue;
+    if (h->idle_ms && now - c->last_active_ms >= h->idle_ms) conn_close(c);
+    // trickling a handshake byte by byte keeps a connection active, not through it
+    else if (c->tls && !srv_htls_handshake_done(c->tls) && now - c->accepted_ms >= h->handshake_ms) conn_close(c);
+  }
 }
 
-// Sweeps a few times per timeout, at most once a second.
+// Sweeps a few times per timeout (idle or handshake), at most once a second.
 static int sweep_start(srv_http *h) {
-  uint64_t every = h->idle_ms / 4 ? h->idle_ms / 4 : 1;
+  uint64_t every = !h->idle_ms ? 1000 : h->idle_ms / 4 ? h->idle_ms / 4 : 1;
+  if (h->tls && h->handshake_ms / 4 < every) every = h->handshake_ms / 4 ? h->handshake_ms / 4 : 1;
   if (every > 1000) every = 1000;
   return uv_timer_start(&h->sweep, on_sweep, every, every);
 }
@@ -676,7 +800,7 @@ static void on_sweep_closed(uv_handle_t *handle) {
 int srv_http_set_idle_timeout(srv_http *h, uint64_t ms, err *e) {
   int rc = uv_timer_stop(&h->sweep);
   h->idle_ms = ms;
-  if (rc == 0 && ms) rc = sweep_start(h);
+  if (rc == 0 && (ms || h->tls)) rc = sweep_start(h);
   if (rc != 0) return err_set(e, ERR_INTERNAL, "http endpoint: idle sweep timer: %s", uv_strerror(rc));
   return 0;
 }
@@ -782,6 +906,19 @@ int srv_http_create(uv_loop_t *loop, const char *host, int port, srv_http_handle
 int srv_http_port(const srv_http *h) { return h->port; }
 
 void srv_http_set_large_body(srv_http *h, size_t max_bytes) { h->max_body_large = max_bytes; }
+
+int srv_http_set_tls(srv_http *h, srv_htls_ctx *tls, uint64_t handshake_ms, err *e) {
+  if (h->tls || h->nconns || !tls || handshake_ms == 0) {
+    srv_htls_ctx_destroy(tls);
+    return err_set(e, ERR_INVALID_ARGUMENT, "http endpoint: TLS is set once, before any connection, with a timeout");
+  }
+  h->tls = tls;
+  h->handshake_ms = handshake_ms;
+  int rc = uv_timer_stop(&h->sweep);
+  if (rc == 0) rc = sweep_start(h);
+  if (rc != 0) return err_set(e, ERR_INTERNAL, "http endpoint: idle sweep timer: %s", uv_strerror(rc));
+  return 0;
+}
 
 size_t srv_http_connections(const srv_http *h) { return h->nconns; }
 

@@ -3,6 +3,12 @@
 find_path(HTTP_PARSER_INCLUDE_DIR http_parser.h REQUIRED)
 find_library(HTTP_PARSER_LIB http_parser REQUIRED)
 
+# HTTPS on the same port (--http-use-ssl): libssl over memory BIOs; the
+# certificate files are checked by inferd_tls (server/tls.cmake).
+pkg_check_modules(LIBSSL REQUIRED IMPORTED_TARGET libssl)
+add_library(inferd_http_tls STATIC ${CMAKE_CURRENT_LIST_DIR}/http_tls.c)
+target_link_libraries(inferd_http_tls PUBLIC inferd_tls inferd_base PkgConfig::LIBSSL)
+
 add_library(inferd_http STATIC ${CMAKE_CURRENT_LIST_DIR}/http.c)
 target_include_directories(inferd_http PUBLIC ${HTTP_PARSER_INCLUDE_DIR})
-target_link_libraries(inferd_http PUBLIC inferd_base PkgConfig::LIBUV ${HTTP_PARSER_LIB})
+target_link_libraries(inferd_http PUBLIC inferd_http_tls inferd_base PkgConfig::LIBUV ${HTTP_PARSER_LIB})

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "kernels/base/err.h"
+#include "server/http_tls.h"
 
 // Limits: a request whose request line plus headers exceed SRV_HTTP_MAX_HEADER
 // bytes is answered 431, one whose body exceeds SRV_HTTP_MAX_BODY is answered
@@ -91,6 +92,14 @@ int srv_http_create(uv_loop_t *loop, const char *host, int port, srv_http_handle
 // Requests whose path ends with SRV_HTTP_LARGE_BODY_SUFFIX may have bodies
 // up to max_bytes (>= SRV_HTTP_MAX_BODY) instead of SRV_HTTP_MAX_BODY.
 void srv_http_set_large_body(srv_http *h, size_t max_bytes);
+
+// HTTPS: every connection accepted from now on speaks TLS (server/http_tls.h)
+// and is closed when its handshake has not finished handshake_ms after
+// accept (a client that sends nothing, half a ClientHello, or trickles it).
+// The limits above apply to the decrypted requests. Call once, before the
+// loop runs; h takes tls, also on failure, and frees it when it closes.
+#define SRV_HTTP_TLS_HANDSHAKE_MS 10000
+int srv_http_set_tls(srv_http *h, srv_htls_ctx *tls, uint64_t handshake_ms, err *e);
 
 // The port actually bound (useful with port 0).
 int srv_http_port(const srv_http *h);

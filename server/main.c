@@ -318,6 +318,14 @@ int main(int argc, char **argv) {
     guard_end(&guard);
     return 1;
   }
+  srv_htls_ctx *htls = NULL;  // the HTTP port's, handed to it once it exists
+  if (o.http_use_ssl && srv_htls_ctx_create(o.http_server_cert, o.http_server_key, o.http_root_cert,
+                                            o.http_use_ssl_mutual, &htls, &e) != 0) {
+    srv_log(SRV_LOG_ERROR, "cannot start: %s", e.msg);
+    srv_tls_destroy(tls);
+    guard_end(&guard);
+    return 1;
+  }
 
   prof_gpu_info gpu_info[MAX_GPUS];
   memset(gpu_info, 0, sizeof gpu_info);
@@ -325,6 +333,7 @@ int main(int argc, char **argv) {
   if (prof_gpus_create(gpu_info, n_gpus < MAX_GPUS ? n_gpus : MAX_GPUS, &srv.gpus, &e) != 0) {
     srv_log(SRV_LOG_ERROR, "GPU metrics: %s", e.msg);
     srv_tls_destroy(tls);
+    srv_htls_ctx_destroy(htls);
     guard_end(&guard);
     return 1;
   }
@@ -342,6 +351,7 @@ int main(int argc, char **argv) {
     srv_registry_destroy(srv.reg);
     srv_log(SRV_LOG_ERROR, "cannot load the model repository: %s", e.msg);
     srv_tls_destroy(tls);
+    srv_htls_ctx_destroy(htls);
     prof_gpus_destroy(srv.gpus);
     guard_end(&guard);
     return 1;
@@ -356,6 +366,12 @@ int main(int argc, char **argv) {
   if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
     goto fail;
   srv_http_set_large_body(hc.http, (size_t)o.http_max_infer_body_bytes);
+  if (htls) {
+    srv_htls_ctx *x = htls;
+    htls = NULL;  // the endpoint's now, also when this fails
+    if (srv_http_set_tls(hc.http, x, SRV_HTTP_TLS_HANDSHAKE_MS, &e) != 0) goto fail;
+    srv_log(SRV_LOG_INFO, "HTTP port: HTTPS%s", o.http_use_ssl_mutual ? " with client certificates (mutual TLS)" : "");
+  }
   if (srv_rest_create(srv_sched_loop(srv.sched), &srv, &hc.rest, &e) != 0) goto fail;
   srv.rest = hc.rest;
   if (o.allow_metrics && o.metrics_port >= 0 &&
@@ -415,6 +431,7 @@ fail:
   guard_end(&guard);  // a no-op after a normal run
   if (status) srv_log(SRV_LOG_ERROR, "%s", e.msg);
   srv_tls_destroy(tls);  // NULL once the gRPC server took the certificates
+  srv_htls_ctx_destroy(htls);  // NULL once the HTTP endpoint took it
   if (srv.sched) srv_sched_stop(srv.sched, close_http, &hc);  // no-op when the loop never started
   if (grpc) srv_grpc_destroy(grpc);
   // after HTTP and gRPC closed (nothing calls it any more), before the

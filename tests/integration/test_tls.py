@@ -26,45 +26,10 @@ CALL_TIMEOUT_S = 10
 
 # --- certificates
 
-def _openssl(*args, cwd):
-    subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, capture_output=True)
-
-
-def _key_and_csr(d, name, cn):
-    _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + cn, cwd=d)
-
-
-def _sign(d, name, ca, ext):
-    with open(os.path.join(d, name + ".ext"), "w") as f:
-        f.write(ext + "\n")
-    _openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key", "-CAcreateserial",
-             "-days", "2", "-out", name + ".crt", "-extfile", name + ".ext", cwd=d)
-
-
-def _ca(d, name):
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", name + ".key", "-out", name + ".crt", "-days", "2", "-subj", "/CN=inferd test " + name,
-             cwd=d)
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
     """{name: path}: ca, server, client (signed by ca), other_ca and other_client (signed by other_ca)."""
-    d = str(tmp_path_factory.mktemp("tls"))
-    _ca(d, "ca")
-    _ca(d, "other_ca")
-    _key_and_csr(d, "server", "localhost")
-    _sign(d, "server", "ca", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth")
-    _key_and_csr(d, "client", "inferd test client")
-    _sign(d, "client", "ca", "extendedKeyUsage=clientAuth")
-    _key_and_csr(d, "other_client", "inferd test intruder")
-    _sign(d, "other_client", "other_ca", "extendedKeyUsage=clientAuth")
-    p = lambda f: os.path.join(d, f)
-    return {"dir": d, "ca": p("ca.crt"), "other_ca": p("other_ca.crt"),
-            "server_crt": p("server.crt"), "server_key": p("server.key"),
-            "client_crt": p("client.crt"), "client_key": p("client.key"),
-            "other_client_crt": p("other_client.crt"), "other_client_key": p("other_client.key")}
+    return lib.make_tls_certs(str(tmp_path_factory.mktemp("tls")))
 
 
 def _tls_args(certs, mutual=False):
