@@ -26,6 +26,14 @@
 // NHWC FP16 cuDNN's heuristic pick, its grouped direct kernel, was two thirds
 // of MobileNetV3-Large's device time at batch 32 (ncu, H100, 2026-11-25).
 //
+// 1x1 Convs on 1x1 inputs (a squeeze-excitation block's two, on a global
+// pool's output) skip cuDNN too: they are plain products, run through the
+// slot's cuBLASLt (cuda_gemm.h) with bias, Relu and a residual in its
+// epilogue. See is_gemm.
+//
+// A GlobalAveragePool is a mean over a contiguous run of axes, so
+// kernels/k_reduce.cu computes it rather than cuDNN's pooling. See is_mean.
+//
 // Per node: the cuDNN plans, one per shape signature (input dims, storage
 // type, fused epilogue), made by prepare when a shape is first seen (the
 // algorithm choice runs convolutions, so never inside a graph capture) and
@@ -52,6 +60,8 @@ typedef struct shape_plan {
   eng_cutconv_plan *tconv;
   eng_cupool_plan *pool;
   bool dw;  // depthwise NHWC Conv: k_dwconv_cuda, no cuDNN plan
+  bool gemm;  // 1x1 Conv on a 1x1 input: a cuBLASLt GEMM (is_gemm), no cuDNN plan
+  bool mean;  // GlobalAveragePool: k_reduce_cuda's mean (is_mean), no cuDNN plan
 } shape_plan;
 
 typedef struct conv_node {
@@ -272,6 +282,66 @@ static int run_dw(const eng_cuconv_desc *cd, cudaStream_t st, const void *x, con
   return k_dwconv_cuda(y, x, w, bias, z, cd->dtype == ENG_CUCONV_FP16 ? K_F16 : K_F32, &a, st, e);
 }
 
+// --- 1x1 Convs on 1x1 inputs as GEMMs
+
+// A Conv that is a plain product: a 1x1 kernel over a 1x1 input, no
+// padding, one group (strides and dilations cannot matter with one pixel
+// and one tap). Then Y[N, K] = X[N, C] x W[K, C]^T (+ bias): the input and
+// output are [N, C, 1, 1] and [N, K, 1, 1], the same bytes in NCHW and
+// NHWC (plan_cuda_layout.c's "neutral"), and W is the plan's [K, C, 1, 1]
+// constant as it is, in either layout. Why: for a squeeze-excitation
+// block's two convolutions (on a global pool's output) cuDNN's heuristic
+// picks a fallback without tensor cores, implicit_convolve_sgemm: ~10% of
+// MobileNetV3-Large's device time at batch 32 FP16 (ncu, H100, ~44 us a
+// launch, two per block). cuBLASLt's epilogue carries the bias, Relu and a
+// residual (its C operand, added before the activation as cuDNN does);
+// Sigmoid, Tanh and whatever else conv_fuse gives it cannot, so such a Conv
+// stays on cuDNN: one node, all on one path, no extra kernel. Only constant
+// weights, as for NHWC: computed ones never meet these models.
+static bool is_gemm(const conv_node *s, const eng_cuconv_desc *cd) {
+  return s->kind == ENG_CONV && s->w_const && cd->h == 1 && cd->w == 1 && cd->r == 1 &&
+         cd->s == 1 && cd->pad_top == 0 && cd->pad_left == 0 && cd->pad_bottom == 0 &&
+         cd->pad_right == 0 && cd->groups == 1 && cd->c >= 1 && cd->k >= 1 &&
+         (cd->act == ENG_CUCONV_ACT_NONE || cd->act == ENG_CUCONV_ACT_RELU);
+}
+
+// The product on the slot's cuBLASLt: A = X [n, c], B = W [k, c] transposed,
+// C = Y [n, k]; a fused residual rides in cuBLASLt's C. TF32 as the plan's
+// Gemm/MatMul (the descriptor's storage type says which).
+static int run_gemm(cuda_ctx *c, const eng_cuconv_desc *cd, const void *x, const void *w,
+                    const void *bias, void *y, err *e) {
+  bool relu = cd->act == ENG_CUCONV_ACT_RELU;
+  eng_gemm_epilogue epi = bias ? (relu ? ENG_GEMM_EPI_BIAS_RELU : ENG_GEMM_EPI_BIAS)
+                               : (relu ? ENG_GEMM_EPI_RELU : ENG_GEMM_EPI_NONE);
+  eng_gemm_dtype dt = cd->dtype == ENG_CUCONV_FP16        ? ENG_GEMM_FP16
+                      : cd->dtype == ENG_CUCONV_FP32_TF32 ? ENG_GEMM_FP32_TF32
+                                                          : ENG_GEMM_FP32;
+  return eng_gemm_lt_run_res(c->gemm, y, x, w, bias, c->z, cd->n, cd->k, cd->c, false, true, epi,
+                             dt, c->stream, e);
+}
+
+// --- global average pools as reductions
+
+// A GlobalAveragePool: NHWC it is [N, H*W, C] -> [N, C], NCHW [N*C, H*W] ->
+// [N*C], both k_reduce_cuda's mean (FP32 sums, for FP16 too). cuDNN's
+// pooling_fw_4d took ~4% of MobileNetV3-Large's device time at batch 32
+// FP16 (ncu, H100, nine pools a forward); the reduction reads the tensor
+// once with a block of 1024 threads per 32 channels of an image (NHWC,
+// rows of 64 and more: the large pools of the early blocks, where one
+// thread per output would leave the GPU idle) or a warp per channel
+// (NCHW). Faster on paper; not yet timed side by side on the device.
+static bool is_mean(eng_conv_kind kind, const eng_cupool_desc *pd) {
+  return kind == ENG_POOL_GLOBAL_AVG && pd->global && pd->n >= 1 && pd->c >= 1 && pd->h >= 1 &&
+         pd->w >= 1;
+}
+
+static int run_mean(const eng_cupool_desc *pd, cudaStream_t st, const void *x, void *y, err *e) {
+  size_t n = (size_t)pd->n, c = (size_t)pd->c, hw = (size_t)pd->h * (size_t)pd->w;
+  k_elem et = pd->dtype == ENG_CUCONV_FP16 ? K_F16 : K_F32;
+  return pd->layout == ENG_CUCONV_NHWC ? k_reduce_cuda(y, x, et, n, hw, c, K_RMEAN, st, e)
+                                       : k_reduce_cuda(y, x, et, n * c, hw, 1, K_RMEAN, st, e);
+}
+
 static eng_cuconv_act act_of(const char *op_type) {
   if (strcmp(op_type, "Relu") == 0) return ENG_CUCONV_ACT_RELU;
   if (strcmp(op_type, "Sigmoid") == 0) return ENG_CUCONV_ACT_SIGMOID;
@@ -329,7 +399,7 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
   shape_plan d;
   TRY(make_desc(c, p, in, n_in, out, &d, e));
   if (in[0].dims[0] == 0) return 0;
-  if (has_weights(s->kind) && c->nhwc) {
+  if (has_weights(s->kind) && c->nhwc && !is_gemm(s, &d.cd)) {
     if (!s->w_const) return err_set(e, ERR_INTERNAL, "NHWC asked of a Conv with computed weights");
     TRY(pack_nhwc(s, c, &in[1], r, e));
   }
@@ -340,6 +410,19 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
       s->cur = &s->plans[i];
       break;
     }
+  if (!s->cur && is_gemm(s, &d.cd)) {
+    // cuBLASLt picks its algorithm at the first run and caches it per shape (cuda_gemm.c)
+    TRY(room_for_plan(s, e));
+    d.gemm = true;
+    s->plans[s->n] = d;
+    s->cur = &s->plans[s->n++];
+  }
+  if (!s->cur && is_mean(s->kind, &d.pd)) {
+    TRY(room_for_plan(s, e));
+    d.mean = true;
+    s->plans[s->n] = d;
+    s->cur = &s->plans[s->n++];
+  }
   if (!s->cur && is_dw(s->kind, &d.cd)) {
     // no algorithm to choose (make_desc checked the output dims; the kernel checks the rest)
     TRY(room_for_plan(s, e));
@@ -362,7 +445,8 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
     s->cur = &s->plans[s->n++];
     r->made = 1;
   }
-  r->ws_need = s->cur->dw      ? 0
+  r->gemm = s->cur->gemm;
+  r->ws_need = s->cur->dw || s->cur->gemm || s->cur->mean ? 0
               : s->cur->conv  ? eng_cuconv_plan_workspace(s->cur->conv)
               : s->cur->tconv ? eng_cutconv_plan_workspace(s->cur->tconv)
                               : eng_cupool_plan_workspace(s->cur->pool);
@@ -378,13 +462,15 @@ static int conv_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
   if (!sp) return err_set(e, ERR_INTERNAL, "no cuDNN plan prepared for this shape");
   // the plan was made for this node's run in this submit; the tensors' type
   // must still be the one it was made for
-  bool conv = sp->conv || sp->dw;
+  bool conv = sp->conv || sp->dw || sp->gemm;
   eng_cuconv_dtype dt = conv ? sp->cd.dtype : sp->tconv ? sp->td.dtype : sp->pd.dtype;
   if ((in[0].dt == DT_FP16) != (dt == ENG_CUCONV_FP16) || in[0].dt != out[0].dt)
     return err_set(e, ERR_INTERNAL, "operand types changed since the cuDNN plan was made");
-  nvtxRangePushA(sp->dw      ? "inferd dwconv"
+  nvtxRangePushA(sp->gemm    ? "inferd conv_gemm"
+                 : sp->dw    ? "inferd dwconv"
                  : sp->conv  ? "inferd conv"
                  : sp->tconv ? "inferd conv_transpose"
+                 : sp->mean  ? "inferd global_mean"
                              : "inferd pool");
   int rc;
   if (sp->tconv) {
@@ -400,9 +486,12 @@ static int conv_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
     }
     const void *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
     const void *w = sp->cd.layout == ENG_CUCONV_NHWC ? s->w_nhwc : in[1].data;
-    rc = sp->dw ? run_dw(&sp->cd, c->stream, in[0].data, w, bias, c->z, out[0].data, e)
-                : eng_cuconv_run(sp->conv, c->cudnn, c->stream, in[0].data, w, bias, c->z,
-                                 out[0].data, c->ws, c->ws_bytes, e);
+    rc = sp->gemm ? run_gemm(c, &sp->cd, in[0].data, in[1].data, bias, out[0].data, e)
+         : sp->dw ? run_dw(&sp->cd, c->stream, in[0].data, w, bias, c->z, out[0].data, e)
+                  : eng_cuconv_run(sp->conv, c->cudnn, c->stream, in[0].data, w, bias, c->z,
+                                   out[0].data, c->ws, c->ws_bytes, e);
+  } else if (sp->mean) {
+    rc = run_mean(&sp->pd, c->stream, in[0].data, out[0].data, e);
   } else {
     rc = eng_cupool_run(sp->pool, c->cudnn, c->stream, in[0].data, out[0].data, c->ws, c->ws_bytes,
                         e);

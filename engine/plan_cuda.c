@@ -118,6 +118,7 @@ struct eng_cuda_plan {
   _Atomic uint64_t dev_bytes, pin_bytes;  // what the pools and workspaces hold now
   _Atomic uint64_t fused;                 // nodes skipped by the last settle_fusions
   _Atomic uint64_t nhwc_nodes, relayouts;  // the last layout pass's (plan_cuda_layout.c)
+  _Atomic uint64_t gemm_convs;             // the last prepare_nodes' Convs on cuBLASLt
 };
 
 static size_t numel(const eng_tensor *t) { return (size_t)eng_numel(t->ndims, t->dims); }
@@ -950,6 +951,7 @@ static int prepare_nodes(eng_cuda_plan *p, slot *s, err *e) {
   eng_plan *pl = p->pl;
   const eng_graph *g = pl->g;
   size_t need = 0;
+  uint64_t gemm = 0;
   int rc = 0;
   for (size_t i = 0; i < pl->n_nodes && !rc; i++) {
     const cuda_op *op = p->ops[i];
@@ -964,7 +966,9 @@ static int prepare_nodes(eng_cuda_plan *p, slot *s, err *e) {
     if (rc) err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
     if (r.made) atomic_fetch_add(&p->allocs, (uint64_t)r.made);
     if (r.ws_need > need) need = r.ws_need;
+    gemm += r.gemm;
   }
+  atomic_store(&p->gemm_convs, gemm);
   clear_node_ctx(s);
   if (rc) return rc;
   if (need > s->ws_cap || (need && !s->ws))
@@ -1482,6 +1486,7 @@ void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
   s->fused_nodes = atomic_load(&p->fused);
   s->nhwc_nodes = atomic_load(&p->nhwc_nodes);
   s->relayouts = atomic_load(&p->relayouts);
+  s->gemm_convs = atomic_load(&p->gemm_convs);
   s->graphs_captured = atomic_load(&p->graphs_captured);
   s->graph_launches = atomic_load(&p->graph_launches);
   s->plain_launches = atomic_load(&p->plain_launches);

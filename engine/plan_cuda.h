@@ -124,6 +124,7 @@ typedef struct eng_cuda_plan_stats {
   uint64_t fused_nodes;      // nodes run inside another's epilogue (bias, residual Add, activation), last submit
   uint64_t nhwc_nodes;       // nodes run on NHWC activations, last submit
   uint64_t relayouts;        // operands and outputs transposed between layouts, last submit
+  uint64_t gemm_convs;       // Convs run as cuBLASLt GEMMs (1x1 kernel, 1x1 input), last submit
 } eng_cuda_plan_stats;
 
 // Safe from any thread while submit/finish run (counters are atomic).

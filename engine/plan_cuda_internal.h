@@ -87,6 +87,7 @@ enum {
 typedef struct cuda_prep {
   size_t ws_need;  // workspace bytes this node's run needs for these shapes
   int made;        // device allocations it made (a new shape's plan), for the stats
+  bool gemm;       // a Conv that runs as a cuBLASLt GEMM this run (ops_conv_cuda.c), for the stats
 } cuda_prep;
 
 typedef struct cuda_op {

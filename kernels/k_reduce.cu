@@ -2,8 +2,8 @@
 // reference) for reductions over one contiguous run of axes, seen as
 // [outer, len, inner]: y[o, i] = reduce over l of x[o, l, i]. Written once,
 // instantiated per storage type (float, half); sums accumulate in float,
-// in the reference's order where one thread owns an output (inner > 1) and
-// as a warp tree otherwise. A global spatial mean over NCHW is
+// in the reference's order where one thread owns an output (inner > 1, short
+// rows) and as a tree otherwise. A global spatial mean over NCHW is
 // [N*C, H*W, 1]; over NHWC it is [N, H*W, C].
 // CumSum's twin (k_cumsum_*) too: a thread per (outer, inner) column walks
 // it in the reference's order, so FP32 sums equal the reference's bit for
@@ -51,6 +51,32 @@ __global__ void reduce_strided(T *y, const T *x, size_t outer, size_t len, size_
   }
 }
 
+// inner > 1, long rows (an NHWC global mean: [N, H*W, C]): a thread per
+// output would walk H*W serially, and with few outputs leave most of the
+// GPU idle (MobileNetV3's first squeeze-excitation pool at batch 32 is
+// [32, 784, 72]: 2304 threads for 1.8 M values). Instead a block per
+// (outer, 32 neighbouring inner): its SPLIT_Y rows of 32 threads read 32
+// neighbours per step (coalesced), row r every SPLIT_Y-th l from r, then the
+// rows' partials combine in shared memory (in row order).
+constexpr int SPLIT_Y = 32;  // [32, 784, 72]: 73728 threads, 25 steps each
+template <class T>
+__global__ void __launch_bounds__(32 * SPLIT_Y)
+    reduce_split(T *y, const T *x, size_t len, size_t inner, acc f) {
+  __shared__ float part[SPLIT_Y][32];
+  size_t o = blockIdx.y, i = (size_t)blockIdx.x * 32 + threadIdx.x;
+  float a = f.init();
+  if (i < inner) {
+    const T *p = x + o * len * inner + i;
+    for (size_t l = threadIdx.y; l < len; l += SPLIT_Y) a = f.add(a, ld(p[l * inner]));
+  }
+  part[threadIdx.y][threadIdx.x] = a;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < inner) {
+    for (int r = 1; r < SPLIT_Y; r++) a = f.add(a, part[r][threadIdx.x]);
+    y[o * inner + i] = st<T>(f.done(a, len));
+  }
+}
+
 __device__ __forceinline__ float warp_combine(float v, acc f) {
   for (int o = 16; o > 0; o >>= 1) v = f.add(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
@@ -78,7 +104,10 @@ int launch(void *y, const void *x, size_t outer, size_t len, size_t inner, acc f
     return err_set(e, ERR_INVALID_ARGUMENT, "k_reduce_cuda: %zu x %zu x %zu overflows", outer, len, inner);
   if (outer * inner == 0) return 0;
   if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "k_reduce_cuda: NULL pointer");
-  if (inner > 1)
+  if (inner > 1 && len >= 64 && outer <= 65535) {  // gridDim.y's limit
+    dim3 grid((unsigned)((inner + 31) / 32), (unsigned)outer), block(32, SPLIT_Y);
+    reduce_split<T><<<grid, block, 0, s>>>((T *)y, (const T *)x, len, inner, f);
+  } else if (inner > 1)
     reduce_strided<T><<<k_blocks_for(outer * inner, K_THREADS), K_THREADS, 0, s>>>((T *)y, (const T *)x,
                                                                                   outer, len, inner, f);
   else

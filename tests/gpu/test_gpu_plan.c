@@ -6,7 +6,8 @@
 // 100 runs; a larger shape re-plans, grows and is counted; bad inputs are
 // refused and leave the plan usable; the conv family (cuDNN, ConvTranspose
 // included) fuses its epilogues, runs NHWC where the layout pass says so and
-// allocates nothing once every batch size is warm; what the CUDA plan cannot
+// allocates nothing once every batch size is warm, and runs its 1x1 Convs on
+// 1x1 inputs as cuBLASLt GEMMs (counted); what the CUDA plan cannot
 // run (a Pad value computed from the data) is refused at load with the
 // node's name.
 //
@@ -27,6 +28,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -661,6 +663,9 @@ static void test_modes(void) {
 // conv_transpose (no Conv leads into NHWC; a ConvTranspose follows its
 // input), four in conv_transpose_net (the Conv, both ConvTransposes that
 // follow it, the Relu after one; the fused Relu is no node of its own).
+// None of their Convs is a 1x1 kernel on a 1x1 input, so none runs as a
+// cuBLASLt GEMM (gemm_convs 0; conv_resnet's and conv_dwsep's 1x1 Convs
+// have inputs of 5x5 and 4x4): test_conv_gemm has those.
 static const struct {
   const char *name;
   uint64_t fused;
@@ -694,6 +699,7 @@ static void test_conv(void) {
       eng_cuda_plan_stats st;
       eng_cuda_plan_stats_get(gp, &st);
       CHECK_EQ_INT(st.fused_nodes, conv_models[m].fused);
+      CHECK_EQ_INT(st.gemm_convs, 0);
       if (!lay) CHECK_EQ_INT(st.nhwc_nodes, 0);
       // NHWC: the 2-D models run their convolutions NHWC and transpose only at the edges
       // (an input into the first conv, each 4-D output before copy-out)
@@ -723,6 +729,58 @@ static void test_conv(void) {
     eng_plan_destroy(cp);
     eng_graph_destroy(g);
   }
+}
+
+// --- 1x1 Convs on 1x1 inputs as cuBLASLt GEMMs (ops_conv_cuda.c is_gemm): conv_se_gemm's
+// squeeze-excitation pair (bias + Relu, bias alone), a residual Add of the pool + Relu without
+// bias, and a strided one take the GEMM route, 4 Convs; its Sigmoid one (no such cuBLASLt
+// epilogue) and the 3x3 stem stay on cuDNN. In every precision and both layouts (the GEMM's
+// operands are the same bytes in NCHW and NHWC), at every batch size, values against the CPU
+// plan; the epilogue is the Convs' own, so the same 5 nodes fuse (the stem's, the SE's and the
+// Sigmoid's activations, the residual Add and its Relu).
+static void test_conv_gemm(void) {
+  const char *name = "conv_se_gemm";
+  eng_graph *g = load_model(name);
+  if (!g) return;
+  static const struct {
+    const char *label;
+    eng_cuda_opts o;
+  } modes[] = {{"fp32", {.precision = ENG_PREC_FP32}},
+               {"fp32 nhwc", {.precision = ENG_PREC_FP32, .layout = ENG_CUDA_LAYOUT_NHWC}},
+               {"tf32", {.precision = ENG_PREC_TF32}},
+               {"fp16", {.precision = ENG_PREC_FP16}}};
+  for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
+    eng_plan *cp = NULL;
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+    int rc = eng_cuda_plan_create(g, MAXB, 0, &modes[k].o, &gp, &e);
+    if (rc) fprintf(stderr, "%s %s: cuda create: %s\n", name, modes[k].label, e.msg);
+    CHECK_EQ_INT(rc, 0);
+    bool low = modes[k].o.precision != ENG_PREC_FP32;
+    double worst = 0;
+    eng_cuda_plan_stats st = {0};
+    for (int b = 1; cp && gp && b <= MAXB; b++) {
+      io_set in = {0};
+      make_inputs(g, name, b, 0, &in);
+      char label[64];
+      snprintf(label, sizeof label, "%s batch %d", modes[k].label, b);
+      worst = max_worst(worst, run_both(name, g, cp, gp, &in, label, low ? low_rtol : 0));
+      eng_cuda_plan_stats_get(gp, &st);
+      if (st.gemm_convs != 4 || st.fused_nodes != 5)
+        fprintf(stderr, "%s %s: %llu Convs as GEMMs (want 4), %llu nodes fused (want 5)\n", name,
+                label, (unsigned long long)st.gemm_convs, (unsigned long long)st.fused_nodes);
+      CHECK_EQ_INT(st.gemm_convs, 4);
+      CHECK_EQ_INT(st.fused_nodes, 5);
+      io_free(&in);
+    }
+    printf("%s %s: %llu Convs as cuBLASLt GEMMs, %llu nodes fused, %llu NHWC, worst scaled error %.3g\n",
+           name, modes[k].label, (unsigned long long)st.gemm_convs,
+           (unsigned long long)st.fused_nodes, (unsigned long long)st.nhwc_nodes, worst);
+    eng_cuda_plan_destroy(gp);
+    eng_plan_destroy(cp);
+  }
+  eng_graph_destroy(g);
 }
 
 // --- GEMM epilogues on 3-D activations: mm3d_bias's three MatMuls ([B,S,K] x [K,N], one GEMM
@@ -879,6 +937,7 @@ int main(int argc, char **argv) {
   test_threads();
   test_modes();
   test_conv();
+  test_conv_gemm();
   test_gemm_fusion();
   test_refusals();
   test_fault();

@@ -1,7 +1,9 @@
 // Tests kernels/k_reduce.cu against the C reference k_reduce_f32 (k_ref.h):
-// x as [outer, len, inner] reduced over len, for both of the kernel's
+// x as [outer, len, inner] reduced over len, for each of the kernel's
 // shapes (inner == 1: a warp per row, the NCHW spatial mean; inner > 1: a
-// thread per output, the NHWC one), len 1, long rows, sum/mean/max/min.
+// thread per output, the NHWC one, or with rows of 64 and more a block per
+// 32 outputs splitting the row, as an NHWC global pool of 28x28 and a
+// partial last block of 32), len 1, long rows, sum/mean/max/min.
 // FP32: sums in another order than the reference's, so a bound scaled by
 // the row's absolute sum (atol per element); max/min exact. FP16: the
 // reference on the half-rounded inputs, rounded once to half, within one
@@ -9,7 +11,8 @@
 #include "test_k_cuda_util.h"
 
 typedef struct { size_t outer, len, inner; } shape;
-static const shape shapes[] = {{64, 49, 1}, {2, 49, 96}, {3, 1, 5}, {5, 4096, 1}, {1, 7, 1000}, {1, 1, 1}};
+static const shape shapes[] = {{64, 49, 1}, {2, 49, 96}, {3, 1, 5},    {5, 4096, 1}, {1, 7, 1000},
+                               {1, 1, 1},   {2, 784, 72}, {3, 64, 33}, {1, 300, 2}};
 static const struct { k_redop op; const char *name; } ops[] = {
     {K_RSUM, "sum"}, {K_RMEAN, "mean"}, {K_RMAX, "max"}, {K_RMIN, "min"}};
 

@@ -230,10 +230,10 @@ static int bench_cpu(const eng_graph *g, const char *model, const int *batches, 
   return rc;
 }
 
-static uint64_t nhwc_nodes(const eng_cuda_plan *p) {
+static eng_cuda_plan_stats plan_stats(const eng_cuda_plan *p) {
   eng_cuda_plan_stats st;
   eng_cuda_plan_stats_get(p, &st);
-  return st.nhwc_nodes;
+  return st;
 }
 
 int main(int argc, char **argv) {
@@ -323,10 +323,11 @@ int main(int argc, char **argv) {
       if (!rc)
         printf("{\"tool\":\"%s\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"us_per_batch\":%.3f,"
                "\"graphs\":%d,\"iters\":%d,\"slots\":%d,\"layout\":\"%s\",\"conv_search\":\"%s\","
-               "\"nhwc_nodes\":%llu,\"seq\":%d,\"staged\":%s,\"fuse_attention\":%s}\n",
+               "\"nhwc_nodes\":%llu,\"gemm_convs\":%llu,\"seq\":%d,\"staged\":%s,\"fuse_attention\":%s}\n",
                slots == 2 ? "inferd" : "inferd_sync", base_name(model), prec_s, batches[bi], per * 1e6,
                graphs, it, slots, layout == ENG_CUDA_LAYOUT_NHWC ? "nhwc" : layout == ENG_CUDA_LAYOUT_NCHW ? "nchw" : "auto",
-               conv_timed ? "timed" : "heuristic", (unsigned long long)nhwc_nodes(p), fo.seq,
+               conv_timed ? "timed" : "heuristic", (unsigned long long)plan_stats(p).nhwc_nodes,
+               (unsigned long long)plan_stats(p).gemm_convs, fo.seq,
                staged ? "true" : "false", gopts.no_fuse_attention ? "false" : "true");
       fflush(stdout);
       free_inputs(&in);

@@ -487,6 +487,35 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 9, 9])],
            vi("yf", TensorProto.FLOAT, ["N", 150])], inits, opset=18)
 compare(m, "conv_se", {"x": f32(2, 3, 9, 9)}, rtol=1e-4)
 
+# A squeeze-excitation block as MobileNetV3 exports it (GlobalAveragePool -> Conv 1x1 + bias ->
+# Relu -> Conv 1x1 + bias -> HardSigmoid -> Mul with the block's input), beside three more 1x1
+# convolutions of the pooled [N, C, 1, 1]: one with a residual Add of the pool and a Relu, without
+# bias; one whose Sigmoid fuses; one with strides 2 (irrelevant on one pixel). On the GPU plan
+# every 1x1 Conv on a 1x1 input runs as a cuBLASLt GEMM (ops_conv_cuda.c is_gemm) with its bias,
+# Relu and residual in the epilogue, except the Sigmoid one (cuBLASLt has no such epilogue:
+# cuDNN): 4 of 6 Convs; test_gpu_plan counts them. The pool (k_reduce_cuda's mean on the GPU) is
+# over 8x8 = 64 values, where its NHWC form splits each row over a block.
+nodes = [conv("c0", "x", "w0", "a0", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["a0"], ["h0"], name="c0_relu"),
+         helper.make_node("GlobalAveragePool", ["h0"], ["g"], name="gap"),
+         conv("se1", "g", "w1", "s1"),
+         helper.make_node("Relu", ["s1"], ["s1r"], name="se_relu"),
+         conv("se2", "s1r", "w2", "s2"),
+         helper.make_node("HardSigmoid", ["s2"], ["s2h"], name="se_gate", alpha=1.0 / 6, beta=0.5),
+         helper.make_node("Mul", ["h0", "s2h"], ["y"], name="se_scale"),
+         conv("res", "g", "w3", "r0", bias=False),
+         helper.make_node("Add", ["r0", "g"], ["r1"], name="res_add"),
+         helper.make_node("Relu", ["r1"], ["yr"], name="res_relu"),
+         conv("sig", "g", "w4", "q0"),
+         helper.make_node("Sigmoid", ["q0"], ["ys"], name="sig_act"),
+         conv("strided", "g", "w5", "yt", strides=[2, 2])]
+inits = conv_inits([("w0", [16, 8, 3, 3], True), ("w1", [8, 16, 1, 1], True), ("w2", [16, 8, 1, 1], True),
+                    ("w3", [16, 16, 1, 1], False), ("w4", [4, 16, 1, 1], True), ("w5", [4, 16, 1, 1], True)])
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 8, 8, 8])],
+          [vi("y", TensorProto.FLOAT, ["N", 16, 8, 8]), vi("yr", TensorProto.FLOAT, ["N", 16, 1, 1]),
+           vi("ys", TensorProto.FLOAT, ["N", 4, 1, 1]), vi("yt", TensorProto.FLOAT, ["N", 4, 1, 1])], inits)
+compare(m, "conv_se_gemm", {"x": f32(2, 8, 8, 8)}, rtol=1e-4)
+
 # Resampling and padding between convolutions as segmentation / detection heads export them
 # (on the GPU through k_resize.cu, NHWC inside the conv region): a global pool broadcast back
 # by a nearest Resize whose sizes are Shape(c0) (folded from the input shape), a nearest x2
