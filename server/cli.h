@@ -4,6 +4,7 @@
 #define INFERD_SERVER_CLI_H
 
 #include "server/log.h"
+#include "server/tls.h"
 
 // Triton's --model-control-mode: NONE loads the whole repository once;
 // EXPLICIT loads the --load-model ones and takes load/unload requests; POLL
@@ -36,6 +37,9 @@ typedef struct srv_options {
   // Triton's gRPC TLS flags; --grpc-use-ssl-mutual implies --grpc-use-ssl
   int grpc_use_ssl, grpc_use_ssl_mutual;
   const char *grpc_server_cert, *grpc_server_key, *grpc_root_cert;  // PEM files; NULL when not given
+  // What the port asks of clients (--grpc-ssl-client-cert, ours: Triton has
+  // only the mutual flag, which means REQUIRED); settled by the parse.
+  srv_tls_client grpc_ssl_client_cert;
 } srv_options;
 
 // Parses argv. Returns 0 to run, 1 when --help/--version printed and the
