@@ -456,6 +456,54 @@ def test_nginx_accepts_rendered_config(tmp_path):
     assert rc != 0 and "bogus_directive" in out
 
 
+@pytest.mark.skipif(dl.nginx_bin() is None, reason="nginx not installed (deploy/install-deps.sh installs it)")
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl CLI is not installed")
+def test_nginx_accepts_rendered_tls_config(tmp_path):
+    """The TLS variant: nginx -t loads the certificates and keys it names (so they must exist and pair)."""
+    import tls_certs
+    d = tmp_path / "certs"
+    d.mkdir()
+    c = tls_certs.make_certs(str(d))
+    conf = str(tmp_path / "nginx.conf")
+    text = dl.render_lb(conf, ["127.0.0.1:9001"], ["127.0.0.1:9000"], 18001, 18000, str(tmp_path),
+                        extra=["--tls-cert", c["server_crt"], "--tls-key", c["server_key"],
+                               "--upstream-ca", c["ca"], "--upstream-name", "inferd.example",
+                               "--upstream-cert", c["client_crt"], "--upstream-key", c["client_key"]])
+    rc, out = dl.nginx_test_config(conf, str(tmp_path))
+    assert rc == 0, out
+    for must in ("listen 127.0.0.1:18001 ssl http2;", "ssl_certificate %s;" % c["server_crt"],
+                 "grpc_pass grpcs://inferd_grpc;", "grpc_ssl_verify on;", "grpc_ssl_name inferd.example;",
+                 "grpc_ssl_trusted_certificate %s;" % c["ca"], "grpc_ssl_certificate %s;" % c["client_crt"]):
+        assert must in text, must
+    # a key that is not the certificate's: nginx -t refuses it (the files really are read)
+    dl.render_lb(conf, ["127.0.0.1:9001"], ["127.0.0.1:9000"], 18001, 18000, str(tmp_path),
+                 extra=["--tls-cert", c["server_crt"], "--tls-key", c["client_key"]])
+    rc, out = dl.nginx_test_config(conf, str(tmp_path))
+    assert rc != 0 and "key values mismatch" in out, out
+
+
+def test_render_refuses_bad_tls_input(tmp_path):
+    base = ["--grpc", "a:1", "--http", "a:2"]
+    for args, msg in ((["--tls-cert", "/c.crt"], "--tls-cert and --tls-key go together"),
+                      (["--tls-key", "/c.key"], "--tls-cert and --tls-key go together"),
+                      (["--tls-cert", "c.crt", "--tls-key", "/c.key"], "an absolute path is wanted"),
+                      (["--tls-cert", "/c;d.crt", "--tls-key", "/c.key"], "letters, digits"),
+                      (["--upstream-ca", "/ca.crt"], "--upstream-ca needs --upstream-name"),
+                      (["--upstream-name", "inferd"], "--upstream-name needs --upstream-ca"),
+                      (["--upstream-ca", "/ca.crt", "--upstream-name", "a b"], "bad --upstream-name"),
+                      (["--upstream-cert", "/c.crt", "--upstream-key", "/c.key"], "--upstream-cert needs --upstream-ca"),
+                      (["--upstream-ca", "/ca.crt", "--upstream-name", "n", "--upstream-key", "/c.key"],
+                       "--upstream-cert and --upstream-key go together")):
+        r = subprocess.run(["sh", dl.LB_RENDER, "--run-dir", str(tmp_path)] + base + args, capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+    # without TLS flags the file is as before: plaintext on both legs
+    r = subprocess.run(["sh", dl.LB_RENDER, "--run-dir", str(tmp_path)] + base, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0 and "listen 0.0.0.0:8001 http2;" in r.stdout and "grpc_pass grpc://" in r.stdout
+    assert not re.search(r"^\s*(grpc_)?ssl_", r.stdout, re.M), "TLS directives without TLS flags"
+
+
 def test_render_refuses_bad_input(tmp_path):
     for args, msg in ((["--grpc", "bad host:1", "--http", "a:2"], "not HOST:PORT"),
                       (["--http", "a:2"], "no gRPC servers"),
