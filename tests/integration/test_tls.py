@@ -17,7 +17,6 @@ import os
 import queue
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -206,27 +205,8 @@ def test_optional_client_with_bad_cert_refused(optional_server, certs, who):
 
 # --- certificates reloaded while serving
 
-def _raw_tls(port, client=None):
-    """A raw TLS connection offering h2 as a gRPC client does; client=(crt, key) presents a client
-    certificate. The server's certificate is not verified: which one comes is the question here."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    ctx.set_alpn_protocols(["h2"])
-    if client:
-        ctx.load_cert_chain(client[0], client[1])
-    raw = socket.create_connection(("127.0.0.1", port), timeout=CALL_TIMEOUT_S)
-    try:
-        return ctx.wrap_socket(raw)
-    except BaseException:
-        raw.close()
-        raise
-
-
-def _peer_cert_der(port):
-    """The certificate the server hands a new connection (DER)."""
-    with _raw_tls(port) as s:
-        return s.getpeercert(binary_form=True)
+_raw_tls = tls_certs.raw_tls
+_peer_cert_der = tls_certs.peer_cert_der
 
 
 def _server_speaks_h2(port, client):
@@ -240,9 +220,7 @@ def _server_speaks_h2(port, client):
         return False
 
 
-def _der(path):
-    with open(path) as f:
-        return ssl.PEM_cert_to_DER_cert(f.read())
+_der = tls_certs.der
 
 
 def _install(src_crt, src_key, live):

@@ -2,6 +2,8 @@
 (test_tls.py) and the balancer's TLS variant (test_deploy_lb.py) use the same set."""
 
 import os
+import socket
+import ssl
 import subprocess
 
 
@@ -76,3 +78,35 @@ def make_certs(d):
     for n in ("server_b", "server_c", "expired_server", "expired_client"):
         c[n + "_crt"], c[n + "_key"] = p(n + ".crt"), p(n + ".key")
     return c
+
+
+# --- probing a TLS port
+
+def raw_tls(port, client=None, timeout=10):
+    """A raw TLS connection to 127.0.0.1:port offering h2 as a gRPC client does; client=(crt, key)
+    presents a client certificate. The server's certificate is not verified: which one comes is the
+    question these probes ask."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    if client:
+        ctx.load_cert_chain(client[0], client[1])
+    raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        return ctx.wrap_socket(raw)
+    except BaseException:
+        raw.close()
+        raise
+
+
+def peer_cert_der(port):
+    """The certificate the server hands a new connection (DER)."""
+    with raw_tls(port) as s:
+        return s.getpeercert(binary_form=True)
+
+
+def der(path):
+    """A PEM certificate file's first certificate, DER."""
+    with open(path) as f:
+        return ssl.PEM_cert_to_DER_cert(f.read())
