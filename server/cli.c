@@ -64,6 +64,11 @@ void srv_options_usage(const char *prog) {
           "  --http-root-cert FILE        PEM CA certificates that HTTPS client certificates must chain to\n"
           "  --http-use-ssl-mutual [BOOL] mutual TLS on the HTTP port: clients must present a certificate\n"
           "                               signed by --http-root-cert (implies --http-use-ssl)\n"
+          "  --grpc-ssl-client-cert MODE  none, optional or required (implies --grpc-use-ssl): optional\n"
+          "                               serves clients without a certificate and verifies the ones\n"
+          "                               sent against --grpc-root-cert; required = --grpc-use-ssl-mutual.\n"
+          "                               SIGHUP, or a change of the files, reloads the certificates for\n"
+          "                               new connections (open ones keep theirs; gRPC port only)\n"
           "  --log-level LEVEL            error, warn, info or debug (default info)\n"
           "  --log-verbose N              Triton's flag: N > 0 means --log-level debug\n"
           "  --help                       this text\n"
@@ -117,6 +122,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .http_max_infer_body_bytes = 64 << 20,
                      .default_max_batch_size = 4, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
                      .log_level = SRV_LOG_INFO, .trace_rate = 1000, .allow_metrics = 1, .metrics_port = -1, .poll_secs = 15};
+  int client_cert = -1;  // --grpc-ssl-client-cert, -1 when not given
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -186,6 +192,15 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--http-root-cert")) o->http_root_cert = val;
     else if (!strcmp(name, "--http-use-ssl")) rc = parse_bool(name, val, &o->http_use_ssl);
     else if (!strcmp(name, "--http-use-ssl-mutual")) rc = parse_bool(name, val, &o->http_use_ssl_mutual);
+    else if (!strcmp(name, "--grpc-ssl-client-cert")) {
+      if (!strcmp(val, "none")) client_cert = SRV_TLS_CLIENT_NONE;
+      else if (!strcmp(val, "optional")) client_cert = SRV_TLS_CLIENT_OPTIONAL;
+      else if (!strcmp(val, "required")) client_cert = SRV_TLS_CLIENT_REQUIRED;
+      else {
+        fprintf(stderr, "inferd: --grpc-ssl-client-cert expects none, optional or required, got '%s'\n", val);
+        rc = -1;
+      }
+    }
     else if (!strcmp(name, "--strict-readiness")) rc = parse_bool(name, val, &o->strict_readiness);
     else if (!strcmp(name, "--allow-client-shm")) rc = parse_bool(name, val, &o->allow_client_shm);
     else if (!strcmp(name, "--allow-metrics")) rc = parse_bool(name, val, &o->allow_metrics);
@@ -223,7 +238,15 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     fprintf(stderr, "inferd: --model-repository is required (see --help)\n");
     return -1;
   }
-  if (o->grpc_use_ssl_mutual) o->grpc_use_ssl = 1;  // as Triton does
+  if (o->grpc_use_ssl_mutual && client_cert >= 0 && client_cert != SRV_TLS_CLIENT_REQUIRED) {
+    fprintf(stderr, "inferd: --grpc-use-ssl-mutual means --grpc-ssl-client-cert required, not %s\n",
+            client_cert == SRV_TLS_CLIENT_NONE ? "none" : "optional");
+    return -1;
+  }
+  if (o->grpc_use_ssl_mutual) client_cert = SRV_TLS_CLIENT_REQUIRED;
+  if (client_cert == SRV_TLS_CLIENT_REQUIRED) o->grpc_use_ssl_mutual = 1;
+  if (client_cert > SRV_TLS_CLIENT_NONE) o->grpc_use_ssl = 1;  // as Triton does for the mutual flag
+  o->grpc_ssl_client_cert = client_cert > 0 ? (srv_tls_client)client_cert : SRV_TLS_CLIENT_NONE;
   // Certificates given without TLS on would leave an operator believing the
   // port is encrypted: refuse rather than serve plaintext.
   if (!o->grpc_use_ssl && (o->grpc_server_cert || o->grpc_server_key || o->grpc_root_cert)) {
@@ -235,8 +258,9 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     fprintf(stderr, "inferd: --grpc-use-ssl needs --grpc-server-cert FILE and --grpc-server-key FILE\n");
     return -1;
   }
-  if (o->grpc_use_ssl_mutual && !o->grpc_root_cert) {
-    fprintf(stderr, "inferd: --grpc-use-ssl-mutual needs --grpc-root-cert FILE (the CA of the client certificates)\n");
+  if (o->grpc_ssl_client_cert != SRV_TLS_CLIENT_NONE && !o->grpc_root_cert) {
+    fprintf(stderr, "inferd: %s needs --grpc-root-cert FILE (the CA of the client certificates)\n",
+            o->grpc_ssl_client_cert == SRV_TLS_CLIENT_REQUIRED ? "--grpc-use-ssl-mutual" : "--grpc-ssl-client-cert optional");
     return -1;
   }
   if (o->http_use_ssl_mutual) o->http_use_ssl = 1;

@@ -4,6 +4,7 @@
 #define INFERD_SERVER_CLI_H
 
 #include "server/log.h"
+#include "server/tls.h"
 
 // Triton's --model-control-mode: NONE loads the whole repository once;
 // EXPLICIT loads the --load-model ones and takes load/unload requests; POLL
@@ -39,6 +40,9 @@ typedef struct srv_options {
   // the same for the HTTP port (HTTPS); --http-use-ssl-mutual implies --http-use-ssl
   int http_use_ssl, http_use_ssl_mutual;
   const char *http_server_cert, *http_server_key, *http_root_cert;
+  // What the port asks of clients (--grpc-ssl-client-cert, ours: Triton has
+  // only the mutual flag, which means REQUIRED); settled by the parse.
+  srv_tls_client grpc_ssl_client_cert;
 } srv_options;
 
 // Parses argv. Returns 0 to run, 1 when --help/--version printed and the

@@ -192,6 +192,10 @@ struct srv_grpc {
   // is never taken; live_mu, then a stream's mu, then a CQ's mu.
   pthread_mutex_t live_mu;
   srv_stream *live;
+  // TLS: where the certificates come from, and the generation the core holds
+  // (read and written only under the watch's mutex, by the fetcher).
+  srv_tlsw *tls;
+  unsigned long long tls_seen;
 };
 
 #define LOG(...)                               \
@@ -1041,13 +1045,46 @@ static void *cq_main(void *arg) {
 
 static void teardown(srv_grpc *g);
 
-// The port's TLS credentials; NULL when the core refuses them. The core copies
-// the PEM texts, so they need to live only through this call.
-static grpc_server_credentials *tls_credentials(const srv_grpc_tls *t) {
-  grpc_ssl_pem_key_cert_pair pair = {.private_key = t->key_pem, .cert_chain = t->cert_pem};
-  grpc_ssl_client_certificate_request_type req =
-      t->mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
-  return grpc_ssl_server_credentials_create_ex(t->mutual ? t->root_pem : NULL, &pair, 1, req, NULL);
+// The certificate fetcher. The core calls it once while adding the port
+// (where it must answer NEW) and again before each new handshake; it owns the
+// config returned. Connections already open keep the certificates they
+// were made with, so a reload drops none.
+typedef struct fetch_ctx {
+  srv_tls_client client;
+  grpc_ssl_server_certificate_config *cfg;
+} fetch_ctx;
+
+static void make_config(void *ctx, const srv_tls *t) {
+  fetch_ctx *f = ctx;
+  grpc_ssl_pem_key_cert_pair pair = {.private_key = srv_tls_key_pem(t), .cert_chain = srv_tls_cert_pem(t)};
+  // The fetcher path asserts a client CA is given (ssl_security_connector.cc,
+  // "config->pem_root_certs != nullptr"), even when no client certificate is
+  // asked for. Then no certificate is ever verified against it and the list
+  // is not sent, so the server's own chain stands in.
+  const char *root = f->client != SRV_TLS_CLIENT_NONE ? srv_tls_root_pem(t) : NULL;
+  if (!root) root = srv_tls_cert_pem(t);
+  f->cfg = grpc_ssl_server_certificate_config_create(root, &pair, 1);  // copies the texts
+}
+
+static grpc_ssl_certificate_config_reload_status fetch_certs(void *user_data,
+                                                            grpc_ssl_server_certificate_config **config) {
+  srv_grpc *g = user_data;
+  fetch_ctx f = {.client = srv_tlsw_client(g->tls), .cfg = NULL};
+  if (!srv_tlsw_if_newer(g->tls, &g->tls_seen, make_config, &f)) return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_UNCHANGED;
+  if (!f.cfg) return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_FAIL;  // out of memory: the core keeps what it has
+  *config = f.cfg;
+  return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_NEW;
+}
+
+static grpc_server_credentials *tls_credentials(srv_grpc *g) {
+  static const grpc_ssl_client_certificate_request_type req[] = {
+      [SRV_TLS_CLIENT_NONE] = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+      [SRV_TLS_CLIENT_OPTIONAL] = GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY,
+      [SRV_TLS_CLIENT_REQUIRED] = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY,
+  };
+  grpc_ssl_server_credentials_options *opts =
+      grpc_ssl_server_credentials_create_options_using_config_fetcher(req[srv_tlsw_client(g->tls)], fetch_certs, g);
+  return opts ? grpc_ssl_server_credentials_create_with_options(opts) : NULL;  // takes opts
 }
 
 int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_methods,
@@ -1137,7 +1174,8 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
       goto fail;
     }
   }
-  grpc_server_credentials *creds = o->tls ? tls_credentials(o->tls) : grpc_insecure_server_credentials_create();
+  g->tls = o->tls ? o->tls->certs : NULL;
+  grpc_server_credentials *creds = g->tls ? tls_credentials(g) : grpc_insecure_server_credentials_create();
   if (!creds) {
     err_set(e, o->tls ? ERR_INVALID_ARGUMENT : ERR_INTERNAL, "gRPC front end: cannot create %s credentials",
             o->tls ? "TLS" : "insecure");

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "kernels/base/err.h"
+#include "server/tls_watch.h"
 
 typedef struct srv_grpc srv_grpc;
 typedef struct srv_call srv_call;  // one unary call in flight
@@ -47,13 +48,12 @@ typedef struct srv_method {
   srv_astream_fn astream;
 } srv_method;
 
-// TLS on the port: PEM texts (NUL-terminated, read only during
-// srv_grpc_create). With `mutual`, clients must present a certificate that
-// root_pem's CAs signed; without it, no client certificate is asked for.
+// TLS on the port: the certificates come from `certs` (borrowed; it must
+// outlive the server), fetched at start and again at each new handshake, so
+// a reload serves new connections while open ones keep theirs. What is asked
+// of clients is srv_tlsw_client(certs).
 typedef struct srv_grpc_tls {
-  const char *cert_pem, *key_pem;  // the server's certificate (chain) and private key
-  const char *root_pem;            // client CAs; NULL when not mutual
-  int mutual;
+  srv_tlsw *certs;
 } srv_grpc_tls;
 
 #define SRV_GRPC_DEFAULT_MAX_STREAMS 2048

@@ -89,7 +89,7 @@ static int use_pems(SSL_CTX *ctx, const srv_tls *t, err *e) {
   EVP_PKEY_free(k);
   if (!ok) return ctx_fail(e, "--http-server-key");
 
-  if (!srv_tls_mutual(t)) return 0;
+  if (!srv_tls_root_pem(t)) return 0;  // loaded for mutual TLS alone (srv_htls_ctx_create)
   b = BIO_new_mem_buf(srv_tls_root_pem(t), -1);
   if (!b) return err_set(e, ERR_RESOURCE_EXHAUSTED, "TLS on HTTP: out of memory");
   X509_STORE *store = SSL_CTX_get_cert_store(ctx);

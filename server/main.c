@@ -31,7 +31,7 @@
 #include "server/rest.h"
 #include "server/log.h"
 #include "server/server.h"
-#include "server/tls.h"
+#include "server/tls_watch.h"
 
 typedef struct http_close_ctx {
   srv_rest *rest;  // closed with the HTTP endpoint: its answers go there
@@ -90,20 +90,22 @@ static int install_stop_signals(int *read_fd) {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0) return -1;
+  // SIGHUP reloads the TLS certificates (main takes it like the stop signals)
+  if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGHUP, &sa, NULL) != 0)
+    return -1;
   signal(SIGPIPE, SIG_IGN);  // a vanished peer must not kill us
   return 0;
 }
 
-// Waits for SIGINT or SIGTERM: taken by main with sigtimedwait, or caught by
-// the handler in a thread that does not block them. Waiting in
+// Waits for SIGINT, SIGTERM or SIGHUP: taken by main with sigtimedwait, or
+// caught by the handler in a thread that does not block them. Waiting in
 // sigtimedwait rather than read() also keeps ThreadSanitizer builds
 // stoppable: TSan runs handlers only inside calls it knows to block.
 static int wait_stop_signal(const sigset_t *set, int signal_fd) {
   for (;;) {
     struct timespec ts = {0, 100 * 1000000L};
     int s = sigtimedwait(set, NULL, &ts);
-    if (s == SIGINT || s == SIGTERM) return s;
+    if (s == SIGINT || s == SIGTERM || s == SIGHUP) return s;
     unsigned char b;
     if (read(signal_fd, &b, 1) == 1) return b;
   }
@@ -135,6 +137,10 @@ static void *guard_main(void *arg) {
       struct pollfd p = {.fd = g->fd, .events = POLLIN};
       unsigned char b;
       if (poll(&p, 1, 100) == 1 && read(g->fd, &b, 1) == 1) s = b;
+    }
+    if (s == SIGHUP) {  // a reload asked for while loading: main does it once serving
+      on_stop_signal(s);
+      continue;
     }
     if (s != SIGINT && s != SIGTERM) continue;
     if (atomic_load(&g->loading)) {
@@ -222,6 +228,12 @@ static int log_devices(prof_gpu_info *info, int cap) {
 #endif
 }
 
+// The TLS watch's reload notes, from main (SIGHUP) or a gRPC thread (a file change).
+static void on_tls_note(void *ctx, int failed, const char *msg) {
+  (void)ctx;
+  srv_log(failed ? SRV_LOG_ERROR : SRV_LOG_INFO, "%s", msg);
+}
+
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -296,6 +308,7 @@ int main(int argc, char **argv) {
   sigemptyset(&stop_set);
   sigaddset(&stop_set, SIGINT);
   sigaddset(&stop_set, SIGTERM);
+  sigaddset(&stop_set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
   load_guard guard = {.set = stop_set, .fd = signal_fd, .loading = 1};
   guard.started = pthread_create(&guard.th, NULL, guard_main, &guard) == 0;
@@ -311,9 +324,9 @@ int main(int argc, char **argv) {
   http_close_ctx hc = {0};
 
   // TLS files first: a wrong path fails the start at once, not after every model loaded
-  srv_tls *tls = NULL;
-  if (o.grpc_use_ssl &&
-      srv_tls_load(o.grpc_server_cert, o.grpc_server_key, o.grpc_root_cert, o.grpc_use_ssl_mutual, &tls, &e) != 0) {
+  srv_tlsw *tls = NULL;
+  if (o.grpc_use_ssl && srv_tlsw_create(o.grpc_server_cert, o.grpc_server_key, o.grpc_root_cert,
+                                        o.grpc_ssl_client_cert, on_tls_note, NULL, &tls, &e) != 0) {
     srv_log(SRV_LOG_ERROR, "cannot start: %s", e.msg);
     guard_end(&guard);
     return 1;
@@ -322,7 +335,7 @@ int main(int argc, char **argv) {
   if (o.http_use_ssl && srv_htls_ctx_create(o.http_server_cert, o.http_server_key, o.http_root_cert,
                                             o.http_use_ssl_mutual, &htls, &e) != 0) {
     srv_log(SRV_LOG_ERROR, "cannot start: %s", e.msg);
-    srv_tls_destroy(tls);
+    srv_tlsw_destroy(tls);
     guard_end(&guard);
     return 1;
   }
@@ -332,8 +345,8 @@ int main(int argc, char **argv) {
   int n_gpus = log_devices(gpu_info, MAX_GPUS);
   if (prof_gpus_create(gpu_info, n_gpus < MAX_GPUS ? n_gpus : MAX_GPUS, &srv.gpus, &e) != 0) {
     srv_log(SRV_LOG_ERROR, "GPU metrics: %s", e.msg);
-    srv_tls_destroy(tls);
     srv_htls_ctx_destroy(htls);
+    srv_tlsw_destroy(tls);
     guard_end(&guard);
     return 1;
   }
@@ -350,8 +363,8 @@ int main(int argc, char **argv) {
   if (lrc != 0) {
     srv_registry_destroy(srv.reg);
     srv_log(SRV_LOG_ERROR, "cannot load the model repository: %s", e.msg);
-    srv_tls_destroy(tls);
     srv_htls_ctx_destroy(htls);
+    srv_tlsw_destroy(tls);
     prof_gpus_destroy(srv.gpus);
     guard_end(&guard);
     return 1;
@@ -393,16 +406,9 @@ int main(int argc, char **argv) {
   srv_grpc_opts go = {.addr = addr, .n_threads = o.grpc_threads, .max_recv_bytes = o.grpc_max_message_bytes,
                       .max_send_bytes = o.grpc_max_message_bytes,
                       .max_streams = o.grpc_max_streams};
-  srv_grpc_tls gt;
-  if (tls) {
-    gt = (srv_grpc_tls){.cert_pem = srv_tls_cert_pem(tls), .key_pem = srv_tls_key_pem(tls),
-                        .root_pem = srv_tls_root_pem(tls), .mutual = srv_tls_mutual(tls)};
-    go.tls = &gt;
-  }
-  int grc = srv_grpc_create(&go, methods, n_methods, &grpc, &e);
-  srv_tls_destroy(tls);  // the core keeps its own copies of the PEM texts
-  tls = NULL;
-  if (grc != 0) goto fail;
+  srv_grpc_tls gt = {.certs = tls};
+  if (tls) go.tls = &gt;
+  if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;
   if (srv_sched_start(srv.sched, &e) != 0) goto fail;
   if (srv_grpc_start(grpc, &e) != 0) goto fail;
 
@@ -417,7 +423,12 @@ int main(int argc, char **argv) {
   fflush(stderr);
 
   guard_end(&guard);  // serving: main takes the signals from here on
-  int sig = wait_stop_signal(&stop_set, signal_fd);
+  int sig;
+  while ((sig = wait_stop_signal(&stop_set, signal_fd)) == SIGHUP) {
+    err re = {0};
+    if (tls) (void)srv_tlsw_reload(tls, &re);  // noted either way; a failure keeps the old set
+    else srv_log(SRV_LOG_INFO, "SIGHUP: no TLS certificates to reload (--grpc-use-ssl is off)");
+  }
   srv_log(SRV_LOG_INFO, "%s: draining (up to %d s)", sig == SIGINT ? "SIGINT" : "SIGTERM", o.exit_timeout_secs);
   atomic_store(&srv.draining, 1);
   int64_t t_drain = eng_now_us();
@@ -430,10 +441,10 @@ int main(int argc, char **argv) {
 fail:
   guard_end(&guard);  // a no-op after a normal run
   if (status) srv_log(SRV_LOG_ERROR, "%s", e.msg);
-  srv_tls_destroy(tls);  // NULL once the gRPC server took the certificates
   srv_htls_ctx_destroy(htls);  // NULL once the HTTP endpoint took it
   if (srv.sched) srv_sched_stop(srv.sched, close_http, &hc);  // no-op when the loop never started
   if (grpc) srv_grpc_destroy(grpc);
+  srv_tlsw_destroy(tls);  // after the server: its handshakes fetch from it
   // after HTTP and gRPC closed (nothing calls it any more), before the
   // scheduler: it removes the retired versions from it
   srv_control_destroy(srv.control);

@@ -6,7 +6,9 @@
 #include "server/tls.h"
 
 #include <errno.h>
+#include <openssl/asn1.h>
 #include <openssl/bio.h>
+#include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -21,7 +23,7 @@
 
 struct srv_tls {
   char *cert, *key, *root;
-  int mutual;
+  char desc[512];
 };
 
 // --- reading
@@ -128,25 +130,61 @@ static int check_key(const char *cert_path, const char *key_path, const char *ke
   return 0;
 }
 
+// notAfter as OpenSSL prints it ("Nov 26 19:00:00 2026 GMT").
+static void print_time(const ASN1_TIME *t, char *buf, size_t n) {
+  buf[0] = '\0';
+  BIO *b = BIO_new(BIO_s_mem());
+  if (!b) return;
+  if (ASN1_TIME_print(b, t) == 1) {
+    int len = BIO_read(b, buf, (int)n - 1);
+    buf[len > 0 ? len : 0] = '\0';
+  }
+  BIO_free(b);
+}
+
+// An expired certificate would fail every handshake with a message only the
+// client sees ("certificate has expired"): refuse it here, naming the date.
+static int check_not_expired(const char *path, X509 *cert, err *e) {
+  const ASN1_TIME *na = X509_get0_notAfter(cert);
+  if (X509_cmp_current_time(na) > 0) return 0;
+  char when[64];
+  print_time(na, when, sizeof when);
+  return err_set(e, ERR_INVALID_ARGUMENT, "--grpc-server-cert: '%s' expired (notAfter %s)", path,
+                 when[0] ? when : "unreadable");
+}
+
+static void describe(X509 *cert, char *buf, size_t n) {
+  char subj[256] = "", serial[80] = "", when[64] = "";
+  X509_NAME_oneline(X509_get_subject_name(cert), subj, sizeof subj);
+  BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), NULL);
+  char *hex = bn ? BN_bn2hex(bn) : NULL;
+  if (hex) snprintf(serial, sizeof serial, "%s", hex);
+  OPENSSL_free(hex);
+  BN_free(bn);
+  print_time(X509_get0_notAfter(cert), when, sizeof when);
+  snprintf(buf, n, "subject %s, serial %s, notAfter %s", subj, serial, when);
+}
+
 // --- lifecycle
 
-int srv_tls_load(const char *cert_path, const char *key_path, const char *root_path, int mutual, srv_tls **out,
-                 err *e) {
+int srv_tls_load(const char *cert_path, const char *key_path, const char *root_path, int root_required,
+                 srv_tls **out, err *e) {
   *out = NULL;
   if (!cert_path) return err_set(e, ERR_INVALID_ARGUMENT, "TLS on gRPC needs --grpc-server-cert FILE");
   if (!key_path) return err_set(e, ERR_INVALID_ARGUMENT, "TLS on gRPC needs --grpc-server-key FILE");
-  if (mutual && !root_path)
+  if (root_required && !root_path)
     return err_set(e, ERR_INVALID_ARGUMENT,
-                   "--grpc-use-ssl-mutual needs --grpc-root-cert FILE (the CA that signs client certificates)");
+                   "client certificates need --grpc-root-cert FILE (the CA that signs client certificates)");
   srv_tls *t = calloc(1, sizeof *t);
   if (!t) return err_set(e, ERR_RESOURCE_EXHAUSTED, "TLS: out of memory");
-  t->mutual = mutual;
   X509 *cert = NULL;
   int rc = read_file("--grpc-server-cert", cert_path, &t->cert, e);
   if (!rc) rc = read_file("--grpc-server-key", key_path, &t->key, e);
   if (!rc && root_path) rc = read_file("--grpc-root-cert", root_path, &t->root, e);
   if (!rc) rc = check_certs("--grpc-server-cert", cert_path, t->cert, &cert, e);
   if (!rc) rc = check_key(cert_path, key_path, t->key, cert, e);
+  if (!rc) rc = check_not_expired(cert_path, cert, e);
+  if (!rc) describe(cert, t->desc, sizeof t->desc);
   if (!rc && root_path) rc = check_certs("--grpc-root-cert", root_path, t->root, NULL, e);
   X509_free(cert);
   if (rc) {
@@ -171,4 +209,4 @@ void srv_tls_destroy(srv_tls *t) {
 const char *srv_tls_cert_pem(const srv_tls *t) { return t->cert; }
 const char *srv_tls_key_pem(const srv_tls *t) { return t->key; }
 const char *srv_tls_root_pem(const srv_tls *t) { return t->root; }
-int srv_tls_mutual(const srv_tls *t) { return t->mutual; }
+const char *srv_tls_describe(const srv_tls *t) { return t->desc; }

@@ -160,49 +160,6 @@ def served(repo_dir, extra_args=(), **kw):
     srv.assert_clean_exit()
 
 
-# --- TLS certificates (test_tls.py, test_https.py)
-
-def _openssl(*args, cwd):
-    subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, capture_output=True)
-
-
-def _key_and_csr(d, name, cn):
-    _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + cn, cwd=d)
-
-
-def _sign(d, name, ca, ext):
-    with open(os.path.join(d, name + ".ext"), "w") as f:
-        f.write(ext + "\n")
-    _openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key", "-CAcreateserial",
-             "-days", "2", "-out", name + ".crt", "-extfile", name + ".ext", cwd=d)
-
-
-def _ca(d, name):
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", name + ".key", "-out", name + ".crt", "-days", "2", "-subj", "/CN=inferd test " + name,
-             cwd=d)
-
-
-def make_tls_certs(d):
-    """Makes, with the openssl CLI in folder d, a CA, a server certificate for localhost and 127.0.0.1
-    (SAN), a client certificate, and a second CA with its own client certificate. Returns {name: path}:
-    dir, ca, other_ca, server_crt/key, client_crt/key, other_client_crt/key."""
-    _ca(d, "ca")
-    _ca(d, "other_ca")
-    _key_and_csr(d, "server", "localhost")
-    _sign(d, "server", "ca", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth")
-    _key_and_csr(d, "client", "inferd test client")
-    _sign(d, "client", "ca", "extendedKeyUsage=clientAuth")
-    _key_and_csr(d, "other_client", "inferd test intruder")
-    _sign(d, "other_client", "other_ca", "extendedKeyUsage=clientAuth")
-    p = lambda f: os.path.join(d, f)
-    return {"dir": d, "ca": p("ca.crt"), "other_ca": p("other_ca.crt"),
-            "server_crt": p("server.crt"), "server_key": p("server.key"),
-            "client_crt": p("client.crt"), "client_key": p("client.key"),
-            "other_client_crt": p("other_client.crt"), "other_client_key": p("other_client.key")}
-
-
 # --- HTTP
 
 def http_get(url, timeout=10):

@@ -10,7 +10,12 @@ gRPC over three real inferd processes on loopback.
   few calls still arriving when --exit-timeout-secs runs out), the server exits 0 within its exit
   timeout, the others carry on (see test_lb_plain_sigterm_mid_load for what nginx cannot do about a
   draining server);
-- inferd-load (clients/load, when built) through nginx with --validate-identity: no errors.
+- inferd-load (clients/load, when built) through nginx with --validate-identity: no errors;
+- the TLS variant, end to end: clients speak TLS to nginx, nginx re-encrypts to inferd servers that
+  demand a client certificate (mutual TLS) and presents its own; the load spreads and every answer
+  is right; a plaintext client is refused by nginx, a client without a certificate by the servers,
+  and an nginx without the client certificate, or checking a name the servers' certificates do not
+  hold, gets no call through (so the upstream leg really is verified mutual TLS).
 
 nginx comes from deploy/install-deps.sh's package list; the module skips, saying so, without it.
 """
@@ -28,6 +33,7 @@ import numpy as np
 import pytest
 
 import inferd_testlib as lib
+import tls_certs
 
 sys.path.insert(0, os.path.join(lib.REPO_ROOT, "tests", "deploy"))
 import deploylib as dl  # noqa: E402
@@ -44,8 +50,9 @@ EXIT_TIMEOUT_S = 3  # the plain-SIGTERM test's drain window; kept short so the t
 class Pool:
     """Three inferd servers on loopback and nginx in front of them (gRPC and HTTP listeners)."""
 
-    def __init__(self, tmp_path, n=3, server_args=()):
+    def __init__(self, tmp_path, n=3, server_args=(), render_extra=()):
         self.tmp = str(tmp_path)
+        self.render_extra = list(render_extra)
         self.repo = dl.write_identity_repo(os.path.join(self.tmp, "repo"))
         self.servers = []
         for _ in range(n):
@@ -60,7 +67,7 @@ class Pool:
         self.nginx = dl.NginxProcess(self.conf, self.prefix).start(self.listen_grpc)
 
     def render(self, down=()):
-        extra = []
+        extra = list(self.render_extra)
         for s in down:
             extra += ["--down", s.grpc_url, "--down", "127.0.0.1:%d" % s.http_port]
         return dl.render_lb(self.conf, [s.grpc_url for s in self.servers],
@@ -104,8 +111,9 @@ class Load:
     the request was still arriving); any other error, a wrong answer, or a second failure is
     recorded. Bounded: per_thread requests or deadline_s."""
 
-    def __init__(self, url, per_thread=None, deadline_s=60.0):
+    def __init__(self, url, per_thread=None, deadline_s=60.0, client_kw=None):
         self.url, self.per_thread, self.deadline = url, per_thread, time.time() + deadline_s
+        self.client_kw = client_kw or {}  # e.g. ssl=True, root_certificates=CA
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.sent = self.ok = self.retried = self.retried_ok = 0
@@ -132,7 +140,7 @@ class Load:
         from tritonclient.utils import InferenceServerException
         rng = np.random.default_rng(1000 + i)
         try:
-            client = grpcclient.InferenceServerClient(self.url)
+            client = grpcclient.InferenceServerClient(self.url, **self.client_kw)
             n = 0
             while not self.stop.is_set() and time.time() < self.deadline and \
                     (self.per_thread is None or n < self.per_thread):
@@ -329,6 +337,101 @@ def test_lb_plain_sigterm_mid_load(pool):
     total = int(m.group(1)) + sum(successes(s) for s in others)
     assert total == load.ok, "servers counted %d successes, clients got %d" % (total, load.ok)
     assert pool.close() == 0, "nginx did not stop cleanly:\n" + pool.nginx.logs()
+
+
+# --- TLS end to end
+
+def _lb_tls_args(certs, upstream_cert=True, upstream_name="localhost"):
+    """nginx's TLS flags: its own certificate (server_b) for clients; the servers' CA and, for mutual TLS,
+    the client certificate it presents to them."""
+    a = ["--tls-cert", certs["server_b_crt"], "--tls-key", certs["server_b_key"],
+         "--upstream-ca", certs["ca"], "--upstream-name", upstream_name]
+    if upstream_cert:
+        a += ["--upstream-cert", certs["client_crt"], "--upstream-key", certs["client_key"]]
+    return a
+
+
+@pytest.fixture
+def tls_pool(tmp_path):
+    d = tmp_path / "certs"
+    d.mkdir()
+    certs = tls_certs.make_certs(str(d))
+    server_args = ["--exit-timeout-secs", str(EXIT_TIMEOUT_S), "--grpc-use-ssl-mutual", "true",
+                   "--grpc-server-cert", certs["server_crt"], "--grpc-server-key", certs["server_key"],
+                   "--grpc-root-cert", certs["ca"]]
+    p = Pool(tmp_path, server_args=server_args, render_extra=_lb_tls_args(certs))
+    p.certs = certs
+    yield p
+    p.close()
+
+
+def _one_call(url, **kw):
+    """ServerLive through url: True, or the status name of the failure."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+    c = grpcclient.InferenceServerClient(url, **kw)
+    try:
+        return c.is_server_live(client_timeout=10)
+    except InferenceServerException as e:
+        return lib.status_name(e)
+    finally:
+        c.close()
+
+
+def test_lb_tls_end_to_end(tls_pool, tmp_path):
+    pool, certs = tls_pool, tls_pool.certs
+    conf = open(pool.conf).read()
+    assert "grpc_pass grpcs://inferd_grpc;" in conf and "listen 127.0.0.1:%d ssl http2;" % pool.listen_grpc in conf
+    load = Load(pool.url, per_thread=60, client_kw={"ssl": True, "root_certificates": certs["ca"]}).start()
+    load.finish(stop=False)
+    print(load.summary())
+    load.check_clean()
+    assert load.ok == load.sent == THREADS * 60 and not load.retried, load.summary()
+    counts = [successes(s) for s in pool.servers]
+    assert sum(counts) == load.sent, (counts, load.sent)
+    for i, c in enumerate(counts):
+        assert c > 0.10 * load.sent, "server %d took %d of %d: %s" % (i, c, load.sent, counts)
+    # nginx's listener is TLS only; nginx's own certificate is the one clients see
+    assert _one_call(pool.url) == "UNAVAILABLE"
+    assert _one_call(pool.url, ssl=True, root_certificates=certs["other_ca"]) == "UNAVAILABLE"
+    # the servers themselves refuse a client without a certificate: the calls above went through
+    # only because nginx presented one
+    assert _one_call(pool.servers[0].grpc_url, ssl=True, root_certificates=certs["ca"]) == "UNAVAILABLE"
+    assert _one_call(pool.servers[0].grpc_url, ssl=True, root_certificates=certs["ca"],
+                     private_key=certs["client_key"], certificate_chain=certs["client_crt"]) is True
+    assert pool.close() == 0, "nginx did not stop cleanly:\n" + pool.nginx.logs()
+
+
+@pytest.mark.parametrize("broken", ["no_client_cert", "wrong_name"])
+def test_lb_tls_upstream_leg_is_verified(tls_pool, tmp_path, broken):
+    """A second nginx over the same servers, with the upstream leg broken on purpose: no call gets through
+    (nginx answers 502, which gRPC clients see as UNAVAILABLE), and nginx's log says why."""
+    certs = tls_pool.certs
+    prefix = str(tmp_path / ("nginx_" + broken))
+    os.makedirs(prefix)
+    conf = os.path.join(prefix, "nginx.conf")
+    port = dl.free_port()
+    extra = _lb_tls_args(certs, upstream_cert=broken != "no_client_cert",
+                         upstream_name="wrong.example" if broken == "wrong_name" else "localhost")
+    dl.render_lb(conf, [s.grpc_url for s in tls_pool.servers], ["127.0.0.1:%d" % s.http_port for s in tls_pool.servers],
+                 port, dl.free_port(), prefix, extra=extra)
+    ng = dl.NginxProcess(conf, prefix).start(port)
+    try:
+        got = _one_call("127.0.0.1:%d" % port, ssl=True, root_certificates=certs["ca"])
+        assert got == "UNAVAILABLE", got
+        logs = ng.logs()
+        # wrong name: nginx's own check; no client certificate: the server ends the TLS 1.3 session
+        # after the handshake, so nginx's first write or read on it fails (which one: timing)
+        want = (r'upstream SSL certificate does not match "wrong\.example"' if broken == "wrong_name"
+                else r"SSL_(write|read|do_handshake)\(\) failed|upstream prematurely closed connection")
+        assert re.search(want, logs), logs
+        if broken == "no_client_cert":  # and the server that refused says why
+            assert wait_until(lambda: any("peer did not return a certificate" in s.stderr_text()
+                                          for s in tls_pool.servers), 10), [s.stderr_tail(5) for s in tls_pool.servers]
+    finally:
+        assert ng.stop() == 0
+    # the pool's own nginx still serves
+    assert _one_call(tls_pool.url, ssl=True, root_certificates=certs["ca"]) is True
 
 
 def test_inferd_load_through_nginx(pool, tmp_path):

@@ -15,7 +15,12 @@
   installed check-jsonschema version, printed by the test);
 - the Dockerfiles: structure (stages, ports, volume, user, healthcheck, exec-form entrypoint) and
   hadolint; deploy/runtime-packages.sh on build/bin/inferd; shellcheck on deploy/'s scripts;
-- nginx -t accepts the rendered balancer config.
+- nginx -t accepts the rendered balancer config, plaintext and TLS;
+- deploy/k8s-tls (the TLS overlay): `kubectl kustomize` builds it (where kubectl exists) into objects
+  that validate like the base's, with the Secret mounted read-only as a directory and the flags naming
+  files in it; those flags, with the Secret laid out as the kubelet mounts it (..data symlink), start a
+  real inferd that serves mutual TLS, and a renewal done the kubelet's way (a new ..data) reaches new
+  connections without a restart.
 """
 
 import base64
@@ -25,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -35,6 +41,7 @@ sys.path.insert(0, os.path.join(lib.REPO_ROOT, "tests", "deploy"))
 import deploylib as dl  # noqa: E402
 
 K8S = os.path.join(dl.DEPLOY, "k8s")
+K8S_TLS = os.path.join(dl.DEPLOY, "k8s-tls")
 K8S_VERSIONS = ("1.28", "1.37")
 
 
@@ -206,6 +213,134 @@ def test_kustomization_lists_the_objects():
             assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "inferd:cuda"
         else:
             print("kubectl kustomize unavailable here: %s" % r.stderr.strip()[:300])
+
+
+# --- the TLS overlay (deploy/k8s-tls)
+
+def _tls_patch():
+    (dep,) = load_docs(os.path.join(K8S_TLS, "deployment-tls.yaml"))
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    return dep, c
+
+
+def _tls_mount():
+    """(mountPath, secretName, flags {--flag: path}) from the overlay's Deployment patch."""
+    dep, c = _tls_patch()
+    (m,) = c["volumeMounts"]
+    (v,) = dep["spec"]["template"]["spec"]["volumes"]
+    assert m["name"] == v["name"] and m["readOnly"] is True and "subPath" not in m, m
+    flags = dict(a.split("=", 1) for a in c["args"])
+    return m["mountPath"], v["secret"]["secretName"], flags
+
+
+def test_k8s_tls_overlay_mounts_the_secret_and_names_its_files():
+    mount, secret, flags = _tls_mount()
+    dep, c = _tls_patch()
+    assert secret == "inferd-grpc-tls"
+    (v,) = dep["spec"]["template"]["spec"]["volumes"]
+    assert v["secret"]["defaultMode"] == 0o440  # the key readable by the server's group only
+    base_dep, _ = _container()
+    pod_sc = dep["spec"]["template"]["spec"]["securityContext"]
+    assert pod_sc["fsGroup"] == base_dep["spec"]["template"]["spec"]["securityContext"]["runAsGroup"]
+    assert flags == {"--grpc-use-ssl-mutual": "true", "--grpc-server-cert": mount + "/tls.crt",
+                     "--grpc-server-key": mount + "/tls.key", "--grpc-root-cert": mount + "/ca.crt"}
+    k = load_docs(os.path.join(K8S_TLS, "kustomization.yaml"))[0]
+    assert k["resources"] == ["../k8s"] and {p["path"] for p in k["patches"]} == {"deployment-tls.yaml",
+                                                                                 "service-tls.yaml"}
+
+
+def test_k8s_tls_overlay_builds_and_validates():
+    import kubernetes_validate
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        pytest.skip("kubectl not installed: the overlay's build is not checked here")
+    r = subprocess.run([kubectl, "kustomize", K8S_TLS], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    built = [d for d in yaml.safe_load_all(r.stdout) if d]
+    base = load_docs(os.path.join(K8S, "kustomization.yaml"))[0]["resources"]
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in built) == sorted(
+        (d["kind"], d["metadata"]["name"]) for f, d in k8s_objects() if f in base)
+    for obj in built:
+        if obj["kind"] == "ServiceMonitor":
+            continue  # a CRD: no schema offline (checked on the base)
+        for v in K8S_VERSIONS:
+            kubernetes_validate.validate(obj, v, strict=True)
+    (dep,) = [d for d in built if d["kind"] == "Deployment"]
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    mount, secret, flags = _tls_mount()
+    assert c["args"] == ["%s=%s" % kv for kv in flags.items()]
+    assert {"name": "grpc-tls", "mountPath": mount, "readOnly": True} in c["volumeMounts"]
+    assert any(m["mountPath"] == "/models" for m in c["volumeMounts"]), "the base's mounts were replaced"
+    sc = dep["spec"]["template"]["spec"]["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 10001 and sc["fsGroup"] == 10001
+    assert c["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}  # HTTP stays plain
+    for svc in [d for d in built if d["kind"] == "Service"]:
+        (grpc_port,) = [p for p in svc["spec"]["ports"] if p["name"] == "grpc"]
+        assert grpc_port["appProtocol"] == "https", svc["metadata"]["name"]
+        assert grpc_port["targetPort"] == "grpc"
+
+
+def _kubelet_layout(d, files, stamp):
+    """A Secret volume as the kubelet writes it: the files in a timestamped folder, `..data` a symlink to
+    it, and each key a symlink through ..data. A renewal writes a new folder and renames a new ..data
+    over the old one (one atomic flip), which is what inferd must notice."""
+    ts = os.path.join(d, "..%s" % stamp)
+    os.makedirs(ts)
+    for key, src in files.items():
+        shutil.copyfile(src, os.path.join(ts, key))
+    tmp = os.path.join(d, "..data_tmp")
+    os.symlink(os.path.basename(ts), tmp)
+    os.replace(tmp, os.path.join(d, "..data"))
+    for key in files:
+        link = os.path.join(d, key)
+        if not os.path.islink(link):
+            os.symlink(os.path.join("..data", key), link)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl CLI is not installed")
+def test_k8s_tls_flags_serve_mutual_tls_and_take_renewals(tmp_path, repo_dir):
+    import tls_certs
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+    cd = tmp_path / "certs"
+    cd.mkdir()
+    c = tls_certs.make_certs(str(cd))
+    secret_dir = str(tmp_path / "secret")
+    os.makedirs(secret_dir)
+    _kubelet_layout(secret_dir, {"tls.crt": c["server_crt"], "tls.key": c["server_key"], "ca.crt": c["ca"]}, "1")
+    mount, _, flags = _tls_mount()
+    args = ["%s=%s" % (k, v.replace(mount, secret_dir)) for k, v in flags.items()]
+    args += _config_env()["INFERD_EXTRA_ARGS"].split()
+    srv = lib.ServerProcess(repo_dir, args + ["--strict-readiness", "false"]).start()
+    try:
+        ok = grpcclient.InferenceServerClient(srv.grpc_url, ssl=True, root_certificates=c["ca"],
+                                              private_key=c["client_key"], certificate_chain=c["client_crt"])
+        assert ok.is_server_live(client_timeout=10)
+        ok.close()
+        anon = grpcclient.InferenceServerClient(srv.grpc_url, ssl=True, root_certificates=c["ca"])
+        with pytest.raises(InferenceServerException) as ei:
+            anon.is_server_live(client_timeout=10)
+        assert lib.status_name(ei.value) == "UNAVAILABLE"
+        anon.close()
+        # the kubelet's renewal: a new ..data; new connections get it (checked at most once a second)
+        assert tls_certs.peer_cert_der(srv.grpc_port) == tls_certs.der(c["server_crt"])
+        _kubelet_layout(secret_dir, {"tls.crt": c["server_b_crt"], "tls.key": c["server_b_key"], "ca.crt": c["ca"]},
+                        "2")
+        want = tls_certs.der(c["server_b_crt"])
+        assert wait_for(lambda: tls_certs.peer_cert_der(srv.grpc_port) == want, 10), srv.stderr_tail()
+        assert "TLS certificates reloaded (the files changed)" in srv.stderr_text()
+    finally:
+        srv.stop()
+    srv.assert_clean_exit()
+
+
+def wait_for(pred, timeout_s):
+    """pred() until true or timeout_s passed (each try is a new connection: no sleep needed)."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if pred():
+            return True
+    return pred()
 
 
 # --- against a real server: the ConfigMap's model repository, metric names
@@ -454,6 +589,54 @@ def test_nginx_accepts_rendered_config(tmp_path):
         f.write("bogus_directive on;\n")
     rc, out = dl.nginx_test_config(conf, str(tmp_path))
     assert rc != 0 and "bogus_directive" in out
+
+
+@pytest.mark.skipif(dl.nginx_bin() is None, reason="nginx not installed (deploy/install-deps.sh installs it)")
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl CLI is not installed")
+def test_nginx_accepts_rendered_tls_config(tmp_path):
+    """The TLS variant: nginx -t loads the certificates and keys it names (so they must exist and pair)."""
+    import tls_certs
+    d = tmp_path / "certs"
+    d.mkdir()
+    c = tls_certs.make_certs(str(d))
+    conf = str(tmp_path / "nginx.conf")
+    text = dl.render_lb(conf, ["127.0.0.1:9001"], ["127.0.0.1:9000"], 18001, 18000, str(tmp_path),
+                        extra=["--tls-cert", c["server_crt"], "--tls-key", c["server_key"],
+                               "--upstream-ca", c["ca"], "--upstream-name", "inferd.example",
+                               "--upstream-cert", c["client_crt"], "--upstream-key", c["client_key"]])
+    rc, out = dl.nginx_test_config(conf, str(tmp_path))
+    assert rc == 0, out
+    for must in ("listen 127.0.0.1:18001 ssl http2;", "ssl_certificate %s;" % c["server_crt"],
+                 "grpc_pass grpcs://inferd_grpc;", "grpc_ssl_verify on;", "grpc_ssl_name inferd.example;",
+                 "grpc_ssl_trusted_certificate %s;" % c["ca"], "grpc_ssl_certificate %s;" % c["client_crt"]):
+        assert must in text, must
+    # a key that is not the certificate's: nginx -t refuses it (the files really are read)
+    dl.render_lb(conf, ["127.0.0.1:9001"], ["127.0.0.1:9000"], 18001, 18000, str(tmp_path),
+                 extra=["--tls-cert", c["server_crt"], "--tls-key", c["client_key"]])
+    rc, out = dl.nginx_test_config(conf, str(tmp_path))
+    assert rc != 0 and "key values mismatch" in out, out
+
+
+def test_render_refuses_bad_tls_input(tmp_path):
+    base = ["--grpc", "a:1", "--http", "a:2"]
+    for args, msg in ((["--tls-cert", "/c.crt"], "--tls-cert and --tls-key go together"),
+                      (["--tls-key", "/c.key"], "--tls-cert and --tls-key go together"),
+                      (["--tls-cert", "c.crt", "--tls-key", "/c.key"], "an absolute path is wanted"),
+                      (["--tls-cert", "/c;d.crt", "--tls-key", "/c.key"], "letters, digits"),
+                      (["--upstream-ca", "/ca.crt"], "--upstream-ca needs --upstream-name"),
+                      (["--upstream-name", "inferd"], "--upstream-name needs --upstream-ca"),
+                      (["--upstream-ca", "/ca.crt", "--upstream-name", "a b"], "bad --upstream-name"),
+                      (["--upstream-cert", "/c.crt", "--upstream-key", "/c.key"], "--upstream-cert needs --upstream-ca"),
+                      (["--upstream-ca", "/ca.crt", "--upstream-name", "n", "--upstream-key", "/c.key"],
+                       "--upstream-cert and --upstream-key go together")):
+        r = subprocess.run(["sh", dl.LB_RENDER, "--run-dir", str(tmp_path)] + base + args, capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+    # without TLS flags the file is as before: plaintext on both legs
+    r = subprocess.run(["sh", dl.LB_RENDER, "--run-dir", str(tmp_path)] + base, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0 and "listen 0.0.0.0:8001 http2;" in r.stdout and "grpc_pass grpc://" in r.stdout
+    assert not re.search(r"^\s*(grpc_)?ssl_", r.stdout, re.M), "TLS directives without TLS flags"
 
 
 def test_render_refuses_bad_input(tmp_path):

@@ -1,5 +1,5 @@
 """HTTPS and mutual TLS on the HTTP port (issue 15), against the real server with certificates made by the
-`openssl` CLI (inferd_testlib.make_tls_certs).
+`openssl` CLI (tls_certs.make_certs).
 
 HTTPS: curl --cacert and tritonclient.http with ssl=True answer health, metadata and inference (JSON and
 binary tensors) with values checked against onnxruntime; TLS 1.2 is the minimum and ALPN says http/1.1;
@@ -25,6 +25,7 @@ import pytest
 import tritonclient.http as httpclient
 
 import inferd_testlib as lib
+import tls_certs
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None or shutil.which("curl") is None,
                                 reason="the openssl and curl CLIs are needed")
@@ -35,7 +36,7 @@ HANDSHAKE_S = 10  # SRV_HTTP_TLS_HANDSHAKE_MS
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
-    return lib.make_tls_certs(str(tmp_path_factory.mktemp("https")))
+    return tls_certs.make_certs(str(tmp_path_factory.mktemp("https")))
 
 
 def _https_args(certs, mutual=False):

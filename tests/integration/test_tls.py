@@ -4,11 +4,22 @@ certificate, and a second CA with its own client certificate.
 
 TLS: tritonclient with ssl=True infers and the outputs match onnxruntime; health and reflection answer over
 TLS; a plaintext client gets no answer. Mutual TLS: a client without a certificate, or with one from the
-other CA, is refused; the right one works. Wrong files fail the start with a message naming the file."""
+other CA, or an expired one, is refused; the right one works. Optional client certificates: a client
+without one is served, one from the other CA is refused. Wrong files, and an expired server certificate,
+fail the start with a message naming the file.
+
+Reload: the server starts with certificate A; after the files are replaced with B and SIGHUP, a new
+connection is handed B and infers, while a stream opened before the reload still answers on its old
+connection; a bad replacement (garbage, a key of another certificate) keeps B in service and logs why,
+naming the file; a replacement with C without a signal is picked up from the files' change."""
 
 import os
+import queue
 import shutil
+import signal
+import ssl
 import subprocess
+import time
 
 import grpc
 import pytest
@@ -18,6 +29,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 from tritonclient.utils import InferenceServerException
 
 import inferd_testlib as lib
+import tls_certs
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl CLI is not installed")
 
@@ -28,8 +40,8 @@ CALL_TIMEOUT_S = 10
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
-    """{name: path}: ca, server, client (signed by ca), other_ca and other_client (signed by other_ca)."""
-    return lib.make_tls_certs(str(tmp_path_factory.mktemp("tls")))
+    """tls_certs.make_certs's set (see there)."""
+    return tls_certs.make_certs(str(tmp_path_factory.mktemp("tls")))
 
 
 def _tls_args(certs, mutual=False):
@@ -48,6 +60,12 @@ def tls_server(repo_dir, certs):
 @pytest.fixture(scope="module")
 def mtls_server(repo_dir, certs):
     yield from lib.served(repo_dir, _tls_args(certs, mutual=True))
+
+
+@pytest.fixture(scope="module")
+def optional_server(repo_dir, certs):
+    yield from lib.served(repo_dir, _tls_args(certs) + ["--grpc-ssl-client-cert", "optional",
+                                                       "--grpc-root-cert", certs["ca"]])
 
 
 def _infer_mlp(client, specs, oracle, rng):
@@ -148,6 +166,186 @@ def test_mtls_plaintext_client_refused(mtls_server):
     c.close()
 
 
+def test_mtls_expired_client_cert_refused(mtls_server, certs):
+    c = grpcclient.InferenceServerClient(mtls_server.grpc_url, ssl=True, root_certificates=certs["ca"],
+                                         private_key=certs["expired_client_key"],
+                                         certificate_chain=certs["expired_client_crt"])
+    assert _refused(c).status() == "StatusCode.UNAVAILABLE"
+    c.close()
+    # the TLS layer refuses it: the connection is closed before HTTP/2 starts (not a later RPC check),
+    # where the right certificate gets the server's HTTP/2 SETTINGS
+    assert not _server_speaks_h2(mtls_server.grpc_port, (certs["expired_client_crt"], certs["expired_client_key"]))
+    assert _server_speaks_h2(mtls_server.grpc_port, (certs["client_crt"], certs["client_key"]))
+
+
+# --- optional client certificates (--grpc-ssl-client-cert optional)
+
+def test_optional_client_without_cert_served(optional_server, certs, specs, oracle, rng):
+    c = grpcclient.InferenceServerClient(optional_server.grpc_url, ssl=True, root_certificates=certs["ca"])
+    assert c.is_server_live(client_timeout=CALL_TIMEOUT_S)
+    _infer_mlp(c, specs, oracle, rng)
+    c.close()
+
+
+def test_optional_client_with_right_cert_served(optional_server, certs, specs, oracle, rng):
+    c = grpcclient.InferenceServerClient(optional_server.grpc_url, ssl=True, root_certificates=certs["ca"],
+                                         private_key=certs["client_key"], certificate_chain=certs["client_crt"])
+    assert c.is_server_live(client_timeout=CALL_TIMEOUT_S)
+    _infer_mlp(c, specs, oracle, rng)
+    c.close()
+
+
+@pytest.mark.parametrize("who", ["other_client", "expired_client"])
+def test_optional_client_with_bad_cert_refused(optional_server, certs, who):
+    c = grpcclient.InferenceServerClient(optional_server.grpc_url, ssl=True, root_certificates=certs["ca"],
+                                         private_key=certs[who + "_key"], certificate_chain=certs[who + "_crt"])
+    assert _refused(c).status() == "StatusCode.UNAVAILABLE"
+    c.close()
+
+
+# --- certificates reloaded while serving
+
+_raw_tls = tls_certs.raw_tls
+_peer_cert_der = tls_certs.peer_cert_der
+
+
+def _server_speaks_h2(port, client):
+    """Whether the server, after the handshake, sends its HTTP/2 SETTINGS (True) or closes the connection
+    (False). Under TLS 1.3 the server judges the client certificate after the client's side of the
+    handshake completed, so a refusal shows only when reading."""
+    try:
+        with _raw_tls(port, client) as s:
+            return len(s.recv(9)) > 0  # an HTTP/2 frame header
+    except (ssl.SSLError, ConnectionResetError):
+        return False
+
+
+_der = tls_certs.der
+
+
+def _install(src_crt, src_key, live):
+    """Puts a certificate and key in place of the live files the way a deploy tool would: each written
+    beside and renamed over (a reader never sees half a file)."""
+    for src, dst in ((src_crt, live["crt"]), (src_key, live["key"])):
+        tmp = dst + ".new"
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+
+
+@pytest.fixture()
+def live(tmp_path, certs):
+    d = str(tmp_path)
+    live = {"crt": os.path.join(d, "live.crt"), "key": os.path.join(d, "live.key")}
+    _install(certs["server_crt"], certs["server_key"], live)
+    return live
+
+
+@pytest.fixture()
+def reload_server(repo_dir, certs, live):
+    yield from lib.served(repo_dir, ["--strict-readiness", "false", "--grpc-use-ssl", "true",
+                                     "--grpc-server-cert", live["crt"], "--grpc-server-key", live["key"]])
+
+
+def _reloads(srv, n, what="TLS certificates reloaded"):
+    return lambda lines: sum(what in l for l in lines) >= n
+
+
+def _stream_infer(c, q, specs, oracle, rng, rid):
+    spec = specs["mlp"]
+    feeds = lib.random_inputs(spec, rng, 1)
+    c.async_stream_infer("mlp", lib.triton_inputs(feeds), request_id=rid)
+    result, error = q.get(timeout=CALL_TIMEOUT_S)
+    assert error is None, error
+    assert result.get_response().id == rid
+    got = {o.name: result.as_numpy(o.name) for o in result.get_response().outputs}
+    lib.check_outputs(got, oracle.run("mlp", feeds), spec, what="mlp on a stream across a reload")
+
+
+def test_reload_on_sighup_keeps_open_connections(reload_server, certs, live, specs, oracle, rng):
+    srv = reload_server
+    assert _peer_cert_der(srv.grpc_port) == _der(certs["server_crt"])
+    # a stream opened before the reload: it lives and dies with its connection
+    old = grpcclient.InferenceServerClient(srv.grpc_url, ssl=True, root_certificates=certs["ca"])
+    q = queue.Queue()
+    old.start_stream(callback=lambda result, error: q.put((result, error)))
+    _stream_infer(old, q, specs, oracle, rng, "before")
+
+    _install(certs["server_b_crt"], certs["server_b_key"], live)
+    srv.send_signal(signal.SIGHUP)
+    lines = srv.await_stderr(_reloads(srv, 1))
+    assert any("(SIGHUP)" in l and "subject /CN=localhost, serial " in l for l in lines), lines[-5:]
+    assert _peer_cert_der(srv.grpc_port) == _der(certs["server_b_crt"])
+    new = grpcclient.InferenceServerClient(srv.grpc_url, ssl=True, root_certificates=certs["ca"])
+    assert new.is_server_live(client_timeout=CALL_TIMEOUT_S)
+    _infer_mlp(new, specs, oracle, rng)
+    new.close()
+    # the old stream still answers: its connection (made with A) was not dropped
+    _stream_infer(old, q, specs, oracle, rng, "after")
+    old.stop_stream()
+    old.close()
+    assert srv.alive()
+
+
+@pytest.mark.parametrize("bad", ["garbage_crt", "key_of_another_cert", "expired"])
+def test_bad_reload_keeps_certificates_in_service(reload_server, certs, live, specs, oracle, rng, bad):
+    srv = reload_server
+    _install(certs["server_b_crt"], certs["server_b_key"], live)
+    srv.send_signal(signal.SIGHUP)
+    srv.await_stderr(_reloads(srv, 1))
+    if bad == "garbage_crt":
+        with open(live["crt"], "w") as f:
+            f.write("not a certificate\n")
+        want, named = "no valid PEM certificate", live["crt"]
+    elif bad == "key_of_another_cert":
+        _install(certs["server_c_crt"], certs["server_b_key"], live)
+        want, named = "is not the private key of the certificate", live["key"]
+    else:
+        _install(certs["expired_server_crt"], certs["expired_server_key"], live)
+        want, named = "expired (notAfter Jan  2 00:00:00 2020 GMT)", live["crt"]
+    srv.send_signal(signal.SIGHUP)
+    lines = srv.await_stderr(_reloads(srv, 1, "TLS certificates not reloaded"))
+    why = [l for l in lines if "TLS certificates not reloaded" in l][0]
+    assert want in why and named in why and "previous ones stay in service" in why, why
+    assert _peer_cert_der(srv.grpc_port) == _der(certs["server_b_crt"])
+    c = grpcclient.InferenceServerClient(srv.grpc_url, ssl=True, root_certificates=certs["ca"])
+    _infer_mlp(c, specs, oracle, rng)
+    c.close()
+    # a good set afterwards is taken again
+    _install(certs["server_c_crt"], certs["server_c_key"], live)
+    srv.send_signal(signal.SIGHUP)
+    srv.await_stderr(_reloads(srv, 2))
+    assert _peer_cert_der(srv.grpc_port) == _der(certs["server_c_crt"])
+
+
+def test_reload_when_files_change_without_signal(reload_server, certs, live, specs, oracle, rng):
+    srv = reload_server
+    assert _peer_cert_der(srv.grpc_port) == _der(certs["server_crt"])
+    _install(certs["server_c_crt"], certs["server_c_key"], live)
+    # the change is looked for at most once a second, at a handshake: new connections until C comes
+    want, deadline, got = _der(certs["server_c_crt"]), time.monotonic() + 10, None
+    while got != want and time.monotonic() < deadline:
+        got = _peer_cert_der(srv.grpc_port)
+    assert got == want
+    lines = srv.stderr_text()
+    assert "TLS certificates reloaded (the files changed)" in lines, srv.stderr_tail()
+    c = grpcclient.InferenceServerClient(srv.grpc_url, ssl=True, root_certificates=certs["ca"])
+    _infer_mlp(c, specs, oracle, rng)
+    c.close()
+
+
+def test_sighup_without_tls_is_harmless(repo_dir):
+    srv = lib.ServerProcess(repo_dir, ["--strict-readiness", "false"]).start()
+    try:
+        srv.send_signal(signal.SIGHUP)
+        srv.await_stderr(lambda lines: any("SIGHUP: no TLS certificates to reload" in l for l in lines))
+        c = grpcclient.InferenceServerClient(srv.grpc_url)
+        assert c.is_server_live(client_timeout=CALL_TIMEOUT_S)
+        c.close()
+    finally:
+        srv.stop()
+    srv.assert_clean_exit()
+
+
 # --- bad flags and files fail the start, naming the file
 
 def _start_fails(repo_dir, args):
@@ -185,6 +383,15 @@ def test_certificate_file_not_pem_fails_start(repo_dir, certs):
     assert "--grpc-server-cert" in text and bad in text and "no valid PEM certificate" in text, text
 
 
+def test_expired_server_cert_fails_start(repo_dir, certs):
+    args = _tls_args(certs)
+    args[args.index(certs["server_crt"])] = certs["expired_server_crt"]
+    args[args.index(certs["server_key"])] = certs["expired_server_key"]
+    text = _start_fails(repo_dir, args)
+    assert ("--grpc-server-cert: '%s' expired (notAfter Jan  2 00:00:00 2020 GMT)" % certs["expired_server_crt"]
+            in text), text
+
+
 def test_missing_root_cert_for_mutual_fails_start(repo_dir, certs):
     args = _tls_args(certs, mutual=True)
     args[args.index(certs["ca"])] = os.path.join(certs["dir"], "no_ca.crt")
@@ -197,6 +404,10 @@ def test_missing_root_cert_for_mutual_fails_start(repo_dir, certs):
     (["--grpc-server-cert", "x.crt"], "need --grpc-use-ssl"),
     (["--grpc-use-ssl-mutual", "--grpc-server-cert", "a", "--grpc-server-key", "b"], "needs --grpc-root-cert"),
     (["--grpc-use-ssl", "maybe"], "expects true or false"),
+    (["--grpc-ssl-client-cert", "sometimes"], "expects none, optional or required"),
+    (["--grpc-ssl-client-cert", "optional", "--grpc-server-cert", "a", "--grpc-server-key", "b"],
+     "--grpc-ssl-client-cert optional needs --grpc-root-cert"),
+    (["--grpc-use-ssl-mutual", "--grpc-ssl-client-cert", "optional"], "means --grpc-ssl-client-cert required"),
 ])
 def test_inconsistent_tls_flags_refused(repo_dir, args, msg):
     r = subprocess.run([lib.inferd_bin(), "--model-repository", repo_dir] + args, capture_output=True, text=True,
