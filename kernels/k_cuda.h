@@ -196,6 +196,14 @@ int k_batch_norm_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *scale,
                           const uint16_t *bias, const uint16_t *mean, const uint16_t *var,
                           size_t n, size_t c, size_t spatial, float eps, cudaStream_t stream,
                           err *e);
+// Internal, for tests and benchmarks: layer norm on the block-per-row
+// kernel (three passes over global memory) whatever the width; the public
+// entry points take it only past 8192 columns.
+int k_layer_norm__block_cuda(float *y, const float *x, const float *scale, const float *bias,
+                             size_t rows, size_t cols, float eps, cudaStream_t stream, err *e);
+int k_layer_norm_f16__block_cuda(uint16_t *y, const uint16_t *x, const uint16_t *scale,
+                                 const uint16_t *bias, size_t rows, size_t cols, float eps,
+                                 cudaStream_t stream, err *e);
 
 // --- layout (k_layout.cu): y = x transposed by perm (y dim i = x dim
 // perm[i]), any element size, up to K_MAX_DIMS dims; xdims and perm are HOST

@@ -1,13 +1,34 @@
 // kernels/k_norm.cu: CUDA twins of k_layer_norm and k_batch_norm, for
 // float and half storage (half: scale, bias, mean and var are half too).
-// Layer norm: one block per row, two passes like the reference's (mean
-// first, then the variance of the centred values, so a large mean does not
-// cancel the spread), block reductions by warp shuffle. Sums and the
-// per-element normalisation are in k_acc<T>: for float, double like the
-// reference, which keeps the result within an ulp of it for any offset or
-// row length; the kernel is memory-bound and Hopper's FP64 rate is half its
-// FP32 rate, so this is free there (on GPUs with 1/64-rate FP64 it would
-// not be). For half, float: the output's rounding dwarfs the difference.
+//
+// Layer norm, rows of up to K_LN_REG_MAX_COLS (8192, the widest transformer
+// hidden sizes): the row lives in registers, loaded once from global memory
+// and written once, so the kernel moves 2 x rows x cols elements and runs at
+// memory speed. One warp per row and four rows per block up to 1024 columns;
+// 2, 4 or 8 warps per row (one row per block, a shared-memory step after
+// the warp shuffles) up to 8192. Each thread holds at most 32 elements
+// (NV vectors of VEC), which bounds registers and the length of every
+// sequential float sum. 16-byte vectors (4 floats, 8 halves) where cols and
+// every pointer allow, one element per access otherwise (odd cols,
+// misaligned views).
+// Statistics in float for both storages, as a corrected two-pass over the
+// registers: m0 = sum(x)/n, then d = x - m0, c = sum(d)/n,
+// var = (sum(d^2) - c sum(d))/n and y = (d - c) inv_std scale + bias.
+// The correction c recovers what rounding m0 to float lost: a plain float
+// two-pass is off by ~|mean| 2^-24 / std in every output, 100x past the FP32
+// test's rtol 1e-5 at a mean of 1000 (checked by emulating the float
+// order on the CPU). With it every error is relative to the spread, and no
+// float sum is longer than 32 (per thread) + 5 (shuffles) + 7 (warps) = 44
+// terms: a variance off by at most 44 x 2^-24 = 2.6e-6 relative in the
+// worst case, 1.3e-6 on inv_std, and ~1e-7 for random data: within
+// rtol 1e-5 / atol 1e-6 of the double reference (the emulation's worst
+// case over the test shapes, offsets up to 1e4: 0.17 of that tolerance).
+// Double would buy nothing here and costs 64x on GPUs with 1/64-rate FP64.
+// Longer rows: one block per row (up to 512 threads), three passes over
+// global memory, sums in k_acc<T> (double for float, like the reference:
+// its sums are too long for the float bound above; float for half, whose
+// output rounding dwarfs the difference). k_layer_norm__block_cuda reaches
+// it at any width for the tests and bench.
 // Batch norm: the per-channel factor is computed in double exactly as the
 // reference does and the per-element math uses _rn intrinsics, so FP32
 // results are bit-identical to k_batch_norm, and FP16 ones are its results
@@ -16,9 +37,144 @@
 
 namespace {
 
+// Widest row the register kernel takes: 8 warps x 32 lanes x 32 elements.
+#define K_LN_REG_MAX_COLS 8192
+#define K_LN_MAX_PER_THREAD 32
+// Grid cap of the register kernel: 4096 blocks of 4 rows (or of one wide
+// row) already fill an H100 several times over; the rest is grid-stride.
+#define K_LN_MAX_BLOCKS 4096u
+
+// Sum over the row's WPR warps; every thread of the row gets the same value
+// (xor shuffles, then the warps' partials added in one order). For WPR > 1
+// the block is the row, so __syncthreads is uniform. `sh` holds WPR x N
+// floats; the caller alternates between two such areas, so a write for the
+// next reduction never races a read of this one (every thread passes the
+// next one's barrier only after this one's reads).
+template <int WPR, int N>
+static __device__ __forceinline__ void ln_row_sum(float (&v)[N], float *sh) {
+#pragma unroll
+  for (int q = 0; q < N; q++) v[q] = k_warp_sum(v[q]);
+  if (WPR == 1) return;
+  int warp = threadIdx.x >> 5;
+  if ((threadIdx.x & 31) == 0)
+#pragma unroll
+    for (int q = 0; q < N; q++) sh[q * WPR + warp] = v[q];
+  __syncthreads();
+#pragma unroll
+  for (int q = 0; q < N; q++) {
+    float t = sh[q * WPR];
+#pragma unroll
+    for (int w = 1; w < WPR; w++) t += sh[q * WPR + w];
+    v[q] = t;
+  }
+}
+
+// Rows of cols <= 32 x WPR x NV x VEC in registers: WPR warps per row, four
+// rows per block when WPR == 1, one otherwise. Thread t of a row holds
+// vectors t, t + 32 WPR, ... (coalesced). VEC > 1 only when VEC divides cols
+// and every pointer is 16-byte aligned (the launcher checks). In place
+// (y == x) is fine: a thread writes only the elements it read.
+template <class T, int VEC, int NV, int WPR>
+__global__ void __launch_bounds__(WPR == 1 ? 128 : 32 * WPR)
+    layer_norm_reg_kernel(T *y, const T *x, const T *scale, const T *bias, size_t rows, int cols,
+                          float eps) {
+  typedef k_vec<T, VEC> vt;
+  const int RPB = WPR == 1 ? 4 : 1;
+  const int t = threadIdx.x % (32 * WPR), nvec = cols / VEC;
+  __shared__ float sh[2][WPR * 2];
+  const vt *sv = reinterpret_cast<const vt *>(scale);
+  const vt *bv = reinterpret_cast<const vt *>(bias);
+  for (size_t row = (size_t)blockIdx.x * RPB + threadIdx.x / (32 * WPR); row < rows;
+       row += (size_t)gridDim.x * RPB) {
+    const vt *xr = reinterpret_cast<const vt *>(x + row * cols);
+    vt *yr = reinterpret_cast<vt *>(y + row * cols);
+    float v[NV][VEC];
+    float s[1] = {0.0f};
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+      int i = k * 32 * WPR + t;
+      if (i < nvec) {
+        vt a = xr[i];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) v[k][j] = k_ld(a.v[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; j++) v[k][j] = 0.0f;  // adds nothing below
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; j++) s[0] += v[k][j];
+    }
+    ln_row_sum<WPR>(s, sh[0]);
+    const float m0 = s[0] / (float)cols;  // cols <= 8192: exact in float
+    float dq[2] = {0.0f, 0.0f};           // sum(d), sum(d^2)
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+      bool in = k * 32 * WPR + t < nvec;
+#pragma unroll
+      for (int j = 0; j < VEC; j++) {
+        float d = in ? v[k][j] - m0 : 0.0f;
+        v[k][j] = d;
+        dq[0] += d;
+        dq[1] = fmaf(d, d, dq[1]);
+      }
+    }
+    ln_row_sum<WPR>(dq, sh[1]);
+    const float c = dq[0] / (float)cols;
+    const float var = fmaxf((dq[1] - c * dq[0]) / (float)cols, 0.0f);
+    const float inv_std = 1.0f / sqrtf(var + eps);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+      int i = k * 32 * WPR + t;
+      if (i >= nvec) continue;
+      vt sc = sv[i], bi, o;
+      if (bias) bi = bv[i];
+#pragma unroll
+      for (int j = 0; j < VEC; j++) {
+        float u = (v[k][j] - c) * inv_std * k_ld(sc.v[j]);
+        if (bias) u += k_ld(bi.v[j]);
+        o.v[j] = k_st<T>(u);
+      }
+      yr[i] = o;
+    }
+  }
+}
+
+template <class T, int VEC, int NV, int WPR>
+static void ln_reg_go(T *y, const T *x, const T *scale, const T *bias, size_t rows, int cols,
+                      float eps, cudaStream_t stream) {
+  const int rpb = WPR == 1 ? 4 : 1;
+  size_t want = (rows + rpb - 1) / rpb;
+  unsigned blocks = want > K_LN_MAX_BLOCKS ? K_LN_MAX_BLOCKS : (unsigned)want;
+  layer_norm_reg_kernel<T, VEC, NV, WPR>
+      <<<blocks, 32 * WPR * rpb, 0, stream>>>(y, x, scale, bias, rows, cols, eps);
+}
+
+// The fewest vectors per thread that cover the row with one warp, else the
+// fewest warps (2, 4, 8) at the full 32 elements per thread.
+template <class T, int VEC, int NV>
+static void ln_reg_pick(T *y, const T *x, const T *scale, const T *bias, size_t rows, int cols,
+                        float eps, cudaStream_t stream) {
+  const int full = K_LN_MAX_PER_THREAD / VEC;
+  if constexpr (NV < full) {
+    if (cols <= 32 * NV * VEC)
+      return ln_reg_go<T, VEC, NV, 1>(y, x, scale, bias, rows, cols, eps, stream);
+    return ln_reg_pick<T, VEC, NV * 2>(y, x, scale, bias, rows, cols, eps, stream);
+  } else {
+    const int per_warp = 32 * K_LN_MAX_PER_THREAD;
+    if (cols <= per_warp)
+      return ln_reg_go<T, VEC, full, 1>(y, x, scale, bias, rows, cols, eps, stream);
+    if (cols <= 2 * per_warp)
+      return ln_reg_go<T, VEC, full, 2>(y, x, scale, bias, rows, cols, eps, stream);
+    if (cols <= 4 * per_warp)
+      return ln_reg_go<T, VEC, full, 4>(y, x, scale, bias, rows, cols, eps, stream);
+    return ln_reg_go<T, VEC, full, 8>(y, x, scale, bias, rows, cols, eps, stream);
+  }
+}
+
+// The block-per-row kernel: rows longer than K_LN_REG_MAX_COLS.
 template <class T>
-__global__ void layer_norm_kernel(T *y, const T *x, const T *scale, const T *bias, size_t rows,
-                                  size_t cols, float eps) {
+__global__ void layer_norm_block_kernel(T *y, const T *x, const T *scale, const T *bias,
+                                        size_t rows, size_t cols, float eps) {
   typedef typename k_acc<T>::type acc;
   __shared__ acc shared[32];
   for (size_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -58,8 +214,9 @@ __global__ void batch_norm_kernel(T *y, const T *x, const T *scale, const T *bia
 }
 
 template <class T>
-int launch_layer_norm(const char *kname, T *y, const T *x, const T *scale, const T *bias, size_t rows,
-                      size_t cols, float eps, cudaStream_t stream, err *e) {
+int launch_layer_norm(const char *kname, T *y, const T *x, const T *scale, const T *bias,
+                      size_t rows, size_t cols, float eps, bool force_block, cudaStream_t stream,
+                      err *e) {
   size_t total;
   if (!k_mul3(rows, cols, 1, &total))
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: %zu x %zu elements overflow", kname, rows, cols);
@@ -70,8 +227,20 @@ int launch_layer_norm(const char *kname, T *y, const T *x, const T *scale, const
   if (!y || !x || !scale)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p scale=%p)", kname,
                    (void *)y, (const void *)x, (const void *)scale);
-  unsigned blocks = rows > 65535u * 4 ? 65535u * 4 : (unsigned)rows;
-  layer_norm_kernel<T><<<blocks, k_row_threads(cols), 0, stream>>>(y, x, scale, bias, rows, cols, eps);
+  if (cols <= K_LN_REG_MAX_COLS && !force_block) {
+    const unsigned vb = 16;  // one 16-byte vector: 4 floats, 8 halves
+    const int vec = (int)(vb / sizeof(T));
+    bool vector = cols % vec == 0 && k_aligned(y, vb) && k_aligned(x, vb) && k_aligned(scale, vb) &&
+                  (!bias || k_aligned(bias, vb));
+    if (vector)
+      ln_reg_pick<T, 16 / sizeof(T), 1>(y, x, scale, bias, rows, (int)cols, eps, stream);
+    else
+      ln_reg_pick<T, 1, 1>(y, x, scale, bias, rows, (int)cols, eps, stream);
+  } else {
+    unsigned blocks = rows > 65535u * 4 ? 65535u * 4 : (unsigned)rows;
+    layer_norm_block_kernel<T>
+        <<<blocks, k_row_threads(cols), 0, stream>>>(y, x, scale, bias, rows, cols, eps);
+  }
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }
@@ -108,13 +277,26 @@ int launch_batch_norm(const char *kname, T *y, const T *x, const T *scale, const
 
 extern "C" int k_layer_norm_cuda(float *y, const float *x, const float *scale, const float *bias,
                                  size_t rows, size_t cols, float eps, cudaStream_t stream, err *e) {
-  return launch_layer_norm("k_layer_norm_cuda", y, x, scale, bias, rows, cols, eps, stream, e);
+  return launch_layer_norm("k_layer_norm_cuda", y, x, scale, bias, rows, cols, eps, false, stream,
+                           e);
 }
 extern "C" int k_layer_norm_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *scale,
                                      const uint16_t *bias, size_t rows, size_t cols, float eps,
                                      cudaStream_t stream, err *e) {
   return launch_layer_norm("k_layer_norm_f16_cuda", k_half(y), k_half(x), k_half(scale),
-                           k_half(bias), rows, cols, eps, stream, e);
+                           k_half(bias), rows, cols, eps, false, stream, e);
+}
+extern "C" int k_layer_norm__block_cuda(float *y, const float *x, const float *scale,
+                                        const float *bias, size_t rows, size_t cols, float eps,
+                                        cudaStream_t stream, err *e) {
+  return launch_layer_norm("k_layer_norm__block_cuda", y, x, scale, bias, rows, cols, eps, true,
+                           stream, e);
+}
+extern "C" int k_layer_norm_f16__block_cuda(uint16_t *y, const uint16_t *x, const uint16_t *scale,
+                                            const uint16_t *bias, size_t rows, size_t cols,
+                                            float eps, cudaStream_t stream, err *e) {
+  return launch_layer_norm("k_layer_norm_f16__block_cuda", k_half(y), k_half(x), k_half(scale),
+                           k_half(bias), rows, cols, eps, true, stream, e);
 }
 
 extern "C" int k_batch_norm_cuda(float *y, const float *x, const float *scale, const float *bias,
