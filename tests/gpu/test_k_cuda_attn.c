@@ -125,7 +125,12 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
   }
   k_attn_args ra = a;
   if (c->divisor) ra.scale = a.scale / dvsr;
+  if (getenv("TK_VERBOSE"))  // before the work: a case that never ends names itself
+    fprintf(stderr, "  start f%d [%lld,%lld,%lld,%lld,%lld,%lld] mask %d gap %lld layout %d%s\n", half ? 16 : 32,
+            (long long)c->b, (long long)c->h, (long long)c->sq, (long long)c->sk, (long long)c->d,
+            (long long)c->dv, c->mask, (long long)c->gap, c->layout, capture ? " captured" : "");
   k_attn_ref(want, q, kt, v, c->mask ? m : NULL, &ra);
+  if (getenv("TK_VERBOSE")) fprintf(stderr, "  reference done\n");
   size_t es = half ? 2 : 4, off = c->layout == 2 ? es : 0;
   void *bq = to_dev_at(half ? (void *)hbuf[0] : q, nq * es, off);
   void *bk = to_dev_at(half ? (void *)hbuf[1] : kt, nk * es, off);
