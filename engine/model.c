@@ -240,8 +240,17 @@ static void run_job(instance *in, eng_job *job) {
   io_free(&b);
 }
 
+// Thread names show in top -H and /proc/PID/task/*/comm: the transport
+// benchmark reads per-thread CPU time by name (tests/bench/serve_gpu).
+static void name_thread(const char *what, int index) {
+  char name[16];
+  snprintf(name, sizeof name, "inferd-%s%d", what, index);
+  (void)pthread_setname_np(pthread_self(), name);
+}
+
 static void *instance_main(void *arg) {
   instance *in = arg;
+  name_thread("cpu", in->index);
   for (;;) {
     pthread_mutex_lock(&in->mu);
     while (!in->job && !in->stop) pthread_cond_wait(&in->cv, &in->mu);
@@ -334,6 +343,7 @@ static int recover(instance *in, err *e) {
 
 static void *gpu_submit_main(void *arg) {
   instance *in = arg;
+  name_thread("sub", in->index);
   eng_model *m = in->model;
   for (;;) {
     pthread_mutex_lock(&in->mu);
@@ -396,6 +406,7 @@ static void *gpu_submit_main(void *arg) {
 
 static void *gpu_done_main(void *arg) {
   instance *in = arg;
+  name_thread("done", in->index);
   eng_model *m = in->model;
   for (;;) {
     pthread_mutex_lock(&in->mu);

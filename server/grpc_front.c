@@ -1033,6 +1033,7 @@ static void dispatch(cq_thread *t, tag *tg, int ok) {
 
 static void *cq_main(void *arg) {
   cq_thread *t = arg;
+  (void)pthread_setname_np(pthread_self(), "inferd-cq");  // per-thread CPU by name (tests/bench/serve_gpu)
   for (;;) {
     grpc_event ev = grpc_completion_queue_next(t->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     if (ev.type == GRPC_QUEUE_SHUTDOWN) break;

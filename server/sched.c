@@ -357,6 +357,7 @@ static void on_async(uv_async_t *a) {
 
 static void *loop_main(void *arg) {
   srv_sched *s = arg;
+  (void)pthread_setname_np(pthread_self(), "inferd-loop");  // per-thread CPU by name (tests/bench/serve_gpu)
   int rc = uv_run(&s->loop, UV_RUN_DEFAULT);
   if (rc) srv_log(SRV_LOG_WARN, "loop ended with active handles");
   return NULL;

@@ -52,15 +52,19 @@ sweep() {
   for lv in $LEVELS; do
     IFS=: read -r t c i <<<"$lv"
     [ -n "${HTTP:-}" ] && curl -s "http://127.0.0.1:$HTTP/metrics" >"$OUT/m_before"
+    "$PY" "$HERE/transport_table.py" --threads "$PID" >"$OUT/t_before" 2>/dev/null
     local req=$REQ
     case $1 in *big:*) req=$OUT/repos/req_big.bin ;; esac  # the 4x4096 MLP takes [1, 4096]
     line=$(taskset -c "$LOAD_CORES" "$AB/loadc" "127.0.0.1:$PORT" $M "$req" "$t" "$c" "$i" "$SECS" | tail -n 1)
+    "$PY" "$HERE/transport_table.py" --threads "$PID" >"$OUT/t_after" 2>/dev/null
+    local th
+    th=$("$PY" "$HERE/transport_table.py" --threads-delta "$OUT/t_before" "$OUT/t_after" 2>/dev/null)
     local m=null
     if [ -n "${HTTP:-}" ]; then
       curl -s "http://127.0.0.1:$HTTP/metrics" >"$OUT/m_after"
       m=$("$PY" "$HERE/transport_table.py" --delta "$OUT/m_before" "$OUT/m_after")
     fi
-    echo "{\"server\": \"$1\", \"streams\": $((t * c * i)), \"loadc\": ${line:-null}, \"metrics\": $m}" | tee -a "$RES"
+    echo "{\"server\": \"$1\", \"streams\": $((t * c * i)), \"loadc\": ${line:-null}, \"metrics\": $m, \"threads\": ${th:-null}}" | tee -a "$RES"
   done
 }
 

@@ -2,6 +2,8 @@
 """The table of transport.sh, and the per-level /metrics deltas it records.
 
   transport_table.py --delta BEFORE AFTER      one JSON object: what the server did between two /metrics scrapes
+  transport_table.py --threads PID             one line: every thread's name and CPU ticks (utime + stime)
+  transport_table.py --threads-delta BEFORE AFTER  one JSON object: CPU cores used per thread name between the two
   transport_table.py OUT SRV_CORES LOAD_CORES  markdown from OUT/transport.jsonl (machine, date, ratios to the echo)
 """
 import datetime
@@ -39,6 +41,38 @@ def delta(before, after):
     if "inferd_gpu_busy_seconds_total" in d:
         r["gpu_busy"] = round(d["inferd_gpu_busy_seconds_total"] / secs, 3)
     return r
+
+
+def threads(pid):
+    """name ticks, one line per thread of pid (/proc/PID/task/*/stat fields 14 and 15)."""
+    for t in sorted(os.listdir("/proc/%s/task" % pid)):
+        try:
+            stat = open("/proc/%s/task/%s/stat" % (pid, t)).read()
+        except OSError:
+            continue  # ended meanwhile
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        f = stat[stat.rindex(")") + 2:].split()
+        print("%s %s %d" % (t, name.replace(" ", "_"), int(f[11]) + int(f[12])))
+
+
+def threads_delta(before, after):
+    """CPU cores used per thread name (digits dropped: inferd-done0 and inferd-done1 are one group) and the
+    busiest single thread of each group, between two --threads snapshots."""
+    hz = os.sysconf("SC_CLK_TCK")
+    secs = max(os.path.getmtime(after) - os.path.getmtime(before), 1e-9)
+    a = {}
+    for l in open(before):
+        tid, name, ticks = l.split()
+        a[tid] = int(ticks)
+    groups = {}
+    for l in open(after):
+        tid, name, ticks = l.split()
+        used = (int(ticks) - a.get(tid, 0)) / hz / secs
+        g = re.sub(r"[0-9]+$", "", name)
+        tot, top, n = groups.get(g, (0.0, 0.0, 0))
+        groups[g] = (tot + used, max(top, used), n + 1)
+    return {g: {"cores": round(t, 2), "max_thread": round(m, 2), "threads": n}
+            for g, (t, m, n) in sorted(groups.items(), key=lambda x: -x[1][0]) if t >= 0.01}
 
 
 def machine():
@@ -107,11 +141,26 @@ def table(out, srv, load):
             print("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
                 s, c, f("queue_us"), f("compute_input_us"), f("compute_infer_us"), f("compute_output_us"),
                 f("mean_batch"), f("gpu_busy"), goal))
+    print()
+    print("Server threads' CPU over each level (cores used by the group; its busiest thread in brackets; a thread near "
+          "1.0 is saturated), from /proc/PID/task/*/stat:")
+    print()
+    for s in servers:
+        for c in levels:
+            r = by.get((s, c))
+            th = r and r.get("threads")
+            if th:
+                print("- %s, %d streams: %s" % (s, c, ", ".join(
+                    "%s %.2f (%.2f)" % (g, v["cores"], v["max_thread"]) for g, v in th.items())))
 
 
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--delta":
         print(json.dumps(delta(sys.argv[2], sys.argv[3])))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--threads":
+        threads(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "--threads-delta":
+        print(json.dumps(threads_delta(sys.argv[2], sys.argv[3])))
     elif len(sys.argv) == 4:
         table(*sys.argv[1:])
     else:
