@@ -231,7 +231,8 @@ int k_bias_act_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *bias, si
 // what the engine packs for NHWC). et K_F32 or K_F16 for x, w, bias, z and
 // y alike; sums in float, each output rounded once. bias and z may be NULL;
 // z may be y (in-place residual); y must not overlap x or w. The act codes
-// are eng_cuconv_act's (engine/cuda_conv.h), clip_max for K_DW_ACT_CLIP.
+// are eng_cuconv_act's (engine/cuda_conv.h), clip_max for K_DW_ACT_CLIP,
+// alpha and beta for K_DW_ACT_HARD_SIGMOID.
 // One thread per output pixel and group of 8 (half, C % 8 == 0), 4 (float,
 // C % 4 == 0) or 2 (half, C even) channels, else one; nothing allocated, no
 // sync: capturable. The struct is HOST memory, read before the call returns.
@@ -241,7 +242,9 @@ typedef enum k_dw_act {
   K_DW_ACT_CLIP,  // min(max(v, 0), clip_max)
   K_DW_ACT_SIGMOID,
   K_DW_ACT_TANH,
-  K_DW_ACT_SWISH,  // v * sigmoid(v)
+  K_DW_ACT_SWISH,         // v * sigmoid(v)
+  K_DW_ACT_HARD_SIGMOID,  // max(0, min(1, alpha * v + beta))
+  K_DW_ACT_HARD_SWISH,    // v * max(0, min(1, v / 6 + 0.5))
 } k_dw_act;
 typedef struct k_dwconv_args {
   int n, h, w, c;      // x: [n, h, w, c]
@@ -251,7 +254,8 @@ typedef struct k_dwconv_args {
   int stride_h, stride_w;  // >= 1
   int dil_h, dil_w;        // >= 1
   k_dw_act act;
-  float clip_max;
+  float clip_max;     // K_DW_ACT_CLIP, > 0
+  float alpha, beta;  // K_DW_ACT_HARD_SIGMOID, finite
 } k_dwconv_args;
 int k_dwconv_cuda(void *y, const void *x, const void *w, const void *bias, const void *z, k_elem et,
                   const k_dwconv_args *a, cudaStream_t stream, err *e);

@@ -11,6 +11,7 @@
 // ([C][R][S], a few KB) are read through the read-only cache. Sums in
 // float (fmaf, taps in r-major order), each output rounded once.
 #include <limits.h>
+#include <math.h>
 
 #include "kernels/k_cuda_common.cuh"
 
@@ -19,21 +20,34 @@ namespace {
 struct geo {
   int h, w, c, oh, ow, r, s, pt, pl, sh, sw, dh, dw;
   int act;
-  float clip_max;
+  float clip_max, alpha, beta;
 };
 
-__device__ __forceinline__ float dw_act(float v, int act, float clip_max) {
-  switch (act) {
+// HardSigmoid and HardSwish as k_unop.cu (and the CPU reference) compute
+// them: no contraction into an fma, NaN kept.
+__device__ __forceinline__ float hard_sigmoid(float v, float alpha, float beta) {
+  float t = __fadd_rn(__fmul_rn(alpha, v), beta);
+  return t != t ? t : fmaxf(0.0f, fminf(1.0f, t));
+}
+
+__device__ __forceinline__ float dw_act(float v, const geo &g) {
+  switch (g.act) {
     case K_DW_ACT_RELU:
       return v < 0.0f ? 0.0f : v;
     case K_DW_ACT_CLIP:
-      return fminf(fmaxf(v, 0.0f), clip_max);
+      return fminf(fmaxf(v, 0.0f), g.clip_max);
     case K_DW_ACT_SIGMOID:
       return 1.0f / (1.0f + expf(-v));
     case K_DW_ACT_TANH:
       return tanhf(v);
     case K_DW_ACT_SWISH:
       return v / (1.0f + expf(-v));
+    case K_DW_ACT_HARD_SIGMOID:
+      return hard_sigmoid(v, g.alpha, g.beta);
+    case K_DW_ACT_HARD_SWISH: {
+      float t = hard_sigmoid(v, 1.0f / 6.0f, 0.5f);
+      return t != t ? t : __fmul_rn(v, t);
+    }
     default:
       return v;
   }
@@ -85,7 +99,7 @@ __global__ void dw_kernel(T *y, const T *__restrict__ x, const T *__restrict__ w
       float v = acc[k];
       if (bias) v += k_ld(__ldg(bias + ch + k));
       if (z) v += k_ld(out.v[k]);
-      out.v[k] = k_st<T>(dw_act(v, g.act, g.clip_max));
+      out.v[k] = k_st<T>(dw_act(v, g));
     }
     *reinterpret_cast<vec *>(y + o) = out;
   }
@@ -141,11 +155,14 @@ extern "C" int k_dwconv_cuda(void *y, const void *x, const void *w, const void *
                    "%s: bad window (kernel %dx%d, strides %d,%d, dilations %d,%d, pads %d,%d)",
                    kname, a->r, a->s, a->stride_h, a->stride_w, a->dil_h, a->dil_w, a->pad_top,
                    a->pad_left);
-  if ((int)a->act < K_DW_ACT_NONE || (int)a->act > K_DW_ACT_SWISH)
+  if ((int)a->act < K_DW_ACT_NONE || (int)a->act > K_DW_ACT_HARD_SWISH)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown activation %d", kname, (int)a->act);
   if (a->act == K_DW_ACT_CLIP && !(a->clip_max > 0.0f))
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: clip needs clip_max > 0 (got %g)", kname,
                    (double)a->clip_max);
+  if (a->act == K_DW_ACT_HARD_SIGMOID && !(isfinite(a->alpha) && isfinite(a->beta)))
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: hard_sigmoid needs finite alpha, beta (got %g, %g)",
+                   kname, (double)a->alpha, (double)a->beta);
   // the kernel's int arithmetic: every tap's row and column, and r * s
   if ((int64_t)(a->oh > 0 ? a->oh - 1 : 0) * a->stride_h + (int64_t)(a->r - 1) * a->dil_h > INT_MAX ||
       (int64_t)(a->ow > 0 ? a->ow - 1 : 0) * a->stride_w + (int64_t)(a->s - 1) * a->dil_w > INT_MAX ||
@@ -158,7 +175,7 @@ extern "C" int k_dwconv_cuda(void *y, const void *x, const void *w, const void *
   if (!y || !x || !w)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p w=%p)", kname, y, x, w);
   geo g = {a->h, a->w, a->c, a->oh, a->ow, a->r, a->s, a->pad_top, a->pad_left,
-           a->stride_h, a->stride_w, a->dil_h, a->dil_w, (int)a->act, a->clip_max};
+           a->stride_h, a->stride_w, a->dil_h, a->dil_w, (int)a->act, a->clip_max, a->alpha, a->beta};
   if (et == K_F32)
     launch_t<float>((float *)y, (const float *)x, (const float *)w, (const float *)bias,
                     (const float *)z, g, total, stream);

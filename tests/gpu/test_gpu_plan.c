@@ -661,12 +661,16 @@ static void test_modes(void) {
 // conv_transpose (no Conv leads into NHWC; a ConvTranspose follows its
 // input), four in conv_transpose_net (the Conv, both ConvTransposes that
 // follow it, the Relu after one; the fused Relu is no node of its own).
+// conv_mbv3: its depthwise Convs' HardSwish, HardSigmoid and residual Add +
+// HardSwish, and the projection's residual Add (5; the expand Convs'
+// HardSwish run on their own), on cuDNN (NCHW, the activation after it) and
+// on the depthwise kernel (NHWC) alike.
 static const struct {
   const char *name;
   uint64_t fused;
   int nhwc;
 } conv_models[] = {{"conv_resnet", 7, -1},    {"conv_dwsep", 2, -1},        {"conv_pools", 1, -2},
-                   {"conv_transpose", 0, 0}, {"conv_transpose_net", 1, 4}};
+                   {"conv_transpose", 0, 0}, {"conv_transpose_net", 1, 4}, {"conv_mbv3", 5, -1}};
 
 static void test_conv(void) {
   // each model twice: as FP32 plans lay it out (NCHW), then with NHWC regions

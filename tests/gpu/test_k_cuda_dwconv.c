@@ -10,7 +10,8 @@
 // captured graph replayed on new input, and the argument checks.
 #include "test_k_cuda_util.h"
 
-static const char *const act_name[] = {"none", "relu", "clip", "sigmoid", "tanh", "swish"};
+static const char *const act_name[] = {"none", "relu",  "clip",         "sigmoid",
+                                       "tanh", "swish", "hard_sigmoid", "hard_swish"};
 
 typedef struct geom {
   const char *name;
@@ -28,8 +29,11 @@ static const geom geoms[] = {
     {"1x1", 4, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1},
 };
 
-static double act_ref(double v, k_dw_act act, double clip_max) {
-  switch (act) {
+static double clamp01(double t) { return t < 0 ? 0 : t > 1 ? 1 : t; }
+
+static double act_ref(double v, const k_dwconv_args *a) {
+  double clip_max = a->clip_max;
+  switch (a->act) {
     case K_DW_ACT_RELU:
       return v < 0 ? 0 : v;
     case K_DW_ACT_CLIP:
@@ -40,6 +44,10 @@ static double act_ref(double v, k_dw_act act, double clip_max) {
       return tanh(v);
     case K_DW_ACT_SWISH:
       return v / (1.0 + exp(-v));
+    case K_DW_ACT_HARD_SIGMOID:
+      return clamp01((double)a->alpha * v + a->beta);
+    case K_DW_ACT_HARD_SWISH:
+      return v * clamp01(v / 6.0 + 0.5);
     default:
       return v;
   }
@@ -68,7 +76,7 @@ static void dw_ref(float *y, double *mag, const float *x, const float *w, const 
           }
           if (bias) v += bias[ch], m += fabs(bias[ch]);
           if (z) v += z[o], m += fabs(z[o]);
-          y[o] = (float)act_ref(v, a->act, a->clip_max);
+          y[o] = (float)act_ref(v, a);
           mag[o] = m;
         }
 }
@@ -86,6 +94,7 @@ static k_dwconv_args args_of(const geom *g, int n, int c, k_dw_act act) {
   a.stride_h = g->sh, a.stride_w = g->sw, a.dil_h = g->dh, a.dil_w = g->dw;
   a.act = act;
   a.clip_max = 1.5f;
+  a.alpha = 0.3f, a.beta = 0.45f;  // not ONNX's defaults: the kernel must read them
   return a;
 }
 
@@ -166,7 +175,7 @@ static void test_cases(void) {
   for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++)
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
       for (int t = 0; t < 2; t++)
-        for (int act = K_DW_ACT_NONE; act <= K_DW_ACT_SWISH; act++)
+        for (int act = K_DW_ACT_NONE; act <= K_DW_ACT_HARD_SWISH; act++)
           for (int bz = 0; bz < 4; bz++)
             run_case(&rng, &geoms[gi], cs[ci], t ? K_F16 : K_F32, (k_dw_act)act, bz & 1, bz >> 1, 0);
   for (int t = 0; t < 2; t++)
@@ -257,10 +266,12 @@ static void test_errors(void) {
   expect_invalid("empty kernel", p, p, p, K_F32, &a);
   a = ok, a.pad_left = -1;
   expect_invalid("negative pad", p, p, p, K_F32, &a);
-  a = ok, a.act = (k_dw_act)6;
+  a = ok, a.act = (k_dw_act)(K_DW_ACT_HARD_SWISH + 1);
   expect_invalid("unknown activation", p, p, p, K_F32, &a);
   a = ok, a.act = K_DW_ACT_CLIP, a.clip_max = 0.0f;
   expect_invalid("clip without max", p, p, p, K_F32, &a);
+  a = ok, a.act = K_DW_ACT_HARD_SIGMOID, a.alpha = INFINITY;
+  expect_invalid("hard_sigmoid with an infinite alpha", p, p, p, K_F32, &a);
   a = ok, a.oh = 70000, a.stride_h = 40000;
   expect_invalid("window past int", p, p, p, K_F32, &a);
   expect_invalid("NULL y", NULL, p, p, K_F16, &ok);
