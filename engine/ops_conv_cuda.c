@@ -200,7 +200,8 @@ static int conv_init(const eng_plan *pl, size_t i, int half, void **state, err *
   s->w_const = has_weights(a->kind) && n->n_in > 1 && eng_cuda__is_const(pl->g, n->in[1]);
   // the parameters of the activation conv_fuse may fuse (the plan passes on only its code)
   cuda_fusion f = {.bias_node = -1, .act_node = -1, .bias_value = -1, .z_value = -1,
-                   .mid_value = -1, .add_value = -1, .res_node = -1, .res_z = -1, .res_value = -1};
+                   .mid_value = -1, .add_value = -1, .res_node = -1, .res_z = -1, .res_value = -1,
+                   .pro_node = -1, .pro_value = -1};
   conv_fuse(pl, i, &f);
   if (f.act == ENG_CUCONV_ACT_HARD_SIGMOID) {
     s->act_alpha = pl->params[f.act_node].alpha;
@@ -274,8 +275,9 @@ static bool is_dw(eng_conv_kind kind, const eng_cuconv_desc *cd) {
          cd->groups == cd->c && cd->k == cd->c;
 }
 
-static int run_dw(const eng_cuconv_desc *cd, cudaStream_t st, const void *x, const void *w,
-                  const void *bias, const void *z, void *y, err *e) {
+// in_act: a skipped activation node's, applied to x as it is loaded (conv_fuse's prologue).
+static int run_dw(const eng_cuconv_desc *cd, int in_act, cudaStream_t st, const void *x,
+                  const void *w, const void *bias, const void *z, void *y, err *e) {
   k_dwconv_args a = {0};
   int ho, wo;
   TRY(eng_cuconv_out_dims(cd, &ho, &wo, e));
@@ -287,6 +289,7 @@ static int run_dw(const eng_cuconv_desc *cd, cudaStream_t st, const void *x, con
   a.act = (k_dw_act)cd->act;
   a.clip_max = cd->clip_max;
   a.alpha = cd->act_alpha, a.beta = cd->act_beta;
+  a.in_act = (k_dw_act)in_act;
   return k_dwconv_cuda(y, x, w, bias, z, cd->dtype == ENG_CUCONV_FP16 ? K_F16 : K_F32, &a, st, e);
 }
 
@@ -310,6 +313,16 @@ static bool dw_shaped(const eng_plan *pl, size_t i) {
   return w->ndims >= 3 && g > 1 && w->dims[0] == g && w->dims[1] == 1;
 }
 
+// The node that computes value v, or -1 (an input or a constant).
+static int producer(const eng_plan *pl, int v) {
+  for (size_t k = 0; k < pl->n_nodes; k++) {
+    const eng_node *n = eng_graph_node(pl->g, k);
+    for (int o = 0; o < n->n_out; o++)
+      if (n->out[o] == v) return (int)k;
+  }
+  return -1;
+}
+
 // Conv -> [Add(residual of the same shape)] -> [activation], each
 // intermediate read by the next node alone and no graph output
 // (eng_cuda__sole_consumer). The residual's shape and the buffers are
@@ -318,11 +331,25 @@ static bool dw_shaped(const eng_plan *pl, size_t i) {
 // only: the depthwise kernel computes them for free, while cuDNN has no
 // mode for them and runs our unary kernel after it (cuda_conv.h), the pass
 // the node would cost anyway; that fallback keeps a depthwise Conv that
-// runs NCHW right. A 1x1 Conv's HardSwish stays a node of its own.
+// runs NCHW right. A 1x1 Conv's HardSwish stays a node of its own, and
+// becomes the depthwise Conv's prologue when it feeds one alone
+// (MobileNetV3's expand Conv -> HardSwish -> depthwise Conv): the kernel
+// applies it as it loads its input, and the plan skips the node where the
+// depthwise Conv runs NHWC (plan_cuda.c settle_prologues).
 static void conv_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
   const eng_graph *g = pl->g;
   const eng_node *n = eng_graph_node(g, i);
   if (pl->params[i].conv.kind != ENG_CONV || n->n_out < 1 || n->out[0] < 0) return;
+  int h = n->n_in > 0 && n->in[0] >= 0 && dw_shaped(pl, i) &&
+                  eng_cuda__sole_consumer(g, pl->n_nodes, n->in[0]) == (int)i
+              ? producer(pl, n->in[0])
+              : -1;
+  if (h >= 0 && strcmp(eng_graph_node(g, (size_t)h)->op_type, "HardSwish") == 0 &&
+      eng_graph_node(g, (size_t)h)->in[0] >= 0) {
+    f->pro_node = h;
+    f->pro_value = eng_graph_node(g, (size_t)h)->in[0];
+    f->pro_act = ENG_CUCONV_ACT_HARD_SWISH;
+  }
   int v = n->out[0];
   int j = eng_cuda__sole_consumer(g, pl->n_nodes, v);
   if (j < 0) return;
@@ -436,7 +463,11 @@ static int conv_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
     }
     const void *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
     const void *w = sp->cd.layout == ENG_CUCONV_NHWC ? s->w_nhwc : in[1].data;
-    rc = sp->dw ? run_dw(&sp->cd, c->stream, in[0].data, w, bias, c->z, out[0].data, e)
+    if (c->in_act && !sp->dw) {  // the plan skips a prologue's node only where the node runs NHWC
+      nvtxRangePop();
+      return err_set(e, ERR_INTERNAL, "an input activation asked of a cuDNN convolution");
+    }
+    rc = sp->dw ? run_dw(&sp->cd, c->in_act, c->stream, in[0].data, w, bias, c->z, out[0].data, e)
                 : eng_cuconv_run(sp->conv, c->cudnn, c->stream, in[0].data, w, bias, c->z,
                                  out[0].data, c->ws, c->ws_bytes, e);
   } else {

@@ -261,6 +261,10 @@ typedef struct k_dwconv_args {
   float clip_max;     // K_DW_ACT_CLIP, > 0
   float alpha, beta;  // K_DW_ACT_HARD_SIGMOID, finite
   int tile_w;         // tiled path's output pixels per thread: 0 = the launcher's pick, 1, 2, 4 (tests)
+  // applied to each element of x as it is loaded and rounded to et (taps
+  // outside x still read 0): an activation node before the conv, skipped.
+  // One without parameters: NONE, RELU, SIGMOID, TANH, SWISH, HARD_SWISH.
+  k_dw_act in_act;
 } k_dwconv_args;
 int k_dwconv_cuda(void *y, const void *x, const void *w, const void *bias, const void *z, k_elem et,
                   const k_dwconv_args *a, cudaStream_t stream, err *e);

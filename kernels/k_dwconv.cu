@@ -29,6 +29,7 @@ struct geo {
   int h, w, c, oh, ow, r, s, pt, pl, sh, sw, dh, dw;
   int act;
   float clip_max, alpha, beta;
+  int in_act;  // applied to each x element as it is loaded (a skipped activation node's)
 };
 
 // HardSigmoid and HardSwish as k_unop.cu (and the CPU reference) compute
@@ -38,8 +39,8 @@ __device__ __forceinline__ float hard_sigmoid(float v, float alpha, float beta) 
   return t != t ? t : fmaxf(0.0f, fminf(1.0f, t));
 }
 
-__device__ __forceinline__ float dw_act(float v, const geo &g) {
-  switch (g.act) {
+__device__ __forceinline__ float dw_act(float v, int act, const geo &g) {
+  switch (act) {
     case K_DW_ACT_RELU:
       return v < 0.0f ? 0.0f : v;
     case K_DW_ACT_CLIP:
@@ -59,6 +60,14 @@ __device__ __forceinline__ float dw_act(float v, const geo &g) {
     default:
       return v;
   }
+}
+
+// The input's activation on V loaded elements, rounded back to T as the
+// activation node would have stored them: the same bits as running it.
+template <class T, int V>
+__device__ __forceinline__ void in_act(k_vec<T, V> &xv, const geo &g) {
+#pragma unroll
+  for (int k = 0; k < V; k++) xv.v[k] = k_st<T>(dw_act(k_ld(xv.v[k]), g.in_act, g));
 }
 
 // V channels per thread; I the index type (32-bit where the output allows:
@@ -90,6 +99,7 @@ __global__ void dw_kernel(T *y, const T *__restrict__ x, const T *__restrict__ w
         int iw = iw0 + s * g.dw;
         if ((unsigned)iw >= (unsigned)g.w) continue;
         vec xv = *reinterpret_cast<const vec *>(xr + (size_t)iw * g.c);
+        if (g.in_act) in_act(xv, g);
         const int t = r * g.s + s;
 #pragma unroll
         for (int k = 0; k < V; k++) acc[k] = fmaf(k_ld(xv.v[k]), k_ld(__ldg(wc + k * rs + t)), acc[k]);
@@ -107,7 +117,7 @@ __global__ void dw_kernel(T *y, const T *__restrict__ x, const T *__restrict__ w
       float v = acc[k];
       if (bias) v += k_ld(__ldg(bias + ch + k));
       if (z) v += k_ld(out.v[k]);
-      out.v[k] = k_st<T>(dw_act(v, g));
+      out.v[k] = k_st<T>(dw_act(v, g.act, g));
     }
     *reinterpret_cast<vec *>(y + o) = out;
   }
@@ -179,6 +189,7 @@ __global__ void __launch_bounds__(K_THREADS)
       const int iw = iw0 + c;
       if ((unsigned)iw < (unsigned)g.w) {
         xv[c] = *reinterpret_cast<const vec *>(xr + (size_t)iw * g.c);
+        if (g.in_act) in_act(xv[c], g);
       } else {
 #pragma unroll
         for (int k = 0; k < V; k++) xv[c].v[k] = k_st<T>(0.0f);
@@ -210,7 +221,7 @@ __global__ void __launch_bounds__(K_THREADS)
       float v = acc[t][k];
       if (bias) v += bv[k];
       if (z) v += k_ld(out.v[k]);
-      out.v[k] = k_st<T>(dw_act(v, g));
+      out.v[k] = k_st<T>(dw_act(v, g.act, g));
     }
     *reinterpret_cast<vec *>(y + o) = out;
   }
@@ -321,6 +332,12 @@ static int dwconv(void *y, const void *x, const void *w, const void *bias, const
   if (a->act == K_DW_ACT_HARD_SIGMOID && !(isfinite(a->alpha) && isfinite(a->beta)))
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: hard_sigmoid needs finite alpha, beta (got %g, %g)",
                    kname, (double)a->alpha, (double)a->beta);
+  if (a->in_act != K_DW_ACT_NONE && a->in_act != K_DW_ACT_RELU && a->in_act != K_DW_ACT_SIGMOID &&
+      a->in_act != K_DW_ACT_TANH && a->in_act != K_DW_ACT_SWISH && a->in_act != K_DW_ACT_HARD_SWISH)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "%s: input activation %d is not one without parameters (none, relu, sigmoid, "
+                   "tanh, swish, hard_swish)",
+                   kname, (int)a->in_act);
   if (a->tile_w != 0 && a->tile_w != 1 && a->tile_w != 2 && a->tile_w != 4)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: tile_w %d is not 0, 1, 2 or 4", kname, a->tile_w);
   // the kernel's int arithmetic: every tap's row and column, and r * s
@@ -335,7 +352,7 @@ static int dwconv(void *y, const void *x, const void *w, const void *bias, const
   if (!y || !x || !w)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p w=%p)", kname, y, x, w);
   geo g = {a->h, a->w, a->c, a->oh, a->ow, a->r, a->s, a->pad_top, a->pad_left,
-           a->stride_h, a->stride_w, a->dil_h, a->dil_w, (int)a->act, a->clip_max, a->alpha, a->beta};
+           a->stride_h, a->stride_w, a->dil_h, a->dil_w, (int)a->act, a->clip_max, a->alpha, a->beta, (int)a->in_act};
   if (et == K_F32)
     launch_t<float>((float *)y, (const float *)x, (const float *)w, (const float *)bias,
                     (const float *)z, g, a->n, a->tile_w, total, v1, stream);

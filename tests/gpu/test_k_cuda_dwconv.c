@@ -11,7 +11,9 @@
 // kernel, summing in the same order). The tiled path (3x3 and 5x5, stride 1
 // and 2) with each tile width forced (1, 2, 4 and the launcher's pick) at
 // batch 1 and 3, W not a multiple of the tile, C = 12 (tiled in FP32, not
-// in FP16) and C = 520 (more than one block of channels). Also: an
+// in FP16) and C = 520 (more than one block of channels). An input
+// activation (k_dwconv_args.in_act: HardSwish, Relu, Sigmoid) on every
+// geometry, against the reference on the activated, rounded x. Also: an
 // in-place residual (z == y), a misaligned x (the scalar path), a captured
 // graph replayed on new input, and the argument checks.
 #include "test_k_cuda_util.h"
@@ -158,10 +160,13 @@ static void same_as_v1(const char *what, const void *dy, const void *dx, const v
 
 // mode: 0 plain; 1 z == y (in place); 2 x misaligned by one element.
 // tile_w: k_dwconv_args.tile_w (0: the launcher's pick).
+// in_act: k_dwconv_args.in_act, applied by the reference to x rounded to
+// the storage type (what a skipped activation node would have stored).
 static void run_case_n(tk_rng *rng, const geom *g, int n, int c, k_elem et, k_dw_act act,
-                       int with_bias, int with_z, int mode, int tile_w) {
+                       int with_bias, int with_z, int mode, int tile_w, k_dw_act in_act) {
   k_dwconv_args a = args_of(g, n, c, act);
   a.tile_w = tile_w;
+  a.in_act = in_act;
   size_t nx = (size_t)n * g->h * g->w * c, ny = (size_t)n * a.oh * a.ow * c,
          nw = (size_t)c * g->r * g->s, es = et == K_F32 ? 4 : 2;
   float *x = tk_xmalloc(nx * 4), *w = tk_xmalloc(nw * 4), *bias = tk_xmalloc((size_t)c * 4),
@@ -173,7 +178,21 @@ static void run_case_n(tk_rng *rng, const geom *g, int n, int c, k_elem et, k_dw
   tk_fill(rng, z, ny, -1.0f, 1.0f);
   void *dx = to_dev_as(x, nx, et), *dw = to_dev_as(w, nw, et), *db = to_dev_as(bias, (size_t)c, et),
        *dz = to_dev_as(z, ny, et);
-  dw_ref(want, mag, x, w, with_bias ? bias : NULL, with_z ? z : NULL, &a);
+  float *xa = x;
+  if (in_act != K_DW_ACT_NONE) {
+    xa = tk_xmalloc(nx * 4);
+    k_dwconv_args pa = a;
+    pa.act = in_act;
+    for (size_t i = 0; i < nx; i++) xa[i] = (float)act_ref(x[i], &pa);
+    if (et == K_F16) {
+      uint16_t *b = tk_xmalloc(nx * 2);
+      k_f32_to_f16(b, xa, nx);
+      k_f16_to_f32(xa, b, nx);
+      free(b);
+    }
+  }
+  dw_ref(want, mag, xa, w, with_bias ? bias : NULL, with_z ? z : NULL, &a);
+  if (xa != x) free(xa);
   void *dy = mode == 1 ? dz : tk_dev_alloc(ny * es);
   void *dxa = dx, *dxm = NULL;
   if (mode == 2) {
@@ -184,8 +203,9 @@ static void run_case_n(tk_rng *rng, const geom *g, int n, int c, k_elem et, k_dw
   TK_OK(k_dwconv_cuda(dy, dxa, dw, with_bias ? db : NULL, with_z ? dz : NULL, et, &a, NULL, TK_E));
   from_dev_as(got, dy, ny, et);
   char what[200];
-  snprintf(what, sizeof what, "dwconv %s %s N=%d C=%d tile %d %s%s%s%s", et == K_F32 ? "f32" : "f16",
-           g->name, n, c, tile_w, act_name[act], with_bias ? " bias" : "", with_z ? " z" : "",
+  snprintf(what, sizeof what, "dwconv %s %s N=%d C=%d tile %d %s(x) %s%s%s%s",
+           et == K_F32 ? "f32" : "f16", g->name, n, c, tile_w, act_name[in_act], act_name[act],
+           with_bias ? " bias" : "", with_z ? " z" : "",
            mode == 1 ? " in place" : mode == 2 ? " misaligned x" : "");
   compare(what, got, want, mag, ny, et == K_F32 ? 1e-5 : 1e-2);
   if (mode == 0) same_as_v1(what, dy, dx, dw, with_bias ? db : NULL, with_z ? dz : NULL, et, &a, ny);
@@ -200,7 +220,7 @@ static void run_case_n(tk_rng *rng, const geom *g, int n, int c, k_elem et, k_dw
 
 static void run_case(tk_rng *rng, const geom *g, int c, k_elem et, k_dw_act act, int with_bias,
                      int with_z, int mode) {
-  run_case_n(rng, g, 2, c, et, act, with_bias, with_z, mode, 0);
+  run_case_n(rng, g, 2, c, et, act, with_bias, with_z, mode, 0, K_DW_ACT_NONE);
 }
 
 static void test_cases(void) {
@@ -217,6 +237,15 @@ static void test_cases(void) {
       run_case(&rng, &geoms[0], cs[ci], t ? K_F16 : K_F32, K_DW_ACT_RELU, 1, 1, 1);
       run_case(&rng, &geoms[5], cs[ci], t ? K_F16 : K_F32, K_DW_ACT_SWISH, 1, 1, 2);
     }
+  // an input activation (a prologue: HardSwish before the conv) on every geometry and path
+  for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++)
+    for (int t = 0; t < 2; t++)
+      for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        run_case_n(&rng, &geoms[gi], 2, cs[ci], t ? K_F16 : K_F32, K_DW_ACT_HARD_SWISH, 1, 0, 0, 0,
+                   K_DW_ACT_HARD_SWISH);
+        run_case_n(&rng, &geoms[gi], 1, cs[ci], t ? K_F16 : K_F32, K_DW_ACT_NONE, 0, 1, 0, 0,
+                   K_DW_ACT_RELU);
+      }
 }
 
 // The tiled path's windows (3x3, 5x5; stride 1, 2) with every tile width,
@@ -241,7 +270,8 @@ static void test_tiled(void) {
           for (int n = 1; n <= 3; n += 2, k++)
             run_case_n(&rng, g, n, cs[ci], t ? K_F16 : K_F32,
                        k % 3 == 0 ? K_DW_ACT_HARD_SWISH : k % 3 == 1 ? K_DW_ACT_HARD_SIGMOID : K_DW_ACT_RELU,
-                       k % 4 != 1, k % 4 != 2, 0, tiles[ti]);
+                       k % 4 != 1, k % 4 != 2, 0, tiles[ti],
+                       k % 5 == 0 ? K_DW_ACT_HARD_SWISH : k % 5 == 1 ? K_DW_ACT_SIGMOID : K_DW_ACT_NONE);
   }
 }
 
@@ -332,6 +362,8 @@ static void test_errors(void) {
   expect_invalid("clip without max", p, p, p, K_F32, &a);
   a = ok, a.tile_w = 3;
   expect_invalid("tile width 3", p, p, p, K_F32, &a);
+  a = ok, a.in_act = K_DW_ACT_CLIP;
+  expect_invalid("input activation with a parameter", p, p, p, K_F32, &a);
   a = ok, a.act = K_DW_ACT_HARD_SIGMOID, a.alpha = INFINITY;
   expect_invalid("hard_sigmoid with an infinite alpha", p, p, p, K_F32, &a);
   a = ok, a.oh = 70000, a.stride_h = 40000;

@@ -652,7 +652,8 @@ compare(m, "xf_index", {"x": f32(3, 5, 6), "ids": RNG.integers(-6, 6, (3, 4, 2))
 
 # MobileNetV3's inverted residual blocks, for the depthwise kernel's fused activations (the GPU
 # plan fuses HardSwish/HardSigmoid into depthwise Convs only; on NCHW plans cuDNN runs them after
-# the conv): 1x1 expand -> HardSwish -> depthwise 3x3 -> HardSwish -> 1x1 project + residual;
+# the conv; on NHWC ones the expand Conv's HardSwish is applied by the depthwise kernel as it
+# loads its input): 1x1 expand -> HardSwish -> depthwise 3x3 -> HardSwish -> 1x1 project + residual;
 # then C = 12 (not a multiple of 8): expand -> HardSwish -> depthwise 5x5 stride 2 ->
 # HardSigmoid(0.3, 0.4) -> a dilated depthwise 3x3 with asymmetric pads and no bias -> Add of
 # that block's input -> HardSwish. W = 13 and 7: not a multiple of any tile.
