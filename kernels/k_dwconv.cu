@@ -227,10 +227,14 @@ __global__ void __launch_bounds__(K_THREADS)
   }
 }
 
-// Threads a launch wants before a wider tile (fewer threads) is worth it:
-// four blocks of K_THREADS per SM keep enough loads in flight on a
-// memory-bound kernel. MobileNetV3-Large at batch 32 (7x7x960 FP16) then
-// gets TW = 2, its 56x56 and larger layers TW = 4.
+// The widest tile that still gives the grid one full wave: two blocks of
+// K_THREADS per SM (what the widest tile's ~100 registers a thread leave
+// room for); a memory-bound kernel wants the loads of many threads in
+// flight more than it wants fewer loads. On an H100 at batch 32 in FP16
+// that gives MobileNetV3-Large's stride-1 layers of 56x56 and more, its
+// stride-2 one from 112x112, the 28x28 one of 120 channels and the 14x14
+// ones of 480 and 672 channels TW = 4, the rest TW = 2. A guess until
+// bench_k_dwconv's tile columns on the device say better.
 static int pick_tile(size_t rows, size_t groups, int ow) {
   int dev = 0, sms = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -238,7 +242,7 @@ static int pick_tile(size_t rows, size_t groups, int ow) {
     (void)cudaGetLastError();  // not the launch's error: the choice is only a speed one
     sms = 132;                 // an H100's
   }
-  const size_t want = (size_t)sms * 4 * K_THREADS;
+  const size_t want = (size_t)sms * 2 * K_THREADS;
   for (int tw = 4; tw > 1; tw /= 2)
     if (rows * (size_t)((ow + tw - 1) / tw) * groups >= want) return tw;
   return 1;
