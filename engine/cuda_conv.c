@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include "engine/cuda_check.h"
+#include "kernels/k_cuda.h"
 #include "kernels/k_ref.h"
 
 // --- host-side helpers (built with or without cuDNN)
@@ -70,6 +71,8 @@ const char *eng_cuconv_act_name(eng_cuconv_act a) {
     case ENG_CUCONV_ACT_SIGMOID: return "sigmoid";
     case ENG_CUCONV_ACT_TANH: return "tanh";
     case ENG_CUCONV_ACT_SWISH: return "swish";
+    case ENG_CUCONV_ACT_HARD_SIGMOID: return "hard_sigmoid";
+    case ENG_CUCONV_ACT_HARD_SWISH: return "hard_swish";
   }
   return "?";
 }
@@ -116,12 +119,15 @@ static int conv_validate(const eng_cuconv_desc *d, int *ho, int *wo, err *e) {
     return err_set(e, ERR_INVALID_ARGUMENT, "conv: c=%d and k=%d must be multiples of groups=%d",
                    n.c, n.k, n.groups);
   if ((unsigned)n.dtype > ENG_CUCONV_FP16 || (unsigned)n.layout > ENG_CUCONV_NHWC ||
-      (unsigned)n.act > ENG_CUCONV_ACT_SWISH)
+      (unsigned)n.act > ENG_CUCONV_ACT_HARD_SWISH)
     return err_set(e, ERR_INVALID_ARGUMENT, "conv: unknown dtype %d, layout %d or act %d",
                    (int)n.dtype, (int)n.layout, (int)n.act);
   if (n.act == ENG_CUCONV_ACT_CLIP && !(n.clip_max > 0.0f))
     return err_set(e, ERR_INVALID_ARGUMENT, "conv: clip activation needs clip_max > 0 (got %g)",
                    (double)n.clip_max);
+  if (n.act == ENG_CUCONV_ACT_HARD_SIGMOID && !(isfinite(n.act_alpha) && isfinite(n.act_beta)))
+    return err_set(e, ERR_INVALID_ARGUMENT, "conv: hard_sigmoid needs finite alpha, beta (got %g, %g)",
+                   (double)n.act_alpha, (double)n.act_beta);
   long long eh = (long long)n.dil_h * (n.r - 1) + 1, ew = (long long)n.dil_w * (n.s - 1) + 1;
   long long ph = (long long)n.h + n.pad_top + n.pad_bottom - eh;
   long long pw = (long long)n.w + n.pad_left + n.pad_right - ew;
@@ -609,6 +615,21 @@ static bool needs_epilogue(const eng_cuconv_desc *d) {
   return d->has_bias || d->has_z || d->act != ENG_CUCONV_ACT_NONE;
 }
 
+// Activations cuDNN has no mode for: our unary kernel runs them over y
+// after cuDNN's conv (+ bias + z), in place.
+static bool act_after(eng_cuconv_act a) {
+  return a == ENG_CUCONV_ACT_HARD_SIGMOID || a == ENG_CUCONV_ACT_HARD_SWISH;
+}
+
+static int run_act_after(const eng_cuconv_plan *p, cudaStream_t stream, void *y, err *e) {
+  const eng_cuconv_desc *d = &p->d;
+  size_t n = (size_t)d->n * d->k * p->ho * p->wo;
+  bool sig = d->act == ENG_CUCONV_ACT_HARD_SIGMOID;
+  return k_unop_cuda(y, y, n, d->dtype == ENG_CUCONV_FP16 ? K_F16 : K_F32,
+                     sig ? K_HARD_SIGMOID : K_HARD_SWISH, sig ? d->act_alpha : 0.0f,
+                     sig ? d->act_beta : 0.0f, stream, e);
+}
+
 // The run itself, with candidate c (the plan's chosen one at run time).
 static int conv_enqueue(const eng_cuconv_plan *p, const cand *c, cudnnHandle_t h,
                         cudaStream_t stream, const void *x, const void *w, const void *bias,
@@ -646,7 +667,7 @@ static int conv_enqueue(const eng_cuconv_plan *p, const cand *c, cudnnHandle_t h
       CUDNN_TRY(e, cudnnConvolutionBiasActivationForward(
                        h, &one, p->xd, xin, p->wd, w, p->cd, c->algo, cws, c->ws,
                        d->has_z ? &one : &zero, p->yd, zz, p->bd, bb, p->ad_fused, p->yd, y));
-      return 0;
+      return act_after(d->act) ? run_act_after(p, stream, y, e) : 0;
     }
     case ENG_CUCONV_SPLIT: {
       if (d->has_z && z != y) {
@@ -657,6 +678,7 @@ static int conv_enqueue(const eng_cuconv_plan *p, const cand *c, cudnnHandle_t h
       CUDNN_TRY(e, cudnnConvolutionForward(h, &one, p->xd, xin, p->wd, w, p->cd, c->algo, cws, c->ws,
                                            d->has_z ? &one : &zero, p->yd, y));
       if (d->has_bias) CUDNN_TRY(e, cudnnAddTensor(h, &one, p->bd, bias, &one, p->yd, y));
+      if (act_after(d->act)) return run_act_after(p, stream, y, e);
       if (d->act != ENG_CUCONV_ACT_NONE)
         CUDNN_TRY(e, cudnnActivationForward(h, p->ad_split, &one, p->yd, y, &zero, p->yd, y));
       return 0;
@@ -703,6 +725,8 @@ static int conv_descriptors(eng_cuconv_plan *p, err *e) {
     case ENG_CUCONV_ACT_SIGMOID: am = CUDNN_ACTIVATION_SIGMOID; break;
     case ENG_CUCONV_ACT_TANH: am = CUDNN_ACTIVATION_TANH; break;
     case ENG_CUCONV_ACT_SWISH: am = CUDNN_ACTIVATION_SWISH; break;
+    case ENG_CUCONV_ACT_HARD_SIGMOID:  // run_act_after's: ad_split is unused
+    case ENG_CUCONV_ACT_HARD_SWISH: am = CUDNN_ACTIVATION_IDENTITY; break;
   }
   CUDNN_TRY(e, cudnnSetActivationDescriptor(p->ad_split, am, CUDNN_PROPAGATE_NAN, coef));
   if (d->act == ENG_CUCONV_ACT_SWISH)
@@ -754,8 +778,9 @@ static int conv_candidates(eng_cuconv_plan *p, eng_cudnn *h, size_t cap, cand *o
       out[n++] = c;
       continue;
     }
+    // (an act_after one rides on an identity fused kernel, as NONE does)
     bool fusable = d->act == ENG_CUCONV_ACT_RELU ||
-                   (d->act == ENG_CUCONV_ACT_NONE &&
+                   ((d->act == ENG_CUCONV_ACT_NONE || act_after(d->act)) &&
                     perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
     if (fusable) {
       c.strategy = ENG_CUCONV_FUSED;

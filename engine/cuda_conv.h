@@ -50,8 +50,11 @@ typedef enum eng_cuconv_layout {
 } eng_cuconv_layout;
 
 // Activation applied last: y = act(conv(x, w) + bias + z).
-// RELU (and NONE) fuse into cuDNN's conv+bias+activation kernel; the others
-// run as a second cuDNN pass over y (cudnnActivationForward, in place).
+// RELU (and NONE) fuse into cuDNN's conv+bias+activation kernel; CLIP to
+// SWISH run as a second cuDNN pass over y (cudnnActivationForward, in
+// place); cuDNN has no HardSigmoid or HardSwish mode, so those two run as
+// our unary kernel over y, in place (k_unop_cuda, the CPU path's formula).
+// The depthwise kernel (k_dwconv.cu) computes them all in its epilogue.
 typedef enum eng_cuconv_act {
   ENG_CUCONV_ACT_NONE = 0,
   ENG_CUCONV_ACT_RELU,
@@ -59,6 +62,8 @@ typedef enum eng_cuconv_act {
   ENG_CUCONV_ACT_SIGMOID,  // 1 / (1 + exp(-x))
   ENG_CUCONV_ACT_TANH,
   ENG_CUCONV_ACT_SWISH,    // x * sigmoid(x) (SiLU)
+  ENG_CUCONV_ACT_HARD_SIGMOID,  // max(0, min(1, alpha * x + beta)): ONNX HardSigmoid
+  ENG_CUCONV_ACT_HARD_SWISH,    // x * max(0, min(1, x / 6 + 0.5)): ONNX HardSwish
 } eng_cuconv_act;
 
 // An opaque cuDNN handle (cudnnHandle_t) bound to the current device.
@@ -91,6 +96,7 @@ typedef struct eng_cuconv_desc {
   bool has_z;      // residual z, shaped and typed like y, added before act
   eng_cuconv_act act;
   float clip_max;  // ENG_CUCONV_ACT_CLIP only, > 0
+  float act_alpha, act_beta;  // ENG_CUCONV_ACT_HARD_SIGMOID only (ONNX's defaults: 0.2, 0.5)
 } eng_cuconv_desc;
 
 // Output height and width (ONNX/cuDNN floor rule); fails if either < 1.

@@ -72,6 +72,7 @@ typedef struct conv_node {
   shape_plan *plans;
   int n, cap;
   const shape_plan *cur;  // this submit's (prepare), read by run in the same submit
+  float act_alpha, act_beta;  // a fusable HardSigmoid's parameters (conv_fuse's act node)
 } conv_node;
 
 static bool has_weights(eng_conv_kind k) { return k == ENG_CONV || k == ENG_CONV_TRANSPOSE; }
@@ -135,6 +136,10 @@ static int make_desc(const cuda_ctx *c, const eng_op_params *p, const eng_tensor
     cd->has_bias = n_in > 2 && in[2].dt != DT_INVALID;
     cd->has_z = c->z != NULL;
     cd->act = (eng_cuconv_act)c->act;
+    if (cd->act == ENG_CUCONV_ACT_HARD_SIGMOID) {
+      const conv_node *s = c->node;
+      cd->act_alpha = s->act_alpha, cd->act_beta = s->act_beta;
+    }
     if (n == 0) return 0;
     TRY(eng_cuconv_out_dims(cd, &ho, &wo, e));
   } else if (a->kind == ENG_CONV_TRANSPOSE) {
@@ -179,6 +184,8 @@ static int make_desc(const cuda_ctx *c, const eng_op_params *p, const eng_tensor
 
 // --- hooks
 
+static void conv_fuse(const eng_plan *pl, size_t i, cuda_fusion *f);
+
 static int conv_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half;
   const eng_node *n = eng_graph_node(pl->g, i);
@@ -201,6 +208,15 @@ static int conv_init(const eng_plan *pl, size_t i, int half, void **state, err *
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->kind = a->kind;
   s->w_const = has_weights(a->kind) && n->n_in > 1 && eng_cuda__is_const(pl->g, n->in[1]);
+  // the parameters of the activation conv_fuse may fuse (the plan passes on only its code)
+  cuda_fusion f = {.bias_node = -1, .act_node = -1, .bias_value = -1, .z_value = -1,
+                   .mid_value = -1, .add_value = -1, .res_node = -1, .res_z = -1, .res_value = -1,
+                   .pro_node = -1, .pro_value = -1};
+  conv_fuse(pl, i, &f);
+  if (f.act == ENG_CUCONV_ACT_HARD_SIGMOID) {
+    s->act_alpha = pl->params[f.act_node].alpha;
+    s->act_beta = pl->params[f.act_node].beta;
+  }
   *state = s;
   return 0;
 }
@@ -257,7 +273,9 @@ _Static_assert((int)K_DW_ACT_NONE == (int)ENG_CUCONV_ACT_NONE &&
                    (int)K_DW_ACT_CLIP == (int)ENG_CUCONV_ACT_CLIP &&
                    (int)K_DW_ACT_SIGMOID == (int)ENG_CUCONV_ACT_SIGMOID &&
                    (int)K_DW_ACT_TANH == (int)ENG_CUCONV_ACT_TANH &&
-                   (int)K_DW_ACT_SWISH == (int)ENG_CUCONV_ACT_SWISH,
+                   (int)K_DW_ACT_SWISH == (int)ENG_CUCONV_ACT_SWISH &&
+                   (int)K_DW_ACT_HARD_SIGMOID == (int)ENG_CUCONV_ACT_HARD_SIGMOID &&
+                   (int)K_DW_ACT_HARD_SWISH == (int)ENG_CUCONV_ACT_HARD_SWISH,
                "k_dw_act and eng_cuconv_act disagree");
 
 // A Conv that k_dwconv_cuda computes: depthwise (groups == C == K), NHWC.
@@ -267,8 +285,9 @@ static bool is_dw(eng_conv_kind kind, const eng_cuconv_desc *cd) {
          cd->groups == cd->c && cd->k == cd->c;
 }
 
-static int run_dw(const eng_cuconv_desc *cd, cudaStream_t st, const void *x, const void *w,
-                  const void *bias, const void *z, void *y, err *e) {
+// in_act: a skipped activation node's, applied to x as it is loaded (conv_fuse's prologue).
+static int run_dw(const eng_cuconv_desc *cd, int in_act, cudaStream_t st, const void *x,
+                  const void *w, const void *bias, const void *z, void *y, err *e) {
   k_dwconv_args a = {0};
   int ho, wo;
   TRY(eng_cuconv_out_dims(cd, &ho, &wo, e));
@@ -279,6 +298,8 @@ static int run_dw(const eng_cuconv_desc *cd, cudaStream_t st, const void *x, con
   a.dil_h = cd->dil_h ? cd->dil_h : 1, a.dil_w = cd->dil_w ? cd->dil_w : 1;
   a.act = (k_dw_act)cd->act;
   a.clip_max = cd->clip_max;
+  a.alpha = cd->act_alpha, a.beta = cd->act_beta;
+  a.in_act = (k_dw_act)in_act;
   return k_dwconv_cuda(y, x, w, bias, z, cd->dtype == ENG_CUCONV_FP16 ? K_F16 : K_F32, &a, st, e);
 }
 
@@ -346,18 +367,59 @@ static eng_cuconv_act act_of(const char *op_type) {
   if (strcmp(op_type, "Relu") == 0) return ENG_CUCONV_ACT_RELU;
   if (strcmp(op_type, "Sigmoid") == 0) return ENG_CUCONV_ACT_SIGMOID;
   if (strcmp(op_type, "Tanh") == 0) return ENG_CUCONV_ACT_TANH;
+  if (strcmp(op_type, "HardSigmoid") == 0) return ENG_CUCONV_ACT_HARD_SIGMOID;
+  if (strcmp(op_type, "HardSwish") == 0) return ENG_CUCONV_ACT_HARD_SWISH;
   return ENG_CUCONV_ACT_NONE;
 }
 
+// Whether Conv node i is depthwise by its constant weights ([C, 1, kH, kW]
+// with group == C, so C == K == group): the Convs that run on k_dwconv_cuda
+// whenever they run NHWC. The layout is settled per run, after fusing.
+static bool dw_shaped(const eng_plan *pl, size_t i) {
+  const eng_node *n = eng_graph_node(pl->g, i);
+  if (n->n_in < 2 || !eng_cuda__is_const(pl->g, n->in[1])) return false;
+  const eng_value *w = eng_graph_value(pl->g, (size_t)n->in[1]);
+  int64_t g = pl->params[i].conv.group;
+  return w->ndims >= 3 && g > 1 && w->dims[0] == g && w->dims[1] == 1;
+}
 
-// Conv -> [Add(residual of the same shape)] -> [Relu | Sigmoid | Tanh], each
+// The node that computes value v, or -1 (an input or a constant).
+static int producer(const eng_plan *pl, int v) {
+  for (size_t k = 0; k < pl->n_nodes; k++) {
+    const eng_node *n = eng_graph_node(pl->g, k);
+    for (int o = 0; o < n->n_out; o++)
+      if (n->out[o] == v) return (int)k;
+  }
+  return -1;
+}
+
+// Conv -> [Add(residual of the same shape)] -> [activation], each
 // intermediate read by the next node alone and no graph output
 // (eng_cuda__sole_consumer). The residual's shape and the buffers are
-// checked per run (plan_cuda.c settle_fusions).
+// checked per run (plan_cuda.c settle_fusions). Relu, Sigmoid and Tanh fuse
+// after any Conv. HardSigmoid and HardSwish fuse after a depthwise Conv
+// only: the depthwise kernel computes them for free, while cuDNN has no
+// mode for them and runs our unary kernel after it (cuda_conv.h), the pass
+// the node would cost anyway; that fallback keeps a depthwise Conv that
+// runs NCHW right. A 1x1 Conv's HardSwish stays a node of its own, and
+// becomes the depthwise Conv's prologue when it feeds one alone
+// (MobileNetV3's expand Conv -> HardSwish -> depthwise Conv): the kernel
+// applies it as it loads its input, and the plan skips the node where the
+// depthwise Conv runs NHWC (plan_cuda.c settle_prologues).
 static void conv_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
   const eng_graph *g = pl->g;
   const eng_node *n = eng_graph_node(g, i);
   if (pl->params[i].conv.kind != ENG_CONV || n->n_out < 1 || n->out[0] < 0) return;
+  int h = n->n_in > 0 && n->in[0] >= 0 && dw_shaped(pl, i) &&
+                  eng_cuda__sole_consumer(g, pl->n_nodes, n->in[0]) == (int)i
+              ? producer(pl, n->in[0])
+              : -1;
+  if (h >= 0 && strcmp(eng_graph_node(g, (size_t)h)->op_type, "HardSwish") == 0 &&
+      eng_graph_node(g, (size_t)h)->in[0] >= 0) {
+    f->pro_node = h;
+    f->pro_value = eng_graph_node(g, (size_t)h)->in[0];
+    f->pro_act = ENG_CUCONV_ACT_HARD_SWISH;
+  }
   int v = n->out[0];
   int j = eng_cuda__sole_consumer(g, pl->n_nodes, v);
   if (j < 0) return;
@@ -374,7 +436,8 @@ static void conv_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
     nj = eng_graph_node(g, (size_t)j);
   }
   eng_cuconv_act act = act_of(nj->op_type);
-  if (act != ENG_CUCONV_ACT_NONE) {
+  bool hard = act == ENG_CUCONV_ACT_HARD_SIGMOID || act == ENG_CUCONV_ACT_HARD_SWISH;
+  if (act != ENG_CUCONV_ACT_NONE && (!hard || dw_shaped(pl, i))) {
     f->act = (int)act;
     f->act_node = j;
   }
@@ -486,8 +549,12 @@ static int conv_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
     }
     const void *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
     const void *w = sp->cd.layout == ENG_CUCONV_NHWC ? s->w_nhwc : in[1].data;
+    if (c->in_act && !sp->dw) {  // the plan skips a prologue's node only where the node runs NHWC
+      nvtxRangePop();
+      return err_set(e, ERR_INTERNAL, "an input activation asked of a cuDNN convolution");
+    }
     rc = sp->gemm ? run_gemm(c, &sp->cd, in[0].data, in[1].data, bias, out[0].data, e)
-         : sp->dw ? run_dw(&sp->cd, c->stream, in[0].data, w, bias, c->z, out[0].data, e)
+         : sp->dw ? run_dw(&sp->cd, c->in_act, c->stream, in[0].data, w, bias, c->z, out[0].data, e)
                   : eng_cuconv_run(sp->conv, c->cudnn, c->stream, in[0].data, w, bias, c->z,
                                    out[0].data, c->ws, c->ws_bytes, e);
   } else if (sp->mean) {

@@ -87,6 +87,7 @@ struct eng_cuda_plan {
   int need_cudnn;       // some op wants a cuDNN handle per slot
   char *skip;           // per node, this run: fused into an earlier node
   int *run_act;         // per node, this run: the op's activation code
+  int *run_in_act;      // per node, this run: its prologue activation code (settle_prologues)
   int *run_bias;        // per node, this run: bias value or -1
   int *run_z;           // per node, this run: residual value or -1
   int *run_out;         // per node, this run: the value whose buffer output 0 is written to
@@ -116,7 +117,7 @@ struct eng_cuda_plan {
   // pools may be replaced while another thread reads the stats)
   _Atomic uint64_t allocs;
   _Atomic uint64_t dev_bytes, pin_bytes;  // what the pools and workspaces hold now
-  _Atomic uint64_t fused;                 // nodes skipped by the last settle_fusions
+  _Atomic uint64_t fused;                 // nodes skipped by the last settle_fusions and settle_prologues
   _Atomic uint64_t nhwc_nodes, relayouts;  // the last layout pass's (plan_cuda_layout.c)
   _Atomic uint64_t gemm_convs;             // the last prepare_nodes' Convs on cuBLASLt
 };
@@ -604,7 +605,7 @@ static void find_fusions(eng_cuda_plan *p) {
     cuda_fusion *f = &p->fz[i];
     *f = (cuda_fusion){.bias_node = -1, .act_node = -1, .bias_value = -1, .z_value = -1,
                        .mid_value = -1, .add_value = -1, .res_node = -1, .res_z = -1,
-                       .res_value = -1, .act = 0};
+                       .res_value = -1, .act = 0, .pro_node = -1, .pro_value = -1, .pro_act = 0};
     if (p->ops[i] && p->ops[i]->fuse) p->ops[i]->fuse(pl, i, f);  // NULL: a folded node
   }
 }
@@ -682,6 +683,32 @@ static void settle_fusions(eng_cuda_plan *p) {
   atomic_store(&p->fused, fused);
   for (size_t i = 0; i < pl->n_nodes; i++)
     if (pl->folded[i]) p->skip[i] = 1;  // computed on the host while planning
+}
+
+// This run's prologues (cuda_fusion.pro_node), once the layout is settled:
+// the activation node is skipped when it ran in place (its output's buffer
+// holds its input, which the consumer then reads), is no fused node's
+// already, needs no layout conversion, and the consumer runs NHWC reading
+// input 0 as stored (the ops that take prologues do so on NHWC only: the
+// depthwise kernel). Else both run as they are.
+static void settle_prologues(eng_cuda_plan *p) {
+  const eng_plan *pl = p->pl;
+  const eng_graph *g = pl->g;
+  uint64_t added = 0;
+  for (size_t i = 0; i < pl->n_nodes; i++) {
+    p->run_in_act[i] = 0;
+    const cuda_fusion *f = &p->fz[i];
+    int h = f->pro_node;
+    if (h < 0 || p->skip[i] || p->skip[h] || !p->lay.mode[i] || (p->lay.conv[i] & 1u) ||
+        p->lay.conv[h])
+      continue;
+    int hv = eng_graph_node(g, (size_t)h)->out[0];
+    if (pl->root[hv] != pl->root[f->pro_value] || p->ddt[hv] != p->ddt[f->pro_value]) continue;
+    p->run_in_act[i] = f->pro_act;
+    p->skip[h] = 1;
+    added++;
+  }
+  atomic_fetch_add(&p->fused, added);
 }
 
 // Folded values (plan.c) are computed on the host for each signature (a
@@ -930,6 +957,7 @@ static int run_fallback(eng_cuda_plan *p, slot *s, size_t i, err *e) {
 static void set_node_ctx(eng_cuda_plan *p, slot *s, size_t i) {
   eng_plan *pl = p->pl;
   s->ctx.act = p->run_act[i];
+  s->ctx.in_act = p->run_in_act[i];
   s->ctx.bias = p->run_bias[i] >= 0 ? p->dptr[p->run_bias[i]] : NULL;
   s->ctx.z = p->run_z[i] >= 0 ? p->dptr[p->run_z[i]] : NULL;
   s->ctx.node = p->nstate[i];
@@ -939,6 +967,7 @@ static void set_node_ctx(eng_cuda_plan *p, slot *s, size_t i) {
 static void clear_node_ctx(slot *s) {
   s->ctx.nhwc = false;
   s->ctx.act = 0;
+  s->ctx.in_act = 0;
   s->ctx.bias = NULL;
   s->ctx.z = NULL;
   s->ctx.node = NULL;
@@ -1359,6 +1388,7 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
   p->skip = calloc(pl->n_nodes + 1, 1);
   p->nstate = calloc(pl->n_nodes + 1, sizeof *p->nstate);
   p->run_act = calloc(pl->n_nodes + 1, sizeof *p->run_act);
+  p->run_in_act = calloc(pl->n_nodes + 1, sizeof *p->run_in_act);
   p->run_bias = calloc(pl->n_nodes + 1, sizeof *p->run_bias);
   p->run_z = calloc(pl->n_nodes + 1, sizeof *p->run_z);
   p->run_out = calloc(pl->n_nodes + 1, sizeof *p->run_out);
@@ -1366,7 +1396,8 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
   p->cdev = calloc(pl->n_values + 1, sizeof *p->cdev);
   p->ddt = calloc(pl->n_values + 1, sizeof *p->ddt);
   p->fdev = calloc(pl->n_values + 1, 1);
-  if (!p->ops || !p->fz || !p->nstate || !p->skip || !p->run_act || !p->run_bias || !p->run_z ||
+  if (!p->ops || !p->fz || !p->nstate || !p->skip || !p->run_act || !p->run_in_act ||
+      !p->run_bias || !p->run_z ||
       !p->run_out || !p->dptr || !p->cdev || !p->ddt || !p->fdev) {
     ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
@@ -1449,6 +1480,7 @@ void eng_cuda_plan_destroy(eng_cuda_plan *p) {
   free(p->nstate);
   free(p->skip);
   free(p->run_act);
+  free(p->run_in_act);
   free(p->run_bias);
   free(p->run_z);
   free(p->run_out);
@@ -1515,6 +1547,7 @@ int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size
   for (size_t v = 0; v < pl->n_values; v++) p->ddt[v] = dev_dt(p, pl->cur[v].dt);
   eng_cuda__layout_settle(&p->lay, pl, p->ops, (const void *const *)p->nstate, p->skip, p->run_out,
                           p->run_z, p->ddt, p->layout_nhwc);
+  settle_prologues(p);
   atomic_store(&p->nhwc_nodes, p->lay.n_nhwc);
   atomic_store(&p->relayouts, p->lay.n_conv);
   TRY(ensure_dev(p, s, &s->act, &s->act_base, &s->act_cap, pl->arena_need, e));

@@ -49,6 +49,7 @@ typedef struct cuda_ctx {
   size_t ws_bytes;
   // this node's fused epilogue (set per node by the plan's run loop)
   int act;           // the op's own activation code (cuda_fusion.act), 0 = none
+  int in_act;        // a skipped activation the op applies to input 0 as it loads it (cuda_fusion.pro_act)
   const void *bias;  // a following Add's constant, or NULL
   const void *z;     // a following Add's residual operand (same shape as the output), or NULL
   void *node;        // this node's state (init), or NULL
@@ -75,6 +76,11 @@ typedef struct cuda_fusion {
   // with res_z computed before the node; act_node then follows this Add. -1 if none.
   int res_node, res_z, res_value;
   int act;                  // the op's own activation code (k_act for GEMMs, eng_cuconv_act for Conv)
+  // A prologue: input 0 is the output of pro_node, an activation (code pro_act) read by this node
+  // alone, of pro_value. The plan skips pro_node when it ran in place and this node runs NHWC with
+  // that input as stored (plan_cuda.c settle_prologues); the op then applies pro_act as it loads
+  // input 0 (cuda_ctx.in_act). -1 / 0 if none.
+  int pro_node, pro_value, pro_act;
 } cuda_fusion;
 
 enum {

@@ -239,17 +239,24 @@ int k_bias_act_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *bias, si
 // what the engine packs for NHWC). et K_F32 or K_F16 for x, w, bias, z and
 // y alike; sums in float, each output rounded once. bias and z may be NULL;
 // z may be y (in-place residual); y must not overlap x or w. The act codes
-// are eng_cuconv_act's (engine/cuda_conv.h), clip_max for K_DW_ACT_CLIP.
-// One thread per output pixel and group of 8 (half, C % 8 == 0), 4 (float,
-// C % 4 == 0) or 2 (half, C even) channels, else one; nothing allocated, no
-// sync: capturable. The struct is HOST memory, read before the call returns.
+// are eng_cuconv_act's (engine/cuda_conv.h), clip_max for K_DW_ACT_CLIP,
+// alpha and beta for K_DW_ACT_HARD_SIGMOID.
+// Square 3x3 and 5x5 windows of stride 1 or 2, undilated, with C % 8 == 0
+// (half) or C % 4 == 0 (float) and 16-byte aligned x, y, z take a tiled
+// path (1, 2 or 4 adjacent output pixels per thread, weights staged in
+// shared memory); the rest one thread per output pixel and group of 8
+// (half), 4 (float) or 2 (half, C even) channels, else one. Both sum in the
+// same order (the same bits). Nothing allocated, no sync: capturable. The
+// struct is HOST memory, read before the call returns.
 typedef enum k_dw_act {
   K_DW_ACT_NONE = 0,
   K_DW_ACT_RELU,
   K_DW_ACT_CLIP,  // min(max(v, 0), clip_max)
   K_DW_ACT_SIGMOID,
   K_DW_ACT_TANH,
-  K_DW_ACT_SWISH,  // v * sigmoid(v)
+  K_DW_ACT_SWISH,         // v * sigmoid(v)
+  K_DW_ACT_HARD_SIGMOID,  // max(0, min(1, alpha * v + beta))
+  K_DW_ACT_HARD_SWISH,    // v * max(0, min(1, v / 6 + 0.5))
 } k_dw_act;
 typedef struct k_dwconv_args {
   int n, h, w, c;      // x: [n, h, w, c]
@@ -259,10 +266,20 @@ typedef struct k_dwconv_args {
   int stride_h, stride_w;  // >= 1
   int dil_h, dil_w;        // >= 1
   k_dw_act act;
-  float clip_max;
+  float clip_max;     // K_DW_ACT_CLIP, > 0
+  float alpha, beta;  // K_DW_ACT_HARD_SIGMOID, finite
+  int tile_w;         // tiled path's output pixels per thread: 0 = the launcher's pick, 1, 2, 4 (tests)
+  // applied to each element of x as it is loaded and rounded to et (taps
+  // outside x still read 0): an activation node before the conv, skipped.
+  // One without parameters: NONE, RELU, SIGMOID, TANH, SWISH, HARD_SWISH.
+  k_dw_act in_act;
 } k_dwconv_args;
 int k_dwconv_cuda(void *y, const void *x, const void *w, const void *bias, const void *z, k_elem et,
                   const k_dwconv_args *a, cudaStream_t stream, err *e);
+// The same with the one-pixel-per-thread kernel only: the version before the
+// tiled path, for tests/bench/kernels/bench_k_dwconv.c's side-by-side runs.
+int k_dwconv__v1_cuda(void *y, const void *x, const void *w, const void *bias, const void *z,
+                      k_elem et, const k_dwconv_args *a, cudaStream_t stream, err *e);
 
 #ifdef __cplusplus
 }

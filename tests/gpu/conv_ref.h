@@ -13,11 +13,16 @@
 
 #include "engine/cuda_conv.h"
 
-static double ref_act(eng_cuconv_act a, double v, double clip_max) {
-  switch (a) {
+static double ref_clamp01(double t) { return t < 0 ? 0 : t > 1 ? 1 : t; }
+
+static double ref_act(const eng_cuconv_desc *d, double v) {
+  double clip_max = d->clip_max;
+  switch (d->act) {
     case ENG_CUCONV_ACT_NONE: return v;
     case ENG_CUCONV_ACT_RELU: return v > 0 ? v : 0;
     case ENG_CUCONV_ACT_CLIP: return v < 0 ? 0 : v > clip_max ? clip_max : v;
+    case ENG_CUCONV_ACT_HARD_SIGMOID: return ref_clamp01((double)d->act_alpha * v + d->act_beta);
+    case ENG_CUCONV_ACT_HARD_SWISH: return v * ref_clamp01(v / 6.0 + 0.5);
     case ENG_CUCONV_ACT_SIGMOID: return 1.0 / (1.0 + exp(-v));
     case ENG_CUCONV_ACT_TANH: return tanh(v);
     case ENG_CUCONV_ACT_SWISH: return v / (1.0 + exp(-v));
@@ -55,7 +60,7 @@ static void ref_conv(const eng_cuconv_desc *d, int ho, int wo, const float *x, c
           size_t o = (((size_t)n * d->k + k) * ho + i) * wo + j;
           if (bias) acc += bias[k], m += fabs(bias[k]);
           if (z) acc += z[o], m += fabs(z[o]);
-          y[o] = ref_act(d->act, acc, d->clip_max);
+          y[o] = ref_act(d, acc);
           mag[o] = m;
         }
     }

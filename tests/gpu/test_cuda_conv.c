@@ -147,6 +147,11 @@ static void host_checks(void) {
   d.act = ENG_CUCONV_ACT_CLIP;
   CHECK_EQ_INT(eng_cuconv_out_dims(&d, &ho, &wo, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "clip_max");
+  d.act = ENG_CUCONV_ACT_HARD_SIGMOID, d.act_alpha = NAN, d.act_beta = 0.5f;
+  CHECK_EQ_INT(eng_cuconv_out_dims(&d, &ho, &wo, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "hard_sigmoid");
+  d.act = (eng_cuconv_act)(ENG_CUCONV_ACT_HARD_SWISH + 1);
+  CHECK_EQ_INT(eng_cuconv_out_dims(&d, &ho, &wo, &e), ERR_INVALID_ARGUMENT);
 
   // packing: KRSC puts c innermost; fp16 rounds
   eng_cuconv_desc p = {.n = 1, .c = 4, .h = 5, .w = 5, .k = 2, .r = 3, .s = 2, .groups = 2,
@@ -235,6 +240,14 @@ static conv_case conv_cases[] = {
            .act = ENG_CUCONV_ACT_RELU}},
     CONV("1x1 bias+sigmoid", .n = 2, .c = 8, .h = 5, .w = 5, .k = 8, .r = 1, .s = 1, .has_bias = true,
          .act = ENG_CUCONV_ACT_SIGMOID),
+    CONV("1x1 bias+hard_swish", .n = 2, .c = 16, .h = 6, .w = 5, .k = 24, .r = 1, .s = 1,
+         .has_bias = true, .act = ENG_CUCONV_ACT_HARD_SWISH),
+    CONV("3x3 p1 z+hard_sigmoid(0.3, 0.4)", .n = 2, .c = 8, .h = 7, .w = 7, .k = 8, .r = 3, .s = 3,
+         .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1, .has_z = true,
+         .act = ENG_CUCONV_ACT_HARD_SIGMOID, .act_alpha = 0.3f, .act_beta = 0.4f),
+    CONV("dw5x5 s2 p2 bias+hard_swish", .n = 2, .c = 16, .h = 11, .w = 9, .k = 16, .r = 5, .s = 5,
+         .pad_top = 2, .pad_left = 2, .pad_bottom = 2, .pad_right = 2, .stride_h = 2, .stride_w = 2,
+         .groups = 16, .has_bias = true, .act = ENG_CUCONV_ACT_HARD_SWISH),
     CONV("3x3 p1 tanh", .n = 1, .c = 8, .h = 6, .w = 6, .k = 8, .r = 3, .s = 3, .pad_top = 1,
          .pad_left = 1, .pad_bottom = 1, .pad_right = 1, .act = ENG_CUCONV_ACT_TANH),
     CONV("1-D k3 p1 bias+relu", .n = 2, .c = 4, .h = 1, .w = 20, .k = 8, .r = 1, .s = 3,

@@ -666,12 +666,19 @@ static void test_modes(void) {
 // None of their Convs is a 1x1 kernel on a 1x1 input, so none runs as a
 // cuBLASLt GEMM (gemm_convs 0; conv_resnet's and conv_dwsep's 1x1 Convs
 // have inputs of 5x5 and 4x4): test_conv_gemm has those.
+// conv_mbv3: its depthwise Convs' HardSwish, HardSigmoid and residual Add +
+// HardSwish, and the projection's residual Add (5), on cuDNN (NCHW, the
+// activation after it) and on the depthwise kernel (NHWC) alike; with NHWC
+// also the expand Convs' two HardSwish, applied by the depthwise kernel as
+// it loads their output (pro: prologues, NHWC only).
 static const struct {
   const char *name;
   uint64_t fused;
   int nhwc;
-} conv_models[] = {{"conv_resnet", 7, -1},    {"conv_dwsep", 2, -1},        {"conv_pools", 1, -2},
-                   {"conv_transpose", 0, 0}, {"conv_transpose_net", 1, 4}};
+  uint64_t pro;
+} conv_models[] = {{"conv_resnet", 7, -1, 0},    {"conv_dwsep", 2, -1, 0},
+                   {"conv_pools", 1, -2, 0},     {"conv_transpose", 0, 0, 0},
+                   {"conv_transpose_net", 1, 4, 0}, {"conv_mbv3", 5, -1, 2}};
 
 static void test_conv(void) {
   // each model twice: as FP32 plans lay it out (NCHW), then with NHWC regions
@@ -698,7 +705,7 @@ static void test_conv(void) {
       double worst = run_both(name, g, cp, gp, &in[MAXB], "conv warm", 0);
       eng_cuda_plan_stats st;
       eng_cuda_plan_stats_get(gp, &st);
-      CHECK_EQ_INT(st.fused_nodes, conv_models[m].fused);
+      CHECK_EQ_INT(st.fused_nodes, conv_models[m].fused + (lay ? conv_models[m].pro : 0));
       CHECK_EQ_INT(st.gemm_convs, 0);
       if (!lay) CHECK_EQ_INT(st.nhwc_nodes, 0);
       // NHWC: the 2-D models run their convolutions NHWC and transpose only at the edges

@@ -1,16 +1,25 @@
 // Tests kernels/k_dwconv.cu, the depthwise NHWC convolution with its fused
 // epilogue, against a C reference that sums in double. Geometries: 3x3 s1
-// p1, 3x3 s2 (p0 and p1), 5x5 s2 p2, dilation 2, asymmetric pads, a 1x1
-// window; C = 5 (one channel per thread), 6 (half pairs), 8, 16, 24 (8
-// halves or 4 floats per thread); with and without bias and residual, every
-// activation; FP32 and FP16. Tolerance relative to the magnitude of what
-// was summed (|bias| + |z| + sum |x*w|): 1e-5 for FP32 (float sums of at
-// most 25 taps), 1e-2 for FP16 (the output's rounding, 2^-11 of it). Also:
-// an in-place residual (z == y), a misaligned x (the scalar path), a
-// captured graph replayed on new input, and the argument checks.
+// (p1 and asymmetric pads), 5x5 s1 p2, 3x3 s2 (p0 and p1), 5x5 s2 p2,
+// dilation 2, asymmetric pads, a 5x3 window, a 1x1 window; C = 5 (one
+// channel per thread), 6 (half pairs), 8, 16, 24 (8 halves or 4 floats per
+// thread); with and without bias and residual, every activation; FP32 and
+// FP16. Tolerance relative to the magnitude of what was summed (|bias| +
+// |z| + sum |x*w|): 1e-5 for FP32 (float sums of at most 25 taps), 1e-2 for
+// FP16 (the output's rounding, 2^-11 of it). Every plain run is also
+// compared bit for bit with k_dwconv__v1_cuda (the one-pixel-per-thread
+// kernel, summing in the same order). The tiled path (3x3 and 5x5, stride 1
+// and 2) with each tile width forced (1, 2, 4 and the launcher's pick) at
+// batch 1 and 3, W not a multiple of the tile, C = 12 (tiled in FP32, not
+// in FP16) and C = 520 (more than one block of channels). An input
+// activation (k_dwconv_args.in_act: HardSwish, Relu, Sigmoid) on every
+// geometry, against the reference on the activated, rounded x. Also: an
+// in-place residual (z == y), a misaligned x (the scalar path), a captured
+// graph replayed on new input, and the argument checks.
 #include "test_k_cuda_util.h"
 
-static const char *const act_name[] = {"none", "relu", "clip", "sigmoid", "tanh", "swish"};
+static const char *const act_name[] = {"none", "relu",  "clip",         "sigmoid",
+                                       "tanh", "swish", "hard_sigmoid", "hard_swish"};
 
 typedef struct geom {
   const char *name;
@@ -19,6 +28,8 @@ typedef struct geom {
 
 static const geom geoms[] = {
     {"3x3 s1 p1", 9, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+    {"3x3 s1 pads 0,2,2,0", 6, 13, 3, 3, 1, 1, 0, 2, 2, 0, 1, 1},
+    {"5x5 s1 p2", 9, 11, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1},
     {"3x3 s2 p0", 9, 8, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1},
     {"3x3 s2 p1", 8, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
     {"5x5 s2 p2", 11, 10, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1},
@@ -28,8 +39,11 @@ static const geom geoms[] = {
     {"1x1", 4, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1},
 };
 
-static double act_ref(double v, k_dw_act act, double clip_max) {
-  switch (act) {
+static double clamp01(double t) { return t < 0 ? 0 : t > 1 ? 1 : t; }
+
+static double act_ref(double v, const k_dwconv_args *a) {
+  double clip_max = a->clip_max;
+  switch (a->act) {
     case K_DW_ACT_RELU:
       return v < 0 ? 0 : v;
     case K_DW_ACT_CLIP:
@@ -40,6 +54,10 @@ static double act_ref(double v, k_dw_act act, double clip_max) {
       return tanh(v);
     case K_DW_ACT_SWISH:
       return v / (1.0 + exp(-v));
+    case K_DW_ACT_HARD_SIGMOID:
+      return clamp01((double)a->alpha * v + a->beta);
+    case K_DW_ACT_HARD_SWISH:
+      return v * clamp01(v / 6.0 + 0.5);
     default:
       return v;
   }
@@ -68,7 +86,7 @@ static void dw_ref(float *y, double *mag, const float *x, const float *w, const 
           }
           if (bias) v += bias[ch], m += fabs(bias[ch]);
           if (z) v += z[o], m += fabs(z[o]);
-          y[o] = (float)act_ref(v, a->act, a->clip_max);
+          y[o] = (float)act_ref(v, a);
           mag[o] = m;
         }
 }
@@ -86,6 +104,7 @@ static k_dwconv_args args_of(const geom *g, int n, int c, k_dw_act act) {
   a.stride_h = g->sh, a.stride_w = g->sw, a.dil_h = g->dh, a.dil_w = g->dw;
   a.act = act;
   a.clip_max = 1.5f;
+  a.alpha = 0.3f, a.beta = 0.45f;  // not ONNX's defaults: the kernel must read them
   return a;
 }
 
@@ -120,11 +139,34 @@ static void compare(const char *what, const float *got, const float *want, const
   free(atol);
 }
 
+// y bit for bit against k_dwconv__v1_cuda's on the same operands.
+static void same_as_v1(const char *what, const void *dy, const void *dx, const void *dw,
+                       const void *db, const void *dz, k_elem et, const k_dwconv_args *a, size_t ny) {
+  size_t es = et == K_F32 ? 4 : 2;
+  void *dv = tk_dev_alloc(ny * es);
+  TK_OK(k_dwconv__v1_cuda(dv, dx, dw, db, dz, et, a, NULL, TK_E));
+  unsigned char *got = tk_xmalloc(ny * es), *want = tk_xmalloc(ny * es);
+  tk_from_dev(got, dy, ny * es);
+  tk_from_dev(want, dv, ny * es);
+  check_count_++;
+  for (size_t i = 0; i < ny * es; i++)
+    if (got[i] != want[i]) {
+      CHECK_FAIL_("%s: element %zu differs from k_dwconv__v1_cuda's", what, i / es);
+      break;
+    }
+  TK_CUDA(cudaFree(dv));
+  free(got), free(want);
+}
+
 // mode: 0 plain; 1 z == y (in place); 2 x misaligned by one element.
-static void run_case(tk_rng *rng, const geom *g, int c, k_elem et, k_dw_act act, int with_bias,
-                     int with_z, int mode) {
-  const int n = 2;
+// tile_w: k_dwconv_args.tile_w (0: the launcher's pick).
+// in_act: k_dwconv_args.in_act, applied by the reference to x rounded to
+// the storage type (what a skipped activation node would have stored).
+static void run_case_n(tk_rng *rng, const geom *g, int n, int c, k_elem et, k_dw_act act,
+                       int with_bias, int with_z, int mode, int tile_w, k_dw_act in_act) {
   k_dwconv_args a = args_of(g, n, c, act);
+  a.tile_w = tile_w;
+  a.in_act = in_act;
   size_t nx = (size_t)n * g->h * g->w * c, ny = (size_t)n * a.oh * a.ow * c,
          nw = (size_t)c * g->r * g->s, es = et == K_F32 ? 4 : 2;
   float *x = tk_xmalloc(nx * 4), *w = tk_xmalloc(nw * 4), *bias = tk_xmalloc((size_t)c * 4),
@@ -136,7 +178,21 @@ static void run_case(tk_rng *rng, const geom *g, int c, k_elem et, k_dw_act act,
   tk_fill(rng, z, ny, -1.0f, 1.0f);
   void *dx = to_dev_as(x, nx, et), *dw = to_dev_as(w, nw, et), *db = to_dev_as(bias, (size_t)c, et),
        *dz = to_dev_as(z, ny, et);
-  dw_ref(want, mag, x, w, with_bias ? bias : NULL, with_z ? z : NULL, &a);
+  float *xa = x;
+  if (in_act != K_DW_ACT_NONE) {
+    xa = tk_xmalloc(nx * 4);
+    k_dwconv_args pa = a;
+    pa.act = in_act;
+    for (size_t i = 0; i < nx; i++) xa[i] = (float)act_ref(x[i], &pa);
+    if (et == K_F16) {
+      uint16_t *b = tk_xmalloc(nx * 2);
+      k_f32_to_f16(b, xa, nx);
+      k_f16_to_f32(xa, b, nx);
+      free(b);
+    }
+  }
+  dw_ref(want, mag, xa, w, with_bias ? bias : NULL, with_z ? z : NULL, &a);
+  if (xa != x) free(xa);
   void *dy = mode == 1 ? dz : tk_dev_alloc(ny * es);
   void *dxa = dx, *dxm = NULL;
   if (mode == 2) {
@@ -146,11 +202,13 @@ static void run_case(tk_rng *rng, const geom *g, int c, k_elem et, k_dw_act act,
   }
   TK_OK(k_dwconv_cuda(dy, dxa, dw, with_bias ? db : NULL, with_z ? dz : NULL, et, &a, NULL, TK_E));
   from_dev_as(got, dy, ny, et);
-  char what[160];
-  snprintf(what, sizeof what, "dwconv %s %s C=%d %s%s%s%s", et == K_F32 ? "f32" : "f16", g->name, c,
-           act_name[act], with_bias ? " bias" : "", with_z ? " z" : "",
+  char what[200];
+  snprintf(what, sizeof what, "dwconv %s %s N=%d C=%d tile %d %s(x) %s%s%s%s",
+           et == K_F32 ? "f32" : "f16", g->name, n, c, tile_w, act_name[in_act], act_name[act],
+           with_bias ? " bias" : "", with_z ? " z" : "",
            mode == 1 ? " in place" : mode == 2 ? " misaligned x" : "");
   compare(what, got, want, mag, ny, et == K_F32 ? 1e-5 : 1e-2);
+  if (mode == 0) same_as_v1(what, dy, dx, dw, with_bias ? db : NULL, with_z ? dz : NULL, et, &a, ny);
   if (mode != 1) TK_CUDA(cudaFree(dy));
   if (dxm) TK_CUDA(cudaFree(dxm));
   TK_CUDA(cudaFree(dx));
@@ -160,26 +218,67 @@ static void run_case(tk_rng *rng, const geom *g, int c, k_elem et, k_dw_act act,
   free(x), free(w), free(bias), free(z), free(want), free(got), free(mag);
 }
 
+static void run_case(tk_rng *rng, const geom *g, int c, k_elem et, k_dw_act act, int with_bias,
+                     int with_z, int mode) {
+  run_case_n(rng, g, 2, c, et, act, with_bias, with_z, mode, 0, K_DW_ACT_NONE);
+}
+
 static void test_cases(void) {
   tk_rng rng = {UINT64_C(0x9e3779b97f4a7c15)};
   static const int cs[] = {5, 6, 8, 16, 24};
   for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++)
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
       for (int t = 0; t < 2; t++)
-        for (int act = K_DW_ACT_NONE; act <= K_DW_ACT_SWISH; act++)
+        for (int act = K_DW_ACT_NONE; act <= K_DW_ACT_HARD_SWISH; act++)
           for (int bz = 0; bz < 4; bz++)
             run_case(&rng, &geoms[gi], cs[ci], t ? K_F16 : K_F32, (k_dw_act)act, bz & 1, bz >> 1, 0);
   for (int t = 0; t < 2; t++)
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
       run_case(&rng, &geoms[0], cs[ci], t ? K_F16 : K_F32, K_DW_ACT_RELU, 1, 1, 1);
-      run_case(&rng, &geoms[3], cs[ci], t ? K_F16 : K_F32, K_DW_ACT_SWISH, 1, 1, 2);
+      run_case(&rng, &geoms[5], cs[ci], t ? K_F16 : K_F32, K_DW_ACT_SWISH, 1, 1, 2);
     }
+  // an input activation (a prologue: HardSwish before the conv) on every geometry and path
+  for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++)
+    for (int t = 0; t < 2; t++)
+      for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        run_case_n(&rng, &geoms[gi], 2, cs[ci], t ? K_F16 : K_F32, K_DW_ACT_HARD_SWISH, 1, 0, 0, 0,
+                   K_DW_ACT_HARD_SWISH);
+        run_case_n(&rng, &geoms[gi], 1, cs[ci], t ? K_F16 : K_F32, K_DW_ACT_NONE, 0, 1, 0, 0,
+                   K_DW_ACT_RELU);
+      }
+}
+
+// The tiled path's windows (3x3, 5x5; stride 1, 2) with every tile width,
+// batch 1 and 3; W = 7 to 13 against tiles of 2 and 4. C = 12: tiled in
+// FP32 (3 groups of 4), the pairs kernel in FP16; C = 520: 65 groups of 8
+// halves (two blocks of channels, 33 and 32 groups) or 130 of 4 floats
+// (three: 44, 44, 42). The activations alternate so the bias-only and
+// z-only epilogues run tiled too.
+static void test_tiled(void) {
+  tk_rng rng = {UINT64_C(0x51ed27a3)};
+  static const int cs[] = {8, 12, 24, 520};
+  static const int tiles[] = {0, 1, 2, 4};
+  int k = 0;
+  for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++) {
+    const geom *g = &geoms[gi];
+    if (g->r != g->s || (g->r != 3 && g->r != 5) || g->sh != g->sw || g->sh > 2 || g->dh != 1 ||
+        g->dw != 1)
+      continue;
+    for (int t = 0; t < 2; t++)
+      for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+        for (size_t ti = 0; ti < sizeof tiles / sizeof tiles[0]; ti++)
+          for (int n = 1; n <= 3; n += 2, k++)
+            run_case_n(&rng, g, n, cs[ci], t ? K_F16 : K_F32,
+                       k % 3 == 0 ? K_DW_ACT_HARD_SWISH : k % 3 == 1 ? K_DW_ACT_HARD_SIGMOID : K_DW_ACT_RELU,
+                       k % 4 != 1, k % 4 != 2, 0, tiles[ti],
+                       k % 5 == 0 ? K_DW_ACT_HARD_SWISH : k % 5 == 1 ? K_DW_ACT_SIGMOID : K_DW_ACT_NONE);
+  }
 }
 
 // Captured once, replayed on new x: the graph reads the data of the moment.
 static void test_graph(void) {
   tk_rng rng = {UINT64_C(12345)};
-  const geom *g = &geoms[3];
+  const geom *g = &geoms[5];
   const int c = 24;
   k_dwconv_args a = args_of(g, 3, c, K_DW_ACT_CLIP);
   size_t nx = (size_t)a.n * g->h * g->w * c, ny = (size_t)a.n * a.oh * a.ow * c,
@@ -257,10 +356,16 @@ static void test_errors(void) {
   expect_invalid("empty kernel", p, p, p, K_F32, &a);
   a = ok, a.pad_left = -1;
   expect_invalid("negative pad", p, p, p, K_F32, &a);
-  a = ok, a.act = (k_dw_act)6;
+  a = ok, a.act = (k_dw_act)(K_DW_ACT_HARD_SWISH + 1);
   expect_invalid("unknown activation", p, p, p, K_F32, &a);
   a = ok, a.act = K_DW_ACT_CLIP, a.clip_max = 0.0f;
   expect_invalid("clip without max", p, p, p, K_F32, &a);
+  a = ok, a.tile_w = 3;
+  expect_invalid("tile width 3", p, p, p, K_F32, &a);
+  a = ok, a.in_act = K_DW_ACT_CLIP;
+  expect_invalid("input activation with a parameter", p, p, p, K_F32, &a);
+  a = ok, a.act = K_DW_ACT_HARD_SIGMOID, a.alpha = INFINITY;
+  expect_invalid("hard_sigmoid with an infinite alpha", p, p, p, K_F32, &a);
   a = ok, a.oh = 70000, a.stride_h = 40000;
   expect_invalid("window past int", p, p, p, K_F32, &a);
   expect_invalid("NULL y", NULL, p, p, K_F16, &ok);
@@ -275,6 +380,7 @@ int main(void) {
   test_errors();
   tk_require_device();
   test_cases();
+  test_tiled();
   test_graph();
   CHECK_DONE();
 }

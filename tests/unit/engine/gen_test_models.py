@@ -679,6 +679,34 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 5, 6]), vi("ids", TensorProto
 compare(m, "xf_index", {"x": f32(3, 5, 6), "ids": RNG.integers(-6, 6, (3, 4, 2)).astype(np.int32),
                         "nd": RNG.integers(-5, 5, (3, 3, 1)).astype(np.int64)})
 
+# MobileNetV3's inverted residual blocks after a stem Conv, for the depthwise kernel's fused activations (the GPU
+# plan fuses HardSwish/HardSigmoid into depthwise Convs only; on NCHW plans cuDNN runs them after
+# the conv; on NHWC ones the expand Conv's HardSwish is applied by the depthwise kernel as it
+# loads its input): 1x1 expand -> HardSwish -> depthwise 3x3 -> HardSwish -> 1x1 project + residual;
+# then C = 12 (not a multiple of 8): expand -> HardSwish -> depthwise 5x5 stride 2 ->
+# HardSigmoid(0.3, 0.4) -> a dilated depthwise 3x3 with asymmetric pads and no bias -> Add of
+# that block's input -> HardSwish. W = 13 and 7: not a multiple of any tile.
+nodes = [conv("stem", "x", "ws", "s0", pads=[1, 1, 1, 1]),  # the residual below is no graph input:
+         conv("exp1", "s0", "w0", "e1"),                   # one NHWC copy of x, not two
+         helper.make_node("HardSwish", ["e1"], ["h1"], name="exp1_hs"),
+         conv("dw1", "h1", "w1", "d1", group=16, pads=[1, 1, 1, 1]),
+         helper.make_node("HardSwish", ["d1"], ["d1h"], name="dw1_hs"),
+         conv("proj1", "d1h", "w2", "p1"),
+         helper.make_node("Add", ["p1", "s0"], ["r1"], name="res1"),
+         conv("exp2", "r1", "w3", "e2"),
+         helper.make_node("HardSwish", ["e2"], ["h2"], name="exp2_hs"),
+         conv("dw2", "h2", "w4", "d2", group=12, pads=[2, 2, 2, 2], strides=[2, 2]),
+         helper.make_node("HardSigmoid", ["d2"], ["d2s"], name="dw2_hsig", alpha=0.3, beta=0.4),
+         conv("dw3", "d2s", "w5", "d3", bias=False, group=12, pads=[2, 1, 2, 3], dilations=[2, 2]),
+         helper.make_node("Add", ["d3", "d2s"], ["a3"], name="res3"),
+         helper.make_node("HardSwish", ["a3"], ["y"], name="res3_hs")]
+inits = conv_inits([("ws", [8, 3, 3, 3], True), ("w0", [16, 8, 1, 1], True), ("w1", [16, 1, 3, 3], True),
+                    ("w2", [8, 16, 1, 1], True), ("w3", [12, 8, 1, 1], True), ("w4", [12, 1, 5, 5], True),
+                    ("w5", [12, 1, 3, 3], False)])
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 10, 13])], [vi("y", TensorProto.FLOAT, ["N", 12, 5, 7])],
+          inits)
+compare(m, "conv_mbv3", {"x": f32(2, 3, 10, 13) * 2}, rtol=1e-4)
+
 # --- models that must fail to load
 X = [vi("x", TensorProto.FLOAT, [1, 3, 4, 4])]
 Y = [vi("y", TensorProto.FLOAT, None)]
