@@ -339,8 +339,12 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
   }
   // O / l, through the S scratch one 16 x 16 fragment at a time; row r's
   // two lanes write 8 columns each
-  bad = bad || __shfl_xor_sync(0xffffffffu, (int)bad, 1);
-  bad = a.sk > 0 && (bad || !(l > 0.0f));
+  // Every lane runs the shuffle: `bad || __shfl_xor_sync(...)` skipped it
+  // on lanes whose row saw a NaN or +inf score, and a full-mask shuffle
+  // that some lanes never reach waits for them forever (the H100 hang at
+  // the first NaN/+inf case of test_tc_cases).
+  const bool partner_bad = __shfl_xor_sync(0xffffffffu, (int)bad, 1) != 0;
+  bad = a.sk > 0 && (bad || partner_bad || !(l > 0.0f));
   const float fill = a.nan_zero ? 0.0f : NAN, inv = bad || a.sk == 0 ? 0.0f : 1.0f / l;
   const int w0 = (lane & 1) * 8;
   for (int f = 0; f < NF; f++) {

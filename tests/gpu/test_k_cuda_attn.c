@@ -141,6 +141,13 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
   void *ddiv = c->divisor == 1 ? tk_to_dev(&dvsr, 4) : c->divisor == 2 ? tk_to_dev(&dh, 2) : NULL;
   void *dout = tk_dev_alloc(no * es);
   k_elem et = half ? K_F16 : K_F32, det = c->divisor == 2 ? K_F16 : K_F32;
+  char what[160];
+  snprintf(what, sizeof what, "attn %s [%lld,%lld,%lld,%lld,%lld,%lld] mask %d%s%s div %d gap %lld%s%s",
+           half ? "f16" : "f32", (long long)c->b, (long long)c->h, (long long)c->sq,
+           (long long)c->sk, (long long)c->d, (long long)c->dv, c->mask,
+           c->kv_shared ? " kv-shared" : "", c->nan_zero ? " nan_zero" : "", c->divisor,
+           (long long)c->gap, c->layout == 1 ? " bshd" : c->layout == 2 ? " bshd-unaligned" : "",
+           capture ? " captured" : "");
   if (capture) {
     cudaStream_t st;
     cudaGraph_t gr;
@@ -155,12 +162,14 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
     TK_CUDA(cudaMemset(dout, 0, no * es));
     TK_CUDA(cudaGraphLaunch(ex, st));
     TK_CUDA(cudaGraphLaunch(ex, st));  // a replay computes the same again
+    tk_await(st, what);
     TK_CUDA(cudaStreamSynchronize(st));
     TK_CUDA(cudaGraphExecDestroy(ex));
     TK_CUDA(cudaGraphDestroy(gr));
     TK_CUDA(cudaStreamDestroy(st));
   } else {
     TK_OK(k_attn_cuda(dout, dq, dk, dv, dm, ddiv, det, et, &a, NULL, TK_E));
+    tk_await(NULL, what);
   }
   if (half) {
     uint16_t *gh = tk_xmalloc(no * 2);
@@ -170,13 +179,6 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
   } else {
     tk_from_dev(got, dout, no * 4);
   }
-  char what[160];
-  snprintf(what, sizeof what, "attn %s [%lld,%lld,%lld,%lld,%lld,%lld] mask %d%s%s div %d gap %lld%s%s",
-           half ? "f16" : "f32", (long long)c->b, (long long)c->h, (long long)c->sq,
-           (long long)c->sk, (long long)c->d, (long long)c->dv, c->mask,
-           c->kv_shared ? " kv-shared" : "", c->nan_zero ? " nan_zero" : "", c->divisor,
-           (long long)c->gap, c->layout == 1 ? " bshd" : c->layout == 2 ? " bshd-unaligned" : "",
-           capture ? " captured" : "");
   tk_compare(what, got, want, no, half ? 2e-3 : 1e-4, half ? 2e-3 : 1e-5);
   TK_CUDA(cudaFree(bq));
   TK_CUDA(cudaFree(bk));
