@@ -170,9 +170,10 @@ int k_log_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t 
 // moment. Head sizes d and dv up to K_ATTN_MAX_HEAD (ERR_UNIMPLEMENTED
 // past it). o must not overlap an input. Nothing allocated, no sync:
 // capturable. FP16 with d == dv == 64 or 128 runs on tensor cores instead
-// (64 query rows x 32 keys per step, S and P V as half products summed in
-// float, the softmax weights P rounded to half for the second product: at
-// most 2^-11 * max|v| more error); same rules for undefined rows.
+// (128 query rows per block, keys 128 at a time in steps of 64, S and P V
+// as half products summed in float, the softmax weights P rounded to half
+// for the second product: at most 2^-11 * max|v| more error); same rules
+// for undefined rows.
 #define K_ATTN_MAX_HEAD 128
 int k_attn_cuda(void *o, const void *q, const void *kt, const void *v, const void *mask,
                 const void *divisor, k_elem div_et, k_elem et, const k_attn_args *a,
@@ -182,6 +183,18 @@ int k_attn_cuda(void *o, const void *q, const void *kt, const void *v, const voi
 int k_attn__simt_cuda(void *o, const void *q, const void *kt, const void *v, const void *mask,
                       const void *divisor, k_elem div_et, k_elem et, const k_attn_args *a,
                       cudaStream_t stream, err *e);
+// Internal, for tests and benchmarks: the two tensor-core kernels by name,
+// each where k_attn_cuda takes tensor cores (FP16, d == dv == 64 or 128;
+// elsewhere the CUDA-core kernel, as k_attn_cuda). tc1: 4 warps x 16 query
+// rows, tiles of 32 keys, S through shared memory (wmma). tc2 (k_attn_cuda's
+// default there): 8 warps x 16 rows, keys staged 128 at a time, S and the
+// softmax in registers (mma.sync), P fed straight into P V.
+int k_attn__tc1_cuda(void *o, const void *q, const void *kt, const void *v, const void *mask,
+                     const void *divisor, k_elem div_et, k_elem et, const k_attn_args *a,
+                     cudaStream_t stream, err *e);
+int k_attn__tc2_cuda(void *o, const void *q, const void *kt, const void *v, const void *mask,
+                     const void *divisor, k_elem div_et, k_elem et, const k_attn_args *a,
+                     cudaStream_t stream, err *e);
 
 // --- normalisation (k_norm.cu); bias may be NULL in both.
 int k_layer_norm_cuda(float *y, const float *x, const float *scale, const float *bias, size_t rows,

@@ -24,6 +24,11 @@
 // P V: at most 2^-11 * max|v| (|v| <= 1 here) more, so the same rtol 2e-3,
 // atol 2e-3 (a numpy model of its arithmetic on these inputs stays within
 // an eighth of that).
+// Two tensor-core kernels: tc2 (k_attn_cuda's default; test_tc2_cases
+// runs it first on its own edges, by name, beside tc1 on the same cases)
+// and tc1 (k_attn__tc1_cuda); the sweep runs on both. Every launch is
+// awaited under tk_await's watchdog, so a kernel that never ends fails the
+// test naming its case instead of hanging it.
 // The heads' layout (test_layout_cases): Q, K, V and O as the projections
 // write them, [B, S, H, D] (rows H*D apart, heads D apart, K read
 // key-major as Kt), what the attention pass hands the kernels once it took
@@ -59,7 +64,12 @@ static void *to_dev_at(const void *h, size_t bytes, size_t off) {
   return d;
 }
 
-static void run_case(tk_rng *r, const acase *c, int half, int capture) {
+typedef int (*attn_fn)(void *, const void *, const void *, const void *, const void *,
+                       const void *, k_elem, k_elem, const k_attn_args *, cudaStream_t, err *);
+
+// One case on entry fn (named fname in the messages) against the reference.
+static void run_case_on(tk_rng *r, const acase *c, int half, int capture, attn_fn fn,
+                        const char *fname) {
   k_attn_args a = {.b = c->b, .h = c->h, .sq = c->sq, .sk = c->sk, .d = c->d, .dv = c->dv,
                    .scale = 1.0f / sqrtf((float)(c->d ? c->d : 1)), .nan_zero = c->nan_zero};
   int64_t hk = c->kv_shared ? 1 : c->h;
@@ -126,7 +136,7 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
   k_attn_args ra = a;
   if (c->divisor) ra.scale = a.scale / dvsr;
   if (getenv("TK_VERBOSE"))  // before the work: a case that never ends names itself
-    fprintf(stderr, "  start f%d [%lld,%lld,%lld,%lld,%lld,%lld] mask %d gap %lld layout %d%s\n", half ? 16 : 32,
+    fprintf(stderr, "  start %s f%d [%lld,%lld,%lld,%lld,%lld,%lld] mask %d gap %lld layout %d%s\n", fname, half ? 16 : 32,
             (long long)c->b, (long long)c->h, (long long)c->sq, (long long)c->sk, (long long)c->d,
             (long long)c->dv, c->mask, (long long)c->gap, c->layout, capture ? " captured" : "");
   k_attn_ref(want, q, kt, v, c->mask ? m : NULL, &ra);
@@ -139,8 +149,14 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
   void *dm = c->mask ? tk_to_dev(half ? (void *)hbuf[3] : m, nm * es) : NULL;
   uint16_t dh = f2h(dvsr);
   void *ddiv = c->divisor == 1 ? tk_to_dev(&dvsr, 4) : c->divisor == 2 ? tk_to_dev(&dh, 2) : NULL;
-  void *dout = tk_dev_alloc(no * es);
+  void *bo = tk_dev_alloc(no * es + off), *dout = (char *)bo + off;  // layout 2: O unaligned too
   k_elem et = half ? K_F16 : K_F32, det = c->divisor == 2 ? K_F16 : K_F32;
+  char what[200];
+  snprintf(what, sizeof what, "%s: %s [%lld,%lld,%lld,%lld,%lld,%lld] mask %d%s%s div %d gap %lld%s%s",
+           fname, half ? "f16" : "f32", (long long)c->b, (long long)c->h, (long long)c->sq,
+           (long long)c->sk, (long long)c->d, (long long)c->dv, c->mask, c->kv_shared ? " kv-shared" : "", c->nan_zero ? " nan_zero" : "", c->divisor,
+           (long long)c->gap, c->layout == 1 ? " bshd" : c->layout == 2 ? " bshd-unaligned" : "",
+           capture ? " captured" : "");
   if (capture) {
     cudaStream_t st;
     cudaGraph_t gr;
@@ -148,19 +164,21 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
     TK_CUDA(cudaStreamCreate(&st));
     TK_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     err e = {0};
-    int rc = k_attn_cuda(dout, dq, dk, dv, dm, ddiv, det, et, &a, st, &e);
+    int rc = fn(dout, dq, dk, dv, dm, ddiv, det, et, &a, st, &e);
     TK_CUDA(cudaStreamEndCapture(st, &gr));
     CHECK_EQ_INT(rc, 0);
     TK_CUDA(cudaGraphInstantiate(&ex, gr, 0));
     TK_CUDA(cudaMemset(dout, 0, no * es));
     TK_CUDA(cudaGraphLaunch(ex, st));
     TK_CUDA(cudaGraphLaunch(ex, st));  // a replay computes the same again
+    tk_await(st, what);
     TK_CUDA(cudaStreamSynchronize(st));
     TK_CUDA(cudaGraphExecDestroy(ex));
     TK_CUDA(cudaGraphDestroy(gr));
     TK_CUDA(cudaStreamDestroy(st));
   } else {
-    TK_OK(k_attn_cuda(dout, dq, dk, dv, dm, ddiv, det, et, &a, NULL, TK_E));
+    TK_OK(fn(dout, dq, dk, dv, dm, ddiv, det, et, &a, NULL, TK_E));
+    tk_await(NULL, what);
   }
   if (half) {
     uint16_t *gh = tk_xmalloc(no * 2);
@@ -170,22 +188,19 @@ static void run_case(tk_rng *r, const acase *c, int half, int capture) {
   } else {
     tk_from_dev(got, dout, no * 4);
   }
-  char what[160];
-  snprintf(what, sizeof what, "attn %s [%lld,%lld,%lld,%lld,%lld,%lld] mask %d%s%s div %d gap %lld%s%s",
-           half ? "f16" : "f32", (long long)c->b, (long long)c->h, (long long)c->sq,
-           (long long)c->sk, (long long)c->d, (long long)c->dv, c->mask,
-           c->kv_shared ? " kv-shared" : "", c->nan_zero ? " nan_zero" : "", c->divisor,
-           (long long)c->gap, c->layout == 1 ? " bshd" : c->layout == 2 ? " bshd-unaligned" : "",
-           capture ? " captured" : "");
   tk_compare(what, got, want, no, half ? 2e-3 : 1e-4, half ? 2e-3 : 1e-5);
   TK_CUDA(cudaFree(bq));
   TK_CUDA(cudaFree(bk));
   TK_CUDA(cudaFree(bv));
   if (dm) TK_CUDA(cudaFree(dm));
   if (ddiv) TK_CUDA(cudaFree(ddiv));
-  TK_CUDA(cudaFree(dout));
+  TK_CUDA(cudaFree(bo));
   for (int t = 0; t < 4; t++) free(hbuf[t]);
   free(q), free(kt), free(v), free(m), free(want), free(got);
+}
+
+static void run_case(tk_rng *r, const acase *c, int half, int capture) {
+  run_case_on(r, c, half, capture, k_attn_cuda, "k_attn_cuda");
 }
 
 static void test_cases(void) {
@@ -210,11 +225,51 @@ static void test_cases(void) {
   run_case(&r, &cases[0], 0, 1);
 }
 
+// tc2_kernel (k_attn_cuda's tensor-core default, also k_attn__tc2_cuda),
+// before the sweep: its edges are 128 query rows per block, keys staged
+// 128 at a time and walked 64 at a time, so Sq and Sk at, below and one
+// past 64 and 128; BERT's [B, S, H, D] layout with its padding mask (K
+// key-major, 16-byte staging), packed Kt with 16-byte staging (Sk % 8 ==
+// 0) and 2-byte staging (a gap, an odd Sk, or layout 2's operands one
+// element off 16 bytes, where O is off 4 bytes too and goes out per half);
+// NaN and +inf scores with and without nan_zero, a fully masked row,
+// causal with Sk < Sq (whole rows masked), both divisors, K/V shared by
+// the heads, d 128, no keys; and captured replays. Each on k_attn__tc2_cuda
+// by name (so it keeps its test if the default goes back to tc1) and on
+// k_attn__tc1_cuda, the kernel it replaced.
+static void test_tc2_cases(void) {
+  static const acase cases[] = {
+      // b  h   sq   sk   d    dv  mask kvs nz div gap layout
+      {3, 12, 128, 128, 64, 64, 1, 0, 1, 0, 0, 1},    // BERT: bshd, padding mask, batch row 1 off
+      {2, 4, 128, 128, 64, 64, 1, 0, 0, 0, 0, 1},     // the same without nan_zero: NaN rows
+      {2, 3, 128, 64, 64, 64, 3, 0, 1, 1, 0, 0},      // one step of 64 keys, packed Kt, 16-byte
+      {2, 3, 64, 65, 64, 64, 4, 0, 0, 2, 0, 0},       // a second step with one key; NaN, +inf rows
+      {2, 3, 129, 127, 64, 64, 4, 0, 1, 0, 0, 1},     // a second block of one row; NaN, +inf, nan_zero
+      {2, 3, 130, 129, 64, 64, 2, 0, 0, 0, 0, 2},     // a second chunk with one key, unaligned
+      {2, 3, 200, 200, 128, 128, 4, 0, 0, 1, 5, 0},   // d 128, chunks 128 + 72, gaps: 2-byte
+      {2, 3, 200, 128, 128, 128, 2, 0, 1, 2, 0, 1},   // causal Sk < Sq: 72 rows fully masked
+      {1, 2, 7, 33, 128, 128, 3, 1, 0, 0, 0, 0},      // K/V shared by the heads, odd Sk: 2-byte
+      {3, 2, 1, 128, 64, 64, 1, 0, 1, 0, 0, 2},       // one query row, unaligned
+      {2, 3, 197, 197, 64, 64, 0, 0, 0, 0, 0, 1},     // ViT-B-like
+      {2, 3, 70, 0, 64, 64, 0, 0, 0, 0, 0, 0},        // no keys: 0
+      {2, 3, 70, 0, 128, 128, 1, 0, 1, 0, 0, 1},      // no keys, bshd
+  };
+  tk_rng r = {9001};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    run_case_on(&r, &cases[i], 1, 0, k_attn__tc2_cuda, "k_attn__tc2_cuda");
+    run_case_on(&r, &cases[i], 1, 0, k_attn__tc1_cuda, "k_attn__tc1_cuda");
+  }
+  run_case_on(&r, &cases[0], 1, 1, k_attn__tc2_cuda, "k_attn__tc2_cuda");  // captured, replayed
+  run_case_on(&r, &cases[6], 1, 1, k_attn__tc2_cuda, "k_attn__tc2_cuda");
+}
+
 // The tensor-core kernel (FP16, d == dv == 64 or 128): every (Sq, Sk) pair
 // of the list at both head sizes, the mask kind, nan_zero, the divisor,
 // K/V sharing and the gaps between slabs varying along the sweep so each
 // appears at small, tile-sized and ragged shapes; then captured replays.
-static void test_tc_cases(void) {
+// The sweep runs through k_attn_cuda (tc2 by default) and again on
+// k_attn__tc1_cuda, so both tensor-core kernels keep the whole sweep.
+static void test_tc_cases_on(attn_fn fn, const char *fname) {
   static const int64_t lens[] = {1, 7, 64, 128, 200};
   static const int64_t heads[] = {64, 128};
   tk_rng r = {1234};
@@ -228,28 +283,33 @@ static void test_tc_cases(void) {
         c.divisor = n % 3;
         c.kv_shared = n % 7 == 3;
         c.gap = n % 4 == 1 ? 13 : 0;
-        run_case(&r, &c, 1, 0);
+        run_case_on(&r, &c, 1, 0, fn, fname);
       }
   // both mask kinds that leave rows undefined, with and without nan_zero, every tile edge crossed
   for (int hd = 0; hd < 2; hd++)
     for (int nz = 0; nz < 2; nz++) {
       acase c = {.b = 2, .h = 3, .sq = 200, .sk = 200, .d = heads[hd], .dv = heads[hd],
                  .mask = 4, .nan_zero = nz, .gap = 5};
-      run_case(&r, &c, 1, 0);
-      run_case(&r, &c, 0, 0);  // and the CUDA-core kernel (FP32) on the same rules
+      run_case_on(&r, &c, 1, 0, fn, fname);
+      run_case_on(&r, &c, 0, 0, fn, fname);  // and the CUDA-core kernel (FP32) on the same rules
       c.mask = 2, c.sq = 200, c.sk = 128;  // causal with Sk < Sq: the first 72 rows fully masked
-      run_case(&r, &c, 1, 0);
+      run_case_on(&r, &c, 1, 0, fn, fname);
     }
   // no keys: the empty product, 0 (not NaN), on both head sizes
   for (int hd = 0; hd < 2; hd++) {
     acase c = {.b = 2, .h = 3, .sq = 70, .sk = 0, .d = heads[hd], .dv = heads[hd]};
-    run_case(&r, &c, 1, 0);
+    run_case_on(&r, &c, 1, 0, fn, fname);
   }
   // captured and replayed twice: d 64 causal with a half divisor, d 128 padding mask
   acase g64 = {.b = 2, .h = 3, .sq = 128, .sk = 128, .d = 64, .dv = 64, .mask = 2, .divisor = 2};
   acase g128 = {.b = 2, .h = 3, .sq = 200, .sk = 77, .d = 128, .dv = 128, .mask = 1, .nan_zero = 1};
-  run_case(&r, &g64, 1, 1);
-  run_case(&r, &g128, 1, 1);
+  run_case_on(&r, &g64, 1, 1, fn, fname);
+  run_case_on(&r, &g128, 1, 1, fn, fname);
+}
+
+static void test_tc_cases(void) {
+  test_tc_cases_on(k_attn_cuda, "k_attn_cuda");
+  test_tc_cases_on(k_attn__tc1_cuda, "k_attn__tc1_cuda");
 }
 
 // The [B, S, H, D] layout (acase.layout): BERT's padding mask, GPT's
@@ -295,6 +355,7 @@ int main(void) {
   test_errors();
   tk_require_device();
   test_cases();
+  test_tc2_cases();
   test_tc_cases();
   test_layout_cases();
   CHECK_DONE();

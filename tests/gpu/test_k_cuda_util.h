@@ -1,7 +1,8 @@
 // tests/gpu/test_k_cuda_util.h: shared pieces of the GPU kernel tests
 // (test_k_cuda_*.c): the device probe that skips with exit 77, a seeded
-// RNG, device buffers that abort the test on a CUDA failure, and element
-// comparisons that print the worst mismatches and count them.
+// RNG, device buffers that abort the test on a CUDA failure, a watchdog
+// on launched work (tk_await), and element comparisons that print the
+// worst mismatches and count them.
 #ifndef INFERD_TESTS_GPU_TEST_K_CUDA_UTIL_H
 #define INFERD_TESTS_GPU_TEST_K_CUDA_UTIL_H
 
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "kernels/k_cuda.h"
@@ -95,6 +97,40 @@ static inline void *tk_to_dev(const void *h, size_t bytes) {
 static inline void tk_from_dev(void *h, const void *d, size_t bytes) {
   TK_CUDA(cudaDeviceSynchronize());
   if (bytes) TK_CUDA(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+}
+
+// --- watchdog: a kernel that never finishes (a deadlocked shuffle or
+// barrier) would hang the test until ctest's timeout kills it with no word
+// of which case. tk_await polls the stream (not a blocking sync, which
+// would wait forever) until its work is done or TK_WATCHDOG_S seconds of
+// wall clock (20 by default) have passed; on expiry it names `what` and
+// exits 1 (the hung kernel dies with the process's context). A CUDA error
+// from the work is reported like TK_CUDA's.
+static inline double tk_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline void tk_await(cudaStream_t st, const char *what) {
+  const char *env = getenv("TK_WATCHDOG_S");
+  double limit = env && atof(env) > 0 ? atof(env) : 20.0;
+  double t0 = tk_now_s();
+  for (;;) {
+    cudaError_t rc = cudaStreamQuery(st);
+    if (rc == cudaSuccess) return;
+    if (rc != cudaErrorNotReady) {
+      fprintf(stderr, "%s: the work failed: %s\n", what, cudaGetErrorString(rc));
+      exit(1);
+    }
+    if (tk_now_s() - t0 > limit) {
+      fprintf(stderr, "WATCHDOG: %s: not finished after %.0f s (hung kernel?)\n", what, limit);
+      fflush(stderr);
+      exit(1);
+    }
+    struct timespec nap = {0, 200000};  // 0.2 ms between polls: no core spun flat out
+    nanosleep(&nap, NULL);
+  }
 }
 
 // Zeroed: a case with n == 0 hands its (unwritten) buffer on, and GCC -O3 rightly calls that a

@@ -1,13 +1,17 @@
 // tests/bench/kernels/bench_k_attn.c: the FP16 attention kernels side by
-// side on one GPU in one run: k_attn_cuda (tensor cores for head sizes 64
-// and 128) against k_attn__simt_cuda (the CUDA-core kernel it replaces
-// there), at the shapes the model benchmarks run (BERT-base at sequence
-// 128 and batch 32 with a padding mask, ViT-B/16, a GPT-2-sized causal
-// decoder, a head size of 128). Per shape: the median over 7 rounds of the
-// mean time of 50 launches (CUDA events, launches alternating between the
-// kernels round by round), the ratio, and the largest difference between
-// the two outputs as a sanity check (both are tested against the reference
-// in tests/gpu/test_k_cuda_attn.c). Exits 77 where no GPU answers.
+// side on one GPU in one run: k_attn__tc2_cuda (mma.sync, softmax in
+// registers: k_attn_cuda's default for head sizes 64 and 128),
+// k_attn__tc1_cuda (wmma, S through shared memory: the previous default)
+// and k_attn__simt_cuda (the CUDA-core kernel), at the shapes the model
+// benchmarks run: BERT-base at sequence 128, batch 1, 8, 32 and 64, with a
+// padding mask, and ViT-B/16, both in the [B, S, H, D] layout the engine
+// passes (K read key-major); a GPT-2-sized causal decoder and a head size
+// of 128 (packed heads). Per shape and kernel: the median over 7 rounds of
+// the mean time of 50 launches (CUDA events, the kernels alternating round
+// by round), the ratios, and the largest difference of tc1's and tc2's
+// outputs from simt's as a sanity check (all are tested against the
+// reference in tests/gpu/test_k_cuda_attn.c). Exits 77 where no GPU
+// answers.
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,7 +37,11 @@ typedef struct shape {
   const char *name;
   int64_t b, h, s, d;
   int mask;  // 0 none, 1 padding [B,1,1,S], 2 causal [S,S]
+  int bshd;  // [B, S, H, D] rows (K key-major), as the engine passes BERT and ViT; else packed heads
 } shape;
+
+enum { NK = 3 };  // kernels timed: simt, tc1, tc2
+static const attn_fn kernels[NK] = {k_attn__simt_cuda, k_attn__tc1_cuda, k_attn__tc2_cuda};
 
 enum { ITERS = 50, ROUNDS = 7 };
 
@@ -84,6 +92,10 @@ static void run_shape(const shape *sh, cudaStream_t st) {
                    .scale = 1.0f / sqrtf((float)d), .nan_zero = 1};
   a.q_sh = a.k_sh = a.v_sh = a.o_sh = s * d;
   a.q_sb = a.k_sb = a.v_sb = a.o_sb = h * s * d;
+  if (sh->bshd) {  // rows H*D apart, heads D apart; Kt read key-major from K's rows
+    a.q_sh = a.k_sh = a.v_sh = a.o_sh = d;
+    a.q_ss = a.v_ss = a.o_ss = a.k_sk = h * d, a.k_sd = 1;
+  }
   size_t n = (size_t)(b * h * s * d), nm = 0;
   float *mh = NULL;
   if (sh->mask == 1) {  // padding: the last quarter of every other batch row's keys off
@@ -97,52 +109,50 @@ static void run_shape(const shape *sh, cudaStream_t st) {
     for (int64_t i = 0; i < s; i++)
       for (int64_t j = 0; j < s; j++) mh[i * s + j] = j > i ? -INFINITY : 0.0f;
   }
-  void *q = dev_half(n, -2, 2, NULL), *k = dev_half(n, -2, 2, NULL), *v = dev_half(n, -1, 1, NULL);
+  void *q = dev_half(n, -2, 2, NULL), *k_ = dev_half(n, -2, 2, NULL), *v = dev_half(n, -1, 1, NULL);
   void *m = nm ? dev_half(nm, 0, 0, mh) : NULL;
-  void *o_tc, *o_simt;
-  BK_CUDA(cudaMalloc(&o_tc, n * 2));
-  BK_CUDA(cudaMalloc(&o_simt, n * 2));
+  void *out[NK];
+  for (int k = 0; k < NK; k++) BK_CUDA(cudaMalloc(&out[k], n * 2));
   cudaEvent_t e0, e1;
   BK_CUDA(cudaEventCreate(&e0));
   BK_CUDA(cudaEventCreate(&e1));
-  time_one(k_attn_cuda, o_tc, q, k, v, m, &a, st, e0, e1);  // warm-up, both
-  time_one(k_attn__simt_cuda, o_simt, q, k, v, m, &a, st, e0, e1);
-  float t_tc[ROUNDS], t_simt[ROUNDS];
-  for (int r = 0; r < ROUNDS; r++) {  // alternating, so drifts (clocks, heat) hit both
-    t_simt[r] = time_one(k_attn__simt_cuda, o_simt, q, k, v, m, &a, st, e0, e1);
-    t_tc[r] = time_one(k_attn_cuda, o_tc, q, k, v, m, &a, st, e0, e1);
+  for (int k = 0; k < NK; k++) time_one(kernels[k], out[k], q, k_, v, m, &a, st, e0, e1);  // warm-up
+  float t[NK][ROUNDS];
+  for (int r = 0; r < ROUNDS; r++)  // alternating, so drifts (clocks, heat) hit all
+    for (int k = 0; k < NK; k++) t[k][r] = time_one(kernels[k], out[k], q, k_, v, m, &a, st, e0, e1);
+  for (int k = 0; k < NK; k++) qsort(t[k], ROUNDS, sizeof t[k][0], cmp_float);
+  uint16_t *hb = malloc(n * 2);
+  float *f[NK];
+  for (int k = 0; k < NK; k++) f[k] = malloc(n * 4);
+  if (!hb || !f[0] || !f[1] || !f[2]) exit(1);
+  for (int k = 0; k < NK; k++) {
+    BK_CUDA(cudaMemcpy(hb, out[k], n * 2, cudaMemcpyDeviceToHost));
+    k_f16_to_f32(f[k], hb, n);
   }
-  qsort(t_tc, ROUNDS, sizeof t_tc[0], cmp_float);
-  qsort(t_simt, ROUNDS, sizeof t_simt[0], cmp_float);
-  uint16_t *ht = malloc(n * 2), *hs = malloc(n * 2);
-  float *ft = malloc(n * 4), *fs = malloc(n * 4);
-  if (!ht || !hs || !ft || !fs) exit(1);
-  BK_CUDA(cudaMemcpy(ht, o_tc, n * 2, cudaMemcpyDeviceToHost));
-  BK_CUDA(cudaMemcpy(hs, o_simt, n * 2, cudaMemcpyDeviceToHost));
-  k_f16_to_f32(ft, ht, n);
-  k_f16_to_f32(fs, hs, n);
-  double diff = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    double x = fabs((double)ft[i] - (double)fs[i]);
-    if (isnan(x)) {  // a NaN on one side only: reported as nan
-      diff = NAN;
-      break;
+  double diff[NK] = {0.0, 0.0, 0.0};  // against simt
+  for (int k = 1; k < NK; k++)
+    for (size_t i = 0; i < n; i++) {
+      double x = fabs((double)f[k][i] - (double)f[0][i]);
+      if (isnan(x)) {  // a NaN on one side only: reported as nan
+        diff[k] = NAN;
+        break;
+      }
+      if (x > diff[k]) diff[k] = x;
     }
-    if (x > diff) diff = x;
-  }
   double flop = 4.0 * (double)(b * h) * (double)s * (double)s * (double)d;
-  float mt = t_tc[ROUNDS / 2], ms = t_simt[ROUNDS / 2];
-  printf("%-34s simt %8.4f ms  tc %8.4f ms (%6.1f TFLOP/s)  simt/tc %5.2fx  max|tc-simt| %.2g\n",
-         sh->name, ms, mt, flop / (mt * 1e-3) / 1e12, ms / mt, diff);
-  free(ht), free(hs), free(ft), free(fs), free(mh);
+  float ms = t[0][ROUNDS / 2], m1 = t[1][ROUNDS / 2], m2 = t[2][ROUNDS / 2];
+  printf("%-36s simt %8.4f  tc1 %8.4f  tc2 %8.4f ms (%6.1f TFLOP/s)  tc1/tc2 %5.2fx  simt/tc2 %5.2fx"
+         "  max|tc1-simt| %.2g max|tc2-simt| %.2g\n",
+         sh->name, ms, m1, m2, flop / (m2 * 1e-3) / 1e12, m1 / m2, ms / m2, diff[1], diff[2]);
+  free(hb), free(mh);
+  for (int k = 0; k < NK; k++) free(f[k]);
   BK_CUDA(cudaEventDestroy(e0));
   BK_CUDA(cudaEventDestroy(e1));
   BK_CUDA(cudaFree(q));
-  BK_CUDA(cudaFree(k));
+  BK_CUDA(cudaFree(k_));
   BK_CUDA(cudaFree(v));
   if (m) BK_CUDA(cudaFree(m));
-  BK_CUDA(cudaFree(o_tc));
-  BK_CUDA(cudaFree(o_simt));
+  for (int k = 0; k < NK; k++) BK_CUDA(cudaFree(out[k]));
 }
 
 int main(void) {
@@ -159,11 +169,14 @@ int main(void) {
   printf("bench_k_attn: %s (sm_%d%d), %s; FP16, median of %d rounds x %d launches\n", prop.name,
          prop.major, prop.minor, day, ROUNDS, ITERS);
   static const shape shapes[] = {
-      {"bert-base b32 h12 s128 d64 pad", 32, 12, 128, 64, 1},
-      {"bert-base b1 h12 s128 d64 pad", 1, 12, 128, 64, 1},
-      {"vit-b16 b32 h12 s197 d64", 32, 12, 197, 64, 0},
-      {"gpt2 b8 h12 s1024 d64 causal", 8, 12, 1024, 64, 2},
-      {"d128 b8 h16 s512 causal", 8, 16, 512, 128, 2},
+      {"bert-base b1 h12 s128 d64 pad bshd", 1, 12, 128, 64, 1, 1},
+      {"bert-base b8 h12 s128 d64 pad bshd", 8, 12, 128, 64, 1, 1},
+      {"bert-base b32 h12 s128 d64 pad bshd", 32, 12, 128, 64, 1, 1},
+      {"bert-base b64 h12 s128 d64 pad bshd", 64, 12, 128, 64, 1, 1},
+      {"bert-base b32 h12 s128 d64 pad packed", 32, 12, 128, 64, 1, 0},
+      {"vit-b16 b32 h12 s197 d64 bshd", 32, 12, 197, 64, 0, 1},
+      {"gpt2 b8 h12 s1024 d64 causal", 8, 12, 1024, 64, 2, 0},
+      {"d128 b8 h16 s512 causal", 8, 16, 512, 128, 2, 0},
   };
   cudaStream_t st;
   BK_CUDA(cudaStreamCreate(&st));
