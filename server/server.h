@@ -8,6 +8,7 @@
 
 #include "server/gpumon.h"
 #include "server/control.h"
+#include "server/cuda_shm.h"
 #include "server/grpc_front.h"
 #include "server/reflection.h"
 #include "server/registry.h"
@@ -24,6 +25,7 @@ typedef struct srv_server {
   int trace_rate;          // --trace-rate, what a cleared trace_rate returns to
   prof_gpus *gpus;         // the visible GPUs' metrics (none: a CPU-only server)
   srv_shm *shm;            // client system shared memory; NULL unless --allow-client-shm
+  srv_cuda_shm *cuda_shm;  // client CUDA shared memory; NULL unless --allow-client-shm
   struct srv_rest *rest;   // the KServe v2 REST routes (server/rest.h); NULL: not served
   int strict_readiness;    // ready only when every model is (Triton's default)
   int allow_metrics;       // --allow-metrics: /metrics served at all
