@@ -161,6 +161,8 @@ def test_raw_rest_routes(cs_server, has_gpu):
     for bad in ('{"raw_handle": {"b64": "@@@@"}, "device_id": 0, "byte_size": 64}',
                 '{"raw_handle": "AAAA", "device_id": 0, "byte_size": 64}',
                 '{"raw_handle": {"b64": "AAAA"}, "byte_size": 64}',
+                '{"raw_handle": {"b64": "AAAA"}, "device_id": 1e30, "byte_size": 64}',
+                '{"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 1e30}',
                 'not json'):
         status, raw = _http(cs_server, "POST", "/v2/cudasharedmemory/region/r/register", bad)
         assert status == 400, (bad, status, raw)
