@@ -29,6 +29,10 @@ void srv_infer_request_free(srv_request *r) {
   for (size_t i = 0; i < r->n_shm_held; i++) srv_shm_release(r->shm_held[i]);
   free(r->shm_held);
   free(r->shm_out);
+  for (size_t i = 0; i < r->n_cuda_held; i++) srv_cuda_shm_release(r->cuda_held[i]);
+  free(r->cuda_held);
+  for (size_t i = 0; i < r->n_cuda_copies; i++) free(r->cuda_copies[i]);
+  free(r->cuda_copies);
   if (r->msg) inference__model_infer_request__free_unpacked(r->msg, NULL);
   free(r->typed_buf);
   free(r->inputs);
@@ -187,14 +191,39 @@ static int shm_param(shm_ref *ref, const char *key, const Inference__InferParame
                      (tensor)->name);                                                                       \
   } while (0)
 
-// Checks the pair rule and takes a held reference to the window.
+// Takes a held reference to the window: a system region's bytes in *ptr, or
+// (a name system shared memory does not know) a CUDA region in *cuda. One
+// namespace for both kinds, as Triton's: the register RPCs refuse a name
+// the other kind holds.
 static int shm_take(srv_server *s, srv_request *r, const char *what, const char *tensor, const shm_ref *ref,
-                    uint8_t **ptr, err *e) {
+                    uint8_t **ptr, srv_cuda_shm_region **cuda, err *e) {
   if (!s->shm) return err_set(e, ERR_FAILED_PRECONDITION, "%s '%s': " SRV_SHM_DISABLED_MSG, what, tensor);
+  *ptr = NULL;
+  *cuda = NULL;
   srv_shm_region *reg;
-  if (srv_shm_acquire(s->shm, ref->region, ref->offset, ref->byte_size, &reg, ptr, e) != 0)
+  if (srv_shm_acquire(s->shm, ref->region, ref->offset, ref->byte_size, &reg, ptr, e) == 0) {
+    r->shm_held[r->n_shm_held++] = reg;
+    return 0;
+  }
+  if (e->code != ERR_NOT_FOUND || !srv_cuda_shm_has(s->cuda_shm, ref->region))
     return err_prefix(e, "%s '%s': ", what, tensor);
-  r->shm_held[r->n_shm_held++] = reg;
+  if (srv_cuda_shm_acquire(s->cuda_shm, ref->region, ref->offset, ref->byte_size, cuda, e) != 0)
+    return err_prefix(e, "%s '%s': ", what, tensor);
+  r->cuda_held[r->n_cuda_held++] = *cuda;
+  return 0;
+}
+
+// An input in a CUDA region, copied into a host buffer the request owns:
+// the engines take host inputs (plan_cuda uploads them with its batch), so
+// this is one device-to-host copy on the CQ thread where in-place reading
+// would need none (see README: what is left).
+static int cuda_input(srv_request *r, const char *tensor, const srv_cuda_shm_region *cuda, uint64_t offset,
+                      size_t bytes, void **data, err *e) {
+  void *buf = malloc(bytes ? bytes : 1);
+  if (!buf) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  r->cuda_copies[r->n_cuda_copies++] = buf;
+  if (srv_cuda_shm_read(cuda, offset, buf, bytes, e) != 0) return err_prefix(e, "input '%s': ", tensor);
+  *data = buf;
   return 0;
 }
 
@@ -361,8 +390,10 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
         break;
       }
       uint8_t *p = NULL;
-      rc = shm_take(s, r, "input", in->name, &in_refs[i], &p, e);
+      srv_cuda_shm_region *cuda = NULL;
+      rc = shm_take(s, r, "input", in->name, &in_refs[i], &p, &cuda, e);
       t->data = p;
+      if (rc == 0 && cuda) rc = cuda_input(r, in->name, cuda, in_refs[i].offset, t->bytes, &t->data, e);
     } else if (raw) {
       if (typed_count(in->contents)) {
         rc = err_set(e, ERR_INVALID_ARGUMENT,
@@ -425,7 +456,8 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
     if (!r->shm_out && !(r->shm_out = calloc(n_out, sizeof *r->shm_out)))
       return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     srv_shm_out *o = &r->shm_out[k];
-    TRY(shm_take(s, r, "output", msg->outputs[i]->name, &out_refs[i], &o->ptr, e));
+    TRY(shm_take(s, r, "output", msg->outputs[i]->name, &out_refs[i], &o->ptr, &o->cuda, e));
+    o->offset = out_refs[i].offset;
     o->cap = out_refs[i].byte_size;
     o->region = out_refs[i].region;
   }
@@ -449,7 +481,10 @@ static int build_request(srv_server *s, srv_request *r, err *e) {
   if (!refs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   size_t n_in_shm, n_any_shm;
   int rc = read_shm_refs(msg, refs, refs + msg->n_inputs, &n_in_shm, &n_any_shm, e);
-  if (rc == 0 && n_any_shm && !(r->shm_held = calloc(n_any_shm, sizeof *r->shm_held)))
+  if (rc == 0 && n_any_shm &&
+      (!(r->shm_held = calloc(n_any_shm, sizeof *r->shm_held)) ||
+       !(r->cuda_held = calloc(n_any_shm, sizeof *r->cuda_held)) ||
+       !(r->cuda_copies = calloc(n_in_shm ? n_in_shm : 1, sizeof *r->cuda_copies))))
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   if (rc == 0) rc = build_request_with(s, r, refs, refs + msg->n_inputs, n_in_shm, e);
   free(refs);
@@ -626,7 +661,7 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
       raws[n].len = bytes;
       memcpy(shapes[n], want, (size_t)t->ndims * sizeof want[0]);
     }
-    const srv_shm_out *so = r->shm_out && r->shm_out[k].ptr ? &r->shm_out[k] : NULL;
+    const srv_shm_out *so = r->shm_out && (r->shm_out[k].ptr || r->shm_out[k].cuda) ? &r->shm_out[k] : NULL;
     if (so) {
       // written where the client asked; the response keeps an empty entry so
       // raw_output_contents stays indexed like outputs (as Triton's does)
@@ -636,7 +671,14 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
                      ots[n].name, raws[n].len, so->cap, so->region);
         break;
       }
-      memcpy(so->ptr, raws[n].data, raws[n].len);
+      if (so->cuda) {
+        if (srv_cuda_shm_write(so->cuda, so->offset, raws[n].data, raws[n].len, e) != 0) {
+          rc = err_prefix(e, "output '%s': ", ots[n].name);
+          break;
+        }
+      } else {
+        memcpy(so->ptr, raws[n].data, raws[n].len);
+      }
       raws[n].len = 0;
     }
     n++;

@@ -372,6 +372,7 @@ int main(int argc, char **argv) {
   if (srv_reflection_create(inferd_protoset, inferd_protoset_len, &srv.reflection, &e) != 0) goto fail;
   if (o.trace_file && prof_trace_open(o.trace_file, o.trace_rate, &srv.trace, &e) != 0) goto fail;
   if (o.allow_client_shm && srv_shm_create(&srv.shm, &e) != 0) goto fail;
+  if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, &e) != 0) goto fail;
   srv_sched_ops ops = srv_infer_sched_ops(&srv);
   if (srv_sched_create(srv.reg, &ops, &srv.sched, &e) != 0) goto fail;
   if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.control, &e) != 0)
@@ -468,6 +469,7 @@ fail:
     if (prof_trace_close(srv.trace, &te) != 0) srv_log(SRV_LOG_ERROR, "trace file: %s", te.msg);
   }
   srv_shm_destroy(srv.shm);  // after the scheduler: no request holds a region any more
+  srv_cuda_shm_destroy(srv.cuda_shm);
   srv_registry_destroy(srv.reg);
   prof_gpus_destroy(srv.gpus);
   if (status == 0) srv_log(SRV_LOG_INFO, "stopped");

@@ -12,13 +12,17 @@
 #include "grpc_service.pb-c.h"
 #include "server/grpc_front.h"
 #include "server/registry.h"
+#include "server/cuda_shm.h"
 #include "server/shm.h"
 
-// A requested output that goes to client shared memory.
+// A requested output that goes to client shared memory: system (ptr) or
+// CUDA (cuda, offset; written with a copy to the device).
 typedef struct srv_shm_out {
-  uint8_t *ptr;        // byte 0 of the window, held through srv_request.shm_held
-  uint64_t cap;        // the window's size
-  const char *region;  // its name, for messages (points into the request)
+  uint8_t *ptr;               // byte 0 of the window, held through srv_request.shm_held
+  srv_cuda_shm_region *cuda;  // or the CUDA region, held through srv_request.cuda_held
+  uint64_t offset;            // the window's start in the CUDA region
+  uint64_t cap;               // the window's size
+  const char *region;         // its name, for messages (points into the request)
 } srv_shm_out;
 
 typedef struct srv_request {
@@ -38,6 +42,12 @@ typedef struct srv_request {
   srv_shm_region **shm_held;
   size_t n_shm_held;
   srv_shm_out *shm_out;
+  // CUDA regions held the same way, and the host copies of the inputs read
+  // from them (first slice: the engine takes host inputs; see README)
+  srv_cuda_shm_region **cuda_held;
+  size_t n_cuda_held;
+  void **cuda_copies;
+  size_t n_cuda_copies;
   // pad_to_longest: the length the request's batch padded it to (item.seq_len
   // is its own); set by the scheduler, read when answering
   int64_t padded_len;

@@ -35,6 +35,7 @@ typedef enum kind {
   K_INDEX,
   K_INFER,
   K_SHM_STATUS,
+  K_CUDA_SHM_STATUS,
   K_EMPTY,  // register/unregister: 200 with no body
 } kind;
 
@@ -410,6 +411,7 @@ static void meta_answer(job *j, const uint8_t *pb, size_t len) {
     case K_STATS: d = &inference__model_statistics_response__descriptor; break;
     case K_INDEX: d = &inference__repository_index_response__descriptor; break;
     case K_SHM_STATUS: d = &inference__system_shared_memory_status_response__descriptor; break;
+    case K_CUDA_SHM_STATUS: d = &inference__cuda_shared_memory_status_response__descriptor; break;
     case K_EMPTY: return set_text(&j->resp, 200, "application/json", NULL, 0);
     case K_INFER: return;
   }
@@ -428,6 +430,12 @@ static void meta_answer(job *j, const uint8_t *pb, size_t len) {
   } else if (j->k == K_SHM_STATUS) {
     // Triton answers a list of {name, key, offset, byte_size}
     const Inference__SystemSharedMemoryStatusResponse *x = (const Inference__SystemSharedMemoryStatusResponse *)m;
+    out = cJSON_CreateArray();
+    for (size_t i = 0; out && i < x->n_regions; i++)
+      if (x->regions[i]->value) cJSON_AddItemToArray(out, pb_json(&x->regions[i]->value->base, 0));
+  } else if (j->k == K_CUDA_SHM_STATUS) {
+    // Triton answers a list of {name, device_id, byte_size}
+    const Inference__CudaSharedMemoryStatusResponse *x = (const Inference__CudaSharedMemoryStatusResponse *)m;
     out = cJSON_CreateArray();
     for (size_t i = 0; out && i < x->n_regions; i++)
       if (x->regions[i]->value) cJSON_AddItemToArray(out, pb_json(&x->regions[i]->value->base, 0));
@@ -960,6 +968,102 @@ static void route_shm(srv_rest *r, const srv_http_request *req, srv_http_respons
   cJSON_Delete(b);
 }
 
+// Standard base64 (RFC 4648, '=' padding optional) into out, which holds
+// len / 4 * 3 + 3 bytes; -1 on a character outside the alphabet or a
+// dangling single character.
+static int b64_decode(const char *in, size_t len, uint8_t *out, size_t *out_len) {
+  while (len && in[len - 1] == '=') len--;
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t o = 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = in[i];
+    int v = c >= 'A' && c <= 'Z' ? c - 'A'
+          : c >= 'a' && c <= 'z' ? c - 'a' + 26
+          : c >= '0' && c <= '9' ? c - '0' + 52
+          : c == '+'             ? 62
+          : c == '/'             ? 63
+                                 : -1;
+    if (v < 0) return -1;
+    acc = acc << 6 | (uint32_t)v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[o++] = (uint8_t)(acc >> bits);
+    }
+  }
+  if (len % 4 == 1) return -1;
+  *out_len = o;
+  return 0;
+}
+
+// Triton's CUDA shared memory routes (/v2/cudasharedmemory/...): as above,
+// register's body is {"raw_handle": {"b64": base64 of the 64-byte
+// cudaIpcMemHandle_t}, "device_id", "byte_size"}.
+static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char **seg,
+                           const size_t *len, size_t n, int get, int post) {
+  char name[256] = "";
+  const char *op;
+  size_t opl;
+  if (n == 2) {
+    op = seg[1], opl = len[1];
+  } else if (n == 4 && seg_is(seg[1], len[1], "region")) {
+    if (decode_segment(seg[2], len[2], name, sizeof name) || !name[0])
+      return set_error(resp, 400, "malformed region name in the path");
+    op = seg[3], opl = len[3];
+  } else {
+    return set_error(resp, 404, "not found");
+  }
+  if (seg_is(op, opl, "status")) {
+    if (!get) return set_error(resp, 405, "method not allowed");
+    Inference__CudaSharedMemoryStatusRequest q = INFERENCE__CUDA_SHARED_MEMORY_STATUS_REQUEST__INIT;
+    q.name = name;
+    return call_pb(r, req, resp, K_CUDA_SHM_STATUS, SVC "CudaSharedMemoryStatus", &q.base);
+  }
+  if (!post) return set_error(resp, 405, "method not allowed (POST)");
+  if (seg_is(op, opl, "unregister")) {
+    Inference__CudaSharedMemoryUnregisterRequest q = INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_REQUEST__INIT;
+    q.name = name;
+    return call_pb(r, req, resp, K_EMPTY, SVC "CudaSharedMemoryUnregister", &q.base);
+  }
+  if (!seg_is(op, opl, "register") || !name[0]) return set_error(resp, 404, "not found");
+  cJSON *b = req->body_len ? cJSON_ParseWithLength(req->body, req->body_len) : NULL;
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive(b, "raw_handle");
+  const cJSON *b64 = cJSON_GetObjectItemCaseSensitive(h, "b64");
+  const cJSON *dev = cJSON_GetObjectItemCaseSensitive(b, "device_id");
+  const cJSON *size = cJSON_GetObjectItemCaseSensitive(b, "byte_size");
+  // bounded before the casts below (a double past the integer's range converts to nothing defined)
+  int ok = cJSON_IsString(b64) && cJSON_IsNumber(dev) && dev->valuedouble >= 0 && dev->valuedouble <= INT32_MAX &&
+           cJSON_IsNumber(size) && size->valuedouble >= 0 && size->valuedouble < 18446744073709551616.0;
+  if (!ok) {
+    cJSON_Delete(b);
+    return set_error(resp, 400,
+                     "register needs a JSON body {\"raw_handle\": {\"b64\": string}, \"device_id\": integer, "
+                     "\"byte_size\": integer}");
+  }
+  size_t blen = strlen(b64->valuestring);
+  uint8_t *raw = malloc(blen / 4 * 3 + 3);
+  size_t raw_len = 0;
+  if (!raw) {
+    cJSON_Delete(b);
+    return set_error(resp, 500, "out of memory");
+  }
+  if (b64_decode(b64->valuestring, blen, raw, &raw_len) != 0) {
+    free(raw);
+    cJSON_Delete(b);
+    return set_error(resp, 400, "raw_handle.b64 is not valid base64");
+  }
+  Inference__CudaSharedMemoryRegisterRequest q = INFERENCE__CUDA_SHARED_MEMORY_REGISTER_REQUEST__INIT;
+  q.name = name;
+  q.raw_handle.data = raw;
+  q.raw_handle.len = raw_len;
+  q.device_id = (int64_t)dev->valuedouble;
+  q.byte_size = (uint64_t)size->valuedouble;
+  call_pb(r, req, resp, K_EMPTY, SVC "CudaSharedMemoryRegister", &q.base);
+  free(raw);
+  cJSON_Delete(b);
+}
+
 int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *resp) {
   const char *path = req->path;
   if (strcmp(path, "/v2/health/live") == 0 || strcmp(path, "/v2/health/ready") == 0) return 0;
@@ -995,6 +1099,10 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
   // POST /v2/repository/models/{m}/load|unload: server/control.c answers them before this router
   if (n >= 2 && seg_is(seg[0], len[0], "systemsharedmemory")) {
     route_shm(r, req, resp, seg, len, n, get, post);
+    return 1;
+  }
+  if (n >= 2 && seg_is(seg[0], len[0], "cudasharedmemory")) {
+    route_cuda_shm(r, req, resp, seg, len, n, get, post);
     return 1;
   }
   if (n == 2 && seg_is(seg[0], len[0], "models") && seg_is(seg[1], len[1], "stats")) {

@@ -122,6 +122,7 @@ static void server_metadata(void *ctx, srv_call *call, const uint8_t *req, size_
   size_t n = 5;
   if (s->trace) ext[n++] = "trace";
   if (s->shm) ext[n++] = "system_shared_memory";
+  if (srv_cuda_shm_n_devices(s->cuda_shm) > 0) ext[n++] = "cuda_shared_memory";
   Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
   r.name = "inferd";
   r.version = INFERD_VERSION;
@@ -414,7 +415,11 @@ static void shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t l
       call, &inference__system_shared_memory_register_request__descriptor, req, len);
   if (!q) return;
   err e;
-  if (srv_shm_register(s->shm, q->name, q->key, q->offset, q->byte_size, &e) != 0) {
+  if (srv_cuda_shm_has(s->cuda_shm, q->name)) {  // one namespace for both kinds, as Triton's
+    char msg[320];
+    snprintf(msg, sizeof msg, "shared memory region '%.256s' already in manager", q->name);
+    srv_call_fail(call, ERR_ALREADY_EXISTS, msg);
+  } else if (srv_shm_register(s->shm, q->name, q->key, q->offset, q->byte_size, &e) != 0) {
     srv_call_fail(call, (int)e.code, e.msg);
   } else {
     srv_log(SRV_LOG_INFO, "shared memory region '%s' registered: key '%s', offset %" PRIu64 ", %" PRIu64 " bytes",
@@ -481,6 +486,98 @@ static void shm_status(void *ctx, srv_call *call, const uint8_t *req, size_t len
   inference__system_shared_memory_status_request__free_unpacked(q, NULL);
 }
 
+// --- CUDA shared memory (Triton's cuda_shared_memory extension)
+
+// Behind the same flag as system shared memory: a client that registers a
+// handle makes the server read and write device memory it names.
+static void cuda_shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  if (shm_or_fail(s, call)) return;
+  Inference__CudaSharedMemoryRegisterRequest *q = (Inference__CudaSharedMemoryRegisterRequest *)srv_unpack_or_fail(
+      call, &inference__cuda_shared_memory_register_request__descriptor, req, len);
+  if (!q) return;
+  err e;
+  srv_shm_info *sys = NULL;
+  size_t n_sys = 0;
+  if (*q->name && srv_shm_status(s->shm, q->name, &sys, &n_sys, &e) == 0) {  // one namespace, as Triton's
+    srv_shm_info_free(sys, n_sys);
+    char msg[320];
+    snprintf(msg, sizeof msg, "shared memory region '%.256s' already in manager", q->name);
+    srv_call_fail(call, ERR_ALREADY_EXISTS, msg);
+  } else if (srv_cuda_shm_register(s->cuda_shm, q->name, q->raw_handle.data, q->raw_handle.len, q->device_id,
+                                   q->byte_size, &e) != 0) {
+    srv_call_fail(call, (int)e.code, e.msg);
+  } else {
+    srv_log(SRV_LOG_INFO, "cuda shared memory region '%s' registered: device %" PRId64 ", %" PRIu64 " bytes", q->name,
+            q->device_id, q->byte_size);
+    Inference__CudaSharedMemoryRegisterResponse r = INFERENCE__CUDA_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
+    srv_reply_msg(call, &r.base);
+  }
+  inference__cuda_shared_memory_register_request__free_unpacked(q, NULL);
+}
+
+static void cuda_shm_unregister(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  if (shm_or_fail(s, call)) return;
+  Inference__CudaSharedMemoryUnregisterRequest *q = (Inference__CudaSharedMemoryUnregisterRequest *)srv_unpack_or_fail(
+      call, &inference__cuda_shared_memory_unregister_request__descriptor, req, len);
+  if (!q) return;
+  size_t n = srv_cuda_shm_unregister(s->cuda_shm, q->name);
+  if (n) srv_log(SRV_LOG_INFO, "%zu cuda shared memory region(s) unregistered (%s)", n, *q->name ? q->name : "all");
+  Inference__CudaSharedMemoryUnregisterResponse r = INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+  srv_reply_msg(call, &r.base);
+  inference__cuda_shared_memory_unregister_request__free_unpacked(q, NULL);
+}
+
+static void cuda_shm_status(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
+  srv_server *s = ctx;
+  if (shm_or_fail(s, call)) return;
+  Inference__CudaSharedMemoryStatusRequest *q = (Inference__CudaSharedMemoryStatusRequest *)srv_unpack_or_fail(
+      call, &inference__cuda_shared_memory_status_request__descriptor, req, len);
+  if (!q) return;
+  err e;
+  srv_cuda_shm_info *info = NULL;
+  size_t n = 0;
+  srv_shm_info *sys = NULL;
+  size_t n_sys = 0;
+  if (srv_cuda_shm_status(s->cuda_shm, q->name, &info, &n, &e) != 0) {
+    if (e.code == ERR_NOT_FOUND && srv_shm_status(s->shm, q->name, &sys, &n_sys, &(err){0}) == 0) {
+      srv_shm_info_free(sys, n_sys);
+      err_set(&e, ERR_NOT_FOUND,
+              "The region named '%s' is registered as system shared memory, not CUDA shared memory", q->name);
+    }
+    srv_call_fail(call, (int)e.code, e.msg);
+    inference__cuda_shared_memory_status_request__free_unpacked(q, NULL);
+    return;
+  }
+  Inference__CudaSharedMemoryStatusResponse__RegionStatus *st = calloc(n ? n : 1, sizeof *st);
+  Inference__CudaSharedMemoryStatusResponse__RegionsEntry *ent = calloc(n ? n : 1, sizeof *ent);
+  Inference__CudaSharedMemoryStatusResponse__RegionsEntry **entp = calloc(n ? n : 1, sizeof *entp);
+  if (!st || !ent || !entp) {
+    srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      inference__cuda_shared_memory_status_response__region_status__init(&st[i]);
+      st[i].name = info[i].name;
+      st[i].device_id = (uint64_t)info[i].device_id;
+      st[i].byte_size = info[i].byte_size;
+      inference__cuda_shared_memory_status_response__regions_entry__init(&ent[i]);
+      ent[i].key = info[i].name;
+      ent[i].value = &st[i];
+      entp[i] = &ent[i];
+    }
+    Inference__CudaSharedMemoryStatusResponse r = INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+    r.n_regions = n;
+    r.regions = entp;
+    srv_reply_msg(call, &r.base);
+  }
+  free(entp);
+  free(ent);
+  free(st);
+  srv_cuda_shm_info_free(info, n);
+  inference__cuda_shared_memory_status_request__free_unpacked(q, NULL);
+}
+
 // --- reflection (bidi stream, one answer per request)
 
 static int reflection_answer(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, err *e) {
@@ -522,6 +619,9 @@ size_t srv_methods(srv_server *s, srv_method *out, size_t cap) {
       {.path = SVC "SystemSharedMemoryStatus", .unary = shm_status, .ctx = s},
       {.path = SVC "SystemSharedMemoryRegister", .unary = shm_register, .ctx = s},
       {.path = SVC "SystemSharedMemoryUnregister", .unary = shm_unregister, .ctx = s},
+      {.path = SVC "CudaSharedMemoryStatus", .unary = cuda_shm_status, .ctx = s},
+      {.path = SVC "CudaSharedMemoryRegister", .unary = cuda_shm_register, .ctx = s},
+      {.path = SVC "CudaSharedMemoryUnregister", .unary = cuda_shm_unregister, .ctx = s},
       {.path = "/grpc.health.v1.Health/Check", .unary = health_check, .ctx = s},
       {.path = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", .stream = reflection_answer, .ctx = s},
       {.path = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", .stream = reflection_answer, .ctx = s},

@@ -8,6 +8,7 @@
 
 #include "server/gpumon.h"
 #include "server/control.h"
+#include "server/cuda_shm.h"
 #include "server/grpc_front.h"
 #include "server/reflection.h"
 #include "server/registry.h"
@@ -25,6 +26,7 @@ typedef struct srv_server {
   int trace_rate;          // --trace-rate, what a cleared trace_rate returns to
   prof_gpus *gpus;         // the visible GPUs' metrics (none: a CPU-only server)
   srv_shm *shm;            // client system shared memory; NULL unless --allow-client-shm
+  srv_cuda_shm *cuda_shm;  // client CUDA shared memory; NULL unless --allow-client-shm
   struct srv_rest *rest;   // the KServe v2 REST routes (server/rest.h); NULL: not served
   srv_replyq *replyq;      // sends batches' answers (replyq.h); NULL: each instance thread sends its own
   int strict_readiness;    // ready only when every model is (Triton's default)

@@ -105,8 +105,11 @@ def _expect_unimplemented(fn):
 
 
 def test_unimplemented_methods(channel, stub, pb, client):
-    _expect_unimplemented(lambda: stub.CudaSharedMemoryStatus(pb.service.CudaSharedMemoryStatusRequest(),
-                                                              timeout=10))
+    # CUDA shared memory exists now, behind --allow-client-shm as system shared memory (test_cuda_shm.py)
+    with pytest.raises(grpc.RpcError) as ei:
+        stub.CudaSharedMemoryStatus(pb.service.CudaSharedMemoryStatusRequest(), timeout=10)
+    assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION, ei.value
+    assert "--allow-client-shm" in ei.value.details(), ei.value
     # model control exists now; the shared server runs in none mode, where Triton refuses it with UNAVAILABLE
     with pytest.raises(grpc.RpcError) as ei:
         stub.RepositoryModelLoad(pb.service.RepositoryModelLoadRequest(model_name="mlp"), timeout=10)
