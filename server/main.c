@@ -410,9 +410,9 @@ int main(int argc, char **argv) {
   srv_grpc_tls gt = {.certs = tls};
   if (tls) go.tls = &gt;
   if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;
-  // the batches' answers (replyq.h): a quarter of the CQ threads, i.e. half the cores given, 2 to 8
-  int n_reply = o.grpc_threads / 4;
-  if (srv_replyq_create(n_reply < 2 ? 2 : n_reply > 8 ? 8 : n_reply, &srv.replyq, &e) != 0) goto fail;
+  // the batches' answers (replyq.h): by default a quarter of the CQ threads, i.e. half the cores given, 2 to 8
+  int n_reply = o.reply_threads >= 0 ? o.reply_threads : o.grpc_threads / 4 < 2 ? 2 : o.grpc_threads / 4 > 8 ? 8 : o.grpc_threads / 4;
+  if (n_reply > 0 && srv_replyq_create(n_reply, &srv.replyq, &e) != 0) goto fail;
   if (srv_sched_start(srv.sched, &e) != 0) goto fail;
   if (srv_grpc_start(grpc, &e) != 0) goto fail;
 

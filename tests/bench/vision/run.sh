@@ -67,11 +67,12 @@ PY
   grep -E "FAIL|over the bound" "$out/zoo_gpu_plan.txt" | head -20
 else
   models=$out/models
+  MODELS=${MODELS:-resnet50 mobilenet_v3_large}  # env: a subset, space-separated
   export PYTHONUNBUFFERED=1
-  $py tests/bench/engine/bench_torch_vision.py --out "$models" --modes "${TORCH_MODES:-graph}" \
+  $py tests/bench/engine/bench_torch_vision.py --out "$models" --models "${MODELS// /,}" --modes "${TORCH_MODES:-graph}" \
     --batches "${TORCH_BATCHES:-1,8,32,128}" --precision "${TORCH_PRECISION:-fp32,fp16}" >"$out/torch.jsonl" 2>"$out/torch.log"
   echo "torch: exit $?"; tail -3 "$out/torch.log"; cat "$out/torch.jsonl"
-  for m in resnet50 mobilenet_v3_large; do
+  for m in $MODELS; do
     for prec in fp32 fp16; do
       timeout --foreground 200 "$b/bin/bench_engine" --model "$models/$m.onnx" --precision $prec --batches 1,8,32,128 \
         >>"$out/engine.jsonl" 2>>"$out/engine.log"
