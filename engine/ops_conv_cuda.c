@@ -406,11 +406,20 @@ static int producer(const eng_plan *pl, int v) {
 // (MobileNetV3's expand Conv -> HardSwish -> depthwise Conv): the kernel
 // applies it as it loads its input, and the plan skips the node where the
 // depthwise Conv runs NHWC (plan_cuda.c settle_prologues).
+// Off: measured slower. MobileNetV3-Large FP16 on the H100 (bench_engine,
+// one call, 2026-11-25, us per batch at 1/32/128, pipelined): 410/2431/9756
+// with the prologue on the tiled kernel, 288/1416/4675 without it; the
+// expand Conv's HardSwish as its own pass costs less than recomputing it at
+// every one of the depthwise window's 9 or 25 loads of each input element.
+// The plan and kernel support stay (test_k_cuda_dwconv checks in_act) for a
+// kernel that stages its input tile once.
+static const bool dw_prologue = false;
+
 static void conv_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
   const eng_graph *g = pl->g;
   const eng_node *n = eng_graph_node(g, i);
   if (pl->params[i].conv.kind != ENG_CONV || n->n_out < 1 || n->out[0] < 0) return;
-  int h = n->n_in > 0 && n->in[0] >= 0 && dw_shaped(pl, i) &&
+  int h = dw_prologue && n->n_in > 0 && n->in[0] >= 0 && dw_shaped(pl, i) &&
                   eng_cuda__sole_consumer(g, pl->n_nodes, n->in[0]) == (int)i
               ? producer(pl, n->in[0])
               : -1;

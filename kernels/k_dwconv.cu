@@ -227,25 +227,15 @@ __global__ void __launch_bounds__(K_THREADS)
   }
 }
 
-// The widest tile that still gives the grid one full wave: two blocks of
-// K_THREADS per SM (what the widest tile's ~100 registers a thread leave
-// room for); a memory-bound kernel wants the loads of many threads in
-// flight more than it wants fewer loads. On an H100 at batch 32 in FP16
-// that gives MobileNetV3-Large's stride-1 layers of 56x56 and more, its
-// stride-2 one from 112x112, the 28x28 one of 120 channels and the 14x14
-// ones of 480 and 672 channels TW = 4, the rest TW = 2. A guess until
-// bench_k_dwconv's tile columns on the device say better.
+// Two output pixels per thread. Measured (bench_k_dwconv, H100, 2026-11-25,
+// MobileNetV3-Large's 15 depthwise convs at batch 32 FP16, ms per forward):
+// TW = 1 0.500, TW = 2 0.458, TW = 4 0.581, and 0.532 for a rule that took
+// the widest tile still filling one wave (the v1 kernel: 0.625). TW = 2 was
+// the fastest or within 10% of it on 10 of the 12 shapes; the exceptions
+// (112x112 stride 2: TW = 1; 7x7 x 960: TW = 4) are worth ~0.01 ms.
 static int pick_tile(size_t rows, size_t groups, int ow) {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1) {
-    (void)cudaGetLastError();  // not the launch's error: the choice is only a speed one
-    sms = 132;                 // an H100's
-  }
-  const size_t want = (size_t)sms * 2 * K_THREADS;
-  for (int tw = 4; tw > 1; tw /= 2)
-    if (rows * (size_t)((ow + tw - 1) / tw) * groups >= want) return tw;
-  return 1;
+  (void)rows, (void)groups;
+  return ow >= 2 ? 2 : 1;
 }
 
 // Launches the tiled kernel for x's n images, or returns false where its
