@@ -20,7 +20,11 @@ if [ -z "$py" ]; then
     if "$c" -c "import torch, numpy, tritonclient.grpc" 2>/dev/null; then py=$c; break; fi
   done
 fi
-[ -n "$py" ] || { echo "no Python with torch, numpy and tritonclient.grpc (set PY, pass the tritonclient dir)"; exit 2; }
+if [ -z "$py" ]; then
+  echo "no Python with torch, numpy and tritonclient.grpc (set PY, pass the tritonclient dir); python3 says:"
+  python3 -c "import torch, numpy, tritonclient.grpc" 2>&1 | tail -n 3  # e.g. a protobuf older than tritonclient's
+  exit 2
+fi
 repo=$(mktemp -d)
 trap 'rm -rf "$repo"' EXIT
 if [ -n "${REPO:-}" ]; then
