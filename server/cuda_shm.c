@@ -5,11 +5,11 @@
 // the same list exists but stays empty: Register refuses.
 #include "server/cuda_shm.h"
 
-#include "server/shmtab.h"
-
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "server/shmtab.h"
 
 #if INFERD_HAVE_CUDA
 #include <cuda.h>  // types only: driver entry points come through the runtime
@@ -84,7 +84,9 @@ static void region_free(srv_cuda_shm_region *r) {
   free(r);
 }
 
-static void free_entry(srv_shmtab_entry *e) { region_free((srv_cuda_shm_region *)e); }
+static void free_entry(srv_shmtab_entry *e) {
+  region_free((srv_cuda_shm_region *)e);
+}
 
 void srv_cuda_shm_release(srv_cuda_shm_region *r) {
   if (r && srv_shmtab_unref(&r->ent)) region_free(r);
@@ -113,7 +115,9 @@ void srv_cuda_shm_destroy(srv_cuda_shm *s) {
 
 int srv_cuda_shm_n_devices(const srv_cuda_shm *s) { return s ? s->n_devices : 0; }
 
-int srv_cuda_shm_has(srv_cuda_shm *s, const char *name) { return s ? srv_shmtab_has(&s->tab, name) : 0; }
+int srv_cuda_shm_has(srv_cuda_shm *s, const char *name) {
+  return s ? srv_shmtab_has(&s->tab, name) : 0;
+}
 
 // Finds or opens the mapping of (handle, device) and counts one more region
 // on it. Called with s->tab.mu held: opening under the lock keeps two registers
@@ -205,7 +209,9 @@ int srv_cuda_shm_register(srv_cuda_shm *s, const char *name, const uint8_t *hand
   return rc;
 }
 
-size_t srv_cuda_shm_unregister(srv_cuda_shm *s, const char *name) { return srv_shmtab_unregister(&s->tab, name); }
+size_t srv_cuda_shm_unregister(srv_cuda_shm *s, const char *name) {
+  return srv_shmtab_unregister(&s->tab, name);
+}
 
 void srv_cuda_shm_info_free(srv_cuda_shm_info *info, size_t n) {
   for (size_t i = 0; info && i < n; i++) free(info[i].name);
@@ -268,8 +274,8 @@ static int copy(const srv_cuda_shm_region *r, uint64_t offset, void *host, size_
                    : cudaMemcpy(host, dev, size, cudaMemcpyDeviceToHost);
   cudaSetDevice(prev);
   if (rc == cudaSuccess) return 0;
-  return err_set(e, ERR_INTERNAL, "cuda shared memory region '%s': copying %zu bytes %s the device failed: %s", r->ent.name,
-                 size, to_device ? "to" : "from", cudaGetErrorString(rc));
+  return err_set(e, ERR_INTERNAL, "cuda shared memory region '%s': copying %zu bytes %s the device failed: %s",
+                 r->ent.name, size, to_device ? "to" : "from", cudaGetErrorString(rc));
 #else
   (void)r, (void)offset, (void)host, (void)size, (void)to_device;
   return err_set(e, ERR_INTERNAL, SRV_CUDA_SHM_NO_DEVICE_MSG);

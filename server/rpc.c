@@ -417,7 +417,9 @@ static ProtobufCMessage *shm_unpack(srv_server *s, srv_call *call, const Protobu
   return srv_unpack_or_fail(call, d, req, len);
 }
 
-static void shm_free(ProtobufCMessage *q) { protobuf_c_message_free_unpacked(q, NULL); }
+static void shm_free(ProtobufCMessage *q) {
+  protobuf_c_message_free_unpacked(q, NULL);
+}
 
 // One namespace for both kinds, as Triton's: a name the other kind holds is taken.
 static void fail_name_taken(srv_call *call, const char *name) {
@@ -572,8 +574,8 @@ static void cuda_shm_status(void *ctx, srv_call *call, const uint8_t *req, size_
   Inference__CudaSharedMemoryStatusResponse__RegionStatus *st = NULL;
   if (srv_cuda_shm_status(s->cuda_shm, q->name, &info, &n, &e) != 0) {
     if (e.code == ERR_NOT_FOUND && srv_shm_has(s->shm, q->name))
-      err_set(&e, ERR_NOT_FOUND,
-              "The region named '%s' is registered as system shared memory, not CUDA shared memory", q->name);
+      err_set(&e, ERR_NOT_FOUND, "The region named '%s' is registered as system shared memory, not CUDA shared memory",
+              q->name);
     srv_call_fail(call, (int)e.code, e.msg);
   } else if (!(st = calloc(n ? n : 1, sizeof *st))) {
     srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");

@@ -3,8 +3,6 @@
 // rule, shmtab.h for the list and its references).
 #include "server/shm.h"
 
-#include "server/shmtab.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -13,6 +11,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "server/shmtab.h"
 
 struct srv_shm_region {
   srv_shmtab_entry ent;  // first: name, byte_size, refs (see shmtab.h)
@@ -34,7 +34,9 @@ static void region_free(srv_shm_region *r) {
   free(r);
 }
 
-static void free_entry(srv_shmtab_entry *e) { region_free((srv_shm_region *)e); }
+static void free_entry(srv_shmtab_entry *e) {
+  region_free((srv_shm_region *)e);
+}
 
 void srv_shm_release(srv_shm_region *r) {
   if (r && srv_shmtab_unref(&r->ent)) region_free(r);
@@ -114,9 +116,13 @@ int srv_shm_register(srv_shm *s, const char *name, const char *key, uint64_t off
   return 0;
 }
 
-size_t srv_shm_unregister(srv_shm *s, const char *name) { return srv_shmtab_unregister(&s->tab, name); }
+size_t srv_shm_unregister(srv_shm *s, const char *name) {
+  return srv_shmtab_unregister(&s->tab, name);
+}
 
-int srv_shm_has(srv_shm *s, const char *name) { return srv_shmtab_has(&s->tab, name); }
+int srv_shm_has(srv_shm *s, const char *name) {
+  return srv_shmtab_has(&s->tab, name);
+}
 
 void srv_shm_info_free(srv_shm_info *info, size_t n) {
   for (size_t i = 0; info && i < n; i++) {
@@ -132,14 +138,15 @@ int srv_shm_status(srv_shm *s, const char *name, srv_shm_info **out, size_t *n_o
   *out = NULL;
   *n_out = 0;
   TRY(srv_shmtab_snapshot(&s->tab, name, &v, &n, e));
-  if (n == 0 && name && *name) return err_set(e, ERR_NOT_FOUND, "no shared memory region named '%s' is registered", name);
+  if (n == 0 && name && *name)
+    return err_set(e, ERR_NOT_FOUND, "no shared memory region named '%s' is registered", name);
   srv_shm_info *info = n ? calloc(n, sizeof *info) : NULL;
   size_t k = 0;
   int oom = n && !info;
   for (; !oom && k < n; k++) {
     const srv_shm_region *r = (const srv_shm_region *)v[k];
-    info[k] = (srv_shm_info){.name = strdup(r->ent.name), .key = strdup(r->key), .offset = r->offset,
-                             .byte_size = r->ent.byte_size};
+    info[k] = (srv_shm_info){
+        .name = strdup(r->ent.name), .key = strdup(r->key), .offset = r->offset, .byte_size = r->ent.byte_size};
     oom = !info[k].name || !info[k].key;
   }
   srv_shmtab_snapshot_free(&s->tab, v, n);

@@ -29,7 +29,9 @@ void srv_shmtab_entry_close(srv_shmtab_entry *e) {
   e->name = NULL;
 }
 
-int srv_shmtab_unref(srv_shmtab_entry *e) { return e && atomic_fetch_sub(&e->refs, 1) == 1; }
+int srv_shmtab_unref(srv_shmtab_entry *e) {
+  return e && atomic_fetch_sub(&e->refs, 1) == 1;
+}
 
 void srv_shmtab_release(srv_shmtab *t, srv_shmtab_entry *e) {
   if (srv_shmtab_unref(e)) t->free_region(e);
