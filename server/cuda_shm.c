@@ -1,14 +1,15 @@
-// cuda_shm.c: the registered CUDA shared memory regions: a mutex-guarded
-// list of reference-counted regions over a list of reference-counted IPC
-// mappings, one per (handle, device) (see cuda_shm.h for why). Without CUDA
+// cuda_shm.c: the registered CUDA shared memory regions: a srv_shmtab of
+// reference-counted regions (shmtab.h) over a list of reference-counted IPC
+// mappings, one per (handle, device) (see cuda_shm.h for why), guarded by
+// the table's mutex. Without CUDA
 // the same list exists but stays empty: Register refuses.
 #include "server/cuda_shm.h"
 
 #include <inttypes.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "server/shmtab.h"
 
 #if INFERD_HAVE_CUDA
 #include <cuda.h>  // types only: driver entry points come through the runtime
@@ -21,22 +22,18 @@ typedef struct ipc_map {
   int device;
   void *base;      // what cudaIpcOpenMemHandle returned: the allocation's byte 0
   uint64_t size;   // the allocation's size (0: unknown, not checked)
-  int regions;     // regions using it; guarded by srv_cuda_shm.mu
+  int regions;     // regions using it; guarded by srv_cuda_shm.tab.mu
 } ipc_map;
 
 struct srv_cuda_shm_region {
-  srv_cuda_shm_region *next;  // in the registered list; unlinked at unregister
+  srv_shmtab_entry ent;  // first: name, byte_size, refs (see shmtab.h)
   srv_cuda_shm *owner;
-  char *name;
   int device;
-  uint64_t byte_size;
   ipc_map *map;
-  atomic_int refs;  // the registry's (while registered) plus one per holder
 };
 
 struct srv_cuda_shm {
-  pthread_mutex_t mu;
-  srv_cuda_shm_region *head;
+  srv_shmtab tab;
   ipc_map *maps;
   int n_devices;
 };
@@ -60,7 +57,7 @@ static uint64_t alloc_size(void *p) {
 }
 #endif
 
-// Drops one region's use of m; closes it with the last. Called with s->mu held.
+// Drops one region's use of m; closes it with the last. Called with s->tab.mu held.
 static void map_unuse_locked(srv_cuda_shm *s, ipc_map *m) {
   if (--m->regions > 0) return;
   for (ipc_map **pp = &s->maps; *pp; pp = &(*pp)->next)
@@ -79,22 +76,26 @@ static void map_unuse_locked(srv_cuda_shm *s, ipc_map *m) {
 
 static void region_free(srv_cuda_shm_region *r) {
   if (r->map) {
-    pthread_mutex_lock(&r->owner->mu);
+    pthread_mutex_lock(&r->owner->tab.mu);
     map_unuse_locked(r->owner, r->map);
-    pthread_mutex_unlock(&r->owner->mu);
+    pthread_mutex_unlock(&r->owner->tab.mu);
   }
-  free(r->name);
+  srv_shmtab_entry_close(&r->ent);
   free(r);
 }
 
+static void free_entry(srv_shmtab_entry *e) {
+  region_free((srv_cuda_shm_region *)e);
+}
+
 void srv_cuda_shm_release(srv_cuda_shm_region *r) {
-  if (r && atomic_fetch_sub(&r->refs, 1) == 1) region_free(r);
+  if (r && srv_shmtab_unref(&r->ent)) region_free(r);
 }
 
 int srv_cuda_shm_create(srv_cuda_shm **out, err *e) {
   srv_cuda_shm *s = calloc(1, sizeof *s);
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  pthread_mutex_init(&s->mu, NULL);
+  srv_shmtab_init(&s->tab, free_entry);
 #if INFERD_HAVE_CUDA
   int n = 0;
   // no driver or no device: an error from the runtime, and no regions
@@ -107,30 +108,19 @@ int srv_cuda_shm_create(srv_cuda_shm **out, err *e) {
 
 void srv_cuda_shm_destroy(srv_cuda_shm *s) {
   if (!s) return;
-  srv_cuda_shm_unregister(s, NULL);
   // held regions still point at s: the caller destroys it after every request is done
-  pthread_mutex_destroy(&s->mu);
+  srv_shmtab_close(&s->tab);
   free(s);
 }
 
 int srv_cuda_shm_n_devices(const srv_cuda_shm *s) { return s ? s->n_devices : 0; }
 
-static srv_cuda_shm_region *find_locked(srv_cuda_shm *s, const char *name) {
-  for (srv_cuda_shm_region *r = s->head; r; r = r->next)
-    if (strcmp(r->name, name) == 0) return r;
-  return NULL;
-}
-
 int srv_cuda_shm_has(srv_cuda_shm *s, const char *name) {
-  if (!s || !name || !*name) return 0;
-  pthread_mutex_lock(&s->mu);
-  int has = find_locked(s, name) != NULL;
-  pthread_mutex_unlock(&s->mu);
-  return has;
+  return s ? srv_shmtab_has(&s->tab, name) : 0;
 }
 
 // Finds or opens the mapping of (handle, device) and counts one more region
-// on it. Called with s->mu held: opening under the lock keeps two registers
+// on it. Called with s->tab.mu held: opening under the lock keeps two registers
 // of one handle from opening it twice.
 static int map_use_locked(srv_cuda_shm *s, const char *name, const uint8_t *handle, int device, ipc_map **out,
                           err *e) {
@@ -189,17 +179,15 @@ int srv_cuda_shm_register(srv_cuda_shm *s, const char *name, const uint8_t *hand
                    name, device_id, s->n_devices);
   if (byte_size == 0) return err_set(e, ERR_INVALID_ARGUMENT, "cuda shared memory region '%s' has byte_size 0", name);
   srv_cuda_shm_region *r = calloc(1, sizeof *r);
-  if (!r || !(r->name = strdup(name))) {
+  if (!r || srv_shmtab_entry_init(&r->ent, name, byte_size) != 0) {
     free(r);
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
   r->owner = s;
   r->device = (int)device_id;
-  r->byte_size = byte_size;
-  atomic_init(&r->refs, 1);
   int rc = 0;
-  pthread_mutex_lock(&s->mu);
-  if (find_locked(s, name)) {
+  pthread_mutex_lock(&s->tab.mu);
+  if (srv_shmtab_find_locked(&s->tab, name)) {
     rc = err_set(e, ERR_ALREADY_EXISTS, "shared memory region '%s' already in manager", name);
   } else if ((rc = map_use_locked(s, name, handle, r->device, &r->map, e)) == 0) {
     if (r->map->size && byte_size > r->map->size) {
@@ -210,46 +198,19 @@ int srv_cuda_shm_register(srv_cuda_shm *s, const char *name, const uint8_t *hand
       map_unuse_locked(s, r->map);
       r->map = NULL;
     } else {
-      r->next = s->head;
-      s->head = r;
+      (void)srv_shmtab_add_locked(&s->tab, &r->ent);  // cannot fail: the name was free under this lock
     }
   }
-  pthread_mutex_unlock(&s->mu);
+  pthread_mutex_unlock(&s->tab.mu);
   if (rc) {
-    free(r->name);
+    srv_shmtab_entry_close(&r->ent);
     free(r);
   }
   return rc;
 }
 
 size_t srv_cuda_shm_unregister(srv_cuda_shm *s, const char *name) {
-  int all = !name || !*name;
-  srv_cuda_shm_region *gone = NULL;
-  size_t n = 0;
-  pthread_mutex_lock(&s->mu);
-  for (srv_cuda_shm_region **pp = &s->head; *pp;) {
-    srv_cuda_shm_region *r = *pp;
-    if (all || strcmp(r->name, name) == 0) {
-      *pp = r->next;
-      r->next = gone;
-      gone = r;
-      n++;
-      if (!all) break;
-    } else {
-      pp = &r->next;
-    }
-  }
-  pthread_mutex_unlock(&s->mu);
-  while (gone) {
-    srv_cuda_shm_region *next = gone->next;
-    srv_cuda_shm_release(gone);  // the registry's reference; holders keep theirs
-    gone = next;
-  }
-  return n;
-}
-
-static int cmp_info(const void *a, const void *b) {
-  return strcmp(((const srv_cuda_shm_info *)a)->name, ((const srv_cuda_shm_info *)b)->name);
+  return srv_shmtab_unregister(&s->tab, name);
 }
 
 void srv_cuda_shm_info_free(srv_cuda_shm_info *info, size_t n) {
@@ -258,28 +219,25 @@ void srv_cuda_shm_info_free(srv_cuda_shm_info *info, size_t n) {
 }
 
 int srv_cuda_shm_status(srv_cuda_shm *s, const char *name, srv_cuda_shm_info **out, size_t *n_out, err *e) {
-  int all = !name || !*name;
+  srv_shmtab_entry **v;
+  size_t n;
   *out = NULL;
   *n_out = 0;
-  pthread_mutex_lock(&s->mu);
-  size_t n = 0;
-  for (srv_cuda_shm_region *r = s->head; r; r = r->next) n += all || strcmp(r->name, name) == 0;
+  TRY(srv_shmtab_snapshot(&s->tab, name, &v, &n, e));
+  if (n == 0 && name && *name) return err_set(e, ERR_NOT_FOUND, "Unable to find cuda shared memory region: '%s'", name);
   srv_cuda_shm_info *info = n ? calloc(n, sizeof *info) : NULL;
   size_t k = 0;
   int oom = n && !info;
-  for (srv_cuda_shm_region *r = s->head; !oom && r; r = r->next) {
-    if (!all && strcmp(r->name, name) != 0) continue;
-    info[k] = (srv_cuda_shm_info){.name = strdup(r->name), .device_id = r->device, .byte_size = r->byte_size};
+  for (; !oom && k < n; k++) {
+    const srv_cuda_shm_region *r = (const srv_cuda_shm_region *)v[k];
+    info[k] = (srv_cuda_shm_info){.name = strdup(r->ent.name), .device_id = r->device, .byte_size = r->ent.byte_size};
     oom = !info[k].name;
-    k++;
   }
-  pthread_mutex_unlock(&s->mu);
+  srv_shmtab_snapshot_free(&s->tab, v, n);
   if (oom) {
     srv_cuda_shm_info_free(info, k);
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
-  if (!all && n == 0) return err_set(e, ERR_NOT_FOUND, "Unable to find cuda shared memory region: '%s'", name);
-  if (n > 1) qsort(info, n, sizeof *info, cmp_info);
   *out = info;
   *n_out = n;
   return 0;
@@ -287,16 +245,9 @@ int srv_cuda_shm_status(srv_cuda_shm *s, const char *name, srv_cuda_shm_info **o
 
 int srv_cuda_shm_acquire(srv_cuda_shm *s, const char *name, uint64_t offset, uint64_t size,
                          srv_cuda_shm_region **region, err *e) {
-  pthread_mutex_lock(&s->mu);
-  srv_cuda_shm_region *r = find_locked(s, name ? name : "");
-  if (r) atomic_fetch_add(&r->refs, 1);
-  pthread_mutex_unlock(&s->mu);
+  srv_cuda_shm_region *r = (srv_cuda_shm_region *)srv_shmtab_acquire(&s->tab, name);
   if (!r) return err_set(e, ERR_NOT_FOUND, "Unable to find cuda shared memory region: '%s'", name ? name : "");
-  if (offset > r->byte_size || size > r->byte_size - offset) {
-    err_set(e, ERR_INVALID_ARGUMENT,
-            "cuda shared memory region '%s' holds %" PRIu64 " bytes: offset %" PRIu64 " + %" PRIu64
-            " bytes does not fit",
-            r->name, r->byte_size, offset, size);
+  if (srv_shmtab_check_window(&r->ent, "cuda shared memory", offset, size, e) != 0) {
     srv_cuda_shm_release(r);
     return (int)e->code;
   }
@@ -323,8 +274,8 @@ static int copy(const srv_cuda_shm_region *r, uint64_t offset, void *host, size_
                    : cudaMemcpy(host, dev, size, cudaMemcpyDeviceToHost);
   cudaSetDevice(prev);
   if (rc == cudaSuccess) return 0;
-  return err_set(e, ERR_INTERNAL, "cuda shared memory region '%s': copying %zu bytes %s the device failed: %s", r->name,
-                 size, to_device ? "to" : "from", cudaGetErrorString(rc));
+  return err_set(e, ERR_INTERNAL, "cuda shared memory region '%s': copying %zu bytes %s the device failed: %s",
+                 r->ent.name, size, to_device ? "to" : "from", cudaGetErrorString(rc));
 #else
   (void)r, (void)offset, (void)host, (void)size, (void)to_device;
   return err_set(e, ERR_INTERNAL, SRV_CUDA_SHM_NO_DEVICE_MSG);

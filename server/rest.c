@@ -918,37 +918,83 @@ static size_t split(const char *p, const char **seg, size_t *len, size_t max) {
 
 static int seg_is(const char *s, size_t n, const char *word) { return strlen(word) == n && memcmp(s, word, n) == 0; }
 
+// What the two shared memory route families differ in for status and
+// unregister: the request types (each a message whose one field is `name`)
+// and the methods they call.
+typedef struct shm_family {
+  const ProtobufCMessageDescriptor *status_d, *unregister_d;
+  kind status_kind;
+  const char *status_method, *unregister_method;
+} shm_family;
+
+static const shm_family SYS_SHM = {
+    .status_d = &inference__system_shared_memory_status_request__descriptor,
+    .unregister_d = &inference__system_shared_memory_unregister_request__descriptor,
+    .status_kind = K_SHM_STATUS,
+    .status_method = SVC "SystemSharedMemoryStatus",
+    .unregister_method = SVC "SystemSharedMemoryUnregister",
+};
+
+static const shm_family CUDA_SHM = {
+    .status_d = &inference__cuda_shared_memory_status_request__descriptor,
+    .unregister_d = &inference__cuda_shared_memory_unregister_request__descriptor,
+    .status_kind = K_CUDA_SHM_STATUS,
+    .status_method = SVC "CudaSharedMemoryStatus",
+    .unregister_method = SVC "CudaSharedMemoryUnregister",
+};
+
+#define SHM_NAME_CAP 256
+
+// Runs method on a request of type d whose `name` is name (the Status and
+// Unregister requests of both families; set through the descriptor since
+// only their types differ).
+static void call_named(srv_rest *r, const srv_http_request *req, srv_http_response *resp, kind k, const char *method,
+                       const ProtobufCMessageDescriptor *d, char *name) {
+  ProtobufCMessage *q = calloc(1, d->sizeof_message);
+  if (!q) return set_error(resp, 500, "out of memory");
+  protobuf_c_message_init(d, q);
+  memcpy((uint8_t *)q + protobuf_c_message_descriptor_get_field_by_name(d, "name")->offset, &name, sizeof name);
+  call_pb(r, req, resp, k, method, q);
+  free(q);
+}
+
+// The part both families share: /v2/<family>/{status,unregister} and
+// /v2/<family>/region/<name>/{status,unregister,register}. Answers status
+// (GET), unregister (POST) and every path or method that fits neither;
+// returns 1 for a register (POST .../region/<name>/register, the name
+// decoded into name), which the caller answers.
+static int shm_route(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char **seg,
+                     const size_t *len, size_t n, int get, int post, const shm_family *f, char name[SHM_NAME_CAP]) {
+  const char *op;
+  size_t opl;
+  if (n == 2) {
+    op = seg[1], opl = len[1];
+  } else if (n == 4 && seg_is(seg[1], len[1], "region")) {
+    if (decode_segment(seg[2], len[2], name, SHM_NAME_CAP) || !name[0])
+      return set_error(resp, 400, "malformed region name in the path"), 0;
+    op = seg[3], opl = len[3];
+  } else {
+    return set_error(resp, 404, "not found"), 0;
+  }
+  if (seg_is(op, opl, "status")) {
+    if (!get) return set_error(resp, 405, "method not allowed"), 0;
+    return call_named(r, req, resp, f->status_kind, f->status_method, f->status_d, name), 0;
+  }
+  if (!post) return set_error(resp, 405, "method not allowed (POST)"), 0;
+  if (seg_is(op, opl, "unregister"))
+    return call_named(r, req, resp, K_EMPTY, f->unregister_method, f->unregister_d, name), 0;
+  if (!seg_is(op, opl, "register") || !name[0]) return set_error(resp, 404, "not found"), 0;
+  return 1;
+}
+
 // Triton's system shared memory routes (/v2/systemsharedmemory/...): status
 // of all or one region, register one (body {"key", "offset", "byte_size"}),
 // unregister one or all; the gRPC methods decide (and refuse unless
 // --allow-client-shm).
 static void route_shm(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char **seg,
                       const size_t *len, size_t n, int get, int post) {
-  char name[256] = "";
-  const char *op;
-  size_t opl;
-  if (n == 2) {
-    op = seg[1], opl = len[1];
-  } else if (n == 4 && seg_is(seg[1], len[1], "region")) {
-    if (decode_segment(seg[2], len[2], name, sizeof name) || !name[0])
-      return set_error(resp, 400, "malformed region name in the path");
-    op = seg[3], opl = len[3];
-  } else {
-    return set_error(resp, 404, "not found");
-  }
-  if (seg_is(op, opl, "status")) {
-    if (!get) return set_error(resp, 405, "method not allowed");
-    Inference__SystemSharedMemoryStatusRequest q = INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_REQUEST__INIT;
-    q.name = name;
-    return call_pb(r, req, resp, K_SHM_STATUS, SVC "SystemSharedMemoryStatus", &q.base);
-  }
-  if (!post) return set_error(resp, 405, "method not allowed (POST)");
-  if (seg_is(op, opl, "unregister")) {
-    Inference__SystemSharedMemoryUnregisterRequest q = INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_REQUEST__INIT;
-    q.name = name;
-    return call_pb(r, req, resp, K_EMPTY, SVC "SystemSharedMemoryUnregister", &q.base);
-  }
-  if (!seg_is(op, opl, "register") || !name[0]) return set_error(resp, 404, "not found");
+  char name[SHM_NAME_CAP] = "";
+  if (!shm_route(r, req, resp, seg, len, n, get, post, &SYS_SHM, name)) return;
   cJSON *b = req->body_len ? cJSON_ParseWithLength(req->body, req->body_len) : NULL;
   const cJSON *key = cJSON_GetObjectItemCaseSensitive(b, "key");
   const cJSON *off = cJSON_GetObjectItemCaseSensitive(b, "offset");
@@ -1002,31 +1048,8 @@ static int b64_decode(const char *in, size_t len, uint8_t *out, size_t *out_len)
 // cudaIpcMemHandle_t}, "device_id", "byte_size"}.
 static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char **seg,
                            const size_t *len, size_t n, int get, int post) {
-  char name[256] = "";
-  const char *op;
-  size_t opl;
-  if (n == 2) {
-    op = seg[1], opl = len[1];
-  } else if (n == 4 && seg_is(seg[1], len[1], "region")) {
-    if (decode_segment(seg[2], len[2], name, sizeof name) || !name[0])
-      return set_error(resp, 400, "malformed region name in the path");
-    op = seg[3], opl = len[3];
-  } else {
-    return set_error(resp, 404, "not found");
-  }
-  if (seg_is(op, opl, "status")) {
-    if (!get) return set_error(resp, 405, "method not allowed");
-    Inference__CudaSharedMemoryStatusRequest q = INFERENCE__CUDA_SHARED_MEMORY_STATUS_REQUEST__INIT;
-    q.name = name;
-    return call_pb(r, req, resp, K_CUDA_SHM_STATUS, SVC "CudaSharedMemoryStatus", &q.base);
-  }
-  if (!post) return set_error(resp, 405, "method not allowed (POST)");
-  if (seg_is(op, opl, "unregister")) {
-    Inference__CudaSharedMemoryUnregisterRequest q = INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_REQUEST__INIT;
-    q.name = name;
-    return call_pb(r, req, resp, K_EMPTY, SVC "CudaSharedMemoryUnregister", &q.base);
-  }
-  if (!seg_is(op, opl, "register") || !name[0]) return set_error(resp, 404, "not found");
+  char name[SHM_NAME_CAP] = "";
+  if (!shm_route(r, req, resp, seg, len, n, get, post, &CUDA_SHM, name)) return;
   cJSON *b = req->body_len ? cJSON_ParseWithLength(req->body, req->body_len) : NULL;
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(b, "raw_handle");
   const cJSON *b64 = cJSON_GetObjectItemCaseSensitive(h, "b64");

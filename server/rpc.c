@@ -397,28 +397,91 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
   inference__repository_index_request__free_unpacked(q, NULL);
 }
 
-// --- system shared memory (Triton's system_shared_memory extension)
+// --- shared memory, both kinds (Triton's system_ and cuda_shared_memory extensions)
 
 // Answers FAILED_PRECONDITION unless the server was started with
 // --allow-client-shm (Triton's default too: a client that may register any
-// key may read any shared memory object the server can open).
+// key may read any shared memory object the server can open; one that
+// registers a CUDA handle makes the server read and write device memory).
 static int shm_or_fail(srv_server *s, srv_call *call) {
   if (s->shm) return 0;
   srv_call_fail(call, ERR_FAILED_PRECONDITION, SRV_SHM_DISABLED_MSG);
   return -1;
 }
 
+// The flag check, then the request of type d; NULL when the call is answered
+// already (refused, or bytes that do not parse). Free with shm_free.
+static ProtobufCMessage *shm_unpack(srv_server *s, srv_call *call, const ProtobufCMessageDescriptor *d,
+                                    const uint8_t *req, size_t len) {
+  if (shm_or_fail(s, call)) return NULL;
+  return srv_unpack_or_fail(call, d, req, len);
+}
+
+static void shm_free(ProtobufCMessage *q) {
+  protobuf_c_message_free_unpacked(q, NULL);
+}
+
+// One namespace for both kinds, as Triton's: a name the other kind holds is taken.
+static void fail_name_taken(srv_call *call, const char *name) {
+  char msg[320];
+  snprintf(msg, sizeof msg, "shared memory region '%.256s' already in manager", name);
+  srv_call_fail(call, ERR_ALREADY_EXISTS, msg);
+}
+
+// Logs what an Unregister took away (`kind`: "shared memory" or "cuda
+// shared memory") and answers its empty response.
+static void reply_unregistered(srv_call *call, const char *kind, size_t n, const char *name,
+                               const ProtobufCMessage *resp) {
+  if (n) srv_log(SRV_LOG_INFO, "%zu %s region(s) unregistered (%s)", n, kind, *name ? name : "all");
+  srv_reply_msg(call, resp);
+}
+
+// Answers a Status response of type resp_d, whose map `regions` holds the n
+// RegionStatus messages at st (an array of the map value's type, filled by
+// the caller) keyed by their `name`. The two kinds' responses differ only in
+// those types, so the map is built through the descriptors, as protobuf-c
+// itself reads messages.
+static void reply_status(srv_call *call, const ProtobufCMessageDescriptor *resp_d, const void *st, size_t n) {
+  const ProtobufCFieldDescriptor *rf = protobuf_c_message_descriptor_get_field_by_name(resp_d, "regions");
+  const ProtobufCMessageDescriptor *ent_d = rf->descriptor;
+  const ProtobufCFieldDescriptor *kf = protobuf_c_message_descriptor_get_field_by_name(ent_d, "key");
+  const ProtobufCFieldDescriptor *vf = protobuf_c_message_descriptor_get_field_by_name(ent_d, "value");
+  const ProtobufCMessageDescriptor *st_d = vf->descriptor;
+  const ProtobufCFieldDescriptor *nf = protobuf_c_message_descriptor_get_field_by_name(st_d, "name");
+  uint8_t *resp = calloc(1, resp_d->sizeof_message);
+  uint8_t *ent = calloc(n ? n : 1, ent_d->sizeof_message);
+  void **entp = calloc(n ? n : 1, sizeof *entp);
+  if (!resp || !ent || !entp) {
+    srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  } else {
+    protobuf_c_message_init(resp_d, resp);
+    for (size_t i = 0; i < n; i++) {
+      uint8_t *e = ent + i * ent_d->sizeof_message;
+      const uint8_t *v = (const uint8_t *)st + i * st_d->sizeof_message;
+      protobuf_c_message_init(ent_d, e);
+      memcpy(e + kf->offset, v + nf->offset, sizeof(char *));  // key: the status's name
+      memcpy(e + vf->offset, &v, sizeof v);                    // value: the status
+      entp[i] = e;
+    }
+    memcpy(resp + rf->quantifier_offset, &n, sizeof n);
+    memcpy(resp + rf->offset, &entp, sizeof entp);
+    srv_reply_msg(call, (const ProtobufCMessage *)resp);
+  }
+  free(entp);
+  free(ent);
+  free(resp);
+}
+
+// --- system shared memory
+
 static void shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
-  if (shm_or_fail(s, call)) return;
-  Inference__SystemSharedMemoryRegisterRequest *q = (Inference__SystemSharedMemoryRegisterRequest *)srv_unpack_or_fail(
-      call, &inference__system_shared_memory_register_request__descriptor, req, len);
+  Inference__SystemSharedMemoryRegisterRequest *q = (Inference__SystemSharedMemoryRegisterRequest *)shm_unpack(
+      s, call, &inference__system_shared_memory_register_request__descriptor, req, len);
   if (!q) return;
   err e;
-  if (srv_cuda_shm_has(s->cuda_shm, q->name)) {  // one namespace for both kinds, as Triton's
-    char msg[320];
-    snprintf(msg, sizeof msg, "shared memory region '%.256s' already in manager", q->name);
-    srv_call_fail(call, ERR_ALREADY_EXISTS, msg);
+  if (srv_cuda_shm_has(s->cuda_shm, q->name)) {
+    fail_name_taken(call, q->name);
   } else if (srv_shm_register(s->shm, q->name, q->key, q->offset, q->byte_size, &e) != 0) {
     srv_call_fail(call, (int)e.code, e.msg);
   } else {
@@ -427,40 +490,31 @@ static void shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t l
     Inference__SystemSharedMemoryRegisterResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
     srv_reply_msg(call, &r.base);
   }
-  inference__system_shared_memory_register_request__free_unpacked(q, NULL);
+  shm_free(&q->base);
 }
 
 static void shm_unregister(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
-  if (shm_or_fail(s, call)) return;
-  Inference__SystemSharedMemoryUnregisterRequest *q = (Inference__SystemSharedMemoryUnregisterRequest *)srv_unpack_or_fail(
-      call, &inference__system_shared_memory_unregister_request__descriptor, req, len);
+  Inference__SystemSharedMemoryUnregisterRequest *q = (Inference__SystemSharedMemoryUnregisterRequest *)shm_unpack(
+      s, call, &inference__system_shared_memory_unregister_request__descriptor, req, len);
   if (!q) return;
-  size_t n = srv_shm_unregister(s->shm, q->name);
-  if (n) srv_log(SRV_LOG_INFO, "%zu shared memory region(s) unregistered (%s)", n, *q->name ? q->name : "all");
   Inference__SystemSharedMemoryUnregisterResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
-  srv_reply_msg(call, &r.base);
-  inference__system_shared_memory_unregister_request__free_unpacked(q, NULL);
+  reply_unregistered(call, "shared memory", srv_shm_unregister(s->shm, q->name), q->name, &r.base);
+  shm_free(&q->base);
 }
 
 static void shm_status(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
-  if (shm_or_fail(s, call)) return;
-  Inference__SystemSharedMemoryStatusRequest *q = (Inference__SystemSharedMemoryStatusRequest *)srv_unpack_or_fail(
-      call, &inference__system_shared_memory_status_request__descriptor, req, len);
+  Inference__SystemSharedMemoryStatusRequest *q = (Inference__SystemSharedMemoryStatusRequest *)shm_unpack(
+      s, call, &inference__system_shared_memory_status_request__descriptor, req, len);
   if (!q) return;
   err e;
-  srv_shm_info *info;
-  size_t n;
+  srv_shm_info *info = NULL;
+  size_t n = 0;
+  Inference__SystemSharedMemoryStatusResponse__RegionStatus *st = NULL;
   if (srv_shm_status(s->shm, q->name, &info, &n, &e) != 0) {
     srv_call_fail(call, (int)e.code, e.msg);
-    inference__system_shared_memory_status_request__free_unpacked(q, NULL);
-    return;
-  }
-  Inference__SystemSharedMemoryStatusResponse__RegionStatus *st = calloc(n ? n : 1, sizeof *st);
-  Inference__SystemSharedMemoryStatusResponse__RegionsEntry *ent = calloc(n ? n : 1, sizeof *ent);
-  Inference__SystemSharedMemoryStatusResponse__RegionsEntry **entp = calloc(n ? n : 1, sizeof *entp);
-  if (!st || !ent || !entp) {
+  } else if (!(st = calloc(n ? n : 1, sizeof *st))) {
     srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
   } else {
     for (size_t i = 0; i < n; i++) {
@@ -469,41 +523,24 @@ static void shm_status(void *ctx, srv_call *call, const uint8_t *req, size_t len
       st[i].key = info[i].key;
       st[i].offset = info[i].offset;
       st[i].byte_size = info[i].byte_size;
-      inference__system_shared_memory_status_response__regions_entry__init(&ent[i]);
-      ent[i].key = info[i].name;
-      ent[i].value = &st[i];
-      entp[i] = &ent[i];
     }
-    Inference__SystemSharedMemoryStatusResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
-    r.n_regions = n;
-    r.regions = entp;
-    srv_reply_msg(call, &r.base);
+    reply_status(call, &inference__system_shared_memory_status_response__descriptor, st, n);
   }
-  free(entp);
-  free(ent);
   free(st);
   srv_shm_info_free(info, n);
-  inference__system_shared_memory_status_request__free_unpacked(q, NULL);
+  shm_free(&q->base);
 }
 
-// --- CUDA shared memory (Triton's cuda_shared_memory extension)
+// --- CUDA shared memory (behind the same flag as system shared memory)
 
-// Behind the same flag as system shared memory: a client that registers a
-// handle makes the server read and write device memory it names.
 static void cuda_shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
-  if (shm_or_fail(s, call)) return;
-  Inference__CudaSharedMemoryRegisterRequest *q = (Inference__CudaSharedMemoryRegisterRequest *)srv_unpack_or_fail(
-      call, &inference__cuda_shared_memory_register_request__descriptor, req, len);
+  Inference__CudaSharedMemoryRegisterRequest *q = (Inference__CudaSharedMemoryRegisterRequest *)shm_unpack(
+      s, call, &inference__cuda_shared_memory_register_request__descriptor, req, len);
   if (!q) return;
   err e;
-  srv_shm_info *sys = NULL;
-  size_t n_sys = 0;
-  if (*q->name && srv_shm_status(s->shm, q->name, &sys, &n_sys, &e) == 0) {  // one namespace, as Triton's
-    srv_shm_info_free(sys, n_sys);
-    char msg[320];
-    snprintf(msg, sizeof msg, "shared memory region '%.256s' already in manager", q->name);
-    srv_call_fail(call, ERR_ALREADY_EXISTS, msg);
+  if (srv_shm_has(s->shm, q->name)) {
+    fail_name_taken(call, q->name);
   } else if (srv_cuda_shm_register(s->cuda_shm, q->name, q->raw_handle.data, q->raw_handle.len, q->device_id,
                                    q->byte_size, &e) != 0) {
     srv_call_fail(call, (int)e.code, e.msg);
@@ -513,47 +550,34 @@ static void cuda_shm_register(void *ctx, srv_call *call, const uint8_t *req, siz
     Inference__CudaSharedMemoryRegisterResponse r = INFERENCE__CUDA_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
     srv_reply_msg(call, &r.base);
   }
-  inference__cuda_shared_memory_register_request__free_unpacked(q, NULL);
+  shm_free(&q->base);
 }
 
 static void cuda_shm_unregister(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
-  if (shm_or_fail(s, call)) return;
-  Inference__CudaSharedMemoryUnregisterRequest *q = (Inference__CudaSharedMemoryUnregisterRequest *)srv_unpack_or_fail(
-      call, &inference__cuda_shared_memory_unregister_request__descriptor, req, len);
+  Inference__CudaSharedMemoryUnregisterRequest *q = (Inference__CudaSharedMemoryUnregisterRequest *)shm_unpack(
+      s, call, &inference__cuda_shared_memory_unregister_request__descriptor, req, len);
   if (!q) return;
-  size_t n = srv_cuda_shm_unregister(s->cuda_shm, q->name);
-  if (n) srv_log(SRV_LOG_INFO, "%zu cuda shared memory region(s) unregistered (%s)", n, *q->name ? q->name : "all");
   Inference__CudaSharedMemoryUnregisterResponse r = INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
-  srv_reply_msg(call, &r.base);
-  inference__cuda_shared_memory_unregister_request__free_unpacked(q, NULL);
+  reply_unregistered(call, "cuda shared memory", srv_cuda_shm_unregister(s->cuda_shm, q->name), q->name, &r.base);
+  shm_free(&q->base);
 }
 
 static void cuda_shm_status(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
-  if (shm_or_fail(s, call)) return;
-  Inference__CudaSharedMemoryStatusRequest *q = (Inference__CudaSharedMemoryStatusRequest *)srv_unpack_or_fail(
-      call, &inference__cuda_shared_memory_status_request__descriptor, req, len);
+  Inference__CudaSharedMemoryStatusRequest *q = (Inference__CudaSharedMemoryStatusRequest *)shm_unpack(
+      s, call, &inference__cuda_shared_memory_status_request__descriptor, req, len);
   if (!q) return;
   err e;
   srv_cuda_shm_info *info = NULL;
   size_t n = 0;
-  srv_shm_info *sys = NULL;
-  size_t n_sys = 0;
+  Inference__CudaSharedMemoryStatusResponse__RegionStatus *st = NULL;
   if (srv_cuda_shm_status(s->cuda_shm, q->name, &info, &n, &e) != 0) {
-    if (e.code == ERR_NOT_FOUND && srv_shm_status(s->shm, q->name, &sys, &n_sys, &(err){0}) == 0) {
-      srv_shm_info_free(sys, n_sys);
-      err_set(&e, ERR_NOT_FOUND,
-              "The region named '%s' is registered as system shared memory, not CUDA shared memory", q->name);
-    }
+    if (e.code == ERR_NOT_FOUND && srv_shm_has(s->shm, q->name))
+      err_set(&e, ERR_NOT_FOUND, "The region named '%s' is registered as system shared memory, not CUDA shared memory",
+              q->name);
     srv_call_fail(call, (int)e.code, e.msg);
-    inference__cuda_shared_memory_status_request__free_unpacked(q, NULL);
-    return;
-  }
-  Inference__CudaSharedMemoryStatusResponse__RegionStatus *st = calloc(n ? n : 1, sizeof *st);
-  Inference__CudaSharedMemoryStatusResponse__RegionsEntry *ent = calloc(n ? n : 1, sizeof *ent);
-  Inference__CudaSharedMemoryStatusResponse__RegionsEntry **entp = calloc(n ? n : 1, sizeof *entp);
-  if (!st || !ent || !entp) {
+  } else if (!(st = calloc(n ? n : 1, sizeof *st))) {
     srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
   } else {
     for (size_t i = 0; i < n; i++) {
@@ -561,21 +585,12 @@ static void cuda_shm_status(void *ctx, srv_call *call, const uint8_t *req, size_
       st[i].name = info[i].name;
       st[i].device_id = (uint64_t)info[i].device_id;
       st[i].byte_size = info[i].byte_size;
-      inference__cuda_shared_memory_status_response__regions_entry__init(&ent[i]);
-      ent[i].key = info[i].name;
-      ent[i].value = &st[i];
-      entp[i] = &ent[i];
     }
-    Inference__CudaSharedMemoryStatusResponse r = INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
-    r.n_regions = n;
-    r.regions = entp;
-    srv_reply_msg(call, &r.base);
+    reply_status(call, &inference__cuda_shared_memory_status_response__descriptor, st, n);
   }
-  free(entp);
-  free(ent);
   free(st);
   srv_cuda_shm_info_free(info, n);
-  inference__cuda_shared_memory_status_request__free_unpacked(q, NULL);
+  shm_free(&q->base);
 }
 
 // --- reflection (bidi stream, one answer per request)

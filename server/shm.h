@@ -38,6 +38,10 @@ int srv_shm_register(srv_shm *s, const char *name, const char *key, uint64_t off
 // error (Triton's behaviour). Returns how many regions were unregistered.
 size_t srv_shm_unregister(srv_shm *s, const char *name);
 
+// 1 when `name` is registered here (for the one-namespace rule with CUDA
+// shared memory).
+int srv_shm_has(srv_shm *s, const char *name);
+
 // The named region's status, or every region's ("" or NULL), sorted by
 // name, in *out (free with srv_shm_info_free); NOT_FOUND for an unknown name.
 int srv_shm_status(srv_shm *s, const char *name, srv_shm_info **out, size_t *n, err *e);
