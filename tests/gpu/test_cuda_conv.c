@@ -32,19 +32,13 @@
 
 #include "check.h"
 #include "conv_ref.h"
+#include "cuda_die.h"
 #include "engine/cuda_check.h"
 #include "engine/cuda_conv.h"
 #include "kernels/k_conv.h"
 #include "kernels/k_ref.h"
 
-#define TC(call)                                                                                 \
-  do {                                                                                           \
-    cudaError_t tc_rc_ = (call);                                                                 \
-    if (tc_rc_ != cudaSuccess) {                                                                 \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(tc_rc_)); \
-      exit(1);                                                                                   \
-    }                                                                                            \
-  } while (0)
+#define TC(call) CUDA_DIE(call)
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float urand(void) {  // uniform in [-1, 1)

@@ -16,18 +16,12 @@
 #include <time.h>
 
 #include "check.h"
+#include "cuda_die.h"
 #include "kernels/k_cuda.h"
 
 // A test aborts on a CUDA failure in its own plumbing (alloc, copy, sync):
 // nothing after it could be trusted. Kernel launch results are CHECKed.
-#define TK_CUDA(call)                                                                            \
-  do {                                                                                           \
-    cudaError_t tk_rc_ = (call);                                                                 \
-    if (tk_rc_ != cudaSuccess) {                                                                 \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(tk_rc_)); \
-      exit(1);                                                                                   \
-    }                                                                                            \
-  } while (0)
+#define TK_CUDA(call) CUDA_DIE(call)
 
 // Asserts a launcher returned 0, printing its message otherwise.
 #define TK_OK(call)                                                             \

@@ -160,7 +160,40 @@ def served(repo_dir, extra_args=(), **kw):
     srv.assert_clean_exit()
 
 
+def start_fails(repo_dir, args):
+    """Asserts a server started with args fails its start and exits non-zero without a sanitizer report;
+    returns its stderr, for the test to check what it names."""
+    import pytest
+    srv = ServerProcess(repo_dir, args)
+    with pytest.raises(RuntimeError):
+        srv.start()
+    rc = srv.wait_exit()
+    assert rc not in (0, "timeout"), rc
+    assert not srv.sanitizer_lines(), srv.stderr_tail()
+    return srv.stderr_text()
+
+
 # --- HTTP
+
+def http_request(conn, method, path, body=None, headers=None):
+    """(status, headers, body bytes) of one request on an http.client connection, which it closes."""
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        conn.close()
+
+
+def read_to_eof(sock, bufsize=65536):
+    """All that sock receives until the peer ends the connection."""
+    got = b""
+    while True:
+        chunk = sock.recv(bufsize)
+        if not chunk:
+            return got
+        got += chunk
+
 
 def http_get(url, timeout=10):
     """Returns (status, body text); 4xx/5xx are returned, not raised."""

@@ -53,13 +53,8 @@ def _err(fn):
 
 def _http(server, method, path, body=None):
     u = urllib.parse.urlparse(server.http_url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-    try:
-        conn.request(method, path, body=body)
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
+    status, _, raw = lib.http_request(http.client.HTTPConnection(u.hostname, u.port, timeout=30), method, path, body)
+    return status, raw
 
 
 def _error(body):

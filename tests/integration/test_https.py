@@ -86,12 +86,7 @@ def _request(server, certs, method, path, body=None, headers=None, client=None):
     """(status, headers, body) over a fresh HTTPS connection (http.client)."""
     conn = http.client.HTTPSConnection("127.0.0.1", server.http_port, timeout=TIMEOUT_S,
                                        context=_context(certs, client))
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, dict(r.getheaders()), r.read()
-    finally:
-        conn.close()
+    return lib.http_request(conn, method, path, body, headers)
 
 
 def _mlp_json_body(x):
@@ -242,12 +237,7 @@ def test_tritonclient_insecure_skips_the_host_name_check(https_server, certs):
 def test_plain_http_request_refused_in_plain_text(https_server):
     with socket.create_connection(("127.0.0.1", https_server.http_port), timeout=TIMEOUT_S) as s:
         s.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
-        got = b""
-        while True:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            got += chunk
+        got = lib.read_to_eof(s, 4096)
     assert got.startswith(b"HTTP/1.1 400 "), got
     assert b"use https://" in got and b"Connection: close" in got, got
     # and through a real client
@@ -327,12 +317,7 @@ def _tls_exchange(server, certs, data):
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=TIMEOUT_S) as raw:
         with _context(certs).wrap_socket(raw, server_hostname="localhost") as s:
             s.sendall(data)
-            got = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    return got
-                got += chunk
+            return lib.read_to_eof(s)
 
 
 def test_header_and_body_limits_hold_after_decryption(https_server, certs):
@@ -356,12 +341,7 @@ def test_pipelined_requests_over_one_tls_connection(https_server, certs):
             s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
                       b"GET /v2/models/nosuch HTTP/1.1\r\nHost: x\r\n\r\n"
                       b"GET /v2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            got = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
+            got = lib.read_to_eof(s)
     codes = re.findall(rb"HTTP/1\.1 (\d{3}) ", got)
     assert codes == [b"200", b"404", b"200"], got
     assert got.rstrip().endswith(b"}") and b'"inferd"' in got, got
@@ -472,21 +452,11 @@ def test_mtls_plain_http_refused(mtls_server):
 
 # --- bad flags and files fail the start, naming them
 
-def _start_fails(repo_dir, args):
-    srv = lib.ServerProcess(repo_dir, args)
-    with pytest.raises(RuntimeError):
-        srv.start()
-    rc = srv.wait_exit()
-    assert rc not in (0, "timeout"), rc
-    assert not srv.sanitizer_lines(), srv.stderr_tail()
-    return srv.stderr_text()
-
-
 def test_missing_key_file_fails_start_naming_it(repo_dir, certs):
     missing = os.path.join(certs["dir"], "no_such_https.key")
     args = _https_args(certs)
     args[args.index(certs["server_key"])] = missing
-    text = _start_fails(repo_dir, args)
+    text = lib.start_fails(repo_dir, args)
     assert "--http-server-key" in text and missing in text and "No such file" in text, text
     assert "--grpc-" not in text, text
 
@@ -494,7 +464,7 @@ def test_missing_key_file_fails_start_naming_it(repo_dir, certs):
 def test_key_of_another_certificate_fails_start(repo_dir, certs):
     args = _https_args(certs)
     args[args.index(certs["server_key"])] = certs["client_key"]
-    text = _start_fails(repo_dir, args)
+    text = lib.start_fails(repo_dir, args)
     assert "--http-server-key" in text and "is not the private key of the certificate" in text, text
 
 
@@ -504,14 +474,14 @@ def test_certificate_not_pem_fails_start(repo_dir, certs):
         f.write("not a certificate\n")
     args = _https_args(certs)
     args[args.index(certs["server_crt"])] = bad
-    text = _start_fails(repo_dir, args)
+    text = lib.start_fails(repo_dir, args)
     assert "--http-server-cert" in text and bad in text and "no valid PEM certificate" in text, text
 
 
 def test_missing_root_cert_for_mutual_fails_start(repo_dir, certs):
     args = _https_args(certs, mutual=True)
     args[args.index(certs["ca"])] = os.path.join(certs["dir"], "no_https_ca.crt")
-    text = _start_fails(repo_dir, args)
+    text = lib.start_fails(repo_dir, args)
     assert "--http-root-cert" in text and "no_https_ca.crt" in text, text
 
 

@@ -38,13 +38,7 @@ def hclient(server):
 def _http(server, method, path, body=None, headers=None):
     """(status, headers, body bytes) over a plain http.client connection."""
     u = urllib.parse.urlparse(server.http_url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, dict(r.getheaders()), r.read()
-    finally:
-        conn.close()
+    return lib.http_request(http.client.HTTPConnection(u.hostname, u.port, timeout=30), method, path, body, headers)
 
 
 def _error(body):
@@ -300,12 +294,7 @@ def test_pipelined_requests_answered_in_order(server, specs):
     with socket.create_connection((u.hostname, u.port), timeout=30) as s:
         s.sendall(reqs)
         s.shutdown(socket.SHUT_WR)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+        data = lib.read_to_eof(s)
     ids = re.findall(rb'"id":"(p\d)"', data)
     assert ids == [b"p1", b"p2"], data[:500]
     assert data.count(b"HTTP/1.1 200 OK") == 2

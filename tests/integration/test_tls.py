@@ -75,10 +75,24 @@ def _infer_mlp(client, specs, oracle, rng):
     lib.check_outputs(got, oracle.run("mlp", feeds), spec, what="mlp over TLS")
 
 
+def _tls_client(server, certs, client=None, ca="ca"):
+    """tritonclient over TLS trusting certs[ca]; client names the certificate to present, if any."""
+    return grpcclient.InferenceServerClient(server.grpc_url, ssl=True, root_certificates=certs[ca],
+                                            private_key=certs[client + "_key"] if client else None,
+                                            certificate_chain=certs[client + "_crt"] if client else None)
+
+
 def _refused(client):
     with pytest.raises(InferenceServerException) as ei:
         client.is_server_live(client_timeout=CALL_TIMEOUT_S)
     return ei.value
+
+
+def _assert_refused(client):
+    """The server refuses client's connection (UNAVAILABLE); closes the client."""
+    err = _refused(client)
+    assert err.status() == "StatusCode.UNAVAILABLE", err
+    client.close()
 
 
 def _secure_channel(certs, server, with_client_cert=False):
@@ -92,7 +106,7 @@ def _secure_channel(certs, server, with_client_cert=False):
 # --- TLS
 
 def test_tls_infer_matches_onnxruntime(tls_server, certs, specs, oracle, rng):
-    c = grpcclient.InferenceServerClient(tls_server.grpc_url, ssl=True, root_certificates=certs["ca"])
+    c = _tls_client(tls_server, certs)
     assert c.is_server_live(client_timeout=CALL_TIMEOUT_S)
     assert c.is_model_ready("mlp", client_timeout=CALL_TIMEOUT_S)
     _infer_mlp(c, specs, oracle, rng)
@@ -108,16 +122,11 @@ def test_tls_localhost_name_verifies(tls_server, certs):
 
 
 def test_tls_plaintext_client_refused(tls_server):
-    c = grpcclient.InferenceServerClient(tls_server.grpc_url)
-    err = _refused(c)
-    assert err.status() == "StatusCode.UNAVAILABLE", err
-    c.close()
+    _assert_refused(grpcclient.InferenceServerClient(tls_server.grpc_url))
 
 
 def test_tls_client_trusting_another_ca_refused(tls_server, certs):
-    c = grpcclient.InferenceServerClient(tls_server.grpc_url, ssl=True, root_certificates=certs["other_ca"])
-    assert _refused(c).status() == "StatusCode.UNAVAILABLE"
-    c.close()
+    _assert_refused(_tls_client(tls_server, certs, ca="other_ca"))
 
 
 def test_tls_health_and_reflection(tls_server, certs):
@@ -132,8 +141,7 @@ def test_tls_health_and_reflection(tls_server, certs):
 # --- mutual TLS
 
 def test_mtls_right_client_cert_works(mtls_server, certs, specs, oracle, rng):
-    c = grpcclient.InferenceServerClient(mtls_server.grpc_url, ssl=True, root_certificates=certs["ca"],
-                                         private_key=certs["client_key"], certificate_chain=certs["client_crt"])
+    c = _tls_client(mtls_server, certs, client="client")
     assert c.is_server_live(client_timeout=CALL_TIMEOUT_S)
     _infer_mlp(c, specs, oracle, rng)
     c.close()
@@ -143,9 +151,7 @@ def test_mtls_right_client_cert_works(mtls_server, certs, specs, oracle, rng):
 
 
 def test_mtls_client_without_cert_refused(mtls_server, certs):
-    c = grpcclient.InferenceServerClient(mtls_server.grpc_url, ssl=True, root_certificates=certs["ca"])
-    assert _refused(c).status() == "StatusCode.UNAVAILABLE"
-    c.close()
+    _assert_refused(_tls_client(mtls_server, certs))
     with _secure_channel(certs, mtls_server) as ch:
         with pytest.raises(grpc.RpcError) as ei:
             health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""), timeout=CALL_TIMEOUT_S)
@@ -153,25 +159,15 @@ def test_mtls_client_without_cert_refused(mtls_server, certs):
 
 
 def test_mtls_client_cert_from_another_ca_refused(mtls_server, certs):
-    c = grpcclient.InferenceServerClient(mtls_server.grpc_url, ssl=True, root_certificates=certs["ca"],
-                                         private_key=certs["other_client_key"],
-                                         certificate_chain=certs["other_client_crt"])
-    assert _refused(c).status() == "StatusCode.UNAVAILABLE"
-    c.close()
+    _assert_refused(_tls_client(mtls_server, certs, client="other_client"))
 
 
 def test_mtls_plaintext_client_refused(mtls_server):
-    c = grpcclient.InferenceServerClient(mtls_server.grpc_url)
-    assert _refused(c).status() == "StatusCode.UNAVAILABLE"
-    c.close()
+    _assert_refused(grpcclient.InferenceServerClient(mtls_server.grpc_url))
 
 
 def test_mtls_expired_client_cert_refused(mtls_server, certs):
-    c = grpcclient.InferenceServerClient(mtls_server.grpc_url, ssl=True, root_certificates=certs["ca"],
-                                         private_key=certs["expired_client_key"],
-                                         certificate_chain=certs["expired_client_crt"])
-    assert _refused(c).status() == "StatusCode.UNAVAILABLE"
-    c.close()
+    _assert_refused(_tls_client(mtls_server, certs, client="expired_client"))
     # the TLS layer refuses it: the connection is closed before HTTP/2 starts (not a later RPC check),
     # where the right certificate gets the server's HTTP/2 SETTINGS
     assert not _server_speaks_h2(mtls_server.grpc_port, (certs["expired_client_crt"], certs["expired_client_key"]))
@@ -181,15 +177,14 @@ def test_mtls_expired_client_cert_refused(mtls_server, certs):
 # --- optional client certificates (--grpc-ssl-client-cert optional)
 
 def test_optional_client_without_cert_served(optional_server, certs, specs, oracle, rng):
-    c = grpcclient.InferenceServerClient(optional_server.grpc_url, ssl=True, root_certificates=certs["ca"])
+    c = _tls_client(optional_server, certs)
     assert c.is_server_live(client_timeout=CALL_TIMEOUT_S)
     _infer_mlp(c, specs, oracle, rng)
     c.close()
 
 
 def test_optional_client_with_right_cert_served(optional_server, certs, specs, oracle, rng):
-    c = grpcclient.InferenceServerClient(optional_server.grpc_url, ssl=True, root_certificates=certs["ca"],
-                                         private_key=certs["client_key"], certificate_chain=certs["client_crt"])
+    c = _tls_client(optional_server, certs, client="client")
     assert c.is_server_live(client_timeout=CALL_TIMEOUT_S)
     _infer_mlp(c, specs, oracle, rng)
     c.close()
@@ -197,10 +192,7 @@ def test_optional_client_with_right_cert_served(optional_server, certs, specs, o
 
 @pytest.mark.parametrize("who", ["other_client", "expired_client"])
 def test_optional_client_with_bad_cert_refused(optional_server, certs, who):
-    c = grpcclient.InferenceServerClient(optional_server.grpc_url, ssl=True, root_certificates=certs["ca"],
-                                         private_key=certs[who + "_key"], certificate_chain=certs[who + "_crt"])
-    assert _refused(c).status() == "StatusCode.UNAVAILABLE"
-    c.close()
+    _assert_refused(_tls_client(optional_server, certs, client=who))
 
 
 # --- certificates reloaded while serving
@@ -265,7 +257,7 @@ def test_reload_on_sighup_keeps_open_connections(reload_server, certs, live, spe
     srv = reload_server
     assert _peer_cert_der(srv.grpc_port) == _der(certs["server_crt"])
     # a stream opened before the reload: it lives and dies with its connection
-    old = grpcclient.InferenceServerClient(srv.grpc_url, ssl=True, root_certificates=certs["ca"])
+    old = _tls_client(srv, certs)
     q = queue.Queue()
     old.start_stream(callback=lambda result, error: q.put((result, error)))
     _stream_infer(old, q, specs, oracle, rng, "before")
@@ -275,7 +267,7 @@ def test_reload_on_sighup_keeps_open_connections(reload_server, certs, live, spe
     lines = srv.await_stderr(_reloads(srv, 1))
     assert any("(SIGHUP)" in l and "subject /CN=localhost, serial " in l for l in lines), lines[-5:]
     assert _peer_cert_der(srv.grpc_port) == _der(certs["server_b_crt"])
-    new = grpcclient.InferenceServerClient(srv.grpc_url, ssl=True, root_certificates=certs["ca"])
+    new = _tls_client(srv, certs)
     assert new.is_server_live(client_timeout=CALL_TIMEOUT_S)
     _infer_mlp(new, specs, oracle, rng)
     new.close()
@@ -307,7 +299,7 @@ def test_bad_reload_keeps_certificates_in_service(reload_server, certs, live, sp
     why = [l for l in lines if "TLS certificates not reloaded" in l][0]
     assert want in why and named in why and "previous ones stay in service" in why, why
     assert _peer_cert_der(srv.grpc_port) == _der(certs["server_b_crt"])
-    c = grpcclient.InferenceServerClient(srv.grpc_url, ssl=True, root_certificates=certs["ca"])
+    c = _tls_client(srv, certs)
     _infer_mlp(c, specs, oracle, rng)
     c.close()
     # a good set afterwards is taken again
@@ -328,7 +320,7 @@ def test_reload_when_files_change_without_signal(reload_server, certs, live, spe
     assert got == want
     lines = srv.stderr_text()
     assert "TLS certificates reloaded (the files changed)" in lines, srv.stderr_tail()
-    c = grpcclient.InferenceServerClient(srv.grpc_url, ssl=True, root_certificates=certs["ca"])
+    c = _tls_client(srv, certs)
     _infer_mlp(c, specs, oracle, rng)
     c.close()
 
@@ -348,28 +340,18 @@ def test_sighup_without_tls_is_harmless(repo_dir):
 
 # --- bad flags and files fail the start, naming the file
 
-def _start_fails(repo_dir, args):
-    srv = lib.ServerProcess(repo_dir, args)
-    with pytest.raises(RuntimeError):
-        srv.start()
-    rc = srv.wait_exit()
-    assert rc not in (0, "timeout"), rc
-    assert not srv.sanitizer_lines(), srv.stderr_tail()
-    return srv.stderr_text()
-
-
 def test_missing_key_file_fails_start_naming_it(repo_dir, certs):
     missing = os.path.join(certs["dir"], "no_such.key")
     args = _tls_args(certs)
     args[args.index(certs["server_key"])] = missing
-    text = _start_fails(repo_dir, args)
+    text = lib.start_fails(repo_dir, args)
     assert "--grpc-server-key" in text and missing in text and "No such file" in text, text
 
 
 def test_key_of_another_certificate_fails_start(repo_dir, certs):
     args = _tls_args(certs)
     args[args.index(certs["server_key"])] = certs["client_key"]
-    text = _start_fails(repo_dir, args)
+    text = lib.start_fails(repo_dir, args)
     assert "is not the private key of the certificate" in text and certs["client_key"] in text, text
 
 
@@ -379,7 +361,7 @@ def test_certificate_file_not_pem_fails_start(repo_dir, certs):
         f.write("this is not a certificate\n")
     args = _tls_args(certs)
     args[args.index(certs["server_crt"])] = bad
-    text = _start_fails(repo_dir, args)
+    text = lib.start_fails(repo_dir, args)
     assert "--grpc-server-cert" in text and bad in text and "no valid PEM certificate" in text, text
 
 
@@ -387,7 +369,7 @@ def test_expired_server_cert_fails_start(repo_dir, certs):
     args = _tls_args(certs)
     args[args.index(certs["server_crt"])] = certs["expired_server_crt"]
     args[args.index(certs["server_key"])] = certs["expired_server_key"]
-    text = _start_fails(repo_dir, args)
+    text = lib.start_fails(repo_dir, args)
     assert ("--grpc-server-cert: '%s' expired (notAfter Jan  2 00:00:00 2020 GMT)" % certs["expired_server_crt"]
             in text), text
 
@@ -395,7 +377,7 @@ def test_expired_server_cert_fails_start(repo_dir, certs):
 def test_missing_root_cert_for_mutual_fails_start(repo_dir, certs):
     args = _tls_args(certs, mutual=True)
     args[args.index(certs["ca"])] = os.path.join(certs["dir"], "no_ca.crt")
-    text = _start_fails(repo_dir, args)
+    text = lib.start_fails(repo_dir, args)
     assert "--grpc-root-cert" in text and "no_ca.crt" in text, text
 
 

@@ -18,41 +18,13 @@
 
 #include "check.h"
 #include "server/http_tls.h"
+#include "tls_test_pem.h"
 
-static char dir[128];
+static ttp_dir pem;  // this test's PEM files
 
-static const char *path(const char *name) {
-  static char buf[8][256];
-  static int k;
-  char *p = buf[k++ % 8];
-  snprintf(p, 256, "%s/%s", dir, name);
-  return p;
-}
+static const char *path(const char *name) { return ttp_path(&pem, name); }
 
-// A self-signed P-256 certificate and its key as <name>.crt and <name>.key.
-static void make_pair(const char *name) {
-  EVP_PKEY *k = EVP_EC_gen("P-256");
-  X509 *x = X509_new();
-  if (!k || !x) exit(2);
-  X509_set_version(x, 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-  X509_gmtime_adj(X509_getm_notBefore(x), 0);
-  X509_gmtime_adj(X509_getm_notAfter(x), 3600);
-  X509_set_pubkey(x, k);
-  X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC, (const unsigned char *)name, -1, -1, 0);
-  X509_set_issuer_name(x, X509_get_subject_name(x));
-  if (!X509_sign(x, k, EVP_sha256())) exit(2);
-  char f[64];
-  snprintf(f, sizeof f, "%s.crt", name);
-  FILE *cf = fopen(path(f), "wb");
-  snprintf(f, sizeof f, "%s.key", name);
-  FILE *kf = fopen(path(f), "wb");
-  if (!cf || !kf || !PEM_write_X509(cf, x) || !PEM_write_PrivateKey(kf, k, NULL, NULL, 0, NULL, NULL)) exit(2);
-  fclose(cf);
-  fclose(kf);
-  X509_free(x);
-  EVP_PKEY_free(k);
-}
+static void make_pair(const char *name) { ttp_write_pair(&pem, name, 0, 3600); }
 
 // --- a client and a server connection joined by hand
 
@@ -327,8 +299,7 @@ static void test_bad_files(void) {
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "/tmp/inferd_test_http_tls_XXXXXX");
-  if (!mkdtemp(dir)) return 2;
+  if (ttp_open(&pem, "test_http_tls")) return 2;
   make_pair("srv");
   make_pair("cli");
   make_pair("oth");
@@ -339,6 +310,6 @@ int main(void) {
   test_bad_files();
   const char *names[] = {"srv.crt", "srv.key", "cli.crt", "cli.key", "oth.crt", "oth.key"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(path(names[i]));
-  rmdir(dir);
+  rmdir(pem.dir);
   CHECK_DONE();
 }

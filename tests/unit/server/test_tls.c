@@ -19,16 +19,11 @@
 #include "check.h"
 #include "server/tls.h"
 #include "server/tls_watch.h"
+#include "tls_test_pem.h"
 
-static char dir[128];
+static ttp_dir pem;  // this test's PEM files
 
-static const char *path(const char *name) {
-  static char buf[8][256];
-  static int k;
-  char *p = buf[k++ % 8];
-  snprintf(p, 256, "%s/%s", dir, name);
-  return p;
-}
+static const char *path(const char *name) { return ttp_path(&pem, name); }
 
 static void write_text(const char *name, const char *text, size_t len) {
   FILE *f = fopen(path(name), "wb");
@@ -49,30 +44,8 @@ static char *read_text(const char *name) {
   return strdup(buf);
 }
 
-// A self-signed certificate and its key as <name>.crt and <name>.key, valid
-// from `from_s` to `to_s` seconds from now.
 static void make_pair_valid(const char *name, long from_s, long to_s) {
-  EVP_PKEY *k = EVP_EC_gen("P-256");
-  X509 *x = X509_new();
-  if (!k || !x) exit(2);
-  X509_set_version(x, 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-  X509_gmtime_adj(X509_getm_notBefore(x), from_s);
-  X509_gmtime_adj(X509_getm_notAfter(x), to_s);
-  X509_set_pubkey(x, k);
-  X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC, (const unsigned char *)name, -1, -1, 0);
-  X509_set_issuer_name(x, X509_get_subject_name(x));
-  if (!X509_sign(x, k, EVP_sha256())) exit(2);
-  char f[64];
-  snprintf(f, sizeof f, "%s.crt", name);
-  FILE *cf = fopen(path(f), "wb");
-  snprintf(f, sizeof f, "%s.key", name);
-  FILE *kf = fopen(path(f), "wb");
-  if (!cf || !kf || !PEM_write_X509(cf, x) || !PEM_write_PrivateKey(kf, k, NULL, NULL, 0, NULL, NULL)) exit(2);
-  fclose(cf);
-  fclose(kf);
-  X509_free(x);
-  EVP_PKEY_free(k);
+  ttp_write_pair(&pem, name, from_s, to_s);
 }
 
 static void make_pair(const char *name) { make_pair_valid(name, 0, 3600); }
@@ -118,7 +91,7 @@ static void test_refusals(void) {
   snprintf(key, sizeof key, "%s", path("a.key"));
   check_refused(crt, path("missing.key"), NULL, 0, "--grpc-server-key", "missing.key");
   check_refused(path("missing.crt"), key, NULL, 0, "--grpc-server-cert", "No such file");
-  check_refused(dir, key, NULL, 0, "--grpc-server-cert", "not a regular file");
+  check_refused(pem.dir, key, NULL, 0, "--grpc-server-cert", "not a regular file");
   check_refused(crt, path("empty"), NULL, 0, "--grpc-server-key", "is empty");
   check_refused(crt, path("nul.key"), NULL, 0, "--grpc-server-key", "NUL byte");
   check_refused(path("garbage"), key, NULL, 0, "--grpc-server-cert", "no valid PEM certificate");
@@ -231,8 +204,7 @@ static void test_watch(void) {
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "/tmp/inferd_test_tls_XXXXXX");
-  if (!mkdtemp(dir)) return 2;
+  if (ttp_open(&pem, "test_tls")) return 2;
   make_pair("a");
   make_pair("b");
   make_pair_valid("old", -7200, -3600);
@@ -251,6 +223,6 @@ int main(void) {
   const char *files[] = {"a.crt", "a.key", "b.crt", "b.key", "empty", "nul.key", "garbage", "damaged_chain.crt",
                          "old.crt", "old.key", "live.crt", "live.key"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(path(files[i]));
-  rmdir(dir);
+  rmdir(pem.dir);
   CHECK_DONE();
 }
