@@ -11,6 +11,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,16 @@
 // connection should not hold a large response's worth of memory.
 #define WBIO_KEEP_BYTES (256 * 1024)
 
+// The paths are kept for reloads. `mu` guards `ctx` alone: main swaps it on
+// SIGHUP while the loop thread makes connections from it. A connection's SSL
+// holds its own reference to the SSL_CTX it was made from (SSL_new takes one,
+// SSL_free drops it), so a swap leaves open connections on the old context,
+// which is freed with the last of them.
 struct srv_htls_ctx {
+  pthread_mutex_t mu;
   SSL_CTX *ctx;
+  char *cert_path, *key_path, *root_path;  // root_path NULL without mutual TLS
+  int mutual;
 };
 
 struct srv_htls {
@@ -109,27 +118,30 @@ static int use_pems(SSL_CTX *ctx, const srv_tls *t, err *e) {
   return 0;
 }
 
-int srv_htls_ctx_create(const char *cert_path, const char *key_path, const char *root_path, int mutual,
-                        srv_htls_ctx **out, err *e) {
+static char *dup_or_null(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+// Reads, checks and builds one SSL_CTX from the files; *served (cap bytes,
+// may be NULL) gets which certificate it serves (srv_tls_describe).
+static int build_ctx(const char *cert_path, const char *key_path, const char *root_path, int mutual,
+                     SSL_CTX **out, char *served, size_t cap, err *e) {
   *out = NULL;
-  if (!cert_path) return err_set(e, ERR_INVALID_ARGUMENT, "TLS on HTTP needs --http-server-cert FILE");
-  if (!key_path) return err_set(e, ERR_INVALID_ARGUMENT, "TLS on HTTP needs --http-server-key FILE");
-  if (mutual && !root_path)
-    return err_set(e, ERR_INVALID_ARGUMENT,
-                   "--http-use-ssl-mutual needs --http-root-cert FILE (the CA that signs client certificates)");
   srv_tls *t = NULL;
   if (srv_tls_load(cert_path, key_path, mutual ? root_path : NULL, mutual, &t, e) != 0) {
     rename_flags(e);
     return e ? e->code : ERR_INVALID_ARGUMENT;
   }
-  srv_htls_ctx *x = calloc(1, sizeof *x);
-  SSL_CTX *ctx = x ? SSL_CTX_new(TLS_server_method()) : NULL;
+  SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
   if (!ctx) {
-    free(x);
     srv_tls_destroy(t);
+    ERR_clear_error();
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "TLS on HTTP: cannot create the OpenSSL context");
   }
-  x->ctx = ctx;
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   // Client-initiated renegotiation costs the server a handshake per request
   // of a hostile client; HTTP/1.1 has no use for it.
@@ -141,18 +153,68 @@ int srv_htls_ctx_create(const char *cert_path, const char *key_path, const char 
   SSL_CTX_set_session_id_context(ctx, sid, sizeof sid - 1);
   SSL_CTX_set_alpn_select_cb(ctx, on_alpn, NULL);
   int rc = use_pems(ctx, t, e);
+  if (rc == 0 && served && cap) snprintf(served, cap, "%s", srv_tls_describe(t));
   srv_tls_destroy(t);  // the key now lives only in the context
   if (rc) {
-    srv_htls_ctx_destroy(x);
+    SSL_CTX_free(ctx);
     return rc;
   }
+  *out = ctx;
+  return 0;
+}
+
+int srv_htls_ctx_create(const char *cert_path, const char *key_path, const char *root_path, int mutual,
+                        srv_htls_ctx **out, err *e) {
+  *out = NULL;
+  if (!cert_path) return err_set(e, ERR_INVALID_ARGUMENT, "TLS on HTTP needs --http-server-cert FILE");
+  if (!key_path) return err_set(e, ERR_INVALID_ARGUMENT, "TLS on HTTP needs --http-server-key FILE");
+  if (mutual && !root_path)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "--http-use-ssl-mutual needs --http-root-cert FILE (the CA that signs client certificates)");
+  SSL_CTX *ctx = NULL;
+  int rc = build_ctx(cert_path, key_path, root_path, mutual, &ctx, NULL, 0, e);
+  if (rc) return rc;
+  srv_htls_ctx *x = calloc(1, sizeof *x);
+  if (x) {
+    x->cert_path = dup_or_null(cert_path);
+    x->key_path = dup_or_null(key_path);
+    x->root_path = mutual ? dup_or_null(root_path) : NULL;
+  }
+  if (!x || !x->cert_path || !x->key_path || (mutual && !x->root_path) || pthread_mutex_init(&x->mu, NULL) != 0) {
+    if (x) {
+      free(x->cert_path);
+      free(x->key_path);
+      free(x->root_path);
+    }
+    free(x);
+    SSL_CTX_free(ctx);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "TLS on HTTP: out of memory");
+  }
+  x->ctx = ctx;
+  x->mutual = mutual;
   *out = x;
+  return 0;
+}
+
+int srv_htls_ctx_reload(srv_htls_ctx *x, char *served, size_t cap, err *e) {
+  SSL_CTX *fresh = NULL;
+  int rc = build_ctx(x->cert_path, x->key_path, x->root_path, x->mutual, &fresh, served, cap, e);
+  if (rc) return rc;  // the context in service stays
+  pthread_mutex_lock(&x->mu);
+  SSL_CTX *old = x->ctx;
+  x->ctx = fresh;
+  pthread_mutex_unlock(&x->mu);
+  SSL_CTX_free(old);  // drops our reference; open connections hold theirs
   return 0;
 }
 
 void srv_htls_ctx_destroy(srv_htls_ctx *x) {
   if (!x) return;
   SSL_CTX_free(x->ctx);
+  pthread_mutex_destroy(&x->mu);
+  free(x->cert_path);
+  free(x->key_path);
+  free(x->root_path);
   free(x);
 }
 
@@ -161,7 +223,9 @@ void srv_htls_ctx_destroy(srv_htls_ctx *x) {
 srv_htls *srv_htls_create(srv_htls_ctx *x) {
   srv_htls *t = calloc(1, sizeof *t);
   if (!t) return NULL;
-  t->ssl = SSL_new(x->ctx);
+  pthread_mutex_lock(&x->mu);
+  t->ssl = SSL_new(x->ctx);  // takes its own reference to the context in service
+  pthread_mutex_unlock(&x->mu);
   t->rbio = BIO_new(BIO_s_mem());
   t->wbio = BIO_new(BIO_s_mem());
   if (!t->ssl || !t->rbio || !t->wbio) {

@@ -6,7 +6,7 @@
 // srv_htls_write, and what must reach the client (handshake messages,
 // records, alerts, close_notify) comes out of srv_htls_take_output.
 // Single-threaded per connection; the context may be shared by every
-// connection of one loop.
+// connection of one loop, and reloaded from another thread meanwhile.
 #ifndef INFERD_SERVER_HTTP_TLS_H
 #define INFERD_SERVER_HTTP_TLS_H
 
@@ -26,6 +26,15 @@ typedef struct srv_htls srv_htls;          // one connection's TLS state
 int srv_htls_ctx_create(const char *cert_path, const char *key_path, const char *root_path, int mutual,
                         srv_htls_ctx **out, err *e);
 void srv_htls_ctx_destroy(srv_htls_ctx *x);
+
+// Reads and checks the same files again (as srv_htls_ctx_create does, same
+// messages). On success connections created from here on use the new
+// certificates, connections already open keep theirs until they close, and
+// *served (cap bytes; may be NULL) says which certificate now serves
+// (srv_tls_describe). On failure the certificates in service stay and *e
+// names the file and the reason. Safe on any thread while another thread
+// calls srv_htls_create; not concurrently with itself or destroy.
+int srv_htls_ctx_reload(srv_htls_ctx *x, char *served, size_t cap, err *e);
 
 // A server-side connection in its handshake; NULL when out of memory.
 srv_htls *srv_htls_create(srv_htls_ctx *x);
