@@ -234,6 +234,17 @@ static void on_tls_note(void *ctx, int failed, const char *msg) {
   srv_log(failed ? SRV_LOG_ERROR : SRV_LOG_INFO, "%s", msg);
 }
 
+// SIGHUP for the HTTP port: new connections take the new certificates, open
+// ones keep theirs; a failure keeps the ones in service (srv_htls_ctx_reload).
+static void reload_https(srv_htls_ctx *x) {
+  err e = {0};
+  char served[256];
+  if (srv_htls_ctx_reload(x, served, sizeof served, &e) == 0)
+    srv_log(SRV_LOG_INFO, "HTTPS certificates reloaded (SIGHUP): new connections get %s", served);
+  else
+    srv_log(SRV_LOG_ERROR, "HTTPS certificates not reloaded (SIGHUP), the previous ones stay in service: %s", e.msg);
+}
+
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -332,6 +343,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   srv_htls_ctx *htls = NULL;  // the HTTP port's, handed to it once it exists
+  // Borrowed after the hand-over, for SIGHUP: the endpoint frees it only when
+  // it closes, which is after main's signal loop.
+  srv_htls_ctx *htls_live = NULL;
   if (o.http_use_ssl && srv_htls_ctx_create(o.http_server_cert, o.http_server_key, o.http_root_cert,
                                             o.http_use_ssl_mutual, &htls, &e) != 0) {
     srv_log(SRV_LOG_ERROR, "cannot start: %s", e.msg);
@@ -384,6 +398,7 @@ int main(int argc, char **argv) {
     srv_htls_ctx *x = htls;
     htls = NULL;  // the endpoint's now, also when this fails
     if (srv_http_set_tls(hc.http, x, SRV_HTTP_TLS_HANDSHAKE_MS, &e) != 0) goto fail;
+    htls_live = x;
     srv_log(SRV_LOG_INFO, "HTTP port: HTTPS%s", o.http_use_ssl_mutual ? " with client certificates (mutual TLS)" : "");
   }
   if (srv_rest_create(srv_sched_loop(srv.sched), &srv, &hc.rest, &e) != 0) goto fail;
@@ -431,7 +446,9 @@ int main(int argc, char **argv) {
   while ((sig = wait_stop_signal(&stop_set, signal_fd)) == SIGHUP) {
     err re = {0};
     if (tls) (void)srv_tlsw_reload(tls, &re);  // noted either way; a failure keeps the old set
-    else srv_log(SRV_LOG_INFO, "SIGHUP: no TLS certificates to reload (--grpc-use-ssl is off)");
+    if (htls_live) reload_https(htls_live);
+    if (!tls && !htls_live)
+      srv_log(SRV_LOG_INFO, "SIGHUP: no TLS certificates to reload (--grpc-use-ssl and --http-use-ssl are off)");
   }
   srv_log(SRV_LOG_INFO, "%s: draining (up to %d s)", sig == SIGINT ? "SIGINT" : "SIGTERM", o.exit_timeout_secs);
   atomic_store(&srv.draining, 1);
