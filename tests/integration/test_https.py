@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -495,3 +496,144 @@ def test_inconsistent_https_flags_refused(repo_dir, args, msg):
     r = subprocess.run([lib.inferd_bin(), "--model-repository", repo_dir] + args, capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 2 and msg in r.stderr, (r.returncode, r.stderr)
+
+
+# --- certificates reloaded on SIGHUP
+
+def _install(src_crt, src_key, live):
+    """Puts a certificate and key in place of the live files as a deploy tool would: each written beside
+    and renamed over (a reader never sees half a file)."""
+    for src, dst in ((src_crt, live["crt"]), (src_key, live["key"])):
+        tmp = dst + ".new"
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+
+
+@pytest.fixture()
+def live(tmp_path, certs):
+    d = str(tmp_path)
+    live = {"crt": os.path.join(d, "live.crt"), "key": os.path.join(d, "live.key")}
+    _install(certs["server_crt"], certs["server_key"], live)
+    return live
+
+
+def _live_args(certs, live, mutual=False):
+    a = _https_args(certs, mutual)
+    a[a.index(certs["server_crt"])] = live["crt"]
+    a[a.index(certs["server_key"])] = live["key"]
+    return a
+
+
+@pytest.fixture()
+def reload_server(repo_dir, certs, live):
+    yield from lib.served(repo_dir, _live_args(certs, live))
+
+
+def _keep_alive(server, certs, client=None):
+    return http.client.HTTPSConnection("127.0.0.1", server.http_port, timeout=TIMEOUT_S,
+                                       context=_context(certs, client))
+
+
+def _ask(conn, method, path, body=None):
+    """One request on a kept-alive connection (not closed): (status, body, the server's certificate DER)."""
+    conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
+    r = conn.getresponse()
+    data = r.read()
+    assert not r.will_close, "the server ended the keep-alive connection"
+    return r.status, data, conn.sock.getpeercert(binary_form=True)
+
+
+def _infer_on(conn, oracle, specs, rng, what):
+    x = lib.random_inputs(specs["mlp"], rng, 2)["INPUT0"]
+    status, body, cert = _ask(conn, "POST", "/v2/models/mlp/infer", _mlp_json_body(x))
+    assert status == 200, body
+    _check_mlp_json(body, x, oracle, specs, what)
+    return cert
+
+
+def _reloads(n, what="HTTPS certificates reloaded (SIGHUP)"):
+    return lambda lines: sum(what in l for l in lines) >= n
+
+
+def test_https_reload_on_sighup_keeps_open_connections(reload_server, certs, live, specs, oracle, rng):
+    srv = reload_server
+    old = _keep_alive(srv, certs)
+    try:
+        assert _infer_on(old, oracle, specs, rng, "mlp before the reload") == tls_certs.der(certs["server_crt"])
+        _install(certs["server_b_crt"], certs["server_b_key"], live)
+        srv.send_signal(signal.SIGHUP)
+        lines = srv.await_stderr(_reloads(1))
+        line = [l for l in lines if "HTTPS certificates reloaded (SIGHUP)" in l][0]
+        assert "new connections get subject /CN=localhost, serial " in line, line
+        # a new connection is handed B, and infers
+        new = _keep_alive(srv, certs)
+        try:
+            assert _infer_on(new, oracle, specs, rng, "mlp after the reload") == tls_certs.der(certs["server_b_crt"])
+        finally:
+            new.close()
+        # the keep-alive connection made with A was not dropped: same socket, still A, still answers
+        sock = old.sock
+        assert _infer_on(old, oracle, specs, rng, "mlp on the old connection") == tls_certs.der(certs["server_crt"])
+        assert old.sock is sock
+    finally:
+        old.close()
+    assert srv.alive()
+
+
+@pytest.mark.parametrize("bad", ["garbage_crt", "key_of_another_cert", "expired"])
+def test_https_bad_reload_keeps_certificates_in_service(reload_server, certs, live, specs, oracle, rng, bad):
+    srv = reload_server
+    _install(certs["server_b_crt"], certs["server_b_key"], live)
+    srv.send_signal(signal.SIGHUP)
+    srv.await_stderr(_reloads(1))
+    if bad == "garbage_crt":
+        with open(live["crt"], "w") as f:
+            f.write("not a certificate\n")
+        want, named = "no valid PEM certificate", (live["crt"], "--http-server-cert")
+    elif bad == "key_of_another_cert":
+        _install(certs["server_c_crt"], certs["server_b_key"], live)
+        want, named = "is not the private key of the certificate", (live["key"], "--http-server-key")
+    else:
+        _install(certs["expired_server_crt"], certs["expired_server_key"], live)
+        want, named = "expired (notAfter Jan  2 00:00:00 2020 GMT)", (live["crt"], "--http-server-cert")
+    srv.send_signal(signal.SIGHUP)
+    lines = srv.await_stderr(_reloads(1, "HTTPS certificates not reloaded (SIGHUP)"))
+    why = [l for l in lines if "HTTPS certificates not reloaded" in l]
+    assert len(why) == 1, why
+    assert want in why[0] and all(n in why[0] for n in named) and "previous ones stay in service" in why[0], why
+    c = _keep_alive(srv, certs)
+    try:
+        assert _infer_on(c, oracle, specs, rng, "mlp after a bad reload") == tls_certs.der(certs["server_b_crt"])
+    finally:
+        c.close()
+    # a good set afterwards is taken again
+    _install(certs["server_c_crt"], certs["server_c_key"], live)
+    srv.send_signal(signal.SIGHUP)
+    srv.await_stderr(_reloads(2))
+    status, _, cert = _request_cert(srv, certs)
+    assert status == 200 and cert == tls_certs.der(certs["server_c_crt"])
+
+
+def _request_cert(server, certs, client=None):
+    conn = _keep_alive(server, certs, client)
+    try:
+        return _ask(conn, "GET", "/v2/health/live")
+    finally:
+        conn.close()
+
+
+@pytest.fixture()
+def mtls_reload_server(repo_dir, certs, live):
+    yield from lib.served(repo_dir, _live_args(certs, live, mutual=True))
+
+
+def test_mtls_reload_keeps_client_verification(mtls_reload_server, certs, live):
+    srv = mtls_reload_server
+    _install(certs["server_b_crt"], certs["server_b_key"], live)
+    srv.send_signal(signal.SIGHUP)
+    srv.await_stderr(_reloads(1))
+    status, _, cert = _request_cert(srv, certs, client="client")
+    assert status == 200 and cert == tls_certs.der(certs["server_b_crt"])
+    # the new context verifies client certificates as the first did
+    _refused(srv, certs, None)
+    _refused(srv, certs, "other_client")
