@@ -5,12 +5,15 @@
 // close_notify both ways; TLS 1.1, garbage and an h2-only client fail with
 // an alert for the client; mutual TLS refuses no certificate and a
 // certificate of another CA and takes the right one; plain-HTTP sniffing;
-// bad files fail the context naming the --http-* flag.
+// bad files fail the context naming the --http-* flag; a reload serves new
+// connections the new certificate while an open one keeps the old, a bad
+// reload keeps the one in service, and reloads race connection creation.
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,6 +301,119 @@ static void test_bad_files(void) {
   srv_htls_ctx_destroy(NULL);
 }
 
+// --- reload
+
+static X509 *read_cert(const char *name) {
+  FILE *f = fopen(path(name), "rb");
+  X509 *x = f ? PEM_read_X509(f, NULL, NULL, NULL) : NULL;
+  if (f) fclose(f);
+  if (!x) exit(2);
+  return x;
+}
+
+// A connection whose client trusts `trusted` (a .crt of this test), after
+// its handshake; 1 when the server's certificate equals want.
+static int open_and_check_peer(pair *p, srv_htls_ctx *x, const char *trusted, X509 *want) {
+  pair_open(p, x, NULL, 0, NULL, 0);
+  if (SSL_CTX_load_verify_locations(p->cctx, path(trusted), NULL) != 1) exit(2);
+  CHECK_EQ_INT(handshake(p), 1);
+  X509 *got = SSL_get1_peer_certificate(p->c);
+  int same = got && X509_cmp(got, want) == 0;
+  X509_free(got);
+  return same;
+}
+
+static void check_echo(pair *p, const char *msg) {
+  int n = (int)strlen(msg);
+  CHECK_EQ_INT(SSL_write(p->c, msg, n), n);
+  char b[32] = {0};
+  CHECK_EQ_INT(pump(p, b, sizeof b - 1), n);
+  CHECK_EQ_STR(b, msg);
+  CHECK_EQ_INT(srv_htls_write(p->s, b, (size_t)n), 0);
+  CHECK(pump(p, b, sizeof b) <= 0);  // moves the record to the client
+  char c[32] = {0};
+  CHECK_EQ_INT(SSL_read(p->c, c, sizeof c - 1), n);
+  CHECK_EQ_STR(c, msg);
+}
+
+typedef struct reloader {
+  srv_htls_ctx *x;
+  int n, failed;
+} reloader;
+
+static void *reload_loop(void *arg) {
+  reloader *r = arg;
+  for (int i = 0; i < r->n; i++) {
+    err e = {0};
+    if (srv_htls_ctx_reload(r->x, NULL, 0, &e) != 0) r->failed++;
+  }
+  return NULL;
+}
+
+static void test_reload(void) {
+  make_pair("lv");
+  X509 *a = read_cert("lv.crt");
+  srv_htls_ctx *x = NULL;
+  err e = {0};
+  CHECK_EQ_INT(srv_htls_ctx_create(path("lv.crt"), path("lv.key"), NULL, 0, &x, &e), 0);
+  if (!x) exit(1);
+  pair old;
+  CHECK_EQ_INT(open_and_check_peer(&old, x, "lv.crt", a), 1);
+  check_echo(&old, "before");
+
+  rename(path("lv.crt"), path("lv_a.crt"));  // the client of `old` keeps trusting A's file
+  make_pair("lv");                            // B: another key, another certificate
+  X509 *b = read_cert("lv.crt");
+  CHECK(X509_cmp(a, b) != 0);
+  char served[256] = "";
+  CHECK_EQ_INT(srv_htls_ctx_reload(x, served, sizeof served, &e), 0);
+  CHECK_CONTAINS(served, "CN=lv");
+  pair fresh;
+  CHECK_EQ_INT(open_and_check_peer(&fresh, x, "lv.crt", b), 1);
+  check_echo(&fresh, "new");
+  // the connection made with A goes on: its SSL holds the replaced SSL_CTX
+  check_echo(&old, "after");
+  pair_close(&fresh);
+  pair_close(&old);
+
+  // a bad replacement is refused, naming flag and file; B stays
+  FILE *f = fopen(path("lv.crt"), "w");
+  if (!f) exit(2);
+  fputs("not a certificate\n", f);
+  fclose(f);
+  memset(&e, 0, sizeof e);
+  served[0] = 0;
+  CHECK_EQ_INT(srv_htls_ctx_reload(x, served, sizeof served, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "--http-server-cert");
+  CHECK_CONTAINS(e.msg, "lv.crt");
+  CHECK_EQ_STR(served, "");
+  f = fopen(path("lv_a.crt"), "w");  // the client's trust: B's certificate
+  if (!f || !PEM_write_X509(f, b)) exit(2);
+  fclose(f);
+  CHECK_EQ_INT(open_and_check_peer(&fresh, x, "lv_a.crt", b), 1);
+  pair_close(&fresh);
+
+  // reloads on one thread while connections are made on this one (TSan's case)
+  f = fopen(path("lv.crt"), "w");
+  if (!f || !PEM_write_X509(f, b)) exit(2);
+  fclose(f);
+  reloader r = {.x = x, .n = 40};
+  pthread_t th;
+  CHECK_EQ_INT(pthread_create(&th, NULL, reload_loop, &r), 0);
+  for (int i = 0; i < 40; i++) {
+    CHECK_EQ_INT(open_and_check_peer(&fresh, x, "lv.crt", b), 1);
+    pair_close(&fresh);
+  }
+  pthread_join(th, NULL);
+  CHECK_EQ_INT(r.failed, 0);
+
+  srv_htls_ctx_destroy(x);
+  X509_free(a);
+  X509_free(b);
+  const char *names[] = {"lv.crt", "lv.key", "lv_a.crt"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(path(names[i]));
+}
+
 int main(void) {
   if (ttp_open(&pem, "test_http_tls")) return 2;
   make_pair("srv");
@@ -308,6 +424,7 @@ int main(void) {
   test_mutual();
   test_sniffing();
   test_bad_files();
+  test_reload();
   const char *names[] = {"srv.crt", "srv.key", "cli.crt", "cli.key", "oth.crt", "oth.key"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(path(names[i]));
   rmdir(pem.dir);
