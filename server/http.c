@@ -537,6 +537,7 @@ static void dispatch(conn *c) {
   enum http_method m = (enum http_method)c->parser.method;
   srv_http_request req = {.method = http_method_str(m), .path = path, .query = query,
                           .body = c->body_bytes ? c->body : NULL, .body_len = (size_t)c->body_bytes,
+                          .body_max = (size_t)c->max_body,
                           .headers_ = c->hdrs, .headers_len_ = c->hdrs_len, .conn_ = c};
   srv_http_response resp = {.status = 200};
   h->handler(h->ctx, &req, &resp);

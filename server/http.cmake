@@ -12,3 +12,8 @@ target_link_libraries(inferd_http_tls PUBLIC inferd_tls inferd_base PkgConfig::L
 add_library(inferd_http STATIC ${CMAKE_CURRENT_LIST_DIR}/http.c)
 target_include_directories(inferd_http PUBLIC ${HTTP_PARSER_INCLUDE_DIR})
 target_link_libraries(inferd_http PUBLIC inferd_http_tls inferd_base PkgConfig::LIBUV ${HTTP_PARSER_LIB})
+
+# Content codings (gzip, deflate) of REST bodies, Triton's HTTP compression: zlib (zlib1g-dev).
+find_package(ZLIB REQUIRED)
+add_library(inferd_httpz STATIC ${CMAKE_CURRENT_LIST_DIR}/httpz.c)
+target_link_libraries(inferd_httpz PUBLIC inferd_base ZLIB::ZLIB)

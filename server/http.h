@@ -39,6 +39,7 @@ typedef struct srv_http_request {
   const char *query;
   const char *body;
   size_t body_len;
+  size_t body_max;  // the body limit this request was read under (a decoded body keeps to it too)
   const char *headers_;  // private: "name\0value\0" pairs
   size_t headers_len_;
   void *conn_;  // private: for srv_http_defer

@@ -14,7 +14,7 @@ add_library(inferd_server STATIC
 target_compile_definitions(inferd_server PUBLIC INFERD_VERSION="${PROJECT_VERSION}")
 # cJSON (libcjson-dev): the REST API's JSON (server/rest.c; why this library: README, Dependencies)
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
-target_link_libraries(inferd_server PUBLIC inferd_grpc inferd_tls inferd_http inferd_reflection inferd_protoset
+target_link_libraries(inferd_server PUBLIC inferd_grpc inferd_tls inferd_http inferd_httpz inferd_reflection inferd_protoset
   inferd_hist inferd_trace inferd_dashboard inferd_gpumon inferd_shm inferd_cuda_shm
   inferd_batcher inferd_model inferd_config inferd_graph inferd_proto inferd_base PkgConfig::LIBUV PkgConfig::CJSON Threads::Threads)
 

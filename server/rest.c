@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "grpc_service.pb-c.h"
+#include "server/httpz.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -55,6 +56,7 @@ typedef struct job {
   int binary_default;  // request parameter binary_data_output
   size_t n_out_opts;
   out_opt *out_opts;
+  srv_httpz_enc resp_enc;  // the answer's content coding (the request's Accept-Encoding)
   // the HTTP answer, written by done_cb
   srv_http_response resp;
 } job;
@@ -463,10 +465,39 @@ static void job_free(job *j) {
   free(j);
 }
 
+// Compresses a successful inference answer as the client asked (Triton
+// does so for inference answers only; errors stay plain). Runs where the
+// answer was written (an instance thread), not on the loop. Out of memory:
+// the answer goes uncompressed, which the client reads as well.
+static void compress_answer(job *j) {
+  srv_http_response *a = &j->resp;
+  if (j->resp_enc == SRV_HTTPZ_IDENTITY || a->status != 200 || !a->free_body) return;
+  uint8_t *z = NULL;
+  size_t zlen = 0;
+  err e = {0};
+  if (srv_httpz_deflate(j->resp_enc, a->body, a->len, &z, &zlen, &e) != 0) {
+    srv_log(SRV_LOG_WARN, "REST: answering uncompressed: %s", e.msg);
+    return;
+  }
+  size_t used = strlen(a->headers);
+  int w = snprintf(a->headers + used, sizeof a->headers - used, "Content-Encoding: %s\r\n",
+                   srv_httpz_name(j->resp_enc));
+  if (w < 0 || (size_t)w >= sizeof a->headers - used) {  // cannot happen with the headers written today
+    a->headers[used] = '\0';
+    free(z);
+    return;
+  }
+  // the binary extension's Inference-Header-Content-Length stays the
+  // uncompressed JSON's length, as Triton sends it
+  free(a->body);
+  a->body = (char *)z;
+  a->len = zlen;
+}
+
 static void done_cb(void *arg, uint8_t *resp, size_t len, int code, const char *msg) {
   job *j = arg;
   if (!resp && code) set_error(&j->resp, http_status(code), msg);
-  else if (j->k == K_INFER) infer_answer(j, resp, len);
+  else if (j->k == K_INFER) infer_answer(j, resp, len), compress_answer(j);
   else meta_answer(j, resp, len);
   free(resp);
   srv_rest *r = j->rest;
@@ -821,33 +852,74 @@ static int build_infer(arena *a, job *j, const cJSON *root, const uint8_t *bin, 
   return a->oom ? -1 : 0;
 }
 
+// Triton's HTTP compression: a Content-Encoding body is inflated (its
+// inflated size under the endpoint's body limit for this request); NULL
+// *body_out with 0 returned means the body is used as it came.
+static int decode_body(const srv_http_request *req, srv_http_response *resp, uint8_t **body_out,
+                       size_t *len_out) {
+  *body_out = NULL;
+  *len_out = 0;
+  const char *ce = srv_http_request_header(req, "Content-Encoding");
+  srv_httpz_enc enc = srv_httpz_content_encoding(ce);
+  if (enc == SRV_HTTPZ_IDENTITY) return 0;
+  if (enc == SRV_HTTPZ_UNKNOWN) {
+    // as Triton: 415, naming the codings we read in Accept-Encoding
+    char msg[200];
+    snprintf(msg, sizeof msg, "unsupported Content-Encoding '%.100s': send gzip, deflate or identity", ce);
+    set_error(resp, 415, msg);
+    snprintf(resp->headers, sizeof resp->headers, "Accept-Encoding: gzip, deflate\r\n");
+    return -1;
+  }
+  if (!req->body_len) {
+    set_error(resp, 400, "the inference request has no JSON body");
+    return -1;
+  }
+  err e = {0};
+  size_t max = req->body_max ? req->body_max : SRV_HTTP_MAX_BODY;
+  if (srv_httpz_inflate(enc, req->body, req->body_len, max, body_out, len_out, &e) != 0) {
+    set_error(resp, e.code == ERR_INVALID_ARGUMENT ? 400 : e.code == ERR_RESOURCE_EXHAUSTED ? 413 : 500, e.msg);
+    return -1;
+  }
+  return 0;
+}
+
 static void route_infer(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char *model,
                         const char *version) {
+  uint8_t *decoded = NULL;
+  size_t decoded_len = 0;
+  if (decode_body(req, resp, &decoded, &decoded_len) != 0) return;
+  const char *body = decoded ? (const char *)decoded : req->body;
+  size_t body_len = decoded ? decoded_len : req->body_len;
   // Triton's binary tensor extension: the JSON is the first
-  // Inference-Header-Content-Length bytes, the tensors' bytes follow
-  size_t json_len = req->body_len;
+  // Inference-Header-Content-Length bytes, the tensors' bytes follow (of
+  // the inflated body when the body came compressed, as in Triton)
+  size_t json_len = body_len;
   const char *hl = srv_http_request_header(req, "Inference-Header-Content-Length");
   if (hl) {
     char *end = NULL;
     unsigned long long v = strtoull(hl, &end, 10);
-    if (!*hl || *end || v > req->body_len)
+    if (!*hl || *end || v > body_len) {
+      free(decoded);
       return set_error(resp, 400, "Inference-Header-Content-Length must be an integer no larger than the body");
+    }
     json_len = (size_t)v;
   }
-  const char *enc = srv_http_request_header(req, "Content-Encoding");
-  if (enc && strcmp(enc, "identity") != 0)
-    return set_error(resp, 400, "Content-Encoding is not supported (send the body uncompressed)");
-  if (!req->body || json_len == 0) return set_error(resp, 400, "the inference request has no JSON body");
-  cJSON *root = cJSON_ParseWithLength(req->body, json_len);
-  if (!root) return set_error(resp, 400, "the request body is not valid JSON");
+  if (!body || json_len == 0) {
+    free(decoded);
+    return set_error(resp, 400, "the inference request has no JSON body");
+  }
+  cJSON *root = cJSON_ParseWithLength(body, json_len);
+  if (!root) {
+    free(decoded);
+    return set_error(resp, 400, "the request body is not valid JSON");
+  }
   job *j = calloc(1, sizeof *j);
   arena a = {0};
   Inference__ModelInferRequest msg = INFERENCE__MODEL_INFER_REQUEST__INIT;
   msg.model_name = (char *)model;
   msg.model_version = (char *)version;
   char why[512] = "";
-  int rc = j ? build_infer(&a, j, root, (const uint8_t *)req->body + json_len, req->body_len - json_len, &msg, why,
-                           sizeof why)
+  int rc = j ? build_infer(&a, j, root, (const uint8_t *)body + json_len, body_len - json_len, &msg, why, sizeof why)
              : -1;
   uint8_t *buf = NULL;
   size_t len = 0;
@@ -859,6 +931,7 @@ static void route_infer(srv_rest *r, const srv_http_request *req, srv_http_respo
   }
   a_free(&a);
   cJSON_Delete(root);
+  free(decoded);  // the packed request holds its own copy of the tensors
   if (rc) {
     if (j) job_free(j);
     free(buf);
@@ -874,6 +947,7 @@ static void route_infer(srv_rest *r, const srv_http_request *req, srv_http_respo
   j->pending = p;
   j->k = K_INFER;
   j->resp.status = 200;
+  j->resp_enc = srv_httpz_accept(srv_http_request_header(req, "Accept-Encoding"));
   run_local(r, j, SVC "ModelInfer", buf, len);
   free(buf);
 }
