@@ -7,6 +7,7 @@
 
 #include "grpc/health/v1/health.pb-c.h"
 #include "grpc_service.pb-c.h"
+#include "kernels/base/utf8.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -407,6 +408,17 @@ static int shm_or_fail(srv_server *s, srv_call *call) {
   return -1;
 }
 
+// A region name or key that is not UTF-8 would come back in every Status
+// answer (and in error details), which clients cannot parse: refused, without
+// quoting the bytes (found by tests/fuzz/fuzz_shm).
+static int text_or_fail(srv_call *call, const char *what, const char *str) {
+  if (!str || utf8_valid(str, strlen(str))) return 0;
+  char msg[128];
+  snprintf(msg, sizeof msg, "the shared memory region's %s is not valid UTF-8 (proto3 string fields must be)", what);
+  srv_call_fail(call, ERR_INVALID_ARGUMENT, msg);
+  return -1;
+}
+
 static void shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
   if (shm_or_fail(s, call)) return;
@@ -414,6 +426,10 @@ static void shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t l
       call, &inference__system_shared_memory_register_request__descriptor, req, len);
   if (!q) return;
   err e;
+  if (text_or_fail(call, "name", q->name) || text_or_fail(call, "key", q->key)) {
+    inference__system_shared_memory_register_request__free_unpacked(q, NULL);
+    return;
+  }
   if (srv_shm_register(s->shm, q->name, q->key, q->offset, q->byte_size, &e) != 0) {
     srv_call_fail(call, (int)e.code, e.msg);
   } else {
@@ -431,6 +447,10 @@ static void shm_unregister(void *ctx, srv_call *call, const uint8_t *req, size_t
   Inference__SystemSharedMemoryUnregisterRequest *q = (Inference__SystemSharedMemoryUnregisterRequest *)srv_unpack_or_fail(
       call, &inference__system_shared_memory_unregister_request__descriptor, req, len);
   if (!q) return;
+  if (text_or_fail(call, "name", q->name)) {
+    inference__system_shared_memory_unregister_request__free_unpacked(q, NULL);
+    return;
+  }
   size_t n = srv_shm_unregister(s->shm, q->name);
   if (n) srv_log(SRV_LOG_INFO, "%zu shared memory region(s) unregistered (%s)", n, *q->name ? q->name : "all");
   Inference__SystemSharedMemoryUnregisterResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
@@ -444,6 +464,10 @@ static void shm_status(void *ctx, srv_call *call, const uint8_t *req, size_t len
   Inference__SystemSharedMemoryStatusRequest *q = (Inference__SystemSharedMemoryStatusRequest *)srv_unpack_or_fail(
       call, &inference__system_shared_memory_status_request__descriptor, req, len);
   if (!q) return;
+  if (text_or_fail(call, "name", q->name)) {
+    inference__system_shared_memory_status_request__free_unpacked(q, NULL);
+    return;
+  }
   err e;
   srv_shm_info *info;
   size_t n;
