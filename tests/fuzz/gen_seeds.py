@@ -74,7 +74,8 @@ dynamic_batching { priority_levels: 2 default_priority_level: 1 }
     r.outputs.add().name = "n"
     r.parameters["priority"].uint64_param = 1
     r.parameters["timeout"].int64_param = 1000
-    write(os.path.join(out, "raw"), r.SerializeToString())
+    if not os.path.exists(os.path.join(out, "raw")):  # map order varies between runs: keep the committed one
+        write(os.path.join(out, "raw"), r.SerializeToString())
     # typed contents, version given
     r = R(model_name="fuzz", model_version="1", id="typed")
     tensor(r, "x", "FP32", [1, 4]).contents.fp32_contents.extend([1, 2, 3, 4])
@@ -94,13 +95,13 @@ dynamic_batching { priority_levels: 2 default_priority_level: 1 }
     o.parameters["shared_memory_offset"].uint64_param = 128
     if not os.path.exists(os.path.join(out, "shm")):  # map order varies between runs: keep the committed one
         write(os.path.join(out, "shm"), r.SerializeToString())
-    r_shm = r
     # invalid: a wrong datatype and a batch over max_batch_size
     r = R(model_name="fuzz")
     tensor(r, "x", "FP16", [9, 4])
     tensor(r, "ids", "INT64", [9, 0])
     write(os.path.join(out, "bad"), r.SerializeToString())
-    shm_seeds(r_shm)
+    shm_seeds(open(os.path.join(out, "shm"), "rb").read())  # the committed bytes: map order varies
+    stream_seeds(out)
 
 
 def records(*ops):
@@ -108,7 +109,7 @@ def records(*ops):
     Register, 1 Unregister, 2 Status, 3 ModelInfer)."""
     out = b""
     for op, msg in ops:
-        b = msg.SerializeToString()
+        b = msg if isinstance(msg, bytes) else msg.SerializeToString()
         out += bytes([op, len(b) & 255, len(b) >> 8]) + b
     return out
 
@@ -151,6 +152,44 @@ def shm_seeds(infer_shm):
           records((2, Status())))
     # bytes that are no message at all
     write(os.path.join(out, "garbage"), bytes([0, 4, 0, 0xff, 0xff, 0xff, 0xff, 2, 2, 0, 0x0a, 0x7f, 1, 1, 0, 0x08]))
+
+
+def stream_seeds(infer_dir):
+    """corpus/stream: fuzz_stream's input is one stream, [len lo][len hi][bytes]
+    per ModelInferRequest; the infer seeds are its messages."""
+    out = os.path.join(HERE, "corpus", "stream")
+    seed = {n: open(os.path.join(infer_dir, n), "rb").read() for n in ("raw", "typed", "shm", "bad")}
+    R = service_pb2.ModelInferRequest
+
+    def stream(*msgs):
+        return b"".join(bytes([len(m) & 255, len(m) >> 8]) + m for m in msgs)
+
+    write(os.path.join(out, "mixed"), stream(seed["raw"], seed["typed"], seed["shm"], seed["bad"], seed["raw"]))
+    write(os.path.join(out, "one"), stream(seed["typed"]))
+    many = []
+    for i in range(32):  # enough to batch: answers come back in any order, every one exactly once
+        r = R(model_name="fuzz", id="m%d" % i)
+        t = r.inputs.add()
+        t.name, t.datatype = "x", "FP32"
+        t.shape.extend([1, 4])
+        t.contents.fp32_contents.extend([i, 1, 2, 3])
+        t = r.inputs.add()
+        t.name, t.datatype = "ids", "INT64"
+        t.shape.extend([1, 1 + i % 3])
+        t.contents.int64_contents.extend(range(1 + i % 3))
+        if i % 4 == 0:
+            r.outputs.add().name = "n"
+        many.append(r.SerializeToString())
+    write(os.path.join(out, "many"), stream(*many))
+    # errors the stream answers in error_message and goes on: nothing parses, an
+    # empty message (no model), an unknown model, an id that is not UTF-8, an
+    # unknown output, then a valid one
+    r = R(model_name="nope", id="unknown model")
+    broken = R(model_name="fuzz", id="ZZZZ").SerializeToString().replace(b"ZZZZ", b"\xff\xfeZZ")
+    r2 = R.FromString(seed["typed"])
+    r2.outputs.add().name = "nothere"
+    write(os.path.join(out, "errors"), stream(b"\xff\x00\x01", b"", r.SerializeToString(), broken,
+                                              r2.SerializeToString(), seed["typed"]))
 
 
 if __name__ == "__main__":
