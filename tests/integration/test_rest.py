@@ -511,3 +511,17 @@ def test_system_shared_memory(start_server, server, specs, oracle, rng):
         shm.destroy_shared_memory_region(h_out)
     srv.stop()
     srv.assert_clean_exit()
+
+
+@pytest.mark.parametrize("method,path", [
+    ("GET", "/v2/models/%ff%fe/config"), ("GET", "/v2/models/%c0%af"), ("GET", "/v2/models/%ed%a0%80/stats"),
+    ("GET", "/v2/models/mlp/versions/%ff/config"), ("POST", "/v2/models/%ffmlp/infer"),
+    ("GET", "/v2/systemsharedmemory/region/%ff/status")])
+def test_broken_utf8_in_the_path_answers_valid_json(server, method, path):
+    """Found by tests/fuzz/fuzz_rest: a percent-encoded name that is not UTF-8 was echoed raw into the JSON
+    error ("unknown model '\\xff\\xfe'"), which is then not JSON (RFC 8259: UTF-8) and breaks the client's parser.
+    Any 4xx is right; the body must decode as UTF-8 and parse."""
+    body = json.dumps({"inputs": []}) if method == "POST" else None
+    status, _, raw = _http(server, method, path, body=body)
+    assert 400 <= status < 500, (status, raw)
+    _error(raw.decode("utf-8"))  # strict: raises on a broken byte
