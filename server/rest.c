@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "grpc_service.pb-c.h"
+#include "kernels/base/utf8.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -872,7 +873,8 @@ static void route_infer(srv_rest *r, const srv_http_request *req, srv_http_respo
 
 // --- routing
 
-// Percent-decodes one path segment [s, s+n) into out; -1 when malformed or too long.
+// Percent-decodes one path segment [s, s+n) into out; -1 when malformed, too
+// long or not UTF-8.
 static int decode_segment(const char *s, size_t n, char *out, size_t cap) {
   size_t o = 0;
   for (size_t i = 0; i < n; i++) {
@@ -890,7 +892,9 @@ static int decode_segment(const char *s, size_t n, char *out, size_t cap) {
     out[o++] = c;
   }
   out[o] = '\0';
-  return 0;
+  // a name that is not UTF-8 would be echoed into the JSON answer (an
+  // unknown model's error), which is then not JSON (found by fuzz_rest)
+  return utf8_valid(out, o) ? 0 : -1;
 }
 
 // Splits path (after "/v2/") into at most `max` segments.
