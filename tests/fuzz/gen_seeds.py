@@ -102,6 +102,7 @@ dynamic_batching { priority_levels: 2 default_priority_level: 1 }
     write(os.path.join(out, "bad"), r.SerializeToString())
     shm_seeds(open(os.path.join(out, "shm"), "rb").read())  # the committed bytes: map order varies
     stream_seeds(out)
+    rest_seeds()
 
 
 def records(*ops):
@@ -190,6 +191,85 @@ def stream_seeds(infer_dir):
     r2.outputs.add().name = "nothere"
     write(os.path.join(out, "errors"), stream(b"\xff\x00\x01", b"", r.SerializeToString(), broken,
                                               r2.SerializeToString(), seed["typed"]))
+
+
+def rest_seeds():
+    """corpus/rest: fuzz_rest's input is [route][hl lo][hl hi][body] (routes: see
+    fuzz_rest.c; hl: Inference-Header-Content-Length for routes 1 and 2)."""
+    import json
+    out = os.path.join(HERE, "corpus", "rest")
+
+    def seed(name, route, body, hl=0):
+        if not isinstance(body, bytes):
+            body = json.dumps(body, separators=(",", ":")).encode()
+        write(os.path.join(out, name), bytes([route, hl & 255, hl >> 8]) + body)
+
+    x = {"name": "x", "shape": [2, 4], "datatype": "FP32", "data": [[1, 2, 3, 4], [5, 6, 7, 8.5]]}
+    ids = {"name": "ids", "shape": [2, 3], "datatype": "INT64", "data": [1, 2, 3, 4, 5, -6]}
+    seed("infer_json", 0, {"id": "j1", "inputs": [x, ids], "outputs": [{"name": "y"}, {"name": "n"}],
+                           "parameters": {"priority": 1, "timeout": 100000}})
+    seed("infer_no_outputs", 0, {"inputs": [x, ids]})
+    seed("infer_binary_output", 0, {"id": "b", "inputs": [x, ids],
+                                    "outputs": [{"name": "y", "parameters": {"binary_data": True}},
+                                                {"name": "n", "parameters": {"classification": 1}}]})
+    seed("infer_binary_output_all", 0, {"inputs": [x, ids], "parameters": {"binary_data_output": True}})
+    # Triton's binary tensor extension: the JSON header, then the tensors' bytes
+    hdr = json.dumps({"id": "bin", "inputs": [
+        {"name": "x", "shape": [2, 4], "datatype": "FP32", "parameters": {"binary_data_size": 32}},
+        {"name": "ids", "shape": [2, 3], "datatype": "INT64", "parameters": {"binary_data_size": 48}}],
+        "outputs": [{"name": "y", "parameters": {"binary_data": True}}]}, separators=(",", ":")).encode()
+    tensors = np.arange(8, dtype=np.float32).tobytes() + np.arange(6, dtype=np.int64).tobytes()
+    seed("infer_binary", 1, hdr + tensors, len(hdr))
+    seed("infer_binary_v1", 2, hdr + tensors, len(hdr))
+    mixed = json.dumps({"inputs": [
+        {"name": "x", "shape": [1, 4], "datatype": "FP32", "parameters": {"binary_data_size": 16}},
+        {"name": "ids", "shape": [1, 2], "datatype": "INT64", "data": [7, 8]}]}, separators=(",", ":")).encode()
+    seed("infer_binary_mixed", 1, mixed + np.ones(4, np.float32).tobytes(), len(mixed))
+    seed("infer_binary_short", 1, hdr + tensors[:40], len(hdr))  # the bytes end before the sizes do
+    seed("infer_header_past_body", 1, hdr, len(hdr) + 100)
+    # shared memory inputs and output in the fixture's region r0
+    seed("infer_shm", 0, {"inputs": [
+        {"name": "x", "shape": [1, 4], "datatype": "FP32",
+         "parameters": {"shared_memory_region": "r0", "shared_memory_byte_size": 16}},
+        {"name": "ids", "shape": [1, 2], "datatype": "INT64",
+         "parameters": {"shared_memory_region": "r0", "shared_memory_byte_size": 16, "shared_memory_offset": 64}}],
+        "outputs": [{"name": "y", "parameters": {"shared_memory_region": "r0", "shared_memory_byte_size": 16,
+                                                  "shared_memory_offset": 128}}]})
+    # refusals: wrong type, shape and count, data that does not fit, BYTES, nesting
+    seed("infer_bad_shape", 0, {"inputs": [dict(x, shape=[3, 4]), ids]})
+    seed("infer_bad_type", 0, {"inputs": [dict(x, datatype="FP16"), dict(ids, data=["a", "b", "c", "d", "e", "f"])]})
+    seed("infer_bad_data", 0, {"inputs": [dict(x, data=[[1, 2], [3, [4, [5]]], None, True]), ids]})
+    seed("infer_huge_shape", 0, {"inputs": [dict(x, shape=[4611686018427387904, 4]), dict(ids, shape=[-1, 3])]})
+    seed("infer_not_json", 0, b'{"inputs": [{"name": "x", "shape": [1,')
+    seed("infer_empty", 0, b"")
+    seed("infer_unicode", 0, {"id": "r\u00e9sum\u00e9-\u65e5\u672c", "inputs": [x, ids]})
+    # model control: the repository's config, overrides that change it, refusals
+    seed("load_plain", 3, b"")
+    seed("load_override", 3, {"parameters": {"config": 'name: "fuzz" max_batch_size: 4 input [ { name: "x" '
+                                             'data_type: TYPE_FP32 dims: [ 4 ] }, { name: "ids" data_type: '
+                                             'TYPE_INT64 dims: [ -1 ] } ] output [ { name: "y" data_type: '
+                                             'TYPE_FP32 dims: [ 4 ] } ] instance_group [ { count: 2 kind: '
+                                             'KIND_CPU } ]'}})
+    seed("load_override_bad", 3, {"parameters": {"config": 'max_batch_size: "many" input [ {'}})
+    seed("load_override_json", 3, {"parameters": {"config": '{"max_batch_size": 4}'}})
+    seed("load_not_object", 3, {"parameters": ["config"]})
+    seed("unload", 4, {})
+    # shared memory: a register body (keys are moved under the driver's prefix)
+    seed("shm_register", 5, {"key": "/a", "offset": 0, "byte_size": 4096})
+    seed("shm_register_past_end", 5, {"key": "a", "offset": 4000, "byte_size": 200})
+    seed("shm_register_bad", 5, {"key": 7, "offset": -1, "byte_size": 1e300})
+    # any path under /v2 (route 6: GET, 7: POST; first line the path, the rest the body)
+    seed("get_meta", 6, b"models/fuzz")
+    seed("get_config", 6, b"models/fuzz/versions/1/config")
+    seed("get_ready", 6, b"models/fuzz/ready")
+    seed("get_stats", 6, b"models/stats")
+    seed("get_shm_status", 6, b"systemsharedmemory/region/r0/status")
+    seed("get_percent", 6, b"models/fu%7Az%00/ready")
+    seed("get_broken_name", 6, b"models/%ff%fe/config")
+    seed("post_index", 7, b'repository/index\n{"ready": true}')
+    seed("post_unload_all_shm", 7, b"systemsharedmemory/unregister\n")
+    seed("post_register_other", 7, b'systemsharedmemory/region/r2/register\n{"key": "/a", "byte_size": 16}')
+    seed("post_load_traversal", 7, b"repository/models/../fuzz/load\n")
 
 
 if __name__ == "__main__":
