@@ -525,3 +525,18 @@ def test_broken_utf8_in_the_path_answers_valid_json(server, method, path):
     status, _, raw = _http(server, method, path, body=body)
     assert 400 <= status < 500, (status, raw)
     _error(raw.decode("utf-8"))  # strict: raises on a broken byte
+
+
+@pytest.mark.parametrize("where", ["datatype", "name", "id", "parameter"])
+def test_broken_utf8_in_the_json_body_answers_valid_json(server, where):
+    """Found by tests/fuzz/fuzz_rest: strings of the JSON body that are not UTF-8 (cJSON does not check) were
+    echoed raw into the error ("unknown datatype 'FP3\\xff...'"), which is then not JSON. The body is refused
+    with 400 and a UTF-8 answer."""
+    req = {"id": "r", "inputs": [{"name": "INPUT0", "shape": [1, 1024], "datatype": "FP32", "data": [0.0] * 1024}],
+           "parameters": {"priority": 1}}
+    raw = json.dumps(req).encode()
+    mark = {"datatype": b'"FP32"', "name": b'"INPUT0"', "id": b'"r"', "parameter": b'"priority"'}[where]
+    raw = raw.replace(mark, mark[:-1] + b'\xff\xfe"', 1)
+    status, _, body = _http(server, "POST", "/v2/models/mlp/infer", body=raw)
+    assert status == 400, (status, body)
+    assert "UTF-8" in _error(body.decode("utf-8"))
