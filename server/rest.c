@@ -831,6 +831,10 @@ static void route_infer(srv_rest *r, const srv_http_request *req, srv_http_respo
   if (enc && strcmp(enc, "identity") != 0)
     return set_error(resp, 400, "Content-Encoding is not supported (send the body uncompressed)");
   if (!req->body || json_len == 0) return set_error(resp, 400, "the inference request has no JSON body");
+  // cJSON takes strings that are not UTF-8, and an error may quote one back
+  // ("unknown datatype '...'"): the answer would not be JSON (found by fuzz_rest)
+  if (!utf8_valid(req->body, json_len))
+    return set_error(resp, 400, "the inference request's JSON is not valid UTF-8 (RFC 8259)");
   cJSON *root = cJSON_ParseWithLength(req->body, json_len);
   if (!root) return set_error(resp, 400, "the request body is not valid JSON");
   job *j = calloc(1, sizeof *j);
