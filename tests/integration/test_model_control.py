@@ -224,6 +224,41 @@ def test_http_load_body_not_utf8_answers_valid_json(start_server, repo):
     assert srv.returncode == 0
 
 
+def test_load_unload_name_not_utf8_refused(start_server, repo):
+    """Found by tests/fuzz/fuzz_rest: a load or unload whose model name is not UTF-8 (a raw byte in the REST
+    path, or the gRPC request's model_name) quoted the name in its error ("failed to load '..\xff/fuzz'"),
+    which broke the JSON answer and the gRPC status details. Refused with INVALID_ARGUMENT / 400 without
+    quoting it."""
+    import socket
+
+    import grpc
+    from tritonclient.grpc import service_pb2
+    srv = start_server(["--model-control-mode", "explicit", "--load-model", "a"], repo=repo, strict=True)
+    for op in ("Load", "Unload"):
+        cls = getattr(service_pb2, "RepositoryModel%sRequest" % op)
+        raw = cls(model_name="aZZZZ").SerializeToString().replace(b"ZZZZ", b"\xff\xfeZZ")
+        with grpc.insecure_channel(f"localhost:{srv.grpc_port}") as ch:
+            with pytest.raises(grpc.RpcError) as ei:
+                ch.unary_unary("/inference.GRPCInferenceService/RepositoryModel" + op)(raw, timeout=10)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value.details()
+        assert "not valid UTF-8" in ei.value.details()
+    for op in (b"load", b"unload"):
+        with socket.create_connection(("127.0.0.1", srv.http_port), timeout=10) as s:
+            s.sendall(b"POST /v2/repository/models/a\xff\xfe/" + op +
+                      b" HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            ans = b""
+            while chunk := s.recv(65536):
+                ans += chunk
+        head, _, body = ans.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400"), ans
+        assert "not valid UTF-8" in json.loads(body.decode("utf-8"))["error"]
+    c = grpcclient.InferenceServerClient(f"localhost:{srv.grpc_port}")
+    assert infer(c, "a") == 1.0  # untouched
+    c.close()
+    srv.stop()
+    assert srv.returncode == 0
+
+
 def lib_post(srv, path, data):
     req = urllib.request.Request(srv.http_url + path, data=data, method="POST")
     try:
