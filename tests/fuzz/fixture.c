@@ -1,7 +1,11 @@
 // fixture.c: see fixture.h. The order is main.c's.
 #include "fixture.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -15,6 +19,23 @@
 static void die(const char *what, const err *e) {
   fprintf(stderr, "fuzz fixture: %s: %s\n", what, e ? e->msg : "failed");
   abort();
+}
+
+void fz_shm_sweep(const char *stem) {
+  DIR *d = opendir("/dev/shm");
+  if (!d) return;
+  size_t sl = strlen(stem);
+  for (struct dirent *de; (de = readdir(d));) {
+    if (strncmp(de->d_name, stem, sl) != 0) continue;
+    char *end;
+    long pid = strtol(de->d_name + sl, &end, 10);
+    if (end == de->d_name + sl || *end != '-' || pid <= 0) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    char key[300];
+    snprintf(key, sizeof key, "/%s", de->d_name);
+    shm_unlink(key);
+  }
+  closedir(d);
 }
 
 void fz_serve(fz_server *f, const char *repo) {

@@ -20,4 +20,9 @@ typedef struct fz_server {
 // driver has nothing to fall back to).
 void fz_serve(fz_server *f, const char *repo);
 
+// Unlinks the shared memory objects /dev/shm/<stem><pid>-* that a driver
+// process left behind when it died (a crash or a timeout skips its atexit
+// cleanup): only those of processes that no longer exist.
+void fz_shm_sweep(const char *stem);
+
 #endif

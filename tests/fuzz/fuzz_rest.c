@@ -66,6 +66,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argv;
   g_verbose = getenv("FUZZ_VERBOSE") != NULL;
   fz_serve(&g_fix, INFERD_FUZZ_REPO);
+  fz_shm_sweep("inferd-fzr");
   snprintf(g_prefix, sizeof g_prefix, "/inferd-fzr%d-", (int)getpid());
   atexit(unlink_object);
   char key[128];

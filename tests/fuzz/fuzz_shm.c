@@ -17,7 +17,7 @@
 // hostile key can only name this process's own objects; shm_open in the
 // server never creates objects, and the driver's own objects (made once at
 // start, "a" 4096 bytes, "b" 1 byte, "big" 3 pages, "empty" 0 bytes) are
-// unlinked at exit. An unparsable Register goes to the handler as it is.
+// unlinked at exit, and those of an earlier run that crashed at the next start. An unparsable Register goes to the handler as it is.
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "engine/config.h"
+#include "fixture.h"
 #include "kernels/base/utf8.h"
 #include "server/log.h"
 #include "server/request.h"
@@ -64,6 +65,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     abort();
   }
   g_n_methods = srv_methods(&g_server, g_methods, sizeof g_methods / sizeof g_methods[0]);
+  fz_shm_sweep("inferd-fz");  // what a crashed run left (its atexit never ran)
   snprintf(g_prefix, sizeof g_prefix, "/inferd-fz%d-", (int)getpid());
   atexit(unlink_objects);
   for (size_t i = 0; i < sizeof k_objects / sizeof k_objects[0]; i++) {
