@@ -259,6 +259,34 @@ def test_load_unload_name_not_utf8_refused(start_server, repo):
     assert srv.returncode == 0
 
 
+def test_config_override_not_utf8_refused(start_server, repo):
+    """Found by tests/fuzz/fuzz_rest (10-minute run): a config override whose strings are not UTF-8 (an input
+    named 'INPUT0\x9b') was parsed, and the load's error quoted the name raw ("input 'INPUT0\x9b' in config is
+    not an input of the model"): the JSON answer was not JSON, the gRPC details not UTF-8; a load that went
+    through would have served the broken name in ModelConfig. Refused with INVALID_ARGUMENT / 400 before
+    parsing, over both protocols; the loaded model keeps serving."""
+    import grpc
+    from tritonclient.grpc import service_pb2
+    srv = start_server(["--model-control-mode", "explicit", "--load-model", "a"], repo=repo, strict=True)
+    cfg = CONFIG.format(name="a", extra="").replace('"INPUT0"', '"INPUT0ZZ"')
+    body = json.dumps({"parameters": {"config": cfg}}).encode().replace(b"ZZ", b"\x9b\x9b")
+    st, text = lib_post(srv, "/v2/repository/models/a/load", body)  # lib_post decodes strictly
+    assert st == 400 and "not valid UTF-8" in json.loads(text)["error"], (st, text)
+    q = service_pb2.RepositoryModelLoadRequest(model_name="a")
+    q.parameters["config"].string_param = cfg
+    raw = q.SerializeToString().replace(b"ZZ", b"\x9b\x9b")
+    with grpc.insecure_channel(f"localhost:{srv.grpc_port}") as ch:
+        with pytest.raises(grpc.RpcError) as ei:
+            ch.unary_unary("/inference.GRPCInferenceService/RepositoryModelLoad")(raw, timeout=10)
+    assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value.details()
+    assert "not valid UTF-8" in ei.value.details()
+    c = grpcclient.InferenceServerClient(f"localhost:{srv.grpc_port}")
+    assert infer(c, "a") == 1.0 and c.get_model_config("a").config.input[0].name == "INPUT0"
+    c.close()
+    srv.stop()
+    assert srv.returncode == 0
+
+
 def lib_post(srv, path, data):
     req = urllib.request.Request(srv.http_url + path, data=data, method="POST")
     try:
