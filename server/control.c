@@ -143,6 +143,9 @@ int srv_control_load(srv_control *c, const char *name, const char *config_overri
   TRY(explicit_or_fail(c, e));
   TRY(check_name(name, e));
   if (config_override) {
+    // its strings would be quoted in errors and served in ModelConfig (found by fuzz_rest)
+    if (!utf8_valid(config_override, strlen(config_override)))
+      return err_set(e, ERR_INVALID_ARGUMENT, "the config override is not valid UTF-8 (proto3 string fields must be)");
     const char *p = config_override;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
     // Triton sends the override as JSON; inferd has a config.pbtxt parser but no JSON one

@@ -210,13 +210,13 @@ def test_http_load_with_config_override(start_server, repo):
 
 
 def test_http_load_body_not_utf8_answers_valid_json(start_server, repo):
-    """A config override with bytes that are not UTF-8 (cJSON does not check): the parser's error quotes the
-    token with the broken bytes replaced, so the load's JSON error stays UTF-8 (checked with fuzz_rest's
-    seeds); the model keeps serving."""
+    """A config override with bytes that are not UTF-8 in a quoted token (cJSON does not check): refused
+    before parsing (see test_config_override_not_utf8_refused), the JSON error stays UTF-8; the model keeps
+    serving."""
     srv = start_server(["--model-control-mode", "explicit", "--load-model", "a"], repo=repo, strict=True)
     body = b'{"parameters": {"config": "max_batch_size: \\"\xff\xfe\\""}}'  # a quoted token: errors quote it
     st, text = lib_post(srv, "/v2/repository/models/a/load", body)  # lib_post decodes strictly
-    assert st == 400 and "max_batch_size" in json.loads(text)["error"], (st, text)
+    assert st == 400 and "not valid UTF-8" in json.loads(text)["error"], (st, text)
     c = grpcclient.InferenceServerClient(f"localhost:{srv.grpc_port}")
     assert infer(c, "a") == 1.0
     c.close()
