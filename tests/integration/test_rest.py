@@ -540,3 +540,16 @@ def test_broken_utf8_in_the_json_body_answers_valid_json(server, where):
     status, _, body = _http(server, "POST", "/v2/models/mlp/infer", body=raw)
     assert status == 400, (status, body)
     assert "UTF-8" in _error(body.decode("utf-8"))
+
+
+@pytest.mark.parametrize("field,value", [("offset", 4.001e110), ("byte_size", 1e300), ("byte_size", 18446744073709551616),
+                                         ("offset", 1.5), ("byte_size", 64.25), ("byte_size", -1)])
+def test_shm_register_numbers_out_of_range(server, field, value):
+    """Found by tests/fuzz/fuzz_rest (UBSan): an offset of 4e110 was converted to uint64 (undefined behaviour, a
+    garbage value in release builds); fractions were truncated. Offsets and sizes must be integers in
+    [0, 2^64): anything else is refused with 400 before the request goes anywhere."""
+    body = {"key": "/inferd_nope", "offset": 0, "byte_size": 64}
+    body[field] = value
+    status, _, raw = _http(server, "POST", "/v2/systemsharedmemory/region/r/register", body=json.dumps(body))
+    assert status == 400, (status, raw)
+    assert "integer" in _error(raw), raw
