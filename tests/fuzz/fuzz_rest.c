@@ -110,7 +110,16 @@ static char *exchange(const char *head, size_t head_len, const uint8_t *body, si
   struct timeval tv = {.tv_sec = 8};  // under libFuzzer's -timeout=10: a hang fails here, with a message
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) fail("connect", NULL);
+  // closed with a reset once the answer is read: the server closes first, and
+  // its side would otherwise sit in TIME_WAIT for a minute per input, which
+  // runs out of loopback ports at a thousand inputs a second
+  struct linger lg = {.l_onoff = 1, .l_linger = 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    char why[128];
+    snprintf(why, sizeof why, "connect to the fixture's HTTP port: %s", strerror(errno));
+    fail(why, NULL);
+  }
   const uint8_t *parts[2] = {(const uint8_t *)head, body};
   size_t lens[2] = {head_len, body_len};
   for (int p = 0; p < 2; p++)
