@@ -553,3 +553,17 @@ def test_shm_register_numbers_out_of_range(server, field, value):
     status, _, raw = _http(server, "POST", "/v2/systemsharedmemory/region/r/register", body=json.dumps(body))
     assert status == 400, (status, raw)
     assert "integer" in _error(raw), raw
+
+
+@pytest.mark.parametrize("datatype,value", [("UINT8", -6), ("INT8", 300), ("INT64", 1e300), ("INT32", 1.5),
+                                            ("UINT64", -1), ("UINT16", 65536), ("FP32", 1e300)])
+def test_json_data_out_of_range_for_its_datatype(server, datatype, value):
+    """Found by tests/fuzz/fuzz_rest (UBSan): a JSON element out of range for the input's datatype (-6 as UINT8,
+    1e300 as INT64) was converted anyway, which is undefined behaviour in C (garbage in release builds), and a
+    fraction for an integer type was cut. Refused with 400 naming the element, before any other check."""
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": datatype,
+                                   "data": [0, 1, value, 2]}]})
+    status, _, raw = _http(server, "POST", "/v2/models/mlp/infer", body=body)
+    assert status == 400, (status, raw)
+    msg = _error(raw)
+    assert "element 2" in msg and datatype in msg, msg
