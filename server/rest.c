@@ -12,6 +12,7 @@
 #include "server/rest.h"
 
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -638,6 +639,27 @@ static int put_data(const cJSON *v, dtype dt, uint8_t *dst, size_t cap, size_t *
     return -1;
   }
   double x = v->valuedouble;
+  // converting a value the type cannot hold is undefined in C (found by
+  // fuzz_rest: -6 as UINT8), and a fraction for an integer type would be cut
+  double lo, hi;  // the half-open range [lo, hi) the type holds
+  int integral = 1;
+  switch (dt) {
+    case DT_INT64: lo = -9223372036854775808.0, hi = 9223372036854775808.0; break;
+    case DT_INT32: lo = INT32_MIN, hi = INT32_MAX + 1.0; break;
+    case DT_INT16: lo = INT16_MIN, hi = INT16_MAX + 1.0; break;
+    case DT_INT8: lo = INT8_MIN, hi = INT8_MAX + 1.0; break;
+    case DT_UINT64: lo = 0, hi = 18446744073709551616.0; break;
+    case DT_UINT32: lo = 0, hi = UINT32_MAX + 1.0; break;
+    case DT_UINT16: lo = 0, hi = UINT16_MAX + 1.0; break;
+    case DT_UINT8: lo = 0, hi = UINT8_MAX + 1.0; break;
+    case DT_FP32: lo = -(double)FLT_MAX, hi = nextafter((double)FLT_MAX, INFINITY), integral = 0; break;
+    default: lo = -INFINITY, hi = INFINITY, integral = 0; break;
+  }
+  if (!(x >= lo && x < hi) || (integral && floor(x) != x)) {
+    snprintf(why, why_cap, "input '%s': element %zu of data (%.17g) is out of range for %s", name, i, x,
+             dtype_wire_name(dt));
+    return -1;
+  }
   switch (dt) {
     case DT_FP32: ((float *)dst)[i] = (float)x; break;
     case DT_FP64: ((double *)dst)[i] = x; break;
