@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,7 +116,19 @@ static char *exchange(const char *head, size_t head_len, const uint8_t *body, si
   // runs out of loopback ports at a thousand inputs a second
   struct linger lg = {.l_onoff = 1, .l_linger = 0};
   setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+  // libFuzzer's SIGALRM (its -timeout watch) interrupts calls: a connect
+  // interrupted goes on in the background, so wait for it and take its result
+  int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
+  if (rc != 0 && errno == EINTR) {
+    struct pollfd pw = {.fd = fd, .events = POLLOUT};
+    int err_ = 0;
+    socklen_t el = sizeof err_;
+    while (poll(&pw, 1, 8000) < 0 && errno == EINTR) {
+    }
+    rc = getsockopt(fd, SOL_SOCKET, SO_ERROR, &err_, &el) == 0 && err_ == 0 ? 0 : -1;
+    if (err_) errno = err_;
+  }
+  if (rc != 0) {
     char why[128];
     snprintf(why, sizeof why, "connect to the fixture's HTTP port: %s", strerror(errno));
     fail(why, NULL);
@@ -125,6 +138,7 @@ static char *exchange(const char *head, size_t head_len, const uint8_t *body, si
   for (int p = 0; p < 2; p++)
     for (size_t off = 0; off < lens[p];) {
       ssize_t n = send(fd, parts[p] + off, lens[p] - off, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;  // the server answered and closed first (e.g. 413): the answer says
       off += (size_t)n;
     }
