@@ -16,6 +16,7 @@
 
 #include "engine/repo.h"
 #include "grpc_service.pb-c.h"
+#include "kernels/base/utf8.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -121,6 +122,16 @@ static int do_unload(srv_control *c, const char *name, err *e) {
   return 0;
 }
 
+// A name that is not UTF-8 would be quoted in the error (and the log): the
+// JSON answer and the gRPC status details then break the client's parser
+// (found by fuzz_rest). Refused without quoting it.
+static int check_name(const char *name, err *e) {
+  if (!name || !name[0]) return err_set(e, ERR_INVALID_ARGUMENT, "a model name is required");
+  if (!utf8_valid(name, strlen(name)))
+    return err_set(e, ERR_INVALID_ARGUMENT, "the model name is not valid UTF-8 (proto3 string fields must be)");
+  return 0;
+}
+
 static int explicit_or_fail(srv_control *c, err *e) {
   if (c->mode == SRV_CONTROL_EXPLICIT) return 0;
   return err_set(e, ERR_UNAVAILABLE, "explicit model load / unload is not allowed unless --model-control-mode is "
@@ -130,8 +141,11 @@ static int explicit_or_fail(srv_control *c, err *e) {
 
 int srv_control_load(srv_control *c, const char *name, const char *config_override, err *e) {
   TRY(explicit_or_fail(c, e));
-  if (!name || !name[0]) return err_set(e, ERR_INVALID_ARGUMENT, "a model name is required");
+  TRY(check_name(name, e));
   if (config_override) {
+    // its strings would be quoted in errors and served in ModelConfig (found by fuzz_rest)
+    if (!utf8_valid(config_override, strlen(config_override)))
+      return err_set(e, ERR_INVALID_ARGUMENT, "the config override is not valid UTF-8 (proto3 string fields must be)");
     const char *p = config_override;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
     // Triton sends the override as JSON; inferd has a config.pbtxt parser but no JSON one
@@ -149,7 +163,7 @@ int srv_control_load(srv_control *c, const char *name, const char *config_overri
 
 int srv_control_unload(srv_control *c, const char *name, err *e) {
   TRY(explicit_or_fail(c, e));
-  if (!name || !name[0]) return err_set(e, ERR_INVALID_ARGUMENT, "a model name is required");
+  TRY(check_name(name, e));
   pthread_mutex_lock(&c->mu);
   int rc = do_unload(c, name, e);
   pthread_mutex_unlock(&c->mu);

@@ -12,6 +12,7 @@
 #include "server/rest.h"
 
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "grpc_service.pb-c.h"
+#include "kernels/base/utf8.h"
 #include "server/httpz.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -676,6 +678,27 @@ static int put_data(const cJSON *v, dtype dt, uint8_t *dst, size_t cap, size_t *
     return -1;
   }
   double x = v->valuedouble;
+  // converting a value the type cannot hold is undefined in C (found by
+  // fuzz_rest: -6 as UINT8), and a fraction for an integer type would be cut
+  double lo, hi;  // the half-open range [lo, hi) the type holds
+  int integral = 1;
+  switch (dt) {
+    case DT_INT64: lo = -9223372036854775808.0, hi = 9223372036854775808.0; break;
+    case DT_INT32: lo = INT32_MIN, hi = INT32_MAX + 1.0; break;
+    case DT_INT16: lo = INT16_MIN, hi = INT16_MAX + 1.0; break;
+    case DT_INT8: lo = INT8_MIN, hi = INT8_MAX + 1.0; break;
+    case DT_UINT64: lo = 0, hi = 18446744073709551616.0; break;
+    case DT_UINT32: lo = 0, hi = UINT32_MAX + 1.0; break;
+    case DT_UINT16: lo = 0, hi = UINT16_MAX + 1.0; break;
+    case DT_UINT8: lo = 0, hi = UINT8_MAX + 1.0; break;
+    case DT_FP32: lo = -(double)FLT_MAX, hi = nextafter((double)FLT_MAX, INFINITY), integral = 0; break;
+    default: lo = -INFINITY, hi = INFINITY, integral = 0; break;
+  }
+  if (!(x >= lo && x < hi) || (integral && floor(x) != x)) {
+    snprintf(why, why_cap, "input '%s': element %zu of data (%.17g) is out of range for %s", name, i, x,
+             dtype_wire_name(dt));
+    return -1;
+  }
   switch (dt) {
     case DT_FP32: ((float *)dst)[i] = (float)x; break;
     case DT_FP64: ((double *)dst)[i] = x; break;
@@ -908,6 +931,12 @@ static void route_infer(srv_rest *r, const srv_http_request *req, srv_http_respo
     free(decoded);
     return set_error(resp, 400, "the inference request has no JSON body");
   }
+  // cJSON takes strings that are not UTF-8, and an error may quote one back
+  // ("unknown datatype '...'"): the answer would not be JSON (found by fuzz_rest)
+  if (!utf8_valid(body, json_len)) {
+    free(decoded);
+    return set_error(resp, 400, "the inference request's JSON is not valid UTF-8 (RFC 8259)");
+  }
   cJSON *root = cJSON_ParseWithLength(body, json_len);
   if (!root) {
     free(decoded);
@@ -954,7 +983,8 @@ static void route_infer(srv_rest *r, const srv_http_request *req, srv_http_respo
 
 // --- routing
 
-// Percent-decodes one path segment [s, s+n) into out; -1 when malformed or too long.
+// Percent-decodes one path segment [s, s+n) into out; -1 when malformed, too
+// long or not UTF-8.
 static int decode_segment(const char *s, size_t n, char *out, size_t cap) {
   size_t o = 0;
   for (size_t i = 0; i < n; i++) {
@@ -972,7 +1002,9 @@ static int decode_segment(const char *s, size_t n, char *out, size_t cap) {
     out[o++] = c;
   }
   out[o] = '\0';
-  return 0;
+  // a name that is not UTF-8 would be echoed into the JSON answer (an
+  // unknown model's error), which is then not JSON (found by fuzz_rest)
+  return utf8_valid(out, o) ? 0 : -1;
 }
 
 // Splits path (after "/v2/") into at most `max` segments.
@@ -1061,6 +1093,14 @@ static int shm_route(srv_rest *r, const srv_http_request *req, srv_http_response
   return 1;
 }
 
+// A JSON number that is an integer in [0, 2^64): converting anything else to
+// uint64_t is undefined (found by fuzz_rest: an offset of 4e110), and a
+// fraction would be cut silently.
+static int u64_number(const cJSON *v) {
+  return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 18446744073709551616.0 &&
+         floor(v->valuedouble) == v->valuedouble;
+}
+
 // Triton's system shared memory routes (/v2/systemsharedmemory/...): status
 // of all or one region, register one (body {"key", "offset", "byte_size"}),
 // unregister one or all; the gRPC methods decide (and refuse unless
@@ -1073,8 +1113,7 @@ static void route_shm(srv_rest *r, const srv_http_request *req, srv_http_respons
   const cJSON *key = cJSON_GetObjectItemCaseSensitive(b, "key");
   const cJSON *off = cJSON_GetObjectItemCaseSensitive(b, "offset");
   const cJSON *size = cJSON_GetObjectItemCaseSensitive(b, "byte_size");
-  int ok = cJSON_IsString(key) && (!off || (cJSON_IsNumber(off) && off->valuedouble >= 0)) && cJSON_IsNumber(size) &&
-           size->valuedouble >= 0;
+  int ok = cJSON_IsString(key) && (!off || u64_number(off)) && u64_number(size);
   if (!ok) {
     cJSON_Delete(b);
     return set_error(resp, 400, "register needs a JSON body {\"key\": string, \"offset\": integer, \"byte_size\": integer}");

@@ -7,6 +7,7 @@
 
 #include "grpc/health/v1/health.pb-c.h"
 #include "grpc_service.pb-c.h"
+#include "kernels/base/utf8.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -409,6 +410,17 @@ static int shm_or_fail(srv_server *s, srv_call *call) {
   return -1;
 }
 
+// A region name or key that is not UTF-8 would come back in every Status
+// answer (and in error details), which clients cannot parse: refused, without
+// quoting the bytes (found by tests/fuzz/fuzz_shm).
+static int text_or_fail(srv_call *call, const char *what, const char *str) {
+  if (!str || utf8_valid(str, strlen(str))) return 0;
+  char msg[128];
+  snprintf(msg, sizeof msg, "the shared memory region's %s is not valid UTF-8 (proto3 string fields must be)", what);
+  srv_call_fail(call, ERR_INVALID_ARGUMENT, msg);
+  return -1;
+}
+
 // The flag check, then the request of type d; NULL when the call is answered
 // already (refused, or bytes that do not parse). Free with shm_free.
 static ProtobufCMessage *shm_unpack(srv_server *s, srv_call *call, const ProtobufCMessageDescriptor *d,
@@ -480,6 +492,10 @@ static void shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t l
       s, call, &inference__system_shared_memory_register_request__descriptor, req, len);
   if (!q) return;
   err e;
+  if (text_or_fail(call, "name", q->name) || text_or_fail(call, "key", q->key)) {
+    shm_free(&q->base);
+    return;
+  }
   if (srv_cuda_shm_has(s->cuda_shm, q->name)) {
     fail_name_taken(call, q->name);
   } else if (srv_shm_register(s->shm, q->name, q->key, q->offset, q->byte_size, &e) != 0) {
@@ -498,6 +514,10 @@ static void shm_unregister(void *ctx, srv_call *call, const uint8_t *req, size_t
   Inference__SystemSharedMemoryUnregisterRequest *q = (Inference__SystemSharedMemoryUnregisterRequest *)shm_unpack(
       s, call, &inference__system_shared_memory_unregister_request__descriptor, req, len);
   if (!q) return;
+  if (text_or_fail(call, "name", q->name)) {
+    shm_free(&q->base);
+    return;
+  }
   Inference__SystemSharedMemoryUnregisterResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
   reply_unregistered(call, "shared memory", srv_shm_unregister(s->shm, q->name), q->name, &r.base);
   shm_free(&q->base);
@@ -508,6 +528,10 @@ static void shm_status(void *ctx, srv_call *call, const uint8_t *req, size_t len
   Inference__SystemSharedMemoryStatusRequest *q = (Inference__SystemSharedMemoryStatusRequest *)shm_unpack(
       s, call, &inference__system_shared_memory_status_request__descriptor, req, len);
   if (!q) return;
+  if (text_or_fail(call, "name", q->name)) {
+    shm_free(&q->base);
+    return;
+  }
   err e;
   srv_shm_info *info = NULL;
   size_t n = 0;
@@ -539,6 +563,10 @@ static void cuda_shm_register(void *ctx, srv_call *call, const uint8_t *req, siz
       s, call, &inference__cuda_shared_memory_register_request__descriptor, req, len);
   if (!q) return;
   err e;
+  if (text_or_fail(call, "name", q->name)) {
+    shm_free(&q->base);
+    return;
+  }
   if (srv_shm_has(s->shm, q->name)) {
     fail_name_taken(call, q->name);
   } else if (srv_cuda_shm_register(s->cuda_shm, q->name, q->raw_handle.data, q->raw_handle.len, q->device_id,

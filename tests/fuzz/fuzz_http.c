@@ -6,7 +6,8 @@
 // loopback: connect, send the bytes, half-close, read until the server
 // closes (or a bound passes), then close; the loop runs on this thread as in
 // the server. Not covered here: /v2/repository/models/*/load|unload (model
-// control needs its own thread; those paths get 404 from the driver).
+// control needs its own thread; those paths get 404 from the driver) and the
+// REST API (no srv_rest here): fuzz_rest drives both, on a whole server.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

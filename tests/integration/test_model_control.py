@@ -209,6 +209,84 @@ def test_http_load_with_config_override(start_server, repo):
     assert srv.returncode == 0
 
 
+def test_http_load_body_not_utf8_answers_valid_json(start_server, repo):
+    """A config override with bytes that are not UTF-8 in a quoted token (cJSON does not check): refused
+    before parsing (see test_config_override_not_utf8_refused), the JSON error stays UTF-8; the model keeps
+    serving."""
+    srv = start_server(["--model-control-mode", "explicit", "--load-model", "a"], repo=repo, strict=True)
+    body = b'{"parameters": {"config": "max_batch_size: \\"\xff\xfe\\""}}'  # a quoted token: errors quote it
+    st, text = lib_post(srv, "/v2/repository/models/a/load", body)  # lib_post decodes strictly
+    assert st == 400 and "not valid UTF-8" in json.loads(text)["error"], (st, text)
+    c = grpcclient.InferenceServerClient(f"localhost:{srv.grpc_port}")
+    assert infer(c, "a") == 1.0
+    c.close()
+    srv.stop()
+    assert srv.returncode == 0
+
+
+def test_load_unload_name_not_utf8_refused(start_server, repo):
+    """Found by tests/fuzz/fuzz_rest: a load or unload whose model name is not UTF-8 (a raw byte in the REST
+    path, or the gRPC request's model_name) quoted the name in its error ("failed to load '..\xff/fuzz'"),
+    which broke the JSON answer and the gRPC status details. Refused with INVALID_ARGUMENT / 400 without
+    quoting it."""
+    import socket
+
+    import grpc
+    from tritonclient.grpc import service_pb2
+    srv = start_server(["--model-control-mode", "explicit", "--load-model", "a"], repo=repo, strict=True)
+    for op in ("Load", "Unload"):
+        cls = getattr(service_pb2, "RepositoryModel%sRequest" % op)
+        raw = cls(model_name="aZZZZ").SerializeToString().replace(b"ZZZZ", b"\xff\xfeZZ")
+        with grpc.insecure_channel(f"localhost:{srv.grpc_port}") as ch:
+            with pytest.raises(grpc.RpcError) as ei:
+                ch.unary_unary("/inference.GRPCInferenceService/RepositoryModel" + op)(raw, timeout=10)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value.details()
+        assert "not valid UTF-8" in ei.value.details()
+    for op in (b"load", b"unload"):
+        with socket.create_connection(("127.0.0.1", srv.http_port), timeout=10) as s:
+            s.sendall(b"POST /v2/repository/models/a\xff\xfe/" + op +
+                      b" HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            ans = b""
+            while chunk := s.recv(65536):
+                ans += chunk
+        head, _, body = ans.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400"), ans
+        assert "not valid UTF-8" in json.loads(body.decode("utf-8"))["error"]
+    c = grpcclient.InferenceServerClient(f"localhost:{srv.grpc_port}")
+    assert infer(c, "a") == 1.0  # untouched
+    c.close()
+    srv.stop()
+    assert srv.returncode == 0
+
+
+def test_config_override_not_utf8_refused(start_server, repo):
+    """Found by tests/fuzz/fuzz_rest (10-minute run): a config override whose strings are not UTF-8 (an input
+    named 'INPUT0\x9b') was parsed, and the load's error quoted the name raw ("input 'INPUT0\x9b' in config is
+    not an input of the model"): the JSON answer was not JSON, the gRPC details not UTF-8; a load that went
+    through would have served the broken name in ModelConfig. Refused with INVALID_ARGUMENT / 400 before
+    parsing, over both protocols; the loaded model keeps serving."""
+    import grpc
+    from tritonclient.grpc import service_pb2
+    srv = start_server(["--model-control-mode", "explicit", "--load-model", "a"], repo=repo, strict=True)
+    cfg = CONFIG.format(name="a", extra="").replace('"INPUT0"', '"INPUT0ZZ"')
+    body = json.dumps({"parameters": {"config": cfg}}).encode().replace(b"ZZ", b"\x9b\x9b")
+    st, text = lib_post(srv, "/v2/repository/models/a/load", body)  # lib_post decodes strictly
+    assert st == 400 and "not valid UTF-8" in json.loads(text)["error"], (st, text)
+    q = service_pb2.RepositoryModelLoadRequest(model_name="a")
+    q.parameters["config"].string_param = cfg
+    raw = q.SerializeToString().replace(b"ZZ", b"\x9b\x9b")
+    with grpc.insecure_channel(f"localhost:{srv.grpc_port}") as ch:
+        with pytest.raises(grpc.RpcError) as ei:
+            ch.unary_unary("/inference.GRPCInferenceService/RepositoryModelLoad")(raw, timeout=10)
+    assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value.details()
+    assert "not valid UTF-8" in ei.value.details()
+    c = grpcclient.InferenceServerClient(f"localhost:{srv.grpc_port}")
+    assert infer(c, "a") == 1.0 and c.get_model_config("a").config.input[0].name == "INPUT0"
+    c.close()
+    srv.stop()
+    assert srv.returncode == 0
+
+
 def lib_post(srv, path, data):
     req = urllib.request.Request(srv.http_url + path, data=data, method="POST")
     try:

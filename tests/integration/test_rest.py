@@ -500,3 +500,59 @@ def test_system_shared_memory(start_server, server, specs, oracle, rng):
         shm.destroy_shared_memory_region(h_out)
     srv.stop()
     srv.assert_clean_exit()
+
+
+@pytest.mark.parametrize("method,path", [
+    ("GET", "/v2/models/%ff%fe/config"), ("GET", "/v2/models/%c0%af"), ("GET", "/v2/models/%ed%a0%80/stats"),
+    ("GET", "/v2/models/mlp/versions/%ff/config"), ("POST", "/v2/models/%ffmlp/infer"),
+    ("GET", "/v2/systemsharedmemory/region/%ff/status")])
+def test_broken_utf8_in_the_path_answers_valid_json(server, method, path):
+    """Found by tests/fuzz/fuzz_rest: a percent-encoded name that is not UTF-8 was echoed raw into the JSON
+    error ("unknown model '\\xff\\xfe'"), which is then not JSON (RFC 8259: UTF-8) and breaks the client's parser.
+    Any 4xx is right; the body must decode as UTF-8 and parse."""
+    body = json.dumps({"inputs": []}) if method == "POST" else None
+    status, _, raw = _http(server, method, path, body=body)
+    assert 400 <= status < 500, (status, raw)
+    _error(raw.decode("utf-8"))  # strict: raises on a broken byte
+
+
+@pytest.mark.parametrize("where", ["datatype", "name", "id", "parameter"])
+def test_broken_utf8_in_the_json_body_answers_valid_json(server, where):
+    """Found by tests/fuzz/fuzz_rest: strings of the JSON body that are not UTF-8 (cJSON does not check) were
+    echoed raw into the error ("unknown datatype 'FP3\\xff...'"), which is then not JSON. The body is refused
+    with 400 and a UTF-8 answer."""
+    req = {"id": "r", "inputs": [{"name": "INPUT0", "shape": [1, 1024], "datatype": "FP32", "data": [0.0] * 1024}],
+           "parameters": {"priority": 1}}
+    raw = json.dumps(req).encode()
+    mark = {"datatype": b'"FP32"', "name": b'"INPUT0"', "id": b'"r"', "parameter": b'"priority"'}[where]
+    raw = raw.replace(mark, mark[:-1] + b'\xff\xfe"', 1)
+    status, _, body = _http(server, "POST", "/v2/models/mlp/infer", body=raw)
+    assert status == 400, (status, body)
+    assert "UTF-8" in _error(body.decode("utf-8"))
+
+
+@pytest.mark.parametrize("field,value", [("offset", 4.001e110), ("byte_size", 1e300), ("byte_size", 18446744073709551616),
+                                         ("offset", 1.5), ("byte_size", 64.25), ("byte_size", -1)])
+def test_shm_register_numbers_out_of_range(server, field, value):
+    """Found by tests/fuzz/fuzz_rest (UBSan): an offset of 4e110 was converted to uint64 (undefined behaviour, a
+    garbage value in release builds); fractions were truncated. Offsets and sizes must be integers in
+    [0, 2^64): anything else is refused with 400 before the request goes anywhere."""
+    body = {"key": "/inferd_nope", "offset": 0, "byte_size": 64}
+    body[field] = value
+    status, _, raw = _http(server, "POST", "/v2/systemsharedmemory/region/r/register", body=json.dumps(body))
+    assert status == 400, (status, raw)
+    assert "integer" in _error(raw), raw
+
+
+@pytest.mark.parametrize("datatype,value", [("UINT8", -6), ("INT8", 300), ("INT64", 1e300), ("INT32", 1.5),
+                                            ("UINT64", -1), ("UINT16", 65536), ("FP32", 1e300)])
+def test_json_data_out_of_range_for_its_datatype(server, datatype, value):
+    """Found by tests/fuzz/fuzz_rest (UBSan): a JSON element out of range for the input's datatype (-6 as UINT8,
+    1e300 as INT64) was converted anyway, which is undefined behaviour in C (garbage in release builds), and a
+    fraction for an integer type was cut. Refused with 400 naming the element, before any other check."""
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": datatype,
+                                   "data": [0, 1, value, 2]}]})
+    status, _, raw = _http(server, "POST", "/v2/models/mlp/infer", body=body)
+    assert status == 400, (status, raw)
+    msg = _error(raw)
+    assert "element 2" in msg and datatype in msg, msg

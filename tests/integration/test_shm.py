@@ -275,3 +275,27 @@ def test_unregister_while_requests_hold_the_region(sc, regions, sspecs, soracle,
     assert status == "NOT_FOUND"
     sc.register_system_shared_memory("churn", key, x.nbytes)  # and back
     lib.assert_close(sc.infer("mlp", inp).as_numpy("OUTPUT0"), want, sspecs["mlp"]["rtol"], what="re-registered")
+
+
+@pytest.mark.parametrize("field", ["name", "key"])
+def test_register_refuses_broken_utf8(shm_server, sc, regions, field):
+    """Found by tests/fuzz/fuzz_shm: a region name (or key) that is not UTF-8 was registered and then echoed in
+    every Status answer, which clients cannot parse (proto3 strings must be UTF-8). It is refused now, and
+    Status stays readable."""
+    import grpc
+    from tritonclient.grpc import service_pb2
+
+    _, key = regions("utf8", 4096, register=False)
+    req = service_pb2.SystemSharedMemoryRegisterRequest(name="ZZZZ" if field == "name" else "ok",
+                                                        key=key if field == "name" else key + "ZZZZ",
+                                                        byte_size=64).SerializeToString()
+    raw = req.replace(b"ZZZZ", b"\xff\xfeZZ")  # same length: the length prefixes stay right
+    with grpc.insecure_channel(shm_server.grpc_url) as ch:
+        with pytest.raises(grpc.RpcError) as ei:
+            ch.unary_unary("/inference.GRPCInferenceService/SystemSharedMemoryRegister")(raw, timeout=10)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value.details()
+        assert "not valid UTF-8" in ei.value.details()
+        st = service_pb2.SystemSharedMemoryStatusResponse.FromString(
+            ch.unary_unary("/inference.GRPCInferenceService/SystemSharedMemoryStatus")(
+                service_pb2.SystemSharedMemoryStatusRequest().SerializeToString(), timeout=10))
+    assert dict(st.regions) == {}
