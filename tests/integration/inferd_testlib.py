@@ -4,6 +4,7 @@ random inputs drawn from the generator's spec, tensor comparison and metric pars
 Kept out of conftest.py so test modules can import plain functions; fixtures live in conftest.py.
 """
 
+import json
 import os
 import re
 import signal
@@ -174,6 +175,25 @@ def start_fails(repo_dir, args):
 
 
 # --- HTTP
+
+def rest_error(body):
+    """The message of a KServe v2 REST error body: exactly {"error": "<non-empty text>"}."""
+    j = json.loads(body)
+    assert list(j) == ["error"], j
+    assert isinstance(j["error"], str) and j["error"], j
+    return j["error"]
+
+
+def http_infer_inputs(feeds, binary):
+    """tritonclient.http InferInputs for {name: array}, as JSON or with the binary tensor extension."""
+    import tritonclient.http as httpclient
+    out = []
+    for name, arr in feeds.items():
+        x = httpclient.InferInput(name, list(arr.shape), np_to_wire(arr.dtype))
+        x.set_data_from_numpy(arr, binary_data=binary)
+        out.append(x)
+    return out
+
 
 def http_request(conn, method, path, body=None, headers=None):
     """(status, headers, body bytes) of one request on an http.client connection, which it closes."""

@@ -57,11 +57,6 @@ def _http(server, method, path, body=None):
     return status, raw
 
 
-def _error(body):
-    j = json.loads(body)
-    assert list(j) == ["error"], j
-    return j["error"]
-
 
 def _assert_refused(status, msg, has_gpu):
     assert status == "INVALID_ARGUMENT", (status, msg)
@@ -143,11 +138,11 @@ def test_raw_rest_routes(cs_server, has_gpu):
     body = json.dumps({"raw_handle": {"b64": base64.b64encode(HANDLE).decode()}, "device_id": 0, "byte_size": 64})
     status, raw = _http(cs_server, "POST", "/v2/cudasharedmemory/region/r/register", body)
     assert status == 400, (status, raw)
-    assert "failed to open CUDA IPC handle" in _error(raw) if has_gpu else _error(raw) == NO_DEVICE
+    assert "failed to open CUDA IPC handle" in lib.rest_error(raw) if has_gpu else lib.rest_error(raw) == NO_DEVICE
     status, raw = _http(cs_server, "GET", "/v2/cudasharedmemory/status")
     assert status == 200 and json.loads(raw) == [], (status, raw)
     status, raw = _http(cs_server, "GET", "/v2/cudasharedmemory/region/r/status")
-    assert status == 404 and _error(raw) == "Unable to find cuda shared memory region: 'r'", (status, raw)
+    assert status == 404 and lib.rest_error(raw) == "Unable to find cuda shared memory region: 'r'", (status, raw)
     status, raw = _http(cs_server, "POST", "/v2/cudasharedmemory/region/r/unregister")
     assert status == 200, (status, raw)
     status, raw = _http(cs_server, "POST", "/v2/cudasharedmemory/unregister")
@@ -161,7 +156,7 @@ def test_raw_rest_routes(cs_server, has_gpu):
                 'not json'):
         status, raw = _http(cs_server, "POST", "/v2/cudasharedmemory/region/r/register", bad)
         assert status == 400, (bad, status, raw)
-        assert "base64" in _error(raw) or "raw_handle" in _error(raw), (bad, raw)
+        assert "base64" in lib.rest_error(raw) or "raw_handle" in lib.rest_error(raw), (bad, raw)
     status, raw = _http(cs_server, "GET", "/v2/cudasharedmemory/region/r/register")
     assert status == 405, (status, raw)
     status, raw = _http(cs_server, "GET", "/v2/cudasharedmemory/region/r/bogus")
@@ -177,4 +172,4 @@ def test_rest_base64_decodes_exactly(cs_server, has_gpu):
         b64 = base64.b64encode(handle).decode().rstrip("=")
         body = json.dumps({"raw_handle": {"b64": b64}, "device_id": 0, "byte_size": 64})
         status, raw = _http(cs_server, "POST", "/v2/cudasharedmemory/region/r/register", body)
-        assert status == 400 and want in _error(raw), (status, raw)
+        assert status == 400 and want in lib.rest_error(raw), (status, raw)

@@ -41,20 +41,6 @@ def _http(server, method, path, body=None, headers=None):
     return lib.http_request(http.client.HTTPConnection(u.hostname, u.port, timeout=30), method, path, body, headers)
 
 
-def _error(body):
-    j = json.loads(body)
-    assert list(j) == ["error"], j
-    assert isinstance(j["error"], str) and j["error"], j
-    return j["error"]
-
-
-def _inputs(feeds, binary):
-    out = []
-    for name, arr in feeds.items():
-        x = httpclient.InferInput(name, list(arr.shape), lib.np_to_wire(arr.dtype))
-        x.set_data_from_numpy(arr, binary_data=binary)
-        out.append(x)
-    return out
 
 
 # --- health, metadata, config, index
@@ -86,12 +72,12 @@ def test_model_ready_and_unknown_model(hclient, server):
     assert hclient.is_model_ready("versioned", "2")
     assert not hclient.is_model_ready("no_such_model")
     status, _, body = _http(server, "GET", "/v2/models/no_such_model/ready")
-    assert status == 404 and "no_such_model" in _error(body)
+    assert status == 404 and "no_such_model" in lib.rest_error(body)
     status, _, body = _http(server, "GET", "/v2/models/no_such_model")
-    assert status == 404 and "no_such_model" in _error(body)
+    assert status == 404 and "no_such_model" in lib.rest_error(body)
     status, _, body = _http(server, "GET", "/v2/models/versioned/versions/99")
     assert status == 404, body
-    _error(body)
+    lib.rest_error(body)
     # a model that failed to load
     status, _, body = _http(server, "GET", "/v2/models/bad_config/ready")
     assert status in (503, 404), body
@@ -132,7 +118,7 @@ def test_infer_matches_onnxruntime(hclient, specs, oracle, rng, name, batch):
     for bin_in, bin_out in MODES:
         feeds = lib.random_inputs(spec, rng, batch or 1)
         outs = [httpclient.InferRequestedOutput(o["name"], binary_data=bin_out) for o in spec["outputs"]]
-        res = hclient.infer(name, _inputs(feeds, bin_in), outputs=outs, request_id="rq-%s" % name)
+        res = hclient.infer(name, lib.http_infer_inputs(feeds, bin_in), outputs=outs, request_id="rq-%s" % name)
         resp = res.get_response()
         assert resp["model_name"] == name and resp["id"] == "rq-%s" % name
         assert resp["model_version"] == str(spec["default_version"])
@@ -151,18 +137,18 @@ def test_infer_requested_subset_version_and_default_binary(hclient, specs, oracl
     # a subset, INT64 among them, as JSON
     outs = [httpclient.InferRequestedOutput("SHP_I64", binary_data=False),
             httpclient.InferRequestedOutput("SHP_FLAT", binary_data=False)]
-    res = hclient.infer("ops_shape", _inputs(feeds, False), outputs=outs)
+    res = hclient.infer("ops_shape", lib.http_infer_inputs(feeds, False), outputs=outs)
     got = {o["name"]: res.as_numpy(o["name"]) for o in res.get_response()["outputs"]}
     lib.check_outputs(got, want, spec, names=["SHP_I64", "SHP_FLAT"], what="ops_shape subset")
     assert got["SHP_I64"].dtype == np.int64
     # no outputs named: every output, binary by request parameter (tritonclient's default)
-    res = hclient.infer("ops_shape", _inputs(feeds, True))
+    res = hclient.infer("ops_shape", lib.http_infer_inputs(feeds, True))
     got = {o["name"]: res.as_numpy(o["name"]) for o in res.get_response()["outputs"]}
     lib.check_outputs(got, want, spec, what="ops_shape all outputs")
     # a specific version
     vspec = specs["versioned"]
     vfeeds = lib.random_inputs(vspec, rng, 1)
-    res = hclient.infer("versioned", _inputs(vfeeds, False), model_version="2")
+    res = hclient.infer("versioned", lib.http_infer_inputs(vfeeds, False), model_version="2")
     assert res.get_response()["model_version"] == "2"
     lib.check_outputs({"V_Y": res.as_numpy("V_Y")}, oracle.run("versioned", vfeeds, version="2"), vspec,
                       what="versioned v2")
@@ -171,20 +157,20 @@ def test_infer_requested_subset_version_and_default_binary(hclient, specs, oracl
 def test_fp16_binary_only(hclient, server, specs, oracle, rng):
     spec = specs["fp16_io"]
     feeds = lib.random_inputs(spec, rng, 2)
-    res = hclient.infer("fp16_io", _inputs(feeds, True),
+    res = hclient.infer("fp16_io", lib.http_infer_inputs(feeds, True),
                         outputs=[httpclient.InferRequestedOutput("Y16", binary_data=True)])
     lib.check_outputs({"Y16": res.as_numpy("Y16")}, oracle.run("fp16_io", feeds), spec, what="fp16_io binary")
     # FP16 as JSON is refused with a reason, in both directions
     body = json.dumps({"inputs": [{"name": "X16", "shape": [1, 64], "datatype": "FP16", "data": [0.5] * 64}]})
     status, _, raw = _http(server, "POST", "/v2/models/fp16_io/infer", body=body)
-    assert status == 400 and "binary_data_size" in _error(raw)
+    assert status == 400 and "binary_data_size" in lib.rest_error(raw)
     x = feeds["X16"][:1]
     hdr = json.dumps({"inputs": [{"name": "X16", "shape": [1, 64], "datatype": "FP16",
                                   "parameters": {"binary_data_size": x.nbytes}}],
                       "outputs": [{"name": "Y16", "parameters": {"binary_data": False}}]}).encode()
     status, _, raw = _http(server, "POST", "/v2/models/fp16_io/infer", body=hdr + x.tobytes(),
                            headers={"Inference-Header-Content-Length": str(len(hdr))})
-    assert status == 400 and "binary_data" in _error(raw)
+    assert status == 400 and "binary_data" in lib.rest_error(raw)
 
 
 def test_nested_data_and_raw_binary_response(server, specs, oracle, rng):
@@ -237,7 +223,7 @@ def test_statistics_count_rest_inferences(hclient, specs, rng):
     ok0, rows0 = counts()
     n, batch = 7, 3
     for _ in range(n):
-        hclient.infer(name, _inputs(lib.random_inputs(spec, rng, batch), True))
+        hclient.infer(name, lib.http_infer_inputs(lib.random_inputs(spec, rng, batch), True))
     ok1, rows1 = counts()
     assert ok1 - ok0 == n
     assert rows1 - rows0 == n * batch
@@ -253,7 +239,7 @@ def test_concurrent_and_async_requests(server, specs, oracle, rng):
     feeds = [lib.random_inputs(spec, rng, 1 + i % 4) for i in range(24)]
     c = httpclient.InferenceServerClient(url=server.http_url[len("http://"):], concurrency=8)
     try:
-        handles = [c.async_infer("mlp", _inputs(f, i % 2 == 0), request_id=str(i)) for i, f in enumerate(feeds)]
+        handles = [c.async_infer("mlp", lib.http_infer_inputs(f, i % 2 == 0), request_id=str(i)) for i, f in enumerate(feeds)]
         for i, (h, f) in enumerate(zip(handles, feeds)):
             res = h.get_result(timeout=60)
             assert res.get_response()["id"] == str(i)
@@ -338,22 +324,22 @@ def test_bad_requests(server, path, body, headers, status, needle):
     got, h, raw = _http(server, "POST", path, body=body, headers=headers)
     assert got == status, raw
     assert h["Content-Type"] == "application/json"
-    assert needle in _error(raw)
+    assert needle in lib.rest_error(raw)
 
 
 def test_methods_and_routes(server):
     status, _, raw = _http(server, "GET", "/v2/models/mlp/infer")
     assert status == 405
-    _error(raw)
+    lib.rest_error(raw)
     status, _, raw = _http(server, "POST", "/v2/models/mlp")
     assert status == 405
     status, _, raw = _http(server, "GET", "/v2/models/mlp/nothing_here")
     assert status == 404
-    _error(raw)
+    lib.rest_error(raw)
     # model control is another piece of work: a clear answer until then
     status, _, raw = _http(server, "POST", "/v2/repository/models/mlp/load", body=b"{}")
     # server/control.c answers load/unload; the shared server runs in none mode, as Triton refuses them there
-    assert status == 503 and "--model-control-mode" in _error(raw)
+    assert status == 503 and "--model-control-mode" in lib.rest_error(raw)
     # health and metrics still answered by the plain endpoint
     assert _http(server, "GET", "/v2/health/ready")[0] == 200
     assert _http(server, "GET", "/metrics")[0] == 200
@@ -449,7 +435,7 @@ def test_int64_and_bool(start_server, tmp_path, rng):
         body = json.dumps({"inputs": [{"name": "I", "shape": [1, 4], "datatype": "INT64", "data": [1, 2, 3, 4]},
                                       {"name": "B", "shape": [1, 4], "datatype": "BOOL", "data": [1, 0, 1, 0]}]})
         status, _, raw = _http(srv, "POST", "/v2/models/typed/infer", body=body)
-        assert status == 400 and "not a bool" in _error(raw)
+        assert status == 400 and "not a bool" in lib.rest_error(raw)
     finally:
         c.close()
     srv.stop()
@@ -463,7 +449,7 @@ def test_system_shared_memory(start_server, server, specs, oracle, rng):
     # off by default: a clear refusal
     status, _, raw = _http(server, "POST", "/v2/systemsharedmemory/region/r/register",
                            body=json.dumps({"key": "/inferd_nope", "offset": 0, "byte_size": 64}))
-    assert status == 400 and "--allow-client-shm" in _error(raw)
+    assert status == 400 and "--allow-client-shm" in lib.rest_error(raw)
 
     srv = start_server(["--allow-client-shm", "true"])
     spec = specs["mlp"]
@@ -513,7 +499,7 @@ def test_broken_utf8_in_the_path_answers_valid_json(server, method, path):
     body = json.dumps({"inputs": []}) if method == "POST" else None
     status, _, raw = _http(server, method, path, body=body)
     assert 400 <= status < 500, (status, raw)
-    _error(raw.decode("utf-8"))  # strict: raises on a broken byte
+    lib.rest_error(raw.decode("utf-8"))  # strict: raises on a broken byte
 
 
 @pytest.mark.parametrize("where", ["datatype", "name", "id", "parameter"])
@@ -528,7 +514,7 @@ def test_broken_utf8_in_the_json_body_answers_valid_json(server, where):
     raw = raw.replace(mark, mark[:-1] + b'\xff\xfe"', 1)
     status, _, body = _http(server, "POST", "/v2/models/mlp/infer", body=raw)
     assert status == 400, (status, body)
-    assert "UTF-8" in _error(body.decode("utf-8"))
+    assert "UTF-8" in lib.rest_error(body.decode("utf-8"))
 
 
 @pytest.mark.parametrize("field,value", [("offset", 4.001e110), ("byte_size", 1e300), ("byte_size", 18446744073709551616),
@@ -541,7 +527,7 @@ def test_shm_register_numbers_out_of_range(server, field, value):
     body[field] = value
     status, _, raw = _http(server, "POST", "/v2/systemsharedmemory/region/r/register", body=json.dumps(body))
     assert status == 400, (status, raw)
-    assert "integer" in _error(raw), raw
+    assert "integer" in lib.rest_error(raw), raw
 
 
 @pytest.mark.parametrize("datatype,value", [("UINT8", -6), ("INT8", 300), ("INT64", 1e300), ("INT32", 1.5),
@@ -554,5 +540,5 @@ def test_json_data_out_of_range_for_its_datatype(server, datatype, value):
                                    "data": [0, 1, value, 2]}]})
     status, _, raw = _http(server, "POST", "/v2/models/mlp/infer", body=body)
     assert status == 400, (status, raw)
-    msg = _error(raw)
+    msg = lib.rest_error(raw)
     assert "element 2" in msg and datatype in msg, msg

@@ -34,19 +34,6 @@ def _http(server, method, path, body=None, headers=None):
     return lib.http_request(http.client.HTTPConnection(u.hostname, u.port, timeout=60), method, path, body, headers)
 
 
-def _error(body):
-    j = json.loads(body)
-    assert list(j) == ["error"], j
-    return j["error"]
-
-
-def _inputs(feeds, binary):
-    out = []
-    for name, arr in feeds.items():
-        x = httpclient.InferInput(name, list(arr.shape), lib.np_to_wire(arr.dtype))
-        x.set_data_from_numpy(arr, binary_data=binary)
-        out.append(x)
-    return out
 
 
 def _unzip(enc, raw):
@@ -66,7 +53,7 @@ def test_tritonclient_compression_matches_onnxruntime(hclient, specs, oracle, rn
         for bin_in, bin_out in ((False, False), (True, True), (False, True), (True, False)):
             feeds = lib.random_inputs(spec, rng, batch)
             outs = [httpclient.InferRequestedOutput(o["name"], binary_data=bin_out) for o in spec["outputs"]]
-            res = hclient.infer(name, _inputs(feeds, bin_in), outputs=outs, request_id="z",
+            res = hclient.infer(name, lib.http_infer_inputs(feeds, bin_in), outputs=outs, request_id="z",
                                 request_compression_algorithm=req_algo, response_compression_algorithm=resp_algo)
             resp = res.get_response()
             assert resp["model_name"] == name and resp["id"] == "z"
@@ -107,7 +94,7 @@ def test_binary_extension_layout_with_compression(server, specs, oracle, rng, en
     # the header length is checked against the inflated body, not the compressed one
     status, _, raw = _http(server, "POST", "/v2/models/ops_elementwise/infer", body=_zip(enc, plain),
                            headers={"Content-Encoding": enc, "Inference-Header-Content-Length": str(len(plain) + 1)})
-    assert status == 400 and "Inference-Header-Content-Length" in _error(raw)
+    assert status == 400 and "Inference-Header-Content-Length" in lib.rest_error(raw)
 
 
 def test_accept_encoding_choice_and_plain_answers(server, specs, rng):
@@ -127,7 +114,7 @@ def test_accept_encoding_choice_and_plain_answers(server, specs, rng):
     status, headers, raw = _http(server, "POST", "/v2/models/no_such_model/infer", body=body,
                                  headers={"Accept-Encoding": "gzip"})
     assert status == 404 and "Content-Encoding" not in headers
-    assert "no_such_model" in _error(raw)
+    assert "no_such_model" in lib.rest_error(raw)
 
 
 def test_curl_compressed(server, specs, oracle, tmp_path):
@@ -162,13 +149,13 @@ def test_gzip_bomb_and_the_inflated_limit(start_server, specs, rng):
     padded = ok[:-1] + b" " * (1 << 20) + b"}"
     status, _, raw = _http(srv, "POST", "/v2/models/mlp/infer", body=gzip.compress(padded),
                            headers={"Content-Encoding": "gzip"})
-    assert status == 413 and "1048576" in _error(raw)
+    assert status == 413 and "1048576" in lib.rest_error(raw)
     # a bomb: 256 MiB of zeros in about 250 KB
     bomb = zlib.compressobj(9, zlib.DEFLATED, 31)
     z = b"".join(bomb.compress(bytes(1 << 20)) for _ in range(256)) + bomb.flush()
     assert len(z) < (1 << 20)
     status, _, raw = _http(srv, "POST", "/v2/models/mlp/infer", body=z, headers={"Content-Encoding": "gzip"})
-    assert status == 413 and "inflates to more than" in _error(raw)
+    assert status == 413 and "inflates to more than" in lib.rest_error(raw)
     assert srv.alive()
 
 
@@ -183,7 +170,7 @@ def test_corrupt_body_is_400(server, body, enc, needle):
                                  headers={"Content-Encoding": enc})
     assert status == 400, raw
     assert headers["Content-Type"] == "application/json"
-    assert needle in _error(raw)
+    assert needle in lib.rest_error(raw)
 
 
 def test_unknown_encoding_is_415(server):
@@ -191,5 +178,5 @@ def test_unknown_encoding_is_415(server):
                                  headers={"Content-Encoding": "zstd"})
     assert status == 415, raw
     assert headers.get("Accept-Encoding") == "gzip, deflate"
-    assert "zstd" in _error(raw)
+    assert "zstd" in lib.rest_error(raw)
     assert server.alive()
