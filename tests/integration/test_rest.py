@@ -391,6 +391,29 @@ def test_infer_body_limit_is_configurable(start_server, specs, rng):
     assert srv.alive()
 
 
+def test_refused_body_is_read_before_close(start_server):
+    """A body refused for its declared length (2.3 MB at a 2 MB limit) is read and dropped before the
+    connection closes, so a client still sending it reads the 413 instead of a reset: with a 16 KB send
+    buffer the client is still sending long after the server answered."""
+    import socket
+    srv = start_server(["--http-max-infer-body-bytes", str(2 << 20)])
+    u = urllib.parse.urlparse(srv.http_url)
+    body = b"x" * 2400000
+    for _ in range(3):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+        s.settimeout(30)
+        s.connect((u.hostname, u.port))
+        try:
+            s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
+            s.sendall(body)
+            got = lib.read_to_eof(s)
+        finally:
+            s.close()
+        assert got.startswith(b"HTTP/1.1 413 "), got[:80]
+    assert srv.alive()
+
+
 # --- INT64 and BOOL inputs (a model of their own: the test repository's inputs are all float)
 
 def _typed_repo(tmp_path):
