@@ -233,10 +233,7 @@ __global__ void __launch_bounds__(K_THREADS)
 // the widest tile still filling one wave (the v1 kernel: 0.625). TW = 2 was
 // the fastest or within 10% of it on 10 of the 12 shapes; the exceptions
 // (112x112 stride 2: TW = 1; 7x7 x 960: TW = 4) are worth ~0.01 ms.
-static int pick_tile(size_t rows, size_t groups, int ow) {
-  (void)rows, (void)groups;
-  return ow >= 2 ? 2 : 1;
-}
+static int pick_tile(int ow) { return ow >= 2 ? 2 : 1; }
 
 // Launches the tiled kernel for x's n images, or returns false where its
 // int indexing or grid would not hold (the generic kernel runs instead).
@@ -248,7 +245,7 @@ bool launch_tiled(T *y, const T *x, const T *w, const T *bias, const T *z, const
   const int cg = (groups + chunks - 1) / chunks;
   if (chunks > 65535 || (int64_t)(g.ow + 4) * ST + K >= INT_MAX) return false;
   const size_t rows = (size_t)n * g.oh;
-  const int tw = tile_w ? tile_w : pick_tile(rows, (size_t)groups, g.ow);
+  const int tw = tile_w ? tile_w : pick_tile(g.ow);
   const int tiles_w = (g.ow + tw - 1) / tw;
   const size_t tiles = rows * tiles_w;
   if (tiles > (size_t)INT_MAX - K_THREADS) return false;

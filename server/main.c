@@ -426,7 +426,11 @@ int main(int argc, char **argv) {
   if (tls) go.tls = &gt;
   if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;
   // the batches' answers (replyq.h): by default a quarter of the CQ threads, i.e. half the cores given, 2 to 8
-  int n_reply = o.reply_threads >= 0 ? o.reply_threads : o.grpc_threads / 4 < 2 ? 2 : o.grpc_threads / 4 > 8 ? 8 : o.grpc_threads / 4;
+  int n_reply = o.reply_threads;
+  if (n_reply < 0) {
+    n_reply = o.grpc_threads / 4;
+    n_reply = n_reply < 2 ? 2 : n_reply > 8 ? 8 : n_reply;
+  }
   if (n_reply > 0 && srv_replyq_create(n_reply, &srv.replyq, &e) != 0) goto fail;
   if (srv_sched_start(srv.sched, &e) != 0) goto fail;
   if (srv_grpc_start(grpc, &e) != 0) goto fail;

@@ -1170,7 +1170,7 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
   const cJSON *size = cJSON_GetObjectItemCaseSensitive(b, "byte_size");
   // bounded before the casts below (a double past the integer's range converts to nothing defined)
   int ok = cJSON_IsString(b64) && cJSON_IsNumber(dev) && dev->valuedouble >= 0 && dev->valuedouble <= INT32_MAX &&
-           cJSON_IsNumber(size) && size->valuedouble >= 0 && size->valuedouble < 18446744073709551616.0;
+           u64_number(size);
   if (!ok) {
     cJSON_Delete(b);
     return set_error(resp, 400,
