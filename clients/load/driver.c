@@ -53,6 +53,7 @@ struct worker {
   int started;
   pthread_mutex_t mu;
   ld_window win;  // guarded by mu
+  uint64_t all_ok, all_errors;  // guarded by mu: the level's every answer (no window resets them)
 
   // Owned by the worker thread while a level runs, by the driver otherwise.
   call_ctx **all;  // every context made, freed at destroy
@@ -90,9 +91,11 @@ static gpr_timespec in_ns(uint64_t ns) {
 static void record(worker *w, int kind, uint64_t lat_ns) {
   pthread_mutex_lock(&w->mu);
   if (kind == 0) {
+    w->all_ok++;
     w->win.ok++;
     ld_hist_record(w->win.lat, lat_ns);
   } else {
+    w->all_errors++;
     w->win.errors[kind]++;
   }
   pthread_mutex_unlock(&w->mu);
@@ -423,6 +426,7 @@ int ld_driver_start(ld_driver *d, const ld_level *lv, err *e) {
     worker *w = &d->w[i];
     pthread_mutex_lock(&w->mu);
     ld_window_reset(&w->win);
+    w->all_ok = w->all_errors = 0;
     pthread_mutex_unlock(&w->mu);
     w->sends = 0;
     w->slots = 0;
@@ -465,6 +469,17 @@ void ld_driver_collect(ld_driver *d, ld_window *into) {
     pthread_mutex_lock(&w->mu);
     ld_window_merge(into, &w->win);
     ld_window_reset(&w->win);
+    pthread_mutex_unlock(&w->mu);
+  }
+}
+
+void ld_driver_totals(ld_driver *d, uint64_t *ok, uint64_t *errors) {
+  *ok = *errors = 0;
+  for (int i = 0; i < d->cfg.threads; i++) {
+    worker *w = &d->w[i];
+    pthread_mutex_lock(&w->mu);
+    *ok += w->all_ok;
+    *errors += w->all_errors;
     pthread_mutex_unlock(&w->mu);
   }
 }

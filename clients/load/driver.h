@@ -66,5 +66,8 @@ void ld_driver_collect(ld_driver *d, ld_window *into);
 // the deadline by a second, or 10 s without one) and joins the threads.
 // Streams half-close and get the same time to answer what they hold.
 void ld_driver_stop(ld_driver *d);
+// Every answer since the level started, warm-up windows and the drain after
+// the stop included (what a server counted for this level): OK and not OK.
+void ld_driver_totals(ld_driver *d, uint64_t *ok, uint64_t *errors);
 
 #endif

@@ -107,6 +107,7 @@ static int run_level(run_ctx *rc, const ld_level *lv, ld_result *res, err *e) {
     if (interrupted) break;
   }
   ld_driver_stop(rc->drv);
+  ld_driver_totals(rc->drv, &res->level_ok, &res->level_errors);
   if (rcode) goto out;
   int k = n < 3 ? n : 3;
   for (int i = n - k; i < n; i++) ld_window_merge(&merged, &win[i]);

@@ -145,9 +145,10 @@ int ld_report_json(const char *path, const ld_result *r, size_t n, err *e) {
     opt_num(f, ld_result_server_batch(x), "null");
     fprintf(f,
             ",\n    \"requests\": %llu, \"rows\": %d, \"duration_s\": %.6f, \"windows\": %d, "
-            "\"measured_windows\": %d, \"stable\": %s, \"streaming\": %s,\n",
+            "\"measured_windows\": %d, \"stable\": %s, \"streaming\": %s,\n"
+            "    \"level_ok\": %llu, \"level_errors\": %llu,\n",
             (unsigned long long)s->ok, x->rows, s->seconds, x->windows, x->measured, x->stable ? "true" : "false",
-            x->streaming ? "true" : "false");
+            x->streaming ? "true" : "false", (unsigned long long)x->level_ok, (unsigned long long)x->level_errors);
     fputs("    \"errors_by_status\": {", f);
     int first = 1;
     for (int k = 1; k < LD_N_KINDS; k++)

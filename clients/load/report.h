@@ -29,6 +29,7 @@ typedef struct ld_result {
   bool streaming;    // the requests went on ModelStreamInfer streams
   bool have_server;  // srv holds the ModelStatistics delta over the measured windows
   ld_server_stats srv;
+  uint64_t level_ok, level_errors;  // every answer of the level (ld_driver_totals), not only the measured windows
   double cdf_us[LD_CDF_POINTS];
 } ld_result;
 

@@ -104,8 +104,11 @@ def test_closed_loop_with_server_stats(server, stub, pb, tmp_path):
     assert [l["level"] for l in levels] == [1, 4]
     measured = sum(l["requests"] for l in levels)
     assert measured > 0
-    # The server served at least what the client counted (it also served the unmeasured windows).
+    # The server served at least what the client counted (it also served the unmeasured windows)...
     assert after - before >= measured, (before, after, measured)
+    # ...and exactly every answer of every level, warm-up windows and the drain included (level_ok).
+    assert after - before == sum(l["level_ok"] for l in levels), (before, after, levels)
+    assert all(l["level_ok"] >= l["requests"] and l["level_errors"] == 0 for l in levels), levels
     for l in levels:
         assert l["errors_by_status"] == {}
         assert 1 <= l["measured_windows"] <= 3 and l["windows"] <= 4
@@ -213,6 +216,7 @@ def test_request_errors_counted_by_status(server, tmp_path, mode):
     assert level["throughput_rps"] == 0 and level["requests"] == 0
     assert list(level["errors_by_status"]) == ["INVALID_ARGUMENT"] and level["errors_by_status"]["INVALID_ARGUMENT"] > 0
     assert level["errors"] == level["errors_by_status"]["INVALID_ARGUMENT"]
+    assert level["level_ok"] == 0 and level["level_errors"] >= level["errors"], level
     (row,) = read_csv(csv_path)
     assert int(row["errors"]) == level["errors"]
 
