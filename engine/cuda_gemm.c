@@ -324,14 +324,16 @@ int eng_gemm_tuner_create(eng_gemm_tuner **out, const eng_gemm_tune_opts *opts, 
   eng_gemm_tune_opts o = {0};
   if (opts) o = *opts;
   if (o.max_candidates < 0 || o.max_candidates > 32 || o.budget_ms < 0 || o.reps < 0 || o.reps > 1000 ||
-      o.rounds < 0 || o.rounds > 100)
+      o.rounds < 0 || o.rounds > 100 || !(o.min_flops >= 0))
     return err_set(e, ERR_INVALID_ARGUMENT,
-                   "gemm tuner: bad options (max_candidates %d of 0..32, budget_ms %d, reps %d, rounds %d)",
-                   o.max_candidates, o.budget_ms, o.reps, o.rounds);
+                   "gemm tuner: bad options (max_candidates %d of 0..32, budget_ms %d, reps %d, rounds %d, "
+                   "min_flops %g)",
+                   o.max_candidates, o.budget_ms, o.reps, o.rounds, o.min_flops);
   if (!o.max_candidates) o.max_candidates = 16;
   if (!o.budget_ms) o.budget_ms = 200;
   if (!o.reps) o.reps = 8;
   if (!o.rounds) o.rounds = 3;
+  if (o.min_flops == 0) o.min_flops = 16777216.0;
   eng_gemm_tuner *t = calloc(1, sizeof *t);
   if (!t) return err_set(e, ERR_RESOURCE_EXHAUSTED, "gemm tuner: out of host memory");
   t->e = calloc(TUNER_CAP, sizeof *t->e);
@@ -471,6 +473,11 @@ static bool aliases(const gemm_call *c, size_t bytes) {
 // outside a dry pass.
 static int tune(eng_gemm_lt *g, gemm_entry *en, const gemm_call *c, err *e) {
   eng_gemm_tuner *t = g->tuner;
+  if (2.0 * en->key.m * en->key.n * en->key.k < t->o.min_flops) {
+    en->tuned = true;
+    g->st.tune_small++;
+    return 0;
+  }
   const tune_entry *known = tuner_find(t, &en->key, g->workspace_bytes);
   if (known) {
     en->algo = known->algo;

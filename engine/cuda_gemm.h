@@ -70,6 +70,7 @@ typedef struct eng_gemm_lt_stats {
   uint64_t tune_adopted;  // shapes whose choice came from the tuner (timed by another object)
   uint64_t tune_skipped;  // calls of an untuned shape that could not time it (in a capture, or
                           // the residual is C itself outside a dry pass): heuristic's first answer
+  uint64_t tune_small;    // shapes below the tuner's min_flops: heuristic's first answer, untimed
   uint64_t tune_ns;       // wall time this object spent timing
 } eng_gemm_lt_stats;
 
@@ -80,6 +81,10 @@ typedef struct eng_gemm_tune_opts {
   int budget_ms;       // wall time per shape: no candidate starts after it (0: 200)
   int reps;            // runs per timed graph launch (0: 8)
   int rounds;          // timed launches per candidate, the fastest counts (0: 3)
+  // Products of fewer flops (2 m n k) keep the heuristic's first answer untimed (0: 2^24,
+  // about 0.1 us of an H100's tensor cores): launch-bound, they gain nothing, and timing
+  // noise would only make two plans of one model pick differently. 1: time every shape.
+  double min_flops;
 } eng_gemm_tune_opts;
 
 typedef struct eng_gemm_tuner_stats {

@@ -78,6 +78,7 @@ typedef struct slot {
   eng_tensor *outs;                     // per output: internal type and shape of the batch
   uint64_t seq;                         // this batch's submit number
   bool tune_pending;                    // the last plain launch met a GEMM it could not time
+  bool tune_stuck;                      // a tuning pass left shapes untimed: no more passes
   gentry *graphs;
   int n_graphs;
 } slot;
@@ -1276,8 +1277,12 @@ plain:
   // A plain launch times new shapes as it meets them, except a product adding
   // its residual in place (timing would consume it): that one waits for a
   // tuning pass before the next plain launch.
-  if (p->tuner && s->tune_pending) {
+  // A pass that itself leaves shapes untimed (the stream's capture state
+  // unreadable) would repeat forever: then no more passes on this slot.
+  if (p->tuner && s->tune_pending && !s->tune_stuck) {
+    uint64_t before = tune_skipped(s);
     TRY(tuning_pass(p, s, e));
+    s->tune_stuck = tune_skipped(s) != before;
     s->tune_pending = false;
   }
   uint64_t skipped = p->tuner ? tune_skipped(s) : 0;

@@ -598,7 +598,31 @@ static void test_autotune(cudaStream_t st) {
   eng_gemm_tuner *t = NULL;
   CHECK_EQ_INT(eng_gemm_tuner_create(&t, &(eng_gemm_tune_opts){.max_candidates = 33}, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "max_candidates");
+  CHECK_EQ_INT(eng_gemm_tuner_create(&t, &(eng_gemm_tune_opts){.min_flops = -1}, &e), ERR_INVALID_ARGUMENT);
+  // below the default min_flops a shape keeps the heuristic's first answer, untimed
   CHECK_EQ_INT(eng_gemm_tuner_create(&t, NULL, &e), 0);
+  if (t) {
+    eng_gemm_lt *g = NULL;
+    CHECK_EQ_INT(eng_gemm_lt_create(&g, 32u << 20, 0, &e), 0);
+    if (g) {
+      eng_gemm_lt_set_tuner(g, t);
+      problem p;
+      problem_init(&p, (shape){8, 32, 64}, ENG_GEMM_FP32);
+      CHECK_EQ_INT(run_case(g, &p, 0, 1, ENG_GEMM_EPI_BIAS_RELU, ENG_GEMM_FP32, 0, st, &e), 0);
+      CHECK(max_rel_err(&p, ENG_GEMM_EPI_BIAS_RELU, NULL) <= 1e-5);
+      eng_gemm_lt_stats s;
+      eng_gemm_lt_stats_get(g, &s);
+      CHECK_EQ_INT(s.tuned, 0);
+      CHECK_EQ_INT(s.tune_small, 1);
+      CHECK_EQ_INT(tuner_shapes(t), 0);
+      problem_free(&p);
+      eng_gemm_lt_destroy(g);
+    }
+    eng_gemm_tuner_destroy(t);
+    t = NULL;
+  }
+  // the rest times every shape, however small
+  CHECK_EQ_INT(eng_gemm_tuner_create(&t, &(eng_gemm_tune_opts){.min_flops = 1}, &e), 0);
   if (!t) return;
   test_autotune_shapes(t, st);
   test_autotune_in_place(t, st);
