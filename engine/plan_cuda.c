@@ -1523,7 +1523,7 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
   }
   if ((ret = upload_consts(p, e)) != 0) goto fail;
   if (!p->o.no_gemm_autotune) {
-    eng_gemm_tune_opts to = {.budget_ms = p->o.gemm_tune_budget_ms};
+    eng_gemm_tune_opts to = {.budget_ms = p->o.gemm_tune_budget_ms, .min_flops = p->o.gemm_tune_min_flops};
     if ((ret = eng_gemm_tuner_create(&p->tuner, &to, e)) != 0) goto fail;
   }
   for (int k = 0; k < p->o.n_slots; k++) {

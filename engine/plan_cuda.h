@@ -79,6 +79,7 @@ typedef struct eng_cuda_opts {
   // when a capture meets an untuned shape). 1: off, cuBLASLt's first heuristic answer.
   int no_gemm_autotune;
   int gemm_tune_budget_ms;  // wall time per shape (0: cuda_gemm's default, 200 ms)
+  double gemm_tune_min_flops;  // smaller products untimed (0: cuda_gemm's default, 2^24; 1: time all)
 } eng_cuda_opts;
 
 // max_batch as eng_plan_create. device: a runtime ordinal (eng_cuda_devices).
