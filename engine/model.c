@@ -75,6 +75,7 @@ typedef struct model_opts {
   int no_graphs;  // optimization { cuda { graphs: false } }
   int layout;     // eng_cuda_layout: parameters { key: "layout" }
   int conv_timed;  // parameters { key: "cudnn_conv_algo_search" }: "0"
+  int no_gemm_autotune;  // parameters { key: "gemm_autotune" }: "false", or INFERD_GEMM_AUTOTUNE=0
   uint64_t fault_at;
 } model_opts;
 
@@ -276,7 +277,8 @@ static int create_cuda_plan(instance *in, eng_cuda_plan **out, err *e) {
                      .n_warm = m->n_warm,
                      .fault_at = m->opts.fault_at,
                      .layout = (eng_cuda_layout)m->opts.layout,
-                     .conv_timed = m->opts.conv_timed};
+                     .conv_timed = m->opts.conv_timed,
+                     .no_gemm_autotune = m->opts.no_gemm_autotune};
   return eng_cuda_plan_create(m->graph, m->max_batch, in->device, &o, out, e);
 }
 
@@ -495,7 +497,10 @@ static int instance_devices(const Inference__ModelConfig *cfg, int n_gpus, int *
 // timed choice measured slower end to end (tests/bench/RESULTS.md), and
 // Triton's
 // optimization { cuda { graphs: false } } (graphs are on unless a cuda
-// block says otherwise). INFERD_CUDA_FAULT_AT=N (tests) makes every GPU
+// block says otherwise), { key: "gemm_autotune" value: "true" | "false" }
+// (cuBLASLt's GEMM algorithms timed at load, plan_cuda.h; on unless this or
+// the environment's INFERD_GEMM_AUTOTUNE=0, the operator's switch for every
+// model, turns it off). INFERD_CUDA_FAULT_AT=N (tests) makes every GPU
 // plan's Nth batch fail with a real CUDA launch error.
 static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) {
   memset(o, 0, sizeof *o);
@@ -520,6 +525,13 @@ static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) 
       o->conv_timed = v[0] == '0';
       continue;
     }
+    if (strcmp(pe->key, "gemm_autotune") == 0) {
+      int on = strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0;
+      if (!on && strcasecmp(v, "false") != 0 && strcmp(v, "0") != 0)
+        return err_set(e, ERR_INVALID_ARGUMENT, "parameters: gemm_autotune '%s' is not one of true, false", v);
+      o->no_gemm_autotune = !on;
+      continue;
+    }
     if (strcmp(pe->key, "precision") != 0) continue;
     int found = -1;
     for (int k = 0; k < 3; k++)
@@ -529,6 +541,8 @@ static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) 
     o->precision = found;
   }
   if (cfg->optimization && cfg->optimization->cuda) o->no_graphs = !cfg->optimization->cuda->graphs;
+  const char *at = getenv("INFERD_GEMM_AUTOTUNE");
+  if (at && strcmp(at, "0") == 0) o->no_gemm_autotune = 1;
   const char *f = getenv("INFERD_CUDA_FAULT_AT");
   if (f && *f) o->fault_at = strtoull(f, NULL, 10);
   return 0;
@@ -684,6 +698,8 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   s->graph_launches = ps.graph_launches;
   s->plain_launches = ps.plain_launches;
   s->device_allocs = ps.real_allocs;
+  s->gemm_tuned = ps.gemm_tuned;
+  s->gemm_tune_ns = ps.gemm_tune_ns;
   s->device_bytes = ps.device_bytes;
   s->pinned_bytes = ps.pinned_bytes;
 #endif

@@ -78,6 +78,8 @@ typedef struct eng_instance_stats {
   uint64_t graphs;         // CUDA graphs captured
   uint64_t graph_launches, plain_launches;
   uint64_t device_allocs;  // cudaMalloc + cudaHostAlloc calls of its plan
+  uint64_t gemm_tuned;     // GEMM shapes its plan timed (cuBLASLt autotuning), and the wall time
+  uint64_t gemm_tune_ns;
   // memory held (ModelStatistics.memory_usage): device and pinned for a GPU
   // instance, the activation arena for a CPU one
   uint64_t device_bytes, pinned_bytes, host_bytes;

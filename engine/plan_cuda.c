@@ -20,6 +20,11 @@
 // Op families with state (the conv family's cuDNN plans) plug in through
 // plan_cuda_internal.h: per-node init/prepare/destroy hooks and a per-slot
 // cuDNN handle and workspace, sized before launch, never inside a capture.
+//
+// GEMM autotuning (cuda_gemm.h): one eng_gemm_tuner per plan, shared by the
+// slots' cuBLASLt objects. Timing cannot happen inside a capture, so a
+// capture that met an untimed shape is thrown away, the batch runs once
+// outside it as a dry tuning pass, and is captured again (capture_tuned).
 #include "engine/plan_cuda.h"
 
 #include <limits.h>
@@ -72,6 +77,8 @@ typedef struct slot {
                                         // device copy, FP32 landing before narrowing (scratch)
   eng_tensor *outs;                     // per output: internal type and shape of the batch
   uint64_t seq;                         // this batch's submit number
+  bool tune_pending;                    // the last plain launch met a GEMM it could not time
+  bool tune_stuck;                      // a tuning pass left shapes untimed: no more passes
   gentry *graphs;
   int n_graphs;
 } slot;
@@ -120,6 +127,8 @@ struct eng_cuda_plan {
   _Atomic uint64_t fused;                 // nodes skipped by the last settle_fusions and settle_prologues
   _Atomic uint64_t nhwc_nodes, relayouts;  // the last layout pass's (plan_cuda_layout.c)
   _Atomic uint64_t gemm_convs;             // the last prepare_nodes' Convs on cuBLASLt
+  eng_gemm_tuner *tuner;                   // shared by the slots' cuBLASLt objects; NULL: autotuning off
+  _Atomic uint64_t gemm_tuned, gemm_tune_improved, gemm_tune_ns, gemm_tune_passes, gemm_first_ns, gemm_best_ns;
 };
 
 static size_t numel(const eng_tensor *t) { return (size_t)eng_numel(t->ndims, t->dims); }
@@ -1184,6 +1193,52 @@ static int capture(eng_cuda_plan *p, slot *s, cudaGraphExec_t *out, err *e) {
   return 1;
 }
 
+// The tuner's counters into the plan's atomics, for stats readers on other threads.
+static void publish_tuning(eng_cuda_plan *p) {
+  if (!p->tuner) return;
+  eng_gemm_tuner_stats ts;
+  eng_gemm_tuner_stats_get(p->tuner, &ts);
+  atomic_store(&p->gemm_tuned, ts.shapes);
+  atomic_store(&p->gemm_tune_improved, ts.improved);
+  atomic_store(&p->gemm_tune_ns, ts.tune_ns);
+  atomic_store(&p->gemm_first_ns, (uint64_t)(ts.first_us * 1e3));
+  atomic_store(&p->gemm_best_ns, (uint64_t)(ts.best_us * 1e3));
+}
+
+static uint64_t tune_skipped(const slot *s) {
+  eng_gemm_lt_stats gs;
+  eng_gemm_lt_stats_get(s->ctx.gemm, &gs);
+  return gs.tune_skipped;
+}
+
+// The batch enqueued once for cuBLASLt's autotuning alone (cuda_gemm.h's dry
+// pass): every GEMM shape it meets is timed outside any capture, on this
+// run's buffers, even where a product adds its residual in place. What it
+// computes is thrown away: the real run follows on the same stream and
+// writes every value again before reading it.
+static int tuning_pass(eng_cuda_plan *p, slot *s, err *e) {
+  eng_gemm_lt_set_dry(s->ctx.gemm, true);
+  int rc = enqueue(p, s, e);
+  eng_gemm_lt_set_dry(s->ctx.gemm, false);
+  atomic_fetch_add(&p->gemm_tune_passes, 1);
+  publish_tuning(p);
+  return rc;
+}
+
+// capture, with autotuning: a capture cannot time anything, so when it met a
+// GEMM shape still untuned its graph is dropped, a tuning pass runs outside
+// it and the batch is captured again, now with the timed algorithms. Shapes
+// another slot already timed are taken from the tuner inside the capture.
+static int capture_tuned(eng_cuda_plan *p, slot *s, cudaGraphExec_t *out, err *e) {
+  uint64_t skipped = p->tuner ? tune_skipped(s) : 0;
+  int rc = capture(p, s, out, e);
+  if (rc != 1 || !p->tuner || tune_skipped(s) == skipped) return rc;
+  (void)cudaGraphExecDestroy(*out);
+  *out = NULL;
+  if (tuning_pass(p, s, e)) return -1;
+  return capture(p, s, out, e);
+}
+
 static int launch(eng_cuda_plan *p, slot *s, err *e) {
   int64_t sig[ENG_MAX_DIMS * 64];
   size_t n = signature(p, sig, sizeof sig / sizeof sig[0]);
@@ -1192,7 +1247,8 @@ static int launch(eng_cuda_plan *p, slot *s, err *e) {
   gentry *g = find_graph(s, p->epoch, sig, n);
   if (!g && s->n_graphs < cap) {
     cudaGraphExec_t exec = NULL;
-    int rc = capture(p, s, &exec, e);
+    int rc = capture_tuned(p, s, &exec, e);
+    publish_tuning(p);
     if (rc < 0) return e->code ? e->code : ERR_INTERNAL;
     if (rc == 0) {
       atomic_store(&p->graphs_disabled, 1);
@@ -1218,7 +1274,24 @@ static int launch(eng_cuda_plan *p, slot *s, err *e) {
   }
 plain:
   atomic_fetch_add(&p->plain_launches, 1);
-  return enqueue(p, s, e);
+  // A plain launch times new shapes as it meets them, except a product adding
+  // its residual in place (timing would consume it): that one waits for a
+  // tuning pass before the next plain launch.
+  // A pass that itself leaves shapes untimed (the stream's capture state
+  // unreadable) would repeat forever: then no more passes on this slot.
+  if (p->tuner && s->tune_pending && !s->tune_stuck) {
+    uint64_t before = tune_skipped(s);
+    TRY(tuning_pass(p, s, e));
+    s->tune_stuck = tune_skipped(s) != before;
+    s->tune_pending = false;
+  }
+  uint64_t skipped = p->tuner ? tune_skipped(s) : 0;
+  int prc = enqueue(p, s, e);
+  if (p->tuner) {
+    s->tune_pending = tune_skipped(s) != skipped;
+    publish_tuning(p);
+  }
+  return prc;
 }
 
 // --- create / destroy
@@ -1246,6 +1319,7 @@ static int slot_create(eng_cuda_plan *p, slot *s, err *e) {
   atomic_fetch_add(&p->allocs, 1);  // the workspace
   TRY(eng_gemm_lt_create(&s->ctx.gemm, GEMM_WORKSPACE, 0, e));
   atomic_fetch_add(&p->dev_bytes, GEMM_WORKSPACE);
+  eng_gemm_lt_set_tuner(s->ctx.gemm, p->tuner);
   if (p->need_cudnn) TRY(eng_cudnn_create(&s->ctx.cudnn, e));
   if (pl->have_layout) {  // every shape known: size for max_batch now
     TRY(ensure_dev(p, s, &s->act, &s->act_base, &s->act_cap, pl->arena_need, e));
@@ -1448,6 +1522,10 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
     if ((ret = CUDA_OK(e, cudaEventCreate(&p->ev_end[k]))) != 0) goto fail;
   }
   if ((ret = upload_consts(p, e)) != 0) goto fail;
+  if (!p->o.no_gemm_autotune) {
+    eng_gemm_tune_opts to = {.budget_ms = p->o.gemm_tune_budget_ms, .min_flops = p->o.gemm_tune_min_flops};
+    if ((ret = eng_gemm_tuner_create(&p->tuner, &to, e)) != 0) goto fail;
+  }
   for (int k = 0; k < p->o.n_slots; k++) {
     p->n_slots++;
     if ((ret = slot_create(p, &p->sl[k], e)) != 0) {
@@ -1467,6 +1545,7 @@ void eng_cuda_plan_destroy(eng_cuda_plan *p) {
   if (!p) return;
   (void)cudaSetDevice(p->device);
   for (int k = 0; k < p->n_slots; k++) slot_destroy(&p->sl[k]);
+  eng_gemm_tuner_destroy(p->tuner);  // after the slots' cuBLASLt objects that borrow it
   for (int k = 0; k <= ENG_CUDA_MAX_SLOTS; k++) {
     if (p->ev_start[k]) (void)cudaEventDestroy(p->ev_start[k]);
     if (p->ev_end[k]) (void)cudaEventDestroy(p->ev_end[k]);
@@ -1519,6 +1598,12 @@ void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
   s->nhwc_nodes = atomic_load(&p->nhwc_nodes);
   s->relayouts = atomic_load(&p->relayouts);
   s->gemm_convs = atomic_load(&p->gemm_convs);
+  s->gemm_tuned = atomic_load(&p->gemm_tuned);
+  s->gemm_tune_improved = atomic_load(&p->gemm_tune_improved);
+  s->gemm_tune_ns = atomic_load(&p->gemm_tune_ns);
+  s->gemm_tune_passes = atomic_load(&p->gemm_tune_passes);
+  s->gemm_first_ns = atomic_load(&p->gemm_first_ns);
+  s->gemm_best_ns = atomic_load(&p->gemm_best_ns);
   s->graphs_captured = atomic_load(&p->graphs_captured);
   s->graph_launches = atomic_load(&p->graph_launches);
   s->plain_launches = atomic_load(&p->plain_launches);

@@ -74,6 +74,12 @@ typedef struct eng_cuda_opts {
   uint64_t fault_at;  // test hook: the Nth submit (1-based) fails with a real CUDA launch error
   eng_cuda_layout layout;  // where convolutions' activations are kept NHWC
   int conv_timed;          // 1: each cuDNN candidate timed, fastest kept (slower load); 0: cuDNN's heuristic pick
+  // cuBLASLt autotuning (cuda_gemm.h): each GEMM shape's algorithm timed among the heuristic's
+  // candidates once per plan, before any graph captures it (a tuning pass outside the capture
+  // when a capture meets an untuned shape). 1: off, cuBLASLt's first heuristic answer.
+  int no_gemm_autotune;
+  int gemm_tune_budget_ms;  // wall time per shape (0: cuda_gemm's default, 200 ms)
+  double gemm_tune_min_flops;  // smaller products untimed (0: cuda_gemm's default, 2^24; 1: time all)
 } eng_cuda_opts;
 
 // max_batch as eng_plan_create. device: a runtime ordinal (eng_cuda_devices).
@@ -125,6 +131,14 @@ typedef struct eng_cuda_plan_stats {
   uint64_t nhwc_nodes;       // nodes run on NHWC activations, last submit
   uint64_t relayouts;        // operands and outputs transposed between layouts, last submit
   uint64_t gemm_convs;       // Convs run as cuBLASLt GEMMs (1x1 kernel, 1x1 input), last submit
+  // cuBLASLt autotuning since create (0 when off)
+  uint64_t gemm_tuned;          // GEMM shapes timed
+  uint64_t gemm_tune_improved;  // of them, shapes where another than the heuristic's first answer won
+  uint64_t gemm_tune_ns;        // wall time spent timing
+  uint64_t gemm_tune_passes;    // extra dry runs of a batch to time shapes a capture met untuned
+  // sums over the timed shapes of one run's device time (ns): the heuristic's first answer and
+  // the kept one; first / best is the GEMMs' estimated speed-up
+  uint64_t gemm_first_ns, gemm_best_ns;
 } eng_cuda_plan_stats;
 
 // Safe from any thread while submit/finish run (counters are atomic).

@@ -174,6 +174,14 @@ static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_mo
     srv_log(SRV_LOG_INFO, "model '%s' version %s is ready (%d instance%s, %d on GPU, max_batch_size %d)", m->name,
             v->version_str, eng_model_n_instances(v->model), eng_model_n_instances(v->model) == 1 ? "" : "s",
             eng_model_n_gpu_instances(v->model), eng_model_max_batch(v->model));
+    for (int k = 0; k < eng_model_n_instances(v->model); k++) {  // once per GPU plan
+      eng_instance_stats st;
+      eng_model_instance_stats(v->model, k, &st);
+      if (st.device >= 0)
+        srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): cuBLASLt autotuning timed %" PRIu64
+                " GEMM shape(s) in %.1f ms", m->name, v->version_str, k, st.device, st.gemm_tuned,
+                (double)st.gemm_tune_ns / 1e6);
+    }
   }
   // Ready when at least one version is; the failed versions keep their reason.
   if (ready) m->status = (err){0};

@@ -1,7 +1,11 @@
 // test_cuda_gemm.c: the cuBLASLt GEMM (engine/cuda_gemm.c) against a CPU
 // reference computed here in double: every epilogue, both transposes, odd
 // sizes, k up to 4096, FP32 (TF32 off) and FP16; the shape cache (no second
-// heuristic query, LRU eviction); argument checks.
+// heuristic query, LRU eviction); argument checks. Autotuning (a tuner
+// attached): the same cases and residuals within the same bounds, each shape
+// timed once and its choice shared with a second object, an in-place residual
+// left untimed outside a dry pass (and right), and inside a graph capture
+// the heuristic's first answer with nothing timed (and the graph right).
 //
 // Error measure: a dot product of k terms can only be as exact as the sum of
 // the magnitudes of its terms, so each element's error is divided by
@@ -411,6 +415,237 @@ static void test_arguments(eng_gemm_lt *g, cudaStream_t st) {
   problem_free(&p);
 }
 
+// --- autotuning
+
+static int tuner_shapes(const eng_gemm_tuner *t) {
+  eng_gemm_tuner_stats ts;
+  eng_gemm_tuner_stats_get(t, &ts);
+  return (int)ts.shapes;
+}
+
+// Transformer-sized products (BERT-base at batch 2, sequence 128: QKV, FFN1
+// with GELU, FFN2 and the output projection) and odd ones, FP16 and FP32,
+// timed then checked; the second call of each is a cache hit that times
+// nothing; a second object on the same tuner takes the choices untimed.
+static void test_autotune_shapes(eng_gemm_tuner *t, cudaStream_t st) {
+  static const shape ts[] = {{256, 2304, 768}, {256, 3072, 768}, {256, 768, 3072}, {256, 768, 768},
+                             {17, 1000, 1000}, {1000, 17, 3}};
+  static const eng_gemm_epilogue epis[] = {ENG_GEMM_EPI_BIAS, ENG_GEMM_EPI_BIAS_GELU, ENG_GEMM_EPI_BIAS,
+                                           ENG_GEMM_EPI_NONE, ENG_GEMM_EPI_BIAS_RELU, ENG_GEMM_EPI_RELU};
+  eng_gemm_dtype dts[] = {ENG_GEMM_FP16, ENG_GEMM_FP32};
+  err e = {0};
+  eng_gemm_lt *g = NULL, *g2 = NULL;
+  CHECK_EQ_INT(eng_gemm_lt_create(&g, 32u << 20, 0, &e), 0);
+  CHECK_EQ_INT(eng_gemm_lt_create(&g2, 32u << 20, 0, &e), 0);
+  if (!g || !g2) goto out;
+  eng_gemm_lt_set_tuner(g, t);
+  eng_gemm_lt_set_tuner(g2, t);
+  for (int d = 0; d < 2; d++) {
+    double tol = dts[d] == ENG_GEMM_FP16 ? 1e-2 : 1e-5;
+    for (size_t si = 0; si < sizeof ts / sizeof ts[0]; si++) {
+      problem p;
+      problem_init(&p, ts[si], dts[d]);
+      eng_gemm_lt_stats s0, s1, s2;
+      eng_gemm_lt_stats_get(g, &s0);
+      int shapes0 = tuner_shapes(t);
+      int rc = run_case(g, &p, 0, si % 2, epis[si], dts[d], 0, st, &e);
+      CHECK_EQ_INT(rc, 0);
+      if (rc) fprintf(stderr, "autotune m=%d n=%d k=%d: %s\n", p.s.m, p.s.n, p.s.k, e.msg);
+      double rel = max_rel_err(&p, epis[si], NULL);
+      if (!(rel <= tol))
+        fprintf(stderr, "autotune %s m=%d n=%d k=%d %s: rel %.3g > %.1g\n", eng_gemm_dtype_name(dts[d]), p.s.m,
+                p.s.n, p.s.k, eng_gemm_epilogue_name(epis[si]), rel, tol);
+      CHECK(rel <= tol);
+      eng_gemm_lt_stats_get(g, &s1);
+      CHECK_EQ_INT(s1.tuned, s0.tuned + 1);  // timed on its first call
+      CHECK_EQ_INT(tuner_shapes(t), shapes0 + 1);
+      CHECK(s1.tune_ns > s0.tune_ns);
+      // again: a cache hit, nothing timed, no heuristic query, still right
+      CHECK_EQ_INT(run_case(g, &p, 0, si % 2, epis[si], dts[d], 0, st, &e), 0);
+      eng_gemm_lt_stats_get(g, &s2);
+      CHECK_EQ_INT(s2.cache_hits, s1.cache_hits + 1);
+      CHECK_EQ_INT(s2.tuned, s1.tuned);
+      CHECK_EQ_INT(s2.heuristic_queries, s1.heuristic_queries);
+      CHECK(max_rel_err(&p, epis[si], NULL) <= tol);
+      // another object on the tuner (a plan's second slot): adopts the choice, times nothing
+      eng_gemm_lt_stats_get(g2, &s0);
+      CHECK_EQ_INT(run_case(g2, &p, 0, si % 2, epis[si], dts[d], 0, st, &e), 0);
+      eng_gemm_lt_stats_get(g2, &s1);
+      CHECK_EQ_INT(s1.tune_adopted, s0.tune_adopted + 1);
+      CHECK_EQ_INT(s1.tuned, 0);
+      CHECK_EQ_INT(tuner_shapes(t), shapes0 + 1);
+      CHECK(max_rel_err(&p, epis[si], NULL) <= tol);
+      problem_free(&p);
+    }
+  }
+  eng_gemm_tuner_stats ts2;
+  eng_gemm_tuner_stats_get(t, &ts2);
+  printf("autotune: %llu shapes, %llu candidates timed in %.1f ms, %llu improved; one run of each: "
+         "heuristic's first %.1f us, kept %.1f us\n",
+         (unsigned long long)ts2.shapes, (unsigned long long)ts2.candidates, (double)ts2.tune_ns / 1e6,
+         (unsigned long long)ts2.improved, ts2.first_us, ts2.best_us);
+  CHECK(ts2.candidates >= ts2.shapes);
+  CHECK(ts2.best_us <= ts2.first_us);  // the first answer is a candidate: never worse than it
+out:
+  eng_gemm_lt_destroy(g);
+  eng_gemm_lt_destroy(g2);
+}
+
+// A residual added in place (Z == C): timing would add it again at every
+// run, so outside a dry pass the shape is not timed and the result is right;
+// in a dry pass it is timed (what that pass computes is not looked at); after
+// it the same call is right again with the timed algorithm.
+static void test_autotune_in_place(eng_gemm_tuner *t, cudaStream_t st) {
+  err e = {0};
+  eng_gemm_lt *g = NULL;
+  CHECK_EQ_INT(eng_gemm_lt_create(&g, 32u << 20, 0, &e), 0);
+  if (!g) return;
+  eng_gemm_lt_set_tuner(g, t);
+  problem p;
+  problem_init(&p, (shape){384, 768, 512}, ENG_GEMM_FP16);
+  size_t mn = (size_t)p.s.m * p.s.n;
+  float *z = malloc(mn * sizeof *z), *c = malloc(mn * sizeof *c);
+  for (size_t i = 0; i < mn; i++) z[i] = 2.0f * urand();
+  round_fp16(z, mn);
+  upload(p.dA, p.a, p.s.m, p.s.k, 0, p.dt);
+  upload(p.dB, p.b, p.s.k, p.s.n, 0, p.dt);
+  upload(p.dBias, p.bias, 1, p.s.n, 0, p.dt);
+  for (int step = 0; step < 3; step++) {  // 0: untimed, 1: dry pass, 2: timed algorithm
+    eng_gemm_lt_set_dry(g, step == 1);
+    upload(p.dC, z, p.s.m, p.s.n, 0, p.dt);
+    eng_gemm_lt_stats s0, s1;
+    eng_gemm_lt_stats_get(g, &s0);
+    int rc = eng_gemm_lt_run_res(g, p.dC, p.dA, p.dB, p.dBias, p.dC, p.s.m, p.s.n, p.s.k, 0, 0,
+                                 ENG_GEMM_EPI_BIAS, p.dt, st, &e);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(cudaStreamSynchronize(st), cudaSuccess);
+    eng_gemm_lt_stats_get(g, &s1);
+    CHECK_EQ_INT(s1.tune_skipped, s0.tune_skipped + (step == 0));
+    CHECK_EQ_INT(s1.tuned, s0.tuned + (step == 1));
+    if (step == 1) continue;
+    CHECK_EQ_INT(cudaMemcpy(p.hC, p.dC, mn * p.esize, cudaMemcpyDeviceToHost), cudaSuccess);
+    k_f16_to_f32(c, (const uint16_t *)p.hC, mn);
+    double w = 0;
+    for (size_t at = 0; at < mn; at++) {
+      double bias = p.bias[at % (size_t)p.s.n];
+      double scale = p.mag[at] + fabs(bias) + fabs(z[at]);
+      double rel = fabs((double)c[at] - (p.ref[at] + z[at] + bias)) / (scale < 1 ? 1 : scale);
+      if (!(rel <= w)) w = rel;
+    }
+    if (!(w <= 1e-2)) fprintf(stderr, "autotune in place, step %d: rel %.3g\n", step, w);
+    CHECK(w <= 1e-2);
+  }
+  eng_gemm_lt_set_dry(g, false);
+  free(z);
+  free(c);
+  problem_free(&p);
+  eng_gemm_lt_destroy(g);
+}
+
+// A shape first met inside a stream capture: nothing is timed (no event
+// sync or graph of its own may happen there), the heuristic's first answer
+// is captured and the graph computes right; the next call outside a capture
+// times it.
+static void test_autotune_capture(eng_gemm_tuner *t, cudaStream_t st) {
+  err e = {0};
+  eng_gemm_lt *g = NULL;
+  CHECK_EQ_INT(eng_gemm_lt_create(&g, 32u << 20, 0, &e), 0);
+  if (!g) return;
+  eng_gemm_lt_set_tuner(g, t);
+  problem p;
+  problem_init(&p, (shape){320, 640, 448}, ENG_GEMM_FP16);
+  upload(p.dA, p.a, p.s.m, p.s.k, 0, p.dt);
+  upload(p.dB, p.b, p.s.k, p.s.n, 0, p.dt);
+  upload(p.dBias, p.bias, 1, p.s.n, 0, p.dt);
+  CHECK_EQ_INT(cudaMemset(p.dC, 0xff, (size_t)p.s.m * p.s.n * p.esize), cudaSuccess);
+  int shapes0 = tuner_shapes(t);
+  eng_gemm_lt_stats s0, s1;
+  eng_gemm_lt_stats_get(g, &s0);
+  CHECK_EQ_INT(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  int rc = eng_gemm_lt_run(g, p.dC, p.dA, p.dB, p.dBias, p.s.m, p.s.n, p.s.k, 0, 0, ENG_GEMM_EPI_BIAS_RELU,
+                           p.dt, st, &e);
+  cudaGraph_t graph = NULL;
+  CHECK_EQ_INT(cudaStreamEndCapture(st, &graph), cudaSuccess);  // not invalidated by the tuner
+  CHECK_EQ_INT(rc, 0);
+  eng_gemm_lt_stats_get(g, &s1);
+  CHECK_EQ_INT(s1.tuned, s0.tuned);
+  CHECK_EQ_INT(s1.tune_skipped, s0.tune_skipped + 1);
+  CHECK_EQ_INT(tuner_shapes(t), shapes0);
+  cudaGraphExec_t exec = NULL;
+  if (graph) {
+    CHECK_EQ_INT(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    if (exec) {
+      CHECK_EQ_INT(cudaGraphLaunch(exec, st), cudaSuccess);
+      CHECK_EQ_INT(cudaStreamSynchronize(st), cudaSuccess);
+      CHECK_EQ_INT(cudaMemcpy(p.hC, p.dC, (size_t)p.s.m * p.s.n * p.esize, cudaMemcpyDeviceToHost), cudaSuccess);
+      CHECK(max_rel_err(&p, ENG_GEMM_EPI_BIAS_RELU, NULL) <= 1e-2);
+      (void)cudaGraphExecDestroy(exec);
+    }
+    (void)cudaGraphDestroy(graph);
+  }
+  // outside the capture the same shape is timed, and still right
+  CHECK_EQ_INT(run_case(g, &p, 0, 0, ENG_GEMM_EPI_BIAS_RELU, p.dt, 0, st, &e), 0);
+  eng_gemm_lt_stats_get(g, &s0);
+  CHECK_EQ_INT(s0.tuned, s1.tuned + 1);
+  CHECK_EQ_INT(tuner_shapes(t), shapes0 + 1);
+  CHECK(max_rel_err(&p, ENG_GEMM_EPI_BIAS_RELU, NULL) <= 1e-2);
+  problem_free(&p);
+  eng_gemm_lt_destroy(g);
+}
+
+static void test_autotune(cudaStream_t st) {
+  err e = {0};
+  eng_gemm_tuner *t = NULL;
+  CHECK_EQ_INT(eng_gemm_tuner_create(&t, &(eng_gemm_tune_opts){.max_candidates = 33}, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "max_candidates");
+  CHECK_EQ_INT(eng_gemm_tuner_create(&t, &(eng_gemm_tune_opts){.min_flops = -1}, &e), ERR_INVALID_ARGUMENT);
+  // below the default min_flops a shape keeps the heuristic's first answer, untimed
+  CHECK_EQ_INT(eng_gemm_tuner_create(&t, NULL, &e), 0);
+  if (t) {
+    eng_gemm_lt *g = NULL;
+    CHECK_EQ_INT(eng_gemm_lt_create(&g, 32u << 20, 0, &e), 0);
+    if (g) {
+      eng_gemm_lt_set_tuner(g, t);
+      problem p;
+      problem_init(&p, (shape){8, 32, 64}, ENG_GEMM_FP32);
+      CHECK_EQ_INT(run_case(g, &p, 0, 1, ENG_GEMM_EPI_BIAS_RELU, ENG_GEMM_FP32, 0, st, &e), 0);
+      CHECK(max_rel_err(&p, ENG_GEMM_EPI_BIAS_RELU, NULL) <= 1e-5);
+      eng_gemm_lt_stats s;
+      eng_gemm_lt_stats_get(g, &s);
+      CHECK_EQ_INT(s.tuned, 0);
+      CHECK_EQ_INT(s.tune_small, 1);
+      CHECK_EQ_INT(tuner_shapes(t), 0);
+      problem_free(&p);
+      eng_gemm_lt_destroy(g);
+    }
+    eng_gemm_tuner_destroy(t);
+    t = NULL;
+  }
+  // the rest times every shape, however small
+  CHECK_EQ_INT(eng_gemm_tuner_create(&t, &(eng_gemm_tune_opts){.min_flops = 1}, &e), 0);
+  if (!t) return;
+  test_autotune_shapes(t, st);
+  test_autotune_in_place(t, st);
+  test_autotune_capture(t, st);
+  // the existing cases and residuals with autotuning on, within the same bounds
+  eng_gemm_lt *g = NULL;
+  CHECK_EQ_INT(eng_gemm_lt_create(&g, 32u << 20, 0, &e), 0);
+  if (g) {
+    eng_gemm_lt_set_tuner(g, t);
+    test_residual(g, st);
+    test_all_cases(g, st);
+    eng_gemm_lt_stats s;
+    eng_gemm_lt_stats_get(g, &s);
+    printf("autotuned cases: %llu shapes timed, %llu adopted, %llu left untimed (in place), %.1f ms\n",
+           (unsigned long long)s.tuned, (unsigned long long)s.tune_adopted, (unsigned long long)s.tune_skipped,
+           (double)s.tune_ns / 1e6);
+    CHECK(s.tuned > 0);
+    CHECK_EQ_INT(s.heuristic_queries, s.cache_misses + s.tuned);  // one more query per timed shape
+    eng_gemm_lt_destroy(g);
+  }
+  eng_gemm_tuner_destroy(t);
+}
+
 int main(void) {
   require_device();
   err e;
@@ -438,6 +673,7 @@ int main(void) {
   CHECK(s.evictions > 0);
   eng_gemm_lt_destroy(g);
   test_cache_lru(st);
+  test_autotune(st);
   CHECK_EQ_INT(cudaStreamDestroy(st), cudaSuccess);
   CHECK_DONE();
 }

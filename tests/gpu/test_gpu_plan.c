@@ -534,8 +534,11 @@ static void test_modes(void) {
     eng_cuda_plan *plain = NULL, *graphs = NULL, *half = NULL, *tf32 = NULL, *nhwc = NULL;
     err e = {0};
     int warm[] = {1, MAXB};
-    eng_cuda_opts o_plain = {.no_graphs = 1, .n_slots = 1};
-    eng_cuda_opts o_graph = {.n_slots = 2, .warm = warm, .n_warm = 2};
+    // plain and graph plans are held to the same bits: with GEMM autotuning each plan would time
+    // its own choice (the noise may pick differently), so both keep cuBLASLt's first answer; the
+    // other plans tune (the default) and are held to their tolerances
+    eng_cuda_opts o_plain = {.no_graphs = 1, .n_slots = 1, .no_gemm_autotune = 1};
+    eng_cuda_opts o_graph = {.n_slots = 2, .warm = warm, .n_warm = 2, .no_gemm_autotune = 1};
     eng_cuda_opts o_half = {.precision = ENG_PREC_FP16};
     eng_cuda_opts o_tf32 = {.precision = ENG_PREC_TF32};
     // FP32 on NHWC activations (the FP16 and TF32 plans' layout around convolutions), held
@@ -833,6 +836,89 @@ static void test_gemm_fusion(void) {
   eng_graph_destroy(g);
 }
 
+// --- GEMM autotuning in a plan (cuda_gemm.h, plan_cuda.c capture_tuned)
+
+// mm3d_bias (three MatMuls with bias, one adding a residual, a Relu; a
+// dynamic sequence, so nothing is warmed at create) with every product timed
+// (min_flops 1): graphs on two slots and plain launches, FP32 and FP16, each
+// against the CPU plan. The first capture meets untimed shapes, so a tuning
+// pass runs and the graph is captured again; slot 1 then takes slot 0's
+// choices without timing. The plain plan times as it launches (a product
+// adding its residual in place: in a pass before the next launch).
+static void test_gemm_autotune(void) {
+  eng_graph *g = load_model("mm3d_bias");
+  if (!g) return;
+  for (int mode = 0; mode < 4; mode++) {
+    int half = mode & 1, plain = mode >> 1;
+    eng_plan *cp = NULL;
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32, .n_slots = 2, .no_graphs = plain,
+                       .gemm_tune_min_flops = 1};
+    const char *label = plain ? (half ? "fp16 plain" : "fp32 plain") : (half ? "fp16 graphs" : "fp32 graphs");
+    CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+    int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
+    if (rc) fprintf(stderr, "mm3d_bias autotune %s: cuda create: %s\n", label, e.msg);
+    CHECK_EQ_INT(rc, 0);
+    if (!cp || !gp) goto next;
+    double worst = 0;
+    io_set in = {0};
+    make_inputs(g, "mm3d_bias", MAXB, 0, &in);
+    eng_cuda_plan_stats s1, st;
+    for (int rep = 0; rep < 3; rep++) {
+      char what[64];
+      snprintf(what, sizeof what, "autotune %s rep %d", label, rep);
+      worst = max_worst(worst, run_both("mm3d_bias", g, cp, gp, &in, what, half ? low_rtol : 0));
+      eng_cuda_plan_stats_get(gp, &s1);
+      if (rep == 0 && !plain) {  // all three timed before the graph that holds them was captured
+        CHECK_EQ_INT(s1.gemm_tuned, 3);
+        CHECK(s1.gemm_tune_passes >= 1);
+        CHECK_EQ_INT(s1.graphs_captured, 1);
+      }
+    }
+    CHECK_EQ_INT(s1.gemm_tuned, 3);  // plain too, by the third launch
+    CHECK(s1.gemm_tune_ns > 0);
+    CHECK(s1.gemm_best_ns <= s1.gemm_first_ns);
+    // slot 1, same signature: slot 0's choices, nothing timed
+    eng_tensor go[MAX_IO];
+    size_t n_out = eng_graph_n_outputs(g);
+    CHECK_EQ_INT(eng_cuda_plan_submit(gp, 1, in.t, in.n, &e), 0);
+    CHECK_EQ_INT(eng_cuda_plan_finish(gp, 1, go, n_out, NULL, &e), 0);
+    eng_cuda_plan_stats_get(gp, &st);
+    CHECK_EQ_INT(st.gemm_tuned, s1.gemm_tuned);
+    CHECK_EQ_INT(st.gemm_tune_passes, s1.gemm_tune_passes);
+    if (!plain) CHECK_EQ_INT(st.plain_launches, 0);
+    printf("mm3d_bias autotune %s: %llu shapes timed in %.1f ms (%llu tuning passes, %llu improved), "
+           "worst scaled error %.3g\n",
+           label, (unsigned long long)st.gemm_tuned, (double)st.gemm_tune_ns / 1e6,
+           (unsigned long long)st.gemm_tune_passes, (unsigned long long)st.gemm_tune_improved, worst);
+    io_free(&in);
+  next:
+    eng_cuda_plan_destroy(gp);
+    eng_plan_destroy(cp);
+  }
+  // off: nothing timed
+  {
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    eng_cuda_opts o = {.no_gemm_autotune = 1, .gemm_tune_min_flops = 1};
+    CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e), 0);
+    if (gp) {
+      io_set in = {0};
+      make_inputs(g, "mm3d_bias", 2, 0, &in);
+      eng_tensor go[MAX_IO];
+      CHECK_EQ_INT(eng_cuda_plan_run(gp, in.t, in.n, go, eng_graph_n_outputs(g), &e), 0);
+      eng_cuda_plan_stats st;
+      eng_cuda_plan_stats_get(gp, &st);
+      CHECK_EQ_INT(st.gemm_tuned, 0);
+      CHECK_EQ_INT(st.gemm_tune_passes, 0);
+      io_free(&in);
+    }
+    eng_cuda_plan_destroy(gp);
+  }
+  eng_graph_destroy(g);
+}
+
 // --- what the CUDA plan cannot run is refused at load, by name
 
 static void test_refusals(void) {
@@ -946,6 +1032,7 @@ int main(int argc, char **argv) {
   test_conv();
   test_conv_gemm();
   test_gemm_fusion();
+  test_gemm_autotune();
   test_refusals();
   test_fault();
   CHECK_DONE();

@@ -70,6 +70,7 @@ OOM_MBS = 256         # 256 GiB of input alone at max_batch_size: more than any 
 # gpus: [0]: one instance however many GPUs the machine has (KIND_GPU alone puts one on each)
 GPU_GROUP = "instance_group [\n  {\n    count: 1\n    kind: KIND_GPU\n    gpus: [ 0 ]\n  }\n]"
 BOGUS_REASON = "precision 'bogus' is not one of fp32, tf32, fp16"
+BADTUNE_REASON = "gemm_autotune 'maybe' is not one of true, false"
 OOM_REASON = "out of memory"
 FAULT_AT = 5
 FAULT_REQUESTS = 12
@@ -80,8 +81,12 @@ CONCURRENT_REQUESTS = 200
 
 # --- the repository
 
+def _param(key, value):
+    return 'parameters {\n  key: "%s"\n  value { string_value: "%s" }\n}' % (key, value)
+
+
 def _precision(p):
-    return 'parameters {\n  key: "precision"\n  value { string_value: "%s" }\n}' % p
+    return _param("precision", p)
 
 
 def _mlp_model(name):
@@ -107,6 +112,8 @@ MLP_VARIANTS = {
     "g_mlp_tf32": (_precision("TF32"), "READY", None),                     # case-insensitive
     "g_nograph": (_precision("Fp32") + "\noptimization { cuda { graphs: false } }", "READY", None),
     "g_bogus": (_precision("bogus"), "UNAVAILABLE", BOGUS_REASON),
+    "g_notune": (_param("gemm_autotune", "false"), "READY", None),
+    "g_badtune": (_param("gemm_autotune", "maybe"), "UNAVAILABLE", BADTUNE_REASON),
 }
 
 
@@ -237,7 +244,7 @@ def _index(client):
 
 # --- tests
 
-PRECISION_TOL = {"g_mlp_fp32": None, "g_nograph": None, "g_mlp_tf32": 1e-2, "g_mlp_fp16": 1e-2}
+PRECISION_TOL = {"g_mlp_fp32": None, "g_nograph": None, "g_mlp_tf32": 1e-2, "g_mlp_fp16": 1e-2, "g_notune": None}
 
 
 def test_precisions_match_onnxruntime(gpu_server, gclient, gspecs, goracle, rng):
@@ -284,11 +291,19 @@ def test_model_config_reports_gpu_options(gclient):
     assert gclient.get_model_config("g_mlp_tf32").config.parameters["precision"].string_value == "TF32"
 
 
+def test_load_log_reports_gemm_autotuning(gpu_server):
+    # once per GPU instance (plan); this MLP's products are below the tuner's size floor, so none is timed
+    log = gpu_server.stderr_text()
+    for name in ("g_mlp_fp32", "g_notune"):
+        assert re.search(r"model '%s' version 1 instance 0 \(GPU \d+\): cuBLASLt autotuning timed 0 GEMM shape\(s\) "
+                         r"in [0-9.]+ ms" % name, log), gpu_server.stderr_tail()
+
+
 def test_failed_gpu_models_beside_serving_ones(gpu_server, gclient, gspecs, goracle, rng):
     log = gpu_server.stderr_text()
     idx = _index(gclient)
     assert sorted(idx) == sorted(gspecs), sorted(idx)
-    for name in ("g_bogus", "g_oom"):
+    for name in ("g_bogus", "g_oom", "g_badtune"):
         assert gclient.is_model_ready(name) is False, name
         entries = idx[name]
         assert entries and all(e.state == "UNAVAILABLE" for e in entries), (name, entries)
@@ -308,7 +323,7 @@ def test_failed_gpu_models_beside_serving_ones(gpu_server, gclient, gspecs, gora
     lib.check_outputs(got, goracle.run("g_mlp_fp32", feeds), gspecs["g_mlp_fp32"], what="beside the failed models")
     # Failed models have no instances: no GPU instance metric for them.
     samples = _metrics(gpu_server)
-    for name in ("g_bogus", "g_oom"):
+    for name in ("g_bogus", "g_oom", "g_badtune"):
         assert not lib.metric_present(samples, "inferd_instance_batches_total", model=name), name
 
 

@@ -3,6 +3,7 @@
 //
 //   bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64]
 //                [--iters N] [--warmup N] [--graphs 0|1] [--fuse-attention 0|1] [--seq N] [--vocab N] [--cpu]
+//                [--gemm-autotune 0|1]
 //
 // Inputs: FP32 random; INT64/INT32 token ids in [0, vocab) (vocab from the
 // embedding table they index, or --vocab) and all-ones attention masks
@@ -17,7 +18,13 @@
 //                       finished in order; time = wall / iters.
 //   tool "inferd_sync": one slot, each batch waited for before the next is
 //                       staged (latency of a lone batch, host sync included).
-// One JSON object per line on stdout.
+// One JSON object per line on stdout. --gemm-autotune 0|1 (default 1, as
+// the server): cuBLASLt's algorithms timed per GEMM shape at plan create
+// (plan_cuda.h), or its first heuristic answer; "0,1" runs both, one after
+// the other, in the same process (a side-by-side comparison in one call).
+// The JSON carries the plan's tuning counters: shapes timed, the time it
+// took, and the sums of one run of every timed shape with the heuristic's
+// first answer and with the kept one (gemm_first_us, gemm_best_us).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +248,7 @@ int main(int argc, char **argv) {
   int batches[MAX_BATCHES] = {1, 8, 64, 256, 1024}, n_batches = 5, iters = 0, warmup = 20, graphs = 1;
   eng_graph_opts gopts = {0};
   int cpu = 0, conv_timed = 0;
+  int tune_modes[2] = {1, 0}, n_tune = 1;  // --gemm-autotune: the values to run, in order
   fill_opts fo = {0, 0};
   eng_cuda_layout layout = ENG_CUDA_LAYOUT_AUTO;
   for (int i = 1; i < argc; i++) {
@@ -262,6 +270,12 @@ int main(int argc, char **argv) {
       layout = !strcmp(v, "nhwc") ? ENG_CUDA_LAYOUT_NHWC : !strcmp(v, "nchw") ? ENG_CUDA_LAYOUT_NCHW : ENG_CUDA_LAYOUT_AUTO;
     else if (!strcmp(a, "--conv-search"))  // timed | heuristic (cuDNN algorithm choice)
       conv_timed = !strcmp(v, "timed");
+    else if (!strcmp(a, "--gemm-autotune")) {  // 0 | 1 | 0,1 | 1,0
+      n_tune = 0;
+      for (const char *c = v; *c && n_tune < 2; c++)
+        if (*c == '0' || *c == '1') tune_modes[n_tune++] = *c == '1';
+      if (!n_tune) return fail("--gemm-autotune takes 0, 1 or both (0,1)", NULL);
+    }
     else if (!strcmp(a, "--batches")) {
       n_batches = 0;
       char buf[512];
@@ -271,7 +285,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr, "usage: bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64] "
                       "[--iters N] [--warmup N] [--graphs 0|1] [--fuse-attention 0|1] [--layout auto|nchw|nhwc] "
-                      "[--conv-search timed|heuristic] [--seq N] [--vocab N] [--cpu]\n");
+                      "[--conv-search timed|heuristic] [--gemm-autotune 0|1|0,1] [--seq N] [--vocab N] [--cpu]\n");
       return 2;
     }
     i++;
@@ -292,16 +306,19 @@ int main(int argc, char **argv) {
   }
   size_t n_out = eng_graph_n_outputs(g);
   int rc = 0;
-  for (int mode = 0; mode < 2 && !rc; mode++) {
+  for (int run = 0; run < 2 * n_tune && !rc; run++) {
+    int mode = run % 2, tune = tune_modes[run / 2];
     int slots = mode == 0 ? 2 : 1;
     eng_cuda_opts o = {.precision = prec, .n_slots = slots, .no_graphs = !graphs, .graph_cap = 64,
                        .warm = batches, .n_warm = (size_t)n_batches, .layout = layout,
-                       .conv_timed = conv_timed};
+                       .conv_timed = conv_timed, .no_gemm_autotune = !tune};
     eng_cuda_plan *p = NULL;
+    double t_create = now_s();
     if (eng_cuda_plan_create(g, max_b, 0, &o, &p, &e)) {
       rc = fail("plan", &e);
       break;
     }
+    t_create = now_s() - t_create;
     for (int bi = 0; bi < n_batches && !rc; bi++) {
       int staged = 0;
       inputs in = {0};
@@ -320,15 +337,21 @@ int main(int argc, char **argv) {
       }
       double per = 0;
       if (!rc && time_batches(p, slots, &in, n_out, warmup, it, &per, &staged, &e)) rc = fail("run", &e);
+      eng_cuda_plan_stats ps = plan_stats(p);
       if (!rc)
         printf("{\"tool\":\"%s\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"us_per_batch\":%.3f,"
                "\"graphs\":%d,\"iters\":%d,\"slots\":%d,\"layout\":\"%s\",\"conv_search\":\"%s\","
-               "\"nhwc_nodes\":%llu,\"gemm_convs\":%llu,\"seq\":%d,\"staged\":%s,\"fuse_attention\":%s}\n",
+               "\"nhwc_nodes\":%llu,\"gemm_convs\":%llu,\"seq\":%d,\"staged\":%s,\"fuse_attention\":%s,"
+               "\"gemm_autotune\":%d,\"gemm_tuned\":%llu,\"gemm_tune_improved\":%llu,\"gemm_tune_ms\":%.1f,"
+               "\"gemm_tune_passes\":%llu,\"gemm_first_us\":%.2f,\"gemm_best_us\":%.2f,\"create_ms\":%.1f}\n",
                slots == 2 ? "inferd" : "inferd_sync", base_name(model), prec_s, batches[bi], per * 1e6,
                graphs, it, slots, layout == ENG_CUDA_LAYOUT_NHWC ? "nhwc" : layout == ENG_CUDA_LAYOUT_NCHW ? "nchw" : "auto",
-               conv_timed ? "timed" : "heuristic", (unsigned long long)plan_stats(p).nhwc_nodes,
-               (unsigned long long)plan_stats(p).gemm_convs, fo.seq,
-               staged ? "true" : "false", gopts.no_fuse_attention ? "false" : "true");
+               conv_timed ? "timed" : "heuristic", (unsigned long long)ps.nhwc_nodes,
+               (unsigned long long)ps.gemm_convs, fo.seq,
+               staged ? "true" : "false", gopts.no_fuse_attention ? "false" : "true", tune,
+               (unsigned long long)ps.gemm_tuned, (unsigned long long)ps.gemm_tune_improved,
+               (double)ps.gemm_tune_ns / 1e6, (unsigned long long)ps.gemm_tune_passes,
+               (double)ps.gemm_first_ns / 1e3, (double)ps.gemm_best_ns / 1e3, t_create * 1e3);
       fflush(stdout);
       free_inputs(&in);
     }
