@@ -58,6 +58,8 @@ typedef struct instance {
   int done_stop;
   void **stage[MAX_DEPTH];  // per slot, per config input: the plan's pinned staging
   size_t *stage_cap[MAX_DEPTH];
+  eng_dev_seg *gsegs;  // the submit thread's: a batch's device segments in graph input order
+  size_t gsegs_cap;
 #endif
   _Atomic uint64_t recreations;
   _Atomic uint64_t host_bytes;  // a CPU plan's arena, refreshed by its own thread
@@ -85,6 +87,7 @@ typedef struct binding {
   int n_model_dims;      // the graph's view when the config reshapes
   int64_t model_dims[ENG_MAX_DIMS];
   size_t graph_index;
+  int takes_device;      // GPU instances take it as device segments (eng_cuda_input_takes_device)
 } binding;
 
 struct eng_model {
@@ -152,6 +155,9 @@ static int bind_all(eng_model *m, const Inference__ModelConfig *cfg, err *e) {
   for (size_t i = 0; i < m->n_in; i++) {
     const Inference__ModelInput *ci = cfg->input[i];
     TRY(bind_tensor(&m->in[i], ci->name, ci->data_type, ci->n_dims, ci->dims, ci->reshape, g, 1, e));
+#if INFERD_HAVE_CUDA
+    m->in[i].takes_device = eng_cuda_input_takes_device(g, m->in[i].graph_index);
+#endif
   }
   for (size_t i = 0; i < m->n_out; i++) {
     const Inference__ModelOutput *co = cfg->output[i];
@@ -228,8 +234,12 @@ static void run_job(instance *in, eng_job *job) {
   job->device_ns = 0;
   job->stage = NULL;
   job->stage_cap = NULL;
+  job->dev_segs = NULL;
+  job->n_dev_segs = 0;
   int rc = io_init(&b, m, &e);
   if (rc == 0) rc = graph_inputs(m, job, b.gin, &e);
+  if (rc == 0 && job->n_dev_segs)  // eng_model_device_input said -1 for every input here
+    rc = err_set(&e, ERR_INTERNAL, "instance %d runs on the CPU: its inputs cannot come from a GPU", in->index);
   if (rc == 0) {
     job->t_infer_start_us = eng_now_us();
     rc = eng_plan_run(in->plan, b.gin, m->n_graph_in, b.gout, m->n_graph_out, &e);
@@ -343,6 +353,33 @@ static int recover(instance *in, err *e) {
   return 0;
 }
 
+// The job's device segments in graph input order, as the plan takes them
+// (the config may list its inputs in another order), in the instance's
+// buffer (the submit thread's own; grown to the largest batch seen).
+static int graph_segs(instance *in, const eng_job *job, size_t *n_out, err *e) {
+  const eng_model *m = in->model;
+  size_t n = job->n_dev_segs;
+  if (n > in->gsegs_cap) {
+    eng_dev_seg *g = realloc(in->gsegs, n * sizeof *g);
+    if (!g) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    in->gsegs = g;
+    in->gsegs_cap = n;
+  }
+  size_t k = 0;
+  for (size_t gi = 0; gi < m->n_graph_in; gi++) {
+    size_t c = (size_t)m->graph_in_to_cfg[gi];
+    for (size_t j = 0; j < n; j++) {
+      if (job->dev_segs[j].input != c) continue;
+      if (!m->in[c].takes_device)
+        return err_set(e, ERR_INTERNAL, "input '%s' cannot come from the device", m->in[c].client.name);
+      in->gsegs[k] = job->dev_segs[j];
+      in->gsegs[k++].input = gi;
+    }
+  }
+  *n_out = k;
+  return 0;
+}
+
 static void *gpu_submit_main(void *arg) {
   instance *in = arg;
   name_thread("sub", in->index);
@@ -372,6 +409,8 @@ static void *gpu_submit_main(void *arg) {
     job->stream = slot;
     job->stage = in->stage[slot];
     job->stage_cap = in->stage_cap[slot];
+    job->dev_segs = NULL;
+    job->n_dev_segs = 0;
     if (unhealthy && recover(in, &e) != 0) {
       fail_job(job, ERR_UNAVAILABLE, &e);
       free_slot(in, slot);
@@ -383,10 +422,12 @@ static void *gpu_submit_main(void *arg) {
     nvtxRangePushA("inferd assemble batch");
     if (rc == 0) rc = graph_inputs(m, job, gin, &e);
     nvtxRangePop();
+    size_t n_gsegs = 0;
+    if (rc == 0 && job->n_dev_segs) rc = graph_segs(in, job, &n_gsegs, &e);
     if (rc == 0) {
       job->t_infer_start_us = eng_now_us();
       nvtxRangePushA("inferd submit");
-      rc = eng_cuda_plan_submit(in->cuda_plan, slot, gin, m->n_graph_in, &e);
+      rc = eng_cuda_plan_submit_segs(in->cuda_plan, slot, gin, m->n_graph_in, in->gsegs, n_gsegs, &e);
       nvtxRangePop();
     }
     if (gin != gin_s) free(gin);
@@ -668,6 +709,11 @@ int eng_model_instance_depth(const eng_model *m, int instance) {
   return instance >= 0 && instance < m->n_inst ? m->inst[instance].depth : 0;
 }
 
+int eng_model_device_input(const eng_model *m, int instance, size_t i) {
+  if (instance < 0 || instance >= m->n_inst || i >= m->n_in || !m->in[i].takes_device) return -1;
+  return m->inst[instance].device;
+}
+
 int eng_model_n_gpu_instances(const eng_model *m) {
   int n = 0;
   for (int i = 0; i < m->n_inst; i++) n += m->inst[i].device >= 0;
@@ -725,6 +771,7 @@ void eng_model_destroy(eng_model *m) {
       pthread_join(in->done_thread, NULL);
     }
     eng_cuda_plan_destroy(in->cuda_plan);
+    free(in->gsegs);
     for (int k = 0; k < MAX_DEPTH; k++) {
       free(in->stage[k]);
       free(in->stage_cap[k]);

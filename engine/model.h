@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/dev_seg.h"
 #include "engine/graph.h"
 #include "engine/pad.h"
 #include "engine/tensor.h"
@@ -36,6 +37,13 @@ struct eng_job {
   // NULL array) where there is none.
   void *const *stage;
   const size_t *stage_cap;
+  // May be set by prepare (reset before it): byte ranges of `inputs`
+  // (seg.input: the config input) whose bytes live on a GPU instead, sorted
+  // by input and offset; their host bytes are not read. Only for inputs
+  // eng_model_device_input allows on this instance; the segments' memory
+  // must stay until done is called.
+  const eng_dev_seg *dev_segs;
+  size_t n_dev_segs;
   eng_job_done_fn done;
   void *ctx;
   int instance;               // the instance that runs it (set by the caller, for traces)
@@ -66,6 +74,11 @@ int eng_model_instance_device(const eng_model *m, int instance);
 // a GPU. eng_model_submit may be called that many times before the first
 // done callback.
 int eng_model_instance_depth(const eng_model *m, int instance);
+// The CUDA device of `instance` when config input i of its batches may come
+// as device segments (eng_job.dev_segs), copied to that device from the one
+// they live on; -1 when it must come as host bytes (a CPU instance, or a type
+// converted on the host). Fixed at create; any thread.
+int eng_model_device_input(const eng_model *m, int instance, size_t i);
 
 typedef struct eng_instance_stats {
   int device;              // -1: CPU

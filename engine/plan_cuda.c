@@ -79,6 +79,10 @@ typedef struct slot {
   uint64_t seq;                         // this batch's submit number
   bool tune_pending;                    // the last plain launch met a GEMM it could not time
   bool tune_stuck;                      // a tuning pass left shapes untimed: no more passes
+  // this submit's device segments (eng_cuda_plan_submit_segs), read by
+  // launch; with any, the inputs are copied in outside the graph (copy_in)
+  const eng_dev_seg *segs;
+  size_t n_segs;
   gentry *graphs;
   int n_graphs;
 } slot;
@@ -111,6 +115,7 @@ struct eng_cuda_plan {
   // staging, sized for max_batch, so a caller can assemble it there
   int fixed_in;
   size_t *in_cap;
+  size_t *in_bytes;  // per input, this submit's byte size (checking device segments)
   uint64_t epoch;  // bumped at every re-layout: graphs of older epochs are stale
   uint64_t submits;
   // events, a ring one longer than the slots so the previous batch's end
@@ -129,6 +134,7 @@ struct eng_cuda_plan {
   _Atomic uint64_t gemm_convs;             // the last prepare_nodes' Convs on cuBLASLt
   eng_gemm_tuner *tuner;                   // shared by the slots' cuBLASLt objects; NULL: autotuning off
   _Atomic uint64_t gemm_tuned, gemm_tune_improved, gemm_tune_ns, gemm_tune_passes, gemm_first_ns, gemm_best_ns;
+  _Atomic uint64_t dev_seg_copies, peer_copies;  // device segments copied in, those from another device
 };
 
 static size_t numel(const eng_tensor *t) { return (size_t)eng_numel(t->ndims, t->dims); }
@@ -1047,10 +1053,13 @@ static int relayout_operands(eng_cuda_plan *p, slot *s, size_t i, err *e) {
 
 // Everything of one batch after the host staging: copy-in, the nodes,
 // copy-back. Captured into a graph or launched as is.
+// A batch with device segments has its inputs copied in before (copy_in):
+// here only an FP16 plan's narrowing of them remains.
 static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
   eng_plan *pl = p->pl;
   const eng_graph *g = pl->g;
   cudaStream_t st = s->ctx.stream;
+  bool copied_in = s->n_segs > 0;
   nvtxRangePushA("inferd h2d");
   for (size_t i = 0; i < pl->n_inputs; i++) {
     int v = eng_graph_input_value(g, i);
@@ -1059,13 +1068,14 @@ static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
     if (!n) continue;
     if (p->ddt[v] != t->dt) {  // FP32 in, FP16 stored: copy, then narrow on the device
       void *w = s->scr_base + s->in32_off[i];
-      if (CUDA_OK(e, cudaMemcpyAsync(w, s->pin_base + s->in_off[i], nbytes(t), cudaMemcpyHostToDevice, st)) ||
+      if ((!copied_in &&
+           CUDA_OK(e, cudaMemcpyAsync(w, s->pin_base + s->in_off[i], nbytes(t), cudaMemcpyHostToDevice, st))) ||
           k_f32_to_f16_cuda(p->dptr[v], w, n, st, e)) {
         nvtxRangePop();
         return e->code;
       }
-    } else if (CUDA_OK(e, cudaMemcpyAsync(p->dptr[v], s->pin_base + s->in_off[i], nbytes(t),
-                                          cudaMemcpyHostToDevice, st))) {
+    } else if (!copied_in && CUDA_OK(e, cudaMemcpyAsync(p->dptr[v], s->pin_base + s->in_off[i], nbytes(t),
+                                                        cudaMemcpyHostToDevice, st))) {
       nvtxRangePop();
       return e->code;
     }
@@ -1147,10 +1157,14 @@ static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
   return rc;
 }
 
-// The batch's input-shape signature, the key of the slot's graphs.
-static size_t signature(const eng_cuda_plan *p, int64_t *sig, size_t cap) {
+// The batch's input-shape signature, the key of the slot's graphs, and
+// whether its inputs are copied in outside the graph (a batch with device
+// segments: its graph starts after the copy-in).
+static size_t signature(const eng_cuda_plan *p, const slot *s, int64_t *sig, size_t cap) {
   const eng_plan *pl = p->pl;
   size_t n = 0;
+  if (cap < 1) return 0;
+  sig[n++] = s->n_segs > 0;
   for (size_t i = 0; i < pl->n_inputs; i++) {
     const eng_tensor *t = &pl->cur[eng_graph_input_value(pl->g, i)];
     if (n + 2 + (size_t)t->ndims > cap) return 0;
@@ -1239,9 +1253,49 @@ static int capture_tuned(eng_cuda_plan *p, slot *s, cudaGraphExec_t *out, err *e
   return capture(p, s, out, e);
 }
 
+// A batch with device segments: every input onto the device ahead of its
+// graph, on the slot's stream, where the nodes (or an FP16 plan's narrowing)
+// read it: the host runs from the pinned staging, each device segment device
+// to device, or from the device it lives on when that is another one. Outside
+// the graph because the segments' addresses change from batch to batch,
+// where a graph's copies are fixed at capture.
+static int copy_in(eng_cuda_plan *p, slot *s, err *e) {
+  eng_plan *pl = p->pl;
+  const eng_graph *g = pl->g;
+  cudaStream_t st = s->ctx.stream;
+  int rc = 0;
+  uint64_t segs = 0, peers = 0;
+  nvtxRangePushA("inferd copy-in");
+  for (size_t i = 0; i < pl->n_inputs && !rc; i++) {
+    int v = eng_graph_input_value(g, i);
+    const eng_tensor *t = &pl->cur[v];
+    uint8_t *dst = p->ddt[v] != t->dt ? s->scr_base + s->in32_off[i] : (uint8_t *)p->dptr[v];
+    const uint8_t *host = s->pin_base + s->in_off[i];
+    eng_seg_walk w;
+    eng_copy_run r;
+    eng_seg_walk_init(&w, s->segs, s->n_segs, i, nbytes(t));
+    while (!rc && eng_seg_walk_next(&w, &r)) {
+      if (!r.seg) {
+        rc = CUDA_OK(e, cudaMemcpyAsync(dst + r.offset, host + r.offset, r.bytes, cudaMemcpyHostToDevice, st));
+      } else if (r.seg->device == p->device) {
+        rc = CUDA_OK(e, cudaMemcpyAsync(dst + r.offset, r.seg->ptr, r.bytes, cudaMemcpyDeviceToDevice, st));
+        segs++;
+      } else {
+        rc = CUDA_OK(e, cudaMemcpyPeerAsync(dst + r.offset, p->device, r.seg->ptr, r.seg->device, r.bytes, st));
+        segs++;
+        peers++;
+      }
+    }
+  }
+  nvtxRangePop();
+  atomic_fetch_add(&p->dev_seg_copies, segs);
+  atomic_fetch_add(&p->peer_copies, peers);
+  return rc;
+}
+
 static int launch(eng_cuda_plan *p, slot *s, err *e) {
   int64_t sig[ENG_MAX_DIMS * 64];
-  size_t n = signature(p, sig, sizeof sig / sizeof sig[0]);
+  size_t n = signature(p, s, sig, sizeof sig / sizeof sig[0]);
   int cap = p->o.graph_cap > 0 ? p->o.graph_cap : 64;
   if (p->o.no_graphs || atomic_load(&p->graphs_disabled) || n == 0) goto plain;
   gentry *g = find_graph(s, p->epoch, sig, n);
@@ -1268,6 +1322,7 @@ static int launch(eng_cuda_plan *p, slot *s, err *e) {
     atomic_fetch_add(&p->graphs_captured, 1);
   }
   if (g) {
+    if (s->n_segs) TRY(copy_in(p, s, e));
     CUDA_TRY(e, cudaGraphLaunch(g->exec, s->ctx.stream));
     atomic_fetch_add(&p->graph_launches, 1);
     return 0;
@@ -1285,6 +1340,8 @@ plain:
     s->tune_stuck = tune_skipped(s) != before;
     s->tune_pending = false;
   }
+  // the inputs' device segments after the pass: it computes nothing kept
+  if (s->n_segs) TRY(copy_in(p, s, e));
   uint64_t skipped = p->tuner ? tune_skipped(s) : 0;
   int prc = enqueue(p, s, e);
   if (p->tuner) {
@@ -1509,7 +1566,8 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
   if ((ret = eng_cuda__layout_alloc(&p->lay, pl->n_nodes, pl->n_values, e)) != 0) goto fail;
   p->layout_nhwc = want_nhwc(p);
   p->in_cap = calloc(pl->n_inputs + 1, sizeof *p->in_cap);
-  if (!p->in_cap) {
+  p->in_bytes = calloc(pl->n_inputs + 1, sizeof *p->in_bytes);
+  if (!p->in_cap || !p->in_bytes) {
     ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
@@ -1569,6 +1627,7 @@ void eng_cuda_plan_destroy(eng_cuda_plan *p) {
   free(p->fdev);
   eng_cuda__layout_free(&p->lay);
   free(p->in_cap);
+  free(p->in_bytes);
   free(p);
 }
 
@@ -1610,6 +1669,15 @@ void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
   s->busy_ns = atomic_load(&p->busy_ns);
   s->batches = atomic_load(&p->batches);
   s->graphs_disabled = atomic_load(&p->graphs_disabled);
+  s->dev_seg_copies = atomic_load(&p->dev_seg_copies);
+  s->peer_copies = atomic_load(&p->peer_copies);
+}
+
+int eng_cuda_input_takes_device(const eng_graph *g, size_t i) {
+  if (i >= eng_graph_n_inputs(g)) return 0;
+  dtype dt = eng_graph_input(g, i)->dt;
+  // the types converted on the host at the edge (eng_plan__to_internal) and strings stay host-only
+  return dtype_size(dt) > 0 && eng_ops_cpu_internal_dtype(dt) == dt;
 }
 
 size_t eng_cuda_plan_arena_bytes(const eng_cuda_plan *p) {
@@ -1619,12 +1687,32 @@ size_t eng_cuda_plan_arena_bytes(const eng_cuda_plan *p) {
 // --- run
 
 int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size_t n_in, err *e) {
+  return eng_cuda_plan_submit_segs(p, k, inputs, n_in, NULL, 0, e);
+}
+
+// The segments against this submit's inputs (after prepare: their shapes).
+static int check_segs(eng_cuda_plan *p, const eng_dev_seg *segs, size_t n_segs, err *e) {
+  const eng_plan *pl = p->pl;
+  for (size_t i = 0; i < pl->n_inputs; i++) p->in_bytes[i] = nbytes(&pl->cur[eng_graph_input_value(pl->g, i)]);
+  TRY(eng_dev_seg_check(segs, n_segs, p->in_bytes, pl->n_inputs, e));
+  for (size_t k = 0; k < n_segs; k++) {
+    const eng_io *io = eng_graph_input(pl->g, segs[k].input);
+    if (!eng_cuda_input_takes_device(pl->g, segs[k].input))
+      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' (%s) is converted on the host: it cannot come from the device",
+                     io->name, dtype_wire_name(io->dt));
+  }
+  return 0;
+}
+
+int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs, size_t n_in,
+                              const eng_dev_seg *segs, size_t n_segs, err *e) {
   if (k < 0 || k >= p->n_slots) return err_set(e, ERR_INTERNAL, "no stream slot %d", k);
   slot *s = &p->sl[k];
   eng_plan *pl = p->pl;
   const eng_graph *g = pl->g;
   CUDA_TRY(e, cudaSetDevice(p->device));
   TRY(eng_plan__prepare(pl, inputs, n_in, pl->n_outputs, e));
+  if (n_segs) TRY(check_segs(p, segs, n_segs, e));
   TRY(check_folds(p, e));
   // a re-layout moves buffers: every slot's graphs of an older layout are stale
   p->epoch = pl->layouts;
@@ -1649,8 +1737,18 @@ int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size
   for (size_t i = 0; i < n_in; i++) {
     const eng_tensor *t = &pl->cur[eng_graph_input_value(g, i)];
     size_t n = numel(t);
-    void *dst = s->pin_base + s->in_off[i];
-    if (n && inputs[i].data != dst) eng_plan__to_internal(dst, &inputs[i], n);  // else assembled in place
+    uint8_t *dst = s->pin_base + s->in_off[i];
+    if (!n || inputs[i].data == dst) continue;  // assembled in place
+    if (!n_segs || !eng_cuda_input_takes_device(g, i)) {
+      eng_plan__to_internal(dst, &inputs[i], n);
+      continue;
+    }
+    // no conversion here (takes_device): the host runs only, the segments' bytes are not the host's
+    eng_seg_walk w;
+    eng_copy_run r;
+    eng_seg_walk_init(&w, segs, n_segs, i, nbytes(t));
+    while (eng_seg_walk_next(&w, &r))
+      if (!r.seg) memcpy(dst + r.offset, (const uint8_t *)inputs[i].data + r.offset, r.bytes);
   }
   for (size_t v = 0; v < pl->n_values; v++)
     if (p->fdev[v] && nbytes(&pl->cur[v])) memcpy(s->pin_base + s->fd_pin[v], pl->cur[v].data, nbytes(&pl->cur[v]));
@@ -1661,7 +1759,11 @@ int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size
   int ri = (int)(s->seq % (uint64_t)(p->n_slots + 1));
   CUDA_TRY(e, cudaEventRecord(p->ev_start[ri], s->ctx.stream));
   if (p->o.fault_at && p->submits == p->o.fault_at) TRY(eng_pk_fault_cuda(s->ctx.stream, e));
+  s->segs = segs;
+  s->n_segs = n_segs;
   int rc = launch(p, s, e);
+  s->segs = NULL;  // the caller's; read only while launching
+  s->n_segs = 0;
   if (rc) {
     // the slot stays usable: drain whatever got queued before the failure
     (void)cudaStreamSynchronize(s->ctx.stream);

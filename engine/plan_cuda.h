@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/dev_seg.h"
 #include "engine/graph.h"
 #include "engine/tensor.h"
 #include "kernels/base/err.h"
@@ -98,6 +99,23 @@ int eng_cuda_plan_n_slots(const eng_cuda_plan *p);
 // A CUDA failure returns ERR_INTERNAL; the slot is idle again afterwards.
 int eng_cuda_plan_submit(eng_cuda_plan *p, int slot, const eng_tensor *inputs, size_t n_in,
                          err *e);
+// eng_cuda_plan_submit where byte ranges of the inputs live on a GPU
+// (device segments, engine/dev_seg.h; seg.input indexes `inputs`, sorted
+// and within each input's bytes): on the slot's stream, ahead of the batch's
+// graph, each segment is copied device to device (from another device with
+// a peer copy) into the input's device buffer and the host runs around it
+// host to device; the host bytes of the segments' ranges are not read. A
+// batch with segments runs a graph of its own (captured once per shape)
+// whose copy-in happened before it. The segments' memory must stay as it
+// is until finish returns. INVALID_ARGUMENT for segments that do not fit
+// their inputs or name an input eng_cuda_input_takes_device refuses.
+int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int slot, const eng_tensor *inputs, size_t n_in,
+                              const eng_dev_seg *segs, size_t n_segs, err *e);
+// 1 when input i (graph order) of plans of g may come as device segments:
+// not for the types converted on the host at the edge (FP16, BF16, FP64)
+// nor strings. Depends on the graph only.
+int eng_cuda_input_takes_device(const eng_graph *g, size_t i);
+
 // Where input i (graph order) of slot's next batch may be assembled in
 // place: pinned memory of *cap bytes that submit then reads without a copy
 // (pass a tensor whose data is this pointer). NULL where the model's shapes
@@ -139,6 +157,8 @@ typedef struct eng_cuda_plan_stats {
   // sums over the timed shapes of one run's device time (ns): the heuristic's first answer and
   // the kept one; first / best is the GEMMs' estimated speed-up
   uint64_t gemm_first_ns, gemm_best_ns;
+  uint64_t dev_seg_copies;   // device segments copied in (eng_cuda_plan_submit_segs)
+  uint64_t peer_copies;      // of them, copied from another device
 } eng_cuda_plan_stats;
 
 // Safe from any thread while submit/finish run (counters are atomic).

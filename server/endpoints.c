@@ -46,7 +46,9 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
   }
 }
 
-typedef enum { M_SUCCESS, M_FAILURE, M_COUNT, M_EXEC, M_REQ_US, M_QUEUE_US, M_IN_US, M_INFER_US, M_OUT_US, M_PENDING, M_N } metric;
+typedef enum {
+  M_SUCCESS, M_FAILURE, M_COUNT, M_EXEC, M_REQ_US, M_QUEUE_US, M_IN_US, M_INFER_US, M_OUT_US, M_PENDING, M_CUDA_IN, M_N
+} metric;
 
 static const struct {
   const char *name, *type, *help;
@@ -61,6 +63,9 @@ static const struct {
     {"nv_inference_compute_infer_duration_us", "counter", "Cumulative compute inference duration in microseconds"},
     {"nv_inference_compute_output_duration_us", "counter", "Cumulative inference compute output duration in microseconds"},
     {"nv_inference_pending_request_count", "gauge", "Instantaneous number of pending requests awaiting execution"},
+    {"inferd_cuda_shm_inputs_total", "counter",
+     "Inputs read from CUDA shared memory, by path: device (copied device to device into the batch on the "
+     "instance's GPU) or host (copied to host memory first)"},
 };
 
 static const char *reason_names[SRV_FAIL_N] = {"REJECTED", "CANCELED", "BACKEND", "OTHER"};
@@ -82,6 +87,12 @@ static void metrics_text(srv_server *s, sbuf *b) {
             for (int r = 0; r < SRV_FAIL_N; r++)
               sb_printf(b, "%s{model=\"%s\",version=\"%s\",reason=\"%s\"} %llu\n", n, m->name, v->version_str,
                         reason_names[r], (unsigned long long)atomic_load(&st->fail_by_reason[r]));
+            continue;
+          case M_CUDA_IN:
+            sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"device\"} %llu\n", n, m->name, v->version_str,
+                      (unsigned long long)atomic_load(&st->cuda_in_device));
+            sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"host\"} %llu\n", n, m->name, v->version_str,
+                      (unsigned long long)atomic_load(&st->cuda_in_host));
             continue;
           case M_COUNT: x = atomic_load(&st->inference_count); break;
           case M_EXEC: x = atomic_load(&st->execution_count); break;

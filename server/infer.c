@@ -33,6 +33,7 @@ void srv_infer_request_free(srv_request *r) {
   free(r->cuda_held);
   for (size_t i = 0; i < r->n_cuda_copies; i++) free(r->cuda_copies[i]);
   free(r->cuda_copies);
+  free(r->cuda_in);
   if (r->msg) inference__model_infer_request__free_unpacked(r->msg, NULL);
   free(r->typed_buf);
   free(r->inputs);
@@ -213,12 +214,33 @@ static int shm_take(srv_server *s, srv_request *r, const char *what, const char 
   return 0;
 }
 
-// An input in a CUDA region, copied into a host buffer the request owns:
-// the engines take host inputs (plan_cuda uploads them with its batch), so
-// this is one device-to-host copy on the CQ thread where in-place reading
-// would need none (see README: what is left).
-static int cuda_input(srv_request *r, const char *tensor, const srv_cuda_shm_region *cuda, uint64_t offset,
+// Whether config input ci in a CUDA region can stay there until its batch
+// is assembled: some GPU instance of the model takes it as device bytes
+// (eng_model_device_input; the batch then copies it device to device, or
+// from its device to the instance's), and it is not padded (padding is
+// done on the host).
+static int cuda_input_stays(const eng_model *em, size_t ci) {
+  const eng_pad *pad = eng_model_pad(em);
+  if (pad && pad->in[ci].on) return 0;
+  for (int i = 0; i < eng_model_n_instances(em); i++)
+    if (eng_model_device_input(em, i, ci) >= 0) return 1;
+  return 0;
+}
+
+// An input in a CUDA region: left there (r->cuda_in, data NULL) when a GPU
+// instance can take it in place, else copied into a host buffer the request
+// owns (one device-to-host copy on the CQ thread).
+static int cuda_input(srv_request *r, size_t ci, const char *tensor, srv_cuda_shm_region *cuda, uint64_t offset,
                       size_t bytes, void **data, err *e) {
+  const eng_model *em = r->version->model;
+  if (bytes && cuda_input_stays(em, ci)) {
+    if (!r->cuda_in && !(r->cuda_in = calloc(eng_model_n_inputs(em), sizeof *r->cuda_in)))
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    r->cuda_in[ci] = (srv_cuda_in){.region = cuda, .offset = offset};
+    *data = NULL;
+    return 0;
+  }
+  atomic_fetch_add(&r->version->stats.cuda_in_host, 1);
   void *buf = malloc(bytes ? bytes : 1);
   if (!buf) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   r->cuda_copies[r->n_cuda_copies++] = buf;
@@ -393,7 +415,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
       srv_cuda_shm_region *cuda = NULL;
       rc = shm_take(s, r, "input", in->name, &in_refs[i], &p, &cuda, e);
       t->data = p;
-      if (rc == 0 && cuda) rc = cuda_input(r, in->name, cuda, in_refs[i].offset, t->bytes, &t->data, e);
+      if (rc == 0 && cuda) rc = cuda_input(r, (size_t)ci, in->name, cuda, in_refs[i].offset, t->bytes, &t->data, e);
     } else if (raw) {
       if (typed_count(in->contents)) {
         rc = err_set(e, ERR_INVALID_ARGUMENT,

@@ -44,6 +44,10 @@ typedef struct srv_stats {
   _Atomic uint64_t execution_count;  // batches
   _Atomic uint64_t last_inference_ms;  // wall clock, ms since the epoch
   _Atomic int64_t pending;             // requests queued or running
+  // inputs read from CUDA shared memory: copied device to device into a
+  // batch on a GPU instance, or through a host copy (CPU instances, types
+  // converted on the host, padded inputs)
+  _Atomic uint64_t cuda_in_device, cuda_in_host;
   srv_batch_stat *batch;  // index = batch size, 1..max(1, max_batch_size)
   int n_batch;
   // latency distributions (microseconds) per stage, and rows per execution

@@ -25,6 +25,14 @@ typedef struct srv_shm_out {
   const char *region;         // its name, for messages (points into the request)
 } srv_shm_out;
 
+// A config input left in a CUDA region at parse time, for the batch's
+// assembly to take device to device on a GPU instance (or read to the
+// host where the instance cannot take it: server/sched.c's gather).
+typedef struct srv_cuda_in {
+  srv_cuda_shm_region *region;  // NULL: the input's bytes are on the host (inputs[i].data)
+  uint64_t offset;              // the window's start in the region
+} srv_cuda_in;
+
 typedef struct srv_request {
   bat_item item;  // item.payload points back here
   srv_call *call;      // a unary ModelInfer, or
@@ -42,12 +50,15 @@ typedef struct srv_request {
   srv_shm_region **shm_held;
   size_t n_shm_held;
   srv_shm_out *shm_out;
-  // CUDA regions held the same way, and the host copies of the inputs read
-  // from them (first slice: the engine takes host inputs; see README)
+  // CUDA regions held the same way; the host copies of the inputs read from
+  // them at parse time; per config input (NULL when none), the inputs left
+  // in their region (inputs[i].data NULL then) for the batch to copy device
+  // to device
   srv_cuda_shm_region **cuda_held;
   size_t n_cuda_held;
   void **cuda_copies;
   size_t n_cuda_copies;
+  srv_cuda_in *cuda_in;
   // pad_to_longest: the length the request's batch padded it to (item.seq_len
   // is its own); set by the scheduler, read when answering
   int64_t padded_len;

@@ -49,6 +49,10 @@ typedef struct batch_slot {
   // the instance thread; sized at load when the dims are static
   eng_tensor *staged;
   stage *stages;
+  // inputs left in CUDA regions (srv_request.cuda_in) that the GPU instance
+  // copies device to device: room for one per request and input, sized at load
+  eng_dev_seg *segs;
+  size_t segs_cap;
 } batch_slot;
 
 struct vsched {
@@ -106,15 +110,38 @@ static int request_cancelled(void *payload) {
 
 // --- instance thread side
 
-// Assembles a batch of several requests: their rows one after the other,
-// straight into the engine's pinned staging where it offers some (a GPU
-// instance), else into this executor's own buffer.
+// A request's input left in a CUDA region, at byte `off` of the batch's
+// input i: a device segment of the job where the instance takes it on its
+// GPU, else read into the host bytes at dst + off.
+static int cuda_part(batch_slot *slot, eng_job *job, size_t i, const srv_cuda_in *ci, size_t off, size_t bytes,
+                     uint8_t *dst, err *e) {
+  srv_stats *st = &slot->vs->v->stats;
+  if (eng_model_device_input(slot->vs->v->model, slot->instance, i) >= 0 && job->n_dev_segs < slot->segs_cap) {
+    slot->segs[job->n_dev_segs++] = (eng_dev_seg){.input = i,
+                                                  .offset = off,
+                                                  .bytes = bytes,
+                                                  .device = srv_cuda_shm_device(ci->region),
+                                                  .ptr = srv_cuda_shm_dev_ptr(ci->region, ci->offset)};
+    atomic_fetch_add(&st->cuda_in_device, 1);
+    return 0;
+  }
+  atomic_fetch_add(&st->cuda_in_host, 1);
+  return srv_cuda_shm_read(ci->region, ci->offset, dst + off, bytes, e);
+}
+
+// Assembles a batch (of several requests, or of one with inputs left in a
+// CUDA region): their rows one after the other, straight into the engine's
+// pinned staging where it offers some (a GPU instance), else into this
+// executor's own buffer. Inputs left in a CUDA region become device
+// segments of the job (cuda_part), their rows' host bytes left unwritten.
 // Requests in one batch share a shape key, so every non-batch dim agrees,
 // except the sequence dim of padded inputs (pad_to_longest): a request
 // shorter than the batch's seq_len is padded there with the input's value.
 static int gather(eng_job *job, err *e) {
   batch_slot *slot = job->ctx;
   const eng_pad *pad = eng_model_pad(slot->vs->v->model);
+  job->dev_segs = slot->segs;
+  job->n_dev_segs = 0;
   for (size_t i = 0; i < slot->vs->n_inputs; i++) {
     const eng_tensor *first = &slot->reqs[0]->inputs[i];
     const eng_pad_input *pi = pad && pad->in[i].on ? &pad->in[i] : NULL;
@@ -139,6 +166,12 @@ static int gather(eng_job *job, err *e) {
     size_t off = 0;
     for (size_t k = 0; k < slot->n; k++) {
       const eng_tensor *t = &slot->reqs[k]->inputs[i];
+      const srv_cuda_in *ci = slot->reqs[k]->cuda_in ? &slot->reqs[k]->cuda_in[i] : NULL;
+      if (ci && ci->region) {  // never a padded input (infer.c keeps those on the host)
+        TRY(cuda_part(slot, job, i, ci, off, t->bytes, dst, e));
+        off += t->bytes;
+        continue;
+      }
       if (pi && t->dims[pi->dim] != slot->seq_len) {
         off += eng_pad_copy(dst + off, t, pi->dim, slot->seq_len, pi->value);
         continue;
@@ -248,8 +281,10 @@ static void pump_version(srv_sched *s, vsched *vs) {
       r->padded_len = b.seq_len;  // equal to its own length when the model does not pad
       slot->reqs[slot->n++] = r;
     }
-    // A lone request is read in place; several are gathered on the instance thread.
-    slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = slot->n > 1 ? gather : NULL,
+    // A lone request is read in place (unless an input stayed in a CUDA
+    // region); several are gathered on the instance thread.
+    int gathered = slot->n > 1 || slot->reqs[0]->cuda_in;
+    slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = gathered ? gather : NULL,
                           .done = on_job_done, .ctx = slot, .instance = slot->instance};
     err e;
     if (eng_model_submit(vs->v->model, slot->instance, &slot->job, &e) == 0) {
@@ -383,6 +418,7 @@ static void free_vsched(vsched *vs) {
     for (size_t k = 0; sl->stages && k < vs->n_inputs; k++) free(sl->stages[k].buf);
     free(sl->stages);
     free(sl->staged);
+    free(sl->segs);
     free(sl->reqs);
   }
   free(vs->slots);
@@ -453,6 +489,14 @@ static int build_version(srv_sched *s, srv_model *m, srv_version *v, vsched *vs,
     sl->staged = calloc(vs->n_inputs ? vs->n_inputs : 1, sizeof *sl->staged);
     sl->stages = calloc(vs->n_inputs ? vs->n_inputs : 1, sizeof *sl->stages);
     if (!sl->reqs || !sl->staged || !sl->stages) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    // one device segment per request and input at most (a request has a row at least)
+    int takes_device = 0;
+    for (size_t k = 0; k < vs->n_inputs; k++) takes_device |= eng_model_device_input(v->model, sl->instance, k) >= 0;
+    if (takes_device) {
+      sl->segs_cap = max_rows * vs->n_inputs;
+      sl->segs = calloc(sl->segs_cap, sizeof *sl->segs);
+      if (!sl->segs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
     if (!c.dynamic || max_rows < 2) continue;
     // A GPU instance gathers into its own pinned staging (job->stage); the
     // host buffer would only serve if that fell short, so it is grown then.

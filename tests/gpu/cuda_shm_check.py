@@ -1,7 +1,7 @@
 """CUDA shared memory on the GPU machine (run by tests/gpu/cuda_shm_check.sh, or by hand against a running
 inferd started with --allow-client-shm true):
 
-    PYTHONPATH=<dir with tritonclient> python cuda_shm_check.py localhost:18001 [model] [device]
+    PYTHONPATH=<dir with tritonclient> python cuda_shm_check.py localhost:18001 [model] [device] [metrics host:port]
 
 Device buffers come from torch; their IPC handles from the storage's _share_cuda_() (PyTorch's
 torch/csrc/StorageSharing.cpp: (device, handle, size_bytes, offset_bytes, ...), the handle being the
@@ -10,10 +10,15 @@ a type byte 'c' (cudaMalloc'd) in front; offset_bytes is where the storage start
 are registered through tritonclient.grpc; the seed MLP (INPUT0 [B,1024] FP32 -> OUTPUT0 [B,10]) then runs with
 its input and output in CUDA regions and its answer is compared with the same request sent inline. Two regions
 come from one allocation (one handle), so the server's one-mapping-per-handle path is exercised; one of them
-is unregistered while the other keeps serving. Exits 1 on the first failure."""
+is unregistered while the other keeps serving. The model runs on a GPU instance of the regions' device, so
+inputs are copied device to device into the batch: the answer must equal the inline (host path) one bit for bit,
+and /metrics' inferd_cuda_shm_inputs_total must count each such input under path="device", none under "host".
+Exits 1 on the first failure."""
 
 import base64
+import re
 import sys
+import urllib.request
 import threading
 import time
 
@@ -25,6 +30,7 @@ from tritonclient.utils import InferenceServerException
 url = sys.argv[1] if len(sys.argv) > 1 else "localhost:18001"
 model = sys.argv[2] if len(sys.argv) > 2 else "mlp"
 dev = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+metrics_url = "http://%s/metrics" % (sys.argv[4] if len(sys.argv) > 4 else "localhost:8002")
 B, K, N = 4, 1024, 10
 IN_BYTES, OUT_BYTES = B * K * 4, B * N * 4
 
@@ -45,6 +51,26 @@ def ipc_handle(t):
     if len(handle) != 64:
         fail("unexpected IPC handle of %d bytes from torch" % len(handle))
     return bytes(handle), int(offset) + t.storage_offset() * t.element_size()
+
+
+def cuda_inputs():
+    """{"device": n, "host": n}: the model's inputs read from CUDA regions so far, by path."""
+    text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
+    got = {}
+    for path, n in re.findall(r'^inferd_cuda_shm_inputs_total\{model="%s",version="[^"]*",path="(\w+)"\} (\d+)$'
+                              % re.escape(model), text, re.M):
+        got[path] = got.get(path, 0) + int(n)
+    if set(got) != {"device", "host"}:
+        fail("/metrics has no inferd_cuda_shm_inputs_total for %s: %s" % (model, got))
+    return got
+
+
+def expect_counted(before, device, host, what):
+    after = cuda_inputs()
+    d = {"device": after["device"] - before["device"], "host": after["host"] - before["host"]}
+    if d != {"device": device, "host": host}:
+        fail("%s: inputs counted %s, expected device %d, host %d" % (what, d, device, host))
+    return after
 
 
 def expect_error(fn, code, *words):
@@ -115,13 +141,37 @@ def main():
 
     ref = infer_inline(c, x)
     out_off = base + (1 << 20)
+    counted = cuda_inputs()
     infer_cuda(c, "cs_in", base, "cs_out", out_off)
     torch.cuda.synchronize()
     got = buf[(1 << 20):(1 << 20) + OUT_BYTES].view(torch.float32).cpu().numpy().reshape(B, N)
-    if not np.allclose(got, ref, rtol=2e-2, atol=2e-2):
-        fail("outputs differ: max |diff| %g" % float(np.abs(got - ref).max()))
-    print("ok: input and output in CUDA regions match the inline answer (max |diff| %g)"
-          % float(np.abs(got - ref).max()))
+    # the same batch of B rows on the same instance: only the copy-in differs, the answer must not
+    if not np.array_equal(got, ref):
+        fail("outputs differ from the inline answer: max |diff| %g" % float(np.abs(got - ref).max()))
+    counted = expect_counted(counted, 1, 0, "a request with its input in a CUDA region on the instance's GPU")
+    print("ok: input and output in CUDA regions equal the inline answer bit for bit; the input went device to "
+          "device (inferd_cuda_shm_inputs_total %s)" % counted)
+    # a second time: the batch's graph (captured with the copy-in outside it) is replayed
+    buf[(1 << 20):(1 << 20) + OUT_BYTES].zero_()
+    torch.cuda.synchronize()
+    infer_cuda(c, "cs_in", base, "cs_out", out_off)
+    torch.cuda.synchronize()
+    got = buf[(1 << 20):(1 << 20) + OUT_BYTES].view(torch.float32).cpu().numpy().reshape(B, N)
+    if not np.array_equal(got, ref):
+        fail("replayed: outputs differ from the inline answer: max |diff| %g" % float(np.abs(got - ref).max()))
+    # new input bytes in the same window: read afresh, not what the graph saw before
+    x2 = rng.standard_normal((B, K)).astype(np.float32)
+    buf[:IN_BYTES].view(torch.float32).copy_(torch.from_numpy(x2.reshape(-1)))
+    torch.cuda.synchronize()
+    infer_cuda(c, "cs_in", base, "cs_out", out_off)
+    torch.cuda.synchronize()
+    got = buf[(1 << 20):(1 << 20) + OUT_BYTES].view(torch.float32).cpu().numpy().reshape(B, N)
+    if not np.array_equal(got, infer_inline(c, x2)):
+        fail("new bytes in the window: the answer is not the inline one for them")
+    buf[:IN_BYTES].view(torch.float32).copy_(torch.from_numpy(x.reshape(-1)))
+    torch.cuda.synchronize()
+    counted = expect_counted(counted, 2, 0, "two more requests")
+    print("ok: replayed, and new bytes in the same window read afresh")
 
     # refusals naming the region: a window past its end, a size that is not the tensor's
     expect_error(lambda: infer_cuda(c, "cs_in", size - 16, "cs_out", out_off), "INVALID_ARGUMENT", "cs_in")
@@ -135,6 +185,7 @@ def main():
     buf[:rows.nbytes].view(torch.float32).copy_(torch.from_numpy(rows.reshape(-1)))
     buf[(1 << 20):(1 << 20) + 16 * N * 4].zero_()
     torch.cuda.synchronize()
+    counted = cuda_inputs()
     errs = []
 
     def one(r):
@@ -155,7 +206,9 @@ def main():
     ref16 = infer_inline(c, rows)
     if not np.allclose(got, ref16, rtol=2e-2, atol=2e-2):
         fail("concurrent outputs differ: max |diff| %g" % float(np.abs(got - ref16).max()))
-    print("ok: 16 concurrent one-row requests in their own windows")
+    # each row is a device segment of whatever batch it joined
+    counted = expect_counted(counted, 16, 0, "16 concurrent one-row requests")
+    print("ok: 16 concurrent one-row requests in their own windows, each input device to device")
 
     # the handle stays mapped while another region uses it
     c.unregister_cuda_shared_memory("cs_in")

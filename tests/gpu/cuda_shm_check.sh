@@ -45,7 +45,8 @@ printf 'instance_group [\n  {\n    count: 1\n    kind: KIND_GPU\n    gpus: [ %s 
 pid=$!
 for _ in $(seq 1 240); do grep -q "inferd ready" "$logs/inferd_cuda_shm.txt" && break; sleep 0.5; done
 grep -E "CUDA|error" "$logs/inferd_cuda_shm.txt" | head -5
-PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False timeout 300 "$py" "$here/cuda_shm_check.py" localhost:18101 mlp "$dev"
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False timeout 300 "$py" "$here/cuda_shm_check.py" localhost:18101 mlp "$dev" \
+  localhost:18100
 rc=$?
 kill -TERM "$pid"
 wait "$pid"

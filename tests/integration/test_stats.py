@@ -100,6 +100,20 @@ def test_metrics_text_format(server):
     assert "# TYPE nv_inference_request_success counter" in text
 
 
+def test_metrics_cuda_shm_inputs_by_path(server, client, specs, oracle, rng):
+    """inferd_cuda_shm_inputs_total has a device and a host series per loaded version; requests with
+    inline inputs count in neither (CUDA regions are counted by tests/gpu/cuda_shm_check.py on a GPU)."""
+    m0 = _metrics(server)
+    for path in ("device", "host"):
+        assert lib.metric_present(m0, "inferd_cuda_shm_inputs_total", model="mlp", version="1", path=path), path
+    _send_ok(client, specs, oracle, rng)
+    m1 = _metrics(server)
+    for path in ("device", "host"):
+        lab = dict(model="mlp", version="1", path=path)
+        assert (lib.metric_sum(m1, "inferd_cuda_shm_inputs_total", **lab)
+                == lib.metric_sum(m0, "inferd_cuda_shm_inputs_total", **lab)), path
+
+
 def test_model_statistics_memory_usage(server, client, specs, oracle, rng):
     """memory_usage says what the seed mlp's instance holds: on the CPU its activation arena (at least
     one batch of max_batch_size rows of the input, output and hidden layer); on a GPU the device memory
