@@ -14,9 +14,11 @@
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/slice.h>
+#include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -53,7 +55,8 @@ struct worker {
   int started;
   pthread_mutex_t mu;
   ld_window win;  // guarded by mu
-  uint64_t all_ok, all_errors;  // guarded by mu: the level's every answer (no window resets them)
+  uint64_t all_ok, all_errors;  // guarded by mu
+  int said_errors;              // failed calls printed (the first 3 of the driver's life): the level's every answer (no window resets them)
 
   // Owned by the worker thread while a level runs, by the driver otherwise.
   call_ctx **all;  // every context made, freed at destroy
@@ -195,9 +198,16 @@ static void call_done(worker *w, call_ctx *c) {
   ld_driver *d = w->d;
   uint64_t lat = ld_now_ns() - c->t0;
   int kind = 0;
-  if (c->status != GRPC_STATUS_OK)
+  if (c->status != GRPC_STATUS_OK) {
     kind = ld_kind_from_status((int)c->status);
-  else if (!c->recv)
+    // the first few of each thread, with the transport's words (a status alone does not say who answered it)
+    if (w->said_errors < 3) {
+      w->said_errors++;
+      char *msg = grpc_slice_to_c_string(c->details);
+      fprintf(stderr, "inferd-load: thread %d: call failed: %s: %s\n", w->idx, ld_kind_name(kind), msg);
+      gpr_free(msg);
+    }
+  } else if (!c->recv)
     kind = LD_KIND_NO_MESSAGE;
   else if (d->cfg.expect && !outputs_match(d, c->recv))
     kind = LD_KIND_VALIDATION;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Model repositories for issue 16's scaling runs (run.sh beside this file).
 
-    repo.py OUT MODEL:PRECISION:DELAY_US:MAX_BATCH VARIANT...
+    repo.py OUT MODEL:PRECISION:DELAY_US:MAX_BATCH[:warm] VARIANT...
 
 MODEL: mlp4096 (the transport issue's 4x4096 MLP, FP32 [4096] in and out, tests/bench/engine's weights) or
 resnet50 (tests/models/zoo/graphs/resnet50.ts17 with fill.py's seeded weights, FP32 [3,224,224] in, [1000]
@@ -11,6 +11,8 @@ out). VARIANT names where the instances go, COUNT instances per GPU:
   any:COUNT         KIND_GPU without gpus: every GPU the server sees (one per server under
                     CUDA_VISIBLE_DEVICES, as deploy/mig/inferd-mig.sh starts them)
   cpu:COUNT         KIND_CPU (a smoke run of the scripts on a machine without a GPU)
+':warm' adds Triton's model_warmup with one entry per batch size 1..MAX_BATCH (random data), so every CUDA
+graph and cuDNN plan is made before the server says ready instead of under the measured load.
 Writes OUT/MODEL.onnx once and OUT/<MODEL>_<variant>/<MODEL>/{config.pbtxt,1/model.onnx, a hard link of MODEL.onnx};
 prints one line per repository: "<dir> <input name> <dims>".
 """
@@ -52,6 +54,21 @@ def io_lines(m):
     return out
 
 
+def warmup_lines(m, max_batch):
+    inits = {i.name for i in m.graph.initializer}
+    ins = [v for v in m.graph.input if v.name not in inits]
+    out = []
+    for b in range(1, max_batch + 1):
+        ents = []
+        for v in ins:
+            t = v.type.tensor_type
+            dims = [d.dim_value for d in t.shape.dim][1:]
+            ents.append('inputs { key: "%s" value { data_type: %s dims: [ %s ] random_data: true } }' % (
+                v.name, ONNX_TYPES[t.elem_type], ", ".join(map(str, dims))))
+        out.append('model_warmup { name: "b%d" batch_size: %d %s }' % (b, b, " ".join(ents)))
+    return out
+
+
 def group(variant):
     where, count = variant.rsplit(":", 1)
     if where == "cpu":
@@ -67,7 +84,7 @@ def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     out, spec, variants = sys.argv[1], sys.argv[2], sys.argv[3:]
-    model, prec, delay, max_batch = spec.split(":")
+    model, prec, delay, max_batch, *warm = spec.split(":")
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, model + ".onnx")
     m = build(model)
@@ -85,6 +102,8 @@ def main():
         cfg.append("dynamic_batching { max_queue_delay_microseconds: %d }" % int(delay))
         cfg.append(group(v))
         cfg.append('parameters { key: "precision" value { string_value: "%s" } }' % prec)
+        if warm == ["warm"]:
+            cfg += warmup_lines(m, int(max_batch))
         with open(os.path.join(d, "config.pbtxt"), "w") as f:
             f.write("\n".join(cfg) + "\n")
         print(os.path.dirname(d))

@@ -12,7 +12,8 @@
 #
 #   tests/bench/multigpu/run.sh BUNDLE OUT     (from the repository root; BUNDLE from bundle.sh beside this)
 #
-# Env: MODELS (default "resnet50:fp32:500:64 mlp4096:fp32:500:1024": MODEL:PRECISION:DELAY_US:MAX_BATCH),
+# Env: MODELS (default "resnet50:fp32:500:64:warm mlp4096:fp32:500:1024": MODEL:PRECISION:DELAY_US:MAX_BATCH[:warm],
+#      repo.py),
 #      STREAMS_resnet50 ("64 256"), STREAMS_mlp4096 ("256 1024"), LB_MODELS (models of the nginx part,
 #      default resnet50), COUNT (instances per GPU, 2), SERVER_CORES (0-15), NGINX_CORES (16-23),
 #      LOAD_CORES (24-31), LOAD_THREADS (8), INTERVAL_MS (2000), TRIALS (6), WARM_S (warm-up level, 6),
@@ -26,7 +27,7 @@ mkdir -p "$2"
 OUT=$(cd "$2" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
-MODELS=${MODELS:-"resnet50:fp32:500:64 mlp4096:fp32:500:1024"}
+MODELS=${MODELS:-"resnet50:fp32:500:64:warm mlp4096:fp32:500:1024"}
 LB_MODELS=${LB_MODELS:-resnet50}
 COUNT=${COUNT:-2}
 SERVER_CORES=${SERVER_CORES:-0-15}
