@@ -77,7 +77,7 @@ typedef struct model_opts {
   int no_graphs;  // optimization { cuda { graphs: false } }
   int layout;     // eng_cuda_layout: parameters { key: "layout" }
   int conv_timed;  // parameters { key: "cudnn_conv_algo_search" }: "0"
-  int no_gemm_autotune;  // parameters { key: "gemm_autotune" }: "false", or INFERD_GEMM_AUTOTUNE=0
+  int no_gemm_autotune;  // unless parameters { key: "gemm_autotune" } "true", or INFERD_GEMM_AUTOTUNE=1
   uint64_t fault_at;
 } model_opts;
 
@@ -539,12 +539,17 @@ static int instance_devices(const Inference__ModelConfig *cfg, int n_gpus, int *
 // Triton's
 // optimization { cuda { graphs: false } } (graphs are on unless a cuda
 // block says otherwise), { key: "gemm_autotune" value: "true" | "false" }
-// (cuBLASLt's GEMM algorithms timed at load, plan_cuda.h; on unless this or
-// the environment's INFERD_GEMM_AUTOTUNE=0, the operator's switch for every
-// model, turns it off). INFERD_CUDA_FAULT_AT=N (tests) makes every GPU
+// (cuBLASLt's GEMM algorithms timed, plan_cuda.h). Off unless this says true
+// or the environment's INFERD_GEMM_AUTOTUNE=1 (the operator's switch for
+// every model without the parameter; =0 turns it off even where a model asks):
+// timing one new shape takes up to 200 ms on the instance, and under dynamic
+// batching every new batch size is a new GEMM shape, so a model whose batch
+// sizes model_warmup does not cover paid it under load (the 4x4096 MLP at
+// 1024 streams: 82.5k -> 7.2k req/s, tests/bench/RESULTS.md, issue 16). INFERD_CUDA_FAULT_AT=N (tests) makes every GPU
 // plan's Nth batch fail with a real CUDA launch error.
 static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) {
   memset(o, 0, sizeof *o);
+  int tune = -1;  // the model's gemm_autotune, -1 unset
   static const char *const names[] = {"fp32", "tf32", "fp16"};  // ENG_PREC_* order
   static const char *const layouts[] = {"auto", "nchw", "nhwc"};  // eng_cuda_layout order
   for (size_t i = 0; i < cfg->n_parameters; i++) {
@@ -570,7 +575,7 @@ static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) 
       int on = strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0;
       if (!on && strcasecmp(v, "false") != 0 && strcmp(v, "0") != 0)
         return err_set(e, ERR_INVALID_ARGUMENT, "parameters: gemm_autotune '%s' is not one of true, false", v);
-      o->no_gemm_autotune = !on;
+      tune = on;
       continue;
     }
     if (strcmp(pe->key, "precision") != 0) continue;
@@ -583,7 +588,9 @@ static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) 
   }
   if (cfg->optimization && cfg->optimization->cuda) o->no_graphs = !cfg->optimization->cuda->graphs;
   const char *at = getenv("INFERD_GEMM_AUTOTUNE");
-  if (at && strcmp(at, "0") == 0) o->no_gemm_autotune = 1;
+  if (at && strcmp(at, "0") == 0) tune = 0;
+  else if (at && strcmp(at, "1") == 0 && tune < 0) tune = 1;
+  o->no_gemm_autotune = tune != 1;
   const char *f = getenv("INFERD_CUDA_FAULT_AT");
   if (f && *f) o->fault_at = strtoull(f, NULL, 10);
   return 0;
@@ -744,6 +751,7 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   s->graph_launches = ps.graph_launches;
   s->plain_launches = ps.plain_launches;
   s->device_allocs = ps.real_allocs;
+  s->gemm_autotune = !m->opts.no_gemm_autotune;
   s->gemm_tuned = ps.gemm_tuned;
   s->gemm_tune_ns = ps.gemm_tune_ns;
   s->device_bytes = ps.device_bytes;

@@ -113,6 +113,7 @@ MLP_VARIANTS = {
     "g_nograph": (_precision("Fp32") + "\noptimization { cuda { graphs: false } }", "READY", None),
     "g_bogus": (_precision("bogus"), "UNAVAILABLE", BOGUS_REASON),
     "g_notune": (_param("gemm_autotune", "false"), "READY", None),
+    "g_tune": (_param("gemm_autotune", "true"), "READY", None),
     "g_badtune": (_param("gemm_autotune", "maybe"), "UNAVAILABLE", BADTUNE_REASON),
 }
 
@@ -244,7 +245,8 @@ def _index(client):
 
 # --- tests
 
-PRECISION_TOL = {"g_mlp_fp32": None, "g_nograph": None, "g_mlp_tf32": 1e-2, "g_mlp_fp16": 1e-2, "g_notune": None}
+PRECISION_TOL = {"g_mlp_fp32": None, "g_nograph": None, "g_mlp_tf32": 1e-2, "g_mlp_fp16": 1e-2, "g_notune": None,
+                 "g_tune": None}
 
 
 def test_precisions_match_onnxruntime(gpu_server, gclient, gspecs, goracle, rng):
@@ -292,11 +294,13 @@ def test_model_config_reports_gpu_options(gclient):
 
 
 def test_load_log_reports_gemm_autotuning(gpu_server):
-    # once per GPU instance (plan); this MLP's products are below the tuner's size floor, so none is timed
+    # once per GPU instance (plan) of a model that asks for it (off by default); this MLP's products are below
+    # the tuner's size floor, so none is timed
     log = gpu_server.stderr_text()
+    assert re.search(r"model 'g_tune' version 1 instance 0 \(GPU \d+\): cuBLASLt autotuning timed 0 GEMM shape\(s\) "
+                     r"in [0-9.]+ ms", log), gpu_server.stderr_tail()
     for name in ("g_mlp_fp32", "g_notune"):
-        assert re.search(r"model '%s' version 1 instance 0 \(GPU \d+\): cuBLASLt autotuning timed 0 GEMM shape\(s\) "
-                         r"in [0-9.]+ ms" % name, log), gpu_server.stderr_tail()
+        assert not re.search(r"model '%s' version 1 instance 0 \(GPU \d+\): cuBLASLt" % name, log), gpu_server.stderr_tail()
 
 
 def test_failed_gpu_models_beside_serving_ones(gpu_server, gclient, gspecs, goracle, rng):

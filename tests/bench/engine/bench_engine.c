@@ -18,7 +18,7 @@
 //                       finished in order; time = wall / iters.
 //   tool "inferd_sync": one slot, each batch waited for before the next is
 //                       staged (latency of a lone batch, host sync included).
-// One JSON object per line on stdout. --gemm-autotune 0|1 (default 1, as
+// One JSON object per line on stdout. --gemm-autotune 0|1 (default 0, as
 // the server): cuBLASLt's algorithms timed per GEMM shape at plan create
 // (plan_cuda.h), or its first heuristic answer; "0,1" runs both, one after
 // the other, in the same process (a side-by-side comparison in one call).
@@ -248,7 +248,7 @@ int main(int argc, char **argv) {
   int batches[MAX_BATCHES] = {1, 8, 64, 256, 1024}, n_batches = 5, iters = 0, warmup = 20, graphs = 1;
   eng_graph_opts gopts = {0};
   int cpu = 0, conv_timed = 0;
-  int tune_modes[2] = {1, 0}, n_tune = 1;  // --gemm-autotune: the values to run, in order
+  int tune_modes[2] = {0, 1}, n_tune = 1;  // --gemm-autotune: the values to run, in order
   fill_opts fo = {0, 0};
   eng_cuda_layout layout = ENG_CUDA_LAYOUT_AUTO;
   for (int i = 1; i < argc; i++) {
