@@ -17,9 +17,13 @@
 // until it answers, which it hands to the send batch. The last release unrefs
 // the call and returns the context to its CQ thread's pool.
 //
-// Every batch starts under its CQ thread's mutex and only while that CQ is
-// open: the core aborts when a batch begins on a shut-down queue, and a late
-// reply after the drain would otherwise race grpc_completion_queue_shutdown.
+// Every batch starts under its CQ thread's gate (a read lock) and only while
+// that CQ is open: the core aborts when a batch begins on a shut-down queue,
+// and a late reply after the drain would otherwise race
+// grpc_completion_queue_shutdown, which runs under the write lock. A read
+// lock because starts need no exclusion from each other: a send batch writes
+// to the socket inline (~10 us), and under a mutex the reply threads and the
+// CQ thread queued behind each other's writes (tests/bench/RESULTS.md).
 #include "server/grpc_front.h"
 
 #include <errno.h>
@@ -161,8 +165,9 @@ struct cq_thread {
   grpc_completion_queue *cq;
   pthread_t th;
   int th_started;
-  pthread_mutex_t mu;  // guards closed, held and every batch start on this CQ's calls
-  pthread_cond_t cv;   // held reached 0 after closing
+  pthread_rwlock_t gate;  // read-held by every batch start on this CQ's calls, write-held to close it
+  pthread_mutex_t mu;     // guards held (and closed, written under both)
+  pthread_cond_t cv;      // held reached 0 after closing
   int closed;
   int held;                          // unary calls handed to handlers, unanswered
   srv_call *pool;                    // owner-only free list
@@ -189,7 +194,7 @@ struct srv_grpc {
   tag shutdown_tag;
   // Asynchronous streams with a call, so the drain can end them: a client
   // may hold a stream open forever. Lock order: a stream's mu, then live_mu
-  // is never taken; live_mu, then a stream's mu, then a CQ's mu.
+  // is never taken; live_mu, then a stream's mu, then a CQ's gate, then its mu.
   pthread_mutex_t live_mu;
   srv_stream *live;
   // TLS: where the certificates come from, and the generation the core holds
@@ -211,11 +216,11 @@ static int draining(const srv_grpc *g) { return atomic_load_explicit(&g->drainin
 // Starts a batch on a call bound to t's CQ unless that CQ was shut down.
 static grpc_call_error start_batch(cq_thread *t, grpc_call *call, const grpc_op *ops, size_t n,
                                    void *tg, int *closed_out) {
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->gate);
   int closed = t->closed;
   grpc_call_error rc = closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
                               : grpc_call_start_batch(call, ops, n, tg, NULL);
-  pthread_mutex_unlock(&t->mu);
+  pthread_rwlock_unlock(&t->gate);
   if (rc != GRPC_CALL_OK && !closed) LOG("grpc_call_start_batch failed: error %d", (int)rc);
   if (closed_out) *closed_out = closed;
   return rc;
@@ -362,11 +367,13 @@ static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code
   atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&c->refs, 1, memory_order_release);
 
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->gate);
   int closed = t->closed;
   grpc_call_error rc = closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
                               : grpc_call_start_batch(call, ops, n, send_tag, NULL);
-  if (--t->held == 0 && closed) pthread_cond_broadcast(&t->cv);
+  pthread_rwlock_unlock(&t->gate);
+  pthread_mutex_lock(&t->mu);
+  if (--t->held == 0 && t->closed) pthread_cond_broadcast(&t->cv);
   pthread_mutex_unlock(&t->mu);
   if (rc != GRPC_CALL_OK) {
     // Dropped: either the drain is over (the call was cancelled) or the core
@@ -442,12 +449,16 @@ static void on_unary_new(cq_thread *t, srv_call *c, int ok) {
   memset(&op, 0, sizeof op);
   op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
   op.data.recv_close_on_server.cancelled = &c->close_cancelled;
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->gate);
   int closed = t->closed;
   grpc_call_error rc = closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
                               : grpc_call_start_batch(c->call, &op, 1, &c->tag_close, NULL);
-  if (rc == GRPC_CALL_OK) t->held++;
-  pthread_mutex_unlock(&t->mu);
+  if (rc == GRPC_CALL_OK) {  // counted before the gate opens: a close then waits for this call's answer
+    pthread_mutex_lock(&t->mu);
+    t->held++;
+    pthread_mutex_unlock(&t->mu);
+  }
+  pthread_rwlock_unlock(&t->gate);
   if (rc != GRPC_CALL_OK) {
     if (!closed) LOG("%s: arming RECV_CLOSE_ON_SERVER failed: error %d", c->rm->m.path, (int)rc);
     grpc_call_cancel(c->call, NULL);
@@ -1127,6 +1138,12 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
     cq_thread *t = &g->threads[i];
     t->g = g;
     t->idx = i;
+    // writer first: a close is not held off by a steady stream of answers
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&t->gate, &ra);
+    pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     atomic_init(&t->returned, NULL);
@@ -1247,10 +1264,12 @@ static void close_cqs(srv_grpc *g) {
   for (int i = 0; i < g->n_threads; i++) {
     cq_thread *t = &g->threads[i];
     if (!t->cq) continue;
+    pthread_rwlock_wrlock(&t->gate);
     pthread_mutex_lock(&t->mu);
     t->closed = 1;
-    grpc_completion_queue_shutdown(t->cq);
     pthread_mutex_unlock(&t->mu);
+    grpc_completion_queue_shutdown(t->cq);
+    pthread_rwlock_unlock(&t->gate);
   }
   for (int i = 0; i < g->n_threads; i++) {
     cq_thread *t = &g->threads[i];
@@ -1320,6 +1339,7 @@ static void teardown(srv_grpc *g) {
     free_pool(t->pool);
     free_pool(atomic_load(&t->returned));
     free(t->scratch);
+    pthread_rwlock_destroy(&t->gate);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
   }
