@@ -1,6 +1,7 @@
 // grpc_front.c: the gRPC C-core transport of the front end: one completion
 // queue and thread per worker, pre-posted registered-method requests re-armed
-// as they fire, pooled unary call contexts answered from any thread, a generic
+// as they fire, pooled unary call contexts answered from any thread (the
+// answer is sent by the call's own CQ thread, through its mailbox), a generic
 // UNIMPLEMENTED answer, ping-pong and asynchronous bidi streams and the
 // graceful drain.
 //
@@ -64,6 +65,7 @@ typedef enum tag_kind {
   TAG_GENERIC_NEW,
   TAG_GENERIC_DONE,
   TAG_SHUTDOWN,
+  TAG_MAIL,
 } tag_kind;
 
 // Completion tags point at one of these, embedded in the object they belong to.
@@ -88,8 +90,10 @@ struct srv_call {
   grpc_metadata_array md;
   grpc_byte_buffer *payload;
   grpc_byte_buffer *send_buf;
+  grpc_status_code send_code;
   grpc_slice status_details;
   int has_details;
+  srv_call *mail_next;  // in its CQ thread's mailbox, waiting to be sent
   int close_cancelled;  // written by the core through RECV_CLOSE_ON_SERVER
   atomic_int cancelled;
   atomic_int refs;
@@ -172,6 +176,8 @@ struct cq_thread {
   int held;                          // unary calls handed to handlers, unanswered
   srv_call *pool;                    // owner-only free list
   _Atomic(srv_call *) returned;      // contexts released by any thread (push-only stack)
+  _Atomic(srv_call *) mail;          // answers from other threads for this thread to send (push-only stack)
+  tag mail_tag;                      // wakes this thread to send them
   uint8_t *scratch;                  // contiguous copy of multi-slice requests
   size_t scratch_cap;
 };
@@ -338,26 +344,26 @@ static void arm_unary(cq_thread *t, const reg_method *rm) {
   }
 }
 
-// Sends the answer (bb NULL for a failure) and hands the handler's reference
-// to the send batch.
-static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code, const char *msg) {
+// The CQ thread running on this thread, if any: an answer given there is
+// sent at once. (Thread-local: which thread is running is the one fact a
+// context cannot hold.)
+static _Thread_local cq_thread *tl_cq;
+
+// Starts the answer's batch and hands the handler's reference to it; on the
+// call's own CQ thread (directly, or from its mailbox).
+static void call_send(srv_call *c) {
   cq_thread *t = c->t;
-  c->send_buf = bb;
-  if (msg) {
-    c->status_details = grpc_slice_from_copied_string(msg);
-    c->has_details = 1;
-  }
   grpc_op ops[3];
   memset(ops, 0, sizeof ops);
   size_t n = 0;
   ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-  if (bb) {
+  if (c->send_buf) {
     ops[n].op = GRPC_OP_SEND_MESSAGE;
-    ops[n++].data.send_message.send_message = bb;
+    ops[n++].data.send_message.send_message = c->send_buf;
   }
   ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-  ops[n].data.send_status_from_server.status = code;
-  ops[n++].data.send_status_from_server.status_details = msg ? &c->status_details : NULL;
+  ops[n].data.send_status_from_server.status = c->send_code;
+  ops[n++].data.send_status_from_server.status_details = c->has_details ? &c->status_details : NULL;
   // Everything read from c after the release below is taken now: once the
   // batch starts, its completion may free c on another thread, ordered only
   // through gRPC's internals, which ThreadSanitizer cannot see.
@@ -382,6 +388,66 @@ static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code
     grpc_call_cancel(c->call, NULL);
     call_release(c);
   }
+}
+
+// Sends every answer in t's mailbox, oldest first.
+static void mail_drain(cq_thread *t) {
+  srv_call *c = atomic_exchange_explicit(&t->mail, NULL, memory_order_acquire), *fifo = NULL;
+  while (c) {
+    srv_call *next = c->mail_next;
+    c->mail_next = fifo;
+    fifo = c;
+    c = next;
+  }
+  while (fifo) {
+    srv_call *next = fifo->mail_next;  // read first: the send may free it
+    call_send(fifo);
+    fifo = next;
+  }
+}
+
+// An answer given on another thread goes to the call's CQ thread to send.
+// A send started elsewhere posts its completions to that CQ, and gRPC wakes
+// the thread for each one; from a reply thread answering a batch that was
+// a wakeup (and on a busy core a context switch) per answer, the largest
+// part of the CQ threads' CPU per request after gRPC's own work
+// (tests/bench/RESULTS.md). Through the mailbox it is one wakeup per batch
+// and CQ thread: the first answer of a burst wakes it with an empty batch,
+// which gRPC completes at once on the call's CQ; the rest ride along.
+static void mail_post(srv_call *c) {
+  cq_thread *t = c->t;
+  grpc_call *call = c->call;
+  // Once in the mailbox, c may be sent and freed by the CQ thread at any
+  // moment: this reference keeps it, and its call for the wakeup, alive.
+  atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+  srv_call *head = atomic_load_explicit(&t->mail, memory_order_relaxed);
+  do {
+    c->mail_next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&t->mail, &head, c, memory_order_release, memory_order_relaxed));
+  grpc_call_error rc = GRPC_CALL_OK;
+  if (!head) {  // else the wakeup of the first is on its way
+    pthread_rwlock_rdlock(&t->gate);
+    rc = t->closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
+                   : grpc_call_start_batch(call, NULL, 0, &t->mail_tag, NULL);
+    pthread_rwlock_unlock(&t->gate);
+  }
+  call_release(c);
+  // The CQ is closed (or refused): no thread will come, so send them here,
+  // where each fails and is cancelled as a late answer is.
+  if (rc != GRPC_CALL_OK) mail_drain(t);
+}
+
+// Sends the answer (bb NULL for a failure) and hands the handler's reference
+// to the send batch.
+static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code, const char *msg) {
+  c->send_buf = bb;
+  c->send_code = code;
+  if (msg) {
+    c->status_details = grpc_slice_from_copied_string(msg);
+    c->has_details = 1;
+  }
+  if (tl_cq == c->t) call_send(c);
+  else mail_post(c);
 }
 
 srv_call *srv_call_create_local(const char *method, srv_local_done done, void *arg) {
@@ -1031,6 +1097,7 @@ static void dispatch(cq_thread *t, tag *tg, int ok) {
     case TAG_ASTREAM_STATUS: on_astream_done(tg->obj, tg->kind, ok); break;
     case TAG_GENERIC_NEW: on_generic_new(t, tg->obj, ok); break;
     case TAG_GENERIC_DONE: gen_free(tg->obj); break;
+    case TAG_MAIL: mail_drain(t); break;
     case TAG_SHUTDOWN: {
       srv_grpc *g = tg->obj;
       pthread_mutex_lock(&g->mu);
@@ -1045,6 +1112,7 @@ static void dispatch(cq_thread *t, tag *tg, int ok) {
 static void *cq_main(void *arg) {
   cq_thread *t = arg;
   (void)pthread_setname_np(pthread_self(), "inferd-cq");  // per-thread CPU by name (tests/bench/serve_gpu)
+  tl_cq = t;
   for (;;) {
     grpc_event ev = grpc_completion_queue_next(t->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
@@ -1147,6 +1215,8 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     atomic_init(&t->returned, NULL);
+    atomic_init(&t->mail, NULL);
+    t->mail_tag = (tag){TAG_MAIL, t};
   }
 
   int max_recv = o->max_recv_bytes ? o->max_recv_bytes : DEFAULT_MAX_MSG;
