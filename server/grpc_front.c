@@ -1,7 +1,7 @@
 // grpc_front.c: the gRPC C-core transport of the front end: one completion
 // queue and thread per worker, pre-posted registered-method requests re-armed
-// as they fire, pooled unary call contexts answered from any thread (the
-// answer is sent by the call's own CQ thread, through its mailbox), a generic
+// as they fire, pooled unary call contexts answered from any thread (a burst
+// of answers is sent by the calls' own CQ threads, through mailboxes), a generic
 // UNIMPLEMENTED answer, ping-pong and asynchronous bidi streams and the
 // graceful drain.
 //
@@ -406,8 +406,8 @@ static void mail_drain(cq_thread *t) {
   }
 }
 
-// An answer given on another thread goes to the call's CQ thread to send.
-// A send started elsewhere posts its completions to that CQ, and gRPC wakes
+// A queued answer given on another thread goes to the call's CQ thread to
+// send. A send started elsewhere posts its completions to that CQ, and gRPC wakes
 // the thread for each one; from a reply thread answering a batch that was
 // a wakeup (and on a busy core a context switch) per answer, the largest
 // part of the CQ threads' CPU per request after gRPC's own work
@@ -438,16 +438,16 @@ static void mail_post(srv_call *c) {
 }
 
 // Sends the answer (bb NULL for a failure) and hands the handler's reference
-// to the send batch.
-static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code, const char *msg) {
+// to the send batch: here, or (queued, off the call's CQ thread) there.
+static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code, const char *msg, int queued) {
   c->send_buf = bb;
   c->send_code = code;
   if (msg) {
     c->status_details = grpc_slice_from_copied_string(msg);
     c->has_details = 1;
   }
-  if (tl_cq == c->t) call_send(c);
-  else mail_post(c);
+  if (queued && tl_cq != c->t) mail_post(c);
+  else call_send(c);
 }
 
 srv_call *srv_call_create_local(const char *method, srv_local_done done, void *arg) {
@@ -472,7 +472,7 @@ static void local_finish(srv_call *c, uint8_t *resp, size_t len, int code, const
   done(arg, resp, len, code, msg);
 }
 
-void srv_call_reply(srv_call *c, uint8_t *resp, size_t len) {
+static void call_reply(srv_call *c, uint8_t *resp, size_t len, int queued) {
   if (c->local_done) {
     local_finish(c, resp, len, 0, NULL);
     return;
@@ -481,8 +481,12 @@ void srv_call_reply(srv_call *c, uint8_t *resp, size_t len) {
   if (!len) free(resp);
   grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
   grpc_slice_unref(s);  // the buffer holds its own reference
-  call_finish(c, bb, GRPC_STATUS_OK, NULL);
+  call_finish(c, bb, GRPC_STATUS_OK, NULL, queued);
 }
+
+void srv_call_reply(srv_call *c, uint8_t *resp, size_t len) { call_reply(c, resp, len, 0); }
+
+void srv_call_reply_queued(srv_call *c, uint8_t *resp, size_t len) { call_reply(c, resp, len, 1); }
 
 void srv_call_fail(srv_call *c, int code, const char *msg) {
   if (c->local_done) {
@@ -490,7 +494,7 @@ void srv_call_fail(srv_call *c, int code, const char *msg) {
     return;
   }
   if (code <= 0 || code > GRPC_STATUS_UNAUTHENTICATED) code = GRPC_STATUS_INTERNAL;
-  call_finish(c, NULL, (grpc_status_code)code, msg ? msg : "");
+  call_finish(c, NULL, (grpc_status_code)code, msg ? msg : "", 0);
 }
 
 int srv_call_cancelled(const srv_call *c) {

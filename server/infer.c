@@ -911,7 +911,7 @@ typedef struct reply_chunk {
 static void send_chunk(srv_replyq_item *it) {
   reply_chunk *c = (reply_chunk *)it;
   for (int i = 0; i < c->n; i++) {
-    answer(c->r[i], c->resp[i], c->len[i], 0, NULL, 0);
+    srv_call_reply_queued(c->r[i]->call, c->resp[i], c->len[i]);  // one CQ wakeup for the burst
     srv_infer_request_free(c->r[i]);
     atomic_fetch_sub(&c->s->infer_inflight, 1);
   }
