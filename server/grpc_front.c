@@ -1,6 +1,7 @@
 // grpc_front.c: the gRPC C-core transport of the front end: one completion
 // queue and thread per worker, pre-posted registered-method requests re-armed
-// as they fire, pooled unary call contexts answered from any thread, a generic
+// as they fire, pooled unary call contexts answered from any thread (a burst
+// of answers is sent by the calls' own CQ threads, through mailboxes), a generic
 // UNIMPLEMENTED answer, ping-pong and asynchronous bidi streams and the
 // graceful drain.
 //
@@ -17,9 +18,13 @@
 // until it answers, which it hands to the send batch. The last release unrefs
 // the call and returns the context to its CQ thread's pool.
 //
-// Every batch starts under its CQ thread's mutex and only while that CQ is
-// open: the core aborts when a batch begins on a shut-down queue, and a late
-// reply after the drain would otherwise race grpc_completion_queue_shutdown.
+// Every batch starts under its CQ thread's gate (a read lock) and only while
+// that CQ is open: the core aborts when a batch begins on a shut-down queue,
+// and a late reply after the drain would otherwise race
+// grpc_completion_queue_shutdown, which runs under the write lock. A read
+// lock because starts need no exclusion from each other: a send batch writes
+// to the socket inline (~10 us), and under a mutex the reply threads and the
+// CQ thread queued behind each other's writes (tests/bench/RESULTS.md).
 #include "server/grpc_front.h"
 
 #include <errno.h>
@@ -60,6 +65,7 @@ typedef enum tag_kind {
   TAG_GENERIC_NEW,
   TAG_GENERIC_DONE,
   TAG_SHUTDOWN,
+  TAG_MAIL,
 } tag_kind;
 
 // Completion tags point at one of these, embedded in the object they belong to.
@@ -84,8 +90,10 @@ struct srv_call {
   grpc_metadata_array md;
   grpc_byte_buffer *payload;
   grpc_byte_buffer *send_buf;
+  grpc_status_code send_code;
   grpc_slice status_details;
   int has_details;
+  srv_call *mail_next;  // in its CQ thread's mailbox, waiting to be sent
   int close_cancelled;  // written by the core through RECV_CLOSE_ON_SERVER
   atomic_int cancelled;
   atomic_int refs;
@@ -161,12 +169,15 @@ struct cq_thread {
   grpc_completion_queue *cq;
   pthread_t th;
   int th_started;
-  pthread_mutex_t mu;  // guards closed, held and every batch start on this CQ's calls
-  pthread_cond_t cv;   // held reached 0 after closing
+  pthread_rwlock_t gate;  // read-held by every batch start on this CQ's calls, write-held to close it
+  pthread_mutex_t mu;     // guards held (and closed, written under both)
+  pthread_cond_t cv;      // held reached 0 after closing
   int closed;
   int held;                          // unary calls handed to handlers, unanswered
   srv_call *pool;                    // owner-only free list
   _Atomic(srv_call *) returned;      // contexts released by any thread (push-only stack)
+  _Atomic(srv_call *) mail;          // answers from other threads for this thread to send (push-only stack)
+  tag mail_tag;                      // wakes this thread to send them
   uint8_t *scratch;                  // contiguous copy of multi-slice requests
   size_t scratch_cap;
 };
@@ -189,7 +200,7 @@ struct srv_grpc {
   tag shutdown_tag;
   // Asynchronous streams with a call, so the drain can end them: a client
   // may hold a stream open forever. Lock order: a stream's mu, then live_mu
-  // is never taken; live_mu, then a stream's mu, then a CQ's mu.
+  // is never taken; live_mu, then a stream's mu, then a CQ's gate, then its mu.
   pthread_mutex_t live_mu;
   srv_stream *live;
   // TLS: where the certificates come from, and the generation the core holds
@@ -211,11 +222,11 @@ static int draining(const srv_grpc *g) { return atomic_load_explicit(&g->drainin
 // Starts a batch on a call bound to t's CQ unless that CQ was shut down.
 static grpc_call_error start_batch(cq_thread *t, grpc_call *call, const grpc_op *ops, size_t n,
                                    void *tg, int *closed_out) {
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->gate);
   int closed = t->closed;
   grpc_call_error rc = closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
                               : grpc_call_start_batch(call, ops, n, tg, NULL);
-  pthread_mutex_unlock(&t->mu);
+  pthread_rwlock_unlock(&t->gate);
   if (rc != GRPC_CALL_OK && !closed) LOG("grpc_call_start_batch failed: error %d", (int)rc);
   if (closed_out) *closed_out = closed;
   return rc;
@@ -333,26 +344,26 @@ static void arm_unary(cq_thread *t, const reg_method *rm) {
   }
 }
 
-// Sends the answer (bb NULL for a failure) and hands the handler's reference
-// to the send batch.
-static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code, const char *msg) {
+// The CQ thread running on this thread, if any: an answer given there is
+// sent at once. (Thread-local: which thread is running is the one fact a
+// context cannot hold.)
+static _Thread_local cq_thread *tl_cq;
+
+// Starts the answer's batch and hands the handler's reference to it; on the
+// call's own CQ thread (directly, or from its mailbox).
+static void call_send(srv_call *c) {
   cq_thread *t = c->t;
-  c->send_buf = bb;
-  if (msg) {
-    c->status_details = grpc_slice_from_copied_string(msg);
-    c->has_details = 1;
-  }
   grpc_op ops[3];
   memset(ops, 0, sizeof ops);
   size_t n = 0;
   ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-  if (bb) {
+  if (c->send_buf) {
     ops[n].op = GRPC_OP_SEND_MESSAGE;
-    ops[n++].data.send_message.send_message = bb;
+    ops[n++].data.send_message.send_message = c->send_buf;
   }
   ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-  ops[n].data.send_status_from_server.status = code;
-  ops[n++].data.send_status_from_server.status_details = msg ? &c->status_details : NULL;
+  ops[n].data.send_status_from_server.status = c->send_code;
+  ops[n++].data.send_status_from_server.status_details = c->has_details ? &c->status_details : NULL;
   // Everything read from c after the release below is taken now: once the
   // batch starts, its completion may free c on another thread, ordered only
   // through gRPC's internals, which ThreadSanitizer cannot see.
@@ -362,11 +373,13 @@ static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code
   atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&c->refs, 1, memory_order_release);
 
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->gate);
   int closed = t->closed;
   grpc_call_error rc = closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
                               : grpc_call_start_batch(call, ops, n, send_tag, NULL);
-  if (--t->held == 0 && closed) pthread_cond_broadcast(&t->cv);
+  pthread_rwlock_unlock(&t->gate);
+  pthread_mutex_lock(&t->mu);
+  if (--t->held == 0 && t->closed) pthread_cond_broadcast(&t->cv);
   pthread_mutex_unlock(&t->mu);
   if (rc != GRPC_CALL_OK) {
     // Dropped: either the drain is over (the call was cancelled) or the core
@@ -375,6 +388,66 @@ static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code
     grpc_call_cancel(c->call, NULL);
     call_release(c);
   }
+}
+
+// Sends every answer in t's mailbox, oldest first.
+static void mail_drain(cq_thread *t) {
+  srv_call *c = atomic_exchange_explicit(&t->mail, NULL, memory_order_acquire), *fifo = NULL;
+  while (c) {
+    srv_call *next = c->mail_next;
+    c->mail_next = fifo;
+    fifo = c;
+    c = next;
+  }
+  while (fifo) {
+    srv_call *next = fifo->mail_next;  // read first: the send may free it
+    call_send(fifo);
+    fifo = next;
+  }
+}
+
+// A queued answer given on another thread goes to the call's CQ thread to
+// send. A send started elsewhere posts its completions to that CQ, and gRPC wakes
+// the thread for each one; from a reply thread answering a batch that was
+// a wakeup (and on a busy core a context switch) per answer, the largest
+// part of the CQ threads' CPU per request after gRPC's own work
+// (tests/bench/RESULTS.md). Through the mailbox it is one wakeup per batch
+// and CQ thread: the first answer of a burst wakes it with an empty batch,
+// which gRPC completes at once on the call's CQ; the rest ride along.
+static void mail_post(srv_call *c) {
+  cq_thread *t = c->t;
+  grpc_call *call = c->call;
+  // Once in the mailbox, c may be sent and freed by the CQ thread at any
+  // moment: this reference keeps it, and its call for the wakeup, alive.
+  atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+  srv_call *head = atomic_load_explicit(&t->mail, memory_order_relaxed);
+  do {
+    c->mail_next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&t->mail, &head, c, memory_order_release, memory_order_relaxed));
+  grpc_call_error rc = GRPC_CALL_OK;
+  if (!head) {  // else the wakeup of the first is on its way
+    pthread_rwlock_rdlock(&t->gate);
+    rc = t->closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
+                   : grpc_call_start_batch(call, NULL, 0, &t->mail_tag, NULL);
+    pthread_rwlock_unlock(&t->gate);
+  }
+  call_release(c);
+  // The CQ is closed (or refused): no thread will come, so send them here,
+  // where each fails and is cancelled as a late answer is.
+  if (rc != GRPC_CALL_OK) mail_drain(t);
+}
+
+// Sends the answer (bb NULL for a failure) and hands the handler's reference
+// to the send batch: here, or (queued, off the call's CQ thread) there.
+static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code, const char *msg, int queued) {
+  c->send_buf = bb;
+  c->send_code = code;
+  if (msg) {
+    c->status_details = grpc_slice_from_copied_string(msg);
+    c->has_details = 1;
+  }
+  if (queued && tl_cq != c->t) mail_post(c);
+  else call_send(c);
 }
 
 srv_call *srv_call_create_local(const char *method, srv_local_done done, void *arg) {
@@ -399,7 +472,7 @@ static void local_finish(srv_call *c, uint8_t *resp, size_t len, int code, const
   done(arg, resp, len, code, msg);
 }
 
-void srv_call_reply(srv_call *c, uint8_t *resp, size_t len) {
+static void call_reply(srv_call *c, uint8_t *resp, size_t len, int queued) {
   if (c->local_done) {
     local_finish(c, resp, len, 0, NULL);
     return;
@@ -408,8 +481,12 @@ void srv_call_reply(srv_call *c, uint8_t *resp, size_t len) {
   if (!len) free(resp);
   grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
   grpc_slice_unref(s);  // the buffer holds its own reference
-  call_finish(c, bb, GRPC_STATUS_OK, NULL);
+  call_finish(c, bb, GRPC_STATUS_OK, NULL, queued);
 }
+
+void srv_call_reply(srv_call *c, uint8_t *resp, size_t len) { call_reply(c, resp, len, 0); }
+
+void srv_call_reply_queued(srv_call *c, uint8_t *resp, size_t len) { call_reply(c, resp, len, 1); }
 
 void srv_call_fail(srv_call *c, int code, const char *msg) {
   if (c->local_done) {
@@ -417,7 +494,7 @@ void srv_call_fail(srv_call *c, int code, const char *msg) {
     return;
   }
   if (code <= 0 || code > GRPC_STATUS_UNAUTHENTICATED) code = GRPC_STATUS_INTERNAL;
-  call_finish(c, NULL, (grpc_status_code)code, msg ? msg : "");
+  call_finish(c, NULL, (grpc_status_code)code, msg ? msg : "", 0);
 }
 
 int srv_call_cancelled(const srv_call *c) {
@@ -442,12 +519,16 @@ static void on_unary_new(cq_thread *t, srv_call *c, int ok) {
   memset(&op, 0, sizeof op);
   op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
   op.data.recv_close_on_server.cancelled = &c->close_cancelled;
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->gate);
   int closed = t->closed;
   grpc_call_error rc = closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
                               : grpc_call_start_batch(c->call, &op, 1, &c->tag_close, NULL);
-  if (rc == GRPC_CALL_OK) t->held++;
-  pthread_mutex_unlock(&t->mu);
+  if (rc == GRPC_CALL_OK) {  // counted before the gate opens: a close then waits for this call's answer
+    pthread_mutex_lock(&t->mu);
+    t->held++;
+    pthread_mutex_unlock(&t->mu);
+  }
+  pthread_rwlock_unlock(&t->gate);
   if (rc != GRPC_CALL_OK) {
     if (!closed) LOG("%s: arming RECV_CLOSE_ON_SERVER failed: error %d", c->rm->m.path, (int)rc);
     grpc_call_cancel(c->call, NULL);
@@ -1020,6 +1101,7 @@ static void dispatch(cq_thread *t, tag *tg, int ok) {
     case TAG_ASTREAM_STATUS: on_astream_done(tg->obj, tg->kind, ok); break;
     case TAG_GENERIC_NEW: on_generic_new(t, tg->obj, ok); break;
     case TAG_GENERIC_DONE: gen_free(tg->obj); break;
+    case TAG_MAIL: mail_drain(t); break;
     case TAG_SHUTDOWN: {
       srv_grpc *g = tg->obj;
       pthread_mutex_lock(&g->mu);
@@ -1034,6 +1116,7 @@ static void dispatch(cq_thread *t, tag *tg, int ok) {
 static void *cq_main(void *arg) {
   cq_thread *t = arg;
   (void)pthread_setname_np(pthread_self(), "inferd-cq");  // per-thread CPU by name (tests/bench/serve_gpu)
+  tl_cq = t;
   for (;;) {
     grpc_event ev = grpc_completion_queue_next(t->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
@@ -1127,9 +1210,17 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
     cq_thread *t = &g->threads[i];
     t->g = g;
     t->idx = i;
+    // writer first: a close is not held off by a steady stream of answers
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&t->gate, &ra);
+    pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     atomic_init(&t->returned, NULL);
+    atomic_init(&t->mail, NULL);
+    t->mail_tag = (tag){TAG_MAIL, t};
   }
 
   int max_recv = o->max_recv_bytes ? o->max_recv_bytes : DEFAULT_MAX_MSG;
@@ -1247,10 +1338,12 @@ static void close_cqs(srv_grpc *g) {
   for (int i = 0; i < g->n_threads; i++) {
     cq_thread *t = &g->threads[i];
     if (!t->cq) continue;
+    pthread_rwlock_wrlock(&t->gate);
     pthread_mutex_lock(&t->mu);
     t->closed = 1;
-    grpc_completion_queue_shutdown(t->cq);
     pthread_mutex_unlock(&t->mu);
+    grpc_completion_queue_shutdown(t->cq);
+    pthread_rwlock_unlock(&t->gate);
   }
   for (int i = 0; i < g->n_threads; i++) {
     cq_thread *t = &g->threads[i];
@@ -1320,6 +1413,7 @@ static void teardown(srv_grpc *g) {
     free_pool(t->pool);
     free_pool(atomic_load(&t->returned));
     free(t->scratch);
+    pthread_rwlock_destroy(&t->gate);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
   }

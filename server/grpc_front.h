@@ -106,6 +106,13 @@ void srv_grpc_destroy(srv_grpc *g);
 // call; afterwards `c` must not be touched. Safe from any thread.
 void srv_call_reply(srv_call *c, uint8_t *resp, size_t len);
 
+// The same, for one answer of a burst (a batch's answers, given one after
+// another): sent by the call's own CQ thread, woken once for the burst,
+// where a send started here would wake it once per answer for the
+// completions. Adds that thread hop to the answer's latency, so a lone
+// answer goes through srv_call_reply. Sent at once on the call's CQ thread.
+void srv_call_reply_queued(srv_call *c, uint8_t *resp, size_t len);
+
 // Ends the call with `code` (err_code, i.e. grpc_status_code numbering) and
 // `msg` (copied; may be NULL).
 void srv_call_fail(srv_call *c, int code, const char *msg);

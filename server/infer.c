@@ -4,6 +4,8 @@
 // the request to the scheduler. On the instance thread: pack each request's
 // slice of the batch outputs and reply, then account statistics.
 #include <inttypes.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,102 @@ static void fmt_dims(char *buf, size_t cap, int leading_batch, int n, const int6
   if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
+// --- the request's memory
+//
+// protobuf-c's default unpack makes one malloc per submessage, string, array
+// and bytes field (about fifteen for a one-input request), each freed alone
+// on the thread that answers; on a loaded server malloc and free were about
+// a tenth of a CQ thread's CPU (tests/bench/RESULTS.md, issue 13). A
+// request's arena takes them from one block sized from the message instead,
+// and is freed whole with the request. A piece over ARENA_BIG (a large
+// tensor's bytes, protobuf-c's scan slabs for messages of many fields) gets
+// a block of its own that protobuf-c's free really frees, so a message of
+// many tiny fields does not keep its parse scratch for the request's life.
+#define ARENA_BIG ((size_t)64 << 10)
+#define ARENA_SLACK ((size_t)1024)  // beside the bytes: the tree's structs, names and arrays
+
+typedef struct arena_block {
+  struct arena_block *prev, *next;  // next only, for the bump chunks
+  max_align_t mem[];
+} arena_block;
+
+typedef struct srv_arena {
+  ProtobufCAllocator pa;  // allocator_data points back here
+  uint8_t *cur, *end;     // the bump region: the first block's tail, or the newest chunk's
+  arena_block *chunks;    // further bump chunks
+  arena_block *big;       // pieces over ARENA_BIG, newest first
+  max_align_t mem[];
+} srv_arena;
+
+static void *arena_alloc(void *data, size_t n) {
+  srv_arena *a = data;
+  const size_t align = sizeof(max_align_t);
+  if (n > SIZE_MAX / 2) return NULL;
+  n = (n + align - 1) & ~(align - 1);
+  if (n > ARENA_BIG) {
+    arena_block *b = malloc(sizeof *b + n);
+    if (!b) return NULL;
+    b->prev = NULL;
+    b->next = a->big;
+    if (a->big) a->big->prev = b;
+    a->big = b;
+    return b->mem;
+  }
+  if ((size_t)(a->end - a->cur) < n) {
+    size_t cap = n < ARENA_BIG / 4 ? ARENA_BIG / 4 : n;
+    arena_block *c = malloc(sizeof *c + cap);
+    if (!c) return NULL;
+    c->prev = NULL;
+    c->next = a->chunks;
+    a->chunks = c;
+    a->cur = (uint8_t *)c->mem;
+    a->end = a->cur + cap;
+  }
+  void *p = a->cur;
+  a->cur += n;
+  return p;
+}
+
+// Bump pieces go with the arena; big ones now.
+static void arena_free(void *data, void *p) {
+  srv_arena *a = data;
+  if (!p) return;
+  for (arena_block *b = a->big; b; b = b->next)
+    if ((void *)b->mem == p) {
+      if (b->prev) b->prev->next = b->next;
+      else a->big = b->next;
+      if (b->next) b->next->prev = b->prev;
+      free(b);
+      return;
+    }
+}
+
+// An arena whose first block holds `hint` bytes of small pieces.
+static srv_arena *arena_create(size_t hint) {
+  hint = (hint + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+  srv_arena *a = malloc(sizeof *a + hint);
+  if (!a) return NULL;
+  a->pa = (ProtobufCAllocator){.alloc = arena_alloc, .free = arena_free, .allocator_data = a};
+  a->cur = (uint8_t *)a->mem;
+  a->end = a->cur + hint;
+  a->chunks = a->big = NULL;
+  return a;
+}
+
+static void arena_destroy(srv_arena *a) {
+  if (!a) return;
+  for (arena_block *b = a->chunks, *next; b; b = next) next = b->next, free(b);
+  for (arena_block *b = a->big, *next; b; b = next) next = b->next, free(b);
+  free(a);
+}
+
+static void *arena_calloc(srv_arena *a, size_t n, size_t size) {
+  if (size && n > SIZE_MAX / size) return NULL;
+  void *p = arena_alloc(a, n * size);
+  if (p) memset(p, 0, n * size);
+  return p;
+}
+
 void srv_infer_request_free(srv_request *r) {
   if (!r) return;
   for (size_t i = 0; i < r->n_shm_held; i++) srv_shm_release(r->shm_held[i]);
@@ -34,9 +132,8 @@ void srv_infer_request_free(srv_request *r) {
   for (size_t i = 0; i < r->n_cuda_copies; i++) free(r->cuda_copies[i]);
   free(r->cuda_copies);
   free(r->cuda_in);
-  if (r->msg) inference__model_infer_request__free_unpacked(r->msg, NULL);
+  arena_destroy(r->arena);  // msg and inputs with it
   free(r->typed_buf);
-  free(r->inputs);
   free(r->held_resp);
   free(r->held_msg);
   // last: the generation (and the version this request counted on) may be freed from here
@@ -293,22 +390,27 @@ static int check_input(const srv_model *m, const eng_io *ci, int max_batch,
   if (dt != ci->dt)
     return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': datatype '%s' does not match the model's, expected %s",
                    in->name, in->datatype, dtype_wire_name(ci->dt));
+  // the shapes are spelled out for the error messages only (formatting them
+  // for every request was a visible share of a CQ thread's CPU)
   char want[160], got[160];
-  fmt_dims(want, sizeof want, max_batch > 0, ci->ndims, ci->dims);
-  fmt_dims(got, sizeof got, 0, (int)(in->n_shape < ENG_MAX_DIMS ? in->n_shape : ENG_MAX_DIMS), in->shape);
+#define SHAPES()                                                                                         \
+  (fmt_dims(want, sizeof want, max_batch > 0, ci->ndims, ci->dims),                                      \
+   fmt_dims(got, sizeof got, 0, (int)(in->n_shape < ENG_MAX_DIMS ? in->n_shape : ENG_MAX_DIMS), in->shape))
   int batched = max_batch > 0;
   if ((int)in->n_shape != ci->ndims + batched)
-    return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': shape %s has %zu dims, expected shape %s", in->name, got,
-                   in->n_shape, want);
+    return SHAPES(), err_set(e, ERR_INVALID_ARGUMENT, "input '%s': shape %s has %zu dims, expected shape %s",
+                             in->name, got, in->n_shape, want);
   for (size_t d = 0; d < in->n_shape; d++)
     if (in->shape[d] < 0)
-      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': shape %s has a negative dim", in->name, got);
+      return SHAPES(), err_set(e, ERR_INVALID_ARGUMENT, "input '%s': shape %s has a negative dim", in->name, got);
   for (int d = 0; d < ci->ndims; d++) {
     int64_t want_d = ci->dims[d], got_d = in->shape[d + batched];
     if (want_d >= 0 && want_d != got_d)
-      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': shape %s does not match the model's, expected shape %s",
-                     in->name, got, want);
+      return SHAPES(), err_set(e, ERR_INVALID_ARGUMENT,
+                               "input '%s': shape %s does not match the model's, expected shape %s", in->name, got,
+                               want);
   }
+#undef SHAPES
   *rows = 1;
   if (batched) {
     *rows = in->shape[0];
@@ -347,7 +449,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
   const eng_model *em = r->version->model;
   int max_batch = eng_model_max_batch(em);
   size_t n_cfg = eng_model_n_inputs(em);
-  r->inputs = calloc(n_cfg ? n_cfg : 1, sizeof *r->inputs);
+  r->inputs = arena_calloc(r->arena, n_cfg ? n_cfg : 1, sizeof *r->inputs);
   if (!r->inputs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
 
   // raw_input_contents holds one entry per input that is not in shared memory
@@ -357,7 +459,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
                    "raw_input_contents has %zu entries but the request has %zu inputs outside shared memory",
                    msg->n_raw_input_contents, msg->n_inputs - n_in_shm);
   int rc = 0;
-  int *seen = calloc(n_cfg ? n_cfg : 1, sizeof *seen);
+  int *seen = arena_calloc(r->arena, n_cfg ? n_cfg : 1, sizeof *seen);
   if (!seen) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int64_t rows = -1;
   size_t typed_bytes = 0, raw_i = 0;
@@ -443,7 +545,6 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
   for (size_t k = 0; rc == 0 && k < n_cfg; k++)
     if (!seen[k])
       rc = err_set(e, ERR_INVALID_ARGUMENT, "missing input '%s' for model '%s'", eng_model_input(em, k)->name, m->name);
-  free(seen);
   if (rc) return rc;
 
   if (typed_bytes) {
@@ -499,7 +600,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
 
 static int build_request(srv_server *s, srv_request *r, err *e) {
   const Inference__ModelInferRequest *msg = r->msg;
-  shm_ref *refs = calloc(msg->n_inputs + msg->n_outputs + 1, sizeof *refs);
+  shm_ref *refs = arena_calloc(r->arena, msg->n_inputs + msg->n_outputs + 1, sizeof *refs);
   if (!refs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   size_t n_in_shm, n_any_shm;
   int rc = read_shm_refs(msg, refs, refs + msg->n_inputs, &n_in_shm, &n_any_shm, e);
@@ -509,7 +610,6 @@ static int build_request(srv_server *s, srv_request *r, err *e) {
        !(r->cuda_copies = calloc(n_in_shm ? n_in_shm : 1, sizeof *r->cuda_copies))))
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   if (rc == 0) rc = build_request_with(s, r, refs, refs + msg->n_inputs, n_in_shm, e);
-  free(refs);
   return rc;
 }
 
@@ -562,7 +662,9 @@ static int check_strings(const Inference__ModelInferRequest *m, err *e) {
 }
 
 int srv_infer_prepare(srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e) {
-  r->msg = inference__model_infer_request__unpack(NULL, len, req);
+  r->arena = arena_create((len < ARENA_BIG ? len : ARENA_BIG) + ARENA_SLACK);
+  if (!r->arena) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  r->msg = inference__model_infer_request__unpack(&r->arena->pa, len, req);
   if (!r->msg) return err_set(e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
   TRY(check_strings(r->msg, e));
   TRY(srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, e));
@@ -573,7 +675,11 @@ int srv_infer_prepare(srv_server *s, srv_request *r, const uint8_t *req, size_t 
 // ModelInfer and each message of ModelStreamInfer: unpack, validate, queue.
 static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uint8_t *req, size_t len) {
   int64_t t_recv = eng_now_us();
-  atomic_store(&s->infer_last_call_us, t_recv);
+  // Every CQ thread writing this one line per request bounces it between
+  // cores; the readers (the drain's quiet period, the idle trim) count in
+  // milliseconds, so a write when it moved on by 100 us is as good.
+  if (t_recv - atomic_load_explicit(&s->infer_last_call_us, memory_order_relaxed) >= 100)
+    atomic_store(&s->infer_last_call_us, t_recv);
   // Draining changes nothing here: a call the transport took is served (main
   // closes the transport once calls stop arriving, see its drain).
   atomic_fetch_add(&s->infer_inflight, 1);
@@ -827,7 +933,7 @@ typedef struct reply_chunk {
 static void send_chunk(srv_replyq_item *it) {
   reply_chunk *c = (reply_chunk *)it;
   for (int i = 0; i < c->n; i++) {
-    answer(c->r[i], c->resp[i], c->len[i], 0, NULL, 0);
+    srv_call_reply_queued(c->r[i]->call, c->resp[i], c->len[i]);  // one CQ wakeup for the burst
     srv_infer_request_free(c->r[i]);
     atomic_fetch_sub(&c->s->infer_inflight, 1);
   }

@@ -1,10 +1,13 @@
 // server/replyq.h: a few threads that send a finished batch's answers, so
 // the instance thread that ran the batch (engine/model.c's done thread on a
 // GPU, the instance thread on the CPU) frees its slot and runs the next
-// batch while the answers go out. Sending one gRPC answer costs the calling
-// thread ~10-20 us (gRPC's transport work runs inline on the caller); one
+// batch while the answers go out. Sending one gRPC answer cost the calling
+// thread ~10-20 us (gRPC's transport work ran inline on the caller); one
 // thread answering a 72-request batch kept the GPU 90% idle at 512 streams
-// (tests/bench/RESULTS.md, issue 13).
+// (tests/bench/RESULTS.md, issue 13). Unary answers now go to their CQ
+// threads' mailboxes (grpc_front.c), ~1.5 us each here, and still leave the
+// instance thread sooner this way: on the 2-core VM, answering from the
+// instance thread itself cost more CPU per request than the hop.
 //
 // Items are the caller's: a struct whose first member is srv_replyq_item,
 // run once by `fn` on one of the queue's threads, which frees it.

@@ -40,8 +40,9 @@ typedef struct srv_request {
   srv_model *model;
   srv_version *version;
   srv_registry *reg;  // set while the request holds a reference on model (released when freed)
-  Inference__ModelInferRequest *msg;  // unpacked; owns the raw input bytes
-  eng_tensor *inputs;                 // config input order, pointing into msg or typed_buf
+  struct srv_arena *arena;            // infer.c's: holds msg and inputs, freed with the request
+  Inference__ModelInferRequest *msg;  // unpacked into arena; owns the raw input bytes
+  eng_tensor *inputs;                 // config input order (in arena), pointing into msg or typed_buf
   void *typed_buf;                    // typed contents converted to raw bytes
   uint64_t outputs_mask;              // requested config outputs (bit i = output i)
   // client shared memory: every region the request reads or writes, held

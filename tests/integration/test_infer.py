@@ -154,3 +154,20 @@ def test_same_input_same_output(client, specs, rng):
     for i in (0, 3, 7):
         _, one = lib.infer(client, "mlp", {"INPUT0": feeds["INPUT0"][i:i + 1]})
         lib.assert_close(one["OUTPUT0"][0], full["OUTPUT0"][i], 1e-5, "row %d" % i)
+
+
+def test_request_of_many_small_fields(stub, pb, specs, oracle, rng):
+    """A message of thousands of tiny fields (parameters the server ignores) beside a large raw input: the
+    request's unpack arena grows past its first block in many small pieces, protobuf-c's scan slabs take blocks
+    of their own, and the 256 KB input one more; the answer must be exact all the same, and the server must go
+    on answering (a mis-sized or double-freed block would crash it or corrupt the next request)."""
+    spec = specs["mlp"]
+    for batch, n_params in ((64, 3000), (1, 5000), (2, 0)):
+        feeds = lib.random_inputs(spec, rng, batch)
+        req = _raw_request(pb, "mlp", feeds, request_id="many-%d" % n_params)
+        for i in range(n_params):
+            req.parameters["p%d" % i].string_param = "v%d" % i
+        resp = stub.ModelInfer(req, timeout=30)
+        assert resp.id == "many-%d" % n_params
+        lib.check_outputs(lib.decode_response_outputs(resp), oracle.run("mlp", feeds), spec,
+                          what="mlp batch %d with %d parameters" % (batch, n_params))
