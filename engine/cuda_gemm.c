@@ -192,15 +192,17 @@ void eng_gemm_lt_stats_get(const eng_gemm_lt *g, eng_gemm_lt_stats *s) {
   for (int i = 0; i < g->cache_cap; i++) s->cached += g->cache[i].valid;
 }
 
+// A cuBLASLt call in a builder with `int rc`, `err *e` and a `fail:` label.
+#define STEP(call)                              \
+  do {                                          \
+    if ((rc = CUBLAS_OK(e, call)) != 0) goto fail; \
+  } while (0)
+
 // The heuristic's search preferences for key: the workspace bound and the
 // operands' alignments.
 static int make_pref(const eng_gemm_lt *g, const gemm_key *key, cublasLtMatmulPreference_t *out, err *e) {
   cublasLtMatmulPreference_t pref = NULL;
   int rc;
-#define STEP(call)                              \
-  do {                                          \
-    if ((rc = CUBLAS_OK(e, call)) != 0) goto fail; \
-  } while (0)
   STEP(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = g->workspace_bytes;
   STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
@@ -212,7 +214,6 @@ static int make_pref(const eng_gemm_lt *g, const gemm_key *key, cublasLtMatmulPr
   STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
   STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
   STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
-#undef STEP
   *out = pref;
   return 0;
 fail:
@@ -234,10 +235,6 @@ static int entry_build(eng_gemm_lt *g, gemm_entry *en, const gemm_key *key, cons
   uint64_t m = (uint64_t)key->m, n = (uint64_t)key->n, k = (uint64_t)key->k;
   cublasLtMatmulPreference_t pref = NULL;
   int rc;
-#define STEP(call)                              \
-  do {                                          \
-    if ((rc = CUBLAS_OK(e, call)) != 0) goto fail; \
-  } while (0)
   STEP(cublasLtMatmulDescCreate(&en->op, ct, CUDA_R_32F));
   STEP(cublasLtMatmulDescSetAttribute(en->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
   STEP(cublasLtMatmulDescSetAttribute(en->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
