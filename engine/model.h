@@ -93,6 +93,10 @@ typedef struct eng_instance_stats {
   uint64_t device_allocs;  // cudaMalloc + cudaHostAlloc calls of its plan
   uint64_t gemm_tuned;     // GEMM shapes its plan timed (cuBLASLt autotuning), and the wall time
   uint64_t gemm_tune_ns;
+  // a GPU instance's placement (engine/numa.h), for the load log: "GPU 1:
+  // NUMA node 1, CPUs 16-31", or why there is none ("GPU 0: one NUMA node:
+  // no placement"); "" on the CPU
+  char numa[160];
   // memory held (ModelStatistics.memory_usage): device and pinned for a GPU
   // instance, the activation arena for a CPU one
   uint64_t device_bytes, pinned_bytes, host_bytes;
