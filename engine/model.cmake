@@ -3,7 +3,8 @@
 add_library(inferd_numa STATIC ${CMAKE_CURRENT_LIST_DIR}/numa.c)
 target_link_libraries(inferd_numa PUBLIC inferd_base)
 if(INFERD_HAVE_CUDA)
-  target_link_libraries(inferd_numa PUBLIC inferd_cuda)
+  target_link_libraries(inferd_numa PUBLIC CUDA::cudart)  # cudaDeviceGetPCIBusId only
+  target_compile_definitions(inferd_numa PRIVATE INFERD_HAVE_CUDA=1)
 endif()
 add_library(inferd_model STATIC ${CMAKE_CURRENT_LIST_DIR}/model.c ${CMAKE_CURRENT_LIST_DIR}/warmup.c
   ${CMAKE_CURRENT_LIST_DIR}/pad.c)
