@@ -11,6 +11,7 @@
 #include "engine/model.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,8 @@
 #include "engine/plan.h"
 #if INFERD_HAVE_CUDA
 #include <nvtx3/nvToolsExt.h>
+
+#include "engine/numa.h"
 
 #include "engine/plan_cuda.h"
 #endif
@@ -60,6 +63,7 @@ typedef struct instance {
   size_t *stage_cap[MAX_DEPTH];
   eng_dev_seg *gsegs;  // the submit thread's: a batch's device segments in graph input order
   size_t gsegs_cap;
+  char numa[ENG_NUMA_DESC_MAX];  // where its threads run, for the load log; set before they start
 #endif
   _Atomic uint64_t recreations;
   _Atomic uint64_t host_bytes;  // a CPU plan's arena, refreshed by its own thread
@@ -78,6 +82,7 @@ typedef struct model_opts {
   int layout;     // eng_cuda_layout: parameters { key: "layout" }
   int conv_timed;  // parameters { key: "cudnn_conv_algo_search" }: "0"
   int no_gemm_autotune;  // unless parameters { key: "gemm_autotune" } "true", or INFERD_GEMM_AUTOTUNE=1
+  int no_numa;           // INFERD_NUMA=0: GPU instances' threads not bound to their GPU's NUMA node
   uint64_t fault_at;
 } model_opts;
 
@@ -591,6 +596,8 @@ static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) 
   if (at && strcmp(at, "0") == 0) tune = 0;
   else if (at && strcmp(at, "1") == 0 && tune < 0) tune = 1;
   o->no_gemm_autotune = tune != 1;
+  const char *nu = getenv("INFERD_NUMA");
+  if (nu && strcmp(nu, "0") == 0) o->no_numa = 1;
   const char *f = getenv("INFERD_CUDA_FAULT_AT");
   if (f && *f) o->fault_at = strtoull(f, NULL, 10);
   return 0;
@@ -645,6 +652,63 @@ static int warm_sizes(eng_model *m, const Inference__ModelConfig *cfg, err *e) {
   return 0;
 }
 
+#if INFERD_HAVE_CUDA
+// On a host with several NUMA nodes, binds the calling (loading) thread to
+// the CPUs of the GPU's node, among those the process may use, and saves
+// its former mask in *saved: 1 when bound. One node (this VM, the lent GPU
+// machines), an unknown node, INFERD_NUMA=0 or any failure leave it as it
+// is: placement only saves cross-socket traffic, so it never fails a load.
+// in->numa says which, for the load log.
+static int numa_bind(instance *in, cpu_set_t *saved) {
+  if (in->model->opts.no_numa) {
+    snprintf(in->numa, sizeof in->numa, "GPU %d: NUMA placement off (INFERD_NUMA=0)", in->device);
+    return 0;
+  }
+  cpu_set_t allowed;
+  eng_numa_place p;
+  err e = {0};
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+    err_set(&e, ERR_INTERNAL, "sched_getaffinity failed");
+  else
+    eng_numa_place_cuda(ENG_NUMA_SYSFS, in->device, &allowed, &p, &e);
+  if (e.code) {
+    snprintf(in->numa, sizeof in->numa, "GPU %d: no NUMA placement: %.120s", in->device, e.msg);
+    return 0;
+  }
+  snprintf(in->numa, sizeof in->numa, "%s", p.desc);
+  if (p.node < 0) return 0;
+  if (pthread_getaffinity_np(pthread_self(), sizeof *saved, saved) != 0 ||
+      pthread_setaffinity_np(pthread_self(), sizeof p.cpus, &p.cpus) != 0) {
+    snprintf(in->numa, sizeof in->numa, "GPU %d: NUMA node %d: cannot bind to its CPUs, no placement", in->device,
+             p.node);
+    return 0;
+  }
+  return 1;
+}
+
+// The GPU plan and the instance's two threads, made by a thread that
+// numa_bind may have bound to the GPU's node, so that (1) the plan's pinned
+// staging lands on that node: cudaHostAlloc maps and pins its pages when
+// called, and the default first-touch policy places them on the node of the
+// CPU the caller runs on; and (2) the submit thread (which assembles
+// batches into that staging, submits them, and recreates the plan after a
+// failure, so a fresh staging lands there too) and the completion thread
+// run there: a new thread inherits its creator's CPU mask (pthread_create(3)).
+static int start_gpu(instance *in, err *e) {
+  in->depth = GPU_SLOTS;
+  TRY(create_cuda_plan(in, &in->cuda_plan, e));
+  in->depth = eng_cuda_plan_n_slots(in->cuda_plan);
+  TRY(map_stages(in, e));
+  if (pthread_create(&in->done_thread, NULL, gpu_done_main, in) != 0)
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start completion thread of instance %d", in->index);
+  in->done_started = 1;
+  if (pthread_create(&in->thread, NULL, gpu_submit_main, in) != 0)
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start instance thread %d", in->index);
+  in->started = 1;
+  return 0;
+}
+#endif
+
 static int start_instance(instance *in, err *e) {
   eng_model *m = in->model;
   pthread_mutex_init(&in->mu, NULL);
@@ -660,17 +724,11 @@ static int start_instance(instance *in, err *e) {
   }
 #if INFERD_HAVE_CUDA
   pthread_cond_init(&in->done_cv, NULL);
-  in->depth = GPU_SLOTS;
-  TRY(create_cuda_plan(in, &in->cuda_plan, e));
-  in->depth = eng_cuda_plan_n_slots(in->cuda_plan);
-  TRY(map_stages(in, e));
-  if (pthread_create(&in->done_thread, NULL, gpu_done_main, in) != 0)
-    return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start completion thread of instance %d", in->index);
-  in->done_started = 1;
-  if (pthread_create(&in->thread, NULL, gpu_submit_main, in) != 0)
-    return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start instance thread %d", in->index);
-  in->started = 1;
-  return 0;
+  cpu_set_t saved;
+  int bound = numa_bind(in, &saved);
+  int rc = start_gpu(in, e);
+  if (bound) (void)pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+  return rc;
 #else
   return err_set(e, ERR_UNIMPLEMENTED, "this inferd was built without CUDA");
 #endif
@@ -754,6 +812,7 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   s->gemm_autotune = !m->opts.no_gemm_autotune;
   s->gemm_tuned = ps.gemm_tuned;
   s->gemm_tune_ns = ps.gemm_tune_ns;
+  snprintf(s->numa, sizeof s->numa, "%s", in->numa);
   s->device_bytes = ps.device_bytes;
   s->pinned_bytes = ps.pinned_bytes;
 #endif

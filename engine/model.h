@@ -94,6 +94,10 @@ typedef struct eng_instance_stats {
   int gemm_autotune;       // cuBLASLt autotuning on for its plan (off by default: model.c parse_opts)
   uint64_t gemm_tuned;     // GEMM shapes its plan timed (cuBLASLt autotuning), and the wall time
   uint64_t gemm_tune_ns;
+  // a GPU instance's placement (engine/numa.h), for the load log: "GPU 1:
+  // NUMA node 1, CPUs 16-31", or why there is none ("GPU 0: one NUMA node:
+  // no placement"); "" on the CPU
+  char numa[160];
   // memory held (ModelStatistics.memory_usage): device and pinned for a GPU
   // instance, the activation arena for a CPU one
   uint64_t device_bytes, pinned_bytes, host_bytes;

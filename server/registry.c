@@ -177,10 +177,13 @@ static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_mo
     for (int k = 0; k < eng_model_n_instances(v->model); k++) {  // once per GPU plan
       eng_instance_stats st;
       eng_model_instance_stats(v->model, k, &st);
-      if (st.device >= 0 && st.gemm_autotune)
+      if (st.device < 0) continue;
+      if (st.gemm_autotune)
         srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): cuBLASLt autotuning timed %" PRIu64
                 " GEMM shape(s) in %.1f ms", m->name, v->version_str, k, st.device, st.gemm_tuned,
                 (double)st.gemm_tune_ns / 1e6);
+      // where its threads and pinned staging sit (engine/numa.h; INFERD_NUMA=0 turns placement off)
+      srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d: %s", m->name, v->version_str, k, st.numa);
     }
   }
   // Ready when at least one version is; the failed versions keep their reason.

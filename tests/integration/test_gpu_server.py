@@ -303,6 +303,34 @@ def test_load_log_reports_gemm_autotuning(gpu_server):
         assert not re.search(r"model '%s' version 1 instance 0 \(GPU \d+\): cuBLASLt" % name, log), gpu_server.stderr_tail()
 
 
+def _online_numa_nodes():
+    # as engine/numa.c counts them: no file (a kernel without NUMA) is one node
+    try:
+        text = open("/sys/devices/system/node/online").read().strip()
+    except FileNotFoundError:
+        return 1
+    n = 0
+    for part in filter(None, text.split(",")):
+        a, _, b = part.partition("-")
+        n += int(b or a) - int(a) + 1
+    return max(n, 1)
+
+
+def test_load_log_reports_numa_placement(gpu_server):
+    # once per GPU instance (engine/numa.h): its threads and pinned staging on the GPU's NUMA node where the
+    # host has several; the lent GPU machines have one, where placement is a no-op
+    log = gpu_server.stderr_text()
+    nodes = _online_numa_nodes()
+    for name in ("g_mlp_fp32", "g_notune"):
+        m = re.search(r"model '%s' version 1 instance 0: GPU \d+: (.*)" % name, log)
+        assert m, gpu_server.stderr_tail()
+        if nodes == 1:
+            assert m.group(1).strip() == "one NUMA node: no placement", m.group(0)
+        else:
+            assert re.match(r"NUMA node \d+, CPUs [0-9,-]+$|NUMA node unknown|NUMA node \d+ has none", m.group(1).strip()), \
+                m.group(0)
+
+
 def test_failed_gpu_models_beside_serving_ones(gpu_server, gclient, gspecs, goracle, rng):
     log = gpu_server.stderr_text()
     idx = _index(gclient)
