@@ -8,6 +8,8 @@
 # UB report, timeout (10 s) or out-of-memory (2 GB) fails the script, with
 # the input left in build-fuzz/fuzz/<name>/ and its path printed.
 # FUZZ_NO_BUILD=1 skips the build; FUZZ_JOBS (default 1) runs that many targets at once.
+# The issue's long runs: FUZZ_RUNS=10000000 with SECONDS 1800 stops each driver at 10 million executions or
+# 30 minutes, whichever comes first (tests/bench/RESULTS.md records them).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 secs=${1:-60}
@@ -30,7 +32,7 @@ run_one() {
   local work="$bdir/fuzz/$name"
   mkdir -p "$work/corpus"
   local log="$work/log.txt"
-  "$bdir/bin/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  "$bdir/bin/$t" -max_total_time="$secs" ${FUZZ_RUNS:+-runs="$FUZZ_RUNS"} -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$work/" "$work/corpus" "$root/tests/fuzz/corpus/$name" >"$log" 2>&1
   local rc=$?
   local stats
@@ -42,7 +44,7 @@ run_one() {
     grep -E "ERROR:|runtime error|SUMMARY|Test unit written" "$log" | head -8
     return 1
   fi
-  echo "fuzz: $t ok, ${secs}s: $cov $stats"
+  echo "fuzz: $t ok, ${secs}s${FUZZ_RUNS:+ or $FUZZ_RUNS runs}: $cov $stats"
 }
 fail=0
 jobs=${FUZZ_JOBS:-1}
