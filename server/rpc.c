@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "grpc/health/v1/health.pb-c.h"
+#include "grpc/reflection/v1/reflection.pb-c.h"
 #include "grpc_service.pb-c.h"
 #include "kernels/base/utf8.h"
 #include "server/log.h"
@@ -25,14 +26,61 @@ void srv_reply_msg(srv_call *call, const ProtobufCMessage *m) {
   srv_call_reply(call, buf, len);
 }
 
-// Unpacks the request or answers INVALID_ARGUMENT; returns NULL then.
+// The first string field of m (nested messages and map entries included)
+// that is not UTF-8: 1 with its dotted path ("parameters.key") in path,
+// else 0. protobuf-c does not check what proto3 requires, and handlers
+// quote names back ("unknown model '...'", a Status answer's keys), which
+// clients then cannot decode (found by fuzzing, issue 15).
+static int bad_string_field(const ProtobufCMessage *m, int depth, char *path, size_t cap) {
+  const ProtobufCMessageDescriptor *d = m->descriptor;
+  const uint8_t *base = (const uint8_t *)m;
+  for (unsigned i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    if (f->type != PROTOBUF_C_TYPE_STRING && (f->type != PROTOBUF_C_TYPE_MESSAGE || depth >= 16)) continue;
+    if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && *(const uint32_t *)(base + f->quantifier_offset) != f->id)
+      continue;  // another member of the oneof is set: this one's bytes are not a pointer
+    size_t n = 1;
+    void *const *vals = (void *const *)(base + f->offset);
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+      n = *(const size_t *)(base + f->quantifier_offset);
+      vals = *(void *const *const *)(base + f->offset);
+    }
+    for (size_t j = 0; j < n; j++) {
+      const void *v = vals[j];
+      if (!v) continue;
+      char sub[128] = "";
+      if (f->type == PROTOBUF_C_TYPE_STRING ? utf8_valid(v, strlen(v)) : !bad_string_field(v, depth + 1, sub, sizeof sub))
+        continue;
+      snprintf(path, cap, "%s%s%s", f->name, sub[0] ? "." : "", sub);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// INVALID_ARGUMENT naming m's first string field that is not UTF-8 (its
+// bytes are not quoted), else 0.
+static int strings_utf8(const ProtobufCMessage *m, err *e) {
+  char path[128];
+  if (!bad_string_field(m, 0, path, sizeof path)) return 0;
+  return err_set(e, ERR_INVALID_ARGUMENT, "%s: field '%s' is not valid UTF-8 (proto3 string fields must be)",
+                 m->descriptor->name, path);
+}
+
+// Unpacks the request or answers INVALID_ARGUMENT; returns NULL then. A
+// string field that is not UTF-8 is refused here, so no handler can echo it.
 ProtobufCMessage *srv_unpack_or_fail(srv_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *req,
                                         size_t len) {
   ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, req);
+  err e;
   if (!m) {
     char msg[256];
     snprintf(msg, sizeof msg, "malformed %s: the message does not parse", d->name);
     srv_call_fail(call, ERR_INVALID_ARGUMENT, msg);
+  } else if (strings_utf8(m, &e) != 0) {
+    srv_call_fail(call, (int)e.code, e.msg);
+    protobuf_c_message_free_unpacked(m, NULL);
+    m = NULL;
   }
   return m;
 }
@@ -410,19 +458,9 @@ static int shm_or_fail(srv_server *s, srv_call *call) {
   return -1;
 }
 
-// A region name or key that is not UTF-8 would come back in every Status
-// answer (and in error details), which clients cannot parse: refused, without
-// quoting the bytes (found by tests/fuzz/fuzz_shm).
-static int text_or_fail(srv_call *call, const char *what, const char *str) {
-  if (!str || utf8_valid(str, strlen(str))) return 0;
-  char msg[128];
-  snprintf(msg, sizeof msg, "the shared memory region's %s is not valid UTF-8 (proto3 string fields must be)", what);
-  srv_call_fail(call, ERR_INVALID_ARGUMENT, msg);
-  return -1;
-}
-
 // The flag check, then the request of type d; NULL when the call is answered
-// already (refused, or bytes that do not parse). Free with shm_free.
+// already (refused, bytes that do not parse, or a name or key that is not
+// UTF-8). Free with shm_free.
 static ProtobufCMessage *shm_unpack(srv_server *s, srv_call *call, const ProtobufCMessageDescriptor *d,
                                     const uint8_t *req, size_t len) {
   if (shm_or_fail(s, call)) return NULL;
@@ -492,10 +530,6 @@ static void shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t l
       s, call, &inference__system_shared_memory_register_request__descriptor, req, len);
   if (!q) return;
   err e;
-  if (text_or_fail(call, "name", q->name) || text_or_fail(call, "key", q->key)) {
-    shm_free(&q->base);
-    return;
-  }
   if (srv_cuda_shm_has(s->cuda_shm, q->name)) {
     fail_name_taken(call, q->name);
   } else if (srv_shm_register(s->shm, q->name, q->key, q->offset, q->byte_size, &e) != 0) {
@@ -514,10 +548,6 @@ static void shm_unregister(void *ctx, srv_call *call, const uint8_t *req, size_t
   Inference__SystemSharedMemoryUnregisterRequest *q = (Inference__SystemSharedMemoryUnregisterRequest *)shm_unpack(
       s, call, &inference__system_shared_memory_unregister_request__descriptor, req, len);
   if (!q) return;
-  if (text_or_fail(call, "name", q->name)) {
-    shm_free(&q->base);
-    return;
-  }
   Inference__SystemSharedMemoryUnregisterResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
   reply_unregistered(call, "shared memory", srv_shm_unregister(s->shm, q->name), q->name, &r.base);
   shm_free(&q->base);
@@ -528,10 +558,6 @@ static void shm_status(void *ctx, srv_call *call, const uint8_t *req, size_t len
   Inference__SystemSharedMemoryStatusRequest *q = (Inference__SystemSharedMemoryStatusRequest *)shm_unpack(
       s, call, &inference__system_shared_memory_status_request__descriptor, req, len);
   if (!q) return;
-  if (text_or_fail(call, "name", q->name)) {
-    shm_free(&q->base);
-    return;
-  }
   err e;
   srv_shm_info *info = NULL;
   size_t n = 0;
@@ -563,10 +589,6 @@ static void cuda_shm_register(void *ctx, srv_call *call, const uint8_t *req, siz
       s, call, &inference__cuda_shared_memory_register_request__descriptor, req, len);
   if (!q) return;
   err e;
-  if (text_or_fail(call, "name", q->name)) {
-    shm_free(&q->base);
-    return;
-  }
   if (srv_shm_has(s->shm, q->name)) {
     fail_name_taken(call, q->name);
   } else if (srv_cuda_shm_register(s->cuda_shm, q->name, q->raw_handle.data, q->raw_handle.len, q->device_id,
@@ -623,9 +645,17 @@ static void cuda_shm_status(void *ctx, srv_call *call, const uint8_t *req, size_
 
 // --- reflection (bidi stream, one answer per request)
 
+// A request whose strings are not UTF-8 ends the stream with INVALID_ARGUMENT
+// first: the answer would echo them (original_request, valid_host, "symbol
+// not found: ..."). Parsed twice, which a reflection message's size makes cheap.
 static int reflection_answer(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, err *e) {
   srv_server *s = ctx;
-  return srv_reflection_answer(s->reflection, req, len, resp, resp_len, e);
+  static const uint8_t empty[1];
+  ProtobufCMessage *q = protobuf_c_message_unpack(&grpc__reflection__v1__server_reflection_request__descriptor, NULL,
+                                                  len, req ? req : empty);
+  int rc = q ? strings_utf8(q, e) : 0;  // bytes that do not parse: srv_reflection_answer says so
+  if (q) protobuf_c_message_free_unpacked(q, NULL);
+  return rc ? rc : srv_reflection_answer(s->reflection, req, len, resp, resp_len, e);
 }
 
 // Handlers that look at models hold the registry's read lock while they

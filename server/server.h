@@ -55,7 +55,8 @@ void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len
 void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, size_t len);
 srv_sched_ops srv_infer_sched_ops(srv_server *s);
 
-// Shared by the RPC handlers: pack and answer; unpack or answer INVALID_ARGUMENT (NULL then).
+// Shared by the RPC handlers: pack and answer; unpack or answer INVALID_ARGUMENT (NULL then), also when
+// a string field (nested and map ones included) is not UTF-8, naming the field without quoting it.
 void srv_reply_msg(srv_call *call, const ProtobufCMessage *m);
 ProtobufCMessage *srv_unpack_or_fail(srv_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *req,
                                      size_t len);
