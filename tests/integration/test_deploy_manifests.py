@@ -581,7 +581,8 @@ def test_nginx_accepts_rendered_config(tmp_path):
     rc, out = dl.nginx_test_config(conf, str(tmp_path))
     assert rc == 0, out
     assert "server 127.0.0.1:9003 max_fails=1 fail_timeout=10s down;" in text
-    for must in ("grpc_pass grpc://inferd_grpc;", "grpc_next_upstream error timeout", "keepalive 64;",
+    for must in ("grpc_pass grpc://inferd_grpc;", "grpc_next_upstream error timeout", "keepalive 1024;",
+                 "keepalive_requests 1000000000;", "keepalive_time 24h;",
                  "proxy_pass http://inferd_http;", "least_conn is not used", "NO active health checks"):
         assert must in text, must
     # and nginx -t does catch a broken file (the check is real)
