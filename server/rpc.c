@@ -51,7 +51,8 @@ static int bad_string_field(const ProtobufCMessage *m, int depth, char *path, si
       char sub[128] = "";
       if (f->type == PROTOBUF_C_TYPE_STRING ? utf8_valid(v, strlen(v)) : !bad_string_field(v, depth + 1, sub, sizeof sub))
         continue;
-      snprintf(path, cap, "%s%s%s", f->name, sub[0] ? "." : "", sub);
+      // a path longer than cap is cut: it only names the field in a message
+      if (snprintf(path, cap, "%s%s%s", f->name, sub[0] ? "." : "", sub) >= (int)cap) path[cap - 1] = '\0';
       return 1;
     }
   }
