@@ -26,6 +26,7 @@
 
 #include "engine/numa.h"
 
+#include "engine/cuda_weights.h"
 #include "engine/plan_cuda.h"
 #endif
 
@@ -108,6 +109,9 @@ struct eng_model {
   int *graph_in_to_cfg;  // per graph input, the config input feeding it
   instance *inst;
   int n_inst;
+#if INFERD_HAVE_CUDA
+  eng_cuda_weights *weights;  // the graph's constants once per device, shared by the GPU instances' plans
+#endif
 };
 
 int64_t eng_now_us(void) {
@@ -293,7 +297,8 @@ static int create_cuda_plan(instance *in, eng_cuda_plan **out, err *e) {
                      .fault_at = m->opts.fault_at,
                      .layout = (eng_cuda_layout)m->opts.layout,
                      .conv_timed = m->opts.conv_timed,
-                     .no_gemm_autotune = m->opts.no_gemm_autotune};
+                     .no_gemm_autotune = m->opts.no_gemm_autotune,
+                     .weights = m->weights};
   return eng_cuda_plan_create(m->graph, m->max_batch, in->device, &o, out, e);
 }
 
@@ -747,6 +752,9 @@ int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, int n_gpus
   if (rc == 0) rc = instance_devices(cfg, n_gpus, &dev, &n, e);
   if (rc == 0 && !(m->inst = calloc((size_t)n, sizeof *m->inst)))
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+#if INFERD_HAVE_CUDA
+  if (rc == 0) rc = eng_cuda_weights_create(g, &m->weights, e);  // nothing on a device until a plan asks
+#endif
   for (int i = 0; rc == 0 && i < n; i++) {
     instance *in = &m->inst[i];
     in->model = m;
@@ -815,6 +823,9 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   snprintf(s->numa, sizeof s->numa, "%s", in->numa);
   s->device_bytes = ps.device_bytes;
   s->pinned_bytes = ps.pinned_bytes;
+  s->weight_bytes = ps.weight_bytes;
+  s->weights_uploaded = ps.weights_uploaded;
+  s->weight_holders = ps.weight_holders;
 #endif
 }
 
@@ -850,6 +861,9 @@ void eng_model_destroy(eng_model *m) {
     pthread_cond_destroy(&in->cv);
   }
   free(m->inst);
+#if INFERD_HAVE_CUDA
+  eng_cuda_weights_destroy(m->weights);  // after every plan released its copy
+#endif
   free(m->in);
   free(m->out);
   free(m->graph_in_to_cfg);

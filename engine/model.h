@@ -101,6 +101,11 @@ typedef struct eng_instance_stats {
   // memory held (ModelStatistics.memory_usage): device and pinned for a GPU
   // instance, the activation arena for a CPU one
   uint64_t device_bytes, pinned_bytes, host_bytes;
+  // the device's copy of the model's weights, shared by its GPU instances on
+  // that device (engine/cuda_weights.h): count it once per device
+  uint64_t weight_bytes;
+  int weights_uploaded;  // this instance's plan uploaded it (the others found it there)
+  int weight_holders;    // instances holding it now
 } eng_instance_stats;
 
 // Safe from any thread while jobs run.

@@ -67,7 +67,7 @@ typedef struct shape_plan {
 typedef struct conv_node {
   eng_conv_kind kind;
   bool w_const;   // the weights are a constant: they may be packed KRSC (Conv, ConvTranspose)
-  void *w_nhwc;   // KRSC copy of the weights (device), made at the first NHWC prepare
+  void *w_nhwc;   // KRSC copy of the weights (device, shared: cuda_weights.h), found at the first NHWC prepare
 
   shape_plan *plans;
   int n, cap;
@@ -230,8 +230,7 @@ static void conv_destroy(void *state) {
     eng_cupool_plan_destroy(s->plans[i].pool);
   }
   free(s->plans);
-  if (s->w_nhwc) (void)cudaFree(s->w_nhwc);
-  free(s);
+  free(s);  // w_nhwc belongs to the device's weights
 }
 
 // NHWC needs 2-D windows (4-D tensors) and, for a Conv or ConvTranspose,
@@ -246,24 +245,33 @@ static bool conv_nhwc(const eng_plan *pl, size_t i, const void *state) {
   return (a->nsp == 2 || global) && s && (!has_weights(s->kind) || s->w_const);
 }
 
-// The KRSC copy of w on the device, once: Conv's [k, c/groups, r, s] and
-// ConvTranspose's [c, k/groups, r, s] alike (cuDNN's filter is KCRS in
-// both: for ConvTranspose, that of the forward convolution it runs
-// backwards), so dims 1 go innermost.
+// The KRSC copy of w on the device, once per device for every plan of the
+// model (a derived copy in the device's weights, engine/cuda_weights.h):
+// Conv's [k, c/groups, r, s] and ConvTranspose's [c, k/groups, r, s] alike
+// (cuDNN's filter is KCRS in both: for ConvTranspose, that of the forward
+// convolution it runs backwards), so dims 1 go innermost.
+enum { DERIVED_KRSC = 1 };
+
+typedef struct pack_ctx {
+  const eng_tensor *w;
+  cudaStream_t stream;
+} pack_ctx;
+
+static int make_krsc(void *dst, const void *src, void *ctx, err *e) {
+  const pack_ctx *pc = ctx;
+  static const int krsc[4] = {0, 2, 3, 1};
+  TRY(k_transpose_cuda(dst, src, dtype_size(pc->w->dt), 4, pc->w->dims, krsc, pc->stream, e));
+  return CUDA_OK(e, cudaStreamSynchronize(pc->stream));
+}
+
 static int pack_nhwc(conv_node *s, cuda_ctx *c, const eng_tensor *w, cuda_prep *r, err *e) {
   if (s->w_nhwc) return 0;
   if (w->ndims != 4) return err_set(e, ERR_INTERNAL, "NHWC conv with %d-D weights", w->ndims);
-  void *d = NULL;
-  CUDA_TRY(e, cudaMalloc(&d, w->bytes ? w->bytes : 1));
-  static const int krsc[4] = {0, 2, 3, 1};
-  int rc = k_transpose_cuda(d, w->data, dtype_size(w->dt), 4, w->dims, krsc, c->stream, e);
-  if (!rc) rc = CUDA_OK(e, cudaStreamSynchronize(c->stream));
-  if (rc) {
-    (void)cudaFree(d);
-    return rc;
-  }
-  s->w_nhwc = d;
-  r->made++;
+  if (!c->weights) return err_set(e, ERR_INTERNAL, "NHWC conv without the device's weights");
+  pack_ctx pc = {.w = w, .stream = c->stream};
+  int made = 0;
+  TRY(eng_cuda_wset_derived(c->weights, w->data, DERIVED_KRSC, w->bytes, make_krsc, &pc, &s->w_nhwc, &made, e));
+  r->made += made;
   return 0;
 }
 

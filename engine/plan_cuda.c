@@ -40,6 +40,7 @@
 #include "engine/cuda_conv.h"
 #include "engine/cuda_gemm.h"
 #include "engine/cuda_mem.h"
+#include "engine/cuda_weights.h"
 #include "engine/plan_cuda_k.h"
 #include "engine/plan_cuda_internal.h"
 #include "engine/plan_internal.h"
@@ -108,7 +109,10 @@ struct eng_cuda_plan {
   uint8_t *fdev;        // per value, this run: folded on the host, read by a kernel (uploaded)
   cuda_layout lay;      // this run's NHWC regions (plan_cuda_layout.c)
   bool layout_nhwc;     // the plan keeps convolution regions NHWC
-  eng_cuda_arena *consts;
+  eng_cuda_weights *own_weights;  // the plan's own store where opts gave none
+  eng_cuda_weights *weights;      // where the constants come from (the model's store, or own_weights)
+  eng_cuda_wset *wset;            // this device's copy, held while the plan lives
+  bool weights_uploaded;          // this plan made that copy (the others on the device share it)
   slot sl[ENG_CUDA_MAX_SLOTS];
   int n_slots;
   // static shapes: each input has a fixed place in every slot's pinned
@@ -882,40 +886,17 @@ static int ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
   return 0;
 }
 
-// Constants go to the device once: one arena, one block each; FP32 ones as
-// FP16 in an FP16 plan (the one conversion of the weights).
+// Constants: the device's copy in the model's store (engine/cuda_weights.h),
+// uploaded by the first plan of the graph on this device and precision and
+// shared by the rest; FP32 ones stored as FP16 for an FP16 plan.
 static int upload_consts(eng_cuda_plan *p, err *e) {
-  const eng_graph *g = p->pl->g;
-  size_t total = 0, n = 0;
-  for (size_t v = 0; v < p->pl->n_values; v++) {
-    const eng_value *val = eng_graph_value(g, v);
-    if (val->kind == ENG_VALUE_CONST && val->bytes) {
-      total += eng_cuda__round_up(val->bytes);
-      n++;
-    }
+  if (!p->weights) {
+    TRY(eng_cuda_weights_create(p->pl->g, &p->own_weights, e));
+    p->weights = p->own_weights;
   }
-  if (!n) return 0;
-  // a block whose size is not a multiple of the alignment leaves a pad in
-  // front of the next one: two bookkeeping slots per constant
-  atomic_fetch_add(&p->allocs, 1);
-  TRY(eng_cuda_arena_create(&p->consts, p->device, total + ENG_CUDA_MEM_ALIGN, 2 * (int)n + 4, e));
-  atomic_fetch_add(&p->dev_bytes, (uint64_t)(total + ENG_CUDA_MEM_ALIGN));
-  for (size_t v = 0; v < p->pl->n_values; v++) {
-    const eng_value *val = eng_graph_value(g, v);
-    if (val->kind != ENG_VALUE_CONST || !val->bytes) continue;
-    TRY(eng_cuda_arena_alloc(p->consts, val->bytes, 0, &p->cdev[v], e));
-    if (p->half && val->dt == DT_FP32) {
-      size_t cnt = val->bytes / sizeof(float);
-      uint16_t *h = malloc(cnt * sizeof *h + 1);
-      if (!h) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory converting weights to FP16");
-      k_f32_to_f16(h, val->data, cnt);
-      int rc = CUDA_OK(e, cudaMemcpy(p->cdev[v], h, cnt * sizeof *h, cudaMemcpyHostToDevice));
-      free(h);
-      if (rc) return rc;
-    } else {
-      CUDA_TRY(e, cudaMemcpy(p->cdev[v], val->data, val->bytes, cudaMemcpyHostToDevice));
-    }
-  }
+  TRY(eng_cuda_weights_acquire(p->weights, p->device, p->half != 0, &p->wset, &p->weights_uploaded, e));
+  if (p->weights_uploaded) atomic_fetch_add(&p->allocs, 1);
+  for (size_t v = 0; v < p->pl->n_values; v++) p->cdev[v] = eng_cuda_wset_ptr(p->wset, v);
   return 0;
 }
 
@@ -1372,6 +1353,7 @@ static int slot_create(eng_cuda_plan *p, slot *s, err *e) {
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->ctx.gemm32 = p->o.precision == ENG_PREC_TF32 ? ENG_GEMM_FP32_TF32 : ENG_GEMM_FP32;
   s->ctx.conv_timed = p->o.conv_timed != 0;
+  s->ctx.weights = p->wset;
   CUDA_TRY(e, cudaStreamCreateWithFlags(&s->ctx.stream, cudaStreamNonBlocking));
   atomic_fetch_add(&p->allocs, 1);  // the workspace
   TRY(eng_gemm_lt_create(&s->ctx.gemm, GEMM_WORKSPACE, 0, e));
@@ -1511,6 +1493,7 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
   if (p->o.n_slots <= 0) p->o.n_slots = 2;
   if (p->o.n_slots > ENG_CUDA_MAX_SLOTS) p->o.n_slots = ENG_CUDA_MAX_SLOTS;
   p->half = p->o.precision == ENG_PREC_FP16;
+  p->weights = p->o.weights;
   int ret = eng_plan__create(g, max_batch, 0, &p->pl, e);
   if (ret) goto fail;
   const eng_plan *pl = p->pl;
@@ -1608,9 +1591,11 @@ void eng_cuda_plan_destroy(eng_cuda_plan *p) {
     if (p->ev_start[k]) (void)cudaEventDestroy(p->ev_start[k]);
     if (p->ev_end[k]) (void)cudaEventDestroy(p->ev_end[k]);
   }
-  eng_cuda_arena_destroy(p->consts);
   for (size_t i = 0; p->nstate && i < p->pl->n_nodes; i++)
     if (p->nstate[i] && p->ops[i]->destroy) p->ops[i]->destroy(p->nstate[i]);
+  // after the node states, which may point at the copy's derived weights
+  if (p->wset) eng_cuda_weights_release(p->weights, p->wset);
+  eng_cuda_weights_destroy(p->own_weights);
   eng_plan_destroy(p->pl);
   free(p->ops);
   free(p->fz);
@@ -1653,6 +1638,9 @@ void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
   s->real_allocs = atomic_load(&p->allocs);
   s->device_bytes = atomic_load(&p->dev_bytes);
   s->pinned_bytes = atomic_load(&p->pin_bytes);
+  s->weight_bytes = p->wset ? eng_cuda_wset_bytes(p->wset) : 0;
+  s->weights_uploaded = p->weights_uploaded;
+  s->weight_holders = p->wset ? eng_cuda_wset_holders(p->wset) : 0;
   s->fused_nodes = atomic_load(&p->fused);
   s->nhwc_nodes = atomic_load(&p->nhwc_nodes);
   s->relayouts = atomic_load(&p->relayouts);

@@ -1,4 +1,5 @@
-# engine/plan_cuda.cmake: the CUDA execution of a plan (plan_cuda.c), its
+# engine/plan_cuda.cmake: the CUDA execution of a plan (plan_cuda.c), the
+# weights shared by a model's plans on each device (cuda_weights.c), its
 # few kernels of its own (plan_cuda_k.cu) and the op families that live in
 # their own files (ops_conv_cuda.c: the conv family through cuDNN;
 # ops_elem_cuda.c: the elementwise family; ops_reduce_cuda.c: the
@@ -8,6 +9,7 @@
 # engine/CMakeLists.txt inside if(INFERD_HAVE_CUDA).
 add_library(inferd_plan_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda.c
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_weights.c
   ${CMAKE_CURRENT_LIST_DIR}/ops_conv_cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/ops_reduce_cuda.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_layout.c

@@ -13,7 +13,8 @@
 //
 // Memory is sized at create for max_batch rows: per slot one device arena
 // for the activations, one pinned pool that stages inputs and outputs and
-// (FP16) one device scratch; one constant arena for all. A run within the
+// (FP16) one device scratch; the constants once per device for every plan
+// of the graph given the same store (eng_cuda_opts.weights). A run within the
 // planned shapes allocates nothing (no cudaMalloc/cudaHostAlloc/cudaFree);
 // a run whose shapes need more re-plans and grows that slot's pools, which
 // the stats' real_allocs counts.
@@ -81,6 +82,10 @@ typedef struct eng_cuda_opts {
   int no_gemm_autotune;
   int gemm_tune_budget_ms;  // wall time per shape (0: cuda_gemm's default, 200 ms)
   double gemm_tune_min_flops;  // smaller products untimed (0: cuda_gemm's default, 2^24; 1: time all)
+  // Where the constants live on the device (engine/cuda_weights.h; borrowed, made for this graph, outliving
+  // the plan): plans of one graph given one store share one copy per device and precision. NULL: the plan
+  // uploads a copy of its own.
+  struct eng_cuda_weights *weights;
 } eng_cuda_opts;
 
 // max_batch as eng_plan_create. device: a runtime ordinal (eng_cuda_devices).
@@ -143,8 +148,11 @@ typedef struct eng_cuda_plan_stats {
   uint64_t busy_ns;          // device time with a batch of this plan in flight (union over slots)
   uint64_t batches;          // batches finished successfully
   int graphs_disabled;       // capture failed once: plain launches from then on
-  uint64_t device_bytes;     // device memory held: weights, arenas, scratch, cuBLASLt workspaces
+  uint64_t device_bytes;     // device memory this plan holds alone: arenas, scratch, cuBLASLt workspaces
   uint64_t pinned_bytes;     // pinned host staging held
+  uint64_t weight_bytes;     // the device's copy of the weights this plan uses (shared: see weight_holders)
+  int weights_uploaded;      // 1: this plan uploaded that copy; 0: it found it there
+  int weight_holders;        // plans holding that copy now
   uint64_t fused_nodes;      // nodes run inside another's epilogue (bias, residual Add, activation), last submit
   uint64_t nhwc_nodes;       // nodes run on NHWC activations, last submit
   uint64_t relayouts;        // operands and outputs transposed between layouts, last submit

@@ -34,6 +34,7 @@
 
 #include "engine/cuda_conv.h"
 #include "engine/cuda_gemm.h"
+#include "engine/cuda_weights.h"
 #include "engine/plan_internal.h"
 #include "kernels/base/err.h"
 #include "kernels/k_cuda.h"
@@ -55,6 +56,7 @@ typedef struct cuda_ctx {
   void *node;        // this node's state (init), or NULL
   bool conv_timed;   // cuDNN algorithms: each candidate timed instead of the heuristic's pick (eng_cuda_opts)
   bool nhwc;         // CUDA_OP_NHWC ops: this node's 4-D activations are NHWC (plan_cuda_layout.c)
+  eng_cuda_wset *weights;  // the device's copy of the constants: derived copies (packed weights) go there
 } cuda_ctx;
 
 typedef int (*cuda_run_fn)(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,

@@ -184,6 +184,10 @@ static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_mo
                 (double)st.gemm_tune_ns / 1e6);
       // where its threads and pinned staging sit (engine/numa.h; INFERD_NUMA=0 turns placement off)
       srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d: %s", m->name, v->version_str, k, st.numa);
+      // one copy of the weights per device (engine/cuda_weights.h): who uploaded it, who shares it
+      srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): weights %.1f MiB on the device, %s (%d instance%s)",
+              m->name, v->version_str, k, st.device, (double)st.weight_bytes / (1 << 20),
+              st.weights_uploaded ? "uploaded" : "shared", st.weight_holders, st.weight_holders == 1 ? "" : "s");
     }
   }
   // Ready when at least one version is; the failed versions keep their reason.

@@ -2,6 +2,7 @@
 // statistics, repository index, grpc.health.v1 and server reflection, and
 // the table that registers them with the front end.
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -277,6 +278,7 @@ typedef struct stat_bufs {
 // device: weights, arenas, scratch, cuBLASLt workspaces).
 static void fill_memory(stat_bufs *b, srv_version *v) {
   uint64_t cpu = 0, pinned = 0, gpu[MAX_MEM_ENTRIES - 2] = {0};
+  bool weights_seen[MAX_MEM_ENTRIES - 2] = {0};
   int max_dev = -1;
   for (int i = 0; i < eng_model_n_instances(v->model); i++) {
     eng_instance_stats st;
@@ -285,6 +287,11 @@ static void fill_memory(stat_bufs *b, srv_version *v) {
     pinned += st.pinned_bytes;
     if (st.device >= 0 && st.device < MAX_MEM_ENTRIES - 2) {
       gpu[st.device] += st.device_bytes;
+      // the instances on one device share one copy of the weights (engine/cuda_weights.h)
+      if (!weights_seen[st.device] && st.weight_bytes) {
+        gpu[st.device] += st.weight_bytes;
+        weights_seen[st.device] = true;
+      }
       if (st.device > max_dev) max_dev = st.device;
     }
   }

@@ -9,7 +9,8 @@
 // allocates nothing once every batch size is warm, and runs its 1x1 Convs on
 // 1x1 inputs as cuBLASLt GEMMs (counted); what the CUDA plan cannot
 // run (a Pad value computed from the data) is refused at load with the
-// node's name.
+// node's name; plans sharing a store keep one copy of the weights per device
+// and precision (packed NHWC weights included).
 //
 // Error measure: whole graphs mix GEMMs, reductions and transcendental
 // functions whose summation order and ulp differ between the CPU and the
@@ -39,6 +40,7 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
+#include "engine/cuda_weights.h"
 #include "engine/graph.h"
 #include "engine/plan.h"
 #include "engine/plan_cuda.h"
@@ -975,6 +977,117 @@ static void test_fault(void) {
 
 // --- main
 
+// --- the weights once per device (engine/cuda_weights.h): plans of one graph given one store
+// share the device's copy; a plan without a store (or of another precision) makes its own.
+// cudaMemGetInfo shows it: a second plan sharing the copy takes about the weights' bytes less
+// device memory than one uploading its own (wide_gemm: 16 MiB of FP32 weights). Then the
+// derived copies: conv_resnet's NHWC FP16 plans pack their Conv weights KRSC once per device.
+static size_t free_bytes(void) {
+  size_t fr = 0, tot = 0;
+  CHECK_EQ_INT(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+  return fr;
+}
+
+static void test_shared_weights(void) {
+  const char *name = "wide_gemm";
+  eng_graph *g = load_model(name);
+  if (!g) return;
+  err e = {0};
+  eng_cuda_weights *w = NULL;
+  CHECK_EQ_INT(eng_cuda_weights_create(g, &w, &e), 0);
+  eng_plan *cp = NULL;
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+  io_set in = {0};
+  make_inputs(g, name, MAXB, 0, &in);
+  eng_cuda_opts shared = {.weights = w}, own = {0};
+  eng_cuda_plan *a = NULL, *b = NULL, *priv = NULL, *half = NULL;
+  CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &shared, &a, &e), 0);
+  size_t f0 = free_bytes();
+  CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &own, &priv, &e), 0);
+  size_t f1 = free_bytes();
+  CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &shared, &b, &e), 0);
+  size_t f2 = free_bytes();
+  if (!a || !b || !priv) goto out;
+  eng_cuda_plan_stats sa, sb, sp;
+  eng_cuda_plan_stats_get(a, &sa);
+  eng_cuda_plan_stats_get(b, &sb);
+  eng_cuda_plan_stats_get(priv, &sp);
+  const uint64_t wbytes = 1024ull * 4096 * sizeof(float);
+  CHECK(sa.weight_bytes >= wbytes && sa.weight_bytes < wbytes + (1u << 20));
+  CHECK_EQ_INT(sa.weights_uploaded, 1);
+  CHECK_EQ_INT(sb.weights_uploaded, 0);
+  CHECK_EQ_INT(sb.weight_holders, 2);
+  CHECK_EQ_INT(sb.weight_bytes, sa.weight_bytes);
+  CHECK_EQ_INT(sp.weights_uploaded, 1);
+  CHECK_EQ_INT(sp.weight_holders, 1);
+  // the weights are not counted in a plan's own device bytes (the same for both)
+  CHECK_EQ_INT(sb.device_bytes, sp.device_bytes);
+  size_t drop_priv = f0 - f1, drop_shared = f1 - f2;
+  printf("shared weights: %s %.1f MiB; device memory taken by a plan with its own copy %.1f MiB, "
+         "by one sharing it %.1f MiB\n", name, sa.weight_bytes / 1048576.0, drop_priv / 1048576.0,
+         drop_shared / 1048576.0);
+  CHECK(drop_priv >= drop_shared + wbytes - (2u << 20));
+  // both answer right, and the survivor still does once the uploader is gone
+  run_both(name, g, cp, a, &in, "shared a", 1e-4);
+  run_both(name, g, cp, b, &in, "shared b", 1e-4);
+  eng_cuda_plan_destroy(a);
+  a = NULL;
+  eng_cuda_plan_stats_get(b, &sb);
+  CHECK_EQ_INT(sb.weight_holders, 1);
+  run_both(name, g, cp, b, &in, "shared b after a went", 1e-4);
+  // FP16 storage is another copy on the same device
+  eng_cuda_opts ho = {.precision = ENG_PREC_FP16, .weights = w};
+  CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &ho, &half, &e), 0);
+  if (half) {
+    eng_cuda_plan_stats sh;
+    eng_cuda_plan_stats_get(half, &sh);
+    CHECK_EQ_INT(sh.weights_uploaded, 1);
+    CHECK_EQ_INT(sh.weight_holders, 1);
+    CHECK(sh.weight_bytes < sa.weight_bytes);  // half the bytes
+  }
+out:
+  eng_cuda_plan_destroy(a);
+  eng_cuda_plan_destroy(b);
+  eng_cuda_plan_destroy(priv);
+  eng_cuda_plan_destroy(half);
+  eng_cuda_weights_destroy(w);
+  io_free(&in);
+  eng_plan_destroy(cp);
+  eng_graph_destroy(g);
+
+  // derived copies: two NHWC FP16 plans of conv_resnet, one packing per Conv
+  name = "conv_resnet";
+  g = load_model(name);
+  if (!g) return;
+  CHECK_EQ_INT(eng_cuda_weights_create(g, &w, &e), 0);
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+  make_inputs(g, name, MAXB, 0, &in);
+  eng_cuda_opts co = {.precision = ENG_PREC_FP16, .layout = ENG_CUDA_LAYOUT_NHWC, .weights = w};
+  a = b = NULL;
+  CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &co, &a, &e), 0);
+  if (a) {
+    run_both(name, g, cp, a, &in, "nhwc fp16 a", 0);
+    eng_cuda_plan_stats_get(a, &sa);
+    CHECK(sa.nhwc_nodes > 0);
+    CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &co, &b, &e), 0);
+  }
+  if (b) {
+    run_both(name, g, cp, b, &in, "nhwc fp16 b", 0);
+    eng_cuda_plan_stats_get(b, &sb);
+    eng_cuda_plan_stats_get(a, &sa);
+    CHECK_EQ_INT(sb.weights_uploaded, 0);
+    CHECK_EQ_INT(sb.weight_bytes, sa.weight_bytes);  // b's NHWC packing found a's
+    printf("shared weights: %s NHWC FP16, %.2f MiB with the packed copies, 2 plans\n", name,
+           sb.weight_bytes / 1048576.0);
+  }
+  eng_cuda_plan_destroy(a);
+  eng_cuda_plan_destroy(b);
+  eng_cuda_weights_destroy(w);
+  io_free(&in);
+  eng_plan_destroy(cp);
+  eng_graph_destroy(g);
+}
+
 static int is_dir_with_cases(const char *d) {
   char p[1024];
   struct stat st;
@@ -1035,5 +1148,6 @@ int main(int argc, char **argv) {
   test_gemm_autotune();
   test_refusals();
   test_fault();
+  test_shared_weights();
   CHECK_DONE();
 }

@@ -477,6 +477,119 @@ def test_cuda_fault_recovery(tmp_path, rng):
     srv.assert_clean_exit()   # exit code 0 after SIGTERM, no sanitizer report
 
 
+# --- the weights once per device (engine/cuda_weights.h)
+
+WIDE_IN, WIDE_HID = 1024, 8192   # 32 MiB + 0.5 MiB of FP32 weights
+WIDE_COUNT = 3
+
+
+def _wide_model(name):
+    """Gemm(transB) 1024 -> 8192 + Relu + Gemm 8192 -> 16: weights big enough to see in device memory."""
+    g = lib.gen_models
+    rng = np.random.default_rng(77)
+    w1, w2 = g._w(rng, WIDE_HID, WIDE_IN), g._w(rng, OUT_DIM, WIDE_HID)
+    nodes = [helper.make_node("Gemm", ["INPUT0", "W1"], ["h1"], transB=1, name="fc1"),
+             helper.make_node("Relu", ["h1"], ["a1"], name="relu1"),
+             helper.make_node("Gemm", ["a1", "W2"], ["OUTPUT0"], transB=1, name="fc2")]
+    return g._model(name, nodes, [g._vi("INPUT0", TensorProto.FLOAT, [None, WIDE_IN])],
+                    [g._vi("OUTPUT0", TensorProto.FLOAT, [None, OUT_DIM])], [g._init("W1", w1), g._init("W2", w2)])
+
+
+def _wide_repo(out, count, gpus):
+    g = lib.gen_models
+    repo = g.Repo(out)
+    group = "instance_group [\n  {\n    count: %d\n    kind: KIND_GPU\n    gpus: [ %s ]\n  }\n]" % (
+        count, ", ".join(str(x) for x in gpus))
+    for name in ("g_wide", "g_wide_fp16"):
+        extra = group + "\ndynamic_batching { }" + ("\n" + _precision("fp16") if name.endswith("fp16") else "")
+        repo.add(name, MBS, [g._io("INPUT0", "FP32", [WIDE_IN])], [g._out("OUTPUT0", "FP32", [OUT_DIM])],
+                 {1: _wide_model(name)}, config_extra=extra)
+    return repo.specs
+
+
+def _smi_used_mib(gpu):
+    """Device memory in use on gpu as nvidia-smi reads it (MiB), or None without nvidia-smi."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    p = subprocess.run([smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", str(gpu)],
+                       capture_output=True, text=True, timeout=60)
+    return int(p.stdout.strip()) if p.returncode == 0 and p.stdout.strip().isdigit() else None
+
+
+def _gpu_mem(client, model):
+    return {m.id: m.byte_size for m in _stats(client, model).memory_usage if m.type == "GPU"}
+
+
+def _wide_load(url, specs, oracle, rng, n, tol):
+    """n concurrent requests over CONCURRENT_CLIENTS clients, each answer against onnxruntime."""
+    work = []
+    for _ in range(n):
+        model = "g_wide" if len(work) % 2 == 0 else "g_wide_fp16"
+        feeds = lib.random_inputs(specs[model], rng, int(rng.integers(1, MBS + 1)))
+        work.append((model, feeds, oracle.run(model, feeds)))
+
+    def worker(chunk):
+        with grpcclient.InferenceServerClient(url=url) as c:
+            for k, (model, feeds, want) in enumerate(chunk):
+                _, got = lib.infer(c, model, feeds)
+                _assert_rel(got["OUTPUT0"], want["OUTPUT0"], tol[model], "%s request %d" % (model, k))
+
+    with cf.ThreadPoolExecutor(CONCURRENT_CLIENTS) as ex:
+        for f in [ex.submit(worker, work[i::CONCURRENT_CLIENTS]) for i in range(CONCURRENT_CLIENTS)]:
+            f.result(timeout=300)
+
+
+def test_weights_once_per_device(tmp_path, rng):
+    """count: 3 on GPU 0: the first instance uploads the weights, the other two share them (the load log
+    says which); memory_usage counts them once; answers stay right from every instance, in FP32 and FP16
+    (each precision its own copy); and from a count-1 server to the count-3 one, both memory_usage and the
+    device memory nvidia-smi reads grow by two instances' own memory, not by two more copies of the weights."""
+    d3, d1 = str(tmp_path / "wide3"), str(tmp_path / "wide1")
+    specs = _wide_repo(d3, WIDE_COUNT, [0])
+    _wide_repo(d1, 1, [0])
+    oracle = lib.Oracle(d3, specs)
+    wbytes = (WIDE_HID * WIDE_IN + OUT_DIM * WIDE_HID) * 4
+    mem, used = {}, {}
+    for d, count in ((d1, 1), (d3, WIDE_COUNT)):
+        srv = _start(d)
+        try:
+            used[count] = _smi_used_mib(0)
+            log = srv.stderr_text()
+            for model, per in (("g_wide", wbytes), ("g_wide_fp16", wbytes // 2)):
+                lines = re.findall(r"model '%s' version 1 instance (\d+) \(GPU 0\): weights ([0-9.]+) MiB on the "
+                                   r"device, (uploaded|shared) \((\d+) instances?\)" % model, log)
+                assert len(lines) == count, srv.stderr_tail()
+                assert [w for _, _, w, _ in lines] == ["uploaded"] + ["shared"] * (count - 1), lines
+                assert all(int(h) == count for _, _, _, h in lines), lines
+                assert all(per / 2**20 <= float(mib) < per / 2**20 + 1 for _, mib, _, _ in lines), (lines, per)
+            with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+                _wide_load(srv.grpc_url, specs, oracle, rng, 96, {"g_wide": 1e-4, "g_wide_fp16": 1e-2})
+                mem[count] = _gpu_mem(c, "g_wide")
+                if count == WIDE_COUNT:   # every instance served: the load reached the sharing ones too
+                    m = _metrics(srv)
+                    for k in range(count):
+                        lab = {"model": "g_wide", "version": "1", "model_instance": str(k), "gpu": "0"}
+                        assert lib.metric_sum(m, "inferd_instance_batches_total", **lab) > 0, (k, lab)
+        finally:
+            srv.stop()
+        srv.assert_clean_exit()
+    # memory_usage: one instance = its own memory + the weights; three = three times its own + the weights once
+    one, three = mem[1][0], mem[WIDE_COUNT][0]
+    own = one - wbytes
+    assert own > 0, mem
+    assert abs(three - (WIDE_COUNT * own + wbytes)) <= 2**20 * WIDE_COUNT, (mem, own, wbytes)
+    print("g_wide memory_usage on GPU 0: count 1 %.1f MiB, count %d %.1f MiB (weights %.1f MiB once)"
+          % (one / 2**20, WIDE_COUNT, three / 2**20, wbytes / 2**20))
+    # the driver's own account (both models: g_wide_fp16 holds half the bytes, shared alike)
+    if used[1] is not None and used[WIDE_COUNT] is not None:
+        grew = (used[WIDE_COUNT] - used[1]) * 2**20
+        extra_copies = (WIDE_COUNT - 1) * (wbytes + wbytes // 2)  # what unshared weights would have added
+        print("nvidia-smi memory.used on GPU 0: count 1 %d MiB, count %d %d MiB" % (used[1], WIDE_COUNT,
+                                                                                used[WIDE_COUNT]))
+        assert grew < (WIDE_COUNT - 1) * 2 * own + extra_copies / 2, (used, own, extra_copies)
+
+
 # --- several GPUs (skipped unless two are visible)
 
 def _visible_gpus():

@@ -86,6 +86,13 @@ def mlp(name, raw):
 mlp("mlp_raw", True)
 mlp("mlp_typed", False)
 
+# --- one wide product, 16 MiB of FP32 weights: big enough that the GPU test sees one copy per device in
+# cudaMemGetInfo (engine/cuda_weights.h) above the driver's 2 MiB allocation granularity
+nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="wide")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 1024])], [vi("y", TensorProto.FLOAT, ["N", 4096])],
+          [numpy_helper.from_array(f32(1024, 4096) * np.float32(0.03), "w")])
+compare(m, "wide_gemm", {"x": f32(3, 1024)}, rtol=1e-4)
+
 # --- typed int fields: int64_data for a Reshape shape, int32_data for an int32 Cast source
 shape = helper.make_tensor("shape", TensorProto.INT64, [2], [-1, 6], raw=False)
 i32 = helper.make_tensor("i32", TensorProto.INT32, [6], [1, -2, 3, -4, 5, 6], raw=False)
