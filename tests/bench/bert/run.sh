@@ -8,7 +8,8 @@
 #
 #   bash tests/bench/bert/run.sh .devrun-vision        # writes $OUT (default /tmp/bert)
 #
-# Env: BATCHES (1,8,32,64), SEQ (128), TORCH_MODES (graph,compile), PRECISION (fp16), PYTHON (the one
+# Env: ENGINE_ARGS (more bench_engine flags, e.g. "--gemm-autotune 0,1": the table adds a tuned-vs-untuned part),
+#      BATCHES (1,8,32,64), SEQ (128), TORCH_MODES (graph,compile), PRECISION (fp16), PYTHON (the one
 # with torch, transformers, onnx, onnxruntime: /opt/torch/.venv/bin/python when present, else python3),
 # MODELS (where the 440 MB model goes; not under $OUT, which travels back: /tmp/bert_models).
 # Outputs: torch.jsonl, engine.jsonl (one JSON line per cell each), logs, table.md.
@@ -37,7 +38,7 @@ echo "torch: exit $?"; tail -5 "$out/torch.log"; cat "$out/torch.jsonl"
 if [ ! -f "$models/bert_base.onnx" ]; then echo "no $models/bert_base.onnx: nothing for bench_engine" >&2; exit 1; fi
 
 timeout --foreground 600 "$b/bin/bench_engine" --model "$models/bert_base.onnx" --precision "$prec" --batches "$batches" \
-  --seq "$seq" >"$out/engine.jsonl" 2>"$out/engine.log"
+  --seq "$seq" ${ENGINE_ARGS:-} >"$out/engine.jsonl" 2>"$out/engine.log"
 echo "bench_engine: exit $?"; tail -5 "$out/engine.log"; cat "$out/engine.jsonl"
 
 "$PYTHON" "$here/table.py" "$out/torch.jsonl" "$out/engine.jsonl" --machine "$out/machine.txt" | tee "$out/table.md"

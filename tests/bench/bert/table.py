@@ -40,6 +40,8 @@ def main():
             continue
         c = cells.setdefault(key, {})
         t = r["tool"]
+        if t.startswith("inferd") and r.get("gemm_autotune"):  # bench_engine --gemm-autotune 0,1: both kept
+            t += "_tuned"
         c[t] = float(r["us_per_batch"])
         if "lone_us" in r:
             c[t + "_lone"] = float(r["lone_us"])
@@ -72,6 +74,23 @@ def main():
             ratio(c.get("inferd_sync"), c.get(best_lone + "_lone") if best_lone else None)))
     print("\ninferd: bench_engine's two slots (batch n+1 enqueued while n runs); torch pipelined: batches back "
           "to back, one sync at the end. Lone: each batch waited for. Ratios above %.1f (the goal) in bold." % GOAL)
+    tuned = [k for k in sorted(cells) if "inferd_tuned" in cells[k]]
+    if tuned:
+        print("\ncuBLASLt autotuning (bench_engine --gemm-autotune 0,1, same call): us per batch, heuristic's "
+              "first answer vs timed choice\n")
+        print("| precision | batch | inferd | inferd tuned | tuned / untuned | tuned / torch best | inferd 1-slot "
+              "| tuned 1-slot | tuned 1-slot / torch best lone |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for key in tuned:
+            c = cells[key]
+            modes = [m for m in ("torch_graph", "torch_compile") if m in c]
+            best = min((c[m] for m in modes), default=None)
+            lone = min((c[m + "_lone"] for m in modes if m + "_lone" in c), default=None)
+            div = lambda x, y: "-" if x is None or y is None else "%.2f" % (x / y)  # noqa: E731
+            print("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+                key[0], key[1], fmt(c.get("inferd")), fmt(c.get("inferd_tuned")), div(c.get("inferd_tuned"), c.get("inferd")),
+                div(c.get("inferd_tuned"), best), fmt(c.get("inferd_sync")), fmt(c.get("inferd_sync_tuned")),
+                div(c.get("inferd_sync_tuned"), lone)))
     masks = sorted({"%s: %s" % (k[:-5], v) for c in cells.values() for k, v in c.items() if k.endswith("_mask")})
     if masks:
         print("\nAttention mask (all ones) in torch: " + "; ".join(masks))
