@@ -18,7 +18,7 @@
 #        a GPU), LEVELS ("1 64 256"), SHM_CONCURRENCY (of the shared-memory runs, 64), INTERVAL_MS (2000),
 #      TRIALS (perf_analyzer's --max-trials, 10), STABILITY (--stability-percentage, 25: perf_analyzer's 10
 #        fails a run whose windows vary more, which is no failure of the server), TIMEOUT (seconds
-#        per perf_analyzer run, 120), DEADLINE_S (no run starts past this many seconds from the start, 540,
+#        per perf_analyzer run, 120), DEADLINE_S (no run starts past this many seconds from the start, 520,
 #        so the table comes out within a 600 s call even when runs hang; a run's timeout is cut to fit),
 #      VARIANT (anchor_repo.py's KIND:PRECISION:DELAY_US:COUNT; default gpu:fp16:500:2, cpu:fp32:500:2 on KIND_CPU),
 #      INFERD_ARGS (extra server flags).
@@ -42,7 +42,7 @@ INTERVAL_MS=${INTERVAL_MS:-2000}
 TRIALS=${TRIALS:-10}
 STABILITY=${STABILITY:-25}
 TIMEOUT=${TIMEOUT:-120}
-DEADLINE_S=${DEADLINE_S:-540}
+DEADLINE_S=${DEADLINE_S:-520}
 if [ -z "${PYTHON:-}" ]; then
   if [ -x /opt/torch/.venv/bin/python ]; then PYTHON=/opt/torch/.venv/bin/python; else PYTHON=python3; fi
 fi
@@ -83,7 +83,7 @@ free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1
 GRPC=$(free_port)
 HTTP=$(free_port)
 # shellcheck disable=SC2086  # INFERD_ARGS: separate flags
-"$BIN/inferd" --model-repository "$MREPO" --grpc-port "$GRPC" --http-port "$HTTP" --allow-client-shm true \
+"$BIN/inferd" --model-repository "$MREPO" --grpc-port "$GRPC" --http-port "$HTTP" --allow-client-shm true --exit-timeout-secs 5 \
   --log-level info ${INFERD_ARGS:-} >"$OUT/inferd.log" 2>&1 &
 PID=$!
 stop() { if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; PID=""; fi; }
@@ -108,6 +108,52 @@ sys.exit("model not ready after 300 s")
 PY
 METRICS=http://127.0.0.1:$HTTP/metrics
 
+# snapshot PID FILE: what a perf_analyzer that is still running near its timeout is doing (issue 14 saw it never
+# print a result at concurrency 64 on the GPU while the server kept answering): its threads' states and kernel
+# waits, its TCP connections' queues (a stalled peer shows as bytes stuck in Send-Q/Recv-Q), the server's
+# pending count, how long the server takes to answer a statistics request now, and stacks where gdb exists
+snapshot() {
+  local pid=$1 f=$2 t
+  {
+    echo "== $(date -u '+%T') perf_analyzer pid $pid, threads (state, wchan, syscall):"
+    for t in /proc/"$pid"/task/*; do
+      echo "$(cut -d' ' -f3 "$t/stat" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null) $(cut -d' ' -f1 "$t/syscall" 2>/dev/null) $(cat "$t/comm" 2>/dev/null)"
+    done | sort | uniq -c | sort -rn
+    echo "== its TCP connections (state, Recv-Q, Send-Q, peer):"
+    ss -tnp 2>/dev/null | grep "pid=$pid," | awk '{print $1, $2, $3, $5}' | sort | uniq -c | sort -rn | head -n 20
+    echo "== server: pending and a statistics request now"
+    grep -E '^nv_inference_pending_request_count' <("$PYTHON" "$HERE/pa_table.py" metrics "$METRICS" /dev/stdout 2>&1)
+    "$PYTHON" - "http://127.0.0.1:$HTTP/v2/models/$MODEL/stats" <<'PY' 2>&1
+import sys, time, urllib.request
+t = time.monotonic()
+try:
+    n = len(urllib.request.urlopen(sys.argv[1], timeout=10).read())
+    print("GET stats: %d bytes in %.1f ms" % (n, (time.monotonic() - t) * 1e3))
+except Exception as e:
+    print("GET stats failed after %.1f ms: %s" % ((time.monotonic() - t) * 1e3, e))
+PY
+    if command -v gdb >/dev/null; then
+      echo "== stacks: threads with the same frames counted once (innermost first)"
+      timeout 20 gdb -p "$pid" -batch -ex "thread apply all bt 16" 2>/dev/null | "$PYTHON" -c '
+import collections, re, sys
+stacks, cur = collections.Counter(), None
+for line in sys.stdin:
+    if line.startswith("Thread "):
+        if cur is not None:
+            stacks[" < ".join(cur)] += 1
+        cur = []
+    elif line.startswith("#") and cur is not None:
+        m = re.match(r"#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)", line)
+        cur.append(re.sub(r"\(.*|absl::lts_\d+::", "", m.group(1)) if m else "?")
+if cur is not None:
+    stacks[" < ".join(cur)] += 1
+for st, k in stacks.most_common():
+    print("%3d  %s" % (k, st))
+'
+    fi
+  } >"$f" 2>&1
+}
+
 n=0
 # run PROTOCOL CONCURRENCY SHM: one perf_analyzer level, its files under runs/NN_...
 run() {
@@ -128,10 +174,27 @@ run() {
   [ "$shm" != none ] && extra=(--shared-memory "$shm")
   "$PYTHON" "$HERE/pa_table.py" metrics "$METRICS" "$d/m0.txt"
   echo "== $proto c=$conc shm=$shm (timeout $t s)" >&2
-  LD_LIBRARY_PATH=$PA_LD timeout -k 10 "$t" "$PA" -m "$MODEL" -u "$url" -i "$proto" \
+  LD_LIBRARY_PATH=$PA_LD "$PA" -m "$MODEL" -u "$url" -i "$proto" \
     --concurrency-range "$conc:$conc" --measurement-interval "$INTERVAL_MS" --max-trials "$TRIALS" \
-    --stability-percentage "$STABILITY" -f "$d/pa.csv" -v "${extra[@]}" >"$d/pa.txt" 2>&1
-  echo $? >"$d/rc"
+    --stability-percentage "$STABILITY" -f "$d/pa.csv" -v "${extra[@]}" >"$d/pa.txt" 2>&1 &
+  local pa=$!
+  # the watchdog: a snapshot 10 s before the limit if it is still running, then TERM (KILL 10 s later)
+  (
+    s=""
+    trap 'kill $s 2>/dev/null; exit 0' TERM  # stopped early: no sleep outlives it
+    nap() { sleep "$1" & s=$!; wait $s; }
+    nap $((t > 20 ? t - 10 : t / 2))
+    kill -0 "$pa" 2>/dev/null && snapshot "$pa" "$d/hang.txt"
+    nap $((t > 20 ? 10 : t - t / 2))
+    kill -0 "$pa" 2>/dev/null && { echo timeout >"$d/timed_out"; kill -TERM "$pa"; nap 10; kill -KILL "$pa"; }
+  ) >/dev/null 2>&1 &
+  local dog=$!
+  wait "$pa"
+  local rc=$?
+  kill "$dog" 2>/dev/null
+  wait "$dog" 2>/dev/null
+  [ -f "$d/timed_out" ] && rc=124
+  echo "$rc" >"$d/rc"
   "$PYTHON" "$HERE/pa_table.py" metrics "$METRICS" "$d/m1.txt"
   grep -E "Request count|Throughput|p99 latency" "$d/pa.txt" | head -n 3 >&2
   if [ "$(cat "$d/rc")" != 0 ]; then echo "-- exit $(cat "$d/rc"); its last lines:" >&2; tail -n 8 "$d/pa.txt" >&2; fi
