@@ -1,7 +1,10 @@
-"""Test certificates made with the `openssl` CLI (Debian 12's 3.0) in a folder: the TLS tests
-(test_tls.py) and the balancer's TLS variant (test_deploy_lb.py) use the same set."""
+"""Test certificates made with the `openssl` CLI (Debian 12's 3.0) in a folder: the TLS tests of both ports
+(test_tls.py for gRPC, test_https.py for HTTP) and the balancer's TLS variant (test_deploy_lb.py) use the
+same set. Also the server flags that put a port on them, and the live files of the reload tests; conftest.py's
+`certs` and `live` fixtures hand these out."""
 
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -78,6 +81,37 @@ def make_certs(d):
     for n in ("server_b", "server_c", "expired_server", "expired_client"):
         c[n + "_crt"], c[n + "_key"] = p(n + ".crt"), p(n + ".key")
     return c
+
+
+# --- serving with them
+
+def server_args(certs, port, mutual=False, crt=None, key=None, bare=False):
+    """inferd's flags for TLS on `port` ("grpc" or "http") with the set's server certificate, or crt/key (the
+    live files of a reload test); mutual adds client verification against the set's ca. bare: the on flag
+    without its value (inferd takes both of Triton's spellings; test_https starts with this one, test_tls
+    with "true")."""
+    p = "--%s-" % port
+    a = ["--strict-readiness", "false", p + "use-ssl"] + ([] if bare else ["true"])
+    a += [p + "server-cert", crt or certs["server_crt"], p + "server-key", key or certs["server_key"]]
+    if mutual:
+        a += [p + "use-ssl-mutual", "true", p + "root-cert", certs["ca"]]
+    return a
+
+
+def install(src_crt, src_key, live):
+    """Puts a certificate and key in place of the live files the way a deploy tool would: each written
+    beside and renamed over (a reader never sees half a file)."""
+    for src, dst in ((src_crt, live["crt"]), (src_key, live["key"])):
+        tmp = dst + ".new"
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+
+
+def live_files(d, certs):
+    """{crt, key}: live certificate files in folder d, holding the set's server certificate for a start."""
+    live = {"crt": os.path.join(d, "live.crt"), "key": os.path.join(d, "live.key")}
+    install(certs["server_crt"], certs["server_key"], live)
+    return live
 
 
 # --- probing a TLS port
