@@ -522,22 +522,14 @@ def test_https_reload_on_sighup_keeps_open_connections(reload_server, certs, liv
     assert srv.alive()
 
 
-@pytest.mark.parametrize("bad", ["garbage_crt", "key_of_another_cert", "expired"])
+@pytest.mark.parametrize("bad", tls_certs.BAD_RELOADS)
 def test_https_bad_reload_keeps_certificates_in_service(reload_server, certs, live, specs, oracle, rng, bad):
     srv = reload_server
     _install(certs["server_b_crt"], certs["server_b_key"], live)
     srv.send_signal(signal.SIGHUP)
     srv.await_stderr(_reloads(1))
-    if bad == "garbage_crt":
-        with open(live["crt"], "w") as f:
-            f.write("not a certificate\n")
-        want, named = "no valid PEM certificate", (live["crt"], "--http-server-cert")
-    elif bad == "key_of_another_cert":
-        _install(certs["server_c_crt"], certs["server_b_key"], live)
-        want, named = "is not the private key of the certificate", (live["key"], "--http-server-key")
-    else:
-        _install(certs["expired_server_crt"], certs["expired_server_key"], live)
-        want, named = "expired (notAfter Jan  2 00:00:00 2020 GMT)", (live["crt"], "--http-server-cert")
+    want, f = tls_certs.install_bad(certs, live, bad)
+    named = (live[f], "--http-server-cert" if f == "crt" else "--http-server-key")
     srv.send_signal(signal.SIGHUP)
     lines = srv.await_stderr(_reloads(1, "HTTPS certificates not reloaded (SIGHUP)"))
     why = [l for l in lines if "HTTPS certificates not reloaded" in l]

@@ -253,22 +253,14 @@ def test_reload_on_sighup_keeps_open_connections(reload_server, certs, live, spe
     assert srv.alive()
 
 
-@pytest.mark.parametrize("bad", ["garbage_crt", "key_of_another_cert", "expired"])
+@pytest.mark.parametrize("bad", tls_certs.BAD_RELOADS)
 def test_bad_reload_keeps_certificates_in_service(reload_server, certs, live, specs, oracle, rng, bad):
     srv = reload_server
     _install(certs["server_b_crt"], certs["server_b_key"], live)
     srv.send_signal(signal.SIGHUP)
     srv.await_stderr(_reloads(srv, 1))
-    if bad == "garbage_crt":
-        with open(live["crt"], "w") as f:
-            f.write("not a certificate\n")
-        want, named = "no valid PEM certificate", live["crt"]
-    elif bad == "key_of_another_cert":
-        _install(certs["server_c_crt"], certs["server_b_key"], live)
-        want, named = "is not the private key of the certificate", live["key"]
-    else:
-        _install(certs["expired_server_crt"], certs["expired_server_key"], live)
-        want, named = "expired (notAfter Jan  2 00:00:00 2020 GMT)", live["crt"]
+    want, f = tls_certs.install_bad(certs, live, bad)
+    named = live[f]
     srv.send_signal(signal.SIGHUP)
     lines = srv.await_stderr(_reloads(srv, 1, "TLS certificates not reloaded"))
     why = [l for l in lines if "TLS certificates not reloaded" in l][0]

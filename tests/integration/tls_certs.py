@@ -114,6 +114,25 @@ def live_files(d, certs):
     return live
 
 
+BAD_RELOADS = ["garbage_crt", "key_of_another_cert", "expired"]
+
+
+def install_bad(certs, live, bad):
+    """Replaces the live files with a bad set, one of BAD_RELOADS: a certificate file that is not PEM, the
+    set's server_c certificate with server_b's key, an expired certificate. Returns what the server's refusal
+    says, and which live file it names ("crt" or "key")."""
+    if bad == "garbage_crt":
+        with open(live["crt"], "w") as f:
+            f.write("not a certificate\n")
+        return "no valid PEM certificate", "crt"
+    if bad == "key_of_another_cert":
+        install(certs["server_c_crt"], certs["server_b_key"], live)
+        return "is not the private key of the certificate", "key"
+    assert bad == "expired", bad
+    install(certs["expired_server_crt"], certs["expired_server_key"], live)
+    return "expired (notAfter Jan  2 00:00:00 2020 GMT)", "crt"
+
+
 # --- probing a TLS port
 
 def raw_tls(port, client=None, timeout=10):
