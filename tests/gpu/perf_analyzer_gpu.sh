@@ -23,12 +23,11 @@
 #      VARIANT (anchor_repo.py's KIND:PRECISION:DELAY_US:COUNT; default gpu:fp16:500:2, cpu:fp32:500:2 on KIND_CPU),
 #      INFERD_ARGS (extra server flags).
 set -u
-if [ $# -lt 2 ]; then sed -n 2,25p "$0" >&2; exit 2; fi
 start=$SECONDS
-BIN=$(cd "$1" && pwd)
-mkdir -p "$2"
-OUT=$(cd "$2" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../script_args.sh"
+script_args "$@"
+BIN=$IN_DIR OUT=$OUT_DIR
 ROOT=$(cd "$HERE/../.." && pwd)
 KIND=${KIND:-KIND_GPU}
 case $KIND in
@@ -43,9 +42,7 @@ TRIALS=${TRIALS:-10}
 STABILITY=${STABILITY:-25}
 TIMEOUT=${TIMEOUT:-120}
 DEADLINE_S=${DEADLINE_S:-520}
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x /opt/torch/.venv/bin/python ]; then PYTHON=/opt/torch/.venv/bin/python; else PYTHON=python3; fi
-fi
+script_python
 PA_LD=${LD_LIBRARY_PATH:-}
 if [ -n "${PA_BUNDLE:-}" ]; then
   PA_BUNDLE=$(cd "$PA_BUNDLE" && pwd)
