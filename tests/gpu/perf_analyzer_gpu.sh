@@ -87,7 +87,7 @@ stop() { if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/de
 trap stop EXIT
 # ready: the model answers its readiness route (the GPU plan is built at load); give up if the server exits
 "$PYTHON" - "http://127.0.0.1:$HTTP/v2/models/$MODEL/ready" "$PID" <<'PY' || { tail -n 20 "$OUT/inferd.log" >&2; exit 2; }
-import os, sys, time, urllib.request
+import sys, time, urllib.request
 url, pid = sys.argv[1], int(sys.argv[2])
 end = time.monotonic() + 300
 while time.monotonic() < end:
@@ -96,9 +96,12 @@ while time.monotonic() < end:
             sys.exit(0)
     except Exception:
         pass
-    try:
-        os.kill(pid, 0)
+    try:  # exited: gone, or a zombie until this script's shell reaps it
+        with open("/proc/%d/stat" % pid) as f:
+            gone = f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
+        gone = True
+    if gone:
         sys.exit("inferd exited before the model was ready")
     time.sleep(0.2)
 sys.exit("model not ready after 300 s")
