@@ -20,12 +20,13 @@ import re
 import sys
 import urllib.request
 import threading
-import time
 
 import numpy as np
 import torch
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
+
+import device_client
 
 url = sys.argv[1] if len(sys.argv) > 1 else "localhost:18001"
 model = sys.argv[2] if len(sys.argv) > 2 else "mlp"
@@ -105,14 +106,7 @@ def infer_cuda(c, in_region, in_off, out_region, out_off, rows=B):
 
 def main():
     torch.cuda.set_device(dev)
-    c = grpcclient.InferenceServerClient(url)
-    for _ in range(600):
-        try:
-            if c.is_server_ready():
-                break
-        except Exception:
-            pass
-        time.sleep(0.1)
+    c = device_client.ready_client(url)
     ext = c.get_server_metadata().extensions
     if "cuda_shared_memory" not in ext:
         fail("the server does not list cuda_shared_memory (extensions: %s)" % list(ext))

@@ -47,4 +47,5 @@ done
 done
 cp "$root/tests/gpu/device_plan_run.sh" "$out/run.sh"
 cp "$root/tests/gpu/device_conv_client.py" "$out/client.py"
+cp "$root/tests/gpu/device_client.py" "$out/"  # client.py's import
 du -sh "$out"

@@ -2,20 +2,14 @@
 conv_resnet's and conv_transpose_net's generated inputs against
 onnxruntime's outputs for them, at fp32 and fp16."""
 import sys
-import time
 
 import numpy as np
 import tritonclient.grpc as grpcclient
 
+import device_client
+
 url, models = sys.argv[1], sys.argv[2]
-c = grpcclient.InferenceServerClient(url)
-for _ in range(600):
-    try:
-        if c.is_server_ready():
-            break
-    except Exception:
-        pass
-    time.sleep(0.1)
+c = device_client.ready_client(url)
 
 
 def case_shapes(name):

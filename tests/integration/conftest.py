@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import inferd_testlib as lib
+import tls_certs
 
 
 @pytest.fixture(scope="session")
@@ -124,6 +125,19 @@ def start_server(repo_dir):
     for srv in started:
         if srv.alive():
             srv.stop()
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    """The TLS tests' certificate set (tls_certs.make_certs), made afresh for each module that asks (it may
+    add files of its own to certs["dir"])."""
+    return tls_certs.make_certs(str(tmp_path_factory.mktemp("certs")))
+
+
+@pytest.fixture()
+def live(tmp_path, certs):
+    """Live certificate files a reload test's server starts on and the test replaces (tls_certs.install)."""
+    return tls_certs.live_files(str(tmp_path), certs)
 
 
 def pytest_report_header(config):

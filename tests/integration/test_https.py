@@ -7,7 +7,8 @@ a plain HTTP request to the port gets a plain 400 that says to use https://; gar
 handshake are closed without hurting other connections; the header and body limits hold after decryption;
 the server ends a closing connection with close_notify; 32 threads x 20 requests, keep-alive and one
 handshake per request, are all answered with the right values. Mutual TLS: no client certificate, or one
-another CA signed, is refused; the right one works. Wrong files and flags fail the start naming them."""
+another CA signed, is refused; the right one works. Wrong flags fail the start naming them (wrong
+certificate files: test_tls.py, on both ports)."""
 
 import http.client
 import json
@@ -35,17 +36,8 @@ TIMEOUT_S = 20
 HANDSHAKE_S = 10  # SRV_HTTP_TLS_HANDSHAKE_MS
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return tls_certs.make_certs(str(tmp_path_factory.mktemp("https")))
-
-
-def _https_args(certs, mutual=False):
-    a = ["--strict-readiness", "false", "--http-use-ssl", "--http-server-cert", certs["server_crt"],
-         "--http-server-key", certs["server_key"]]
-    if mutual:
-        a += ["--http-use-ssl-mutual", "true", "--http-root-cert", certs["ca"]]
-    return a
+def _https_args(certs, mutual=False):  # the certificates: conftest's certs fixture
+    return tls_certs.server_args(certs, "http", mutual, bare=True)
 
 
 @pytest.fixture(scope="module")
@@ -451,40 +443,7 @@ def test_mtls_plain_http_refused(mtls_server):
     assert status == 400 and "use https://" in text, (status, text)
 
 
-# --- bad flags and files fail the start, naming them
-
-def test_missing_key_file_fails_start_naming_it(repo_dir, certs):
-    missing = os.path.join(certs["dir"], "no_such_https.key")
-    args = _https_args(certs)
-    args[args.index(certs["server_key"])] = missing
-    text = lib.start_fails(repo_dir, args)
-    assert "--http-server-key" in text and missing in text and "No such file" in text, text
-    assert "--grpc-" not in text, text
-
-
-def test_key_of_another_certificate_fails_start(repo_dir, certs):
-    args = _https_args(certs)
-    args[args.index(certs["server_key"])] = certs["client_key"]
-    text = lib.start_fails(repo_dir, args)
-    assert "--http-server-key" in text and "is not the private key of the certificate" in text, text
-
-
-def test_certificate_not_pem_fails_start(repo_dir, certs):
-    bad = os.path.join(certs["dir"], "garbage_https.crt")
-    with open(bad, "w") as f:
-        f.write("not a certificate\n")
-    args = _https_args(certs)
-    args[args.index(certs["server_crt"])] = bad
-    text = lib.start_fails(repo_dir, args)
-    assert "--http-server-cert" in text and bad in text and "no valid PEM certificate" in text, text
-
-
-def test_missing_root_cert_for_mutual_fails_start(repo_dir, certs):
-    args = _https_args(certs, mutual=True)
-    args[args.index(certs["ca"])] = os.path.join(certs["dir"], "no_https_ca.crt")
-    text = lib.start_fails(repo_dir, args)
-    assert "--http-root-cert" in text and "no_https_ca.crt" in text, text
-
+# --- bad flags fail the start, naming them (bad files: test_tls.py, for both ports)
 
 @pytest.mark.parametrize("args,msg", [
     (["--http-use-ssl", "true"], "needs --http-server-cert FILE and --http-server-key FILE"),
@@ -500,28 +459,11 @@ def test_inconsistent_https_flags_refused(repo_dir, args, msg):
 
 # --- certificates reloaded on SIGHUP
 
-def _install(src_crt, src_key, live):
-    """Puts a certificate and key in place of the live files as a deploy tool would: each written beside
-    and renamed over (a reader never sees half a file)."""
-    for src, dst in ((src_crt, live["crt"]), (src_key, live["key"])):
-        tmp = dst + ".new"
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-
-
-@pytest.fixture()
-def live(tmp_path, certs):
-    d = str(tmp_path)
-    live = {"crt": os.path.join(d, "live.crt"), "key": os.path.join(d, "live.key")}
-    _install(certs["server_crt"], certs["server_key"], live)
-    return live
+_install = tls_certs.install
 
 
 def _live_args(certs, live, mutual=False):
-    a = _https_args(certs, mutual)
-    a[a.index(certs["server_crt"])] = live["crt"]
-    a[a.index(certs["server_key"])] = live["key"]
-    return a
+    return tls_certs.server_args(certs, "http", mutual, crt=live["crt"], key=live["key"], bare=True)
 
 
 @pytest.fixture()
@@ -580,22 +522,14 @@ def test_https_reload_on_sighup_keeps_open_connections(reload_server, certs, liv
     assert srv.alive()
 
 
-@pytest.mark.parametrize("bad", ["garbage_crt", "key_of_another_cert", "expired"])
+@pytest.mark.parametrize("bad", tls_certs.BAD_RELOADS)
 def test_https_bad_reload_keeps_certificates_in_service(reload_server, certs, live, specs, oracle, rng, bad):
     srv = reload_server
     _install(certs["server_b_crt"], certs["server_b_key"], live)
     srv.send_signal(signal.SIGHUP)
     srv.await_stderr(_reloads(1))
-    if bad == "garbage_crt":
-        with open(live["crt"], "w") as f:
-            f.write("not a certificate\n")
-        want, named = "no valid PEM certificate", (live["crt"], "--http-server-cert")
-    elif bad == "key_of_another_cert":
-        _install(certs["server_c_crt"], certs["server_b_key"], live)
-        want, named = "is not the private key of the certificate", (live["key"], "--http-server-key")
-    else:
-        _install(certs["expired_server_crt"], certs["expired_server_key"], live)
-        want, named = "expired (notAfter Jan  2 00:00:00 2020 GMT)", (live["crt"], "--http-server-cert")
+    want, f = tls_certs.install_bad(certs, live, bad)
+    named = (live[f], "--http-server-cert" if f == "crt" else "--http-server-key")
     srv.send_signal(signal.SIGHUP)
     lines = srv.await_stderr(_reloads(1, "HTTPS certificates not reloaded (SIGHUP)"))
     why = [l for l in lines if "HTTPS certificates not reloaded" in l]

@@ -5,8 +5,8 @@ certificate, and a second CA with its own client certificate.
 TLS: tritonclient with ssl=True infers and the outputs match onnxruntime; health and reflection answer over
 TLS; a plaintext client gets no answer. Mutual TLS: a client without a certificate, or with one from the
 other CA, or an expired one, is refused; the right one works. Optional client certificates: a client
-without one is served, one from the other CA is refused. Wrong files, and an expired server certificate,
-fail the start with a message naming the file.
+without one is served, one from the other CA is refused. Wrong files (on the gRPC and the HTTP port), and
+an expired server certificate, fail the start with a message naming the flag and the file.
 
 Reload: the server starts with certificate A; after the files are replaced with B and SIGHUP, a new
 connection is handed B and infers, while a stream opened before the reload still answers on its old
@@ -36,20 +36,10 @@ pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="the ope
 CALL_TIMEOUT_S = 10
 
 
-# --- certificates
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    """tls_certs.make_certs's set (see there)."""
-    return tls_certs.make_certs(str(tmp_path_factory.mktemp("tls")))
-
+# --- servers (the certificates: conftest's certs fixture)
 
 def _tls_args(certs, mutual=False):
-    a = ["--strict-readiness", "false", "--grpc-use-ssl", "true",
-         "--grpc-server-cert", certs["server_crt"], "--grpc-server-key", certs["server_key"]]
-    if mutual:
-        a += ["--grpc-use-ssl-mutual", "true", "--grpc-root-cert", certs["ca"]]
-    return a
+    return tls_certs.server_args(certs, "grpc", mutual)
 
 
 @pytest.fixture(scope="module")
@@ -215,27 +205,12 @@ def _server_speaks_h2(port, client):
 _der = tls_certs.der
 
 
-def _install(src_crt, src_key, live):
-    """Puts a certificate and key in place of the live files the way a deploy tool would: each written
-    beside and renamed over (a reader never sees half a file)."""
-    for src, dst in ((src_crt, live["crt"]), (src_key, live["key"])):
-        tmp = dst + ".new"
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-
-
-@pytest.fixture()
-def live(tmp_path, certs):
-    d = str(tmp_path)
-    live = {"crt": os.path.join(d, "live.crt"), "key": os.path.join(d, "live.key")}
-    _install(certs["server_crt"], certs["server_key"], live)
-    return live
+_install = tls_certs.install
 
 
 @pytest.fixture()
 def reload_server(repo_dir, certs, live):
-    yield from lib.served(repo_dir, ["--strict-readiness", "false", "--grpc-use-ssl", "true",
-                                     "--grpc-server-cert", live["crt"], "--grpc-server-key", live["key"]])
+    yield from lib.served(repo_dir, tls_certs.server_args(certs, "grpc", crt=live["crt"], key=live["key"]))
 
 
 def _reloads(srv, n, what="TLS certificates reloaded"):
@@ -278,22 +253,14 @@ def test_reload_on_sighup_keeps_open_connections(reload_server, certs, live, spe
     assert srv.alive()
 
 
-@pytest.mark.parametrize("bad", ["garbage_crt", "key_of_another_cert", "expired"])
+@pytest.mark.parametrize("bad", tls_certs.BAD_RELOADS)
 def test_bad_reload_keeps_certificates_in_service(reload_server, certs, live, specs, oracle, rng, bad):
     srv = reload_server
     _install(certs["server_b_crt"], certs["server_b_key"], live)
     srv.send_signal(signal.SIGHUP)
     srv.await_stderr(_reloads(srv, 1))
-    if bad == "garbage_crt":
-        with open(live["crt"], "w") as f:
-            f.write("not a certificate\n")
-        want, named = "no valid PEM certificate", live["crt"]
-    elif bad == "key_of_another_cert":
-        _install(certs["server_c_crt"], certs["server_b_key"], live)
-        want, named = "is not the private key of the certificate", live["key"]
-    else:
-        _install(certs["expired_server_crt"], certs["expired_server_key"], live)
-        want, named = "expired (notAfter Jan  2 00:00:00 2020 GMT)", live["crt"]
+    want, f = tls_certs.install_bad(certs, live, bad)
+    named = live[f]
     srv.send_signal(signal.SIGHUP)
     lines = srv.await_stderr(_reloads(srv, 1, "TLS certificates not reloaded"))
     why = [l for l in lines if "TLS certificates not reloaded" in l][0]
@@ -338,31 +305,49 @@ def test_sighup_without_tls_is_harmless(repo_dir):
     srv.assert_clean_exit()
 
 
-# --- bad flags and files fail the start, naming the file
+# --- bad flags and files fail the start, naming the file (on either port: the HTTP port's files go through
+# the same server/tls.c checks, and its messages name the --http-* flag)
 
-def test_missing_key_file_fails_start_naming_it(repo_dir, certs):
-    missing = os.path.join(certs["dir"], "no_such.key")
-    args = _tls_args(certs)
+PORTS = ["grpc", "http"]
+
+
+@pytest.mark.parametrize("port", PORTS)
+def test_missing_key_file_fails_start_naming_it(repo_dir, certs, port):
+    missing = os.path.join(certs["dir"], "no_such_%s.key" % port)
+    args = tls_certs.server_args(certs, port)
     args[args.index(certs["server_key"])] = missing
     text = lib.start_fails(repo_dir, args)
-    assert "--grpc-server-key" in text and missing in text and "No such file" in text, text
+    assert "--%s-server-key" % port in text and missing in text and "No such file" in text, text
+    other = "--http-" if port == "grpc" else "--grpc-"
+    assert other not in text, text
 
 
-def test_key_of_another_certificate_fails_start(repo_dir, certs):
-    args = _tls_args(certs)
+@pytest.mark.parametrize("port", PORTS)
+def test_key_of_another_certificate_fails_start(repo_dir, certs, port):
+    args = tls_certs.server_args(certs, port)
     args[args.index(certs["server_key"])] = certs["client_key"]
     text = lib.start_fails(repo_dir, args)
-    assert "is not the private key of the certificate" in text and certs["client_key"] in text, text
+    assert "--%s-server-key" % port in text and "is not the private key of the certificate" in text, text
+    assert certs["client_key"] in text, text
 
 
-def test_certificate_file_not_pem_fails_start(repo_dir, certs):
-    bad = os.path.join(certs["dir"], "garbage.crt")
+@pytest.mark.parametrize("port", PORTS)
+def test_certificate_file_not_pem_fails_start(repo_dir, certs, port):
+    bad = os.path.join(certs["dir"], "garbage_%s.crt" % port)
     with open(bad, "w") as f:
         f.write("this is not a certificate\n")
-    args = _tls_args(certs)
+    args = tls_certs.server_args(certs, port)
     args[args.index(certs["server_crt"])] = bad
     text = lib.start_fails(repo_dir, args)
-    assert "--grpc-server-cert" in text and bad in text and "no valid PEM certificate" in text, text
+    assert "--%s-server-cert" % port in text and bad in text and "no valid PEM certificate" in text, text
+
+
+@pytest.mark.parametrize("port", PORTS)
+def test_missing_root_cert_for_mutual_fails_start(repo_dir, certs, port):
+    args = tls_certs.server_args(certs, port, mutual=True)
+    args[args.index(certs["ca"])] = os.path.join(certs["dir"], "no_%s_ca.crt" % port)
+    text = lib.start_fails(repo_dir, args)
+    assert "--%s-root-cert" % port in text and "no_%s_ca.crt" % port in text, text
 
 
 def test_expired_server_cert_fails_start(repo_dir, certs):
@@ -372,13 +357,6 @@ def test_expired_server_cert_fails_start(repo_dir, certs):
     text = lib.start_fails(repo_dir, args)
     assert ("--grpc-server-cert: '%s' expired (notAfter Jan  2 00:00:00 2020 GMT)" % certs["expired_server_crt"]
             in text), text
-
-
-def test_missing_root_cert_for_mutual_fails_start(repo_dir, certs):
-    args = _tls_args(certs, mutual=True)
-    args[args.index(certs["ca"])] = os.path.join(certs["dir"], "no_ca.crt")
-    text = lib.start_fails(repo_dir, args)
-    assert "--grpc-root-cert" in text and "no_ca.crt" in text, text
 
 
 @pytest.mark.parametrize("args,msg", [

@@ -1,7 +1,10 @@
-"""Test certificates made with the `openssl` CLI (Debian 12's 3.0) in a folder: the TLS tests
-(test_tls.py) and the balancer's TLS variant (test_deploy_lb.py) use the same set."""
+"""Test certificates made with the `openssl` CLI (Debian 12's 3.0) in a folder: the TLS tests of both ports
+(test_tls.py for gRPC, test_https.py for HTTP) and the balancer's TLS variant (test_deploy_lb.py) use the
+same set. Also the server flags that put a port on them, and the live files of the reload tests; conftest.py's
+`certs` and `live` fixtures hand these out."""
 
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -78,6 +81,56 @@ def make_certs(d):
     for n in ("server_b", "server_c", "expired_server", "expired_client"):
         c[n + "_crt"], c[n + "_key"] = p(n + ".crt"), p(n + ".key")
     return c
+
+
+# --- serving with them
+
+def server_args(certs, port, mutual=False, crt=None, key=None, bare=False):
+    """inferd's flags for TLS on `port` ("grpc" or "http") with the set's server certificate, or crt/key (the
+    live files of a reload test); mutual adds client verification against the set's ca. bare: the on flag
+    without its value (inferd takes both of Triton's spellings; test_https starts with this one, test_tls
+    with "true")."""
+    p = "--%s-" % port
+    a = ["--strict-readiness", "false", p + "use-ssl"] + ([] if bare else ["true"])
+    a += [p + "server-cert", crt or certs["server_crt"], p + "server-key", key or certs["server_key"]]
+    if mutual:
+        a += [p + "use-ssl-mutual", "true", p + "root-cert", certs["ca"]]
+    return a
+
+
+def install(src_crt, src_key, live):
+    """Puts a certificate and key in place of the live files the way a deploy tool would: each written
+    beside and renamed over (a reader never sees half a file)."""
+    for src, dst in ((src_crt, live["crt"]), (src_key, live["key"])):
+        tmp = dst + ".new"
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+
+
+def live_files(d, certs):
+    """{crt, key}: live certificate files in folder d, holding the set's server certificate for a start."""
+    live = {"crt": os.path.join(d, "live.crt"), "key": os.path.join(d, "live.key")}
+    install(certs["server_crt"], certs["server_key"], live)
+    return live
+
+
+BAD_RELOADS = ["garbage_crt", "key_of_another_cert", "expired"]
+
+
+def install_bad(certs, live, bad):
+    """Replaces the live files with a bad set, one of BAD_RELOADS: a certificate file that is not PEM, the
+    set's server_c certificate with server_b's key, an expired certificate. Returns what the server's refusal
+    says, and which live file it names ("crt" or "key")."""
+    if bad == "garbage_crt":
+        with open(live["crt"], "w") as f:
+            f.write("not a certificate\n")
+        return "no valid PEM certificate", "crt"
+    if bad == "key_of_another_cert":
+        install(certs["server_c_crt"], certs["server_b_key"], live)
+        return "is not the private key of the certificate", "key"
+    assert bad == "expired", bad
+    install(certs["expired_server_crt"], certs["expired_server_key"], live)
+    return "expired (notAfter Jan  2 00:00:00 2020 GMT)", "crt"
 
 
 # --- probing a TLS port

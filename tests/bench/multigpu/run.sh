@@ -21,11 +21,10 @@
 #      of the scripts without a GPU: every instance on the CPU, one "GPU" setup per part), REPOS (where the
 #      models are written, default OUT/repos).
 set -u
-if [ $# -lt 2 ]; then sed -n 2,21p "$0" >&2; exit 2; fi
-B=$(cd "$1" && pwd)
-mkdir -p "$2"
-OUT=$(cd "$2" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../../script_args.sh"
+script_args "$@"
+B=$IN_DIR OUT=$OUT_DIR
 ROOT=$(cd "$HERE/../../.." && pwd)
 MODELS=${MODELS:-"resnet50:fp32:500:64:warm mlp4096:fp32:500:1024"}
 LB_MODELS=${LB_MODELS:-resnet50}
@@ -39,9 +38,7 @@ TRIALS=${TRIALS:-6}
 WARM_S=${WARM_S:-6}
 KIND=${KIND:-gpu}
 REPOS=${REPOS:-$OUT/repos}  # the models: hundreds of MB (not under OUT on the device, where OUT travels back)
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x /opt/torch/.venv/bin/python ]; then PYTHON=/opt/torch/.venv/bin/python; else PYTHON=python3; fi
-fi
+script_python
 NGINX=${NGINX:-$B/bin/nginx}
 [ -x "$NGINX" ] || NGINX=$(command -v nginx || true)
 RES=$OUT/results.jsonl

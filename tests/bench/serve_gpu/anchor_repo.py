@@ -95,8 +95,15 @@ def main():
         f.write(request_bytes())
     with open(os.path.join(out, "req_big.bin"), "wb") as f:
         f.write(request_bytes(4096))
+    write_repos(out, sys.argv[2:])
+    print("wrote %s" % out, file=sys.stderr)
+
+
+def write_repos(out, specs):
+    """The repositories alone, DIR/<variant>/simplenet (numpy and onnx only: no request, so no tritonclient or
+    descriptor needed; tests/gpu/perf_analyzer_gpu.sh uses this)."""
     models = {}
-    for spec in sys.argv[2:]:
+    for spec in specs:
         parts = spec.split(":")
         big = parts[0] == "big"
         kind, prec, delay, count = parts[1:] if big else parts
@@ -111,7 +118,6 @@ def main():
         dims = (4096, 4096) if big else (1024, 10)
         with open(os.path.join(d, "config.pbtxt"), "w") as f:
             f.write(config(kind, prec, delay, count, *dims))
-    print("wrote %s" % out, file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,10 @@
 #      BASE_BIN (a directory with another inferd, e.g. a build of the commit before a change): each variant is run
 #        with it too, right after the same variant with INFERD_BIN_DIR's, as "base <variant>" (before/after in one run).
 set -u
-if [ $# -lt 2 ]; then sed -n 2,16p "$0" >&2; exit 2; fi
-BIN=$(cd "$1" && pwd)
-mkdir -p "$2"
-OUT=$(cd "$2" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../../script_args.sh"
+script_args "$@"
+BIN=$IN_DIR OUT=$OUT_DIR
 PY=${PYTHON:-python3}
 ANCHORS=${ANCHORS:-/work/shared/anchors}
 SRV_CORES=${SRV_CORES:-0-7}

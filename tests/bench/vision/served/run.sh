@@ -22,14 +22,10 @@
 #      for bert: SEQ (128), BERT_ONNX (the model; default $MODELS/bert_base.onnx, MODELS /tmp/bert_models,
 #      exported there when missing: PYTHON needs torch and transformers then), VOCAB (30522, the ids' range).
 set -u
-if [ $# -lt 2 ]; then
-  echo "usage: $0 BUNDLE OUT_DIR" >&2
-  exit 2
-fi
-B=$(cd "$1" && pwd)
-mkdir -p "$2"
-OUT=$(cd "$2" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../../../script_args.sh"
+script_args "$@"
+B=$IN_DIR OUT=$OUT_DIR
 ROOT=$(cd "$HERE/../../../.." && pwd)
 KIND=${KIND:-KIND_GPU}
 if [ "$KIND" = KIND_GPU ]; then VARIANTS=${VARIANTS:-"fp16:0:1 fp16:500:2"}; else VARIANTS=${VARIANTS:-"fp32:0:1"}; fi
@@ -41,9 +37,7 @@ NCPU=$(nproc)
 HALF=$((NCPU / 2))
 SERVER_CORES=${SERVER_CORES:-0-$((HALF - 1))}
 LOAD_CORES=${LOAD_CORES:-$HALF-$((NCPU - 1))}
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x /opt/torch/.venv/bin/python ]; then PYTHON=/opt/torch/.venv/bin/python; else PYTHON=python3; fi
-fi
+script_python
 PEER=${PEER:-1}
 MODEL=${MODEL:-seedcnn}
 SEQ=${SEQ:-128}
