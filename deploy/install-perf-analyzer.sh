@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs Triton's perf_analyzer into ./.venv/bin for the compatibility test
 # and benchmarks. The PyPI package "perf-analyzer" is an empty placeholder;
-# the binary last shipped inside tritonclient's manylinux wheel (2.50.0), which
+# the binary ships inside tritonclient's manylinux wheels (2.50.0 pinned here; 2.51.0 carries one too), which
 # needs libb64 (Debian: libb64-0d) and libcudart.so.12 (PyPI:
 # nvidia-cuda-runtime-cu12; no GPU is needed to run it). Only the binary is
 # taken from that wheel, so the venv keeps its newer tritonclient.
