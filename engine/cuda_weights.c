@@ -74,12 +74,18 @@ void eng_cuda_weights_destroy(eng_cuda_weights *w) {
 // One arena for every constant, one block each, copied in; FP32 ones
 // converted to FP16 on the host first in a half copy (the one conversion
 // of the weights).
+// The bytes value val takes on the device in s: half of an FP32 constant's in
+// a half copy.
+static size_t stored_bytes(const eng_cuda_wset *s, const eng_value *val) {
+  return s->half && val->dt == DT_FP32 ? val->bytes / sizeof(float) * sizeof(uint16_t) : val->bytes;
+}
+
 static int upload(const eng_graph *g, eng_cuda_wset *s, err *e) {
   size_t total = 0, n = 0;
   for (size_t v = 0; v < s->n_values; v++) {
     const eng_value *val = eng_graph_value(g, v);
     if (val->kind == ENG_VALUE_CONST && val->bytes) {
-      total += round_up(val->bytes);
+      total += round_up(stored_bytes(s, val));
       n++;
     }
   }
@@ -91,7 +97,7 @@ static int upload(const eng_graph *g, eng_cuda_wset *s, err *e) {
   for (size_t v = 0; v < s->n_values; v++) {
     const eng_value *val = eng_graph_value(g, v);
     if (val->kind != ENG_VALUE_CONST || !val->bytes) continue;
-    TRY(eng_cuda_arena_alloc(s->arena, val->bytes, 0, &s->ptr[v], e));
+    TRY(eng_cuda_arena_alloc(s->arena, stored_bytes(s, val), 0, &s->ptr[v], e));
     if (s->half && val->dt == DT_FP32) {
       size_t cnt = val->bytes / sizeof(float);
       uint16_t *h = malloc(cnt * sizeof *h + 1);

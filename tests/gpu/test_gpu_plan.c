@@ -1043,7 +1043,8 @@ static void test_shared_weights(void) {
     eng_cuda_plan_stats_get(half, &sh);
     CHECK_EQ_INT(sh.weights_uploaded, 1);
     CHECK_EQ_INT(sh.weight_holders, 1);
-    CHECK(sh.weight_bytes < sa.weight_bytes);  // half the bytes
+    // half the bytes (each block rounded up to the alignment)
+    CHECK(sh.weight_bytes <= sa.weight_bytes / 2 + (1u << 10));
   }
 out:
   eng_cuda_plan_destroy(a);
@@ -1066,13 +1067,13 @@ out:
   a = b = NULL;
   CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &co, &a, &e), 0);
   if (a) {
-    run_both(name, g, cp, a, &in, "nhwc fp16 a", 0);
+    run_both(name, g, cp, a, &in, "nhwc fp16 a", low_rtol);
     eng_cuda_plan_stats_get(a, &sa);
     CHECK(sa.nhwc_nodes > 0);
     CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &co, &b, &e), 0);
   }
   if (b) {
-    run_both(name, g, cp, b, &in, "nhwc fp16 b", 0);
+    run_both(name, g, cp, b, &in, "nhwc fp16 b", low_rtol);
     eng_cuda_plan_stats_get(b, &sb);
     eng_cuda_plan_stats_get(a, &sa);
     CHECK_EQ_INT(sb.weights_uploaded, 0);
