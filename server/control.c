@@ -426,7 +426,7 @@ int srv_control_http(srv_control *c, const srv_http_request *req, srv_http_respo
   size_t n = (size_t)(slash - name);
   // percent-decoded as every other route's names (tritonclient quotes them)
   if (n == 0 || srv_rest_decode_segment(name, n, model, sizeof model) != 0 || !model[0]) {
-    json_error(resp, 400, "bad model name (empty, too long, malformed percent-encoding or not UTF-8)");
+    json_error(resp, 400, "bad model name in the path: empty, too long, malformed percent-encoding or not valid UTF-8");
     return 1;
   }
   err e = {0};
