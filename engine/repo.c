@@ -3,6 +3,7 @@
 #include "engine/repo.h"
 
 #include "kernels/base/confine.h"
+#include "kernels/base/utf8.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -48,8 +49,50 @@ static int cmp_i64(const void *a, const void *b) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+static int cmp_skip(const void *a, const void *b) {
+  return strcmp(((const repo_skip *)a)->name, ((const repo_skip *)b)->name);
+}
+
+const char *repo_name_problem(const char *name) {
+  size_t n = strlen(name);
+  const unsigned char *s = (const unsigned char *)name;
+  for (size_t i = 0; i < n;) {
+    size_t k = utf8_seq_len(s + i, n - i);
+    if (!k) return "is not valid UTF-8";
+    // C0 controls, DEL, and C1 controls (U+0080-U+009F, two bytes: C2 80-9F)
+    if (s[i] < 0x20 || s[i] == 0x7f || (k == 2 && s[i] == 0xc2 && s[i + 1] < 0xa0))
+      return "contains control characters";
+    i += k;
+  }
+  return NULL;
+}
+
+size_t repo_name_escape(char *dst, size_t cap, const char *name) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *s = (const unsigned char *)name;
+  size_t n = strlen(name), o = 0;
+  if (!cap) return 0;
+  for (size_t i = 0; i < n;) {
+    size_t k = utf8_seq_len(s + i, n - i);
+    int ctl = !k || s[i] < 0x20 || s[i] == 0x7f || s[i] == '\\' || (k == 2 && s[i] == 0xc2 && s[i + 1] < 0xa0);
+    if (ctl) k = 1;
+    size_t w = ctl ? 4 : k;
+    if (o + w >= cap) break;
+    if (ctl) {
+      dst[o++] = '\\', dst[o++] = 'x', dst[o++] = hex[s[i] >> 4], dst[o++] = hex[s[i] & 15];
+    } else {
+      memcpy(dst + o, s + i, k);
+      o += k;
+    }
+    i += k;
+  }
+  dst[o] = '\0';
+  return o;
+}
+
 static int valid_name(const char *name) {
-  return name && name[0] != '\0' && name[0] != '.' && !strchr(name, '/') && strlen(name) < sizeof((repo_model *)0)->name;
+  return name && name[0] != '\0' && name[0] != '.' && !strchr(name, '/') && strlen(name) < sizeof((repo_model *)0)->name &&
+         !repo_name_problem(name);
 }
 
 // Sorted numeric version directories of dir.
@@ -221,7 +264,11 @@ int repo_scan_model_config(const char *repo_dir, const char *name, const char *c
     goto done;
   }
   if (!ok_name) {
-    err_set(st, ERR_INVALID_ARGUMENT, "invalid model name '%s'", name ? name : "(null)");
+    // quoted escaped: the message reaches clients and logs
+    char shown[4 * sizeof out->name];
+    repo_name_escape(shown, sizeof shown, name ? name : "(null)");
+    const char *why = name && name[0] ? repo_name_problem(name) : NULL;
+    err_set(st, ERR_INVALID_ARGUMENT, "invalid model name '%s'%s%s", shown, why ? ": the name " : "", why ? why : "");
     goto done;
   }
   snprintf(out->name, sizeof out->name, "%s", name);
@@ -272,9 +319,14 @@ void repo_free(repo_model *models, size_t n) {
   free(models);
 }
 
-int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, err *e) {
+int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, repo_skip **skipped, size_t *n_skipped,
+              err *e) {
   *models = NULL;
   *n_models = 0;
+  if (skipped) *skipped = NULL;
+  if (n_skipped) *n_skipped = 0;
+  repo_skip *skips = NULL;
+  size_t n_skips = 0, skip_cap = 0;
   DIR *d = opendir(repo_dir);
   if (!d)
     return err_set(e, errno == ENOENT ? ERR_NOT_FOUND : ERR_INTERNAL, "cannot read model repository %s: %s", repo_dir,
@@ -287,6 +339,21 @@ int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, err *
     char path[PATH_MAX];
     if (de->d_name[0] == '.') continue;  // hidden, "." and ".."
     if (join(path, sizeof path, NULL, "%s/%s", repo_dir, de->d_name) || !is_dir(path)) continue;
+    const char *why = repo_name_problem(de->d_name);
+    if (why) {  // never a model: its name would be echoed into every answer that lists models
+      if (n_skips == skip_cap) {
+        skip_cap = skip_cap ? skip_cap * 2 : 4;
+        repo_skip *g = realloc(skips, skip_cap * sizeof *skips);
+        if (!g) {
+          rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory scanning %s", repo_dir);
+          break;
+        }
+        skips = g;
+      }
+      snprintf(skips[n_skips].name, sizeof skips[n_skips].name, "%s", de->d_name);
+      skips[n_skips++].why = why;
+      continue;
+    }
     if (n == cap) {
       cap = cap ? cap * 2 : 16;
       char **g = realloc(names, cap * sizeof *names);
@@ -319,8 +386,18 @@ int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, err *
   }
   for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
+  if (rc || !skipped) {
+    free(skips);
+    skips = NULL;
+    n_skips = 0;
+  }
   if (rc) return rc;
   *models = arr;
   *n_models = n;
+  if (skipped) {
+    if (n_skips) qsort(skips, n_skips, sizeof *skips, cmp_skip);
+    *skipped = skips;
+    *n_skipped = n_skips;
+  }
   return 0;
 }

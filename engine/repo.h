@@ -34,11 +34,33 @@ typedef struct repo_model {
   err status;  // why this model cannot load (message names the file/field), code 0 when it can
 } repo_model;
 
+// A directory a scan left out: its name cannot be a model name (see
+// repo_name_problem), so it is neither loaded nor listed.
+typedef struct repo_skip {
+  char name[256];   // the bytes as found on disk: escape them to show them (srv_log does), never echo them raw
+  const char *why;  // static text: "is not valid UTF-8", "contains control characters"
+} repo_skip;
+
 // Scans every non-hidden directory of repo_dir, sorted by name. Fails only
 // when repo_dir cannot be read (ERR_NOT_FOUND / ERR_INTERNAL) or on
 // out-of-memory; a broken model is an entry with status.code != 0.
+// A directory whose name repo_name_problem refuses is not an entry: it goes
+// to *skipped (sorted, free() it; NULL when skipped is NULL or none was).
 // On success the caller owns *models and releases it with repo_free.
-int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, err *e);
+int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, repo_skip **skipped, size_t *n_skipped,
+              err *e);
+
+// Why a directory name cannot be a model name, or NULL when it can. Model
+// names are echoed into the repository index, metadata, errors, /metrics
+// labels and REST JSON: a name that is not UTF-8 breaks every client's
+// parser (proto3 strings, JSON), and control characters (C0, DEL, C1) forge
+// log lines and metric labels. Checks only the bytes, not '/', '.' or length.
+const char *repo_name_problem(const char *name);
+
+// name with control characters, backslashes and bytes that are not UTF-8
+// written as \xHH, for messages that quote a refused name; returns the
+// length written (truncated at a whole escape to fit cap, NUL included).
+size_t repo_name_escape(char *dst, size_t cap, const char *name);
 
 // Scans one model <repo_dir>/<name>. Returns out->status.code (and copies the
 // status into e): 0 when the model can load; ERR_NOT_FOUND when there is no

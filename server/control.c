@@ -18,6 +18,7 @@
 #include "grpc_service.pb-c.h"
 #include "kernels/base/utf8.h"
 #include "server/log.h"
+#include "server/rest.h"
 #include "server/server.h"
 
 typedef struct retired {
@@ -34,22 +35,49 @@ struct srv_control {
   pthread_mutex_t mu;  // one load/unload/rescan at a time; guards the fields below
   pthread_cond_t cv;   // wakes the thread: something retired, or stop
   retired *retired;
+  repo_skip *skips;  // poll mode: the directories the last scan left out, already warned about
+  size_t n_skips;
   int stop;
   pthread_t thread;
   int started;
 };
+
+// A name that is not UTF-8 would be quoted in the error (and the log): the
+// JSON answer and the gRPC status details then break the client's parser
+// (found by fuzz_rest). Refused without quoting it, as is one with control
+// characters, which no repository scan takes as a model (repo_name_problem):
+// a failed load would otherwise list it in the index.
+static int check_name(const char *name, err *e) {
+  if (!name || !name[0]) return err_set(e, ERR_INVALID_ARGUMENT, "a model name is required");
+  if (!utf8_valid(name, strlen(name)))
+    return err_set(e, ERR_INVALID_ARGUMENT, "the model name is not valid UTF-8 (proto3 string fields must be)");
+  const char *why = repo_name_problem(name);
+  if (why) return err_set(e, ERR_INVALID_ARGUMENT, "the model name %s", why);
+  return 0;
+}
 
 int srv_control_initial_load(srv_registry *reg, const char *repo_dir, const char *const *names, int n, err *e) {
   repo_model *rms = NULL;
   size_t n_all = 0;
   int all = 0;
   for (int i = 0; i < n; i++) all |= strcmp(names[i], "*") == 0;
-  if (all) TRY(repo_scan(repo_dir, &rms, &n_all, e));
+  if (all) {
+    repo_skip *skips = NULL;
+    size_t n_skips = 0;
+    TRY(repo_scan(repo_dir, &rms, &n_all, &skips, &n_skips, e));
+    srv_registry_warn_skipped(skips, n_skips);
+    free(skips);
+  }
   size_t total = all ? n_all : (size_t)n;
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < total; i++) {
     const char *name = all ? rms[i].name : names[i];
     if (srv_registry_current(reg, name)) continue;  // named twice
+    err ne = {0};
+    if (!all && check_name(name, &ne) != 0) {  // not a model to list: one line, the name escaped (srv_log)
+      srv_log(SRV_LOG_ERROR, "--load-model '%s' skipped: %s", name, ne.msg);
+      continue;
+    }
     srv_model *m;
     rc = srv_registry_build(reg, name, NULL, &m, e);
     if (rc) break;
@@ -122,16 +150,6 @@ static int do_unload(srv_control *c, const char *name, err *e) {
   return 0;
 }
 
-// A name that is not UTF-8 would be quoted in the error (and the log): the
-// JSON answer and the gRPC status details then break the client's parser
-// (found by fuzz_rest). Refused without quoting it.
-static int check_name(const char *name, err *e) {
-  if (!name || !name[0]) return err_set(e, ERR_INVALID_ARGUMENT, "a model name is required");
-  if (!utf8_valid(name, strlen(name)))
-    return err_set(e, ERR_INVALID_ARGUMENT, "the model name is not valid UTF-8 (proto3 string fields must be)");
-  return 0;
-}
-
 static int explicit_or_fail(srv_control *c, err *e) {
   if (c->mode == SRV_CONTROL_EXPLICIT) return 0;
   return err_set(e, ERR_UNAVAILABLE, "explicit model load / unload is not allowed unless --model-control-mode is "
@@ -170,15 +188,32 @@ int srv_control_unload(srv_control *c, const char *name, err *e) {
   return rc;
 }
 
+// Poll mode, under c->mu: the warning for a directory left out for its name
+// comes once, when it appears (it comes again if it goes and comes back),
+// not at every poll. Takes ownership of skips (sorted, as repo_scan gives them).
+static void warn_new_skips(srv_control *c, repo_skip *skips, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int seen = 0;
+    for (size_t j = 0; j < c->n_skips && !seen; j++) seen = strcmp(c->skips[j].name, skips[i].name) == 0;
+    if (!seen) srv_registry_warn_skipped(&skips[i], 1);
+  }
+  free(c->skips);
+  c->skips = skips;
+  c->n_skips = n;
+}
+
 // Poll mode, under c->mu: new or changed models (re)load, removed ones unload.
 static void rescan(srv_control *c) {
   repo_model *rms = NULL;
   size_t n = 0;
+  repo_skip *skips = NULL;
+  size_t n_skips = 0;
   err e = {0};
-  if (repo_scan(c->repo_dir, &rms, &n, &e) != 0) {
+  if (repo_scan(c->repo_dir, &rms, &n, &skips, &n_skips, &e) != 0) {
     srv_log(SRV_LOG_ERROR, "repository poll: %s", e.msg);
     return;
   }
+  warn_new_skips(c, skips, n_skips);
   for (size_t i = 0; i < n; i++) {
     srv_model *cur = srv_registry_current(c->reg, rms[i].name);
     if (cur && !cur->unloaded && cur->signature == srv_registry_scan_signature(&rms[i])) continue;
@@ -263,6 +298,14 @@ int srv_control_create(srv_registry *reg, srv_sched *sched, srv_control_mode mod
   snprintf(c->repo_dir, sizeof c->repo_dir, "%s", repo_dir);
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
+  if (mode == SRV_CONTROL_POLL) {  // the load warned about these: the first poll does not again
+    size_t n = 0;
+    const repo_skip *s = srv_registry_load_skipped(reg, &n);
+    if (n && (c->skips = malloc(n * sizeof *s)) != NULL) {
+      memcpy(c->skips, s, n * sizeof *s);
+      c->n_skips = n;
+    }
+  }
   if (pthread_create(&c->thread, NULL, control_main, c) != 0) {
     srv_control_destroy(c);
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start the model control thread");
@@ -289,6 +332,7 @@ void srv_control_destroy(srv_control *c) {
     srv_model_free(x->m);
     free(x);
   }
+  free(c->skips);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
   free(c);
@@ -380,12 +424,11 @@ int srv_control_http(srv_control *c, const srv_http_request *req, srv_http_respo
   }
   char model[256];
   size_t n = (size_t)(slash - name);
-  if (n == 0 || n >= sizeof model) {
-    json_error(resp, 400, "bad model name");
+  // percent-decoded as every other route's names (tritonclient quotes them)
+  if (n == 0 || srv_rest_decode_segment(name, n, model, sizeof model) != 0 || !model[0]) {
+    json_error(resp, 400, "bad model name in the path: empty, too long, malformed percent-encoding or not valid UTF-8");
     return 1;
   }
-  memcpy(model, name, n);
-  model[n] = '\0';
   err e = {0};
   // Triton's load body: {"parameters": {"config": "..."}}, the config override (config.pbtxt text here;
   // srv_control_load refuses JSON with its reason). An empty body loads as the repository has it.

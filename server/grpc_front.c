@@ -193,7 +193,8 @@ struct srv_grpc {
   int busy_calls;
   int port;
   int started, shut;
-  atomic_int draining;
+  atomic_int streams_ending;  // set first: streams end, stream requests are no longer re-armed
+  atomic_int draining;        // set next, with the GOAWAY: nothing is re-armed
   pthread_mutex_t mu;
   pthread_cond_t cv;  // CLOCK_MONOTONIC, for the grace wait
   int notified;
@@ -202,6 +203,7 @@ struct srv_grpc {
   // may hold a stream open forever. Lock order: a stream's mu, then live_mu
   // is never taken; live_mu, then a stream's mu, then a CQ's gate, then its mu.
   pthread_mutex_t live_mu;
+  pthread_cond_t live_cv;  // CLOCK_MONOTONIC; the live list became empty
   srv_stream *live;
   // TLS: where the certificates come from, and the generation the core holds
   // (read and written only under the watch's mutex, by the fetcher).
@@ -216,6 +218,7 @@ struct srv_grpc {
   } while (0)
 
 static int draining(const srv_grpc *g) { return atomic_load_explicit(&g->draining, memory_order_acquire); }
+static int streams_ending(const srv_grpc *g) { return atomic_load_explicit(&g->streams_ending, memory_order_acquire); }
 
 // ---------------------------------------------------------------- batches
 
@@ -730,6 +733,7 @@ static void astream_free(srv_stream *s) {
     if (s->live_prev) s->live_prev->live_next = s->live_next;
     else g->live = s->live_next;
     if (s->live_next) s->live_next->live_prev = s->live_prev;
+    if (!g->live) pthread_cond_broadcast(&g->live_cv);  // srv_grpc_shutdown waits for this before its GOAWAY
     pthread_mutex_unlock(&g->live_mu);
   }
   astream_drop_queue(s);
@@ -854,7 +858,7 @@ static void on_astream_new(cq_thread *t, srv_stream *s, int ok) {
     return;
   }
   srv_grpc *g = t->g;
-  if (!draining(g)) arm_astream(t, s->rm);
+  if (!streams_ending(g)) arm_astream(t, s->rm);
   s->deadline_us = deadline_to_us(s->deadline);
   grpc_op op;
   memset(&op, 0, sizeof op);
@@ -877,7 +881,7 @@ static void on_astream_new(cq_thread *t, srv_stream *s, int ok) {
   if (g->live) g->live->live_prev = s;
   g->live = s;
   pthread_mutex_unlock(&g->live_mu);
-  if (draining(g)) {  // the drain may have walked the list before s joined it
+  if (streams_ending(g)) {  // the drain may have walked the list before s joined it
     pthread_mutex_lock(&s->mu);
     astream_end_for_drain(s);
     pthread_mutex_unlock(&s->mu);
@@ -1188,6 +1192,7 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   g->calls_per_thread = o->calls_per_thread > 0 ? o->calls_per_thread : DEFAULT_CALLS;
   g->busy_method = o->busy_method;  // a string literal of the caller's, or NULL
   g->busy_calls = o->busy_calls;
+  atomic_init(&g->streams_ending, 0);
   atomic_init(&g->draining, 0);
   g->shutdown_tag = (tag){TAG_SHUTDOWN, g};
   pthread_mutex_init(&g->mu, NULL);
@@ -1196,6 +1201,7 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&g->cv, &ca);
+  pthread_cond_init(&g->live_cv, &ca);
   pthread_condattr_destroy(&ca);
   grpc_init();
 
@@ -1356,12 +1362,41 @@ static void close_cqs(srv_grpc *g) {
   }
 }
 
+// Waits until no stream has a call, or until (CLOCK_MONOTONIC) passed;
+// returns how many are left.
+static int wait_streams_ended(srv_grpc *g, const struct timespec *until) {
+  int left = 0;
+  pthread_mutex_lock(&g->live_mu);
+  while (g->live && pthread_cond_timedwait(&g->live_cv, &g->live_mu, until) != ETIMEDOUT) {
+  }
+  for (srv_stream *s = g->live; s; s = s->live_next) left++;
+  pthread_mutex_unlock(&g->live_mu);
+  return left;
+}
+
+// The drain, in two steps.
+// 1. Streams end while the connection is still open: each stops reading,
+//    answers what it took and sends its status (UNAVAILABLE, "the server is
+//    shutting down"); this waits until every one has completed. Unary calls
+//    are served as before meanwhile.
+// 2. grpc_server_shutdown_and_notify: the core sends a first GOAWAY and a
+//    PING, and only after the PING's ack the final GOAWAY; the connection
+//    closes as soon as its last call ends after that. A client that has
+//    acked the PING has read every frame before it, so each stream's status,
+//    written in step 1, has reached it. The order matters: when the status
+//    went out after the GOAWAY (streams ended together with it), the last
+//    stream's status was the last write before the close, while the client
+//    was still sending on its streams; its write met the closed socket
+//    (EPIPE) and its transport failed every stream still unread with
+//    UNAVAILABLE "Stream removed (sendmsg: Broken pipe)" instead of the
+//    status already in its receive buffer (test_shutdown_streams).
 void srv_grpc_shutdown(srv_grpc *g, int grace_ms) {
   if (g->shut) return;
   g->shut = 1;
-  atomic_store_explicit(&g->draining, 1, memory_order_release);
-  if (!g->threads || !g->threads[0].cq) return;  // create failed early: nothing was queued
-  if (!g->threads[0].th_started) {
+  atomic_store_explicit(&g->streams_ending, 1, memory_order_release);
+  if (!g->threads || !g->threads[0].cq || !g->threads[0].th_started) {
+    atomic_store_explicit(&g->draining, 1, memory_order_release);
+    if (!g->threads || !g->threads[0].cq) return;  // create failed early: nothing was queued
     // Never served (or no thread came up): nothing to drain, only the notify
     // tag to collect, which close_cqs does on this thread.
     grpc_server_shutdown_and_notify(g->server, g->threads[0].cq, &g->shutdown_tag);
@@ -1369,13 +1404,18 @@ void srv_grpc_shutdown(srv_grpc *g, int grace_ms) {
     close_cqs(g);
     return;
   }
-  grpc_server_shutdown_and_notify(g->server, g->threads[0].cq, &g->shutdown_tag);
-  end_live_streams(g);
   struct timespec until;
   clock_gettime(CLOCK_MONOTONIC, &until);
   int64_t ns = until.tv_nsec + (int64_t)(grace_ms > 0 ? grace_ms : 0) % 1000 * 1000000;
   until.tv_sec += (grace_ms > 0 ? grace_ms : 0) / 1000 + ns / 1000000000;
   until.tv_nsec = ns % 1000000000;
+
+  end_live_streams(g);
+  int left = wait_streams_ended(g, &until);
+  if (left) LOG("shutdown: %d stream(s) still unanswered at the end of the grace; closing anyway", left);
+  atomic_store_explicit(&g->draining, 1, memory_order_release);
+  grpc_server_shutdown_and_notify(g->server, g->threads[0].cq, &g->shutdown_tag);
+  end_live_streams(g);  // one matched by a request posted before step 1 may have joined since
   pthread_mutex_lock(&g->mu);
   while (!g->notified) {
     if (pthread_cond_timedwait(&g->cv, &g->mu, &until) == ETIMEDOUT) break;
@@ -1421,6 +1461,7 @@ static void teardown(srv_grpc *g) {
   free(g->methods);
   pthread_mutex_destroy(&g->mu);
   pthread_mutex_destroy(&g->live_mu);
+  pthread_cond_destroy(&g->live_cv);
   pthread_cond_destroy(&g->cv);
   free(g);
   grpc_shutdown();

@@ -24,6 +24,9 @@ struct srv_registry {
   char repo_dir[4096];
   int default_max_batch, n_gpus;
   int next_pid;  // trace process ids, one per version ever loaded (control thread only)
+  // the directories srv_registry_load's scan left out for their names (already warned about)
+  repo_skip *skips;
+  size_t n_skips;
   // a retired generation's last request wakes the control thread here
   pthread_mutex_t idle_mu;
   pthread_cond_t idle_cv;
@@ -220,15 +223,29 @@ static srv_model *build_from(srv_registry *r, repo_model *rm) {
   return m;
 }
 
+void srv_registry_warn_skipped(const repo_skip *skips, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    srv_log(SRV_LOG_WARN,
+            "model repository: skipping directory '%s': its name %s (a model name must be UTF-8 without control "
+            "characters: clients get it back in every answer that names the model)",
+            skips[i].name, skips[i].why);
+}
+
 int srv_registry_load(const char *repo_dir, int default_max_batch_size, int n_gpus, srv_registry **out, err *e) {
   repo_model *rms = NULL;
   size_t n = 0;
-  TRY(repo_scan(repo_dir, &rms, &n, e));
+  repo_skip *skips = NULL;
+  size_t n_skips = 0;
+  TRY(repo_scan(repo_dir, &rms, &n, &skips, &n_skips, e));
+  srv_registry_warn_skipped(skips, n_skips);
   srv_registry *r;
   if (srv_registry_create(repo_dir, default_max_batch_size, n_gpus, &r, e) != 0) {
     repo_free(rms, n);
+    free(skips);
     return e->code;
   }
+  r->skips = skips;
+  r->n_skips = n_skips;
   for (size_t i = 0; i < n; i++) {
     srv_model *m = build_from(r, &rms[i]);
     if (!m) {
@@ -348,10 +365,16 @@ void srv_registry_destroy(srv_registry *r) {
   if (!r) return;
   for (size_t i = 0; i < r->n; i++) srv_model_free(r->slots[i]);
   free(r->slots);
+  free(r->skips);
   pthread_rwlock_destroy(&r->lock);
   pthread_mutex_destroy(&r->idle_mu);
   pthread_cond_destroy(&r->idle_cv);
   free(r);
+}
+
+const repo_skip *srv_registry_load_skipped(const srv_registry *r, size_t *n) {
+  *n = r->n_skips;
+  return r->skips;
 }
 
 size_t srv_registry_n_models(const srv_registry *r) { return r->n; }

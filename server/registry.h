@@ -103,6 +103,13 @@ void srv_registry_destroy(srv_registry *r);
 int srv_registry_build(srv_registry *r, const char *name, const char *config_text, srv_model **out, err *e);
 // The signature a scan entry would give its generation (poll mode compares).
 struct repo_model;
+struct repo_skip;
+// One warning line per directory a scan left out for its name, naming it
+// with its bytes escaped (srv_log) and saying why.
+void srv_registry_warn_skipped(const struct repo_skip *skips, size_t n);
+// The directories srv_registry_load's scan left out (and warned about),
+// borrowed; none for a registry from srv_registry_create.
+const struct repo_skip *srv_registry_load_skipped(const srv_registry *r, size_t *n);
 uint64_t srv_registry_scan_signature(const struct repo_model *rm);
 // A generation with no versions, UNAVAILABLE with `why` (an unload).
 srv_model *srv_registry_shell(const char *name, const char *why);

@@ -983,9 +983,7 @@ static void route_infer(srv_rest *r, const srv_http_request *req, srv_http_respo
 
 // --- routing
 
-// Percent-decodes one path segment [s, s+n) into out; -1 when malformed, too
-// long or not UTF-8.
-static int decode_segment(const char *s, size_t n, char *out, size_t cap) {
+int srv_rest_decode_segment(const char *s, size_t n, char *out, size_t cap) {
   size_t o = 0;
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
@@ -1076,7 +1074,7 @@ static int shm_route(srv_rest *r, const srv_http_request *req, srv_http_response
   if (n == 2) {
     op = seg[1], opl = len[1];
   } else if (n == 4 && seg_is(seg[1], len[1], "region")) {
-    if (decode_segment(seg[2], len[2], name, SHM_NAME_CAP) || !name[0])
+    if (srv_rest_decode_segment(seg[2], len[2], name, SHM_NAME_CAP) || !name[0])
       return set_error(resp, 400, "malformed region name in the path"), 0;
     op = seg[3], opl = len[3];
   } else {
@@ -1250,11 +1248,11 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
   if (n < 2 || !seg_is(seg[0], len[0], "models")) return set_error(resp, 404, "not found"), 1;
   // /v2/models/{m}[/versions/{v}][/ready|/config|/stats|/infer]
   char model[256], version[64] = "";
-  if (decode_segment(seg[1], len[1], model, sizeof model) || !model[0])
+  if (srv_rest_decode_segment(seg[1], len[1], model, sizeof model) || !model[0])
     return set_error(resp, 400, "malformed model name in the path"), 1;
   size_t k = 2;
   if (n >= 4 && seg_is(seg[2], len[2], "versions")) {
-    if (decode_segment(seg[3], len[3], version, sizeof version) || !version[0])
+    if (srv_rest_decode_segment(seg[3], len[3], version, sizeof version) || !version[0])
       return set_error(resp, 400, "malformed model version in the path"), 1;
     k = 4;
   }

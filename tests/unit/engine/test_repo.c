@@ -126,17 +126,32 @@ static void build_repo(void) {
   mkdirf(".hidden/1");
   write_file(".hidden/1/model.onnx", "x");
   write_file("README", "a plain file at the top is not a model");
+
+  // names that cannot be model names: left out of the scan, reported as skipped
+  mkdirf("\xff\xfe_notutf8");  // not UTF-8
+  mkdirf("\xff\xfe_notutf8/1");
+  write_file("\xff\xfe_notutf8/1/model.onnx", "x");
+  mkdirf("ctl\nname");         // C0 control
+  mkdirf("c1\xc2\x85name");     // C1 control (U+0085, valid UTF-8)
+  mkdirf("del\x7fname");        // DEL
+  mkdirf("l_ovl\xc0\xaf");      // overlong '/': not UTF-8
+  // UTF-8 beyond ASCII is a fine name
+  mkdirf("m_caf\xc3\xa9");
+  mkdirf("m_caf\xc3\xa9/1");
+  write_file("m_caf\xc3\xa9/1/model.onnx", "x");
 }
 
 static void test_scan(void) {
   repo_model *m = NULL;
   size_t n = 0;
   err e = {0};
-  CHECK_EQ_INT(repo_scan(g_root, &m, &n, &e), 0);
+  repo_skip *sk = NULL;
+  size_t n_sk = 0;
+  CHECK_EQ_INT(repo_scan(g_root, &m, &n, &sk, &n_sk, &e), 0);
   const char *order[] = {"a_all",   "b_noconfig", "c_latest2", "d_specific", "e_specific_missing", "f_nofile",
-                         "g_noversions", "h_badname", "i_parse",  "j_custom",  "k_latest0"};
-  CHECK_EQ_INT(n, 11);
-  for (size_t i = 0; i < n && i < 11; i++) {
+                         "g_noversions", "h_badname", "i_parse",  "j_custom",  "k_latest0", "m_caf\xc3\xa9"};
+  CHECK_EQ_INT(n, 12);
+  for (size_t i = 0; i < n && i < 12; i++) {
     CHECK_EQ_STR(m[i].name, order[i]);
     CHECK(m[i].config != NULL);
   }
@@ -212,7 +227,50 @@ static void test_scan(void) {
   CHECK(x && x->status.code == ERR_INVALID_ARGUMENT);
   if (x) CHECK_CONTAINS(x->status.msg, "version_policy.latest.num_versions must be > 0");
 
+  CHECK_EQ_INT(n_sk, 5);  // test_scan_skips_bad_names checks which
+  free(sk);
   repo_free(m, n);
+}
+
+static void test_scan_skips_bad_names(void) {
+  repo_model *m = NULL;
+  size_t n = 0;
+  repo_skip *sk = NULL;
+  size_t n_sk = 0;
+  err e = {0};
+  CHECK_EQ_INT(repo_scan(g_root, &m, &n, &sk, &n_sk, &e), 0);
+  // sorted by bytes; each with its reason
+  const char *names[] = {"c1\xc2\x85name", "ctl\nname", "del\x7fname", "l_ovl\xc0\xaf", "\xff\xfe_notutf8"};
+  const char *whys[] = {"contains control characters", "contains control characters", "contains control characters",
+                        "is not valid UTF-8", "is not valid UTF-8"};
+  CHECK_EQ_INT(n_sk, 5);
+  for (size_t i = 0; i < n_sk && i < 5; i++) {
+    CHECK_EQ_STR(sk[i].name, names[i]);
+    CHECK_EQ_STR(sk[i].why, whys[i]);
+  }
+  for (size_t i = 0; i < n; i++) CHECK(repo_name_problem(m[i].name) == NULL);
+  free(sk);
+  repo_free(m, n);
+  // skipped may be NULL: the same models, the skips dropped
+  CHECK_EQ_INT(repo_scan(g_root, &m, &n, NULL, NULL, &e), 0);
+  CHECK_EQ_INT(n, 12);
+  repo_free(m, n);
+}
+
+static void test_name_problem_and_escape(void) {
+  CHECK(repo_name_problem("mlp") == NULL);
+  CHECK(repo_name_problem("caf\xc3\xa9 \xe6\xa8\xa1\xe5\x9e\x8b") == NULL);  // non-ASCII, and a space
+  CHECK(repo_name_problem("\xc2\xa0nbsp") == NULL);                          // U+00A0: first after C1
+  CHECK_EQ_STR(repo_name_problem("a\tb"), "contains control characters");
+  CHECK_EQ_STR(repo_name_problem("a\x1b[31m"), "contains control characters");
+  CHECK_EQ_STR(repo_name_problem("\xc2\x9f"), "contains control characters");
+  CHECK_EQ_STR(repo_name_problem("a\xed\xa0\x80"), "is not valid UTF-8");  // a surrogate
+  CHECK_EQ_STR(repo_name_problem("trunc\xe6\xa8"), "is not valid UTF-8");
+  char out[64];
+  CHECK_EQ_INT(repo_name_escape(out, sizeof out, "a\xff\nb\\c\xc3\xa9"), 17);
+  CHECK_EQ_STR(out, "a\\xff\\x0ab\\x5cc\xc3\xa9");
+  CHECK_EQ_INT(repo_name_escape(out, 7, "ab\xff\xfe"), 6);  // "ab\xff" fits, the next escape does not
+  CHECK_EQ_STR(out, "ab\\xff");
 }
 
 static void test_scan_model(void) {
@@ -234,6 +292,13 @@ static void test_scan_model(void) {
   repo_model_close(&m);
   CHECK_EQ_INT(repo_scan_model(g_root, ".hidden", &m, &e), ERR_INVALID_ARGUMENT);
   repo_model_close(&m);
+  // by name too (a load request): refused, the name quoted escaped
+  CHECK_EQ_INT(repo_scan_model(g_root, "\xff\xfe_notutf8", &m, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "invalid model name '\\xff\\xfe_notutf8': the name is not valid UTF-8");
+  repo_model_close(&m);
+  CHECK_EQ_INT(repo_scan_model(g_root, "ctl\nname", &m, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "invalid model name 'ctl\\x0aname': the name contains control characters");
+  repo_model_close(&m);
 
   CHECK_EQ_INT(repo_scan_model(g_root, "f_nofile", &m, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "f_nofile/1/model.onnx");
@@ -247,10 +312,10 @@ static void test_empty_and_missing(void) {
   repo_model *m = (repo_model *)1;
   size_t n = 7;
   err e = {0};
-  CHECK_EQ_INT(repo_scan(empty, &m, &n, &e), 0);
+  CHECK_EQ_INT(repo_scan(empty, &m, &n, NULL, NULL, &e), 0);
   CHECK(m == NULL);
   CHECK_EQ_INT(n, 0);
-  CHECK_EQ_INT(repo_scan("/nonexistent/repo", &m, &n, &e), ERR_NOT_FOUND);
+  CHECK_EQ_INT(repo_scan("/nonexistent/repo", &m, &n, NULL, NULL, &e), ERR_NOT_FOUND);
   CHECK_CONTAINS(e.msg, "/nonexistent/repo");
 }
 
@@ -262,6 +327,8 @@ int main(void) {
   }
   build_repo();
   test_scan();
+  test_scan_skips_bad_names();
+  test_name_problem_and_escape();
   test_scan_model();
   test_empty_and_missing();
   nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
