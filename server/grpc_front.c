@@ -499,7 +499,7 @@ void srv_call_reply(srv_call *c, uint8_t *resp, size_t len) { call_reply(c, resp
 
 void srv_call_reply_queued(srv_call *c, uint8_t *resp, size_t len) { call_reply(c, resp, len, 1); }
 
-void srv_reply_burst_init(srv_reply_burst *b) { b->n = b->added = 0; }
+void srv_reply_burst_init(srv_reply_burst *b) { b->n = 0; }
 
 void srv_reply_burst_add(srv_reply_burst *b, srv_call *c, uint8_t *resp, size_t len) {
   if (c->local_done || tl_cq == c->t) {
@@ -511,16 +511,14 @@ void srv_reply_burst_add(srv_reply_burst *b, srv_call *c, uint8_t *resp, size_t 
   c->send_buf = grpc_raw_byte_buffer_create(&s, 1);
   grpc_slice_unref(s);
   c->send_code = GRPC_STATUS_OK;
-  if (mail_push(c)) {
-    if (b->n == SRV_REPLY_BURST_WAKES) srv_reply_burst_close(b);  // full: wake those so far now
-    b->wake[b->n++] = c;
-  }
-  if (++b->added == SRV_REPLY_BURST_SPAN) srv_reply_burst_close(b);
+  if (!mail_push(c)) return;
+  if (b->n == SRV_REPLY_BURST_WAKES) srv_reply_burst_close(b);  // full: wake those so far now
+  b->wake[b->n++] = c;
 }
 
 void srv_reply_burst_close(srv_reply_burst *b) {
   for (int i = 0; i < b->n; i++) mail_wake(b->wake[i]);
-  b->n = b->added = 0;
+  b->n = 0;
 }
 
 void srv_call_fail(srv_call *c, int code, const char *msg) {

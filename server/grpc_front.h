@@ -118,15 +118,11 @@ void srv_call_reply_queued(srv_call *c, uint8_t *resp, size_t len);
 // srv_call_reply_queued, but each CQ thread is woken once for the burst, when
 // it is closed, not once per answer. Waking at each answer, a CQ thread that
 // shares a core with the answering thread preempted it, sent that one answer
-// and slept again, answer after answer. A long burst wakes them every
-// SRV_REPLY_BURST_SPAN answers as well, so the first answers of a large
-// batch leave while the rest are being handed over. Caller-allocated (on the
-// stack): init, add the answers, close; nothing is left to free.
+// and slept again, answer after answer. Caller-allocated (on the stack):
+// init, add the answers, close; nothing is left to free.
 #define SRV_REPLY_BURST_WAKES 16
-#define SRV_REPLY_BURST_SPAN 32
 typedef struct srv_reply_burst {
   int n;
-  int added;                              // answers handed over since the last wakeups
   srv_call *wake[SRV_REPLY_BURST_WAKES];  // calls that found their CQ's mailbox empty: a wakeup owed on each
 } srv_reply_burst;
 
