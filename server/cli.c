@@ -26,6 +26,8 @@ void srv_options_usage(const char *prog) {
           "                               process's affinity mask)\n"
           "  --grpc-max-message-bytes N   largest request or response message (default 67108864);\n"
           "                               larger requests get RESOURCE_EXHAUSTED\n"
+          "  --reply-threads N            threads that send a finished batch's answers (default half the\n"
+          "                               cores given, 2 to 8; 0: the thread that ran the batch sends them)\n"
           "  --grpc-max-concurrent-streams N calls one connection may hold at once (default 2048;\n"
           "                               HTTP/2's setting: a client waits for a free stream)\n"
           "  --http-max-infer-body-bytes N largest body of a REST inference request (default 67108864);\n"
@@ -119,6 +121,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
   *o = (srv_options){.grpc_address = "0.0.0.0", .http_address = "0.0.0.0", .grpc_port = 8001, .http_port = 8000,
                      .grpc_threads = default_grpc_threads(), .grpc_max_message_bytes = 64 << 20,
                      .grpc_max_streams = 0,  // the gRPC front's default (2048)
+                     .reply_threads = -1,    // half the cores given, 2 to 8 (main.c)
                      .http_max_infer_body_bytes = 64 << 20,
                      .default_max_batch_size = 4, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
                      .log_level = SRV_LOG_INFO, .trace_rate = 1000, .allow_metrics = 1, .metrics_port = -1, .poll_secs = 15};
@@ -177,6 +180,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--grpc-threads")) rc = parse_int(name, val, 1, 256, &o->grpc_threads);
     else if (!strcmp(name, "--grpc-max-message-bytes")) rc = parse_int(name, val, 1024, INT_MAX, &o->grpc_max_message_bytes);
     else if (!strcmp(name, "--grpc-max-concurrent-streams")) rc = parse_int(name, val, 1, INT_MAX, &o->grpc_max_streams);
+    else if (!strcmp(name, "--reply-threads")) rc = parse_int(name, val, 0, 64, &o->reply_threads);
     else if (!strcmp(name, "--http-max-infer-body-bytes"))
       rc = parse_int(name, val, 1 << 20, INT_MAX, &o->http_max_infer_body_bytes);
     else if (!strcmp(name, "--default-max-batch-size")) rc = parse_int(name, val, 0, 1 << 20, &o->default_max_batch_size);

@@ -23,7 +23,7 @@
 // and a late reply after the drain would otherwise race
 // grpc_completion_queue_shutdown, which runs under the write lock. A read
 // lock because starts need no exclusion from each other: a send batch writes
-// to the socket inline (~10 us), and under a mutex the answering threads and the
+// to the socket inline (~10 us), and under a mutex the reply threads and the
 // CQ thread queued behind each other's writes (tests/bench/RESULTS.md).
 #include "server/grpc_front.h"
 
@@ -408,44 +408,33 @@ static void mail_drain(cq_thread *t) {
 
 // A queued answer given on another thread goes to the call's CQ thread to
 // send. A send started elsewhere posts its completions to that CQ, and gRPC wakes
-// the thread for each one; from a thread answering a batch that was
+// the thread for each one; from a reply thread answering a batch that was
 // a wakeup (and on a busy core a context switch) per answer, the largest
 // part of the CQ threads' CPU per request after gRPC's own work
-// (tests/bench/RESULTS.md). Through the mailbox it is one wakeup per burst
-// and CQ thread: the answer that finds the mailbox empty owes the thread a
-// wakeup, an empty batch that gRPC completes at once on the call's CQ
-// (mail_wake); the rest ride along.
-
-// Pushes c onto its CQ thread's mailbox. Returns 1 when the mailbox was
-// empty: the caller then owes mail_wake(c), and c keeps a reference (and
-// its call) alive for it; once in the mailbox c may otherwise be sent and
-// freed by the CQ thread at any moment.
-static int mail_push(srv_call *c) {
+// (tests/bench/RESULTS.md). Through the mailbox it is one wakeup per batch
+// and CQ thread: the first answer of a burst wakes it with an empty batch,
+// which gRPC completes at once on the call's CQ; the rest ride along.
+static void mail_post(srv_call *c) {
   cq_thread *t = c->t;
+  grpc_call *call = c->call;
+  // Once in the mailbox, c may be sent and freed by the CQ thread at any
+  // moment: this reference keeps it, and its call for the wakeup, alive.
   atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
   srv_call *head = atomic_load_explicit(&t->mail, memory_order_relaxed);
   do {
     c->mail_next = head;
   } while (!atomic_compare_exchange_weak_explicit(&t->mail, &head, c, memory_order_release, memory_order_relaxed));
-  if (head) call_release(c);  // the wakeup of the first is owed by whoever pushed it
-  return head == NULL;
-}
-
-// Wakes c's CQ thread to drain its mailbox, and drops mail_push's reference.
-static void mail_wake(srv_call *c) {
-  cq_thread *t = c->t;
-  pthread_rwlock_rdlock(&t->gate);
-  grpc_call_error rc = t->closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
-                                 : grpc_call_start_batch(c->call, NULL, 0, &t->mail_tag, NULL);
-  pthread_rwlock_unlock(&t->gate);
+  grpc_call_error rc = GRPC_CALL_OK;
+  if (!head) {  // else the wakeup of the first is on its way
+    pthread_rwlock_rdlock(&t->gate);
+    rc = t->closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
+                   : grpc_call_start_batch(call, NULL, 0, &t->mail_tag, NULL);
+    pthread_rwlock_unlock(&t->gate);
+  }
   call_release(c);
   // The CQ is closed (or refused): no thread will come, so send them here,
   // where each fails and is cancelled as a late answer is.
   if (rc != GRPC_CALL_OK) mail_drain(t);
-}
-
-static void mail_post(srv_call *c) {
-  if (mail_push(c)) mail_wake(c);
 }
 
 // Sends the answer (bb NULL for a failure) and hands the handler's reference
@@ -498,28 +487,6 @@ static void call_reply(srv_call *c, uint8_t *resp, size_t len, int queued) {
 void srv_call_reply(srv_call *c, uint8_t *resp, size_t len) { call_reply(c, resp, len, 0); }
 
 void srv_call_reply_queued(srv_call *c, uint8_t *resp, size_t len) { call_reply(c, resp, len, 1); }
-
-void srv_reply_burst_init(srv_reply_burst *b) { b->n = 0; }
-
-void srv_reply_burst_add(srv_reply_burst *b, srv_call *c, uint8_t *resp, size_t len) {
-  if (c->local_done || tl_cq == c->t) {
-    call_reply(c, resp, len, 0);
-    return;
-  }
-  grpc_slice s = len ? grpc_slice_new(resp, len, free) : grpc_empty_slice();
-  if (!len) free(resp);
-  c->send_buf = grpc_raw_byte_buffer_create(&s, 1);
-  grpc_slice_unref(s);
-  c->send_code = GRPC_STATUS_OK;
-  if (!mail_push(c)) return;
-  if (b->n == SRV_REPLY_BURST_WAKES) srv_reply_burst_close(b);  // full: wake those so far now
-  b->wake[b->n++] = c;
-}
-
-void srv_reply_burst_close(srv_reply_burst *b) {
-  for (int i = 0; i < b->n; i++) mail_wake(b->wake[i]);
-  b->n = 0;
-}
 
 void srv_call_fail(srv_call *c, int code, const char *msg) {
   if (c->local_done) {

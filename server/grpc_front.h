@@ -113,29 +113,6 @@ void srv_call_reply(srv_call *c, uint8_t *resp, size_t len);
 // answer goes through srv_call_reply. Sent at once on the call's CQ thread.
 void srv_call_reply_queued(srv_call *c, uint8_t *resp, size_t len);
 
-// A burst of answers given one after another on one thread (a finished
-// batch's): each is sent by its call's own CQ thread, as with
-// srv_call_reply_queued, but each CQ thread is woken once for the burst, when
-// it is closed, not once per answer. Waking at each answer, a CQ thread that
-// shares a core with the answering thread preempted it, sent that one answer
-// and slept again, answer after answer. Caller-allocated (on the stack):
-// init, add the answers, close; nothing is left to free.
-#define SRV_REPLY_BURST_WAKES 16
-typedef struct srv_reply_burst {
-  int n;
-  srv_call *wake[SRV_REPLY_BURST_WAKES];  // calls that found their CQ's mailbox empty: a wakeup owed on each
-} srv_reply_burst;
-
-void srv_reply_burst_init(srv_reply_burst *b);
-
-// Answers `c` as srv_call_reply does (resp is the call's from here on),
-// through its CQ thread's mailbox; sent at once on the call's own CQ thread
-// and for local calls.
-void srv_reply_burst_add(srv_reply_burst *b, srv_call *c, uint8_t *resp, size_t len);
-
-// Wakes every CQ thread that has answers of the burst waiting.
-void srv_reply_burst_close(srv_reply_burst *b);
-
 // Ends the call with `code` (err_code, i.e. grpc_status_code numbering) and
 // `msg` (copied; may be NULL).
 void srv_call_fail(srv_call *c, int code, const char *msg);

@@ -918,13 +918,39 @@ static void record_stages(srv_server *s, srv_version *v, const srv_request *r, c
   }
 }
 
+// A batch's successful unary answers, sent on the reply queue's threads
+// (replyq.h) so the instance thread can run its next batch meanwhile.
+enum { CHUNK_MAX = 16 };
+typedef struct reply_chunk {
+  srv_replyq_item it;  // first: the queue's
+  srv_server *s;
+  int n;
+  srv_request *r[CHUNK_MAX];
+  uint8_t *resp[CHUNK_MAX];
+  size_t len[CHUNK_MAX];
+} reply_chunk;
+
+static void send_chunk(srv_replyq_item *it) {
+  reply_chunk *c = (reply_chunk *)it;
+  for (int i = 0; i < c->n; i++) {
+    srv_call_reply_queued(c->r[i]->call, c->resp[i], c->len[i]);  // one CQ wakeup for the burst
+    srv_infer_request_free(c->r[i]);
+    atomic_fetch_sub(&c->s->infer_inflight, 1);
+  }
+  free(c);
+}
+
+static void post_chunk(srv_server *s, reply_chunk *c) {
+  c->it.fn = send_chunk;
+  if (srv_replyq_post(s->replyq, &c->it) != 0) send_chunk(&c->it);  // stopping: sent here
+}
+
 // Packs every answer of the batch first, then accounts the statistics, then
 // sends: a client that reads ModelStatistics after its answer sees its
-// request counted. The unary answers of a batch of three or more go to
-// their calls' CQ threads as one burst (each thread woken once, and it does
-// the send's transport work); smaller batches are sent here (a hop to
-// another thread would only add latency to a lone request), as are stream
-// answers (their order on the stream is kept) and held ones.
+// request counted. Batches of three or more unary requests are sent by the
+// reply queue, in chunks spread over its threads; smaller ones here (a hop
+// to another thread would only add latency to a lone request), as are
+// stream answers (their order on the stream is kept) and held ones.
 static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, size_t n, int rc, const err *e,
                         const eng_job *job, const eng_tensor *outputs, size_t n_outputs, int hold) {
   srv_server *s = ctx;
@@ -974,9 +1000,14 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
             e->msg);
   }
 
-  int queued = !hold && n >= 3;
-  srv_reply_burst burst;
-  srv_reply_burst_init(&burst);
+  int offload = !hold && s->replyq && n >= 3;
+  int per = 0;
+  if (offload) {  // about one chunk per thread, each worth a wakeup
+    int th = srv_replyq_threads(s->replyq);
+    per = (int)((n + (size_t)th - 1) / (size_t)th);
+    per = per < 4 ? 4 : per > CHUNK_MAX ? CHUNK_MAX : per;
+  }
+  reply_chunk *chunk = NULL;
   for (size_t i = 0; i < n; i++) {
     srv_request *r = reqs[i];
     const err *fail = rc ? e : !pk ? NULL : pk[i].e.code ? &pk[i].e : NULL;
@@ -1001,15 +1032,25 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
       atomic_fetch_add(&st->compute_output.count, 1);
       atomic_fetch_add(&st->compute_output.ns, (uint64_t)(t_end - job->t_infer_end_us) * 1000);
       atomic_fetch_sub(&st->pending, 1);
-      if (queued && !r->stream) srv_reply_burst_add(&burst, r->call, pk[i].resp, pk[i].len);
-      else answer(r, pk[i].resp, pk[i].len, 0, NULL, hold);
+      if (offload && !r->stream && (chunk || (chunk = calloc(1, sizeof *chunk)))) {  // no memory: sent here
+        chunk->s = s;
+        chunk->r[chunk->n] = r;
+        chunk->resp[chunk->n] = pk[i].resp;
+        chunk->len[chunk->n] = pk[i].len;
+        if (++chunk->n == per) {
+          post_chunk(s, chunk);
+          chunk = NULL;
+        }
+        continue;  // the chunk answers and frees it
+      }
+      answer(r, pk[i].resp, pk[i].len, 0, NULL, hold);
     }
     if (!hold) {
       srv_infer_request_free(r);
       atomic_fetch_sub(&s->infer_inflight, 1);
     }
   }
-  srv_reply_burst_close(&burst);
+  if (chunk) post_chunk(s, chunk);
   if (pk != stack_p) free(pk);
 }
 

@@ -425,6 +425,13 @@ int main(int argc, char **argv) {
   srv_grpc_tls gt = {.certs = tls};
   if (tls) go.tls = &gt;
   if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;
+  // the batches' answers (replyq.h): by default a quarter of the CQ threads, i.e. half the cores given, 2 to 8
+  int n_reply = o.reply_threads;
+  if (n_reply < 0) {
+    n_reply = o.grpc_threads / 4;
+    n_reply = n_reply < 2 ? 2 : n_reply > 8 ? 8 : n_reply;
+  }
+  if (n_reply > 0 && srv_replyq_create(n_reply, &srv.replyq, &e) != 0) goto fail;
   if (srv_sched_start(srv.sched, &e) != 0) goto fail;
   if (srv_grpc_start(grpc, &e) != 0) goto fail;
 
@@ -461,8 +468,9 @@ fail:
   if (status) srv_log(SRV_LOG_ERROR, "%s", e.msg);
   srv_htls_ctx_destroy(htls);  // NULL once the HTTP endpoint took it
   if (srv.sched) srv_sched_stop(srv.sched, close_http, &hc);  // no-op when the loop never started
-  // every batch has completed once the scheduler stopped: its answers are sent, or waiting in the CQ threads'
-  // mailboxes, which the destroy waits for
+  // every batch has completed once the scheduler stopped: send what is queued while the calls exist
+  srv_replyq_destroy(srv.replyq);
+  srv.replyq = NULL;
   if (grpc) srv_grpc_destroy(grpc);
   srv_tlsw_destroy(tls);  // after the server: its handshakes fetch from it
   // after HTTP and gRPC closed (nothing calls it any more), before the

@@ -12,6 +12,7 @@
 #include "server/grpc_front.h"
 #include "server/reflection.h"
 #include "server/registry.h"
+#include "server/replyq.h"
 #include "server/sched.h"
 #include "server/shm.h"
 #include "server/trace.h"
@@ -27,6 +28,7 @@ typedef struct srv_server {
   srv_shm *shm;            // client system shared memory; NULL unless --allow-client-shm
   srv_cuda_shm *cuda_shm;  // client CUDA shared memory; NULL unless --allow-client-shm
   struct srv_rest *rest;   // the KServe v2 REST routes (server/rest.h); NULL: not served
+  srv_replyq *replyq;      // sends batches' answers (replyq.h); NULL: each instance thread sends its own
   int strict_readiness;    // ready only when every model is (Triton's default)
   int allow_metrics;       // --allow-metrics: /metrics served at all
   atomic_int draining;     // set once shutdown began: not ready, new work refused

@@ -760,3 +760,23 @@ def test_256_clients_mlp_without_dynamic_batching(bat, rng):
     assert d.table == {1: n}, d
     assert (d.executions, d.inferences, d.success, d.fail) == (n, n, n, 0), d
     print("\nbt_mlp_nodyn, %d clients x %d requests in %.1fs: %d executions" % (CLIENTS, PER_CLIENT, el, n))
+
+
+@pytest.mark.parametrize("threads", ["0", "1"])
+def test_reply_threads(repo_dir, specs, oracle, rng, threads):
+    """--reply-threads 0 (each batch answered by the instance thread that ran it, as before the reply
+    queue) and 1 (one thread sends every batch's answers): the 256 clients' answers all right and
+    counted, batches formed. The default (several threads) is what every other test here runs."""
+    gen = lib.served(repo_dir, ["--reply-threads", threads])
+    srv = next(gen)
+    try:
+        c = grpcclient.InferenceServerClient(url=srv.grpc_url)
+        n = CLIENTS * PER_CLIENT
+        snap = Snap(c, "mlp")
+        _many_clients(srv.grpc_url, "mlp", specs["mlp"], oracle, rng)
+        d = snap.settle(n)
+        assert (d.inferences, d.success, d.fail) == (n, n, 0), d
+        assert d.executions < n, "no batching happened: %r" % d
+        c.close()
+    finally:
+        next(gen, None)  # stops the server and checks its clean exit

@@ -106,10 +106,6 @@ static void h_later(void *ctx, srv_call *c, const uint8_t *req, size_t len) {
   pthread_mutex_unlock(&w->mu);
 }
 
-// Takes every job queued so far and answers them one after another: in
-// turn sent here, through the call's CQ mailbox alone, or as part of one
-// burst (as a finished batch's answers are), whose CQ threads are woken
-// when it closes, after the others of the round.
 static void *worker_main(void *arg) {
   worker *w = arg;
   pthread_mutex_lock(&w->mu);
@@ -117,23 +113,17 @@ static void *worker_main(void *arg) {
     while (!w->head && !w->stop) pthread_cond_wait(&w->cv, &w->mu);
     if (!w->head) break;
     job *j = w->head;
-    w->head = w->tail = NULL;
+    w->head = j->next;
+    if (!w->head) w->tail = NULL;
     pthread_mutex_unlock(&w->mu);
-    srv_reply_burst b;
-    srv_reply_burst_init(&b);
-    while (j) {
-      job *next = j->next;
-      size_t n = 0;
-      uint8_t *r = prefixed("later:", j->req, j->len, &n);
-      int k = atomic_fetch_add(&w->replied, 1);  // before the reply, which wakes the client
-      if (k % 3 == 1) srv_call_reply_queued(j->call, r, n);
-      else if (k % 3 == 2) srv_reply_burst_add(&b, j->call, r, n);
-      else srv_call_reply(j->call, r, n);
-      free(j->req);
-      free(j);
-      j = next;
-    }
-    srv_reply_burst_close(&b);
+    size_t n = 0;
+    uint8_t *r = prefixed("later:", j->req, j->len, &n);
+    int k = atomic_fetch_add(&w->replied, 1);  // before the reply, which wakes the client
+    // every other answer through the CQ thread's mailbox, as a reply thread sends a batch's
+    if (k % 2) srv_call_reply_queued(j->call, r, n);
+    else srv_call_reply(j->call, r, n);
+    free(j->req);
+    free(j);
     pthread_mutex_lock(&w->mu);
   }
   pthread_mutex_unlock(&w->mu);
