@@ -109,9 +109,9 @@ static int parse_bool(const char *flag, const char *v, int *out) {
 // 16-core device (2026-11-24) inferd on 8 cores answered 98k req/s with 16
 // CQ threads and 64k with 8 at 512 streams. But one on a single CPU: there
 // the second thread only waits for gRPC's one poller to kick it, and each
-// kick is a context switch on the same core (2-core VM, 2026-11-26: CPU per
-// request x0.98 at 64 streams and x0.81 at 512 with one thread, switches per
-// request x0.6; tests/bench/RESULTS.md).
+// kick is a context switch on the same core (2-core VM, 2026-11-26, one
+// thread against two: CPU per request x0.81-1.04 in five pairs, x0.93 the
+// median, switches per request x0.5-0.6; tests/bench/RESULTS.md).
 static int default_grpc_threads(void) {
   cpu_set_t set;
   long n = 0;
