@@ -23,7 +23,7 @@ void srv_options_usage(const char *prog) {
           "  --http-port N                HTTP port for /v2/health/live, /v2/health/ready, /metrics;\n"
           "                               0 picks a free one (default 8000)\n"
           "  --grpc-threads N             gRPC completion-queue threads (default: twice the CPUs in the\n"
-          "                               process's affinity mask)\n"
+          "                               process's affinity mask; one on a single CPU)\n"
           "  --grpc-max-message-bytes N   largest request or response message (default 67108864);\n"
           "                               larger requests get RESOURCE_EXHAUSTED\n"
           "  --reply-threads N            threads that send a finished batch's answers (default half the\n"
@@ -102,18 +102,22 @@ static int parse_bool(const char *flag, const char *v, int *out) {
   return 0;
 }
 
-// The default number of CQ threads: two per CPU the process may run on (its
+// The default number of CQ threads, from the CPUs the process may run on (its
 // affinity mask, so a server started under taskset or a container's cpuset
-// sizes itself to what it was given, not to the machine). Two, because a CQ
-// thread blocks in the kernel between completions: on the 16-core device
-// (2026-11-24) inferd on 8 cores answered 98k req/s with 16 CQ threads and
-// 64k with 8 at 512 streams.
+// sizes itself to what it was given, not to the machine): two per CPU,
+// because a CQ thread blocks in the kernel between completions: on the
+// 16-core device (2026-11-24) inferd on 8 cores answered 98k req/s with 16
+// CQ threads and 64k with 8 at 512 streams. But one on a single CPU: there
+// the second thread only waits for gRPC's one poller to kick it, and each
+// kick is a context switch on the same core (2-core VM, 2026-11-26, one
+// thread against two: CPU per request x0.81-1.04 in five pairs, x0.93 the
+// median, switches per request x0.5-0.6; tests/bench/RESULTS.md).
 static int default_grpc_threads(void) {
   cpu_set_t set;
   long n = 0;
   if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
   if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
-  if (n <= 0) n = 1;
+  if (n <= 1) return 1;
   return n > 128 ? 256 : (int)(2 * n);
 }
 

@@ -345,8 +345,13 @@ static void admit(srv_sched *s, srv_request *r) {
   }
   r->t_enqueue_us = eng_now_us();
   r->item.payload = r;
+  // The loop is woken only when an executor is free to take a batch: while
+  // every one is busy, the next to finish pumps the queue itself
+  // (on_job_done), and the timer set in srv_sched_submit covers deadlines
+  // meanwhile. Under load, that was a loop wakeup for nothing every few
+  // requests.
   if (bat_enqueue(vs->bat, &r->item, &e) != 0) drop(s, vs, r, e.code, e.msg);
-  else if (vs->defer) s->kick = 1;
+  else if (vs->defer) s->kick |= bat_free_instances(vs->bat) > 0;
   else pump_version(s, vs);
 }
 

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -185,5 +186,42 @@ def test_strict_readiness_default(start_server, tmp_path):
     with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
         assert c.is_server_ready() is True
     assert lib.http_get(srv.http_url + "/v2/health/ready")[0] == 200
+    assert srv.stop() == 0
+    srv.assert_clean_exit()
+
+
+def _cq_threads(pid):
+    """How many gRPC completion-queue threads (named inferd-cq) the process runs."""
+    n = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                n += f.read().strip() == "inferd-cq"
+        except OSError:
+            pass  # ended meanwhile
+    return n
+
+
+@pytest.mark.parametrize("n_cpus", [1, 2])
+def test_default_grpc_threads_follow_the_affinity_mask(start_server, n_cpus):
+    """Without --grpc-threads the CQ thread count comes from the CPUs the server may run on, not the
+    machine's: one on a single CPU, two per CPU otherwise."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < n_cpus:
+        pytest.skip("needs %d CPUs in this process's affinity mask" % n_cpus)
+    # The mask is the calling thread's, and the server inherits it when it is forked from this thread.
+    os.sched_setaffinity(0, allowed[:n_cpus])
+    try:
+        srv = start_server()
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert os.sched_getaffinity(srv.proc.pid) == set(allowed[:n_cpus])
+    want = 1 if n_cpus == 1 else 2 * n_cpus
+    # each CQ thread names itself once it runs, which may be just after the ready line: polled (nothing
+    # signals it), bounded
+    deadline = time.monotonic() + 10
+    while _cq_threads(srv.proc.pid) < want and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _cq_threads(srv.proc.pid) == want
     assert srv.stop() == 0
     srv.assert_clean_exit()
