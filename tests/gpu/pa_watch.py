@@ -121,10 +121,13 @@ def main():
                 quiet = t - (lines[-1][0] if lines else 0)
                 passed = any("Pass [" in text for _, text in lines)
             # stacks, 3 at most, 5 s apart: while the main thread is busy (above BUSY of a core over the last
-            # second: bookkeeping), or once the output has been quiet for QUIET_S (blocked somewhere)
+            # second: bookkeeping), or once the output has been quiet for QUIET_S (blocked somewhere); not
+            # while it sleeps through a window
             busy = (passed and len(samples) > 2 and
                     samples[-1][1] - samples[-3][1] > BUSY * (samples[-1][0] - samples[-3][0]))
-            if (busy or quiet > QUIET_S) and len(stacks) < 3 and (not stacks or t - stacks[-1][0] > 5):
+            asleep_in_window = bool(samples) and samples[-1][5] == "hrtimer_nanosleep"  # nothing to see
+            if ((busy or quiet > QUIET_S) and not asleep_in_window and len(stacks) < 3 and
+                    (not stacks or t - stacks[-1][0] > 5)):
                 st = main_stack(p.pid)
                 if st is not None:
                     stacks.append((round(t, 1), st))
