@@ -6,7 +6,8 @@ venv has numpy and onnx, not tritonclient).
     pa_table.py table OUT_DIR MODEL      every run under OUT_DIR/runs/*, in order: one markdown row each, and
                                          exit status 1 if any run failed
 
-A run directory holds: spec (protocol, concurrency, shared memory, one a line), rc (perf_analyzer's exit status,
+A run directory holds: spec (protocol, concurrency, shared memory and measurement: 'windows', or 'count:N' for
+one window of N requests; blank-separated), rc (perf_analyzer's exit status,
 124 for its timeout, 'skipped' where the script's deadline left no time), pa.txt (its output), pa.csv (its -f
 file), m0.txt and m1.txt (/metrics before and after). A run passes when perf_analyzer exited 0 with a result,
 the server counted at least as many successes over the run as perf_analyzer counted requests in its measurement
@@ -57,7 +58,7 @@ def delta(a, b, key):
 
 def judge(run_dir, model):
     """(row cells, failure reasons) of one run."""
-    proto, conc, shm = (read(os.path.join(run_dir, "spec")).split() + ["?", "?", "none"])[:3]
+    proto, conc, shm, mode = (read(os.path.join(run_dir, "spec")).split() + ["?", "?", "none", "windows"])[:4]
     rc = read(os.path.join(run_dir, "rc"), "missing").strip()
     out = read(os.path.join(run_dir, "pa.txt"))
     why = []
@@ -100,7 +101,7 @@ def judge(run_dir, model):
                 why.append("%d inputs read device to device for %d requests" % (dev, client))
             if host:
                 why.append("%d CUDA shm inputs went through the host" % host)
-    cells = [proto, conc, shm, rc,
+    cells = [proto, conc, shm, mode.replace("count:", "") + (" requests" if mode.startswith("count:") else ""), rc,
              "%.0f" % tput if tput is not None else "-",
              str(p99) if p99 is not None else "-",
              str(client) if client is not None else "-",
@@ -113,9 +114,9 @@ def judge(run_dir, model):
 
 def table(out_dir, model):
     runs = sorted(os.listdir(os.path.join(out_dir, "runs")))
-    lines = ["| protocol | concurrency | shared memory | exit | infer/s | p99 (us) | client requests "
+    lines = ["| protocol | concurrency | shared memory | measurement | exit | infer/s | p99 (us) | client requests "
              "| server successes | failures | CUDA shm inputs device / host | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     bad = 0
     for r in runs:
         cells, why = judge(os.path.join(out_dir, "runs", r), model)

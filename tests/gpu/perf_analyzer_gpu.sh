@@ -20,15 +20,21 @@
 #        fails a run whose windows vary more, which is no failure of the server), TIMEOUT (seconds
 #        per perf_analyzer run, 120), DEADLINE_S (no run starts past this many seconds from the start, 520,
 #        so the table comes out within a 600 s call even when runs hang; a run's timeout is cut to fit),
+#      REQUESTS (300000) and COUNT_FROM (64): a level of COUNT_FROM streams or more measures one window of exactly
+#        REQUESTS requests (--request-count) instead of time windows until stable (COUNT_FROM 0: time windows
+#        everywhere). perf_analyzer 2.50's time windows never end above ~50,000 infer/s: its bookkeeping
+#        between two windows costs the window's request records times those completed while it gathers them
+#        and lengthens the next window by that time, so each pass takes longer than the last (issue 14;
+#        tests/gpu/pa_hang_probe.sh shows it). One counted window has no next window to lengthen,
 #      VARIANT (anchor_repo.py's KIND:PRECISION:DELAY_US:COUNT; default gpu:fp16:500:2, cpu:fp32:500:2 on KIND_CPU),
 #      INFERD_ARGS (extra server flags).
 set -u
 start=$SECONDS
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../script_args.sh"
+. "$HERE/pa_serve.sh"
 script_args "$@"
 BIN=$IN_DIR OUT=$OUT_DIR
-ROOT=$(cd "$HERE/../.." && pwd)
 KIND=${KIND:-KIND_GPU}
 case $KIND in
   KIND_GPU) VARIANT=${VARIANT:-gpu:fp16:500:2} ;;
@@ -41,72 +47,26 @@ INTERVAL_MS=${INTERVAL_MS:-2000}
 TRIALS=${TRIALS:-10}
 STABILITY=${STABILITY:-25}
 TIMEOUT=${TIMEOUT:-120}
+REQUESTS=${REQUESTS:-300000}
+COUNT_FROM=${COUNT_FROM:-64}
 DEADLINE_S=${DEADLINE_S:-520}
 script_python
-PA_LD=${LD_LIBRARY_PATH:-}
-if [ -n "${PA_BUNDLE:-}" ]; then
-  PA_BUNDLE=$(cd "$PA_BUNDLE" && pwd)
-  if [ ! -x "$PA_BUNDLE/bin/perf_analyzer" ]; then tar -C "$PA_BUNDLE" -xJf "$PA_BUNDLE/pa.tar.xz" || exit 2; fi
-  PA=${PA:-$PA_BUNDLE/bin/perf_analyzer}
-  PA_LD=$PA_BUNDLE/lib${PA_LD:+:$PA_LD}
-fi
-PA=${PA:-$(command -v perf_analyzer || true)}
-if [ -z "$PA" ] || ! LD_LIBRARY_PATH=$PA_LD "$PA" --version >/dev/null 2>&1; then
-  echo "perf_analyzer does not run (PA=${PA:-unset}; set PA or PA_BUNDLE):" >&2
-  [ -n "$PA" ] && LD_LIBRARY_PATH=$PA_LD "$PA" --version 2>&1 | tail -n 3 >&2
-  exit 2
-fi
+pa_find
 MODEL=simplenet
-REPO=$OUT/repo
-rm -rf "$REPO" "$OUT/runs"
+rm -rf "$OUT/runs"
 mkdir -p "$OUT/runs"
-"$PYTHON" - "$ROOT/tests/bench/serve_gpu" "$REPO" "$VARIANT" <<'PY' || exit 2
-import sys
-sys.path.insert(0, sys.argv[1])
-import anchor_repo
-anchor_repo.write_repos(sys.argv[2], [sys.argv[3]])
-PY
-MREPO=$REPO/${VARIANT//:/_}
+pa_repo "$OUT/repo" "$VARIANT"
 
 {
   echo "date: $(date -u '+%F %T UTC'); $(nproc) CPUs; $(LD_LIBRARY_PATH=$PA_LD "$PA" --version 2>&1 | head -n 1)"
   if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; fi
-  echo "perf_analyzer: --measurement-interval $INTERVAL_MS --max-trials $TRIALS --stability-percentage $STABILITY"
+  echo "perf_analyzer: --measurement-interval $INTERVAL_MS --max-trials $TRIALS --stability-percentage $STABILITY;" \
+    "from concurrency $COUNT_FROM (0: never) --request-count $REQUESTS instead"
   echo "model: $MODEL as $VARIANT ($KIND), config:"
   cat "$MREPO/$MODEL/config.pbtxt"
 } >"$OUT/machine.txt"
 
-free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-GRPC=$(free_port)
-HTTP=$(free_port)
-# shellcheck disable=SC2086  # INFERD_ARGS: separate flags
-"$BIN/inferd" --model-repository "$MREPO" --grpc-port "$GRPC" --http-port "$HTTP" --allow-client-shm true --exit-timeout-secs 5 \
-  --log-level info ${INFERD_ARGS:-} >"$OUT/inferd.log" 2>&1 &
-PID=$!
-stop() { if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; PID=""; fi; }
-trap stop EXIT
-# ready: the model answers its readiness route (the GPU plan is built at load); give up if the server exits
-"$PYTHON" - "http://127.0.0.1:$HTTP/v2/models/$MODEL/ready" "$PID" <<'PY' || { tail -n 20 "$OUT/inferd.log" >&2; exit 2; }
-import sys, time, urllib.request
-url, pid = sys.argv[1], int(sys.argv[2])
-end = time.monotonic() + 300
-while time.monotonic() < end:
-    try:
-        if urllib.request.urlopen(url, timeout=5).status == 200:
-            sys.exit(0)
-    except Exception:
-        pass
-    try:  # exited: gone, or a zombie until this script's shell reaps it
-        with open("/proc/%d/stat" % pid) as f:
-            gone = f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        gone = True
-    if gone:
-        sys.exit("inferd exited before the model was ready")
-    time.sleep(0.2)
-sys.exit("model not ready after 300 s")
-PY
-METRICS=http://127.0.0.1:$HTTP/metrics
+pa_serve "$MREPO" "$OUT/inferd.log"
 
 # snapshot PID FILE: what a perf_analyzer that is still running near its timeout is doing (issue 14 saw it never
 # print a result at concurrency 64 on the GPU while the server kept answering): its threads' states and kernel
@@ -157,11 +117,16 @@ for st, k in stacks.most_common():
 n=0
 # run PROTOCOL CONCURRENCY SHM: one perf_analyzer level, its files under runs/NN_...
 run() {
-  local proto=$1 conc=$2 shm=$3 d url left t
+  local proto=$1 conc=$2 shm=$3 d url left t mode=windows
+  local meas=(--measurement-interval "$INTERVAL_MS" --max-trials "$TRIALS" --stability-percentage "$STABILITY")
+  if [ "$COUNT_FROM" -gt 0 ] && [ "$conc" -ge "$COUNT_FROM" ]; then
+    mode=count:$REQUESTS
+    meas=(--request-count "$REQUESTS")
+  fi
   n=$((n + 1))
   d=$OUT/runs/$(printf '%02d' $n)_${proto}_${conc}_$shm
   mkdir -p "$d"
-  echo "$proto $conc $shm" >"$d/spec"
+  echo "$proto $conc $shm $mode" >"$d/spec"
   left=$((DEADLINE_S - (SECONDS - start)))
   if [ "$left" -lt 15 ]; then
     echo skipped >"$d/rc"
@@ -173,10 +138,9 @@ run() {
   local extra=()
   [ "$shm" != none ] && extra=(--shared-memory "$shm")
   "$PYTHON" "$HERE/pa_table.py" metrics "$METRICS" "$d/m0.txt"
-  echo "== $proto c=$conc shm=$shm (timeout $t s)" >&2
+  echo "== $proto c=$conc shm=$shm $mode (timeout $t s)" >&2
   LD_LIBRARY_PATH=$PA_LD "$PA" -m "$MODEL" -u "$url" -i "$proto" \
-    --concurrency-range "$conc:$conc" --measurement-interval "$INTERVAL_MS" --max-trials "$TRIALS" \
-    --stability-percentage "$STABILITY" -f "$d/pa.csv" -v "${extra[@]}" >"$d/pa.txt" 2>&1 &
+    --concurrency-range "$conc:$conc" "${meas[@]}" -f "$d/pa.csv" -v "${extra[@]}" >"$d/pa.txt" 2>&1 &
   local pa=$!
   # the watchdog: a snapshot 10 s before the limit if it is still running, then TERM (KILL 10 s later)
   (
@@ -207,7 +171,7 @@ for shm in cuda system; do
   [ "$shm" = cuda ] && [ "$KIND" != KIND_GPU ] && continue  # no device here: nothing to register
   for proto in grpc http; do run "$proto" "$SHM_CONCURRENCY" "$shm"; done
 done
-stop
+pa_stop
 echo "server: $(grep -c -E 'ERROR|error' "$OUT/inferd.log") log lines with 'error'; last lines:" >>"$OUT/machine.txt"
 tail -n 5 "$OUT/inferd.log" >>"$OUT/machine.txt"
 

@@ -131,3 +131,26 @@ def test_model_statistics_memory_usage(server, client, specs, oracle, rng):
     else:
         assert set(mem) == {("CPU", 0)}, mem
         assert mem[("CPU", 0)] >= mbs * (1024 + 10) * 4, mem
+
+
+def test_statistics_answered_beside_inference_on_one_channel(server, client):
+    """perf_analyzer's measurement loop asks ModelStatistics at each window's edge, with no deadline, on a
+    channel it shares with its inference streams (issue 14): a statistics answer lost or held behind the
+    inference calls would stall it for good. tests/gpu/stats_probe.py keeps 64 ModelInfer calls in flight on
+    ONE channel and polls ModelStatistics on it, every call with a deadline, and fails on any call that failed,
+    ran past its deadline or was never answered."""
+    import json
+    import subprocess
+    import sys
+    before = _stats(client, "mlp")
+    probe = [sys.executable, lib.REPO_ROOT + "/tests/gpu/stats_probe.py", "--url", server.grpc_url,
+             "--model", "mlp", "--concurrency", "64", "--channels", "1", "--seconds", "4",
+             "--stats-deadline", "5", "--infer-deadline", "10"]
+    p = subprocess.run(probe, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    r = json.loads(p.stdout[:p.stdout.rindex("}") + 1])
+    assert r["infer_ok"] > 64 and r["stats_calls"] > 0, r
+    assert r["infer_errors"] == {} and r["infer_unanswered"] == 0 and r["stats_errors"] == {} and r["stats_bad"] == 0, r
+    after = _stats(client, "mlp")
+    # every answer the probe counted was a success on the server (the shared server sees nothing else now)
+    assert after.inference_stats.success.count - before.inference_stats.success.count == r["infer_ok"]
