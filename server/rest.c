@@ -1126,30 +1126,38 @@ static void route_shm(srv_rest *r, const srv_http_request *req, srv_http_respons
 }
 
 // Standard base64 (RFC 4648, '=' padding optional) into out, which holds
-// len / 4 * 3 + 3 bytes; -1 on a character outside the alphabet or a
-// dangling single character.
+// len / 4 * 3 + 3 bytes; -1 on a character outside the alphabet, padding
+// before the end or a dangling single character. Line breaks and spaces are
+// skipped: Triton's C++ client (libb64, as perf_analyzer --shared-memory
+// cuda -i http sends it) breaks its base64 into lines of 72 characters and
+// ends it with a newline, which Triton's decoder ignores too.
 static int b64_decode(const char *in, size_t len, uint8_t *out, size_t *out_len) {
-  while (len && in[len - 1] == '=') len--;
   uint32_t acc = 0;
   int bits = 0;
-  size_t o = 0;
+  size_t o = 0, digits = 0, pads = 0;
   for (size_t i = 0; i < len; i++) {
     char c = in[i];
+    if (c == '\n' || c == '\r' || c == ' ' || c == '\t') continue;
+    if (c == '=') {
+      pads++;
+      continue;
+    }
     int v = c >= 'A' && c <= 'Z' ? c - 'A'
           : c >= 'a' && c <= 'z' ? c - 'a' + 26
           : c >= '0' && c <= '9' ? c - '0' + 52
           : c == '+'             ? 62
           : c == '/'             ? 63
                                  : -1;
-    if (v < 0) return -1;
+    if (v < 0 || pads) return -1;  // a digit after padding
     acc = acc << 6 | (uint32_t)v;
     bits += 6;
+    digits++;
     if (bits >= 8) {
       bits -= 8;
       out[o++] = (uint8_t)(acc >> bits);
     }
   }
-  if (len % 4 == 1) return -1;
+  if (digits % 4 == 1 || pads > 2) return -1;
   *out_len = o;
   return 0;
 }

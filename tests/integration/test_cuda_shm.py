@@ -163,6 +163,23 @@ def test_raw_rest_routes(cs_server, has_gpu):
     assert status == 405 or status == 404, (status, raw)
 
 
+def test_rest_base64_as_libb64_writes_it(cs_server, has_gpu):
+    """Triton's C++ client (libb64: perf_analyzer --shared-memory cuda -i http) breaks the handle's base64 into
+    lines of 72 characters and ends it with a newline: the route reads it as the plain form (the device is
+    asked, or without one the same 'no device' answer), and a digit after the padding is still refused."""
+    b64 = base64.b64encode(HANDLE).decode()
+    wrapped = "\n".join(b64[i:i + 72] for i in range(0, len(b64), 72)) + "\n"
+    assert "\n" in wrapped[:-1]
+    body = json.dumps({"raw_handle": {"b64": wrapped}, "device_id": 0, "byte_size": 64})
+    status, raw = _http(cs_server, "POST", "/v2/cudasharedmemory/region/r/register", body)
+    assert status == 400, (status, raw)
+    assert "failed to open CUDA IPC handle" in lib.rest_error(raw) if has_gpu else lib.rest_error(raw) == NO_DEVICE
+    for bad in (b64[:-4] + "=" + b64[-4:], b64 + "\n@"):
+        body = json.dumps({"raw_handle": {"b64": bad}, "device_id": 0, "byte_size": 64})
+        status, raw = _http(cs_server, "POST", "/v2/cudasharedmemory/region/r/register", body)
+        assert status == 400 and "not valid base64" in lib.rest_error(raw), (bad, status, raw)
+
+
 def test_rest_base64_decodes_exactly(cs_server, has_gpu):
     """A 64-byte handle without '=' padding decodes to 64 bytes (the size check passes on a GPU machine, so
     the runtime is asked), one of 63 bytes is refused for its size."""
