@@ -67,7 +67,7 @@ typedef struct shape_plan {
 typedef struct conv_node {
   eng_conv_kind kind;
   bool w_const;   // the weights are a constant: they may be packed KRSC (Conv, ConvTranspose)
-  void *w_nhwc;   // the packed weights (KRSC; depthwise: tap-major) on the device, shared (cuda_weights.h)
+  void *w_nhwc;   // KRSC copy of the weights (device, shared: cuda_weights.h), found at the first NHWC prepare
 
   shape_plan *plans;
   int n, cap;
@@ -245,37 +245,32 @@ static bool conv_nhwc(const eng_plan *pl, size_t i, const void *state) {
   return (a->nsp == 2 || global) && s && (!has_weights(s->kind) || s->w_const);
 }
 
-// The weights of an NHWC Conv, packed once per device for every plan of the
-// model (a derived copy in the device's weights, engine/cuda_weights.h).
-// For cuDNN, KRSC: Conv's [k, c/groups, r, s] and ConvTranspose's
-// [c, k/groups, r, s] alike (cuDNN's filter is KCRS in both: for
-// ConvTranspose, that of the forward convolution it runs backwards), so
-// dims 1 go innermost. For k_dwconv_cuda (a depthwise Conv, [c, 1, r, s]),
-// tap-major [r, s, c]: a tap's channels contiguous, the layout its kernels
-// read in coalesced rows (k_dwconv_args.w_taps).
-enum { DERIVED_KRSC = 1, DERIVED_TAPS = 2 };
+// The KRSC copy of w on the device, once per device for every plan of the
+// model (a derived copy in the device's weights, engine/cuda_weights.h):
+// Conv's [k, c/groups, r, s] and ConvTranspose's [c, k/groups, r, s] alike
+// (cuDNN's filter is KCRS in both: for ConvTranspose, that of the forward
+// convolution it runs backwards), so dims 1 go innermost.
+enum { DERIVED_KRSC = 1 };
 
 typedef struct pack_ctx {
   const eng_tensor *w;
-  const int *perm;
   cudaStream_t stream;
 } pack_ctx;
 
-static int make_packed(void *dst, const void *src, void *ctx, err *e) {
+static int make_krsc(void *dst, const void *src, void *ctx, err *e) {
   const pack_ctx *pc = ctx;
-  TRY(k_transpose_cuda(dst, src, dtype_size(pc->w->dt), 4, pc->w->dims, pc->perm, pc->stream, e));
+  static const int krsc[4] = {0, 2, 3, 1};
+  TRY(k_transpose_cuda(dst, src, dtype_size(pc->w->dt), 4, pc->w->dims, krsc, pc->stream, e));
   return CUDA_OK(e, cudaStreamSynchronize(pc->stream));
 }
 
-static int pack_nhwc(conv_node *s, cuda_ctx *c, const eng_tensor *w, bool dw, cuda_prep *r, err *e) {
+static int pack_nhwc(conv_node *s, cuda_ctx *c, const eng_tensor *w, cuda_prep *r, err *e) {
   if (s->w_nhwc) return 0;
   if (w->ndims != 4) return err_set(e, ERR_INTERNAL, "NHWC conv with %d-D weights", w->ndims);
   if (!c->weights) return err_set(e, ERR_INTERNAL, "NHWC conv without the device's weights");
-  static const int krsc[4] = {0, 2, 3, 1}, taps[4] = {2, 3, 1, 0};
-  pack_ctx pc = {.w = w, .perm = dw ? taps : krsc, .stream = c->stream};
+  pack_ctx pc = {.w = w, .stream = c->stream};
   int made = 0;
-  TRY(eng_cuda_wset_derived(c->weights, w->data, dw ? DERIVED_TAPS : DERIVED_KRSC, w->bytes, make_packed, &pc,
-                            &s->w_nhwc, &made, e));
+  TRY(eng_cuda_wset_derived(c->weights, w->data, DERIVED_KRSC, w->bytes, make_krsc, &pc, &s->w_nhwc, &made, e));
   r->made += made;
   return 0;
 }
@@ -313,7 +308,6 @@ static int run_dw(const eng_cuconv_desc *cd, int in_act, cudaStream_t st, const 
   a.clip_max = cd->clip_max;
   a.alpha = cd->act_alpha, a.beta = cd->act_beta;
   a.in_act = (k_dw_act)in_act;
-  a.w_taps = 1;  // pack_nhwc's tap-major copy
   return k_dwconv_cuda(y, x, w, bias, z, cd->dtype == ENG_CUCONV_FP16 ? K_F16 : K_F32, &a, st, e);
 }
 
@@ -487,7 +481,7 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
   if (in[0].dims[0] == 0) return 0;
   if (has_weights(s->kind) && c->nhwc && !is_gemm(s, &d.cd)) {
     if (!s->w_const) return err_set(e, ERR_INTERNAL, "NHWC asked of a Conv with computed weights");
-    TRY(pack_nhwc(s, c, &in[1], is_dw(s->kind, &d.cd), r, e));
+    TRY(pack_nhwc(s, c, &in[1], r, e));
   }
   for (int i = 0; i < s->n; i++)
     if (memcmp(&s->plans[i].cd, &d.cd, sizeof d.cd) == 0 &&

@@ -286,10 +286,6 @@ typedef struct k_dwconv_args {
   // outside x still read 0): an activation node before the conv, skipped.
   // One without parameters: NONE, RELU, SIGMOID, TANH, SWISH, HARD_SWISH.
   k_dw_act in_act;
-  // w's layout: 0 [c][r][s] (ONNX's [C, 1, R, S]); 1 tap-major [r][s][c], a
-  // tap's channels contiguous, so the kernels read a tap's weights for a
-  // group of channels in one coalesced access (the engine packs it once).
-  int w_taps;
 } k_dwconv_args;
 int k_dwconv_cuda(void *y, const void *x, const void *w, const void *bias, const void *z, k_elem et,
                   const k_dwconv_args *a, cudaStream_t stream, err *e);

@@ -9,8 +9,7 @@
 //     groups: every depthwise conv of MobileNet and EfficientNet): each
 //     thread computes 1, 2 or 4 adjacent output pixels of W for 8 halves /
 //     4 floats, loading the input columns their windows share once; the
-//     weights staged per block in shared memory as [tap][channel] (from
-//     tap-major weights, k_dwconv_args.w_taps, in coalesced rows).
+//     weights staged per block in shared memory as [tap][channel].
 //   dw_kernel (everything else, and k_dwconv__v1_cuda): one thread per
 //     (output pixel, group of channels), each tap one 16-byte (8 halves, 4
 //     floats) or 4-byte (2 halves) load of neighbouring channels, so a warp
@@ -31,7 +30,6 @@ struct geo {
   int act;
   float clip_max, alpha, beta;
   int in_act;  // applied to each x element as it is loaded (a skipped activation node's)
-  int wt;      // w tap-major, [r][s][c] (k_dwconv_args.w_taps); else [c][r][s]
 };
 
 // HardSigmoid and HardSwish as k_unop.cu (and the CPU reference) compute
@@ -104,8 +102,7 @@ __global__ void dw_kernel(T *y, const T *__restrict__ x, const T *__restrict__ w
         if (g.in_act) in_act(xv, g);
         const int t = r * g.s + s;
 #pragma unroll
-        for (int k = 0; k < V; k++)
-          acc[k] = fmaf(k_ld(xv.v[k]), k_ld(__ldg(g.wt ? w + (size_t)t * g.c + ch + k : wc + k * rs + t)), acc[k]);
+        for (int k = 0; k < V; k++) acc[k] = fmaf(k_ld(xv.v[k]), k_ld(__ldg(wc + k * rs + t)), acc[k]);
       }
     }
     const size_t o = (size_t)p * g.c + ch;  // p = the output pixel
@@ -163,13 +160,9 @@ __global__ void __launch_bounds__(K_THREADS)
   constexpr int KK = K * K, NCOL = (TW - 1) * ST + K;
   const int c0 = blockIdx.y * cg;                 // the block's first channel group
   const int cgn = min(cg, g.c / V - c0), cw = cg * V;  // groups it has; the smem row
-  // Tap-major weights are read in rows of the block's channels, coalesced; [c][r][s] ones
-  // with a stride of r*s elements between neighbouring threads (a 32-byte sector per 2- or
-  // 4-byte weight: per block, which for 5x5 and 480 channels was most of a small layer's
-  // memory traffic).
   for (int i = threadIdx.x; i < KK * cgn * V; i += blockDim.x) {
     int tap = i / (cgn * V), cl = i - tap * (cgn * V);
-    sw[tap * cw + cl] = g.wt ? w[(size_t)tap * g.c + c0 * V + cl] : w[(size_t)(c0 * V + cl) * KK + tap];
+    sw[tap * cw + cl] = w[(size_t)(c0 * V + cl) * KK + tap];
   }
   __syncthreads();
   const int gl = threadIdx.x % cg;
@@ -350,8 +343,7 @@ static int dwconv(void *y, const void *x, const void *w, const void *bias, const
   if (!y || !x || !w)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p w=%p)", kname, y, x, w);
   geo g = {a->h, a->w, a->c, a->oh, a->ow, a->r, a->s, a->pad_top, a->pad_left,
-           a->stride_h, a->stride_w, a->dil_h, a->dil_w, (int)a->act, a->clip_max, a->alpha, a->beta, (int)a->in_act,
-           a->w_taps != 0};
+           a->stride_h, a->stride_w, a->dil_h, a->dil_w, (int)a->act, a->clip_max, a->alpha, a->beta, (int)a->in_act};
   if (et == K_F32)
     launch_t<float>((float *)y, (const float *)x, (const float *)w, (const float *)bias,
                     (const float *)z, g, a->n, a->tile_w, total, v1, stream);

@@ -1,8 +1,7 @@
 // tests/bench/kernels/bench_k_dwconv.c: the depthwise kernels side by side
 // on one GPU in one run: k_dwconv_cuda (the tiled path, its own choice of
 // tile width, and each width forced) against k_dwconv__v1_cuda (one output
-// pixel per thread, the kernel before it), and with tap-major weights
-// (k_dwconv_args.w_taps, as the engine packs them), at the depthwise convolutions of
+// pixel per thread, the kernel before it), at the depthwise convolutions of
 // torchvision's MobileNetV3-Large at 224x224 (bias and its ReLU or
 // HardSwish fused, as the CUDA plan runs them NHWC). Per shape: the median
 // over 7 rounds of the mean time of 50 launches (CUDA events, the variants
@@ -25,7 +24,7 @@ typedef struct shape {
   k_dw_act act;
 } shape;
 
-enum { VARIANTS = 6 };  // v1, auto, tile 1, 2, 4, auto with tap-major weights (w_taps: what the engine passes)
+enum { VARIANTS = 5 };  // v1, auto, tile 1, 2, 4
 
 // One timing's launches: one variant on one shape's buffers.
 typedef struct dw_run {
@@ -56,29 +55,17 @@ static void run_shape(const shape *sh, int batch, k_elem et, bk_rng *rng, cudaSt
   void *x = bk_dev_rand(rng, nx, f16, -2, 2);
   void *w = bk_dev_rand(rng, (size_t)sh->c * sh->k * sh->k, f16, -1, 1);
   void *b = bk_dev_rand(rng, (size_t)sh->c, f16, -1, 1), *y[VARIANTS];
-  // the same weights tap-major, [k*k][c]
-  size_t nw = (size_t)sh->c * sh->k * sh->k, kk = (size_t)sh->k * sh->k;
-  unsigned char *hw = malloc(nw * es), *ht = malloc(nw * es);
-  if (!hw || !ht) exit(1);
-  CUDA_DIE(cudaMemcpy(hw, w, nw * es, cudaMemcpyDeviceToHost));
-  for (size_t ch = 0; ch < (size_t)sh->c; ch++)
-    for (size_t t = 0; t < kk; t++) memcpy(ht + (t * sh->c + ch) * es, hw + (ch * kk + t) * es, es);
-  void *wt = NULL;
-  CUDA_DIE(cudaMalloc(&wt, nw * es));
-  CUDA_DIE(cudaMemcpy(wt, ht, nw * es, cudaMemcpyHostToDevice));
-  free(hw), free(ht);
   for (int v = 0; v < VARIANTS; v++) CUDA_DIE(cudaMalloc(&y[v], ny * es));
   bk_timer tm;
   bk_timer_open(&tm, st);
-  static const int tile[VARIANTS] = {0, 0, 1, 2, 4, 0};
+  static const int tile[VARIANTS] = {0, 0, 1, 2, 4};
   k_dwconv_args av[VARIANTS];
   float t[VARIANTS][BK_ROUNDS];
   for (int r = -1; r < BK_ROUNDS; r++)  // round -1: warm-up
     for (int v = 0; v < VARIANTS; v++) {
       av[v] = a;
       av[v].tile_w = tile[v];
-      av[v].w_taps = v == 5;
-      dw_run run = {v ? k_dwconv_cuda : k_dwconv__v1_cuda, y[v], x, v == 5 ? wt : w, b, et, &av[v]};
+      dw_run run = {v ? k_dwconv_cuda : k_dwconv__v1_cuda, y[v], x, w, b, et, &av[v]};
       float ms = bk_time(&tm, dw_launch, &run);
       if (r >= 0) t[v][r] = ms;
     }
@@ -95,15 +82,14 @@ static void run_shape(const shape *sh, int batch, k_elem et, bk_rng *rng, cudaSt
   char name[64];
   snprintf(name, sizeof name, "%dx%d s%d %3dx%-3d C=%d x%d", sh->k, sh->k, sh->stride, sh->hw, sh->hw,
            sh->c, sh->times);
-  printf("%-28s v1 %7.4f  new %7.4f (%5.0f GB/s)  tile1 %7.4f  tile2 %7.4f  tile4 %7.4f  taps %7.4f (%5.0f GB/s) ms  "
-         "v1/new %5.2fx  new/taps %5.2fx  bits %s\n",
-         name, med[0], med[1], gb / (med[1] * 1e-3), med[2], med[3], med[4], med[5], gb / (med[5] * 1e-3),
-         med[0] / med[1], med[1] / med[5], same ? "same" : "DIFFER");
+  printf("%-28s v1 %7.4f  new %7.4f (%5.0f GB/s)  tile1 %7.4f  tile2 %7.4f  tile4 %7.4f ms  "
+         "v1/new %5.2fx  bits %s\n",
+         name, med[0], med[1], gb / (med[1] * 1e-3), med[2], med[3], med[4], med[0] / med[1],
+         same ? "same" : "DIFFER");
   free(h0), free(h1);
   bk_timer_close(&tm);
   CUDA_DIE(cudaFree(x));
   CUDA_DIE(cudaFree(w));
-  CUDA_DIE(cudaFree(wt));
   CUDA_DIE(cudaFree(b));
   for (int v = 0; v < VARIANTS; v++) CUDA_DIE(cudaFree(y[v]));
 }
@@ -140,9 +126,9 @@ int main(int argc, char **argv) {
     run_shape(&shapes[i], batch, et, &rng, st, med);
     for (int v = 0; v < VARIANTS; v++) tot[v] += shapes[i].times * (double)med[v];
   }
-  printf("%-28s v1 %7.4f  new %7.4f               tile1 %7.4f  tile2 %7.4f  tile4 %7.4f  taps %7.4f ms  "
-         "v1/new %5.2fx  new/taps %5.2fx\n",
-         "per forward (all 15)", tot[0], tot[1], tot[2], tot[3], tot[4], tot[5], tot[0] / tot[1], tot[1] / tot[5]);
+  printf("%-28s v1 %7.4f  new %7.4f               tile1 %7.4f  tile2 %7.4f  tile4 %7.4f ms  "
+         "v1/new %5.2fx\n",
+         "per forward (all 15)", tot[0], tot[1], tot[2], tot[3], tot[4], tot[0] / tot[1]);
   CUDA_DIE(cudaStreamDestroy(st));
   return 0;
 }
