@@ -12,6 +12,17 @@
 
 PA_SERVE_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
+# VARIANT from KIND (KIND_GPU: the seed MLP fp16 on 2 GPU instances; KIND_CPU: fp32 on 2 CPU instances) unless
+# set; exits 2 on another KIND.
+pa_variant() {
+  KIND=${KIND:-KIND_GPU}
+  case $KIND in
+    KIND_GPU) VARIANT=${VARIANT:-gpu:fp16:500:2} ;;
+    KIND_CPU) VARIANT=${VARIANT:-cpu:fp32:500:2} ;;
+    *) echo "KIND is KIND_GPU or KIND_CPU, not $KIND" >&2; exit 2 ;;
+  esac
+}
+
 pa_find() {
   PA_LD=${LD_LIBRARY_PATH:-}
   if [ -n "${PA_BUNDLE:-}" ]; then

@@ -35,12 +35,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pa_serve.sh"
 script_args "$@"
 BIN=$IN_DIR OUT=$OUT_DIR
-KIND=${KIND:-KIND_GPU}
-case $KIND in
-  KIND_GPU) VARIANT=${VARIANT:-gpu:fp16:500:2} ;;
-  KIND_CPU) VARIANT=${VARIANT:-cpu:fp32:500:2} ;;
-  *) echo "KIND is KIND_GPU or KIND_CPU, not $KIND" >&2; exit 2 ;;
-esac
+pa_variant
 LEVELS=${LEVELS:-"1 64 256"}
 SHM_CONCURRENCY=${SHM_CONCURRENCY:-64}
 INTERVAL_MS=${INTERVAL_MS:-2000}

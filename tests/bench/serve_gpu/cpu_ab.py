@@ -30,21 +30,8 @@ import time
 
 M = "/inference.GRPCInferenceService/ModelInfer"
 
-
-def snapshot(pid):
-    """{tid: (group, cpu ticks, context switches)} of every thread of pid."""
-    out = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            stat = open("/proc/%d/task/%s/stat" % (pid, tid)).read()
-            status = open("/proc/%d/task/%s/status" % (pid, tid)).read()
-        except OSError:
-            continue  # ended meanwhile
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        f = stat[stat.rindex(")") + 2:].split()
-        sw = sum(int(l.split()[1]) for l in status.splitlines() if "ctxt_switches" in l)
-        out[tid] = (re.sub(r"[0-9]+$", "", name), int(f[11]) + int(f[12]), sw)
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_per_request import snapshot  # noqa: E402  (per-thread CPU ticks and switches: one home)
 
 
 def start(name, argv, cores, logdir):
