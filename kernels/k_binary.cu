@@ -158,6 +158,44 @@ __global__ void binary_bcast_kernel(T *y, const T *a, const T *b, IDX n, bplan p
   }
 }
 
+// The general case where the innermost merged dim is contiguous on every side
+// (the squeeze-excitation Mul: NHWC [N, H*W, C] by [N, 1, C]): each thread takes
+// V = 16 bytes of it, so the index unravelling (a division per dim) and the
+// accesses are per 16 bytes instead of per element. p is the plan in units of
+// vectors (launch_op checks the dims and strides divide by V, and the pointers'
+// alignment).
+template <class T, k_binop OP, typename IDX>
+__global__ void binary_bcast_vec_kernel(k_vec<T, 16 / sizeof(T)> *y, const k_vec<T, 16 / sizeof(T)> *a,
+                                        const k_vec<T, 16 / sizeof(T)> *b, IDX n, bplan p) {
+  constexpr int V = 16 / sizeof(T);
+  IDX stride = (IDX)gridDim.x * blockDim.x;
+  for (IDX i = (IDX)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int64_t ao, bo;
+    bcast_offsets(i, p, &ao, &bo);
+    k_vec<T, V> av = a[ao], bv = b[bo], out;
+#pragma unroll
+    for (int k = 0; k < V; k++) out.v[k] = k_st<T>(apply<OP>(k_ld(av.v[k]), k_ld(bv.v[k])));
+    y[i] = out;
+  }
+}
+
+// p in vectors of 16 bytes, if the broadcast allows it (see binary_bcast_vec_kernel).
+template <class T>
+bool vec_plan(const bplan &p, const void *y, const void *a, const void *b, bplan *pv) {
+  constexpr int V = 16 / sizeof(T);
+  const int in = p.nd - 1;
+  if (p.as[in] != 1 || p.bs[in] != 1 || p.dims[in] % V) return false;
+  if (!k_aligned(y, 16) || !k_aligned(a, 16) || !k_aligned(b, 16)) return false;
+  *pv = p;
+  for (int k = 0; k < in; k++) {
+    if (p.as[k] % V || p.bs[k] % V) return false;
+    pv->as[k] = p.as[k] / V;
+    pv->bs[k] = p.bs[k] / V;
+  }
+  pv->dims[in] = p.dims[in] / V;
+  return true;
+}
+
 template <class T, k_binop OP, int SA, int SB>
 void launch_flat(T *y, const T *a, const T *b, size_t n, cudaStream_t stream) {
   if constexpr (k_pairs<T>::value) {
@@ -183,6 +221,19 @@ void launch_op(T *y, const T *a, const T *b, size_t n, const bplan &p, cudaStrea
       launch_flat<T, OP, 0, 1>(y, a, b, n, stream);
     else
       launch_flat<T, OP, 0, 0>(y, a, b, n, stream);
+    return;
+  }
+  bplan pv;
+  if (vec_plan<T>(p, y, a, b, &pv)) {
+    typedef k_vec<T, 16 / sizeof(T)> vec;
+    size_t nv = n / (16 / sizeof(T));
+    unsigned vblocks = k_blocks_for(nv, K_THREADS);
+    if (nv <= 0x7fffffffu)
+      binary_bcast_vec_kernel<T, OP, uint32_t><<<vblocks, K_THREADS, 0, stream>>>(
+          (vec *)y, (const vec *)a, (const vec *)b, (uint32_t)nv, pv);
+    else
+      binary_bcast_vec_kernel<T, OP, uint64_t><<<vblocks, K_THREADS, 0, stream>>>(
+          (vec *)y, (const vec *)a, (const vec *)b, (uint64_t)nv, pv);
     return;
   }
   unsigned blocks = k_blocks_for(n, K_THREADS);

@@ -111,6 +111,49 @@ static inline bool k_aligned(const void *p, unsigned bytes) {
   return (uintptr_t)p % bytes == 0;
 }
 
+// --- y[i] = op(x[i]), the elementwise map every unary family shares
+// (k_unary.cu, k_unop.cu): 16-byte vectors where y and x are aligned (nv of
+// them, then the n_tail elements after them, one each for the first threads),
+// else one element a thread. op maps float to float; T is widened and rounded
+// once. Every thread reads before it writes, so y may alias x.
+template <class T, class Op>
+__global__ void k_map_kernel(T *y, const T *x, size_t n, Op op) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = k_st<T>(op(k_ld(x[i])));
+}
+
+template <class T, class Op>
+__global__ void k_map_vec_kernel(k_vec<T, 16 / sizeof(T)> *y, const k_vec<T, 16 / sizeof(T)> *x, size_t nv,
+                                 size_t n_tail, Op op) {
+  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = tid; i < nv; i += stride) {
+    k_vec<T, 16 / sizeof(T)> v = x[i];
+#pragma unroll
+    for (int k = 0; k < (int)(16 / sizeof(T)); k++) v.v[k] = k_st<T>(op(k_ld(v.v[k])));
+    y[i] = v;
+  }
+  if (tid < n_tail) {
+    T *yt = (T *)(y + nv);
+    const T *xt = (const T *)(x + nv);
+    yt[tid] = k_st<T>(op(k_ld(xt[tid])));
+  }
+}
+
+// Launches the map (n > 0); the caller checks the launch.
+template <class T, class Op>
+void k_map(T *y, const T *x, size_t n, Op op, cudaStream_t stream) {
+  typedef k_vec<T, 16 / sizeof(T)> vec;
+  if (k_aligned(y, 16) && k_aligned(x, 16)) {
+    const size_t per = 16 / sizeof(T), nv = n / per;
+    k_map_vec_kernel<T, Op><<<k_blocks_for(nv ? nv : 1, K_THREADS), K_THREADS, 0, stream>>>(
+        (vec *)y, (const vec *)x, nv, n % per, op);
+  } else {
+    k_map_kernel<T, Op><<<k_blocks_for(n, K_THREADS), K_THREADS, 0, stream>>>(y, x, n, op);
+  }
+}
+
 // The FP16 launchers take IEEE half bits as uint16_t (C has no half type).
 static inline __half *k_half(uint16_t *p) { return reinterpret_cast<__half *>(p); }
 static inline const __half *k_half(const uint16_t *p) { return reinterpret_cast<const __half *>(p); }

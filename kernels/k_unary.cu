@@ -38,46 +38,12 @@ struct op_gelu_tanh {
 };
 
 template <class T, class Op>
-__global__ void unary_kernel(T *y, const T *x, size_t n, Op op) {
-  size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    y[i] = k_st<T>(op(k_ld(x[i])));
-}
-
-// nv vectors of 16 bytes, then the n_tail elements after them, one each for
-// the first threads.
-template <class T, class Op>
-__global__ void unary_vec_kernel(k_vec<T, 16 / sizeof(T)> *y, const k_vec<T, 16 / sizeof(T)> *x,
-                                 size_t nv, size_t n_tail, Op op) {
-  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = tid; i < nv; i += stride) {
-    k_vec<T, 16 / sizeof(T)> v = x[i];
-#pragma unroll
-    for (int k = 0; k < (int)(16 / sizeof(T)); k++) v.v[k] = k_st<T>(op(k_ld(v.v[k])));
-    y[i] = v;
-  }
-  if (tid < n_tail) {
-    T *yt = (T *)(y + nv);
-    const T *xt = (const T *)(x + nv);
-    yt[tid] = k_st<T>(op(k_ld(xt[tid])));
-  }
-}
-
-template <class T, class Op>
 int launch_unary(const char *kname, T *y, const T *x, size_t n, Op op, cudaStream_t stream, err *e) {
-  typedef k_vec<T, 16 / sizeof(T)> vec;
   if (n == 0) return 0;
   if (!y || !x)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p) for n=%zu", kname,
                    (void *)y, (const void *)x, n);
-  if (k_aligned(y, 16) && k_aligned(x, 16)) {
-    const size_t per = 16 / sizeof(T), nv = n / per;
-    unary_vec_kernel<T, Op><<<k_blocks_for(nv ? nv : 1, K_THREADS), K_THREADS, 0, stream>>>(
-        (vec *)y, (const vec *)x, nv, n % per, op);
-  } else {
-    unary_kernel<T, Op><<<k_blocks_for(n, K_THREADS), K_THREADS, 0, stream>>>(y, x, n, op);
-  }
+  k_map<T>(y, x, n, op, stream);
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

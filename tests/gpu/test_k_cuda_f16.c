@@ -254,6 +254,7 @@ static void test_binary(void) {
       {2, {1023, 1024}, {1023, 1024}, {1023, 1}},               // column broadcast
       {2, {1024, 1024}, {1024, 1}, {1, 1024}},                  // outer product
       {4, {8, 16, 32, 256}, {8, 1, 32, 256}, {1, 16, 1, 256}},  // NCHW-ish
+      {3, {4, 49, 960}, {4, 49, 960}, {4, 1, 960}},             // squeeze-excitation's Mul, NHWC: 8 halves a thread
       {8, {2, 3, 2, 3, 2, 3, 2, 5}, {2, 1, 2, 1, 2, 1, 2, 5}, {1, 3, 1, 3, 1, 3, 1, 1}},
   };
   for (size_t c = 0; c < sizeof big / sizeof big[0]; c++)
