@@ -35,6 +35,15 @@ def inferd_bin():
     return os.environ.get("INFERD_BIN", os.path.join(REPO_ROOT, "build", "bin", "inferd"))
 
 
+def address_sanitized(binary=None):
+    """True when the inferd binary carries AddressSanitizer's runtime (the asan preset's build)."""
+    try:
+        with open(binary or inferd_bin(), "rb") as f:
+            return b"__asan_init" in f.read()
+    except OSError:
+        return False
+
+
 # --- the server process
 
 class ServerProcess:
