@@ -157,6 +157,7 @@ static eng_gemm_dtype gemm_dt(const cuda_ctx *c, const eng_tensor *t) {
 static eng_gemm_epilogue epilogue(bool bias, k_act act) {
   switch (act) {
     case K_ACT_RELU: return bias ? ENG_GEMM_EPI_BIAS_RELU : ENG_GEMM_EPI_RELU;
+    case K_ACT_GELU:  // FP16 plans only (settle_fusions)
     case K_ACT_GELU_TANH: return bias ? ENG_GEMM_EPI_BIAS_GELU : ENG_GEMM_EPI_GELU;
     default: return bias ? ENG_GEMM_EPI_BIAS : ENG_GEMM_EPI_NONE;
   }
@@ -612,8 +613,10 @@ static void gemm_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
   if (strcmp(nj->op_type, "Relu") == 0) {
     f->act = K_ACT_RELU;
     f->act_node = j;
-  } else if (strcmp(nj->op_type, "Gelu") == 0 && pl->params[j].approximate) {
-    f->act = K_ACT_GELU_TANH;  // cuBLASLt's GELU is the tanh form only
+  } else if (strcmp(nj->op_type, "Gelu") == 0) {
+    // cuBLASLt's GELU is the tanh form only; the exact (erf) one rides in it
+    // in FP16 plans alone (settle_fusions)
+    f->act = pl->params[j].approximate ? K_ACT_GELU_TANH : K_ACT_GELU;
     f->act_node = j;
   }
 }
@@ -687,7 +690,12 @@ static void settle_fusions(eng_cuda_plan *p) {
         p->skip[f->res_node] = 1;
       }
     }
-    if (f->act_node >= 0 && res_ok) {
+    // The exact GELU through cuBLASLt's tanh form where the result is stored
+    // as FP16 only: the two differ by at most 4.7e-4 (at x = 2.70, GELU 2.69),
+    // under a quarter of FP16's spacing there (2^-9), so the stored halves
+    // differ by at most one rounding step; in FP32 that is not noise.
+    bool act_ok = f->act != K_ACT_GELU || (p->half && pl->cur[f->mid_value].dt == DT_FP32);
+    if (f->act_node >= 0 && res_ok && act_ok) {
       const eng_node *na = eng_graph_node(g, (size_t)f->act_node);
       if (pl->root[na->out[0]] == r) {
         p->run_act[i] = f->act;

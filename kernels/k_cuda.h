@@ -282,6 +282,7 @@ typedef struct k_dwconv_args {
   float clip_max;     // K_DW_ACT_CLIP, > 0
   float alpha, beta;  // K_DW_ACT_HARD_SIGMOID, finite
   int tile_w;         // tiled path's output pixels per thread: 0 = the launcher's pick, 1, 2, 4 (tests)
+  int block_groups;   // tiled path's most channel groups per block: 0 = the launcher's (16), 1..64 (benches)
   // applied to each element of x as it is loaded and rounded to et (taps
   // outside x still read 0): an activation node before the conv, skipped.
   // One without parameters: NONE, RELU, SIGMOID, TANH, SWISH, HARD_SWISH.

@@ -149,6 +149,13 @@ void launch_v(T *y, const T *x, const T *w, const T *bias, const T *z, const geo
 // tap outside x adding 0 * w, so both paths give the same bits (for
 // finite weights: the generic kernel skips such a tap, 0 * inf is NaN).
 constexpr int kTileMaxGroups = 64;  // cg <= 64: K*K*cg*16 bytes <= 25.6 KB of shared memory
+// The launcher's cap on cg. A block stages K*K*cg*V weights for the
+// K_THREADS / cg tiles it computes, so the weights it reads per tile grow as
+// cg squared: at cg = 64 a block of 4 tiles read more weight bytes (from
+// L2, strided) than activation bytes on the 7x7 and 14x14 layers of
+// MobileNetV3 (C = 480-960), which ran at 150-420 GB/s. At 16, 16 tiles
+// share each staging.
+constexpr int kTileDefaultGroups = 16;
 
 template <class T, int V, int K, int ST, int TW>
 __global__ void __launch_bounds__(K_THREADS)
@@ -239,9 +246,10 @@ static int pick_tile(int ow) { return ow >= 2 ? 2 : 1; }
 // int indexing or grid would not hold (the generic kernel runs instead).
 template <class T, int V, int K, int ST>
 bool launch_tiled(T *y, const T *x, const T *w, const T *bias, const T *z, const geo &g, int n,
-                  int tile_w, cudaStream_t stream) {
+                  int tile_w, int max_groups, cudaStream_t stream) {
   const int groups = g.c / V;
-  const int chunks = (groups + kTileMaxGroups - 1) / kTileMaxGroups;
+  const int cap = max_groups ? max_groups : kTileDefaultGroups;
+  const int chunks = (groups + cap - 1) / cap;
   const int cg = (groups + chunks - 1) / chunks;
   if (chunks > 65535 || (int64_t)(g.ow + 4) * ST + K >= INT_MAX) return false;
   const size_t rows = (size_t)n * g.oh;
@@ -269,12 +277,16 @@ bool launch_tiled(T *y, const T *x, const T *w, const T *bias, const T *z, const
 // The tiled path where the window is one it has (see dw_tiled), else false.
 template <class T, int V>
 bool try_tiled(T *y, const T *x, const T *w, const T *bias, const T *z, const geo &g, int n,
-               int tile_w, cudaStream_t stream) {
+               int tile_w, int max_groups, cudaStream_t stream) {
   if (g.r != g.s || g.sh != g.sw || g.dh != 1 || g.dw != 1) return false;
-  if (g.r == 3 && g.sh == 1) return launch_tiled<T, V, 3, 1>(y, x, w, bias, z, g, n, tile_w, stream);
-  if (g.r == 3 && g.sh == 2) return launch_tiled<T, V, 3, 2>(y, x, w, bias, z, g, n, tile_w, stream);
-  if (g.r == 5 && g.sh == 1) return launch_tiled<T, V, 5, 1>(y, x, w, bias, z, g, n, tile_w, stream);
-  if (g.r == 5 && g.sh == 2) return launch_tiled<T, V, 5, 2>(y, x, w, bias, z, g, n, tile_w, stream);
+  if (g.r == 3 && g.sh == 1)
+    return launch_tiled<T, V, 3, 1>(y, x, w, bias, z, g, n, tile_w, max_groups, stream);
+  if (g.r == 3 && g.sh == 2)
+    return launch_tiled<T, V, 3, 2>(y, x, w, bias, z, g, n, tile_w, max_groups, stream);
+  if (g.r == 5 && g.sh == 1)
+    return launch_tiled<T, V, 5, 1>(y, x, w, bias, z, g, n, tile_w, max_groups, stream);
+  if (g.r == 5 && g.sh == 2)
+    return launch_tiled<T, V, 5, 2>(y, x, w, bias, z, g, n, tile_w, max_groups, stream);
   return false;
 }
 
@@ -283,10 +295,10 @@ bool try_tiled(T *y, const T *x, const T *w, const T *bias, const T *z, const ge
 // tests/bench/kernels/bench_k_dwconv.c).
 template <class T>
 void launch_t(T *y, const T *x, const T *w, const T *bias, const T *z, const geo &g, int n,
-              int tile_w, size_t total, bool v1, cudaStream_t stream) {
+              int tile_w, int max_groups, size_t total, bool v1, cudaStream_t stream) {
   constexpr int wide = 16 / (int)sizeof(T);  // 8 halves or 4 floats
   if (g.c % wide == 0 && k_aligned(y, 16) && k_aligned(x, 16) && (!z || k_aligned(z, 16))) {
-    if (!v1 && try_tiled<T, wide>(y, x, w, bias, z, g, n, tile_w, stream)) return;
+    if (!v1 && try_tiled<T, wide>(y, x, w, bias, z, g, n, tile_w, max_groups, stream)) return;
     launch_v<T, wide>(y, x, w, bias, z, g, total, stream);
     return;
   }
@@ -331,6 +343,9 @@ static int dwconv(void *y, const void *x, const void *w, const void *bias, const
                    kname, (int)a->in_act);
   if (a->tile_w != 0 && a->tile_w != 1 && a->tile_w != 2 && a->tile_w != 4)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: tile_w %d is not 0, 1, 2 or 4", kname, a->tile_w);
+  if (a->block_groups < 0 || a->block_groups > kTileMaxGroups)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: block_groups %d is not 0..%d", kname, a->block_groups,
+                   kTileMaxGroups);
   // the kernel's int arithmetic: every tap's row and column, and r * s
   if ((int64_t)(a->oh > 0 ? a->oh - 1 : 0) * a->stride_h + (int64_t)(a->r - 1) * a->dil_h > INT_MAX ||
       (int64_t)(a->ow > 0 ? a->ow - 1 : 0) * a->stride_w + (int64_t)(a->s - 1) * a->dil_w > INT_MAX ||
@@ -346,10 +361,10 @@ static int dwconv(void *y, const void *x, const void *w, const void *bias, const
            a->stride_h, a->stride_w, a->dil_h, a->dil_w, (int)a->act, a->clip_max, a->alpha, a->beta, (int)a->in_act};
   if (et == K_F32)
     launch_t<float>((float *)y, (const float *)x, (const float *)w, (const float *)bias,
-                    (const float *)z, g, a->n, a->tile_w, total, v1, stream);
+                    (const float *)z, g, a->n, a->tile_w, a->block_groups, total, v1, stream);
   else
     launch_t<__half>((__half *)y, (const __half *)x, (const __half *)w, (const __half *)bias,
-                     (const __half *)z, g, a->n, a->tile_w, total, v1, stream);
+                     (const __half *)z, g, a->n, a->tile_w, a->block_groups, total, v1, stream);
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

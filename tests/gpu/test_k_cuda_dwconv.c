@@ -159,13 +159,14 @@ static void same_as_v1(const char *what, const void *dy, const void *dx, const v
 }
 
 // mode: 0 plain; 1 z == y (in place); 2 x misaligned by one element.
-// tile_w: k_dwconv_args.tile_w (0: the launcher's pick).
+// tile_w, bg: k_dwconv_args.tile_w and block_groups (0: the launcher's pick).
 // in_act: k_dwconv_args.in_act, applied by the reference to x rounded to
 // the storage type (what a skipped activation node would have stored).
 static void run_case_n(tk_rng *rng, const geom *g, int n, int c, k_elem et, k_dw_act act,
-                       int with_bias, int with_z, int mode, int tile_w, k_dw_act in_act) {
+                       int with_bias, int with_z, int mode, int tile_w, int bg, k_dw_act in_act) {
   k_dwconv_args a = args_of(g, n, c, act);
   a.tile_w = tile_w;
+  a.block_groups = bg;
   a.in_act = in_act;
   size_t nx = (size_t)n * g->h * g->w * c, ny = (size_t)n * a.oh * a.ow * c,
          nw = (size_t)c * g->r * g->s, es = et == K_F32 ? 4 : 2;
@@ -203,8 +204,8 @@ static void run_case_n(tk_rng *rng, const geom *g, int n, int c, k_elem et, k_dw
   TK_OK(k_dwconv_cuda(dy, dxa, dw, with_bias ? db : NULL, with_z ? dz : NULL, et, &a, NULL, TK_E));
   from_dev_as(got, dy, ny, et);
   char what[200];
-  snprintf(what, sizeof what, "dwconv %s %s N=%d C=%d tile %d %s(x) %s%s%s%s",
-           et == K_F32 ? "f32" : "f16", g->name, n, c, tile_w, act_name[in_act], act_name[act],
+  snprintf(what, sizeof what, "dwconv %s %s N=%d C=%d tile %d groups %d %s(x) %s%s%s%s",
+           et == K_F32 ? "f32" : "f16", g->name, n, c, tile_w, bg, act_name[in_act], act_name[act],
            with_bias ? " bias" : "", with_z ? " z" : "",
            mode == 1 ? " in place" : mode == 2 ? " misaligned x" : "");
   compare(what, got, want, mag, ny, et == K_F32 ? 1e-5 : 1e-2);
@@ -220,7 +221,7 @@ static void run_case_n(tk_rng *rng, const geom *g, int n, int c, k_elem et, k_dw
 
 static void run_case(tk_rng *rng, const geom *g, int c, k_elem et, k_dw_act act, int with_bias,
                      int with_z, int mode) {
-  run_case_n(rng, g, 2, c, et, act, with_bias, with_z, mode, 0, K_DW_ACT_NONE);
+  run_case_n(rng, g, 2, c, et, act, with_bias, with_z, mode, 0, 0, K_DW_ACT_NONE);
 }
 
 static void test_cases(void) {
@@ -242,22 +243,24 @@ static void test_cases(void) {
     for (int t = 0; t < 2; t++)
       for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
         run_case_n(&rng, &geoms[gi], 2, cs[ci], t ? K_F16 : K_F32, K_DW_ACT_HARD_SWISH, 1, 0, 0, 0,
-                   K_DW_ACT_HARD_SWISH);
+                   0, K_DW_ACT_HARD_SWISH);
         run_case_n(&rng, &geoms[gi], 1, cs[ci], t ? K_F16 : K_F32, K_DW_ACT_NONE, 0, 1, 0, 0,
-                   K_DW_ACT_RELU);
+                   0, K_DW_ACT_RELU);
       }
 }
 
 // The tiled path's windows (3x3, 5x5; stride 1, 2) with every tile width,
 // batch 1 and 3; W = 7 to 13 against tiles of 2 and 4. C = 12: tiled in
 // FP32 (3 groups of 4), the pairs kernel in FP16; C = 520: 65 groups of 8
-// halves (two blocks of channels, 33 and 32 groups) or 130 of 4 floats
-// (three: 44, 44, 42). The activations alternate so the bias-only and
-// z-only epilogues run tiled too.
+// halves (five blocks of channels, 13 groups each, at the default cap of
+// 16) or 130 of 4 floats (nine: 15 each but the last). The activations
+// alternate so the bias-only and z-only epilogues run tiled too. Each case
+// runs again with a cap of 1, 7 and 64 groups a block (bench_k_dwconv's
+// variants): 64 splits 65 groups into 33 + 32.
 static void test_tiled(void) {
   tk_rng rng = {UINT64_C(0x51ed27a3)};
   static const int cs[] = {8, 12, 24, 520};
-  static const int tiles[] = {0, 1, 2, 4};
+  static const int tiles[] = {0, 1, 2, 4}, bgs[] = {0, 1, 7, 64};
   int k = 0;
   for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++) {
     const geom *g = &geoms[gi];
@@ -270,7 +273,7 @@ static void test_tiled(void) {
           for (int n = 1; n <= 3; n += 2, k++)
             run_case_n(&rng, g, n, cs[ci], t ? K_F16 : K_F32,
                        k % 3 == 0 ? K_DW_ACT_HARD_SWISH : k % 3 == 1 ? K_DW_ACT_HARD_SIGMOID : K_DW_ACT_RELU,
-                       k % 4 != 1, k % 4 != 2, 0, tiles[ti],
+                       k % 4 != 1, k % 4 != 2, 0, tiles[ti], bgs[k % 4],
                        k % 5 == 0 ? K_DW_ACT_HARD_SWISH : k % 5 == 1 ? K_DW_ACT_SIGMOID : K_DW_ACT_NONE);
   }
 }
@@ -362,6 +365,10 @@ static void test_errors(void) {
   expect_invalid("clip without max", p, p, p, K_F32, &a);
   a = ok, a.tile_w = 3;
   expect_invalid("tile width 3", p, p, p, K_F32, &a);
+  a = ok, a.block_groups = 65;
+  expect_invalid("65 groups a block", p, p, p, K_F32, &a);
+  a = ok, a.block_groups = -1;
+  expect_invalid("negative groups a block", p, p, p, K_F32, &a);
   a = ok, a.in_act = K_DW_ACT_CLIP;
   expect_invalid("input activation with a parameter", p, p, p, K_F32, &a);
   a = ok, a.act = K_DW_ACT_HARD_SIGMOID, a.alpha = INFINITY;

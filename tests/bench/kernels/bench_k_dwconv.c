@@ -1,6 +1,7 @@
 // tests/bench/kernels/bench_k_dwconv.c: the depthwise kernels side by side
-// on one GPU in one run: k_dwconv_cuda (the tiled path, its own choice of
-// tile width, and each width forced) against k_dwconv__v1_cuda (one output
+// on one GPU in one run: k_dwconv_cuda (the tiled path with its own choice
+// of tile width and channel groups per block, then with 64, 32 and 8 groups
+// a block forced, and one output pixel a thread) against k_dwconv__v1_cuda (one output
 // pixel per thread, the kernel before it), at the depthwise convolutions of
 // torchvision's MobileNetV3-Large at 224x224 (bias and its ReLU or
 // HardSwish fused, as the CUDA plan runs them NHWC). Per shape: the median
@@ -24,7 +25,7 @@ typedef struct shape {
   k_dw_act act;
 } shape;
 
-enum { VARIANTS = 5 };  // v1, auto, tile 1, 2, 4
+enum { VARIANTS = 6 };  // v1, auto, groups 64, 32, 8, tile 1
 
 // One timing's launches: one variant on one shape's buffers.
 typedef struct dw_run {
@@ -58,13 +59,14 @@ static void run_shape(const shape *sh, int batch, k_elem et, bk_rng *rng, cudaSt
   for (int v = 0; v < VARIANTS; v++) CUDA_DIE(cudaMalloc(&y[v], ny * es));
   bk_timer tm;
   bk_timer_open(&tm, st);
-  static const int tile[VARIANTS] = {0, 0, 1, 2, 4};
+  static const int tile[VARIANTS] = {0, 0, 0, 0, 0, 1}, groups[VARIANTS] = {0, 0, 64, 32, 8, 0};
   k_dwconv_args av[VARIANTS];
   float t[VARIANTS][BK_ROUNDS];
   for (int r = -1; r < BK_ROUNDS; r++)  // round -1: warm-up
     for (int v = 0; v < VARIANTS; v++) {
       av[v] = a;
       av[v].tile_w = tile[v];
+      av[v].block_groups = groups[v];
       dw_run run = {v ? k_dwconv_cuda : k_dwconv__v1_cuda, y[v], x, w, b, et, &av[v]};
       float ms = bk_time(&tm, dw_launch, &run);
       if (r >= 0) t[v][r] = ms;
@@ -82,9 +84,9 @@ static void run_shape(const shape *sh, int batch, k_elem et, bk_rng *rng, cudaSt
   char name[64];
   snprintf(name, sizeof name, "%dx%d s%d %3dx%-3d C=%d x%d", sh->k, sh->k, sh->stride, sh->hw, sh->hw,
            sh->c, sh->times);
-  printf("%-28s v1 %7.4f  new %7.4f (%5.0f GB/s)  tile1 %7.4f  tile2 %7.4f  tile4 %7.4f ms  "
+  printf("%-28s v1 %7.4f  new %7.4f (%5.0f GB/s)  g64 %7.4f  g32 %7.4f  g8 %7.4f  tile1 %7.4f ms  "
          "v1/new %5.2fx  bits %s\n",
-         name, med[0], med[1], gb / (med[1] * 1e-3), med[2], med[3], med[4], med[0] / med[1],
+         name, med[0], med[1], gb / (med[1] * 1e-3), med[2], med[3], med[4], med[5], med[0] / med[1],
          same ? "same" : "DIFFER");
   free(h0), free(h1);
   bk_timer_close(&tm);
@@ -126,9 +128,9 @@ int main(int argc, char **argv) {
     run_shape(&shapes[i], batch, et, &rng, st, med);
     for (int v = 0; v < VARIANTS; v++) tot[v] += shapes[i].times * (double)med[v];
   }
-  printf("%-28s v1 %7.4f  new %7.4f               tile1 %7.4f  tile2 %7.4f  tile4 %7.4f ms  "
+  printf("%-28s v1 %7.4f  new %7.4f               g64 %7.4f  g32 %7.4f  g8 %7.4f  tile1 %7.4f ms  "
          "v1/new %5.2fx\n",
-         "per forward (all 15)", tot[0], tot[1], tot[2], tot[3], tot[4], tot[0] / tot[1]);
+         "per forward (all 15)", tot[0], tot[1], tot[2], tot[3], tot[4], tot[5], tot[0] / tot[1]);
   CUDA_DIE(cudaStreamDestroy(st));
   return 0;
 }

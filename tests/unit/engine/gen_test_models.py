@@ -219,11 +219,11 @@ compare(m, "block", {"x": f32(3, 5, D)})
 
 # --- a BERT layer's projections on 3-D activations, as torch's TorchScript exporter writes them:
 # MatMul with a 2-D weight, then Add(bias, product) with the constant first; an exact-erf Gelu
-# after the first (cuBLASLt's GELU is the tanh form: stays a node), the residual Add after the
-# second, a bias + Relu pair, and a LayerNormalization with its optional Mean/InvStdDev outputs.
-# The CUDA plan runs each bias in its product's epilogue, the residual Add too (test_gpu_plan
-# counts 5 fused nodes: three bias Adds, the residual Add and the Relu); its FP16 plan runs both
-# LayerNorms in FP16.
+# after the first, the residual Add after the second, a bias + Relu pair, and a LayerNormalization
+# with its optional Mean/InvStdDev outputs. The CUDA plan runs each bias in its product's epilogue,
+# the residual Add too (test_gpu_plan counts 5 fused nodes: three bias Adds, the residual Add and
+# the Relu; 6 in FP16, where the Gelu rides in the epilogue as cuBLASLt's tanh form); its FP16 plan
+# runs both LayerNorms in FP16.
 D, F = 16, 32
 nodes = [
     helper.make_node("LayerNormalization", ["x", "ln1_s", "ln1_b"], ["h"], name="ln1", axis=-1, epsilon=1e-5),
