@@ -435,7 +435,8 @@ static int packed_views(const eng_op_params *p, const eng_tensor *in, int n_in,
       r[i] = want[i];
       if (r[i] == 0 && !p->ints[5]) {
         if (i >= 3)
-          return err_set(e, ERR_INVALID_ARGUMENT, "attention: packed Q/K/V: shape copies dim 3 of a rank-3 input");
+          return err_set(e, ERR_INVALID_ARGUMENT,
+                         "attention: packed Q/K/V: shape copies dim 3 of a rank-3 input");
         r[i] = src[i];
       }
       if (r[i] == -1 && infer < 0) infer = i;

@@ -52,8 +52,7 @@ static int *count_readers(const eng_graph *g, const unsigned char *dead) {
 }
 
 // The live node that produces v with op type op and one output, or NULL.
-static const eng_node *made_by(const eng_graph *g, const unsigned char *dead, int v, const char *op,
-                               int *idx) {
+static const eng_node *made_by(const eng_graph *g, const unsigned char *dead, int v, const char *op, int *idx) {
   if (v < 0) return NULL;
   const eng_value *x = eng_graph_value(g, (size_t)v);
   if (x->kind != ENG_VALUE_NODE || dead[x->index]) return NULL;
@@ -79,9 +78,9 @@ static const eng_value *const_f32(const eng_graph *g, int v) {
 typedef struct qkv {
   int t, shape[3], allowzero;
   int dead[8], n_dead;
-  int merge;                  // 1: three projections to merge; 0: a Split's input is T already
-  int mm[3], add[3];          // node indices (add -1: no bias)
-  int w[3], b[3];             // their constants (b -1: no bias)
+  int merge;          // 1: three projections to merge; 0: a Split's input is T already
+  int mm[3], add[3];  // node indices (add -1: no bias)
+  int w[3], b[3];     // their constants (b -1: no bias)
 } qkv;
 
 static int64_t attr_int(const eng_node *n, const char *name, int64_t def) {
@@ -98,20 +97,18 @@ static int equal_thirds(const eng_graph *g, const eng_node *s) {
   const eng_attr *no = eng_node_attr(s, "num_outputs");
   if (no && no->i != 3) return 0;
   const eng_attr *sa = eng_node_attr(s, "split");  // opset < 13
-  if (sa && (sa->n_ints != 3 || sa->ints[0] != sa->ints[1] || sa->ints[1] != sa->ints[2]))
-    return 0;
+  if (sa && (sa->n_ints != 3 || sa->ints[0] != sa->ints[1] || sa->ints[1] != sa->ints[2])) return 0;
   if (s->n_in < 2 || s->in[1] < 0) return 1;
   const eng_value *c = eng_graph_value(g, (size_t)s->in[1]);
-  if (c->kind != ENG_VALUE_CONST || c->dt != DT_INT64 || eng_numel(c->ndims, c->dims) != 3)
-    return 0;
+  if (c->kind != ENG_VALUE_CONST || c->dt != DT_INT64 || eng_numel(c->ndims, c->dims) != 3) return 0;
   const int64_t *z = c->data;
   return z[0] == z[1] && z[1] == z[2];
 }
 
 // src is Add(MatMul(X, W), b) (either order) or MatMul(X, W) alone; fills
 // slot k of m and *x (X) when it is.
-static int projection(const eng_graph *g, const unsigned char *dead, const int *readers, int src,
-                      int k, qkv *m, int *x) {
+static int projection(const eng_graph *g, const unsigned char *dead, const int *readers, int src, int k, qkv *m,
+                      int *x) {
   int ai = -1, mi;
   const eng_node *a = made_by(g, dead, src, "Add", &ai);
   int mv = src;
@@ -137,20 +134,18 @@ static int projection(const eng_graph *g, const unsigned char *dead, const int *
   return 1;
 }
 
-static int match(const eng_graph *g, const unsigned char *dead, const int *readers, size_t ai,
-                 qkv *m) {
+static int match(const eng_graph *g, const unsigned char *dead, const int *readers, size_t ai, qkv *m) {
   const eng_node *at = eng_graph_node(g, ai);
   memset(m, 0, sizeof *m);
   if (strcmp(at->op_type, ENG_ATTN_OP) != 0 || at->n_in != 5) return 0;
-  if (attr_int(at, ENG_ATTN_QKV_PACKED, 0) || !attr_int(at, "q_perm", 0) ||
-      !attr_int(at, "k_perm", 0) || !attr_int(at, "v_perm", 0))
+  if (attr_int(at, ENG_ATTN_QKV_PACKED, 0) || !attr_int(at, "q_perm", 0) || !attr_int(at, "k_perm", 0) ||
+      !attr_int(at, "v_perm", 0))
     return 0;
   int src[3];
   for (int k = 0; k < 3; k++) {
     int ri;
     const eng_node *r = made_by(g, dead, at->in[k], "Reshape", &ri);
-    if (!r || r->n_in != 2 || r->in[0] < 0 || r->in[1] < 0 || !private_value(g, readers, at->in[k]))
-      return 0;
+    if (!r || r->n_in != 2 || r->in[0] < 0 || r->in[1] < 0 || !private_value(g, readers, at->in[k])) return 0;
     int az = attr_int(r, "allowzero", 0) != 0;
     if (k && az != m->allowzero) return 0;
     m->allowzero = az;
@@ -178,8 +173,7 @@ static int match(const eng_graph *g, const unsigned char *dead, const int *reade
   const eng_value *w0 = eng_graph_value(g, (size_t)m->w[0]);
   for (int k = 1; k < 3; k++) {
     const eng_value *w = eng_graph_value(g, (size_t)m->w[k]);
-    if (x[k] != x[0] || w->dims[0] != w0->dims[0] || w->dims[1] != w0->dims[1] ||
-        (m->b[k] < 0) != (m->b[0] < 0))
+    if (x[k] != x[0] || w->dims[0] != w0->dims[0] || w->dims[1] != w0->dims[1] || (m->b[k] < 0) != (m->b[0] < 0))
       return 0;
   }
   m->merge = 1;
@@ -212,8 +206,7 @@ static int merge_constants(eng_graph *g, qkv *m, err *e) {
   }
   for (int k = 0; k < 3; k++) {
     const float *src = eng_graph_value(g, (size_t)m->w[k])->data;
-    for (int64_t r = 0; r < rows; r++)
-      memcpy(w + r * 3 * n + k * n, src + r * n, (size_t)n * sizeof *w);
+    for (int64_t r = 0; r < rows; r++) memcpy(w + r * 3 * n + k * n, src + r * n, (size_t)n * sizeof *w);
     if (b) memcpy(b + k * n, eng_graph_value(g, (size_t)m->b[k])->data, (size_t)n * sizeof *b);
   }
   char name[ENG_NAME_MAX];

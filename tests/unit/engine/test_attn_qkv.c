@@ -62,8 +62,8 @@ enum { RUN_ON, RUN_NO_MERGE, RUN_UNFUSED };
 
 // Loads path as `how` says, plans it on the CPU, runs ins; output 0 into
 // *out (malloc'd), the graph's counts into attn/merged.
-static int load_run(const char *path, int how, const eng_tensor *ins, size_t n_in, float **out,
-                    size_t *n_out_el, size_t *attn, size_t *merged, err *e) {
+static int load_run(const char *path, int how, const eng_tensor *ins, size_t n_in, float **out, size_t *n_out_el,
+                    size_t *attn, size_t *merged, err *e) {
   eng_graph_opts o = {.no_fuse_attention = how == RUN_UNFUSED, .no_merge_qkv = how == RUN_NO_MERGE};
   eng_graph *g = NULL;
   eng_plan *p = NULL;
@@ -89,16 +89,16 @@ static int load_run(const char *path, int how, const eng_tensor *ins, size_t n_i
 // --- small models: X [B, S, E] -> Q, K, V [B, S, H, D] -> SDPA -> Y [B, S, H*D]
 
 enum {
-  M_SHAPE = 0,      // the exporters' Reshape shape: Concat(Shape(X)[0:2], [H, D])
-  M_CONST = 1,      // a constant shape [0, 0, H, -1] (0 copies, -1 infers)
-  M_NO_BIAS = 2,    // no bias on any of the three
-  M_SPLIT = 3,      // GPT: one projection [E, 3N] and Split into Q, K, V
+  M_SHAPE = 0,    // the exporters' Reshape shape: Concat(Shape(X)[0:2], [H, D])
+  M_CONST = 1,    // a constant shape [0, 0, H, -1] (0 copies, -1 infers)
+  M_NO_BIAS = 2,  // no bias on any of the three
+  M_SPLIT = 3,    // GPT: one projection [E, 3N] and Split into Q, K, V
   // near misses: left apart
-  M_OTHER_X = 4,    // K projects another input X2
-  M_W_INPUT = 5,    // V's weight is a graph input, not a constant
-  M_BIAS_TWO = 6,   // V has no bias, Q and K have
+  M_OTHER_X = 4,      // K projects another input X2
+  M_W_INPUT = 5,      // V's weight is a graph input, not a constant
+  M_BIAS_TWO = 6,     // V has no bias, Q and K have
   M_SPLIT_ORDER = 7,  // the Split's parts feed K, Q, V
-  M_K_READ = 8,     // K's projection is a graph output too
+  M_K_READ = 8,       // K's projection is a graph output too
 };
 
 typedef struct qcase {
@@ -164,8 +164,10 @@ static ob *qkv_model(int variant, const qcase *c, float **w, float **bias, float
       snprintf(nm, sizeof nm, "b%s", PROJ[k]);
       ob_init(b, nm, F, 1, &bd, bias[k], (size_t)n * 4);
       // both operand orders: TorchScript's constant first, and the product first
-      if (k == 1) snprintf(ins, sizeof ins, "%s_p,b%s", PROJ[k], PROJ[k]);
-      else snprintf(ins, sizeof ins, "b%s,%s_p", PROJ[k], PROJ[k]);
+      if (k == 1)
+        snprintf(ins, sizeof ins, "%s_p,b%s", PROJ[k], PROJ[k]);
+      else
+        snprintf(ins, sizeof ins, "b%s,%s_p", PROJ[k], PROJ[k]);
       snprintf(nm, sizeof nm, "%s_add", PROJ[k]);
       ob_node(b, "Add", nm, ins, out);
     }
@@ -249,10 +251,11 @@ static void run_qkv(int variant, const qcase *c, size_t want_merged) {
   if (y[0] && y[1] && y[2] && ny[0] == no && ny[1] == no && ny[2] == no) {
     double w_on = worst(y[RUN_ON], y[RUN_UNFUSED], no, 1e-4, 1e-5);
     double w_nm = worst(y[RUN_NO_MERGE], y[RUN_UNFUSED], no, 1e-4, 1e-5);
-    printf("qkv variant %d [b%lld s%lld e%lld h%lld d%lld]: merged %zu; worst vs unfused %.3g "
-           "(merge off %.3g)\n",
-           variant, (long long)c->b, (long long)c->s, (long long)c->e, (long long)c->h,
-           (long long)c->d, merged[RUN_ON], w_on, w_nm);
+    printf(
+        "qkv variant %d [b%lld s%lld e%lld h%lld d%lld]: merged %zu; worst vs unfused %.3g "
+        "(merge off %.3g)\n",
+        variant, (long long)c->b, (long long)c->s, (long long)c->e, (long long)c->h, (long long)c->d, merged[RUN_ON],
+        w_on, w_nm);
     CHECK(w_on <= 1.0);
     CHECK(w_nm <= 1.0);
     // a fully masked row gives 0 (IsNaN/Where), not NaN, in every form
@@ -287,9 +290,8 @@ static void test_zoo(void) {
     const char *model;
     int batch;  // 0: a fixed batch of 1 in the graph
     size_t merged;
-  } zoo[] = {{"bert_dynamo18", 0, 0}, {"distilbert_dynamo18", 0, 0}, {"distilbert_ts17", 2, 2},
-             {"vit_dynamo18", 0, 0},  {"vit_ts17", 2, 2},            {"gpt_dynamo18", 2, 2},
-             {"gpt_ts17", 2, 0}};
+  } zoo[] = {{"bert_dynamo18", 0, 0}, {"distilbert_dynamo18", 0, 0}, {"distilbert_ts17", 2, 2}, {"vit_dynamo18", 0, 0},
+             {"vit_ts17", 2, 2},      {"gpt_dynamo18", 2, 2},        {"gpt_ts17", 2, 0}};
   for (size_t z = 0; z < sizeof zoo / sizeof zoo[0]; z++) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s/1/model.onnx", ATTN_ZOO, zoo[z].model);
@@ -333,8 +335,8 @@ static void test_zoo(void) {
     }
     if (y[0] && y[1] && ny[0] == ny[1]) {
       double w = worst(y[RUN_ON], y[RUN_NO_MERGE], ny[0], 1e-4, 1e-5);
-      printf("%s: %zu of %zu attention nodes with Q/K/V merged; worst vs merge off %.3g\n",
-             zoo[z].model, merged[RUN_ON], attn[RUN_ON], w);
+      printf("%s: %zu of %zu attention nodes with Q/K/V merged; worst vs merge off %.3g\n", zoo[z].model,
+             merged[RUN_ON], attn[RUN_ON], w);
       CHECK(w <= 1.0);
     } else {
       CHECK(0);
