@@ -369,30 +369,97 @@ int eng_attn__fuse(eng_graph *g, unsigned char *dead, int *changed, err *e) {
 
 // --- the op: parsing and shapes
 
-// The perm flags go to ints[0..3] (q, k, v, o: attn.c's PERM_ATTR).
+// The perm flags go to ints[0..3] (q, k, v, o: attn.c's PERM_ATTR), the
+// packed-QKV flag and its Reshapes' allowzero (attn_qkv.c) to ints[4..5].
 static int parse_attn(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
   (void)g, (void)opset, (void)e;
   p->alpha = op_attr_float(n, "scale", 1.0f);
   p->nan_zero = op_attr_int(n, "nan_zero", 0) != 0;
-  p->n_ints = 4;
+  p->n_ints = 6;
   for (int k = 0; k < 4; k++) p->ints[k] = op_attr_int(n, PERM_ATTR[k], 0) != 0;
+  p->ints[4] = op_attr_int(n, ENG_ATTN_QKV_PACKED, 0) != 0;
+  p->ints[5] = op_attr_int(n, ENG_ATTN_QKV_ALLOWZERO, 0) != 0;
   return 0;
 }
 
-// t's dims and packed element strides, read through perm when not NULL
-// (dim i of the result is t's dim perm[i]).
-static void logical(const eng_tensor *t, const int64_t *perm, int64_t *dims, int64_t *str) {
-  int64_t pd[ENG_MAX_DIMS], pst[ENG_MAX_DIMS], acc = 1;
-  for (int i = t->ndims - 1; i >= 0; i--) pd[i] = t->dims[i], pst[i] = acc, acc *= t->dims[i];
-  for (int i = 0; i < t->ndims; i++) {
+// The view nd dims bd at element strides bs, read through perm when not
+// NULL (dim i of the result is the view's dim perm[i]).
+static void logical(int nd, const int64_t *bd, const int64_t *bs, const int64_t *perm,
+                    int64_t *dims, int64_t *str) {
+  for (int i = 0; i < nd; i++) {
     int src = perm ? (int)perm[i] : i;
-    dims[i] = pd[src], str[i] = pst[src];
+    dims[i] = bd[src], str[i] = bs[src];
   }
+}
+
+// A tensor's own dims at packed strides.
+static void packed_strides(const eng_tensor *t, int64_t *str) {
+  int64_t acc = 1;
+  for (int i = t->ndims - 1; i >= 0; i--) str[i] = acc, acc *= t->dims[i];
 }
 
 static const char *const SWITCH_HINT =
     " (the fused attention cannot; parameters { key: \"fuse_attention\" value: { string_value: "
     "\"0\" } } leaves the graph unfused)";
+static const char *const QKV_HINT =
+    " (parameters { key: \"merge_qkv\" value: { string_value: \"0\" } } keeps the projections "
+    "apart)";
+
+// Packed mode (attn.h): in[0] is T [B, S, 3N] (in[1] and in[2] the same
+// value) and in[5..7] the shapes the exporter's Reshapes of Q, K and V
+// asked for, resolved here by Reshape's rules against [B, S, N]; each must
+// be [B, S, H, D] with H*D = N, the same for all three. Operand k is then
+// the view [B, S, H, D] of T at element offset k*N, rows 3N apart.
+static int packed_views(const eng_op_params *p, const eng_tensor *in, int n_in,
+                        int64_t bd[3][ENG_MAX_DIMS], int64_t bs[3][ENG_MAX_DIMS], int64_t *off,
+                        err *e) {
+  const eng_tensor *t = &in[0];
+  if (n_in < 8 || t->ndims != 3 || t->dims[2] % 3 != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "attention: packed Q/K/V of rank %d, not [B, S, 3*H*D] with its three shapes%s",
+                   t->ndims, QKV_HINT);
+  for (int k = 1; k < 3; k++)
+    if (in[k].ndims != 3 || memcmp(in[k].dims, t->dims, 3 * sizeof *t->dims) != 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "attention: packed operands differ in shape");
+  int64_t b = t->dims[0], sl = t->dims[1], c = t->dims[2], n = c / 3;
+  int64_t first[4] = {0};
+  for (int k = 0; k < 3; k++) {
+    const eng_tensor *sh = &in[5 + k];
+    if (sh->dt != DT_INT64 || eng_numel(sh->ndims, sh->dims) != 4 || !sh->data)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "attention: packed Q/K/V: shape %d is not 4 INT64 known when planning", k);
+    const int64_t *want = sh->data;
+    int64_t r[4], known = 1, src[3] = {b, sl, n};
+    int infer = -1;
+    for (int i = 0; i < 4; i++) {
+      r[i] = want[i];
+      if (r[i] == 0 && !p->ints[5]) {
+        if (i >= 3)
+          return err_set(e, ERR_INVALID_ARGUMENT,
+                         "attention: packed Q/K/V: shape copies dim 3 of a rank-3 input");
+        r[i] = src[i];
+      }
+      if (r[i] == -1 && infer < 0) infer = i;
+      else if (r[i] < 0)
+        return err_set(e, ERR_INVALID_ARGUMENT, "attention: packed Q/K/V: bad shape entry %lld",
+                       (long long)r[i]);
+      else known *= r[i];
+    }
+    if (infer >= 0) r[infer] = known ? b * sl * n / known : 0;
+    if (r[0] != b || r[1] != sl || r[2] * r[3] != n || (k && memcmp(r, first, sizeof r) != 0))
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "attention: packed Q/K/V: heads [%lld, %lld, %lld, %lld] from [%lld, %lld, %lld]%s",
+                     (long long)r[0], (long long)r[1], (long long)r[2], (long long)r[3],
+                     (long long)b, (long long)sl, (long long)n, QKV_HINT);
+    memcpy(first, r, sizeof r);
+  }
+  for (int k = 0; k < 3; k++) {
+    memcpy(bd[k], first, sizeof first);
+    bs[k][0] = sl * c, bs[k][1] = c, bs[k][2] = first[3], bs[k][3] = 1;
+    off[k] = (int64_t)k * n;
+  }
+  return 0;
+}
 
 int eng_attn__analyse(const eng_op_params *p, const eng_tensor *in, int n_in, eng_attn_shape *s,
                       eng_tensor *y, err *e) {
@@ -407,16 +474,31 @@ int eng_attn__analyse(const eng_op_params *p, const eng_tensor *in, int n_in, en
   const eng_tensor *mk = op_given(in, n_in, 3) ? &in[3] : NULL;
   // Q, Kt and V as the product reads them: dims and element strides, through
   // an absorbed Transpose's perm where the node has one
-  int perm[4] = {0};
-  for (int k = 0; k < 4; k++) perm[k] = p->n_ints == 4 && p->ints[k] != 0;
+  int perm[4] = {0}, packed = p->n_ints >= 6 && p->ints[4] != 0;
+  for (int k = 0; k < 4; k++) perm[k] = p->n_ints >= 4 && p->ints[k] != 0;
+  // each operand's own view (dims, strides; rank[k]) before its perm
+  int64_t bd[3][ENG_MAX_DIMS], bs[3][ENG_MAX_DIMS];
+  int rank[3];
+  if (packed) {
+    if (!perm[0] || !perm[1] || !perm[2])
+      return err_set(e, ERR_INVALID_ARGUMENT, "attention: packed Q/K/V without the head transposes");
+    TRY(packed_views(p, in, n_in, bd, bs, s->off, e));
+    rank[0] = rank[1] = rank[2] = 4;
+  } else {
+    for (int k = 0; k < 3; k++) {
+      memcpy(bd[k], in[k].dims, sizeof bd[k]);
+      packed_strides(&in[k], bs[k]);
+      rank[k] = in[k].ndims;
+    }
+  }
   int64_t ld[3][ENG_MAX_DIMS], ls[3][ENG_MAX_DIMS];
   for (int k = 0; k < 3; k++) {
-    if (perm[k] && in[k].ndims != 4)
+    if (perm[k] && rank[k] != 4)
       return err_set(e, ERR_INVALID_ARGUMENT, "attention: %s has rank %d, not 4 (its head transpose)",
-                     names[k], in[k].ndims);
-    logical(&in[k], perm[k] ? (k == 1 ? PERM_KT : PERM_ROWS) : NULL, ld[k], ls[k]);
+                     names[k], rank[k]);
+    logical(rank[k], bd[k], bs[k], perm[k] ? (k == 1 ? PERM_KT : PERM_ROWS) : NULL, ld[k], ls[k]);
   }
-  int rq = in[0].ndims, rk = in[1].ndims, rv = in[2].ndims;
+  int rq = rank[0], rk = rank[1], rv = rank[2];
   s->sq = ld[0][rq - 2], s->d = ld[0][rq - 1], s->q_ss = ls[0][rq - 2];
   s->sk = ld[1][rk - 1], s->k_sd = ls[1][rk - 2], s->k_sk = ls[1][rk - 1];
   s->dv = ld[2][rv - 1], s->v_ss = ls[2][rv - 2];
@@ -429,7 +511,7 @@ int eng_attn__analyse(const eng_op_params *p, const eng_tensor *in, int n_in, en
   int nb = 0;
   for (int k = 0; k < 4; k++)
     if (k < 3 || mk) {
-      int r = in[k].ndims - 2;
+      int r = (k < 3 ? rank[k] : in[k].ndims) - 2;
       if (r > nb) nb = r;
     }
   if (nb + 2 > ENG_MAX_DIMS)
@@ -450,7 +532,7 @@ int eng_attn__analyse(const eng_op_params *p, const eng_tensor *in, int n_in, en
       op_pad_dims(&in[k], nb + 2, pd[k]);
       continue;
     }
-    int lead = nb + 2 - in[k].ndims;
+    int lead = nb + 2 - rank[k];
     for (int i = 0; i < nb + 2; i++) {
       pd[k][i] = i < lead ? 1 : ld[k][i - lead];
       ps[k][i] = i < lead ? 0 : ls[k][i - lead];
@@ -628,7 +710,8 @@ static void head(float *o, const float *q, const float *kt, const float *v, cons
 static void run_with(const eng_op_params *p, const eng_tensor *in, const eng_attn_shape *sp,
                      eng_tensor *out, float *sc) {
   const eng_attn_shape s = *sp;
-  const float *q = in[0].data, *kt = in[1].data, *v = in[2].data;
+  const float *q = (const float *)in[0].data + s.off[0], *kt = (const float *)in[1].data + s.off[1],
+              *v = (const float *)in[2].data + s.off[2];
   const float *m = s.has_mask ? in[3].data : NULL;
   float *o = out[0].data;
   int64_t total = 1;
@@ -698,7 +781,7 @@ static void destroy_attn(void *node_state) {
 }
 
 const eng_op_def eng_ops__attn[] = {
-    {ENG_ATTN_OP, 3, 5, 1, 1, 0, parse_attn, infer_attn, run_attn, ENG_IN(4), run_attn_state,
-     destroy_attn},
+    {ENG_ATTN_OP, 3, 8, 1, 1, 0, parse_attn, infer_attn, run_attn,
+     ENG_IN(4) | ENG_IN(5) | ENG_IN(6) | ENG_IN(7), run_attn_state, destroy_attn},
 };
 const size_t eng_ops__n_attn = sizeof eng_ops__attn / sizeof eng_ops__attn[0];

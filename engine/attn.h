@@ -25,6 +25,15 @@
 // broadcast as MatMul's and Add's do, so the fused node's output has the
 // unfused one's shape; a mask that would enlarge Sq or Sk is refused when
 // planning, with a message naming the switch that turns the pass off.
+//
+// Packed Q/K/V (attn_qkv.c's pass; int attribute qkv_packed 1, with all
+// three of q_perm, k_perm, v_perm): inputs 0, 1 and 2 are one tensor T
+// [B, S, 3*H*D], the output of one projection, and inputs 5, 6 and 7 the
+// shapes the exporter's Reshapes of Q, K and V asked for (known when
+// planning, resolved by Reshape's rules, allowzero as the int attribute
+// qkv_allowzero; each must come to [B, S, H, D]). Q is read from T's
+// columns [0, H*D), K from [H*D, 2*H*D), V from [2*H*D, 3*H*D), each as
+// [B, S, H, D] with rows 3*H*D apart: offsets and strides, no copy.
 #ifndef INFERD_ENGINE_ATTN_H
 #define INFERD_ENGINE_ATTN_H
 
@@ -37,6 +46,8 @@
 #include "kernels/k_ref.h"
 
 #define ENG_ATTN_OP "inferd.Attention"
+#define ENG_ATTN_QKV_PACKED "qkv_packed"
+#define ENG_ATTN_QKV_ALLOWZERO "qkv_allowzero"
 
 // The pass (graph_pass.c runs it after constant folding): rewrites each
 // matched subgraph's last MatMul into an inferd.Attention node and marks
@@ -46,6 +57,17 @@ int eng_attn__fuse(eng_graph *g, unsigned char *dead, int *changed, err *e);
 
 // Transposes the pass took into g's fused nodes (their perm flags, summed).
 size_t eng_attn_n_transposes(const eng_graph *g);
+
+// The pass after it (attn_qkv.c): where a fused node's Q, K and V are the
+// exporter's Reshapes to heads of three projections of one X (MatMul by a
+// constant [E, N] each, and an Add of a constant [N] bias on all three or
+// on none) or of the three equal parts of one Split along the last axis,
+// rewrites the node to packed mode (above), with the three projections
+// merged into one MatMul by the concatenated constants [E, 3N] (+ [3N]):
+// one GEMM instead of three, and no copy. Sets *changed when it packed any;
+// the count goes to eng_graph_n_qkv_merged. Leaves the node as it is where
+// any condition fails.
+int eng_attn__merge_qkv(eng_graph *g, unsigned char *dead, int *changed, err *e);
 
 // The fused op's shapes for concrete inputs: batch dims (broadcast over
 // every operand), per-operand element strides per batch dim (0 where the
@@ -58,6 +80,7 @@ typedef struct eng_attn_shape {
       os[ENG_MAX_DIMS];
   int64_t sq, sk, d, dv;
   int64_t q_ss, k_sd, k_sk, v_ss, o_ss;
+  int64_t off[3];  // elements from Q's, Kt's and V's data to the operand (packed Q/K/V)
   int has_mask;
   int64_t m_sq, m_sk;
   float scale;  // attribute scale / divisor

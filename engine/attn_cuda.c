@@ -7,7 +7,9 @@
 // The divisor (GPT's sqrt of the head size) is known when planning and
 // lives on the host (a folded value has no device copy), so prepare, which
 // runs outside capture for every submit, reads it there and settles the
-// kernel's arguments; run only enqueues the kernel (capturable).
+// kernel's arguments; run only enqueues the kernel (capturable). So do a
+// packed node's head shapes (attn.h: inputs 5..7), and with them the
+// operands' offsets into the one projection they share.
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +21,7 @@ typedef struct attn_node {
   const eng_plan *pl;  // the plan that owns this state (for the divisor's host bytes)
   size_t node;
   k_attn_args args;    // this submit's, from prepare
+  int64_t off[3];      // elements into Q's, Kt's, V's data (packed Q/K/V), from prepare
 } attn_node;
 
 static int attn_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
@@ -35,19 +38,21 @@ static int attn_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
                         const eng_tensor *out, int n_out, cuda_prep *r, err *e) {
   (void)out, (void)n_out;
   attn_node *s = c->node;
-  eng_tensor t[5];
-  int n = n_in < 5 ? n_in : 5;
+  eng_tensor t[8];
+  int n = n_in < 8 ? n_in : 8;
   memcpy(t, in, (size_t)n * sizeof *t);
-  if (n > 4 && t[4].dt != DT_INVALID) {  // the divisor's bytes, on the host
-    int v = eng_graph_node(s->pl->g, s->node)->in[4];
-    t[4].data = v >= 0 && s->pl->known[v] ? s->pl->cur[v].data : NULL;
-    t[4].dt = DT_FP32;
+  for (int k = 4; k < n; k++) {  // the divisor's and the head shapes' bytes, on the host
+    if (t[k].dt == DT_INVALID) continue;
+    int v = eng_graph_node(s->pl->g, s->node)->in[k];
+    t[k].data = v >= 0 && s->pl->known[v] ? s->pl->cur[v].data : NULL;
+    if (k == 4) t[k].dt = DT_FP32;
   }
   for (int k = 0; k < n && k < 4; k++)  // analysed as the FP32 values they stand for
     if (t[k].dt == DT_FP16) t[k].dt = DT_FP32;
   eng_attn_shape sh;
   TRY(eng_attn__analyse(p, t, n, &sh, NULL, e));
   TRY(eng_attn__kernel_args(&sh, &s->args, e));
+  memcpy(s->off, sh.off, sizeof s->off);
   s->args.nan_zero = p->nan_zero;
   if (s->args.d > K_ATTN_MAX_HEAD || s->args.dv > K_ATTN_MAX_HEAD)
     return err_set(e, ERR_UNIMPLEMENTED,
@@ -68,8 +73,11 @@ static int attn_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
       return err_set(e, ERR_INTERNAL, "attention: operand %d is %s, Q is %s", k,
                      dtype_wire_name(in[k].dt), dtype_wire_name(in[0].dt));
   const void *mask = op_given(in, n_in, 3) ? in[3].data : NULL;
-  return k_attn_cuda(out[0].data, in[0].data, in[1].data, in[2].data, mask, NULL, K_F32, et,
-                     &s->args, c->stream, e);
+  size_t es = et == K_F16 ? 2 : 4;
+  const char *q = (const char *)in[0].data + (size_t)s->off[0] * es;
+  const char *kt = (const char *)in[1].data + (size_t)s->off[1] * es;
+  const char *v = (const char *)in[2].data + (size_t)s->off[2] * es;
+  return k_attn_cuda(out[0].data, q, kt, v, mask, NULL, K_F32, et, &s->args, c->stream, e);
 }
 
 const cuda_op eng_cuda__attn_ops[] = {

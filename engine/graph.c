@@ -36,6 +36,7 @@ struct eng_graph {
   size_t hash_cap;
   eng_graph_opts opts;   // what the load-time passes may do
   size_t n_attention;    // attention subgraphs fused (attn.c)
+  size_t n_qkv_merged;   // of those, with Q, K, V packed into one projection (attn_qkv.c)
 };
 
 // --- small helpers
@@ -724,6 +725,8 @@ eng_value *eng_graph__value_mut(eng_graph *g, size_t v) { return &g->values[v]; 
 const eng_graph_opts *eng_graph__opts(const eng_graph *g) { return &g->opts; }
 void eng_graph__set_n_attention(eng_graph *g, size_t n) { g->n_attention = n; }
 size_t eng_graph_n_attention(const eng_graph *g) { return g->n_attention; }
+void eng_graph__set_n_qkv_merged(eng_graph *g, size_t n) { g->n_qkv_merged = n; }
+size_t eng_graph_n_qkv_merged(const eng_graph *g) { return g->n_qkv_merged; }
 
 int eng_graph__is_output(const eng_graph *g, int v) {
   for (size_t j = 0; j < g->n_outputs; j++)

@@ -5,6 +5,7 @@ add_library(inferd_graph STATIC
   ${CMAKE_CURRENT_LIST_DIR}/graph_pass.c
   ${CMAKE_CURRENT_LIST_DIR}/graph_pass_norm.c
   ${CMAKE_CURRENT_LIST_DIR}/attn.c
+  ${CMAKE_CURRENT_LIST_DIR}/attn_qkv.c
   ${CMAKE_CURRENT_LIST_DIR}/plan.c
   ${CMAKE_CURRENT_LIST_DIR}/dev_seg.c
   ${CMAKE_CURRENT_LIST_DIR}/ops_cpu.c

@@ -18,6 +18,7 @@ typedef struct eng_graph eng_graph;
 // What the load-time passes may do; zeroed = every pass on.
 typedef struct eng_graph_opts {
   int no_fuse_attention;  // leave attention subgraphs unfused (attn.c)
+  int no_merge_qkv;       // keep an attention's Q, K, V projections apart (attn_qkv.c)
 } eng_graph_opts;
 
 // Loads and validates an ONNX file. External data files are resolved
@@ -39,6 +40,9 @@ const eng_io *eng_graph_output(const eng_graph *g, size_t i);
 int eng_graph_opset(const eng_graph *g);
 // Attention subgraphs the load-time pass fused into inferd.Attention nodes.
 size_t eng_graph_n_attention(const eng_graph *g);
+// Fused attention nodes whose Q, K and V the load-time pass packed into one
+// projection (one MatMul, or the exporter's own through a Split; attn_qkv.c).
+size_t eng_graph_n_qkv_merged(const eng_graph *g);
 
 // --- internal representation, for the planner and the ops
 

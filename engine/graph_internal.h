@@ -25,13 +25,15 @@ int eng_graph__compact(eng_graph *g, const unsigned char *dead, err *e);
 // Frees a node's attributes and leaves it with none (a pass that rewrites a node in place).
 void eng_graph__free_attrs(eng_node *n);
 
-// The options the graph was loaded with; the attention pass's count.
+// The options the graph was loaded with; the attention passes' counts.
 const eng_graph_opts *eng_graph__opts(const eng_graph *g);
 void eng_graph__set_n_attention(eng_graph *g, size_t n);
+void eng_graph__set_n_qkv_merged(eng_graph *g, size_t n);
 
 // The load-time passes (graph_pass.c), run once the graph is complete and
 // sorted: constants folded, BatchNormalization folded into the Conv before
-// it, attention subgraphs fused (attn.c).
+// it, attention subgraphs fused (attn.c) and their Q, K, V projections
+// merged into one (attn_qkv.c).
 int eng_graph__run_passes(eng_graph *g, err *e);
 
 // GELU and LayerNorm written as chains of elementwise ops, fused into one

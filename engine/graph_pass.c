@@ -264,6 +264,8 @@ int eng_graph__run_passes(eng_graph *g, err *e) {
   if (!rc) rc = eng_graph__fuse_layernorm(g, dead, &changed, e);
   // after folding, so the scales are constants (attn.c)
   if (!rc) rc = eng_attn__fuse(g, dead, &changed, e);
+  // on the fused nodes: their Q, K, V projections into one (attn_qkv.c)
+  if (!rc) rc = eng_attn__merge_qkv(g, dead, &changed, e);
   // last: the fusions above match the exporters' operand order
   if (!rc) pass_operand_order(g, dead);
   if (!rc && changed) rc = eng_graph__compact(g, dead, e);

@@ -612,11 +612,14 @@ int eng_model_graph_opts(const Inference__ModelConfig *cfg, eng_graph_opts *o, e
   memset(o, 0, sizeof *o);
   for (size_t i = 0; i < cfg->n_parameters; i++) {
     const Inference__ModelConfig__ParametersEntry *pe = cfg->parameters[i];
-    if (!pe->key || strcmp(pe->key, "fuse_attention") != 0) continue;
+    int *off = NULL;  // the switch this key turns off when "0"
+    if (pe->key && strcmp(pe->key, "fuse_attention") == 0) off = &o->no_fuse_attention;
+    if (pe->key && strcmp(pe->key, "merge_qkv") == 0) off = &o->no_merge_qkv;
+    if (!off) continue;
     const char *v = pe->value && pe->value->string_value ? pe->value->string_value : "";
     if (strcmp(v, "0") && strcmp(v, "1"))
-      return err_set(e, ERR_INVALID_ARGUMENT, "parameters: fuse_attention '%s' is not one of 0, 1", v);
-    o->no_fuse_attention = v[0] == '0';
+      return err_set(e, ERR_INVALID_ARGUMENT, "parameters: %s '%s' is not one of 0, 1", pe->key, v);
+    *off = v[0] == '0';
   }
   return 0;
 }

@@ -57,7 +57,9 @@ struct eng_job {
 
 // What the config asks of the graph's load-time passes: parameters { key:
 // "fuse_attention" value: { string_value: "0" | "1" } } (default 1; "0"
-// leaves attention subgraphs as exported, to compare). Read before the graph
+// leaves attention subgraphs as exported, to compare), and the same for
+// "merge_qkv" (default 1; "0" keeps a fused attention's Q, K and V
+// projections three GEMMs instead of one). Read before the graph
 // is loaded, so only the parameters of the config file count.
 int eng_model_graph_opts(const Inference__ModelConfig *cfg, eng_graph_opts *o, err *e);
 

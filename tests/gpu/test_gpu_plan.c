@@ -841,6 +841,47 @@ static void test_gemm_fusion(void) {
   eng_graph_destroy(g);
 }
 
+// --- attention with Q, K, V packed into one projection (engine/attn_qkv.c)
+
+// attn_qkv (three projections merged) and attn_qkv_split (GPT's Split taken
+// in), head size 64 (FP16: the tensor-core kernel reading Q, K, V at column
+// offsets of one [B, S, 3E] product, rows 3E apart): the FP32 and FP16 plans
+// against the CPU plan at every batch size and two sequence lengths.
+static void test_qkv_merge(void) {
+  static const char *const names[] = {"attn_qkv", "attn_qkv_split"};
+  for (int m = 0; m < 2; m++) {
+    eng_graph *g = load_model(names[m]);
+    if (!g) continue;
+    CHECK_EQ_INT(eng_graph_n_qkv_merged(g), 1);
+    for (int half = 0; half < 2; half++) {
+      eng_plan *cp = NULL;
+      eng_cuda_plan *gp = NULL;
+      err e = {0};
+      eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
+      CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+      int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
+      if (rc) fprintf(stderr, "%s: cuda create: %s\n", names[m], e.msg);
+      CHECK_EQ_INT(rc, 0);
+      double worst = 0;
+      for (int b = 1; cp && gp && b <= MAXB; b++)
+        for (int seq = 0; seq < 2; seq++) {
+          io_set in = {0};
+          make_inputs(g, names[m], b, seq ? 64 : 0, &in);
+          char label[64];
+          snprintf(label, sizeof label, "%s batch %d seq %lld", half ? "fp16" : "fp32", b,
+                   (long long)in.t[0].dims[1]);
+          worst = max_worst(worst, run_both(names[m], g, cp, gp, &in, label, half ? low_rtol : 0));
+          io_free(&in);
+        }
+      printf("%s %s: Q/K/V merged, worst scaled error %.3g\n", names[m], half ? "fp16" : "fp32",
+             worst);
+      eng_cuda_plan_destroy(gp);
+      eng_plan_destroy(cp);
+    }
+    eng_graph_destroy(g);
+  }
+}
+
 // --- GEMM autotuning in a plan (cuda_gemm.h, plan_cuda.c capture_tuned)
 
 // mm3d_bias (three MatMuls with bias, one adding a residual, a Relu; a
@@ -1149,6 +1190,7 @@ int main(int argc, char **argv) {
   test_conv();
   test_conv_gemm();
   test_gemm_fusion();
+  test_qkv_merge();
   test_gemm_autotune();
   test_refusals();
   test_fault();

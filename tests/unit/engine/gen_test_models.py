@@ -249,6 +249,69 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["B", "S", D])],
            vi("istd", TensorProto.FLOAT, ["B", "S", 1]), vi("z", TensorProto.FLOAT, ["B", "S", D])], inits, opset=20)
 compare(m, "mm3d_bias", {"x": f32(3, 7, D)})
 
+# --- attention with its Q, K, V projections as the exporters write them (attn.c fuses the attention,
+# attn_qkv.c merges the projections into one GEMM the fused node reads in place). attn_qkv: BERT's
+# TorchScript form, three MatMul + Add(bias, product), the heads' Reshape shape from Shape(x), torch
+# SDPA's scaling on Q and Kt, an additive padding mask [B, S], the NaN guard; attn_qkv_split: GPT's
+# one projection [E, 3E] and Split, Div by sqrt(D), no mask. Head size 64: the CUDA plan's FP16
+# tensor-core kernel (test_gpu_plan's test_qkv_merge compares FP32 and FP16 against the CPU plan).
+E, H = 128, 2
+HD = E // H
+qk_c = np.float32((1.0 / np.sqrt(HD)) ** 0.5)
+
+
+def heads_nodes(p, src, perm):
+    return [helper.make_node("Reshape", [src, "qkv_heads"], [p + "_h4"], name=p + "_view"),
+            helper.make_node("Transpose", [p + "_h4"], [p + "_h"], name=p + "_tr", perm=perm)]
+
+
+shape_nodes = [helper.make_node("Shape", ["x"], ["bs"], name="shape_x", start=0, end=2),
+               helper.make_node("Concat", ["bs", "hd"], ["qkv_heads"], name="heads_shape", axis=0)]
+tail = [helper.make_node("MatMul", ["p", "v_h"], ["ctx"], name="pv"),
+        helper.make_node("Transpose", ["ctx"], ["ctxt"], name="ctx_tr", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ctxt", "merge"], ["y"], name="ctx_merge")]
+common = [numpy_helper.from_array(np.array([H, HD], np.int64), "hd"),
+          numpy_helper.from_array(np.array([0, 0, E], np.int64), "merge")]
+nodes = list(shape_nodes)
+inits = list(common)
+for k in "qkv":
+    nodes += [helper.make_node("MatMul", ["x", "w" + k], [k + "_p"], name=k + "_proj"),
+              helper.make_node("Add", ["b" + k, k + "_p"], [k + "_a"], name=k + "_bias")]
+    nodes += heads_nodes(k, k + "_a", [0, 2, 3, 1] if k == "k" else [0, 2, 1, 3])
+    inits += [numpy_helper.from_array(f32(E, E) * 0.1, "w" + k), numpy_helper.from_array(f32(E) * 0.1, "b" + k)]
+nodes += [helper.make_node("Mul", ["q_h", "c"], ["qs"], name="q_scale"),
+          helper.make_node("Mul", ["k_h", "c"], ["ks"], name="k_scale"),
+          helper.make_node("MatMul", ["qs", "ks"], ["sc"], name="qk"),
+          helper.make_node("Unsqueeze", ["mask", "mask_axes"], ["mask4"], name="mask4"),
+          helper.make_node("Add", ["sc", "mask4"], ["scm"], name="add_mask"),
+          helper.make_node("Softmax", ["scm"], ["p0"], name="softmax", axis=-1),
+          helper.make_node("IsNaN", ["p0"], ["nan"], name="isnan"),
+          helper.make_node("Where", ["nan", "zero", "p0"], ["p"], name="nan_zero")] + tail
+inits += [numpy_helper.from_array(np.array(qk_c, np.float32), "c"), numpy_helper.from_array(np.array(0, np.float32), "zero"),
+          numpy_helper.from_array(np.array([1, 2], np.int64), "mask_axes")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["B", "S", E]), vi("mask", TensorProto.FLOAT, ["B", "S"])],
+          [vi("y", TensorProto.FLOAT, ["B", "S", E])], inits, opset=17)
+mask = np.zeros((2, 9), np.float32)
+mask[0, 6:] = -np.inf
+compare(m, "attn_qkv", {"x": f32(2, 9, E), "mask": mask}, rtol=1e-4)
+
+nodes = list(shape_nodes) + [
+    helper.make_node("MatMul", ["x", "wqkv"], ["qkv_p"], name="qkv_proj"),
+    helper.make_node("Add", ["qkv_p", "bqkv"], ["qkv"], name="qkv_bias"),
+    helper.make_node("Split", ["qkv", "thirds"], ["q_a", "k_a", "v_a"], name="split", axis=2)]
+for k in "qkv":
+    nodes += heads_nodes(k, k + "_a", [0, 2, 3, 1] if k == "k" else [0, 2, 1, 3])
+nodes += [helper.make_node("MatMul", ["q_h", "k_h"], ["sc"], name="qk"),
+          helper.make_node("Div", ["sc", "d"], ["scd"], name="scale"),
+          helper.make_node("Softmax", ["scd"], ["p"], name="softmax", axis=-1)] + tail
+inits = list(common) + [numpy_helper.from_array(f32(E, 3 * E) * 0.1, "wqkv"),
+                        numpy_helper.from_array(f32(3 * E) * 0.1, "bqkv"),
+                        numpy_helper.from_array(np.array([E, E, E], np.int64), "thirds"),
+                        numpy_helper.from_array(np.array(np.sqrt(HD), np.float32), "d")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["B", "S", E])], [vi("y", TensorProto.FLOAT, ["B", "S", E])], inits,
+          opset=17)
+compare(m, "attn_qkv_split", {"x": f32(2, 9, E)}, rtol=1e-4)
+
 # --- BatchNormalization + Flatten + Cast round trip + int64 arithmetic
 nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "mu", "var"], ["bn"], name="bn", epsilon=1e-3),
          helper.make_node("Flatten", ["bn"], ["fl"], name="flat"),

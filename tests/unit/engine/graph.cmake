@@ -39,3 +39,6 @@ set_tests_properties(gen_attn_zoo PROPERTIES FIXTURES_SETUP attn_zoo TIMEOUT 300
 inferd_unit_test(test_attn SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attn.c LIBS ${_graph_libs})
 set_tests_properties(test_attn PROPERTIES FIXTURES_REQUIRED attn_zoo)
 target_compile_definitions(test_attn PRIVATE ATTN_ZOO="${_attn_zoo}")
+inferd_unit_test(test_attn_qkv SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attn_qkv.c LIBS ${_graph_libs})
+set_tests_properties(test_attn_qkv PROPERTIES FIXTURES_REQUIRED attn_zoo)
+target_compile_definitions(test_attn_qkv PRIVATE ATTN_ZOO="${_attn_zoo}")

@@ -308,6 +308,28 @@ static void test_onnxruntime_cases(void) {
   CHECK(n >= 14);
 }
 
+// attn_qkv.c: both attention models of gen_test_models.py have their Q, K, V in one projection
+// (three merged; GPT's Split taken in), so their ort cases check the packed attention's numbers.
+static void test_qkv_merged(void) {
+  static const char *const names[] = {"attn_qkv.onnx", "attn_qkv_split.onnx"};
+  for (int k = 0; k < 2; k++) {
+    eng_graph *g = NULL;
+    err e = {0};
+    CHECK_EQ_INT(eng_graph_load(model_path(names[k]), &g, &e), 0);
+    if (!g) continue;
+    CHECK_EQ_INT(eng_graph_n_attention(g), 1);
+    CHECK_EQ_INT(eng_graph_n_qkv_merged(g), 1);
+    size_t mm = 0, split = 0;
+    for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+      mm += strcmp(eng_graph_node(g, i)->op_type, "MatMul") == 0;
+      split += strcmp(eng_graph_node(g, i)->op_type, "Split") == 0;
+    }
+    CHECK_EQ_INT(mm, 1);
+    CHECK_EQ_INT(split, 0);
+    eng_graph_destroy(g);
+  }
+}
+
 // graph_pass.c: bn1 and bn2 fold into their Convs (with and without a Conv bias); bn3_kept
 // stays because its Conv's output is also read by the Add. The values are checked against
 // onnxruntime by the ort case of the same model.
@@ -528,6 +550,7 @@ int main(void) {
   test_mlp_io();
   test_constant_subgraph_folded();
   test_batchnorm_folded();
+  test_qkv_merged();
   test_operand_order();
   test_constants_folded();
   test_fp16_weights_widened();
