@@ -56,8 +56,11 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
   TRY(eng_model_graph_opts(m->config, &gopts, e));
   TRY(eng_graph_load_opts(rv->path, &gopts, &g, e));
   if (eng_graph_n_attention(g) || gopts.no_fuse_attention)
-    srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": %zu attention subgraph(s) fused%s", m->name,
-            rv->version, eng_graph_n_attention(g), gopts.no_fuse_attention ? " (fuse_attention off)" : "");
+    srv_log(SRV_LOG_INFO,
+            "model '%s' version %" PRId64 ": %zu attention subgraph(s) fused%s, %zu with Q/K/V projections "
+            "merged into one GEMM%s",
+            m->name, rv->version, eng_graph_n_attention(g), gopts.no_fuse_attention ? " (fuse_attention off)" : "",
+            eng_graph_n_qkv_merged(g), gopts.no_merge_qkv ? " (merge_qkv off)" : "");
   eng_io *in = NULL, *out = NULL;
   size_t n_in, n_out;
   collect_io(g, &in, &n_in, &out, &n_out);

@@ -2,7 +2,7 @@
 // the engine half of tests/bench/engine/run.sh (bench_torch.py is the other).
 //
 //   bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64]
-//                [--iters N] [--warmup N] [--graphs 0|1] [--fuse-attention 0|1] [--seq N] [--vocab N] [--cpu]
+//                [--iters N] [--warmup N] [--graphs 0|1] [--fuse-attention 0|1] [--merge-qkv 0|1] [--seq N] [--vocab N] [--cpu]
 //                [--gemm-autotune 0|1]
 //
 // Inputs: FP32 random; INT64/INT32 token ids in [0, vocab) (vocab from the
@@ -265,6 +265,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--graphs")) graphs = atoi(v);
     else if (!strcmp(a, "--seq")) fo.seq = atoi(v);
     else if (!strcmp(a, "--fuse-attention")) gopts.no_fuse_attention = atoi(v) == 0;  // 0: unfused
+    else if (!strcmp(a, "--merge-qkv")) gopts.no_merge_qkv = atoi(v) == 0;  // 0: three projections
     else if (!strcmp(a, "--vocab")) fo.vocab = atoi(v);
     else if (!strcmp(a, "--layout"))  // auto | nchw | nhwc (eng_cuda_layout)
       layout = !strcmp(v, "nhwc") ? ENG_CUDA_LAYOUT_NHWC : !strcmp(v, "nchw") ? ENG_CUDA_LAYOUT_NCHW : ENG_CUDA_LAYOUT_AUTO;
@@ -284,7 +285,7 @@ int main(int argc, char **argv) {
         batches[n_batches++] = atoi(t);
     } else {
       fprintf(stderr, "usage: bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64] "
-                      "[--iters N] [--warmup N] [--graphs 0|1] [--fuse-attention 0|1] [--layout auto|nchw|nhwc] "
+                      "[--iters N] [--warmup N] [--graphs 0|1] [--fuse-attention 0|1] [--merge-qkv 0|1] [--layout auto|nchw|nhwc] "
                       "[--conv-search timed|heuristic] [--gemm-autotune 0|1|0,1] [--seq N] [--vocab N] [--cpu]\n");
       return 2;
     }
@@ -342,13 +343,14 @@ int main(int argc, char **argv) {
         printf("{\"tool\":\"%s\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"us_per_batch\":%.3f,"
                "\"graphs\":%d,\"iters\":%d,\"slots\":%d,\"layout\":\"%s\",\"conv_search\":\"%s\","
                "\"nhwc_nodes\":%llu,\"gemm_convs\":%llu,\"seq\":%d,\"staged\":%s,\"fuse_attention\":%s,"
-               "\"gemm_autotune\":%d,\"gemm_tuned\":%llu,\"gemm_tune_improved\":%llu,\"gemm_tune_ms\":%.1f,"
+               "\"merge_qkv\":%s,\"gemm_autotune\":%d,\"gemm_tuned\":%llu,\"gemm_tune_improved\":%llu,\"gemm_tune_ms\":%.1f,"
                "\"gemm_tune_passes\":%llu,\"gemm_first_us\":%.2f,\"gemm_best_us\":%.2f,\"create_ms\":%.1f}\n",
                slots == 2 ? "inferd" : "inferd_sync", base_name(model), prec_s, batches[bi], per * 1e6,
                graphs, it, slots, layout == ENG_CUDA_LAYOUT_NHWC ? "nhwc" : layout == ENG_CUDA_LAYOUT_NCHW ? "nchw" : "auto",
                conv_timed ? "timed" : "heuristic", (unsigned long long)ps.nhwc_nodes,
                (unsigned long long)ps.gemm_convs, fo.seq,
-               staged ? "true" : "false", gopts.no_fuse_attention ? "false" : "true", tune,
+               staged ? "true" : "false", gopts.no_fuse_attention ? "false" : "true",
+               gopts.no_merge_qkv ? "false" : "true", tune,
                (unsigned long long)ps.gemm_tuned, (unsigned long long)ps.gemm_tune_improved,
                (double)ps.gemm_tune_ns / 1e6, (unsigned long long)ps.gemm_tune_passes,
                (double)ps.gemm_first_ns / 1e3, (double)ps.gemm_best_ns / 1e3, t_create * 1e3);
