@@ -23,12 +23,14 @@ and its latency became the measurement. inferd-load reports how late each send w
 Bounds (the issue's, and the count check made exact where it can be):
 - rss, fds: drift < 5 % from the first samples after --warmup-s to the last ones (medians of 5 samples).
 - p99: every whole period after --warmup-s has a valid-request p99 within 20 % of the median period's.
+  (a period needs 20 valid answers to be judged, and one at least must be).
 - schedule: the client kept its schedule (every period's lag p99 <= --max-lag-ms, no CLIENT_DROPPED), so
   the latency figures are the server's; when this fails, a failing p99 bound is the client's doing.
 - counts, exact: every valid request answered OK (valid OK == valid sent); every invalid one answered
   INVALID_ARGUMENT; every request of every kind ended with one status (sent == sum over statuses).
 - counts, exact: the server's REJECTED failures (nv_inference_request_failure{reason="REJECTED"}) equal the
-  client's INVALID_ARGUMENT answers (only invalid requests are refused at validation).
+  client's INVALID_ARGUMENT answers: validation refuses only the invalid kind, and the soak's models set no
+  queue limit (a full queue or an unready model would also count as REJECTED, and make this fail, rightly).
 - counts, bounded: the server's success count S (ModelStatistics) counts what it computed, as Triton's does,
   answered or not. Let OK be the client's OK answers of all kinds (an OK answer means computed), G the calls the
   client gave up on (cancel:CANCELLED + expire:DEADLINE_EXCEEDED) and C the server's CANCELED failures (a call
@@ -36,7 +38,8 @@ Bounds (the issue's, and the count check made exact where it can be):
   with its answer dropped (X = S - OK), dropped while queued (counted in C), or never handed to inference (N0:
   cancelled before the server read its message, or at its transport). So
       S >= OK   and   N0 = G - (S - OK) - C >= 0,
-  the two inequalities that hold whatever the races. Neither side can know X exactly: a server that sent its
+  the two inequalities that hold whatever the races (the second is the same as: the server counted no more
+  requests, successes and failures of every reason together, than the client sent). Neither side can know X exactly: a server that sent its
   answer cannot tell whether the client's cancel overtook it on the wire, and inferd counts no "answered"
   apart from "computed" (its metrics count success, failure by reason, executions), so X and N0 are reported,
   not bounded further. A valid request, which is neither cancelled nor short of time, has no such race: that
@@ -210,27 +213,39 @@ def main():
     t0 = time.monotonic()
 
     def tick():
-        samples.append((time.monotonic() - t0,) + proc_sample(srv.proc.pid))
+        try:
+            rss, fds = proc_sample(srv.proc.pid)
+        except OSError:  # gone (the count checks say so)
+            return
+        if rss:  # 0: a zombie, no longer a server
+            samples.append((time.monotonic() - t0, rss, fds))
 
     duration = a.minutes * 60
     level = run_load(a, ["--request-rate-range", "%.3f" % rate, "--mix", a.mix, "--cancel-after-us", a.cancel_after_us,
                          "--expire-us", a.expire_us, "--duration-s", str(duration), "--report-every-s",
                          str(min(a.period_s, duration)), "--timeout-ms", "10000"] + common,
                      os.path.join(out, "soak_load.json"), os.path.join(out, "soak_load.log"), on_tick=tick)
-    s1, f1, pending = settled_counts(srv.http_url, a.model)
-    srv.stop()
-
     kinds = level["kinds"]
-    fails_delta = {r: f1.get(r, 0) - f0.get(r, 0) for r in f1}
-    checks, figures = count_checks(kinds, s1 - s0, fails_delta)
-    if pending:
-        checks.append(("counts: server settled", False, "%d requests still pending after 30 s" % pending))
+    try:
+        s1, f1, pending = settled_counts(srv.http_url, a.model)
+    except OSError as e:  # the server died under the load: every count is moot, say so
+        s1, f1, pending = None, {}, None
+        died = "server statistics unreadable (%s); server alive: %s; stderr tail:\n%s" % (
+            e, srv.alive(), srv.stderr_tail(20))
+    srv.stop()
+    if s1 is None:
+        checks, figures = [("counts: server statistics", False, died)], {}
+    else:
+        fails_delta = {r: f1.get(r, 0) - f0.get(r, 0) for r in f1}
+        checks, figures = count_checks(kinds, s1 - s0, fails_delta)
+        if pending:
+            checks.append(("counts: server settled", False, "%d requests still pending after 30 s" % pending))
 
     rss_first, rss_last, rss_drift = drift(samples, 1, a.warmup_s)
     fd_first, fd_last, fd_drift = drift(samples, 2, a.warmup_s)
-    checks.append(("rss drift < 5 %", abs(rss_drift) < 0.05, "%.1f -> %.1f MB (%+.2f %%)" % (
+    checks.append(("rss drift < 5 %", bool(samples) and abs(rss_drift) < 0.05, "%.1f -> %.1f MB (%+.2f %%)" % (
         (rss_first or 0) / 2**20, (rss_last or 0) / 2**20, 100 * rss_drift)))
-    checks.append(("fds drift < 5 %", abs(fd_drift) < 0.05, "%s -> %s (%+.2f %%)" % (fd_first, fd_last,
+    checks.append(("fds drift < 5 %", bool(samples) and abs(fd_drift) < 0.05, "%s -> %s (%+.2f %%)" % (fd_first, fd_last,
                                                                                       100 * fd_drift)))
 
     periods = level["periods"]
@@ -239,7 +254,7 @@ def main():
     p99s = [p["valid"]["p99_us"] / 1e3 for p in judged if p["valid"]["ok"] >= 20]
     med = statistics.median(p99s) if p99s else 0.0
     spread = max(abs(v - med) / med for v in p99s) if med else 0.0
-    checks.append(("p99 per period within 20 % of the median", len(p99s) < 2 or spread <= 0.2,
+    checks.append(("p99 per period within 20 % of the median", len(p99s) >= 1 and spread <= 0.2,
                    "%d periods judged, p99 ms %s, median %.3f, spread %.0f %%" % (
                        len(p99s), [round(v, 3) for v in p99s], med, 100 * spread)))
     lag99 = max((p["lag_us"]["p99"] for p in periods), default=0.0) / 1e3
