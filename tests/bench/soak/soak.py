@@ -22,7 +22,7 @@ and its latency became the measurement. inferd-load reports how late each send w
 
 Bounds (the issue's, and the count check made exact where it can be):
 - rss, fds: drift < 5 % from the first samples after --warmup-s to the last ones (medians of 5 samples).
-- p99: every whole period after --warmup-s has a valid-request p99 within 20 % of the median period's.
+- p99: every whole period after --warmup-s has a valid-request p99 within 20 % of the median period's
   (a period needs 20 valid answers to be judged, and one at least must be).
 - schedule: the client kept its schedule (every period's lag p99 <= --max-lag-ms, no CLIENT_DROPPED), so
   the latency figures are the server's; when this fails, a failing p99 bound is the client's doing.
