@@ -285,7 +285,7 @@ def test_open_loop_mix_counts_against_server(server, tmp_path):
     # period): the cancel kind's OK answers would otherwise push it past the valid OK count.
     periods = level["periods"]
     assert [round(x["start_s"]) for x in periods] == [0, 1, 2], periods
-    assert all(0.5 <= x["seconds"] <= 1.6 for x in periods), periods
+    assert all(0.2 <= x["seconds"] <= 1.9 for x in periods), periods  # a starved VM wakes late
     assert level["requests"] == sum(x["valid"]["ok"] for x in periods) <= k["valid"]["OK"], (level["requests"], k)
     assert level["errors"] == 0 and level["errors_by_status"] == {}, level
     for x in periods:
