@@ -7,6 +7,7 @@ add_library(inferd_load STATIC
   ${CMAKE_CURRENT_LIST_DIR}/load/stats.c
   ${CMAKE_CURRENT_LIST_DIR}/load/cli.c
   ${CMAKE_CURRENT_LIST_DIR}/load/rng.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/mix.c
   ${CMAKE_CURRENT_LIST_DIR}/load/rpc.c
   ${CMAKE_CURRENT_LIST_DIR}/load/model.c
   ${CMAKE_CURRENT_LIST_DIR}/load/inputs.c

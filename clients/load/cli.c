@@ -133,6 +133,11 @@ enum {
   O_TRIALS,
   O_TIMEOUT,
   O_SSTATS,
+  O_MIX,
+  O_CANCEL_AFTER,
+  O_EXPIRE,
+  O_DURATION,
+  O_REPORT_EVERY,
   O_CSV,
   O_JSON,
   O_SEED,
@@ -169,6 +174,11 @@ static const opt_def OPTS[] = {
     {"max-trials", 'r', true, O_TRIALS},
     {"timeout-ms", 0, true, O_TIMEOUT},
     {"server-stats", 0, false, O_SSTATS},
+    {"mix", 0, true, O_MIX},
+    {"cancel-after-us", 0, true, O_CANCEL_AFTER},
+    {"expire-us", 0, true, O_EXPIRE},
+    {"duration-s", 0, true, O_DURATION},
+    {"report-every-s", 0, true, O_REPORT_EVERY},
     {"csv", 'f', true, O_CSV},
     {"json", 0, true, O_JSON},
     {"seed", 0, true, O_SEED},
@@ -205,6 +215,16 @@ void ld_usage(FILE *f) {
       "  -r, --max-trials N             at most N windows per level (default 10)\n"
       "  --timeout-ms MS                per-request deadline (default 30000, 0: none)\n"
       "  --server-stats                 add the server's ModelStatistics over the measured windows\n"
+      "                                 (with --duration-s: over the whole run, its drain included)\n"
+      "  --mix V:I:C:E                  open loop, unary: percentages of valid requests, invalid ones\n"
+      "                                 (the first input one element longer in its last dim), ones\n"
+      "                                 the client cancels and ones with a deadline too short to meet;\n"
+      "                                 counted by kind and status, latency of the valid ones only\n"
+      "  --cancel-after-us LO:HI        cancel kind: cancelled this long after sending (default 0:1000)\n"
+      "  --expire-us LO:HI              expire kind: its deadline (default 1:500)\n"
+      "  --duration-s S                 run one level for S seconds instead of windows until stable\n"
+      "  --report-every-s P             with --duration-s: a report per period of P seconds (valid\n"
+      "                                 p50/p99/max, counts by kind and status, schedule lag)\n"
       "  -f, --csv FILE                 one row per level\n"
       "  --json FILE                    per level: the CSV fields, errors by status, latency CDF\n"
       "  --seed N                       random inputs and poisson arrivals (default 1)\n"
@@ -323,6 +343,20 @@ static int apply(ld_opts *o, const opt_def *d, const char *name, const char *v, 
     case O_SSTATS:
       o->server_stats = true;
       return 0;
+    case O_MIX:
+      return ld_mix_parse(v, &o->mix, e);
+    case O_CANCEL_AFTER:
+      return ld_span_parse(v, 0, &o->cancel_after, e) ? err_prefix(e, "--cancel-after-us: ") : 0;
+    case O_EXPIRE:
+      return ld_span_parse(v, 1, &o->expire, e) ? err_prefix(e, "--expire-us: ") : 0;
+    case O_DURATION:
+    case O_REPORT_EVERY: {
+      double x;
+      if (parse_double(v, &x) != 0 || !(x > 0) || x > 7 * 24 * 3600)
+        return err_set(e, ERR_INVALID_ARGUMENT, "%s wants seconds in (0, 604800], got '%s'", name, v);
+      *(d->id == O_DURATION ? &o->duration_s : &o->report_every_s) = x;
+      return 0;
+    }
     case O_CSV:
       o->csv = v;
       return 0;
@@ -360,6 +394,8 @@ int ld_opts_parse(int argc, char **argv, ld_opts *o, err *e) {
   o->timeout_ms = 30000;
   o->seed = 1;
   o->output_shm_size = LD_OUTPUT_SHM_SIZE_DEFAULT;
+  o->cancel_after = (ld_span){0, 1000000};
+  o->expire = (ld_span){1000, 500000};
   bool have_conc = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = NULL;
@@ -397,6 +433,21 @@ int ld_opts_parse(int argc, char **argv, ld_opts *o, err *e) {
                    "--validate-identity cannot be used with --shared-memory system: all requests in flight share "
                    "the output regions, so an answer's outputs cannot be read back without racing the next "
                    "request's writes");
+  if (o->mix.on && o->mode != LD_OPEN)
+    return err_set(e, ERR_INVALID_ARGUMENT, "--mix needs the open loop (--request-rate-range)");
+  if (o->mix.on && o->streaming)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "--mix cannot be used with --streaming: cancelling one request would end its whole stream");
+  if (o->mix.on && o->shared_memory == LD_SHM_SYSTEM)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "--mix cannot be used with --shared-memory system: the invalid kind's longer input has no region");
+  if (o->duration_s > 0 && ld_range_levels(&o->range, NULL, 0) != 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "--duration-s runs one level: give the range a single value");
+  if (o->report_every_s > 0 && !(o->duration_s > 0))
+    return err_set(e, ERR_INVALID_ARGUMENT, "--report-every-s needs --duration-s");
+  if (o->report_every_s > 0 && o->duration_s / o->report_every_s > LD_MAX_PERIODS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "--duration-s / --report-every-s makes more than %d periods",
+                   LD_MAX_PERIODS);
   if (o->mode == LD_CLOSED && o->range.end > 16384)
     return err_set(e, ERR_INVALID_ARGUMENT, "--concurrency-range: at most 16384 requests in flight");
   return 0;

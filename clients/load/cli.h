@@ -10,10 +10,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "clients/load/mix.h"
 #include "kernels/base/err.h"
 
 #define LD_MAX_LEVELS 1000
 #define LD_MAX_RANK 16
+#define LD_MAX_PERIODS 10000  // --duration-s / --report-every-s
 
 typedef struct ld_range {
   double start, end, step;
@@ -66,6 +68,14 @@ typedef struct ld_opts {
   int max_trials;        // default 10
   int timeout_ms;        // per request, default 30000; 0: none
   bool server_stats;
+  // --mix (open loop, unary): the kinds of mix.h, the cancel kind's delay
+  // (default 0:1000 us) and the expire kind's deadline (default 1:500 us).
+  ld_mix mix;
+  ld_span cancel_after, expire;
+  // --duration-s: one level run for this long (no stability windows), as
+  // periods of --report-every-s (default: the whole run) reported one by one.
+  double duration_s;  // 0: windows until stable
+  double report_every_s;
   const char *csv, *json;
   uint64_t seed;  // default 1
   int verbose;

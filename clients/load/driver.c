@@ -8,6 +8,11 @@
 // metadata + message + status), so one completion ends a call and its
 // context can be reused. Streams (stream.c) take their own completions and
 // report each request's outcome back here.
+//
+// --mix: a cancel-kind call is cancelled by the thread that owns it, from a
+// min-heap of (time, context, generation): a context's generation moves on
+// each time it starts a call, so an entry whose call ended already (and whose
+// context may carry another call now) is recognised and skipped.
 #include "clients/load/driver.h"
 
 #include <grpc/byte_buffer.h>
@@ -32,6 +37,12 @@
 #define IDLE_WAIT_NS 100000000ull  // how often an idle thread looks at the stop flag
 #define DRAIN_GRACE_NS 10000000000ull
 #define EXPIRE_EVERY_NS IDLE_WAIT_NS  // how often streamed requests are checked against --timeout-ms
+// Sends and cancels wait in the completion queue, whose waits end on gRPC's
+// millisecond timer: a send goes out up to about 1 ms late (the schedule lag
+// shows it). Waiting out the last millisecond in 20 us naps between
+// non-blocking polls cut the lag p50 to ~20 us but cost 0.3-0.6 of a core
+// more at 2-10k req/s (2-core VM, 2026-11-26): the cores a soak needs to keep
+// its schedule at all.
 
 typedef struct worker worker;
 
@@ -44,8 +55,15 @@ typedef struct call_ctx {
   grpc_status_code status;
   grpc_slice details;
   uint64_t t0;
+  ld_req_kind kind;
+  uint64_t gen;  // calls started on this context so far
   struct call_ctx *next_free;
 } call_ctx;
+
+typedef struct due_cancel {
+  uint64_t at, gen;
+  call_ctx *c;
+} due_cancel;
 
 struct worker {
   ld_driver *d;
@@ -56,6 +74,8 @@ struct worker {
   pthread_mutex_t mu;
   ld_window win;  // guarded by mu
   uint64_t all_ok, all_errors;  // guarded by mu
+  // guarded by mu: every request of the level by kind, as all_ok and all_errors
+  uint64_t all_sent[LD_N_REQ_KINDS], all_by_kind[LD_N_REQ_KINDS][LD_N_KINDS];
   int said_errors;              // failed calls printed (the first 3 of the driver's life): the level's every answer (no window resets them)
 
   // Owned by the worker thread while a level runs, by the driver otherwise.
@@ -68,14 +88,18 @@ struct worker {
   double mean_gap_ns;  // open loop: this thread's mean spacing
   uint64_t first_due_ns;
   uint64_t rng;
+  uint64_t mix_rng;  // kinds, cancel delays and short deadlines: apart from rng, so a mix keeps the arrivals
   uint64_t sends;
+  due_cancel *cancels;  // min-heap on at
+  size_t n_cancels, cap_cancels;
   ld_stream **streams;  // streaming: the k-th on connection (idx + k*threads) % connections
   size_t n_streams;
 };
 
 struct ld_driver {
   ld_driver_cfg cfg;
-  grpc_slice req;  // one refcounted copy of the request; each call's byte buffer refs it
+  grpc_slice req;      // one refcounted copy of the request; each call's byte buffer refs it
+  grpc_slice bad_req;  // the same for --mix's invalid kind (empty without)
   grpc_slice method, stream_method;
   grpc_channel **ch;
   worker *w;
@@ -91,16 +115,32 @@ static gpr_timespec in_ns(uint64_t ns) {
 
 // --- recording
 
-static void record(worker *w, int kind, uint64_t lat_ns) {
+// One outcome of a request of kind req; kind is its status (0: OK).
+static void record(worker *w, ld_req_kind req, int kind, uint64_t lat_ns) {
   pthread_mutex_lock(&w->mu);
-  if (kind == 0) {
+  w->win.by_kind[req][kind]++;
+  w->all_by_kind[req][kind]++;
+  if (kind == 0)
     w->all_ok++;
-    w->win.ok++;
-    ld_hist_record(w->win.lat, lat_ns);
-  } else {
+  else
     w->all_errors++;
-    w->win.errors[kind]++;
+  if (req == LD_REQ_VALID) {
+    if (kind == 0) {
+      w->win.ok++;
+      ld_hist_record(w->win.lat, lat_ns);
+    } else {
+      w->win.errors[kind]++;
+    }
   }
+  pthread_mutex_unlock(&w->mu);
+}
+
+// A request of kind req became due; lag_ns: how late it goes out (open loop), or no lag (closed loop).
+static void record_sent(worker *w, ld_req_kind req, bool open, uint64_t lag_ns) {
+  pthread_mutex_lock(&w->mu);
+  w->win.sent[req]++;
+  w->all_sent[req]++;
+  if (open) ld_hist_record(w->win.lag, lag_ns);
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -112,6 +152,56 @@ static bool outputs_match(const ld_driver *d, grpc_byte_buffer *bb) {
   bool ok = ld_response_matches(GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all), d->cfg.expect, d->cfg.n_expect);
   grpc_slice_unref(all);
   return ok;
+}
+
+// --- due cancels (--mix's cancel kind)
+
+static void heap_swap(due_cancel *h, size_t a, size_t b) {
+  due_cancel t = h[a];
+  h[a] = h[b];
+  h[b] = t;
+}
+
+// -1 when out of memory (the caller cancels at once instead).
+static int cancel_push(worker *w, uint64_t at, call_ctx *c) {
+  if (w->n_cancels == w->cap_cancels) {
+    size_t cap = w->cap_cancels ? 2 * w->cap_cancels : 256;
+    due_cancel *n = realloc(w->cancels, cap * sizeof *n);
+    if (!n) return -1;
+    w->cancels = n;
+    w->cap_cancels = cap;
+  }
+  due_cancel *h = w->cancels;
+  size_t i = w->n_cancels++;
+  h[i] = (due_cancel){at, c->gen, c};
+  while (i > 0 && h[(i - 1) / 2].at > h[i].at) {
+    heap_swap(h, i, (i - 1) / 2);
+    i = (i - 1) / 2;
+  }
+  return 0;
+}
+
+static void cancel_pop(worker *w) {
+  due_cancel *h = w->cancels;
+  h[0] = h[--w->n_cancels];
+  size_t i = 0, n = w->n_cancels;
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < n && h[l].at < h[m].at) m = l;
+    if (r < n && h[r].at < h[m].at) m = r;
+    if (m == i) return;
+    heap_swap(h, i, m);
+    i = m;
+  }
+}
+
+// Cancels every call whose time has come and that is still the call its entry was made for.
+static void cancels_run(worker *w, uint64_t now) {
+  while (w->n_cancels && w->cancels[0].at <= now) {
+    due_cancel dc = w->cancels[0];
+    cancel_pop(w);
+    if (dc.c->call && dc.c->gen == dc.gen) grpc_call_cancel(dc.c->call, NULL);
+  }
 }
 
 // --- calls
@@ -153,17 +243,24 @@ static void call_cleanup(call_ctx *c) {
   c->call = NULL;
 }
 
+// Starts a call of kind c->kind.
 static int call_start(worker *w, call_ctx *c) {
   ld_driver *d = w->d;
-  gpr_timespec deadline =
-      d->cfg.timeout_ms > 0 ? in_ns((uint64_t)d->cfg.timeout_ms * 1000000ull) : gpr_inf_future(GPR_CLOCK_REALTIME);
+  gpr_timespec deadline;
+  if (c->kind == LD_REQ_EXPIRE)
+    deadline = in_ns(ld_span_pick(&d->cfg.expire, ld_rng_uniform(&w->mix_rng)));
+  else
+    deadline =
+        d->cfg.timeout_ms > 0 ? in_ns((uint64_t)d->cfg.timeout_ms * 1000000ull) : gpr_inf_future(GPR_CLOCK_REALTIME);
   c->call = grpc_channel_create_call(d->ch[c->channel], NULL, GRPC_PROPAGATE_DEFAULTS, w->cq, d->method, NULL, deadline,
                                      NULL);
   if (!c->call) {
-    record(w, LD_KIND_CLIENT, 0);
+    record(w, c->kind, LD_KIND_CLIENT, 0);
     return -1;
   }
-  c->send = grpc_raw_byte_buffer_create(&d->req, 1);  // refs the shared slice: no copy per call
+  c->gen++;
+  // refs the shared slice: no copy per call
+  c->send = grpc_raw_byte_buffer_create(c->kind == LD_REQ_INVALID ? &d->bad_req : &d->req, 1);
   c->recv = NULL;
   grpc_metadata_array_init(&c->md_init);
   grpc_metadata_array_init(&c->md_trail);
@@ -187,10 +284,14 @@ static int call_start(worker *w, call_ctx *c) {
   c->t0 = ld_now_ns();
   if (grpc_call_start_batch(c->call, ops, 6, c, NULL) != GRPC_CALL_OK) {
     call_cleanup(c);
-    record(w, LD_KIND_CLIENT, 0);
+    record(w, c->kind, LD_KIND_CLIENT, 0);
     return -1;
   }
   w->inflight++;
+  if (c->kind == LD_REQ_CANCEL) {
+    uint64_t after = ld_span_pick(&d->cfg.cancel_after, ld_rng_uniform(&w->mix_rng));
+    if (cancel_push(w, c->t0 + after, c) != 0) grpc_call_cancel(c->call, NULL);
+  }
   return 0;
 }
 
@@ -200,8 +301,9 @@ static void call_done(worker *w, call_ctx *c) {
   int kind = 0;
   if (c->status != GRPC_STATUS_OK) {
     kind = ld_kind_from_status((int)c->status);
-    // the first few of each thread, with the transport's words (a status alone does not say who answered it)
-    if (w->said_errors < 3) {
+    // the first few of each thread, with the transport's words (a status alone does not say who answered
+    // it); valid requests only: the mix's other kinds fail on purpose
+    if (c->kind == LD_REQ_VALID && w->said_errors < 3) {
       w->said_errors++;
       char *msg = grpc_slice_to_c_string(c->details);
       fprintf(stderr, "inferd-load: thread %d: call failed: %s: %s\n", w->idx, ld_kind_name(kind), msg);
@@ -211,10 +313,11 @@ static void call_done(worker *w, call_ctx *c) {
     kind = LD_KIND_NO_MESSAGE;
   else if (d->cfg.expect && !outputs_match(d, c->recv))
     kind = LD_KIND_VALIDATION;
-  record(w, kind, lat);
+  record(w, c->kind, kind, lat);
   call_cleanup(c);
   w->inflight--;
   if (d->level.mode == LD_CLOSED && !atomic_load(&d->stop)) {
+    record_sent(w, LD_REQ_VALID, false, 0);
     if (call_start(w, c) == 0) return;
   }
   ctx_put(w, c);
@@ -222,15 +325,19 @@ static void call_done(worker *w, call_ctx *c) {
 
 // --- streams
 
+// Streams carry valid requests only (--mix needs unary calls).
 static void stream_send(worker *w, ld_stream *s) {
   int kind = ld_stream_send(s, ld_now_ns());
-  if (kind) record(w, kind, 0);
+  if (kind) record(w, LD_REQ_VALID, kind, 0);
 }
 
 static void stream_outcome(void *ctx, ld_stream *s, int kind, uint64_t lat_ns) {
   worker *w = ctx;
-  record(w, kind, lat_ns);
-  if (w->d->level.mode == LD_CLOSED && !atomic_load(&w->d->stop)) stream_send(w, s);
+  record(w, LD_REQ_VALID, kind, lat_ns);
+  if (w->d->level.mode == LD_CLOSED && !atomic_load(&w->d->stop)) {
+    record_sent(w, LD_REQ_VALID, false, 0);
+    stream_send(w, s);
+  }
 }
 
 static size_t gcd(size_t a, size_t b) {
@@ -284,31 +391,37 @@ static int streams_create(worker *w) {
 // Closed loop: fills slot j at the start of a level.
 static void start_slot(worker *w, size_t j) {
   ld_driver *d = w->d;
+  record_sent(w, LD_REQ_VALID, false, 0);
   if (d->cfg.streaming) {
     stream_send(w, w->streams[j % w->n_streams]);
     return;
   }
   call_ctx *c = ctx_get(w);
   if (!c) {
-    record(w, LD_KIND_CLIENT, 0);
+    record(w, LD_REQ_VALID, LD_KIND_CLIENT, 0);
     return;
   }
+  c->kind = LD_REQ_VALID;
   c->channel = (int)((w->idx + j * (size_t)d->cfg.threads) % (size_t)d->cfg.connections);
   if (call_start(w, c) != 0) ctx_put(w, c);
 }
 
-// Open loop: one scheduled call, or a drop when this thread is at its cap.
-static void send_scheduled(worker *w) {
+// Open loop: the call due at `due`, or a drop when this thread is at its cap.
+static void send_scheduled(worker *w, uint64_t due) {
   ld_driver *d = w->d;
+  ld_req_kind kind = d->cfg.mix.on ? ld_mix_pick(&d->cfg.mix, ld_rng_uniform(&w->mix_rng)) : LD_REQ_VALID;
+  uint64_t now = ld_now_ns();
+  record_sent(w, kind, true, now > due ? now - due : 0);
   if (d->cfg.streaming) {
     stream_send(w, w->streams[w->sends++ % w->n_streams]);
     return;
   }
   call_ctx *c = w->inflight < w->cap ? ctx_get(w) : NULL;
   if (!c) {
-    record(w, LD_KIND_DROPPED, 0);
+    record(w, kind, LD_KIND_DROPPED, 0);
     return;
   }
+  c->kind = kind;
   c->channel = (int)((w->idx + w->sends * (uint64_t)d->cfg.threads) % (uint64_t)d->cfg.connections);
   w->sends++;
   if (call_start(w, c) != 0) ctx_put(w, c);
@@ -356,10 +469,11 @@ static void *worker_main(void *arg) {
     bool stop = atomic_load(&d->stop);
     if (open && !stop) {
       while (due <= now) {
-        send_scheduled(w);
+        send_scheduled(w, due);
         due += next_gap(w);
       }
     }
+    cancels_run(w, now);
     if (stop) {
       if (!stop_seen) {
         stop_seen = now;
@@ -374,6 +488,7 @@ static void *worker_main(void *arg) {
     }
     uint64_t wait = IDLE_WAIT_NS;
     if (open && !stop && due > now && due - now < wait) wait = due - now;
+    if (w->n_cancels && w->cancels[0].at - now < wait) wait = w->cancels[0].at - now;  // at > now: cancels_run ran
     grpc_event ev = grpc_completion_queue_next(w->cq, in_ns(wait), NULL);
     if (ev.type != GRPC_OP_COMPLETE) continue;
     if (d->cfg.streaming)
@@ -381,6 +496,7 @@ static void *worker_main(void *arg) {
     else
       call_done(w, ev.tag);
   }
+  w->n_cancels = 0;  // every call ended: what is left is stale
   return NULL;
 }
 
@@ -390,10 +506,15 @@ int ld_driver_create(const ld_driver_cfg *cfg, ld_driver **out, err *e) {
   *out = NULL;
   if (cfg->threads < 1 || cfg->connections < 1)
     return err_set(e, ERR_INVALID_ARGUMENT, "threads and connections must be >= 1");
+  if (cfg->mix.on && cfg->streaming) return err_set(e, ERR_INVALID_ARGUMENT, "a request mix needs unary calls");
+  if (cfg->mix.on && cfg->mix.pct[LD_REQ_INVALID] > 0 && !cfg->bad_request)
+    return err_set(e, ERR_INVALID_ARGUMENT, "a mix with invalid requests needs the invalid request");
   ld_driver *d = calloc(1, sizeof *d);
   if (!d) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   d->cfg = *cfg;
   d->req = grpc_slice_from_copied_buffer((const char *)cfg->request, cfg->request_len);
+  d->bad_req = cfg->bad_request ? grpc_slice_from_copied_buffer((const char *)cfg->bad_request, cfg->bad_request_len)
+                                : grpc_empty_slice();
   d->method = grpc_slice_from_static_string(LD_SVC "ModelInfer");
   d->stream_method = grpc_slice_from_static_string(LD_SVC "ModelStreamInfer");
   d->ch = calloc((size_t)cfg->connections, sizeof *d->ch);
@@ -437,6 +558,8 @@ int ld_driver_start(ld_driver *d, const ld_level *lv, err *e) {
     pthread_mutex_lock(&w->mu);
     ld_window_reset(&w->win);
     w->all_ok = w->all_errors = 0;
+    memset(w->all_sent, 0, sizeof w->all_sent);
+    memset(w->all_by_kind, 0, sizeof w->all_by_kind);
     pthread_mutex_unlock(&w->mu);
     w->sends = 0;
     w->slots = 0;
@@ -448,6 +571,7 @@ int ld_driver_start(ld_driver *d, const ld_level *lv, err *e) {
       if (w->cap < 1) w->cap = 1;
       w->mean_gap_ns = 1e9 * (double)T / lv->value;
       w->rng = lv->seed * 0x9e3779b97f4a7c15ull + (uint64_t)i + 1;
+      w->mix_rng = lv->seed * 0xbf58476d1ce4e5b9ull + 0x94d049bb133111ebull * ((uint64_t)i + 1);
       // Constant spacing: threads interleave (thread i offset by i/rate) so
       // the merged stream is evenly spaced too.
       w->first_due_ns = lv->dist == LD_DIST_POISSON ? (uint64_t)ld_rng_exp(&w->rng, w->mean_gap_ns)
@@ -494,6 +618,20 @@ void ld_driver_totals(ld_driver *d, uint64_t *ok, uint64_t *errors) {
   }
 }
 
+void ld_driver_kind_totals(ld_driver *d, uint64_t sent[LD_N_REQ_KINDS], uint64_t out[LD_N_REQ_KINDS][LD_N_KINDS]) {
+  memset(sent, 0, LD_N_REQ_KINDS * sizeof *sent);
+  memset(out, 0, LD_N_REQ_KINDS * sizeof *out);
+  for (int i = 0; i < d->cfg.threads; i++) {
+    worker *w = &d->w[i];
+    pthread_mutex_lock(&w->mu);
+    for (int r = 0; r < LD_N_REQ_KINDS; r++) {
+      sent[r] += w->all_sent[r];
+      for (int k = 0; k < LD_N_KINDS; k++) out[r][k] += w->all_by_kind[r][k];
+    }
+    pthread_mutex_unlock(&w->mu);
+  }
+}
+
 void ld_driver_stop(ld_driver *d) {
   if (!d->running) return;
   atomic_store(&d->stop, true);
@@ -514,6 +652,7 @@ void ld_driver_destroy(ld_driver *d) {
     if (!w->d) continue;                                    // creation stopped before this one
     for (size_t k = 0; k < w->n_all; k++) free(w->all[k]);  // all idle: the threads drained them
     free(w->all);
+    free(w->cancels);
     if (w->cq) {
       grpc_completion_queue_shutdown(w->cq);
       while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN) {
@@ -528,5 +667,6 @@ void ld_driver_destroy(ld_driver *d) {
   free(d->ch);
   free(d->w);
   grpc_slice_unref(d->req);
+  grpc_slice_unref(d->bad_req);
   free(d);
 }

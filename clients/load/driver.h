@@ -13,6 +13,12 @@
 // its share of LD_OPEN_MAX_INFLIGHT calls pending (streaming: when the
 // stream it falls to holds its share of the thread's), a due call is not sent
 // and counts as CLIENT_DROPPED.
+//
+// --mix (open loop, unary calls): each due call is drawn as one of the kinds
+// of mix.h. An invalid one sends bad_request instead; an expire one gets its
+// own deadline from the expire span; a cancel one is cancelled by its thread
+// once the drawn delay has passed (a small heap of due cancels per thread,
+// looked at with the schedule: the cancel is as late as a send can be).
 #ifndef INFERD_CLIENTS_LOAD_DRIVER_H
 #define INFERD_CLIENTS_LOAD_DRIVER_H
 
@@ -22,6 +28,7 @@
 
 #include "clients/load/cli.h"
 #include "clients/load/inputs.h"
+#include "clients/load/mix.h"
 #include "clients/load/stats.h"
 #include "kernels/base/err.h"
 
@@ -40,6 +47,13 @@ typedef struct ld_driver_cfg {
   // outlive the driver.
   const ld_tensor *expect;
   size_t n_expect;
+  // --mix: mix.on false sends every request as valid. bad_request (the invalid
+  // kind's message) is copied like request; needed when pct[LD_REQ_INVALID] > 0.
+  ld_mix mix;
+  const uint8_t *bad_request;
+  size_t bad_request_len;
+  ld_span cancel_after;  // the cancel kind: cancelled this long after it was sent
+  ld_span expire;        // the expire kind's deadline
 } ld_driver_cfg;
 
 typedef struct ld_level {
@@ -69,5 +83,9 @@ void ld_driver_stop(ld_driver *d);
 // Every answer since the level started, warm-up windows and the drain after
 // the stop included (what a server counted for this level): OK and not OK.
 void ld_driver_totals(ld_driver *d, uint64_t *ok, uint64_t *errors);
+// The same span by request kind: sent[k] requests of kind k were due (dropped
+// ones included), out[k][s] ended with status s (OK at s = 0). After
+// ld_driver_stop every sent request has exactly one outcome.
+void ld_driver_kind_totals(ld_driver *d, uint64_t sent[LD_N_REQ_KINDS], uint64_t out[LD_N_REQ_KINDS][LD_N_KINDS]);
 
 #endif

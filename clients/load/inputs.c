@@ -229,3 +229,47 @@ int ld_inputs_build(const ld_model *m, const ld_input_cfg *cfg, FILE *log, ld_te
   *n = m->n_inputs;
   return 0;
 }
+
+// --- the invalid kind of --mix
+
+int ld_inputs_widen_first(const ld_tensor *in, size_t n, ld_tensor **out, err *e) {
+  *out = NULL;
+  if (n == 0) return err_set(e, ERR_INVALID_ARGUMENT, "the model has no input to make an invalid request from");
+  const ld_tensor *f = &in[0];
+  dtype dt = dtype_from_wire(f->datatype);
+  if (f->rank == 0 || dt == DT_STRING || dtype_size(dt) == 0)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "input '%s' (%s, rank %zu): an invalid request needs a first input with dims and a fixed "
+                   "element size",
+                   f->name, f->datatype, f->rank);
+  size_t esz = dtype_size(dt), rows = 1, last = (size_t)f->shape[f->rank - 1];
+  for (size_t d = 0; d + 1 < f->rank; d++) rows *= (size_t)f->shape[d];
+  if (rows * last * esz != f->size)
+    return err_set(e, ERR_INTERNAL, "input '%s' holds %zu bytes, not its shape's", f->name, f->size);
+  ld_tensor *t = calloc(n, sizeof *t);
+  if (!t) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    t[i] = in[i];
+    t[i].name = strdup(in[i].name);
+    t[i].datatype = strdup(in[i].datatype);
+    t[i].size = i ? in[i].size : rows * (last + 1) * esz;
+    t[i].data = calloc(1, t[i].size ? t[i].size : 1);  // zeros: the appended elements
+    if (!t[i].name || !t[i].datatype || !t[i].data) {
+      rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      break;
+    }
+    if (i) {
+      memcpy(t[i].data, in[i].data, in[i].size);
+      continue;
+    }
+    t[i].shape[t[i].rank - 1] = (int64_t)last + 1;
+    for (size_t r = 0; r < rows; r++) memcpy(t[i].data + r * (last + 1) * esz, in[i].data + r * last * esz, last * esz);
+  }
+  if (rc) {
+    ld_inputs_free(t, n);
+    return rc;
+  }
+  *out = t;
+  return 0;
+}

@@ -39,6 +39,13 @@ typedef struct ld_input_cfg {
 int ld_inputs_build(const ld_model *m, const ld_input_cfg *cfg, FILE *log, ld_tensor **out, size_t *n, err *e);
 void ld_inputs_free(ld_tensor *t, size_t n);
 
+// --mix's invalid request: a copy of in[0..n) whose first input is one
+// element longer in its last dim (its bytes: the original's rows, each with a
+// zero element appended). ERR_INVALID_ARGUMENT when that input has no dims or
+// no fixed element size (BYTES). On success *out (n tensors) is the caller's:
+// ld_inputs_free.
+int ld_inputs_widen_first(const ld_tensor *in, size_t n, ld_tensor **out, err *e);
+
 // "[1,1024]" into buf.
 const char *ld_shape_str(const int64_t *shape, size_t rank, char *buf, size_t cap);
 

@@ -58,6 +58,91 @@ static const char *level_name(ld_mode m) {
   return m == LD_OPEN ? "rate" : "concurrency";
 }
 
+// What every level reports whatever its mode: the mix and every request by kind.
+static void fill_kinds(run_ctx *rc, ld_result *res) {
+  res->mix = rc->o->mix;
+  ld_driver_kind_totals(rc->drv, res->sent, res->by_kind);
+}
+
+// "valid OK=9 INVALID_ARGUMENT=1" for a period's stderr line; only the statuses seen.
+static const char *kinds_str(const ld_period *p, char *buf, size_t cap) {
+  size_t off = 0;
+  buf[0] = '\0';
+  for (int r = 0; r < LD_N_REQ_KINDS; r++) {
+    if (!p->sent[r] && !p->by_kind[r][0]) continue;
+    for (int k = 0; k < LD_N_KINDS && off < cap; k++)
+      if (p->by_kind[r][k])
+        off += (size_t)snprintf(buf + off, cap - off, "%s%s:%s=%llu", off ? " " : "", ld_req_kind_name(r),
+                                ld_kind_name(k), (unsigned long long)p->by_kind[r][k]);
+  }
+  return buf;
+}
+
+// --duration-s: one level for a fixed time, collected every --report-every-s
+// into a period; the result merges the periods, and its server statistics
+// (--server-stats) run from the start to after the drain.
+static int run_duration(run_ctx *rc, const ld_level *lv, ld_result *res, err *e) {
+  const ld_opts *o = rc->o;
+  uint64_t total_ns = (uint64_t)(o->duration_s * 1e9);
+  uint64_t every_ns = o->report_every_s > 0 ? (uint64_t)(o->report_every_s * 1e9) : total_ns;
+  if (every_ns == 0 || every_ns > total_ns) every_ns = total_ns ? total_ns : 1;
+  size_t max = (size_t)((total_ns + every_ns - 1) / every_ns);
+  ld_window win = {0}, merged = {0};
+  ld_server_stats before, after;
+  bool have_before = false;
+  int rcode = 0;
+  memset(res, 0, sizeof *res);
+  res->mode = lv->mode;
+  res->level = lv->value;
+  res->rows = rc->rows;
+  res->streaming = o->streaming;
+  res->periods = calloc(max ? max : 1, sizeof *res->periods);
+  if (!res->periods || ld_window_init(&win) != 0 || ld_window_init(&merged) != 0) {
+    rcode = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    goto out;
+  }
+  err se;
+  if (rc->server_stats)
+    have_before = ld_server_stats_fetch(rc->ctl, o->model, o->version, rc->ctl_timeout_ms, &before, &se) == 0;
+  if ((rcode = ld_driver_start(rc->drv, lv, e)) != 0) goto out;
+  uint64_t t0 = ld_now_ns(), prev = t0;
+  while (res->n_periods < max && !interrupted) {
+    uint64_t end = (uint64_t)(res->n_periods + 1) * every_ns;
+    sleep_until(t0 + (end < total_ns ? end : total_ns));
+    ld_window_reset(&win);
+    ld_driver_collect(rc->drv, &win);
+    uint64_t now = ld_now_ns();
+    win.duration_ns = now - prev;
+    ld_period *p = &res->periods[res->n_periods++];
+    ld_period_fill(p, &win, (double)(prev - t0) / 1e9);
+    prev = now;
+    ld_window_merge(&merged, &win);
+    char kb[1024];
+    fprintf(stderr,
+            "  period %zu/%zu (%.0f-%.0f s): valid p50 %.0f us, p99 %.0f us, max %.0f us; lag p99 %.0f us, max %.0f us;"
+            " %s\n",
+            res->n_periods, max, p->start_s, p->start_s + p->seconds, p->valid.p50_us, p->valid.p99_us, p->valid.max_us,
+            p->lag_p99_us, p->lag_max_us, kinds_str(p, kb, sizeof kb));
+  }
+  ld_driver_stop(rc->drv);
+  // What ended during the drain belongs to no period but to the level's totals.
+  ld_driver_totals(rc->drv, &res->level_ok, &res->level_errors);
+  fill_kinds(rc, res);
+  ld_result_fill(res, &merged);
+  res->windows = res->measured = (int)res->n_periods;
+  if (rc->server_stats && have_before &&
+      ld_server_stats_fetch(rc->ctl, o->model, o->version, rc->ctl_timeout_ms, &after, &se) == 0) {
+    ld_server_stats_sub(&after, &before, &res->srv);
+    res->have_server = true;
+  }
+  if (interrupted)
+    fprintf(stderr, "  %s %g: interrupted after %zu period(s)\n", level_name(lv->mode), lv->value, res->n_periods);
+out:
+  ld_window_close(&win);
+  ld_window_close(&merged);
+  return rcode;
+}
+
 // One level: windows until the last three agree (or max-trials), then the
 // last three merged into *res.
 static int run_level(run_ctx *rc, const ld_level *lv, ld_result *res, err *e) {
@@ -108,6 +193,7 @@ static int run_level(run_ctx *rc, const ld_level *lv, ld_result *res, err *e) {
   }
   ld_driver_stop(rc->drv);
   ld_driver_totals(rc->drv, &res->level_ok, &res->level_errors);
+  fill_kinds(rc, res);
   if (rcode) goto out;
   int k = n < 3 ? n : 3;
   for (int i = n - k; i < n; i++) ld_window_merge(&merged, &win[i]);
@@ -186,8 +272,8 @@ int main(int argc, char **argv) {
   ld_model *m = NULL;
   ld_tensor *in = NULL;
   size_t n_in = 0;
-  uint8_t *req = NULL;
-  size_t req_len = 0;
+  uint8_t *req = NULL, *bad_req = NULL;
+  size_t req_len = 0, bad_req_len = 0;
   ld_shm_set *shm = NULL;
   ld_driver *drv = NULL;
   ld_result *results = NULL;
@@ -244,6 +330,28 @@ int main(int argc, char **argv) {
     exit_code = 1;
     goto done;
   }
+  if (o.mix.on && o.mix.pct[LD_REQ_INVALID] > 0) {
+    ld_tensor *bad = NULL;
+    int brc = ld_inputs_widen_first(in, n_in, &bad, &e);
+    if (brc == 0) {
+      ld_request_spec bspec = spec;
+      bspec.in = bad;
+      brc = ld_request_encode_spec(&bspec, &bad_req, &bad_req_len, &e);
+    }
+    ld_inputs_free(bad, n_in);
+    if (brc != 0) {
+      fprintf(stderr, "inferd-load: --mix: %s\n", e.msg);
+      exit_code = 1;
+      goto done;
+    }
+  }
+  if (o.mix.on)
+    fprintf(stderr,
+            "inferd-load: mix: %g%% valid, %g%% invalid, %g%% cancelled after %.0f-%.0f us, %g%% with a deadline of "
+            "%.0f-%.0f us\n",
+            o.mix.pct[LD_REQ_VALID], o.mix.pct[LD_REQ_INVALID], o.mix.pct[LD_REQ_CANCEL],
+            (double)o.cancel_after.lo_ns / 1e3, (double)o.cancel_after.hi_ns / 1e3, o.mix.pct[LD_REQ_EXPIRE],
+            (double)o.expire.lo_ns / 1e3, (double)o.expire.hi_ns / 1e3);
   bool server_stats = o.server_stats;
   if (server_stats) {
     ld_server_stats probe;
@@ -260,7 +368,12 @@ int main(int argc, char **argv) {
                         .request_len = req_len,
                         .streaming = o.streaming,
                         .expect = o.validate_identity ? in : NULL,
-                        .n_expect = o.validate_identity ? n_in : 0};
+                        .n_expect = o.validate_identity ? n_in : 0,
+                        .mix = o.mix,
+                        .bad_request = bad_req,
+                        .bad_request_len = bad_req_len,
+                        .cancel_after = o.cancel_after,
+                        .expire = o.expire};
   if (ld_driver_create(&dcfg, &drv, &e) != 0) {
     fprintf(stderr, "inferd-load: %s\n", e.msg);
     exit_code = 1;
@@ -281,7 +394,10 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < n_levels && !interrupted; i++) {
     ld_level lv = {o.mode, levels[i], o.dist, o.seed};
     fprintf(stderr, "inferd-load: %s %g\n", level_name(o.mode), levels[i]);
-    if (run_level(&rc, &lv, &results[n_results], &e) != 0) {
+    int lrc = o.duration_s > 0 ? run_duration(&rc, &lv, &results[n_results], &e)
+                               : run_level(&rc, &lv, &results[n_results], &e);
+    if (lrc != 0) {
+      ld_result_close(&results[n_results]);
       fprintf(stderr, "inferd-load: %s\n", e.msg);
       exit_code = 1;
       break;
@@ -304,8 +420,10 @@ done:
     fprintf(stderr, "inferd-load: %s\n", e.msg);
     if (exit_code == 0) exit_code = 1;
   }
+  for (size_t i = 0; i < n_results; i++) ld_result_close(&results[i]);
   free(results);
   free(req);
+  free(bad_req);
   ld_inputs_free(in, n_in);
   ld_model_destroy(m);
   if (ctl) grpc_channel_destroy(ctl);

@@ -2,6 +2,7 @@
 #include "clients/load/report.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 const double ld_cdf_percentiles[LD_CDF_POINTS] = {
@@ -13,8 +14,29 @@ const double ld_cdf_percentiles[LD_CDF_POINTS] = {
 void ld_result_fill(ld_result *r, const ld_window *w) {
   ld_window_summarize(w, &r->s);
   memcpy(r->errors, w->errors, sizeof r->errors);
+  r->lag_p50_us = (double)ld_hist_percentile(w->lag, 50) / 1e3;
+  r->lag_p99_us = (double)ld_hist_percentile(w->lag, 99) / 1e3;
+  r->lag_max_us = (double)ld_hist_max(w->lag) / 1e3;
   for (int i = 0; i < LD_CDF_POINTS; i++)
     r->cdf_us[i] = (double)ld_hist_percentile(w->lat, ld_cdf_percentiles[i]) / 1e3;
+}
+
+void ld_result_close(ld_result *r) {
+  free(r->periods);
+  r->periods = NULL;
+  r->n_periods = 0;
+}
+
+void ld_period_fill(ld_period *p, const ld_window *w, double start_s) {
+  memset(p, 0, sizeof *p);
+  p->start_s = start_s;
+  ld_window_summarize(w, &p->valid);
+  p->seconds = p->valid.seconds;
+  memcpy(p->by_kind, w->by_kind, sizeof p->by_kind);
+  memcpy(p->sent, w->sent, sizeof p->sent);
+  p->lag_p50_us = (double)ld_hist_percentile(w->lag, 50) / 1e3;
+  p->lag_p99_us = (double)ld_hist_percentile(w->lag, 99) / 1e3;
+  p->lag_max_us = (double)ld_hist_max(w->lag) / 1e3;
 }
 
 static double per(uint64_t ns, uint64_t count) {
@@ -78,7 +100,8 @@ void ld_report_row(FILE *f, const ld_result *r, bool server_stats) {
     else
       fprintf(f, " %9s %9s %9s %9s %6s", "-", "-", "-", "-", "-");
   }
-  fprintf(f, "  %s%s\n", errors_str(r, eb, sizeof eb), r->stable ? "" : "  (unstable)");
+  // --duration-s runs no stability windows: its periods are the measurement
+  fprintf(f, "  %s%s\n", errors_str(r, eb, sizeof eb), r->stable || r->n_periods ? "" : "  (unstable)");
   fflush(f);
 }
 
@@ -122,6 +145,54 @@ int ld_report_csv(const char *path, const ld_result *r, size_t n, err *e) {
   return close_out(path, f, e);
 }
 
+// {"sent": N, "OK": n, "CANCELLED": n, ...}: the statuses seen, OK always.
+static void json_statuses(FILE *f, uint64_t sent, const uint64_t *by_status) {
+  fprintf(f, "{\"sent\": %llu", (unsigned long long)sent);
+  for (int k = 0; k < LD_N_KINDS; k++)
+    if (k == 0 || by_status[k]) fprintf(f, ", \"%s\": %llu", ld_kind_name(k), (unsigned long long)by_status[k]);
+  fputc('}', f);
+}
+
+static void json_kinds(FILE *f, const uint64_t *sent, const uint64_t (*by_kind)[LD_N_KINDS]) {
+  fputc('{', f);
+  for (int r = 0; r < LD_N_REQ_KINDS; r++) {
+    fprintf(f, "%s\"%s\": ", r ? ", " : "", ld_req_kind_name(r));
+    json_statuses(f, sent[r], by_kind[r]);
+  }
+  fputc('}', f);
+}
+
+// The request mix, the outcomes by kind over the whole level, the schedule
+// lag and the --duration-s periods: what a soak reads (tests/bench/soak).
+static void json_mix_kinds(FILE *f, const ld_result *x) {
+  fputs("    \"mix\": ", f);
+  if (x->mix.on) {
+    fputc('{', f);
+    for (int r = 0; r < LD_N_REQ_KINDS; r++)
+      fprintf(f, "%s\"%s\": %g", r ? ", " : "", ld_req_kind_name(r), x->mix.pct[r]);
+    fputc('}', f);
+  } else {
+    fputs("null", f);
+  }
+  fputs(",\n    \"kinds\": ", f);
+  json_kinds(f, x->sent, (const uint64_t(*)[LD_N_KINDS])x->by_kind);
+  fprintf(f, ",\n    \"lag_us\": {\"p50\": %.3f, \"p99\": %.3f, \"max\": %.3f},\n", x->lag_p50_us, x->lag_p99_us,
+          x->lag_max_us);
+  fputs("    \"periods\": [", f);
+  for (size_t i = 0; i < x->n_periods; i++) {
+    const ld_period *p = &x->periods[i];
+    fprintf(f,
+            "%s\n      {\"start_s\": %.3f, \"seconds\": %.6f, \"valid\": {\"ok\": %llu, \"errors\": %llu, "
+            "\"p50_us\": %.3f, \"p99_us\": %.3f, \"max_us\": %.3f}, \"lag_us\": {\"p50\": %.3f, \"p99\": %.3f, "
+            "\"max\": %.3f},\n       \"kinds\": ",
+            i ? "," : "", p->start_s, p->seconds, (unsigned long long)p->valid.ok, (unsigned long long)p->valid.errors,
+            p->valid.p50_us, p->valid.p99_us, p->valid.max_us, p->lag_p50_us, p->lag_p99_us, p->lag_max_us);
+    json_kinds(f, p->sent, (const uint64_t(*)[LD_N_KINDS])p->by_kind);
+    fputc('}', f);
+  }
+  fputs(x->n_periods ? "\n    ],\n" : "],\n", f);
+}
+
 int ld_report_json(const char *path, const ld_result *r, size_t n, err *e) {
   FILE *f;
   TRY(open_out(path, &f, e));
@@ -156,7 +227,9 @@ int ld_report_json(const char *path, const ld_result *r, size_t n, err *e) {
         fprintf(f, "%s\"%s\": %llu", first ? "" : ", ", ld_kind_name(k), (unsigned long long)x->errors[k]);
         first = 0;
       }
-    fputs("},\n    \"server\": ", f);
+    fputs("},\n", f);
+    json_mix_kinds(f, x);
+    fputs("    \"server\": ", f);
     if (x->have_server)
       fprintf(f,
               "{\"success_count\": %llu, \"fail_count\": %llu, \"inference_count\": %llu, "

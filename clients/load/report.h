@@ -17,6 +17,17 @@
 
 extern const double ld_cdf_percentiles[LD_CDF_POINTS];
 
+// --duration-s: one period of --report-every-s (what ended within it).
+typedef struct ld_period {
+  double start_s, seconds;  // from the start of the level
+  ld_summary valid;         // the valid requests' latencies and counts
+  uint64_t by_kind[LD_N_REQ_KINDS][LD_N_KINDS];
+  uint64_t sent[LD_N_REQ_KINDS];
+  double lag_p50_us, lag_p99_us, lag_max_us;  // schedule lag of the sends (open loop)
+} ld_period;
+
+void ld_period_fill(ld_period *p, const ld_window *w, double start_s);
+
 typedef struct ld_result {
   ld_mode mode;
   double level;  // concurrency or requests/s
@@ -31,9 +42,17 @@ typedef struct ld_result {
   ld_server_stats srv;
   uint64_t level_ok, level_errors;  // every answer of the level (ld_driver_totals), not only the measured windows
   double cdf_us[LD_CDF_POINTS];
+  ld_mix mix;  // mix.on false: every request was valid
+  // Every request of the level by kind (ld_driver_kind_totals): warm-up and drain included.
+  uint64_t sent[LD_N_REQ_KINDS], by_kind[LD_N_REQ_KINDS][LD_N_KINDS];
+  double lag_p50_us, lag_p99_us, lag_max_us;  // over the measured windows (open loop)
+  ld_period *periods;                         // --duration-s: malloc'ed, owned by the result (ld_result_close)
+  size_t n_periods;
 } ld_result;
 
-// Fills the summary, errors and CDF of r from the merged window.
+void ld_result_close(ld_result *r);
+
+// Fills the summary, errors, lag and CDF of r from the merged window.
 void ld_result_fill(ld_result *r, const ld_window *merged);
 
 // Derived server numbers (microseconds per request, rows per execution); -1 when unknown.

@@ -21,25 +21,37 @@ int ld_kind_from_status(int status) {
 int ld_window_init(ld_window *w) {
   memset(w, 0, sizeof *w);
   w->lat = ld_hist_create();
-  return w->lat ? 0 : -1;
+  w->lag = ld_hist_create();
+  if (w->lat && w->lag) return 0;
+  ld_window_close(w);
+  return -1;
 }
 
 void ld_window_close(ld_window *w) {
   ld_hist_destroy(w->lat);
+  ld_hist_destroy(w->lag);
   memset(w, 0, sizeof *w);
 }
 
 void ld_window_reset(ld_window *w) {
   ld_hist_reset(w->lat);
+  ld_hist_reset(w->lag);
   w->ok = 0;
   memset(w->errors, 0, sizeof w->errors);
+  memset(w->by_kind, 0, sizeof w->by_kind);
+  memset(w->sent, 0, sizeof w->sent);
   w->duration_ns = 0;
 }
 
 void ld_window_merge(ld_window *dst, const ld_window *src) {
   ld_hist_merge(dst->lat, src->lat);
+  ld_hist_merge(dst->lag, src->lag);
   dst->ok += src->ok;
   for (int k = 0; k < LD_N_KINDS; k++) dst->errors[k] += src->errors[k];
+  for (int r = 0; r < LD_N_REQ_KINDS; r++) {
+    dst->sent[r] += src->sent[r];
+    for (int k = 0; k < LD_N_KINDS; k++) dst->by_kind[r][k] += src->by_kind[r][k];
+  }
   dst->duration_ns += src->duration_ns;
 }
 

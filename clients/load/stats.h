@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "clients/load/hist.h"
+#include "clients/load/mix.h"
 
 // Error kinds: gRPC status codes 0..16 keep their numbers (OK is never
 // counted as an error), then failures the client itself decided.
@@ -25,12 +26,17 @@ const char *ld_kind_name(int kind);
 // The kind a call's non-OK gRPC status counts as: itself, UNKNOWN when out of range.
 int ld_kind_from_status(int status);
 
-// Caller-allocated; init/close.
+// Caller-allocated; init/close. lat, ok and errors are about the valid
+// requests (every request when there is no --mix): the mix's other kinds are
+// only counted, in by_kind.
 typedef struct ld_window {
-  ld_hist *lat;                 // successful requests only, nanoseconds
-  uint64_t ok;                  // successful requests
-  uint64_t errors[LD_N_KINDS];  // [0] (OK) stays 0
-  uint64_t duration_ns;         // wall time the window covered (merge adds)
+  ld_hist *lat;                 // successful valid requests only, nanoseconds
+  ld_hist *lag;                 // open loop: how late each request went out against its schedule, nanoseconds
+  uint64_t ok;                  // successful valid requests
+  uint64_t errors[LD_N_KINDS];  // of the valid requests; [0] (OK) stays 0
+  uint64_t by_kind[LD_N_REQ_KINDS][LD_N_KINDS];  // every outcome by request kind and status ([k][0]: OK)
+  uint64_t sent[LD_N_REQ_KINDS];                 // requests due by the schedule or the loop, dropped ones included
+  uint64_t duration_ns;                          // wall time the window covered (merge adds)
 } ld_window;
 
 // -1 when out of memory.

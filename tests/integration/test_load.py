@@ -1,8 +1,9 @@
 """inferd-load (clients/load/) against a real inferd: closed and open loop, server statistics,
 --validate-identity on an identity model made here, --shared-memory system against a server with
---allow-client-shm (regions registered, unregistered and removed from /dev/shm, on Ctrl-C too), and
-the exit status for request errors (0, counted by gRPC status name), an unknown model, unreachable
-server or refused shared memory (1) and usage errors (2). --streaming runs the same checks where
+--allow-client-shm (regions registered, unregistered and removed from /dev/shm, on Ctrl-C too), --mix
+(valid, invalid, cancelled and expiring requests in the open loop, counted by kind and status against the
+server's statistics), --duration-s periods, and the exit status for request errors (0, counted by gRPC
+status name), an unknown model, unreachable server or refused shared memory (1) and usage errors (2). --streaming runs the same checks where
 they apply, plus some through a recording proxy (Proxy) that shows which RPCs the load made, the ids
 each stream's requests carried and the ids the server echoed; the proxy can also pass a model that
 exists off as one that does not, so every streamed request meets the server's NOT_FOUND.
@@ -221,6 +222,113 @@ def test_request_errors_counted_by_status(server, tmp_path, mode):
     assert int(row["errors"]) == level["errors"]
 
 
+def server_counts(srv, model):
+    """(success, {failure reason: count}, pending) of model from the server's /metrics."""
+    status, text = lib.http_get(srv.http_url + "/metrics")
+    assert status == 200, text
+    samples = lib.parse_metrics(text)
+    fails = {l["reason"]: v for n, l, v in samples if n == "nv_inference_request_failure" and l.get("model") == model}
+    return (lib.metric_sum(samples, "nv_inference_request_success", model=model), fails,
+            lib.metric_sum(samples, "nv_inference_pending_request_count", model=model))
+
+
+def settled_counts(srv, model, timeout=20):
+    """server_counts once nothing is pending and two reads agree: a call the client cancelled may still be
+    computing after the client saw CANCELLED, and the server counts it when it finishes."""
+    end, last = time.monotonic() + timeout, None
+    while True:
+        cur = server_counts(srv, model)
+        if (cur[2] == 0 and cur == last) or time.monotonic() > end:
+            return cur
+        last = cur
+        time.sleep(0.2)
+
+
+def near_share(n, total, pct):
+    """n is a plausible count of a pct % draw among total (5 standard deviations)."""
+    p = pct / 100
+    return abs(n - p * total) <= 5 * (total * p * (1 - p)) ** 0.5 + 2
+
+
+def test_open_loop_mix_counts_against_server(server, tmp_path):
+    """--mix 55:5:30:10 at 300 req/s for 3 s in periods of 1 s: every kind ends only in the statuses it can
+    have, valid and invalid ones exactly as expected, and the server's statistics agree with the client's
+    counts as tests/bench/soak/soak.py checks them: its REJECTED failures are exactly the invalid requests;
+    its successes S are at least the client's OK answers of every kind (an OK answer was computed), and the
+    excess (computed, answer dropped by the cancel or the deadline) plus the calls it dropped while queued
+    (CANCELED) is at most what the client gave up on."""
+    json_path = str(tmp_path / "mix.json")
+    before = settled_counts(server, "mlp")
+    p = run_load(server.grpc_url, "-m", "mlp", "--request-rate-range", "300", "--mix", "55:5:30:10",
+                 "--cancel-after-us", "0:2000", "--expire-us", "1:500", "--duration-s", "3",
+                 "--report-every-s", "1", "--json", json_path)
+    after = settled_counts(server, "mlp")
+    assert p.returncode == 0, explain(p)
+    assert "mix: 55% valid, 5% invalid, 30% cancelled after 0-2000 us, 10% with a deadline of 1-500 us" in p.stderr
+    assert len(re.findall(r"period \d/3 ", p.stderr)) == 3, p.stderr
+    (level,) = read_json(json_path)
+    assert level["mix"] == {"valid": 55, "invalid": 5, "cancel": 30, "expire": 10}
+    k = level["kinds"]
+    assert list(k) == ["valid", "invalid", "cancel", "expire"], k
+    total = sum(x["sent"] for x in k.values())
+    assert abs(total - 900) <= 0.15 * 900, k
+    for name, pct in level["mix"].items():
+        assert near_share(k[name]["sent"], total, pct), (name, k)
+        # every request ended exactly once
+        assert sum(v for st, v in k[name].items() if st != "sent") == k[name]["sent"], (name, k)
+    assert k["valid"]["OK"] == k["valid"]["sent"] and set(k["valid"]) == {"sent", "OK"}, k
+    assert k["invalid"]["INVALID_ARGUMENT"] == k["invalid"]["sent"] and k["invalid"]["OK"] == 0, k
+    assert set(k["cancel"]) <= {"sent", "OK", "CANCELLED"} and k["cancel"].get("CANCELLED", 0) > 0, k
+    assert set(k["expire"]) <= {"sent", "OK", "DEADLINE_EXCEEDED"} and k["expire"].get("DEADLINE_EXCEEDED", 0) > 0, k
+
+    # Latency and the level's request count are the valid requests' alone (the drain ends after the last
+    # period): the cancel kind's OK answers would otherwise push it past the valid OK count.
+    periods = level["periods"]
+    assert [round(x["start_s"]) for x in periods] == [0, 1, 2], periods
+    assert all(0.2 <= x["seconds"] <= 1.9 for x in periods), periods  # a starved VM wakes late
+    assert level["requests"] == sum(x["valid"]["ok"] for x in periods) <= k["valid"]["OK"], (level["requests"], k)
+    assert level["errors"] == 0 and level["errors_by_status"] == {}, level
+    for x in periods:
+        v = x["valid"]
+        assert v["ok"] > 0 and 0 < v["p50_us"] <= v["p99_us"] <= v["max_us"], x
+        assert 0 <= x["lag_us"]["p50"] <= x["lag_us"]["p99"] <= x["lag_us"]["max"], x
+        assert v["ok"] == x["kinds"]["valid"]["OK"], x
+    for name in k:
+        assert sum(x["kinds"][name]["sent"] for x in periods) == k[name]["sent"], name  # all sent within periods
+    assert level["level_ok"] == sum(x.get("OK", 0) for x in k.values())
+
+    s = after[0] - before[0]
+    fails = {r: after[1].get(r, 0) - before[1].get(r, 0) for r in after[1]}
+    ok_all = level["level_ok"]
+    gave_up = k["cancel"].get("CANCELLED", 0) + k["expire"].get("DEADLINE_EXCEEDED", 0)
+    assert after[2] == 0, after
+    assert fails["REJECTED"] == k["invalid"]["sent"], (fails, k)
+    assert fails["BACKEND"] == 0 and fails["OTHER"] == 0, fails
+    assert s >= ok_all, (s, ok_all)
+    assert (s - ok_all) + fails["CANCELED"] <= gave_up, (s, ok_all, fails, gave_up)
+
+
+def test_duration_closed_loop_periods(server, tmp_path):
+    """--duration-s on the closed loop: periods of --report-every-s, no schedule (lag 0), and every answer
+    of the level, drain included, is what the server counted."""
+    json_path = str(tmp_path / "dur.json")
+    before = settled_counts(server, "mlp")
+    p = run_load(server.grpc_url, "-m", "mlp", "--concurrency-range", "2", "--duration-s", "1.5",
+                 "--report-every-s", "0.5", "--json", json_path)
+    after = settled_counts(server, "mlp")
+    assert p.returncode == 0, explain(p)
+    assert "(unstable)" not in p.stdout
+    (level,) = read_json(json_path)
+    assert level["mix"] is None and level["mode"] == "concurrency"
+    assert len(level["periods"]) == 3 and level["windows"] == 3, level["periods"]
+    assert level["lag_us"] == {"p50": 0, "p99": 0, "max": 0}
+    k = level["kinds"]
+    assert k["valid"]["sent"] == k["valid"]["OK"] == level["level_ok"] > 0, k
+    assert all(x["sent"] == 0 for name, x in k.items() if name != "valid"), k
+    assert after[0] - before[0] == level["level_ok"], (before, after, level["level_ok"])
+    assert sum(x["valid"]["ok"] for x in level["periods"]) == level["requests"] <= level["level_ok"]
+
+
 @BOTH
 def test_unknown_model_exits_1(server, mode):
     """ModelMetadata fails before any request: no load, streamed or not (test_streaming_not_found gets past it)."""
@@ -398,6 +506,8 @@ def test_streaming_server_going_away(start_server, tmp_path):
 
 @pytest.mark.parametrize("args,msg", [
     ([], "-m MODEL is required"),
+    (["-m", "mlp", "--mix", "55:5:30:10"], "--mix needs the open loop"),
+    (["-m", "mlp", "--request-rate-range", "10", "--mix", "55:5:30"], "want VALID:INVALID:CANCEL:EXPIRE"),
     (["-m", "mlp", "--concurrency-range", "4:1"], "END is below START"),
     (["-m", "mlp", "--concurrency-range", "1", "--request-rate-range", "10"], "exclude each other"),
     (["-m", "mlp", "--bogus"], "unknown option"),

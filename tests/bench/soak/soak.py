@@ -1,56 +1,68 @@
 #!/usr/bin/env python3
 """Soak (issue 15): a server under a steady mixed load for a long time, everything counted.
 
-    soak.py --repo DIR --model NAME [--inferd BIN] [--minutes 10] [--load 0.8] [--workers 16]
-            [--server-args "..."] [--out DIR]
+    soak.py --repo DIR --model NAME [--inferd BIN] [--load-bin BIN] [--minutes 10] [--load 0.8]
+            [--mix 55:5:30:10] [--period-s 60] [--warmup-s 60] [--threads 4] [--server-args "..."]
+            [--server-cores LIST] [--load-cores LIST] [--out DIR]
 
-1. Measures the model's maximum throughput for --probe-s seconds (workers sending valid requests back to back).
-2. Runs --minutes at --load x that rate, paced, with a mix per request: 55 % valid, 5 % invalid (a wrong
-   shape: INVALID_ARGUMENT), 30 % cancelled by the client shortly after sending, 10 % with a deadline too short
-   to meet (DEADLINE_EXCEEDED or answered in time: both counted).
-3. Samples the server's RSS and open descriptors every second; keeps a p99 of the valid requests per minute.
-4. At the end compares the server's own success count (ModelStatistics) with the client's counts, and ends
-   the server with SIGTERM (exit status 0 expected).
+The load comes from inferd-load (clients/load, C, gRPC completion queues), not from Python threads: a Python
+generator could not keep an open-loop schedule near the GPU's 50-60k req/s, so requests queued inside the client
+and its latency became the measurement. inferd-load reports how late each send went out against its schedule
+(the schedule lag), so client lag and server latency can be told apart.
 
-Bounds checked (the issue's): RSS and descriptors drift < 5 % from the first minute (after warm-up) to the
-end; per-minute p99 within 20 % of the median minute; client OK <= server successes <= client OK + the
-requests the client cancelled or let expire (the server counts what it computed, as Triton does: such a
-request may have been finished before the client gave up); no request without an answer. Prints one JSON summary line and a table; exit status 1 when a bound fails.
-Runs anywhere (the CPU build for a smoke); the recorded soak is the device's (tests/bench/RESULTS.md).
+1. Measures the model's maximum throughput: inferd-load's closed loop at --probe-concurrency for --probe-s.
+2. Runs --minutes at --load x that rate (inferd-load --request-rate-range R --mix --duration-s
+   --report-every-s --period-s): valid requests, invalid ones (the first input one element longer:
+   INVALID_ARGUMENT), ones the client cancels 0-1000 us after sending (--cancel-after-us) and ones with a
+   1-500 us deadline (--expire-us). Each outcome is counted by kind and final status; only valid requests
+   feed the latency figures.
+3. Samples the server's RSS and open descriptors every second while the load runs.
+4. Once the server has settled (nothing pending, counters still for a moment), compares its statistics with
+   the client's counts, then ends it with SIGTERM (exit status 0 expected).
+
+Bounds (the issue's, and the count check made exact where it can be):
+- rss, fds: drift < 5 % from the first samples after --warmup-s to the last ones (medians of 5 samples).
+- p99: every whole period after --warmup-s has a valid-request p99 within 20 % of the median period's
+  (a period needs 20 valid answers to be judged, and one at least must be).
+- schedule: the client kept its schedule (every period's lag p99 <= --max-lag-ms, no CLIENT_DROPPED), so
+  the latency figures are the server's; when this fails, a failing p99 bound is the client's doing.
+- counts, exact: every valid request answered OK (valid OK == valid sent); every invalid one answered
+  INVALID_ARGUMENT; every request of every kind ended with one status (sent == sum over statuses).
+- counts, exact: the server's REJECTED failures (nv_inference_request_failure{reason="REJECTED"}) equal the
+  client's INVALID_ARGUMENT answers: validation refuses only the invalid kind, and the soak's models set no
+  queue limit (a full queue or an unready model would also count as REJECTED, and make this fail, rightly).
+- counts, bounded: the server's success count S (ModelStatistics) counts what it computed, as Triton's does,
+  answered or not. Let OK be the client's OK answers of all kinds (an OK answer means computed), G the calls the
+  client gave up on (cancel:CANCELLED + expire:DEADLINE_EXCEEDED) and C the server's CANCELED failures (a call
+  cancelled or expired while queued: dropped, never computed). Each given-up call is exactly one of: computed
+  with its answer dropped (X = S - OK), dropped while queued (counted in C), or never handed to inference (N0:
+  cancelled before the server read its message, or at its transport). So
+      S >= OK   and   N0 = G - (S - OK) - C >= 0,
+  the two inequalities that hold whatever the races (the second is the same as: the server counted no more
+  requests, successes and failures of every reason together, than the client sent). Neither side can know X exactly: a server that sent its
+  answer cannot tell whether the client's cancel overtook it on the wire, and inferd counts no "answered"
+  apart from "computed" (its metrics count success, failure by reason, executions), so X and N0 are reported,
+  not bounded further. A valid request, which is neither cancelled nor short of time, has no such race: that
+  is why its count is exact.
+- exit: SIGTERM ends the server with status 0.
+Prints one JSON summary line, a verdict line per bound ("PASS"/"FAIL"), and exits 1 when a bound fails.
+Runs anywhere (the CPU build for a smoke: tiny periods, loose figures on a shared VM); the recorded soak is the
+device's (tests/bench/RESULTS.md, device.sh).
 """
 
 import argparse
 import json
 import os
-import signal
 import statistics
+import subprocess
 import sys
-import threading
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
 
-import grpc  # noqa: E402
-import numpy as np  # noqa: E402
-from tritonclient.grpc import service_pb2, service_pb2_grpc  # noqa: E402
-
 import inferd_testlib as lib  # noqa: E402
-
-
-def make_request(meta, rng, bad=False):
-    r = service_pb2.ModelInferRequest(model_name=meta.name)
-    for t in meta.inputs:
-        shape = [1 if d < 0 else d for d in t.shape]
-        if bad:
-            shape[-1] += 1  # one element too many: INVALID_ARGUMENT
-        x = r.inputs.add()
-        x.name, x.datatype = t.name, t.datatype
-        x.shape.extend(shape)
-        n = int(np.prod(shape))
-        dt = {"FP32": np.float32, "FP16": np.float16, "INT64": np.int64, "INT32": np.int32}[t.datatype]
-        r.raw_input_contents.append(rng.standard_normal(n).astype(dt).tobytes())
-    return r
 
 
 def proc_sample(pid):
@@ -62,170 +74,217 @@ def proc_sample(pid):
     return rss, len(os.listdir("/proc/%d/fd" % pid))
 
 
-def server_success(stub, model):
-    st = stub.ModelStatistics(service_pb2.ModelStatisticsRequest(name=model), timeout=10)
-    return sum(m.inference_stats.success.count for m in st.model_stats)
+def server_counts(http_url, model):
+    """(success, failures by reason, pending) from the server's REST statistics and /metrics."""
+    with urllib.request.urlopen("%s/v2/models/%s/stats" % (http_url, model), timeout=10) as r:
+        st = json.load(r)
+    success = sum(int(m["inference_stats"]["success"]["count"]) for m in st["model_stats"])
+    with urllib.request.urlopen(http_url + "/metrics", timeout=10) as r:
+        samples = lib.parse_metrics(r.read().decode())
+    fails = {}
+    for name, labels, v in samples:
+        if name == "nv_inference_request_failure" and labels.get("model") == model:
+            fails[labels["reason"]] = fails.get(labels["reason"], 0) + int(v)
+    pending = lib.metric_sum(samples, "nv_inference_pending_request_count", model=model)
+    return success, fails, pending
 
 
-def probe(stub, reqs, workers, seconds):
-    done = [0] * workers
-    end = time.monotonic() + seconds
+def settled_counts(http_url, model, timeout=30.0):
+    """The counts once nothing is pending and two reads 0.2 s apart agree: a request the client cancelled may
+    still be computing after the client saw its CANCELLED, and is counted when it finishes."""
+    end = time.monotonic() + timeout
+    last = None
+    while True:
+        cur = server_counts(http_url, model)
+        if cur[2] == 0 and cur == last:
+            return cur
+        if time.monotonic() > end:
+            return cur
+        last = cur
+        time.sleep(0.2)
 
-    def run(k):
-        while time.monotonic() < end:
-            stub.ModelInfer(reqs[k % len(reqs)], timeout=10)
-            done[k] += 1
-    ths = [threading.Thread(target=run, args=(k,)) for k in range(workers)]
-    for t in ths:
-        t.start()
-    for t in ths:
-        t.join()
-    return sum(done) / seconds
+
+def taskset(cores):
+    return ["taskset", "-c", cores] if cores else []
+
+
+def run_load(a, args, json_path, log_path, on_tick=None):
+    """Runs inferd-load with args (plus -u, -m, --json); on_tick() every second while it runs."""
+    cmd = taskset(a.load_cores) + [a.load_bin, "-u", a.url, "-m", a.model, "--json", json_path] + args
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        while True:
+            try:
+                p.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                if on_tick:
+                    on_tick()
+    if p.returncode != 0:
+        with open(log_path) as f:
+            sys.exit("inferd-load failed (exit %d): %s\n%s" % (p.returncode, " ".join(cmd), f.read()[-3000:]))
+    with open(json_path) as f:
+        (level,) = json.load(f)
+    return level
+
+
+def drift(samples, idx, warm_t):
+    """(first, last, drift) of column idx: medians of the first and last 5 samples after warm_t."""
+    warm = [s[idx] for s in samples if s[0] >= warm_t] or [s[idx] for s in samples]
+    if not warm:
+        return None, None, 0.0
+    first, last = statistics.median(warm[:5]), statistics.median(warm[-5:])
+    return first, last, (last - first) / first if first else 0.0
+
+
+def count_checks(kinds, s_delta, fails_delta):
+    """The count bounds of the docstring: (checks [(name, ok, text)], figures {})."""
+    ok_all = sum(k.get("OK", 0) for k in kinds.values())
+    gave_up = kinds["cancel"].get("CANCELLED", 0) + kinds["expire"].get("DEADLINE_EXCEEDED", 0)
+    canceled = fails_delta.get("CANCELED", 0)
+    rejected = fails_delta.get("REJECTED", 0)
+    invalid_answers = sum(k.get("INVALID_ARGUMENT", 0) for k in kinds.values())
+    x = s_delta - ok_all
+    n0 = gave_up - x - canceled
+    ended = {name: sum(v for s, v in k.items() if s != "sent") for name, k in kinds.items()}
+    checks = [
+        ("counts: every request ended once", all(ended[n] == k["sent"] for n, k in kinds.items()),
+         "sent %s, ended %s" % ({n: k["sent"] for n, k in kinds.items()}, ended)),
+        ("counts: valid OK == valid sent", kinds["valid"].get("OK", 0) == kinds["valid"]["sent"],
+         "%d of %d (%s)" % (kinds["valid"].get("OK", 0), kinds["valid"]["sent"], kinds["valid"])),
+        ("counts: invalid INVALID_ARGUMENT == invalid sent",
+         kinds["invalid"].get("INVALID_ARGUMENT", 0) == kinds["invalid"]["sent"], str(kinds["invalid"])),
+        ("counts: server REJECTED == client INVALID_ARGUMENT", rejected == invalid_answers,
+         "%d == %d" % (rejected, invalid_answers)),
+        ("counts: server success >= client OK", x >= 0, "S %d, OK %d (computed, answer dropped: %d)" % (
+            s_delta, ok_all, x)),
+        ("counts: given up >= dropped answers + dropped while queued", n0 >= 0,
+         "G %d = X %d + C %d + never handed to inference %d" % (gave_up, x, canceled, n0)),
+    ]
+    figures = {"client_ok": ok_all, "gave_up": gave_up, "server_success": s_delta, "server_fail": fails_delta,
+               "computed_answer_dropped": x, "never_reached_inference": n0}
+    return checks, figures
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repo", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--inferd", default=None)
+    ap.add_argument("--load-bin", default=None, help="inferd-load (default: beside --inferd)")
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--load", type=float, default=0.8)
-    ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--mix", default="55:5:30:10")
+    ap.add_argument("--cancel-after-us", default="0:1000")
+    ap.add_argument("--expire-us", default="1:500")
+    ap.add_argument("--period-s", type=float, default=60, help="p99 per period (the issue's minute)")
+    ap.add_argument("--warmup-s", type=float, default=60, help="periods and samples before this are not judged")
+    ap.add_argument("--max-lag-ms", type=float, default=5, help="the schedule bound on each period's lag p99")
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--connections", type=int, default=0, help="0: inferd-load's default (one per thread)")
     ap.add_argument("--probe-s", type=float, default=10)
+    ap.add_argument("--probe-concurrency", type=int, default=64)
     ap.add_argument("--server-args", default="")
+    ap.add_argument("--server-cores", default="", help="taskset list for the server (default: no pinning)")
+    ap.add_argument("--load-cores", default="", help="taskset list for inferd-load")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    binary = a.inferd or lib.inferd_bin()
+    a.load_bin = a.load_bin or os.path.join(os.path.dirname(os.path.abspath(binary)), "inferd-load")
+    out = a.out or os.path.join("/tmp", "soak_%s_%d" % (a.model, os.getpid()))
+    os.makedirs(out, exist_ok=True)
 
-    srv = lib.ServerProcess(a.repo, a.server_args.split(), binary=a.inferd).start()
-    ch = grpc.insecure_channel(srv.grpc_url, options=[("grpc.max_receive_message_length", -1)])
-    stub = service_pb2_grpc.GRPCInferenceServiceStub(ch)
-    meta = stub.ModelMetadata(service_pb2.ModelMetadataRequest(name=a.model), timeout=10)
-    rng = np.random.default_rng(0)
-    good = [make_request(meta, rng) for _ in range(8)]
-    bad = make_request(meta, rng, bad=True)
+    srv = lib.ServerProcess(a.repo, a.server_args.split(), binary=binary)
+    if a.server_cores:
+        srv.args = taskset(a.server_cores) + srv.args
+    srv.start()
+    a.url = srv.grpc_url
+    common = ["--threads", str(a.threads)] + (["--connections", str(a.connections)] if a.connections else [])
 
-    max_rps = probe(stub, good, a.workers, a.probe_s)
+    probe = run_load(a, ["--concurrency-range", str(a.probe_concurrency), "--duration-s", str(a.probe_s)] + common,
+                     os.path.join(out, "probe.json"), os.path.join(out, "probe.log"))
+    max_rps = probe["throughput_rps"]
     rate = max_rps * a.load
-    ok0 = server_success(stub, a.model)
-    print("max %.0f req/s; soak at %.0f req/s for %.1f min" % (max_rps, rate, a.minutes), file=sys.stderr)
+    s0, f0, _ = settled_counts(srv.http_url, a.model)
+    print("max %.0f req/s (closed loop, %d in flight); soak at %.0f req/s for %.2f min, mix %s" % (
+        max_rps, a.probe_concurrency, rate, a.minutes, a.mix), file=sys.stderr)
 
-    counts = {}
-    lock = threading.Lock()
-    lat = {}  # minute -> latencies of valid requests answered OK (s)
-    samples = []
-    pending = []
-    stop = threading.Event()
+    samples = []  # (t_s, rss_bytes, fds)
     t0 = time.monotonic()
 
-    def count(key):
-        with lock:
-            counts[key] = counts.get(key, 0) + 1
-
-    def on_done(kind, sent, fut):
+    def tick():
         try:
-            fut.result()
-            count(kind + ":OK")
-            if kind == "valid":
-                with lock:
-                    lat.setdefault(int((sent - t0) // 60), []).append(time.monotonic() - sent)
-        except grpc.FutureCancelledError:  # our cancel() won the race
-            count(kind + ":CANCELLED")
-        except grpc.RpcError as e:
-            count(kind + ":" + e.code().name)
+            rss, fds = proc_sample(srv.proc.pid)
+        except OSError:  # gone (the count checks say so)
+            return
+        if rss:  # 0: a zombie, no longer a server
+            samples.append((time.monotonic() - t0, rss, fds))
 
-    def sampler():
-        while not stop.wait(1.0):
-            samples.append((time.monotonic() - t0,) + proc_sample(srv.proc.pid))
-
-    sth = threading.Thread(target=sampler, daemon=True)
-    sth.start()
-    end = t0 + a.minutes * 60
-    i = 0
-    while True:
-        now = time.monotonic()
-        if now >= end:
-            break
-        due = t0 + i / rate
-        if due > now:
-            time.sleep(due - now)
-        u = (i * 0.6180339887) % 1.0  # a fixed, well-spread mix
-        sent = time.monotonic()
-        if u < 0.05:
-            kind, f = "invalid", stub.ModelInfer.future(bad, timeout=10)
-        elif u < 0.35:
-            kind, f = "cancelled", stub.ModelInfer.future(good[i % 8], timeout=10)
-        elif u < 0.45:
-            kind, f = "deadline", stub.ModelInfer.future(good[i % 8], timeout=0.0005)
-        else:
-            kind, f = "valid", stub.ModelInfer.future(good[i % 8], timeout=10)
-        f.add_done_callback(lambda fut, k=kind, s=sent: on_done(k, s, fut))
-        if kind == "cancelled":
-            f.cancel()
-        pending.append(f)
-        if len(pending) > 20000:
-            pending = [p for p in pending if not p.done()]
-        i += 1
-    # every future must resolve
-    hung = 0
-    for f in pending:
-        try:
-            f.result(timeout=30)
-        except grpc.FutureTimeoutError:
-            hung += 1
-        except (grpc.RpcError, grpc.FutureCancelledError):
-            pass
-    time.sleep(1.5)  # the callbacks of the last futures
-    stop.set()
-    server_ok = server_success(stub, a.model) - ok0
-    client_ok = sum(v for k, v in counts.items() if k.endswith(":OK"))
+    duration = a.minutes * 60
+    level = run_load(a, ["--request-rate-range", "%.3f" % rate, "--mix", a.mix, "--cancel-after-us", a.cancel_after_us,
+                         "--expire-us", a.expire_us, "--duration-s", str(duration), "--report-every-s",
+                         str(min(a.period_s, duration)), "--timeout-ms", "10000"] + common,
+                     os.path.join(out, "soak_load.json"), os.path.join(out, "soak_load.log"), on_tick=tick)
+    kinds = level["kinds"]
+    try:
+        s1, f1, pending = settled_counts(srv.http_url, a.model)
+    except OSError as e:  # the server died under the load: every count is moot, say so
+        s1, f1, pending = None, {}, None
+        died = "server statistics unreadable (%s); server alive: %s; stderr tail:\n%s" % (
+            e, srv.alive(), srv.stderr_tail(20))
     srv.stop()
-    ch.close()
+    if s1 is None:
+        checks, figures = [("counts: server statistics", False, died)], {}
+    else:
+        fails_delta = {r: f1.get(r, 0) - f0.get(r, 0) for r in f1}
+        checks, figures = count_checks(kinds, s1 - s0, fails_delta)
+        if pending:
+            checks.append(("counts: server settled", False, "%d requests still pending after 30 s" % pending))
 
-    warm = [s for s in samples if s[0] >= 60] or samples
-    rss_drift = (warm[-1][1] - warm[0][1]) / warm[0][1] if warm else 0.0
-    fd_drift = (warm[-1][2] - warm[0][2]) / warm[0][2] if warm else 0.0
-    full = int(a.minutes)  # whole minutes only: a last partial minute is not comparable
-    p99s = {m: float(np.percentile(v, 99)) * 1e3 for m, v in sorted(lat.items()) if len(v) >= 20 and m < max(full, 1)}
-    med = statistics.median(p99s.values()) if p99s else 0.0
-    p99_spread = max(abs(v - med) / med for v in p99s.values()) if med else 0.0
+    rss_first, rss_last, rss_drift = drift(samples, 1, a.warmup_s)
+    fd_first, fd_last, fd_drift = drift(samples, 2, a.warmup_s)
+    checks.append(("rss drift < 5 %", bool(samples) and abs(rss_drift) < 0.05, "%.1f -> %.1f MB (%+.2f %%)" % (
+        (rss_first or 0) / 2**20, (rss_last or 0) / 2**20, 100 * rss_drift)))
+    checks.append(("fds drift < 5 %", bool(samples) and abs(fd_drift) < 0.05, "%s -> %s (%+.2f %%)" % (fd_first, fd_last,
+                                                                                      100 * fd_drift)))
+
+    periods = level["periods"]
+    full = [p for p in periods if p["seconds"] >= 0.9 * min(a.period_s, duration)]
+    judged = [p for p in full if p["start_s"] >= a.warmup_s - 1e-6] or full
+    p99s = [p["valid"]["p99_us"] / 1e3 for p in judged if p["valid"]["ok"] >= 20]
+    med = statistics.median(p99s) if p99s else 0.0
+    spread = max(abs(v - med) / med for v in p99s) if med else 0.0
+    checks.append(("p99 per period within 20 % of the median", len(p99s) >= 1 and spread <= 0.2,
+                   "%d periods judged, p99 ms %s, median %.3f, spread %.0f %%" % (
+                       len(p99s), [round(v, 3) for v in p99s], med, 100 * spread)))
+    lag99 = max((p["lag_us"]["p99"] for p in periods), default=0.0) / 1e3
+    lag_max = max((p["lag_us"]["max"] for p in periods), default=0.0) / 1e3
+    dropped = sum(k.get("CLIENT_DROPPED", 0) for k in kinds.values())
+    checks.append(("schedule kept by the client", lag99 <= a.max_lag_ms and dropped == 0,
+                   "largest period lag p99 %.3f ms (bound %.1f), max %.3f ms, %d dropped at the in-flight cap" % (
+                       lag99, a.max_lag_ms, lag_max, dropped)))
+    checks.append(("exit 0 on SIGTERM", srv.returncode == 0, "exit status %r" % srv.returncode))
+
+    sent = sum(k["sent"] for k in kinds.values())
     summary = {
-        "model": a.model, "minutes": a.minutes, "max_rps": round(max_rps), "rate": round(rate), "sent": i,
-        "counts": counts, "hung": hung, "server_success": server_ok, "client_ok": client_ok,
-        "rss_first_mb": round(warm[0][1] / 2**20, 1) if warm else None,
-        "rss_last_mb": round(warm[-1][1] / 2**20, 1) if warm else None,
-        "rss_drift": round(rss_drift, 4), "fds_first": warm[0][2] if warm else None,
-        "fds_last": warm[-1][2] if warm else None, "fd_drift": round(fd_drift, 4),
-        "p99_ms_per_minute": {str(k): round(v, 3) for k, v in p99s.items()}, "p99_spread": round(p99_spread, 3),
-        "exit": srv.returncode,
+        "model": a.model, "minutes": a.minutes, "max_rps": round(max_rps), "rate": round(rate),
+        "achieved_rps": round(sent / duration, 1) if duration else None, "sent": sent, "kinds": kinds,
+        **figures,
+        "rss_first_mb": round((rss_first or 0) / 2**20, 1), "rss_last_mb": round((rss_last or 0) / 2**20, 1),
+        "rss_drift": round(rss_drift, 4), "fds_first": fd_first, "fds_last": fd_last, "fd_drift": round(fd_drift, 4),
+        "p99_ms_per_period": [round(p["valid"]["p99_us"] / 1e3, 3) for p in periods],
+        "p50_ms_per_period": [round(p["valid"]["p50_us"] / 1e3, 3) for p in periods],
+        "lag_p99_ms_per_period": [round(p["lag_us"]["p99"] / 1e3, 3) for p in periods],
+        "p99_spread": round(spread, 3), "exit": srv.returncode,
+        "failed": [name for name, ok, _ in checks if not ok],
     }
-    fails = []
-    if hung:
-        fails.append("%d requests never answered" % hung)
-    # The server counts what it computed (Triton's statistics); a request the client cancelled or let
-    # expire after the server finished it is a server success the client never saw. So: every client OK
-    # is a server success, and the extra ones are at most the requests the client gave up on.
-    gave_up = sum(v for k, v in counts.items() if k.split(":")[1] in ("CANCELLED", "DEADLINE_EXCEEDED"))
-    summary["client_gave_up"] = gave_up
-    if not client_ok <= server_ok <= client_ok + gave_up:
-        fails.append("server success %d outside [client OK %d, + gave up %d]" % (server_ok, client_ok, gave_up))
-    if abs(rss_drift) >= 0.05:
-        fails.append("RSS drift %.1f %%" % (100 * rss_drift))
-    if abs(fd_drift) >= 0.05:
-        fails.append("descriptor drift %.1f %%" % (100 * fd_drift))
-    if len(p99s) >= 2 and p99_spread > 0.2:
-        fails.append("p99 per minute spread %.0f %%" % (100 * p99_spread))
-    if srv.returncode != 0:
-        fails.append("exit status %r" % srv.returncode)
-    summary["failed"] = fails
     print(json.dumps(summary))
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "soak_%s.json" % a.model), "w") as f:
-            json.dump({"summary": summary, "samples": samples}, f)
-    for k in sorted(counts):
-        print("%-22s %9d" % (k, counts[k]), file=sys.stderr)
-    print("bounds: %s" % ("all met" if not fails else "; ".join(fails)), file=sys.stderr)
-    return 1 if fails else 0
+    with open(os.path.join(out, "soak_%s.json" % a.model), "w") as f:
+        json.dump({"summary": summary, "samples": samples, "periods": periods}, f)
+    for name, ok, text in checks:
+        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, text), file=sys.stderr)
+    print("bounds: %s" % ("all met" if not summary["failed"] else "; ".join(summary["failed"])), file=sys.stderr)
+    return 1 if summary["failed"] else 0
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 // test_ld_cli: clients/load/cli.c. The START:END:STEP ranges (levels made,
 // every malformed form rejected with a message naming it) and the option
 // parser (defaults, long/short/--opt=value forms, shapes, shared memory,
-// usage errors).
+// the request mix and fixed-duration runs, usage errors); mix.c's drawing of
+// kinds and spans.
 #include <stdlib.h>
 
 #include "check.h"
 #include "clients/load/cli.h"
+#include "clients/load/mix.h"
+#include "clients/load/rng.h"
 
 // --- ranges
 
@@ -172,7 +175,7 @@ static void test_all_options(void) {
 
 static void test_usage_errors(void) {
   static const struct {
-    const char *args[6];
+    const char *args[8];
     const char *msg;
   } bad[] = {
       {{"-u", "h:1"}, "-m MODEL is required"},
@@ -200,11 +203,27 @@ static void test_usage_errors(void) {
       {{"-m", "m", "--shared-memory"}, "--shared-memory needs a value"},
       {{"-m", "m", "--validate-identity", "--shared-memory", "system"}, "cannot be used with --shared-memory system"},
       {{"-m", "m", "--shared-memory=system", "--validate-identity"}, "share the output regions"},
+      {{"-m", "m", "--request-rate-range", "9", "--mix", "55:5:30"}, "want VALID:INVALID:CANCEL:EXPIRE"},
+      {{"-m", "m", "--request-rate-range", "9", "--mix", "55:5:30:10:0"}, "want VALID:INVALID:CANCEL:EXPIRE"},
+      {{"-m", "m", "--request-rate-range", "9", "--mix", "50:5:30:10"}, "sums to 95, not 100"},
+      {{"-m", "m", "--request-rate-range", "9", "--mix", "110:-10:0:0"}, "invalid is negative"},
+      {{"-m", "m", "--request-rate-range", "9", "--mix", "a:5:30:10"}, "--mix 'a:5:30:10'"},
+      {{"-m", "m", "--mix", "55:5:30:10"}, "--mix needs the open loop"},
+      {{"-m", "m", "--request-rate-range", "9", "--mix", "55:5:30:10", "--streaming"}, "cancel"},
+      {{"-m", "m", "--request-rate-range", "9", "--mix", "55:5:30:10", "--shared-memory", "system"}, "no region"},
+      {{"-m", "m", "--cancel-after-us", "5:1"}, "--cancel-after-us: span '5:1': HI is below LO"},
+      {{"-m", "m", "--cancel-after-us", "1.5"}, "whole microseconds"},
+      {{"-m", "m", "--expire-us", "0:10"}, "--expire-us: span '0:10': LO must be >= 1"},
+      {{"-m", "m", "--expire-us", "1:2:3"}, "want LO:HI"},
+      {{"-m", "m", "--duration-s", "0"}, "--duration-s wants seconds"},
+      {{"-m", "m", "--duration-s", "10", "--concurrency-range", "1:2"}, "runs one level"},
+      {{"-m", "m", "--report-every-s", "10"}, "--report-every-s needs --duration-s"},
+      {{"-m", "m", "--duration-s", "100000", "--report-every-s", "1"}, "more than 10000 periods"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    char *argv[8] = {"inferd-load"};
+    char *argv[10] = {"inferd-load"};
     int argc = 1;
-    for (int k = 0; k < 6 && bad[i].args[k]; k++) argv[argc++] = (char *)bad[i].args[k];
+    for (int k = 0; k < 8 && bad[i].args[k]; k++) argv[argc++] = (char *)bad[i].args[k];
     ld_opts o;
     err e = {0};
     CHECK_EQ_INT(ld_opts_parse(argc, argv, &o, &e), ERR_INVALID_ARGUMENT);
@@ -213,8 +232,79 @@ static void test_usage_errors(void) {
   }
 }
 
+// --mix, its spans and --duration-s as parsed; the defaults when absent.
+static void test_mix_options(void) {
+  ld_opts o;
+  err e = {0};
+  int rc = PARSE(&o, &e, "-m", "m", "--request-rate-range", "1000", "--mix", "55:5:30:10", "--cancel-after-us",
+                 "20:300", "--expire-us=7", "--duration-s", "90", "--report-every-s", "0.5");
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "  %s\n", e.msg);
+  CHECK(o.mix.on);
+  CHECK_NEAR(o.mix.pct[LD_REQ_VALID], 55, 0, 0);
+  CHECK_NEAR(o.mix.pct[LD_REQ_INVALID], 5, 0, 0);
+  CHECK_NEAR(o.mix.pct[LD_REQ_CANCEL], 30, 0, 0);
+  CHECK_NEAR(o.mix.pct[LD_REQ_EXPIRE], 10, 0, 0);
+  CHECK_EQ_INT(o.cancel_after.lo_ns, 20000);
+  CHECK_EQ_INT(o.cancel_after.hi_ns, 300000);
+  CHECK_EQ_INT(o.expire.lo_ns, 7000);  // one value: LO = HI
+  CHECK_EQ_INT(o.expire.hi_ns, 7000);
+  CHECK_NEAR(o.duration_s, 90, 0, 0);
+  CHECK_NEAR(o.report_every_s, 0.5, 0, 0);
+  ld_opts_close(&o);
+
+  rc = PARSE(&o, &e, "-m", "m");
+  CHECK_EQ_INT(rc, 0);
+  CHECK(!o.mix.on);
+  CHECK_EQ_INT(o.cancel_after.lo_ns, 0);
+  CHECK_EQ_INT(o.cancel_after.hi_ns, 1000000);
+  CHECK_EQ_INT(o.expire.lo_ns, 1000);
+  CHECK_EQ_INT(o.expire.hi_ns, 500000);
+  CHECK_NEAR(o.duration_s, 0, 0, 0);
+  ld_opts_close(&o);
+}
+
+// Kinds split [0, 1) at the cumulative percentages; a kind at 0 % is never drawn.
+static void test_mix_pick(void) {
+  ld_mix m;
+  err e = {0};
+  CHECK_EQ_INT(ld_mix_parse("55:5:30:10", &m, &e), 0);
+  CHECK_EQ_INT(ld_mix_pick(&m, 0.0), LD_REQ_VALID);
+  CHECK_EQ_INT(ld_mix_pick(&m, 0.5499), LD_REQ_VALID);
+  CHECK_EQ_INT(ld_mix_pick(&m, 0.55), LD_REQ_INVALID);
+  CHECK_EQ_INT(ld_mix_pick(&m, 0.5999), LD_REQ_INVALID);
+  CHECK_EQ_INT(ld_mix_pick(&m, 0.60), LD_REQ_CANCEL);
+  CHECK_EQ_INT(ld_mix_pick(&m, 0.8999), LD_REQ_CANCEL);
+  CHECK_EQ_INT(ld_mix_pick(&m, 0.90), LD_REQ_EXPIRE);
+  CHECK_EQ_INT(ld_mix_pick(&m, 0.999999), LD_REQ_EXPIRE);
+  CHECK_EQ_INT(ld_mix_parse("0:0:100:0", &m, &e), 0);
+  CHECK_EQ_INT(ld_mix_pick(&m, 0.0), LD_REQ_CANCEL);
+  CHECK_EQ_INT(ld_mix_pick(&m, 0.999999), LD_REQ_CANCEL);
+  CHECK_EQ_INT(ld_mix_parse("50:50:0:0", &m, &e), 0);
+  CHECK_EQ_INT(ld_mix_pick(&m, 0.9999999999), LD_REQ_INVALID);  // never the 0 % kinds past the last edge
+  m.on = false;
+  CHECK_EQ_INT(ld_mix_pick(&m, 0.9), LD_REQ_VALID);
+  // The seeded draw the driver makes, over many requests: each kind near its share.
+  CHECK_EQ_INT(ld_mix_parse("55:5:30:10", &m, &e), 0);
+  uint64_t rng = 42, n[LD_N_REQ_KINDS] = {0};
+  for (int i = 0; i < 100000; i++) n[ld_mix_pick(&m, ld_rng_uniform(&rng))]++;
+  CHECK_NEAR((double)n[LD_REQ_VALID], 55000, 0, 1000);
+  CHECK_NEAR((double)n[LD_REQ_INVALID], 5000, 0, 500);
+  CHECK_NEAR((double)n[LD_REQ_CANCEL], 30000, 0, 1000);
+  CHECK_NEAR((double)n[LD_REQ_EXPIRE], 10000, 0, 700);
+
+  ld_span sp = {1000, 501000};
+  CHECK_EQ_INT(ld_span_pick(&sp, 0.0), 1000);
+  CHECK_EQ_INT(ld_span_pick(&sp, 0.5), 251000);
+  CHECK(ld_span_pick(&sp, 0.999999999) <= 501000);
+  CHECK_EQ_STR(ld_req_kind_name(LD_REQ_EXPIRE), "expire");
+  CHECK_EQ_STR(ld_req_kind_name(LD_N_REQ_KINDS), "?");
+}
+
 int main(void) {
   test_ranges();
+  test_mix_options();
+  test_mix_pick();
   test_defaults();
   test_all_options();
   test_usage_errors();

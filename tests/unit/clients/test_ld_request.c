@@ -2,7 +2,8 @@
 // request.c. Input shapes are resolved from metadata built here (batch dim,
 // variable dims, --shape), bytes come out as asked (seeded random, zeros,
 // files), and the encoded ModelInferRequest decodes back with protobuf-c to
-// exactly the tensors that went in, shared memory references included.
+// exactly the tensors that went in, shared memory references included; the
+// invalid request of --mix widens the first input's last dim by one element.
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -468,7 +469,57 @@ static void test_encode_shm(void) {
   ld_model_destroy(m);
 }
 
+// --mix's invalid kind: [2,3] FP32 becomes [2,4], each row's bytes then a
+// zero element; the other inputs are copies; no dims or BYTES are refused.
+static void test_widen_first(void) {
+  float a[6] = {1, 2, 3, 4, 5, 6};
+  int64_t b[2] = {7, 8};
+  ld_tensor in[2] = {
+      {.name = "A", .datatype = "FP32", .shape = {2, 3}, .rank = 2, .data = (uint8_t *)a, .size = sizeof a},
+      {.name = "B", .datatype = "INT64", .shape = {2}, .rank = 1, .data = (uint8_t *)b, .size = sizeof b},
+  };
+  ld_tensor *w = NULL;
+  err e = {0};
+  CHECK_EQ_INT(ld_inputs_widen_first(in, 2, &w, &e), 0);
+  if (!w) return;
+  CHECK_EQ_STR(w[0].name, "A");
+  CHECK_EQ_INT(w[0].rank, 2);
+  CHECK_EQ_INT(w[0].shape[0], 2);
+  CHECK_EQ_INT(w[0].shape[1], 4);
+  CHECK_EQ_INT(w[0].size, 8 * sizeof(float));
+  const float want[8] = {1, 2, 3, 0, 4, 5, 6, 0};
+  CHECK(memcmp(w[0].data, want, sizeof want) == 0);
+  CHECK_EQ_STR(w[1].name, "B");
+  CHECK_EQ_INT(w[1].shape[0], 2);
+  CHECK_EQ_INT(w[1].size, sizeof b);
+  CHECK(w[1].data != in[1].data && memcmp(w[1].data, b, sizeof b) == 0);
+  // The encoded request carries the longer shape and its bytes.
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(ld_request_encode("m", "", w, 2, &buf, &len, &e), 0);
+  Inference__ModelInferRequest *r = inference__model_infer_request__unpack(NULL, len, buf);
+  CHECK(r != NULL);
+  if (r) {
+    CHECK_EQ_INT(r->inputs[0]->n_shape, 2);
+    CHECK_EQ_INT(r->inputs[0]->shape[1], 4);
+    CHECK_EQ_INT(r->raw_input_contents[0].len, 32);
+    inference__model_infer_request__free_unpacked(r, NULL);
+  }
+  free(buf);
+  ld_inputs_free(w, 2);
+
+  ld_tensor str = {.name = "S", .datatype = "BYTES", .shape = {1}, .rank = 1, .data = (uint8_t *)"x", .size = 1};
+  CHECK_EQ_INT(ld_inputs_widen_first(&str, 1, &w, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "fixed element size");
+  CHECK(w == NULL);
+  ld_tensor scalar = {.name = "C", .datatype = "FP32", .rank = 0, .data = (uint8_t *)a, .size = 4};
+  CHECK_EQ_INT(ld_inputs_widen_first(&scalar, 1, &w, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "input 'C'");
+  CHECK_EQ_INT(ld_inputs_widen_first(in, 0, &w, &e), ERR_INVALID_ARGUMENT);
+}
+
 int main(void) {
+  test_widen_first();
   test_batching_model();
   test_batching_guess();
   test_files();
