@@ -12,7 +12,9 @@
 #   device.sh wait DIR [MAX_S]            waits (up to MAX_S, default 900) until both ended; prints each
 #                                         summary line and a PASS/FAIL line per bound; exit 0 when both ended
 #                                         with every bound met
-# BIN_DIR holds bin/inferd and bin/inferd-load. Env: LOAD (0.8), MIX (55:5:30:10), GPU (0), THREADS (3,
+# BIN_DIR holds bin/inferd and bin/inferd-load. Env: LOAD (0.8), MIX (55:5:30:10), GPU (0; GPU_SEED and GPU_BIG
+# give each soak its own, so neither waits on the other's batches: on one GPU the seed MLP's p99 varied 74 %
+# between minutes beside the 4x4096's load, H100, 2026-11-26), THREADS (3,
 # inferd-load's), PROBE_CONC (64), PERIOD_S (60), WARMUP_S (60), CORES_SEED_SRV / CORES_SEED_LOAD /
 # CORES_BIG_SRV / CORES_BIG_LOAD (default: the cores split in halves, each half giving its last 3 cores to
 # inferd-load and the rest to the server; no pinning below 8 cores), PYTHON (python3 with numpy, onnx, pytest
@@ -52,13 +54,15 @@ start() {
     if [ $which = seed ]; then repo=$D/repos/${seed_v//:/_} srv=${CORES_SEED_SRV:-$seed_srv} ld=${CORES_SEED_LOAD:-$seed_load}
     else repo=$D/repos/${big_v//:/_} srv=${CORES_BIG_SRV:-$big_srv} ld=${CORES_BIG_LOAD:-$big_load}; fi
     rm -f "$D/$which.rc"
-    CUDA_VISIBLE_DEVICES=${GPU:-0} setsid bash -c '"$@" >"'"$D/$which.log"'" 2>&1; echo $? >"'"$D/$which.rc"'"' _ \
+    local gpu=${GPU:-0}
+    if [ $which = seed ]; then gpu=${GPU_SEED:-$gpu}; else gpu=${GPU_BIG:-$gpu}; fi
+    CUDA_VISIBLE_DEVICES=$gpu setsid bash -c '"$@" >"'"$D/$which.log"'" 2>&1; echo $? >"'"$D/$which.rc"'"' _ \
       "$PY" "$HERE/soak.py" --repo "$repo" --model simplenet --inferd "$B/bin/inferd" --load-bin "$B/bin/inferd-load" \
       --minutes "$minutes" --load "${LOAD:-0.8}" --mix "${MIX:-55:5:30:10}" --threads "${THREADS:-3}" \
       --probe-concurrency "${PROBE_CONC:-64}" --period-s "${PERIOD_S:-60}" --warmup-s "${WARMUP_S:-60}" \
       --server-cores "$srv" --load-cores "$ld" --probe-s "${PROBE_S:-10}" --out "$D/$which" $SOAK_ARGS \
       </dev/null >/dev/null 2>&1 &
-    echo "soak $which: $minutes min, server cores '${srv:-any}', inferd-load cores '${ld:-any}', GPU ${GPU:-0}, log $D/$which.log"
+    echo "soak $which: $minutes min, server cores '${srv:-any}', inferd-load cores '${ld:-any}', GPU $gpu, log $D/$which.log"
   done
 }
 
