@@ -107,8 +107,8 @@ def _pa_workers_left(pid):
 
 def _run_request_count(pa, url, protocol, n, concurrency, client, tmp_path):
     """perf_analyzer --request-count n; returns (its output, the request count it measured, the server's
-    statistics before the run that counted). Runs it again
-    when it stalls in its --request-count race (above), with the server's count of that run checked first."""
+    statistics before the run that counted). Runs it again when it stalls in its --request-count race (above),
+    with the server's count of that run checked first."""
     cmd = [pa, "-m", "mlp", "-u", url, "-i", protocol, "--concurrency-range", "%d:%d" % (concurrency, concurrency),
            "--request-count", str(n)]
     stalls = []
