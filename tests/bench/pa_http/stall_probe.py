@@ -4,8 +4,11 @@ and when a run passes --stall-s, records what both ends hold before killing it: 
 against what perf_analyzer asked for, `ss -tnpi` of every connection to the HTTP port (queues, states), and
 the thread stacks of both processes (gdb). Not a test: a tool to tell a lost answer from a client stall.
 
-  python tests/bench/pa_http/stall_probe.py --runs 60 [--protocol http] [--inferd build/bin/inferd]
-      [--out /tmp/pa_stall] [--extra "--max-threads 16"]
+  python tests/bench/pa_http/stall_probe.py --runs 60 [--protocol http|grpc|both] [--inferd build/bin/inferd]
+      [--out /tmp/pa_stall] [--extra=--async] [--keep-going] [--pa WRAPPER]
+
+Issue 14's record (tests/bench/RESULTS.md, "perf_analyzer --request-count stalls"): every stall had all answers
+sent and read and only perf_analyzer's main thread left, asleep in InferenceProfiler::Measure.
 """
 
 import argparse
