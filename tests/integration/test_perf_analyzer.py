@@ -30,13 +30,12 @@ def pa():
     return path
 
 
-def _run(pa, url, concurrency, *extra, protocol="grpc", windows=True):
-    """One perf_analyzer level on mlp; returns (its output, the request count it measured). windows=False
-    leaves the time-window options out (for --request-count)."""
-    cmd = [pa, "-m", "mlp", "-u", url, "-i", protocol, "--concurrency-range", "%d:%d" % (concurrency, concurrency)]
-    if windows:
-        cmd += ["--measurement-interval", "1000", "--stability-percentage", "1000",  # lenient: CI machines are small
-                "--max-trials", "20"]
+def _run(pa, url, concurrency, *extra, protocol="grpc"):
+    """One perf_analyzer level on mlp in time windows; returns (its output, the request count it measured).
+    (--request-count runs go through _run_request_count.)"""
+    cmd = [pa, "-m", "mlp", "-u", url, "-i", protocol, "--concurrency-range", "%d:%d" % (concurrency, concurrency),
+           "--measurement-interval", "1000", "--stability-percentage", "1000",  # lenient: CI machines are small
+           "--max-trials", "20"]
     cmd += list(extra)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     out = p.stdout + p.stderr
@@ -81,10 +80,10 @@ def test_perf_analyzer_drives_inferd(pa, server, client, tmp_path):
 # CI runs over HTTP; 12 of 150 HTTP runs and 0 of 50 gRPC runs of tests/bench/pa_http/stall_probe.py (a busy loop
 # on one core), each with every answer sent and read. tests/bench/pa_http/pa_race_pipe.py holds the main thread
 # there (a full stdout pipe): every run stalls, over both protocols, with the server's count complete. Until
-# perf_analyzer changes,
-# a run that stalls exactly so is told apart from a lost answer and run again: all its workers ended (a sync
-# worker ends only once each of its requests has its answer), the server counted every request as a success,
-# and perf_analyzer printed nothing after "Request concurrency". A lost answer leaves a worker waiting: that fails.
+# perf_analyzer changes, a run that stalls exactly so is told apart from a lost answer and run again: all its
+# workers ended (a sync worker ends only once each of its requests has its answer), the server counted every
+# request as a success, and perf_analyzer printed nothing after "Request concurrency". A lost answer leaves a
+# worker waiting: that fails.
 PA_RACE_QUIET_S = 5     # perf_analyzer's Measure polls every 1 s: a run past its workers this long is stuck
 # 1 in 10 to 1 in 4 runs over HTTP stall on a loaded 2-core machine (neither --async nor SCHED_BATCH helps), and a
 # loop of this test once saw 3 in a row: 8 attempts, each stall costing ~6 s

@@ -32,11 +32,11 @@ N_UNARY = 4         # threads of blocking unary calls
 STORM_WINDOW = int(os.environ.get("INFERD_SD_STORM", "64"))  # 1 ms-deadline calls outstanding at a time
 # The storm's calls a second at most (0: as fast as the client goes). On the ASan build it is capped: there the
 # server's gRPC core falls behind a storm of ~5,000 calls/s on one connection and never catches up (issue 15;
-# tests/bench/RESULTS.md "The 1 ms-deadline storm under ASan"): calls then reach it already expired, each expired
-# call costs gRPC's single default-executor thread more than an answered one, its socket's unread bytes grow to
-# megabytes, and the unary calls queued behind them in the same TCP stream get no answer. A bare gRPC echo server
-# built with ASan (bench_echo_server: none of inferd's request path) starves the same way; uninstrumented, both
-# keep up. Paced at 2,000/s the ASan server kept up on a loaded 2-core VM; 1,000/s still puts client frames on the
+# tests/bench/RESULTS.md "The 1 ms-deadline storm under ASan"): calls then reach it already expired, each costs
+# one of gRPC's own threads (its default executor or its timer thread) more than an answered one, its socket's
+# unread bytes grow to megabytes, and the unary calls queued behind them in the same TCP stream get no answer;
+# inferd's queues stay empty. A bare gRPC echo server built with ASan (bench_echo_server: none of inferd's request
+# path) starves the same way; uninstrumented, both keep up (unless held to a third of a core). Paced at 2,000/s the ASan server kept up on a loaded 2-core VM; 1,000/s still puts client frames on the
 # wire every millisecond of the shutdown, which is what the storm is for.
 STORM_RATE = float(os.environ.get("INFERD_SD_STORM_RATE", "1000" if lib.address_sanitized() else "0"))
 MAX_MSG = 64 << 20
