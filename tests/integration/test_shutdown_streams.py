@@ -30,6 +30,15 @@ N_STREAMS = 8
 STREAM_WINDOW = int(os.environ.get("INFERD_SD_WINDOW", "16"))   # requests in flight per stream
 N_UNARY = 4         # threads of blocking unary calls
 STORM_WINDOW = int(os.environ.get("INFERD_SD_STORM", "64"))  # 1 ms-deadline calls outstanding at a time
+# The storm's calls a second at most (0: as fast as the client goes). On the ASan build it is capped: there the
+# server's gRPC core falls behind a storm of ~5,000 calls/s on one connection and never catches up (issue 15;
+# tests/bench/RESULTS.md "The 1 ms-deadline storm under ASan"): calls then reach it already expired, each costs
+# one of gRPC's own threads (its default executor or its timer thread) more than an answered one, its socket's
+# unread bytes grow to megabytes, and the unary calls queued behind them in the same TCP stream get no answer;
+# inferd's queues stay empty. A bare gRPC echo server built with ASan (bench_echo_server: none of inferd's request
+# path) starves the same way; uninstrumented, both keep up (unless held to a third of a core). Paced at 2,000/s the ASan server kept up on a loaded 2-core VM; 1,000/s still puts client frames on the
+# wire every millisecond of the shutdown, which is what the storm is for.
+STORM_RATE = float(os.environ.get("INFERD_SD_STORM_RATE", "1000" if lib.address_sanitized() else "0"))
 MAX_MSG = 64 << 20
 # channels with equal arguments share one connection; an argument gRPC ignores sets the streams apart
 CHANNEL_ARGS = [("grpc.max_receive_message_length", MAX_MSG), ("grpc.max_send_message_length", MAX_MSG)]
@@ -144,9 +153,15 @@ def _storm(stub, pb, rng, stop):
     so the connection carries frames from the client at every moment of the shutdown."""
     req = _request(pb, "storm", "V_X", [1, 8], rng, "")
     slots = threading.Semaphore(STORM_WINDOW)
+    t0, sent = time.monotonic(), 0
     while not stop.is_set():
         if not slots.acquire(timeout=0.05):
             continue
+        if STORM_RATE:  # paced: never ahead of STORM_RATE calls a second
+            ahead = sent / STORM_RATE - (time.monotonic() - t0)
+            if ahead > 0:
+                time.sleep(ahead)
+        sent += 1
         try:
             f = stub.ModelInfer.future(req, timeout=0.001)
         except Exception:
@@ -177,11 +192,6 @@ def _final_success(srv, model):
 @pytest.mark.parametrize("run", range(RUNS))
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_sigterm_under_mixed_load(sd_repo, pb, layout, run):
-    if lib.address_sanitized():
-        # Open finding (issue 15): under ASan the unary calls sharing a channel with the 1 ms-deadline storm
-        # get no answer in 60 s (main's ASan binary from before the drain change too); the frame-order test
-        # above checks the drain's order under every build.
-        pytest.skip("the ASan build starves this test's unary load behind the deadline storm (open finding)")
     rng = np.random.default_rng(run)
     srv = lib.ServerProcess(sd_repo, ["--exit-timeout-secs", "30"])
     srv.start()
