@@ -216,10 +216,11 @@ void ld_usage(FILE *f) {
       "  --timeout-ms MS                per-request deadline (default 30000, 0: none)\n"
       "  --server-stats                 add the server's ModelStatistics over the measured windows\n"
       "                                 (with --duration-s: over the whole run, its drain included)\n"
-      "  --mix V:I:C:E                  open loop, unary: percentages of valid requests, invalid ones\n"
+      "  --mix V:I:C:E                  unary calls: percentages of valid requests, invalid ones\n"
       "                                 (the first input one element longer in its last dim), ones\n"
       "                                 the client cancels and ones with a deadline too short to meet;\n"
-      "                                 counted by kind and status, latency of the valid ones only\n"
+      "                                 counted by kind and status, latency of the valid ones only;\n"
+      "                                 in the closed loop each freed slot draws the next kind\n"
       "  --cancel-after-us LO:HI        cancel kind: cancelled this long after sending (default 0:1000)\n"
       "  --expire-us LO:HI              expire kind: its deadline (default 1:500)\n"
       "  --duration-s S                 run one level for S seconds instead of windows until stable\n"
@@ -433,8 +434,6 @@ int ld_opts_parse(int argc, char **argv, ld_opts *o, err *e) {
                    "--validate-identity cannot be used with --shared-memory system: all requests in flight share "
                    "the output regions, so an answer's outputs cannot be read back without racing the next "
                    "request's writes");
-  if (o->mix.on && o->mode != LD_OPEN)
-    return err_set(e, ERR_INVALID_ARGUMENT, "--mix needs the open loop (--request-rate-range)");
   if (o->mix.on && o->streaming)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "--mix cannot be used with --streaming: cancelling one request would end its whole stream");

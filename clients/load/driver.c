@@ -144,6 +144,12 @@ static void record_sent(worker *w, ld_req_kind req, bool open, uint64_t lag_ns) 
   pthread_mutex_unlock(&w->mu);
 }
 
+// The next request's kind: --mix's draw, else valid.
+static ld_req_kind pick_kind(worker *w) {
+  const ld_driver *d = w->d;
+  return d->cfg.mix.on ? ld_mix_pick(&d->cfg.mix, ld_rng_uniform(&w->mix_rng)) : LD_REQ_VALID;
+}
+
 static bool outputs_match(const ld_driver *d, grpc_byte_buffer *bb) {
   grpc_byte_buffer_reader rd;
   if (!grpc_byte_buffer_reader_init(&rd, bb)) return false;
@@ -317,7 +323,8 @@ static void call_done(worker *w, call_ctx *c) {
   call_cleanup(c);
   w->inflight--;
   if (d->level.mode == LD_CLOSED && !atomic_load(&d->stop)) {
-    record_sent(w, LD_REQ_VALID, false, 0);
+    c->kind = pick_kind(w);
+    record_sent(w, c->kind, false, 0);
     if (call_start(w, c) == 0) return;
   }
   ctx_put(w, c);
@@ -391,17 +398,18 @@ static int streams_create(worker *w) {
 // Closed loop: fills slot j at the start of a level.
 static void start_slot(worker *w, size_t j) {
   ld_driver *d = w->d;
-  record_sent(w, LD_REQ_VALID, false, 0);
+  ld_req_kind kind = pick_kind(w);
+  record_sent(w, kind, false, 0);
   if (d->cfg.streaming) {
     stream_send(w, w->streams[j % w->n_streams]);
     return;
   }
   call_ctx *c = ctx_get(w);
   if (!c) {
-    record(w, LD_REQ_VALID, LD_KIND_CLIENT, 0);
+    record(w, kind, LD_KIND_CLIENT, 0);
     return;
   }
-  c->kind = LD_REQ_VALID;
+  c->kind = kind;
   c->channel = (int)((w->idx + j * (size_t)d->cfg.threads) % (size_t)d->cfg.connections);
   if (call_start(w, c) != 0) ctx_put(w, c);
 }
@@ -409,7 +417,7 @@ static void start_slot(worker *w, size_t j) {
 // Open loop: the call due at `due`, or a drop when this thread is at its cap.
 static void send_scheduled(worker *w, uint64_t due) {
   ld_driver *d = w->d;
-  ld_req_kind kind = d->cfg.mix.on ? ld_mix_pick(&d->cfg.mix, ld_rng_uniform(&w->mix_rng)) : LD_REQ_VALID;
+  ld_req_kind kind = pick_kind(w);
   uint64_t now = ld_now_ns();
   record_sent(w, kind, true, now > due ? now - due : 0);
   if (d->cfg.streaming) {

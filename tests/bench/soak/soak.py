@@ -10,7 +10,11 @@ generator could not keep an open-loop schedule near the GPU's 50-60k req/s, so r
 and its latency became the measurement. inferd-load reports how late each send went out against its schedule
 (the schedule lag), so client lag and server latency can be told apart.
 
-1. Measures the model's maximum throughput: inferd-load's closed loop at --probe-concurrency for --probe-s.
+1. Measures the model's maximum throughput: inferd-load's closed loop at --probe-concurrency for --probe-s,
+   with the soak's own mix (each freed slot draws the next request's kind), requests of every kind per
+   second: the maximum of this workload. The mix's cancelled and expiring calls cost the server more than
+   their share of answers: at 80 % of the valid-only maximum (--probe-mix none) the seed MLP's server was
+   saturated in bursts (p99 per minute 3-360 ms, H200, 2026-11-26) while the GPU-bound 4x4096 held 2-3 ms.
 2. Runs --minutes at --load x that rate (inferd-load --request-rate-range R --mix --duration-s
    --report-every-s --period-s): valid requests, invalid ones (the first input one element longer:
    INVALID_ARGUMENT), ones the client cancels 0-1000 us after sending (--cancel-after-us) and ones with a
@@ -184,6 +188,8 @@ def main():
     ap.add_argument("--connections", type=int, default=0, help="0: inferd-load's default (one per thread)")
     ap.add_argument("--probe-s", type=float, default=10)
     ap.add_argument("--probe-concurrency", type=int, default=64)
+    ap.add_argument("--probe-mix", default="",
+                    help="the probe's request mix (default: --mix); 'none': valid requests only")
     ap.add_argument("--server-args", default="")
     ap.add_argument("--server-cores", default="", help="taskset list for the server (default: no pinning)")
     ap.add_argument("--load-cores", default="", help="taskset list for inferd-load")
@@ -201,13 +207,20 @@ def main():
     a.url = srv.grpc_url
     common = ["--threads", str(a.threads)] + (["--connections", str(a.connections)] if a.connections else [])
 
-    probe = run_load(a, ["--concurrency-range", str(a.probe_concurrency), "--duration-s", str(a.probe_s)] + common,
-                     os.path.join(out, "probe.json"), os.path.join(out, "probe.log"))
-    max_rps = probe["throughput_rps"]
+    probe_mix = a.probe_mix or a.mix
+    mix_args = [] if probe_mix == "none" else ["--mix", probe_mix, "--cancel-after-us", a.cancel_after_us,
+                                               "--expire-us", a.expire_us, "--report-every-s", str(a.probe_s)]
+    probe = run_load(a, ["--concurrency-range", str(a.probe_concurrency), "--duration-s", str(a.probe_s)] + mix_args +
+                     common, os.path.join(out, "probe.json"), os.path.join(out, "probe.log"))
+    if mix_args:  # every kind counts: the rate the soak's schedule sends at is of all kinds
+        (period,) = probe["periods"]
+        max_rps = sum(k["sent"] for k in period["kinds"].values()) / period["seconds"]
+    else:
+        max_rps = probe["throughput_rps"]
     rate = max_rps * a.load
     s0, f0, _ = settled_counts(srv.http_url, a.model)
-    print("max %.0f req/s (closed loop, %d in flight); soak at %.0f req/s for %.2f min, mix %s" % (
-        max_rps, a.probe_concurrency, rate, a.minutes, a.mix), file=sys.stderr)
+    print("max %.0f req/s (closed loop, %d in flight, mix %s); soak at %.0f req/s for %.2f min, mix %s" % (
+        max_rps, a.probe_concurrency, probe_mix, rate, a.minutes, a.mix), file=sys.stderr)
 
     samples = []  # (t_s, rss_bytes, fds)
     t0 = time.monotonic()

@@ -208,7 +208,7 @@ static void test_usage_errors(void) {
       {{"-m", "m", "--request-rate-range", "9", "--mix", "50:5:30:10"}, "sums to 95, not 100"},
       {{"-m", "m", "--request-rate-range", "9", "--mix", "110:-10:0:0"}, "invalid is negative"},
       {{"-m", "m", "--request-rate-range", "9", "--mix", "a:5:30:10"}, "--mix 'a:5:30:10'"},
-      {{"-m", "m", "--mix", "55:5:30:10"}, "--mix needs the open loop"},
+      {{"-m", "m", "--mix", "55:5:30:10", "--streaming"}, "cancel"},
       {{"-m", "m", "--request-rate-range", "9", "--mix", "55:5:30:10", "--streaming"}, "cancel"},
       {{"-m", "m", "--request-rate-range", "9", "--mix", "55:5:30:10", "--shared-memory", "system"}, "no region"},
       {{"-m", "m", "--cancel-after-us", "5:1"}, "--cancel-after-us: span '5:1': HI is below LO"},
