@@ -39,3 +39,11 @@ def test_soak_smoke_counts_exact(repo_dir, tmp_path):
     with open(os.path.join(out, "soak_mlp.json")) as f:
         rec = json.load(f)
     assert len(rec["samples"]) >= 4 and all(r > 0 and n > 0 for _, r, n in rec["samples"]), rec["samples"]
+    # the server's view per period: requests computed, where their time went, which threads ran
+    views = rec["server_periods"]
+    print("\n".join(x for x in p.stderr.splitlines() if x.startswith("server, period")))
+    assert 2 <= len(views) <= 3, views
+    assert sum(v["computed"] for v in views) > 0, views
+    for v in views:
+        assert v["request_us"] >= v["queue_us"] >= 0 and v["compute_us"] >= 0, v
+        assert v["cores"] and all(c >= 0 for c in v["cores"].values()), v

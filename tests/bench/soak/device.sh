@@ -12,10 +12,10 @@
 #   device.sh wait DIR [MAX_S]            waits (up to MAX_S, default 900) until both ended; prints each
 #                                         summary line and a PASS/FAIL line per bound; exit 0 when both ended
 #                                         with every bound met
-# BIN_DIR holds bin/inferd and bin/inferd-load. Env: LOAD (0.8), MIX (55:5:30:10), GPU (0; GPU_SEED and GPU_BIG
-# give each soak its own, so neither waits on the other's batches: on one GPU the seed MLP's p99 varied 74 %
-# between minutes beside the 4x4096's load, H100, 2026-11-26), THREADS (3,
-# inferd-load's), PROBE_CONC (64), PERIOD_S (60), WARMUP_S (60), CORES_SEED_SRV / CORES_SEED_LOAD /
+# BIN_DIR holds bin/inferd and bin/inferd-load. Env: SOAKS ("seed big"; one of them runs it alone), LOAD (0.8),
+# MIX (55:5:30:10), GPU (0; GPU_SEED and GPU_BIG give each soak its own, so neither waits on the other's batches:
+# on one GPU the 4x4096's p99 had minutes of 150-300 ms beside the seed MLP's load, on its own 2-3 ms, H100/H200,
+# 2026-11-26), PROBE_MIX (the probe's mix: default the soak's; "none": valid only), THREADS (3, inferd-load's), PROBE_CONC (64), PERIOD_S (60), WARMUP_S (60), CORES_SEED_SRV / CORES_SEED_LOAD /
 # CORES_BIG_SRV / CORES_BIG_LOAD (default: the cores split in halves, each half giving its last 3 cores to
 # inferd-load and the rest to the server; no pinning below 8 cores), PYTHON (python3 with numpy, onnx, pytest
 # and tritonclient or KSERVE_DESC for anchor_repo.py; PYTHONPATH is passed through). For a rehearsal on a
@@ -49,7 +49,7 @@ start() {
     read -r seed_srv seed_load <<<"$(cores 0 $h)"
     read -r big_srv big_load <<<"$(cores $h $h)"
   fi
-  for which in seed big; do
+  for which in ${SOAKS:-seed big}; do
     local repo srv ld
     if [ $which = seed ]; then repo=$D/repos/${seed_v//:/_} srv=${CORES_SEED_SRV:-$seed_srv} ld=${CORES_SEED_LOAD:-$seed_load}
     else repo=$D/repos/${big_v//:/_} srv=${CORES_BIG_SRV:-$big_srv} ld=${CORES_BIG_LOAD:-$big_load}; fi
@@ -59,7 +59,7 @@ start() {
     CUDA_VISIBLE_DEVICES=$gpu setsid bash -c '"$@" >"'"$D/$which.log"'" 2>&1; echo $? >"'"$D/$which.rc"'"' _ \
       "$PY" "$HERE/soak.py" --repo "$repo" --model simplenet --inferd "$B/bin/inferd" --load-bin "$B/bin/inferd-load" \
       --minutes "$minutes" --load "${LOAD:-0.8}" --mix "${MIX:-55:5:30:10}" --threads "${THREADS:-3}" \
-      --probe-concurrency "${PROBE_CONC:-64}" --period-s "${PERIOD_S:-60}" --warmup-s "${WARMUP_S:-60}" \
+--probe-mix "${PROBE_MIX:-}" --probe-concurrency "${PROBE_CONC:-64}" --period-s "${PERIOD_S:-60}" --warmup-s "${WARMUP_S:-60}" \
       --server-cores "$srv" --load-cores "$ld" --probe-s "${PROBE_S:-10}" --out "$D/$which" $SOAK_ARGS \
       </dev/null >/dev/null 2>&1 &
     echo "soak $which: $minutes min, server cores '${srv:-any}', inferd-load cores '${ld:-any}', GPU $gpu, log $D/$which.log"
@@ -69,14 +69,17 @@ start() {
 wait_both() {
   local D=$1 max=${2:-900}
   local end=$(( $(date +%s) + max ))
-  while [ ! -f "$D/seed.rc" ] || [ ! -f "$D/big.rc" ]; do
+  local which
+  for which in ${SOAKS:-seed big}; do
+  while [ ! -f "$D/$which.rc" ]; do
     [ "$(date +%s)" -lt "$end" ] || { echo "soak: still running after ${max}s"; tail -n 3 "$D"/*.log; exit 1; }
     sleep 5
   done
+  done
   local rc=0
-  for which in seed big; do
+  for which in ${SOAKS:-seed big}; do
     echo "== soak $which: exit $(cat "$D/$which.rc")"
-    grep -E '^\{|^max |^(PASS|FAIL) |^bounds:|^inferd-load failed|Error|error' "$D/$which.log" | head -40
+    grep -E '^\{|^max |^server, period|^(PASS|FAIL) |^bounds:|^inferd-load failed|Error|error' "$D/$which.log" | head -60
     [ "$(cat "$D/$which.rc")" = 0 ] || rc=1
   done
   exit $rc

@@ -20,7 +20,9 @@ and its latency became the measurement. inferd-load reports how late each send w
    INVALID_ARGUMENT), ones the client cancels 0-1000 us after sending (--cancel-after-us) and ones with a
    1-500 us deadline (--expire-us). Each outcome is counted by kind and final status; only valid requests
    feed the latency figures.
-3. Samples the server's RSS and open descriptors every second while the load runs.
+3. Samples the server's RSS and open descriptors every second while the load runs, and per period its
+   stage counters (/metrics: mean time per computed request from arrival to answer, queued, computing; rows
+   per batch) and the CPU its thread groups used (/proc/PID/task), printed as "server, period N" lines.
 4. Once the server has settled (nothing pending, counters still for a moment), compares its statistics with
    the client's counts, then ends it with SIGTERM (exit status 0 expected).
 
@@ -57,6 +59,7 @@ device's (tests/bench/RESULTS.md, device.sh).
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -76,6 +79,49 @@ def proc_sample(pid):
             if line.startswith("VmRSS:"):
                 rss = int(line.split()[1]) * 1024
     return rss, len(os.listdir("/proc/%d/fd" % pid))
+
+
+def thread_cpu(pid):
+    """{thread group (name without its trailing number): CPU ticks} of every thread of pid."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            stat = open("/proc/%d/task/%s/stat" % (pid, tid)).read()
+        except OSError:
+            continue  # ended meanwhile
+        name = re.sub(r"[0-9]+$", "", stat[stat.index("(") + 1:stat.rindex(")")])
+        f = stat[stat.rindex(")") + 2:].split()
+        out[name] = out.get(name, 0) + int(f[11]) + int(f[12])
+    return out
+
+
+STAGES = ("nv_inference_request_success", "nv_inference_request_duration_us", "nv_inference_queue_duration_us",
+          "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us",
+          "nv_inference_compute_output_duration_us", "nv_inference_exec_count")
+
+
+def stage_counters(http_url, model):
+    """The server's cumulative per-stage counters for model, from /metrics."""
+    with urllib.request.urlopen(http_url + "/metrics", timeout=10) as r:
+        samples = lib.parse_metrics(r.read().decode())
+    return {n: lib.metric_sum(samples, n, model=model) for n in STAGES}
+
+
+def period_view(prev, cur, secs):
+    """What one period of the soak looked like inside the server: per request computed, the mean time from
+    arrival to answer and in the queue, compute, batches; CPU cores by thread group."""
+    (m0, c0), (m1, c1) = prev, cur
+    d = {n: m1[n] - m0[n] for n in STAGES}
+    ok = d["nv_inference_request_success"] or 1
+    tick = os.sysconf("SC_CLK_TCK")
+    cores = {g: round((c1.get(g, 0) - c0.get(g, 0)) / tick / secs, 2) for g in c1}
+    return {"computed": d["nv_inference_request_success"],
+            "request_us": round(d["nv_inference_request_duration_us"] / ok, 1),
+            "queue_us": round(d["nv_inference_queue_duration_us"] / ok, 1),
+            "compute_us": round((d["nv_inference_compute_input_duration_us"] + d["nv_inference_compute_infer_duration_us"]
+                                 + d["nv_inference_compute_output_duration_us"]) / ok, 1),
+            "rows_per_batch": round(d["nv_inference_request_success"] / (d["nv_inference_exec_count"] or 1), 1),
+            "cores": dict(sorted(cores.items(), key=lambda kv: -kv[1])[:8])}
 
 
 def server_counts(http_url, model):
@@ -225,13 +271,29 @@ def main():
     samples = []  # (t_s, rss_bytes, fds)
     t0 = time.monotonic()
 
+    # inside the server, per period: where a request's time went and which threads had the CPU
+    views, last_view = [], None
+    try:
+        last_view = (stage_counters(srv.http_url, a.model), thread_cpu(srv.proc.pid))
+    except OSError:
+        pass
+
     def tick():
+        nonlocal last_view
         try:
             rss, fds = proc_sample(srv.proc.pid)
         except OSError:  # gone (the count checks say so)
             return
         if rss:  # 0: a zombie, no longer a server
             samples.append((time.monotonic() - t0, rss, fds))
+        if last_view and time.monotonic() - t0 >= (len(views) + 1) * a.period_s:
+            try:
+                cur = (stage_counters(srv.http_url, a.model), thread_cpu(srv.proc.pid))
+            except OSError:
+                return
+            views.append(period_view(last_view, cur, a.period_s))
+            last_view = cur
+            print("server, period %d: %s" % (len(views), json.dumps(views[-1])), file=sys.stderr)
 
     duration = a.minutes * 60
     level = run_load(a, ["--request-rate-range", "%.3f" % rate, "--mix", a.mix, "--cancel-after-us", a.cancel_after_us,
@@ -293,7 +355,7 @@ def main():
     }
     print(json.dumps(summary))
     with open(os.path.join(out, "soak_%s.json" % a.model), "w") as f:
-        json.dump({"summary": summary, "samples": samples, "periods": periods}, f)
+        json.dump({"summary": summary, "samples": samples, "periods": periods, "server_periods": views}, f)
     for name, ok, text in checks:
         print("%s %s: %s" % ("PASS" if ok else "FAIL", name, text), file=sys.stderr)
     print("bounds: %s" % ("all met" if not summary["failed"] else "; ".join(summary["failed"])), file=sys.stderr)
