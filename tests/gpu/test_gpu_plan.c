@@ -795,6 +795,17 @@ static void test_conv_gemm(void) {
   eng_graph_destroy(g);
 }
 
+// g's CPU plan and its CUDA plan in FP32 (half 0) or FP16, both for MAXB;
+// a failure is checked (and said, with name) and leaves that plan NULL.
+static void plans_at(const eng_graph *g, const char *name, int half, eng_plan **cp, eng_cuda_plan **gp) {
+  err e = {0};
+  eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, cp, &e), 0);
+  int rc = eng_cuda_plan_create(g, MAXB, 0, &o, gp, &e);
+  if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);
+  CHECK_EQ_INT(rc, 0);
+}
+
 // --- GEMM epilogues on 3-D activations: mm3d_bias's three MatMuls ([B,S,K] x [K,N], one GEMM
 // of M = B*S rows each) carry their bias Adds (written Add(bias, product) in the file; the load
 // pass puts the product first so the Add runs in place on it), the second its residual Add too
@@ -809,12 +820,7 @@ static void test_gemm_fusion(void) {
   for (int half = 0; half < 2; half++) {
     eng_plan *cp = NULL;
     eng_cuda_plan *gp = NULL;
-    err e = {0};
-    eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
-    CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
-    int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
-    if (rc) fprintf(stderr, "mm3d_bias: cuda create: %s\n", e.msg);
-    CHECK_EQ_INT(rc, 0);
+    plans_at(g, "mm3d_bias", half, &cp, &gp);
     double worst = 0;
     for (int b = 1; cp && gp && b <= MAXB; b++)
       for (int seq = 0; seq < 2; seq++) {
@@ -856,12 +862,7 @@ static void test_qkv_merge(void) {
     for (int half = 0; half < 2; half++) {
       eng_plan *cp = NULL;
       eng_cuda_plan *gp = NULL;
-      err e = {0};
-      eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
-      CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
-      int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
-      if (rc) fprintf(stderr, "%s: cuda create: %s\n", names[m], e.msg);
-      CHECK_EQ_INT(rc, 0);
+      plans_at(g, names[m], half, &cp, &gp);
       double worst = 0;
       for (int b = 1; cp && gp && b <= MAXB; b++)
         for (int seq = 0; seq < 2; seq++) {

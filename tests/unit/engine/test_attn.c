@@ -19,29 +19,14 @@
 #include "engine/graph.h"
 #include "engine/plan.h"
 #include "kernels/k_ref.h"
+#include "attn_case.h"
 #include "onnx_build.h"
 
 #define MODEL "attn_model.onnx"
 enum { F = 1, I64 = 7 };
 
-static size_t count_op(const eng_graph *g, const char *op) {
-  size_t c = 0;
-  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) c += strcmp(eng_graph_node(g, i)->op_type, op) == 0;
-  return c;
-}
-
 static uint64_t rng_s = 88172645463325252ull;
-static float urand(float lo, float hi) {
-  rng_s ^= rng_s << 13, rng_s ^= rng_s >> 7, rng_s ^= rng_s << 17;
-  return lo + (hi - lo) * (float)((rng_s >> 40) * (1.0 / 16777216.0));
-}
-
-static eng_tensor mk(dtype dt, int nd, const int64_t *d, void *data) {
-  eng_tensor t = {dt, nd, {0}, data, 0};
-  for (int i = 0; i < nd; i++) t.dims[i] = d[i];
-  t.bytes = (size_t)eng_numel(nd, t.dims) * dtype_size(dt);
-  return t;
-}
+static float urand(float lo, float hi) { return attn_urand(&rng_s, lo, hi); }
 
 // Loads path with the pass on or off, plans it, runs ins; copies output 0 into *out (malloc'd).
 static int load_run(const char *path, int fuse, const eng_tensor *ins, size_t n_in, float **out,
@@ -64,20 +49,6 @@ static int load_run(const char *path, int fuse, const eng_tensor *ins, size_t n_
   eng_plan_destroy(p);
   eng_graph_destroy(g);
   return rc;
-}
-
-// Largest |a - b| / (atol + rtol |b|); NaN must meet NaN.
-static double worst(const float *a, const float *b, size_t n, double rtol, double atol) {
-  double w = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (isnan(a[i]) || isnan(b[i])) {
-      if (!(isnan(a[i]) && isnan(b[i]))) return INFINITY;
-      continue;
-    }
-    double r = fabs((double)a[i] - b[i]) / (atol + rtol * fabs((double)b[i]));
-    if (r > w) w = r;
-  }
-  return w;
 }
 
 // --- the committed exports

@@ -19,43 +19,14 @@
 #include "engine/attn.h"
 #include "engine/graph.h"
 #include "engine/plan.h"
+#include "attn_case.h"
 #include "onnx_build.h"
 
 #define MODEL "attn_qkv_model.onnx"
 enum { F = 1, I64 = 7 };
 
-static size_t count_op(const eng_graph *g, const char *op) {
-  size_t c = 0;
-  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) c += strcmp(eng_graph_node(g, i)->op_type, op) == 0;
-  return c;
-}
-
 static uint64_t rng_s = 0x9E3779B97F4A7C15ull;
-static float urand(float lo, float hi) {
-  rng_s ^= rng_s << 13, rng_s ^= rng_s >> 7, rng_s ^= rng_s << 17;
-  return lo + (hi - lo) * (float)((rng_s >> 40) * (1.0 / 16777216.0));
-}
-
-static eng_tensor mk(dtype dt, int nd, const int64_t *d, void *data) {
-  eng_tensor t = {dt, nd, {0}, data, 0};
-  for (int i = 0; i < nd; i++) t.dims[i] = d[i];
-  t.bytes = (size_t)eng_numel(nd, t.dims) * dtype_size(dt);
-  return t;
-}
-
-// Largest |a - b| / (atol + rtol |b|); NaN must meet NaN.
-static double worst(const float *a, const float *b, size_t n, double rtol, double atol) {
-  double w = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (isnan(a[i]) || isnan(b[i])) {
-      if (!(isnan(a[i]) && isnan(b[i]))) return INFINITY;
-      continue;
-    }
-    double r = fabs((double)a[i] - b[i]) / (atol + rtol * fabs((double)b[i]));
-    if (r > w) w = r;
-  }
-  return w;
-}
+static float urand(float lo, float hi) { return attn_urand(&rng_s, lo, hi); }
 
 // The three ways to load: everything on, the merge off, the attention unfused.
 enum { RUN_ON, RUN_NO_MERGE, RUN_UNFUSED };
