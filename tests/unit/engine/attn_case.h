@@ -1,7 +1,8 @@
 // tests/unit/engine/attn_case.h: what the attention tests (test_attn.c,
 // test_attn_qkv.c) share: counting a graph's nodes of one op, a tensor over
-// caller data, a seeded uniform draw and the scaled error of one output
-// against another. Test-only, header only.
+// caller data, a seeded uniform draw, the scaled error of one output
+// against another, and loading a model with graph options and running it
+// once on the CPU plan. Test-only, header only.
 #ifndef INFERD_TESTS_ATTN_CASE_H
 #define INFERD_TESTS_ATTN_CASE_H
 
@@ -9,7 +10,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "engine/graph.h"
+#include "engine/plan.h"
 #include "engine/tensor.h"
 
 static inline size_t count_op(const eng_graph *g, const char *op) {
@@ -43,6 +47,32 @@ static inline double worst(const float *a, const float *b, size_t n, double rtol
     if (r > w) w = r;
   }
   return w;
+}
+
+// Loads path with o, plans it on the CPU, runs ins; output 0 into *out
+// (malloc'd), the graph's fused attentions and merged projections into
+// *attn and *merged (either may be NULL).
+static inline int attn_load_run(const char *path, const eng_graph_opts *o, const eng_tensor *ins, size_t n_in,
+                                float **out, size_t *n_out_el, size_t *attn, size_t *merged, err *e) {
+  eng_graph *g = NULL;
+  eng_plan *p = NULL;
+  *out = NULL;
+  TRY(eng_graph_load_opts(path, o, &g, e));
+  if (attn) *attn = eng_graph_n_attention(g);
+  if (merged) *merged = eng_graph_n_qkv_merged(g);
+  int rc = eng_plan_create(g, 0, &p, e);
+  eng_tensor y[4];
+  memset(y, 0, sizeof y);
+  size_t no = eng_graph_n_outputs(g);
+  if (!rc) rc = eng_plan_run(p, ins, n_in, y, no < 4 ? no : 4, e);
+  if (!rc) {
+    *n_out_el = (size_t)eng_numel(y[0].ndims, y[0].dims);
+    *out = malloc(*n_out_el * sizeof **out + 1);
+    memcpy(*out, y[0].data, *n_out_el * sizeof **out);
+  }
+  eng_plan_destroy(p);
+  eng_graph_destroy(g);
+  return rc;
 }
 
 #endif

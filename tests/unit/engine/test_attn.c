@@ -32,23 +32,7 @@ static float urand(float lo, float hi) { return attn_urand(&rng_s, lo, hi); }
 static int load_run(const char *path, int fuse, const eng_tensor *ins, size_t n_in, float **out,
                     size_t *n_out_el, size_t *n_fused, err *e) {
   eng_graph_opts o = {.no_fuse_attention = !fuse};
-  eng_graph *g = NULL;
-  eng_plan *p = NULL;
-  TRY(eng_graph_load_opts(path, &o, &g, e));
-  *n_fused = eng_graph_n_attention(g);
-  int rc = eng_plan_create(g, 0, &p, e);
-  eng_tensor y[4];
-  memset(y, 0, sizeof y);
-  size_t no = eng_graph_n_outputs(g);
-  if (!rc) rc = eng_plan_run(p, ins, n_in, y, no, e);
-  if (!rc) {
-    *n_out_el = (size_t)eng_numel(y[0].ndims, y[0].dims);
-    *out = malloc(*n_out_el * sizeof **out + 1);
-    memcpy(*out, y[0].data, *n_out_el * sizeof **out);
-  }
-  eng_plan_destroy(p);
-  eng_graph_destroy(g);
-  return rc;
+  return attn_load_run(path, &o, ins, n_in, out, n_out_el, n_fused, NULL, e);
 }
 
 // --- the committed exports

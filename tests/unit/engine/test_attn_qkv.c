@@ -36,25 +36,7 @@ enum { RUN_ON, RUN_NO_MERGE, RUN_UNFUSED };
 static int load_run(const char *path, int how, const eng_tensor *ins, size_t n_in, float **out, size_t *n_out_el,
                     size_t *attn, size_t *merged, err *e) {
   eng_graph_opts o = {.no_fuse_attention = how == RUN_UNFUSED, .no_merge_qkv = how == RUN_NO_MERGE};
-  eng_graph *g = NULL;
-  eng_plan *p = NULL;
-  *out = NULL;
-  TRY(eng_graph_load_opts(path, &o, &g, e));
-  *attn = eng_graph_n_attention(g);
-  *merged = eng_graph_n_qkv_merged(g);
-  int rc = eng_plan_create(g, 0, &p, e);
-  eng_tensor y[4];
-  memset(y, 0, sizeof y);
-  size_t no = eng_graph_n_outputs(g);
-  if (!rc) rc = eng_plan_run(p, ins, n_in, y, no < 4 ? no : 4, e);
-  if (!rc) {
-    *n_out_el = (size_t)eng_numel(y[0].ndims, y[0].dims);
-    *out = malloc(*n_out_el * sizeof **out + 1);
-    memcpy(*out, y[0].data, *n_out_el * sizeof **out);
-  }
-  eng_plan_destroy(p);
-  eng_graph_destroy(g);
-  return rc;
+  return attn_load_run(path, &o, ins, n_in, out, n_out_el, attn, merged, e);
 }
 
 // --- small models: X [B, S, E] -> Q, K, V [B, S, H, D] -> SDPA -> Y [B, S, H*D]
