@@ -7,11 +7,13 @@
 #define INFERD_TESTS_ATTN_CASE_H
 
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
 #include <stdlib.h>
 
+#include "check.h"
 #include "engine/graph.h"
 #include "engine/plan.h"
 #include "engine/tensor.h"
@@ -74,5 +76,20 @@ static inline int attn_load_run(const char *path, const eng_graph_opts *o, const
   eng_graph_destroy(g);
   return rc;
 }
+
+#ifdef ATTN_ZOO
+// The committed export `model` (ATTN_ZOO/<model>/1/model.onnx) loaded as
+// is, its path in path[cap]; NULL (checked as a failure, said) when it
+// does not load.
+static inline eng_graph *zoo_load(const char *model, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s/1/model.onnx", ATTN_ZOO, model);
+  eng_graph *g = NULL;
+  err e = {0};
+  int rc = eng_graph_load(path, &g, &e);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "%s: %s\n", model, e.msg);
+  return rc ? NULL : g;
+}
+#endif
 
 #endif

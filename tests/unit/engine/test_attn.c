@@ -51,16 +51,11 @@ static void test_zoo(void) {
              {"gpt_ts17", 2, 6}};
   for (size_t z = 0; z < sizeof zoo / sizeof zoo[0]; z++) {
     char path[512];
-    snprintf(path, sizeof path, "%s/%s/1/model.onnx", ATTN_ZOO, zoo[z].model);
     // the graph as loaded: every attention fused, nothing left of the pattern
-    eng_graph *g = NULL;
+    eng_graph *g = zoo_load(zoo[z].model, path, sizeof path);
+    if (!g) continue;
     err e = {0};
-    int rc = eng_graph_load(path, &g, &e);
-    CHECK_EQ_INT(rc, 0);
-    if (rc) {
-      fprintf(stderr, "%s: %s\n", zoo[z].model, e.msg);
-      continue;
-    }
+    int rc = 0;
     // the Transposes gone are those the nodes took in
     eng_graph_opts off = {.no_fuse_attention = 1};
     eng_graph *g0 = NULL;

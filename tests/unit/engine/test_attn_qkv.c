@@ -247,15 +247,10 @@ static void test_zoo(void) {
              {"vit_ts17", 2, 2},      {"gpt_dynamo18", 2, 2},        {"gpt_ts17", 2, 0}};
   for (size_t z = 0; z < sizeof zoo / sizeof zoo[0]; z++) {
     char path[512];
-    snprintf(path, sizeof path, "%s/%s/1/model.onnx", ATTN_ZOO, zoo[z].model);
-    eng_graph *g = NULL;
+    eng_graph *g = zoo_load(zoo[z].model, path, sizeof path);
+    if (!g) continue;
     err e = {0};
-    int rc = eng_graph_load(path, &g, &e);
-    CHECK_EQ_INT(rc, 0);
-    if (rc) {
-      fprintf(stderr, "%s: %s\n", zoo[z].model, e.msg);
-      continue;
-    }
+    int rc = 0;
     CHECK_EQ_INT(eng_graph_n_qkv_merged(g), zoo[z].merged);
     int64_t seq = 16, b = zoo[z].batch ? zoo[z].batch : 1;
     eng_tensor ins[4];
