@@ -7,6 +7,7 @@
 #define INFERD_TESTS_ATTN_CASE_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
@@ -89,6 +90,35 @@ static inline eng_graph *zoo_load(const char *model, char *path, size_t cap) {
   CHECK_EQ_INT(rc, 0);
   if (rc) fprintf(stderr, "%s: %s\n", model, e.msg);
   return rc ? NULL : g;
+}
+
+// Inputs for a loaded export (at most 4; n_in returned): dynamic dims as
+// batch b (dim 0) and sequence seq; INT64 ones as ids, or for a mask its
+// last 3 positions off (and batch row 1 all off when row_off and b > 1);
+// FP32 ones (pixels) drawn from *rng. bufs[i] is each input's malloc'd data.
+static inline size_t zoo_inputs(const eng_graph *g, int64_t b, int64_t seq, int row_off, uint64_t *rng,
+                                eng_tensor ins[4], void *bufs[4]) {
+  size_t n_in = eng_graph_n_inputs(g);
+  for (size_t i = 0; i < n_in && i < 4; i++) {
+    const eng_io *io = eng_graph_input(g, i);
+    int64_t d[ENG_MAX_DIMS];
+    for (int k = 0; k < io->ndims; k++) d[k] = io->dims[k] >= 0 ? io->dims[k] : (k == 0 ? b : seq);
+    size_t n = (size_t)eng_numel(io->ndims, d);
+    bufs[i] = calloc(n + 1, 8);
+    if (io->dt == DT_INT64) {
+      int64_t *x = bufs[i];
+      int is_mask = strstr(io->name, "mask") != NULL;
+      for (size_t k = 0; k < n; k++) {
+        bool row1 = row_off && b > 1 && k >= (size_t)seq && k < 2 * (size_t)seq;
+        x[k] = is_mask ? (int64_t)((k % (size_t)seq) < (size_t)seq - 3 && !row1) : (int64_t)((k * 7 + 3) % 50);
+      }
+    } else {
+      float *x = bufs[i];
+      for (size_t k = 0; k < n; k++) x[k] = attn_urand(rng, -1, 1);
+    }
+    ins[i] = mk(io->dt, io->ndims, d, bufs[i]);
+  }
+  return n_in;
 }
 #endif
 

@@ -255,24 +255,7 @@ static void test_zoo(void) {
     int64_t seq = 16, b = zoo[z].batch ? zoo[z].batch : 1;
     eng_tensor ins[4];
     void *bufs[4] = {0};
-    size_t n_in = eng_graph_n_inputs(g);
-    for (size_t i = 0; i < n_in && i < 4; i++) {
-      const eng_io *io = eng_graph_input(g, i);
-      int64_t d[ENG_MAX_DIMS];
-      for (int k = 0; k < io->ndims; k++) d[k] = io->dims[k] >= 0 ? io->dims[k] : (k == 0 ? b : seq);
-      size_t n = (size_t)eng_numel(io->ndims, d);
-      bufs[i] = calloc(n + 1, 8);
-      if (io->dt == DT_INT64) {  // ids, or a mask with its last positions off
-        int64_t *x = bufs[i];
-        int is_mask = strstr(io->name, "mask") != NULL;
-        for (size_t k = 0; k < n; k++)
-          x[k] = is_mask ? (int64_t)((k % (size_t)seq) < (size_t)seq - 3) : (int64_t)((k * 7 + 3) % 50);
-      } else {
-        float *x = bufs[i];
-        for (size_t k = 0; k < n; k++) x[k] = urand(-1, 1);
-      }
-      ins[i] = mk(io->dt, io->ndims, d, bufs[i]);
-    }
+    size_t n_in = zoo_inputs(g, b, seq, 0, &rng_s, ins, bufs);
     eng_graph_destroy(g);
     float *y[2] = {0};
     size_t ny[2] = {0}, attn[2], merged[2];
