@@ -300,7 +300,11 @@ def test_mix_counts_against_server(server, tmp_path, loop):
         assert 0 <= x["lag_us"]["p50"] <= x["lag_us"]["p99"] <= x["lag_us"]["max"], x
         assert v["ok"] == x["kinds"]["valid"]["OK"], x
     for name in k:
-        assert sum(x["kinds"][name]["sent"] for x in periods) == k[name]["sent"], name  # all sent within periods
+        in_periods = sum(x["kinds"][name]["sent"] for x in periods)
+        if loop == "open":  # all sent within periods
+            assert in_periods == k[name]["sent"], name
+        else:  # a slot freed as the last period closes may send once more before the level stops
+            assert k[name]["sent"] - 4 <= in_periods <= k[name]["sent"], (name, in_periods, k[name])
     assert level["level_ok"] == sum(x.get("OK", 0) for x in k.values())
 
     s = after[0] - before[0]
