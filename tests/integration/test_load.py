@@ -300,11 +300,11 @@ def test_mix_counts_against_server(server, tmp_path, loop):
         assert 0 <= x["lag_us"]["p50"] <= x["lag_us"]["p99"] <= x["lag_us"]["max"], x
         assert v["ok"] == x["kinds"]["valid"]["OK"], x
     for name in k:
+        # Sent within the periods, but for a send racing the last period's close: the workers keep sending
+        # until the level stops, just after that close (the open loop's one thread a request due at the very
+        # end, the closed loop's 4 slots one each; CI saw 270 of 271 and 9882 of 9883).
         in_periods = sum(x["kinds"][name]["sent"] for x in periods)
-        if loop == "open":  # all sent within periods
-            assert in_periods == k[name]["sent"], name
-        else:  # a slot freed as the last period closes may send once more before the level stops
-            assert k[name]["sent"] - 4 <= in_periods <= k[name]["sent"], (name, in_periods, k[name])
+        assert k[name]["sent"] - 4 <= in_periods <= k[name]["sent"], (name, in_periods, k[name])
     assert level["level_ok"] == sum(x.get("OK", 0) for x in k.values())
 
     s = after[0] - before[0]
