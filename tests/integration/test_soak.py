@@ -65,6 +65,9 @@ def test_soak_smoke_counts_exact(repo_dir, tmp_path):
     # inferd-load's worker threads are named, so its own CPU shows apart from gRPC's threads; one thread, one core
     assert any(v["client_cores"].get("ld-worker", 0) > 0 for v in ran), ran
     assert all(v["client_cores"].get("ld-worker", 0) <= 1.05 for v in ran), ran
+    # the client headroom bound is judged (printed, not asserted: a shared VM may miss it) on the same figures
+    assert len([x for x in verdicts if " client headroom: " in x]) == 1, verdicts
+    assert s["client_busy_per_period"] == [round(v["client_cores"].get("ld-worker", 0), 2) for v in ran], s
 
 
 def test_hist_quantile_buckets():

@@ -38,6 +38,9 @@ Bounds (the issue's, and the count check made exact where it can be):
   (a period needs 20 valid answers to be judged, and one at least must be).
 - schedule: the client kept its schedule (every period's lag p99 <= --max-lag-ms, no CLIENT_DROPPED), so
   the latency figures are the server's; when this fails, a failing p99 bound is the client's doing.
+- client headroom: in every period inferd-load's loop threads (ld-worker) used under --max-client-busy of a
+  core each on average. The lag alone cannot show a busy client: its loop sends what is due before it takes
+  the next answer, so it keeps its schedule while answers wait; when this fails, so may the p99 bound.
 - counts, exact: every valid request answered OK (valid OK == valid sent); every invalid one answered
   INVALID_ARGUMENT; every request of every kind ended with one status (sent == sum over statuses).
 - counts, exact: the server's REJECTED failures (nv_inference_request_failure{reason="REJECTED"}) equal the
@@ -296,6 +299,8 @@ def main():
     ap.add_argument("--warmup-s", type=float, default=60, help="periods and samples before this are not judged")
     ap.add_argument("--max-lag-ms", type=float, default=5, help="the schedule bound on each period's lag p99")
     ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--max-client-busy", type=float, default=0.85,
+                    help="the client headroom bound: ld-worker cores per load thread, every period")
     ap.add_argument("--connections", type=int, default=0, help="0: inferd-load's default (one per thread)")
     ap.add_argument("--probe-s", type=float, default=10)
     ap.add_argument("--probe-concurrency", type=int, default=64)
@@ -403,6 +408,10 @@ def main():
     checks.append(("schedule kept by the client", lag99 <= a.max_lag_ms and dropped == 0,
                    "largest period lag p99 %.3f ms (bound %.1f), max %.3f ms, %d dropped at the in-flight cap" % (
                        lag99, a.max_lag_ms, lag_max, dropped)))
+    busy = [round(v["client_cores"].get("ld-worker", 0) / a.threads, 2) for v in views if v["client_cores"]]
+    checks.append(("client headroom", bool(busy) and max(busy) < a.max_client_busy,
+                   "ld-worker cores per load thread by period %s (bound %.2f)" % (busy, a.max_client_busy)
+                   if busy else "not measured (no period while inferd-load ran)"))
     checks.append(("exit 0 on SIGTERM", srv.returncode == 0, "exit status %r" % srv.returncode))
 
     sent = sum(k["sent"] for k in kinds.values())
@@ -415,6 +424,7 @@ def main():
         "p99_ms_per_period": [round(p["valid"]["p99_us"] / 1e3, 3) for p in periods],
         "p50_ms_per_period": [round(p["valid"]["p50_us"] / 1e3, 3) for p in periods],
         "lag_p99_ms_per_period": [round(p["lag_us"]["p99"] / 1e3, 3) for p in periods],
+        "client_busy_per_period": busy,
         "p99_spread": round(spread, 3), "exit": srv.returncode,
         "failed": [name for name, ok, _ in checks if not ok],
     }
