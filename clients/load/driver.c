@@ -460,6 +460,8 @@ static uint64_t next_gap(worker *w) {
 
 static void *worker_main(void *arg) {
   worker *w = arg;
+  // per-thread CPU by name (tests/bench/soak: the client's share beside gRPC's own threads)
+  (void)pthread_setname_np(pthread_self(), "ld-worker");
   ld_driver *d = w->d;
   bool open = d->level.mode == LD_OPEN;
   uint64_t start = ld_now_ns();

@@ -17,10 +17,16 @@ const char *ld_status_name(int status) {
 }
 
 grpc_channel *ld_channel_create(const char *target, bool private_conn) {
-  grpc_arg args[3];
+  grpc_arg args[5];
   size_t n = 0;
   args[n++] = (grpc_arg){GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = -1}};
   args[n++] = (grpc_arg){GRPC_ARG_INTEGER, GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, {.integer = -1}};
+  // A load generator never retries (a retried call would be a second request the server counts), yet the core's
+  // retry filter, on by default, keeps a copy of every call's metadata and message until it ends; channelz counts
+  // every call and message under the channel's locks for a debugging view nobody reads here. Both off: the
+  // per-call cost of the client is what limits a soak's rate (tests/bench/soak/client_cost.py).
+  args[n++] = (grpc_arg){GRPC_ARG_INTEGER, GRPC_ARG_ENABLE_RETRIES, {.integer = 0}};
+  args[n++] = (grpc_arg){GRPC_ARG_INTEGER, GRPC_ARG_ENABLE_CHANNELZ, {.integer = 0}};
   if (private_conn) args[n++] = (grpc_arg){GRPC_ARG_INTEGER, GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, {.integer = 1}};
   grpc_channel_args ca = {n, args};
   grpc_channel_credentials *creds = grpc_insecure_credentials_create();

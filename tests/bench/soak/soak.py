@@ -22,7 +22,13 @@ and its latency became the measurement. inferd-load reports how late each send w
    feed the latency figures.
 3. Samples the server's RSS and open descriptors every second while the load runs, and per period its
    stage counters (/metrics: mean time per computed request from arrival to answer, queued, computing; rows
-   per batch) and the CPU its thread groups used (/proc/PID/task), printed as "server, period N" lines.
+   per batch), its own p50 and p99 from arrival to answer and its queue p99 (the bucket deltas of
+   inferd_request_duration_seconds and inferd_queue_duration_seconds between the period's two reads: each
+   p99 with the bucket it fell in, interpolated inside it), the CPU its thread groups used (/proc/PID/task)
+   and the CPU of inferd-load's thread groups (ld-worker: its loop threads; gRPC's timer and executor threads
+   apart), printed as "server, period N" lines. A client whose ld-worker threads near one core each answers
+   late whatever the server does: its loop sends what is due before it takes the next answer, so its schedule
+   lag stays small while answers wait.
 4. Once the server has settled (nothing pending, counters still for a moment), compares its statistics with
    the client's counts, then ends it with SIGTERM (exit status 0 expected).
 
@@ -32,6 +38,9 @@ Bounds (the issue's, and the count check made exact where it can be):
   (a period needs 20 valid answers to be judged, and one at least must be).
 - schedule: the client kept its schedule (every period's lag p99 <= --max-lag-ms, no CLIENT_DROPPED), so
   the latency figures are the server's; when this fails, a failing p99 bound is the client's doing.
+- client headroom: in every period inferd-load's loop threads (ld-worker) used under --max-client-busy of a
+  core each on average. The lag alone cannot show a busy client: its loop sends what is due before it takes
+  the next answer, so it keeps its schedule while answers wait; when this fails, so may the p99 bound.
 - counts, exact: every valid request answered OK (valid OK == valid sent); every invalid one answered
   INVALID_ARGUMENT; every request of every kind ended with one status (sent == sum over statuses).
 - counts, exact: the server's REJECTED failures (nv_inference_request_failure{reason="REJECTED"}) equal the
@@ -100,28 +109,86 @@ STAGES = ("nv_inference_request_success", "nv_inference_request_duration_us", "n
           "nv_inference_compute_output_duration_us", "nv_inference_exec_count")
 
 
+HISTS = ("inferd_request_duration_seconds", "inferd_queue_duration_seconds")
+
+
 def stage_counters(http_url, model):
-    """The server's cumulative per-stage counters for model, from /metrics."""
+    """The server's cumulative per-stage counters for model, from /metrics, and its latency histograms' cumulative
+    buckets ({histogram: [(upper bound in s, count)] by bound, +Inf last})."""
     with urllib.request.urlopen(http_url + "/metrics", timeout=10) as r:
         samples = lib.parse_metrics(r.read().decode())
-    return {n: lib.metric_sum(samples, n, model=model) for n in STAGES}
+    out = {n: lib.metric_sum(samples, n, model=model) for n in STAGES}
+    for h in HISTS:
+        by_le = {}
+        for name, labels, v in samples:
+            if name == h + "_bucket" and labels.get("model") == model:
+                le = float("inf") if labels["le"] == "+Inf" else float(labels["le"])
+                by_le[le] = by_le.get(le, 0) + v  # summed over versions
+        out[h] = sorted(by_le.items())
+    return out
+
+
+def hist_quantile(b0, b1, q):
+    """The q-quantile of what a cumulative Prometheus histogram counted between two reads (b0 -> b1): (lo, hi,
+    estimate) in microseconds, the quantile lying in the bucket (lo, hi] (hi inf: beyond the last bound) and the
+    estimate interpolated linearly inside it as Prometheus' histogram_quantile does (lo when hi is inf); None when
+    nothing was counted."""
+    first = dict(b0)
+    delta = [(le, c - first.get(le, 0)) for le, c in b1]
+    total = delta[-1][1] if delta else 0
+    if total <= 0:
+        return None
+    rank, lo, below = q * total, 0.0, 0
+    for le, c in delta:
+        if c >= rank:
+            if le == float("inf"):
+                return round(lo * 1e6, 1), None, round(lo * 1e6, 1)
+            est = lo + (le - lo) * ((rank - below) / (c - below) if c > below else 1.0)
+            return round(lo * 1e6, 1), round(le * 1e6, 1), round(est * 1e6, 1)
+        lo, below = le, c
+    return None
+
+
+def client_cpu(pid):
+    """{thread group: CPU ticks} of inferd-load (pid), or {} when it has ended."""
+    try:
+        return thread_cpu(pid)
+    except OSError:
+        return {}
 
 
 def period_view(prev, cur, secs):
     """What one period of the soak looked like inside the server: per request computed, the mean time from
     arrival to answer and in the queue, compute, batches; CPU cores by thread group."""
-    (m0, c0), (m1, c1) = prev, cur
+    (m0, c0, l0), (m1, c1, l1) = prev, cur
     d = {n: m1[n] - m0[n] for n in STAGES}
     ok = d["nv_inference_request_success"] or 1
     tick = os.sysconf("SC_CLK_TCK")
-    cores = {g: round((c1.get(g, 0) - c0.get(g, 0)) / tick / secs, 2) for g in c1}
+
+    def by_group(a, b, top=8):
+        cores = {g: round((b.get(g, 0) - a.get(g, 0)) / tick / secs, 2) for g in b}
+        return dict(sorted(cores.items(), key=lambda kv: -kv[1])[:top])
+
+    # The server's own percentiles: a mean under half a millisecond can hide a p99 of hundreds (lease E).
+    # Buckets are coarse (10 us ... 60 s, 1-2.5-5 steps): each p99 says the bucket (lo, hi] it fell in.
+    req = hist_quantile(m0["inferd_request_duration_seconds"], m1["inferd_request_duration_seconds"], 0.99)
+    req50 = hist_quantile(m0["inferd_request_duration_seconds"], m1["inferd_request_duration_seconds"], 0.5)
+    que = hist_quantile(m0["inferd_queue_duration_seconds"], m1["inferd_queue_duration_seconds"], 0.99)
+    client = by_group(l0, l1, top=None) if l1 else {}  # l0 {}: the client started within the period
     return {"computed": d["nv_inference_request_success"],
+            "request_p50_us": req50[2] if req50 else None,
+            "request_p99_us": req[2] if req else None,
+            "request_p99_bucket_us": [req[0], req[1]] if req else None,
+            "queue_p99_us": que[2] if que else None,
+            "queue_p99_bucket_us": [que[0], que[1]] if que else None,
             "request_us": round(d["nv_inference_request_duration_us"] / ok, 1),
             "queue_us": round(d["nv_inference_queue_duration_us"] / ok, 1),
             "compute_us": round((d["nv_inference_compute_input_duration_us"] + d["nv_inference_compute_infer_duration_us"]
                                  + d["nv_inference_compute_output_duration_us"]) / ok, 1),
             "rows_per_batch": round(d["nv_inference_request_success"] / (d["nv_inference_exec_count"] or 1), 1),
-            "cores": dict(sorted(cores.items(), key=lambda kv: -kv[1])[:8])}
+            "cores": by_group(c0, c1),
+            # inferd-load's threads, the same period: a client near its cores' total is the latency's cause
+            "client_cores": client, "client_cores_total": round(sum(client.values()), 2)}
 
 
 def server_counts(http_url, model):
@@ -159,7 +226,8 @@ def taskset(cores):
 
 
 def run_load(a, args, json_path, log_path, on_tick=None):
-    """Runs inferd-load with args (plus -u, -m, --json); on_tick() every second while it runs."""
+    """Runs inferd-load with args (plus -u, -m, --json); on_tick(pid) every second while it runs (taskset execs
+    inferd-load, so pid is inferd-load's)."""
     cmd = taskset(a.load_cores) + [a.load_bin, "-u", a.url, "-m", a.model, "--json", json_path] + args
     with open(log_path, "w") as log:
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -169,7 +237,7 @@ def run_load(a, args, json_path, log_path, on_tick=None):
                 break
             except subprocess.TimeoutExpired:
                 if on_tick:
-                    on_tick()
+                    on_tick(p.pid)
     if p.returncode != 0:
         with open(log_path) as f:
             sys.exit("inferd-load failed (exit %d): %s\n%s" % (p.returncode, " ".join(cmd), f.read()[-3000:]))
@@ -231,6 +299,8 @@ def main():
     ap.add_argument("--warmup-s", type=float, default=60, help="periods and samples before this are not judged")
     ap.add_argument("--max-lag-ms", type=float, default=5, help="the schedule bound on each period's lag p99")
     ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--max-client-busy", type=float, default=0.85,
+                    help="the client headroom bound: ld-worker cores per load thread, every period")
     ap.add_argument("--connections", type=int, default=0, help="0: inferd-load's default (one per thread)")
     ap.add_argument("--probe-s", type=float, default=10)
     ap.add_argument("--probe-concurrency", type=int, default=64)
@@ -274,11 +344,11 @@ def main():
     # inside the server, per period: where a request's time went and which threads had the CPU
     views, last_view = [], None
     try:
-        last_view = (stage_counters(srv.http_url, a.model), thread_cpu(srv.proc.pid))
+        last_view = (stage_counters(srv.http_url, a.model), thread_cpu(srv.proc.pid), {})
     except OSError:
         pass
 
-    def tick():
+    def tick(load_pid):
         nonlocal last_view
         try:
             rss, fds = proc_sample(srv.proc.pid)
@@ -288,7 +358,7 @@ def main():
             samples.append((time.monotonic() - t0, rss, fds))
         if last_view and time.monotonic() - t0 >= (len(views) + 1) * a.period_s:
             try:
-                cur = (stage_counters(srv.http_url, a.model), thread_cpu(srv.proc.pid))
+                cur = (stage_counters(srv.http_url, a.model), thread_cpu(srv.proc.pid), client_cpu(load_pid))
             except OSError:
                 return
             views.append(period_view(last_view, cur, a.period_s))
@@ -338,6 +408,10 @@ def main():
     checks.append(("schedule kept by the client", lag99 <= a.max_lag_ms and dropped == 0,
                    "largest period lag p99 %.3f ms (bound %.1f), max %.3f ms, %d dropped at the in-flight cap" % (
                        lag99, a.max_lag_ms, lag_max, dropped)))
+    busy = [round(v["client_cores"].get("ld-worker", 0) / a.threads, 2) for v in views if v["client_cores"]]
+    checks.append(("client headroom", bool(busy) and max(busy) < a.max_client_busy,
+                   "ld-worker cores per load thread by period %s (bound %.2f)" % (busy, a.max_client_busy)
+                   if busy else "not measured (no period while inferd-load ran)"))
     checks.append(("exit 0 on SIGTERM", srv.returncode == 0, "exit status %r" % srv.returncode))
 
     sent = sum(k["sent"] for k in kinds.values())
@@ -350,6 +424,7 @@ def main():
         "p99_ms_per_period": [round(p["valid"]["p99_us"] / 1e3, 3) for p in periods],
         "p50_ms_per_period": [round(p["valid"]["p50_us"] / 1e3, 3) for p in periods],
         "lag_p99_ms_per_period": [round(p["lag_us"]["p99"] / 1e3, 3) for p in periods],
+        "client_busy_per_period": busy,
         "p99_spread": round(spread, 3), "exit": srv.returncode,
         "failed": [name for name, ok, _ in checks if not ok],
     }
