@@ -295,8 +295,11 @@ static int call_start(worker *w, call_ctx *c) {
   }
   w->inflight++;
   if (c->kind == LD_REQ_CANCEL) {
+    // 0 us: at once (a due cancel waits for the completion queue's next
+    // wakeup, whose timeouts gRPC rounds up to a millisecond, by when a local
+    // server has answered)
     uint64_t after = ld_span_pick(&d->cfg.cancel_after, ld_rng_uniform(&w->mix_rng));
-    if (cancel_push(w, c->t0 + after, c) != 0) grpc_call_cancel(c->call, NULL);
+    if (after == 0 || cancel_push(w, c->t0 + after, c) != 0) grpc_call_cancel(c->call, NULL);
   }
   return 0;
 }
