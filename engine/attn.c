@@ -292,13 +292,6 @@ static int match_at(const eng_graph *g, const readers *r, const unsigned char *d
   return !dead[m->last] && isfinite(m->scale);
 }
 
-static char *dup(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
-
 static const char *const PERM_ATTR[4] = {"q_perm", "k_perm", "v_perm", "o_perm"};
 enum { N_ATTRS = 6 };  // scale, nan_zero, the four perm flags
 
@@ -308,10 +301,10 @@ static int rewrite(eng_graph *g, const match *m, err *e) {
   eng_node *n = eng_graph__node_mut(g, (size_t)m->last);
   int *in = realloc(n->in, 5 * sizeof *in);
   eng_attr *at = calloc(N_ATTRS, sizeof *at);
-  char *op = dup(ENG_ATTN_OP), *names[N_ATTRS] = {dup("scale"), dup("nan_zero")};
+  char *op = strdup(ENG_ATTN_OP), *names[N_ATTRS] = {strdup("scale"), strdup("nan_zero")};
   int oom = !in || !at || !op;
   for (int k = 0; k < N_ATTRS; k++) {
-    if (k >= 2) names[k] = dup(PERM_ATTR[k - 2]);
+    if (k >= 2) names[k] = strdup(PERM_ATTR[k - 2]);
     oom = oom || !names[k];
   }
   if (oom) {

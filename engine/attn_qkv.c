@@ -39,27 +39,12 @@
 #include "engine/graph_internal.h"
 #include "engine/ops_common.h"
 
-// Readers of each value among the live nodes, n_values + 1 entries.
-static int *count_readers(const eng_graph *g, const unsigned char *dead) {
-  int *c = calloc(eng_graph_n_values(g) + 1, sizeof *c);
-  for (size_t i = 0; c && i < eng_graph_n_nodes(g); i++) {
-    if (dead[i]) continue;
-    const eng_node *n = eng_graph_node(g, i);
-    for (int k = 0; k < n->n_in; k++)
-      if (n->in[k] >= 0) c[n->in[k]]++;
-  }
-  return c;
-}
-
-// The live node that produces v with op type op and one output, or NULL.
+// The live node that produces v with op type op, or NULL.
 static const eng_node *made_by(const eng_graph *g, const unsigned char *dead, int v, const char *op, int *idx) {
-  if (v < 0) return NULL;
-  const eng_value *x = eng_graph_value(g, (size_t)v);
-  if (x->kind != ENG_VALUE_NODE || dead[x->index]) return NULL;
-  const eng_node *n = eng_graph_node(g, (size_t)x->index);
-  if (strcmp(n->op_type, op) != 0) return NULL;
-  *idx = x->index;
-  return n;
+  long i = eng_graph__live_producer(g, dead, v, op);
+  if (i < 0) return NULL;
+  *idx = (int)i;
+  return eng_graph_node(g, (size_t)i);
 }
 
 // v may disappear: read once (by the match) and no graph output.
@@ -185,13 +170,6 @@ static int match(const eng_graph *g, const unsigned char *dead, const int *reade
   return 1;
 }
 
-static char *dup(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
-
 // The concatenated constants, added to the graph; the first projection
 // takes them (MatMul then Add, the product first as the CUDA plan's
 // epilogue fusion wants it).
@@ -245,7 +223,7 @@ static int pack_node(eng_graph *g, size_t ai, const qkv *m, err *e) {
   n->attrs = at;
   eng_attr *p = &at[n->n_attrs], *z = &at[n->n_attrs + 1];
   memset(p, 0, 2 * sizeof *p);
-  p->name = dup(ENG_ATTN_QKV_PACKED), z->name = dup(ENG_ATTN_QKV_ALLOWZERO);
+  p->name = strdup(ENG_ATTN_QKV_PACKED), z->name = strdup(ENG_ATTN_QKV_ALLOWZERO);
   if (!p->name || !z->name) {
     free(p->name), free(z->name);
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory merging Q/K/V projections");
@@ -261,7 +239,7 @@ static int pack_node(eng_graph *g, size_t ai, const qkv *m, err *e) {
 int eng_attn__merge_qkv(eng_graph *g, unsigned char *dead, int *changed, err *e) {
   const eng_graph_opts *o = eng_graph__opts(g);
   if (o->no_fuse_attention || o->no_merge_qkv) return 0;
-  int *readers = count_readers(g, dead);
+  int *readers = eng_graph__live_readers(g, dead);
   if (!readers) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int rc = 0;
   size_t merged = 0;

@@ -734,6 +734,25 @@ int eng_graph__is_output(const eng_graph *g, int v) {
   return 0;
 }
 
+int *eng_graph__live_readers(const eng_graph *g, const unsigned char *dead) {
+  int *c = calloc(eng_graph_n_values(g) + 1, sizeof *c);
+  if (!c) return NULL;
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    if (dead[i]) continue;
+    const eng_node *n = eng_graph_node(g, i);
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) c[n->in[k]]++;
+  }
+  return c;
+}
+
+long eng_graph__live_producer(const eng_graph *g, const unsigned char *dead, int v, const char *op) {
+  if (v < 0) return -1;
+  const eng_value *x = eng_graph_value(g, (size_t)v);
+  if (x->kind != ENG_VALUE_NODE || dead[x->index]) return -1;
+  return strcmp(eng_graph_node(g, (size_t)x->index)->op_type, op) == 0 ? x->index : -1;
+}
+
 int eng_graph__add_const(eng_graph *g, const char *name, dtype dt, int ndims, const int64_t *dims,
                          void *data, size_t bytes, int *vi, err *e) {
   char buf[ENG_NAME_MAX + 32];

@@ -13,6 +13,13 @@ eng_value *eng_graph__value_mut(eng_graph *g, size_t v);
 // Whether value v is one of the graph's outputs.
 int eng_graph__is_output(const eng_graph *g, int v);
 
+// For a pass matching subgraphs (dead[i] != 0: node i is removed already):
+// how many live nodes read each value (n_values + 1 entries, calloc'd; NULL
+// when out of memory), and the index of the live node of op_type op that
+// produces value v, or -1 (v an input, a constant, or made otherwise).
+int *eng_graph__live_readers(const eng_graph *g, const unsigned char *dead);
+long eng_graph__live_producer(const eng_graph *g, const unsigned char *dead, int v, const char *op);
+
 // Adds a constant called name (made unique if taken). On success the graph
 // owns data (bytes long) and *vi is its index; on failure the caller still does.
 int eng_graph__add_const(eng_graph *g, const char *name, dtype dt, int ndims, const int64_t *dims,

@@ -37,27 +37,12 @@ enum { ATTR_FLOAT = 1, ATTR_INT = 2, ATTR_STRING = 3 };
 
 // --- reading the graph
 
-// Readers of each value among the live nodes.
-static int *live_consumers(const eng_graph *g, const unsigned char *dead) {
-  int *c = calloc(eng_graph_n_values(g) + 1, sizeof *c);
-  if (!c) return NULL;
-  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
-    if (dead[i]) continue;
-    const eng_node *n = eng_graph_node(g, i);
-    for (int k = 0; k < n->n_in; k++)
-      if (n->in[k] >= 0) c[n->in[k]]++;
-  }
-  return c;
-}
-
 // The live node producing value v with the given op_type and input count, or -1.
 static long producer(const eng_graph *g, const unsigned char *dead, int v, const char *op, int n_in) {
-  if (v < 0) return -1;
-  const eng_value *x = eng_graph_value(g, (size_t)v);
-  if (x->kind != ENG_VALUE_NODE || dead[x->index]) return -1;
-  const eng_node *n = eng_graph_node(g, (size_t)x->index);
-  if (strcmp(n->op_type, op) != 0 || n->n_in != n_in || n->n_out != 1) return -1;
-  return x->index;
+  long i = eng_graph__live_producer(g, dead, v, op);
+  if (i < 0) return -1;
+  const eng_node *n = eng_graph_node(g, (size_t)i);
+  return n->n_in == n_in && n->n_out == 1 ? i : -1;
 }
 
 // Whether value v is a rank-0 FP32 constant equal to want (within rel, 0 for exactly).
@@ -284,7 +269,7 @@ static int match_gelu(const eng_graph *g, const unsigned char *dead, const int *
 }
 
 int eng_graph__fuse_gelu(eng_graph *g, unsigned char *dead, int *changed, err *e) {
-  int *uses = live_consumers(g, dead);
+  int *uses = eng_graph__live_readers(g, dead);
   if (!uses) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int rc = 0;
   for (size_t i = 0; i < eng_graph_n_nodes(g) && !rc; i++) {
@@ -414,7 +399,7 @@ static int match_layernorm(const eng_graph *g, const unsigned char *dead, const 
 }
 
 int eng_graph__fuse_layernorm(eng_graph *g, unsigned char *dead, int *changed, err *e) {
-  int *uses = live_consumers(g, dead);
+  int *uses = eng_graph__live_readers(g, dead);
   if (!uses) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int opset = eng_graph_opset(g), rc = 0;
   for (size_t i = 0; i < eng_graph_n_nodes(g) && !rc; i++) {
