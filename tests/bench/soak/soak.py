@@ -68,7 +68,6 @@ device's (tests/bench/RESULTS.md, device.sh).
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -79,6 +78,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
 
 import inferd_testlib as lib  # noqa: E402
+
+sys.path.insert(0, os.path.join(HERE, "..", "serve_gpu"))
+from cpu_per_request import snapshot  # noqa: E402  (per-thread CPU ticks: one home)
 
 
 def proc_sample(pid):
@@ -93,14 +95,8 @@ def proc_sample(pid):
 def thread_cpu(pid):
     """{thread group (name without its trailing number): CPU ticks} of every thread of pid."""
     out = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            stat = open("/proc/%d/task/%s/stat" % (pid, tid)).read()
-        except OSError:
-            continue  # ended meanwhile
-        name = re.sub(r"[0-9]+$", "", stat[stat.index("(") + 1:stat.rindex(")")])
-        f = stat[stat.rindex(")") + 2:].split()
-        out[name] = out.get(name, 0) + int(f[11]) + int(f[12])
+    for group, ticks, _ in snapshot(pid).values():
+        out[group] = out.get(group, 0) + ticks
     return out
 
 
