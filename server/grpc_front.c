@@ -27,7 +27,9 @@
 // CQ thread queued behind each other's writes (tests/bench/RESULTS.md).
 #include "server/grpc_front.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
@@ -184,6 +186,7 @@ struct cq_thread {
 
 struct srv_grpc {
   grpc_server *server;
+  srv_grpc_offload offload;
   reg_method *methods;
   size_t n_methods;
   cq_thread *threads;
@@ -1175,6 +1178,21 @@ static grpc_server_credentials *tls_credentials(srv_grpc *g) {
   return opts ? grpc_ssl_server_credentials_create_with_options(opts) : NULL;  // takes opts
 }
 
+// gRPC's default executor threads off (see srv_grpc_opts.transport_offload). The switch is gRPC's
+// own, grpc_core::Executor::SetThreadingDefault, the one its fork support uses to run without those
+// threads; it has no C API, so it is looked up by its C++ name and, where a gRPC build lacks it, the
+// executor stays on.
+static srv_grpc_offload keep_transport_inline(void) {
+  void (*set)(bool);
+  // POSIX guarantees dlsym's void * converts to a function pointer
+  *(void **)(&set) = dlsym(RTLD_DEFAULT, "_ZN9grpc_core8Executor19SetThreadingDefaultEb");
+  if (!set) return SRV_GRPC_OFFLOAD_UNKNOWN;
+  set(false);
+  return SRV_GRPC_OFFLOAD_OFF;
+}
+
+srv_grpc_offload srv_grpc_transport_offload(const srv_grpc *g) { return g->offload; }
+
 int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_methods,
                     srv_grpc **out, err *e) {
   *out = NULL;
@@ -1204,6 +1222,7 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   pthread_cond_init(&g->live_cv, &ca);
   pthread_condattr_destroy(&ca);
   grpc_init();
+  g->offload = o->transport_offload ? SRV_GRPC_OFFLOAD_ON : keep_transport_inline();
 
   g->methods = calloc(n_methods ? n_methods : 1, sizeof *g->methods);
   g->threads = calloc((size_t)g->n_threads, sizeof *g->threads);

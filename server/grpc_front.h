@@ -71,13 +71,30 @@ typedef struct srv_grpc_opts {
   int max_send_bytes;    // 0 means 64 MiB, -1 unlimited
   int max_streams;       // concurrent calls per connection; 0 means SRV_GRPC_DEFAULT_MAX_STREAMS
   const srv_grpc_tls *tls;  // NULL: plaintext
+  // 1: gRPC's default executor threads stay on, and with them gRPC 1.51's habit of moving a busy
+  // connection's transport work (reading frames, RST_STREAMs, completing calls) onto one of them
+  // when two threads contend for the connection: under steady load it stays there, one thread
+  // doing the connection's work in series, while the CQ threads wait. 0 (inferd's default): the
+  // executor's threads are stopped at create (process-wide) and that work runs on the CQ thread
+  // that polled it. Soak mix on one core, 2-core VM: valid p99 9-51 ms off against 146-270 ms on
+  // (tests/bench/RESULTS.md).
+  int transport_offload;
 } srv_grpc_opts;
+
+// Where gRPC's transport work runs, as srv_grpc_create left it.
+typedef enum srv_grpc_offload {
+  SRV_GRPC_OFFLOAD_ON,       // asked for: gRPC's executor threads take it over when contended
+  SRV_GRPC_OFFLOAD_OFF,      // on the CQ threads (the executor's threads stopped)
+  SRV_GRPC_OFFLOAD_UNKNOWN,  // asked off, but this gRPC build has no switch: left as gRPC has it
+} srv_grpc_offload;
 
 // Creates the server, registers `methods` (copied; the strings are not) and
 // binds the address. A busy port fails with ERR_UNAVAILABLE naming the address;
 // certificates gRPC rejects fail with ERR_INVALID_ARGUMENT.
 int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_methods,
                     srv_grpc **out, err *e);
+
+srv_grpc_offload srv_grpc_transport_offload(const srv_grpc *g);
 
 // The bound port (useful with port 0).
 int srv_grpc_port(const srv_grpc *g);

@@ -421,10 +421,15 @@ int main(int argc, char **argv) {
   snprintf(addr, sizeof addr, "%s:%d", o.grpc_address, o.grpc_port);
   srv_grpc_opts go = {.addr = addr, .n_threads = o.grpc_threads, .max_recv_bytes = o.grpc_max_message_bytes,
                       .max_send_bytes = o.grpc_max_message_bytes,
-                      .max_streams = o.grpc_max_streams};
+                      .max_streams = o.grpc_max_streams, .transport_offload = o.grpc_transport_offload};
   srv_grpc_tls gt = {.certs = tls};
   if (tls) go.tls = &gt;
   if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;
+  switch (srv_grpc_transport_offload(grpc)) {
+    case SRV_GRPC_OFFLOAD_ON: srv_log(SRV_LOG_INFO, "gRPC transport work may move to gRPC's executor threads (--grpc-transport-offload)"); break;
+    case SRV_GRPC_OFFLOAD_OFF: srv_log(SRV_LOG_INFO, "gRPC transport work stays on the completion-queue threads (gRPC's executor threads stopped)"); break;
+    case SRV_GRPC_OFFLOAD_UNKNOWN: srv_log(SRV_LOG_WARN, "this gRPC build has no executor switch: its transport work may move to its executor threads"); break;
+  }
   // the batches' answers (replyq.h): by default a quarter of the CQ threads, i.e. half the cores given, 2 to 8
   int n_reply = o.reply_threads;
   if (n_reply < 0) {

@@ -190,16 +190,53 @@ def test_strict_readiness_default(start_server, tmp_path):
     srv.assert_clean_exit()
 
 
-def _cq_threads(pid):
-    """How many gRPC completion-queue threads (named inferd-cq) the process runs."""
+def _threads_named(pid, name):
+    """How many threads of the process carry this name (/proc/PID/task/*/comm, 15 characters at most)."""
     n = 0
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
             with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                n += f.read().strip() == "inferd-cq"
+                n += f.read().strip() == name
         except OSError:
             pass  # ended meanwhile
     return n
+
+
+def _cq_threads(pid):
+    """How many gRPC completion-queue threads (named inferd-cq) the process runs."""
+    return _threads_named(pid, "inferd-cq")
+
+
+@pytest.mark.parametrize("offload", [False, True])
+def test_grpc_transport_offload_switch(start_server, specs, oracle, rng, offload):
+    """By default gRPC's executor threads (named default-executor, cut to default-executo) are stopped,
+    so a contended connection's transport work stays on the CQ threads; --grpc-transport-offload true
+    leaves gRPC's default. Either way concurrent calls are answered right, and the choice is logged."""
+    srv = start_server(["--grpc-transport-offload", "true"] if offload else [])
+    said = "may move to gRPC's executor threads" if offload else "stays on the completion-queue threads"
+    srv.await_stderr(lambda lines: any(said in l for l in lines))
+    feeds = [lib.random_inputs(specs["mlp"], rng, 1 + i % 3) for i in range(64)]
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        done, results, lock = threading.Event(), {}, threading.Lock()
+
+        def answered(i, result, error):
+            with lock:
+                results[i] = (result, error)
+                if len(results) == len(feeds):
+                    done.set()
+
+        for i, f in enumerate(feeds):
+            c.async_infer("mlp", lib.triton_inputs(f), lambda result, error, i=i: answered(i, result, error))
+        assert done.wait(60), "%d of %d answered" % (len(results), len(feeds))
+    for i, f in enumerate(feeds):
+        result, error = results[i]
+        assert error is None, error
+        want = oracle.run("mlp", f)
+        lib.check_outputs({o: result.as_numpy(o) for o in want}, want, specs["mlp"], what="call %d" % i)
+    executors = _threads_named(srv.proc.pid, "default-executo")
+    assert (executors >= 1) if offload else (executors == 0), executors
+    assert srv.stop() == 0
+    srv.assert_clean_exit()
 
 
 @pytest.mark.parametrize("n_cpus", [1, 2])
