@@ -18,7 +18,10 @@
 //                       finished in order; time = wall / iters.
 //   tool "inferd_sync": one slot, each batch waited for before the next is
 //                       staged (latency of a lone batch, host sync included).
-// One JSON object per line on stdout. --gemm-autotune 0|1 (default 0, as
+// One JSON object per line on stdout; submit_us is the host's time inside
+// eng_cuda_plan_submit per batch (staging, the plan's per-batch decisions,
+// the graph launch), which a lone batch waits for before its GPU work.
+// --gemm-autotune 0|1 (default 0, as
 // the server): cuBLASLt's algorithms timed per GEMM shape at plan create
 // (plan_cuda.h), or its first heuristic answer; "0,1" runs both, one after
 // the other, in the same process (a side-by-side comparison in one call).
@@ -151,7 +154,7 @@ static int fail(const char *what, const err *e) {
 // shapes were not fixed at create (a dynamic sequence) and submit copied
 // them from pageable memory into the slot's pinned pool, as the server does.
 static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t n_out, int warmup,
-                        int iters, double *per_batch, int *all_staged, err *e) {
+                        int iters, double *per_batch, double *submit_s, int *all_staged, err *e) {
   eng_tensor out[8];
   int pending[4] = {0};
   inputs staged[4];
@@ -169,7 +172,7 @@ static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t 
       }
     }
   }
-  double t0 = 0;
+  double t0 = 0, in_submit = 0;
   for (int i = 0; i < warmup + iters; i++) {
     if (i == warmup) {
       for (int k = 0; k < slots; k++)
@@ -179,7 +182,9 @@ static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t 
     }
     int k = i % slots;
     if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, NULL, e)) return 1;
+    double ts = now_s();
     if (eng_cuda_plan_submit(p, k, staged[k].t, staged[k].n, e)) return 1;
+    if (i >= warmup) in_submit += now_s() - ts;
     pending[k] = 1;
   }
   for (int j = 0; j < slots; j++) {  // in submission order
@@ -187,6 +192,7 @@ static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t 
     if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, NULL, e)) return 1;
   }
   *per_batch = (now_s() - t0) / iters;
+  *submit_s = in_submit / iters;
   return 0;
 }
 
@@ -330,21 +336,22 @@ int main(int argc, char **argv) {
       // about 0.5 s of work per cell unless --iters says otherwise
       int it = iters;
       if (it <= 0) {
-        double one = 0;
-        if (time_batches(p, slots, &in, n_out, 3, 10, &one, &staged, &e)) rc = fail("run", &e);
+        double one = 0, sub = 0;
+        if (time_batches(p, slots, &in, n_out, 3, 10, &one, &sub, &staged, &e)) rc = fail("run", &e);
         it = one > 0 ? (int)(0.5 / one) : 100;
         if (it < 20) it = 20;
         if (it > 20000) it = 20000;
       }
-      double per = 0;
-      if (!rc && time_batches(p, slots, &in, n_out, warmup, it, &per, &staged, &e)) rc = fail("run", &e);
+      double per = 0, submit = 0;
+      if (!rc && time_batches(p, slots, &in, n_out, warmup, it, &per, &submit, &staged, &e)) rc = fail("run", &e);
       eng_cuda_plan_stats ps = plan_stats(p);
       if (!rc)
         printf("{\"tool\":\"%s\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"us_per_batch\":%.3f,"
                "\"graphs\":%d,\"iters\":%d,\"slots\":%d,\"layout\":\"%s\",\"conv_search\":\"%s\","
                "\"nhwc_nodes\":%llu,\"gemm_convs\":%llu,\"seq\":%d,\"staged\":%s,\"fuse_attention\":%s,"
                "\"merge_qkv\":%s,\"gemm_autotune\":%d,\"gemm_tuned\":%llu,\"gemm_tune_improved\":%llu,\"gemm_tune_ms\":%.1f,"
-               "\"gemm_tune_passes\":%llu,\"gemm_first_us\":%.2f,\"gemm_best_us\":%.2f,\"create_ms\":%.1f}\n",
+               "\"gemm_tune_passes\":%llu,\"gemm_first_us\":%.2f,\"gemm_best_us\":%.2f,\"create_ms\":%.1f,"
+               "\"submit_us\":%.2f}\n",
                slots == 2 ? "inferd" : "inferd_sync", base_name(model), prec_s, batches[bi], per * 1e6,
                graphs, it, slots, layout == ENG_CUDA_LAYOUT_NHWC ? "nhwc" : layout == ENG_CUDA_LAYOUT_NCHW ? "nchw" : "auto",
                conv_timed ? "timed" : "heuristic", (unsigned long long)ps.nhwc_nodes,
@@ -353,7 +360,7 @@ int main(int argc, char **argv) {
                gopts.no_merge_qkv ? "false" : "true", tune,
                (unsigned long long)ps.gemm_tuned, (unsigned long long)ps.gemm_tune_improved,
                (double)ps.gemm_tune_ns / 1e6, (unsigned long long)ps.gemm_tune_passes,
-               (double)ps.gemm_first_ns / 1e3, (double)ps.gemm_best_ns / 1e3, t_create * 1e3);
+               (double)ps.gemm_first_ns / 1e3, (double)ps.gemm_best_ns / 1e3, t_create * 1e3, submit * 1e6);
       fflush(stdout);
       free_inputs(&in);
     }
