@@ -27,9 +27,7 @@
 // CQ thread queued behind each other's writes (tests/bench/RESULTS.md).
 #include "server/grpc_front.h"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
@@ -42,6 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "proto/grpc_offload.h"
 
 #define DEFAULT_THREADS 2
 #define DEFAULT_CALLS 16
@@ -1178,19 +1178,6 @@ static grpc_server_credentials *tls_credentials(srv_grpc *g) {
   return opts ? grpc_ssl_server_credentials_create_with_options(opts) : NULL;  // takes opts
 }
 
-// gRPC's default executor threads off (see srv_grpc_opts.transport_offload). The switch is gRPC's
-// own, grpc_core::Executor::SetThreadingDefault, the one its fork support uses to run without those
-// threads; it has no C API, so it is looked up by its C++ name and, where a gRPC build lacks it, the
-// executor stays on.
-static srv_grpc_offload keep_transport_inline(void) {
-  void (*set)(bool);
-  // POSIX guarantees dlsym's void * converts to a function pointer
-  *(void **)(&set) = dlsym(RTLD_DEFAULT, "_ZN9grpc_core8Executor19SetThreadingDefaultEb");
-  if (!set) return SRV_GRPC_OFFLOAD_UNKNOWN;
-  set(false);
-  return SRV_GRPC_OFFLOAD_OFF;
-}
-
 srv_grpc_offload srv_grpc_transport_offload(const srv_grpc *g) { return g->offload; }
 
 int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_methods,
@@ -1222,7 +1209,9 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   pthread_cond_init(&g->live_cv, &ca);
   pthread_condattr_destroy(&ca);
   grpc_init();
-  g->offload = o->transport_offload ? SRV_GRPC_OFFLOAD_ON : keep_transport_inline();
+  g->offload = o->transport_offload ? SRV_GRPC_OFFLOAD_ON
+                : grpc_offload_stop()  ? SRV_GRPC_OFFLOAD_OFF
+                                       : SRV_GRPC_OFFLOAD_UNKNOWN;
 
   g->methods = calloc(n_methods ? n_methods : 1, sizeof *g->methods);
   g->threads = calloc((size_t)g->n_threads, sizeof *g->threads);

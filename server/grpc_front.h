@@ -71,13 +71,10 @@ typedef struct srv_grpc_opts {
   int max_send_bytes;    // 0 means 64 MiB, -1 unlimited
   int max_streams;       // concurrent calls per connection; 0 means SRV_GRPC_DEFAULT_MAX_STREAMS
   const srv_grpc_tls *tls;  // NULL: plaintext
-  // 1: gRPC's default executor threads stay on, and with them gRPC 1.51's habit of moving a busy
-  // connection's transport work (reading frames, RST_STREAMs, completing calls) onto one of them
-  // when two threads contend for the connection: under steady load it stays there, one thread
-  // doing the connection's work in series, while the CQ threads wait. 0 (inferd's default): the
-  // executor's threads are stopped at create (process-wide) and that work runs on the CQ thread
-  // that polled it. Soak mix on one core, 2-core VM: valid p99 9-51 ms off against 146-270 ms on
-  // (tests/bench/RESULTS.md).
+  // 1: gRPC's default executor threads stay on, and with them its habit of moving a contended
+  // connection's transport work onto one of them (proto/grpc_offload.h says why that hurts).
+  // 0 (inferd's default): they are stopped at create (process-wide), and that work runs on the
+  // CQ thread that polled it.
   int transport_offload;
 } srv_grpc_opts;
 

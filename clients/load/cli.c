@@ -142,6 +142,7 @@ enum {
   O_JSON,
   O_SEED,
   O_VERBOSE,
+  O_OFFLOAD,
   O_HELP
 };
 
@@ -183,6 +184,7 @@ static const opt_def OPTS[] = {
     {"json", 0, true, O_JSON},
     {"seed", 0, true, O_SEED},
     {"verbose", 'v', false, O_VERBOSE},
+    {"grpc-transport-offload", 0, false, O_OFFLOAD},
     {"help", 'h', false, O_HELP},
 };
 
@@ -198,6 +200,9 @@ void ld_usage(FILE *f) {
       "  --request-distribution D       open loop spacing: constant (default) or poisson\n"
       "  --connections N                gRPC connections (default: one per thread)\n"
       "  --threads N                    completion-queue threads (default min(4, cores))\n"
+      "  --grpc-transport-offload       keep gRPC's executor threads, which take over a contended\n"
+      "                                 connection's transport work (default: stopped, as inferd\n"
+      "                                 does; proto/grpc_offload.h says why)\n"
       "  -b, --rows R                   batch rows per request when the model batches (default 1)\n"
       "  --shape NAME:D1,D2,...         dims of an input without the batch dim (repeatable)\n"
       "  --input-data random|zero|PATH  input bytes: random (seeded, default), zeros, or raw\n"
@@ -283,6 +288,9 @@ static int apply(ld_opts *o, const opt_def *d, const char *name, const char *v, 
       return 0;
     case O_CONN:
       return int_opt(name, v, 1, 1024, &o->connections, e);
+    case O_OFFLOAD:
+      o->transport_offload = true;
+      return 0;
     case O_THREADS:
       return int_opt(name, v, 1, 256, &o->threads, e);
     case O_ROWS:

@@ -23,6 +23,7 @@
 #include "clients/load/shm.h"
 #include "clients/load/stats.h"
 #include "kernels/base/dtype.h"
+#include "proto/grpc_offload.h"
 
 #define CONTROL_TIMEOUT_MS 10000
 #define TICK_NS 50000000ull  // the measuring thread looks at Ctrl-C this often
@@ -267,6 +268,9 @@ int main(int argc, char **argv) {
   if (o.shared_memory == LD_SHM_SYSTEM) sigaction(SIGTERM, &sa, NULL);
 
   grpc_init();
+  // like inferd: a contended connection's transport work stays on the threads that poll it
+  if (!o.transport_offload && !grpc_offload_stop())
+    fprintf(stderr, "inferd-load: this gRPC has no executor switch; its executor threads stay on\n");
   int exit_code = 0;
   grpc_channel *ctl = ld_channel_create(o.url, false);
   ld_model *m = NULL;
