@@ -481,7 +481,8 @@ static void *worker_main(void *arg) {
     uint64_t now = ld_now_ns();
     bool stop = atomic_load(&d->stop);
     if (open && !stop) {
-      while (due <= now) {
+      // a late thread catches up in a burst: it looks at the flag before each send
+      while (due <= now && !atomic_load(&d->stop)) {
         send_scheduled(w, due);
         due += next_gap(w);
       }
@@ -643,6 +644,10 @@ void ld_driver_kind_totals(ld_driver *d, uint64_t sent[LD_N_REQ_KINDS], uint64_t
     }
     pthread_mutex_unlock(&w->mu);
   }
+}
+
+void ld_driver_halt(ld_driver *d) {
+  if (d->running) atomic_store(&d->stop, true);
 }
 
 void ld_driver_stop(ld_driver *d) {

@@ -76,6 +76,12 @@ int ld_driver_start(ld_driver *d, const ld_level *lv, err *e);
 // Adds every thread's records since the last collect into `into` (not its
 // duration, which the caller measures) and clears them. Any thread.
 void ld_driver_collect(ld_driver *d, ld_window *into);
+// No new calls from here on, without waiting: the open loop's schedule and
+// the closed loop's refills stop, what is in flight still ends (and is
+// recorded). A caller halts before its last collect so that nothing is sent
+// after it, but for a send already past the check: at most one per load
+// thread. ld_driver_stop follows.
+void ld_driver_halt(ld_driver *d);
 // No new calls; waits for those in flight (cancelling them when they outlive
 // the deadline by a second, or 10 s without one) and joins the threads.
 // Streams half-close and get the same time to answer what they hold.

@@ -110,6 +110,9 @@ static int run_duration(run_ctx *rc, const ld_level *lv, ld_result *res, err *e)
   while (res->n_periods < max && !interrupted) {
     uint64_t end = (uint64_t)(res->n_periods + 1) * every_ns;
     sleep_until(t0 + (end < total_ns ? end : total_ns));
+    // the last period: no send after its collect (ld_driver_halt), so the periods hold every send but
+    // one per load thread at most
+    if (res->n_periods + 1 == max || end >= total_ns) ld_driver_halt(rc->drv);
     ld_window_reset(&win);
     ld_driver_collect(rc->drv, &win);
     uint64_t now = ld_now_ns();
