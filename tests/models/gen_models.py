@@ -639,7 +639,7 @@ def add_batching(repo):
     slow = {
         # name: (max_batch_size, dynamic_batching body, instances)
         "bt_slow": (8, "", 1),
-        "bt_slow_pref24": (8, "preferred_batch_size: [ 2, 4 ]\n  max_queue_delay_microseconds: 5000000", 1),
+        "bt_slow_pref24": (8, "preferred_batch_size: [ 2, 4 ]\n  max_queue_delay_microseconds: 30000000", 1),
         "bt_slow_prio": (1, "priority_levels: 2\n  default_priority_level: 2", 1),
         "bt_slow_full": (1, "default_queue_policy {\n    max_queue_size: 2\n  }", 1),
         "bt_slow_reject": (1, reject % ("REJECT", 100000, "false"), 1),
