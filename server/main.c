@@ -426,8 +426,11 @@ int main(int argc, char **argv) {
   if (tls) go.tls = &gt;
   if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;
   switch (srv_grpc_transport_offload(grpc)) {
-    case SRV_GRPC_OFFLOAD_ON: srv_log(SRV_LOG_INFO, "gRPC transport work may move to gRPC's executor threads (--grpc-transport-offload)"); break;
-    case SRV_GRPC_OFFLOAD_OFF: srv_log(SRV_LOG_INFO, "gRPC transport work stays on the completion-queue threads (gRPC's executor threads stopped)"); break;
+    case SRV_GRPC_OFFLOAD_ON: srv_log(SRV_LOG_INFO, "gRPC transport work may move to gRPC's executor threads (gRPC's default)"); break;
+    case SRV_GRPC_OFFLOAD_OFF:
+      srv_log(SRV_LOG_WARN, "gRPC transport work stays on the completion-queue threads (gRPC's executor threads stopped "
+                            "by --grpc-transport-offload false): an answer that fills the socket may wait up to 10 s");
+      break;
     case SRV_GRPC_OFFLOAD_UNKNOWN: srv_log(SRV_LOG_WARN, "this gRPC build has no executor switch: its transport work may move to its executor threads"); break;
   }
   // the batches' answers (replyq.h): by default a quarter of the CQ threads, i.e. half the cores given, 2 to 8

@@ -271,7 +271,7 @@ int main(int argc, char **argv) {
   if (o.shared_memory == LD_SHM_SYSTEM) sigaction(SIGTERM, &sa, NULL);
 
   grpc_init();
-  // like inferd: a contended connection's transport work stays on the threads that poll it
+  // --grpc-stop-executor: a contended connection's transport work stays on the threads that poll it
   if (!o.transport_offload && !grpc_offload_stop())
     fprintf(stderr, "inferd-load: this gRPC has no executor switch; its executor threads stay on\n");
   int exit_code = 0;

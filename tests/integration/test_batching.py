@@ -355,8 +355,9 @@ def test_preferred_sizes_2_4_behind_busy_instance(bat, rng):
     """preferred [2, 4], delay 30 s, max 8, one instance: a 2-row request goes at once (preferred 2);
     8 one-row requests queued behind it leave as two batches of 4 (the largest preferred size
     reachable, never 8, never 2); then 2 requests on an idle instance go as one batch of 2. The delay
-    is far above any holder: one that outlived it (TSan on a busy 2-core CI machine, after retries had
-    doubled the holders) let the queued 8 leave as one batch, rightly."""
+    is far above any holder. This test caught gRPC's backup poller running on the instance thread while
+    its executor was stopped (proto/grpc_offload.h): the holder's 6 MB answer kept that thread 10 s, so
+    with a 5 s delay the queued 8 left as one batch (TSan), with 30 s none came in time."""
     m = "bt_slow_pref24"
     snap = Snap(bat.client, m)
     calls = Calls(bat.client)

@@ -209,10 +209,11 @@ def _cq_threads(pid):
 
 @pytest.mark.parametrize("offload", [False, True])
 def test_grpc_transport_offload_switch(start_server, specs, oracle, rng, offload):
-    """By default gRPC's executor threads (named default-executor, cut to default-executo) are stopped,
-    so a contended connection's transport work stays on the CQ threads; --grpc-transport-offload true
-    leaves gRPC's default. Either way concurrent calls are answered right, and the choice is logged."""
-    srv = start_server(["--grpc-transport-offload", "true"] if offload else [])
+    """By default gRPC's executor threads (named default-executor, cut to default-executo) run, gRPC's
+    own way; --grpc-transport-offload false stops them, so a contended connection's transport work stays
+    on the CQ threads, and the server warns what that costs. Either way concurrent calls are answered
+    right, and the choice is logged."""
+    srv = start_server([] if offload else ["--grpc-transport-offload", "false"])
     said = "may move to gRPC's executor threads" if offload else "stays on the completion-queue threads"
     srv.await_stderr(lambda lines: any(said in l for l in lines))
     feeds = [lib.random_inputs(specs["mlp"], rng, 1 + i % 3) for i in range(64)]
@@ -235,6 +236,50 @@ def test_grpc_transport_offload_switch(start_server, specs, oracle, rng, offload
         lib.check_outputs({o: result.as_numpy(o) for o in want}, want, specs["mlp"], what="call %d" % i)
     executors = _threads_named(srv.proc.pid, "default-executo")
     assert (executors >= 1) if offload else (executors == 0), executors
+    assert srv.stop() == 0
+    srv.assert_clean_exit()
+
+
+def _big_relu_repo(d):
+    """A repository of one model whose answer is as large as its request (Relu over FP32 [-1], no batching)."""
+    import onnx
+    from onnx import TensorProto, helper
+    os.makedirs(os.path.join(d, "big_relu", "1"))
+    g = helper.make_graph([helper.make_node("Relu", ["X"], ["Y"])], "big_relu",
+                          [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+              os.path.join(d, "big_relu", "1", "model.onnx"))
+    with open(os.path.join(d, "big_relu", "config.pbtxt"), "w") as f:
+        f.write('name: "big_relu"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 0\n'
+                'input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                'output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ]\n')
+    return d
+
+
+def test_large_answers_on_an_idle_server_are_not_held(start_server, tmp_path, rng):
+    """Regression: with gRPC's executor threads stopped (--grpc-transport-offload false), an answer too
+    large for the socket buffer made the thread that sent it run gRPC's backup poller in their place, and
+    on an idle server that poller waits 10 s for a wakeup that never comes: 19 of 60 lone 6 MB answers
+    arrived 10-21 s late (2-core VM, 2026-11-26; this test then failed 11 of 24). gRPC's default, now
+    inferd's, keeps a thread for that poller. Each of these 6 MB answers must come well inside that 10 s
+    (normally tens of milliseconds)."""
+    repo = _big_relu_repo(str(tmp_path / "repo"))
+    srv = start_server(repo=repo, strict=True)
+    x = rng.uniform(-1, 1, 1_500_000).astype(np.float32)
+    inp = grpcclient.InferInput("X", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    want = np.maximum(x, 0)
+    slow = []
+    with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+        for i in range(24):
+            t = time.monotonic()
+            y = c.infer("big_relu", [inp]).as_numpy("Y")
+            dt = time.monotonic() - t
+            np.testing.assert_array_equal(y, want)
+            if dt > 5:
+                slow.append((i, round(dt, 1)))
+    assert not slow, "answers held for seconds (call, seconds): %s" % slow
     assert srv.stop() == 0
     srv.assert_clean_exit()
 

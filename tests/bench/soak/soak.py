@@ -2,7 +2,7 @@
 """Soak (issue 15): a server under a steady mixed load for a long time, everything counted.
 
     soak.py --repo DIR --model NAME [--inferd BIN] [--load-bin BIN] [--minutes 10] [--load 0.8]
-            [--mix 55:5:30:10] [--period-s 60] [--warmup-s 60] [--threads 4] [--server-args "..."]
+            [--mix 55:5:30:10] [--period-s 60] [--warmup-s 60] [--threads 4] [--server-args "..."] [--load-args "..."]
             [--server-cores LIST] [--load-cores LIST] [--out DIR]
 
 The load comes from inferd-load (clients/load, C, gRPC completion queues), not from Python threads: a Python
@@ -302,7 +302,8 @@ def main():
     ap.add_argument("--probe-concurrency", type=int, default=64)
     ap.add_argument("--probe-mix", default="",
                     help="the probe's request mix (default: --mix); 'none': valid requests only")
-    ap.add_argument("--server-args", default="")
+    ap.add_argument("--server-args", default="", help='e.g. "--grpc-transport-offload false"')
+    ap.add_argument("--load-args", default="", help='more inferd-load options, e.g. "--grpc-stop-executor"')
     ap.add_argument("--server-cores", default="", help="taskset list for the server (default: no pinning)")
     ap.add_argument("--load-cores", default="", help="taskset list for inferd-load")
     ap.add_argument("--out", default=None)
@@ -317,7 +318,8 @@ def main():
         srv.args = taskset(a.server_cores) + srv.args
     srv.start()
     a.url = srv.grpc_url
-    common = ["--threads", str(a.threads)] + (["--connections", str(a.connections)] if a.connections else [])
+    common = ["--threads", str(a.threads)] + (["--connections", str(a.connections)] if a.connections else []) \
+        + a.load_args.split()
 
     probe_mix = a.probe_mix or a.mix
     mix_args = [] if probe_mix == "none" else ["--mix", probe_mix, "--cancel-after-us", a.cancel_after_us,
