@@ -17,7 +17,7 @@ add_library(inferd_load STATIC
   ${CMAKE_CURRENT_LIST_DIR}/load/stream.c
   ${CMAKE_CURRENT_LIST_DIR}/load/driver.c
   ${CMAKE_CURRENT_LIST_DIR}/load/report.c)
-target_link_libraries(inferd_load PUBLIC inferd_proto inferd_base PkgConfig::GRPC PkgConfig::PROTOBUFC
+target_link_libraries(inferd_load PUBLIC inferd_proto inferd_base inferd_grpc_offload PkgConfig::GRPC PkgConfig::PROTOBUFC
   Threads::Threads ${MATH_LIB})
 
 add_executable(inferd-load ${CMAKE_CURRENT_LIST_DIR}/load/main.c)

@@ -1,45 +1,45 @@
-// proto/grpc_offload.h: gRPC 1.51's executor threads stopped, for the server
-// (server/grpc_front.c, --grpc-transport-offload) and the load generator
-// (clients/load, --grpc-stop-executor), the two gRPC users of this repository;
-// both keep them unless asked.
+// proto/grpc_offload.h: keeping gRPC 1.51's transport work off its executor,
+// for the server (server/grpc_front.c, --grpc-transport-offload) and the load
+// generator (clients/load, --grpc-no-offload), the two gRPC users of this
+// repository.
 //
-// What it buys: when two threads contend for a connection, gRPC 1.51 moves
+// Why: when two threads contend for a connection, gRPC 1.51's combiner hands
 // the rest of that connection's transport work (reading frames, RST_STREAMs,
-// completing calls) onto one of its default executor threads, and under
-// steady load it stays there: one thread doing the connection's work in
-// series while the completion-queue threads wait. A soak with 40 % cancelled
-// or expiring calls ran at 45k req/s for 3.5 minutes and then lost half its
-// throughput for good, the server's executor thread busy and its CQ threads
-// idle (H100, 2026-11-26, tests/bench/RESULTS.md). With the executor's
-// threads stopped that work runs on the thread that polled it.
+// completing calls) to one of its default executor threads, and under steady
+// load it stays there: one thread doing the connection's work in series
+// while the completion-queue threads wait. An executor thread draining a
+// combiner that load keeps feeding never gets back to its own queue, and
+// other connections' offloads queued there wait with it. A soak with 40 %
+// cancelled or expiring calls ran at 45k req/s for 3.5 minutes and then lost
+// half its throughput for good, the executor thread busy and the CQ threads
+// idle (H100, 2026-11-26, tests/bench/RESULTS.md).
 //
-// What it costs, and why neither program stops them by default: gRPC also
-// runs tcp_posix's backup poller on that executor when a write fills the
-// socket. Stopped, the poller runs inline on whichever thread sent (an
-// instance thread, a CQ thread) and waits in grpc_pollset_work for a wakeup
-// that on an idle process only its 10 s deadline brings: 19 of 60 lone 6 MB
-// answers were 10-21 s late (tests/integration/test_lifecycle.py
-// test_large_answers_on_an_idle_server_are_not_held). Under heavy load
-// another poller hands over within milliseconds, which is why the soaks did
-// not show it.
+// How: the combiner offloads only when grpc_core::Executor::IsThreadedDefault()
+// says the executor has threads, and that is the function's only caller in
+// libgrpc (called through its PLT). grpc_offload.c defines that function in
+// the executable, which the dynamic linker finds before libgrpc's: it answers
+// false while declining and asks libgrpc's otherwise. The executor keeps its
+// threads for everything else it runs. Stopping those threads instead
+// (Executor::SetThreadingDefault(false), tried first) also moved tcp_posix's
+// backup poller, which gRPC runs there for a write that filled the socket,
+// onto whichever thread sent: on an idle server that thread then waited 10 s
+// (test_lifecycle.py test_large_answers_on_an_idle_server_are_not_held).
 //
-// The switch is gRPC's own, grpc_core::Executor::SetThreadingDefault (its
-// fork support runs without those threads through it). It has no C API, so
-// it is looked up by its C++ name; a gRPC build without it keeps its executor.
+// The interposed function is process-wide state by nature, like the combiner
+// it steers: set once at start, before any call.
 #ifndef INFERD_PROTO_GRPC_OFFLOAD_H
 #define INFERD_PROTO_GRPC_OFFLOAD_H
 
-#include <dlfcn.h>
-#include <stdbool.h>
+#include <stdint.h>
 
-// Call after grpc_init(). Process-wide. 1: stopped; 0: this gRPC has no switch.
-static inline int grpc_offload_stop(void) {
-  void (*set)(bool);
-  // POSIX guarantees dlsym's void * converts to a function pointer
-  *(void **)(&set) = dlsym(RTLD_DEFAULT, "_ZN9grpc_core8Executor19SetThreadingDefaultEb");
-  if (!set) return 0;
-  set(false);
-  return 1;
-}
+// From now on gRPC's combiner keeps its work on the thread that holds it.
+// Returns 1 when the dynamic linker resolves gRPC's IsThreadedDefault to ours
+// (so libgrpc's PLT call reaches it), 0 when it does not (a static or
+// differently linked gRPC: its combiner offloads as before).
+int grpc_offload_decline(void);
+
+// How many offloads were declined so far (each a contended combiner whose
+// thread kept its work).
+uint64_t grpc_offload_declined(void);
 
 #endif

@@ -28,10 +28,9 @@ void srv_options_usage(const char *prog) {
           "                               larger requests get RESOURCE_EXHAUSTED\n"
           "  --reply-threads N            threads that send a finished batch's answers (default half the\n"
           "                               cores given, 2 to 8; 0: the thread that ran the batch sends them)\n"
-          "  --grpc-transport-offload BOOL gRPC's executor threads may take over a busy connection's\n"
-          "                               transport work (default true, gRPC's own way). false stops\n"
-          "                               them: p99 far lower under steady load, but an answer too large\n"
-          "                               for the socket can wait 10 s on an idle server (README)\n"
+          "  --grpc-transport-offload BOOL let gRPC's executor threads take over a busy connection's\n"
+          "                               transport work (gRPC's habit; default false: it stays on the\n"
+          "                               thread that holds it, which held p99 far lower under load)\n"
           "  --grpc-max-concurrent-streams N calls one connection may hold at once (default 2048;\n"
           "                               HTTP/2's setting: a client waits for a free stream)\n"
           "  --http-max-infer-body-bytes N largest body of a REST inference request (default 67108864);\n"
@@ -130,7 +129,6 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .grpc_threads = default_grpc_threads(), .grpc_max_message_bytes = 64 << 20,
                      .grpc_max_streams = 0,  // the gRPC front's default (2048)
                      .reply_threads = -1,    // half the cores given, 2 to 8 (main.c)
-                     .grpc_transport_offload = 1,  // gRPC's executor kept (proto/grpc_offload.h)
                      .http_max_infer_body_bytes = 64 << 20,
                      .default_max_batch_size = 4, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
                      .log_level = SRV_LOG_INFO, .trace_rate = 1000, .allow_metrics = 1, .metrics_port = -1, .poll_secs = 15};

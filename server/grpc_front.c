@@ -1209,9 +1209,9 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   pthread_cond_init(&g->live_cv, &ca);
   pthread_condattr_destroy(&ca);
   grpc_init();
-  g->offload = o->transport_offload ? SRV_GRPC_OFFLOAD_ON
-                : grpc_offload_stop()  ? SRV_GRPC_OFFLOAD_OFF
-                                       : SRV_GRPC_OFFLOAD_UNKNOWN;
+  g->offload = o->transport_offload  ? SRV_GRPC_OFFLOAD_ON
+                : grpc_offload_decline() ? SRV_GRPC_OFFLOAD_OFF
+                                         : SRV_GRPC_OFFLOAD_UNKNOWN;
 
   g->methods = calloc(n_methods ? n_methods : 1, sizeof *g->methods);
   g->threads = calloc((size_t)g->n_threads, sizeof *g->threads);

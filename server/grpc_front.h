@@ -71,18 +71,18 @@ typedef struct srv_grpc_opts {
   int max_send_bytes;    // 0 means 64 MiB, -1 unlimited
   int max_streams;       // concurrent calls per connection; 0 means SRV_GRPC_DEFAULT_MAX_STREAMS
   const srv_grpc_tls *tls;  // NULL: plaintext
-  // 1: gRPC's default executor threads stay on, and with them its habit of moving a contended
-  // connection's transport work onto one of them (proto/grpc_offload.h says why that hurts).
-  // 0 (inferd's default): they are stopped at create (process-wide), and that work runs on the
-  // CQ thread that polled it.
+  // 1: gRPC's habit of moving a contended connection's transport work onto one of its default
+  // executor threads (proto/grpc_offload.h says why that hurts). 0 (inferd's default): that offload
+  // is declined from create on (process-wide) and the work stays on the thread that holds it; the
+  // executor keeps its threads for its other work.
   int transport_offload;
 } srv_grpc_opts;
 
 // Where gRPC's transport work runs, as srv_grpc_create left it.
 typedef enum srv_grpc_offload {
   SRV_GRPC_OFFLOAD_ON,       // asked for: gRPC's executor threads take it over when contended
-  SRV_GRPC_OFFLOAD_OFF,      // on the CQ threads (the executor's threads stopped)
-  SRV_GRPC_OFFLOAD_UNKNOWN,  // asked off, but this gRPC build has no switch: left as gRPC has it
+  SRV_GRPC_OFFLOAD_OFF,      // declined: on the thread that holds the connection's combiner
+  SRV_GRPC_OFFLOAD_UNKNOWN,  // asked off, but this gRPC is not reached by the interposer: left as gRPC has it
 } srv_grpc_offload;
 
 // Creates the server, registers `methods` (copied; the strings are not) and

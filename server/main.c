@@ -25,6 +25,7 @@
 #if INFERD_HAVE_CUDA
 #include "engine/cuda_dev.h"
 #endif
+#include "proto/grpc_offload.h"
 #include "proto/protoset.h"
 #include "server/cli.h"
 #include "server/http.h"
@@ -428,10 +429,12 @@ int main(int argc, char **argv) {
   switch (srv_grpc_transport_offload(grpc)) {
     case SRV_GRPC_OFFLOAD_ON: srv_log(SRV_LOG_INFO, "gRPC transport work may move to gRPC's executor threads (gRPC's default)"); break;
     case SRV_GRPC_OFFLOAD_OFF:
-      srv_log(SRV_LOG_WARN, "gRPC transport work stays on the completion-queue threads (gRPC's executor threads stopped "
-                            "by --grpc-transport-offload false): an answer that fills the socket may wait up to 10 s");
+      srv_log(SRV_LOG_INFO, "gRPC transport work stays on the thread that holds it (gRPC's combiner offload declined)");
       break;
-    case SRV_GRPC_OFFLOAD_UNKNOWN: srv_log(SRV_LOG_WARN, "this gRPC build has no executor switch: its transport work may move to its executor threads"); break;
+    case SRV_GRPC_OFFLOAD_UNKNOWN:
+      srv_log(SRV_LOG_WARN, "this gRPC's combiner cannot be kept off its executor (proto/grpc_offload.h): its transport "
+                            "work may move to its executor threads");
+      break;
   }
   // the batches' answers (replyq.h): by default a quarter of the CQ threads, i.e. half the cores given, 2 to 8
   int n_reply = o.reply_threads;
@@ -469,6 +472,8 @@ int main(int argc, char **argv) {
   int left_ms = o.exit_timeout_secs * 1000 - (int)((eng_now_us() - t_drain) / 1000);
   srv_grpc_shutdown(grpc, left_ms > 0 ? left_ms : 0);
   log_final_counts(&srv);
+  if (srv_grpc_transport_offload(grpc) == SRV_GRPC_OFFLOAD_OFF)
+    srv_log(SRV_LOG_INFO, "gRPC combiner offloads declined: %llu", (unsigned long long)grpc_offload_declined());
   status = 0;
 
 fail:

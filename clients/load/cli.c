@@ -143,7 +143,6 @@ enum {
   O_SEED,
   O_VERBOSE,
   O_OFFLOAD,
-  O_STOP_EXECUTOR,
   O_HELP
 };
 
@@ -186,7 +185,6 @@ static const opt_def OPTS[] = {
     {"seed", 0, true, O_SEED},
     {"verbose", 'v', false, O_VERBOSE},
     {"grpc-transport-offload", 0, false, O_OFFLOAD},
-    {"grpc-stop-executor", 0, false, O_STOP_EXECUTOR},
     {"help", 'h', false, O_HELP},
 };
 
@@ -202,11 +200,9 @@ void ld_usage(FILE *f) {
       "  --request-distribution D       open loop spacing: constant (default) or poisson\n"
       "  --connections N                gRPC connections (default: one per thread)\n"
       "  --threads N                    completion-queue threads (default min(4, cores))\n"
-      "  --grpc-stop-executor           stop gRPC's executor threads, which take over a contended\n"
-      "                                 connection's transport work (proto/grpc_offload.h): steadier\n"
-      "                                 under heavy load, but a request too large for the socket\n"
-      "                                 can wait 10 s when little else runs. Default: kept\n"
-      "  --grpc-transport-offload       keep them (the default)\n"
+      "  --grpc-transport-offload       let gRPC's executor threads take over a contended\n"
+      "                                 connection's transport work (default: kept on the thread\n"
+      "                                 that holds it, as inferd does; proto/grpc_offload.h)\n"
       "  -b, --rows R                   batch rows per request when the model batches (default 1)\n"
       "  --shape NAME:D1,D2,...         dims of an input without the batch dim (repeatable)\n"
       "  --input-data random|zero|PATH  input bytes: random (seeded, default), zeros, or raw\n"
@@ -294,9 +290,6 @@ static int apply(ld_opts *o, const opt_def *d, const char *name, const char *v, 
       return int_opt(name, v, 1, 1024, &o->connections, e);
     case O_OFFLOAD:
       o->transport_offload = true;
-      return 0;
-    case O_STOP_EXECUTOR:
-      o->transport_offload = false;
       return 0;
     case O_THREADS:
       return int_opt(name, v, 1, 256, &o->threads, e);
@@ -410,7 +403,6 @@ int ld_opts_parse(int argc, char **argv, ld_opts *o, err *e) {
   o->max_trials = 10;
   o->timeout_ms = 30000;
   o->seed = 1;
-  o->transport_offload = true;  // gRPC's executor kept (proto/grpc_offload.h)
   o->output_shm_size = LD_OUTPUT_SHM_SIZE_DEFAULT;
   o->cancel_after = (ld_span){0, 1000000};
   o->expire = (ld_span){1000, 500000};

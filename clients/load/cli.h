@@ -52,7 +52,7 @@ typedef struct ld_opts {
   ld_range range;       // concurrency or requests/s
   ld_dist dist;
   int connections;  // 0: one per thread
-  bool transport_offload;  // gRPC's executor threads kept (default); --grpc-stop-executor stops them (proto/grpc_offload.h)
+  bool transport_offload;  // --grpc-transport-offload: gRPC's combiner may offload to its executor (proto/grpc_offload.h)
   int threads;      // 0: min(4, cores)
   int rows;         // batch rows per request, default 1
   ld_shape_opt *shapes;

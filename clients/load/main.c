@@ -271,9 +271,9 @@ int main(int argc, char **argv) {
   if (o.shared_memory == LD_SHM_SYSTEM) sigaction(SIGTERM, &sa, NULL);
 
   grpc_init();
-  // --grpc-stop-executor: a contended connection's transport work stays on the threads that poll it
-  if (!o.transport_offload && !grpc_offload_stop())
-    fprintf(stderr, "inferd-load: this gRPC has no executor switch; its executor threads stay on\n");
+  // like inferd: a contended connection's transport work stays on the thread that holds it
+  if (!o.transport_offload && !grpc_offload_decline())
+    fprintf(stderr, "inferd-load: this gRPC's combiner cannot be kept off its executor (proto/grpc_offload.h)\n");
   int exit_code = 0;
   grpc_channel *ctl = ld_channel_create(o.url, false);
   ld_model *m = NULL;

@@ -209,12 +209,13 @@ def _cq_threads(pid):
 
 @pytest.mark.parametrize("offload", [False, True])
 def test_grpc_transport_offload_switch(start_server, specs, oracle, rng, offload):
-    """By default gRPC's executor threads (named default-executor, cut to default-executo) run, gRPC's
-    own way; --grpc-transport-offload false stops them, so a contended connection's transport work stays
-    on the CQ threads, and the server warns what that costs. Either way concurrent calls are answered
-    right, and the choice is logged."""
-    srv = start_server([] if offload else ["--grpc-transport-offload", "false"])
-    said = "may move to gRPC's executor threads" if offload else "stays on the completion-queue threads"
+    """By default gRPC's combiner offload is declined (proto/grpc_offload.h: the interposed
+    IsThreadedDefault), so a contended connection's transport work stays on the thread that holds it;
+    --grpc-transport-offload true leaves gRPC's habit. Either way gRPC's executor keeps its threads
+    (named default-executor, cut to default-executo), concurrent calls are answered right, and the
+    choice is logged, with the count of declined offloads at exit."""
+    srv = start_server(["--grpc-transport-offload", "true"] if offload else [])
+    said = "may move to gRPC's executor threads" if offload else "stays on the thread that holds it"
     srv.await_stderr(lambda lines: any(said in l for l in lines))
     feeds = [lib.random_inputs(specs["mlp"], rng, 1 + i % 3) for i in range(64)]
     with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
@@ -234,10 +235,30 @@ def test_grpc_transport_offload_switch(start_server, specs, oracle, rng, offload
         assert error is None, error
         want = oracle.run("mlp", f)
         lib.check_outputs({o: result.as_numpy(o) for o in want}, want, specs["mlp"], what="call %d" % i)
-    executors = _threads_named(srv.proc.pid, "default-executo")
-    assert (executors >= 1) if offload else (executors == 0), executors
+    assert _threads_named(srv.proc.pid, "default-executo") >= 1
     assert srv.stop() == 0
     srv.assert_clean_exit()
+    declined = [l for l in srv.lines if "gRPC combiner offloads declined:" in l]
+    assert len(declined) == (0 if offload else 1), declined
+
+
+def test_contended_transport_work_stays_off_the_executor(start_server):
+    """A closed loop of 16 calls on one connection with the soak's mix (30 % cancelled at once, 10 % with
+    deadlines of 1-500 us) contends for the connection's combiner: gRPC 1.51 would hand that work to its
+    executor, and inferd declines (proto/grpc_offload.h). The count it logs at exit shows the interposed
+    function was reached: without it the count stays 0 (a gRPC whose combiner it cannot reach)."""
+    load = os.path.join(os.path.dirname(lib.inferd_bin()), "inferd-load")
+    if not os.access(load, os.X_OK):
+        pytest.fail("inferd-load not found beside %s" % lib.inferd_bin(), pytrace=False)
+    srv = start_server()
+    p = subprocess.run([load, "-u", srv.grpc_url, "-m", "mlp", "--concurrency-range", "16", "--connections", "1",
+                        "--mix", "55:5:30:10", "--cancel-after-us", "0:0", "--expire-us", "1:500",
+                        "--duration-s", "3", "--report-every-s", "3"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert srv.stop() == 0
+    srv.assert_clean_exit()
+    counts = [int(l.rsplit(":", 1)[1]) for l in srv.lines if "gRPC combiner offloads declined:" in l]
+    assert len(counts) == 1 and counts[0] > 0, (counts, srv.stderr_tail())
 
 
 def _big_relu_repo(d):
@@ -257,15 +278,16 @@ def _big_relu_repo(d):
     return d
 
 
-def test_large_answers_on_an_idle_server_are_not_held(start_server, tmp_path, rng):
-    """Regression: with gRPC's executor threads stopped (--grpc-transport-offload false), an answer too
-    large for the socket buffer made the thread that sent it run gRPC's backup poller in their place, and
-    on an idle server that poller waits 10 s for a wakeup that never comes: 19 of 60 lone 6 MB answers
-    arrived 10-21 s late (2-core VM, 2026-11-26; this test then failed 11 of 24). gRPC's default, now
-    inferd's, keeps a thread for that poller. Each of these 6 MB answers must come well inside that 10 s
-    (normally tens of milliseconds)."""
+@pytest.mark.parametrize("offload", ["false", "true"])
+def test_large_answers_on_an_idle_server_are_not_held(start_server, tmp_path, rng, offload):
+    """Regression: when inferd kept transport work off gRPC's executor by stopping the executor's threads,
+    an answer too large for the socket buffer made the thread that sent it run gRPC's backup poller in
+    their place, and on an idle server that poller waits 10 s for a wakeup that never comes: 19 of 60 lone
+    6 MB answers arrived 10-21 s late (2-core VM, 2026-11-26; this test then failed 11 of 24). Declining
+    only the combiner's offload leaves the executor its threads for that poller. Each of these 6 MB answers
+    must come well inside that 10 s (normally tens of milliseconds), in either mode."""
     repo = _big_relu_repo(str(tmp_path / "repo"))
-    srv = start_server(repo=repo, strict=True)
+    srv = start_server(["--grpc-transport-offload", offload], repo=repo, strict=True)
     x = rng.uniform(-1, 1, 1_500_000).astype(np.float32)
     inp = grpcclient.InferInput("X", list(x.shape), "FP32")
     inp.set_data_from_numpy(x)

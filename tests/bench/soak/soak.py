@@ -303,7 +303,7 @@ def main():
     ap.add_argument("--probe-mix", default="",
                     help="the probe's request mix (default: --mix); 'none': valid requests only")
     ap.add_argument("--server-args", default="", help='e.g. "--grpc-transport-offload false"')
-    ap.add_argument("--load-args", default="", help='more inferd-load options, e.g. "--grpc-stop-executor"')
+    ap.add_argument("--load-args", default="", help='more inferd-load options, e.g. "--grpc-transport-offload"')
     ap.add_argument("--server-cores", default="", help="taskset list for the server (default: no pinning)")
     ap.add_argument("--load-cores", default="", help="taskset list for inferd-load")
     ap.add_argument("--out", default=None)

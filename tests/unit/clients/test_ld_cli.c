@@ -90,7 +90,7 @@ static void test_defaults(void) {
   CHECK_EQ_INT(o.max_trials, 10);
   CHECK_EQ_INT(o.timeout_ms, 30000);
   CHECK_EQ_INT(o.connections, 0);
-  CHECK(o.transport_offload);  // gRPC's executor kept unless --grpc-stop-executor
+  CHECK(!o.transport_offload);
   CHECK_EQ_INT(o.threads, 0);
   CHECK_EQ_INT(o.data, LD_DATA_RANDOM);
   CHECK_EQ_INT(o.seed, 1);
@@ -106,7 +106,7 @@ static void test_all_options(void) {
   err e = {0};
   int rc =
       PARSE(&o, &e, "-u", "h:1", "--model-name=m", "-x", "2", "--request-rate-range", "100:300:100",
-            "--request-distribution=poisson", "--connections", "3", "--grpc-stop-executor", "--threads=2", "-b", "8", "--shape", "A:3,4",
+            "--request-distribution=poisson", "--connections", "3", "--grpc-transport-offload", "--threads=2", "-b", "8", "--shape", "A:3,4",
             "--shape=x:0:7", "--input-data", "zero", "--validate-identity", "-p", "500", "-s", "5.5", "-r", "4",
             "--timeout-ms", "0", "--server-stats", "-f", "out.csv", "--json", "out.json", "--seed", "0x10", "-v", "-v");
   CHECK_EQ_INT(rc, 0);
@@ -118,7 +118,7 @@ static void test_all_options(void) {
   CHECK(o.range.start == 100 && o.range.end == 300 && o.range.step == 100);
   CHECK_EQ_INT(o.dist, LD_DIST_POISSON);
   CHECK_EQ_INT(o.connections, 3);
-  CHECK(!o.transport_offload);
+  CHECK(o.transport_offload);
   CHECK_EQ_INT(o.threads, 2);
   CHECK_EQ_INT(o.rows, 8);
   CHECK_EQ_INT(o.n_shapes, 2);
