@@ -7,9 +7,10 @@
 
 #define IS_THREADED_DEFAULT "_ZN9grpc_core8Executor17IsThreadedDefaultEv"
 
-// grpc_offload.h says why these two are process-wide.
+// grpc_offload.h says why this state is process-wide.
 static atomic_int declining;
 static atomic_ullong declined;
+static _Atomic(void *) real;  // libgrpc's IsThreadedDefault, once looked up
 
 // bool grpc_core::Executor::IsThreadedDefault(): a static member function
 // without arguments, so a C function of the same symbol name has its ABI.
@@ -20,10 +21,16 @@ bool grpc_offload_is_threaded_default(void) {
     atomic_fetch_add_explicit(&declined, 1, memory_order_relaxed);
     return false;
   }
-  bool (*real)(void);
-  // POSIX guarantees dlsym's void * converts to a function pointer
-  *(void **)(&real) = dlsym(RTLD_NEXT, IS_THREADED_DEFAULT);
-  return real ? real() : false;
+  // gRPC's own answer; looked up once (a lookup per contended combiner would cost more than the offload)
+  void *p = atomic_load_explicit(&real, memory_order_acquire);
+  if (!p) {
+    p = dlsym(RTLD_NEXT, IS_THREADED_DEFAULT);
+    if (!p) return false;  // no gRPC below us: nothing to offload to
+    atomic_store_explicit(&real, p, memory_order_release);
+  }
+  bool (*f)(void);
+  *(void **)(&f) = p;  // POSIX guarantees dlsym's void * converts to a function pointer
+  return f();
 }
 
 int grpc_offload_decline(void) {
