@@ -194,13 +194,17 @@ def pending(srv, model):
     return lib.metric_sum(lib.parse_metrics(text), "nv_inference_pending_request_count", model=model, version="1")
 
 
-def await_pending(srv, model, n):
-    """Polls the pending gauge (queued + running) until it reads n; bounded."""
+def await_pending(srv, model, n, holder=None):
+    """Polls the pending gauge (queued + running) until it reads n; bounded. holder=(calls, key): the
+    request holding the instance; once it has answered while fewer than n are pending, the queue cannot
+    be built behind it any more, and HolderTooShort lets holder_retry run the test again."""
     end = time.monotonic() + WAIT_S
     while True:
         p = pending(srv, model)
         if p == n:
             return
+        if holder and p < n and holder[0].done(holder[1]):
+            raise HolderTooShort(model)
         assert time.monotonic() < end, "pending requests of %s stayed %s, awaited %d" % (model, p, n)
         time.sleep(0.002)
 
@@ -367,7 +371,7 @@ def test_preferred_sizes_2_4_behind_busy_instance(bat, rng):
     await_pending(bat.srv, m, 1)
     for i, f in enumerate(qs):
         calls.send(i, m, f)
-    await_pending(bat.srv, m, 9)
+    await_pending(bat.srv, m, 9, holder=(calls, "A"))
     holder_still_running(calls, "A", m)
     calls.wait(["A"] + list(range(8)))
     _check(bat, m, calls.ok("A"), a, "A")
@@ -470,7 +474,7 @@ def test_different_shapes_never_share_a_batch(bat, rng, lengths, table):
     await_pending(bat.srv, m, 1)
     for i, f in enumerate(qs):
         calls.send(i, m, f)
-        await_pending(bat.srv, m, 2 + i)  # fixes the queue order
+        await_pending(bat.srv, m, 2 + i, holder=(calls, "A"))  # fixes the queue order
     holder_still_running(calls, "A", m)
     calls.wait(["A"] + list(range(len(qs))))
     _check(bat, m, calls.ok("A"), a, "A")
@@ -497,11 +501,11 @@ def test_high_priority_overtakes(bat, rng, stream_calls):
     calls.send("A", m, feeds["A"])
     await_pending(bat.srv, m, 1)
     calls.send("B1", m, feeds["B1"])
-    await_pending(bat.srv, m, 2)
+    await_pending(bat.srv, m, 2, holder=(calls, "A"))
     calls.send("B2", m, feeds["B2"], priority=2)
-    await_pending(bat.srv, m, 3)
+    await_pending(bat.srv, m, 3, holder=(calls, "A"))
     calls.send("H", m, feeds["H"], priority=1)
-    await_pending(bat.srv, m, 4)
+    await_pending(bat.srv, m, 4, holder=(calls, "A"))
     holder_still_running(calls, "A", m)
     calls.wait(list(feeds))
     for k, f in feeds.items():
@@ -535,7 +539,7 @@ def test_full_queue_rejects_at_once(bat, rng, stream_calls):
     await_pending(bat.srv, m, 1)
     calls.send("Q1", m, feeds["Q1"])
     calls.send("Q2", m, feeds["Q2"])
-    await_pending(bat.srv, m, 3)
+    await_pending(bat.srv, m, 3, holder=(calls, "A"))
     holder_still_running(calls, "A", m)
     with pytest.raises(InferenceServerException) as ei:
         bat.client.infer(m, lib.triton_inputs(slow_feeds(rng)), client_timeout=WAIT_S)
