@@ -2,8 +2,10 @@
 #include "proto/grpc_offload.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 
 #define IS_THREADED_DEFAULT "_ZN9grpc_core8Executor17IsThreadedDefaultEv"
 
@@ -33,10 +35,64 @@ bool grpc_offload_is_threaded_default(void) {
   return f();
 }
 
+// A d_ptr of a loaded object's dynamic section: glibc relocates most in place,
+// other loaders leave them relative to the load address.
+static uintptr_t dyn_addr(const struct dl_phdr_info *info, ElfW(Addr) p) {
+  return p < info->dlpi_addr ? info->dlpi_addr + p : p;
+}
+
+// Whether libgrpc reaches IsThreadedDefault through its PLT: a relocation of
+// DT_JMPREL names it. A library linked with -Bsymbolic-functions (Ubuntu's
+// default flags) calls its own copy directly, and no definition of ours can
+// answer for it.
+static int via_plt(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  const char *base = strrchr(info->dlpi_name, '/');
+  base = base ? base + 1 : info->dlpi_name;
+  if (strncmp(base, "libgrpc.so", 10) != 0) return 0;
+  const ElfW(Dyn) *dyn = NULL;
+  for (int i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+  const ElfW(Sym) *symtab = NULL;
+  const char *strtab = NULL;
+  uintptr_t jmprel = 0;
+  size_t relsz = 0;
+  int rela = 1;
+  for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
+    switch (dyn->d_tag) {
+      case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_addr(info, dyn->d_un.d_ptr); break;
+      case DT_STRTAB: strtab = (const char *)dyn_addr(info, dyn->d_un.d_ptr); break;
+      case DT_JMPREL: jmprel = dyn_addr(info, dyn->d_un.d_ptr); break;
+      case DT_PLTRELSZ: relsz = dyn->d_un.d_val; break;
+      case DT_PLTREL: rela = dyn->d_un.d_val == DT_RELA; break;
+      default: break;
+    }
+  }
+  if (!symtab || !strtab || !jmprel) return 1;  // found libgrpc, no PLT relocations to read
+  size_t ent = rela ? sizeof(ElfW(Rela)) : sizeof(ElfW(Rel));
+  for (size_t off = 0; off + ent <= relsz; off += ent) {
+    // r_info sits after r_offset in both Rel and Rela
+    ElfW(Xword) info_word = rela ? ((const ElfW(Rela) *)(jmprel + off))->r_info : ((const ElfW(Rel) *)(jmprel + off))->r_info;
+#if __ELF_NATIVE_CLASS == 64
+    size_t sym = ELF64_R_SYM(info_word);
+#else
+    size_t sym = ELF32_R_SYM(info_word);
+#endif
+    if (strcmp(strtab + symtab[sym].st_name, IS_THREADED_DEFAULT) == 0) {
+      *(int *)arg = 1;
+      break;
+    }
+  }
+  return 1;
+}
+
 int grpc_offload_decline(void) {
   atomic_store_explicit(&declining, 1, memory_order_relaxed);
+  // ours must be the definition the dynamic linker finds, and libgrpc must ask the dynamic linker
   void *found = dlsym(RTLD_DEFAULT, IS_THREADED_DEFAULT);
-  return found == (void *)grpc_offload_is_threaded_default;
+  int plt = 0;
+  dl_iterate_phdr(via_plt, &plt);
+  return found == (void *)grpc_offload_is_threaded_default && plt;
 }
 
 uint64_t grpc_offload_declined(void) { return atomic_load_explicit(&declined, memory_order_relaxed); }
