@@ -33,9 +33,10 @@
 #include <stdint.h>
 
 // From now on gRPC's combiner keeps its work on the thread that holds it.
-// Returns 1 when the dynamic linker resolves gRPC's IsThreadedDefault to ours
-// (so libgrpc's PLT call reaches it), 0 when it does not (a static or
-// differently linked gRPC: its combiner offloads as before).
+// Returns 1 when it can: the dynamic linker resolves IsThreadedDefault to ours
+// and libgrpc asks through its PLT (Debian's does). 0 when it cannot: a static
+// gRPC, or one linked with -Bsymbolic-functions (Ubuntu's default flags),
+// which calls its own copy; its combiner then offloads as before.
 int grpc_offload_decline(void);
 
 // How many offloads were declined so far (each a contended combiner whose
