@@ -1,6 +1,6 @@
 // proto/grpc_offload.h: keeping gRPC 1.51's transport work off its executor,
 // for the server (server/grpc_front.c, --grpc-transport-offload) and the load
-// generator (clients/load, --grpc-no-offload), the two gRPC users of this
+// generator (clients/load, --grpc-transport-offload), the two gRPC users of this
 // repository.
 //
 // Why: when two threads contend for a connection, gRPC 1.51's combiner hands

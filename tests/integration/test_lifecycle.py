@@ -13,6 +13,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 import inferd_testlib as lib
+from test_load import run_load  # inferd-load beside the inferd under test (INFERD_LOAD_BIN)
 
 BURST = 300
 CALLBACK_TIMEOUT_S = 120
@@ -247,13 +248,10 @@ def test_contended_transport_work_stays_off_the_executor(start_server):
     deadlines of 1-500 us) contends for the connection's combiner: gRPC 1.51 would hand that work to its
     executor, and inferd declines (proto/grpc_offload.h). The count it logs at exit shows the interposed
     function was reached: without it the count stays 0 (a gRPC whose combiner it cannot reach)."""
-    load = os.path.join(os.path.dirname(lib.inferd_bin()), "inferd-load")
-    if not os.access(load, os.X_OK):
-        pytest.fail("inferd-load not found beside %s" % lib.inferd_bin(), pytrace=False)
     srv = start_server()
-    p = subprocess.run([load, "-u", srv.grpc_url, "-m", "mlp", "--concurrency-range", "16", "--connections", "1",
-                        "--mix", "55:5:30:10", "--cancel-after-us", "0:0", "--expire-us", "1:500",
-                        "--duration-s", "3", "--report-every-s", "3"], capture_output=True, text=True, timeout=120)
+    p = run_load(srv.grpc_url, "-m", "mlp", "--concurrency-range", "16", "--connections", "1", "--mix", "55:5:30:10",
+                 "--cancel-after-us", "0:0", "--expire-us", "1:500", "--duration-s", "3", "--report-every-s", "3",
+                 timeout=120)
     assert p.returncode == 0, p.stderr
     assert srv.stop() == 0
     srv.assert_clean_exit()
