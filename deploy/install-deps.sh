@@ -12,6 +12,7 @@ pkgs=(build-essential cmake pkg-config git
       zlib1g-dev  # gzip/deflate bodies of the REST API (server/httpz.c; gRPC links libz already)
       libssl-dev  # libcrypto: server/tls.c checks the certificate files at start; libssl: HTTPS (server/http_tls.c)
       openssl  # tests: the CLI makes the CA and certificates of tests/integration/test_tls.py and test_https.py
+      libjemalloc-dev  # the server's malloc: RSS stays flat under cancel-heavy load (server/main.cmake)
       libdnnl-dev  # oneDNN: the CPU's Conv/ConvTranspose/pooling primitives (engine/conv_dnnl.c)
       clang libclang-rt-dev libomp-dev  # tests/fuzz: libFuzzer + ASan/UBSan runtimes, OpenMP for clang builds
       python3 python3-venv python3-pip curl

@@ -10,7 +10,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdio.h>
@@ -27,6 +26,7 @@
 #endif
 #include "proto/grpc_offload.h"
 #include "proto/protoset.h"
+#include "server/alloc.h"
 #include "server/cli.h"
 #include "server/http.h"
 #include "server/rest.h"
@@ -42,11 +42,12 @@ typedef struct http_close_ctx {
 } http_close_ctx;
 
 // After a burst (a storm of 1 ms deadlines, thousands of cancelled calls)
-// glibc keeps the freed memory in its per-thread arenas: RSS rose from 190
-// to ~250 MB and stayed there, with no leak (LeakSanitizer clean across the
-// same storm). Once no ModelInfer has arrived for a second, malloc_trim hands
-// it back (to ~205 MB after the same storm); once per idle period, on the
-// loop thread, never while calls arrive.
+// the allocator keeps the freed memory: with glibc's per-thread arenas RSS
+// rose from 190 to ~250 MB and stayed there, with no leak (LeakSanitizer
+// clean across the same storm); jemalloc hands it back only as its decay
+// timers run. Once no ModelInfer has arrived for a second, srv_alloc_release
+// returns it at once (to ~205 MB after the same storm, glibc); once per idle
+// period, on the loop thread, never while calls arrive.
 #define IDLE_TRIM_US 1000000
 
 typedef struct idle_trim {
@@ -60,7 +61,8 @@ static void on_trim_tick(uv_timer_t *t) {
   long long last = atomic_load(&it->s->infer_last_call_us);
   if (last == 0 || last == it->trimmed_at || eng_now_us() - last < IDLE_TRIM_US) return;
   it->trimmed_at = last;
-  malloc_trim(0);
+  const char *how = srv_alloc_release();
+  srv_log(SRV_LOG_DEBUG, "idle for %d ms: freed memory handed back to the kernel (%s)", IDLE_TRIM_US / 1000, how);
 }
 
 static void on_http_closed(void *arg) { (void)arg; }
@@ -328,6 +330,8 @@ int main(int argc, char **argv) {
   srv_server srv = {.strict_readiness = o.strict_readiness, .allow_metrics = o.allow_metrics,
                     .trace_rate = o.trace_rate};
   raise_open_files_limit();
+  char alloc_name[256];
+  srv_log(SRV_LOG_INFO, "memory allocator: %s", srv_alloc_describe(alloc_name, sizeof alloc_name));
   grpc_log_server = &srv;
   gpr_set_log_function(on_grpc_log);
   err e = {0};

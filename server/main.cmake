@@ -1,5 +1,6 @@
 # The server's own pieces: handlers, scheduler loop, registry, flags, main.
 add_library(inferd_server STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/alloc.c
   ${CMAKE_CURRENT_LIST_DIR}/cli.c
   ${CMAKE_CURRENT_LIST_DIR}/control.c
   ${CMAKE_CURRENT_LIST_DIR}/endpoints.c
@@ -16,11 +17,33 @@ target_compile_definitions(inferd_server PUBLIC INFERD_VERSION="${PROJECT_VERSIO
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 target_link_libraries(inferd_server PUBLIC inferd_grpc inferd_tls inferd_http inferd_httpz inferd_reflection inferd_protoset
   inferd_hist inferd_trace inferd_dashboard inferd_gpumon inferd_shm inferd_cuda_shm
-  inferd_batcher inferd_model inferd_config inferd_graph inferd_proto inferd_base PkgConfig::LIBUV PkgConfig::CJSON Threads::Threads)
+  inferd_batcher inferd_model inferd_config inferd_graph inferd_proto inferd_base PkgConfig::LIBUV PkgConfig::CJSON Threads::Threads
+  ${CMAKE_DL_LIBS})
 
 if(INFERD_HAVE_CUDA)
   target_link_libraries(inferd_server PUBLIC inferd_cuda)  # device discovery at start-up
 endif()
 
 add_executable(inferd ${CMAKE_CURRENT_LIST_DIR}/main.c)
-target_link_libraries(inferd PRIVATE inferd_server)
+# jemalloc (libjemalloc-dev) as the server's malloc: glibc's per-thread arenas
+# let RSS climb under cancel-heavy load (+21 % in 4 minutes of the soak, still
+# rising) where jemalloc held it flat at the same throughput, and capping
+# glibc's arenas instead cost a fifth of the 512-stream throughput (README,
+# Dependencies; tests/bench/RESULTS.md). Linked ahead of everything else, so
+# the executable's first DT_NEEDED entry supplies malloc to libgrpc, CUDA and
+# the rest (srv_alloc_describe logs which one runs). Not with sanitizers,
+# which bring their own malloc.
+option(INFERD_JEMALLOC "Link the server against jemalloc when it is installed" ON)
+set(INFERD_JEMALLOC_LIBRARY "")
+if(INFERD_JEMALLOC AND NOT INFERD_SANITIZE)
+  find_library(JEMALLOC_LIBRARY NAMES jemalloc)
+  if(JEMALLOC_LIBRARY)
+    # --no-as-needed: nothing before it on the line calls malloc, and Debian's
+    # gcc links --as-needed by default, which would drop it silently
+    set(INFERD_JEMALLOC_LIBRARY "-Wl,--push-state,--no-as-needed" ${JEMALLOC_LIBRARY} "-Wl,--pop-state")
+  else()
+    message(WARNING "jemalloc not found (Debian: libjemalloc-dev; deploy/install-deps.sh installs it): "
+                    "the server runs on glibc's malloc, whose RSS creeps up under bursts of cancelled calls")
+  endif()
+endif()
+target_link_libraries(inferd PRIVATE ${INFERD_JEMALLOC_LIBRARY} inferd_server)

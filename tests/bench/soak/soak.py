@@ -418,7 +418,11 @@ def main():
         "achieved_rps": round(sent / duration, 1) if duration else None, "sent": sent, "kinds": kinds,
         **figures,
         "rss_first_mb": round((rss_first or 0) / 2**20, 1), "rss_last_mb": round((rss_last or 0) / 2**20, 1),
-        "rss_drift": round(rss_drift, 4), "fds_first": fd_first, "fds_last": fd_last, "fd_drift": round(fd_drift, 4),
+        "rss_drift": round(rss_drift, 4),
+        # the RSS curve: a leak climbs every period, a high-water mark levels off
+        "rss_mb_at_period_end": [round(([r for t, r, _ in samples if t <= (k + 1) * a.period_s] or [0])[-1] / 2**20, 1)
+                                 for k in range(int(duration // a.period_s) if duration else 0)],
+        "fds_first": fd_first, "fds_last": fd_last, "fd_drift": round(fd_drift, 4),
         "p99_ms_per_period": [round(p["valid"]["p99_us"] / 1e3, 3) for p in periods],
         "p50_ms_per_period": [round(p["valid"]["p50_us"] / 1e3, 3) for p in periods],
         "lag_p99_ms_per_period": [round(p["lag_us"]["p99"] / 1e3, 3) for p in periods],

@@ -1,0 +1,64 @@
+// alloc.c: see alloc.h.
+#include "server/alloc.h"
+
+#include <dlfcn.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <string.h>
+
+// jemalloc's control entry point (its <jemalloc/jemalloc.h> declares the same)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+typedef int (*mallctl_fn)(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+
+static mallctl_fn find_mallctl(void) {
+  // A jemalloc linked into the executable or preloaded exports mallctl into
+  // the global scope
+  return (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
+}
+
+// The file whose malloc every library's calls bind to (the first in the
+// global lookup order): what decides, not merely which allocators are loaded.
+static const char *malloc_origin(void) {
+  void *m = dlsym(RTLD_DEFAULT, "malloc");
+  Dl_info di;
+  if (m && dladdr(m, &di) && di.dli_fname && di.dli_fname[0]) return di.dli_fname;
+  return "?";
+}
+
+int srv_alloc_is_jemalloc(void) { return find_mallctl() != NULL && strstr(malloc_origin(), "jemalloc") != NULL; }
+
+const char *srv_alloc_describe(char *buf, size_t n) {
+  if (n == 0) return buf;
+  const char *from = malloc_origin();
+  mallctl_fn ctl = find_mallctl();
+  const char *ver = NULL;
+  size_t len = sizeof ver;
+  if (srv_alloc_is_jemalloc() && ctl("version", &ver, &len, NULL, 0) == 0 && ver)
+    snprintf(buf, n, "jemalloc %s (malloc from %s)", ver, from);
+  else if (srv_alloc_is_jemalloc()) snprintf(buf, n, "jemalloc (malloc from %s)", from);
+  // the sanitizers' runtimes replace malloc too (and the build leaves jemalloc out for them);
+  // decided at compile time: the runtimes' symbol names spelled here would
+  // mark every binary as sanitized to tools that search it for them
+  else if (SANITIZED)
+    snprintf(buf, n, "a sanitizer's malloc (malloc from %s)", from);
+  else snprintf(buf, n, "glibc malloc (malloc from %s)", from);
+  return buf;
+}
+
+const char *srv_alloc_release(void) {
+  mallctl_fn ctl = find_mallctl();
+  // "arena.<MALLCTL_ARENAS_ALL>.purge": 4096 is MALLCTL_ARENAS_ALL in jemalloc 5
+  if (ctl && srv_alloc_is_jemalloc() && ctl("arena.4096.purge", NULL, NULL, NULL, 0) == 0) return "jemalloc's purge";
+  malloc_trim(0);
+  return "malloc_trim";
+}
