@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-// jemalloc's control entry point (its <jemalloc/jemalloc.h> declares the same)
+// Sanitizer builds leave jemalloc out (server/main.cmake); decided at compile
+// time, since spelling the runtimes' symbol names here would mark every binary
+// as sanitized to tools that search it for them
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZED 1
 #elif defined(__has_feature)
@@ -18,13 +20,8 @@
 #define SANITIZED 0
 #endif
 
+// jemalloc's control entry point (its <jemalloc/jemalloc.h> declares the same)
 typedef int (*mallctl_fn)(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
-
-static mallctl_fn find_mallctl(void) {
-  // A jemalloc linked into the executable or preloaded exports mallctl into
-  // the global scope
-  return (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
-}
 
 // The file whose malloc every library's calls bind to (the first in the
 // global lookup order): what decides, not merely which allocators are loaded.
@@ -35,30 +32,31 @@ static const char *malloc_origin(void) {
   return "?";
 }
 
-int srv_alloc_is_jemalloc(void) { return find_mallctl() != NULL && strstr(malloc_origin(), "jemalloc") != NULL; }
+// jemalloc's mallctl when malloc is jemalloc's (linked into the executable or
+// preloaded, it exports mallctl into the global scope), else NULL
+static mallctl_fn jemalloc_ctl(void) {
+  mallctl_fn ctl = (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
+  return ctl && strstr(malloc_origin(), "jemalloc") ? ctl : NULL;
+}
 
 const char *srv_alloc_describe(char *buf, size_t n) {
   if (n == 0) return buf;
   const char *from = malloc_origin();
-  mallctl_fn ctl = find_mallctl();
+  mallctl_fn ctl = jemalloc_ctl();
   const char *ver = NULL;
   size_t len = sizeof ver;
-  if (srv_alloc_is_jemalloc() && ctl("version", &ver, &len, NULL, 0) == 0 && ver)
+  if (ctl && ctl("version", &ver, &len, NULL, 0) == 0 && ver)
     snprintf(buf, n, "jemalloc %s (malloc from %s)", ver, from);
-  else if (srv_alloc_is_jemalloc()) snprintf(buf, n, "jemalloc (malloc from %s)", from);
-  // the sanitizers' runtimes replace malloc too (and the build leaves jemalloc out for them);
-  // decided at compile time: the runtimes' symbol names spelled here would
-  // mark every binary as sanitized to tools that search it for them
-  else if (SANITIZED)
-    snprintf(buf, n, "a sanitizer's malloc (malloc from %s)", from);
+  else if (ctl) snprintf(buf, n, "jemalloc (malloc from %s)", from);
+  else if (SANITIZED) snprintf(buf, n, "a sanitizer's malloc (malloc from %s)", from);
   else snprintf(buf, n, "glibc malloc (malloc from %s)", from);
   return buf;
 }
 
 const char *srv_alloc_release(void) {
-  mallctl_fn ctl = find_mallctl();
+  mallctl_fn ctl = jemalloc_ctl();
   // "arena.<MALLCTL_ARENAS_ALL>.purge": 4096 is MALLCTL_ARENAS_ALL in jemalloc 5
-  if (ctl && srv_alloc_is_jemalloc() && ctl("arena.4096.purge", NULL, NULL, NULL, 0) == 0) return "jemalloc's purge";
+  if (ctl && ctl("arena.4096.purge", NULL, NULL, NULL, 0) == 0) return "jemalloc's purge";
   malloc_trim(0);
   return "malloc_trim";
 }

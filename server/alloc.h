@@ -12,13 +12,10 @@
 
 #include <stddef.h>
 
-// Writes "jemalloc <version>", "a sanitizer's malloc" or "glibc malloc", and the
-// file that supplies malloc, into buf (always
-// NUL-terminated when n > 0) and returns buf.
+// Writes "jemalloc <version>", "a sanitizer's malloc" or "glibc malloc", and
+// the file that supplies malloc, into buf (always NUL-terminated when n > 0)
+// and returns buf.
 const char *srv_alloc_describe(char *buf, size_t n);
-
-// 1 when malloc is jemalloc's.
-int srv_alloc_is_jemalloc(void);
 
 // Returns freed pages to the kernel: jemalloc purges every arena's unused
 // dirty pages, glibc trims its arenas (malloc_trim). Costs a walk of the
