@@ -35,13 +35,22 @@ def inferd_bin():
     return os.environ.get("INFERD_BIN", os.path.join(REPO_ROOT, "build", "bin", "inferd"))
 
 
-def address_sanitized(binary=None):
-    """True when the inferd binary carries AddressSanitizer's runtime (the asan preset's build)."""
+def _binary_holds(marker, binary):
     try:
         with open(binary or inferd_bin(), "rb") as f:
-            return b"__asan_init" in f.read()
+            return marker in f.read()
     except OSError:
         return False
+
+
+def address_sanitized(binary=None):
+    """True when the inferd binary carries AddressSanitizer's runtime (the asan preset's build)."""
+    return _binary_holds(b"__asan_init", binary)
+
+
+def thread_sanitized(binary=None):
+    """True when the inferd binary carries ThreadSanitizer's runtime (the tsan preset's build)."""
+    return _binary_holds(b"__tsan_init", binary)
 
 
 # --- the server process

@@ -243,12 +243,6 @@ def test_grpc_transport_offload_switch(start_server, specs, oracle, rng, offload
     assert len(declined) == (0 if offload else 1), declined
 
 
-def _sanitized(binary):
-    with open(binary, "rb") as f:
-        data = f.read()
-    return b"__asan_init" in data or b"__tsan_init" in data
-
-
 def test_malloc_is_jemalloc_for_every_library(start_server, specs, oracle, rng):
     """The server links jemalloc first (server/main.cmake): under a cancel-heavy soak glibc's per-thread
     arenas let RSS climb 21 % in 4 minutes where jemalloc stayed within 3 % (tests/bench/RESULTS.md). The
@@ -257,11 +251,12 @@ def test_malloc_is_jemalloc_for_every_library(start_server, specs, oracle, rng):
     jemalloc's and mapped. Sanitized builds run on their runtime's malloc and say so. Calls are answered
     right on it, and the idle release (jemalloc's purge, not glibc's trim) runs and leaves it serving."""
     srv = start_server(["--log-level", "debug"])
+    sanitized = lib.address_sanitized(srv.binary) or lib.thread_sanitized(srv.binary)
     lines = srv.await_stderr(lambda ls: any("memory allocator:" in l for l in ls))
     said = next(l for l in lines if "memory allocator:" in l)
     with open("/proc/%d/maps" % srv.proc.pid) as f:
         maps = f.read()
-    if _sanitized(srv.binary):
+    if sanitized:
         assert "a sanitizer's malloc" in said, said
         assert "libjemalloc" not in maps
     else:
@@ -276,7 +271,7 @@ def test_malloc_is_jemalloc_for_every_library(start_server, specs, oracle, rng):
             lib.check_outputs({o: r.as_numpy(o) for o in want}, want, specs["mlp"], what="%d rows" % rows)
         # the idle release runs once a second passes without a call (main.c's on_trim_tick); serving after it
         # shows the purge left the allocator whole
-        how = "(malloc_trim)" if _sanitized(srv.binary) else "(jemalloc's purge)"
+        how = "(malloc_trim)" if sanitized else "(jemalloc's purge)"
         srv.await_stderr(lambda ls: any("freed memory handed back to the kernel " + how in l for l in ls), 30)
         f = lib.random_inputs(specs["mlp"], rng, 2)
         r = c.infer("mlp", lib.triton_inputs(f))
