@@ -1,6 +1,8 @@
 // cli.c: flag parsing ("--name value" and "--name=value").
 #include "server/cli.h"
 
+#include "server/rapid_reset.h"
+
 #include <errno.h>
 #include <sched.h>
 #include <limits.h>
@@ -33,6 +35,9 @@ void srv_options_usage(const char *prog) {
           "                               thread that holds it, which held p99 far lower under load)\n"
           "  --grpc-max-concurrent-streams N calls one connection may hold at once (default 2048;\n"
           "                               HTTP/2's setting: a client waits for a free stream)\n"
+          "  --grpc-rapid-reset-limit N   end a gRPC connection whose client cancels N calls within one\n"
+          "                               second, half or more of those it opened (HTTP/2 rapid reset;\n"
+          "                               default 1000; 0: never)\n"
           "  --http-max-infer-body-bytes N largest body of a REST inference request (default 67108864);\n"
           "                               larger ones get 413 (other HTTP requests: 1 MiB)\n"
           "  --default-max-batch-size N   max_batch_size given to models whose config.pbtxt is missing\n"
@@ -128,6 +133,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
   *o = (srv_options){.grpc_address = "0.0.0.0", .http_address = "0.0.0.0", .grpc_port = 8001, .http_port = 8000,
                      .grpc_threads = default_grpc_threads(), .grpc_max_message_bytes = 64 << 20,
                      .grpc_max_streams = 0,  // the gRPC front's default (2048)
+                     .grpc_rapid_reset_limit = SRV_RR_DEFAULT_LIMIT,
                      .reply_threads = -1,    // half the cores given, 2 to 8 (main.c)
                      .http_max_infer_body_bytes = 64 << 20,
                      .default_max_batch_size = 4, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
@@ -188,6 +194,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--grpc-max-message-bytes")) rc = parse_int(name, val, 1024, INT_MAX, &o->grpc_max_message_bytes);
     else if (!strcmp(name, "--grpc-max-concurrent-streams")) rc = parse_int(name, val, 1, INT_MAX, &o->grpc_max_streams);
     else if (!strcmp(name, "--grpc-transport-offload")) rc = parse_bool(name, val, &o->grpc_transport_offload);
+    else if (!strcmp(name, "--grpc-rapid-reset-limit")) rc = parse_int(name, val, 0, INT_MAX, &o->grpc_rapid_reset_limit);
     else if (!strcmp(name, "--reply-threads")) rc = parse_int(name, val, 0, 64, &o->reply_threads);
     else if (!strcmp(name, "--http-max-infer-body-bytes"))
       rc = parse_int(name, val, 1 << 20, INT_MAX, &o->http_max_infer_body_bytes);

@@ -296,6 +296,16 @@ static void metrics_gpus(srv_server *s, sbuf *b) {
   free(g);
 }
 
+// What the gRPC front did to its connections (grpc_front.h).
+static void metrics_grpc(srv_server *s, sbuf *b) {
+  if (!s->grpc) return;
+  sb_printf(b, "# HELP inferd_grpc_connections_ended_total gRPC connections the server ended, by reason "
+               "(rapid_reset: the client cancelled most of its calls at once, --grpc-rapid-reset-limit)\n"
+               "# TYPE inferd_grpc_connections_ended_total counter\n"
+               "inferd_grpc_connections_ended_total{reason=\"rapid_reset\"} %llu\n",
+            srv_grpc_connections_ended(s->grpc));
+}
+
 // Requests and rows per second over the last THROUGHPUT_WINDOW_S whole seconds.
 static void metrics_throughput(srv_server *s, sbuf *b) {
   int64_t now = eng_now_us();
@@ -453,6 +463,7 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
     metrics_instances(s, &b);
     metrics_gpus(s, &b);
     metrics_throughput(s, &b);
+    metrics_grpc(s, &b);
   }
   srv_registry_rdunlock(s->reg);
   if (b.oom || !b.p) {

@@ -33,6 +33,7 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
+#include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -42,6 +43,7 @@
 #include <time.h>
 
 #include "proto/grpc_offload.h"
+#include "server/rapid_reset.h"
 
 #define DEFAULT_THREADS 2
 #define DEFAULT_CALLS 16
@@ -100,6 +102,8 @@ struct srv_call {
   atomic_int cancelled;
   atomic_int refs;
   int64_t deadline_us;
+  uint64_t rr_key;  // its connection's in the rapid-reset counts (0: not counted)
+  int64_t rr_window;
   tag tag_new, tag_close, tag_send;
   // local calls (srv_call_create_local) only
   srv_local_done local_done;
@@ -138,6 +142,8 @@ struct srv_stream {
   grpc_call *call;
   gpr_timespec deadline;
   int64_t deadline_us;
+  uint64_t rr_key;  // its connection's in the rapid-reset counts (0: not counted)
+  int64_t rr_window;
   grpc_metadata_array md;
   grpc_byte_buffer *recv_buf;
   grpc_byte_buffer *send_buf;  // the answer being sent
@@ -212,6 +218,9 @@ struct srv_grpc {
   // (read and written only under the watch's mutex, by the fetcher).
   srv_tlsw *tls;
   unsigned long long tls_seen;
+  srv_rr *rr;  // NULL: the rapid-reset guard is off
+  int rr_limit;
+  atomic_ullong rr_ended;  // connections it ended
 };
 
 #define LOG(...)                               \
@@ -295,6 +304,44 @@ static int64_t deadline_to_us(gpr_timespec d) {
       gpr_time_sub(gpr_convert_clock_type(d, GPR_CLOCK_MONOTONIC), gpr_now(GPR_CLOCK_MONOTONIC));
   if (left.tv_sec > INT64_MAX / 2000000) return INT64_MAX;
   return mono_now_us() + (int64_t)left.tv_sec * 1000000 + left.tv_nsec / 1000;
+}
+
+// ---------------------------------------------------------------- rapid reset
+
+// A client cancel closer than this to the call's deadline is taken for the
+// deadline's own expiry, which is not the client's doing.
+#define RR_DEADLINE_SLACK_US 1000
+
+// Counts a new call toward its connection's tally (rapid_reset.h); returns its key.
+static uint64_t rr_count(srv_grpc *g, grpc_call *call, int64_t *window) {
+  if (!g->rr) return 0;
+  char *peer = grpc_call_get_peer(call);
+  uint64_t key = peer ? srv_rr_call(g->rr, peer, mono_now_us(), window) : 0;
+  gpr_free(peer);
+  return key;
+}
+
+// A counted call is over. If its client cancelled it (before its answer, which
+// RECV_CLOSE_ON_SERVER reports as not cancelled, and before its deadline) the
+// cancel counts, and the one that takes the connection over the limit ends it.
+static void rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelled, int64_t deadline_us) {
+  if (!key || !cancelled || draining(g)) return;
+  if (deadline_us != INT64_MAX && mono_now_us() >= deadline_us - RR_DEADLINE_SLACK_US) return;
+  srv_rr_verdict v;
+  if (!srv_rr_cancelled(g->rr, key, window, &v)) return;
+  err e = {0};
+  int rc = srv_rr_end_connection(v.peer, g->port, &e);
+  if (rc > 0) {
+    atomic_fetch_add_explicit(&g->rr_ended, 1, memory_order_relaxed);
+    LOG("ended the connection from %s: its client cancelled %u of the %u calls it opened within one second "
+        "(HTTP/2 rapid reset; --grpc-rapid-reset-limit %d)", v.peer, v.cancels, v.calls, g->rr_limit);
+  } else if (rc < 0) {
+    LOG("the connection from %s is over the rapid-reset limit but could not be ended: %s", v.peer, e.msg);
+  }
+}
+
+unsigned long long srv_grpc_connections_ended(const srv_grpc *g) {
+  return atomic_load_explicit(&((srv_grpc *)g)->rr_ended, memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------- unary contexts
@@ -519,6 +566,7 @@ static void on_unary_new(cq_thread *t, srv_call *c, int ok) {
   }
   if (!draining(g)) arm_unary(t, c->rm);
   c->deadline_us = deadline_to_us(c->deadline);
+  c->rr_key = rr_count(g, c->call, &c->rr_window);
   atomic_store_explicit(&c->refs, 3, memory_order_relaxed);  // this thread, close batch, handler
 
   grpc_op op;
@@ -567,6 +615,7 @@ static void on_unary_new(cq_thread *t, srv_call *c, int ok) {
 
 static void on_unary_close(srv_call *c, int ok) {
   if (!ok || c->close_cancelled) atomic_store_explicit(&c->cancelled, 1, memory_order_relaxed);
+  rr_closed(c->t->g, c->rr_key, c->rr_window, !ok || c->close_cancelled, c->deadline_us);
   call_release(c);
 }
 
@@ -863,6 +912,7 @@ static void on_astream_new(cq_thread *t, srv_stream *s, int ok) {
   srv_grpc *g = t->g;
   if (!streams_ending(g)) arm_astream(t, s->rm);
   s->deadline_us = deadline_to_us(s->deadline);
+  s->rr_key = rr_count(g, s->call, &s->rr_window);
   grpc_op op;
   memset(&op, 0, sizeof op);
   op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
@@ -988,6 +1038,7 @@ static void on_astream_done(srv_stream *s, tag_kind kind, int ok) {
     case TAG_ASTREAM_CLOSE:
       // the call is over: cancelled, or after our status
       if (!ok || s->close_cancelled) atomic_store_explicit(&s->cancelled, 1, memory_order_relaxed);
+      rr_closed(s->t->g, s->rr_key, s->rr_window, !ok || s->close_cancelled, s->deadline_us);
       s->done = 1;
       s->reading = 0;
       astream_drop_queue(s);
@@ -1197,6 +1248,12 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   g->calls_per_thread = o->calls_per_thread > 0 ? o->calls_per_thread : DEFAULT_CALLS;
   g->busy_method = o->busy_method;  // a string literal of the caller's, or NULL
   g->busy_calls = o->busy_calls;
+  atomic_init(&g->rr_ended, 0);
+  g->rr_limit = o->rapid_reset_limit ? o->rapid_reset_limit : SRV_RR_DEFAULT_LIMIT;
+  if (g->rr_limit > 0 && srv_rr_create(g->rr_limit, &g->rr, e) != 0) {
+    free(g);
+    return e ? e->code : ERR_INTERNAL;
+  }
   atomic_init(&g->streams_ending, 0);
   atomic_init(&g->draining, 0);
   g->shutdown_tag = (tag){TAG_SHUTDOWN, g};
@@ -1467,6 +1524,7 @@ static void teardown(srv_grpc *g) {
   }
   free(g->threads);
   free(g->methods);
+  srv_rr_destroy(g->rr);
   pthread_mutex_destroy(&g->mu);
   pthread_mutex_destroy(&g->live_mu);
   pthread_cond_destroy(&g->live_cv);

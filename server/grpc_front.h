@@ -76,6 +76,10 @@ typedef struct srv_grpc_opts {
   // is declined from create on (process-wide) and the work stays on the thread that holds it; the
   // executor keeps its threads for its other work.
   int transport_offload;
+  // Client cancels per second that end one connection when they are also at
+  // least half of the calls it opened in that second (HTTP/2 rapid reset,
+  // server/rapid_reset.h); 0 means SRV_RR_DEFAULT_LIMIT, -1 turns the guard off.
+  int rapid_reset_limit;
 } srv_grpc_opts;
 
 // Where gRPC's transport work runs, as srv_grpc_create left it.
@@ -92,6 +96,9 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
                     srv_grpc **out, err *e);
 
 srv_grpc_offload srv_grpc_transport_offload(const srv_grpc *g);
+
+// Connections the rapid-reset guard ended (rapid_reset.h); any thread.
+unsigned long long srv_grpc_connections_ended(const srv_grpc *g);
 
 // The bound port (useful with port 0).
 int srv_grpc_port(const srv_grpc *g);

@@ -426,10 +426,12 @@ int main(int argc, char **argv) {
   snprintf(addr, sizeof addr, "%s:%d", o.grpc_address, o.grpc_port);
   srv_grpc_opts go = {.addr = addr, .n_threads = o.grpc_threads, .max_recv_bytes = o.grpc_max_message_bytes,
                       .max_send_bytes = o.grpc_max_message_bytes,
-                      .max_streams = o.grpc_max_streams, .transport_offload = o.grpc_transport_offload};
+                      .max_streams = o.grpc_max_streams, .transport_offload = o.grpc_transport_offload,
+                      .rapid_reset_limit = o.grpc_rapid_reset_limit ? o.grpc_rapid_reset_limit : -1};
   srv_grpc_tls gt = {.certs = tls};
   if (tls) go.tls = &gt;
   if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;
+  srv.grpc = grpc;
   switch (srv_grpc_transport_offload(grpc)) {
     case SRV_GRPC_OFFLOAD_ON: srv_log(SRV_LOG_INFO, "gRPC transport work may move to gRPC's executor threads (gRPC's default)"); break;
     case SRV_GRPC_OFFLOAD_OFF:

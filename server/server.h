@@ -29,6 +29,7 @@ typedef struct srv_server {
   srv_cuda_shm *cuda_shm;  // client CUDA shared memory; NULL unless --allow-client-shm
   struct srv_rest *rest;   // the KServe v2 REST routes (server/rest.h); NULL: not served
   srv_replyq *replyq;      // sends batches' answers (replyq.h); NULL: each instance thread sends its own
+  const srv_grpc *grpc;    // set before the loop thread starts; /metrics reads its counts
   int strict_readiness;    // ready only when every model is (Triton's default)
   int allow_metrics;       // --allow-metrics: /metrics served at all
   atomic_int draining;     // set once shutdown began: not ready, new work refused

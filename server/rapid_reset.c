@@ -1,0 +1,240 @@
+// server/rapid_reset.c: see rapid_reset.h.
+#include "server/rapid_reset.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STRIPES 16
+#define SLOTS 64  // per stripe: 1,024 connections counted at once
+#define PROBE 8   // slots looked at for one key
+#define WINDOW_US 1000000
+
+typedef struct conn_count {
+  uint64_t key;  // 0: free
+  int64_t window_us;  // start of the second being counted
+  unsigned calls, cancels;
+  int ended;
+  char peer[SRV_RR_PEER_MAX];
+} conn_count;
+
+typedef struct stripe {
+  pthread_mutex_t mu;
+  conn_count slot[SLOTS];
+} stripe;
+
+struct srv_rr {
+  unsigned limit;
+  stripe stripes[STRIPES];
+};
+
+int srv_rr_create(int limit, srv_rr **out, err *e) {
+  *out = NULL;
+  if (limit < 1) return err_set(e, ERR_INVALID_ARGUMENT, "rapid-reset limit must be >= 1, got %d", limit);
+  srv_rr *rr = calloc(1, sizeof *rr);
+  if (!rr) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for the rapid-reset counts");
+  rr->limit = (unsigned)limit;
+  for (int i = 0; i < STRIPES; i++) pthread_mutex_init(&rr->stripes[i].mu, NULL);
+  *out = rr;
+  return 0;
+}
+
+void srv_rr_destroy(srv_rr *rr) {
+  if (!rr) return;
+  for (int i = 0; i < STRIPES; i++) pthread_mutex_destroy(&rr->stripes[i].mu);
+  free(rr);
+}
+
+// FNV-1a; never 0, which marks a free slot.
+static uint64_t peer_key(const char *s, size_t *len) {
+  uint64_t h = 1469598103934665603ull;
+  size_t n = 0;
+  for (; s[n]; n++) h = (h ^ (unsigned char)s[n]) * 1099511628211ull;
+  *len = n;
+  return h ? h : 1;
+}
+
+static stripe *stripe_of(srv_rr *rr, uint64_t key) { return &rr->stripes[(key >> 58) % STRIPES]; }
+
+// The slot counting key, or NULL.
+static conn_count *find(stripe *s, uint64_t key) {
+  for (unsigned i = 0; i < PROBE; i++) {
+    conn_count *c = &s->slot[(key + i) % SLOTS];
+    if (c->key == key) return c;
+  }
+  return NULL;
+}
+
+uint64_t srv_rr_call(srv_rr *rr, const char *peer, int64_t now_us, int64_t *window) {
+  size_t len;
+  uint64_t key = peer_key(peer, &len);
+  if (len >= SRV_RR_PEER_MAX) return 0;
+  stripe *s = stripe_of(rr, key);
+  pthread_mutex_lock(&s->mu);
+  conn_count *c = find(s, key);
+  if (!c) {  // a free slot, or one whose connection was quiet for a whole second (gone, or not abusive)
+    for (unsigned i = 0; i < PROBE && !c; i++) {
+      conn_count *x = &s->slot[(key + i) % SLOTS];
+      if (x->key == 0 || now_us - x->window_us >= 2 * WINDOW_US) c = x;
+    }
+    if (c) {
+      memset(c, 0, sizeof *c);
+      c->key = key;
+      c->window_us = now_us;
+      memcpy(c->peer, peer, len + 1);
+    }
+  }
+  if (c) {
+    if (now_us - c->window_us >= WINDOW_US) {
+      c->window_us = now_us;
+      c->calls = c->cancels = 0;
+    }
+    c->calls++;
+    *window = c->window_us;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return c ? key : 0;
+}
+
+int srv_rr_cancelled(srv_rr *rr, uint64_t key, int64_t window, srv_rr_verdict *v) {
+  if (!key) return 0;
+  stripe *s = stripe_of(rr, key);
+  int over = 0;
+  pthread_mutex_lock(&s->mu);
+  conn_count *c = find(s, key);
+  if (c && !c->ended && c->window_us == window) {
+    c->cancels++;
+    if (c->cancels >= rr->limit && 2 * (uint64_t)c->cancels >= c->calls) {
+      c->ended = 1;
+      over = 1;
+      memcpy(v->peer, c->peer, sizeof v->peer);
+      v->calls = c->calls;
+      v->cancels = c->cancels;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  return over;
+}
+
+// ---------------------------------------------------------------- ending a connection
+
+typedef struct tcp_addr {
+  int v4;            // 1: addr[0..3] is an IPv4 address (v4-mapped IPv6 ones too)
+  uint8_t addr[16];
+  int port;
+} tcp_addr;
+
+// gRPC's peer string: "ipv4:127.0.0.1:41234" or "ipv6:[::1]:41234", newer
+// releases percent-encoding the brackets and colons ("ipv6:%5B%3A%3A1%5D:41234").
+static int parse_peer(const char *peer, tcp_addr *a) {
+  char buf[SRV_RR_PEER_MAX];
+  size_t n = 0;
+  for (const char *p = peer; *p && n + 1 < sizeof buf; p++) {
+    unsigned x;
+    if (p[0] == '%' && p[1] && p[2] && sscanf(p + 1, "%2x", &x) == 1) {
+      buf[n++] = (char)x;
+      p += 2;
+    } else {
+      buf[n++] = *p;
+    }
+  }
+  buf[n] = 0;
+  memset(a, 0, sizeof *a);
+  char *colon = strrchr(buf, ':');
+  if (!colon) return -1;
+  char *end;
+  long port = strtol(colon + 1, &end, 10);
+  if (*end || port <= 0 || port > 65535) return -1;
+  a->port = (int)port;
+  *colon = 0;
+  if (!strncmp(buf, "ipv4:", 5)) {
+    a->v4 = 1;
+    return inet_pton(AF_INET, buf + 5, a->addr) == 1 ? 0 : -1;
+  }
+  if (strncmp(buf, "ipv6:[", 6) || colon[-1] != ']') return -1;
+  colon[-1] = 0;
+  char *scope = strchr(buf + 6, '%');
+  if (scope) *scope = 0;
+  struct in6_addr in6;
+  if (inet_pton(AF_INET6, buf + 6, &in6) != 1) return -1;
+  if (IN6_IS_ADDR_V4MAPPED(&in6)) {
+    a->v4 = 1;
+    memcpy(a->addr, in6.s6_addr + 12, 4);
+  } else {
+    memcpy(a->addr, in6.s6_addr, 16);
+  }
+  return 0;
+}
+
+static int sockaddr_to_tcp(const struct sockaddr_storage *ss, tcp_addr *a) {
+  memset(a, 0, sizeof *a);
+  if (ss->ss_family == AF_INET) {
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+    a->v4 = 1;
+    memcpy(a->addr, &s4->sin_addr, 4);
+    a->port = ntohs(s4->sin_port);
+    return 0;
+  }
+  if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+    if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {  // a dual-stack listener's IPv4 client, as gRPC names it
+      a->v4 = 1;
+      memcpy(a->addr, s6->sin6_addr.s6_addr + 12, 4);
+    } else {
+      memcpy(a->addr, s6->sin6_addr.s6_addr, 16);
+    }
+    a->port = ntohs(s6->sin6_port);
+    return 0;
+  }
+  return -1;
+}
+
+static int same_addr(const tcp_addr *x, const tcp_addr *y) {
+  return x->v4 == y->v4 && x->port == y->port && !memcmp(x->addr, y->addr, x->v4 ? 4 : 16);
+}
+
+int srv_rr_end_connection(const char *peer, int port, err *e) {
+  tcp_addr want;
+  if (parse_peer(peer, &want) != 0) return 0;
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) {
+    err_set(e, ERR_INTERNAL, "cannot list /proc/self/fd: %s", strerror(errno));
+    return -1;
+  }
+  int ended = 0;
+  for (struct dirent *de; !ended && (de = readdir(d));) {
+    char *end;
+    long fd = strtol(de->d_name, &end, 10);
+    if (*end || end == de->d_name || fd == dirfd(d)) continue;
+    struct stat st;
+    if (fstat((int)fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    tcp_addr local, remote;
+    if (getsockname((int)fd, (struct sockaddr *)&ss, &sl) != 0 || sockaddr_to_tcp(&ss, &local) != 0 ||
+        local.port != port)
+      continue;
+    sl = sizeof ss;
+    if (getpeername((int)fd, (struct sockaddr *)&ss, &sl) != 0 || sockaddr_to_tcp(&ss, &remote) != 0 ||
+        !same_addr(&remote, &want))
+      continue;
+    // Only a live connection: one the client already closed is on its way out,
+    // and its calls' cancels were the transport's, not the client's.
+    struct tcp_info ti;
+    socklen_t tl = sizeof ti;
+    if (getsockopt((int)fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0 || ti.tcpi_state != 1 /* TCP_ESTABLISHED */)
+      continue;
+    ended = shutdown((int)fd, SHUT_RDWR) == 0;
+  }
+  closedir(d);
+  return ended;
+}
