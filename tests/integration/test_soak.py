@@ -31,6 +31,7 @@ def test_soak_smoke_counts_exact(repo_dir, tmp_path):
     assert len([v for v in verdicts if " counts: " in v]) == 6, why
     assert not [f for f in s["failed"] if f.startswith(("counts", "exit"))], why
     assert s["exit"] == 0 and s["max_rps"] > 0, s
+    assert s["connections_ended"] == 0 and "no connection ended by the rapid-reset guard" not in s["failed"], s
     k = s["kinds"]
     assert all(k[name]["sent"] > 0 for name in ("valid", "invalid", "cancel", "expire")), k
     assert k["valid"]["OK"] == k["valid"]["sent"] and k["invalid"]["INVALID_ARGUMENT"] == k["invalid"]["sent"], k
