@@ -43,7 +43,9 @@ def test_rapid_reset_connection_ended_and_others_answered(start_server):
         lines = srv.await_stderr(lambda ls: any(ENDED.search(l) for l in ls), timeout=60)
         m = next(ENDED.search(l) for l in lines if ENDED.search(l))
         cancels, calls, limit = int(m.group(3)), int(m.group(4)), int(m.group(5))
-        assert limit == 1000 and cancels == limit and calls <= 2 * cancels, m.group(0)
+        # at least the limit: a cancel that reaches it with fewer than half of the calls ends nothing yet (a slow
+        # server may have counted many of the attacker's calls whose cancels it has not read)
+        assert limit == 1000 and cancels >= limit and calls <= 2 * cancels, m.group(0)
         # a client on its own connection meanwhile: every call answered, none lost to the attacker's
         vic = run_load(srv.grpc_url, "-m", "mlp", "--mix", "100:0:0:0", "--request-rate-range", "100",
                        "--duration-s", "4", "--timeout-ms", "20000", "--threads", "1", timeout=120)
