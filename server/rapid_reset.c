@@ -5,13 +5,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define STRIPES 16
@@ -202,9 +200,74 @@ static int same_addr(const tcp_addr *x, const tcp_addr *y) {
   return x->v4 == y->v4 && x->port == y->port && !memcmp(x->addr, y->addr, x->v4 ? 4 : 16);
 }
 
+// One address of /proc/self/net/tcp{,6}: "0100007F:1F91", each 32-bit word
+// of the address in hex as the kernel holds it (network order bytes read as
+// a host integer), the port in host order.
+static int parse_proc_addr(const char *s, size_t words, tcp_addr *a) {
+  uint8_t raw[16];
+  for (size_t w = 0; w < words; w++) {
+    char hex[9];
+    memcpy(hex, s + 8 * w, 8);
+    hex[8] = 0;
+    char *end;
+    uint32_t v = (uint32_t)strtoul(hex, &end, 16);
+    if (*end) return -1;
+    memcpy(raw + 4 * w, &v, 4);
+  }
+  if (s[8 * words] != ':') return -1;
+  char *end;
+  long port = strtol(s + 8 * words + 1, &end, 16);
+  if (end == s + 8 * words + 1) return -1;
+  memset(a, 0, sizeof *a);
+  a->port = (int)port;
+  struct in6_addr in6;
+  memcpy(&in6, raw, sizeof in6);
+  if (words == 1 || IN6_IS_ADDR_V4MAPPED(&in6)) {  // a dual-stack listener's IPv4 client, as gRPC names it
+    a->v4 = 1;
+    memcpy(a->addr, words == 1 ? raw : raw + 12, 4);
+  } else {
+    memcpy(a->addr, raw, 16);
+  }
+  return 0;
+}
+
+// The inode of the established socket from `want` to local port `port`, from
+// the kernel's table (file: /proc/self/net/tcp or tcp6); 0 when none.
+static unsigned long find_inode(const char *file, size_t words, const tcp_addr *want, int port) {
+  FILE *f = fopen(file, "r");
+  if (!f) return 0;
+  char line[512];
+  unsigned long inode = 0;
+  if (!fgets(line, sizeof line, f)) line[0] = 0;  // the header
+  while (!inode && fgets(line, sizeof line, f)) {
+    char local[64], remote[64];
+    unsigned st;
+    unsigned long ino;
+    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+    if (sscanf(line, " %*s %63s %63s %x %*s %*s %*s %*s %*s %lu", local, remote, &st, &ino) != 4) continue;
+    tcp_addr l, r;
+    if (st != 1 /* TCP_ESTABLISHED: one the client already closed is on its way out, its cancels the
+                   transport's, not the client's */
+        || parse_proc_addr(local, words, &l) != 0 || l.port != port || parse_proc_addr(remote, words, &r) != 0 ||
+        !same_addr(&r, want))
+      continue;
+    inode = ino;
+  }
+  fclose(f);
+  return inode;
+}
+
 int srv_rr_end_connection(const char *peer, int port, err *e) {
   tcp_addr want;
   if (parse_peer(peer, &want) != 0) return 0;
+  // The socket is found by the kernel's tables and the descriptors' links,
+  // without touching any descriptor but the one ended: the others belong to
+  // other threads (gRPC's, the HTTP loop's), which may be closing them.
+  unsigned long inode = find_inode("/proc/self/net/tcp", 1, &want, port);
+  if (!inode) inode = find_inode("/proc/self/net/tcp6", 4, &want, port);
+  if (!inode) return 0;
+  char target[64];
+  snprintf(target, sizeof target, "socket:[%lu]", inode);
   DIR *d = opendir("/proc/self/fd");
   if (!d) {
     err_set(e, ERR_INTERNAL, "cannot list /proc/self/fd: %s", strerror(errno));
@@ -215,25 +278,20 @@ int srv_rr_end_connection(const char *peer, int port, err *e) {
     char *end;
     long fd = strtol(de->d_name, &end, 10);
     if (*end || end == de->d_name || fd == dirfd(d)) continue;
-    struct stat st;
-    if (fstat((int)fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    char path[64], link[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%ld", fd);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n <= 0) continue;
+    link[n] = 0;
+    if (strcmp(link, target) != 0) continue;
+    // Still that connection: the descriptor may have been closed and reused since the tables were read.
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
-    tcp_addr local, remote;
-    if (getsockname((int)fd, (struct sockaddr *)&ss, &sl) != 0 || sockaddr_to_tcp(&ss, &local) != 0 ||
-        local.port != port)
-      continue;
-    sl = sizeof ss;
-    if (getpeername((int)fd, (struct sockaddr *)&ss, &sl) != 0 || sockaddr_to_tcp(&ss, &remote) != 0 ||
-        !same_addr(&remote, &want))
-      continue;
-    // Only a live connection: one the client already closed is on its way out,
-    // and its calls' cancels were the transport's, not the client's.
-    struct tcp_info ti;
-    socklen_t tl = sizeof ti;
-    if (getsockopt((int)fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0 || ti.tcpi_state != 1 /* TCP_ESTABLISHED */)
-      continue;
-    ended = shutdown((int)fd, SHUT_RDWR) == 0;
+    tcp_addr remote;
+    if (getpeername((int)fd, (struct sockaddr *)&ss, &sl) == 0 && sockaddr_to_tcp(&ss, &remote) == 0 &&
+        same_addr(&remote, &want))
+      ended = shutdown((int)fd, SHUT_RDWR) == 0;
+    break;
   }
   closedir(d);
   return ended;

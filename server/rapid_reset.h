@@ -11,11 +11,12 @@
 // calls are mostly real pays for a real request with every cancel it sends;
 // the soak's mix (30 % cancelled) stays well inside.
 //
-// Ending a connection is shutdown(2) of its socket, found by its peer address
-// among this process's descriptors: gRPC's transport then sees the peer gone,
-// cancels that connection's calls and closes it; every other connection is
-// untouched. The C core gives no handle on a server-side connection to close
-// it any other way.
+// Ending a connection is shutdown(2) of its socket, found by its addresses in
+// the kernel's TCP table and its inode among this process's descriptor links,
+// so no other thread's descriptor is touched. gRPC's transport then sees the
+// peer gone, cancels that connection's calls and closes it; every other
+// connection is untouched. The C core gives no handle on a server-side
+// connection to close it any other way.
 //
 // Thread-safe: the counts sit in a few stripes, each behind its own mutex, so
 // CQ threads seldom meet; a call costs one peer string from the core and one
