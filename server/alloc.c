@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <malloc.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,6 +52,25 @@ const char *srv_alloc_describe(char *buf, size_t n) {
   else if (SANITIZED) snprintf(buf, n, "a sanitizer's malloc (malloc from %s)", from);
   else snprintf(buf, n, "glibc malloc (malloc from %s)", from);
   return buf;
+}
+
+srv_alloc_stats srv_alloc_stats_read(void) {
+  srv_alloc_stats st = {-1, -1};
+  mallctl_fn ctl = jemalloc_ctl();
+  if (ctl) {
+    uint64_t epoch = 1;
+    size_t v, len = sizeof v, elen = sizeof epoch;
+    (void)ctl("epoch", &epoch, &elen, &epoch, sizeof epoch);  // the totals are cached until this
+    if (ctl("stats.allocated", &v, &len, NULL, 0) == 0) st.allocated = (long long)v;
+    len = sizeof v;
+    if (ctl("stats.resident", &v, &len, NULL, 0) == 0) st.resident = (long long)v;
+    return st;
+  }
+  if (SANITIZED) return st;  // the sanitizer's allocator is not glibc's: mallinfo2 would describe an idle heap
+  struct mallinfo2 mi = mallinfo2();
+  st.allocated = (long long)(mi.uordblks + mi.hblkhd);
+  st.resident = (long long)(mi.arena + mi.hblkhd);
+  return st;
 }
 
 const char *srv_alloc_release(void) {

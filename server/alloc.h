@@ -23,4 +23,16 @@ const char *srv_alloc_describe(char *buf, size_t n);
 // ran ("jemalloc's purge" or "malloc_trim"), a static string.
 const char *srv_alloc_release(void);
 
+// What the allocator holds, in bytes: `allocated` in live allocations (what
+// the program asked for and has not freed: a leak or growing state shows
+// here), `resident` in pages it holds that are backed by memory (the rest of
+// RSS is code, stacks, CUDA's and gRPC's own mappings). jemalloc's stats
+// (refreshed by its "epoch"), else glibc's mallinfo2 (its main heap, arenas
+// and mmapped chunks). -1 where the allocator does not say. For a scrape, not
+// the request path.
+typedef struct srv_alloc_stats {
+  long long allocated, resident;
+} srv_alloc_stats;
+srv_alloc_stats srv_alloc_stats_read(void);
+
 #endif

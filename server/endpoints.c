@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/alloc.h"
 #include "server/dashboard.h"
 #include "server/hist.h"
 #include "server/http.h"
@@ -296,6 +297,20 @@ static void metrics_gpus(srv_server *s, sbuf *b) {
   free(g);
 }
 
+// What the allocator holds (alloc.h): beside the process's RSS, it tells live
+// allocations (a leak grows them) from pages kept for reuse.
+static void metrics_memory(sbuf *b) {
+  srv_alloc_stats st = srv_alloc_stats_read();
+  if (st.allocated >= 0)
+    sb_printf(b, "# HELP inferd_memory_allocated_bytes Bytes in live heap allocations (jemalloc's stats.allocated, "
+                 "else glibc's mallinfo2)\n# TYPE inferd_memory_allocated_bytes gauge\n"
+                 "inferd_memory_allocated_bytes %lld\n", st.allocated);
+  if (st.resident >= 0)
+    sb_printf(b, "# HELP inferd_memory_allocator_resident_bytes Bytes of memory-backed pages the heap allocator "
+                 "holds, in use or kept for reuse\n# TYPE inferd_memory_allocator_resident_bytes gauge\n"
+                 "inferd_memory_allocator_resident_bytes %lld\n", st.resident);
+}
+
 // What the gRPC front did to its connections (grpc_front.h).
 static void metrics_grpc(srv_server *s, sbuf *b) {
   if (!s->grpc) return;
@@ -464,6 +479,7 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
     metrics_gpus(s, &b);
     metrics_throughput(s, &b);
     metrics_grpc(s, &b);
+    metrics_memory(&b);
   }
   srv_registry_rdunlock(s->reg);
   if (b.oom || !b.p) {

@@ -269,6 +269,17 @@ def test_malloc_is_jemalloc_for_every_library(start_server, specs, oracle, rng):
             r = c.infer("mlp", lib.triton_inputs(f))
             want = oracle.run("mlp", f)
             lib.check_outputs({o: r.as_numpy(o) for o in want}, want, specs["mlp"], what="%d rows" % rows)
+        # the allocator's own figures on /metrics (a soak tells a leak from kept pages by them): jemalloc's live
+        # bytes within its resident pages, within the process's RSS; a sanitizer's allocator reports none
+        samples = lib.parse_metrics(lib.http_get(srv.http_url + "/metrics")[1])
+        heap = [lib.metric_sum(samples, n) if lib.metric_present(samples, n) else None
+                for n in ("inferd_memory_allocated_bytes", "inferd_memory_allocator_resident_bytes")]
+        with open("/proc/%d/status" % srv.proc.pid) as f:
+            rss = 1024 * int(next(l for l in f if l.startswith("VmRSS:")).split()[1])
+        if sanitized:
+            assert heap == [None, None], heap
+        else:
+            assert 1 << 20 < heap[0] <= heap[1] <= rss, (heap, rss)
         # the idle release runs once a second passes without a call (main.c's on_trim_tick); serving after it
         # shows the purge left the allocator whole
         how = "(malloc_trim)" if sanitized else "(jemalloc's purge)"

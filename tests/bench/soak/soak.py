@@ -106,6 +106,7 @@ STAGES = ("nv_inference_request_success", "nv_inference_request_duration_us", "n
 
 
 HISTS = ("inferd_request_duration_seconds", "inferd_queue_duration_seconds")
+HEAP = ("inferd_memory_allocated_bytes", "inferd_memory_allocator_resident_bytes")
 
 
 def stage_counters(http_url, model):
@@ -114,6 +115,9 @@ def stage_counters(http_url, model):
     with urllib.request.urlopen(http_url + "/metrics", timeout=10) as r:
         samples = lib.parse_metrics(r.read().decode())
     out = {n: lib.metric_sum(samples, n, model=model) for n in STAGES}
+    # the heap allocator's view (server/alloc.h): live allocations apart from the pages it keeps
+    for n in HEAP:
+        out[n] = lib.metric_sum(samples, n) if lib.metric_present(samples, n) else None
     for h in HISTS:
         by_le = {}
         for name, labels, v in samples:
@@ -182,6 +186,9 @@ def period_view(prev, cur, secs):
             "compute_us": round((d["nv_inference_compute_input_duration_us"] + d["nv_inference_compute_infer_duration_us"]
                                  + d["nv_inference_compute_output_duration_us"]) / ok, 1),
             "rows_per_batch": round(d["nv_inference_request_success"] / (d["nv_inference_exec_count"] or 1), 1),
+            # at the period's end: a leak grows the first, fragmentation only the second
+            "heap_allocated_mb": None if m1[HEAP[0]] is None else round(m1[HEAP[0]] / 2**20, 1),
+            "heap_resident_mb": None if m1[HEAP[1]] is None else round(m1[HEAP[1]] / 2**20, 1),
             "cores": by_group(c0, c1),
             # inferd-load's threads, the same period: a client near its cores' total is the latency's cause
             "client_cores": client, "client_cores_total": round(sum(client.values()), 2)}
@@ -429,6 +436,9 @@ def main():
         # the RSS curve: a leak climbs every period, a high-water mark levels off
         "rss_mb_at_period_end": [round(([r for t, r, _ in samples if t <= (k + 1) * a.period_s] or [0])[-1] / 2**20, 1)
                                  for k in range(int(duration // a.period_s) if duration else 0)],
+        # the heap allocator's own figures at each period's end (server/alloc.h): live allocations, pages held
+        "heap_allocated_mb_per_period": [v["heap_allocated_mb"] for v in views],
+        "heap_resident_mb_per_period": [v["heap_resident_mb"] for v in views],
         "fds_first": fd_first, "fds_last": fd_last, "fd_drift": round(fd_drift, 4),
         "p99_ms_per_period": [round(p["valid"]["p99_us"] / 1e3, 3) for p in periods],
         "p50_ms_per_period": [round(p["valid"]["p50_us"] / 1e3, 3) for p in periods],
