@@ -131,6 +131,15 @@ typedef struct tcp_addr {
   int port;
 } tcp_addr;
 
+// An IPv6 address's 16 bytes into a: a v4-mapped one (a dual-stack listener's
+// IPv4 client) as the IPv4 address, which is how gRPC names it.
+static void set_ipv6(tcp_addr *a, const uint8_t bytes[16]) {
+  struct in6_addr in6;
+  memcpy(&in6, bytes, sizeof in6);
+  a->v4 = IN6_IS_ADDR_V4MAPPED(&in6);
+  memcpy(a->addr, a->v4 ? bytes + 12 : bytes, a->v4 ? 4 : 16);
+}
+
 // gRPC's peer string: "ipv4:127.0.0.1:41234" or "ipv6:[::1]:41234", newer
 // releases percent-encoding the brackets and colons ("ipv6:%5B%3A%3A1%5D:41234").
 static int parse_peer(const char *peer, tcp_addr *a) {
@@ -164,12 +173,7 @@ static int parse_peer(const char *peer, tcp_addr *a) {
   if (scope) *scope = 0;
   struct in6_addr in6;
   if (inet_pton(AF_INET6, buf + 6, &in6) != 1) return -1;
-  if (IN6_IS_ADDR_V4MAPPED(&in6)) {
-    a->v4 = 1;
-    memcpy(a->addr, in6.s6_addr + 12, 4);
-  } else {
-    memcpy(a->addr, in6.s6_addr, 16);
-  }
+  set_ipv6(a, in6.s6_addr);
   return 0;
 }
 
@@ -184,12 +188,7 @@ static int sockaddr_to_tcp(const struct sockaddr_storage *ss, tcp_addr *a) {
   }
   if (ss->ss_family == AF_INET6) {
     const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-    if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {  // a dual-stack listener's IPv4 client, as gRPC names it
-      a->v4 = 1;
-      memcpy(a->addr, s6->sin6_addr.s6_addr + 12, 4);
-    } else {
-      memcpy(a->addr, s6->sin6_addr.s6_addr, 16);
-    }
+    set_ipv6(a, s6->sin6_addr.s6_addr);
     a->port = ntohs(s6->sin6_port);
     return 0;
   }
@@ -220,13 +219,11 @@ static int parse_proc_addr(const char *s, size_t words, tcp_addr *a) {
   if (end == s + 8 * words + 1) return -1;
   memset(a, 0, sizeof *a);
   a->port = (int)port;
-  struct in6_addr in6;
-  memcpy(&in6, raw, sizeof in6);
-  if (words == 1 || IN6_IS_ADDR_V4MAPPED(&in6)) {  // a dual-stack listener's IPv4 client, as gRPC names it
-    a->v4 = 1;
-    memcpy(a->addr, words == 1 ? raw : raw + 12, 4);
+  if (words == 4) {
+    set_ipv6(a, raw);
   } else {
-    memcpy(a->addr, raw, 16);
+    a->v4 = 1;
+    memcpy(a->addr, raw, 4);
   }
   return 0;
 }
@@ -274,7 +271,7 @@ int srv_rr_end_connection(const char *peer, int port, err *e) {
     return -1;
   }
   int ended = 0;
-  for (struct dirent *de; !ended && (de = readdir(d));) {
+  for (struct dirent *de; (de = readdir(d));) {
     char *end;
     long fd = strtol(de->d_name, &end, 10);
     if (*end || end == de->d_name || fd == dirfd(d)) continue;
