@@ -48,6 +48,7 @@ typedef struct instance {
   pthread_t done_thread;
   int done_started;
   pthread_cond_t done_cv;
+  _Atomic uint64_t done_seq;  // bumped under mu with every done_cv signal (wait_spin)
   // guarded by mu
   eng_job *queue[MAX_DEPTH];  // waiting for a slot
   int q_head, q_n;
@@ -72,6 +73,7 @@ typedef struct instance {
   int started;
   pthread_mutex_t mu;
   pthread_cond_t cv;
+  _Atomic uint64_t cv_seq;  // bumped under mu with every cv signal (wait_spin)
   eng_job *job;  // guarded by mu (CPU instances)
   int stop;      // guarded by mu
 } instance;
@@ -84,6 +86,7 @@ typedef struct model_opts {
   int conv_timed;  // parameters { key: "cudnn_conv_algo_search" }: "0"
   int no_gemm_autotune;  // unless parameters { key: "gemm_autotune" } "true", or INFERD_GEMM_AUTOTUNE=1
   int no_numa;           // INFERD_NUMA=0: GPU instances' threads not bound to their GPU's NUMA node
+  int64_t spin_ns;       // parameters { key: "instance_spin_us" }, else INFERD_INSTANCE_SPIN_US (wait_spin)
   uint64_t fault_at;
 } model_opts;
 
@@ -268,12 +271,46 @@ static void name_thread(const char *what, int index) {
   (void)pthread_setname_np(pthread_self(), name);
 }
 
+// Signals cv after bumping *seq; mu held, as for every change a waiter tests.
+static void signal_seq(pthread_cond_t *cv, _Atomic uint64_t *seq, int all) {
+  atomic_fetch_add_explicit(seq, 1, memory_order_release);
+  if (all) pthread_cond_broadcast(cv);
+  else pthread_cond_signal(cv);
+}
+
+// pthread_cond_wait on cv (mu held), but first, for up to spin_ns, mu
+// released, watching *seq for a signal. Why: an instance thread woken from
+// sleep starts 10-50 us later on an idle core (futex wake, an IPI, the core
+// leaving its idle state), and a request crosses two such sleeps on its way
+// (batcher -> submit thread -> completion thread); at a light load that is a
+// third of a one-row request's time in the server. Spinning costs a core
+// while it lasts, so it is off unless the model asks (instance_spin_us).
+// Returns with mu held; like pthread_cond_wait, the caller re-tests its
+// condition (a bump may have been for another waiter).
+static void wait_spin(pthread_cond_t *cv, pthread_mutex_t *mu, _Atomic uint64_t *seq, int64_t spin_ns) {
+  if (spin_ns > 0) {
+    uint64_t s0 = atomic_load_explicit(seq, memory_order_relaxed);  // under mu: no bump can be missed
+    pthread_mutex_unlock(mu);
+    int64_t until = eng_now_us() + spin_ns / 1000;
+    int n = 0;
+    while (atomic_load_explicit(seq, memory_order_acquire) == s0) {
+      if ((++n & 63) == 0 && eng_now_us() >= until) break;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    pthread_mutex_lock(mu);
+    if (atomic_load_explicit(seq, memory_order_relaxed) != s0) return;
+  }
+  pthread_cond_wait(cv, mu);
+}
+
 static void *instance_main(void *arg) {
   instance *in = arg;
   name_thread("cpu", in->index);
   for (;;) {
     pthread_mutex_lock(&in->mu);
-    while (!in->job && !in->stop) pthread_cond_wait(&in->cv, &in->mu);
+    while (!in->job && !in->stop) wait_spin(&in->cv, &in->mu, &in->cv_seq, in->model->opts.spin_ns);
     eng_job *job = in->job;
     in->job = NULL;
     int stop = in->stop;
@@ -321,7 +358,7 @@ static void free_slot(instance *in, int slot) {
   pthread_mutex_lock(&in->mu);
   in->slot_busy[slot] = 0;
   in->n_busy--;
-  pthread_cond_broadcast(&in->cv);
+  signal_seq(&in->cv, &in->cv_seq, 1);
   pthread_mutex_unlock(&in->mu);
 }
 
@@ -398,7 +435,7 @@ static void *gpu_submit_main(void *arg) {
     pthread_mutex_lock(&in->mu);
     // a job and a free slot; an unhealthy instance waits for all its slots
     while (!in->stop && (in->q_n == 0 || in->n_busy == in->depth || (in->unhealthy && in->n_busy > 0)))
-      pthread_cond_wait(&in->cv, &in->mu);
+      wait_spin(&in->cv, &in->mu, &in->cv_seq, m->opts.spin_ns);
     if (in->q_n == 0) {  // stopping with nothing queued
       pthread_mutex_unlock(&in->mu);
       return NULL;
@@ -452,7 +489,7 @@ static void *gpu_submit_main(void *arg) {
     in->fin[k].job = job;
     in->fin[k].slot = slot;
     in->f_n++;
-    pthread_cond_signal(&in->done_cv);
+    signal_seq(&in->done_cv, &in->done_seq, 0);
     pthread_mutex_unlock(&in->mu);
   }
 }
@@ -463,7 +500,7 @@ static void *gpu_done_main(void *arg) {
   eng_model *m = in->model;
   for (;;) {
     pthread_mutex_lock(&in->mu);
-    while (in->f_n == 0 && !in->done_stop) pthread_cond_wait(&in->done_cv, &in->mu);
+    while (in->f_n == 0 && !in->done_stop) wait_spin(&in->done_cv, &in->mu, &in->done_seq, m->opts.spin_ns);
     if (in->f_n == 0) {
       pthread_mutex_unlock(&in->mu);
       return NULL;
@@ -560,6 +597,7 @@ static int instance_devices(const Inference__ModelConfig *cfg, int n_gpus, int *
 static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) {
   memset(o, 0, sizeof *o);
   int tune = -1;  // the model's gemm_autotune, -1 unset
+  long spin_us = -1;  // the model's instance_spin_us, -1 unset
   static const char *const names[] = {"fp32", "tf32", "fp16"};  // ENG_PREC_* order
   static const char *const layouts[] = {"auto", "nchw", "nhwc"};  // eng_cuda_layout order
   for (size_t i = 0; i < cfg->n_parameters; i++) {
@@ -579,6 +617,14 @@ static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) 
         return err_set(e, ERR_INVALID_ARGUMENT,
                        "parameters: cudnn_conv_algo_search '%s' is not one of 0 (exhaustive), 1 (heuristic), 2 (default)", v);
       o->conv_timed = v[0] == '0';
+      continue;
+    }
+    if (strcmp(pe->key, "instance_spin_us") == 0) {
+      char *end = NULL;
+      long us = strtol(v, &end, 10);
+      if (!*v || *end || us < 0 || us > 10000)
+        return err_set(e, ERR_INVALID_ARGUMENT, "parameters: instance_spin_us '%s' is not a count of microseconds 0-10000", v);
+      spin_us = us;
       continue;
     }
     if (strcmp(pe->key, "gemm_autotune") == 0) {
@@ -601,6 +647,9 @@ static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) 
   if (at && strcmp(at, "0") == 0) tune = 0;
   else if (at && strcmp(at, "1") == 0 && tune < 0) tune = 1;
   o->no_gemm_autotune = tune != 1;
+  const char *sp = getenv("INFERD_INSTANCE_SPIN_US");
+  if (spin_us < 0 && sp && *sp) spin_us = strtol(sp, NULL, 10);
+  o->spin_ns = spin_us > 0 && spin_us <= 10000 ? (int64_t)spin_us * 1000 : 0;
   const char *nu = getenv("INFERD_NUMA");
   if (nu && strcmp(nu, "0") == 0) o->no_numa = 1;
   const char *f = getenv("INFERD_CUDA_FAULT_AT");
@@ -839,7 +888,7 @@ void eng_model_destroy(eng_model *m) {
     if (in->started) {
       pthread_mutex_lock(&in->mu);
       in->stop = 1;
-      pthread_cond_broadcast(&in->cv);
+      signal_seq(&in->cv, &in->cv_seq, 1);
       pthread_mutex_unlock(&in->mu);
       pthread_join(in->thread, NULL);
     }
@@ -847,7 +896,7 @@ void eng_model_destroy(eng_model *m) {
     if (in->done_started) {
       pthread_mutex_lock(&in->mu);
       in->done_stop = 1;
-      pthread_cond_signal(&in->done_cv);
+      signal_seq(&in->done_cv, &in->done_seq, 0);
       pthread_mutex_unlock(&in->mu);
       pthread_join(in->done_thread, NULL);
     }
@@ -888,7 +937,7 @@ int eng_model_submit(eng_model *m, int instance_index, eng_job *job, err *e) {
     if (!busy) {
       in->queue[(in->q_head + in->q_n) % MAX_DEPTH] = job;
       in->q_n++;
-      pthread_cond_broadcast(&in->cv);
+      signal_seq(&in->cv, &in->cv_seq, 1);
     }
   } else
 #endif
@@ -896,7 +945,7 @@ int eng_model_submit(eng_model *m, int instance_index, eng_job *job, err *e) {
     busy = in->job != NULL;
     if (!busy) {
       in->job = job;
-      pthread_cond_signal(&in->cv);
+      signal_seq(&in->cv, &in->cv_seq, 0);
     }
   }
   pthread_mutex_unlock(&in->mu);

@@ -44,35 +44,66 @@ def delta(before, after):
 
 
 def threads(pid):
-    """name ticks, one line per thread of pid (/proc/PID/task/*/stat fields 14 and 15)."""
+    """name ticks wait_ns, one line per thread of pid (/proc/PID/task/*/stat fields 14 and 15; schedstat's
+    run-queue wait: time the thread was runnable but not running), then one "cpuN busy total" line per CPU from
+    /proc/stat (busy = everything but idle and iowait, interrupts and softirqs included: the loopback's TCP
+    receive work is charged there, not to any thread)."""
     for t in sorted(os.listdir("/proc/%s/task" % pid)):
         try:
             stat = open("/proc/%s/task/%s/stat" % (pid, t)).read()
-        except OSError:
-            continue  # ended meanwhile
+            wait = int(open("/proc/%s/task/%s/schedstat" % (pid, t)).read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile, or no schedstat
         name = stat[stat.index("(") + 1:stat.rindex(")")]
         f = stat[stat.rindex(")") + 2:].split()
-        print("%s %s %d" % (t, name.replace(" ", "_"), int(f[11]) + int(f[12])))
+        print("%s %s %d %d" % (t, name.replace(" ", "_"), int(f[11]) + int(f[12]), wait))
+    for l in open("/proc/stat"):
+        f = l.split()
+        if f[0].startswith("cpu") and f[0] != "cpu":
+            v = [int(x) for x in f[1:]]
+            print("%s %d %d" % (f[0], sum(v[:8]) - v[3] - v[4], sum(v[:8])))
 
 
 def threads_delta(before, after):
-    """CPU cores used per thread name (digits dropped: inferd-done0 and inferd-done1 are one group) and the
-    busiest single thread of each group, between two --threads snapshots."""
+    """CPU cores used per thread name (digits dropped: inferd-done0 and inferd-done1 are one group), the
+    busiest single thread of each group and the group's run-queue wait (in cores: a thread waiting for a CPU
+    the whole time counts 1.0), between two --threads snapshots; and "cpu_busy": each CPU's busy fraction."""
     hz = os.sysconf("SC_CLK_TCK")
     secs = max(os.path.getmtime(after) - os.path.getmtime(before), 1e-9)
-    a = {}
+    a, cpu_a = {}, {}
     for l in open(before):
-        tid, name, ticks = l.split()
-        a[tid] = int(ticks)
-    groups = {}
+        f = l.split()
+        if f[0].startswith("cpu"):
+            cpu_a[f[0]] = (int(f[1]), int(f[2]))
+        else:
+            a[f[0]] = (int(f[2]), int(f[3]))
+    groups, cpus = {}, {}
     for l in open(after):
-        tid, name, ticks = l.split()
-        used = (int(ticks) - a.get(tid, 0)) / hz / secs
+        f = l.split()
+        if f[0].startswith("cpu"):
+            b0, t0 = cpu_a.get(f[0], (0, 0))
+            cpus[int(f[0][3:])] = round((int(f[1]) - b0) / max(int(f[2]) - t0, 1), 2)
+            continue
+        tid, name, ticks, wait = f
+        t0, w0 = a.get(tid, (0, 0))
+        used = (int(ticks) - t0) / hz / secs
+        waited = (int(wait) - w0) / 1e9 / secs
         g = re.sub(r"[0-9]+$", "", name)
-        tot, top, n = groups.get(g, (0.0, 0.0, 0))
-        groups[g] = (tot + used, max(top, used), n + 1)
-    return {g: {"cores": round(t, 2), "max_thread": round(m, 2), "threads": n}
-            for g, (t, m, n) in sorted(groups.items(), key=lambda x: -x[1][0]) if t >= 0.01}
+        tot, top, n, w = groups.get(g, (0.0, 0.0, 0, 0.0))
+        groups[g] = (tot + used, max(top, used), n + 1, w + waited)
+    r = {g: {"cores": round(t, 2), "max_thread": round(m, 2), "threads": n, "rq_wait": round(w, 2)}
+         for g, (t, m, n, w) in sorted(groups.items(), key=lambda x: -x[1][0]) if t >= 0.01}
+    r["cpu_busy"] = [cpus[k] for k in sorted(cpus)]
+    return r
+
+
+def cpu_list(spec):
+    """"0-7,9" -> [0, ..., 7, 9]"""
+    out = []
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        out += list(range(int(a), int(b or a) + 1))
+    return out
 
 
 def machine():
@@ -151,7 +182,25 @@ def table(out, srv, load):
             th = r and r.get("threads")
             if th:
                 print("- %s, %d streams: %s" % (s, c, ", ".join(
-                    "%s %.2f (%.2f)" % (g, v["cores"], v["max_thread"]) for g, v in th.items())))
+                    "%s %.2f (%.2f%s)" % (g, v["cores"], v["max_thread"],
+                                          ", run-queue wait %.2f" % v["rq_wait"] if v.get("rq_wait") else "")
+                    for g, v in th.items() if g != "cpu_busy")))
+    print()
+    print("CPUs' busy fraction over each level (/proc/stat, interrupts and softirqs included), mean of the server's "
+          "cores (%s) and of loadc's (%s), and the busiest core of each:" % (srv, load))
+    print()
+    print("| server | streams | server cores busy (max) | loadc cores busy (max) |")
+    print("|---|---:|---:|---:|")
+    sc, lc = cpu_list(srv), cpu_list(load)
+    for s in servers:
+        for c in levels:
+            r = by.get((s, c))
+            cb = r and (r.get("threads") or {}).get("cpu_busy")
+            if not cb:
+                continue
+            pick = lambda cs: [cb[i] for i in cs if i < len(cb)] or [0.0]
+            a, b = pick(sc), pick(lc)
+            print("| %s | %d | %.2f (%.2f) | %.2f (%.2f) |" % (s, c, sum(a) / len(a), max(a), sum(b) / len(b), max(b)))
 
 
 def main():
