@@ -24,12 +24,12 @@ void srv_options_usage(const char *prog) {
           "  --http-address ADDR          HTTP listen address (default 0.0.0.0)\n"
           "  --http-port N                HTTP port for /v2/health/live, /v2/health/ready, /metrics;\n"
           "                               0 picks a free one (default 8000)\n"
-          "  --grpc-threads N             gRPC completion-queue threads (default: twice the CPUs in the\n"
-          "                               process's affinity mask; one on a single CPU)\n"
+          "  --grpc-threads N             gRPC completion-queue threads (default: one per CPU in the\n"
+          "                               process's affinity mask)\n"
           "  --grpc-max-message-bytes N   largest request or response message (default 67108864);\n"
           "                               larger requests get RESOURCE_EXHAUSTED\n"
-          "  --reply-threads N            threads that send a finished batch's answers (default half the\n"
-          "                               cores given, 2 to 8; 0: the thread that ran the batch sends them)\n"
+          "  --reply-threads N            threads that send a finished batch's answers (default a quarter\n"
+          "                               of the CQ threads, 2 to 8; 0: the thread that ran the batch sends them)\n"
           "  --grpc-transport-offload BOOL let gRPC's executor threads take over a busy connection's\n"
           "                               transport work (gRPC's habit; default false: it stays on the\n"
           "                               thread that holds it, which held p99 far lower under load)\n"
@@ -112,21 +112,23 @@ static int parse_bool(const char *flag, const char *v, int *out) {
 
 // The default number of CQ threads, from the CPUs the process may run on (its
 // affinity mask, so a server started under taskset or a container's cpuset
-// sizes itself to what it was given, not to the machine): two per CPU,
-// because a CQ thread blocks in the kernel between completions: on the
-// 16-core device (2026-11-24) inferd on 8 cores answered 98k req/s with 16
-// CQ threads and 64k with 8 at 512 streams. But one on a single CPU: there
-// the second thread only waits for gRPC's one poller to kick it, and each
-// kick is a context switch on the same core (2-core VM, 2026-11-26, one
-// thread against two: CPU per request x0.81-1.04 in five pairs, x0.93 the
-// median, switches per request x0.5-0.6; tests/bench/RESULTS.md).
+// sizes itself to what it was given, not to the machine): one per CPU. On the
+// 16-core H200 machine (2026-11-26, inferd on 8 cores, loadc on the other 8,
+// tests/bench/RESULTS.md) 8 CQ threads carried the seed MLP at 512 streams
+// 1.12-1.25x faster than 16 (147.1k vs 119.2k req/s with 2 instances and a
+// 100 us delay, 134.0k vs 107.1k with 4 and none) and 1.02-1.22x at 64: with
+// 16, the CQ threads spent 3.2-4.1 cores' worth of time runnable but waiting
+// for a CPU behind each other and the instances' threads. (On 2026-11-24,
+// before the answers went through the CQ threads' mailboxes, 16 had beaten 8.)
+// On a single CPU a second thread would only wait for gRPC's one poller to
+// kick it, a context switch on the same core (2-core VM, 2026-11-26).
 static int default_grpc_threads(void) {
   cpu_set_t set;
   long n = 0;
   if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
   if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
   if (n <= 1) return 1;
-  return n > 128 ? 256 : (int)(2 * n);
+  return n > 256 ? 256 : (int)n;
 }
 
 int srv_options_parse(int argc, char **argv, srv_options *o) {

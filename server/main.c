@@ -442,7 +442,7 @@ int main(int argc, char **argv) {
                             "work may move to its executor threads");
       break;
   }
-  // the batches' answers (replyq.h): by default a quarter of the CQ threads, i.e. half the cores given, 2 to 8
+  // the batches' answers (replyq.h): by default a quarter of the CQ threads, 2 to 8
   int n_reply = o.reply_threads;
   if (n_reply < 0) {
     n_reply = o.grpc_threads / 4;

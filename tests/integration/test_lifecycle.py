@@ -356,7 +356,7 @@ def test_large_answers_on_an_idle_server_are_not_held(start_server, tmp_path, rn
 @pytest.mark.parametrize("n_cpus", [1, 2])
 def test_default_grpc_threads_follow_the_affinity_mask(start_server, n_cpus):
     """Without --grpc-threads the CQ thread count comes from the CPUs the server may run on, not the
-    machine's: one on a single CPU, two per CPU otherwise."""
+    machine's: one per CPU."""
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) < n_cpus:
         pytest.skip("needs %d CPUs in this process's affinity mask" % n_cpus)
@@ -367,7 +367,7 @@ def test_default_grpc_threads_follow_the_affinity_mask(start_server, n_cpus):
     finally:
         os.sched_setaffinity(0, allowed)
     assert os.sched_getaffinity(srv.proc.pid) == set(allowed[:n_cpus])
-    want = 1 if n_cpus == 1 else 2 * n_cpus
+    want = n_cpus
     # each CQ thread names itself once it runs, which may be just after the ready line: polled (nothing
     # signals it), bounded
     deadline = time.monotonic() + 10
