@@ -114,12 +114,13 @@ static int parse_bool(const char *flag, const char *v, int *out) {
 // affinity mask, so a server started under taskset or a container's cpuset
 // sizes itself to what it was given, not to the machine): one per CPU. On the
 // 16-core H200 machine (2026-11-26, inferd on 8 cores, loadc on the other 8,
-// tests/bench/RESULTS.md) 8 CQ threads carried the seed MLP at 512 streams
-// 1.12-1.25x faster than 16 (147.1k vs 119.2k req/s with 2 instances and a
-// 100 us delay, 134.0k vs 107.1k with 4 and none) and 1.02-1.22x at 64: with
-// 16, the CQ threads spent 3.2-4.1 cores' worth of time runnable but waiting
-// for a CPU behind each other and the instances' threads. (On 2026-11-24,
-// before the answers went through the CQ threads' mailboxes, 16 had beaten 8.)
+// tests/bench/RESULTS.md) 8 CQ threads carried the seed MLP 1.05-1.25x faster
+// than 16 at 512 streams and 1.02-1.22x at 64, in three model setups: 16 CQ
+// threads spent 3.2-4.1 cores' worth of time runnable but waiting for a CPU
+// at 512 streams (8: 1.3-1.9), behind each other and the instances' threads,
+// which waited as long as they ran. 6 and 12 were slower
+// than 8 at 512 streams (12 was 1.04-1.14x faster at 64). (On 2026-11-24,
+// before the answers went through the CQ threads' mailboxes, 16 beat 8.)
 // On a single CPU a second thread would only wait for gRPC's one poller to
 // kick it, a context switch on the same core (2-core VM, 2026-11-26).
 static int default_grpc_threads(void) {

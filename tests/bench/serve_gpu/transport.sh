@@ -9,8 +9,9 @@
 # env: ANCHORS (default /work/shared/anchors; built into OUT/anchors-bin with its build.sh unless ANCHORS_BIN
 #        holds loadc and echo_server already), PYTHON (default python3; numpy, onnx, tritonclient),
 #      SRV_CORES (default 0-7), LOAD_CORES (default 8-15), CQ (echo CQ threads, default the server core count),
-#      VARIANTS (default: the GPU rows plus the CPU ones):
-#        "gpu:fp16:500:2 gpu:fp32:500:2 gpu:fp16:-:2 cpu:fp32:-:1 cpu:fp32:100:1 big:gpu:fp32:500:2 big:gpu:fp32:-:2"
+#      VARIANTS (default: the GPU rows, the 100 us delay that serves 64 and 512 streams best of those
+#        tried (0, 100, 500 us; 2 or 4 instances; RESULTS.md, 2026-11-26), and the CPU one without batching):
+#        "gpu:fp16:100:2 gpu:fp32:100:2 gpu:fp16:500:2 gpu:fp16:-:2 cpu:fp32:-:1 big:gpu:fp32:500:2 big:gpu:fp32:-:2"
 #        KIND:PRECISION:DELAY_US|-:INSTANCES (see anchor_repo.py; big: = the 4x4096 MLP),
 #      LEVELS (default "1:1:1 4:2:8 8:4:16": loadc THREADS:CHANNELS:INFLIGHT, i.e. 1, 64, 512 streams),
 #      SECS (seconds per point, default 4), INFERD_ARGS (extra server flags, e.g. --grpc-threads 8),
@@ -28,7 +29,7 @@ SRV_CORES=${SRV_CORES:-0-7}
 LOAD_CORES=${LOAD_CORES:-8-15}
 ncores() { local n=0 a b r; for r in ${1//,/ }; do a=${r%-*}; b=${r#*-}; n=$((n + b - a + 1)); done; echo $n; }
 CQ=${CQ:-$(ncores "$SRV_CORES")}
-VARIANTS=${VARIANTS:-"gpu:fp16:500:2 gpu:fp32:500:2 gpu:fp16:-:2 cpu:fp32:-:1 cpu:fp32:100:1 big:gpu:fp32:500:2 big:gpu:fp32:-:2"}
+VARIANTS=${VARIANTS:-"gpu:fp16:100:2 gpu:fp32:100:2 gpu:fp16:500:2 gpu:fp16:-:2 cpu:fp32:-:1 big:gpu:fp32:500:2 big:gpu:fp32:-:2"}
 LEVELS=${LEVELS:-"1:1:1 4:2:8 8:4:16"}
 SECS=${SECS:-4}
 M=/inference.GRPCInferenceService/ModelInfer
