@@ -86,7 +86,7 @@ typedef struct model_opts {
   int conv_timed;  // parameters { key: "cudnn_conv_algo_search" }: "0"
   int no_gemm_autotune;  // unless parameters { key: "gemm_autotune" } "true", or INFERD_GEMM_AUTOTUNE=1
   int no_numa;           // INFERD_NUMA=0: GPU instances' threads not bound to their GPU's NUMA node
-  int64_t spin_ns;       // parameters { key: "instance_spin_us" }, else INFERD_INSTANCE_SPIN_US (wait_spin)
+  int64_t spin_us;       // parameters { key: "instance_spin_us" }, else INFERD_INSTANCE_SPIN_US (wait_spin)
   uint64_t fault_at;
 } model_opts;
 
@@ -278,7 +278,7 @@ static void signal_seq(pthread_cond_t *cv, _Atomic uint64_t *seq, int all) {
   else pthread_cond_signal(cv);
 }
 
-// pthread_cond_wait on cv (mu held), but first, for up to spin_ns, mu
+// pthread_cond_wait on cv (mu held), but first, for up to spin_us, mu
 // released, watching *seq for a signal. Why: an instance thread woken from
 // sleep starts 10-50 us later on an idle core (futex wake, an IPI, the core
 // leaving its idle state), and a request crosses two such sleeps on its way
@@ -287,11 +287,11 @@ static void signal_seq(pthread_cond_t *cv, _Atomic uint64_t *seq, int all) {
 // while it lasts, so it is off unless the model asks (instance_spin_us).
 // Returns with mu held; like pthread_cond_wait, the caller re-tests its
 // condition (a bump may have been for another waiter).
-static void wait_spin(pthread_cond_t *cv, pthread_mutex_t *mu, _Atomic uint64_t *seq, int64_t spin_ns) {
-  if (spin_ns > 0) {
+static void wait_spin(pthread_cond_t *cv, pthread_mutex_t *mu, _Atomic uint64_t *seq, int64_t spin_us) {
+  if (spin_us > 0) {
     uint64_t s0 = atomic_load_explicit(seq, memory_order_relaxed);  // under mu: no bump can be missed
     pthread_mutex_unlock(mu);
-    int64_t until = eng_now_us() + spin_ns / 1000;
+    int64_t until = eng_now_us() + spin_us;
     int n = 0;
     while (atomic_load_explicit(seq, memory_order_acquire) == s0) {
       if ((++n & 63) == 0 && eng_now_us() >= until) break;
@@ -310,7 +310,7 @@ static void *instance_main(void *arg) {
   name_thread("cpu", in->index);
   for (;;) {
     pthread_mutex_lock(&in->mu);
-    while (!in->job && !in->stop) wait_spin(&in->cv, &in->mu, &in->cv_seq, in->model->opts.spin_ns);
+    while (!in->job && !in->stop) wait_spin(&in->cv, &in->mu, &in->cv_seq, in->model->opts.spin_us);
     eng_job *job = in->job;
     in->job = NULL;
     int stop = in->stop;
@@ -435,7 +435,7 @@ static void *gpu_submit_main(void *arg) {
     pthread_mutex_lock(&in->mu);
     // a job and a free slot; an unhealthy instance waits for all its slots
     while (!in->stop && (in->q_n == 0 || in->n_busy == in->depth || (in->unhealthy && in->n_busy > 0)))
-      wait_spin(&in->cv, &in->mu, &in->cv_seq, m->opts.spin_ns);
+      wait_spin(&in->cv, &in->mu, &in->cv_seq, m->opts.spin_us);
     if (in->q_n == 0) {  // stopping with nothing queued
       pthread_mutex_unlock(&in->mu);
       return NULL;
@@ -500,7 +500,7 @@ static void *gpu_done_main(void *arg) {
   eng_model *m = in->model;
   for (;;) {
     pthread_mutex_lock(&in->mu);
-    while (in->f_n == 0 && !in->done_stop) wait_spin(&in->done_cv, &in->mu, &in->done_seq, m->opts.spin_ns);
+    while (in->f_n == 0 && !in->done_stop) wait_spin(&in->done_cv, &in->mu, &in->done_seq, m->opts.spin_us);
     if (in->f_n == 0) {
       pthread_mutex_unlock(&in->mu);
       return NULL;
@@ -649,7 +649,7 @@ static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) 
   o->no_gemm_autotune = tune != 1;
   const char *sp = getenv("INFERD_INSTANCE_SPIN_US");
   if (spin_us < 0 && sp && *sp) spin_us = strtol(sp, NULL, 10);
-  o->spin_ns = spin_us > 0 && spin_us <= 10000 ? (int64_t)spin_us * 1000 : 0;
+  o->spin_us = spin_us > 0 && spin_us <= 10000 ? spin_us : 0;
   const char *nu = getenv("INFERD_NUMA");
   if (nu && strcmp(nu, "0") == 0) o->no_numa = 1;
   const char *f = getenv("INFERD_CUDA_FAULT_AT");
