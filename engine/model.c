@@ -872,6 +872,8 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   s->gemm_autotune = !m->opts.no_gemm_autotune;
   s->gemm_tuned = ps.gemm_tuned;
   s->gemm_tune_ns = ps.gemm_tune_ns;
+  s->timed_layouts = ps.timed_layouts;
+  s->timed_nhwc = ps.timed_nhwc;
   snprintf(s->numa, sizeof s->numa, "%s", in->numa);
   s->device_bytes = ps.device_bytes;
   s->pinned_bytes = ps.pinned_bytes;

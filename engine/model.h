@@ -96,6 +96,7 @@ typedef struct eng_instance_stats {
   int gemm_autotune;       // cuBLASLt autotuning on for its plan (off by default: model.c parse_opts)
   uint64_t gemm_tuned;     // GEMM shapes its plan timed (cuBLASLt autotuning), and the wall time
   uint64_t gemm_tune_ns;
+  int timed_layouts, timed_nhwc;  // FP32 plans: warmed batch sizes whose layout was timed, and NHWC's share
   // a GPU instance's placement (engine/numa.h), for the load log: "GPU 1:
   // NUMA node 1, CPUs 16-31", or why there is none ("GPU 0: one NUMA node:
   // no placement"); "" on the CPU

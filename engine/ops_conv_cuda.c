@@ -27,9 +27,9 @@
 // of MobileNetV3-Large's device time at batch 32 (ncu, H100, 2026-11-25).
 //
 // 1x1 Convs on 1x1 inputs (a squeeze-excitation block's two, on a global
-// pool's output) skip cuDNN too: they are plain products, run through the
-// slot's cuBLASLt (cuda_gemm.h) with bias, Relu and a residual in its
-// epilogue. See is_gemm.
+// pool's output), and 1x1 stride-1 Convs on NHWC activations, skip cuDNN
+// too: they are plain products, run through the slot's cuBLASLt
+// (cuda_gemm.h) with bias, Relu and a residual in its epilogue. See is_gemm.
 //
 // A GlobalAveragePool is a mean over a contiguous run of axes, so
 // kernels/k_reduce.cu computes it rather than cuDNN's pooling. See is_mean.
@@ -60,7 +60,7 @@ typedef struct shape_plan {
   eng_cutconv_plan *tconv;
   eng_cupool_plan *pool;
   bool dw;  // depthwise NHWC Conv: k_dwconv_cuda, no cuDNN plan
-  bool gemm;  // 1x1 Conv on a 1x1 input: a cuBLASLt GEMM (is_gemm), no cuDNN plan
+  bool gemm;  // a 1x1 Conv that is a product: a cuBLASLt GEMM (is_gemm), no cuDNN plan
   bool mean;  // GlobalAveragePool: k_reduce_cuda's mean (is_mean), no cuDNN plan
 } shape_plan;
 
@@ -311,31 +311,38 @@ static int run_dw(const eng_cuconv_desc *cd, int in_act, cudaStream_t st, const 
   return k_dwconv_cuda(y, x, w, bias, z, cd->dtype == ENG_CUCONV_FP16 ? K_F16 : K_F32, &a, st, e);
 }
 
-// --- 1x1 Convs on 1x1 inputs as GEMMs
+// --- 1x1 Convs as GEMMs
 
-// A Conv that is a plain product: a 1x1 kernel over a 1x1 input, no
-// padding, one group (strides and dilations cannot matter with one pixel
-// and one tap). Then Y[N, K] = X[N, C] x W[K, C]^T (+ bias): the input and
-// output are [N, C, 1, 1] and [N, K, 1, 1], the same bytes in NCHW and
-// NHWC (plan_cuda_layout.c's "neutral"), and W is the plan's [K, C, 1, 1]
-// constant as it is, in either layout. Why: for a squeeze-excitation
-// block's two convolutions (on a global pool's output) cuDNN's heuristic
-// picks a fallback without tensor cores, implicit_convolve_sgemm: ~10% of
+// A Conv that is a plain product: a 1x1 kernel, no padding, one group, and
+// either a 1x1 input (strides and dilations cannot matter with one pixel and
+// one tap) or, where the node runs NHWC, stride 1 over any image. Then
+// Y[M, K] = X[M, C] x W[K, C]^T (+ bias) with M = N*H*W: NHWC activations
+// are that [M, C] matrix as they lie ([N, C, 1, 1] ones in either layout,
+// plan_cuda_layout.c's "neutral"), and W is the plan's [K, C, 1, 1] constant
+// as it is, in either layout. Why: for a squeeze-excitation block's two
+// convolutions (on a global pool's output) cuDNN's heuristic picks a
+// fallback without tensor cores, implicit_convolve_sgemm: ~10% of
 // MobileNetV3-Large's device time at batch 32 FP16 (ncu, H100, ~44 us a
-// launch, two per block). cuBLASLt's epilogue carries the bias, Relu and a
-// residual (its C operand, added before the activation as cuDNN does);
-// Sigmoid, Tanh and whatever else conv_fuse gives it cannot, so such a Conv
-// stays on cuDNN: one node, all on one path, no extra kernel. Only constant
-// weights, as for NHWC: computed ones never meet these models.
-static bool is_gemm(const conv_node *s, const eng_cuconv_desc *cd) {
-  return s->kind == ENG_CONV && s->w_const && cd->h == 1 && cd->w == 1 && cd->r == 1 &&
+// launch, two per block); and in FP32, NHWC, cuDNN's kernels for the
+// spatial 1x1 Convs are far slower than an SGEMM (ResNet-50 FP32 NHWC ran
+// at half the speed of NCHW, H200, bench_engine, 2026-11-26). cuBLASLt's
+// epilogue carries the bias, Relu and a residual (its C operand, added
+// before the activation as cuDNN does); Sigmoid, Tanh and whatever else
+// conv_fuse gives it cannot, so such a Conv stays on cuDNN: one node, all on
+// one path, no extra kernel. Only constant weights, as for NHWC: computed
+// ones never meet these models. cuda_ctx.conv_gemm off keeps the spatial
+// ones on cuDNN (eng_cuda_opts.no_conv_gemm, to compare).
+static bool is_gemm(const cuda_ctx *c, const conv_node *s, const eng_cuconv_desc *cd) {
+  bool one_pixel = cd->h == 1 && cd->w == 1;
+  bool nhwc_rows = c->conv_gemm && cd->layout == ENG_CUCONV_NHWC && cd->stride_h <= 1 && cd->stride_w <= 1;
+  return s->kind == ENG_CONV && s->w_const && (one_pixel || nhwc_rows) && cd->r == 1 &&
          cd->s == 1 && cd->pad_top == 0 && cd->pad_left == 0 && cd->pad_bottom == 0 &&
          cd->pad_right == 0 && cd->groups == 1 && cd->c >= 1 && cd->k >= 1 &&
          (cd->act == ENG_CUCONV_ACT_NONE || cd->act == ENG_CUCONV_ACT_RELU);
 }
 
-// The product on the slot's cuBLASLt: A = X [n, c], B = W [k, c] transposed,
-// C = Y [n, k]; a fused residual rides in cuBLASLt's C. TF32 as the plan's
+// The product on the slot's cuBLASLt: A = X [n*h*w, c], B = W [k, c]
+// transposed, C = Y [n*h*w, k]; a fused residual rides in cuBLASLt's C. TF32 as the plan's
 // Gemm/MatMul (the descriptor's storage type says which).
 static int run_gemm(cuda_ctx *c, const eng_cuconv_desc *cd, const void *x, const void *w,
                     const void *bias, void *y, err *e) {
@@ -345,7 +352,9 @@ static int run_gemm(cuda_ctx *c, const eng_cuconv_desc *cd, const void *x, const
   eng_gemm_dtype dt = cd->dtype == ENG_CUCONV_FP16        ? ENG_GEMM_FP16
                       : cd->dtype == ENG_CUCONV_FP32_TF32 ? ENG_GEMM_FP32_TF32
                                                           : ENG_GEMM_FP32;
-  return eng_gemm_lt_run_res(c->gemm, y, x, w, bias, c->z, cd->n, cd->k, cd->c, false, true, epi,
+  int64_t rows = (int64_t)cd->n * cd->h * cd->w;
+  if (rows > INT_MAX) return err_set(e, ERR_INVALID_ARGUMENT, "1x1 Conv of %lld pixels", (long long)rows);
+  return eng_gemm_lt_run_res(c->gemm, y, x, w, bias, c->z, (int)rows, cd->k, cd->c, false, true, epi,
                              dt, c->stream, e);
 }
 
@@ -479,7 +488,7 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
   shape_plan d;
   TRY(make_desc(c, p, in, n_in, out, &d, e));
   if (in[0].dims[0] == 0) return 0;
-  if (has_weights(s->kind) && c->nhwc && !is_gemm(s, &d.cd)) {
+  if (has_weights(s->kind) && c->nhwc && !is_gemm(c, s, &d.cd)) {
     if (!s->w_const) return err_set(e, ERR_INTERNAL, "NHWC asked of a Conv with computed weights");
     TRY(pack_nhwc(s, c, &in[1], r, e));
   }
@@ -490,7 +499,7 @@ static int conv_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
       s->cur = &s->plans[i];
       break;
     }
-  if (!s->cur && is_gemm(s, &d.cd)) {
+  if (!s->cur && is_gemm(c, s, &d.cd)) {
     // cuBLASLt picks its algorithm at the first run and caches it per shape (cuda_gemm.c)
     TRY(room_for_plan(s, e));
     d.gemm = true;

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -108,7 +109,17 @@ struct eng_cuda_plan {
   dtype *ddt;           // per value, this run: the type stored on the device
   uint8_t *fdev;        // per value, this run: folded on the host, read by a kernel (uploaded)
   cuda_layout lay;      // this run's NHWC regions (plan_cuda_layout.c)
-  bool layout_nhwc;     // the plan keeps convolution regions NHWC
+  bool layout_nhwc;     // this run keeps convolution regions NHWC
+  // An FP32 plan left to choose (ENG_CUDA_LAYOUT_AUTO) times both layouts per
+  // warmed batch size and keeps the faster (warm_up, pick_layout): which wins
+  // depends on the model, not the precision alone.
+  bool layout_timed;
+  int layout_trial;  // warm_up's layout under trial (0 NCHW, 1 NHWC), -1 outside it
+  int n_picks;
+  struct {
+    int rows;
+    bool nhwc;
+  } picks[16];
   eng_cuda_weights *own_weights;  // the plan's own store where opts gave none
   eng_cuda_weights *weights;      // where the constants come from (the model's store, or own_weights)
   eng_cuda_wset *wset;            // this device's copy, held while the plan lives
@@ -128,6 +139,7 @@ struct eng_cuda_plan {
   uint64_t last_done_seq;  // finish side only
   int have_last_done;
   _Atomic uint64_t graphs_captured, graph_launches, plain_launches, busy_ns, batches;
+  _Atomic uint64_t launch_ns;  // host time inside cudaGraphLaunch: a lone batch's GPU work waits for it
   _Atomic int graphs_disabled;
   // cudaMalloc/cudaHostAlloc calls, counted where the pools are made (the
   // pools may be replaced while another thread reads the stats)
@@ -1153,7 +1165,7 @@ static size_t signature(const eng_cuda_plan *p, const slot *s, int64_t *sig, siz
   const eng_plan *pl = p->pl;
   size_t n = 0;
   if (cap < 1) return 0;
-  sig[n++] = s->n_segs > 0;
+  sig[n++] = (s->n_segs > 0) | (int64_t)p->layout_nhwc << 1;  // a graph per layout too
   for (size_t i = 0; i < pl->n_inputs; i++) {
     const eng_tensor *t = &pl->cur[eng_graph_input_value(pl->g, i)];
     if (n + 2 + (size_t)t->ndims > cap) return 0;
@@ -1282,6 +1294,12 @@ static int copy_in(eng_cuda_plan *p, slot *s, err *e) {
   return rc;
 }
 
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int launch(eng_cuda_plan *p, slot *s, err *e) {
   int64_t sig[ENG_MAX_DIMS * 64];
   size_t n = signature(p, s, sig, sizeof sig / sizeof sig[0]);
@@ -1312,7 +1330,9 @@ static int launch(eng_cuda_plan *p, slot *s, err *e) {
   }
   if (g) {
     if (s->n_segs) TRY(copy_in(p, s, e));
+    uint64_t t0 = mono_ns();
     CUDA_TRY(e, cudaGraphLaunch(g->exec, s->ctx.stream));
+    atomic_fetch_add(&p->launch_ns, mono_ns() - t0);
     atomic_fetch_add(&p->graph_launches, 1);
     return 0;
   }
@@ -1361,6 +1381,7 @@ static int slot_create(eng_cuda_plan *p, slot *s, err *e) {
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->ctx.gemm32 = p->o.precision == ENG_PREC_TF32 ? ENG_GEMM_FP32_TF32 : ENG_GEMM_FP32;
   s->ctx.conv_timed = p->o.conv_timed != 0;
+  s->ctx.conv_gemm = !p->o.no_conv_gemm;
   s->ctx.weights = p->wset;
   CUDA_TRY(e, cudaStreamCreateWithFlags(&s->ctx.stream, cudaStreamNonBlocking));
   atomic_fetch_add(&p->allocs, 1);  // the workspace
@@ -1401,6 +1422,42 @@ static void slot_destroy(slot *s) {
 
 // Runs each warm batch size once on every slot (zeros in), which captures its
 // graph and settles cuBLASLt's algorithm choice before the first request.
+// The layout a timed plan keeps for batches of `rows` (want_nhwc): slot 0
+// runs the warm-up batch each way, once to capture its graph and three times
+// timed by the plan's events, and NHWC is kept where its best time is 3%
+// under NCHW's (noise must not flip a model between runs). A model that
+// rejects the zeros gets no pick (NCHW, as before); device trouble fails the
+// load. opts.layout_flip (a test hook) picks by parity instead of timing.
+static int time_layouts(eng_cuda_plan *p, const eng_tensor *in, size_t n_in, eng_tensor *out, size_t n_out,
+                        int rows, err *e) {
+  uint64_t best[2] = {UINT64_MAX, UINT64_MAX};
+  int rc = 0;
+  for (int l = 0; l < 2 && !rc && !p->o.layout_flip; l++) {
+    p->layout_trial = l;
+    for (int it = 0; it < 4 && !rc; it++) {
+      err we = {0};
+      uint64_t ns = 0;
+      int r = eng_cuda_plan_submit(p, 0, in, n_in, &we);
+      if (r == 0) r = eng_cuda_plan_finish(p, 0, out, n_out, &ns, &we);
+      if (r == ERR_INTERNAL || r == ERR_RESOURCE_EXHAUSTED) {
+        *e = we;
+        rc = err_prefix(e, "timing the %s layout at batch size %d: ", l ? "NHWC" : "NCHW", rows);
+      } else if (r) {
+        p->layout_trial = -1;
+        return 0;
+      } else if (it > 0 && ns < best[l]) {
+        best[l] = ns;
+      }
+    }
+  }
+  p->layout_trial = -1;
+  if (rc) return rc;
+  int i = p->n_picks++;
+  p->picks[i].rows = rows;
+  p->picks[i].nhwc = p->o.layout_flip ? (i % 2 == 1) : (double)best[1] < 0.97 * (double)best[0];
+  return 0;
+}
+
 static int warm_up(eng_cuda_plan *p, err *e) {
   const eng_plan *pl = p->pl;
   const eng_graph *g = pl->g;
@@ -1430,6 +1487,8 @@ static int warm_up(eng_cuda_plan *p, err *e) {
       if (pl->max_batch > 0) in[i].dims[0] = rows;
       in[i].bytes = nbytes(&in[i]);
     }
+    if (p->layout_timed && p->n_picks < (int)(sizeof p->picks / sizeof p->picks[0]))
+      rc = time_layouts(p, in, n_in, out, n_out, rows, e);
     for (int k = 0; k < p->n_slots && !rc; k++) {
       err we = {0};
       int r = eng_cuda_plan_submit(p, k, in, n_in, &we);
@@ -1453,16 +1512,41 @@ static int warm_up(eng_cuda_plan *p, err *e) {
 }
 
 // NHWC regions pay where tensor cores run the convolutions (FP16, TF32):
-// there cuDNN's NHWC kernels are the fast ones. Strict FP32 keeps NCHW,
-// where its kernels are at least as fast and nothing needs transposing.
-static bool want_nhwc(const eng_cuda_plan *p) {
+// there cuDNN's NHWC kernels are the fast ones. Strict FP32 starts NCHW and
+// is timed both ways at warm-up (*timed): there cuDNN's NCHW kernels are the
+// fast ones (ResNet-50 FP32 took twice as long NHWC), yet a model of
+// depthwise and 1x1 Convs runs faster NHWC, on our depthwise kernel and
+// SGEMMs (MobileNetV3-Large FP32, batch 32-128: 0.92-0.95 of the NCHW time,
+// H200, 2026-11-26).
+static bool want_nhwc(const eng_cuda_plan *p, bool *timed) {
+  *timed = false;
   if (p->o.layout == ENG_CUDA_LAYOUT_NCHW) return false;
   bool conv = false;
   for (size_t i = 0; i < p->pl->n_nodes && !conv; i++)
     conv = p->ops[i] && (p->ops[i]->flags & CUDA_OP_NHWC) &&
            strcmp(eng_graph_node(p->pl->g, i)->op_type, "Conv") == 0;
   if (!conv) return false;
-  return p->o.layout == ENG_CUDA_LAYOUT_NHWC || p->o.precision != ENG_PREC_FP32;
+  if (p->o.layout == ENG_CUDA_LAYOUT_NHWC || p->o.precision != ENG_PREC_FP32) return true;
+  *timed = true;
+  return false;
+}
+
+// This submit's batch size: input 0's first dim (1 without one).
+static int batch_rows(const eng_cuda_plan *p) {
+  const eng_tensor *t = &p->pl->cur[eng_graph_input_value(p->pl->g, 0)];
+  return t->ndims > 0 && t->dims[0] > 0 ? (int)t->dims[0] : 1;
+}
+
+// The timed layout for this submit's batch: the pick of the warmed batch
+// size nearest it (by ratio), NCHW before any.
+static bool pick_layout(const eng_cuda_plan *p, int rows) {
+  bool nhwc = false;
+  double best = 0;
+  for (int i = 0; i < p->n_picks; i++) {
+    double r = rows > p->picks[i].rows ? (double)rows / p->picks[i].rows : (double)p->picks[i].rows / rows;
+    if (i == 0 || r < best) best = r, nhwc = p->picks[i].nhwc;
+  }
+  return nhwc;
 }
 
 // Per value: computable from constants and input shapes alone, so folded on
@@ -1555,7 +1639,8 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
   }
   find_fusions(p);
   if ((ret = eng_cuda__layout_alloc(&p->lay, pl->n_nodes, pl->n_values, e)) != 0) goto fail;
-  p->layout_nhwc = want_nhwc(p);
+  p->layout_nhwc = want_nhwc(p, &p->layout_timed);
+  p->layout_trial = -1;
   p->in_cap = calloc(pl->n_inputs + 1, sizeof *p->in_cap);
   p->in_bytes = calloc(pl->n_inputs + 1, sizeof *p->in_bytes);
   if (!p->in_cap || !p->in_bytes) {
@@ -1661,6 +1746,9 @@ void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
   s->gemm_best_ns = atomic_load(&p->gemm_best_ns);
   s->graphs_captured = atomic_load(&p->graphs_captured);
   s->graph_launches = atomic_load(&p->graph_launches);
+  s->launch_ns = atomic_load(&p->launch_ns);
+  s->timed_layouts = p->n_picks;
+  for (int i = 0; i < p->n_picks; i++) s->timed_nhwc += p->picks[i].nhwc;
   s->plain_launches = atomic_load(&p->plain_launches);
   s->busy_ns = atomic_load(&p->busy_ns);
   s->batches = atomic_load(&p->batches);
@@ -1714,6 +1802,8 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
   p->epoch = pl->layouts;
   settle_fusions(p);
   for (size_t v = 0; v < pl->n_values; v++) p->ddt[v] = dev_dt(p, pl->cur[v].dt);
+  if (p->layout_timed)
+    p->layout_nhwc = p->layout_trial >= 0 ? p->layout_trial == 1 : pick_layout(p, batch_rows(p));
   eng_cuda__layout_settle(&p->lay, pl, p->ops, (const void *const *)p->nstate, p->skip, p->run_out,
                           p->run_z, p->ddt, p->layout_nhwc);
   settle_prologues(p);

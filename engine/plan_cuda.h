@@ -59,7 +59,10 @@ typedef enum eng_precision {
 #define ENG_CUDA_MAX_SLOTS 4
 
 // ENG_CUDA_LAYOUT_AUTO: NHWC regions around convolutions in FP16 and TF32
-// plans (tensor cores), NCHW in strict FP32; the others force one.
+// plans (tensor cores); in strict FP32 each warmed batch size is run both
+// ways at create and keeps the faster (NCHW unless NHWC is 3% faster; other
+// sizes follow the nearest warmed one; NCHW without warming). The others
+// force one.
 typedef enum eng_cuda_layout {
   ENG_CUDA_LAYOUT_AUTO = 0,
   ENG_CUDA_LAYOUT_NCHW,
@@ -74,8 +77,10 @@ typedef struct eng_cuda_opts {
   const int *warm;  // batch sizes to capture (and tune) at create, static shapes only
   size_t n_warm;
   uint64_t fault_at;  // test hook: the Nth submit (1-based) fails with a real CUDA launch error
-  eng_cuda_layout layout;  // where convolutions' activations are kept NHWC
+  int layout_flip;    // test hook: a timed layout (FP32, AUTO) picks NHWC at every second warmed batch size, untimed
+  eng_cuda_layout layout;  // where convolutions' activations are kept NHWC (AUTO in FP32: timed per warmed batch size)
   int conv_timed;          // 1: each cuDNN candidate timed, fastest kept (slower load); 0: cuDNN's heuristic pick
+  int no_conv_gemm;        // 1: 1x1 stride-1 Convs on NHWC activations stay on cuDNN (0: cuBLASLt GEMMs)
   // cuBLASLt autotuning (cuda_gemm.h): each GEMM shape's algorithm timed among the heuristic's
   // candidates once per plan, before any graph captures it (a tuning pass outside the capture
   // when a capture meets an untuned shape). 1: off, cuBLASLt's first heuristic answer.
@@ -145,6 +150,9 @@ typedef struct eng_cuda_plan_stats {
   uint64_t real_allocs;      // cudaMalloc + cudaHostAlloc calls since create (create's own included)
   uint64_t graphs_captured;  // graphs instantiated since create
   uint64_t graph_launches, plain_launches;
+  int timed_layouts;         // warmed batch sizes whose layout was timed (FP32, AUTO)
+  int timed_nhwc;            // of those, the ones that keep NHWC
+  uint64_t launch_ns;        // host time inside cudaGraphLaunch, summed over graph_launches
   uint64_t busy_ns;          // device time with a batch of this plan in flight (union over slots)
   uint64_t batches;          // batches finished successfully
   int graphs_disabled;       // capture failed once: plain launches from then on

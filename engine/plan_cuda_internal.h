@@ -56,6 +56,7 @@ typedef struct cuda_ctx {
   void *node;        // this node's state (init), or NULL
   bool conv_timed;   // cuDNN algorithms: each candidate timed instead of the heuristic's pick (eng_cuda_opts)
   bool nhwc;         // CUDA_OP_NHWC ops: this node's 4-D activations are NHWC (plan_cuda_layout.c)
+  bool conv_gemm;    // 1x1 stride-1 Convs on NHWC activations as cuBLASLt GEMMs (eng_cuda_opts.no_conv_gemm)
   eng_cuda_wset *weights;  // the device's copy of the constants: derived copies (packed weights) go there
 } cuda_ctx;
 

@@ -188,6 +188,9 @@ static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_mo
         srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): cuBLASLt autotuning timed %" PRIu64
                 " GEMM shape(s) in %.1f ms", m->name, v->version_str, k, st.device, st.gemm_tuned,
                 (double)st.gemm_tune_ns / 1e6);
+      if (st.timed_layouts)  // FP32, layout AUTO: both layouts timed per warmed batch size (plan_cuda.h)
+        srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): layouts timed at %d batch size(s), "
+                "NHWC kept at %d", m->name, v->version_str, k, st.device, st.timed_layouts, st.timed_nhwc);
       // where its threads and pinned staging sit (engine/numa.h; INFERD_NUMA=0 turns placement off)
       srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d: %s", m->name, v->version_str, k, st.numa);
       // one copy of the weights per device (engine/cuda_weights.h): who uploaded it, who shares it

@@ -539,8 +539,11 @@ static void test_modes(void) {
     // plain and graph plans are held to the same bits: with GEMM autotuning each plan would time
     // its own choice (the noise may pick differently), so both keep cuBLASLt's first answer; the
     // other plans tune (the default) and are held to their tolerances
-    eng_cuda_opts o_plain = {.no_graphs = 1, .n_slots = 1, .no_gemm_autotune = 1};
-    eng_cuda_opts o_graph = {.n_slots = 2, .warm = warm, .n_warm = 2, .no_gemm_autotune = 1};
+    // and both NCHW: an FP32 plan left to choose times both layouts per warmed batch size
+    // (test_conv's flip pass checks that), which would be another sum order again
+    eng_cuda_opts o_plain = {.no_graphs = 1, .n_slots = 1, .no_gemm_autotune = 1, .layout = ENG_CUDA_LAYOUT_NCHW};
+    eng_cuda_opts o_graph = {.n_slots = 2, .warm = warm, .n_warm = 2, .no_gemm_autotune = 1,
+                             .layout = ENG_CUDA_LAYOUT_NCHW};
     eng_cuda_opts o_half = {.precision = ENG_PREC_FP16};
     eng_cuda_opts o_tf32 = {.precision = ENG_PREC_TF32};
     // FP32 on NHWC activations (the FP16 and TF32 plans' layout around convolutions), held
@@ -669,8 +672,10 @@ static void test_modes(void) {
 // input), four in conv_transpose_net (the Conv, both ConvTransposes that
 // follow it, the Relu after one; the fused Relu is no node of its own).
 // None of their Convs is a 1x1 kernel on a 1x1 input, so none runs as a
-// cuBLASLt GEMM (gemm_convs 0; conv_resnet's and conv_dwsep's 1x1 Convs
-// have inputs of 5x5 and 4x4): test_conv_gemm has those.
+// cuBLASLt GEMM NCHW (test_conv_gemm has those); NHWC the 1x1 stride-1 ones
+// do (gemm): conv_dwsep's pointwise Conv, conv_mbv3's two expand and one
+// projection Convs (the latter with its residual); conv_resnet's 1x1
+// shortcut has stride 2 and stays on cuDNN.
 // conv_mbv3: its depthwise Convs' HardSwish, HardSigmoid and residual Add +
 // HardSwish, and the projection's residual Add (5), on cuDNN (NCHW, the
 // activation after it) and on the depthwise kernel (NHWC) alike. pro: the
@@ -681,13 +686,18 @@ static const struct {
   uint64_t fused;
   int nhwc;
   uint64_t pro;
-} conv_models[] = {{"conv_resnet", 7, -1, 0},    {"conv_dwsep", 2, -1, 0},
-                   {"conv_pools", 1, -2, 0},     {"conv_transpose", 0, 0, 0},
-                   {"conv_transpose_net", 1, 4, 0}, {"conv_mbv3", 5, -1, 0}};
+  uint64_t gemm;
+} conv_models[] = {{"conv_resnet", 7, -1, 0, 0},    {"conv_dwsep", 2, -1, 0, 1},
+                   {"conv_pools", 1, -2, 0, 0},     {"conv_transpose", 0, 0, 0, 0},
+                   {"conv_transpose_net", 1, 4, 0, 0}, {"conv_mbv3", 5, -1, 0, 3}};
 
 static void test_conv(void) {
-  // each model twice: as FP32 plans lay it out (NCHW), then with NHWC regions
-  for (int lay = 0; lay < 2; lay++)
+  // each model three times: NCHW; with NHWC regions (and every cuDNN candidate timed, the other
+  // choice of algorithm); and AUTO in FP32 with the timed layout's test hook, which keeps NHWC at
+  // every second warmed batch size (2 and MAXB) and NCHW at 1 and 3: one plan whose layout flips
+  // from batch to batch, its graphs apart per layout, no allocation once warm
+  static const char *const lay_name[] = {"nchw", "nhwc", "flip"};
+  for (int lay = 0; lay < 3; lay++)
   for (size_t m = 0; m < sizeof conv_models / sizeof conv_models[0]; m++) {
     const char *name = conv_models[m].name;
     eng_graph *g = load_model(name);
@@ -697,9 +707,9 @@ static void test_conv(void) {
     eng_cuda_plan *gp = NULL;
     err e = {0};
     int warm[] = {1, 2, 3, MAXB};
-    // the NHWC pass with every cuDNN candidate timed (the other choice of algorithm)
-    eng_cuda_opts o = {.warm = warm, .n_warm = 4, .layout = lay ? ENG_CUDA_LAYOUT_NHWC : ENG_CUDA_LAYOUT_AUTO,
-                       .conv_timed = lay};
+    eng_cuda_opts o = {.warm = warm, .n_warm = 4,
+                       .layout = lay == 0 ? ENG_CUDA_LAYOUT_NCHW : lay == 1 ? ENG_CUDA_LAYOUT_NHWC : ENG_CUDA_LAYOUT_AUTO,
+                       .conv_timed = lay == 1, .layout_flip = lay == 2};
     CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
     int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
     if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);
@@ -710,9 +720,14 @@ static void test_conv(void) {
       double worst = run_both(name, g, cp, gp, &in[MAXB], "conv warm", 0);
       eng_cuda_plan_stats st;
       eng_cuda_plan_stats_get(gp, &st);
+      // MAXB ran last: NHWC in the flip pass too
       CHECK_EQ_INT(st.fused_nodes, conv_models[m].fused + (lay ? conv_models[m].pro : 0));
-      CHECK_EQ_INT(st.gemm_convs, 0);
+      CHECK_EQ_INT(st.gemm_convs, lay ? conv_models[m].gemm : 0);
       if (!lay) CHECK_EQ_INT(st.nhwc_nodes, 0);
+      // a timed layout wherever a Conv could run NHWC (conv_transpose has none): four picks, two NHWC
+      bool timed = lay == 2 && conv_models[m].nhwc != 0;
+      CHECK_EQ_INT(st.timed_layouts, timed ? 4 : 0);
+      CHECK_EQ_INT(st.timed_nhwc, timed ? 2 : 0);
       // NHWC: the 2-D models run their convolutions NHWC and transpose only at the edges
       // (an input into the first conv, each 4-D output before copy-out)
       if (lay && conv_models[m].nhwc != -2) {
@@ -728,11 +743,17 @@ static void test_conv(void) {
         CHECK_EQ_INT(eng_cuda_plan_run(gp, in[b].t, in[b].n, go, n_out, &e), 0);
       }
       CHECK_EQ_INT(eng_cuda_plan_real_allocs(gp), allocs);
-      for (int b = 1; b <= MAXB; b++) worst = max_worst(worst, run_both(name, g, cp, gp, &in[b], "conv after 40 runs", 0));
+      for (int b = 1; b <= MAXB; b++) {
+        worst = max_worst(worst, run_both(name, g, cp, gp, &in[b], "conv after 40 runs", 0));
+        if (timed && conv_models[m].nhwc != -2) {  // this batch's layout: NCHW at the odd sizes, NHWC at the even
+          eng_cuda_plan_stats_get(gp, &st);
+          CHECK_EQ_INT(st.nhwc_nodes > 0, b % 2 == 0);
+        }
+      }
       eng_cuda_plan_stats_get(gp, &st);
       printf("%-16s %s: %llu nodes fused, %llu NHWC, %llu transposes, %llu graphs, real allocations %llu "
              "before and after 40 runs, worst scaled error %.3g\n",
-             name, lay ? "nhwc" : "nchw", (unsigned long long)st.fused_nodes, (unsigned long long)st.nhwc_nodes,
+             name, lay_name[lay], (unsigned long long)st.fused_nodes, (unsigned long long)st.nhwc_nodes,
              (unsigned long long)st.relayouts, (unsigned long long)st.graphs_captured,
              (unsigned long long)allocs, worst);
       for (int b = 1; b <= MAXB; b++) io_free(&in[b]);

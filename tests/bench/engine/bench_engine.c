@@ -3,7 +3,8 @@
 //
 //   bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64]
 //                [--iters N] [--warmup N] [--graphs 0|1] [--fuse-attention 0|1] [--merge-qkv 0|1] [--seq N] [--vocab N] [--cpu]
-//                [--gemm-autotune 0|1]
+//                [--gemm-autotune 0|1] [--layout auto|nchw|nhwc] [--conv-search timed|heuristic]
+//                [--conv-gemm 0|1]
 //
 // Inputs: FP32 random; INT64/INT32 token ids in [0, vocab) (vocab from the
 // embedding table they index, or --vocab) and all-ones attention masks
@@ -153,8 +154,12 @@ static int fail(const char *what, const err *e) {
 // *all_staged: 1 when every input sat in pinned staging; 0 when the model's
 // shapes were not fixed at create (a dynamic sequence) and submit copied
 // them from pageable memory into the slot's pinned pool, as the server does.
+// *device_s: the mean of the batches' own device time (the plan's events,
+// from before the launch to after the outputs' copy), so a lone batch's
+// host share is per_batch - device_s.
 static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t n_out, int warmup,
-                        int iters, double *per_batch, double *submit_s, int *all_staged, err *e) {
+                        int iters, double *per_batch, double *submit_s, double *device_s, int *all_staged,
+                        err *e) {
   eng_tensor out[8];
   int pending[4] = {0};
   inputs staged[4];
@@ -173,6 +178,7 @@ static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t 
     }
   }
   double t0 = 0, in_submit = 0;
+  uint64_t dev_ns = 0, one_ns = 0;
   for (int i = 0; i < warmup + iters; i++) {
     if (i == warmup) {
       for (int k = 0; k < slots; k++)
@@ -181,7 +187,8 @@ static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t 
       t0 = now_s();
     }
     int k = i % slots;
-    if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, NULL, e)) return 1;
+    if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, &one_ns, e)) return 1;
+    if (pending[k] && i > warmup + slots - 1) dev_ns += one_ns;  // batches submitted after t0
     double ts = now_s();
     if (eng_cuda_plan_submit(p, k, staged[k].t, staged[k].n, e)) return 1;
     if (i >= warmup) in_submit += now_s() - ts;
@@ -189,10 +196,12 @@ static int time_batches(eng_cuda_plan *p, int slots, const inputs *host, size_t 
   }
   for (int j = 0; j < slots; j++) {  // in submission order
     int k = (warmup + iters + j) % slots;
-    if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, NULL, e)) return 1;
+    if (pending[k] && eng_cuda_plan_finish(p, k, out, n_out, &one_ns, e)) return 1;
+    if (pending[k]) dev_ns += one_ns;
   }
   *per_batch = (now_s() - t0) / iters;
   *submit_s = in_submit / iters;
+  *device_s = (double)dev_ns / 1e9 / iters;
   return 0;
 }
 
@@ -253,7 +262,7 @@ int main(int argc, char **argv) {
   const char *model = NULL, *prec_s = "fp32";
   int batches[MAX_BATCHES] = {1, 8, 64, 256, 1024}, n_batches = 5, iters = 0, warmup = 20, graphs = 1;
   eng_graph_opts gopts = {0};
-  int cpu = 0, conv_timed = 0;
+  int cpu = 0, conv_timed = 0, conv_gemm = 1;
   int tune_modes[2] = {0, 1}, n_tune = 1;  // --gemm-autotune: the values to run, in order
   fill_opts fo = {0, 0};
   eng_cuda_layout layout = ENG_CUDA_LAYOUT_AUTO;
@@ -277,6 +286,8 @@ int main(int argc, char **argv) {
       layout = !strcmp(v, "nhwc") ? ENG_CUDA_LAYOUT_NHWC : !strcmp(v, "nchw") ? ENG_CUDA_LAYOUT_NCHW : ENG_CUDA_LAYOUT_AUTO;
     else if (!strcmp(a, "--conv-search"))  // timed | heuristic (cuDNN algorithm choice)
       conv_timed = !strcmp(v, "timed");
+    else if (!strcmp(a, "--conv-gemm"))  // 1 | 0: NHWC 1x1 stride-1 Convs on cuBLASLt | cuDNN
+      conv_gemm = atoi(v) != 0;
     else if (!strcmp(a, "--gemm-autotune")) {  // 0 | 1 | 0,1 | 1,0
       n_tune = 0;
       for (const char *c = v; *c && n_tune < 2; c++)
@@ -292,7 +303,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr, "usage: bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64] "
                       "[--iters N] [--warmup N] [--graphs 0|1] [--fuse-attention 0|1] [--merge-qkv 0|1] [--layout auto|nchw|nhwc] "
-                      "[--conv-search timed|heuristic] [--gemm-autotune 0|1|0,1] [--seq N] [--vocab N] [--cpu]\n");
+                      "[--conv-search timed|heuristic] [--conv-gemm 0|1] [--gemm-autotune 0|1|0,1] [--seq N] [--vocab N] [--cpu]\n");
       return 2;
     }
     i++;
@@ -318,7 +329,7 @@ int main(int argc, char **argv) {
     int slots = mode == 0 ? 2 : 1;
     eng_cuda_opts o = {.precision = prec, .n_slots = slots, .no_graphs = !graphs, .graph_cap = 64,
                        .warm = batches, .n_warm = (size_t)n_batches, .layout = layout,
-                       .conv_timed = conv_timed, .no_gemm_autotune = !tune};
+                       .conv_timed = conv_timed, .no_gemm_autotune = !tune, .no_conv_gemm = !conv_gemm};
     eng_cuda_plan *p = NULL;
     double t_create = now_s();
     if (eng_cuda_plan_create(g, max_b, 0, &o, &p, &e)) {
@@ -336,31 +347,35 @@ int main(int argc, char **argv) {
       // about 0.5 s of work per cell unless --iters says otherwise
       int it = iters;
       if (it <= 0) {
-        double one = 0, sub = 0;
-        if (time_batches(p, slots, &in, n_out, 3, 10, &one, &sub, &staged, &e)) rc = fail("run", &e);
+        double one = 0, sub = 0, dev = 0;
+        if (time_batches(p, slots, &in, n_out, 3, 10, &one, &sub, &dev, &staged, &e)) rc = fail("run", &e);
         it = one > 0 ? (int)(0.5 / one) : 100;
         if (it < 20) it = 20;
         if (it > 20000) it = 20000;
       }
-      double per = 0, submit = 0;
-      if (!rc && time_batches(p, slots, &in, n_out, warmup, it, &per, &submit, &staged, &e)) rc = fail("run", &e);
+      double per = 0, submit = 0, dev = 0;
+      eng_cuda_plan_stats ps0 = plan_stats(p);
+      if (!rc && time_batches(p, slots, &in, n_out, warmup, it, &per, &submit, &dev, &staged, &e)) rc = fail("run", &e);
       eng_cuda_plan_stats ps = plan_stats(p);
+      uint64_t launches = ps.graph_launches - ps0.graph_launches;
+      double launch_us = launches ? (double)(ps.launch_ns - ps0.launch_ns) / 1e3 / (double)launches : 0;
       if (!rc)
         printf("{\"tool\":\"%s\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"us_per_batch\":%.3f,"
                "\"graphs\":%d,\"iters\":%d,\"slots\":%d,\"layout\":\"%s\",\"conv_search\":\"%s\","
                "\"nhwc_nodes\":%llu,\"gemm_convs\":%llu,\"seq\":%d,\"staged\":%s,\"fuse_attention\":%s,"
-               "\"merge_qkv\":%s,\"gemm_autotune\":%d,\"gemm_tuned\":%llu,\"gemm_tune_improved\":%llu,\"gemm_tune_ms\":%.1f,"
+               "\"merge_qkv\":%s,\"conv_gemm\":%d,\"gemm_autotune\":%d,\"gemm_tuned\":%llu,\"gemm_tune_improved\":%llu,\"gemm_tune_ms\":%.1f,"
                "\"gemm_tune_passes\":%llu,\"gemm_first_us\":%.2f,\"gemm_best_us\":%.2f,\"create_ms\":%.1f,"
-               "\"submit_us\":%.2f}\n",
+               "\"submit_us\":%.2f,\"launch_us\":%.2f,\"device_us\":%.2f,\"timed_layouts\":%d,\"timed_nhwc\":%d}\n",
                slots == 2 ? "inferd" : "inferd_sync", base_name(model), prec_s, batches[bi], per * 1e6,
                graphs, it, slots, layout == ENG_CUDA_LAYOUT_NHWC ? "nhwc" : layout == ENG_CUDA_LAYOUT_NCHW ? "nchw" : "auto",
                conv_timed ? "timed" : "heuristic", (unsigned long long)ps.nhwc_nodes,
                (unsigned long long)ps.gemm_convs, fo.seq,
                staged ? "true" : "false", gopts.no_fuse_attention ? "false" : "true",
-               gopts.no_merge_qkv ? "false" : "true", tune,
+               gopts.no_merge_qkv ? "false" : "true", conv_gemm, tune,
                (unsigned long long)ps.gemm_tuned, (unsigned long long)ps.gemm_tune_improved,
                (double)ps.gemm_tune_ns / 1e6, (unsigned long long)ps.gemm_tune_passes,
-               (double)ps.gemm_first_ns / 1e3, (double)ps.gemm_best_ns / 1e3, t_create * 1e3, submit * 1e6);
+               (double)ps.gemm_first_ns / 1e3, (double)ps.gemm_best_ns / 1e3, t_create * 1e3, submit * 1e6, launch_us, dev * 1e6,
+               ps.timed_layouts, ps.timed_nhwc);
       fflush(stdout);
       free_inputs(&in);
     }

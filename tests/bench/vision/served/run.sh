@@ -93,7 +93,10 @@ PY
   "$PYTHON" "$OUT/peer/peer.py" makereq "$OUT/req.bin" || exit 1
 fi
 mkdir -p "$OUT/repo/$NAME/1"
-ln -sf "$ONNX" "$OUT/repo/$NAME/1/model.onnx"
+# a copy (a hard link where one file system holds both): the server refuses a model file that
+# resolves outside its model's directory, as a symlink to $ONNX would
+rm -f "$OUT/repo/$NAME/1/model.onnx"
+ln "$ONNX" "$OUT/repo/$NAME/1/model.onnx" 2>/dev/null || cp "$ONNX" "$OUT/repo/$NAME/1/model.onnx"
 
 # One answer through the same bytes, kept to compare the servers' logits (raw gRPC, the desc's messages).
 answer() {  # PORT FILE
