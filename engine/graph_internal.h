@@ -40,7 +40,8 @@ void eng_graph__set_n_qkv_merged(eng_graph *g, size_t n);
 // The load-time passes (graph_pass.c), run once the graph is complete and
 // sorted: constants folded, BatchNormalization folded into the Conv before
 // it, attention subgraphs fused (attn.c) and their Q, K, V projections
-// merged into one (attn_qkv.c).
+// merged into one (attn_qkv.c), then nodes that repeat an earlier one merged
+// into it.
 int eng_graph__run_passes(eng_graph *g, err *e);
 
 // GELU and LayerNorm written as chains of elementwise ops, fused into one

@@ -226,6 +226,119 @@ static int pass_fold_batchnorm(eng_graph *g, unsigned char *dead, int *changed, 
   return rc;
 }
 
+// Common subexpressions: a node whose op, attributes and inputs are those
+// of an earlier node (constant inputs compared by value) computes the same
+// outputs, so its readers read the earlier node's instead and it goes.
+// torch's TorchScript exporter writes the attention mask of every layer of
+// BERT, DistilBERT and ViT as its own Where(mask, 0, -inf), each with its own
+// Constant nodes of the same values: on the GPU that was one kernel writing a
+// [B, 1, S, S] tensor per layer, 2-3% of BERT-base's device time at batch
+// 32-64 (ncu, H200). Ops that draw random numbers are never merged, nor a node
+// that writes a graph output, nor one with subgraph attributes.
+static int same_tensor(const eng_value *x, const eng_value *y) {
+  return x->dt == y->dt && dtype_size(x->dt) > 0 && x->ndims == y->ndims &&
+         memcmp(x->dims, y->dims, (size_t)x->ndims * sizeof x->dims[0]) == 0 && x->bytes == y->bytes &&
+         (x->bytes == 0 || (x->data && y->data && memcmp(x->data, y->data, x->bytes) == 0));
+}
+
+static int same_input(const eng_graph *g, int a, int b) {
+  if (a == b) return 1;
+  if (a < 0 || b < 0) return 0;
+  const eng_value *x = eng_graph_value(g, (size_t)a), *y = eng_graph_value(g, (size_t)b);
+  return x->kind == ENG_VALUE_CONST && y->kind == ENG_VALUE_CONST && same_tensor(x, y);
+}
+
+enum { ATTR_GRAPH = 5, ATTR_GRAPHS = 10 };  // onnx.proto's AttributeType
+
+static int same_attr(const eng_attr *a, const eng_attr *b) {
+  if (a->type != b->type || a->type == ATTR_GRAPH || a->type == ATTR_GRAPHS || a->i != b->i) return 0;
+  if (memcmp(&a->f, &b->f, sizeof a->f) != 0) return 0;  // bitwise: a NaN equals itself
+  if ((a->s == NULL) != (b->s == NULL) || (a->s && strcmp(a->s, b->s) != 0)) return 0;
+  if (a->n_floats != b->n_floats || a->n_ints != b->n_ints) return 0;
+  if (a->n_floats && memcmp(a->floats, b->floats, a->n_floats * sizeof *a->floats) != 0) return 0;
+  if (a->n_ints && memcmp(a->ints, b->ints, a->n_ints * sizeof *a->ints) != 0) return 0;
+  if ((a->t == NULL) != (b->t == NULL)) return 0;
+  return !a->t || same_tensor(a->t, b->t);
+}
+
+static int same_node(const eng_graph *g, const eng_node *a, const eng_node *b) {
+  if (strcmp(a->op_type, b->op_type) != 0 || a->n_in != b->n_in || a->n_out != b->n_out ||
+      a->n_attrs != b->n_attrs)
+    return 0;
+  for (int k = 0; k < a->n_in; k++)
+    if (!same_input(g, a->in[k], b->in[k])) return 0;
+  for (int k = 0; k < a->n_out; k++)  // an output b leaves out that a writes: not b's to give
+    if (a->out[k] >= 0 && b->out[k] < 0) return 0;
+  for (int k = 0; k < a->n_attrs; k++) {
+    const eng_attr *o = eng_node_attr(b, a->attrs[k].name);
+    if (!o || !same_attr(&a->attrs[k], o)) return 0;
+  }
+  return 1;
+}
+
+static int mergeable(const eng_graph *g, const eng_node *n) {
+  static const char *const random_ops[] = {"RandomNormal", "RandomNormalLike", "RandomUniform",
+                                           "RandomUniformLike", "Multinomial", "Bernoulli"};
+  for (size_t k = 0; k < sizeof random_ops / sizeof random_ops[0]; k++)
+    if (strcmp(n->op_type, random_ops[k]) == 0) return 0;
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k] >= 0 && eng_graph__is_output(g, n->out[k])) return 0;
+  return n->n_out > 0;
+}
+
+// Where candidates meet: by op type and the first input (a constant's by its
+// bytes' first word, so equal constants of other nodes land together).
+static uint64_t cse_key(const eng_graph *g, const eng_node *n) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char *c = n->op_type; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+  int v = n->n_in > 0 ? n->in[0] : -1;
+  uint64_t w = (uint64_t)(int64_t)v;
+  if (v >= 0) {
+    const eng_value *x = eng_graph_value(g, (size_t)v);
+    if (x->kind == ENG_VALUE_CONST) {
+      w = 0x9e3779b97f4a7c15ull ^ x->bytes;
+      if (x->data && x->bytes) memcpy(&w, x->data, x->bytes < sizeof w ? x->bytes : sizeof w);
+    }
+  }
+  return (h ^ w) * 1099511628211ull;
+}
+
+static int pass_cse(eng_graph *g, unsigned char *dead, int *changed, err *e) {
+  size_t n = eng_graph_n_nodes(g), cap = 64;
+  while (cap < 2 * n) cap *= 2;
+  long *head = malloc(cap * sizeof *head), *next = malloc((n + 1) * sizeof *next);
+  int *alias = malloc((eng_graph_n_values(g) + 1) * sizeof *alias);  // value -> the value it reads as
+  if (!head || !next || !alias) {
+    free(head), free(next), free(alias);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  for (size_t b = 0; b < cap; b++) head[b] = -1;
+  for (size_t v = 0; v < eng_graph_n_values(g); v++) alias[v] = (int)v;
+  for (size_t i = 0; i < n; i++) {
+    if (dead[i]) continue;
+    eng_node *x = eng_graph__node_mut(g, i);
+    for (int k = 0; k < x->n_in; k++)  // read what earlier merges left (topological order)
+      if (x->in[k] >= 0) x->in[k] = alias[x->in[k]];
+    if (!mergeable(g, x)) continue;
+    size_t b = (size_t)(cse_key(g, x) & (cap - 1));
+    long j = head[b];
+    while (j >= 0 && !same_node(g, x, eng_graph_node(g, (size_t)j))) j = next[j];
+    if (j < 0) {
+      next[i] = head[b];
+      head[b] = (long)i;
+      continue;
+    }
+    const eng_node *y = eng_graph_node(g, (size_t)j);
+    for (int k = 0; k < x->n_out; k++)
+      if (x->out[k] >= 0) alias[x->out[k]] = y->out[k];
+    dead[i] = 1;
+    *changed = 1;
+  }
+  // graph outputs name values; none of a merged node's (mergeable), so nothing else reads the old ones
+  free(head), free(next), free(alias);
+  return 0;
+}
+
 // Operand order of Add and Mul: exporters write a linear layer on a 3-D
 // activation as MatMul then Add(bias, product), the constant first (torch's
 // TorchScript exporter does). The planners run an elementwise op in place on
@@ -266,6 +379,9 @@ int eng_graph__run_passes(eng_graph *g, err *e) {
   if (!rc) rc = eng_attn__fuse(g, dead, &changed, e);
   // on the fused nodes: their Q, K, V projections into one (attn_qkv.c)
   if (!rc) rc = eng_attn__merge_qkv(g, dead, &changed, e);
+  // after the fusions, whose patterns want each chain's nodes its own (two LayerNorms of one
+  // input share no ReduceMean), and after folding: Constant nodes compared as values
+  if (!rc) rc = pass_cse(g, dead, &changed, e);
   // last: the fusions above match the exporters' operand order
   if (!rc) pass_operand_order(g, dead);
   if (!rc && changed) rc = eng_graph__compact(g, dead, e);

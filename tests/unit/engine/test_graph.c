@@ -419,6 +419,41 @@ static void test_constant_subgraph_folded(void) {
   eng_graph_destroy(g);
 }
 
+// graph_pass.c pass_cse: cse's second mask Where (its Constant nodes other
+// ones of the same values) and second LeakyRelu (alpha 0.1) read as the
+// first ones; the Where with another fill, the LeakyRelu with another alpha
+// and both Relus (each a graph output) stay. Its ort case checks the values.
+static void test_cse(void) {
+  eng_graph *g = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_graph_load(model_path("cse.onnx"), &g, &e), 0);
+  if (!g) return;
+  int where = 0, leaky = 0, relu = 0, same = 0, reads_first = 0;
+  int w1 = -1, l1 = -1;
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    where += strcmp(n->op_type, "Where") == 0;
+    leaky += strcmp(n->op_type, "LeakyRelu") == 0;
+    relu += strcmp(n->op_type, "Relu") == 0;
+    same += strcmp(n->name, "mask2_same") == 0 || strcmp(n->name, "leaky2_same") == 0;
+    if (strcmp(n->name, "mask1") == 0) w1 = n->out[0];
+    if (strcmp(n->name, "leaky1") == 0) l1 = n->out[0];
+  }
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    // add2 now adds mask1's output; add4 adds leaky1's to itself
+    if (strcmp(n->name, "add2") == 0) reads_first += n->in[1] == w1 && w1 >= 0;
+    if (strcmp(n->name, "add4") == 0) reads_first += n->in[0] == l1 && n->in[1] == l1 && l1 >= 0;
+  }
+  CHECK_EQ_INT(where, 2);
+  CHECK_EQ_INT(leaky, 2);
+  CHECK_EQ_INT(relu, 2);
+  CHECK_EQ_INT(same, 0);
+  CHECK_EQ_INT(reads_first, 2);
+  CHECK_EQ_INT(eng_graph_n_nodes(g), 13);  // gt, 2 Where, 6 Add, 2 LeakyRelu, 2 Relu
+  eng_graph_destroy(g);
+}
+
 // --- GELU and LayerNorm fusion (graph_pass_norm.c); the values of the same
 // models are compared with onnxruntime by their ort cases
 
@@ -549,6 +584,7 @@ int main(void) {
   test_zoo_fused();
   test_mlp_io();
   test_constant_subgraph_folded();
+  test_cse();
   test_batchnorm_folded();
   test_qkv_merged();
   test_operand_order();
