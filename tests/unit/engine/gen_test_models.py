@@ -93,39 +93,6 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 1024])], [vi("y", TensorProto
           [numpy_helper.from_array(f32(1024, 4096) * np.float32(0.03), "w")])
 compare(m, "wide_gemm", {"x": f32(3, 1024)}, rtol=1e-4)
 
-# --- common subexpressions (graph_pass.c pass_cse), as torch's TorchScript exporter writes BERT's
-# per-layer masks: Where(c, 0, -10000) twice with Constant nodes of their own but equal values (one
-# Where after loading), a third with another fill value (kept); two LeakyRelu of x with alpha 0.1
-# (one kept) and one with 0.2; two Relu of x that are both graph outputs (both kept: an output
-# names its own value).
-def const_node(name, value):
-    return helper.make_node("Constant", [], [name], name=name + "_node",
-                            value=numpy_helper.from_array(np.array(value, np.float32), name + "_t"))
-
-
-nodes = [const_node("zero", 0.0),
-         helper.make_node("Greater", ["x", "zero"], ["c"], name="gt"),
-         const_node("a1", 0.0), const_node("b1", -10000.0),
-         const_node("a2", 0.0), const_node("b2", -10000.0), const_node("b3", -20000.0),
-         helper.make_node("Where", ["c", "a1", "b1"], ["w1"], name="mask1"),
-         helper.make_node("Where", ["c", "a2", "b2"], ["w2"], name="mask2_same"),
-         helper.make_node("Where", ["c", "a1", "b3"], ["w3"], name="mask3_other"),
-         helper.make_node("Add", ["x", "w1"], ["s1"], name="add1"),
-         helper.make_node("Add", ["s1", "w2"], ["s2"], name="add2"),
-         helper.make_node("Add", ["s2", "w3"], ["s3"], name="add3"),
-         helper.make_node("LeakyRelu", ["x"], ["l1"], name="leaky1", alpha=0.1),
-         helper.make_node("LeakyRelu", ["x"], ["l2"], name="leaky2_same", alpha=0.1),
-         helper.make_node("LeakyRelu", ["x"], ["l3"], name="leaky3_other", alpha=0.2),
-         helper.make_node("Add", ["l1", "l2"], ["t1"], name="add4"),
-         helper.make_node("Add", ["t1", "l3"], ["t2"], name="add5"),
-         helper.make_node("Add", ["s3", "t2"], ["y"], name="add6"),
-         helper.make_node("Relu", ["x"], ["r1"], name="relu_out1"),
-         helper.make_node("Relu", ["x"], ["r2"], name="relu_out2")]
-m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 5])],
-          [vi("y", TensorProto.FLOAT, ["N", 5]), vi("r1", TensorProto.FLOAT, ["N", 5]),
-           vi("r2", TensorProto.FLOAT, ["N", 5])])
-compare(m, "cse", {"x": f32(3, 5)})
-
 # --- typed int fields: int64_data for a Reshape shape, int32_data for an int32 Cast source
 shape = helper.make_tensor("shape", TensorProto.INT64, [2], [-1, 6], raw=False)
 i32 = helper.make_tensor("i32", TensorProto.INT32, [6], [1, -2, 3, -4, 5, 6], raw=False)
@@ -828,6 +795,40 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, [2, 2])], [vi("y", TensorProto.FLOA
 save(m, "unsorted", check=False)
 with open(path("garbage.onnx"), "wb") as f:
     f.write(b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01 not a protobuf")
+
+# --- common subexpressions (graph_pass.c pass_cse; last in this file, so the random weights of every
+# model above stay those the GPU tests' tolerances were set for), as torch's TorchScript exporter writes BERT's
+# per-layer masks: Where(c, 0, -10000) twice with Constant nodes of their own but equal values (one
+# Where after loading), a third with another fill value (kept); two LeakyRelu of x with alpha 0.1
+# (one kept) and one with 0.2; two Relu of x that are both graph outputs (both kept: an output
+# names its own value).
+def const_node(name, value):
+    return helper.make_node("Constant", [], [name], name=name + "_node",
+                            value=numpy_helper.from_array(np.array(value, np.float32), name + "_t"))
+
+
+nodes = [const_node("zero", 0.0),
+         helper.make_node("Greater", ["x", "zero"], ["c"], name="gt"),
+         const_node("a1", 0.0), const_node("b1", -10000.0),
+         const_node("a2", 0.0), const_node("b2", -10000.0), const_node("b3", -20000.0),
+         helper.make_node("Where", ["c", "a1", "b1"], ["w1"], name="mask1"),
+         helper.make_node("Where", ["c", "a2", "b2"], ["w2"], name="mask2_same"),
+         helper.make_node("Where", ["c", "a1", "b3"], ["w3"], name="mask3_other"),
+         helper.make_node("Add", ["x", "w1"], ["s1"], name="add1"),
+         helper.make_node("Add", ["s1", "w2"], ["s2"], name="add2"),
+         helper.make_node("Add", ["s2", "w3"], ["s3"], name="add3"),
+         helper.make_node("LeakyRelu", ["x"], ["l1"], name="leaky1", alpha=0.1),
+         helper.make_node("LeakyRelu", ["x"], ["l2"], name="leaky2_same", alpha=0.1),
+         helper.make_node("LeakyRelu", ["x"], ["l3"], name="leaky3_other", alpha=0.2),
+         helper.make_node("Add", ["l1", "l2"], ["t1"], name="add4"),
+         helper.make_node("Add", ["t1", "l3"], ["t2"], name="add5"),
+         helper.make_node("Add", ["s3", "t2"], ["y"], name="add6"),
+         helper.make_node("Relu", ["x"], ["r1"], name="relu_out1"),
+         helper.make_node("Relu", ["x"], ["r2"], name="relu_out2")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 5])],
+          [vi("y", TensorProto.FLOAT, ["N", 5]), vi("r1", TensorProto.FLOAT, ["N", 5]),
+           vi("r2", TensorProto.FLOAT, ["N", 5])])
+compare(m, "cse", {"x": f32(3, 5)})
 
 with open(path("ort_cases.txt"), "w") as f:
     for name, rtol in CASES:
