@@ -286,8 +286,8 @@ static int mergeable(const eng_graph *g, const eng_node *n) {
   return n->n_out > 0;
 }
 
-// Where candidates meet: by op type and the first input (a constant's by its
-// bytes' first word, so equal constants of other nodes land together).
+// The hash bucket candidates share: op type and first input (a constant by
+// its bytes' first word, so equal constants of other nodes land together).
 static uint64_t cse_key(const eng_graph *g, const eng_node *n) {
   uint64_t h = 1469598103934665603ull;
   for (const char *c = n->op_type; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;

@@ -324,8 +324,9 @@ static int run_dw(const eng_cuconv_desc *cd, int in_act, cudaStream_t st, const 
 // fallback without tensor cores, implicit_convolve_sgemm: ~10% of
 // MobileNetV3-Large's device time at batch 32 FP16 (ncu, H100, ~44 us a
 // launch, two per block); and in FP32, NHWC, cuDNN's kernels for the
-// spatial 1x1 Convs are far slower than an SGEMM (ResNet-50 FP32 NHWC ran
-// at half the speed of NCHW, H200, bench_engine, 2026-11-26). cuBLASLt's
+// spatial 1x1 Convs are far slower than an SGEMM (with them MobileNetV3-Large
+// and ResNet-50 FP32 NHWC took 1.35-1.45x as long at batch 1-128; H200,
+// bench_engine, 2026-11-26). cuBLASLt's
 // epilogue carries the bias, Relu and a residual (its C operand, added
 // before the activation as cuDNN does); Sigmoid, Tanh and whatever else
 // conv_fuse gives it cannot, so such a Conv stays on cuDNN: one node, all on
@@ -342,8 +343,8 @@ static bool is_gemm(const cuda_ctx *c, const conv_node *s, const eng_cuconv_desc
 }
 
 // The product on the slot's cuBLASLt: A = X [n*h*w, c], B = W [k, c]
-// transposed, C = Y [n*h*w, k]; a fused residual rides in cuBLASLt's C. TF32 as the plan's
-// Gemm/MatMul (the descriptor's storage type says which).
+// transposed, C = Y [n*h*w, k]; a fused residual rides in cuBLASLt's C.
+// TF32 as the plan's Gemm/MatMul (the descriptor's storage type says which).
 static int run_gemm(cuda_ctx *c, const eng_cuconv_desc *cd, const void *x, const void *w,
                     const void *bias, void *y, err *e) {
   bool relu = cd->act == ENG_CUCONV_ACT_RELU;

@@ -1420,8 +1420,6 @@ static void slot_destroy(slot *s) {
   free(s->fd_w);
 }
 
-// Runs each warm batch size once on every slot (zeros in), which captures its
-// graph and settles cuBLASLt's algorithm choice before the first request.
 // The layout a timed plan keeps for batches of `rows` (want_nhwc): slot 0
 // runs the warm-up batch each way, once to capture its graph and three times
 // timed by the plan's events, and NHWC is kept where its best time is 3%
@@ -1458,6 +1456,9 @@ static int time_layouts(eng_cuda_plan *p, const eng_tensor *in, size_t n_in, eng
   return 0;
 }
 
+// Runs each warm batch size once on every slot (zeros in), which captures its
+// graph and settles cuBLASLt's algorithm choice before the first request
+// (and, in a timed plan, its layout first: time_layouts).
 static int warm_up(eng_cuda_plan *p, err *e) {
   const eng_plan *pl = p->pl;
   const eng_graph *g = pl->g;
@@ -1514,10 +1515,10 @@ static int warm_up(eng_cuda_plan *p, err *e) {
 // NHWC regions pay where tensor cores run the convolutions (FP16, TF32):
 // there cuDNN's NHWC kernels are the fast ones. Strict FP32 starts NCHW and
 // is timed both ways at warm-up (*timed): there cuDNN's NCHW kernels are the
-// fast ones (ResNet-50 FP32 took twice as long NHWC), yet a model of
-// depthwise and 1x1 Convs runs faster NHWC, on our depthwise kernel and
-// SGEMMs (MobileNetV3-Large FP32, batch 32-128: 0.92-0.95 of the NCHW time,
-// H200, 2026-11-26).
+// fast ones for 3x3 Convs (ResNet-50 FP32 took 1.5x as long NHWC at batch
+// 128), yet a model of depthwise and 1x1 Convs runs faster NHWC, on our
+// depthwise kernel and SGEMMs (MobileNetV3-Large FP32, batch 32-128: 0.62-0.68
+// of the NCHW time; H200, bench_engine, 2026-11-26).
 static bool want_nhwc(const eng_cuda_plan *p, bool *timed) {
   *timed = false;
   if (p->o.layout == ENG_CUDA_LAYOUT_NCHW) return false;
