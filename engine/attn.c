@@ -540,7 +540,8 @@ int eng_attn__analyse(const eng_op_params *p, const eng_tensor *in, int n_in, en
                      (long long)a, (long long)b, (long long)s->sq, (long long)s->sk, SWITCH_HINT);
     s->has_mask = 1;
     s->m_sk = b == 1 ? 0 : 1;
-    s->m_sq = a == 1 ? 0 : b;
+    // the planner proved the rows equal (plan.c mask_rows_shared): one row serves them all
+    s->m_sq = a == 1 || p->mask_rows_same ? 0 : b;
   }
   for (int i = 0; i < nb; i++) {
     int64_t d = 1;

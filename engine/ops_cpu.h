@@ -50,12 +50,20 @@ typedef struct eng_op_params {
   int detect_neg, detect_pos;  // IsInf
   int64_t batch_dims;          // GatherND
   int nan_zero;                // inferd.Attention (attn.h); its scale is alpha
+  // inferd.Attention, set by the planner per input-shape signature: the
+  // mask's query rows are proven equal (a padding mask expanded to [B, 1,
+  // Sq, Sk]), so every query row reads row 0 (plan.c mask_rows_shared).
+  int mask_rows_same;
 } eng_op_params;
 
 enum {
   ENG_OP_ALIAS = 1,    // output 0 is a view of input 0's bytes: no copy
   ENG_OP_INPLACE = 2,  // output 0 may overwrite input 0 when shapes and types match
   ENG_OP_SHAPE_ONLY = 4,  // reads its inputs' shapes, never their bytes (Shape)
+  // Output element i reads, of each input not in host_in, only the element
+  // numpy broadcasting aligns with i (from the last dim): Add, Where, Cast,
+  // Expand... The planner uses it to prove a value repeats along an axis.
+  ENG_OP_ELEMWISE = 8,
 };
 
 // Plan-wide resources that stateful ops share (a oneDNN engine and

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/attn.h"
 #include "engine/ops_cpu.h"
 #include "kernels/k_ref.h"
 
@@ -65,14 +66,69 @@ static int fold_node(eng_plan *p, size_t i, const eng_node *n, err *e) {
   return 0;
 }
 
+// The node before node `before` that writes value v, or -1 (an input or a constant).
+static int producer_before(const eng_plan *p, size_t before, int v) {
+  for (size_t j = before; j-- > 0;) {
+    const eng_node *n = eng_graph_node(p->g, j);
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] == v) return (int)j;
+  }
+  return -1;
+}
+
+// Whether value v, for the shapes and folded bytes now in p->cur, repeats
+// along the dim `ax` places from the end (ax 2: a mask's query rows): its
+// size there is 1 or it has no such dim; or its bytes are known and every
+// slice along it equals the first; or an ENG_OP_ELEMWISE node made it from
+// such values (broadcasting aligns dims from the end, so the dim is the
+// same one in every operand). A bounded walk back: false when unsure.
+static int repeats_along(const eng_plan *p, size_t before, int v, int ax, int depth) {
+  const eng_tensor *t = &p->cur[v];
+  int d = t->ndims - ax;
+  if (d < 0 || t->dims[d] == 1) return 1;
+  if (p->known[v]) {
+    if (!t->data) return 0;
+    size_t el = dtype_size(t->dt), inner = el, outer = 1;
+    for (int i = d + 1; i < t->ndims; i++) inner *= (size_t)t->dims[i];
+    for (int i = 0; i < d; i++) outer *= (size_t)t->dims[i];
+    const unsigned char *b = t->data;
+    size_t slab = inner * (size_t)t->dims[d];
+    for (size_t o = 0; o < outer; o++)
+      for (int64_t r = 1; r < t->dims[d]; r++)
+        if (memcmp(b + o * slab, b + o * slab + (size_t)r * inner, inner) != 0) return 0;
+    return 1;
+  }
+  int j = depth > 0 ? producer_before(p, before, v) : -1;
+  if (j < 0 || !(p->defs[j]->flags & ENG_OP_ELEMWISE)) return 0;
+  const eng_node *n = eng_graph_node(p->g, (size_t)j);
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k] >= 0 && !(p->defs[j]->host_in & ENG_IN(k)) &&
+        !repeats_along(p, (size_t)j, n->in[k], ax, depth - 1))
+      return 0;
+  return 1;
+}
+
+// Node i, an inferd.Attention with a mask: whether its mask's query rows
+// are all one row. Exporters write the padding mask [B, Sk] expanded to
+// [B, 1, Sq, Sk] (and through Where to 0/-inf); read with a row stride of
+// 0, the kernels fetch one row per (batch, head) from cache instead of Sq
+// rows from memory.
+static int mask_rows_shared(const eng_plan *p, size_t i, const eng_node *n) {
+  if (strcmp(n->op_type, ENG_ATTN_OP) != 0 || n->n_in < 4 || n->in[3] < 0) return 0;
+  return repeats_along(p, i, n->in[3], 2, 12);
+}
+
 static int infer_nodes(eng_plan *p, err *e) {
   const eng_graph *g = p->g;
   for (size_t v = 0; v < p->n_values; v++)
     p->known[v] = eng_graph_value(g, v)->kind == ENG_VALUE_CONST;
+  p->mask_rows_shared = 0;
   for (size_t i = 0; i < p->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
     const eng_op_def *d = p->defs[i];
     p->folded[i] = 0;
+    p->params[i].mask_rows_same = mask_rows_shared(p, i, n);
+    p->mask_rows_shared += (size_t)p->params[i].mask_rows_same;
     for (int k = 0; k < n->n_in; k++) {
       int v = n->in[k];
       if (v < 0) {

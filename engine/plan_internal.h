@@ -58,6 +58,9 @@ struct eng_plan {
   void **fold_buf;  // per value: plan-owned host memory of a folded value
   size_t *fold_cap;
   uint64_t folds;   // nodes run by folding so far (tests, stats)
+  // Attention nodes whose mask is read one row for every query row, for
+  // the current signature (plan.c mask_rows_shared; tests, stats).
+  size_t mask_rows_shared;
   // Fusion, CPU plan only (eng_plan_create; none in other backends): a
   // node whose op is params.fusable absorbs the Add (of a second value of
   // the same shape) and/or the activation (Relu, Sigmoid, HardSwish,

@@ -41,7 +41,16 @@ run_one() {
   cov=$(grep -Eo "cov: [0-9]+ ft: [0-9]+" "$log" | tail -1)
   if [ $rc -ne 0 ]; then
     echo "fuzz: $t FAILED (rc $rc); log $log"
-    grep -E "ERROR:|runtime error|SUMMARY|Test unit written" "$log" | head -8
+    # the driver's own reason (fail() in the drivers prints "fuzz_<name>: why" before it aborts, which
+    # libFuzzer reports only as a deadly signal), a library's assertion, and the input itself, so a CI
+    # log alone is enough to replay it (base64 -d > crash; build-fuzz/bin/$t crash)
+    grep -E "ERROR:|runtime error|SUMMARY|Test unit written|^fuzz_[a-z]+:|[Aa]ssert|Check failed" "$log" | head -12
+    local unit
+    unit=$(grep -Eo "Test unit written to [^ ]+" "$log" | tail -1 | sed 's/Test unit written to //')
+    if [ -n "$unit" ] && [ -f "$unit" ] && [ "$(stat -c %s "$unit")" -le 16384 ]; then
+      echo "fuzz: $t input ($(stat -c %s "$unit") bytes), base64:"
+      base64 -w 120 "$unit"
+    fi
     return 1
   fi
   echo "fuzz: $t ok, ${secs}s${FUZZ_RUNS:+ or $FUZZ_RUNS runs}: $cov $stats"
