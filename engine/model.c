@@ -539,17 +539,21 @@ static void *gpu_done_main(void *arg) {
 // `count` on each listed GPU (every visible one when `gpus` is empty).
 // KIND_AUTO has been resolved by the caller (registry) by then.
 static int instance_devices(const Inference__ModelConfig *cfg, int n_gpus, int **out, int *n_out, err *e) {
-  int n = 0;
+  // summed in 64 bits: counts are int32 each, and a config may ask for 2^30 in several groups (fuzz_rest)
+  int64_t want = 0;
   for (size_t i = 0; i < cfg->n_instance_group; i++) {
     const Inference__ModelInstanceGroup *ig = cfg->instance_group[i];
     int gpu = ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU;
     if (gpu && n_gpus == 0)
       return err_set(e, ERR_INVALID_ARGUMENT, "instance_group '%s': KIND_GPU but no CUDA device is visible",
                      ig->name ? ig->name : "");
-    n += ig->count * (gpu ? (ig->n_gpus ? (int)ig->n_gpus : n_gpus) : 1);
+    int64_t per = gpu ? (ig->n_gpus ? (int64_t)ig->n_gpus : n_gpus) : 1;
+    want += (int64_t)ig->count * per;  // count < 2^31, and groups and gpus are bounded by the config's bytes
   }
-  if (cfg->n_instance_group == 0) n = 1;
-  if (n < 1 || n > 1024) return err_set(e, ERR_INVALID_ARGUMENT, "instance_group: %d instances requested (1..1024)", n);
+  if (cfg->n_instance_group == 0) want = 1;
+  if (want < 1 || want > 1024)
+    return err_set(e, ERR_INVALID_ARGUMENT, "instance_group: %lld instances requested (1..1024)", (long long)want);
+  int n = (int)want;
   int *dev = calloc((size_t)n, sizeof *dev);
   if (!dev) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int k = 0;

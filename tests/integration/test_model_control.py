@@ -209,6 +209,25 @@ def test_http_load_with_config_override(start_server, repo):
     assert srv.returncode == 0
 
 
+def test_load_instance_counts_past_int32_refused(start_server, repo):
+    """Instance counts are int32 each: four groups of 2^30 once overflowed the sum (UBSan, fuzz_rest's
+    seed load-instance-count-overflow). Refused with the total asked for; the loaded version keeps serving."""
+    import tritonclient.http as httpclient
+    srv = start_server(["--model-control-mode", "explicit", "--load-model", "a"], repo=repo)
+    c = grpcclient.InferenceServerClient(f"localhost:{srv.grpc_port}")
+    h = httpclient.InferenceServerClient(f"localhost:{srv.http_port}")
+    groups = ", ".join(["{count: 1073741824 kind: KIND_CPU}"] * 4)
+    override = CONFIG.format(name="a", extra="instance_group [%s]" % groups)
+    with pytest.raises(InferenceServerException) as ei:
+        h.load_model("a", config=override)
+    assert "4294967296 instances requested (1..1024)" in str(ei.value)
+    assert infer(c, "a") == 1.0
+    h.close()
+    c.close()
+    srv.stop()
+    assert srv.returncode == 0
+
+
 def test_http_load_body_not_utf8_answers_valid_json(start_server, repo):
     """A config override with bytes that are not UTF-8 in a quoted token (cJSON does not check): refused
     before parsing (see test_config_override_not_utf8_refused), the JSON error stays UTF-8; the model keeps
