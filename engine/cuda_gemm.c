@@ -21,9 +21,9 @@
 #include <cublasLt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine/cuda_check.h"
+#include "kernels/base/clock.h"
 
 // Only int32 fields, so the key has no padding and compares with memcmp.
 typedef struct gemm_key {
@@ -85,12 +85,6 @@ typedef struct gemm_call {
   const void *A, *B, *Z;
   cudaStream_t stream;
 } gemm_call;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 const char *eng_gemm_epilogue_name(eng_gemm_epilogue epi) {
   switch (epi) {
@@ -492,7 +486,7 @@ static int tune(eng_gemm_lt *g, gemm_entry *en, const gemm_call *c, err *e) {
     g->st.tune_skipped++;
     return 0;
   }
-  uint64_t t0 = now_ns();
+  uint64_t t0 = clock_mono_ns();
   for (int i = 0; i < 2; i++)
     if (!g->ev[i]) CUDA_TRY(e, cudaEventCreate(&g->ev[i]));
   cublasLtMatmulHeuristicResult_t res[32];
@@ -511,7 +505,7 @@ static int tune(eng_gemm_lt *g, gemm_entry *en, const gemm_call *c, err *e) {
   uint64_t budget = (uint64_t)t->o.budget_ms * 1000000u;
   for (int i = 0; i < found && !rc; i++) {
     if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > g->workspace_bytes) continue;
-    if (timed > 0 && now_ns() - t0 > budget) break;
+    if (timed > 0 && clock_mono_ns() - t0 > budget) break;
     float us = -1.0f;
     rc = time_candidate(g, en, &res[i].algo, c, &us, e);
     if (rc || us < 0) continue;
@@ -523,7 +517,7 @@ static int tune(eng_gemm_lt *g, gemm_entry *en, const gemm_call *c, err *e) {
       best_us = us;
     }
   }
-  uint64_t dt = now_ns() - t0;
+  uint64_t dt = clock_mono_ns() - t0;
   g->st.tune_ns += dt;
   t->st.tune_ns += dt;
   if (rc) return err_prefix(e, "gemm autotuning m=%d n=%d k=%d: ", en->key.m, en->key.n, en->key.k);

@@ -21,6 +21,7 @@
 
 #include "engine/pad.h"
 #include "engine/plan.h"
+#include "kernels/base/clock.h"
 #if INFERD_HAVE_CUDA
 #include <nvtx3/nvToolsExt.h>
 
@@ -117,11 +118,7 @@ struct eng_model {
 #endif
 };
 
-int64_t eng_now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
+int64_t eng_now_us(void) { return (int64_t)(clock_mono_ns() / 1000); }
 
 // --- binding the config's tensors to the graph's
 

@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -45,6 +44,7 @@
 #include "engine/plan_cuda_k.h"
 #include "engine/plan_cuda_internal.h"
 #include "engine/plan_internal.h"
+#include "kernels/base/clock.h"
 #include "kernels/k_cuda.h"
 
 // cuBLASLt workspace per slot: enough for Hopper's best kernels.
@@ -1294,12 +1294,6 @@ static int copy_in(eng_cuda_plan *p, slot *s, err *e) {
   return rc;
 }
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int launch(eng_cuda_plan *p, slot *s, err *e) {
   int64_t sig[ENG_MAX_DIMS * 64];
   size_t n = signature(p, s, sig, sizeof sig / sizeof sig[0]);
@@ -1330,9 +1324,9 @@ static int launch(eng_cuda_plan *p, slot *s, err *e) {
   }
   if (g) {
     if (s->n_segs) TRY(copy_in(p, s, e));
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = clock_mono_ns();
     CUDA_TRY(e, cudaGraphLaunch(g->exec, s->ctx.stream));
-    atomic_fetch_add(&p->launch_ns, mono_ns() - t0);
+    atomic_fetch_add(&p->launch_ns, clock_mono_ns() - t0);
     atomic_fetch_add(&p->graph_launches, 1);
     return 0;
   }

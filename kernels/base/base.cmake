@@ -1,7 +1,8 @@
 # kernels/base/base.cmake: inferd_base, the error value (err.h) and the
 # tensor element types (dtype.h) that every layer speaks, and the one rule
 # for files a model names (confine.h: inside its directory, links resolved),
-# and UTF-8 validation of client strings (utf8.h): the kernels'
+# UTF-8 validation of client strings (utf8.h) and the monotonic clock
+# every layer times with (clock.h, header only): the kernels'
 # launchers, the engine, the batcher, the server and the clients. It sits
 # below all of them, so it depends on nothing but libc. Its home is under
 # kernels/ because kernels/ is the lowest layer of the tree (it depends on
