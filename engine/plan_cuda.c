@@ -140,6 +140,9 @@ struct eng_cuda_plan {
   int have_last_done;
   _Atomic uint64_t graphs_captured, graph_launches, plain_launches, busy_ns, batches;
   _Atomic uint64_t launch_ns;  // host time inside cudaGraphLaunch: a lone batch's GPU work waits for it
+  // host time of submit before the batch's start event, in all and the input staging's share: a lone
+  // batch waits for all of it before its GPU work starts
+  _Atomic uint64_t pre_ns, stage_ns;
   _Atomic int graphs_disabled;
   // cudaMalloc/cudaHostAlloc calls, counted where the pools are made (the
   // pools may be replaced while another thread reads the stats)
@@ -1742,6 +1745,8 @@ void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
   s->graphs_captured = atomic_load(&p->graphs_captured);
   s->graph_launches = atomic_load(&p->graph_launches);
   s->launch_ns = atomic_load(&p->launch_ns);
+  s->pre_ns = atomic_load(&p->pre_ns);
+  s->stage_ns = atomic_load(&p->stage_ns);
   s->timed_layouts = p->n_picks;
   for (int i = 0; i < p->n_picks; i++) s->timed_nhwc += p->picks[i].nhwc;
   s->plain_launches = atomic_load(&p->plain_launches);
@@ -1789,6 +1794,7 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
   slot *s = &p->sl[k];
   eng_plan *pl = p->pl;
   const eng_graph *g = pl->g;
+  uint64_t t_in = clock_mono_ns();
   CUDA_TRY(e, cudaSetDevice(p->device));
   TRY(eng_plan__prepare(pl, inputs, n_in, pl->n_outputs, e));
   if (n_segs) TRY(check_segs(p, segs, n_segs, e));
@@ -1815,6 +1821,7 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
                  : pl->known[r] ? NULL : s->act_base + pl->off[r];
   }
   nvtxRangePushA("inferd stage inputs");
+  uint64_t t_stage = clock_mono_ns();
   for (size_t i = 0; i < n_in; i++) {
     const eng_tensor *t = &pl->cur[eng_graph_input_value(g, i)];
     size_t n = numel(t);
@@ -1834,10 +1841,12 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
   for (size_t v = 0; v < pl->n_values; v++)
     if (p->fdev[v] && nbytes(&pl->cur[v])) memcpy(s->pin_base + s->fd_pin[v], pl->cur[v].data, nbytes(&pl->cur[v]));
   nvtxRangePop();
+  atomic_fetch_add(&p->stage_ns, clock_mono_ns() - t_stage);
   for (size_t j = 0; j < pl->n_outputs; j++) s->outs[j] = pl->cur[eng_graph_output_value(g, j)];
   TRY(prepare_nodes(p, s, e));
   s->seq = p->submits++;
   int ri = (int)(s->seq % (uint64_t)(p->n_slots + 1));
+  atomic_fetch_add(&p->pre_ns, clock_mono_ns() - t_in);
   CUDA_TRY(e, cudaEventRecord(p->ev_start[ri], s->ctx.stream));
   if (p->o.fault_at && p->submits == p->o.fault_at) TRY(eng_pk_fault_cuda(s->ctx.stream, e));
   s->segs = segs;

@@ -153,6 +153,9 @@ typedef struct eng_cuda_plan_stats {
   int timed_layouts;         // warmed batch sizes whose layout was timed (FP32, AUTO)
   int timed_nhwc;            // of those, the ones that keep NHWC
   uint64_t launch_ns;        // host time inside cudaGraphLaunch, summed over graph_launches
+  uint64_t pre_ns;           // host time of submits before their batch's start event (setup, staging,
+                             // node preparation), summed over submits
+  uint64_t stage_ns;         // of that, copying (converting) the inputs into pinned staging
   uint64_t busy_ns;          // device time with a batch of this plan in flight (union over slots)
   uint64_t batches;          // batches finished successfully
   int graphs_disabled;       // capture failed once: plain launches from then on

@@ -21,7 +21,11 @@
 //                       staged (latency of a lone batch, host sync included).
 // One JSON object per line on stdout; submit_us is the host's time inside
 // eng_cuda_plan_submit per batch (staging, the plan's per-batch decisions,
-// the graph launch), which a lone batch waits for before its GPU work.
+// the graph launch), which a lone batch waits for before its GPU work;
+// of it, pre_us comes before the batch's start event (the plan's per-batch
+// setup, stage_us of input staging, node preparation) and launch_us is the
+// host time inside cudaGraphLaunch; device_us is the batch's own event time
+// (from before the launch to after the outputs' copy).
 // --gemm-autotune 0|1 (default 0, as
 // the server): cuBLASLt's algorithms timed per GEMM shape at plan create
 // (plan_cuda.h), or its first heuristic answer; "0,1" runs both, one after
@@ -359,13 +363,17 @@ int main(int argc, char **argv) {
       eng_cuda_plan_stats ps = plan_stats(p);
       uint64_t launches = ps.graph_launches - ps0.graph_launches;
       double launch_us = launches ? (double)(ps.launch_ns - ps0.launch_ns) / 1e3 / (double)launches : 0;
+      uint64_t subs = launches + ps.plain_launches - ps0.plain_launches;  // one launch a submit
+      double pre_us = subs ? (double)(ps.pre_ns - ps0.pre_ns) / 1e3 / (double)subs : 0;
+      double stage_us = subs ? (double)(ps.stage_ns - ps0.stage_ns) / 1e3 / (double)subs : 0;
       if (!rc)
         printf("{\"tool\":\"%s\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"us_per_batch\":%.3f,"
                "\"graphs\":%d,\"iters\":%d,\"slots\":%d,\"layout\":\"%s\",\"conv_search\":\"%s\","
                "\"nhwc_nodes\":%llu,\"gemm_convs\":%llu,\"seq\":%d,\"staged\":%s,\"fuse_attention\":%s,"
                "\"merge_qkv\":%s,\"conv_gemm\":%d,\"gemm_autotune\":%d,\"gemm_tuned\":%llu,\"gemm_tune_improved\":%llu,\"gemm_tune_ms\":%.1f,"
                "\"gemm_tune_passes\":%llu,\"gemm_first_us\":%.2f,\"gemm_best_us\":%.2f,\"create_ms\":%.1f,"
-               "\"submit_us\":%.2f,\"launch_us\":%.2f,\"device_us\":%.2f,\"timed_layouts\":%d,\"timed_nhwc\":%d}\n",
+               "\"submit_us\":%.2f,\"launch_us\":%.2f,\"pre_us\":%.2f,\"stage_us\":%.2f,\"device_us\":%.2f,"
+               "\"timed_layouts\":%d,\"timed_nhwc\":%d}\n",
                slots == 2 ? "inferd" : "inferd_sync", base_name(model), prec_s, batches[bi], per * 1e6,
                graphs, it, slots, layout == ENG_CUDA_LAYOUT_NHWC ? "nhwc" : layout == ENG_CUDA_LAYOUT_NCHW ? "nchw" : "auto",
                conv_timed ? "timed" : "heuristic", (unsigned long long)ps.nhwc_nodes,
@@ -374,7 +382,7 @@ int main(int argc, char **argv) {
                gopts.no_merge_qkv ? "false" : "true", conv_gemm, tune,
                (unsigned long long)ps.gemm_tuned, (unsigned long long)ps.gemm_tune_improved,
                (double)ps.gemm_tune_ns / 1e6, (unsigned long long)ps.gemm_tune_passes,
-               (double)ps.gemm_first_ns / 1e3, (double)ps.gemm_best_ns / 1e3, t_create * 1e3, submit * 1e6, launch_us, dev * 1e6,
+               (double)ps.gemm_first_ns / 1e3, (double)ps.gemm_best_ns / 1e3, t_create * 1e3, submit * 1e6, launch_us, pre_us, stage_us, dev * 1e6,
                ps.timed_layouts, ps.timed_nhwc);
       fflush(stdout);
       free_inputs(&in);
