@@ -74,7 +74,7 @@ static int read_file(const char *model_dir, const char *file, uint8_t *dst, size
 // Fills one input of the entry: shape [rows, dims...] (no batch dim when the
 // model does not batch), data as the entry says.
 static int build_input(const eng_model *m, const Inference__ModelWarmup *w, size_t i, int64_t rows,
-                       const char *model_dir, uint64_t *seed, eng_tensor *t, err *e) {
+                       const char *model_dir, uint64_t max_bytes, uint64_t *seed, eng_tensor *t, err *e) {
   const eng_io *io = eng_model_input(m, i);
   const Inference__ModelWarmup__Input *in = find_input(w, io->name);
   if (!in) return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' is missing", io->name);
@@ -88,15 +88,25 @@ static int build_input(const eng_model *m, const Inference__ModelWarmup *w, size
   t->dt = io->dt;
   t->ndims = io->ndims + batched;
   if (batched) t->dims[0] = rows;
-  size_t sample = dtype_size(io->dt);
+  // sizes checked before anything is allocated: a config may name dims whose product wraps (found by fuzz_rest)
+  uint64_t sample = dtype_size(io->dt);
   for (int d = 0; d < io->ndims; d++) {
     if (in->dims[d] < 0 || (io->dims[d] >= 0 && io->dims[d] != in->dims[d]))
       return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': dim %d is %lld, the model's is %lld", io->name, d,
                      (long long)in->dims[d], (long long)io->dims[d]);
     t->dims[d + batched] = in->dims[d];
-    sample *= (size_t)in->dims[d];
+    if (in->dims[d] > 0 && sample > max_bytes / (uint64_t)in->dims[d])
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s': one sample of these dims is over the %llu bytes a warmup entry may feed "
+                     "(inferd --model-warmup-max-mib)", io->name, (unsigned long long)max_bytes);
+    sample *= (uint64_t)in->dims[d];
   }
-  t->bytes = sample * (size_t)rows;
+  if (sample * (uint64_t)rows > max_bytes)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "input '%s': %lld rows of %llu bytes are over the %llu bytes a warmup entry may feed "
+                   "(inferd --model-warmup-max-mib)", io->name, (long long)rows, (unsigned long long)sample,
+                   (unsigned long long)max_bytes);
+  t->bytes = (size_t)(sample * (uint64_t)rows);
   uint8_t *p = calloc(t->bytes ? t->bytes : 1, 1);
   if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "input '%s': out of memory for %zu bytes", io->name, t->bytes);
   t->data = p;
@@ -122,7 +132,8 @@ static int build_input(const eng_model *m, const Inference__ModelWarmup *w, size
   }
 }
 
-static int run_entry(eng_model *m, const Inference__ModelWarmup *w, const char *model_dir, uint64_t *runs, err *e) {
+static int run_entry(eng_model *m, const Inference__ModelWarmup *w, const char *model_dir, uint64_t max_bytes,
+                     uint64_t *runs, err *e) {
   int max_batch = eng_model_max_batch(m);
   int64_t rows = max_batch > 0 ? (w->batch_size ? (int64_t)w->batch_size : 1) : 1;
   if (max_batch > 0 && rows > max_batch)
@@ -138,9 +149,18 @@ static int run_entry(eng_model *m, const Inference__ModelWarmup *w, const char *
   if (!ts) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   uint64_t seed = 0x9e3779b97f4a7c15ull;
   int rc = 0;
-  for (size_t i = 0; rc == 0 && i < n_in; i++) rc = build_input(m, w, i, rows, model_dir, &seed, &ts[i], e);
+  for (size_t i = 0; rc == 0 && i < n_in; i++) rc = build_input(m, w, i, rows, model_dir, max_bytes, &seed, &ts[i], e);
   waiter wt = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
   uint32_t count = w->count ? w->count : 1;
+  // one run's input, then all the runs', compared by division: nothing here may wrap
+  uint64_t one = 0, runs_all = (uint64_t)count * (uint64_t)eng_model_n_instances(m);
+  for (size_t i = 0; rc == 0 && i < n_in; i++) one += ts[i].bytes;  // each <= max_bytes
+  if (rc == 0 && one && (one > max_bytes || runs_all > max_bytes / one))
+    rc = err_set(e, ERR_INVALID_ARGUMENT,
+                 "%u run(s) on %d instance(s) of %llu bytes of input each feed %.0f bytes, over the %llu a "
+                 "warmup entry may (lower count, batch_size or the dims; inferd --model-warmup-max-mib)",
+                 count, eng_model_n_instances(m), (unsigned long long)one, (double)one * (double)runs_all,
+                 (unsigned long long)max_bytes);
   for (int inst = 0; rc == 0 && inst < eng_model_n_instances(m); inst++)
     for (uint32_t c = 0; rc == 0 && c < count; c++) {
       eng_job job = {.rows = rows, .inputs = ts};
@@ -155,15 +175,17 @@ static int run_entry(eng_model *m, const Inference__ModelWarmup *w, const char *
   return rc;
 }
 
-int eng_warmup_run(eng_model *m, const Inference__ModelConfig *cfg, const char *model_dir, uint64_t *runs, err *e) {
+int eng_warmup_run(eng_model *m, const Inference__ModelConfig *cfg, const char *model_dir, uint64_t max_bytes,
+                   uint64_t *runs, err *e) {
   *runs = 0;
+  if (!max_bytes) max_bytes = ENG_WARMUP_MAX_BYTES;
   for (size_t k = 0; k < cfg->n_model_warmup; k++)  // checked before any runs: a typo fails at once
     if (cfg->model_warmup[k]->count > ENG_WARMUP_MAX_COUNT)
       return err_set(e, ERR_INVALID_ARGUMENT, "model_warmup '%s': count %u exceeds %d (more runs warm nothing further)",
                      cfg->model_warmup[k]->name, cfg->model_warmup[k]->count, ENG_WARMUP_MAX_COUNT);
   for (size_t k = 0; k < cfg->n_model_warmup; k++) {
     const Inference__ModelWarmup *w = cfg->model_warmup[k];
-    if (run_entry(m, w, model_dir, runs, e) != 0) return err_prefix(e, "model_warmup '%s': ", w->name);
+    if (run_entry(m, w, model_dir, max_bytes, runs, e) != 0) return err_prefix(e, "model_warmup '%s': ", w->name);
   }
   return 0;
 }

@@ -20,7 +20,15 @@
 // choices settle within the first few; a count of millions only keeps the
 // server unready (a load error names the entry).
 #define ENG_WARMUP_MAX_COUNT 1000
+// The default of the most input bytes one entry may feed in all (one run's
+// inputs x count x instances; inferd --model-warmup-max-mib): 1 GiB, e.g.
+// ResNet-50 at batch 128 (77 MB) 13 times on one instance. Past it a load
+// only keeps the server unready for minutes (a config override can ask for
+// it over the network), where a few runs warm everything there is to warm.
+#define ENG_WARMUP_MAX_BYTES (1ull << 30)
 
-int eng_warmup_run(eng_model *m, const Inference__ModelConfig *cfg, const char *model_dir, uint64_t *runs, err *e);
+// max_bytes: the most input bytes one entry may feed in all (0: ENG_WARMUP_MAX_BYTES).
+int eng_warmup_run(eng_model *m, const Inference__ModelConfig *cfg, const char *model_dir, uint64_t max_bytes,
+                   uint64_t *runs, err *e);
 
 #endif

@@ -370,14 +370,17 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (n_gpus > 0) srv_log(SRV_LOG_INFO, "%s", prof_gpus_nvml_status(srv.gpus));
-  int default_max_batch = o.auto_complete_config ? o.default_max_batch_size : CONFIG_NO_AUTO_COMPLETE;
+  srv_registry_opts ro = {.default_max_batch_size = o.auto_complete_config ? o.default_max_batch_size
+                                                                          : CONFIG_NO_AUTO_COMPLETE,
+                          .n_gpus = n_gpus,
+                          .warmup_max_bytes = (uint64_t)o.warmup_max_mib << 20};
   int lrc = 0;
   if (o.control_mode == SRV_CONTROL_EXPLICIT) {
-    lrc = srv_registry_create(o.model_repository, default_max_batch, n_gpus, &srv.reg, &e);
+    lrc = srv_registry_create(o.model_repository, &ro, &srv.reg, &e);
     if (lrc == 0)
       lrc = srv_control_initial_load(srv.reg, o.model_repository, o.load_models, o.n_load_models, &e);
   } else {
-    lrc = srv_registry_load(o.model_repository, default_max_batch, n_gpus, &srv.reg, &e);
+    lrc = srv_registry_load(o.model_repository, &ro, &srv.reg, &e);
   }
   if (lrc != 0) {
     srv_registry_destroy(srv.reg);

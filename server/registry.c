@@ -22,7 +22,7 @@ struct srv_registry {
   srv_model **slots;      // one per model name, in the order names appeared
   size_t n, cap;
   char repo_dir[4096];
-  int default_max_batch, n_gpus;
+  srv_registry_opts o;
   int next_pid;  // trace process ids, one per version ever loaded (control thread only)
   // the directories srv_registry_load's scan left out for their names (already warned about)
   repo_skip *skips;
@@ -50,7 +50,7 @@ static void collect_io(const eng_graph *g, eng_io **in, size_t *n_in, eng_io **o
 // Loads one version: graph, completion of the config from the first graph
 // when config.pbtxt was missing, validation, instances.
 static int load_version(srv_model *m, const char *model_dir, const repo_version *rv, int *completed,
-                        int config_from_file, int default_max_batch, int n_gpus, srv_version *v, err *e) {
+                        int config_from_file, const srv_registry_opts *o, srv_version *v, err *e) {
   eng_graph *g = NULL;
   eng_graph_opts gopts;
   TRY(eng_model_graph_opts(m->config, &gopts, e));
@@ -67,14 +67,14 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
   int rc = 0;
   if (!in || !out) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   if (rc == 0 && !*completed) {
-    rc = config_complete(m->config, config_from_file, in, n_in, out, n_out, default_max_batch, e);
-    if (rc == 0) config_resolve_kinds(m->config, n_gpus);
+    rc = config_complete(m->config, config_from_file, in, n_in, out, n_out, o->default_max_batch_size, e);
+    if (rc == 0) config_resolve_kinds(m->config, o->n_gpus);
     if (rc == 0) *completed = 1;
   }
   if (rc == 0) rc = config_validate(m->config, in, n_in, out, n_out, e);
   free(in);
   free(out);
-  if (rc == 0) rc = eng_model_create(g, m->config, n_gpus, &v->model, e);
+  if (rc == 0) rc = eng_model_create(g, m->config, o->n_gpus, &v->model, e);
   if (rc) {
     eng_graph_destroy(g);
     return rc;
@@ -84,7 +84,7 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
     int64_t t0 = eng_now_us();
     srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": running model_warmup (%zu entr%s)", m->name,
             rv->version, m->config->n_model_warmup, m->config->n_model_warmup == 1 ? "y" : "ies");
-    rc = eng_warmup_run(v->model, m->config, model_dir, &runs, e);
+    rc = eng_warmup_run(v->model, m->config, model_dir, o->warmup_max_bytes, &runs, e);
     if (rc) {
       eng_model_destroy(v->model);
       v->model = NULL;
@@ -141,7 +141,7 @@ uint64_t srv_registry_scan_signature(const repo_model *rm) {
   return h;
 }
 
-static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_model *m) {
+static void load_model(repo_model *rm, const srv_registry_opts *o, srv_model *m) {
   snprintf(m->name, sizeof m->name, "%s", rm->name);
   m->signature = srv_registry_scan_signature(rm);
   m->config = rm->config;
@@ -162,8 +162,7 @@ static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_mo
     srv_version *v = &m->versions[i];
     v->version = rm->versions[i].version;
     snprintf(v->version_str, sizeof v->version_str, "%" PRId64, v->version);
-    int rc = load_version(m, rm->dir, &rm->versions[i], &completed, rm->config_from_file, default_max_batch, n_gpus,
-                          v, &v->status);
+    int rc = load_version(m, rm->dir, &rm->versions[i], &completed, rm->config_from_file, o, v, &v->status);
     if (rc == 0 && init_stats(&v->stats, m->config->max_batch_size) != 0) {
       free_stats(&v->stats);
       memset(&v->stats, 0, sizeof v->stats);
@@ -203,7 +202,7 @@ static void load_model(repo_model *rm, int default_max_batch, int n_gpus, srv_mo
   if (ready) m->status = (err){0};
 }
 
-int srv_registry_create(const char *repo_dir, int default_max_batch_size, int n_gpus, srv_registry **out, err *e) {
+int srv_registry_create(const char *repo_dir, const srv_registry_opts *o, srv_registry **out, err *e) {
   srv_registry *r = calloc(1, sizeof *r);
   if (!r) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   if (strlen(repo_dir) >= sizeof r->repo_dir) {
@@ -211,8 +210,7 @@ int srv_registry_create(const char *repo_dir, int default_max_batch_size, int n_
     return err_set(e, ERR_INVALID_ARGUMENT, "repository path too long");
   }
   snprintf(r->repo_dir, sizeof r->repo_dir, "%s", repo_dir);
-  r->default_max_batch = default_max_batch_size;
-  r->n_gpus = n_gpus;
+  r->o = *o;
   r->next_pid = 1;
   pthread_rwlock_init(&r->lock, NULL);
   pthread_mutex_init(&r->idle_mu, NULL);
@@ -224,7 +222,7 @@ int srv_registry_create(const char *repo_dir, int default_max_batch_size, int n_
 static srv_model *build_from(srv_registry *r, repo_model *rm) {
   srv_model *m = calloc(1, sizeof *m);
   if (!m) return NULL;
-  load_model(rm, r->default_max_batch, r->n_gpus, m);
+  load_model(rm, &r->o, m);
   for (size_t j = 0; j < m->n_versions; j++) m->versions[j].trace_pid = r->next_pid++;
   return m;
 }
@@ -237,7 +235,7 @@ void srv_registry_warn_skipped(const repo_skip *skips, size_t n) {
             skips[i].name, skips[i].why);
 }
 
-int srv_registry_load(const char *repo_dir, int default_max_batch_size, int n_gpus, srv_registry **out, err *e) {
+int srv_registry_load(const char *repo_dir, const srv_registry_opts *o, srv_registry **out, err *e) {
   repo_model *rms = NULL;
   size_t n = 0;
   repo_skip *skips = NULL;
@@ -245,7 +243,7 @@ int srv_registry_load(const char *repo_dir, int default_max_batch_size, int n_gp
   TRY(repo_scan(repo_dir, &rms, &n, &skips, &n_skips, e));
   srv_registry_warn_skipped(skips, n_skips);
   srv_registry *r;
-  if (srv_registry_create(repo_dir, default_max_batch_size, n_gpus, &r, e) != 0) {
+  if (srv_registry_create(repo_dir, o, &r, e) != 0) {
     repo_free(rms, n);
     free(skips);
     return e->code;

@@ -83,16 +83,22 @@ typedef struct srv_model {
 
 typedef struct srv_registry srv_registry;
 
+// How the registry builds its models.
+typedef struct srv_registry_opts {
+  // as config_complete takes it (CONFIG_NO_AUTO_COMPLETE disables auto-complete)
+  int default_max_batch_size;
+  int n_gpus;  // CUDA devices visible (KIND_AUTO runs on them when > 0)
+  // the most input bytes one model_warmup entry may feed (eng_warmup_run; 0: ENG_WARMUP_MAX_BYTES)
+  uint64_t warmup_max_bytes;
+} srv_registry_opts;
+
 // Scans and loads every model of the repository. Fails only when the
 // repository itself cannot be read; models that fail are kept, not ready,
 // with their reason logged and reported.
-// default_max_batch_size: as config_complete takes it (CONFIG_NO_AUTO_COMPLETE
-// disables auto-complete). n_gpus: CUDA devices visible (KIND_AUTO runs on
-// them when > 0).
-int srv_registry_load(const char *repo_dir, int default_max_batch_size, int n_gpus, srv_registry **out, err *e);
+int srv_registry_load(const char *repo_dir, const srv_registry_opts *o, srv_registry **out, err *e);
 // An empty registry of that repository (explicit mode), models added by
 // srv_registry_publish.
-int srv_registry_create(const char *repo_dir, int default_max_batch_size, int n_gpus, srv_registry **out, err *e);
+int srv_registry_create(const char *repo_dir, const srv_registry_opts *o, srv_registry **out, err *e);
 void srv_registry_destroy(srv_registry *r);
 
 // Model control (one thread at a time: server/control.c).

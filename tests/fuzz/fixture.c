@@ -43,7 +43,10 @@ void fz_serve(fz_server *f, const char *repo) {
   err e = {0};
   srv_log_set_level(SRV_LOG_WARN);  // loads and registers log at INFO: millions of lines otherwise
   const char *all[] = {"*"};
-  if (srv_registry_create(repo, CONFIG_DEFAULT_MAX_BATCH_SIZE, 0, &s->reg, &e) != 0 ||
+  // warmups of at most 8 MiB: a load asking more is refused at once, where a GiB of warmup would take
+  // seconds under ASan and time the driver out (fuzz_rest, model_warmup in a config override)
+  srv_registry_opts ro = {.default_max_batch_size = CONFIG_DEFAULT_MAX_BATCH_SIZE, .warmup_max_bytes = 8u << 20};
+  if (srv_registry_create(repo, &ro, &s->reg, &e) != 0 ||
       srv_control_initial_load(s->reg, repo, all, 1, &e) != 0)
     die(repo, &e);
   if (srv_shm_create(&s->shm, &e) != 0) die("srv_shm_create", &e);

@@ -61,12 +61,24 @@ def warm_repo(tmp_path_factory):
     }
     for name, (entry, _) in bad.items():
         repo.add(name, 8, IO_IN, IO_OUT, {1: lin(name, 2)}, config_extra=_warmup(entry), expect="UNAVAILABLE")
+    # sizes checked before anything is allocated or run (fuzz_rest): dims whose product wraps, and an entry
+    # over the server's budget (--model-warmup-max-mib 1 below): 10 runs x 8 rows x 16 KiB = 1.25 MiB
+    dyn_in, dyn_out = [g._io("D_X", "FP32", [-1])], [g._out("D_Y", "FP32", [4])]
+    sized = {
+        "warm_wrap": (_entry("huge", 1, "zero_data: true", key="D_X", dims="2305843009213693952"),
+                      ["model_warmup 'huge'", "one sample of these dims is over the 1048576 bytes"]),
+        "warm_budget": (_entry("budget", 8, "zero_data: true", key="D_X", dims="4096", count=10),
+                        ["model_warmup 'budget'", "10 run(s) on 1 instance(s) of 131072 bytes of input each feed "
+                         "1310720 bytes, over the 1048576", "--model-warmup-max-mib"]),
+    }
+    for name, (entry, _) in sized.items():
+        repo.add(name, 8, dyn_in, dyn_out, {1: _dyn_matmul(name)}, config_extra=_warmup(entry), expect="UNAVAILABLE")
     # runs, and fails in the engine: the entry was really executed
     repo.add("warm_exec", 8, [g._io("D_X", "FP32", [-1])], [g._out("D_Y", "FP32", [4])], {1: _dyn_matmul("warm_exec")},
              config_extra=_warmup(_entry("k7", 1, "zero_data: true", key="D_X", dims="7")), expect="UNAVAILABLE")
     repo.add("decoupled", 8, IO_IN, IO_OUT, {1: lin("decoupled", 3)},
              config_extra="model_transaction_policy {\n  decoupled: true\n}", expect="UNAVAILABLE")
-    reasons = {n: words for n, (_, words) in bad.items()}
+    reasons = {n: words for n, (_, words) in list(bad.items()) + list(sized.items())}
     reasons["warm_exec"] = ["model_warmup 'k7'", "instance 0"]
     reasons["decoupled"] = ["decoupled", "not supported"]
     return d, repo.specs, reasons
@@ -74,7 +86,7 @@ def warm_repo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def warm_server(warm_repo):
-    yield from lib.served(warm_repo[0], ["--strict-readiness", "false"])
+    yield from lib.served(warm_repo[0], ["--strict-readiness", "false", "--model-warmup-max-mib", "1"])
 
 
 def test_warmup_runs_on_every_instance_before_ready(warm_server, warm_repo, rng):
