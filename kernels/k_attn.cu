@@ -399,8 +399,10 @@ void tc_go(bool vec, bool km, dim3 grid, cudaStream_t stream, __half *o, const _
 //     layout of an m16k16 A fragment (FlashAttention-2's trick);
 //   - operands come from shared memory through ldmatrix (.trans for Kt
 //     stored packed [HD][keys] and for V, plain for K stored key-major);
-//   - shared memory is dynamic (55 KiB at HD 64, 104 KiB at 128: past the
-//     static 48 KiB, so the launcher raises the function's limit).
+//   - shared memory is dynamic (55.5 KiB at HD 64, 104.5 KiB at 128: past
+//     the static 48 KiB, so the launcher raises the function's limit);
+//   - a mask shared by every query row (m_sq 0) is staged with each key
+//     chunk, as floats, so a score reads it from shared memory.
 // Numerics and rules are tc_kernel's: the score is (Q Kt in float) * scale
 // + mask, the online softmax in float (running max m, sums of the float p),
 // P rounded to half for P V, undefined rows (a NaN or +inf score, or no
@@ -422,7 +424,8 @@ struct t2_smem {
   static constexpr int LDV = HD + T2_PAD;     // V [T2_KC][LDV]
   static constexpr int K_OFF = T2_BQ * LDQ * 2;
   static constexpr int V_OFF = K_OFF + (KM ? T2_KC * LDKM * 2 : HD * LDK * 2);
-  static constexpr int BYTES = V_OFF + T2_KC * LDV * 2;
+  static constexpr int M_OFF = V_OFF + T2_KC * LDV * 2;  // a row-shared mask's chunk, as float
+  static constexpr int BYTES = M_OFF + T2_KC * 4;
   static_assert(K_OFF % 16 == 0 && V_OFF % 16 == 0, "ldmatrix rows on 16 bytes");
 };
 
@@ -474,6 +477,11 @@ __global__ void __launch_bounds__(T2_WARPS * 32, HD == 64 ? 2 : 1)
   __half *qs = reinterpret_cast<__half *>(t2_mem);
   __half *ks = reinterpret_cast<__half *>(t2_mem + L::K_OFF);
   __half *vs = reinterpret_cast<__half *>(t2_mem + L::V_OFF);
+  float *mrow = reinterpret_cast<float *>(t2_mem + L::M_OFF);
+  // a mask whose query rows are one row (m_sq 0: the padding mask the planner proved shared, or a
+  // [.., 1, Sk] one) is staged once per key chunk: the scores then read shared memory, not a global
+  // load each
+  const bool shared_row = mask && a.m_sq == 0;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, tig = lane & 3;
 
@@ -549,6 +557,8 @@ __global__ void __launch_bounds__(T2_WARPS * 32, HD == 64 ? 2 : 1)
         vs[j * L::LDV + c] = k0 + j < a.sk ? v[(k0 + j) * a.v_ss + c] : zero;
       }
     }
+    if (shared_row)
+      for (int t = threadIdx.x; t < T2_KC; t += NT) mrow[t] = k0 + t < a.sk ? k_ld(mask[(k0 + t) * a.m_sk]) : 0.0f;
     __syncthreads();
     for (int kb = 0; kb < T2_KC && k0 + kb < a.sk; kb += T2_BK) {  // uniform over the block
       // 1. S = Q Kt, 16 rows x 64 keys: n8 tiles j and j + 1 per ldmatrix
@@ -580,7 +590,8 @@ __global__ void __launch_bounds__(T2_WARPS * 32, HD == 64 ? 2 : 1)
           float x = -INFINITY;
           if ((e < 2 ? ok0 : ok1) && key < a.sk) {
             x = sacc[j][e] * scale;
-            if (mask) x += k_ld(mask[i * a.m_sq + key * a.m_sk]);
+            if (shared_row) x += mrow[kb + 8 * j + 2 * tig + (e & 1)];
+            else if (mask) x += k_ld(mask[i * a.m_sq + key * a.m_sk]);
             if (isnan(x) || x == INFINITY) (e < 2 ? bad0 : bad1) = true;
           }
           sacc[j][e] = x;
@@ -595,8 +606,10 @@ __global__ void __launch_bounds__(T2_WARPS * 32, HD == 64 ? 2 : 1)
       tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 2));
       tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 2));
       const float mn0 = fmaxf(m0, tmax0), mn1 = fmaxf(m1, tmax1);
-      const float al0 = m0 == -INFINITY ? 0.0f : expf(m0 - mn0);
-      const float al1 = m1 == -INFINITY ? 0.0f : expf(m1 - mn1);
+      // __expf (ex2.approx, ~2 ulp) where expf's exact range handling costs a dozen instructions per
+      // score: the arguments are <= 0 here, the weights are rounded to half for P V anyway
+      const float al0 = m0 == -INFINITY ? 0.0f : __expf(m0 - mn0);
+      const float al1 = m1 == -INFINITY ? 0.0f : __expf(m1 - mn1);
       m0 = mn0, m1 = mn1;
       float ps0 = 0.0f, ps1 = 0.0f;
 #pragma unroll
@@ -604,7 +617,7 @@ __global__ void __launch_bounds__(T2_WARPS * 32, HD == 64 ? 2 : 1)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           const float x = sacc[j][e];
-          const float p = x == -INFINITY || isnan(x) ? 0.0f : expf(x - (e < 2 ? mn0 : mn1));
+          const float p = x == -INFINITY || isnan(x) ? 0.0f : __expf(x - (e < 2 ? mn0 : mn1));
           sacc[j][e] = p;
           if (e < 2)
             ps0 += p;

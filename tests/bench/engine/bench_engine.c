@@ -267,6 +267,7 @@ int main(int argc, char **argv) {
   int batches[MAX_BATCHES] = {1, 8, 64, 256, 1024}, n_batches = 5, iters = 0, warmup = 20, graphs = 1;
   eng_graph_opts gopts = {0};
   int cpu = 0, conv_timed = 0, conv_gemm = 1;
+  double tune_min_flops = 0;  // --gemm-tune-min-flops
   int tune_modes[2] = {0, 1}, n_tune = 1;  // --gemm-autotune: the values to run, in order
   fill_opts fo = {0, 0};
   eng_cuda_layout layout = ENG_CUDA_LAYOUT_AUTO;
@@ -292,6 +293,8 @@ int main(int argc, char **argv) {
       conv_timed = !strcmp(v, "timed");
     else if (!strcmp(a, "--conv-gemm"))  // 1 | 0: NHWC 1x1 stride-1 Convs on cuBLASLt | cuDNN
       conv_gemm = atoi(v) != 0;
+    else if (!strcmp(a, "--gemm-tune-min-flops"))  // products under it keep the heuristic's pick (0: 2^24)
+      tune_min_flops = atof(v);
     else if (!strcmp(a, "--gemm-autotune")) {  // 0 | 1 | 0,1 | 1,0
       n_tune = 0;
       for (const char *c = v; *c && n_tune < 2; c++)
@@ -333,7 +336,8 @@ int main(int argc, char **argv) {
     int slots = mode == 0 ? 2 : 1;
     eng_cuda_opts o = {.precision = prec, .n_slots = slots, .no_graphs = !graphs, .graph_cap = 64,
                        .warm = batches, .n_warm = (size_t)n_batches, .layout = layout,
-                       .conv_timed = conv_timed, .no_gemm_autotune = !tune, .no_conv_gemm = !conv_gemm};
+                       .conv_timed = conv_timed, .no_gemm_autotune = !tune, .no_conv_gemm = !conv_gemm,
+                       .gemm_tune_min_flops = tune_min_flops};
     eng_cuda_plan *p = NULL;
     double t_create = now_s();
     if (eng_cuda_plan_create(g, max_b, 0, &o, &p, &e)) {
@@ -370,7 +374,7 @@ int main(int argc, char **argv) {
         printf("{\"tool\":\"%s\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"us_per_batch\":%.3f,"
                "\"graphs\":%d,\"iters\":%d,\"slots\":%d,\"layout\":\"%s\",\"conv_search\":\"%s\","
                "\"nhwc_nodes\":%llu,\"gemm_convs\":%llu,\"seq\":%d,\"staged\":%s,\"fuse_attention\":%s,"
-               "\"merge_qkv\":%s,\"conv_gemm\":%d,\"gemm_autotune\":%d,\"gemm_tuned\":%llu,\"gemm_tune_improved\":%llu,\"gemm_tune_ms\":%.1f,"
+               "\"merge_qkv\":%s,\"conv_gemm\":%d,\"gemm_autotune\":%d,\"gemm_tune_min_flops\":%g,\"gemm_tuned\":%llu,\"gemm_tune_improved\":%llu,\"gemm_tune_ms\":%.1f,"
                "\"gemm_tune_passes\":%llu,\"gemm_first_us\":%.2f,\"gemm_best_us\":%.2f,\"create_ms\":%.1f,"
                "\"submit_us\":%.2f,\"launch_us\":%.2f,\"pre_us\":%.2f,\"stage_us\":%.2f,\"device_us\":%.2f,"
                "\"timed_layouts\":%d,\"timed_nhwc\":%d}\n",
@@ -379,7 +383,7 @@ int main(int argc, char **argv) {
                conv_timed ? "timed" : "heuristic", (unsigned long long)ps.nhwc_nodes,
                (unsigned long long)ps.gemm_convs, fo.seq,
                staged ? "true" : "false", gopts.no_fuse_attention ? "false" : "true",
-               gopts.no_merge_qkv ? "false" : "true", conv_gemm, tune,
+               gopts.no_merge_qkv ? "false" : "true", conv_gemm, tune, tune_min_flops,
                (unsigned long long)ps.gemm_tuned, (unsigned long long)ps.gemm_tune_improved,
                (double)ps.gemm_tune_ns / 1e6, (unsigned long long)ps.gemm_tune_passes,
                (double)ps.gemm_first_ns / 1e3, (double)ps.gemm_best_ns / 1e3, t_create * 1e3, submit * 1e6, launch_us, pre_us, stage_us, dev * 1e6,
