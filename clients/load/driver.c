@@ -28,7 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "clients/load/clock.h"
+#include "kernels/base/clock.h"
 #include "clients/load/request.h"
 #include "clients/load/rng.h"
 #include "clients/load/rpc.h"
@@ -287,7 +287,7 @@ static int call_start(worker *w, call_ctx *c) {
   ops[5].data.recv_status_on_client.trailing_metadata = &c->md_trail;
   ops[5].data.recv_status_on_client.status = &c->status;
   ops[5].data.recv_status_on_client.status_details = &c->details;
-  c->t0 = ld_now_ns();
+  c->t0 = clock_mono_ns();
   if (grpc_call_start_batch(c->call, ops, 6, c, NULL) != GRPC_CALL_OK) {
     call_cleanup(c);
     record(w, c->kind, LD_KIND_CLIENT, 0);
@@ -306,7 +306,7 @@ static int call_start(worker *w, call_ctx *c) {
 
 static void call_done(worker *w, call_ctx *c) {
   ld_driver *d = w->d;
-  uint64_t lat = ld_now_ns() - c->t0;
+  uint64_t lat = clock_mono_ns() - c->t0;
   int kind = 0;
   if (c->status != GRPC_STATUS_OK) {
     kind = ld_kind_from_status((int)c->status);
@@ -337,7 +337,7 @@ static void call_done(worker *w, call_ctx *c) {
 
 // Streams carry valid requests only (--mix needs unary calls).
 static void stream_send(worker *w, ld_stream *s) {
-  int kind = ld_stream_send(s, ld_now_ns());
+  int kind = ld_stream_send(s, clock_mono_ns());
   if (kind) record(w, LD_REQ_VALID, kind, 0);
 }
 
@@ -421,7 +421,7 @@ static void start_slot(worker *w, size_t j) {
 static void send_scheduled(worker *w, uint64_t due) {
   ld_driver *d = w->d;
   ld_req_kind kind = pick_kind(w);
-  uint64_t now = ld_now_ns();
+  uint64_t now = clock_mono_ns();
   record_sent(w, kind, true, now > due ? now - due : 0);
   if (d->cfg.streaming) {
     stream_send(w, w->streams[w->sends++ % w->n_streams]);
@@ -467,7 +467,7 @@ static void *worker_main(void *arg) {
   (void)pthread_setname_np(pthread_self(), "ld-worker");
   ld_driver *d = w->d;
   bool open = d->level.mode == LD_OPEN;
-  uint64_t start = ld_now_ns();
+  uint64_t start = clock_mono_ns();
   for (size_t j = 0; !open && j < w->slots; j++) start_slot(w, j);
   // Due times are computed from the start (constant) or accumulated gaps
   // (Poisson), never from when a call went out, so a late thread catches up
@@ -478,7 +478,7 @@ static void *worker_main(void *arg) {
   uint64_t timeout_ns = (uint64_t)d->cfg.timeout_ms * 1000000ull;
   uint64_t grace = timeout_ns ? timeout_ns + 1000000000ull : DRAIN_GRACE_NS;
   for (;;) {
-    uint64_t now = ld_now_ns();
+    uint64_t now = clock_mono_ns();
     bool stop = atomic_load(&d->stop);
     if (open && !stop) {
       // a late thread catches up in a burst: it looks at the flag before each send

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "clients/load/cli.h"
-#include "clients/load/clock.h"
+#include "kernels/base/clock.h"
 #include "clients/load/driver.h"
 #include "clients/load/inputs.h"
 #include "clients/load/model.h"
@@ -37,7 +37,7 @@ static void on_sigint(int sig) {
 // Sleeps until the monotonic time t, in ticks so Ctrl-C ends a window early.
 static void sleep_until(uint64_t t) {
   for (;;) {
-    uint64_t now = ld_now_ns();
+    uint64_t now = clock_mono_ns();
     if (now >= t || interrupted) return;
     uint64_t d = t - now < TICK_NS ? t - now : TICK_NS;
     struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
@@ -106,7 +106,7 @@ static int run_duration(run_ctx *rc, const ld_level *lv, ld_result *res, err *e)
   if (rc->server_stats)
     have_before = ld_server_stats_fetch(rc->ctl, o->model, o->version, rc->ctl_timeout_ms, &before, &se) == 0;
   if ((rcode = ld_driver_start(rc->drv, lv, e)) != 0) goto out;
-  uint64_t t0 = ld_now_ns(), prev = t0;
+  uint64_t t0 = clock_mono_ns(), prev = t0;
   while (res->n_periods < max && !interrupted) {
     uint64_t end = (uint64_t)(res->n_periods + 1) * every_ns;
     sleep_until(t0 + (end < total_ns ? end : total_ns));
@@ -115,7 +115,7 @@ static int run_duration(run_ctx *rc, const ld_level *lv, ld_result *res, err *e)
     if (res->n_periods + 1 == max || end >= total_ns) ld_driver_halt(rc->drv);
     ld_window_reset(&win);
     ld_driver_collect(rc->drv, &win);
-    uint64_t now = ld_now_ns();
+    uint64_t now = clock_mono_ns();
     win.duration_ns = now - prev;
     ld_period *p = &res->periods[res->n_periods++];
     ld_period_fill(p, &win, (double)(prev - t0) / 1e9);
@@ -168,7 +168,7 @@ static int run_level(run_ctx *rc, const ld_level *lv, ld_result *res, err *e) {
     goto out;
   }
   if ((rcode = ld_driver_start(rc->drv, lv, e)) != 0) goto out;
-  uint64_t t0 = ld_now_ns(), prev = t0;
+  uint64_t t0 = clock_mono_ns(), prev = t0;
   err se;
   if (rc->server_stats)
     snap_ok[0] = ld_server_stats_fetch(rc->ctl, o->model, o->version, rc->ctl_timeout_ms, &snap[0], &se) == 0;
@@ -179,7 +179,7 @@ static int run_level(run_ctx *rc, const ld_level *lv, ld_result *res, err *e) {
       break;
     }
     ld_driver_collect(rc->drv, &win[n]);
-    uint64_t now = ld_now_ns();
+    uint64_t now = clock_mono_ns();
     win[n].duration_ns = now - prev;
     prev = now;
     if (rc->server_stats)

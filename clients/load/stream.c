@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "clients/load/clock.h"
+#include "kernels/base/clock.h"
 #include "clients/load/request.h"
 #include "clients/load/stats.h"
 #include "clients/load/stream_msg.h"
@@ -208,7 +208,7 @@ static void finish(ld_stream *s) {
 }
 
 static void on_answer(ld_stream *s, grpc_byte_buffer *bb) {
-  uint64_t now = ld_now_ns();
+  uint64_t now = clock_mono_ns();
   int kind = LD_KIND_STREAM_ERROR;
   slot *sl = NULL;
   grpc_byte_buffer_reader rd;

@@ -1,6 +1,6 @@
 // kernels/base/clock.h: the monotonic clock every layer times with (stage
-// timestamps, tuner budgets, launch timing), in one place so all of them
-// read the same clock in the same units.
+// timestamps, tuner budgets, launch timing, the load generator's latencies),
+// in one place so all of them read the same clock in the same units.
 #ifndef INFERD_BASE_CLOCK_H
 #define INFERD_BASE_CLOCK_H
 
