@@ -66,23 +66,13 @@ static int fold_node(eng_plan *p, size_t i, const eng_node *n, err *e) {
   return 0;
 }
 
-// The node before node `before` that writes value v, or -1 (an input or a constant).
-static int producer_before(const eng_plan *p, size_t before, int v) {
-  for (size_t j = before; j-- > 0;) {
-    const eng_node *n = eng_graph_node(p->g, j);
-    for (int k = 0; k < n->n_out; k++)
-      if (n->out[k] == v) return (int)j;
-  }
-  return -1;
-}
-
 // Whether value v, for the shapes and folded bytes now in p->cur, repeats
 // along the dim `ax` places from the end (ax 2: a mask's query rows): its
 // size there is 1 or it has no such dim; or its bytes are known and every
 // slice along it equals the first; or an ENG_OP_ELEMWISE node made it from
 // such values (broadcasting aligns dims from the end, so the dim is the
 // same one in every operand). A bounded walk back: false when unsure.
-static int repeats_along(const eng_plan *p, size_t before, int v, int ax, int depth) {
+static int repeats_along(const eng_plan *p, int v, int ax, int depth) {
   const eng_tensor *t = &p->cur[v];
   int d = t->ndims - ax;
   if (d < 0 || t->dims[d] == 1) return 1;
@@ -98,12 +88,13 @@ static int repeats_along(const eng_plan *p, size_t before, int v, int ax, int de
         if (memcmp(b + o * slab, b + o * slab + (size_t)r * inner, inner) != 0) return 0;
     return 1;
   }
-  int j = depth > 0 ? producer_before(p, before, v) : -1;
-  if (j < 0 || !(p->defs[j]->flags & ENG_OP_ELEMWISE)) return 0;
-  const eng_node *n = eng_graph_node(p->g, (size_t)j);
+  const eng_value *x = eng_graph_value(p->g, (size_t)v);  // its producer: an earlier node (sorted graph)
+  if (depth <= 0 || x->kind != ENG_VALUE_NODE) return 0;
+  size_t j = (size_t)x->index;
+  if (!(p->defs[j]->flags & ENG_OP_ELEMWISE)) return 0;
+  const eng_node *n = eng_graph_node(p->g, j);
   for (int k = 0; k < n->n_in; k++)
-    if (n->in[k] >= 0 && !(p->defs[j]->host_in & ENG_IN(k)) &&
-        !repeats_along(p, (size_t)j, n->in[k], ax, depth - 1))
+    if (n->in[k] >= 0 && !(p->defs[j]->host_in & ENG_IN(k)) && !repeats_along(p, n->in[k], ax, depth - 1))
       return 0;
   return 1;
 }
@@ -113,9 +104,9 @@ static int repeats_along(const eng_plan *p, size_t before, int v, int ax, int de
 // [B, 1, Sq, Sk] (and through Where to 0/-inf); read with a row stride of
 // 0, the kernels fetch one row per (batch, head) from cache instead of Sq
 // rows from memory.
-static int mask_rows_shared(const eng_plan *p, size_t i, const eng_node *n) {
+static int mask_rows_shared(const eng_plan *p, const eng_node *n) {
   if (strcmp(n->op_type, ENG_ATTN_OP) != 0 || n->n_in < 4 || n->in[3] < 0) return 0;
-  return repeats_along(p, i, n->in[3], 2, 12);
+  return repeats_along(p, n->in[3], 2, 12);
 }
 
 static int infer_nodes(eng_plan *p, err *e) {
@@ -127,7 +118,7 @@ static int infer_nodes(eng_plan *p, err *e) {
     const eng_node *n = eng_graph_node(g, i);
     const eng_op_def *d = p->defs[i];
     p->folded[i] = 0;
-    p->params[i].mask_rows_same = mask_rows_shared(p, i, n);
+    p->params[i].mask_rows_same = mask_rows_shared(p, n);
     p->mask_rows_shared += (size_t)p->params[i].mask_rows_same;
     for (int k = 0; k < n->n_in; k++) {
       int v = n->in[k];
