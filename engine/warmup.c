@@ -101,7 +101,7 @@ static int build_input(const eng_model *m, const Inference__ModelWarmup *w, size
                      "(inferd --model-warmup-max-mib)", io->name, (unsigned long long)max_bytes);
     sample *= (uint64_t)in->dims[d];
   }
-  if (sample * (uint64_t)rows > max_bytes)
+  if (rows > 0 && sample > max_bytes / (uint64_t)rows)  // divided: sample x rows may pass 2^64 with a large budget
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "input '%s': %lld rows of %llu bytes are over the %llu bytes a warmup entry may feed "
                    "(inferd --model-warmup-max-mib)", io->name, (long long)rows, (unsigned long long)sample,
