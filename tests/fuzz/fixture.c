@@ -43,9 +43,7 @@ void fz_serve(fz_server *f, const char *repo) {
   err e = {0};
   srv_log_set_level(SRV_LOG_WARN);  // loads and registers log at INFO: millions of lines otherwise
   const char *all[] = {"*"};
-  // warmups of at most 8 MiB: a load asking more is refused at once, where a GiB of warmup would take
-  // seconds under ASan and time the driver out (fuzz_rest, model_warmup in a config override)
-  srv_registry_opts ro = {.default_max_batch_size = CONFIG_DEFAULT_MAX_BATCH_SIZE, .warmup_max_bytes = 8u << 20};
+  srv_registry_opts ro = fz_registry_opts();
   if (srv_registry_create(repo, &ro, &s->reg, &e) != 0 ||
       srv_control_initial_load(s->reg, repo, all, 1, &e) != 0)
     die(repo, &e);

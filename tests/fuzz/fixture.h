@@ -9,7 +9,18 @@
 #ifndef INFERD_TESTS_FUZZ_FIXTURE_H
 #define INFERD_TESTS_FUZZ_FIXTURE_H
 
+#include "engine/config.h"
+#include "server/registry.h"
 #include "server/server.h"
+
+// The registry options of every driver: auto-complete as the server's
+// default, and model_warmup entries of at most 8 MiB in all, so a load
+// asking more is refused at once where a GiB of warmup would take seconds
+// under ASan and time the driver out (fuzz_rest: model_warmup in a config
+// override).
+static inline srv_registry_opts fz_registry_opts(void) {
+  return (srv_registry_opts){.default_max_batch_size = CONFIG_DEFAULT_MAX_BATCH_SIZE, .warmup_max_bytes = 8u << 20};
+}
 
 typedef struct fz_server {
   srv_server srv;

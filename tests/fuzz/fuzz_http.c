@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "engine/config.h"
+#include "fixture.h"
 #include "server/http.h"
 #include "server/server.h"
 
@@ -43,7 +44,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argv;
   g_verbose = getenv("FUZZ_VERBOSE") != NULL;
   err e = {0};
-  srv_registry_opts ro = {.default_max_batch_size = CONFIG_DEFAULT_MAX_BATCH_SIZE, .warmup_max_bytes = 8u << 20};
+  srv_registry_opts ro = fz_registry_opts();
   if (srv_registry_load(INFERD_FUZZ_REPO, &ro, &g_server.reg, &e) != 0 ||
       uv_loop_init(&g_loop) != 0 || srv_http_create(&g_loop, "127.0.0.1", 0, routes, &g_server, &g_http, &e) != 0) {
     fprintf(stderr, "fuzz_http: setup: %s\n", e.msg);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/config.h"
+#include "fixture.h"
 #include "server/request.h"
 #include "server/server.h"
 
@@ -31,7 +32,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argv;
   g_verbose = getenv("FUZZ_VERBOSE") != NULL;
   err e = {0};
-  srv_registry_opts ro = {.default_max_batch_size = CONFIG_DEFAULT_MAX_BATCH_SIZE, .warmup_max_bytes = 8u << 20};
+  srv_registry_opts ro = fz_registry_opts();
   if (srv_registry_load(INFERD_FUZZ_REPO, &ro, &g_server.reg, &e) != 0)
     fail("loading " INFERD_FUZZ_REPO, &e);
   if (srv_shm_create(&g_server.shm, &e) != 0) fail("srv_shm_create", &e);

@@ -59,7 +59,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   g_verbose = getenv("FUZZ_VERBOSE") != NULL;
   srv_log_set_level(SRV_LOG_WARN);  // a register logs at INFO: millions of lines otherwise
   err e = {0};
-  srv_registry_opts ro = {.default_max_batch_size = CONFIG_DEFAULT_MAX_BATCH_SIZE, .warmup_max_bytes = 8u << 20};
+  srv_registry_opts ro = fz_registry_opts();
   if (srv_registry_load(INFERD_FUZZ_REPO, &ro, &g_server.reg, &e) != 0 ||
       srv_shm_create(&g_server.shm, &e) != 0) {
     fprintf(stderr, "fuzz_shm: setup: %s\n", e.msg);
