@@ -92,7 +92,10 @@ struct srv_call {
   grpc_call *call;
   gpr_timespec deadline;
   grpc_metadata_array md;
-  grpc_byte_buffer *payload;
+  grpc_byte_buffer *payload;  // the request, kept (with rd and flat) until the call is freed
+  grpc_byte_buffer_reader rd;
+  int has_rd;
+  uint8_t *flat;  // the request made contiguous when it came in several slices
   grpc_byte_buffer *send_buf;
   grpc_status_code send_code;
   grpc_slice status_details;
@@ -248,10 +251,11 @@ static grpc_call_error start_batch(cq_thread *t, grpc_call *call, const grpc_op 
 }
 
 // Copies a received message into contiguous memory unless it already is one
-// slice. On success *data stays valid until the reader is destroyed (and the
-// thread's scratch is reused).
+// slice. On success *data stays valid until the reader is destroyed, and
+// (own NULL) until the thread's scratch is reused; with own set a copy goes
+// into memory of its own, *own, which the caller frees.
 static int flatten(cq_thread *t, grpc_byte_buffer *bb, grpc_byte_buffer_reader *rd,
-                   const uint8_t **data, size_t *len) {
+                   const uint8_t **data, size_t *len, uint8_t **own) {
   if (!grpc_byte_buffer_reader_init(rd, bb)) return ERR_INVALID_ARGUMENT;  // bad compression
   size_t total = grpc_byte_buffer_length(rd->buffer_out);
   *len = total;
@@ -264,21 +268,28 @@ static int flatten(cq_thread *t, grpc_byte_buffer *bb, grpc_byte_buffer_reader *
     *data = GRPC_SLICE_START_PTR(*s);
     return 0;
   }
-  if (t->scratch_cap < total) {
-    free(t->scratch);
-    t->scratch = malloc(total);
-    t->scratch_cap = t->scratch ? total : 0;
-    if (!t->scratch) return ERR_RESOURCE_EXHAUSTED;
+  uint8_t *dst;
+  if (own) {
+    dst = *own = malloc(total);
+    if (!dst) return ERR_RESOURCE_EXHAUSTED;
+  } else {
+    if (t->scratch_cap < total) {
+      free(t->scratch);
+      t->scratch = malloc(total);
+      t->scratch_cap = t->scratch ? total : 0;
+      if (!t->scratch) return ERR_RESOURCE_EXHAUSTED;
+    }
+    dst = t->scratch;
   }
   size_t off = 0;
   do {
     size_t n = GRPC_SLICE_LENGTH(*s);
     if (n > total - off) return ERR_INTERNAL;  // the core miscounted: never copy past the end
-    memcpy(t->scratch + off, GRPC_SLICE_START_PTR(*s), n);
+    memcpy(dst + off, GRPC_SLICE_START_PTR(*s), n);
     off += n;
   } while (grpc_byte_buffer_reader_peek(rd, &s));
   if (off != total) return ERR_INTERNAL;
-  *data = t->scratch;
+  *data = dst;
   return 0;
 }
 
@@ -368,6 +379,8 @@ static srv_call *call_alloc(cq_thread *t) {
 
 static void call_release(srv_call *c) {
   if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1) return;
+  if (c->has_rd) grpc_byte_buffer_reader_destroy(&c->rd);
+  free(c->flat);
   if (c->payload) grpc_byte_buffer_destroy(c->payload);
   if (c->send_buf) grpc_byte_buffer_destroy(c->send_buf);
   if (c->has_details) grpc_slice_unref(c->status_details);
@@ -550,6 +563,8 @@ void srv_call_fail(srv_call *c, int code, const char *msg) {
   call_finish(c, NULL, (grpc_status_code)code, msg ? msg : "", 0);
 }
 
+int srv_call_message_kept(const srv_call *c) { return !c->local_done; }
+
 int srv_call_cancelled(const srv_call *c) {
   return atomic_load_explicit(&((srv_call *)c)->cancelled, memory_order_relaxed);
 }
@@ -594,22 +609,21 @@ static void on_unary_new(cq_thread *t, srv_call *c, int ok) {
   if (!c->payload) {
     srv_call_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "request message missing");
   } else {
-    grpc_byte_buffer_reader rd;
+    // The message, its reader and any contiguous copy stay with the call
+    // until it is freed (call_release), so a handler that answers later may
+    // keep pointing into them (ModelInfer's tensors do) instead of copying.
     const uint8_t *data = NULL;
     size_t len = 0;
-    int frc = flatten(t, c->payload, &rd, &data, &len);
+    int frc = flatten(t, c->payload, &c->rd, &data, &len, &c->flat);
     if (frc == ERR_INVALID_ARGUMENT) {
       srv_call_fail(c, frc, "request message cannot be decompressed");
     } else {
+      c->has_rd = 1;
       if (frc) srv_call_fail(c, frc, "request message cannot be copied");
       else c->rm->m.unary(c->rm->m.ctx, c, data, len);
-      grpc_byte_buffer_reader_destroy(&rd);
     }
-    scratch_trim(t);
   }
   // c stays valid until this thread's reference goes.
-  grpc_byte_buffer_destroy(c->payload);
-  c->payload = NULL;
   call_release(c);
 }
 
@@ -724,7 +738,7 @@ static void on_stream_recv(cq_thread *t, stream_call *s, int ok) {
   uint8_t *resp = NULL;
   size_t resp_len = 0;
   err e = {0};
-  int rc = flatten(t, s->recv_buf, &rd, &data, &len);
+  int rc = flatten(t, s->recv_buf, &rd, &data, &len, NULL);
   if (rc == ERR_INVALID_ARGUMENT) {
     err_set(&e, ERR_INVALID_ARGUMENT, "request message cannot be decompressed");
   } else {
@@ -965,7 +979,7 @@ static void on_astream_recv(cq_thread *t, srv_stream *s, int ok) {
   grpc_byte_buffer_reader rd;
   const uint8_t *data = NULL;
   size_t len = 0;
-  int rc = flatten(t, buf, &rd, &data, &len);
+  int rc = flatten(t, buf, &rd, &data, &len, NULL);
   if (rc != ERR_INVALID_ARGUMENT) {  // the reader exists unless decompression failed
     if (rc == 0) s->rm->m.astream(s->rm->m.ctx, s, data, len);
     grpc_byte_buffer_reader_destroy(&rd);

@@ -17,9 +17,11 @@
 typedef struct srv_grpc srv_grpc;
 typedef struct srv_call srv_call;  // one unary call in flight
 
-// Unary handler: runs on a CQ thread with the request's bytes (contiguous,
-// valid only while the handler runs). It must answer the call exactly once,
-// now or later, from any thread, with srv_call_reply or srv_call_fail.
+// Unary handler: runs on a CQ thread with the request's bytes (contiguous).
+// They stay valid until the call is answered where srv_call_message_kept
+// says so (a call from the network), else only while the handler runs. It
+// must answer the call exactly once, now or later, from any thread, with
+// srv_call_reply or srv_call_fail.
 typedef void (*srv_unary_fn)(void *ctx, srv_call *call, const uint8_t *req, size_t len);
 
 // Stream handler for bidi streams where each received message yields exactly
@@ -157,6 +159,11 @@ void srv_call_cancel_local(srv_call *c);
 
 // 1 once the client cancelled or the deadline passed (best effort, lock-free).
 int srv_call_cancelled(const srv_call *c);
+
+// 1 when the bytes the unary handler was given stay valid until the call is
+// answered (a call from the network keeps its message); 0 for a local call,
+// whose bytes are the caller's.
+int srv_call_message_kept(const srv_call *c);
 
 // Absolute CLOCK_MONOTONIC deadline in microseconds; INT64_MAX when none.
 int64_t srv_call_deadline_us(const srv_call *c);

@@ -661,10 +661,108 @@ static int check_strings(const Inference__ModelInferRequest *m, err *e) {
   return 0;
 }
 
+// --- unpacking without copying the tensors
+//
+// protobuf-c copies every bytes field it unpacks, and raw_input_contents
+// (the tensors' bytes) is nearly all of a request. So the wire bytes are
+// scanned first: the entries of raw_input_contents are left where they lie
+// and the rest (names, shapes, parameters: some hundred bytes) is unpacked
+// alone; the unpacked message's raw_input_contents then point into the
+// wire bytes. Those are the received message itself when it outlives the
+// request's use of its inputs (a unary call from the network keeps it until
+// answered, srv_call_message_kept), else one copy in the request's arena.
+// A message the scan cannot follow is unpacked whole, as before, so
+// protobuf-c alone decides what parses.
+#define RAW_INPUT_FIELD 7  // ModelInferRequest.raw_input_contents (proto/grpc_service.proto)
+
+typedef struct wire_field {
+  size_t start, end;   // the field's bytes, tag included
+  size_t data, n;      // a length-delimited field's payload
+  uint32_t number, type;
+} wire_field;
+
+// A varint of at most `max` bytes at *pos.
+static int wire_varint(const uint8_t *b, size_t len, size_t *pos, int max, uint64_t *out) {
+  uint64_t v = 0;
+  for (int i = 0; i < max && *pos < len; i++) {
+    uint8_t c = b[(*pos)++];
+    v |= (uint64_t)(c & 0x7f) << (7 * i);
+    if (!(c & 0x80)) {
+      *out = v;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+// The top-level field at *pos; -1 where protobuf-c is left to judge
+// (truncated, groups, unknown wire types, tags and lengths past 32 bits).
+static int wire_next(const uint8_t *b, size_t len, size_t *pos, wire_field *f) {
+  uint64_t tag, n;
+  f->start = *pos;
+  if (wire_varint(b, len, pos, 5, &tag) || tag > UINT32_MAX || (tag >> 3) == 0) return -1;
+  f->number = (uint32_t)(tag >> 3);
+  f->type = (uint32_t)(tag & 7);
+  f->data = *pos;
+  f->n = 0;
+  switch (f->type) {
+    case 0: if (wire_varint(b, len, pos, 10, &n)) return -1; break;
+    case 1: if (len - *pos < 8) return -1; *pos += 8; break;
+    case 5: if (len - *pos < 4) return -1; *pos += 4; break;
+    case 2:
+      if (wire_varint(b, len, pos, 5, &n) || n > len - *pos) return -1;
+      f->data = *pos;
+      f->n = (size_t)n;
+      *pos += (size_t)n;
+      break;
+    default: return -1;
+  }
+  f->end = *pos;
+  return 0;
+}
+
+static Inference__ModelInferRequest *unpack_request(srv_arena *a, const uint8_t *req, size_t len, int kept) {
+  size_t n_raw = 0, rest_len = 0, pos = 0;
+  wire_field f;
+  while (pos < len) {
+    if (wire_next(req, len, &pos, &f)) return inference__model_infer_request__unpack(&a->pa, len, req);
+    if (f.number == RAW_INPUT_FIELD && f.type == 2) n_raw++;
+    else rest_len += f.end - f.start;
+  }
+  if (n_raw == 0) return inference__model_infer_request__unpack(&a->pa, len, req);
+  if (!kept) {  // the caller's bytes go with the call: one copy the request owns
+    uint8_t *copy = arena_alloc(a, len);
+    if (!copy) return NULL;
+    memcpy(copy, req, len);
+    req = copy;
+  }
+  uint8_t *rest = arena_alloc(a, rest_len ? rest_len : 1);
+  ProtobufCBinaryData *raw = arena_alloc(a, n_raw * sizeof *raw);
+  if (!rest || !raw) return NULL;
+  size_t o = 0, k = 0;
+  for (pos = 0; pos < len;) {
+    wire_next(req, len, &pos, &f);  // the same bytes parsed above
+    if (f.number == RAW_INPUT_FIELD && f.type == 2) {
+      raw[k++] = (ProtobufCBinaryData){.len = f.n, .data = (uint8_t *)req + f.data};
+    } else {
+      memcpy(rest + o, req + f.start, f.end - f.start);
+      o += f.end - f.start;
+    }
+  }
+  Inference__ModelInferRequest *msg = inference__model_infer_request__unpack(&a->pa, rest_len, rest);
+  if (!msg) return NULL;
+  msg->n_raw_input_contents = n_raw;
+  msg->raw_input_contents = raw;
+  return msg;
+}
+
 int srv_infer_prepare(srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e) {
-  r->arena = arena_create((len < ARENA_BIG ? len : ARENA_BIG) + ARENA_SLACK);
+  int kept = r->call && srv_call_message_kept(r->call);
+  // the tree and the message's fields but its tensors (and, where made, the message's copy)
+  size_t hint = kept ? 2 * ARENA_SLACK : (len < ARENA_BIG ? len : ARENA_BIG) + ARENA_SLACK;
+  r->arena = arena_create(hint);
   if (!r->arena) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  r->msg = inference__model_infer_request__unpack(&r->arena->pa, len, req);
+  r->msg = unpack_request(r->arena, req, len, kept);
   if (!r->msg) return err_set(e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
   TRY(check_strings(r->msg, e));
   TRY(srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, e));

@@ -151,7 +151,9 @@ static int gather(eng_job *job, err *e) {
       one.dims[0] = 1;
       row_bytes = eng_pad_bytes(&one, pi->dim, slot->seq_len);
     }
-    size_t total = row_bytes * (size_t)slot->rows;
+    // A lone request is its batch as it is: a model without batching has no
+    // batch dim to count its rows in.
+    size_t total = slot->n == 1 && !pi ? first->bytes : row_bytes * (size_t)slot->rows;
     stage *st = &slot->stages[i];
     uint8_t *dst = job->stage && job->stage[i] && job->stage_cap[i] >= total ? job->stage[i] : NULL;
     if (!dst && st->cap < total) {
@@ -180,13 +182,26 @@ static int gather(eng_job *job, err *e) {
       off += t->bytes;
     }
     slot->staged[i] = *first;
-    slot->staged[i].dims[0] = slot->rows;
-    if (pi) slot->staged[i].dims[pi->dim] = slot->seq_len;
+    if (slot->n > 1 || pi) {
+      slot->staged[i].dims[0] = slot->rows;
+      if (pi) slot->staged[i].dims[pi->dim] = slot->seq_len;
+    }
     slot->staged[i].data = dst;
     slot->staged[i].bytes = off;
   }
   job->inputs = slot->staged;
   return 0;
+}
+
+// Whether every input of r may be handed to the engine in place: the
+// engine reads tensors as arrays of their type, and the bytes a request
+// points at need not be aligned for it (raw_input_contents are read where
+// they lie in the received message, shared memory at the client's offset).
+// 16 bytes is what the engine's own buffers and the old unpacked copies had.
+static int inputs_aligned(const vsched *vs, const srv_request *r) {
+  for (size_t i = 0; i < vs->n_inputs; i++)
+    if ((uintptr_t)r->inputs[i].data % 16) return 0;
+  return 1;
 }
 
 static void finished_in_order(srv_sched *s, vsched *vs, srv_request *r);
@@ -281,9 +296,9 @@ static void pump_version(srv_sched *s, vsched *vs) {
       r->padded_len = b.seq_len;  // equal to its own length when the model does not pad
       slot->reqs[slot->n++] = r;
     }
-    // A lone request is read in place (unless an input stayed in a CUDA
-    // region); several are gathered on the instance thread.
-    int gathered = slot->n > 1 || slot->reqs[0]->cuda_in;
+    // A lone request is read in place, unless an input stayed in a CUDA
+    // region or lies unaligned; several are gathered on the instance thread.
+    int gathered = slot->n > 1 || slot->reqs[0]->cuda_in || !inputs_aligned(vs, slot->reqs[0]);
     slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = gathered ? gather : NULL,
                           .done = on_job_done, .ctx = slot, .instance = slot->instance};
     err e;

@@ -103,6 +103,36 @@ def test_raw_contents_raw_grpc(stub, pb, specs, oracle, rng, name):
     lib.check_outputs(lib.decode_response_outputs(resp), oracle.run(name, feeds), spec, what=name + " raw")
 
 
+def test_raw_inputs_anywhere_in_the_message(channel, pb, specs, oracle, rng):
+    """The server reads raw_input_contents where they lie in the received message instead of
+    unpacking copies (server/infer.c, unpack_request). Protobuf lets fields come in any order and
+    a message be sent as concatenated parts, so: the tensors before the other fields, between
+    them, after them with an unknown field, and a 256 KB message (several HTTP/2 frames, so
+    several slices); every answer against onnxruntime."""
+    call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                               response_deserializer=pb.service.ModelInferResponse.FromString)
+    unknown = bytes([0xb8, 0x06, 0x05])  # field 103, varint 5: kept aside by protobuf, ignored by the server
+    for name, batch in (("ops_elementwise", 3), ("mlp", 64), ("mlp", 1)):
+        spec = specs[name]
+        feeds = lib.random_inputs(spec, rng, batch)
+        head = _raw_request(pb, name, feeds, request_id="parts-%s" % name)
+        tensors = list(head.raw_input_contents)
+        del head.raw_input_contents[:]
+        raw = [pb.service.ModelInferRequest(raw_input_contents=[t]).SerializeToString() for t in tensors]
+        meta = head.SerializeToString()
+        for order in ("tensors first", "tensors around", "tensors last"):
+            if order == "tensors first":
+                wire = b"".join(raw) + meta
+            elif order == "tensors around":
+                wire = raw[0] + meta + b"".join(raw[1:])
+            else:
+                wire = meta + unknown + b"".join(raw)
+            resp = call(wire, timeout=30)
+            assert resp.id == "parts-%s" % name, order
+            lib.check_outputs(lib.decode_response_outputs(resp), oracle.run(name, feeds), spec,
+                              what="%s batch %d, %s" % (name, batch, order))
+
+
 def test_requested_output_subset(client, specs, oracle, rng):
     spec = specs["ops_elementwise"]
     feeds = lib.random_inputs(spec, rng, 3)
