@@ -1049,9 +1049,8 @@ static void post_chunk(srv_server *s, reply_chunk *c) {
 // reply queue, in chunks spread over its threads; smaller ones here (a hop
 // to another thread would only add latency to a lone request), as are
 // stream answers (their order on the stream is kept) and held ones.
-static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, size_t n, int rc, const err *e,
+void srv_infer_complete(srv_server *s, srv_version *v, srv_request *const *reqs, size_t n, int rc, const err *e,
                         const eng_job *job, const eng_tensor *outputs, size_t n_outputs, int hold) {
-  srv_server *s = ctx;
   srv_stats *st = &v->stats;
   int64_t rows = 0;
   for (size_t i = 0; i < n; i++) rows += reqs[i]->item.rows;
@@ -1152,8 +1151,7 @@ static void on_complete(void *ctx, srv_version *v, srv_request *const *reqs, siz
   if (pk != stack_p) free(pk);
 }
 
-static void on_drop(void *ctx, srv_request *r, int code, const char *msg, int hold) {
-  srv_server *s = ctx;
+void srv_infer_drop(srv_server *s, srv_request *r, int code, const char *msg, int hold) {
   record_failure(r->version, reason_of(code), r->t_recv_us);
   atomic_fetch_sub(&r->version->stats.pending, 1);
   answer(r, NULL, 0, code, msg, hold);
@@ -1163,14 +1161,9 @@ static void on_drop(void *ctx, srv_request *r, int code, const char *msg, int ho
   }
 }
 
-static void on_release(void *ctx, srv_request *r) {
-  srv_server *s = ctx;
+void srv_infer_release(srv_server *s, srv_request *r) {
   answer(r, r->held_resp, r->held_len, r->held_code, r->held_msg, 0);
   r->held_resp = NULL;  // the call owns it now
   srv_infer_request_free(r);
   atomic_fetch_sub(&s->infer_inflight, 1);
-}
-
-srv_sched_ops srv_infer_sched_ops(srv_server *s) {
-  return (srv_sched_ops){.complete = on_complete, .drop = on_drop, .release = on_release, .ctx = s};
 }

@@ -395,8 +395,7 @@ int main(int argc, char **argv) {
   if (o.trace_file && prof_trace_open(o.trace_file, o.trace_rate, &srv.trace, &e) != 0) goto fail;
   if (o.allow_client_shm && srv_shm_create(&srv.shm, &e) != 0) goto fail;
   if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, &e) != 0) goto fail;
-  srv_sched_ops ops = srv_infer_sched_ops(&srv);
-  if (srv_sched_create(srv.reg, &ops, &srv.sched, &e) != 0) goto fail;
+  if (srv_sched_create(srv.reg, &srv, &srv.sched, &e) != 0) goto fail;
   if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.control, &e) != 0)
     goto fail;
   if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)

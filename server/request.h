@@ -90,4 +90,19 @@ struct srv_server;
 int srv_infer_prepare(struct srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e);
 void srv_infer_request_free(srv_request *r);
 
+// What the scheduler (server/sched.c) hands back. With `hold` set (the model
+// preserves ordering) the answer is packed and kept in the request, and
+// srv_infer_release sends it later, in request order.
+//
+// On an instance thread: answers (or holds the answers of) every request of
+// the finished batch; requests not held are freed.
+void srv_infer_complete(struct srv_server *s, srv_version *v, srv_request *const *reqs, size_t n, int rc,
+                        const err *e, const eng_job *job, const eng_tensor *outputs, size_t n_outputs, int hold);
+// Under the scheduler's lock, on any thread: a request leaves without
+// running (rejected, timed out, cancelled); freed unless held.
+void srv_infer_drop(struct srv_server *s, srv_request *r, int code, const char *msg, int hold);
+// Under the scheduler's lock, on any thread: sends a held answer and frees
+// the request (answers leave in request order).
+void srv_infer_release(struct srv_server *s, srv_request *r);
+
 #endif

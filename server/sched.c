@@ -71,7 +71,7 @@ struct vsched {
 
 struct srv_sched {
   srv_registry *reg;
-  srv_sched_ops ops;
+  struct srv_server *srv;  // the request layer the answers go to (server/infer.c)
   uv_loop_t loop;
   uv_async_t async;  // wakes the loop for the stop
   // The batcher's next deadline (max_queue_delay, queue timeouts) through a
@@ -216,7 +216,7 @@ static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *ou
   batch_slot *slot = job->ctx;
   srv_sched *s = slot->s;
   vsched *vs = slot->vs;
-  s->ops.complete(s->ops.ctx, vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs, vs->order != NULL);
+  srv_infer_complete(s->srv, vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs, vs->order != NULL);
   pthread_mutex_lock(&s->mu);
   if (vs->order)
     for (size_t i = 0; i < slot->n; i++) finished_in_order(s, vs, slot->reqs[i]);
@@ -251,7 +251,7 @@ static void release_ready(srv_sched *s, vsched *vs) {
     }
     vs->ord_head = r->next_order;
     if (!vs->ord_head) vs->ord_tail = NULL;
-    s->ops.release(s->ops.ctx, r);
+    srv_infer_release(s->srv, r);
   }
 }
 
@@ -263,7 +263,7 @@ static void finished_in_order(srv_sched *s, vsched *vs, srv_request *r) {
 
 static void drop(srv_sched *s, vsched *vs, srv_request *r, int code, const char *msg) {
   int hold = vs && vs->order;
-  s->ops.drop(s->ops.ctx, r, code, msg, hold);
+  srv_infer_drop(s->srv, r, code, msg, hold);
   if (hold) finished_in_order(s, vs, r);
   left(s, 1);
 }
@@ -582,13 +582,13 @@ void srv_sched_remove_model(srv_sched *s, srv_model *m) {
   }
 }
 
-int srv_sched_create(srv_registry *reg, const srv_sched_ops *ops, srv_sched **out, err *e) {
+int srv_sched_create(srv_registry *reg, struct srv_server *srv, srv_sched **out, err *e) {
   srv_sched *s = calloc(1, sizeof *s);
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->tfd = -1;
   s->armed = INT64_MAX;
   s->reg = reg;
-  s->ops = *ops;
+  s->srv = srv;
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->idle, NULL);
   int rc = 0;

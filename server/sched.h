@@ -15,26 +15,12 @@
 
 typedef struct srv_sched srv_sched;
 
-// What the scheduler asks of the request layer (server/infer.c). With
-// `hold` set (the model preserves ordering) the answer is packed and kept
-// in the request, and `release` sends it later, in request order.
-typedef struct srv_sched_ops {
-  // On an instance thread: answer (or hold the answers of) every request of
-  // the finished batch; requests not held are freed.
-  void (*complete)(void *ctx, srv_version *v, srv_request *const *reqs, size_t n, int rc, const err *e,
-                   const eng_job *job, const eng_tensor *outputs, size_t n_outputs, int hold);
-  // Under the scheduler's lock, on any thread: a request leaves without
-  // running (rejected, timed out, cancelled); freed unless held.
-  void (*drop)(void *ctx, srv_request *r, int code, const char *msg, int hold);
-  // Under the scheduler's lock, on any thread: send a held answer and free
-  // the request (answers leave in request order).
-  void (*release)(void *ctx, srv_request *r);
-  void *ctx;
-} srv_sched_ops;
-
 // Creates the loop and a batcher per ready model version; the loop thread
 // starts with srv_sched_start, so handles (HTTP) may be added before.
-int srv_sched_create(srv_registry *reg, const srv_sched_ops *ops, srv_sched **out, err *e);
+// Finished and dropped requests go back to srv's request layer
+// (server/infer.c: srv_infer_complete, srv_infer_drop, srv_infer_release).
+struct srv_server;
+int srv_sched_create(srv_registry *reg, struct srv_server *srv, srv_sched **out, err *e);
 uv_loop_t *srv_sched_loop(srv_sched *s);
 int srv_sched_start(srv_sched *s, err *e);
 

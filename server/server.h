@@ -54,7 +54,6 @@ void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len
 // ModelStreamInfer: each message is a ModelInferRequest answered on the
 // stream by a ModelStreamInferResponse (errors in its error_message)
 void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, size_t len);
-srv_sched_ops srv_infer_sched_ops(srv_server *s);
 
 // Shared by the RPC handlers: pack and answer; unpack or answer INVALID_ARGUMENT (NULL then), also when
 // a string field (nested and map ones included) is not UTF-8, naming the field without quoting it.

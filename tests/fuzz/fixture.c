@@ -58,8 +58,7 @@ void fz_serve(fz_server *f, const char *repo) {
   if (rc != 0) die("srv_shm_register", &e);
   s->strict_readiness = 1;
   s->allow_metrics = 1;
-  srv_sched_ops ops = srv_infer_sched_ops(s);
-  if (srv_sched_create(s->reg, &ops, &s->sched, &e) != 0) die("srv_sched_create", &e);
+  if (srv_sched_create(s->reg, s, &s->sched, &e) != 0) die("srv_sched_create", &e);
   if (srv_control_create(s->reg, s->sched, SRV_CONTROL_EXPLICIT, repo, 0, &s->control, &e) != 0)
     die("srv_control_create", &e);
   srv_http *http;
