@@ -16,6 +16,8 @@
 #      LEVELS (default "1:1:1 4:2:8 8:4:16": loadc THREADS:CHANNELS:INFLIGHT, i.e. 1, 64, 512 streams),
 #      SECS (seconds per point, default 4), INFERD_ARGS (extra server flags, e.g. --grpc-threads 8),
 #      PEER=1 also runs the anchors' peer.py (needs torch and a GPU),
+#      PERF (a perf command, e.g. "perf" or "env LD_LIBRARY_PATH=DIR DIR/perf"): each server is sampled (cpu-clock) for
+#        half a point at the last level; the table then splits its CPU per request by thread and library,
 #      BASE_BIN (a directory with another inferd, e.g. a build of the commit before a change): each variant is run
 #        with it too, right after the same variant with INFERD_BIN_DIR's, as "base <variant>" (before/after in one run).
 set -u
@@ -55,7 +57,21 @@ sweep() {
     "$PY" "$HERE/transport_table.py" --threads "$PID" >"$OUT/t_before" 2>/dev/null
     local req=$REQ
     case $1 in *big:*) req=$OUT/repos/req_big.bin ;; esac  # the 4x4096 MLP takes [1, 4096]
+    local pp="" pf=""
+    if [ -n "${PERF:-}" ] && [ "$lv" = "${LEVELS##* }" ]; then  # a profile at the last level
+      pf=$OUT/perf_$(tr -c 'A-Za-z0-9\n' _ <<<"$1")_$((t * c * i))
+      # shellcheck disable=SC2086
+      (sleep 1; $PERF record -q -e cpu-clock -F 999 -p "$PID" -o "$pf.data" -- sleep $(((SECS + 1) / 2)) >/dev/null 2>&1) &
+      pp=$!
+    fi
     line=$(taskset -c "$LOAD_CORES" "$AB/loadc" "127.0.0.1:$PORT" $M "$req" "$t" "$c" "$i" "$SECS" | tail -n 1)
+    if [ -n "$pp" ]; then
+      wait "$pp"
+      # shellcheck disable=SC2086
+      $PERF report -i "$pf.data" --no-children --sort comm,dso --stdio --percent-limit 0.1 2>/dev/null |
+        grep -v '^#' | grep -v '^$' >"$pf.txt"
+      rm -f "$pf.data"
+    fi
     "$PY" "$HERE/transport_table.py" --threads "$PID" >"$OUT/t_after" 2>/dev/null
     local th
     th=$("$PY" "$HERE/transport_table.py" --threads-delta "$OUT/t_before" "$OUT/t_after" 2>/dev/null)

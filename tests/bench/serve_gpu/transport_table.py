@@ -201,6 +201,58 @@ def table(out, srv, load):
             pick = lambda cs: [cb[i] for i in cs if i < len(cb)] or [0.0]
             a, b = pick(sc), pick(lc)
             print("| %s | %d | %.2f (%.2f) | %.2f (%.2f) |" % (s, c, sum(a) / len(a), max(a), sum(b) / len(b), max(b)))
+    perf_table(out, servers, levels, by)
+
+
+LIB_GROUPS = [("gRPC + absl", ("libgrpc", "libgpr", "libabsl", "libaddress_sorting", "libupb", "libre2")),
+              ("kernel", ("[kernel",)), ("CUDA", ("libcuda", "libcudart", "libcublas", "libcudnn", "[nvidia")),
+              ("CPU model code", ("[JIT", "libdnnl", "libopenblas", "libblas", "libgomp")),
+              ("malloc + libc", ("libc.so", "libjemalloc", "ld-linux", "[vdso", "libstdc++", "libm.so")),
+              ("server code (+ protobuf-c, libuv)", ("inferd", "echo_server", "libprotobuf-c", "libuv", "python"))]
+
+
+def perf_split(path):
+    """{(thread group, library group): share of samples} from `perf report --sort comm,dso` text."""
+    out = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) < 3 or not f[0].endswith("%"):
+            continue
+        comm, dso = f[1].rstrip("0123456789"), f[2]
+        lib = next((g for g, keys in LIB_GROUPS if any(dso.startswith(k) for k in keys)), "other")
+        out[(comm, lib)] = out.get((comm, lib), 0.0) + float(f[0][:-1]) / 100
+    return out
+
+
+def perf_table(out, servers, levels, by):
+    found = []
+    for s in servers:
+        for c in levels:
+            p = os.path.join(out, "perf_%s_%d.txt" % (re.sub("[^A-Za-z0-9]", "_", s), c))
+            r = by.get((s, c))
+            if os.path.exists(p) and r and r.get("loadc") and r.get("threads"):
+                found.append((s, c, perf_split(p), r))
+    if not found:
+        return
+    print()
+    print("Where each server's CPU goes per request answered (perf record -e cpu-clock over half a point at the last "
+          "level, shares times the CPU the threads used over the point, /proc): us per request by library, then by "
+          "thread.")
+    print()
+    libs = [g for g, _ in LIB_GROUPS] + ["other"]
+    print("| server | streams | CPU us/req | " + " | ".join(libs) + " | by thread |")
+    print("|---|---:|---:|" + "---:|" * len(libs) + "---|")
+    for s, c, split, r in found:
+        cores = sum(v["cores"] for g, v in r["threads"].items() if g != "cpu_busy")
+        us = cores * 1e6 / max(r["loadc"]["rps"], 1)
+        tot = sum(split.values()) or 1.0
+        by_lib = {g: 0.0 for g in libs}
+        by_thr = {}
+        for (comm, lib), v in split.items():
+            by_lib[lib] += v / tot * us
+            by_thr[comm] = by_thr.get(comm, 0.0) + v / tot * us
+        thr = ", ".join("%s %.1f" % (k, v) for k, v in sorted(by_thr.items(), key=lambda kv: -kv[1]) if v >= 0.1)
+        print("| %s | %d | %.1f | %s | %s |" % (s, c, us, " | ".join("%.1f" % by_lib[g] for g in libs), thr))
 
 
 def main():
