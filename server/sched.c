@@ -61,7 +61,7 @@ struct vsched {
   batch_slot *slots;
   int n_slots;
   size_t n_inputs;
-  int defer;  // dynamic batching: new requests are batched by the loop thread
+  int defer;  // dynamic batching without a queue delay: new requests are batched by the loop thread
   // preserve_ordering: answers leave in sequence order
   bat_order *order;
   srv_request *ord_head, *ord_tail;  // requests holding a sequence number, in order
@@ -485,7 +485,12 @@ static int build_version(srv_sched *s, srv_model *m, srv_version *v, vsched *vs,
     c.pad = pad != NULL;
     c.pad_max_ratio = pad ? pad->max_ratio : 0;
     if (db->preserve_ordering) TRY(bat_order_create(&vs->order, e));
-    vs->defer = cfg->max_batch_size > 1;
+    // With a queue delay the batcher holds a batch until the delay or a
+    // preferred size says go, so the CQ thread that brings a request pumps
+    // it on the spot (a batch that is ready leaves at once; one that is not
+    // arms the timer). Without one, a request that found an executor free
+    // would leave alone: the loop thread batches what arrived meanwhile.
+    vs->defer = cfg->max_batch_size > 1 && c.max_queue_delay_us == 0;
   }
   TRY(bat_create(&c, &vs->bat, e));
   vs->slots = calloc((size_t)n_exec, sizeof *vs->slots);
