@@ -18,6 +18,8 @@
 #      PEER=1 also runs the anchors' peer.py (needs torch and a GPU),
 #      PERF (a perf command, e.g. "perf" or "env LD_LIBRARY_PATH=DIR DIR/perf"): each server is sampled (cpu-clock) for
 #        half a point at the last level; the table then splits its CPU per request by thread and library,
+#      RESULTS (a file, e.g. tests/bench/RESULTS.md): the table is appended to it under a dated heading (the table's
+#        first line names the machine),
 #      BASE_BIN (a directory with another inferd, e.g. a build of the commit before a change): each variant is run
 #        with it too, right after the same variant with INFERD_BIN_DIR's, as "base <variant>" (before/after in one run).
 set -u
@@ -133,3 +135,7 @@ if [ "${PEER:-0}" = 1 ]; then
 fi
 
 "$PY" "$HERE/transport_table.py" "$OUT" "$SRV_CORES" "$LOAD_CORES" | tee "$OUT/transport.md"
+if [ -n "${RESULTS:-}" ]; then  # the table into RESULTS.md (or any file) under a dated heading
+  { printf '\n## The request path vs the transport: transport.sh, %s\n\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
+    cat "$OUT/transport.md"; } >>"$RESULTS"
+fi
