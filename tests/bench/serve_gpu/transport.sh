@@ -127,7 +127,9 @@ done
 if [ "${PEER:-0}" = 1 ]; then
   echo "== peer.py (Python batcher)" >&2
   PORT=$(free_port) HTTP=""
-  { [ "$ANCHORS/peer.py" -ef "$AB/peer.py" ] || cp "$ANCHORS/peer.py" "$AB/"; } && (cd "$AB" && taskset -c "$SRV_CORES" "$PY" peer.py "$PORT" batch >"$OUT/peer.log" 2>&1) &
+  [ "$ANCHORS/peer.py" -ef "$AB/peer.py" ] || cp "$ANCHORS/peer.py" "$AB/"
+  # exec: $! is then the Python process itself, whose threads the table reads
+  (cd "$AB" && exec taskset -c "$SRV_CORES" "$PY" peer.py "$PORT" batch >"$OUT/peer.log" 2>&1) &
   PID=$!
   for _ in $(seq 1 600); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.2; done
   sweep peer

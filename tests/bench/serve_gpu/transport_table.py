@@ -244,6 +244,8 @@ def perf_table(out, servers, levels, by):
     print("|---|---:|---:|" + "---:|" * len(libs) + "---|")
     for s, c, split, r in found:
         cores = sum(v["cores"] for g, v in r["threads"].items() if g != "cpu_busy")
+        if cores <= 0:  # no thread was seen (not the server's own process)
+            continue
         us = cores * 1e6 / max(r["loadc"]["rps"], 1)
         tot = sum(split.values()) or 1.0
         by_lib = {g: 0.0 for g in libs}
