@@ -12,6 +12,7 @@
 
 #include "kernels/base/utf8.h"
 #include "server/log.h"
+#include "server/order.h"
 #include "server/request.h"
 #include "server/server.h"
 
@@ -134,8 +135,6 @@ void srv_infer_request_free(srv_request *r) {
   free(r->cuda_in);
   arena_destroy(r->arena);  // msg and inputs with it
   free(r->typed_buf);
-  free(r->held_resp);
-  free(r->held_msg);
   // last: the generation (and the version this request counted on) may be freed from here
   if (r->reg) srv_registry_unref(r->reg, r->model);
   free(r);
@@ -613,7 +612,7 @@ static int build_request(srv_server *s, srv_request *r, err *e) {
   return rc;
 }
 
-static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const char *msg, int hold);
+static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const char *msg);
 
 // proto3 string fields must be UTF-8, and protobuf-c does not check: a
 // broken id or name would be echoed into the response (or a log line) where
@@ -784,7 +783,7 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   err e = {0};
   srv_request *r = calloc(1, sizeof *r);
   if (!r) {
-    answer(&(srv_request){.call = call, .stream = st}, NULL, 0, ERR_RESOURCE_EXHAUSTED, "out of memory", 0);
+    answer(&(srv_request){.call = call, .stream = st}, NULL, 0, ERR_RESOURCE_EXHAUSTED, "out of memory");
     atomic_fetch_sub(&s->infer_inflight, 1);
     return;
   }
@@ -795,7 +794,7 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   if (rc) {
     record_failure(r->version, SRV_FAIL_REJECTED, t_recv);
     srv_log(SRV_LOG_DEBUG, "ModelInfer rejected: %s", e.msg);
-    answer(r, NULL, 0, (int)e.code, e.msg, 0);
+    answer(r, NULL, 0, (int)e.code, e.msg);
     srv_infer_request_free(r);
     atomic_fetch_sub(&s->infer_inflight, 1);
     return;
@@ -961,15 +960,8 @@ static uint8_t *pack_stream_error(const srv_request *r, const char *msg, size_t 
   return buf;
 }
 
-// Sends an answer now, or keeps it in the request for srv_infer's release.
-static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const char *msg, int hold) {
-  if (hold) {
-    r->held_resp = resp;
-    r->held_len = len;
-    r->held_code = code;
-    r->held_msg = resp ? NULL : strdup(msg ? msg : "");
-    return;
-  }
+// Sends an answer now.
+static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const char *msg) {
   if (r->stream) {
     if (!resp) resp = pack_stream_error(r, msg, &len);
     srv_stream_reply(r->stream, resp, resp ? len : 0);
@@ -978,6 +970,19 @@ static void answer(srv_request *r, uint8_t *resp, size_t len, int code, const ch
   } else {
     srv_call_fail(r->call, code, msg);
   }
+}
+
+void srv_infer_send(srv_server *s, srv_request *r, uint8_t *resp, size_t len, int code, const char *msg) {
+  answer(r, resp, len, code, msg);
+  srv_infer_request_free(r);
+  atomic_fetch_sub(&s->infer_inflight, 1);
+}
+
+// An answer leaves now, or in its turn when the model preserves ordering;
+// either way r is freed once it is sent (maybe before this returns).
+static void deliver(srv_server *s, srv_request *r, uint8_t *resp, size_t len, int code, const char *msg) {
+  if (r->ord) srv_order_answer(r, resp, len, code, msg);
+  else srv_infer_send(s, r, resp, len, code, msg);
 }
 
 // The stage latencies of one answered request into the histograms, and
@@ -1048,9 +1053,10 @@ static void post_chunk(srv_server *s, reply_chunk *c) {
 // request counted. Batches of three or more unary requests are sent by the
 // reply queue, in chunks spread over its threads; smaller ones here (a hop
 // to another thread would only add latency to a lone request), as are
-// stream answers (their order on the stream is kept) and held ones.
+// stream answers (their order on the stream is kept) and ordered ones
+// (server/order.c sends those in turn).
 void srv_infer_complete(srv_server *s, srv_version *v, srv_request *const *reqs, size_t n, int rc, const err *e,
-                        const eng_job *job, const eng_tensor *outputs, size_t n_outputs, int hold) {
+                        const eng_job *job, const eng_tensor *outputs, size_t n_outputs) {
   srv_stats *st = &v->stats;
   int64_t rows = 0;
   for (size_t i = 0; i < n; i++) rows += reqs[i]->item.rows;
@@ -1097,7 +1103,10 @@ void srv_infer_complete(srv_server *s, srv_version *v, srv_request *const *reqs,
             e->msg);
   }
 
-  int offload = !hold && s->replyq && n >= 3;
+  // a version preserves ordering or not, its requests alike; read before
+  // any is answered (an ordered one may be sent and freed at once)
+  int ordered = n && reqs[0]->ord;
+  int offload = !ordered && s->replyq && n >= 3;
   int per = 0;
   if (offload) {  // about one chunk per thread, each worth a wakeup
     int th = srv_replyq_threads(s->replyq);
@@ -1111,11 +1120,11 @@ void srv_infer_complete(srv_server *s, srv_version *v, srv_request *const *reqs,
     if (!pk && rc == 0) {
       record_failure(v, SRV_FAIL_OTHER, r->t_recv_us);
       atomic_fetch_sub(&st->pending, 1);
-      answer(r, NULL, 0, ERR_RESOURCE_EXHAUSTED, "out of memory packing the response", hold);
+      deliver(s, r, NULL, 0, ERR_RESOURCE_EXHAUSTED, "out of memory packing the response");
     } else if (fail) {
       record_failure(v, rc ? SRV_FAIL_BACKEND : SRV_FAIL_OTHER, r->t_recv_us);
       atomic_fetch_sub(&st->pending, 1);
-      answer(r, NULL, 0, (int)fail->code, fail->msg, hold);
+      deliver(s, r, NULL, 0, (int)fail->code, fail->msg);
     } else {
       record_stages(s, v, r, job, t_end, batch_id, rows);
       atomic_fetch_add(&st->success.count, 1);
@@ -1140,30 +1149,15 @@ void srv_infer_complete(srv_server *s, srv_version *v, srv_request *const *reqs,
         }
         continue;  // the chunk answers and frees it
       }
-      answer(r, pk[i].resp, pk[i].len, 0, NULL, hold);
-    }
-    if (!hold) {
-      srv_infer_request_free(r);
-      atomic_fetch_sub(&s->infer_inflight, 1);
+      deliver(s, r, pk[i].resp, pk[i].len, 0, NULL);
     }
   }
   if (chunk) post_chunk(s, chunk);
   if (pk != stack_p) free(pk);
 }
 
-void srv_infer_drop(srv_server *s, srv_request *r, int code, const char *msg, int hold) {
+void srv_infer_drop(srv_server *s, srv_request *r, int code, const char *msg) {
   record_failure(r->version, reason_of(code), r->t_recv_us);
   atomic_fetch_sub(&r->version->stats.pending, 1);
-  answer(r, NULL, 0, code, msg, hold);
-  if (!hold) {
-    srv_infer_request_free(r);
-    atomic_fetch_sub(&s->infer_inflight, 1);
-  }
-}
-
-void srv_infer_release(srv_server *s, srv_request *r) {
-  answer(r, r->held_resp, r->held_len, r->held_code, r->held_msg, 0);
-  r->held_resp = NULL;  // the call owns it now
-  srv_infer_request_free(r);
-  atomic_fetch_sub(&s->infer_inflight, 1);
+  deliver(s, r, NULL, 0, code, msg);
 }

@@ -6,6 +6,7 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/endpoints.c
   ${CMAKE_CURRENT_LIST_DIR}/infer.c
   ${CMAKE_CURRENT_LIST_DIR}/log.c
+  ${CMAKE_CURRENT_LIST_DIR}/order.c
   ${CMAKE_CURRENT_LIST_DIR}/registry.c
   ${CMAKE_CURRENT_LIST_DIR}/replyq.c
   ${CMAKE_CURRENT_LIST_DIR}/rest.c

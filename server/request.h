@@ -65,13 +65,9 @@ typedef struct srv_request {
   int64_t padded_len;
   int64_t t_recv_us, t_enqueue_us;
   int traced;  // sampled for the trace file
-  // preserve_ordering: the answer waits here until every earlier request's has gone
-  uint64_t seq;
-  struct srv_request *next_order;
-  uint8_t *held_resp;  // packed response, or NULL with held_code set
-  size_t held_len;
-  int held_code;
-  char *held_msg;
+  // preserve_ordering: its place in the version's order (server/order.c), where
+  // its answer waits until every earlier request's has gone; NULL otherwise
+  struct srv_order_entry *ord;
 } srv_request;
 
 static inline int srv_request_cancelled(const srv_request *r) {
@@ -90,19 +86,18 @@ struct srv_server;
 int srv_infer_prepare(struct srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e);
 void srv_infer_request_free(srv_request *r);
 
-// What the scheduler (server/sched.c) hands back. With `hold` set (the model
-// preserves ordering) the answer is packed and kept in the request, and
-// srv_infer_release sends it later, in request order.
+// What the scheduler (server/sched.c) hands back.
 //
-// On an instance thread: answers (or holds the answers of) every request of
-// the finished batch; requests not held are freed.
+// On an instance thread: answers every request of the finished batch (an
+// ordered one through server/order.c, which sends it in its turn); each is
+// freed once its answer is sent.
 void srv_infer_complete(struct srv_server *s, srv_version *v, srv_request *const *reqs, size_t n, int rc,
-                        const err *e, const eng_job *job, const eng_tensor *outputs, size_t n_outputs, int hold);
+                        const err *e, const eng_job *job, const eng_tensor *outputs, size_t n_outputs);
 // Under the scheduler's lock, on any thread: a request leaves without
-// running (rejected, timed out, cancelled); freed unless held.
-void srv_infer_drop(struct srv_server *s, srv_request *r, int code, const char *msg, int hold);
-// Under the scheduler's lock, on any thread: sends a held answer and frees
-// the request (answers leave in request order).
-void srv_infer_release(struct srv_server *s, srv_request *r);
+// running (rejected, timed out, cancelled), answered as above.
+void srv_infer_drop(struct srv_server *s, srv_request *r, int code, const char *msg);
+// Sends an answer now (resp, or NULL with code and msg) and frees the
+// request: what server/order.c calls when a held answer's turn comes.
+void srv_infer_send(struct srv_server *s, srv_request *r, uint8_t *resp, size_t len, int code, const char *msg);
 
 #endif

@@ -21,8 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "batcher/order.h"
 #include "server/log.h"
+#include "server/order.h"
 
 typedef struct vsched vsched;
 
@@ -62,9 +62,7 @@ struct vsched {
   int n_slots;
   size_t n_inputs;
   int defer;  // dynamic batching without a queue delay: new requests are batched by the loop thread
-  // preserve_ordering: answers leave in sequence order
-  bat_order *order;
-  srv_request *ord_head, *ord_tail;  // requests holding a sequence number, in order
+  srv_order *order;  // preserve_ordering: answers leave in request order (server/order.c)
   int running;   // jobs submitted to the engine and not yet done
   int removing;  // srv_sched_remove_model waits for running to reach 0
 };
@@ -85,8 +83,8 @@ struct srv_sched {
   size_t n_vs, cap_vs;
   pthread_cond_t idle;  // a removed version's last job finished
   int have_loop, have_async, have_timer;  // what srv_sched_create got to
-  // Guards everything below, the batchers, the vscheds' ordering state and
-  // the slots' contents. Answers sent under it (drops, ordered releases)
+  // Guards everything below, the batchers and the slots' contents. Answers
+  // sent under it (drops; server/order.c's lock comes after this one)
   // take the transport's locks inside it, never the other way round.
   pthread_mutex_t mu;
   int64_t inflight;  // requests taken in and not yet finished
@@ -204,7 +202,6 @@ static int inputs_aligned(const vsched *vs, const srv_request *r) {
   return 1;
 }
 
-static void finished_in_order(srv_sched *s, vsched *vs, srv_request *r);
 static void pump_version(srv_sched *s, vsched *vs);
 static void arm_timer(srv_sched *s);
 static void left(srv_sched *s, int64_t n);
@@ -216,10 +213,8 @@ static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *ou
   batch_slot *slot = job->ctx;
   srv_sched *s = slot->s;
   vsched *vs = slot->vs;
-  srv_infer_complete(s->srv, vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs, vs->order != NULL);
+  srv_infer_complete(s->srv, vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs);
   pthread_mutex_lock(&s->mu);
-  if (vs->order)
-    for (size_t i = 0; i < slot->n; i++) finished_in_order(s, vs, slot->reqs[i]);
   left(s, (int64_t)slot->n);
   bat_release_instance(vs->bat, slot->exec);
   vs->running--;
@@ -240,31 +235,8 @@ static void left(srv_sched *s, int64_t n) {
   }
 }
 
-// Sends every held answer whose turn has come.
-static void release_ready(srv_sched *s, vsched *vs) {
-  uint64_t seq;
-  while (bat_order_pop(vs->order, &seq)) {
-    srv_request *r = vs->ord_head;
-    if (!r || r->seq != seq) {
-      srv_log(SRV_LOG_ERROR, "ordering lost track of request %llu", (unsigned long long)seq);
-      return;
-    }
-    vs->ord_head = r->next_order;
-    if (!vs->ord_head) vs->ord_tail = NULL;
-    srv_infer_release(s->srv, r);
-  }
-}
-
-static void finished_in_order(srv_sched *s, vsched *vs, srv_request *r) {
-  err e;
-  if (bat_order_complete(vs->order, r->seq, &e) != 0) srv_log(SRV_LOG_ERROR, "ordering: %s", e.msg);
-  release_ready(s, vs);
-}
-
-static void drop(srv_sched *s, vsched *vs, srv_request *r, int code, const char *msg) {
-  int hold = vs && vs->order;
-  srv_infer_drop(s->srv, r, code, msg, hold);
-  if (hold) finished_in_order(s, vs, r);
+static void drop(srv_sched *s, srv_request *r, int code, const char *msg) {
+  srv_infer_drop(s->srv, r, code, msg);
   left(s, 1);
 }
 
@@ -274,11 +246,11 @@ static void take_dropped(srv_sched *s, vsched *vs) {
     bat_item *next = it->next;
     srv_request *r = it->payload;
     switch (it->drop_reason) {
-      case BAT_DROP_CANCELLED: drop(s, vs, r, ERR_CANCELLED, "request cancelled while queued"); break;
-      case BAT_DROP_DEADLINE: drop(s, vs, r, ERR_DEADLINE_EXCEEDED, "deadline exceeded while queued"); break;
+      case BAT_DROP_CANCELLED: drop(s, r, ERR_CANCELLED, "request cancelled while queued"); break;
+      case BAT_DROP_DEADLINE: drop(s, r, ERR_DEADLINE_EXCEEDED, "deadline exceeded while queued"); break;
       // Triton's answer for a queue-policy timeout with action REJECT
-      case BAT_DROP_QUEUE_TIMEOUT: drop(s, vs, r, ERR_UNAVAILABLE, "Request timeout expired"); break;
-      default: drop(s, vs, r, ERR_UNAVAILABLE, "server is shutting down"); break;
+      case BAT_DROP_QUEUE_TIMEOUT: drop(s, r, ERR_UNAVAILABLE, "Request timeout expired"); break;
+      default: drop(s, r, ERR_UNAVAILABLE, "server is shutting down"); break;
     }
     it = next;
   }
@@ -306,7 +278,7 @@ static void pump_version(srv_sched *s, vsched *vs) {
       vs->running++;
       continue;
     }
-    for (size_t i = 0; i < slot->n; i++) drop(s, vs, slot->reqs[i], e.code, e.msg);
+    for (size_t i = 0; i < slot->n; i++) drop(s, slot->reqs[i], e.code, e.msg);
     bat_release_instance(vs->bat, b.instance);
   }
   take_dropped(s, vs);
@@ -341,22 +313,16 @@ static void admit(srv_sched *s, srv_request *r) {
   vsched *vs = r->version->sched;
   err e;
   if (!vs) {
-    drop(s, NULL, r, ERR_UNAVAILABLE, "model version is not scheduled");
+    drop(s, r, ERR_UNAVAILABLE, "model version is not scheduled");
     return;
   }
   if (s->closing) {
-    drop(s, NULL, r, ERR_UNAVAILABLE, "server is shutting down");
+    drop(s, r, ERR_UNAVAILABLE, "server is shutting down");
     return;
   }
-  if (vs->order) {
-    if (bat_order_begin(vs->order, &r->seq, &e) != 0) {
-      drop(s, NULL, r, e.code, e.msg);
-      return;
-    }
-    r->next_order = NULL;
-    if (vs->ord_tail) vs->ord_tail->next_order = r;
-    else vs->ord_head = r;
-    vs->ord_tail = r;
+  if (vs->order && srv_order_admit(vs->order, r, &e) != 0) {
+    drop(s, r, e.code, e.msg);
+    return;
   }
   r->t_enqueue_us = eng_now_us();
   r->item.payload = r;
@@ -365,7 +331,7 @@ static void admit(srv_sched *s, srv_request *r) {
   // (on_job_done), and the timer set in srv_sched_submit covers deadlines
   // meanwhile. Under load, that was a loop wakeup for nothing every few
   // requests.
-  if (bat_enqueue(vs->bat, &r->item, &e) != 0) drop(s, vs, r, e.code, e.msg);
+  if (bat_enqueue(vs->bat, &r->item, &e) != 0) drop(s, r, e.code, e.msg);
   else if (vs->defer) s->kick |= bat_free_instances(vs->bat) > 0;
   else pump_version(s, vs);
 }
@@ -443,7 +409,7 @@ static void free_vsched(vsched *vs) {
   }
   free(vs->slots);
   bat_destroy(vs->bat);
-  bat_order_destroy(vs->order);
+  srv_order_destroy(vs->order);
   free(vs);
 }
 
@@ -484,7 +450,7 @@ static int build_version(srv_sched *s, srv_model *m, srv_version *v, vsched *vs,
     const eng_pad *pad = eng_model_pad(v->model);
     c.pad = pad != NULL;
     c.pad_max_ratio = pad ? pad->max_ratio : 0;
-    if (db->preserve_ordering) TRY(bat_order_create(&vs->order, e));
+    if (db->preserve_ordering) TRY(srv_order_create(s->srv, &vs->order, e));
     // With a queue delay the batcher holds a batch until the delay or a
     // preferred size says go, so the CQ thread that brings a request pumps
     // it on the spot (a batch that is ready leaves at once; one that is not
