@@ -40,9 +40,9 @@ struct bat_batcher {
   bat_item *drop_head, *drop_tail;
   bat_item *rover;        // next item the cancellation sweep looks at; NULL: start over
   int64_t hold_until;     // end of the queue delay of the batch held by the last call
-  unsigned char *busy;    // per instance
+  unsigned char *busy;    // per executor
   int n_free;
-  int next_inst;          // where the round-robin search for a free instance starts
+  int next_exec;          // where the round-robin search for a free executor starts
 };
 
 const char *bat_drop_reason_str(bat_drop_reason r) {
@@ -184,7 +184,7 @@ static int is_cancelled(const bat_batcher *b, const bat_item *it) {
 // --- lifecycle
 
 int bat_create(const bat_config *c, bat_batcher **out, err *e) {
-  if (c->n_instances <= 0) return err_set(e, ERR_INVALID_ARGUMENT, "batcher needs at least one instance");
+  if (c->n_executors <= 0) return err_set(e, ERR_INVALID_ARGUMENT, "batcher needs at least one executor");
   if (!c->now) return err_set(e, ERR_INVALID_ARGUMENT, "batcher needs a clock");
   if (c->max_batch_size < 0) return err_set(e, ERR_INVALID_ARGUMENT, "max_batch_size %d is negative", c->max_batch_size);
   int dyn = c->dynamic != 0;
@@ -218,8 +218,8 @@ int bat_create(const bat_config *c, bat_batcher **out, err *e) {
   b->n_lv = n_lv;
   b->default_lv = dyn && c->priority_levels ? c->default_priority_level - 1 : 0;
   b->hold_until = INT64_MAX;
-  b->n_free = c->n_instances;
-  b->busy = calloc((size_t)c->n_instances, 1);
+  b->n_free = c->n_executors;
+  b->busy = calloc((size_t)c->n_executors, 1);
   b->lv = calloc(n_lv, sizeof *b->lv);
   b->is_pref = calloc((size_t)b->max_rows + 1, 1);
   if (!b->busy || !b->lv || !b->is_pref) {
@@ -327,15 +327,15 @@ static void sweep_cancelled(bat_batcher *b) {
   }
 }
 
-// Round robin over the free instances: a lightly loaded server still spreads
-// its batches over every instance (and GPU) instead of reusing the first.
-static int take_instance(bat_batcher *b) {
-  int n = b->cfg.n_instances, inst = b->next_inst;
-  while (b->busy[inst]) inst = (inst + 1) % n;
-  b->next_inst = (inst + 1) % n;
-  b->busy[inst] = 1;
+// Round robin over the free executors: a lightly loaded server still spreads
+// its batches over every executor (and GPU) instead of reusing the first.
+static int take_executor(bat_batcher *b) {
+  int n = b->cfg.n_executors, x = b->next_exec;
+  while (b->busy[x]) x = (x + 1) % n;
+  b->next_exec = (x + 1) % n;
+  b->busy[x] = 1;
   b->n_free--;
-  return inst;
+  return x;
 }
 
 // Moves the first n queued items into *out; they were checked by the scan.
@@ -355,7 +355,7 @@ static void emit(bat_batcher *b, size_t n, bat_batch *out) {
   out->n_items = n;
   out->rows = rows;
   out->seq_len = seq;
-  out->instance = take_instance(b);
+  out->executor = take_executor(b);
 }
 
 // The first live item, dropping cancelled ones on the way.
@@ -388,7 +388,7 @@ int bat_next_batch(bat_batcher *b, bat_batch *out) {
   }
 
   // Triton's GetDynamicBatch, scanning from the head each time (no payload
-  // can grow after it was handed out: an instance runs it at once). The scan
+  // can grow after it was handed out: an executor runs it at once). The scan
   // looks at no more than max_batch_size + 1 live items.
   int64_t pending = 0;
   size_t n = 0, best_n = 0;
@@ -452,9 +452,9 @@ void bat_flush(bat_batcher *b) {
   b->hold_until = INT64_MAX;
 }
 
-void bat_release_instance(bat_batcher *b, int instance) {
-  if (instance < 0 || instance >= b->cfg.n_instances || !b->busy[instance]) return;
-  b->busy[instance] = 0;
+void bat_release_executor(bat_batcher *b, int executor) {
+  if (executor < 0 || executor >= b->cfg.n_executors || !b->busy[executor]) return;
+  b->busy[executor] = 0;
   b->n_free++;
 }
 
@@ -464,4 +464,4 @@ int64_t bat_next_wakeup(const bat_batcher *b) {
 }
 
 size_t bat_queued(const bat_batcher *b) { return b->queued; }
-int bat_free_instances(const bat_batcher *b) { return b->n_free; }
+int bat_free_executors(const bat_batcher *b) { return b->n_free; }

@@ -1,12 +1,13 @@
 // batcher/batcher.h: pure request scheduling for one model version. Knows
 // items (rows, priority, arrival, deadline, timeout, shape key), the queue
-// policies and the free engine instances; knows nothing of gRPC, tensors,
-// GPUs or threads. Time comes from an injected clock.
+// policies and the free executors (an executor runs one batch at a time: an
+// engine instance is one, or several when it pipelines batches); knows
+// nothing of gRPC, tensors, GPUs or threads. Time comes from an injected clock.
 //
 // Semantics follow Triton's dynamic batcher (dynamic_batch_scheduler.cc):
 //  - Without dynamic batching (cfg.dynamic = 0), or with max_batch_size 0,
 //    every request runs alone, in queue order.
-//  - With dynamic batching a batch is formed only while an instance is free.
+//  - With dynamic batching a batch is formed only while an executor is free.
 //    The queue is scanned from its head (priority level 1 first, FIFO within
 //    a level, requests whose queue timeout passed with action DELAY behind
 //    the others of their level). The scan stops before a request that would
@@ -97,7 +98,7 @@ typedef struct bat_level_policy {
 
 typedef struct bat_config {
   int max_batch_size;  // 0: the model has no batch dimension (each request alone)
-  int n_instances;     // engine instances that can run a batch at once
+  int n_executors;    // batches that can run at once (engine instances x their pipeline depth)
   int dynamic;         // the model has dynamic_batching
   // dynamic_batching fields (read only when dynamic); the arrays are copied
   const int *preferred_batch_sizes;  // each in 1..max_batch_size
@@ -123,7 +124,7 @@ typedef struct bat_batch {
   size_t n_items;
   int64_t rows;
   int64_t seq_len;  // the largest item seq_len: what every item is padded to (0 without cfg.pad)
-  int instance;     // the instance reserved for this batch (free ones are taken round robin)
+  int executor;     // the executor reserved for this batch (free ones are taken round robin)
 } bat_batch;
 
 typedef struct bat_batcher bat_batcher;
@@ -140,8 +141,8 @@ void bat_destroy(bat_batcher *b);
 int bat_enqueue(bat_batcher *b, bat_item *it, err *e);
 
 // Applies expired deadlines and timeouts, then forms the next batch when an
-// instance is free and the policy says go. Returns 1 and fills *out (the
-// instance is now reserved), else 0. Call until it returns 0, then
+// executor is free and the policy says go. Returns 1 and fills *out (the
+// executor is now reserved), else 0. Call until it returns 0, then
 // bat_take_dropped and bat_next_wakeup.
 int bat_next_batch(bat_batcher *b, bat_batch *out);
 
@@ -152,8 +153,8 @@ bat_item *bat_take_dropped(bat_batcher *b);
 // Moves every queued item to the dropped list with BAT_DROP_SHUTDOWN.
 void bat_flush(bat_batcher *b);
 
-// The instance finished its batch and can take another.
-void bat_release_instance(bat_batcher *b, int instance);
+// The executor finished its batch and can take another.
+void bat_release_executor(bat_batcher *b, int executor);
 
 // Absolute clock time at which bat_next_batch should be asked again even if
 // nothing else happens (earliest client deadline or queue timeout; the end
@@ -163,6 +164,6 @@ void bat_release_instance(bat_batcher *b, int instance);
 int64_t bat_next_wakeup(const bat_batcher *b);
 
 size_t bat_queued(const bat_batcher *b);
-int bat_free_instances(const bat_batcher *b);
+int bat_free_executors(const bat_batcher *b);
 
 #endif

@@ -216,7 +216,7 @@ static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *ou
   srv_infer_complete(s->srv, vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs);
   pthread_mutex_lock(&s->mu);
   left(s, (int64_t)slot->n);
-  bat_release_instance(vs->bat, slot->exec);
+  bat_release_executor(vs->bat, slot->exec);
   vs->running--;
   pump_version(s, vs);
   arm_timer(s);
@@ -259,7 +259,7 @@ static void take_dropped(srv_sched *s, vsched *vs) {
 static void pump_version(srv_sched *s, vsched *vs) {
   bat_batch b;
   while (bat_next_batch(vs->bat, &b)) {
-    batch_slot *slot = &vs->slots[b.instance];  // the batcher's "instance" is our executor
+    batch_slot *slot = &vs->slots[b.executor];
     slot->n = 0;
     slot->rows = b.rows;
     slot->seq_len = b.seq_len;
@@ -279,7 +279,7 @@ static void pump_version(srv_sched *s, vsched *vs) {
       continue;
     }
     for (size_t i = 0; i < slot->n; i++) drop(s, slot->reqs[i], e.code, e.msg);
-    bat_release_instance(vs->bat, b.instance);
+    bat_release_executor(vs->bat, b.executor);
   }
   take_dropped(s, vs);
 }
@@ -332,7 +332,7 @@ static void admit(srv_sched *s, srv_request *r) {
   // meanwhile. Under load, that was a loop wakeup for nothing every few
   // requests.
   if (bat_enqueue(vs->bat, &r->item, &e) != 0) drop(s, r, e.code, e.msg);
-  else if (vs->defer) s->kick |= bat_free_instances(vs->bat) > 0;
+  else if (vs->defer) s->kick |= bat_free_executors(vs->bat) > 0;
   else pump_version(s, vs);
 }
 
@@ -424,7 +424,7 @@ static int build_version(srv_sched *s, srv_model *m, srv_version *v, vsched *vs,
     n_exec += d;
     if (d > max_depth) max_depth = d;
   }
-  bat_config c = {.max_batch_size = cfg->max_batch_size, .n_instances = n_exec, .now = clock_now,
+  bat_config c = {.max_batch_size = cfg->max_batch_size, .n_executors = n_exec, .now = clock_now,
                   .cancelled = request_cancelled};
   const Inference__ModelDynamicBatching *db =
       cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING ? cfg->dynamic_batching

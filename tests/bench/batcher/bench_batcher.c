@@ -24,14 +24,14 @@ static double wall_ns(void) {
 
 typedef struct scenario {
   const char *name;
-  int dynamic, max_batch, n_pref, prefs[4], instances, levels;
+  int dynamic, max_batch, n_pref, prefs[4], executors, levels;
   int64_t delay_us, timeout_us;
 } scenario;
 
 static void run(const scenario *sc, size_t n) {
   sim clk = {0};
   bat_level_policy lp = {1, {BAT_TIMEOUT_DELAY, sc->timeout_us, 1, 0}};
-  bat_config c = {.max_batch_size = sc->max_batch, .n_instances = sc->instances, .dynamic = sc->dynamic,
+  bat_config c = {.max_batch_size = sc->max_batch, .n_executors = sc->executors, .dynamic = sc->dynamic,
                   .preferred_batch_sizes = sc->prefs, .n_preferred = (size_t)sc->n_pref,
                   .max_queue_delay_us = sc->delay_us, .priority_levels = (uint32_t)sc->levels,
                   .default_priority_level = sc->levels ? (uint32_t)sc->levels : 0,
@@ -45,7 +45,7 @@ static void run(const scenario *sc, size_t n) {
     exit(1);
   }
   bat_item *items = calloc(n, sizeof *items);
-  int64_t *busy_until = calloc((size_t)sc->instances, sizeof *busy_until);
+  int64_t *busy_until = calloc((size_t)sc->executors, sizeof *busy_until);
   if (!items || !busy_until) exit(1);
   const int64_t gap_ns = 5000;      // 200k requests/s
   const int64_t exec_us = 150;      // a batch's simulated execution
@@ -54,10 +54,10 @@ static void run(const scenario *sc, size_t n) {
   double t0 = wall_ns();
   while (dispatched + dropped < n) {
     clk.now = t_ns / 1000;
-    for (int i = 0; i < sc->instances; i++)
+    for (int i = 0; i < sc->executors; i++)
       if (busy_until[i] && busy_until[i] <= clk.now) {
         busy_until[i] = 0;
-        bat_release_instance(b, i);
+        bat_release_executor(b, i);
       }
     if (next < n) {
       bat_item *it = &items[next];
@@ -70,7 +70,7 @@ static void run(const scenario *sc, size_t n) {
     while (bat_next_batch(b, &bt)) {
       dispatched += bt.n_items;
       batches++;
-      busy_until[bt.instance] = clk.now + exec_us;
+      busy_until[bt.executor] = clk.now + exec_us;
     }
     for (bat_item *d = bat_take_dropped(b); d; d = d->next) dropped++;
     t_ns += gap_ns;
@@ -86,8 +86,8 @@ static void run(const scenario *sc, size_t n) {
 int main(int argc, char **argv) {
   size_t n = argc > 1 ? (size_t)atol(argv[1]) : 1000000;
   const scenario scs[] = {
-      {"no dynamic batching, 4 instances", 0, 64, 0, {0}, 4, 0, 0, 0},
-      {"dynamic, max 64, delay 500us, 4 instances", 1, 64, 0, {0}, 4, 0, 500, 0},
+      {"no dynamic batching, 4 executors", 0, 64, 0, {0}, 4, 0, 0, 0},
+      {"dynamic, max 64, delay 500us, 4 executors", 1, 64, 0, {0}, 4, 0, 500, 0},
       {"dynamic, preferred [8,32], delay 500us", 1, 64, 2, {8, 32}, 4, 0, 500, 0},
       {"dynamic, preferred [32], 2 priorities, timeouts", 1, 64, 1, {32}, 4, 2, 500, 100000},
   };

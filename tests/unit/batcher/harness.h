@@ -28,7 +28,7 @@ typedef struct harness {
   int execs[H_MAX_ROWS + 1];  // executions per batch row count
   int n_execs;
   char last[512];  // ids of the last batch
-  int last_inst;
+  int last_exec;
   int64_t last_rows;
   int64_t last_seq;  // the last batch's seq_len (padded length)
 } harness;
@@ -36,8 +36,8 @@ typedef struct harness {
 static int64_t h_clock(void *ctx) { return ((harness *)ctx)->now; }
 static int h_cancelled(void *p) { return ((req *)p)->cancelled; }
 
-static bat_config h_config(harness *h, int max_batch, int instances) {
-  return (bat_config){.max_batch_size = max_batch, .n_instances = instances, .dynamic = 1,
+static bat_config h_config(harness *h, int max_batch, int executors) {
+  return (bat_config){.max_batch_size = max_batch, .n_executors = executors, .dynamic = 1,
                       .default_policy = {.timeout_action = BAT_TIMEOUT_REJECT},
                       .now = h_clock, .clock_ctx = h, .cancelled = h_cancelled};
 }
@@ -100,7 +100,7 @@ static int h_next(harness *h) {
   CHECK_EQ_INT(rows, bt.rows);
   if (bt.rows <= H_MAX_ROWS) h->execs[bt.rows]++;
   h->n_execs++;
-  h->last_inst = bt.instance;
+  h->last_exec = bt.executor;
   h->last_rows = bt.rows;
   h->last_seq = bt.seq_len;
   return 1;

@@ -26,21 +26,21 @@ static void test_no_dynamic_batching(void) {
   CHECK_EQ_INT(bat_queued(h.b), 5);
   CHECK_EQ_INT(h_next(&h), 1);  // runs at once, alone, no delay
   CHECK_EQ_STR(h.last, "0");
-  CHECK_EQ_INT(h.last_inst, 0);
+  CHECK_EQ_INT(h.last_exec, 0);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "1");
   CHECK_EQ_INT(h.last_rows, 2);
-  CHECK_EQ_INT(h.last_inst, 1);
-  // both instances busy: nothing more runs, however long the queue
-  CHECK_EQ_INT(bat_free_instances(h.b), 0);
+  CHECK_EQ_INT(h.last_exec, 1);
+  // both executors busy: nothing more runs, however long the queue
+  CHECK_EQ_INT(bat_free_executors(h.b), 0);
   CHECK_EQ_INT(h_next(&h), 0);
   CHECK_EQ_INT(bat_next_wakeup(h.b), INT64_MAX);
-  bat_release_instance(h.b, 1);
-  bat_release_instance(h.b, 1);  // a double release must not create an instance
-  CHECK_EQ_INT(bat_free_instances(h.b), 1);
+  bat_release_executor(h.b, 1);
+  bat_release_executor(h.b, 1);  // a double release must not create an executor
+  CHECK_EQ_INT(bat_free_executors(h.b), 1);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "2");
-  CHECK_EQ_INT(h.last_inst, 1);
+  CHECK_EQ_INT(h.last_exec, 1);
   CHECK_EQ_INT(bat_queued(h.b), 2);
   CHECK(bat_take_dropped(h.b) == NULL);
   bat_destroy(h.b);
@@ -58,7 +58,7 @@ static void test_max_batch_size_0(void) {
     CHECK_EQ_INT(h_next(&h), 1);
     CHECK_EQ_INT(h.last_rows, 1);
     CHECK_EQ_INT(h_next(&h), 0);
-    bat_release_instance(h.b, 0);
+    bat_release_executor(h.b, 0);
   }
   CHECK_EQ_INT(h.execs[1], 3);
   CHECK_EQ_STR(h.last, "2");
@@ -122,14 +122,14 @@ static void test_idle_queue_delay0(void) {
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "0");
   CHECK_EQ_INT(bat_next_wakeup(h.b), INT64_MAX);
-  // while the instance is busy the queue grows; the largest reachable
+  // while the executor is busy the queue grows; the largest reachable
   // preferred size (4 of 5 pending) goes first, then the rest at once
   for (int i = 0; i < 5; i++) h_enq(&h, 1);
   CHECK_EQ_INT(h_next(&h), 0);
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "1 2 3 4");
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "5");
   CHECK_EQ_INT(h.execs[1], 2);
@@ -157,7 +157,7 @@ static void test_idle_queue_with_delay(void) {
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "0");
   CHECK_EQ_INT(bat_next_wakeup(h.b), INT64_MAX);
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
 
   // arrivals within the delay: the one completing preferred 4 sends at once
   h.now = 2000;
@@ -198,11 +198,11 @@ static void test_delay_and_preferred_interaction(void) {
     h_enq(&h, 1);
   }
   h.now = 150;  // oldest waited 40 < 100: largest reachable preferred, 8
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_INT(h.last_rows, 8);
   CHECK_EQ_STR(h.last, "1 2 3 4 5 6 7 8");
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 0);  // 2 left, reach no preferred size: held
   CHECK_EQ_INT(bat_next_wakeup(h.b), 118 + 100);
   h.now = 218;
@@ -212,16 +212,16 @@ static void test_delay_and_preferred_interaction(void) {
   // delay exceeded with 10 pending: everything that fits goes, not 8
   for (int i = 0; i < 10; i++) h_enq(&h, 1);  // ids 11..20 at t=218
   h.now = 318;
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_INT(h.last_rows, 10);
   // delay exceeded with 20 pending: max_batch_size 16 goes, then 4 (preferred) at once
   for (int i = 0; i < 20; i++) h_enq(&h, 1);  // ids 21..40 at t=318
   h.now = 418;
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_INT(h.last_rows, 16);
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_INT(h.last_rows, 4);
   CHECK_EQ_STR(h.last, "37 38 39 40");
@@ -252,7 +252,7 @@ static void test_no_preferred_sizes(void) {
   h_enq(&h, 1);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "0 1 2 3");
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   // delay 0, no preferred: whatever is pending goes at once
   bat_destroy(h.b);
   c.max_queue_delay_us = 0;
@@ -280,7 +280,7 @@ static void test_rows_packing(void) {
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "0 1 2");
   CHECK_EQ_INT(h.last_rows, 8);
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   // 3+3 then a 3 that does not fit: the 6 rows go at once, within the delay
   h.now = 10;
   h_enq(&h, 3);
@@ -289,20 +289,20 @@ static void test_rows_packing(void) {
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "3 4");
   CHECK_EQ_INT(h.last_rows, 6);
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 0);  // the lone 3 waits its delay
   CHECK_EQ_INT(bat_next_wakeup(h.b), 110);
   h.now = 110;
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "5");
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   // a later small request never jumps over one that does not fit
   h_enq(&h, 7);  // 6
   h_enq(&h, 2);  // 7
   h_enq(&h, 1);  // 8
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "6");
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 0);
   bat_destroy(h.b);
 
@@ -317,7 +317,7 @@ static void test_rows_packing(void) {
   h_enq(&h, 3);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "0");
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   bat_destroy(h.b);
   // ... unless the delay has passed: then everything that fits
   h_init(&h, &c);
@@ -349,15 +349,15 @@ static void test_shape_keys(void) {
   // a different shape ends the batch and sends it as it is (Triton)
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "0 1");
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "2");
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 0);  // 3 alone with its shape: waits the delay
   h.now = 100;
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "3");
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   // equal shapes batch as usual
   for (int i = 0; i < 4; i++) CHECK_EQ_INT(h_enq_full(&h, 1, 0, 22, INT64_MAX, 0, &e), 0);
   CHECK_EQ_INT(h_next(&h), 1);
@@ -393,7 +393,7 @@ static void test_pad_unbounded(void) {
   CHECK_EQ_STR(h.last, "0 1 2");  // 4 rows: preferred, goes at once
   CHECK_EQ_INT(h.last_rows, 4);
   CHECK_EQ_INT(h.last_seq, 8);
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 0);  // 3 alone waits its delay
   h.now = 100;
   CHECK_EQ_INT(h_next(&h), 1);
@@ -420,11 +420,11 @@ static void test_pad_ratio(void) {
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "0 1");
   CHECK_EQ_INT(h.last_seq, 5);
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 1);  // 2 3 stop before 4: sent at once too
   CHECK_EQ_STR(h.last, "2 3");
   CHECK_EQ_INT(h.last_seq, 8);
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 0);  // 4 alone: held for the delay
   CHECK_EQ_INT(bat_next_wakeup(h.b), 100);
   // joined by compatible lengths until the preferred size
@@ -433,7 +433,7 @@ static void test_pad_ratio(void) {
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "4 5");
   CHECK_EQ_INT(h.last_seq, 6);
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   h.now = 100;
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "6");
@@ -455,7 +455,7 @@ static void test_pad_ratio_one_and_zero(void) {
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "0 1 2 3");
   CHECK_EQ_INT(h.last_seq, 0);
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_enq_seq(&h, 1, 7, 2, &e), 0);  // 5: 2 > 1 x 1
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "4");
@@ -494,7 +494,7 @@ static void test_pad_bad_config(void) {
   bat_destroy(h.b);
 }
 
-// --- instances
+// --- executors
 
 static void test_instances_busy_queue_grows(void) {
   harness h;
@@ -502,22 +502,22 @@ static void test_instances_busy_queue_grows(void) {
   h_init(&h, &c);  // delay 0, no preferred: whatever is pending goes
   h_enq(&h, 1);
   CHECK_EQ_INT(h_next(&h), 1);
-  CHECK_EQ_INT(h.last_inst, 0);
+  CHECK_EQ_INT(h.last_exec, 0);
   h_enq(&h, 1);
   CHECK_EQ_INT(h_next(&h), 1);
-  CHECK_EQ_INT(h.last_inst, 1);
+  CHECK_EQ_INT(h.last_exec, 1);
   for (int i = 0; i < 5; i++) h_enq(&h, 1);
   CHECK_EQ_INT(h_next(&h), 0);
-  bat_release_instance(h.b, 1);
+  bat_release_executor(h.b, 1);
   CHECK_EQ_INT(h_next(&h), 1);
-  CHECK_EQ_INT(h.last_inst, 1);
+  CHECK_EQ_INT(h.last_exec, 1);
   CHECK_EQ_STR(h.last, "2 3 4 5 6");
   for (int i = 0; i < 11; i++) h_enq(&h, 1);
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_INT(h.last_rows, 8);
   CHECK_EQ_INT(h_next(&h), 0);
-  bat_release_instance(h.b, 1);
+  bat_release_executor(h.b, 1);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_INT(h.last_rows, 3);
   CHECK_EQ_INT(h.execs[1], 2);
@@ -537,7 +537,7 @@ static void test_priorities(void) {
   h_init(&h, &c);
   err e;
   h_enq(&h, 1);
-  CHECK_EQ_INT(h_next(&h), 1);  // 0 takes the instance
+  CHECK_EQ_INT(h_next(&h), 1);  // 0 takes the executor
   CHECK_EQ_INT(h_enq_full(&h, 1, 3, 0, INT64_MAX, 0, &e), 0);  // 1: level 3
   CHECK_EQ_INT(h_enq_full(&h, 1, 0, 0, INT64_MAX, 0, &e), 0);  // 2: default level 2
   CHECK_EQ_INT(h_enq_full(&h, 1, 1, 0, INT64_MAX, 0, &e), 0);  // 3: level 1
@@ -548,7 +548,7 @@ static void test_priorities(void) {
   CHECK_EQ_INT(bat_queued(h.b), 5);
   const char *want[] = {"3 5", "2 4", "1"};
   for (int i = 0; i < 3; i++) {
-    bat_release_instance(h.b, 0);
+    bat_release_executor(h.b, 0);
     CHECK_EQ_INT(h_next(&h), 1);
     CHECK_EQ_STR(h.last, want[i]);
   }
@@ -567,7 +567,7 @@ static void test_queue_policy_reject_and_delay(void) {
   h_init(&h, &c);
   err e;
   h_enq(&h, 1);
-  CHECK_EQ_INT(h_next(&h), 1);  // 0 busy on the only instance
+  CHECK_EQ_INT(h_next(&h), 1);  // 0 busy on the only executor
   CHECK_EQ_INT(h_enq_full(&h, 1, 1, 0, INT64_MAX, 0, &e), 0);  // 1: level 1, REJECT at 100
   CHECK_EQ_INT(h_enq_full(&h, 1, 2, 0, INT64_MAX, 0, &e), 0);  // 2: level 2, DELAY at 100
   h.now = 50;
@@ -579,11 +579,11 @@ static void test_queue_policy_reject_and_delay(void) {
   CHECK_EQ_STR(DROPS(&h), "");
   h.now = 100;
   CHECK_EQ_INT(h_next(&h), 0);
-  CHECK_EQ_STR(DROPS(&h), "1:T");  // rejected even while every instance is busy
+  CHECK_EQ_STR(DROPS(&h), "1:T");  // rejected even while every executor is busy
   CHECK_EQ_INT(bat_queued(h.b), 2);
   CHECK_EQ_INT(bat_next_wakeup(h.b), 150);
   h.now = 120;
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   // 2 timed out with DELAY: it still runs, behind the unexpired 3
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "3 2");
@@ -665,7 +665,7 @@ static void test_priority_with_timeouts(void) {
   CHECK_EQ_INT(h_enq_full(&h, 1, 1, 0, INT64_MAX, 0, &e), 0);  // 3: L1 fresh
   const char *want[] = {"3", "1", "2"};
   for (int i = 0; i < 3; i++) {
-    bat_release_instance(h.b, 0);
+    bat_release_executor(h.b, 0);
     CHECK_EQ_INT(h_next(&h), 1);
     CHECK_EQ_STR(h.last, want[i]);
   }
@@ -717,14 +717,14 @@ static void test_deadline_and_cancel(void) {
   CHECK_EQ_INT(bat_next_wakeup(h.b), 300);
   CHECK_EQ_INT(h_next(&h), 1);
   CHECK_EQ_STR(h.last, "0");
-  h.now = 300;  // 3's deadline passes while the instance is busy: dropped anyway
+  h.now = 300;  // 3's deadline passes while the executor is busy: dropped anyway
   CHECK_EQ_INT(h_next(&h), 0);
   CHECK_EQ_STR(DROPS(&h), "3:D");
   CHECK_EQ_INT(bat_queued(h.b), 2);
   CHECK_EQ_INT(bat_next_wakeup(h.b), 500);
   h.r[2].cancelled = 1;
   h.now = 500;  // 1 expires exactly at its deadline; 2 was cancelled
-  bat_release_instance(h.b, 0);
+  bat_release_executor(h.b, 0);
   CHECK_EQ_INT(h_next(&h), 0);
   CHECK_EQ_STR(DROPS(&h), "1:D 2:C");
   CHECK_EQ_INT(bat_queued(h.b), 0);
@@ -779,7 +779,7 @@ static void test_cancel_oldest_moves_wakeup(void) {
   bat_destroy(h.b);
 }
 
-// A cancelled request deep in a queue whose instances are all busy still
+// A cancelled request deep in a queue whose executors are all busy still
 // leaves within a bounded number of calls (rolling sweep).
 static void test_cancel_sweep_while_busy(void) {
   harness h;

@@ -37,7 +37,7 @@ typedef struct world {
   mreq r[NMAX];
   int n;
   int busy[MAXI];
-  int running[MAXI][64];  // ids per instance
+  int running[MAXI][64];  // ids per executor
   int n_running[MAXI];
   int fails;  // invariant failures (reported once per kind through CHECK)
   long batches, drops, multi, mixed;  // mixed: batches of several seq_len (padded)
@@ -84,9 +84,9 @@ static void take_drops(world *w, int shutdown) {
 }
 
 static void check_batch(world *w, const bat_batch *bt) {
-  INV(bt->instance >= 0 && bt->instance < w->c.n_instances && !w->busy[bt->instance]);
-  w->busy[bt->instance] = 1;
-  w->n_running[bt->instance] = 0;
+  INV(bt->executor >= 0 && bt->executor < w->c.n_executors && !w->busy[bt->executor]);
+  w->busy[bt->executor] = 1;
+  w->n_running[bt->executor] = 0;
   int single = !w->c.dynamic || w->c.max_batch_size <= 1;
   if (single) INV(bt->n_items == 1);
   else INV(bt->rows <= w->c.max_batch_size);
@@ -100,7 +100,7 @@ static void check_batch(world *w, const bat_batch *bt) {
     INV(!m->cancelled);  // looked at in this very call
     INV(m->it.deadline_us > w->now);
     m->state = ST_RUNNING;
-    if (n < 64) w->running[bt->instance][w->n_running[bt->instance]++] = m->id;
+    if (n < 64) w->running[bt->executor][w->n_running[bt->executor]++] = m->id;
     rows += it->rows;
     n++;
     if (it->seq_len < lo) lo = it->seq_len;
@@ -166,7 +166,7 @@ static void release(world *w, int inst) {
   }
   w->n_running[inst] = 0;
   w->busy[inst] = 0;
-  bat_release_instance(w->b, inst);
+  bat_release_executor(w->b, inst);
 }
 
 static void enqueue(world *w) {
@@ -208,7 +208,7 @@ static void setup(world *w, unsigned seed) {
   srand(seed);
   memset(w, 0, sizeof *w);
   static const int mbs_choice[] = {0, 1, 2, 4, 8, 16};
-  bat_config c = {.max_batch_size = mbs_choice[rnd(6)], .n_instances = 1 + (int)rnd(MAXI),
+  bat_config c = {.max_batch_size = mbs_choice[rnd(6)], .n_executors = 1 + (int)rnd(MAXI),
                   .dynamic = rnd(5) != 0, .now = w_clock, .clock_ctx = w, .cancelled = w_cancelled};
   static const int64_t delays[] = {0, 0, 50, 200};
   c.max_queue_delay_us = delays[rnd(4)];
@@ -269,7 +269,7 @@ static void round_(unsigned seed, int ops, long totals[4]) {
       int i = w->n ? (int)rnd((uint32_t)w->n) : 0;
       if (w->n && w->r[i].state == ST_QUEUED) w->r[i].cancelled = 1;
     } else if (k < 72) {
-      int inst = (int)rnd((uint32_t)w->c.n_instances);
+      int inst = (int)rnd((uint32_t)w->c.n_executors);
       if (w->busy[inst]) {
         release(w, inst);
         pump(w);
@@ -297,22 +297,22 @@ static void round_(unsigned seed, int ops, long totals[4]) {
   }
   // drain: finish everything running, let the queue empty, then flush
   for (int guard = 0; guard < 100000 && bat_queued(w->b); guard++) {
-    for (int i = 0; i < w->c.n_instances; i++)
+    for (int i = 0; i < w->c.n_executors; i++)
       if (w->busy[i]) release(w, i);
     w->now += 50;
     pump(w);
   }
-  for (int i = 0; i < w->c.n_instances; i++)
+  for (int i = 0; i < w->c.n_executors; i++)
     if (w->busy[i]) release(w, i);
   bat_flush(w->b);
   take_drops(w, 1);
   CHECK_EQ_INT(bat_queued(w->b), 0);
-  CHECK_EQ_INT(bat_free_instances(w->b), w->c.n_instances);
+  CHECK_EQ_INT(bat_free_executors(w->b), w->c.n_executors);
   int left = 0;
   for (int i = 0; i < w->n; i++) left += w->r[i].state != ST_DONE && w->r[i].state != ST_NONE;
   CHECK_EQ_INT(left, 0);
   if (w->fails) fprintf(stderr, "seed %u: %d invariant failures (mbs %d dyn %d inst %d levels %u)\n", seed, w->fails,
-                        w->c.max_batch_size, w->c.dynamic, w->c.n_instances, w->c.priority_levels);
+                        w->c.max_batch_size, w->c.dynamic, w->c.n_executors, w->c.priority_levels);
   CHECK_EQ_INT(w->fails, 0);
   totals[0] += w->batches;
   totals[1] += w->multi;
