@@ -794,9 +794,7 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   if (rc) {
     record_failure(r->version, SRV_FAIL_REJECTED, t_recv);
     srv_log(SRV_LOG_DEBUG, "ModelInfer rejected: %s", e.msg);
-    answer(r, NULL, 0, (int)e.code, e.msg);
-    srv_infer_request_free(r);
-    atomic_fetch_sub(&s->infer_inflight, 1);
+    srv_infer_send(s, r, NULL, 0, (int)e.code, e.msg);
     return;
   }
   atomic_fetch_add(&r->version->stats.pending, 1);
