@@ -1,12 +1,12 @@
 // order.c: the answers of a version that preserves ordering, held in
-// admission order until their turn.
+// admission order until their turn. The list of admitted requests is the
+// order itself: an answer leaves once every entry ahead of it has left.
 #include "server/order.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "batcher/order.h"
 #include "server/log.h"
 #include "server/request.h"
 
@@ -15,7 +15,7 @@ typedef struct srv_order_entry {
   struct srv_order_entry *next;
   srv_order *o;
   srv_request *r;
-  uint64_t seq;
+  int answered;
   uint8_t *resp;  // the packed answer, or NULL with code and msg
   size_t len;
   int code;
@@ -25,17 +25,12 @@ typedef struct srv_order_entry {
 struct srv_order {
   struct srv_server *s;
   pthread_mutex_t mu;  // taken inside the scheduler's lock, never around it
-  bat_order *seqs;
-  srv_order_entry *head, *tail;  // admitted and not yet sent, in sequence order
+  srv_order_entry *head, *tail;  // admitted and not yet sent, in admission order
 };
 
 int srv_order_create(struct srv_server *s, srv_order **out, err *e) {
   srv_order *o = calloc(1, sizeof *o);
   if (!o) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  if (bat_order_create(&o->seqs, e) != 0) {
-    free(o);
-    return e->code;
-  }
   o->s = s;
   pthread_mutex_init(&o->mu, NULL);
   *out = o;
@@ -45,7 +40,6 @@ int srv_order_create(struct srv_server *s, srv_order **out, err *e) {
 void srv_order_destroy(srv_order *o) {
   if (!o) return;
   if (o->head) srv_log(SRV_LOG_ERROR, "ordering: a version freed with answers still waiting");
-  bat_order_destroy(o->seqs);
   pthread_mutex_destroy(&o->mu);
   free(o);
 }
@@ -56,35 +50,31 @@ int srv_order_admit(srv_order *o, srv_request *r, err *e) {
   en->r = r;
   en->o = o;
   pthread_mutex_lock(&o->mu);
-  int rc = bat_order_begin(o->seqs, &en->seq, e);
-  if (rc == 0) {
-    if (o->tail) o->tail->next = en;
-    else o->head = en;
-    o->tail = en;
-    r->ord = en;
-  }
+  if (o->tail) o->tail->next = en;
+  else o->head = en;
+  o->tail = en;
+  r->ord = en;
   pthread_mutex_unlock(&o->mu);
-  if (rc) free(en);
-  return rc;
+  return 0;
 }
 
 void srv_order_answer(srv_request *r, uint8_t *resp, size_t len, int code, const char *msg) {
   srv_order_entry *en = r->ord;
   srv_order *o = en->o;
   pthread_mutex_lock(&o->mu);
+  if (en->answered) {  // a second answer would free the request twice
+    pthread_mutex_unlock(&o->mu);
+    srv_log(SRV_LOG_ERROR, "ordering: a request answered twice");
+    free(resp);
+    return;
+  }
+  en->answered = 1;
   en->resp = resp;
   en->len = len;
   en->code = code;
   en->msg = resp ? NULL : strdup(msg ? msg : "");
-  err e;
-  if (bat_order_complete(o->seqs, en->seq, &e) != 0) srv_log(SRV_LOG_ERROR, "ordering: %s", e.msg);
-  uint64_t seq;
-  while (bat_order_pop(o->seqs, &seq)) {
+  while (o->head && o->head->answered) {
     srv_order_entry *h = o->head;
-    if (!h || h->seq != seq) {
-      srv_log(SRV_LOG_ERROR, "ordering lost track of request %llu", (unsigned long long)seq);
-      break;
-    }
     o->head = h->next;
     if (!o->head) o->tail = NULL;
     h->r->ord = NULL;

@@ -1,3 +1,2 @@
 inferd_unit_test(test_batcher SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batcher.c LIBS inferd_batcher)
 inferd_unit_test(test_batcher_random SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batcher_random.c LIBS inferd_batcher)
-inferd_unit_test(test_order SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_order.c LIBS inferd_batcher)
