@@ -8,9 +8,9 @@ sudo=""
 pkgs=(build-essential cmake pkg-config git
       libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler grpc-proto
       libprotobuf-dev libuv1-dev libopenblas-dev libhttp-parser-dev
-      libcjson-dev  # JSON of the KServe v2 REST API (server/rest.c)
-      zlib1g-dev  # gzip/deflate bodies of the REST API (server/httpz.c; gRPC links libz already)
-      libssl-dev  # libcrypto: server/tls.c checks the certificate files at start; libssl: HTTPS (server/http_tls.c)
+      libcjson-dev  # JSON of the KServe v2 REST API (server/http/rest.c)
+      zlib1g-dev  # gzip/deflate bodies of the REST API (server/http/httpz.c; gRPC links libz already)
+      libssl-dev  # libcrypto: server/sec/tls.c checks the certificate files at start; libssl: HTTPS (server/http/http_tls.c)
       openssl  # tests: the CLI makes the CA and certificates of tests/integration/test_tls.py and test_https.py
       libjemalloc-dev  # the server's malloc: RSS stays flat under cancel-heavy load (server/main.cmake)
       libdnnl-dev  # oneDNN: the CPU's Conv/ConvTranspose/pooling primitives (engine/conv_dnnl.c)

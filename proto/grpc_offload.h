@@ -1,5 +1,5 @@
 // proto/grpc_offload.h: keeping gRPC 1.51's transport work off its executor,
-// for the server (server/grpc_front.c, --grpc-transport-offload) and the load
+// for the server (server/grpc/grpc_front.c, --grpc-transport-offload) and the load
 // generator (clients/load, --grpc-transport-offload), the two gRPC users of this
 // repository.
 //

@@ -6,7 +6,7 @@
 #   inferd.protoset            a copy for ghz/grpcurl users (-protoset)
 #   target inferd_protoset     the same bytes linked in (proto/protoset.h)
 #   target inferd_descriptor_proto  protoc-c code for google/protobuf/descriptor.proto,
-#                              used by server/reflection.c to read the set
+#                              used by server/grpc/reflection.c to read the set
 # Included at the end of proto/CMakeLists.txt (PROTOC, PROTOC_C, PROTO_GEN_DIR,
 # GRPC_PROTO_DIR come from there).
 #

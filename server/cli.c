@@ -1,7 +1,7 @@
 // cli.c: flag parsing ("--name value" and "--name=value").
 #include "server/cli.h"
 
-#include "server/rapid_reset.h"
+#include "server/grpc/rapid_reset.h"
 
 #include <errno.h>
 #include <sched.h>

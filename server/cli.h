@@ -3,8 +3,8 @@
 #ifndef INFERD_SERVER_CLI_H
 #define INFERD_SERVER_CLI_H
 
-#include "server/log.h"
-#include "server/tls.h"
+#include "server/obs/log.h"
+#include "server/sec/tls.h"
 
 // Triton's --model-control-mode: NONE loads the whole repository once;
 // EXPLICIT loads the --load-model ones and takes load/unload requests; POLL

@@ -28,11 +28,11 @@
 #include "proto/protoset.h"
 #include "server/alloc.h"
 #include "server/cli.h"
-#include "server/http.h"
-#include "server/rest.h"
-#include "server/log.h"
-#include "server/server.h"
-#include "server/tls_watch.h"
+#include "server/http/http.h"
+#include "server/http/rest.h"
+#include "server/obs/log.h"
+#include "server/core/server.h"
+#include "server/sec/tls_watch.h"
 
 typedef struct http_close_ctx {
   srv_rest *rest;  // closed with the HTTP endpoint: its answers go there

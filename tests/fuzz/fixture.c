@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "engine/config.h"
-#include "server/http.h"
-#include "server/log.h"
-#include "server/rest.h"
+#include "server/http/http.h"
+#include "server/obs/log.h"
+#include "server/http/rest.h"
 
 static void die(const char *what, const err *e) {
   fprintf(stderr, "fuzz fixture: %s: %s\n", what, e ? e->msg : "failed");

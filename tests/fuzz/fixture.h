@@ -10,8 +10,8 @@
 #define INFERD_TESTS_FUZZ_FIXTURE_H
 
 #include "engine/config.h"
-#include "server/registry.h"
-#include "server/server.h"
+#include "server/core/registry.h"
+#include "server/core/server.h"
 
 // The registry options of every driver: auto-complete as the server's
 // default, and model_warmup entries of at most 8 MiB in all, so a load

@@ -1,7 +1,7 @@
 // fuzz_http.c: libFuzzer driver for the bytes of an HTTP connection: the
-// endpoint's transport (server/http.c: http-parser callbacks, header and
+// endpoint's transport (server/http/http.c: http-parser callbacks, header and
 // body limits, URL splitting, keep-alive, pipelining, half-close) and its
-// routes (server/endpoints.c: health, /metrics, /dashboard.json against the
+// routes (server/http/endpoints.c: health, /metrics, /dashboard.json against the
 // registry of tests/fuzz/repo). Each input is one client connection over
 // loopback: connect, send the bytes, half-close, read until the server
 // closes (or a bound passes), then close; the loop runs on this thread as in
@@ -21,8 +21,8 @@
 
 #include "engine/config.h"
 #include "fixture.h"
-#include "server/http.h"
-#include "server/server.h"
+#include "server/http/http.h"
+#include "server/core/server.h"
 
 #define MAX_SPINS 4000  // ~1 ms each: a connection the server never ends fails the input as a hang
 

@@ -1,7 +1,7 @@
 // fuzz_shm.c: libFuzzer driver for the system shared-memory requests:
 // SystemSharedMemoryRegister / Unregister / Status, each run by the gRPC
-// method's own handler (srv_methods in server/rpc.c, as a local call: the
-// protobuf decode, the validation in server/shm.c, the mapping and the
+// method's own handler (srv_methods in server/grpc/rpc.c, as a local call: the
+// protobuf decode, the validation in server/sec/shm.c, the mapping and the
 // answer), interleaved with ModelInfer requests (srv_infer_prepare) that
 // name the regions, so a register, an unregister and a use of the same name
 // meet in one input.
@@ -28,9 +28,9 @@
 #include "engine/config.h"
 #include "fixture.h"
 #include "kernels/base/utf8.h"
-#include "server/log.h"
-#include "server/request.h"
-#include "server/server.h"
+#include "server/obs/log.h"
+#include "server/core/request.h"
+#include "server/core/server.h"
 
 static srv_server g_server;  // the driver's fixture: set once, read by every input
 static srv_method g_methods[32];

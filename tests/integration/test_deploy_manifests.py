@@ -8,7 +8,7 @@
   kustomization.yaml lists them (and `kubectl kustomize` builds it where kubectl exists);
 - the ConfigMap-carried model repository, laid out as the Deployment mounts it, serves in a real
   inferd; the adapter rules and the Grafana dashboard's PromQL name only metrics the server
-  exposes (its live /metrics, plus GPU-only series found in server/endpoints.c);
+  exposes (its live /metrics, plus GPU-only series found in server/http/endpoints.c);
 - deploy/mig/docker-compose.yml validates against the compose-spec schema vendored by the PyPI
   package check-jsonschema (check_jsonschema/builtin_schemas/vendor/compose-spec.json, from
   https://github.com/compose-spec/compose-spec schema/compose-spec.json, as shipped by the
@@ -395,14 +395,14 @@ def exposed_metrics(server):
 
 def gpu_only_metrics():
     """Series inferd emits only where a GPU serves (NVML gauges, engine busy, per-instance): the names in
-    server/endpoints.c, with _total etc. as written there."""
+    server/http/endpoints.c, with _total etc. as written there."""
     src = open(os.path.join(lib.REPO_ROOT, "server", "endpoints.c")).read()
     return set(re.findall(r'"((?:nv_gpu|inferd_gpu|inferd_instance)_[a-z_]+)"', src))
 
 
 # Labels Prometheus itself attaches to every scraped series (and `le` of histograms).
 TARGET_LABELS = {"instance", "job", "namespace", "pod", "service", "container", "endpoint", "le"}
-GPU_LABELS = {"gpu", "gpu_uuid", "model_instance"}  # on the GPU-only series (server/endpoints.c)
+GPU_LABELS = {"gpu", "gpu_uuid", "model_instance"}  # on the GPU-only series (server/http/endpoints.c)
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless",
                 "offset", "sum", "avg", "min", "max", "count", "inf", "nan"}
 

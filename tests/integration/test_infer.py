@@ -105,7 +105,7 @@ def test_raw_contents_raw_grpc(stub, pb, specs, oracle, rng, name):
 
 def test_raw_inputs_anywhere_in_the_message(channel, pb, specs, oracle, rng):
     """The server reads raw_input_contents where they lie in the received message instead of
-    unpacking copies (server/infer.c, unpack_request). Protobuf lets fields come in any order and
+    unpacking copies (server/core/infer.c, unpack_request). Protobuf lets fields come in any order and
     a message be sent as concatenated parts, so: the tensors before the other fields, between
     them, after them with an unknown field, and a 256 KB message (several HTTP/2 frames, so
     several slices); every answer against onnxruntime."""

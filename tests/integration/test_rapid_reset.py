@@ -1,4 +1,4 @@
-"""HTTP/2 rapid reset (CVE-2023-44487) on the gRPC port (server/rapid_reset.h): a client that opens calls and
+"""HTTP/2 rapid reset (CVE-2023-44487) on the gRPC port (server/grpc/rapid_reset.h): a client that opens calls and
 cancels each at once is cut off, and another client on its own connection is answered in full meanwhile; a
 client that cancels a third of its calls (the soak's mix) keeps its connection even under a low limit; and
 --grpc-rapid-reset-limit 0 turns the guard off. The attacker and the others are inferd-load (test_load.py's

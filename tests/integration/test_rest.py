@@ -338,7 +338,7 @@ def test_methods_and_routes(server):
     lib.rest_error(raw)
     # model control is another piece of work: a clear answer until then
     status, _, raw = _http(server, "POST", "/v2/repository/models/mlp/load", body=b"{}")
-    # server/control.c answers load/unload; the shared server runs in none mode, as Triton refuses them there
+    # server/core/control.c answers load/unload; the shared server runs in none mode, as Triton refuses them there
     assert status == 503 and "--model-control-mode" in lib.rest_error(raw)
     # health and metrics still answered by the plain endpoint
     assert _http(server, "GET", "/v2/health/ready")[0] == 200

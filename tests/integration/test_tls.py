@@ -306,7 +306,7 @@ def test_sighup_without_tls_is_harmless(repo_dir):
 
 
 # --- bad flags and files fail the start, naming the file (on either port: the HTTP port's files go through
-# the same server/tls.c checks, and its messages name the --http-* flag)
+# the same server/sec/tls.c checks, and its messages name the --http-* flag)
 
 PORTS = ["grpc", "http"]
 

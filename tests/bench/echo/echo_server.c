@@ -6,7 +6,7 @@
 // loop in between. Whatever rate a load generator reaches against it is the
 // most inferd's front end could reach on the same machine and client.
 //
-// Core API use is the same as server/grpc_front.c: every method registered
+// Core API use is the same as server/grpc/grpc_front.c: every method registered
 // with GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER (the request body is there
 // when the call arrives), one completion queue and one thread per worker,
 // requests pre-posted per CQ and re-armed as they fire, one generic request

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "server/hist.h"
+#include "server/obs/hist.h"
 
 #define N_VALUES (1 << 16)  // fits in L2 next to the histogram
 

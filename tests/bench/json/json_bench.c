@@ -1,6 +1,6 @@
 // json_bench.c: parse + build of a large KServe v2 tensor body with each of
 // Debian 12's three C JSON libraries (cJSON, jansson, json-c), to choose the
-// one server/rest.c uses. Parse: the request text -> a float array (walking
+// one server/http/rest.c uses. Parse: the request text -> a float array (walking
 // "inputs"[0]["data"]); build: a float array -> the response text with the
 // floats in "outputs"[0]["data"]. Best of REPS runs each, same input.
 // jansson and json-c declare the same names (json_object, json_type), so the
@@ -60,7 +60,7 @@ char *build_cjson(const float *v, size_t n) {
   return s;
 }
 
-// As server/rest.c builds responses: cJSON for the structure, the data
+// As server/http/rest.c builds responses: cJSON for the structure, the data
 // array's text written with %.9g (enough digits to round-trip an FP32; cJSON
 // prints every number as a double, trying %.15g and then %.17g) and inserted
 // with cJSON_CreateRaw.

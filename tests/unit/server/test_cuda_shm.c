@@ -1,4 +1,4 @@
-// test_cuda_shm: server/cuda_shm.c where no region can be opened: CI's
+// test_cuda_shm: server/sec/cuda_shm.c where no region can be opened: CI's
 // machine (no GPU) or a build without CUDA. Register refuses with the
 // message clients see, Status lists nothing and names an unknown region as
 // Triton does, Unregister of anything succeeds, Acquire finds nothing. On a
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "server/cuda_shm.h"
+#include "server/sec/cuda_shm.h"
 
 static void test_refusals(srv_cuda_shm *s) {
   uint8_t handle[SRV_CUDA_IPC_HANDLE_SIZE];

@@ -1,15 +1,15 @@
 // tests/unit/server/test_dashboard.c: the embedded /dashboard page
-// (server/dashboard.h) is byte-for-byte server/dashboard.html, and the page
+// (server/http/dashboard.h) is byte-for-byte server/http/dashboard.html, and the page
 // loads nothing from outside the server (no http(s) URL, no external
 // <script src> / <link href> / CSS url() / @import).
-// usage: test_dashboard [path of server/dashboard.html]; the build passes
+// usage: test_dashboard [path of server/http/dashboard.html]; the build passes
 // the source tree's path in INFERD_DASHBOARD_HTML_PATH.
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "server/dashboard.h"
+#include "server/http/dashboard.h"
 
 static char *slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -64,7 +64,7 @@ static int tags_with_attr(const char *h, size_t n, const char *name, const char 
 }
 
 #ifndef INFERD_DASHBOARD_HTML_PATH
-#define INFERD_DASHBOARD_HTML_PATH "server/dashboard.html"
+#define INFERD_DASHBOARD_HTML_PATH "server/http/dashboard.html"
 #endif
 
 int main(int argc, char **argv) {

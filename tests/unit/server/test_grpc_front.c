@@ -1,7 +1,7 @@
-// test_grpc_front.c: drives server/grpc_front.c with a real C-core client:
+// test_grpc_front.c: drives server/grpc/grpc_front.c with a real C-core client:
 // inline and deferred unary replies, failures, unknown methods, size limits,
 // deadlines, a bidi stream, concurrency and the graceful drain.
-#include "server/grpc_front.h"
+#include "server/grpc/grpc_front.h"
 
 #include <grpc/grpc.h>
 #include <pthread.h>

@@ -1,4 +1,4 @@
-// test_hist: server/hist.c. Percentiles and cumulative counts are checked
+// test_hist: server/obs/hist.c. Percentiles and cumulative counts are checked
 // against exact answers computed by sorting the same samples; small
 // integers must come out exact; merging must equal recording everything in
 // one histogram; and threads recording at once must lose nothing.
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "server/hist.h"
+#include "server/obs/hist.h"
 
 // ---  helpers
 

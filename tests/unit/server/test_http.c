@@ -1,7 +1,7 @@
-// test_http.c: drives server/http.c over real sockets. The libuv loop runs on
+// test_http.c: drives server/http/http.c over real sockets. The libuv loop runs on
 // its own thread; the test talks to it with blocking client sockets and asks
 // it to stop through a uv_async. State shared with the loop thread is atomic.
-#include "server/http.h"
+#include "server/http/http.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

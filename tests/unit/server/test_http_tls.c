@@ -1,4 +1,4 @@
-// test_http_tls: server/http_tls.c against an OpenSSL client, both over
+// test_http_tls: server/http/http_tls.c against an OpenSSL client, both over
 // memory BIOs in this process (no sockets): the handshake completes with
 // ALPN http/1.1 and TLS 1.2 or later; bytes go both ways unchanged, one
 // record at a time into a small buffer and a 1 MiB response whole;
@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "server/http_tls.h"
+#include "server/http/http_tls.h"
 #include "tls_test_pem.h"
 
 static ttp_dir pem;  // this test's PEM files

@@ -1,11 +1,11 @@
-// test_httpz.c: gzip/deflate codings of REST bodies (server/httpz.h):
+// test_httpz.c: gzip/deflate codings of REST bodies (server/http/httpz.h):
 // round trips through zlib's own one-shot API, the inflate bound (a bomb),
 // corrupt, truncated and trailing bytes, and the header parsing.
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
-#include "server/httpz.h"
+#include "server/http/httpz.h"
 #include "check.h"
 
 // Bytes that compress but are not trivial: a repeating text with a counter.

@@ -1,4 +1,4 @@
-// Tests server/rapid_reset.c: the counts (a connection over the limit only
+// Tests server/grpc/rapid_reset.c: the counts (a connection over the limit only
 // when its client's cancels are also half of its calls in that second, once
 // per connection, calls of an earlier second not counted as this second's
 // cancels, each connection on its own), and ending a real TCP connection by
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "server/rapid_reset.h"
+#include "server/grpc/rapid_reset.h"
 
 #define SEC 1000000
 

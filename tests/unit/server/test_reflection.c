@@ -1,4 +1,4 @@
-// Tests server/reflection.c against the embedded descriptor set: service
+// Tests server/grpc/reflection.c against the embedded descriptor set: service
 // listing, symbol and file lookups with their dependencies, in-band errors,
 // v1alpha wire identity, and refusal of malformed requests and sets.
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include "grpc/reflection/v1/reflection.pb-c.h"
 #include "grpc/reflection/v1alpha/reflection.pb-c.h"
 #include "proto/protoset.h"
-#include "server/reflection.h"
+#include "server/grpc/reflection.h"
 
 typedef Grpc__Reflection__V1__ServerReflectionRequest req_t;
 typedef Grpc__Reflection__V1__ServerReflectionResponse resp_t;

@@ -1,4 +1,4 @@
-// Tests server/replyq.c: items posted from several threads at once each run
+// Tests server/core/replyq.c: items posted from several threads at once each run
 // exactly once, on the queue's threads (never the poster's); destroy runs
 // what is still queued before it returns; a NULL queue and bad sizes are
 // refused. Run under ThreadSanitizer by tests/run.sh.
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "server/replyq.h"
+#include "server/core/replyq.h"
 
 enum { POSTERS = 4, PER_POSTER = 2000 };
 

@@ -1,4 +1,4 @@
-// test_shm: server/shm.c against real POSIX shared memory objects: bytes
+// test_shm: server/sec/shm.c against real POSIX shared memory objects: bytes
 // written through a region are the object's bytes (at unaligned offsets
 // too), every refusal has its code and names the region or key, an
 // unregistered region stays mapped for the request that holds it, and
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "server/shm.h"
+#include "server/sec/shm.h"
 
 // A fresh object of `size` bytes filled with i & 0xff, mapped here too.
 static uint8_t *make_object(const char *key, size_t size) {

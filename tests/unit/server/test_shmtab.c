@@ -1,4 +1,4 @@
-// test_shmtab: server/shmtab.c, the region list both shared memory
+// test_shmtab: server/sec/shmtab.c, the region list both shared memory
 // registries share: a taken name is refused, status snapshots are sorted
 // and hold references, a region is freed exactly once and only with its
 // last reference (the table's or a holder's, whichever goes last), and the
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "server/shmtab.h"
+#include "server/sec/shmtab.h"
 
 // A registry's region as shm.c and cuda_shm.c lay theirs out: the entry first.
 typedef struct region {

@@ -1,10 +1,10 @@
-// test_tls: server/tls.c on PEM files this test makes with libcrypto (two
+// test_tls: server/sec/tls.c on PEM files this test makes with libcrypto (two
 // self-signed P-256 certificates with their keys): a matching pair loads
 // with the texts unchanged; every refusal is ERR_INVALID_ARGUMENT naming the
 // flag and the file: missing, a directory, empty, a NUL byte, not PEM, a
 // damaged second certificate, a key that belongs to another certificate, a
 // client-certificate setup without a client CA, an expired certificate (its
-// notAfter in the message). The watch (server/tls_watch.c): a reload to a
+// notAfter in the message). The watch (server/sec/tls_watch.c): a reload to a
 // good set advances the generation the fetcher sees and serves the new PEM
 // texts; a bad set is refused naming the file and the old one stays.
 #include <openssl/evp.h>
@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "server/tls.h"
-#include "server/tls_watch.h"
+#include "server/sec/tls.h"
+#include "server/sec/tls_watch.h"
 #include "tls_test_pem.h"
 
 static ttp_dir pem;  // this test's PEM files

@@ -1,4 +1,4 @@
-// tests/unit/server/test_trace.c: the Chrome trace writer (server/trace.c):
+// tests/unit/server/test_trace.c: the Chrome trace writer (server/obs/trace.c):
 // escaping of client strings, sampling counts (also under threads), the
 // file's JSON structure checked by a small validator, write errors, and a
 // rough cost per span. `test_trace --write PATH` only writes a sample file,
@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "server/trace.h"
+#include "server/obs/trace.h"
 
 // ---------------------------------------------------------------------------
 // a strict little JSON validator: enough to say the file is one valid array

@@ -1,0 +1,408 @@
+// registry.c: loading the repository's models, at start-up and on model
+// control. A model that fails (bad config, unsupported op, missing file) is
+// kept with its reason so the server reports it and serves the others.
+#include "server/core/registry.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "engine/config.h"
+#include "engine/graph.h"
+#include "engine/repo.h"
+#include "engine/warmup.h"
+#include "server/obs/log.h"
+
+struct srv_registry {
+  pthread_rwlock_t lock;  // guards the slots array and which generation each holds
+  srv_model **slots;      // one per model name, in the order names appeared
+  size_t n, cap;
+  char repo_dir[4096];
+  srv_registry_opts o;
+  int next_pid;  // trace process ids, one per version ever loaded (control thread only)
+  // the directories srv_registry_load's scan left out for their names (already warned about)
+  repo_skip *skips;
+  size_t n_skips;
+  // a retired generation's last request wakes the control thread here
+  pthread_mutex_t idle_mu;
+  pthread_cond_t idle_cv;
+};
+
+uint64_t srv_wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void collect_io(const eng_graph *g, eng_io **in, size_t *n_in, eng_io **out, size_t *n_out) {
+  *n_in = eng_graph_n_inputs(g);
+  *n_out = eng_graph_n_outputs(g);
+  *in = calloc(*n_in ? *n_in : 1, sizeof **in);
+  *out = calloc(*n_out ? *n_out : 1, sizeof **out);
+  for (size_t i = 0; *in && i < *n_in; i++) (*in)[i] = *eng_graph_input(g, i);
+  for (size_t i = 0; *out && i < *n_out; i++) (*out)[i] = *eng_graph_output(g, i);
+}
+
+// Loads one version: graph, completion of the config from the first graph
+// when config.pbtxt was missing, validation, instances.
+static int load_version(srv_model *m, const char *model_dir, const repo_version *rv, int *completed,
+                        int config_from_file, const srv_registry_opts *o, srv_version *v, err *e) {
+  eng_graph *g = NULL;
+  eng_graph_opts gopts;
+  TRY(eng_model_graph_opts(m->config, &gopts, e));
+  TRY(eng_graph_load_opts(rv->path, &gopts, &g, e));
+  if (eng_graph_n_attention(g) || gopts.no_fuse_attention)
+    srv_log(SRV_LOG_INFO,
+            "model '%s' version %" PRId64 ": %zu attention subgraph(s) fused%s, %zu with Q/K/V projections "
+            "merged into one GEMM%s",
+            m->name, rv->version, eng_graph_n_attention(g), gopts.no_fuse_attention ? " (fuse_attention off)" : "",
+            eng_graph_n_qkv_merged(g), gopts.no_merge_qkv ? " (merge_qkv off)" : "");
+  eng_io *in = NULL, *out = NULL;
+  size_t n_in, n_out;
+  collect_io(g, &in, &n_in, &out, &n_out);
+  int rc = 0;
+  if (!in || !out) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  if (rc == 0 && !*completed) {
+    rc = config_complete(m->config, config_from_file, in, n_in, out, n_out, o->default_max_batch_size, e);
+    if (rc == 0) config_resolve_kinds(m->config, o->n_gpus);
+    if (rc == 0) *completed = 1;
+  }
+  if (rc == 0) rc = config_validate(m->config, in, n_in, out, n_out, e);
+  free(in);
+  free(out);
+  if (rc == 0) rc = eng_model_create(g, m->config, o->n_gpus, &v->model, e);
+  if (rc) {
+    eng_graph_destroy(g);
+    return rc;
+  }
+  if (m->config->n_model_warmup) {
+    uint64_t runs = 0;
+    int64_t t0 = eng_now_us();
+    srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": running model_warmup (%zu entr%s)", m->name,
+            rv->version, m->config->n_model_warmup, m->config->n_model_warmup == 1 ? "y" : "ies");
+    rc = eng_warmup_run(v->model, m->config, model_dir, o->warmup_max_bytes, &runs, e);
+    if (rc) {
+      eng_model_destroy(v->model);
+      v->model = NULL;
+      return rc;
+    }
+    srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": model_warmup ran %" PRIu64 " execution(s) in %.1f ms",
+            m->name, rv->version, runs, (double)(eng_now_us() - t0) / 1000.0);
+  }
+  return 0;
+}
+
+static int init_stats(srv_stats *s, int max_batch) {
+  s->n_batch = max_batch > 0 ? max_batch : 1;
+  s->batch = calloc((size_t)s->n_batch + 1, sizeof *s->batch);
+  if (!s->batch) return -1;
+  err e;
+  prof_window_init(&s->win_requests);
+  prof_window_init(&s->win_rows);
+  s->have_windows = 1;
+  prof_hist_config lat = PROF_HIST_LATENCY_US, rows = PROF_HIST_SMALL_INT(s->n_batch);
+  prof_hist **lats[] = {&s->h_request, &s->h_queue, &s->h_input, &s->h_infer, &s->h_output};
+  for (size_t i = 0; i < sizeof lats / sizeof lats[0]; i++)
+    if (prof_hist_create(&lat, lats[i], &e) != 0) return -1;
+  return prof_hist_create(&rows, &s->h_batch, &e) != 0 ? -1 : 0;
+}
+
+static void free_stats(srv_stats *s) {
+  free(s->batch);
+  if (s->have_windows) {
+    prof_window_destroy(&s->win_requests);
+    prof_window_destroy(&s->win_rows);
+  }
+  prof_hist *hs[] = {s->h_request, s->h_queue, s->h_input, s->h_infer, s->h_output, s->h_batch};
+  for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) prof_hist_destroy(hs[i]);
+}
+
+// What poll mode compares between scans: the versions the policy selects
+// and the config file's identity (a version_policy change edits it).
+uint64_t srv_registry_scan_signature(const repo_model *rm) {
+  uint64_t h = 1469598103934665603ULL;
+#define MIX(x) (h = (h ^ (uint64_t)(x)) * 1099511628211ULL)
+  for (size_t i = 0; i < rm->n_versions; i++) MIX(rm->versions[i].version);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/config.pbtxt", rm->dir);
+  struct stat st;
+  if (stat(path, &st) == 0) {
+    MIX(st.st_mtim.tv_sec);
+    MIX(st.st_mtim.tv_nsec);
+    MIX(st.st_size);
+    MIX(st.st_ino);
+  }
+  MIX(rm->status.code);
+#undef MIX
+  return h;
+}
+
+static void load_model(repo_model *rm, const srv_registry_opts *o, srv_model *m) {
+  snprintf(m->name, sizeof m->name, "%s", rm->name);
+  m->signature = srv_registry_scan_signature(rm);
+  m->config = rm->config;
+  rm->config = NULL;  // the registry owns it from here
+  m->status = rm->status;
+  if (m->status.code) {
+    srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, m->status.msg);
+    return;
+  }
+  m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);
+  if (!m->versions) {
+    err_set(&m->status, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  m->n_versions = rm->n_versions;
+  int completed = 0, ready = 0;
+  for (size_t i = 0; i < rm->n_versions; i++) {
+    srv_version *v = &m->versions[i];
+    v->version = rm->versions[i].version;
+    snprintf(v->version_str, sizeof v->version_str, "%" PRId64, v->version);
+    int rc = load_version(m, rm->dir, &rm->versions[i], &completed, rm->config_from_file, o, v, &v->status);
+    if (rc == 0 && init_stats(&v->stats, m->config->max_batch_size) != 0) {
+      free_stats(&v->stats);
+      memset(&v->stats, 0, sizeof v->stats);
+      eng_model_destroy(v->model);
+      v->model = NULL;
+      rc = err_set(&v->status, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    if (rc) {
+      srv_log(SRV_LOG_ERROR, "model '%s' version %s failed to load: %s", m->name, v->version_str, v->status.msg);
+      if (!m->status.code) m->status = v->status;
+      continue;
+    }
+    ready++;
+    srv_log(SRV_LOG_INFO, "model '%s' version %s is ready (%d instance%s, %d on GPU, max_batch_size %d)", m->name,
+            v->version_str, eng_model_n_instances(v->model), eng_model_n_instances(v->model) == 1 ? "" : "s",
+            eng_model_n_gpu_instances(v->model), eng_model_max_batch(v->model));
+    for (int k = 0; k < eng_model_n_instances(v->model); k++) {  // once per GPU plan
+      eng_instance_stats st;
+      eng_model_instance_stats(v->model, k, &st);
+      if (st.device < 0) continue;
+      if (st.gemm_autotune)
+        srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): cuBLASLt autotuning timed %" PRIu64
+                " GEMM shape(s) in %.1f ms", m->name, v->version_str, k, st.device, st.gemm_tuned,
+                (double)st.gemm_tune_ns / 1e6);
+      if (st.timed_layouts)  // FP32, layout AUTO: both layouts timed per warmed batch size (plan_cuda.h)
+        srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): layouts timed at %d batch size(s), "
+                "NHWC kept at %d", m->name, v->version_str, k, st.device, st.timed_layouts, st.timed_nhwc);
+      // where its threads and pinned staging sit (engine/numa.h; INFERD_NUMA=0 turns placement off)
+      srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d: %s", m->name, v->version_str, k, st.numa);
+      // one copy of the weights per device (engine/cuda_weights.h): who uploaded it, who shares it
+      srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): weights %.1f MiB on the device, %s (%d instance%s)",
+              m->name, v->version_str, k, st.device, (double)st.weight_bytes / (1 << 20),
+              st.weights_uploaded ? "uploaded" : "shared", st.weight_holders, st.weight_holders == 1 ? "" : "s");
+    }
+  }
+  // Ready when at least one version is; the failed versions keep their reason.
+  if (ready) m->status = (err){0};
+}
+
+int srv_registry_create(const char *repo_dir, const srv_registry_opts *o, srv_registry **out, err *e) {
+  srv_registry *r = calloc(1, sizeof *r);
+  if (!r) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  if (strlen(repo_dir) >= sizeof r->repo_dir) {
+    free(r);
+    return err_set(e, ERR_INVALID_ARGUMENT, "repository path too long");
+  }
+  snprintf(r->repo_dir, sizeof r->repo_dir, "%s", repo_dir);
+  r->o = *o;
+  r->next_pid = 1;
+  pthread_rwlock_init(&r->lock, NULL);
+  pthread_mutex_init(&r->idle_mu, NULL);
+  pthread_cond_init(&r->idle_cv, NULL);
+  *out = r;
+  return 0;
+}
+
+static srv_model *build_from(srv_registry *r, repo_model *rm) {
+  srv_model *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  load_model(rm, &r->o, m);
+  for (size_t j = 0; j < m->n_versions; j++) m->versions[j].trace_pid = r->next_pid++;
+  return m;
+}
+
+void srv_registry_warn_skipped(const repo_skip *skips, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    srv_log(SRV_LOG_WARN,
+            "model repository: skipping directory '%s': its name %s (a model name must be UTF-8 without control "
+            "characters: clients get it back in every answer that names the model)",
+            skips[i].name, skips[i].why);
+}
+
+int srv_registry_load(const char *repo_dir, const srv_registry_opts *o, srv_registry **out, err *e) {
+  repo_model *rms = NULL;
+  size_t n = 0;
+  repo_skip *skips = NULL;
+  size_t n_skips = 0;
+  TRY(repo_scan(repo_dir, &rms, &n, &skips, &n_skips, e));
+  srv_registry_warn_skipped(skips, n_skips);
+  srv_registry *r;
+  if (srv_registry_create(repo_dir, o, &r, e) != 0) {
+    repo_free(rms, n);
+    free(skips);
+    return e->code;
+  }
+  r->skips = skips;
+  r->n_skips = n_skips;
+  for (size_t i = 0; i < n; i++) {
+    srv_model *m = build_from(r, &rms[i]);
+    if (!m) {
+      repo_free(rms, n);
+      srv_registry_destroy(r);
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    srv_registry_publish(r, m);
+  }
+  repo_free(rms, n);
+  *out = r;
+  return 0;
+}
+
+int srv_registry_build(srv_registry *r, const char *name, const char *config_text, srv_model **out, err *e) {
+  repo_model rm;
+  err se = {0};
+  repo_scan_model_config(r->repo_dir, name, config_text, &rm, &se);  // a failure is the entry's status
+  if (rm.status.code == 0 && se.code) rm.status = se;
+  if (!rm.name[0]) snprintf(rm.name, sizeof rm.name, "%s", name);
+  srv_model *m = build_from(r, &rm);
+  repo_model_close(&rm);
+  if (!m) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  *out = m;
+  return 0;
+}
+
+srv_model *srv_registry_shell(const char *name, const char *why) {
+  srv_model *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  snprintf(m->name, sizeof m->name, "%s", name);
+  err_set(&m->status, ERR_UNAVAILABLE, "%s", why);
+  m->unloaded = 1;
+  return m;
+}
+
+srv_model *srv_registry_publish(srv_registry *r, srv_model *m) {
+  srv_model *old = NULL;
+  pthread_rwlock_wrlock(&r->lock);
+  size_t i = 0;
+  while (i < r->n && strcmp(r->slots[i]->name, m->name) != 0) i++;
+  if (i < r->n) {
+    old = r->slots[i];
+    r->slots[i] = m;
+  } else {
+    if (r->n == r->cap) {
+      size_t cap = r->cap ? 2 * r->cap : 16;
+      srv_model **ns = realloc(r->slots, cap * sizeof *ns);
+      if (!ns) {  // keep serving what is there; the new name is not added
+        pthread_rwlock_unlock(&r->lock);
+        srv_log(SRV_LOG_ERROR, "model '%s': out of memory adding it to the registry", m->name);
+        return m;  // handed back to be freed like a replaced one
+      }
+      r->slots = ns;
+      r->cap = cap;
+    }
+    r->slots[r->n++] = m;
+  }
+  pthread_rwlock_unlock(&r->lock);
+  return old;
+}
+
+void srv_registry_set_error(srv_registry *r, const char *name, const char *msg) {
+  pthread_rwlock_wrlock(&r->lock);
+  for (size_t i = 0; i < r->n; i++)
+    if (strcmp(r->slots[i]->name, name) == 0) snprintf(r->slots[i]->last_error, sizeof r->slots[i]->last_error, "%s", msg);
+  pthread_rwlock_unlock(&r->lock);
+}
+
+srv_model *srv_registry_current(srv_registry *r, const char *name) {
+  srv_model *m = NULL;
+  pthread_rwlock_rdlock(&r->lock);
+  for (size_t i = 0; i < r->n && !m; i++)
+    if (strcmp(r->slots[i]->name, name) == 0) m = r->slots[i];
+  pthread_rwlock_unlock(&r->lock);
+  return m;
+}
+
+void srv_registry_wait_idle(srv_registry *r, srv_model *m) {
+  pthread_mutex_lock(&r->idle_mu);
+  while (atomic_load(&m->refs) > 0) pthread_cond_wait(&r->idle_cv, &r->idle_mu);
+  pthread_mutex_unlock(&r->idle_mu);
+}
+
+void srv_registry_unref(srv_registry *r, srv_model *m) {
+  if (atomic_fetch_sub(&m->refs, 1) != 1) return;
+  // The last holder: wake a control thread that may wait for this generation.
+  pthread_mutex_lock(&r->idle_mu);
+  pthread_cond_broadcast(&r->idle_cv);
+  pthread_mutex_unlock(&r->idle_mu);
+}
+
+void srv_registry_rdlock(srv_registry *r) { pthread_rwlock_rdlock(&r->lock); }
+void srv_registry_rdunlock(srv_registry *r) { pthread_rwlock_unlock(&r->lock); }
+
+int srv_registry_find_ref(srv_registry *r, const char *model, const char *version, srv_model **m,
+                          srv_version **v, err *e) {
+  pthread_rwlock_rdlock(&r->lock);
+  int rc = srv_registry_find(r, model, version, m, v, e);
+  if (rc == 0) atomic_fetch_add(&(*m)->refs, 1);
+  pthread_rwlock_unlock(&r->lock);
+  return rc;
+}
+
+void srv_model_free(srv_model *m) {
+  if (!m) return;
+  for (size_t j = 0; j < m->n_versions; j++) {
+    eng_model_destroy(m->versions[j].model);
+    free_stats(&m->versions[j].stats);
+  }
+  free(m->versions);
+  if (m->config) config_free(m->config);
+  free(m);
+}
+
+void srv_registry_destroy(srv_registry *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->n; i++) srv_model_free(r->slots[i]);
+  free(r->slots);
+  free(r->skips);
+  pthread_rwlock_destroy(&r->lock);
+  pthread_mutex_destroy(&r->idle_mu);
+  pthread_cond_destroy(&r->idle_cv);
+  free(r);
+}
+
+const repo_skip *srv_registry_load_skipped(const srv_registry *r, size_t *n) {
+  *n = r->n_skips;
+  return r->skips;
+}
+
+size_t srv_registry_n_models(const srv_registry *r) { return r->n; }
+srv_model *srv_registry_model_at(const srv_registry *r, size_t i) { return r->slots[i]; }
+
+int srv_registry_find(const srv_registry *r, const char *model, const char *version, srv_model **mo,
+                      srv_version **vo, err *e) {
+  srv_model *m = NULL;
+  for (size_t i = 0; i < r->n && !m; i++)
+    if (strcmp(r->slots[i]->name, model) == 0) m = r->slots[i];
+  if (!m) return err_set(e, ERR_NOT_FOUND, "unknown model '%s'", model);
+  *mo = m;
+  srv_version *v = NULL;
+  if (version && version[0]) {
+    for (size_t i = 0; i < m->n_versions && !v; i++)
+      if (strcmp(m->versions[i].version_str, version) == 0) v = &m->versions[i];
+    if (!v) return err_set(e, ERR_NOT_FOUND, "unknown version '%s' of model '%s'", version, model);
+    if (!v->model)
+      return err_set(e, ERR_UNAVAILABLE, "model '%s' version %s is not ready: %s", model, version, v->status.msg);
+  } else {
+    for (size_t i = m->n_versions; i-- > 0 && !v;)
+      if (m->versions[i].model) v = &m->versions[i];
+    if (!v) return err_set(e, ERR_UNAVAILABLE, "model '%s' is not ready: %s", model, m->status.msg);
+  }
+  *vo = v;
+  return 0;
+}

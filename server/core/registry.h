@@ -1,0 +1,156 @@
+// server/core/registry.h: the models the server serves, with their readiness and
+// statistics. Each model name has a slot holding its current generation (a
+// srv_model: config, versions, engines, statistics). Model control replaces
+// a slot's generation (load, reload, unload) under the registry's write
+// lock; readers (metadata, index, statistics, metrics) hold the read lock
+// while they look, and a request holds a reference on the generation it was
+// admitted to, so a replaced generation is freed only once its last request
+// has been answered (no request is lost or cut off by an unload).
+#ifndef INFERD_SERVER_REGISTRY_H
+#define INFERD_SERVER_REGISTRY_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/model.h"
+#include "kernels/base/err.h"
+#include "model_config.pb-c.h"
+#include "server/obs/hist.h"
+#include "server/obs/window.h"
+
+typedef struct srv_duration {
+  _Atomic uint64_t count;
+  _Atomic uint64_t ns;
+} srv_duration;
+
+typedef enum srv_fail_reason {
+  SRV_FAIL_REJECTED,  // refused before queueing (bad input, queue full, draining)
+  SRV_FAIL_CANCELED,  // the client went away or its deadline passed
+  SRV_FAIL_BACKEND,   // the engine failed the execution
+  SRV_FAIL_OTHER,
+  SRV_FAIL_N
+} srv_fail_reason;
+
+typedef struct srv_batch_stat {
+  _Atomic uint64_t count;
+  _Atomic uint64_t input_ns, infer_ns, output_ns;
+} srv_batch_stat;
+
+typedef struct srv_stats {
+  srv_duration success, fail, queue, compute_input, compute_infer, compute_output;
+  _Atomic uint64_t fail_by_reason[SRV_FAIL_N];
+  _Atomic uint64_t inference_count;  // rows
+  _Atomic uint64_t execution_count;  // batches
+  _Atomic uint64_t last_inference_ms;  // wall clock, ms since the epoch
+  _Atomic int64_t pending;             // requests queued or running
+  // inputs read from CUDA shared memory: copied device to device into a
+  // batch on a GPU instance, or through a host copy (CPU instances, types
+  // converted on the host, padded inputs)
+  _Atomic uint64_t cuda_in_device, cuda_in_host;
+  srv_batch_stat *batch;  // index = batch size, 1..max(1, max_batch_size)
+  int n_batch;
+  // latency distributions (microseconds) per stage, and rows per execution
+  prof_hist *h_request, *h_queue, *h_input, *h_infer, *h_output, *h_batch;
+  // throughput over a sliding window: successful requests and their rows per second
+  prof_window win_requests, win_rows;
+  int have_windows;
+} srv_stats;
+
+typedef struct srv_version {
+  int64_t version;
+  char version_str[24];
+  eng_model *model;  // NULL when this version failed to load
+  err status;
+  srv_stats stats;
+  void *sched;  // the scheduler's per-version state, set by the scheduler
+  int trace_pid;  // this version's process track in trace files
+  _Atomic uint64_t batch_ids;  // numbers the executions, for traces
+} srv_version;
+
+typedef struct srv_model {
+  char name[256];
+  Inference__ModelConfig *config;  // completed; owned
+  err status;                       // code != 0: the model is not ready, with why
+  srv_version *versions;            // ascending version order
+  size_t n_versions;
+  // model control
+  _Atomic int64_t refs;   // requests holding this generation
+  int unloaded;           // a shell left by an unload: not counted against readiness
+  char last_error[512];   // why the last load of this name failed while this generation kept serving
+  uint64_t signature;     // what the repository scan saw (versions, config file), for poll mode
+} srv_model;
+
+typedef struct srv_registry srv_registry;
+
+// How the registry builds its models.
+typedef struct srv_registry_opts {
+  // as config_complete takes it (CONFIG_NO_AUTO_COMPLETE disables auto-complete)
+  int default_max_batch_size;
+  int n_gpus;  // CUDA devices visible (KIND_AUTO runs on them when > 0)
+  // the most input bytes one model_warmup entry may feed (eng_warmup_run; 0: ENG_WARMUP_MAX_BYTES)
+  uint64_t warmup_max_bytes;
+} srv_registry_opts;
+
+// Scans and loads every model of the repository. Fails only when the
+// repository itself cannot be read; models that fail are kept, not ready,
+// with their reason logged and reported.
+int srv_registry_load(const char *repo_dir, const srv_registry_opts *o, srv_registry **out, err *e);
+// An empty registry of that repository (explicit mode), models added by
+// srv_registry_publish.
+int srv_registry_create(const char *repo_dir, const srv_registry_opts *o, srv_registry **out, err *e);
+void srv_registry_destroy(srv_registry *r);
+
+// Model control (one thread at a time: server/core/control.c).
+// Builds a new generation of the named model from the repository, outside
+// any lock (slow: loads the graphs). *out is always set (barring out of
+// memory): a generation with status.code != 0 says why it cannot serve.
+// config_text: a config.pbtxt text to use instead of the file (NULL: the file).
+int srv_registry_build(srv_registry *r, const char *name, const char *config_text, srv_model **out, err *e);
+// The signature a scan entry would give its generation (poll mode compares).
+struct repo_model;
+struct repo_skip;
+// One warning line per directory a scan left out for its name, naming it
+// with its bytes escaped (srv_log) and saying why.
+void srv_registry_warn_skipped(const struct repo_skip *skips, size_t n);
+// The directories srv_registry_load's scan left out (and warned about),
+// borrowed; none for a registry from srv_registry_create.
+const struct repo_skip *srv_registry_load_skipped(const srv_registry *r, size_t *n);
+uint64_t srv_registry_scan_signature(const struct repo_model *rm);
+// A generation with no versions, UNAVAILABLE with `why` (an unload).
+srv_model *srv_registry_shell(const char *name, const char *why);
+// Puts m in its name's slot (adding the slot for a new name) and returns the
+// generation it replaced (NULL when none): new requests find m from now on.
+srv_model *srv_registry_publish(srv_registry *r, srv_model *m);
+// Sets the slot's last_error under the write lock ("" clears it).
+void srv_registry_set_error(srv_registry *r, const char *name, const char *msg);
+// The current generation of `name` (NULL when none); only for the control
+// thread, the one writer.
+srv_model *srv_registry_current(srv_registry *r, const char *name);
+// Waits until no request holds m (it was replaced: no new one can take it).
+void srv_registry_wait_idle(srv_registry *r, srv_model *m);
+// Frees a generation nobody holds (after the scheduler dropped its versions).
+void srv_model_free(srv_model *m);
+
+// Readers that walk the slots or keep a model pointer while they answer.
+void srv_registry_rdlock(srv_registry *r);
+void srv_registry_rdunlock(srv_registry *r);
+// srv_registry_find under the read lock, taking a reference on the
+// generation found (released with srv_registry_unref).
+int srv_registry_find_ref(srv_registry *r, const char *model, const char *version, srv_model **m,
+                          srv_version **v, err *e);
+void srv_registry_unref(srv_registry *r, srv_model *m);
+
+size_t srv_registry_n_models(const srv_registry *r);
+srv_model *srv_registry_model_at(const srv_registry *r, size_t i);
+
+// Finds the model and version a request names (version "" = the highest
+// ready version): NOT_FOUND for an unknown model or version, UNAVAILABLE for
+// one that failed to load.
+int srv_registry_find(const srv_registry *r, const char *model, const char *version, srv_model **m,
+                      srv_version **v, err *e);
+
+// Wall clock in milliseconds since the epoch (for last_inference).
+uint64_t srv_wall_ms(void);
+
+#endif

@@ -1,0 +1,103 @@
+// server/core/request.h: one ModelInfer request on its way through the server.
+// Created on a CQ thread (parsed and validated), queued by the scheduler on
+// that thread, executed on an engine instance thread, answered and freed
+// there (or wherever the scheduler drops it when it never runs).
+#ifndef INFERD_SERVER_REQUEST_H
+#define INFERD_SERVER_REQUEST_H
+
+#include <stdint.h>
+
+#include "batcher/batcher.h"
+#include "engine/tensor.h"
+#include "grpc_service.pb-c.h"
+#include "server/grpc/grpc_front.h"
+#include "server/core/registry.h"
+#include "server/sec/cuda_shm.h"
+#include "server/sec/shm.h"
+
+// A requested output that goes to client shared memory: system (ptr) or
+// CUDA (cuda, offset; written with a copy to the device).
+typedef struct srv_shm_out {
+  uint8_t *ptr;               // byte 0 of the window, held through srv_request.shm_held
+  srv_cuda_shm_region *cuda;  // or the CUDA region, held through srv_request.cuda_held
+  uint64_t offset;            // the window's start in the CUDA region
+  uint64_t cap;               // the window's size
+  const char *region;         // its name, for messages (points into the request)
+} srv_shm_out;
+
+// A config input left in a CUDA region at parse time, for the batch's
+// assembly to take device to device on a GPU instance (or read to the
+// host where the instance cannot take it: server/core/sched.c's gather).
+typedef struct srv_cuda_in {
+  srv_cuda_shm_region *region;  // NULL: the input's bytes are on the host (inputs[i].data)
+  uint64_t offset;              // the window's start in the region
+} srv_cuda_in;
+
+typedef struct srv_request {
+  bat_item item;  // item.payload points back here
+  srv_call *call;      // a unary ModelInfer, or
+  srv_stream *stream;  // one request of a ModelStreamInfer stream
+  srv_model *model;
+  srv_version *version;
+  srv_registry *reg;  // set while the request holds a reference on model (released when freed)
+  struct srv_arena *arena;            // infer.c's: holds msg and inputs, freed with the request
+  Inference__ModelInferRequest *msg;  // unpacked into arena; owns the raw input bytes
+  eng_tensor *inputs;                 // config input order (in arena), pointing into msg or typed_buf
+  void *typed_buf;                    // typed contents converted to raw bytes
+  uint64_t outputs_mask;              // requested config outputs (bit i = output i)
+  // client shared memory: every region the request reads or writes, held
+  // until it is freed; shm_out[k] (NULL when none) is where config output k
+  // goes instead of the response
+  srv_shm_region **shm_held;
+  size_t n_shm_held;
+  srv_shm_out *shm_out;
+  // CUDA regions held the same way; the host copies of the inputs read from
+  // them at parse time; per config input (NULL when none), the inputs left
+  // in their region (inputs[i].data NULL then) for the batch to copy device
+  // to device
+  srv_cuda_shm_region **cuda_held;
+  size_t n_cuda_held;
+  void **cuda_copies;
+  size_t n_cuda_copies;
+  srv_cuda_in *cuda_in;
+  // pad_to_longest: the length the request's batch padded it to (item.seq_len
+  // is its own); set by the scheduler, read when answering
+  int64_t padded_len;
+  int64_t t_recv_us, t_enqueue_us;
+  int traced;  // sampled for the trace file
+  // preserve_ordering: its place in the version's order (server/core/order.c), where
+  // its answer waits until every earlier request's has gone; NULL otherwise
+  struct srv_order_entry *ord;
+} srv_request;
+
+static inline int srv_request_cancelled(const srv_request *r) {
+  return r->stream ? srv_stream_cancelled(r->stream) : srv_call_cancelled(r->call);
+}
+
+struct srv_server;
+
+// Unpacks `len` bytes of a ModelInferRequest into r (calloc'd, call/stream set
+// or both NULL), checks its strings are UTF-8, finds the model and version
+// (r then holds a registry reference) and validates every input and output
+// against the model's config, as ModelInfer and ModelStreamInfer do before
+// queueing. The same function a live call runs, callable without gRPC (the
+// fuzz driver tests/fuzz/fuzz_infer.c). On failure e says why (the code is
+// the RPC status); either way r is released with srv_infer_request_free.
+int srv_infer_prepare(struct srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e);
+void srv_infer_request_free(srv_request *r);
+
+// What the scheduler (server/core/sched.c) hands back.
+//
+// On an instance thread: answers every request of the finished batch (an
+// ordered one through server/core/order.c, which sends it in its turn); each is
+// freed once its answer is sent.
+void srv_infer_complete(struct srv_server *s, srv_version *v, srv_request *const *reqs, size_t n, int rc,
+                        const err *e, const eng_job *job, const eng_tensor *outputs, size_t n_outputs);
+// Under the scheduler's lock, on any thread: a request leaves without
+// running (rejected, timed out, cancelled), answered as above.
+void srv_infer_drop(struct srv_server *s, srv_request *r, int code, const char *msg);
+// Sends an answer now (resp, or NULL with code and msg) and frees the
+// request: what server/core/order.c calls when a held answer's turn comes.
+void srv_infer_send(struct srv_server *s, srv_request *r, uint8_t *resp, size_t len, int code, const char *msg);
+
+#endif

@@ -1,0 +1,647 @@
+// sched.c: the per-version batchers, run under one mutex by whichever thread
+// has news: a CQ thread that brings a request enqueues it and, when an
+// executor is free, hands the batch to the engine itself; an instance thread
+// that finished a batch answers it, frees its executor and starts the next
+// batch. A request used to reach the engine through the loop thread (a
+// uv_async wakeup, a thread switch) and the finished batch went back through
+// it again; on a loaded server those two hops cost more than the batcher's
+// work. The loop thread still serves the batchers' timer and the stop, and
+// forms the batches of new requests of models that batch dynamically: a CQ
+// thread that dispatched each arrival the moment an executor is free would
+// fix a batch of one while the next requests are already being read (on a
+// busy CPU this halved the batches and lost a fifth of the throughput), where
+// the loop, woken once for many arrivals, takes them all.
+#include "server/core/sched.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/obs/log.h"
+#include "server/core/order.h"
+
+typedef struct vsched vsched;
+
+// One per executor: the batcher's unit of "idle". An engine instance that
+// keeps several batches in flight (a GPU instance, one per stream slot) is
+// that many executors; executor x runs on engine instance `instance`. The
+// batcher never gives an executor a second batch before this one is released.
+typedef struct stage {
+  void *buf;
+  size_t cap;
+} stage;
+
+typedef struct batch_slot {
+  srv_sched *s;
+  vsched *vs;
+  int exec;      // the batcher's executor index
+  int instance;  // the engine instance behind it
+  eng_job job;
+  srv_request **reqs;
+  size_t n;
+  int64_t rows;
+  int64_t seq_len;  // pad_to_longest: the length padded inputs are padded to
+  // a batch of several requests is gathered here, one copy per input, on
+  // the instance thread; sized at load when the dims are static
+  eng_tensor *staged;
+  stage *stages;
+  // inputs left in CUDA regions (srv_request.cuda_in) that the GPU instance
+  // copies device to device: room for one per request and input, sized at load
+  eng_dev_seg *segs;
+  size_t segs_cap;
+} batch_slot;
+
+struct vsched {
+  srv_version *v;
+  bat_batcher *bat;
+  batch_slot *slots;
+  int n_slots;
+  size_t n_inputs;
+  int defer;  // dynamic batching without a queue delay: new requests are batched by the loop thread
+  srv_order *order;  // preserve_ordering: answers leave in request order (server/core/order.c)
+  int running;   // jobs submitted to the engine and not yet done
+  int removing;  // srv_sched_remove_model waits for running to reach 0
+};
+
+struct srv_sched {
+  srv_registry *reg;
+  struct srv_server *srv;  // the request layer the answers go to (server/core/infer.c)
+  uv_loop_t loop;
+  uv_async_t async;  // wakes the loop for the stop
+  // The batcher's next deadline (max_queue_delay, queue timeouts) through a
+  // timerfd polled by the loop: libuv's own timers count whole milliseconds,
+  // which would stretch a 100 us queue delay to 1-2 ms.
+  int tfd;
+  uv_poll_t timer;
+  pthread_t thread;
+  int started;
+  vsched **vs;  // one per scheduled version; changes under mu (model control)
+  size_t n_vs, cap_vs;
+  pthread_cond_t idle;  // a removed version's last job finished
+  int have_loop, have_async, have_timer;  // what srv_sched_create got to
+  // Guards everything below, the batchers and the slots' contents. Answers
+  // sent under it (drops; server/core/order.c's lock comes after this one)
+  // take the transport's locks inside it, never the other way round.
+  pthread_mutex_t mu;
+  int64_t inflight;  // requests taken in and not yet finished
+  int64_t armed;     // the timerfd's wake time, INT64_MAX when disarmed
+  int closing;       // the loop closed its handles: no more wakeups
+  int kick;  // requests wait for the loop thread to batch them
+  int stop_requested;
+  void (*on_close)(void *);
+  void *on_close_arg;
+};
+
+static int64_t clock_now(void *ctx) {
+  (void)ctx;
+  return eng_now_us();
+}
+
+static int request_cancelled(void *payload) {
+  const srv_request *r = payload;
+  return srv_request_cancelled(r);
+}
+
+// --- instance thread side
+
+// A request's input left in a CUDA region, at byte `off` of the batch's
+// input i: a device segment of the job where the instance takes it on its
+// GPU, else read into the host bytes at dst + off.
+static int cuda_part(batch_slot *slot, eng_job *job, size_t i, const srv_cuda_in *ci, size_t off, size_t bytes,
+                     uint8_t *dst, err *e) {
+  srv_stats *st = &slot->vs->v->stats;
+  if (eng_model_device_input(slot->vs->v->model, slot->instance, i) >= 0 && job->n_dev_segs < slot->segs_cap) {
+    slot->segs[job->n_dev_segs++] = (eng_dev_seg){.input = i,
+                                                  .offset = off,
+                                                  .bytes = bytes,
+                                                  .device = srv_cuda_shm_device(ci->region),
+                                                  .ptr = srv_cuda_shm_dev_ptr(ci->region, ci->offset)};
+    atomic_fetch_add(&st->cuda_in_device, 1);
+    return 0;
+  }
+  atomic_fetch_add(&st->cuda_in_host, 1);
+  return srv_cuda_shm_read(ci->region, ci->offset, dst + off, bytes, e);
+}
+
+// Assembles a batch (of several requests, or of one with inputs left in a
+// CUDA region): their rows one after the other, straight into the engine's
+// pinned staging where it offers some (a GPU instance), else into this
+// executor's own buffer. Inputs left in a CUDA region become device
+// segments of the job (cuda_part), their rows' host bytes left unwritten.
+// Requests in one batch share a shape key, so every non-batch dim agrees,
+// except the sequence dim of padded inputs (pad_to_longest): a request
+// shorter than the batch's seq_len is padded there with the input's value.
+static int gather(eng_job *job, err *e) {
+  batch_slot *slot = job->ctx;
+  const eng_pad *pad = eng_model_pad(slot->vs->v->model);
+  job->dev_segs = slot->segs;
+  job->n_dev_segs = 0;
+  for (size_t i = 0; i < slot->vs->n_inputs; i++) {
+    const eng_tensor *first = &slot->reqs[0]->inputs[i];
+    const eng_pad_input *pi = pad && pad->in[i].on ? &pad->in[i] : NULL;
+    size_t row_bytes = first->dims[0] > 0 ? first->bytes / (size_t)first->dims[0] : 0;
+    if (pi) {
+      eng_tensor one = *first;
+      one.dims[0] = 1;
+      row_bytes = eng_pad_bytes(&one, pi->dim, slot->seq_len);
+    }
+    // A lone request is its batch as it is: a model without batching has no
+    // batch dim to count its rows in.
+    size_t total = slot->n == 1 && !pi ? first->bytes : row_bytes * (size_t)slot->rows;
+    stage *st = &slot->stages[i];
+    uint8_t *dst = job->stage && job->stage[i] && job->stage_cap[i] >= total ? job->stage[i] : NULL;
+    if (!dst && st->cap < total) {
+      // only for dims that were dynamic at load: the largest size seen is kept
+      void *p = realloc(st->buf, total);
+      if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory assembling a batch of %lld rows",
+                             (long long)slot->rows);
+      st->buf = p;
+      st->cap = total;
+    }
+    if (!dst) dst = st->buf;  // the engine copies it on
+    size_t off = 0;
+    for (size_t k = 0; k < slot->n; k++) {
+      const eng_tensor *t = &slot->reqs[k]->inputs[i];
+      const srv_cuda_in *ci = slot->reqs[k]->cuda_in ? &slot->reqs[k]->cuda_in[i] : NULL;
+      if (ci && ci->region) {  // never a padded input (infer.c keeps those on the host)
+        TRY(cuda_part(slot, job, i, ci, off, t->bytes, dst, e));
+        off += t->bytes;
+        continue;
+      }
+      if (pi && t->dims[pi->dim] != slot->seq_len) {
+        off += eng_pad_copy(dst + off, t, pi->dim, slot->seq_len, pi->value);
+        continue;
+      }
+      memcpy(dst + off, t->data, t->bytes);
+      off += t->bytes;
+    }
+    slot->staged[i] = *first;
+    if (slot->n > 1 || pi) {
+      slot->staged[i].dims[0] = slot->rows;
+      if (pi) slot->staged[i].dims[pi->dim] = slot->seq_len;
+    }
+    slot->staged[i].data = dst;
+    slot->staged[i].bytes = off;
+  }
+  job->inputs = slot->staged;
+  return 0;
+}
+
+// Whether every input of r may be handed to the engine in place: the
+// engine reads tensors as arrays of their type, and the bytes a request
+// points at need not be aligned for it (raw_input_contents are read where
+// they lie in the received message, shared memory at the client's offset).
+// 16 bytes is what the engine's own buffers and the old unpacked copies had.
+static int inputs_aligned(const vsched *vs, const srv_request *r) {
+  for (size_t i = 0; i < vs->n_inputs; i++)
+    if ((uintptr_t)r->inputs[i].data % 16) return 0;
+  return 1;
+}
+
+static void pump_version(srv_sched *s, vsched *vs);
+static void arm_timer(srv_sched *s);
+static void left(srv_sched *s, int64_t n);
+
+// Answers the batch (outside the lock: packing is the expensive part), then
+// frees the executor and starts whatever batch it can take now, on this
+// thread. The slot may be refilled by that pump: nothing reads it after.
+static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *outputs, size_t n_outputs) {
+  batch_slot *slot = job->ctx;
+  srv_sched *s = slot->s;
+  vsched *vs = slot->vs;
+  srv_infer_complete(s->srv, vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs);
+  pthread_mutex_lock(&s->mu);
+  left(s, (int64_t)slot->n);
+  bat_release_executor(vs->bat, slot->exec);
+  vs->running--;
+  pump_version(s, vs);
+  arm_timer(s);
+  if (vs->removing && vs->running == 0) pthread_cond_broadcast(&s->idle);
+  pthread_mutex_unlock(&s->mu);  // nothing reads vs after: a remove may free it now
+}
+
+// --- under s->mu, on any thread
+
+// n requests finished; the last one out while a stop waits wakes the loop.
+static void left(srv_sched *s, int64_t n) {
+  s->inflight -= n;
+  if (s->inflight == 0 && s->stop_requested && !s->closing) {
+    int rc = uv_async_send(&s->async);
+    if (rc) srv_log(SRV_LOG_ERROR, "uv_async_send: %s", uv_strerror(rc));
+  }
+}
+
+static void drop(srv_sched *s, srv_request *r, int code, const char *msg) {
+  srv_infer_drop(s->srv, r, code, msg);
+  left(s, 1);
+}
+
+static void take_dropped(srv_sched *s, vsched *vs) {
+  bat_item *it = bat_take_dropped(vs->bat);
+  while (it) {
+    bat_item *next = it->next;
+    srv_request *r = it->payload;
+    switch (it->drop_reason) {
+      case BAT_DROP_CANCELLED: drop(s, r, ERR_CANCELLED, "request cancelled while queued"); break;
+      case BAT_DROP_DEADLINE: drop(s, r, ERR_DEADLINE_EXCEEDED, "deadline exceeded while queued"); break;
+      // Triton's answer for a queue-policy timeout with action REJECT
+      case BAT_DROP_QUEUE_TIMEOUT: drop(s, r, ERR_UNAVAILABLE, "Request timeout expired"); break;
+      default: drop(s, r, ERR_UNAVAILABLE, "server is shutting down"); break;
+    }
+    it = next;
+  }
+}
+
+static void pump_version(srv_sched *s, vsched *vs) {
+  bat_batch b;
+  while (bat_next_batch(vs->bat, &b)) {
+    batch_slot *slot = &vs->slots[b.executor];
+    slot->n = 0;
+    slot->rows = b.rows;
+    slot->seq_len = b.seq_len;
+    for (bat_item *it = b.items; it; it = it->next) {
+      srv_request *r = it->payload;
+      r->padded_len = b.seq_len;  // equal to its own length when the model does not pad
+      slot->reqs[slot->n++] = r;
+    }
+    // A lone request is read in place, unless an input stayed in a CUDA
+    // region or lies unaligned; several are gathered on the instance thread.
+    int gathered = slot->n > 1 || slot->reqs[0]->cuda_in || !inputs_aligned(vs, slot->reqs[0]);
+    slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = gathered ? gather : NULL,
+                          .done = on_job_done, .ctx = slot, .instance = slot->instance};
+    err e;
+    if (eng_model_submit(vs->v->model, slot->instance, &slot->job, &e) == 0) {
+      vs->running++;
+      continue;
+    }
+    for (size_t i = 0; i < slot->n; i++) drop(s, slot->reqs[i], e.code, e.msg);
+    bat_release_executor(vs->bat, b.executor);
+  }
+  take_dropped(s, vs);
+}
+
+// Sets the timerfd to the nearest batcher deadline; a system call only when
+// that changed (most requests leave it where it was, often disarmed).
+static void arm_timer(srv_sched *s) {
+  int64_t wake = INT64_MAX;
+  for (size_t i = 0; i < s->n_vs; i++) {
+    int64_t w = bat_next_wakeup(s->vs[i]->bat);
+    if (w < wake) wake = w;
+  }
+  if (wake == s->armed) return;
+  s->armed = wake;
+  // absolute CLOCK_MONOTONIC time, eng_now_us's clock; a zero it_value
+  // disarms, so a deadline already past becomes 1 us after the epoch (fires now)
+  struct itimerspec its = {{0, 0}, {0, 0}};
+  if (wake != INT64_MAX) {
+    if (wake < 1) wake = 1;
+    its.it_value.tv_sec = (time_t)(wake / 1000000);
+    its.it_value.tv_nsec = (long)(wake % 1000000) * 1000;
+  }
+  if (timerfd_settime(s->tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
+    srv_log(SRV_LOG_ERROR, "timerfd_settime: %s", strerror(errno));
+}
+
+// Takes a request in: its sequence number when the model preserves
+// ordering, then the batcher's queue.
+static void admit(srv_sched *s, srv_request *r) {
+  s->inflight++;
+  vsched *vs = r->version->sched;
+  err e;
+  if (!vs) {
+    drop(s, r, ERR_UNAVAILABLE, "model version is not scheduled");
+    return;
+  }
+  if (s->closing) {
+    drop(s, r, ERR_UNAVAILABLE, "server is shutting down");
+    return;
+  }
+  if (vs->order && srv_order_admit(vs->order, r, &e) != 0) {
+    drop(s, r, e.code, e.msg);
+    return;
+  }
+  r->t_enqueue_us = eng_now_us();
+  r->item.payload = r;
+  // The loop is woken only when an executor is free to take a batch: while
+  // every one is busy, the next to finish pumps the queue itself
+  // (on_job_done), and the timer set in srv_sched_submit covers deadlines
+  // meanwhile. Under load, that was a loop wakeup for nothing every few
+  // requests.
+  if (bat_enqueue(vs->bat, &r->item, &e) != 0) drop(s, r, e.code, e.msg);
+  else if (vs->defer) s->kick |= bat_free_executors(vs->bat) > 0;
+  else pump_version(s, vs);
+}
+
+// --- loop thread side
+
+static void on_timer(uv_poll_t *p, int status, int events) {
+  (void)events;
+  srv_sched *s = p->data;
+  uint64_t expirations;
+  // drain the expiry count; EAGAIN when a re-arm already cleared it
+  if (read(s->tfd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+    srv_log(SRV_LOG_ERROR, "timerfd read: %s", strerror(errno));
+  if (status < 0) srv_log(SRV_LOG_ERROR, "timer poll: %s", uv_strerror(status));
+  pthread_mutex_lock(&s->mu);
+  s->armed = INT64_MAX;  // fired, or about to be re-armed: either way set it again
+  for (size_t i = 0; i < s->n_vs; i++) pump_version(s, s->vs[i]);
+  arm_timer(s);
+  pthread_mutex_unlock(&s->mu);
+}
+
+static void on_handle_closed(uv_handle_t *h) { (void)h; }
+
+// New requests to batch, or the stop: once nothing is in flight, close the
+// loop's handles (and the caller's, through on_close) so uv_run returns.
+static void on_async(uv_async_t *a) {
+  srv_sched *s = a->data;
+  pthread_mutex_lock(&s->mu);
+  if (s->kick) {
+    s->kick = 0;
+    for (size_t i = 0; i < s->n_vs; i++)
+      if (s->vs[i]->defer) pump_version(s, s->vs[i]);
+    arm_timer(s);
+  }
+  int close_now = s->stop_requested && s->inflight == 0 && !s->closing;
+  if (close_now) s->closing = 1;  // from here a request is refused, and nothing wakes the loop
+  pthread_mutex_unlock(&s->mu);
+  if (!close_now) return;
+  if (s->on_close) s->on_close(s->on_close_arg);
+  uv_poll_stop(&s->timer);
+  uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+  uv_close((uv_handle_t *)&s->async, on_handle_closed);
+}
+
+static void *loop_main(void *arg) {
+  srv_sched *s = arg;
+  (void)pthread_setname_np(pthread_self(), "inferd-loop");  // per-thread CPU by name (tests/bench/serve_gpu)
+  int rc = uv_run(&s->loop, UV_RUN_DEFAULT);
+  if (rc) srv_log(SRV_LOG_WARN, "loop ended with active handles");
+  return NULL;
+}
+
+// --- lifecycle
+
+static bat_queue_policy queue_policy(const Inference__ModelQueuePolicy *p) {
+  bat_queue_policy q = {0};
+  if (!p) return q;
+  q.timeout_action = p->timeout_action == INFERENCE__MODEL_QUEUE_POLICY__TIMEOUT_ACTION__DELAY ? BAT_TIMEOUT_DELAY
+                                                                                               : BAT_TIMEOUT_REJECT;
+  q.default_timeout_us = (int64_t)p->default_timeout_microseconds;
+  q.allow_timeout_override = p->allow_timeout_override;
+  q.max_queue_size = p->max_queue_size;
+  return q;
+}
+
+static void free_vsched(vsched *vs) {
+  if (!vs) return;
+  for (int j = 0; j < vs->n_slots; j++) {
+    batch_slot *sl = &vs->slots[j];
+    for (size_t k = 0; sl->stages && k < vs->n_inputs; k++) free(sl->stages[k].buf);
+    free(sl->stages);
+    free(sl->staged);
+    free(sl->segs);
+    free(sl->reqs);
+  }
+  free(vs->slots);
+  bat_destroy(vs->bat);
+  srv_order_destroy(vs->order);
+  free(vs);
+}
+
+// Builds a version's batcher state (outside the lock: allocations only).
+static int build_version(srv_sched *s, srv_model *m, srv_version *v, vsched *vs, err *e) {
+  const Inference__ModelConfig *cfg = m->config;
+  vs->v = v;
+  vs->n_inputs = eng_model_n_inputs(v->model);
+  int n_inst = eng_model_n_instances(v->model), n_exec = 0, max_depth = 1;
+  for (int i = 0; i < n_inst; i++) {
+    int d = eng_model_instance_depth(v->model, i);
+    n_exec += d;
+    if (d > max_depth) max_depth = d;
+  }
+  bat_config c = {.max_batch_size = cfg->max_batch_size, .n_executors = n_exec, .now = clock_now,
+                  .cancelled = request_cancelled};
+  const Inference__ModelDynamicBatching *db =
+      cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING ? cfg->dynamic_batching
+                                                                                                 : NULL;
+  bat_level_policy levels[64];
+  int prefs[64];
+  if (db) {
+    c.dynamic = 1;
+    if (db->n_preferred_batch_size > 64 || db->n_priority_queue_policy > 64)
+      return err_set(e, ERR_INVALID_ARGUMENT, "model '%s': more than 64 preferred sizes or level policies", m->name);
+    for (size_t i = 0; i < db->n_preferred_batch_size; i++) prefs[i] = db->preferred_batch_size[i];
+    c.preferred_batch_sizes = prefs;
+    c.n_preferred = db->n_preferred_batch_size;
+    c.max_queue_delay_us = (int64_t)db->max_queue_delay_microseconds;
+    c.priority_levels = (uint32_t)db->priority_levels;
+    c.default_priority_level = (uint32_t)db->default_priority_level;
+    c.default_policy = queue_policy(db->default_queue_policy);
+    for (size_t i = 0; i < db->n_priority_queue_policy; i++)
+      levels[i] = (bat_level_policy){(uint32_t)db->priority_queue_policy[i]->key,
+                                     queue_policy(db->priority_queue_policy[i]->value)};
+    c.level_policies = levels;
+    c.n_level_policies = db->n_priority_queue_policy;
+    const eng_pad *pad = eng_model_pad(v->model);
+    c.pad = pad != NULL;
+    c.pad_max_ratio = pad ? pad->max_ratio : 0;
+    if (db->preserve_ordering) TRY(srv_order_create(s->srv, &vs->order, e));
+    // With a queue delay the batcher holds a batch until the delay or a
+    // preferred size says go, so the CQ thread that brings a request pumps
+    // it on the spot (a batch that is ready leaves at once; one that is not
+    // arms the timer). Without one, a request that found an executor free
+    // would leave alone: the loop thread batches what arrived meanwhile.
+    vs->defer = cfg->max_batch_size > 1 && c.max_queue_delay_us == 0;
+  }
+  TRY(bat_create(&c, &vs->bat, e));
+  vs->slots = calloc((size_t)n_exec, sizeof *vs->slots);
+  if (!vs->slots) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  size_t max_rows = cfg->max_batch_size > 0 ? (size_t)cfg->max_batch_size : 1;
+  // Executors level by level (every instance's first, then every second):
+  // the batcher takes free executors round robin in this order, so batches
+  // alternate over the instances (and GPUs) before any instance gets a
+  // second one in flight.
+  int x = 0;
+  for (int level = 0; level < max_depth; level++)
+    for (int i = 0; i < n_inst; i++) {
+      if (eng_model_instance_depth(v->model, i) <= level) continue;
+      vs->slots[x] = (batch_slot){.s = s, .vs = vs, .exec = x, .instance = i};
+      x++;
+    }
+  for (int xi = 0; xi < n_exec; xi++) {
+    batch_slot *sl = &vs->slots[xi];
+    vs->n_slots++;
+    sl->reqs = calloc(max_rows, sizeof *sl->reqs);
+    sl->staged = calloc(vs->n_inputs ? vs->n_inputs : 1, sizeof *sl->staged);
+    sl->stages = calloc(vs->n_inputs ? vs->n_inputs : 1, sizeof *sl->stages);
+    if (!sl->reqs || !sl->staged || !sl->stages) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    // one device segment per request and input at most (a request has a row at least)
+    int takes_device = 0;
+    for (size_t k = 0; k < vs->n_inputs; k++) takes_device |= eng_model_device_input(v->model, sl->instance, k) >= 0;
+    if (takes_device) {
+      sl->segs_cap = max_rows * vs->n_inputs;
+      sl->segs = calloc(sl->segs_cap, sizeof *sl->segs);
+      if (!sl->segs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    if (!c.dynamic || max_rows < 2) continue;
+    // A GPU instance gathers into its own pinned staging (job->stage); the
+    // host buffer would only serve if that fell short, so it is grown then.
+    if (eng_model_instance_device(v->model, sl->instance) >= 0) continue;
+    // Staging for a full batch, sized now so the request path never allocates.
+    for (size_t k = 0; k < vs->n_inputs; k++) {
+      const eng_io *io = eng_model_input(v->model, k);
+      int dynamic = 0;
+      for (int d = 0; d < io->ndims; d++) dynamic |= io->dims[d] < 0;
+      if (dynamic) continue;  // grown on first use
+      int64_t numel = eng_numel(io->ndims, io->dims);
+      size_t bytes = max_rows * (size_t)numel * dtype_size(io->dt);
+      if (bytes && !(sl->stages[k].buf = malloc(bytes)))
+        return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for a %zu-byte staging buffer", bytes);
+      sl->stages[k].cap = bytes;
+    }
+  }
+  return 0;
+}
+
+int srv_sched_add_model(srv_sched *s, srv_model *m, err *e) {
+  int rc = 0;
+  for (size_t j = 0; rc == 0 && j < m->n_versions; j++) {
+    srv_version *v = &m->versions[j];
+    if (!v->model) continue;
+    vsched *vs = calloc(1, sizeof *vs);
+    if (!vs) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    if (rc == 0) rc = build_version(s, m, v, vs, e);
+    pthread_mutex_lock(&s->mu);
+    if (rc == 0 && s->n_vs == s->cap_vs) {
+      size_t cap = s->cap_vs ? 2 * s->cap_vs : 16;
+      vsched **nv = realloc(s->vs, cap * sizeof *nv);
+      if (nv) s->vs = nv, s->cap_vs = cap;
+      else rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    if (rc == 0) {
+      s->vs[s->n_vs++] = vs;
+      v->sched = vs;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc) free_vsched(vs);
+  }
+  if (rc) srv_sched_remove_model(s, m);
+  return rc;
+}
+
+void srv_sched_remove_model(srv_sched *s, srv_model *m) {
+  for (size_t j = 0; j < m->n_versions; j++) {
+    srv_version *v = &m->versions[j];
+    vsched *vs = v->sched;
+    if (!vs) continue;
+    pthread_mutex_lock(&s->mu);
+    vs->removing = 1;
+    while (vs->running > 0) pthread_cond_wait(&s->idle, &s->mu);
+    for (size_t i = 0; i < s->n_vs; i++)
+      if (s->vs[i] == vs) {
+        s->vs[i] = s->vs[--s->n_vs];
+        break;
+      }
+    v->sched = NULL;
+    pthread_mutex_unlock(&s->mu);
+    free_vsched(vs);
+  }
+}
+
+int srv_sched_create(srv_registry *reg, struct srv_server *srv, srv_sched **out, err *e) {
+  srv_sched *s = calloc(1, sizeof *s);
+  if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  s->tfd = -1;
+  s->armed = INT64_MAX;
+  s->reg = reg;
+  s->srv = srv;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->idle, NULL);
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < srv_registry_n_models(reg); i++)
+    rc = srv_sched_add_model(s, srv_registry_model_at(reg, i), e);
+  int urc = 0;
+  if (rc == 0 && (urc = uv_loop_init(&s->loop)) != 0) rc = err_set(e, ERR_INTERNAL, "uv_loop_init: %s", uv_strerror(urc));
+  s->have_loop = rc == 0;
+  if (rc == 0 && (urc = uv_async_init(&s->loop, &s->async, on_async)) != 0)
+    rc = err_set(e, ERR_INTERNAL, "uv_async_init: %s", uv_strerror(urc));
+  s->have_async = rc == 0;
+  if (rc == 0 && (s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0)
+    rc = err_set(e, ERR_INTERNAL, "timerfd_create: %s", strerror(errno));
+  if (rc == 0 && (urc = uv_poll_init(&s->loop, &s->timer, s->tfd)) != 0)
+    rc = err_set(e, ERR_INTERNAL, "uv_poll_init (timerfd): %s", uv_strerror(urc));
+  s->have_timer = rc == 0;
+  if (rc == 0 && (urc = uv_poll_start(&s->timer, UV_READABLE, on_timer)) != 0)
+    rc = err_set(e, ERR_INTERNAL, "uv_poll_start (timerfd): %s", uv_strerror(urc));
+  if (rc) {
+    srv_sched_destroy(s);  // only partly built: handles may not exist, destroy copes
+    return rc;
+  }
+  s->async.data = s;
+  s->timer.data = s;
+  *out = s;
+  return 0;
+}
+
+uv_loop_t *srv_sched_loop(srv_sched *s) { return &s->loop; }
+
+int srv_sched_start(srv_sched *s, err *e) {
+  if (pthread_create(&s->thread, NULL, loop_main, s) != 0)
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start the loop thread");
+  s->started = 1;
+  return 0;
+}
+
+void srv_sched_submit(srv_sched *s, srv_request *r) {
+  pthread_mutex_lock(&s->mu);
+  int was = s->kick;
+  admit(s, r);
+  arm_timer(s);
+  // one wakeup for all the requests that arrive before the loop runs
+  int wake = s->kick && !was;
+  pthread_mutex_unlock(&s->mu);
+  if (!wake) return;
+  int rc = uv_async_send(&s->async);
+  if (rc) srv_log(SRV_LOG_ERROR, "uv_async_send: %s", uv_strerror(rc));
+}
+
+void srv_sched_stop(srv_sched *s, void (*on_close)(void *arg), void *arg) {
+  if (!s->started) return;
+  pthread_mutex_lock(&s->mu);
+  s->stop_requested = 1;
+  s->on_close = on_close;
+  s->on_close_arg = arg;
+  pthread_mutex_unlock(&s->mu);
+  int rc = uv_async_send(&s->async);
+  if (rc) srv_log(SRV_LOG_ERROR, "uv_async_send: %s", uv_strerror(rc));
+  pthread_join(s->thread, NULL);
+  s->started = 0;
+}
+
+void srv_sched_destroy(srv_sched *s) {
+  if (!s) return;
+  if (s->have_loop) {
+    if (!s->closing) {
+      // never stopped through the loop: close our handles and let their callbacks run
+      if (s->have_async) uv_close((uv_handle_t *)&s->async, on_handle_closed);
+      if (s->have_timer) uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+      uv_run(&s->loop, UV_RUN_DEFAULT);
+    }
+    int rc = uv_loop_close(&s->loop);
+    if (rc) srv_log(SRV_LOG_WARN, "uv_loop_close: %s", uv_strerror(rc));
+  }
+  for (size_t i = 0; i < s->n_vs; i++) {
+    s->vs[i]->v->sched = NULL;
+    free_vsched(s->vs[i]);
+  }
+  free(s->vs);
+  pthread_cond_destroy(&s->idle);
+  if (s->tfd >= 0) close(s->tfd);  // after the loop closed its poll handle
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}

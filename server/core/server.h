@@ -1,0 +1,77 @@
+// server/core/server.h: what the RPC handlers share: the registry, the
+// scheduler, the reflection answers and the server's own state.
+#ifndef INFERD_SERVER_SERVER_H
+#define INFERD_SERVER_SERVER_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdatomic.h>
+
+#include "server/obs/gpumon.h"
+#include "server/core/control.h"
+#include "server/sec/cuda_shm.h"
+#include "server/grpc/grpc_front.h"
+#include "server/grpc/reflection.h"
+#include "server/core/registry.h"
+#include "server/core/replyq.h"
+#include "server/core/sched.h"
+#include "server/sec/shm.h"
+#include "server/obs/trace.h"
+
+typedef struct srv_server {
+  srv_registry *reg;
+  srv_sched *sched;
+  srv_control *control;  // model load/unload/poll
+  srv_reflection *reflection;
+  prof_trace *trace;       // NULL unless --trace-file
+  int trace_rate;          // --trace-rate, what a cleared trace_rate returns to
+  prof_gpus *gpus;         // the visible GPUs' metrics (none: a CPU-only server)
+  srv_shm *shm;            // client system shared memory; NULL unless --allow-client-shm
+  srv_cuda_shm *cuda_shm;  // client CUDA shared memory; NULL unless --allow-client-shm
+  struct srv_rest *rest;   // the KServe v2 REST routes (server/http/rest.h); NULL: not served
+  srv_replyq *replyq;      // sends batches' answers (replyq.h); NULL: each instance thread sends its own
+  const srv_grpc *grpc;    // set before the loop thread starts; /metrics reads its counts
+  int strict_readiness;    // ready only when every model is (Triton's default)
+  int allow_metrics;       // --allow-metrics: /metrics served at all
+  atomic_int draining;     // set once shutdown began: not ready, new work refused
+  atomic_int accept_dead;  // the gRPC listener stopped accepting (see main.c): not live
+  atomic_llong infer_inflight;     // ModelInfer calls received and not yet answered
+  atomic_llong infer_last_call_us; // when the last ModelInfer call arrived
+  _Atomic uint64_t http_requests;
+} srv_server;
+
+#define SRV_SHM_DISABLED_MSG \
+  "client shared memory is disabled: start inferd with --allow-client-shm=true to register and use regions"
+
+// Liveness (ServerLive, /v2/health/live): false once the gRPC port can no
+// longer take connections, so an orchestrator restarts the process.
+int srv_server_live(srv_server *s);
+
+// Every gRPC method the server answers, for srv_grpc_create.
+size_t srv_methods(srv_server *s, srv_method *out, size_t cap);
+
+// ModelInfer (server/core/infer.c)
+void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len);
+// ModelStreamInfer: each message is a ModelInferRequest answered on the
+// stream by a ModelStreamInferResponse (errors in its error_message)
+void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, size_t len);
+
+// Shared by the RPC handlers: pack and answer; unpack or answer INVALID_ARGUMENT (NULL then), also when
+// a string field (nested and map ones included) is not UTF-8, naming the field without quoting it.
+void srv_reply_msg(srv_call *call, const ProtobufCMessage *m);
+ProtobufCMessage *srv_unpack_or_fail(srv_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *req,
+                                     size_t len);
+// LogSettings and TraceSetting (server/obs/settings.c)
+void srv_log_settings(void *ctx, srv_call *call, const uint8_t *req, size_t len);
+void srv_trace_setting(void *ctx, srv_call *call, const uint8_t *req, size_t len);
+
+// Readiness as ServerReady, /v2/health/ready and grpc.health report it.
+int srv_server_ready(srv_server *s);
+
+// HTTP routes (server/http/endpoints.c), for srv_http_create.
+struct srv_http_request;
+struct srv_http_response;
+void srv_http_routes(void *ctx, const struct srv_http_request *req, struct srv_http_response *resp);
+// The --metrics-port listener's: /metrics alone, as Triton's metrics port.
+void srv_http_metrics_routes(void *ctx, const struct srv_http_request *req, struct srv_http_response *resp);
+
+#endif

@@ -1,3 +1,0 @@
-# server/hist.cmake: the profiler's lock-free log-linear histograms (server/hist.c).
-add_library(inferd_hist STATIC ${CMAKE_CURRENT_LIST_DIR}/hist.c)
-target_link_libraries(inferd_hist PUBLIC inferd_base ${MATH_LIB})

@@ -1,0 +1,939 @@
+// http.c: HTTP/1.1 transport on the libuv loop. Requests are parsed with
+// nodejs http-parser (pausing after each message, so pipelined requests are
+// answered one at a time, in order, with write backpressure); responses are
+// whole buffers written with uv_write. Memory of a connection is freed only
+// in its close callback, and every write buffer lives until its write
+// callback, so a client that vanishes mid-request or mid-response leaks
+// nothing. With TLS on (srv_http_set_tls), bytes pass through
+// server/http/http_tls.c on their way in and out; every other line is the same
+// for both, and a plain connection only tests a NULL pointer.
+#include "server/http/http.h"
+
+#include <errno.h>
+#include <http_parser.h>
+#include <limits.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server/http/http_tls.h"
+
+#define READ_BUF_SIZE (16 * 1024)
+// Pending response bytes above which a connection stops reading (and so
+// stops parsing pipelined requests) until its writes drain below LOW.
+#define WRITE_HIGH_WATER (1024 * 1024)
+#define WRITE_LOW_WATER (256 * 1024)
+// After the last response of a connection we read and drop what the client
+// still sends (so closing does not reset the answer away), up to this much.
+#define DRAIN_MAX (1024 * 1024)
+// A body refused for its declared Content-Length is read and dropped whole up
+// to this much, so a client still sending it gets to read the 413 rather than
+// a reset (tests/integration/test_rest.py sends 2.3 MB at a 2 MB limit).
+#define DRAIN_DECLARED_MAX (64u * 1024 * 1024)
+// Rough bytes a header line costs beyond its name and value (": ", CRLF).
+#define HEADER_LINE_OVERHEAD 4
+
+typedef struct conn conn;
+
+struct srv_http {
+  uv_loop_t *loop;
+  uv_tcp_t listener;
+  srv_http_handler handler;
+  void *ctx;
+  int port;
+  int closing;
+  size_t open_handles;  // the listener plus every connection not yet closed back
+  size_t nconns;
+  conn *conns;  // doubly linked, for srv_http_close and the idle sweep
+  // A connection with no read or finished write for idle_ms is closed (a
+  // client that opens connections and goes silent, or sends half a request,
+  // would otherwise hold them forever); one timer sweeps them all.
+  uv_timer_t sweep;
+  uint64_t idle_ms;
+  size_t max_body_large;  // for paths ending with SRV_HTTP_LARGE_BODY_SUFFIX
+  srv_htls_ctx *tls;      // owned; NULL: plain HTTP
+  uint64_t handshake_ms;  // a TLS connection not through its handshake by then is closed
+  void (*on_closed)(void *arg);
+  void *closed_arg;
+};
+
+struct conn {
+  uv_tcp_t tcp;  // first: the handle's address is the conn's
+  srv_http *srv;
+  conn *prev, *next;
+  http_parser parser;
+
+  // Bytes read but not yet parsed live in rbuf[roff, rlen); reading is only
+  // on while that range is empty, so alloc can always hand out all of rbuf.
+  size_t roff, rlen;
+
+  // The request being parsed.
+  char *url;
+  size_t url_len, url_cap;
+  size_t header_bytes;
+  uint64_t body_bytes;
+  uint64_t max_body;  // this request's limit, chosen once its path is known
+  char *body;
+  size_t body_cap;
+  // headers as "name\0value\0" pairs; hdr_last says which part the last
+  // callback appended to (http-parser may split one across reads)
+  char *hdrs;
+  size_t hdrs_len, hdrs_cap;
+  int hdr_last;  // 0 none, 1 field, 2 value
+  int fail_status;  // set by a parser callback that rejects the request
+  int keep_alive;
+  srv_http_pending *pending;  // a deferred answer not yet given
+
+  size_t writes_pending;
+  size_t write_bytes_pending;
+  size_t drained;
+  uint64_t last_active_ms;  // uv_now at the last read or finished write
+  uint64_t accepted_ms;     // uv_now at accept, for the TLS handshake deadline
+  srv_htls *tls;            // NULL on a plain connection
+
+  unsigned reading : 1;      // uv_read_start is in effect
+  unsigned backpressure : 1; // reading stopped until writes drain
+  unsigned draining : 1;     // last response queued; input is dropped
+  size_t drain_max;          // what draining reads before closing; 0: DRAIN_MAX
+  unsigned shut : 1;         // uv_shutdown issued
+  unsigned peer_eof : 1;     // the client shut its side
+  unsigned closing : 1;      // uv_close issued
+  unsigned tls_started : 1;  // the first bytes were looked at
+  unsigned tls_notified : 1; // close_notify queued (or not to be sent)
+
+  char rbuf[READ_BUF_SIZE];
+};
+
+struct srv_http_pending {
+  conn *c;  // NULL once the connection closed
+  int send_body;
+  int keep;
+};
+
+typedef struct wreq {
+  uv_write_t req;
+  conn *c;
+  char *body;  // owned; NULL when none
+  size_t total;
+  char head[];  // status line and headers
+} wreq;
+
+// --- connection lifetime
+
+static void maybe_finish(srv_http *h) {
+  if (!h->closing || h->open_handles != 0) return;
+  void (*cb)(void *) = h->on_closed;
+  void *arg = h->closed_arg;
+  srv_htls_ctx_destroy(h->tls);
+  free(h);
+  if (cb) cb(arg);
+}
+
+static void on_conn_closed(uv_handle_t *handle) {
+  conn *c = (conn *)handle;
+  srv_http *h = c->srv;
+  if (c->prev) c->prev->next = c->next;
+  else h->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  h->nconns--;
+  h->open_handles--;
+  if (c->pending) c->pending->c = NULL;  // the deferred answer is dropped when given
+  free(c->url);
+  free(c->body);
+  free(c->hdrs);
+  srv_htls_destroy(c->tls);
+  free(c);
+  maybe_finish(h);
+}
+
+static void conn_close(conn *c) {
+  if (c->closing) return;
+  c->closing = 1;
+  c->reading = 0;
+  // Cancels queued writes and shutdowns: their callbacks run (ECANCELED)
+  // before on_conn_closed, so they may still touch c.
+  uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
+  (void)suggested;
+  conn *c = (conn *)handle;
+  *buf = uv_buf_init(c->rbuf, sizeof c->rbuf);
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+static void process(conn *c);
+static void respond(conn *c, srv_http_response *r, int send_body, int keep);
+static int tls_flush(conn *c);
+
+static void read_on(conn *c) {
+  if (c->reading || c->closing || c->peer_eof) return;
+  int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  if (rc != 0) {
+    conn_close(c);
+    return;
+  }
+  c->reading = 1;
+}
+
+static void read_off(conn *c) {
+  if (!c->reading || c->closing) return;
+  // uv_read_stop cannot fail on a TCP stream, but the contract says int.
+  if (uv_read_stop((uv_stream_t *)&c->tcp) != 0) {
+    conn_close(c);
+    return;
+  }
+  c->reading = 0;
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status) {
+  conn *c = req->data;
+  free(req);
+  // On success the client's EOF (read on in drain mode) closes the conn.
+  if (status < 0) conn_close(c);
+}
+
+// Called once the last response is queued and, again, when writes drain.
+static void drain_step(conn *c) {
+  if (c->closing || c->writes_pending != 0) return;
+  if (c->peer_eof) {
+    conn_close(c);
+    return;
+  }
+  if (c->shut) return;
+  if (c->tls && !c->tls_notified) {  // close_notify first: the client can tell an end from a cut
+    c->tls_notified = 1;
+    srv_htls_shutdown(c->tls);
+    if (tls_flush(c) != 0 || c->writes_pending != 0) return;  // on_write comes back here
+  }
+  uv_shutdown_t *req = malloc(sizeof *req);
+  if (!req) {
+    conn_close(c);
+    return;
+  }
+  req->data = c;
+  if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
+    free(req);
+    conn_close(c);
+    return;
+  }
+  c->shut = 1;
+  read_on(c);  // to see the client's EOF
+}
+
+// No more requests on c: drop unparsed input, close after the queued writes.
+static void conn_finish(conn *c) {
+  if (c->closing) return;
+  c->draining = 1;
+  c->backpressure = 0;
+  c->roff = c->rlen = 0;
+  drain_step(c);
+}
+
+// --- parser callbacks (parser->data is the conn)
+
+static int count_header(conn *c, size_t len) {
+  c->header_bytes += len;
+  if (c->header_bytes > SRV_HTTP_MAX_HEADER) {
+    c->fail_status = 431;
+    return -1;
+  }
+  return 0;
+}
+
+static int on_message_begin(http_parser *p) {
+  conn *c = p->data;
+  c->url_len = 0;
+  c->header_bytes = 0;
+  c->body_bytes = 0;
+  c->hdrs_len = 0;
+  c->hdr_last = 0;
+  c->fail_status = 0;
+  return 0;
+}
+
+// Appends n bytes (and, with nul, a terminating '\0' first) to the header store.
+static int hdr_append(conn *c, int nul, const char *at, size_t n) {
+  size_t need = c->hdrs_len + n + 2;
+  if (need > c->hdrs_cap) {
+    size_t cap = c->hdrs_cap ? c->hdrs_cap : 1024;
+    while (cap < need) cap *= 2;
+    char *q = realloc(c->hdrs, cap);
+    if (!q) {
+      c->fail_status = 500;
+      return -1;
+    }
+    c->hdrs = q;
+    c->hdrs_cap = cap;
+  }
+  if (nul) c->hdrs[c->hdrs_len++] = '\0';
+  memcpy(c->hdrs + c->hdrs_len, at, n);
+  c->hdrs_len += n;
+  return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len) {
+  conn *c = p->data;
+  if (count_header(c, len) != 0) return -1;
+  if (c->url_len + len + 1 > c->url_cap) {
+    size_t cap = c->url_cap ? c->url_cap : 256;
+    while (cap < c->url_len + len + 1) cap *= 2;
+    char *u = realloc(c->url, cap);
+    if (!u) {
+      c->fail_status = 500;
+      return -1;
+    }
+    c->url = u;
+    c->url_cap = cap;
+  }
+  memcpy(c->url + c->url_len, at, len);
+  c->url_len += len;
+  c->url[c->url_len] = '\0';
+  return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len) {
+  conn *c = p->data;
+  if (count_header(c, len + HEADER_LINE_OVERHEAD) != 0) return -1;
+  int rc = hdr_append(c, c->hdr_last == 2, at, len);
+  c->hdr_last = 1;
+  return rc;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len) {
+  conn *c = p->data;
+  if (count_header(c, len) != 0) return -1;
+  // a field without value callbacks still gets its (empty) value below
+  int rc = hdr_append(c, c->hdr_last == 1, at, len);
+  c->hdr_last = 2;
+  return rc;
+}
+
+// 1 when the request target's path (before any '?') ends with suffix.
+static int path_ends_with(const conn *c, const char *suffix) {
+  size_t n = 0;
+  while (n < c->url_len && c->url[n] != '?' && c->url[n] != '#') n++;
+  size_t k = strlen(suffix);
+  return n >= k && memcmp(c->url + n - k, suffix, k) == 0;
+}
+
+static int on_headers_complete(http_parser *p) {
+  conn *c = p->data;
+  if (c->hdr_last && hdr_append(c, 1, "", 0) != 0) return -1;  // ends the last value
+  if (c->hdr_last == 1 && hdr_append(c, 1, "", 0) != 0) return -1;  // a field without value
+  c->hdr_last = 0;
+  c->max_body = SRV_HTTP_MAX_BODY;
+  if (c->srv->max_body_large > SRV_HTTP_MAX_BODY && path_ends_with(c, SRV_HTTP_LARGE_BODY_SUFFIX))
+    c->max_body = c->srv->max_body_large;
+  if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->max_body) {
+    c->fail_status = 413;
+    if (p->content_length <= DRAIN_DECLARED_MAX) c->drain_max = (size_t)p->content_length + DRAIN_MAX;
+    return -1;  // anything but 0, 1 and 2 is an error for http-parser
+  }
+  // the declared length is reserved at once (one allocation for large bodies)
+  if ((p->flags & F_CONTENTLENGTH) && p->content_length + 1 > c->body_cap) {
+    char *b = realloc(c->body, (size_t)p->content_length + 1);
+    if (!b) {
+      c->fail_status = 500;
+      return -1;
+    }
+    c->body = b;
+    c->body_cap = (size_t)p->content_length + 1;
+  }
+  return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len) {
+  conn *c = p->data;
+  if (c->body_bytes + len > c->max_body) {
+    c->fail_status = 413;
+    return -1;
+  }
+  if (c->body_bytes + len + 1 > c->body_cap) {  // chunked: grows by doubling
+    size_t cap = c->body_cap ? c->body_cap : 4096;
+    while (cap < c->body_bytes + len + 1) cap *= 2;
+    char *b = realloc(c->body, cap);
+    if (!b) {
+      c->fail_status = 500;
+      return -1;
+    }
+    c->body = b;
+    c->body_cap = cap;
+  }
+  memcpy(c->body + c->body_bytes, at, len);
+  c->body_bytes += len;
+  c->body[c->body_bytes] = '\0';  // JSON parsers may want a string
+  return 0;
+}
+
+static int on_message_complete(http_parser *p) {
+  conn *c = p->data;
+  // Read here: http_should_keep_alive is defined in this callback.
+  c->keep_alive = http_should_keep_alive(p);
+  // Stop after this message so it is answered before the next is parsed.
+  http_parser_pause(p, 1);
+  return 0;
+}
+
+static const http_parser_settings parser_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+// --- responses
+
+static void on_write(uv_write_t *req, int status) {
+  wreq *w = (wreq *)req;
+  conn *c = w->c;
+  c->writes_pending--;
+  c->write_bytes_pending -= w->total;
+  free(w->body);
+  free(w);
+  if (c->closing) return;
+  c->last_active_ms = uv_now(c->srv->loop);
+  if (status < 0) {
+    conn_close(c);
+    return;
+  }
+  if (c->draining) {
+    drain_step(c);
+    return;
+  }
+  if (c->backpressure && c->write_bytes_pending <= WRITE_LOW_WATER) {
+    c->backpressure = 0;
+    process(c);
+  }
+}
+
+// Queues one response. body is owned (freed here, also on failure); with
+// send_body 0 only the headers go out (HEAD), Content-Length still says len.
+static void send_response(conn *c, int status, const char *content_type, const char *extra, char *body,
+                          size_t len, int send_body, int keep_alive) {
+  if (c->closing) {
+    free(body);
+    return;
+  }
+  if (status < 100 || status > 999) status = 500;
+  if (len > UINT_MAX) {  // uv_buf_t lengths are unsigned int
+    free(body);
+    body = NULL;
+    len = 0;
+    status = 500;
+  }
+  if (!content_type) content_type = "text/plain; charset=utf-8";
+  const char *reason = http_status_str((enum http_status)status);
+  // HTTP/1.0 clients that asked for keep-alive need it said back.
+  const char *conn_hdr = !keep_alive ? "Connection: close\r\n"
+                         : c->parser.http_major == 1 && c->parser.http_minor == 0
+                             ? "Connection: keep-alive\r\n"
+                             : "";
+  if (!extra) extra = "";
+  const char *fmt = "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n";
+  int n = snprintf(NULL, 0, fmt, status, reason, content_type, len, extra, conn_hdr);
+  wreq *w = n < 0 ? NULL : malloc(sizeof *w + (size_t)n + 1);
+  if (!w) {
+    free(body);
+    conn_close(c);
+    return;
+  }
+  snprintf(w->head, (size_t)n + 1, fmt, status, reason, content_type, len, extra, conn_hdr);
+  if (!send_body) {
+    free(body);
+    body = NULL;
+    len = 0;
+  }
+  if (c->tls) {  // head and body leave as records, in one buffer
+    int bad = srv_htls_write(c->tls, w->head, (size_t)n) != 0 || srv_htls_write(c->tls, body, len) != 0;
+    free(body);
+    free(w);
+    if (bad) conn_close(c);
+    else (void)tls_flush(c);
+    return;
+  }
+  w->c = c;
+  w->body = body;
+  w->total = (size_t)n + len;
+  uv_buf_t bufs[2] = {uv_buf_init(w->head, (unsigned)n), uv_buf_init(body, (unsigned)len)};
+  int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, len ? 2 : 1, on_write);
+  if (rc != 0) {
+    free(w->body);
+    free(w);
+    conn_close(c);
+    return;
+  }
+  c->writes_pending++;
+  c->write_bytes_pending += w->total;
+}
+
+// Queues the ciphertext TLS produced (records, handshake messages, alerts,
+// close_notify) as one write. 0, or -1 when the connection is closing.
+static int tls_flush(conn *c) {
+  size_t len = 0;
+  char *out = srv_htls_take_output(c->tls, &len);
+  if (len == 0) return c->closing ? -1 : 0;
+  wreq *w = out && !c->closing && len <= UINT_MAX ? malloc(sizeof *w + 1) : NULL;
+  if (!w) {
+    free(out);
+    conn_close(c);
+    return -1;
+  }
+  w->c = c;
+  w->body = out;
+  w->total = len;
+  w->head[0] = '\0';
+  uv_buf_t b = uv_buf_init(out, (unsigned)len);
+  if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
+    free(out);
+    free(w);
+    conn_close(c);
+    return -1;
+  }
+  c->writes_pending++;
+  c->write_bytes_pending += len;
+  return 0;
+}
+
+static void send_error(conn *c, int status) {
+  const char *reason = http_status_str((enum http_status)status);
+  size_t len = strlen(reason) + 1;
+  char *body = malloc(len + 1);
+  if (!body) {
+    conn_close(c);
+    return;
+  }
+  memcpy(body, reason, len - 1);
+  body[len - 1] = '\n';
+  body[len] = '\0';
+  send_response(c, status, NULL, NULL, body, len, 1, 0);
+  conn_finish(c);
+}
+
+// One complete request: route it through the handler and queue the answer.
+static void dispatch(conn *c) {
+  srv_http *h = c->srv;
+  int is_connect = c->parser.method == HTTP_CONNECT;
+  int keep = c->keep_alive && !c->parser.upgrade && !is_connect;
+  struct http_parser_url u;
+  http_parser_url_init(&u);
+  if (c->url_len == 0 || http_parser_parse_url(c->url, c->url_len, is_connect, &u) != 0) {
+    send_error(c, 400);
+    return;
+  }
+  // url has one spare byte, and '?' and '#' end the path and query, so both
+  // can be terminated in place.
+  const char *path = "/", *query = NULL;
+  if (u.field_set & (1 << UF_PATH)) {
+    path = c->url + u.field_data[UF_PATH].off;
+    c->url[u.field_data[UF_PATH].off + u.field_data[UF_PATH].len] = '\0';
+  }
+  if (u.field_set & (1 << UF_QUERY)) {
+    query = c->url + u.field_data[UF_QUERY].off;
+    c->url[u.field_data[UF_QUERY].off + u.field_data[UF_QUERY].len] = '\0';
+  }
+  enum http_method m = (enum http_method)c->parser.method;
+  srv_http_request req = {.method = http_method_str(m), .path = path, .query = query,
+                          .body = c->body_bytes ? c->body : NULL, .body_len = (size_t)c->body_bytes,
+                          .body_max = (size_t)c->max_body,
+                          .headers_ = c->hdrs, .headers_len_ = c->hdrs_len, .conn_ = c};
+  srv_http_response resp = {.status = 200};
+  h->handler(h->ctx, &req, &resp);
+  if (c->body_cap > SRV_HTTP_MAX_BODY) {  // a large body's buffer is not kept for the next request
+    free(c->body);
+    c->body = NULL;
+    c->body_cap = 0;
+  }
+  if (c->pending) {
+    c->pending->send_body = m != HTTP_HEAD;
+    c->pending->keep = keep;
+    return;  // srv_http_complete answers
+  }
+  respond(c, &resp, m != HTTP_HEAD, keep);
+}
+
+// Queues the handler's answer; afterwards the connection goes on (keep) or ends.
+static void respond(conn *c, srv_http_response *r, int send_body, int keep) {
+  srv_http_response resp = *r;
+  char *body = resp.body;
+  if (!resp.free_body && resp.len) {
+    body = malloc(resp.len);
+    if (!body) {
+      conn_close(c);
+      return;
+    }
+    memcpy(body, resp.body, resp.len);
+  } else if (!resp.len && resp.free_body) {
+    free(body);
+    body = NULL;
+  } else if (!resp.len) {
+    body = NULL;
+  }
+  send_response(c, resp.status, resp.content_type, resp.headers, body, resp.len, send_body, keep);
+  if (!keep) conn_finish(c);
+}
+
+const char *srv_http_request_header(const srv_http_request *req, const char *name) {
+  const char *p = req->headers_, *end = p ? p + req->headers_len_ : NULL;
+  while (p && p < end) {
+    const char *value = p + strlen(p) + 1;
+    if (value >= end) return NULL;
+    if (strcasecmp(p, name) == 0) return value;
+    p = value + strlen(value) + 1;
+  }
+  return NULL;
+}
+
+srv_http_pending *srv_http_defer(const srv_http_request *req) {
+  conn *c = req->conn_;
+  srv_http_pending *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->c = c;
+  c->pending = p;
+  return p;
+}
+
+void srv_http_complete(srv_http_pending *p, srv_http_response *resp) {
+  conn *c = p->c;
+  int send_body = p->send_body, keep = p->keep;
+  free(p);
+  if (!c) {
+    if (resp->free_body) free(resp->body);
+    return;
+  }
+  c->pending = NULL;
+  c->last_active_ms = uv_now(c->srv->loop);
+  respond(c, resp, send_body, keep);
+  if (keep && !c->closing && !c->draining) process(c);  // pipelined requests, then reading again
+}
+
+// Fills rbuf with the plaintext TLS holds (advancing the handshake on the
+// way) and sends what that produced. 1 when rbuf has new bytes; 0 when TLS
+// wants more from the socket, or the connection ended or failed.
+static int tls_pull(conn *c) {
+  long n = srv_htls_read(c->tls, c->rbuf, sizeof c->rbuf);
+  if (tls_flush(c) != 0) return 0;  // handshake messages, session tickets, alerts
+  if (n > 0) {
+    c->roff = 0;
+    c->rlen = (size_t)n;
+    return 1;
+  }
+  if (n == SRV_HTLS_WANT_INPUT) return 0;
+  // close_notify is the client's end of the stream, like EOF; a failure has
+  // had its alert queued above, and the connection ends after it
+  if (n == SRV_HTLS_FAILED) c->tls_notified = 1;
+  conn_finish(c);
+  return 0;
+}
+
+// Parses what is buffered, answering each complete request, until the
+// buffer is empty, the connection ends, or writes back up.
+static void process(conn *c) {
+again:
+  while (!c->closing && !c->draining && c->roff < c->rlen) {
+    size_t n = http_parser_execute(&c->parser, &parser_settings, c->rbuf + c->roff, c->rlen - c->roff);
+    c->roff += n;
+    enum http_errno pe = HTTP_PARSER_ERRNO(&c->parser);
+    if (pe == HPE_PAUSED) {
+      http_parser_pause(&c->parser, 0);
+      dispatch(c);
+      if (c->pending) return;  // reading stays off until srv_http_complete
+      if (c->write_bytes_pending > WRITE_HIGH_WATER && !c->closing && !c->draining) {
+        c->backpressure = 1;
+        read_off(c);
+        return;
+      }
+      continue;
+    }
+    if (pe != HPE_OK) {
+      int status = c->fail_status ? c->fail_status : pe == HPE_HEADER_OVERFLOW ? 431 : 400;
+      send_error(c, status);
+      return;
+    }
+    if (c->parser.upgrade) {
+      // Unreachable in practice (message_complete pauses first); be safe.
+      conn_finish(c);
+      return;
+    }
+  }
+  if (c->closing || c->draining || c->roff != c->rlen) return;
+  if (c->tls && tls_pull(c)) goto again;
+  if (!c->closing && !c->draining) read_on(c);
+}
+
+// --- reading and accepting
+
+// A plain HTTP request on the TLS port: said so in plain text (an alert
+// would read as garbage), and the connection ends.
+static void refuse_plain_http(conn *c) {
+  static const char msg[] = "this port speaks HTTPS: use https://\n";
+  srv_htls_destroy(c->tls);
+  c->tls = NULL;  // the answer itself is plain; the connection ends with it
+  char *body = malloc(sizeof msg - 1);
+  if (!body) {
+    conn_close(c);
+    return;
+  }
+  memcpy(body, msg, sizeof msg - 1);
+  c->draining = 1;  // nothing of this request is parsed
+  send_response(c, 400, NULL, NULL, body, sizeof msg - 1, 1, 0);
+  conn_finish(c);
+}
+
+// Ciphertext arrived in rbuf: it moves into TLS, and rbuf takes plaintext.
+static void tls_on_read(conn *c, size_t n) {
+  if (!c->tls_started) {
+    c->tls_started = 1;
+    if (srv_htls_looks_like_plain_http(c->rbuf, n)) {
+      refuse_plain_http(c);
+      return;
+    }
+  }
+  if (srv_htls_feed(c->tls, c->rbuf, n) != 0) {
+    conn_close(c);
+    return;
+  }
+  c->roff = c->rlen = 0;
+  read_off(c);  // back on once TLS wants more
+  process(c);
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+  (void)buf;
+  conn *c = (conn *)stream;
+  if (c->closing) return;
+  if (nread < 0) {
+    if (nread != UV_EOF) {
+      conn_close(c);
+      return;
+    }
+    read_off(c);
+    c->peer_eof = 1;
+    // A half-closed client still gets the answers already queued; a request
+    // cut short gets none.
+    c->draining = 1;
+    c->roff = c->rlen = 0;
+    drain_step(c);
+    return;
+  }
+  if (nread == 0) return;
+  c->last_active_ms = uv_now(c->srv->loop);
+  if (c->draining) {
+    c->drained += (size_t)nread;
+    if (c->drained > (c->drain_max ? c->drain_max : DRAIN_MAX)) conn_close(c);
+    return;
+  }
+  if (c->tls) {
+    tls_on_read(c, (size_t)nread);
+    return;
+  }
+  c->roff = 0;
+  c->rlen = (size_t)nread;
+  read_off(c);  // back on once rbuf is parsed, unless writes are backed up
+  process(c);
+}
+
+static void on_connection(uv_stream_t *server, int status) {
+  srv_http *h = server->data;
+  if (status < 0 || h->closing) return;
+  conn *c = calloc(1, sizeof *c);
+  // Without memory the connection stays in the backlog; libuv resumes
+  // accepting on the next uv_accept.
+  if (!c) return;
+  if (uv_tcp_init(h->loop, &c->tcp) != 0) {
+    free(c);
+    return;
+  }
+  c->srv = h;
+  c->next = h->conns;
+  if (h->conns) h->conns->prev = c;
+  h->conns = c;
+  h->nconns++;
+  h->open_handles++;
+  http_parser_init(&c->parser, HTTP_REQUEST);
+  c->parser.data = c;
+  c->last_active_ms = c->accepted_ms = uv_now(h->loop);
+  if (h->tls && !(c->tls = srv_htls_create(h->tls))) {
+    conn_close(c);  // not accepted: it stays in the backlog until memory frees up
+    return;
+  }
+  if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+    conn_close(c);
+    return;
+  }
+  // Small responses on keep-alive connections must not wait for Nagle.
+  if (uv_tcp_nodelay(&c->tcp, 1) != 0) {
+    conn_close(c);
+    return;
+  }
+  read_on(c);
+}
+
+// --- idle sweep
+
+static void on_sweep(uv_timer_t *t) {
+  srv_http *h = t->data;
+  uint64_t now = uv_now(h->loop);
+  for (conn *c = h->conns; c; c = c->next) {  // closing unlinks only in the close callback
+    if (c->closing || c->pending) continue;
+    if (h->idle_ms && now - c->last_active_ms >= h->idle_ms) conn_close(c);
+    // trickling a handshake byte by byte keeps a connection active, not through it
+    else if (c->tls && !srv_htls_handshake_done(c->tls) && now - c->accepted_ms >= h->handshake_ms) conn_close(c);
+  }
+}
+
+// Sweeps a few times per timeout (idle or handshake), at most once a second.
+static int sweep_start(srv_http *h) {
+  uint64_t every = !h->idle_ms ? 1000 : h->idle_ms / 4 ? h->idle_ms / 4 : 1;
+  if (h->tls && h->handshake_ms / 4 < every) every = h->handshake_ms / 4 ? h->handshake_ms / 4 : 1;
+  if (every > 1000) every = 1000;
+  return uv_timer_start(&h->sweep, on_sweep, every, every);
+}
+
+static void on_sweep_closed(uv_handle_t *handle) {
+  srv_http *h = handle->data;
+  h->open_handles--;
+  maybe_finish(h);
+}
+
+int srv_http_set_idle_timeout(srv_http *h, uint64_t ms, err *e) {
+  int rc = uv_timer_stop(&h->sweep);
+  h->idle_ms = ms;
+  if (rc == 0 && (ms || h->tls)) rc = sweep_start(h);
+  if (rc != 0) return err_set(e, ERR_INTERNAL, "http endpoint: idle sweep timer: %s", uv_strerror(rc));
+  return 0;
+}
+
+// --- public API
+
+static void on_listener_closed(uv_handle_t *handle) {
+  srv_http *h = handle->data;
+  h->open_handles--;
+  maybe_finish(h);
+}
+
+// Creates, binds and listens on a socket by hand, so that a busy port fails
+// before any uv handle exists and nothing is left closing on the loop.
+static int open_listen_socket(const char *host, int port, int *fd_out, err *e) {
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  char service[16];
+  snprintf(service, sizeof service, "%d", port);
+  struct addrinfo *res = NULL;
+  int gai = getaddrinfo(host, service, &hints, &res);
+  if (gai != 0) {
+    return err_set(e, ERR_INVALID_ARGUMENT, "http endpoint %s:%d: cannot resolve host: %s", host, port,
+                   gai_strerror(gai));
+  }
+  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    int en = errno;
+    freeaddrinfo(res);
+    return err_set(e, ERR_INTERNAL, "http endpoint %s:%d: socket: %s", host, port, strerror(en));
+  }
+  int one = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+    int en = errno;
+    freeaddrinfo(res);
+    close(fd);
+    err_code code = en == EADDRINUSE || en == EADDRNOTAVAIL || en == EACCES ? ERR_UNAVAILABLE : ERR_INTERNAL;
+    return err_set(e, code, "http endpoint %s:%d: cannot listen: %s", host, port, strerror(en));
+  }
+  freeaddrinfo(res);
+  *fd_out = fd;
+  return 0;
+}
+
+int srv_http_create(uv_loop_t *loop, const char *host, int port, srv_http_handler handler, void *ctx,
+                    srv_http **out, err *e) {
+  if (!loop || !handler || !out || port < 0 || port > 65535) {
+    return err_set(e, ERR_INVALID_ARGUMENT, "srv_http_create: loop, handler and out are required, port in [0, 65535]");
+  }
+  if (!host || !*host) host = "0.0.0.0";
+  int fd = -1;
+  TRY(open_listen_socket(host, port, &fd, e));
+
+  struct sockaddr_storage ss;
+  socklen_t sslen = sizeof ss;
+  if (getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {
+    int en = errno;
+    close(fd);
+    return err_set(e, ERR_INTERNAL, "http endpoint %s:%d: getsockname: %s", host, port, strerror(en));
+  }
+  int bound = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                       : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+
+  srv_http *h = calloc(1, sizeof *h);
+  if (!h) {
+    close(fd);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "http endpoint %s:%d: out of memory", host, port);
+  }
+  h->loop = loop;
+  h->handler = handler;
+  h->ctx = ctx;
+  h->port = bound;
+  int rc = uv_tcp_init(loop, &h->listener);
+  if (rc != 0) {
+    close(fd);
+    free(h);
+    return err_set(e, ERR_INTERNAL, "http endpoint %s:%d: uv_tcp_init: %s", host, port, uv_strerror(rc));
+  }
+  h->listener.data = h;
+  h->open_handles = 1;
+  h->idle_ms = SRV_HTTP_IDLE_MS;
+  rc = uv_timer_init(loop, &h->sweep);
+  if (rc == 0) {
+    h->sweep.data = h;
+    h->open_handles++;
+    rc = sweep_start(h);
+  }
+  if (rc == 0) rc = uv_tcp_open(&h->listener, fd);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&h->listener, SOMAXCONN, on_connection);
+  if (rc != 0) {
+    // The handle exists now; it can only be freed from its close callback.
+    if (uv_fileno((uv_handle_t *)&h->listener, &(uv_os_fd_t){0}) != 0) close(fd);
+    h->closing = 1;
+    if (h->open_handles > 1) uv_close((uv_handle_t *)&h->sweep, on_sweep_closed);
+    uv_close((uv_handle_t *)&h->listener, on_listener_closed);
+    return err_set(e, ERR_INTERNAL, "http endpoint %s:%d: listen: %s", host, port, uv_strerror(rc));
+  }
+  *out = h;
+  return 0;
+}
+
+int srv_http_port(const srv_http *h) { return h->port; }
+
+void srv_http_set_large_body(srv_http *h, size_t max_bytes) { h->max_body_large = max_bytes; }
+
+int srv_http_set_tls(srv_http *h, srv_htls_ctx *tls, uint64_t handshake_ms, err *e) {
+  if (h->tls || h->nconns || !tls || handshake_ms == 0) {
+    srv_htls_ctx_destroy(tls);
+    return err_set(e, ERR_INVALID_ARGUMENT, "http endpoint: TLS is set once, before any connection, with a timeout");
+  }
+  h->tls = tls;
+  h->handshake_ms = handshake_ms;
+  int rc = uv_timer_stop(&h->sweep);
+  if (rc == 0) rc = sweep_start(h);
+  if (rc != 0) return err_set(e, ERR_INTERNAL, "http endpoint: idle sweep timer: %s", uv_strerror(rc));
+  return 0;
+}
+
+size_t srv_http_connections(const srv_http *h) { return h->nconns; }
+
+void srv_http_close(srv_http *h, void (*on_closed)(void *arg), void *arg) {
+  h->closing = 1;
+  h->on_closed = on_closed;
+  h->closed_arg = arg;
+  uv_close((uv_handle_t *)&h->sweep, on_sweep_closed);
+  uv_close((uv_handle_t *)&h->listener, on_listener_closed);
+  for (conn *c = h->conns; c; c = c->next) conn_close(c);
+}

@@ -1,0 +1,120 @@
+// http.h: the server's small HTTP/1.1 endpoint on the libuv loop (health,
+// /metrics, later a dashboard). This module is only the transport: it
+// accepts connections, parses requests (nodejs http-parser), and hands each
+// complete request to one handler that the caller owns, which decides the
+// routes. Everything here runs on the loop thread; none of it is thread-safe.
+#ifndef INFERD_SERVER_HTTP_H
+#define INFERD_SERVER_HTTP_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "kernels/base/err.h"
+#include "server/http/http_tls.h"
+
+// Limits: a request whose request line plus headers exceed SRV_HTTP_MAX_HEADER
+// bytes is answered 431, one whose body exceeds SRV_HTTP_MAX_BODY is answered
+// 413; both then close the connection.
+#define SRV_HTTP_MAX_HEADER (16 * 1024)
+#define SRV_HTTP_MAX_BODY (1024 * 1024)
+// A connection with no traffic (nothing read, no write finished) for this
+// long is closed; srv_http_set_idle_timeout changes it.
+#define SRV_HTTP_IDLE_MS 60000
+
+typedef struct srv_http srv_http;
+
+// Bodies of requests whose path ends with this suffix may be larger (see
+// srv_http_set_large_body): KServe v2 inference requests carry tensors.
+#define SRV_HTTP_LARGE_BODY_SUFFIX "/infer"
+
+typedef struct srv_http_pending srv_http_pending;  // a response the handler gives later
+
+// Valid only during the handler call. path is the raw (not percent-decoded)
+// path of the request target ("/v2/health/ready"), query what follows '?' (NULL when none).
+// body is the whole request body (NULL when empty); headers are read with
+// srv_http_request_header.
+typedef struct srv_http_request {
+  const char *method;  // "GET", "HEAD", "POST", ...
+  const char *path;
+  const char *query;
+  const char *body;
+  size_t body_len;
+  size_t body_max;  // the body limit this request was read under (a decoded body keeps to it too)
+  const char *headers_;  // private: "name\0value\0" pairs
+  size_t headers_len_;
+  void *conn_;  // private: for srv_http_defer
+} srv_http_request;
+
+// The value of the request's header `name` (case-insensitive), or NULL.
+const char *srv_http_request_header(const srv_http_request *req, const char *name);
+
+// Filled by the handler. status defaults to 200 and content_type (NULL) to
+// "text/plain; charset=utf-8". When free_body is set the endpoint takes body
+// (malloc'ed) and frees it; otherwise it copies body before the handler's
+// call returns, so body may point at the handler's own or static memory.
+// headers: extra header lines ("Name: value\r\n" each), sent as given.
+typedef struct srv_http_response {
+  int status;
+  const char *content_type;
+  char *body;
+  size_t len;
+  int free_body;
+  char headers[128];
+} srv_http_response;
+
+// Called on the loop thread for each complete request, in arrival order on a
+// connection. For HEAD the handler answers as for GET; the endpoint sends the
+// headers (with the body's Content-Length) and drops the body. The handler
+// may call srv_http_close; requests not yet answered are then dropped.
+typedef void (*srv_http_handler)(void *ctx, const srv_http_request *req, srv_http_response *resp);
+
+// Called from the handler: the answer to req will be given later with
+// srv_http_complete, and resp is ignored. The connection parses nothing
+// more (pipelined requests wait) until then, and reads nothing, so a client
+// that leaves meanwhile is noticed when the answer is written; the idle sweep
+// spares it.
+// NULL when out of memory: the handler must then answer through resp.
+srv_http_pending *srv_http_defer(const srv_http_request *req);
+
+// Sends the deferred answer (loop thread only; resp as the handler fills it,
+// body taken when free_body is set, copied otherwise). When the connection
+// closed meanwhile (client gone, srv_http_close) the answer is dropped.
+// Frees p: call exactly once per srv_http_defer.
+void srv_http_complete(srv_http_pending *p, srv_http_response *resp);
+
+// Binds host:port (port 0 = any free port; host NULL or "" = all IPv4
+// addresses; names are resolved once, here) and listens on loop. A busy port
+// fails with ERR_UNAVAILABLE naming host:port. On failure *out is untouched
+// and nothing is left on the loop, except when libuv refuses a socket that
+// bound fine: that handle is then closing and frees itself once the loop runs.
+int srv_http_create(uv_loop_t *loop, const char *host, int port, srv_http_handler handler, void *ctx,
+                    srv_http **out, err *e);
+
+// Requests whose path ends with SRV_HTTP_LARGE_BODY_SUFFIX may have bodies
+// up to max_bytes (>= SRV_HTTP_MAX_BODY) instead of SRV_HTTP_MAX_BODY.
+void srv_http_set_large_body(srv_http *h, size_t max_bytes);
+
+// HTTPS: every connection accepted from now on speaks TLS (server/http/http_tls.h)
+// and is closed when its handshake has not finished handshake_ms after
+// accept (a client that sends nothing, half a ClientHello, or trickles it).
+// The limits above apply to the decrypted requests. Call once, before the
+// loop runs; h takes tls, also on failure, and frees it when it closes.
+#define SRV_HTTP_TLS_HANDSHAKE_MS 10000
+int srv_http_set_tls(srv_http *h, srv_htls_ctx *tls, uint64_t handshake_ms, err *e);
+
+// The port actually bound (useful with port 0).
+int srv_http_port(const srv_http *h);
+
+// Closes connections idle for `ms` from now on (0: never). Loop thread only.
+int srv_http_set_idle_timeout(srv_http *h, uint64_t ms, err *e);
+
+// Connections currently open (accepted and not yet closed).
+size_t srv_http_connections(const srv_http *h);
+
+// Stops listening and closes every connection (responses still queued are
+// dropped). h is freed once every uv handle's close callback has run, then
+// on_closed(arg) is called (on_closed may be NULL). h must not be used after
+// this call. Calling it twice is a bug.
+void srv_http_close(srv_http *h, void (*on_closed)(void *arg), void *arg);
+
+#endif

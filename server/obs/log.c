@@ -1,0 +1,102 @@
+// log.c: one formatted line per call, written with a single fputs so lines
+// from different threads do not interleave.
+#include "server/obs/log.h"
+
+#include "kernels/base/utf8.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+// Which levels print (bit per srv_log_level) and the line format: set by
+// main, then changed at run time only through the LogSettings RPC.
+static atomic_uint enabled = (1u << SRV_LOG_ERROR) | (1u << SRV_LOG_WARN) | (1u << SRV_LOG_INFO);
+static atomic_int format = SRV_LOG_FORMAT_DEFAULT;
+
+void srv_log_set_level(srv_log_level l) { atomic_store(&enabled, (2u << l) - 1); }
+
+void srv_log_enable(srv_log_level l, int on) {
+  if (on) atomic_fetch_or(&enabled, 1u << l);
+  else atomic_fetch_and(&enabled, ~(1u << l));
+}
+
+int srv_log_enabled(srv_log_level l) { return (atomic_load_explicit(&enabled, memory_order_relaxed) >> l) & 1; }
+
+void srv_log_set_format(srv_log_format f) { atomic_store(&format, (int)f); }
+srv_log_format srv_log_get_format(void) { return (srv_log_format)atomic_load(&format); }
+
+int srv_log_parse_level(const char *s, srv_log_level *out) {
+  static const char *names[] = {"error", "warn", "info", "debug"};
+  for (int i = 0; i < 4; i++)
+    if (strcmp(s, names[i]) == 0) {
+      *out = (srv_log_level)i;
+      return 0;
+    }
+  return -1;
+}
+
+// One record, one line: messages quote what clients send (model names, ids,
+// input names at debug level), so control characters (C0, DEL, and C1:
+// U+0085 ends a line for some readers, U+009B opens a terminal escape),
+// backslashes and bytes that are not UTF-8 are written as escapes (\n, \t,
+// \\, \xHH) and a client cannot forge a log line or a terminal escape sequence. Returns the
+// bytes written to dst (at most cap - 1; the last escape that does not fit is
+// dropped whole).
+static size_t escape_line(char *dst, size_t cap, const char *src, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *s = (const unsigned char *)src;
+  size_t o = 0;
+  for (size_t i = 0; i < n;) {
+    unsigned char c = s[i];
+    char esc[8];
+    size_t k = 0, take = 1;
+    const unsigned char *from = s + i;
+    if (c == '\\') {
+      esc[0] = '\\', esc[1] = '\\', k = 2;
+    } else if (c == '\n' || c == '\t' || c == '\r') {
+      esc[0] = '\\', esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r', k = 2;
+    } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && (take = utf8_seq_len(s + i, n - i)) == 0)) {
+      esc[0] = '\\', esc[1] = 'x', esc[2] = hex[c >> 4], esc[3] = hex[c & 15], k = 4, take = 1;
+    } else if (take == 2 && c == 0xc2 && s[i + 1] < 0xa0) {  // a C1 control, both bytes
+      esc[0] = '\\', esc[1] = 'x', esc[2] = 'c', esc[3] = '2';
+      esc[4] = '\\', esc[5] = 'x', esc[6] = hex[s[i + 1] >> 4], esc[7] = hex[s[i + 1] & 15], k = 8;
+    }
+    if (k) from = (const unsigned char *)esc;
+    size_t w = k ? k : take;
+    if (o + w >= cap) break;
+    memcpy(dst + o, from, w);
+    o += w;
+    i += take;
+  }
+  dst[o] = '\0';
+  return o;
+}
+
+void srv_log(srv_log_level l, const char *fmt, ...) {
+  if (!srv_log_enabled(l)) return;
+  static const char tag[] = "EWID";
+  char line[2048];
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  int n;
+  if (atomic_load_explicit(&format, memory_order_relaxed) == SRV_LOG_FORMAT_ISO8601)
+    n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02dZ %c inferd] ", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, tag[l]);
+  else
+    n = snprintf(line, sizeof line, "%c%02d%02d %02d:%02d:%02d.%06ld inferd] ", tag[l], tm.tm_mon + 1, tm.tm_mday,
+                 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  size_t mlen = m < 0 ? 0 : (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1;
+  size_t len = (size_t)n + escape_line(line + n, sizeof line - (size_t)n - 1, msg, mlen);
+  line[len] = '\n';
+  line[len + 1] = '\0';
+  fputs(line, stderr);
+}

@@ -1,4 +1,0 @@
-# server/reflection.cmake: gRPC server reflection answers (server/reflection.c).
-add_library(inferd_reflection STATIC ${CMAKE_CURRENT_LIST_DIR}/reflection.c)
-target_link_libraries(inferd_reflection PUBLIC inferd_base inferd_proto inferd_descriptor_proto
-                      PkgConfig::PROTOBUFC)
