@@ -13,14 +13,14 @@ pkgs=(build-essential cmake pkg-config git
       libssl-dev  # libcrypto: server/sec/tls.c checks the certificate files at start; libssl: HTTPS (server/http/http_tls.c)
       openssl  # tests: the CLI makes the CA and certificates of tests/integration/test_tls.py and test_https.py
       libjemalloc-dev  # the server's malloc: RSS stays flat under cancel-heavy load (server/main.cmake)
-      libdnnl-dev  # oneDNN: the CPU's Conv/ConvTranspose/pooling primitives (engine/conv_dnnl.c)
+      libdnnl-dev  # oneDNN: the CPU's Conv/ConvTranspose/pooling primitives (engine/cpu/conv_dnnl.c)
       clang libclang-rt-dev libomp-dev  # tests/fuzz: libFuzzer + ASan/UBSan runtimes, OpenMP for clang builds
       python3 python3-venv python3-pip curl
       prometheus chromium chromium-driver  # tests: promtool lints /metrics; headless Chromium loads /dashboard
       libb64-0d  # perf_analyzer (deploy/install-perf-analyzer.sh)
       nginx  # tests: deploy/lb's gRPC balancer in front of three servers (tests/integration/test_deploy_lb.py)
       shellcheck)  # tests: lints deploy/'s shell scripts (tests/integration/test_deploy_manifests.py)
-# cuDNN (GPU convolutions and pooling, engine/cuda_conv.c) is not installed
+# cuDNN (GPU convolutions and pooling, engine/cuda/cuda_conv.c) is not installed
 # here: Debian 12 packages no cuDNN 9 for CUDA 13. GPU builds take it from
 # PyPI's wheel into a git-ignored folder of the checkout, where CMake finds
 # it by default (or point CUDNN_ROOT at any folder holding include/cudnn.h

@@ -20,15 +20,15 @@
 #include <time.h>
 
 #include "engine/pad.h"
-#include "engine/plan.h"
+#include "engine/cpu/plan.h"
 #include "kernels/base/clock.h"
 #if INFERD_HAVE_CUDA
 #include <nvtx3/nvToolsExt.h>
 
 #include "engine/numa.h"
 
-#include "engine/cuda_weights.h"
-#include "engine/plan_cuda.h"
+#include "engine/cuda/cuda_weights.h"
+#include "engine/cuda/plan_cuda.h"
 #endif
 
 #define MAX_DEPTH 4

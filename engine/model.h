@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "engine/dev_seg.h"
-#include "engine/graph.h"
+#include "engine/graph/graph.h"
 #include "engine/pad.h"
 #include "engine/tensor.h"
 #include "kernels/base/err.h"
@@ -105,7 +105,7 @@ typedef struct eng_instance_stats {
   // instance, the activation arena for a CPU one
   uint64_t device_bytes, pinned_bytes, host_bytes;
   // the device's copy of the model's weights, shared by its GPU instances on
-  // that device (engine/cuda_weights.h): count it once per device
+  // that device (engine/cuda/cuda_weights.h): count it once per device
   uint64_t weight_bytes;
   int weights_uploaded;  // this instance's plan uploaded it (the others found it there)
   int weight_holders;    // instances holding it now

@@ -1,6 +1,6 @@
 // kernels/k_attn.c: the C reference of scaled-dot-product attention
 // (k_ref.h: k_attn_ref), the oracle of the CUDA kernels (k_attn.cu) and of
-// the CPU plan's fused op (engine/attn.c). Written as the unfused graph
+// the CPU plan's fused op (engine/ops/attn/attn.c). Written as the unfused graph
 // reads: scores, mask, a max-subtracted softmax, then the product with V;
 // every sum in double, so it sits within a few float ulps of the exact value.
 // Row strides (q_ss, k_sd/k_sk, v_ss, o_ss) as k_ref.h has them, zeros packed.

@@ -252,7 +252,7 @@ int k_bias_act_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *bias, si
 // what the engine packs for NHWC). et K_F32 or K_F16 for x, w, bias, z and
 // y alike; sums in float, each output rounded once. bias and z may be NULL;
 // z may be y (in-place residual); y must not overlap x or w. The act codes
-// are eng_cuconv_act's (engine/cuda_conv.h), clip_max for K_DW_ACT_CLIP,
+// are eng_cuconv_act's (engine/cuda/cuda_conv.h), clip_max for K_DW_ACT_CLIP,
 // alpha and beta for K_DW_ACT_HARD_SIGMOID.
 // Square 3x3 and 5x5 windows of stride 1 or 2, undilated, with C % 8 == 0
 // (half) or C % 4 == 0 (float) and 16-byte aligned x, y, z take a tiled

@@ -20,9 +20,9 @@
 
 #include <grpc/support/log.h>
 
-#include "engine/config.h"
+#include "engine/repo/config.h"
 #if INFERD_HAVE_CUDA
-#include "engine/cuda_dev.h"
+#include "engine/cuda/cuda_dev.h"
 #endif
 #include "proto/grpc_offload.h"
 #include "proto/protoset.h"

@@ -56,7 +56,7 @@ run_preset tsan 'test_(grpc_front|http|batcher|batcher_random|shm|trace|tls|repl
 step "integration tests against the ThreadSanitizer build"
 # One OpenMP thread: libgomp is not instrumented, so TSan cannot see the
 # barrier that ends a parallel region and reports the instance thread reading
-# what libgomp's workers wrote (engine/par.c splitting a 1.5M-element Relu,
+# what libgomp's workers wrote (engine/cpu/par.c splitting a 1.5M-element Relu,
 # test_lifecycle's 6 MB answers). Serial, the same code runs on the thread TSan
 # watches.
 OMP_NUM_THREADS=1 INFERD_BIN="$root/build-tsan/bin/inferd" "$py" -m pytest -q -x -p no:cacheprovider \

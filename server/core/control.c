@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/repo.h"
+#include "engine/repo/repo.h"
 #include "grpc_service.pb-c.h"
 #include "kernels/base/utf8.h"
 #include "server/obs/log.h"

@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "engine/config.h"
-#include "engine/graph.h"
-#include "engine/repo.h"
+#include "engine/repo/config.h"
+#include "engine/graph/graph.h"
+#include "engine/repo/repo.h"
 #include "engine/warmup.h"
 #include "server/obs/log.h"
 
@@ -192,7 +192,7 @@ static void load_model(repo_model *rm, const srv_registry_opts *o, srv_model *m)
                 "NHWC kept at %d", m->name, v->version_str, k, st.device, st.timed_layouts, st.timed_nhwc);
       // where its threads and pinned staging sit (engine/numa.h; INFERD_NUMA=0 turns placement off)
       srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d: %s", m->name, v->version_str, k, st.numa);
-      // one copy of the weights per device (engine/cuda_weights.h): who uploaded it, who shares it
+      // one copy of the weights per device (engine/cuda/cuda_weights.h): who uploaded it, who shares it
       srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): weights %.1f MiB on the device, %s (%d instance%s)",
               m->name, v->version_str, k, st.device, (double)st.weight_bytes / (1 << 20),
               st.weights_uploaded ? "uploaded" : "shared", st.weight_holders, st.weight_holders == 1 ? "" : "s");

@@ -287,7 +287,7 @@ static void fill_memory(stat_bufs *b, srv_version *v) {
     pinned += st.pinned_bytes;
     if (st.device >= 0 && st.device < MAX_MEM_ENTRIES - 2) {
       gpu[st.device] += st.device_bytes;
-      // the instances on one device share one copy of the weights (engine/cuda_weights.h)
+      // the instances on one device share one copy of the weights (engine/cuda/cuda_weights.h)
       if (!weights_seen[st.device] && st.weight_bytes) {
         gpu[st.device] += st.weight_bytes;
         weights_seen[st.device] = true;

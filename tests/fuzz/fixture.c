@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "engine/config.h"
+#include "engine/repo/config.h"
 #include "server/http/http.h"
 #include "server/obs/log.h"
 #include "server/http/rest.h"

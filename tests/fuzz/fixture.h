@@ -9,7 +9,7 @@
 #ifndef INFERD_TESTS_FUZZ_FIXTURE_H
 #define INFERD_TESTS_FUZZ_FIXTURE_H
 
-#include "engine/config.h"
+#include "engine/repo/config.h"
 #include "server/core/registry.h"
 #include "server/core/server.h"
 

@@ -1,7 +1,7 @@
 // fuzz_graph.c: libFuzzer driver for an ONNX model file, the bytes a model
-// repository hands the server: the loader and its passes (engine/graph.c,
+// repository hands the server: the loader and its passes (engine/graph/graph.c,
 // graph_pass*.c, attn.c), then the CPU plan for the shapes the graph
-// declares (engine/plan.c: attribute parsing, shape inference, arena
+// declares (engine/cpu/plan.c: attribute parsing, shape inference, arena
 // layout), and, when every input shape is concrete and small, one run on
 // zeros, so the kernels see the shapes the planner accepted.
 // eng_graph_load takes a path, so each input goes through a temporary file
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/graph.h"
-#include "engine/plan.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
 
 #define RUN_MAX_BYTES (1u << 20)  // inputs and arena both under this: run the plan once
 

@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "engine/config.h"
+#include "engine/repo/config.h"
 #include "fixture.h"
 #include "server/http/http.h"
 #include "server/core/server.h"

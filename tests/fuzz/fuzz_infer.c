@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "engine/config.h"
+#include "engine/repo/config.h"
 #include "fixture.h"
 #include "server/core/request.h"
 #include "server/core/server.h"

@@ -1,14 +1,14 @@
 // fuzz_pbtxt.c: libFuzzer driver for a model's config.pbtxt, the bytes a
 // repository (or a load request's config override) hands the server: the
-// text-format parser (engine/pbtxt.c), then what load does with the result
-// (engine/config.c: auto-complete against a fixed graph IO, kinds, validate).
+// text-format parser (engine/repo/pbtxt.c), then what load does with the result
+// (engine/repo/config.c: auto-complete against a fixed graph IO, kinds, validate).
 // Every input must end in success or an error value; a crash, leak or UB
 // report is a finding.
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/config.h"
-#include "engine/pbtxt.h"
+#include "engine/repo/config.h"
+#include "engine/repo/pbtxt.h"
 
 // the graph IO the config is completed and validated against: the same
 // model as tests/fuzz/repo/fuzz (x FP32 [-1,4], ids INT64 [-1,-1] -> y, n)

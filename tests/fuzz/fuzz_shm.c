@@ -25,7 +25,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "engine/config.h"
+#include "engine/repo/config.h"
 #include "fixture.h"
 #include "kernels/base/utf8.h"
 #include "server/obs/log.h"

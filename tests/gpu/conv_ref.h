@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "engine/cuda_conv.h"
+#include "engine/cuda/cuda_conv.h"
 
 static double ref_clamp01(double t) { return t < 0 ? 0 : t > 1 ? 1 : t; }
 

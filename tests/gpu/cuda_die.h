@@ -4,7 +4,7 @@
 // failure nothing they compare or time can be trusted, so the process names
 // the call and exits 1. Not for the code under test: tests CHECK what a
 // launcher returns, and the server turns CUDA failures into err values
-// (engine/cuda_check.h).
+// (engine/cuda/cuda_check.h).
 #ifndef INFERD_TESTS_GPU_CUDA_DIE_H
 #define INFERD_TESTS_GPU_CUDA_DIE_H
 

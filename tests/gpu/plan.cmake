@@ -1,4 +1,4 @@
-# tests/gpu/plan.cmake: the CUDA plan (engine/plan_cuda.c) against the CPU
+# tests/gpu/plan.cmake: the CUDA plan (engine/cuda/plan_cuda.c) against the CPU
 # plan on the models gen_test_models.py writes (a fixture here, as
 # tests/unit/engine/graph.cmake does). test_gpu_plan skips (77) without a GPU
 # after checking that create refuses.

@@ -1,5 +1,5 @@
 // test_cuda_conv.c: the cuDNN convolution and pooling plans
-// (engine/cuda_conv.c) against the double-precision references in
+// (engine/cuda/cuda_conv.c) against the double-precision references in
 // conv_ref.h: 1x1, 3x3, strides, dilation, groups, depthwise, asymmetric
 // pads, ResNet's 7x7 stem, 1-D, every epilogue (bias, residual, in-place
 // residual, relu, clip, sigmoid, tanh, swish), NCHW and NHWC, FP32 (TF32
@@ -33,8 +33,8 @@
 #include "check.h"
 #include "conv_ref.h"
 #include "cuda_die.h"
-#include "engine/cuda_check.h"
-#include "engine/cuda_conv.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_conv.h"
 #include "kernels/k_conv.h"
 #include "kernels/k_ref.h"
 

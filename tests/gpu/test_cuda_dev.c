@@ -1,13 +1,13 @@
-// test_cuda_dev.c: device discovery (engine/cuda_dev.c) and the error macros
-// (engine/cuda_check.h). Runs everywhere: without a GPU or driver it checks
+// test_cuda_dev.c: device discovery (engine/cuda/cuda_dev.c) and the error macros
+// (engine/cuda/cuda_check.h). Runs everywhere: without a GPU or driver it checks
 // the CPU fallback (zero devices, not an error, a reason for the log); with
 // GPUs it checks and prints what the runtime reports.
 #include <stdio.h>
 #include <string.h>
 
 #include "check.h"
-#include "engine/cuda_check.h"
-#include "engine/cuda_dev.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_dev.h"
 
 static int try_bad_device(err *e) {
   CUDA_TRY(e, cudaSetDevice(-1));

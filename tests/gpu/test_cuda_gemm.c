@@ -1,4 +1,4 @@
-// test_cuda_gemm.c: the cuBLASLt GEMM (engine/cuda_gemm.c) against a CPU
+// test_cuda_gemm.c: the cuBLASLt GEMM (engine/cuda/cuda_gemm.c) against a CPU
 // reference computed here in double: every epilogue, both transposes, odd
 // sizes, k up to 4096, FP32 (TF32 off) and FP16; the shape cache (no second
 // heuristic query, LRU eviction); argument checks. Autotuning (a tuner
@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/cuda_check.h"
-#include "engine/cuda_gemm.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_gemm.h"
 #include "kernels/k_ref.h"
 
 static void require_device(void) {

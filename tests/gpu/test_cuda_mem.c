@@ -1,4 +1,4 @@
-// test_cuda_mem.c: the device arena and pinned pool (engine/cuda_mem.c):
+// test_cuda_mem.c: the device arena and pinned pool (engine/cuda/cuda_mem.c):
 // carving, alignment, freeing with merges, reset, exhaustion messages, and
 // that 1000 request-path allocations make no real CUDA allocation.
 #include <stdint.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/cuda_check.h"
-#include "engine/cuda_mem.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_mem.h"
 
 static void require_device(void) {
   int n = 0;

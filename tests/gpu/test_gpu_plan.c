@@ -1,5 +1,5 @@
-// test_gpu_plan.c: the CUDA plan (engine/plan_cuda.c) against the CPU plan
-// (engine/plan.c) on the models tests/unit/engine/gen_test_models.py writes:
+// test_gpu_plan.c: the CUDA plan (engine/cuda/plan_cuda.c) against the CPU plan
+// (engine/cpu/plan.c) on the models tests/unit/engine/gen_test_models.py writes:
 // the same random inputs for every batch size 1..max_batch (or the declared
 // shapes for fixed-shape models), outputs compared element by element; two
 // GPU plans of one graph on two threads at once; no real allocation across
@@ -40,10 +40,10 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
-#include "engine/cuda_weights.h"
-#include "engine/graph.h"
-#include "engine/plan.h"
-#include "engine/plan_cuda.h"
+#include "engine/cuda/cuda_weights.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
+#include "engine/cuda/plan_cuda.h"
 #include "kernels/k_ref.h"
 
 #ifndef INFERD_GPU_PLAN_MODELS
@@ -680,7 +680,7 @@ static void test_modes(void) {
 // HardSwish, and the projection's residual Add (5), on cuDNN (NCHW, the
 // activation after it) and on the depthwise kernel (NHWC) alike. pro: the
 // prologues (an expand Conv's HardSwish applied by the depthwise kernel as
-// it loads), NHWC only: none while ops_conv_cuda.c keeps them off (slower).
+// it loads), NHWC only: none while engine/ops/conv/conv_cuda.c keeps them off (slower).
 static const struct {
   const char *name;
   uint64_t fused;
@@ -764,7 +764,7 @@ static void test_conv(void) {
   }
 }
 
-// --- 1x1 Convs on 1x1 inputs as cuBLASLt GEMMs (ops_conv_cuda.c is_gemm): conv_se_gemm's
+// --- 1x1 Convs on 1x1 inputs as cuBLASLt GEMMs (engine/ops/conv/conv_cuda.c is_gemm): conv_se_gemm's
 // squeeze-excitation pair (bias + Relu, bias alone), a residual Add of the pool + Relu without
 // bias, and a strided one take the GEMM route, 4 Convs; its Sigmoid one (no such cuBLASLt
 // epilogue) and the 3x3 stem stay on cuDNN. In every precision and both layouts (the GEMM's
@@ -868,7 +868,7 @@ static void test_gemm_fusion(void) {
   eng_graph_destroy(g);
 }
 
-// --- attention with Q, K, V packed into one projection (engine/attn_qkv.c)
+// --- attention with Q, K, V packed into one projection (engine/ops/attn/attn_qkv.c)
 
 // attn_qkv (three projections merged) and attn_qkv_split (GPT's Split taken
 // in), head size 64 (FP16: the tensor-core kernel reading Q, K, V at column
@@ -1043,7 +1043,7 @@ static void test_fault(void) {
 
 // --- main
 
-// --- the weights once per device (engine/cuda_weights.h): plans of one graph given one store
+// --- the weights once per device (engine/cuda/cuda_weights.h): plans of one graph given one store
 // share the device's copy; a plan without a store (or of another precision) makes its own.
 // cudaMemGetInfo shows it: a second plan sharing the copy takes about the weights' bytes less
 // device memory than one uploading its own (wide_gemm: 16 MiB of FP32 weights). Then the

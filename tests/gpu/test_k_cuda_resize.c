@@ -32,7 +32,7 @@ static const char *const coord_name[] = {"half_pixel", "asymmetric", "pytorch_ha
 static const char *const nearest_name[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil",
                                            "simple"};
 
-// The output extent of a resize of n by scale, as ops_resize.c infers it.
+// The output extent of a resize of n by scale, as engine/ops/resize/resize.c infers it.
 static int64_t scaled(int64_t n, float s) { return (int64_t)(float)((float)n * s); }
 
 // --- nearest

@@ -477,7 +477,7 @@ def test_cuda_fault_recovery(tmp_path, rng):
     srv.assert_clean_exit()   # exit code 0 after SIGTERM, no sanitizer report
 
 
-# --- the weights once per device (engine/cuda_weights.h)
+# --- the weights once per device (engine/cuda/cuda_weights.h)
 
 WIDE_IN, WIDE_HID = 1024, 8192   # 32 MiB + 0.5 MiB of FP32 weights
 WIDE_COUNT = 3

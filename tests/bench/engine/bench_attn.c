@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/graph.h"
-#include "engine/plan.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -38,9 +38,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/graph.h"
-#include "engine/plan.h"
-#include "engine/plan_cuda.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
+#include "engine/cuda/plan_cuda.h"
 
 #define MAX_BATCHES 32
 

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "engine/graph.h"
-#include "engine/plan.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
 #include "engine/tensor.h"
 
 static inline size_t count_op(const eng_graph *g, const char *op) {

@@ -1,4 +1,4 @@
-# tests/unit/engine/config.cmake: tests for engine/pbtxt.c, repo.c, config.c.
+# tests/unit/engine/config.cmake: tests for engine/repo/pbtxt.c, repo.c, config.c.
 # pbtxt_test.proto is a schema with every field kind, compiled here so the
 # parser is tested independently of the model config schema.
 set(_pbtxt_gen ${CMAKE_CURRENT_BINARY_DIR}/pbtxt_test_gen)

@@ -87,7 +87,7 @@ mlp("mlp_raw", True)
 mlp("mlp_typed", False)
 
 # --- one wide product, 16 MiB of FP32 weights: big enough that the GPU test sees one copy per device in
-# cudaMemGetInfo (engine/cuda_weights.h) above the driver's 2 MiB allocation granularity
+# cudaMemGetInfo (engine/cuda/cuda_weights.h) above the driver's 2 MiB allocation granularity
 nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="wide")]
 m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 1024])], [vi("y", TensorProto.FLOAT, ["N", 4096])],
           [numpy_helper.from_array(f32(1024, 4096) * np.float32(0.03), "w")])
@@ -561,7 +561,7 @@ compare(m, "conv_se", {"x": f32(2, 3, 9, 9)}, rtol=1e-4)
 # Relu -> Conv 1x1 + bias -> HardSigmoid -> Mul with the block's input), beside three more 1x1
 # convolutions of the pooled [N, C, 1, 1]: one with a residual Add of the pool and a Relu, without
 # bias; one whose Sigmoid fuses; one with strides 2 (irrelevant on one pixel). On the GPU plan
-# every 1x1 Conv on a 1x1 input runs as a cuBLASLt GEMM (ops_conv_cuda.c is_gemm) with its bias,
+# every 1x1 Conv on a 1x1 input runs as a cuBLASLt GEMM (engine/ops/conv/conv_cuda.c is_gemm) with its bias,
 # Relu and residual in the epilogue, except the Sigmoid one (cuBLASLt has no such epilogue:
 # cuDNN): 4 of 6 Convs; test_gpu_plan counts them. The pool (k_reduce_cuda's mean on the GPU) is
 # over 8x8 = 64 values, where its NHWC form splits each row over a block.

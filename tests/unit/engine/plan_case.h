@@ -7,8 +7,8 @@
 
 #include <string.h>
 
-#include "engine/graph.h"
-#include "engine/plan.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
 #include "onnx_build.h"
 
 typedef struct tc {

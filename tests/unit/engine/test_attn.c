@@ -1,5 +1,5 @@
 // tests/unit/engine/test_attn.c: the attention pass and the fused op
-// (engine/attn.c). The pass on every committed transformer export (filled
+// (engine/ops/attn/attn.c). The pass on every committed transformer export (filled
 // with weights by tests/models/zoo/fill.py into ATTN_ZOO): the number of
 // fused nodes per graph, no Softmax left, and the fused plan's outputs
 // against the same graph loaded with the pass off. On small models built
@@ -15,10 +15,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/attn.h"
-#include "engine/graph.h"
-#include "engine/plan.h"
-#include "engine/plan_internal.h"
+#include "engine/ops/attn/attn.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
+#include "engine/cpu/plan_internal.h"
 #include "kernels/k_ref.h"
 #include "attn_case.h"
 #include "onnx_build.h"

@@ -1,6 +1,6 @@
 // tests/unit/engine/test_attn_qkv.c: the pass that packs a fused
-// attention's Q, K and V into one projection (engine/attn_qkv.c) and the
-// fused op's packed mode (engine/attn.c). On small models built here, as
+// attention's Q, K and V into one projection (engine/ops/attn/attn_qkv.c) and the
+// fused op's packed mode (engine/ops/attn/attn.c). On small models built here, as
 // the exporters write them (three MatMul + Add projections of one X, with
 // the Reshape's shape computed from Shape(X) or a constant with 0 and -1;
 // GPT's one projection and Split): merged (counted, MatMuls gone) and the
@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/attn.h"
-#include "engine/graph.h"
-#include "engine/plan.h"
+#include "engine/ops/attn/attn.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
 #include "attn_case.h"
 #include "onnx_build.h"
 

@@ -1,11 +1,11 @@
-// Tests engine/config.c: Triton-style auto-completion from the graph IO and
+// Tests engine/repo/config.c: Triton-style auto-completion from the graph IO and
 // validation errors that name the field and tensor.
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "engine/config.h"
-#include "engine/pbtxt.h"
+#include "engine/repo/config.h"
+#include "engine/repo/pbtxt.h"
 
 static eng_io io(const char *name, dtype dt, int ndims, int64_t d0, int64_t d1, int64_t d2) {
   eng_io x;

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/graph.h"
-#include "engine/plan.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
 #include "kernels/k_ref.h"
 
 #ifndef INFERD_GRAPH_MODELS

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/graph.h"
-#include "engine/plan.h"
-#include "engine/plan_internal.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
+#include "engine/cpu/plan_internal.h"
 #include "kernels/k_ref.h"
 #include "onnx_build.h"
 
@@ -300,7 +300,7 @@ static void binary_case(const char *op, char sym, int na, const int64_t *ad, int
   tc_close(&t);
 }
 
-// Elementwise ops large enough to be split over threads (engine/par.h):
+// Elementwise ops large enough to be split over threads (engine/cpu/par.h):
 // bit-identical to the single-threaded kernels, broadcast operands
 // included. x [A0..A3] op y [B0..B3] (a graph input and a constant).
 static void threaded_binary_case(const char *op, k_binop kop, const int64_t *ad, const int64_t *bd) {

@@ -1,4 +1,4 @@
-// tests/unit/engine/test_ops_conv.c: the conv/pool family (engine/ops_conv.c).
+// tests/unit/engine/test_ops_conv.c: the conv/pool family (engine/ops/conv/conv.c).
 // The ONNX shape rules (auto_pad, ceil_mode, ConvTranspose's output_shape
 // and output_padding) against hand-computed sizes and pads; the oneDNN path
 // (run_state) against the C reference (run, kernels/k_conv.c) on random data
@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/graph.h"
-#include "engine/ops_cpu.h"
-#include "engine/plan.h"
-#include "engine/plan_internal.h"
+#include "engine/graph/graph.h"
+#include "engine/ops/ops.h"
+#include "engine/cpu/plan.h"
+#include "engine/cpu/plan_internal.h"
 #include "onnx_build.h"
 
 #define MODEL "ops_conv_model.onnx"

@@ -1,7 +1,7 @@
 // tests/unit/engine/test_ops_transformer.c: the ops transformer exporters
-// add to the vision set (comparisons and bool logic in engine/ops_elem.c;
-// GatherElements, GatherND, Trilu and Split in ops_shape.c; CumSum in
-// ops_reduce.c) run through the real loader, planner and executor on small
+// add to the vision set (comparisons and bool logic in engine/ops/elem/elem.c;
+// GatherElements, GatherND, Trilu and Split in engine/ops/index/index.c; CumSum in
+// engine/ops/reduce/reduce.c) run through the real loader, planner and executor on small
 // models built in C, each checked against values computed here by hand or
 // with plain loops; and an attention-mask subgraph as the exporters write it,
 // planned for two sequence lengths in turn, its shape part folded.
@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/graph.h"
-#include "engine/plan.h"
-#include "engine/plan_internal.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
+#include "engine/cpu/plan_internal.h"
 #include "onnx_build.h"
 
 #define MODEL "ops_transformer_model.onnx"

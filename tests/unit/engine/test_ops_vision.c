@@ -1,5 +1,5 @@
 // tests/unit/engine/test_ops_vision.c: the ops vision exporters need
-// (engine/ops_elem.c, ops_reduce.c, ops_shape.c, ops_resize.c) run through
+// (engine/ops/elem/elem.c, engine/ops/reduce/reduce.c, engine/ops/index/index.c, engine/ops/resize/resize.c) run through
 // the real loader, planner and executor on small models built in C, each
 // checked against values computed here with plain loops or by hand; the
 // planner's folding of shape arithmetic per input-shape signature; and
@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/graph.h"
-#include "engine/plan.h"
-#include "engine/plan_internal.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
+#include "engine/cpu/plan_internal.h"
 #include "onnx_build.h"
 
 #define MODEL "ops_vision_model.onnx"

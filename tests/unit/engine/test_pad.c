@@ -7,7 +7,7 @@
 
 #include "check.h"
 #include "engine/pad.h"
-#include "engine/pbtxt.h"
+#include "engine/repo/pbtxt.h"
 
 static eng_io io(const char *name, dtype dt, int ndims, int64_t d0, int64_t d1) {
   eng_io x;

@@ -1,4 +1,4 @@
-// Tests engine/pbtxt.c: every text-format feature against pbtxt_test.proto,
+// Tests engine/repo/pbtxt.c: every text-format feature against pbtxt_test.proto,
 // broken inputs (message, line and field name), real Triton config.pbtxt
 // texts against inference.ModelConfig, and a truncation/mutation loop that
 // must never crash (run it under ASan).
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/pbtxt.h"
+#include "engine/repo/pbtxt.h"
 #include "model_config.pb-c.h"
 #include "pbtxt_test.pb-c.h"
 

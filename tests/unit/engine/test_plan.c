@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/graph.h"
-#include "engine/plan.h"
+#include "engine/graph/graph.h"
+#include "engine/cpu/plan.h"
 #include "onnx_build.h"
 
 #define MODEL "plan_model.onnx"

@@ -1,4 +1,4 @@
-// Tests engine/repo.c: builds small model repositories in a mkdtemp
+// Tests engine/repo/repo.c: builds small model repositories in a mkdtemp
 // directory and checks model order, versions chosen per policy, and the
 // per-model errors (naming the file, field or version).
 #include <ftw.h>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "engine/repo.h"
+#include "engine/repo/repo.h"
 
 static char g_root[PATH_MAX];
 

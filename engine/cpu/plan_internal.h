@@ -1,0 +1,153 @@
+// engine/cpu/plan_internal.h: the planner's analysis, shared by the CPU plan
+// (plan.c) and the CUDA plan (plan_cuda.c) so both execute one node order,
+// one set of inferred shapes and dtypes and one arena layout (roots, offsets,
+// aliases, constants). Not a public header: only engine/ backends include it.
+#ifndef INFERD_ENGINE_PLAN_INTERNAL_H
+#define INFERD_ENGINE_PLAN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/graph/graph.h"
+#include "engine/ops/ops.h"
+#include "engine/cpu/plan.h"
+#include "engine/tensor.h"
+#include "kernels/base/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// eng_plan.fuse_on bits: the node's chain (its Add, if any) is fused; its
+// activation too (an activation whose parameters are unknown is not).
+enum { FUSE_ON = 1, FUSE_ACT_ON = 2 };
+
+struct eng_plan {
+  const eng_graph *g;
+  int max_batch;
+  int host_arena;  // 1: the layout's arena is host memory this plan owns (the CPU plan)
+  size_t n_nodes, n_values, n_inputs, n_outputs;
+  const eng_op_def **defs;
+  eng_op_params *params;
+  void **op_state;     // per node: a stateful op's cache (eng_op_state.node)
+  eng_op_ctx *op_ctx;  // shared by the stateful ops; NULL until one needs it
+  eng_tensor *cur;  // per value: this run's type, shape and data pointer
+  eng_tensor *tin, *tout;  // scratch for one node's operands
+  int max_arity_in, max_arity_out;
+  int *last_use;    // per value
+  int *group_last;  // per root value
+  int *new_root;    // per value, computed for cur shapes
+  size_t *need;     // per root value: bytes its buffer needs for cur shapes
+  // the layout in force
+  int have_layout;
+  int *root;
+  size_t *cap;  // per root value: bytes reserved
+  size_t *off;  // per root value: arena offset
+  int *edge;    // per graph output: copied/converted into its own buffer
+  size_t *edge_cap, *edge_off;
+  size_t arena_need, naive_bytes;
+  uint8_t *arena;  // NULL unless host_arena
+  size_t arena_alloc;
+  uint64_t layouts;  // layouts assigned so far: a change means buffers moved
+  // Folding, redone by every shape inference (infer_all): a node whose
+  // inputs are all known values and whose outputs are small runs on the
+  // host while shapes are inferred; its outputs then behave as constants
+  // for the current input-shape signature.
+  uint8_t *folded;  // per node: ran at planning time, skipped at run time
+  uint8_t *known;   // per value: bytes known at planning time (constant or folded)
+  void **fold_buf;  // per value: plan-owned host memory of a folded value
+  size_t *fold_cap;
+  uint64_t folds;   // nodes run by folding so far (tests, stats)
+  // Attention nodes whose mask is read one row for every query row, for
+  // the current signature (plan.c mask_rows_shared; tests, stats).
+  size_t mask_rows_shared;
+  // Fusion, CPU plan only (eng_plan_create; none in other backends): a
+  // node whose op is params.fusable absorbs the Add (of a second value of
+  // the same shape) and/or the activation (Relu, Sigmoid, HardSwish,
+  // HardSigmoid, Clip with constant bounds, or gated: SiLU, a Sigmoid and
+  // the Mul of its input and output; HardSwish as x * HardSigmoid(x)) that
+  // alone consume its output. Found
+  // once at create; switched on per input-shape signature, where the shapes
+  // allow, by compute_roots. An absorbed node is skipped and its output
+  // shares the absorbing node's buffer.
+  int *fuse_add;      // per node: the Add it may absorb, or -1
+  int *fuse_add_val;  // per node: that Add's other operand
+  int *fuse_act;      // per node: the activation it may absorb (SiLU's Mul), or -1
+  int *fuse_act2;     // per node: a gated activation's gate (Sigmoid...), absorbed with fuse_act, or -1
+  uint8_t *fuse_kind; // per node: fuse_act's eng_dnnl_act
+  float *fuse_alpha, *fuse_beta;  // per node: its parameters for the current shapes
+  int *fuse_src;      // per node: for an absorbed one, the value its output aliases
+  int *fuse_owner;    // per node: the node that may absorb it, or -1
+  uint8_t *fuse_on;   // per node: its fusion holds for the current shapes (FUSE_*)
+  uint8_t *fused;     // per node: absorbed (skipped) for the current shapes
+  // Activation layouts, CPU plan only: a node of a params.layouts op may
+  // leave its output (the end of its fused chain) in oneDNN's layout when
+  // every reader is such a node too (reading it as input 0, or as the Add
+  // it absorbed). Decided per input-shape signature with the fusions.
+  uint8_t *keep_out;  // per node
+  const void **fmt;   // per value: its layout in this run (NULL: plain)
+  // the input types and shapes the inferred shapes and folds are for:
+  // shape inference reruns only when they change
+  eng_tensor *sig;
+  int have_sig;
+};
+
+// Largest output, in elements, a node may have to be folded. Shape
+// arithmetic yields at most ENG_MAX_DIMS elements; the margin covers the
+// small index tensors exporters also compute from shapes (a Range over a
+// sequence length, a mask) while keeping activation-sized work off the
+// planning path, which reruns at every new input-shape signature.
+#define ENG_FOLD_MAX_ELEMS 4096
+
+// Whether value v's bytes live outside the arena (a constant, or a value
+// folded for the current signature): p->cur[v].data points at them.
+static inline int eng_plan__fixed(const eng_plan *p, int v) { return p->known[v]; }
+
+// eng_plan_create with a choice of arena: host_arena 0 plans the layout
+// (arena_need, off, edge_off) but allocates no host arena, for a backend
+// that places the arena elsewhere.
+int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan **out, err *e);
+
+// The first half of eng_plan_run: validates the inputs (count, dtype,
+// shape, bytes), infers every value's shape for them and re-lays-out when
+// the layout in force does not fit. On return p->cur holds types and shapes
+// (data pointers are the caller's to set), p->root/off/edge the layout and
+// p->arena_need its size.
+int eng_plan__prepare(eng_plan *p, const eng_tensor *inputs, size_t n_in, size_t n_out, err *e);
+
+// Graph output j's declared type (the computed one where none is declared).
+dtype eng_plan__out_dtype(const eng_plan *p, size_t j);
+
+// Host conversions at the plan's edges: a declared input type (FP16, BF16,
+// FP64, or any other type copied as is) into the internal type, and the
+// internal FP32 into a declared output type. n elements.
+void eng_plan__to_internal(void *dst, const eng_tensor *src, size_t n);
+void eng_plan__to_edge(void *dst, dtype dt, const eng_tensor *src, size_t n);
+
+// --- shape helpers of engine/ops/ops.c that other backends reuse
+
+// MatMul with numpy semantics: [batch..., m, k] x [batch..., k, n].
+typedef struct eng_mm_shape {
+  int64_t m, k, n;
+  int nb;  // batch rank
+  int64_t batch[ENG_MAX_DIMS], abatch[ENG_MAX_DIMS], bbatch[ENG_MAX_DIMS];
+} eng_mm_shape;
+int eng_ops__mm_analyse(const eng_tensor *a, const eng_tensor *b, eng_mm_shape *s, eng_tensor *y,
+                        err *e);
+
+// Broadcast shapes of a and b left-padded to *nd dims: y, ad, bd.
+int eng_ops__bcast(const eng_tensor *a, const eng_tensor *b, int *nd, int64_t *y, int64_t *ad,
+                   int64_t *bd, err *e);
+
+// Softmax/LogSoftmax as [outer, len, inner] (opset < 13: 2-D coercion).
+void eng_ops__softmax_dims(const eng_op_params *p, const eng_tensor *x, size_t *outer, size_t *len,
+                           size_t *inner);
+
+// Transpose's permutation for rank r (reversed when no perm is given).
+int eng_ops__get_perm(const eng_op_params *p, int r, int *perm, err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,103 @@
+// engine/graph/graph.h: an ONNX model loaded into an immutable graph: named values
+// (graph inputs, constant initializers, node outputs) and nodes in
+// topological order. Loading validates everything that does not depend on
+// shapes (supported ops and domains, defined inputs, no cycles) so a bad
+// model fails at load, not on the first request. A graph is read-only after
+// eng_graph_load, so any number of plans may share it across threads.
+#ifndef INFERD_ENGINE_GRAPH_H
+#define INFERD_ENGINE_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/tensor.h"
+#include "kernels/base/err.h"
+
+typedef struct eng_graph eng_graph;
+
+// What the load-time passes may do; zeroed = every pass on.
+typedef struct eng_graph_opts {
+  int no_fuse_attention;  // leave attention subgraphs unfused (attn.c)
+  int no_merge_qkv;       // keep an attention's Q, K, V projections apart (attn_qkv.c)
+} eng_graph_opts;
+
+// Loads and validates an ONNX file. External data files are resolved
+// relative to the model file's directory. On success *out owns the graph.
+// eng_graph_load is eng_graph_load_opts with every pass on (opts NULL).
+int eng_graph_load(const char *onnx_path, eng_graph **out, err *e);
+int eng_graph_load_opts(const char *onnx_path, const eng_graph_opts *opts, eng_graph **out,
+                        err *e);
+void eng_graph_destroy(eng_graph *g);
+
+// Graph inputs (initializers excluded) and outputs as declared by their
+// ValueInfo: dims of -1 are symbolic or missing; ndims is -1 when the
+// ValueInfo has no shape at all.
+size_t eng_graph_n_inputs(const eng_graph *g);
+const eng_io *eng_graph_input(const eng_graph *g, size_t i);
+size_t eng_graph_n_outputs(const eng_graph *g);
+const eng_io *eng_graph_output(const eng_graph *g, size_t i);
+// The model's default-domain ("" / "ai.onnx") opset version.
+int eng_graph_opset(const eng_graph *g);
+// Attention subgraphs the load-time pass fused into inferd.Attention nodes.
+size_t eng_graph_n_attention(const eng_graph *g);
+// Fused attention nodes whose Q, K and V the load-time pass packed into one
+// projection (one MatMul, or the exporter's own through a Split; attn_qkv.c).
+size_t eng_graph_n_qkv_merged(const eng_graph *g);
+
+// --- internal representation, for the planner and the ops
+
+typedef enum eng_value_kind {
+  ENG_VALUE_INPUT = 1,  // a graph input; index = input position
+  ENG_VALUE_CONST = 2,  // an initializer or folded Constant; data holds it
+  ENG_VALUE_NODE = 3,   // produced by node `index`
+} eng_value_kind;
+
+typedef struct eng_value {
+  char *name;
+  eng_value_kind kind;
+  int index;
+  // CONST: the stored type (float16/bfloat16/double already widened to
+  // FP32) and exact shape. INPUT: the declared type and dims. NODE: unused.
+  dtype dt;
+  int ndims;
+  int64_t dims[ENG_MAX_DIMS];
+  void *data;  // CONST only
+  size_t bytes;
+} eng_value;
+
+typedef struct eng_attr {
+  char *name;
+  int type;  // ONNX AttributeProto.AttributeType
+  float f;
+  int64_t i;
+  char *s;  // NUL-terminated copy of the bytes
+  size_t n_floats;
+  float *floats;
+  size_t n_ints;
+  int64_t *ints;
+  eng_value *t;  // a TENSOR attribute decoded like an initializer; NULL otherwise
+} eng_attr;
+
+typedef struct eng_node {
+  char *name;  // the node's name, or "#<position in the file>" when it has none
+  char *op_type;
+  int n_in;
+  int *in;  // value indices; -1 for an omitted optional input ("")
+  int n_out;
+  int *out;  // value indices; -1 for an omitted optional output
+  int n_attrs;
+  eng_attr *attrs;
+} eng_node;
+
+size_t eng_graph_n_nodes(const eng_graph *g);
+// Nodes in topological order.
+const eng_node *eng_graph_node(const eng_graph *g, size_t i);
+size_t eng_graph_n_values(const eng_graph *g);
+const eng_value *eng_graph_value(const eng_graph *g, size_t i);
+// Value index of graph input / output i.
+int eng_graph_input_value(const eng_graph *g, size_t i);
+int eng_graph_output_value(const eng_graph *g, size_t i);
+// The attribute called `name`, or NULL.
+const eng_attr *eng_node_attr(const eng_node *n, const char *name);
+
+#endif

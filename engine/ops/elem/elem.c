@@ -1,0 +1,380 @@
+// engine/ops/elem/elem.c: elementwise ops beyond Add/Sub/Mul/Div and the first
+// activations of engine/ops/ops.c: unary math and activations by k_unop (Clip,
+// HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs, Reciprocal), Pow, variadic
+// Max/Min, the comparisons (Equal, Less, LessOrEqual, Greater,
+// GreaterOrEqual) and bool logic (And, Or, Xor, Not, IsNaN, IsInf) that
+// attention masks are built from, and Where, all with numpy broadcasting.
+// Int64 is accepted where exporters use the op on shapes (Neg, Abs, Clip,
+// Max, Min, Pow, the comparisons; INT32 too for those).
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ops/ops_common.h"
+#include "engine/cpu/par.h"
+#include "engine/cpu/plan_internal.h"
+#include "kernels/k_ref.h"
+
+// --- unary
+
+static int is_num(dtype t) { return t == DT_FP32 || t == DT_INT64; }
+
+static int infer_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)p, (void)n_out;
+  if (!is_num(in[0].dt))
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
+                   dtype_wire_name(in[0].dt));
+  for (int k = 1; k < n_in; k++) {  // Clip's bounds: scalars of the input's type
+    if (in[k].dt == DT_INVALID) continue;
+    if (in[k].dt != in[0].dt || op_numel(&in[k]) != 1)
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s must be a %s scalar", k == 1 ? "min" : "max",
+                     dtype_wire_name(in[0].dt));
+  }
+  op_set_out(&out[0], in[0].dt, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int infer_unary_f32(const eng_op_params *p, const eng_tensor *in, int n_in,
+                           eng_tensor *out, int n_out, err *e) {
+  TRY(eng_ops__need_f32(&in[0], "input", e));
+  return infer_unary(p, in, n_in, out, n_out, e);
+}
+
+// FP32 k_unary_f32 on parts of x split over threads (par.h); elementwise,
+// so the result does not depend on the split.
+typedef struct unary_job {
+  float *y;
+  const float *x;
+  k_unop op;
+  float a, b;
+} unary_job;
+
+static void unary_part(void *ctx, size_t lo, size_t hi) {
+  const unary_job *j = ctx;
+  k_unary_f32(j->y + lo, j->x + lo, hi - lo, j->op, j->a, j->b);
+}
+
+// p->mode holds the k_unop (set by the parse functions below); alpha/beta
+// its parameters, or Clip's attribute bounds before opset 11.
+static int run_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)n_out, (void)e;
+  size_t n = op_numel(&in[0]);
+  if (in[0].dt == DT_INT64) {
+    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    if (op_given(in, n_in, 1)) lo = *(const int64_t *)in[1].data;
+    if (op_given(in, n_in, 2)) hi = *(const int64_t *)in[2].data;
+    k_unary_i64(out[0].data, in[0].data, n, (k_unop)p->mode, lo, hi);
+    return 0;
+  }
+  unary_job j = {out[0].data, in[0].data, (k_unop)p->mode, p->alpha, p->beta};
+  if (op_given(in, n_in, 1)) j.a = *(const float *)in[1].data;
+  if (op_given(in, n_in, 2)) j.b = *(const float *)in[2].data;
+  eng_par_for(n, ENG_PAR_GRAIN, unary_part, &j);
+  return 0;
+}
+
+#define PARSE_UNOP(name, op)                                                                    \
+  static int name(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) { \
+    (void)g, (void)n, (void)opset, (void)e;                                                     \
+    p->mode = op;                                                                               \
+    return 0;                                                                                   \
+  }
+PARSE_UNOP(parse_sqrt, K_SQRT)
+PARSE_UNOP(parse_exp, K_EXP)
+PARSE_UNOP(parse_neg, K_NEG)
+PARSE_UNOP(parse_abs, K_ABS)
+PARSE_UNOP(parse_recip, K_RECIP)
+PARSE_UNOP(parse_hard_swish, K_HARD_SWISH)
+
+static int parse_hard_sigmoid(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                              err *e) {
+  (void)g, (void)opset, (void)e;
+  p->mode = K_HARD_SIGMOID;
+  p->alpha = op_attr_float(n, "alpha", 0.2f);
+  p->beta = op_attr_float(n, "beta", 0.5f);
+  return 0;
+}
+
+// Clip: bounds are attributes before opset 11, optional inputs from 11
+// (ReLU6 is Clip(x, 0, 6)); absent bounds do not clip.
+static int parse_clip(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g;
+  p->mode = K_CLIP;
+  if (opset < 11) {
+    if (n->n_in > 1)
+      return err_set(e, ERR_INVALID_ARGUMENT, "Clip before opset 11 takes 1 input, got %d",
+                     n->n_in);
+    p->alpha = op_attr_float(n, "min", -FLT_MAX);
+    p->beta = op_attr_float(n, "max", FLT_MAX);
+  } else {
+    p->alpha = -INFINITY;
+    p->beta = INFINITY;
+  }
+  return 0;
+}
+
+// --- binary and variadic with broadcasting
+
+// op: a k_binop, k_cmpop or k_logop, whichever enum the op's run reads p->mode as
+static int parse_binop(const eng_node *n, eng_op_params *p, int op) {
+  (void)n;
+  p->mode = op;
+  return 0;
+}
+#define PARSE_BINOP(name, op)                                                                   \
+  static int name(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) { \
+    (void)g, (void)opset, (void)e;                                                              \
+    return parse_binop(n, p, op);                                                               \
+  }
+PARSE_BINOP(parse_pow, K_POW)
+PARSE_BINOP(parse_max, K_MAX)
+PARSE_BINOP(parse_min, K_MIN)
+
+// Broadcast shape of all inputs (variadic Max/Min, Where's three).
+static int bcast_all(const eng_tensor *in, int n_in, eng_tensor *y, err *e) {
+  *y = in[0];
+  for (int k = 1; k < n_in; k++) {
+    int nd;
+    int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+    TRY(eng_ops__bcast(y, &in[k], &nd, yd, ad, bd, e));
+    y->ndims = nd;
+    memcpy(y->dims, yd, sizeof yd);
+  }
+  return 0;
+}
+
+static int infer_variadic(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                          int n_out, err *e) {
+  (void)p, (void)n_out;
+  for (int k = 0; k < n_in; k++)
+    if (in[k].dt != in[0].dt)
+      return err_set(e, ERR_INVALID_ARGUMENT, "input %d is %s, input 0 %s", k,
+                     dtype_wire_name(in[k].dt), dtype_wire_name(in[0].dt));
+  if (!is_num(in[0].dt))
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
+                   dtype_wire_name(in[0].dt));
+  eng_tensor y;
+  TRY(bcast_all(in, n_in, &y, e));
+  op_set_out(&out[0], in[0].dt, y.ndims, y.dims);
+  return 0;
+}
+
+// y = op(in0, in1), then y = op(y, in_k): every input broadcasts to y's
+// final shape, so each step is a valid k_binary call with y as its own left
+// operand (read before written at the same index).
+static int run_variadic(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e) {
+  (void)n_out, (void)e;
+  int nd = out[0].ndims > 0 ? out[0].ndims : 1;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  op_pad_dims(&out[0], nd, yd);
+  for (int k = 0; k < (n_in > 1 ? n_in - 1 : 1); k++) {
+    const eng_tensor *a = k == 0 ? &in[0] : &out[0], *b = n_in > 1 ? &in[k + 1] : &in[0];
+    op_pad_dims(a, nd, ad);
+    op_pad_dims(b, nd, bd);
+    if (in[0].dt == DT_FP32)
+      k_binary_f32(out[0].data, a->data, b->data, nd, yd, ad, bd, (k_binop)p->mode);
+    else
+      k_binary_i64(out[0].data, a->data, b->data, nd, yd, ad, bd, (k_binop)p->mode);
+  }
+  return 0;
+}
+
+static int infer_pow(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  if (in[0].dt != in[1].dt)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Pow of %s by a %s exponent",
+                   dtype_wire_name(in[0].dt), dtype_wire_name(in[1].dt));
+  return infer_variadic(p, in, n_in, out, n_out, e);
+}
+
+// --- comparisons and logic: bool results
+
+PARSE_BINOP(parse_eq, K_EQ)
+PARSE_BINOP(parse_lt, K_LT)
+PARSE_BINOP(parse_le, K_LE)
+PARSE_BINOP(parse_gt, K_GT)
+PARSE_BINOP(parse_ge, K_GE)
+
+// Equal, Less, LessOrEqual, Greater, GreaterOrEqual: FP32 (every float
+// width inside a plan), INT64 and INT32; Equal also on BOOL.
+static int infer_compare(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_out;
+  dtype t = in[0].dt;
+  if (in[1].dt != t)
+    return err_set(e, ERR_INVALID_ARGUMENT, "inputs differ in type: %s vs %s", dtype_wire_name(t),
+                   dtype_wire_name(in[1].dt));
+  if (t != DT_FP32 && t != DT_INT64 && t != DT_INT32 && !(t == DT_BOOL && p->mode == K_EQ))
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(t));
+  eng_tensor y;
+  TRY(bcast_all(in, n_in, &y, e));
+  op_set_out(&out[0], DT_BOOL, y.ndims, y.dims);
+  return 0;
+}
+
+// The three shapes padded to the output's rank (a scalar as one dim of 1).
+static int pad3(const eng_tensor *in, const eng_tensor *y, int64_t *yd, int64_t *ad, int64_t *bd) {
+  int nd = y->ndims > 0 ? y->ndims : 1;
+  op_pad_dims(y, nd, yd);
+  op_pad_dims(&in[0], nd, ad);
+  op_pad_dims(&in[1], nd, bd);
+  return nd;
+}
+
+static int run_compare(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  int nd = pad3(in, &out[0], yd, ad, bd);
+  k_cmpop op = (k_cmpop)p->mode;
+  uint8_t *y = out[0].data;
+  switch (in[0].dt) {
+    case DT_FP32: k_compare_f32(y, in[0].data, in[1].data, nd, yd, ad, bd, op); break;
+    case DT_INT64: k_compare_i64(y, in[0].data, in[1].data, nd, yd, ad, bd, op); break;
+    case DT_INT32: k_compare_i32(y, in[0].data, in[1].data, nd, yd, ad, bd, op); break;
+    default: k_logic(y, in[0].data, in[1].data, nd, yd, ad, bd, K_XNOR); break;  // BOOL Equal
+  }
+  return 0;
+}
+
+PARSE_BINOP(parse_and, K_AND)
+PARSE_BINOP(parse_or, K_OR)
+PARSE_BINOP(parse_xor, K_XOR)
+
+static int need_bool(const eng_tensor *t, const char *what, err *e) {
+  if (t->dt != DT_BOOL)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s must be bool, got %s", what,
+                   dtype_wire_name(t->dt));
+  return 0;
+}
+
+static int infer_logic(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)p, (void)n_out;
+  TRY(need_bool(&in[0], "A", e));
+  TRY(need_bool(&in[1], "B", e));
+  eng_tensor y;
+  TRY(bcast_all(in, n_in, &y, e));
+  op_set_out(&out[0], DT_BOOL, y.ndims, y.dims);
+  return 0;
+}
+
+static int run_logic(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  int nd = pad3(in, &out[0], yd, ad, bd);
+  k_logic(out[0].data, in[0].data, in[1].data, nd, yd, ad, bd, (k_logop)p->mode);
+  return 0;
+}
+
+static int infer_not(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  TRY(need_bool(&in[0], "X", e));
+  op_set_out(&out[0], DT_BOOL, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_not(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                   int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out, (void)e;
+  k_not(out[0].data, in[0].data, op_numel(&in[0]));
+  return 0;
+}
+
+// --- IsNaN, IsInf: float in, bool out
+
+static int parse_isinf(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                       err *e) {
+  (void)g, (void)opset, (void)e;
+  p->detect_neg = op_attr_int(n, "detect_negative", 1) != 0;
+  p->detect_pos = op_attr_int(n, "detect_positive", 1) != 0;
+  return 0;
+}
+
+static int infer_isfloat(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  TRY(eng_ops__need_f32(&in[0], "X", e));
+  op_set_out(&out[0], DT_BOOL, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_isnan(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out, (void)e;
+  k_isnan(out[0].data, in[0].data, op_numel(&in[0]));
+  return 0;
+}
+
+static int run_isinf(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  k_isinf(out[0].data, in[0].data, op_numel(&in[0]), p->detect_neg, p->detect_pos);
+  return 0;
+}
+
+// --- Where
+
+static int infer_where(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)p, (void)n_out;
+  if (in[0].dt != DT_BOOL)
+    return err_set(e, ERR_INVALID_ARGUMENT, "condition must be bool, got %s",
+                   dtype_wire_name(in[0].dt));
+  if (in[1].dt != in[2].dt)
+    return err_set(e, ERR_INVALID_ARGUMENT, "X is %s but Y is %s", dtype_wire_name(in[1].dt),
+                   dtype_wire_name(in[2].dt));
+  eng_tensor y;
+  TRY(bcast_all(in, n_in, &y, e));
+  op_set_out(&out[0], in[1].dt, y.ndims, y.dims);
+  return 0;
+}
+
+static int run_where(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out, (void)e;
+  int nd = out[0].ndims > 0 ? out[0].ndims : 1;
+  int64_t yd[ENG_MAX_DIMS], cd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  op_pad_dims(&out[0], nd, yd);
+  op_pad_dims(&in[0], nd, cd);
+  op_pad_dims(&in[1], nd, ad);
+  op_pad_dims(&in[2], nd, bd);
+  k_where(out[0].data, in[0].data, in[1].data, in[2].data, dtype_size(out[0].dt), nd, yd, cd, ad,
+          bd);
+  return 0;
+}
+
+// --- table
+
+const eng_op_def eng_ops__elem[] = {
+    {"Clip", 1, 3, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_clip, infer_unary, run_unary, 0, NULL, NULL},
+    {"HardSigmoid", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_hard_sigmoid, infer_unary_f32, run_unary, 0, NULL, NULL},
+    {"HardSwish", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_hard_swish, infer_unary_f32, run_unary, 0, NULL, NULL},
+    {"Sqrt", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sqrt, infer_unary_f32, run_unary, 0, NULL, NULL},
+    {"Exp", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_exp, infer_unary_f32, run_unary, 0, NULL, NULL},
+    {"Reciprocal", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_recip, infer_unary_f32, run_unary, 0, NULL, NULL},
+    {"Neg", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_neg, infer_unary, run_unary, 0, NULL, NULL},
+    {"Abs", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_abs, infer_unary, run_unary, 0, NULL, NULL},
+    {"Pow", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_pow, infer_pow, run_variadic, 0, NULL, NULL},
+    {"Max", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_max, infer_variadic, run_variadic, 0, NULL, NULL},
+    {"Min", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_min, infer_variadic, run_variadic, 0, NULL, NULL},
+    {"Equal", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_eq, infer_compare, run_compare, 0, NULL, NULL},
+    {"Less", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_lt, infer_compare, run_compare, 0, NULL, NULL},
+    {"LessOrEqual", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_le, infer_compare, run_compare, 0, NULL, NULL},
+    {"Greater", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_gt, infer_compare, run_compare, 0, NULL, NULL},
+    {"GreaterOrEqual", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_ge, infer_compare, run_compare, 0, NULL, NULL},
+    {"And", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_and, infer_logic, run_logic, 0, NULL, NULL},
+    {"Or", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_or, infer_logic, run_logic, 0, NULL, NULL},
+    {"Xor", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_xor, infer_logic, run_logic, 0, NULL, NULL},
+    {"Not", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_not, run_not, 0, NULL, NULL},
+    {"IsNaN", 1, 1, 1, 1, ENG_OP_ELEMWISE, op_parse_none, infer_isfloat, run_isnan, 0, NULL, NULL},
+    {"IsInf", 1, 1, 1, 1, ENG_OP_ELEMWISE, parse_isinf, infer_isfloat, run_isinf, 0, NULL, NULL},
+    {"Where", 3, 3, 1, 1, ENG_OP_ELEMWISE, op_parse_none, infer_where, run_where, 0, NULL, NULL},
+};
+const size_t eng_ops__n_elem = sizeof eng_ops__elem / sizeof eng_ops__elem[0];

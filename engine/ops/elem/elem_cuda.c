@@ -1,0 +1,230 @@
+// engine/ops/elem/elem_cuda.c: the elementwise op family (engine/ops/elem/elem.c) on the CUDA
+// plan: HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs and Reciprocal through
+// the k_unop kernels (k_unop.cu), one launcher for FP32 and FP16 storage.
+// Clip too: its bounds (attributes before opset 11, constant inputs from
+// 11; ReLU6 is Clip(x, 0, 6)) are read once at init from the graph, since
+// the plan's copy of a constant lives on the device. Pow and the variadic
+// Max/Min through k_binary.cu (FP32, FP16) and the plan's int64 kernel,
+// the comparisons (Equal, Less, LessOrEqual, Greater, GreaterOrEqual)
+// through k_compare_cuda (bool out; BOOL Equal as k_logic_cuda's XNOR),
+// And/Or/Xor through k_logic_cuda, Not/IsNaN/IsInf through k_boolop_cuda,
+// Where through k_where_cuda (any element size). All broadcast and are blind to layout (CUDA_OP_ELEMWISE:
+// in NHWC regions their operands come presented in memory order).
+// Registered into plan_cuda.c's op table through plan_cuda_internal.h.
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/ops/ops_common.h"
+#include "engine/cuda/plan_cuda_internal.h"
+#include "engine/cuda/plan_cuda_k.h"
+
+// engine/ops/elem/elem.c's parse put the k_unop code in p->mode and its two
+// parameters (HardSigmoid's alpha and beta) in p->alpha and p->beta.
+static int unop_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                    eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  if (in[0].dt != DT_FP32 && in[0].dt != DT_FP16)
+    return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op",
+                   dtype_wire_name(in[0].dt));
+  return k_unop_cuda(out[0].data, in[0].data, (size_t)eng_numel(in[0].ndims, in[0].dims),
+                     in[0].dt == DT_FP16 ? K_F16 : K_F32, (k_unop)p->mode, p->alpha, p->beta,
+                     c->stream, e);
+}
+
+// Clip's bounds, from the graph's constants.
+typedef struct clip_node {
+  float lo, hi;
+} clip_node;
+
+static int clip_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half;
+  const eng_node *n = eng_graph_node(pl->g, i);
+  const eng_op_params *p = &pl->params[i];
+  float b[2] = {p->alpha, p->beta};
+  for (int k = 1; k < 3 && k < n->n_in; k++) {
+    int v = n->in[k];
+    if (v < 0) continue;
+    const eng_value *val = eng_graph_value(pl->g, (size_t)v);
+    if (!eng_cuda__is_const(pl->g, v) || val->dt != DT_FP32 || val->bytes != sizeof(float))
+      return err_set(e, ERR_UNIMPLEMENTED,
+                     "Clip on CUDA takes constant FP32 scalar bounds ('%s' is not one)", val->name);
+    memcpy(&b[k - 1], val->data, sizeof(float));
+  }
+  clip_node *s = malloc(sizeof *s);
+  if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  s->lo = b[0];
+  s->hi = b[1];
+  *state = s;
+  return 0;
+}
+
+static int clip_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                    eng_tensor *out, int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  const clip_node *s = c->node;
+  if (in[0].dt != DT_FP32 && in[0].dt != DT_FP16)
+    return err_set(e, ERR_UNIMPLEMENTED, "Clip of %s tensors has no CUDA kernel", dtype_wire_name(in[0].dt));
+  return k_unop_cuda(out[0].data, in[0].data, (size_t)eng_numel(in[0].ndims, in[0].dims),
+                     in[0].dt == DT_FP16 ? K_F16 : K_F32, K_CLIP, s->lo, s->hi, c->stream, e);
+}
+
+// --- Pow, Max, Min, Equal, Where: numpy broadcasting over the output's rank
+// (at least 1), shorter operands left-padded with 1s, as the CPU ops do.
+
+// The output's dims and two operands' over the output's rank (at least 1).
+typedef struct bdims {
+  int nd;
+  int64_t y[ENG_MAX_DIMS], a[ENG_MAX_DIMS], b[ENG_MAX_DIMS];
+} bdims;
+
+static bdims bdims_of(const eng_tensor *out, const eng_tensor *a, const eng_tensor *b) {
+  bdims d;
+  d.nd = out->ndims > 0 ? out->ndims : 1;
+  op_pad_dims(out, d.nd, d.y);
+  op_pad_dims(a, d.nd, d.a);
+  op_pad_dims(b, d.nd, d.b);
+  return d;
+}
+
+// y = op(a, b), all three shapes broadcast to out's.
+static int binop(cuda_ctx *c, void *y, const eng_tensor *a, const eng_tensor *b,
+                 const eng_tensor *out, k_binop op, err *e) {
+  bdims d = bdims_of(out, a, b);
+  switch (out->dt) {
+    case DT_FP32: return k_binary_f32_cuda(y, a->data, b->data, d.nd, d.y, d.a, d.b, op, c->stream, e);
+    case DT_FP16: return k_binary_f16_cuda(y, a->data, b->data, d.nd, d.y, d.a, d.b, op, c->stream, e);
+    case DT_INT64: return eng_pk_binary_i64_cuda(y, a->data, b->data, d.nd, d.y, d.a, d.b, op, c->stream, e);
+    default:
+      return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op",
+                     dtype_wire_name(out->dt));
+  }
+}
+
+// engine/ops/elem/elem.c's run_variadic: y = op(in0, in1), then y = op(y, in_k). Every
+// input broadcasts to y's final shape, so each step is a valid k_binary
+// call with y as its own left operand (exactly y's buffer and shape); the
+// planner gives y input 0's buffer only when their shapes are equal. One
+// input: a copy (Max(x) = x). p->mode is the k_binop.
+static int variadic_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                        eng_tensor *out, int n_out, err *e) {
+  (void)n_out;
+  size_t bytes = (size_t)eng_numel(out[0].ndims, out[0].dims) * dtype_size(out[0].dt);
+  if (n_in == 1) {
+    if (bytes && out[0].data != in[0].data)
+      CUDA_TRY(e, cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice, c->stream));
+    return 0;
+  }
+  for (int k = 0; k + 1 < n_in; k++)
+    TRY(binop(c, out[0].data, k == 0 ? &in[0] : &out[0], &in[k + 1], &out[0], (k_binop)p->mode, e));
+  return 0;
+}
+
+// engine/ops/elem/elem.c's parse put the k_cmpop in p->mode.
+static int compare_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                       eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  bdims d = bdims_of(&out[0], &in[0], &in[1]);
+  k_elem et;
+  switch (in[0].dt) {
+    case DT_FP32: et = K_F32; break;
+    case DT_FP16: et = K_F16; break;
+    case DT_INT64: et = K_I64; break;
+    case DT_INT32: et = K_I32; break;
+    case DT_BOOL:
+      if (p->mode == K_EQ)
+        return k_logic_cuda(out[0].data, in[0].data, in[1].data, d.nd, d.y, d.a, d.b, K_XNOR, c->stream, e);
+      // fall through
+    default:
+      return err_set(e, ERR_UNIMPLEMENTED, "comparing %s tensors has no CUDA kernel",
+                     dtype_wire_name(in[0].dt));
+  }
+  return k_compare_cuda(out[0].data, in[0].data, in[1].data, et, d.nd, d.y, d.a, d.b, (k_cmpop)p->mode,
+                        c->stream, e);
+}
+
+// And, Or, Xor: p->mode is the k_logop.
+static int logic_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                     eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  bdims d = bdims_of(&out[0], &in[0], &in[1]);
+  return k_logic_cuda(out[0].data, in[0].data, in[1].data, d.nd, d.y, d.a, d.b, (k_logop)p->mode, c->stream,
+                      e);
+}
+
+static int boolop_run(cuda_ctx *c, const eng_tensor *x, eng_tensor *y, k_boolop op, int neg, int pos,
+                      err *e) {
+  k_elem et;
+  if (x->dt == DT_FP32) et = K_F32;
+  else if (x->dt == DT_FP16) et = K_F16;
+  else if (x->dt == DT_BOOL) et = K_BOOL;
+  else return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op", dtype_wire_name(x->dt));
+  return k_boolop_cuda(y->data, x->data, (size_t)eng_numel(x->ndims, x->dims), et, op, neg, pos, c->stream, e);
+}
+
+static int not_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                   int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  return boolop_run(c, &in[0], &out[0], K_NOT, 0, 0, e);
+}
+
+static int isnan_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                     eng_tensor *out, int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  return boolop_run(c, &in[0], &out[0], K_ISNAN, 0, 0, e);
+}
+
+static int isinf_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                     eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  return boolop_run(c, &in[0], &out[0], K_ISINF, p->detect_neg, p->detect_pos, e);
+}
+
+// Where moves X's or Y's elements as they are: any type, FP16 included.
+static int where_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                     eng_tensor *out, int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  if (in[1].dt != in[2].dt || out[0].dt != in[1].dt)
+    return err_set(e, ERR_INTERNAL, "Where: X is %s, Y %s, the output %s", dtype_wire_name(in[1].dt),
+                   dtype_wire_name(in[2].dt), dtype_wire_name(out[0].dt));
+  bdims d = bdims_of(&out[0], &in[1], &in[2]);
+  int64_t cd[ENG_MAX_DIMS];
+  op_pad_dims(&in[0], d.nd, cd);
+  return k_where_cuda(out[0].data, in[0].data, in[1].data, in[2].data, dtype_size(out[0].dt), d.nd, d.y,
+                      cd, d.a, d.b, c->stream, e);
+}
+
+#define UNOP(name) \
+  {.op_type = name, .run = unop_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE}
+
+// FP16 operands run as they are (the kernels widen each to float; Where,
+// the comparisons, IsNaN and IsInf read them as they are stored).
+const cuda_op eng_cuda__elem_ops[] = {
+    UNOP("HardSigmoid"),
+    UNOP("HardSwish"),
+    UNOP("Sqrt"),
+    UNOP("Exp"),
+    UNOP("Neg"),
+    UNOP("Abs"),
+    UNOP("Reciprocal"),
+    {.op_type = "Clip", .run = clip_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE,
+     .init = clip_init, .destroy = free},
+    {.op_type = "Pow", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Max", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Min", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+#define ELEM(name, fn) {.op_type = name, .run = fn, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE}
+    ELEM("Equal", compare_run),
+    ELEM("Less", compare_run),
+    ELEM("LessOrEqual", compare_run),
+    ELEM("Greater", compare_run),
+    ELEM("GreaterOrEqual", compare_run),
+    ELEM("And", logic_run),
+    ELEM("Or", logic_run),
+    ELEM("Xor", logic_run),
+    ELEM("Not", not_run),
+    ELEM("IsNaN", isnan_run),
+    ELEM("IsInf", isinf_run),
+#undef ELEM
+    {.op_type = "Where", .run = where_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+};
+const size_t eng_cuda__n_elem_ops = sizeof eng_cuda__elem_ops / sizeof eng_cuda__elem_ops[0];

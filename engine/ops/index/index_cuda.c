@@ -1,0 +1,153 @@
+// engine/ops/index/index_cuda.c: the index ops of engine/ops/index/index.c that transformer
+// exports run on data (embeddings, attention masks, heads, rotary halves)
+// on the CUDA plan: Gather, Expand, GatherElements, GatherND (batch_dims),
+// Trilu through k_index.cu,
+// and Split as one 2-D copy per output (Concat's inverse, as run_concat of
+// plan_cuda.c). Each moves elements as they are, so FP16-stored values
+// run as they are. The shapes come from the planner (the outputs' dims are
+// this run's); Trilu's k is a constant input read once at init, since the
+// plan's copy of a constant lives on the device. Registered into
+// plan_cuda.c's op table through plan_cuda_internal.h.
+//
+// An index out of range cannot fail a launch that is already enqueued:
+// unlike the CPU ops, which refuse the request, the CUDA kernels write
+// zero bytes for it (k_cuda.h) and never read outside the data.
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/ops/ops_common.h"
+#include "engine/cuda/plan_cuda_internal.h"
+
+static size_t dims_prod(const int64_t *d, int from, int to) {
+  size_t n = 1;
+  for (int k = from; k < to; k++) n *= (size_t)d[k];
+  return n;
+}
+
+static int gather_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int r = in[0].ndims;
+  int64_t ax;
+  TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
+  return k_gather_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), dims_prod(in[0].dims, 0, (int)ax),
+                       in[0].dims[ax], dims_prod(in[0].dims, (int)ax + 1, r), in[1].data, in[1].dt == DT_INT32,
+                       (size_t)eng_numel(in[1].ndims, in[1].dims), c->stream, e);
+}
+
+// Expand: the planner's output dims are this run's target shape (the shape
+// input was read while shapes were inferred); x left-padded to that rank.
+static int expand_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  int nd = out[0].ndims;
+  int64_t xd[ENG_MAX_DIMS];
+  if (in[0].ndims > nd) return err_set(e, ERR_INTERNAL, "Expand: rank %d into %d", in[0].ndims, nd);
+  op_pad_dims(&in[0], nd, xd);
+  return k_expand_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), nd, out[0].dims, xd, c->stream, e);
+}
+
+static int gather_elements_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                               eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int r = in[0].ndims;
+  int64_t ax;
+  TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
+  return k_gather_elements_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), r, in[0].dims, (int)ax,
+                                in[1].data, in[1].dt == DT_INT32, in[1].dims, c->stream, e);
+}
+
+// engine/ops/index/index.c's view: x as [batch, d_0..d_{m-1}, slice], indices as
+// [batch, n_tuples, m]; the planner already checked the shapes.
+static int gather_nd_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                         eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int r = in[0].ndims, q = in[1].ndims, b = (int)p->batch_dims;
+  if (q < 1 || b >= r || b >= q)
+    return err_set(e, ERR_INTERNAL, "GatherND: batch_dims %d for ranks %d and %d", b, r, q);
+  int m = (int)in[1].dims[q - 1];
+  if (m < 1 || m > r - b) return err_set(e, ERR_INTERNAL, "GatherND: tuples of %d for rank %d", m, r);
+  return k_gather_nd_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), dims_prod(in[0].dims, 0, b), m,
+                          in[0].dims + b, dims_prod(in[0].dims, b + m, r), in[1].data,
+                          in[1].dt == DT_INT32, dims_prod(in[1].dims, b, q - 1), c->stream, e);
+}
+
+// --- Trilu
+
+typedef struct trilu_node {
+  int64_t k;
+} trilu_node;
+
+static int trilu_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half;
+  const eng_node *n = eng_graph_node(pl->g, i);
+  int64_t k = 0;
+  if (n->n_in > 1 && n->in[1] >= 0) {
+    const eng_value *v = eng_graph_value(pl->g, (size_t)n->in[1]);
+    if (!eng_cuda__is_const(pl->g, n->in[1]) || v->dt != DT_INT64 || v->bytes != sizeof k)
+      return err_set(e, ERR_UNIMPLEMENTED,
+                     "Trilu on CUDA takes a constant int64 scalar k ('%s' is not one)", v->name);
+    memcpy(&k, v->data, sizeof k);
+  }
+  trilu_node *s = malloc(sizeof *s);
+  if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  s->k = k;
+  *state = s;
+  return 0;
+}
+
+static int trilu_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  const trilu_node *s = c->node;
+  int r = in[0].ndims;
+  if (r < 2) return err_set(e, ERR_INTERNAL, "Trilu: rank %d", r);
+  return k_trilu_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), dims_prod(in[0].dims, 0, r - 2),
+                      in[0].dims[r - 2], in[0].dims[r - 1], s->k, p->upper, c->stream, e);
+}
+
+// --- Split: the planner's output dims are this run's part sizes, so the
+// sizes input (read while shapes are inferred) is not needed here.
+
+static int split_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half, (void)state;
+  const eng_node *n = eng_graph_node(pl->g, i);
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k] < 0)
+      return err_set(e, ERR_UNIMPLEMENTED, "Split with an omitted output (%d) is not supported on CUDA", k);
+  return 0;
+}
+
+static int split_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)n_in;
+  int r = in[0].ndims;
+  int64_t ax;
+  TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
+  size_t esz = dtype_size(in[0].dt), inner = dims_prod(in[0].dims, (int)ax + 1, r) * esz;
+  size_t outer = dims_prod(in[0].dims, 0, (int)ax), pitch = (size_t)in[0].dims[ax] * inner;
+  if (!outer || !pitch) return 0;
+  size_t col = 0;
+  for (int i = 0; i < n_out; i++) {
+    size_t w = (size_t)out[i].dims[ax] * inner;
+    if (col + w > pitch)
+      return err_set(e, ERR_INTERNAL, "Split: the parts exceed the axis (%lld)", (long long)in[0].dims[ax]);
+    if (w)
+      CUDA_TRY(e, cudaMemcpy2DAsync(out[i].data, w, (const uint8_t *)in[0].data + col, pitch, w, outer,
+                                    cudaMemcpyDeviceToDevice, c->stream));
+    col += w;
+  }
+  return 0;
+}
+
+const cuda_op eng_cuda__index_ops[] = {
+    {.op_type = "Gather", .run = gather_run, .half = eng_cuda__half_always},
+    {.op_type = "Expand", .run = expand_run, .half = eng_cuda__half_always},
+    {.op_type = "GatherElements", .run = gather_elements_run, .half = eng_cuda__half_always},
+    {.op_type = "GatherND", .run = gather_nd_run, .half = eng_cuda__half_always},
+    {.op_type = "Trilu", .run = trilu_run, .half = eng_cuda__half_always, .init = trilu_init,
+     .destroy = free},
+    {.op_type = "Split", .run = split_run, .half = eng_cuda__half_always, .init = split_init},
+};
+const size_t eng_cuda__n_index_ops = sizeof eng_cuda__index_ops / sizeof eng_cuda__index_ops[0];

@@ -1,0 +1,106 @@
+// engine/ops/ops_common.h: helpers shared by the CPU op files (engine/ops/ops.c,
+// engine/ops/elem/elem.c, engine/ops/reduce/reduce.c, engine/ops/index/index.c, engine/ops/resize/resize.c) and each file's op
+// table, which eng_ops_cpu_find searches. Not a public header.
+#ifndef INFERD_ENGINE_OPS_COMMON_H
+#define INFERD_ENGINE_OPS_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "engine/graph/graph.h"
+#include "engine/ops/ops.h"
+#include "engine/tensor.h"
+#include "kernels/base/err.h"
+
+// --- attributes
+
+static inline int64_t op_attr_int(const eng_node *n, const char *name, int64_t def) {
+  const eng_attr *a = eng_node_attr(n, name);
+  return a ? a->i : def;
+}
+
+static inline float op_attr_float(const eng_node *n, const char *name, float def) {
+  const eng_attr *a = eng_node_attr(n, name);
+  return a ? a->f : def;
+}
+
+static inline const char *op_attr_str(const eng_node *n, const char *name, const char *def) {
+  const eng_attr *a = eng_node_attr(n, name);
+  return a ? a->s : def;
+}
+
+static inline int op_parse_none(const eng_graph *g, const eng_node *n, int opset,
+                                eng_op_params *p, err *e) {
+  (void)g, (void)n, (void)opset, (void)p, (void)e;
+  return 0;
+}
+
+// Copies the ints attribute `name` into out (at most max); *n = -1 when absent.
+int eng_ops__attr_ints(const eng_node *n, const char *name, int64_t *out, int max, int *cnt,
+                       err *e);
+
+// Index of `s` in the NULL-terminated list `names`, or an error naming the attribute.
+int eng_ops__enum(const char *s, const char *const *names, const char *attr, int *out, err *e);
+
+// --- shapes
+
+static inline int64_t op_prod(const int64_t *d, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; i++) p *= d[i];
+  return p;
+}
+
+static inline size_t op_numel(const eng_tensor *t) {
+  return (size_t)eng_numel(t->ndims, t->dims);
+}
+
+static inline void op_set_out(eng_tensor *o, dtype dt, int ndims, const int64_t *dims) {
+  o->dt = dt;
+  o->ndims = ndims;
+  for (int i = 0; i < ndims; i++) o->dims[i] = dims[i];
+}
+
+static inline int op_given(const eng_tensor *in, int n_in, int k) {
+  return k < n_in && in[k].dt != DT_INVALID;
+}
+
+int eng_ops__norm_axis(int64_t axis, int rank, int64_t *out, err *e);
+int eng_ops__need_f32(const eng_tensor *t, const char *what, err *e);
+
+// Largest element count a shape computed from a model's values may have:
+// dims come from hostile files, so products are checked before use.
+#define ENG_MAX_NUMEL ((int64_t)1 << 40)
+// Checked product of dims; an error (naming `what`) past ENG_MAX_NUMEL or for a negative dim.
+int eng_ops__checked_numel(int nd, const int64_t *dims, const char *what, err *e);
+
+// Reads an int64/int32 tensor of rank <= 1 whose bytes are known (a
+// host_in input) into out[0..*cnt), at most max values.
+int eng_ops__read_ints(const eng_tensor *t, const char *what, int64_t *out, int max, int *cnt,
+                       err *e);
+// Same for a float tensor (Resize scales).
+int eng_ops__read_floats(const eng_tensor *t, const char *what, float *out, int max, int *cnt,
+                         err *e);
+// One element of a numeric tensor as double (Range's scalars, Clip bounds).
+double eng_ops__scalar(const eng_tensor *t);
+
+// Shape of t left-padded with 1s to nd dims (broadcasting).
+static inline void op_pad_dims(const eng_tensor *t, int nd, int64_t *out) {
+  for (int i = 0; i < nd; i++) out[i] = i < nd - t->ndims ? 1 : t->dims[i - (nd - t->ndims)];
+}
+
+// --- the op tables of the op files
+extern const eng_op_def eng_ops__elem[];
+extern const size_t eng_ops__n_elem;
+extern const eng_op_def eng_ops__reduce[];
+extern const size_t eng_ops__n_reduce;
+extern const eng_op_def eng_ops__shape[];
+extern const size_t eng_ops__n_shape;
+extern const eng_op_def eng_ops__resize[];
+extern const size_t eng_ops__n_resize;
+extern const eng_op_def eng_ops__conv[];
+extern const size_t eng_ops__n_conv;
+extern const eng_op_def eng_ops__attn[];  // attn.c: the internal inferd.Attention
+extern const size_t eng_ops__n_attn;
+
+#endif

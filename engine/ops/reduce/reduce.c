@@ -1,0 +1,152 @@
+// engine/ops/reduce/reduce.c: ReduceMean/ReduceSum/ReduceMax/ReduceMin over a set
+// of axes (k_reduce_f32). Axes are an attribute before opset 18 (ReduceSum:
+// 13) and an optional input after, read at shape inference (host_in).
+// CumSum, the running sum along one axis, lives here too.
+#include <string.h>
+
+#include "engine/ops/ops_common.h"
+#include "kernels/k_ref.h"
+
+static int parse_reduce(const eng_node *n, int opset, int input_from, k_redop op,
+                        eng_op_params *p, err *e) {
+  p->mode = op;
+  p->keepdims = op_attr_int(n, "keepdims", 1) != 0;
+  p->noop_empty = op_attr_int(n, "noop_with_empty_axes", 0) != 0;
+  if (opset < input_from) {
+    int cnt;
+    TRY(eng_ops__attr_ints(n, "axes", p->ints, ENG_MAX_DIMS, &cnt, e));
+    p->has_ints = cnt >= 0;
+    p->n_ints = cnt > 0 ? cnt : 0;
+    if (n->n_in > 1)
+      return err_set(e, ERR_INVALID_ARGUMENT, "axes is an input only from opset %d", input_from);
+  }
+  return 0;
+}
+
+#define PARSE_REDUCE(name, from, op)                                                             \
+  static int name(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) { \
+    (void)g;                                                                                     \
+    return parse_reduce(n, opset, from, op, p, e);                                               \
+  }
+PARSE_REDUCE(parse_mean, 18, K_RMEAN)
+PARSE_REDUCE(parse_max, 18, K_RMAX)
+PARSE_REDUCE(parse_min, 18, K_RMIN)
+PARSE_REDUCE(parse_sum, 13, K_RSUM)
+
+// mask[d] = 1 for each reduced axis; *noop when nothing is reduced
+// (empty axes with noop_with_empty_axes).
+static int reduce_mask(const eng_op_params *p, const eng_tensor *in, int n_in, int *mask,
+                       int *noop, err *e) {
+  int r = in[0].ndims, nax = 0;
+  int64_t axes[ENG_MAX_DIMS];
+  if (op_given(in, n_in, 1)) {
+    TRY(eng_ops__read_ints(&in[1], "axes", axes, ENG_MAX_DIMS, &nax, e));
+  } else if (p->has_ints) {
+    nax = p->n_ints;
+    memcpy(axes, p->ints, sizeof axes);
+  }
+  *noop = nax == 0 && p->noop_empty;
+  for (int d = 0; d < r; d++) mask[d] = nax == 0 && !p->noop_empty;
+  for (int i = 0; i < nax; i++) {
+    int64_t ax;
+    TRY(eng_ops__norm_axis(axes[i], r, &ax, e));
+    mask[ax] = 1;
+  }
+  return 0;
+}
+
+static int infer_reduce(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e) {
+  (void)n_out;
+  TRY(eng_ops__need_f32(&in[0], "data", e));
+  int mask[ENG_MAX_DIMS], noop, r = in[0].ndims, k = 0;
+  TRY(reduce_mask(p, in, n_in, mask, &noop, e));
+  int64_t y[ENG_MAX_DIMS];
+  for (int d = 0; d < r; d++) {
+    if (!mask[d]) y[k++] = in[0].dims[d];
+    else if (p->keepdims) y[k++] = 1;
+    if (mask[d] && in[0].dims[d] == 0 && p->mode != K_RSUM && p->mode != K_RMEAN)
+      return err_set(e, ERR_INVALID_ARGUMENT, "cannot reduce an empty dim %d with max/min", d);
+  }
+  op_set_out(&out[0], DT_FP32, k, y);
+  return 0;
+}
+
+static int run_reduce(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_out;
+  int mask[ENG_MAX_DIMS], noop;
+  TRY(reduce_mask(p, in, n_in, mask, &noop, e));
+  size_t n = op_numel(&in[0]);
+  if (noop) {
+    if (n && out[0].data != in[0].data) memcpy(out[0].data, in[0].data, n * sizeof(float));
+    return 0;
+  }
+  if (op_numel(&out[0]))
+    k_reduce_f32(out[0].data, in[0].data, in[0].ndims, in[0].dims, mask, (k_redop)p->mode);
+  return 0;
+}
+
+// --- CumSum (running sums along one axis; the axis is an input, read at
+// shape inference, so it must be known when planning: it always is a constant)
+
+static int parse_cumsum(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                        err *e) {
+  (void)g, (void)opset, (void)e;
+  p->exclusive = op_attr_int(n, "exclusive", 0) != 0;
+  p->reverse = op_attr_int(n, "reverse", 0) != 0;
+  return 0;
+}
+
+static int cumsum_axis(const eng_tensor *in, int64_t *ax, err *e) {
+  int64_t a[1];
+  int cnt;
+  if (op_numel(&in[1]) != 1) return err_set(e, ERR_INVALID_ARGUMENT, "axis must be a scalar");
+  TRY(eng_ops__read_ints(&in[1], "axis", a, 1, &cnt, e));
+  return eng_ops__norm_axis(a[0], in[0].ndims, ax, e);
+}
+
+static int infer_cumsum(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  dtype t = in[0].dt;
+  if (t != DT_FP32 && t != DT_INT64 && t != DT_INT32)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(t));
+  if (in[0].ndims < 1) return err_set(e, ERR_INVALID_ARGUMENT, "x must have rank >= 1");
+  int64_t ax;
+  TRY(cumsum_axis(in, &ax, e));
+  op_set_out(&out[0], t, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_cumsum(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int64_t ax;
+  TRY(cumsum_axis(in, &ax, e));
+  int r = in[0].ndims;
+  size_t outer = (size_t)op_prod(in[0].dims, 0, (int)ax), len = (size_t)in[0].dims[ax];
+  size_t inner = (size_t)op_prod(in[0].dims, (int)ax + 1, r);
+  switch (in[0].dt) {
+    case DT_FP32:
+      k_cumsum_f32(out[0].data, in[0].data, outer, len, inner, p->exclusive, p->reverse);
+      break;
+    case DT_INT64:
+      k_cumsum_i64(out[0].data, in[0].data, outer, len, inner, p->exclusive, p->reverse);
+      break;
+    default:
+      k_cumsum_i32(out[0].data, in[0].data, outer, len, inner, p->exclusive, p->reverse);
+      break;
+  }
+  return 0;
+}
+
+const eng_op_def eng_ops__reduce[] = {
+    {"ReduceMean", 1, 2, 1, 1, 0, parse_mean, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
+    {"ReduceMax", 1, 2, 1, 1, 0, parse_max, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
+    {"ReduceMin", 1, 2, 1, 1, 0, parse_min, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
+    {"ReduceSum", 1, 2, 1, 1, 0, parse_sum, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
+    {"CumSum", 2, 2, 1, 1, ENG_OP_INPLACE, parse_cumsum, infer_cumsum, run_cumsum, ENG_IN(1), NULL,
+     NULL},
+};
+const size_t eng_ops__n_reduce = sizeof eng_ops__reduce / sizeof eng_ops__reduce[0];

@@ -1,0 +1,173 @@
+// engine/ops/reduce/reduce_cuda.c: the reduce family (engine/ops/reduce/reduce.c) on the CUDA
+// plan: ReduceMean, ReduceSum, ReduceMax, ReduceMin over axes that form one
+// contiguous run once size-1 dims are set aside (a spatial mean, a
+// channel sum, a last-axis max: what exported vision and transformer
+// models use), through k_reduce_cuda. Registered into plan_cuda.c's op
+// table through plan_cuda_internal.h.
+//
+// The axes are an attribute or (opset 18) a constant input, read once at
+// init from the graph: the plan's copy of a constant is on the device. On
+// NHWC activations (plan_cuda_layout.c; keepdims only, so the output stays
+// 4-D) the axes are mapped to memory order and the output comes out NHWC.
+//
+// CumSum too (k_cumsum_cuda: FP32, FP16, INT64, INT32), its axis a
+// constant input read at init the same way; it runs on NCHW (logical)
+// dims, so the layout pass hands it NCHW operands.
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/ops/ops_common.h"
+#include "engine/cuda/plan_cuda_internal.h"
+
+typedef struct reduce_node {
+  int nax;  // -1: no axes given (all, unless noop_with_empty_axes)
+  int64_t axes[ENG_MAX_DIMS];
+} reduce_node;
+
+static int reduce_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half;
+  const eng_node *n = eng_graph_node(pl->g, i);
+  const eng_op_params *p = &pl->params[i];
+  reduce_node *s = calloc(1, sizeof *s);
+  if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  s->nax = -1;
+  if (n->n_in > 1 && n->in[1] >= 0) {
+    eng_tensor t;
+    if (!eng_cuda__const_input(pl, i, 1, &t)) {
+      free(s);
+      return err_set(e, ERR_UNIMPLEMENTED, "axes computed at run time are not supported on CUDA");
+    }
+    int rc = eng_ops__read_ints(&t, "axes", s->axes, ENG_MAX_DIMS, &s->nax, e);
+    if (rc) {
+      free(s);
+      return rc;
+    }
+  } else if (p->has_ints) {
+    s->nax = p->n_ints;
+    memcpy(s->axes, p->ints, sizeof s->axes);
+  }
+  *state = s;
+  return 0;
+}
+
+// [outer, len, inner] of x (dims d, reduced where mask) or an error when the
+// reduced axes are not one run.
+static int as_run(const int64_t *d, const int *mask, int r, size_t *outer, size_t *len,
+                  size_t *inner, err *e) {
+  int first = -1, last = -1;
+  for (int k = 0; k < r; k++)
+    if (mask[k] && d[k] != 1) {
+      if (first < 0) first = k;
+      last = k;
+    }
+  *outer = 1, *len = 1, *inner = 1;
+  if (first < 0) {  // only size-1 axes: a copy
+    for (int k = 0; k < r; k++) *outer *= (size_t)d[k];
+    return 0;
+  }
+  for (int k = first; k <= last; k++)
+    if (!mask[k] && d[k] != 1)
+      return err_set(e, ERR_UNIMPLEMENTED,
+                     "reducing axes that are not adjacent (axis %d lies between) is not supported on CUDA", k);
+  for (int k = 0; k < first; k++) *outer *= (size_t)d[k];
+  for (int k = first; k <= last; k++) *len *= (size_t)d[k];
+  for (int k = last + 1; k < r; k++) *inner *= (size_t)d[k];
+  return 0;
+}
+
+static int reduce_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                      eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  const reduce_node *s = c->node;
+  const eng_tensor *x = &in[0];
+  k_elem et;
+  if (x->dt == DT_FP32) et = K_F32;
+  else if (x->dt == DT_FP16) et = K_F16;
+  else return err_set(e, ERR_UNIMPLEMENTED, "reductions of %s are not supported on CUDA", dtype_wire_name(x->dt));
+  int r = x->ndims, mask[ENG_MAX_DIMS] = {0};
+  bool noop = s->nax <= 0 && p->noop_empty;
+  for (int k = 0; k < r; k++) mask[k] = s->nax <= 0 && !p->noop_empty;
+  for (int i = 0; i < s->nax; i++) {
+    int64_t ax;
+    TRY(eng_ops__norm_axis(s->axes[i], r, &ax, e));
+    mask[ax] = 1;
+  }
+  size_t n = (size_t)eng_numel(r, x->dims);
+  if (noop || n == 0) {
+    if (n && out[0].data != x->data)
+      CUDA_TRY(e, cudaMemcpyAsync(out[0].data, x->data, n * dtype_size(x->dt), cudaMemcpyDeviceToDevice,
+                                  c->stream));
+    return 0;
+  }
+  int64_t d[ENG_MAX_DIMS];
+  memcpy(d, x->dims, (size_t)r * sizeof d[0]);
+  if (c->nhwc && r == 4) {  // memory order N, H, W, C
+    int m1 = mask[1];
+    d[1] = x->dims[2], d[2] = x->dims[3], d[3] = x->dims[1];
+    mask[1] = mask[2], mask[2] = mask[3], mask[3] = m1;
+  }
+  size_t outer, len, inner;
+  TRY(as_run(d, mask, r, &outer, &len, &inner, e));
+  return k_reduce_cuda(out[0].data, x->data, et, outer, len, inner, (k_redop)p->mode, c->stream, e);
+}
+
+static void reduce_destroy(void *state) { free(state); }
+
+// --- CumSum
+
+typedef struct cumsum_node {
+  int64_t axis;  // as given: normalised per run against the input's rank
+} cumsum_node;
+
+static int cumsum_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half;
+  eng_tensor t;
+  if (!eng_cuda__const_input(pl, i, 1, &t))
+    return err_set(e, ERR_UNIMPLEMENTED, "CumSum on CUDA takes a constant axis");
+  int64_t a[1];
+  int cnt;
+  if (eng_numel(t.ndims, t.dims) != 1) return err_set(e, ERR_INVALID_ARGUMENT, "CumSum: axis must be a scalar");
+  TRY(eng_ops__read_ints(&t, "axis", a, 1, &cnt, e));
+  cumsum_node *s = malloc(sizeof *s);
+  if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  s->axis = a[0];
+  *state = s;
+  return 0;
+}
+
+static int cumsum_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                      eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  const cumsum_node *s = c->node;
+  const eng_tensor *x = &in[0];
+  k_elem et;
+  switch (x->dt) {
+    case DT_FP32: et = K_F32; break;
+    case DT_FP16: et = K_F16; break;
+    case DT_INT64: et = K_I64; break;
+    case DT_INT32: et = K_I32; break;
+    default:
+      return err_set(e, ERR_UNIMPLEMENTED, "CumSum of %s has no CUDA kernel", dtype_wire_name(x->dt));
+  }
+  int64_t ax;
+  TRY(eng_ops__norm_axis(s->axis, x->ndims, &ax, e));
+  size_t outer = 1, inner = 1, len = (size_t)x->dims[ax];
+  for (int k = 0; k < ax; k++) outer *= (size_t)x->dims[k];
+  for (int k = (int)ax + 1; k < x->ndims; k++) inner *= (size_t)x->dims[k];
+  return k_cumsum_cuda(out[0].data, x->data, et, outer, len, inner, p->exclusive, p->reverse, c->stream, e);
+}
+
+#define FAMILY(name)                                                                           \
+  {.op_type = name, .run = reduce_run, .half = eng_cuda__half_always, .flags = CUDA_OP_NHWC,  \
+   .init = reduce_init, .destroy = reduce_destroy}
+
+const cuda_op eng_cuda__reduce_ops[] = {
+    FAMILY("ReduceMean"),
+    FAMILY("ReduceSum"),
+    FAMILY("ReduceMax"),
+    FAMILY("ReduceMin"),
+    {.op_type = "CumSum", .run = cumsum_run, .half = eng_cuda__half_always, .init = cumsum_init,
+     .destroy = free},
+};
+const size_t eng_cuda__n_reduce_ops = sizeof eng_cuda__reduce_ops / sizeof eng_cuda__reduce_ops[0];

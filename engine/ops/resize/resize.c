@@ -1,0 +1,262 @@
+// engine/ops/resize/resize.c: spatial ops that change a tensor's extent: Pad
+// (constant/reflect/edge), Resize (nearest with the coordinate modes
+// exporters use, bilinear over the last two dims) and the older Upsample.
+// Pads, scales and sizes are read at shape inference (host_in). The rules
+// that turn them into kernel arguments are shared with the CUDA side
+// (engine/ops/resize/resize_cuda.c) through engine/ops/resize/resize.h.
+#include <math.h>
+#include <string.h>
+
+#include "engine/ops/resize/resize.h"
+
+#include "engine/ops/ops_common.h"
+#include "kernels/k_ref.h"
+
+// --- Pad
+
+static const char *const pad_modes[] = {"constant", "reflect", "edge", NULL};
+
+static int parse_pad(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g;
+  TRY(eng_ops__enum(op_attr_str(n, "mode", "constant"), pad_modes, "mode", &p->mode, e));
+  if (opset >= 11) {
+    if (n->n_in < 2 || n->in[1] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "pads are required");
+    return 0;
+  }
+  if (n->n_in > 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "Pad before opset 11 takes 1 input, got %d", n->n_in);
+  int64_t pads[2 * ENG_MAX_DIMS];
+  int cnt;
+  TRY(eng_ops__attr_ints(n, opset < 2 ? "paddings" : "pads", pads, 2 * ENG_MAX_DIMS, &cnt, e));
+  if (cnt < 0 || cnt % 2) return err_set(e, ERR_INVALID_ARGUMENT, "pads must have 2 * rank values");
+  p->n_se = cnt / 2;
+  memcpy(p->starts, pads, (size_t)p->n_se * sizeof *pads);
+  memcpy(p->ends, pads + p->n_se, (size_t)p->n_se * sizeof *pads);
+  p->alpha = op_attr_float(n, "value", 0.0f);
+  return 0;
+}
+
+int eng_ops__pad_dims(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *b,
+                      int64_t *en, int64_t *y, err *e) {
+  int r = in[0].ndims, n, na = -1;
+  int64_t pads[2 * ENG_MAX_DIMS], axes[ENG_MAX_DIMS];
+  if (op_given(in, n_in, 1)) {
+    TRY(eng_ops__read_ints(&in[1], "pads", pads, 2 * ENG_MAX_DIMS, &n, e));
+    if (n % 2) return err_set(e, ERR_INVALID_ARGUMENT, "pads has an odd length %d", n);
+    n /= 2;
+    if (op_given(in, n_in, 3)) TRY(eng_ops__read_ints(&in[3], "axes", axes, ENG_MAX_DIMS, &na, e));
+  } else {
+    n = p->n_se;
+    memcpy(pads, p->starts, (size_t)n * sizeof *pads);
+    memcpy(pads + n, p->ends, (size_t)n * sizeof *pads);
+  }
+  if (na < 0 && n != r)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%d pads per side for rank %d", n, r);
+  if (na >= 0 && na != n)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%d pads per side for %d axes", n, na);
+  for (int d = 0; d < r; d++) b[d] = en[d] = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t a = i;
+    if (na >= 0) TRY(eng_ops__norm_axis(axes[i], r, &a, e));
+    b[a] = pads[i];
+    en[a] = pads[n + i];
+  }
+  for (int d = 0; d < r; d++) {
+    int64_t dim = in[0].dims[d], lim = ENG_MAX_NUMEL;
+    if (b[d] > lim || en[d] > lim || b[d] < -lim || en[d] < -lim || dim + b[d] + en[d] < 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "pads %lld, %lld do not fit dim %d of size %lld",
+                     (long long)b[d], (long long)en[d], d, (long long)dim);
+    if (p->mode == K_PAD_REFLECT && (b[d] > dim - 1 || en[d] > dim - 1) && (b[d] > 0 || en[d] > 0))
+      return err_set(e, ERR_INVALID_ARGUMENT, "reflect pads %lld, %lld exceed dim %d of size %lld - 1",
+                     (long long)b[d], (long long)en[d], d, (long long)dim);
+    if (p->mode == K_PAD_EDGE && dim == 0 && (b[d] > 0 || en[d] > 0))
+      return err_set(e, ERR_INVALID_ARGUMENT, "edge padding of the empty dim %d", d);
+    y[d] = dim + b[d] + en[d];
+  }
+  return eng_ops__checked_numel(r, y, "result", e);
+}
+
+static int infer_pad(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  (void)n_out;
+  if (in[0].dt != DT_FP32 && in[0].dt != DT_INT64 && in[0].dt != DT_INT32)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
+                   dtype_wire_name(in[0].dt));
+  if (op_given(in, n_in, 2) && (in[2].dt != in[0].dt || op_numel(&in[2]) != 1))
+    return err_set(e, ERR_INVALID_ARGUMENT, "constant_value must be a %s scalar",
+                   dtype_wire_name(in[0].dt));
+  int64_t b[ENG_MAX_DIMS], en[ENG_MAX_DIMS], y[ENG_MAX_DIMS];
+  TRY(eng_ops__pad_dims(p, in, n_in, b, en, y, e));
+  op_set_out(&out[0], in[0].dt, in[0].ndims, y);
+  return 0;
+}
+
+static int run_pad(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                   int n_out, err *e) {
+  (void)n_out;
+  int64_t b[ENG_MAX_DIMS], en[ENG_MAX_DIMS], y[ENG_MAX_DIMS];
+  TRY(eng_ops__pad_dims(p, in, n_in, b, en, y, e));
+  uint8_t value[8] = {0};
+  size_t esz = dtype_size(in[0].dt);
+  if (op_given(in, n_in, 2)) memcpy(value, in[2].data, esz);
+  else if (in[0].dt == DT_FP32) memcpy(value, &p->alpha, sizeof p->alpha);
+  if (!op_numel(&out[0])) return 0;
+  if (in[0].ndims == 0) memcpy(out[0].data, in[0].data, esz);
+  else k_pad(out[0].data, in[0].data, esz, in[0].ndims, in[0].dims, b, y, (k_padmode)p->mode, value);
+  return 0;
+}
+
+// --- Resize / Upsample
+
+// in eng_resize_mode order
+static const char *const resize_modes[] = {"nearest", "linear", NULL};
+// in k_coord order
+static const char *const coord_modes[] = {"half_pixel", "asymmetric", "pytorch_half_pixel",
+                                          "align_corners", "tf_half_pixel_for_nearest", NULL};
+// in k_nearest order
+static const char *const nearest_modes[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                            "ceil", NULL};
+
+// Upsample (opset 7..9) and Resize 10 share one behaviour: asymmetric
+// coordinates and floor (ceil when shrinking) rounding; p->legacy marks it,
+// with the scales as input 1 (or, before opset 9, the attribute).
+static int parse_resize(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                        err *e) {
+  (void)g;
+  const char *mode = op_attr_str(n, "mode", "nearest");
+  if (strcmp(mode, "bilinear") == 0) mode = "linear";  // Upsample-7's spelling
+  TRY(eng_ops__enum(mode, resize_modes, "mode", &p->mode, e));
+  int upsample = strcmp(n->op_type, "Upsample") == 0;
+  p->legacy = upsample || opset < 11;
+  if (p->legacy) {
+    p->coord = K_COORD_ASYMMETRIC;
+    p->nearest = K_NEAREST_SIMPLE;
+    if (upsample && opset < 9) {
+      const eng_attr *a = eng_node_attr(n, "scales");
+      if (!a || a->n_floats > ENG_MAX_DIMS)
+        return err_set(e, ERR_INVALID_ARGUMENT, "attribute 'scales' is required (at most %d)",
+                       ENG_MAX_DIMS);
+      p->n_floats = (int)a->n_floats;
+      memcpy(p->floats, a->floats, a->n_floats * sizeof(float));
+      p->has_ints = 1;  // scales known from the attribute
+    } else if (n->n_in < 2 || n->in[1] < 0) {
+      return err_set(e, ERR_INVALID_ARGUMENT, "the scales input is required");
+    }
+    return 0;
+  }
+  TRY(eng_ops__enum(op_attr_str(n, "coordinate_transformation_mode", "half_pixel"), coord_modes,
+                    "coordinate_transformation_mode", &p->coord, e));
+  TRY(eng_ops__enum(op_attr_str(n, "nearest_mode", "round_prefer_floor"), nearest_modes,
+                    "nearest_mode", &p->nearest, e));
+  if (op_attr_int(n, "antialias", 0) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: antialias=1");
+  if (eng_node_attr(n, "axes"))
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: attribute 'axes'");
+  if (strcmp(op_attr_str(n, "keep_aspect_ratio_policy", "stretch"), "stretch") != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: keep_aspect_ratio_policy '%s'",
+                   op_attr_str(n, "keep_aspect_ratio_policy", ""));
+  return 0;
+}
+
+// Whether the result shape comes from the sizes input (Resize 11+), not from scales.
+static int resize_sized(const eng_op_params *p, const eng_tensor *in, int n_in) {
+  return !p->legacy && op_given(in, n_in, 3) && op_numel(&in[3]) > 0;
+}
+
+// Scales as ONNX Runtime computes them from sizes (y unused otherwise).
+int eng_ops__resize_scales(const eng_op_params *p, const eng_tensor *in, int n_in,
+                           const int64_t *y, float *scales, err *e) {
+  int r = in[0].ndims, n = 0;
+  if (resize_sized(p, in, n_in)) {
+    for (int d = 0; d < r; d++)
+      scales[d] = in[0].dims[d] ? (float)y[d] / (float)in[0].dims[d] : 1.0f;
+    return 0;
+  }
+  int si = p->legacy ? 1 : 2;  // the scales input
+  if (p->legacy && p->has_ints) {
+    n = p->n_floats;
+    memcpy(scales, p->floats, sizeof p->floats);
+  } else if (op_given(in, n_in, si) && op_numel(&in[si]) > 0) {
+    TRY(eng_ops__read_floats(&in[si], "scales", scales, ENG_MAX_DIMS, &n, e));
+  } else {
+    return err_set(e, ERR_INVALID_ARGUMENT, "one of scales and sizes must be given");
+  }
+  if (n != r) return err_set(e, ERR_INVALID_ARGUMENT, "%d scales for rank %d", n, r);
+  return 0;
+}
+
+// The result shape, computed once by infer (run reads it from out[0]): the
+// sizes when given, else floor(in * scale).
+static int resize_dims(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *y,
+                       err *e) {
+  int r = in[0].ndims;
+  if (resize_sized(p, in, n_in)) {
+    int n = 0;
+    TRY(eng_ops__read_ints(&in[3], "sizes", y, ENG_MAX_DIMS, &n, e));
+    if (n != r) return err_set(e, ERR_INVALID_ARGUMENT, "%d sizes for rank %d", n, r);
+    for (int d = 0; d < r; d++)
+      if (y[d] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "negative size %lld", (long long)y[d]);
+    return eng_ops__checked_numel(r, y, "result", e);
+  }
+  float scales[ENG_MAX_DIMS];
+  TRY(eng_ops__resize_scales(p, in, n_in, NULL, scales, e));
+  for (int d = 0; d < r; d++) {
+    double v = (double)in[0].dims[d] * scales[d];
+    if (!(scales[d] > 0) || !(v <= (double)ENG_MAX_NUMEL))
+      return err_set(e, ERR_INVALID_ARGUMENT, "bad scale %g for dim %d", scales[d], d);
+    y[d] = (int64_t)(float)((float)in[0].dims[d] * scales[d]);
+  }
+  return eng_ops__checked_numel(r, y, "result", e);
+}
+
+static int infer_resize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e) {
+  (void)n_out;
+  int64_t y[ENG_MAX_DIMS];
+  TRY(resize_dims(p, in, n_in, y, e));
+  int r = in[0].ndims;
+  if (p->mode == ENG_RESIZE_LINEAR) {
+    TRY(eng_ops__need_f32(&in[0], "X", e));
+    if (r < 2) return err_set(e, ERR_INVALID_ARGUMENT, "linear needs rank >= 2");
+    for (int d = 0; d < r - 2; d++)
+      if (y[d] != in[0].dims[d])
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "unsupported: linear resize of dim %d (only the last two dims)", d);
+  } else if (dtype_size(in[0].dt) == 0) {
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
+                   dtype_wire_name(in[0].dt));
+  }
+  op_set_out(&out[0], in[0].dt, r, y);
+  return 0;
+}
+
+static int run_resize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_out;
+  const int64_t *y = out[0].dims;  // infer's result shape
+  float scales[ENG_MAX_DIMS];
+  TRY(eng_ops__resize_scales(p, in, n_in, y, scales, e));
+  int r = in[0].ndims;
+  if (!op_numel(&out[0])) return 0;
+  if (r == 0) {
+    memcpy(out[0].data, in[0].data, dtype_size(in[0].dt));
+  } else if (p->mode == ENG_RESIZE_NEAREST) {
+    k_resize_nearest(out[0].data, in[0].data, dtype_size(in[0].dt), r, in[0].dims, y, scales,
+                     (k_coord)p->coord, (k_nearest)p->nearest);
+  } else {
+    k_resize_linear(out[0].data, in[0].data, (size_t)op_prod(in[0].dims, 0, r - 2),
+                    in[0].dims[r - 2], in[0].dims[r - 1], y[r - 2], y[r - 1], scales[r - 2],
+                    scales[r - 1], (k_coord)p->coord);
+  }
+  return 0;
+}
+
+// --- table
+
+const eng_op_def eng_ops__resize[] = {
+    {"Pad", 1, 4, 1, 1, 0, parse_pad, infer_pad, run_pad, ENG_IN(1) | ENG_IN(3), NULL, NULL},
+    {"Resize", 1, 4, 1, 1, 0, parse_resize, infer_resize, run_resize,
+     ENG_IN(1) | ENG_IN(2) | ENG_IN(3), NULL, NULL},
+    {"Upsample", 1, 2, 1, 1, 0, parse_resize, infer_resize, run_resize, ENG_IN(1), NULL, NULL},
+};
+const size_t eng_ops__n_resize = sizeof eng_ops__resize / sizeof eng_ops__resize[0];

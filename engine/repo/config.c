@@ -1,0 +1,408 @@
+// config.c: Triton-style auto-completion and validation of a model config
+// against the ONNX graph's declared inputs and outputs. Everything allocated
+// here follows protobuf-c's unpack layout, so the config stays freeable with
+// protobuf_c_message_free_unpacked after any partial failure.
+#include "engine/repo/config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// --- allocation helpers
+
+Inference__ModelConfig *config_new(const char *name) {
+  Inference__ModelConfig *c = malloc(sizeof *c);
+  if (!c) return NULL;
+  inference__model_config__init(c);
+  if (name && name[0]) {
+    char *s = strdup(name);
+    if (!s) {
+      free(c);
+      return NULL;
+    }
+    c->name = s;
+  }
+  return c;
+}
+
+void config_free(Inference__ModelConfig *cfg) {
+  if (cfg) protobuf_c_message_free_unpacked(&cfg->base, NULL);
+}
+
+static int oom(err *e) { return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory completing the model config"); }
+
+static int is_empty(const char *s) { return !s || !s[0]; }
+
+// Replaces a string field, never freeing protobuf-c's static empty default.
+static int set_str(char **field, const char *v, err *e) {
+  char *s = strdup(v);
+  if (!s) return oom(e);
+  if (*field && *field != protobuf_c_empty_string) free(*field);
+  *field = s;
+  return 0;
+}
+
+static int set_dims(int64_t **dims, size_t *n_dims, const eng_io *g, int skip, err *e) {
+  size_t n = g->ndims > skip ? (size_t)(g->ndims - skip) : 0;
+  if (n == 0) return 0;
+  int64_t *d = malloc(n * sizeof *d);
+  if (!d) return oom(e);
+  memcpy(d, g->dims + skip, n * sizeof *d);
+  *dims = d;
+  *n_dims = n;
+  return 0;
+}
+
+// --- completion
+
+static const eng_io *find_io(const eng_io *io, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(io[i].name, name) == 0) return &io[i];
+  return NULL;
+}
+
+static int all_dynamic_first(const eng_io *io, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (io[i].ndims < 1 || io[i].dims[0] != -1) return 0;
+  return 1;
+}
+
+static size_t cfg_rank(size_t n_dims, const Inference__ModelTensorReshape *reshape) {
+  return reshape ? reshape->n_shape : n_dims;
+}
+
+// A file config with max_batch_size 0 is taken as batching when every tensor
+// it lists leaves out the batch dimension, vacuously so when it lists none.
+// Triton's onnxruntime backend sets the default max_batch_size whenever the
+// config lacks inputs or outputs (a config.pbtxt holding only instance_group
+// batches by 4); when a config lists both it keeps 0, and a config whose
+// tensors omit the batch dimension then fails to load: inferd takes it as
+// batching instead. A tensor listed with the batch dimension means no
+// batching.
+static int listed_tensors_omit_batch(const Inference__ModelConfig *c, const eng_io *in, size_t n_in, const eng_io *out,
+                                     size_t n_out) {
+  for (size_t i = 0; i < c->n_input; i++) {
+    const eng_io *g = find_io(in, n_in, c->input[i]->name);
+    if (!g || cfg_rank(c->input[i]->n_dims, c->input[i]->reshape) + 1 != (size_t)g->ndims) return 0;
+  }
+  for (size_t i = 0; i < c->n_output; i++) {
+    const eng_io *g = find_io(out, n_out, c->output[i]->name);
+    if (!g || cfg_rank(c->output[i]->n_dims, c->output[i]->reshape) + 1 != (size_t)g->ndims) return 0;
+  }
+  return 1;
+}
+
+static int fill_inputs(Inference__ModelConfig *c, const eng_io *in, size_t n_in, err *e) {
+  c->input = calloc(n_in, sizeof *c->input);
+  if (!c->input) return oom(e);
+  int skip = c->max_batch_size > 0;
+  for (size_t i = 0; i < n_in; i++) {
+    Inference__ModelInput *t = malloc(sizeof *t);
+    if (!t) return oom(e);
+    inference__model_input__init(t);
+    c->input[c->n_input++] = t;  // counted now so a failure below still frees it
+    TRY(set_str(&t->name, in[i].name, e));
+    t->data_type = (Inference__DataType)in[i].dt;
+    TRY(set_dims(&t->dims, &t->n_dims, &in[i], skip, e));
+  }
+  return 0;
+}
+
+static int fill_outputs(Inference__ModelConfig *c, const eng_io *out, size_t n_out, err *e) {
+  c->output = calloc(n_out, sizeof *c->output);
+  if (!c->output) return oom(e);
+  int skip = c->max_batch_size > 0;
+  for (size_t i = 0; i < n_out; i++) {
+    Inference__ModelOutput *t = malloc(sizeof *t);
+    if (!t) return oom(e);
+    inference__model_output__init(t);
+    c->output[c->n_output++] = t;
+    TRY(set_str(&t->name, out[i].name, e));
+    t->data_type = (Inference__DataType)out[i].dt;
+    TRY(set_dims(&t->dims, &t->n_dims, &out[i], skip, e));
+  }
+  return 0;
+}
+
+// Triton's config normalisation: dynamic batching without preferred sizes
+// prefers max_batch_size (what the batcher does then anyway; the served
+// config shows it, as Triton's does).
+static int complete_preferred_sizes(Inference__ModelConfig *c, err *e) {
+  Inference__ModelDynamicBatching *db = c->dynamic_batching;
+  if (c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING || !db ||
+      db->n_preferred_batch_size || c->max_batch_size <= 0)
+    return 0;
+  db->preferred_batch_size = malloc(sizeof *db->preferred_batch_size);
+  if (!db->preferred_batch_size) return oom(e);
+  db->preferred_batch_size[0] = c->max_batch_size;
+  db->n_preferred_batch_size = 1;
+  return 0;
+}
+
+static int complete_instance_groups(Inference__ModelConfig *c, err *e) {
+  if (c->n_instance_group == 0) {
+    c->instance_group = calloc(1, sizeof *c->instance_group);
+    if (!c->instance_group) return oom(e);
+    Inference__ModelInstanceGroup *g = malloc(sizeof *g);
+    if (!g) return oom(e);
+    inference__model_instance_group__init(g);
+    c->instance_group[c->n_instance_group++] = g;
+    g->count = 1;
+    g->kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO;
+  }
+  for (size_t i = 0; i < c->n_instance_group; i++) {
+    Inference__ModelInstanceGroup *g = c->instance_group[i];
+    // KIND_AUTO without `gpus` depends on the devices visible at load:
+    // config_resolve_kinds settles it.
+    if (g->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO && g->n_gpus)
+      g->kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU;
+    if (g->count == 0) g->count = 1;
+    if (is_empty(g->name)) {
+      char name[300];
+      snprintf(name, sizeof name, "%s_%zu", is_empty(c->name) ? "model" : c->name, i);
+      TRY(set_str(&g->name, name, e));
+    }
+  }
+  return 0;
+}
+
+static int complete_version_policy(Inference__ModelConfig *c, err *e) {
+  if (!c->version_policy) {
+    Inference__ModelVersionPolicy *vp = malloc(sizeof *vp);
+    if (!vp) return oom(e);
+    inference__model_version_policy__init(vp);
+    c->version_policy = vp;
+  }
+  Inference__ModelVersionPolicy *vp = c->version_policy;
+  if (vp->policy_choice_case != INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE__NOT_SET) return 0;
+  Inference__ModelVersionPolicy__Latest *l = malloc(sizeof *l);
+  if (!l) return oom(e);
+  inference__model_version_policy__latest__init(l);
+  l->num_versions = 1;
+  vp->latest = l;
+  vp->policy_choice_case = INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_LATEST;
+  return 0;
+}
+
+int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng_io *in, size_t n_in,
+                    const eng_io *out, size_t n_out, int default_max_batch_size, err *e) {
+  if (!cfg || (n_in && !in) || (n_out && !out))
+    return err_set(e, ERR_INVALID_ARGUMENT, "config_complete: bad arguments");
+  if (cfg->max_batch_size == 0 && default_max_batch_size > 0 && n_in + n_out > 0 && all_dynamic_first(in, n_in) &&
+      all_dynamic_first(out, n_out) && (!config_from_file || listed_tensors_omit_batch(cfg, in, n_in, out, n_out)))
+    cfg->max_batch_size = default_max_batch_size;
+  int auto_complete = default_max_batch_size != CONFIG_NO_AUTO_COMPLETE;
+  if (auto_complete && cfg->n_input == 0 && n_in > 0) TRY(fill_inputs(cfg, in, n_in, e));
+  if (auto_complete && cfg->n_output == 0 && n_out > 0) TRY(fill_outputs(cfg, out, n_out, e));
+  if (auto_complete && cfg->max_batch_size > 1 &&
+      cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE__NOT_SET) {
+    Inference__ModelDynamicBatching *db = malloc(sizeof *db);
+    if (!db) return oom(e);
+    inference__model_dynamic_batching__init(db);
+    cfg->dynamic_batching = db;
+    cfg->scheduling_choice_case = INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING;
+  }
+  TRY(complete_preferred_sizes(cfg, e));
+  if (is_empty(cfg->platform) && is_empty(cfg->backend)) TRY(set_str(&cfg->platform, CONFIG_PLATFORM_ONNX, e));
+  TRY(complete_instance_groups(cfg, e));
+  TRY(complete_version_policy(cfg, e));
+  return 0;
+}
+
+void config_resolve_kinds(Inference__ModelConfig *c, int n_gpus) {
+  for (size_t i = 0; i < c->n_instance_group; i++)
+    if (c->instance_group[i]->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO)
+      c->instance_group[i]->kind =
+          n_gpus > 0 ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU : INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
+}
+
+// --- validation
+
+static void fmt_dims(char *buf, size_t cap, size_t n, const int64_t *d, int lead_batch) {
+  size_t k = 0;
+  k += (size_t)snprintf(buf + k, cap - k, "[");
+  if (lead_batch && k < cap) k += (size_t)snprintf(buf + k, cap - k, n ? "-1," : "-1");
+  for (size_t i = 0; i < n && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, i ? ",%" PRId64 : "%" PRId64, d[i]);
+  if (k < cap) snprintf(buf + k, cap - k, "]");
+}
+
+static int check_dim_values(const char *kind, const char *name, const char *what, size_t n, const int64_t *d, err *e) {
+  if (n > ENG_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s '%s': %s has %zu dimensions, at most %d are supported", kind, name,
+                   what, n, ENG_MAX_DIMS);
+  for (size_t i = 0; i < n; i++)
+    if (d[i] != -1 && d[i] <= 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s '%s': %s[%zu] = %" PRId64 " is invalid (must be -1 or > 0)", kind,
+                     name, what, i, d[i]);
+  return 0;
+}
+
+static int known_numel(size_t n, const int64_t *d, int64_t *numel) {
+  int64_t x = 1;
+  for (size_t i = 0; i < n; i++) {
+    if (d[i] < 0) return 0;
+    x *= d[i];
+  }
+  *numel = x;
+  return 1;
+}
+
+static int check_tensor(const char *kind, const char *name, int data_type, size_t n_dims, const int64_t *dims,
+                        const Inference__ModelTensorReshape *reshape, int mbs, const eng_io *g, err *e) {
+  if (data_type == INFERENCE__DATA_TYPE__TYPE_INVALID)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s '%s': data_type is missing in config (the model's is %s)", kind, name,
+                   dtype_wire_name(g->dt));
+  if (data_type != (int)g->dt)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s '%s': data_type %s in config does not match the model's %s", kind,
+                   name, dtype_config_name((dtype)data_type), dtype_wire_name(g->dt));
+  TRY(check_dim_values(kind, name, "dims", n_dims, dims, e));
+  if (reshape) TRY(check_dim_values(kind, name, "reshape.shape", reshape->n_shape, reshape->shape, e));
+  int batch = mbs > 0;
+  char gbuf[160], cbuf[160];
+  fmt_dims(gbuf, sizeof gbuf, (size_t)g->ndims, g->dims, 0);
+  if (batch && (g->ndims < 1 || g->dims[0] != -1))
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "%s '%s': max_batch_size %d needs a dynamic first (batch) dimension, but the model's shape is %s",
+                   kind, name, mbs, gbuf);
+  const char *what = reshape ? "reshape.shape" : "dims";
+  size_t n = reshape ? reshape->n_shape : n_dims;
+  const int64_t *want = reshape ? reshape->shape : dims;
+  fmt_dims(cbuf, sizeof cbuf, n, want, batch);
+  int match = n + (size_t)batch == (size_t)g->ndims;
+  for (size_t i = 0; match && i < n; i++) {
+    int64_t gd = g->dims[i + (size_t)batch];
+    match = want[i] == -1 || gd == -1 || want[i] == gd;
+  }
+  if (!match)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s '%s': %s in config (%s%s) does not match the model's shape %s", kind,
+                   name, what, batch ? "with the batch dimension: " : "", cbuf, gbuf);
+  int64_t a, b;
+  if (reshape && known_numel(n_dims, dims, &a) && known_numel(reshape->n_shape, reshape->shape, &b) && a != b)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "%s '%s': reshape.shape has %" PRId64 " elements but dims have %" PRId64, kind, name, b, a);
+  return 0;
+}
+
+static int check_platform(const Inference__ModelConfig *c, err *e) {
+  if (!is_empty(c->platform) && strcmp(c->platform, CONFIG_PLATFORM_ONNX) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "platform '%s' is not supported (only '%s')", c->platform,
+                   CONFIG_PLATFORM_ONNX);
+  if (!is_empty(c->backend) && strcmp(c->backend, "onnxruntime") != 0 && strcmp(c->backend, "inferd") != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "backend '%s' is not supported (only 'onnxruntime' or 'inferd')",
+                   c->backend);
+  if (c->model_transaction_policy && c->model_transaction_policy->decoupled)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "model_transaction_policy.decoupled is not supported (every request gets exactly one response)");
+  return 0;
+}
+
+static int check_dynamic_batching(const Inference__ModelConfig *c, err *e) {
+  const Inference__ModelDynamicBatching *db = c->dynamic_batching;
+  if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
+    return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching is not supported");
+  if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING)
+    return err_set(e, ERR_INVALID_ARGUMENT, "ensemble_scheduling is not supported");
+  if (c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING || !db) return 0;
+  for (size_t i = 0; i < db->n_preferred_batch_size; i++) {
+    int32_t p = db->preferred_batch_size[i];
+    if (p <= 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "dynamic_batching.preferred_batch_size %d must be > 0", (int)p);
+    if (p > c->max_batch_size)
+      return err_set(e, ERR_INVALID_ARGUMENT, "dynamic_batching.preferred_batch_size %d exceeds max_batch_size %d",
+                     (int)p, (int)c->max_batch_size);
+  }
+  uint64_t levels = db->priority_levels;
+  if (levels == 0) {
+    if (db->default_priority_level != 0)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "dynamic_batching.default_priority_level %" PRIu64 " is set but priority_levels is 0",
+                     db->default_priority_level);
+    if (db->n_priority_queue_policy)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "dynamic_batching.priority_queue_policy is set but priority_levels is 0");
+    return 0;
+  }
+  if (db->default_priority_level < 1 || db->default_priority_level > levels)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "dynamic_batching.default_priority_level %" PRIu64 " must be in 1..priority_levels (%" PRIu64 ")",
+                   db->default_priority_level, levels);
+  for (size_t i = 0; i < db->n_priority_queue_policy; i++) {
+    uint64_t k = db->priority_queue_policy[i]->key;
+    if (k < 1 || k > levels)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "dynamic_batching.priority_queue_policy key %" PRIu64 " must be in 1..priority_levels (%" PRIu64
+                     ")",
+                     k, levels);
+  }
+  return 0;
+}
+
+static int check_instances_and_versions(const Inference__ModelConfig *c, err *e) {
+  for (size_t i = 0; i < c->n_instance_group; i++) {
+    const Inference__ModelInstanceGroup *g = c->instance_group[i];
+    if (g->count < 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "instance_group[%zu].count %d must be >= 0", i, (int)g->count);
+    if ((unsigned)g->kind > INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_MODEL)
+      return err_set(e, ERR_INVALID_ARGUMENT, "instance_group[%zu].kind %d is not a valid kind", i, (int)g->kind);
+    for (size_t k = 0; k < g->n_gpus; k++)
+      if (g->gpus[k] < 0)
+        return err_set(e, ERR_INVALID_ARGUMENT, "instance_group[%zu].gpus has invalid device %d", i, (int)g->gpus[k]);
+  }
+  const Inference__ModelVersionPolicy *vp = c->version_policy;
+  if (vp && vp->policy_choice_case == INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_LATEST && vp->latest &&
+      vp->latest->num_versions == 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "version_policy.latest.num_versions must be > 0");
+  return 0;
+}
+
+int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t n_in, const eng_io *out,
+                    size_t n_out, err *e) {
+  if (!cfg || (n_in && !in) || (n_out && !out))
+    return err_set(e, ERR_INVALID_ARGUMENT, "config_validate: bad arguments");
+  const Inference__ModelConfig *c = cfg;
+  TRY(check_platform(c, e));
+  if (c->max_batch_size < 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "max_batch_size must be >= 0, got %d", (int)c->max_batch_size);
+  for (size_t i = 0; i < c->n_input; i++) {
+    const Inference__ModelInput *t = c->input[i];
+    if (is_empty(t->name)) return err_set(e, ERR_INVALID_ARGUMENT, "input[%zu]: name is missing", i);
+    for (size_t k = 0; k < i; k++)
+      if (strcmp(c->input[k]->name, t->name) == 0)
+        return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' is listed twice in the config", t->name);
+    const eng_io *g = find_io(in, n_in, t->name);
+    if (!g) return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' in config is not an input of the model", t->name);
+    TRY(check_tensor("input", t->name, (int)t->data_type, t->n_dims, t->dims, t->reshape, c->max_batch_size, g, e));
+    if (t->allow_ragged_batch)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s': allow_ragged_batch is not supported (Triton's ragged batching hands the model the "
+                     "requests concatenated into one 1-D tensor, described by batch_input); to batch requests of "
+                     "different sequence lengths, pad them: parameters { key: \"pad_to_longest\" ... }",
+                     t->name);
+  }
+  if (c->n_batch_input || c->n_batch_output)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "%s is not supported (Triton's ragged batching); to batch requests of different sequence "
+                   "lengths, pad them: parameters { key: \"pad_to_longest\" ... }",
+                   c->n_batch_input ? "batch_input" : "batch_output");
+  for (size_t i = 0; i < n_in; i++) {
+    int listed = 0;
+    for (size_t k = 0; k < c->n_input && !listed; k++) listed = strcmp(c->input[k]->name, in[i].name) == 0;
+    if (!listed)
+      return err_set(e, ERR_INVALID_ARGUMENT, "model input '%s' is missing from the config's inputs", in[i].name);
+  }
+  if (c->n_output == 0) return err_set(e, ERR_INVALID_ARGUMENT, "the config lists no outputs");
+  for (size_t i = 0; i < c->n_output; i++) {
+    const Inference__ModelOutput *t = c->output[i];
+    if (is_empty(t->name)) return err_set(e, ERR_INVALID_ARGUMENT, "output[%zu]: name is missing", i);
+    for (size_t k = 0; k < i; k++)
+      if (strcmp(c->output[k]->name, t->name) == 0)
+        return err_set(e, ERR_INVALID_ARGUMENT, "output '%s' is listed twice in the config", t->name);
+    const eng_io *g = find_io(out, n_out, t->name);
+    if (!g) return err_set(e, ERR_INVALID_ARGUMENT, "output '%s' in config is not an output of the model", t->name);
+    TRY(check_tensor("output", t->name, (int)t->data_type, t->n_dims, t->dims, t->reshape, c->max_batch_size, g, e));
+  }
+  TRY(check_dynamic_batching(c, e));
+  TRY(check_instances_and_versions(c, e));
+  return 0;
+}
