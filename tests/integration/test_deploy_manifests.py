@@ -396,7 +396,7 @@ def exposed_metrics(server):
 def gpu_only_metrics():
     """Series inferd emits only where a GPU serves (NVML gauges, engine busy, per-instance): the names in
     server/http/endpoints.c, with _total etc. as written there."""
-    src = open(os.path.join(lib.REPO_ROOT, "server", "endpoints.c")).read()
+    src = open(os.path.join(lib.REPO_ROOT, "server", "http", "endpoints.c")).read()
     return set(re.findall(r'"((?:nv_gpu|inferd_gpu|inferd_instance)_[a-z_]+)"', src))
 
 
