@@ -1,7 +1,7 @@
 # kernels/cuda.cmake: inferd_kernels_cuda, the CUDA twins of the C reference
-# kernels (k_cuda.h), one op family per kernels/k_*.cu. Included by
+# kernels (k_cuda.h), one op family per folder (kernels/<family>/k_*.cu). Included by
 # kernels/CMakeLists.txt only when the CUDA toolchain was found.
-file(GLOB _k_cuda_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/k_*.cu)
+file(GLOB _k_cuda_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*/k_*.cu)
 add_library(inferd_kernels_cuda STATIC ${_k_cuda_sources})
 target_include_directories(inferd_kernels_cuda PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(inferd_kernels_cuda PUBLIC CUDA::cudart inferd_base)

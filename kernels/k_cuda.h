@@ -28,19 +28,19 @@ extern "C" {
 #include "kernels/base/err.h"
 #include "kernels/k_ref.h"
 
-// --- the k_unop family (k_unop.cu), one launcher for every storage type:
+// --- the k_unop family (kernels/elem/k_unop.cu), one launcher for every storage type:
 // et K_F32 (float) or K_F16 (IEEE half bits); a and b as k_unary_f32's.
 // y may alias x.
 int k_unop_cuda(void *y, const void *x, size_t n, k_elem et, k_unop op, float a, float b,
                 cudaStream_t stream, err *e);
 
-// --- reductions (k_reduce.cu): x seen as [outer, len, inner], y as
+// --- reductions (kernels/reduce/k_reduce.cu): x seen as [outer, len, inner], y as
 // [outer, inner], reduced over len (the reference's k_redop); et K_F32 or
 // K_F16, accumulation in float.
 int k_reduce_cuda(void *y, const void *x, k_elem et, size_t outer, size_t len, size_t inner,
                   k_redop op, cudaStream_t stream, err *e);
 
-// --- elementwise unary (k_unary.cu); y may alias x.
+// --- elementwise unary (kernels/elem/k_unary.cu); y may alias x.
 int k_relu_cuda(float *y, const float *x, size_t n, cudaStream_t stream, err *e);
 int k_leaky_relu_cuda(float *y, const float *x, size_t n, float alpha, cudaStream_t stream, err *e);
 int k_sigmoid_cuda(float *y, const float *x, size_t n, cudaStream_t stream, err *e);
@@ -57,7 +57,7 @@ int k_erf_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream
 int k_gelu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, int approximate,
                     cudaStream_t stream, err *e);
 
-// --- binary with numpy broadcasting (k_binary.cu). Shapes as k_binary_f32:
+// --- binary with numpy broadcasting (kernels/elem/k_binary.cu). Shapes as k_binary_f32:
 // all three have `ndim` dims (0..K_MAX_DIMS; callers left-pad with 1s), an
 // input dim equals ydims[i] or is 1. The dim arrays are HOST memory, read
 // before the call returns; y must not overlap a or b unless it is exactly
@@ -71,32 +71,32 @@ int k_binary_f16_cuda(uint16_t *y, const uint16_t *a, const uint16_t *b, int ndi
                       const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
                       k_binop op, cudaStream_t stream, err *e);
 
-// Comparisons (k_binary.cu) as k_compare_f32 / _i64 / _i32, every
+// Comparisons (kernels/elem/k_binary.cu) as k_compare_f32 / _i64 / _i32, every
 // k_cmpop: y is bool (one byte, 0 or 1); a and b of element type et:
 // K_F32, K_F16 (compared as the floats they stand for), K_I64 or K_I32. Shapes, dims and aliasing as
 // k_binary_f32_cuda (y never aliases a or b: another type).
 int k_compare_cuda(uint8_t *y, const void *a, const void *b, k_elem et, int ndim, const int64_t *ydims,
                    const int64_t *adims, const int64_t *bdims, k_cmpop op, cudaStream_t stream, err *e);
 
-// Logic on bools (k_binary.cu) as k_logic: any nonzero byte is true, y is
+// Logic on bools (kernels/elem/k_binary.cu) as k_logic: any nonzero byte is true, y is
 // 0 or 1. Shapes, dims and aliasing as k_binary_f32_cuda.
 int k_logic_cuda(uint8_t *y, const uint8_t *a, const uint8_t *b, int ndim, const int64_t *ydims,
                  const int64_t *adims, const int64_t *bdims, k_logop op, cudaStream_t stream, err *e);
 
-// --- unary ops with a bool result or operand (k_unop.cu), as k_not,
+// --- unary ops with a bool result or operand (kernels/elem/k_unop.cu), as k_not,
 // k_isnan and k_isinf: K_NOT takes et K_BOOL (y may alias x); K_ISNAN and
 // K_ISINF take K_F32 or K_F16, IsInf counting -inf when neg, +inf when pos.
 typedef enum k_boolop { K_NOT, K_ISNAN, K_ISINF } k_boolop;
 int k_boolop_cuda(uint8_t *y, const void *x, size_t n, k_elem et, k_boolop op, int neg, int pos,
                   cudaStream_t stream, err *e);
 
-// --- running sums (k_reduce.cu) as k_cumsum_f32/_i64/_i32: x seen as
+// --- running sums (kernels/reduce/k_reduce.cu) as k_cumsum_f32/_i64/_i32: x seen as
 // [outer, len, inner]; et K_F32, K_F16 (summed in float, each result
 // rounded once), K_I64 or K_I32 (wrapping). y may alias x.
 int k_cumsum_cuda(void *y, const void *x, k_elem et, size_t outer, size_t len, size_t inner,
                   int exclusive, int reverse, cudaStream_t stream, err *e);
 
-// --- indexing (k_index.cu) as k_gather, k_expand, k_gather_elements, k_gather_nd and k_trilu,
+// --- indexing (kernels/index/k_index.cu) as k_gather, k_expand, k_gather_elements, k_gather_nd and k_trilu,
 // elements of 1, 2, 4 or 8 bytes moved as they are; idx on the device,
 // int64 (or int32 when idx_i32); dims HOST memory. Unlike the references,
 // an out-of-range index cannot fail the call (the launch is asynchronous):
@@ -119,7 +119,7 @@ int k_gather_nd_cuda(void *y, const void *x, size_t esz, size_t batch, int m, co
 int k_trilu_cuda(void *y, const void *x, size_t esz, size_t batch, int64_t rows, int64_t cols,
                  int64_t k, int upper, cudaStream_t stream, err *e);
 
-// --- broadcasting selection (k_index.cu), as k_where: y = cond ? a : b,
+// --- broadcasting selection (kernels/index/k_index.cu), as k_where: y = cond ? a : b,
 // cond bool (non-zero is true), a, b and y of element size esz (1, 2, 4
 // or 8 bytes, moved as is). Shapes as k_binary_f32_cuda with a third
 // input; the dim arrays are HOST memory; y must not overlap an input
@@ -128,8 +128,8 @@ int k_where_cuda(void *y, const uint8_t *cond, const void *a, const void *b, siz
                  const int64_t *ydims, const int64_t *cdims, const int64_t *adims,
                  const int64_t *bdims, cudaStream_t stream, err *e);
 
-// --- resize and pad (k_resize.cu), the index math of the references
-// (k_resize_math.h). Dims, scales, pads and the pad value are HOST memory,
+// --- resize and pad (kernels/resize/k_resize.cu), the index math of the references
+// (kernels/resize/k_resize_math.h). Dims, scales, pads and the pad value are HOST memory,
 // read before the call returns; y must not overlap x.
 // Nearest over every dim (k_resize_nearest), any element size of 1, 2, 4
 // or 8 bytes (moved as is); scales positive and finite.
@@ -150,7 +150,7 @@ int k_pad_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdim
                const int64_t *begin, const int64_t *ydims, k_padmode mode, const void *value,
                cudaStream_t stream, err *e);
 
-// --- softmax over the middle axis of [outer, axis_len, inner] (k_softmax.cu)
+// --- softmax over the middle axis of [outer, axis_len, inner] (kernels/norm/k_softmax.cu)
 int k_softmax_cuda(float *y, const float *x, size_t outer, size_t axis_len, size_t inner,
                    cudaStream_t stream, err *e);
 int k_log_softmax_cuda(float *y, const float *x, size_t outer, size_t axis_len, size_t inner,
@@ -160,7 +160,7 @@ int k_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t axis
 int k_log_softmax_f16_cuda(uint16_t *y, const uint16_t *x, size_t outer, size_t axis_len,
                            size_t inner, cudaStream_t stream, err *e);
 
-// --- scaled-dot-product attention (k_attn.cu) as k_attn_ref (k_ref.h),
+// --- scaled-dot-product attention (kernels/attn/k_attn.cu) as k_attn_ref (k_ref.h),
 // flash-style: per block 8 query rows of one (b, h), tiles of 32 keys of Kt
 // and V staged in shared memory, an online softmax (running max and sum) in
 // FP32 whatever the storage, each output rounded once. et K_F32 or K_F16 for
@@ -196,7 +196,7 @@ int k_attn__tc2_cuda(void *o, const void *q, const void *kt, const void *v, cons
                      const void *divisor, k_elem div_et, k_elem et, const k_attn_args *a,
                      cudaStream_t stream, err *e);
 
-// --- normalisation (k_norm.cu); bias may be NULL in both.
+// --- normalisation (kernels/norm/k_norm.cu); bias may be NULL in both.
 int k_layer_norm_cuda(float *y, const float *x, const float *scale, const float *bias, size_t rows,
                       size_t cols, float eps, cudaStream_t stream, err *e);
 int k_batch_norm_cuda(float *y, const float *x, const float *scale, const float *bias,
@@ -218,18 +218,18 @@ int k_layer_norm_f16__block_cuda(uint16_t *y, const uint16_t *x, const uint16_t 
                                  const uint16_t *bias, size_t rows, size_t cols, float eps,
                                  cudaStream_t stream, err *e);
 
-// --- layout (k_layout.cu): y = x transposed by perm (y dim i = x dim
+// --- layout (kernels/index/k_layout.cu): y = x transposed by perm (y dim i = x dim
 // perm[i]), any element size, up to K_MAX_DIMS dims; xdims and perm are HOST
 // memory; y must not overlap x.
 int k_transpose_cuda(void *y, const void *x, size_t elem_size, int ndim, const int64_t *xdims,
                      const int *perm, cudaStream_t stream, err *e);
 
-// --- IEEE half <-> float (k_cast.cu), bit-identical to k_f16_to_f32 and
+// --- IEEE half <-> float (kernels/elem/k_cast.cu), bit-identical to k_f16_to_f32 and
 // k_f32_to_f16 (round to nearest even; inf, NaN payloads and subnormals kept).
 int k_f16_to_f32_cuda(float *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
 int k_f32_to_f16_cuda(uint16_t *y, const float *x, size_t n, cudaStream_t stream, err *e);
 
-// --- fused GEMM epilogue (k_bias_act.cu): y[r,c] = act(x[r,c] + bias[c])
+// --- fused GEMM epilogue (kernels/elem/k_bias_act.cu): y[r,c] = act(x[r,c] + bias[c])
 // over a row-major [rows, cols] matrix; bias may be NULL (activation only);
 // y may alias x. The cuBLASLt path falls back to it when its own epilogue
 // does not fit.
@@ -244,7 +244,7 @@ int k_bias_act_cuda(float *y, const float *x, const float *bias, size_t rows, si
 int k_bias_act_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *bias, size_t rows,
                         size_t cols, k_act act, cudaStream_t stream, err *e);
 
-// --- depthwise 2-D convolution on NHWC activations (k_dwconv.cu), with a
+// --- depthwise 2-D convolution on NHWC activations (kernels/conv/k_dwconv.cu), with a
 // fused epilogue: y[n,oh,ow,ch] = act(bias[ch] + z[n,oh,ow,ch] +
 // sum_{r,s} x[n, oh*sh - pt + r*dh, ow*sw - pl + s*dw, ch] * w[ch*R*S + r*S + s]),
 // taps outside x reading zero (so asymmetric pads are just the output

@@ -3,7 +3,7 @@
 // kernel, launch geometry, element storage (every kernel is written once
 // over its storage type T, float or __half, and computes in float),
 // warp/block reductions and the scalar activation math shared by
-// k_unary.cu and k_bias_act.cu. Not a public header.
+// kernels/elem/k_unary.cu and kernels/elem/k_bias_act.cu. Not a public header.
 #ifndef INFERD_KERNELS_K_CUDA_COMMON_CUH
 #define INFERD_KERNELS_K_CUDA_COMMON_CUH
 
@@ -59,7 +59,7 @@ static inline bool k_mul3(size_t a, size_t b, size_t c, size_t *out) {
 // --- element storage. Kernels load each element as float (k_ld), compute
 // in float and store once (k_st<T>, round to nearest even for half), so an
 // FP16 result is the FP32 math on the widened inputs, rounded. NaN comes
-// back as cvt's canonical NaN (only k_cast.cu keeps payloads, for
+// back as cvt's canonical NaN (only kernels/elem/k_cast.cu keeps payloads, for
 // bit-identical casts).
 static __device__ __forceinline__ float k_ld(float v) { return v; }
 static __device__ __forceinline__ float k_ld(__half v) { return __half2float(v); }
@@ -112,7 +112,7 @@ static inline bool k_aligned(const void *p, unsigned bytes) {
 }
 
 // --- y[i] = op(x[i]), the elementwise map every unary family shares
-// (k_unary.cu, k_unop.cu): 16-byte vectors where y and x are aligned (nv of
+// (kernels/elem/k_unary.cu, kernels/elem/k_unop.cu): 16-byte vectors where y and x are aligned (nv of
 // them, then the n_tail elements after them, one each for the first threads),
 // else one element a thread. op maps float to float; T is widened and rounded
 // once. Every thread reads before it writes, so y may alias x.

@@ -57,13 +57,13 @@ typedef enum k_logop { K_AND, K_OR, K_XOR, K_XNOR } k_logop;
 void k_logic(uint8_t *y, const uint8_t *a, const uint8_t *b, int ndim, const int64_t *ydims,
              const int64_t *adims, const int64_t *bdims, k_logop op);
 
-// --- unary with a bool result or operand (k_unary.c); y may alias x for k_not
+// --- unary with a bool result or operand (kernels/elem/k_unary.c); y may alias x for k_not
 void k_not(uint8_t *y, const uint8_t *x, size_t n);
 void k_isnan(uint8_t *y, const float *x, size_t n);
 // IsInf: +inf counts when pos, -inf when neg.
 void k_isinf(uint8_t *y, const float *x, size_t n, int neg, int pos);
 
-// --- broadcasting copies of any element size (k_index.c); shapes as for k_binary_f32
+// --- broadcasting copies of any element size (kernels/index/k_index.c); shapes as for k_binary_f32
 // y = cond ? a : b
 void k_where(void *y, const uint8_t *cond, const void *a, const void *b, size_t esz, int ndim,
              const int64_t *ydims, const int64_t *cdims, const int64_t *adims,
@@ -72,7 +72,7 @@ void k_where(void *y, const uint8_t *cond, const void *a, const void *b, size_t 
 void k_expand(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
               const int64_t *xdims);
 
-// --- indexing (k_index.c), any element size
+// --- indexing (kernels/index/k_index.c), any element size
 // Gather along an axis: x viewed as [outer, axis_len, inner]; idx holds
 // n_idx int64 (or int32 when idx_i32) indices, negative ones counted from
 // the end. Returns 0, or -1 when an index is out of range (y is then partial).
@@ -103,13 +103,13 @@ typedef enum k_padmode { K_PAD_CONSTANT, K_PAD_REFLECT, K_PAD_EDGE } k_padmode;
 void k_pad(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
            const int64_t *begin, const int64_t *ydims, k_padmode mode, const void *value);
 
-// --- reductions over a set of axes (k_reduce.c)
+// --- reductions over a set of axes (kernels/reduce/k_reduce.c)
 typedef enum k_redop { K_RSUM, K_RMEAN, K_RMAX, K_RMIN } k_redop;
 // reduce[i] != 0 marks the axes reduced; y has x's shape with those dims 1.
 void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, const int *reduce,
                   k_redop op);
 
-// --- running sums along one axis (k_reduce.c), x viewed as [outer, len, inner]
+// --- running sums along one axis (kernels/reduce/k_reduce.c), x viewed as [outer, len, inner]
 // exclusive: element i sums the ones before it (not itself); reverse: the
 // ones after it. y may alias x.
 void k_cumsum_f32(float *y, const float *x, size_t outer, size_t len, size_t inner, int exclusive,
@@ -119,7 +119,7 @@ void k_cumsum_i64(int64_t *y, const int64_t *x, size_t outer, size_t len, size_t
 void k_cumsum_i32(int32_t *y, const int32_t *x, size_t outer, size_t len, size_t inner,
                   int exclusive, int reverse);
 
-// --- resize (k_resize.c)
+// --- resize (kernels/resize/k_resize.c)
 // How an output coordinate maps to an input one (ONNX Resize
 // coordinate_transformation_mode) and how nearest rounds it (nearest_mode;
 // K_NEAREST_SIMPLE is Upsample's and Resize-10's: floor when upsampling,
@@ -145,7 +145,7 @@ void k_resize_linear(float *y, const float *x, size_t nc, int64_t ih, int64_t iw
 void k_softmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner);
 void k_log_softmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner);
 
-// --- scaled-dot-product attention (k_attn.c; CUDA twin k_attn.cu), per
+// --- scaled-dot-product attention (kernels/attn/k_attn.c; CUDA twin kernels/attn/k_attn.cu), per
 // (b, h) of a [B, H] batch: O = softmax(scale * Q Kt + mask) V, the softmax
 // over the keys. Q is [Sq, D], Kt the keys already transposed [D, Sk] (what
 // exporters hand the first MatMul), V [Sk, Dv], O [Sq, Dv], each row-major

@@ -1,15 +1,16 @@
-# kernels/kernels.cmake: the C reference kernels (k_ref.h, k_conv.h), one file per op family.
+# kernels/kernels.cmake: the C reference kernels (k_ref.h, conv/k_conv.h), one folder per op
+# family with the names of engine/ops/ (attn, conv, elem, gemm, index, norm, reduce, resize).
 add_library(inferd_kernels STATIC
-  ${CMAKE_CURRENT_LIST_DIR}/k_unary.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_binary.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_softmax.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_attn.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_norm.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_layout.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_gemm_ref.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_cast.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_conv.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_index.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_reduce.c
-  ${CMAKE_CURRENT_LIST_DIR}/k_resize.c)
+  ${CMAKE_CURRENT_LIST_DIR}/elem/k_unary.c
+  ${CMAKE_CURRENT_LIST_DIR}/elem/k_binary.c
+  ${CMAKE_CURRENT_LIST_DIR}/norm/k_softmax.c
+  ${CMAKE_CURRENT_LIST_DIR}/attn/k_attn.c
+  ${CMAKE_CURRENT_LIST_DIR}/norm/k_norm.c
+  ${CMAKE_CURRENT_LIST_DIR}/index/k_layout.c
+  ${CMAKE_CURRENT_LIST_DIR}/gemm/k_gemm_ref.c
+  ${CMAKE_CURRENT_LIST_DIR}/elem/k_cast.c
+  ${CMAKE_CURRENT_LIST_DIR}/conv/k_conv.c
+  ${CMAKE_CURRENT_LIST_DIR}/index/k_index.c
+  ${CMAKE_CURRENT_LIST_DIR}/reduce/k_reduce.c
+  ${CMAKE_CURRENT_LIST_DIR}/resize/k_resize.c)
 target_link_libraries(inferd_kernels PUBLIC ${MATH_LIB})

@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "kernels/base/err.h"
-#include "kernels/k_conv.h"
+#include "kernels/conv/k_conv.h"
 
 typedef enum eng_dnnl_kind {
   ENG_DNNL_CONV,

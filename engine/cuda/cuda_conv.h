@@ -54,7 +54,7 @@ typedef enum eng_cuconv_layout {
 // SWISH run as a second cuDNN pass over y (cudnnActivationForward, in
 // place); cuDNN has no HardSigmoid or HardSwish mode, so those two run as
 // our unary kernel over y, in place (k_unop_cuda, the CPU path's formula).
-// The depthwise kernel (k_dwconv.cu) computes them all in its epilogue.
+// The depthwise kernel (kernels/conv/k_dwconv.cu) computes them all in its epilogue.
 typedef enum eng_cuconv_act {
   ENG_CUCONV_ACT_NONE = 0,
   ENG_CUCONV_ACT_RELU,

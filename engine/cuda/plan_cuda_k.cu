@@ -126,7 +126,7 @@ extern "C" int eng_pk_binary_i64_cuda(int64_t *y, const int64_t *a, const int64_
   return launch_check(e, "binary_i64_kernel");
 }
 
-// --- casts (kernels/k_cast.c's rules: float -> int saturates, NaN -> 0;
+// --- casts (kernels/elem/k_cast.c's rules: float -> int saturates, NaN -> 0;
 // int -> int wraps; bool is one byte, non-zero reads as true)
 
 enum { FAM_D, FAM_I, FAM_U };

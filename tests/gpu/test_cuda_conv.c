@@ -12,7 +12,7 @@
 // average; one conv and one pool replayed from a captured CUDA graph.
 // Host-side checks (shapes, weight packing, argument validation, the
 // transposed plan's crop algebra swept over small 1-D shapes and simulated
-// in 2-D with kernels/k_conv.c's reference) run everywhere first.
+// in 2-D with kernels/conv/k_conv.c's reference) run everywhere first.
 //
 // Error measure for convolutions: an element is a sum of terms, and can only
 // be as exact as the sum of their magnitudes, so each error is divided by
@@ -35,7 +35,7 @@
 #include "cuda_die.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_conv.h"
-#include "kernels/k_conv.h"
+#include "kernels/conv/k_conv.h"
 #include "kernels/k_ref.h"
 
 #define TC(call) CUDA_DIE(call)
@@ -437,7 +437,7 @@ static void conv_tests(eng_cudnn *h, cudaStream_t st, int only) {
 
 // --- transposed convolution (ConvTranspose through cudnnConvolutionBackwardData)
 
-// The ONNX geometry of d as kernels/k_conv.h takes it (2-D, NCHW).
+// The ONNX geometry of d as kernels/conv/k_conv.h takes it (2-D, NCHW).
 static k_window tconv_window(const eng_cutconv_desc *d, int ho, int wo) {
   k_window g;
   memset(&g, 0, sizeof g);
@@ -643,7 +643,7 @@ static void tconv_host_checks(void) {
   tconv_geometry_sweep();
 
   // Every GPU case, on the host: the double reference (conv_ref.h) against
-  // kernels/k_conv.c's, and the plan's recipe (cuDNN's dx with the smaller
+  // kernels/conv/k_conv.c's, and the plan's recipe (cuDNN's dx with the smaller
   // pad, cropped) simulated with k_conv_transpose_ref against ONNX's y.
   for (size_t ci = 0; ci < sizeof tconv_cases / sizeof tconv_cases[0]; ci++) {
     const eng_cutconv_desc *td = &tconv_cases[ci].d;

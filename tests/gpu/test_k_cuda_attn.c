@@ -1,4 +1,4 @@
-// Tests kernels/k_attn.cu (k_attn_cuda) against the C reference k_attn_ref
+// Tests kernels/attn/k_attn.cu (k_attn_cuda) against the C reference k_attn_ref
 // at several shapes: head sizes 32, 64 and 128 (and odd ones: 1, 20, 80,
 // d != dv), key counts below, at and across tile edges, one query row and
 // many; masks: none, a padding mask per batch row, a causal [Sq, Sk] mask,

@@ -1,4 +1,4 @@
-// Tests kernels/k_bias_act.cu, the fused GEMM epilogue y = act(x + bias),
+// Tests kernels/elem/k_bias_act.cu, the fused GEMM epilogue y = act(x + bias),
 // against the unfused references: k_binary_f32 ([rows,cols] + [1,cols])
 // followed by k_relu / k_gelu. none and relu must be bit-exact (the same
 // float add and compare); the gelu forms get the unary tests' tolerance

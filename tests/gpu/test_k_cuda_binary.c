@@ -1,4 +1,4 @@
-// Tests kernels/k_binary.cu against k_binary_f32 (k_binary.c), bit for bit:
+// Tests kernels/elem/k_binary.cu against k_binary_f32 (kernels/elem/k_binary.c), bit for bit:
 // each output is one IEEE float operation on the same two inputs (Pow: the
 // GPU's double pow rounded once against glibc's powf, within 2 ulp, NaN
 // where the reference has NaN). Covers the reference tests' hand shapes

@@ -1,4 +1,4 @@
-// Tests kernels/k_cast.cu against k_f16_to_f32 / k_f32_to_f16 (k_cast.c),
+// Tests kernels/elem/k_cast.cu against k_f16_to_f32 / k_f32_to_f16 (kernels/elem/k_cast.c),
 // bit for bit: every one of the 65536 half patterns to float (NaN payloads
 // included), every half value and every halfway point between neighbouring
 // halves (and one float ulp either side) to half, float specials (signed

@@ -1,4 +1,4 @@
-// Tests kernels/k_dwconv.cu, the depthwise NHWC convolution with its fused
+// Tests kernels/conv/k_dwconv.cu, the depthwise NHWC convolution with its fused
 // epilogue, against a C reference that sums in double. Geometries: 3x3 s1
 // (p1 and asymmetric pads), 5x5 s1 p2, 3x3 s2 (p0 and p1), 5x5 s2 p2,
 // dilation 2, asymmetric pads, a 5x3 window, a 1x1 window; C = 5 (one

@@ -1,5 +1,5 @@
-// Tests the FP16 launchers (the _f16 entry points of kernels/k_unary.cu,
-// k_binary.cu, k_softmax.cu, k_norm.cu and k_bias_act.cu) against the FP32
+// Tests the FP16 launchers (the _f16 entry points of kernels/elem/k_unary.cu,
+// kernels/elem/k_binary.cu, kernels/norm/k_softmax.cu, kernels/norm/k_norm.cu and kernels/elem/k_bias_act.cu) against the FP32
 // C references (k_ref.h) run on the float values of the same half inputs. The kernels
 // compute in float and round each output to half once (relative error
 // 2^-11 ~ 4.9e-4), so every output must be within rtol 1e-2 + atol 1e-3 of

@@ -1,4 +1,4 @@
-// Tests kernels/k_index.cu (k_where_cuda) against k_where (k_index.c), bit
+// Tests kernels/index/k_index.cu (k_where_cuda) against k_where (kernels/index/k_index.c), bit
 // for bit: y = cond ? a : b moves elements as they are. Covers every
 // rank-1..3 shape with dims from {1,2,3} (inner 3..5) and every broadcast
 // mask of the condition with a random pair of masks of X and Y, element

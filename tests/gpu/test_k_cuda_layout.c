@@ -1,4 +1,4 @@
-// Tests kernels/k_layout.cu against k_transpose (k_layout.c), byte for byte:
+// Tests kernels/index/k_layout.cu against k_transpose (kernels/index/k_layout.c), byte for byte:
 // every permutation of a rank-3 and a rank-4 tensor for element sizes 1, 2,
 // 3, 4, 8, 12 and 16; size-1 dims; rank 8; rank 0; permutations that keep
 // memory order (the copy path); ~1M-element 2-D and 4-D (NCHW <-> NHWC)

@@ -1,6 +1,6 @@
-// Tests kernels/k_norm.cu against k_layer_norm and k_batch_norm (k_norm.c).
+// Tests kernels/norm/k_norm.cu against k_layer_norm and k_batch_norm (kernels/norm/k_norm.c).
 // layer_norm (FP32): rtol 1e-5, atol 1e-6. Rows up to 8192 columns run the
-// register kernel (float statistics, corrected two-pass: k_norm.cu bounds
+// register kernel (float statistics, corrected two-pass: kernels/norm/k_norm.cu bounds
 // its error at ~1.3e-6 relative in the worst case, ~1e-7 for these random
 // rows; atol covers outputs near 0 where bias cancels the normalised
 // value); longer rows the block kernel (double sums like the reference:

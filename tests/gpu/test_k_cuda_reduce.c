@@ -1,4 +1,4 @@
-// Tests kernels/k_reduce.cu against the C reference k_reduce_f32 (k_ref.h):
+// Tests kernels/reduce/k_reduce.cu against the C reference k_reduce_f32 (k_ref.h):
 // x as [outer, len, inner] reduced over len, for each of the kernel's
 // shapes (inner == 1: a warp per row, the NCHW spatial mean; inner > 1: a
 // thread per output, the NHWC one, or with rows of 64 and more a block per

@@ -1,7 +1,7 @@
-// Tests kernels/k_resize.cu against the C references: k_resize_nearest_cuda
+// Tests kernels/resize/k_resize.cu against the C references: k_resize_nearest_cuda
 // against k_resize_nearest, k_resize_linear_cuda against k_resize_linear,
-// k_pad_cuda against k_pad (k_index.c). Both sides share the index math
-// (k_resize_math.h) and the GPU blends with the reference's operations in
+// k_pad_cuda against k_pad (kernels/index/k_index.c). Both sides share the index math
+// (kernels/resize/k_resize_math.h) and the GPU blends with the reference's operations in
 // its order, so every output must match bit for bit: nearest and pad for
 // element sizes 1, 2, 4 and 8 (random bytes, NaN patterns included);
 // linear in FP32, and in FP16 as the reference on the widened inputs

@@ -1,4 +1,4 @@
-// Tests kernels/k_softmax.cu against k_softmax / k_log_softmax over
+// Tests kernels/norm/k_softmax.cu against k_softmax / k_log_softmax over
 // [outer, axis_len, inner]: the row path (inner == 1) and the column path
 // (inner > 1), axis_len 1, odd lengths, a ~1M-element row, ~1M elements of
 // short rows and of columns, rows of large values (max subtraction), in

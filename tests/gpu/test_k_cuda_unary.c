@@ -1,4 +1,4 @@
-// Tests kernels/k_unary.cu against the C references of k_unary.c: relu and
+// Tests kernels/elem/k_unary.cu against the C references of kernels/elem/k_unary.c: relu and
 // leaky relu bit-exact; sigmoid, tanh, erf and both gelu forms within
 // rtol 1e-5 + atol 1e-6. Why that atol: CUDA's expf/tanhf/erff are within
 // 2 ulp, glibc's within 1; near y = 0 (gelu of negative x, where

@@ -1,4 +1,4 @@
-// Tests kernels/k_unop.cu (one launcher, every storage type) against the C
+// Tests kernels/elem/k_unop.cu (one launcher, every storage type) against the C
 // reference k_unary_f32: FP32 within 1 ulp-ish (expf may differ by 2 ulp
 // between CUDA and glibc: rtol 3e-7; the rest are IEEE-exact and must be
 // equal, NaN to NaN), FP16 equal to the FP32 reference rounded to half (the kernel

@@ -1,8 +1,8 @@
 // engine/ops/attn/attn.h: scaled-dot-product attention, one home for the op family:
 // the load-time pass that recognises the subgraph exporters write for it
 // (attn.c), the fused op's attributes, shape rule and CPU path (attn.c, on
-// OpenBLAS), its CUDA path (attn_cuda.c over kernels/k_attn.cu) and the C
-// reference (kernels/k_attn.c). Not a public header.
+// OpenBLAS), its CUDA path (attn_cuda.c over kernels/attn/k_attn.cu) and the C
+// reference (kernels/attn/k_attn.c). Not a public header.
 //
 // The fused node, op_type "inferd.Attention" (internal: a model cannot
 // name it), computes O = softmax(scale / divisor * Q Kt + mask) V with

@@ -1,5 +1,5 @@
 // engine/ops/attn/attn_cuda.c: the fused attention (attn.h) on the CUDA plan, through
-// k_attn_cuda (kernels/k_attn.cu): FP32 or FP16 storage as the plan keeps
+// k_attn_cuda (kernels/attn/k_attn.cu): FP32 or FP16 storage as the plan keeps
 // its values, head sizes up to K_ATTN_MAX_HEAD, batch dims that merge into
 // [B, H] (attn.c's eng_attn__kernel_args). Registered into plan_cuda.c's op
 // table through plan_cuda_internal.h.

@@ -3,7 +3,7 @@
 // GlobalMaxPool): ONNX attribute parsing, the ONNX shape rules (auto_pad,
 // ceil_mode, output_shape) in one geometry function that every backend can
 // reuse, and execution through oneDNN (conv_dnnl.h) with the plain loops of
-// kernels/k_conv.h as the stateless reference. Registered in engine/ops/ops.c's
+// kernels/conv/k_conv.h as the stateless reference. Registered in engine/ops/ops.c's
 // table.
 #ifndef INFERD_ENGINE_OPS_CONV_H
 #define INFERD_ENGINE_OPS_CONV_H
@@ -13,7 +13,7 @@
 #include "engine/graph/graph.h"
 #include "engine/tensor.h"
 #include "kernels/base/err.h"
-#include "kernels/k_conv.h"
+#include "kernels/conv/k_conv.h"
 
 typedef enum eng_conv_kind {
   ENG_CONV = 1,
@@ -54,7 +54,7 @@ int eng_conv_parse(const eng_graph *g, const eng_node *n, int opset, struct eng_
                    err *e);
 int eng_conv_infer(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                    int n_out, err *e);
-// The reference (kernels/k_conv.h): stateless and slow, for checks.
+// The reference (kernels/conv/k_conv.h): stateless and slow, for checks.
 int eng_conv_run_ref(const struct eng_op_params *p, const eng_tensor *in, int n_in,
                      eng_tensor *out, int n_out, err *e);
 // The fast path: oneDNN primitives cached in st->node.

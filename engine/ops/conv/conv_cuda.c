@@ -22,7 +22,7 @@
 // to end at batch 1 and 8 than the heuristic's (tests/bench/RESULTS.md).
 //
 // Depthwise Convs (groups == C == K) that run NHWC skip cuDNN: our own
-// kernel (kernels/k_dwconv.cu) computes them with the epilogue fused. For
+// kernel (kernels/conv/k_dwconv.cu) computes them with the epilogue fused. For
 // NHWC FP16 cuDNN's heuristic pick, its grouped direct kernel, was two thirds
 // of MobileNetV3-Large's device time at batch 32 (ncu, H100, 2026-11-25).
 //
@@ -32,7 +32,7 @@
 // (cuda_gemm.h) with bias, Relu and a residual in its epilogue. See is_gemm.
 //
 // A GlobalAveragePool is a mean over a contiguous run of axes, so
-// kernels/k_reduce.cu computes it rather than cuDNN's pooling. See is_mean.
+// kernels/reduce/k_reduce.cu computes it rather than cuDNN's pooling. See is_mean.
 //
 // Per node: the cuDNN plans, one per shape signature (input dims, storage
 // type, fused epilogue), made by prepare when a shape is first seen (the

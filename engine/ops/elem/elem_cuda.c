@@ -1,10 +1,10 @@
 // engine/ops/elem/elem_cuda.c: the elementwise op family (engine/ops/elem/elem.c) on the CUDA
 // plan: HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs and Reciprocal through
-// the k_unop kernels (k_unop.cu), one launcher for FP32 and FP16 storage.
+// the k_unop kernels (kernels/elem/k_unop.cu), one launcher for FP32 and FP16 storage.
 // Clip too: its bounds (attributes before opset 11, constant inputs from
 // 11; ReLU6 is Clip(x, 0, 6)) are read once at init from the graph, since
 // the plan's copy of a constant lives on the device. Pow and the variadic
-// Max/Min through k_binary.cu (FP32, FP16) and the plan's int64 kernel,
+// Max/Min through kernels/elem/k_binary.cu (FP32, FP16) and the plan's int64 kernel,
 // the comparisons (Equal, Less, LessOrEqual, Greater, GreaterOrEqual)
 // through k_compare_cuda (bool out; BOOL Equal as k_logic_cuda's XNOR),
 // And/Or/Xor through k_logic_cuda, Not/IsNaN/IsInf through k_boolop_cuda,

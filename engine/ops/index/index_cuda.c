@@ -1,7 +1,7 @@
 // engine/ops/index/index_cuda.c: the index ops of engine/ops/index/index.c that transformer
 // exports run on data (embeddings, attention masks, heads, rotary halves)
 // on the CUDA plan: Gather, Expand, GatherElements, GatherND (batch_dims),
-// Trilu through k_index.cu,
+// Trilu through kernels/index/k_index.cu,
 // and Split as one 2-D copy per output (Concat's inverse, as run_concat of
 // plan_cuda.c). Each moves elements as they are, so FP16-stored values
 // run as they are. The shapes come from the planner (the outputs' dims are

@@ -1,7 +1,7 @@
 // engine/ops/resize/resize_cuda.c: the resize family (engine/ops/resize/resize.c) on the CUDA
 // plan: Resize and Upsample (nearest over any dims with every coordinate
 // and nearest mode the CPU takes, linear over the last two dims) and Pad
-// (constant, reflect, edge; negative pads crop), through k_resize.cu.
+// (constant, reflect, edge; negative pads crop), through kernels/resize/k_resize.cu.
 // Registered into plan_cuda.c's op table through plan_cuda_internal.h.
 //
 // What the kernels need from the operands read at planning (scales, sizes,

@@ -434,7 +434,7 @@ for zname, zpath in fill.available().items():
         onnx.save_model(fill.fill_model(zpath, 0), path("zoo_" + zname.replace(".", "_") + ".onnx"))
 
 # --- the k_unop activations MobileNet/EfficientNet exports use (HardSigmoid, HardSwish) and the
-# rest of the family, on the CPU here and on the GPU in test_gpu_plan (k_unop.cu)
+# rest of the family, on the CPU here and on the GPU in test_gpu_plan (kernels/elem/k_unop.cu)
 nodes = [helper.make_node("HardSigmoid", ["x"], ["hs"], name="hsig", alpha=0.25, beta=0.4),
          helper.make_node("HardSwish", ["x"], ["hw"], name="hswish"),
          helper.make_node("Abs", ["x"], ["ab"], name="abs"),
@@ -587,7 +587,7 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 8, 8, 8])],
 compare(m, "conv_se_gemm", {"x": f32(2, 8, 8, 8)}, rtol=1e-4)
 
 # Resampling and padding between convolutions as segmentation / detection heads export them
-# (on the GPU through k_resize.cu, NHWC inside the conv region): a global pool broadcast back
+# (on the GPU through kernels/resize/k_resize.cu, NHWC inside the conv region): a global pool broadcast back
 # by a nearest Resize whose sizes are Shape(c0) (folded from the input shape), a nearest x2
 # (asymmetric / floor, PyTorch's nn.Upsample), a leaky clamp by a variadic Max with a
 # per-channel and a scalar bound and a scalar Min, a reflect Pad, a Conv, then two bilinear

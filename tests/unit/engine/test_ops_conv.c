@@ -1,7 +1,7 @@
 // tests/unit/engine/test_ops_conv.c: the conv/pool family (engine/ops/conv/conv.c).
 // The ONNX shape rules (auto_pad, ceil_mode, ConvTranspose's output_shape
 // and output_padding) against hand-computed sizes and pads; the oneDNN path
-// (run_state) against the C reference (run, kernels/k_conv.c) on random data
+// (run_state) against the C reference (run, kernels/conv/k_conv.c) on random data
 // for many attribute combinations, twice per geometry and across batch sizes
 // so the primitive cache is exercised; attribute parsing and refusals
 // through the real loader and planner.

@@ -1,4 +1,4 @@
-// Tests kernels/k_binary.c: hand-computed broadcasts ([2,3]x[3],
+// Tests kernels/elem/k_binary.c: hand-computed broadcasts ([2,3]x[3],
 // [2,1,4]x[3,1], scalars), then many random shapes against a naive
 // per-element reference that unravels every output index; int64 division
 // and overflow rules; empty outputs; comparisons (every k_cmpop, three

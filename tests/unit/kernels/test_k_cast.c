@@ -1,4 +1,4 @@
-// Tests kernels/k_cast.c: half conversion against a table of known bit
+// Tests kernels/elem/k_cast.c: half conversion against a table of known bit
 // patterns, every half decoded against the textbook formula, an exhaustive
 // f16 -> f32 -> f16 round trip, ties-to-even at every midpoint between
 // adjacent halves, single rounding from double; k_cast over every pair of

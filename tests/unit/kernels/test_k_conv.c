@@ -1,10 +1,10 @@
-// Tests kernels/k_conv.c: the sliding-window references against values
+// Tests kernels/conv/k_conv.c: the sliding-window references against values
 // worked out by hand (they are the oracles of the oneDNN path, so they are
 // checked against nothing but arithmetic): a 1-D conv with stride, padding
 // and dilation, a grouped 2-D conv, a transposed conv with stride and
 // output cropping, and pools at the padded borders.
 #include "check.h"
-#include "kernels/k_conv.h"
+#include "kernels/conv/k_conv.h"
 
 static k_window win1(int64_t c, int64_t m, int64_t grp, int64_t x, int64_t y, int64_t k,
                      int64_t s, int64_t d, int64_t pl, int64_t pr) {

@@ -1,4 +1,4 @@
-// Tests kernels/k_gemm_ref.c: a 2x3 by 3x2 product by hand under every
+// Tests kernels/gemm/k_gemm_ref.c: a 2x3 by 3x2 product by hand under every
 // transpose combination (operands stored transposed in memory), alpha and
 // beta, padded leading dimensions, beta = 0 ignoring NaN in C, k = 0 and
 // empty m/n; then random shapes against a naive loop.

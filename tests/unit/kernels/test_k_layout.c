@@ -1,4 +1,4 @@
-// Tests kernels/k_layout.c: transpose by hand on 2-D and 3-D, then every
+// Tests kernels/index/k_layout.c: transpose by hand on 2-D and 3-D, then every
 // permutation of a 4-D tensor for element sizes 1, 2, 3, 4, 8 and 16 against
 // a naive index reference, size-1 dims, rank 8, rank 0 and empty tensors;
 // concat with a zero-width input.

@@ -1,4 +1,4 @@
-// Tests kernels/k_norm.c: layer norm against hand values, with and without
+// Tests kernels/norm/k_norm.c: layer norm against hand values, with and without
 // bias, on rows with a large mean (where one-pass variance fails), and the
 // normalised-moments identity; batch norm against the plain formula.
 #include "check.h"

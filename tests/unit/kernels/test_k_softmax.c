@@ -1,4 +1,4 @@
-// Tests kernels/k_softmax.c: hand values, shift invariance with huge
+// Tests kernels/norm/k_softmax.c: hand values, shift invariance with huge
 // inputs, rows summing to 1 across the column-block boundary, log-softmax
 // against the x - max - log(sum exp) identity where log(softmax) would
 // underflow, in-place use and empty shapes.

@@ -1,4 +1,4 @@
-// Tests kernels/k_unary.c: activations against hand values and plain
+// Tests kernels/elem/k_unary.c: activations against hand values and plain
 // double-precision formulas, large-|x| stability, aliasing and n = 0.
 #include "check.h"
 #include "kernels/k_ref.h"

@@ -1,7 +1,7 @@
-// kernels/k_index.cu: CUDA twin of k_where (k_index.c): y = cond ? a : b
+// kernels/index/k_index.cu: CUDA twin of k_where (kernels/index/k_index.c): y = cond ? a : b
 // with numpy broadcasting over all three, any element size (moved as is,
 // so the result is the reference's bit for bit). The host plans the walk
-// as k_binary.cu does (size-1 output dims dropped, dims every operand walks
+// as kernels/elem/k_binary.cu does (size-1 output dims dropped, dims every operand walks
 // contiguously merged, stride 0 where an operand repeats) and passes it by
 // value; one thread per output element, 32-bit index math where it fits.
 // Also the twins of k_gather, k_expand, k_gather_elements, k_gather_nd and k_trilu: a thread

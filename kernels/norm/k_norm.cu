@@ -1,4 +1,4 @@
-// kernels/k_norm.cu: CUDA twins of k_layer_norm and k_batch_norm, for
+// kernels/norm/k_norm.cu: CUDA twins of k_layer_norm and k_batch_norm, for
 // float and half storage (half: scale, bias, mean and var are half too).
 //
 // Layer norm, rows of up to K_LN_REG_MAX_COLS (8192, the widest transformer

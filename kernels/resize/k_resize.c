@@ -1,10 +1,10 @@
-// kernels/k_resize.c: Resize/Upsample with ONNX Runtime's coordinate
+// kernels/resize/k_resize.c: Resize/Upsample with ONNX Runtime's coordinate
 // mapping: nearest over any dims (any element size) and bilinear over the
 // last two dims. Coordinates are FP32 like ONNX Runtime's, so a mode that
 // lands exactly on .5 rounds the same way; the index math lives in
-// k_resize_math.h, shared with the CUDA twins (k_resize.cu).
+// kernels/resize/k_resize_math.h, shared with the CUDA twins (kernels/resize/k_resize.cu).
 #include "kernels/k_ref.h"
-#include "kernels/k_resize_math.h"
+#include "kernels/resize/k_resize_math.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-// kernels/k_softmax.c: softmax and log-softmax over one axis of a tensor
+// kernels/norm/k_softmax.c: softmax and log-softmax over one axis of a tensor
 // viewed as [outer, axis_len, inner]. The max is subtracted before exp so
 // large inputs cannot overflow; sums are accumulated in double. When
 // inner > 1, columns are processed in blocks held on the stack so every pass

@@ -1,5 +1,5 @@
-// kernels/k_attn.c: the C reference of scaled-dot-product attention
-// (k_ref.h: k_attn_ref), the oracle of the CUDA kernels (k_attn.cu) and of
+// kernels/attn/k_attn.c: the C reference of scaled-dot-product attention
+// (k_ref.h: k_attn_ref), the oracle of the CUDA kernels (kernels/attn/k_attn.cu) and of
 // the CPU plan's fused op (engine/ops/attn/attn.c). Written as the unfused graph
 // reads: scores, mask, a max-subtracted softmax, then the product with V;
 // every sum in double, so it sits within a few float ulps of the exact value.

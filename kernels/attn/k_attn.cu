@@ -1,4 +1,4 @@
-// kernels/k_attn.cu: CUDA twin of k_attn_ref (k_ref.h), flash-style, one
+// kernels/attn/k_attn.cu: CUDA twin of k_attn_ref (k_ref.h), flash-style, one
 // kernel written over the storage type (float or half; FP32 math).
 //
 // A block runs 8 warps, one query row each, of one (b, h). The block walks

@@ -1,4 +1,4 @@
-// kernels/k_binary.c: elementwise binary ops with numpy broadcasting.
+// kernels/elem/k_binary.c: elementwise binary ops with numpy broadcasting.
 // A broadcast input gets stride 0 on the dims it repeats; dims of size 1 are
 // dropped and neighbouring dims that both inputs walk contiguously are
 // merged, so the inner loop is as long, and as often unit-stride, as the

@@ -1,10 +1,10 @@
-// kernels/k_unop.cu: the CUDA twin of k_unary_f32 (k_ref.h, the reference):
+// kernels/elem/k_unop.cu: the CUDA twin of k_unary_f32 (k_ref.h, the reference):
 // Sqrt, Exp, Neg, Abs, Reciprocal, HardSigmoid, HardSwish, Clip, written
 // once and instantiated per storage type (float, half; k_ld/k_st of
 // k_cuda_common.cuh). Half values are widened to float, computed exactly as
 // the reference computes them, and rounded once, so an FP16 result is the
 // FP32 reference's, rounded. Also the unary ops with a bool result or
-// operand (k_not, k_isnan, k_isinf of k_unary.c): IsNaN and IsInf read
+// operand (k_not, k_isnan, k_isinf of kernels/elem/k_unary.c): IsNaN and IsInf read
 // float or half (a half is NaN or infinite exactly when its float is).
 // Every thread reads its element before writing it, so y may alias x.
 #include "kernels/k_cuda_common.cuh"
@@ -14,7 +14,7 @@ namespace {
 struct unop {
   k_unop op;
   float a, b;
-  // The reference's expressions (kernels/k_unary.c), IEEE-exact division and sqrt.
+  // The reference's expressions (kernels/elem/k_unary.c), IEEE-exact division and sqrt.
   __device__ float operator()(float v) const {
     switch (op) {
       case K_SQRT: return __fsqrt_rn(v);

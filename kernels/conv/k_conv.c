@@ -1,8 +1,8 @@
-// kernels/k_conv.c: the sliding-window references of k_conv.h. Every op
+// kernels/conv/k_conv.c: the sliding-window references of kernels/conv/k_conv.h. Every op
 // runs on the geometry padded to three spatial dims (missing leading dims
 // of size 1), so one loop nest serves 1-D, 2-D and 3-D. Sums in double so
 // the oracle's own rounding stays far below the tolerances of its checks.
-#include "kernels/k_conv.h"
+#include "kernels/conv/k_conv.h"
 
 #include <math.h>
 #include <string.h>

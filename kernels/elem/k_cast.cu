@@ -1,4 +1,4 @@
-// kernels/k_cast.cu: CUDA twins of k_f16_to_f32 and k_f32_to_f16. Numbers
+// kernels/elem/k_cast.cu: CUDA twins of k_f16_to_f32 and k_f32_to_f16. Numbers
 // go through cuda_fp16.h's __float2half_rn / __half2float (hardware cvt,
 // round to nearest even, subnormals kept), which agree with the reference
 // bit for bit. NaN is handled by hand: cvt returns a canonical NaN, while the

@@ -1,4 +1,4 @@
-// kernels/k_gemm_ref.c: the GEMM oracle. A naive triple loop with double
+// kernels/gemm/k_gemm_ref.c: the GEMM oracle. A naive triple loop with double
 // accumulation, so it is more accurate than the BLAS it checks. Follows BLAS
 // conventions: beta == 0 means C is not read (it may hold NaN), alpha == 0
 // means A and B are not read.

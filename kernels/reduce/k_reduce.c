@@ -1,4 +1,4 @@
-// kernels/k_reduce.c: Reduce{Sum,Mean,Max,Min} over any set of axes. The
+// kernels/reduce/k_reduce.c: Reduce{Sum,Mean,Max,Min} over any set of axes. The
 // input is walked once in order; each element is combined into the output
 // element its kept indices select (stride 0 on the reduced axes). Sums
 // accumulate in the output, in FP32, as ONNX Runtime's reference does.

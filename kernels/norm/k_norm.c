@@ -1,4 +1,4 @@
-// kernels/k_norm.c: layer normalisation and inference-time batch
+// kernels/norm/k_norm.c: layer normalisation and inference-time batch
 // normalisation. Layer norm takes the mean first and the variance of the
 // centred values second (two passes, double accumulation), which stays
 // accurate when the mean is large compared with the spread.

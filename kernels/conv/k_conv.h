@@ -1,4 +1,4 @@
-// kernels/k_conv.h: plain C references for the sliding-window ops
+// kernels/conv/k_conv.h: plain C references for the sliding-window ops
 // (convolution, transposed convolution, max/average pooling) on NC + 1..3
 // spatial dims. Direct loops, no im2col: they are the oracles the fast
 // paths (oneDNN on the CPU, cuDNN later) are checked against.

@@ -1,4 +1,4 @@
-// kernels/k_bias_act.cu: the fused GEMM epilogue y = act(x + bias[col]) on a
+// kernels/elem/k_bias_act.cu: the fused GEMM epilogue y = act(x + bias[col]) on a
 // row-major [rows, cols] matrix, for float and half storage, for the
 // cuBLASLt path when its own epilogue cannot be used. One pass over the
 // matrix instead of a broadcast add and an activation; the math is the same

@@ -1,10 +1,10 @@
-// kernels/k_index.c: data movement of any element size: broadcasting copies
+// kernels/index/k_index.c: data movement of any element size: broadcasting copies
 // (Where, Expand), Gather, GatherElements, GatherND, Slice, Pad and Trilu.
 // Most walk the output once with an odometer and compute the source offset
 // per element: these ops move shape tensors and small masks far more often
 // than activations, so clarity wins over speed here.
 #include "kernels/k_ref.h"
-#include "kernels/k_resize_math.h"
+#include "kernels/resize/k_resize_math.h"
 
 #include <string.h>
 

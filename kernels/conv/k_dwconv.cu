@@ -1,4 +1,4 @@
-// kernels/k_dwconv.cu: depthwise 2-D convolution on NHWC activations with
+// kernels/conv/k_dwconv.cu: depthwise 2-D convolution on NHWC activations with
 // its epilogue (bias, residual, activation) fused, for the engine's
 // depthwise Convs (groups == C == K) that run NHWC. cuDNN's picks for these
 // are slow: its grouped direct kernel took two thirds of MobileNetV3-Large
@@ -32,7 +32,7 @@ struct geo {
   int in_act;  // applied to each x element as it is loaded (a skipped activation node's)
 };
 
-// HardSigmoid and HardSwish as k_unop.cu (and the CPU reference) compute
+// HardSigmoid and HardSwish as kernels/elem/k_unop.cu (and the CPU reference) compute
 // them: no contraction into an fma, NaN kept.
 __device__ __forceinline__ float hard_sigmoid(float v, float alpha, float beta) {
   float t = __fadd_rn(__fmul_rn(alpha, v), beta);

@@ -1,4 +1,4 @@
-// kernels/k_cast.c: IEEE half <-> float conversion and casts between every
+// kernels/elem/k_cast.c: IEEE half <-> float conversion and casts between every
 // pair of k_elem types. Half conversion works on bit patterns with explicit
 // round-to-nearest-even, so it does not depend on F16C or the compiler's
 // _Float16. Casting rules beyond the header's: float -> integer maps NaN to

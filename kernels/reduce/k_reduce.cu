@@ -1,4 +1,4 @@
-// kernels/k_reduce.cu: the CUDA twin of k_reduce_f32 (k_ref.h, the
+// kernels/reduce/k_reduce.cu: the CUDA twin of k_reduce_f32 (k_ref.h, the
 // reference) for reductions over one contiguous run of axes, seen as
 // [outer, len, inner]: y[o, i] = reduce over l of x[o, l, i]. Written once,
 // instantiated per storage type (float, half); sums accumulate in float,

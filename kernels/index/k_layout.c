@@ -1,4 +1,4 @@
-// kernels/k_layout.c: transpose (any element size, up to K_MAX_DIMS dims),
+// kernels/index/k_layout.c: transpose (any element size, up to K_MAX_DIMS dims),
 // concatenation and its inverse, split. Transpose walks the output
 // contiguously; dims of size 1 are dropped and output dims whose source is
 // also contiguous are merged, so a permutation that keeps the innermost dims

@@ -1,4 +1,4 @@
-// kernels/k_binary.cu: CUDA twins of k_binary_f32 (add/sub/mul/div/pow/max/
+// kernels/elem/k_binary.cu: CUDA twins of k_binary_f32 (add/sub/mul/div/pow/max/
 // min with numpy broadcasting), for float and half storage, and of
 // k_compare_f32/_i64/_i32 (bool output) and k_logic (bool operands). The host plans the walk as the
 // reference does (size-1 dims dropped, dims both inputs walk contiguously
@@ -20,7 +20,7 @@ struct bplan {
   int64_t bs[K_MAX_DIMS];
 };
 
-// Mirrors bplan_make of k_binary.c. Returns false when the output is empty.
+// Mirrors bplan_make of kernels/elem/k_binary.c. Returns false when the output is empty.
 bool plan_make(bplan *p, int ndim, const int64_t *ydims, const int64_t *adims,
                const int64_t *bdims) {
   int64_t as[K_MAX_DIMS], bs[K_MAX_DIMS], acc_a = 1, acc_b = 1;

@@ -1,4 +1,4 @@
-// kernels/k_layout.cu: CUDA twin of k_transpose (any element size, up to
+// kernels/index/k_layout.cu: CUDA twin of k_transpose (any element size, up to
 // K_MAX_DIMS dims). The host plans as the reference does: output dims with
 // their source strides, size-1 dims dropped, neighbours merged where the
 // source is contiguous across them. A plan that collapses to one contiguous

@@ -1,6 +1,6 @@
-// kernels/k_resize_math.h: the index math of Resize/Upsample and Pad, one
-// definition for the C references (k_resize.c, k_index.c) and their CUDA
-// twins (k_resize.cu): how an output coordinate maps to an input one, how
+// kernels/resize/k_resize_math.h: the index math of Resize/Upsample and Pad, one
+// definition for the C references (kernels/resize/k_resize.c, kernels/index/k_index.c) and their CUDA
+// twins (kernels/resize/k_resize.cu): how an output coordinate maps to an input one, how
 // nearest rounds it, the two taps and weights of a linear axis, the
 // bilinear blend, and where a padded index reads. Written once so the GPU
 // picks the same source element as the CPU, bit for bit: FP32 like ONNX

@@ -1,6 +1,6 @@
-// kernels/k_resize.cu: CUDA twins of k_resize_nearest and k_resize_linear
-// (k_resize.c) and k_pad (k_index.c): Resize/Upsample and Pad. The index
-// math is k_resize_math.h, the references' own, so every output reads the
+// kernels/resize/k_resize.cu: CUDA twins of k_resize_nearest and k_resize_linear
+// (kernels/resize/k_resize.c) and k_pad (kernels/index/k_index.c): Resize/Upsample and Pad. The index
+// math is kernels/resize/k_resize_math.h, the references' own, so every output reads the
 // same source element(s) as on the CPU: nearest and pad are copies of any
 // element size (bit for bit), linear blends in float with the reference's
 // operations in its order (FP32 bit for bit; FP16 the reference on the
@@ -10,11 +10,11 @@
 // offset, neighbouring dims that map one to one merged) and passes it by
 // value, so a launch reads nothing from device memory but the tensors and
 // is capturable. One thread per output element, grid-stride; 32-bit index
-// arithmetic where the output fits, as in k_binary.cu.
+// arithmetic where the output fits, as in kernels/elem/k_binary.cu.
 #include <string.h>
 
 #include "kernels/k_cuda_common.cuh"
-#include "kernels/k_resize_math.h"
+#include "kernels/resize/k_resize_math.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
-// kernels/k_unary.cu: CUDA twins of the elementwise activations of
-// k_unary.c, for float and half storage (k_cuda_common.cuh: each element is
+// kernels/elem/k_unary.cu: CUDA twins of the elementwise activations of
+// kernels/elem/k_unary.c, for float and half storage (k_cuda_common.cuh: each element is
 // loaded as float, the functor computes in float, the result is stored
 // once). One templated grid-stride kernel per functor; when x and y are
 // both 16-byte aligned the body moves 16 bytes (4 floats, 8 halves) per

@@ -1,4 +1,4 @@
-// kernels/k_softmax.cu: CUDA twins of k_softmax and k_log_softmax over
+// kernels/norm/k_softmax.cu: CUDA twins of k_softmax and k_log_softmax over
 // [outer, axis_len, inner], for float and half storage. inner == 1 (the
 // last axis, by far the common case): one block per row, three passes
 // (max, sum of exp, write) with warp-shuffle block reductions; the row
