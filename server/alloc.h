@@ -2,7 +2,7 @@
 // no longer uses back to the kernel.
 //
 // The server links jemalloc when the build found it (server/main.cmake,
-// README "Dependencies"): under a cancel-heavy soak glibc's per-thread arenas
+// docs/dependencies.md): under a cancel-heavy soak glibc's per-thread arenas
 // kept growing (+21 % RSS in 4 minutes, still climbing) where jemalloc stayed
 // flat at the same throughput. Both are looked up at run time (dlsym of
 // jemalloc's mallctl), so an LD_PRELOADed jemalloc counts too and nothing

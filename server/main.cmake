@@ -14,7 +14,7 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/obs/log.c
   ${CMAKE_CURRENT_LIST_DIR}/obs/settings.c)
 target_compile_definitions(inferd_server PUBLIC INFERD_VERSION="${PROJECT_VERSION}")
-# cJSON (libcjson-dev): the REST API's JSON (server/http/rest.c; why this library: README, Dependencies)
+# cJSON (libcjson-dev): the REST API's JSON (server/http/rest.c; why this library: docs/dependencies.md)
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 target_link_libraries(inferd_server PUBLIC inferd_grpc inferd_tls inferd_http inferd_httpz inferd_reflection inferd_protoset
   inferd_hist inferd_trace inferd_dashboard inferd_gpumon inferd_shm inferd_cuda_shm
@@ -29,8 +29,8 @@ add_executable(inferd ${CMAKE_CURRENT_LIST_DIR}/main.c)
 # jemalloc (libjemalloc-dev) as the server's malloc: glibc's per-thread arenas
 # let RSS climb under cancel-heavy load (+21 % in 4 minutes of the soak, still
 # rising) where jemalloc held it flat at the same throughput, and capping
-# glibc's arenas instead cost a fifth of the 512-stream throughput (README,
-# Dependencies; tests/bench/RESULTS.md). Linked ahead of everything else, so
+# glibc's arenas instead cost a fifth of the 512-stream throughput
+# (docs/dependencies.md; tests/bench/RESULTS.md). Linked ahead of everything else, so
 # the executable's first DT_NEEDED entry supplies malloc to libgrpc, CUDA and
 # the rest (srv_alloc_describe logs which one runs). Not with sanitizers,
 # which bring their own malloc.

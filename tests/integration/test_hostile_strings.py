@@ -82,7 +82,7 @@ def test_debug_log_escapes_client_strings(start_server, pb):
     srv.assert_clean_exit()
 
 
-# --- limits a hostile client cannot get around (README: "Limits")
+# --- limits a hostile client cannot get around (docs/flags.md, "Limits")
 
 def test_name_and_id_limits(channel, pb, rng):
     call = channel.unary_unary(SVC + "ModelInfer")
