@@ -277,6 +277,94 @@ int eng_cuconv__copy_into_padded(void *dst, size_t row_bytes_p, size_t rows_p, s
   return 0;
 }
 
+// --- what the plans share (cuda_conv_internal.h)
+
+void eng_cuconv__log(char *log, size_t cap, const char *fmt, ...) {
+  size_t used = strlen(log);
+  if (used + 1 >= cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(log + used, cap - used, fmt, ap);
+  va_end(ap);
+}
+
+int eng_cuconv__opts(const char *what, const eng_cuconv_opts *opts, eng_cuconv_opts *o, size_t *cap, err *e) {
+  *o = opts ? *opts : (eng_cuconv_opts){0};
+  *cap = o->workspace_cap ? o->workspace_cap : (size_t)64 << 20;
+  if ((unsigned)o->search > ENG_CUCONV_SEARCH_EXHAUSTIVE)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown search %d", what, (int)o->search);
+  return 0;
+}
+
+cudnnMathType_t eng_cuconv__math(eng_cuconv_dtype dt) {
+  return dt == ENG_CUCONV_FP32 ? CUDNN_FMA_MATH : dt == ENG_CUCONV_FP16 ? CUDNN_TENSOR_OP_MATH : CUDNN_DEFAULT_MATH;
+}
+
+bool eng_cuconv__cand_math(eng_cuconv_dtype dt, cudnnMathType_t *math) {
+  if (dt == ENG_CUCONV_FP32) {
+    if (*math == CUDNN_TENSOR_OP_MATH || *math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
+    *math = CUDNN_FMA_MATH;
+  }
+  return true;
+}
+
+int eng_cuconv__check_ws(const char *what, size_t need, const void *ws, size_t ws_bytes, err *e) {
+  if (ws_bytes < need || (need && !ws))
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: the plan needs %zu workspace bytes (got %zu)", what, need,
+                   ws ? ws_bytes : 0);
+  return 0;
+}
+
+int eng_cuconv__try_candidates(const eng_cuconv__trials *t, int *best, float *best_ms, err *first, err *e) {
+  *best = -1;
+  *best_ms = 0;
+  for (int i = 0; i < t->n; i++) {
+    err ce = {0};
+    int crc = t->run(t->plan, i, t->s, &ce);
+    if (!crc) crc = CUDA_OK(&ce, cudaStreamSynchronize(t->s));
+    t->note(t->plan, i, crc ? err_code_name(ce.code) : "ok");
+    if (crc) {
+      // cuDNN refusing a candidate leaves nothing behind; a failed
+      // synchronisation is a broken context, where trying on is pointless
+      if (!first->code) *first = ce;
+      if (strstr(ce.msg, "cudaStreamSynchronize")) {
+        *e = ce;
+        return ce.code;
+      }
+      continue;
+    }
+    if (t->search == ENG_CUCONV_SEARCH_HEURISTIC) {
+      *best = i;
+      break;
+    }
+    // EXHAUSTIVE: two more warm-up runs, then the better of two rounds of
+    // 10 (a first measurement on an idle GPU runs at low clocks; on the
+    // H100 a single round of 5 picked candidates up to 3x slower). Stream
+    // time, so the legacy API's per-call host cost counts where it is
+    // the bottleneck.
+    const int reps = 10;
+    for (int r = 0; r < 2 && !crc; r++) crc = t->run(t->plan, i, t->s, &ce);
+    float round_ms = 0;
+    for (int round = 0; round < 2 && !crc; round++) {
+      CUDA_TRY(e, cudaEventRecord(t->ev0, t->s));
+      for (int r = 0; r < reps && !crc; r++) crc = t->run(t->plan, i, t->s, &ce);
+      CUDA_TRY(e, cudaEventRecord(t->ev1, t->s));
+      CUDA_TRY(e, cudaEventSynchronize(t->ev1));
+      float ms = 0;
+      CUDA_TRY(e, cudaEventElapsedTime(&ms, t->ev0, t->ev1));
+      if (round == 0 || ms < round_ms) round_ms = ms;
+    }
+    if (crc) continue;
+    float ms = round_ms / reps;
+    eng_cuconv__log(t->log, t->log_cap, "(%.3fms)", (double)ms);
+    if (*best < 0 || ms < *best_ms) {
+      *best = i;
+      *best_ms = ms;
+    }
+  }
+  return 0;
+}
+
 // --- convolution
 
 typedef struct cand {
@@ -336,17 +424,6 @@ void eng_cuconv_plan_info(const eng_cuconv_plan *p, eng_cuconv_info *info) {
   info->candidates = p->candidates;
   info->time_ms = p->chosen.ms;
   info->log = p->log;
-}
-
-// Appends to the plan's log, silently truncated when full.
-static void plan_log(eng_cuconv_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void plan_log(eng_cuconv_plan *p, const char *fmt, ...) {
-  size_t used = strlen(p->log);
-  if (used + 1 >= sizeof p->log) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(p->log + used, sizeof p->log - used, fmt, ap);
-  va_end(ap);
 }
 
 static bool needs_epilogue(const eng_cuconv_desc *d) {
@@ -469,11 +546,7 @@ static int conv_descriptors(eng_cuconv_plan *p, err *e) {
   CUDNN_TRY(e, cudnnSetActivationDescriptor(p->ad_split, am, CUDNN_PROPAGATE_NAN, coef));
   if (d->act == ENG_CUCONV_ACT_SWISH)
     CUDNN_TRY(e, cudnnSetActivationDescriptorSwishBeta(p->ad_split, 1.0));
-  // FP32 must not use TF32 tensor cores, which CUDNN_DEFAULT_MATH allows
-  cudnnMathType_t m0 = d->dtype == ENG_CUCONV_FP32 ? CUDNN_FMA_MATH
-                       : d->dtype == ENG_CUCONV_FP16 ? CUDNN_TENSOR_OP_MATH
-                                                     : CUDNN_DEFAULT_MATH;
-  CUDNN_TRY(e, cudnnSetConvolutionMathType(p->cd, m0));
+  CUDNN_TRY(e, cudnnSetConvolutionMathType(p->cd, eng_cuconv__math(d->dtype)));
   return 0;
 }
 
@@ -495,10 +568,7 @@ static int conv_candidates(eng_cuconv_plan *p, eng_cudnn *h, size_t cap, cand *o
   for (int i = 0; !rc && i < got && n + 2 <= max; i++) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     cudnnMathType_t math = perf[i].mathType;
-    if (d->dtype == ENG_CUCONV_FP32) {
-      if (math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
-      math = CUDNN_FMA_MATH;
-    }
+    if (!eng_cuconv__cand_math(d->dtype, &math)) continue;
     bool dup = false;
     for (int j = 0; j < n; j++) dup |= out[j].algo == perf[i].algo && out[j].math == math;
     if (dup) continue;
@@ -541,16 +611,36 @@ static int conv_candidates(eng_cuconv_plan *p, eng_cudnn *h, size_t cap, cand *o
   return rc;
 }
 
+// A plan's trials (eng_cuconv__try_candidates): its candidates and borrowed buffers.
+typedef struct conv_trial {
+  eng_cuconv_plan *p;
+  const cand *cands;
+  cudnnHandle_t h;
+  void *x, *w, *bias, *z, *y, *ws;
+} conv_trial;
+
+static int conv_try(void *plan, int i, cudaStream_t s, err *e) {
+  const conv_trial *t = plan;
+  return conv_enqueue(t->p, &t->cands[i], t->h, s, t->x, t->w, t->bias, t->z, t->y, t->ws, e);
+}
+
+static void conv_note(void *plan, int i, const char *outcome) {
+  const conv_trial *t = plan;
+  const cand *c = &t->cands[i];
+  t->p->candidates++;
+  eng_cuconv__log(t->p->log, sizeof t->p->log, "%s%s/m%d/%s:%s", i ? " " : "", algo_name((int)c->algo),
+                  (int)c->math, eng_cuconv_strategy_name(c->strategy), outcome);
+}
+
 int eng_cuconv_plan_create(eng_cuconv_plan **out, eng_cudnn *h, const eng_cuconv_desc *desc,
                            const eng_cuconv_opts *opts, err *e) {
   if (!out || !h) return err_set(e, ERR_INVALID_ARGUMENT, "conv: NULL %s", !out ? "out" : "handle");
   *out = NULL;
   int ho = 0, wo = 0;  // set by the validate call on success; GCC -O3 cannot see that
   TRY(conv_validate(desc, &ho, &wo, e));
-  eng_cuconv_opts o = opts ? *opts : (eng_cuconv_opts){0};
-  size_t cap = o.workspace_cap ? o.workspace_cap : (size_t)64 << 20;
-  if ((unsigned)o.search > ENG_CUCONV_SEARCH_EXHAUSTIVE)
-    return err_set(e, ERR_INVALID_ARGUMENT, "conv: unknown search %d", (int)o.search);
+  eng_cuconv_opts o;
+  size_t cap;
+  TRY(eng_cuconv__opts("conv", opts, &o, &cap, e));
 
   eng_cuconv_plan *p = calloc(1, sizeof *p);
   if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "conv: out of host memory");
@@ -620,62 +710,23 @@ int eng_cuconv_plan_create(eng_cuconv_plan **out, eng_cudnn *h, const eng_cuconv
   if ((rc = CUDNN_OK(e, cudnnSetStream(h->h, s))) != 0) goto fail;
   stream_set = true;
 
-  int best = -1;
-  err first = {0};
-  for (int i = 0; i < n; i++) {
-    err ce = {0};
-    int crc = conv_enqueue(p, &cands[i], h->h, s, bx, bw, bb, bz, by, bws, &ce);
-    if (!crc) crc = CUDA_OK(&ce, cudaStreamSynchronize(s));
-    p->candidates++;
-    plan_log(p, "%s%s/m%d/%s:%s", i ? " " : "", algo_name((int)cands[i].algo), (int)cands[i].math,
-             eng_cuconv_strategy_name(cands[i].strategy), crc ? err_code_name(ce.code) : "ok");
-    if (crc) {
-      // cuDNN refusing a candidate leaves nothing behind; a failed
-      // synchronisation is a broken context, where trying on is pointless
-      if (!first.code) first = ce;
-      if (strstr(ce.msg, "cudaStreamSynchronize")) {
-        *e = ce;
-        rc = ce.code;
-        goto fail;
-      }
-      continue;
-    }
-    if (o.search == ENG_CUCONV_SEARCH_HEURISTIC) {
-      best = i;
-      break;
-    }
-    // EXHAUSTIVE: two more warm-up runs, then the better of two rounds of
-    // 10 (a first measurement on an idle GPU runs at low clocks; on the
-    // H100 a single round of 5 picked candidates up to 3x slower). Stream
-    // time, so the legacy API's per-call host cost counts where it is
-    // the bottleneck.
-    const int reps = 10;
-    for (int r = 0; r < 2 && !crc; r++)
-      crc = conv_enqueue(p, &cands[i], h->h, s, bx, bw, bb, bz, by, bws, &ce);
-    float best_ms = 0;
-    for (int round = 0; round < 2 && !crc; round++) {
-      STEP(cudaEventRecord(ev0, s));
-      for (int r = 0; r < reps && !crc; r++)
-        crc = conv_enqueue(p, &cands[i], h->h, s, bx, bw, bb, bz, by, bws, &ce);
-      STEP(cudaEventRecord(ev1, s));
-      STEP(cudaEventSynchronize(ev1));
-      float ms = 0;
-      STEP(cudaEventElapsedTime(&ms, ev0, ev1));
-      if (round == 0 || ms < best_ms) best_ms = ms;
-    }
-    if (crc) continue;
-    cands[i].ms = best_ms / reps;
-    plan_log(p, "(%.3fms)", (double)cands[i].ms);
-    if (best < 0 || cands[i].ms < cands[best].ms) best = i;
-  }
 #undef STEP
+
+  conv_trial tr = {.p = p, .cands = cands, .h = h->h, .x = bx, .w = bw, .bias = bb, .z = bz, .y = by, .ws = bws};
+  eng_cuconv__trials trials = {.n = n, .search = o.search, .run = conv_try, .note = conv_note, .plan = &tr,
+                               .s = s, .ev0 = ev0, .ev1 = ev1, .log = p->log, .log_cap = sizeof p->log};
+  int best = -1;
+  float best_ms = 0;
+  err first = {0};
+  if ((rc = eng_cuconv__try_candidates(&trials, &best, &best_ms, &first, e)) != 0) goto fail;
   if (best < 0) {
     rc = err_set(e, ERR_UNIMPLEMENTED, "conv: none of %d cuDNN candidates runs this shape; first: %s", n,
                  first.msg);
     goto fail;
   }
   p->chosen = cands[best];
-  if (first.code) plan_log(p, "; first refusal: %s", first.msg);
+  p->chosen.ms = best_ms;
+  if (first.code) eng_cuconv__log(p->log, sizeof p->log, "; first refusal: %s", first.msg);
   if ((rc = CUDNN_OK(e, cudnnSetConvolutionMathType(p->cd, p->chosen.math))) != 0) goto fail;
   (void)cudnnSetStream(h->h, NULL);
   stream_set = false;
@@ -703,10 +754,7 @@ int eng_cuconv_run(const eng_cuconv_plan *p, eng_cudnn *h, cudaStream_t stream, 
   if (p->d.has_bias != (bias != NULL) || p->d.has_z != (z != NULL))
     return err_set(e, ERR_INVALID_ARGUMENT, "conv: the plan %s a bias and %s a residual z",
                    p->d.has_bias ? "takes" : "takes no", p->d.has_z ? "takes" : "takes no");
-  size_t need = eng_cuconv_plan_workspace(p);
-  if (workspace_bytes < need || (need && !workspace))
-    return err_set(e, ERR_INVALID_ARGUMENT, "conv: the plan needs %zu workspace bytes (got %zu)",
-                   need, workspace ? workspace_bytes : 0);
+  TRY(eng_cuconv__check_ws("conv", eng_cuconv_plan_workspace(p), workspace, workspace_bytes, e));
   CUDNN_TRY(e, cudnnSetStream(h->h, stream));
   return conv_enqueue(p, &p->chosen, h->h, stream, x, w, bias, z, y, workspace, e);
 }

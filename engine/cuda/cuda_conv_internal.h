@@ -66,6 +66,50 @@ int eng_cuconv__copy_into_padded(void *dst, size_t row_bytes_p, size_t rows_p, s
                                  const void *src, size_t row_bytes, size_t rows, size_t outer,
                                  size_t copy_bytes, size_t copy_rows, cudaStream_t stream, err *e);
 
+// --- what the plans share (the forward and the transposed convolution's; pooling's run check)
+
+// Appends to a plan's log (char log[cap]), silently truncated when full.
+void eng_cuconv__log(char *log, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+// *o: opts with the defaults (opts may be NULL), *cap: the workspace cap
+// (64 MiB unless set). ERR_INVALID_ARGUMENT for an unknown search, the
+// message led by what ("conv", "conv_transpose").
+int eng_cuconv__opts(const char *what, const eng_cuconv_opts *opts, eng_cuconv_opts *o, size_t *cap, err *e);
+
+// The math type a plan's convolution descriptor starts with. FP32 must not
+// use TF32 tensor cores, which CUDNN_DEFAULT_MATH allows.
+cudnnMathType_t eng_cuconv__math(eng_cuconv_dtype dt);
+
+// The math type a heuristic's candidate runs with, in place: FP32 skips
+// the tensor-op ones (TF32; false) and runs the rest as CUDNN_FMA_MATH.
+bool eng_cuconv__cand_math(eng_cuconv_dtype dt, cudnnMathType_t *math);
+
+// A run's check of the workspace it was given against the plan's need.
+int eng_cuconv__check_ws(const char *what, size_t need, const void *ws, size_t ws_bytes, err *e);
+
+// Plan-time trials of candidates 0..n-1 on buffers the plan borrowed.
+typedef struct eng_cuconv__trials {
+  int n;
+  eng_cuconv_search search;
+  // candidate i, enqueued on s (the plan's enqueue on the borrowed buffers)
+  int (*run)(void *plan, int i, cudaStream_t s, err *e);
+  // counts candidate i as tried and logs how it fared ("ok" or an error code's name)
+  void (*note)(void *plan, int i, const char *outcome);
+  void *plan;
+  cudaStream_t s;        // the trials' own stream, which the handle is set to
+  cudaEvent_t ev0, ev1;  // EXHAUSTIVE's timing
+  char *log;             // the plan's log, where each time is appended
+  size_t log_cap;
+} eng_cuconv__trials;
+
+// Runs each candidate once and synchronises: HEURISTIC keeps the first that
+// runs, EXHAUSTIVE times each that runs and keeps the fastest. *best: the
+// one kept, -1 if none ran; *best_ms: its time (0 for HEURISTIC); *first:
+// the first refusal (left as it is if none). Nonzero with *e filled when a
+// CUDA call fails: a failed synchronisation is a broken context, where
+// trying on is pointless.
+int eng_cuconv__try_candidates(const eng_cuconv__trials *t, int *best, float *best_ms, err *first, err *e);
+
 #else  // no cuDNN in this build: the GPU entry points say so
 
 #define NO_CUDNN(e) err_set((e), ERR_UNIMPLEMENTED, "built without cuDNN (INFERD_CUDNN, CUDNN_ROOT)")

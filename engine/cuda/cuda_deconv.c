@@ -15,8 +15,6 @@
 #include "engine/cuda/cuda_conv.h"
 
 #include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -261,16 +259,6 @@ void eng_cutconv_plan_info(const eng_cutconv_plan *p, eng_cutconv_info *info) {
   info->log = p->log;
 }
 
-static void tplan_log(eng_cutconv_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tplan_log(eng_cutconv_plan *p, const char *fmt, ...) {
-  size_t used = strlen(p->log);
-  if (used + 1 >= sizeof p->log) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(p->log + used, sizeof p->log - used, fmt, ap);
-  va_end(ap);
-}
-
 // Element strides of a dense [n, c, h, w] tensor in format f, as cudnnSetTensor4dDescriptorEx takes them.
 static void dense_strides(cudnnTensorFormat_t f, int c, int h, int w, int st[4]) {
   if (f == CUDNN_TENSOR_NHWC) {
@@ -342,10 +330,7 @@ static int tconv_build(eng_cutconv_plan *p, err *e) {
     CUDNN_TRY(e, cudnnSetTensor4dDescriptor(p->w_in, f, t, d->c, kg, d->r, d->s));
     CUDNN_TRY(e, cudnnSetTensor4dDescriptor(p->w_out, CUDNN_TENSOR_NCHW, t, d->c, kg, d->r, d->s));
   }
-  cudnnMathType_t m0 = d->dtype == ENG_CUCONV_FP32 ? CUDNN_FMA_MATH
-                       : d->dtype == ENG_CUCONV_FP16 ? CUDNN_TENSOR_OP_MATH
-                                                     : CUDNN_DEFAULT_MATH;
-  CUDNN_TRY(e, cudnnSetConvolutionMathType(p->cd, m0));
+  CUDNN_TRY(e, cudnnSetConvolutionMathType(p->cd, eng_cuconv__math(d->dtype)));
   return 0;
 }
 
@@ -404,10 +389,7 @@ static int tconv_candidates(eng_cutconv_plan *p, eng_cudnn *h, size_t cap, tcand
                  perf[i].algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
       if (det != (pass == 0)) continue;
       cudnnMathType_t math = perf[i].mathType;
-      if (d->dtype == ENG_CUCONV_FP32) {
-        if (math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
-        math = CUDNN_FMA_MATH;
-      }
+      if (!eng_cuconv__cand_math(d->dtype, &math)) continue;
       bool dup = false;
       for (int j = 0; j < n; j++) dup |= out[j].algo == perf[i].algo && out[j].math == math;
       if (dup) continue;
@@ -423,6 +405,26 @@ static int tconv_candidates(eng_cutconv_plan *p, eng_cudnn *h, size_t cap, tcand
   free(perf);
   *count = n;
   return rc;
+}
+
+// A plan's trials (eng_cuconv__try_candidates): its candidates and borrowed buffers.
+typedef struct tconv_trial {
+  eng_cutconv_plan *p;
+  const tcand *cands;
+  cudnnHandle_t h;
+  void *x, *w, *bias, *y, *ws;
+} tconv_trial;
+
+static int tconv_try(void *plan, int i, cudaStream_t s, err *e) {
+  const tconv_trial *t = plan;
+  return tconv_enqueue(t->p, &t->cands[i], t->h, s, t->x, t->w, t->bias, t->y, t->ws, e);
+}
+
+static void tconv_note(void *plan, int i, const char *outcome) {
+  const tconv_trial *t = plan;
+  const tcand *c = &t->cands[i];
+  t->p->candidates++;
+  eng_cuconv__log(t->p->log, sizeof t->p->log, " %s/m%d:%s", bwd_algo_name((int)c->algo), (int)c->math, outcome);
 }
 
 // Tries the candidates for the current descriptors on borrowed buffers and
@@ -454,8 +456,7 @@ static int tconv_choose(eng_cutconv_plan *p, eng_cudnn *h, const eng_cuconv_opts
   cudaStream_t s = NULL;
   cudaEvent_t ev0 = NULL, ev1 = NULL;
   bool stream_set = false;
-  int rc = 0, best = -1;
-  err first = {0};
+  int rc = 0;
 #define STEP(call)                                 \
   do {                                             \
     if ((rc = CUDA_OK(e, call)) != 0) goto out; \
@@ -473,47 +474,18 @@ static int tconv_choose(eng_cutconv_plan *p, eng_cudnn *h, const eng_cuconv_opts
   STEP(cudaEventCreate(&ev1));
   if ((rc = CUDNN_OK(e, cudnnSetStream(h->h, s))) != 0) goto out;
   stream_set = true;
-  for (int i = 0; i < n; i++) {
-    err ce = {0};
-    int crc = tconv_enqueue(p, &cands[i], h->h, s, bx, bw, bb_, by, bws, &ce);
-    if (!crc) crc = CUDA_OK(&ce, cudaStreamSynchronize(s));
-    p->candidates++;
-    tplan_log(p, " %s/m%d:%s", bwd_algo_name((int)cands[i].algo), (int)cands[i].math,
-              crc ? err_code_name(ce.code) : "ok");
-    if (crc) {
-      if (!first.code) first = ce;
-      if (strstr(ce.msg, "cudaStreamSynchronize")) {  // a broken context: trying on is pointless
-        *e = ce;
-        rc = ce.code;
-        *fatal = true;
-        goto out;
-      }
-      continue;
-    }
-    if (o->search == ENG_CUCONV_SEARCH_HEURISTIC) {
-      best = i;
-      break;
-    }
-    // EXHAUSTIVE, as the forward plan times: two warm-ups, the better of two rounds of 10
-    const int reps = 10;
-    for (int r = 0; r < 2 && !crc; r++) crc = tconv_enqueue(p, &cands[i], h->h, s, bx, bw, bb_, by, bws, &ce);
-    float best_ms = 0;
-    for (int round = 0; round < 2 && !crc; round++) {
-      STEP(cudaEventRecord(ev0, s));
-      for (int r = 0; r < reps && !crc; r++)
-        crc = tconv_enqueue(p, &cands[i], h->h, s, bx, bw, bb_, by, bws, &ce);
-      STEP(cudaEventRecord(ev1, s));
-      STEP(cudaEventSynchronize(ev1));
-      float ms = 0;
-      STEP(cudaEventElapsedTime(&ms, ev0, ev1));
-      if (round == 0 || ms < best_ms) best_ms = ms;
-    }
-    if (crc) continue;
-    cands[i].ms = best_ms / reps;
-    tplan_log(p, "(%.3fms)", (double)cands[i].ms);
-    if (best < 0 || cands[i].ms < cands[best].ms) best = i;
-  }
 #undef STEP
+
+  tconv_trial tr = {.p = p, .cands = cands, .h = h->h, .x = bx, .w = bw, .bias = bb_, .y = by, .ws = bws};
+  eng_cuconv__trials trials = {.n = n, .search = o->search, .run = tconv_try, .note = tconv_note, .plan = &tr,
+                               .s = s, .ev0 = ev0, .ev1 = ev1, .log = p->log, .log_cap = sizeof p->log};
+  int best = -1;
+  float best_ms = 0;
+  err first = {0};
+  if ((rc = eng_cuconv__try_candidates(&trials, &best, &best_ms, &first, e)) != 0) {
+    *fatal = true;  // a broken context or a failed CUDA call
+    goto out;
+  }
   if (best < 0) {
     rc = err_set(e, ERR_UNIMPLEMENTED,
                  "conv_transpose: none of %d cuDNN candidates runs this shape; first: %s", n,
@@ -521,7 +493,8 @@ static int tconv_choose(eng_cutconv_plan *p, eng_cudnn *h, const eng_cuconv_opts
     goto out;
   }
   p->chosen = cands[best];
-  if (first.code) tplan_log(p, "; first refusal: %s", first.msg);
+  p->chosen.ms = best_ms;
+  if (first.code) eng_cuconv__log(p->log, sizeof p->log, "; first refusal: %s", first.msg);
   rc = CUDNN_OK(e, cudnnSetConvolutionMathType(p->cd, p->chosen.math));
 out:
   if (rc && rc != ERR_UNIMPLEMENTED) *fatal = true;
@@ -542,10 +515,9 @@ int eng_cutconv_plan_create(eng_cutconv_plan **out, eng_cudnn *h, const eng_cutc
   *out = NULL;
   int ho = 0, wo = 0;  // set by the validate call on success; GCC -O3 cannot see that
   TRY(tconv_validate(desc, &ho, &wo, e));
-  eng_cuconv_opts o = opts ? *opts : (eng_cuconv_opts){0};
-  size_t cap = o.workspace_cap ? o.workspace_cap : (size_t)64 << 20;
-  if ((unsigned)o.search > ENG_CUCONV_SEARCH_EXHAUSTIVE)
-    return err_set(e, ERR_INVALID_ARGUMENT, "conv_transpose: unknown search %d", (int)o.search);
+  eng_cuconv_opts o;
+  size_t cap;
+  TRY(eng_cuconv__opts("conv_transpose", opts, &o, &cap, e));
   eng_cutconv_plan *p = calloc(1, sizeof *p);
   if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "conv_transpose: out of host memory");
   p->d = tconv_norm(desc);
@@ -558,7 +530,7 @@ int eng_cutconv_plan_create(eng_cutconv_plan **out, eng_cudnn *h, const eng_cutc
   if (!rc) rc = tconv_choose(p, h, &o, cap, &fatal, &first);
   if (rc && !fatal && p->d.layout == ENG_CUCONV_NHWC) {
     // no NHWC candidate: compute NCHW between cudnnTransformTensor passes
-    tplan_log(p, "; NHWC refused (%s): NCHW with transforms:", first.msg);
+    eng_cuconv__log(p->log, sizeof p->log, "; NHWC refused (%s): NCHW with transforms:", first.msg);
     tconv_free_desc(p);
     p->relayout = true;
     rc = tconv_build(p, e);
@@ -583,11 +555,7 @@ int eng_cutconv_run(const eng_cutconv_plan *p, eng_cudnn *h, cudaStream_t stream
   if (p->d.has_bias != (bias != NULL))
     return err_set(e, ERR_INVALID_ARGUMENT, "conv_transpose: the plan %s a bias",
                    p->d.has_bias ? "takes" : "takes no");
-  size_t need = eng_cutconv_plan_workspace(p);
-  if (workspace_bytes < need || (need && !workspace))
-    return err_set(e, ERR_INVALID_ARGUMENT,
-                   "conv_transpose: the plan needs %zu workspace bytes (got %zu)", need,
-                   workspace ? workspace_bytes : 0);
+  TRY(eng_cuconv__check_ws("conv_transpose", eng_cutconv_plan_workspace(p), workspace, workspace_bytes, e));
   CUDNN_TRY(e, cudnnSetStream(h->h, stream));
   return tconv_enqueue(p, &p->chosen, h->h, stream, x, w, bias, y, workspace, e);
 }

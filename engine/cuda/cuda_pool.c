@@ -294,10 +294,7 @@ int eng_cupool_run(const eng_cupool_plan *p, eng_cudnn *h, cudaStream_t stream, 
                    void *y, void *workspace, size_t workspace_bytes, err *e) {
   if (!p || !h || !x || !y)
     return err_set(e, ERR_INVALID_ARGUMENT, "pool: NULL %s", !p ? "plan" : !h ? "handle" : !x ? "x" : "y");
-  size_t need = eng_cupool_plan_workspace(p);
-  if (workspace_bytes < need || (need && !workspace))
-    return err_set(e, ERR_INVALID_ARGUMENT, "pool: the plan needs %zu workspace bytes (got %zu)",
-                   need, workspace ? workspace_bytes : 0);
+  TRY(eng_cuconv__check_ws("pool", eng_cupool_plan_workspace(p), workspace, workspace_bytes, e));
   const eng_cupool_desc *d = &p->d;
   size_t es = eng_cuconv__esize(d->dtype);
   CUDNN_TRY(e, cudnnSetStream(h->h, stream));
