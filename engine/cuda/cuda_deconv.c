@@ -8,10 +8,10 @@
 // an output_padding past dx's reach) compute a dx with the smaller pad into
 // the workspace and copy y out of it with cudnnTransformTensor over strided
 // views (which also converts layouts: an NHWC shape that no candidate runs
-// computes NCHW between transforms). Candidates are chosen as the forward
-// plan's are (cuda_conv.c): each run once at plan time, the first that works
-// or the fastest kept. Non-deterministic algorithms (ALGO_0's atomics) come
-// last, so graph replays give the bits plain launches give.
+// computes NCHW between transforms). Candidates are tried as the forward
+// plan's are (eng_cuconv__try_candidates): each run once at plan time, the
+// first that works or the fastest kept. Non-deterministic algorithms (ALGO_0's
+// atomics) come last, so graph replays give the bits plain launches give.
 #include "engine/cuda/cuda_conv.h"
 
 #include <limits.h>
