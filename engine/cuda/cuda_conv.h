@@ -18,6 +18,10 @@
 // Without cuDNN at build time (INFERD_HAVE_CUDNN undefined) everything here
 // still links: the shape helpers and the weight packing work, and the
 // GPU entry points fail with ERR_UNIMPLEMENTED; eng_cuconv_available() tells.
+//
+// Implemented by cuda_conv.c (convolutions, and the handle and plumbing the
+// others share through cuda_conv_internal.h), cuda_deconv.c (transposed
+// convolutions) and cuda_pool.c (pooling).
 #ifndef INFERD_ENGINE_CUDA_CONV_H
 #define INFERD_ENGINE_CUDA_CONV_H
 
