@@ -72,7 +72,9 @@ const char *eng_model_config_param(const eng_model_config *c, const char *key) {
 
 // --- conversion
 
-static int oom(err *e) { return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory copying the model config"); }
+static int oom(err *e) {
+  return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory copying the model config");
+}
 
 static int tensor(eng_model_config *c, eng_model_tensor *t, const char *name, Inference__DataType dt, size_t n_dims,
                   const int64_t *dims, const Inference__ModelTensorReshape *reshape) {
@@ -166,8 +168,8 @@ static int batching(eng_model_config *c, const Inference__ModelConfig *pb) {
   b->level_policies = alloc(c, db->n_priority_queue_policy * sizeof *b->level_policies);
   if (!b->preferred || !b->level_policies) return -1;
   for (size_t i = 0; i < db->n_priority_queue_policy; i++)
-    b->level_policies[i] = (eng_level_policy){db->priority_queue_policy[i]->key,
-                                              queue_policy(db->priority_queue_policy[i]->value)};
+    b->level_policies[i] =
+        (eng_level_policy){db->priority_queue_policy[i]->key, queue_policy(db->priority_queue_policy[i]->value)};
   return 0;
 }
 
@@ -183,14 +185,20 @@ static int warmup_input(eng_model_config *c, eng_warmup_input *wi, const Inferen
   wi->dims = dup_arr(c, in->dims, in->n_dims, sizeof *in->dims);
   if (!wi->dims) return -1;
   switch (in->input_data_type_case) {
-    case INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_ZERO_DATA: wi->source = ENG_WARMUP_ZERO; break;
-    case INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_RANDOM_DATA: wi->source = ENG_WARMUP_RANDOM; break;
+    case INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_ZERO_DATA:
+      wi->source = ENG_WARMUP_ZERO;
+      break;
+    case INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_RANDOM_DATA:
+      wi->source = ENG_WARMUP_RANDOM;
+      break;
     case INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_INPUT_DATA_FILE:
       wi->source = ENG_WARMUP_FILE;
       wi->file = dup_str(c, in->input_data_file);
       if (!wi->file) return -1;
       break;
-    default: wi->source = ENG_WARMUP_NONE; break;
+    default:
+      wi->source = ENG_WARMUP_NONE;
+      break;
   }
   return 0;
 }

@@ -106,7 +106,7 @@ typedef struct eng_warmup_input {
 typedef struct eng_warmup {
   char *name;
   uint32_t batch_size;
-  uint32_t count;  // 0 means 1
+  uint32_t count;            // 0 means 1
   eng_warmup_input *inputs;  // in config order
   size_t n_inputs;
 } eng_warmup;
