@@ -122,9 +122,8 @@ int64_t eng_now_us(void) { return (int64_t)(clock_mono_ns() / 1000); }
 
 // --- binding the config's tensors to the graph's
 
-static int bind_tensor(binding *b, const char *name, Inference__DataType dt, size_t n_dims,
-                       const int64_t *dims, const Inference__ModelTensorReshape *reshape,
-                       const eng_graph *g, int is_input, err *e) {
+static int bind_tensor(binding *b, const eng_model_tensor *t, const eng_graph *g, int is_input, err *e) {
+  const char *name = t->name;
   size_t n = is_input ? eng_graph_n_inputs(g) : eng_graph_n_outputs(g);
   memset(b, 0, sizeof *b);
   size_t gi = n;
@@ -135,26 +134,26 @@ static int bind_tensor(binding *b, const char *name, Inference__DataType dt, siz
   if (gi == n)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s '%s' of the config is not in the model",
                    is_input ? "input" : "output", name);
-  if (n_dims > ENG_MAX_DIMS - 1 || (reshape && reshape->n_shape > ENG_MAX_DIMS - 1))
+  if (t->n_dims > ENG_MAX_DIMS - 1 || (t->has_reshape && t->n_reshape > ENG_MAX_DIMS - 1))
     return err_set(e, ERR_INVALID_ARGUMENT, "%s '%s' has more than %d dims", is_input ? "input" : "output",
                    name, ENG_MAX_DIMS - 1);
   snprintf(b->client.name, sizeof b->client.name, "%s", name);
-  b->client.dt = (dtype)dt;
-  b->client.ndims = (int)n_dims;
-  memcpy(b->client.dims, dims, n_dims * sizeof *dims);
+  b->client.dt = t->dt;
+  b->client.ndims = (int)t->n_dims;
+  memcpy(b->client.dims, t->dims, t->n_dims * sizeof *t->dims);
   b->graph_index = gi;
-  if (reshape) {
+  if (t->has_reshape) {
     b->has_reshape = 1;
-    b->n_model_dims = (int)reshape->n_shape;
-    memcpy(b->model_dims, reshape->shape, reshape->n_shape * sizeof *reshape->shape);
+    b->n_model_dims = (int)t->n_reshape;
+    memcpy(b->model_dims, t->reshape, t->n_reshape * sizeof *t->reshape);
   }
   return 0;
 }
 
-static int bind_all(eng_model *m, const Inference__ModelConfig *cfg, err *e) {
+static int bind_all(eng_model *m, const eng_model_config *cfg, err *e) {
   const eng_graph *g = m->graph;
-  m->n_in = cfg->n_input;
-  m->n_out = cfg->n_output;
+  m->n_in = cfg->n_inputs;
+  m->n_out = cfg->n_outputs;
   m->n_graph_in = eng_graph_n_inputs(g);
   m->n_graph_out = eng_graph_n_outputs(g);
   m->in = calloc(m->n_in ? m->n_in : 1, sizeof *m->in);
@@ -162,15 +161,13 @@ static int bind_all(eng_model *m, const Inference__ModelConfig *cfg, err *e) {
   m->graph_in_to_cfg = calloc(m->n_graph_in ? m->n_graph_in : 1, sizeof *m->graph_in_to_cfg);
   if (!m->in || !m->out || !m->graph_in_to_cfg) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   for (size_t i = 0; i < m->n_in; i++) {
-    const Inference__ModelInput *ci = cfg->input[i];
-    TRY(bind_tensor(&m->in[i], ci->name, ci->data_type, ci->n_dims, ci->dims, ci->reshape, g, 1, e));
+    TRY(bind_tensor(&m->in[i], &cfg->inputs[i], g, 1, e));
 #if INFERD_HAVE_CUDA
     m->in[i].takes_device = eng_cuda_input_takes_device(g, m->in[i].graph_index);
 #endif
   }
   for (size_t i = 0; i < m->n_out; i++) {
-    const Inference__ModelOutput *co = cfg->output[i];
-    TRY(bind_tensor(&m->out[i], co->name, co->data_type, co->n_dims, co->dims, co->reshape, g, 0, e));
+    TRY(bind_tensor(&m->out[i], &cfg->outputs[i], g, 0, e));
   }
   for (size_t gi = 0; gi < m->n_graph_in; gi++) {
     m->graph_in_to_cfg[gi] = -1;
@@ -535,29 +532,29 @@ static void *gpu_done_main(void *arg) {
 // The instances the config asks for: per group, `count` on the CPU, or
 // `count` on each listed GPU (every visible one when `gpus` is empty).
 // KIND_AUTO has been resolved by the caller (registry) by then.
-static int instance_devices(const Inference__ModelConfig *cfg, int n_gpus, int **out, int *n_out, err *e) {
+static int instance_devices(const eng_model_config *cfg, int n_gpus, int **out, int *n_out, err *e) {
   // summed in 64 bits: counts are int32 each, and a config may ask for 2^30 in several groups (fuzz_rest)
   int64_t want = 0;
-  for (size_t i = 0; i < cfg->n_instance_group; i++) {
-    const Inference__ModelInstanceGroup *ig = cfg->instance_group[i];
-    int gpu = ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU;
+  for (size_t i = 0; i < cfg->n_groups; i++) {
+    const eng_instance_group *ig = &cfg->groups[i];
+    int gpu = ig->kind == ENG_INSTANCE_GPU;
     if (gpu && n_gpus == 0)
       return err_set(e, ERR_INVALID_ARGUMENT, "instance_group '%s': KIND_GPU but no CUDA device is visible",
-                     ig->name ? ig->name : "");
+                     ig->name);
     int64_t per = gpu ? (ig->n_gpus ? (int64_t)ig->n_gpus : n_gpus) : 1;
     want += (int64_t)ig->count * per;  // count < 2^31, and groups and gpus are bounded by the config's bytes
   }
-  if (cfg->n_instance_group == 0) want = 1;
+  if (cfg->n_groups == 0) want = 1;
   if (want < 1 || want > 1024)
     return err_set(e, ERR_INVALID_ARGUMENT, "instance_group: %lld instances requested (1..1024)", (long long)want);
   int n = (int)want;
   int *dev = calloc((size_t)n, sizeof *dev);
   if (!dev) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int k = 0;
-  if (cfg->n_instance_group == 0) dev[k++] = -1;
-  for (size_t i = 0; i < cfg->n_instance_group; i++) {
-    const Inference__ModelInstanceGroup *ig = cfg->instance_group[i];
-    if (ig->kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU) {
+  if (cfg->n_groups == 0) dev[k++] = -1;
+  for (size_t i = 0; i < cfg->n_groups; i++) {
+    const eng_instance_group *ig = &cfg->groups[i];
+    if (ig->kind != ENG_INSTANCE_GPU) {
       for (int c = 0; c < ig->count; c++) dev[k++] = -1;
       continue;
     }
@@ -567,7 +564,7 @@ static int instance_devices(const Inference__ModelConfig *cfg, int n_gpus, int *
       if (d < 0 || d >= n_gpus) {
         free(dev);
         return err_set(e, ERR_INVALID_ARGUMENT, "instance_group '%s': gpu %d is not visible (%d device(s))",
-                       ig->name ? ig->name : "", d, n_gpus);
+                       ig->name, d, n_gpus);
       }
       for (int c = 0; c < ig->count; c++) dev[k++] = d;
     }
@@ -595,16 +592,15 @@ static int instance_devices(const Inference__ModelConfig *cfg, int n_gpus, int *
 // sizes model_warmup does not cover paid it under load (the 4x4096 MLP at
 // 1024 streams: 82.5k -> 7.2k req/s, tests/bench/RESULTS.md, issue 16). INFERD_CUDA_FAULT_AT=N (tests) makes every GPU
 // plan's Nth batch fail with a real CUDA launch error.
-static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) {
+static int parse_opts(const eng_model_config *cfg, model_opts *o, err *e) {
   memset(o, 0, sizeof *o);
   int tune = -1;  // the model's gemm_autotune, -1 unset
   long spin_us = -1;  // the model's instance_spin_us, -1 unset
   static const char *const names[] = {"fp32", "tf32", "fp16"};  // ENG_PREC_* order
   static const char *const layouts[] = {"auto", "nchw", "nhwc"};  // eng_cuda_layout order
-  for (size_t i = 0; i < cfg->n_parameters; i++) {
-    const Inference__ModelConfig__ParametersEntry *pe = cfg->parameters[i];
-    if (!pe->key) continue;
-    const char *v = pe->value && pe->value->string_value ? pe->value->string_value : "";
+  for (size_t i = 0; i < cfg->n_params; i++) {
+    const eng_model_param *pe = &cfg->params[i];
+    const char *v = pe->value;
     if (strcmp(pe->key, "layout") == 0) {
       int l = -1;
       for (int k = 0; k < 3; k++)
@@ -643,7 +639,7 @@ static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) 
       return err_set(e, ERR_INVALID_ARGUMENT, "parameters: precision '%s' is not one of fp32, tf32, fp16", v);
     o->precision = found;
   }
-  if (cfg->optimization && cfg->optimization->cuda) o->no_graphs = !cfg->optimization->cuda->graphs;
+  o->no_graphs = !cfg->cuda_graphs;
   const char *at = getenv("INFERD_GEMM_AUTOTUNE");
   if (at && strcmp(at, "0") == 0) tune = 0;
   else if (at && strcmp(at, "1") == 0 && tune < 0) tune = 1;
@@ -658,24 +654,8 @@ static int parse_opts(const Inference__ModelConfig *cfg, model_opts *o, err *e) 
   return 0;
 }
 
-int eng_model_graph_opts(const Inference__ModelConfig *cfg, eng_graph_opts *o, err *e) {
-  memset(o, 0, sizeof *o);
-  for (size_t i = 0; i < cfg->n_parameters; i++) {
-    const Inference__ModelConfig__ParametersEntry *pe = cfg->parameters[i];
-    int *off = NULL;  // the switch this key turns off when "0"
-    if (pe->key && strcmp(pe->key, "fuse_attention") == 0) off = &o->no_fuse_attention;
-    if (pe->key && strcmp(pe->key, "merge_qkv") == 0) off = &o->no_merge_qkv;
-    if (!off) continue;
-    const char *v = pe->value && pe->value->string_value ? pe->value->string_value : "";
-    if (strcmp(v, "0") && strcmp(v, "1"))
-      return err_set(e, ERR_INVALID_ARGUMENT, "parameters: %s '%s' is not one of 0, 1", pe->key, v);
-    *off = v[0] == '0';
-  }
-  return 0;
-}
-
 // pad_to_longest against the config's tensors as the client sees them.
-static int bind_padding(eng_model *m, const Inference__ModelConfig *cfg, err *e) {
+static int bind_padding(eng_model *m, const eng_model_config *cfg, err *e) {
   eng_io *in = calloc(m->n_in + 1, sizeof *in), *out = calloc(m->n_out + 1, sizeof *out);
   int rc = in && out ? 0 : err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   for (size_t i = 0; rc == 0 && i < m->n_in; i++) in[i] = m->in[i].client;
@@ -688,16 +668,13 @@ static int bind_padding(eng_model *m, const Inference__ModelConfig *cfg, err *e)
 
 // Batch sizes whose graphs are captured at load: 1, the preferred sizes and
 // the largest.
-static int warm_sizes(eng_model *m, const Inference__ModelConfig *cfg, err *e) {
-  size_t np = cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING &&
-                      cfg->dynamic_batching
-                  ? cfg->dynamic_batching->n_preferred_batch_size
-                  : 0;
+static int warm_sizes(eng_model *m, const eng_model_config *cfg, err *e) {
+  size_t np = cfg->batching.on ? cfg->batching.n_preferred : 0;
   m->warm = calloc(np + 2, sizeof *m->warm);
   if (!m->warm) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   m->warm[m->n_warm++] = 1;
   for (size_t i = 0; i < np; i++) {
-    int b = cfg->dynamic_batching->preferred_batch_size[i];
+    int b = cfg->batching.preferred[i];
     int dup = 0;
     for (size_t k = 0; k < m->n_warm; k++) dup |= m->warm[k] == b;
     if (!dup) m->warm[m->n_warm++] = b;
@@ -792,7 +769,7 @@ static int start_instance(instance *in, err *e) {
 #endif
 }
 
-int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, int n_gpus, eng_model **out, err *e) {
+int eng_model_create(eng_graph *g, const eng_model_config *cfg, int n_gpus, eng_model **out, err *e) {
   eng_model *m = calloc(1, sizeof *m);
   if (!m) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   m->graph = g;

@@ -11,9 +11,9 @@
 #include "engine/dev_seg.h"
 #include "engine/graph/graph.h"
 #include "engine/pad.h"
+#include "engine/repo/model_config.h"
 #include "engine/tensor.h"
 #include "kernels/base/err.h"
-#include "model_config.pb-c.h"
 
 typedef struct eng_model eng_model;
 typedef struct eng_job eng_job;
@@ -55,20 +55,14 @@ struct eng_job {
   uint64_t device_ns;
 };
 
-// What the config asks of the graph's load-time passes: parameters { key:
-// "fuse_attention" value: { string_value: "0" | "1" } } (default 1; "0"
-// leaves attention subgraphs as exported, to compare), and the same for
-// "merge_qkv" (default 1; "0" keeps a fused attention's Q, K and V
-// projections three GEMMs instead of one). Read before the graph
-// is loaded, so only the parameters of the config file count.
-int eng_model_graph_opts(const Inference__ModelConfig *cfg, eng_graph_opts *o, err *e);
-
-// Builds a model from a loaded graph and a completed, validated config. On
-// success the model owns the graph; on failure the caller still does.
+// Builds a model from a loaded graph and a completed, validated config
+// (engine/repo/config.h: eng_model_config_from_proto), which is read here
+// only: the caller keeps it. On success the model owns the graph; on failure
+// the caller still does.
 // Starts one thread per instance: per instance_group, `count` on the CPU
 // (KIND_CPU) or `count` on each of `gpus` (KIND_GPU; every one of the n_gpus
 // visible devices when `gpus` is empty). KIND_AUTO must be resolved before.
-int eng_model_create(eng_graph *g, const Inference__ModelConfig *cfg, int n_gpus, eng_model **out, err *e);
+int eng_model_create(eng_graph *g, const eng_model_config *cfg, int n_gpus, eng_model **out, err *e);
 int eng_model_n_gpu_instances(const eng_model *m);
 // CUDA ordinal of an instance, -1 for a CPU instance.
 int eng_model_instance_device(const eng_model *m, int instance);

@@ -17,15 +17,6 @@
 
 // --- parsing
 
-static const char *param(const Inference__ModelConfig *cfg, const char *key) {
-  for (size_t i = 0; i < cfg->n_parameters; i++) {
-    const Inference__ModelConfig__ParametersEntry *pe = cfg->parameters[i];
-    if (pe->key && strcmp(pe->key, key) == 0)
-      return pe->value && pe->value->string_value ? pe->value->string_value : "";
-  }
-  return NULL;
-}
-
 static int find_input(const eng_io *in, size_t n_in, const char *name, size_t len) {
   for (size_t i = 0; i < n_in; i++)
     if (strlen(in[i].name) == len && strncmp(in[i].name, name, len) == 0) return (int)i;
@@ -97,15 +88,15 @@ done:
   return 0;
 }
 
-static int has_reshape(const Inference__ModelConfig *cfg, const char *name) {
-  for (size_t i = 0; i < cfg->n_input; i++)
-    if (cfg->input[i]->name && strcmp(cfg->input[i]->name, name) == 0) return cfg->input[i]->reshape != NULL;
+static int has_reshape(const eng_model_config *cfg, const char *name) {
+  for (size_t i = 0; i < cfg->n_inputs; i++)
+    if (strcmp(cfg->inputs[i].name, name) == 0) return cfg->inputs[i].has_reshape;
   return 0;
 }
 
 // One "name[:value]" item, trimmed; a name that is an input as a whole
 // (exporters write names such as "input_ids:0") takes the default value.
-static int parse_item(const Inference__ModelConfig *cfg, const eng_io *in, size_t n_in, const char *s, size_t len,
+static int parse_item(const eng_model_config *cfg, const eng_io *in, size_t n_in, const char *s, size_t len,
                       eng_pad *p, err *e) {
   while (len && isspace((unsigned char)*s)) s++, len--;
   while (len && isspace((unsigned char)s[len - 1])) len--;
@@ -170,11 +161,11 @@ static int parse_ratio(const char *s, double *out, err *e) {
   return 0;
 }
 
-static int parse_all(const Inference__ModelConfig *cfg, const char *spec, const eng_io *in, size_t n_in,
+static int parse_all(const eng_model_config *cfg, const char *spec, const eng_io *in, size_t n_in,
                      const eng_io *out, size_t n_out, eng_pad *p, err *e) {
   if (cfg->max_batch_size <= 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "parameters: " P_PAD " needs max_batch_size > 0");
-  if (cfg->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING)
+  if (!cfg->batching.on)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "parameters: " P_PAD " needs dynamic_batching (without it every request runs alone)");
   p->n_in = n_in;
@@ -192,17 +183,17 @@ static int parse_all(const Inference__ModelConfig *cfg, const char *spec, const 
   for (size_t k = 0; k < n_out; k++)
     for (int d = 0; d < out[k].ndims && d + 1 < 32; d++)
       if (out[k].dims[d] < 0) p->out_var[k] |= 1u << (d + 1);
-  const char *ratio = param(cfg, P_RATIO);
+  const char *ratio = eng_model_config_param(cfg, P_RATIO);
   if (ratio) TRY(parse_ratio(ratio, &p->max_ratio, e));
   return 0;
 }
 
-int eng_pad_parse(const Inference__ModelConfig *cfg, const eng_io *in, size_t n_in, const eng_io *out, size_t n_out,
+int eng_pad_parse(const eng_model_config *cfg, const eng_io *in, size_t n_in, const eng_io *out, size_t n_out,
                   eng_pad *p, err *e) {
   memset(p, 0, sizeof *p);
-  const char *spec = param(cfg, P_PAD);
+  const char *spec = eng_model_config_param(cfg, P_PAD);
   if (!spec) {
-    if (param(cfg, P_RATIO))
+    if (eng_model_config_param(cfg, P_RATIO))
       return err_set(e, ERR_INVALID_ARGUMENT, "parameters: " P_RATIO " is set but " P_PAD " is not");
     return 0;
   }

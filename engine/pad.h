@@ -22,9 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/repo/model_config.h"
 #include "engine/tensor.h"
 #include "kernels/base/err.h"
-#include "model_config.pb-c.h"
 
 typedef struct eng_pad_input {
   int on;            // listed in pad_to_longest
@@ -50,7 +50,7 @@ typedef struct eng_pad {
 // reshape, a value that does not parse in the input's data type or a
 // BYTES input, max_batch_size 0, no dynamic_batching, a bad ratio. On
 // failure nothing is left to free.
-int eng_pad_parse(const Inference__ModelConfig *cfg, const eng_io *in, size_t n_in, const eng_io *out, size_t n_out,
+int eng_pad_parse(const eng_model_config *cfg, const eng_io *in, size_t n_in, const eng_io *out, size_t n_out,
                   eng_pad *p, err *e);
 void eng_pad_free(eng_pad *p);
 

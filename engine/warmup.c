@@ -45,9 +45,10 @@ static int run_once(eng_model *m, int instance, eng_job *job, waiter *w, err *e)
   return 0;
 }
 
-static const Inference__ModelWarmup__Input *find_input(const Inference__ModelWarmup *w, const char *name) {
+// The entry's first input of that name; NULL when there is none or it has no value.
+static const eng_warmup_input *find_input(const eng_warmup *w, const char *name) {
   for (size_t k = 0; k < w->n_inputs; k++)
-    if (w->inputs[k]->key && strcmp(w->inputs[k]->key, name) == 0) return w->inputs[k]->value;
+    if (strcmp(w->inputs[k].name, name) == 0) return w->inputs[k].has_value ? &w->inputs[k] : NULL;
   return NULL;
 }
 
@@ -73,14 +74,14 @@ static int read_file(const char *model_dir, const char *file, uint8_t *dst, size
 
 // Fills one input of the entry: shape [rows, dims...] (no batch dim when the
 // model does not batch), data as the entry says.
-static int build_input(const eng_model *m, const Inference__ModelWarmup *w, size_t i, int64_t rows,
+static int build_input(const eng_model *m, const eng_warmup *w, size_t i, int64_t rows,
                        const char *model_dir, uint64_t max_bytes, uint64_t *seed, eng_tensor *t, err *e) {
   const eng_io *io = eng_model_input(m, i);
-  const Inference__ModelWarmup__Input *in = find_input(w, io->name);
+  const eng_warmup_input *in = find_input(w, io->name);
   if (!in) return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' is missing", io->name);
-  if ((dtype)in->data_type != io->dt)
+  if (in->dt != io->dt)
     return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': data_type %s, the model's is %s", io->name,
-                   dtype_config_name((dtype)in->data_type), dtype_config_name(io->dt));
+                   dtype_config_name(in->dt), dtype_config_name(io->dt));
   if ((int)in->n_dims != io->ndims)
     return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': %zu dims, the model's input has %d", io->name, in->n_dims,
                    io->ndims);
@@ -110,9 +111,9 @@ static int build_input(const eng_model *m, const Inference__ModelWarmup *w, size
   uint8_t *p = calloc(t->bytes ? t->bytes : 1, 1);
   if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "input '%s': out of memory for %zu bytes", io->name, t->bytes);
   t->data = p;
-  switch (in->input_data_type_case) {
-    case INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_ZERO_DATA: return 0;
-    case INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_RANDOM_DATA:
+  switch (in->source) {
+    case ENG_WARMUP_ZERO: return 0;
+    case ENG_WARMUP_RANDOM:
       if (io->dt == DT_FP32) {  // values in [0, 1): random bits could be NaN or Inf
         float *f = (float *)p;
         for (size_t k = 0; k < t->bytes / sizeof *f; k++) {
@@ -126,13 +127,13 @@ static int build_input(const eng_model *m, const Inference__ModelWarmup *w, size
         }
       }
       return 0;
-    case INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_INPUT_DATA_FILE:
-      return read_file(model_dir, in->input_data_file, p, sample, (size_t)rows, e);
+    case ENG_WARMUP_FILE:
+      return read_file(model_dir, in->file, p, sample, (size_t)rows, e);
     default: return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': no zero_data, random_data or input_data_file", io->name);
   }
 }
 
-static int run_entry(eng_model *m, const Inference__ModelWarmup *w, const char *model_dir, uint64_t max_bytes,
+static int run_entry(eng_model *m, const eng_warmup *w, const char *model_dir, uint64_t max_bytes,
                      uint64_t *runs, err *e) {
   int max_batch = eng_model_max_batch(m);
   int64_t rows = max_batch > 0 ? (w->batch_size ? (int64_t)w->batch_size : 1) : 1;
@@ -140,9 +141,9 @@ static int run_entry(eng_model *m, const Inference__ModelWarmup *w, const char *
     return err_set(e, ERR_INVALID_ARGUMENT, "batch_size %u exceeds max_batch_size %d", w->batch_size, max_batch);
   for (size_t k = 0; k < w->n_inputs; k++) {
     size_t i = 0;
-    while (i < eng_model_n_inputs(m) && strcmp(eng_model_input(m, i)->name, w->inputs[k]->key) != 0) i++;
+    while (i < eng_model_n_inputs(m) && strcmp(eng_model_input(m, i)->name, w->inputs[k].name) != 0) i++;
     if (i == eng_model_n_inputs(m))
-      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' is not an input of the model", w->inputs[k]->key);
+      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' is not an input of the model", w->inputs[k].name);
   }
   size_t n_in = eng_model_n_inputs(m);
   eng_tensor *ts = calloc(n_in ? n_in : 1, sizeof *ts);
@@ -175,16 +176,16 @@ static int run_entry(eng_model *m, const Inference__ModelWarmup *w, const char *
   return rc;
 }
 
-int eng_warmup_run(eng_model *m, const Inference__ModelConfig *cfg, const char *model_dir, uint64_t max_bytes,
+int eng_warmup_run(eng_model *m, const eng_model_config *cfg, const char *model_dir, uint64_t max_bytes,
                    uint64_t *runs, err *e) {
   *runs = 0;
   if (!max_bytes) max_bytes = ENG_WARMUP_MAX_BYTES;
-  for (size_t k = 0; k < cfg->n_model_warmup; k++)  // checked before any runs: a typo fails at once
-    if (cfg->model_warmup[k]->count > ENG_WARMUP_MAX_COUNT)
+  for (size_t k = 0; k < cfg->n_warmups; k++)  // checked before any runs: a typo fails at once
+    if (cfg->warmups[k].count > ENG_WARMUP_MAX_COUNT)
       return err_set(e, ERR_INVALID_ARGUMENT, "model_warmup '%s': count %u exceeds %d (more runs warm nothing further)",
-                     cfg->model_warmup[k]->name, cfg->model_warmup[k]->count, ENG_WARMUP_MAX_COUNT);
-  for (size_t k = 0; k < cfg->n_model_warmup; k++) {
-    const Inference__ModelWarmup *w = cfg->model_warmup[k];
+                     cfg->warmups[k].name, cfg->warmups[k].count, ENG_WARMUP_MAX_COUNT);
+  for (size_t k = 0; k < cfg->n_warmups; k++) {
+    const eng_warmup *w = &cfg->warmups[k];
     if (run_entry(m, w, model_dir, max_bytes, runs, e) != 0) return err_prefix(e, "model_warmup '%s': ", w->name);
   }
   return 0;

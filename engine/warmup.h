@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 #include "engine/model.h"
+#include "engine/repo/model_config.h"
 #include "kernels/base/err.h"
-#include "model_config.pb-c.h"
 
 // model_dir holds the "warmup" folder that input_data_file names resolve in.
 // On success *runs is the number of executions done (entries x count x
@@ -28,7 +28,7 @@
 #define ENG_WARMUP_MAX_BYTES (1ull << 30)
 
 // max_bytes: the most input bytes one entry may feed in all (0: ENG_WARMUP_MAX_BYTES).
-int eng_warmup_run(eng_model *m, const Inference__ModelConfig *cfg, const char *model_dir, uint64_t max_bytes,
+int eng_warmup_run(eng_model *m, const eng_model_config *cfg, const char *model_dir, uint64_t max_bytes,
                    uint64_t *runs, err *e);
 
 #endif

@@ -1,5 +1,6 @@
 // config.c: Triton-style auto-completion and validation of a model config
-// against the ONNX graph's declared inputs and outputs. Everything allocated
+// against the ONNX graph's declared inputs and outputs, and the switches the
+// config sets for the graph's load-time passes. Everything allocated
 // here follows protobuf-c's unpack layout, so the config stays freeable with
 // protobuf_c_message_free_unpacked after any partial failure.
 #include "engine/repo/config.h"
@@ -8,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "engine/graph/graph.h"
 
 // --- allocation helpers
 
@@ -404,5 +407,23 @@ int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t 
   }
   TRY(check_dynamic_batching(c, e));
   TRY(check_instances_and_versions(c, e));
+  return 0;
+}
+
+// --- what the graph's passes may do
+
+int config_graph_opts(const Inference__ModelConfig *cfg, eng_graph_opts *o, err *e) {
+  memset(o, 0, sizeof *o);
+  for (size_t i = 0; i < cfg->n_parameters; i++) {
+    const Inference__ModelConfig__ParametersEntry *pe = cfg->parameters[i];
+    int *off = NULL;  // the switch this key turns off when "0"
+    if (pe->key && strcmp(pe->key, "fuse_attention") == 0) off = &o->no_fuse_attention;
+    if (pe->key && strcmp(pe->key, "merge_qkv") == 0) off = &o->no_merge_qkv;
+    if (!off) continue;
+    const char *v = pe->value && pe->value->string_value ? pe->value->string_value : "";
+    if (strcmp(v, "0") && strcmp(v, "1"))
+      return err_set(e, ERR_INVALID_ARGUMENT, "parameters: %s '%s' is not one of 0, 1", pe->key, v);
+    *off = v[0] == '0';
+  }
   return 0;
 }

@@ -1,14 +1,18 @@
 // config: completing and checking a model's Inference__ModelConfig against
 // the inputs/outputs its ONNX graph declares, the way Triton's auto-complete
-// and model-config validation do for the onnxruntime backend.
+// and model-config validation do for the onnxruntime backend; and the
+// engine's own copy of the result (model_config.h).
 #ifndef INFERD_ENGINE_CONFIG_H
 #define INFERD_ENGINE_CONFIG_H
 
 #include <stddef.h>
 
+#include "engine/repo/model_config.h"
 #include "engine/tensor.h"
 #include "kernels/base/err.h"
 #include "model_config.pb-c.h"
+
+struct eng_graph_opts;  // engine/graph/graph.h
 
 #define CONFIG_DEFAULT_MAX_BATCH_SIZE 4
 #define CONFIG_NO_AUTO_COMPLETE (-1)  // Triton's default-max-batch-size
@@ -70,5 +74,20 @@ void config_resolve_kinds(Inference__ModelConfig *cfg, int n_gpus);
 
 int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t n_in, const eng_io *out,
                     size_t n_out, err *e);
+
+// What the config asks of the graph's load-time passes: parameters { key:
+// "fuse_attention" value: { string_value: "0" | "1" } } (default 1; "0"
+// leaves attention subgraphs as exported, to compare), and the same for
+// "merge_qkv" (default 1; "0" keeps a fused attention's Q, K and V
+// projections three GEMMs instead of one). Read from the message before the
+// graph is loaded (so before config_complete: only the parameters of the
+// config file count, and completion adds none).
+int config_graph_opts(const Inference__ModelConfig *cfg, struct eng_graph_opts *o, err *e);
+
+// The engine's own copy of a completed, validated config (model_config.h),
+// built once per load: the engine and the scheduler read it, the message
+// stays for the ModelConfig answers. On success the caller owns *out
+// (eng_model_config_free); on failure (out of memory) *out is NULL.
+int eng_model_config_from_proto(const Inference__ModelConfig *cfg, eng_model_config **out, err *e);
 
 #endif

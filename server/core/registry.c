@@ -53,7 +53,7 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
                         int config_from_file, const srv_registry_opts *o, srv_version *v, err *e) {
   eng_graph *g = NULL;
   eng_graph_opts gopts;
-  TRY(eng_model_graph_opts(m->config, &gopts, e));
+  TRY(config_graph_opts(m->config, &gopts, e));
   TRY(eng_graph_load_opts(rv->path, &gopts, &g, e));
   if (eng_graph_n_attention(g) || gopts.no_fuse_attention)
     srv_log(SRV_LOG_INFO,
@@ -74,17 +74,19 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
   if (rc == 0) rc = config_validate(m->config, in, n_in, out, n_out, e);
   free(in);
   free(out);
-  if (rc == 0) rc = eng_model_create(g, m->config, o->n_gpus, &v->model, e);
+  // completion is done once and the message is not changed afterwards: one copy serves every version
+  if (rc == 0 && !m->engine_config) rc = eng_model_config_from_proto(m->config, &m->engine_config, e);
+  if (rc == 0) rc = eng_model_create(g, m->engine_config, o->n_gpus, &v->model, e);
   if (rc) {
     eng_graph_destroy(g);
     return rc;
   }
-  if (m->config->n_model_warmup) {
+  if (m->engine_config->n_warmups) {
     uint64_t runs = 0;
     int64_t t0 = eng_now_us();
     srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": running model_warmup (%zu entr%s)", m->name,
-            rv->version, m->config->n_model_warmup, m->config->n_model_warmup == 1 ? "y" : "ies");
-    rc = eng_warmup_run(v->model, m->config, model_dir, o->warmup_max_bytes, &runs, e);
+            rv->version, m->engine_config->n_warmups, m->engine_config->n_warmups == 1 ? "y" : "ies");
+    rc = eng_warmup_run(v->model, m->engine_config, model_dir, o->warmup_max_bytes, &runs, e);
     if (rc) {
       eng_model_destroy(v->model);
       v->model = NULL;
@@ -163,7 +165,7 @@ static void load_model(repo_model *rm, const srv_registry_opts *o, srv_model *m)
     v->version = rm->versions[i].version;
     snprintf(v->version_str, sizeof v->version_str, "%" PRId64, v->version);
     int rc = load_version(m, rm->dir, &rm->versions[i], &completed, rm->config_from_file, o, v, &v->status);
-    if (rc == 0 && init_stats(&v->stats, m->config->max_batch_size) != 0) {
+    if (rc == 0 && init_stats(&v->stats, m->engine_config->max_batch_size) != 0) {
       free_stats(&v->stats);
       memset(&v->stats, 0, sizeof v->stats);
       eng_model_destroy(v->model);
@@ -362,6 +364,7 @@ void srv_model_free(srv_model *m) {
   }
   free(m->versions);
   if (m->config) config_free(m->config);
+  eng_model_config_free(m->engine_config);
   free(m);
 }
 

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "engine/model.h"
+#include "engine/repo/model_config.h"
 #include "kernels/base/err.h"
 #include "model_config.pb-c.h"
 #include "server/obs/hist.h"
@@ -70,7 +71,11 @@ typedef struct srv_version {
 
 typedef struct srv_model {
   char name[256];
-  Inference__ModelConfig *config;  // completed; owned
+  Inference__ModelConfig *config;  // completed; owned; for the ModelConfig answers
+  // the engine's copy of config (eng_model_config_from_proto), which the
+  // engine and the scheduler read: built once, when the first version's
+  // graph has completed and validated config; NULL until then; owned
+  eng_model_config *engine_config;
   err status;                       // code != 0: the model is not ready, with why
   srv_version *versions;            // ascending version order
   size_t n_versions;

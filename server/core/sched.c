@@ -386,12 +386,10 @@ static void *loop_main(void *arg) {
 
 // --- lifecycle
 
-static bat_queue_policy queue_policy(const Inference__ModelQueuePolicy *p) {
+static bat_queue_policy queue_policy(const eng_queue_policy *p) {
   bat_queue_policy q = {0};
-  if (!p) return q;
-  q.timeout_action = p->timeout_action == INFERENCE__MODEL_QUEUE_POLICY__TIMEOUT_ACTION__DELAY ? BAT_TIMEOUT_DELAY
-                                                                                               : BAT_TIMEOUT_REJECT;
-  q.default_timeout_us = (int64_t)p->default_timeout_microseconds;
+  q.timeout_action = p->timeout_action == ENG_TIMEOUT_DELAY ? BAT_TIMEOUT_DELAY : BAT_TIMEOUT_REJECT;
+  q.default_timeout_us = (int64_t)p->default_timeout_us;
   q.allow_timeout_override = p->allow_timeout_override;
   q.max_queue_size = p->max_queue_size;
   return q;
@@ -415,7 +413,7 @@ static void free_vsched(vsched *vs) {
 
 // Builds a version's batcher state (outside the lock: allocations only).
 static int build_version(srv_sched *s, srv_model *m, srv_version *v, vsched *vs, err *e) {
-  const Inference__ModelConfig *cfg = m->config;
+  const eng_model_config *cfg = m->engine_config;
   vs->v = v;
   vs->n_inputs = eng_model_n_inputs(v->model);
   int n_inst = eng_model_n_instances(v->model), n_exec = 0, max_depth = 1;
@@ -426,27 +424,25 @@ static int build_version(srv_sched *s, srv_model *m, srv_version *v, vsched *vs,
   }
   bat_config c = {.max_batch_size = cfg->max_batch_size, .n_executors = n_exec, .now = clock_now,
                   .cancelled = request_cancelled};
-  const Inference__ModelDynamicBatching *db =
-      cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING ? cfg->dynamic_batching
-                                                                                                 : NULL;
+  const eng_dynamic_batching *db = cfg->batching.on ? &cfg->batching : NULL;
   bat_level_policy levels[64];
   int prefs[64];
   if (db) {
     c.dynamic = 1;
-    if (db->n_preferred_batch_size > 64 || db->n_priority_queue_policy > 64)
+    if (db->n_preferred > 64 || db->n_level_policies > 64)
       return err_set(e, ERR_INVALID_ARGUMENT, "model '%s': more than 64 preferred sizes or level policies", m->name);
-    for (size_t i = 0; i < db->n_preferred_batch_size; i++) prefs[i] = db->preferred_batch_size[i];
+    for (size_t i = 0; i < db->n_preferred; i++) prefs[i] = db->preferred[i];
     c.preferred_batch_sizes = prefs;
-    c.n_preferred = db->n_preferred_batch_size;
-    c.max_queue_delay_us = (int64_t)db->max_queue_delay_microseconds;
+    c.n_preferred = db->n_preferred;
+    c.max_queue_delay_us = (int64_t)db->max_queue_delay_us;
     c.priority_levels = (uint32_t)db->priority_levels;
     c.default_priority_level = (uint32_t)db->default_priority_level;
-    c.default_policy = queue_policy(db->default_queue_policy);
-    for (size_t i = 0; i < db->n_priority_queue_policy; i++)
-      levels[i] = (bat_level_policy){(uint32_t)db->priority_queue_policy[i]->key,
-                                     queue_policy(db->priority_queue_policy[i]->value)};
+    c.default_policy = queue_policy(&db->default_policy);
+    for (size_t i = 0; i < db->n_level_policies; i++)
+      levels[i] = (bat_level_policy){(uint32_t)db->level_policies[i].level,
+                                     queue_policy(&db->level_policies[i].policy)};
     c.level_policies = levels;
-    c.n_level_policies = db->n_priority_queue_policy;
+    c.n_level_policies = db->n_level_policies;
     const eng_pad *pad = eng_model_pad(v->model);
     c.pad = pad != NULL;
     c.pad_max_ratio = pad ? pad->max_ratio : 0;

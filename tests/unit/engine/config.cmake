@@ -1,4 +1,4 @@
-# tests/unit/engine/config.cmake: tests for engine/repo/pbtxt.c, repo.c, config.c.
+# tests/unit/engine/config.cmake: tests for engine/repo/pbtxt.c, repo.c, config.c, model_config.c.
 # pbtxt_test.proto is a schema with every field kind, compiled here so the
 # parser is tested independently of the model config schema.
 set(_pbtxt_gen ${CMAKE_CURRENT_BINARY_DIR}/pbtxt_test_gen)
@@ -16,3 +16,4 @@ target_compile_options(pbtxt_test_proto PRIVATE -Wno-unused-parameter -Wno-error
 inferd_unit_test(test_pbtxt SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_pbtxt.c LIBS inferd_config pbtxt_test_proto)
 inferd_unit_test(test_repo SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_repo.c LIBS inferd_config)
 inferd_unit_test(test_config SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_config.c LIBS inferd_config)
+inferd_unit_test(test_model_config SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_model_config.c LIBS inferd_config)

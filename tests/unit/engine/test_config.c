@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "engine/graph/graph.h"
 #include "engine/repo/config.h"
 #include "engine/repo/pbtxt.h"
 
@@ -393,6 +394,30 @@ static void test_resolve_kinds(void) {
   config_free(c);
 }
 
+// The switches of the graph's load-time passes, read before completion.
+static void test_graph_opts(void) {
+  err e = {0};
+  eng_graph_opts o;
+  Inference__ModelConfig *c = parse("name: 'm'");
+  if (!c) return;
+  CHECK_EQ_INT(config_graph_opts(c, &o, &e), 0);
+  CHECK_EQ_INT(o.no_fuse_attention, 0);
+  CHECK_EQ_INT(o.no_merge_qkv, 0);
+  config_free(c);
+  c = parse("parameters { key: 'fuse_attention' value { string_value: '0' } }"
+            "parameters { key: 'merge_qkv' value { string_value: '0' } }");
+  if (!c) return;
+  CHECK_EQ_INT(config_graph_opts(c, &o, &e), 0);
+  CHECK_EQ_INT(o.no_fuse_attention, 1);
+  CHECK_EQ_INT(o.no_merge_qkv, 1);
+  config_free(c);
+  c = parse("parameters { key: 'merge_qkv' value { string_value: 'yes' } }");
+  if (!c) return;
+  CHECK_EQ_INT(config_graph_opts(c, &o, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "parameters: merge_qkv 'yes' is not one of 0, 1");
+  config_free(c);
+}
+
 int main(void) {
   g_in[0] = io("x", DT_FP32, 2, -1, 3, 0);
   g_in[1] = io("x2", DT_INT64, 2, -1, -1, 0);
@@ -405,5 +430,6 @@ int main(void) {
   test_validate();
   test_no_auto_complete();
   test_resolve_kinds();
+  test_graph_opts();
   CHECK_DONE();
 }

@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "engine/pad.h"
+#include "engine/repo/config.h"
 #include "engine/repo/pbtxt.h"
 
 static eng_io io(const char *name, dtype dt, int ndims, int64_t d0, int64_t d1) {
@@ -37,6 +38,17 @@ static void setup(void) {
   g_out[2] = io("scores", DT_FP32, 2, -1, -1);
 }
 
+// eng_pad_parse on the engine's copy of a parsed config, as the registry hands it over.
+static int pad_parse(const ProtobufCMessage *m, eng_pad *p, err *e) {
+  eng_model_config *c = NULL;
+  int rc = eng_model_config_from_proto((const Inference__ModelConfig *)m, &c, e);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) return rc;
+  rc = eng_pad_parse(c, g_in, 7, g_out, 3, p, e);
+  eng_model_config_free(c);
+  return rc;
+}
+
 static int parse(const char *params, eng_pad *p, err *e) {
   char text[1024];
   snprintf(text, sizeof text, "max_batch_size: 8\ndynamic_batching {}\n%s", params);
@@ -47,7 +59,7 @@ static int parse(const char *params, eng_pad *p, err *e) {
     fprintf(stderr, "  %s\n", e->msg);
     return rc;
   }
-  rc = eng_pad_parse((Inference__ModelConfig *)m, g_in, 7, g_out, 3, p, e);
+  rc = pad_parse(m, p, e);
   protobuf_c_message_free_unpacked(m, NULL);
   return rc;
 }
@@ -129,19 +141,19 @@ static void test_parse_errors(void) {
   const char *no_batch = "max_batch_size: 0\n" PAD("input_ids");
   ProtobufCMessage *m = NULL;
   CHECK_EQ_INT(pbtxt_parse(&inference__model_config__descriptor, no_batch, strlen(no_batch), "c", &m, &e), 0);
-  CHECK_EQ_INT(eng_pad_parse((Inference__ModelConfig *)m, g_in, 7, g_out, 3, &p, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(pad_parse(m, &p, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "needs max_batch_size > 0");
   protobuf_c_message_free_unpacked(m, NULL);
   const char *no_dyn = "max_batch_size: 4\n" PAD("input_ids");
   CHECK_EQ_INT(pbtxt_parse(&inference__model_config__descriptor, no_dyn, strlen(no_dyn), "c", &m, &e), 0);
-  CHECK_EQ_INT(eng_pad_parse((Inference__ModelConfig *)m, g_in, 7, g_out, 3, &p, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(pad_parse(m, &p, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "needs dynamic_batching");
   protobuf_c_message_free_unpacked(m, NULL);
   const char *reshaped = "max_batch_size: 4\ndynamic_batching {}\n"
                          "input { name: \"input_ids\" data_type: TYPE_INT64 dims: [-1] reshape { shape: [-1, 1] } }\n"
                          PAD("input_ids");
   CHECK_EQ_INT(pbtxt_parse(&inference__model_config__descriptor, reshaped, strlen(reshaped), "c", &m, &e), 0);
-  CHECK_EQ_INT(eng_pad_parse((Inference__ModelConfig *)m, g_in, 7, g_out, 3, &p, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(pad_parse(m, &p, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "input 'input_ids' has a reshape");
   protobuf_c_message_free_unpacked(m, NULL);
 }

@@ -1,0 +1,138 @@
+// engine/repo/model_config.h: the engine's own model config, the fields of a
+// completed, validated config.pbtxt that the engine (model.c, pad.c,
+// warmup.c) and the server's scheduler read, in plain C types. The wire type
+// (Inference__ModelConfig, protobuf-c) stays in the repository room, where
+// pbtxt parsing, completion and validation work on it, and in the server,
+// which serialises it for the ModelConfig answers; config.h's
+// eng_model_config_from_proto builds this struct from it once per load.
+#ifndef INFERD_ENGINE_REPO_MODEL_CONFIG_H
+#define INFERD_ENGINE_REPO_MODEL_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/base/dtype.h"
+
+// Where a group's instances run; the numbering is ModelInstanceGroup.Kind's,
+// so a value the config names by number keeps its meaning (anything but GPU
+// runs on the CPU). KIND_AUTO is resolved (config_resolve_kinds) before.
+typedef enum eng_instance_kind {
+  ENG_INSTANCE_AUTO = 0,
+  ENG_INSTANCE_GPU = 1,
+  ENG_INSTANCE_CPU = 2,
+  ENG_INSTANCE_MODEL = 3,
+} eng_instance_kind;
+
+// An input or output as the config lists it: dims without the batch
+// dimension when max_batch_size > 0, -1 = variable.
+typedef struct eng_model_tensor {
+  char *name;
+  dtype dt;  // the config's data_type (same numbering)
+  int64_t *dims;
+  size_t n_dims;
+  int has_reshape;  // a reshape block is present (its shape may be empty)
+  int64_t *reshape;
+  size_t n_reshape;
+} eng_model_tensor;
+
+typedef struct eng_instance_group {
+  char *name;
+  eng_instance_kind kind;
+  int32_t count;
+  int32_t *gpus;  // none: every visible device (KIND_GPU)
+  size_t n_gpus;
+} eng_instance_group;
+
+// parameters { key: ... value { string_value: ... } }, in config order
+// (value "" when the entry has none).
+typedef struct eng_model_param {
+  char *key;
+  char *value;
+} eng_model_param;
+
+typedef enum eng_timeout_action {
+  ENG_TIMEOUT_REJECT = 0,
+  ENG_TIMEOUT_DELAY = 1,
+} eng_timeout_action;
+
+// ModelQueuePolicy; all zero (reject, no timeout, unbounded) when absent.
+typedef struct eng_queue_policy {
+  eng_timeout_action timeout_action;
+  uint64_t default_timeout_us;  // 0: no timeout
+  int allow_timeout_override;
+  uint32_t max_queue_size;  // 0: unbounded
+} eng_queue_policy;
+
+typedef struct eng_level_policy {
+  uint64_t level;
+  eng_queue_policy policy;
+} eng_level_policy;
+
+// dynamic_batching; every field zero unless `on`.
+typedef struct eng_dynamic_batching {
+  int on;  // the config's scheduler is dynamic_batching
+  int32_t *preferred;
+  size_t n_preferred;
+  uint64_t max_queue_delay_us;
+  int preserve_ordering;
+  uint64_t priority_levels;  // 0: priorities off
+  uint64_t default_priority_level;
+  eng_queue_policy default_policy;
+  eng_level_policy *level_policies;  // priority_queue_policy, in config order
+  size_t n_level_policies;
+} eng_dynamic_batching;
+
+// Where a warmup input's bytes come from: the oneof's case as set,
+// whatever its bool's value (random_data: false is random data too).
+typedef enum eng_warmup_source {
+  ENG_WARMUP_NONE = 0,  // none of the three
+  ENG_WARMUP_ZERO,
+  ENG_WARMUP_RANDOM,
+  ENG_WARMUP_FILE,
+} eng_warmup_source;
+
+typedef struct eng_warmup_input {
+  char *name;  // the inputs map's key
+  // 0 when the map entry had no value block: such an input counts as
+  // missing (the fields below are then zero)
+  int has_value;
+  dtype dt;
+  int64_t *dims;
+  size_t n_dims;
+  eng_warmup_source source;
+  char *file;  // ENG_WARMUP_FILE: input_data_file, else ""
+} eng_warmup_input;
+
+typedef struct eng_warmup {
+  char *name;
+  uint32_t batch_size;
+  uint32_t count;            // 0 means 1
+  eng_warmup_input *inputs;  // in config order
+  size_t n_inputs;
+} eng_warmup;
+
+typedef struct eng_model_config {
+  char *name;
+  int32_t max_batch_size;  // 0: the model does not batch
+  eng_model_tensor *inputs, *outputs;
+  size_t n_inputs, n_outputs;
+  eng_instance_group *groups;
+  size_t n_groups;
+  eng_model_param *params;
+  size_t n_params;
+  // CUDA graphs per batch size: on unless optimization { cuda { ... } }
+  // is present with graphs false (Triton's rule)
+  int cuda_graphs;
+  eng_dynamic_batching batching;
+  eng_warmup *warmups;
+  size_t n_warmups;
+  void *arena;  // private: the memory everything above lives in
+} eng_model_config;
+
+// The value of the first parameter named key, NULL when there is none.
+const char *eng_model_config_param(const eng_model_config *c, const char *key);
+
+// Releases the struct and everything it points to (NULL is fine).
+void eng_model_config_free(eng_model_config *c);
+
+#endif
