@@ -4,7 +4,7 @@
 // residual Add and activation; ConvTranspose (the same geometry plus
 // output_padding and output_shape, with its bias) as cuDNN's backward-data
 // convolution; and MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
-// Registered into plan_cuda.c's op table through plan_cuda_internal.h.
+// Registered into the CUDA plan through engine/ops/families.h.
 //
 // Layouts: the plan's layout pass (plan_cuda_layout.c) runs a node NHWC
 // (cuda_ctx.nhwc) when tensor cores do the work; its descriptors then say
