@@ -66,8 +66,8 @@ typedef int (*cuda_run_fn)(cuda_ctx *c, const eng_op_params *p, const eng_tensor
 // Whether run handles these (FP16-stored) operands itself.
 typedef bool (*cuda_half_fn)(const eng_op_params *p, const eng_tensor *in, int n_in);
 
-// A node's fusion candidate (static; settled per run, see plan_cuda.c
-// settle_fusions): the node's output mid_value feeds only an Add
+// A node's fusion candidate (static; settled per run, see plan_cuda_fuse.c
+// eng_cuda__settle_fusions): the node's output mid_value feeds only an Add
 // (bias_node: with a constant bias_value or a residual z_value, whose
 // output is add_value) and/or an activation act_node.
 typedef struct cuda_fusion {
@@ -82,7 +82,7 @@ typedef struct cuda_fusion {
   int act;                  // the op's own activation code (k_act for GEMMs, eng_cuconv_act for Conv)
   // A prologue: input 0 is the output of pro_node, an activation (code pro_act) read by this node
   // alone, of pro_value. The plan skips pro_node when it ran in place and this node runs NHWC with
-  // that input as stored (plan_cuda.c settle_prologues); the op then applies pro_act as it loads
+  // that input as stored (eng_cuda__settle_prologues); the op then applies pro_act as it loads
   // input 0 (cuda_ctx.in_act). -1 / 0 if none.
   int pro_node, pro_value, pro_act;
 } cuda_fusion;

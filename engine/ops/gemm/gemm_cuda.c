@@ -10,7 +10,7 @@
 // buffer, same values, one kernel instead of three. A MatMul also takes a
 // residual Add after it (or after its bias Add) through cuBLASLt's C
 // operand: a transformer's projection + bias + residual in one GEMM. The
-// plan checks the buffers per run (engine/cuda/plan_cuda.c settle_fusions).
+// plan checks the buffers per run (engine/cuda/plan_cuda_fuse.c).
 // Registered into the CUDA plan through engine/ops/families.h.
 #include <limits.h>
 #include <stdbool.h>
@@ -29,7 +29,7 @@ static eng_gemm_dtype gemm_dt(const cuda_ctx *c, const eng_tensor *t) {
 static eng_gemm_epilogue epilogue(bool bias, k_act act) {
   switch (act) {
     case K_ACT_RELU: return bias ? ENG_GEMM_EPI_BIAS_RELU : ENG_GEMM_EPI_RELU;
-    case K_ACT_GELU:  // FP16 plans only (settle_fusions)
+    case K_ACT_GELU:  // FP16 plans only (eng_cuda__settle_fusions)
     case K_ACT_GELU_TANH: return bias ? ENG_GEMM_EPI_BIAS_GELU : ENG_GEMM_EPI_GELU;
     default: return bias ? ENG_GEMM_EPI_BIAS : ENG_GEMM_EPI_NONE;
   }
@@ -183,7 +183,7 @@ static void gemm_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
   }
   // MatMul: a residual Add (a transformer's Add(projection + bias, x)) rides in cuBLASLt's C
   // operand; the residual is read by the product, so it must exist before this node runs.
-  // Its shape (no broadcast) and the buffers are checked per run (settle_fusions).
+  // Its shape (no broadcast) and the buffers are checked per run (eng_cuda__settle_fusions).
   if (!gemm && strcmp(nj->op_type, "Add") == 0 && nj->n_in == 2 && nj->in[0] >= 0 &&
       nj->in[1] >= 0 && nj->in[0] != nj->in[1]) {
     int z = nj->in[0] == v ? nj->in[1] : nj->in[0];
@@ -202,7 +202,7 @@ static void gemm_fuse(const eng_plan *pl, size_t i, cuda_fusion *f) {
     f->act_node = j;
   } else if (strcmp(nj->op_type, "Gelu") == 0) {
     // cuBLASLt's GELU is the tanh form only; the exact (erf) one rides in it
-    // in FP16 plans alone (settle_fusions)
+    // in FP16 plans alone (eng_cuda__settle_fusions)
     f->act = pl->params[j].approximate ? K_ACT_GELU_TANH : K_ACT_GELU;
     f->act_node = j;
   }
