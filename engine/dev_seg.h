@@ -5,7 +5,7 @@
 // its input buffer, while the rest comes from host memory as usual. This
 // module says which ranges are which: checks a batch's segments and walks
 // one input as alternating host runs and device segments, in order. Pure C,
-// no CUDA: the copies are the plan's (plan_cuda.c).
+// no CUDA: the copies are the plan's (plan_cuda_slot.c).
 #ifndef INFERD_ENGINE_DEV_SEG_H
 #define INFERD_ENGINE_DEV_SEG_H
 

@@ -124,28 +124,6 @@ dtype eng_plan__out_dtype(const eng_plan *p, size_t j);
 void eng_plan__to_internal(void *dst, const eng_tensor *src, size_t n);
 void eng_plan__to_edge(void *dst, dtype dt, const eng_tensor *src, size_t n);
 
-// --- shape helpers of engine/ops/ops.c that other backends reuse
-
-// MatMul with numpy semantics: [batch..., m, k] x [batch..., k, n].
-typedef struct eng_mm_shape {
-  int64_t m, k, n;
-  int nb;  // batch rank
-  int64_t batch[ENG_MAX_DIMS], abatch[ENG_MAX_DIMS], bbatch[ENG_MAX_DIMS];
-} eng_mm_shape;
-int eng_ops__mm_analyse(const eng_tensor *a, const eng_tensor *b, eng_mm_shape *s, eng_tensor *y,
-                        err *e);
-
-// Broadcast shapes of a and b left-padded to *nd dims: y, ad, bd.
-int eng_ops__bcast(const eng_tensor *a, const eng_tensor *b, int *nd, int64_t *y, int64_t *ad,
-                   int64_t *bd, err *e);
-
-// Softmax/LogSoftmax as [outer, len, inner] (opset < 13: 2-D coercion).
-void eng_ops__softmax_dims(const eng_op_params *p, const eng_tensor *x, size_t *outer, size_t *len,
-                           size_t *inner);
-
-// Transpose's permutation for rank r (reversed when no perm is given).
-int eng_ops__get_perm(const eng_op_params *p, int r, int *perm, err *e);
-
 #ifdef __cplusplus
 }
 #endif

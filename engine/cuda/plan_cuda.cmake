@@ -1,13 +1,19 @@
-# engine/cuda/plan_cuda.cmake: the CUDA execution of a plan (plan_cuda.c and
-# its layouts, plan_cuda_layout.c), the weights shared by a model's plans on
-# each device (cuda_weights.c) and its few kernels of its own
-# (plan_cuda_k.cu). The op families' CUDA paths join this library from
-# engine/ops/ops.cmake. Included by engine/CMakeLists.txt inside
-# if(INFERD_HAVE_CUDA).
+# engine/cuda/plan_cuda.cmake: the CUDA execution of a plan (plan_cuda.c:
+# create, submit, finish; plan_cuda_slot.c: a slot's memory, staging,
+# enqueueing and graphs; plan_cuda_fuse.c: each run's fusions;
+# plan_cuda_layout.c: its NHWC regions; plan_cuda_util.c: what the op
+# families share with the plan, and the CUDA op registry), the weights
+# shared by a model's plans on each device (cuda_weights.c) and its few
+# kernels of its own (plan_cuda_k.cu). The op families' CUDA paths join
+# this library from engine/ops/ops.cmake. Included by engine/CMakeLists.txt
+# inside if(INFERD_HAVE_CUDA).
 add_library(inferd_plan_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda.c
-  ${CMAKE_CURRENT_LIST_DIR}/cuda_weights.c
+  ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_fuse.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_layout.c
+  ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_slot.c
+  ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_util.c
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_weights.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_k.cu)
 target_link_libraries(inferd_plan_cuda PUBLIC inferd_graph inferd_cuda inferd_kernels_cuda
   inferd_kernels CUDA::cudart inferd_base)

@@ -1,7 +1,7 @@
 // engine/cuda/plan_cuda_internal.h: how an op family plugs into the CUDA plan
-// (plan_cuda.c). Not a public header: only the plan and the op families'
-// CUDA files (engine/ops/conv/conv_cuda.c, engine/ops/elem/elem_cuda.c, engine/ops/reduce/reduce_cuda.c,
-// engine/ops/resize/resize_cuda.c, engine/ops/index/index_cuda.c, attn_cuda.c) include it.
+// (engine/cuda/plan_cuda.c). Not a public header: only the plan's files and
+// the op families' CUDA files (engine/ops/<family>/<family>_cuda.c, listed in
+// engine/ops/families.h) include it.
 //
 // A cuda_op runs one node on a slot's stream. The simple ops need only
 // run; an op that keeps state (cuDNN plans per shape, packed weights) adds
@@ -36,6 +36,7 @@
 #include "engine/cuda/cuda_gemm.h"
 #include "engine/cuda/cuda_weights.h"
 #include "engine/cpu/plan_internal.h"
+#include "engine/ops/families.h"
 #include "kernels/base/err.h"
 #include "kernels/k_cuda.h"
 
@@ -65,8 +66,8 @@ typedef int (*cuda_run_fn)(cuda_ctx *c, const eng_op_params *p, const eng_tensor
 // Whether run handles these (FP16-stored) operands itself.
 typedef bool (*cuda_half_fn)(const eng_op_params *p, const eng_tensor *in, int n_in);
 
-// A node's fusion candidate (static; settled per run, see plan_cuda.c
-// settle_fusions): the node's output mid_value feeds only an Add
+// A node's fusion candidate (static; settled per run, see plan_cuda_fuse.c
+// eng_cuda__settle_fusions): the node's output mid_value feeds only an Add
 // (bias_node: with a constant bias_value or a residual z_value, whose
 // output is add_value) and/or an activation act_node.
 typedef struct cuda_fusion {
@@ -81,7 +82,7 @@ typedef struct cuda_fusion {
   int act;                  // the op's own activation code (k_act for GEMMs, eng_cuconv_act for Conv)
   // A prologue: input 0 is the output of pro_node, an activation (code pro_act) read by this node
   // alone, of pro_value. The plan skips pro_node when it ran in place and this node runs NHWC with
-  // that input as stored (plan_cuda.c settle_prologues); the op then applies pro_act as it loads
+  // that input as stored (eng_cuda__settle_prologues); the op then applies pro_act as it loads
   // input 0 (cuda_ctx.in_act). -1 / 0 if none.
   int pro_node, pro_value, pro_act;
 } cuda_fusion;
@@ -119,7 +120,7 @@ static inline size_t eng_cuda__round_up(size_t n) {
   return (n + CUDA_STAGE_ALIGN - 1) / CUDA_STAGE_ALIGN * CUDA_STAGE_ALIGN;
 }
 
-// --- shared with the op families
+// --- shared with the op families (plan_cuda_util.c)
 
 // The one node that reads value v, or -1 when it is a graph output, unused,
 // or read twice (by one node or two).
@@ -134,6 +135,10 @@ bool eng_cuda__made_before(const eng_plan *pl, int v, size_t i);
 bool eng_cuda__const_input(const eng_plan *pl, size_t node, int k, eng_tensor *t);
 // A half function for ops whose run takes FP16 operands as they are.
 bool eng_cuda__half_always(const eng_op_params *p, const eng_tensor *in, int n_in);
+
+// The CUDA run of op_type from the families' tables below, or NULL when no
+// family runs it on CUDA (the node must then be folded on the host).
+const cuda_op *eng_cuda__find_op(const char *op_type);
 
 // --- layouts (plan_cuda_layout.c)
 
@@ -168,26 +173,12 @@ void eng_cuda__layout_present(eng_tensor *t);
 // to_nhwc asks) into dst and points t at it.
 int eng_cuda__relayout(eng_tensor *t, void *dst, bool to_nhwc, cudaStream_t st, err *e);
 
-// The conv family (engine/ops/conv/conv_cuda.c): Conv, ConvTranspose, the pools.
-extern const cuda_op eng_cuda__conv_ops[];
-extern const size_t eng_cuda__n_conv_ops;
-// The reduce family (engine/ops/reduce/reduce_cuda.c): ReduceMean, ReduceSum, ReduceMax, ReduceMin, CumSum.
-extern const cuda_op eng_cuda__reduce_ops[];
-extern const size_t eng_cuda__n_reduce_ops;
-// The elementwise family (engine/ops/elem/elem_cuda.c): HardSigmoid, HardSwish, Sqrt,
-// Exp, Neg, Abs, Reciprocal, Clip, Pow, Max, Min, Equal, Less, LessOrEqual,
-// Greater, GreaterOrEqual, And, Or, Xor, Not, IsNaN, IsInf, Where.
-extern const cuda_op eng_cuda__elem_ops[];
-extern const size_t eng_cuda__n_elem_ops;
-// The resize family (engine/ops/resize/resize_cuda.c): Resize, Upsample, Pad.
-extern const cuda_op eng_cuda__resize_ops[];
-extern const size_t eng_cuda__n_resize_ops;
-// The index ops of engine/ops/index/index.c (engine/ops/index/index_cuda.c): Gather, Expand, GatherElements, GatherND,
-// Trilu, Split.
-extern const cuda_op eng_cuda__index_ops[];
-extern const size_t eng_cuda__n_index_ops;
-// The fused attention (attn_cuda.c): inferd.Attention.
-extern const cuda_op eng_cuda__attn_ops[];
-extern const size_t eng_cuda__n_attn_ops;
+// --- the families' CUDA tables (engine/ops/families.h): eng_cuda__<family>_ops[] in
+// engine/ops/<family>/<family>_cuda.c, and its count
+#define ENG_CUDA_OPS_TABLE(f)                \
+  extern const cuda_op eng_cuda__##f##_ops[]; \
+  extern const size_t eng_cuda__n_##f##_ops;
+ENG_OPS_FAMILIES(ENG_CUDA_OPS_TABLE)
+#undef ENG_CUDA_OPS_TABLE
 
 #endif

@@ -3,7 +3,8 @@
 // arithmetic, casts between the plan's internal types, FP16/BF16 precision
 // rounding of FP32 values (Cast to a narrow float), and LayerNormalization's
 // optional Mean/InvStdDev outputs. Same semantics as the CPU ops
-// (engine/ops/ops.c, kernels/elem/k_cast.c, kernels/elem/k_binary.c). Device pointers,
+// (engine/ops/gemm/gemm.c, engine/ops/elem/elem.c, engine/ops/norm/norm.c,
+// kernels/elem/k_cast.c, kernels/elem/k_binary.c). Device pointers,
 // asynchronous on stream, nothing allocated, a size of 0 touches nothing.
 // C-callable.
 #ifndef INFERD_ENGINE_PLAN_CUDA_K_H

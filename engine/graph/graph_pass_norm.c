@@ -3,7 +3,7 @@
 // chain costs a kernel launch and a full pass over the activation per op
 // (nine for a split LayerNorm, five to eight for a GELU); the fused Gelu and
 // LayerNormalization ops read and write the tensor once, and on the GPU the
-// tanh form then rides the GEMM epilogue (plan_cuda.c).
+// tanh form then rides the GEMM epilogue (engine/ops/gemm/gemm_cuda.c).
 //
 // A chain is fused only when it computes exactly what the op computes:
 // every constant is a scalar (rank 0, so no broadcast can change the output

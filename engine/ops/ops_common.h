@@ -1,6 +1,8 @@
-// engine/ops/ops_common.h: helpers shared by the CPU op files (engine/ops/ops.c,
-// engine/ops/elem/elem.c, engine/ops/reduce/reduce.c, engine/ops/index/index.c, engine/ops/resize/resize.c) and each file's op
-// table, which eng_ops_cpu_find searches. Not a public header.
+// engine/ops/ops_common.h: helpers shared by the op families' files
+// (engine/ops/<family>/<family>.c, and the CUDA paths that reuse a shape rule)
+// and the families' CPU tables, which eng_ops_cpu_find searches
+// (engine/ops/families.h lists them). Defined in engine/ops/ops.c. Not a
+// public header.
 #ifndef INFERD_ENGINE_OPS_COMMON_H
 #define INFERD_ENGINE_OPS_COMMON_H
 
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #include "engine/graph/graph.h"
+#include "engine/ops/families.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor.h"
 #include "kernels/base/err.h"
@@ -68,6 +71,10 @@ static inline int op_given(const eng_tensor *in, int n_in, int k) {
 int eng_ops__norm_axis(int64_t axis, int rank, int64_t *out, err *e);
 int eng_ops__need_f32(const eng_tensor *t, const char *what, err *e);
 
+// Broadcast shapes of a and b left-padded to *nd dims: y, ad, bd.
+int eng_ops__bcast(const eng_tensor *a, const eng_tensor *b, int *nd, int64_t *y, int64_t *ad,
+                   int64_t *bd, err *e);
+
 // Largest element count a shape computed from a model's values may have:
 // dims come from hostile files, so products are checked before use.
 #define ENG_MAX_NUMEL ((int64_t)1 << 40)
@@ -89,18 +96,17 @@ static inline void op_pad_dims(const eng_tensor *t, int nd, int64_t *out) {
   for (int i = 0; i < nd; i++) out[i] = i < nd - t->ndims ? 1 : t->dims[i - (nd - t->ndims)];
 }
 
-// --- the op tables of the op files
-extern const eng_op_def eng_ops__elem[];
-extern const size_t eng_ops__n_elem;
-extern const eng_op_def eng_ops__reduce[];
-extern const size_t eng_ops__n_reduce;
-extern const eng_op_def eng_ops__shape[];
-extern const size_t eng_ops__n_shape;
-extern const eng_op_def eng_ops__resize[];
-extern const size_t eng_ops__n_resize;
-extern const eng_op_def eng_ops__conv[];
-extern const size_t eng_ops__n_conv;
-extern const eng_op_def eng_ops__attn[];  // attn.c: the internal inferd.Attention
-extern const size_t eng_ops__n_attn;
+// --- infer
+
+// A float input 0 and one FP32 output of its shape (the activations, Softmax).
+int eng_ops__infer_same_f32(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                            int n_out, err *e);
+
+// --- the families' CPU tables (engine/ops/families.h): eng_ops__<family>[] and its count
+#define ENG_OPS_CPU_TABLE(f)            \
+  extern const eng_op_def eng_ops__##f[]; \
+  extern const size_t eng_ops__n_##f;
+ENG_OPS_FAMILIES(ENG_OPS_CPU_TABLE)
+#undef ENG_OPS_CPU_TABLE
 
 #endif

@@ -6,8 +6,9 @@
 #ifndef INFERD_ENGINE_OPS_TABLE_H
 #define INFERD_ENGINE_OPS_TABLE_H
 
-// Nonzero when op_type has an entry in the CPU op tables (engine/ops/ops.c, the
-// reference path every model can run on). Constant is listed.
+// Nonzero when op_type has an entry in the CPU registry (engine/ops/ops.c's
+// walk over the families of engine/ops/families.h, the reference path every
+// model can run on). Constant is listed.
 int eng_ops_supported(const char *op_type);
 
 #endif

@@ -904,7 +904,7 @@ static void test_qkv_merge(void) {
   }
 }
 
-// --- GEMM autotuning in a plan (cuda_gemm.h, plan_cuda.c capture_tuned)
+// --- GEMM autotuning in a plan (cuda_gemm.h, plan_cuda_slot.c capture_tuned)
 
 // mm3d_bias (three MatMuls with bias, one adding a residual, a Relu; a
 // dynamic sequence, so nothing is warmed at create) with every product timed

@@ -1,8 +1,8 @@
 // engine/ops/attn/attn_cuda.c: the fused attention (attn.h) on the CUDA plan, through
 // k_attn_cuda (kernels/attn/k_attn.cu): FP32 or FP16 storage as the plan keeps
 // its values, head sizes up to K_ATTN_MAX_HEAD, batch dims that merge into
-// [B, H] (attn.c's eng_attn__kernel_args). Registered into plan_cuda.c's op
-// table through plan_cuda_internal.h.
+// [B, H] (attn.c's eng_attn__kernel_args). Registered into the CUDA
+// plan through engine/ops/families.h.
 //
 // The divisor (GPT's sqrt of the head size) is known when planning and
 // lives on the host (a folded value has no device copy), so prepare, which

@@ -3,8 +3,8 @@
 // GlobalMaxPool): ONNX attribute parsing, the ONNX shape rules (auto_pad,
 // ceil_mode, output_shape) in one geometry function that every backend can
 // reuse, and execution through oneDNN (conv_dnnl.h) with the plain loops of
-// kernels/conv/k_conv.h as the stateless reference. Registered in engine/ops/ops.c's
-// table.
+// kernels/conv/k_conv.h as the stateless reference. Registered through
+// engine/ops/families.h (eng_ops__conv, conv.c).
 #ifndef INFERD_ENGINE_OPS_CONV_H
 #define INFERD_ENGINE_OPS_CONV_H
 
@@ -48,7 +48,7 @@ typedef struct eng_conv_attrs {
 struct eng_op_params;
 struct eng_op_state;
 
-// engine/ops/ops.c's table entries for the whole family (the op is told apart by
+// The family table's entries for the whole family (the op is told apart by
 // the parsed kind).
 int eng_conv_parse(const eng_graph *g, const eng_node *n, int opset, struct eng_op_params *p,
                    err *e);

@@ -4,7 +4,7 @@
 // residual Add and activation; ConvTranspose (the same geometry plus
 // output_padding and output_shape, with its bias) as cuDNN's backward-data
 // convolution; and MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
-// Registered into plan_cuda.c's op table through plan_cuda_internal.h.
+// Registered into the CUDA plan through engine/ops/families.h.
 //
 // Layouts: the plan's layout pass (plan_cuda_layout.c) runs a node NHWC
 // (cuda_ctx.nhwc) when tensor cores do the work; its descriptors then say
@@ -414,7 +414,7 @@ static int producer(const eng_plan *pl, int v) {
 // Conv -> [Add(residual of the same shape)] -> [activation], each
 // intermediate read by the next node alone and no graph output
 // (eng_cuda__sole_consumer). The residual's shape and the buffers are
-// checked per run (plan_cuda.c settle_fusions). Relu, Sigmoid and Tanh fuse
+// checked per run (plan_cuda_fuse.c eng_cuda__settle_fusions). Relu, Sigmoid and Tanh fuse
 // after any Conv. HardSigmoid and HardSwish fuse after a depthwise Conv
 // only: the depthwise kernel computes them for free, while cuDNN has no
 // mode for them and runs our unary kernel after it (cuda_conv.h), the pass
@@ -423,7 +423,7 @@ static int producer(const eng_plan *pl, int v) {
 // becomes the depthwise Conv's prologue when it feeds one alone
 // (MobileNetV3's expand Conv -> HardSwish -> depthwise Conv): the kernel
 // applies it as it loads its input, and the plan skips the node where the
-// depthwise Conv runs NHWC (plan_cuda.c settle_prologues).
+// depthwise Conv runs NHWC (plan_cuda_fuse.c eng_cuda__settle_prologues).
 // Off: measured slower. MobileNetV3-Large FP16 on the H100 (bench_engine,
 // one call, 2026-11-25, us per batch at 1/32/128, pipelined): 410/2431/9756
 // with the prologue on the tiled kernel, 288/1416/4675 without it; the

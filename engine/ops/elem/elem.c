@@ -1,11 +1,13 @@
-// engine/ops/elem/elem.c: elementwise ops beyond Add/Sub/Mul/Div and the first
-// activations of engine/ops/ops.c: unary math and activations by k_unop (Clip,
-// HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs, Reciprocal), Pow, variadic
-// Max/Min, the comparisons (Equal, Less, LessOrEqual, Greater,
-// GreaterOrEqual) and bool logic (And, Or, Xor, Not, IsNaN, IsInf) that
-// attention masks are built from, and Where, all with numpy broadcasting.
+// engine/ops/elem/elem.c: the elementwise ops on the CPU, all with numpy
+// broadcasting: Add, Sub, Mul, Div (FP32 and INT64); the activations Relu,
+// LeakyRelu, Sigmoid, Tanh, Erf, Gelu (FP32); Cast between every numeric
+// type; unary math and activations by k_unop (Clip, HardSigmoid, HardSwish,
+// Sqrt, Exp, Neg, Abs, Reciprocal), Pow, variadic Max/Min, the comparisons
+// (Equal, Less, LessOrEqual, Greater, GreaterOrEqual) and bool logic (And,
+// Or, Xor, Not, IsNaN, IsInf) that attention masks are built from, and Where.
 // Int64 is accepted where exporters use the op on shapes (Neg, Abs, Clip,
-// Max, Min, Pow, the comparisons; INT32 too for those).
+// Max, Min, Pow, the comparisons; INT32 too for those). Their CUDA path is
+// elem_cuda.c.
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -13,10 +15,226 @@
 
 #include "engine/ops/ops_common.h"
 #include "engine/cpu/par.h"
-#include "engine/cpu/plan_internal.h"
 #include "kernels/k_ref.h"
 
-// --- unary
+// --- Add, Sub, Mul, Div (FP32 and INT64, numpy broadcasting)
+
+static int infer_binary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  if (in[0].dt != in[1].dt)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input types differ: %s vs %s",
+                   dtype_wire_name(in[0].dt), dtype_wire_name(in[1].dt));
+  if (in[0].dt != DT_FP32 && in[0].dt != DT_INT64)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
+                   dtype_wire_name(in[0].dt));
+  int nd;
+  int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
+  op_set_out(&out[0], in[0].dt, nd, y);
+  return 0;
+}
+
+// k_binary_f32 split over threads (par.h) along y's first dim that is not
+// 1 (the dims before it are 1 in every operand, so each part is a
+// contiguous slab of y, and of a and b unless they broadcast along it).
+typedef struct bin_job {
+  float *y;
+  const float *a, *b;
+  int nd, d0;
+  const int64_t *yd, *ad, *bd;
+  int64_t ys, as, bs;  // elements per index of d0 in y, a, b
+  k_binop op;
+} bin_job;
+
+static void bin_part(void *ctx, size_t lo, size_t hi) {
+  const bin_job *j = ctx;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS], d = j->d0, l = (int64_t)lo;
+  memcpy(yd, j->yd, (size_t)j->nd * sizeof *yd);
+  memcpy(ad, j->ad, (size_t)j->nd * sizeof *ad);
+  memcpy(bd, j->bd, (size_t)j->nd * sizeof *bd);
+  yd[d] = (int64_t)(hi - lo);
+  const float *a = j->a, *b = j->b;
+  if (ad[d] != 1) {
+    ad[d] = yd[d];
+    a += l * j->as;
+  }
+  if (bd[d] != 1) {
+    bd[d] = yd[d];
+    b += l * j->bs;
+  }
+  k_binary_f32(j->y + l * j->ys, a, b, j->nd, yd, ad, bd, j->op);
+}
+
+static void binary_f32_par(float *y, const float *a, const float *b, int nd, const int64_t *yd,
+                           const int64_t *ad, const int64_t *bd, k_binop op) {
+  bin_job j = {y, a, b, nd, 0, yd, ad, bd, 1, 1, 1, op};
+  while (j.d0 < nd - 1 && yd[j.d0] == 1) j.d0++;
+  for (int i = j.d0 + 1; i < nd; i++) {
+    j.ys *= yd[i];
+    j.as *= ad[i];
+    j.bs *= bd[i];
+  }
+  size_t grain = (size_t)((ENG_PAR_GRAIN + j.ys - 1) / (j.ys > 0 ? j.ys : 1));
+  eng_par_for((size_t)yd[j.d0], grain, bin_part, &j);
+}
+
+static int run_binary(const eng_tensor *in, eng_tensor *out, k_binop op, err *e) {
+  int nd;
+  int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
+  if (nd == 0) {  // scalars: one dim of 1 keeps the kernels' loops simple
+    nd = 1;
+    y[0] = ad[0] = bd[0] = 1;
+  }
+  if (in[0].dt == DT_FP32)
+    binary_f32_par(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op);
+  else
+    k_binary_i64(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op);
+  return 0;
+}
+
+#define BINARY_RUN(name, op)                                                                   \
+  static int name(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,      \
+                  int n_out, err *e) {                                                         \
+    (void)p, (void)n_in, (void)n_out;                                                          \
+    return run_binary(in, out, op, e);                                                         \
+  }
+BINARY_RUN(run_add, K_ADD)
+BINARY_RUN(run_sub, K_SUB)
+BINARY_RUN(run_mul, K_MUL)
+BINARY_RUN(run_div, K_DIV)
+
+// --- Relu, LeakyRelu, Sigmoid, Tanh, Erf, Gelu (FP32)
+
+static int parse_leaky(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  p->alpha = op_attr_float(n, "alpha", 0.01f);
+  return 0;
+}
+
+static int parse_gelu(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  const eng_attr *a = eng_node_attr(n, "approximate");
+  const char *s = a ? a->s : "none";
+  if (strcmp(s, "none") == 0) p->approximate = 0;
+  else if (strcmp(s, "tanh") == 0) p->approximate = 1;
+  else return err_set(e, ERR_INVALID_ARGUMENT, "unknown approximate '%s'", s);
+  return 0;
+}
+
+// Each op's kernel on parts of x split over threads (par.h): elementwise,
+// so the result is the same however the range is split.
+typedef struct act_job {
+  float *y;
+  const float *x;
+  const eng_op_params *p;
+} act_job;
+
+#define UNARY_RUN(name, call)                                                                   \
+  static void name##_part(void *ctx, size_t lo, size_t hi) {                                    \
+    const act_job *j = ctx;                                                                     \
+    const eng_op_params *p = j->p;                                                              \
+    float *y = j->y + lo;                                                                       \
+    const float *x = j->x + lo;                                                                 \
+    size_t n = hi - lo;                                                                         \
+    (void)p;                                                                                    \
+    call;                                                                                       \
+  }                                                                                             \
+  static int name(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,      \
+                  int n_out, err *e) {                                                          \
+    (void)n_in, (void)n_out, (void)e;                                                           \
+    act_job j = {out[0].data, in[0].data, p};                                                   \
+    eng_par_for(op_numel(&in[0]), ENG_PAR_GRAIN, name##_part, &j);                              \
+    return 0;                                                                                   \
+  }
+UNARY_RUN(run_relu, k_relu(y, x, n))
+UNARY_RUN(run_leaky, k_leaky_relu(y, x, n, p->alpha))
+UNARY_RUN(run_sigmoid, k_sigmoid(y, x, n))
+UNARY_RUN(run_tanh, k_tanh(y, x, n))
+UNARY_RUN(run_erf, k_erf(y, x, n))
+UNARY_RUN(run_gelu, k_gelu(y, x, n, p->approximate))
+
+// --- Cast
+
+static int parse_cast(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  const eng_attr *a = eng_node_attr(n, "to");
+  if (!a) return err_set(e, ERR_INVALID_ARGUMENT, "attribute 'to' is required");
+  p->to = dtype_from_onnx((int)a->i);
+  switch (p->to) {
+    case DT_FP32: case DT_FP16: case DT_FP64: case DT_BF16: case DT_INT64: case DT_INT32:
+    case DT_INT16: case DT_INT8: case DT_UINT8: case DT_UINT16: case DT_UINT32: case DT_UINT64:
+    case DT_BOOL:
+      return 0;
+    default:
+      return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Cast to ONNX type %lld",
+                     (long long)a->i);
+  }
+}
+
+int eng_ops_elem_of(dtype t, k_elem *k) {
+  switch (t) {
+    case DT_FP32: *k = K_F32; return 0;
+    case DT_FP64: *k = K_F64; return 0;
+    case DT_FP16: *k = K_F16; return 0;
+    case DT_INT64: *k = K_I64; return 0;
+    case DT_INT32: *k = K_I32; return 0;
+    case DT_INT16: *k = K_I16; return 0;
+    case DT_INT8: *k = K_I8; return 0;
+    case DT_UINT8: *k = K_U8; return 0;
+    case DT_UINT16: *k = K_U16; return 0;
+    case DT_UINT32: *k = K_U32; return 0;
+    case DT_UINT64: *k = K_U64; return 0;
+    case DT_BOOL: *k = K_BOOL; return 0;
+    default: return -1;
+  }
+}
+
+static int infer_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  k_elem k;
+  if (eng_ops_elem_of(in[0].dt, &k) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Cast from %s", dtype_wire_name(in[0].dt));
+  op_set_out(&out[0], eng_ops_cpu_internal_dtype(p->to), in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                    int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  k_elem xk, yk;
+  // infer_cast accepted both types; checked again so no path casts from an unset element type.
+  if (eng_ops_elem_of(in[0].dt, &xk) != 0 || eng_ops_elem_of(out[0].dt, &yk) != 0)
+    return err_set(e, ERR_INTERNAL, "Cast from %s to %s has no kernel", dtype_wire_name(in[0].dt),
+                   dtype_wire_name(out[0].dt));
+  size_t n = op_numel(&in[0]);
+  if (!n) return 0;
+  k_cast(out[0].data, yk, in[0].data, xk, n);
+  // Narrow float targets travel as FP32 but must carry the narrow type's
+  // precision, as if stored and reloaded.
+  float *y = out[0].data;
+  if (p->to == DT_FP16) {
+    uint16_t tmp[256];
+    for (size_t i = 0; i < n; i += 256) {
+      size_t c = n - i < 256 ? n - i : 256;
+      k_f32_to_f16(tmp, y + i, c);
+      k_f16_to_f32(y + i, tmp, c);
+    }
+  } else if (p->to == DT_BF16) {
+    for (size_t i = 0; i < n; i++) {
+      uint32_t u;
+      memcpy(&u, &y[i], 4);
+      if ((u & 0x7f800000u) != 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u);  // nearest even
+      u &= 0xffff0000u;
+      memcpy(&y[i], &u, 4);
+    }
+  }
+  return 0;
+}
+
+// --- unary math and activations by k_unop
 
 static int is_num(dtype t) { return t == DT_FP32 || t == DT_INT64; }
 
@@ -353,6 +571,17 @@ static int run_where(const eng_op_params *p, const eng_tensor *in, int n_in, eng
 // --- table
 
 const eng_op_def eng_ops__elem[] = {
+    {"Add", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_binary, run_add, 0, NULL, NULL},
+    {"Sub", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_binary, run_sub, 0, NULL, NULL},
+    {"Mul", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_binary, run_mul, 0, NULL, NULL},
+    {"Div", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_binary, run_div, 0, NULL, NULL},
+    {"Relu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_relu, 0, NULL, NULL},
+    {"LeakyRelu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_leaky, eng_ops__infer_same_f32, run_leaky, 0, NULL, NULL},
+    {"Sigmoid", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_sigmoid, 0, NULL, NULL},
+    {"Tanh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_tanh, 0, NULL, NULL},
+    {"Erf", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_erf, 0, NULL, NULL},
+    {"Gelu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_gelu, eng_ops__infer_same_f32, run_gelu, 0, NULL, NULL},
+    {"Cast", 1, 1, 1, 1, ENG_OP_ELEMWISE, parse_cast, infer_cast, run_cast, 0, NULL, NULL},
     {"Clip", 1, 3, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_clip, infer_unary, run_unary, 0, NULL, NULL},
     {"HardSigmoid", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_hard_sigmoid, infer_unary_f32, run_unary, 0, NULL, NULL},
     {"HardSwish", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_hard_swish, infer_unary_f32, run_unary, 0, NULL, NULL},

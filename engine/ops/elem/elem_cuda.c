@@ -1,5 +1,9 @@
 // engine/ops/elem/elem_cuda.c: the elementwise op family (engine/ops/elem/elem.c) on the CUDA
-// plan: HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs and Reciprocal through
+// plan. Add, Sub, Mul, Div with broadcasting through kernels/elem/k_binary.cu (FP32,
+// FP16) and the plan's int64 kernel; Relu, LeakyRelu, Sigmoid, Tanh, Erf,
+// Gelu through their FP32 and FP16 kernels; Cast through the plan's cast
+// kernel (narrow float targets rounded to their precision).
+// HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs and Reciprocal through
 // the k_unop kernels (kernels/elem/k_unop.cu), one launcher for FP32 and FP16 storage.
 // Clip too: its bounds (attributes before opset 11, constant inputs from
 // 11; ReLU6 is Clip(x, 0, 6)) are read once at init from the graph, since
@@ -10,7 +14,7 @@
 // And/Or/Xor through k_logic_cuda, Not/IsNaN/IsInf through k_boolop_cuda,
 // Where through k_where_cuda (any element size). All broadcast and are blind to layout (CUDA_OP_ELEMWISE:
 // in NHWC regions their operands come presented in memory order).
-// Registered into plan_cuda.c's op table through plan_cuda_internal.h.
+// Registered into the CUDA plan through engine/ops/families.h.
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +22,84 @@
 #include "engine/ops/ops_common.h"
 #include "engine/cuda/plan_cuda_internal.h"
 #include "engine/cuda/plan_cuda_k.h"
+
+// --- Add, Sub, Mul, Div (FP32, FP16, INT64) and the activations (FP32, FP16)
+
+static int run_binary(cuda_ctx *c, const eng_tensor *in, eng_tensor *out, k_binop op, err *e) {
+  int nd;
+  int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
+  if (nd == 0) {
+    nd = 1;
+    y[0] = ad[0] = bd[0] = 1;
+  }
+  if (in[0].dt == DT_FP32)
+    return k_binary_f32_cuda(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op, c->stream, e);
+  if (in[0].dt == DT_FP16)
+    return k_binary_f16_cuda(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op, c->stream, e);
+  return eng_pk_binary_i64_cuda(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op, c->stream,
+                                e);
+}
+
+#define BINARY_RUN(name, op)                                                                   \
+  static int name(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,         \
+                  eng_tensor *out, int n_out, err *e) {                                        \
+    (void)p, (void)n_in, (void)n_out;                                                          \
+    return run_binary(c, in, out, op, e);                                                      \
+  }
+BINARY_RUN(run_add, K_ADD)
+BINARY_RUN(run_sub, K_SUB)
+BINARY_RUN(run_mul, K_MUL)
+BINARY_RUN(run_div, K_DIV)
+
+// FP32 and FP16 launchers of one unary op.
+#define UNARY_RUN(name, call32, call16)                                                         \
+  static int name(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,          \
+                  eng_tensor *out, int n_out, err *e) {                                         \
+    (void)p, (void)n_in, (void)n_out;                                                           \
+    size_t n = op_numel(&in[0]);                                                                \
+    if (in[0].dt == DT_FP16) {                                                                  \
+      uint16_t *y = out[0].data;                                                                \
+      const uint16_t *x = in[0].data;                                                           \
+      return call16;                                                                            \
+    }                                                                                           \
+    float *y = out[0].data;                                                                     \
+    const float *x = in[0].data;                                                                \
+    return call32;                                                                              \
+  }
+UNARY_RUN(run_relu, k_relu_cuda(y, x, n, c->stream, e), k_relu_f16_cuda(y, x, n, c->stream, e))
+UNARY_RUN(run_leaky, k_leaky_relu_cuda(y, x, n, p->alpha, c->stream, e),
+          k_leaky_relu_f16_cuda(y, x, n, p->alpha, c->stream, e))
+UNARY_RUN(run_sigmoid, k_sigmoid_cuda(y, x, n, c->stream, e),
+          k_sigmoid_f16_cuda(y, x, n, c->stream, e))
+UNARY_RUN(run_tanh, k_tanh_cuda(y, x, n, c->stream, e), k_tanh_f16_cuda(y, x, n, c->stream, e))
+UNARY_RUN(run_erf, k_erf_cuda(y, x, n, c->stream, e), k_erf_f16_cuda(y, x, n, c->stream, e))
+UNARY_RUN(run_gelu, k_gelu_cuda(y, x, n, p->approximate, c->stream, e),
+          k_gelu_f16_cuda(y, x, n, p->approximate, c->stream, e))
+
+// --- Cast
+
+// Inside a CUDA plan FP16 values travel as FP32 (see run_cast), so the FP16
+// element type is not one the cast kernel sees.
+static int elem_of(dtype t, k_elem *k) { return t == DT_FP16 ? -1 : eng_ops_elem_of(t, k); }
+
+static int run_cast(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                    eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  k_elem xk, yk;
+  if (elem_of(in[0].dt, &xk) != 0 || elem_of(out[0].dt, &yk) != 0)
+    return err_set(e, ERR_UNIMPLEMENTED, "Cast %s -> %s not supported on CUDA",
+                   dtype_wire_name(in[0].dt), dtype_wire_name(out[0].dt));
+  size_t n = op_numel(&in[0]);
+  if (!n) return 0;
+  TRY(eng_pk_cast_cuda(out[0].data, yk, in[0].data, xk, n, c->stream, e));
+  // narrow float targets travel as FP32 with the narrow type's precision
+  if (p->to == DT_FP16 || p->to == DT_BF16)
+    TRY(eng_pk_round_narrow_cuda(out[0].data, n, p->to == DT_BF16, c->stream, e));
+  return 0;
+}
+
+// --- unary math by k_unop, Clip
 
 // engine/ops/elem/elem.c's parse put the k_unop code in p->mode and its two
 // parameters (HardSigmoid's alpha and beta) in p->alpha and p->beta.
@@ -200,6 +282,17 @@ static int where_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, 
 // FP16 operands run as they are (the kernels widen each to float; Where,
 // the comparisons, IsNaN and IsInf read them as they are stored).
 const cuda_op eng_cuda__elem_ops[] = {
+    {.op_type = "Add", .run = run_add, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Sub", .run = run_sub, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Mul", .run = run_mul, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Div", .run = run_div, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Relu", .run = run_relu, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "LeakyRelu", .run = run_leaky, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Sigmoid", .run = run_sigmoid, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Tanh", .run = run_tanh, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Erf", .run = run_erf, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Gelu", .run = run_gelu, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Cast", .run = run_cast, .half = NULL, .flags = CUDA_OP_ELEMWISE},
     UNOP("HardSigmoid"),
     UNOP("HardSwish"),
     UNOP("Sqrt"),

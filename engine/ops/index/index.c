@@ -1,22 +1,320 @@
-// engine/ops/index/index.c: the shape arithmetic exporters emit around Reshape
-// and friends: Shape, Gather, Slice, ConstantOfShape, Range and Expand; and
-// the index ops transformers' masks and heads need: GatherElements,
-// GatherND, Trilu and Split.
-// Their results are mostly small int64 tensors computed from input shapes,
-// which the planner folds per input-shape signature (plan.c); they also run
-// as ordinary ops on any element type when their inputs are data.
+// engine/ops/index/index.c: the shape and index ops on the CPU. The views
+// (Flatten, Reshape, Squeeze, Unsqueeze, Identity, Dropout), which share
+// their input's bytes; Transpose and Concat; the shape arithmetic exporters
+// emit around Reshape: Shape, Gather, Slice, ConstantOfShape, Range and
+// Expand; and the index ops transformers' masks and heads need:
+// GatherElements, GatherND, Trilu and Split.
+// The shape arithmetic's results are mostly small int64 tensors computed
+// from input shapes, which the planner folds per input-shape signature
+// (plan.c); they also run as ordinary ops on any element type when their
+// inputs are data. Their CUDA path is index_cuda.c.
+#include "engine/ops/index/index.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/ops/ops_common.h"
-#include "engine/cpu/plan_internal.h"
 #include "kernels/k_ref.h"
 
 static int need_elem(const eng_tensor *t, const char *what, err *e) {
   if (dtype_size(t->dt) == 0 || t->dt == DT_STRING)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s has unsupported element type %s", what,
                    dtype_wire_name(t->dt));
+  return 0;
+}
+
+// --- views: Flatten, Reshape, Squeeze, Unsqueeze, Identity, Dropout
+
+static int attr_ints(const eng_node *n, const char *name, eng_op_params *p, err *e) {
+  int cnt;
+  TRY(eng_ops__attr_ints(n, name, p->ints, ENG_MAX_DIMS, &cnt, e));
+  if (cnt >= 0) {
+    p->n_ints = cnt;
+    p->has_ints = 1;
+  }
+  return 0;
+}
+
+static int infer_same(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)p, (void)n_in, (void)e;
+  op_set_out(&out[0], in[0].dt, in[0].ndims, in[0].dims);
+  if (n_out > 1 && out[1].dt != DT_INVALID)  // Dropout's mask
+    op_set_out(&out[1], DT_BOOL, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+// Views (Reshape, Flatten, ...): the planner makes output 0 share input
+// 0's bytes, so there is normally nothing to do; copy only if it could not.
+static int run_view(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                    int n_out, err *e) {
+  (void)p, (void)n_in, (void)e;
+  size_t bytes = op_numel(&out[0]) * dtype_size(out[0].dt);
+  if (out[0].data != in[0].data && bytes) memmove(out[0].data, in[0].data, bytes);
+  if (n_out > 1 && out[1].dt != DT_INVALID) memset(out[1].data, 1, op_numel(&out[1]));
+  return 0;
+}
+
+static int parse_flatten(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                         err *e) {
+  (void)g, (void)opset, (void)e;
+  p->axis = op_attr_int(n, "axis", 1);
+  return 0;
+}
+
+static int parse_reshape(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                         err *e) {
+  (void)g;
+  if (opset < 5) return err_set(e, ERR_INVALID_ARGUMENT, "Reshape before opset 5 is not supported");
+  if (n->n_in < 2 || n->in[1] < 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "the shape input is required");
+  p->allowzero = op_attr_int(n, "allowzero", 0) != 0;
+  return 0;
+}
+
+// Squeeze/Unsqueeze: axes are an attribute before opset 13, then an
+// optional input (read at shape inference: host_in).
+static int parse_squeeze(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                         err *e) {
+  (void)g;
+  if (opset < 13) return attr_ints(n, "axes", p, e);
+  return 0;
+}
+
+static int parse_unsqueeze(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                           err *e) {
+  (void)g;
+  if (opset < 13) TRY(attr_ints(n, "axes", p, e));
+  else if (n->n_in >= 2 && n->in[1] >= 0) p->has_ints = 1;
+  if (!p->has_ints) return err_set(e, ERR_INVALID_ARGUMENT, "axes are required");
+  return 0;
+}
+
+// The axes of Squeeze/Unsqueeze: the attribute form, else input 1's value.
+static int get_axes(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *ax, int *n,
+                    int *given, err *e) {
+  *given = 1;
+  if (op_given(in, n_in, 1)) return eng_ops__read_ints(&in[1], "axes", ax, ENG_MAX_DIMS, n, e);
+  *n = p->n_ints;
+  memcpy(ax, p->ints, sizeof p->ints);
+  *given = p->has_ints;
+  return 0;
+}
+
+static int infer_flatten(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int r = in[0].ndims;
+  int64_t ax = p->axis < 0 ? p->axis + r : p->axis;
+  if (ax < 0 || ax > r)
+    return err_set(e, ERR_INVALID_ARGUMENT, "axis %lld out of range for rank %d",
+                   (long long)p->axis, r);
+  int64_t y[2] = {op_prod(in[0].dims, 0, (int)ax), op_prod(in[0].dims, (int)ax, r)};
+  op_set_out(&out[0], in[0].dt, 2, y);
+  return 0;
+}
+
+static int infer_reshape(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int64_t y[ENG_MAX_DIMS], shape[ENG_MAX_DIMS], known = 1;
+  int infer_at = -1, ns;
+  TRY(eng_ops__read_ints(&in[1], "shape", shape, ENG_MAX_DIMS, &ns, e));
+  for (int i = 0; i < ns; i++) {
+    int64_t d = shape[i];
+    if (d == 0 && !p->allowzero) {
+      if (i >= in[0].ndims)
+        return err_set(e, ERR_INVALID_ARGUMENT, "shape[%d] = 0 copies a dim the input lacks", i);
+      d = in[0].dims[i];
+    } else if (d == -1) {
+      if (infer_at >= 0) return err_set(e, ERR_INVALID_ARGUMENT, "more than one -1 in shape");
+      infer_at = i;
+      y[i] = -1;
+      continue;
+    } else if (d < 0) {
+      return err_set(e, ERR_INVALID_ARGUMENT, "bad shape value %lld", (long long)d);
+    }
+    y[i] = d;
+    if (d && known > ENG_MAX_NUMEL / d)
+      return err_set(e, ERR_INVALID_ARGUMENT, "shape has more than %lld elements",
+                     (long long)ENG_MAX_NUMEL);
+    known *= d;
+  }
+  int64_t total = op_numel(&in[0]);
+  if (infer_at >= 0) {
+    if (known == 0 || total % known != 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "cannot reshape %lld elements with -1",
+                     (long long)total);
+    y[infer_at] = total / known;
+  } else if (known != total) {
+    return err_set(e, ERR_INVALID_ARGUMENT, "cannot reshape %lld elements into %lld",
+                   (long long)total, (long long)known);
+  }
+  op_set_out(&out[0], in[0].dt, ns, y);
+  return 0;
+}
+
+static int infer_squeeze(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int r = in[0].ndims, nax, given;
+  int drop[ENG_MAX_DIMS] = {0};
+  int64_t axes[ENG_MAX_DIMS];
+  TRY(get_axes(p, in, n_in, axes, &nax, &given, e));
+  if (given) {
+    for (int i = 0; i < nax; i++) {
+      int64_t ax = 0;
+      TRY(eng_ops__norm_axis(axes[i], r, &ax, e));
+      if (in[0].dims[ax] != 1)
+        return err_set(e, ERR_INVALID_ARGUMENT, "cannot squeeze dim %lld of size %lld",
+                       (long long)ax, (long long)in[0].dims[ax]);
+      drop[ax] = 1;
+    }
+  } else {
+    for (int i = 0; i < r; i++) drop[i] = in[0].dims[i] == 1;
+  }
+  int64_t y[ENG_MAX_DIMS];
+  int k = 0;
+  for (int i = 0; i < r; i++)
+    if (!drop[i]) y[k++] = in[0].dims[i];
+  op_set_out(&out[0], in[0].dt, k, y);
+  return 0;
+}
+
+static int infer_unsqueeze(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                           int n_out, err *e) {
+  (void)n_out;
+  int64_t axes[ENG_MAX_DIMS];
+  int nax, given;
+  TRY(get_axes(p, in, n_in, axes, &nax, &given, e));
+  int r = in[0].ndims + nax;
+  if (r > ENG_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "result rank %d exceeds %d", r, ENG_MAX_DIMS);
+  int ins[ENG_MAX_DIMS] = {0};
+  for (int i = 0; i < nax; i++) {
+    int64_t ax = 0;
+    TRY(eng_ops__norm_axis(axes[i], r, &ax, e));
+    if (ins[ax]) return err_set(e, ERR_INVALID_ARGUMENT, "axis %lld repeated", (long long)ax);
+    ins[ax] = 1;
+  }
+  int64_t y[ENG_MAX_DIMS];
+  for (int i = 0, k = 0; i < r; i++) y[i] = ins[i] ? 1 : in[0].dims[k++];
+  op_set_out(&out[0], in[0].dt, r, y);
+  return 0;
+}
+
+// --- Transpose
+
+static int parse_transpose(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                           err *e) {
+  (void)g, (void)opset;
+  return attr_ints(n, "perm", p, e);
+}
+
+int eng_ops__get_perm(const eng_op_params *p, int r, int *perm, err *e) {
+  if (!p->has_ints) {
+    for (int i = 0; i < r; i++) perm[i] = r - 1 - i;
+    return 0;
+  }
+  if (p->n_ints != r)
+    return err_set(e, ERR_INVALID_ARGUMENT, "perm has %d entries for rank %d", p->n_ints, r);
+  int seen[ENG_MAX_DIMS] = {0};
+  for (int i = 0; i < r; i++) {
+    int64_t v = p->ints[i];
+    if (v < 0 || v >= r || seen[v]) return err_set(e, ERR_INVALID_ARGUMENT, "bad perm");
+    seen[v] = 1;
+    perm[i] = (int)v;
+  }
+  return 0;
+}
+
+static int infer_transpose(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                           int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int perm[ENG_MAX_DIMS], r = in[0].ndims;
+  TRY(eng_ops__get_perm(p, r, perm, e));
+  int64_t y[ENG_MAX_DIMS];
+  for (int i = 0; i < r; i++) y[i] = in[0].dims[perm[i]];
+  op_set_out(&out[0], in[0].dt, r, y);
+  return 0;
+}
+
+static int run_transpose(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int perm[ENG_MAX_DIMS], r = in[0].ndims;
+  TRY(eng_ops__get_perm(p, r, perm, e));
+  size_t n = op_numel(&in[0]), esz = dtype_size(in[0].dt);
+  if (!n) return 0;
+  if (r == 0) memcpy(out[0].data, in[0].data, esz);
+  else k_transpose(out[0].data, in[0].data, esz, r, in[0].dims, perm);
+  return 0;
+}
+
+// --- Concat
+
+static int parse_axis_required(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                               err *e) {
+  (void)g, (void)opset;
+  const eng_attr *a = eng_node_attr(n, "axis");
+  if (!a) return err_set(e, ERR_INVALID_ARGUMENT, "attribute 'axis' is required");
+  p->axis = a->i;
+  return 0;
+}
+
+static int infer_concat(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e) {
+  (void)n_out;
+  int r = in[0].ndims;
+  if (r == 0) return err_set(e, ERR_INVALID_ARGUMENT, "cannot concatenate scalars");
+  int64_t ax = 0;
+  TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
+  int64_t y[ENG_MAX_DIMS];
+  memcpy(y, in[0].dims, sizeof y);
+  for (int i = 1; i < n_in; i++) {
+    if (in[i].dt != in[0].dt || in[i].ndims != r)
+      return err_set(e, ERR_INVALID_ARGUMENT, "input %d differs in type or rank", i);
+    for (int d = 0; d < r; d++)
+      if (d != ax && in[i].dims[d] != in[0].dims[d])
+        return err_set(e, ERR_INVALID_ARGUMENT, "input %d differs at dim %d: %lld vs %lld", i, d,
+                       (long long)in[i].dims[d], (long long)in[0].dims[d]);
+    y[ax] += in[i].dims[ax];
+  }
+  op_set_out(&out[0], in[0].dt, r, y);
+  return 0;
+}
+
+static int run_concat(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_out;
+  int r = in[0].ndims;
+  int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
+  size_t esz = dtype_size(in[0].dt), inner = (size_t)op_prod(in[0].dims, ax + 1, r);
+  size_t outer = (size_t)op_prod(in[0].dims, 0, ax);
+  enum { SMALL = 32 };
+  const void *xs_s[SMALL];
+  size_t rb_s[SMALL];
+  const void **xs = xs_s;
+  size_t *rb = rb_s;
+  if (n_in > SMALL) {
+    xs = malloc((size_t)n_in * sizeof *xs);
+    rb = malloc((size_t)n_in * sizeof *rb);
+    if (!xs || !rb) {
+      free(xs);
+      free(rb);
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+  }
+  for (int i = 0; i < n_in; i++) {
+    xs[i] = in[i].data;
+    rb[i] = (size_t)in[i].dims[ax] * inner * esz;
+  }
+  if (op_numel(&out[0])) k_concat(out[0].data, (const void *const *)xs, rb, n_in, outer);
+  if (xs != xs_s) {
+    free(xs);
+    free(rb);
+  }
   return 0;
 }
 
@@ -594,7 +892,15 @@ static int run_split(const eng_op_params *p, const eng_tensor *in, int n_in, eng
 
 // --- table
 
-const eng_op_def eng_ops__shape[] = {
+const eng_op_def eng_ops__index[] = {
+    {"Flatten", 1, 1, 1, 1, ENG_OP_ALIAS, parse_flatten, infer_flatten, run_view, 0, NULL, NULL},
+    {"Reshape", 2, 2, 1, 1, ENG_OP_ALIAS, parse_reshape, infer_reshape, run_view, ENG_IN(1), NULL, NULL},
+    {"Squeeze", 1, 2, 1, 1, ENG_OP_ALIAS, parse_squeeze, infer_squeeze, run_view, ENG_IN(1), NULL, NULL},
+    {"Unsqueeze", 1, 2, 1, 1, ENG_OP_ALIAS, parse_unsqueeze, infer_unsqueeze, run_view, ENG_IN(1), NULL, NULL},
+    {"Identity", 1, 1, 1, 1, ENG_OP_ALIAS | ENG_OP_ELEMWISE, op_parse_none, infer_same, run_view, 0, NULL, NULL},
+    {"Dropout", 1, 3, 1, 2, ENG_OP_ALIAS, op_parse_none, infer_same, run_view, 0, NULL, NULL},
+    {"Transpose", 1, 1, 1, 1, 0, parse_transpose, infer_transpose, run_transpose, 0, NULL, NULL},
+    {"Concat", 1, 1 << 20, 1, 1, 0, parse_axis_required, infer_concat, run_concat, 0, NULL, NULL},
     {"Shape", 1, 1, 1, 1, ENG_OP_SHAPE_ONLY, parse_shape, infer_shape, run_shape, 0, NULL, NULL},
     {"Gather", 2, 2, 1, 1, 0, parse_gather, infer_gather, run_gather, 0, NULL, NULL},
     {"Slice", 1, 5, 1, 1, 0, parse_slice, infer_slice, run_slice,
@@ -610,4 +916,4 @@ const eng_op_def eng_ops__shape[] = {
     {"Trilu", 1, 2, 1, 1, ENG_OP_INPLACE, parse_trilu, infer_trilu, run_trilu, 0, NULL, NULL},
     {"Split", 1, 2, 1, SPLIT_MAX, 0, parse_split, infer_split, run_split, ENG_IN(1), NULL, NULL},
 };
-const size_t eng_ops__n_shape = sizeof eng_ops__shape / sizeof eng_ops__shape[0];
+const size_t eng_ops__n_index = sizeof eng_ops__index / sizeof eng_ops__index[0];

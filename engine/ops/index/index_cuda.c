@@ -1,13 +1,17 @@
-// engine/ops/index/index_cuda.c: the index ops of engine/ops/index/index.c that transformer
-// exports run on data (embeddings, attention masks, heads, rotary halves)
-// on the CUDA plan: Gather, Expand, GatherElements, GatherND (batch_dims),
-// Trilu through kernels/index/k_index.cu,
-// and Split as one 2-D copy per output (Concat's inverse, as run_concat of
-// plan_cuda.c). Each moves elements as they are, so FP16-stored values
-// run as they are. The shapes come from the planner (the outputs' dims are
-// this run's); Trilu's k is a constant input read once at init, since the
-// plan's copy of a constant lives on the device. Registered into
-// plan_cuda.c's op table through plan_cuda_internal.h.
+// engine/ops/index/index_cuda.c: the shape and index ops of
+// engine/ops/index/index.c on the CUDA plan. The views (Flatten, Reshape,
+// Squeeze, Unsqueeze, Identity, Dropout) share their input's bytes and copy
+// only when the layout could not make them; Transpose through
+// k_transpose_cuda; Concat as one 2-D copy per input. The ops transformer
+// exports run on data (embeddings, attention masks, heads, rotary halves):
+// Gather, Expand, GatherElements, GatherND (batch_dims), Trilu through
+// kernels/index/k_index.cu, and Split as one 2-D copy per output (Concat's inverse). Each
+// moves elements as they are, so FP16-stored values run as they are. The
+// shapes come from the planner (the outputs' dims are this run's); Trilu's
+// k is a constant input read once at init, since the plan's copy of a
+// constant lives on the device. Slice, Range, Shape and ConstantOfShape run
+// only folded (on the host). Registered into the CUDA plan through
+// engine/ops/families.h.
 //
 // An index out of range cannot fail a launch that is already enqueued:
 // unlike the CPU ops, which refuse the request, the CUDA kernels write
@@ -18,12 +22,66 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/ops/ops_common.h"
 #include "engine/cuda/plan_cuda_internal.h"
+#include "engine/ops/index/index.h"
 
 static size_t dims_prod(const int64_t *d, int from, int to) {
   size_t n = 1;
   for (int k = from; k < to; k++) n *= (size_t)d[k];
   return n;
 }
+
+// --- views, Transpose, Concat
+
+// Views share their input's bytes by the layout; copy only if they do not.
+static int run_view(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                    eng_tensor *out, int n_out, err *e) {
+  (void)p, (void)n_in;
+  size_t bytes = eng_tensor_bytes(&out[0]);
+  if (out[0].data != in[0].data && bytes)
+    CUDA_TRY(e, cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice,
+                                c->stream));
+  if (n_out > 1 && out[1].dt != DT_INVALID && op_numel(&out[1]))  // Dropout's mask: all kept
+    CUDA_TRY(e, cudaMemsetAsync(out[1].data, 1, op_numel(&out[1]), c->stream));
+  return 0;
+}
+
+static int run_transpose(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                         eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int perm[ENG_MAX_DIMS], r = in[0].ndims;
+  TRY(eng_ops__get_perm(p, r, perm, e));
+  size_t n = op_numel(&in[0]), esz = dtype_size(in[0].dt);
+  if (!n) return 0;
+  if (r == 0) {
+    CUDA_TRY(e, cudaMemcpyAsync(out[0].data, in[0].data, esz, cudaMemcpyDeviceToDevice, c->stream));
+    return 0;
+  }
+  return k_transpose_cuda(out[0].data, in[0].data, esz, r, in[0].dims, perm, c->stream, e);
+}
+
+// Concat along ax: each input is a [outer, rows_i] block of bytes placed at
+// its column offset of the [outer, sum rows_i] output, one 2-D copy each.
+static int run_concat(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                      eng_tensor *out, int n_out, err *e) {
+  (void)n_out;
+  int r = in[0].ndims;
+  int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
+  size_t esz = dtype_size(in[0].dt), inner = (size_t)op_prod(in[0].dims, ax + 1, r);
+  size_t outer = (size_t)op_prod(in[0].dims, 0, ax);
+  size_t pitch = (size_t)out[0].dims[ax] * inner * esz;
+  if (!outer || !pitch) return 0;
+  size_t col = 0;
+  for (int i = 0; i < n_in; i++) {
+    size_t w = (size_t)in[i].dims[ax] * inner * esz;
+    if (w)
+      CUDA_TRY(e, cudaMemcpy2DAsync((uint8_t *)out[0].data + col, pitch, in[i].data, w, w, outer,
+                                    cudaMemcpyDeviceToDevice, c->stream));
+    col += w;
+  }
+  return 0;
+}
+
+// --- Gather, Expand, GatherElements, GatherND
 
 static int gather_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                       int n_out, err *e) {
@@ -142,6 +200,14 @@ static int split_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, 
 }
 
 const cuda_op eng_cuda__index_ops[] = {
+    {.op_type = "Flatten", .run = run_view, .half = eng_cuda__half_always},
+    {.op_type = "Reshape", .run = run_view, .half = eng_cuda__half_always},
+    {.op_type = "Squeeze", .run = run_view, .half = eng_cuda__half_always},
+    {.op_type = "Unsqueeze", .run = run_view, .half = eng_cuda__half_always},
+    {.op_type = "Identity", .run = run_view, .half = eng_cuda__half_always},
+    {.op_type = "Dropout", .run = run_view, .half = eng_cuda__half_always},
+    {.op_type = "Transpose", .run = run_transpose, .half = eng_cuda__half_always},
+    {.op_type = "Concat", .run = run_concat, .half = eng_cuda__half_always},
     {.op_type = "Gather", .run = gather_run, .half = eng_cuda__half_always},
     {.op_type = "Expand", .run = expand_run, .half = eng_cuda__half_always},
     {.op_type = "GatherElements", .run = gather_elements_run, .half = eng_cuda__half_always},

@@ -2,8 +2,8 @@
 // plan: ReduceMean, ReduceSum, ReduceMax, ReduceMin over axes that form one
 // contiguous run once size-1 dims are set aside (a spatial mean, a
 // channel sum, a last-axis max: what exported vision and transformer
-// models use), through k_reduce_cuda. Registered into plan_cuda.c's op
-// table through plan_cuda_internal.h.
+// models use), through k_reduce_cuda. Registered into the CUDA
+// plan through engine/ops/families.h.
 //
 // The axes are an attribute or (opset 18) a constant input, read once at
 // init from the graph: the plan's copy of a constant is on the device. On

@@ -2,7 +2,7 @@
 // plan: Resize and Upsample (nearest over any dims with every coordinate
 // and nearest mode the CPU takes, linear over the last two dims) and Pad
 // (constant, reflect, edge; negative pads crop), through kernels/resize/k_resize.cu.
-// Registered into plan_cuda.c's op table through plan_cuda_internal.h.
+// Registered into the CUDA plan through engine/ops/families.h.
 //
 // What the kernels need from the operands read at planning (scales, sizes,
 // pads, axes: host_in) is computed on the host by the CPU op's own rules

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where one batch's device time goes, kernel by kernel: Nsight Compute (ncu) on bench_engine with CUDA graphs
-# off, only the kernels launched inside the engine's "inferd compute" NVTX range (engine/cuda/plan_cuda.c enqueue:
+# off, only the kernels launched inside the engine's "inferd compute" NVTX range (engine/cuda/plan_cuda_slot.c enqueue:
 # every node of a batch; not the copies, not cuDNN's plan building at create), one duration metric each, then
 # ncu_table.py groups them by kernel and prints each one's share. On the GPU machine:
 #

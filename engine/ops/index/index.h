@@ -1,0 +1,13 @@
+// engine/ops/index/index.h: what the index family's two paths share
+// (engine/ops/index/index.c on the CPU, index_cuda.c on the CUDA plan). Not
+// a public header.
+#ifndef INFERD_ENGINE_OPS_INDEX_H
+#define INFERD_ENGINE_OPS_INDEX_H
+
+#include "engine/ops/ops.h"
+#include "kernels/base/err.h"
+
+// Transpose's permutation for rank r (reversed when no perm is given).
+int eng_ops__get_perm(const eng_op_params *p, int r, int *perm, err *e);
+
+#endif

@@ -1,0 +1,176 @@
+// engine/ops/norm/norm.c: the normalisations on the CPU: Softmax and
+// LogSoftmax (before opset 13 the input is coerced to 2-D),
+// LayerNormalization (with its optional Mean and InvStdDev outputs) and
+// BatchNormalization (inference only; a BatchNormalization after a Conv is
+// folded into it at load), through the reference kernels. Their CUDA path is
+// norm_cuda.c.
+#include "engine/ops/norm/norm.h"
+
+#include <math.h>
+
+#include "engine/ops/ops_common.h"
+#include "kernels/k_ref.h"
+
+// --- Softmax / LogSoftmax
+
+static int parse_softmax(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                         err *e) {
+  (void)g, (void)e;
+  p->legacy = opset < 13;
+  p->axis = op_attr_int(n, "axis", p->legacy ? 1 : -1);
+  return 0;
+}
+
+static int infer_softmax(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  int64_t ax = 0;
+  TRY(eng_ops__need_f32(&in[0], "input", e));
+  if (in[0].ndims == 0) return err_set(e, ERR_INVALID_ARGUMENT, "input must have rank >= 1");
+  TRY(eng_ops__norm_axis(p->axis, in[0].ndims, &ax, e));
+  return eng_ops__infer_same_f32(p, in, n_in, out, n_out, e);
+}
+
+void eng_ops__softmax_dims(const eng_op_params *p, const eng_tensor *x, size_t *outer, size_t *len,
+                         size_t *inner) {
+  int r = x->ndims;
+  int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
+  *outer = (size_t)op_prod(x->dims, 0, ax);
+  if (p->legacy) {  // opset < 13: the input is coerced to 2-D [outer, rest]
+    *len = (size_t)op_prod(x->dims, ax, r);
+    *inner = 1;
+  } else {
+    *len = (size_t)x->dims[ax];
+    *inner = (size_t)op_prod(x->dims, ax + 1, r);
+  }
+}
+
+static int run_softmax(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  size_t o, l, i;
+  eng_ops__softmax_dims(p, &in[0], &o, &l, &i);
+  if (o && l && i) k_softmax(out[0].data, in[0].data, o, l, i);
+  return 0;
+}
+
+static int run_log_softmax(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                           int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  size_t o, l, i;
+  eng_ops__softmax_dims(p, &in[0], &o, &l, &i);
+  if (o && l && i) k_log_softmax(out[0].data, in[0].data, o, l, i);
+  return 0;
+}
+
+// --- LayerNormalization, BatchNormalization
+
+static int parse_layernorm(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                           err *e) {
+  (void)g, (void)opset, (void)e;
+  p->axis = op_attr_int(n, "axis", -1);
+  p->eps = op_attr_float(n, "epsilon", 1e-5f);
+  return 0;
+}
+
+static int parse_batchnorm(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
+                           err *e) {
+  (void)g, (void)opset;
+  p->eps = op_attr_float(n, "epsilon", 1e-5f);
+  if (op_attr_int(n, "training_mode", 0) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: training_mode=1");
+  for (int i = 1; i < n->n_out; i++)
+    if (n->out[i] >= 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: training outputs (running statistics)");
+  return 0;
+}
+
+static int infer_layernorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                           int n_out, err *e) {
+  TRY(eng_ops__need_f32(&in[0], "X", e));
+  int r = in[0].ndims;
+  if (r == 0) return err_set(e, ERR_INVALID_ARGUMENT, "X must have rank >= 1");
+  int64_t ax = 0;
+  TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
+  int64_t cols = op_prod(in[0].dims, (int)ax, r);
+  // Scale is required (only B is optional); given as "" it was a NULL the
+  // kernel read, at load when folded (found by tests/fuzz/fuzz_graph)
+  if (n_in < 2 || in[1].dt == DT_INVALID) return err_set(e, ERR_INVALID_ARGUMENT, "Scale is required");
+  for (int i = 1; i < n_in && i < 3; i++) {
+    if (in[i].dt == DT_INVALID) continue;
+    TRY(eng_ops__need_f32(&in[i], i == 1 ? "Scale" : "B", e));
+    if (eng_numel(in[i].ndims, in[i].dims) != cols)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "unsupported: %s must have the normalized shape (%lld elements)",
+                     i == 1 ? "Scale" : "B", (long long)cols);
+  }
+  op_set_out(&out[0], DT_FP32, r, in[0].dims);
+  int64_t st[ENG_MAX_DIMS];
+  for (int i = 0; i < r; i++) st[i] = i < ax ? in[0].dims[i] : 1;
+  for (int i = 1; i < n_out && i < 3; i++)
+    if (out[i].dt != DT_INVALID) op_set_out(&out[i], DT_FP32, r, st);
+  return 0;
+}
+
+static int run_layernorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)e;
+  int r = in[0].ndims;
+  int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
+  size_t rows = (size_t)op_prod(in[0].dims, 0, ax), cols = (size_t)op_prod(in[0].dims, ax, r);
+  const float *x = in[0].data;
+  const float *bias = n_in > 2 && in[2].dt != DT_INVALID ? in[2].data : NULL;
+  // Mean / InvStdDev are optional training outputs; computed here, not by
+  // the kernel, and before it because Y may not alias X but the stats read X.
+  float *mean = n_out > 1 && out[1].dt != DT_INVALID ? out[1].data : NULL;
+  float *istd = n_out > 2 && out[2].dt != DT_INVALID ? out[2].data : NULL;
+  if ((mean || istd) && cols) {
+    for (size_t i = 0; i < rows; i++) {
+      double s = 0, ss = 0;
+      for (size_t j = 0; j < cols; j++) s += x[i * cols + j];
+      double mu = s / (double)cols;
+      for (size_t j = 0; j < cols; j++) ss += (x[i * cols + j] - mu) * (x[i * cols + j] - mu);
+      if (mean) mean[i] = (float)mu;
+      if (istd) istd[i] = (float)(1.0 / sqrt(ss / (double)cols + p->eps));
+    }
+  }
+  if (rows && cols) k_layer_norm(out[0].data, x, in[1].data, bias, rows, cols, p->eps);
+  return 0;
+}
+
+static int infer_batchnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                           int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  TRY(eng_ops__need_f32(&in[0], "X", e));
+  if (in[0].ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "X must have rank >= 2");
+  static const char *names[] = {"", "scale", "B", "input_mean", "input_var"};
+  for (int i = 1; i < 5; i++) {
+    TRY(eng_ops__need_f32(&in[i], names[i], e));
+    if (eng_numel(in[i].ndims, in[i].dims) != in[0].dims[1])
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s must have %lld elements", names[i],
+                     (long long)in[0].dims[1]);
+  }
+  op_set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_batchnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  const eng_tensor *x = &in[0];
+  size_t n = (size_t)x->dims[0], c = (size_t)x->dims[1];
+  size_t sp = (size_t)op_prod(x->dims, 2, x->ndims);
+  if (n && c && sp)
+    k_batch_norm(out[0].data, x->data, in[1].data, in[2].data, in[3].data, in[4].data, n, c, sp,
+                 p->eps);
+  return 0;
+}
+
+// --- table
+
+const eng_op_def eng_ops__norm[] = {
+    {"Softmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_softmax, 0, NULL, NULL},
+    {"LogSoftmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_log_softmax, 0, NULL, NULL},
+    {"LayerNormalization", 2, 3, 1, 3, 0, parse_layernorm, infer_layernorm, run_layernorm, 0, NULL, NULL},
+    {"BatchNormalization", 5, 5, 1, 5, 0, parse_batchnorm, infer_batchnorm, run_batchnorm, 0, NULL, NULL},
+};
+const size_t eng_ops__n_norm = sizeof eng_ops__norm / sizeof eng_ops__norm[0];

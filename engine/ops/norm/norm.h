@@ -1,0 +1,16 @@
+// engine/ops/norm/norm.h: what the normalisations' two paths share
+// (engine/ops/norm/norm.c on the CPU, norm_cuda.c on the CUDA plan). Not a
+// public header.
+#ifndef INFERD_ENGINE_OPS_NORM_H
+#define INFERD_ENGINE_OPS_NORM_H
+
+#include <stddef.h>
+
+#include "engine/ops/ops.h"
+#include "engine/tensor.h"
+
+// Softmax/LogSoftmax as [outer, len, inner] (opset < 13: 2-D coercion).
+void eng_ops__softmax_dims(const eng_op_params *p, const eng_tensor *x, size_t *outer, size_t *len,
+                           size_t *inner);
+
+#endif
