@@ -9,7 +9,7 @@ endif()
 add_library(inferd_model STATIC ${CMAKE_CURRENT_LIST_DIR}/model.c ${CMAKE_CURRENT_LIST_DIR}/warmup.c
   ${CMAKE_CURRENT_LIST_DIR}/pad.c)
 # inferd_config: the engine config struct model.c, pad.c and warmup.c read (engine/repo/model_config.h)
-target_link_libraries(inferd_model PUBLIC inferd_graph inferd_config inferd_proto inferd_base inferd_numa Threads::Threads)
+target_link_libraries(inferd_model PUBLIC inferd_graph inferd_plan inferd_dev_seg inferd_config inferd_proto inferd_base inferd_numa Threads::Threads)
 if(INFERD_HAVE_CUDA)
   target_link_libraries(inferd_model PUBLIC inferd_plan_cuda)
 endif()

@@ -1,8 +1,11 @@
-# engine/cpu/cpu.cmake: the memory planner and the CPU plan's execution
-# (plan.c), the OpenMP split of elementwise loops (par.c) and the oneDNN
-# primitives the conv family and Gemm run on (conv_dnnl.c). Part of
-# inferd_graph (engine/graph/graph.cmake says why).
-target_sources(inferd_graph PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/plan.c
-  ${CMAKE_CURRENT_LIST_DIR}/par.c
-  ${CMAKE_CURRENT_LIST_DIR}/conv_dnnl.c)
+# engine/cpu/cpu.cmake: the CPU backend, two libraries:
+#   inferd_cpu_prims  the primitives the op families' CPU paths run on: the
+#                     OpenMP split of elementwise loops (par.c) and the oneDNN
+#                     primitives of the conv family and Gemm (conv_dnnl.c)
+#   inferd_plan       the memory planner and the CPU plan's execution (plan.c),
+#                     over the op registry; the CUDA plan runs the same plan
+add_library(inferd_cpu_prims STATIC ${CMAKE_CURRENT_LIST_DIR}/par.c ${CMAKE_CURRENT_LIST_DIR}/conv_dnnl.c)
+target_include_directories(inferd_cpu_prims PUBLIC ${DNNL_INCLUDE_DIR})
+target_link_libraries(inferd_cpu_prims PUBLIC inferd_base inferd_kernels ${DNNL_LIB} OpenMP::OpenMP_C ${MATH_LIB})
+add_library(inferd_plan STATIC ${CMAKE_CURRENT_LIST_DIR}/plan.c)
+target_link_libraries(inferd_plan PUBLIC inferd_ops inferd_graph_ir inferd_kernels inferd_base ${MATH_LIB})

@@ -15,7 +15,7 @@ add_library(inferd_plan_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_util.c
   ${CMAKE_CURRENT_LIST_DIR}/cuda_weights.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_k.cu)
-target_link_libraries(inferd_plan_cuda PUBLIC inferd_graph inferd_cuda inferd_kernels_cuda
+target_link_libraries(inferd_plan_cuda PUBLIC inferd_plan inferd_graph inferd_dev_seg inferd_cuda inferd_kernels_cuda
   inferd_kernels CUDA::cudart inferd_base)
 set_target_properties(inferd_plan_cuda PROPERTIES
   CUDA_STANDARD 17

@@ -2,28 +2,13 @@
 // files) and the op families' CUDA paths (engine/ops/<family>/<family>_cuda.c)
 // share, declared in plan_cuda_internal.h: the graph questions fusion hooks
 // and init hooks ask (who consumes a value, is it a constant, does it exist
-// before a node) and the CUDA op registry, the families of
-// engine/ops/families.h walked as the CPU's are (eng_ops__family_find).
-// It calls nothing in the plan, so the plan's files and the families
-// depend on it and not on each other.
+// before a node). It calls nothing in the plan or the families, so both
+// depend on it and not on each other; the CUDA op registry that lists the
+// families is engine/ops/registry_cuda.c.
 #include <stddef.h>
 #include <string.h>
 
 #include "engine/cuda/plan_cuda_internal.h"
-#include "engine/ops/families.h"
-
-// --- the op registry
-
-// eng_ops__family_find reads each entry's name as its first member.
-_Static_assert(offsetof(cuda_op, op_type) == 0, "cuda_op must start with op_type");
-
-#define CUDA_FAMILY(f) ENG_OPS_FAMILY(f, eng_cuda__##f##_ops, eng_cuda__n_##f##_ops),
-static const eng_ops_family cuda_families[] = {ENG_OPS_FAMILIES(CUDA_FAMILY)};
-#undef CUDA_FAMILY
-
-const cuda_op *eng_cuda__find_op(const char *op_type) {
-  return eng_ops__family_find(cuda_families, sizeof cuda_families / sizeof cuda_families[0], op_type);
-}
 
 bool eng_cuda__half_always(const eng_op_params *p, const eng_tensor *in, int n_in) {
   (void)p, (void)in, (void)n_in;

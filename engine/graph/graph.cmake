@@ -1,12 +1,15 @@
-# engine/graph/graph.cmake: the ONNX loader and its load-time passes, built
-# into one library (inferd_graph) with the op families' CPU paths
-# (engine/ops/ops.cmake) and the CPU plan (engine/cpu/cpu.cmake): the passes
-# fold constants by running the ops, and the ops parse the graph's nodes, so
-# the three link as one until that knot is cut.
+# engine/graph/graph.cmake: the graph room, two libraries, one on the other:
+#   inferd_graph_ir  the representation (graph.c: values, nodes, attributes,
+#                    the accessors of graph.h and the mutations passes make);
+#                    what the op families parse from, so it depends on nothing
+#   inferd_graph     the ONNX loader (load.c) and its load-time passes
+#                    (graph_pass*.c), which fold constants by running the op
+#                    families (inferd_ops) and ask the registry what is supported
+# The dependency runs ir <- ops <- graph, with no way back.
+add_library(inferd_graph_ir STATIC ${CMAKE_CURRENT_LIST_DIR}/graph.c)
+target_link_libraries(inferd_graph_ir PUBLIC inferd_base)
 add_library(inferd_graph STATIC
-  ${CMAKE_CURRENT_LIST_DIR}/graph.c
+  ${CMAKE_CURRENT_LIST_DIR}/load.c
   ${CMAKE_CURRENT_LIST_DIR}/graph_pass.c
   ${CMAKE_CURRENT_LIST_DIR}/graph_pass_norm.c)
-target_include_directories(inferd_graph PRIVATE ${DNNL_INCLUDE_DIR})
-target_link_libraries(inferd_graph PUBLIC inferd_proto inferd_base inferd_kernels inferd_dev_seg
-  PkgConfig::OPENBLAS ${DNNL_LIB} OpenMP::OpenMP_C ${MATH_LIB})
+target_link_libraries(inferd_graph PUBLIC inferd_graph_ir inferd_ops inferd_proto inferd_base inferd_kernels)

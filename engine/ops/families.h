@@ -1,6 +1,6 @@
 // engine/ops/families.h: every op family, listed once. Both backends expand
-// the list: the CPU registry (engine/ops/ops.c, eng_ops_cpu_find) into the
-// families' CPU tables, the CUDA plan's (engine/cuda/plan_cuda_util.c,
+// the list: the CPU registry (engine/ops/registry.c, eng_ops_cpu_find) into the
+// families' CPU tables, the CUDA one (engine/ops/registry_cuda.c,
 // eng_cuda__find_op) into their CUDA tables, and both look an op up with
 // the same walk (eng_ops__family_find). Adding a family is one line here,
 // plus its folder engine/ops/<name>/ with:

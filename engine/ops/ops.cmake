@@ -1,11 +1,13 @@
 # engine/ops/ops.cmake: the op families, one folder each (attributes, shape
 # rule, CPU path and CUDA path side by side), listed once for both backends'
-# lookups in engine/ops/families.h. ops.c holds what they share and the
-# registry. Their CPU paths build into inferd_graph (engine/graph/graph.cmake
-# says why), their CUDA paths into the CUDA plan's library
+# lookups in engine/ops/families.h. ops_common.c holds what they share,
+# registry.c and registry_cuda.c the registry's two walks. Their CPU paths
+# are the library inferd_ops (on the graph's representation and the CPU
+# primitives), their CUDA paths join the CUDA plan's library
 # (engine/cuda/plan_cuda.cmake).
-target_sources(inferd_graph PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/ops.c
+add_library(inferd_ops STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/ops_common.c
+  ${CMAKE_CURRENT_LIST_DIR}/registry.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_qkv.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/conv.c
@@ -15,8 +17,11 @@ target_sources(inferd_graph PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/norm/norm.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce.c
   ${CMAKE_CURRENT_LIST_DIR}/resize/resize.c)
+target_link_libraries(inferd_ops PUBLIC inferd_graph_ir inferd_cpu_prims inferd_kernels inferd_base
+  PkgConfig::OPENBLAS ${MATH_LIB})
 if(INFERD_HAVE_CUDA)
   target_sources(inferd_plan_cuda PRIVATE
+    ${CMAKE_CURRENT_LIST_DIR}/registry_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/attn/attn_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/conv/conv_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/elem/elem_cuda.c

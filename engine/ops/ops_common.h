@@ -1,7 +1,8 @@
 // engine/ops/ops_common.h: helpers shared by the op families' files
 // (engine/ops/<family>/<family>.c, and the CUDA paths that reuse a shape rule)
 // and the families' CPU tables, which eng_ops_cpu_find searches
-// (engine/ops/families.h lists them). Defined in engine/ops/ops.c. Not a
+// (engine/ops/families.h lists them). Defined in engine/ops/ops_common.c; the
+// tables are walked by engine/ops/registry.c. Not a
 // public header.
 #ifndef INFERD_ENGINE_OPS_COMMON_H
 #define INFERD_ENGINE_OPS_COMMON_H

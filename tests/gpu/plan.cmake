@@ -16,7 +16,7 @@ if(TARGET inferd_plan_cuda)
     COMMAND ${INFERD_PYTHON} ${CMAKE_SOURCE_DIR}/tests/unit/engine/gen_test_models.py ${_gpu_plan_models})
   set_tests_properties(gen_gpu_plan_models PROPERTIES FIXTURES_SETUP gpu_plan_models TIMEOUT 300 LABELS gpu)
   inferd_gpu_test(test_gpu_plan SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gpu_plan.c
-    LIBS inferd_plan_cuda inferd_graph inferd_kernels Threads::Threads ${MATH_LIB})
+    LIBS inferd_plan_cuda inferd_graph inferd_plan inferd_kernels Threads::Threads ${MATH_LIB})
   set_tests_properties(test_gpu_plan PROPERTIES FIXTURES_REQUIRED gpu_plan_models)
   target_compile_definitions(test_gpu_plan PRIVATE INFERD_GPU_PLAN_MODELS="${_gpu_plan_models}")
 endif()

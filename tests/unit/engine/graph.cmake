@@ -17,7 +17,7 @@ add_test(NAME gen_graph_models
   COMMAND ${INFERD_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/gen_test_models.py ${_graph_models})
 set_tests_properties(gen_graph_models PROPERTIES FIXTURES_SETUP graph_models TIMEOUT 300)
 
-set(_graph_libs inferd_graph inferd_proto inferd_kernels inferd_base)
+set(_graph_libs inferd_graph inferd_plan inferd_proto inferd_kernels inferd_base)
 inferd_unit_test(test_graph SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_graph.c LIBS ${_graph_libs})
 inferd_unit_test(test_plan SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_plan.c LIBS ${_graph_libs} Threads::Threads)
 inferd_unit_test(test_ops SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ops.c LIBS ${_graph_libs})
