@@ -2,11 +2,15 @@
 add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/alloc.c
   ${CMAKE_CURRENT_LIST_DIR}/cli.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/arena.c
   ${CMAKE_CURRENT_LIST_DIR}/core/control.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/infer_validate.c
   ${CMAKE_CURRENT_LIST_DIR}/core/order.c
   ${CMAKE_CURRENT_LIST_DIR}/core/registry.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/reply.c
   ${CMAKE_CURRENT_LIST_DIR}/core/replyq.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/request.c
   ${CMAKE_CURRENT_LIST_DIR}/core/sched.c
   ${CMAKE_CURRENT_LIST_DIR}/grpc/rpc.c
   ${CMAKE_CURRENT_LIST_DIR}/http/endpoints.c
