@@ -65,8 +65,6 @@ static void on_trim_tick(uv_timer_t *t) {
   srv_log(SRV_LOG_DEBUG, "idle for %d ms: freed memory handed back to the kernel (%s)", IDLE_TRIM_US / 1000, how);
 }
 
-static void on_http_closed(void *arg) { (void)arg; }
-
 // The write end of the self-pipe the signal handler wakes main through. A
 // handler can only reach file-scope state; it is set once before the
 // handlers are installed. Threads that libraries start before main (the
@@ -295,10 +293,10 @@ static void log_final_counts(srv_server *s) {
 // Runs on the loop thread once the scheduler is idle.
 static void close_http(void *arg) {
   http_close_ctx *c = arg;
-  if (c->http) srv_http_close(c->http, on_http_closed, NULL);
+  if (c->http) srv_http_close(c->http, NULL, NULL);  // nothing to do once closed
   srv_rest_close(c->rest);
   c->rest = NULL;
-  if (c->metrics) srv_http_close(c->metrics, on_http_closed, NULL);
+  if (c->metrics) srv_http_close(c->metrics, NULL, NULL);
   if (c->trim) uv_close((uv_handle_t *)c->trim, NULL);
   c->http = c->metrics = NULL;  // closed once: main's fallback below must not again
   c->trim = NULL;

@@ -2,19 +2,24 @@
 add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/alloc.c
   ${CMAKE_CURRENT_LIST_DIR}/cli.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/arena.c
   ${CMAKE_CURRENT_LIST_DIR}/core/control.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/infer_validate.c
   ${CMAKE_CURRENT_LIST_DIR}/core/order.c
   ${CMAKE_CURRENT_LIST_DIR}/core/registry.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/reply.c
   ${CMAKE_CURRENT_LIST_DIR}/core/replyq.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/request.c
   ${CMAKE_CURRENT_LIST_DIR}/core/sched.c
   ${CMAKE_CURRENT_LIST_DIR}/grpc/rpc.c
   ${CMAKE_CURRENT_LIST_DIR}/http/endpoints.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest.c
+  ${CMAKE_CURRENT_LIST_DIR}/http/rest_infer.c
   ${CMAKE_CURRENT_LIST_DIR}/obs/log.c
   ${CMAKE_CURRENT_LIST_DIR}/obs/settings.c)
 target_compile_definitions(inferd_server PUBLIC INFERD_VERSION="${PROJECT_VERSION}")
-# cJSON (libcjson-dev): the REST API's JSON (server/http/rest.c; why this library: docs/dependencies.md)
+# cJSON (libcjson-dev): the REST API's JSON (server/http/rest.c, rest_infer.c; why this library: docs/dependencies.md)
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 target_link_libraries(inferd_server PUBLIC inferd_grpc inferd_tls inferd_http inferd_httpz inferd_reflection inferd_protoset
   inferd_hist inferd_trace inferd_dashboard inferd_gpumon inferd_shm inferd_cuda_shm

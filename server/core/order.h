@@ -2,8 +2,8 @@
 // preserves ordering numbers its requests as the scheduler admits them; each
 // answer, whenever it is ready (run or dropped, on any thread), waits here
 // until every earlier request's answer has left, and then leaves. This
-// module keeps the waiting answers and sends them (server/core/infer.c's
-// srv_infer_send) under its own lock, so they leave in request order
+// module keeps the waiting answers and sends them (server/core/request.c's
+// srv_request_send) under its own lock, so they leave in request order
 // whatever thread finished them.
 #ifndef INFERD_SERVER_ORDER_H
 #define INFERD_SERVER_ORDER_H

@@ -1,7 +1,9 @@
 // server/core/request.h: one ModelInfer request on its way through the server.
-// Created on a CQ thread (parsed and validated), queued by the scheduler on
-// that thread, executed on an engine instance thread, answered and freed
-// there (or wherever the scheduler drops it when it never runs).
+// Created on a CQ thread (parsed and validated: server/core/infer.c), queued
+// by the scheduler on that thread (sched.c), executed on an engine instance
+// thread, answered there (reply.c, through order.c when the model preserves
+// ordering) or wherever the scheduler drops it when it never runs, and
+// freed once its answer is sent (request.c).
 #ifndef INFERD_SERVER_REQUEST_H
 #define INFERD_SERVER_REQUEST_H
 
@@ -40,7 +42,7 @@ typedef struct srv_request {
   srv_model *model;
   srv_version *version;
   srv_registry *reg;  // set while the request holds a reference on model (released when freed)
-  struct srv_arena *arena;            // infer.c's: holds msg and inputs, freed with the request
+  struct srv_arena *arena;            // server/core/arena.h: holds msg and inputs, freed with the request
   Inference__ModelInferRequest *msg;  // unpacked into arena; owns the raw input bytes
   eng_tensor *inputs;                 // config input order (in arena), pointing into msg or typed_buf
   void *typed_buf;                    // typed contents converted to raw bytes
@@ -80,24 +82,22 @@ struct srv_server;
 // or both NULL), checks its strings are UTF-8, finds the model and version
 // (r then holds a registry reference) and validates every input and output
 // against the model's config, as ModelInfer and ModelStreamInfer do before
-// queueing. The same function a live call runs, callable without gRPC (the
+// queueing (infer.c). The same function a live call runs, callable without gRPC (the
 // fuzz driver tests/fuzz/fuzz_infer.c). On failure e says why (the code is
 // the RPC status); either way r is released with srv_infer_request_free.
 int srv_infer_prepare(struct srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e);
+// Releases everything r holds (shared memory regions, its arena, its model
+// reference) and r itself (request.c). NULL is a no-op.
 void srv_infer_request_free(srv_request *r);
 
-// What the scheduler (server/core/sched.c) hands back.
+// The end of a request (server/core/request.c): every answer leaves through
+// these, whichever part of the request path gives it.
 //
-// On an instance thread: answers every request of the finished batch (an
-// ordered one through server/core/order.c, which sends it in its turn); each is
-// freed once its answer is sent.
-void srv_infer_complete(struct srv_server *s, srv_version *v, srv_request *const *reqs, size_t n, int rc,
-                        const err *e, const eng_job *job, const eng_tensor *outputs, size_t n_outputs);
-// Under the scheduler's lock, on any thread: a request leaves without
-// running (rejected, timed out, cancelled), answered as above.
-void srv_infer_drop(struct srv_server *s, srv_request *r, int code, const char *msg);
-// Sends an answer now (resp, or NULL with code and msg) and frees the
-// request: what server/core/order.c calls when a held answer's turn comes.
-void srv_infer_send(struct srv_server *s, srv_request *r, uint8_t *resp, size_t len, int code, const char *msg);
+// Sends r's answer now: resp (malloc'ed, taken), or NULL with code and msg
+// (a unary call's status; a stream's error message). r stays the caller's.
+void srv_request_answer(const srv_request *r, uint8_t *resp, size_t len, int code, const char *msg);
+// The same, then frees r and counts it out of the server's ModelInfer calls
+// in flight: a request's last step (after it, r must not be touched).
+void srv_request_send(struct srv_server *s, srv_request *r, uint8_t *resp, size_t len, int code, const char *msg);
 
 #endif

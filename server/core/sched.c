@@ -21,8 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/obs/log.h"
 #include "server/core/order.h"
+#include "server/core/reply.h"
+#include "server/obs/log.h"
 
 typedef struct vsched vsched;
 
@@ -69,7 +70,7 @@ struct vsched {
 
 struct srv_sched {
   srv_registry *reg;
-  struct srv_server *srv;  // the request layer the answers go to (server/core/infer.c)
+  struct srv_server *srv;  // what the answers go out through (server/core/reply.c)
   uv_loop_t loop;
   uv_async_t async;  // wakes the loop for the stop
   // The batcher's next deadline (max_queue_delay, queue timeouts) through a
@@ -167,7 +168,7 @@ static int gather(eng_job *job, err *e) {
     for (size_t k = 0; k < slot->n; k++) {
       const eng_tensor *t = &slot->reqs[k]->inputs[i];
       const srv_cuda_in *ci = slot->reqs[k]->cuda_in ? &slot->reqs[k]->cuda_in[i] : NULL;
-      if (ci && ci->region) {  // never a padded input (infer.c keeps those on the host)
+      if (ci && ci->region) {  // never a padded input (infer_validate.c keeps those on the host)
         TRY(cuda_part(slot, job, i, ci, off, t->bytes, dst, e));
         off += t->bytes;
         continue;
@@ -213,7 +214,7 @@ static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *ou
   batch_slot *slot = job->ctx;
   srv_sched *s = slot->s;
   vsched *vs = slot->vs;
-  srv_infer_complete(s->srv, vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs);
+  srv_reply_batch(s->srv, vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs);
   pthread_mutex_lock(&s->mu);
   left(s, (int64_t)slot->n);
   bat_release_executor(vs->bat, slot->exec);
@@ -236,7 +237,7 @@ static void left(srv_sched *s, int64_t n) {
 }
 
 static void drop(srv_sched *s, srv_request *r, int code, const char *msg) {
-  srv_infer_drop(s->srv, r, code, msg);
+  srv_reply_drop(s->srv, r, code, msg);
   left(s, 1);
 }
 

@@ -17,8 +17,8 @@ typedef struct srv_sched srv_sched;
 
 // Creates the loop and a batcher per ready model version; the loop thread
 // starts with srv_sched_start, so handles (HTTP) may be added before.
-// Finished and dropped requests go back to srv's request layer
-// (server/core/infer.c: srv_infer_complete, srv_infer_drop, srv_infer_release).
+// Finished and dropped requests are answered through server/core/reply.h
+// (srv_reply_batch, srv_reply_drop) with srv.
 struct srv_server;
 int srv_sched_create(srv_registry *reg, struct srv_server *srv, srv_sched **out, err *e);
 uv_loop_t *srv_sched_loop(srv_sched *s);

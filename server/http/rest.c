@@ -9,10 +9,14 @@
 // writes the HTTP answer there (the JSON of a large output is built on the
 // instance thread, not the loop's) and queues it; the loop thread gives the
 // queued answers from a uv_async.
+//
+// Here: the routes, the answers of every route but infer (protobuf to JSON),
+// the local call's end and the loop thread's delivery, the shared memory
+// routes. The infer route's JSON and binary tensors, both ways, are in
+// rest_infer.c.
 #include "server/http/rest.h"
 
 #include <cjson/cJSON.h>
-#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -22,61 +26,12 @@
 
 #include "grpc_service.pb-c.h"
 #include "kernels/base/utf8.h"
-#include "server/http/httpz.h"
-#include "server/obs/log.h"
 #include "server/core/server.h"
-
-#define SVC "/inference.GRPCInferenceService/"
-#define MAX_TENSORS 64  // inputs or outputs of one request (infer.c's response limit too)
-
-typedef enum kind {
-  K_SERVER_META,
-  K_MODEL_META,
-  K_MODEL_READY,
-  K_CONFIG,
-  K_STATS,
-  K_INDEX,
-  K_INFER,
-  K_SHM_STATUS,
-  K_CUDA_SHM_STATUS,
-  K_EMPTY,  // register/unregister: 200 with no body
-} kind;
-
-// How one requested output is answered.
-typedef struct out_opt {
-  char name[256];
-  int binary;
-} out_opt;
-
-// One request in flight: from the route to the loop thread's answer.
-typedef struct job {
-  struct job *next;
-  srv_rest *rest;
-  srv_http_pending *pending;
-  kind k;
-  // inference only: how outputs are answered
-  int binary_default;  // request parameter binary_data_output
-  size_t n_out_opts;
-  out_opt *out_opts;
-  srv_httpz_enc resp_enc;  // the answer's content coding (the request's Accept-Encoding)
-  // the HTTP answer, written by done_cb
-  srv_http_response resp;
-} job;
-
-struct srv_rest {
-  uv_loop_t *loop;
-  srv_server *s;
-  uv_async_t async;
-  pthread_mutex_t mu;
-  job *head, *tail;  // answered, not yet given (FIFO)
-  int closing;
-  srv_method methods[32];
-  size_t n_methods;
-};
+#include "server/http/rest_internal.h"
 
 // --- answers
 
-static void set_text(srv_http_response *resp, int status, const char *ctype, char *body, size_t len) {
+void srv_rest__set_text(srv_http_response *resp, int status, const char *ctype, char *body, size_t len) {
   resp->status = status;
   resp->content_type = ctype;
   resp->body = body;
@@ -101,7 +56,7 @@ static int http_status(int code) {
 }
 
 // {"error": msg}; falls back to a static body when out of memory.
-static void set_error(srv_http_response *resp, int status, const char *msg) {
+void srv_rest__set_error(srv_http_response *resp, int status, const char *msg) {
   cJSON *o = cJSON_CreateObject();
   char *txt = NULL;
   if (o && cJSON_AddStringToObject(o, "error", msg ? msg : "")) txt = cJSON_PrintUnformatted(o);
@@ -115,14 +70,14 @@ static void set_error(srv_http_response *resp, int status, const char *msg) {
     resp->free_body = 0;
     return;
   }
-  set_text(resp, status, "application/json", txt, strlen(txt));
+  srv_rest__set_text(resp, status, "application/json", txt, strlen(txt));
 }
 
 static void set_json(srv_http_response *resp, cJSON *j) {
   char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
   cJSON_Delete(j);
-  if (!txt) return set_error(resp, 500, "out of memory writing the JSON answer");
-  set_text(resp, 200, "application/json", txt, strlen(txt));
+  if (!txt) return srv_rest__set_error(resp, 500, "out of memory writing the JSON answer");
+  srv_rest__set_text(resp, 200, "application/json", txt, strlen(txt));
 }
 
 // --- protobuf message -> JSON (protobuf's JSON mapping with the proto field
@@ -242,167 +197,6 @@ static cJSON *pb_json(const ProtobufCMessage *m, int int64_str) {
   return o;
 }
 
-// --- inference answer: ModelInferResponse -> Triton's JSON (+ binary tensors)
-
-static const out_opt *find_out_opt(const job *j, const char *name) {
-  for (size_t i = 0; i < j->n_out_opts; i++)
-    if (strcmp(j->out_opts[i].name, name) == 0) return &j->out_opts[i];
-  return NULL;
-}
-
-// Appends printf output to a growing buffer; -1 when out of memory.
-typedef struct tbuf {
-  char *p;
-  size_t len, cap;
-} tbuf;
-
-static int tb_reserve(tbuf *b, size_t more) {
-  if (b->len + more + 1 <= b->cap) return 0;
-  size_t cap = b->cap ? b->cap : 1024;
-  while (cap < b->len + more + 1) cap *= 2;
-  char *p = realloc(b->p, cap);
-  if (!p) return -1;
-  b->p = p;
-  b->cap = cap;
-  return 0;
-}
-
-// The data array of one output as JSON text. cJSON prints every number as a
-// double (%.15g, then %.17g when that does not round-trip), about twice as
-// slow as this on large outputs (tests/bench/json); %.9g round-trips FP32.
-static int data_text(const char *name, dtype dt, const uint8_t *raw, size_t numel, char **out, char *why,
-                     size_t why_cap) {
-  tbuf b = {0};
-  if (tb_reserve(&b, numel * 16 + 2)) return -1;
-  b.p[b.len++] = '[';
-  for (size_t i = 0; i < numel; i++) {
-    if (tb_reserve(&b, 32)) {
-      free(b.p);
-      return -1;
-    }
-    if (i) b.p[b.len++] = ',';
-    char *w = b.p + b.len;
-    size_t room = b.cap - b.len;
-    int n = 0;
-    double f = 0;
-    int is_float = 0;
-    switch (dt) {
-      case DT_FP32: f = ((const float *)raw)[i], is_float = 1; break;
-      case DT_FP64: f = ((const double *)raw)[i], is_float = 1; break;
-      case DT_INT64: n = snprintf(w, room, "%" PRId64, ((const int64_t *)raw)[i]); break;
-      case DT_INT32: n = snprintf(w, room, "%" PRId32, ((const int32_t *)raw)[i]); break;
-      case DT_INT16: n = snprintf(w, room, "%d", ((const int16_t *)raw)[i]); break;
-      case DT_INT8: n = snprintf(w, room, "%d", ((const int8_t *)raw)[i]); break;
-      case DT_UINT64: n = snprintf(w, room, "%" PRIu64, ((const uint64_t *)raw)[i]); break;
-      case DT_UINT32: n = snprintf(w, room, "%" PRIu32, ((const uint32_t *)raw)[i]); break;
-      case DT_UINT16: n = snprintf(w, room, "%u", ((const uint16_t *)raw)[i]); break;
-      case DT_UINT8: n = snprintf(w, room, "%u", raw[i]); break;
-      case DT_BOOL: n = snprintf(w, room, "%s", raw[i] ? "true" : "false"); break;
-      default:
-        free(b.p);
-        snprintf(why, why_cap, "output '%s': %s cannot be written as JSON; request it with binary_data", name,
-                 dtype_wire_name(dt));
-        return -2;
-    }
-    if (is_float) {
-      // JSON has no NaN or infinities: null, as Python's json.dumps(allow_nan=False) would refuse
-      if (!isfinite(f)) n = snprintf(w, room, "null");
-      else n = snprintf(w, room, dt == DT_FP32 ? "%.9g" : "%.17g", f);
-    }
-    b.len += (size_t)n;
-  }
-  b.p[b.len++] = ']';
-  b.p[b.len] = '\0';
-  *out = b.p;
-  return 0;
-}
-
-// Writes the HTTP answer of an inference from its packed ModelInferResponse.
-static void infer_answer(job *j, const uint8_t *pb, size_t pb_len) {
-  Inference__ModelInferResponse *r = inference__model_infer_response__unpack(NULL, pb_len, pb);
-  if (!r) return set_error(&j->resp, 500, "the inference answer does not parse");
-  cJSON *root = cJSON_CreateObject(), *outs = NULL;
-  int rc = root ? 0 : -1;
-  char why[300] = "";
-  if (rc == 0) {
-    cJSON_AddStringToObject(root, "model_name", r->model_name);
-    cJSON_AddStringToObject(root, "model_version", r->model_version);
-    if (r->id && r->id[0]) cJSON_AddStringToObject(root, "id", r->id);
-    outs = cJSON_AddArrayToObject(root, "outputs");
-    if (!outs) rc = -1;
-  }
-  size_t bin_total = 0;
-  int bin[MAX_TENSORS] = {0};
-  for (size_t i = 0; rc == 0 && i < r->n_outputs && i < MAX_TENSORS; i++) {
-    const Inference__ModelInferResponse__InferOutputTensor *t = r->outputs[i];
-    const ProtobufCBinaryData *raw = i < r->n_raw_output_contents ? &r->raw_output_contents[i] : NULL;
-    cJSON *o = cJSON_CreateObject();
-    if (!o) {
-      rc = -1;
-      break;
-    }
-    cJSON_AddItemToArray(outs, o);
-    cJSON_AddStringToObject(o, "name", t->name);
-    cJSON_AddStringToObject(o, "datatype", t->datatype);
-    cJSON *shape = cJSON_AddArrayToObject(o, "shape");
-    for (size_t d = 0; shape && d < t->n_shape; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
-    const out_opt *opt = find_out_opt(j, t->name);
-    int want_bin = opt ? opt->binary : j->binary_default;
-    if (!raw || (raw->len == 0 && eng_numel((int)t->n_shape, t->shape) != 0)) continue;  // in shared memory
-    if (want_bin) {
-      cJSON *params = cJSON_AddObjectToObject(o, "parameters");
-      if (!params || !cJSON_AddNumberToObject(params, "binary_data_size", (double)raw->len)) rc = -1;
-      bin[i] = 1;
-      bin_total += raw->len;
-      continue;
-    }
-    dtype dt = dtype_from_wire(t->datatype);
-    size_t es = dtype_size(dt);
-    char *txt = NULL;
-    int drc = data_text(t->name, dt, raw->data, es ? raw->len / es : 0, &txt, why, sizeof why);
-    if (drc) {
-      rc = drc;
-      break;
-    }
-    cJSON *data = cJSON_CreateRaw(txt);
-    free(txt);
-    if (!data) rc = -1;
-    else cJSON_AddItemToObject(o, "data", data);
-  }
-  char *hdr = rc == 0 ? cJSON_PrintUnformatted(root) : NULL;
-  cJSON_Delete(root);
-  if (rc == -2) {
-    inference__model_infer_response__free_unpacked(r, NULL);
-    return set_error(&j->resp, 400, why);
-  }
-  if (!hdr) {
-    inference__model_infer_response__free_unpacked(r, NULL);
-    return set_error(&j->resp, 500, "out of memory writing the inference answer");
-  }
-  size_t hlen = strlen(hdr);
-  if (bin_total == 0) {
-    inference__model_infer_response__free_unpacked(r, NULL);
-    return set_text(&j->resp, 200, "application/json", hdr, hlen);
-  }
-  // Triton's binary tensor extension: the JSON header, then each binary
-  // output's bytes in the order of "outputs"
-  char *body = realloc(hdr, hlen + bin_total);
-  if (!body) {
-    free(hdr);
-    inference__model_infer_response__free_unpacked(r, NULL);
-    return set_error(&j->resp, 500, "out of memory writing the inference answer");
-  }
-  size_t off = hlen;
-  for (size_t i = 0; i < r->n_outputs && i < MAX_TENSORS; i++) {
-    if (!bin[i]) continue;
-    memcpy(body + off, r->raw_output_contents[i].data, r->raw_output_contents[i].len);
-    off += r->raw_output_contents[i].len;
-  }
-  inference__model_infer_response__free_unpacked(r, NULL);
-  set_text(&j->resp, 200, "application/octet-stream", body, off);
-  snprintf(j->resp.headers, sizeof j->resp.headers, "Inference-Header-Content-Length: %zu\r\n", hlen);
-}
-
 // --- the other answers
 
 static void meta_answer(job *j, const uint8_t *pb, size_t len) {
@@ -416,16 +210,16 @@ static void meta_answer(job *j, const uint8_t *pb, size_t len) {
     case K_INDEX: d = &inference__repository_index_response__descriptor; break;
     case K_SHM_STATUS: d = &inference__system_shared_memory_status_response__descriptor; break;
     case K_CUDA_SHM_STATUS: d = &inference__cuda_shared_memory_status_response__descriptor; break;
-    case K_EMPTY: return set_text(&j->resp, 200, "application/json", NULL, 0);
+    case K_EMPTY: return srv_rest__set_text(&j->resp, 200, "application/json", NULL, 0);
     case K_INFER: return;
   }
   ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, pb);
-  if (!m) return set_error(&j->resp, 500, "the answer does not parse");
+  if (!m) return srv_rest__set_error(&j->resp, 500, "the answer does not parse");
   if (j->k == K_MODEL_READY) {
     int ready = ((Inference__ModelReadyResponse *)m)->ready;
     protobuf_c_message_free_unpacked(m, NULL);
-    if (ready) return set_text(&j->resp, 200, "text/plain", NULL, 0);
-    return set_error(&j->resp, 503, "the model is not ready");
+    if (ready) return srv_rest__set_text(&j->resp, 200, "text/plain", NULL, 0);
+    return srv_rest__set_error(&j->resp, 503, "the model is not ready");
   }
   cJSON *out = NULL;
   if (j->k == K_CONFIG) {
@@ -462,44 +256,15 @@ static void meta_answer(job *j, const uint8_t *pb, size_t len) {
 
 // --- the local call's end (any thread) and the loop thread's delivery
 
-static void job_free(job *j) {
+void srv_rest__job_free(job *j) {
   free(j->out_opts);
   free(j);
 }
 
-// Compresses a successful inference answer as the client asked (Triton
-// does so for inference answers only; errors stay plain). Runs where the
-// answer was written (an instance thread), not on the loop. Out of memory:
-// the answer goes uncompressed, which the client reads as well.
-static void compress_answer(job *j) {
-  srv_http_response *a = &j->resp;
-  if (j->resp_enc == SRV_HTTPZ_IDENTITY || a->status != 200 || !a->free_body) return;
-  uint8_t *z = NULL;
-  size_t zlen = 0;
-  err e = {0};
-  if (srv_httpz_deflate(j->resp_enc, a->body, a->len, &z, &zlen, &e) != 0) {
-    srv_log(SRV_LOG_WARN, "REST: answering uncompressed: %s", e.msg);
-    return;
-  }
-  size_t used = strlen(a->headers);
-  int w = snprintf(a->headers + used, sizeof a->headers - used, "Content-Encoding: %s\r\n",
-                   srv_httpz_name(j->resp_enc));
-  if (w < 0 || (size_t)w >= sizeof a->headers - used) {  // cannot happen with the headers written today
-    a->headers[used] = '\0';
-    free(z);
-    return;
-  }
-  // the binary extension's Inference-Header-Content-Length stays the
-  // uncompressed JSON's length, as Triton sends it
-  free(a->body);
-  a->body = (char *)z;
-  a->len = zlen;
-}
-
 static void done_cb(void *arg, uint8_t *resp, size_t len, int code, const char *msg) {
   job *j = arg;
-  if (!resp && code) set_error(&j->resp, http_status(code), msg);
-  else if (j->k == K_INFER) infer_answer(j, resp, len), compress_answer(j);
+  if (!resp && code) srv_rest__set_error(&j->resp, http_status(code), msg);
+  else if (j->k == K_INFER) srv_rest__infer_answer(j, resp, len);
   else meta_answer(j, resp, len);
   free(resp);
   srv_rest *r = j->rest;
@@ -522,7 +287,7 @@ static void deliver(srv_rest *r) {
   while (j) {
     job *next = j->next;
     srv_http_complete(j->pending, &j->resp);
-    job_free(j);
+    srv_rest__job_free(j);
     j = next;
   }
 }
@@ -531,7 +296,7 @@ static void on_async(uv_async_t *a) { deliver(a->data); }
 
 // Runs the gRPC method `method` on the packed request, answering through
 // the job (which it takes).
-static void run_local(srv_rest *r, job *j, const char *method, const uint8_t *req, size_t len) {
+void srv_rest__run_local(srv_rest *r, job *j, const char *method, const uint8_t *req, size_t len) {
   const srv_method *m = NULL;
   for (size_t i = 0; i < r->n_methods; i++)
     if (strcmp(r->methods[i].path, method) == 0) m = &r->methods[i];
@@ -548,7 +313,7 @@ static job *job_new(srv_rest *r, const srv_http_request *req, srv_http_response 
   srv_http_pending *p = j ? srv_http_defer(req) : NULL;
   if (!p) {
     free(j);
-    set_error(resp, 500, "out of memory");
+    srv_rest__set_error(resp, 500, "out of memory");
     return NULL;
   }
   j->rest = r;
@@ -563,421 +328,10 @@ static void call_pb(srv_rest *r, const srv_http_request *req, srv_http_response 
                     const ProtobufCMessage *msg) {
   size_t len = protobuf_c_message_get_packed_size(msg);
   uint8_t *buf = malloc(len ? len : 1);
-  if (!buf) return set_error(resp, 500, "out of memory");
+  if (!buf) return srv_rest__set_error(resp, 500, "out of memory");
   protobuf_c_message_pack(msg, buf);
   job *j = job_new(r, req, resp, k);
-  if (j) run_local(r, j, method, buf, len);
-  free(buf);
-}
-
-// --- inference request: Triton's JSON (+ binary tensors) -> ModelInferRequest
-
-// Every allocation of one request's protobuf message, freed together.
-typedef struct arena {
-  void **p;
-  size_t n, cap;
-  int oom;
-} arena;
-
-static void *a_alloc(arena *a, size_t n) {
-  if (a->oom) return NULL;
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? a->cap * 2 : 32;
-    void **q = realloc(a->p, cap * sizeof *q);
-    if (!q) {
-      a->oom = 1;
-      return NULL;
-    }
-    a->p = q;
-    a->cap = cap;
-  }
-  void *x = calloc(1, n ? n : 1);
-  if (!x) {
-    a->oom = 1;
-    return NULL;
-  }
-  a->p[a->n++] = x;
-  return x;
-}
-
-static void a_free(arena *a) {
-  for (size_t i = 0; i < a->n; i++) free(a->p[i]);
-  free(a->p);
-}
-
-static char *a_strdup(arena *a, const char *s) {
-  size_t n = strlen(s);
-  char *d = a_alloc(a, n + 1);
-  if (d) memcpy(d, s, n);
-  return d;
-}
-
-// The three ParametersEntry messages (request, input, output) share one layout.
-typedef struct param_entry {
-  ProtobufCMessage base;
-  char *key;
-  Inference__InferParameter *value;
-} param_entry;
-
-static int add_param(arena *a, const ProtobufCMessageDescriptor *d, param_entry ***list, size_t *n, size_t cap,
-                     const char *key, const cJSON *v, char *why, size_t why_cap) {
-  param_entry *e = a_alloc(a, sizeof *e);
-  Inference__InferParameter *p = a_alloc(a, sizeof *p);
-  if (!e || !p || !*list) return -1;
-  if (*n >= cap) {
-    snprintf(why, why_cap, "too many parameters");
-    return -2;
-  }
-  protobuf_c_message_init(d, e);
-  inference__infer_parameter__init(p);
-  e->key = a_strdup(a, key);
-  e->value = p;
-  if (cJSON_IsBool(v)) {
-    p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
-    p->bool_param = cJSON_IsTrue(v);
-  } else if (cJSON_IsString(v)) {
-    p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
-    p->string_param = a_strdup(a, v->valuestring);
-  } else if (cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 9.007199254740992e15) {
-    p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
-    p->int64_param = (int64_t)v->valuedouble;
-  } else if (cJSON_IsNumber(v)) {
-    p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM;
-    p->double_param = v->valuedouble;
-  } else {
-    snprintf(why, why_cap, "parameter '%s' must be a bool, a number or a string", key);
-    return -2;
-  }
-  if (!e->key || (cJSON_IsString(v) && !p->string_param)) return -1;
-  (*list)[(*n)++] = e;
-  return 0;
-}
-
-// Writes the elements of a (possibly nested) JSON array as dt into dst,
-// counting them in *k (dst NULL: counts only).
-static int put_data(const cJSON *v, dtype dt, uint8_t *dst, size_t cap, size_t *k, const char *name, char *why,
-                    size_t why_cap) {
-  if (cJSON_IsArray(v)) {
-    for (const cJSON *e = v->child; e; e = e->next)
-      if (put_data(e, dt, dst, cap, k, name, why, why_cap)) return -1;
-    return 0;
-  }
-  size_t i = (*k)++;
-  if (!dst) return 0;
-  if (i >= cap) return 0;  // too many: counted, reported by the caller
-  if (dt == DT_BOOL) {
-    if (!cJSON_IsBool(v)) {
-      snprintf(why, why_cap, "input '%s': element %zu of data is not a bool", name, i);
-      return -1;
-    }
-    dst[i] = cJSON_IsTrue(v) ? 1 : 0;
-    return 0;
-  }
-  if (!cJSON_IsNumber(v)) {
-    snprintf(why, why_cap, "input '%s': element %zu of data is not a number", name, i);
-    return -1;
-  }
-  double x = v->valuedouble;
-  // converting a value the type cannot hold is undefined in C (found by
-  // fuzz_rest: -6 as UINT8), and a fraction for an integer type would be cut
-  double lo, hi;  // the half-open range [lo, hi) the type holds
-  int integral = 1;
-  switch (dt) {
-    case DT_INT64: lo = -9223372036854775808.0, hi = 9223372036854775808.0; break;
-    case DT_INT32: lo = INT32_MIN, hi = INT32_MAX + 1.0; break;
-    case DT_INT16: lo = INT16_MIN, hi = INT16_MAX + 1.0; break;
-    case DT_INT8: lo = INT8_MIN, hi = INT8_MAX + 1.0; break;
-    case DT_UINT64: lo = 0, hi = 18446744073709551616.0; break;
-    case DT_UINT32: lo = 0, hi = UINT32_MAX + 1.0; break;
-    case DT_UINT16: lo = 0, hi = UINT16_MAX + 1.0; break;
-    case DT_UINT8: lo = 0, hi = UINT8_MAX + 1.0; break;
-    case DT_FP32: lo = -(double)FLT_MAX, hi = nextafter((double)FLT_MAX, INFINITY), integral = 0; break;
-    default: lo = -INFINITY, hi = INFINITY, integral = 0; break;
-  }
-  if (!(x >= lo && x < hi) || (integral && floor(x) != x)) {
-    snprintf(why, why_cap, "input '%s': element %zu of data (%.17g) is out of range for %s", name, i, x,
-             dtype_wire_name(dt));
-    return -1;
-  }
-  switch (dt) {
-    case DT_FP32: ((float *)dst)[i] = (float)x; break;
-    case DT_FP64: ((double *)dst)[i] = x; break;
-    // cJSON keeps numbers as doubles: integers beyond 2^53 lose precision (send those as binary_data)
-    case DT_INT64: ((int64_t *)dst)[i] = (int64_t)x; break;
-    case DT_INT32: ((int32_t *)dst)[i] = (int32_t)x; break;
-    case DT_INT16: ((int16_t *)dst)[i] = (int16_t)x; break;
-    case DT_INT8: ((int8_t *)dst)[i] = (int8_t)x; break;
-    case DT_UINT64: ((uint64_t *)dst)[i] = (uint64_t)x; break;
-    case DT_UINT32: ((uint32_t *)dst)[i] = (uint32_t)x; break;
-    case DT_UINT16: ((uint16_t *)dst)[i] = (uint16_t)x; break;
-    case DT_UINT8: dst[i] = (uint8_t)x; break;
-    default: break;
-  }
-  return 0;
-}
-
-#define BAD(...) (snprintf(why, why_cap, __VA_ARGS__), -2)
-
-// Fills msg from the JSON header and the binary part; -2 with why for a bad
-// request, -1 when out of memory. The job gets the output options.
-static int build_infer(arena *a, job *j, const cJSON *root, const uint8_t *bin, size_t bin_len,
-                       Inference__ModelInferRequest *msg, char *why, size_t why_cap) {
-  if (!cJSON_IsObject(root)) return BAD("the request body must be a JSON object");
-  const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
-  if (id && !cJSON_IsString(id)) return BAD("'id' must be a string");
-  if (id) msg->id = a_strdup(a, id->valuestring);
-
-  const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "parameters");
-  if (params && !cJSON_IsObject(params)) return BAD("'parameters' must be an object");
-  size_t np = (size_t)cJSON_GetArraySize(params);
-  msg->parameters = a_alloc(a, (np + 1) * sizeof *msg->parameters);
-  for (const cJSON *p = params ? params->child : NULL; p; p = p->next) {
-    if (strcmp(p->string, "binary_data_output") == 0) {
-      if (!cJSON_IsBool(p)) return BAD("parameter 'binary_data_output' must be a bool");
-      j->binary_default = cJSON_IsTrue(p);
-      continue;
-    }
-    int rc = add_param(a, &inference__model_infer_request__parameters_entry__descriptor,
-                       (param_entry ***)&msg->parameters, &msg->n_parameters, np, p->string, p, why, why_cap);
-    if (rc) return rc;
-  }
-
-  const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(root, "inputs");
-  if (!cJSON_IsArray(inputs) || cJSON_GetArraySize(inputs) == 0) return BAD("'inputs' must be a non-empty array");
-  size_t n_in = (size_t)cJSON_GetArraySize(inputs);
-  if (n_in > MAX_TENSORS) return BAD("at most %d inputs", MAX_TENSORS);
-  msg->inputs = a_alloc(a, n_in * sizeof *msg->inputs);
-  msg->raw_input_contents = a_alloc(a, n_in * sizeof *msg->raw_input_contents);
-  if (!msg->inputs || !msg->raw_input_contents) return -1;
-  size_t bin_off = 0;
-  for (const cJSON *in = inputs->child; in; in = in->next) {
-    if (!cJSON_IsObject(in)) return BAD("each input must be an object");
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(in, "name");
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(in, "shape");
-    const cJSON *datatype = cJSON_GetObjectItemCaseSensitive(in, "datatype");
-    const cJSON *data = cJSON_GetObjectItemCaseSensitive(in, "data");
-    const cJSON *ip = cJSON_GetObjectItemCaseSensitive(in, "parameters");
-    if (!cJSON_IsString(name)) return BAD("an input has no 'name' string");
-    const char *nm = name->valuestring;
-    if (!cJSON_IsString(datatype)) return BAD("input '%s': 'datatype' must be a string", nm);
-    if (!cJSON_IsArray(shape)) return BAD("input '%s': 'shape' must be an array of integers", nm);
-    if (ip && !cJSON_IsObject(ip)) return BAD("input '%s': 'parameters' must be an object", nm);
-    Inference__ModelInferRequest__InferInputTensor *t = a_alloc(a, sizeof *t);
-    if (!t) return -1;
-    inference__model_infer_request__infer_input_tensor__init(t);
-    t->name = a_strdup(a, nm);
-    t->datatype = a_strdup(a, datatype->valuestring);
-    size_t nd = (size_t)cJSON_GetArraySize(shape);
-    t->shape = a_alloc(a, (nd + 1) * sizeof *t->shape);
-    if (!t->name || !t->datatype || !t->shape) return -1;
-    int64_t numel = 1;
-    for (const cJSON *d = shape->child; d; d = d->next) {
-      if (!cJSON_IsNumber(d) || d->valuedouble != floor(d->valuedouble) || d->valuedouble < 0 ||
-          d->valuedouble > 9.007199254740992e15)
-        return BAD("input '%s': 'shape' must be an array of non-negative integers", nm);
-      t->shape[t->n_shape++] = (int64_t)d->valuedouble;
-      if (numel > 0 && (int64_t)d->valuedouble > INT64_MAX / numel) return BAD("input '%s': shape is too large", nm);
-      numel *= (int64_t)d->valuedouble;
-    }
-    // binary_data_size: the tensor's bytes follow the JSON; shared_memory_*: pass through
-    int64_t bin_size = -1, shm = 0;
-    size_t npar = (size_t)cJSON_GetArraySize(ip);
-    t->parameters = a_alloc(a, (npar + 1) * sizeof *t->parameters);
-    if (!t->parameters) return -1;
-    for (const cJSON *p = ip ? ip->child : NULL; p; p = p->next) {
-      if (strcmp(p->string, "binary_data_size") == 0) {
-        if (!cJSON_IsNumber(p) || p->valuedouble < 0 || p->valuedouble != floor(p->valuedouble))
-          return BAD("input '%s': 'binary_data_size' must be a non-negative integer", nm);
-        bin_size = (int64_t)p->valuedouble;
-        continue;
-      }
-      if (strncmp(p->string, "shared_memory_", 14) == 0) shm = 1;
-      int rc = add_param(a, &inference__model_infer_request__infer_input_tensor__parameters_entry__descriptor,
-                         (param_entry ***)&t->parameters, &t->n_parameters, npar, p->string, p, why, why_cap);
-      if (rc) return rc;
-    }
-    msg->inputs[msg->n_inputs++] = t;
-    if (shm) {
-      if (data || bin_size >= 0) return BAD("input '%s': data given with shared_memory_region", nm);
-      continue;
-    }
-    ProtobufCBinaryData *rd = &msg->raw_input_contents[msg->n_raw_input_contents++];
-    if (bin_size >= 0) {
-      if (data) return BAD("input '%s': both 'data' and 'binary_data_size' given", nm);
-      if ((uint64_t)bin_size > bin_len - bin_off)
-        return BAD("input '%s': binary_data_size %" PRId64 " runs past the %zu bytes of binary data after the JSON",
-                   nm, bin_size, bin_len - bin_off);
-      rd->data = (uint8_t *)bin + bin_off;  // packed (copied) before bin goes away
-      rd->len = (size_t)bin_size;
-      bin_off += (size_t)bin_size;
-      continue;
-    }
-    if (!data) return BAD("input '%s' has no 'data' (nor binary_data_size or shared memory)", nm);
-    dtype dt = dtype_from_wire(datatype->valuestring);
-    size_t es = dtype_size(dt);
-    if (dt == DT_INVALID) return BAD("input '%s': unknown datatype '%s'", nm, datatype->valuestring);
-    if (dt == DT_FP16 || dt == DT_BF16 || dt == DT_STRING || !es)
-      return BAD("input '%s': %s data is not accepted as JSON; send it with binary_data_size", nm,
-                 datatype->valuestring);
-    size_t count = 0;
-    if (put_data(data, dt, NULL, 0, &count, nm, why, why_cap)) return -2;
-    if ((int64_t)count != numel)
-      return BAD("input '%s': 'data' has %zu elements, shape needs %" PRId64, nm, count, numel);
-    uint8_t *dst = a_alloc(a, count * es);
-    if (!dst) return -1;
-    size_t k = 0;
-    if (put_data(data, dt, dst, count, &k, nm, why, why_cap)) return -2;
-    rd->data = dst;
-    rd->len = count * es;
-  }
-  if (bin_off != bin_len)
-    return BAD("%zu bytes of binary data after the JSON, the inputs' binary_data_size add up to %zu", bin_len, bin_off);
-  // Triton: raw contents for every input not in shared memory, or none at all
-  if (msg->n_raw_input_contents == 0) msg->raw_input_contents = NULL;
-
-  const cJSON *outputs = cJSON_GetObjectItemCaseSensitive(root, "outputs");
-  if (outputs && !cJSON_IsArray(outputs)) return BAD("'outputs' must be an array");
-  size_t n_out = (size_t)cJSON_GetArraySize(outputs);
-  if (n_out > MAX_TENSORS) return BAD("at most %d outputs", MAX_TENSORS);
-  msg->outputs = a_alloc(a, (n_out + 1) * sizeof *msg->outputs);
-  j->out_opts = calloc(n_out + 1, sizeof *j->out_opts);
-  if (!msg->outputs || !j->out_opts) return -1;
-  for (const cJSON *o = outputs ? outputs->child : NULL; o; o = o->next) {
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
-    const cJSON *op = cJSON_GetObjectItemCaseSensitive(o, "parameters");
-    if (!cJSON_IsObject(o) || !cJSON_IsString(name)) return BAD("each output must be an object with a 'name' string");
-    if (op && !cJSON_IsObject(op)) return BAD("output '%s': 'parameters' must be an object", name->valuestring);
-    if (strlen(name->valuestring) >= sizeof j->out_opts[0].name) return BAD("an output name is too long");
-    Inference__ModelInferRequest__InferRequestedOutputTensor *t = a_alloc(a, sizeof *t);
-    size_t npar = (size_t)cJSON_GetArraySize(op);
-    if (!t) return -1;
-    inference__model_infer_request__infer_requested_output_tensor__init(t);
-    t->name = a_strdup(a, name->valuestring);
-    t->parameters = a_alloc(a, (npar + 1) * sizeof *t->parameters);
-    if (!t->name || !t->parameters) return -1;
-    out_opt *oo = &j->out_opts[j->n_out_opts++];
-    snprintf(oo->name, sizeof oo->name, "%s", name->valuestring);
-    oo->binary = j->binary_default;
-    for (const cJSON *p = op ? op->child : NULL; p; p = p->next) {
-      if (strcmp(p->string, "binary_data") == 0) {
-        if (!cJSON_IsBool(p)) return BAD("output '%s': 'binary_data' must be a bool", name->valuestring);
-        oo->binary = cJSON_IsTrue(p);
-        continue;
-      }
-      if (strcmp(p->string, "classification") == 0)
-        return BAD("output '%s': the classification extension is not supported", name->valuestring);
-      int rc = add_param(a, &inference__model_infer_request__infer_requested_output_tensor__parameters_entry__descriptor,
-                         (param_entry ***)&t->parameters, &t->n_parameters, npar, p->string, p, why, why_cap);
-      if (rc) return rc;
-    }
-    msg->outputs[msg->n_outputs++] = t;
-  }
-  return a->oom ? -1 : 0;
-}
-
-// Triton's HTTP compression: a Content-Encoding body is inflated (its
-// inflated size under the endpoint's body limit for this request); NULL
-// *body_out with 0 returned means the body is used as it came.
-static int decode_body(const srv_http_request *req, srv_http_response *resp, uint8_t **body_out,
-                       size_t *len_out) {
-  *body_out = NULL;
-  *len_out = 0;
-  const char *ce = srv_http_request_header(req, "Content-Encoding");
-  srv_httpz_enc enc = srv_httpz_content_encoding(ce);
-  if (enc == SRV_HTTPZ_IDENTITY) return 0;
-  if (enc == SRV_HTTPZ_UNKNOWN) {
-    // as Triton: 415, naming the codings we read in Accept-Encoding
-    char msg[200];
-    snprintf(msg, sizeof msg, "unsupported Content-Encoding '%.100s': send gzip, deflate or identity", ce);
-    set_error(resp, 415, msg);
-    snprintf(resp->headers, sizeof resp->headers, "Accept-Encoding: gzip, deflate\r\n");
-    return -1;
-  }
-  if (!req->body_len) {
-    set_error(resp, 400, "the inference request has no JSON body");
-    return -1;
-  }
-  err e = {0};
-  size_t max = req->body_max ? req->body_max : SRV_HTTP_MAX_BODY;
-  if (srv_httpz_inflate(enc, req->body, req->body_len, max, body_out, len_out, &e) != 0) {
-    set_error(resp, e.code == ERR_INVALID_ARGUMENT ? 400 : e.code == ERR_RESOURCE_EXHAUSTED ? 413 : 500, e.msg);
-    return -1;
-  }
-  return 0;
-}
-
-static void route_infer(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char *model,
-                        const char *version) {
-  uint8_t *decoded = NULL;
-  size_t decoded_len = 0;
-  if (decode_body(req, resp, &decoded, &decoded_len) != 0) return;
-  const char *body = decoded ? (const char *)decoded : req->body;
-  size_t body_len = decoded ? decoded_len : req->body_len;
-  // Triton's binary tensor extension: the JSON is the first
-  // Inference-Header-Content-Length bytes, the tensors' bytes follow (of
-  // the inflated body when the body came compressed, as in Triton)
-  size_t json_len = body_len;
-  const char *hl = srv_http_request_header(req, "Inference-Header-Content-Length");
-  if (hl) {
-    char *end = NULL;
-    unsigned long long v = strtoull(hl, &end, 10);
-    if (!*hl || *end || v > body_len) {
-      free(decoded);
-      return set_error(resp, 400, "Inference-Header-Content-Length must be an integer no larger than the body");
-    }
-    json_len = (size_t)v;
-  }
-  if (!body || json_len == 0) {
-    free(decoded);
-    return set_error(resp, 400, "the inference request has no JSON body");
-  }
-  // cJSON takes strings that are not UTF-8, and an error may quote one back
-  // ("unknown datatype '...'"): the answer would not be JSON (found by fuzz_rest)
-  if (!utf8_valid(body, json_len)) {
-    free(decoded);
-    return set_error(resp, 400, "the inference request's JSON is not valid UTF-8 (RFC 8259)");
-  }
-  cJSON *root = cJSON_ParseWithLength(body, json_len);
-  if (!root) {
-    free(decoded);
-    return set_error(resp, 400, "the request body is not valid JSON");
-  }
-  job *j = calloc(1, sizeof *j);
-  arena a = {0};
-  Inference__ModelInferRequest msg = INFERENCE__MODEL_INFER_REQUEST__INIT;
-  msg.model_name = (char *)model;
-  msg.model_version = (char *)version;
-  char why[512] = "";
-  int rc = j ? build_infer(&a, j, root, (const uint8_t *)body + json_len, body_len - json_len, &msg, why, sizeof why)
-             : -1;
-  uint8_t *buf = NULL;
-  size_t len = 0;
-  if (rc == 0) {
-    len = inference__model_infer_request__get_packed_size(&msg);
-    buf = malloc(len ? len : 1);
-    if (buf) inference__model_infer_request__pack(&msg, buf);
-    else rc = -1;
-  }
-  a_free(&a);
-  cJSON_Delete(root);
-  free(decoded);  // the packed request holds its own copy of the tensors
-  if (rc) {
-    if (j) job_free(j);
-    free(buf);
-    return set_error(resp, rc == -2 ? 400 : 500, rc == -2 ? why : "out of memory");
-  }
-  srv_http_pending *p = srv_http_defer(req);
-  if (!p) {
-    job_free(j);
-    free(buf);
-    return set_error(resp, 500, "out of memory");
-  }
-  j->rest = r;
-  j->pending = p;
-  j->k = K_INFER;
-  j->resp.status = 200;
-  j->resp_enc = srv_httpz_accept(srv_http_request_header(req, "Accept-Encoding"));
-  run_local(r, j, SVC "ModelInfer", buf, len);
+  if (j) srv_rest__run_local(r, j, method, buf, len);
   free(buf);
 }
 
@@ -1055,7 +409,7 @@ static const shm_family CUDA_SHM = {
 static void call_named(srv_rest *r, const srv_http_request *req, srv_http_response *resp, kind k, const char *method,
                        const ProtobufCMessageDescriptor *d, char *name) {
   ProtobufCMessage *q = calloc(1, d->sizeof_message);
-  if (!q) return set_error(resp, 500, "out of memory");
+  if (!q) return srv_rest__set_error(resp, 500, "out of memory");
   protobuf_c_message_init(d, q);
   memcpy((uint8_t *)q + protobuf_c_message_descriptor_get_field_by_name(d, "name")->offset, &name, sizeof name);
   call_pb(r, req, resp, k, method, q);
@@ -1075,19 +429,19 @@ static int shm_route(srv_rest *r, const srv_http_request *req, srv_http_response
     op = seg[1], opl = len[1];
   } else if (n == 4 && seg_is(seg[1], len[1], "region")) {
     if (srv_rest_decode_segment(seg[2], len[2], name, SHM_NAME_CAP) || !name[0])
-      return set_error(resp, 400, "malformed region name in the path"), 0;
+      return srv_rest__set_error(resp, 400, "malformed region name in the path"), 0;
     op = seg[3], opl = len[3];
   } else {
-    return set_error(resp, 404, "not found"), 0;
+    return srv_rest__set_error(resp, 404, "not found"), 0;
   }
   if (seg_is(op, opl, "status")) {
-    if (!get) return set_error(resp, 405, "method not allowed"), 0;
+    if (!get) return srv_rest__set_error(resp, 405, "method not allowed"), 0;
     return call_named(r, req, resp, f->status_kind, f->status_method, f->status_d, name), 0;
   }
-  if (!post) return set_error(resp, 405, "method not allowed (POST)"), 0;
+  if (!post) return srv_rest__set_error(resp, 405, "method not allowed (POST)"), 0;
   if (seg_is(op, opl, "unregister"))
     return call_named(r, req, resp, K_EMPTY, f->unregister_method, f->unregister_d, name), 0;
-  if (!seg_is(op, opl, "register") || !name[0]) return set_error(resp, 404, "not found"), 0;
+  if (!seg_is(op, opl, "register") || !name[0]) return srv_rest__set_error(resp, 404, "not found"), 0;
   return 1;
 }
 
@@ -1114,7 +468,8 @@ static void route_shm(srv_rest *r, const srv_http_request *req, srv_http_respons
   int ok = cJSON_IsString(key) && (!off || u64_number(off)) && u64_number(size);
   if (!ok) {
     cJSON_Delete(b);
-    return set_error(resp, 400, "register needs a JSON body {\"key\": string, \"offset\": integer, \"byte_size\": integer}");
+    return srv_rest__set_error(
+        resp, 400, "register needs a JSON body {\"key\": string, \"offset\": integer, \"byte_size\": integer}");
   }
   Inference__SystemSharedMemoryRegisterRequest q = INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_REQUEST__INIT;
   q.name = name;
@@ -1179,21 +534,21 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
            u64_number(size);
   if (!ok) {
     cJSON_Delete(b);
-    return set_error(resp, 400,
-                     "register needs a JSON body {\"raw_handle\": {\"b64\": string}, \"device_id\": integer, "
-                     "\"byte_size\": integer}");
+    return srv_rest__set_error(resp, 400,
+                               "register needs a JSON body {\"raw_handle\": {\"b64\": string}, \"device_id\": integer, "
+                               "\"byte_size\": integer}");
   }
   size_t blen = strlen(b64->valuestring);
   uint8_t *raw = malloc(blen / 4 * 3 + 3);
   size_t raw_len = 0;
   if (!raw) {
     cJSON_Delete(b);
-    return set_error(resp, 500, "out of memory");
+    return srv_rest__set_error(resp, 500, "out of memory");
   }
   if (b64_decode(b64->valuestring, blen, raw, &raw_len) != 0) {
     free(raw);
     cJSON_Delete(b);
-    return set_error(resp, 400, "raw_handle.b64 is not valid base64");
+    return srv_rest__set_error(resp, 400, "raw_handle.b64 is not valid base64");
   }
   Inference__CudaSharedMemoryRegisterRequest q = INFERENCE__CUDA_SHARED_MEMORY_REGISTER_REQUEST__INIT;
   q.name = name;
@@ -1213,7 +568,7 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
   int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
   int post = strcmp(req->method, "POST") == 0;
   if (strcmp(path, "/v2") == 0 || strcmp(path, "/v2/") == 0) {
-    if (!get) return set_error(resp, 405, "method not allowed"), 1;
+    if (!get) return srv_rest__set_error(resp, 405, "method not allowed"), 1;
     Inference__ServerMetadataRequest q = INFERENCE__SERVER_METADATA_REQUEST__INIT;
     call_pb(r, req, resp, K_SERVER_META, SVC "ServerMetadata", &q.base);
     return 1;
@@ -1221,16 +576,16 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
   const char *seg[8];
   size_t len[8];
   size_t n = split(path + 4, seg, len, 7);
-  if (n > 7) return set_error(resp, 404, "not found"), 1;
+  if (n > 7) return srv_rest__set_error(resp, 404, "not found"), 1;
 
   if (n == 2 && seg_is(seg[0], len[0], "repository") && seg_is(seg[1], len[1], "index")) {
-    if (!post) return set_error(resp, 405, "method not allowed (POST)"), 1;
+    if (!post) return srv_rest__set_error(resp, 405, "method not allowed (POST)"), 1;
     Inference__RepositoryIndexRequest q = INFERENCE__REPOSITORY_INDEX_REQUEST__INIT;
     if (req->body_len) {
       cJSON *b = cJSON_ParseWithLength(req->body, req->body_len);
       if (!cJSON_IsObject(b)) {
         cJSON_Delete(b);
-        return set_error(resp, 400, "the request body is not a JSON object"), 1;
+        return srv_rest__set_error(resp, 400, "the request body is not a JSON object"), 1;
       }
       q.ready = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "ready"));
       cJSON_Delete(b);
@@ -1248,31 +603,31 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
     return 1;
   }
   if (n == 2 && seg_is(seg[0], len[0], "models") && seg_is(seg[1], len[1], "stats")) {
-    if (!get) return set_error(resp, 405, "method not allowed"), 1;
+    if (!get) return srv_rest__set_error(resp, 405, "method not allowed"), 1;
     Inference__ModelStatisticsRequest q = INFERENCE__MODEL_STATISTICS_REQUEST__INIT;
     call_pb(r, req, resp, K_STATS, SVC "ModelStatistics", &q.base);
     return 1;
   }
-  if (n < 2 || !seg_is(seg[0], len[0], "models")) return set_error(resp, 404, "not found"), 1;
+  if (n < 2 || !seg_is(seg[0], len[0], "models")) return srv_rest__set_error(resp, 404, "not found"), 1;
   // /v2/models/{m}[/versions/{v}][/ready|/config|/stats|/infer]
   char model[256], version[64] = "";
   if (srv_rest_decode_segment(seg[1], len[1], model, sizeof model) || !model[0])
-    return set_error(resp, 400, "malformed model name in the path"), 1;
+    return srv_rest__set_error(resp, 400, "malformed model name in the path"), 1;
   size_t k = 2;
   if (n >= 4 && seg_is(seg[2], len[2], "versions")) {
     if (srv_rest_decode_segment(seg[3], len[3], version, sizeof version) || !version[0])
-      return set_error(resp, 400, "malformed model version in the path"), 1;
+      return srv_rest__set_error(resp, 400, "malformed model version in the path"), 1;
     k = 4;
   }
-  if (n > k + 1) return set_error(resp, 404, "not found"), 1;
+  if (n > k + 1) return srv_rest__set_error(resp, 404, "not found"), 1;
   const char *what = n == k ? "" : seg[k];
   size_t wl = n == k ? 0 : len[k];
   if (seg_is(what, wl, "infer")) {
-    if (!post) return set_error(resp, 405, "method not allowed (POST)"), 1;
-    route_infer(r, req, resp, model, version);
+    if (!post) return srv_rest__set_error(resp, 405, "method not allowed (POST)"), 1;
+    srv_rest__route_infer(r, req, resp, model, version);
     return 1;
   }
-  if (!get) return set_error(resp, 405, "method not allowed"), 1;
+  if (!get) return srv_rest__set_error(resp, 405, "method not allowed"), 1;
   if (wl == 0) {
     Inference__ModelMetadataRequest q = INFERENCE__MODEL_METADATA_REQUEST__INIT;
     q.name = model, q.version = version;
@@ -1283,7 +638,7 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
     srv_version *v;
     err e = {0};
     if (srv_registry_find(r->s->reg, model, version, &m, &v, &e) != 0 && e.code == ERR_NOT_FOUND)
-      return set_error(resp, 404, e.msg), 1;
+      return srv_rest__set_error(resp, 404, e.msg), 1;
     Inference__ModelReadyRequest q = INFERENCE__MODEL_READY_REQUEST__INIT;
     q.name = model, q.version = version;
     call_pb(r, req, resp, K_MODEL_READY, SVC "ModelReady", &q.base);
@@ -1296,7 +651,7 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
     q.name = model, q.version = version;
     call_pb(r, req, resp, K_STATS, SVC "ModelStatistics", &q.base);
   } else {
-    set_error(resp, 404, "not found");
+    srv_rest__set_error(resp, 404, "not found");
   }
   return 1;
 }

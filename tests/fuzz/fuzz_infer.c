@@ -1,7 +1,7 @@
 // fuzz_infer.c: libFuzzer driver for the bytes of a ModelInferRequest (a
 // unary ModelInfer or one ModelStreamInfer message), through the function
 // the server runs on them before the scheduler (srv_infer_prepare in
-// server/core/infer.c: protobuf-c unpack, UTF-8 of every string, model lookup,
+// server/core/infer.c and infer_validate.c: protobuf-c unpack, UTF-8 of every string, model lookup,
 // shapes, datatypes, byte sizes, typed contents, parameters, shared-memory
 // windows), without gRPC. The registry holds tests/fuzz/repo (model "fuzz",
 // see gen_seeds.py) and one registered shared-memory region "r0" of 4096

@@ -3,7 +3,7 @@
 // (fixture.h: model "fuzz" of tests/fuzz/repo, region "r0"), sent the way
 // a client that does not wait sends them: every message, then the
 // half-close, then read every answer. What the server runs on them is its
-// own stream path: the front end's asynchronous stream (server/grpc/grpc_front.c:
+// own stream path: the front end's asynchronous stream (server/grpc/grpc_stream.c:
 // reading ahead, the answer queue, the end once every message is answered),
 // srv_infer_stream_handler (server/core/infer.c: the same decode and validation
 // as ModelInfer, then the scheduler and a real batch on the CPU engine), the

@@ -60,7 +60,7 @@ char *build_cjson(const float *v, size_t n) {
   return s;
 }
 
-// As server/http/rest.c builds responses: cJSON for the structure, the data
+// As server/http/rest_infer.c builds responses: cJSON for the structure, the data
 // array's text written with %.9g (enough digits to round-trip an FP32; cJSON
 // prints every number as a double, trying %.15g and then %.17g) and inserted
 // with cJSON_CreateRaw.

@@ -1,0 +1,69 @@
+// server/core/request.c: the end of a ModelInfer request, the bottom of the
+// request path that every answer goes through: its answer sent to the
+// client (a unary call's reply or failure, a stream's message or error
+// message) and its memory freed. It calls no other part of the request
+// path: infer.c (a rejected request), reply.c (a batch's answers, drops)
+// and order.c (an ordered answer whose turn came) all end here.
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/base/utf8.h"
+#include "server/core/arena.h"
+#include "server/core/request.h"
+#include "server/core/server.h"
+
+void srv_infer_request_free(srv_request *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->n_shm_held; i++) srv_shm_release(r->shm_held[i]);
+  free(r->shm_held);
+  free(r->shm_out);
+  for (size_t i = 0; i < r->n_cuda_held; i++) srv_cuda_shm_release(r->cuda_held[i]);
+  free(r->cuda_held);
+  for (size_t i = 0; i < r->n_cuda_copies; i++) free(r->cuda_copies[i]);
+  free(r->cuda_copies);
+  free(r->cuda_in);
+  srv_arena_destroy(r->arena);  // msg and inputs with it
+  free(r->typed_buf);
+  // last: the generation (and the version this request counted on) may be freed from here
+  if (r->reg) srv_registry_unref(r->reg, r->model);
+  free(r);
+}
+
+// A stream's failed request: ModelStreamInferResponse.error_message, with
+// the request's model, version and id (when known) so the client can tell
+// which of its requests failed. NULL when out of memory.
+static char *valid_or_empty(char *str) { return str && utf8_valid(str, strlen(str)) ? str : (char *)""; }
+
+static uint8_t *pack_stream_error(const srv_request *r, const char *msg, size_t *len) {
+  Inference__ModelStreamInferResponse sr = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+  Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+  sr.error_message = (char *)(msg && *msg ? msg : "failed");
+  if (r && r->msg) {  // echoed so the client can match the error; a field that is not UTF-8 is not
+    ir.model_name = valid_or_empty(r->msg->model_name);
+    ir.model_version = valid_or_empty(r->msg->model_version);
+    ir.id = valid_or_empty(r->msg->id);
+    sr.infer_response = &ir;
+  }
+  *len = inference__model_stream_infer_response__get_packed_size(&sr);
+  uint8_t *buf = malloc(*len ? *len : 1);
+  if (buf) inference__model_stream_infer_response__pack(&sr, buf);
+  return buf;
+}
+
+void srv_request_answer(const srv_request *r, uint8_t *resp, size_t len, int code, const char *msg) {
+  if (r->stream) {
+    if (!resp) resp = pack_stream_error(r, msg, &len);
+    srv_stream_reply(r->stream, resp, resp ? len : 0);
+  } else if (resp) {
+    srv_call_reply(r->call, resp, len);
+  } else {
+    srv_call_fail(r->call, code, msg);
+  }
+}
+
+void srv_request_send(srv_server *s, srv_request *r, uint8_t *resp, size_t len, int code, const char *msg) {
+  srv_request_answer(r, resp, len, code, msg);
+  srv_infer_request_free(r);
+  atomic_fetch_sub(&s->infer_inflight, 1);
+}

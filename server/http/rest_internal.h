@@ -1,0 +1,88 @@
+// server/http/rest_internal.h: what the two files of the REST API share:
+// the job (one request from its route to the loop thread's answer), the
+// REST object, and the few helpers each calls in the other. Not a public
+// header: only server/http/rest.c (routes, metadata answers, the answers'
+// way back to the loop) and rest_infer.c (the infer route: Triton's JSON and
+// binary tensors to ModelInferRequest, and the answer back) include it.
+#ifndef INFERD_SERVER_REST_INTERNAL_H
+#define INFERD_SERVER_REST_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "server/core/server.h"
+#include "server/http/http.h"
+#include "server/http/httpz.h"
+#include "server/http/rest.h"
+
+#define SVC "/inference.GRPCInferenceService/"
+
+typedef enum kind {
+  K_SERVER_META,
+  K_MODEL_META,
+  K_MODEL_READY,
+  K_CONFIG,
+  K_STATS,
+  K_INDEX,
+  K_INFER,
+  K_SHM_STATUS,
+  K_CUDA_SHM_STATUS,
+  K_EMPTY,  // register/unregister: 200 with no body
+} kind;
+
+// How one requested output is answered.
+typedef struct out_opt {
+  char name[256];
+  int binary;
+} out_opt;
+
+// One request in flight: from the route to the loop thread's answer.
+typedef struct job {
+  struct job *next;
+  srv_rest *rest;
+  srv_http_pending *pending;
+  kind k;
+  // inference only: how outputs are answered
+  int binary_default;  // request parameter binary_data_output
+  size_t n_out_opts;
+  out_opt *out_opts;
+  srv_httpz_enc resp_enc;  // the answer's content coding (the request's Accept-Encoding)
+  // the HTTP answer, written by done_cb
+  srv_http_response resp;
+} job;
+
+struct srv_rest {
+  uv_loop_t *loop;
+  srv_server *s;
+  uv_async_t async;
+  pthread_mutex_t mu;
+  job *head, *tail;  // answered, not yet given (FIFO)
+  int closing;
+  srv_method methods[32];
+  size_t n_methods;
+};
+
+// --- rest.c
+
+// The answer: status, content type and a malloc'ed body (taken).
+void srv_rest__set_text(srv_http_response *resp, int status, const char *ctype, char *body, size_t len);
+// {"error": msg} with status; falls back to a static body when out of memory.
+void srv_rest__set_error(srv_http_response *resp, int status, const char *msg);
+void srv_rest__job_free(job *j);
+// Runs the gRPC method `method` on the packed request as a local call,
+// answering through the job (which it takes).
+void srv_rest__run_local(srv_rest *r, job *j, const char *method, const uint8_t *req, size_t len);
+
+// --- rest_infer.c
+
+// POST /v2/models/{model}[/versions/{version}]/infer: the request's JSON
+// (and binary tensors) as a ModelInferRequest, run as a local ModelInfer.
+void srv_rest__route_infer(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char *model,
+                           const char *version);
+// Writes the job's HTTP answer from its packed ModelInferResponse,
+// compressed as the client asked. Any thread (where the answer arrived).
+void srv_rest__infer_answer(job *j, const uint8_t *pb, size_t pb_len);
+
+#endif
