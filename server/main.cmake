@@ -13,9 +13,11 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/core/request.c
   ${CMAKE_CURRENT_LIST_DIR}/core/sched.c
   ${CMAKE_CURRENT_LIST_DIR}/grpc/rpc.c
+  ${CMAKE_CURRENT_LIST_DIR}/grpc/rpc_msg.c
   ${CMAKE_CURRENT_LIST_DIR}/http/endpoints.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest_infer.c
+  ${CMAKE_CURRENT_LIST_DIR}/http/rest_job.c
   ${CMAKE_CURRENT_LIST_DIR}/obs/log.c
   ${CMAKE_CURRENT_LIST_DIR}/obs/settings.c)
 target_compile_definitions(inferd_server PUBLIC INFERD_VERSION="${PROJECT_VERSION}")

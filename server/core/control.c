@@ -18,7 +18,7 @@
 #include "grpc_service.pb-c.h"
 #include "kernels/base/utf8.h"
 #include "server/obs/log.h"
-#include "server/http/rest.h"
+#include "server/http/http.h"
 #include "server/core/server.h"
 
 typedef struct retired {
@@ -425,7 +425,7 @@ int srv_control_http(srv_control *c, const srv_http_request *req, srv_http_respo
   char model[256];
   size_t n = (size_t)(slash - name);
   // percent-decoded as every other route's names (tritonclient quotes them)
-  if (n == 0 || srv_rest_decode_segment(name, n, model, sizeof model) != 0 || !model[0]) {
+  if (n == 0 || srv_http_decode_segment(name, n, model, sizeof model) != 0 || !model[0]) {
     json_error(resp, 400, "bad model name in the path: empty, too long, malformed percent-encoding or not valid UTF-8");
     return 1;
   }

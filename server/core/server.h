@@ -60,6 +60,9 @@ void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, siz
 void srv_reply_msg(srv_call *call, const ProtobufCMessage *m);
 ProtobufCMessage *srv_unpack_or_fail(srv_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *req,
                                      size_t len);
+// INVALID_ARGUMENT naming m's first string field that is not UTF-8 (its
+// bytes are not quoted), else 0 (server/grpc/rpc_msg.c, as the two above).
+int srv_strings_utf8(const ProtobufCMessage *m, err *e);
 // LogSettings and TraceSetting (server/obs/settings.c)
 void srv_log_settings(void *ctx, srv_call *call, const uint8_t *req, size_t len);
 void srv_trace_setting(void *ctx, srv_call *call, const uint8_t *req, size_t len);

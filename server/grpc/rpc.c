@@ -15,78 +15,6 @@
 
 #define SVC "/inference.GRPCInferenceService/"
 
-// Packs any message and answers the call with it.
-void srv_reply_msg(srv_call *call, const ProtobufCMessage *m) {
-  size_t len = protobuf_c_message_get_packed_size(m);
-  uint8_t *buf = malloc(len ? len : 1);
-  if (!buf) {
-    srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
-    return;
-  }
-  protobuf_c_message_pack(m, buf);
-  srv_call_reply(call, buf, len);
-}
-
-// The first string field of m (nested messages and map entries included)
-// that is not UTF-8: 1 with its dotted path ("parameters.key") in path,
-// else 0. protobuf-c does not check what proto3 requires, and handlers
-// quote names back ("unknown model '...'", a Status answer's keys), which
-// clients then cannot decode (found by fuzzing, issue 15).
-static int bad_string_field(const ProtobufCMessage *m, int depth, char *path, size_t cap) {
-  const ProtobufCMessageDescriptor *d = m->descriptor;
-  const uint8_t *base = (const uint8_t *)m;
-  for (unsigned i = 0; i < d->n_fields; i++) {
-    const ProtobufCFieldDescriptor *f = &d->fields[i];
-    if (f->type != PROTOBUF_C_TYPE_STRING && (f->type != PROTOBUF_C_TYPE_MESSAGE || depth >= 16)) continue;
-    if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && *(const uint32_t *)(base + f->quantifier_offset) != f->id)
-      continue;  // another member of the oneof is set: this one's bytes are not a pointer
-    size_t n = 1;
-    void *const *vals = (void *const *)(base + f->offset);
-    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-      n = *(const size_t *)(base + f->quantifier_offset);
-      vals = *(void *const *const *)(base + f->offset);
-    }
-    for (size_t j = 0; j < n; j++) {
-      const void *v = vals[j];
-      if (!v) continue;
-      char sub[128] = "";
-      if (f->type == PROTOBUF_C_TYPE_STRING ? utf8_valid(v, strlen(v)) : !bad_string_field(v, depth + 1, sub, sizeof sub))
-        continue;
-      // a path longer than cap is cut: it only names the field in a message
-      if (snprintf(path, cap, "%s%s%s", f->name, sub[0] ? "." : "", sub) >= (int)cap) path[cap - 1] = '\0';
-      return 1;
-    }
-  }
-  return 0;
-}
-
-// INVALID_ARGUMENT naming m's first string field that is not UTF-8 (its
-// bytes are not quoted), else 0.
-static int strings_utf8(const ProtobufCMessage *m, err *e) {
-  char path[128];
-  if (!bad_string_field(m, 0, path, sizeof path)) return 0;
-  return err_set(e, ERR_INVALID_ARGUMENT, "%s: field '%s' is not valid UTF-8 (proto3 string fields must be)",
-                 m->descriptor->name, path);
-}
-
-// Unpacks the request or answers INVALID_ARGUMENT; returns NULL then. A
-// string field that is not UTF-8 is refused here, so no handler can echo it.
-ProtobufCMessage *srv_unpack_or_fail(srv_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *req,
-                                        size_t len) {
-  ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, req);
-  err e;
-  if (!m) {
-    char msg[256];
-    snprintf(msg, sizeof msg, "malformed %s: the message does not parse", d->name);
-    srv_call_fail(call, ERR_INVALID_ARGUMENT, msg);
-  } else if (strings_utf8(m, &e) != 0) {
-    srv_call_fail(call, (int)e.code, e.msg);
-    protobuf_c_message_free_unpacked(m, NULL);
-    m = NULL;
-  }
-  return m;
-}
-
 // Finds the named model version or answers the call with why not (NOT_FOUND,
 // UNAVAILABLE); returns 0 when found.
 static int find_or_fail(srv_server *s, srv_call *call, const char *name, const char *version, srv_model **m,
@@ -661,7 +589,7 @@ static int reflection_answer(void *ctx, const uint8_t *req, size_t len, uint8_t 
   static const uint8_t empty[1];
   ProtobufCMessage *q = protobuf_c_message_unpack(&grpc__reflection__v1__server_reflection_request__descriptor, NULL,
                                                   len, req ? req : empty);
-  int rc = q ? strings_utf8(q, e) : 0;  // bytes that do not parse: srv_reflection_answer says so
+  int rc = q ? srv_strings_utf8(q, e) : 0;  // bytes that do not parse: srv_reflection_answer says so
   if (q) protobuf_c_message_free_unpacked(q, NULL);
   return rc ? rc : srv_reflection_answer(s->reflection, req, len, resp, resp_len, e);
 }

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kernels/base/utf8.h"
 #include "server/http/http_tls.h"
 
 #define READ_BUF_SIZE (16 * 1024)
@@ -936,4 +937,26 @@ void srv_http_close(srv_http *h, void (*on_closed)(void *arg), void *arg) {
   uv_close((uv_handle_t *)&h->sweep, on_sweep_closed);
   uv_close((uv_handle_t *)&h->listener, on_listener_closed);
   for (conn *c = h->conns; c; c = c->next) conn_close(c);
+}
+
+int srv_http_decode_segment(const char *s, size_t n, char *out, size_t cap) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (c == '%') {
+      if (i + 2 >= n) return -1;
+      char hex[3] = {s[i + 1], s[i + 2], 0};
+      char *end;
+      long v = strtol(hex, &end, 16);
+      if (*end || v == 0) return -1;
+      c = (char)v;
+      i += 2;
+    }
+    if (o + 1 >= cap) return -1;
+    out[o++] = c;
+  }
+  out[o] = '\0';
+  // a name that is not UTF-8 would be echoed into the JSON answer (an
+  // unknown model's error), which is then not JSON (found by fuzz_rest)
+  return utf8_valid(out, o) ? 0 : -1;
 }

@@ -117,4 +117,9 @@ size_t srv_http_connections(const srv_http *h);
 // this call. Calling it twice is a bug.
 void srv_http_close(srv_http *h, void (*on_closed)(void *arg), void *arg);
 
+// Percent-decodes one path segment [s, s+n) into out (cap bytes, NUL
+// included); -1 when malformed, too long or not UTF-8 (a name that is not
+// UTF-8 would be echoed into the JSON answer, which is then not JSON).
+int srv_http_decode_segment(const char *s, size_t n, char *out, size_t cap);
+
 #endif

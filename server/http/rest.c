@@ -31,48 +31,6 @@
 
 // --- answers
 
-void srv_rest__set_text(srv_http_response *resp, int status, const char *ctype, char *body, size_t len) {
-  resp->status = status;
-  resp->content_type = ctype;
-  resp->body = body;
-  resp->len = len;
-  resp->free_body = 1;
-}
-
-// Triton's HTTP status for a gRPC status code.
-static int http_status(int code) {
-  switch (code) {
-    case ERR_INVALID_ARGUMENT:
-    case ERR_FAILED_PRECONDITION:
-    case ERR_CANCELLED: return 400;
-    case ERR_NOT_FOUND: return 404;
-    case ERR_ALREADY_EXISTS: return 409;
-    case ERR_RESOURCE_EXHAUSTED: return 429;
-    case ERR_UNIMPLEMENTED: return 501;
-    case ERR_UNAVAILABLE: return 503;
-    case ERR_DEADLINE_EXCEEDED: return 504;
-    default: return 500;
-  }
-}
-
-// {"error": msg}; falls back to a static body when out of memory.
-void srv_rest__set_error(srv_http_response *resp, int status, const char *msg) {
-  cJSON *o = cJSON_CreateObject();
-  char *txt = NULL;
-  if (o && cJSON_AddStringToObject(o, "error", msg ? msg : "")) txt = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  if (!txt) {
-    static const char oom[] = "{\"error\":\"out of memory\"}";
-    resp->status = 500;
-    resp->content_type = "application/json";
-    resp->body = (char *)oom;
-    resp->len = sizeof oom - 1;
-    resp->free_body = 0;
-    return;
-  }
-  srv_rest__set_text(resp, status, "application/json", txt, strlen(txt));
-}
-
 static void set_json(srv_http_response *resp, cJSON *j) {
   char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
   cJSON_Delete(j);
@@ -254,60 +212,6 @@ static void meta_answer(job *j, const uint8_t *pb, size_t len) {
   set_json(&j->resp, out);
 }
 
-// --- the local call's end (any thread) and the loop thread's delivery
-
-void srv_rest__job_free(job *j) {
-  free(j->out_opts);
-  free(j);
-}
-
-static void done_cb(void *arg, uint8_t *resp, size_t len, int code, const char *msg) {
-  job *j = arg;
-  if (!resp && code) srv_rest__set_error(&j->resp, http_status(code), msg);
-  else if (j->k == K_INFER) srv_rest__infer_answer(j, resp, len);
-  else meta_answer(j, resp, len);
-  free(resp);
-  srv_rest *r = j->rest;
-  pthread_mutex_lock(&r->mu);
-  j->next = NULL;
-  if (r->tail) r->tail->next = j;
-  else r->head = j;
-  r->tail = j;
-  int closing = r->closing;
-  pthread_mutex_unlock(&r->mu);
-  // After srv_rest_close nothing reaches here: the scheduler had stopped.
-  if (!closing) uv_async_send(&r->async);
-}
-
-static void deliver(srv_rest *r) {
-  pthread_mutex_lock(&r->mu);
-  job *j = r->head;
-  r->head = r->tail = NULL;
-  pthread_mutex_unlock(&r->mu);
-  while (j) {
-    job *next = j->next;
-    srv_http_complete(j->pending, &j->resp);
-    srv_rest__job_free(j);
-    j = next;
-  }
-}
-
-static void on_async(uv_async_t *a) { deliver(a->data); }
-
-// Runs the gRPC method `method` on the packed request, answering through
-// the job (which it takes).
-void srv_rest__run_local(srv_rest *r, job *j, const char *method, const uint8_t *req, size_t len) {
-  const srv_method *m = NULL;
-  for (size_t i = 0; i < r->n_methods; i++)
-    if (strcmp(r->methods[i].path, method) == 0) m = &r->methods[i];
-  srv_call *call = m && m->unary ? srv_call_create_local(m->path, done_cb, j) : NULL;
-  if (!call) {
-    done_cb(j, NULL, 0, m ? ERR_RESOURCE_EXHAUSTED : ERR_INTERNAL, m ? "out of memory" : "no such method");
-    return;
-  }
-  m->unary(m->ctx, call, req, len);
-}
-
 static job *job_new(srv_rest *r, const srv_http_request *req, srv_http_response *resp, kind k) {
   job *j = calloc(1, sizeof *j);
   srv_http_pending *p = j ? srv_http_defer(req) : NULL;
@@ -319,6 +223,7 @@ static job *job_new(srv_rest *r, const srv_http_request *req, srv_http_response 
   j->rest = r;
   j->pending = p;
   j->k = k;
+  j->answer = meta_answer;
   j->resp.status = 200;
   return j;
 }
@@ -336,28 +241,6 @@ static void call_pb(srv_rest *r, const srv_http_request *req, srv_http_response 
 }
 
 // --- routing
-
-int srv_rest_decode_segment(const char *s, size_t n, char *out, size_t cap) {
-  size_t o = 0;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    if (c == '%') {
-      if (i + 2 >= n) return -1;
-      char hex[3] = {s[i + 1], s[i + 2], 0};
-      char *end;
-      long v = strtol(hex, &end, 16);
-      if (*end || v == 0) return -1;
-      c = (char)v;
-      i += 2;
-    }
-    if (o + 1 >= cap) return -1;
-    out[o++] = c;
-  }
-  out[o] = '\0';
-  // a name that is not UTF-8 would be echoed into the JSON answer (an
-  // unknown model's error), which is then not JSON (found by fuzz_rest)
-  return utf8_valid(out, o) ? 0 : -1;
-}
 
 // Splits path (after "/v2/") into at most `max` segments.
 static size_t split(const char *p, const char **seg, size_t *len, size_t max) {
@@ -428,7 +311,7 @@ static int shm_route(srv_rest *r, const srv_http_request *req, srv_http_response
   if (n == 2) {
     op = seg[1], opl = len[1];
   } else if (n == 4 && seg_is(seg[1], len[1], "region")) {
-    if (srv_rest_decode_segment(seg[2], len[2], name, SHM_NAME_CAP) || !name[0])
+    if (srv_http_decode_segment(seg[2], len[2], name, SHM_NAME_CAP) || !name[0])
       return srv_rest__set_error(resp, 400, "malformed region name in the path"), 0;
     op = seg[3], opl = len[3];
   } else {
@@ -611,11 +494,11 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
   if (n < 2 || !seg_is(seg[0], len[0], "models")) return srv_rest__set_error(resp, 404, "not found"), 1;
   // /v2/models/{m}[/versions/{v}][/ready|/config|/stats|/infer]
   char model[256], version[64] = "";
-  if (srv_rest_decode_segment(seg[1], len[1], model, sizeof model) || !model[0])
+  if (srv_http_decode_segment(seg[1], len[1], model, sizeof model) || !model[0])
     return srv_rest__set_error(resp, 400, "malformed model name in the path"), 1;
   size_t k = 2;
   if (n >= 4 && seg_is(seg[2], len[2], "versions")) {
-    if (srv_rest_decode_segment(seg[3], len[3], version, sizeof version) || !version[0])
+    if (srv_http_decode_segment(seg[3], len[3], version, sizeof version) || !version[0])
       return srv_rest__set_error(resp, 400, "malformed model version in the path"), 1;
     k = 4;
   }
@@ -668,7 +551,7 @@ int srv_rest_create(uv_loop_t *loop, srv_server *s, srv_rest **out, err *e) {
     free(r);
     return err_set(e, ERR_INTERNAL, "REST API: mutex");
   }
-  int rc = uv_async_init(loop, &r->async, on_async);
+  int rc = uv_async_init(loop, &r->async, srv_rest__on_async);
   if (rc != 0) {
     pthread_mutex_destroy(&r->mu);
     free(r);
@@ -690,6 +573,6 @@ void srv_rest_close(srv_rest *r) {
   pthread_mutex_lock(&r->mu);
   r->closing = 1;
   pthread_mutex_unlock(&r->mu);
-  deliver(r);  // answers already given by the scheduler; their connections may be gone
+  srv_rest__deliver(r);  // answers already given by the scheduler; their connections may be gone
   uv_close((uv_handle_t *)&r->async, on_async_closed);
 }

@@ -26,10 +26,6 @@ int srv_rest_create(uv_loop_t *loop, struct srv_server *s, srv_rest **out, err *
 // returns 0, touching nothing, for any other path.
 int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *resp);
 
-// Percent-decodes one path segment [s, s+n) into out (cap bytes, NUL
-// included); -1 when malformed, too long or not UTF-8 (a name that is not
-// UTF-8 would be echoed into the JSON answer, which is then not JSON).
-int srv_rest_decode_segment(const char *s, size_t n, char *out, size_t cap);
 
 // Loop thread, once no request can reach the scheduler any more (the
 // scheduler's stop callback): gives the answers still queued, closes the

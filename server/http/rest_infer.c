@@ -623,6 +623,7 @@ void srv_rest__route_infer(srv_rest *r, const srv_http_request *req, srv_http_re
   j->rest = r;
   j->pending = p;
   j->k = K_INFER;
+  j->answer = srv_rest__infer_answer;
   j->resp.status = 200;
   j->resp_enc = srv_httpz_accept(srv_http_request_header(req, "Accept-Encoding"));
   srv_rest__run_local(r, j, SVC "ModelInfer", buf, len);

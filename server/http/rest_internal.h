@@ -1,9 +1,10 @@
-// server/http/rest_internal.h: what the two files of the REST API share:
+// server/http/rest_internal.h: what the three files of the REST API share:
 // the job (one request from its route to the loop thread's answer), the
-// REST object, and the few helpers each calls in the other. Not a public
-// header: only server/http/rest.c (routes, metadata answers, the answers'
-// way back to the loop) and rest_infer.c (the infer route: Triton's JSON and
-// binary tensors to ModelInferRequest, and the answer back) include it.
+// REST object, and what rest_job.c gives the other two. Not a public
+// header: only server/http/rest.c (routes, metadata answers), rest_job.c (a
+// request's local call and the answers' way back to the loop) and
+// rest_infer.c (the infer route: Triton's JSON and binary tensors to
+// ModelInferRequest, and the answer back) include it.
 #ifndef INFERD_SERVER_REST_INTERNAL_H
 #define INFERD_SERVER_REST_INTERNAL_H
 
@@ -44,6 +45,9 @@ typedef struct job {
   srv_rest *rest;
   srv_http_pending *pending;
   kind k;
+  // writes resp from the method's packed answer (where the call ended, any
+  // thread): the metadata answers' in rest.c, srv_rest__infer_answer
+  void (*answer)(struct job *j, const uint8_t *pb, size_t len);
   // inference only: how outputs are answered
   int binary_default;  // request parameter binary_data_output
   size_t n_out_opts;
@@ -64,7 +68,7 @@ struct srv_rest {
   size_t n_methods;
 };
 
-// --- rest.c
+// --- rest_job.c
 
 // The answer: status, content type and a malloc'ed body (taken).
 void srv_rest__set_text(srv_http_response *resp, int status, const char *ctype, char *body, size_t len);
@@ -74,6 +78,10 @@ void srv_rest__job_free(job *j);
 // Runs the gRPC method `method` on the packed request as a local call,
 // answering through the job (which it takes).
 void srv_rest__run_local(srv_rest *r, job *j, const char *method, const uint8_t *req, size_t len);
+// The loop thread's side: hands every answered job to its connection
+// (srv_rest__on_async, the REST object's uv_async, calls it).
+void srv_rest__deliver(srv_rest *r);
+void srv_rest__on_async(uv_async_t *a);
 
 // --- rest_infer.c
 

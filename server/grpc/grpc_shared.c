@@ -1,0 +1,141 @@
+// server/grpc/grpc_shared.c: what unary calls (grpc_call.c), streams
+// (grpc_stream.c) and the dispatch (grpc_front.c) share: batch starts under
+// the CQ's gate, contiguous messages, deadlines and the rapid-reset tally.
+// It calls none of those files, so each depends on it and not the reverse.
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/grpc/grpc_front_internal.h"
+#include "server/grpc/rapid_reset.h"
+
+// A per-thread copy buffer larger than this is released after use, so one
+// huge request does not pin memory in every thread forever.
+#define SCRATCH_KEEP (8u << 20)
+
+// ---------------------------------------------------------------- batches
+
+// Starts a batch on a call bound to t's CQ unless that CQ was shut down.
+grpc_call_error srv_grpc__start_batch(cq_thread *t, grpc_call *call, const grpc_op *ops, size_t n, void *tg,
+                                      int *closed_out) {
+  pthread_rwlock_rdlock(&t->gate);
+  int closed = t->closed;
+  grpc_call_error rc = closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
+                              : grpc_call_start_batch(call, ops, n, tg, NULL);
+  pthread_rwlock_unlock(&t->gate);
+  if (rc != GRPC_CALL_OK && !closed) LOG("grpc_call_start_batch failed: error %d", (int)rc);
+  if (closed_out) *closed_out = closed;
+  return rc;
+}
+
+// Copies a received message into contiguous memory unless it already is one
+// slice. On success *data stays valid until the reader is destroyed, and
+// (own NULL) until the thread's scratch is reused; with own set a copy goes
+// into memory of its own, *own, which the caller frees.
+int srv_grpc__flatten(cq_thread *t, grpc_byte_buffer *bb, grpc_byte_buffer_reader *rd, const uint8_t **data,
+                      size_t *len, uint8_t **own) {
+  if (!grpc_byte_buffer_reader_init(rd, bb)) return ERR_INVALID_ARGUMENT;  // bad compression
+  size_t total = grpc_byte_buffer_length(rd->buffer_out);
+  *len = total;
+  grpc_slice *s;
+  if (total == 0 || !grpc_byte_buffer_reader_peek(rd, &s)) {
+    *data = (const uint8_t *)"";
+    return 0;
+  }
+  if (GRPC_SLICE_LENGTH(*s) == total) {
+    *data = GRPC_SLICE_START_PTR(*s);
+    return 0;
+  }
+  uint8_t *dst;
+  if (own) {
+    dst = *own = malloc(total);
+    if (!dst) return ERR_RESOURCE_EXHAUSTED;
+  } else {
+    if (t->scratch_cap < total) {
+      free(t->scratch);
+      t->scratch = malloc(total);
+      t->scratch_cap = t->scratch ? total : 0;
+      if (!t->scratch) return ERR_RESOURCE_EXHAUSTED;
+    }
+    dst = t->scratch;
+  }
+  size_t off = 0;
+  do {
+    size_t n = GRPC_SLICE_LENGTH(*s);
+    if (n > total - off) return ERR_INTERNAL;  // the core miscounted: never copy past the end
+    memcpy(dst + off, GRPC_SLICE_START_PTR(*s), n);
+    off += n;
+  } while (grpc_byte_buffer_reader_peek(rd, &s));
+  if (off != total) return ERR_INTERNAL;
+  *data = dst;
+  return 0;
+}
+
+void srv_grpc__scratch_trim(cq_thread *t) {
+  if (t->scratch_cap > SCRATCH_KEEP) {
+    free(t->scratch);
+    t->scratch = NULL;
+    t->scratch_cap = 0;
+  }
+}
+
+static int64_t mono_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+// gpr's monotonic clock has its own epoch, so carry the time left over to
+// CLOCK_MONOTONIC rather than the absolute value.
+int64_t srv_grpc__deadline_to_us(gpr_timespec d) {
+  if (d.tv_sec == INT64_MAX) return INT64_MAX;
+  gpr_timespec left =
+      gpr_time_sub(gpr_convert_clock_type(d, GPR_CLOCK_MONOTONIC), gpr_now(GPR_CLOCK_MONOTONIC));
+  if (left.tv_sec > INT64_MAX / 2000000) return INT64_MAX;
+  return mono_now_us() + (int64_t)left.tv_sec * 1000000 + left.tv_nsec / 1000;
+}
+
+// ---------------------------------------------------------------- rapid reset
+
+// A client cancel closer than this to the call's deadline is taken for the
+// deadline's own expiry, which is not the client's doing.
+#define RR_DEADLINE_SLACK_US 1000
+
+// Counts a new call toward its connection's tally (rapid_reset.h); returns its key.
+uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t *window) {
+  if (!g->rr) return 0;
+  char *peer = grpc_call_get_peer(call);
+  uint64_t key = peer ? srv_rr_call(g->rr, peer, mono_now_us(), window) : 0;
+  gpr_free(peer);
+  return key;
+}
+
+// A counted call is over. If its client cancelled it (before its answer, which
+// RECV_CLOSE_ON_SERVER reports as not cancelled, and before its deadline) the
+// cancel counts, and the one that takes the connection over the limit ends it.
+void srv_grpc__rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelled, int64_t deadline_us) {
+  if (!key || !cancelled || draining(g)) return;
+  if (deadline_us != INT64_MAX && mono_now_us() >= deadline_us - RR_DEADLINE_SLACK_US) return;
+  srv_rr_verdict v;
+  if (!srv_rr_cancelled(g->rr, key, window, &v)) return;
+  err e = {0};
+  int rc = srv_rr_end_connection(v.peer, g->port, &e);
+  if (rc > 0) {
+    atomic_fetch_add_explicit(&g->rr_ended, 1, memory_order_relaxed);
+    LOG("ended the connection from %s: its client cancelled %u of the %u calls it opened within one second "
+        "(HTTP/2 rapid reset; --grpc-rapid-reset-limit %d)", v.peer, v.cancels, v.calls, g->rr_limit);
+  } else if (rc < 0) {
+    LOG("the connection from %s is over the rapid-reset limit but could not be ended: %s", v.peer, e.msg);
+  }
+}
+
+unsigned long long srv_grpc_connections_ended(const srv_grpc *g) {
+  return atomic_load_explicit(&((srv_grpc *)g)->rr_ended, memory_order_relaxed);
+}
