@@ -2,10 +2,11 @@
 # create, submit, finish; plan_cuda_slot.c: a slot's memory, staging,
 # enqueueing and graphs; plan_cuda_fuse.c: each run's fusions;
 # plan_cuda_layout.c: its NHWC regions; plan_cuda_util.c: what the op
-# families share with the plan, and the CUDA op registry), the weights
+# families share with the plan), the weights
 # shared by a model's plans on each device (cuda_weights.c) and its few
 # kernels of its own (plan_cuda_k.cu). The op families' CUDA paths join
-# this library from engine/ops/ops.cmake. Included by engine/CMakeLists.txt
+# this library from engine/ops/ops.cmake, with the CUDA op registry
+# (engine/ops/registry_cuda.c). Included by engine/CMakeLists.txt
 # inside if(INFERD_HAVE_CUDA).
 add_library(inferd_plan_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda.c

@@ -3,8 +3,10 @@
 // warmup.c) and the server's scheduler read, in plain C types. The wire type
 // (Inference__ModelConfig, protobuf-c) stays in the repository room, where
 // pbtxt parsing, completion and validation work on it, and in the server,
-// which serialises it for the ModelConfig answers; config.h's
-// eng_model_config_from_proto builds this struct from it once per load.
+// which serialises it for the ModelConfig answers;
+// eng_model_config_from_proto (declared in config.h, beside the other
+// functions on the message; defined in model_config.c) builds this struct
+// from it once per load.
 #ifndef INFERD_ENGINE_REPO_MODEL_CONFIG_H
 #define INFERD_ENGINE_REPO_MODEL_CONFIG_H
 

@@ -1,10 +1,13 @@
-// server/grpc/grpc_front_internal.h: what the three files of the gRPC
+// server/grpc/grpc_front_internal.h: what the four files of the gRPC
 // transport share: the completion tags, the per-call contexts (unary calls,
 // ping-pong streams, asynchronous streams, unknown methods), the CQ threads
-// and the server object, and the helpers each file calls in the others.
-// Not a public header: only server/grpc/grpc_front.c (CQ threads, unknown
-// methods, lifecycle), grpc_call.c (unary calls and their mailboxes) and
-// grpc_stream.c (streams) include it; everyone else sees grpc_front.h.
+// and the server object, and the helpers they call: grpc_front.c's dispatch
+// calls into grpc_call.c and grpc_stream.c, and all three call grpc_shared.c,
+// never the other way round. Not a public header: only server/grpc/
+// grpc_front.c (CQ threads, dispatch, unknown methods, lifecycle),
+// grpc_call.c (unary calls and their mailboxes), grpc_stream.c (streams) and
+// grpc_shared.c (batch starts, messages, deadlines, the rapid-reset tally)
+// include it; everyone else sees grpc_front.h.
 //
 // Every batch starts under its CQ thread's gate (a read lock) and only while
 // that CQ is open: the core aborts when a batch begins on a shut-down queue,

@@ -4,16 +4,17 @@
 // REST inference takes the gRPC path whole: one validation, one scheduler,
 // one set of statistics.
 //
-// Every answer arrives through done_cb, maybe inside the handler (metadata,
-// errors), maybe later on an engine instance thread (inference). done_cb
-// writes the HTTP answer there (the JSON of a large output is built on the
-// instance thread, not the loop's) and queues it; the loop thread gives the
-// queued answers from a uv_async.
+// Every answer arrives through rest_job.c's done_cb, maybe inside the
+// handler (metadata, errors), maybe later on an engine instance thread
+// (inference). The job's answer function writes the HTTP answer there (the
+// JSON of a large output is built on the instance thread, not the loop's)
+// and done_cb queues it; the loop thread gives the queued answers from a
+// uv_async (srv_rest__deliver).
 //
-// Here: the routes, the answers of every route but infer (protobuf to JSON),
-// the local call's end and the loop thread's delivery, the shared memory
-// routes. The infer route's JSON and binary tensors, both ways, are in
-// rest_infer.c.
+// Here: the routes, the answers of every route but infer (protobuf to JSON)
+// and the shared memory routes. The infer route's JSON and binary tensors,
+// both ways, are in rest_infer.c; the local call and the delivery in
+// rest_job.c.
 #include "server/http/rest.h"
 
 #include <cjson/cJSON.h>
