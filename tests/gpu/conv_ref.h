@@ -1,10 +1,12 @@
-// tests/gpu/conv_ref.h: plain C references for test_cuda_conv.c, in double,
-// on NCHW tensors with ONNX's OIHW weights: a grouped, dilated, strided
+// tests/gpu/conv_ref.h: plain C references for the test_cuda_conv binary
+// (test_cuda_conv.c, test_cuda_deconv.c, test_cuda_pool.c), in double, on
+// NCHW tensors with ONNX's OIHW weights: a grouped, dilated, strided
 // convolution with asymmetric pads and the epilogue act(conv + bias + z),
 // ONNX's ConvTranspose (W [C_in, C_out/group, kH, kW], output_padding) with
 // its bias, and ONNX pooling (max, average with count_include_pad both ways,
 // ceil_mode). Kept beside the test, not in kernels/, whose CPU convolution
-// is another branch's.
+// is another branch's. static inline: each file of the binary uses only
+// some of them, and an unused static function would be a warning.
 #ifndef INFERD_TESTS_GPU_CONV_REF_H
 #define INFERD_TESTS_GPU_CONV_REF_H
 
@@ -13,9 +15,9 @@
 
 #include "engine/cuda/cuda_conv.h"
 
-static double ref_clamp01(double t) { return t < 0 ? 0 : t > 1 ? 1 : t; }
+static inline double ref_clamp01(double t) { return t < 0 ? 0 : t > 1 ? 1 : t; }
 
-static double ref_act(const eng_cuconv_desc *d, double v) {
+static inline double ref_act(const eng_cuconv_desc *d, double v) {
   double clip_max = d->clip_max;
   switch (d->act) {
     case ENG_CUCONV_ACT_NONE: return v;
@@ -33,8 +35,8 @@ static double ref_act(const eng_cuconv_desc *d, double v) {
 // y[n,k,ho,wo] = act(sum x*w + bias[k] + z); mag = sum |x*w| + |bias| + |z|,
 // the scale an element's rounding error is measured against. bias, z may
 // be NULL.
-static void ref_conv(const eng_cuconv_desc *d, int ho, int wo, const float *x, const float *w,
-                     const float *bias, const float *z, double *y, double *mag) {
+static inline void ref_conv(const eng_cuconv_desc *d, int ho, int wo, const float *x,
+                            const float *w, const float *bias, const float *z, double *y, double *mag) {
   int g = d->groups ? d->groups : 1, sh = d->stride_h ? d->stride_h : 1,
       sw = d->stride_w ? d->stride_w : 1, dh = d->dil_h ? d->dil_h : 1, dw = d->dil_w ? d->dil_w : 1;
   int cg = d->c / g, kg = d->k / g;
@@ -71,8 +73,8 @@ static void ref_conv(const eng_cuconv_desc *d, int ho, int wo, const float *x, c
 // the group's input channels and the taps with ih * stride - pad_top +
 // kh * dil = oh (and likewise for columns); mag as ref_conv's. The caller
 // computed ho, wo (eng_cutconv_out_dims). bias may be NULL.
-static void ref_conv_transpose(const eng_cutconv_desc *d, int ho, int wo, const float *x,
-                               const float *w, const float *bias, double *y, double *mag) {
+static inline void ref_conv_transpose(const eng_cutconv_desc *d, int ho, int wo, const float *x,
+                                      const float *w, const float *bias, double *y, double *mag) {
   int g = d->groups ? d->groups : 1, sh = d->stride_h ? d->stride_h : 1,
       sw = d->stride_w ? d->stride_w : 1, dh = d->dil_h ? d->dil_h : 1, dw = d->dil_w ? d->dil_w : 1;
   int cg = d->c / g, kg = d->k / g;
@@ -104,7 +106,7 @@ static void ref_conv_transpose(const eng_cutconv_desc *d, int ho, int wo, const 
 }
 
 // ONNX pooling on NCHW; the caller computed ho, wo (eng_cupool_out_dims).
-static void ref_pool(const eng_cupool_desc *d0, int ho, int wo, const float *x, double *y) {
+static inline void ref_pool(const eng_cupool_desc *d0, int ho, int wo, const float *x, double *y) {
   eng_cupool_desc d = *d0;
   if (d.global) {
     d.kh = d.h, d.kw = d.w, d.stride_h = d.stride_w = 1;

@@ -15,7 +15,11 @@ if(TARGET inferd_plan_cuda)
   add_test(NAME gen_gpu_plan_models
     COMMAND ${INFERD_PYTHON} ${CMAKE_SOURCE_DIR}/tests/unit/engine/gen_test_models.py ${_gpu_plan_models})
   set_tests_properties(gen_gpu_plan_models PROPERTIES FIXTURES_SETUP gpu_plan_models TIMEOUT 300 LABELS gpu)
-  inferd_gpu_test(test_gpu_plan SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gpu_plan.c
+  # one binary, a file per part: main and the case-file runner in test_gpu_plan.c, the plan in
+  # service (_run), the op families' routes (_ops), the shared helpers (_util)
+  inferd_gpu_test(test_gpu_plan
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gpu_plan.c ${CMAKE_CURRENT_LIST_DIR}/test_gpu_plan_run.c
+            ${CMAKE_CURRENT_LIST_DIR}/test_gpu_plan_ops.c ${CMAKE_CURRENT_LIST_DIR}/test_gpu_plan_util.c
     LIBS inferd_plan_cuda inferd_graph inferd_plan inferd_kernels Threads::Threads ${MATH_LIB})
   set_tests_properties(test_gpu_plan PROPERTIES FIXTURES_REQUIRED gpu_plan_models)
   target_compile_definitions(test_gpu_plan PRIVATE INFERD_GPU_PLAN_MODELS="${_gpu_plan_models}")

@@ -9,8 +9,17 @@
 #include <stdio.h>
 #include <string.h>
 
+// One pair of counters per translation unit, unless a test binary is built
+// from several files: then each defines CHECK_SHARED before including this,
+// and the file with main() defines the two counters, so CHECK_DONE() counts
+// the checks of every file.
+#ifdef CHECK_SHARED
+extern int check_failures_;
+extern int check_count_;
+#else
 static int check_failures_ = 0;
 static int check_count_ = 0;
+#endif
 
 #define CHECK_FAIL_(...)                                       \
   do {                                                         \

@@ -1,0 +1,342 @@
+// tests/gpu/test_gpu_plan_ops.c: the op families' routes through the CUDA plan
+// (engine/cuda/plan_cuda_fuse.c, plan_cuda_layout.c; engine/ops/conv/conv_cuda.c,
+// gemm/gemm_cuda.c, attn/attn_qkv.c), against the CPU plan: the conv family
+// (cuDNN, ConvTranspose included) fuses its epilogues, runs NHWC where the
+// layout pass says so (or flips layout per batch size) and allocates nothing
+// once every batch size is warm; 1x1 Convs on 1x1 inputs run as cuBLASLt
+// GEMMs (counted); MatMuls on 3-D activations carry their bias, residual and
+// activation epilogues; Q, K, V projections merge into one; GEMM autotuning
+// times each shape once and shares the choice between slots. Part of the
+// test_gpu_plan binary (main() in test_gpu_plan.c).
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "test_gpu_plan_util.h"
+
+// --- the conv family (cuDNN): fusion, no allocation once warm, refusals
+
+// Nodes each conv model runs inside a Conv's epilogue: conv_resnet's five
+// Relus and two residual Adds; conv_dwsep's Sigmoid and Tanh (its 1x1
+// conv's output is a graph output, so that Relu runs on its own);
+// conv_pools' 1-D Relu; conv_transpose_net's Relu after its Conv (nothing
+// fuses into a ConvTranspose). And the nodes that run NHWC with the NHWC
+// layout: some (-1), unchecked (-2), or exactly so many: none in
+// conv_transpose (no Conv leads into NHWC; a ConvTranspose follows its
+// input), four in conv_transpose_net (the Conv, both ConvTransposes that
+// follow it, the Relu after one; the fused Relu is no node of its own).
+// None of their Convs is a 1x1 kernel on a 1x1 input, so none runs as a
+// cuBLASLt GEMM NCHW (test_conv_gemm has those); NHWC the 1x1 stride-1 ones
+// do (gemm): conv_dwsep's pointwise Conv, conv_mbv3's two expand and one
+// projection Convs (the latter with its residual); conv_resnet's 1x1
+// shortcut has stride 2 and stays on cuDNN.
+// conv_mbv3: its depthwise Convs' HardSwish, HardSigmoid and residual Add +
+// HardSwish, and the projection's residual Add (5), on cuDNN (NCHW, the
+// activation after it) and on the depthwise kernel (NHWC) alike. pro: the
+// prologues (an expand Conv's HardSwish applied by the depthwise kernel as
+// it loads), NHWC only: none while engine/ops/conv/conv_cuda.c keeps them off (slower).
+static const struct {
+  const char *name;
+  uint64_t fused;
+  int nhwc;
+  uint64_t pro;
+  uint64_t gemm;
+} conv_models[] = {{"conv_resnet", 7, -1, 0, 0},    {"conv_dwsep", 2, -1, 0, 1},
+                   {"conv_pools", 1, -2, 0, 0},     {"conv_transpose", 0, 0, 0, 0},
+                   {"conv_transpose_net", 1, 4, 0, 0}, {"conv_mbv3", 5, -1, 0, 3}};
+
+void test_conv(void) {
+  // each model three times: NCHW; with NHWC regions (and every cuDNN candidate timed, the other
+  // choice of algorithm); and AUTO in FP32 with the timed layout's test hook, which keeps NHWC at
+  // every second warmed batch size (2 and MAXB) and NCHW at 1 and 3: one plan whose layout flips
+  // from batch to batch, its graphs apart per layout, no allocation once warm
+  static const char *const lay_name[] = {"nchw", "nhwc", "flip"};
+  for (int lay = 0; lay < 3; lay++)
+  for (size_t m = 0; m < sizeof conv_models / sizeof conv_models[0]; m++) {
+    const char *name = conv_models[m].name;
+    eng_graph *g = load_model(name);
+    if (!g) continue;
+    size_t n_out = eng_graph_n_outputs(g);
+    eng_plan *cp = NULL;
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    int warm[] = {1, 2, 3, MAXB};
+    eng_cuda_opts o = {.warm = warm, .n_warm = 4,
+                       .layout = lay == 0 ? ENG_CUDA_LAYOUT_NCHW : lay == 1 ? ENG_CUDA_LAYOUT_NHWC : ENG_CUDA_LAYOUT_AUTO,
+                       .conv_timed = lay == 1, .layout_flip = lay == 2};
+    CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+    int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
+    if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);
+    CHECK_EQ_INT(rc, 0);
+    if (cp && gp) {
+      io_set in[MAXB + 1] = {{0}};
+      for (int b = 1; b <= MAXB; b++) make_inputs(g, name, b, 0, &in[b]);
+      double worst = run_both(name, g, cp, gp, &in[MAXB], "conv warm", 0);
+      eng_cuda_plan_stats st;
+      eng_cuda_plan_stats_get(gp, &st);
+      // MAXB ran last: NHWC in the flip pass too
+      CHECK_EQ_INT(st.fused_nodes, conv_models[m].fused + (lay ? conv_models[m].pro : 0));
+      CHECK_EQ_INT(st.gemm_convs, lay ? conv_models[m].gemm : 0);
+      if (!lay) CHECK_EQ_INT(st.nhwc_nodes, 0);
+      // a timed layout wherever a Conv could run NHWC (conv_transpose has none): four picks, two NHWC
+      bool timed = lay == 2 && conv_models[m].nhwc != 0;
+      CHECK_EQ_INT(st.timed_layouts, timed ? 4 : 0);
+      CHECK_EQ_INT(st.timed_nhwc, timed ? 2 : 0);
+      // NHWC: the 2-D models run their convolutions NHWC and transpose only at the edges
+      // (an input into the first conv, each 4-D output before copy-out)
+      if (lay && conv_models[m].nhwc != -2) {
+        if (conv_models[m].nhwc < 0) CHECK(st.nhwc_nodes > 0);
+        else CHECK_EQ_INT(st.nhwc_nodes, conv_models[m].nhwc);
+        CHECK(st.relayouts <= eng_graph_n_inputs(g) + n_out);
+      }
+      // every batch size was warmed (a cuDNN plan each, the NHWC weights): none allocates now
+      uint64_t allocs = st.real_allocs;
+      for (int i = 0; i < 40; i++) {
+        int b = 1 + i % MAXB;
+        eng_tensor go[MAX_IO];
+        CHECK_EQ_INT(eng_cuda_plan_run(gp, in[b].t, in[b].n, go, n_out, &e), 0);
+      }
+      CHECK_EQ_INT(eng_cuda_plan_real_allocs(gp), allocs);
+      for (int b = 1; b <= MAXB; b++) {
+        worst = max_worst(worst, run_both(name, g, cp, gp, &in[b], "conv after 40 runs", 0));
+        if (timed && conv_models[m].nhwc != -2) {  // this batch's layout: NCHW at the odd sizes, NHWC at the even
+          eng_cuda_plan_stats_get(gp, &st);
+          CHECK_EQ_INT(st.nhwc_nodes > 0, b % 2 == 0);
+        }
+      }
+      eng_cuda_plan_stats_get(gp, &st);
+      printf("%-16s %s: %llu nodes fused, %llu NHWC, %llu transposes, %llu graphs, real allocations %llu "
+             "before and after 40 runs, worst scaled error %.3g\n",
+             name, lay_name[lay], (unsigned long long)st.fused_nodes, (unsigned long long)st.nhwc_nodes,
+             (unsigned long long)st.relayouts, (unsigned long long)st.graphs_captured,
+             (unsigned long long)allocs, worst);
+      for (int b = 1; b <= MAXB; b++) io_free(&in[b]);
+    }
+    eng_cuda_plan_destroy(gp);
+    eng_plan_destroy(cp);
+    eng_graph_destroy(g);
+  }
+}
+
+// --- 1x1 Convs on 1x1 inputs as cuBLASLt GEMMs (engine/ops/conv/conv_cuda.c is_gemm): conv_se_gemm's
+// squeeze-excitation pair (bias + Relu, bias alone), a residual Add of the pool + Relu without
+// bias, and a strided one take the GEMM route, 4 Convs; its Sigmoid one (no such cuBLASLt
+// epilogue) and the 3x3 stem stay on cuDNN. In every precision and both layouts (the GEMM's
+// operands are the same bytes in NCHW and NHWC), at every batch size, values against the CPU
+// plan; the epilogue is the Convs' own, so the same 5 nodes fuse (the stem's, the SE's and the
+// Sigmoid's activations, the residual Add and its Relu).
+void test_conv_gemm(void) {
+  const char *name = "conv_se_gemm";
+  eng_graph *g = load_model(name);
+  if (!g) return;
+  static const struct {
+    const char *label;
+    eng_cuda_opts o;
+  } modes[] = {{"fp32", {.precision = ENG_PREC_FP32}},
+               {"fp32 nhwc", {.precision = ENG_PREC_FP32, .layout = ENG_CUDA_LAYOUT_NHWC}},
+               {"tf32", {.precision = ENG_PREC_TF32}},
+               {"fp16", {.precision = ENG_PREC_FP16}}};
+  for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
+    eng_plan *cp = NULL;
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+    int rc = eng_cuda_plan_create(g, MAXB, 0, &modes[k].o, &gp, &e);
+    if (rc) fprintf(stderr, "%s %s: cuda create: %s\n", name, modes[k].label, e.msg);
+    CHECK_EQ_INT(rc, 0);
+    bool low = modes[k].o.precision != ENG_PREC_FP32;
+    double worst = 0;
+    eng_cuda_plan_stats st = {0};
+    for (int b = 1; cp && gp && b <= MAXB; b++) {
+      io_set in = {0};
+      make_inputs(g, name, b, 0, &in);
+      char label[64];
+      snprintf(label, sizeof label, "%s batch %d", modes[k].label, b);
+      worst = max_worst(worst, run_both(name, g, cp, gp, &in, label, low ? low_rtol : 0));
+      eng_cuda_plan_stats_get(gp, &st);
+      if (st.gemm_convs != 4 || st.fused_nodes != 5)
+        fprintf(stderr, "%s %s: %llu Convs as GEMMs (want 4), %llu nodes fused (want 5)\n", name,
+                label, (unsigned long long)st.gemm_convs, (unsigned long long)st.fused_nodes);
+      CHECK_EQ_INT(st.gemm_convs, 4);
+      CHECK_EQ_INT(st.fused_nodes, 5);
+      io_free(&in);
+    }
+    printf("%s %s: %llu Convs as cuBLASLt GEMMs, %llu nodes fused, %llu NHWC, worst scaled error %.3g\n",
+           name, modes[k].label, (unsigned long long)st.gemm_convs,
+           (unsigned long long)st.fused_nodes, (unsigned long long)st.nhwc_nodes, worst);
+    eng_cuda_plan_destroy(gp);
+    eng_plan_destroy(cp);
+  }
+  eng_graph_destroy(g);
+}
+
+// g's CPU plan and its CUDA plan in FP32 (half 0) or FP16, both for MAXB;
+// a failure is checked (and said, with name) and leaves that plan NULL.
+static void plans_at(const eng_graph *g, const char *name, int half, eng_plan **cp, eng_cuda_plan **gp) {
+  err e = {0};
+  eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, cp, &e), 0);
+  int rc = eng_cuda_plan_create(g, MAXB, 0, &o, gp, &e);
+  if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);
+  CHECK_EQ_INT(rc, 0);
+}
+
+// --- GEMM epilogues on 3-D activations: mm3d_bias's three MatMuls ([B,S,K] x [K,N], one GEMM
+// of M = B*S rows each) carry their bias Adds (written Add(bias, product) in the file; the load
+// pass puts the product first so the Add runs in place on it), the second its residual Add too
+// (cuBLASLt's C operand) and the third the Relu after it: 5 nodes fused, in FP32 and FP16, at
+// every batch size and two sequence lengths. The exact-erf Gelu runs on its own in FP32 and in
+// the first product's epilogue (cuBLASLt's tanh form) in FP16: 6 nodes fused there. The FP16 plan
+// runs both LayerNorms (one with its Mean/InvStdDev outputs) in FP16. Values against the CPU
+// plan, as everywhere here.
+void test_gemm_fusion(void) {
+  eng_graph *g = load_model("mm3d_bias");
+  if (!g) return;
+  for (int half = 0; half < 2; half++) {
+    eng_plan *cp = NULL;
+    eng_cuda_plan *gp = NULL;
+    plans_at(g, "mm3d_bias", half, &cp, &gp);
+    double worst = 0;
+    for (int b = 1; cp && gp && b <= MAXB; b++)
+      for (int seq = 0; seq < 2; seq++) {
+        io_set in = {0};
+        make_inputs(g, "mm3d_bias", b, seq ? 13 : 0, &in);
+        char label[64];
+        snprintf(label, sizeof label, "%s batch %d seq %lld", half ? "fp16" : "fp32", b,
+                 (long long)in.t[0].dims[1]);
+        worst = max_worst(worst, run_both("mm3d_bias", g, cp, gp, &in, label, half ? low_rtol : 0));
+        eng_cuda_plan_stats st;
+        eng_cuda_plan_stats_get(gp, &st);
+        unsigned long long want = half ? 6 : 5;
+        if (st.fused_nodes != want)
+          fprintf(stderr, "mm3d_bias %s: %llu nodes fused, want %llu\n", label,
+                  (unsigned long long)st.fused_nodes, want);
+        CHECK_EQ_INT(st.fused_nodes, want);
+        io_free(&in);
+      }
+    printf("mm3d_bias %s: %d nodes fused (3 bias Adds, the residual Add, 1 Relu%s), worst scaled error %.3g\n",
+           half ? "fp16" : "fp32", half ? 6 : 5, half ? ", the Gelu" : "", worst);
+    eng_cuda_plan_destroy(gp);
+    eng_plan_destroy(cp);
+  }
+  eng_graph_destroy(g);
+}
+
+// --- attention with Q, K, V packed into one projection (engine/ops/attn/attn_qkv.c)
+
+// attn_qkv (three projections merged) and attn_qkv_split (GPT's Split taken
+// in), head size 64 (FP16: the tensor-core kernel reading Q, K, V at column
+// offsets of one [B, S, 3E] product, rows 3E apart): the FP32 and FP16 plans
+// against the CPU plan at every batch size and two sequence lengths.
+void test_qkv_merge(void) {
+  static const char *const names[] = {"attn_qkv", "attn_qkv_split"};
+  for (int m = 0; m < 2; m++) {
+    eng_graph *g = load_model(names[m]);
+    if (!g) continue;
+    CHECK_EQ_INT(eng_graph_n_qkv_merged(g), 1);
+    for (int half = 0; half < 2; half++) {
+      eng_plan *cp = NULL;
+      eng_cuda_plan *gp = NULL;
+      plans_at(g, names[m], half, &cp, &gp);
+      double worst = 0;
+      for (int b = 1; cp && gp && b <= MAXB; b++)
+        for (int seq = 0; seq < 2; seq++) {
+          io_set in = {0};
+          make_inputs(g, names[m], b, seq ? 64 : 0, &in);
+          char label[64];
+          snprintf(label, sizeof label, "%s batch %d seq %lld", half ? "fp16" : "fp32", b,
+                   (long long)in.t[0].dims[1]);
+          worst = max_worst(worst, run_both(names[m], g, cp, gp, &in, label, half ? low_rtol : 0));
+          io_free(&in);
+        }
+      printf("%s %s: Q/K/V merged, worst scaled error %.3g\n", names[m], half ? "fp16" : "fp32",
+             worst);
+      eng_cuda_plan_destroy(gp);
+      eng_plan_destroy(cp);
+    }
+    eng_graph_destroy(g);
+  }
+}
+
+// --- GEMM autotuning in a plan (cuda_gemm.h, plan_cuda_slot.c capture_tuned)
+
+// mm3d_bias (three MatMuls with bias, one adding a residual, a Relu; a
+// dynamic sequence, so nothing is warmed at create) with every product timed
+// (min_flops 1): graphs on two slots and plain launches, FP32 and FP16, each
+// against the CPU plan. The first capture meets untimed shapes, so a tuning
+// pass runs and the graph is captured again; slot 1 then takes slot 0's
+// choices without timing. The plain plan times as it launches (a product
+// adding its residual in place: in a pass before the next launch).
+void test_gemm_autotune(void) {
+  eng_graph *g = load_model("mm3d_bias");
+  if (!g) return;
+  for (int mode = 0; mode < 4; mode++) {
+    int half = mode & 1, plain = mode >> 1;
+    eng_plan *cp = NULL;
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32, .n_slots = 2, .no_graphs = plain,
+                       .gemm_tune_min_flops = 1};
+    const char *label = plain ? (half ? "fp16 plain" : "fp32 plain") : (half ? "fp16 graphs" : "fp32 graphs");
+    CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+    int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
+    if (rc) fprintf(stderr, "mm3d_bias autotune %s: cuda create: %s\n", label, e.msg);
+    CHECK_EQ_INT(rc, 0);
+    if (!cp || !gp) goto next;
+    double worst = 0;
+    io_set in = {0};
+    make_inputs(g, "mm3d_bias", MAXB, 0, &in);
+    eng_cuda_plan_stats s1, st;
+    for (int rep = 0; rep < 3; rep++) {
+      char what[64];
+      snprintf(what, sizeof what, "autotune %s rep %d", label, rep);
+      worst = max_worst(worst, run_both("mm3d_bias", g, cp, gp, &in, what, half ? low_rtol : 0));
+      eng_cuda_plan_stats_get(gp, &s1);
+      if (rep == 0 && !plain) {  // all three timed before the graph that holds them was captured
+        CHECK_EQ_INT(s1.gemm_tuned, 3);
+        CHECK(s1.gemm_tune_passes >= 1);
+        CHECK_EQ_INT(s1.graphs_captured, 1);
+      }
+    }
+    CHECK_EQ_INT(s1.gemm_tuned, 3);  // plain too, by the third launch
+    CHECK(s1.gemm_tune_ns > 0);
+    CHECK(s1.gemm_best_ns <= s1.gemm_first_ns);
+    // slot 1, same signature: slot 0's choices, nothing timed
+    eng_tensor go[MAX_IO];
+    size_t n_out = eng_graph_n_outputs(g);
+    CHECK_EQ_INT(eng_cuda_plan_submit(gp, 1, in.t, in.n, &e), 0);
+    CHECK_EQ_INT(eng_cuda_plan_finish(gp, 1, go, n_out, NULL, &e), 0);
+    eng_cuda_plan_stats_get(gp, &st);
+    CHECK_EQ_INT(st.gemm_tuned, s1.gemm_tuned);
+    CHECK_EQ_INT(st.gemm_tune_passes, s1.gemm_tune_passes);
+    if (!plain) CHECK_EQ_INT(st.plain_launches, 0);
+    printf("mm3d_bias autotune %s: %llu shapes timed in %.1f ms (%llu tuning passes, %llu improved), "
+           "worst scaled error %.3g\n",
+           label, (unsigned long long)st.gemm_tuned, (double)st.gemm_tune_ns / 1e6,
+           (unsigned long long)st.gemm_tune_passes, (unsigned long long)st.gemm_tune_improved, worst);
+    io_free(&in);
+  next:
+    eng_cuda_plan_destroy(gp);
+    eng_plan_destroy(cp);
+  }
+  // off: nothing timed
+  {
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    eng_cuda_opts o = {.no_gemm_autotune = 1, .gemm_tune_min_flops = 1};
+    CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e), 0);
+    if (gp) {
+      io_set in = {0};
+      make_inputs(g, "mm3d_bias", 2, 0, &in);
+      eng_tensor go[MAX_IO];
+      CHECK_EQ_INT(eng_cuda_plan_run(gp, in.t, in.n, go, eng_graph_n_outputs(g), &e), 0);
+      eng_cuda_plan_stats st;
+      eng_cuda_plan_stats_get(gp, &st);
+      CHECK_EQ_INT(st.gemm_tuned, 0);
+      CHECK_EQ_INT(st.gemm_tune_passes, 0);
+      io_free(&in);
+    }
+    eng_cuda_plan_destroy(gp);
+  }
+  eng_graph_destroy(g);
+}
