@@ -7,6 +7,7 @@
 // graph.c's.
 #include "engine/graph/graph_struct.h"
 #include "kernels/base/confine.h"
+#include "kernels/base/rfile.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -24,32 +25,6 @@ static int is_default_domain(const char *d) {
 }
 
 
-static int read_whole_file(const char *path, uint8_t **buf, size_t *len, err *e) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return err_set(e, errno == ENOENT ? ERR_NOT_FOUND : ERR_INVALID_ARGUMENT, "cannot open '%s': %s",
-                   path, strerror(errno));
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    return err_set(e, ERR_INVALID_ARGUMENT, "'%s' is not a regular file", path);
-  }
-  size_t n = (size_t)st.st_size;
-  *buf = malloc(n ? n : 1);
-  if (!*buf) {
-    fclose(f);
-    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory reading '%s' (%zu bytes)", path, n);
-  }
-  if (n && fread(*buf, 1, n, f) != n) {
-    free(*buf);
-    *buf = NULL;
-    fclose(f);
-    return err_set(e, ERR_INVALID_ARGUMENT, "cannot read '%s'", path);
-  }
-  fclose(f);
-  *len = n;
-  return 0;
-}
 
 // A relative path that stays inside the model directory: no leading '/',
 // no ".." component.
@@ -555,7 +530,8 @@ int eng_graph_load_opts(const char *onnx_path, const eng_graph_opts *opts, eng_g
   *out = NULL;
   uint8_t *buf = NULL;
   size_t len = 0;
-  if (read_whole_file(onnx_path, &buf, &len, e) != 0) return err_prefix(e, "loading model: ");
+  // a regular file only: a FIFO named model.onnx would block the load until written (rfile.h)
+  if (rfile_read_all(onnx_path, "model file", SIZE_MAX, &buf, &len, e) != 0) return err_prefix(e, "loading model: ");
   Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
   free(buf);
   if (!m)

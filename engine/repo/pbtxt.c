@@ -5,6 +5,7 @@
 // with protobuf_c_message_free_unpacked. The message under construction is
 // kept consistent after every step, so on any error it is simply freed.
 #include "engine/repo/pbtxt.h"
+#include "kernels/base/rfile.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -760,35 +761,11 @@ int pbtxt_parse(const ProtobufCMessageDescriptor *desc, const char *text, size_t
 
 int pbtxt_parse_file(const ProtobufCMessageDescriptor *desc, const char *path, ProtobufCMessage **out, err *e) {
   if (out) *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return err_set(e, errno == ENOENT ? ERR_NOT_FOUND : ERR_INTERNAL, "%s: cannot open: %s", path, strerror(errno));
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  int rc = 0;
-  for (;;) {
-    if (n == cap) {
-      if (cap >= PBTXT_MAX_FILE) {
-        rc = err_set(e, ERR_INVALID_ARGUMENT, "%s: larger than %u bytes", path, PBTXT_MAX_FILE);
-        break;
-      }
-      cap = cap ? cap * 2 : 4096;
-      char *q = realloc(buf, cap);
-      if (!q) {
-        rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "%s: out of memory", path);
-        break;
-      }
-      buf = q;
-    }
-    size_t got = fread(buf + n, 1, cap - n, f);
-    n += got;
-    if (got == 0) {
-      if (ferror(f)) rc = err_set(e, ERR_INTERNAL, "%s: read error", path);
-      break;
-    }
-  }
-  fclose(f);
-  if (!rc) rc = pbtxt_parse(desc, buf, n, path, out, e);
+  uint8_t *buf = NULL;
+  size_t n = 0;
+  // a regular file only: a FIFO named config.pbtxt would block the scan until written (rfile.h)
+  TRY(rfile_read_all(path, "config", PBTXT_MAX_FILE, &buf, &n, e));
+  int rc = pbtxt_parse(desc, (const char *)buf, n, path, out, e);
   free(buf);
   return rc;
 }

@@ -3,6 +3,7 @@
 #include "engine/repo/repo.h"
 
 #include "kernels/base/confine.h"
+#include "kernels/base/rfile.h"
 #include "kernels/base/utf8.h"
 
 #include <dirent.h>
@@ -214,6 +215,12 @@ static int select_versions(repo_model *m, err *e) {
     if (stat(rv->path, &st) != 0) {
       rc = err_set(e, ERR_INVALID_ARGUMENT, "model file '%s' for version %lld not found", rv->path,
                    (long long)chosen[i]);
+      break;
+    }
+    // a FIFO would block the load's open until someone wrote to it; a device would be read forever
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+      rc = err_set(e, ERR_INVALID_ARGUMENT, "model file '%s' for version %lld is %s, not a regular file", rv->path,
+                   (long long)chosen[i], rfile_kind(st.st_mode));
       break;
     }
     // a link is followed only as far as the model's own directory

@@ -1,7 +1,10 @@
 // confine.c: see confine.h. realpath resolves every link of both paths; the
 // file is then opened by its resolved name with O_NOFOLLOW, so a link put in
-// place after the check is refused rather than followed.
+// place after the check is refused rather than followed, and anything but a
+// regular file (a FIFO would block the open) is refused by rfile.c.
 #include "kernels/base/confine.h"
+
+#include "kernels/base/rfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +12,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 // Resolves base/rel into out (PATH_MAX) when it lies inside base.
 static int resolve_inside(const char *base, const char *rel, const char *what, char *out, err *e) {
@@ -39,15 +41,6 @@ int eng_confine_check(const char *base, const char *rel, const char *what, err *
 FILE *eng_confine_fopen(const char *base, const char *rel, const char *what, err *e) {
   char path[PATH_MAX];
   if (resolve_inside(base, rel, what, path, e)) return NULL;
-  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    err_set(e, ERR_INVALID_ARGUMENT, "cannot open %s '%s': %s", what, path, strerror(errno));
-    return NULL;
-  }
-  FILE *f = fdopen(fd, "rb");
-  if (!f) {
-    err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot open %s '%s': %s", what, path, strerror(errno));
-    close(fd);
-  }
-  return f;
+  // a FIFO or device inside base is refused too, without blocking (rfile.h)
+  return rfile_fopen_regular(path, O_NOFOLLOW, what, e);
 }

@@ -12,7 +12,8 @@
 // Opens base/rel for reading ("rb") when the file it resolves to, every
 // symbolic link followed, lies inside base (itself resolved). what names the
 // file in the error ("external data", "input_data_file"...). NULL with e set
-// when rel is absolute, does not exist, or resolves outside base. The caller
+// when rel is absolute, does not exist, resolves outside base, or is not a
+// regular file (a FIFO, a device: refused at once, see rfile.h). The caller
 // owns the FILE.
 FILE *eng_confine_fopen(const char *base, const char *rel, const char *what, err *e);
 

@@ -1,6 +1,7 @@
 // Tests engine/repo/repo.c: builds small model repositories in a mkdtemp
 // directory and checks model order, versions chosen per policy, and the
-// per-model errors (naming the file, field or version).
+// per-model errors (naming the file, field or version), special files
+// (a FIFO, a device) refused without blocking.
 #include <ftw.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -306,6 +307,39 @@ static void test_scan_model(void) {
   repo_model_close(&m);
 }
 
+// A FIFO as config.pbtxt or as a version's model file: that model fails at
+// once naming the file and its kind (the FIFO has no writer: opening it used
+// to block the scan forever; main's alarm turns a regression into a failure).
+static void test_special_files(void) {
+  char p[PATH_MAX + 64];
+  mkdirf("s_fifo_config");
+  mkdirf("s_fifo_config/1");
+  write_file("s_fifo_config/1/model.onnx", "x");
+  snprintf(p, sizeof p, "%s/s_fifo_config/config.pbtxt", g_root);
+  CHECK_EQ_INT(mkfifo(p, 0600), 0);
+  repo_model m;
+  err e = {0};
+  CHECK_EQ_INT(repo_scan_model(g_root, "s_fifo_config", &m, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "s_fifo_config/config.pbtxt' is a FIFO, not a regular file");
+  repo_model_close(&m);
+
+  mkdirf("s_fifo_model");
+  mkdirf("s_fifo_model/1");
+  snprintf(p, sizeof p, "%s/s_fifo_model/1/model.onnx", g_root);
+  CHECK_EQ_INT(mkfifo(p, 0600), 0);
+  CHECK_EQ_INT(repo_scan_model(g_root, "s_fifo_model", &m, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "s_fifo_model/1/model.onnx' for version 1 is a FIFO, not a regular file");
+  repo_model_close(&m);
+
+  mkdirf("s_dev_model");
+  mkdirf("s_dev_model/1");
+  snprintf(p, sizeof p, "%s/s_dev_model/1/model.onnx", g_root);
+  CHECK_EQ_INT(symlink("/dev/zero", p), 0);  // the link is followed by stat: a device, never read
+  CHECK_EQ_INT(repo_scan_model(g_root, "s_dev_model", &m, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "is a character device, not a regular file");
+  repo_model_close(&m);
+}
+
 static void test_empty_and_missing(void) {
   char empty[PATH_MAX + 16];
   snprintf(empty, sizeof empty, "%s/.hidden/1", g_root);  // a directory holding only a file
@@ -331,6 +365,9 @@ int main(void) {
   test_name_problem_and_escape();
   test_scan_model();
   test_empty_and_missing();
+  alarm(5);
+  test_special_files();
+  alarm(0);
   nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
   CHECK_DONE();
 }
