@@ -145,6 +145,19 @@ def _run_request_count(pa, url, protocol, n, concurrency, client, tmp_path):
         assert p.returncode == 0, "perf_analyzer exit %d:\n%s" % (p.returncode, out[-4000:])
         m = re.search(r"Request count: (\d+)", out)
         assert m, out[-4000:]
+        if int(m.group(1)) < n:
+            # The same race ending the other way (seen once in CI, 2026-12-02: 2999 of 3000 over HTTP): the
+            # answers that arrived before the swap are lost to its count, and this build of perf_analyzer
+            # ends once its workers have stopped instead of waiting. Told apart from a lost answer as above:
+            # the server counted every request as a success.
+            after = _stats(client)
+            assert after.success.count - before.success.count == n and after.fail.count == before.fail.count, \
+                "perf_analyzer measured %s of %d, the server counted %d successes:\n%s" % (
+                    m.group(1), n, after.success.count - before.success.count, out[-4000:])
+            stalls.append("attempt %d: perf_analyzer measured %s of %d, the server counted all %d" % (
+                attempt, m.group(1), n, n))
+            print("perf_analyzer's --request-count race (issue 14), running it again: " + stalls[-1])
+            continue
         return out, int(m.group(1)), before
     pytest.fail("perf_analyzer stalled in its --request-count race %d times in a row: %s" % (
         PA_RACE_ATTEMPTS, stalls))
