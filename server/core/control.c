@@ -434,6 +434,10 @@ int srv_control_http(srv_control *c, const srv_http_request *req, srv_http_respo
   // srv_control_load refuses JSON with its reason). An empty body loads as the repository has it.
   cJSON *body = NULL;
   const char *override = NULL;
+  if (srv_http_json_nul(req->body, req->body_len)) {  // the config text would be read cut at it
+    json_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
+    return 1;
+  }
   if (req->body && req->body_len) {
     body = cJSON_ParseWithLength(req->body, req->body_len);
     const cJSON *params = body ? cJSON_GetObjectItemCaseSensitive(body, "parameters") : NULL;

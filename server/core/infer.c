@@ -16,6 +16,7 @@
 #include "server/core/request.h"
 #include "server/core/sched.h"
 #include "server/core/server.h"
+#include "server/grpc/wire.h"
 #include "server/obs/log.h"
 
 // --- strings
@@ -76,61 +77,16 @@ static int check_strings(const Inference__ModelInferRequest *m, err *e) {
 // wire bytes. Those are the received message itself when it outlives the
 // request's use of its inputs (a unary call from the network keeps it until
 // answered, srv_call_message_kept), else one copy in the request's arena.
-// A message the scan cannot follow is unpacked whole, as before, so
-// protobuf-c alone decides what parses.
+// A message the scan (server/grpc/wire.c) cannot follow is unpacked whole,
+// as before, so protobuf-c alone decides what parses.
 #define RAW_INPUT_FIELD 7  // ModelInferRequest.raw_input_contents (proto/grpc_service.proto)
-
-typedef struct wire_field {
-  size_t start, end;   // the field's bytes, tag included
-  size_t data, n;      // a length-delimited field's payload
-  uint32_t number, type;
-} wire_field;
-
-// A varint of at most `max` bytes at *pos.
-static int wire_varint(const uint8_t *b, size_t len, size_t *pos, int max, uint64_t *out) {
-  uint64_t v = 0;
-  for (int i = 0; i < max && *pos < len; i++) {
-    uint8_t c = b[(*pos)++];
-    v |= (uint64_t)(c & 0x7f) << (7 * i);
-    if (!(c & 0x80)) {
-      *out = v;
-      return 0;
-    }
-  }
-  return -1;
-}
-
-// The top-level field at *pos; -1 where protobuf-c is left to judge
-// (truncated, groups, unknown wire types, tags and lengths past 32 bits).
-static int wire_next(const uint8_t *b, size_t len, size_t *pos, wire_field *f) {
-  uint64_t tag, n;
-  f->start = *pos;
-  if (wire_varint(b, len, pos, 5, &tag) || tag > UINT32_MAX || (tag >> 3) == 0) return -1;
-  f->number = (uint32_t)(tag >> 3);
-  f->type = (uint32_t)(tag & 7);
-  f->data = *pos;
-  f->n = 0;
-  switch (f->type) {
-    case 0: if (wire_varint(b, len, pos, 10, &n)) return -1; break;
-    case 1: if (len - *pos < 8) return -1; *pos += 8; break;
-    case 5: if (len - *pos < 4) return -1; *pos += 4; break;
-    case 2:
-      if (wire_varint(b, len, pos, 5, &n) || n > len - *pos) return -1;
-      f->data = *pos;
-      f->n = (size_t)n;
-      *pos += (size_t)n;
-      break;
-    default: return -1;
-  }
-  f->end = *pos;
-  return 0;
-}
 
 static Inference__ModelInferRequest *unpack_request(srv_arena *a, const uint8_t *req, size_t len, int kept) {
   size_t n_raw = 0, rest_len = 0, pos = 0;
-  wire_field f;
+  srv_wire_field f;
   while (pos < len) {
-    if (wire_next(req, len, &pos, &f)) return inference__model_infer_request__unpack(srv_arena_protobuf(a), len, req);
+    if (srv_wire_next(req, len, &pos, &f))
+      return inference__model_infer_request__unpack(srv_arena_protobuf(a), len, req);
     if (f.number == RAW_INPUT_FIELD && f.type == 2) n_raw++;
     else rest_len += f.end - f.start;
   }
@@ -146,7 +102,7 @@ static Inference__ModelInferRequest *unpack_request(srv_arena *a, const uint8_t 
   if (!rest || !raw) return NULL;
   size_t o = 0, k = 0;
   for (pos = 0; pos < len;) {
-    wire_next(req, len, &pos, &f);  // the same bytes parsed above
+    srv_wire_next(req, len, &pos, &f);  // the same bytes parsed above
     if (f.number == RAW_INPUT_FIELD && f.type == 2) {
       raw[k++] = (ProtobufCBinaryData){.len = f.n, .data = (uint8_t *)req + f.data};
     } else {
@@ -167,6 +123,8 @@ int srv_infer_prepare(srv_server *s, srv_request *r, const uint8_t *req, size_t 
   int kept = r->call && srv_call_message_kept(r->call);
   // the tree and the message's fields but its tensors (and, where made, the message's copy)
   size_t hint = kept ? 2 * SRV_ARENA_SLACK : (len < SRV_ARENA_BIG ? len : SRV_ARENA_BIG) + SRV_ARENA_SLACK;
+  // before the unpack, which would cut a string at its NUL ("mlp\0junk" served by mlp)
+  TRY(srv_wire_strings_no_nul(&inference__model_infer_request__descriptor, req, len, e));
   r->arena = srv_arena_create(hint);
   if (!r->arena) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   r->msg = unpack_request(r->arena, req, len, kept);

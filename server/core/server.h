@@ -56,7 +56,8 @@ void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len
 void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, size_t len);
 
 // Shared by the RPC handlers: pack and answer; unpack or answer INVALID_ARGUMENT (NULL then), also when
-// a string field (nested and map ones included) is not UTF-8, naming the field without quoting it.
+// a string field (nested and map ones included) is not UTF-8 or holds a NUL byte, naming the field
+// without quoting it.
 void srv_reply_msg(srv_call *call, const ProtobufCMessage *m);
 ProtobufCMessage *srv_unpack_or_fail(srv_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *req,
                                      size_t len);

@@ -12,6 +12,7 @@
 #include "kernels/base/utf8.h"
 #include "server/obs/log.h"
 #include "server/core/server.h"
+#include "server/grpc/wire.h"
 
 #define SVC "/inference.GRPCInferenceService/"
 
@@ -581,15 +582,17 @@ static void cuda_shm_status(void *ctx, srv_call *call, const uint8_t *req, size_
 
 // --- reflection (bidi stream, one answer per request)
 
-// A request whose strings are not UTF-8 ends the stream with INVALID_ARGUMENT
-// first: the answer would echo them (original_request, valid_host, "symbol
-// not found: ..."). Parsed twice, which a reflection message's size makes cheap.
+// A request whose strings are not UTF-8 or hold a NUL byte ends the stream
+// with INVALID_ARGUMENT first: the answer would echo them (original_request,
+// valid_host, "symbol not found: ..."), or read a name cut at the NUL.
+// Parsed twice, which a reflection message's size makes cheap.
 static int reflection_answer(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, err *e) {
   srv_server *s = ctx;
   static const uint8_t empty[1];
   ProtobufCMessage *q = protobuf_c_message_unpack(&grpc__reflection__v1__server_reflection_request__descriptor, NULL,
                                                   len, req ? req : empty);
-  int rc = q ? srv_strings_utf8(q, e) : 0;  // bytes that do not parse: srv_reflection_answer says so
+  int rc = srv_wire_strings_no_nul(&grpc__reflection__v1__server_reflection_request__descriptor, req, len, e);
+  if (!rc && q) rc = srv_strings_utf8(q, e);  // bytes that do not parse: srv_reflection_answer says so
   if (q) protobuf_c_message_free_unpacked(q, NULL);
   return rc ? rc : srv_reflection_answer(s->reflection, req, len, resp, resp_len, e);
 }

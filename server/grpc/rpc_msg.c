@@ -8,6 +8,7 @@
 
 #include "kernels/base/utf8.h"
 #include "server/core/server.h"
+#include "server/grpc/wire.h"
 
 // Packs any message and answers the call with it.
 void srv_reply_msg(srv_call *call, const ProtobufCMessage *m) {
@@ -64,11 +65,17 @@ int srv_strings_utf8(const ProtobufCMessage *m, err *e) {
 }
 
 // Unpacks the request or answers INVALID_ARGUMENT; returns NULL then. A
-// string field that is not UTF-8 is refused here, so no handler can echo it.
+// string field that is not UTF-8 is refused here, so no handler can echo
+// it; so is one holding a NUL byte, found in the wire bytes since the
+// unpacked string ends at it (a key "/secret\0junk" would open /secret).
 ProtobufCMessage *srv_unpack_or_fail(srv_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *req,
                                         size_t len) {
-  ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, req);
   err e;
+  if (srv_wire_strings_no_nul(d, req, len, &e) != 0) {
+    srv_call_fail(call, (int)e.code, e.msg);
+    return NULL;
+  }
+  ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, req);
   if (!m) {
     char msg[256];
     snprintf(msg, sizeof msg, "malformed %s: the message does not parse", d->name);

@@ -960,3 +960,16 @@ int srv_http_decode_segment(const char *s, size_t n, char *out, size_t cap) {
   // unknown model's error), which is then not JSON (found by fuzz_rest)
   return utf8_valid(out, o) ? 0 : -1;
 }
+
+int srv_http_json_nul(const char *s, size_t n) {
+  if (!s || !n) return 0;
+  if (memchr(s, 0, n)) return 1;
+  for (size_t i = 0; i + 1 < n; i++) {
+    if (s[i] != '\\') continue;
+    // an escape: \u0000 is NUL; any other (\\ included) is skipped whole,
+    // so the u of "\\u0000" (a backslash, then text) is not taken for one
+    if (s[i + 1] == 'u' && n - i >= 6 && memcmp(s + i + 2, "0000", 4) == 0) return 1;
+    i++;
+  }
+  return 0;
+}

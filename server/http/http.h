@@ -122,4 +122,11 @@ void srv_http_close(srv_http *h, void (*on_closed)(void *arg), void *arg);
 // UTF-8 would be echoed into the JSON answer, which is then not JSON).
 int srv_http_decode_segment(const char *s, size_t n, char *out, size_t cap);
 
+// 1 when the JSON text s[0, n) holds a NUL byte, raw or escaped as \u0000
+// (cJSON keeps it in a string whose strlen then stops there: a name or key
+// would be read cut short), else 0. The answer's message, shared by every
+// route that reads JSON strings, is SRV_HTTP_JSON_NUL_MSG.
+int srv_http_json_nul(const char *s, size_t n);
+#define SRV_HTTP_JSON_NUL_MSG "JSON strings must not contain NUL (\\u0000)"
+
 #endif

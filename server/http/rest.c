@@ -345,6 +345,8 @@ static void route_shm(srv_rest *r, const srv_http_request *req, srv_http_respons
                       const size_t *len, size_t n, int get, int post) {
   char name[SHM_NAME_CAP] = "";
   if (!shm_route(r, req, resp, seg, len, n, get, post, &SYS_SHM, name)) return;
+  // a key "/secret\0junk" would open /secret
+  if (srv_http_json_nul(req->body, req->body_len)) return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
   cJSON *b = req->body_len ? cJSON_ParseWithLength(req->body, req->body_len) : NULL;
   const cJSON *key = cJSON_GetObjectItemCaseSensitive(b, "key");
   const cJSON *off = cJSON_GetObjectItemCaseSensitive(b, "offset");
@@ -408,6 +410,7 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
                            const size_t *len, size_t n, int get, int post) {
   char name[SHM_NAME_CAP] = "";
   if (!shm_route(r, req, resp, seg, len, n, get, post, &CUDA_SHM, name)) return;
+  if (srv_http_json_nul(req->body, req->body_len)) return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
   cJSON *b = req->body_len ? cJSON_ParseWithLength(req->body, req->body_len) : NULL;
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(b, "raw_handle");
   const cJSON *b64 = cJSON_GetObjectItemCaseSensitive(h, "b64");

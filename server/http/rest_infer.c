@@ -585,6 +585,12 @@ void srv_rest__route_infer(srv_rest *r, const srv_http_request *req, srv_http_re
     free(decoded);
     return srv_rest__set_error(resp, 400, "the inference request's JSON is not valid UTF-8 (RFC 8259)");
   }
+  // names, datatypes, ids and parameters would be read cut at a NUL (the
+  // tensors' bytes after json_len may hold any byte)
+  if (srv_http_json_nul(body, json_len)) {
+    free(decoded);
+    return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
+  }
   cJSON *root = cJSON_ParseWithLength(body, json_len);
   if (!root) {
     free(decoded);

@@ -1,9 +1,10 @@
 // fuzz_infer.c: libFuzzer driver for the bytes of a ModelInferRequest (a
 // unary ModelInfer or one ModelStreamInfer message), through the function
 // the server runs on them before the scheduler (srv_infer_prepare in
-// server/core/infer.c and infer_validate.c: protobuf-c unpack, UTF-8 of every string, model lookup,
-// shapes, datatypes, byte sizes, typed contents, parameters, shared-memory
-// windows), without gRPC. The registry holds tests/fuzz/repo (model "fuzz",
+// server/core/infer.c and infer_validate.c: no NUL in any string
+// (server/grpc/wire.c), protobuf-c unpack, UTF-8 of every string, model
+// lookup, shapes, datatypes, byte sizes, typed contents, parameters,
+// shared-memory windows), without gRPC. The registry holds tests/fuzz/repo (model "fuzz",
 // see gen_seeds.py) and one registered shared-memory region "r0" of 4096
 // bytes, so the seeds in corpus/infer reach every branch.
 #include <fcntl.h>

@@ -2,7 +2,8 @@
 refused with INVALID_ARGUMENT instead of being echoed into a response the client's parser then chokes on
 (proto3 string fields must be UTF-8; protobuf-c does not check), on a stream too, where the error response
 echoes only the fields that are valid; and names carrying newlines, terminal escapes or broken bytes reach
-the debug log escaped, so a client cannot forge a log line."""
+the debug log escaped, so a client cannot forge a log line. A NUL byte in any string (gRPC field, REST JSON
+or path) is refused too, naming the field (issue 31)."""
 
 import grpc
 import numpy as np
@@ -154,5 +155,141 @@ def test_concurrent_streams_per_connection(start_server, pb):
         for q in feeds:
             q.put(None)
         ch.close()
+    srv.stop()
+    srv.assert_clean_exit()
+
+
+# --- NUL bytes (issue 31): protobuf-c and cJSON hand strings over NUL-terminated, so "mlp\0junk" was read as
+# "mlp": served by mlp, a key "/victim\0junk" opened /victim, and a proxy's allow-list in front of inferd
+# compared other bytes than inferd used. Every such string is refused, naming its field, never quoting it.
+
+def _shm_register(pb, key, name="r"):
+    return pb.service.SystemSharedMemoryRegisterRequest(name=name, key=key, byte_size=64).SerializeToString()
+
+
+@pytest.mark.parametrize("field,where", [("model_name", "model_name"), ("input name", "inputs.name"),
+                                         ("datatype", "inputs.datatype"), ("id", "'id'")])
+def test_unary_refuses_nul(channel, pb, rng, field, where):
+    req = mlp_request(pb, rng, rid="abc\0def" if field == "id" else "r",
+                      model="mlp\0junk" if field == "model_name" else "mlp",
+                      in_name="INPUT0\0junk" if field == "input name" else "INPUT0")
+    if field == "datatype":
+        req.inputs[0].datatype = "FP32\0zz"
+    with pytest.raises(grpc.RpcError) as ei:
+        channel.unary_unary(SVC + "ModelInfer")(req.SerializeToString(), timeout=10)
+    assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value.details()
+    assert "NUL byte" in ei.value.details() and where in ei.value.details(), ei.value.details()
+    assert "junk" not in ei.value.details() and "zz" not in ei.value.details()  # named, not quoted
+
+
+def test_nul_in_parameters_and_other_methods(channel, pb, rng):
+    req = mlp_request(pb, rng)
+    req.parameters["pri\0ority"].int64_param = 1
+    with pytest.raises(grpc.RpcError) as ei:
+        channel.unary_unary(SVC + "ModelInfer")(req.SerializeToString(), timeout=10)
+    assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'parameters.key'" in ei.value.details()
+    req = mlp_request(pb, rng)
+    req.inputs[0].parameters["k"].string_param = "v\0w"
+    with pytest.raises(grpc.RpcError) as ei:
+        channel.unary_unary(SVC + "ModelInfer")(req.SerializeToString(), timeout=10)
+    assert "'inputs.parameters.value.string_param'" in ei.value.details(), ei.value.details()
+    for method, msg in (("ModelMetadata", pb.service.ModelMetadataRequest(name="mlp\0junk")),
+                        ("ModelReady", pb.service.ModelReadyRequest(name="mlp\0junk")),
+                        ("ModelConfig", pb.service.ModelConfigRequest(name="mlp", version="1\0"))):
+        with pytest.raises(grpc.RpcError) as ei:
+            channel.unary_unary(SVC + method)(msg.SerializeToString(), timeout=10)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "NUL byte" in ei.value.details(), method
+    # the control: the same requests without the NUL are served
+    assert pb.service.ModelMetadataResponse.FromString(channel.unary_unary(SVC + "ModelMetadata")(
+        pb.service.ModelMetadataRequest(name="mlp").SerializeToString(), timeout=10)).name == "mlp"
+    req = mlp_request(pb, rng, rid="abcdef")
+    req.parameters["priority"].int64_param = 1
+    req.inputs[0].parameters["k"].string_param = "vw"
+    resp = pb.service.ModelInferResponse.FromString(
+        channel.unary_unary(SVC + "ModelInfer")(req.SerializeToString(), timeout=10))
+    assert resp.id == "abcdef" and resp.model_name == "mlp"
+
+
+def test_stream_refuses_nul_model_name(channel, pb, rng):
+    bad = mlp_request(pb, rng, model="mlp\0junk", rid="first").SerializeToString()
+    good = mlp_request(pb, rng, rid="after").SerializeToString()
+    answers = list(channel.stream_stream(SVC + "ModelStreamInfer")(iter([bad, good]), timeout=20))
+    assert len(answers) == 2
+    first = pb.service.ModelStreamInferResponse.FromString(answers[0])
+    assert "NUL byte" in first.error_message and "model_name" in first.error_message, first.error_message
+    second = pb.service.ModelStreamInferResponse.FromString(answers[1])
+    assert second.error_message == "" and second.infer_response.id == "after"
+
+
+def _rest(srv, method, path, body=None):
+    import http.client
+    import urllib.parse
+    u = urllib.parse.urlparse(srv.http_url)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        c.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def test_rest_refuses_nul(server, rng):
+    import json
+    x = rng.standard_normal(1024).astype(np.float32).tolist()
+
+    def body(model_field=None, **over):
+        inp = {"name": "INPUT0", "shape": [1, 1024], "datatype": "FP32", "data": x}
+        inp.update({k: v for k, v in over.items() if k in inp})
+        b = {"id": over.get("id", "r"), "inputs": [inp]}
+        if "param" in over:
+            b["parameters"] = {over["param"]: 1}
+        return json.dumps(b)  # a NUL goes out as \u0000
+
+    status, raw = _rest(server, "POST", "/v2/models/mlp%00junk/infer", body())
+    assert status == 400, raw
+    for kw in ({"name": "INPUT0\0junk"}, {"datatype": "FP32\0zz"}, {"id": "abc\0def"}, {"param": "pri\0ority"}):
+        b = body(**kw)
+        assert "\\u0000" in b
+        status, raw = _rest(server, "POST", "/v2/models/mlp/infer", b)
+        assert status == 400 and b"must not contain NUL" in json.loads(raw)["error"].encode(), (kw, raw)
+    # the control: the same requests without the NUL are served ("\\u0000" as text is no NUL)
+    status, raw = _rest(server, "POST", "/v2/models/mlp/infer", body(id="abc\\u0000def"))
+    assert status == 200 and json.loads(raw)["id"] == "abc\\u0000def", raw
+    status, raw = _rest(server, "POST", "/v2/models/mlp/infer", body(id="abcdef"))
+    assert status == 200 and json.loads(raw)["id"] == "abcdef", raw
+
+
+def test_shm_key_with_nul(start_server, pb):
+    import json
+    import os
+    import tritonclient.utils.shared_memory as shm
+    srv = start_server(["--allow-client-shm", "true"])
+    key = "/inferd_t_%d_victim" % os.getpid()
+    h = shm.create_shared_memory_region("victim", key, 64)
+    ch = grpc.insecure_channel(srv.grpc_url)
+    try:
+        reg = ch.unary_unary(SVC + "SystemSharedMemoryRegister")
+        with pytest.raises(grpc.RpcError) as ei:
+            reg(_shm_register(pb, key + "\0junk"), timeout=10)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value.details()
+        assert "'key'" in ei.value.details() and "NUL byte" in ei.value.details()
+        assert "victim" not in ei.value.details()
+        status, raw = _rest(srv, "POST", "/v2/systemsharedmemory/region/r2/register",
+                            json.dumps({"key": key + "\0junk", "byte_size": 64}))
+        assert status == 400 and b"must not contain NUL" in raw, raw
+        st = pb.service.SystemSharedMemoryStatusResponse.FromString(ch.unary_unary(SVC + "SystemSharedMemoryStatus")(
+            pb.service.SystemSharedMemoryStatusRequest().SerializeToString(), timeout=10))
+        assert dict(st.regions) == {}
+        # the control: the key itself registers, over both
+        reg(_shm_register(pb, key), timeout=10)
+        status, raw = _rest(srv, "POST", "/v2/systemsharedmemory/region/r2/register",
+                            json.dumps({"key": key, "byte_size": 64}))
+        assert status == 200, raw
+        ch.unary_unary(SVC + "SystemSharedMemoryUnregister")(
+            pb.service.SystemSharedMemoryUnregisterRequest().SerializeToString(), timeout=10)
+    finally:
+        ch.close()
+        shm.destroy_shared_memory_region(h)
     srv.stop()
     srv.assert_clean_exit()

@@ -1,6 +1,7 @@
 // test_http.c: drives server/http/http.c over real sockets. The libuv loop runs on
 // its own thread; the test talks to it with blocking client sockets and asks
 // it to stop through a uv_async. State shared with the loop thread is atomic.
+// Also the NUL checks of a path segment and of JSON text (no sockets).
 #include "server/http/http.h"
 
 #include <arpa/inet.h>
@@ -251,6 +252,26 @@ static long conns_eventually(client *cl, long want, int *requests) {
 
 // --- tests
 
+// NUL bytes cut strings short where they are read (cJSON's strings, the
+// decoded path): "%00" in a segment and a raw or escaped NUL in JSON are
+// found; an escaped backslash before "u0000" is no NUL.
+#define JSON_NUL(lit) srv_http_json_nul(lit, sizeof lit - 1)
+static void test_nul_bytes(void) {
+  char out[32];
+  CHECK_EQ_INT(srv_http_decode_segment("mlp%00junk", 10, out, sizeof out), -1);
+  CHECK_EQ_INT(srv_http_decode_segment("mlp%41", 6, out, sizeof out), 0);
+  CHECK_EQ_STR(out, "mlpA");
+  CHECK_EQ_INT(JSON_NUL("{\"id\": \"abc\\u0000def\"}"), 1);
+  CHECK_EQ_INT(JSON_NUL("{\"\\u0000\": 1}"), 1);
+  CHECK_EQ_INT(JSON_NUL("{\"id\": \"a\0b\"}"), 1);  // a raw NUL
+  CHECK_EQ_INT(JSON_NUL("{\"id\": \"abc\\\\u0000def\"}"), 0);  // "\\" then text
+  CHECK_EQ_INT(JSON_NUL("{\"id\": \"\\\\\\u0000\"}"), 1);    // "\\" then an escaped NUL
+  CHECK_EQ_INT(JSON_NUL("{\"id\": \"\\u0001\\u00000\"}"), 1);
+  CHECK_EQ_INT(JSON_NUL("{\"id\": \"\\u0001 \\n\\u1000\"}"), 0);
+  CHECK_EQ_INT(JSON_NUL("\\u000"), 0);  // cut short: no NUL (and no JSON)
+  CHECK_EQ_INT(srv_http_json_nul(NULL, 0), 0);
+}
+
 int main(void) {
   fixture fx;
   memset(&fx, 0, sizeof fx);
@@ -258,6 +279,7 @@ int main(void) {
   atomic_init(&fx.closed, 0);
   int expect_handled = 0;
   err e = {0};
+  test_nul_bytes();
 
   CHECK_EQ_INT(uv_loop_init(&fx.loop), 0);
   CHECK_EQ_INT(srv_http_create(&fx.loop, "127.0.0.1", 0, handler, &fx, &fx.h, &e), 0);
