@@ -52,7 +52,9 @@ static void test_clean(void) {
   PUT_LIT(&w, 7, "\0\0\0\0");  // raw_input_contents: bytes, any byte goes
   PUT_LIT(&w, 99, "x\0y");     // an unknown field: never read as a string
   CHECK_EQ_STR(nul_path(&w), "");
-  CHECK(inference__model_infer_request__unpack(NULL, w.n, w.b) != NULL);
+  Inference__ModelInferRequest *m = inference__model_infer_request__unpack(NULL, w.n, w.b);
+  CHECK(m != NULL);
+  if (m) inference__model_infer_request__free_unpacked(m, NULL);
   CHECK_EQ_INT(srv_wire_strings_nul(INFER, NULL, 0, (char[8]){0}, 8), 0);
 }
 
@@ -129,7 +131,9 @@ static void test_unfollowable(void) {
   put_varint(&g, 1 << 3 | 3);  // a group: protobuf-c refuses those
   PUT_LIT(&g, 1, "mlp\0junk");
   CHECK_EQ_STR(nul_path(&g), "");
-  CHECK(inference__model_infer_request__unpack(NULL, g.n, g.b) == NULL);
+  Inference__ModelInferRequest *m = inference__model_infer_request__unpack(NULL, g.n, g.b);
+  CHECK(m == NULL);
+  if (m) inference__model_infer_request__free_unpacked(m, NULL);
 }
 
 static void test_path_cut(void) {
