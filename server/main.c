@@ -32,6 +32,7 @@
 #include "server/http/rest.h"
 #include "server/obs/log.h"
 #include "server/core/server.h"
+#include "server/sec/shmguard.h"
 #include "server/sec/tls_watch.h"
 
 typedef struct http_close_ctx {
@@ -391,7 +392,9 @@ int main(int argc, char **argv) {
   }
   if (srv_reflection_create(inferd_protoset, inferd_protoset_len, &srv.reflection, &e) != 0) goto fail;
   if (o.trace_file && prof_trace_open(o.trace_file, o.trace_rate, &srv.trace, &e) != 0) goto fail;
-  if (o.allow_client_shm && srv_shm_create(&srv.shm, &e) != 0) goto fail;
+  // a client that shrinks its registered object makes copies from and into
+  // the mapping fault: the guard turns that into one failed request
+  if (o.allow_client_shm && (srv_shmguard_install(&e) != 0 || srv_shm_create(&srv.shm, &e) != 0)) goto fail;
   if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, &e) != 0) goto fail;
   if (srv_sched_create(srv.reg, &srv, &srv.sched, &e) != 0) goto fail;
   if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.control, &e) != 0)

@@ -386,6 +386,13 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
       srv_cuda_shm_region *cuda = NULL;
       rc = shm_take(s, r, "input", in->name, &in_refs[i], &p, &cuda, e);
       t->data = p;
+      if (rc == 0 && p) {
+        if (!r->shm_in && !(r->shm_in = srv_arena_calloc(r->arena, n_cfg, sizeof *r->shm_in))) {
+          rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+          break;
+        }
+        r->shm_in[ci] = in_refs[i].region;
+      }
       if (rc == 0 && cuda) rc = cuda_input(r, (size_t)ci, in->name, cuda, in_refs[i].offset, t->bytes, &t->data, e);
     } else if (raw) {
       if (typed_count(in->contents)) {

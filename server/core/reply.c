@@ -19,6 +19,7 @@
 #include "server/core/request.h"
 #include "server/core/server.h"
 #include "server/obs/log.h"
+#include "server/sec/shmguard.h"
 
 // --- statistics of failed requests
 
@@ -57,6 +58,14 @@ static int crop_dims(const srv_request *r, const eng_pad *pad, size_t k, int nd,
     }
   }
   return cut;
+}
+
+// The answer to a request whose guarded copy from or into system shared
+// memory faulted: the client shrank its object below the registered size.
+static int shm_fault(const srv_request *r, const char *what, err *e) {
+  return err_set(e, ERR_INVALID_ARGUMENT,
+                 "%s '%s': shared memory region '%s' shrank below its registered size (its object was truncated)",
+                 what, r->shm_fault_tensor, r->shm_fault_region);
 }
 
 static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_outputs, int64_t row_off, uint8_t **out,
@@ -131,8 +140,11 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
           rc = err_prefix(e, "output '%s': ", ots[n].name);
           break;
         }
-      } else {
-        memcpy(so->ptr, raws[n].data, raws[n].len);
+      } else if (srv_shmguard_write(so->ptr, raws[n].data, raws[n].len) != 0) {
+        r->shm_fault_region = so->region;
+        r->shm_fault_tensor = ots[n].name;
+        rc = shm_fault(r, "output", e);
+        break;
       }
       raws[n].len = 0;
     }
@@ -241,6 +253,21 @@ static void post_chunk(srv_server *s, reply_chunk *c) {
   if (srv_replyq_post(s->replyq, &c->it) != 0) send_chunk(&c->it);  // stopping: sent here
 }
 
+// One log line per 10 s for requests failed by a shrunk shared memory
+// object: a client doing it on purpose must not flood the log.
+enum { SHM_FAULT_LOG_US = 10 * 1000 * 1000 };
+static void shm_fault_log(srv_server *s, const srv_request *r, int64_t now) {
+  long long n = atomic_fetch_add(&s->shm_faults, 1) + 1;
+  long long last = atomic_load(&s->shm_fault_logged_us);
+  if (last && now - last < SHM_FAULT_LOG_US) return;
+  if (!atomic_compare_exchange_strong(&s->shm_fault_logged_us, &last, now ? now : 1)) return;
+  atomic_fetch_sub(&s->shm_faults, n);
+  srv_log(SRV_LOG_WARN,
+          "%lld request(s) failed: a client shrank its shared memory object under a registered region "
+          "(last: region '%s', tensor '%s' of model '%s')",
+          n, r->shm_fault_region, r->shm_fault_tensor, r->model->name);
+}
+
 // Packs every answer of the batch first, then accounts the statistics, then
 // sends: a client that reads ModelStatistics after its answer sees its
 // request counted. Batches of three or more unary requests are sent by the
@@ -262,12 +289,14 @@ void srv_reply_batch(srv_server *s, srv_version *v, srv_request *const *reqs, si
   } packed;
   packed stack_p[16];
   packed *pk = n <= 16 ? stack_p : calloc(n, sizeof *pk);
-  int64_t row_off = 0;
+  int64_t row_off = 0, t_pack = job->t_infer_end_us;
   for (size_t i = 0; i < n; i++) {
     if (!pk) break;
     pk[i] = (packed){0};
-    if (rc == 0) pack_reply(reqs[i], outputs, n_outputs, row_off, &pk[i].resp, &pk[i].len, &pk[i].e);
+    if (rc == 0 && reqs[i]->shm_fault_region) shm_fault(reqs[i], "input", &pk[i].e);  // gather's (sched.c)
+    else if (rc == 0) pack_reply(reqs[i], outputs, n_outputs, row_off, &pk[i].resp, &pk[i].len, &pk[i].e);
     row_off += reqs[i]->item.rows;
+    if (reqs[i]->shm_fault_region) shm_fault_log(s, reqs[i], t_pack);
   }
   int64_t t_end = eng_now_us();
 

@@ -53,6 +53,14 @@ typedef struct srv_request {
   srv_shm_region **shm_held;
   size_t n_shm_held;
   srv_shm_out *shm_out;
+  // per config input, the system region it is read from (NULL when none; in
+  // arena): such inputs are copied through the SIGBUS guard
+  // (server/sec/shmguard.h), never read in place by the engine
+  const char **shm_in;
+  // set when a guarded copy from or into a region faulted (the client
+  // shrank its object under it): the request fails with that, the rest of
+  // its batch goes on. Both point into msg or the model's config.
+  const char *shm_fault_region, *shm_fault_tensor;
   // CUDA regions held the same way; the host copies of the inputs read from
   // them at parse time; per config input (NULL when none), the inputs left
   // in their region (inputs[i].data NULL then) for the batch to copy device

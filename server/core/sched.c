@@ -24,6 +24,7 @@
 #include "server/core/order.h"
 #include "server/core/reply.h"
 #include "server/obs/log.h"
+#include "server/sec/shmguard.h"
 
 typedef struct vsched vsched;
 
@@ -128,6 +129,21 @@ static int cuda_part(batch_slot *slot, eng_job *job, size_t i, const srv_cuda_in
   return srv_cuda_shm_read(ci->region, ci->offset, dst + off, bytes, e);
 }
 
+// One request's input at dst, padded to seq_len when pi is set: run under
+// the SIGBUS guard when the input lies in client shared memory.
+typedef struct copy_in {
+  uint8_t *dst;
+  const eng_tensor *t;
+  const eng_pad_input *pi;
+  int64_t seq_len;
+} copy_in;
+
+static void copy_input(void *arg) {
+  const copy_in *c = arg;
+  if (c->pi) eng_pad_copy(c->dst, c->t, c->pi->dim, c->seq_len, c->pi->value);
+  else memcpy(c->dst, c->t->data, c->t->bytes);
+}
+
 // Assembles a batch (of several requests, or of one with inputs left in a
 // CUDA region): their rows one after the other, straight into the engine's
 // pinned staging where it offers some (a GPU instance), else into this
@@ -173,12 +189,24 @@ static int gather(eng_job *job, err *e) {
         off += t->bytes;
         continue;
       }
-      if (pi && t->dims[pi->dim] != slot->seq_len) {
-        off += eng_pad_copy(dst + off, t, pi->dim, slot->seq_len, pi->value);
-        continue;
+      int padded = pi && t->dims[pi->dim] != slot->seq_len;
+      size_t n = padded ? eng_pad_bytes(t, pi->dim, slot->seq_len) : t->bytes;
+      const char *region = slot->reqs[k]->shm_in ? slot->reqs[k]->shm_in[i] : NULL;
+      if (region) {
+        copy_in c = {.dst = dst + off, .t = t, .pi = padded ? pi : NULL, .seq_len = slot->seq_len};
+        if (srv_shmguard_run(t->data, t->bytes, copy_input, &c) != 0) {
+          // the client shrank its object: this request fails when answered
+          // (srv_reply_batch), its rows are zeros for the others' sake
+          memset(dst + off, 0, n);
+          slot->reqs[k]->shm_fault_region = region;
+          slot->reqs[k]->shm_fault_tensor = eng_model_input(slot->vs->v->model, i)->name;
+        }
+      } else if (padded) {
+        eng_pad_copy(dst + off, t, pi->dim, slot->seq_len, pi->value);
+      } else {
+        memcpy(dst + off, t->data, t->bytes);
       }
-      memcpy(dst + off, t->data, t->bytes);
-      off += t->bytes;
+      off += n;
     }
     slot->staged[i] = *first;
     if (slot->n > 1 || pi) {
@@ -270,8 +298,10 @@ static void pump_version(srv_sched *s, vsched *vs) {
       slot->reqs[slot->n++] = r;
     }
     // A lone request is read in place, unless an input stayed in a CUDA
-    // region or lies unaligned; several are gathered on the instance thread.
-    int gathered = slot->n > 1 || slot->reqs[0]->cuda_in || !inputs_aligned(vs, slot->reqs[0]);
+    // region, lies in a system region (the client may shrink it under the
+    // engine: only the guarded copy survives that) or lies unaligned;
+    // several are gathered on the instance thread.
+    int gathered = slot->n > 1 || slot->reqs[0]->cuda_in || slot->reqs[0]->shm_in || !inputs_aligned(vs, slot->reqs[0]);
     slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = gathered ? gather : NULL,
                           .done = on_job_done, .ctx = slot, .instance = slot->instance};
     err e;

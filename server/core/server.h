@@ -37,6 +37,8 @@ typedef struct srv_server {
   atomic_llong infer_inflight;     // ModelInfer calls received and not yet answered
   atomic_llong infer_last_call_us; // when the last ModelInfer call arrived
   _Atomic uint64_t http_requests;
+  atomic_llong shm_fault_logged_us;  // when a shrunk shared memory object was last logged (one line per 10 s)
+  atomic_llong shm_faults;           // requests failed so since the last such line
 } srv_server;
 
 #define SRV_SHM_DISABLED_MSG \
