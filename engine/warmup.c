@@ -54,13 +54,14 @@ static const eng_warmup_input *find_input(const eng_warmup *w, const char *name)
 
 // Reads warmup/<file> under model_dir: one sample's bytes (repeated for each
 // row) or the whole batch's.
-static int read_file(const char *model_dir, const char *file, uint8_t *dst, size_t sample, size_t rows, err *e) {
+static int read_file(const char *model_dir, const eng_confine_roots *roots, const char *file, uint8_t *dst,
+                     size_t sample, size_t rows, err *e) {
   if (strstr(file, "..") || file[0] == '/')
     return err_set(e, ERR_INVALID_ARGUMENT, "input_data_file '%s' must name a file inside the warmup folder", file);
   char path[PATH_MAX];
   if (snprintf(path, sizeof path, "%s/warmup", model_dir) >= (int)sizeof path)
     return err_set(e, ERR_INVALID_ARGUMENT, "input_data_file '%s': path too long", file);
-  FILE *f = eng_confine_fopen(path, file, "input_data_file", e);  // a link leaving warmup/ is refused
+  FILE *f = eng_confine_fopen(path, file, roots, "input_data_file", e);  // links: see eng_warmup_run
   if (!f) return e->code;
   size_t n = fread(dst, 1, sample * rows, f);
   int extra = fgetc(f) != EOF;
@@ -74,8 +75,8 @@ static int read_file(const char *model_dir, const char *file, uint8_t *dst, size
 
 // Fills one input of the entry: shape [rows, dims...] (no batch dim when the
 // model does not batch), data as the entry says.
-static int build_input(const eng_model *m, const eng_warmup *w, size_t i, int64_t rows,
-                       const char *model_dir, uint64_t max_bytes, uint64_t *seed, eng_tensor *t, err *e) {
+static int build_input(const eng_model *m, const eng_warmup *w, size_t i, int64_t rows, const char *model_dir,
+                       const eng_confine_roots *roots, uint64_t max_bytes, uint64_t *seed, eng_tensor *t, err *e) {
   const eng_io *io = eng_model_input(m, i);
   const eng_warmup_input *in = find_input(w, io->name);
   if (!in) return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' is missing", io->name);
@@ -128,13 +129,13 @@ static int build_input(const eng_model *m, const eng_warmup *w, size_t i, int64_
       }
       return 0;
     case ENG_WARMUP_FILE:
-      return read_file(model_dir, in->file, p, sample, (size_t)rows, e);
+      return read_file(model_dir, roots, in->file, p, sample, (size_t)rows, e);
     default: return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': no zero_data, random_data or input_data_file", io->name);
   }
 }
 
-static int run_entry(eng_model *m, const eng_warmup *w, const char *model_dir, uint64_t max_bytes,
-                     uint64_t *runs, err *e) {
+static int run_entry(eng_model *m, const eng_warmup *w, const char *model_dir, const eng_confine_roots *roots,
+                     uint64_t max_bytes, uint64_t *runs, err *e) {
   int max_batch = eng_model_max_batch(m);
   int64_t rows = max_batch > 0 ? (w->batch_size ? (int64_t)w->batch_size : 1) : 1;
   if (max_batch > 0 && rows > max_batch)
@@ -150,7 +151,8 @@ static int run_entry(eng_model *m, const eng_warmup *w, const char *model_dir, u
   if (!ts) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   uint64_t seed = 0x9e3779b97f4a7c15ull;
   int rc = 0;
-  for (size_t i = 0; rc == 0 && i < n_in; i++) rc = build_input(m, w, i, rows, model_dir, max_bytes, &seed, &ts[i], e);
+  for (size_t i = 0; rc == 0 && i < n_in; i++)
+    rc = build_input(m, w, i, rows, model_dir, roots, max_bytes, &seed, &ts[i], e);
   waiter wt = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
   uint32_t count = w->count ? w->count : 1;
   // one run's input, then all the runs', compared by division: nothing here may wrap
@@ -176,8 +178,8 @@ static int run_entry(eng_model *m, const eng_warmup *w, const char *model_dir, u
   return rc;
 }
 
-int eng_warmup_run(eng_model *m, const eng_model_config *cfg, const char *model_dir, uint64_t max_bytes,
-                   uint64_t *runs, err *e) {
+int eng_warmup_run(eng_model *m, const eng_model_config *cfg, const char *model_dir, const eng_confine_roots *roots,
+                   uint64_t max_bytes, uint64_t *runs, err *e) {
   *runs = 0;
   if (!max_bytes) max_bytes = ENG_WARMUP_MAX_BYTES;
   for (size_t k = 0; k < cfg->n_warmups; k++)  // checked before any runs: a typo fails at once
@@ -186,7 +188,8 @@ int eng_warmup_run(eng_model *m, const eng_model_config *cfg, const char *model_
                      cfg->warmups[k].name, cfg->warmups[k].count, ENG_WARMUP_MAX_COUNT);
   for (size_t k = 0; k < cfg->n_warmups; k++) {
     const eng_warmup *w = &cfg->warmups[k];
-    if (run_entry(m, w, model_dir, max_bytes, runs, e) != 0) return err_prefix(e, "model_warmup '%s': ", w->name);
+    if (run_entry(m, w, model_dir, roots, max_bytes, runs, e) != 0)
+      return err_prefix(e, "model_warmup '%s': ", w->name);
   }
   return 0;
 }

@@ -11,9 +11,13 @@
 
 #include "engine/model.h"
 #include "engine/repo/model_config.h"
+#include "kernels/base/confine.h"
 #include "kernels/base/err.h"
 
-// model_dir holds the "warmup" folder that input_data_file names resolve in.
+// model_dir holds the "warmup" folder that input_data_file names resolve in;
+// links met on the way may lead out of it only into roots
+// (kernels/base/confine.h): pass NULL when the entries came from a load
+// request's config override (a network client's names).
 // On success *runs is the number of executions done (entries x count x
 // instances). Errors name the entry and the input.
 // The most runs one entry may ask for: caches, allocators, cuBLASLt and cuDNN
@@ -28,7 +32,7 @@
 #define ENG_WARMUP_MAX_BYTES (1ull << 30)
 
 // max_bytes: the most input bytes one entry may feed in all (0: ENG_WARMUP_MAX_BYTES).
-int eng_warmup_run(eng_model *m, const eng_model_config *cfg, const char *model_dir, uint64_t max_bytes,
-                   uint64_t *runs, err *e);
+int eng_warmup_run(eng_model *m, const eng_model_config *cfg, const char *model_dir, const eng_confine_roots *roots,
+                   uint64_t max_bytes, uint64_t *runs, err *e);
 
 #endif

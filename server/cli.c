@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void srv_options_usage(const char *prog) {
@@ -19,6 +20,11 @@ void srv_options_usage(const char *prog) {
           "gRPC protocol (inference.GRPCInferenceService) and a small HTTP endpoint.\n"
           "\n"
           "  --model-repository DIR       repository: DIR/<model>/config.pbtxt, DIR/<model>/<version>/model.onnx\n"
+          "  --model-store-allow DIR      a folder outside the repository that symbolic links in it may\n"
+          "                               lead into (a Hugging Face cache's blobs, a mounted volume);\n"
+          "                               repeatable. Links may always lead anywhere inside the repository\n"
+          "                               itself; a name a load request's config override gives may not\n"
+          "                               leave its model's directory\n"
           "  --grpc-address ADDR          gRPC listen address (default 0.0.0.0)\n"
           "  --grpc-port N                gRPC port, 0 picks a free one (default 8001)\n"
           "  --http-address ADDR          HTTP listen address (default 0.0.0.0)\n"
@@ -240,6 +246,20 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
       else {
         fprintf(stderr, "inferd: --model-control-mode expects none, poll or explicit, got '%s'\n", val);
         rc = -1;
+      }
+    } else if (!strcmp(name, "--model-store-allow")) {
+      struct stat st;
+      int serr = val[0] && stat(val, &st) != 0 ? errno : 0;
+      if (o->n_store_allow == SRV_MAX_STORE_ALLOW) {
+        fprintf(stderr, "inferd: more than %d --model-store-allow flags\n", SRV_MAX_STORE_ALLOW);
+        rc = -1;
+      } else if (!val[0] || serr || !S_ISDIR(st.st_mode)) {
+        // a typo would otherwise surface only as models failing to load
+        fprintf(stderr, "inferd: --model-store-allow '%s' is not a folder: %s\n", val,
+                !val[0] ? "empty name" : serr ? strerror(serr) : "not a directory");
+        rc = -1;
+      } else {
+        o->store_allow[o->n_store_allow++] = val;
       }
     } else if (!strcmp(name, "--load-model")) {
       if (o->n_load_models == SRV_MAX_LOAD_MODELS) {

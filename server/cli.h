@@ -11,9 +11,14 @@
 // rescans the repository every --repository-poll-secs.
 typedef enum srv_control_mode { SRV_CONTROL_NONE, SRV_CONTROL_POLL, SRV_CONTROL_EXPLICIT } srv_control_mode;
 #define SRV_MAX_LOAD_MODELS 256
+#define SRV_MAX_STORE_ALLOW 64
 
 typedef struct srv_options {
   const char *model_repository;
+  // --model-store-allow: folders outside the repository that symbolic links
+  // placed in it may lead into (kernels/base/confine.h), each checked to be a folder
+  const char *store_allow[SRV_MAX_STORE_ALLOW];
+  int n_store_allow;
   const char *grpc_address, *http_address;
   int grpc_port, http_port;
   int grpc_threads;

@@ -372,7 +372,9 @@ int main(int argc, char **argv) {
   srv_registry_opts ro = {.default_max_batch_size = o.auto_complete_config ? o.default_max_batch_size
                                                                           : CONFIG_NO_AUTO_COMPLETE,
                           .n_gpus = n_gpus,
-                          .warmup_max_bytes = (uint64_t)o.warmup_max_mib << 20};
+                          .warmup_max_bytes = (uint64_t)o.warmup_max_mib << 20,
+                          .store_allow = o.store_allow,
+                          .n_store_allow = (size_t)o.n_store_allow};
   int lrc = 0;
   if (o.control_mode == SRV_CONTROL_EXPLICIT) {
     lrc = srv_registry_create(o.model_repository, &ro, &srv.reg, &e);

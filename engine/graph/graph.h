@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "engine/tensor.h"
+#include "kernels/base/confine.h"
 #include "kernels/base/err.h"
 
 typedef struct eng_graph eng_graph;
@@ -19,6 +20,10 @@ typedef struct eng_graph eng_graph;
 typedef struct eng_graph_opts {
   int no_fuse_attention;  // leave attention subgraphs unfused (attn.c)
   int no_merge_qkv;       // keep an attention's Q, K, V projections apart (attn_qkv.c)
+  // where links met on the way to external data may lead besides the model
+  // file's folder (kernels/base/confine.h: the repository and the
+  // --model-store-allow folders); NULL: nowhere else. Read during the load only.
+  const eng_confine_roots *roots;
 } eng_graph_opts;
 
 // Loads and validates an ONNX file. External data files are resolved

@@ -50,9 +50,17 @@ static int parse_i64(const char *s, int64_t *out) {
   return 0;
 }
 
+// The folder external data names resolve in (the model file's, its link
+// not followed), and where links met on the way may lead (confine.h; NULL:
+// only inside that folder).
+typedef struct src_dir {
+  const char *path;
+  const eng_confine_roots *roots;
+} src_dir;
+
 // Reads `bytes` of external data into a new buffer *out (the caller frees
 // it, also on failure when set).
-static int read_external(const Onnx__TensorProto *t, const char *dir, size_t bytes, void **out, err *e) {
+static int read_external(const Onnx__TensorProto *t, const src_dir *dir, size_t bytes, void **out, err *e) {
   const char *loc = NULL;
   int64_t off = 0, len = -1;
   for (size_t i = 0; i < t->n_external_data; i++) {
@@ -72,7 +80,7 @@ static int read_external(const Onnx__TensorProto *t, const char *dir, size_t byt
     return err_set(e, ERR_INVALID_ARGUMENT, "external data length %lld, expected %zu bytes",
                    (long long)len, bytes);
   // the name is checked above; the file it resolves to (links followed) is checked here
-  FILE *f = eng_confine_fopen(dir, loc, "external data", e);
+  FILE *f = eng_confine_fopen(dir->path, loc, dir->roots, "external data", e);
   if (!f) return e->code;
   // the file must hold the bytes before they are allocated (see tensor_from_proto)
   struct stat st;
@@ -80,7 +88,7 @@ static int read_external(const Onnx__TensorProto *t, const char *dir, size_t byt
       (uint64_t)st.st_size - (uint64_t)off < bytes) {
     fclose(f);
     return err_set(e, ERR_INVALID_ARGUMENT, "external data '%s/%s' is too short: need %zu bytes at offset %lld",
-                   dir, loc, bytes, (long long)off);
+                   dir->path, loc, bytes, (long long)off);
   }
   void *dst = malloc(bytes ? bytes : 1);
   if (!dst) {
@@ -91,7 +99,7 @@ static int read_external(const Onnx__TensorProto *t, const char *dir, size_t byt
   int rc = 0;
   if (fseeko(f, (off_t)off, SEEK_SET) != 0 || (bytes && fread(dst, 1, bytes, f) != bytes))
     rc = err_set(e, ERR_INVALID_ARGUMENT, "external data '%s/%s' is too short: need %zu bytes at offset %lld",
-                 dir, loc, bytes, (long long)off);
+                 dir->path, loc, bytes, (long long)off);
   fclose(f);
   return rc;
 }
@@ -108,7 +116,7 @@ static void bf16_to_f32(float *y, const uint16_t *x, size_t n) {
 // Fills v (dt, dims, data, bytes) from a TensorProto. Float types wider or
 // narrower than FP32 are stored as FP32 because every float op computes in
 // FP32. Assumes a little-endian host, as raw_data is little-endian.
-static int tensor_from_proto(const Onnx__TensorProto *t, const char *dir, eng_value *v, err *e) {
+static int tensor_from_proto(const Onnx__TensorProto *t, const src_dir *dir, eng_value *v, err *e) {
   dtype src = dtype_from_onnx(t->data_type);
   if (src == DT_INVALID || src == DT_STRING)
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported tensor data type %d", (int)t->data_type);
@@ -195,7 +203,7 @@ static int tensor_from_proto(const Onnx__TensorProto *t, const char *dir, eng_va
 }
 
 static int add_const_proto(eng_graph *g, const char *name, const Onnx__TensorProto *t,
-                           const char *dir, err *e) {
+                           const src_dir *dir, err *e) {
   int vi;
   TRY(eng_graph__add_value(g, name, ENG_VALUE_CONST, -1, &vi, e));
   if (tensor_from_proto(t, dir, &g->values[vi], e) != 0)
@@ -205,7 +213,7 @@ static int add_const_proto(eng_graph *g, const char *name, const Onnx__TensorPro
 
 // Constant node -> initializer. value_float(s)/value_int(s) become FP32/INT64.
 static int fold_constant(eng_graph *g, const Onnx__NodeProto *np, const char *nname,
-                         const char *dir, err *e) {
+                         const src_dir *dir, err *e) {
   if (np->n_output != 1 || np->n_attribute != 1)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "node '%s' (op_type 'Constant'): needs one output and one attribute", nname);
@@ -243,7 +251,7 @@ static int fold_constant(eng_graph *g, const Onnx__NodeProto *np, const char *nn
 
 // --- nodes
 
-static int copy_attrs(eng_node *n, const Onnx__NodeProto *np, const char *dir, err *e) {
+static int copy_attrs(eng_node *n, const Onnx__NodeProto *np, const src_dir *dir, err *e) {
   n->attrs = calloc(np->n_attribute ? np->n_attribute : 1, sizeof *n->attrs);
   if (!n->attrs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   n->n_attrs = (int)np->n_attribute;
@@ -396,7 +404,7 @@ static int io_from_value_info(const Onnx__ValueInfoProto *vi, eng_io *io, err *e
 
 // --- load
 
-static int build(eng_graph *g, const Onnx__ModelProto *m, const char *dir, err *e) {
+static int build(eng_graph *g, const Onnx__ModelProto *m, const src_dir *dir, err *e) {
   g->opset = -1;
   for (size_t i = 0; i < m->n_opset_import; i++)
     if (is_default_domain(m->opset_import[i]->domain))
@@ -548,7 +556,9 @@ int eng_graph_load_opts(const char *onnx_path, const eng_graph_opts *opts, eng_g
     if (slash == dir) slash[1] = '\0';
     else if (slash) *slash = '\0';
     else strcpy(dir, ".");
-    rc = build(g, m, dir, e);
+    src_dir sd = {.path = dir, .roots = g->opts.roots};
+    g->opts.roots = NULL;  // the caller's, read during the load only
+    rc = build(g, m, &sd, e);
     if (rc) err_prefix(e, "loading model '%s': ", onnx_path);
   }
   free(dir);

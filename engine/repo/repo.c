@@ -2,7 +2,6 @@
 // config.pbtxt, and the numeric version directories the version policy picks.
 #include "engine/repo/repo.h"
 
-#include "kernels/base/confine.h"
 #include "kernels/base/rfile.h"
 #include "kernels/base/utf8.h"
 
@@ -223,8 +222,8 @@ static int select_versions(repo_model *m, err *e) {
                    (long long)chosen[i], rfile_kind(st.st_mode));
       break;
     }
-    // a link is followed only as far as the model's own directory
-    if ((rc = eng_confine_check(m->dir, rv->path + strlen(m->dir) + 1, "model file", e)) != 0) break;
+    // where a link may lead is checked when the file is loaded (the server's
+    // registry knows the repository's bounds and who named the file)
   }
   if (rc) {
     free(m->versions);
@@ -295,6 +294,7 @@ int repo_scan_model_config(const char *repo_dir, const char *name, const char *c
     config_free(out->config);
     out->config = (Inference__ModelConfig *)parsed;
     out->config_from_file = 1;
+    out->config_override = 1;
     if (settle_name(out, st)) goto done;
   } else if (stat(cfg_path, &sb) == 0) {
     ProtobufCMessage *parsed = NULL;

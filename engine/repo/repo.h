@@ -29,6 +29,9 @@ typedef struct repo_model {
   // Owned by the entry; free with repo_free / repo_model_close.
   Inference__ModelConfig *config;
   int config_from_file;  // config.pbtxt existed and parsed
+  // the config came from a load request's override (config_text): the file
+  // names in it are a network client's, confined strictly (kernels/base/confine.h)
+  int config_override;
   repo_version *versions;  // ascending; empty when status.code != 0
   size_t n_versions;
   err status;  // why this model cannot load (message names the file/field), code 0 when it can

@@ -11,10 +11,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "engine/repo/config.h"
 #include "engine/graph/graph.h"
+#include "engine/repo/config.h"
 #include "engine/repo/repo.h"
 #include "engine/warmup.h"
+#include "kernels/base/confine.h"
 #include "server/obs/log.h"
 
 struct srv_registry {
@@ -23,6 +24,9 @@ struct srv_registry {
   size_t n, cap;
   char repo_dir[4096];
   srv_registry_opts o;
+  // where links in the repository may lead: repo_dir, then o.store_allow
+  const char **root_dirs;
+  eng_confine_roots roots;
   int next_pid;  // trace process ids, one per version ever loaded (control thread only)
   // the directories srv_registry_load's scan left out for their names (already warned about)
   repo_skip *skips;
@@ -47,13 +51,24 @@ static void collect_io(const eng_graph *g, eng_io **in, size_t *n_in, eng_io **o
   for (size_t i = 0; *out && i < *n_out; i++) (*out)[i] = *eng_graph_output(g, i);
 }
 
+// Where links met on the way to each file a model names may lead, besides
+// the file's own folder (kernels/base/confine.h): the repository's roots
+// for names the operator wrote, nowhere (NULL) for names a load request's
+// config override gave.
+typedef struct load_bounds {
+  const eng_confine_roots *model_file, *external_data, *warmup;
+} load_bounds;
+
 // Loads one version: graph, completion of the config from the first graph
 // when config.pbtxt was missing, validation, instances.
 static int load_version(srv_model *m, const char *model_dir, const repo_version *rv, int *completed,
-                        int config_from_file, const srv_registry_opts *o, srv_version *v, err *e) {
+                        int config_from_file, const srv_registry_opts *o, const load_bounds *b, srv_version *v,
+                        err *e) {
   eng_graph *g = NULL;
   eng_graph_opts gopts;
   TRY(config_graph_opts(m->config, &gopts, e));
+  TRY(eng_confine_check(model_dir, rv->path + strlen(model_dir) + 1, b->model_file, "model file", e));
+  gopts.roots = b->external_data;
   TRY(eng_graph_load_opts(rv->path, &gopts, &g, e));
   if (eng_graph_n_attention(g) || gopts.no_fuse_attention)
     srv_log(SRV_LOG_INFO,
@@ -86,7 +101,7 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
     int64_t t0 = eng_now_us();
     srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": running model_warmup (%zu entr%s)", m->name,
             rv->version, m->engine_config->n_warmups, m->engine_config->n_warmups == 1 ? "y" : "ies");
-    rc = eng_warmup_run(v->model, m->engine_config, model_dir, o->warmup_max_bytes, &runs, e);
+    rc = eng_warmup_run(v->model, m->engine_config, model_dir, b->warmup, o->warmup_max_bytes, &runs, e);
     if (rc) {
       eng_model_destroy(v->model);
       v->model = NULL;
@@ -143,7 +158,14 @@ uint64_t srv_registry_scan_signature(const repo_model *rm) {
   return h;
 }
 
-static void load_model(repo_model *rm, const srv_registry_opts *o, srv_model *m) {
+static void load_model(repo_model *rm, const srv_registry_opts *o, const eng_confine_roots *roots, srv_model *m) {
+  // The model's own files are the operator's, and so are the names in its
+  // config.pbtxt; an override's names (the model file when it names one,
+  // warmup data) are a network client's and stay in the model's directory.
+  const char *fname = rm->config ? rm->config->default_model_filename : NULL;
+  load_bounds b = {.model_file = rm->config_override && fname && fname[0] ? NULL : roots,
+                   .external_data = roots,
+                   .warmup = rm->config_override ? NULL : roots};
   snprintf(m->name, sizeof m->name, "%s", rm->name);
   m->signature = srv_registry_scan_signature(rm);
   m->config = rm->config;
@@ -164,7 +186,7 @@ static void load_model(repo_model *rm, const srv_registry_opts *o, srv_model *m)
     srv_version *v = &m->versions[i];
     v->version = rm->versions[i].version;
     snprintf(v->version_str, sizeof v->version_str, "%" PRId64, v->version);
-    int rc = load_version(m, rm->dir, &rm->versions[i], &completed, rm->config_from_file, o, v, &v->status);
+    int rc = load_version(m, rm->dir, &rm->versions[i], &completed, rm->config_from_file, o, &b, v, &v->status);
     if (rc == 0 && init_stats(&v->stats, m->engine_config->max_batch_size) != 0) {
       free_stats(&v->stats);
       memset(&v->stats, 0, sizeof v->stats);
@@ -213,6 +235,14 @@ int srv_registry_create(const char *repo_dir, const srv_registry_opts *o, srv_re
   }
   snprintf(r->repo_dir, sizeof r->repo_dir, "%s", repo_dir);
   r->o = *o;
+  r->root_dirs = calloc(1 + o->n_store_allow, sizeof *r->root_dirs);
+  if (!r->root_dirs) {
+    free(r);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  r->root_dirs[0] = r->repo_dir;
+  for (size_t i = 0; i < o->n_store_allow; i++) r->root_dirs[1 + i] = o->store_allow[i];
+  r->roots = (eng_confine_roots){.dirs = r->root_dirs, .n = 1 + o->n_store_allow};
   r->next_pid = 1;
   pthread_rwlock_init(&r->lock, NULL);
   pthread_mutex_init(&r->idle_mu, NULL);
@@ -224,7 +254,7 @@ int srv_registry_create(const char *repo_dir, const srv_registry_opts *o, srv_re
 static srv_model *build_from(srv_registry *r, repo_model *rm) {
   srv_model *m = calloc(1, sizeof *m);
   if (!m) return NULL;
-  load_model(rm, &r->o, m);
+  load_model(rm, &r->o, &r->roots, m);
   for (size_t j = 0; j < m->n_versions; j++) m->versions[j].trace_pid = r->next_pid++;
   return m;
 }
@@ -373,6 +403,7 @@ void srv_registry_destroy(srv_registry *r) {
   for (size_t i = 0; i < r->n; i++) srv_model_free(r->slots[i]);
   free(r->slots);
   free(r->skips);
+  free(r->root_dirs);
   pthread_rwlock_destroy(&r->lock);
   pthread_mutex_destroy(&r->idle_mu);
   pthread_cond_destroy(&r->idle_cv);

@@ -95,6 +95,11 @@ typedef struct srv_registry_opts {
   int n_gpus;  // CUDA devices visible (KIND_AUTO runs on them when > 0)
   // the most input bytes one model_warmup entry may feed (eng_warmup_run; 0: ENG_WARMUP_MAX_BYTES)
   uint64_t warmup_max_bytes;
+  // --model-store-allow: folders outside the repository that links placed
+  // in it may lead into (kernels/base/confine.h); borrowed for the
+  // registry's life
+  const char *const *store_allow;
+  size_t n_store_allow;
 } srv_registry_opts;
 
 // Scans and loads every model of the repository. Fails only when the

@@ -301,7 +301,8 @@ static void pump_version(srv_sched *s, vsched *vs) {
     // region, lies in a system region (the client may shrink it under the
     // engine: only the guarded copy survives that) or lies unaligned;
     // several are gathered on the instance thread.
-    int gathered = slot->n > 1 || slot->reqs[0]->cuda_in || slot->reqs[0]->shm_in || !inputs_aligned(vs, slot->reqs[0]);
+    const srv_request *r0 = slot->reqs[0];
+    int gathered = slot->n > 1 || r0->cuda_in || r0->shm_in || !inputs_aligned(vs, r0);
     slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = gathered ? gather : NULL,
                           .done = on_job_done, .ctx = slot, .instance = slot->instance};
     err e;

@@ -1,9 +1,11 @@
-"""Files a model names stay inside its directory once symbolic links are resolved (issue 15): an
+"""Files a model names stay inside the model repository once symbolic links are resolved (issue 15): an
 external-data file, a warmup input_data_file or the model file itself that is a link to a file outside
-the model's directory fails that model's load naming the escape, instead of serving the target's bytes
-(a link to /etc/passwd used to load, and inference returned 'root:x:0:0:...' as weights). The bounds:
-external data within the model file's folder, warmup data within warmup/, the model file within the
-model's directory. Links that stay inside keep working, and the other models serve."""
+the repository fails that model's load naming the escape, instead of serving the target's bytes (a link
+to /etc/passwd used to load, and inference returned 'root:x:0:0:...' as weights). Names are looked up
+where they were (external data in the model file's folder, warmup data in warmup/, the model file in the
+model's directory); links the operator placed there may lead anywhere inside the repository, or into a
+--model-store-allow folder (issue 31, item 9: test_model_store.py). Links that stay inside keep working,
+and the other models serve."""
 
 import os
 
@@ -110,7 +112,7 @@ def test_links_out_of_the_model_directory_fail_alone(start_server, repo):
         for name in ESCAPES:
             assert c.is_model_ready(name) is False, name
             reason = index[name].get("reason", "")
-            assert "escapes the model directory" in reason, (name, reason)
+            assert "escapes the model repository" in reason, (name, reason)
         assert "resolves to /etc/passwd" in index["ext_link_passwd"]["reason"]
         for name in FINE:
             assert c.is_model_ready(name) is True, (name, index[name])

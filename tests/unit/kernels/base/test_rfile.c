@@ -95,7 +95,7 @@ int main(void) {
   CHECK(f == NULL);
   CHECK_CONTAINS(e.msg, "weights '");
   // ... and through the confinement of files a model names
-  CHECK(eng_confine_fopen(g_root, "fifo", "external data", &e) == NULL);
+  CHECK(eng_confine_fopen(g_root, "fifo", NULL, "external data", &e) == NULL);
   CHECK_EQ_INT(e.code, ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "external data '");
   CHECK_CONTAINS(e.msg, "is a FIFO, not a regular file");
@@ -103,7 +103,7 @@ int main(void) {
   char l[PATH_MAX];
   path_of(l, "fifo_link");
   CHECK_EQ_INT(symlink("fifo", l), 0);
-  CHECK(eng_confine_fopen(g_root, "fifo_link", "external data", &e) == NULL);
+  CHECK(eng_confine_fopen(g_root, "fifo_link", NULL, "external data", &e) == NULL);
   CHECK_CONTAINS(e.msg, "is a FIFO, not a regular file");
   check_refused(l, "a FIFO");
 
@@ -129,7 +129,7 @@ int main(void) {
   }
 
   // the confined regular file still opens
-  f = eng_confine_fopen(g_root, "ok.txt", "external data", &e);
+  f = eng_confine_fopen(g_root, "ok.txt", NULL, "external data", &e);
   CHECK(f != NULL);
   if (f) fclose(f);
 
