@@ -3,6 +3,7 @@
 #include "server/sec/shmguard.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -23,7 +24,17 @@ static void on_sigbus(int sig, siginfo_t *si, void *uctx) {
   (void)uctx;
   guard *g = active;
   uintptr_t a = (uintptr_t)si->si_addr;
-  if (g && a >= g->lo && a < g->hi) siglongjmp(g->jb, 1);
+  if (g && a >= g->lo && a < g->hi) {
+    // SA_NODEFER leaves SIGBUS unblocked here, but a runtime that wraps
+    // handlers (ThreadSanitizer's) may block it anyway; sigsetjmp saved no
+    // mask, so unblock it before jumping or the next fault kills the process.
+    // A system call on the fault path only.
+    sigset_t bus;
+    sigemptyset(&bus);
+    sigaddset(&bus, SIGBUS);
+    pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
+    siglongjmp(g->jb, 1);
+  }
   // not ours: the default action, as without the guard (the fault repeats
   // when the handler returns and now ends the process with a core)
   signal(sig, SIG_DFL);
