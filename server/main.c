@@ -371,7 +371,10 @@ int main(int argc, char **argv) {
   srv_registry_opts ro = {.default_max_batch_size = o.auto_complete_config ? o.default_max_batch_size
                                                                           : CONFIG_NO_AUTO_COMPLETE,
                           .n_gpus = n_gpus,
-                          .warmup_max_bytes = (uint64_t)o.warmup_max_mib << 20};
+                          .warmup_max_bytes = (uint64_t)o.warmup_max_mib << 20,
+                          .warmup_max_runs = (uint64_t)o.warmup_max_runs,
+                          // a stop signal ends a load's warmup at its next run (model control, poll mode)
+                          .cancel = &srv.draining};
   int lrc = 0;
   if (o.control_mode == SRV_CONTROL_EXPLICIT) {
     lrc = srv_registry_create(o.model_repository, &ro, &srv.reg, &e);

@@ -86,7 +86,8 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
     int64_t t0 = eng_now_us();
     srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": running model_warmup (%zu entr%s)", m->name,
             rv->version, m->engine_config->n_warmups, m->engine_config->n_warmups == 1 ? "y" : "ies");
-    rc = eng_warmup_run(v->model, m->engine_config, model_dir, o->warmup_max_bytes, &runs, e);
+    eng_warmup_limits lim = {.max_bytes = o->warmup_max_bytes, .max_runs = o->warmup_max_runs, .cancel = o->cancel};
+    rc = eng_warmup_run(v->model, m->engine_config, model_dir, &lim, &runs, e);
     if (rc) {
       eng_model_destroy(v->model);
       v->model = NULL;
