@@ -209,6 +209,10 @@ int eng_warmup_check(const eng_model_config *cfg, int n_instances, const eng_war
   uint64_t max_runs = lim && lim->max_runs ? lim->max_runs : ENG_WARMUP_MAX_RUNS;
   uint64_t inst = n_instances > 0 ? (uint64_t)n_instances : 1, runs = 0, bytes = 0, big = 0;
   size_t big_k = 0;
+  for (size_t k = 0; k < cfg->n_warmups; k++)  // a typo (one entry's count) is named as such
+    if (cfg->warmups[k].count > ENG_WARMUP_MAX_COUNT)
+      return err_set(e, ERR_INVALID_ARGUMENT, "model_warmup '%s': count %u exceeds %d (more runs warm nothing further)",
+                     cfg->warmups[k].name, cfg->warmups[k].count, ENG_WARMUP_MAX_COUNT);
   for (size_t k = 0; k < cfg->n_warmups; k++) {
     const eng_warmup *w = &cfg->warmups[k];
     uint64_t r = mul_sat(w->count ? w->count : 1, inst), b = mul_sat(entry_run_bytes(cfg, w), r);
@@ -243,10 +247,6 @@ int eng_warmup_run(eng_model *m, const eng_model_config *cfg, const char *model_
   *runs = 0;
   uint64_t max_bytes = lim && lim->max_bytes ? lim->max_bytes : ENG_WARMUP_MAX_BYTES;
   const atomic_int *cancel = lim ? lim->cancel : NULL;
-  for (size_t k = 0; k < cfg->n_warmups; k++)  // checked before any runs: a typo fails at once
-    if (cfg->warmups[k].count > ENG_WARMUP_MAX_COUNT)
-      return err_set(e, ERR_INVALID_ARGUMENT, "model_warmup '%s': count %u exceeds %d (more runs warm nothing further)",
-                     cfg->warmups[k].name, cfg->warmups[k].count, ENG_WARMUP_MAX_COUNT);
   TRY(eng_warmup_check(cfg, eng_model_n_instances(m), lim, e));
   for (size_t k = 0; k < cfg->n_warmups; k++) {
     const eng_warmup *w = &cfg->warmups[k];

@@ -46,7 +46,7 @@ typedef struct eng_warmup_limits {
 } eng_warmup_limits;
 
 // Checks the whole warmup against the limits from the config alone, before
-// anything is allocated or run: the runs (each entry's count, at least 1, x
+// anything is allocated or run: each entry's count (ENG_WARMUP_MAX_COUNT), the runs (each entry's count, at least 1, x
 // n_instances) and the input bytes (each entry's rows x its inputs' dims and
 // types, x count x n_instances), summed over the entries without wrapping.
 // One error names every limit passed, its figures and its flag.

@@ -397,7 +397,8 @@ int main(int argc, char **argv) {
   if (o.allow_client_shm && srv_shm_create(&srv.shm, &e) != 0) goto fail;
   if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, &e) != 0) goto fail;
   if (srv_sched_create(srv.reg, &srv, &srv.sched, &e) != 0) goto fail;
-  if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.control, &e) != 0)
+  if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.draining,
+                         &srv.control, &e) != 0)
     goto fail;
   if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
     goto fail;
@@ -478,6 +479,9 @@ int main(int argc, char **argv) {
   atomic_store(&srv.draining, 1);
   int64_t t_drain = eng_now_us();
   drain_inference(&srv, o.exit_timeout_secs * 1000 < ABSORB_MS ? o.exit_timeout_secs * 1000 : ABSORB_MS, 100);
+  // a load in progress stops at its next warmup run (draining is its cancel flag); queued ones fail at
+  // once: all answered before the ports close
+  srv_control_quiesce(srv.control);
   int left_ms = o.exit_timeout_secs * 1000 - (int)((eng_now_us() - t_drain) / 1000);
   srv_grpc_shutdown(grpc, left_ms > 0 ? left_ms : 0);
   log_final_counts(&srv);

@@ -19,6 +19,8 @@ import tritonclient.grpc as grpcclient
 from onnx import TensorProto, helper
 from tritonclient.utils import InferenceServerException
 
+import grpc
+
 import inferd_testlib as lib
 
 CONFIG = """name: "{name}"
@@ -81,6 +83,26 @@ def http_load(port, name, config, timeout=60):
         return he.code, he.read().decode()
 
 
+def live_on_new_connection(url, timeout=5.0):
+    """ServerLive on a connection of its own (a private subchannel pool: grpc would share one otherwise)."""
+    ch = grpc.insecure_channel(url, options=[("grpc.use_local_subchannel_pool", 1)])
+    try:
+        ch.unary_unary("/inference.GRPCInferenceService/ServerLive")(b"", timeout=timeout)
+        return "ok"
+    except grpc.RpcError as e:
+        return e.code().name
+    finally:
+        ch.close()
+
+
+def http_live(port, timeout=5.0):
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/v2/health/live" % port, timeout=timeout) as r:
+            return r.status
+    except Exception as e:  # noqa: BLE001
+        return type(e).__name__
+
+
 def test_load_over_the_warmup_caps_fails_at_once_naming_them(tmp_path):
     repo = str(tmp_path)
     add_model(repo, "a", c=1.0)
@@ -128,14 +150,19 @@ def test_load_over_the_warmup_caps_fails_at_once_naming_them(tmp_path):
 @pytest.mark.parametrize("via", ["grpc", "http"])
 def test_sigterm_ends_a_load_in_warmup(tmp_path, via):
     """A load through the repository API whose warmup would run for minutes (1,000 runs of a slow model,
-    within the default caps): SIGTERM mid-warmup ends the warmup at its next run, the load fails as
-    cancelled, and the process exits 0 within a generous bound (before: it warmed on at 100 % CPU for
-    minutes and needed SIGKILL). Over HTTP the load runs while that port's loop waits for it."""
+    within the default caps). Meanwhile the server serves: ServerLive on new gRPC connections, HTTP liveness
+    and inference on another model answer at once (the load ran on the thread that received it: a gRPC CQ
+    thread, so 8 of 16 ServerLive calls on new connections timed out and an inference waited 23 s, or the
+    HTTP loop, so no HTTP request was answered). SIGTERM mid-warmup then ends the warmup at its next run,
+    the load fails as cancelled, and the process exits 0 within a generous bound (before: it warmed on at
+    100 % CPU for minutes and needed SIGKILL)."""
     repo = str(tmp_path)
-    add_model(repo, "a")
+    add_model(repo, "a", c=1.0)
     cfg = CONFIG.format(name="slow", mbs=64, dim=2048, extra=warmup(1, batch=64, count=1000, dim=2048))
     slow_model(repo, "slow", "")
-    srv = lib.ServerProcess(repo, ["--model-control-mode", "explicit", "--load-model", "a"]).start()
+    # two CQ threads, as on the 2-core box of the report: a call had one chance in two to land on the busy one
+    srv = lib.ServerProcess(repo, ["--model-control-mode", "explicit", "--load-model", "a",
+                                   "--grpc-threads", "2"]).start()
     outcome = {}
 
     def load():
@@ -153,6 +180,12 @@ def test_sigterm_ends_a_load_in_warmup(tmp_path, via):
     try:
         th.start()
         srv.await_stderr(lambda ls: any("model 'slow' version 1: running model_warmup" in l for l in ls), timeout=60)
+        lives = [live_on_new_connection(srv.grpc_url) for _ in range(16)]
+        assert lives == ["ok"] * 16, lives
+        assert [http_live(srv.http_port) for _ in range(3)] == [200] * 3
+        with grpcclient.InferenceServerClient(srv.grpc_url) as c:
+            assert [infer(c, "a") for _ in range(5)] == [1.0] * 5
+        assert th.is_alive() and not any("model_warmup ran" in l for l in srv.lines), "the warmup ended early"
         t0 = time.monotonic()
         srv.send_signal(signal.SIGTERM)
         rc = srv.wait_exit(timeout=20)

@@ -107,6 +107,13 @@ static void test_no_wrap(void) {
   CHECK_CONTAINS(e.msg, "more than");
 }
 
+// One entry's count past ENG_WARMUP_MAX_COUNT is named as that entry's typo, before the sums.
+static void test_count_per_entry(void) {
+  err e;
+  CHECK_EQ_INT(check(1, 1, 3000000, "4", 1, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "model_warmup 'w0': count 3000000 exceeds 1000");
+}
+
 // No warmup at all is within any budget.
 static void test_empty(void) {
   err e;
@@ -118,6 +125,7 @@ int main(void) {
   test_bytes_summed_over_entries();
   test_every_reason_named();
   test_no_wrap();
+  test_count_per_entry();
   test_empty();
   CHECK_DONE();
 }
