@@ -1,17 +1,21 @@
-// Tests engine/warmup.c's eng_warmup_check: the runs and input bytes of a
+// Tests engine/warmup.c: eng_warmup_check, the runs and input bytes of a
 // whole load's model_warmup, summed over its entries and instances, against
 // the limits (issue 31: the limits were per entry, so 5,000 entries each
 // within them held a load for half an hour), without wrapping, and one
-// error naming every limit passed with its flag.
+// error naming every limit passed with its flag; and eng_warmup_run on a
+// real (tiny) model, stopping before its next run once the cancel flag is set.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "engine/graph/graph.h"
+#include "engine/model.h"
 #include "engine/repo/config.h"
 #include "engine/repo/model_config.h"
 #include "engine/repo/pbtxt.h"
 #include "engine/warmup.h"
+#include "onnx_build.h"
 
 // max_batch_size 8, input X FP32 [4] (16 bytes a row), then n entries of
 // batch_size rows and count runs each.
@@ -21,7 +25,8 @@ static eng_model_config *config(size_t n, unsigned batch, unsigned count, const 
   if (!text) return NULL;
   size_t k = (size_t)snprintf(text, cap,
                               "max_batch_size: 8\ninput [{ name: 'X' data_type: TYPE_FP32 dims: [4] }]\n"
-                              "output [{ name: 'Y' data_type: TYPE_FP32 dims: [4] }]\nmodel_warmup [\n");
+                              "output [{ name: 'Y' data_type: TYPE_FP32 dims: [4] }]\ninstance_group [{ kind: KIND_CPU count: 1 }]\n"
+                              "model_warmup [\n");
   for (size_t i = 0; i < n && k < cap; i++)
     k += (size_t)snprintf(text + k, cap - k,
                           "%s{ name: 'w%zu' batch_size: %u count: %u inputs { key: 'X' value: "
@@ -114,6 +119,58 @@ static void test_count_per_entry(void) {
   CHECK_CONTAINS(e.msg, "model_warmup 'w0': count 3000000 exceeds 1000");
 }
 
+// Y = Relu(X), X [-1, 4] FP32, created with cfg (one CPU instance).
+static eng_model *relu_model(const eng_model_config *cfg) {
+  ob *b = ob_new(13);
+  ob_input(b, "X", 1, 2, (int64_t[]){-1, 4});
+  ob_node(b, "Relu", "relu", "X", "Y");
+  ob_output(b, "Y", 1, 2, (int64_t[]){-1, 4});
+  CHECK_EQ_INT(ob_save(b, "warmup_relu.onnx"), 0);
+  eng_graph *g = NULL;
+  err e = {0};
+  if (eng_graph_load("warmup_relu.onnx", &g, &e) != 0) {
+    fprintf(stderr, "  load: %s\n", e.msg);
+    CHECK(0);
+    return NULL;
+  }
+  eng_model *m = NULL;
+  if (eng_model_create(g, cfg, 0, &m, &e) != 0) {
+    fprintf(stderr, "  create: %s\n", e.msg);
+    eng_graph_destroy(g);
+    CHECK(0);
+    return NULL;
+  }
+  return m;
+}
+
+// The runs happen, counted; with the flag set none does and the warmup
+// fails as cancelled (not as the entry's fault: no entry named).
+static void test_run_and_cancel(void) {
+  eng_model_config *c = config(2, 2, 3, "4");
+  eng_model *m = c ? relu_model(c) : NULL;
+  if (!m) {
+    eng_model_config_free(c);
+    return;
+  }
+  atomic_int stop = 0;
+  eng_warmup_limits lim = {.cancel = &stop};
+  uint64_t runs = 99;
+  err e = {0};
+  CHECK_EQ_INT(eng_warmup_run(m, c, ".", &lim, &runs, &e), 0);
+  CHECK_EQ_INT((int)runs, 6);
+  atomic_store(&stop, 1);
+  CHECK_EQ_INT(eng_warmup_run(m, c, ".", &lim, &runs, &e), ERR_UNAVAILABLE);
+  CHECK_EQ_STR(e.msg, "cancelled: server shutting down");
+  CHECK_EQ_INT((int)runs, 0);
+  // over the budget: refused before any run, whatever the flag says
+  lim.max_runs = 5;
+  CHECK_EQ_INT(eng_warmup_run(m, c, ".", &lim, &runs, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "6 run(s)");
+  CHECK_EQ_INT((int)runs, 0);
+  eng_model_destroy(m);
+  eng_model_config_free(c);
+}
+
 // No warmup at all is within any budget.
 static void test_empty(void) {
   err e;
@@ -127,5 +184,6 @@ int main(void) {
   test_no_wrap();
   test_count_per_entry();
   test_empty();
+  test_run_and_cancel();
   CHECK_DONE();
 }
