@@ -99,13 +99,13 @@ static int build_input(const eng_model *m, const eng_warmup *w, size_t i, int64_
     t->dims[d + batched] = in->dims[d];
     if (in->dims[d] > 0 && sample > max_bytes / (uint64_t)in->dims[d])
       return err_set(e, ERR_INVALID_ARGUMENT,
-                     "input '%s': one sample of these dims is over the %llu bytes a warmup entry may feed "
+                     "input '%s': one sample of these dims is over the %llu bytes one load's warmup may feed "
                      "(inferd --model-warmup-max-mib)", io->name, (unsigned long long)max_bytes);
     sample *= (uint64_t)in->dims[d];
   }
   if (rows > 0 && sample > max_bytes / (uint64_t)rows)  // divided: sample x rows may pass 2^64 with a large budget
     return err_set(e, ERR_INVALID_ARGUMENT,
-                   "input '%s': %lld rows of %llu bytes are over the %llu bytes a warmup entry may feed "
+                   "input '%s': %lld rows of %llu bytes are over the %llu bytes one load's warmup may feed "
                    "(inferd --model-warmup-max-mib)", io->name, (long long)rows, (unsigned long long)sample,
                    (unsigned long long)max_bytes);
   t->bytes = (size_t)(sample * (uint64_t)rows);
@@ -134,8 +134,14 @@ static int build_input(const eng_model *m, const eng_warmup *w, size_t i, int64_
   }
 }
 
+static int cancelled(const atomic_int *cancel, err *e) {
+  if (cancel && atomic_load_explicit(cancel, memory_order_relaxed))
+    return err_set(e, ERR_UNAVAILABLE, "cancelled: server shutting down");
+  return 0;
+}
+
 static int run_entry(eng_model *m, const eng_warmup *w, const char *model_dir, const eng_confine_roots *roots,
-                     uint64_t max_bytes, uint64_t *runs, err *e) {
+                     uint64_t max_bytes, const atomic_int *cancel, uint64_t *runs, err *e) {
   int max_batch = eng_model_max_batch(m);
   int64_t rows = max_batch > 0 ? (w->batch_size ? (int64_t)w->batch_size : 1) : 1;
   if (max_batch > 0 && rows > max_batch)
@@ -160,13 +166,15 @@ static int run_entry(eng_model *m, const eng_warmup *w, const char *model_dir, c
   for (size_t i = 0; rc == 0 && i < n_in; i++) one += ts[i].bytes;  // each <= max_bytes
   if (rc == 0 && one && (one > max_bytes || runs_all > max_bytes / one))
     rc = err_set(e, ERR_INVALID_ARGUMENT,
-                 "%u run(s) on %d instance(s) of %llu bytes of input each feed %.0f bytes, over the %llu a "
-                 "warmup entry may (lower count, batch_size or the dims; inferd --model-warmup-max-mib)",
+                 "%u run(s) on %d instance(s) of %llu bytes of input each feed %.0f bytes, over the %llu one load's "
+                 "warmup may (lower count, batch_size or the dims; inferd --model-warmup-max-mib)",
                  count, eng_model_n_instances(m), (unsigned long long)one, (double)one * (double)runs_all,
                  (unsigned long long)max_bytes);
   for (int inst = 0; rc == 0 && inst < eng_model_n_instances(m); inst++)
     for (uint32_t c = 0; rc == 0 && c < count; c++) {
       eng_job job = {.rows = rows, .inputs = ts};
+      rc = cancelled(cancel, e);  // between runs: a stop signal waits for one run at most
+      if (rc) break;
       rc = run_once(m, inst, &job, &wt, e);
       if (rc == 0) (*runs)++;
       else err_prefix(e, "instance %d: ", inst);
@@ -178,18 +186,77 @@ static int run_entry(eng_model *m, const eng_warmup *w, const char *model_dir, c
   return rc;
 }
 
-int eng_warmup_run(eng_model *m, const eng_model_config *cfg, const char *model_dir, const eng_confine_roots *roots,
-                   uint64_t max_bytes, uint64_t *runs, err *e) {
-  *runs = 0;
-  if (!max_bytes) max_bytes = ENG_WARMUP_MAX_BYTES;
-  for (size_t k = 0; k < cfg->n_warmups; k++)  // checked before any runs: a typo fails at once
+// --- the whole warmup's budget
+
+// Saturating: the figures come from a config sent over the network.
+static uint64_t mul_sat(uint64_t a, uint64_t b) { return a && b > UINT64_MAX / a ? UINT64_MAX : a * b; }
+static uint64_t add_sat(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
+// One run's input bytes as the entry describes them (the model's own dims
+// are compared later, by build_input; a negative dim fails there).
+static uint64_t entry_run_bytes(const eng_model_config *cfg, const eng_warmup *w) {
+  uint64_t rows = cfg->max_batch_size > 0 && w->batch_size ? w->batch_size : 1, all = 0;
+  for (size_t k = 0; k < w->n_inputs; k++) {
+    const eng_warmup_input *in = &w->inputs[k];
+    if (!in->has_value) continue;
+    uint64_t b = mul_sat(dtype_size(in->dt), rows);
+    for (size_t d = 0; d < in->n_dims; d++) b = mul_sat(b, in->dims[d] > 0 ? (uint64_t)in->dims[d] : 0);
+    all = add_sat(all, b);
+  }
+  return all;
+}
+
+int eng_warmup_check(const eng_model_config *cfg, int n_instances, const eng_warmup_limits *lim, err *e) {
+  uint64_t max_bytes = lim && lim->max_bytes ? lim->max_bytes : ENG_WARMUP_MAX_BYTES;
+  uint64_t max_runs = lim && lim->max_runs ? lim->max_runs : ENG_WARMUP_MAX_RUNS;
+  uint64_t inst = n_instances > 0 ? (uint64_t)n_instances : 1, runs = 0, bytes = 0, big = 0;
+  size_t big_k = 0;
+  for (size_t k = 0; k < cfg->n_warmups; k++)  // a typo (one entry's count) is named as such
     if (cfg->warmups[k].count > ENG_WARMUP_MAX_COUNT)
       return err_set(e, ERR_INVALID_ARGUMENT, "model_warmup '%s': count %u exceeds %d (more runs warm nothing further)",
                      cfg->warmups[k].name, cfg->warmups[k].count, ENG_WARMUP_MAX_COUNT);
   for (size_t k = 0; k < cfg->n_warmups; k++) {
     const eng_warmup *w = &cfg->warmups[k];
-    if (run_entry(m, w, model_dir, roots, max_bytes, runs, e) != 0)
+    uint64_t r = mul_sat(w->count ? w->count : 1, inst), b = mul_sat(entry_run_bytes(cfg, w), r);
+    runs = add_sat(runs, r);
+    bytes = add_sat(bytes, b);
+    if (b > big) big = b, big_k = k;
+  }
+  if (runs <= max_runs && bytes <= max_bytes) return 0;
+  // every reason in one message, as Triton's config errors do
+  char why_runs[256] = "", why_bytes[512] = "";
+  if (runs > max_runs)
+    snprintf(why_runs, sizeof why_runs,
+             "%llu run(s) (the counts of %zu entr%s x %llu instance(s)), over the %llu one load may "
+             "(inferd --model-warmup-max-runs)", (unsigned long long)runs, cfg->n_warmups,
+             cfg->n_warmups == 1 ? "y" : "ies", (unsigned long long)inst, (unsigned long long)max_runs);
+  if (bytes > max_bytes) {
+    const eng_warmup *w = &cfg->warmups[big_k];
+    snprintf(why_bytes, sizeof why_bytes,
+             "%s%llu bytes of input (the most, entry '%.64s': %u run(s) on %llu instance(s) of %llu bytes each), "
+             "over the %llu one load may feed (inferd --model-warmup-max-mib)",
+             bytes == UINT64_MAX ? "more than " : "", (unsigned long long)bytes, w->name, w->count ? w->count : 1,
+             (unsigned long long)inst, (unsigned long long)entry_run_bytes(cfg, w), (unsigned long long)max_bytes);
+  }
+  return err_set(e, ERR_INVALID_ARGUMENT, "model_warmup asks %s%s%s; lower the entries, their count, batch_size or "
+                 "dims", why_runs, why_runs[0] && why_bytes[0] ? " and " : "", why_bytes);
+}
+
+// --- running it
+
+int eng_warmup_run(eng_model *m, const eng_model_config *cfg, const char *model_dir, const eng_confine_roots *roots,
+                   const eng_warmup_limits *lim, uint64_t *runs, err *e) {
+  *runs = 0;
+  uint64_t max_bytes = lim && lim->max_bytes ? lim->max_bytes : ENG_WARMUP_MAX_BYTES;
+  const atomic_int *cancel = lim ? lim->cancel : NULL;
+  TRY(eng_warmup_check(cfg, eng_model_n_instances(m), lim, e));
+  for (size_t k = 0; k < cfg->n_warmups; k++) {
+    const eng_warmup *w = &cfg->warmups[k];
+    TRY(cancelled(cancel, e));  // an entry's inputs may take a while to build
+    if (run_entry(m, w, model_dir, roots, max_bytes, cancel, runs, e) != 0) {
+      if (e->code == ERR_UNAVAILABLE && cancel && atomic_load(cancel)) return e->code;  // not the entry's fault
       return err_prefix(e, "model_warmup '%s': ", w->name);
+    }
   }
   return 0;
 }

@@ -48,9 +48,12 @@ void srv_options_usage(const char *prog) {
           "                               larger ones get 413 (other HTTP requests: 1 MiB)\n"
           "  --default-max-batch-size N   max_batch_size given to models whose config.pbtxt is missing\n"
           "                               and whose first dimension is dynamic (default 4)\n"
-          "  --model-warmup-max-mib N     input one model_warmup entry may feed in all (its runs x\n"
-          "                               instances x one run's input; default 1024): a load asking\n"
-          "                               more fails, saying so\n"
+          "  --model-warmup-max-mib N     input one load's model_warmup may feed in all (every entry's\n"
+          "                               runs x instances x one run's input; default 1024): a load\n"
+          "                               asking more fails at once, saying so\n"
+          "  --model-warmup-max-runs N    executions one load's model_warmup may run in all (every\n"
+          "                               entry's count x instances; default 1000): a load asking\n"
+          "                               more fails at once, saying so\n"
           "  --disable-auto-complete-config  Triton's flag: take config.pbtxt as written (no tensors,\n"
           "                               max_batch_size or dynamic_batching filled in from the model)\n"
           "  --strict-readiness BOOL      ready only when every model loaded (default true)\n"
@@ -148,7 +151,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .grpc_rapid_reset_limit = SRV_RR_DEFAULT_LIMIT,
                      .reply_threads = -1,    // half the cores given, 2 to 8 (main.c)
                      .http_max_infer_body_bytes = 64 << 20,
-                     .default_max_batch_size = 4, .warmup_max_mib = 1024, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
+                     .default_max_batch_size = 4, .warmup_max_mib = 1024, .warmup_max_runs = 1000, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
                      .log_level = SRV_LOG_INFO, .trace_rate = 1000, .allow_metrics = 1, .metrics_port = -1, .poll_secs = 15};
   int client_cert = -1;  // --grpc-ssl-client-cert, -1 when not given
   for (int i = 1; i < argc; i++) {
@@ -212,6 +215,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
       rc = parse_int(name, val, 1 << 20, INT_MAX, &o->http_max_infer_body_bytes);
     else if (!strcmp(name, "--default-max-batch-size")) rc = parse_int(name, val, 0, 1 << 20, &o->default_max_batch_size);
     else if (!strcmp(name, "--model-warmup-max-mib")) rc = parse_int(name, val, 1, 1 << 20, &o->warmup_max_mib);
+    else if (!strcmp(name, "--model-warmup-max-runs")) rc = parse_int(name, val, 1, 1 << 30, &o->warmup_max_runs);
     else if (!strcmp(name, "--trace-file")) o->trace_file = val;
     else if (!strcmp(name, "--trace-rate")) rc = parse_int(name, val, 1, INT_MAX, &o->trace_rate);
     else if (!strcmp(name, "--grpc-server-cert")) o->grpc_server_cert = val;

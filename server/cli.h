@@ -29,7 +29,8 @@ typedef struct srv_options {
   int reply_threads;     // --reply-threads: threads sending batches' answers; -1 auto, 0 none (replyq.h)
   int http_max_infer_body_bytes;  // body limit of POST .../infer on the HTTP port
   int default_max_batch_size;
-  int warmup_max_mib;  // --model-warmup-max-mib: input one model_warmup entry may feed in all
+  int warmup_max_mib;   // --model-warmup-max-mib: input one load's model_warmup may feed in all
+  int warmup_max_runs;  // --model-warmup-max-runs: executions one load's model_warmup may run in all
   int auto_complete_config;  // Triton's auto-complete; --disable-auto-complete-config clears it
   int strict_readiness;
   int allow_client_shm;  // Triton's --allow-client-shm

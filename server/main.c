@@ -374,7 +374,10 @@ int main(int argc, char **argv) {
                           .n_gpus = n_gpus,
                           .warmup_max_bytes = (uint64_t)o.warmup_max_mib << 20,
                           .store_allow = o.store_allow,
-                          .n_store_allow = (size_t)o.n_store_allow};
+                          .n_store_allow = (size_t)o.n_store_allow,
+                          .warmup_max_runs = (uint64_t)o.warmup_max_runs,
+                          // a stop signal ends a load's warmup at its next run (model control, poll mode)
+                          .cancel = &srv.draining};
   int lrc = 0;
   if (o.control_mode == SRV_CONTROL_EXPLICIT) {
     lrc = srv_registry_create(o.model_repository, &ro, &srv.reg, &e);
@@ -399,7 +402,8 @@ int main(int argc, char **argv) {
   if (o.allow_client_shm && (srv_shmguard_install(&e) != 0 || srv_shm_create(&srv.shm, &e) != 0)) goto fail;
   if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, &e) != 0) goto fail;
   if (srv_sched_create(srv.reg, &srv, &srv.sched, &e) != 0) goto fail;
-  if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.control, &e) != 0)
+  if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.draining,
+                         &srv.control, &e) != 0)
     goto fail;
   if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
     goto fail;
@@ -480,6 +484,9 @@ int main(int argc, char **argv) {
   atomic_store(&srv.draining, 1);
   int64_t t_drain = eng_now_us();
   drain_inference(&srv, o.exit_timeout_secs * 1000 < ABSORB_MS ? o.exit_timeout_secs * 1000 : ABSORB_MS, 100);
+  // a load in progress stops at its next warmup run (draining is its cancel flag); queued ones fail at
+  // once: all answered before the ports close
+  srv_control_quiesce(srv.control);
   int left_ms = o.exit_timeout_secs * 1000 - (int)((eng_now_us() - t_drain) / 1000);
   srv_grpc_shutdown(grpc, left_ms > 0 ? left_ms : 0);
   log_final_counts(&srv);

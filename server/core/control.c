@@ -1,11 +1,14 @@
-// control.c: model load/unload/poll. Loads run on the caller's thread (one
-// at a time, under c->mu); the control thread only frees retired
-// generations (once no request holds them) and rescans in poll mode, so no
-// caller ever waits for in-flight requests: an HTTP load on the loop thread
-// cannot deadlock against a request whose batch that loop must form.
+// control.c: model load/unload/poll, all on the control thread: a load or
+// unload request is checked on the caller's thread, queued, and answered
+// from the control thread once done (srv_call_reply from any thread). A load
+// (graph, instances, a warmup of minutes) held the caller's thread before:
+// a gRPC CQ thread, so calls matched to that CQ (ServerLive on new
+// connections, inference) waited for the whole load, or the HTTP loop thread,
+// so every HTTP request did (issue 31). The control thread also frees retired
+// generations (once no request holds them) and rescans in poll mode; it never
+// waits for in-flight requests, so no load can deadlock against a request
+// whose batch the loop must form.
 #include "server/core/control.h"
-
-#include <cjson/cJSON.h>
 
 #include <errno.h>
 #include <pthread.h>
@@ -18,7 +21,6 @@
 #include "grpc_service.pb-c.h"
 #include "kernels/base/utf8.h"
 #include "server/obs/log.h"
-#include "server/http/http.h"
 #include "server/core/server.h"
 
 typedef struct retired {
@@ -26,21 +28,40 @@ typedef struct retired {
   struct retired *next;
 } retired;
 
+// One load or unload waiting for the control thread. done runs there, once,
+// with the outcome (e->code 0: done), and owns arg from then on.
+typedef struct op {
+  int unload;
+  char *name;    // owned
+  char *config;  // owned; NULL: the repository's config.pbtxt
+  void (*done)(void *arg, const err *e);
+  void *arg;
+  struct op *next;
+} op;
+
 struct srv_control {
   srv_registry *reg;
   srv_sched *sched;
   srv_control_mode mode;
   char repo_dir[4096];
   int poll_secs;
-  pthread_mutex_t mu;  // one load/unload/rescan at a time; guards the fields below
-  pthread_cond_t cv;   // wakes the thread: something retired, or stop
+  const atomic_int *cancel;  // borrowed, may be NULL: the server is stopping (loads fail at once)
+  pthread_mutex_t mu;        // guards the queue and the flags below (never held while loading)
+  pthread_cond_t cv;         // wakes the thread: an op queued, or stop
+  pthread_cond_t idle_cv;    // the queue emptied and no op runs (srv_control_quiesce)
+  op *head, *tail;
+  int busy;     // the thread runs an op
+  int closing;  // new ops are refused (srv_control_quiesce, destroy)
+  int stop;
+  // the control thread's alone (and destroy's, after the join)
   retired *retired;
   repo_skip *skips;  // poll mode: the directories the last scan left out, already warned about
   size_t n_skips;
-  int stop;
   pthread_t thread;
   int started;
 };
+
+static int cancelled(const srv_control *c) { return c->cancel && atomic_load(c->cancel); }
 
 // A name that is not UTF-8 would be quoted in the error (and the log): the
 // JSON answer and the gRPC status details then break the client's parser
@@ -100,10 +121,9 @@ static void retire(srv_control *c, srv_model *m) {
   x->m = m;
   x->next = c->retired;
   c->retired = x;
-  pthread_cond_signal(&c->cv);
 }
 
-// Under c->mu.
+// On the control thread.
 static int do_load(srv_control *c, const char *name, const char *config_text, err *e) {
   srv_model *m;
   TRY(srv_registry_build(c->reg, name, config_text, &m, e));
@@ -157,7 +177,8 @@ static int explicit_or_fail(srv_control *c, err *e) {
                  c->mode == SRV_CONTROL_POLL ? "poll" : "none");
 }
 
-int srv_control_load(srv_control *c, const char *name, const char *config_override, err *e) {
+// What a load request is checked for on the caller's thread, before it is queued.
+static int check_load(srv_control *c, const char *name, const char *config_override, err *e) {
   TRY(explicit_or_fail(c, e));
   TRY(check_name(name, e));
   if (config_override) {
@@ -173,22 +194,109 @@ int srv_control_load(srv_control *c, const char *name, const char *config_overri
                      "(protobuf text format), e.g. 'max_batch_size: 4 input [...]'");
     if (!*p) return err_set(e, ERR_INVALID_ARGUMENT, "the 'config' override is empty");
   }
+  return 0;
+}
+
+// Queues a load (config: NULL for the files) or unload; done(arg, outcome)
+// runs exactly once: on the control thread, or here when refused.
+static void enqueue(srv_control *c, int unload, const char *name, const char *config,
+                    void (*done)(void *, const err *), void *arg) {
+  err e = {0};
+  op *o = calloc(1, sizeof *o);
+  if (o) {
+    o->unload = unload;
+    o->name = strdup(name);
+    o->config = config ? strdup(config) : NULL;
+    o->done = done;
+    o->arg = arg;
+  }
+  if (!o || !o->name || (config && !o->config)) {
+    if (o) free(o->name), free(o->config), free(o);
+    err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    done(arg, &e);
+    return;
+  }
   pthread_mutex_lock(&c->mu);
-  int rc = do_load(c, name, config_override, e);
+  int refused = c->closing || c->stop;
+  if (!refused) {
+    if (c->tail) c->tail->next = o;
+    else c->head = o;
+    c->tail = o;
+    pthread_cond_signal(&c->cv);
+  }
   pthread_mutex_unlock(&c->mu);
-  return rc;
+  if (refused) {
+    free(o->name), free(o->config), free(o);
+    err_set(&e, ERR_UNAVAILABLE, "the server is shutting down: no model %s", unload ? "unload" : "load");
+    done(arg, &e);
+  }
+}
+
+// On the control thread: runs one op and answers it.
+static void run_op(srv_control *c, op *o) {
+  err e = {0};
+  if (o->unload) {
+    (void)do_unload(c, o->name, &e);
+  } else if (cancelled(c)) {  // queued behind a load when the drain began
+    err_set(&e, ERR_UNAVAILABLE, "failed to load '%s': cancelled: server shutting down", o->name);
+    srv_log(SRV_LOG_ERROR, "model '%s' failed to load: cancelled: server shutting down", o->name);
+  } else {
+    (void)do_load(c, o->name, o->config, &e);
+  }
+  o->done(o->arg, &e);
+  free(o->name);
+  free(o->config);
+  free(o);
+}
+
+// The synchronous form: a caller that may block (not the control thread).
+typedef struct waiter {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  err e;
+} waiter;
+
+static void wake_waiter(void *arg, const err *e) {
+  waiter *w = arg;
+  pthread_mutex_lock(&w->mu);
+  w->e = *e;
+  w->done = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+static int run_and_wait(srv_control *c, int unload, const char *name, const char *config, err *e) {
+  waiter w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+  enqueue(c, unload, name, config, wake_waiter, &w);
+  pthread_mutex_lock(&w.mu);
+  while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
+  pthread_mutex_unlock(&w.mu);
+  pthread_cond_destroy(&w.cv);
+  pthread_mutex_destroy(&w.mu);
+  if (w.e.code) *e = w.e;
+  return (int)w.e.code;
+}
+
+int srv_control_load(srv_control *c, const char *name, const char *config_override, err *e) {
+  TRY(check_load(c, name, config_override, e));
+  return run_and_wait(c, 0, name, config_override, e);
 }
 
 int srv_control_unload(srv_control *c, const char *name, err *e) {
   TRY(explicit_or_fail(c, e));
   TRY(check_name(name, e));
-  pthread_mutex_lock(&c->mu);
-  int rc = do_unload(c, name, e);
-  pthread_mutex_unlock(&c->mu);
-  return rc;
+  return run_and_wait(c, 1, name, NULL, e);
 }
 
-// Poll mode, under c->mu: the warning for a directory left out for its name
+void srv_control_quiesce(srv_control *c) {
+  pthread_mutex_lock(&c->mu);
+  c->closing = 1;
+  while (c->started && (c->head || c->busy)) pthread_cond_wait(&c->idle_cv, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+}
+
+// Poll mode, on the control thread: the warning for a directory left out for its name
 // comes once, when it appears (it comes again if it goes and comes back),
 // not at every poll. Takes ownership of skips (sorted, as repo_scan gives them).
 static void warn_new_skips(srv_control *c, repo_skip *skips, size_t n) {
@@ -202,7 +310,7 @@ static void warn_new_skips(srv_control *c, repo_skip *skips, size_t n) {
   c->n_skips = n;
 }
 
-// Poll mode, under c->mu: new or changed models (re)load, removed ones unload.
+// Poll mode, on the control thread: new or changed models (re)load, removed ones unload.
 static void rescan(srv_control *c) {
   repo_model *rms = NULL;
   size_t n = 0;
@@ -214,7 +322,7 @@ static void rescan(srv_control *c) {
     return;
   }
   warn_new_skips(c, skips, n_skips);
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n && !cancelled(c); i++) {  // stopping: the rest waits for no load
     srv_model *cur = srv_registry_current(c->reg, rms[i].name);
     if (cur && !cur->unloaded && cur->signature == srv_registry_scan_signature(&rms[i])) continue;
     // a failed reload keeps its signature unchanged: retried only once the files change again
@@ -238,7 +346,7 @@ static void rescan(srv_control *c) {
   repo_free(rms, n);
 }
 
-// Frees the retired generations nobody holds any more; under c->mu.
+// Frees the retired generations nobody holds any more; on the control thread.
 static void reap(srv_control *c) {
   for (retired **p = &c->retired; *p;) {
     retired *x = *p;
@@ -265,16 +373,31 @@ static void *control_main(void *arg) {
   struct timespec next_poll;
   deadline_in(&next_poll, (int64_t)c->poll_secs * 1000);
   pthread_mutex_lock(&c->mu);
-  while (!c->stop) {
+  while (!c->stop || c->head) {  // every op queued is answered, also at stop
+    if (c->head) {
+      op *o = c->head;
+      c->head = o->next;
+      if (!c->head) c->tail = NULL;
+      c->busy = 1;
+      pthread_mutex_unlock(&c->mu);  // enqueue never waits for a load
+      run_op(c, o);
+      pthread_mutex_lock(&c->mu);
+      c->busy = 0;
+      if (!c->head) pthread_cond_broadcast(&c->idle_cv);
+      continue;
+    }
+    pthread_mutex_unlock(&c->mu);
     reap(c);
     struct timespec now, wake;
     clock_gettime(CLOCK_REALTIME, &now);
-    if (c->mode == SRV_CONTROL_POLL &&
-        (now.tv_sec > next_poll.tv_sec || (now.tv_sec == next_poll.tv_sec && now.tv_nsec >= next_poll.tv_nsec))) {
+    int poll_due = c->mode == SRV_CONTROL_POLL && (now.tv_sec > next_poll.tv_sec ||
+                                                   (now.tv_sec == next_poll.tv_sec && now.tv_nsec >= next_poll.tv_nsec));
+    if (poll_due && !cancelled(c)) {
       rescan(c);
       deadline_in(&next_poll, (int64_t)c->poll_secs * 1000);
-      continue;
     }
+    pthread_mutex_lock(&c->mu);
+    if (poll_due || c->head || c->stop) continue;
     // Retired generations wait for their requests (each answered within its
     // own deadline): look again shortly. Otherwise sleep until the next poll.
     if (c->retired) deadline_in(&wake, 20);
@@ -288,16 +411,18 @@ static void *control_main(void *arg) {
 }
 
 int srv_control_create(srv_registry *reg, srv_sched *sched, srv_control_mode mode, const char *repo_dir,
-                       int poll_secs, srv_control **out, err *e) {
+                       int poll_secs, const atomic_int *cancel, srv_control **out, err *e) {
   srv_control *c = calloc(1, sizeof *c);
   if (!c) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   c->reg = reg;
   c->sched = sched;
   c->mode = mode;
   c->poll_secs = poll_secs > 0 ? poll_secs : 15;
+  c->cancel = cancel;
   snprintf(c->repo_dir, sizeof c->repo_dir, "%s", repo_dir);
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
+  pthread_cond_init(&c->idle_cv, NULL);
   if (mode == SRV_CONTROL_POLL) {  // the load warned about these: the first poll does not again
     size_t n = 0;
     const repo_skip *s = srv_registry_load_skipped(reg, &n);
@@ -319,7 +444,7 @@ void srv_control_destroy(srv_control *c) {
   if (!c) return;
   if (c->started) {
     pthread_mutex_lock(&c->mu);
-    c->stop = 1;
+    c->closing = c->stop = 1;  // the thread answers what is queued first
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->thread, NULL);
@@ -334,6 +459,7 @@ void srv_control_destroy(srv_control *c) {
   }
   free(c->skips);
   pthread_cond_destroy(&c->cv);
+  pthread_cond_destroy(&c->idle_cv);
   pthread_mutex_destroy(&c->mu);
   free(c);
 }
@@ -351,6 +477,30 @@ static const char *config_param(size_t n, Inference__RepositoryModelLoadRequest_
   return cfg;
 }
 
+// The answer of a queued RepositoryModelLoad/Unload, on the control thread.
+static void answer_load(void *arg, const err *e) {
+  srv_call *call = arg;
+  if (e->code) {
+    srv_call_fail(call, (int)e->code, e->msg);
+  } else {
+    Inference__RepositoryModelLoadResponse r = INFERENCE__REPOSITORY_MODEL_LOAD_RESPONSE__INIT;
+    srv_reply_msg(call, &r.base);
+  }
+}
+
+static void answer_unload(void *arg, const err *e) {
+  srv_call *call = arg;
+  if (e->code) {
+    srv_call_fail(call, (int)e->code, e->msg);
+  } else {
+    Inference__RepositoryModelUnloadResponse r = INFERENCE__REPOSITORY_MODEL_UNLOAD_RESPONSE__INIT;
+    srv_reply_msg(call, &r.base);
+  }
+}
+
+// Checked here, on the CQ thread (or the REST route's local call), and
+// answered from the control thread once loaded: the caller's thread is free
+// meanwhile.
 void srv_control_load_rpc(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_control *c = ctx;
   Inference__RepositoryModelLoadRequest *q = (Inference__RepositoryModelLoadRequest *)srv_unpack_or_fail(
@@ -361,12 +511,8 @@ void srv_control_load_rpc(void *ctx, srv_call *call, const uint8_t *req, size_t 
   const char *cfg = config_param(q->n_parameters, q->parameters, &other);
   if (other && explicit_or_fail(c, &e) == 0)
     err_set(&e, ERR_INVALID_ARGUMENT, "load parameters other than 'config' (model files) are not supported");
-  if (e.code || srv_control_load(c, q->model_name, cfg, &e) != 0) {
-    srv_call_fail(call, (int)e.code, e.msg);
-  } else {
-    Inference__RepositoryModelLoadResponse r = INFERENCE__REPOSITORY_MODEL_LOAD_RESPONSE__INIT;
-    srv_reply_msg(call, &r.base);
-  }
+  if (e.code || check_load(c, q->model_name, cfg, &e) != 0) srv_call_fail(call, (int)e.code, e.msg);
+  else enqueue(c, 0, q->model_name, cfg, answer_load, call);
   inference__repository_model_load_request__free_unpacked(q, NULL);
 }
 
@@ -376,82 +522,7 @@ void srv_control_unload_rpc(void *ctx, srv_call *call, const uint8_t *req, size_
       call, &inference__repository_model_unload_request__descriptor, req, len);
   if (!q) return;
   err e = {0};
-  if (srv_control_unload(c, q->model_name, &e) != 0) {
-    srv_call_fail(call, (int)e.code, e.msg);
-  } else {
-    Inference__RepositoryModelUnloadResponse r = INFERENCE__REPOSITORY_MODEL_UNLOAD_RESPONSE__INIT;
-    srv_reply_msg(call, &r.base);
-  }
+  if (explicit_or_fail(c, &e) != 0 || check_name(q->model_name, &e) != 0) srv_call_fail(call, (int)e.code, e.msg);
+  else enqueue(c, 1, q->model_name, NULL, answer_unload, call);
   inference__repository_model_unload_request__free_unpacked(q, NULL);
-}
-
-// --- HTTP
-
-static int http_status(int code) {
-  switch (code) {
-    case ERR_INVALID_ARGUMENT: return 400;
-    case ERR_NOT_FOUND: return 404;
-    case ERR_UNAVAILABLE: return 503;
-    default: return 500;
-  }
-}
-
-static void json_error(srv_http_response *resp, int status, const char *msg) {
-  size_t cap = 2 * strlen(msg) + 16;
-  char *b = malloc(cap);
-  if (!b) {
-    *resp = (srv_http_response){.status = 500, .content_type = "text/plain", .body = "out of memory\n", .len = 14};
-    return;
-  }
-  size_t n = (size_t)snprintf(b, cap, "{\"error\":\"");
-  for (const char *p = msg; *p && n + 4 < cap; p++) {
-    if (*p == '"' || *p == '\\') b[n++] = '\\';
-    b[n++] = (*p == '\n') ? ' ' : *p;
-  }
-  n += (size_t)snprintf(b + n, cap - n, "\"}");
-  *resp = (srv_http_response){.status = status, .content_type = "application/json", .body = b, .len = n, .free_body = 1};
-}
-
-int srv_control_http(srv_control *c, const srv_http_request *req, srv_http_response *resp) {
-  static const char prefix[] = "/v2/repository/models/";
-  if (strncmp(req->path, prefix, sizeof prefix - 1) != 0) return 0;
-  const char *name = req->path + sizeof prefix - 1;
-  const char *slash = strrchr(name, '/');
-  if (!slash || (strcmp(slash, "/load") != 0 && strcmp(slash, "/unload") != 0)) return 0;
-  if (strcmp(req->method, "POST") != 0) {
-    json_error(resp, 405, "method not allowed: POST a load or unload");
-    return 1;
-  }
-  char model[256];
-  size_t n = (size_t)(slash - name);
-  // percent-decoded as every other route's names (tritonclient quotes them)
-  if (n == 0 || srv_http_decode_segment(name, n, model, sizeof model) != 0 || !model[0]) {
-    json_error(resp, 400, "bad model name in the path: empty, too long, malformed percent-encoding or not valid UTF-8");
-    return 1;
-  }
-  err e = {0};
-  // Triton's load body: {"parameters": {"config": "..."}}, the config override (config.pbtxt text here;
-  // srv_control_load refuses JSON with its reason). An empty body loads as the repository has it.
-  cJSON *body = NULL;
-  const char *override = NULL;
-  if (srv_http_json_nul(req->body, req->body_len)) {  // the config text would be read cut at it
-    json_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
-    return 1;
-  }
-  if (req->body && req->body_len) {
-    body = cJSON_ParseWithLength(req->body, req->body_len);
-    const cJSON *params = body ? cJSON_GetObjectItemCaseSensitive(body, "parameters") : NULL;
-    const cJSON *cfg = params ? cJSON_GetObjectItemCaseSensitive(params, "config") : NULL;
-    if (!body || (params && !cJSON_IsObject(params)) || (cfg && !cJSON_IsString(cfg))) {
-      cJSON_Delete(body);
-      json_error(resp, 400, "the load body must be JSON: {\"parameters\": {\"config\": \"<config.pbtxt text>\"}}");
-      return 1;
-    }
-    if (cfg) override = cfg->valuestring;
-  }
-  int rc = strcmp(slash, "/load") == 0 ? srv_control_load(c, model, override, &e) : srv_control_unload(c, model, &e);
-  cJSON_Delete(body);
-  if (rc) json_error(resp, http_status((int)e.code), e.msg);
-  else *resp = (srv_http_response){.status = 200, .content_type = "application/json", .body = "{}", .len = 2};
-  return 1;
 }

@@ -4,13 +4,17 @@
 // builds the new generation aside and publishes it only once it serves, so
 // a failed (re)load leaves the old one serving; a replaced generation is
 // freed by the control thread once its last request has been answered.
+// Loads and unloads run one at a time on the control thread, in the order
+// they came: the gRPC and HTTP threads that receive them only check and
+// queue them, so a load of minutes holds none of them (issue 31).
 #ifndef INFERD_SERVER_CONTROL_H
 #define INFERD_SERVER_CONTROL_H
+
+#include <stdatomic.h>
 
 #include "kernels/base/err.h"
 #include "server/cli.h"
 #include "server/grpc/grpc_front.h"
-#include "server/http/http.h"
 #include "server/core/registry.h"
 #include "server/core/sched.h"
 
@@ -21,24 +25,33 @@ typedef struct srv_control srv_control;
 // that fails is kept not ready with its reason, as in none mode.
 int srv_control_initial_load(srv_registry *reg, const char *repo_dir, const char *const *names, int n, err *e);
 
-// Starts the control thread (frees replaced generations; rescans in poll mode).
+// Starts the control thread (loads and unloads; frees replaced generations;
+// rescans in poll mode). cancel (borrowed, may be NULL; the server's
+// draining flag): once nonzero a load's warmup stops at its next run (the
+// registry reads the same flag), queued loads fail "cancelled: server
+// shutting down" without loading, and poll mode rescans no more.
 int srv_control_create(srv_registry *reg, srv_sched *sched, srv_control_mode mode, const char *repo_dir,
-                       int poll_secs, srv_control **out, err *e);
-// Stops the thread and frees what was retired (waits for its requests).
+                       int poll_secs, const atomic_int *cancel, srv_control **out, err *e);
+// Refuses new loads and unloads (UNAVAILABLE) and waits until every one
+// queued has been answered: the shutdown calls it before the transports
+// close, with cancel set, so no answer is left for a closed port.
+void srv_control_quiesce(srv_control *c);
+// Answers what is queued, stops the thread and frees what was retired
+// (waits for its requests).
 void srv_control_destroy(srv_control *c);
 
-// Loads (or reloads) / unloads a model now, on the calling thread; refused
-// (UNAVAILABLE) unless the mode is explicit. config_override: a load
-// request's "config" parameter, NULL when none.
+// Loads (or reloads) / unloads a model on the control thread and waits for
+// it; refused (UNAVAILABLE) unless the mode is explicit. config_override: a
+// load request's "config" parameter, NULL when none. Not from the control
+// thread.
 int srv_control_load(srv_control *c, const char *name, const char *config_override, err *e);
 int srv_control_unload(srv_control *c, const char *name, err *e);
 
-// gRPC RepositoryModelLoad / RepositoryModelUnload (ctx: the srv_control).
+// gRPC RepositoryModelLoad / RepositoryModelUnload (ctx: the srv_control),
+// also the REST API's POST /v2/repository/models/{m}/load and /unload
+// (server/http/rest.c runs them as local calls): checked on the calling
+// thread, answered from the control thread once done.
 void srv_control_load_rpc(void *ctx, srv_call *call, const uint8_t *req, size_t len);
 void srv_control_unload_rpc(void *ctx, srv_call *call, const uint8_t *req, size_t len);
-
-// HTTP: POST /v2/repository/models/{m}/load and /unload. Returns 1 when the
-// route was one of these (resp filled), 0 to let the caller route it.
-int srv_control_http(srv_control *c, const srv_http_request *req, srv_http_response *resp);
 
 #endif

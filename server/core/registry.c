@@ -99,9 +99,14 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
   if (m->engine_config->n_warmups) {
     uint64_t runs = 0;
     int64_t t0 = eng_now_us();
-    srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": running model_warmup (%zu entr%s)", m->name,
-            rv->version, m->engine_config->n_warmups, m->engine_config->n_warmups == 1 ? "y" : "ies");
-    rc = eng_warmup_run(v->model, m->engine_config, model_dir, b->warmup, o->warmup_max_bytes, &runs, e);
+    eng_warmup_limits lim = {.max_bytes = o->warmup_max_bytes, .max_runs = o->warmup_max_runs, .cancel = o->cancel};
+    // the whole warmup's budget first (eng_warmup_run checks it again): over it, the load fails before any run
+    rc = eng_warmup_check(m->engine_config, eng_model_n_instances(v->model), &lim, e);
+    if (rc == 0) {
+      srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": running model_warmup (%zu entr%s)", m->name,
+              rv->version, m->engine_config->n_warmups, m->engine_config->n_warmups == 1 ? "y" : "ies");
+      rc = eng_warmup_run(v->model, m->engine_config, model_dir, b->warmup, &lim, &runs, e);
+    }
     if (rc) {
       eng_model_destroy(v->model);
       v->model = NULL;

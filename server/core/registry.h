@@ -93,13 +93,17 @@ typedef struct srv_registry_opts {
   // as config_complete takes it (CONFIG_NO_AUTO_COMPLETE disables auto-complete)
   int default_max_batch_size;
   int n_gpus;  // CUDA devices visible (KIND_AUTO runs on them when > 0)
-  // the most input bytes one model_warmup entry may feed (eng_warmup_run; 0: ENG_WARMUP_MAX_BYTES)
-  uint64_t warmup_max_bytes;
   // --model-store-allow: folders outside the repository that links placed
   // in it may lead into (kernels/base/confine.h); borrowed for the
   // registry's life
   const char *const *store_allow;
   size_t n_store_allow;
+  // the most input bytes one load's model_warmup may feed, all entries together (eng_warmup_run; 0:
+  // ENG_WARMUP_MAX_BYTES), and the most runs (0: ENG_WARMUP_MAX_RUNS)
+  uint64_t warmup_max_bytes, warmup_max_runs;
+  // borrowed, may be NULL: nonzero ends a warmup in progress at its next run
+  // and fails that load (the server is stopping: srv_server.draining)
+  const atomic_int *cancel;
 } srv_registry_opts;
 
 // Scans and loads every model of the repository. Fails only when the

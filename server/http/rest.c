@@ -170,6 +170,11 @@ static void meta_answer(job *j, const uint8_t *pb, size_t len) {
     case K_SHM_STATUS: d = &inference__system_shared_memory_status_response__descriptor; break;
     case K_CUDA_SHM_STATUS: d = &inference__cuda_shared_memory_status_response__descriptor; break;
     case K_EMPTY: return srv_rest__set_text(&j->resp, 200, "application/json", NULL, 0);
+    case K_CONTROL: {
+      char *b = strdup("{}");
+      if (!b) return srv_rest__set_error(&j->resp, 500, "out of memory");
+      return srv_rest__set_text(&j->resp, 200, "application/json", b, 2);
+    }
     case K_INFER: return;
   }
   ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, pb);
@@ -448,6 +453,59 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
   cJSON_Delete(b);
 }
 
+// POST /v2/repository/models/{m}/load|unload, Triton's body: {"parameters":
+// {"config": "..."}}, the config override (config.pbtxt text here; the load
+// refuses JSON with its reason); an empty body loads as the repository has
+// it. Run as the gRPC methods' local calls: the load runs on the model
+// control thread and its answer comes back through the job, so the loop
+// serves meanwhile (server/core/control.h).
+static void route_control(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char *seg,
+                          size_t seg_len, int load, int post) {
+  if (!post) return srv_rest__set_error(resp, 405, "method not allowed: POST a load or unload");
+  char model[256];
+  // percent-decoded as every other route's names (tritonclient quotes them)
+  if (srv_http_decode_segment(seg, seg_len, model, sizeof model) != 0 || !model[0])
+    return srv_rest__set_error(resp, 400, "bad model name in the path: empty, too long, malformed percent-encoding "
+                                          "or not valid UTF-8");
+  if (srv_http_json_nul(req->body, req->body_len))  // the config text would be read cut at it
+    return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
+  cJSON *body = NULL;
+  const char *override = NULL;
+  if (load && req->body && req->body_len) {
+    body = cJSON_ParseWithLength(req->body, req->body_len);
+    const cJSON *params = body ? cJSON_GetObjectItemCaseSensitive(body, "parameters") : NULL;
+    const cJSON *cfg = params ? cJSON_GetObjectItemCaseSensitive(params, "config") : NULL;
+    if (!body || (params && !cJSON_IsObject(params)) || (cfg && !cJSON_IsString(cfg))) {
+      cJSON_Delete(body);
+      return srv_rest__set_error(resp, 400,
+                                 "the load body must be JSON: {\"parameters\": {\"config\": \"<config.pbtxt text>\"}}");
+    }
+    if (cfg) override = cfg->valuestring;
+  }
+  if (load) {
+    Inference__RepositoryModelLoadRequest q = INFERENCE__REPOSITORY_MODEL_LOAD_REQUEST__INIT;
+    Inference__ModelRepositoryParameter v = INFERENCE__MODEL_REPOSITORY_PARAMETER__INIT;
+    Inference__RepositoryModelLoadRequest__ParametersEntry pe =
+        INFERENCE__REPOSITORY_MODEL_LOAD_REQUEST__PARAMETERS_ENTRY__INIT;
+    Inference__RepositoryModelLoadRequest__ParametersEntry *pes[1] = {&pe};
+    q.model_name = model;
+    if (override) {
+      v.parameter_choice_case = INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+      v.string_param = (char *)override;
+      pe.key = "config";
+      pe.value = &v;
+      q.n_parameters = 1;
+      q.parameters = pes;
+    }
+    call_pb(r, req, resp, K_CONTROL, SVC "RepositoryModelLoad", &q.base);
+  } else {
+    Inference__RepositoryModelUnloadRequest q = INFERENCE__REPOSITORY_MODEL_UNLOAD_REQUEST__INIT;
+    q.model_name = model;
+    call_pb(r, req, resp, K_CONTROL, SVC "RepositoryModelUnload", &q.base);
+  }
+  cJSON_Delete(body);
+}
+
 int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *resp) {
   const char *path = req->path;
   if (strcmp(path, "/v2/health/live") == 0 || strcmp(path, "/v2/health/ready") == 0) return 0;
@@ -480,7 +538,11 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
     call_pb(r, req, resp, K_INDEX, SVC "RepositoryIndex", &q.base);
     return 1;
   }
-  // POST /v2/repository/models/{m}/load|unload: server/core/control.c answers them before this router
+  if (n == 4 && seg_is(seg[0], len[0], "repository") && seg_is(seg[1], len[1], "models") &&
+      (seg_is(seg[3], len[3], "load") || seg_is(seg[3], len[3], "unload"))) {
+    route_control(r, req, resp, seg[2], len[2], seg_is(seg[3], len[3], "load"), post);
+    return 1;
+  }
   if (n >= 2 && seg_is(seg[0], len[0], "systemsharedmemory")) {
     route_shm(r, req, resp, seg, len, n, get, post);
     return 1;

@@ -31,6 +31,7 @@ typedef enum kind {
   K_SHM_STATUS,
   K_CUDA_SHM_STATUS,
   K_EMPTY,  // register/unregister: 200 with no body
+  K_CONTROL,  // model load/unload: 200 with {}
 } kind;
 
 // How one requested output is answered.

@@ -59,7 +59,7 @@ void fz_serve(fz_server *f, const char *repo) {
   s->strict_readiness = 1;
   s->allow_metrics = 1;
   if (srv_sched_create(s->reg, s, &s->sched, &e) != 0) die("srv_sched_create", &e);
-  if (srv_control_create(s->reg, s->sched, SRV_CONTROL_EXPLICIT, repo, 0, &s->control, &e) != 0)
+  if (srv_control_create(s->reg, s->sched, SRV_CONTROL_EXPLICIT, repo, 0, NULL, &s->control, &e) != 0)
     die("srv_control_create", &e);
   srv_http *http;
   if (srv_http_create(srv_sched_loop(s->sched), "127.0.0.1", 0, srv_http_routes, s, &http, &e) != 0)

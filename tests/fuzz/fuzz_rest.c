@@ -1,5 +1,5 @@
 // fuzz_rest.c: libFuzzer driver for the KServe v2 REST/JSON API
-// (server/http/rest.c, rest_infer.c and the model-control routes of server/core/control.c) of a
+// (server/http/rest.c with its model-control routes, and rest_infer.c) of a
 // whole inferd in this process (fixture.h: model "fuzz" of tests/fuzz/repo,
 // region "r0", explicit model control). Where fuzz_http mutates the bytes
 // of a connection (and so rarely gets past the HTTP parser to a JSON body),

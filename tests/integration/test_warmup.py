@@ -61,15 +61,15 @@ def warm_repo(tmp_path_factory):
     }
     for name, (entry, _) in bad.items():
         repo.add(name, 8, IO_IN, IO_OUT, {1: lin(name, 2)}, config_extra=_warmup(entry), expect="UNAVAILABLE")
-    # sizes checked before anything is allocated or run (fuzz_rest): dims whose product wraps, and an entry
-    # over the server's budget (--model-warmup-max-mib 1 below): 10 runs x 8 rows x 16 KiB = 1.25 MiB
+    # sizes checked before anything is allocated or run (fuzz_rest): dims whose product wraps, and a warmup
+    # over the server's budget (--model-warmup-max-mib 1 below, per load): 10 runs x 8 rows x 16 KiB = 1.25 MiB
     dyn_in, dyn_out = [g._io("D_X", "FP32", [-1])], [g._out("D_Y", "FP32", [4])]
     sized = {
         "warm_wrap": (_entry("huge", 1, "zero_data: true", key="D_X", dims="2305843009213693952"),
-                      ["model_warmup 'huge'", "one sample of these dims is over the 1048576 bytes"]),
+                      ["entry 'huge'", "9223372036854775808 bytes of input", "over the 1048576"]),
         "warm_budget": (_entry("budget", 8, "zero_data: true", key="D_X", dims="4096", count=10),
-                        ["model_warmup 'budget'", "10 run(s) on 1 instance(s) of 131072 bytes of input each feed "
-                         "1310720 bytes, over the 1048576", "--model-warmup-max-mib"]),
+                        ["1310720 bytes of input (the most, entry 'budget': 10 run(s) on 1 instance(s) of 131072 "
+                         "bytes each), over the 1048576 one load may feed", "--model-warmup-max-mib"]),
     }
     for name, (entry, _) in sized.items():
         repo.add(name, 8, dyn_in, dyn_out, {1: _dyn_matmul(name)}, config_extra=_warmup(entry), expect="UNAVAILABLE")
