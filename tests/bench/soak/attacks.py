@@ -586,7 +586,7 @@ def main():
     ap.add_argument("--hold-s", type=float, default=15, help="how long a holding attack holds (slowloris: twice)")
     ap.add_argument("--bound-s", type=float, default=60, help="an owed answer later than this is unexpected")
     ap.add_argument("--scale", type=float, default=1.0, help="sizes x this (bodies, bombs, streams, warmups)")
-    ap.add_argument("--warmup-entries", type=int, default=200)
+    ap.add_argument("--warmup-entries", type=int, default=500)
     ap.add_argument("--server-pid", type=int, default=0)
     ap.add_argument("--kinds", default="", help="comma list (default: all, in order: %s)" % ",".join(KINDS))
     ap.add_argument("--log", default="", help="also append the JSON lines here")
