@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """Issue 31's attacks at a low rate beside a soak: one attack at a time, each bounded in what it holds.
 
+One attack runs at a time, then --pause-s with nothing held (soak.py samples the server's RSS and descriptors
+there), then the next kind in --kinds' default order (json_bomb, stalled_body, stream_noread, idle_conns,
+slowloris, nul_bytes, warmup_load, shm_shrink: KINDS says why), round and round; none starts that could outlast --duration-s.
+After each, /v2/health/live on a fresh connection must answer within 10 s.
+
     attacks.py --grpc HOST:PORT --http HOST:PORT [--model attack_target] [--duration-s 600] [--pause-s 5]
                [--hold-s 15] [--bound-s 60] [--scale 1.0] [--server-pid PID] [--kinds LIST] [--log FILE]
     attacks.py --write-target REPO     writes the target model (below) into REPO and exits
 
 The attacks (issue 31's numbers; 6 FIFOs and 9 symlinks are repository-side, not a client's, and left out):
-  warmup_load     1  RepositoryModelLoad of the target with a "config" override carrying --warmup-entries
-                     model_warmup entries (count 1000, batch 8 each: within the per-entry budget, large in total)
+  warmup_load     1  RepositoryModelLoad of the target with a "config" override carrying --warmup-entries (500)
+                     model_warmup entries (count 1000, batch 8 each: within the per-entry budget, large in total:
+                     500k runs, ~1-2 minutes of a core; 20 entries at --scale 0.1 took 3-5 s on the 2-core VM)
   idle_conns      2  200 HTTP keep-alive connections (one request answered, then idle) and 100 gRPC ones (the
                      HTTP/2 preface, then nothing), held --hold-s
   slowloris       2  20 HTTP requests sending one header byte every 2 s for 2 x --hold-s
@@ -62,7 +68,10 @@ except ImportError:  # the HTTP attacks still run
     grpc = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KINDS = ("warmup_load", "idle_conns", "slowloris", "stalled_body", "json_bomb", "stream_noread", "nul_bytes",
+# the order of a cycle: the attacks that raise the server's memory most first, so that the first cycle's
+# high-water marks fall inside the soak's warmup (its drift baseline); the long warmup load late; the shrunk
+# shared memory last (it ends a server that lacks the check: the other kinds are seen before that)
+KINDS = ("json_bomb", "stalled_body", "stream_noread", "idle_conns", "slowloris", "nul_bytes", "warmup_load",
          "shm_shrink")
 TARGET = "attack_target"
 IN_DIM, OUT_DIM, TARGET_BATCH = 1024, 10, 8
