@@ -59,8 +59,6 @@ import socket
 import struct
 import sys
 import time
-import urllib.error
-import urllib.request
 
 try:
     import grpc
@@ -568,7 +566,7 @@ class Attacker:
                 if self.server_dead():
                     outcome, detail = "unexpected", "server died (%s)" % detail
                 else:
-                    ok, lsecs, why = self.live()
+                    ok, _, why = self.live()
                     if not ok:
                         outcome, detail = "unexpected", "server not live 10 s after the attack (%s); %s" % (why, detail)
             self.record(kind, outcome, detail, fig, secs)
