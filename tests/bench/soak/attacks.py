@@ -3,7 +3,8 @@
 
 One attack runs at a time, then --pause-s with nothing held (soak.py samples the server's RSS and descriptors
 there), then the next kind in --kinds' default order (json_bomb, stalled_body, stream_noread, idle_conns,
-slowloris, nul_bytes, warmup_load, shm_shrink: KINDS says why), round and round; none starts that could outlast --duration-s.
+slowloris, nul_bytes, warmup_load, shm_shrink: KINDS says why), round and round; none starts that could
+outlast --duration-s.
 After each, /v2/health/live on a fresh connection must answer within 10 s.
 
     attacks.py --grpc HOST:PORT --http HOST:PORT [--model attack_target] [--duration-s 600] [--pause-s 5]
@@ -46,6 +47,17 @@ one attack's resources at a time and keeps only counters and the first 20 unexpe
 previous warmup load that is still running skips the next one ("skipped").
 The last line is the summary: {"summary": {"by_kind": {kind: {outcome: n}}, "unexpected": [...], "not_capped":
 [...], "attacks": n}}. Exit 0 unless an outcome was unexpected (1).
+What main (10447e6) did with them, 2026-12-02, CPU build on the 2-core VM (soak.py --attacks, seed MLP, --scale
+0.1 unless said; soak.py's rehearsal):
+  refused    nul_bytes: every case, at once (REST 400; gRPC INVALID_ARGUMENT "field 'id' contains a NUL byte")
+             json_bomb: 400 for all three, but only after parsing: at --scale 1 the 30 KB gzip body (30 MB of
+             `[],`) took 2.4-3.8 s to its 400 and the server's RSS went from 30 MB to ~740 MB meanwhile
+  absorbed   idle_conns (300 held, a new connection still served at once), slowloris (20 held 30 s: no header
+             timeout), stalled_body (4 x 43 MB at --scale 1 held: no body timeout or bytes-in-flight cap),
+             stream_noread (4,000 unread answers at --scale 1, call open), warmup_load (20 entries, 20k runs,
+             3-5 s; the default 500 entries, 500k runs, would outlast --bound-s: unexpected, no total cap)
+  unexpected shm_shrink: the server died (SIGBUS, exit -7, nothing logged) on the inference that read the shrunk
+             region
 Needs Python 3 and, for the gRPC attacks (1, 5, 7's gRPC half, 8), grpcio (messages encoded by hand: no
 tritonclient or protobuf); without grpcio they are "skipped". Rehearsed on the CPU build against soak.py's
 server; on the device it runs under soak.py --attacks (zoo.sh).
@@ -344,8 +356,8 @@ class Attacker:
             except OSError:
                 pass
         # the HTTP/2 preface and an empty SETTINGS frame, then nothing
-        gsocks = self._open(self.gp, n_grpc, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + struct.pack(">I", 0)[1:] + b"\x04\x00"
-                            + struct.pack(">I", 0))
+        settings = struct.pack(">I", 0)[1:] + b"\x04\x00" + struct.pack(">I", 0)  # length 0, SETTINGS, stream 0
+        gsocks = self._open(self.gp, n_grpc, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + settings)
         try:
             closed, first, probe = self._hold(socks + gsocks, self.a.hold_s)
         finally:

@@ -31,17 +31,23 @@
 # attacks hit a server that is busy with a real model. Both probes run at the same time, so each measures its
 # model's capacity beside the other's load, and 80 % of each is 80 % of what the shared GPU gives it.
 #
-# Env: LOAD (0.8), MIX (55:5:30:10), PERIOD_S (60), WARMUP_S (120: one attack cycle at least, whose high-water
-# marks are then part of the drift baseline), PROBE_S (15), PROBE_CONC (256 for ResNet-50, 128 for BERT:
-# PROBE_CONC_resnet50, PROBE_CONC_bert_base), ATTACK_ARGS (attacks.py options, default "--hold-s 15 --pause-s 5"),
-# SOAK_ARGS (more soak.py options), SOAKS ("resnet50 bert_base"), COUNT (instances per model, 2), PRECISION
-# (fp16), MAX_BATCH (64), PYTHON (for soak.py and attacks.py: numpy, onnx, pytest, grpcio; default python3),
+# Env: LOAD (0.8), MIX (55:5:30:10), PERIOD_S (60), WARMUP_S (120: the cycle's memory-heavy first attacks, JSON
+# bombs, stalled bodies, the unread stream, fall inside it, so their high-water marks are in the drift baseline),
+# PROBE_S (15), PROBE_CONC (256 for ResNet-50, 128 for BERT; PROBE_CONC_resnet50, PROBE_CONC_bert_base),
+# ATTACK_ARGS (attacks.py options, default "--hold-s 15 --pause-s 5"), SOAK_ARGS (more soak.py options), SOAKS
+# ("resnet50 bert_base"), COUNT (instances per model, 2), PRECISION (fp16), MAX_BATCH (64), THREADS
+# (inferd-load's: its cores' count; 3 below 8 cores), PYTHON (for soak.py and attacks.py: numpy, onnx, pytest,
+# grpcio; default python3, which on the device has them all, torch and transformers too, 2026-12-02),
 # TORCH_PYTHON (for zoo_repo.py: torch, transformers, onnx, onnxruntime; default /opt/torch/.venv/bin/python),
 # BERT_ONNX (a bert_base.onnx written before: no export), CORES_<model>_SRV / CORES_<model>_LOAD (default: half
-# the cores each, of a half the client's last 3/8 as device.sh gives them, the attacker on the client's cores).
+# the cores each, of a half the client's last 3/8 as device.sh gives them; the attacker runs on the client's).
 #
-# Rehearsal without a GPU (the scripts, not the figures; ResNet-50 and BERT-base on 2 CPU cores crawl):
-#   KIND=cpu BERT_ONNX=... bash tests/bench/soak/zoo.sh run build DIR 1
+# Rehearsal without a GPU (the scripts, not the figures; ResNet-50 and BERT-base on 2 CPU cores crawl), with any
+# ONNX of BERT's inputs and output standing in for it (done 2026-12-02 with a 4-node stand-in: counts exact,
+# attacks as attacks.py's rehearsal, latency bounds failing on the shared VM):
+#   KIND=cpu SOAKS=bert_base BERT_ONNX=stand_in.onnx MAX_BATCH=16 LOAD=0.2 THREADS=1 PROBE_S=3 PROBE_CONC=4 \
+#   PERIOD_S=15 WARMUP_S=20 ATTACK_ARGS="--scale 0.1 --hold-s 4 --pause-s 3" PYTHON=.venv/bin/python \
+#   bash tests/bench/soak/zoo.sh run build DIR 1.5
 set -u
 cmd=${1:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -51,7 +57,7 @@ TPY=${TORCH_PYTHON:-/opt/torch/.venv/bin/python}
 [ -x "$TPY" ] || TPY=$PY
 SOAKS=${SOAKS:-resnet50 bert_base}
 
-usage() { sed -n 2,45p "$0" >&2; exit 2; }
+usage() { sed -n 2,50p "$0" >&2; exit 2; }
 
 # cores BASE SHARE LOAD -> "SERVER_LIST LOAD_LIST" (device.sh's split)
 cores() {
@@ -81,9 +87,9 @@ body() {
   h=$((n / 2))
   l=$(((3 * h + 4) / 8))
   for which in $SOAKS; do
-    local repo load_args srv="" ld="" threads=3 conc gpu
+    local repo load_args srv="" ld="" threads=${THREADS:-3} conc gpu
     read -r _ repo load_args <<<"$(grep "^$which " "$D/repos.txt")"
-    if [ "$n" -ge 8 ]; then read -r srv ld <<<"$(cores $((i * h)) $h $l)"; threads=$l; fi
+    if [ "$n" -ge 8 ]; then read -r srv ld <<<"$(cores $((i * h)) $h $l)"; threads=${THREADS:-$l}; fi
     i=$((i + 1))
     local v=CORES_${which}_SRV w=CORES_${which}_LOAD c=PROBE_CONC_${which}
     srv=${!v:-$srv} ld=${!w:-$ld}
