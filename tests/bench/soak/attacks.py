@@ -9,7 +9,8 @@ After each, /v2/health/live on a fresh connection must answer within 10 s.
 
     attacks.py --grpc HOST:PORT --http HOST:PORT [--model attack_target] [--duration-s 600] [--pause-s 5]
                [--hold-s 15] [--bound-s 60] [--scale 1.0] [--server-pid PID] [--kinds LIST] [--log FILE]
-    attacks.py --write-target REPO     writes the target model (below) into REPO and exits
+               [--victim-model attack_victim] [--victim-every-s 0.05]
+    attacks.py --write-target REPO     writes the target and victim models (below) into REPO and exits
 
 The attacks (issue 31's numbers; 6 FIFOs and 9 symlinks are repository-side, not a client's, and left out):
   warmup_load     1  RepositoryModelLoad of the target with a "config" override carrying --warmup-entries (500)
@@ -28,7 +29,12 @@ The attacks (issue 31's numbers; 6 FIFOs and 9 symlinks are repository-side, not
   shm_shrink      8  a system shared memory region registered, then ftruncate'd to 0 before an inference names it
 Every attack names the target model (--model), never the soaked one, so the soaked model's statistics stay
 exact. The target is the seed MLP (1024 -> 512 -> 10, FP32, KIND_CPU, max_batch_size 8) that --write-target
-writes as REPO/attack_target; soak.py --attacks does that and starts the server with --model-control-mode
+writes as REPO/attack_target, with a copy as REPO/attack_victim for the second client: with --victim-model, a
+thread sends one valid inference of it every --victim-every-s (50 ms) on a connection of its own, and each
+attack's line carries that client's p99 during the attack ("victim_p99_ms") against its p99 in the recent
+pauses ("victim_base_p99_ms", "victim_p99_x"): any failed call of it makes the attack unexpected, a p99 over 2x
+the pauses' lists the attack in the summary's "victim_slow" (issue 31: "a second client's requests on another
+connection keep their normal latency, p99 within 2x"; a Python client's figures, so listed, not judged); soak.py --attacks does that and starts the server with --model-control-mode
 explicit --load-model '*' --allow-client-shm true (attacks 1 and 8 need them; without them they are refused,
 and say so).
 
@@ -84,6 +90,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KINDS = ("json_bomb", "stalled_body", "stream_noread", "idle_conns", "slowloris", "nul_bytes", "warmup_load",
          "shm_shrink")
 TARGET = "attack_target"
+VICTIM = "attack_victim"  # the second client's model: the attacks never name it, nor reload it
 IN_DIM, OUT_DIM, TARGET_BATCH = 1024, 10, 8
 
 
@@ -95,18 +102,20 @@ def target_config(name=TARGET, extra=""):
             'instance_group [ { kind: KIND_CPU count: 1 } ]\n%s' % (name, TARGET_BATCH, IN_DIM, OUT_DIM, extra))
 
 
-def write_target(repo, name=TARGET):
-    """REPO/name: the seed MLP (anchor_repo.py's graph, input/output renamed) on one CPU instance."""
+def write_target(repo, name=TARGET, victim=VICTIM):
+    """REPO/name and REPO/victim: the seed MLP (anchor_repo.py's graph, input/output renamed) on one CPU
+    instance each; the attacks name the first, the second client (--victim-model) the second."""
     sys.path.insert(0, os.path.join(HERE, "..", "serve_gpu"))
     import onnx
     from anchor_repo import gbm, renamed
-    d = os.path.join(repo, name)
-    os.makedirs(os.path.join(d, "1"), exist_ok=True)
-    onnx.save(renamed(gbm.make_mlp("mlp_1024_512_10", IN_DIM, [512, OUT_DIM]), "input", "output"),
-              os.path.join(d, "1", "model.onnx"))
-    with open(os.path.join(d, "config.pbtxt"), "w") as f:
-        f.write(target_config(name))
-    return d
+    m = renamed(gbm.make_mlp("mlp_1024_512_10", IN_DIM, [512, OUT_DIM]), "input", "output")
+    for n in (name, victim):
+        d = os.path.join(repo, n)
+        os.makedirs(os.path.join(d, "1"), exist_ok=True)
+        onnx.save(m, os.path.join(d, "1", "model.onnx"))
+        with open(os.path.join(d, "config.pbtxt"), "w") as f:
+            f.write(target_config(n))
+    return os.path.join(repo, name)
 
 
 # --- protobuf by hand (the few messages the attacks send; proto/grpc_service.proto's field numbers)
@@ -217,6 +226,45 @@ def closed_by_peer(s):
         return True
 
 
+class Victim:
+    """A second client on its own connection: one valid inference of --victim-model every --victim-every-s, its
+    latency kept in a ring (bounded: 4096 entries) so each attack's window can be told from the pauses."""
+
+    def __init__(self, a):
+        import threading
+        self.a = a
+        self.ring = [None] * 4096  # (monotonic end, seconds, ok)
+        self.i = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        req = infer_request(self.a.victim_model, rid="v")
+        with grpc.insecure_channel(self.a.grpc) as ch:
+            call = ch.unary_unary(SVC + "ModelInfer", request_serializer=None, response_deserializer=None)
+            while not self.stop.is_set():
+                t0 = time.monotonic()
+                try:
+                    call(req, timeout=30)
+                    ok = True
+                except grpc.RpcError:
+                    ok = False
+                t1 = time.monotonic()
+                self.ring[self.i % len(self.ring)] = (t1, t1 - t0, ok)
+                self.i += 1
+                self.stop.wait(max(0.0, self.a.victim_every_s - (t1 - t0)))
+
+    def window(self, lo, hi):
+        """(latencies, errors) of the calls that ended within [lo, hi]."""
+        got = [x for x in self.ring if x is not None and lo <= x[0] <= hi]
+        return sorted(x[1] for x in got if x[2]), sum(1 for x in got if not x[2])
+
+
+def p99(xs):
+    return xs[min(len(xs) - 1, int(0.99 * len(xs)))] if xs else None
+
+
 class Attacker:
     def __init__(self, a):
         self.a = a
@@ -226,9 +274,12 @@ class Attacker:
         self.t0 = time.monotonic()
         self.by_kind = {}
         self.unexpected = []
+        self.slow = []  # attacks during which the second client's p99 passed 2x the pauses'
         self.n = 0
         self.load_pending_until = 0.0  # a warmup load that outlived its bound may still run in the server
         self.log = open(a.log, "a") if a.log else None
+        self.victim = Victim(a) if a.victim_model and grpc is not None else None
+        self.quiet = []  # (lo, hi) of the recent pauses: the victim's baseline
 
     # --- helpers
 
@@ -538,6 +589,22 @@ class Attacker:
             return "absorbed", "inference from the shrunk region answered OK", fig
         return "refused", "%s: %s" % (code, det), fig
 
+    def victim_figures(self, lo, hi):
+        """The second client's p99 during the attack against the recent pauses', and its errors: an error there
+        is the attack reaching another client, unexpected; a p99 over 2x the pauses' is listed ("victim_slow")."""
+        lat, err = self.victim.window(lo, hi)
+        base = []
+        for qlo, qhi in self.quiet:
+            base += self.victim.window(qlo, qhi)[0]
+        base.sort()
+        during, before = p99(lat), p99(base)
+        fig = {"victim_calls": len(lat) + err, "victim_errors": err,
+               "victim_p99_ms": None if during is None else round(during * 1e3, 2),
+               "victim_base_p99_ms": None if before is None else round(before * 1e3, 2)}
+        if during is not None and before and len(base) >= 20:
+            fig["victim_p99_x"] = round(during / before, 2)
+        return fig
+
     # --- the loop
 
     def record(self, kind, outcome, detail, fig, secs):
@@ -546,6 +613,8 @@ class Attacker:
                      "detail": detail, "s": round(secs, 2)}, **fig)
         k = self.by_kind.setdefault(kind, {})
         k[outcome] = k.get(outcome, 0) + 1
+        if fig.get("victim_p99_x", 0) > 2 and len(self.slow) < 20:
+            self.slow.append({"kind": kind, "t_s": line["t_s"], "x": fig["victim_p99_x"]})
         if outcome == "unexpected" and len(self.unexpected) < 20:
             self.unexpected.append({"kind": kind, "t_s": line["t_s"], "detail": detail})
         text = json.dumps(line)
@@ -573,8 +642,13 @@ class Attacker:
             except Exception as e:  # noqa: BLE001 - the attacker's own failure: said, never silent
                 outcome, detail, fig = "error", "%s: %s" % (e.__class__.__name__, str(e)[:200]), {}
             secs = time.monotonic() - start
+            if self.victim:
+                fig = dict(fig, **self.victim_figures(start, time.monotonic()))
             fig = dict(fig, start_unix=round(wall, 2), end_unix=round(time.time(), 2))  # soak.py's quiet samples
             if outcome not in ("skipped", "error"):
+                if fig.get("victim_errors"):
+                    outcome, detail = "unexpected", "%d of the second client's calls failed; %s" % (
+                        fig["victim_errors"], detail)
                 if self.server_dead():
                     outcome, detail = "unexpected", "server died (%s)" % detail
                 else:
@@ -585,10 +659,15 @@ class Attacker:
             if self.server_dead():
                 break
             # a pause with nothing held: the server's RSS and descriptors are sampled there (soak.py)
+            p0 = time.monotonic()
             time.sleep(max(0.0, min(self.a.pause_s, end - time.monotonic())))
+            self.quiet = (self.quiet + [(p0 + 1.0, time.monotonic())])[-12:]
+        if self.victim:
+            self.victim.stop.set()
         summary = {"attacks": self.n, "by_kind": self.by_kind, "unexpected": self.unexpected,
                    "not_capped": sorted(k for k, v in self.by_kind.items() if v.get("absorbed")),
                    "errors": sorted(k for k, v in self.by_kind.items() if v.get("error")),
+                   "victim_slow": self.slow[:20],
                    "server_died": self.server_dead()}
         print(json.dumps({"summary": summary}), flush=True)
         return 1 if self.unexpected or summary["server_died"] else 0
@@ -607,6 +686,9 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="sizes x this (bodies, bombs, streams, warmups)")
     ap.add_argument("--warmup-entries", type=int, default=500)
     ap.add_argument("--server-pid", type=int, default=0)
+    ap.add_argument("--victim-model", default="", help="a second client's model (e.g. attack_victim, written "
+                    "with the target); none: no second client")
+    ap.add_argument("--victim-every-s", type=float, default=0.05)
     ap.add_argument("--kinds", default="", help="comma list (default: all, in order: %s)" % ",".join(KINDS))
     ap.add_argument("--log", default="", help="also append the JSON lines here")
     a = ap.parse_args()

@@ -73,7 +73,9 @@ the baseline; the RSS and descriptor drift are then judged on the quiet samples 
 attack or 1.5 s after it: 300 held connections are not a descriptor leak), and the p99 bound becomes the issue's
 2x (--max-p99-spread 1.0) unless given. Added bounds:
 - attacks: no unexpected outcome (the server died, stopped answering /v2/health/live, owed an answer past
-  --bound-s, or a fresh connection went unserved while an attack held its resources) and none of the
+  --bound-s, a fresh connection went unserved while an attack held its resources, or a call of attacks.py's
+  second client, one inference of attack_victim every 50 ms on its own connection, failed; the attacks during
+  which that client's p99 passed 2x its p99 in the pauses are listed in the verdict, not judged) and none of the
   attacker's own code failed ("error"). Refused and absorbed (not capped) are both accepted; each attack's line
   ("attack: KIND OUTCOME (s): detail") and the summary ("attacks" in the JSON) say which was which.
 Prints one JSON summary line, a verdict line per bound ("PASS"/"FAIL"), and exits 1 when a bound fails.
@@ -311,6 +313,7 @@ def start_attacks(a, srv, duration, out):
     cmd = taskset(a.load_cores) + [sys.executable, os.path.join(HERE, "attacks.py"), "--grpc", srv.grpc_url,
                                    "--http", "127.0.0.1:%d" % srv.http_port, "--model", a.attack_model,
                                    "--server-pid", str(srv.proc.pid), "--duration-s", "%.1f" % duration,
+                                   "--victim-model", attacks.VICTIM,
                                    "--log", os.path.join(out, "attacks.jsonl")] + a.attack_args.split()
     log = open(os.path.join(out, "attacks.out"), "w")
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -338,7 +341,9 @@ def end_attacks(p, out, grace_s=120):
             else:
                 lines.append(x)
     for x in lines:
-        print("attack: %s %s (%.1f s): %s" % (x["kind"], x["outcome"], x["s"], x["detail"][:160]), file=sys.stderr)
+        v = "" if x.get("victim_p99_ms") is None else " [second client p99 %s ms, pauses' %s ms]" % (
+            x["victim_p99_ms"], x.get("victim_base_p99_ms"))
+        print("attack: %s %s (%.1f s): %s%s" % (x["kind"], x["outcome"], x["s"], x["detail"][:160], v), file=sys.stderr)
     return {"rc": p.returncode, "summary": summary, "lines": lines}
 
 
@@ -347,7 +352,8 @@ def attack_checks(att):
     if s is None:
         return [("attacks: the attacker ended with a summary", False, "exit %r, no summary (attacks.out)" % att["rc"])]
     return [("attacks: no unexpected outcome", not s["unexpected"] and not s["server_died"],
-             "%d attacks, by kind %s; unexpected %s" % (s["attacks"], json.dumps(s["by_kind"]), s["unexpected"][:3])),
+             "%d attacks, by kind %s; unexpected %s; the second client's p99 over 2x its pauses' during %s" % (
+                 s["attacks"], json.dumps(s["by_kind"]), s["unexpected"][:3], s.get("victim_slow", [])[:5])),
             ("attacks: the attacker's own code ran clean", not s["errors"], "errors in %s" % s["errors"])]
 
 
@@ -398,7 +404,7 @@ def main():
     if a.attacks:
         # the target: a model of its own, so the soaked model's statistics stay exact; attack 1 loads it with a
         # config override (explicit model control), attack 8 registers shared memory
-        if not os.path.isdir(os.path.join(a.repo, a.attack_model)):
+        if not all(os.path.isdir(os.path.join(a.repo, m)) for m in (a.attack_model, attacks.VICTIM)):
             attacks.write_target(a.repo, a.attack_model)
         for flag, val in (("--model-control-mode", "explicit"), ("--load-model", "*"), ("--allow-client-shm", "true")):
             if flag not in server_args:
