@@ -62,6 +62,8 @@ What main (10447e6) did with them, 2026-12-02, CPU build on the 2-core VM (soak.
              timeout), stalled_body (4 x 43 MB at --scale 1 held: no body timeout or bytes-in-flight cap),
              stream_noread (4,000 unread answers at --scale 1, call open), warmup_load (20 entries, 20k runs,
              3-5 s; the default 500 entries, 500k runs, would outlast --bound-s: unexpected, no total cap)
+  second client: never failed; its p99 passed 2x the pauses' during idle_conns (4.1x) and a json_bomb (3.2x)
+             once each in a 2-minute rehearsal (2-core VM shared with builds: a hint, not a finding)
   unexpected shm_shrink: the server died (SIGBUS, exit -7, nothing logged) on the inference that read the shrunk
              region
 Needs Python 3 and, for the gRPC attacks (1, 5, 7's gRPC half, 8), grpcio (messages encoded by hand: no

@@ -34,7 +34,8 @@
 # Env: LOAD (0.8), MIX (55:5:30:10), PERIOD_S (60), WARMUP_S (120: the cycle's memory-heavy first attacks, JSON
 # bombs, stalled bodies, the unread stream, fall inside it, so their high-water marks are in the drift baseline),
 # PROBE_S (15), PROBE_CONC (256 for ResNet-50, 128 for BERT; PROBE_CONC_resnet50, PROBE_CONC_bert_base),
-# ATTACK_ARGS (attacks.py options, default "--hold-s 15 --pause-s 5"), SOAK_ARGS (more soak.py options), SOAKS
+# ATTACK_ARGS (attacks.py options, default "--hold-s 15 --pause-s 5"), RSS_BOUND_MB (the issue's "memory stays
+# under a stated bound": soak.py --rss-bound-mb, every sample; none by default), SOAK_ARGS (more soak.py options), SOAKS
 # ("resnet50 bert_base"), COUNT (instances per model, 2), PRECISION (fp16), MAX_BATCH (64), THREADS
 # (inferd-load's: its cores' count; 3 below 8 cores), PYTHON (for soak.py and attacks.py: numpy, onnx, pytest,
 # grpcio; default python3, which on the device has them all, torch and transformers too, 2026-12-02),
@@ -57,7 +58,7 @@ TPY=${TORCH_PYTHON:-/opt/torch/.venv/bin/python}
 [ -x "$TPY" ] || TPY=$PY
 SOAKS=${SOAKS:-resnet50 bert_base}
 
-usage() { sed -n 2,50p "$0" >&2; exit 2; }
+usage() { sed -n 2,51p "$0" >&2; exit 2; }
 
 # cores BASE SHARE LOAD -> "SERVER_LIST LOAD_LIST" (device.sh's split)
 cores() {
@@ -102,7 +103,8 @@ body() {
       --load-bin "$B/bin/inferd-load" --minutes "$minutes" --load "${LOAD:-0.8}" --mix "${MIX:-55:5:30:10}" \
       --threads "$threads" --probe-concurrency "$conc" --probe-s "${PROBE_S:-15}" --period-s "${PERIOD_S:-60}" \
       --warmup-s "${WARMUP_S:-120}" --server-cores "$srv" --load-cores "$ld" --load-args "$load_args" \
-      --attacks --attack-args "${ATTACK_ARGS:---hold-s 15 --pause-s 5}" --out "$D/$which" ${SOAK_ARGS:-} \
+      --attacks --attack-args "${ATTACK_ARGS:---hold-s 15 --pause-s 5}" --out "$D/$which" \
+      ${RSS_BOUND_MB:+--rss-bound-mb $RSS_BOUND_MB} ${SOAK_ARGS:-} \
       >"$D/$which.log" 2>&1; echo $? >"$D/$which.rc") </dev/null &
     echo "soak $which: $minutes min, repo $repo, server cores '${srv:-any}', load cores '${ld:-any}', GPU $gpu"
   done
