@@ -34,8 +34,9 @@ thread sends one valid inference of it every --victim-every-s (50 ms) on a conne
 attack's line carries that client's p99 during the attack ("victim_p99_ms") against its p99 in the recent
 pauses ("victim_base_p99_ms", "victim_p99_x"): any failed call of it makes the attack unexpected, a p99 over 2x
 the pauses' lists the attack in the summary's "victim_slow" (issue 31: "a second client's requests on another
-connection keep their normal latency, p99 within 2x"; a Python client's figures, so listed, not judged); soak.py --attacks does that and starts the server with --model-control-mode
-explicit --load-model '*' --allow-client-shm true (attacks 1 and 8 need them; without them they are refused,
+connection keep their normal latency, p99 within 2x"; a Python client's figures, so listed, not judged).
+soak.py --attacks writes both and starts the server with --model-control-mode explicit --load-model '*'
+--allow-client-shm true (attacks 1 and 8 need them; without them they are refused,
 and say so).
 
 Outcomes, one JSON line per attack ({"t_s", "kind", "outcome", "detail", "s"} plus figures):
