@@ -31,6 +31,7 @@
 #include "server/http/http.h"
 #include "server/http/rest.h"
 #include "server/obs/log.h"
+#include "server/core/fdlimit.h"
 #include "server/core/server.h"
 #include "server/sec/tls_watch.h"
 
@@ -163,16 +164,24 @@ static void guard_end(load_guard *g) {
 }
 
 // Descriptors: each connection holds one. The soft limit (often 1024) is
-// raised to the hard one, so a few hundred idle connections cannot exhaust it.
-static void raise_open_files_limit(void) {
-  struct rlimit r;
-  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
-  rlim_t was = r.rlim_cur;
-  r.rlim_cur = r.rlim_max;
-  if (setrlimit(RLIMIT_NOFILE, &r) == 0)
+// raised to the hard one, so a few hundred idle connections cannot exhaust
+// it; what it allows is split between the ports (server/core/fdlimit.h).
+static uint64_t raise_open_files_limit(void) {
+  uint64_t was = 0, now = srv_fd_raise_limit(&was);
+  if (now != was)
     srv_log(SRV_LOG_INFO, "open files limit raised from %llu to %llu", (unsigned long long)was,
-            (unsigned long long)r.rlim_max);
+            (unsigned long long)now);
+  return now;
 }
+
+// The HTTP endpoint's rate-limited incident lines (srv_http_limits.note).
+static void on_http_note(void *arg, const char *msg) {
+  (void)arg;
+  srv_log(SRV_LOG_WARN, "%s", msg);
+}
+
+// The metrics port's connections come out of the descriptor reserve.
+#define METRICS_MAX_CONNECTIONS 64
 
 // gRPC's own log lines go through ours (one format, escaped). One of them is
 // the only notice that its listener died: this gRPC core (Debian 12's 1.51)
@@ -327,7 +336,16 @@ int main(int argc, char **argv) {
 
   srv_server srv = {.strict_readiness = o.strict_readiness, .allow_metrics = o.allow_metrics,
                     .trace_rate = o.trace_rate};
-  raise_open_files_limit();
+  uint64_t nofile = raise_open_files_limit();
+  int http_cap = 0, grpc_cap = 0;
+  srv_fd_plan(nofile, &http_cap, &grpc_cap);
+  if (!o.http_max_connections) o.http_max_connections = http_cap;
+  srv_log(SRV_LOG_INFO, "descriptors: limit %llu; HTTP port up to %d connections%s (the gRPC port's share: %d)",
+          (unsigned long long)nofile, o.http_max_connections,
+          o.http_max_connections == http_cap ? "" : " (--http-max-connections)", grpc_cap);
+  if ((uint64_t)o.http_max_connections > nofile / 2)
+    srv_log(SRV_LOG_WARN, "--http-max-connections %d is more than half the descriptor limit (%llu): the HTTP port "
+            "can starve the gRPC port", o.http_max_connections, (unsigned long long)nofile);
   char alloc_name[256];
   srv_log(SRV_LOG_INFO, "memory allocator: %s", srv_alloc_describe(alloc_name, sizeof alloc_name));
   grpc_log_server = &srv;
@@ -399,6 +417,12 @@ int main(int argc, char **argv) {
   if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
     goto fail;
   srv_http_set_large_body(hc.http, (size_t)o.http_max_infer_body_bytes);
+  srv_http_limits hl = {.max_conns = (size_t)o.http_max_connections,
+                        .header_ms = (uint64_t)o.http_header_timeout_secs * 1000,
+                        .body_min_rate = (uint64_t)o.http_body_min_rate,
+                        .body_budget = (uint64_t)o.http_max_body_bytes_in_flight,
+                        .note = on_http_note};
+  if (srv_http_set_limits(hc.http, &hl, &e) != 0) goto fail;
   if (htls) {
     srv_htls_ctx *x = htls;
     htls = NULL;  // the endpoint's now, also when this fails
@@ -412,6 +436,11 @@ int main(int argc, char **argv) {
       srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.metrics_port, srv_http_metrics_routes, &srv,
                       &hc.metrics, &e) != 0)
     goto fail;
+  if (hc.metrics) {
+    srv_http_limits ml = hl;
+    ml.max_conns = METRICS_MAX_CONNECTIONS;
+    if (srv_http_set_limits(hc.metrics, &ml, &e) != 0) goto fail;
+  }
 
   idle_trim trim = {.s = &srv};
   if (uv_timer_init(srv_sched_loop(srv.sched), &trim.t) == 0) {

@@ -4,6 +4,7 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/cli.c
   ${CMAKE_CURRENT_LIST_DIR}/core/arena.c
   ${CMAKE_CURRENT_LIST_DIR}/core/control.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/fdlimit.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer_validate.c
   ${CMAKE_CURRENT_LIST_DIR}/core/order.c
