@@ -29,6 +29,7 @@
 #include "server/alloc.h"
 #include "server/cli.h"
 #include "server/http/http.h"
+#include "server/http/jsonmem.h"
 #include "server/http/rest.h"
 #include "server/obs/log.h"
 #include "server/core/fdlimit.h"
@@ -411,6 +412,7 @@ int main(int argc, char **argv) {
   if (o.trace_file && prof_trace_open(o.trace_file, o.trace_rate, &srv.trace, &e) != 0) goto fail;
   if (o.allow_client_shm && srv_shm_create(&srv.shm, &e) != 0) goto fail;
   if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, &e) != 0) goto fail;
+  if (o.rest_json_max_memory && srv_jsonmem_create((uint64_t)o.rest_json_max_memory, &srv.jsonmem, &e) != 0) goto fail;
   if (srv_sched_create(srv.reg, &srv, &srv.sched, &e) != 0) goto fail;
   if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.control, &e) != 0)
     goto fail;
@@ -540,6 +542,7 @@ fail:
   srv_shm_destroy(srv.shm);  // after the scheduler: no request holds a region any more
   srv_cuda_shm_destroy(srv.cuda_shm);
   srv_registry_destroy(srv.reg);
+  srv_jsonmem_destroy(srv.jsonmem);  // after HTTP closed: no tree is left
   prof_gpus_destroy(srv.gpus);
   if (status == 0) srv_log(SRV_LOG_INFO, "stopped");
   grpc_log_server = NULL;  // srv is about to go; gRPC may still log while the process exits

@@ -412,7 +412,7 @@ static void json_error(srv_http_response *resp, int status, const char *msg) {
   *resp = (srv_http_response){.status = status, .content_type = "application/json", .body = b, .len = n, .free_body = 1};
 }
 
-int srv_control_http(srv_control *c, const srv_http_request *req, srv_http_response *resp) {
+int srv_control_http(srv_control *c, srv_jsonmem *jm, const srv_http_request *req, srv_http_response *resp) {
   static const char prefix[] = "/v2/repository/models/";
   if (strncmp(req->path, prefix, sizeof prefix - 1) != 0) return 0;
   const char *name = req->path + sizeof prefix - 1;
@@ -432,25 +432,30 @@ int srv_control_http(srv_control *c, const srv_http_request *req, srv_http_respo
   err e = {0};
   // Triton's load body: {"parameters": {"config": "..."}}, the config override (config.pbtxt text here;
   // srv_control_load refuses JSON with its reason). An empty body loads as the repository has it.
-  cJSON *body = NULL;
+  srv_json js = {0};
   const char *override = NULL;
   if (srv_http_json_nul(req->body, req->body_len)) {  // the config text would be read cut at it
     json_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
     return 1;
   }
   if (req->body && req->body_len) {
-    body = cJSON_ParseWithLength(req->body, req->body_len);
+    err pe = {0};
+    if (srv_jsonmem_parse(jm, req->body, req->body_len, &js, &pe) != 0 && pe.code != ERR_INVALID_ARGUMENT) {
+      json_error(resp, srv_json_status(pe.code), pe.msg);
+      return 1;
+    }
+    const cJSON *body = js.root;
     const cJSON *params = body ? cJSON_GetObjectItemCaseSensitive(body, "parameters") : NULL;
     const cJSON *cfg = params ? cJSON_GetObjectItemCaseSensitive(params, "config") : NULL;
     if (!body || (params && !cJSON_IsObject(params)) || (cfg && !cJSON_IsString(cfg))) {
-      cJSON_Delete(body);
+      srv_json_free(&js);
       json_error(resp, 400, "the load body must be JSON: {\"parameters\": {\"config\": \"<config.pbtxt text>\"}}");
       return 1;
     }
     if (cfg) override = cfg->valuestring;
   }
   int rc = strcmp(slash, "/load") == 0 ? srv_control_load(c, model, override, &e) : srv_control_unload(c, model, &e);
-  cJSON_Delete(body);
+  srv_json_free(&js);
   if (rc) json_error(resp, http_status((int)e.code), e.msg);
   else *resp = (srv_http_response){.status = 200, .content_type = "application/json", .body = "{}", .len = 2};
   return 1;

@@ -11,6 +11,7 @@
 #include "server/cli.h"
 #include "server/grpc/grpc_front.h"
 #include "server/http/http.h"
+#include "server/http/jsonmem.h"
 #include "server/core/registry.h"
 #include "server/core/sched.h"
 
@@ -38,7 +39,8 @@ void srv_control_load_rpc(void *ctx, srv_call *call, const uint8_t *req, size_t 
 void srv_control_unload_rpc(void *ctx, srv_call *call, const uint8_t *req, size_t len);
 
 // HTTP: POST /v2/repository/models/{m}/load and /unload. Returns 1 when the
-// route was one of these (resp filled), 0 to let the caller route it.
-int srv_control_http(srv_control *c, const srv_http_request *req, srv_http_response *resp);
+// route was one of these (resp filled), 0 to let the caller route it. The
+// load body is parsed within jm's budget (NULL: none).
+int srv_control_http(srv_control *c, srv_jsonmem *jm, const srv_http_request *req, srv_http_response *resp);
 
 #endif

@@ -447,7 +447,7 @@ static void text(srv_http_response *resp, int status, const char *body) {
 void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *resp) {
   srv_server *s = ctx;
   atomic_fetch_add(&s->http_requests, 1);
-  if (srv_control_http(s->control, req, resp)) return;
+  if (srv_control_http(s->control, s->jsonmem, req, resp)) return;
   if (s->rest && srv_rest_route(s->rest, req, resp)) return;
   int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
   const char *p = req->path;

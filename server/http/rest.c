@@ -347,13 +347,18 @@ static void route_shm(srv_rest *r, const srv_http_request *req, srv_http_respons
   if (!shm_route(r, req, resp, seg, len, n, get, post, &SYS_SHM, name)) return;
   // a key "/secret\0junk" would open /secret
   if (srv_http_json_nul(req->body, req->body_len)) return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
-  cJSON *b = req->body_len ? cJSON_ParseWithLength(req->body, req->body_len) : NULL;
+  srv_json js = {0};
+  err pe = {0};
+  if (req->body_len && srv_jsonmem_parse(r->s->jsonmem, req->body, req->body_len, &js, &pe) != 0 &&
+      pe.code != ERR_INVALID_ARGUMENT)
+    return srv_rest__json_refused(resp, &pe);
+  cJSON *b = js.root;
   const cJSON *key = cJSON_GetObjectItemCaseSensitive(b, "key");
   const cJSON *off = cJSON_GetObjectItemCaseSensitive(b, "offset");
   const cJSON *size = cJSON_GetObjectItemCaseSensitive(b, "byte_size");
   int ok = cJSON_IsString(key) && (!off || u64_number(off)) && u64_number(size);
   if (!ok) {
-    cJSON_Delete(b);
+    srv_json_free(&js);
     return srv_rest__set_error(
         resp, 400, "register needs a JSON body {\"key\": string, \"offset\": integer, \"byte_size\": integer}");
   }
@@ -363,7 +368,7 @@ static void route_shm(srv_rest *r, const srv_http_request *req, srv_http_respons
   q.offset = off ? (uint64_t)off->valuedouble : 0;
   q.byte_size = (uint64_t)size->valuedouble;
   call_pb(r, req, resp, K_EMPTY, SVC "SystemSharedMemoryRegister", &q.base);
-  cJSON_Delete(b);
+  srv_json_free(&js);
 }
 
 // Standard base64 (RFC 4648, '=' padding optional) into out, which holds
@@ -411,7 +416,12 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
   char name[SHM_NAME_CAP] = "";
   if (!shm_route(r, req, resp, seg, len, n, get, post, &CUDA_SHM, name)) return;
   if (srv_http_json_nul(req->body, req->body_len)) return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
-  cJSON *b = req->body_len ? cJSON_ParseWithLength(req->body, req->body_len) : NULL;
+  srv_json js = {0};
+  err pe = {0};
+  if (req->body_len && srv_jsonmem_parse(r->s->jsonmem, req->body, req->body_len, &js, &pe) != 0 &&
+      pe.code != ERR_INVALID_ARGUMENT)
+    return srv_rest__json_refused(resp, &pe);
+  cJSON *b = js.root;
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(b, "raw_handle");
   const cJSON *b64 = cJSON_GetObjectItemCaseSensitive(h, "b64");
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(b, "device_id");
@@ -420,7 +430,7 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
   int ok = cJSON_IsString(b64) && cJSON_IsNumber(dev) && dev->valuedouble >= 0 && dev->valuedouble <= INT32_MAX &&
            u64_number(size);
   if (!ok) {
-    cJSON_Delete(b);
+    srv_json_free(&js);
     return srv_rest__set_error(resp, 400,
                                "register needs a JSON body {\"raw_handle\": {\"b64\": string}, \"device_id\": integer, "
                                "\"byte_size\": integer}");
@@ -429,12 +439,12 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
   uint8_t *raw = malloc(blen / 4 * 3 + 3);
   size_t raw_len = 0;
   if (!raw) {
-    cJSON_Delete(b);
+    srv_json_free(&js);
     return srv_rest__set_error(resp, 500, "out of memory");
   }
   if (b64_decode(b64->valuestring, blen, raw, &raw_len) != 0) {
     free(raw);
-    cJSON_Delete(b);
+    srv_json_free(&js);
     return srv_rest__set_error(resp, 400, "raw_handle.b64 is not valid base64");
   }
   Inference__CudaSharedMemoryRegisterRequest q = INFERENCE__CUDA_SHARED_MEMORY_REGISTER_REQUEST__INIT;
@@ -445,7 +455,7 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
   q.byte_size = (uint64_t)size->valuedouble;
   call_pb(r, req, resp, K_EMPTY, SVC "CudaSharedMemoryRegister", &q.base);
   free(raw);
-  cJSON_Delete(b);
+  srv_json_free(&js);
 }
 
 int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *resp) {
@@ -469,13 +479,16 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
     if (!post) return srv_rest__set_error(resp, 405, "method not allowed (POST)"), 1;
     Inference__RepositoryIndexRequest q = INFERENCE__REPOSITORY_INDEX_REQUEST__INIT;
     if (req->body_len) {
-      cJSON *b = cJSON_ParseWithLength(req->body, req->body_len);
-      if (!cJSON_IsObject(b)) {
-        cJSON_Delete(b);
+      srv_json js = {0};
+      err pe = {0};
+      if (srv_jsonmem_parse(r->s->jsonmem, req->body, req->body_len, &js, &pe) != 0 && pe.code != ERR_INVALID_ARGUMENT)
+        return srv_rest__json_refused(resp, &pe), 1;
+      if (!cJSON_IsObject(js.root)) {
+        srv_json_free(&js);
         return srv_rest__set_error(resp, 400, "the request body is not a JSON object"), 1;
       }
-      q.ready = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "ready"));
-      cJSON_Delete(b);
+      q.ready = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(js.root, "ready"));
+      srv_json_free(&js);
     }
     call_pb(r, req, resp, K_INDEX, SVC "RepositoryIndex", &q.base);
     return 1;

@@ -591,11 +591,14 @@ void srv_rest__route_infer(srv_rest *r, const srv_http_request *req, srv_http_re
     free(decoded);
     return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
   }
-  cJSON *root = cJSON_ParseWithLength(body, json_len);
-  if (!root) {
+  // admitted against --rest-json-max-memory before cJSON builds the tree
+  srv_json js;
+  err pe = {0};
+  if (srv_jsonmem_parse(r->s->jsonmem, body, json_len, &js, &pe) != 0) {
     free(decoded);
-    return srv_rest__set_error(resp, 400, "the request body is not valid JSON");
+    return srv_rest__json_refused(resp, &pe);
   }
+  cJSON *root = js.root;
   job *j = calloc(1, sizeof *j);
   arena a = {0};
   Inference__ModelInferRequest msg = INFERENCE__MODEL_INFER_REQUEST__INIT;
@@ -613,7 +616,7 @@ void srv_rest__route_infer(srv_rest *r, const srv_http_request *req, srv_http_re
     else rc = -1;
   }
   a_free(&a);
-  cJSON_Delete(root);
+  srv_json_free(&js);
   free(decoded);  // the packed request holds its own copy of the tensors
   if (rc) {
     if (j) srv_rest__job_free(j);

@@ -213,3 +213,80 @@ def test_body_budget_refuses_bodies_past_it_and_bounds_rss(start_server, specs, 
             time.sleep(0.1)
     srv.stop()
     srv.assert_clean_exit()
+
+
+# --- JSON parse memory
+
+def _vm_kib(srv, key):
+    with open("/proc/%d/status" % srv.proc.pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no " + key)
+
+
+def _post(srv, path, body, headers=()):
+    s = _connect(srv, timeout=60)
+    try:
+        extra = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in headers)
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n%sConnection: close\r\n\r\n"
+                  % (path.encode(), len(body), extra) + body)
+        raw = lib.read_to_eof(s)
+    finally:
+        s.close()
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), head, payload
+
+
+def _heavy(unit, size):
+    """An inference body whose inputs list is `unit` repeated to about `size` bytes."""
+    n = size // (len(unit) + 1)
+    return b'{"inputs": [' + b",".join([unit] * n) + b"]}"
+
+
+def test_json_heavy_bodies_refused_before_parsing_at_the_default_budget(start_server, specs, rng):
+    srv = start_server()
+    _rest_infer_ok(srv, specs, rng)
+    rss0 = _vm_kib(srv, "VmRSS")
+    # 60 MB of {} in a 60 KB gzip body, then 60 MB of [] plain: 20 million values each, ~1.6 GB as cJSON trees
+    bomb = gzip.compress(_heavy(b"{}", 60 * MIB), 9)
+    assert len(bomb) < 200_000
+    for body, headers in ((bomb, [("Content-Encoding", "gzip")]), (_heavy(b"[]", 60 * MIB), [])):
+        status, _, payload = _post(srv, "/v2/models/mlp/infer", body, headers)
+        assert status == 413, payload[:300]
+        msg = lib.rest_error(payload)
+        assert "--rest-json-max-memory" in msg and "binary data extension" in msg, msg
+    # the peak held the 60 MB body (and its inflated copy), never the tree
+    peak_growth_mib = (_vm_kib(srv, "VmHWM") - rss0) / 1024
+    assert peak_growth_mib < 400, peak_growth_mib
+    _rest_infer_ok(srv, specs, rng)
+    srv.stop()
+    srv.assert_clean_exit()
+
+
+def test_json_budget_flag_refuses_small_heavy_bodies_and_serves_normal_ones(start_server, specs, rng):
+    srv = start_server(["--rest-json-max-memory", str(8 * MIB)])
+    for unit in (b"[]", b"{}", b"0"):
+        body = _heavy(unit, 1_000_000)  # ~330k to 500k values: 26 to 40 MB as trees
+        status, _, payload = _post(srv, "/v2/models/mlp/infer", body)
+        assert status == 413, (unit, payload[:300])
+        status, _, payload = _post(srv, "/v2/models/mlp/infer", gzip.compress(body), [("Content-Encoding", "gzip")])
+        assert status == 413, (unit, payload[:300])
+    # every other JSON route is admitted the same way (1 MiB bodies)
+    status, _, payload = _post(srv, "/v2/repository/index", _heavy(b"[]", 1_000_000))
+    assert status == 413, payload[:300]
+    _rest_infer_ok(srv, specs, rng)
+    status, _, payload = _post(srv, "/v2/repository/index", b'{"ready": true}')
+    assert status == 200, payload
+    srv.stop()
+    srv.assert_clean_exit()
+
+
+def test_bad_limit_flags_refused(repo_dir):
+    for args, needle in ((["--http-max-connections", "0"], "--http-max-connections"),
+                         (["--http-header-timeout", "-1"], "--http-header-timeout"),
+                         (["--http-body-min-rate", "x"], "--http-body-min-rate"),
+                         (["--rest-json-max-memory", "-5"], "--rest-json-max-memory"),
+                         (["--http-max-body-bytes-in-flight", str(MIB)], "at least --http-max-infer-body-bytes")):
+        err = lib.start_fails(repo_dir, args)
+        assert needle in err, err
