@@ -41,6 +41,7 @@ typedef struct http_close_ctx {
   srv_http *http;
   srv_http *metrics;  // --metrics-port's listener, NULL when none
   uv_timer_t *trim;   // the idle trim timer (below), NULL when none
+  srv_server *s;      // its http pointer (for /metrics) is cleared with the port
 } http_close_ctx;
 
 // After a burst (a storm of 1 ms deadlines, thousands of cancelled calls)
@@ -304,6 +305,7 @@ static void log_final_counts(srv_server *s) {
 static void close_http(void *arg) {
   http_close_ctx *c = arg;
   if (c->http) srv_http_close(c->http, NULL, NULL);  // nothing to do once closed
+  if (c->s) c->s->http = NULL;
   srv_rest_close(c->rest);
   c->rest = NULL;
   if (c->metrics) srv_http_close(c->metrics, NULL, NULL);
@@ -425,6 +427,8 @@ int main(int argc, char **argv) {
                         .body_budget = (uint64_t)o.http_max_body_bytes_in_flight,
                         .note = on_http_note};
   if (srv_http_set_limits(hc.http, &hl, &e) != 0) goto fail;
+  srv.http = hc.http;  // cleared by close_http, on the loop thread
+  hc.s = &srv;
   if (htls) {
     srv_htls_ctx *x = htls;
     htls = NULL;  // the endpoint's now, also when this fails

@@ -44,7 +44,14 @@
 #define KEEP_BUF_MAX (16 * 1024)
 
 // Incident classes of srv_http_limits.note, each rate-limited on its own.
-enum { NOTE_CAP, NOTE_ACCEPT, NOTE_HEADER, NOTE_BODY_RATE, NOTE_BUDGET, NOTE_N };
+enum {
+  NOTE_CAP = SRV_HTTP_REFUSED_CONNECTION,
+  NOTE_ACCEPT = SRV_HTTP_ACCEPT_ERROR,
+  NOTE_HEADER = SRV_HTTP_HEADER_TIMEOUT,
+  NOTE_BODY_RATE = SRV_HTTP_SLOW_BODY,
+  NOTE_BUDGET = SRV_HTTP_BODY_BUDGET,
+  NOTE_N = SRV_HTTP_INCIDENT_N
+};
 
 typedef struct conn conn;
 
@@ -73,6 +80,7 @@ struct srv_http {
   struct {
     uint64_t last_ms;  // when this class was last noted (0: never)
     uint64_t count;    // incidents since
+    uint64_t total;    // incidents since the start
   } notes[NOTE_N];
 };
 
@@ -158,6 +166,7 @@ static void maybe_finish(srv_http *h) {
 // SRV_HTTP_NOTE_MS ago; the next one says how many came meanwhile.
 static void note(srv_http *h, int k, const char *what) {
   h->notes[k].count++;
+  h->notes[k].total++;
   if (!h->lim.note) return;
   uint64_t now = uv_now(h->loop);
   if (h->notes[k].last_ms && now - h->notes[k].last_ms < SRV_HTTP_NOTE_MS) return;
@@ -1106,6 +1115,10 @@ int srv_http_set_tls(srv_http *h, srv_htls_ctx *tls, uint64_t handshake_ms, err 
 size_t srv_http_connections(const srv_http *h) { return h->nconns; }
 
 uint64_t srv_http_body_bytes(const srv_http *h) { return h->body_held; }
+
+uint64_t srv_http_incidents(const srv_http *h, srv_http_incident k) {
+  return k < SRV_HTTP_INCIDENT_N ? h->notes[k].total : 0;
+}
 
 int srv_http_set_limits(srv_http *h, const srv_http_limits *l, err *e) {
   h->lim = *l;

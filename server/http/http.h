@@ -139,6 +139,17 @@ int srv_http_set_limits(srv_http *h, const srv_http_limits *l, err *e);
 // Bytes of request bodies reserved now (srv_http_limits.body_budget counts these).
 uint64_t srv_http_body_bytes(const srv_http *h);
 
+// What the limits did since the endpoint started, by kind (for /metrics).
+typedef enum srv_http_incident {
+  SRV_HTTP_REFUSED_CONNECTION,  // past max_conns: 503 and closed
+  SRV_HTTP_ACCEPT_ERROR,        // accept failed (EMFILE, ENFILE, ...)
+  SRV_HTTP_HEADER_TIMEOUT,      // 408: headers not complete in time
+  SRV_HTTP_SLOW_BODY,           // 408: body below the minimum rate
+  SRV_HTTP_BODY_BUDGET,         // 503: the body did not fit the budget
+  SRV_HTTP_INCIDENT_N
+} srv_http_incident;
+uint64_t srv_http_incidents(const srv_http *h, srv_http_incident k);
+
 // Connections currently open (accepted and not yet closed).
 size_t srv_http_connections(const srv_http *h);
 

@@ -62,6 +62,14 @@ def _rest_infer_ok(srv, specs, rng):
     assert b'"outputs"' in raw
 
 
+def _metrics(srv):
+    """/metrics over the HTTP port (or, past its connection cap, the --metrics-port one when given)."""
+    port = srv.metrics_port or srv.http_port
+    code, text = lib.http_get("http://127.0.0.1:%d/metrics" % port)
+    assert code == 200, text
+    return text
+
+
 def _held_request(sock):
     """One keep-alive request answered on sock: the server has accepted and counts the connection."""
     sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -73,7 +81,7 @@ def _held_request(sock):
 
 def test_connection_cap_refuses_extra_connections_and_keeps_grpc(start_server):
     cap, extra = 8, 6
-    srv = start_server(["--http-max-connections", str(cap)])
+    srv = start_server(["--http-max-connections", str(cap), "--metrics-port", "0"])
     held = []
     try:
         for _ in range(cap):
@@ -90,6 +98,8 @@ def test_connection_cap_refuses_extra_connections_and_keeps_grpc(start_server):
             refused += got.startswith(b"HTTP/1.1 503")
         assert refused >= extra - 1, refused
         srv.await_stderr(lambda ls: any("at --http-max-connections (8)" in l for l in ls))
+        samples = lib.parse_metrics(_metrics(srv))
+        assert lib.metric_sum(samples, "inferd_http_refused_total", reason="connection_cap") >= refused
         # the gRPC port has its own share of descriptors and still takes a fresh connection
         c = grpcclient.InferenceServerClient(url=srv.grpc_url)
         assert c.is_server_live()
@@ -198,6 +208,9 @@ def test_body_budget_refuses_bodies_past_it_and_bounds_rss(start_server, specs, 
         # two bodies reserved (16 MB), the ten others never buffered (80 MB without the budget)
         assert grown < 16 + 16, grown
         srv.await_stderr(lambda ls: any("--http-max-body-bytes-in-flight" in l for l in ls))
+        samples = lib.parse_metrics(_metrics(srv))
+        assert lib.metric_sum(samples, "inferd_http_refused_total", reason="body_budget") == n - 2
+        assert lib.metric_sum(samples, "inferd_http_body_bytes_in_flight") == 2 * body_len
     finally:
         for s in socks:
             s.close()
