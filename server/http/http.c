@@ -38,7 +38,7 @@
 #define DRAIN_DECLARED_MAX (64u * 1024 * 1024)
 // Rough bytes a header line costs beyond its name and value (": ", CRLF).
 #define HEADER_LINE_OVERHEAD 4
-// Buffers a connection keeps between requests (body, headers, target) are
+// Buffers a connection keeps between requests (body, headers) are
 // freed when larger than this: an idle keep-alive connection that once sent
 // a 1 MiB body must not hold 1 MiB (ten thousand of them would hold 10 GB).
 #define KEEP_BUF_MAX (16 * 1024)
@@ -444,14 +444,15 @@ static int on_body(http_parser *p, const char *at, size_t len) {
     c->fail_status = 413;
     return -1;
   }
+  // a chunked body is reserved as it comes (a declared length already is)
+  if (body_reserve(c, c->body_bytes + len) != 0) {
+    note(c->srv, NOTE_BUDGET, "request bodies in flight at --http-max-body-bytes-in-flight: answered 503");
+    c->fail_status = 503;
+    return -1;
+  }
   if (c->body_bytes + len + 1 > c->body_cap) {  // chunked: grows by doubling
     size_t cap = c->body_cap ? c->body_cap : 4096;
     while (cap < c->body_bytes + len + 1) cap *= 2;
-    if (body_reserve(c, cap) != 0) {
-      note(c->srv, NOTE_BUDGET, "request bodies in flight at --http-max-body-bytes-in-flight: answered 503");
-      c->fail_status = 503;
-      return -1;
-    }
     char *b = realloc(c->body, cap);
     if (!b) {
       c->fail_status = 500;

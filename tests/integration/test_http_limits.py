@@ -211,6 +211,13 @@ def test_body_budget_refuses_bodies_past_it_and_bounds_rss(start_server, specs, 
         samples = lib.parse_metrics(_metrics(srv))
         assert lib.metric_sum(samples, "inferd_http_refused_total", reason="body_budget") == n - 2
         assert lib.metric_sum(samples, "inferd_http_body_bytes_in_flight") == 2 * body_len
+        # a chunked body (no length declared) is reserved as it grows: past what is left, 503 too
+        s = _connect(srv, timeout=30)
+        socks.append(s)
+        s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  + b"%x\r\n" % MIB + b"[" * MIB + b"\r\n")
+        head = _head(s)
+        assert head.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in head, head
     finally:
         for s in socks:
             s.close()
