@@ -115,7 +115,9 @@ struct conn {
   unsigned phase;
   uint64_t phase_ms;       // uv_now when that phase began
   uint64_t body_reserved;  // this request's share of srv_http.body_held
-  uint64_t finish_ms;      // uv_now when the last answer was queued (draining)
+  // The minimum rate's window (a body, or what follows the last answer):
+  // when it began and the bytes read by then.
+  uint64_t win_ms, win_bytes;
 
   size_t writes_pending;
   size_t write_bytes_pending;
@@ -306,7 +308,10 @@ static void drain_step(conn *c) {
 // No more requests on c: drop unparsed input, close after the queued writes.
 static void conn_finish(conn *c) {
   if (c->closing) return;
-  if (!c->draining) c->finish_ms = uv_now(c->srv->loop);
+  if (!c->draining) {
+    c->win_ms = uv_now(c->srv->loop);
+    c->win_bytes = c->drained;
+  }
   body_release(c);  // nothing more of a body is kept
   c->draining = 1;
   c->backpressure = 0;
@@ -411,7 +416,8 @@ static int on_headers_complete(http_parser *p) {
   if (c->srv->max_body_large > SRV_HTTP_MAX_BODY && path_ends_with(c, SRV_HTTP_LARGE_BODY_SUFFIX))
     c->max_body = c->srv->max_body_large;
   c->phase = 2;
-  c->phase_ms = uv_now(c->srv->loop);
+  c->phase_ms = c->win_ms = uv_now(c->srv->loop);
+  c->win_bytes = 0;
   int over = (p->flags & F_CONTENTLENGTH) && p->content_length > c->max_body;
   // the declared length is reserved against the budget of all connections
   // before any of it is read (Content-Length 0 reserves nothing)
@@ -943,9 +949,17 @@ static void on_connection(uv_stream_t *server, int status) {
 
 // 1 when `bytes` since `since` are fewer than the minimum rate asks, once
 // SRV_HTTP_BODY_GRACE_MS have passed.
-static int too_slow(const srv_http *h, uint64_t bytes, uint64_t since, uint64_t now) {
-  uint64_t ms = now - since;
-  return h->lim.body_min_rate && ms >= SRV_HTTP_BODY_GRACE_MS && bytes * 1000 < h->lim.body_min_rate * ms;
+// Windows of SRV_HTTP_BODY_GRACE_MS (the first is the grace) must each
+// bring the minimum rate's bytes, so a body that comes fast and then stalls
+// is caught within two windows, not once its average since the headers
+// falls (59 MB then a stall: half an hour at 32 KiB/s).
+static int too_slow(const srv_http *h, conn *c, uint64_t bytes, uint64_t now) {
+  uint64_t ms = now - c->win_ms;
+  if (!h->lim.body_min_rate || ms < SRV_HTTP_BODY_GRACE_MS) return 0;
+  if ((bytes - c->win_bytes) * 1000 < h->lim.body_min_rate * ms) return 1;
+  c->win_ms = now;
+  c->win_bytes = bytes;
+  return 0;
 }
 
 // A request past its deadline: 408, and the connection ends.
@@ -966,10 +980,15 @@ static void on_sweep(uv_timer_t *t) {
     else if (c->tls && !srv_htls_handshake_done(c->tls) && now - c->accepted_ms >= h->handshake_ms) conn_close(c);
     // so does trickling what follows the last answer (the client's EOF is awaited)
     else if (c->draining) {
-      if (c->writes_pending == 0 && too_slow(h, c->drained, c->finish_ms, now)) conn_close(c);
+      if (c->writes_pending) {  // a slow reader of a long answer: the window starts once it is written
+        c->win_ms = now;
+        c->win_bytes = c->drained;
+      } else if (too_slow(h, c, c->drained, now)) {
+        conn_close(c);
+      }
     } else if (c->phase == 1 && h->lim.header_ms && now - c->phase_ms >= h->lim.header_ms)
       time_out(c, NOTE_HEADER, "request headers not complete within --http-header-timeout: answered 408");
-    else if (c->phase == 2 && too_slow(h, c->body_bytes, c->phase_ms, now))
+    else if (c->phase == 2 && too_slow(h, c, c->body_bytes, now))
       time_out(c, NOTE_BODY_RATE, "request body slower than --http-body-min-rate: answered 408");
   }
 }

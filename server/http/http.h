@@ -119,9 +119,10 @@ typedef struct srv_http_limits {
   // A request's line and headers must be complete this long after its first
   // byte, however the bytes trickle (slowloris); then 408 and the end.
   uint64_t header_ms;
-  // From SRV_HTTP_BODY_GRACE_MS after its headers, a body must have come at
-  // this average rate (bytes/s) or the request gets 408 and the connection
-  // ends; a connection after its last answer must go at this rate too.
+  // Every SRV_HTTP_BODY_GRACE_MS from its headers on, a body must have
+  // brought that long's worth at this rate (bytes/s), or the request gets
+  // 408 and the connection ends; so must what a connection reads after its
+  // last answer was written, until the client closes.
   uint64_t body_min_rate;
   // Bytes of request bodies buffered at once across all connections. A
   // body's declared Content-Length is reserved at its headers (a chunked

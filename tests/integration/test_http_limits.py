@@ -156,18 +156,23 @@ def test_trickled_headers_end_at_the_header_deadline(start_server):
     srv.assert_clean_exit()
 
 
-def test_stalled_body_ends_below_the_minimum_rate(start_server):
+def test_body_that_bursts_then_stalls_ends_below_the_minimum_rate(start_server):
     srv = start_server(["--http-body-min-rate", "100000"])
-    s = _connect(srv, timeout=40)
+    s = _connect(srv, timeout=60)
     try:
         t0 = time.monotonic()
-        s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" + b" " * 1000)
-        got = _head(s, timeout=40)
+        # 3 MB at once (three times the first 10 s window's due), then nothing: its average since the
+        # headers would stay above 100 kB/s for 30 s; the second window, empty, ends it at ~20 s
+        s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000\r\n\r\n"
+                  + b" " * 3_000_000)
+        got = _head(s, timeout=60)
         elapsed = time.monotonic() - t0
     finally:
         s.close()
     assert got.startswith(b"HTTP/1.1 408"), got
-    assert 9.5 <= elapsed <= 20, elapsed  # the 10 s grace, then the first sweep
+    assert 19 <= elapsed <= 27, elapsed  # two 10 s windows, then the next sweep
+    samples = lib.parse_metrics(_metrics(srv))
+    assert lib.metric_sum(samples, "inferd_http_refused_total", reason="slow_body") == 1
     srv.stop()
     srv.assert_clean_exit()
 
