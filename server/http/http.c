@@ -896,10 +896,12 @@ static void refuse_connection(srv_http *h, uv_stream_t *server) {
 static void on_connection(uv_stream_t *server, int status) {
   srv_http *h = server->data;
   if (status < 0) {
-    // EMFILE/ENFILE: libuv (src/unix/stream.c, uv__emfile_trick) has
-    // already closed its reserve descriptor, accepted and closed every
-    // pending connection and reopened the reserve, so the listener goes on
-    // and nothing spins; the clients it dropped see a reset.
+    // On EMFILE/ENFILE libuv (src/unix/stream.c, uv__emfile_trick) closes
+    // its reserve descriptor, accepts and closes every pending connection
+    // and reopens the reserve, so the listener goes on and nothing spins;
+    // the dropped clients see a reset. It calls back only when that trick
+    // fails itself (it hides the EMFILE it recovers from): keeping the cap
+    // under the descriptor limit is what prevents both.
     if (!h->closing) {
       char what[128];
       snprintf(what, sizeof what, "accept failed: %s (pending connections dropped)", uv_strerror(status));

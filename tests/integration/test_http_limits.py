@@ -6,6 +6,7 @@ the server's RSS stays bounded), and JSON parse memory admitted before cJSON bui
 
 import gzip
 import json
+import os
 import socket
 import threading
 import time
@@ -119,6 +120,47 @@ def test_connection_cap_refuses_extra_connections_and_keeps_grpc(start_server):
         for s in held:
             s.close()
     srv.stop()
+    srv.assert_clean_exit()
+
+
+def test_http_listener_survives_running_out_of_descriptors(repo_dir):
+    """A cap set above what the descriptors allow: accept fails with EMFILE, libuv's reserve-descriptor
+    trick (src/unix/stream.c, uv__emfile_trick) drops the pending connections (silently: the callback
+    sees an error only when the trick itself fails), nothing spins, and the port serves again once
+    connections close."""
+    srv = lib.ServerProcess(repo_dir, ["--strict-readiness", "false", "--http-max-connections", "1000"])
+    srv.args = ["prlimit", "--nofile=128:128"] + srv.args
+    srv.start()
+    socks = []
+    try:
+        srv.await_stderr(lambda ls: any("can starve the gRPC port" in l for l in ls))
+        for _ in range(200):
+            try:
+                socks.append(_connect(srv, timeout=5))
+            except OSError:
+                break
+        end = time.monotonic() + DEADLINE_S  # the server holds every descriptor it may
+        while len(os.listdir("/proc/%d/fd" % srv.proc.pid)) < 126 and time.monotonic() < end:
+            time.sleep(0.05)
+        assert len(os.listdir("/proc/%d/fd" % srv.proc.pid)) >= 126
+        assert srv.alive()
+        for s in socks:
+            s.close()
+        socks = []
+        end = time.monotonic() + DEADLINE_S
+        code = None
+        while code != 200 and time.monotonic() < end:
+            try:
+                code = lib.http_get(srv.http_url + "/v2/health/live", timeout=5)[0]
+            except OSError:  # dropped while descriptors are still short
+                code = None
+            if code != 200:
+                time.sleep(0.05)
+        assert code == 200
+    finally:
+        for s in socks:
+            s.close()
+        srv.stop()
     srv.assert_clean_exit()
 
 
