@@ -23,9 +23,13 @@ int srv_jsonmem_create(uint64_t budget, srv_jsonmem **out, err *e) {
   return 0;
 }
 
-void srv_jsonmem_destroy(srv_jsonmem *m) { free(m); }
+void srv_jsonmem_destroy(srv_jsonmem *m) {
+  free(m);
+}
 
-static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+static int is_ws(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 static int ends_scalar(char c) {
   return is_ws(c) || c == ',' || c == ']' || c == '}' || c == ':' || c == '[' || c == '{' || c == '"';
@@ -60,7 +64,10 @@ uint64_t srv_json_estimate(const char *s, size_t n, uint64_t *values) {
 }
 
 int srv_json_status(err_code code) {
-  return code == ERR_RESOURCE_EXHAUSTED ? 413 : code == ERR_UNAVAILABLE ? 503 : code == ERR_INVALID_ARGUMENT ? 400 : 500;
+  return code == ERR_RESOURCE_EXHAUSTED ? 413
+         : code == ERR_UNAVAILABLE      ? 503
+         : code == ERR_INVALID_ARGUMENT ? 400
+                                        : 500;
 }
 
 int srv_jsonmem_parse(srv_jsonmem *m, const char *s, size_t n, srv_json *out, err *e) {

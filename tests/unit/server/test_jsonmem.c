@@ -71,8 +71,9 @@ static void test_above_real(void) {
   s[o] = '\0';
   check_above_real(s);
   free(s);
-  check_above_real("{\"inputs\": [{\"name\": \"x\", \"shape\": [2, 3], \"datatype\": \"FP32\", "
-                   "\"data\": [1, 2, 3, 4.5, 5, 6e-3]}], \"id\": \"q\\\"uote\"}");
+  check_above_real(
+      "{\"inputs\": [{\"name\": \"x\", \"shape\": [2, 3], \"datatype\": \"FP32\", "
+      "\"data\": [1, 2, 3, 4.5, 5, 6e-3]}], \"id\": \"q\\\"uote\"}");
   check_above_real("[\"a long string value that is mostly bytes, not nodes\", \"another\", 7]");
   // "[]," costs ~27 times its bytes as a tree: the estimate sees it
   const char *arr = "[[],[],[],[],[],[],[],[],[],[]]";
