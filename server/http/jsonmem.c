@@ -35,10 +35,12 @@ static int ends_scalar(char c) {
   return is_ws(c) || c == ',' || c == ']' || c == '}' || c == ':' || c == '[' || c == '{' || c == '"';
 }
 
-uint64_t srv_json_estimate(const char *s, size_t n, uint64_t *values) {
+// The estimate, given up (returning more than stop) once it passes stop:
+// a body refused for its size is not scanned to its end, on the loop thread.
+static uint64_t scan(const char *s, size_t n, uint64_t stop, uint64_t *values, size_t *scanned) {
   uint64_t nodes = 0, str_bytes = 0;
   size_t i = 0;
-  while (i < n) {
+  while (i < n && nodes * NODE_COST + str_bytes <= stop) {
     char c = s[i];
     if (c == '"') {
       size_t j = i + 1;
@@ -59,8 +61,17 @@ uint64_t srv_json_estimate(const char *s, size_t n, uint64_t *values) {
       while (i < n && !ends_scalar(s[i])) i++;
     }
   }
-  if (values) *values = nodes;
+  *values = nodes;
+  *scanned = i < n ? i : n;
   return nodes * NODE_COST + str_bytes;
+}
+
+uint64_t srv_json_estimate(const char *s, size_t n, uint64_t *values) {
+  uint64_t v = 0;
+  size_t scanned = 0;
+  uint64_t est = scan(s, n, UINT64_MAX, &v, &scanned);
+  if (values) *values = v;
+  return est;
 }
 
 int srv_json_status(err_code code) {
@@ -70,16 +81,18 @@ int srv_json_status(err_code code) {
                                         : 500;
 }
 
-int srv_jsonmem_parse(srv_jsonmem *m, const char *s, size_t n, srv_json *out, err *e) {
+int srv_jsonmem_admit(srv_jsonmem *m, const char *s, size_t n, srv_json *out, err *e) {
   *out = (srv_json){0};
   if (m && m->budget) {
-    uint64_t values = 0, need = srv_json_estimate(s, n, &values);
+    uint64_t values = 0;
+    size_t scanned = 0;
+    uint64_t need = scan(s, n, m->budget, &values, &scanned);
     if (need > m->budget)
       return err_set(e, ERR_RESOURCE_EXHAUSTED,
-                     "this JSON body (%zu bytes, %llu values) would take about %llu MiB to parse, more than "
-                     "--rest-json-max-memory (%llu MiB): send large tensors with the binary data extension",
-                     n, (unsigned long long)values, (unsigned long long)(need >> 20),
-                     (unsigned long long)(m->budget >> 20));
+                     "this JSON body (%zu bytes) would take more than --rest-json-max-memory (%llu MiB) to parse "
+                     "(%llu values in its first %zu bytes already): send large tensors with the binary data "
+                     "extension",
+                     n, (unsigned long long)(m->budget >> 20), (unsigned long long)values, scanned);
     uint64_t cur = atomic_load(&m->used);
     do {
       if (cur + need > m->budget)
@@ -90,12 +103,21 @@ int srv_jsonmem_parse(srv_jsonmem *m, const char *s, size_t n, srv_json *out, er
     out->m = m;
     out->held = need;
   }
-  out->root = cJSON_ParseWithLength(s, n);
-  if (!out->root) {
-    srv_json_free(out);
+  return 0;
+}
+
+int srv_json_parse_admitted(srv_json *j, const char *s, size_t n, err *e) {
+  j->root = cJSON_ParseWithLength(s, n);
+  if (!j->root) {
+    srv_json_free(j);
     return err_set(e, ERR_INVALID_ARGUMENT, "the request body is not valid JSON");
   }
   return 0;
+}
+
+int srv_jsonmem_parse(srv_jsonmem *m, const char *s, size_t n, srv_json *out, err *e) {
+  TRY(srv_jsonmem_admit(m, s, n, out, e));
+  return srv_json_parse_admitted(out, s, n, e);
 }
 
 void srv_json_free(srv_json *j) {

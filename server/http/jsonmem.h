@@ -43,6 +43,14 @@ typedef struct srv_json {
 int srv_jsonmem_parse(srv_jsonmem *m, const char *s, size_t n, srv_json *out, err *e);
 int srv_json_status(err_code code);
 
+// srv_jsonmem_parse in two steps, for a caller with other checks of the
+// bytes to run in between (cheapest first: a body too large is refused
+// before any other pass over it, after scanning only as far as the budget
+// reaches). admit reserves (out->root stays NULL); parse_admitted parses
+// and on failure frees j (its share given back).
+int srv_jsonmem_admit(srv_jsonmem *m, const char *s, size_t n, srv_json *out, err *e);
+int srv_json_parse_admitted(srv_json *j, const char *s, size_t n, err *e);
+
 // Frees the tree and gives its share back; the zeroed struct is fine.
 void srv_json_free(srv_json *j);
 

@@ -111,6 +111,30 @@ static void test_budget(void) {
   CHECK_EQ_INT(srv_json_status(e.code), 413);
   CHECK_CONTAINS(e.msg, "--rest-json-max-memory");
   srv_jsonmem_destroy(m);
+  // the two steps: admit reserves, parse_admitted parses; a failed parse gives the share back
+  CHECK_EQ_INT(srv_jsonmem_create(need, &m, &e), 0);
+  CHECK_EQ_INT(srv_jsonmem_admit(m, doc, strlen(doc), &a, &e), 0);
+  CHECK(a.root == NULL && a.held == need);
+  CHECK_EQ_INT(srv_jsonmem_admit(m, doc, strlen(doc), &b, &e), ERR_UNAVAILABLE);
+  CHECK_EQ_INT(srv_json_parse_admitted(&a, doc, strlen(doc), &e), 0);
+  CHECK(cJSON_IsObject(a.root));
+  srv_json_free(&a);
+  CHECK_EQ_INT(srv_jsonmem_admit(m, doc, strlen(doc), &a, &e), 0);
+  CHECK_EQ_INT(srv_json_parse_admitted(&a, "{\"a\": [1,", 9, &e), ERR_INVALID_ARGUMENT);
+  CHECK(a.root == NULL && a.m == NULL);
+  CHECK_EQ_INT(srv_jsonmem_admit(m, doc, strlen(doc), &a, &e), 0);  // given back
+  srv_json_free(&a);
+  srv_jsonmem_destroy(m);
+  // a body far past the budget is refused after scanning only part of it
+  size_t big = 1 << 20;
+  char *arr = malloc(big + 1);
+  for (size_t i = 0; i < big; i += 2) arr[i] = '[', arr[i + 1] = ']';
+  arr[big] = '\0';
+  CHECK_EQ_INT(srv_jsonmem_create(4096, &m, &e), 0);
+  CHECK_EQ_INT(srv_jsonmem_parse(m, arr, big, &a, &e), ERR_RESOURCE_EXHAUSTED);
+  CHECK_CONTAINS(e.msg, "in its first ");
+  srv_jsonmem_destroy(m);
+  free(arr);
   // no budget at all
   CHECK_EQ_INT(srv_jsonmem_parse(NULL, doc, strlen(doc), &a, &e), 0);
   srv_json_free(&a);
