@@ -46,6 +46,19 @@ void srv_options_usage(const char *prog) {
           "                               default 1000; 0: never)\n"
           "  --http-max-infer-body-bytes N largest body of a REST inference request (default 67108864);\n"
           "                               larger ones get 413 (other HTTP requests: 1 MiB)\n"
+          "  --http-max-connections N     connections the HTTP port holds at once; past it a new one gets\n"
+          "                               503 and is closed (default min(10000, (descriptor limit - 256) / 2),\n"
+          "                               so the gRPC port always keeps its half)\n"
+          "  --http-header-timeout SECS   a request's line and headers must arrive within SECS of its first\n"
+          "                               byte, however they trickle (default 10; 0: no limit); else 408\n"
+          "  --http-body-min-rate N       from 10 s after its headers a request body must average N bytes/s\n"
+          "                               (default 32768; 0: no limit); else 408 and the connection ends\n"
+          "  --http-max-body-bytes-in-flight N  bytes of request bodies buffered at once over all HTTP\n"
+          "                               connections (default 1073741824; 0: no limit); a body that does\n"
+          "                               not fit gets 503 with Retry-After: 1\n"
+          "  --rest-json-max-memory N     memory the REST API's JSON trees may take at once, estimated\n"
+          "                               before parsing (default 536870912; 0: no limit); a body needing\n"
+          "                               more gets 413, one that does not fit now 503\n"
           "  --default-max-batch-size N   max_batch_size given to models whose config.pbtxt is missing\n"
           "                               and whose first dimension is dynamic (default 4)\n"
           "  --model-warmup-max-mib N     input one load's model_warmup may feed in all (every entry's\n"
@@ -112,6 +125,18 @@ static int parse_int(const char *flag, const char *v, long lo, long hi, int *out
   return 0;
 }
 
+static int parse_ll(const char *flag, const char *v, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi) {
+    fprintf(stderr, "inferd: %s expects an integer in %lld..%lld, got '%s'\n", flag, lo, hi, v);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
 static int parse_bool(const char *flag, const char *v, int *out) {
   if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "yes")) *out = 1;
   else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no")) *out = 0;
@@ -151,6 +176,8 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .grpc_rapid_reset_limit = SRV_RR_DEFAULT_LIMIT,
                      .reply_threads = -1,    // half the cores given, 2 to 8 (main.c)
                      .http_max_infer_body_bytes = 64 << 20,
+                     .http_header_timeout_secs = 10, .http_body_min_rate = 32768,
+                     .http_max_body_bytes_in_flight = 1LL << 30, .rest_json_max_memory = 512LL << 20,
                      .default_max_batch_size = 4, .warmup_max_mib = 1024, .warmup_max_runs = 1000, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
                      .log_level = SRV_LOG_INFO, .trace_rate = 1000, .allow_metrics = 1, .metrics_port = -1, .poll_secs = 15};
   int client_cert = -1;  // --grpc-ssl-client-cert, -1 when not given
@@ -213,6 +240,12 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--reply-threads")) rc = parse_int(name, val, 0, 64, &o->reply_threads);
     else if (!strcmp(name, "--http-max-infer-body-bytes"))
       rc = parse_int(name, val, 1 << 20, INT_MAX, &o->http_max_infer_body_bytes);
+    else if (!strcmp(name, "--http-max-connections")) rc = parse_int(name, val, 1, 1 << 24, &o->http_max_connections);
+    else if (!strcmp(name, "--http-header-timeout")) rc = parse_int(name, val, 0, 3600, &o->http_header_timeout_secs);
+    else if (!strcmp(name, "--http-body-min-rate")) rc = parse_int(name, val, 0, 1 << 30, &o->http_body_min_rate);
+    else if (!strcmp(name, "--http-max-body-bytes-in-flight"))
+      rc = parse_ll(name, val, 0, 1LL << 50, &o->http_max_body_bytes_in_flight);
+    else if (!strcmp(name, "--rest-json-max-memory")) rc = parse_ll(name, val, 0, 1LL << 50, &o->rest_json_max_memory);
     else if (!strcmp(name, "--default-max-batch-size")) rc = parse_int(name, val, 0, 1 << 20, &o->default_max_batch_size);
     else if (!strcmp(name, "--model-warmup-max-mib")) rc = parse_int(name, val, 1, 1 << 20, &o->warmup_max_mib);
     else if (!strcmp(name, "--model-warmup-max-runs")) rc = parse_int(name, val, 1, 1 << 30, &o->warmup_max_runs);
@@ -325,6 +358,12 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
   }
   if (o->http_use_ssl_mutual && !o->http_root_cert) {
     fprintf(stderr, "inferd: --http-use-ssl-mutual needs --http-root-cert FILE (the CA of the client certificates)\n");
+    return -1;
+  }
+  // a largest body that could never be admitted would turn every such request into a 503
+  if (o->http_max_body_bytes_in_flight && o->http_max_body_bytes_in_flight < o->http_max_infer_body_bytes) {
+    fprintf(stderr, "inferd: --http-max-body-bytes-in-flight (%lld) must be 0 or at least --http-max-infer-body-bytes (%d)\n",
+            o->http_max_body_bytes_in_flight, o->http_max_infer_body_bytes);
     return -1;
   }
   // Triton refuses --load-model outside explicit mode rather than ignore it

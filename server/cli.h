@@ -28,6 +28,12 @@ typedef struct srv_options {
   int grpc_rapid_reset_limit;  // --grpc-rapid-reset-limit; 0 off (srv_grpc_opts.rapid_reset_limit)
   int reply_threads;     // --reply-threads: threads sending batches' answers; -1 auto, 0 none (replyq.h)
   int http_max_infer_body_bytes;  // body limit of POST .../infer on the HTTP port
+  // issue 31's limits of the HTTP port (0: off, but http_max_connections 0: derived from the descriptor limit in main)
+  int http_max_connections;      // --http-max-connections
+  int http_header_timeout_secs;  // --http-header-timeout
+  int http_body_min_rate;        // --http-body-min-rate, bytes/s
+  long long http_max_body_bytes_in_flight;  // --http-max-body-bytes-in-flight
+  long long rest_json_max_memory;           // --rest-json-max-memory, bytes
   int default_max_batch_size;
   int warmup_max_mib;   // --model-warmup-max-mib: input one load's model_warmup may feed in all
   int warmup_max_runs;  // --model-warmup-max-runs: executions one load's model_warmup may run in all

@@ -29,8 +29,10 @@
 #include "server/alloc.h"
 #include "server/cli.h"
 #include "server/http/http.h"
+#include "server/http/jsonmem.h"
 #include "server/http/rest.h"
 #include "server/obs/log.h"
+#include "server/core/fdlimit.h"
 #include "server/core/server.h"
 #include "server/sec/shmguard.h"
 #include "server/sec/tls_watch.h"
@@ -40,6 +42,7 @@ typedef struct http_close_ctx {
   srv_http *http;
   srv_http *metrics;  // --metrics-port's listener, NULL when none
   uv_timer_t *trim;   // the idle trim timer (below), NULL when none
+  srv_server *s;      // its http pointer (for /metrics) is cleared with the port
 } http_close_ctx;
 
 // After a burst (a storm of 1 ms deadlines, thousands of cancelled calls)
@@ -164,16 +167,24 @@ static void guard_end(load_guard *g) {
 }
 
 // Descriptors: each connection holds one. The soft limit (often 1024) is
-// raised to the hard one, so a few hundred idle connections cannot exhaust it.
-static void raise_open_files_limit(void) {
-  struct rlimit r;
-  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
-  rlim_t was = r.rlim_cur;
-  r.rlim_cur = r.rlim_max;
-  if (setrlimit(RLIMIT_NOFILE, &r) == 0)
+// raised to the hard one, so a few hundred idle connections cannot exhaust
+// it; what it allows is split between the ports (server/core/fdlimit.h).
+static uint64_t raise_open_files_limit(void) {
+  uint64_t was = 0, now = srv_fd_raise_limit(&was);
+  if (now != was)
     srv_log(SRV_LOG_INFO, "open files limit raised from %llu to %llu", (unsigned long long)was,
-            (unsigned long long)r.rlim_max);
+            (unsigned long long)now);
+  return now;
 }
+
+// The HTTP endpoint's rate-limited incident lines (srv_http_limits.note).
+static void on_http_note(void *arg, const char *msg) {
+  (void)arg;
+  srv_log(SRV_LOG_WARN, "%s", msg);
+}
+
+// The metrics port's connections come out of the descriptor reserve.
+#define METRICS_MAX_CONNECTIONS 64
 
 // gRPC's own log lines go through ours (one format, escaped). One of them is
 // the only notice that its listener died: this gRPC core (Debian 12's 1.51)
@@ -295,6 +306,7 @@ static void log_final_counts(srv_server *s) {
 static void close_http(void *arg) {
   http_close_ctx *c = arg;
   if (c->http) srv_http_close(c->http, NULL, NULL);  // nothing to do once closed
+  if (c->s) c->s->http = NULL;
   srv_rest_close(c->rest);
   c->rest = NULL;
   if (c->metrics) srv_http_close(c->metrics, NULL, NULL);
@@ -328,7 +340,16 @@ int main(int argc, char **argv) {
 
   srv_server srv = {.strict_readiness = o.strict_readiness, .allow_metrics = o.allow_metrics,
                     .trace_rate = o.trace_rate};
-  raise_open_files_limit();
+  uint64_t nofile = raise_open_files_limit();
+  int http_cap = 0, grpc_cap = 0;
+  srv_fd_plan(nofile, &http_cap, &grpc_cap);
+  if (!o.http_max_connections) o.http_max_connections = http_cap;
+  srv_log(SRV_LOG_INFO, "descriptors: limit %llu; HTTP port up to %d connections%s (the gRPC port's share: %d)",
+          (unsigned long long)nofile, o.http_max_connections,
+          o.http_max_connections == http_cap ? "" : " (--http-max-connections)", grpc_cap);
+  if ((uint64_t)o.http_max_connections > nofile / 2)
+    srv_log(SRV_LOG_WARN, "--http-max-connections %d is more than half the descriptor limit (%llu): the HTTP port "
+            "can starve the gRPC port", o.http_max_connections, (unsigned long long)nofile);
   char alloc_name[256];
   srv_log(SRV_LOG_INFO, "memory allocator: %s", srv_alloc_describe(alloc_name, sizeof alloc_name));
   grpc_log_server = &srv;
@@ -401,6 +422,7 @@ int main(int argc, char **argv) {
   // the mapping fault: the guard turns that into one failed request
   if (o.allow_client_shm && (srv_shmguard_install(&e) != 0 || srv_shm_create(&srv.shm, &e) != 0)) goto fail;
   if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, &e) != 0) goto fail;
+  if (o.rest_json_max_memory && srv_jsonmem_create((uint64_t)o.rest_json_max_memory, &srv.jsonmem, &e) != 0) goto fail;
   if (srv_sched_create(srv.reg, &srv, &srv.sched, &e) != 0) goto fail;
   if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.draining,
                          &srv.control, &e) != 0)
@@ -408,6 +430,14 @@ int main(int argc, char **argv) {
   if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
     goto fail;
   srv_http_set_large_body(hc.http, (size_t)o.http_max_infer_body_bytes);
+  srv_http_limits hl = {.max_conns = (size_t)o.http_max_connections,
+                        .header_ms = (uint64_t)o.http_header_timeout_secs * 1000,
+                        .body_min_rate = (uint64_t)o.http_body_min_rate,
+                        .body_budget = (uint64_t)o.http_max_body_bytes_in_flight,
+                        .note = on_http_note};
+  if (srv_http_set_limits(hc.http, &hl, &e) != 0) goto fail;
+  srv.http = hc.http;  // cleared by close_http, on the loop thread
+  hc.s = &srv;
   if (htls) {
     srv_htls_ctx *x = htls;
     htls = NULL;  // the endpoint's now, also when this fails
@@ -421,6 +451,11 @@ int main(int argc, char **argv) {
       srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.metrics_port, srv_http_metrics_routes, &srv,
                       &hc.metrics, &e) != 0)
     goto fail;
+  if (hc.metrics) {
+    srv_http_limits ml = hl;
+    ml.max_conns = METRICS_MAX_CONNECTIONS;
+    if (srv_http_set_limits(hc.metrics, &ml, &e) != 0) goto fail;
+  }
 
   idle_trim trim = {.s = &srv};
   if (uv_timer_init(srv_sched_loop(srv.sched), &trim.t) == 0) {
@@ -523,6 +558,7 @@ fail:
   srv_shm_destroy(srv.shm);  // after the scheduler: no request holds a region any more
   srv_cuda_shm_destroy(srv.cuda_shm);
   srv_registry_destroy(srv.reg);
+  srv_jsonmem_destroy(srv.jsonmem);  // after HTTP closed: no tree is left
   prof_gpus_destroy(srv.gpus);
   if (status == 0) srv_log(SRV_LOG_INFO, "stopped");
   grpc_log_server = NULL;  // srv is about to go; gRPC may still log while the process exits

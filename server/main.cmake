@@ -24,7 +24,13 @@ add_library(inferd_server STATIC
 target_compile_definitions(inferd_server PUBLIC INFERD_VERSION="${PROJECT_VERSION}")
 # cJSON (libcjson-dev): the REST API's JSON (server/http/rest.c, rest_infer.c; why this library: docs/dependencies.md)
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
-target_link_libraries(inferd_server PUBLIC inferd_grpc inferd_tls inferd_http inferd_httpz inferd_reflection inferd_protoset
+# The descriptor limit and its split between the ports (server/core/fdlimit.h).
+add_library(inferd_fdlimit STATIC ${CMAKE_CURRENT_LIST_DIR}/core/fdlimit.c)
+target_link_libraries(inferd_fdlimit PUBLIC inferd_base)
+# Every REST JSON body is parsed through its memory estimate and budget (server/http/jsonmem.h).
+add_library(inferd_jsonmem STATIC ${CMAKE_CURRENT_LIST_DIR}/http/jsonmem.c)
+target_link_libraries(inferd_jsonmem PUBLIC inferd_base PkgConfig::CJSON)
+target_link_libraries(inferd_server PUBLIC inferd_fdlimit inferd_jsonmem inferd_grpc inferd_tls inferd_http inferd_httpz inferd_reflection inferd_protoset
   inferd_hist inferd_trace inferd_dashboard inferd_gpumon inferd_shm inferd_cuda_shm
   inferd_batcher inferd_model inferd_config inferd_graph inferd_proto inferd_base PkgConfig::LIBUV PkgConfig::CJSON Threads::Threads
   ${CMAKE_DL_LIBS})

@@ -28,6 +28,8 @@ typedef struct srv_server {
   srv_shm *shm;            // client system shared memory; NULL unless --allow-client-shm
   srv_cuda_shm *cuda_shm;  // client CUDA shared memory; NULL unless --allow-client-shm
   struct srv_rest *rest;   // the KServe v2 REST routes (server/http/rest.h); NULL: not served
+  struct srv_http *http;   // the HTTP port (loop thread only: /metrics reads its limits' counts)
+  struct srv_jsonmem *jsonmem;  // REST JSON parse memory (--rest-json-max-memory); NULL: no budget
   srv_replyq *replyq;      // sends batches' answers (replyq.h); NULL: each instance thread sends its own
   const srv_grpc *grpc;    // set before the loop thread starts; /metrics reads its counts
   int strict_readiness;    // ready only when every model is (Triton's default)

@@ -321,6 +321,24 @@ static void metrics_grpc(srv_server *s, sbuf *b) {
             srv_grpc_connections_ended(s->grpc));
 }
 
+// What the HTTP port's limits did (http.h, issue 31); loop thread, as the port.
+static void metrics_http(srv_server *s, sbuf *b) {
+  if (!s->http) return;
+  sb_printf(b, "# HELP inferd_http_connections Connections open on the HTTP port\n"
+               "# TYPE inferd_http_connections gauge\ninferd_http_connections %zu\n"
+               "# HELP inferd_http_body_bytes_in_flight Bytes of request bodies reserved on the HTTP port "
+               "(--http-max-body-bytes-in-flight)\n# TYPE inferd_http_body_bytes_in_flight gauge\n"
+               "inferd_http_body_bytes_in_flight %llu\n",
+            srv_http_connections(s->http), (unsigned long long)srv_http_body_bytes(s->http));
+  static const char *reasons[SRV_HTTP_INCIDENT_N] = {"connection_cap", "accept_error", "header_timeout",
+                                                     "slow_body", "body_budget"};
+  sb_printf(b, "# HELP inferd_http_refused_total Connections and requests the HTTP port's limits refused or "
+               "ended, by reason\n# TYPE inferd_http_refused_total counter\n");
+  for (int k = 0; k < SRV_HTTP_INCIDENT_N; k++)
+    sb_printf(b, "inferd_http_refused_total{reason=\"%s\"} %llu\n", reasons[k],
+              (unsigned long long)srv_http_incidents(s->http, (srv_http_incident)k));
+}
+
 // Requests and rows per second over the last THROUGHPUT_WINDOW_S whole seconds.
 static void metrics_throughput(srv_server *s, sbuf *b) {
   int64_t now = eng_now_us();
@@ -478,6 +496,7 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
     metrics_gpus(s, &b);
     metrics_throughput(s, &b);
     metrics_grpc(s, &b);
+    metrics_http(s, &b);
     metrics_memory(&b);
   }
   srv_registry_rdunlock(s->reg);

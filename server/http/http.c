@@ -38,6 +38,20 @@
 #define DRAIN_DECLARED_MAX (64u * 1024 * 1024)
 // Rough bytes a header line costs beyond its name and value (": ", CRLF).
 #define HEADER_LINE_OVERHEAD 4
+// Buffers a connection keeps between requests (body, headers) are
+// freed when larger than this: an idle keep-alive connection that once sent
+// a 1 MiB body must not hold 1 MiB (ten thousand of them would hold 10 GB).
+#define KEEP_BUF_MAX (16 * 1024)
+
+// Incident classes of srv_http_limits.note, each rate-limited on its own.
+enum {
+  NOTE_CAP = SRV_HTTP_REFUSED_CONNECTION,
+  NOTE_ACCEPT = SRV_HTTP_ACCEPT_ERROR,
+  NOTE_HEADER = SRV_HTTP_HEADER_TIMEOUT,
+  NOTE_BODY_RATE = SRV_HTTP_SLOW_BODY,
+  NOTE_BUDGET = SRV_HTTP_BODY_BUDGET,
+  NOTE_N = SRV_HTTP_INCIDENT_N
+};
 
 typedef struct conn conn;
 
@@ -61,6 +75,13 @@ struct srv_http {
   uint64_t handshake_ms;  // a TLS connection not through its handshake by then is closed
   void (*on_closed)(void *arg);
   void *closed_arg;
+  srv_http_limits lim;   // issue 31's limits (srv_http_set_limits); zero: off
+  uint64_t body_held;    // bytes of bodies reserved across all connections
+  struct {
+    uint64_t last_ms;  // when this class was last noted (0: never)
+    uint64_t count;    // incidents since
+    uint64_t total;    // incidents since the start
+  } notes[NOTE_N];
 };
 
 struct conn {
@@ -89,6 +110,14 @@ struct conn {
   int fail_status;  // set by a parser callback that rejects the request
   int keep_alive;
   srv_http_pending *pending;  // a deferred answer not yet given
+  // Where the request being read is, for the header deadline and the body's
+  // minimum rate: 0 between requests, 1 line and headers, 2 body.
+  unsigned phase;
+  uint64_t phase_ms;       // uv_now when that phase began
+  uint64_t body_reserved;  // this request's share of srv_http.body_held
+  // The minimum rate's window (a body, or what follows the last answer):
+  // when it began and the bytes read by then.
+  uint64_t win_ms, win_bytes;
 
   size_t writes_pending;
   size_t write_bytes_pending;
@@ -135,9 +164,58 @@ static void maybe_finish(srv_http *h) {
   if (cb) cb(arg);
 }
 
+// One line for an incident of class k, unless one went out less than
+// SRV_HTTP_NOTE_MS ago; the next one says how many came meanwhile.
+static void note(srv_http *h, int k, const char *what) {
+  h->notes[k].count++;
+  h->notes[k].total++;
+  if (!h->lim.note) return;
+  uint64_t now = uv_now(h->loop);
+  if (h->notes[k].last_ms && now - h->notes[k].last_ms < SRV_HTTP_NOTE_MS) return;
+  char msg[320];
+  snprintf(msg, sizeof msg, "HTTP port %d: %s (%llu time%s since the last such line)", h->port, what,
+           (unsigned long long)h->notes[k].count, h->notes[k].count == 1 ? "" : "s");
+  h->notes[k].last_ms = now ? now : 1;
+  h->notes[k].count = 0;
+  h->lim.note(h->lim.note_arg, msg);
+}
+
+// Grows this request's body reservation to total bytes: -1 when the budget
+// across all connections cannot take it (nothing reserved then).
+static int body_reserve(conn *c, uint64_t total) {
+  srv_http *h = c->srv;
+  if (total <= c->body_reserved) return 0;
+  uint64_t more = total - c->body_reserved;
+  if (h->lim.body_budget && h->body_held + more > h->lim.body_budget) return -1;
+  h->body_held += more;
+  c->body_reserved = total;
+  return 0;
+}
+
+static void body_release(conn *c) {
+  c->srv->body_held -= c->body_reserved;
+  c->body_reserved = 0;
+}
+
+// The request's buffers once it was handled: large ones go (see KEEP_BUF_MAX).
+static void trim_buffers(conn *c) {
+  body_release(c);
+  if (c->body_cap > KEEP_BUF_MAX) {
+    free(c->body);
+    c->body = NULL;
+    c->body_cap = 0;
+  }
+  if (c->hdrs_cap > KEEP_BUF_MAX) {
+    free(c->hdrs);
+    c->hdrs = NULL;
+    c->hdrs_cap = c->hdrs_len = 0;
+  }
+}
+
 static void on_conn_closed(uv_handle_t *handle) {
   conn *c = (conn *)handle;
   srv_http *h = c->srv;
+  body_release(c);
   if (c->prev) c->prev->next = c->next;
   else h->conns = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -230,6 +308,11 @@ static void drain_step(conn *c) {
 // No more requests on c: drop unparsed input, close after the queued writes.
 static void conn_finish(conn *c) {
   if (c->closing) return;
+  if (!c->draining) {
+    c->win_ms = uv_now(c->srv->loop);
+    c->win_bytes = c->drained;
+  }
+  body_release(c);  // nothing more of a body is kept
   c->draining = 1;
   c->backpressure = 0;
   c->roff = c->rlen = 0;
@@ -249,6 +332,7 @@ static int count_header(conn *c, size_t len) {
 
 static int on_message_begin(http_parser *p) {
   conn *c = p->data;
+  body_release(c);
   c->url_len = 0;
   c->header_bytes = 0;
   c->body_bytes = 0;
@@ -331,12 +415,23 @@ static int on_headers_complete(http_parser *p) {
   c->max_body = SRV_HTTP_MAX_BODY;
   if (c->srv->max_body_large > SRV_HTTP_MAX_BODY && path_ends_with(c, SRV_HTTP_LARGE_BODY_SUFFIX))
     c->max_body = c->srv->max_body_large;
-  if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->max_body) {
-    c->fail_status = 413;
+  c->phase = 2;
+  c->phase_ms = c->win_ms = uv_now(c->srv->loop);
+  c->win_bytes = 0;
+  int over = (p->flags & F_CONTENTLENGTH) && p->content_length > c->max_body;
+  // the declared length is reserved against the budget of all connections
+  // before any of it is read (Content-Length 0 reserves nothing)
+  if (!over && (p->flags & F_CONTENTLENGTH) && p->content_length && body_reserve(c, p->content_length) != 0) {
+    note(c->srv, NOTE_BUDGET, "request bodies in flight at --http-max-body-bytes-in-flight: answered 503");
+    c->fail_status = 503;
+    over = 1;
+  }
+  if (over) {
+    if (!c->fail_status) c->fail_status = 413;
     if (p->content_length <= DRAIN_DECLARED_MAX) c->drain_max = (size_t)p->content_length + DRAIN_MAX;
     return -1;  // anything but 0, 1 and 2 is an error for http-parser
   }
-  // the declared length is reserved at once (one allocation for large bodies)
+  // the declared length is allocated at once (one allocation for large bodies)
   if ((p->flags & F_CONTENTLENGTH) && p->content_length + 1 > c->body_cap) {
     char *b = realloc(c->body, (size_t)p->content_length + 1);
     if (!b) {
@@ -353,6 +448,12 @@ static int on_body(http_parser *p, const char *at, size_t len) {
   conn *c = p->data;
   if (c->body_bytes + len > c->max_body) {
     c->fail_status = 413;
+    return -1;
+  }
+  // a chunked body is reserved as it comes (a declared length already is)
+  if (body_reserve(c, c->body_bytes + len) != 0) {
+    note(c->srv, NOTE_BUDGET, "request bodies in flight at --http-max-body-bytes-in-flight: answered 503");
+    c->fail_status = 503;
     return -1;
   }
   if (c->body_bytes + len + 1 > c->body_cap) {  // chunked: grows by doubling
@@ -376,6 +477,7 @@ static int on_message_complete(http_parser *p) {
   conn *c = p->data;
   // Read here: http_should_keep_alive is defined in this callback.
   c->keep_alive = http_should_keep_alive(p);
+  c->phase = 0;
   // Stop after this message so it is answered before the next is parsed.
   http_parser_pause(p, 1);
   return 0;
@@ -515,7 +617,8 @@ static void send_error(conn *c, int status) {
   memcpy(body, reason, len - 1);
   body[len - 1] = '\n';
   body[len] = '\0';
-  send_response(c, status, NULL, NULL, body, len, 1, 0);
+  // 503 is a passing state (connections, body budget): a client may retry
+  send_response(c, status, NULL, status == 503 ? "Retry-After: 1\r\n" : NULL, body, len, 1, 0);
   conn_finish(c);
 }
 
@@ -548,11 +651,7 @@ static void dispatch(conn *c) {
                           .headers_ = c->hdrs, .headers_len_ = c->hdrs_len, .conn_ = c};
   srv_http_response resp = {.status = 200};
   h->handler(h->ctx, &req, &resp);
-  if (c->body_cap > SRV_HTTP_MAX_BODY) {  // a large body's buffer is not kept for the next request
-    free(c->body);
-    c->body = NULL;
-    c->body_cap = 0;
-  }
+  trim_buffers(c);  // the handler is done with the body (a deferred answer copied what it needs)
   if (c->pending) {
     c->pending->send_body = m != HTTP_HEAD;
     c->pending->keep = keep;
@@ -640,6 +739,10 @@ static int tls_pull(conn *c) {
 static void process(conn *c) {
 again:
   while (!c->closing && !c->draining && c->roff < c->rlen) {
+    if (c->phase == 0) {  // bytes of a request (even the CRLFs before one): its header clock starts
+      c->phase = 1;
+      c->phase_ms = uv_now(c->srv->loop);
+    }
     size_t n = http_parser_execute(&c->parser, &parser_settings, c->rbuf + c->roff, c->rlen - c->roff);
     c->roff += n;
     enum http_errno pe = HTTP_PARSER_ERRNO(&c->parser);
@@ -742,9 +845,75 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   process(c);
 }
 
+// A connection past srv_http_limits.max_conns: accepted (libuv stops
+// watching the listener until a connection is taken), told 503 in one
+// non-blocking write and closed; it holds its descriptor only until then.
+typedef struct refused {
+  uv_tcp_t tcp;
+  srv_http *h;
+} refused;
+
+static void on_refused_closed(uv_handle_t *handle) {
+  refused *r = (refused *)handle;
+  srv_http *h = r->h;
+  free(r);
+  h->open_handles--;
+  maybe_finish(h);
+}
+
+static void refuse_connection(srv_http *h, uv_stream_t *server) {
+  static const char msg[] =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 34\r\n"
+      "Retry-After: 1\r\nConnection: close\r\n\r\ntoo many connections to this port\n";
+  refused *r = malloc(sizeof *r);
+  if (!r) return;  // stays in the backlog
+  if (uv_tcp_init(h->loop, &r->tcp) != 0) {
+    free(r);
+    return;
+  }
+  r->h = h;
+  h->open_handles++;
+  if (uv_accept(server, (uv_stream_t *)&r->tcp) == 0 && !h->tls) {  // a TLS client could not read plain text
+    uv_buf_t b = uv_buf_init((char *)msg, sizeof msg - 1);
+    (void)uv_try_write((uv_stream_t *)&r->tcp, &b, 1);  // a fresh socket's buffer takes it whole
+    // What the client already sent is read away, so that closing sends a
+    // FIN after the answer rather than a reset that may discard it.
+    uv_os_fd_t fd;
+    char sink[4096];
+    if (uv_fileno((uv_handle_t *)&r->tcp, &fd) == 0) {
+      for (int i = 0; i < 4 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {
+      }
+      (void)shutdown(fd, SHUT_WR);
+    }
+  }
+  uv_close((uv_handle_t *)&r->tcp, on_refused_closed);
+  char what[128];
+  snprintf(what, sizeof what, "at --http-max-connections (%zu): new connections answered 503 and closed",
+           h->lim.max_conns);
+  note(h, NOTE_CAP, what);
+}
+
 static void on_connection(uv_stream_t *server, int status) {
   srv_http *h = server->data;
-  if (status < 0 || h->closing) return;
+  if (status < 0) {
+    // On EMFILE/ENFILE libuv (src/unix/stream.c, uv__emfile_trick) closes
+    // its reserve descriptor, accepts and closes every pending connection
+    // and reopens the reserve, so the listener goes on and nothing spins;
+    // the dropped clients see a reset. It calls back only when that trick
+    // fails itself (it hides the EMFILE it recovers from): keeping the cap
+    // under the descriptor limit is what prevents both.
+    if (!h->closing) {
+      char what[128];
+      snprintf(what, sizeof what, "accept failed: %s (pending connections dropped)", uv_strerror(status));
+      note(h, NOTE_ACCEPT, what);
+    }
+    return;
+  }
+  if (h->closing) return;
+  if (h->lim.max_conns && h->nconns >= h->lim.max_conns) {
+    refuse_connection(h, server);
+    return;
+  }
   conn *c = calloc(1, sizeof *c);
   // Without memory the connection stays in the backlog; libuv resumes
   // accepting on the next uv_accept.
@@ -780,6 +949,29 @@ static void on_connection(uv_stream_t *server, int status) {
 
 // --- idle sweep
 
+// 1 when `bytes` since `since` are fewer than the minimum rate asks, once
+// SRV_HTTP_BODY_GRACE_MS have passed.
+// Windows of SRV_HTTP_BODY_GRACE_MS (the first is the grace) must each
+// bring the minimum rate's bytes, so a body that comes fast and then stalls
+// is caught within two windows, not once its average since the headers
+// falls (59 MB then a stall: half an hour at 32 KiB/s).
+static int too_slow(const srv_http *h, conn *c, uint64_t bytes, uint64_t now) {
+  uint64_t ms = now - c->win_ms;
+  if (!h->lim.body_min_rate || ms < SRV_HTTP_BODY_GRACE_MS) return 0;
+  if ((bytes - c->win_bytes) * 1000 < h->lim.body_min_rate * ms) return 1;
+  c->win_ms = now;
+  c->win_bytes = bytes;
+  return 0;
+}
+
+// A request past its deadline: 408, and the connection ends.
+static void time_out(conn *c, int k, const char *what) {
+  note(c->srv, k, what);
+  send_error(c, 408);
+}
+
+// One pass over every connection: a few comparisons each, so ten thousand
+// connections cost tens of microseconds a sweep.
 static void on_sweep(uv_timer_t *t) {
   srv_http *h = t->data;
   uint64_t now = uv_now(h->loop);
@@ -788,13 +980,27 @@ static void on_sweep(uv_timer_t *t) {
     if (h->idle_ms && now - c->last_active_ms >= h->idle_ms) conn_close(c);
     // trickling a handshake byte by byte keeps a connection active, not through it
     else if (c->tls && !srv_htls_handshake_done(c->tls) && now - c->accepted_ms >= h->handshake_ms) conn_close(c);
+    // so does trickling what follows the last answer (the client's EOF is awaited)
+    else if (c->draining) {
+      if (c->writes_pending) {  // a slow reader of a long answer: the window starts once it is written
+        c->win_ms = now;
+        c->win_bytes = c->drained;
+      } else if (too_slow(h, c, c->drained, now)) {
+        conn_close(c);
+      }
+    } else if (c->phase == 1 && h->lim.header_ms && now - c->phase_ms >= h->lim.header_ms)
+      time_out(c, NOTE_HEADER, "request headers not complete within --http-header-timeout: answered 408");
+    else if (c->phase == 2 && too_slow(h, c, c->body_bytes, now))
+      time_out(c, NOTE_BODY_RATE, "request body slower than --http-body-min-rate: answered 408");
   }
 }
 
-// Sweeps a few times per timeout (idle or handshake), at most once a second.
+// Sweeps a few times per timeout (idle, handshake, headers), at most once a
+// second (the body rate is checked after a 10 s grace: once a second is fine).
 static int sweep_start(srv_http *h) {
   uint64_t every = !h->idle_ms ? 1000 : h->idle_ms / 4 ? h->idle_ms / 4 : 1;
   if (h->tls && h->handshake_ms / 4 < every) every = h->handshake_ms / 4 ? h->handshake_ms / 4 : 1;
+  if (h->lim.header_ms && h->lim.header_ms / 4 < every) every = h->lim.header_ms / 4 ? h->lim.header_ms / 4 : 1;
   if (every > 1000) every = 1000;
   return uv_timer_start(&h->sweep, on_sweep, every, every);
 }
@@ -808,7 +1014,7 @@ static void on_sweep_closed(uv_handle_t *handle) {
 int srv_http_set_idle_timeout(srv_http *h, uint64_t ms, err *e) {
   int rc = uv_timer_stop(&h->sweep);
   h->idle_ms = ms;
-  if (rc == 0 && (ms || h->tls)) rc = sweep_start(h);
+  if (rc == 0) rc = sweep_start(h);  // also with ms 0: the other deadlines need it
   if (rc != 0) return err_set(e, ERR_INTERNAL, "http endpoint: idle sweep timer: %s", uv_strerror(rc));
   return 0;
 }
@@ -929,6 +1135,20 @@ int srv_http_set_tls(srv_http *h, srv_htls_ctx *tls, uint64_t handshake_ms, err 
 }
 
 size_t srv_http_connections(const srv_http *h) { return h->nconns; }
+
+uint64_t srv_http_body_bytes(const srv_http *h) { return h->body_held; }
+
+uint64_t srv_http_incidents(const srv_http *h, srv_http_incident k) {
+  return k < SRV_HTTP_INCIDENT_N ? h->notes[k].total : 0;
+}
+
+int srv_http_set_limits(srv_http *h, const srv_http_limits *l, err *e) {
+  h->lim = *l;
+  int rc = uv_timer_stop(&h->sweep);
+  if (rc == 0) rc = sweep_start(h);
+  if (rc != 0) return err_set(e, ERR_INTERNAL, "http endpoint: idle sweep timer: %s", uv_strerror(rc));
+  return 0;
+}
 
 void srv_http_close(srv_http *h, void (*on_closed)(void *arg), void *arg) {
   h->closing = 1;

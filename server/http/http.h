@@ -108,6 +108,49 @@ int srv_http_port(const srv_http *h);
 // Closes connections idle for `ms` from now on (0: never). Loop thread only.
 int srv_http_set_idle_timeout(srv_http *h, uint64_t ms, err *e);
 
+// What one client, or many, can make the endpoint hold (issue 31). Zero
+// turns a limit off. Loop thread only; applies to connections from now on.
+#define SRV_HTTP_BODY_GRACE_MS 10000
+typedef struct srv_http_limits {
+  // Connections open at once. Past it a new connection is accepted, answered
+  // "503 Service Unavailable" with Connection: close and closed at once (the
+  // client learns at once instead of waiting in the backlog).
+  size_t max_conns;
+  // A request's line and headers must be complete this long after its first
+  // byte, however the bytes trickle (slowloris); then 408 and the end.
+  uint64_t header_ms;
+  // Every SRV_HTTP_BODY_GRACE_MS from its headers on, a body must have
+  // brought that long's worth at this rate (bytes/s), or the request gets
+  // 408 and the connection ends; so must what a connection reads after its
+  // last answer was written, until the client closes.
+  uint64_t body_min_rate;
+  // Bytes of request bodies buffered at once across all connections. A
+  // body's declared Content-Length is reserved at its headers (a chunked
+  // body's as it grows) and released once the handler returned; a body that
+  // does not fit gets 503 with Retry-After and the connection ends.
+  uint64_t body_budget;
+  // One line per incident class (cap, timeouts, budget, accept errors), at
+  // most every SRV_HTTP_NOTE_MS, with the count since the last; may be NULL.
+  void (*note)(void *arg, const char *msg);
+  void *note_arg;
+} srv_http_limits;
+#define SRV_HTTP_NOTE_MS 10000
+int srv_http_set_limits(srv_http *h, const srv_http_limits *l, err *e);
+
+// Bytes of request bodies reserved now (srv_http_limits.body_budget counts these).
+uint64_t srv_http_body_bytes(const srv_http *h);
+
+// What the limits did since the endpoint started, by kind (for /metrics).
+typedef enum srv_http_incident {
+  SRV_HTTP_REFUSED_CONNECTION,  // past max_conns: 503 and closed
+  SRV_HTTP_ACCEPT_ERROR,        // accept failed (EMFILE, ENFILE, ...)
+  SRV_HTTP_HEADER_TIMEOUT,      // 408: headers not complete in time
+  SRV_HTTP_SLOW_BODY,           // 408: body below the minimum rate
+  SRV_HTTP_BODY_BUDGET,         // 503: the body did not fit the budget
+  SRV_HTTP_INCIDENT_N
+} srv_http_incident;
+uint64_t srv_http_incidents(const srv_http *h, srv_http_incident k);
+
 // Connections currently open (accepted and not yet closed).
 size_t srv_http_connections(const srv_http *h);
 

@@ -352,13 +352,18 @@ static void route_shm(srv_rest *r, const srv_http_request *req, srv_http_respons
   if (!shm_route(r, req, resp, seg, len, n, get, post, &SYS_SHM, name)) return;
   // a key "/secret\0junk" would open /secret
   if (srv_http_json_nul(req->body, req->body_len)) return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
-  cJSON *b = req->body_len ? cJSON_ParseWithLength(req->body, req->body_len) : NULL;
+  srv_json js = {0};
+  err pe = {0};
+  if (req->body_len && srv_jsonmem_parse(r->s->jsonmem, req->body, req->body_len, &js, &pe) != 0 &&
+      pe.code != ERR_INVALID_ARGUMENT)
+    return srv_rest__json_refused(resp, &pe);
+  cJSON *b = js.root;
   const cJSON *key = cJSON_GetObjectItemCaseSensitive(b, "key");
   const cJSON *off = cJSON_GetObjectItemCaseSensitive(b, "offset");
   const cJSON *size = cJSON_GetObjectItemCaseSensitive(b, "byte_size");
   int ok = cJSON_IsString(key) && (!off || u64_number(off)) && u64_number(size);
   if (!ok) {
-    cJSON_Delete(b);
+    srv_json_free(&js);
     return srv_rest__set_error(
         resp, 400, "register needs a JSON body {\"key\": string, \"offset\": integer, \"byte_size\": integer}");
   }
@@ -368,7 +373,7 @@ static void route_shm(srv_rest *r, const srv_http_request *req, srv_http_respons
   q.offset = off ? (uint64_t)off->valuedouble : 0;
   q.byte_size = (uint64_t)size->valuedouble;
   call_pb(r, req, resp, K_EMPTY, SVC "SystemSharedMemoryRegister", &q.base);
-  cJSON_Delete(b);
+  srv_json_free(&js);
 }
 
 // Standard base64 (RFC 4648, '=' padding optional) into out, which holds
@@ -416,7 +421,12 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
   char name[SHM_NAME_CAP] = "";
   if (!shm_route(r, req, resp, seg, len, n, get, post, &CUDA_SHM, name)) return;
   if (srv_http_json_nul(req->body, req->body_len)) return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
-  cJSON *b = req->body_len ? cJSON_ParseWithLength(req->body, req->body_len) : NULL;
+  srv_json js = {0};
+  err pe = {0};
+  if (req->body_len && srv_jsonmem_parse(r->s->jsonmem, req->body, req->body_len, &js, &pe) != 0 &&
+      pe.code != ERR_INVALID_ARGUMENT)
+    return srv_rest__json_refused(resp, &pe);
+  cJSON *b = js.root;
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(b, "raw_handle");
   const cJSON *b64 = cJSON_GetObjectItemCaseSensitive(h, "b64");
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(b, "device_id");
@@ -425,7 +435,7 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
   int ok = cJSON_IsString(b64) && cJSON_IsNumber(dev) && dev->valuedouble >= 0 && dev->valuedouble <= INT32_MAX &&
            u64_number(size);
   if (!ok) {
-    cJSON_Delete(b);
+    srv_json_free(&js);
     return srv_rest__set_error(resp, 400,
                                "register needs a JSON body {\"raw_handle\": {\"b64\": string}, \"device_id\": integer, "
                                "\"byte_size\": integer}");
@@ -434,12 +444,12 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
   uint8_t *raw = malloc(blen / 4 * 3 + 3);
   size_t raw_len = 0;
   if (!raw) {
-    cJSON_Delete(b);
+    srv_json_free(&js);
     return srv_rest__set_error(resp, 500, "out of memory");
   }
   if (b64_decode(b64->valuestring, blen, raw, &raw_len) != 0) {
     free(raw);
-    cJSON_Delete(b);
+    srv_json_free(&js);
     return srv_rest__set_error(resp, 400, "raw_handle.b64 is not valid base64");
   }
   Inference__CudaSharedMemoryRegisterRequest q = INFERENCE__CUDA_SHARED_MEMORY_REGISTER_REQUEST__INIT;
@@ -450,7 +460,7 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
   q.byte_size = (uint64_t)size->valuedouble;
   call_pb(r, req, resp, K_EMPTY, SVC "CudaSharedMemoryRegister", &q.base);
   free(raw);
-  cJSON_Delete(b);
+  srv_json_free(&js);
 }
 
 // POST /v2/repository/models/{m}/load|unload, Triton's body: {"parameters":
@@ -469,14 +479,17 @@ static void route_control(srv_rest *r, const srv_http_request *req, srv_http_res
                                           "or not valid UTF-8");
   if (srv_http_json_nul(req->body, req->body_len))  // the config text would be read cut at it
     return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
-  cJSON *body = NULL;
+  srv_json js = {0};
   const char *override = NULL;
   if (load && req->body && req->body_len) {
-    body = cJSON_ParseWithLength(req->body, req->body_len);
+    err je = {0};
+    if (srv_jsonmem_parse(r->s->jsonmem, req->body, req->body_len, &js, &je) != 0 && je.code != ERR_INVALID_ARGUMENT)
+      return srv_rest__json_refused(resp, &je);
+    const cJSON *body = js.root;
     const cJSON *params = body ? cJSON_GetObjectItemCaseSensitive(body, "parameters") : NULL;
     const cJSON *cfg = params ? cJSON_GetObjectItemCaseSensitive(params, "config") : NULL;
     if (!body || (params && !cJSON_IsObject(params)) || (cfg && !cJSON_IsString(cfg))) {
-      cJSON_Delete(body);
+      srv_json_free(&js);
       return srv_rest__set_error(resp, 400,
                                  "the load body must be JSON: {\"parameters\": {\"config\": \"<config.pbtxt text>\"}}");
     }
@@ -503,7 +516,7 @@ static void route_control(srv_rest *r, const srv_http_request *req, srv_http_res
     q.model_name = model;
     call_pb(r, req, resp, K_CONTROL, SVC "RepositoryModelUnload", &q.base);
   }
-  cJSON_Delete(body);
+  srv_json_free(&js);
 }
 
 int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *resp) {
@@ -527,13 +540,16 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
     if (!post) return srv_rest__set_error(resp, 405, "method not allowed (POST)"), 1;
     Inference__RepositoryIndexRequest q = INFERENCE__REPOSITORY_INDEX_REQUEST__INIT;
     if (req->body_len) {
-      cJSON *b = cJSON_ParseWithLength(req->body, req->body_len);
-      if (!cJSON_IsObject(b)) {
-        cJSON_Delete(b);
+      srv_json js = {0};
+      err pe = {0};
+      if (srv_jsonmem_parse(r->s->jsonmem, req->body, req->body_len, &js, &pe) != 0 && pe.code != ERR_INVALID_ARGUMENT)
+        return srv_rest__json_refused(resp, &pe), 1;
+      if (!cJSON_IsObject(js.root)) {
+        srv_json_free(&js);
         return srv_rest__set_error(resp, 400, "the request body is not a JSON object"), 1;
       }
-      q.ready = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "ready"));
-      cJSON_Delete(b);
+      q.ready = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(js.root, "ready"));
+      srv_json_free(&js);
     }
     call_pb(r, req, resp, K_INDEX, SVC "RepositoryIndex", &q.base);
     return 1;

@@ -579,23 +579,34 @@ void srv_rest__route_infer(srv_rest *r, const srv_http_request *req, srv_http_re
     free(decoded);
     return srv_rest__set_error(resp, 400, "the inference request has no JSON body");
   }
+  // admitted against --rest-json-max-memory before cJSON builds the tree,
+  // and first: a body refused for its tree is scanned only as far as the
+  // budget reaches, and no other pass over it runs on the loop thread
+  srv_json js;
+  err pe = {0};
+  if (srv_jsonmem_admit(r->s->jsonmem, body, json_len, &js, &pe) != 0) {
+    free(decoded);
+    return srv_rest__json_refused(resp, &pe);
+  }
   // cJSON takes strings that are not UTF-8, and an error may quote one back
   // ("unknown datatype '...'"): the answer would not be JSON (found by fuzz_rest)
   if (!utf8_valid(body, json_len)) {
+    srv_json_free(&js);
     free(decoded);
     return srv_rest__set_error(resp, 400, "the inference request's JSON is not valid UTF-8 (RFC 8259)");
   }
   // names, datatypes, ids and parameters would be read cut at a NUL (the
   // tensors' bytes after json_len may hold any byte)
   if (srv_http_json_nul(body, json_len)) {
+    srv_json_free(&js);
     free(decoded);
     return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
   }
-  cJSON *root = cJSON_ParseWithLength(body, json_len);
-  if (!root) {
+  if (srv_json_parse_admitted(&js, body, json_len, &pe) != 0) {
     free(decoded);
-    return srv_rest__set_error(resp, 400, "the request body is not valid JSON");
+    return srv_rest__json_refused(resp, &pe);
   }
+  cJSON *root = js.root;
   job *j = calloc(1, sizeof *j);
   arena a = {0};
   Inference__ModelInferRequest msg = INFERENCE__MODEL_INFER_REQUEST__INIT;
@@ -613,7 +624,7 @@ void srv_rest__route_infer(srv_rest *r, const srv_http_request *req, srv_http_re
     else rc = -1;
   }
   a_free(&a);
-  cJSON_Delete(root);
+  srv_json_free(&js);
   free(decoded);  // the packed request holds its own copy of the tensors
   if (rc) {
     if (j) srv_rest__job_free(j);

@@ -16,6 +16,7 @@
 #include "server/core/server.h"
 #include "server/http/http.h"
 #include "server/http/httpz.h"
+#include "server/http/jsonmem.h"
 #include "server/http/rest.h"
 
 #define SVC "/inference.GRPCInferenceService/"
@@ -75,6 +76,8 @@ struct srv_rest {
 void srv_rest__set_text(srv_http_response *resp, int status, const char *ctype, char *body, size_t len);
 // {"error": msg} with status; falls back to a static body when out of memory.
 void srv_rest__set_error(srv_http_response *resp, int status, const char *msg);
+// A body srv_jsonmem_parse refused: 413, 503 (with Retry-After) or 400, and its message.
+void srv_rest__json_refused(srv_http_response *resp, const err *e);
 void srv_rest__job_free(job *j);
 // Runs the gRPC method `method` on the packed request as a local call,
 // answering through the job (which it takes).

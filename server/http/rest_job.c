@@ -57,6 +57,12 @@ void srv_rest__set_error(srv_http_response *resp, int status, const char *msg) {
   srv_rest__set_text(resp, status, "application/json", txt, strlen(txt));
 }
 
+void srv_rest__json_refused(srv_http_response *resp, const err *e) {
+  int status = srv_json_status(e->code);
+  srv_rest__set_error(resp, status, e->msg);
+  if (status == 503) snprintf(resp->headers, sizeof resp->headers, "Retry-After: 1\r\n");
+}
+
 // --- the local call's end (any thread) and the loop thread's delivery
 
 void srv_rest__job_free(job *j) {
