@@ -427,7 +427,9 @@ int main(int argc, char **argv) {
   srv_grpc_opts go = {.addr = addr, .n_threads = o.grpc_threads, .max_recv_bytes = o.grpc_max_message_bytes,
                       .max_send_bytes = o.grpc_max_message_bytes,
                       .max_streams = o.grpc_max_streams, .transport_offload = o.grpc_transport_offload,
-                      .rapid_reset_limit = o.grpc_rapid_reset_limit ? o.grpc_rapid_reset_limit : -1};
+                      .rapid_reset_limit = o.grpc_rapid_reset_limit ? o.grpc_rapid_reset_limit : -1,
+                      .stream_max_queued = o.grpc_stream_max_queued,
+                      .stream_max_queued_bytes = o.grpc_stream_max_queued_bytes};
   srv_grpc_tls gt = {.certs = tls};
   if (tls) go.tls = &gt;
   if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;

@@ -192,6 +192,11 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   g->busy_method = o->busy_method;  // a string literal of the caller's, or NULL
   g->busy_calls = o->busy_calls;
   atomic_init(&g->rr_ended, 0);
+  g->stream_max_queued = o->stream_max_queued > 0 ? o->stream_max_queued : SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED;
+  g->stream_max_queued_bytes =
+      (size_t)(o->stream_max_queued_bytes > 0 ? o->stream_max_queued_bytes : SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED_BYTES);
+  atomic_init(&g->stream_pause_log_us, 0);
+  atomic_init(&g->stream_pauses, 0);
   g->rr_limit = o->rapid_reset_limit ? o->rapid_reset_limit : SRV_RR_DEFAULT_LIMIT;
   if (g->rr_limit > 0 && srv_rr_create(g->rr_limit, &g->rr, e) != 0) {
     free(g);
