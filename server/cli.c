@@ -39,6 +39,8 @@ void srv_options_usage(const char *prog) {
           "  --grpc-rapid-reset-limit N   end a gRPC connection whose client cancels N calls within one\n"
           "                               second, half or more of those it opened (HTTP/2 rapid reset;\n"
           "                               default 1000; 0: never)\n"
+          "  --grpc-max-connections N     connections the plaintext gRPC port holds at once; more are reset\n"
+          "                               at once (default min(10000, (open files limit - 256) / 2))\n"
           "  --grpc-stream-max-queued N   ModelStreamInfer: messages one stream holds taken and not yet\n"
           "                               answered on the wire before it stops reading (default 128); it\n"
           "                               reads again at half, so a client that never reads is held by\n"
@@ -209,6 +211,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--grpc-max-concurrent-streams")) rc = parse_int(name, val, 1, INT_MAX, &o->grpc_max_streams);
     else if (!strcmp(name, "--grpc-transport-offload")) rc = parse_bool(name, val, &o->grpc_transport_offload);
     else if (!strcmp(name, "--grpc-rapid-reset-limit")) rc = parse_int(name, val, 0, INT_MAX, &o->grpc_rapid_reset_limit);
+    else if (!strcmp(name, "--grpc-max-connections")) rc = parse_int(name, val, 1, 1 << 24, &o->grpc_max_connections);
     else if (!strcmp(name, "--grpc-stream-max-queued")) rc = parse_int(name, val, 1, 1 << 20, &o->grpc_stream_max_queued);
     else if (!strcmp(name, "--grpc-stream-max-queued-bytes"))
       rc = parse_int(name, val, 4096, INT_MAX, &o->grpc_stream_max_queued_bytes);

@@ -94,6 +94,10 @@ typedef struct srv_grpc_opts {
   // SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED(_BYTES) defaults.
   int stream_max_queued;
   int stream_max_queued_bytes;
+  // Plaintext port only: connections open at once; past it a new one is reset at once. The port also
+  // survives running out of descriptors (grpc_accept.h). 0 means srv_gacc_default_max_conns(). A TLS
+  // port keeps gRPC's own listener, with neither.
+  int max_connections;
 } srv_grpc_opts;
 
 // Where gRPC's transport work runs, as srv_grpc_create left it.

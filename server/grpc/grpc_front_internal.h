@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "server/grpc/grpc_accept.h"
 #include "server/grpc/grpc_front.h"
 #include "server/grpc/rapid_reset.h"
 
@@ -214,6 +215,10 @@ struct srv_grpc {
   size_t stream_max_queued_bytes;  // and the bytes of their answers
   atomic_llong stream_pause_log_us;  // when the last "stream paused" line was written (rate limit)
   atomic_ullong stream_pauses;       // streams paused since then, told in the next line
+  // The plaintext port's own listener (grpc_accept.h) and the credentials its connections are handed over
+  // with; NULL with TLS, where the core listens.
+  srv_gacc *acc;
+  grpc_server_credentials *fd_creds;
   srv_rr *rr;  // NULL: the rapid-reset guard is off
   int rr_limit;
   atomic_ullong rr_ended;  // connections it ended
