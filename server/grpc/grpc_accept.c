@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -30,6 +31,7 @@
 #define TABLE_MAX (1u << 22)     // descriptors tracked at most (the table is indexed by descriptor)
 #define DEFAULT_CAP 10000
 #define DEFAULT_RESERVE 256
+#define EPOLL_BATCH 64
 
 #define LOG(...)                                  \
   do {                                            \
@@ -44,6 +46,7 @@ struct srv_gacc {
   int stop_fd;   // eventfd: written once to stop the thread
   int spare_fd;  // /dev/null, given up to refuse connections while descriptors are short
   int max_conns;
+  int64_t preface_us;  // a new connection's client must speak within this
   // Socket inode of each descriptor handed over, indexed by descriptor; 0: none. Written by the acceptor
   // thread only; read by any (srv_gacc_inode).
   atomic_ulong *ino;
@@ -53,6 +56,18 @@ struct srv_gacc {
   int64_t checked_us;
   int64_t cap_log_us, short_log_us;  // when the last line of each class was written
   unsigned long cap_refused, short_refused;  // since that line
+  // Connections accepted whose client has sent nothing yet, oldest first (all wait the same time, so the
+  // ring is ordered by deadline), each in the epoll set `ep` under its sequence number; fd -1 once gone.
+  int ep;
+  struct pend {
+    int fd;
+    int64_t deadline_us;
+  } *ring;
+  uint64_t head, tail;  // sequence numbers: entries head..tail-1, at [seq & (ring_cap - 1)]
+  size_t ring_cap;      // a power of two
+  int n_pending;
+  int64_t silent_log_us;
+  unsigned long silent_closed;
   srv_gacc_hand_fn hand;
   void *arg;
   pthread_t th;
@@ -163,13 +178,15 @@ static int bind_all(srv_gacc *a, const char *addr, err *e) {
   return 0;
 }
 
-int srv_gacc_create(const char *addr, int max_conns, srv_gacc **out, err *e) {
+int srv_gacc_create(const char *addr, int max_conns, int preface_ms, srv_gacc **out, err *e) {
   *out = NULL;
   if (max_conns < 1) return err_set(e, ERR_INVALID_ARGUMENT, "gRPC connection cap must be >= 1, got %d", max_conns);
+  if (preface_ms < 1) return err_set(e, ERR_INVALID_ARGUMENT, "gRPC preface wait must be >= 1 ms, got %d", preface_ms);
   srv_gacc *a = calloc(1, sizeof *a);
   if (!a) return err_set(e, ERR_RESOURCE_EXHAUSTED, "gRPC front end: out of memory");
-  a->stop_fd = a->spare_fd = -1;
+  a->stop_fd = a->spare_fd = a->ep = -1;
   a->max_conns = max_conns;
+  a->preface_us = (int64_t)preface_ms * 1000;
   struct rlimit r;
   rlim_t n = getrlimit(RLIMIT_NOFILE, &r) == 0 ? r.rlim_cur : 1024;
   a->n_ino = n == RLIM_INFINITY || n > TABLE_MAX ? TABLE_MAX : (size_t)n;
@@ -184,7 +201,10 @@ int srv_gacc_create(const char *addr, int max_conns, srv_gacc **out, err *e) {
   }
   a->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (a->stop_fd < 0 || a->spare_fd < 0) {
+  a->ep = epoll_create1(EPOLL_CLOEXEC);
+  a->ring_cap = 64;
+  a->ring = calloc(a->ring_cap, sizeof *a->ring);
+  if (a->stop_fd < 0 || a->spare_fd < 0 || a->ep < 0 || !a->ring) {
     err_set(e, ERR_RESOURCE_EXHAUSTED, "gRPC front end: cannot open the acceptor's descriptors: %s", strerror(errno));
     srv_gacc_destroy(a);
     return ERR_RESOURCE_EXHAUSTED;
@@ -228,33 +248,132 @@ static void recheck(srv_gacc *a) {
   a->checked_us = now_us();
 }
 
-static void take(srv_gacc *a, int fd) {
+static void log_cap(srv_gacc *a) {
+  a->cap_refused++;
+  int64_t now = now_us();
+  if (!a->cap_log_us || now - a->cap_log_us >= LOG_EVERY_US) {
+    LOG("%d connections open, the --grpc-max-connections cap: refusing new ones (%lu refused since the last "
+        "line; one line per %lld s)", a->count + a->n_pending, a->cap_refused, LOG_EVERY_US / 1000000);
+    a->cap_log_us = now;
+    a->cap_refused = 0;
+  }
+}
+
+// A connection whose client has spoken goes to the core, counted under its
+// descriptor and socket inode.
+static void hand_over(srv_gacc *a, int fd) {
   struct stat st;
-  if ((size_t)fd >= a->n_ino || fstat(fd, &st) != 0) {  // past the limit read at start: not trackable
+  char b;
+  ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) || fstat(fd, &st) != 0) {
+    close(fd);  // it left already (a TCP probe): nothing for the core
+    return;
+  }
+  a->count++;  // take() cleared any entry under fd
+  atomic_store_explicit(&a->ino[fd], (unsigned long)st.st_ino, memory_order_relaxed);
+  if (fd >= a->hi) a->hi = fd + 1;
+  a->hand(a->arg, fd);
+}
+
+// Makes room for one more waiting connection, keeping each at its sequence number.
+static int ring_grow(srv_gacc *a) {
+  if (a->tail - a->head < a->ring_cap) return 0;
+  size_t cap = a->ring_cap * 2;
+  struct pend *r = calloc(cap, sizeof *r);
+  if (!r) return -1;
+  for (uint64_t q = a->head; q < a->tail; q++) r[q & (cap - 1)] = a->ring[q & (a->ring_cap - 1)];
+  free(a->ring);
+  a->ring = r;
+  a->ring_cap = cap;
+  return 0;
+}
+
+static void take(srv_gacc *a, int fd) {
+  if ((size_t)fd >= a->n_ino) {  // past the limit read at start: not trackable
     refuse(fd);
     return;
   }
-  // fd's number was free when accepted, so a connection counted under it is gone
-  int fresh = atomic_load_explicit(&a->ino[fd], memory_order_relaxed) == 0;
-  if (fresh && a->count >= a->max_conns && now_us() - a->checked_us >= RECHECK_EVERY_US) recheck(a);
-  if (fresh && a->count >= a->max_conns) {
+  if (atomic_load_explicit(&a->ino[fd], memory_order_relaxed)) {
+    // fd's number was free when accepted, so the connection counted under it is gone
+    atomic_store_explicit(&a->ino[fd], 0, memory_order_relaxed);
+    a->count--;
+  }
+  if (a->count + a->n_pending >= a->max_conns && now_us() - a->checked_us >= RECHECK_EVERY_US) recheck(a);
+  if (a->count + a->n_pending >= a->max_conns) {
     refuse(fd);
-    a->cap_refused++;
-    int64_t now = now_us();
-    if (!a->cap_log_us || now - a->cap_log_us >= LOG_EVERY_US) {
-      LOG("%d connections open, the --grpc-max-connections cap: refusing new ones (%lu refused since the last "
-          "line; one line per %lld s)", a->count, a->cap_refused, LOG_EVERY_US / 1000000);
-      a->cap_log_us = now;
-      a->cap_refused = 0;
-    }
+    log_cap(a);
     return;
   }
   int one = 1;
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  atomic_store_explicit(&a->ino[fd], (unsigned long)st.st_ino, memory_order_relaxed);
-  if (fresh) a->count++;
-  if (fd >= a->hi) a->hi = fd + 1;
-  a->hand(a->arg, fd);
+  // An HTTP/2 client speaks first (its preface): usually its bytes are here already. Otherwise the
+  // connection waits, off the core, until they come or PREFACE_WAIT_US passes, so connections that
+  // never speak cannot hold the port's slots long (gRPC's listener closed them after 120 s).
+  char b;
+  ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n != 0 && !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) {
+    hand_over(a, fd);
+    return;
+  }
+  if (n == 0) {
+    close(fd);
+    return;
+  }
+  if (ring_grow(a) != 0) {
+    refuse(fd);
+    return;
+  }
+  uint64_t seq = a->tail;
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u64 = seq};
+  if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    hand_over(a, fd);
+    return;
+  }
+  a->ring[seq & (a->ring_cap - 1)] = (struct pend){.fd = fd, .deadline_us = now_us() + a->preface_us};
+  a->tail++;
+  a->n_pending++;
+}
+
+// Waiting connections whose client spoke (or left).
+static void on_spoken(srv_gacc *a) {
+  struct epoll_event evs[EPOLL_BATCH];
+  int n = epoll_wait(a->ep, evs, EPOLL_BATCH, 0);
+  for (int i = 0; i < n; i++) {
+    uint64_t seq = evs[i].data.u64;
+    if (seq < a->head || seq >= a->tail) continue;
+    struct pend *p = &a->ring[seq & (a->ring_cap - 1)];
+    if (p->fd < 0) continue;
+    int fd = p->fd;
+    p->fd = -1;
+    a->n_pending--;
+    epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
+    hand_over(a, fd);
+  }
+}
+
+// Closes the waiting connections past their deadline; returns the ms until
+// the next one's (-1: none waits).
+static int expire_silent(srv_gacc *a) {
+  int64_t now = now_us();
+  while (a->head < a->tail) {
+    struct pend *p = &a->ring[a->head & (a->ring_cap - 1)];
+    if (p->fd >= 0) {
+      if (p->deadline_us > now) return (int)((p->deadline_us - now + 999) / 1000);
+      epoll_ctl(a->ep, EPOLL_CTL_DEL, p->fd, NULL);
+      refuse(p->fd);
+      p->fd = -1;
+      a->n_pending--;
+      a->silent_closed++;
+      if (!a->silent_log_us || now - a->silent_log_us >= LOG_EVERY_US) {
+        LOG("closed %lu connection(s) whose client sent nothing within %lld ms of connecting (one line per %lld s)",
+            a->silent_closed, (long long)(a->preface_us / 1000), LOG_EVERY_US / 1000000);
+        a->silent_log_us = now;
+        a->silent_closed = 0;
+      }
+    }
+    a->head++;
+  }
+  return -1;
 }
 
 // Descriptors are short: the connections waiting on lfd are accepted on the
@@ -282,15 +401,26 @@ static void refuse_pending(srv_gacc *a, int lfd, int why) {
 static void *acceptor_main(void *arg) {
   srv_gacc *a = arg;
   (void)pthread_setname_np(pthread_self(), "inferd-accept");
-  struct pollfd pf[MAX_LISTENERS + 1];
+  struct pollfd pf[MAX_LISTENERS + 2];
   for (int i = 0; i < a->n_lfd; i++) pf[i] = (struct pollfd){.fd = a->lfd[i], .events = POLLIN};
   pf[a->n_lfd] = (struct pollfd){.fd = a->stop_fd, .events = POLLIN};
+  pf[a->n_lfd + 1] = (struct pollfd){.fd = a->ep, .events = POLLIN};
   int backoff_ms = 0;
   for (;;) {
-    if (backoff_ms) {  // wait out the back-off, listening only for the stop
-      if (poll(&pf[a->n_lfd], 1, backoff_ms) > 0) break;
+    if (backoff_ms) {  // wait out the back-off, listening only for the stop and the waiting connections
+      int64_t until = now_us() + (int64_t)backoff_ms * 1000;
+      int stop = 0;
+      for (int64_t left; !stop && (left = until - now_us()) > 0;) {
+        int next = expire_silent(a);
+        int ms = (int)((left + 999) / 1000);
+        if (poll(&pf[a->n_lfd], 2, next >= 0 && next < ms ? next : ms) > 0) {
+          if (pf[a->n_lfd].revents) stop = 1;
+          else on_spoken(a);
+        }
+      }
+      if (stop) break;
     }
-    int rc = poll(pf, (nfds_t)a->n_lfd + 1, -1);
+    int rc = poll(pf, (nfds_t)a->n_lfd + 2, expire_silent(a));
     if (rc < 0 && errno != EINTR) {
       LOG("acceptor: poll failed: %s; retrying", strerror(errno));
       backoff_ms = BACKOFF_MAX_MS;
@@ -298,6 +428,7 @@ static void *acceptor_main(void *arg) {
     }
     if (rc <= 0) continue;
     if (pf[a->n_lfd].revents) break;
+    if (pf[a->n_lfd + 1].revents) on_spoken(a);
     for (int i = 0; i < a->n_lfd; i++) {
       if (!pf[i].revents) continue;
       for (int k = 0; k < 64; k++) {  // a burst, then the other listeners' turn
@@ -339,6 +470,12 @@ void srv_gacc_stop(srv_gacc *a) {
     pthread_join(a->th, NULL);
     a->started = 0;
   }
+  for (; a->head < a->tail; a->head++) {  // connections still waiting to speak: never the core's
+    struct pend *p = &a->ring[a->head & (a->ring_cap - 1)];
+    if (p->fd >= 0) close(p->fd);
+    p->fd = -1;
+  }
+  a->n_pending = 0;
   for (int i = 0; i < a->n_lfd; i++) close(a->lfd[i]);
   a->n_lfd = 0;
 }
@@ -348,6 +485,8 @@ void srv_gacc_destroy(srv_gacc *a) {
   srv_gacc_stop(a);
   if (a->stop_fd >= 0) close(a->stop_fd);
   if (a->spare_fd >= 0) close(a->spare_fd);
+  if (a->ep >= 0) close(a->ep);
+  free(a->ring);
   free(a->ino);
   free(a);
 }

@@ -21,6 +21,13 @@
 //   check (~0.3 us each: ~3 ms per 50 ms at 10,000 connections, only while
 //   the port stays at its cap).
 //
+// - A client must speak first (HTTP/2's preface) within `preface_ms` of
+//   connecting: until its first bytes come the connection waits here, off
+//   the core (counted toward the cap), and is reset at the deadline, so idle
+//   TCP connections cannot hold the slots (gRPC's own listener closed them
+//   after its 120 s handshake timeout). A client's preface is normally there
+//   when the connection is accepted: then nothing waits.
+//
 // Thread-safe where stated; the table is written by the acceptor thread only.
 #ifndef INFERD_SERVER_GRPC_ACCEPT_H
 #define INFERD_SERVER_GRPC_ACCEPT_H
@@ -29,6 +36,8 @@
 
 typedef struct srv_gacc srv_gacc;
 
+#define SRV_GACC_PREFACE_MS 10000  // the front end's wait for a new connection's first bytes
+
 // Hands an accepted, non-blocking, close-on-exec TCP socket over; it owns fd from then on.
 typedef void (*srv_gacc_hand_fn)(void *arg, int fd);
 
@@ -36,7 +45,7 @@ typedef void (*srv_gacc_hand_fn)(void *arg, int fd);
 // wildcard address listens on IPv6 and IPv4 where it can, as gRPC does) with SO_REUSEADDR and without
 // SO_REUSEPORT (a second server on a busy port fails). Nothing is accepted before srv_gacc_start.
 // A busy or invalid address fails with ERR_UNAVAILABLE naming it.
-int srv_gacc_create(const char *addr, int max_conns, srv_gacc **out, err *e);
+int srv_gacc_create(const char *addr, int max_conns, int preface_ms, srv_gacc **out, err *e);
 
 // The bound port.
 int srv_gacc_port(const srv_gacc *a);

@@ -296,7 +296,7 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
       err_set(e, ERR_INTERNAL, "gRPC front end: cannot create insecure credentials");
       goto fail;
     }
-    if (srv_gacc_create(o->addr, cap, &g->acc, e) != 0) goto fail;
+    if (srv_gacc_create(o->addr, cap, SRV_GACC_PREFACE_MS, &g->acc, e) != 0) goto fail;
     g->port = srv_gacc_port(g->acc);
     *out = g;
     return 0;

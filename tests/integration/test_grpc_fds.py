@@ -7,6 +7,7 @@ At small scale, through the real server:
 - --grpc-max-connections 4: four idle connections fill the port; more are reset at once (a gRPC call on a new
   connection fails fast with UNAVAILABLE, not at its deadline); one log line says so, not one per connection;
   once the idle ones close, ServerLive and ModelInfer succeed on new connections.
+- a connection that never sends the HTTP/2 preface holds its slot 10 s at most, then is reset (one line).
 - RLIMIT_NOFILE 128: idle connections until accept4 fails with EMFILE; connects made then are refused
   quickly; the server logs it once, stays live, and once the idle ones close the port accepts again by
   itself (ServerLive and ModelInfer on new connections)."""
@@ -58,27 +59,27 @@ def _fresh_channel_call(srv, tag):
 
 
 def _await_serving(srv, spec, oracle, rng):
-    """Retries ServerLive on new connections until it succeeds (the server sees the idle clients go at its own
-    pace), then ModelInfer on another new connection; fails after DEADLINE_S."""
+    """Retries ServerLive, then ModelInfer, each on a new connection, until both succeed: the server sees the
+    idle clients (and the previous try's connection) go at its own pace. Fails after DEADLINE_S."""
     end = time.monotonic() + DEADLINE_S
     k, last = 0, None
+    feeds = lib.random_inputs(spec, rng, 2)
     while time.monotonic() < end:
         k += 1
+        c = grpcclient.InferenceServerClient(url=srv.grpc_url, channel_args=[("inferd.test.connection", "t%d" % k)])
         try:
-            assert _fresh_channel_call(srv, "retry%d" % k) is True
-            break
-        except grpc.RpcError as e:
+            assert c.is_server_live() is True
+            _, got = lib.infer(c, "mlp", feeds)
+            lib.check_outputs(got, oracle.run("mlp", feeds), spec, what="mlp after the port recovered")
+            return
+        except Exception as e:  # refused while the server still counts the connections that left
+            if "UNAVAILABLE" not in str(e):
+                raise
             last = e
             time.sleep(0.1)
-    else:
-        raise AssertionError("the gRPC port never served again: %s" % last)
-    feeds = lib.random_inputs(spec, rng, 2)
-    c = grpcclient.InferenceServerClient(url=srv.grpc_url, channel_args=[("inferd.test.connection", "infer")])
-    try:
-        _, got = lib.infer(c, "mlp", feeds)
-        lib.check_outputs(got, oracle.run("mlp", feeds), spec, what="mlp after the port recovered")
-    finally:
-        c.close()
+        finally:
+            c.close()
+    raise AssertionError("the gRPC port never served again: %s" % last)
 
 
 def test_connection_cap(start_server, specs, oracle, rng):
@@ -110,6 +111,28 @@ def test_connection_cap(start_server, specs, oracle, rng):
     srv.assert_clean_exit()
 
 
+def test_silent_connection_is_closed(start_server, specs, oracle, rng):
+    srv = start_server(["--grpc-max-connections", "1"])
+    silent = socket.create_connection(("127.0.0.1", srv.grpc_port), timeout=5)
+    try:
+        t0 = time.monotonic()
+        # it holds the only slot while it waits: another connection is refused
+        assert _refused_fast(srv.grpc_port)
+        silent.settimeout(30)
+        try:
+            assert silent.recv(1) == b""
+        except ConnectionResetError:
+            pass
+        waited = time.monotonic() - t0
+        assert 8 < waited < 25, waited
+        srv.await_stderr(lambda ls: any("whose client sent nothing within 10000 ms" in l for l in ls))
+        _await_serving(srv, specs["mlp"], oracle, rng)
+    finally:
+        silent.close()
+        srv.stop()
+    srv.assert_clean_exit()
+
+
 def test_port_recovers_from_emfile(repo_dir, specs, oracle, rng):
     srv = lib.ServerProcess(repo_dir, ["--strict-readiness", "false", "--grpc-max-connections", "100000"])
     srv.args = ["prlimit", "--nofile=128:128"] + srv.args
@@ -119,7 +142,10 @@ def test_port_recovers_from_emfile(repo_dir, specs, oracle, rng):
         assert lib.http_get(srv.http_url + "/v2/health/live")[0] == 200
         # idle connections until the server's descriptors run out (128, some already in use)
         for _ in range(300):
-            socks.append(socket.create_connection(("127.0.0.1", srv.grpc_port), timeout=5))
+            try:
+                socks.append(socket.create_connection(("127.0.0.1", srv.grpc_port), timeout=5))
+            except ConnectionResetError:  # refused already: the descriptors ran out
+                break
             if any(SHORT_LINE in l for l in srv.lines[-5:]):
                 break
         srv.await_stderr(lambda ls: any(SHORT_LINE in l for l in ls), timeout=DEADLINE_S)

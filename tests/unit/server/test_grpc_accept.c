@@ -47,7 +47,8 @@ static int await_handed(recorder *r, int n) {
   return got;
 }
 
-static int connect_to(int port) {
+// A client that connects and, with say, sends its first byte (a preface stand-in).
+static int connect_say(int port, int say) {
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
   int c = socket(AF_INET, SOCK_STREAM, 0);
@@ -55,8 +56,14 @@ static int connect_to(int port) {
     close(c);
     return -1;
   }
+  if (c >= 0 && say && send(c, "P", 1, MSG_NOSIGNAL) != 1) {
+    close(c);
+    return -1;
+  }
   return c;
 }
+
+static int connect_to(int port) { return connect_say(port, 1); }
 
 // The server ended the connection (EOF or reset) within 5 s.
 static int ended(int c) {
@@ -69,7 +76,7 @@ static int ended(int c) {
 static void test_cap_and_hand_over(void) {
   err e = {0};
   srv_gacc *a = NULL;
-  CHECK_EQ_INT(srv_gacc_create("127.0.0.1:0", 2, &a, &e), 0);
+  CHECK_EQ_INT(srv_gacc_create("127.0.0.1:0", 2, 300, &a, &e), 0);
   if (!a) return;
   int port = srv_gacc_port(a);
   CHECK(port > 0);
@@ -98,37 +105,52 @@ static void test_cap_and_hand_over(void) {
   CHECK(c4 >= 0);
   CHECK_EQ_INT(await_handed(&r, 3), 3);
   CHECK(srv_gacc_inode(a, r.fds[2]) != 0);
+  // one that never speaks holds a slot only until the wait (300 ms here) ends, off the core
+  close(r.fds[1]);
+  usleep(60 * 1000);
+  int silent = connect_say(port, 0);
+  CHECK(silent >= 0);
+  CHECK(ended(silent));  // reset at its deadline
+  close(silent);
+  CHECK_EQ_INT(await_handed(&r, 3), 3);
+  // and one that speaks late, within the wait, is handed over then
+  int late = connect_say(port, 0);
+  usleep(100 * 1000);
+  CHECK(send(late, "P", 1, MSG_NOSIGNAL) == 1);
+  CHECK_EQ_INT(await_handed(&r, 4), 4);
   srv_gacc_stop(a);
   CHECK(connect_to(port) < 0);  // the listener is closed
+  close(late);
   srv_gacc_destroy(a);
   close(c1);
   close(c2);
   if (c4 >= 0) close(c4);
-  for (int i = 1; i < r.n; i++) close(r.fds[i]);
+  for (int i = 2; i < r.n; i++) close(r.fds[i]);
 }
 
 static void test_addresses(void) {
   err e = {0};
   srv_gacc *a = NULL, *b = NULL;
-  CHECK_EQ_INT(srv_gacc_create("127.0.0.1:0", 1, &a, &e), 0);
+  CHECK_EQ_INT(srv_gacc_create("127.0.0.1:0", 1, 1000, &a, &e), 0);
   if (!a) return;
   char addr[64];
   snprintf(addr, sizeof addr, "127.0.0.1:%d", srv_gacc_port(a));
-  CHECK_EQ_INT(srv_gacc_create(addr, 1, &b, &e), ERR_UNAVAILABLE);  // busy: no silent sharing
+  CHECK_EQ_INT(srv_gacc_create(addr, 1, 1000, &b, &e), ERR_UNAVAILABLE);  // busy: no silent sharing
   CHECK(b == NULL);
   CHECK_CONTAINS(e.msg, addr);
   srv_gacc_destroy(a);
-  CHECK_EQ_INT(srv_gacc_create("no-port-here", 1, &b, &e), ERR_UNAVAILABLE);
-  CHECK_EQ_INT(srv_gacc_create("127.0.0.1:70000", 1, &b, &e), ERR_UNAVAILABLE);
-  CHECK_EQ_INT(srv_gacc_create("127.0.0.1:0", 0, &b, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(srv_gacc_create("no-port-here", 1, 1000, &b, &e), ERR_UNAVAILABLE);
+  CHECK_EQ_INT(srv_gacc_create("127.0.0.1:70000", 1, 1000, &b, &e), ERR_UNAVAILABLE);
+  CHECK_EQ_INT(srv_gacc_create("127.0.0.1:0", 0, 1000, &b, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(srv_gacc_create("127.0.0.1:0", 1, 0, &b, &e), ERR_INVALID_ARGUMENT);
   // the wildcard forms gRPC takes, and a bracketed IPv6 literal where the loopback has IPv6
-  CHECK_EQ_INT(srv_gacc_create("0.0.0.0:0", 1, &b, &e), 0);
+  CHECK_EQ_INT(srv_gacc_create("0.0.0.0:0", 1, 1000, &b, &e), 0);
   srv_gacc_destroy(b);
   b = NULL;
-  CHECK_EQ_INT(srv_gacc_create("[::]:0", 1, &b, &e), 0);
+  CHECK_EQ_INT(srv_gacc_create("[::]:0", 1, 1000, &b, &e), 0);
   srv_gacc_destroy(b);
   b = NULL;
-  if (srv_gacc_create("[::1]:0", 1, &b, &e) == 0) srv_gacc_destroy(b);
+  if (srv_gacc_create("[::1]:0", 1, 1000, &b, &e) == 0) srv_gacc_destroy(b);
   else fprintf(stderr, "no IPv6 loopback here: [::1] skipped (%s)\n", e.msg);
   CHECK(srv_gacc_default_max_conns() >= 1 && srv_gacc_default_max_conns() <= 10000);
 }
