@@ -8,6 +8,7 @@
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,13 +115,14 @@ uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t *window) {
   if (!g->rr) return 0;
   char *peer = grpc_call_get_peer(call);
   uint64_t key = 0;
-  int fd, used = 0;
-  if (peer && sscanf(peer, "fd:%d%n", &fd, &used) == 1 && !peer[used]) {
+  char *end = NULL;
+  long fd = peer && !strncmp(peer, "fd:", 3) ? strtol(peer + 3, &end, 10) : -1;
+  if (fd >= 0 && fd <= INT_MAX && end != peer + 3 && !*end) {
     // One inferd accepted (grpc_accept.h): its number may come back for a later connection, so the
     // tally is the descriptor's and its socket's, recorded at the hand-over (no syscall here).
-    unsigned long ino = srv_gacc_inode(g->acc, fd);
+    unsigned long ino = srv_gacc_inode(g->acc, (int)fd);
     char k[64];
-    snprintf(k, sizeof k, "fd:%d:%lu", fd, ino);
+    snprintf(k, sizeof k, "fd:%ld:%lu", fd, ino);
     if (ino) key = srv_rr_call(g->rr, k, mono_now_us(), window);
   } else if (peer) {
     key = srv_rr_call(g->rr, peer, mono_now_us(), window);

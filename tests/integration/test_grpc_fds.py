@@ -175,3 +175,11 @@ def _need_prlimit():
     import shutil
     if not shutil.which("prlimit"):
         pytest.fail("prlimit (util-linux) is needed")
+
+
+@pytest.mark.parametrize("flag,value", [("--grpc-max-connections", "0"), ("--grpc-max-connections", "x"),
+                                        ("--grpc-stream-max-queued", "0"),
+                                        ("--grpc-stream-max-queued-bytes", "100")])
+def test_bad_limits_refused(repo_dir, flag, value):
+    text = lib.start_fails(repo_dir, [flag, value])
+    assert "%s expects an integer" % flag in text, text
