@@ -142,9 +142,18 @@ void srv_grpc__rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelle
   err e = {0};
   char name[SRV_RR_PEER_MAX];
   snprintf(name, sizeof name, "%s", v.peer);
-  // a connection of inferd's own listener: its descriptor, while this call keeps it open
-  int rc = !strncmp(v.peer, "fd:", 3) ? srv_rr_end_fd_connection(v.peer, name, sizeof name)
-                                      : srv_rr_end_connection(v.peer, g->port, &e);
+  int rc;
+  if (!strncmp(v.peer, "fd:", 3)) {
+    // A connection of inferd's own listener: its descriptor, while this call keeps it open, and only
+    // while the acceptor still holds it for the same socket (which also orders its accept before this).
+    int fd;
+    unsigned long ino;
+    rc = sscanf(v.peer, "fd:%d:%lu", &fd, &ino) == 2 && ino && srv_gacc_inode(g->acc, fd) == ino
+             ? srv_rr_end_fd_connection(v.peer, name, sizeof name)
+             : 0;
+  } else {
+    rc = srv_rr_end_connection(v.peer, g->port, &e);
+  }
   if (rc > 0) {
     atomic_fetch_add_explicit(&g->rr_ended, 1, memory_order_relaxed);
     LOG("ended the connection from %s: its client cancelled %u of the %u calls it opened within one second "
