@@ -1,6 +1,7 @@
 // cli.c: flag parsing ("--name value" and "--name=value").
 #include "server/cli.h"
 
+#include "server/grpc/grpc_front.h"
 #include "server/grpc/rapid_reset.h"
 
 #include <errno.h>
@@ -44,6 +45,13 @@ void srv_options_usage(const char *prog) {
           "  --grpc-rapid-reset-limit N   end a gRPC connection whose client cancels N calls within one\n"
           "                               second, half or more of those it opened (HTTP/2 rapid reset;\n"
           "                               default 1000; 0: never)\n"
+          "  --grpc-max-connections N     connections the plaintext gRPC port holds at once; more are reset\n"
+          "                               at once (default min(10000, (open files limit - 256) / 2))\n"
+          "  --grpc-stream-max-queued N   ModelStreamInfer: messages one stream holds taken and not yet\n"
+          "                               answered on the wire before it stops reading (default 128); it\n"
+          "                               reads again at half, so a client that never reads is held by\n"
+          "                               HTTP/2 flow control instead of growing the server\n"
+          "  --grpc-stream-max-queued-bytes N the same for the bytes of its waiting answers (default 16777216)\n"
           "  --http-max-infer-body-bytes N largest body of a REST inference request (default 67108864);\n"
           "                               larger ones get 413 (other HTTP requests: 1 MiB)\n"
           "  --http-max-connections N     connections the HTTP port holds at once; past it a new one gets\n"
@@ -174,6 +182,8 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .grpc_threads = default_grpc_threads(), .grpc_max_message_bytes = 64 << 20,
                      .grpc_max_streams = 0,  // the gRPC front's default (2048)
                      .grpc_rapid_reset_limit = SRV_RR_DEFAULT_LIMIT,
+                     .grpc_stream_max_queued = SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED,
+                     .grpc_stream_max_queued_bytes = SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED_BYTES,
                      .reply_threads = -1,    // half the cores given, 2 to 8 (main.c)
                      .http_max_infer_body_bytes = 64 << 20,
                      .http_header_timeout_secs = 10, .http_body_min_rate = 32768,
@@ -237,6 +247,10 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--grpc-max-concurrent-streams")) rc = parse_int(name, val, 1, INT_MAX, &o->grpc_max_streams);
     else if (!strcmp(name, "--grpc-transport-offload")) rc = parse_bool(name, val, &o->grpc_transport_offload);
     else if (!strcmp(name, "--grpc-rapid-reset-limit")) rc = parse_int(name, val, 0, INT_MAX, &o->grpc_rapid_reset_limit);
+    else if (!strcmp(name, "--grpc-max-connections")) rc = parse_int(name, val, 1, 1 << 24, &o->grpc_max_connections);
+    else if (!strcmp(name, "--grpc-stream-max-queued")) rc = parse_int(name, val, 1, 1 << 20, &o->grpc_stream_max_queued);
+    else if (!strcmp(name, "--grpc-stream-max-queued-bytes"))
+      rc = parse_int(name, val, 4096, INT_MAX, &o->grpc_stream_max_queued_bytes);
     else if (!strcmp(name, "--reply-threads")) rc = parse_int(name, val, 0, 64, &o->reply_threads);
     else if (!strcmp(name, "--http-max-infer-body-bytes"))
       rc = parse_int(name, val, 1 << 20, INT_MAX, &o->http_max_infer_body_bytes);

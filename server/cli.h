@@ -26,6 +26,8 @@ typedef struct srv_options {
   int grpc_max_streams;  // concurrent calls per connection (--grpc-max-concurrent-streams)
   int grpc_transport_offload;  // --grpc-transport-offload (srv_grpc_opts.transport_offload)
   int grpc_rapid_reset_limit;  // --grpc-rapid-reset-limit; 0 off (srv_grpc_opts.rapid_reset_limit)
+  int grpc_stream_max_queued, grpc_stream_max_queued_bytes;  // --grpc-stream-max-queued(-bytes) (srv_grpc_opts)
+  int grpc_max_connections;  // --grpc-max-connections; 0: srv_gacc_default_max_conns() once the limit is raised
   int reply_threads;     // --reply-threads: threads sending batches' answers; -1 auto, 0 none (replyq.h)
   int http_max_infer_body_bytes;  // body limit of POST .../infer on the HTTP port
   // issue 31's limits of the HTTP port (0: off, but http_max_connections 0: derived from the descriptor limit in main)

@@ -28,6 +28,7 @@
 #include "proto/protoset.h"
 #include "server/alloc.h"
 #include "server/cli.h"
+#include "server/grpc/grpc_accept.h"
 #include "server/http/http.h"
 #include "server/http/jsonmem.h"
 #include "server/http/rest.h"
@@ -471,11 +472,20 @@ int main(int argc, char **argv) {
   srv_grpc_opts go = {.addr = addr, .n_threads = o.grpc_threads, .max_recv_bytes = o.grpc_max_message_bytes,
                       .max_send_bytes = o.grpc_max_message_bytes,
                       .max_streams = o.grpc_max_streams, .transport_offload = o.grpc_transport_offload,
-                      .rapid_reset_limit = o.grpc_rapid_reset_limit ? o.grpc_rapid_reset_limit : -1};
+                      .rapid_reset_limit = o.grpc_rapid_reset_limit ? o.grpc_rapid_reset_limit : -1,
+                      .stream_max_queued = o.grpc_stream_max_queued,
+                      .stream_max_queued_bytes = o.grpc_stream_max_queued_bytes,
+                      .max_connections = o.grpc_max_connections ? o.grpc_max_connections : grpc_cap};
   srv_grpc_tls gt = {.certs = tls};
   if (tls) go.tls = &gt;
   if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;
   srv.grpc = grpc;
+  if (!tls)
+    srv_log(SRV_LOG_INFO, "gRPC port: at most %d connections at once (--grpc-max-connections), accepted by inferd",
+            go.max_connections);
+  else
+    srv_log(SRV_LOG_INFO, "gRPC port: TLS, accepted by gRPC's own listener (no connection cap; it stops accepting "
+                          "for good if descriptors run out)");
   switch (srv_grpc_transport_offload(grpc)) {
     case SRV_GRPC_OFFLOAD_ON: srv_log(SRV_LOG_INFO, "gRPC transport work may move to gRPC's executor threads (gRPC's default)"); break;
     case SRV_GRPC_OFFLOAD_OFF:

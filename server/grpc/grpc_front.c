@@ -10,6 +10,7 @@
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
+#include <grpc/grpc_posix.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
@@ -192,6 +193,11 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   g->busy_method = o->busy_method;  // a string literal of the caller's, or NULL
   g->busy_calls = o->busy_calls;
   atomic_init(&g->rr_ended, 0);
+  g->stream_max_queued = o->stream_max_queued > 0 ? o->stream_max_queued : SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED;
+  g->stream_max_queued_bytes =
+      (size_t)(o->stream_max_queued_bytes > 0 ? o->stream_max_queued_bytes : SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED_BYTES);
+  atomic_init(&g->stream_pause_log_us, 0);
+  atomic_init(&g->stream_pauses, 0);
   g->rr_limit = o->rapid_reset_limit ? o->rapid_reset_limit : SRV_RR_DEFAULT_LIMIT;
   if (g->rr_limit > 0 && srv_rr_create(g->rr_limit, &g->rr, e) != 0) {
     free(g);
@@ -281,7 +287,21 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
     }
   }
   g->tls = o->tls ? o->tls->certs : NULL;
-  grpc_server_credentials *creds = g->tls ? tls_credentials(g) : grpc_insecure_server_credentials_create();
+  if (!g->tls) {
+    // Plaintext: inferd listens and hands connections over (grpc_accept.h), so the port has a connection
+    // cap and outlives EMFILE, which gRPC 1.51's own listener does not.
+    int cap = o->max_connections > 0 ? o->max_connections : srv_gacc_default_max_conns();
+    g->fd_creds = grpc_insecure_server_credentials_create();
+    if (!g->fd_creds) {
+      err_set(e, ERR_INTERNAL, "gRPC front end: cannot create insecure credentials");
+      goto fail;
+    }
+    if (srv_gacc_create(o->addr, cap, SRV_GACC_PREFACE_MS, &g->acc, e) != 0) goto fail;
+    g->port = srv_gacc_port(g->acc);
+    *out = g;
+    return 0;
+  }
+  grpc_server_credentials *creds = tls_credentials(g);
   if (!creds) {
     err_set(e, o->tls ? ERR_INVALID_ARGUMENT : ERR_INTERNAL, "gRPC front end: cannot create %s credentials",
             o->tls ? "TLS" : "insecure");
@@ -309,6 +329,13 @@ fail:
 }
 
 int srv_grpc_port(const srv_grpc *g) { return g->port; }
+
+// The acceptor's hand-off (its thread): the core owns fd from here on, names
+// the connection "fd:<n>" and closes fd when the connection ends.
+static void hand_to_core(void *arg, int fd) {
+  srv_grpc *g = arg;
+  grpc_server_add_channel_from_fd(g->server, fd, g->fd_creds);
+}
 
 int srv_grpc_draining(const srv_grpc *g) { return draining(g); }
 
@@ -341,6 +368,10 @@ int srv_grpc_start(srv_grpc *g, err *e) {
       return (int)e->code;
     }
     t->th_started = 1;
+  }
+  if (g->acc && srv_gacc_start(g->acc, hand_to_core, g, e) != 0) {
+    srv_grpc_shutdown(g, 0);
+    return (int)e->code;
   }
   return 0;
 }
@@ -403,6 +434,7 @@ void srv_grpc_shutdown(srv_grpc *g, int grace_ms) {
   g->shut = 1;
   atomic_store_explicit(&g->streams_ending, 1, memory_order_release);
   if (!g->threads || !g->threads[0].cq || !g->threads[0].th_started) {
+    srv_gacc_stop(g->acc);
     atomic_store_explicit(&g->draining, 1, memory_order_release);
     if (!g->threads || !g->threads[0].cq) return;  // create failed early: nothing was queued
     // Never served (or no thread came up): nothing to drain, only the notify
@@ -422,6 +454,9 @@ void srv_grpc_shutdown(srv_grpc *g, int grace_ms) {
   int left = wait_streams_ended(g, &until);
   if (left) LOG("shutdown: %d stream(s) still unanswered at the end of the grace; closing anyway", left);
   atomic_store_explicit(&g->draining, 1, memory_order_release);
+  // No connection is handed to the core once it shuts down: the listener closes here, where gRPC's own
+  // would (new connects are refused from now on).
+  srv_gacc_stop(g->acc);
   grpc_server_shutdown_and_notify(g->server, g->threads[0].cq, &g->shutdown_tag);
   srv_grpc__end_live_streams(g);  // one matched by a request posted before step 1 may have joined since
   pthread_mutex_lock(&g->mu);
@@ -467,6 +502,8 @@ static void teardown(srv_grpc *g) {
   }
   free(g->threads);
   free(g->methods);
+  srv_gacc_destroy(g->acc);
+  if (g->fd_creds) grpc_server_credentials_release(g->fd_creds);
   srv_rr_destroy(g->rr);
   pthread_mutex_destroy(&g->mu);
   pthread_mutex_destroy(&g->live_mu);

@@ -59,6 +59,11 @@ typedef struct srv_grpc_tls {
 } srv_grpc_tls;
 
 #define SRV_GRPC_DEFAULT_MAX_STREAMS 2048
+// Per asynchronous stream (ModelStreamInfer): messages taken and not yet
+// answered on the wire, and the bytes of their answers, before the stream
+// stops reading (srv_grpc_opts.stream_max_queued).
+#define SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED 128
+#define SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED_BYTES (16 << 20)
 
 typedef struct srv_grpc_opts {
   const char *addr;      // "0.0.0.0:8001"; port 0 picks a free one
@@ -82,6 +87,17 @@ typedef struct srv_grpc_opts {
   // least half of the calls it opened in that second (HTTP/2 rapid reset,
   // server/grpc/rapid_reset.h); 0 means SRV_RR_DEFAULT_LIMIT, -1 turns the guard off.
   int rapid_reset_limit;
+  // An asynchronous stream stops reading while it holds this many messages not yet answered on the
+  // wire (with the handler, or answered and waiting to be written because the client does not read),
+  // or answers of this many bytes; it reads again once both are down to half. HTTP/2 flow control then
+  // holds the client's sends: a client that never reads cannot grow the server. 0 means the
+  // SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED(_BYTES) defaults.
+  int stream_max_queued;
+  int stream_max_queued_bytes;
+  // Plaintext port only: connections open at once; past it a new one is reset at once. The port also
+  // survives running out of descriptors (grpc_accept.h). 0 means srv_gacc_default_max_conns(). A TLS
+  // port keeps gRPC's own listener, with neither.
+  int max_connections;
 } srv_grpc_opts;
 
 // Where gRPC's transport work runs, as srv_grpc_create left it.

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "server/grpc/grpc_accept.h"
 #include "server/grpc/grpc_front.h"
 #include "server/grpc/rapid_reset.h"
 
@@ -116,6 +117,7 @@ typedef struct stream_call {
 typedef struct out_msg {
   struct out_msg *next;
   grpc_byte_buffer *bb;
+  size_t len;
 } out_msg;
 
 struct srv_stream {
@@ -139,6 +141,15 @@ struct srv_stream {
   grpc_slice status_details;
   int has_details;
   out_msg *q_head, *q_tail;  // answers waiting for the send in flight
+  // Flow control of answers: messages taken and not yet written (outstanding
+  // + queued + the one sending) and the bytes of the answers among them.
+  // Past srv_grpc.stream_max_queued / _bytes no read is posted (paused) until
+  // the client has taken the backlog down to half; HTTP/2 flow control then
+  // holds the client's sends, so a client that never reads cannot grow us.
+  int queued;          // answers in q_head..q_tail
+  size_t queued_bytes;  // their bytes plus the one sending
+  size_t send_len;      // the bytes of the answer being sent
+  int paused;           // a read is due but held back by the backlog
   tag tag_new, tag_close, tag_recv, tag_send, tag_status;
   struct srv_stream *live_prev, *live_next;  // in srv_grpc.live, while it has a call
   int live;
@@ -200,6 +211,14 @@ struct srv_grpc {
   // (read and written only under the watch's mutex, by the fetcher).
   srv_tlsw *tls;
   unsigned long long tls_seen;
+  int stream_max_queued;         // per asynchronous stream: messages taken and not yet written
+  size_t stream_max_queued_bytes;  // and the bytes of their answers
+  atomic_llong stream_pause_log_us;  // when the last "stream paused" line was written (rate limit)
+  atomic_ullong stream_pauses;       // streams paused since then, told in the next line
+  // The plaintext port's own listener (grpc_accept.h) and the credentials its connections are handed over
+  // with; NULL with TLS, where the core listens.
+  srv_gacc *acc;
+  grpc_server_credentials *fd_creds;
   srv_rr *rr;  // NULL: the rapid-reset guard is off
   int rr_limit;
   atomic_ullong rr_ended;  // connections it ended

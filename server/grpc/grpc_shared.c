@@ -8,7 +8,9 @@
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <limits.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -112,7 +114,19 @@ int64_t srv_grpc__deadline_to_us(gpr_timespec d) {
 uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t *window) {
   if (!g->rr) return 0;
   char *peer = grpc_call_get_peer(call);
-  uint64_t key = peer ? srv_rr_call(g->rr, peer, mono_now_us(), window) : 0;
+  uint64_t key = 0;
+  char *end = NULL;
+  long fd = peer && !strncmp(peer, "fd:", 3) ? strtol(peer + 3, &end, 10) : -1;
+  if (fd >= 0 && fd <= INT_MAX && end != peer + 3 && !*end) {
+    // One inferd accepted (grpc_accept.h): its number may come back for a later connection, so the
+    // tally is the descriptor's and its socket's, recorded at the hand-over (no syscall here).
+    unsigned long ino = srv_gacc_inode(g->acc, (int)fd);
+    char k[64];
+    snprintf(k, sizeof k, "fd:%ld:%lu", fd, ino);
+    if (ino) key = srv_rr_call(g->rr, k, mono_now_us(), window);
+  } else if (peer) {
+    key = srv_rr_call(g->rr, peer, mono_now_us(), window);
+  }
   gpr_free(peer);
   return key;
 }
@@ -126,13 +140,26 @@ void srv_grpc__rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelle
   srv_rr_verdict v;
   if (!srv_rr_cancelled(g->rr, key, window, &v)) return;
   err e = {0};
-  int rc = srv_rr_end_connection(v.peer, g->port, &e);
+  char name[SRV_RR_PEER_MAX];
+  snprintf(name, sizeof name, "%s", v.peer);
+  int rc;
+  if (!strncmp(v.peer, "fd:", 3)) {
+    // A connection of inferd's own listener: its descriptor, while this call keeps it open, and only
+    // while the acceptor still holds it for the same socket (which also orders its accept before this).
+    int fd;
+    unsigned long ino;
+    rc = sscanf(v.peer, "fd:%d:%lu", &fd, &ino) == 2 && ino && srv_gacc_inode(g->acc, fd) == ino
+             ? srv_rr_end_fd_connection(v.peer, name, sizeof name)
+             : 0;
+  } else {
+    rc = srv_rr_end_connection(v.peer, g->port, &e);
+  }
   if (rc > 0) {
     atomic_fetch_add_explicit(&g->rr_ended, 1, memory_order_relaxed);
     LOG("ended the connection from %s: its client cancelled %u of the %u calls it opened within one second "
-        "(HTTP/2 rapid reset; --grpc-rapid-reset-limit %d)", v.peer, v.cancels, v.calls, g->rr_limit);
+        "(HTTP/2 rapid reset; --grpc-rapid-reset-limit %d)", name, v.cancels, v.calls, g->rr_limit);
   } else if (rc < 0) {
-    LOG("the connection from %s is over the rapid-reset limit but could not be ended: %s", v.peer, e.msg);
+    LOG("the connection from %s is over the rapid-reset limit but could not be ended: %s", name, e.msg);
   }
 }
 

@@ -12,8 +12,12 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "server/grpc/grpc_front_internal.h"
+
+// At most one "stream stopped reading" line this often (it counts the others).
+#define PAUSE_LOG_EVERY_US (10 * 1000000LL)
 
 // ---------------------------------------------------------------- ping-pong streams
 
@@ -172,6 +176,43 @@ static void astream_drop_queue(srv_stream *s) {
     free(m);
   }
   s->q_tail = NULL;
+  s->queued = 0;
+  s->queued_bytes = 0;
+}
+
+// s->mu held. Messages taken and not yet written, and their answers' bytes,
+// at or past the stream's cap: stop reading.
+static int astream_full(const srv_stream *s) {
+  const srv_grpc *g = s->t->g;
+  return s->outstanding + s->queued + s->sending >= g->stream_max_queued ||
+         s->queued_bytes + s->send_len >= g->stream_max_queued_bytes;
+}
+
+// s->mu held. Down to half of both caps: read again. The gap between the two
+// marks keeps a client that reads slowly from toggling the read per answer.
+static int astream_low(const srv_stream *s) {
+  const srv_grpc *g = s->t->g;
+  return s->outstanding + s->queued + s->sending <= g->stream_max_queued / 2 &&
+         s->queued_bytes + s->send_len <= g->stream_max_queued_bytes / 2;
+}
+
+// One line per PAUSE_LOG_EVERY_US for every stream paused meanwhile: a client
+// that never reads pauses its stream once, a slow reader again and again.
+static void astream_log_pause(srv_stream *s) {
+  srv_grpc *g = s->t->g;
+  unsigned long long n = atomic_fetch_add_explicit(&g->stream_pauses, 1, memory_order_relaxed) + 1;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  long long now = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+  long long last = atomic_load_explicit(&g->stream_pause_log_us, memory_order_relaxed);
+  if (last && now - last < PAUSE_LOG_EVERY_US) return;
+  if (!atomic_compare_exchange_strong(&g->stream_pause_log_us, &last, now)) return;  // another thread logs
+  atomic_fetch_sub_explicit(&g->stream_pauses, n, memory_order_relaxed);
+  LOG("%s: %llu stream(s) stopped reading until their clients take their answers: %d messages taken and "
+      "not yet answered on the wire, %zu bytes of answers waiting (--grpc-stream-max-queued %d, "
+      "--grpc-stream-max-queued-bytes %zu)",
+      s->rm->m.path, n, s->outstanding + s->queued + s->sending, s->queued_bytes + s->send_len,
+      g->stream_max_queued, g->stream_max_queued_bytes);
 }
 
 static void astream_free(srv_stream *s) {
@@ -217,6 +258,7 @@ static int astream_start(srv_stream *s, const grpc_op *ops, size_t n, tag *tg) {
 
 // s->mu held: posts the next read.
 static void astream_recv(srv_stream *s) {
+  s->paused = 0;
   if (!s->reading || s->done) return;
   grpc_op op;
   memset(&op, 0, sizeof op);
@@ -232,6 +274,9 @@ static void astream_pump(srv_stream *s) {
   s->q_head = m->next;
   if (!s->q_head) s->q_tail = NULL;
   s->send_buf = m->bb;
+  s->send_len = m->len;
+  s->queued--;
+  s->queued_bytes -= m->len;
   free(m);
   grpc_op ops[2];
   memset(ops, 0, sizeof ops);
@@ -245,6 +290,7 @@ static void astream_pump(srv_stream *s) {
   } else {
     grpc_byte_buffer_destroy(s->send_buf);
     s->send_buf = NULL;
+    s->send_len = 0;
   }
 }
 
@@ -272,6 +318,7 @@ static void astream_end_for_drain(srv_stream *s) {
     s->has_details = 1;
   }
   s->reading = 0;
+  s->paused = 0;  // a paused stream has no read to fail: it ends here once its answers are written
   astream_try_finish(s);
 }
 
@@ -350,8 +397,16 @@ static void on_astream_recv(cq_thread *t, srv_stream *s, int ok) {
   }
   grpc_byte_buffer *buf = s->recv_buf;
   s->recv_buf = NULL;
-  astream_recv(s);  // the next read overlaps this message's work
   s->outstanding++;
+  if (!astream_full(s)) {
+    astream_recv(s);  // the next read overlaps this message's work
+  } else {
+    // Enough taken and not yet written: no read until the client has taken
+    // its answers down to half (TAG_ASTREAM_SEND). The messages it keeps
+    // sending wait in HTTP/2's windows, then its sends block.
+    s->paused = 1;
+    astream_log_pause(s);
+  }
   s->pending++;  // this thread's hold while the handler runs, whatever it answers
   pthread_mutex_unlock(&s->mu);
   pthread_mutex_lock(&t->mu);
@@ -406,7 +461,10 @@ void srv_stream_reply(srv_stream *s, uint8_t *resp, size_t len) {
     free(m);
   } else {
     m->bb = bb;
+    m->len = len;
     m->next = NULL;
+    s->queued++;
+    s->queued_bytes += len;
     if (s->q_tail) s->q_tail->next = m;
     else s->q_head = m;
     s->q_tail = m;
@@ -442,12 +500,14 @@ static void on_astream_done(srv_stream *s, tag_kind kind, int ok) {
     case TAG_ASTREAM_SEND:
       grpc_byte_buffer_destroy(s->send_buf);
       s->send_buf = NULL;
+      s->send_len = 0;
       s->sending = 0;
       if (!ok) {
         s->done = 1;
         astream_drop_queue(s);
       }
       astream_pump(s);
+      if (s->paused && astream_low(s)) astream_recv(s);  // the client took enough: read again
       astream_try_finish(s);
       break;
     default:  // TAG_ASTREAM_STATUS

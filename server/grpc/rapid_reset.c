@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define STRIPES 16
@@ -252,6 +253,27 @@ static unsigned long find_inode(const char *file, size_t words, const tcp_addr *
   }
   fclose(f);
   return inode;
+}
+
+int srv_rr_end_fd_connection(const char *peer, char *name, size_t name_len) {
+  snprintf(name, name_len, "%s", peer);
+  int fd;
+  unsigned long ino;
+  int used = 0;
+  if (sscanf(peer, "fd:%d:%lu%n", &fd, &ino, &used) != 2 || peer[used] || fd < 0 || !ino) return 0;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || (unsigned long)st.st_ino != ino) return 0;
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  tcp_addr r;
+  if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && sockaddr_to_tcp(&ss, &r) == 0) {
+    char ip[INET6_ADDRSTRLEN];
+    if (r.v4 && inet_ntop(AF_INET, r.addr, ip, sizeof ip))
+      snprintf(name, name_len, "ipv4:%s:%d", ip, r.port);
+    else if (!r.v4 && inet_ntop(AF_INET6, ((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr, ip, sizeof ip))
+      snprintf(name, name_len, "ipv6:[%s]:%d", ip, r.port);
+  }
+  return shutdown(fd, SHUT_RDWR) == 0;
 }
 
 int srv_rr_end_connection(const char *peer, int port, err *e) {

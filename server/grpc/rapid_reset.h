@@ -63,4 +63,15 @@ int srv_rr_cancelled(srv_rr *rr, uint64_t key, int64_t window, srv_rr_verdict *v
 // a TCP address gRPC writes; -1 with *e when the descriptors cannot be read.
 int srv_rr_end_connection(const char *peer, int port, err *e);
 
+// The same for a connection inferd accepted itself and handed to gRPC
+// (grpc_accept.h), which gRPC names "fd:<n>"; the front end counts it as
+// "fd:<n>:<socket inode>" so a descriptor reused for a later connection
+// starts a tally of its own. shutdown(2) of descriptor n, only while it is
+// still that socket (same inode): call it while one of the connection's calls
+// is still referenced, which keeps the descriptor open. Returns 1 when it
+// did, 0 when not (gone, or `peer` not of that form); *name (name_len bytes)
+// gets its client's address as gRPC writes one ("ipv4:127.0.0.1:41234"), or
+// `peer` when unknown.
+int srv_rr_end_fd_connection(const char *peer, char *name, size_t name_len);
+
 #endif

@@ -1,9 +1,9 @@
 """Running out of file descriptors (issue 15). The soft RLIMIT_NOFILE is raised to the hard limit at start.
-When the descriptors still run out, this gRPC core (Debian 12's 1.51) stops accepting on its port for good
-after one failed accept4 (EMFILE) while HTTP recovers: the server then reports itself not live
-(/v2/health/live 503, ServerLive false on connections it still holds, health NOT_SERVING) and says why
-in its log, so an orchestrator's liveness probe restarts it instead of leaving a deaf process that looks
-healthy."""
+The plaintext gRPC port is inferd's own listener and survives EMFILE (test_grpc_fds.py). A TLS port keeps
+gRPC's listener, and this gRPC core (Debian 12's 1.51) stops accepting on it for good after one failed
+accept4 (EMFILE) while HTTP recovers: the server then reports itself not live (/v2/health/live 503,
+ServerLive false on connections it still holds, health NOT_SERVING) and says why in its log, so an
+orchestrator's liveness probe restarts it instead of leaving a deaf process that looks healthy."""
 
 import socket
 import time
@@ -13,12 +13,13 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 import inferd_testlib as lib
+import tls_certs
 
 DEADLINE_S = 30
 
 
-def limited_server(repo_dir, soft, hard):
-    srv = lib.ServerProcess(repo_dir, ["--strict-readiness", "false"])
+def limited_server(repo_dir, soft, hard, extra=()):
+    srv = lib.ServerProcess(repo_dir, ["--strict-readiness", "false"] + list(extra))
     srv.args = ["prlimit", "--nofile=%d:%d" % (soft, hard)] + srv.args
     return srv
 
@@ -32,11 +33,12 @@ def test_soft_limit_raised_to_hard(repo_dir):
     srv.assert_clean_exit()
 
 
-def test_exhausted_descriptors_make_the_server_not_live(repo_dir):
-    srv = limited_server(repo_dir, 96, 96).start()
+def test_exhausted_descriptors_make_a_tls_server_not_live(repo_dir, certs):
+    srv = limited_server(repo_dir, 96, 96, tls_certs.server_args(certs, "grpc", False)).start()
     socks = []
     try:
-        c = grpcclient.InferenceServerClient(url=srv.grpc_url)  # connected before the descriptors run out
+        # connected before the descriptors run out
+        c = grpcclient.InferenceServerClient(url=srv.grpc_url, ssl=True, root_certificates=certs["ca"])
         assert c.is_server_live()
         assert lib.http_get(srv.http_url + "/v2/health/live")[0] == 200
         # idle TCP connections until accept4 fails (96 descriptors, a fraction already in use)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -214,8 +215,39 @@ static void test_end_connection(void) {
   }
 }
 
+// A connection of inferd's own listener, named "fd:<n>:<inode>": ended by its
+// descriptor only while that descriptor is still the same socket.
+static void test_end_fd_connection(void) {
+  pair2 p;
+  CHECK_EQ_INT(open_pair(AF_INET, "127.0.0.1", &p), 0);
+  struct stat st;
+  CHECK_EQ_INT(fstat(p.srv[0], &st), 0);
+  char peer[SRV_RR_PEER_MAX], name[SRV_RR_PEER_MAX], want[SRV_RR_PEER_MAX];
+  // another inode under that number (the descriptor reused for another socket): not touched
+  snprintf(peer, sizeof peer, "fd:%d:%lu", p.srv[0], (unsigned long)st.st_ino + 1);
+  CHECK_EQ_INT(srv_rr_end_fd_connection(peer, name, sizeof name), 0);
+  CHECK(client_still_open(p.cli[0]));
+  snprintf(peer, sizeof peer, "fd:%d:%lu", p.srv[0], (unsigned long)st.st_ino);
+  CHECK_EQ_INT(srv_rr_end_fd_connection(peer, name, sizeof name), 1);
+  snprintf(want, sizeof want, "ipv4:127.0.0.1:%d", p.cport[0]);
+  CHECK_EQ_STR(name, want);
+  CHECK(client_sees_end(p.cli[0]));
+  CHECK(client_still_open(p.cli[1]));
+  // malformed, closed or not a socket
+  CHECK_EQ_INT(srv_rr_end_fd_connection("fd:3", name, sizeof name), 0);
+  CHECK_EQ_STR(name, "fd:3");
+  CHECK_EQ_INT(srv_rr_end_fd_connection("fd:x:1", name, sizeof name), 0);
+  CHECK_EQ_INT(srv_rr_end_fd_connection("fd:999999:1", name, sizeof name), 0);
+  CHECK_EQ_INT(srv_rr_end_fd_connection("ipv4:127.0.0.1:1", name, sizeof name), 0);
+  CHECK_EQ_INT(fstat(0, &st), 0);
+  snprintf(peer, sizeof peer, "fd:0:%lu", (unsigned long)st.st_ino);
+  CHECK_EQ_INT(srv_rr_end_fd_connection(peer, name, sizeof name), 0);
+  close_pair(&p);
+}
+
 int main(void) {
   test_counts();
   test_end_connection();
+  test_end_fd_connection();
   CHECK_DONE();
 }
