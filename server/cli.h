@@ -40,6 +40,7 @@ typedef struct srv_options {
   int auto_complete_config;  // Triton's auto-complete; --disable-auto-complete-config clears it
   int strict_readiness;
   int allow_client_shm;  // Triton's --allow-client-shm
+  int shm_max_regions;   // --shm-max-regions: per registry (system, CUDA); 0 no limit
   int allow_metrics;     // Triton's --allow-metrics (default 1)
   int metrics_port;      // Triton's --metrics-port; -1: /metrics only on the HTTP port
   int exit_timeout_secs;

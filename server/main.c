@@ -420,8 +420,8 @@ int main(int argc, char **argv) {
   if (o.trace_file && prof_trace_open(o.trace_file, o.trace_rate, &srv.trace, &e) != 0) goto fail;
   // a client that shrinks its registered object makes copies from and into
   // the mapping fault: the guard turns that into one failed request
-  if (o.allow_client_shm && (srv_shmguard_install(&e) != 0 || srv_shm_create(&srv.shm, &e) != 0)) goto fail;
-  if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, &e) != 0) goto fail;
+  if (o.allow_client_shm && (srv_shmguard_install(&e) != 0 || srv_shm_create(&srv.shm, (size_t)o.shm_max_regions, &e) != 0)) goto fail;
+  if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, (size_t)o.shm_max_regions, &e) != 0) goto fail;
   if (o.rest_json_max_memory && srv_jsonmem_create((uint64_t)o.rest_json_max_memory, &srv.jsonmem, &e) != 0) goto fail;
   if (srv_sched_create(srv.reg, &srv, &srv.sched, &e) != 0) goto fail;
   if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.draining,

@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-void srv_shmtab_init(srv_shmtab *t, void (*free_region)(srv_shmtab_entry *e)) {
+void srv_shmtab_init(srv_shmtab *t, size_t max, void (*free_region)(srv_shmtab_entry *e)) {
   pthread_mutex_init(&t->mu, NULL);
   t->head = NULL;
+  t->count = 0;
+  t->max = max;
   t->free_region = free_region;
 }
 
@@ -43,16 +45,34 @@ srv_shmtab_entry *srv_shmtab_find_locked(srv_shmtab *t, const char *name) {
   return NULL;
 }
 
-int srv_shmtab_add_locked(srv_shmtab *t, srv_shmtab_entry *e) {
-  if (srv_shmtab_find_locked(t, e->name)) return -1;
-  e->next = t->head;
-  t->head = e;
+int srv_shmtab_check_room_locked(srv_shmtab *t, const char *name, const char *kind, err *err) {
+  if (srv_shmtab_find_locked(t, name))
+    return err_set(err, ERR_ALREADY_EXISTS, "%s region '%s' is already registered", kind, name);
+  if (t->max && t->count >= t->max)
+    return err_set(err, ERR_RESOURCE_EXHAUSTED,
+                   "%zu %s regions are registered, the most --shm-max-regions allows: unregister one first", t->count,
+                   kind);
   return 0;
 }
 
-int srv_shmtab_add(srv_shmtab *t, srv_shmtab_entry *e) {
+int srv_shmtab_check_room(srv_shmtab *t, const char *name, const char *kind, err *err) {
   pthread_mutex_lock(&t->mu);
-  int rc = srv_shmtab_add_locked(t, e);
+  int rc = srv_shmtab_check_room_locked(t, name, kind, err);
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+int srv_shmtab_add_locked(srv_shmtab *t, srv_shmtab_entry *e, const char *kind, err *err) {
+  TRY(srv_shmtab_check_room_locked(t, e->name, kind, err));
+  e->next = t->head;
+  t->head = e;
+  t->count++;
+  return 0;
+}
+
+int srv_shmtab_add(srv_shmtab *t, srv_shmtab_entry *e, const char *kind, err *err) {
+  pthread_mutex_lock(&t->mu);
+  int rc = srv_shmtab_add_locked(t, e, kind, err);
   pthread_mutex_unlock(&t->mu);
   return rc;
 }
@@ -77,6 +97,7 @@ size_t srv_shmtab_unregister(srv_shmtab *t, const char *name) {
       e->next = gone;
       gone = e;
       n++;
+      t->count--;
       if (!all) break;
     } else {
       pp = &e->next;

@@ -30,10 +30,15 @@ typedef struct srv_shmtab_entry {
 typedef struct srv_shmtab {
   pthread_mutex_t mu;
   srv_shmtab_entry *head;
+  size_t count;  // entries listed
+  size_t max;    // most entries listed at once (0: no limit)
   void (*free_region)(srv_shmtab_entry *e);  // frees the region that starts with e
 } srv_shmtab;
 
-void srv_shmtab_init(srv_shmtab *t, void (*free_region)(srv_shmtab_entry *e));
+// max: the most regions listed at once (0: no limit). Each system region is
+// one mapping, and vm.max_map_count (65530 by default) is shared with
+// malloc, thread stacks and model files: past it mmap fails everywhere.
+void srv_shmtab_init(srv_shmtab *t, size_t max, void (*free_region)(srv_shmtab_entry *e));
 // Unregisters every region (held ones go with their last release).
 void srv_shmtab_close(srv_shmtab *t);
 
@@ -50,11 +55,18 @@ int srv_shmtab_unref(srv_shmtab_entry *e);
 
 // With t->mu held: the entry named `name`, or NULL.
 srv_shmtab_entry *srv_shmtab_find_locked(srv_shmtab *t, const char *name);
-// With t->mu held: lists e (the table now holds its reference); -1, and
-// nothing listed, when the name is taken.
-int srv_shmtab_add_locked(srv_shmtab *t, srv_shmtab_entry *e);
+// With t->mu held: lists e (the table now holds its reference). Nothing is
+// listed, and *err says why (ALREADY_EXISTS naming the region, or
+// RESOURCE_EXHAUSTED naming the limit), when the name is taken or the
+// table holds max entries; `kind` starts the message ("cuda shared memory").
+int srv_shmtab_add_locked(srv_shmtab *t, srv_shmtab_entry *e, const char *kind, err *err);
 // The same, taking the lock.
-int srv_shmtab_add(srv_shmtab *t, srv_shmtab_entry *e);
+int srv_shmtab_add(srv_shmtab *t, srv_shmtab_entry *e, const char *kind, err *err);
+// With t->mu held: what srv_shmtab_add_locked would refuse for `name`, as
+// 0 or an error; lets a registry refuse before it maps anything.
+int srv_shmtab_check_room_locked(srv_shmtab *t, const char *name, const char *kind, err *err);
+// The same, taking the lock.
+int srv_shmtab_check_room(srv_shmtab *t, const char *name, const char *kind, err *err);
 // 1 when `name` is listed (0 for "" or NULL).
 int srv_shmtab_has(srv_shmtab *t, const char *name);
 
