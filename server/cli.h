@@ -47,6 +47,7 @@ typedef struct srv_options {
   srv_log_level log_level;
   const char *trace_file;  // NULL: no trace
   int trace_rate;
+  long long trace_file_max_bytes;  // --trace-file-max-bytes; 0 no cap
   srv_control_mode control_mode;  // --model-control-mode
   const char *load_models[SRV_MAX_LOAD_MODELS];  // --load-model (explicit mode), "*" = every model
   int n_load_models;
