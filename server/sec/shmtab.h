@@ -19,7 +19,8 @@
 #include "kernels/base/err.h"
 
 typedef struct srv_shmtab_entry {
-  struct srv_shmtab_entry *next;  // in the table; unlinked at unregister
+  struct srv_shmtab_entry *next, *prev;  // in the table's list; unlinked at unregister
+  struct srv_shmtab_entry *hnext;        // in its name's hash bucket
   char *name;                     // owned; freed by srv_shmtab_entry_close
   uint64_t byte_size;
   atomic_int refs;  // the table's (while listed) plus one per holder
@@ -27,9 +28,15 @@ typedef struct srv_shmtab_entry {
 
 // Caller-allocated (embedded in a registry). The registry may lock mu to
 // guard its own state together with the list (cuda_shm.c: its mappings).
+// Names hash into a fixed bucket array, so finding a name (every register,
+// every request that names a region) does not walk thousands of regions;
+// 1024 buckets hold the default --shm-max-regions (4096) at 4 a chain.
+enum { SRV_SHMTAB_BUCKETS = 1024 };
+
 typedef struct srv_shmtab {
   pthread_mutex_t mu;
-  srv_shmtab_entry *head;
+  srv_shmtab_entry *head;  // every entry, newest first (listing, unregistering all)
+  srv_shmtab_entry *buckets[SRV_SHMTAB_BUCKETS];
   size_t count;  // entries listed
   size_t max;    // most entries listed at once (0: no limit)
   void (*free_region)(srv_shmtab_entry *e);  // frees the region that starts with e

@@ -3,6 +3,7 @@
 // and hold references, a region is freed exactly once and only with its
 // last reference (the table's or a holder's, whichever goes last), and the
 // window check names the kind and the region.
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "check.h"
@@ -101,6 +102,42 @@ static void test_max_regions(void) {
   for (int i = 0; i < 4; i++) CHECK_EQ_INT(freed[i], 1);
 }
 
+// Many names: every one found through its bucket, unregistering one by name
+// leaves the others (list and buckets stay consistent), the count follows.
+static void test_many_names(void) {
+  enum { N = 3000 };
+  static int freed[N];
+  memset(freed, 0, sizeof freed);
+  srv_shmtab t;
+  srv_shmtab_init(&t, 0, free_region);
+  char name[32];
+  for (int i = 0; i < N; i++) {
+    snprintf(name, sizeof name, "region-%d", i);
+    CHECK_EQ_INT(srv_shmtab_add(&t, &make(name, 1, &freed[i])->ent, "test", NULL), 0);
+  }
+  CHECK_EQ_INT(t.count, N);
+  for (int i = 0; i < N; i += 2) {
+    snprintf(name, sizeof name, "region-%d", i);
+    CHECK_EQ_INT(srv_shmtab_unregister(&t, name), 1);
+  }
+  CHECK_EQ_INT(t.count, N / 2);
+  for (int i = 0; i < N; i++) {
+    snprintf(name, sizeof name, "region-%d", i);
+    CHECK_EQ_INT(srv_shmtab_has(&t, name), i % 2);
+    CHECK_EQ_INT(freed[i], !(i % 2));
+  }
+  srv_shmtab_entry **v;
+  size_t n;
+  err e = {0};
+  CHECK_EQ_INT(srv_shmtab_snapshot(&t, NULL, &v, &n, &e), 0);
+  CHECK_EQ_INT(n, N / 2);
+  srv_shmtab_snapshot_free(&t, v, n);
+  CHECK_EQ_INT(srv_shmtab_unregister(&t, NULL), N / 2);
+  CHECK_EQ_INT(t.count, 0);
+  srv_shmtab_close(&t);
+  for (int i = 0; i < N; i++) CHECK_EQ_INT(freed[i], 1);
+}
+
 static void test_holder_outlives_name(void) {
   srv_shmtab t;
   srv_shmtab_init(&t, 0, free_region);
@@ -143,6 +180,7 @@ int main(void) {
   test_names_and_snapshot();
   test_holder_outlives_name();
   test_max_regions();
+  test_many_names();
   test_window();
   CHECK_DONE();
 }
