@@ -314,6 +314,11 @@ def test_log_and_errors_escape_separators_and_bidi(start_server, pb):
         # the error quotes the name escaped: no ESC, separator or bidi control comes back raw
         assert not any(c in d for c in HIDDEN + "\x1b"), repr(d)
         assert "nope" + HIDDEN_ESC + "\\x1b[31mend" in d, repr(d)
+        # on a stream, the error_message too
+        call = ch.stream_stream(SVC + "ModelStreamInfer")
+        answers = list(call(iter([req.SerializeToString()]), timeout=20))
+        first = pb.service.ModelStreamInferResponse.FromString(answers[0])
+        assert "nope" + HIDDEN_ESC + "\\x1b[31mend" in first.error_message, repr(first.error_message)
         # the same through REST (the JSON decodes to the escaped text, not to raw controls)
         status, raw = _rest(srv, "GET", "/v2/models/nope%1b%e2%80%ae/ready")
         assert status in (400, 404), raw
