@@ -85,9 +85,14 @@ void srv_options_usage(const char *prog) {
           "  --allow-metrics BOOL         serve /metrics at all (default true)\n"
           "  --allow-client-shm BOOL      let clients register system and CUDA shared memory regions\n"
           "                               and pass tensors through them (Triton's flag; default false)\n"
+          "  --shm-max-regions N          system (and, apart, CUDA) shared memory regions registered at\n"
+          "                               once (default 4096; 0: no limit); past it RESOURCE_EXHAUSTED / 429\n"
           "  --trace-file PATH            write every Nth request (--trace-rate) as Chrome trace events\n"
           "                               (one span per stage), a file Perfetto and chrome://tracing open\n"
           "  --trace-rate N               trace every Nth request (default 1000)\n"
+          "  --trace-file-max-bytes N     the trace file's cap (default 1073741824; 0: none): past it\n"
+          "                               tracing stops, one log line says so (any client may raise the\n"
+          "                               rate through the trace settings API)\n"
           "  --model-control-mode MODE    none (load the repository once, default), explicit (load the\n"
           "                               --load-model ones; RepositoryModelLoad/Unload change the set)\n"
           "                               or poll (rescan the repository every --repository-poll-secs)\n"
@@ -189,7 +194,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .http_header_timeout_secs = 10, .http_body_min_rate = 32768,
                      .http_max_body_bytes_in_flight = 1LL << 30, .rest_json_max_memory = 512LL << 20,
                      .default_max_batch_size = 4, .warmup_max_mib = 1024, .warmup_max_runs = 1000, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
-                     .log_level = SRV_LOG_INFO, .trace_rate = 1000, .allow_metrics = 1, .metrics_port = -1, .poll_secs = 15};
+                     .log_level = SRV_LOG_INFO, .trace_rate = 1000, .trace_file_max_bytes = 1LL << 30, .allow_metrics = 1, .metrics_port = -1, .shm_max_regions = 4096, .poll_secs = 15};
   int client_cert = -1;  // --grpc-ssl-client-cert, -1 when not given
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -265,6 +270,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--model-warmup-max-runs")) rc = parse_int(name, val, 1, 1 << 30, &o->warmup_max_runs);
     else if (!strcmp(name, "--trace-file")) o->trace_file = val;
     else if (!strcmp(name, "--trace-rate")) rc = parse_int(name, val, 1, INT_MAX, &o->trace_rate);
+    else if (!strcmp(name, "--trace-file-max-bytes")) rc = parse_ll(name, val, 0, 1LL << 50, &o->trace_file_max_bytes);
     else if (!strcmp(name, "--grpc-server-cert")) o->grpc_server_cert = val;
     else if (!strcmp(name, "--grpc-server-key")) o->grpc_server_key = val;
     else if (!strcmp(name, "--grpc-root-cert")) o->grpc_root_cert = val;
@@ -286,6 +292,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     }
     else if (!strcmp(name, "--strict-readiness")) rc = parse_bool(name, val, &o->strict_readiness);
     else if (!strcmp(name, "--allow-client-shm")) rc = parse_bool(name, val, &o->allow_client_shm);
+    else if (!strcmp(name, "--shm-max-regions")) rc = parse_int(name, val, 0, 1 << 20, &o->shm_max_regions);
     else if (!strcmp(name, "--allow-metrics")) rc = parse_bool(name, val, &o->allow_metrics);
     else if (!strcmp(name, "--metrics-port")) rc = parse_int(name, val, 0, 65535, &o->metrics_port);
     else if (!strcmp(name, "--exit-timeout-secs")) rc = parse_int(name, val, 0, 24 * 3600, &o->exit_timeout_secs);

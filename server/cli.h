@@ -42,12 +42,14 @@ typedef struct srv_options {
   int auto_complete_config;  // Triton's auto-complete; --disable-auto-complete-config clears it
   int strict_readiness;
   int allow_client_shm;  // Triton's --allow-client-shm
+  int shm_max_regions;   // --shm-max-regions: per registry (system, CUDA); 0 no limit
   int allow_metrics;     // Triton's --allow-metrics (default 1)
   int metrics_port;      // Triton's --metrics-port; -1: /metrics only on the HTTP port
   int exit_timeout_secs;
   srv_log_level log_level;
   const char *trace_file;  // NULL: no trace
   int trace_rate;
+  long long trace_file_max_bytes;  // --trace-file-max-bytes; 0 no cap
   srv_control_mode control_mode;  // --model-control-mode
   const char *load_models[SRV_MAX_LOAD_MODELS];  // --load-model (explicit mode), "*" = every model
   int n_load_models;

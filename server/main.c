@@ -184,6 +184,12 @@ static void on_http_note(void *arg, const char *msg) {
   srv_log(SRV_LOG_WARN, "%s", msg);
 }
 
+// The trace file reached --trace-file-max-bytes (said once).
+static void on_trace_note(void *arg, const char *msg) {
+  (void)arg;
+  srv_log(SRV_LOG_WARN, "%s", msg);
+}
+
 // The metrics port's connections come out of the descriptor reserve.
 #define METRICS_MAX_CONNECTIONS 64
 
@@ -419,10 +425,11 @@ int main(int argc, char **argv) {
   }
   if (srv_reflection_create(inferd_protoset, inferd_protoset_len, &srv.reflection, &e) != 0) goto fail;
   if (o.trace_file && prof_trace_open(o.trace_file, o.trace_rate, &srv.trace, &e) != 0) goto fail;
+  if (srv.trace) prof_trace_limit(srv.trace, (uint64_t)o.trace_file_max_bytes, on_trace_note, NULL);
   // a client that shrinks its registered object makes copies from and into
   // the mapping fault: the guard turns that into one failed request
-  if (o.allow_client_shm && (srv_shmguard_install(&e) != 0 || srv_shm_create(&srv.shm, &e) != 0)) goto fail;
-  if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, &e) != 0) goto fail;
+  if (o.allow_client_shm && (srv_shmguard_install(&e) != 0 || srv_shm_create(&srv.shm, (size_t)o.shm_max_regions, &e) != 0)) goto fail;
+  if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, (size_t)o.shm_max_regions, &e) != 0) goto fail;
   if (o.rest_json_max_memory && srv_jsonmem_create((uint64_t)o.rest_json_max_memory, &srv.jsonmem, &e) != 0) goto fail;
   if (srv_sched_create(srv.reg, &srv, &srv.sched, &e) != 0) goto fail;
   if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.draining,

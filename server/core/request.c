@@ -39,6 +39,11 @@ static uint8_t *pack_stream_error(const srv_request *r, const char *msg, size_t 
   Inference__ModelStreamInferResponse sr = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
   Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
   sr.error_message = (char *)(msg && *msg ? msg : "failed");
+  char esc[2048];  // the message may quote what the client sent: escaped as status details are
+  if (utf8_has_controls(sr.error_message, strlen(sr.error_message))) {
+    utf8_escape_controls(esc, sizeof esc, sr.error_message, strlen(sr.error_message));
+    sr.error_message = esc;
+  }
   if (r && r->msg) {  // echoed so the client can match the error; a field that is not UTF-8 is not
     ir.model_name = valid_or_empty(r->msg->model_name);
     ir.model_version = valid_or_empty(r->msg->model_version);

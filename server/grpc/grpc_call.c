@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "server/grpc/grpc_front_internal.h"
+#include "kernels/base/utf8.h"
 
 static srv_call *call_alloc(cq_thread *t) {
   srv_call *c = t->pool;
@@ -169,13 +170,20 @@ static void mail_post(srv_call *c) {
   if (rc != GRPC_CALL_OK) mail_drain(t);
 }
 
+grpc_slice srv_grpc__details(const char *msg) {
+  size_t n = strlen(msg);
+  if (!utf8_has_controls(msg, n)) return grpc_slice_from_copied_buffer(msg, n);  // the common case: one scan
+  char buf[2048];
+  return grpc_slice_from_copied_buffer(buf, utf8_escape_controls(buf, sizeof buf, msg, n));
+}
+
 // Sends the answer (bb NULL for a failure) and hands the handler's reference
 // to the send batch: here, or (queued, off the call's CQ thread) there.
 static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code, const char *msg, int queued) {
   c->send_buf = bb;
   c->send_code = code;
   if (msg) {
-    c->status_details = grpc_slice_from_copied_string(msg);
+    c->status_details = srv_grpc__details(msg);
     c->has_details = 1;
   }
   if (queued && srv_grpc__tl_cq != c->t) mail_post(c);

@@ -286,4 +286,10 @@ void srv_grpc__stream_event(cq_thread *t, tag *tg, int ok);
 // what it took is answered.
 void srv_grpc__end_live_streams(srv_grpc *g);
 
+// A status message as status details: control characters, bidi controls
+// and bytes that are not UTF-8 (error messages quote names, ids and keys
+// clients sent) escaped (utf8_escape_controls), so a client's terminal
+// escape or forged line never comes back raw to whoever reads the error.
+grpc_slice srv_grpc__details(const char *msg);
+
 #endif

@@ -81,7 +81,7 @@ static void stream_status(stream_call *s, grpc_status_code code, const char *msg
   if (!s->md_sent) ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
   s->md_sent = 1;
   if (msg) {
-    s->status_details = grpc_slice_from_copied_string(msg);
+    s->status_details = srv_grpc__details(msg);
     s->has_details = 1;
   }
   ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;

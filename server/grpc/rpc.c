@@ -9,6 +9,7 @@
 #include "grpc/health/v1/health.pb-c.h"
 #include "grpc/reflection/v1/reflection.pb-c.h"
 #include "grpc_service.pb-c.h"
+#include "engine/repo/repo.h"
 #include "kernels/base/utf8.h"
 #include "server/obs/log.h"
 #include "server/core/server.h"
@@ -409,6 +410,18 @@ static void shm_free(ProtobufCMessage *q) {
 }
 
 // One namespace for both kinds, as Triton's: a name the other kind holds is taken.
+// Region names are quoted in logs, errors and status lists as model names
+// are: refused by the same rule (repo_name_problem: control characters,
+// not UTF-8), without quoting them back.
+static int region_name_refused(srv_call *call, const char *kind, const char *name) {
+  const char *why = name ? repo_name_problem(name) : NULL;
+  if (!why) return 0;
+  char msg[160];
+  snprintf(msg, sizeof msg, "the %s region name %s", kind, why);
+  srv_call_fail(call, ERR_INVALID_ARGUMENT, msg);
+  return 1;
+}
+
 static void fail_name_taken(srv_call *call, const char *name) {
   char msg[320];
   snprintf(msg, sizeof msg, "shared memory region '%.256s' already in manager", name);
@@ -467,7 +480,8 @@ static void shm_register(void *ctx, srv_call *call, const uint8_t *req, size_t l
       s, call, &inference__system_shared_memory_register_request__descriptor, req, len);
   if (!q) return;
   err e;
-  if (srv_cuda_shm_has(s->cuda_shm, q->name)) {
+  if (region_name_refused(call, "shared memory", q->name)) {  // answered
+  } else if (srv_cuda_shm_has(s->cuda_shm, q->name)) {
     fail_name_taken(call, q->name);
   } else if (srv_shm_register(s->shm, q->name, q->key, q->offset, q->byte_size, &e) != 0) {
     srv_call_fail(call, (int)e.code, e.msg);
@@ -526,7 +540,8 @@ static void cuda_shm_register(void *ctx, srv_call *call, const uint8_t *req, siz
       s, call, &inference__cuda_shared_memory_register_request__descriptor, req, len);
   if (!q) return;
   err e;
-  if (srv_shm_has(s->shm, q->name)) {
+  if (region_name_refused(call, "cuda shared memory", q->name)) {  // answered
+  } else if (srv_shm_has(s->shm, q->name)) {
     fail_name_taken(call, q->name);
   } else if (srv_cuda_shm_register(s->cuda_shm, q->name, q->raw_handle.data, q->raw_handle.len, q->device_id,
                                    q->byte_size, &e) != 0) {

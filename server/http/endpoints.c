@@ -331,7 +331,7 @@ static void metrics_http(srv_server *s, sbuf *b) {
                "inferd_http_body_bytes_in_flight %llu\n",
             srv_http_connections(s->http), (unsigned long long)srv_http_body_bytes(s->http));
   static const char *reasons[SRV_HTTP_INCIDENT_N] = {"connection_cap", "accept_error", "header_timeout",
-                                                     "slow_body", "body_budget"};
+                                                     "slow_body", "body_budget", "idle_evicted"};
   sb_printf(b, "# HELP inferd_http_refused_total Connections and requests the HTTP port's limits refused or "
                "ended, by reason\n# TYPE inferd_http_refused_total counter\n");
   for (int k = 0; k < SRV_HTTP_INCIDENT_N; k++)

@@ -50,6 +50,7 @@ enum {
   NOTE_HEADER = SRV_HTTP_HEADER_TIMEOUT,
   NOTE_BODY_RATE = SRV_HTTP_SLOW_BODY,
   NOTE_BUDGET = SRV_HTTP_BODY_BUDGET,
+  NOTE_EVICT = SRV_HTTP_IDLE_EVICTED,
   NOTE_N = SRV_HTTP_INCIDENT_N
 };
 
@@ -64,6 +65,7 @@ struct srv_http {
   int closing;
   size_t open_handles;  // the listener plus every connection not yet closed back
   size_t nconns;
+  size_t evicting;  // connections closed for newer ones whose close has not called back yet
   conn *conns;  // doubly linked, for srv_http_close and the idle sweep
   // A connection with no read or finished write for idle_ms is closed (a
   // client that opens connections and goes silent, or sends half a request,
@@ -135,6 +137,7 @@ struct conn {
   unsigned closing : 1;      // uv_close issued
   unsigned tls_started : 1;  // the first bytes were looked at
   unsigned tls_notified : 1; // close_notify queued (or not to be sent)
+  unsigned evicted : 1;      // closed at the cap for a newer connection (srv_http.evicting)
 
   char rbuf[READ_BUF_SIZE];
 };
@@ -220,6 +223,7 @@ static void on_conn_closed(uv_handle_t *handle) {
   else h->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   h->nconns--;
+  h->evicting -= c->evicted;
   h->open_handles--;
   if (c->pending) c->pending->c = NULL;  // the deferred answer is dropped when given
   free(c->url);
@@ -888,9 +892,46 @@ static void refuse_connection(srv_http *h, uv_stream_t *server) {
   }
   uv_close((uv_handle_t *)&r->tcp, on_refused_closed);
   char what[128];
-  snprintf(what, sizeof what, "at --http-max-connections (%zu): new connections answered 503 and closed",
+  snprintf(what, sizeof what, "at --http-max-connections (%zu), none idle: new connections answered 503 and closed",
            h->lim.max_conns);
   note(h, NOTE_CAP, what);
+}
+
+// At the cap a connection that holds nothing (between requests, nothing
+// buffered, no answer pending or being written: a client that connected and
+// went silent, or a keep-alive one at rest) gives way to a new one, the one
+// idle longest first (nginx's reusable connections): otherwise a client
+// holding the cap in silent sockets, renewed before the idle timeout, locks
+// everyone out. Connections mid-request are not taken (their headers and
+// bodies have deadlines of their own). Evictions whose close has not called
+// back still hold a descriptor: at most EVICT_MAX at once, so a burst of
+// accepts in one loop turn cannot overshoot the cap by more. One pass over
+// the list, only at the cap: 10,000 connections cost tens of microseconds.
+#define EVICT_MAX 64
+
+static conn *idlest(srv_http *h) {
+  conn *best = NULL;
+  for (conn *c = h->conns; c; c = c->next) {
+    if (c->closing || c->pending || c->phase != 0 || c->roff != c->rlen || c->writes_pending || c->draining)
+      continue;
+    // <=: the list is newest first, so of those idle since the same tick the one accepted first goes
+    if (!best || c->last_active_ms <= best->last_active_ms) best = c;
+  }
+  return best;
+}
+
+static int evict_idle(srv_http *h) {
+  if (h->evicting >= EVICT_MAX || h->evicting >= h->lim.max_conns) return -1;
+  conn *c = idlest(h);
+  if (!c) return -1;
+  c->evicted = 1;
+  h->evicting++;
+  conn_close(c);
+  char what[160];
+  snprintf(what, sizeof what, "at its connection cap (%zu): the longest idle connections closed for new ones",
+           h->lim.max_conns);
+  note(h, NOTE_EVICT, what);
+  return 0;
 }
 
 static void on_connection(uv_stream_t *server, int status) {
@@ -910,7 +951,8 @@ static void on_connection(uv_stream_t *server, int status) {
     return;
   }
   if (h->closing) return;
-  if (h->lim.max_conns && h->nconns >= h->lim.max_conns) {
+  // closing evicted connections still count in nconns until they call back
+  if (h->lim.max_conns && h->nconns - h->evicting >= h->lim.max_conns && evict_idle(h) != 0) {
     refuse_connection(h, server);
     return;
   }

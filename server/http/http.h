@@ -147,6 +147,7 @@ typedef enum srv_http_incident {
   SRV_HTTP_HEADER_TIMEOUT,      // 408: headers not complete in time
   SRV_HTTP_SLOW_BODY,           // 408: body below the minimum rate
   SRV_HTTP_BODY_BUDGET,         // 503: the body did not fit the budget
+  SRV_HTTP_IDLE_EVICTED,        // at max_conns: the longest idle connection closed for a new one
   SRV_HTTP_INCIDENT_N
 } srv_http_incident;
 uint64_t srv_http_incidents(const srv_http *h, srv_http_incident k);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "server/http/rest_internal.h"
+#include "kernels/base/utf8.h"
 
 // --- answers
 
@@ -41,6 +42,13 @@ static int http_status(int code) {
 
 // {"error": msg}; falls back to a static body when out of memory.
 void srv_rest__set_error(srv_http_response *resp, int status, const char *msg) {
+  // messages quote what clients sent: a control character would come back
+  // as a JSON escape that the client's decoder turns raw again
+  char esc[2048];
+  if (msg && utf8_has_controls(msg, strlen(msg))) {
+    utf8_escape_controls(esc, sizeof esc, msg, strlen(msg));
+    msg = esc;
+  }
   cJSON *o = cJSON_CreateObject();
   char *txt = NULL;
   if (o && cJSON_AddStringToObject(o, "error", msg ? msg : "")) txt = cJSON_PrintUnformatted(o);

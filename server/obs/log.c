@@ -38,10 +38,11 @@ int srv_log_parse_level(const char *s, srv_log_level *out) {
 }
 
 // One record, one line: messages quote what clients send (model names, ids,
-// input names at debug level), so control characters (C0, DEL, and C1:
-// U+0085 ends a line for some readers, U+009B opens a terminal escape),
+// input names at debug level), so control characters (C0, DEL, C1), the
+// Unicode line separators and bidi controls (utf8_hides_in_line says why),
 // backslashes and bytes that are not UTF-8 are written as escapes (\n, \t,
-// \\, \xHH) and a client cannot forge a log line or a terminal escape sequence. Returns the
+// \\, \xHH, one per byte of the character) and a client cannot forge a log
+// line, a terminal escape sequence or text that reads reordered. Returns the
 // bytes written to dst (at most cap - 1; the last escape that does not fit is
 // dropped whole).
 static size_t escape_line(char *dst, size_t cap, const char *src, size_t n) {
@@ -50,7 +51,7 @@ static size_t escape_line(char *dst, size_t cap, const char *src, size_t n) {
   size_t o = 0;
   for (size_t i = 0; i < n;) {
     unsigned char c = s[i];
-    char esc[8];
+    char esc[12];
     size_t k = 0, take = 1;
     const unsigned char *from = s + i;
     if (c == '\\') {
@@ -59,9 +60,10 @@ static size_t escape_line(char *dst, size_t cap, const char *src, size_t n) {
       esc[0] = '\\', esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r', k = 2;
     } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && (take = utf8_seq_len(s + i, n - i)) == 0)) {
       esc[0] = '\\', esc[1] = 'x', esc[2] = hex[c >> 4], esc[3] = hex[c & 15], k = 4, take = 1;
-    } else if (take == 2 && c == 0xc2 && s[i + 1] < 0xa0) {  // a C1 control, both bytes
-      esc[0] = '\\', esc[1] = 'x', esc[2] = 'c', esc[3] = '2';
-      esc[4] = '\\', esc[5] = 'x', esc[6] = hex[s[i + 1] >> 4], esc[7] = hex[s[i + 1] & 15], k = 8;
+    } else if (take > 1 && utf8_hides_in_line(s + i, take)) {  // every byte of it
+      for (size_t b = 0; b < take; b++) {
+        esc[k++] = '\\', esc[k++] = 'x', esc[k++] = hex[s[i + b] >> 4], esc[k++] = hex[s[i + b] & 15];
+      }
     }
     if (k) from = (const unsigned char *)esc;
     size_t w = k ? k : take;

@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+enum { PATH_MAX_MSG = 384 };
+
 // ---------------------------------------------------------------------------
 // sizes
 
@@ -61,6 +63,11 @@ struct prof_trace {
   char *wbuf;
   size_t wlen;
   uint64_t nevents;  // events appended so far (decides the ",\n" separator)
+  uint64_t written;    // bytes appended so far (buffered ones included)
+  uint64_t max_bytes;  // prof_trace_limit's cap on the file; 0: none
+  int full;            // an event met the cap: no more are written
+  void (*note)(void *arg, const char *msg);
+  void *note_arg;
   err werr;          // first write error; later writes are dropped
   int nprocs, ntracks;
   int procs[MAX_PROCS];
@@ -265,6 +272,27 @@ static void append_locked(prof_trace *t, const char *p, size_t n) {
   t->wlen += n;
 }
 
+// 1 when n more bytes would take the file past its cap (the closing "\n]\n"
+// kept in reserve, so the file stays valid JSON when closed). The first
+// time, tracing is turned off (prof_trace_sample then costs one load) and
+// one line says so; a client turning it on again gets nothing written.
+static int over_cap_locked(prof_trace *t, size_t n) {
+  if (!t->max_bytes || t->written + n + 3 <= t->max_bytes) return 0;
+  if (!t->full) {
+    t->full = 1;
+    atomic_store(&t->on, 0);
+    if (t->note) {
+      char msg[PATH_MAX_MSG];
+      snprintf(msg, sizeof msg,
+               "trace file '%.200s' reached --trace-file-max-bytes (%llu bytes): tracing stopped, no more events "
+               "are written (restart, or move the file and restart, to trace again)",
+               t->path, (unsigned long long)t->max_bytes);
+      t->note(t->note_arg, msg);
+    }
+  }
+  return 1;
+}
+
 // Appends one event with its separator. Events are formatted with a leading
 // ",\n" placeholder slot so the separator costs no second copy.
 static void append_event_locked(prof_trace *t, sbuf *b) {
@@ -275,7 +303,9 @@ static void append_event_locked(prof_trace *t, sbuf *b) {
     p += 1;  // "\n" only
     n -= 1;
   }
+  if (over_cap_locked(t, n)) return;
   append_locked(t, p, n);
+  t->written += n;
   t->nevents++;
 }
 
@@ -363,8 +393,17 @@ int prof_trace_open(const char *path, int rate, prof_trace **out, err *e) {
   // and Perfetto accept without the closing ']'.
   t->wbuf[0] = '[';
   t->wlen = 1;
+  t->written = 1;
   *out = t;
   return 0;
+}
+
+void prof_trace_limit(prof_trace *t, uint64_t max_bytes, void (*note)(void *arg, const char *msg), void *arg) {
+  pthread_mutex_lock(&t->mu);
+  t->max_bytes = max_bytes;
+  t->note = note;
+  t->note_arg = arg;
+  pthread_mutex_unlock(&t->mu);
 }
 
 int prof_trace_sample(prof_trace *t) {

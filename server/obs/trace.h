@@ -57,6 +57,13 @@ typedef struct prof_trace_span_info {
 // when rate < 1. On success *out is owned by the caller (prof_trace_close).
 int prof_trace_open(const char *path, int rate, prof_trace **out, err *e);
 
+// Caps the file at max_bytes (0: no cap; main passes --trace-file-max-bytes):
+// any client may turn sampling up through the trace settings API, and every
+// request at rate 1 writes ~2 KB, so an uncapped file fills the disk. The
+// event that would pass the cap is dropped, tracing turns off, and note (may
+// be NULL) gets one message, once, under the trace's lock. Call before use.
+void prof_trace_limit(prof_trace *t, uint64_t max_bytes, void (*note)(void *arg, const char *msg), void *arg);
+
 // 1 for calls 1, rate+1, 2*rate+1, ... (the first request is always traced,
 // so short runs still show something) while sampling is on and the count
 // lasts, else 0. Lock-free; NULL gives 0.

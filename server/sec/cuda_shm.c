@@ -92,10 +92,10 @@ void srv_cuda_shm_release(srv_cuda_shm_region *r) {
   if (r && srv_shmtab_unref(&r->ent)) region_free(r);
 }
 
-int srv_cuda_shm_create(srv_cuda_shm **out, err *e) {
+int srv_cuda_shm_create(srv_cuda_shm **out, size_t max_regions, err *e) {
   srv_cuda_shm *s = calloc(1, sizeof *s);
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  srv_shmtab_init(&s->tab, free_entry);
+  srv_shmtab_init(&s->tab, max_regions, free_entry);
 #if INFERD_HAVE_CUDA
   int n = 0;
   // no driver or no device: an error from the runtime, and no regions
@@ -189,6 +189,8 @@ int srv_cuda_shm_register(srv_cuda_shm *s, const char *name, const uint8_t *hand
   pthread_mutex_lock(&s->tab.mu);
   if (srv_shmtab_find_locked(&s->tab, name)) {
     rc = err_set(e, ERR_ALREADY_EXISTS, "shared memory region '%s' already in manager", name);
+  } else if ((rc = srv_shmtab_check_room_locked(&s->tab, name, "cuda shared memory", e)) != 0) {
+    // refused before opening the handle
   } else if ((rc = map_use_locked(s, name, handle, r->device, &r->map, e)) == 0) {
     if (r->map->size && byte_size > r->map->size) {
       rc = err_set(e, ERR_INVALID_ARGUMENT,
@@ -198,7 +200,7 @@ int srv_cuda_shm_register(srv_cuda_shm *s, const char *name, const uint8_t *hand
       map_unuse_locked(s, r->map);
       r->map = NULL;
     } else {
-      (void)srv_shmtab_add_locked(&s->tab, &r->ent);  // cannot fail: the name was free under this lock
+      (void)srv_shmtab_add_locked(&s->tab, &r->ent, "cuda shared memory", NULL);  // cannot fail: checked under this lock
     }
   }
   pthread_mutex_unlock(&s->tab.mu);

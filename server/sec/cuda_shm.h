@@ -38,7 +38,9 @@ typedef struct srv_cuda_shm_info {
 } srv_cuda_shm_info;
 
 // Counts the visible devices once (none is not an error: see above).
-int srv_cuda_shm_create(srv_cuda_shm **out, err *e);
+// max_regions: the most regions registered at once (0: no limit; past it
+// RESOURCE_EXHAUSTED); main passes --shm-max-regions.
+int srv_cuda_shm_create(srv_cuda_shm **out, size_t max_regions, err *e);
 // Closes every mapping no request holds; held ones go with their last release.
 void srv_cuda_shm_destroy(srv_cuda_shm *s);
 // How many CUDA devices regions may live on (0: Register always refuses).

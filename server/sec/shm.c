@@ -42,10 +42,10 @@ void srv_shm_release(srv_shm_region *r) {
   if (r && srv_shmtab_unref(&r->ent)) region_free(r);
 }
 
-int srv_shm_create(srv_shm **out, err *e) {
+int srv_shm_create(srv_shm **out, size_t max_regions, err *e) {
   srv_shm *s = calloc(1, sizeof *s);
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  srv_shmtab_init(&s->tab, free_entry);
+  srv_shmtab_init(&s->tab, max_regions, free_entry);
   *out = s;
   return 0;
 }
@@ -100,18 +100,18 @@ int srv_shm_register(srv_shm *s, const char *name, const char *key, uint64_t off
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
   r->offset = offset;
-  if (srv_shmtab_has(&s->tab, name)) {
+  if (srv_shmtab_check_room(&s->tab, name, "shared memory", e) != 0) {  // before mapping: the map is the cost
     region_free(r);
-    return err_set(e, ERR_ALREADY_EXISTS, "shared memory region '%s' is already registered", name);
+    return (int)e->code;
   }
   // mapped outside the lock: opening and mapping may take a while
   if (map_region(r, e) != 0) {
     region_free(r);
     return (int)e->code;
   }
-  if (srv_shmtab_add(&s->tab, &r->ent) != 0) {  // a concurrent register may have won
+  if (srv_shmtab_add(&s->tab, &r->ent, "shared memory", e) != 0) {  // a concurrent register may have won
     region_free(r);
-    return err_set(e, ERR_ALREADY_EXISTS, "shared memory region '%s' is already registered", name);
+    return (int)e->code;
   }
   return 0;
 }

@@ -24,14 +24,18 @@ typedef struct srv_shm_info {
   uint64_t offset, byte_size;
 } srv_shm_info;
 
-int srv_shm_create(srv_shm **out, err *e);
+// max_regions: the most regions registered at once (0: no limit; main
+// passes --shm-max-regions): each is one mapping of the process's
+// vm.max_map_count.
+int srv_shm_create(srv_shm **out, size_t max_regions, err *e);
 // Unmaps every region no request holds; held ones go with their last release.
 void srv_shm_destroy(srv_shm *s);
 
 // Maps [offset, offset + byte_size) of the shared memory object `key`
 // (shm_open's name) under `name`. INVALID_ARGUMENT for an empty name or
 // key, a zero size, an object that cannot be opened read-write or is
-// smaller than offset + byte_size; ALREADY_EXISTS when the name is taken.
+// smaller than offset + byte_size; ALREADY_EXISTS when the name is taken;
+// RESOURCE_EXHAUSTED when max_regions are registered.
 int srv_shm_register(srv_shm *s, const char *name, const char *key, uint64_t offset, uint64_t byte_size, err *e);
 
 // Takes the name away ("" or NULL: every name); an unknown name is not an

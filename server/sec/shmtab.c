@@ -6,9 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void srv_shmtab_init(srv_shmtab *t, void (*free_region)(srv_shmtab_entry *e)) {
+void srv_shmtab_init(srv_shmtab *t, size_t max, void (*free_region)(srv_shmtab_entry *e)) {
   pthread_mutex_init(&t->mu, NULL);
   t->head = NULL;
+  memset(t->buckets, 0, sizeof t->buckets);
+  t->count = 0;
+  t->max = max;
   t->free_region = free_region;
 }
 
@@ -18,7 +21,7 @@ void srv_shmtab_close(srv_shmtab *t) {
 }
 
 int srv_shmtab_entry_init(srv_shmtab_entry *e, const char *name, uint64_t byte_size) {
-  e->next = NULL;
+  e->next = e->prev = e->hnext = NULL;
   e->byte_size = byte_size;
   atomic_init(&e->refs, 1);
   return (e->name = strdup(name)) ? 0 : -1;
@@ -37,22 +40,67 @@ void srv_shmtab_release(srv_shmtab *t, srv_shmtab_entry *e) {
   if (srv_shmtab_unref(e)) t->free_region(e);
 }
 
+// FNV-1a: names are short and client-chosen; a client colliding its own
+// names only lengthens its own chains, bounded by --shm-max-regions.
+static srv_shmtab_entry **bucket(srv_shmtab *t, const char *name) {
+  uint32_t h = 2166136261u;
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 16777619u;
+  return &t->buckets[h % SRV_SHMTAB_BUCKETS];
+}
+
 srv_shmtab_entry *srv_shmtab_find_locked(srv_shmtab *t, const char *name) {
-  for (srv_shmtab_entry *e = t->head; e; e = e->next)
+  for (srv_shmtab_entry *e = *bucket(t, name); e; e = e->hnext)
     if (strcmp(e->name, name) == 0) return e;
   return NULL;
 }
 
-int srv_shmtab_add_locked(srv_shmtab *t, srv_shmtab_entry *e) {
-  if (srv_shmtab_find_locked(t, e->name)) return -1;
-  e->next = t->head;
-  t->head = e;
+// Takes e out of the list and its bucket (t->mu held).
+static void unlink_locked(srv_shmtab *t, srv_shmtab_entry *e) {
+  if (e->prev) e->prev->next = e->next;
+  else t->head = e->next;
+  if (e->next) e->next->prev = e->prev;
+  for (srv_shmtab_entry **pp = bucket(t, e->name); *pp; pp = &(*pp)->hnext)
+    if (*pp == e) {
+      *pp = e->hnext;
+      break;
+    }
+  e->next = e->prev = e->hnext = NULL;
+  t->count--;
+}
+
+int srv_shmtab_check_room_locked(srv_shmtab *t, const char *name, const char *kind, err *err) {
+  if (srv_shmtab_find_locked(t, name))
+    return err_set(err, ERR_ALREADY_EXISTS, "%s region '%s' is already registered", kind, name);
+  if (t->max && t->count >= t->max)
+    return err_set(err, ERR_RESOURCE_EXHAUSTED,
+                   "%zu %s regions are registered, the most --shm-max-regions allows: unregister one first", t->count,
+                   kind);
   return 0;
 }
 
-int srv_shmtab_add(srv_shmtab *t, srv_shmtab_entry *e) {
+int srv_shmtab_check_room(srv_shmtab *t, const char *name, const char *kind, err *err) {
   pthread_mutex_lock(&t->mu);
-  int rc = srv_shmtab_add_locked(t, e);
+  int rc = srv_shmtab_check_room_locked(t, name, kind, err);
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+int srv_shmtab_add_locked(srv_shmtab *t, srv_shmtab_entry *e, const char *kind, err *err) {
+  TRY(srv_shmtab_check_room_locked(t, e->name, kind, err));
+  e->prev = NULL;
+  e->next = t->head;
+  if (t->head) t->head->prev = e;
+  t->head = e;
+  srv_shmtab_entry **b = bucket(t, e->name);
+  e->hnext = *b;
+  *b = e;
+  t->count++;
+  return 0;
+}
+
+int srv_shmtab_add(srv_shmtab *t, srv_shmtab_entry *e, const char *kind, err *err) {
+  pthread_mutex_lock(&t->mu);
+  int rc = srv_shmtab_add_locked(t, e, kind, err);
   pthread_mutex_unlock(&t->mu);
   return rc;
 }
@@ -67,20 +115,15 @@ int srv_shmtab_has(srv_shmtab *t, const char *name) {
 
 size_t srv_shmtab_unregister(srv_shmtab *t, const char *name) {
   int all = !name || !*name;
-  srv_shmtab_entry *gone = NULL;
+  srv_shmtab_entry *gone = NULL;  // chained through next once unlinked
   size_t n = 0;
   pthread_mutex_lock(&t->mu);
-  for (srv_shmtab_entry **pp = &t->head; *pp;) {
-    srv_shmtab_entry *e = *pp;
-    if (all || strcmp(e->name, name) == 0) {
-      *pp = e->next;
-      e->next = gone;
-      gone = e;
-      n++;
-      if (!all) break;
-    } else {
-      pp = &e->next;
-    }
+  for (srv_shmtab_entry *e = all ? t->head : srv_shmtab_find_locked(t, name), *next; e; e = all ? next : NULL) {
+    next = e->next;
+    unlink_locked(t, e);
+    e->next = gone;
+    gone = e;
+    n++;
   }
   pthread_mutex_unlock(&t->mu);
   // released outside the lock: a registry's free function may take it (cuda_shm.c does)

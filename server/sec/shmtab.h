@@ -19,7 +19,8 @@
 #include "kernels/base/err.h"
 
 typedef struct srv_shmtab_entry {
-  struct srv_shmtab_entry *next;  // in the table; unlinked at unregister
+  struct srv_shmtab_entry *next, *prev;  // in the table's list; unlinked at unregister
+  struct srv_shmtab_entry *hnext;        // in its name's hash bucket
   char *name;                     // owned; freed by srv_shmtab_entry_close
   uint64_t byte_size;
   atomic_int refs;  // the table's (while listed) plus one per holder
@@ -27,13 +28,24 @@ typedef struct srv_shmtab_entry {
 
 // Caller-allocated (embedded in a registry). The registry may lock mu to
 // guard its own state together with the list (cuda_shm.c: its mappings).
+// Names hash into a fixed bucket array, so finding a name (every register,
+// every request that names a region) does not walk thousands of regions;
+// 1024 buckets hold the default --shm-max-regions (4096) at 4 a chain.
+enum { SRV_SHMTAB_BUCKETS = 1024 };
+
 typedef struct srv_shmtab {
   pthread_mutex_t mu;
-  srv_shmtab_entry *head;
+  srv_shmtab_entry *head;  // every entry, newest first (listing, unregistering all)
+  srv_shmtab_entry *buckets[SRV_SHMTAB_BUCKETS];
+  size_t count;  // entries listed
+  size_t max;    // most entries listed at once (0: no limit)
   void (*free_region)(srv_shmtab_entry *e);  // frees the region that starts with e
 } srv_shmtab;
 
-void srv_shmtab_init(srv_shmtab *t, void (*free_region)(srv_shmtab_entry *e));
+// max: the most regions listed at once (0: no limit). Each system region is
+// one mapping, and vm.max_map_count (65530 by default) is shared with
+// malloc, thread stacks and model files: past it mmap fails everywhere.
+void srv_shmtab_init(srv_shmtab *t, size_t max, void (*free_region)(srv_shmtab_entry *e));
 // Unregisters every region (held ones go with their last release).
 void srv_shmtab_close(srv_shmtab *t);
 
@@ -50,11 +62,18 @@ int srv_shmtab_unref(srv_shmtab_entry *e);
 
 // With t->mu held: the entry named `name`, or NULL.
 srv_shmtab_entry *srv_shmtab_find_locked(srv_shmtab *t, const char *name);
-// With t->mu held: lists e (the table now holds its reference); -1, and
-// nothing listed, when the name is taken.
-int srv_shmtab_add_locked(srv_shmtab *t, srv_shmtab_entry *e);
+// With t->mu held: lists e (the table now holds its reference). Nothing is
+// listed, and *err says why (ALREADY_EXISTS naming the region, or
+// RESOURCE_EXHAUSTED naming the limit), when the name is taken or the
+// table holds max entries; `kind` starts the message ("cuda shared memory").
+int srv_shmtab_add_locked(srv_shmtab *t, srv_shmtab_entry *e, const char *kind, err *err);
 // The same, taking the lock.
-int srv_shmtab_add(srv_shmtab *t, srv_shmtab_entry *e);
+int srv_shmtab_add(srv_shmtab *t, srv_shmtab_entry *e, const char *kind, err *err);
+// With t->mu held: what srv_shmtab_add_locked would refuse for `name`, as
+// 0 or an error; lets a registry refuse before it maps anything.
+int srv_shmtab_check_room_locked(srv_shmtab *t, const char *name, const char *kind, err *err);
+// The same, taking the lock.
+int srv_shmtab_check_room(srv_shmtab *t, const char *name, const char *kind, err *err);
 // 1 when `name` is listed (0 for "" or NULL).
 int srv_shmtab_has(srv_shmtab *t, const char *name);
 

@@ -47,7 +47,7 @@ void fz_serve(fz_server *f, const char *repo) {
   if (srv_registry_create(repo, &ro, &s->reg, &e) != 0 ||
       srv_control_initial_load(s->reg, repo, all, 1, &e) != 0)
     die(repo, &e);
-  if (srv_shm_create(&s->shm, &e) != 0) die("srv_shm_create", &e);
+  if (srv_shm_create(&s->shm, 0, &e) != 0) die("srv_shm_create", &e);
   char key[64];
   snprintf(key, sizeof key, "/inferd-fzfix-%d", (int)getpid());
   int fd = shm_open(key, O_CREAT | O_RDWR | O_EXCL, 0600);

@@ -36,7 +36,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   srv_registry_opts ro = fz_registry_opts();
   if (srv_registry_load(INFERD_FUZZ_REPO, &ro, &g_server.reg, &e) != 0)
     fail("loading " INFERD_FUZZ_REPO, &e);
-  if (srv_shm_create(&g_server.shm, &e) != 0) fail("srv_shm_create", &e);
+  if (srv_shm_create(&g_server.shm, 0, &e) != 0) fail("srv_shm_create", &e);
   char key[64];
   snprintf(key, sizeof key, "/inferd-fuzz-%d", (int)getpid());
   int fd = shm_open(key, O_CREAT | O_RDWR | O_EXCL, 0600);

@@ -61,7 +61,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   err e = {0};
   srv_registry_opts ro = fz_registry_opts();
   if (srv_registry_load(INFERD_FUZZ_REPO, &ro, &g_server.reg, &e) != 0 ||
-      srv_shm_create(&g_server.shm, &e) != 0) {
+      srv_shm_create(&g_server.shm, 0, &e) != 0) {
     fprintf(stderr, "fuzz_shm: setup: %s\n", e.msg);
     abort();
   }

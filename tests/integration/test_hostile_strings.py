@@ -293,3 +293,88 @@ def test_shm_key_with_nul(start_server, pb):
         shm.destroy_shared_memory_region(h)
     srv.stop()
     srv.assert_clean_exit()
+
+
+# --- F12: Unicode line separators and bidi controls, control characters in region names, errors that quote
+# a client's string
+
+HIDDEN = "\u2028\u2029\u202a\u202e\u2066\u2069\x85"  # separators, bidi embed/override/isolate, C1 NEL
+HIDDEN_ESC = "\\xe2\\x80\\xa8\\xe2\\x80\\xa9\\xe2\\x80\\xaa\\xe2\\x80\\xae\\xe2\\x81\\xa6\\xe2\\x81\\xa9\\xc2\\x85"
+
+
+def test_log_and_errors_escape_separators_and_bidi(start_server, pb):
+    srv = start_server(["--log-level", "debug"])
+    ch = grpc.insecure_channel(srv.grpc_url)
+    try:
+        req = pb.service.ModelInferRequest(model_name="nope" + HIDDEN + "\x1b[31mend", id="x")
+        with pytest.raises(grpc.RpcError) as ei:
+            ch.unary_unary(SVC + "ModelInfer")(req.SerializeToString(), timeout=10)
+        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
+        d = ei.value.details()
+        # the error quotes the name escaped: no ESC, separator or bidi control comes back raw
+        assert not any(c in d for c in HIDDEN + "\x1b"), repr(d)
+        assert "nope" + HIDDEN_ESC + "\\x1b[31mend" in d, repr(d)
+        # on a stream, the error_message too
+        call = ch.stream_stream(SVC + "ModelStreamInfer")
+        answers = list(call(iter([req.SerializeToString()]), timeout=20))
+        first = pb.service.ModelStreamInferResponse.FromString(answers[0])
+        assert "nope" + HIDDEN_ESC + "\\x1b[31mend" in first.error_message, repr(first.error_message)
+        # the same through REST (the JSON decodes to the escaped text, not to raw controls)
+        status, raw = _rest(srv, "GET", "/v2/models/nope%1b%e2%80%ae/ready")
+        assert status in (400, 404), raw
+        lines = srv.await_stderr(lambda ls: any("nope\\xe2\\x80\\xa8" in l for l in ls))
+    finally:
+        ch.close()
+    joined = "\n".join(lines)
+    assert not any(c in joined for c in HIDDEN + "\x1b"), "a separator, bidi control or ESC reached the log raw"
+    assert any("nope" + HIDDEN_ESC in l for l in lines), lines[-5:]
+    # ordinary non-ASCII text stays as it is
+    with pytest.raises(grpc.RpcError) as ei:
+        c2 = grpc.insecure_channel(srv.grpc_url)
+        try:
+            c2.unary_unary(SVC + "ModelInfer")(
+                pb.service.ModelInferRequest(model_name="résumé-日本", id="x").SerializeToString(), timeout=10)
+        finally:
+            c2.close()
+    assert "résumé-日本" in ei.value.details()
+    srv.stop()
+    srv.assert_clean_exit()
+
+
+def test_region_names_with_control_characters_refused(start_server, pb):
+    import json
+    import os
+    import tritonclient.utils.shared_memory as shm
+    srv = start_server(["--allow-client-shm", "true"])
+    key = "/inferd_t_%d_ctl" % os.getpid()
+    h = shm.create_shared_memory_region("ctl", key, 64)
+    ch = grpc.insecure_channel(srv.grpc_url)
+    try:
+        reg = ch.unary_unary(SVC + "SystemSharedMemoryRegister")
+        creg = ch.unary_unary(SVC + "CudaSharedMemoryRegister")
+        for name in ("r\nE1202 forged", "r\x1b[31m", "r\x7f", "r\x85"):
+            with pytest.raises(grpc.RpcError) as ei:
+                reg(_shm_register(pb, key, name=name), timeout=10)
+            assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value.details()
+            assert "region name contains control characters" in ei.value.details()
+            assert "forged" not in ei.value.details()
+            with pytest.raises(grpc.RpcError) as ei:
+                creg(pb.service.CudaSharedMemoryRegisterRequest(name=name, raw_handle=b"\0" * 64, device_id=0,
+                                                                 byte_size=64).SerializeToString(), timeout=10)
+            assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value.details()
+            assert "region name contains control characters" in ei.value.details()
+        status, raw = _rest(srv, "POST", "/v2/systemsharedmemory/region/r%1b/register",
+                            json.dumps({"key": key, "byte_size": 64}))
+        assert status == 400 and b"control characters" in raw, raw
+        st = pb.service.SystemSharedMemoryStatusResponse.FromString(ch.unary_unary(SVC + "SystemSharedMemoryStatus")(
+            pb.service.SystemSharedMemoryStatusRequest().SerializeToString(), timeout=10))
+        assert dict(st.regions) == {}
+        # the control: a name with ordinary non-ASCII letters registers
+        reg(_shm_register(pb, key, name="région-日本"), timeout=10)
+        ch.unary_unary(SVC + "SystemSharedMemoryUnregister")(
+            pb.service.SystemSharedMemoryUnregisterRequest().SerializeToString(), timeout=10)
+    finally:
+        ch.close()
+        shm.destroy_shared_memory_region(h)
+    srv.stop()
+    srv.assert_clean_exit()

@@ -80,7 +80,14 @@ def _held_request(sock):
 
 # --- connections
 
+def _busy(sock):
+    """sock answered once, then mid-request (half a request line): not idle, so never evicted at the cap."""
+    _held_request(sock)
+    sock.sendall(b"GET /v2/health/li")
+
+
 def test_connection_cap_refuses_extra_connections_and_keeps_grpc(start_server):
+    """Every connection at the cap is busy (mid-request): no idle one to give way, so new ones get 503."""
     cap, extra = 8, 6
     srv = start_server(["--http-max-connections", str(cap), "--metrics-port", "0"])
     held = []
@@ -88,7 +95,7 @@ def test_connection_cap_refuses_extra_connections_and_keeps_grpc(start_server):
         for _ in range(cap):
             s = _connect(srv)
             held.append(s)
-            _held_request(s)
+            _busy(s)
         refused = 0
         for _ in range(extra):
             s = _connect(srv)
@@ -117,6 +124,66 @@ def test_connection_cap_refuses_extra_connections_and_keeps_grpc(start_server):
                 time.sleep(0.05)
         assert code == 200
     finally:
+        for s in held:
+            s.close()
+    srv.stop()
+    srv.assert_clean_exit()
+
+
+def _eof_or_reset(sock, timeout=10):
+    """True when the server ended sock (EOF or reset) within timeout."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_idle_connections_give_way_at_the_cap(start_server):
+    """F14: a client holding the cap in idle sockets (connected and silent, or at rest between keep-alive
+    requests) no longer locks others out: at the cap the longest idle connection is closed and the new one
+    served, on the HTTP port (--http-max-connections) and on the --metrics-port one (64). Busy ones stay."""
+    cap = 8
+    srv = start_server(["--http-max-connections", str(cap), "--metrics-port", "0"])
+    held = []
+    try:
+        busy = _connect(srv)
+        _busy(busy)  # the oldest, but mid-request: never the one to go
+        for i in range(cap - 1):
+            s = _connect(srv)
+            held.append(s)
+            if i % 2:
+                _held_request(s)  # at rest after an answer
+        # the server has accepted them all: the silent ones too (a request on the last one proves the order)
+        _held_request(held[-1])
+        fresh = []
+        for round_ in range(cap - 1):  # each new client is served, and then stays (idle) itself
+            s = _connect(srv)
+            fresh.append(s)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = _head(s)
+            assert head.startswith(b"HTTP/1.1 200"), (round_, head[:200])
+        # the idle ones went, the oldest first; the busy one is still there and can finish its request
+        assert all(_eof_or_reset(s) for s in held), "an idle connection was not closed"
+        held += fresh
+        busy.sendall(b"ve HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        raw = lib.read_to_eof(busy)
+        assert raw.startswith(b"HTTP/1.1 200"), raw[:200]
+        samples = lib.parse_metrics(_metrics(srv))
+        assert lib.metric_sum(samples, "inferd_http_refused_total", reason="idle_evicted") >= cap - 1
+        assert lib.metric_sum(samples, "inferd_http_refused_total", reason="connection_cap") == 0
+        srv.await_stderr(lambda ls: any("the longest idle connections closed for new ones" in l for l in ls))
+
+        # the metrics port: 64 connections at most; 100 silent sockets, then GET /metrics is answered
+        for s in held:
+            s.close()
+        held = [socket.create_connection(("127.0.0.1", srv.metrics_port), timeout=10) for _ in range(100)]
+        code, text = lib.http_get("http://127.0.0.1:%d/metrics" % srv.metrics_port)
+        assert code == 200 and "inferd_http_connections" in text, (code, text[:200])
+    finally:
+        busy.close()
         for s in held:
             s.close()
     srv.stop()

@@ -69,7 +69,7 @@ static void test_empty_registry(srv_cuda_shm *s) {
 int main(void) {
   srv_cuda_shm *s = NULL;
   err e = {0};
-  CHECK_EQ_INT(srv_cuda_shm_create(&s, &e), 0);
+  CHECK_EQ_INT(srv_cuda_shm_create(&s, 0, &e), 0);
   CHECK(s != NULL);
   fprintf(stderr, "devices: %d\n", srv_cuda_shm_n_devices(s));
   CHECK_EQ_INT(srv_cuda_shm_n_devices(NULL), 0);

@@ -39,7 +39,7 @@ static void test_register_status_acquire(void) {
   uint8_t *obj = make_object(key_a, size);
   srv_shm *s;
   err e = {0};
-  CHECK_EQ_INT(srv_shm_create(&s, &e), 0);
+  CHECK_EQ_INT(srv_shm_create(&s, 0, &e), 0);
   // an offset inside the second page: the mapping starts at that page
   CHECK_EQ_INT(srv_shm_register(s, "in", key_a, 5000, 2000, &e), 0);
   CHECK_EQ_INT(srv_shm_register(s, "all", key_a, 0, size, &e), 0);
@@ -110,7 +110,7 @@ static void test_refusals(void) {
   uint8_t *obj = make_object(key_a, 4096);
   srv_shm *s;
   err e = {0};
-  CHECK_EQ_INT(srv_shm_create(&s, &e), 0);
+  CHECK_EQ_INT(srv_shm_create(&s, 0, &e), 0);
   CHECK_EQ_INT(srv_shm_register(s, "", key_a, 0, 16, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(srv_shm_register(s, "r", "", 0, 16, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "needs a key");
@@ -170,7 +170,7 @@ static void test_threads(void) {
   uint8_t *obj = make_object(key_a, 4096);
   srv_shm *s;
   err e = {0};
-  CHECK_EQ_INT(srv_shm_create(&s, &e), 0);
+  CHECK_EQ_INT(srv_shm_create(&s, 0, &e), 0);
   enum { N = 4 };
   worker w[N];
   pthread_t t[N];

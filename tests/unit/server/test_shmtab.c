@@ -3,6 +3,7 @@
 // and hold references, a region is freed exactly once and only with its
 // last reference (the table's or a holder's, whichever goes last), and the
 // window check names the kind and the region.
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "check.h"
@@ -31,13 +32,15 @@ static region *make(const char *name, uint64_t size, int *freed) {
 
 static void test_names_and_snapshot(void) {
   srv_shmtab t;
-  srv_shmtab_init(&t, free_region);
+  srv_shmtab_init(&t, 0, free_region);
   int freed[3] = {0};
   region *b = make("b", 10, &freed[0]), *a = make("a", 20, &freed[1]), *b2 = make("b", 30, &freed[2]);
   // added in name order: the list keeps the newest first, so the snapshot must sort
-  CHECK_EQ_INT(srv_shmtab_add(&t, &a->ent), 0);
-  CHECK_EQ_INT(srv_shmtab_add(&t, &b->ent), 0);
-  CHECK_EQ_INT(srv_shmtab_add(&t, &b2->ent), -1);  // the name is taken: not listed, still the caller's
+  err ae = {0};
+  CHECK_EQ_INT(srv_shmtab_add(&t, &a->ent, "test", NULL), 0);
+  CHECK_EQ_INT(srv_shmtab_add(&t, &b->ent, "test", NULL), 0);
+  // the name is taken: not listed, still the caller's
+  CHECK_EQ_INT(srv_shmtab_add(&t, &b2->ent, "test", &ae), ERR_ALREADY_EXISTS);
   free_region(&b2->ent);
   CHECK_EQ_INT(freed[2], 1);
   CHECK_EQ_INT(srv_shmtab_has(&t, "a"), 1);
@@ -76,12 +79,71 @@ static void test_names_and_snapshot(void) {
   CHECK_EQ_INT(freed[2], 1);
 }
 
+// --shm-max-regions: the table refuses past max and counts unregistered
+// names back, so a freed slot is usable again.
+static void test_max_regions(void) {
+  srv_shmtab t;
+  srv_shmtab_init(&t, 2, free_region);
+  int freed[4] = {0};
+  err e = {0};
+  CHECK_EQ_INT(srv_shmtab_add(&t, &make("a", 1, &freed[0])->ent, "test", &e), 0);
+  CHECK_EQ_INT(srv_shmtab_add(&t, &make("b", 1, &freed[1])->ent, "test", &e), 0);
+  CHECK_EQ_INT(srv_shmtab_check_room(&t, "c", "test", &e), ERR_RESOURCE_EXHAUSTED);
+  CHECK_CONTAINS(e.msg, "--shm-max-regions");
+  CHECK_EQ_INT(srv_shmtab_check_room(&t, "a", "test", &e), ERR_ALREADY_EXISTS);  // the name first
+  region *c = make("c", 1, &freed[2]);
+  CHECK_EQ_INT(srv_shmtab_add(&t, &c->ent, "test", &e), ERR_RESOURCE_EXHAUSTED);
+  CHECK_EQ_INT(srv_shmtab_has(&t, "c"), 0);
+  CHECK_EQ_INT(srv_shmtab_unregister(&t, "a"), 1);
+  CHECK_EQ_INT(srv_shmtab_add(&t, &c->ent, "test", &e), 0);  // room again
+  CHECK_EQ_INT(srv_shmtab_unregister(&t, NULL), 2);
+  CHECK_EQ_INT(srv_shmtab_add(&t, &make("d", 1, &freed[3])->ent, "test", &e), 0);
+  srv_shmtab_close(&t);
+  for (int i = 0; i < 4; i++) CHECK_EQ_INT(freed[i], 1);
+}
+
+// Many names: every one found through its bucket, unregistering one by name
+// leaves the others (list and buckets stay consistent), the count follows.
+static void test_many_names(void) {
+  enum { N = 3000 };
+  static int freed[N];
+  memset(freed, 0, sizeof freed);
+  srv_shmtab t;
+  srv_shmtab_init(&t, 0, free_region);
+  char name[32];
+  for (int i = 0; i < N; i++) {
+    snprintf(name, sizeof name, "region-%d", i);
+    CHECK_EQ_INT(srv_shmtab_add(&t, &make(name, 1, &freed[i])->ent, "test", NULL), 0);
+  }
+  CHECK_EQ_INT(t.count, N);
+  for (int i = 0; i < N; i += 2) {
+    snprintf(name, sizeof name, "region-%d", i);
+    CHECK_EQ_INT(srv_shmtab_unregister(&t, name), 1);
+  }
+  CHECK_EQ_INT(t.count, N / 2);
+  for (int i = 0; i < N; i++) {
+    snprintf(name, sizeof name, "region-%d", i);
+    CHECK_EQ_INT(srv_shmtab_has(&t, name), i % 2);
+    CHECK_EQ_INT(freed[i], !(i % 2));
+  }
+  srv_shmtab_entry **v;
+  size_t n;
+  err e = {0};
+  CHECK_EQ_INT(srv_shmtab_snapshot(&t, NULL, &v, &n, &e), 0);
+  CHECK_EQ_INT(n, N / 2);
+  srv_shmtab_snapshot_free(&t, v, n);
+  CHECK_EQ_INT(srv_shmtab_unregister(&t, NULL), N / 2);
+  CHECK_EQ_INT(t.count, 0);
+  srv_shmtab_close(&t);
+  for (int i = 0; i < N; i++) CHECK_EQ_INT(freed[i], 1);
+}
+
 static void test_holder_outlives_name(void) {
   srv_shmtab t;
-  srv_shmtab_init(&t, free_region);
+  srv_shmtab_init(&t, 0, free_region);
   int freed[2] = {0};
-  CHECK_EQ_INT(srv_shmtab_add(&t, &make("x", 100, &freed[0])->ent), 0);
-  CHECK_EQ_INT(srv_shmtab_add(&t, &make("y", 100, &freed[1])->ent), 0);
+  CHECK_EQ_INT(srv_shmtab_add(&t, &make("x", 100, &freed[0])->ent, "test", NULL), 0);
+  CHECK_EQ_INT(srv_shmtab_add(&t, &make("y", 100, &freed[1])->ent, "test", NULL), 0);
   CHECK(srv_shmtab_acquire(&t, "nope") == NULL);
   CHECK(srv_shmtab_acquire(&t, NULL) == NULL);
   srv_shmtab_entry *x = srv_shmtab_acquire(&t, "x");
@@ -117,6 +179,8 @@ static void test_window(void) {
 int main(void) {
   test_names_and_snapshot();
   test_holder_outlives_name();
+  test_max_regions();
+  test_many_names();
   test_window();
   CHECK_DONE();
 }

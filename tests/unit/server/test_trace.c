@@ -454,6 +454,44 @@ static void test_empty_and_errors(void) {
   CHECK_CONTAINS(e.msg, "/dev/full");
 }
 
+static void count_note(void *arg, const char *msg) {
+  (void)msg;
+  (*(int *)arg)++;
+}
+
+// --trace-file-max-bytes: the span that would pass the cap is dropped,
+// sampling turns off, the note comes once, and the file closes as valid
+// JSON within the cap.
+static void test_max_bytes(void) {
+  enum { CAP = 4096 };
+  prof_trace *t = NULL;
+  err e = {0};
+  int notes = 0;
+  CHECK_EQ_INT(prof_trace_open("trace_capped.json", 1, &t, &e), 0);
+  prof_trace_limit(t, CAP, count_note, &notes);
+  for (int i = 0; i < 200; i++) {
+    prof_trace_span(t, &(prof_trace_span_info){.name = "request", .start_us = i, .end_us = i + 1,
+                                               .model = "m", .version = "1", .request_id = "id",
+                                               .instance = -1, .stream = -1, .device = -1, .pid = 1, .tid = 1});
+  }
+  CHECK_EQ_INT(notes, 1);
+  CHECK_EQ_INT(prof_trace_sample(t), 0);  // off: requests are not even sampled
+  prof_trace_settings st;
+  prof_trace_settings_get(t, &st);
+  CHECK_EQ_INT(st.on, 0);
+  // turned on again: sampled, but nothing written and no second note
+  st.on = 1;
+  CHECK_EQ_INT(prof_trace_settings_set(t, &st, &e), 0);
+  prof_trace_span(t, &(prof_trace_span_info){.name = "request", .pid = 1, .tid = 1});
+  CHECK_EQ_INT(notes, 1);
+  CHECK_EQ_INT(prof_trace_close(t, &e), 0);
+  size_t n = 0;
+  char *b = slurp("trace_capped.json", &n);
+  CHECK(b && json_valid_array(b, n));
+  CHECK(n <= CAP && n > CAP / 2);
+  free(b);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--write") == 0) {
     err e = {0};
@@ -470,5 +508,6 @@ int main(int argc, char **argv) {
   test_settings();
   test_file();
   test_empty_and_errors();
+  test_max_bytes();
   CHECK_DONE();
 }
