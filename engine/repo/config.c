@@ -410,6 +410,21 @@ int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t 
   return 0;
 }
 
+int config_check_limits(const Inference__ModelConfig *cfg, const config_limits *lim, err *e) {
+  if (cfg->max_batch_size > lim->max_batch_size)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "max_batch_size %d exceeds this server's limit of %d (--model-max-batch-size)",
+                   (int)cfg->max_batch_size, lim->max_batch_size);
+  const Inference__ModelDynamicBatching *db = cfg->dynamic_batching;
+  if (cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING && db &&
+      db->priority_levels > lim->max_priority_levels)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "dynamic_batching.priority_levels %" PRIu64 " exceeds this server's limit of %" PRIu64
+                   " (--model-max-priority-levels)",
+                   db->priority_levels, lim->max_priority_levels);
+  return 0;
+}
+
 // --- what the graph's passes may do
 
 int config_graph_opts(const Inference__ModelConfig *cfg, eng_graph_opts *o, err *e) {

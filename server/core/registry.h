@@ -92,6 +92,10 @@ typedef struct srv_registry srv_registry;
 typedef struct srv_registry_opts {
   // as config_complete takes it (CONFIG_NO_AUTO_COMPLETE disables auto-complete)
   int default_max_batch_size;
+  // --model-max-batch-size, --model-max-priority-levels: the most a config
+  // may ask (config_check_limits); 0: CONFIG_MAX_*_DEFAULT
+  int max_batch_size;
+  uint64_t max_priority_levels;
   int n_gpus;  // CUDA devices visible (KIND_AUTO runs on them when > 0)
   // --model-store-allow: folders outside the repository that links placed
   // in it may lead into (kernels/base/confine.h); borrowed for the
