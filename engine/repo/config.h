@@ -87,6 +87,11 @@ int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t 
 // --model-max-priority-levels).
 #define CONFIG_MAX_BATCH_SIZE_DEFAULT 65536
 #define CONFIG_MAX_PRIORITY_LEVELS_DEFAULT 1024
+// A full batch of one config input or output (max_batch_size x its dims,
+// -1 counted as 1, x its element size) may not pass 1 TiB: far beyond what
+// any request or machine holds, and low enough that no product of dims
+// overflows int64 (config_validate refuses more).
+#define CONFIG_MAX_TENSOR_BYTES ((uint64_t)1 << 40)
 
 typedef struct config_limits {
   int max_batch_size;         // > 0

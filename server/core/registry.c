@@ -86,13 +86,14 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
     if (rc == 0) config_resolve_kinds(m->config, o->n_gpus);
     if (rc == 0) *completed = 1;
   }
-  if (rc == 0) rc = config_validate(m->config, in, n_in, out, n_out, e);
   if (rc == 0) {
-    // 0: the production default (opts built without the flags, as in tests)
+    // first, so a config over a bound is told so rather than what follows
+    // from it; 0: the production default (opts built without the flags)
     config_limits lim = {o->max_batch_size > 0 ? o->max_batch_size : CONFIG_MAX_BATCH_SIZE_DEFAULT,
                          o->max_priority_levels > 0 ? o->max_priority_levels : CONFIG_MAX_PRIORITY_LEVELS_DEFAULT};
     rc = config_check_limits(m->config, &lim, e);
   }
+  if (rc == 0) rc = config_validate(m->config, in, n_in, out, n_out, e);
   free(in);
   free(out);
   // completion is done once and the message is not changed afterwards: one copy serves every version

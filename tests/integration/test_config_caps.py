@@ -196,3 +196,45 @@ def test_statistics_sparse_for_a_huge_allowed_batch(tmp_path):
         if s.alive():
             s.proc.kill()
             s.proc.wait()
+
+
+def test_dims_whose_full_batch_passes_1_tib_refused(tmp_path):
+    """A config's dims are fixed by the override where the graph leaves them open: the scheduler sized each CPU
+    executor's staging for a full batch of them at load (dims [2^40] x 8 rows reserved 32 TB of address
+    space, and dims near 2^63 wrapped the size). A full batch of one tensor over 1 TiB fails the load."""
+    import os
+    import onnx
+    from onnx import TensorProto, helper
+    repo = str(tmp_path)
+    g = helper.make_graph([helper.make_node("Relu", ["X"], ["Y"])], "g",
+                          [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", "D"])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", "D"])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    os.makedirs(os.path.join(repo, "d", "1"))
+    onnx.save(m, os.path.join(repo, "d", "1", "model.onnx"))
+    tmpl = ('max_batch_size: 8\ninput [{ name: "X" data_type: TYPE_FP32 dims: [ %s ] }]\n'
+            'output [{ name: "Y" data_type: TYPE_FP32 dims: [ -1 ] }]\n')
+    with open(os.path.join(repo, "d", "config.pbtxt"), "w") as f:
+        f.write(tmpl % "-1")
+    s = lib.ServerProcess(repo, ["--model-control-mode", "explicit", "--load-model", "d"]).start()
+    try:
+        for d in ("34359738369", "1099511627776", "9223372036854775807"):
+            st, body = http_load(s.http_port, "d", tmpl % d)
+            err = lib.rest_error(body)
+            assert st == 400, (st, body)
+            assert "input 'X': a full batch (max_batch_size 8) of its dims takes more than the 1099511627776 " \
+                   "bytes (1 TiB)" in err, err
+        # 34359738369 = 2^35 + 1: 8 rows of it in FP32 pass 1 TiB by 32 bytes; a sane override loads and serves
+        st, body = http_load(s.http_port, "d", tmpl % "4")
+        assert st == 200, body
+        with grpcclient.InferenceServerClient(s.grpc_url) as c:
+            i = grpcclient.InferInput("X", [2, 4], "FP32")
+            i.set_data_from_numpy(-np.ones((2, 4), dtype=np.float32))
+            assert float(c.infer("d", [i], client_timeout=30).as_numpy("Y").sum()) == 0.0
+        assert s.stop() == 0
+        s.assert_clean_exit()
+    finally:
+        if s.alive():
+            s.proc.kill()
+            s.proc.wait()

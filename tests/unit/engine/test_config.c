@@ -296,6 +296,23 @@ static void test_validate(void) {
   expect_invalid("max_batch_size: 8\n" IO_OK "output [{ name: 'z' data_type: TYPE_INT64 }]\n",
                  "output 'z': data_type TYPE_INT64 in config does not match the model's INT32");
   expect_invalid("max_batch_size: -1\n" IO_OK, "max_batch_size must be >= 0, got -1");
+  // a full batch of one tensor over 1 TiB (a config override's dims or max_batch_size); just under it passes
+  expect_invalid("max_batch_size: 8\n"
+                 "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] },"
+                 " { name: 'x2' data_type: TYPE_INT64 dims: [17179869185] }]\n",
+                 "input 'x2': a full batch (max_batch_size 8) of its dims takes more than the 1099511627776 bytes");
+  expect_valid("max_batch_size: 8\n"
+               "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] },"
+               " { name: 'x2' data_type: TYPE_INT64 dims: [17179869184] }]\n"
+               "output [{ name: 'y' data_type: TYPE_FP32 dims: [2] }]\n");
+  expect_invalid("max_batch_size: 8\n"
+                 "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] },"
+                 " { name: 'x2' data_type: TYPE_INT64 dims: [9223372036854775807] }]\n",
+                 "input 'x2': a full batch (max_batch_size 8) of its dims takes more than");
+  expect_invalid("max_batch_size: 1048576\n"
+                 "input [{ name: 'x' data_type: TYPE_FP32 dims: [-1] reshape: { shape: [262145] } },"
+                 " { name: 'x2' data_type: TYPE_INT64 dims: [-1] }]\n",
+                 "input 'x': a full batch (max_batch_size 1048576) of its reshape.shape takes more than");
   expect_invalid("platform: 'tensorrt_plan'\n" IO_OK, "platform 'tensorrt_plan' is not supported");
   expect_invalid("backend: 'python'\n" IO_OK, "backend 'python' is not supported");
   expect_invalid("max_batch_size: 4\n" IO_OK "dynamic_batching { preferred_batch_size: [2, 8] }",
