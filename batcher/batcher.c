@@ -33,6 +33,11 @@ struct bat_batcher {
   unsigned char *is_pref; // [0..max_rows]
   level *lv;
   uint32_t n_lv;
+  // One bit per level holding items (count > 0): finding the next queued
+  // item skips empty levels a word at a time. Walking them one by one made
+  // every batch cost O(priority_levels): with 16M levels a victim's p50
+  // went from 22 to 194 ms.
+  uint64_t *busy_lv;
   uint32_t default_lv;    // 0-based
   size_t queued;
   bat_item **heap;        // min-heap on min(deadline, timeout_at)
@@ -128,12 +133,31 @@ static blist *list_of(bat_batcher *b, const bat_item *it) {
   return it->delayed ? &l->delayed : &l->main;
 }
 
-static bat_item *first_from(const bat_batcher *b, uint32_t lvl, int delayed) {
-  for (; lvl < b->n_lv; lvl++, delayed = 0) {
-    if (!delayed && b->lv[lvl].main.head) return b->lv[lvl].main.head;
-    if (b->lv[lvl].delayed.head) return b->lv[lvl].delayed.head;
+static void mark_busy(bat_batcher *b, uint32_t lvl) { b->busy_lv[lvl / 64] |= (uint64_t)1 << (lvl % 64); }
+static void mark_idle(bat_batcher *b, uint32_t lvl) { b->busy_lv[lvl / 64] &= ~((uint64_t)1 << (lvl % 64)); }
+
+// The first level at or after lvl that holds items; n_lv when none does.
+static uint32_t next_busy(const bat_batcher *b, uint32_t lvl) {
+  if (lvl >= b->n_lv) return b->n_lv;
+  uint32_t w = lvl / 64, n_words = (b->n_lv + 63) / 64;
+  uint64_t bits = b->busy_lv[w] & (~(uint64_t)0 << (lvl % 64));
+  while (!bits) {
+    if (++w >= n_words) return b->n_lv;
+    bits = b->busy_lv[w];
   }
-  return NULL;
+  return w * 64 + (uint32_t)__builtin_ctzll(bits);
+}
+
+static bat_item *first_from(const bat_batcher *b, uint32_t lvl, int delayed) {
+  for (;;) {
+    uint32_t l = next_busy(b, lvl);
+    if (l >= b->n_lv) return NULL;
+    if (l != lvl) delayed = 0;  // a later level: from its main list on
+    if (!delayed && b->lv[l].main.head) return b->lv[l].main.head;
+    if (b->lv[l].delayed.head) return b->lv[l].delayed.head;
+    lvl = l + 1;
+    delayed = 0;
+  }
 }
 
 static bat_item *first(const bat_batcher *b) { return first_from(b, 0, 0); }
@@ -165,7 +189,7 @@ static void take_out(bat_batcher *b, bat_item *it) {
   if (b->rover == it) b->rover = succ(b, it);
   list_unlink(list_of(b, it), it);
   heap_remove(b, it);
-  b->lv[it->level].count--;
+  if (--b->lv[it->level].count == 0) mark_idle(b, it->level);
   b->queued--;
 }
 
@@ -221,8 +245,9 @@ int bat_create(const bat_config *c, bat_batcher **out, err *e) {
   b->n_free = c->n_executors;
   b->busy = calloc((size_t)c->n_executors, 1);
   b->lv = calloc(n_lv, sizeof *b->lv);
+  b->busy_lv = calloc(((size_t)n_lv + 63) / 64, sizeof *b->busy_lv);
   b->is_pref = calloc((size_t)b->max_rows + 1, 1);
-  if (!b->busy || !b->lv || !b->is_pref) {
+  if (!b->busy || !b->lv || !b->busy_lv || !b->is_pref) {
     bat_destroy(b);
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
@@ -243,6 +268,7 @@ void bat_destroy(bat_batcher *b) {
   free(b->heap);
   free(b->is_pref);
   free(b->lv);
+  free(b->busy_lv);
   free(b->busy);
   free(b);
 }
@@ -284,7 +310,7 @@ int bat_enqueue(bat_batcher *b, bat_item *it, err *e) {
     heap_push(b, it);
   }
   list_append(&l->main, it);
-  l->count++;
+  if (l->count++ == 0) mark_busy(b, lvl);
   b->queued++;
   return 0;
 }

@@ -69,6 +69,10 @@ void srv_options_usage(const char *prog) {
           "                               more gets 413, one that does not fit now 503\n"
           "  --default-max-batch-size N   max_batch_size given to models whose config.pbtxt is missing\n"
           "                               and whose first dimension is dynamic (default 4)\n"
+          "  --model-max-batch-size N     largest max_batch_size a model config may set (default 65536):\n"
+          "                               a load asking more fails with INVALID_ARGUMENT\n"
+          "  --model-max-priority-levels N  most dynamic_batching.priority_levels a model config may set\n"
+          "                               (default 1024): a load asking more fails with INVALID_ARGUMENT\n"
           "  --model-warmup-max-mib N     input one load's model_warmup may feed in all (every entry's\n"
           "                               runs x instances x one run's input; default 1024): a load\n"
           "                               asking more fails at once, saying so\n"
@@ -193,7 +197,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .http_max_infer_body_bytes = 64 << 20,
                      .http_header_timeout_secs = 10, .http_body_min_rate = 32768,
                      .http_max_body_bytes_in_flight = 1LL << 30, .rest_json_max_memory = 512LL << 20,
-                     .default_max_batch_size = 4, .warmup_max_mib = 1024, .warmup_max_runs = 1000, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
+                     .default_max_batch_size = 4, .model_max_batch_size = 65536, .model_max_priority_levels = 1024, .warmup_max_mib = 1024, .warmup_max_runs = 1000, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
                      .log_level = SRV_LOG_INFO, .trace_rate = 1000, .trace_file_max_bytes = 1LL << 30, .allow_metrics = 1, .metrics_port = -1, .shm_max_regions = 4096, .poll_secs = 15};
   int client_cert = -1;  // --grpc-ssl-client-cert, -1 when not given
   for (int i = 1; i < argc; i++) {
@@ -266,6 +270,9 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
       rc = parse_ll(name, val, 0, 1LL << 50, &o->http_max_body_bytes_in_flight);
     else if (!strcmp(name, "--rest-json-max-memory")) rc = parse_ll(name, val, 0, 1LL << 50, &o->rest_json_max_memory);
     else if (!strcmp(name, "--default-max-batch-size")) rc = parse_int(name, val, 0, 1 << 20, &o->default_max_batch_size);
+    else if (!strcmp(name, "--model-max-batch-size")) rc = parse_int(name, val, 1, 1 << 24, &o->model_max_batch_size);
+    else if (!strcmp(name, "--model-max-priority-levels"))
+      rc = parse_int(name, val, 1, 1 << 20, &o->model_max_priority_levels);
     else if (!strcmp(name, "--model-warmup-max-mib")) rc = parse_int(name, val, 1, 1 << 20, &o->warmup_max_mib);
     else if (!strcmp(name, "--model-warmup-max-runs")) rc = parse_int(name, val, 1, 1 << 30, &o->warmup_max_runs);
     else if (!strcmp(name, "--trace-file")) o->trace_file = val;
@@ -385,6 +392,12 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
   if (o->http_max_body_bytes_in_flight && o->http_max_body_bytes_in_flight < o->http_max_infer_body_bytes) {
     fprintf(stderr, "inferd: --http-max-body-bytes-in-flight (%lld) must be 0 or at least --http-max-infer-body-bytes (%d)\n",
             o->http_max_body_bytes_in_flight, o->http_max_infer_body_bytes);
+    return -1;
+  }
+  // every model without config.pbtxt would otherwise fail to load
+  if (o->default_max_batch_size > o->model_max_batch_size) {
+    fprintf(stderr, "inferd: --default-max-batch-size (%d) must be at most --model-max-batch-size (%d)\n",
+            o->default_max_batch_size, o->model_max_batch_size);
     return -1;
   }
   // Triton refuses --load-model outside explicit mode rather than ignore it

@@ -37,6 +37,10 @@ typedef struct srv_options {
   long long http_max_body_bytes_in_flight;  // --http-max-body-bytes-in-flight
   long long rest_json_max_memory;           // --rest-json-max-memory, bytes
   int default_max_batch_size;
+  // the most a model config may ask (config_check_limits; a load's config
+  // override comes over the network and these size what a load allocates)
+  int model_max_batch_size;       // --model-max-batch-size
+  int model_max_priority_levels;  // --model-max-priority-levels
   int warmup_max_mib;   // --model-warmup-max-mib: input one load's model_warmup may feed in all
   int warmup_max_runs;  // --model-warmup-max-runs: executions one load's model_warmup may run in all
   int auto_complete_config;  // Triton's auto-complete; --disable-auto-complete-config clears it

@@ -400,6 +400,8 @@ int main(int argc, char **argv) {
   srv_registry_opts ro = {.default_max_batch_size = o.auto_complete_config ? o.default_max_batch_size
                                                                           : CONFIG_NO_AUTO_COMPLETE,
                           .n_gpus = n_gpus,
+                          .max_batch_size = o.model_max_batch_size,
+                          .max_priority_levels = (uint64_t)o.model_max_priority_levels,
                           .warmup_max_bytes = (uint64_t)o.warmup_max_mib << 20,
                           .store_allow = o.store_allow,
                           .n_store_allow = (size_t)o.n_store_allow,

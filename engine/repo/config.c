@@ -241,6 +241,25 @@ static int check_dim_values(const char *kind, const char *name, const char *what
   return 0;
 }
 
+// A full batch of one tensor, its variable (-1) dims counted as 1, must fit
+// in CONFIG_MAX_TENSOR_BYTES: the scheduler sizes a CPU executor's staging
+// for a full batch of each fixed-shape input at load, and the products of
+// dims (known_numel, the engine's numel) must not overflow.
+static int check_batch_bytes(const char *kind, const char *name, const char *what, int data_type, size_t n,
+                             const int64_t *d, int mbs, err *e) {
+  size_t esz = dtype_size((dtype)data_type);
+  uint64_t bytes = (uint64_t)(mbs > 0 ? mbs : 1) * (esz ? esz : 1);
+  int over = bytes > CONFIG_MAX_TENSOR_BYTES;
+  for (size_t i = 0; i < n && !over; i++)
+    over = d[i] > 0 && (__builtin_mul_overflow(bytes, (uint64_t)d[i], &bytes) || bytes > CONFIG_MAX_TENSOR_BYTES);
+  if (over)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "%s '%s': a full batch (max_batch_size %d) of its %s takes more than the %llu bytes (1 TiB) "
+                   "a tensor may",
+                   kind, name, mbs, what, (unsigned long long)CONFIG_MAX_TENSOR_BYTES);
+  return 0;
+}
+
 static int known_numel(size_t n, const int64_t *d, int64_t *numel) {
   int64_t x = 1;
   for (size_t i = 0; i < n; i++) {
@@ -261,6 +280,8 @@ static int check_tensor(const char *kind, const char *name, int data_type, size_
                    name, dtype_config_name((dtype)data_type), dtype_wire_name(g->dt));
   TRY(check_dim_values(kind, name, "dims", n_dims, dims, e));
   if (reshape) TRY(check_dim_values(kind, name, "reshape.shape", reshape->n_shape, reshape->shape, e));
+  TRY(check_batch_bytes(kind, name, "dims", data_type, n_dims, dims, mbs, e));
+  if (reshape) TRY(check_batch_bytes(kind, name, "reshape.shape", data_type, reshape->n_shape, reshape->shape, mbs, e));
   int batch = mbs > 0;
   char gbuf[160], cbuf[160];
   fmt_dims(gbuf, sizeof gbuf, (size_t)g->ndims, g->dims, 0);
@@ -407,6 +428,21 @@ int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t 
   }
   TRY(check_dynamic_batching(c, e));
   TRY(check_instances_and_versions(c, e));
+  return 0;
+}
+
+int config_check_limits(const Inference__ModelConfig *cfg, const config_limits *lim, err *e) {
+  if (cfg->max_batch_size > lim->max_batch_size)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "max_batch_size %d exceeds this server's limit of %d (--model-max-batch-size)",
+                   (int)cfg->max_batch_size, lim->max_batch_size);
+  const Inference__ModelDynamicBatching *db = cfg->dynamic_batching;
+  if (cfg->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING && db &&
+      db->priority_levels > lim->max_priority_levels)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "dynamic_batching.priority_levels %" PRIu64 " exceeds this server's limit of %" PRIu64
+                   " (--model-max-priority-levels)",
+                   db->priority_levels, lim->max_priority_levels);
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #define INFERD_ENGINE_CONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "engine/repo/model_config.h"
 #include "engine/tensor.h"
@@ -74,6 +75,32 @@ void config_resolve_kinds(Inference__ModelConfig *cfg, int n_gpus);
 
 int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t n_in, const eng_io *out,
                     size_t n_out, err *e);
+
+// Upper bounds on config numbers that size what a load allocates up front.
+// A config override arrives over the network (RepositoryModelLoad's
+// "config"), so each number is the client's: max_batch_size sizes the
+// batcher's preferred-size table, every executor's request slots, the
+// per-size statistics and the plan's buffers (2^31 reserved 32 TB and held
+// the HTTP loop 30 s walking the statistics); priority_levels sizes one
+// queue per level (4e9 levels got the process OOM-killed). Triton sets no
+// bound on either; these are the server's flags (--model-max-batch-size,
+// --model-max-priority-levels).
+#define CONFIG_MAX_BATCH_SIZE_DEFAULT 65536
+#define CONFIG_MAX_PRIORITY_LEVELS_DEFAULT 1024
+// A full batch of one config input or output (max_batch_size x its dims,
+// -1 counted as 1, x its element size) may not pass 1 TiB: far beyond what
+// any request or machine holds, and low enough that no product of dims
+// overflows int64 (config_validate refuses more).
+#define CONFIG_MAX_TENSOR_BYTES ((uint64_t)1 << 40)
+
+typedef struct config_limits {
+  int max_batch_size;         // > 0
+  uint64_t max_priority_levels;  // > 0
+} config_limits;
+
+// ERR_INVALID_ARGUMENT naming the field, its value, the bound and the flag
+// that sets it, when cfg passes a bound of *lim.
+int config_check_limits(const Inference__ModelConfig *cfg, const config_limits *lim, err *e);
 
 // What the config asks of the graph's load-time passes: parameters { key:
 // "fuse_attention" value: { string_value: "0" | "1" } } (default 1; "0"

@@ -86,6 +86,13 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
     if (rc == 0) config_resolve_kinds(m->config, o->n_gpus);
     if (rc == 0) *completed = 1;
   }
+  if (rc == 0) {
+    // first, so a config over a bound is told so rather than what follows
+    // from it; 0: the production default (opts built without the flags)
+    config_limits lim = {o->max_batch_size > 0 ? o->max_batch_size : CONFIG_MAX_BATCH_SIZE_DEFAULT,
+                         o->max_priority_levels > 0 ? o->max_priority_levels : CONFIG_MAX_PRIORITY_LEVELS_DEFAULT};
+    rc = config_check_limits(m->config, &lim, e);
+  }
   if (rc == 0) rc = config_validate(m->config, in, n_in, out, n_out, e);
   free(in);
   free(out);
@@ -118,10 +125,45 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
   return 0;
 }
 
+static size_t n_batch_pages(const srv_stats *s) { return (size_t)s->n_batch / SRV_BATCH_PAGE + 1; }
+
+srv_batch_stat *srv_stats_batch(srv_stats *s, int size) {
+  if (size < 1 || size > s->n_batch || !s->batch_pages) return NULL;
+  _Atomic(srv_batch_stat *) *slot = &s->batch_pages[size / SRV_BATCH_PAGE];
+  srv_batch_stat *p = atomic_load_explicit(slot, memory_order_acquire);
+  if (!p) {
+    srv_batch_stat *fresh = calloc(SRV_BATCH_PAGE, sizeof *fresh);
+    if (!fresh) return NULL;
+    // two threads may race to a new page: one wins, the other frees its copy
+    if (atomic_compare_exchange_strong_explicit(slot, &p, fresh, memory_order_acq_rel, memory_order_acquire))
+      p = fresh;
+    else
+      free(fresh);
+  }
+  return &p[size % SRV_BATCH_PAGE];
+}
+
+int srv_stats_batch_next(const srv_stats *s, int after, const srv_batch_stat **out) {
+  if (!s->batch_pages || after < 0) return 0;
+  for (int size = after + 1; size <= s->n_batch;) {
+    const srv_batch_stat *p = atomic_load_explicit(&s->batch_pages[size / SRV_BATCH_PAGE], memory_order_acquire);
+    if (!p) {
+      size = (size / SRV_BATCH_PAGE + 1) * SRV_BATCH_PAGE;  // the next page
+      continue;
+    }
+    if (atomic_load(&p[size % SRV_BATCH_PAGE].count)) {
+      *out = &p[size % SRV_BATCH_PAGE];
+      return size;
+    }
+    size++;
+  }
+  return 0;
+}
+
 static int init_stats(srv_stats *s, int max_batch) {
   s->n_batch = max_batch > 0 ? max_batch : 1;
-  s->batch = calloc((size_t)s->n_batch + 1, sizeof *s->batch);
-  if (!s->batch) return -1;
+  s->batch_pages = calloc(n_batch_pages(s), sizeof *s->batch_pages);
+  if (!s->batch_pages) return -1;
   err e;
   prof_window_init(&s->win_requests);
   prof_window_init(&s->win_rows);
@@ -134,7 +176,10 @@ static int init_stats(srv_stats *s, int max_batch) {
 }
 
 static void free_stats(srv_stats *s) {
-  free(s->batch);
+  if (s->batch_pages) {
+    for (size_t i = 0; i < n_batch_pages(s); i++) free(atomic_load(&s->batch_pages[i]));
+    free(s->batch_pages);
+  }
   if (s->have_windows) {
     prof_window_destroy(&s->win_requests);
     prof_window_destroy(&s->win_rows);

@@ -49,7 +49,12 @@ typedef struct srv_stats {
   // batch on a GPU instance, or through a host copy (CPU instances, types
   // converted on the host, padded inputs)
   _Atomic uint64_t cuda_in_device, cuda_in_host;
-  srv_batch_stat *batch;  // index = batch size, 1..max(1, max_batch_size)
+  // Per batch size 1..n_batch (max(1, max_batch_size)), in pages of
+  // SRV_BATCH_PAGE sizes allocated when a size in them first runs: a model
+  // allowed huge batches that runs a few sizes holds and walks a few pages
+  // (a dense table walked whole held the HTTP loop 30 s at 2^31). Reached
+  // through srv_stats_batch / srv_stats_batch_next.
+  _Atomic(srv_batch_stat *) *batch_pages;
   int n_batch;
   // latency distributions (microseconds) per stage, and rows per execution
   prof_hist *h_request, *h_queue, *h_input, *h_infer, *h_output, *h_batch;
@@ -57,6 +62,15 @@ typedef struct srv_stats {
   prof_window win_requests, win_rows;
   int have_windows;
 } srv_stats;
+
+#define SRV_BATCH_PAGE 64
+
+// The statistics of batch size `size` (1..n_batch), allocating its page on
+// first use (any thread; lock-free); NULL when out of range or out of memory.
+srv_batch_stat *srv_stats_batch(srv_stats *s, int size);
+// The next batch size after `after` (0: from the start) that ran, with its
+// statistics in *out; 0 when none. Walks only allocated pages.
+int srv_stats_batch_next(const srv_stats *s, int after, const srv_batch_stat **out);
 
 typedef struct srv_version {
   int64_t version;
@@ -92,6 +106,10 @@ typedef struct srv_registry srv_registry;
 typedef struct srv_registry_opts {
   // as config_complete takes it (CONFIG_NO_AUTO_COMPLETE disables auto-complete)
   int default_max_batch_size;
+  // --model-max-batch-size, --model-max-priority-levels: the most a config
+  // may ask (config_check_limits); 0: CONFIG_MAX_*_DEFAULT
+  int max_batch_size;
+  uint64_t max_priority_levels;
   int n_gpus;  // CUDA devices visible (KIND_AUTO runs on them when > 0)
   // --model-store-allow: folders outside the repository that links placed
   // in it may lead into (kernels/base/confine.h); borrowed for the

@@ -313,8 +313,8 @@ void srv_reply_batch(srv_server *s, srv_version *v, srv_request *const *reqs, si
     atomic_fetch_add(&st->inference_count, (uint64_t)rows);
     atomic_fetch_add(&st->execution_count, 1);
     atomic_store(&st->last_inference_ms, srv_wall_ms());
-    if (rows >= 1 && rows <= st->n_batch) {
-      srv_batch_stat *b = &st->batch[rows];
+    srv_batch_stat *b = rows >= 1 && rows <= st->n_batch ? srv_stats_batch(st, (int)rows) : NULL;
+    if (b) {
       atomic_fetch_add(&b->count, 1);
       atomic_fetch_add(&b->input_ns, (uint64_t)input_us * 1000);
       atomic_fetch_add(&b->infer_ns, (uint64_t)infer_us * 1000);

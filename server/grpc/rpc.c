@@ -254,16 +254,19 @@ static int fill_stats(stat_bufs *b, srv_model *m, srv_version *v) {
   dur(&b->d[4], &st->compute_infer), b->is.compute_infer = &b->d[4];
   dur(&b->d[5], &st->compute_output), b->is.compute_output = &b->d[5];
   b->ms.inference_stats = &b->is;
-  size_t nb = (size_t)st->n_batch;
+  // only the sizes that ran (Triton lists no others), counted first: a
+  // model allowed huge batches holds few
+  size_t nb = 0;
+  const srv_batch_stat *s;
+  for (int size = 0; (size = srv_stats_batch_next(st, size, &s)) > 0;) nb++;
+  if (nb == 0) nb = 1;  // calloc(0) may return NULL
   b->bs = calloc(nb, sizeof *b->bs);
   b->bsp = calloc(nb, sizeof *b->bsp);
   b->bd = calloc(nb * 3, sizeof *b->bd);
   if (!b->bs || !b->bsp || !b->bd) return -1;
   size_t n = 0;
-  for (int size = 1; size <= st->n_batch; size++) {
-    srv_batch_stat *s = &st->batch[size];
+  for (int size = 0; (size = srv_stats_batch_next(st, size, &s)) > 0 && n < nb;) {
     uint64_t count = atomic_load(&s->count);
-    if (!count) continue;  // Triton lists only the sizes that ran
     Inference__InferBatchStatistics *x = &b->bs[n];
     inference__infer_batch_statistics__init(x);
     x->batch_size = (uint64_t)size;

@@ -417,9 +417,9 @@ static void dashboard_json(srv_server *s, sbuf *b) {
       }
       sb_printf(b, "}, \"batch_sizes\": [");
       int bf = 1;
-      for (int size = 1; size <= st->n_batch; size++) {
-        uint64_t c = atomic_load(&st->batch[size].count);
-        if (!c) continue;
+      const srv_batch_stat *bs;
+      for (int size = 0; (size = srv_stats_batch_next(st, size, &bs)) > 0;) {
+        uint64_t c = atomic_load(&bs->count);
         sb_printf(b, "%s[%d, %llu]", bf ? "" : ", ", size, (unsigned long long)c);
         bf = 0;
       }

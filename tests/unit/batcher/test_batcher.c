@@ -555,6 +555,36 @@ static void test_priorities(void) {
   bat_destroy(h.b);
 }
 
+// Levels far apart, on both sides of the bitmap words' edges (64, 65, 128):
+// a batch takes the lowest non-empty level first, and an emptied level is
+// skipped afterwards.
+static void test_many_levels(void) {
+  harness h;
+  bat_config c = h_config(&h, 4, 1);
+  c.priority_levels = 1024;
+  c.default_priority_level = 1024;
+  h_init(&h, &c);
+  err e;
+  h_enq(&h, 1);
+  CHECK_EQ_INT(h_next(&h), 1);  // 0 takes the executor
+  CHECK_EQ_INT(h_enq_full(&h, 1, 128, 0, INT64_MAX, 0, &e), 0);  // 1
+  CHECK_EQ_INT(h_enq_full(&h, 1, 0, 0, INT64_MAX, 0, &e), 0);    // 2: default, level 1024
+  CHECK_EQ_INT(h_enq_full(&h, 1, 65, 0, INT64_MAX, 0, &e), 0);   // 3
+  CHECK_EQ_INT(h_enq_full(&h, 1, 64, 0, INT64_MAX, 0, &e), 0);   // 4
+  CHECK_EQ_INT(h_enq_full(&h, 1, 65, 0, INT64_MAX, 0, &e), 0);   // 5
+  CHECK_EQ_INT(h_enq_full(&h, 1, 1025, 0, INT64_MAX, 0, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bat_queued(h.b), 5);
+  bat_release_executor(h.b, 0);
+  CHECK_EQ_INT(h_next(&h), 1);
+  CHECK_EQ_STR(h.last, "4 3 5 1");  // 64, 65, 65, 128: four rows fill the batch
+  CHECK_EQ_INT(h_enq_full(&h, 1, 2, 0, INT64_MAX, 0, &e), 0);  // 7 (6 was refused)
+  bat_release_executor(h.b, 0);
+  CHECK_EQ_INT(h_next(&h), 1);
+  CHECK_EQ_STR(h.last, "7 2");
+  CHECK_EQ_INT(bat_queued(h.b), 0);
+  bat_destroy(h.b);
+}
+
 static void test_queue_policy_reject_and_delay(void) {
   harness h;
   bat_config c = h_config(&h, 4, 1);
@@ -839,6 +869,7 @@ int main(void) {
   test_pad_bad_config();
   test_instances_busy_queue_grows();
   test_priorities();
+  test_many_levels();
   test_queue_policy_reject_and_delay();
   test_timeout_override();
   test_priority_with_timeouts();

@@ -217,15 +217,17 @@ static void setup(world *w, unsigned seed) {
     if (rnd(2)) w->pref[np++] = s;
   c.preferred_batch_sizes = w->pref;
   c.n_preferred = np;
-  c.priority_levels = rnd(4);
+  // sometimes levels over several 64-bit words of the batcher's bitmap of
+  // non-empty levels, items spread thinly over them
+  c.priority_levels = rnd(5) == 0 ? 60 + rnd(140) : rnd(4);
   c.default_priority_level = c.priority_levels ? 1 + rnd(c.priority_levels) : 0;
   static const int64_t timeouts[] = {0, 0, 100, 300};
   c.default_policy = (bat_queue_policy){.timeout_action = rnd(2) ? BAT_TIMEOUT_DELAY : BAT_TIMEOUT_REJECT,
                                         .default_timeout_us = timeouts[rnd(4)],
                                         .allow_timeout_override = (int)rnd(2),
                                         .max_queue_size = rnd(3) == 0 ? 5 + rnd(20) : 0};
-  for (uint32_t l = 1; l <= c.priority_levels; l++) {
-    if (rnd(2)) continue;
+  for (uint32_t l = 1; l <= c.priority_levels && c.n_level_policies < 3; l++) {
+    if (rnd(c.priority_levels > 4 ? 40 : 2)) continue;
     w->lp[c.n_level_policies++] = (bat_level_policy){
         .level = l,
         .policy = {.timeout_action = rnd(2) ? BAT_TIMEOUT_DELAY : BAT_TIMEOUT_REJECT,

@@ -296,6 +296,23 @@ static void test_validate(void) {
   expect_invalid("max_batch_size: 8\n" IO_OK "output [{ name: 'z' data_type: TYPE_INT64 }]\n",
                  "output 'z': data_type TYPE_INT64 in config does not match the model's INT32");
   expect_invalid("max_batch_size: -1\n" IO_OK, "max_batch_size must be >= 0, got -1");
+  // a full batch of one tensor over 1 TiB (a config override's dims or max_batch_size); just under it passes
+  expect_invalid("max_batch_size: 8\n"
+                 "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] },"
+                 " { name: 'x2' data_type: TYPE_INT64 dims: [17179869185] }]\n",
+                 "input 'x2': a full batch (max_batch_size 8) of its dims takes more than the 1099511627776 bytes");
+  expect_valid("max_batch_size: 8\n"
+               "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] },"
+               " { name: 'x2' data_type: TYPE_INT64 dims: [17179869184] }]\n"
+               "output [{ name: 'y' data_type: TYPE_FP32 dims: [2] }]\n");
+  expect_invalid("max_batch_size: 8\n"
+                 "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] },"
+                 " { name: 'x2' data_type: TYPE_INT64 dims: [9223372036854775807] }]\n",
+                 "input 'x2': a full batch (max_batch_size 8) of its dims takes more than");
+  expect_invalid("max_batch_size: 1048576\n"
+                 "input [{ name: 'x' data_type: TYPE_FP32 dims: [-1] reshape: { shape: [262145] } },"
+                 " { name: 'x2' data_type: TYPE_INT64 dims: [-1] }]\n",
+                 "input 'x': a full batch (max_batch_size 1048576) of its reshape.shape takes more than");
   expect_invalid("platform: 'tensorrt_plan'\n" IO_OK, "platform 'tensorrt_plan' is not supported");
   expect_invalid("backend: 'python'\n" IO_OK, "backend 'python' is not supported");
   expect_invalid("max_batch_size: 4\n" IO_OK "dynamic_batching { preferred_batch_size: [2, 8] }",
@@ -418,6 +435,43 @@ static void test_graph_opts(void) {
   config_free(c);
 }
 
+// The bounds a config override sent over the network may not pass: the
+// largest allowed values pass, one more is refused naming field, bound and flag.
+static void expect_limits(const char *text, const config_limits *lim, const char *want) {
+  Inference__ModelConfig *c = parse(text);
+  if (!c) return;
+  err e = {0};
+  int rc = config_check_limits(c, lim, &e);
+  if (!want) {
+    CHECK_EQ_INT(rc, 0);
+  } else {
+    CHECK_EQ_INT(rc, ERR_INVALID_ARGUMENT);
+    CHECK(strstr(e.msg, want) != NULL);
+    if (!strstr(e.msg, want)) fprintf(stderr, "  got: %s\n  want: %s\n", e.msg, want);
+  }
+  config_free(c);
+}
+
+static void test_limits(void) {
+  config_limits lim = {CONFIG_MAX_BATCH_SIZE_DEFAULT, CONFIG_MAX_PRIORITY_LEVELS_DEFAULT};
+  expect_limits("max_batch_size: 65536 dynamic_batching { priority_levels: 1024 default_priority_level: 1 }", &lim,
+                NULL);
+  expect_limits("max_batch_size: 65537", &lim,
+                "max_batch_size 65537 exceeds this server's limit of 65536 (--model-max-batch-size)");
+  expect_limits("max_batch_size: 2147483647", &lim, "max_batch_size 2147483647 exceeds this server's limit of 65536");
+  expect_limits("max_batch_size: 8 dynamic_batching { priority_levels: 1025 default_priority_level: 1 }", &lim,
+                "dynamic_batching.priority_levels 1025 exceeds this server's limit of 1024 "
+                "(--model-max-priority-levels)");
+  // 4e9 would truncate to a small uint32 in the batcher: refused as given
+  expect_limits("max_batch_size: 8 dynamic_batching { priority_levels: 4294967297 default_priority_level: 1 }", &lim,
+                "dynamic_batching.priority_levels 4294967297 exceeds");
+  config_limits small = {16, 4};
+  expect_limits("max_batch_size: 16 dynamic_batching { priority_levels: 4 default_priority_level: 4 }", &small, NULL);
+  expect_limits("max_batch_size: 17", &small, "max_batch_size 17 exceeds this server's limit of 16");
+  expect_limits("max_batch_size: 4 dynamic_batching { priority_levels: 5 default_priority_level: 1 }", &small,
+                "priority_levels 5 exceeds this server's limit of 4");
+}
+
 int main(void) {
   g_in[0] = io("x", DT_FP32, 2, -1, 3, 0);
   g_in[1] = io("x2", DT_INT64, 2, -1, -1, 0);
@@ -431,5 +485,6 @@ int main(void) {
   test_no_auto_complete();
   test_resolve_kinds();
   test_graph_opts();
+  test_limits();
   CHECK_DONE();
 }
