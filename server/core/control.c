@@ -72,7 +72,10 @@ static int check_name(const char *name, err *e) {
   if (!name || !name[0]) return err_set(e, ERR_INVALID_ARGUMENT, "a model name is required");
   if (!utf8_valid(name, strlen(name)))
     return err_set(e, ERR_INVALID_ARGUMENT, "the model name is not valid UTF-8 (proto3 string fields must be)");
-  const char *why = repo_name_problem(name);
+  // Nor one that cannot be a directory of the repository ('a/b', '..', 256 bytes or more): the
+  // load used to fail with the model listed UNAVAILABLE, and strict readiness then said NOT READY
+  // until someone unloaded that exact name; a flood of such names grew the index without bound.
+  const char *why = repo_model_name_problem(name);
   if (why) return err_set(e, ERR_INVALID_ARGUMENT, "the model name %s", why);
   return 0;
 }
@@ -182,8 +185,12 @@ static int check_load(srv_control *c, const char *name, const char *config_overr
   TRY(explicit_or_fail(c, e));
   TRY(check_name(name, e));
   if (config_override) {
+    size_t len = strnlen(config_override, (size_t)SRV_CONFIG_OVERRIDE_MAX + 1);
+    if (len > SRV_CONFIG_OVERRIDE_MAX)
+      return err_set(e, ERR_INVALID_ARGUMENT, "the 'config' override is larger than %u bytes (1 MiB), the most accepted",
+                     (unsigned)SRV_CONFIG_OVERRIDE_MAX);
     // its strings would be quoted in errors and served in ModelConfig (found by fuzz_rest)
-    if (!utf8_valid(config_override, strlen(config_override)))
+    if (!utf8_valid(config_override, len))
       return err_set(e, ERR_INVALID_ARGUMENT, "the config override is not valid UTF-8 (proto3 string fields must be)");
     const char *p = config_override;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
