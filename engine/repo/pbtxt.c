@@ -655,8 +655,8 @@ static uint64_t map_key_hash(const ProtobufCFieldDescriptor *kd, const ProtobufC
 
 // A map key given again replaces the earlier entry, as protobuf does: of
 // each key only the last entry stays, the survivors in the order of their
-// last occurrence. Once per map field when its message closes, through a
-// hash set of the keys: deduping as each entry came scanned all the earlier
+// last occurrence. Once per map field after the parse (dedupe_tree), through
+// a hash set of the keys: deduping as each entry came scanned all the earlier
 // ones, quadratic in the entries (40k entries took 3.6 s, 300k minutes).
 static int map_dedupe(parser *p, ProtobufCMessage *msg, const ProtobufCFieldDescriptor *fd) {
   size_t *n = &MEMBER(size_t, msg, fd->quantifier_offset);
@@ -686,14 +686,28 @@ static int map_dedupe(parser *p, ProtobufCMessage *msg, const ProtobufCFieldDesc
   return 0;
 }
 
-// Dedupes the map fields of msg, whose body just closed.
-static int finish_message(parser *p, ProtobufCMessage *msg) {
+// Dedupes the map fields of msg and of every message under it, once the
+// whole text is parsed: a message given again merges into the same one, so
+// deduping where each body closed redid a whole map for every body
+// (`dynamic_batching { }` 30k times after a 17k-entry map: quadratic again).
+// Nesting is at most PBTXT_MAX_DEPTH deep (parse_body).
+static int dedupe_tree(parser *p, ProtobufCMessage *msg) {
   const ProtobufCMessageDescriptor *d = msg->descriptor;
   for (unsigned i = 0; i < d->n_fields; i++) {
     const ProtobufCFieldDescriptor *fd = &d->fields[i];
-    if (fd->label == PROTOBUF_C_LABEL_REPEATED && fd->type == PROTOBUF_C_TYPE_MESSAGE &&
-        MEMBER(size_t, msg, fd->quantifier_offset) > 1 && is_map_entry(fd->descriptor))
-      TRY(map_dedupe(p, msg, fd));
+    if (fd->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+    if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
+      if (MEMBER(size_t, msg, fd->quantifier_offset) > 1 && is_map_entry(fd->descriptor)) TRY(map_dedupe(p, msg, fd));
+      size_t n = MEMBER(size_t, msg, fd->quantifier_offset);
+      ProtobufCMessage **arr = MEMBER(ProtobufCMessage **, msg, fd->offset);
+      for (size_t k = 0; k < n; k++)
+        if (arr[k]) TRY(dedupe_tree(p, arr[k]));
+      continue;
+    }
+    // a oneof's members share their bytes: only the one set holds a message
+    if ((fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && MEMBER(uint32_t, msg, fd->quantifier_offset) != fd->id) continue;
+    ProtobufCMessage *sub = MEMBER(ProtobufCMessage *, msg, fd->offset);
+    if (sub) TRY(dedupe_tree(p, sub));
   }
   return 0;
 }
@@ -758,14 +772,11 @@ static int parse_body(parser *p, ProtobufCMessage *msg, char open, int open_line
   if (depth > PBTXT_MAX_DEPTH) return fail(p, p->t.line, "messages nested deeper than %d", PBTXT_MAX_DEPTH);
   for (;;) {
     if (p->t.kind == TOK_EOF) {
-      if (!close) return finish_message(p, msg);
+      if (!close) return 0;
       return fail(p, p->t.line, "unexpected end of input: '%c' opened at line %d for %s is not closed", open,
                   open_line, d->name);
     }
-    if (close && is_punct(p, close)) {
-      TRY(finish_message(p, msg));
-      return lex(p);
-    }
+    if (close && is_punct(p, close)) return lex(p);
     if (p->t.kind != TOK_IDENT) {
       if (is_punct(p, '['))
         return fail(p, p->t.line, "extension and Any field names are not supported (in %s)", d->name);
@@ -811,6 +822,7 @@ int pbtxt_parse(const ProtobufCMessageDescriptor *desc, const char *text, size_t
   if (!m) return oom(&p);
   int rc = lex(&p);
   if (!rc) rc = parse_body(&p, m, '\0', 0, 0);
+  if (!rc) rc = dedupe_tree(&p, m);
   if (rc) {
     protobuf_c_message_free_unpacked(m, NULL);
     return rc;

@@ -655,6 +655,33 @@ static void test_model_config(void) {
   rc = pbtxt_parse(&inference__model_config__descriptor, kind, strlen(kind), "config.pbtxt", &pm, &e);
   CHECK_EQ_INT(rc, ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "unknown value 'KIND_TPU' for enum field 'kind' (inference.ModelInstanceGroup.Kind)");
+
+  // Maps inside messages (a oneof member, a repeated element), their keys
+  // repeated across bodies merged into one message: deduped after the parse.
+  const char *nested =
+      "dynamic_batching { priority_levels: 2 priority_queue_policy { key: 1 value { max_queue_size: 4 } } }\n"
+      "dynamic_batching { priority_queue_policy [ { key: 2 }, { key: 1 value { max_queue_size: 5 } } ] }\n"
+      "dynamic_batching { }\n"
+      "model_warmup [ { name: 'w' inputs { key: 'x' value { dims: 1 } } inputs { key: 'y' } inputs { key: 'x' value "
+      "{ dims: 2 } } } ]\n";
+  rc = pbtxt_parse(&inference__model_config__descriptor, nested, strlen(nested), "config.pbtxt", &pm, &e);
+  CHECK_EQ_INT(rc, 0);
+  c = (Inference__ModelConfig *)pm;
+  if (c) {
+    const Inference__ModelDynamicBatching *db = c->dynamic_batching;
+    CHECK(db && db->priority_levels == 2 && db->n_priority_queue_policy == 2);
+    if (db && db->n_priority_queue_policy == 2) {
+      CHECK(db->priority_queue_policy[0]->key == 2);
+      CHECK(db->priority_queue_policy[1]->key == 1 && db->priority_queue_policy[1]->value->max_queue_size == 5);
+    }
+    CHECK(c->n_model_warmup == 1 && c->model_warmup[0]->n_inputs == 2);
+    if (c->n_model_warmup == 1 && c->model_warmup[0]->n_inputs == 2) {
+      CHECK_EQ_STR(c->model_warmup[0]->inputs[0]->key, "y");
+      CHECK_EQ_STR(c->model_warmup[0]->inputs[1]->key, "x");
+      CHECK(c->model_warmup[0]->inputs[1]->value->dims[0] == 2);
+    }
+    protobuf_c_message_free_unpacked(pm, NULL);
+  }
 }
 
 // --- robustness: every prefix, and single-byte mutations, must parse or fail cleanly
