@@ -328,6 +328,11 @@ static int check_dynamic_batching(const Inference__ModelConfig *c, err *e) {
   if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING)
     return err_set(e, ERR_INVALID_ARGUMENT, "ensemble_scheduling is not supported");
   if (c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING || !db) return 0;
+  if (db->max_queue_delay_microseconds > CONFIG_MAX_QUEUE_DELAY_US)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "dynamic_batching.max_queue_delay_microseconds %" PRIu64 " is too large: inferd takes at most %" PRIu64
+                   " (one hour)",
+                   db->max_queue_delay_microseconds, CONFIG_MAX_QUEUE_DELAY_US);
   for (size_t i = 0; i < db->n_preferred_batch_size; i++) {
     int32_t p = db->preferred_batch_size[i];
     if (p <= 0)

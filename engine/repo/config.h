@@ -54,6 +54,12 @@ void config_free(Inference__ModelConfig *cfg);
 int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng_io *in, size_t n_in,
                     const eng_io *out, size_t n_out, int default_max_batch_size, err *e);
 
+// The longest dynamic_batching.max_queue_delay_microseconds taken: one
+// hour. The field is a uint64 and the batcher adds it to a signed clock, so a
+// value near 2^64 read as negative (and was refused saying so); real delays
+// are micro- to milliseconds.
+#define CONFIG_MAX_QUEUE_DELAY_US UINT64_C(3600000000)
+
 // Checks a (completed) config against the graph IO; ERR_INVALID_ARGUMENT with
 // a message naming the field and tensor, e.g. "input 'x': data_type TYPE_FP16
 // in config does not match the model's FP32". Checks: platform/backend
@@ -63,7 +69,8 @@ int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng
 // config dims when max_batch_size > 0, or the config `reshape` shape in their
 // place; -1 on either side matches anything; the graph's batch dimension must
 // be dynamic); every graph input is listed in the config; dynamic_batching
-// sane (preferred sizes in 1..max_batch_size, default_priority_level and
+// sane (preferred sizes in 1..max_batch_size, max_queue_delay_microseconds
+// at most CONFIG_MAX_QUEUE_DELAY_US, default_priority_level and
 // priority_queue_policy keys in 1..priority_levels); instance_group counts
 // and gpus >= 0; version_policy.latest.num_versions > 0;
 // sequence_batching / ensemble_scheduling are not supported, nor Triton's

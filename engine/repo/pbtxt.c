@@ -220,6 +220,18 @@ static const char *oneof_member_name(const ProtobufCMessage *msg, const Protobuf
   return "?";
 }
 
+// The elements a repeated array of n holds room for. The message has no
+// capacity field (protobuf_c_message_free_unpacked only frees the array), so
+// it is implied: arrays start empty (message_init) and grow only in
+// field_slot, to 4 and then by doubling; a map's dedupe only lowers n, which
+// leaves at least implicit_cap(n) allocated.
+static size_t implicit_cap(size_t n) {
+  if (n == 0) return 0;
+  size_t cap = 4;
+  while (cap < n) cap *= 2;
+  return cap;
+}
+
 // Where the next value of fd goes: a fresh zeroed element appended to a
 // repeated field (counted at once, so the message stays freeable), or the
 // singular member, with its has_/oneof case set. *fresh tells whether the
@@ -231,11 +243,16 @@ static int field_slot(parser *p, ProtobufCMessage *msg, const ProtobufCFieldDesc
   if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
     size_t *n = &MEMBER(size_t, msg, fd->quantifier_offset);
     void **arr = &MEMBER(void *, msg, fd->offset);
-    if (*n >= SIZE_MAX / es - 1) return oom(p);
-    void *grown = realloc(*arr, (*n + 1) * es);
-    if (!grown) return oom(p);
-    *arr = grown;
-    *slot = (char *)grown + *n * es;
+    if (*n >= PBTXT_MAX_ENTRIES)
+      return fail(p, line, "field '%s' has more than %u entries", fd->name, (unsigned)PBTXT_MAX_ENTRIES);
+    if (*n == implicit_cap(*n)) {  // full: double (one realloc per entry made a 300k-entry map quadratic)
+      size_t cap = *n ? 2 * *n : 4;
+      if (cap > SIZE_MAX / es) return oom(p);
+      void *grown = realloc(*arr, cap * es);
+      if (!grown) return oom(p);
+      *arr = grown;
+    }
+    *slot = (char *)*arr + *n * es;
     memset(*slot, 0, es);
     (*n)++;
     return 0;
@@ -624,19 +641,75 @@ static int map_keys_equal(const ProtobufCFieldDescriptor *kd, const ProtobufCMes
   return memcmp((const char *)a + kd->offset, (const char *)b + kd->offset, elem_size(kd->type)) == 0;
 }
 
-// A map key given again replaces the earlier entry, as protobuf does.
-static void map_dedupe_last(ProtobufCMessage *msg, const ProtobufCFieldDescriptor *fd) {
+static uint64_t map_key_hash(const ProtobufCFieldDescriptor *kd, const ProtobufCMessage *m) {
+  const unsigned char *b = (const unsigned char *)m + kd->offset;
+  size_t n = elem_size(kd->type);
+  if (kd->type == PROTOBUF_C_TYPE_STRING) {
+    b = (const unsigned char *)MEMBER(const char *, m, kd->offset);
+    n = strlen((const char *)b);
+  }
+  uint64_t h = 1469598103934665603u;  // FNV-1a
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211u;
+  return h ^ (h >> 29);
+}
+
+// A map key given again replaces the earlier entry, as protobuf does: of
+// each key only the last entry stays, the survivors in the order of their
+// last occurrence. Once per map field after the parse (dedupe_tree), through
+// a hash set of the keys: deduping as each entry came scanned all the earlier
+// ones, quadratic in the entries (40k entries took 3.6 s, 300k minutes).
+static int map_dedupe(parser *p, ProtobufCMessage *msg, const ProtobufCFieldDescriptor *fd) {
   size_t *n = &MEMBER(size_t, msg, fd->quantifier_offset);
   ProtobufCMessage **arr = MEMBER(ProtobufCMessage **, msg, fd->offset);
+  if (*n < 2) return 0;
   const ProtobufCFieldDescriptor *kd = &((const ProtobufCMessageDescriptor *)fd->descriptor)->fields[0];
-  ProtobufCMessage *last = arr[*n - 1];
-  for (size_t i = 0; i + 1 < *n; i++) {
-    if (!map_keys_equal(kd, arr[i], last)) continue;
-    protobuf_c_message_free_unpacked(arr[i], NULL);
-    memmove(&arr[i], &arr[i + 1], (*n - 1 - i) * sizeof *arr);
-    (*n)--;
-    return;  // keys were unique before this entry
+  size_t cap = 4;
+  while (cap < 2 * *n) cap *= 2;  // load at most 1/2
+  size_t *set = malloc(cap * sizeof *set);  // indices into arr; SIZE_MAX empty
+  if (!set) return oom(p);
+  memset(set, 0xff, cap * sizeof *set);
+  for (size_t i = *n; i-- > 0;) {  // from the last: the first seen of a key is the one kept
+    size_t h = (size_t)map_key_hash(kd, arr[i]) & (cap - 1);
+    while (set[h] != SIZE_MAX && !map_keys_equal(kd, arr[set[h]], arr[i])) h = (h + 1) & (cap - 1);
+    if (set[h] == SIZE_MAX) {
+      set[h] = i;
+    } else {  // a later entry has this key
+      protobuf_c_message_free_unpacked(arr[i], NULL);
+      arr[i] = NULL;
+    }
   }
+  free(set);
+  size_t k = 0;
+  for (size_t i = 0; i < *n; i++)
+    if (arr[i]) arr[k++] = arr[i];
+  *n = k;
+  return 0;
+}
+
+// Dedupes the map fields of msg and of every message under it, once the
+// whole text is parsed: a message given again merges into the same one, so
+// deduping where each body closed redid a whole map for every body
+// (`dynamic_batching { }` 30k times after a 17k-entry map: quadratic again).
+// Nesting is at most PBTXT_MAX_DEPTH deep (parse_body).
+static int dedupe_tree(parser *p, ProtobufCMessage *msg) {
+  const ProtobufCMessageDescriptor *d = msg->descriptor;
+  for (unsigned i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *fd = &d->fields[i];
+    if (fd->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+    if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
+      if (MEMBER(size_t, msg, fd->quantifier_offset) > 1 && is_map_entry(fd->descriptor)) TRY(map_dedupe(p, msg, fd));
+      size_t n = MEMBER(size_t, msg, fd->quantifier_offset);
+      ProtobufCMessage **arr = MEMBER(ProtobufCMessage **, msg, fd->offset);
+      for (size_t k = 0; k < n; k++)
+        if (arr[k]) TRY(dedupe_tree(p, arr[k]));
+      continue;
+    }
+    // a oneof's members share their bytes: only the one set holds a message
+    if ((fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && MEMBER(uint32_t, msg, fd->quantifier_offset) != fd->id) continue;
+    ProtobufCMessage *sub = MEMBER(ProtobufCMessage *, msg, fd->offset);
+    if (sub) TRY(dedupe_tree(p, sub));
+  }
+  return 0;
 }
 
 // Parses `{ ... }` or `< ... >` into field fd of msg (appending when repeated).
@@ -660,9 +733,7 @@ static int parse_message_field(parser *p, ProtobufCMessage *msg, const ProtobufC
     if (!*mp) return oom(p);
   }
   TRY(lex(p));
-  TRY(parse_body(p, *mp, open, open_line, depth + 1));
-  if (fd->label == PROTOBUF_C_LABEL_REPEATED && is_map_entry(fd->descriptor)) map_dedupe_last(msg, fd);
-  return 0;
+  return parse_body(p, *mp, open, open_line, depth + 1);
 }
 
 // After `field:` or `field` came '[': a list of values or messages.
@@ -751,6 +822,7 @@ int pbtxt_parse(const ProtobufCMessageDescriptor *desc, const char *text, size_t
   if (!m) return oom(&p);
   int rc = lex(&p);
   if (!rc) rc = parse_body(&p, m, '\0', 0, 0);
+  if (!rc) rc = dedupe_tree(&p, m);
   if (rc) {
     protobuf_c_message_free_unpacked(m, NULL);
     return rc;

@@ -10,6 +10,13 @@
 
 #include "kernels/base/err.h"
 
+// The most values one repeated or map field may be given in one text (map
+// entries counted before a repeated key replaces an earlier one): past it
+// the parse fails naming the field. Far above any real config (a 16 MiB
+// config.pbtxt of one-digit dims holds about 2M); with parsing linear it
+// bounds the memory one field's arrays take, not the time.
+#define PBTXT_MAX_ENTRIES (1u << 20)
+
 // Parses `len` bytes of text format into a new message of type `desc`.
 // `filename` only names the input in error messages (NULL -> "<text>").
 // On success *out owns a message the caller frees with

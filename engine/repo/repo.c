@@ -90,10 +90,15 @@ size_t repo_name_escape(char *dst, size_t cap, const char *name) {
   return o;
 }
 
-static int valid_name(const char *name) {
-  return name && name[0] != '\0' && name[0] != '.' && !strchr(name, '/') && strlen(name) < sizeof((repo_model *)0)->name &&
-         !repo_name_problem(name);
+const char *repo_model_name_problem(const char *name) {
+  if (!name || !name[0]) return "is empty";
+  if (strlen(name) >= sizeof((repo_model *)0)->name) return "is longer than 255 bytes";
+  if (name[0] == '.') return "starts with '.'";
+  if (strchr(name, '/')) return "contains '/'";
+  return repo_name_problem(name);
 }
+
+static int valid_name(const char *name) { return !repo_model_name_problem(name); }
 
 // Sorted numeric version directories of dir.
 static int list_versions(const char *dir, int64_t **out, size_t *n, err *e) {

@@ -60,6 +60,13 @@ int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, repo_
 // log lines and metric labels. Checks only the bytes, not '/', '.' or length.
 const char *repo_name_problem(const char *name);
 
+// Why name cannot name a model directory, or NULL when it can: the above,
+// and empty, 256 bytes or longer, starting with '.' (hidden, "." and "..",
+// which no scan lists) or containing '/' (a path, not a directory of the
+// repository). A load of such a name is refused before anything is built
+// or listed.
+const char *repo_model_name_problem(const char *name);
+
 // name with control characters, backslashes and bytes that are not UTF-8
 // written as \xHH, for messages that quote a refused name; returns the
 // length written (truncated at a whole escape to fit cap, NUL included).

@@ -59,9 +59,29 @@ struct srv_control {
   size_t n_skips;
   pthread_t thread;
   int started;
+  // loads refused for their name (not a directory name, or no such model):
+  // counted, one log line per NAME_LOG_SECS at most (callers' threads and the control thread)
+  atomic_ullong n_name_refusals;
+  atomic_llong name_log_at;  // CLOCK_MONOTONIC seconds of the last such line; 0: none yet
 };
 
+#define NAME_LOG_SECS 10
+
 static int cancelled(const srv_control *c) { return c->cancel && atomic_load(c->cancel); }
+
+// A load refused for its name: the client has the answer; the log gets one
+// line per NAME_LOG_SECS with the count, not one per request (a flood of
+// such names logged two lines each).
+static void note_name_refusal(srv_control *c, const err *e) {
+  unsigned long long n = atomic_fetch_add(&c->n_name_refusals, 1) + 1;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  long long now = (long long)ts.tv_sec + 1, last = atomic_load(&c->name_log_at);  // +1: 0 stays "never"
+  if (last && now - last < NAME_LOG_SECS) return;
+  if (!atomic_compare_exchange_strong(&c->name_log_at, &last, now)) return;  // another thread logs this period
+  srv_log(SRV_LOG_WARN, "model loads refused for their name: %llu so far (at most one line per %d s); latest: %s", n,
+          NAME_LOG_SECS, e->msg);
+}
 
 // A name that is not UTF-8 would be quoted in the error (and the log): the
 // JSON answer and the gRPC status details then break the client's parser
@@ -72,7 +92,10 @@ static int check_name(const char *name, err *e) {
   if (!name || !name[0]) return err_set(e, ERR_INVALID_ARGUMENT, "a model name is required");
   if (!utf8_valid(name, strlen(name)))
     return err_set(e, ERR_INVALID_ARGUMENT, "the model name is not valid UTF-8 (proto3 string fields must be)");
-  const char *why = repo_name_problem(name);
+  // Nor one that cannot be a directory of the repository ('a/b', '..', 256 bytes or more): the
+  // load used to fail with the model listed UNAVAILABLE, and strict readiness then said NOT READY
+  // until someone unloaded that exact name; a flood of such names grew the index without bound.
+  const char *why = repo_model_name_problem(name);
   if (why) return err_set(e, ERR_INVALID_ARGUMENT, "the model name %s", why);
   return 0;
 }
@@ -142,6 +165,7 @@ static int do_load(srv_control *c, const char *name, const char *config_text, er
     if (!why.msg[0]) snprintf(why.msg, sizeof why.msg, "no version of the model loaded");
     if (!cur && why.code == ERR_NOT_FOUND) {
       srv_model_free(m);  // no such directory: nothing to list in the index
+      note_name_refusal(c, &why);
     } else if (cur_serving) {
       // the old generation keeps serving; the index says why the new one did not
       srv_log(SRV_LOG_ERROR, "model '%s' failed to reload, the loaded version keeps serving: %s", name, why.msg);
@@ -180,10 +204,17 @@ static int explicit_or_fail(srv_control *c, err *e) {
 // What a load request is checked for on the caller's thread, before it is queued.
 static int check_load(srv_control *c, const char *name, const char *config_override, err *e) {
   TRY(explicit_or_fail(c, e));
-  TRY(check_name(name, e));
+  if (check_name(name, e) != 0) {
+    note_name_refusal(c, e);
+    return (int)e->code;
+  }
   if (config_override) {
+    size_t len = strnlen(config_override, (size_t)SRV_CONFIG_OVERRIDE_MAX + 1);
+    if (len > SRV_CONFIG_OVERRIDE_MAX)
+      return err_set(e, ERR_INVALID_ARGUMENT, "the 'config' override is larger than %u bytes (1 MiB), the most accepted",
+                     (unsigned)SRV_CONFIG_OVERRIDE_MAX);
     // its strings would be quoted in errors and served in ModelConfig (found by fuzz_rest)
-    if (!utf8_valid(config_override, strlen(config_override)))
+    if (!utf8_valid(config_override, len))
       return err_set(e, ERR_INVALID_ARGUMENT, "the config override is not valid UTF-8 (proto3 string fields must be)");
     const char *p = config_override;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;

@@ -40,6 +40,13 @@ void srv_control_quiesce(srv_control *c);
 // (waits for its requests).
 void srv_control_destroy(srv_control *c);
 
+// The most bytes a load request's "config" override may hold: a larger one
+// is refused (INVALID_ARGUMENT / HTTP 400) before it is copied or parsed.
+// A real config.pbtxt is a few KiB; REST's body limit (1 MiB) already held
+// it there, but gRPC takes 64 MiB messages, and the override is the one
+// config text a network client writes.
+#define SRV_CONFIG_OVERRIDE_MAX (1u << 20)
+
 // Loads (or reloads) / unloads a model on the control thread and waits for
 // it; refused (UNAVAILABLE) unless the mode is explicit. config_override: a
 // load request's "config" parameter, NULL when none. Not from the control

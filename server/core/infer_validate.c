@@ -305,6 +305,12 @@ static int read_shm_refs(const Inference__ModelInferRequest *msg, shm_ref *in_re
   }
   *n_any = *n_in_shm;
   for (size_t i = 0; i < msg->n_outputs; i++) {
+    // Triton's classification extension (top-k labels instead of the
+    // tensor) is not implemented: the answer would silently be the tensor
+    for (size_t k = 0; k < msg->outputs[i]->n_parameters; k++)
+      if (strcmp(msg->outputs[i]->parameters[k]->key, "classification") == 0)
+        return err_set(e, ERR_INVALID_ARGUMENT, "output '%s': the classification extension is not supported",
+                       msg->outputs[i]->name);
     READ_SHM_REF(out_refs[i], "output", msg->outputs[i], e);
     *n_any += out_refs[i].region != NULL;
   }

@@ -222,7 +222,8 @@ static void load_model(repo_model *rm, const srv_registry_opts *o, const eng_con
   rm->config = NULL;  // the registry owns it from here
   m->status = rm->status;
   if (m->status.code) {
-    srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, m->status.msg);
+    // no such directory: the caller says so (a load request's answer, --load-model's line), once
+    if (m->status.code != ERR_NOT_FOUND) srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, m->status.msg);
     return;
   }
   m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);

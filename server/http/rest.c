@@ -465,7 +465,8 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
 
 // POST /v2/repository/models/{m}/load|unload, Triton's body: {"parameters":
 // {"config": "..."}}, the config override (config.pbtxt text here; the load
-// refuses JSON with its reason); an empty body loads as the repository has
+// refuses JSON with its reason, and any other parameter, e.g. "file:..."
+// model contents, as gRPC does); an empty body loads as the repository has
 // it. Run as the gRPC methods' local calls: the load runs on the model
 // control thread and its answer comes back through the job, so the loop
 // serves meanwhile (server/core/control.h).
@@ -480,37 +481,57 @@ static void route_control(srv_rest *r, const srv_http_request *req, srv_http_res
   if (srv_http_json_nul(req->body, req->body_len))  // the config text would be read cut at it
     return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
   srv_json js = {0};
-  const char *override = NULL;
+  const cJSON *params = NULL;
   if (load && req->body && req->body_len) {
     err je = {0};
     if (srv_jsonmem_parse(r->s->jsonmem, req->body, req->body_len, &js, &je) != 0 && je.code != ERR_INVALID_ARGUMENT)
       return srv_rest__json_refused(resp, &je);
     const cJSON *body = js.root;
-    const cJSON *params = body ? cJSON_GetObjectItemCaseSensitive(body, "parameters") : NULL;
+    params = body ? cJSON_GetObjectItemCaseSensitive(body, "parameters") : NULL;
     const cJSON *cfg = params ? cJSON_GetObjectItemCaseSensitive(params, "config") : NULL;
     if (!body || (params && !cJSON_IsObject(params)) || (cfg && !cJSON_IsString(cfg))) {
       srv_json_free(&js);
       return srv_rest__set_error(resp, 400,
                                  "the load body must be JSON: {\"parameters\": {\"config\": \"<config.pbtxt text>\"}}");
     }
-    if (cfg) override = cfg->valuestring;
   }
   if (load) {
+    // Every parameter goes through, so the control code refuses what it
+    // refuses for gRPC too: passing "config" alone answered 200 to a load
+    // with Triton's "file:1/model.onnx" contents and ignored the files.
     Inference__RepositoryModelLoadRequest q = INFERENCE__REPOSITORY_MODEL_LOAD_REQUEST__INIT;
-    Inference__ModelRepositoryParameter v = INFERENCE__MODEL_REPOSITORY_PARAMETER__INIT;
-    Inference__RepositoryModelLoadRequest__ParametersEntry pe =
-        INFERENCE__REPOSITORY_MODEL_LOAD_REQUEST__PARAMETERS_ENTRY__INIT;
-    Inference__RepositoryModelLoadRequest__ParametersEntry *pes[1] = {&pe};
-    q.model_name = model;
-    if (override) {
-      v.parameter_choice_case = INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
-      v.string_param = (char *)override;
-      pe.key = "config";
-      pe.value = &v;
-      q.n_parameters = 1;
-      q.parameters = pes;
+    size_t np = params ? (size_t)cJSON_GetArraySize(params) : 0;
+    Inference__ModelRepositoryParameter *vs = np ? calloc(np, sizeof *vs) : NULL;
+    Inference__RepositoryModelLoadRequest__ParametersEntry *es = np ? calloc(np, sizeof *es) : NULL;
+    Inference__RepositoryModelLoadRequest__ParametersEntry **pes = np ? calloc(np, sizeof *pes) : NULL;
+    if (np && (!vs || !es || !pes)) {
+      free(vs), free(es), free(pes);
+      srv_json_free(&js);
+      return srv_rest__set_error(resp, 500, "out of memory");
     }
+    size_t k = 0;
+    for (const cJSON *p = params ? params->child : NULL; p && k < np; p = p->next, k++) {
+      inference__model_repository_parameter__init(&vs[k]);
+      inference__repository_model_load_request__parameters_entry__init(&es[k]);
+      if (cJSON_IsString(p)) {
+        vs[k].parameter_choice_case = INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+        vs[k].string_param = p->valuestring;
+      } else if (cJSON_IsBool(p)) {
+        vs[k].parameter_choice_case = INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+        vs[k].bool_param = cJSON_IsTrue(p);
+      } else if (cJSON_IsNumber(p) && p->valuedouble >= -9e18 && p->valuedouble <= 9e18) {
+        vs[k].parameter_choice_case = INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+        vs[k].int64_param = (int64_t)p->valuedouble;
+      }  // else unset: the key alone still reaches the check
+      es[k].key = p->string;
+      es[k].value = &vs[k];
+      pes[k] = &es[k];
+    }
+    q.model_name = model;
+    q.n_parameters = k;
+    q.parameters = pes;
     call_pb(r, req, resp, K_CONTROL, SVC "RepositoryModelLoad", &q.base);
+    free(vs), free(es), free(pes);
   } else {
     Inference__RepositoryModelUnloadRequest q = INFERENCE__REPOSITORY_MODEL_UNLOAD_REQUEST__INIT;
     q.model_name = model;

@@ -327,6 +327,12 @@ static void test_validate(void) {
                  "dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 5 } }",
                  "dynamic_batching.priority_queue_policy key 5 must be in 1..priority_levels (2)");
   expect_invalid("max_batch_size: 4\n" IO_OK "ensemble_scheduling {}", "ensemble_scheduling is not supported");
+  // a valid uint64 past what inferd takes: refused saying so, not "negative"
+  expect_invalid("max_batch_size: 4\n" IO_OK "dynamic_batching { max_queue_delay_microseconds: 18446744073709551615 }",
+                 "max_queue_delay_microseconds 18446744073709551615 is too large: inferd takes at most 3600000000");
+  expect_invalid("max_batch_size: 4\n" IO_OK "dynamic_batching { max_queue_delay_microseconds: 3600000001 }",
+                 "is too large");
+  expect_valid("max_batch_size: 4\n" IO_OK "dynamic_batching { max_queue_delay_microseconds: 3600000000 }");
   // Triton's ragged batching (1-D concatenation) is refused, pointing at padding
   expect_invalid("max_batch_size: 4\n"
                  "input [{ name: 'x' data_type: TYPE_FP32 dims: [3] },"

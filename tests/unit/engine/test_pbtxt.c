@@ -3,6 +3,8 @@
 // texts against inference.ModelConfig, and a truncation/mutation loop that
 // must never crash (run it under ASan).
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +55,34 @@ static void expect_error(const char *text, const char *n1, const char *n2) {
 }
 
 // --- features
+
+typedef struct sbuf_t {
+  char *p;
+  size_t n, cap;
+} sbuf_t;
+
+// Appends to b; on out of memory b->p is NULL (the caller checks once).
+static void buf_printf(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_printf(sbuf_t *b, const char *fmt, ...) {
+  if (b->cap && !b->p) return;
+  va_list ap;
+  va_start(ap, fmt);
+  char tmp[256];
+  int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (k < 0 || (size_t)k >= sizeof tmp) return;
+  if (b->n + (size_t)k + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 4096;
+    while (cap < b->n + (size_t)k + 1) cap *= 2;
+    char *q = realloc(b->p, cap);
+    if (!q) free(b->p);
+    b->p = q;
+    b->cap = cap;
+    if (!q) return;
+  }
+  memcpy(b->p + b->n, tmp, (size_t)k + 1);
+  b->n += (size_t)k;
+}
 
 static void test_scalars(void) {
   err e = {0};
@@ -285,6 +315,85 @@ static void test_maps(void) {
   }
   CHECK_EQ_INT(m->n_m_ib, 1);
   if (m->n_m_ib == 1) CHECK(m->m_ib[0]->key == -1 && m->m_ib[0]->value);
+  free_all(m);
+}
+
+// Many entries: every key given twice (the second value wins, the survivors
+// in the order of their last occurrence), maps merged across two bodies of
+// one message, and repeated arrays grown past many doublings. Parsing is
+// linear (map keys deduped through a hash set): at 200k entries the old
+// per-entry scan took minutes; no timing is asserted here.
+static void test_many_entries(void) {
+  enum { N = 100000 };
+  sbuf_t b = {0};
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < N; i++) {
+      // pass 0: every key; pass 1: the odd keys again, so those move to the end
+      if (pass == 1 && i % 2 == 0) continue;
+      buf_printf(&b, "m_ss { key: 'k%d' value: '%d' }\n", i, pass);
+    }
+  buf_printf(&b, "m_ui [");
+  for (int i = 0; i < N; i++) buf_printf(&b, "%s{ key: %d value { n: %d } }", i ? ", " : "", i % 1000, i);
+  buf_printf(&b, "]\nr_i32: [");
+  for (int i = 0; i < N; i++) buf_printf(&b, "%s%d", i ? "," : "", i);
+  buf_printf(&b, "]\ninner { child { dims: [1, 2] } } inner { child { dims: 3 } }\n");
+  err e = {0};
+  PbtxtTest__All *m = b.p ? parse_all(b.p, &e) : NULL;
+  free(b.p);
+  CHECK(m != NULL);
+  if (!m) {
+    fprintf(stderr, "  %s\n", e.msg);
+    return;
+  }
+  CHECK_EQ_INT(m->n_m_ss, N);
+  if (m->n_m_ss == N) {
+    int bad = 0;
+    for (int i = 0; i < N / 2; i++) {  // the even keys first, in order, from pass 0
+      char k[16];
+      snprintf(k, sizeof k, "k%d", 2 * i);
+      bad += strcmp(m->m_ss[i]->key, k) != 0 || strcmp(m->m_ss[i]->value, "0") != 0;
+      snprintf(k, sizeof k, "k%d", 2 * i + 1);  // then the odd ones, from pass 1
+      bad += strcmp(m->m_ss[N / 2 + i]->key, k) != 0 || strcmp(m->m_ss[N / 2 + i]->value, "1") != 0;
+    }
+    CHECK_EQ_INT(bad, 0);
+  }
+  CHECK_EQ_INT(m->n_m_ui, 1000);  // keys 0..999, each last given at N - 1000 + key
+  if (m->n_m_ui == 1000) {
+    int bad = 0;
+    for (int k = 0; k < 1000; k++) bad += m->m_ui[k]->key != (uint64_t)k || m->m_ui[k]->value->n != N - 1000 + k;
+    CHECK_EQ_INT(bad, 0);
+  }
+  CHECK_EQ_INT(m->n_r_i32, N);
+  if (m->n_r_i32 == N) CHECK(m->r_i32[0] == 0 && m->r_i32[N - 1] == N - 1);
+  CHECK(m->inner && m->inner->child && m->inner->child->n_dims == 3 && m->inner->child->dims[2] == 3);
+  free_all(m);
+}
+
+// One repeated or map field may hold PBTXT_MAX_ENTRIES values; one more
+// fails naming the field and the limit.
+static void test_entry_limit(void) {
+  size_t n = PBTXT_MAX_ENTRIES;
+  char *text = malloc(2 * (n + 1) + 16);
+  if (!text) return;
+  size_t o = (size_t)sprintf(text, "r_i32: [");
+  for (size_t i = 0; i < n; i++) text[o++] = '1', text[o++] = ',';
+  text[o - 1] = ']';
+  text[o] = '\0';
+  err e = {0};
+  PbtxtTest__All *m = parse_all(text, &e);
+  CHECK(m != NULL && m->n_r_i32 == n);
+  free_all(m);
+  text[o - 1] = ',';
+  o += (size_t)sprintf(text + o, "2]");
+  m = parse_all(text, &e);
+  CHECK(m == NULL);
+  free_all(m);
+  CHECK_EQ_INT(e.code, ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "field 'r_i32' has more than 1048576 entries");
+  free(text);
+  e = (err){0};
+  m = parse_all("m_ib { key: 1 value: true } m_ib { key: 1 value: false }", &e);  // a repeated key: one entry
+  CHECK(m != NULL && m->n_m_ib == 1 && !m->m_ib[0]->value);
   free_all(m);
 }
 
@@ -546,6 +655,33 @@ static void test_model_config(void) {
   rc = pbtxt_parse(&inference__model_config__descriptor, kind, strlen(kind), "config.pbtxt", &pm, &e);
   CHECK_EQ_INT(rc, ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "unknown value 'KIND_TPU' for enum field 'kind' (inference.ModelInstanceGroup.Kind)");
+
+  // Maps inside messages (a oneof member, a repeated element), their keys
+  // repeated across bodies merged into one message: deduped after the parse.
+  const char *nested =
+      "dynamic_batching { priority_levels: 2 priority_queue_policy { key: 1 value { max_queue_size: 4 } } }\n"
+      "dynamic_batching { priority_queue_policy [ { key: 2 }, { key: 1 value { max_queue_size: 5 } } ] }\n"
+      "dynamic_batching { }\n"
+      "model_warmup [ { name: 'w' inputs { key: 'x' value { dims: 1 } } inputs { key: 'y' } inputs { key: 'x' value "
+      "{ dims: 2 } } } ]\n";
+  rc = pbtxt_parse(&inference__model_config__descriptor, nested, strlen(nested), "config.pbtxt", &pm, &e);
+  CHECK_EQ_INT(rc, 0);
+  c = (Inference__ModelConfig *)pm;
+  if (c) {
+    const Inference__ModelDynamicBatching *db = c->dynamic_batching;
+    CHECK(db && db->priority_levels == 2 && db->n_priority_queue_policy == 2);
+    if (db && db->n_priority_queue_policy == 2) {
+      CHECK(db->priority_queue_policy[0]->key == 2);
+      CHECK(db->priority_queue_policy[1]->key == 1 && db->priority_queue_policy[1]->value->max_queue_size == 5);
+    }
+    CHECK(c->n_model_warmup == 1 && c->model_warmup[0]->n_inputs == 2);
+    if (c->n_model_warmup == 1 && c->model_warmup[0]->n_inputs == 2) {
+      CHECK_EQ_STR(c->model_warmup[0]->inputs[0]->key, "y");
+      CHECK_EQ_STR(c->model_warmup[0]->inputs[1]->key, "x");
+      CHECK(c->model_warmup[0]->inputs[1]->value->dims[0] == 2);
+    }
+    protobuf_c_message_free_unpacked(pm, NULL);
+  }
 }
 
 // --- robustness: every prefix, and single-byte mutations, must parse or fail cleanly
@@ -599,6 +735,8 @@ int main(void) {
   test_enums();
   test_messages_and_repeated();
   test_maps();
+  test_many_entries();
+  test_entry_limit();
   test_oneofs();
   test_errors();
   test_nesting_limit();

@@ -267,6 +267,22 @@ static void test_name_problem_and_escape(void) {
   CHECK_EQ_STR(repo_name_problem("\xc2\x9f"), "contains control characters");
   CHECK_EQ_STR(repo_name_problem("a\xed\xa0\x80"), "is not valid UTF-8");  // a surrogate
   CHECK_EQ_STR(repo_name_problem("trunc\xe6\xa8"), "is not valid UTF-8");
+  // what a load request's name must also be: one directory of the repository
+  CHECK(repo_model_name_problem("mlp") == NULL);
+  CHECK(repo_model_name_problem("a.b-c_d") == NULL);
+  CHECK_EQ_STR(repo_model_name_problem(""), "is empty");
+  CHECK_EQ_STR(repo_model_name_problem("a/b"), "contains '/'");
+  CHECK_EQ_STR(repo_model_name_problem("/etc/passwd"), "contains '/'");
+  CHECK_EQ_STR(repo_model_name_problem(".."), "starts with '.'");
+  CHECK_EQ_STR(repo_model_name_problem(".hidden"), "starts with '.'");
+  CHECK_EQ_STR(repo_model_name_problem("a\tb"), "contains control characters");
+  char longname[300];
+  memset(longname, 'x', sizeof longname - 1);
+  longname[255] = '\0';
+  CHECK(repo_model_name_problem(longname) == NULL);  // 255 bytes: a directory name may be that long
+  longname[255] = 'x';
+  longname[256] = '\0';
+  CHECK_EQ_STR(repo_model_name_problem(longname), "is longer than 255 bytes");
   char out[64];
   CHECK_EQ_INT(repo_name_escape(out, sizeof out, "a\xff\nb\\c\xc3\xa9"), 17);
   CHECK_EQ_STR(out, "a\\xff\\x0ab\\x5cc\xc3\xa9");
