@@ -67,6 +67,10 @@ void srv_options_usage(const char *prog) {
           "  --rest-json-max-memory N     memory the REST API's JSON trees may take at once, estimated\n"
           "                               before parsing (default 536870912; 0: no limit); a body needing\n"
           "                               more gets 413, one that does not fit now 503\n"
+          "  --max-inflight-request-bytes N  bytes of inference requests (gRPC, streams, REST) admitted\n"
+          "                               and not yet answered, over the whole server (default: 1/8 of\n"
+          "                               physical memory, at most 1073741824; 0: no limit); past it a new\n"
+          "                               request gets RESOURCE_EXHAUSTED / 429 at once\n"
           "  --default-max-batch-size N   max_batch_size given to models whose config.pbtxt is missing\n"
           "                               and whose first dimension is dynamic (default 4)\n"
           "  --model-max-batch-size N     largest max_batch_size a model config may set (default 65536):\n"
@@ -186,6 +190,21 @@ static int default_grpc_threads(void) {
   return n > 256 ? 256 : (int)n;
 }
 
+// --max-inflight-request-bytes' default: 1/8 of physical memory, at most 1 GiB,
+// at least 256 MiB (four 64 MiB messages, gRPC's default largest). The bytes
+// charged are only the requests' own; each also holds its answer, gRPC's
+// buffers and allocator slack, so RSS runs to about twice the budget under a
+// flood (the probe: 1.5 GB of inputs, 1.85 GB RSS). 1 GiB of inputs waiting
+// is seconds of work for any model this server runs on CPU and far above what
+// a full queue of max-size batches needs; the HTTP port's body budget has the
+// same default, so a REST flood is bounded the same.
+static long long srv_default_inflight_bytes(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  long long v = 1LL << 30;
+  if (pages > 0 && psize > 0 && (long long)pages * psize / 8 < v) v = (long long)pages * psize / 8;
+  return v < (256LL << 20) ? 256LL << 20 : v;
+}
+
 int srv_options_parse(int argc, char **argv, srv_options *o) {
   *o = (srv_options){.grpc_address = "0.0.0.0", .http_address = "0.0.0.0", .grpc_port = 8001, .http_port = 8000,
                      .grpc_threads = default_grpc_threads(), .grpc_max_message_bytes = 64 << 20,
@@ -197,6 +216,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .http_max_infer_body_bytes = 64 << 20,
                      .http_header_timeout_secs = 10, .http_body_min_rate = 32768,
                      .http_max_body_bytes_in_flight = 1LL << 30, .rest_json_max_memory = 512LL << 20,
+                     .max_inflight_request_bytes = -1,
                      .default_max_batch_size = 4, .model_max_batch_size = 65536, .model_max_priority_levels = 1024, .warmup_max_mib = 1024, .warmup_max_runs = 1000, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
                      .log_level = SRV_LOG_INFO, .trace_rate = 1000, .trace_file_max_bytes = 1LL << 30, .allow_metrics = 1, .metrics_port = -1, .shm_max_regions = 4096, .poll_secs = 15};
   int client_cert = -1;  // --grpc-ssl-client-cert, -1 when not given
@@ -268,6 +288,8 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--http-body-min-rate")) rc = parse_int(name, val, 0, 1 << 30, &o->http_body_min_rate);
     else if (!strcmp(name, "--http-max-body-bytes-in-flight"))
       rc = parse_ll(name, val, 0, 1LL << 50, &o->http_max_body_bytes_in_flight);
+    else if (!strcmp(name, "--max-inflight-request-bytes"))
+      rc = parse_ll(name, val, 0, 1LL << 50, &o->max_inflight_request_bytes);
     else if (!strcmp(name, "--rest-json-max-memory")) rc = parse_ll(name, val, 0, 1LL << 50, &o->rest_json_max_memory);
     else if (!strcmp(name, "--default-max-batch-size")) rc = parse_int(name, val, 0, 1 << 20, &o->default_max_batch_size);
     else if (!strcmp(name, "--model-max-batch-size")) rc = parse_int(name, val, 1, 1 << 24, &o->model_max_batch_size);
@@ -405,5 +427,6 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     fprintf(stderr, "inferd: --load-model needs --model-control-mode explicit\n");
     return -1;
   }
+  if (o->max_inflight_request_bytes < 0) o->max_inflight_request_bytes = srv_default_inflight_bytes();
   return 0;
 }

@@ -36,6 +36,7 @@ typedef struct srv_options {
   int http_body_min_rate;        // --http-body-min-rate, bytes/s
   long long http_max_body_bytes_in_flight;  // --http-max-body-bytes-in-flight
   long long rest_json_max_memory;           // --rest-json-max-memory, bytes
+  long long max_inflight_request_bytes;     // --max-inflight-request-bytes; 0 no limit, -1 derived (cli.c)
   int default_max_batch_size;
   // the most a model config may ask (config_check_limits; a load's config
   // override comes over the network and these size what a load allocates)

@@ -432,6 +432,7 @@ int main(int argc, char **argv) {
   // the mapping fault: the guard turns that into one failed request
   if (o.allow_client_shm && (srv_shmguard_install(&e) != 0 || srv_shm_create(&srv.shm, (size_t)o.shm_max_regions, &e) != 0)) goto fail;
   if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, (size_t)o.shm_max_regions, &e) != 0) goto fail;
+  srv.max_inflight_bytes = o.max_inflight_request_bytes;
   if (o.rest_json_max_memory && srv_jsonmem_create((uint64_t)o.rest_json_max_memory, &srv.jsonmem, &e) != 0) goto fail;
   if (srv_sched_create(srv.reg, &srv, &srv.sched, &e) != 0) goto fail;
   if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.draining,
