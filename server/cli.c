@@ -47,6 +47,10 @@ void srv_options_usage(const char *prog) {
           "                               default 1000; 0: never)\n"
           "  --grpc-max-connections N     connections the plaintext gRPC port holds at once; more are reset\n"
           "                               at once (default min(10000, (open files limit - 256) / 2))\n"
+          "  --grpc-max-connection-idle SECS  a gRPC connection with no call for SECS gets GOAWAY and is\n"
+          "                               closed; clients reconnect on their next call (default 300; 0: never)\n"
+          "  --grpc-handshake-timeout SECS  a gRPC connection's handshake (TLS) must end within SECS, else\n"
+          "                               it is closed (default 10)\n"
           "  --grpc-stream-max-queued N   ModelStreamInfer: messages one stream holds taken and not yet\n"
           "                               answered on the wire before it stops reading (default 128); it\n"
           "                               reads again at half, so a client that never reads is held by\n"
@@ -210,6 +214,8 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .grpc_threads = default_grpc_threads(), .grpc_max_message_bytes = 64 << 20,
                      .grpc_max_streams = 0,  // the gRPC front's default (2048)
                      .grpc_rapid_reset_limit = SRV_RR_DEFAULT_LIMIT,
+                     .grpc_max_idle_secs = SRV_GRPC_DEFAULT_MAX_IDLE_MS / 1000,
+                     .grpc_handshake_secs = SRV_GRPC_DEFAULT_HANDSHAKE_MS / 1000,
                      .grpc_stream_max_queued = SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED,
                      .grpc_stream_max_queued_bytes = SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED_BYTES,
                      .reply_threads = -1,    // half the cores given, 2 to 8 (main.c)
@@ -277,6 +283,8 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--grpc-transport-offload")) rc = parse_bool(name, val, &o->grpc_transport_offload);
     else if (!strcmp(name, "--grpc-rapid-reset-limit")) rc = parse_int(name, val, 0, INT_MAX, &o->grpc_rapid_reset_limit);
     else if (!strcmp(name, "--grpc-max-connections")) rc = parse_int(name, val, 1, 1 << 24, &o->grpc_max_connections);
+    else if (!strcmp(name, "--grpc-max-connection-idle")) rc = parse_int(name, val, 0, 7 * 86400, &o->grpc_max_idle_secs);
+    else if (!strcmp(name, "--grpc-handshake-timeout")) rc = parse_int(name, val, 1, 3600, &o->grpc_handshake_secs);
     else if (!strcmp(name, "--grpc-stream-max-queued")) rc = parse_int(name, val, 1, 1 << 20, &o->grpc_stream_max_queued);
     else if (!strcmp(name, "--grpc-stream-max-queued-bytes"))
       rc = parse_int(name, val, 4096, INT_MAX, &o->grpc_stream_max_queued_bytes);
