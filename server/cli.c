@@ -72,8 +72,8 @@ void srv_options_usage(const char *prog) {
           "                               before parsing (default 536870912; 0: no limit); a body needing\n"
           "                               more gets 413, one that does not fit now 503\n"
           "  --max-inflight-request-bytes N  bytes of inference requests (gRPC, streams, REST) admitted\n"
-          "                               and not yet answered, over the whole server (default: 1/8 of\n"
-          "                               physical memory, at most 1073741824; 0: no limit); past it a new\n"
+          "                               and not yet answered, over the whole server (default: 1/16 of\n"
+          "                               physical memory, at most 536870912; 0: no limit); past it a new\n"
           "                               request gets RESOURCE_EXHAUSTED / 429 at once\n"
           "  --default-max-batch-size N   max_batch_size given to models whose config.pbtxt is missing\n"
           "                               and whose first dimension is dynamic (default 4)\n"
@@ -194,19 +194,20 @@ static int default_grpc_threads(void) {
   return n > 256 ? 256 : (int)n;
 }
 
-// --max-inflight-request-bytes' default: 1/8 of physical memory, at most 1 GiB,
-// at least 256 MiB (four 64 MiB messages, gRPC's default largest). The bytes
-// charged are only the requests' own; each also holds its answer, gRPC's
-// buffers and allocator slack, so RSS runs to about twice the budget under a
-// flood (the probe: 1.5 GB of inputs, 1.85 GB RSS). 1 GiB of inputs waiting
-// is seconds of work for any model this server runs on CPU and far above what
-// a full queue of max-size batches needs; the HTTP port's body budget has the
-// same default, so a REST flood is bounded the same.
+// --max-inflight-request-bytes' default: 1/16 of physical memory, at most
+// 512 MiB, at least 128 MiB (two 64 MiB messages, gRPC's default largest). The
+// bytes charged are only the requests' own; each also holds gRPC's buffers, its
+// answer and allocator slack, so RSS runs to about 2.5 times the budget under a
+// flood (probe F1b, 3 connections x 2,000 calls of 256 KiB: peak RSS 0.79 GB
+// at 256 MiB, 1.3 GB at 512 MiB, killed past 1.9 GB at 1 GiB). 512 MiB of
+// inputs waiting is seconds of work for any model this server runs and far
+// above what a full queue of max-size batches needs; a client past it gets
+// RESOURCE_EXHAUSTED at once and retries, rather than the server being killed.
 static long long srv_default_inflight_bytes(void) {
   long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-  long long v = 1LL << 30;
-  if (pages > 0 && psize > 0 && (long long)pages * psize / 8 < v) v = (long long)pages * psize / 8;
-  return v < (256LL << 20) ? 256LL << 20 : v;
+  long long v = 512LL << 20;
+  if (pages > 0 && psize > 0 && (long long)pages * psize / 16 < v) v = (long long)pages * psize / 16;
+  return v < (128LL << 20) ? 128LL << 20 : v;
 }
 
 int srv_options_parse(int argc, char **argv, srv_options *o) {

@@ -168,7 +168,7 @@ def test_one_request_larger_than_the_budget_is_served_alone(start_server, hold_r
 def test_default_and_bad_values(start_server, hold_repo):
     srv = start_server([], repo=hold_repo)
     limit = lib.metric_sum(_metrics(srv), "inferd_inflight_request_bytes_limit")
-    assert (256 << 20) <= limit <= (1 << 30), limit
+    assert (128 << 20) <= limit <= (512 << 20), limit
     srv.stop()
     srv.assert_clean_exit()
     for bad in ("-1", "abc", str(1 << 62)):
