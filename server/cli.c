@@ -47,6 +47,10 @@ void srv_options_usage(const char *prog) {
           "                               default 1000; 0: never)\n"
           "  --grpc-max-connections N     connections the plaintext gRPC port holds at once; more are reset\n"
           "                               at once (default min(10000, (open files limit - 256) / 2))\n"
+          "  --grpc-max-connection-idle SECS  a gRPC connection with no call for SECS gets GOAWAY and is\n"
+          "                               closed; clients reconnect on their next call (default 300; 0: never)\n"
+          "  --grpc-handshake-timeout SECS  a gRPC connection's handshake (TLS) must end within SECS, else\n"
+          "                               it is closed (default 10)\n"
           "  --grpc-stream-max-queued N   ModelStreamInfer: messages one stream holds taken and not yet\n"
           "                               answered on the wire before it stops reading (default 128); it\n"
           "                               reads again at half, so a client that never reads is held by\n"
@@ -67,6 +71,10 @@ void srv_options_usage(const char *prog) {
           "  --rest-json-max-memory N     memory the REST API's JSON trees may take at once, estimated\n"
           "                               before parsing (default 536870912; 0: no limit); a body needing\n"
           "                               more gets 413, one that does not fit now 503\n"
+          "  --max-inflight-request-bytes N  bytes of inference requests (gRPC, streams, REST) admitted\n"
+          "                               and not yet answered, over the whole server (default: 1/16 of\n"
+          "                               physical memory, at most 536870912; 0: no limit); past it a new\n"
+          "                               request gets RESOURCE_EXHAUSTED / 429 at once\n"
           "  --default-max-batch-size N   max_batch_size given to models whose config.pbtxt is missing\n"
           "                               and whose first dimension is dynamic (default 4)\n"
           "  --model-max-batch-size N     largest max_batch_size a model config may set (default 65536):\n"
@@ -186,17 +194,36 @@ static int default_grpc_threads(void) {
   return n > 256 ? 256 : (int)n;
 }
 
+// --max-inflight-request-bytes' default: 1/16 of physical memory, at most
+// 512 MiB, at least 128 MiB (two 64 MiB messages, gRPC's default largest). The
+// bytes charged are only the requests' own; each also holds gRPC's buffers, its
+// answer and allocator slack, so RSS runs to about 2.5 times the budget under a
+// flood (probe F1b, 3 connections x 2,000 calls of 256 KiB: peak RSS 0.79 GB
+// at 256 MiB, 1.3 GB at 512 MiB, killed past 1.9 GB at 1 GiB). 512 MiB of
+// inputs waiting is seconds of work for any model this server runs and far
+// above what a full queue of max-size batches needs; a client past it gets
+// RESOURCE_EXHAUSTED at once and retries, rather than the server being killed.
+static long long srv_default_inflight_bytes(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  long long v = 512LL << 20;
+  if (pages > 0 && psize > 0 && (long long)pages * psize / 16 < v) v = (long long)pages * psize / 16;
+  return v < (128LL << 20) ? 128LL << 20 : v;
+}
+
 int srv_options_parse(int argc, char **argv, srv_options *o) {
   *o = (srv_options){.grpc_address = "0.0.0.0", .http_address = "0.0.0.0", .grpc_port = 8001, .http_port = 8000,
                      .grpc_threads = default_grpc_threads(), .grpc_max_message_bytes = 64 << 20,
                      .grpc_max_streams = 0,  // the gRPC front's default (2048)
                      .grpc_rapid_reset_limit = SRV_RR_DEFAULT_LIMIT,
+                     .grpc_max_idle_secs = SRV_GRPC_DEFAULT_MAX_IDLE_MS / 1000,
+                     .grpc_handshake_secs = SRV_GRPC_DEFAULT_HANDSHAKE_MS / 1000,
                      .grpc_stream_max_queued = SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED,
                      .grpc_stream_max_queued_bytes = SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED_BYTES,
                      .reply_threads = -1,    // half the cores given, 2 to 8 (main.c)
                      .http_max_infer_body_bytes = 64 << 20,
                      .http_header_timeout_secs = 10, .http_body_min_rate = 32768,
                      .http_max_body_bytes_in_flight = 1LL << 30, .rest_json_max_memory = 512LL << 20,
+                     .max_inflight_request_bytes = -1,
                      .default_max_batch_size = 4, .model_max_batch_size = 65536, .model_max_priority_levels = 1024, .warmup_max_mib = 1024, .warmup_max_runs = 1000, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
                      .log_level = SRV_LOG_INFO, .trace_rate = 1000, .trace_file_max_bytes = 1LL << 30, .allow_metrics = 1, .metrics_port = -1, .shm_max_regions = 4096, .poll_secs = 15};
   int client_cert = -1;  // --grpc-ssl-client-cert, -1 when not given
@@ -257,6 +284,8 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--grpc-transport-offload")) rc = parse_bool(name, val, &o->grpc_transport_offload);
     else if (!strcmp(name, "--grpc-rapid-reset-limit")) rc = parse_int(name, val, 0, INT_MAX, &o->grpc_rapid_reset_limit);
     else if (!strcmp(name, "--grpc-max-connections")) rc = parse_int(name, val, 1, 1 << 24, &o->grpc_max_connections);
+    else if (!strcmp(name, "--grpc-max-connection-idle")) rc = parse_int(name, val, 0, 7 * 86400, &o->grpc_max_idle_secs);
+    else if (!strcmp(name, "--grpc-handshake-timeout")) rc = parse_int(name, val, 1, 3600, &o->grpc_handshake_secs);
     else if (!strcmp(name, "--grpc-stream-max-queued")) rc = parse_int(name, val, 1, 1 << 20, &o->grpc_stream_max_queued);
     else if (!strcmp(name, "--grpc-stream-max-queued-bytes"))
       rc = parse_int(name, val, 4096, INT_MAX, &o->grpc_stream_max_queued_bytes);
@@ -268,6 +297,8 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--http-body-min-rate")) rc = parse_int(name, val, 0, 1 << 30, &o->http_body_min_rate);
     else if (!strcmp(name, "--http-max-body-bytes-in-flight"))
       rc = parse_ll(name, val, 0, 1LL << 50, &o->http_max_body_bytes_in_flight);
+    else if (!strcmp(name, "--max-inflight-request-bytes"))
+      rc = parse_ll(name, val, 0, 1LL << 50, &o->max_inflight_request_bytes);
     else if (!strcmp(name, "--rest-json-max-memory")) rc = parse_ll(name, val, 0, 1LL << 50, &o->rest_json_max_memory);
     else if (!strcmp(name, "--default-max-batch-size")) rc = parse_int(name, val, 0, 1 << 20, &o->default_max_batch_size);
     else if (!strcmp(name, "--model-max-batch-size")) rc = parse_int(name, val, 1, 1 << 24, &o->model_max_batch_size);
@@ -405,5 +436,6 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     fprintf(stderr, "inferd: --load-model needs --model-control-mode explicit\n");
     return -1;
   }
+  if (o->max_inflight_request_bytes < 0) o->max_inflight_request_bytes = srv_default_inflight_bytes();
   return 0;
 }

@@ -27,6 +27,8 @@ typedef struct srv_options {
   int grpc_transport_offload;  // --grpc-transport-offload (srv_grpc_opts.transport_offload)
   int grpc_rapid_reset_limit;  // --grpc-rapid-reset-limit; 0 off (srv_grpc_opts.rapid_reset_limit)
   int grpc_stream_max_queued, grpc_stream_max_queued_bytes;  // --grpc-stream-max-queued(-bytes) (srv_grpc_opts)
+  int grpc_max_idle_secs;       // --grpc-max-connection-idle; 0: never (srv_grpc_opts.max_idle_ms)
+  int grpc_handshake_secs;      // --grpc-handshake-timeout (srv_grpc_opts.handshake_ms)
   int grpc_max_connections;  // --grpc-max-connections; 0: srv_gacc_default_max_conns() once the limit is raised
   int reply_threads;     // --reply-threads: threads sending batches' answers; -1 auto, 0 none (replyq.h)
   int http_max_infer_body_bytes;  // body limit of POST .../infer on the HTTP port
@@ -36,6 +38,7 @@ typedef struct srv_options {
   int http_body_min_rate;        // --http-body-min-rate, bytes/s
   long long http_max_body_bytes_in_flight;  // --http-max-body-bytes-in-flight
   long long rest_json_max_memory;           // --rest-json-max-memory, bytes
+  long long max_inflight_request_bytes;     // --max-inflight-request-bytes; 0 no limit, -1 derived (cli.c)
   int default_max_batch_size;
   // the most a model config may ask (config_check_limits; a load's config
   // override comes over the network and these size what a load allocates)

@@ -432,6 +432,7 @@ int main(int argc, char **argv) {
   // the mapping fault: the guard turns that into one failed request
   if (o.allow_client_shm && (srv_shmguard_install(&e) != 0 || srv_shm_create(&srv.shm, (size_t)o.shm_max_regions, &e) != 0)) goto fail;
   if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, (size_t)o.shm_max_regions, &e) != 0) goto fail;
+  srv.max_inflight_bytes = o.max_inflight_request_bytes;
   if (o.rest_json_max_memory && srv_jsonmem_create((uint64_t)o.rest_json_max_memory, &srv.jsonmem, &e) != 0) goto fail;
   if (srv_sched_create(srv.reg, &srv, &srv.sched, &e) != 0) goto fail;
   if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.draining,
@@ -482,6 +483,8 @@ int main(int argc, char **argv) {
                       .max_send_bytes = o.grpc_max_message_bytes,
                       .max_streams = o.grpc_max_streams, .transport_offload = o.grpc_transport_offload,
                       .rapid_reset_limit = o.grpc_rapid_reset_limit ? o.grpc_rapid_reset_limit : -1,
+                      .max_idle_ms = o.grpc_max_idle_secs ? o.grpc_max_idle_secs * 1000 : -1,
+                      .handshake_ms = o.grpc_handshake_secs * 1000,
                       .stream_max_queued = o.grpc_stream_max_queued,
                       .stream_max_queued_bytes = o.grpc_stream_max_queued_bytes,
                       .max_connections = o.grpc_max_connections ? o.grpc_max_connections : grpc_cap};

@@ -27,6 +27,8 @@ void srv_infer_request_free(srv_request *r) {
   free(r->typed_buf);
   // last: the generation (and the version this request counted on) may be freed from here
   if (r->reg) srv_registry_unref(r->reg, r->model);
+  // every path that ends a request (answered, failed, dropped, cancelled) comes here once
+  if (r->budget) atomic_fetch_sub_explicit(r->budget, r->charged, memory_order_relaxed);
   free(r);
 }
 

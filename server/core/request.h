@@ -78,6 +78,10 @@ typedef struct srv_request {
   // preserve_ordering: its place in the version's order (server/core/order.c), where
   // its answer waits until every earlier request's has gone; NULL otherwise
   struct srv_order_entry *ord;
+  // the bytes charged to the server's in-flight budget (srv_server.inflight_bytes,
+  // which budget points to) when it was admitted; given back by srv_infer_request_free
+  _Atomic long long *budget;
+  long long charged;
 } srv_request;
 
 static inline int srv_request_cancelled(const srv_request *r) {

@@ -38,6 +38,14 @@ typedef struct srv_server {
   atomic_int accept_dead;  // the gRPC listener stopped accepting (see main.c): not live
   atomic_llong infer_inflight;     // ModelInfer calls received and not yet answered
   atomic_llong infer_last_call_us; // when the last ModelInfer call arrived
+  // Bytes of ModelInfer requests (gRPC unary, stream messages, REST) admitted
+  // and not yet freed: charged in infer.c once a request parses, released by
+  // srv_infer_request_free. The server-wide bound that the per-connection and
+  // per-stream limits leave open (many connections each under theirs).
+  atomic_llong inflight_bytes;
+  long long max_inflight_bytes;       // --max-inflight-request-bytes; 0: no limit (the gauge still counts)
+  atomic_llong inflight_rejected;     // requests refused for it (/metrics)
+  atomic_llong inflight_logged_us;    // when such a refusal was last logged (one line per 10 s)
   _Atomic uint64_t http_requests;
   atomic_llong shm_fault_logged_us;  // when a shrunk shared memory object was last logged (one line per 10 s)
   atomic_llong shm_faults;           // requests failed so since the last such line

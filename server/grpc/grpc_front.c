@@ -245,7 +245,7 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
 
   int max_recv = o->max_recv_bytes ? o->max_recv_bytes : DEFAULT_MAX_MSG;
   int max_send = o->max_send_bytes ? o->max_send_bytes : DEFAULT_MAX_MSG;
-  grpc_arg args[4];
+  grpc_arg args[6];
   args[0].type = GRPC_ARG_INTEGER;
   args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
   args[0].value.integer = max_recv;
@@ -261,7 +261,20 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   args[3].type = GRPC_ARG_INTEGER;
   args[3].key = GRPC_ARG_MAX_CONCURRENT_STREAMS;
   args[3].value.integer = o->max_streams > 0 ? o->max_streams : SRV_GRPC_DEFAULT_MAX_STREAMS;
-  grpc_channel_args ch_args = {4, args};
+  // Idle connections (a preface and nothing more: probe F5 held 400 for a minute) get GOAWAY; a client
+  // reconnects transparently on its next call, so 5 minutes costs a busy client nothing and bounds a
+  // forgotten or hostile one (the HTTP port closes idle ones after 60 s).
+  size_t n_args = 4;
+  if (o->max_idle_ms >= 0) {
+    args[n_args].type = GRPC_ARG_INTEGER;
+    args[n_args].key = GRPC_ARG_MAX_CONNECTION_IDLE_MS;
+    args[n_args++].value.integer = o->max_idle_ms ? o->max_idle_ms : SRV_GRPC_DEFAULT_MAX_IDLE_MS;
+  }
+  // gRPC's own default is 120 s, during which a stalled TLS handshake holds its connection.
+  args[n_args].type = GRPC_ARG_INTEGER;
+  args[n_args].key = GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
+  args[n_args++].value.integer = o->handshake_ms > 0 ? o->handshake_ms : SRV_GRPC_DEFAULT_HANDSHAKE_MS;
+  grpc_channel_args ch_args = {n_args, args};
   g->server = grpc_server_create(&ch_args, NULL);
   if (!g->server) {
     err_set(e, ERR_INTERNAL, "gRPC front end: grpc_server_create failed");

@@ -63,6 +63,11 @@ typedef struct srv_grpc_tls {
 // answered on the wire, and the bytes of their answers, before the stream
 // stops reading (srv_grpc_opts.stream_max_queued).
 #define SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED 128
+// A connection with no call for this long gets GOAWAY and is closed (srv_grpc_opts.max_idle_ms).
+#define SRV_GRPC_DEFAULT_MAX_IDLE_MS (300 * 1000)
+// A connection's TLS (or plaintext HTTP/2 setup) handshake must end within this (srv_grpc_opts.handshake_ms):
+// the HTTP port's header deadline (--http-header-timeout's 10 s) rather than gRPC's 120 s.
+#define SRV_GRPC_DEFAULT_HANDSHAKE_MS (10 * 1000)
 #define SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED_BYTES (16 << 20)
 
 typedef struct srv_grpc_opts {
@@ -98,6 +103,14 @@ typedef struct srv_grpc_opts {
   // survives running out of descriptors (grpc_accept.h). 0 means srv_gacc_default_max_conns(). A TLS
   // port keeps gRPC's own listener, with neither.
   int max_connections;
+  // gRPC's GRPC_ARG_MAX_CONNECTION_IDLE_MS: a connection with no call in flight for this long gets
+  // GOAWAY (a real client reconnects on its next call), so connections that only sent the preface, or
+  // that a client forgot, do not hold descriptors and memory forever. 0 means
+  // SRV_GRPC_DEFAULT_MAX_IDLE_MS, -1 never.
+  int max_idle_ms;
+  // GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS: a connection whose handshake (a TLS ClientHello cut short,
+  // say) has not finished by then is closed. 0 means SRV_GRPC_DEFAULT_HANDSHAKE_MS.
+  int handshake_ms;
 } srv_grpc_opts;
 
 // Where gRPC's transport work runs, as srv_grpc_create left it.

@@ -321,6 +321,20 @@ static void metrics_grpc(srv_server *s, sbuf *b) {
             srv_grpc_connections_ended(s->grpc));
 }
 
+// The server-wide budget of inference request bytes in flight (infer.c).
+static void metrics_inflight(srv_server *s, sbuf *b) {
+  sb_printf(b, "# HELP inferd_inflight_request_bytes Bytes of inference requests admitted and not yet answered "
+               "(gRPC, streams, REST)\n# TYPE inferd_inflight_request_bytes gauge\n"
+               "inferd_inflight_request_bytes %lld\n"
+               "# HELP inferd_inflight_request_bytes_limit --max-inflight-request-bytes (0: no limit)\n"
+               "# TYPE inferd_inflight_request_bytes_limit gauge\ninferd_inflight_request_bytes_limit %lld\n"
+               "# HELP inferd_inflight_request_rejected_total Inference requests refused because the in-flight "
+               "budget was full\n# TYPE inferd_inflight_request_rejected_total counter\n"
+               "inferd_inflight_request_rejected_total %lld\n",
+            (long long)atomic_load(&s->inflight_bytes), s->max_inflight_bytes,
+            (long long)atomic_load(&s->inflight_rejected));
+}
+
 // What the HTTP port's limits did (http.h, issue 31); loop thread, as the port.
 static void metrics_http(srv_server *s, sbuf *b) {
   if (!s->http) return;
@@ -496,6 +510,7 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
     metrics_gpus(s, &b);
     metrics_throughput(s, &b);
     metrics_grpc(s, &b);
+    metrics_inflight(s, &b);
     metrics_http(s, &b);
     metrics_memory(&b);
   }
