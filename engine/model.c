@@ -291,7 +291,7 @@ static void run_job(instance *in, eng_job *job) {
   if (in->failed) rc = failed_err(in, &e);  // only this thread sets it on a CPU instance
   if (rc == 0) rc = io_init(&b, m, &e);
   if (rc == 0) rc = graph_inputs(m, job, b.gin, &e);
-  if (rc == 0 && m->opts.cpu_fatal_at && ++in->batches_run == m->opts.cpu_fatal_at) {
+  if (rc == 0 && m->opts.cpu_fatal_at && in->index == 0 && ++in->batches_run == m->opts.cpu_fatal_at) {
     // what a sticky CUDA error does to a GPU instance, on the CPU: the batch
     // fails with INTERNAL, and the instance (with the "device") for good
     rc = err_set(&e, ERR_INTERNAL, "instance %d: injected context-fatal fault (INFERD_CPU_FAULT_FATAL_AT=%llu)",
@@ -708,10 +708,11 @@ static int parse_opts(const eng_model_config *cfg, model_opts *o, err *e) {
   o->spin_us = spin_us > 0 && spin_us <= 10000 ? spin_us : 0;
   const char *nu = getenv("INFERD_NUMA");
   if (nu && strcmp(nu, "0") == 0) o->no_numa = 1;
-  // INFERD_CPU_FAULT_FATAL_AT=N (tests): every CPU instance's Nth batch
-  // fails as a sticky CUDA error fails a GPU instance (it cannot be
-  // recreated, its "device" poisoned), so the path from there (not ready,
-  // not live, fast UNAVAILABLE) is tested on machines without a GPU
+  // INFERD_CPU_FAULT_FATAL_AT=N (tests): the Nth batch of each model's
+  // first instance (when on the CPU) fails as a sticky CUDA error fails a GPU
+  // instance (it cannot be recreated, its "device" poisoned), so the path
+  // from there (not ready, not live, fast UNAVAILABLE, no batches for a
+  // failed instance beside live ones) is tested on machines without a GPU
   const char *ff = getenv("INFERD_CPU_FAULT_FATAL_AT");
   if (ff && *ff) o->cpu_fatal_at = strtoull(ff, NULL, 10);
   const char *f = getenv("INFERD_CUDA_FAULT_AT");
@@ -1012,6 +1013,15 @@ int eng_model_failed(eng_model *m, int *poisoned, err *e) {
           atomic_load(&m->poisoned) ? " (a sticky device error: only a restart recovers)" : "", m->fail_why);
   pthread_mutex_unlock(&m->fail_mu);
   return ERR_UNAVAILABLE;
+}
+
+int eng_model_instance_failed(eng_model *m, int index) {
+  if (index < 0 || index >= m->n_inst) return 0;
+  instance *in = &m->inst[index];
+  pthread_mutex_lock(&in->mu);
+  int f = in->failed;
+  pthread_mutex_unlock(&in->mu);
+  return f;
 }
 
 int eng_model_poisoned(const eng_model *m) { return atomic_load(&((eng_model *)m)->poisoned); }

@@ -121,6 +121,9 @@ int eng_model_failed(eng_model *m, int *poisoned, err *e);
 // One of its instances failed from a context-fatal (sticky) device error:
 // that device is dead for the whole process, whatever else still runs.
 int eng_model_poisoned(const eng_model *m);
+// That instance failed for good (it answers every job at once with
+// UNAVAILABLE): a scheduler stops giving it batches. Takes its lock.
+int eng_model_instance_failed(eng_model *m, int instance);
 int eng_model_n_instances(const eng_model *m);
 int eng_model_max_batch(const eng_model *m);
 // The config's pad_to_longest (engine/pad.h); NULL when requests are never padded.

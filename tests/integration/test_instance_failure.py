@@ -24,6 +24,8 @@ def repo(tmp_path_factory):
     r = g.Repo(d)
     r.add("doomed", 8, IO_IN, IO_OUT, {1: g._small_linear("doomed", 1)})
     r.add("bystander", 8, IO_IN, IO_OUT, {1: g._small_linear("bystander", 2)})
+    r.add("pair", 8, IO_IN, IO_OUT, {1: g._small_linear("pair", 3)},
+          config_extra="instance_group [\n  {\n    count: 2\n    kind: KIND_CPU\n  }\n]")
     return d, r.specs
 
 
@@ -80,6 +82,34 @@ def test_permanent_failure_takes_the_model_and_process_out(repo, rng):
         refused = [ln for ln in log.splitlines() if "model 'doomed'" in ln and "requests refused" in ln]
         failed = [ln for ln in log.splitlines() if "model 'doomed'" in ln and "execution failed" in ln]
         assert len(failed) == 1 and 1 <= len(refused) <= 2, (failed, refused)  # 10 s per line, not per request
+    finally:
+        srv.stop()
+    srv.assert_clean_exit()
+
+
+def test_a_failed_instance_gets_no_more_batches(repo, rng):
+    """Two instances, the first failing for good at its FATAL_AT-th batch: from then on the scheduler gives
+    it no batch (it would refuse each at once and, idle first, draw most of them), so every later request is
+    served by the other one; the model stays ready, but the poisoned "device" makes the process not live."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+    d, specs = repo
+    srv = lib.ServerProcess(d, env={"INFERD_CPU_FAULT_FATAL_AT": str(FATAL_AT)})
+    srv.start()
+    try:
+        with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
+            seen = []
+            for _ in range(4 * FATAL_AT + 20):
+                try:
+                    lib.infer(c, "pair", lib.random_inputs(specs["pair"], rng, 1))
+                    seen.append("OK")
+                except InferenceServerException as ex:
+                    seen.append(lib.status_name(ex))
+            assert seen.count("INTERNAL") == 1 and seen.count("OK") == len(seen) - 1, seen
+            assert c.is_model_ready("pair")  # one instance left
+            assert not c.is_server_live()
+            st = c.get_inference_statistics("pair").model_stats[0]
+            assert st.inference_stats.success.count == len(seen) - 1
     finally:
         srv.stop()
     srv.assert_clean_exit()
