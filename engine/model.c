@@ -8,6 +8,16 @@
 // answers it. A CUDA failure fails that batch with INTERNAL and marks the
 // instance unhealthy; once its other batches are out, the submit thread
 // destroys and recreates the plan before taking the next batch.
+//
+// When the plan cannot be recreated the instance is failed for good: a
+// sticky CUDA error (launch failure, illegal address, ECC...) poisons the
+// process's context on that device, and every later call there returns it
+// again, so retrying per batch only turns each request into the same
+// INTERNAL error and a log line (7.6M of them in 13 minutes in a soak).
+// A failed instance answers at once with UNAVAILABLE; once every instance
+// is, eng_model_failed says so and the server reports the version not
+// ready (and, for a poisoned device, the process not live: only a restart
+// brings the device back).
 #include "engine/model.h"
 
 #include <pthread.h>
@@ -27,6 +37,7 @@
 
 #include "engine/numa.h"
 
+#include "engine/cuda/cuda_dev.h"
 #include "engine/cuda/cuda_weights.h"
 #include "engine/cuda/plan_cuda.h"
 #endif
@@ -69,6 +80,8 @@ typedef struct instance {
   char numa[ENG_NUMA_DESC_MAX];  // where its threads run, for the load log; set before they start
 #endif
   _Atomic uint64_t recreations;
+  uint64_t batches_run;  // CPU instances: batches so far (the fatal fault injection counts them)
+  int failed;            // guarded by mu: could not be recreated; never runs again
   _Atomic uint64_t host_bytes;  // a CPU plan's arena, refreshed by its own thread
   pthread_t thread;
   int started;
@@ -89,6 +102,7 @@ typedef struct model_opts {
   int no_numa;           // INFERD_NUMA=0: GPU instances' threads not bound to their GPU's NUMA node
   int64_t spin_us;       // parameters { key: "instance_spin_us" }, else INFERD_INSTANCE_SPIN_US (wait_spin)
   uint64_t fault_at;
+  uint64_t cpu_fatal_at;  // INFERD_CPU_FAULT_FATAL_AT (tests): see parse_opts
 } model_opts;
 
 typedef struct binding {
@@ -113,6 +127,12 @@ struct eng_model {
   int *graph_in_to_cfg;  // per graph input, the config input feeding it
   instance *inst;
   int n_inst;
+  // instances failed for good (see the top); the reason is the first one's,
+  // written under fail_mu before n_failed counts it
+  _Atomic int n_failed;
+  _Atomic int poisoned;  // one of them failed from a context-fatal device error
+  pthread_mutex_t fail_mu;
+  char fail_why[ERR_MSG_MAX];
 #if INFERD_HAVE_CUDA
   eng_cuda_weights *weights;  // the graph's constants once per device, shared by the GPU instances' plans
 #endif
@@ -231,6 +251,31 @@ static void client_outputs(const eng_model *m, const eng_job *job, const eng_ten
   }
 }
 
+// Fails `in` for good (once), keeping why; `poisoned` when the cause is a
+// context-fatal device error, which no instance on that device survives.
+static void mark_failed(instance *in, int poisoned, const err *why) {
+  eng_model *m = in->model;
+  pthread_mutex_lock(&m->fail_mu);  // first: a failed instance's answers quote it
+  if (!m->fail_why[0]) snprintf(m->fail_why, sizeof m->fail_why, "%s", why->msg);
+  pthread_mutex_unlock(&m->fail_mu);
+  pthread_mutex_lock(&in->mu);
+  int was = in->failed;
+  in->failed = 1;
+  pthread_mutex_unlock(&in->mu);
+  if (was) return;
+  if (poisoned) atomic_store(&m->poisoned, 1);
+  atomic_fetch_add(&m->n_failed, 1);
+}
+
+static int failed_err(instance *in, err *e) {
+  eng_model *m = in->model;
+  pthread_mutex_lock(&m->fail_mu);
+  err_set(e, ERR_UNAVAILABLE, "instance %d (%s%d) failed permanently and no longer runs: %s", in->index,
+          in->device < 0 ? "CPU" : "GPU ", in->device < 0 ? 0 : in->device, m->fail_why);
+  pthread_mutex_unlock(&m->fail_mu);
+  return ERR_UNAVAILABLE;
+}
+
 static void run_job(instance *in, eng_job *job) {
   eng_model *m = in->model;
   io_bufs b = {0};
@@ -242,8 +287,17 @@ static void run_job(instance *in, eng_job *job) {
   job->stage_cap = NULL;
   job->dev_segs = NULL;
   job->n_dev_segs = 0;
-  int rc = io_init(&b, m, &e);
+  int rc = 0;
+  if (in->failed) rc = failed_err(in, &e);  // only this thread sets it on a CPU instance
+  if (rc == 0) rc = io_init(&b, m, &e);
   if (rc == 0) rc = graph_inputs(m, job, b.gin, &e);
+  if (rc == 0 && m->opts.cpu_fatal_at && in->index == 0 && ++in->batches_run == m->opts.cpu_fatal_at) {
+    // what a sticky CUDA error does to a GPU instance, on the CPU: the batch
+    // fails with INTERNAL, and the instance (with the "device") for good
+    rc = err_set(&e, ERR_INTERNAL, "instance %d: injected context-fatal fault (INFERD_CPU_FAULT_FATAL_AT=%llu)",
+                 in->index, (unsigned long long)m->opts.cpu_fatal_at);
+    mark_failed(in, 1, &e);
+  }
   if (rc == 0 && job->n_dev_segs)  // eng_model_device_input said -1 for every input here
     rc = err_set(&e, ERR_INTERNAL, "instance %d runs on the CPU: its inputs cannot come from a GPU", in->index);
   if (rc == 0) {
@@ -384,7 +438,10 @@ static int recover(instance *in, err *e) {
   pthread_mutex_unlock(&in->mu);
   if (rc == 0) rc = map_stages(in, e);
   if (rc) {
-    err_prefix(e, "instance %d on GPU %d is unhealthy and could not be recreated: ", in->index, in->device);
+    int poisoned = eng_cuda_context_fatal(in->device);
+    err_prefix(e, "instance %d on GPU %d is unhealthy and could not be recreated%s: ", in->index, in->device,
+               poisoned ? " (the device's CUDA context is poisoned by a sticky error: restart the process)" : "");
+    mark_failed(in, poisoned, e);
     return rc;
   }
   atomic_fetch_add(&in->recreations, 1);
@@ -443,6 +500,7 @@ static void *gpu_submit_main(void *arg) {
     in->slot_busy[slot] = 1;
     in->n_busy++;
     int unhealthy = in->unhealthy;
+    int failed = in->failed;
     pthread_mutex_unlock(&in->mu);
 
     err e = {0};
@@ -452,7 +510,8 @@ static void *gpu_submit_main(void *arg) {
     job->stage_cap = in->stage_cap[slot];
     job->dev_segs = NULL;
     job->n_dev_segs = 0;
-    if (unhealthy && recover(in, &e) != 0) {
+    if (failed || (unhealthy && recover(in, &e) != 0)) {
+      if (failed) failed_err(in, &e);
       fail_job(job, ERR_UNAVAILABLE, &e);
       free_slot(in, slot);
       continue;
@@ -649,6 +708,13 @@ static int parse_opts(const eng_model_config *cfg, model_opts *o, err *e) {
   o->spin_us = spin_us > 0 && spin_us <= 10000 ? spin_us : 0;
   const char *nu = getenv("INFERD_NUMA");
   if (nu && strcmp(nu, "0") == 0) o->no_numa = 1;
+  // INFERD_CPU_FAULT_FATAL_AT=N (tests): the Nth batch of each model's
+  // first instance (when on the CPU) fails as a sticky CUDA error fails a GPU
+  // instance (it cannot be recreated, its "device" poisoned), so the path
+  // from there (not ready, not live, fast UNAVAILABLE, no batches for a
+  // failed instance beside live ones) is tested on machines without a GPU
+  const char *ff = getenv("INFERD_CPU_FAULT_FATAL_AT");
+  if (ff && *ff) o->cpu_fatal_at = strtoull(ff, NULL, 10);
   const char *f = getenv("INFERD_CUDA_FAULT_AT");
   if (f && *f) o->fault_at = strtoull(f, NULL, 10);
   return 0;
@@ -772,6 +838,7 @@ static int start_instance(instance *in, err *e) {
 int eng_model_create(eng_graph *g, const eng_model_config *cfg, int n_gpus, eng_model **out, err *e) {
   eng_model *m = calloc(1, sizeof *m);
   if (!m) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  pthread_mutex_init(&m->fail_mu, NULL);
   m->graph = g;
   m->max_batch = cfg->max_batch_size;
   int rc = bind_all(m, cfg, e);
@@ -830,12 +897,15 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   s->device = in->device;
   s->depth = in->depth;
   s->recreations = atomic_load(&in->recreations);
-  s->healthy = 1;
+  pthread_mutex_lock(&in->mu);
+  s->healthy = !in->failed;
+  s->failed = in->failed;
+  pthread_mutex_unlock(&in->mu);
   s->host_bytes = atomic_load(&in->host_bytes);
 #if INFERD_HAVE_CUDA
   if (in->device < 0) return;
   pthread_mutex_lock(&in->mu);
-  s->healthy = !in->unhealthy;
+  s->healthy = !in->unhealthy && !in->failed;
   // the plan is replaced only by the submit thread while no batch is in
   // flight and the instance is unhealthy; read it under the lock then
   eng_cuda_plan_stats ps = {0};
@@ -902,6 +972,7 @@ void eng_model_destroy(eng_model *m) {
   free(m->warm);
   eng_pad_free(&m->pad);
   if (m->graph) eng_graph_destroy(m->graph);
+  pthread_mutex_destroy(&m->fail_mu);
   free(m);
 }
 
@@ -932,6 +1003,28 @@ int eng_model_submit(eng_model *m, int instance_index, eng_job *job, err *e) {
   if (busy) return err_set(e, ERR_INTERNAL, "instance %d already has %d job(s)", instance_index, in->depth);
   return 0;
 }
+
+int eng_model_failed(eng_model *m, int *poisoned, err *e) {
+  // the hot path (every request's lookup) reads one atomic
+  if (atomic_load_explicit(&m->n_failed, memory_order_acquire) < m->n_inst) return 0;
+  if (poisoned) *poisoned = atomic_load(&m->poisoned);
+  pthread_mutex_lock(&m->fail_mu);
+  err_set(e, ERR_UNAVAILABLE, "every instance failed permanently%s: %s",
+          atomic_load(&m->poisoned) ? " (a sticky device error: only a restart recovers)" : "", m->fail_why);
+  pthread_mutex_unlock(&m->fail_mu);
+  return ERR_UNAVAILABLE;
+}
+
+int eng_model_instance_failed(eng_model *m, int index) {
+  if (index < 0 || index >= m->n_inst) return 0;
+  instance *in = &m->inst[index];
+  pthread_mutex_lock(&in->mu);
+  int f = in->failed;
+  pthread_mutex_unlock(&in->mu);
+  return f;
+}
+
+int eng_model_poisoned(const eng_model *m) { return atomic_load(&((eng_model *)m)->poisoned); }
 
 int eng_model_n_instances(const eng_model *m) { return m->n_inst; }
 int eng_model_max_batch(const eng_model *m) { return m->max_batch; }

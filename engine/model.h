@@ -79,7 +79,8 @@ int eng_model_device_input(const eng_model *m, int instance, size_t i);
 typedef struct eng_instance_stats {
   int device;              // -1: CPU
   int depth;
-  int healthy;             // 0 between a CUDA failure and the recreation
+  int healthy;             // 0 between a CUDA failure and the recreation, and once failed
+  int failed;              // could not be recreated: never runs again (eng_model_failed)
   uint64_t recreations;    // times the instance was rebuilt after a CUDA failure
   // GPU only (0 on the CPU), of the instance's current plan
   uint64_t busy_ns;        // device time with one of its batches in flight
@@ -111,6 +112,18 @@ void eng_model_instance_stats(const eng_model *m, int instance, eng_instance_sta
 // Joins the instance threads; no job may be in flight.
 void eng_model_destroy(eng_model *m);
 
+// UNAVAILABLE with why (in *e) once every instance of the model has failed
+// permanently (a GPU instance whose plan could not be recreated after a CUDA
+// failure), else 0; *poisoned (may be NULL) then says whether a
+// context-fatal device error caused it, which only a process restart
+// clears. One atomic load while the model is fine: callable per request.
+int eng_model_failed(eng_model *m, int *poisoned, err *e);
+// One of its instances failed from a context-fatal (sticky) device error:
+// that device is dead for the whole process, whatever else still runs.
+int eng_model_poisoned(const eng_model *m);
+// That instance failed for good (it answers every job at once with
+// UNAVAILABLE): a scheduler stops giving it batches. Takes its lock.
+int eng_model_instance_failed(eng_model *m, int instance);
 int eng_model_n_instances(const eng_model *m);
 int eng_model_max_batch(const eng_model *m);
 // The config's pad_to_longest (engine/pad.h); NULL when requests are never padded.

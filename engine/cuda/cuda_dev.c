@@ -57,3 +57,35 @@ void eng_cuda_dev_describe(const eng_cuda_dev *d, char *buf, size_t len) {
   snprintf(buf, len, "%d: %s (%s, sm_%d%d, %d SMs, %.1f GiB)", d->ordinal, d->name, d->uuid,
            d->cc_major, d->cc_minor, d->sm_count, (double)d->total_mem / (1024.0 * 1024 * 1024));
 }
+
+// The errors the runtime documents as leaving the context unusable ("the
+// process must be terminated and relaunched"): cuda_runtime_api.h's
+// cudaError enum for each.
+static int sticky_code(cudaError_t rc) {
+  switch (rc) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorContextIsDestroyed:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+int eng_cuda_context_fatal(int device) {
+  if (cudaSetDevice(device) != cudaSuccess) return 1;  // the context cannot even be made current
+  cudaError_t first = cudaDeviceSynchronize();
+  (void)cudaGetLastError();  // clears a recoverable error; a sticky one stays
+  cudaError_t again = cudaDeviceSynchronize();
+  if (again == cudaSuccess) return 0;
+  // still failing after the clear: sticky, by the code or by behaviour
+  return sticky_code(again) || again == first;
+}

@@ -32,6 +32,15 @@ int eng_cuda_devices(eng_cuda_dev *out, int cap, int *n, err *e);
 // "NVIDIA H100 80GB HBM3 (GPU-..., sm_90, 132 SMs, 79.6 GiB)" into buf.
 void eng_cuda_dev_describe(const eng_cuda_dev *d, char *buf, size_t len);
 
+// 1 when `device`'s context in this process is poisoned by a sticky error
+// (an illegal address, a launch failure or trap in a kernel, an uncorrectable
+// ECC error...): the runtime then returns that error from every later call,
+// cudaGetLastError cannot clear it, and nothing runs on the device again
+// until the process exits. 0 when the device still works (a recoverable
+// error such as out of memory or a bad launch configuration). Probes with a
+// device synchronize, so call it only after a failure.
+int eng_cuda_context_fatal(int device);
+
 #ifdef __cplusplus
 }
 #endif

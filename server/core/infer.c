@@ -133,6 +133,12 @@ int srv_infer_prepare(srv_server *s, srv_request *r, const uint8_t *req, size_t 
   TRY(check_strings(r->msg, e));
   TRY(srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, e));
   r->reg = s->reg;
+  // every instance failed for good: refused here, before any queue, and
+  // logged one line per 10 s (srv_version_log_failure), not per request
+  if (srv_version_failed(r->model, r->version, NULL, e)) {
+    srv_version_log_failure(r->model, r->version, SRV_VLOG_REFUSED, e, 1);
+    return ERR_UNAVAILABLE;
+  }
   return srv_infer__build_request(s, r, e);
 }
 

@@ -491,3 +491,23 @@ int srv_registry_find(const srv_registry *r, const char *model, const char *vers
   *vo = v;
   return 0;
 }
+
+int srv_version_failed(srv_model *m, srv_version *v, int *poisoned, err *e) {
+  if (poisoned) *poisoned = 0;
+  if (!v->model || eng_model_failed(v->model, poisoned, e) == 0) return 0;
+  return err_prefix(e, "model '%s' version %s is not ready: ", m->name, v->version_str);
+}
+
+enum { FAIL_LOG_US = 10 * 1000 * 1000 };
+
+void srv_version_log_failure(srv_model *m, srv_version *v, srv_vlog c, const err *e, uint64_t n) {
+  static const char *const what[SRV_VLOG_N] = {"execution failed", "requests refused"};
+  uint64_t total = atomic_fetch_add(&v->fail_unlogged[c], n) + n;
+  int64_t now = eng_now_us();
+  int64_t last = atomic_load(&v->fail_logged_us[c]);
+  if (last && now - last < FAIL_LOG_US) return;
+  if (!atomic_compare_exchange_strong(&v->fail_logged_us[c], &last, now ? now : 1)) return;  // another thread logs
+  atomic_fetch_sub(&v->fail_unlogged[c], total);
+  srv_log(SRV_LOG_WARN, "model '%s' version %s: %s: %s (%" PRIu64 " since the last such line; one line per 10 s at most)",
+          m->name, v->version_str, what[c], e->msg, total);
+}

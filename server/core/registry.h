@@ -72,6 +72,9 @@ srv_batch_stat *srv_stats_batch(srv_stats *s, int size);
 // statistics in *out; 0 when none. Walks only allocated pages.
 int srv_stats_batch_next(const srv_stats *s, int after, const srv_batch_stat **out);
 
+// Classes of a version's failures, each logged at most once per 10 s.
+typedef enum srv_vlog { SRV_VLOG_EXEC, SRV_VLOG_REFUSED, SRV_VLOG_N } srv_vlog;
+
 typedef struct srv_version {
   int64_t version;
   char version_str[24];
@@ -81,7 +84,11 @@ typedef struct srv_version {
   void *sched;  // the scheduler's per-version state, set by the scheduler
   int trace_pid;  // this version's process track in trace files
   _Atomic uint64_t batch_ids;  // numbers the executions, for traces
+  // failures logged one line per class per 10 s with a count (srv_version_log_failure)
+  _Atomic int64_t fail_logged_us[SRV_VLOG_N];
+  _Atomic uint64_t fail_unlogged[SRV_VLOG_N];
 } srv_version;
+
 
 typedef struct srv_model {
   char name[256];
@@ -99,6 +106,16 @@ typedef struct srv_model {
   char last_error[512];   // why the last load of this name failed while this generation kept serving
   uint64_t signature;     // what the repository scan saw (versions, config file), for poll mode
 } srv_model;
+
+// UNAVAILABLE with why when every instance of v's engine failed for good
+// (eng_model_failed: a sticky device error), else 0; *poisoned (may be NULL)
+// says whether the device is dead for the whole process. One atomic load
+// while it is fine: called per request.
+int srv_version_failed(srv_model *m, srv_version *v, int *poisoned, err *e);
+// Logs n failures of class c of v at most once per class per 10 s, with how
+// many there were since the last line, so a broken model does not write a
+// line per request.
+void srv_version_log_failure(srv_model *m, srv_version *v, srv_vlog c, const err *e, uint64_t n);
 
 typedef struct srv_registry srv_registry;
 

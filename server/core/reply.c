@@ -321,8 +321,9 @@ void srv_reply_batch(srv_server *s, srv_version *v, srv_request *const *reqs, si
       atomic_fetch_add(&b->output_ns, (uint64_t)(t_end - job->t_infer_end_us) * 1000);
     }
   } else {
-    srv_log(SRV_LOG_WARN, "model '%s' version %s: execution failed: %s", reqs[0]->model->name, v->version_str,
-            e->msg);
+    // one line per 10 s: a model whose instances all fail (a sticky CUDA
+    // error) wrote one per batch, millions of them, before it was refused
+    srv_version_log_failure(reqs[0]->model, v, SRV_VLOG_EXEC, e, 1);
   }
 
   // a version preserves ordering or not, its requests alike; read before

@@ -73,6 +73,11 @@ struct vsched {
   srv_order *order;  // preserve_ordering: answers leave in request order (server/core/order.c)
   int running;   // jobs submitted to the engine and not yet done
   int removing;  // srv_sched_remove_model waits for running to reach 0
+  // executors whose engine instance failed for good (eng_model_instance_failed):
+  // never released again, so the batcher stops feeding an instance that would
+  // only refuse at once (and so, idle first, would draw most of the batches);
+  // once all are, what is queued is answered UNAVAILABLE (take_dropped)
+  int retired;
 };
 
 struct srv_sched {
@@ -249,9 +254,11 @@ static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *ou
   srv_sched *s = slot->s;
   vsched *vs = slot->vs;
   srv_reply_batch(s->srv, vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs);
+  int dead = rc != 0 && eng_model_instance_failed(vs->v->model, slot->instance);  // read only after a failure
   pthread_mutex_lock(&s->mu);
   left(s, (int64_t)slot->n);
-  bat_release_executor(vs->bat, slot->exec);
+  if (!dead) bat_release_executor(vs->bat, slot->exec);
+  else if (++vs->retired == vs->n_slots) bat_flush(vs->bat);  // nothing will run them
   vs->running--;
   pump_version(s, vs);
   arm_timer(s);
@@ -285,7 +292,11 @@ static void take_dropped(srv_sched *s, vsched *vs) {
       case BAT_DROP_DEADLINE: drop(s, r, ERR_DEADLINE_EXCEEDED, "deadline exceeded while queued"); break;
       // Triton's answer for a queue-policy timeout with action REJECT
       case BAT_DROP_QUEUE_TIMEOUT: drop(s, r, ERR_UNAVAILABLE, "Request timeout expired"); break;
-      default: drop(s, r, ERR_UNAVAILABLE, "server is shutting down"); break;
+      default:
+        drop(s, r, ERR_UNAVAILABLE,
+             vs->retired == vs->n_slots ? "the model's instances all failed permanently while it was queued"
+                                        : "server is shutting down");
+        break;
     }
     it = next;
   }
@@ -369,7 +380,9 @@ static void admit(srv_sched *s, srv_request *r) {
   // (on_job_done), and the timer set in srv_sched_submit covers deadlines
   // meanwhile. Under load, that was a loop wakeup for nothing every few
   // requests.
-  if (bat_enqueue(vs->bat, &r->item, &e) != 0) drop(s, r, e.code, e.msg);
+  if (vs->retired == vs->n_slots)  // admitted just before its last instance failed: nothing would run it
+    drop(s, r, ERR_UNAVAILABLE, "the model's instances all failed permanently");
+  else if (bat_enqueue(vs->bat, &r->item, &e) != 0) drop(s, r, e.code, e.msg);
   else if (vs->defer) s->kick |= bat_free_executors(vs->bat) > 0;
   else pump_version(s, vs);
 }

@@ -55,7 +55,8 @@ typedef struct srv_server {
   "client shared memory is disabled: start inferd with --allow-client-shm=true to register and use regions"
 
 // Liveness (ServerLive, /v2/health/live): false once the gRPC port can no
-// longer take connections, so an orchestrator restarts the process.
+// longer take connections, or once a sticky CUDA error poisoned a device
+// (eng_model_poisoned), so an orchestrator restarts the process.
 int srv_server_live(srv_server *s);
 
 // Every gRPC method the server answers, for srv_grpc_create.

@@ -27,7 +27,22 @@ static int find_or_fail(srv_server *s, srv_call *call, const char *name, const c
   return -1;
 }
 
-int srv_server_live(srv_server *s) { return !atomic_load(&s->accept_dead); }
+// Not live either once a model's instance failed from a sticky device error
+// (eng_model_poisoned): that device is dead for this process and only a
+// restart (the orchestrator's, on a failed liveness probe) brings it back;
+// readiness alone would only take the pod out of rotation, for good.
+int srv_server_live(srv_server *s) {
+  if (atomic_load(&s->accept_dead)) return 0;
+  int live = 1;
+  srv_registry_rdlock(s->reg);
+  for (size_t i = 0; live && i < srv_registry_n_models(s->reg); i++) {
+    const srv_model *m = srv_registry_model_at(s->reg, i);
+    for (size_t j = 0; live && j < m->n_versions; j++)
+      if (m->versions[j].model && eng_model_poisoned(m->versions[j].model)) live = 0;
+  }
+  srv_registry_rdunlock(s->reg);
+  return live;
+}
 
 int srv_server_ready(srv_server *s) {
   if (atomic_load(&s->draining) || !srv_server_live(s)) return 0;
@@ -35,8 +50,12 @@ int srv_server_ready(srv_server *s) {
   int ready = 1;
   srv_registry_rdlock(s->reg);
   for (size_t i = 0; ready && i < srv_registry_n_models(s->reg); i++) {
-    const srv_model *m = srv_registry_model_at(s->reg, i);
+    srv_model *m = srv_registry_model_at(s->reg, i);
     if (m->status.code && !m->unloaded) ready = 0;
+    for (size_t j = 0; ready && j < m->n_versions; j++) {
+      err e;
+      if (srv_version_failed(m, &m->versions[j], NULL, &e)) ready = 0;
+    }
   }
   srv_registry_rdunlock(s->reg);
   return ready;
@@ -68,7 +87,7 @@ static void model_ready(void *ctx, srv_call *call, const uint8_t *req, size_t le
   err e;
   Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
   // An unknown or failed model is simply not ready: the question has an answer.
-  r.ready = srv_registry_find(s->reg, q->name, q->version, &m, &v, &e) == 0;
+  r.ready = srv_registry_find(s->reg, q->name, q->version, &m, &v, &e) == 0 && !srv_version_failed(m, v, NULL, &e);
   srv_reply_msg(call, &r.base);
   inference__model_ready_request__free_unpacked(q, NULL);
 }
@@ -350,7 +369,8 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
   for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) cap += srv_registry_model_at(s->reg, i)->n_versions + 1;
   Inference__RepositoryIndexResponse__ModelIndex *xs = calloc(cap ? cap : 1, sizeof *xs);
   Inference__RepositoryIndexResponse__ModelIndex **xp = calloc(cap ? cap : 1, sizeof *xp);
-  if (!xs || !xp) {
+  err *fail = calloc(cap ? cap : 1, sizeof *fail);  // the reasons of versions whose instances failed
+  if (!xs || !xp || !fail) {
     srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
   } else {
     size_t n = 0;
@@ -374,6 +394,11 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
         xs[n].state = v->model ? "READY" : "UNAVAILABLE";
         // a ready version whose model failed to reload says why it still serves the old files
         xs[n].reason = v->model ? m->last_error : v->status.msg;
+        if (srv_version_failed(m, v, NULL, &fail[n])) {  // its instances failed for good: says why
+          if (q->ready) continue;
+          xs[n].state = "UNAVAILABLE";
+          xs[n].reason = fail[n].msg;
+        }
         xp[n] = &xs[n], n++;
       }
     }
@@ -384,6 +409,7 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
   }
   free(xs);
   free(xp);
+  free(fail);
   inference__repository_index_request__free_unpacked(q, NULL);
 }
 

@@ -201,13 +201,15 @@ typedef struct inst_metric {
   const char *name, *type, *help;
 } inst_metric;
 
-enum { I_BUSY, I_BATCHES, I_HEALTHY, I_RECREATE, I_GRAPHS, I_GRAPH_LAUNCH, I_PLAIN_LAUNCH, I_ALLOCS, I_N };
+enum { I_BUSY, I_BATCHES, I_HEALTHY, I_FAILED, I_RECREATE, I_GRAPHS, I_GRAPH_LAUNCH, I_PLAIN_LAUNCH, I_ALLOCS, I_N };
 
 static const inst_metric inst_metrics[I_N] = {
     {"inferd_instance_busy_seconds_total", "counter",
      "Device time with a batch of this instance in flight (copies and compute, CUDA events)"},
     {"inferd_instance_batches_total", "counter", "Batches this instance's current engine finished"},
-    {"inferd_instance_healthy", "gauge", "0 between a CUDA failure and the instance's recreation"},
+    {"inferd_instance_healthy", "gauge", "0 between a CUDA failure and the instance's recreation, and once it failed for good"},
+    {"inferd_instance_failed", "gauge",
+     "1 once the instance could not be recreated after a CUDA failure (a sticky error): it never runs again"},
     {"inferd_instance_recreations_total", "counter", "Times the instance was rebuilt after a CUDA failure"},
     {"inferd_instance_cuda_graphs", "gauge", "CUDA graphs captured by the instance's current engine"},
     {"inferd_instance_graph_launches_total", "counter", "Batches launched as a CUDA graph replay"},
@@ -221,6 +223,7 @@ static double inst_value(int k, const eng_instance_stats *st) {
     case I_BUSY: return (double)st->busy_ns / 1e9;
     case I_BATCHES: return (double)st->batches;
     case I_HEALTHY: return st->healthy;
+    case I_FAILED: return st->failed;
     case I_RECREATE: return (double)st->recreations;
     case I_GRAPHS: return (double)st->graphs;
     case I_GRAPH_LAUNCH: return (double)st->graph_launches;
