@@ -318,10 +318,13 @@ static void log_final_counts(srv_server *s) {
 // queued by then, and srv_rest_close gives them.
 static void close_http(void *arg) {
   http_close_ctx *c = arg;
-  if (c->http) srv_http_close(c->http, NULL, NULL);  // nothing to do once closed
-  if (c->s) c->s->http = NULL;
+  // REST first: it gives the answers queued while the port is still open
+  // (libuv writes a response at once when nothing is queued before it);
+  // closed first, the port dropped them
   srv_rest_close(c->rest);
   c->rest = NULL;
+  if (c->http) srv_http_close(c->http, NULL, NULL);
+  if (c->s) c->s->http = NULL;
   if (c->metrics) srv_http_close(c->metrics, NULL, NULL);
   if (c->trim) uv_close((uv_handle_t *)c->trim, NULL);
   c->http = c->metrics = NULL;
@@ -570,6 +573,9 @@ fail:
   // (REST answers among them: queued to the REST object, which is still open)
   srv_replyq_destroy(srv.replyq);
   srv.replyq = NULL;
+  // a failed start skipped this: a model load queued from REST would be
+  // answered after REST closed (a no-op wait after a drain)
+  if (srv.control) srv_control_quiesce(srv.control);
   // then HTTP, on its own thread (or here when it never started): REST
   // gives the answers queued, the ports close, the trim timer stops
   srv_hloop_stop(hloop, close_http, &hc);
