@@ -30,6 +30,7 @@
 #include "server/cli.h"
 #include "server/grpc/grpc_accept.h"
 #include "server/http/http.h"
+#include "server/http/http_loop.h"
 #include "server/http/jsonmem.h"
 #include "server/http/rest.h"
 #include "server/obs/log.h"
@@ -52,7 +53,10 @@ typedef struct http_close_ctx {
 // clean across the same storm); jemalloc hands it back only as its decay
 // timers run. Once no ModelInfer has arrived for a second, srv_alloc_release
 // returns it at once (to ~205 MB after the same storm, glibc); once per idle
-// period, on the loop thread, never while calls arrive.
+// period, never while calls arrive. Its timer is on the HTTP loop: a purge
+// can take milliseconds, and the scheduler's loop runs only the batchers'
+// deadlines (a model's first request after the idle second must not wait
+// behind it); HTTP requests are rare then, the server being idle.
 #define IDLE_TRIM_US 1000000
 
 typedef struct idle_trim {
@@ -309,16 +313,21 @@ static void log_final_counts(srv_server *s) {
   srv_registry_rdunlock(s->reg);
 }
 
-// Runs on the loop thread once the scheduler is idle.
+// Runs on the HTTP loop's thread (srv_hloop_stop) once the scheduler has
+// stopped and the reply queue has sent what it held: every REST answer is
+// queued by then, and srv_rest_close gives them.
 static void close_http(void *arg) {
   http_close_ctx *c = arg;
-  if (c->http) srv_http_close(c->http, NULL, NULL);  // nothing to do once closed
-  if (c->s) c->s->http = NULL;
+  // REST first: it gives the answers queued while the port is still open
+  // (libuv writes a response at once when nothing is queued before it);
+  // closed first, the port dropped them
   srv_rest_close(c->rest);
   c->rest = NULL;
+  if (c->http) srv_http_close(c->http, NULL, NULL);
+  if (c->s) c->s->http = NULL;
   if (c->metrics) srv_http_close(c->metrics, NULL, NULL);
   if (c->trim) uv_close((uv_handle_t *)c->trim, NULL);
-  c->http = c->metrics = NULL;  // closed once: main's fallback below must not again
+  c->http = c->metrics = NULL;
   c->trim = NULL;
 }
 
@@ -365,6 +374,7 @@ int main(int argc, char **argv) {
   int status = 1;
   srv_grpc *grpc = NULL;
   http_close_ctx hc = {0};
+  srv_hloop *hloop = NULL;  // the HTTP front end's loop (http_loop.h), apart from the batchers'
 
   // TLS files first: a wrong path fails the start at once, not after every model loaded
   srv_tlsw *tls = NULL;
@@ -438,7 +448,8 @@ int main(int argc, char **argv) {
   if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.draining,
                          &srv.control, &e) != 0)
     goto fail;
-  if (srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
+  if (srv_hloop_create(&hloop, &e) != 0) goto fail;
+  if (srv_http_create(srv_hloop_loop(hloop), o.http_address, o.http_port, srv_http_routes, &srv, &hc.http, &e) != 0)
     goto fail;
   srv_http_set_large_body(hc.http, (size_t)o.http_max_infer_body_bytes);
   srv_http_limits hl = {.max_conns = (size_t)o.http_max_connections,
@@ -447,7 +458,7 @@ int main(int argc, char **argv) {
                         .body_budget = (uint64_t)o.http_max_body_bytes_in_flight,
                         .note = on_http_note};
   if (srv_http_set_limits(hc.http, &hl, &e) != 0) goto fail;
-  srv.http = hc.http;  // cleared by close_http, on the loop thread
+  srv.http = hc.http;  // cleared by close_http, on the HTTP loop's thread (its only reader)
   hc.s = &srv;
   if (htls) {
     srv_htls_ctx *x = htls;
@@ -456,10 +467,10 @@ int main(int argc, char **argv) {
     htls_live = x;
     srv_log(SRV_LOG_INFO, "HTTP port: HTTPS%s", o.http_use_ssl_mutual ? " with client certificates (mutual TLS)" : "");
   }
-  if (srv_rest_create(srv_sched_loop(srv.sched), &srv, &hc.rest, &e) != 0) goto fail;
+  if (srv_rest_create(srv_hloop_loop(hloop), &srv, &hc.rest, &e) != 0) goto fail;
   srv.rest = hc.rest;
   if (o.allow_metrics && o.metrics_port >= 0 &&
-      srv_http_create(srv_sched_loop(srv.sched), o.http_address, o.metrics_port, srv_http_metrics_routes, &srv,
+      srv_http_create(srv_hloop_loop(hloop), o.http_address, o.metrics_port, srv_http_metrics_routes, &srv,
                       &hc.metrics, &e) != 0)
     goto fail;
   if (hc.metrics) {
@@ -469,7 +480,7 @@ int main(int argc, char **argv) {
   }
 
   idle_trim trim = {.s = &srv};
-  if (uv_timer_init(srv_sched_loop(srv.sched), &trim.t) == 0) {
+  if (uv_timer_init(srv_hloop_loop(hloop), &trim.t) == 0) {
     hc.trim = &trim.t;                 // closed with the HTTP handles
     uv_unref((uv_handle_t *)&trim.t);  // never what keeps the loop alive
     (void)uv_timer_start(&trim.t, on_trim_tick, IDLE_TRIM_US / 1000, IDLE_TRIM_US / 1000);
@@ -516,6 +527,7 @@ int main(int argc, char **argv) {
   }
   if (n_reply > 0 && srv_replyq_create(n_reply, &srv.replyq, &e) != 0) goto fail;
   if (srv_sched_start(srv.sched, &e) != 0) goto fail;
+  if (srv_hloop_start(hloop, &e) != 0) goto fail;
   if (srv_grpc_start(grpc, &e) != 0) goto fail;
 
   srv_registry_rdlock(srv.reg);  // gRPC is serving: a load may already change the set
@@ -555,23 +567,28 @@ fail:
   guard_end(&guard);  // a no-op after a normal run
   if (status) srv_log(SRV_LOG_ERROR, "%s", e.msg);
   srv_htls_ctx_destroy(htls);  // NULL once the HTTP endpoint took it
-  if (srv.sched) srv_sched_stop(srv.sched, close_http, &hc);  // no-op when the loop never started
+  // The scheduler first: it waits for every queued and running batch, and
+  // from then on refuses a request at once (a REST one is answered through
+  // its job as before). HTTP keeps its port open meanwhile, as it did when
+  // it closed on the scheduler's loop at this point.
+  if (srv.sched) srv_sched_stop(srv.sched, NULL, NULL);  // no-op when the loop never started
   // every batch has completed once the scheduler stopped: send what is queued while the calls exist
+  // (REST answers among them: queued to the REST object, which is still open)
   srv_replyq_destroy(srv.replyq);
   srv.replyq = NULL;
+  // a failed start skipped this: a model load queued from REST would be
+  // answered after REST closed (a no-op wait after a drain)
+  if (srv.control) srv_control_quiesce(srv.control);
+  // then HTTP, on its own thread (or here when it never started): REST
+  // gives the answers queued, the ports close, the trim timer stops
+  srv_hloop_stop(hloop, close_http, &hc);
+  srv_hloop_destroy(hloop);
   if (grpc) srv_grpc_destroy(grpc);
   srv_tlsw_destroy(tls);  // after the server: its handshakes fetch from it
   // after HTTP and gRPC closed (nothing calls it any more), before the
   // scheduler: it removes the retired versions from it
   srv_control_destroy(srv.control);
-  if (srv.sched) {
-    if (hc.http || hc.metrics || hc.rest) {
-      // the loop never ran: close HTTP's handles by running the loop here
-      close_http(&hc);
-      uv_run(srv_sched_loop(srv.sched), UV_RUN_DEFAULT);
-    }
-    srv_sched_destroy(srv.sched);
-  }
+  if (srv.sched) srv_sched_destroy(srv.sched);
   srv_reflection_destroy(srv.reflection);
   if (srv.trace) {
     err te = {0};

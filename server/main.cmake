@@ -16,6 +16,7 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/grpc/rpc_msg.c
   ${CMAKE_CURRENT_LIST_DIR}/grpc/wire.c
   ${CMAKE_CURRENT_LIST_DIR}/http/endpoints.c
+  ${CMAKE_CURRENT_LIST_DIR}/http/http_loop.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest_infer.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest_job.c

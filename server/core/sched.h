@@ -2,8 +2,9 @@
 // A CQ thread queues a request and, when an engine instance is free, hands
 // it the batch on the spot; an instance thread that finished a batch starts
 // the next one. The libuv loop thread serves the batchers' deadlines (one
-// timerfd for the nearest of all queues) and the stop. No thread touches
-// tensor data under the lock.
+// timerfd for the nearest of all queues) and the stop, and nothing else: the
+// HTTP front end has its own loop (server/http/http_loop.h), so a slow HTTP
+// request never delays a batch. No thread touches tensor data under the lock.
 #ifndef INFERD_SERVER_SCHED_H
 #define INFERD_SERVER_SCHED_H
 
@@ -16,7 +17,8 @@
 typedef struct srv_sched srv_sched;
 
 // Creates the loop and a batcher per ready model version; the loop thread
-// starts with srv_sched_start, so handles (HTTP) may be added before.
+// starts with srv_sched_start, so handles may be added before (the fuzz
+// fixture's HTTP; the server keeps this loop to the batchers).
 // Finished and dropped requests are answered through server/core/reply.h
 // (srv_reply_batch, srv_reply_drop) with srv.
 struct srv_server;

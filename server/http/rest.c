@@ -676,6 +676,16 @@ void srv_rest_close(srv_rest *r) {
   pthread_mutex_lock(&r->mu);
   r->closing = 1;
   pthread_mutex_unlock(&r->mu);
-  srv_rest__deliver(r);  // answers already given by the scheduler; their connections may be gone
+  // The answers already given (their connections may be gone). Giving one
+  // may run the connection's pipelined requests, whose answers (refusals:
+  // the scheduler has stopped) are queued here on this thread: again until
+  // none is left, or their connections would wait forever.
+  for (;;) {
+    pthread_mutex_lock(&r->mu);
+    int empty = r->head == NULL;
+    pthread_mutex_unlock(&r->mu);
+    if (empty) break;
+    srv_rest__deliver(r);
+  }
   uv_close((uv_handle_t *)&r->async, on_async_closed);
 }

@@ -6,7 +6,7 @@
 // is turned into Triton's JSON (and, for inference, Triton's binary tensor
 // extension). Answers come back on any thread (inference answers on an
 // engine instance thread, which also writes their JSON) and are handed to
-// the loop thread through a uv_async.
+// the HTTP loop's thread (http_loop.h) through a uv_async.
 #ifndef INFERD_SERVER_REST_H
 #define INFERD_SERVER_REST_H
 
@@ -27,8 +27,9 @@ int srv_rest_create(uv_loop_t *loop, struct srv_server *s, srv_rest **out, err *
 int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *resp);
 
 
-// Loop thread, once no request can reach the scheduler any more (the
-// scheduler's stop callback): gives the answers still queued, closes the
+// Loop thread, once no answer can come any more (the scheduler stopped and
+// the reply queue sent what it held; a request submitted after is refused
+// at once, on this thread): gives the answers still queued, closes the
 // async handle; r is freed once it has closed. NULL is a no-op.
 void srv_rest_close(srv_rest *r);
 

@@ -91,7 +91,9 @@ static void done_cb(void *arg, uint8_t *resp, size_t len, int code, const char *
   r->tail = j;
   int closing = r->closing;
   pthread_mutex_unlock(&r->mu);
-  // After srv_rest_close nothing reaches here: the scheduler had stopped.
+  // After srv_rest_close nothing reaches here: the scheduler had stopped and
+  // the reply queue had drained (main.c), and a later request is refused on
+  // the closing loop's own thread before the close.
   if (!closing) uv_async_send(&r->async);
 }
 
