@@ -45,6 +45,9 @@ void srv_options_usage(const char *prog) {
           "  --grpc-rapid-reset-limit N   end a gRPC connection whose client cancels N calls within one\n"
           "                               second, half or more of those it opened (HTTP/2 rapid reset;\n"
           "                               default 1000; 0: never)\n"
+          "  --grpc-rapid-reset-min-deadline-ms MS  for that guard, a call whose deadline was under MS\n"
+          "                               when it arrived and expired before its answer counts as a\n"
+          "                               cancel (default 10; 0: expiries never count; at most 60000)\n"
           "  --grpc-max-connections N     connections the plaintext gRPC port holds at once; more are reset\n"
           "                               at once (default min(10000, (open files limit - 256) / 2))\n"
           "  --grpc-max-connection-idle SECS  a gRPC connection with no call for SECS gets GOAWAY and is\n"
@@ -215,6 +218,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .grpc_threads = default_grpc_threads(), .grpc_max_message_bytes = 64 << 20,
                      .grpc_max_streams = 0,  // the gRPC front's default (2048)
                      .grpc_rapid_reset_limit = SRV_RR_DEFAULT_LIMIT,
+                     .grpc_rapid_reset_min_deadline_ms = SRV_RR_DEFAULT_MIN_DEADLINE_MS,
                      .grpc_max_idle_secs = SRV_GRPC_DEFAULT_MAX_IDLE_MS / 1000,
                      .grpc_handshake_secs = SRV_GRPC_DEFAULT_HANDSHAKE_MS / 1000,
                      .grpc_stream_max_queued = SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED,
@@ -283,6 +287,8 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--grpc-max-concurrent-streams")) rc = parse_int(name, val, 1, INT_MAX, &o->grpc_max_streams);
     else if (!strcmp(name, "--grpc-transport-offload")) rc = parse_bool(name, val, &o->grpc_transport_offload);
     else if (!strcmp(name, "--grpc-rapid-reset-limit")) rc = parse_int(name, val, 0, INT_MAX, &o->grpc_rapid_reset_limit);
+    else if (!strcmp(name, "--grpc-rapid-reset-min-deadline-ms"))
+      rc = parse_int(name, val, 0, 60000, &o->grpc_rapid_reset_min_deadline_ms);
     else if (!strcmp(name, "--grpc-max-connections")) rc = parse_int(name, val, 1, 1 << 24, &o->grpc_max_connections);
     else if (!strcmp(name, "--grpc-max-connection-idle")) rc = parse_int(name, val, 0, 7 * 86400, &o->grpc_max_idle_secs);
     else if (!strcmp(name, "--grpc-handshake-timeout")) rc = parse_int(name, val, 1, 3600, &o->grpc_handshake_secs);

@@ -26,6 +26,7 @@ typedef struct srv_options {
   int grpc_max_streams;  // concurrent calls per connection (--grpc-max-concurrent-streams)
   int grpc_transport_offload;  // --grpc-transport-offload (srv_grpc_opts.transport_offload)
   int grpc_rapid_reset_limit;  // --grpc-rapid-reset-limit; 0 off (srv_grpc_opts.rapid_reset_limit)
+  int grpc_rapid_reset_min_deadline_ms;  // --grpc-rapid-reset-min-deadline-ms; 0: expiries never count
   int grpc_stream_max_queued, grpc_stream_max_queued_bytes;  // --grpc-stream-max-queued(-bytes) (srv_grpc_opts)
   int grpc_max_idle_secs;       // --grpc-max-connection-idle; 0: never (srv_grpc_opts.max_idle_ms)
   int grpc_handshake_secs;      // --grpc-handshake-timeout (srv_grpc_opts.handshake_ms)

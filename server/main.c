@@ -494,6 +494,8 @@ int main(int argc, char **argv) {
                       .max_send_bytes = o.grpc_max_message_bytes,
                       .max_streams = o.grpc_max_streams, .transport_offload = o.grpc_transport_offload,
                       .rapid_reset_limit = o.grpc_rapid_reset_limit ? o.grpc_rapid_reset_limit : -1,
+                      .rapid_reset_min_deadline_ms =
+                          o.grpc_rapid_reset_min_deadline_ms ? o.grpc_rapid_reset_min_deadline_ms : -1,
                       .max_idle_ms = o.grpc_max_idle_secs ? o.grpc_max_idle_secs * 1000 : -1,
                       .handshake_ms = o.grpc_handshake_secs * 1000,
                       .stream_max_queued = o.grpc_stream_max_queued,

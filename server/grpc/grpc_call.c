@@ -39,6 +39,7 @@ static srv_call *call_alloc(cq_thread *t) {
   memset(c, 0, sizeof *c);
   c->t = t;
   atomic_init(&c->cancelled, 0);
+  atomic_init(&c->answered_expired, 0);
   atomic_init(&c->refs, 1);
   grpc_metadata_array_init(&c->md);
   c->tag_new = (tag){TAG_UNARY_NEW, c};
@@ -182,6 +183,7 @@ grpc_slice srv_grpc__details(const char *msg) {
 static void call_finish(srv_call *c, grpc_byte_buffer *bb, grpc_status_code code, const char *msg, int queued) {
   c->send_buf = bb;
   c->send_code = code;
+  if (code == GRPC_STATUS_DEADLINE_EXCEEDED) atomic_store_explicit(&c->answered_expired, 1, memory_order_relaxed);
   if (msg) {
     c->status_details = srv_grpc__details(msg);
     c->has_details = 1;
@@ -195,6 +197,7 @@ srv_call *srv_call_create_local(const char *method, srv_local_done done, void *a
   if (!c) return NULL;
   atomic_init(&c->cancelled, 0);
   atomic_init(&c->refs, 1);
+  atomic_init(&c->answered_expired, 0);
   c->deadline_us = INT64_MAX;
   c->local_done = done;
   c->local_arg = arg;
@@ -254,8 +257,10 @@ static void on_unary_new(cq_thread *t, srv_call *c, int ok) {
     return;
   }
   if (!draining(g)) srv_grpc__arm_unary(t, c->rm);
+  int64_t now = srv_grpc__now_us();
   c->deadline_us = srv_grpc__deadline_to_us(c->deadline);
-  c->rr_key = srv_grpc__rr_count(g, c->call, &c->rr_window);
+  c->left_us = c->deadline_us == INT64_MAX ? INT64_MAX : c->deadline_us - now;
+  c->rr_key = srv_grpc__rr_count(g, c->call, now, &c->rr_window);
   atomic_store_explicit(&c->refs, 3, memory_order_relaxed);  // this thread, close batch, handler
 
   grpc_op op;
@@ -280,7 +285,12 @@ static void on_unary_new(cq_thread *t, srv_call *c, int ok) {
     return;
   }
 
-  if (!c->payload) {
+  if (c->left_us <= 0) {
+    // Already past its deadline (the client sent it so, or it waited for a CQ thread that long): refused
+    // before its message is copied, parsed, validated or queued, which is most of what such a call
+    // would cost (the core has read the message already: it reads it before matching the call).
+    srv_call_fail(c, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded before the call was read");
+  } else if (!c->payload) {
     srv_call_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "request message missing");
   } else {
     // The message, its reader and any contiguous copy stay with the call
@@ -303,7 +313,8 @@ static void on_unary_new(cq_thread *t, srv_call *c, int ok) {
 
 static void on_unary_close(srv_call *c, int ok) {
   if (!ok || c->close_cancelled) atomic_store_explicit(&c->cancelled, 1, memory_order_relaxed);
-  srv_grpc__rr_closed(c->t->g, c->rr_key, c->rr_window, !ok || c->close_cancelled, c->deadline_us);
+  srv_grpc__rr_closed(c->t->g, c->rr_key, c->rr_window, !ok || c->close_cancelled,
+                      atomic_load_explicit(&c->answered_expired, memory_order_relaxed), c->deadline_us, c->left_us);
   call_release(c);
 }
 

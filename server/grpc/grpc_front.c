@@ -199,7 +199,10 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   atomic_init(&g->stream_pause_log_us, 0);
   atomic_init(&g->stream_pauses, 0);
   g->rr_limit = o->rapid_reset_limit ? o->rapid_reset_limit : SRV_RR_DEFAULT_LIMIT;
-  if (g->rr_limit > 0 && srv_rr_create(g->rr_limit, &g->rr, e) != 0) {
+  g->rr_min_deadline_ms = o->rapid_reset_min_deadline_ms < 0 ? 0
+                          : o->rapid_reset_min_deadline_ms ? o->rapid_reset_min_deadline_ms
+                                                           : SRV_RR_DEFAULT_MIN_DEADLINE_MS;
+  if (g->rr_limit > 0 && srv_rr_create(g->rr_limit, g->rr_min_deadline_ms, &g->rr, e) != 0) {
     free(g);
     return e ? e->code : ERR_INTERNAL;
   }

@@ -92,6 +92,9 @@ typedef struct srv_grpc_opts {
   // least half of the calls it opened in that second (HTTP/2 rapid reset,
   // server/grpc/rapid_reset.h); 0 means SRV_RR_DEFAULT_LIMIT, -1 turns the guard off.
   int rapid_reset_limit;
+  // A call whose deadline, when it arrived, was shorter than this many ms and expired before its
+  // answer counts for that guard as a cancel; 0 means SRV_RR_DEFAULT_MIN_DEADLINE_MS, -1: none does.
+  int rapid_reset_min_deadline_ms;
   // An asynchronous stream stops reading while it holds this many messages not yet answered on the
   // wire (with the handler, or answered and waiting to be written because the client does not read),
   // or answers of this many bytes; it reads again once both are down to half. HTTP/2 flow control then

@@ -85,6 +85,10 @@ struct srv_call {
   atomic_int cancelled;
   atomic_int refs;
   int64_t deadline_us;
+  int64_t left_us;  // of the deadline when the call arrived (INT64_MAX: none)
+  // Set when the server answers DEADLINE_EXCEEDED, read by the close: atomic since the answer may come
+  // from another thread, ordered before the close only inside gRPC.
+  atomic_int answered_expired;
   uint64_t rr_key;  // its connection's in the rapid-reset counts (0: not counted)
   int64_t rr_window;
   tag tag_new, tag_close, tag_send;
@@ -126,6 +130,7 @@ struct srv_stream {
   grpc_call *call;
   gpr_timespec deadline;
   int64_t deadline_us;
+  int64_t left_us;  // of the deadline when the stream arrived (INT64_MAX: none)
   uint64_t rr_key;  // its connection's in the rapid-reset counts (0: not counted)
   int64_t rr_window;
   grpc_metadata_array md;
@@ -221,6 +226,7 @@ struct srv_grpc {
   grpc_server_credentials *fd_creds;
   srv_rr *rr;  // NULL: the rapid-reset guard is off
   int rr_limit;
+  int rr_min_deadline_ms;  // 0: expired deadlines never count
   atomic_ullong rr_ended;  // connections it ended
 };
 
@@ -254,11 +260,17 @@ void srv_grpc__scratch_trim(cq_thread *t);
 // A call's gpr deadline as CLOCK_MONOTONIC microseconds; INT64_MAX when none.
 int64_t srv_grpc__deadline_to_us(gpr_timespec d);
 
-// Counts a new call toward its connection's tally (rapid_reset.h); returns its key.
-uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t *window);
+// CLOCK_MONOTONIC in microseconds (the clock of deadline_us and the rapid-reset counts).
+int64_t srv_grpc__now_us(void);
 
-// A counted call is over; its client's cancel may end the connection.
-void srv_grpc__rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelled, int64_t deadline_us);
+// Counts a new call, arrived at now_us, toward its connection's tally (rapid_reset.h); returns its key.
+uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t now_us, int64_t *window);
+
+// A counted call is over (cancelled: before the server's status; answered_expired: the server answered
+// DEADLINE_EXCEEDED; left_us: its deadline's time left when it arrived); its client's cancel, or a short
+// deadline that expired, may end the connection.
+void srv_grpc__rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelled, int answered_expired,
+                         int64_t deadline_us, int64_t left_us);
 
 // --- grpc_call.c: unary calls
 

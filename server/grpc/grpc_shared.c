@@ -88,7 +88,7 @@ void srv_grpc__scratch_trim(cq_thread *t) {
   }
 }
 
-static int64_t mono_now_us(void) {
+int64_t srv_grpc__now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
@@ -101,17 +101,13 @@ int64_t srv_grpc__deadline_to_us(gpr_timespec d) {
   gpr_timespec left =
       gpr_time_sub(gpr_convert_clock_type(d, GPR_CLOCK_MONOTONIC), gpr_now(GPR_CLOCK_MONOTONIC));
   if (left.tv_sec > INT64_MAX / 2000000) return INT64_MAX;
-  return mono_now_us() + (int64_t)left.tv_sec * 1000000 + left.tv_nsec / 1000;
+  return srv_grpc__now_us() + (int64_t)left.tv_sec * 1000000 + left.tv_nsec / 1000;
 }
 
 // ---------------------------------------------------------------- rapid reset
 
-// A client cancel closer than this to the call's deadline is taken for the
-// deadline's own expiry, which is not the client's doing.
-#define RR_DEADLINE_SLACK_US 1000
-
 // Counts a new call toward its connection's tally (rapid_reset.h); returns its key.
-uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t *window) {
+uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t now_us, int64_t *window) {
   if (!g->rr) return 0;
   char *peer = grpc_call_get_peer(call);
   uint64_t key = 0;
@@ -123,22 +119,24 @@ uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t *window) {
     unsigned long ino = srv_gacc_inode(g->acc, (int)fd);
     char k[64];
     snprintf(k, sizeof k, "fd:%ld:%lu", fd, ino);
-    if (ino) key = srv_rr_call(g->rr, k, mono_now_us(), window);
+    if (ino) key = srv_rr_call(g->rr, k, now_us, window);
   } else if (peer) {
-    key = srv_rr_call(g->rr, peer, mono_now_us(), window);
+    key = srv_rr_call(g->rr, peer, now_us, window);
   }
   gpr_free(peer);
   return key;
 }
 
 // A counted call is over. If its client cancelled it (before its answer, which
-// RECV_CLOSE_ON_SERVER reports as not cancelled, and before its deadline) the
-// cancel counts, and the one that takes the connection over the limit ends it.
-void srv_grpc__rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelled, int64_t deadline_us) {
-  if (!key || !cancelled || draining(g)) return;
-  if (deadline_us != INT64_MAX && mono_now_us() >= deadline_us - RR_DEADLINE_SLACK_US) return;
+// RECV_CLOSE_ON_SERVER reports as not cancelled, and before its deadline), or
+// let a deadline too short to be a real wait expire (srv_rr_classify), that
+// counts, and the one that takes the connection over the limit ends it.
+void srv_grpc__rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelled, int answered_expired,
+                         int64_t deadline_us, int64_t left_us) {
+  if (!key || (!cancelled && !answered_expired) || draining(g)) return;
+  srv_rr_kind kind = srv_rr_classify(g->rr, cancelled, answered_expired, srv_grpc__now_us(), deadline_us, left_us);
   srv_rr_verdict v;
-  if (!srv_rr_cancelled(g->rr, key, window, &v)) return;
+  if (!srv_rr_cancelled(g->rr, key, window, kind, &v)) return;
   err e = {0};
   char name[SRV_RR_PEER_MAX];
   snprintf(name, sizeof name, "%s", v.peer);
@@ -157,7 +155,8 @@ void srv_grpc__rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelle
   if (rc > 0) {
     atomic_fetch_add_explicit(&g->rr_ended, 1, memory_order_relaxed);
     LOG("ended the connection from %s: its client cancelled %u of the %u calls it opened within one second "
-        "(HTTP/2 rapid reset; --grpc-rapid-reset-limit %d)", name, v.cancels, v.calls, g->rr_limit);
+        "(%u of them by deadlines under %d ms that expired) (HTTP/2 rapid reset; --grpc-rapid-reset-limit %d)",
+        name, v.cancels, v.calls, v.expired, g->rr_min_deadline_ms, g->rr_limit);
   } else if (rc < 0) {
     LOG("the connection from %s is over the rapid-reset limit but could not be ended: %s", name, e.msg);
   }

@@ -354,8 +354,10 @@ static void on_astream_new(cq_thread *t, srv_stream *s, int ok) {
   }
   srv_grpc *g = t->g;
   if (!streams_ending(g)) srv_grpc__arm_astream(t, s->rm);
+  int64_t now = srv_grpc__now_us();
   s->deadline_us = srv_grpc__deadline_to_us(s->deadline);
-  s->rr_key = srv_grpc__rr_count(g, s->call, &s->rr_window);
+  s->left_us = s->deadline_us == INT64_MAX ? INT64_MAX : s->deadline_us - now;
+  s->rr_key = srv_grpc__rr_count(g, s->call, now, &s->rr_window);
   grpc_op op;
   memset(&op, 0, sizeof op);
   op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
@@ -492,7 +494,8 @@ static void on_astream_done(srv_stream *s, tag_kind kind, int ok) {
     case TAG_ASTREAM_CLOSE:
       // the call is over: cancelled, or after our status
       if (!ok || s->close_cancelled) atomic_store_explicit(&s->cancelled, 1, memory_order_relaxed);
-      srv_grpc__rr_closed(s->t->g, s->rr_key, s->rr_window, !ok || s->close_cancelled, s->deadline_us);
+      // a stream past its deadline is ended by the core's timer (cancelled), before its status
+      srv_grpc__rr_closed(s->t->g, s->rr_key, s->rr_window, !ok || s->close_cancelled, 0, s->deadline_us, s->left_us);
       s->done = 1;
       s->reading = 0;
       astream_drop_queue(s);

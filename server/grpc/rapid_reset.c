@@ -18,10 +18,14 @@
 #define PROBE 8   // slots looked at for one key
 #define WINDOW_US 1000000
 
+// A client cancel closer than this to the call's deadline is taken for the
+// deadline's own expiry (the client's cancel and the core's timer race).
+#define DEADLINE_SLACK_US 1000
+
 typedef struct conn_count {
   uint64_t key;  // 0: free
   int64_t window_us;  // start of the second being counted
-  unsigned calls, cancels;
+  unsigned calls, cancels, expired;  // expired: of cancels, short deadlines
   int ended;
   char peer[SRV_RR_PEER_MAX];
 } conn_count;
@@ -33,15 +37,20 @@ typedef struct stripe {
 
 struct srv_rr {
   unsigned limit;
+  int64_t min_deadline_us;  // 0: no expiry counts
   stripe stripes[STRIPES];
 };
 
-int srv_rr_create(int limit, srv_rr **out, err *e) {
+int srv_rr_create(int limit, int min_deadline_ms, srv_rr **out, err *e) {
   *out = NULL;
   if (limit < 1) return err_set(e, ERR_INVALID_ARGUMENT, "rapid-reset limit must be >= 1, got %d", limit);
+  if (min_deadline_ms < 0 || min_deadline_ms > 60000)
+    return err_set(e, ERR_INVALID_ARGUMENT, "rapid-reset minimum deadline must be 0 to 60000 ms, got %d",
+                   min_deadline_ms);
   srv_rr *rr = calloc(1, sizeof *rr);
   if (!rr) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for the rapid-reset counts");
   rr->limit = (unsigned)limit;
+  rr->min_deadline_us = (int64_t)min_deadline_ms * 1000;
   for (int i = 0; i < STRIPES; i++) pthread_mutex_init(&rr->stripes[i].mu, NULL);
   *out = rr;
   return 0;
@@ -95,7 +104,7 @@ uint64_t srv_rr_call(srv_rr *rr, const char *peer, int64_t now_us, int64_t *wind
   if (c) {
     if (now_us - c->window_us >= WINDOW_US) {
       c->window_us = now_us;
-      c->calls = c->cancels = 0;
+      c->calls = c->cancels = c->expired = 0;
     }
     c->calls++;
     *window = c->window_us;
@@ -104,20 +113,30 @@ uint64_t srv_rr_call(srv_rr *rr, const char *peer, int64_t now_us, int64_t *wind
   return c ? key : 0;
 }
 
-int srv_rr_cancelled(srv_rr *rr, uint64_t key, int64_t window, srv_rr_verdict *v) {
-  if (!key) return 0;
+srv_rr_kind srv_rr_classify(const srv_rr *rr, int cancelled, int answered_expired, int64_t now_us,
+                            int64_t deadline_us, int64_t left_us) {
+  if (deadline_us == INT64_MAX) return cancelled ? SRV_RR_CANCEL : SRV_RR_ANSWERED;
+  int expired = answered_expired || (cancelled && now_us >= deadline_us - DEADLINE_SLACK_US);
+  if (!expired) return cancelled ? SRV_RR_CANCEL : SRV_RR_ANSWERED;
+  return rr->min_deadline_us > 0 && left_us < rr->min_deadline_us ? SRV_RR_EXPIRED : SRV_RR_ANSWERED;
+}
+
+int srv_rr_cancelled(srv_rr *rr, uint64_t key, int64_t window, srv_rr_kind kind, srv_rr_verdict *v) {
+  if (!key || kind == SRV_RR_ANSWERED) return 0;
   stripe *s = stripe_of(rr, key);
   int over = 0;
   pthread_mutex_lock(&s->mu);
   conn_count *c = find(s, key);
   if (c && !c->ended && c->window_us == window) {
     c->cancels++;
+    if (kind == SRV_RR_EXPIRED) c->expired++;
     if (c->cancels >= rr->limit && 2 * (uint64_t)c->cancels >= c->calls) {
       c->ended = 1;
       over = 1;
       memcpy(v->peer, c->peer, sizeof v->peer);
       v->calls = c->calls;
       v->cancels = c->cancels;
+      v->expired = c->expired;
     }
   }
   pthread_mutex_unlock(&s->mu);

@@ -1,7 +1,9 @@
 // Tests server/grpc/rapid_reset.c: the counts (a connection over the limit only
 // when its client's cancels are also half of its calls in that second, once
 // per connection, calls of an earlier second not counted as this second's
-// cancels, each connection on its own), and ending a real TCP connection by
+// cancels, each connection on its own), which ended calls count (cancels
+// before the deadline; expiries of deadlines shorter than the minimum, those
+// the server refused on arrival too), and ending a real TCP connection by
 // gRPC's name for its peer: IPv4, IPv6, percent-encoded and v4-mapped forms;
 // the other connection to the same port stays open; an unknown peer, a
 // closed connection and names gRPC does not write end nothing.
@@ -23,9 +25,9 @@
 static void test_counts(void) {
   srv_rr *rr;
   err e = {0};
-  CHECK_EQ_INT(srv_rr_create(0, &rr, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(srv_rr_create(0, 10, &rr, &e), ERR_INVALID_ARGUMENT);
   CHECK(rr == NULL && strstr(e.msg, ">= 1"));
-  CHECK_EQ_INT(srv_rr_create(10, &rr, &e), 0);
+  CHECK_EQ_INT(srv_rr_create(10, 10, &rr, &e), 0);
   srv_rr_verdict v;
   int64_t t0 = 5 * SEC;
 
@@ -36,7 +38,7 @@ static void test_counts(void) {
   CHECK(keys[0] != 0);
   for (int i = 1; i < 30; i++) CHECK(keys[i] == keys[0] && wins[i] == wins[0]);
   int over = 0;
-  for (int i = 0; i < 9; i++) over += srv_rr_cancelled(rr, keys[i], wins[i], &v);
+  for (int i = 0; i < 9; i++) over += srv_rr_cancelled(rr, keys[i], wins[i], SRV_RR_CANCEL, &v);
   CHECK_EQ_INT(over, 0);
   // a second connection cancelling all of its 12 calls: the 10th cancel ends it, and only once
   uint64_t k2[12];
@@ -45,7 +47,7 @@ static void test_counts(void) {
   CHECK(k2[0] != keys[0]);
   int at = -1;
   for (int i = 0; i < 12; i++)
-    if (srv_rr_cancelled(rr, k2[i], w2[i], &v)) {
+    if (srv_rr_cancelled(rr, k2[i], w2[i], SRV_RR_CANCEL, &v)) {
       CHECK_EQ_INT(at, -1);
       at = i;
     }
@@ -56,7 +58,7 @@ static void test_counts(void) {
   // the first connection's remaining cancels take it to 15 of 30: half, over the count: ended now
   at = -1;
   for (int i = 9; i < 15; i++)
-    if (srv_rr_cancelled(rr, keys[i], wins[i], &v)) at = i;
+    if (srv_rr_cancelled(rr, keys[i], wins[i], SRV_RR_CANCEL, &v)) at = i;
   CHECK_EQ_INT(at, 14);
   CHECK_EQ_STR(v.peer, "ipv4:10.0.0.1:1000");
   CHECK_EQ_INT(v.cancels, 15);
@@ -68,17 +70,17 @@ static void test_counts(void) {
   uint64_t knew = srv_rr_call(rr, "ipv4:10.0.0.2:3000", t0 + SEC + 5, &wnew);  // opens the next second
   CHECK(knew == keys[0] && wnew != wins[0]);
   over = 0;
-  for (int i = 0; i < 20; i++) over += srv_rr_cancelled(rr, keys[i], wins[i], &v);
+  for (int i = 0; i < 20; i++) over += srv_rr_cancelled(rr, keys[i], wins[i], SRV_RR_CANCEL, &v);
   CHECK_EQ_INT(over, 0);
   // the same connection later, all its calls of one second cancelled: over the limit
   int64_t wl = 0;
   uint64_t kl = 0;
   for (int i = 0; i < 10; i++) kl = srv_rr_call(rr, "ipv4:10.0.0.2:3000", t1 + i, &wl);
   over = 0;
-  for (int i = 0; i < 10; i++) over += srv_rr_cancelled(rr, kl, wl, &v);
+  for (int i = 0; i < 10; i++) over += srv_rr_cancelled(rr, kl, wl, SRV_RR_CANCEL, &v);
   CHECK_EQ_INT(over, 1);
   // untracked calls and peers too long to count
-  CHECK_EQ_INT(srv_rr_cancelled(rr, 0, 0, &v), 0);
+  CHECK_EQ_INT(srv_rr_cancelled(rr, 0, 0, SRV_RR_CANCEL, &v), 0);
   char longpeer[SRV_RR_PEER_MAX + 8];
   memset(longpeer, 'a', sizeof longpeer - 1);
   longpeer[sizeof longpeer - 1] = 0;
@@ -86,6 +88,69 @@ static void test_counts(void) {
   CHECK(srv_rr_call(rr, longpeer, t1, &w) == 0);
   srv_rr_destroy(rr);
   srv_rr_destroy(NULL);
+}
+
+// Which ended calls count (srv_rr_classify), and a connection of short
+// deadlines ended like one of cancels, under the same half-of-the-calls rule.
+static void test_short_deadlines(void) {
+  srv_rr *rr;
+  err e = {0};
+  CHECK_EQ_INT(srv_rr_create(10, -1, &rr, &e), ERR_INVALID_ARGUMENT);
+  CHECK(rr == NULL && strstr(e.msg, "0 to 60000"));
+  CHECK_EQ_INT(srv_rr_create(10, 60001, &rr, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(srv_rr_create(10, 10, &rr, &e), 0);  // 10 ms
+  const int64_t now = 100 * SEC, none = INT64_MAX;
+  // answered: nothing counts, whatever its deadline
+  CHECK_EQ_INT(srv_rr_classify(rr, 0, 0, now, none, none), SRV_RR_ANSWERED);
+  CHECK_EQ_INT(srv_rr_classify(rr, 0, 0, now, now - 5, 3000), SRV_RR_ANSWERED);
+  // a client cancel: without a deadline, or well before it
+  CHECK_EQ_INT(srv_rr_classify(rr, 1, 0, now, none, none), SRV_RR_CANCEL);
+  CHECK_EQ_INT(srv_rr_classify(rr, 1, 0, now, now + 5000, 3000), SRV_RR_CANCEL);
+  CHECK_EQ_INT(srv_rr_classify(rr, 1, 0, now, now + 5 * SEC, 6 * SEC), SRV_RR_CANCEL);
+  // at (within 1 ms of) or past its deadline: an expiry, counted only when the deadline was short on arrival
+  CHECK_EQ_INT(srv_rr_classify(rr, 1, 0, now, now + 999, 3000), SRV_RR_EXPIRED);
+  CHECK_EQ_INT(srv_rr_classify(rr, 1, 0, now, now - 1, 3000), SRV_RR_EXPIRED);
+  CHECK_EQ_INT(srv_rr_classify(rr, 1, 0, now, now - 1, 9999), SRV_RR_EXPIRED);
+  CHECK_EQ_INT(srv_rr_classify(rr, 1, 0, now, now - 1, 10000), SRV_RR_ANSWERED);  // 10 ms: an honest budget
+  CHECK_EQ_INT(srv_rr_classify(rr, 1, 0, now, now - 1, 2 * SEC), SRV_RR_ANSWERED);
+  // expired on arrival (left <= 0) and refused by the server with DEADLINE_EXCEEDED: its status was sent, so
+  // the core does not report it cancelled
+  CHECK_EQ_INT(srv_rr_classify(rr, 0, 1, now, now - 20, -20), SRV_RR_EXPIRED);
+  CHECK_EQ_INT(srv_rr_classify(rr, 0, 1, now, now - 20, -20 - 30 * SEC), SRV_RR_EXPIRED);
+  // dropped from a queue at its deadline: short or not
+  CHECK_EQ_INT(srv_rr_classify(rr, 0, 1, now, now - 20, 4000), SRV_RR_EXPIRED);
+  CHECK_EQ_INT(srv_rr_classify(rr, 0, 1, now, now - 20, 50000), SRV_RR_ANSWERED);
+
+  srv_rr_verdict v;
+  int64_t t0 = 7 * SEC, w;
+  // 10 % short deadlines, all expiring, over 200 calls: 20 counted (twice the limit), under half: kept
+  uint64_t k = 0;
+  for (int i = 0; i < 200; i++) k = srv_rr_call(rr, "ipv4:10.0.0.3:4000", t0 + i, &w);
+  int over = 0;
+  for (int i = 0; i < 20; i++) over += srv_rr_cancelled(rr, k, w, SRV_RR_EXPIRED, &v);
+  for (int i = 0; i < 50; i++) over += srv_rr_cancelled(rr, k, w, SRV_RR_ANSWERED, &v);  // counts nothing
+  CHECK_EQ_INT(over, 0);
+  // with the soak's 30 % cancels on top: 40 % in all, still kept
+  for (int i = 0; i < 60; i++) over += srv_rr_cancelled(rr, k, w, SRV_RR_CANCEL, &v);
+  CHECK_EQ_INT(over, 0);
+  // every call a short deadline that expires: ended at the limit's 10th, and the verdict tells them apart
+  for (int i = 0; i < 12; i++) k = srv_rr_call(rr, "ipv4:10.0.0.4:4000", t0 + i, &w);
+  int at = -1;
+  for (int i = 0; i < 12; i++)
+    if (srv_rr_cancelled(rr, k, w, i < 3 ? SRV_RR_CANCEL : SRV_RR_EXPIRED, &v)) at = i;
+  CHECK_EQ_INT(at, 9);
+  CHECK_EQ_STR(v.peer, "ipv4:10.0.0.4:4000");
+  CHECK_EQ_INT(v.calls, 12);
+  CHECK_EQ_INT(v.cancels, 10);
+  CHECK_EQ_INT(v.expired, 7);
+  srv_rr_destroy(rr);
+
+  // 0: no expiry counts, not even one refused on arrival
+  CHECK_EQ_INT(srv_rr_create(10, 0, &rr, &e), 0);
+  CHECK_EQ_INT(srv_rr_classify(rr, 1, 0, now, now - 1, 3000), SRV_RR_ANSWERED);
+  CHECK_EQ_INT(srv_rr_classify(rr, 0, 1, now, now - 20, -20), SRV_RR_ANSWERED);
+  CHECK_EQ_INT(srv_rr_classify(rr, 1, 0, now, now + 5000, 3000), SRV_RR_CANCEL);
+  srv_rr_destroy(rr);
 }
 
 // A listening socket on the loopback of `family` and two connections to it;
@@ -247,6 +312,7 @@ static void test_end_fd_connection(void) {
 
 int main(void) {
   test_counts();
+  test_short_deadlines();
   test_end_connection();
   test_end_fd_connection();
   CHECK_DONE();
