@@ -106,6 +106,8 @@ int64_t srv_grpc__deadline_to_us(gpr_timespec d) {
 
 // ---------------------------------------------------------------- rapid reset
 
+#define RR_LOG_US 10000000  // one line per 10 s about ended connections
+
 // Counts a new call toward its connection's tally (rapid_reset.h); returns its key.
 uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t now_us, int64_t *window) {
   if (!g->rr) return 0;
@@ -153,10 +155,17 @@ void srv_grpc__rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelle
     rc = srv_rr_end_connection(v.peer, g->port, &e);
   }
   if (rc > 0) {
-    atomic_fetch_add_explicit(&g->rr_ended, 1, memory_order_relaxed);
+    unsigned long long ended = atomic_fetch_add_explicit(&g->rr_ended, 1, memory_order_relaxed) + 1;
+    int64_t now = srv_grpc__now_us();
+    long long last = atomic_load(&g->rr_logged_us);
+    if (last && now - last < RR_LOG_US) return;
+    if (!atomic_compare_exchange_strong(&g->rr_logged_us, &last, now ? now : 1)) return;
+    unsigned long long since = ended - g->rr_logged_ended;
+    g->rr_logged_ended = ended;
     LOG("ended the connection from %s: its client cancelled %u of the %u calls it opened within one second "
-        "(%u of them by deadlines under %d ms that expired) (HTTP/2 rapid reset; --grpc-rapid-reset-limit %d)",
-        name, v.cancels, v.calls, v.expired, g->rr_min_deadline_ms, g->rr_limit);
+        "(%u of them by deadlines under %d ms that expired) (HTTP/2 rapid reset; --grpc-rapid-reset-limit %d); "
+        "%llu connection(s) ended since the last such line, %llu since start (one line per 10 s at most)",
+        name, v.cancels, v.calls, v.expired, g->rr_min_deadline_ms, g->rr_limit, since, ended);
   } else if (rc < 0) {
     LOG("the connection from %s is over the rapid-reset limit but could not be ended: %s", name, e.msg);
   }
