@@ -230,7 +230,7 @@ struct srv_grpc {
   atomic_ullong rr_ended;  // connections it ended
   atomic_llong rr_logged_us;  // when an ended connection was last logged (one line per 10 s: a client that
                              // reconnects at once would otherwise write lines as fast as it is cut off)
-  unsigned long long rr_logged_ended;  // rr_ended at that line (written by the thread that won the line)
+  atomic_ullong rr_logged_ended;  // rr_ended at that line (written by the thread that won the line)
 };
 
 #define LOG(...)                                  \

@@ -160,8 +160,7 @@ void srv_grpc__rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelle
     long long last = atomic_load(&g->rr_logged_us);
     if (last && now - last < RR_LOG_US) return;
     if (!atomic_compare_exchange_strong(&g->rr_logged_us, &last, now ? now : 1)) return;
-    unsigned long long since = ended - g->rr_logged_ended;
-    g->rr_logged_ended = ended;
+    unsigned long long since = ended - atomic_exchange(&g->rr_logged_ended, ended);
     LOG("ended the connection from %s: its client cancelled %u of the %u calls it opened within one second "
         "(%u of them by deadlines under %d ms that expired) (HTTP/2 rapid reset; --grpc-rapid-reset-limit %d); "
         "%llu connection(s) ended since the last such line, %llu since start (one line per 10 s at most)",
