@@ -88,7 +88,7 @@ typedef struct eng_instance_stats {
   uint64_t graphs;         // CUDA graphs captured
   uint64_t graph_launches, plain_launches;
   uint64_t device_allocs;  // cudaMalloc + cudaHostAlloc calls of its plan
-  int gemm_autotune;       // cuBLASLt autotuning on for its plan (off by default: model.c parse_opts)
+  int gemm_autotune;       // cuBLASLt autotuning on for its plan (off by default: model_opts.c parse_opts)
   uint64_t gemm_tuned;     // GEMM shapes its plan timed (cuBLASLt autotuning), and the wall time
   uint64_t gemm_tune_ns;
   int timed_layouts, timed_nhwc;  // FP32 plans: warmed batch sizes whose layout was timed, and NHWC's share

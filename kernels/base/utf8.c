@@ -68,7 +68,10 @@ bool utf8_has_controls(const char *s, size_t n) {
   return false;
 }
 
-size_t utf8_escape_controls(char *dst, size_t cap, const char *s, size_t n) {
+// The one escaper behind utf8_escape_controls (messages to clients) and
+// utf8_escape_line (log lines): they differ only in the backslash, which a
+// log line writes as \\ so that its escapes read back unambiguously.
+static size_t escape(char *dst, size_t cap, const char *s, size_t n, int backslash) {
   static const char hex[] = "0123456789abcdef";
   const unsigned char *u = (const unsigned char *)s;
   size_t o = 0;
@@ -77,7 +80,9 @@ size_t utf8_escape_controls(char *dst, size_t cap, const char *s, size_t n) {
     size_t k = unit(u + i, n - i, &esc);
     char buf[12];
     size_t w = 0;
-    if (!esc) {
+    if (backslash && u[i] == '\\') {
+      buf[0] = '\\', buf[1] = '\\', w = 2;
+    } else if (!esc) {
       memcpy(buf, u + i, k);
       w = k;
     } else if (u[i] == '\n' || u[i] == '\r' || u[i] == '\t') {
@@ -94,3 +99,7 @@ size_t utf8_escape_controls(char *dst, size_t cap, const char *s, size_t n) {
   dst[o] = '\0';
   return o;
 }
+
+size_t utf8_escape_controls(char *dst, size_t cap, const char *s, size_t n) { return escape(dst, cap, s, n, 0); }
+
+size_t utf8_escape_line(char *dst, size_t cap, const char *s, size_t n) { return escape(dst, cap, s, n, 1); }

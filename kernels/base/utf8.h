@@ -1,6 +1,7 @@
 // utf8.h: UTF-8 validation (RFC 3629), for the strings clients send: proto3
 // string fields must be UTF-8, and what a server echoes back or logs must
-// not carry a client's broken bytes into another parser.
+// not carry a client's broken bytes into another parser. The escapers below
+// are the only ones: messages to clients and log lines both use them.
 #ifndef INFERD_BASE_UTF8_H
 #define INFERD_BASE_UTF8_H
 
@@ -33,5 +34,10 @@ bool utf8_has_controls(const char *s, size_t n);
 // at most cap - 1 bytes and a NUL (cap > 0), dropping the last escape or
 // character that does not fit whole; returns the length written.
 size_t utf8_escape_controls(char *dst, size_t cap, const char *s, size_t n);
+
+// As utf8_escape_controls, and a backslash written as \\ too, for log lines
+// (server/obs/log.c): every escape then reads back unambiguously, and a
+// client cannot write a literal "\n" that passes for an escaped newline.
+size_t utf8_escape_line(char *dst, size_t cap, const char *s, size_t n);
 
 #endif

@@ -1,5 +1,5 @@
 // server/core/replyq.h: a few threads that send a finished batch's answers, so
-// the instance thread that ran the batch (engine/model.c's done thread on a
+// the instance thread that ran the batch (engine/model_run.c's done thread on a
 // GPU, the instance thread on the CPU) frees its slot and runs the next
 // batch while the answers go out. Sending one gRPC answer cost the calling
 // thread ~10-20 us (gRPC's transport work ran inline on the caller); one

@@ -9,7 +9,10 @@ pkg_check_modules(LIBSSL REQUIRED IMPORTED_TARGET libssl)
 add_library(inferd_http_tls STATIC ${CMAKE_CURRENT_LIST_DIR}/http_tls.c)
 target_link_libraries(inferd_http_tls PUBLIC inferd_tls inferd_base PkgConfig::LIBSSL)
 
-add_library(inferd_http STATIC ${CMAKE_CURRENT_LIST_DIR}/http.c)
+# http.c (public API) -> http_accept.c (accepting, the cap, the sweep) -> http_conn.c (a
+# connection's I/O) -> http_parse.c (parser callbacks, limits): one way, see http_internal.h
+add_library(inferd_http STATIC ${CMAKE_CURRENT_LIST_DIR}/http.c ${CMAKE_CURRENT_LIST_DIR}/http_accept.c
+  ${CMAKE_CURRENT_LIST_DIR}/http_conn.c ${CMAKE_CURRENT_LIST_DIR}/http_parse.c)
 target_include_directories(inferd_http PUBLIC ${HTTP_PARSER_INCLUDE_DIR})
 target_link_libraries(inferd_http PUBLIC inferd_http_tls inferd_base PkgConfig::LIBUV ${HTTP_PARSER_LIB})
 

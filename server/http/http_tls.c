@@ -1,5 +1,5 @@
 // http_tls.c: the HTTP endpoint's TLS, libssl over two memory BIOs. The
-// socket stays libuv's (server/http/http.c): OpenSSL never touches a descriptor,
+// socket stays libuv's (server/http/http_conn.c): OpenSSL never touches a descriptor,
 // so its handshake is non-blocking by construction and every byte still goes
 // through the endpoint's limits and idle sweep. The certificate files are
 // read and checked by server/sec/tls.c, the gRPC port's checker, so both ports

@@ -1,5 +1,5 @@
 // server/http/http_tls.h: TLS for the HTTP endpoint, with OpenSSL's libssl over
-// memory BIOs, so server/http/http.c keeps its libuv reads and writes and only
+// memory BIOs, so server/http/http_conn.c keeps its libuv reads and writes and only
 // passes bytes through: ciphertext read from the socket goes in with
 // srv_htls_feed, plaintext for the HTTP parser comes out of srv_htls_read
 // (which also drives the non-blocking handshake), response bytes go in with

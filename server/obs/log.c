@@ -37,45 +37,6 @@ int srv_log_parse_level(const char *s, srv_log_level *out) {
   return -1;
 }
 
-// One record, one line: messages quote what clients send (model names, ids,
-// input names at debug level), so control characters (C0, DEL, C1), the
-// Unicode line separators and bidi controls (utf8_hides_in_line says why),
-// backslashes and bytes that are not UTF-8 are written as escapes (\n, \t,
-// \\, \xHH, one per byte of the character) and a client cannot forge a log
-// line, a terminal escape sequence or text that reads reordered. Returns the
-// bytes written to dst (at most cap - 1; the last escape that does not fit is
-// dropped whole).
-static size_t escape_line(char *dst, size_t cap, const char *src, size_t n) {
-  static const char hex[] = "0123456789abcdef";
-  const unsigned char *s = (const unsigned char *)src;
-  size_t o = 0;
-  for (size_t i = 0; i < n;) {
-    unsigned char c = s[i];
-    char esc[12];
-    size_t k = 0, take = 1;
-    const unsigned char *from = s + i;
-    if (c == '\\') {
-      esc[0] = '\\', esc[1] = '\\', k = 2;
-    } else if (c == '\n' || c == '\t' || c == '\r') {
-      esc[0] = '\\', esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r', k = 2;
-    } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && (take = utf8_seq_len(s + i, n - i)) == 0)) {
-      esc[0] = '\\', esc[1] = 'x', esc[2] = hex[c >> 4], esc[3] = hex[c & 15], k = 4, take = 1;
-    } else if (take > 1 && utf8_hides_in_line(s + i, take)) {  // every byte of it
-      for (size_t b = 0; b < take; b++) {
-        esc[k++] = '\\', esc[k++] = 'x', esc[k++] = hex[s[i + b] >> 4], esc[k++] = hex[s[i + b] & 15];
-      }
-    }
-    if (k) from = (const unsigned char *)esc;
-    size_t w = k ? k : take;
-    if (o + w >= cap) break;
-    memcpy(dst + o, from, w);
-    o += w;
-    i += take;
-  }
-  dst[o] = '\0';
-  return o;
-}
-
 void srv_log(srv_log_level l, const char *fmt, ...) {
   if (!srv_log_enabled(l)) return;
   static const char tag[] = "EWID";
@@ -97,7 +58,13 @@ void srv_log(srv_log_level l, const char *fmt, ...) {
   int m = vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   size_t mlen = m < 0 ? 0 : (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1;
-  size_t len = (size_t)n + escape_line(line + n, sizeof line - (size_t)n - 1, msg, mlen);
+  // One record, one line: messages quote what clients send (model names, ids,
+  // input names at debug level), so control characters (C0, DEL, C1), the
+  // Unicode line separators and bidi controls, backslashes and bytes that are
+  // not UTF-8 are written as escapes (kernels/base/utf8.h: utf8_escape_line)
+  // and a client cannot forge a log line, a terminal escape sequence or text
+  // that reads reordered.
+  size_t len = (size_t)n + utf8_escape_line(line + n, sizeof line - (size_t)n - 1, msg, mlen);
   line[len] = '\n';
   line[len + 1] = '\0';
   fputs(line, stderr);

@@ -1,5 +1,5 @@
 // fuzz_http.c: libFuzzer driver for the bytes of an HTTP connection: the
-// endpoint's transport (server/http/http.c: http-parser callbacks, header and
+// endpoint's transport (server/http/http_*.c: http-parser callbacks, header and
 // body limits, URL splitting, keep-alive, pipelining, half-close) and its
 // routes (server/http/endpoints.c: health, /metrics, /dashboard.json against the
 // registry of tests/fuzz/repo). Each input is one client connection over

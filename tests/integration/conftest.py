@@ -62,10 +62,7 @@ def _server_still_up(request):
 
 @pytest.fixture(scope="session")
 def client(server):
-    import tritonclient.grpc as grpcclient
-    c = grpcclient.InferenceServerClient(url=server.grpc_url)
-    yield c
-    c.close()
+    yield from lib.grpc_client(server)
 
 
 @pytest.fixture(scope="session")

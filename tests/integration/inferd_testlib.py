@@ -1,5 +1,6 @@
-"""Shared helpers for inferd's integration suite: the server process, the onnxruntime oracle,
-random inputs drawn from the generator's spec, tensor comparison and metric parsing.
+"""Shared helpers for inferd's integration suite: the server process (and the bodies of server,
+repository and client fixtures), the onnxruntime oracle, random inputs drawn from the generator's
+spec, tensor comparison, plain HTTP requests, metric scraping and parsing, model statistics.
 
 Kept out of conftest.py so test modules can import plain functions; fixtures live in conftest.py.
 """
@@ -192,6 +193,25 @@ def start_fails(repo_dir, args):
     return srv.stderr_text()
 
 
+def generated_repo(tmp_path_factory, name, adders):
+    """The body of a module's repository fixture: a fresh folder `name` holding the generator's models
+    that each of adders (gen_models.add_mlp, add_batching, ...) adds; returns (dir, {model: spec})."""
+    d = str(tmp_path_factory.mktemp(name))
+    repo = gen_models.Repo(d)
+    for add in adders:
+        add(repo)
+    return d, repo.specs
+
+
+def grpc_client(srv):
+    """The body of a tritonclient gRPC client fixture (`yield from lib.grpc_client(srv)`): a client on
+    srv's gRPC port, closed after the tests that use it."""
+    import tritonclient.grpc as grpcclient
+    c = grpcclient.InferenceServerClient(url=srv.grpc_url)
+    yield c
+    c.close()
+
+
 # --- HTTP
 
 def rest_error(body):
@@ -221,6 +241,16 @@ def http_request(conn, method, path, body=None, headers=None):
         return r.status, dict(r.getheaders()), r.read()
     finally:
         conn.close()
+
+
+def http_call(srv, method, path, body=None, headers=None, timeout=30):
+    """(status, headers, body bytes) of one request to srv's HTTP port on a fresh plain http.client
+    connection (http_request)."""
+    import http.client
+    import urllib.parse
+    u = urllib.parse.urlparse(srv.http_url)
+    return http_request(http.client.HTTPConnection(u.hostname, u.port, timeout=timeout), method, path, body,
+                        headers)
 
 
 def read_to_eof(sock, bufsize=65536):
@@ -266,6 +296,21 @@ def metric_sum(samples, name, **labels):
 
 def metric_present(samples, name, **labels):
     return any(n == name and all(l.get(k) == str(x) for k, x in labels.items()) for n, l, _ in samples)
+
+
+def scrape_metrics(srv):
+    """srv's /metrics (over its HTTP port) parsed by parse_metrics; asserts it answered 200."""
+    status, text = http_get(srv.http_url + "/metrics")
+    assert status == 200, text[:500]
+    return parse_metrics(text)
+
+
+def model_stats(client, model, version="1"):
+    """The one ModelStatistics of model's version from a tritonclient gRPC client."""
+    resp = client.get_inference_statistics(model, version)
+    ms = [m for m in resp.model_stats if m.name == model and m.version == version]
+    assert len(ms) == 1, "statistics for %s v%s: %s" % (model, version, resp)
+    return ms[0]
 
 
 # --- inputs and the oracle

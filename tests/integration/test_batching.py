@@ -130,12 +130,6 @@ def _batching_server_still_up(request):
 
 # --- helpers
 
-def _stats(client, model):
-    ms = [m for m in client.get_inference_statistics(model, "1").model_stats if m.name == model]
-    assert len(ms) == 1
-    return ms[0]
-
-
 def _table(st):
     """{batch size: executions} from ModelStatistics.batch_stats (zero rows left out)."""
     return {b.batch_size: b.compute_infer.count for b in st.batch_stats if b.compute_infer.count}
@@ -152,7 +146,7 @@ class Snap:
 
     def __init__(self, client, model):
         self.client, self.model = client, model
-        self.st = _stats(client, model)
+        self.st = lib.model_stats(client, model)
 
     def settle(self, rows):
         # The server answers a request before it adds the execution to the statistics, so the
@@ -160,7 +154,7 @@ class Snap:
         # the rows, then the caller asserts exact values (an extra execution would show).
         end = time.monotonic() + WAIT_S
         while True:
-            st = _stats(self.client, self.model)
+            st = lib.model_stats(self.client, self.model)
             got = sum(k * v for k, v in _table_delta(self.st, st).items())
             if got >= rows or time.monotonic() > end:
                 return Delta(self.st, st)
@@ -169,7 +163,7 @@ class Snap:
     def settle_failures(self, n):
         end = time.monotonic() + WAIT_S
         while True:
-            st = _stats(self.client, self.model)
+            st = lib.model_stats(self.client, self.model)
             if st.inference_stats.fail.count - self.st.inference_stats.fail.count >= n or time.monotonic() > end:
                 return Delta(self.st, st)
             time.sleep(0.005)
@@ -189,9 +183,7 @@ class Delta:
 
 
 def pending(srv, model):
-    status, text = lib.http_get(srv.http_url + "/metrics")
-    assert status == 200
-    return lib.metric_sum(lib.parse_metrics(text), "nv_inference_pending_request_count", model=model, version="1")
+    return lib.metric_sum(lib.scrape_metrics(srv), "nv_inference_pending_request_count", model=model, version="1")
 
 
 def await_pending(srv, model, n, holder=None):

@@ -5,9 +5,7 @@ with a GPU (the device suite) a made-up handle is refused by the runtime instead
 checks real regions there."""
 
 import base64
-import http.client
 import json
-import urllib.parse
 
 import pytest
 import tritonclient.grpc as grpcclient
@@ -28,9 +26,7 @@ def cs_server(repo_dir):
 
 @pytest.fixture(scope="module")
 def cc(cs_server):
-    c = grpcclient.InferenceServerClient(url=cs_server.grpc_url)
-    yield c
-    c.close()
+    yield from lib.grpc_client(cs_server)
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +48,7 @@ def _err(fn):
 
 
 def _http(server, method, path, body=None):
-    u = urllib.parse.urlparse(server.http_url)
-    status, _, raw = lib.http_request(http.client.HTTPConnection(u.hostname, u.port, timeout=30), method, path, body)
+    status, _, raw = lib.http_call(server, method, path, body)
     return status, raw
 
 

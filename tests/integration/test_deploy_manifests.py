@@ -387,9 +387,7 @@ def exposed_metrics(server):
     inp.set_data_from_numpy(np.ones((1, 16), np.float32))
     c.infer("identity", [inp])
     c.close()
-    st, body = lib.http_get(server.http_url + "/metrics")
-    assert st == 200
-    samples = lib.parse_metrics(body)
+    samples = lib.scrape_metrics(server)
     return {n for n, _, _ in samples}, {k for _, l, _ in samples for k in l}
 
 

@@ -199,18 +199,10 @@ def _gpu_server_still_up(request):
 
 @pytest.fixture(scope="module")
 def gclient(gpu_server):
-    c = grpcclient.InferenceServerClient(url=gpu_server.grpc_url)
-    yield c
-    c.close()
+    yield from lib.grpc_client(gpu_server)
 
 
 # --- helpers
-
-def _metrics(srv):
-    status, text = lib.http_get(srv.http_url + "/metrics")
-    assert status == 200, text[:500]
-    return lib.parse_metrics(text)
-
 
 def _inst(samples, name, model):
     """One GPU instance metric of model (version 1, instance 0, GPU 0); asserts the sample exists."""
@@ -218,12 +210,6 @@ def _inst(samples, name, model):
     assert lib.metric_present(samples, name, **lab), "no %s%s in /metrics: %s" % (
         name, lab, sorted({n for n, _, _ in samples}))
     return lib.metric_sum(samples, name, **lab)
-
-
-def _stats(client, model):
-    ms = [m for m in client.get_inference_statistics(model, "1").model_stats if m.name == model and m.version == "1"]
-    assert len(ms) == 1, ms
-    return ms[0]
 
 
 def _assert_rel(got, want, tol, what):
@@ -250,7 +236,7 @@ PRECISION_TOL = {"g_mlp_fp32": None, "g_nograph": None, "g_mlp_tf32": 1e-2, "g_m
 
 
 def test_precisions_match_onnxruntime(gpu_server, gclient, gspecs, goracle, rng):
-    m0 = _metrics(gpu_server)
+    m0 = lib.scrape_metrics(gpu_server)
     got_by_model = {name: [] for name in PRECISION_TOL}
     cases = []
     for b in range(1, MBS + 1):
@@ -276,7 +262,7 @@ def test_precisions_match_onnxruntime(gpu_server, gclient, gspecs, goracle, rng)
         np.testing.assert_array_equal(got_by_model["g_nograph"][b], got_by_model["g_mlp_fp32"][b],
                                       err_msg="graph replay vs plain launches, batch %d" % (b + 1))
     # Every batch size of 1..max_batch_size ran without a device allocation.
-    m1 = _metrics(gpu_server)
+    m1 = lib.scrape_metrics(gpu_server)
     for name in PRECISION_TOL:
         a0 = _inst(m0, "inferd_instance_device_allocations_total", name)
         assert a0 >= 1, "%s: no load-time allocation counted" % name
@@ -354,21 +340,21 @@ def test_failed_gpu_models_beside_serving_ones(gpu_server, gclient, gspecs, gora
     _, got = lib.infer(gclient, "g_mlp_fp32", feeds)
     lib.check_outputs(got, goracle.run("g_mlp_fp32", feeds), gspecs["g_mlp_fp32"], what="beside the failed models")
     # Failed models have no instances: no GPU instance metric for them.
-    samples = _metrics(gpu_server)
+    samples = lib.scrape_metrics(gpu_server)
     for name in ("g_bogus", "g_oom", "g_badtune"):
         assert not lib.metric_present(samples, "inferd_instance_batches_total", model=name), name
 
 
 def test_cuda_graphs_on_and_off(gpu_server, gclient, gspecs, goracle, rng):
     names = ("g_mlp_fp32", "g_nograph")
-    m0 = _metrics(gpu_server)
+    m0 = lib.scrape_metrics(gpu_server)
     batches = [1, 8, 3, 5, 1, 8, 2, 7, 4, 6]   # sequential from one client: each runs as its own batch
     for name in names:
         for b in batches:
             feeds = lib.random_inputs(gspecs[name], rng, b)
             _, got = lib.infer(gclient, name, feeds)
             lib.check_outputs(got, goracle.run(name, feeds), gspecs[name], what="%s batch %d" % (name, b))
-    m1 = _metrics(gpu_server)
+    m1 = lib.scrape_metrics(gpu_server)
 
     def d(name, model):
         return _inst(m1, name, model) - _inst(m0, name, model)
@@ -412,14 +398,14 @@ def test_no_device_allocation_on_the_request_path(gpu_server, gclient, gspecs, g
     for k in range(CONCURRENT_REQUESTS):
         feeds, want = pool[int(rng.integers(len(pool)))]
         work[k % CONCURRENT_CLIENTS].append((k, feeds, want))
-    m0, st0 = _metrics(gpu_server), _stats(gclient, model)
+    m0, st0 = lib.scrape_metrics(gpu_server), lib.model_stats(gclient, model)
     allocs0 = _inst(m0, "inferd_instance_device_allocations_total", model)
     with cf.ThreadPoolExecutor(CONCURRENT_CLIENTS) as ex:
         futs = [ex.submit(_concurrent_worker, gpu_server.grpc_url, w) for w in work]
         done, not_done = cf.wait(futs, timeout=300)
         assert not not_done, "%d clients did not finish in 300s" % len(not_done)
         rows = sum(f.result() for f in futs)   # re-raises the first wrong answer
-    m1, st1 = _metrics(gpu_server), _stats(gclient, model)
+    m1, st1 = lib.scrape_metrics(gpu_server), lib.model_stats(gclient, model)
     assert _inst(m1, "inferd_instance_device_allocations_total", model) == allocs0, "allocation on the request path"
     busy = "inferd_instance_busy_seconds_total"
     assert _inst(m1, busy, model) > _inst(m0, busy, model)
@@ -456,17 +442,17 @@ def test_cuda_fault_recovery(tmp_path, rng):
             else:
                 _, got = lib.infer(c, model, feeds)
                 lib.check_outputs(got, oracle.run(model, feeds), spec, what="request %d" % k)
-            m = _metrics(srv)
+            m = lib.scrape_metrics(srv)
             health.append((_inst(m, "inferd_instance_healthy", model),
                            _inst(m, "inferd_instance_recreations_total", model)))
         # Unhealthy from a failure until the next batch recreates the instance (lazily, before running it).
         want = [(1, 0)] * 4 + [(0, 0)] + [(1, 1)] * 4 + [(0, 1)] + [(1, 2)] * 2
         assert health == [(float(h), float(r)) for h, r in want], health
-        m = _metrics(srv)
+        m = lib.scrape_metrics(srv)
         assert _inst(m, "inferd_instance_recreations_total", model) == 2
         assert _inst(m, "inferd_instance_healthy", model) == 1
         assert _inst(m, "inferd_instance_batches_total", model) == 2   # the current engine's: requests 11, 12
-        st = _stats(c, model)
+        st = lib.model_stats(c, model)
         assert st.inference_stats.success.count == FAULT_REQUESTS - len(FAULTY)
         assert st.inference_stats.fail.count == len(FAULTY)
         assert st.execution_count == FAULT_REQUESTS - len(FAULTY)
@@ -518,7 +504,7 @@ def _smi_used_mib(gpu):
 
 
 def _gpu_mem(client, model):
-    return {m.id: m.byte_size for m in _stats(client, model).memory_usage if m.type == "GPU"}
+    return {m.id: m.byte_size for m in lib.model_stats(client, model).memory_usage if m.type == "GPU"}
 
 
 def _wide_load(url, specs, oracle, rng, n, tol):
@@ -567,7 +553,7 @@ def test_weights_once_per_device(tmp_path, rng):
                 _wide_load(srv.grpc_url, specs, oracle, rng, 96, {"g_wide": 1e-4, "g_wide_fp16": 1e-2})
                 mem[count] = _gpu_mem(c, "g_wide")
                 if count == WIDE_COUNT:   # every instance served: the load reached the sharing ones too
-                    m = _metrics(srv)
+                    m = lib.scrape_metrics(srv)
                     for k in range(count):
                         lab = {"model": "g_wide", "version": "1", "model_instance": str(k), "gpu": "0"}
                         assert lib.metric_sum(m, "inferd_instance_batches_total", **lab) > 0, (k, lab)
@@ -647,7 +633,7 @@ def test_instances_on_two_gpus(tmp_path, rng):
         with cf.ThreadPoolExecutor(CONCURRENT_CLIENTS) as ex:
             for f in [ex.submit(_two_gpu_worker, srv.grpc_url, c) for c in chunks]:
                 f.result(timeout=300)
-        m = _metrics(srv)
+        m = lib.scrape_metrics(srv)
         per_gpu = {}
         for gpu in ("0", "1"):
             lab = {"model": "g_two", "version": "1", "gpu": gpu}

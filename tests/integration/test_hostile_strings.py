@@ -9,6 +9,8 @@ import grpc
 import numpy as np
 import pytest
 
+import inferd_testlib as lib
+
 SVC = "/inference.GRPCInferenceService/"
 MARK = "ZZZZ"  # replaced by broken bytes after serialisation (Python's protobuf refuses them)
 BROKEN = [b"\xff\xfe", b"\xc0\xaf", b"\xed\xa0\x80", b"ok\xe2\x82"]  # not UTF-8, overlong, surrogate, cut
@@ -222,16 +224,8 @@ def test_stream_refuses_nul_model_name(channel, pb, rng):
 
 
 def _rest(srv, method, path, body=None):
-    import http.client
-    import urllib.parse
-    u = urllib.parse.urlparse(srv.http_url)
-    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-    try:
-        c.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        c.close()
+    status, _, raw = lib.http_call(srv, method, path, body, {"Content-Type": "application/json"} if body else None)
+    return status, raw
 
 
 def test_rest_refuses_nul(server, rng):

@@ -58,14 +58,8 @@ def _request(k):
 REQ_BYTES = _request(0).ByteSize()
 
 
-def _metrics(srv):
-    st, body = lib.http_get(srv.http_url + "/metrics")
-    assert st == 200, body
-    return lib.parse_metrics(body)
-
-
 def _gauge(srv):
-    return lib.metric_sum(_metrics(srv), "inferd_inflight_request_bytes")
+    return lib.metric_sum(lib.scrape_metrics(srv), "inferd_inflight_request_bytes")
 
 
 def _await(pred, what, timeout=20.0):
@@ -88,7 +82,7 @@ def budget_server(start_server, hold_repo):
 
 def test_budget_refuses_past_limit_on_every_front_and_releases(budget_server):
     srv, budget = budget_server
-    assert lib.metric_sum(_metrics(srv), "inferd_inflight_request_bytes_limit") == budget
+    assert lib.metric_sum(lib.scrape_metrics(srv), "inferd_inflight_request_bytes_limit") == budget
     ch = grpc.insecure_channel(srv.grpc_url)
     stub = service_pb2_grpc.GRPCInferenceServiceStub(ch)
     held = [stub.ModelInfer.future(_request(k), timeout=60) for k in range(3)]
@@ -123,7 +117,7 @@ def test_budget_refuses_past_limit_on_every_front_and_releases(budget_server):
         assert y.shape == (WIDTH,) and np.all(y == k), k
     _await(lambda: _gauge(srv) == 0, "the gauge back to 0")
 
-    s = _metrics(srv)
+    s = lib.scrape_metrics(srv)
     assert lib.metric_sum(s, "inferd_inflight_request_rejected_total") == 3
     assert lib.metric_sum(s, "nv_inference_request_failure", model=MODEL, reason="REJECTED") == 3
     assert lib.metric_sum(s, "nv_inference_request_success", model=MODEL) == 3
@@ -167,7 +161,7 @@ def test_one_request_larger_than_the_budget_is_served_alone(start_server, hold_r
 
 def test_default_and_bad_values(start_server, hold_repo):
     srv = start_server([], repo=hold_repo)
-    limit = lib.metric_sum(_metrics(srv), "inferd_inflight_request_bytes_limit")
+    limit = lib.metric_sum(lib.scrape_metrics(srv), "inferd_inflight_request_bytes_limit")
     assert (128 << 20) <= limit <= (512 << 20), limit
     srv.stop()
     srv.assert_clean_exit()

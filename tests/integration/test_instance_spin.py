@@ -1,5 +1,5 @@
 """parameters { key: "instance_spin_us" }: an instance's threads watch for work for that long before they sleep
-(engine/model.c wait_spin). What can break is the hand-off itself: a job posted while the thread spins, while it
+(engine/model_run.c wait_spin). What can break is the hand-off itself: a job posted while the thread spins, while it
 goes to sleep, or to a thread that stopped spinning, must still run, once, and its answer reach the client. So
 many concurrent clients on a dynamically batched model with two spinning CPU instances, every answer checked
 against onnxruntime; a bad value fails that model's load alone, saying why."""

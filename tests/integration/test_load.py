@@ -224,9 +224,7 @@ def test_request_errors_counted_by_status(server, tmp_path, mode):
 
 def server_counts(srv, model):
     """(success, {failure reason: count}, pending) of model from the server's /metrics."""
-    status, text = lib.http_get(srv.http_url + "/metrics")
-    assert status == 200, text
-    samples = lib.parse_metrics(text)
+    samples = lib.scrape_metrics(srv)
     fails = {l["reason"]: v for n, l, v in samples if n == "nv_inference_request_failure" and l.get("model") == model}
     return (lib.metric_sum(samples, "nv_inference_request_success", model=model), fails,
             lib.metric_sum(samples, "nv_inference_pending_request_count", model=model))
@@ -543,9 +541,7 @@ def shm_objects(prefix):
 
 def served(srv, model):
     """The server's successful requests for model, from its /metrics."""
-    status, text = lib.http_get(srv.http_url + "/metrics")
-    assert status == 200
-    return lib.metric_sum(lib.parse_metrics(text), "nv_inference_request_success", model=model)
+    return lib.metric_sum(lib.scrape_metrics(srv), "nv_inference_request_success", model=model)
 
 
 def run_until(proc, ready, act, timeout=30):

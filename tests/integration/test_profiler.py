@@ -29,13 +29,6 @@ HIST_SLACK = 1.01  # log-linear histograms are within 0.4% of the sample; bounds
 
 # --- helpers
 
-def _stats(client, model="mlp", version="1"):
-    resp = client.get_inference_statistics(model, version)
-    ms = [m for m in resp.model_stats if m.name == model and m.version == version]
-    assert len(ms) == 1, "statistics for %s v%s: %s" % (model, version, resp)
-    return ms[0]
-
-
 def _metrics_text(server):
     status, text = lib.http_get(server.http_url + "/metrics")
     assert status == 200, text[:500]
@@ -142,9 +135,9 @@ def test_metrics_histogram_format(server):
 
 
 def test_metrics_histogram_deltas(server, client, specs, oracle, rng):
-    st0, m0 = _stats(client), lib.parse_metrics(_metrics_text(server))
+    st0, m0 = lib.model_stats(client, "mlp"), lib.parse_metrics(_metrics_text(server))
     walls = _send_one_at_a_time(client, specs, oracle, rng, K)
-    m1, st1 = lib.parse_metrics(_metrics_text(server)), _stats(client)
+    m1, st1 = lib.parse_metrics(_metrics_text(server)), lib.model_stats(client, "mlp")
     execs = st1.execution_count - st0.execution_count
     infers = st1.inference_count - st0.inference_count
     assert execs == K and infers == K, "ModelStatistics: %d executions, %d inferences for %d requests" % (
@@ -190,11 +183,11 @@ def test_metrics_histogram_deltas(server, client, specs, oracle, rng):
 
 def test_metrics_batch_size_multi_row(server, client, specs, oracle, rng):
     """One request of R rows is one execution of size R: the le=R bucket moves, le=R/2 does not."""
-    m0, st0 = lib.parse_metrics(_metrics_text(server)), _stats(client)
+    m0, st0 = lib.parse_metrics(_metrics_text(server)), lib.model_stats(client, "mlp")
     feeds = lib.random_inputs(specs["mlp"], rng, 4)
     _, got = lib.infer(client, "mlp", feeds)
     lib.check_outputs(got, oracle.run("mlp", feeds), specs["mlp"])
-    m1, st1 = lib.parse_metrics(_metrics_text(server)), _stats(client)
+    m1, st1 = lib.parse_metrics(_metrics_text(server)), lib.model_stats(client, "mlp")
     assert st1.execution_count - st0.execution_count == 1
     b0, b1 = _hist(m0, BATCH_HIST, **MLP), _hist(m1, BATCH_HIST, **MLP)
     assert b1["count"] - b0["count"] == 1
@@ -246,7 +239,7 @@ def test_dashboard_json_shape(server, client, specs):
         assert _is_num(m["throughput_rps"]) and m["throughput_rps"] >= 0, (what, m["throughput_rps"])
         assert _is_num(m["rows_per_s"]) and m["rows_per_s"] >= m["throughput_rps"], (what, m["rows_per_s"])
         assert _is_int(m["queue_depth"]) and m["queue_depth"] == 0, (what, m["queue_depth"])  # nothing in flight
-        st = _stats(client, m["name"], str(m["version"]))
+        st = lib.model_stats(client, m["name"], str(m["version"]))
         assert _is_int(m["success"]) and m["success"] == st.inference_stats.success.count, (
             what, m["success"], st.inference_stats.success.count)
         assert _is_int(m["failure"]) and m["failure"] == st.inference_stats.fail.count, (
@@ -265,9 +258,9 @@ def test_dashboard_json_shape(server, client, specs):
 
 
 def test_dashboard_json_deltas(server, client, specs, oracle, rng):
-    d0, st0 = _dashboard(server), _stats(client)
+    d0, st0 = _dashboard(server), lib.model_stats(client, "mlp")
     _send_one_at_a_time(client, specs, oracle, rng, K)
-    d1, st1 = _dashboard(server), _stats(client)
+    d1, st1 = _dashboard(server), lib.model_stats(client, "mlp")
     e0, e1 = _dash_entry(d0, "mlp", "1"), _dash_entry(d1, "mlp", "1")
     assert d1["time_ms"] >= d0["time_ms"]
     assert e1["success"] - e0["success"] == K
@@ -297,7 +290,7 @@ def test_dashboard_json_private_server_exact_latency_bounds(start_server, specs,
     with grpcclient.InferenceServerClient(url=srv.grpc_url) as c:
         walls = _send_one_at_a_time(c, specs, oracle, rng, K)
         d1 = _dashboard(srv)
-        st = _stats(c)
+        st = lib.model_stats(c, "mlp")
     e1 = _dash_entry(d1, "mlp", "1")
     assert e1["success"] == K == st.inference_stats.success.count
     assert _batch_map(e1) == {1: K}, e1["batch_sizes"]

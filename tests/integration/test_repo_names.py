@@ -6,7 +6,6 @@ later: one warning, not one per poll) and explicit mode (a load request or --loa
 without echoing it).
 """
 
-import http.client
 import json
 import os
 import shutil
@@ -63,9 +62,7 @@ def _strict_text(raw):
 
 
 def _http(srv, method, path, body=None):
-    conn = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=30)
-    return lib.http_request(conn, method, path, body=body,
-                            headers={"Content-Type": "application/json"} if body is not None else None)
+    return lib.http_call(srv, method, path, body, {"Content-Type": "application/json"} if body is not None else None)
 
 
 def _warnings(srv):

@@ -5,7 +5,6 @@ REST requests run through the gRPC path (same validation and scheduler), so valu
 must agree with what the gRPC suite checks."""
 
 import asyncio
-import http.client
 import json
 import os
 import re
@@ -33,14 +32,6 @@ def hclient(server):
     c = httpclient.InferenceServerClient(url=server.http_url[len("http://"):], concurrency=4)
     yield c
     c.close()
-
-
-def _http(server, method, path, body=None, headers=None):
-    """(status, headers, body bytes) over a plain http.client connection."""
-    u = urllib.parse.urlparse(server.http_url)
-    return lib.http_request(http.client.HTTPConnection(u.hostname, u.port, timeout=30), method, path, body, headers)
-
-
 
 
 # --- health, metadata, config, index
@@ -71,15 +62,15 @@ def test_model_ready_and_unknown_model(hclient, server):
     assert hclient.is_model_ready("mlp")
     assert hclient.is_model_ready("versioned", "2")
     assert not hclient.is_model_ready("no_such_model")
-    status, _, body = _http(server, "GET", "/v2/models/no_such_model/ready")
+    status, _, body = lib.http_call(server, "GET", "/v2/models/no_such_model/ready")
     assert status == 404 and "no_such_model" in lib.rest_error(body)
-    status, _, body = _http(server, "GET", "/v2/models/no_such_model")
+    status, _, body = lib.http_call(server, "GET", "/v2/models/no_such_model")
     assert status == 404 and "no_such_model" in lib.rest_error(body)
-    status, _, body = _http(server, "GET", "/v2/models/versioned/versions/99")
+    status, _, body = lib.http_call(server, "GET", "/v2/models/versioned/versions/99")
     assert status == 404, body
     lib.rest_error(body)
     # a model that failed to load
-    status, _, body = _http(server, "GET", "/v2/models/bad_config/ready")
+    status, _, body = lib.http_call(server, "GET", "/v2/models/bad_config/ready")
     assert status in (503, 404), body
 
 
@@ -96,7 +87,7 @@ def test_model_config(hclient, specs):
 
 
 def test_repository_index(server):
-    status, _, body = _http(server, "POST", "/v2/repository/index", body=b"{}")
+    status, _, body = lib.http_call(server, "POST", "/v2/repository/index", body=b"{}")
     assert status == 200, body
     idx = json.loads(body)
     states = {(m["name"], m.get("version")): m["state"] for m in idx}
@@ -104,7 +95,7 @@ def test_repository_index(server):
     assert states[("versioned", "2")] == "READY" and states[("versioned", "3")] == "READY"
     bad = [m for m in idx if m["name"] == "bad_config"]
     assert bad and bad[0]["state"] == "UNAVAILABLE" and bad[0]["reason"]
-    status, _, body = _http(server, "POST", "/v2/repository/index", body=b'{"ready": true}')
+    status, _, body = lib.http_call(server, "POST", "/v2/repository/index", body=b'{"ready": true}')
     assert status == 200
     ready = json.loads(body)
     assert all(m["state"] == "READY" for m in ready) and len(ready) < len(idx)
@@ -162,13 +153,13 @@ def test_fp16_binary_only(hclient, server, specs, oracle, rng):
     lib.check_outputs({"Y16": res.as_numpy("Y16")}, oracle.run("fp16_io", feeds), spec, what="fp16_io binary")
     # FP16 as JSON is refused with a reason, in both directions
     body = json.dumps({"inputs": [{"name": "X16", "shape": [1, 64], "datatype": "FP16", "data": [0.5] * 64}]})
-    status, _, raw = _http(server, "POST", "/v2/models/fp16_io/infer", body=body)
+    status, _, raw = lib.http_call(server, "POST", "/v2/models/fp16_io/infer", body=body)
     assert status == 400 and "binary_data_size" in lib.rest_error(raw)
     x = feeds["X16"][:1]
     hdr = json.dumps({"inputs": [{"name": "X16", "shape": [1, 64], "datatype": "FP16",
                                   "parameters": {"binary_data_size": x.nbytes}}],
                       "outputs": [{"name": "Y16", "parameters": {"binary_data": False}}]}).encode()
-    status, _, raw = _http(server, "POST", "/v2/models/fp16_io/infer", body=hdr + x.tobytes(),
+    status, _, raw = lib.http_call(server, "POST", "/v2/models/fp16_io/infer", body=hdr + x.tobytes(),
                            headers={"Inference-Header-Content-Length": str(len(hdr))})
     assert status == 400 and "binary_data" in lib.rest_error(raw)
 
@@ -180,7 +171,7 @@ def test_nested_data_and_raw_binary_response(server, specs, oracle, rng):
     body = {"id": "nested", "parameters": {"binary_data_output": True, "priority": 0},
             "inputs": [{"name": n, "shape": list(a.shape), "datatype": "FP32", "data": a.tolist()}
                        for n, a in feeds.items()]}
-    status, headers, raw = _http(server, "POST", "/v2/models/ops_elementwise/infer", body=json.dumps(body))
+    status, headers, raw = lib.http_call(server, "POST", "/v2/models/ops_elementwise/infer", body=json.dumps(body))
     assert status == 200, raw
     hlen = int(headers["Inference-Header-Content-Length"])
     head = json.loads(raw[:hlen])
@@ -321,28 +312,28 @@ def test_pipelined_requests_answered_in_order(server, specs):
      "99"),
 ])
 def test_bad_requests(server, path, body, headers, status, needle):
-    got, h, raw = _http(server, "POST", path, body=body, headers=headers)
+    got, h, raw = lib.http_call(server, "POST", path, body=body, headers=headers)
     assert got == status, raw
     assert h["Content-Type"] == "application/json"
     assert needle in lib.rest_error(raw)
 
 
 def test_methods_and_routes(server):
-    status, _, raw = _http(server, "GET", "/v2/models/mlp/infer")
+    status, _, raw = lib.http_call(server, "GET", "/v2/models/mlp/infer")
     assert status == 405
     lib.rest_error(raw)
-    status, _, raw = _http(server, "POST", "/v2/models/mlp")
+    status, _, raw = lib.http_call(server, "POST", "/v2/models/mlp")
     assert status == 405
-    status, _, raw = _http(server, "GET", "/v2/models/mlp/nothing_here")
+    status, _, raw = lib.http_call(server, "GET", "/v2/models/mlp/nothing_here")
     assert status == 404
     lib.rest_error(raw)
     # model control is another piece of work: a clear answer until then
-    status, _, raw = _http(server, "POST", "/v2/repository/models/mlp/load", body=b"{}")
+    status, _, raw = lib.http_call(server, "POST", "/v2/repository/models/mlp/load", body=b"{}")
     # server/core/control.c answers load/unload; the shared server runs in none mode, as Triton refuses them there
     assert status == 503 and "--model-control-mode" in lib.rest_error(raw)
     # health and metrics still answered by the plain endpoint
-    assert _http(server, "GET", "/v2/health/ready")[0] == 200
-    assert _http(server, "GET", "/metrics")[0] == 200
+    assert lib.http_call(server, "GET", "/v2/health/ready")[0] == 200
+    assert lib.http_call(server, "GET", "/metrics")[0] == 200
 
 
 def test_failed_rest_request_is_counted(server, hclient):
@@ -351,7 +342,7 @@ def test_failed_rest_request_is_counted(server, hclient):
         return st["inference_stats"]["fail"]["count"]
     f0 = fails()
     body = json.dumps({"inputs": [{"name": "V_X", "shape": [1, 3], "datatype": "FP32", "data": [1] * 3}]})
-    assert _http(server, "POST", "/v2/models/versioned/infer", body=body)[0] == 400
+    assert lib.http_call(server, "POST", "/v2/models/versioned/infer", body=body)[0] == 400
     assert fails() - f0 == 1
 
 
@@ -364,13 +355,13 @@ def test_large_json_body(hclient, server, specs, oracle, rng):
     body = json.dumps({"inputs": [{"name": "INPUT0", "shape": list(feeds["INPUT0"].shape), "datatype": "FP32",
                                    "data": feeds["INPUT0"].ravel().tolist()}]}).encode()
     assert len(body) > (1 << 20)
-    status, _, raw = _http(server, "POST", "/v2/models/mlp/infer", body=body)
+    status, _, raw = lib.http_call(server, "POST", "/v2/models/mlp/infer", body=body)
     assert status == 200, raw[:300]
     res = json.loads(raw)
     got = np.array(res["outputs"][0]["data"], np.float32).reshape(res["outputs"][0]["shape"])
     lib.assert_close(got, oracle.run("mlp", feeds)["OUTPUT0"], spec["rtol"], what="large JSON")
     # the plain routes keep 1 MiB
-    status, _, _ = _http(server, "POST", "/v2/repository/index", body=b" " * ((1 << 20) + 1))
+    status, _, _ = lib.http_call(server, "POST", "/v2/repository/index", body=b" " * ((1 << 20) + 1))
     assert status == 413
 
 
@@ -382,10 +373,10 @@ def test_infer_body_limit_is_configurable(start_server, specs, rng):
     big = json.dumps({"inputs": [{"name": "INPUT0", "shape": list(x.shape), "datatype": "FP32",
                                   "data": x.ravel().tolist()}] * 1}).encode()
     assert (1 << 20) < len(big) < (2 << 20)
-    assert _http(srv, "POST", "/v2/models/mlp/infer", body=big)[0] == 200
+    assert lib.http_call(srv, "POST", "/v2/models/mlp/infer", body=big)[0] == 200
     hdr = json.dumps({"inputs": [{"name": "INPUT0", "shape": list(x.shape), "datatype": "FP32",
                                   "parameters": {"binary_data_size": x.nbytes * 9}}]}).encode()
-    status, _, _ = _http(srv, "POST", "/v2/models/mlp/infer", body=hdr + np.tile(x, (9, 1)).tobytes(),
+    status, _, _ = lib.http_call(srv, "POST", "/v2/models/mlp/infer", body=hdr + np.tile(x, (9, 1)).tobytes(),
                          headers={"Inference-Header-Content-Length": str(len(hdr))})
     assert status == 413
     assert srv.alive()
@@ -457,7 +448,7 @@ def test_int64_and_bool(start_server, tmp_path, rng):
         # a bool input given numbers is refused
         body = json.dumps({"inputs": [{"name": "I", "shape": [1, 4], "datatype": "INT64", "data": [1, 2, 3, 4]},
                                       {"name": "B", "shape": [1, 4], "datatype": "BOOL", "data": [1, 0, 1, 0]}]})
-        status, _, raw = _http(srv, "POST", "/v2/models/typed/infer", body=body)
+        status, _, raw = lib.http_call(srv, "POST", "/v2/models/typed/infer", body=body)
         assert status == 400 and "not a bool" in lib.rest_error(raw)
     finally:
         c.close()
@@ -470,7 +461,7 @@ def test_int64_and_bool(start_server, tmp_path, rng):
 def test_system_shared_memory(start_server, server, specs, oracle, rng):
     import tritonclient.utils.shared_memory as shm
     # off by default: a clear refusal
-    status, _, raw = _http(server, "POST", "/v2/systemsharedmemory/region/r/register",
+    status, _, raw = lib.http_call(server, "POST", "/v2/systemsharedmemory/region/r/register",
                            body=json.dumps({"key": "/inferd_nope", "offset": 0, "byte_size": 64}))
     assert status == 400 and "--allow-client-shm" in lib.rest_error(raw)
 
@@ -520,7 +511,7 @@ def test_broken_utf8_in_the_path_answers_valid_json(server, method, path):
     error ("unknown model '\\xff\\xfe'"), which is then not JSON (RFC 8259: UTF-8) and breaks the client's parser.
     Any 4xx is right; the body must decode as UTF-8 and parse."""
     body = json.dumps({"inputs": []}) if method == "POST" else None
-    status, _, raw = _http(server, method, path, body=body)
+    status, _, raw = lib.http_call(server, method, path, body=body)
     assert 400 <= status < 500, (status, raw)
     lib.rest_error(raw.decode("utf-8"))  # strict: raises on a broken byte
 
@@ -535,7 +526,7 @@ def test_broken_utf8_in_the_json_body_answers_valid_json(server, where):
     raw = json.dumps(req).encode()
     mark = {"datatype": b'"FP32"', "name": b'"INPUT0"', "id": b'"r"', "parameter": b'"priority"'}[where]
     raw = raw.replace(mark, mark[:-1] + b'\xff\xfe"', 1)
-    status, _, body = _http(server, "POST", "/v2/models/mlp/infer", body=raw)
+    status, _, body = lib.http_call(server, "POST", "/v2/models/mlp/infer", body=raw)
     assert status == 400, (status, body)
     assert "UTF-8" in lib.rest_error(body.decode("utf-8"))
 
@@ -548,7 +539,7 @@ def test_shm_register_numbers_out_of_range(server, field, value):
     [0, 2^64): anything else is refused with 400 before the request goes anywhere."""
     body = {"key": "/inferd_nope", "offset": 0, "byte_size": 64}
     body[field] = value
-    status, _, raw = _http(server, "POST", "/v2/systemsharedmemory/region/r/register", body=json.dumps(body))
+    status, _, raw = lib.http_call(server, "POST", "/v2/systemsharedmemory/region/r/register", body=json.dumps(body))
     assert status == 400, (status, raw)
     assert "integer" in lib.rest_error(raw), raw
 
@@ -561,7 +552,7 @@ def test_json_data_out_of_range_for_its_datatype(server, datatype, value):
     fraction for an integer type was cut. Refused with 400 naming the element, before any other check."""
     body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": datatype,
                                    "data": [0, 1, value, 2]}]})
-    status, _, raw = _http(server, "POST", "/v2/models/mlp/infer", body=body)
+    status, _, raw = lib.http_call(server, "POST", "/v2/models/mlp/infer", body=body)
     assert status == 400, (status, raw)
     msg = lib.rest_error(raw)
     assert "element 2" in msg and datatype in msg, msg

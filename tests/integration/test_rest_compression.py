@@ -6,11 +6,9 @@ request/response_compression_algorithm, curl --compressed, and raw HTTP for the 
 against onnxruntime."""
 
 import gzip
-import http.client
 import json
 import os
 import subprocess
-import urllib.parse
 import zlib
 
 import numpy as np
@@ -30,8 +28,7 @@ def hclient(server):
 
 
 def _http(server, method, path, body=None, headers=None):
-    u = urllib.parse.urlparse(server.http_url)
-    return lib.http_request(http.client.HTTPConnection(u.hostname, u.port, timeout=60), method, path, body, headers)
+    return lib.http_call(server, method, path, body, headers, timeout=60)
 
 
 

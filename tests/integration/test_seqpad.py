@@ -158,9 +158,7 @@ def settle(client, model, requests):
 
 
 def pending(env, model):
-    status, text = lib.http_get(env.srv.http_url + "/metrics")
-    assert status == 200
-    return lib.metric_sum(lib.parse_metrics(text), "nv_inference_pending_request_count", model=model, version="1")
+    return lib.metric_sum(lib.scrape_metrics(env.srv), "nv_inference_pending_request_count", model=model, version="1")
 
 
 def await_pending(env, model, n):

@@ -19,11 +19,7 @@ import inferd_testlib as lib
 def shm_repo(tmp_path_factory):
     """The seed mlp, the two-input elementwise model and the batching models (bt_pref4 batches by four)."""
     g = lib.gen_models
-    d = str(tmp_path_factory.mktemp("shm_repo"))
-    repo = g.Repo(d)
-    for add in (g.add_mlp, g.add_ops_elementwise, g.add_batching):
-        add(repo)
-    return d, repo.specs
+    return lib.generated_repo(tmp_path_factory, "shm_repo", (g.add_mlp, g.add_ops_elementwise, g.add_batching))
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +39,7 @@ def shm_server(shm_repo):
 
 @pytest.fixture(scope="module")
 def sc(shm_server):
-    c = grpcclient.InferenceServerClient(url=shm_server.grpc_url)
-    yield c
-    c.close()
+    yield from lib.grpc_client(shm_server)
 
 
 @pytest.fixture

@@ -21,11 +21,7 @@ SHRANK = "shrank below its registered size"
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     g = lib.gen_models
-    d = str(tmp_path_factory.mktemp("shm_sigbus_repo"))
-    r = g.Repo(d)
-    for add in (g.add_mlp, g.add_batching):
-        add(r)
-    return d, r.specs
+    return lib.generated_repo(tmp_path_factory, "shm_sigbus_repo", (g.add_mlp, g.add_batching))
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +31,7 @@ def srv(repo):
 
 @pytest.fixture(scope="module")
 def sc(srv):
-    c = grpcclient.InferenceServerClient(url=srv.grpc_url)
-    yield c
-    c.close()
+    yield from lib.grpc_client(srv)
 
 
 class Obj:

@@ -11,19 +11,6 @@ import inferd_testlib as lib
 BATCHES = [1, 2, 3, 5]  # sent one at a time from one client, so each executes alone
 
 
-def _stats(client, model, version="1"):
-    resp = client.get_inference_statistics(model, version)
-    ms = [m for m in resp.model_stats if m.name == model and m.version == version]
-    assert len(ms) == 1, "statistics for %s v%s: %s" % (model, version, resp)
-    return ms[0]
-
-
-def _metrics(server):
-    status, text = lib.http_get(server.http_url + "/metrics")
-    assert status == 200
-    return lib.parse_metrics(text)
-
-
 def _send_ok(client, specs, oracle, rng):
     for b in BATCHES:
         feeds = lib.random_inputs(specs["mlp"], rng, b)
@@ -40,10 +27,10 @@ def _send_bad(client, n):
 
 
 def test_model_statistics_deltas(client, specs, oracle, rng):
-    before, other_before = _stats(client, "mlp"), _stats(client, "ops_gemm")
+    before, other_before = lib.model_stats(client, "mlp"), lib.model_stats(client, "ops_gemm")
     _send_ok(client, specs, oracle, rng)
     _send_bad(client, 2)
-    after, other_after = _stats(client, "mlp"), _stats(client, "ops_gemm")
+    after, other_after = lib.model_stats(client, "mlp"), lib.model_stats(client, "ops_gemm")
     n = len(BATCHES)
     assert after.inference_count - before.inference_count == sum(BATCHES)
     assert after.execution_count - before.execution_count == n
@@ -68,10 +55,10 @@ def test_model_statistics_all_versions_and_unknown(client):
 
 
 def test_metrics_deltas(server, client, specs, oracle, rng):
-    m0 = _metrics(server)
+    m0 = lib.scrape_metrics(server)
     _send_ok(client, specs, oracle, rng)
     _send_bad(client, 3)
-    m1 = _metrics(server)
+    m1 = lib.scrape_metrics(server)
     lab = {"model": "mlp", "version": "1"}
 
     def d(name):
@@ -84,7 +71,7 @@ def test_metrics_deltas(server, client, specs, oracle, rng):
     fails = [l for n, l, _ in m1 if n == "nv_inference_request_failure" and l.get("model") == "mlp"]
     assert fails and all("reason" in l and l.get("version") == "1" for l in fails), fails
     # Counters agree with ModelStatistics for the same model.
-    st = _stats(client, "mlp")
+    st = lib.model_stats(client, "mlp")
     assert lib.metric_sum(m1, "nv_inference_request_success", **lab) == st.inference_stats.success.count
     assert lib.metric_sum(m1, "nv_inference_count", **lab) == st.inference_count
     assert lib.metric_sum(m1, "nv_inference_exec_count", **lab) == st.execution_count
@@ -103,11 +90,11 @@ def test_metrics_text_format(server):
 def test_metrics_cuda_shm_inputs_by_path(server, client, specs, oracle, rng):
     """inferd_cuda_shm_inputs_total has a device and a host series per loaded version; requests with
     inline inputs count in neither (CUDA regions are counted by tests/gpu/cuda_shm_check.py on a GPU)."""
-    m0 = _metrics(server)
+    m0 = lib.scrape_metrics(server)
     for path in ("device", "host"):
         assert lib.metric_present(m0, "inferd_cuda_shm_inputs_total", model="mlp", version="1", path=path), path
     _send_ok(client, specs, oracle, rng)
-    m1 = _metrics(server)
+    m1 = lib.scrape_metrics(server)
     for path in ("device", "host"):
         lab = dict(model="mlp", version="1", path=path)
         assert (lib.metric_sum(m1, "inferd_cuda_shm_inputs_total", **lab)
@@ -142,7 +129,7 @@ def test_statistics_answered_beside_inference_on_one_channel(server, client):
     import json
     import subprocess
     import sys
-    before = _stats(client, "mlp")
+    before = lib.model_stats(client, "mlp")
     probe = [sys.executable, lib.REPO_ROOT + "/tests/gpu/stats_probe.py", "--url", server.grpc_url,
              "--model", "mlp", "--concurrency", "64", "--channels", "1", "--seconds", "4",
              "--stats-deadline", "5", "--infer-deadline", "10"]
@@ -151,6 +138,6 @@ def test_statistics_answered_beside_inference_on_one_channel(server, client):
     r = json.loads(p.stdout[:p.stdout.rindex("}") + 1])
     assert r["infer_ok"] > 64 and r["stats_calls"] > 0, r
     assert r["infer_errors"] == {} and r["infer_unanswered"] == 0 and r["stats_errors"] == {} and r["stats_bad"] == 0, r
-    after = _stats(client, "mlp")
+    after = lib.model_stats(client, "mlp")
     # every answer the probe counted was a success on the server (the shared server sees nothing else now)
     assert after.inference_stats.success.count - before.inference_stats.success.count == r["infer_ok"]

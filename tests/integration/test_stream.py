@@ -22,11 +22,7 @@ import inferd_testlib as lib
 def st_repo(tmp_path_factory):
     """The seed mlp and the batching models (bt_pref4 batches by four, slow_* take a while)."""
     g = lib.gen_models
-    d = str(tmp_path_factory.mktemp("stream_repo"))
-    repo = g.Repo(d)
-    for add in (g.add_mlp, g.add_batching):
-        add(repo)
-    return d, repo.specs
+    return lib.generated_repo(tmp_path_factory, "stream_repo", (g.add_mlp, g.add_batching))
 
 
 @pytest.fixture(scope="module")
@@ -234,9 +230,7 @@ def test_cancelled_stream_leaves_the_server_serving(st_server, sspecs, soracle, 
 
 
 def _pending(srv, model):
-    status, text = lib.http_get(srv.http_url + "/metrics")
-    assert status == 200
-    return lib.metric_sum(lib.parse_metrics(text), "nv_inference_pending_request_count", model=model)
+    return lib.metric_sum(lib.scrape_metrics(srv), "nv_inference_pending_request_count", model=model)
 
 
 def test_sigterm_ends_open_streams(st_repo, sspecs, soracle, rng):

@@ -1,4 +1,4 @@
-// test_http.c: drives server/http/http.c over real sockets. The libuv loop runs on
+// test_http.c: drives server/http/http*.c (the transport) over real sockets. The libuv loop runs on
 // its own thread; the test talks to it with blocking client sockets and asks
 // it to stop through a uv_async. State shared with the loop thread is atomic.
 // Also the NUL checks of a path segment and of JSON text (no sockets).

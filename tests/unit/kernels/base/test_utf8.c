@@ -1,5 +1,5 @@
 // test_utf8.c: kernels/base/utf8.c's escapes for text quoted back to clients
-// and into logs: line separators, bidi controls and C1 controls hide in a
+// (utf8_escape_controls) and into logs (utf8_escape_line): line separators, bidi controls and C1 controls hide in a
 // line that is otherwise valid UTF-8.
 #include <string.h>
 
@@ -28,8 +28,23 @@ static void test_escape_controls(void) {
   CHECK_EQ_STR(out, "ab");
 }
 
+// Log lines (server/obs/log.c) escape the same bytes, and a backslash too.
+static void test_escape_line(void) {
+  char out[128];
+  const char *s = "a\n\x1b[31m\u2028\u202e\xc2\x85\xff\\ r\xc3\xa9sum\xc3\xa9";
+  utf8_escape_line(out, sizeof out, s, strlen(s));
+  CHECK_EQ_STR(out, "a\\n\\x1b[31m\\xe2\\x80\\xa8\\xe2\\x80\\xae\\xc2\\x85\\xff\\\\ r\xc3\xa9sum\xc3\xa9");
+  // a literal backslash-n from a client is not an escaped newline
+  utf8_escape_line(out, sizeof out, "x\\ny", 4);
+  CHECK_EQ_STR(out, "x\\\\ny");
+  // truncated at a whole escape: 2 bytes of room hold "a" and not half of "\\"
+  CHECK_EQ_INT(utf8_escape_line(out, 3, "a\\b", 3), 1);
+  CHECK_EQ_STR(out, "a");
+}
+
 int main(void) {
   test_hides_in_line();
   test_escape_controls();
+  test_escape_line();
   CHECK_DONE();
 }
