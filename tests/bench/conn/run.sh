@@ -68,7 +68,7 @@ for s in $shapes; do
       [ "$conns" = 8 ] && [ "$c" -lt 8 ] && continue
       "$bin/inferd-load" -u 127.0.0.1:$ip -m "$s" --concurrency-range $c --connections $conns --threads 2 \
         --shape "$shape" --duration-s "$secs" --json "$out/ld.json" >"$out/ld.txt" 2>&1
-      r=$($py -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[-1] if isinstance(d,list) else d; print(d.get("throughput", d.get("rps", 0)))' "$out/ld.json" 2>/dev/null)
+      r=$($py -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[-1] if isinstance(d,list) else d; print(d.get("throughput_rps", 0))' "$out/ld.json" 2>/dev/null)
       row "inferd-load-${conns}conn" "$s" "$c" "${r:-0}" "$bytes"
     done
   done
@@ -78,7 +78,7 @@ for s in $shapes; do
         -p $((secs * 1000)) -r 4 -s 20 -f "$out/pa.csv" >"$out/pa.txt" 2>&1 &
       pp=$!
       sleep $((secs + 1))  # how many connections it opened (tritonclient shares a channel among 6 clients)
-      n=$(ss -tn | grep -c "127.0.0.1:$ip *\$")
+      n=$(( $(ss -tn | grep -c ":$ip ") / 2 ))  # both ends are on this machine
       wait $pp
       echo "perf_analyzer $s conc $c: $n connection(s)" | tee -a "$out/pa_conns.txt"
       row perf_analyzer "$s" "$c" "$($py tests/bench/conn/conn.py pa "$out/pa.csv" 2>/dev/null || echo 0)" "$bytes"
