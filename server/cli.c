@@ -54,6 +54,11 @@ void srv_options_usage(const char *prog) {
           "                               closed; clients reconnect on their next call (default 300; 0: never)\n"
           "  --grpc-handshake-timeout SECS  a gRPC connection's handshake (TLS) must end within SECS, else\n"
           "                               it is closed (default 10)\n"
+          "  --grpc-max-frame-bytes N     largest HTTP/2 DATA frame a client may send (16384 to 16777215;\n"
+          "                               default 16384, HTTP/2's and gRPC's; larger: fewer frames per big\n"
+          "                               message, more head-of-line blocking of small ones)\n"
+          "  --grpc-stream-window-bytes N HTTP/2 receive window the server offers each call (65535 to\n"
+          "                               1073741824; default 0: gRPC's own, 64 KiB grown by its BDP probe)\n"
           "  --grpc-stream-max-queued N   ModelStreamInfer: messages one stream holds taken and not yet\n"
           "                               answered on the wire before it stops reading (default 128); it\n"
           "                               reads again at half, so a client that never reads is held by\n"
@@ -221,6 +226,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .grpc_rapid_reset_min_deadline_ms = SRV_RR_DEFAULT_MIN_DEADLINE_MS,
                      .grpc_max_idle_secs = SRV_GRPC_DEFAULT_MAX_IDLE_MS / 1000,
                      .grpc_handshake_secs = SRV_GRPC_DEFAULT_HANDSHAKE_MS / 1000,
+                     .grpc_max_frame_bytes = SRV_GRPC_DEFAULT_MAX_FRAME_BYTES,
                      .grpc_stream_max_queued = SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED,
                      .grpc_stream_max_queued_bytes = SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED_BYTES,
                      .reply_threads = -1,    // half the cores given, 2 to 8 (main.c)
@@ -292,6 +298,15 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--grpc-max-connections")) rc = parse_int(name, val, 1, 1 << 24, &o->grpc_max_connections);
     else if (!strcmp(name, "--grpc-max-connection-idle")) rc = parse_int(name, val, 0, 7 * 86400, &o->grpc_max_idle_secs);
     else if (!strcmp(name, "--grpc-handshake-timeout")) rc = parse_int(name, val, 1, 3600, &o->grpc_handshake_secs);
+    else if (!strcmp(name, "--grpc-max-frame-bytes"))
+      rc = parse_int(name, val, 16384, 16777215, &o->grpc_max_frame_bytes);  // HTTP/2's bounds (RFC 9113 6.5.2)
+    else if (!strcmp(name, "--grpc-stream-window-bytes")) {
+      rc = parse_int(name, val, 0, 1 << 30, &o->grpc_stream_window_bytes);
+      if (rc == 0 && o->grpc_stream_window_bytes > 0 && o->grpc_stream_window_bytes < 65535) {
+        fprintf(stderr, "inferd: --grpc-stream-window-bytes must be 0 (gRPC's own) or 65535 to 1073741824, got %s\n", val);
+        rc = -1;
+      }
+    }
     else if (!strcmp(name, "--grpc-stream-max-queued")) rc = parse_int(name, val, 1, 1 << 20, &o->grpc_stream_max_queued);
     else if (!strcmp(name, "--grpc-stream-max-queued-bytes"))
       rc = parse_int(name, val, 4096, INT_MAX, &o->grpc_stream_max_queued_bytes);

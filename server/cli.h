@@ -30,6 +30,8 @@ typedef struct srv_options {
   int grpc_stream_max_queued, grpc_stream_max_queued_bytes;  // --grpc-stream-max-queued(-bytes) (srv_grpc_opts)
   int grpc_max_idle_secs;       // --grpc-max-connection-idle; 0: never (srv_grpc_opts.max_idle_ms)
   int grpc_handshake_secs;      // --grpc-handshake-timeout (srv_grpc_opts.handshake_ms)
+  int grpc_max_frame_bytes;     // --grpc-max-frame-bytes (srv_grpc_opts.max_frame_bytes)
+  int grpc_stream_window_bytes; // --grpc-stream-window-bytes; 0: gRPC's own (srv_grpc_opts.stream_window_bytes)
   int grpc_max_connections;  // --grpc-max-connections; 0: srv_gacc_default_max_conns() once the limit is raised
   int reply_threads;     // --reply-threads: threads sending batches' answers; -1 auto, 0 none (replyq.h)
   int http_max_infer_body_bytes;  // body limit of POST .../infer on the HTTP port

@@ -498,6 +498,8 @@ int main(int argc, char **argv) {
                           o.grpc_rapid_reset_min_deadline_ms ? o.grpc_rapid_reset_min_deadline_ms : -1,
                       .max_idle_ms = o.grpc_max_idle_secs ? o.grpc_max_idle_secs * 1000 : -1,
                       .handshake_ms = o.grpc_handshake_secs * 1000,
+                      .max_frame_bytes = o.grpc_max_frame_bytes,
+                      .stream_window_bytes = o.grpc_stream_window_bytes,
                       .stream_max_queued = o.grpc_stream_max_queued,
                       .stream_max_queued_bytes = o.grpc_stream_max_queued_bytes,
                       .max_connections = o.grpc_max_connections ? o.grpc_max_connections : grpc_cap};

@@ -248,7 +248,7 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
 
   int max_recv = o->max_recv_bytes ? o->max_recv_bytes : DEFAULT_MAX_MSG;
   int max_send = o->max_send_bytes ? o->max_send_bytes : DEFAULT_MAX_MSG;
-  grpc_arg args[6];
+  grpc_arg args[8];
   args[0].type = GRPC_ARG_INTEGER;
   args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
   args[0].value.integer = max_recv;
@@ -277,6 +277,14 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   args[n_args].type = GRPC_ARG_INTEGER;
   args[n_args].key = GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
   args[n_args++].value.integer = o->handshake_ms > 0 ? o->handshake_ms : SRV_GRPC_DEFAULT_HANDSHAKE_MS;
+  args[n_args].type = GRPC_ARG_INTEGER;
+  args[n_args].key = GRPC_ARG_HTTP2_MAX_FRAME_SIZE;
+  args[n_args++].value.integer = o->max_frame_bytes > 0 ? o->max_frame_bytes : SRV_GRPC_DEFAULT_MAX_FRAME_BYTES;
+  if (o->stream_window_bytes > 0) {  // else gRPC's own window and its BDP probe
+    args[n_args].type = GRPC_ARG_INTEGER;
+    args[n_args].key = GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
+    args[n_args++].value.integer = o->stream_window_bytes;
+  }
   grpc_channel_args ch_args = {n_args, args};
   g->server = grpc_server_create(&ch_args, NULL);
   if (!g->server) {

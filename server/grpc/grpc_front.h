@@ -69,6 +69,8 @@ typedef struct srv_grpc_tls {
 // the HTTP port's header deadline (--http-header-timeout's 10 s) rather than gRPC's 120 s.
 #define SRV_GRPC_DEFAULT_HANDSHAKE_MS (10 * 1000)
 #define SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED_BYTES (16 << 20)
+// HTTP/2's own SETTINGS_MAX_FRAME_SIZE default, which gRPC keeps (srv_grpc_opts.max_frame_bytes).
+#define SRV_GRPC_DEFAULT_MAX_FRAME_BYTES 16384
 
 typedef struct srv_grpc_opts {
   const char *addr;      // "0.0.0.0:8001"; port 0 picks a free one
@@ -114,6 +116,13 @@ typedef struct srv_grpc_opts {
   // GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS: a connection whose handshake (a TLS ClientHello cut short,
   // say) has not finished by then is closed. 0 means SRV_GRPC_DEFAULT_HANDSHAKE_MS.
   int handshake_ms;
+  // One connection's big messages (issue 32, tests/bench/RESULTS.md "One connection, big messages"):
+  // GRPC_ARG_HTTP2_MAX_FRAME_SIZE, the largest DATA frame a client may send (fewer frames per 600 KB
+  // request when larger; 0 means SRV_GRPC_DEFAULT_MAX_FRAME_BYTES), and GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+  // the receive window offered each call (0: gRPC's own, 64 KiB that its BDP probe grows). Both stay at
+  // gRPC's defaults: neither raised one connection's rate on the dev VM; they are there to tune.
+  int max_frame_bytes;
+  int stream_window_bytes;
 } srv_grpc_opts;
 
 // Where gRPC's transport work runs, as srv_grpc_create left it.
