@@ -37,6 +37,11 @@ void srv_options_usage(const char *prog) {
           "                               larger requests get RESOURCE_EXHAUSTED\n"
           "  --reply-threads N            threads that send a finished batch's answers (default a quarter\n"
           "                               of the CQ threads, 2 to 8; 0: the thread that ran the batch sends them)\n"
+          "  --copy-threads N             threads that share a big batch's host copies with its instance\n"
+          "                               thread: gathering the inputs, packing the answers (default 4;\n"
+          "                               0: each instance thread copies alone)\n"
+          "  --copy-min-bytes N           a batch's inputs or outputs of fewer bytes are copied by its\n"
+          "                               instance thread alone (default 1048576)\n"
           "  --grpc-transport-offload BOOL let gRPC's executor threads take over a busy connection's\n"
           "                               transport work (gRPC's habit; default false: it stays on the\n"
           "                               thread that holds it, which held p99 far lower under load)\n"
@@ -230,6 +235,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .grpc_stream_max_queued = SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED,
                      .grpc_stream_max_queued_bytes = SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED_BYTES,
                      .reply_threads = -1,    // half the cores given, 2 to 8 (main.c)
+                     .copy_threads = 4, .copy_min_bytes = 1 << 20,
                      .http_max_infer_body_bytes = 64 << 20,
                      .http_header_timeout_secs = 10, .http_body_min_rate = 32768,
                      .http_max_body_bytes_in_flight = 1LL << 30, .rest_json_max_memory = 512LL << 20,
@@ -311,6 +317,8 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
     else if (!strcmp(name, "--grpc-stream-max-queued-bytes"))
       rc = parse_int(name, val, 4096, INT_MAX, &o->grpc_stream_max_queued_bytes);
     else if (!strcmp(name, "--reply-threads")) rc = parse_int(name, val, 0, 64, &o->reply_threads);
+    else if (!strcmp(name, "--copy-threads")) rc = parse_int(name, val, 0, 64, &o->copy_threads);
+    else if (!strcmp(name, "--copy-min-bytes")) rc = parse_ll(name, val, 65536, 1LL << 40, &o->copy_min_bytes);
     else if (!strcmp(name, "--http-max-infer-body-bytes"))
       rc = parse_int(name, val, 1 << 20, INT_MAX, &o->http_max_infer_body_bytes);
     else if (!strcmp(name, "--http-max-connections")) rc = parse_int(name, val, 1, 1 << 24, &o->http_max_connections);

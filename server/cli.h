@@ -34,6 +34,8 @@ typedef struct srv_options {
   int grpc_stream_window_bytes; // --grpc-stream-window-bytes; 0: gRPC's own (srv_grpc_opts.stream_window_bytes)
   int grpc_max_connections;  // --grpc-max-connections; 0: srv_gacc_default_max_conns() once the limit is raised
   int reply_threads;     // --reply-threads: threads sending batches' answers; -1 auto, 0 none (replyq.h)
+  int copy_threads;      // --copy-threads: threads sharing big batches' host copies; 0 none (copypool.h)
+  long long copy_min_bytes;  // --copy-min-bytes: smaller gathers and scatters stay on one thread
   int http_max_infer_body_bytes;  // body limit of POST .../infer on the HTTP port
   // issue 31's limits of the HTTP port (0: off, but http_max_connections 0: derived from the descriptor limit in main)
   int http_max_connections;      // --http-max-connections

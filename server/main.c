@@ -444,6 +444,9 @@ int main(int argc, char **argv) {
   if (o.allow_client_shm && srv_cuda_shm_create(&srv.cuda_shm, (size_t)o.shm_max_regions, &e) != 0) goto fail;
   srv.max_inflight_bytes = o.max_inflight_request_bytes;
   if (o.rest_json_max_memory && srv_jsonmem_create((uint64_t)o.rest_json_max_memory, &srv.jsonmem, &e) != 0) goto fail;
+  // before the scheduler, which gathers and packs batches through it
+  if (o.copy_threads > 0 && srv_copypool_create(o.copy_threads, (size_t)o.copy_min_bytes, &srv.copies, &e) != 0)
+    goto fail;
   if (srv_sched_create(srv.reg, &srv, &srv.sched, &e) != 0) goto fail;
   if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.draining,
                          &srv.control, &e) != 0)
@@ -601,6 +604,7 @@ fail:
   srv_shm_destroy(srv.shm);  // after the scheduler: no request holds a region any more
   srv_cuda_shm_destroy(srv.cuda_shm);
   srv_registry_destroy(srv.reg);
+  srv_copypool_destroy(srv.copies);  // after the instances: none gathers or packs any more
   srv_jsonmem_destroy(srv.jsonmem);  // after HTTP closed: no tree is left
   prof_gpus_destroy(srv.gpus);
   if (status == 0) srv_log(SRV_LOG_INFO, "stopped");

@@ -52,7 +52,7 @@ INFERD_PYTHON="$py" FUZZ_JOBS="$jobs" FUZZ_BUILD_JOBS="$jobs" bash tests/fuzz/ru
 # inference and shutdown tests. Debian's gRPC is not instrumented: its
 # internals are suppressed, our code is not.
 export TSAN_OPTIONS="halt_on_error=1 suppressions=$root/tests/unit/server/grpc_tsan.supp"
-run_preset tsan 'test_(grpc_front|grpc_accept|http|batcher|batcher_random|shm|trace|tls|replyq)$'
+run_preset tsan 'test_(grpc_front|grpc_accept|http|batcher|batcher_random|shm|trace|tls|replyq|copypool)$'
 step "integration tests against the ThreadSanitizer build"
 # One OpenMP thread: libgomp is not instrumented, so TSan cannot see the
 # barrier that ends a parallel region and reports the instance thread reading

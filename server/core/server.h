@@ -12,6 +12,7 @@
 #include "server/grpc/grpc_front.h"
 #include "server/grpc/reflection.h"
 #include "server/core/registry.h"
+#include "server/core/copypool.h"
 #include "server/core/replyq.h"
 #include "server/core/sched.h"
 #include "server/sec/shm.h"
@@ -31,6 +32,10 @@ typedef struct srv_server {
   struct srv_http *http;   // the HTTP port (loop thread only: /metrics reads its limits' counts)
   struct srv_jsonmem *jsonmem;  // REST JSON parse memory (--rest-json-max-memory); NULL: no budget
   srv_replyq *replyq;      // sends batches' answers (replyq.h); NULL: each instance thread sends its own
+  // shares big batches' gathers and packs with the instance threads
+  // (copypool.h); NULL: each instance thread copies alone. Set before the
+  // scheduler exists, destroyed after it.
+  srv_copypool *copies;
   const srv_grpc *grpc;    // set before the loop thread starts; /metrics reads its counts
   int strict_readiness;    // ready only when every model is (Triton's default)
   int allow_metrics;       // --allow-metrics: /metrics served at all
