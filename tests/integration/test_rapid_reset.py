@@ -16,12 +16,17 @@ ENDED = re.compile(r"ended the connection from (ipv4:127\.0\.0\.1:(\d+)): its cl
                    r"\(HTTP/2 rapid reset; --grpc-rapid-reset-limit (\d+)\)")
 
 
-def attack(url, secs):
-    """inferd-load on one connection cancelling every call it sends, 256 at a time, for `secs` seconds."""
-    return subprocess.Popen([load_bin(), "-u", url, "-m", "mlp", "--mix", "0:0:100:0", "--cancel-after-us", "0:0",
+def one_connection_load(url, secs, *mix):
+    """inferd-load on one connection, 256 calls in flight of model mlp, for `secs` seconds; `mix`: its kinds' flags."""
+    return subprocess.Popen([load_bin(), "-u", url, "-m", "mlp", *mix,
                              "--concurrency-range", "256", "--threads", "1", "--connections", "1",
                              "--duration-s", str(secs)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def attack(url, secs):
+    """Every call cancelled as soon as it is sent."""
+    return one_connection_load(url, secs, "--mix", "0:0:100:0", "--cancel-after-us", "0:0")
 
 
 def kind_counts(text, kind):

@@ -11,11 +11,10 @@ deadline are refused before they are read. The clients are inferd-load (test_loa
 
 import re
 import time
-import subprocess
 
 import inferd_testlib as lib
-from test_load import load_bin, run_load
-from test_rapid_reset import ended_total, kind_counts
+from test_load import run_load
+from test_rapid_reset import ended_total, kind_counts, one_connection_load
 
 ENDED = re.compile(r"ended the connection from (ipv4:127\.0\.0\.1:\d+): its client cancelled (\d+) of the (\d+) calls "
                    r"it opened within one second \((\d+) of them by deadlines under (\d+) ms that expired\) "
@@ -24,11 +23,8 @@ ENDED = re.compile(r"ended the connection from (ipv4:127\.0\.0\.1:\d+): its clie
 
 
 def attack(url, secs):
-    """inferd-load on one connection, 256 calls in flight, each with a 1-3 ms deadline, for `secs` seconds."""
-    return subprocess.Popen([load_bin(), "-u", url, "-m", "mlp", "--mix", "0:0:0:100", "--expire-us", "1000:3000",
-                             "--concurrency-range", "256", "--threads", "1", "--connections", "1",
-                             "--duration-s", str(secs)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """Every call with a 1-3 ms deadline."""
+    return one_connection_load(url, secs, "--mix", "0:0:0:100", "--expire-us", "1000:3000")
 
 
 def rr_lines(srv):
