@@ -265,8 +265,8 @@ def run_fixed(a, names, repos, image):
     if shutil.which("unshare") and shutil.which("ip"):
         child = ["unshare", "-n", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "sh",
                  sys.executable, os.path.abspath(__file__), "--in-netns", "--examples", a.examples,
-                 "--inferd", a.inferd, "--timeout", str(a.timeout)] + (["--probe"] if a.probe else []) + [ "--repo-main", repos["main"],
-                 "--repo-extras", repos["extras"], "--image", image] + names
+                 "--inferd", a.inferd, "--timeout", str(a.timeout), "--repo-main", repos["main"],
+                 "--repo-extras", repos["extras"], "--image", image] + (["--probe"] if a.probe else []) + names
         p = subprocess.run(child, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if p.returncode == 0:
             got = json.loads(p.stdout.strip().splitlines()[-1])
@@ -300,7 +300,7 @@ def main():
     a = ap.parse_args()
 
     if a.in_netns:
-        a.env = example_env(tempfile.mkdtemp(prefix="inferd-triton-examples-netns-"))
+        a.env = example_env(os.path.join(os.path.dirname(a.repo_main), "netns"))  # the parent removes it
         res, fails, bad = run_group(a, "fixed", a.only, {"main": a.repo_main, "extras": a.repo_extras},
                                     a.image, fixed=True)
         print(json.dumps({"results": res, "load_failures": fails, "problems": bad}))
