@@ -294,6 +294,7 @@ int eng_model_n_instances(const eng_model *m) { return m->n_inst; }
 int eng_model_max_batch(const eng_model *m) { return m->max_batch; }
 const eng_pad *eng_model_pad(const eng_model *m) { return m->pad.in ? &m->pad : NULL; }
 size_t eng_model_n_inputs(const eng_model *m) { return m->n_in; }
+size_t eng_model_n_client_inputs(const eng_model *m) { return m->n_client_in; }
 const eng_io *eng_model_input(const eng_model *m, size_t i) { return &m->in[i].client; }
 size_t eng_model_n_outputs(const eng_model *m) { return m->n_out; }
 const eng_io *eng_model_output(const eng_model *m, size_t i) { return &m->out[i].client; }

@@ -129,7 +129,11 @@ int eng_model_max_batch(const eng_model *m);
 // The config's pad_to_longest (engine/pad.h); NULL when requests are never padded.
 const eng_pad *eng_model_pad(const eng_model *m);
 // The tensors as the client sees them: dims exclude the batch dimension.
+// Inputs 0..eng_model_n_client_inputs-1 are the config's, what a request
+// carries; the rest are sequence_batching's control inputs, which the server
+// fills (eng_model_config.sequence).
 size_t eng_model_n_inputs(const eng_model *m);
+size_t eng_model_n_client_inputs(const eng_model *m);
 const eng_io *eng_model_input(const eng_model *m, size_t i);
 size_t eng_model_n_outputs(const eng_model *m);
 const eng_io *eng_model_output(const eng_model *m, size_t i);

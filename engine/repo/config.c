@@ -100,7 +100,14 @@ static int fill_inputs(Inference__ModelConfig *c, const eng_io *in, size_t n_in,
   c->input = calloc(n_in, sizeof *c->input);
   if (!c->input) return oom(e);
   int skip = c->max_batch_size > 0;
+  const Inference__ModelSequenceBatching *sb =
+      c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING ? c->sequence_batching
+                                                                                                 : NULL;
   for (size_t i = 0; i < n_in; i++) {
+    int control = 0;  // sequence_batching's control inputs are the server's to fill, not the client's
+    for (size_t k = 0; sb && k < sb->n_control_input && !control; k++)
+      control = sb->control_input[k]->name && strcmp(sb->control_input[k]->name, in[i].name) == 0;
+    if (control) continue;
     Inference__ModelInput *t = malloc(sizeof *t);
     if (!t) return oom(e);
     inference__model_input__init(t);
@@ -321,10 +328,118 @@ static int check_platform(const Inference__ModelConfig *c, err *e) {
   return 0;
 }
 
+// sequence_batching (Triton's stateful models): the strategy's numbers, and
+// each control input: a model input the config does not list (the server
+// fills it), with exactly one control, of a kind not given twice, whose
+// values say its type (int32/fp32/bool false_true pairs, CORRID's data_type).
+static int check_sequence_batching(const Inference__ModelConfig *c, const eng_io *in, size_t n_in, err *e) {
+  if (c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING ||
+      !c->sequence_batching)
+    return 0;
+  const Inference__ModelSequenceBatching *sb = c->sequence_batching;
+  if (sb->n_state)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "sequence_batching.state (implicit state) is not supported: keep the state in the client, "
+                   "or in the model's inputs and outputs");
+  if (sb->iterative_sequence)
+    return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.iterative_sequence is not supported");
+  if (sb->max_sequence_idle_microseconds > CONFIG_MAX_QUEUE_DELAY_US)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "sequence_batching.max_sequence_idle_microseconds %" PRIu64 " is too large: inferd takes at most "
+                   "%" PRIu64 " (one hour)",
+                   sb->max_sequence_idle_microseconds, CONFIG_MAX_QUEUE_DELAY_US);
+  if (sb->strategy_choice_case == INFERENCE__MODEL_SEQUENCE_BATCHING__STRATEGY_CHOICE_OLDEST && sb->oldest) {
+    const Inference__ModelSequenceBatching__StrategyOldest *o = sb->oldest;
+    if (o->max_candidate_sequences < 0)
+      return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.oldest.max_candidate_sequences %d must be >= 0",
+                     (int)o->max_candidate_sequences);
+    if (o->max_queue_delay_microseconds > CONFIG_MAX_QUEUE_DELAY_US)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "sequence_batching.oldest.max_queue_delay_microseconds %" PRIu64 " is too large: inferd takes "
+                     "at most %" PRIu64 " (one hour)",
+                     o->max_queue_delay_microseconds, CONFIG_MAX_QUEUE_DELAY_US);
+    for (size_t i = 0; i < o->n_preferred_batch_size; i++)
+      if (o->preferred_batch_size[i] <= 0 || o->preferred_batch_size[i] > (c->max_batch_size > 0 ? c->max_batch_size : 1))
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "sequence_batching.oldest.preferred_batch_size %d must be in 1..max_batch_size (%d)",
+                       (int)o->preferred_batch_size[i], (int)c->max_batch_size);
+    if (o->preserve_ordering)
+      return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.oldest.preserve_ordering is not supported");
+  }
+  if (sb->strategy_choice_case == INFERENCE__MODEL_SEQUENCE_BATCHING__STRATEGY_CHOICE_DIRECT && sb->direct) {
+    const Inference__ModelSequenceBatching__StrategyDirect *d = sb->direct;
+    if (d->max_queue_delay_microseconds > CONFIG_MAX_QUEUE_DELAY_US)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "sequence_batching.direct.max_queue_delay_microseconds %" PRIu64 " is too large: inferd takes "
+                     "at most %" PRIu64 " (one hour)",
+                     d->max_queue_delay_microseconds, CONFIG_MAX_QUEUE_DELAY_US);
+    if (!(d->minimum_slot_utilization >= 0 && d->minimum_slot_utilization <= 1))
+      return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.direct.minimum_slot_utilization must be in 0..1");
+  }
+  int kinds = 0;
+  for (size_t i = 0; i < sb->n_control_input; i++) {
+    const Inference__ModelSequenceBatching__ControlInput *ci = sb->control_input[i];
+    if (is_empty(ci->name)) return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.control_input[%zu]: name is missing", i);
+    for (size_t k = 0; k < i; k++)
+      if (strcmp(sb->control_input[k]->name, ci->name) == 0)
+        return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching control input '%s' is listed twice", ci->name);
+    for (size_t k = 0; k < c->n_input; k++)
+      if (strcmp(c->input[k]->name, ci->name) == 0)
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "sequence_batching control input '%s' is also a config input (the server fills it, the "
+                       "client never sends it)",
+                       ci->name);
+    if (ci->n_control != 1)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "sequence_batching control input '%s' must have exactly one control (has %zu)", ci->name,
+                     ci->n_control);
+    const Inference__ModelSequenceBatching__Control *k = ci->control[0];
+    if ((unsigned)k->kind > INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_CORRID)
+      return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching control input '%s': unknown kind %d", ci->name,
+                     (int)k->kind);
+    if (kinds & (1 << k->kind))
+      return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching: more than one control of kind %s",
+                     protobuf_c_enum_descriptor_get_value(
+                         &inference__model_sequence_batching__control__kind__descriptor, k->kind)->name);
+    kinds |= 1 << k->kind;
+    int n_set = (k->n_int32_false_true > 0) + (k->n_fp32_false_true > 0) + (k->n_bool_false_true > 0);
+    Inference__DataType dt;
+    if (k->kind == INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_CORRID) {
+      if (n_set)
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "sequence_batching control input '%s': CONTROL_SEQUENCE_CORRID takes data_type, not "
+                       "*_false_true",
+                       ci->name);
+      dt = k->data_type;
+      if (dt != INFERENCE__DATA_TYPE__TYPE_UINT64 && dt != INFERENCE__DATA_TYPE__TYPE_INT64 &&
+          dt != INFERENCE__DATA_TYPE__TYPE_UINT32 && dt != INFERENCE__DATA_TYPE__TYPE_INT32)
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "sequence_batching control input '%s': CONTROL_SEQUENCE_CORRID data_type must be TYPE_UINT64, "
+                       "TYPE_INT64, TYPE_UINT32 or TYPE_INT32 (TYPE_STRING is not supported)",
+                       ci->name);
+    } else {
+      if (n_set != 1 || (k->n_int32_false_true && k->n_int32_false_true != 2) ||
+          (k->n_fp32_false_true && k->n_fp32_false_true != 2) || (k->n_bool_false_true && k->n_bool_false_true != 2))
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "sequence_batching control input '%s' must give exactly one of int32_false_true, "
+                       "fp32_false_true, bool_false_true, with two values",
+                       ci->name);
+      dt = k->n_int32_false_true ? INFERENCE__DATA_TYPE__TYPE_INT32
+         : k->n_fp32_false_true  ? INFERENCE__DATA_TYPE__TYPE_FP32
+                                 : INFERENCE__DATA_TYPE__TYPE_BOOL;
+    }
+    const eng_io *g = find_io(in, n_in, ci->name);
+    if (!g)
+      return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching control input '%s' is not an input of the model",
+                     ci->name);
+    static const int64_t one[1] = {1};
+    TRY(check_tensor("control input", ci->name, (int)dt, 1, one, NULL, c->max_batch_size, g, e));
+  }
+  return 0;
+}
+
 static int check_dynamic_batching(const Inference__ModelConfig *c, err *e) {
   const Inference__ModelDynamicBatching *db = c->dynamic_batching;
-  if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
-    return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching is not supported");
   if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING)
     return err_set(e, ERR_INVALID_ARGUMENT, "ensemble_scheduling is not supported");
   if (c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING || !db) return 0;
@@ -414,9 +529,15 @@ int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t 
                    "%s is not supported (Triton's ragged batching); to batch requests of different sequence "
                    "lengths, pad them: parameters { key: \"pad_to_longest\" ... }",
                    c->n_batch_input ? "batch_input" : "batch_output");
+  TRY(check_sequence_batching(c, in, n_in, e));
+  const Inference__ModelSequenceBatching *sb =
+      c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING ? c->sequence_batching
+                                                                                                 : NULL;
   for (size_t i = 0; i < n_in; i++) {
     int listed = 0;
     for (size_t k = 0; k < c->n_input && !listed; k++) listed = strcmp(c->input[k]->name, in[i].name) == 0;
+    for (size_t k = 0; sb && k < sb->n_control_input && !listed; k++)
+      listed = strcmp(sb->control_input[k]->name, in[i].name) == 0;
     if (!listed)
       return err_set(e, ERR_INVALID_ARGUMENT, "model input '%s' is missing from the config's inputs", in[i].name);
   }

@@ -173,6 +173,66 @@ static int batching(eng_model_config *c, const Inference__ModelConfig *pb) {
   return 0;
 }
 
+// The control's type and false/true values; config_validate checked that
+// it has exactly one of them (config_control_type).
+static void control_values(eng_control *k, const Inference__ModelSequenceBatching__Control *pc) {
+  k->kind = (eng_control_kind)pc->kind;  // the same numbering
+  if (pc->kind == INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_CORRID) {
+    k->dt = (dtype)pc->data_type;
+  } else if (pc->n_int32_false_true == 2) {
+    k->dt = DT_INT32;
+    k->false_true[0] = pc->int32_false_true[0], k->false_true[1] = pc->int32_false_true[1];
+  } else if (pc->n_fp32_false_true == 2) {
+    k->dt = DT_FP32;
+    k->false_true[0] = pc->fp32_false_true[0], k->false_true[1] = pc->fp32_false_true[1];
+  } else {
+    k->dt = DT_BOOL;
+    k->false_true[0] = pc->n_bool_false_true == 2 && pc->bool_false_true[0];
+    k->false_true[1] = pc->n_bool_false_true == 2 && pc->bool_false_true[1];
+  }
+}
+
+// sequence_batching: its settings, and its control inputs appended to the
+// inputs (dims [1], as Triton gives them) so the engine binds them as any other.
+static int sequence(eng_model_config *c, const Inference__ModelConfig *pb) {
+  const Inference__ModelSequenceBatching *sb =
+      pb->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING
+          ? pb->sequence_batching
+          : NULL;
+  if (!sb) return 0;
+  eng_sequence_batching *q = &c->sequence;
+  q->on = 1;
+  q->max_idle_us = sb->max_sequence_idle_microseconds;
+  if (sb->strategy_choice_case == INFERENCE__MODEL_SEQUENCE_BATCHING__STRATEGY_CHOICE_OLDEST && sb->oldest) {
+    q->strategy = ENG_SEQ_OLDEST;
+    q->max_candidates = sb->oldest->max_candidate_sequences;
+    q->oldest_delay_us = sb->oldest->max_queue_delay_microseconds;
+    q->n_preferred = sb->oldest->n_preferred_batch_size;
+    q->preferred = dup_arr(c, sb->oldest->preferred_batch_size, q->n_preferred, sizeof *q->preferred);
+    if (!q->preferred) return -1;
+  } else if (sb->strategy_choice_case == INFERENCE__MODEL_SEQUENCE_BATCHING__STRATEGY_CHOICE_DIRECT && sb->direct) {
+    q->direct_delay_us = sb->direct->max_queue_delay_microseconds;
+    q->min_slot_utilization = sb->direct->minimum_slot_utilization;
+  }
+  size_t n = sb->n_control_input, base = c->n_inputs;
+  eng_model_tensor *in = alloc(c, (base + n) * sizeof *in);
+  q->controls = alloc(c, n * sizeof *q->controls);
+  if (!in || !q->controls) return -1;
+  memcpy(in, c->inputs, base * sizeof *in);
+  static const int64_t one[1] = {1};
+  for (size_t i = 0; i < n; i++) {
+    const Inference__ModelSequenceBatching__ControlInput *ci = sb->control_input[i];
+    eng_control *k = &q->controls[i];
+    control_values(k, ci->control[0]);
+    k->input = base + i;
+    if (tensor(c, &in[base + i], ci->name, (Inference__DataType)k->dt, 1, one, NULL)) return -1;
+  }
+  c->inputs = in;
+  c->n_inputs = base + n;
+  q->n_controls = n;
+  return 0;
+}
+
 static int warmup_input(eng_model_config *c, eng_warmup_input *wi, const Inference__ModelWarmup__InputsEntry *ie) {
   wi->name = dup_str(c, ie->key);
   wi->file = dup_str(c, NULL);
@@ -233,6 +293,8 @@ int eng_model_config_from_proto(const Inference__ModelConfig *pb, eng_model_conf
   if (rc == 0) rc = groups(c, pb);
   if (rc == 0) rc = params(c, pb);
   if (rc == 0) rc = batching(c, pb);
+  if (rc == 0) c->n_client_inputs = c->n_inputs;
+  if (rc == 0) rc = sequence(c, pb);
   if (rc == 0) rc = warmups(c, pb);
   if (rc) {
     eng_model_config_free(c);

@@ -84,6 +84,42 @@ typedef struct eng_dynamic_batching {
   size_t n_level_policies;
 } eng_dynamic_batching;
 
+// sequence_batching's control inputs (ModelSequenceBatching.Control.Kind's
+// numbering): model inputs the client never sends, filled by the server per
+// request (server/core/infer_validate.c, batcher/sequence.h).
+typedef enum eng_control_kind {
+  ENG_CONTROL_START = 0,
+  ENG_CONTROL_READY = 1,
+  ENG_CONTROL_END = 2,
+  ENG_CONTROL_CORRID = 3,
+} eng_control_kind;
+
+typedef struct eng_control {
+  eng_control_kind kind;
+  size_t input;  // its index in eng_model_config.inputs (>= n_client_inputs)
+  dtype dt;      // INT32, FP32 or BOOL for the flags; CORRID's data_type
+  double false_true[2];  // the flags' values for false and true (unused for CORRID)
+} eng_control;
+
+typedef enum eng_seq_strategy { ENG_SEQ_DIRECT = 0, ENG_SEQ_OLDEST = 1 } eng_seq_strategy;
+
+// sequence_batching; every field zero unless `on`.
+typedef struct eng_sequence_batching {
+  int on;
+  eng_seq_strategy strategy;
+  uint64_t max_idle_us;  // max_sequence_idle_microseconds (0 in the config: Triton's 1 s)
+  // direct
+  uint64_t direct_delay_us;
+  float min_slot_utilization;
+  // oldest
+  int32_t max_candidates;
+  int32_t *preferred;
+  size_t n_preferred;
+  uint64_t oldest_delay_us;
+  eng_control *controls;
+  size_t n_controls;
+} eng_sequence_batching;
+
 // Where a warmup input's bytes come from: the oneof's case as set,
 // whatever its bool's value (random_data: false is random data too).
 typedef enum eng_warmup_source {
@@ -116,8 +152,11 @@ typedef struct eng_warmup {
 typedef struct eng_model_config {
   char *name;
   int32_t max_batch_size;  // 0: the model does not batch
+  // inputs: the config's, then sequence_batching's control inputs (dims [1])
   eng_model_tensor *inputs, *outputs;
   size_t n_inputs, n_outputs;
+  size_t n_client_inputs;  // the config's inputs: what a request carries
+
   eng_instance_group *groups;
   size_t n_groups;
   eng_model_param *params;
@@ -126,6 +165,7 @@ typedef struct eng_model_config {
   // is present with graphs false (Triton's rule)
   int cuda_graphs;
   eng_dynamic_batching batching;
+  eng_sequence_batching sequence;
   eng_warmup *warmups;
   size_t n_warmups;
   void *arena;  // private: the memory everything above lives in

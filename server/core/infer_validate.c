@@ -116,6 +116,52 @@ static int read_parameters(srv_request *r, err *e) {
     } else if (strcmp(key, "timeout") == 0) {
       TRY(uint_param(p, key, &x, e));
       r->item.timeout_us = x > INT64_MAX ? INT64_MAX : (int64_t)x;
+    } else if (strcmp(key, "sequence_id") == 0) {
+      // tritonclient sends a number as int64 (uint64 from other clients), a string ID as a string
+      if (p->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM) {
+        r->seq.id.str = p->string_param ? p->string_param : "";
+        r->seq.id.len = strlen(r->seq.id.str);
+      } else {
+        TRY(uint_param(p, key, &x, e));
+        r->seq.id = (bat_seq_id){.num = x};
+      }
+    } else if (strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0) {
+      if (p->parameter_choice_case != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
+        return err_set(e, ERR_INVALID_ARGUMENT, "parameter '%s' must be a bool", key);
+      unsigned flag = key[9] == 's' ? BAT_SEQ_START : BAT_SEQ_END;
+      if (p->bool_param) r->seq.flags |= flag;
+      else r->seq.flags &= ~flag;
+    }
+  }
+  return 0;
+}
+
+// sequence_batching: the control inputs the client does not send, one row
+// each, from the request's correlation ID and flags (READY is always true:
+// a batch holds only real requests). A request without a correlation ID is
+// refused by the sequence batcher, which names the model; its controls are
+// left at zero here.
+static int fill_controls(srv_request *r, const eng_model_config *cfg, int max_batch, err *e) {
+  const eng_sequence_batching *sq = &cfg->sequence;
+  int has_id = r->seq.id.str ? r->seq.id.len > 0 : r->seq.id.num != 0;
+  for (size_t i = 0; i < sq->n_controls; i++) {
+    const eng_control *k = &sq->controls[i];
+    eng_tensor *t = &r->inputs[k->input];
+    uint8_t *d = srv_arena_calloc(r->arena, 1, 16);
+    if (!d) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    t->dt = k->dt;
+    t->ndims = max_batch > 0 ? 2 : 1;
+    t->dims[0] = 1;
+    t->dims[1] = 1;
+    t->bytes = dtype_size(k->dt);
+    t->data = d;
+    switch (k->kind) {
+      case ENG_CONTROL_START: TRY(bat_seq_control_flag(k->dt, k->false_true, (r->seq.flags & BAT_SEQ_START) != 0, d, e)); break;
+      case ENG_CONTROL_END: TRY(bat_seq_control_flag(k->dt, k->false_true, (r->seq.flags & BAT_SEQ_END) != 0, d, e)); break;
+      case ENG_CONTROL_READY: TRY(bat_seq_control_flag(k->dt, k->false_true, 1, d, e)); break;
+      case ENG_CONTROL_CORRID:
+        if (has_id) TRY(bat_seq_control_corrid(k->dt, &r->seq.id, d, e));
+        break;
     }
   }
   return 0;
@@ -246,8 +292,9 @@ static int checked_bytes(const eng_tensor *t, int64_t *numel, size_t *bytes) {
   return 0;
 }
 
+// A client input (sequence_batching's control inputs are the server's).
 static int find_config_input(const eng_model *em, const char *name) {
-  for (size_t i = 0; i < eng_model_n_inputs(em); i++)
+  for (size_t i = 0; i < eng_model_n_client_inputs(em); i++)
     if (strcmp(eng_model_input(em, i)->name, name) == 0) return (int)i;
   return -1;
 }
@@ -323,7 +370,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
   const srv_model *m = r->model;
   const eng_model *em = r->version->model;
   int max_batch = eng_model_max_batch(em);
-  size_t n_cfg = eng_model_n_inputs(em);
+  size_t n_cfg = eng_model_n_inputs(em), n_client = eng_model_n_client_inputs(em);
   r->inputs = srv_arena_calloc(r->arena, n_cfg ? n_cfg : 1, sizeof *r->inputs);
   if (!r->inputs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
 
@@ -344,7 +391,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
     if (ci < 0) {
       char names[256] = "";
       size_t o = 0;
-      for (size_t k = 0; k < n_cfg && o < sizeof names; k++)
+      for (size_t k = 0; k < n_client && o < sizeof names; k++)
         o += (size_t)snprintf(names + o, sizeof names - o, "%s'%s'", k ? ", " : "", eng_model_input(em, k)->name);
       rc = err_set(e, ERR_INVALID_ARGUMENT, "unexpected input '%s' for model '%s' (its inputs: %s)", in->name,
                    m->name, names);
@@ -424,7 +471,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
       typed_bytes += (t->bytes + 15) & ~(size_t)15;
     }
   }
-  for (size_t k = 0; rc == 0 && k < n_cfg; k++)
+  for (size_t k = 0; rc == 0 && k < n_client; k++)
     if (!seen[k])
       rc = err_set(e, ERR_INVALID_ARGUMENT, "missing input '%s' for model '%s'", eng_model_input(em, k)->name, m->name);
   if (rc) return rc;
@@ -473,6 +520,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
                       : r->call  ? srv_call_deadline_us(r->call)
                                  : INT64_MAX;
   TRY(read_parameters(r, e));
+  if (m->engine_config->sequence.on) TRY(fill_controls(r, m->engine_config, max_batch, e));
   const eng_pad *pad = eng_model_pad(em);
   r->item.shape_key = shape_key(r->inputs, n_cfg, pad);
   if (pad) TRY(eng_pad_seq_len(pad, r->inputs, &r->item.seq_len, e));

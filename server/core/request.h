@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "batcher/batcher.h"
+#include "batcher/sequence.h"
 #include "engine/tensor.h"
 #include "grpc_service.pb-c.h"
 #include "server/grpc/grpc_front.h"
@@ -37,6 +38,7 @@ typedef struct srv_cuda_in {
 
 typedef struct srv_request {
   bat_item item;  // item.payload points back here
+  bat_seq_item seq;  // for a model with sequence_batching (its correlation ID and flags); seq.payload too
   srv_call *call;      // a unary ModelInfer, or
   srv_stream *stream;  // one request of a ModelStreamInfer stream
   srv_model *model;

@@ -72,7 +72,8 @@ typedef struct batch_slot {
 
 struct vsched {
   srv_version *v;
-  bat_batcher *bat;
+  bat_batcher *bat;  // the dynamic batcher, or
+  bat_seq *seq;      // sequence_batching's (batcher/sequence.h); exactly one is set
   batch_slot *slots;
   int n_slots;
   size_t n_inputs;
@@ -285,8 +286,14 @@ static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *ou
   int dead = rc != 0 && eng_model_instance_failed(vs->v->model, slot->instance);  // read only after a failure
   pthread_mutex_lock(&s->mu);
   left(s, (int64_t)slot->n);
-  if (!dead) bat_release_executor(vs->bat, slot->exec);
-  else if (++vs->retired == vs->n_slots) bat_flush(vs->bat);  // nothing will run them
+  if (vs->seq) {
+    bat_seq_release_executor(vs->seq, slot->exec, dead);
+    if (dead && ++vs->retired == vs->n_slots) bat_seq_flush(vs->seq);
+  } else if (!dead) {
+    bat_release_executor(vs->bat, slot->exec);
+  } else if (++vs->retired == vs->n_slots) {
+    bat_flush(vs->bat);  // nothing will run them
+  }
   vs->running--;
   pump_version(s, vs);
   arm_timer(s);
@@ -310,45 +317,71 @@ static void drop(srv_sched *s, srv_request *r, int code, const char *msg) {
   left(s, 1);
 }
 
-static void take_dropped(srv_sched *s, vsched *vs) {
-  bat_item *it = bat_take_dropped(vs->bat);
-  while (it) {
-    bat_item *next = it->next;
-    srv_request *r = it->payload;
-    switch (it->drop_reason) {
-      case BAT_DROP_CANCELLED: drop(s, r, ERR_CANCELLED, "request cancelled while queued"); break;
-      case BAT_DROP_DEADLINE: drop(s, r, ERR_DEADLINE_EXCEEDED, "deadline exceeded while queued"); break;
-      // Triton's answer for a queue-policy timeout with action REJECT
-      case BAT_DROP_QUEUE_TIMEOUT: drop(s, r, ERR_UNAVAILABLE, "Request timeout expired"); break;
-      default:
-        drop(s, r, ERR_UNAVAILABLE,
-             vs->retired == vs->n_slots ? "the model's instances all failed permanently while it was queued"
-                                        : "server is shutting down");
-        break;
-    }
-    it = next;
+static void drop_for(srv_sched *s, vsched *vs, srv_request *r, bat_drop_reason why) {
+  switch (why) {
+    case BAT_DROP_CANCELLED: drop(s, r, ERR_CANCELLED, "request cancelled while queued"); break;
+    case BAT_DROP_DEADLINE: drop(s, r, ERR_DEADLINE_EXCEEDED, "deadline exceeded while queued"); break;
+    // Triton's answer for a queue-policy timeout with action REJECT
+    case BAT_DROP_QUEUE_TIMEOUT: drop(s, r, ERR_UNAVAILABLE, "Request timeout expired"); break;
+    default:
+      drop(s, r, ERR_UNAVAILABLE,
+           vs->retired == vs->n_slots ? "the model's instances all failed permanently while it was queued"
+                                      : "server is shutting down");
+      break;
   }
 }
 
-static void pump_version(srv_sched *s, vsched *vs) {
-  bat_batch b;
-  while (bat_next_batch(vs->bat, &b)) {
-    batch_slot *slot = &vs->slots[b.executor];
+static void take_dropped(srv_sched *s, vsched *vs) {
+  if (vs->seq) {
+    for (bat_seq_item *it = bat_seq_take_dropped(vs->seq), *next; it; it = next) {
+      next = it->next;
+      drop_for(s, vs, it->payload, it->drop_reason);
+    }
+    return;
+  }
+  for (bat_item *it = bat_take_dropped(vs->bat), *next; it; it = next) {
+    next = it->next;
+    drop_for(s, vs, it->payload, it->drop_reason);
+  }
+}
+
+// The next batch of either batcher into its executor's slot; 0 when none.
+static batch_slot *next_batch(vsched *vs) {
+  batch_slot *slot;
+  if (vs->seq) {
+    bat_seq_batch b;
+    if (!bat_seq_next_batch(vs->seq, &b)) return NULL;
+    slot = &vs->slots[b.executor];
     slot->n = 0;
     slot->rows = b.rows;
-    slot->seq_len = b.seq_len;
-    for (bat_item *it = b.items; it; it = it->next) {
-      srv_request *r = it->payload;
-      r->padded_len = b.seq_len;  // equal to its own length when the model does not pad
-      slot->reqs[slot->n++] = r;
-    }
+    slot->seq_len = 0;
+    for (bat_seq_item *it = b.items; it; it = it->next) slot->reqs[slot->n++] = it->payload;
+    return slot;
+  }
+  bat_batch b;
+  if (!bat_next_batch(vs->bat, &b)) return NULL;
+  slot = &vs->slots[b.executor];
+  slot->n = 0;
+  slot->rows = b.rows;
+  slot->seq_len = b.seq_len;
+  for (bat_item *it = b.items; it; it = it->next) {
+    srv_request *r = it->payload;
+    r->padded_len = b.seq_len;  // equal to its own length when the model does not pad
+    slot->reqs[slot->n++] = r;
+  }
+  return slot;
+}
+
+static void pump_version(srv_sched *s, vsched *vs) {
+  batch_slot *slot;
+  while ((slot = next_batch(vs))) {
     // A lone request is read in place, unless an input stayed in a CUDA
     // region, lies in a system region (the client may shrink it under the
     // engine: only the guarded copy survives that) or lies unaligned;
     // several are gathered on the instance thread.
     const srv_request *r0 = slot->reqs[0];
     int gathered = slot->n > 1 || r0->cuda_in || r0->shm_in || !inputs_aligned(vs, r0);
-    slot->job = (eng_job){.rows = b.rows, .inputs = slot->reqs[0]->inputs, .prepare = gathered ? gather : NULL,
+    slot->job = (eng_job){.rows = slot->rows, .inputs = slot->reqs[0]->inputs, .prepare = gathered ? gather : NULL,
                           .done = on_job_done, .ctx = slot, .instance = slot->instance};
     err e;
     if (eng_model_submit(vs->v->model, slot->instance, &slot->job, &e) == 0) {
@@ -356,7 +389,8 @@ static void pump_version(srv_sched *s, vsched *vs) {
       continue;
     }
     for (size_t i = 0; i < slot->n; i++) drop(s, slot->reqs[i], e.code, e.msg);
-    bat_release_executor(vs->bat, b.executor);
+    if (vs->seq) bat_seq_release_executor(vs->seq, slot->exec, 0);
+    else bat_release_executor(vs->bat, slot->exec);
   }
   take_dropped(s, vs);
 }
@@ -366,7 +400,7 @@ static void pump_version(srv_sched *s, vsched *vs) {
 static void arm_timer(srv_sched *s) {
   int64_t wake = INT64_MAX;
   for (size_t i = 0; i < s->n_vs; i++) {
-    int64_t w = bat_next_wakeup(s->vs[i]->bat);
+    int64_t w = s->vs[i]->seq ? bat_seq_next_wakeup(s->vs[i]->seq) : bat_next_wakeup(s->vs[i]->bat);
     if (w < wake) wake = w;
   }
   if (wake == s->armed) return;
@@ -410,7 +444,13 @@ static void admit(srv_sched *s, srv_request *r) {
   // requests.
   if (vs->retired == vs->n_slots)  // admitted just before its last instance failed: nothing would run it
     drop(s, r, ERR_UNAVAILABLE, "the model's instances all failed permanently");
-  else if (bat_enqueue(vs->bat, &r->item, &e) != 0) drop(s, r, e.code, e.msg);
+  else if (vs->seq) {
+    r->seq.rows = r->item.rows;
+    r->seq.deadline_us = r->item.deadline_us;
+    r->seq.payload = r;
+    if (bat_seq_enqueue(vs->seq, &r->seq, r->model->name, &e) != 0) drop(s, r, e.code, e.msg);
+    else pump_version(s, vs);
+  } else if (bat_enqueue(vs->bat, &r->item, &e) != 0) drop(s, r, e.code, e.msg);
   else if (vs->defer) s->kick |= bat_free_executors(vs->bat) > 0;
   else pump_version(s, vs);
 }
@@ -487,8 +527,41 @@ static void free_vsched(vsched *vs) {
   }
   free(vs->slots);
   bat_destroy(vs->bat);
+  bat_seq_destroy(vs->seq);
   srv_order_destroy(vs->order);
   free(vs);
+}
+
+// sequence_batching's batcher: executors mapped to their instances as
+// build_version lays them out (every instance's first, then every second).
+static int build_sequence(const eng_model_config *cfg, vsched *vs, int n_exec, int n_inst, err *e) {
+  const eng_sequence_batching *sq = &cfg->sequence;
+  int *inst = calloc((size_t)n_exec, sizeof *inst);
+  if (!inst) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  int x = 0, more = 1;
+  for (int level = 0; more; level++) {
+    more = 0;
+    for (int i = 0; i < n_inst; i++)
+      if (eng_model_instance_depth(vs->v->model, i) > level) inst[x++] = i, more = 1;
+  }
+  bat_seq_config c = {.strategy = sq->strategy == ENG_SEQ_OLDEST ? BAT_SEQ_OLDEST : BAT_SEQ_DIRECT,
+                      .max_batch_size = cfg->max_batch_size,
+                      .n_executors = n_exec,
+                      .exec_instance = inst,
+                      .n_instances = n_inst,
+                      // Triton's default when the config leaves it 0: one second
+                      .max_idle_us = sq->max_idle_us ? (int64_t)sq->max_idle_us : 1000000,
+                      .max_queue_delay_us = (int64_t)(sq->strategy == ENG_SEQ_OLDEST ? sq->oldest_delay_us
+                                                                                     : sq->direct_delay_us),
+                      .min_slot_utilization = sq->min_slot_utilization,
+                      .max_candidates = sq->max_candidates,
+                      .preferred = sq->preferred,
+                      .n_preferred = sq->n_preferred,
+                      .now = clock_now,
+                      .cancelled = request_cancelled};
+  int rc = bat_seq_create(&c, &vs->seq, e);
+  free(inst);
+  return rc;
 }
 
 // Builds a version's batcher state (outside the lock: allocations only).
@@ -534,7 +607,8 @@ static int build_version(srv_sched *s, srv_model *m, srv_version *v, vsched *vs,
     // would leave alone: the loop thread batches what arrived meanwhile.
     vs->defer = cfg->max_batch_size > 1 && c.max_queue_delay_us == 0;
   }
-  TRY(bat_create(&c, &vs->bat, e));
+  if (cfg->sequence.on) TRY(build_sequence(cfg, vs, n_exec, n_inst, e));
+  else TRY(bat_create(&c, &vs->bat, e));
   vs->slots = calloc((size_t)n_exec, sizeof *vs->slots);
   if (!vs->slots) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   size_t max_rows = cfg->max_batch_size > 0 ? (size_t)cfg->max_batch_size : 1;

@@ -125,13 +125,22 @@ def _control(name, kind, body):
             '          %s\n        }\n      ]\n    }' % (name, kind, body))
 
 
-def add_sequence(out):
+def _seq_operands(names, probe):
+    """Each INT32 operand as the graph computes with it: itself, or (probe) cast to INT64."""
+    if not probe:
+        return [helper.make_node("Identity", ["INPUT"], ["_INPUT"])], {n: n for n in names} | {"INPUT": "_INPUT"}
+    nodes = [helper.make_node("Cast", [n], ["_" + n], to=TensorProto.INT64) for n in names]
+    return nodes, {n: "_" + n for n in names}
+
+
+def add_sequence(out, probe=False):
     """OUTPUT = READY * (INPUT + START): stateless, as the example clients expect (the first request
-    of a sequence answers its input plus one, the others their input)."""
-    nodes = [helper.make_node("Identity", ["INPUT"], ["_INPUT"]),
-             helper.make_node("Add", ["_INPUT", "START"], ["add"]),
-             helper.make_node("Mul", ["READY", "add"], ["CAST"]),
-             helper.make_node("Cast", ["CAST"], ["OUTPUT"], to=I32)]
+    of a sequence answers its input plus one, the others their input). probe: the arithmetic in
+    INT64 (as add_sub's)."""
+    nodes, v = _seq_operands(["INPUT", "START", "READY"], probe)
+    nodes += [helper.make_node("Add", [v["INPUT"], v["START"]], ["add"]),
+              helper.make_node("Mul", [v["READY"], "add"], ["CAST"]),
+              helper.make_node("Cast", ["CAST"], ["OUTPUT"], to=I32)]
     shape = ["batch", 1]
     controls = ",\n".join([_control("START", "CONTROL_SEQUENCE_START", "int32_false_true: [ 0, 1 ]"),
                            _control("READY", "CONTROL_SEQUENCE_READY", "int32_false_true: [ 0, 1 ]")])
@@ -143,16 +152,16 @@ def add_sequence(out):
           [_vi(n, I32, shape) for n in ("INPUT", "START", "READY")], [_vi("OUTPUT", I32, shape)], cfg)
 
 
-def add_dyna_sequence(out):
+def add_dyna_sequence(out, probe=False):
     """OUTPUT = READY * (INPUT + START + END * CORRID): the last request of a sequence also adds its
-    correlation ID, which the -d mode of the sequence clients checks."""
-    nodes = [helper.make_node("Identity", ["INPUT"], ["_INPUT"]),
-             helper.make_node("Cast", ["CORRID"], ["corrid_i32"], to=I32),
-             helper.make_node("Add", ["_INPUT", "START"], ["add0"]),
-             helper.make_node("Mul", ["END", "corrid_i32"], ["mul0"]),
-             helper.make_node("Add", ["add0", "mul0"], ["sum0"]),
-             helper.make_node("Mul", ["READY", "sum0"], ["CAST"]),
-             helper.make_node("Cast", ["CAST"], ["OUTPUT"], to=I32)]
+    correlation ID, which the -d mode of the sequence clients checks. probe: INT64 arithmetic."""
+    nodes, v = _seq_operands(["INPUT", "START", "END", "READY"], probe)
+    nodes += [helper.make_node("Cast", ["CORRID"], ["corrid_i"], to=TensorProto.INT64 if probe else I32),
+              helper.make_node("Add", [v["INPUT"], v["START"]], ["add0"]),
+              helper.make_node("Mul", [v["END"], "corrid_i"], ["mul0"]),
+              helper.make_node("Add", ["add0", "mul0"], ["sum0"]),
+              helper.make_node("Mul", [v["READY"], "sum0"], ["CAST"]),
+              helper.make_node("Cast", ["CAST"], ["OUTPUT"], to=I32)]
     shape = ["batch", 1]
     controls = ",\n".join([
         _control("START", "CONTROL_SEQUENCE_START", "int32_false_true: [ 0, 1 ]"),
@@ -287,8 +296,8 @@ def write_examples(out, probe=False):
     add_sub(out, "simple_int8", I8, "TYPE_INT8", probe)
     add_sub(out, "simple_string", STR, "TYPE_STRING", probe)
     add_identity(out, "simple_identity", STR, "TYPE_STRING", ONNX_PLATFORM, [-1])
-    add_sequence(out)
-    add_dyna_sequence(out)
+    add_sequence(out, probe)
+    add_dyna_sequence(out, probe)
     add_inception(out)
     add_densenet(out)
 

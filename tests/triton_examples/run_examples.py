@@ -19,8 +19,8 @@ Servers, on free ports, one after the other:
   fixed     extras on ports 8000/8001 inside a private network namespace (unshare -n), for
             memory_growth_test.py, whose URL is fixed; SKIP where no namespace can be made and
             the ports are taken
---probe looks past the first missing pieces to the next ones: simple, simple_int8 and simple_string
-compute in INT64 (gen_repo.py --probe) and the servers' readiness is not strict. Its table is a map
+--probe looks past the first missing pieces to the next ones: simple, simple_int8, simple_string and the
+sequence models compute in INT64 (gen_repo.py --probe) and the servers' readiness is not strict. Its table is a map
 of what an example meets next, not a result: --expect refuses it.
 Exit status: 0 with the table, whatever passed; with --expect FILE (names, one a line, # comments)
 1 when an example listed there did not PASS (a SKIP counts as not run, not as a regression) or a

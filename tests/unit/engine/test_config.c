@@ -152,8 +152,7 @@ static void test_complete_file_config(void) {
     CHECK_EQ_INT(c->instance_group[1]->n_gpus, 1);
   }
   CHECK_EQ_INT(c->version_policy->policy_choice_case, INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_ALL);
-  CHECK_EQ_INT(config_validate(c, g_in, 2, g_out, 2, &e), ERR_INVALID_ARGUMENT);
-  CHECK_EQ_STR(e.msg, "sequence_batching is not supported");
+  CHECK_EQ_INT(config_validate(c, g_in, 2, g_out, 2, &e), 0);  // sequence_batching without controls
   config_free(c);
 
   CHECK_EQ_INT(config_complete(NULL, 0, g_in, 2, g_out, 2, 4, &e), ERR_INVALID_ARGUMENT);
@@ -367,6 +366,94 @@ static void test_validate(void) {
 
 // --disable-auto-complete-config: a file config keeps its own batching
 // choice (no dynamic_batching added) and gets only the structural defaults.
+// sequence_batching: control inputs are model inputs the config does not
+// list; their types come from the control; auto-completion leaves them out.
+static void test_sequence_batching(void) {
+  err e = {0};
+  eng_io in[4] = {io("INPUT", DT_INT32, 2, -1, 1, 0), io("START", DT_INT32, 2, -1, 1, 0),
+                  io("READY", DT_FP32, 2, -1, 1, 0), io("CORRID", DT_UINT64, 2, -1, 1, 0)};
+  eng_io out[1] = {io("OUTPUT", DT_INT32, 2, -1, 1, 0)};
+  const char *head = "max_batch_size: 8\n"
+                     "input { name: 'INPUT' data_type: TYPE_INT32 dims: [1] }\n"
+                     "output { name: 'OUTPUT' data_type: TYPE_INT32 dims: [1] }\n";
+  const char *good =
+      "sequence_batching { max_sequence_idle_microseconds: 5000000 oldest { max_candidate_sequences: 4 }\n"
+      "  control_input [\n"
+      "    { name: 'START' control [{ kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1] }] },\n"
+      "    { name: 'READY' control [{ kind: CONTROL_SEQUENCE_READY fp32_false_true: [0, 1] }] },\n"
+      "    { name: 'CORRID' control [{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 }] } ] }\n";
+  struct {
+    const char *seq, *msg;
+  } cases[] = {
+      {good, NULL},
+      // a control missing: the graph input is then unlisted
+      {"sequence_batching { control_input [{ name: 'START' control [{ kind: CONTROL_SEQUENCE_START "
+       "int32_false_true: [0, 1] }] }] }",
+       "model input 'READY' is missing from the config's inputs"},
+      {"sequence_batching { control_input [{ name: 'NOPE' control [{ kind: CONTROL_SEQUENCE_START "
+       "int32_false_true: [0, 1] }] }] }",
+       "sequence_batching control input 'NOPE' is not an input of the model"},
+      {"sequence_batching { control_input [{ name: 'INPUT' control [{ kind: CONTROL_SEQUENCE_START "
+       "int32_false_true: [0, 1] }] }] }",
+       "sequence_batching control input 'INPUT' is also a config input (the server fills it, the client never "
+       "sends it)"},
+      {"sequence_batching { control_input [{ name: 'START' control [{ kind: CONTROL_SEQUENCE_START "
+       "int32_false_true: [0] }] }] }",
+       "sequence_batching control input 'START' must give exactly one of int32_false_true, fp32_false_true, "
+       "bool_false_true, with two values"},
+      // READY's graph type is FP32: an int32 control does not match it
+      {"sequence_batching { control_input [{ name: 'START' control [{ kind: CONTROL_SEQUENCE_START "
+       "int32_false_true: [0, 1] }] }, { name: 'READY' control [{ kind: CONTROL_SEQUENCE_READY "
+       "int32_false_true: [0, 1] }] }, { name: 'CORRID' control [{ kind: CONTROL_SEQUENCE_CORRID data_type: "
+       "TYPE_UINT64 }] }] }",
+       NULL},
+      {"sequence_batching { control_input [{ name: 'START' control [{ kind: CONTROL_SEQUENCE_START "
+       "int32_false_true: [0, 1] }] }, { name: 'READY' control [{ kind: CONTROL_SEQUENCE_START "
+       "fp32_false_true: [0, 1] }] }] }",
+       "sequence_batching: more than one control of kind CONTROL_SEQUENCE_START"},
+      {"sequence_batching { control_input [{ name: 'CORRID' control [{ kind: CONTROL_SEQUENCE_CORRID "
+       "data_type: TYPE_STRING }] }] }",
+       "sequence_batching control input 'CORRID': CONTROL_SEQUENCE_CORRID data_type must be TYPE_UINT64, "
+       "TYPE_INT64, TYPE_UINT32 or TYPE_INT32 (TYPE_STRING is not supported)"},
+      {"sequence_batching { state [{ input_name: 'a' output_name: 'b' }] }",
+       "sequence_batching.state (implicit state) is not supported: keep the state in the client, or in the "
+       "model's inputs and outputs"},
+      {"sequence_batching { max_sequence_idle_microseconds: 3600000001 }",
+       "sequence_batching.max_sequence_idle_microseconds 3600000001 is too large: inferd takes at most 3600000000 "
+       "(one hour)"},
+      {"sequence_batching { oldest { preferred_batch_size: [9] } }",
+       "sequence_batching.oldest.preferred_batch_size 9 must be in 1..max_batch_size (8)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char text[2048];
+    snprintf(text, sizeof text, "%s%s", head, cases[i].seq);
+    Inference__ModelConfig *c = parse(text);
+    if (!c) continue;
+    e = (err){0};
+    int rc = config_validate(c, in, 4, out, 1, &e);
+    if (i == 5) {  // the type mismatch: named with the control input
+      CHECK_EQ_INT(rc, ERR_INVALID_ARGUMENT);
+      CHECK(strstr(e.msg, "control input 'READY'") != NULL);
+    } else if (!cases[i].msg) {
+      CHECK_EQ_INT(rc, 0);
+      if (rc) fprintf(stderr, "  case %zu: %s\n", i, e.msg);
+    } else {
+      CHECK_EQ_INT(rc, ERR_INVALID_ARGUMENT);
+      CHECK_EQ_STR(e.msg, cases[i].msg);
+    }
+    config_free(c);
+  }
+  // auto-completion lists the graph's inputs but the control inputs
+  Inference__ModelConfig *c = parse(good);
+  if (c) {
+    CHECK_EQ_INT(config_complete(c, 1, in, 4, out, 1, 8, &e), 0);
+    CHECK_EQ_INT(c->n_input, 1);
+    if (c->n_input == 1) CHECK_EQ_STR(c->input[0]->name, "INPUT");
+    CHECK_EQ_INT(config_validate(c, in, 4, out, 1, &e), 0);
+    config_free(c);
+  }
+}
+
 static void test_no_auto_complete(void) {
   err e = {0};
   Inference__ModelConfig *c = parse("name: 'm' max_batch_size: 8 "
@@ -488,6 +575,7 @@ int main(void) {
   test_complete_file_config();
   test_complete_file_without_tensors();
   test_validate();
+  test_sequence_batching();
   test_no_auto_complete();
   test_resolve_kinds();
   test_graph_opts();

@@ -269,7 +269,52 @@ static void test_defaults(void) {
   eng_model_config_free(c);
   // another scheduler: no dynamic batching
   c = convert("sequence_batching { }");
-  if (c) CHECK_EQ_INT(c->batching.on, 0);
+  if (c) {
+    CHECK_EQ_INT(c->batching.on, 0);
+    CHECK_EQ_INT(c->sequence.on, 1);
+    CHECK_EQ_INT(c->sequence.strategy, ENG_SEQ_DIRECT);
+    CHECK_EQ_INT(c->sequence.max_idle_us, 0);
+    CHECK_EQ_INT(c->sequence.n_controls, 0);
+  }
+  eng_model_config_free(c);
+  // sequence_batching's controls become inputs after the config's, dims [1]
+  c = convert(
+      "input { name: 'INPUT' data_type: TYPE_INT32 dims: [1] }\n"
+      "sequence_batching { max_sequence_idle_microseconds: 77\n"
+      "  oldest { max_candidate_sequences: 5 preferred_batch_size: [2, 4] max_queue_delay_microseconds: 9 }\n"
+      "  control_input [\n"
+      "    { name: 'S' control [{ kind: CONTROL_SEQUENCE_START fp32_false_true: [0.5, 2] }] },\n"
+      "    { name: 'E' control [{ kind: CONTROL_SEQUENCE_END bool_false_true: [true, false] }] },\n"
+      "    { name: 'C' control [{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_INT64 }] } ] }");
+  if (c) {
+    const eng_sequence_batching *q = &c->sequence;
+    CHECK_EQ_INT(q->on, 1);
+    CHECK_EQ_INT(q->strategy, ENG_SEQ_OLDEST);
+    CHECK_EQ_INT(q->max_idle_us, 77);
+    CHECK_EQ_INT(q->max_candidates, 5);
+    CHECK_EQ_INT(q->oldest_delay_us, 9);
+    CHECK_EQ_INT(q->n_preferred, 2);
+    if (q->n_preferred == 2) CHECK_EQ_INT(q->preferred[1], 4);
+    CHECK_EQ_INT(c->n_client_inputs, 1);
+    CHECK_EQ_INT(c->n_inputs, 4);
+    CHECK_EQ_INT(q->n_controls, 3);
+    if (c->n_inputs == 4 && q->n_controls == 3) {
+      CHECK_EQ_STR(c->inputs[1].name, "S");
+      CHECK_EQ_INT(c->inputs[1].dt, DT_FP32);
+      CHECK_EQ_INT(c->inputs[1].n_dims, 1);
+      CHECK_EQ_INT(c->inputs[1].dims[0], 1);
+      CHECK_EQ_INT(q->controls[0].kind, ENG_CONTROL_START);
+      CHECK_EQ_INT(q->controls[0].input, 1);
+      CHECK(q->controls[0].false_true[0] == 0.5 && q->controls[0].false_true[1] == 2);
+      CHECK_EQ_INT(q->controls[1].kind, ENG_CONTROL_END);
+      CHECK_EQ_INT(q->controls[1].dt, DT_BOOL);
+      CHECK(q->controls[1].false_true[0] == 1 && q->controls[1].false_true[1] == 0);
+      CHECK_EQ_INT(q->controls[2].kind, ENG_CONTROL_CORRID);
+      CHECK_EQ_INT(q->controls[2].dt, DT_INT64);
+      CHECK_EQ_STR(c->inputs[3].name, "C");
+      CHECK_EQ_INT(c->inputs[3].dt, DT_INT64);
+    }
+  }
   eng_model_config_free(c);
   eng_model_config_free(NULL);
 }
