@@ -20,6 +20,7 @@ typedef struct bat_seq_seq {
   int in_flight;  // its head item is in a batch
   int open;       // a START was queued and no END after it: a non-START item may follow
   int64_t last_us;
+  unsigned char *state;  // cfg.state_bytes, NULL when 0
   // the backlog (slot -1) or the idle list (nothing queued or running), never both
   struct bat_seq_seq *lprev, *lnext;
   int in_idle;
@@ -182,6 +183,7 @@ void bat_seq_destroy(bat_seq *b) {
     for (seqs *s = b->hash[i], *next; s; s = next) {
       next = s->hnext;
       free(s->str);
+      free(s->state);
       free(s);
     }
   free(b->hash);
@@ -247,6 +249,7 @@ static void release(bat_seq *b, seqs *s) {
   }
   unhash(b, s);
   free(s->str);
+  free(s->state);
   free(s);
 }
 
@@ -290,7 +293,9 @@ int bat_seq_enqueue(bat_seq *b, bat_seq_item *it, const char *model, err *e) {
     if (b->n_seqs + 1 > b->hcap && grow_hash(b) != 0) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     s = calloc(1, sizeof *s);
     if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-    if (it->id.str && !(s->str = malloc(it->id.len ? it->id.len : 1))) {
+    if ((it->id.str && !(s->str = malloc(it->id.len ? it->id.len : 1))) ||
+        (b->cfg.state_bytes && !(s->state = calloc(1, b->cfg.state_bytes)))) {
+      free(s->str);
       free(s);
       return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     }
@@ -408,6 +413,10 @@ static void emit(bat_seq *b, int n, int x, bat_seq_batch *out) {
     seqs *s = b->cand[i]->seq;
     bat_seq_item *it = pop_head(b, s);
     s->in_flight = 1;
+    // a START begins from the initial state (zeros), also for an ID whose
+    // previous sequence just ended (back-to-back)
+    if (s->state && (it->flags & BAT_SEQ_START)) memset(s->state, 0, b->cfg.state_bytes);
+    it->state = s->state;
     b->run[(size_t)x * (size_t)b->max_rows + (size_t)i] = s;
     b->run_end[(size_t)x * (size_t)b->max_rows + (size_t)i] = (it->flags & BAT_SEQ_END) != 0;
     it->seq = NULL;

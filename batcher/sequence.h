@@ -32,6 +32,10 @@
 //    sequence was idle (nothing queued or running) for max_idle_us.
 //    A START for a correlation ID still held queues behind its items
 //    (Triton's back-to-back sequences of one ID).
+//  - Implicit state (cfg.state_bytes > 0): each sequence keeps that many
+//    bytes, zeroed when a START item is handed out; the caller feeds them
+//    to the model and writes the model's next state into them
+//    (bat_seq_item.state) before releasing the executor.
 //  - A cancelled item, or one whose deadline passed, leaves without running
 //    when it reaches its sequence's head (checked as batches are formed).
 #ifndef INFERD_BATCHER_SEQUENCE_H
@@ -65,6 +69,10 @@ typedef struct bat_seq_item {
   void *payload;
   // --- set by the batcher
   struct bat_seq_item *next;  // link of a batch or of the dropped list
+  // in a batch: the sequence's state bytes (cfg.state_bytes; zeros at a
+  // START), for the caller to feed the model and to write the model's next
+  // state into before bat_seq_release_executor; NULL without state
+  unsigned char *state;
   int64_t arrival_us;
   bat_drop_reason drop_reason;
   // --- private while queued
@@ -83,6 +91,7 @@ typedef struct bat_seq_config {
   int max_candidates;         // Oldest: slots; 0: max_batch_size x instances
   const int *preferred;       // Oldest (copied)
   size_t n_preferred;
+  size_t state_bytes;         // implicit state: bytes kept per sequence (0: none)
   bat_clock_fn now;
   void *clock_ctx;
   bat_cancelled_fn cancelled;  // may be NULL

@@ -297,4 +297,5 @@ size_t eng_model_n_inputs(const eng_model *m) { return m->n_in; }
 size_t eng_model_n_client_inputs(const eng_model *m) { return m->n_client_in; }
 const eng_io *eng_model_input(const eng_model *m, size_t i) { return &m->in[i].client; }
 size_t eng_model_n_outputs(const eng_model *m) { return m->n_out; }
+size_t eng_model_n_client_outputs(const eng_model *m) { return m->n_client_out; }
 const eng_io *eng_model_output(const eng_model *m, size_t i) { return &m->out[i].client; }

@@ -135,7 +135,10 @@ const eng_pad *eng_model_pad(const eng_model *m);
 size_t eng_model_n_inputs(const eng_model *m);
 size_t eng_model_n_client_inputs(const eng_model *m);
 const eng_io *eng_model_input(const eng_model *m, size_t i);
+// Outputs 0..eng_model_n_client_outputs-1 are the config's; the rest are
+// sequence_batching's state outputs, which the server keeps.
 size_t eng_model_n_outputs(const eng_model *m);
+size_t eng_model_n_client_outputs(const eng_model *m);
 const eng_io *eng_model_output(const eng_model *m, size_t i);
 
 // Runs the job on `instance`, which the caller knows to have room (fewer

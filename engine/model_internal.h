@@ -104,7 +104,8 @@ struct eng_model {
   size_t n_warm;
   binding *in, *out;
   size_t n_in, n_out;
-  size_t n_client_in;  // the config's inputs; n_client_in..n_in-1 are control inputs
+  size_t n_client_in;   // the config's inputs; n_client_in..n_in-1 are control and state inputs
+  size_t n_client_out;  // the config's outputs; the rest are state outputs
   eng_pad pad;  // pad_to_longest; pad.in NULL when requests are not padded
   size_t n_graph_in, n_graph_out;
   int *graph_in_to_cfg;  // per graph input, the config input feeding it

@@ -53,6 +53,7 @@ int eng_model__bind_all(eng_model *m, const eng_model_config *cfg, err *e) {
   const eng_graph *g = m->graph;
   m->n_in = cfg->n_inputs;
   m->n_client_in = cfg->n_client_inputs;
+  m->n_client_out = cfg->n_client_outputs;
   m->n_out = cfg->n_outputs;
   m->n_graph_in = eng_graph_n_inputs(g);
   m->n_graph_out = eng_graph_n_outputs(g);

@@ -96,6 +96,21 @@ static int listed_tensors_omit_batch(const Inference__ModelConfig *c, const eng_
   return 1;
 }
 
+// A name sequence_batching gives a model input (control or state input).
+static int seq_names_input(const Inference__ModelSequenceBatching *sb, const char *name) {
+  for (size_t k = 0; sb && k < sb->n_control_input; k++)
+    if (sb->control_input[k]->name && strcmp(sb->control_input[k]->name, name) == 0) return 1;
+  for (size_t k = 0; sb && k < sb->n_state; k++)
+    if (sb->state[k]->input_name && strcmp(sb->state[k]->input_name, name) == 0) return 1;
+  return 0;
+}
+
+static int seq_names_output(const Inference__ModelSequenceBatching *sb, const char *name) {
+  for (size_t k = 0; sb && k < sb->n_state; k++)
+    if (sb->state[k]->output_name && strcmp(sb->state[k]->output_name, name) == 0) return 1;
+  return 0;
+}
+
 static int fill_inputs(Inference__ModelConfig *c, const eng_io *in, size_t n_in, err *e) {
   c->input = calloc(n_in, sizeof *c->input);
   if (!c->input) return oom(e);
@@ -104,10 +119,8 @@ static int fill_inputs(Inference__ModelConfig *c, const eng_io *in, size_t n_in,
       c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING ? c->sequence_batching
                                                                                                  : NULL;
   for (size_t i = 0; i < n_in; i++) {
-    int control = 0;  // sequence_batching's control inputs are the server's to fill, not the client's
-    for (size_t k = 0; sb && k < sb->n_control_input && !control; k++)
-      control = sb->control_input[k]->name && strcmp(sb->control_input[k]->name, in[i].name) == 0;
-    if (control) continue;
+    // sequence_batching's control and state inputs are the server's to fill, not the client's
+    if (seq_names_input(sb, in[i].name)) continue;
     Inference__ModelInput *t = malloc(sizeof *t);
     if (!t) return oom(e);
     inference__model_input__init(t);
@@ -123,7 +136,11 @@ static int fill_outputs(Inference__ModelConfig *c, const eng_io *out, size_t n_o
   c->output = calloc(n_out, sizeof *c->output);
   if (!c->output) return oom(e);
   int skip = c->max_batch_size > 0;
+  const Inference__ModelSequenceBatching *sb =
+      c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING ? c->sequence_batching
+                                                                                                 : NULL;
   for (size_t i = 0; i < n_out; i++) {
+    if (seq_names_output(sb, out[i].name)) continue;  // implicit state: the server keeps it
     Inference__ModelOutput *t = malloc(sizeof *t);
     if (!t) return oom(e);
     inference__model_output__init(t);
@@ -332,15 +349,68 @@ static int check_platform(const Inference__ModelConfig *c, err *e) {
 // each control input: a model input the config does not list (the server
 // fills it), with exactly one control, of a kind not given twice, whose
 // values say its type (int32/fp32/bool false_true pairs, CORRID's data_type).
-static int check_sequence_batching(const Inference__ModelConfig *c, const eng_io *in, size_t n_in, err *e) {
+// Implicit state: an input and an output of the model that the config does
+// not list, of fixed dims, starting from zeros.
+static int check_states(const Inference__ModelConfig *c, const Inference__ModelSequenceBatching *sb,
+                        const eng_io *in, size_t n_in, const eng_io *out, size_t n_out, err *e) {
+  for (size_t i = 0; i < sb->n_state; i++) {
+    const Inference__ModelSequenceBatching__State *st = sb->state[i];
+    if (is_empty(st->input_name) || is_empty(st->output_name))
+      return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.state[%zu]: input_name and output_name are required", i);
+    for (size_t k = 0; k < i; k++)
+      if (strcmp(sb->state[k]->input_name, st->input_name) == 0 || strcmp(sb->state[k]->output_name, st->output_name) == 0)
+        return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.state '%s': listed twice", st->input_name);
+    for (size_t k = 0; k < c->n_input; k++)
+      if (strcmp(c->input[k]->name, st->input_name) == 0)
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "sequence_batching.state input '%s' is also a config input (the server feeds it)", st->input_name);
+    for (size_t k = 0; k < c->n_output; k++)
+      if (strcmp(c->output[k]->name, st->output_name) == 0)
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "sequence_batching.state output '%s' is also a config output (the server keeps it)",
+                       st->output_name);
+    for (size_t k = 0; k < sb->n_control_input; k++)
+      if (strcmp(sb->control_input[k]->name, st->input_name) == 0)
+        return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.state input '%s' is also a control input",
+                       st->input_name);
+    if (st->data_type == INFERENCE__DATA_TYPE__TYPE_STRING || st->data_type == INFERENCE__DATA_TYPE__TYPE_INVALID)
+      return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.state '%s': data_type must be a numeric type",
+                     st->input_name);
+    for (size_t d = 0; d < st->n_dims; d++)
+      if (st->dims[d] <= 0)
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "sequence_batching.state '%s': dims must be fixed and positive (variable state dims are not "
+                       "supported)",
+                       st->input_name);
+    if (st->use_growable_memory)
+      return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.state '%s': use_growable_memory is not supported",
+                     st->input_name);
+    for (size_t k = 0; k < st->n_initial_state; k++)
+      if (st->initial_state[k]->state_data_case != INFERENCE__MODEL_SEQUENCE_BATCHING__INITIAL_STATE__STATE_DATA_ZERO_DATA)
+        return err_set(e, ERR_INVALID_ARGUMENT,
+                       "sequence_batching.state '%s': only a zero_data initial_state is supported (data_file is not)",
+                       st->input_name);
+    const eng_io *gi = find_io(in, n_in, st->input_name), *go = find_io(out, n_out, st->output_name);
+    if (!gi)
+      return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.state input '%s' is not an input of the model",
+                     st->input_name);
+    if (!go)
+      return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.state output '%s' is not an output of the model",
+                     st->output_name);
+    TRY(check_tensor("state input", st->input_name, (int)st->data_type, st->n_dims, st->dims, NULL, c->max_batch_size,
+                     gi, e));
+    TRY(check_tensor("state output", st->output_name, (int)st->data_type, st->n_dims, st->dims, NULL,
+                     c->max_batch_size, go, e));
+  }
+  return 0;
+}
+
+static int check_sequence_batching(const Inference__ModelConfig *c, const eng_io *in, size_t n_in,
+                                   const eng_io *out, size_t n_out, err *e) {
   if (c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING ||
       !c->sequence_batching)
     return 0;
   const Inference__ModelSequenceBatching *sb = c->sequence_batching;
-  if (sb->n_state)
-    return err_set(e, ERR_INVALID_ARGUMENT,
-                   "sequence_batching.state (implicit state) is not supported: keep the state in the client, "
-                   "or in the model's inputs and outputs");
   if (sb->iterative_sequence)
     return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching.iterative_sequence is not supported");
   if (sb->max_sequence_idle_microseconds > CONFIG_MAX_QUEUE_DELAY_US)
@@ -435,7 +505,7 @@ static int check_sequence_batching(const Inference__ModelConfig *c, const eng_io
     static const int64_t one[1] = {1};
     TRY(check_tensor("control input", ci->name, (int)dt, 1, one, NULL, c->max_batch_size, g, e));
   }
-  return 0;
+  return check_states(c, sb, in, n_in, out, n_out, e);
 }
 
 static int check_dynamic_batching(const Inference__ModelConfig *c, err *e) {
@@ -529,15 +599,14 @@ int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t 
                    "%s is not supported (Triton's ragged batching); to batch requests of different sequence "
                    "lengths, pad them: parameters { key: \"pad_to_longest\" ... }",
                    c->n_batch_input ? "batch_input" : "batch_output");
-  TRY(check_sequence_batching(c, in, n_in, e));
+  TRY(check_sequence_batching(c, in, n_in, out, n_out, e));
   const Inference__ModelSequenceBatching *sb =
       c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING ? c->sequence_batching
                                                                                                  : NULL;
   for (size_t i = 0; i < n_in; i++) {
     int listed = 0;
     for (size_t k = 0; k < c->n_input && !listed; k++) listed = strcmp(c->input[k]->name, in[i].name) == 0;
-    for (size_t k = 0; sb && k < sb->n_control_input && !listed; k++)
-      listed = strcmp(sb->control_input[k]->name, in[i].name) == 0;
+    if (!listed) listed = seq_names_input(sb, in[i].name);
     if (!listed)
       return err_set(e, ERR_INVALID_ARGUMENT, "model input '%s' is missing from the config's inputs", in[i].name);
   }

@@ -192,6 +192,41 @@ static void control_values(eng_control *k, const Inference__ModelSequenceBatchin
   }
 }
 
+// Implicit state: each state's input appended to the inputs and its output
+// to the outputs, with the state's dims (fixed: config_validate refused -1).
+static int states(eng_model_config *c, const Inference__ModelSequenceBatching *sb) {
+  eng_sequence_batching *q = &c->sequence;
+  size_t n = sb->n_state, bi = c->n_inputs, bo = c->n_outputs;
+  if (!n) return 0;
+  eng_model_tensor *in = alloc(c, (bi + n) * sizeof *in), *out = alloc(c, (bo + n) * sizeof *out);
+  q->states = alloc(c, n * sizeof *q->states);
+  if (!in || !out || !q->states) return -1;
+  memcpy(in, c->inputs, bi * sizeof *in);
+  memcpy(out, c->outputs, bo * sizeof *out);
+  size_t off = 0;
+  for (size_t i = 0; i < n; i++) {
+    const Inference__ModelSequenceBatching__State *st = sb->state[i];
+    eng_seq_state *k = &q->states[i];
+    k->input = bi + i;
+    k->output = bo + i;
+    k->dt = (dtype)st->data_type;
+    size_t bytes = dtype_size(k->dt);
+    for (size_t d = 0; d < st->n_dims; d++) bytes *= (size_t)st->dims[d];
+    k->row_bytes = bytes;
+    k->offset = off;
+    off += (bytes + 15) & ~(size_t)15;
+    if (tensor(c, &in[bi + i], st->input_name, st->data_type, st->n_dims, st->dims, NULL)) return -1;
+    if (tensor(c, &out[bo + i], st->output_name, st->data_type, st->n_dims, st->dims, NULL)) return -1;
+  }
+  q->n_states = n;
+  q->state_bytes = off;
+  c->inputs = in;
+  c->n_inputs = bi + n;
+  c->outputs = out;
+  c->n_outputs = bo + n;
+  return 0;
+}
+
 // sequence_batching: its settings, and its control inputs appended to the
 // inputs (dims [1], as Triton gives them) so the engine binds them as any other.
 static int sequence(eng_model_config *c, const Inference__ModelConfig *pb) {
@@ -230,7 +265,7 @@ static int sequence(eng_model_config *c, const Inference__ModelConfig *pb) {
   c->inputs = in;
   c->n_inputs = base + n;
   q->n_controls = n;
-  return 0;
+  return states(c, sb);
 }
 
 static int warmup_input(eng_model_config *c, eng_warmup_input *wi, const Inference__ModelWarmup__InputsEntry *ie) {
@@ -293,7 +328,7 @@ int eng_model_config_from_proto(const Inference__ModelConfig *pb, eng_model_conf
   if (rc == 0) rc = groups(c, pb);
   if (rc == 0) rc = params(c, pb);
   if (rc == 0) rc = batching(c, pb);
-  if (rc == 0) c->n_client_inputs = c->n_inputs;
+  if (rc == 0) c->n_client_inputs = c->n_inputs, c->n_client_outputs = c->n_outputs;
   if (rc == 0) rc = sequence(c, pb);
   if (rc == 0) rc = warmups(c, pb);
   if (rc) {

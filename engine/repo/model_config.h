@@ -101,6 +101,17 @@ typedef struct eng_control {
   double false_true[2];  // the flags' values for false and true (unused for CORRID)
 } eng_control;
 
+// sequence_batching's implicit state (Triton's `state`): a model input fed
+// with the sequence's state and a model output that is its next value,
+// neither seen by the client; zeros at a sequence's START.
+typedef struct eng_seq_state {
+  size_t input;      // index in eng_model_config.inputs (after the controls)
+  size_t output;     // index in eng_model_config.outputs (>= n_client_outputs)
+  dtype dt;
+  size_t row_bytes;  // one sequence's state: dims' product x element size
+  size_t offset;     // where it lies in a sequence's state bytes (16-aligned)
+} eng_seq_state;
+
 typedef enum eng_seq_strategy { ENG_SEQ_DIRECT = 0, ENG_SEQ_OLDEST = 1 } eng_seq_strategy;
 
 // sequence_batching; every field zero unless `on`.
@@ -118,6 +129,9 @@ typedef struct eng_sequence_batching {
   uint64_t oldest_delay_us;
   eng_control *controls;
   size_t n_controls;
+  eng_seq_state *states;
+  size_t n_states;
+  size_t state_bytes;  // every state of one sequence, each 16-aligned
 } eng_sequence_batching;
 
 // Where a warmup input's bytes come from: the oneof's case as set,
@@ -152,10 +166,13 @@ typedef struct eng_warmup {
 typedef struct eng_model_config {
   char *name;
   int32_t max_batch_size;  // 0: the model does not batch
-  // inputs: the config's, then sequence_batching's control inputs (dims [1])
+  // inputs: the config's, then sequence_batching's control inputs (dims
+  // [1]), then its state inputs
   eng_model_tensor *inputs, *outputs;
   size_t n_inputs, n_outputs;
   size_t n_client_inputs;  // the config's inputs: what a request carries
+  // outputs: the config's, then sequence_batching's state outputs
+  size_t n_client_outputs;  // what a request may ask for
 
   eng_instance_group *groups;
   size_t n_groups;

@@ -492,7 +492,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
   }
 
   r->outputs_mask = 0;
-  size_t n_out = eng_model_n_outputs(em);
+  size_t n_out = eng_model_n_client_outputs(em);  // state outputs (sequence_batching) are the server's
   if (n_out > 64)  // the requested-outputs mask and the response are sized for 64
     return err_set(e, ERR_UNIMPLEMENTED, "model '%s' has %zu outputs; at most 64 are supported", m->name, n_out);
   for (size_t i = 0; i < msg->n_outputs; i++) {

@@ -74,6 +74,8 @@ struct vsched {
   srv_version *v;
   bat_batcher *bat;  // the dynamic batcher, or
   bat_seq *seq;      // sequence_batching's (batcher/sequence.h); exactly one is set
+  const eng_sequence_batching *sq;  // its config (implicit state), in the model's config
+  int batched;                      // max_batch_size > 0: tensors have a batch dim
   batch_slot *slots;
   int n_slots;
   size_t n_inputs;
@@ -272,6 +274,7 @@ static int inputs_aligned(const vsched *vs, const srv_request *r) {
 }
 
 static void pump_version(srv_sched *s, vsched *vs);
+static void keep_states(batch_slot *slot, int rc, const eng_tensor *outputs, size_t n_outputs);
 static void arm_timer(srv_sched *s);
 static void left(srv_sched *s, int64_t n);
 
@@ -282,6 +285,7 @@ static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *ou
   batch_slot *slot = job->ctx;
   srv_sched *s = slot->s;
   vsched *vs = slot->vs;
+  keep_states(slot, rc, outputs, n_outputs);
   srv_reply_batch(s->srv, vs->v, slot->reqs, slot->n, rc, e, job, outputs, n_outputs);
   int dead = rc != 0 && eng_model_instance_failed(vs->v->model, slot->instance);  // read only after a failure
   pthread_mutex_lock(&s->mu);
@@ -345,6 +349,39 @@ static void take_dropped(srv_sched *s, vsched *vs) {
   }
 }
 
+// Implicit state: the request's state inputs read the sequence's state
+// bytes in place (nothing writes them while it runs: a sequence has one
+// request in flight, and its next state is written once the batch is done).
+static void feed_states(vsched *vs, srv_request *r, unsigned char *state) {
+  for (size_t k = 0; state && k < vs->sq->n_states; k++) {
+    const eng_seq_state *st = &vs->sq->states[k];
+    const eng_io *io = eng_model_input(vs->v->model, st->input);
+    eng_tensor *t = &r->inputs[st->input];
+    t->dt = st->dt;
+    t->ndims = 0;
+    if (vs->batched) t->dims[t->ndims++] = 1;
+    for (int d = 0; d < io->ndims && t->ndims < ENG_MAX_DIMS; d++) t->dims[t->ndims++] = io->dims[d];
+    t->bytes = st->row_bytes;
+    t->data = state + st->offset;
+  }
+}
+
+// Implicit state: each request's row of the state outputs becomes its
+// sequence's state. Before the answers go (they free the requests).
+static void keep_states(batch_slot *slot, int rc, const eng_tensor *outputs, size_t n_outputs) {
+  vsched *vs = slot->vs;
+  if (rc != 0 || !vs->sq || !vs->sq->n_states) return;
+  for (size_t k = 0; k < vs->sq->n_states; k++) {
+    const eng_seq_state *st = &vs->sq->states[k];
+    if (st->output >= n_outputs) continue;
+    const eng_tensor *t = &outputs[st->output];
+    if (t->bytes != st->row_bytes * slot->n) continue;  // config_validate fixed its dims: never
+    for (size_t i = 0; i < slot->n; i++)
+      if (slot->reqs[i]->seq.state)
+        memcpy(slot->reqs[i]->seq.state + st->offset, (const uint8_t *)t->data + i * st->row_bytes, st->row_bytes);
+  }
+}
+
 // The next batch of either batcher into its executor's slot; 0 when none.
 static batch_slot *next_batch(vsched *vs) {
   batch_slot *slot;
@@ -355,7 +392,11 @@ static batch_slot *next_batch(vsched *vs) {
     slot->n = 0;
     slot->rows = b.rows;
     slot->seq_len = 0;
-    for (bat_seq_item *it = b.items; it; it = it->next) slot->reqs[slot->n++] = it->payload;
+    for (bat_seq_item *it = b.items; it; it = it->next) {
+      srv_request *r = it->payload;
+      slot->reqs[slot->n++] = r;
+      feed_states(vs, r, it->state);
+    }
     return slot;
   }
   bat_batch b;
@@ -557,8 +598,11 @@ static int build_sequence(const eng_model_config *cfg, vsched *vs, int n_exec, i
                       .max_candidates = sq->max_candidates,
                       .preferred = sq->preferred,
                       .n_preferred = sq->n_preferred,
+                      .state_bytes = sq->state_bytes,
                       .now = clock_now,
                       .cancelled = request_cancelled};
+  vs->sq = sq;
+  vs->batched = cfg->max_batch_size > 0;
   int rc = bat_seq_create(&c, &vs->seq, e);
   free(inst);
   return rc;

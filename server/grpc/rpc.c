@@ -155,8 +155,8 @@ static void model_metadata(void *ctx, srv_call *call, const uint8_t *req, size_t
     return;
   }
   const eng_model *em = v->model;
-  // the client's inputs only: sequence_batching's control inputs are the server's to fill
-  size_t n_in = eng_model_n_client_inputs(em), n_out = eng_model_n_outputs(em), n_t = n_in + n_out;
+  // the client's tensors only: sequence_batching's control and state tensors are the server's
+  size_t n_in = eng_model_n_client_inputs(em), n_out = eng_model_n_client_outputs(em), n_t = n_in + n_out;
   Inference__ModelMetadataResponse__TensorMetadata *ts = calloc(n_t ? n_t : 1, sizeof *ts);
   Inference__ModelMetadataResponse__TensorMetadata **tp = calloc(n_t ? n_t : 1, sizeof *tp);
   int64_t (*shapes)[ENG_MAX_DIMS + 1] = calloc(n_t ? n_t : 1, sizeof *shapes);

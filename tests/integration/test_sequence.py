@@ -89,6 +89,31 @@ def write_model(repo, name, seq_block, controls, instances=1, max_batch=8):
 ALL = {"START": I32, "END": I32, "READY": I32, "CORRID": U64}
 
 
+def write_accumulator(repo, name, seq_block, instances=1):
+    """Implicit state: OUTPUT = ACC = ACC_IN + INPUT (INT64), the state ACC_IN/ACC_OUT kept by the server,
+    zeros at each START: the running sum of the sequence's inputs, as Triton's accumulator examples."""
+    n = helper.make_node
+    nodes = [n("Cast", ["INPUT"], ["x"], to=I64), n("Add", ["ACC_IN", "x"], ["acc"]),
+             n("Identity", ["acc"], ["ACC_OUT"]), n("Identity", ["acc"], ["OUTPUT"])]
+    g = helper.make_graph(nodes, name,
+                          [helper.make_tensor_value_info("INPUT", I32, ["b", 1]),
+                           helper.make_tensor_value_info("ACC_IN", I64, ["b", 1])],
+                          [helper.make_tensor_value_info("OUTPUT", I64, ["b", 1]),
+                           helper.make_tensor_value_info("ACC_OUT", I64, ["b", 1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    d = repo / name
+    (d / "1").mkdir(parents=True)
+    onnx.save(m, str(d / "1" / "model.onnx"))
+    (d / "config.pbtxt").write_text(
+        'name: "%s"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
+        'sequence_batching { %s state [{ input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_INT64 '
+        'dims: [1] initial_state { name: "zeros" data_type: TYPE_INT64 dims: [1] zero_data: true } }] }\n'
+        'input [{ name: "INPUT" data_type: TYPE_INT32 dims: [1] }]\n'
+        'output [{ name: "OUTPUT" data_type: TYPE_INT64 dims: [1] }]\n'
+        "instance_group [{ kind: KIND_CPU count: %d }]\n" % (name, seq_block, instances))
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("seq_repo")
@@ -103,6 +128,10 @@ def server(tmp_path_factory):
                 ALL, instances=2)
     # one slot (max_batch_size 1, one instance) and a short idle time
     write_model(repo, "seq_idle", "max_sequence_idle_microseconds: 300000", ALL, max_batch=1)
+    write_accumulator(repo, "seq_acc", "")
+    write_accumulator(repo, "seq_acc_oldest",
+                      "oldest { max_candidate_sequences: 8 preferred_batch_size: [4] "
+                      "max_queue_delay_microseconds: 20000000 }", instances=2)
     yield from lib.served(str(repo))
 
 
@@ -288,3 +317,76 @@ def test_idle_sequence_frees_its_slot(gc, server):
     assert time.monotonic() - t0 >= 0.2  # it waited for the idle time (0.3 s from the first's answer)
     _refused(lambda: gc.infer("seq_idle", _inputs(grpcclient, 3), sequence_id=61), "INVALID_ARGUMENT",
              "inference request for sequence 61 to model 'seq_idle' must specify the START flag")
+
+
+def test_implicit_state_accumulates(gc, hc, server):
+    """Implicit state: two interleaved sequences (numeric and string IDs) over gRPC, HTTP and a stream;
+    each answer is the running sum of its own sequence, a START starts again from zero, and the state
+    tensors are not the client's (metadata, requests, answers)."""
+    md = gc.get_model_metadata("seq_acc")
+    assert [i.name for i in md.inputs] == ["INPUT"] and [o.name for o in md.outputs] == ["OUTPUT"]
+    for c, mod, ids in ((gc, grpcclient, (7000, "7001")), (hc, httpclient, ("7002", 7003))):
+        sums = {ids[0]: 0, ids[1]: 0}
+        for i, v in enumerate(VALUES):
+            start, end = _flags(i, len(VALUES))
+            for sid, val in ((ids[0], v), (ids[1], -2 * v)):
+                res = c.infer("seq_acc", _inputs(mod, val), sequence_id=sid, sequence_start=start, sequence_end=end)
+                sums[sid] += val
+                assert int(res.as_numpy("OUTPUT")[0][0]) == sums[sid], (sid, i)
+                assert res.as_numpy("ACC_OUT") is None
+        # the same ID again: a new sequence from zero
+        res = c.infer("seq_acc", _inputs(mod, 5), sequence_id=ids[0], sequence_start=True, sequence_end=True)
+        assert int(res.as_numpy("OUTPUT")[0][0]) == 5
+    _refused(lambda: gc.infer("seq_acc", _inputs(grpcclient, 1), sequence_id=1, sequence_start=True,
+                              outputs=[grpcclient.InferRequestedOutput("ACC_OUT")]), "INVALID_ARGUMENT",
+             "unknown requested output 'ACC_OUT'")
+
+    got = queue.Queue()
+    s = grpcclient.InferenceServerClient(url=server.grpc_url)
+    try:
+        s.start_stream(callback=lambda result, error: got.put((result, error)))
+        for i, v in enumerate(VALUES):
+            start, end = _flags(i, len(VALUES))
+            for sid, sign in ((7100, 1), (7101, -1)):
+                s.async_stream_infer("seq_acc", _inputs(grpcclient, sign * v), request_id="%d_%d" % (sid, i),
+                                     sequence_id=sid, sequence_start=start, sequence_end=end)
+        answers = {}
+        for _ in range(2 * len(VALUES)):
+            res, err = got.get(timeout=WAIT_S)
+            assert err is None, err
+            sid, i = res.get_response().id.split("_")
+            answers[(int(sid), int(i))] = int(res.as_numpy("OUTPUT")[0][0])
+        for sid, sign in ((7100, 1), (7101, -1)):
+            assert [answers[(sid, i)] for i in range(len(VALUES))] == list(sign * np.cumsum(VALUES))
+    finally:
+        s.stop_stream()
+        s.close()
+
+
+def test_implicit_state_in_oldest_batches(gc, server):
+    """Four sequences batched together by Oldest over two instances: each row's state goes back to its own
+    sequence, whichever instance runs the next step."""
+    before = lib.model_stats(gc, "seq_acc_oldest")
+    n_seq, steps = 4, 5
+    barrier = threading.Barrier(n_seq)
+
+    def run(k):
+        c = grpcclient.InferenceServerClient(url=server.grpc_url)
+        out = []
+        try:
+            for i in range(steps):
+                start, end = _flags(i, steps)
+                barrier.wait(WAIT_S)
+                res = c.infer("seq_acc_oldest", _inputs(grpcclient, (k + 1) * (i + 1)), sequence_id=7200 + k,
+                              sequence_start=start, sequence_end=end, client_timeout=WAIT_S)
+                out.append(int(res.as_numpy("OUTPUT")[0][0]))
+        finally:
+            c.close()
+        return out
+
+    with cf.ThreadPoolExecutor(n_seq) as ex:
+        results = list(ex.map(run, range(n_seq)))
+    for k, out in enumerate(results):
+        assert out == list(np.cumsum([(k + 1) * (i + 1) for i in range(steps)])), (k, out)
+    after = lib.model_stats(gc, "seq_acc_oldest")
+    assert after.execution_count - before.execution_count == steps

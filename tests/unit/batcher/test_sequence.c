@@ -389,6 +389,38 @@ static void test_many(void) {
   bat_seq_destroy(f.b);
 }
 
+// Implicit state: each sequence's bytes, zeros at START (also when an ID
+// starts again back to back), handed with its items.
+static void test_state(void) {
+  fix f;
+  int inst[1] = {0};
+  bat_seq_config c = f_config(&f, BAT_SEQ_DIRECT, 4, 1, inst, 1);
+  c.state_bytes = 8;
+  f_init(&f, &c);
+  CHECK_EQ_INT(f_enq(&f, 1, BAT_SEQ_START), 0);  // 0
+  CHECK_EQ_INT(f_enq(&f, 2, BAT_SEQ_START), 0);  // 1
+  CHECK_EQ_INT(f_enq(&f, 1, BAT_SEQ_END), 0);    // 2
+  CHECK_EQ_INT(f_enq(&f, 1, BAT_SEQ_START), 0);  // 3: ID 1 again
+  CHECK_EQ_INT(f_next(&f), 1);
+  CHECK_EQ_STR(f.last, "0 1");
+  CHECK(f.it[0].state != NULL && f.it[1].state != NULL && f.it[0].state != f.it[1].state);
+  if (!f.it[0].state || !f.it[1].state) return;
+  for (int i = 0; i < 8; i++) CHECK_EQ_INT(f.it[0].state[i], 0);
+  memset(f.it[0].state, 7, 8);  // the model's next state, written by the caller
+  memset(f.it[1].state, 9, 8);
+  bat_seq_release_executor(f.b, 0, 0);
+  CHECK_EQ_INT(f_next(&f), 1);
+  CHECK_EQ_STR(f.last, "2");
+  CHECK(f.it[2].state == f.it[0].state);
+  CHECK_EQ_INT(f.it[2].state[5], 7);  // kept from the previous request
+  bat_seq_release_executor(f.b, 0, 0);
+  CHECK_EQ_INT(f_next(&f), 1);
+  CHECK_EQ_STR(f.last, "3");
+  CHECK_EQ_INT(f.it[3].state[5], 0);  // a START begins from zeros
+  bat_seq_release_executor(f.b, 0, 0);
+  bat_seq_destroy(f.b);
+}
+
 // --- control values
 
 static void test_controls(void) {
@@ -455,6 +487,7 @@ int main(void) {
   test_oldest_no_delay();
   test_string_ids();
   test_many();
+  test_state();
   test_controls();
   test_create_errors();
   CHECK_DONE();

@@ -415,9 +415,8 @@ static void test_sequence_batching(void) {
        "data_type: TYPE_STRING }] }] }",
        "sequence_batching control input 'CORRID': CONTROL_SEQUENCE_CORRID data_type must be TYPE_UINT64, "
        "TYPE_INT64, TYPE_UINT32 or TYPE_INT32 (TYPE_STRING is not supported)"},
-      {"sequence_batching { state [{ input_name: 'a' output_name: 'b' }] }",
-       "sequence_batching.state (implicit state) is not supported: keep the state in the client, or in the "
-       "model's inputs and outputs"},
+      {"sequence_batching { state [{ input_name: 'a' output_name: 'b' data_type: TYPE_INT32 dims: [-1] }] }",
+       "sequence_batching.state 'a': dims must be fixed and positive (variable state dims are not supported)"},
       {"sequence_batching { max_sequence_idle_microseconds: 3600000001 }",
        "sequence_batching.max_sequence_idle_microseconds 3600000001 is too large: inferd takes at most 3600000000 "
        "(one hour)"},
@@ -443,6 +442,55 @@ static void test_sequence_batching(void) {
     }
     config_free(c);
   }
+  // implicit state: an unlisted input and output of the graph, zeros to start
+  eng_io sin[2] = {io("INPUT", DT_INT32, 2, -1, 1, 0), io("S_IN", DT_INT64, 2, -1, 2, 0)};
+  eng_io sout[2] = {io("OUTPUT", DT_INT32, 2, -1, 1, 0), io("S_OUT", DT_INT64, 2, -1, 2, 0)};
+  struct {
+    const char *state, *msg;
+  } states[] = {
+      {"input_name: 'S_IN' output_name: 'S_OUT' data_type: TYPE_INT64 dims: [2] initial_state { zero_data: true }",
+       NULL},
+      {"input_name: 'S_IN' output_name: 'S_OUT' data_type: TYPE_INT64 dims: [3]", "state input 'S_IN'"},
+      {"input_name: 'S_IN' output_name: 'NOPE' data_type: TYPE_INT64 dims: [2]",
+       "sequence_batching.state output 'NOPE' is not an output of the model"},
+      {"input_name: 'S_IN' output_name: 'OUTPUT' data_type: TYPE_INT64 dims: [2]",
+       "sequence_batching.state output 'OUTPUT' is also a config output (the server keeps it)"},
+      {"input_name: 'S_IN' output_name: 'S_OUT' data_type: TYPE_INT64 dims: [2] initial_state { data_file: 'x' }",
+       "sequence_batching.state 'S_IN': only a zero_data initial_state is supported (data_file is not)"},
+      {"input_name: 'S_IN' output_name: 'S_OUT' data_type: TYPE_INT64 dims: [2] use_growable_memory: true",
+       "sequence_batching.state 'S_IN': use_growable_memory is not supported"},
+  };
+  for (size_t i = 0; i < sizeof states / sizeof *states; i++) {
+    char text[1024];
+    snprintf(text, sizeof text, "%ssequence_batching { state [{ %s }] }", head, states[i].state);
+    Inference__ModelConfig *c = parse(text);
+    if (!c) continue;
+    e = (err){0};
+    int rc = config_validate(c, sin, 2, sout, 2, &e);
+    if (!states[i].msg) {
+      CHECK_EQ_INT(rc, 0);
+      if (rc) fprintf(stderr, "  state case %zu: %s\n", i, e.msg);
+      CHECK_EQ_INT(config_complete(c, 1, sin, 2, sout, 2, 8, &e), 0);
+      CHECK_EQ_INT(c->n_output, 1);  // listed: kept as is
+    } else {
+      CHECK_EQ_INT(rc, ERR_INVALID_ARGUMENT);
+      CHECK(strstr(e.msg, states[i].msg) != NULL);
+      if (!strstr(e.msg, states[i].msg)) fprintf(stderr, "  state case %zu: %s\n", i, e.msg);
+    }
+    config_free(c);
+  }
+  // auto-completion leaves the state input and output out
+  Inference__ModelConfig *sc =
+      parse("sequence_batching { state [{ input_name: 'S_IN' output_name: 'S_OUT' data_type: TYPE_INT64 dims: [2] }] }");
+  if (sc) {
+    CHECK_EQ_INT(config_complete(sc, 1, sin, 2, sout, 2, 8, &e), 0);
+    CHECK_EQ_INT(sc->n_input, 1);
+    CHECK_EQ_INT(sc->n_output, 1);
+    if (sc->n_output == 1) CHECK_EQ_STR(sc->output[0]->name, "OUTPUT");
+    CHECK_EQ_INT(config_validate(sc, sin, 2, sout, 2, &e), 0);
+    config_free(sc);
+  }
+
   // auto-completion lists the graph's inputs but the control inputs
   Inference__ModelConfig *c = parse(good);
   if (c) {

@@ -277,6 +277,34 @@ static void test_defaults(void) {
     CHECK_EQ_INT(c->sequence.n_controls, 0);
   }
   eng_model_config_free(c);
+  // implicit state: its input after the controls, its output after the config's; 16-aligned offsets
+  c = convert(
+      "input { name: 'INPUT' data_type: TYPE_INT32 dims: [1] }\n"
+      "output { name: 'OUTPUT' data_type: TYPE_INT32 dims: [1] }\n"
+      "sequence_batching { control_input [{ name: 'S' control [{ kind: CONTROL_SEQUENCE_START "
+      "int32_false_true: [0, 1] }] }]\n"
+      "  state [{ input_name: 'A_IN' output_name: 'A_OUT' data_type: TYPE_FP32 dims: [3] },\n"
+      "         { input_name: 'B_IN' output_name: 'B_OUT' data_type: TYPE_INT64 dims: [2, 2] }] }");
+  if (c) {
+    const eng_sequence_batching *q = &c->sequence;
+    CHECK_EQ_INT(c->n_client_inputs, 1);
+    CHECK_EQ_INT(c->n_inputs, 4);
+    CHECK_EQ_INT(c->n_client_outputs, 1);
+    CHECK_EQ_INT(c->n_outputs, 3);
+    CHECK_EQ_INT(q->n_states, 2);
+    if (q->n_states == 2 && c->n_inputs == 4 && c->n_outputs == 3) {
+      CHECK_EQ_INT(q->states[0].input, 2);
+      CHECK_EQ_INT(q->states[0].output, 1);
+      CHECK_EQ_STR(c->inputs[2].name, "A_IN");
+      CHECK_EQ_STR(c->outputs[2].name, "B_OUT");
+      CHECK_EQ_INT(c->inputs[3].n_dims, 2);
+      CHECK_EQ_INT(q->states[0].row_bytes, 12);
+      CHECK_EQ_INT(q->states[1].offset, 16);
+      CHECK_EQ_INT(q->states[1].row_bytes, 32);
+      CHECK_EQ_INT(q->state_bytes, 48);
+    }
+  }
+  eng_model_config_free(c);
   // sequence_batching's controls become inputs after the config's, dims [1]
   c = convert(
       "input { name: 'INPUT' data_type: TYPE_INT32 dims: [1] }\n"
