@@ -20,7 +20,7 @@ typedef struct bat_seq_seq {
   int in_flight;  // its head item is in a batch
   int open;       // a START was queued and no END after it: a non-START item may follow
   int64_t last_us;
-  unsigned char *state;  // cfg.state_bytes, NULL when 0
+  unsigned char *state;  // its slot's state bytes (b->slot_state), NULL in the backlog or without state
   // the backlog (slot -1) or the idle list (nothing queued or running), never both
   struct bat_seq_seq *lprev, *lnext;
   int in_idle;
@@ -39,6 +39,10 @@ struct bat_seq {
   seqs **hash;
   size_t hcap, n_seqs;
   seqs **slots;  // [n_slots]: the sequence holding it, NULL when free
+  // [n_slots]: implicit state, cfg.state_bytes per slot, allocated when the
+  // slot is first taken and reused by its later sequences: the state held
+  // is bounded by the slots, however many sequences wait in the backlog
+  unsigned char **slot_state;
   int n_slots;
   int *inst_held;  // Direct: sequences held per instance
   slist backlog, idle;
@@ -153,12 +157,14 @@ int bat_seq_create(const bat_seq_config *c, bat_seq **out, err *e) {
   b->hash = calloc(b->hcap, sizeof *b->hash);
   b->slots = calloc((size_t)n_slots, sizeof *b->slots);
   b->cand = calloc((size_t)n_slots, sizeof *b->cand);
+  b->slot_state = calloc((size_t)n_slots, sizeof *b->slot_state);
   b->inst_held = calloc((size_t)c->n_instances, sizeof *b->inst_held);
   b->busy = calloc((size_t)c->n_executors, 1);
   b->run = calloc((size_t)c->n_executors * (size_t)max_rows, sizeof *b->run);
   b->run_end = calloc((size_t)c->n_executors * (size_t)max_rows, 1);
   b->run_n = calloc((size_t)c->n_executors, sizeof *b->run_n);
-  if (!b->exec_instance || !b->preferred || !b->hash || !b->slots || !b->cand || !b->inst_held || !b->busy ||
+  if (!b->exec_instance || !b->preferred || !b->hash || !b->slots || !b->cand || !b->slot_state || !b->inst_held ||
+      !b->busy ||
       !b->run || !b->run_end || !b->run_n) {
     bat_seq_destroy(b);
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
@@ -183,10 +189,11 @@ void bat_seq_destroy(bat_seq *b) {
     for (seqs *s = b->hash[i], *next; s; s = next) {
       next = s->hnext;
       free(s->str);
-      free(s->state);
       free(s);
     }
   free(b->hash);
+  for (int k = 0; b->slot_state && k < b->n_slots; k++) free(b->slot_state[k]);
+  free(b->slot_state);
   free(b->slots);
   free(b->cand);
   free(b->inst_held);
@@ -219,10 +226,19 @@ static int free_slot(const bat_seq *b) {
   return -1;
 }
 
-static void take_slot(bat_seq *b, seqs *s, int k) {
+// 0, or -1 when slot k's state bytes cannot be allocated (the sequence
+// stays where it was).
+static int take_slot(bat_seq *b, seqs *s, int k) {
+  if (b->cfg.state_bytes) {
+    if (!b->slot_state[k] && !(b->slot_state[k] = malloc(b->cfg.state_bytes))) return -1;
+    // zeros from the start, even if the sequence's START item never runs (cancelled)
+    memset(b->slot_state[k], 0, b->cfg.state_bytes);
+    s->state = b->slot_state[k];
+  }
   s->slot = k;
   b->slots[k] = s;
   if (b->cfg.strategy == BAT_SEQ_DIRECT) b->inst_held[k / b->max_rows]++;
+  return 0;
 }
 
 // The sequence leaves the batcher: its slot goes to the first backlogged one.
@@ -237,10 +253,9 @@ static void release(bat_seq *b, seqs *s) {
     seqs *w = b->backlog.head;
     if (w) {
       int nk = free_slot(b);
-      if (nk >= 0) {
+      if (nk >= 0 && take_slot(b, w, nk) == 0) {
         sl_unlink(&b->backlog, w);
         b->n_backlog--;
-        take_slot(b, w, nk);
       }
     }
   } else {
@@ -249,7 +264,6 @@ static void release(bat_seq *b, seqs *s) {
   }
   unhash(b, s);
   free(s->str);
-  free(s->state);
   free(s);
 }
 
@@ -293,9 +307,7 @@ int bat_seq_enqueue(bat_seq *b, bat_seq_item *it, const char *model, err *e) {
     if (b->n_seqs + 1 > b->hcap && grow_hash(b) != 0) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     s = calloc(1, sizeof *s);
     if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-    if ((it->id.str && !(s->str = malloc(it->id.len ? it->id.len : 1))) ||
-        (b->cfg.state_bytes && !(s->state = calloc(1, b->cfg.state_bytes)))) {
-      free(s->str);
+    if (it->id.str && !(s->str = malloc(it->id.len ? it->id.len : 1))) {
       free(s);
       return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     }
@@ -307,8 +319,7 @@ int bat_seq_enqueue(bat_seq *b, bat_seq_item *it, const char *model, err *e) {
     b->hash[h & (b->hcap - 1)] = s;
     b->n_seqs++;
     int k = free_slot(b);
-    if (k >= 0) take_slot(b, s, k);
-    else {
+    if (k < 0 || take_slot(b, s, k) != 0) {
       s->slot = -1;
       sl_append(&b->backlog, s);
       b->n_backlog++;

@@ -32,8 +32,10 @@
 //    sequence was idle (nothing queued or running) for max_idle_us.
 //    A START for a correlation ID still held queues behind its items
 //    (Triton's back-to-back sequences of one ID).
-//  - Implicit state (cfg.state_bytes > 0): each sequence keeps that many
-//    bytes, zeroed when a START item is handed out; the caller feeds them
+//  - Implicit state (cfg.state_bytes > 0): a sequence in a slot keeps that
+//    many bytes (the slot's, allocated at its first use and reused, so the
+//    state held is bounded by the slots, not by the backlog), zeroed when
+//    it takes the slot and when a START item is handed out; the caller feeds them
 //    to the model and writes the model's next state into them
 //    (bat_seq_item.state) before releasing the executor.
 //  - A cancelled item, or one whose deadline passed, leaves without running

@@ -419,6 +419,29 @@ static void test_state(void) {
   CHECK_EQ_INT(f.it[3].state[5], 0);  // a START begins from zeros
   bat_seq_release_executor(f.b, 0, 0);
   bat_seq_destroy(f.b);
+
+  // one slot: a backlogged sequence has no state until it takes the slot,
+  // then the slot's bytes, zeroed, even when its START was cancelled
+  c = f_config(&f, BAT_SEQ_DIRECT, 1, 1, inst, 1);
+  c.state_bytes = 8;
+  f_init(&f, &c);
+  CHECK_EQ_INT(f_enq(&f, 1, BAT_SEQ_START | BAT_SEQ_END), 0);  // 0
+  CHECK_EQ_INT(f_enq(&f, 2, BAT_SEQ_START), 0);                // 1: backlog
+  CHECK_EQ_INT(f_enq(&f, 2, 0), 0);                            // 2
+  f.cancelled[1] = 1;
+  CHECK_EQ_INT(f_next(&f), 1);
+  CHECK_EQ_STR(f.last, "0");
+  unsigned char *slot0 = f.it[0].state;
+  if (slot0) memset(slot0, 5, 8);
+  bat_seq_release_executor(f.b, 0, 0);  // 1 ends: 2 takes the slot
+  CHECK_EQ_INT(f_next(&f), 1);
+  CHECK_EQ_STR(f.last, "2");  // its START was cancelled at the head
+  CHECK(f.it[2].state == slot0);
+  if (f.it[2].state) CHECK_EQ_INT(f.it[2].state[3], 0);
+  char buf[32];
+  CHECK_EQ_STR(f_drops(&f, buf, sizeof buf), "1:1");
+  bat_seq_release_executor(f.b, 0, 0);
+  bat_seq_destroy(f.b);
 }
 
 // --- control values
