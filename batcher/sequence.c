@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define SWEEP_EVERY_US 100000
+#define SWEEP_ITEMS 256
+
 typedef struct bat_seq_seq {
   struct bat_seq_seq *hnext;  // hash chain
   uint64_t hash;
@@ -57,6 +60,12 @@ struct bat_seq {
   int *run_n;
   int n_free, next_exec;
   int64_t hold_until;
+  // The backlog's cancelled and expired items are looked for every
+  // SWEEP_EVERY_US while it holds any (SWEEP_ITEMS at a time, from where the
+  // last sweep stopped): nothing else looks at them until their sequence has
+  // a slot, which an idle sequence may keep for max_idle_us.
+  int64_t next_sweep;
+  seqs *rover;
   bat_seq_item **cand;  // scratch: a batch's candidates, [n_slots]
 };
 
@@ -244,6 +253,7 @@ static int take_slot(bat_seq *b, seqs *s, int k) {
 // The sequence leaves the batcher: its slot goes to the first backlogged one.
 static void release(bat_seq *b, seqs *s) {
   if (s->in_idle) sl_unlink(&b->idle, s), s->in_idle = 0;
+  if (b->rover == s) b->rover = s->lnext;
   if (s->slot >= 0) {
     int k = s->slot;
     b->slots[k] = NULL;
@@ -254,6 +264,7 @@ static void release(bat_seq *b, seqs *s) {
     if (w) {
       int nk = free_slot(b);
       if (nk >= 0 && take_slot(b, w, nk) == 0) {
+        if (b->rover == w) b->rover = w->lnext;
         sl_unlink(&b->backlog, w);
         b->n_backlog--;
       }
@@ -388,6 +399,35 @@ static void clean_head(bat_seq *b, seqs *s, int64_t now) {
   }
 }
 
+// Drops the cancelled and expired items of backlogged sequences, a bounded
+// number per call; a sequence left with nothing is forgotten (it never ran).
+static void sweep_backlog(bat_seq *b, int64_t now) {
+  size_t budget = SWEEP_ITEMS;
+  while (budget && b->n_backlog) {
+    seqs *s = b->rover ? b->rover : b->backlog.head;
+    b->rover = s->lnext;
+    for (bat_seq_item **p = &s->head, *prev = NULL; *p && budget; budget--) {
+      bat_seq_item *it = *p;
+      bat_drop_reason why = BAT_DROP_NONE;
+      if (b->cfg.cancelled && b->cfg.cancelled(it->payload)) why = BAT_DROP_CANCELLED;
+      else if (it->deadline_us <= now) why = BAT_DROP_DEADLINE;
+      if (why == BAT_DROP_NONE) {
+        prev = it;
+        p = &it->next;
+        continue;
+      }
+      *p = it->next;
+      if (s->tail == it) s->tail = prev;
+      s->n_queued--;
+      b->queued--;
+      drop_item(b, it, why);
+    }
+    if (!s->head) release(b, s);  // a backlogged sequence holds no slot: nothing else to undo
+    if (!b->rover) break;  // the end of the backlog: the next sweep starts over
+  }
+  b->next_sweep = now + SWEEP_EVERY_US;
+}
+
 static void expire_idle(bat_seq *b, int64_t now) {
   while (b->idle.head && now - b->idle.head->last_us >= b->cfg.max_idle_us) release(b, b->idle.head);
 }
@@ -486,6 +526,7 @@ int bat_seq_next_batch(bat_seq *b, bat_seq_batch *out) {
   int64_t now = b->cfg.now(b->cfg.clock_ctx);
   b->hold_until = INT64_MAX;
   expire_idle(b, now);
+  if (b->n_backlog && now >= b->next_sweep) sweep_backlog(b, now);
   if (b->n_free == 0) return 0;
   if (b->queued == 0) {
     // sequences whose only items were dropped idle from here
@@ -542,6 +583,7 @@ void bat_seq_flush(bat_seq *b) {
 
 int64_t bat_seq_next_wakeup(const bat_seq *b) {
   int64_t w = b->hold_until;
+  if (b->n_backlog && b->next_sweep < w) w = b->next_sweep;
   if (b->idle.head) {
     int64_t t = b->idle.head->last_us + b->cfg.max_idle_us;
     if (t < w) w = t;

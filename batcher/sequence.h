@@ -39,7 +39,10 @@
 //    to the model and writes the model's next state into them
 //    (bat_seq_item.state) before releasing the executor.
 //  - A cancelled item, or one whose deadline passed, leaves without running
-//    when it reaches its sequence's head (checked as batches are formed).
+//    when it reaches its sequence's head (checked as batches are formed);
+//    in the backlog, at a sweep every 100 ms while the backlog holds any
+//    (bat_seq_next_wakeup asks for it). A backlogged sequence left with no
+//    item is forgotten.
 #ifndef INFERD_BATCHER_SEQUENCE_H
 #define INFERD_BATCHER_SEQUENCE_H
 

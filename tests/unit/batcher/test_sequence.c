@@ -237,7 +237,7 @@ static void test_idle(void) {
   CHECK_EQ_INT(f_enq(&f, 5, 0), 0);  // 2: in time; the sequence is busy again
   CHECK_EQ_INT(f_next(&f), 1);
   CHECK_EQ_STR(f.last, "2");
-  CHECK_EQ_INT(bat_seq_next_wakeup(f.b), INT64_MAX);
+  CHECK_EQ_INT(bat_seq_next_wakeup(f.b), 100 + 100000);  // no idle sequence: only the backlog sweep
   f.now = 1200;
   bat_seq_release_executor(f.b, 0, 0);
   CHECK_EQ_INT(bat_seq_next_wakeup(f.b), 2200);
@@ -284,6 +284,39 @@ static void test_restart_cancel_deadline(void) {
   bat_seq_release_executor(f.b, 0, 0);
   CHECK_EQ_INT(f_next(&f), 0);
   CHECK_EQ_STR(f_drops(&f, buf, sizeof buf), "3:2");  // deadline
+  bat_seq_destroy(f.b);
+}
+
+// The backlog is swept for cancelled and expired items every 100 ms while
+// it holds any (its sequences may wait long: an idle one keeps its slot).
+static void test_backlog_sweep(void) {
+  fix f;
+  char buf[128];
+  int inst[1] = {0};
+  bat_seq_config c = f_config(&f, BAT_SEQ_DIRECT, 1, 1, inst, 1);
+  c.max_idle_us = 10000000;
+  f_init(&f, &c);
+  f.now = 1000;
+  CHECK_EQ_INT(f_enq(&f, 1, BAT_SEQ_START), 0);  // 0: holds the one slot
+  CHECK_EQ_INT(f_next(&f), 1);
+  bat_seq_release_executor(f.b, 0, 0);            // 1 idles, keeping the slot
+  CHECK_EQ_INT(f_enq(&f, 2, BAT_SEQ_START), 0);  // 1: backlog
+  CHECK_EQ_INT(f_enq(&f, 2, 0), 0);              // 2
+  CHECK_EQ_INT(f_enq(&f, 3, BAT_SEQ_START), 0);  // 3: backlog
+  f.it[2].deadline_us = 1500;
+  CHECK_EQ_INT(f_next(&f), 0);  // the first sweep, at once: nothing to drop yet
+  CHECK_EQ_INT(bat_seq_next_wakeup(f.b), 1000 + 100000);
+  f.cancelled[3] = 1;
+  f.now = 50000;
+  CHECK_EQ_INT(f_next(&f), 0);  // not before the next sweep
+  CHECK_EQ_STR(f_drops(&f, buf, sizeof buf), "");
+  f.now = 101000;
+  CHECK_EQ_INT(f_next(&f), 0);
+  CHECK_EQ_STR(f_drops(&f, buf, sizeof buf), "2:2 3:1");
+  CHECK_EQ_INT(bat_seq_backlog(f.b), 1);     // 3 had nothing left: forgotten
+  CHECK_EQ_INT(bat_seq_sequences(f.b), 2);
+  CHECK_EQ_INT(bat_seq_queued(f.b), 1);
+  CHECK_EQ_INT(f_enq(&f, 3, 0), ERR_INVALID_ARGUMENT);
   bat_seq_destroy(f.b);
 }
 
@@ -506,6 +539,7 @@ int main(void) {
   test_direct_backlog();
   test_idle();
   test_restart_cancel_deadline();
+  test_backlog_sweep();
   test_oldest();
   test_oldest_no_delay();
   test_string_ids();
