@@ -128,6 +128,8 @@ def server(tmp_path_factory):
                 ALL, instances=2)
     # one slot (max_batch_size 1, one instance) and a short idle time
     write_model(repo, "seq_idle", "max_sequence_idle_microseconds: 300000", ALL, max_batch=1)
+    # one slot that an idle sequence keeps for a minute
+    write_model(repo, "seq_hold", "max_sequence_idle_microseconds: 60000000", ALL, max_batch=1)
     write_accumulator(repo, "seq_acc", "")
     write_accumulator(repo, "seq_acc_oldest",
                       "oldest { max_candidate_sequences: 8 preferred_batch_size: [4] "
@@ -390,3 +392,24 @@ def test_implicit_state_in_oldest_batches(gc, server):
         assert out == list(np.cumsum([(k + 1) * (i + 1) for i in range(steps)])), (k, out)
     after = lib.model_stats(gc, "seq_acc_oldest")
     assert after.execution_count - before.execution_count == steps
+
+
+def test_backlogged_request_leaves_at_its_deadline(gc, server):
+    """seq_hold's one slot is kept by a sequence that stays idle: a second sequence's request waits in the
+    backlog; when its deadline passes the server answers it DEADLINE_EXCEEDED and drops it (the backlog's
+    sweep), instead of running it once the slot frees a minute later."""
+    gc.infer("seq_hold", _inputs(grpcclient, 1), sequence_id=81, sequence_start=True)
+    before = lib.model_stats(gc, "seq_hold")
+    _refused(lambda: gc.infer("seq_hold", _inputs(grpcclient, 2), sequence_id=82, sequence_start=True,
+                              client_timeout=0.3), "DEADLINE_EXCEEDED", "")
+    deadline = time.monotonic() + WAIT_S
+    while lib.model_stats(gc, "seq_hold").inference_stats.fail.count == before.inference_stats.fail.count:
+        assert time.monotonic() < deadline, "the backlogged request was never dropped"
+        time.sleep(0.05)
+    # its sequence was forgotten with it; the slot's own sequence goes on
+    _refused(lambda: gc.infer("seq_hold", _inputs(grpcclient, 3), sequence_id=82), "INVALID_ARGUMENT",
+             "inference request for sequence 82 to model 'seq_hold' must specify the START flag")
+    res = gc.infer("seq_hold", _inputs(grpcclient, 4), sequence_id=81, sequence_end=True)
+    _check(res, 4, False, True, corr=81)
+    after = lib.model_stats(gc, "seq_hold")
+    assert after.execution_count - before.execution_count == 1  # 82's request never ran
