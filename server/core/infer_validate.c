@@ -329,6 +329,13 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
 
   // raw_input_contents holds one entry per input that is not in shared memory
   int raw = msg->n_raw_input_contents > 0;
+  // before the count: Triton's words, which its clients test for
+  for (size_t i = 0; raw && i < msg->n_inputs; i++)
+    if (typed_count(msg->inputs[i]->contents))
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "contents field must not be specified when using raw_input_contents for '%s' for model '%s' "
+                     "(typed contents and raw_input_contents are mixed in one request)",
+                     msg->inputs[i]->name, m->name);
   if (raw && msg->n_raw_input_contents != msg->n_inputs - n_in_shm)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "raw_input_contents has %zu entries but the request has %zu inputs outside shared memory",
@@ -401,11 +408,6 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
       }
       if (rc == 0 && cuda) rc = cuda_input(r, (size_t)ci, in->name, cuda, in_refs[i].offset, t->bytes, &t->data, e);
     } else if (raw) {
-      if (typed_count(in->contents)) {
-        rc = err_set(e, ERR_INVALID_ARGUMENT,
-                     "input '%s': typed contents and raw_input_contents are mixed in one request", in->name);
-        break;
-      }
       const ProtobufCBinaryData *rd = &msg->raw_input_contents[raw_i++];
       if (rd->len != t->bytes) {
         char got[160];

@@ -191,11 +191,16 @@ int srv_registry_find_ref(srv_registry *r, const char *model, const char *versio
 void srv_registry_unref(srv_registry *r, srv_model *m);
 
 size_t srv_registry_n_models(const srv_registry *r);
+// The repository the registry loads from (--model-repository).
+const char *srv_registry_repo_dir(const srv_registry *r);
 srv_model *srv_registry_model_at(const srv_registry *r, size_t i);
 
 // Finds the model and version a request names (version "" = the highest
-// ready version): NOT_FOUND for an unknown model or version, UNAVAILABLE for
-// one that failed to load.
+// ready version): NOT_FOUND for an unknown model or version, INVALID_ARGUMENT
+// for a version that is not a decimal integer >= 0, UNAVAILABLE for one that
+// failed to load. The messages begin as Triton's do ("Request for unknown
+// model: 'm' is not found", "failed to get model version from specified
+// version string 'x'"), which clients test for.
 int srv_registry_find(const srv_registry *r, const char *model, const char *version, srv_model **m,
                       srv_version **v, err *e);
 

@@ -360,12 +360,29 @@ static void model_statistics(void *ctx, srv_call *call, const uint8_t *req, size
 
 // --- repository index
 
+// Under the registry's read lock (held by the caller): the model is in the registry.
+static int listed(srv_registry *reg, const char *name) {
+  for (size_t i = 0; i < srv_registry_n_models(reg); i++)
+    if (strcmp(srv_registry_model_at(reg, i)->name, name) == 0) return 1;
+  return 0;
+}
+
+// Every model of the repository, as Triton's index: each version of a model
+// the registry holds with its state and reason, then (unless `ready`) the
+// repository's other models by name alone (never loaded in explicit mode:
+// Triton sends no version, state or reason for them either), or LOADING
+// while a first load runs.
 static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
   Inference__RepositoryIndexRequest *q = (Inference__RepositoryIndexRequest *)srv_unpack_or_fail(
       call, &inference__repository_index_request__descriptor, req, len);
   if (!q) return;
-  size_t cap = 0;
+  char **dirs = NULL;  // the repository's model directories, sorted
+  size_t n_dirs = 0;
+  err le = {0};
+  if (!q->ready && repo_list(srv_registry_repo_dir(s->reg), &dirs, &n_dirs, NULL, NULL, &le) != 0)
+    n_dirs = 0;  // the loaded models are still worth listing: no better answer without the directory
+  size_t cap = n_dirs;
   for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) cap += srv_registry_model_at(s->reg, i)->n_versions + 1;
   Inference__RepositoryIndexResponse__ModelIndex *xs = calloc(cap ? cap : 1, sizeof *xs);
   Inference__RepositoryIndexResponse__ModelIndex **xp = calloc(cap ? cap : 1, sizeof *xp);
@@ -402,6 +419,13 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
         xp[n] = &xs[n], n++;
       }
     }
+    for (size_t i = 0; i < n_dirs; i++) {
+      if (listed(s->reg, dirs[i])) continue;
+      inference__repository_index_response__model_index__init(&xs[n]);
+      xs[n].name = dirs[i];
+      if (s->control && srv_control_loading(s->control, dirs[i])) xs[n].state = "LOADING";
+      xp[n] = &xs[n], n++;
+    }
     Inference__RepositoryIndexResponse r = INFERENCE__REPOSITORY_INDEX_RESPONSE__INIT;
     r.n_models = n;
     r.models = xp;
@@ -410,6 +434,7 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
   free(xs);
   free(xp);
   free(fail);
+  repo_list_free(dirs, n_dirs);
   inference__repository_index_request__free_unpacked(q, NULL);
 }
 
