@@ -266,9 +266,13 @@ int srv_cfgjson_to_text(const ProtobufCMessageDescriptor *d, const char *json, s
   // is at most SRV_CONFIG_OVERRIDE_MAX bytes and the control thread parses
   // one at a time, so its tree is bounded (about 30 times its size).
   cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-  if (!root)
-    return err_set(e, ERR_INVALID_ARGUMENT, "the 'config' override is not valid JSON (at byte %zu)",
-                   end && end >= json ? (size_t)(end - json) : (size_t)0);
+  size_t at = end && end >= json ? (size_t)(end - json) : 0;
+  while (root && at < len && (json[at] == ' ' || json[at] == '\t' || json[at] == '\n' || json[at] == '\r')) at++;
+  if (root && at < len) {  // one value, then only blanks: '"a": {...}' is not an object followed by more
+    cJSON_Delete(root);
+    root = NULL;
+  }
+  if (!root) return err_set(e, ERR_INVALID_ARGUMENT, "the 'config' override is not valid JSON (at byte %zu)", at);
   out o = {.e = e};
   int rc = put_message(&o, d, root, 0);
   cJSON_Delete(root);
