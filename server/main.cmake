@@ -3,9 +3,11 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/alloc.c
   ${CMAKE_CURRENT_LIST_DIR}/cli.c
   ${CMAKE_CURRENT_LIST_DIR}/core/arena.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/classify.c
   ${CMAKE_CURRENT_LIST_DIR}/core/control.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer_validate.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/labels.c
   ${CMAKE_CURRENT_LIST_DIR}/core/order.c
   ${CMAKE_CURRENT_LIST_DIR}/core/registry.c
   ${CMAKE_CURRENT_LIST_DIR}/core/reply.c

@@ -227,6 +227,11 @@ static void load_model(repo_model *rm, const srv_registry_opts *o, const eng_con
     if (m->status.code != ERR_NOT_FOUND) srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, m->status.msg);
     return;
   }
+  // the classification extension's labels (labels.h); an unreadable file fails the load, as in Triton
+  if (m->config && srv_labels_load(rm->dir, m->config, &m->labels, &m->status) != 0) {
+    srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, m->status.msg);
+    return;
+  }
   m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);
   if (!m->versions) {
     err_set(&m->status, ERR_RESOURCE_EXHAUSTED, "out of memory");
@@ -445,6 +450,7 @@ void srv_model_free(srv_model *m) {
     free_stats(&m->versions[j].stats);
   }
   free(m->versions);
+  srv_labels_free(m->labels);
   if (m->config) config_free(m->config);
   eng_model_config_free(m->engine_config);
   free(m);

@@ -17,6 +17,7 @@
 #include "engine/repo/model_config.h"
 #include "kernels/base/err.h"
 #include "model_config.pb-c.h"
+#include "server/core/labels.h"
 #include "server/obs/hist.h"
 #include "server/obs/window.h"
 
@@ -98,6 +99,7 @@ typedef struct srv_model {
   // graph has completed and validated config; NULL until then; owned
   eng_model_config *engine_config;
   err status;                       // code != 0: the model is not ready, with why
+  srv_labels *labels;               // the outputs' label files (classification); NULL: none; owned
   srv_version *versions;            // ascending version order
   size_t n_versions;
   // model control

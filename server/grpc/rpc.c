@@ -118,8 +118,10 @@ static void server_metadata(void *ctx, srv_call *call, const uint8_t *req, size_
   srv_server *s = ctx;
   // model_repository: index, load, unload (refused outside explicit mode, as Triton's)
   // binary_tensor_data: the REST API's binary tensor extension (server/http/rest.c)
-  char *ext[8] = {"model_configuration", "model_repository", "statistics", "logging", "binary_tensor_data"};
-  size_t n = 5;
+  // classification: top classes of an output as strings (server/core/classify.h)
+  char *ext[9] = {"model_configuration", "model_repository", "statistics", "logging", "binary_tensor_data",
+                  "classification"};
+  size_t n = 6;
   if (s->trace) ext[n++] = "trace";
   if (s->shm) ext[n++] = "system_shared_memory";
   if (srv_cuda_shm_n_devices(s->cuda_shm) > 0) ext[n++] = "cuda_shared_memory";

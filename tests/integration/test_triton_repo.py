@@ -96,7 +96,20 @@ ensemble_scheduling { step [ { model_name: "simple" model_version: -1
   input_map { key: "INPUT0" value: "IN" } input_map { key: "INPUT1" value: "IN" }
   output_map { key: "OUTPUT0" value: "OUT" } } ] }
 """)
-    for name in ("densenet_onnx", "inception_onnx", "simple_string"):  # their files not fetched
+    # a classifier standing in for densenet_onnx: fc6_1 = 2 * data_0, six classes, labels for five
+    _save(os.path.join(d, "densenet_onnx", "1", "model.onnx"), [helper.make_node("Mul", ["data_0", "two"], ["fc6_1"])],
+          [vi("data_0", TensorProto.FLOAT, ["N", 6])], [vi("fc6_1", TensorProto.FLOAT, ["N", 6])])
+    m = onnx.load(os.path.join(d, "densenet_onnx", "1", "model.onnx"))
+    m.graph.initializer.append(helper.make_tensor("two", TensorProto.FLOAT, [1], [2.0]))
+    onnx.save(m, os.path.join(d, "densenet_onnx", "1", "model.onnx"))
+    _write(os.path.join(d, "densenet_onnx", "config.pbtxt"), """name: "densenet_onnx"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "data_0" data_type: TYPE_FP32 dims: [ 6 ] } ]
+output [ { name: "fc6_1" data_type: TYPE_FP32 dims: [ 6 ] label_filename: "densenet_labels.txt" } ]
+""")
+    _write(os.path.join(d, "densenet_onnx", "densenet_labels.txt"), "tench\ngoldfish\r\nshark\nhen\nostrich\n")
+    for name in ("inception_onnx", "simple_string"):  # their files not fetched
         os.makedirs(os.path.join(d, name, "1"))
     return d
 
@@ -295,3 +308,44 @@ def test_raw_and_typed_contents_words(srv, gc):
     assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ei.value
     assert ("contents field must not be specified when using raw_input_contents for 'INPUT0' for model 'simple'"
             in ei.value.details()), ei.value.details()
+
+
+def test_classification(srv, gc, hc):
+    """Triton's classification extension: an output's top classes as BYTES "value:index[:label]", highest first,
+    labels from label_filename (none past its last line), per batch row, over gRPC and HTTP (JSON and binary)."""
+    import json
+    gc.load_model("densenet_onnx")
+    x = np.array([[0.5, 3.0, -1.0, 3.0, 2.0, 7.25], [1, 2, 3, 4, 5, 6]], dtype=np.float32)
+    want = [[b"14.500000:5", b"6.000000:1:goldfish", b"6.000000:3:hen"],  # a tie: the lower index first
+            [b"12.000000:5", b"10.000000:4:ostrich", b"8.000000:3:hen"]]
+    inp = grpcclient.InferInput("data_0", [2, 6], "FP32")
+    inp.set_data_from_numpy(x)
+    r = gc.infer("densenet_onnx", [inp], outputs=[grpcclient.InferRequestedOutput("fc6_1", class_count=3)],
+                 client_timeout=30)
+    out = r.get_output("fc6_1")
+    assert out.datatype == "BYTES" and list(out.shape) == [2, 3], out
+    assert r.as_numpy("fc6_1").tolist() == want
+    # more classes than the output has: all of them
+    r = gc.infer("densenet_onnx", [inp], outputs=[grpcclient.InferRequestedOutput("fc6_1", class_count=50)],
+                 client_timeout=30)
+    assert r.as_numpy("fc6_1").shape == (2, 6) and r.as_numpy("fc6_1")[0, 5] == b"-2.000000:2:shark"
+    for binary in (True, False):
+        hin = httpclient.InferInput("data_0", [2, 6], "FP32")
+        hin.set_data_from_numpy(x, binary_data=binary)
+        r = hc.infer("densenet_onnx", [hin], timeout=30,
+                     outputs=[httpclient.InferRequestedOutput("fc6_1", binary_data=binary, class_count=3)])
+        assert r.as_numpy("fc6_1").astype(bytes).tolist() == want, binary
+    # the JSON as Triton writes it
+    body = {"inputs": [{"name": "data_0", "shape": [1, 6], "datatype": "FP32", "data": x[0].tolist()}],
+            "outputs": [{"name": "fc6_1", "parameters": {"classification": 1}}]}
+    status, _, raw = lib.http_call(srv, "POST", "/v2/models/densenet_onnx/infer", body=json.dumps(body))
+    assert status == 200, raw
+    (o,) = json.loads(raw)["outputs"]
+    assert o == {"name": "fc6_1", "datatype": "BYTES", "shape": [1, 1], "data": ["14.500000:5"]}, o
+    # refused with why: a count of 0 or below, a type with no order
+    for bad, words in ((0, "classification 0 must be in 1..1000000"), (-2, "must be a non-negative integer")):
+        body["outputs"][0]["parameters"]["classification"] = bad
+        status, _, raw = lib.http_call(srv, "POST", "/v2/models/densenet_onnx/infer", body=json.dumps(body))
+        assert status == 400 and words in lib.rest_error(raw), (status, raw)
+    md = gc.get_server_metadata()
+    assert "classification" in md.extensions, md
