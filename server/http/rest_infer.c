@@ -96,6 +96,34 @@ static int data_text(const char *name, dtype dt, const uint8_t *raw, size_t nume
   return 0;
 }
 
+// A BYTES tensor's elements (a 4-byte little-endian length, then its bytes,
+// each) as a JSON array of strings; the server wrote them (UTF-8: labels are
+// checked at load). NULL when out of memory or cut short.
+static cJSON *bytes_json(const uint8_t *p, size_t len) {
+  cJSON *a = cJSON_CreateArray();
+  size_t off = 0;
+  char small[256];
+  while (a && off < len) {
+    if (len - off < 4) goto bad;
+    size_t n = (size_t)p[off] | (size_t)p[off + 1] << 8 | (size_t)p[off + 2] << 16 | (size_t)p[off + 3] << 24;
+    off += 4;
+    if (n > len - off) goto bad;
+    char *str = n < sizeof small ? small : malloc(n + 1);
+    if (!str) goto bad;
+    memcpy(str, p + off, n);
+    str[n] = 0;
+    cJSON *x = cJSON_CreateString(str);
+    if (str != small) free(str);
+    if (!x) goto bad;
+    cJSON_AddItemToArray(a, x);
+    off += n;
+  }
+  return a;
+bad:
+  cJSON_Delete(a);
+  return NULL;
+}
+
 // Writes the HTTP answer of an inference from its packed ModelInferResponse.
 static void infer_answer(job *j, const uint8_t *pb, size_t pb_len) {
   Inference__ModelInferResponse *r = inference__model_infer_response__unpack(NULL, pb_len, pb);
@@ -136,6 +164,15 @@ static void infer_answer(job *j, const uint8_t *pb, size_t pb_len) {
       continue;
     }
     dtype dt = dtype_from_wire(t->datatype);
+    if (dt == DT_STRING) {  // BYTES (the classification extension's strings): each a 4-byte length, its bytes
+      cJSON *data = bytes_json(raw->data, raw->len);
+      if (!data) {
+        rc = -1;
+        break;
+      }
+      cJSON_AddItemToObject(o, "data", data);
+      continue;
+    }
     size_t es = dtype_size(dt);
     char *txt = NULL;
     int drc = data_text(t->name, dt, raw->data, es ? raw->len / es : 0, &txt, why, sizeof why);
@@ -510,8 +547,6 @@ static int build_infer(arena *a, job *j, const cJSON *root, const uint8_t *bin, 
         oo->binary = cJSON_IsTrue(p);
         continue;
       }
-      if (strcmp(p->string, "classification") == 0)
-        return BAD("output '%s': the classification extension is not supported", name->valuestring);
       int rc = add_param(a, &inference__model_infer_request__infer_requested_output_tensor__parameters_entry__descriptor,
                          (param_entry ***)&t->parameters, &t->n_parameters, npar, p->string, p, why, why_cap);
       if (rc) return rc;

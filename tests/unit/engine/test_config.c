@@ -364,8 +364,6 @@ static void test_validate(void) {
   config_free(c);
 }
 
-// --disable-auto-complete-config: a file config keeps its own batching
-// choice (no dynamic_batching added) and gets only the structural defaults.
 // sequence_batching: control inputs are model inputs the config does not
 // list; their types come from the control; auto-completion leaves them out.
 static void test_sequence_batching(void) {
@@ -502,6 +500,38 @@ static void test_sequence_batching(void) {
   }
 }
 
+// What inferd cannot serve is named, every reason at once, before any graph is looked at.
+static void test_check_supported(void) {
+  err e = {0};
+  Inference__ModelConfig *c = parse("name: 'ens' platform: 'ensemble' ensemble_scheduling { step [ { model_name: 'x' } ] }");
+  if (c) {
+    CHECK_EQ_INT(config_check_supported(c, &e), ERR_INVALID_ARGUMENT);
+    CHECK_EQ_STR(e.msg, "platform 'ensemble' is not supported yet (model 'ens')");  // said once
+    config_free(c);
+  }
+  c = parse("name: 'seq' backend: 'python' sequence_batching {} "
+            "model_transaction_policy { decoupled: true }");
+  if (c) {  // sequence_batching is served
+    CHECK_EQ_INT(config_check_supported(c, &e), ERR_INVALID_ARGUMENT);
+    CHECK_EQ_STR(e.msg, "backend 'python' is not supported (inferd runs ONNX graphs only); "
+                        "model_transaction_policy.decoupled is not supported (every request gets exactly one "
+                        "response)");
+    config_free(c);
+  }
+  c = parse("name: 'ok' platform: 'onnxruntime_onnx' dynamic_batching {}");
+  if (c) {
+    CHECK_EQ_INT(config_check_supported(c, &e), 0);
+    config_free(c);
+  }
+  c = parse("name: 'ok' backend: 'onnxruntime'");
+  if (c) {
+    CHECK_EQ_INT(config_check_supported(c, &e), 0);
+    config_free(c);
+  }
+}
+
+// --disable-auto-complete-config: a file config keeps its own batching
+// choice (no dynamic_batching added) and gets only the structural defaults.
 static void test_no_auto_complete(void) {
   err e = {0};
   Inference__ModelConfig *c = parse("name: 'm' max_batch_size: 8 "
@@ -624,6 +654,7 @@ int main(void) {
   test_complete_file_without_tensors();
   test_validate();
   test_sequence_batching();
+  test_check_supported();
   test_no_auto_complete();
   test_resolve_kinds();
   test_graph_opts();
