@@ -38,6 +38,7 @@ struct bat_seq {
   int *exec_instance;
   int *preferred;
   int max_rows;  // max_batch_size, at least 1
+  int per_inst;  // slots per instance: Direct max_rows, Oldest max_candidates
   int max_pref;  // Oldest: largest preferred size (max_rows when none)
   seqs **hash;
   size_t hcap, n_seqs;
@@ -149,14 +150,14 @@ int bat_seq_create(const bat_seq_config *c, bat_seq **out, err *e) {
   for (size_t i = 0; i < c->n_preferred; i++)
     if (c->preferred[i] < 1 || c->preferred[i] > max_rows)
       return err_set(e, ERR_INVALID_ARGUMENT, "preferred_batch_size %d is outside 1..%d", c->preferred[i], max_rows);
-  int64_t n_slots = c->strategy == BAT_SEQ_DIRECT ? (int64_t)max_rows * c->n_instances
-                  : c->max_candidates       ? c->max_candidates
-                                            : (int64_t)max_rows * c->n_instances;
+  int per_inst = c->strategy == BAT_SEQ_OLDEST && c->max_candidates ? c->max_candidates : max_rows;
+  int64_t n_slots = (int64_t)per_inst * c->n_instances;
   if (n_slots > (1 << 24)) return err_set(e, ERR_INVALID_ARGUMENT, "%" PRId64 " sequence slots is too many", n_slots);
   bat_seq *b = calloc(1, sizeof *b);
   if (!b) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   b->cfg = *c;
   b->max_rows = max_rows;
+  b->per_inst = per_inst;
   b->n_slots = (int)n_slots;
   b->hcap = 64;
   b->hold_until = INT64_MAX;
@@ -217,20 +218,14 @@ void bat_seq_destroy(bat_seq *b) {
 
 // --- slots
 
-// A free slot for a new sequence: Direct, on the instance holding the
-// fewest sequences (new sequences spread over the instances); Oldest, the
-// first free candidate. -1 when all are taken.
+// A free slot for a new sequence, on the instance holding the fewest (new
+// sequences spread over the instances); -1 when all are taken.
 static int free_slot(const bat_seq *b) {
-  if (b->cfg.strategy == BAT_SEQ_OLDEST) {
-    for (int k = 0; k < b->n_slots; k++)
-      if (!b->slots[k]) return k;
-    return -1;
-  }
   int best = -1;
   for (int i = 0; i < b->cfg.n_instances; i++)
-    if (b->inst_held[i] < b->max_rows && (best < 0 || b->inst_held[i] < b->inst_held[best])) best = i;
+    if (b->inst_held[i] < b->per_inst && (best < 0 || b->inst_held[i] < b->inst_held[best])) best = i;
   if (best < 0) return -1;
-  for (int k = best * b->max_rows; k < (best + 1) * b->max_rows; k++)
+  for (int k = best * b->per_inst; k < (best + 1) * b->per_inst; k++)
     if (!b->slots[k]) return k;
   return -1;
 }
@@ -246,7 +241,7 @@ static int take_slot(bat_seq *b, seqs *s, int k) {
   }
   s->slot = k;
   b->slots[k] = s;
-  if (b->cfg.strategy == BAT_SEQ_DIRECT) b->inst_held[k / b->max_rows]++;
+  b->inst_held[k / b->per_inst]++;
   return 0;
 }
 
@@ -257,9 +252,9 @@ static void release(bat_seq *b, seqs *s) {
   if (s->slot >= 0) {
     int k = s->slot;
     b->slots[k] = NULL;
-    if (b->cfg.strategy == BAT_SEQ_DIRECT) b->inst_held[k / b->max_rows]--;
-    // Direct: the slot freed is on one instance, the backlog's head may take
-    // any slot; free_slot picks the least held instance, this one included
+    b->inst_held[k / b->per_inst]--;
+    // the slot freed is on one instance, the backlog's head may take any
+    // slot: free_slot picks the least held instance, this one included
     seqs *w = b->backlog.head;
     if (w) {
       int nk = free_slot(b);
@@ -488,7 +483,7 @@ static void emit(bat_seq *b, int n, int x, bat_seq_batch *out) {
 static int direct_batch(bat_seq *b, int x, int64_t now, bat_seq_batch *out) {
   int inst = b->exec_instance[x], held;
   int64_t oldest;
-  int n = ready_heads(b, inst * b->max_rows, (inst + 1) * b->max_rows, now, &oldest, &held);
+  int n = ready_heads(b, inst * b->per_inst, (inst + 1) * b->per_inst, now, &oldest, &held);
   if (n == 0) return 0;
   int64_t delay = b->cfg.max_queue_delay_us;
   if (delay > 0 && now - oldest < delay && (float)n < b->cfg.min_slot_utilization * (float)held) {
@@ -499,11 +494,12 @@ static int direct_batch(bat_seq *b, int x, int64_t now, bat_seq_batch *out) {
   return 1;
 }
 
-// Oldest: the oldest ready heads of every slot, as the dynamic batcher.
+// Oldest: the oldest ready heads of the candidates of executor x's
+// instance, as the dynamic batcher takes a queue's.
 static int oldest_batch(bat_seq *b, int x, int64_t now, bat_seq_batch *out) {
-  int held;
+  int inst = b->exec_instance[x], held;
   int64_t oldest;
-  int n = ready_heads(b, 0, b->n_slots, now, &oldest, &held);
+  int n = ready_heads(b, inst * b->per_inst, (inst + 1) * b->per_inst, now, &oldest, &held);
   if (n == 0) return 0;
   qsort(b->cand, (size_t)n, sizeof *b->cand, head_older);
   int take = n < b->max_rows ? n : b->max_rows;
@@ -541,7 +537,6 @@ int bat_seq_next_batch(bat_seq *b, bat_seq_batch *out) {
       b->next_exec = (x + 1) % n;
       return 1;
     }
-    if (b->cfg.strategy == BAT_SEQ_OLDEST) return 0;  // every executor would see the same heads
   }
   return 0;
 }

@@ -9,10 +9,11 @@
 //    (INVALID_ARGUMENT, Triton's wording); so is an item without START for a
 //    sequence the batcher does not hold (never started, ended, or idle too
 //    long), and an item of more than one row.
-//  - A sequence takes a slot for its lifetime. Direct: a slot is one of the
-//    max_batch_size batch rows of one engine instance, and every item of the
-//    sequence runs on that instance. Oldest: a slot is one of
-//    max_candidate_sequences candidates, and a batch may run on any instance.
+//  - A sequence takes a slot for its lifetime, on one engine instance (the
+//    one holding the fewest), where every item of the sequence runs. Direct:
+//    a slot is one of the instance's max_batch_size batch rows. Oldest: one
+//    of the instance's max_candidate_sequences candidates (0:
+//    max_batch_size).
 //    When every slot is taken a new sequence waits in a FIFO backlog (as
 //    Triton's does, unbounded) and takes the first slot that frees.
 //  - A sequence's items run one at a time and in arrival order: its next
@@ -23,7 +24,7 @@
 //    in slot order, sent at once unless max_queue_delay_us > 0, when it is
 //    held until min_slot_utilization of the instance's held slots are ready
 //    or its oldest head waited the delay. Oldest, the oldest heads (by
-//    arrival), as the dynamic batcher does with them: the largest preferred
+//    arrival) of that instance's candidates, as the dynamic batcher does with them: the largest preferred
 //    size reached goes at once, else the batch waits up to
 //    max_queue_delay_us from its oldest head (0: never waits). Triton's
 //    Direct pads a batch to its highest slot with READY=0 rows; here a batch
@@ -93,7 +94,7 @@ typedef struct bat_seq_config {
   int64_t max_idle_us;        // > 0
   int64_t max_queue_delay_us; // Direct's or Oldest's
   float min_slot_utilization; // Direct, 0..1
-  int max_candidates;         // Oldest: slots; 0: max_batch_size x instances
+  int max_candidates;         // Oldest: slots per instance; 0: max_batch_size
   const int *preferred;       // Oldest (copied)
   size_t n_preferred;
   size_t state_bytes;         // implicit state: bytes kept per sequence (0: none)

@@ -122,7 +122,8 @@ def server(tmp_path_factory):
     write_model(repo, "seq_plain", "direct { }", {"START": I32, "READY": I32})
     # other flag types: fp32 START, bool END
     write_model(repo, "seq_types", "", {"START": F32, "END": BOOL, "READY": I32})
-    # Oldest: a batch waits (long) for the preferred size 4, one request per sequence in it
+    # Oldest: a batch waits (long) for the preferred size 4, one request per sequence in it; each
+    # sequence stays on one of the two instances (new ones go to the one holding fewer)
     write_model(repo, "seq_oldest",
                 "oldest { max_candidate_sequences: 8 preferred_batch_size: [4] max_queue_delay_microseconds: 20000000 }",
                 ALL, instances=2)
@@ -275,10 +276,10 @@ def test_refusals_grpc_and_http(gc, hc):
 
 
 def test_oldest_batches_one_request_per_sequence(gc, server):
-    """Four sequences at once on the Oldest model: each step's four requests (one per sequence) run as
-    one batch of the preferred size 4; ModelStatistics counts the executions."""
+    """Eight sequences at once on the Oldest model, four on each instance: each step's eight requests (one
+    per sequence) run as two batches of the preferred size 4; ModelStatistics counts the executions."""
     before = lib.model_stats(gc, "seq_oldest")
-    n_seq, steps = 4, 3
+    n_seq, steps = 8, 3
     barrier = threading.Barrier(n_seq)
 
     def run(k):
@@ -302,7 +303,7 @@ def test_oldest_batches_one_request_per_sequence(gc, server):
         assert out == [expected(10 * k + i, i == 0, i == steps - 1) for i in range(steps)]
     after = lib.model_stats(gc, "seq_oldest")
     assert after.inference_count - before.inference_count == n_seq * steps
-    assert after.execution_count - before.execution_count == steps  # each step one batch of 4
+    assert after.execution_count - before.execution_count == 2 * steps  # each step a batch of 4 per instance
 
 
 def test_idle_sequence_frees_its_slot(gc, server):
@@ -366,10 +367,10 @@ def test_implicit_state_accumulates(gc, hc, server):
 
 
 def test_implicit_state_in_oldest_batches(gc, server):
-    """Four sequences batched together by Oldest over two instances: each row's state goes back to its own
-    sequence, whichever instance runs the next step."""
+    """Eight sequences batched four by four by Oldest on two instances: each row's state goes back to its
+    own sequence."""
     before = lib.model_stats(gc, "seq_acc_oldest")
-    n_seq, steps = 4, 5
+    n_seq, steps = 8, 5
     barrier = threading.Barrier(n_seq)
 
     def run(k):
@@ -391,7 +392,7 @@ def test_implicit_state_in_oldest_batches(gc, server):
     for k, out in enumerate(results):
         assert out == list(np.cumsum([(k + 1) * (i + 1) for i in range(steps)])), (k, out)
     after = lib.model_stats(gc, "seq_acc_oldest")
-    assert after.execution_count - before.execution_count == steps
+    assert after.execution_count - before.execution_count == 2 * steps
 
 
 def test_backlogged_request_leaves_at_its_deadline(gc, server):

@@ -322,13 +322,13 @@ static void test_backlog_sweep(void) {
 
 // --- Oldest
 
-// Candidates from every sequence, oldest first, one item per sequence per
-// batch; a batch short of the preferred size waits the queue delay.
+// Candidates oldest first, one item per sequence per batch; a batch short
+// of the preferred size waits the queue delay.
 static void test_oldest(void) {
   fix f;
-  int inst[2] = {0, 1};
+  int inst[2] = {0, 0};  // one instance running two batches at once
   int pref[1] = {3};
-  bat_seq_config c = f_config(&f, BAT_SEQ_OLDEST, 4, 2, inst, 2);
+  bat_seq_config c = f_config(&f, BAT_SEQ_OLDEST, 4, 2, inst, 1);
   c.max_candidates = 3;
   c.max_queue_delay_us = 100;
   c.preferred = pref;
@@ -356,6 +356,38 @@ static void test_oldest(void) {
   CHECK_EQ_STR(f.last, "1");
   CHECK_EQ_INT(f.last_exec, 1);  // round robin over the executors
   bat_seq_release_executor(f.b, 1, 0);
+  bat_seq_destroy(f.b);
+}
+
+// Oldest keeps a sequence on one instance too (Triton's docs: "all
+// inference requests in a sequence are routed to the same model
+// instance"), with max_candidate_sequences per instance.
+static void test_oldest_instances(void) {
+  fix f;
+  int inst[2] = {0, 1};
+  bat_seq_config c = f_config(&f, BAT_SEQ_OLDEST, 4, 2, inst, 2);
+  c.max_candidates = 2;
+  f_init(&f, &c);
+  CHECK_EQ_INT(f_enq(&f, 1, BAT_SEQ_START), 0);  // 0 -> instance 0
+  CHECK_EQ_INT(f_enq(&f, 2, BAT_SEQ_START), 0);  // 1 -> instance 1
+  CHECK_EQ_INT(f_enq(&f, 3, BAT_SEQ_START), 0);  // 2 -> instance 0
+  CHECK_EQ_INT(f_enq(&f, 4, BAT_SEQ_START), 0);  // 3 -> instance 1
+  CHECK_EQ_INT(f_enq(&f, 5, BAT_SEQ_START), 0);  // 4 -> backlog (2 x 2 candidates)
+  CHECK_EQ_INT(bat_seq_backlog(f.b), 1);
+  CHECK_EQ_INT(f_next(&f), 1);
+  CHECK_EQ_STR(f.last, "0 2");
+  CHECK_EQ_INT(f.last_exec, 0);
+  CHECK_EQ_INT(f_next(&f), 1);
+  CHECK_EQ_STR(f.last, "1 3");
+  CHECK_EQ_INT(f.last_exec, 1);
+  CHECK_EQ_INT(f_enq(&f, 1, 0), 0);  // 5: sequence 1 stays on instance 0
+  bat_seq_release_executor(f.b, 1, 0);
+  CHECK_EQ_INT(f_next(&f), 0);  // instance 1's executor is free, but 5 is instance 0's
+  bat_seq_release_executor(f.b, 0, 0);
+  CHECK_EQ_INT(f_next(&f), 1);
+  CHECK_EQ_STR(f.last, "5");
+  CHECK_EQ_INT(f.last_exec, 0);
+  bat_seq_release_executor(f.b, 0, 0);
   bat_seq_destroy(f.b);
 }
 
@@ -541,6 +573,7 @@ int main(void) {
   test_restart_cancel_deadline();
   test_backlog_sweep();
   test_oldest();
+  test_oldest_instances();
   test_oldest_no_delay();
   test_string_ids();
   test_many();
