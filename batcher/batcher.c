@@ -57,6 +57,7 @@ const char *bat_drop_reason_str(bat_drop_reason r) {
     case BAT_DROP_DEADLINE: return "request deadline exceeded while queued";
     case BAT_DROP_QUEUE_TIMEOUT: return "Request timeout expired";
     case BAT_DROP_SHUTDOWN: return "server is shutting down";
+    case BAT_DROP_INSTANCE_FAILED: return "the model instance running its sequence failed permanently";
   }
   return "unknown";
 }

@@ -50,6 +50,7 @@ typedef enum bat_drop_reason {
   BAT_DROP_DEADLINE,       // the client's deadline passed: DEADLINE_EXCEEDED
   BAT_DROP_QUEUE_TIMEOUT,  // queue policy timeout, action REJECT (Triton: UNAVAILABLE "Request timeout expired")
   BAT_DROP_SHUTDOWN,       // bat_flush
+  BAT_DROP_INSTANCE_FAILED,  // sequence.h: the engine instance its sequence is bound to failed for good
 } bat_drop_reason;
 
 // Short human text for a reason, for status messages.

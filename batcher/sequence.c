@@ -48,7 +48,8 @@ struct bat_seq {
   // is bounded by the slots, however many sequences wait in the backlog
   unsigned char **slot_state;
   int n_slots;
-  int *inst_held;  // Direct: sequences held per instance
+  int *inst_held;  // sequences held per instance
+  int *inst_live;  // executors per instance not retired; 0: the instance is dead, no new sequence goes there
   slist backlog, idle;
   size_t queued, n_backlog;
   bat_seq_item *drop_head, *drop_tail;
@@ -169,17 +170,20 @@ int bat_seq_create(const bat_seq_config *c, bat_seq **out, err *e) {
   b->cand = calloc((size_t)n_slots, sizeof *b->cand);
   b->slot_state = calloc((size_t)n_slots, sizeof *b->slot_state);
   b->inst_held = calloc((size_t)c->n_instances, sizeof *b->inst_held);
+  b->inst_live = calloc((size_t)c->n_instances, sizeof *b->inst_live);
   b->busy = calloc((size_t)c->n_executors, 1);
   b->run = calloc((size_t)c->n_executors * (size_t)max_rows, sizeof *b->run);
   b->run_end = calloc((size_t)c->n_executors * (size_t)max_rows, 1);
   b->run_n = calloc((size_t)c->n_executors, sizeof *b->run_n);
   if (!b->exec_instance || !b->preferred || !b->hash || !b->slots || !b->cand || !b->slot_state || !b->inst_held ||
+      !b->inst_live ||
       !b->busy ||
       !b->run || !b->run_end || !b->run_n) {
     bat_seq_destroy(b);
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
   memcpy(b->exec_instance, c->exec_instance, (size_t)c->n_executors * sizeof *b->exec_instance);
+  for (int x = 0; x < c->n_executors; x++) b->inst_live[c->exec_instance[x]]++;
   if (c->n_preferred) memcpy(b->preferred, c->preferred, c->n_preferred * sizeof *b->preferred);
   b->cfg.exec_instance = b->exec_instance;
   b->cfg.preferred = b->preferred;
@@ -207,6 +211,7 @@ void bat_seq_destroy(bat_seq *b) {
   free(b->slots);
   free(b->cand);
   free(b->inst_held);
+  free(b->inst_live);
   free(b->busy);
   free(b->run);
   free(b->run_end);
@@ -223,7 +228,8 @@ void bat_seq_destroy(bat_seq *b) {
 static int free_slot(const bat_seq *b) {
   int best = -1;
   for (int i = 0; i < b->cfg.n_instances; i++)
-    if (b->inst_held[i] < b->per_inst && (best < 0 || b->inst_held[i] < b->inst_held[best])) best = i;
+    if (b->inst_live[i] && b->inst_held[i] < b->per_inst && (best < 0 || b->inst_held[i] < b->inst_held[best]))
+      best = i;
   if (best < 0) return -1;
   for (int k = best * b->per_inst; k < (best + 1) * b->per_inst; k++)
     if (!b->slots[k]) return k;
@@ -550,9 +556,25 @@ void bat_seq_release_executor(bat_seq *b, int x, int retire) {
     after_item(b, s, b->run_end[(size_t)x * (size_t)b->max_rows + (size_t)i], now);
   }
   b->run_n[x] = 0;
-  if (retire) return;  // its engine instance failed for good: it never runs again
-  b->busy[x] = 0;
-  b->n_free++;
+  if (!retire) {
+    b->busy[x] = 0;
+    b->n_free++;
+    return;
+  }
+  // its engine instance failed for good: the executor never runs again;
+  // once the instance has none left, its sequences, bound to it, end with
+  // their queued items, and new sequences go to the other instances
+  int inst = b->exec_instance[x];
+  if (--b->inst_live[inst] > 0) return;
+  for (int k = inst * b->per_inst; k < (inst + 1) * b->per_inst; k++) {
+    seqs *s = b->slots[k];
+    if (!s || s->in_flight) continue;  // one in flight ends when its executor is released
+    while (s->head) {
+      bat_seq_item *it = pop_head(b, s);
+      drop_item(b, it, BAT_DROP_INSTANCE_FAILED);
+    }
+    release(b, s);
+  }
 }
 
 bat_seq_item *bat_seq_take_dropped(bat_seq *b) {

@@ -131,7 +131,9 @@ int bat_seq_next_batch(bat_seq *b, bat_seq_batch *out);
 // The executor's batch finished (answered or failed; its items may be freed
 // already): each sequence's next item may run, an END item frees its
 // sequence's slot; the executor takes another batch unless retire (its
-// engine instance failed for good).
+// engine instance failed for good). When an instance has no executor left,
+// the sequences bound to it end: their queued items are dropped
+// (BAT_DROP_INSTANCE_FAILED), and new sequences go to the other instances.
 void bat_seq_release_executor(bat_seq *b, int executor, int retire);
 
 bat_seq_item *bat_seq_take_dropped(bat_seq *b);

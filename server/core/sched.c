@@ -327,6 +327,7 @@ static void drop_for(srv_sched *s, vsched *vs, srv_request *r, bat_drop_reason w
     case BAT_DROP_DEADLINE: drop(s, r, ERR_DEADLINE_EXCEEDED, "deadline exceeded while queued"); break;
     // Triton's answer for a queue-policy timeout with action REJECT
     case BAT_DROP_QUEUE_TIMEOUT: drop(s, r, ERR_UNAVAILABLE, "Request timeout expired"); break;
+    case BAT_DROP_INSTANCE_FAILED: drop(s, r, ERR_UNAVAILABLE, bat_drop_reason_str(why)); break;
     default:
       drop(s, r, ERR_UNAVAILABLE,
            vs->retired == vs->n_slots ? "the model's instances all failed permanently while it was queued"

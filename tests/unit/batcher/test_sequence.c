@@ -287,6 +287,37 @@ static void test_restart_cancel_deadline(void) {
   bat_seq_destroy(f.b);
 }
 
+// An instance that failed for good (its executors retired): the sequences
+// bound to it end with their queued items; new ones go elsewhere.
+static void test_instance_retired(void) {
+  fix f;
+  char buf[128];
+  int inst[2] = {0, 1};
+  bat_seq_config c = f_config(&f, BAT_SEQ_DIRECT, 2, 2, inst, 2);
+  f_init(&f, &c);
+  CHECK_EQ_INT(f_enq(&f, 1, BAT_SEQ_START), 0);  // 0 -> instance 0
+  CHECK_EQ_INT(f_enq(&f, 2, BAT_SEQ_START), 0);  // 1 -> instance 1
+  CHECK_EQ_INT(f_enq(&f, 3, BAT_SEQ_START), 0);  // 2 -> instance 0
+  CHECK_EQ_INT(f_next(&f), 1);
+  CHECK_EQ_STR(f.last, "0 2");
+  CHECK_EQ_INT(f_enq(&f, 1, 0), 0);  // 3
+  CHECK_EQ_INT(f_enq(&f, 3, 0), 0);  // 4
+  bat_seq_release_executor(f.b, 0, 1);  // instance 0 is dead
+  CHECK_EQ_STR(f_drops(&f, buf, sizeof buf), "3:5 4:5");
+  CHECK_EQ_INT(bat_seq_sequences(f.b), 1);
+  CHECK_EQ_INT(f_enq(&f, 1, 0), ERR_INVALID_ARGUMENT);  // its sequences ended
+  CHECK_EQ_INT(f_enq(&f, 4, BAT_SEQ_START), 0);          // 5 -> instance 1, the live one
+  CHECK_EQ_INT(f_enq(&f, 5, BAT_SEQ_START), 0);          // 6 -> backlog: instance 1 holds 2 of 2
+  CHECK_EQ_INT(bat_seq_backlog(f.b), 1);
+  CHECK_EQ_INT(f_next(&f), 1);
+  CHECK_EQ_STR(f.last, "1 5");
+  CHECK_EQ_INT(f.last_exec, 1);
+  bat_seq_release_executor(f.b, 1, 0);
+  bat_seq_flush(f.b);
+  f_drops(&f, buf, sizeof buf);
+  bat_seq_destroy(f.b);
+}
+
 // The backlog is swept for cancelled and expired items every 100 ms while
 // it holds any (its sequences may wait long: an idle one keeps its slot).
 static void test_backlog_sweep(void) {
@@ -572,6 +603,7 @@ int main(void) {
   test_idle();
   test_restart_cancel_deadline();
   test_backlog_sweep();
+  test_instance_retired();
   test_oldest();
   test_oldest_instances();
   test_oldest_no_delay();
