@@ -197,6 +197,10 @@ static int gather(eng_job *job, err *e) {
     // A lone request is its batch as it is: a model without batching has no
     // batch dim to count its rows in.
     size_t total = slot->n == 1 && !pi ? first->bytes : row_bytes * (size_t)slot->rows;
+    if (first->dt == DT_STRING) {  // rows of no fixed size; never padded (pad.c refuses BYTES)
+      total = 0;
+      for (size_t k = 0; k < slot->n; k++) total += slot->reqs[k]->inputs[i].bytes;
+    }
     stage *st = &slot->stages[i];
     uint8_t *dst = job->stage && job->stage[i] && job->stage_cap[i] >= total ? job->stage[i] : NULL;
     if (!dst && st->cap < total) {

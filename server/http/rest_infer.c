@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "grpc_service.pb-c.h"
+#include "kernels/base/strwire.h"
 #include "kernels/base/utf8.h"
 #include "server/http/httpz.h"
 #include "server/http/rest_internal.h"
@@ -96,6 +97,50 @@ static int data_text(const char *name, dtype dt, const uint8_t *raw, size_t nume
   return 0;
 }
 
+// A BYTES output's data array as JSON text: each element (the wire layout
+// the engine wrote, strwire.h) a JSON string. JSON strings are Unicode: an
+// element that is not UTF-8 is refused with a pointer to binary_data,
+// which carries any bytes.
+static int strings_text(const char *name, const uint8_t *raw, size_t len, char **out, char *why, size_t why_cap) {
+  tbuf b = {0};
+  if (tb_reserve(&b, len + 2)) return -1;
+  b.p[b.len++] = '[';
+  size_t off = 0;
+  for (size_t i = 0; off < len; i++) {
+    uint32_t l = len - off >= 4 ? strwire_len(raw + off) : 0;
+    if (len - off < 4 || len - off - 4 < l) {  // cannot happen: the engine wrote it
+      free(b.p);
+      snprintf(why, why_cap, "output '%s': its BYTES data is cut short", name);
+      return -2;
+    }
+    const uint8_t *s = raw + off + 4;
+    off += 4 + (size_t)l;
+    if (!utf8_valid((const char *)s, l)) {
+      free(b.p);
+      snprintf(why, why_cap, "output '%s': element %zu is not UTF-8, which JSON cannot carry; request it with "
+               "binary_data", name, i);
+      return -2;
+    }
+    if (tb_reserve(&b, 6 * (size_t)l + 4)) {  // \u00XX at most per byte
+      free(b.p);
+      return -1;
+    }
+    if (i) b.p[b.len++] = ',';
+    b.p[b.len++] = '"';
+    for (uint32_t k = 0; k < l; k++) {
+      uint8_t c = s[k];
+      if (c == '"' || c == '\\') b.p[b.len++] = '\\', b.p[b.len++] = (char)c;
+      else if (c < 0x20) b.len += (size_t)snprintf(b.p + b.len, 7, "\\u%04x", c);
+      else b.p[b.len++] = (char)c;
+    }
+    b.p[b.len++] = '"';
+  }
+  b.p[b.len++] = ']';
+  b.p[b.len] = '\0';
+  *out = b.p;
+  return 0;
+}
+
 // Writes the HTTP answer of an inference from its packed ModelInferResponse.
 static void infer_answer(job *j, const uint8_t *pb, size_t pb_len) {
   Inference__ModelInferResponse *r = inference__model_infer_response__unpack(NULL, pb_len, pb);
@@ -138,7 +183,8 @@ static void infer_answer(job *j, const uint8_t *pb, size_t pb_len) {
     dtype dt = dtype_from_wire(t->datatype);
     size_t es = dtype_size(dt);
     char *txt = NULL;
-    int drc = data_text(t->name, dt, raw->data, es ? raw->len / es : 0, &txt, why, sizeof why);
+    int drc = dt == DT_STRING ? strings_text(t->name, raw->data, raw->len, &txt, why, sizeof why)
+                              : data_text(t->name, dt, raw->data, es ? raw->len / es : 0, &txt, why, sizeof why);
     if (drc) {
       rc = drc;
       break;
@@ -362,6 +408,32 @@ static int put_data(const cJSON *v, dtype dt, uint8_t *dst, size_t cap, size_t *
   return 0;
 }
 
+// Writes the strings of a (possibly nested) JSON array in the BYTES wire
+// layout (strwire.h) at dst + *off, counting them in *k and their layout's
+// bytes in *off (dst NULL: counts only). -1 with why when an element is no
+// string.
+static int put_strings(const cJSON *v, uint8_t *dst, size_t *off, size_t *k, const char *name, char *why,
+                       size_t why_cap) {
+  if (cJSON_IsArray(v)) {
+    for (const cJSON *e = v->child; e; e = e->next)
+      if (put_strings(e, dst, off, k, name, why, why_cap)) return -1;
+    return 0;
+  }
+  size_t i = (*k)++;
+  if (!cJSON_IsString(v)) {
+    snprintf(why, why_cap, "input '%s': element %zu of data is not a string (BYTES data is an array of strings)",
+             name, i);
+    return -1;
+  }
+  size_t l = strlen(v->valuestring);  // under the body limit, far below 4 GiB
+  if (dst) {
+    strwire_put_len(dst + *off, (uint32_t)l);
+    memcpy(dst + *off + 4, v->valuestring, l);
+  }
+  *off += 4 + l;
+  return 0;
+}
+
 #define BAD(...) (snprintf(why, why_cap, __VA_ARGS__), -2)
 
 // Fills msg from the JSON header and the binary part; -2 with why for a bad
@@ -462,7 +534,20 @@ static int build_infer(arena *a, job *j, const cJSON *root, const uint8_t *bin, 
     dtype dt = dtype_from_wire(datatype->valuestring);
     size_t es = dtype_size(dt);
     if (dt == DT_INVALID) return BAD("input '%s': unknown datatype '%s'", nm, datatype->valuestring);
-    if (dt == DT_FP16 || dt == DT_BF16 || dt == DT_STRING || !es)
+    if (dt == DT_STRING) {
+      size_t count = 0, bytes = 0;
+      if (put_strings(data, NULL, &bytes, &count, nm, why, why_cap)) return -2;
+      if ((int64_t)count != numel)
+        return BAD("input '%s': 'data' has %zu elements, shape needs %" PRId64, nm, count, numel);
+      uint8_t *dst = a_alloc(a, bytes);
+      if (!dst) return -1;
+      size_t k = 0, off = 0;
+      if (put_strings(data, dst, &off, &k, nm, why, why_cap)) return -2;
+      rd->data = dst;
+      rd->len = bytes;
+      continue;
+    }
+    if (dt == DT_FP16 || dt == DT_BF16 || !es)
       return BAD("input '%s': %s data is not accepted as JSON; send it with binary_data_size", nm,
                  datatype->valuestring);
     size_t count = 0;

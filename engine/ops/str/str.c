@@ -1,0 +1,70 @@
+// engine/ops/str/str.c: Cast to and from STRING on the CPU (str.h). The
+// numbers are printed and parsed as onnxruntime does (kernels/str/k_str.c).
+#include "engine/ops/str/str.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/ops/ops_common.h"
+#include "kernels/str/k_str.h"
+
+int eng_ops_str_cast_infer(const eng_op_params *p, const eng_tensor *in, eng_tensor *out, err *e) {
+  k_elem k;
+  if (in[0].dt != DT_STRING && eng_ops_elem_of(in[0].dt, &k) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Cast from %s to BYTES", dtype_wire_name(in[0].dt));
+  op_set_out(&out[0], eng_ops_cpu_internal_dtype(p->to), in[0].ndims, in[0].dims);
+  return 0;
+}
+
+// A float target narrower than FP32 travels as FP32 inside a plan, with
+// the narrow type's precision (as elem.c's Cast does for numbers).
+static void round_narrow(dtype to, float *y, size_t n) {
+  if (to != DT_FP16 && to != DT_BF16) return;
+  for (size_t i = 0; i < n; i++) {
+    if (to == DT_FP16) {
+      uint16_t h;
+      k_f32_to_f16(&h, &y[i], 1);
+      k_f16_to_f32(&y[i], &h, 1);
+    } else {
+      uint32_t u;
+      memcpy(&u, &y[i], 4);
+      if ((u & 0x7f800000u) != 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u);
+      u &= 0xffff0000u;
+      memcpy(&y[i], &u, 4);
+    }
+  }
+}
+
+int eng_ops_str_cast_run(const eng_op_params *p, const eng_tensor *in, eng_tensor *out, err *e) {
+  size_t n = op_numel(&in[0]);
+  if (!n) return 0;
+  k_elem k;
+  if (in[0].dt == DT_STRING && out[0].dt == DT_STRING) {
+    if (out[0].data != in[0].data) memmove(out[0].data, in[0].data, n * sizeof(k_str));
+    return 0;
+  }
+  if (out[0].dt == DT_STRING) {
+    if (eng_ops_elem_of(in[0].dt, &k) != 0)
+      return err_set(e, ERR_INTERNAL, "Cast from %s to BYTES has no kernel", dtype_wire_name(in[0].dt));
+    k_str_from_num(out[0].data, in[0].data, k, n);
+    return 0;
+  }
+  if (eng_ops_elem_of(out[0].dt, &k) != 0)
+    return err_set(e, ERR_INTERNAL, "Cast from BYTES to %s has no kernel", dtype_wire_name(out[0].dt));
+  size_t bad = 0;
+  const k_str *x = in[0].data;
+  if (k_str_to_num(out[0].data, k, x, n, &bad) != 0) {
+    // the client's bytes go into the message escaped and cut (they may be anything)
+    char shown[40];
+    size_t m = 0, i = 0;
+    const uint8_t *s = k_str_data(&x[bad]);
+    for (; i < x[bad].n && m + 5 < sizeof shown; i++)
+      m += (size_t)snprintf(shown + m, sizeof shown - m,
+                            s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'' ? "%c" : "\\x%02x", s[i]);
+    shown[m] = '\0';
+    return err_set(e, ERR_INVALID_ARGUMENT, "Cast to %s: element %zu ('%s%s') is not a number in range",
+                   dtype_wire_name(p->to), bad, shown, i < x[bad].n ? "..." : "");
+  }
+  if (out[0].dt == DT_FP32) round_narrow(p->to, out[0].data, n);
+  return 0;
+}
