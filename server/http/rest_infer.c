@@ -408,6 +408,11 @@ static int put_data(const cJSON *v, dtype dt, uint8_t *dst, size_t cap, size_t *
   return 0;
 }
 
+// What a \u0000 escape becomes before cJSON parses (it would end the C
+// string there): a byte valid UTF-8 never holds, and the request's JSON
+// was checked to be UTF-8, so every such byte in the tree came from one.
+#define NUL_MARK '\xff'
+
 // Writes the strings of a (possibly nested) JSON array in the BYTES wire
 // layout (strwire.h) at dst + *off, counting them in *k and their layout's
 // bytes in *off (dst NULL: counts only). -1 with why when an element is no
@@ -429,8 +434,70 @@ static int put_strings(const cJSON *v, uint8_t *dst, size_t *off, size_t *k, con
   if (dst) {
     strwire_put_len(dst + *off, (uint32_t)l);
     memcpy(dst + *off + 4, v->valuestring, l);
+    for (uint8_t *c = dst + *off + 4; (c = memchr(c, (uint8_t)NUL_MARK, l - (size_t)(c - (dst + *off + 4)))); c++)
+      *c = 0;  // a \u0000 of the request (nul_escapes_marked)
   }
   *off += 4 + l;
+  return 0;
+}
+
+// --- NUL in BYTES data sent as JSON
+
+// A NUL-terminated copy of s[0, n) with each \u0000 escape replaced by
+// NUL_MARK (escapes read as srv_http_json_nul reads them); NULL when out of memory.
+static char *nul_escapes_marked(const char *s, size_t n) {
+  char *c = malloc(n + 1);
+  if (!c) return NULL;
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '\\' && i + 1 < n) {
+      if (s[i + 1] == 'u' && n - i >= 6 && memcmp(s + i + 2, "0000", 4) == 0) {
+        c[o++] = NUL_MARK;
+        i += 5;
+      } else {
+        c[o++] = s[i++];
+        c[o++] = s[i];
+      }
+      continue;
+    }
+    c[o++] = s[i];
+  }
+  c[o] = '\0';
+  return c;
+}
+
+static int has_mark(const char *s) { return s && strchr(s, NUL_MARK); }
+
+// Whether a NUL_MARK lies in a key of v or its siblings, in their values
+// (strings allowed to hold one when data_ok), or below them.
+static int marks_in(const cJSON *v, int data_ok) {
+  for (; v; v = v->next) {
+    if (has_mark(v->string) || (cJSON_IsString(v) && !data_ok && has_mark(v->valuestring))) return 1;
+    if (v->child && marks_in(v->child, data_ok)) return 1;
+  }
+  return 0;
+}
+
+// Whether a NUL_MARK lies anywhere in the request but in the strings of
+// an input's data (root.inputs[i].data).
+static int nul_outside_data(const cJSON *root) {
+  if (!root || has_mark(root->valuestring)) return root != NULL;
+  for (const cJSON *v = root->child; v; v = v->next) {
+    if (!(cJSON_IsArray(v) && v->string && strcmp(v->string, "inputs") == 0)) {
+      if (has_mark(v->string) || (cJSON_IsString(v) && has_mark(v->valuestring)) || (v->child && marks_in(v->child, 0)))
+        return 1;
+      continue;
+    }
+    if (has_mark(v->string)) return 1;
+    for (const cJSON *in = v->child; in; in = in->next) {
+      if (cJSON_IsString(in) && has_mark(in->valuestring)) return 1;
+      for (const cJSON *f = in->child; f; f = f->next) {
+        int is_data = f->string && strcmp(f->string, "data") == 0;
+        if (has_mark(f->string) || (cJSON_IsString(f) && !is_data && has_mark(f->valuestring))) return 1;
+        if (f->child && marks_in(f->child, is_data)) return 1;
+      }
+    }
+  }
   return 0;
 }
 
@@ -681,16 +748,34 @@ void srv_rest__route_infer(srv_rest *r, const srv_http_request *req, srv_http_re
     return srv_rest__set_error(resp, 400, "the inference request's JSON is not valid UTF-8 (RFC 8259)");
   }
   // names, datatypes, ids and parameters would be read cut at a NUL (the
-  // tensors' bytes after json_len may hold any byte)
-  if (srv_http_json_nul(body, json_len)) {
+  // tensors' bytes after json_len may hold any byte); a BYTES input's data
+  // strings may hold one (Triton's simple_http_string_infer_client sends
+  // "he\u0000llo"): parsed with each \u0000 as a byte that valid UTF-8
+  // never holds, which put_strings turns back into NUL and every other
+  // string is refused for
+  char *unnul = NULL;
+  if (memchr(body, 0, json_len)) {
     srv_json_free(&js);
     free(decoded);
     return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
   }
-  if (srv_json_parse_admitted(&js, body, json_len, &pe) != 0) {
+  if (srv_http_json_nul(body, json_len) && !(unnul = nul_escapes_marked(body, json_len))) {
+    srv_json_free(&js);
+    free(decoded);
+    return srv_rest__set_error(resp, 500, "out of memory");
+  }
+  if (srv_json_parse_admitted(&js, unnul ? unnul : body, unnul ? strlen(unnul) : json_len, &pe) != 0) {
+    free(unnul);
     free(decoded);
     return srv_rest__json_refused(resp, &pe);
   }
+  if (unnul && nul_outside_data(js.root)) {
+    free(unnul);
+    srv_json_free(&js);
+    free(decoded);
+    return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
+  }
+  free(unnul);
   cJSON *root = js.root;
   job *j = calloc(1, sizeof *j);
   arena a = {0};
