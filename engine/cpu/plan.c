@@ -12,6 +12,7 @@
 
 #include "engine/ops/attn/attn.h"
 #include "engine/ops/ops.h"
+#include "engine/ops/str/str.h"
 #include "kernels/base/strwire.h"
 #include "kernels/k_ref.h"
 #include "kernels/str/k_str.h"
@@ -111,6 +112,19 @@ static int mask_rows_shared(const eng_plan *p, const eng_node *n) {
   return repeats_along(p, n->in[3], 2, 12);
 }
 
+// Node n, its shapes just inferred into p->tin/tout: a STRING operand only
+// where its op handles the plan's string views (engine/ops/str/str.h);
+// elsewhere a kernel would read them as numbers.
+static int strings_taken(const eng_plan *p, const eng_node *n, err *e) {
+  int any = 0;
+  for (int k = 0; k < n->n_in; k++) any |= n->in[k] >= 0 && p->tin[k].dt == DT_STRING;
+  for (int k = 0; k < n->n_out; k++) any |= n->out[k] >= 0 && p->tout[k].dt == DT_STRING;
+  if (!any || eng_ops_str_supports(n->op_type)) return 0;
+  return err_set(e, ERR_INVALID_ARGUMENT,
+                 "node '%s' (op_type '%s'): STRING tensors are not supported by this op (only by Cast and the "
+                 "index ops)", node_desc_name(n), n->op_type);
+}
+
 static int infer_nodes(eng_plan *p, err *e) {
   const eng_graph *g = p->g;
   for (size_t v = 0; v < p->n_values; v++)
@@ -144,6 +158,7 @@ static int infer_nodes(eng_plan *p, err *e) {
     }
     if (d->infer(&p->params[i], p->tin, n->n_in, p->tout, n->n_out, e) != 0)
       return err_prefix(e, "node '%s' (op_type '%s'): ", node_desc_name(n), n->op_type);
+    TRY(strings_taken(p, n, e));
     int fold = foldable(p, i, n);
     if (fold && fold_node(p, i, n, e) != 0)
       return err_prefix(e, "node '%s' (op_type '%s'), folding: ", node_desc_name(n), n->op_type);

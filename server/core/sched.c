@@ -269,8 +269,8 @@ static int gather(eng_job *job, err *e) {
 // they lie in the received message, shared memory at the client's offset).
 // 16 bytes is what the engine's own buffers and the old unpacked copies had.
 static int inputs_aligned(const vsched *vs, const srv_request *r) {
-  for (size_t i = 0; i < vs->n_inputs; i++)
-    if ((uintptr_t)r->inputs[i].data % 16) return 0;
+  for (size_t i = 0; i < vs->n_inputs; i++)  // STRING bytes are read as bytes (the plan decodes them)
+    if (r->inputs[i].dt != DT_STRING && (uintptr_t)r->inputs[i].data % 16) return 0;
   return 1;
 }
 

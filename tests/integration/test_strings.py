@@ -52,6 +52,9 @@ def repo(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("strings_repo"))
     gen_repo.add_sub(d, "simple_string", STR, "TYPE_STRING", probe=True)
     gen_repo.add_identity(d, "simple_identity", STR, "TYPE_STRING", gen_repo.ONNX_PLATFORM, [-1])
+    with open(os.path.join(d, "simple_identity", "config.pbtxt"), "a") as f:  # warmed with empty strings
+        f.write('model_warmup [ { name: "w" batch_size: 2 inputs { key: "INPUT0" value: '
+                '{ data_type: TYPE_STRING dims: [ 3 ] zero_data: true } } } ]\n')
     _str_ops(d)
     # simple_string again, batching requests: a full batch of 4 rows, or whatever came in 2 s
     gen_repo.add_sub(d, "string_batched", STR, "TYPE_STRING", probe=True)

@@ -567,7 +567,7 @@ static int run_where(const eng_op_params *p, const eng_tensor *in, int n_in, eng
   op_pad_dims(&in[0], nd, cd);
   op_pad_dims(&in[1], nd, ad);
   op_pad_dims(&in[2], nd, bd);
-  k_where(out[0].data, in[0].data, in[1].data, in[2].data, dtype_size(out[0].dt), nd, yd, cd, ad,
+  k_where(out[0].data, in[0].data, in[1].data, in[2].data, eng_elem_size(out[0].dt), nd, yd, cd, ad,
           bd);
   return 0;
 }

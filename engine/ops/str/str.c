@@ -8,6 +8,15 @@
 #include "engine/ops/ops_common.h"
 #include "kernels/str/k_str.h"
 
+int eng_ops_str_supports(const char *op_type) {
+  static const char *const ops[] = {"Cast",      "Identity", "Flatten", "Reshape", "Squeeze",        "Unsqueeze",
+                                    "Dropout",   "Transpose", "Concat", "Shape",   "Gather",         "Slice",
+                                    "Expand",    "GatherElements", "GatherND", "Split", "Where"};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (strcmp(ops[i], op_type) == 0) return 1;
+  return 0;
+}
+
 // The kernels' type of the numeric side of a Cast; -1 for none. The same
 // answers as eng_ops_elem_of, which lives in elem.c: elem.c calls this file
 // for Cast, so this file does not call back (tests/unit/check_circles.py).

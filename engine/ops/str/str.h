@@ -10,6 +10,13 @@
 
 #include "engine/ops/ops.h"
 
+// Whether op_type handles STRING operands: Cast, and the ops that only
+// move, view or select elements (the index family and Where), which copy
+// k_str views like any fixed-size element. The planner refuses a node of
+// any other op with a STRING input or output, naming it, where its kernels
+// would read views as numbers.
+int eng_ops_str_supports(const char *op_type);
+
 // Whether the Cast of `from` to `to` is a string one (either is STRING).
 static inline int eng_ops_str_cast(dtype from, dtype to) { return from == DT_STRING || to == DT_STRING; }
 

@@ -106,6 +106,50 @@ static void test_plan(eng_graph *g) {
   eng_plan_destroy(p);
 }
 
+// Where picks views like numbers; an op that would read them as numbers
+// (Trilu, which zero-fills) is refused when planned, naming the node.
+static void test_where_and_refused(void) {
+  ob *b = ob_new(13);
+  ob_input(b, "A", ONNX_STRING, 2, (int64_t[]){-1, 2});
+  ob_input(b, "B", ONNX_STRING, 2, (int64_t[]){-1, 2});
+  uint8_t c[] = {1, 0};
+  ob_init(b, "c", 9, 1, (int64_t[]){2}, c, sizeof c);
+  ob_node(b, "Where", "w", "c,A,B", "Y");
+  ob_output(b, "Y", ONNX_STRING, 2, (int64_t[]){-1, 2});
+  CHECK_EQ_INT(ob_save(b, "strings_where.onnx"), 0);
+  b = ob_new(14);
+  ob_input(b, "A", ONNX_STRING, 2, (int64_t[]){2, 2});
+  ob_node(b, "Trilu", "tri", "A", "Y");
+  ob_output(b, "Y", ONNX_STRING, 2, (int64_t[]){2, 2});
+  CHECK_EQ_INT(ob_save(b, "strings_trilu.onnx"), 0);
+  eng_graph *g = NULL;
+  eng_plan *p = NULL;
+  err e = {0};
+  if (eng_graph_load("strings_where.onnx", &g, &e) == 0 && eng_plan_create(g, 2, &p, &e) == 0) {
+    const char *a[] = {"a0", "a string longer than twenty-four bytes"}, *bb[] = {"b0", "b1"};
+    uint8_t ab[128], bbuf[64];
+    eng_tensor in[2] = {str_tensor(ab, wire(ab, a, 2), 1, 2), str_tensor(bbuf, wire(bbuf, bb, 2), 1, 2)};
+    eng_tensor out[1];
+    CHECK_EQ_INT(eng_plan_run(p, in, 2, out, 1, &e), 0);
+    const char *y[] = {"a0", "b1"};
+    check_wire(&out[0], y, 2);
+  } else {
+    fprintf(stderr, "  where: %s\n", e.msg);
+    CHECK(0);
+  }
+  eng_plan_destroy(p);
+  eng_graph_destroy(g);
+  g = NULL;
+  p = NULL;
+  CHECK_EQ_INT(eng_graph_load("strings_trilu.onnx", &g, &e), 0);
+  if (g) {
+    CHECK_EQ_INT(eng_plan_create(g, 0, &p, &e), ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(e.msg, "node 'tri' (op_type 'Trilu'): STRING tensors are not supported by this op");
+    eng_plan_destroy(p);
+    eng_graph_destroy(g);
+  }
+}
+
 static eng_model_config *config(const char *text) {
   ProtobufCMessage *m = NULL;
   err e = {0};
@@ -157,6 +201,7 @@ int main(void) {
     test_plan(g);
     test_gpu_refused(g);
   }
+  test_where_and_refused();
   eng_graph_destroy(g);
   CHECK_DONE();
 }
