@@ -115,14 +115,17 @@ static int check_strings_layout(const char *name, const uint8_t *buf, size_t len
 }
 
 // A STRING input in a system region: its bytes copied through the SIGBUS
-// guard into memory the request owns (freed with it, among cuda_copies),
-// since their layout is checked now and the client may change the region
-// afterwards; the engine then reads the copy.
+// guard into memory the request owns (freed with it, among cuda_copies,
+// and charged to --max-inflight-request-bytes with its message), since
+// their layout is checked now and the client may change the region
+// afterwards: read in place at the batch's gather, a changed last length
+// could reach into the next request's rows. The engine reads the copy.
 static int shm_string_copy(srv_request *r, const char *tensor, const uint8_t *src, size_t bytes, void **data,
                            err *e) {
   void *buf = malloc(bytes ? bytes : 1);
   if (!buf) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   r->cuda_copies[r->n_cuda_copies++] = buf;
+  r->shm_copied += bytes;
   if (bytes && srv_shmguard_read(buf, src, bytes) != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': its shared memory region shrank below its registered size",
                    tensor);
