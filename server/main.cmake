@@ -3,9 +3,11 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/alloc.c
   ${CMAKE_CURRENT_LIST_DIR}/cli.c
   ${CMAKE_CURRENT_LIST_DIR}/core/arena.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/classify.c
   ${CMAKE_CURRENT_LIST_DIR}/core/control.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer_validate.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/labels.c
   ${CMAKE_CURRENT_LIST_DIR}/core/order.c
   ${CMAKE_CURRENT_LIST_DIR}/core/registry.c
   ${CMAKE_CURRENT_LIST_DIR}/core/reply.c
@@ -31,10 +33,13 @@ target_link_libraries(inferd_fdlimit PUBLIC inferd_base)
 # The copy threads that split a big batch's gather and scatter (server/core/copypool.h).
 add_library(inferd_copypool STATIC ${CMAKE_CURRENT_LIST_DIR}/core/copypool.c)
 target_link_libraries(inferd_copypool PUBLIC inferd_base inferd_shm Threads::Threads)
+# A load's JSON config override, written as config.pbtxt text (server/core/cfgjson.h).
+add_library(inferd_cfgjson STATIC ${CMAKE_CURRENT_LIST_DIR}/core/cfgjson.c)
+target_link_libraries(inferd_cfgjson PUBLIC inferd_base PkgConfig::PROTOBUFC PkgConfig::CJSON m)
 # Every REST JSON body is parsed through its memory estimate and budget (server/http/jsonmem.h).
 add_library(inferd_jsonmem STATIC ${CMAKE_CURRENT_LIST_DIR}/http/jsonmem.c)
 target_link_libraries(inferd_jsonmem PUBLIC inferd_base PkgConfig::CJSON)
-target_link_libraries(inferd_server PUBLIC inferd_fdlimit inferd_copypool inferd_jsonmem inferd_grpc inferd_tls inferd_http inferd_httpz inferd_reflection inferd_protoset
+target_link_libraries(inferd_server PUBLIC inferd_fdlimit inferd_copypool inferd_cfgjson inferd_jsonmem inferd_grpc inferd_tls inferd_http inferd_httpz inferd_reflection inferd_protoset
   inferd_hist inferd_trace inferd_dashboard inferd_gpumon inferd_shm inferd_cuda_shm
   inferd_batcher inferd_model inferd_config inferd_graph inferd_proto inferd_base PkgConfig::LIBUV PkgConfig::CJSON Threads::Threads
   ${CMAKE_DL_LIBS})

@@ -6,6 +6,7 @@
 #include "engine/repo/config.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,25 +309,51 @@ static int check_tensor(const char *kind, const char *name, int data_type, size_
   return 0;
 }
 
-static int check_platform(const Inference__ModelConfig *c, err *e) {
-  if (!is_empty(c->platform) && strcmp(c->platform, CONFIG_PLATFORM_ONNX) != 0)
-    return err_set(e, ERR_INVALID_ARGUMENT, "platform '%s' is not supported (only '%s')", c->platform,
-                   CONFIG_PLATFORM_ONNX);
-  if (!is_empty(c->backend) && strcmp(c->backend, "onnxruntime") != 0 && strcmp(c->backend, "inferd") != 0)
-    return err_set(e, ERR_INVALID_ARGUMENT, "backend '%s' is not supported (only 'onnxruntime' or 'inferd')",
-                   c->backend);
+// Appends one reason to the list config_check_supported builds ("; " between).
+static void add_reason(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void add_reason(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+  if (*len >= cap - 1) return;
+  if (*len) *len += (size_t)snprintf(buf + *len, cap - *len, "; ");
+  if (*len >= cap - 1) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+  va_end(ap);
+  if (n > 0) *len += (size_t)n < cap - *len ? (size_t)n : cap - 1 - *len;
+}
+
+int config_check_supported(const Inference__ModelConfig *c, err *e) {
+  char why[sizeof e->msg];
+  size_t n = 0;
+  why[0] = 0;
+  const char *name = is_empty(c->name) ? "?" : c->name;
+  if (!is_empty(c->platform) && strcmp(c->platform, CONFIG_PLATFORM_ONNX) != 0) {
+    if (strcmp(c->platform, "ensemble") == 0)
+      add_reason(why, sizeof why, &n, "platform 'ensemble' is not supported yet (model '%s')", name);
+    else
+      add_reason(why, sizeof why, &n, "platform '%s' is not supported (only '%s')", c->platform, CONFIG_PLATFORM_ONNX);
+  }
+  if (!is_empty(c->backend) && strcmp(c->backend, "onnxruntime") != 0 && strcmp(c->backend, "inferd") != 0) {
+    if (strcmp(c->backend, "python") == 0)
+      add_reason(why, sizeof why, &n, "backend 'python' is not supported (inferd runs ONNX graphs only)");
+    else
+      add_reason(why, sizeof why, &n, "backend '%s' is not supported (only 'onnxruntime' or 'inferd')", c->backend);
+  }
+  if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
+    add_reason(why, sizeof why, &n, "sequence_batching is not supported yet (model '%s')", name);
+  // said once for an ensemble: its platform and its scheduling are one feature
+  if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING &&
+      (is_empty(c->platform) || strcmp(c->platform, "ensemble") != 0))
+    add_reason(why, sizeof why, &n, "ensemble_scheduling is not supported yet (model '%s')", name);
   if (c->model_transaction_policy && c->model_transaction_policy->decoupled)
-    return err_set(e, ERR_INVALID_ARGUMENT,
-                   "model_transaction_policy.decoupled is not supported (every request gets exactly one response)");
-  return 0;
+    add_reason(why, sizeof why, &n,
+               "model_transaction_policy.decoupled is not supported (every request gets exactly one response)");
+  if (!n) return 0;
+  return err_set(e, ERR_INVALID_ARGUMENT, "%s", why);
 }
 
 static int check_dynamic_batching(const Inference__ModelConfig *c, err *e) {
   const Inference__ModelDynamicBatching *db = c->dynamic_batching;
-  if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
-    return err_set(e, ERR_INVALID_ARGUMENT, "sequence_batching is not supported");
-  if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING)
-    return err_set(e, ERR_INVALID_ARGUMENT, "ensemble_scheduling is not supported");
   if (c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING || !db) return 0;
   if (db->max_queue_delay_microseconds > CONFIG_MAX_QUEUE_DELAY_US)
     return err_set(e, ERR_INVALID_ARGUMENT,
@@ -390,7 +417,7 @@ int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t 
   if (!cfg || (n_in && !in) || (n_out && !out))
     return err_set(e, ERR_INVALID_ARGUMENT, "config_validate: bad arguments");
   const Inference__ModelConfig *c = cfg;
-  TRY(check_platform(c, e));
+  TRY(config_check_supported(c, e));
   if (c->max_batch_size < 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "max_batch_size must be >= 0, got %d", (int)c->max_batch_size);
   for (size_t i = 0; i < c->n_input; i++) {

@@ -83,6 +83,16 @@ void config_resolve_kinds(Inference__ModelConfig *cfg, int n_gpus);
 int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t n_in, const eng_io *out,
                     size_t n_out, err *e);
 
+// What inferd cannot serve at all, whatever the graph: a platform other than
+// onnxruntime_onnx (Triton's "ensemble" named as such), a backend other than
+// onnxruntime/inferd ("python" named), sequence_batching,
+// ensemble_scheduling, decoupled transactions. Every reason at once, "; "
+// between, ERR_INVALID_ARGUMENT. The repository scan runs it on the config
+// before it looks for model files or the graph, so such a model says what
+// it needs instead of "model file ... not found" or a control input missing
+// from its inputs; config_validate runs it again.
+int config_check_supported(const Inference__ModelConfig *cfg, err *e);
+
 // Upper bounds on config numbers that size what a load allocates up front.
 // A config override arrives over the network (RepositoryModelLoad's
 // "config"), so each number is the client's: max_batch_size sizes the

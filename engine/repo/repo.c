@@ -312,6 +312,8 @@ int repo_scan_model_config(const char *repo_dir, const char *name, const char *c
     err_set(st, ERR_INTERNAL, "cannot read %s: %s", cfg_path, strerror(errno));
     goto done;
   }
+  // before the files: an ensemble has none, a Python model no model.onnx
+  if (out->config_from_file && config_check_supported(out->config, st)) goto done;
   select_versions(out, st);
 done:
   if (st->code && e) *e = *st;
@@ -331,10 +333,10 @@ void repo_free(repo_model *models, size_t n) {
   free(models);
 }
 
-int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, repo_skip **skipped, size_t *n_skipped,
+int repo_list(const char *repo_dir, char ***names_out, size_t *n_names, repo_skip **skipped, size_t *n_skipped,
               err *e) {
-  *models = NULL;
-  *n_models = 0;
+  *names_out = NULL;
+  *n_names = 0;
   if (skipped) *skipped = NULL;
   if (n_skipped) *n_skipped = 0;
   repo_skip *skips = NULL;
@@ -382,9 +384,41 @@ int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, repo_
     n++;
   }
   closedir(d);
+  if (rc || !skipped) {
+    free(skips);
+    skips = NULL;
+    n_skips = 0;
+  }
+  if (rc) {
+    repo_list_free(names, n);
+    return rc;
+  }
+  if (n) qsort(names, n, sizeof *names, cmp_str);
+  *names_out = names;
+  *n_names = n;
+  if (skipped) {
+    if (n_skips) qsort(skips, n_skips, sizeof *skips, cmp_skip);
+    *skipped = skips;
+    *n_skipped = n_skips;
+  }
+  return 0;
+}
+
+void repo_list_free(char **names, size_t n) {
+  for (size_t i = 0; names && i < n; i++) free(names[i]);
+  free(names);
+}
+
+int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, repo_skip **skipped, size_t *n_skipped,
+              err *e) {
+  *models = NULL;
+  *n_models = 0;
+  char **names = NULL;
+  size_t n = 0;
+  TRY(repo_list(repo_dir, &names, &n, skipped, n_skipped, e));
+  int rc = 0;
   repo_model *arr = NULL;
-  if (!rc && n) {
-    qsort(names, n, sizeof *names, cmp_str);
+  if (n) {
     arr = calloc(n, sizeof *arr);
     if (!arr) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory scanning %s", repo_dir);
   }
@@ -396,20 +430,16 @@ int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, repo_
       arr = NULL;
     }
   }
-  for (size_t i = 0; i < n; i++) free(names[i]);
-  free(names);
-  if (rc || !skipped) {
-    free(skips);
-    skips = NULL;
-    n_skips = 0;
+  repo_list_free(names, n);
+  if (rc) {
+    if (skipped) {
+      free(*skipped);
+      *skipped = NULL;
+      *n_skipped = 0;
+    }
+    return rc;
   }
-  if (rc) return rc;
   *models = arr;
   *n_models = n;
-  if (skipped) {
-    if (n_skips) qsort(skips, n_skips, sizeof *skips, cmp_skip);
-    *skipped = skips;
-    *n_skipped = n_skips;
-  }
   return 0;
 }

@@ -53,6 +53,12 @@ typedef struct repo_skip {
 int repo_scan(const char *repo_dir, repo_model **models, size_t *n_models, repo_skip **skipped, size_t *n_skipped,
               err *e);
 
+// The names repo_scan would take, sorted, without reading any config: the
+// repository index lists the models not loaded from it. skipped as in
+// repo_scan. On success the caller owns *names (repo_list_free).
+int repo_list(const char *repo_dir, char ***names, size_t *n_names, repo_skip **skipped, size_t *n_skipped, err *e);
+void repo_list_free(char **names, size_t n);
+
 // Why a directory name cannot be a model name, or NULL when it can. Model
 // names are echoed into the repository index, metadata, errors, /metrics
 // labels and REST JSON: a name that is not UTF-8 breaks every client's

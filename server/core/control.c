@@ -19,6 +19,8 @@
 
 #include "engine/repo/repo.h"
 #include "grpc_service.pb-c.h"
+#include "model_config.pb-c.h"
+#include "server/core/cfgjson.h"
 #include "kernels/base/utf8.h"
 #include "server/obs/log.h"
 #include "server/core/server.h"
@@ -51,6 +53,7 @@ struct srv_control {
   pthread_cond_t idle_cv;    // the queue emptied and no op runs (srv_control_quiesce)
   op *head, *tail;
   int busy;     // the thread runs an op
+  char loading[256];  // the model the thread is loading now; "" when none (srv_control_loading)
   int closing;  // new ops are refused (srv_control_quiesce, destroy)
   int stop;
   // the control thread's alone (and destroy's, after the join)
@@ -146,8 +149,30 @@ static void retire(srv_control *c, srv_model *m) {
   c->retired = x;
 }
 
+static void set_loading(srv_control *c, const char *name) {
+  pthread_mutex_lock(&c->mu);
+  snprintf(c->loading, sizeof c->loading, "%s", name);
+  pthread_mutex_unlock(&c->mu);
+}
+
+int srv_control_loading(srv_control *c, const char *name) {
+  pthread_mutex_lock(&c->mu);
+  int yes = c->loading[0] && strcmp(c->loading, name) == 0;
+  pthread_mutex_unlock(&c->mu);
+  return yes;
+}
+
+static int do_load_now(srv_control *c, const char *name, const char *config_text, err *e);
+
 // On the control thread.
 static int do_load(srv_control *c, const char *name, const char *config_text, err *e) {
+  set_loading(c, name);
+  int rc = do_load_now(c, name, config_text, e);
+  set_loading(c, "");
+  return rc;
+}
+
+static int do_load_now(srv_control *c, const char *name, const char *config_text, err *e) {
   srv_model *m;
   TRY(srv_registry_build(c->reg, name, config_text, &m, e));
   int serving = 0;
@@ -211,19 +236,16 @@ static int check_load(srv_control *c, const char *name, const char *config_overr
   if (config_override) {
     size_t len = strnlen(config_override, (size_t)SRV_CONFIG_OVERRIDE_MAX + 1);
     if (len > SRV_CONFIG_OVERRIDE_MAX)
-      return err_set(e, ERR_INVALID_ARGUMENT, "the 'config' override is larger than %u bytes (1 MiB), the most accepted",
-                     (unsigned)SRV_CONFIG_OVERRIDE_MAX);
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "failed to load '%s': the 'config' override is larger than %u bytes (1 MiB), the most accepted",
+                     name, (unsigned)SRV_CONFIG_OVERRIDE_MAX);
     // its strings would be quoted in errors and served in ModelConfig (found by fuzz_rest)
     if (!utf8_valid(config_override, len))
-      return err_set(e, ERR_INVALID_ARGUMENT, "the config override is not valid UTF-8 (proto3 string fields must be)");
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "failed to load '%s': the config override is not valid UTF-8 (proto3 string fields must be)", name);
     const char *p = config_override;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    // Triton sends the override as JSON; inferd has a config.pbtxt parser but no JSON one
-    if (*p == '{')
-      return err_set(e, ERR_INVALID_ARGUMENT,
-                     "the 'config' override is JSON, which inferd does not parse: send it as config.pbtxt text "
-                     "(protobuf text format), e.g. 'max_batch_size: 4 input [...]'");
-    if (!*p) return err_set(e, ERR_INVALID_ARGUMENT, "the 'config' override is empty");
+    if (!*p) return err_set(e, ERR_INVALID_ARGUMENT, "failed to load '%s': the 'config' override is empty", name);
   }
   return 0;
 }
@@ -263,6 +285,12 @@ static void enqueue(srv_control *c, int unload, const char *name, const char *co
   }
 }
 
+// Triton sends the override as JSON (an object); inferd also takes config.pbtxt text.
+static int is_json(const char *cfg) {
+  while (*cfg == ' ' || *cfg == '\t' || *cfg == '\n' || *cfg == '\r') cfg++;
+  return *cfg == '{';
+}
+
 // On the control thread: runs one op and answers it.
 static void run_op(srv_control *c, op *o) {
   err e = {0};
@@ -271,6 +299,16 @@ static void run_op(srv_control *c, op *o) {
   } else if (cancelled(c)) {  // queued behind a load when the drain began
     err_set(&e, ERR_UNAVAILABLE, "failed to load '%s': cancelled: server shutting down", o->name);
     srv_log(SRV_LOG_ERROR, "model '%s' failed to load: cancelled: server shutting down", o->name);
+  } else if (o->config && is_json(o->config)) {
+    // Triton's form; turned into config.pbtxt text here, one load at a time (cfgjson.h)
+    char *text = NULL;
+    if (srv_cfgjson_to_text(&inference__model_config__descriptor, o->config, strlen(o->config), &text, &e) != 0) {
+      err_prefix(&e, "failed to load '%s': ", o->name);
+      srv_log(SRV_LOG_ERROR, "model '%s' failed to load: %s", o->name, e.msg);
+    } else {
+      (void)do_load(c, o->name, text, &e);
+    }
+    free(text);
   } else {
     (void)do_load(c, o->name, o->config, &e);
   }
@@ -497,12 +535,15 @@ void srv_control_destroy(srv_control *c) {
 
 // --- gRPC
 
-// The "config" parameter's text (NULL when absent); *other set when a
-// parameter we do not take (Triton's "file:" model contents) is present.
-static const char *config_param(size_t n, Inference__RepositoryModelLoadRequest__ParametersEntry **ps, int *other) {
+// The "config" parameter's text (NULL when absent); *files set when Triton's
+// "file:<version>/<name>" model contents are present, *other when another
+// parameter we do not take is.
+static const char *config_param(size_t n, Inference__RepositoryModelLoadRequest__ParametersEntry **ps, int *files,
+                                int *other) {
   const char *cfg = NULL;
   for (size_t i = 0; i < n; i++) {
     if (strcmp(ps[i]->key, "config") == 0) cfg = ps[i]->value && ps[i]->value->string_param ? ps[i]->value->string_param : "";
+    else if (strncmp(ps[i]->key, "file:", 5) == 0) *files = 1;
     else *other = 1;
   }
   return cfg;
@@ -538,9 +579,17 @@ void srv_control_load_rpc(void *ctx, srv_call *call, const uint8_t *req, size_t 
       call, &inference__repository_model_load_request__descriptor, req, len);
   if (!q) return;
   err e = {0};
-  int other = 0;
-  const char *cfg = config_param(q->n_parameters, q->parameters, &other);
-  if (other && explicit_or_fail(c, &e) == 0)
+  int files = 0, other = 0;
+  const char *cfg = config_param(q->n_parameters, q->parameters, &files, &other);
+  if (files && explicit_or_fail(c, &e) == 0 && check_name(q->model_name, &e) == 0)
+    // Triton answers INTERNAL "failed to poll from model repository" when it
+    // cannot write the files it was sent, and its clients test for exactly
+    // that; inferd writes none, so every such load fails the same way.
+    err_set(&e, ERR_INTERNAL,
+            "failed to load '%s': failed to poll from model repository: model files sent with the load "
+            "('file:' parameters) are not supported by inferd; put them in the repository",
+            q->model_name);
+  else if (other && explicit_or_fail(c, &e) == 0)
     err_set(&e, ERR_INVALID_ARGUMENT, "load parameters other than 'config' (model files) are not supported");
   if (e.code || check_load(c, q->model_name, cfg, &e) != 0) srv_call_fail(call, (int)e.code, e.msg);
   else enqueue(c, 0, q->model_name, cfg, answer_load, call);

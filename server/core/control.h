@@ -54,6 +54,10 @@ void srv_control_destroy(srv_control *c);
 int srv_control_load(srv_control *c, const char *name, const char *config_override, err *e);
 int srv_control_unload(srv_control *c, const char *name, err *e);
 
+// Whether the control thread is loading the named model now (the
+// repository index says LOADING for a model not yet in the registry).
+int srv_control_loading(srv_control *c, const char *name);
+
 // gRPC RepositoryModelLoad / RepositoryModelUnload (ctx: the srv_control),
 // also the REST API's POST /v2/repository/models/{m}/load and /unload
 // (server/http/rest.c runs them as local calls): checked on the calling

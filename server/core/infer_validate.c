@@ -173,6 +173,33 @@ static int read_parameters(srv_request *r, err *e) {
   return 0;
 }
 
+// Triton's classification extension: a requested output's "classification"
+// parameter (its top n classes, answered as BYTES "value:index[:label]"
+// strings by server/core/reply.c) read into r->class_count[k].
+static int read_classification(srv_request *r, const Inference__ModelInferRequest__InferRequestedOutputTensor *o,
+                               size_t k, size_t n_out, int in_shm, err *e) {
+  const Inference__InferParameter *p = NULL;
+  for (size_t j = 0; j < o->n_parameters; j++)
+    if (strcmp(o->parameters[j]->key, "classification") == 0) p = o->parameters[j]->value;
+  if (!p) return 0;
+  uint64_t n = 0;
+  if (uint_param(p, "classification", &n, e)) return err_prefix(e, "output '%s': ", o->name);
+  if (n == 0 || n > SRV_CLASSIFICATION_MAX)
+    return err_set(e, ERR_INVALID_ARGUMENT, "output '%s': classification %" PRIu64 " must be in 1..%u", o->name, n,
+                   SRV_CLASSIFICATION_MAX);
+  if (in_shm)  // its strings' size is known only once the batch ran
+    return err_set(e, ERR_INVALID_ARGUMENT, "output '%s': classification results are not written to shared memory",
+                   o->name);
+  dtype dt = eng_model_output(r->version->model, k)->dt;
+  if (dt == DT_BOOL || dt == DT_FP16 || dt == DT_BF16 || dt == DT_STRING || !dtype_size(dt))
+    return err_set(e, ERR_INVALID_ARGUMENT, "output '%s': class result not available for output due to unsupported "
+                   "type '%s'", o->name, dtype_wire_name(dt));
+  if (!r->class_count && !(r->class_count = srv_arena_calloc(r->arena, n_out, sizeof *r->class_count)))
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  r->class_count[k] = (uint32_t)n;
+  return 0;
+}
+
 // --- client shared memory (Triton's shared_memory_* tensor parameters)
 
 typedef struct shm_ref {
@@ -357,12 +384,6 @@ static int read_shm_refs(const Inference__ModelInferRequest *msg, shm_ref *in_re
   }
   *n_any = *n_in_shm;
   for (size_t i = 0; i < msg->n_outputs; i++) {
-    // Triton's classification extension (top-k labels instead of the
-    // tensor) is not implemented: the answer would silently be the tensor
-    for (size_t k = 0; k < msg->outputs[i]->n_parameters; k++)
-      if (strcmp(msg->outputs[i]->parameters[k]->key, "classification") == 0)
-        return err_set(e, ERR_INVALID_ARGUMENT, "output '%s': the classification extension is not supported",
-                       msg->outputs[i]->name);
     READ_SHM_REF(out_refs[i], "output", msg->outputs[i], e);
     *n_any += out_refs[i].region != NULL;
   }
@@ -381,6 +402,13 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
 
   // raw_input_contents holds one entry per input that is not in shared memory
   int raw = msg->n_raw_input_contents > 0;
+  // before the count: Triton's words, which its clients test for
+  for (size_t i = 0; raw && i < msg->n_inputs; i++)
+    if (typed_count(msg->inputs[i]->contents))
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "contents field must not be specified when using raw_input_contents for '%s' for model '%s' "
+                     "(typed contents and raw_input_contents are mixed in one request)",
+                     msg->inputs[i]->name, m->name);
   if (raw && msg->n_raw_input_contents != msg->n_inputs - n_in_shm)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "raw_input_contents has %zu entries but the request has %zu inputs outside shared memory",
@@ -463,11 +491,6 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
           rc = check_strings_layout(in->name, t->data, t->bytes, numel, e);
       }
     } else if (raw) {
-      if (typed_count(in->contents)) {
-        rc = err_set(e, ERR_INVALID_ARGUMENT,
-                     "input '%s': typed contents and raw_input_contents are mixed in one request", in->name);
-        break;
-      }
       const ProtobufCBinaryData *rd = &msg->raw_input_contents[raw_i++];
       if (t->dt == DT_STRING) {
         rc = check_strings_layout(in->name, rd->data, rd->len, numel, e);
@@ -533,6 +556,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
     if (r->outputs_mask & ((uint64_t)1 << k))  // as inputs: each once (a second shared-memory target is ambiguous)
       return err_set(e, ERR_INVALID_ARGUMENT, "output '%s' is requested twice", msg->outputs[i]->name);
     r->outputs_mask |= (uint64_t)1 << k;
+    TRY(read_classification(r, msg->outputs[i], k, n_out, out_refs[i].region != NULL, e));
     if (!out_refs[i].region) continue;
     if (!r->shm_out && !(r->shm_out = calloc(n_out, sizeof *r->shm_out)))
       return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");

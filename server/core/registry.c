@@ -3,6 +3,7 @@
 // kept with its reason so the server reports it and serves the others.
 #include "server/core/registry.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -226,6 +227,11 @@ static void load_model(repo_model *rm, const srv_registry_opts *o, const eng_con
     if (m->status.code != ERR_NOT_FOUND) srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, m->status.msg);
     return;
   }
+  // the classification extension's labels (labels.h); an unreadable file fails the load, as in Triton
+  if (m->config && srv_labels_load(rm->dir, m->config, &m->labels, &m->status) != 0) {
+    srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, m->status.msg);
+    return;
+  }
   m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);
   if (!m->versions) {
     err_set(&m->status, ERR_RESOURCE_EXHAUSTED, "out of memory");
@@ -444,6 +450,7 @@ void srv_model_free(srv_model *m) {
     free_stats(&m->versions[j].stats);
   }
   free(m->versions);
+  srv_labels_free(m->labels);
   if (m->config) config_free(m->config);
   eng_model_config_free(m->engine_config);
   free(m);
@@ -467,26 +474,46 @@ const repo_skip *srv_registry_load_skipped(const srv_registry *r, size_t *n) {
 }
 
 size_t srv_registry_n_models(const srv_registry *r) { return r->n; }
+const char *srv_registry_repo_dir(const srv_registry *r) { return r->repo_dir; }
 srv_model *srv_registry_model_at(const srv_registry *r, size_t i) { return r->slots[i]; }
 
+// Triton's wording, which clients test for ("Request for unknown model",
+// "failed to get model version from specified version string"), with
+// inferd's detail after it.
 int srv_registry_find(const srv_registry *r, const char *model, const char *version, srv_model **mo,
                       srv_version **vo, err *e) {
   srv_model *m = NULL;
   for (size_t i = 0; i < r->n && !m; i++)
     if (strcmp(r->slots[i]->name, model) == 0) m = r->slots[i];
-  if (!m) return err_set(e, ERR_NOT_FOUND, "unknown model '%s'", model);
+  if (!m) return err_set(e, ERR_NOT_FOUND, "Request for unknown model: '%s' is not found", model);
   *mo = m;
   srv_version *v = NULL;
   if (version && version[0]) {
+    // a decimal integer, "01" being version 1 (Triton's std::stol also
+    // ignores what follows the digits: "1abc" is refused here)
+    char *end;
+    errno = 0;
+    long long want = strtoll(version, &end, 10);
+    if (end == version || *end || errno == ERANGE)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "failed to get model version from specified version string '%s', version should be an "
+                     "integral value > 0",
+                     version);
+    if (want < 0)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "invalid model version specified '%s' , version should be an integral value > 0", version);
     for (size_t i = 0; i < m->n_versions && !v; i++)
-      if (strcmp(m->versions[i].version_str, version) == 0) v = &m->versions[i];
-    if (!v) return err_set(e, ERR_NOT_FOUND, "unknown version '%s' of model '%s'", version, model);
+      if (m->versions[i].version == want) v = &m->versions[i];
+    if (!v) return err_set(e, ERR_NOT_FOUND, "Request for unknown model: '%s' version %lld is not found", model, want);
     if (!v->model)
-      return err_set(e, ERR_UNAVAILABLE, "model '%s' version %s is not ready: %s", model, version, v->status.msg);
+      return err_set(e, ERR_UNAVAILABLE, "Request for unknown model: '%s' version %lld is not at ready state: %s", model,
+                     want, v->status.msg);
   } else {
     for (size_t i = m->n_versions; i-- > 0 && !v;)
       if (m->versions[i].model) v = &m->versions[i];
-    if (!v) return err_set(e, ERR_UNAVAILABLE, "model '%s' is not ready: %s", model, m->status.msg);
+    if (!v)
+      return err_set(e, ERR_UNAVAILABLE, "Request for unknown model: '%s' has no available versions: %s", model,
+                     m->status.msg);
   }
   *vo = v;
   return 0;

@@ -17,6 +17,7 @@
 #include "engine/repo/model_config.h"
 #include "kernels/base/err.h"
 #include "model_config.pb-c.h"
+#include "server/core/labels.h"
 #include "server/obs/hist.h"
 #include "server/obs/window.h"
 
@@ -98,6 +99,7 @@ typedef struct srv_model {
   // graph has completed and validated config; NULL until then; owned
   eng_model_config *engine_config;
   err status;                       // code != 0: the model is not ready, with why
+  srv_labels *labels;               // the outputs' label files (classification); NULL: none; owned
   srv_version *versions;            // ascending version order
   size_t n_versions;
   // model control
@@ -191,11 +193,16 @@ int srv_registry_find_ref(srv_registry *r, const char *model, const char *versio
 void srv_registry_unref(srv_registry *r, srv_model *m);
 
 size_t srv_registry_n_models(const srv_registry *r);
+// The repository the registry loads from (--model-repository).
+const char *srv_registry_repo_dir(const srv_registry *r);
 srv_model *srv_registry_model_at(const srv_registry *r, size_t i);
 
 // Finds the model and version a request names (version "" = the highest
-// ready version): NOT_FOUND for an unknown model or version, UNAVAILABLE for
-// one that failed to load.
+// ready version): NOT_FOUND for an unknown model or version, INVALID_ARGUMENT
+// for a version that is not a decimal integer >= 0, UNAVAILABLE for one that
+// failed to load. The messages begin as Triton's do ("Request for unknown
+// model: 'm' is not found", "failed to get model version from specified
+// version string 'x'"), which clients test for.
 int srv_registry_find(const srv_registry *r, const char *model, const char *version, srv_model **m,
                       srv_version **v, err *e);
 

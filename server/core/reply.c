@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kernels/base/strwire.h"
+#include "server/core/classify.h"
 #include "server/core/copypool.h"
 #include "server/core/order.h"
 #include "server/core/request.h"
@@ -81,7 +82,7 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
   Inference__ModelInferResponse__InferOutputTensor ots[64], *otp[64];
   ProtobufCBinaryData raws[64];
   int64_t shapes[64][ENG_MAX_DIMS];
-  uint8_t *crops[64];  // cropped copies, freed once packed
+  uint8_t *crops[128];  // cropped copies and classification strings (one of each per output), freed once packed
   size_t n = 0, n_crops = 0;
   int rc = 0;
   int batched = eng_model_max_batch(em) > 0;
@@ -135,6 +136,26 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
       }
       raws[n].len = bytes;
       memcpy(shapes[n], want, (size_t)t->ndims * sizeof want[0]);
+    }
+    if (r->class_count && r->class_count[k]) {  // Triton's classification extension: top classes as BYTES
+      size_t es = dtype_size(t->dt);
+      size_t numel = es ? raws[n].len / es : 0;
+      size_t rows = batched && t->ndims > 0 ? (size_t)shapes[n][0] : 1;
+      size_t per_row = rows ? numel / rows : 0;
+      uint8_t *cls = NULL;
+      size_t cls_len = 0, n_cls = 0;
+      if (srv_classify(raws[n].data, t->dt, rows, per_row, r->class_count[k], SRV_CLASSIFICATION_MAX,
+                       r->model->labels, ots[n].name, &cls, &cls_len, &n_cls, e) != 0) {
+        rc = (int)e->code;
+        break;
+      }
+      crops[n_crops++] = cls;
+      raws[n].data = cls;
+      raws[n].len = cls_len;
+      ots[n].datatype = (char *)"BYTES";
+      ots[n].n_shape = 0;
+      if (batched && t->ndims > 0) shapes[n][ots[n].n_shape++] = (int64_t)rows;
+      shapes[n][ots[n].n_shape++] = (int64_t)n_cls;
     }
     const srv_shm_out *so = r->shm_out && (r->shm_out[k].ptr || r->shm_out[k].cuda) ? &r->shm_out[k] : NULL;
     if (so) {

@@ -17,6 +17,10 @@
 #include "server/sec/cuda_shm.h"
 #include "server/sec/shm.h"
 
+// The most classes one requested output may ask for (the classification
+// extension), and the most elements per row it ranks (Triton's bound too).
+#define SRV_CLASSIFICATION_MAX 1000000u
+
 // A requested output that goes to client shared memory: system (ptr) or
 // CUDA (cuda, offset; written with a copy to the device).
 typedef struct srv_shm_out {
@@ -47,6 +51,10 @@ typedef struct srv_request {
   eng_tensor *inputs;                 // config input order (in arena), pointing into msg or typed_buf
   void *typed_buf;                    // typed contents converted to raw bytes
   uint64_t outputs_mask;              // requested config outputs (bit i = output i)
+  // Triton's classification extension: class_count[k] > 0 answers config
+  // output k as its top class_count[k] classes per row (reply.c); NULL when
+  // no output asks (in arena)
+  uint32_t *class_count;
   // client shared memory: every region the request reads or writes, held
   // until it is freed; shm_out[k] (NULL when none) is where config output k
   // goes instead of the response

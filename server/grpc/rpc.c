@@ -118,8 +118,10 @@ static void server_metadata(void *ctx, srv_call *call, const uint8_t *req, size_
   srv_server *s = ctx;
   // model_repository: index, load, unload (refused outside explicit mode, as Triton's)
   // binary_tensor_data: the REST API's binary tensor extension (server/http/rest.c)
-  char *ext[8] = {"model_configuration", "model_repository", "statistics", "logging", "binary_tensor_data"};
-  size_t n = 5;
+  // classification: top classes of an output as strings (server/core/classify.h)
+  char *ext[9] = {"model_configuration", "model_repository", "statistics", "logging", "binary_tensor_data",
+                  "classification"};
+  size_t n = 6;
   if (s->trace) ext[n++] = "trace";
   if (s->shm) ext[n++] = "system_shared_memory";
   if (srv_cuda_shm_n_devices(s->cuda_shm) > 0) ext[n++] = "cuda_shared_memory";
@@ -360,12 +362,29 @@ static void model_statistics(void *ctx, srv_call *call, const uint8_t *req, size
 
 // --- repository index
 
+// Under the registry's read lock (held by the caller): the model is in the registry.
+static int listed(srv_registry *reg, const char *name) {
+  for (size_t i = 0; i < srv_registry_n_models(reg); i++)
+    if (strcmp(srv_registry_model_at(reg, i)->name, name) == 0) return 1;
+  return 0;
+}
+
+// Every model of the repository, as Triton's index: each version of a model
+// the registry holds with its state and reason, then (unless `ready`) the
+// repository's other models by name alone (never loaded in explicit mode:
+// Triton sends no version, state or reason for them either), or LOADING
+// while a first load runs.
 static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
   srv_server *s = ctx;
   Inference__RepositoryIndexRequest *q = (Inference__RepositoryIndexRequest *)srv_unpack_or_fail(
       call, &inference__repository_index_request__descriptor, req, len);
   if (!q) return;
-  size_t cap = 0;
+  char **dirs = NULL;  // the repository's model directories, sorted
+  size_t n_dirs = 0;
+  err le = {0};
+  if (!q->ready && repo_list(srv_registry_repo_dir(s->reg), &dirs, &n_dirs, NULL, NULL, &le) != 0)
+    n_dirs = 0;  // the loaded models are still worth listing: no better answer without the directory
+  size_t cap = n_dirs;
   for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) cap += srv_registry_model_at(s->reg, i)->n_versions + 1;
   Inference__RepositoryIndexResponse__ModelIndex *xs = calloc(cap ? cap : 1, sizeof *xs);
   Inference__RepositoryIndexResponse__ModelIndex **xp = calloc(cap ? cap : 1, sizeof *xp);
@@ -402,6 +421,13 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
         xp[n] = &xs[n], n++;
       }
     }
+    for (size_t i = 0; i < n_dirs; i++) {
+      if (listed(s->reg, dirs[i])) continue;
+      inference__repository_index_response__model_index__init(&xs[n]);
+      xs[n].name = dirs[i];
+      if (s->control && srv_control_loading(s->control, dirs[i])) xs[n].state = "LOADING";
+      xp[n] = &xs[n], n++;
+    }
     Inference__RepositoryIndexResponse r = INFERENCE__REPOSITORY_INDEX_RESPONSE__INIT;
     r.n_models = n;
     r.models = xp;
@@ -410,6 +436,7 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
   free(xs);
   free(xp);
   free(fail);
+  repo_list_free(dirs, n_dirs);
   inference__repository_index_request__free_unpacked(q, NULL);
 }
 

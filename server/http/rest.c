@@ -209,6 +209,8 @@ static void meta_answer(job *j, const uint8_t *pb, size_t len) {
       cJSON *e = pb_json(&x->models[i]->base, 0);
       if (e && !x->models[i]->version[0]) cJSON_DeleteItemFromObject(e, "version");
       if (e && !x->models[i]->reason[0]) cJSON_DeleteItemFromObject(e, "reason");
+      // a model of the repository never loaded: its name alone, as Triton sends it
+      if (e && !x->models[i]->state[0]) cJSON_DeleteItemFromObject(e, "state");
       cJSON_AddItemToArray(out, e);
     }
   } else {
@@ -464,8 +466,8 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
 }
 
 // POST /v2/repository/models/{m}/load|unload, Triton's body: {"parameters":
-// {"config": "..."}}, the config override (config.pbtxt text here; the load
-// refuses JSON with its reason, and any other parameter, e.g. "file:..."
+// {"config": "..."}}, the config override (JSON as Triton takes it, or
+// config.pbtxt text; the load refuses any other parameter, e.g. "file:..."
 // model contents, as gRPC does); an empty body loads as the repository has
 // it. Run as the gRPC methods' local calls: the load runs on the model
 // control thread and its answer comes back through the job, so the loop
@@ -492,7 +494,8 @@ static void route_control(srv_rest *r, const srv_http_request *req, srv_http_res
     if (!body || (params && !cJSON_IsObject(params)) || (cfg && !cJSON_IsString(cfg))) {
       srv_json_free(&js);
       return srv_rest__set_error(resp, 400,
-                                 "the load body must be JSON: {\"parameters\": {\"config\": \"<config.pbtxt text>\"}}");
+                                 "the load body must be JSON: {\"parameters\": {\"config\": \"<the config as JSON, or "
+                                 "config.pbtxt text>\"}}");
     }
   }
   if (load) {

@@ -180,7 +180,7 @@ static void infer_answer(job *j, const uint8_t *pb, size_t pb_len) {
       bin_total += raw->len;
       continue;
     }
-    dtype dt = dtype_from_wire(t->datatype);
+    dtype dt = dtype_from_wire(t->datatype);  // BYTES: a model's, or the classification extension's strings
     size_t es = dtype_size(dt);
     char *txt = NULL;
     int drc = dt == DT_STRING ? strings_text(t->name, raw->data, raw->len, &txt, why, sizeof why)
@@ -662,8 +662,6 @@ static int build_infer(arena *a, job *j, const cJSON *root, const uint8_t *bin, 
         oo->binary = cJSON_IsTrue(p);
         continue;
       }
-      if (strcmp(p->string, "classification") == 0)
-        return BAD("output '%s': the classification extension is not supported", name->valuestring);
       int rc = add_param(a, &inference__model_infer_request__infer_requested_output_tensor__parameters_entry__descriptor,
                          (param_entry ***)&t->parameters, &t->n_parameters, npar, p->string, p, why, why_cap);
       if (rc) return rc;

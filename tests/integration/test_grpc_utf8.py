@@ -90,10 +90,10 @@ def _log_value(pb):
 CASES = [
     ("ModelReady", lambda pb: _s(pb, "ModelReadyRequest", name="ZZZZ"), "name", None),
     ("ModelReady", lambda pb: _s(pb, "ModelReadyRequest", name="mlp", version="ZZZZ"), "version", None),
-    ("ModelMetadata", lambda pb: _s(pb, "ModelMetadataRequest", name="ZZZZ"), "name", "unknown model 'ZZZZ'"),
+    ("ModelMetadata", lambda pb: _s(pb, "ModelMetadataRequest", name="ZZZZ"), "name", "Request for unknown model: 'ZZZZ' is not found"),
     ("ModelMetadata", lambda pb: _s(pb, "ModelMetadataRequest", name="mlp", version="ZZZZ"), "version", "ZZZZ"),
-    ("ModelConfig", lambda pb: _s(pb, "ModelConfigRequest", name="ZZZZ"), "name", "unknown model 'ZZZZ'"),
-    ("ModelStatistics", lambda pb: _s(pb, "ModelStatisticsRequest", name="ZZZZ"), "name", "unknown model 'ZZZZ'"),
+    ("ModelConfig", lambda pb: _s(pb, "ModelConfigRequest", name="ZZZZ"), "name", "Request for unknown model: 'ZZZZ' is not found"),
+    ("ModelStatistics", lambda pb: _s(pb, "ModelStatisticsRequest", name="ZZZZ"), "name", "Request for unknown model: 'ZZZZ' is not found"),
     ("ModelStatistics", lambda pb: _s(pb, "ModelStatisticsRequest", name="mlp", version="ZZZZ"), "version",
      "ZZZZ"),
     ("RepositoryIndex", lambda pb: _s(pb, "RepositoryIndexRequest", repository_name="ZZZZ"), "repository_name",

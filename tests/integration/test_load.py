@@ -473,8 +473,8 @@ def test_streaming_closed_loop(server, stub, pb, tmp_path):
 def test_not_found_model_counted(server, pb, tmp_path, mode):
     """The proxy answers the control RPCs for 'ghost' with mlp's, so every request names a model the server
     lacks: each is a NOT_FOUND error, unary (the call's status) as streamed (the answer's error_message
-    "unknown model 'ghost'", its kind read from the text), and the run exits 0 like any run with request
-    errors. A failed request does not end its stream: concurrency 1 keeps using its one stream."""
+    "Request for unknown model: 'ghost' is not found", its kind read from the text), and the run exits 0 like
+    any run with request errors. A failed request does not end its stream: concurrency 1 keeps using its one stream."""
     json_path = str(tmp_path / "ghost.json")
     px = Proxy(server.grpc_url, pb, aliases={"ghost": "mlp"})
     try:
@@ -491,7 +491,7 @@ def test_not_found_model_counted(server, pb, tmp_path, mode):
     if mode:
         assert px.calls["ModelInfer"] == 0 and px.calls["ModelStreamInfer"] == 1, px.calls
         (st,) = px.streams
-        assert st["errors"] and set(st["errors"]) == {"unknown model 'ghost'"}, st["errors"][:3]
+        assert st["errors"] and set(st["errors"]) == {"Request for unknown model: 'ghost' is not found"}, st["errors"][:3]
         assert len(st["errors"]) == len(st["sent"]) and sorted(st["answered"]) == sorted(st["sent"])
     else:
         assert px.calls["ModelStreamInfer"] == 0 and px.calls["ModelInfer"] > 0, px.calls

@@ -69,14 +69,15 @@ def _warnings(srv):
     return [l for l in srv.stderr_text().splitlines() if "skipping directory" in l]
 
 
-def _check_surfaces(srv, pb, names):
-    """Every surface that lists or names models: valid UTF-8, no control characters, exactly `names`."""
+def _check_surfaces(srv, pb, names, unloaded=()):
+    """Every surface that lists or names models: valid UTF-8, no control characters, exactly `names` (the
+    loaded ones); the repository index also `unloaded`, the repository's other models, by name alone."""
     with grpc.insecure_channel(srv.grpc_url) as ch:
         stub = pb.grpc.GRPCInferenceServiceStub(ch)
         # the Python protobuf runtime refuses a string field that is not UTF-8 while parsing
         idx = stub.RepositoryIndex(pb.service.RepositoryIndexRequest())
-        assert sorted(m.name for m in idx.models) == sorted(names), idx
-        assert all(m.state == "READY" for m in idx.models), idx
+        assert sorted(m.name for m in idx.models) == sorted(list(names) + list(unloaded)), idx
+        assert all(m.state == ("READY" if m.name in names else "") for m in idx.models), idx
         stats = stub.ModelStatistics(pb.service.ModelStatisticsRequest())
         assert sorted({s.name for s in stats.model_stats}) == sorted(names), stats
         for n in names:
@@ -84,7 +85,7 @@ def _check_surfaces(srv, pb, names):
             assert md.name == n
     status, _, body = _http(srv, "POST", "/v2/repository/index", b"{}")
     assert status == 200, body
-    assert sorted(m["name"] for m in json.loads(_strict_text(body))) == sorted(names)
+    assert sorted(m["name"] for m in json.loads(_strict_text(body))) == sorted(list(names) + list(unloaded))
     status, _, body = _http(srv, "GET", "/v2/models/stats")
     assert status == 200, body
     assert sorted({m["name"] for m in json.loads(_strict_text(body))["model_stats"]}) == sorted(names)
@@ -163,7 +164,7 @@ def test_explicit_mode_refuses_bad_names(names_repo, pb):
                 assert ei.value.details() == "the model name contains control characters", ei.value.details()
         status, _, body = _http(srv, "POST", "/v2/repository/models/esc%1B%5B31mred/load", b"{}")
         assert status == 400 and "control characters" in lib.rest_error(_strict_text(body)), body
-        _check_surfaces(srv, pb, ["mlp"])
+        _check_surfaces(srv, pb, ["mlp"], unloaded=[GOOD_UNICODE])
         # "*" scans: the bad directories are skipped with their warning, the good ones load
     finally:
         srv.stop()

@@ -153,7 +153,7 @@ static void test_complete_file_config(void) {
   }
   CHECK_EQ_INT(c->version_policy->policy_choice_case, INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_ALL);
   CHECK_EQ_INT(config_validate(c, g_in, 2, g_out, 2, &e), ERR_INVALID_ARGUMENT);
-  CHECK_EQ_STR(e.msg, "sequence_batching is not supported");
+  CHECK_CONTAINS(e.msg, "sequence_batching is not supported yet");
   config_free(c);
 
   CHECK_EQ_INT(config_complete(NULL, 0, g_in, 2, g_out, 2, 4, &e), ERR_INVALID_ARGUMENT);
@@ -367,6 +367,36 @@ static void test_validate(void) {
 
 // --disable-auto-complete-config: a file config keeps its own batching
 // choice (no dynamic_batching added) and gets only the structural defaults.
+// What inferd cannot serve is named, every reason at once, before any graph is looked at.
+static void test_check_supported(void) {
+  err e = {0};
+  Inference__ModelConfig *c = parse("name: 'ens' platform: 'ensemble' ensemble_scheduling { step [ { model_name: 'x' } ] }");
+  if (c) {
+    CHECK_EQ_INT(config_check_supported(c, &e), ERR_INVALID_ARGUMENT);
+    CHECK_EQ_STR(e.msg, "platform 'ensemble' is not supported yet (model 'ens')");  // said once
+    config_free(c);
+  }
+  c = parse("name: 'seq' backend: 'python' sequence_batching {} "
+            "model_transaction_policy { decoupled: true }");
+  if (c) {
+    CHECK_EQ_INT(config_check_supported(c, &e), ERR_INVALID_ARGUMENT);
+    CHECK_EQ_STR(e.msg, "backend 'python' is not supported (inferd runs ONNX graphs only); sequence_batching is not "
+                        "supported yet (model 'seq'); model_transaction_policy.decoupled is not supported (every "
+                        "request gets exactly one response)");
+    config_free(c);
+  }
+  c = parse("name: 'ok' platform: 'onnxruntime_onnx' dynamic_batching {}");
+  if (c) {
+    CHECK_EQ_INT(config_check_supported(c, &e), 0);
+    config_free(c);
+  }
+  c = parse("name: 'ok' backend: 'onnxruntime'");
+  if (c) {
+    CHECK_EQ_INT(config_check_supported(c, &e), 0);
+    config_free(c);
+  }
+}
+
 static void test_no_auto_complete(void) {
   err e = {0};
   Inference__ModelConfig *c = parse("name: 'm' max_batch_size: 8 "
@@ -488,6 +518,7 @@ int main(void) {
   test_complete_file_config();
   test_complete_file_without_tensors();
   test_validate();
+  test_check_supported();
   test_no_auto_complete();
   test_resolve_kinds();
   test_graph_opts();

@@ -356,6 +356,44 @@ static void test_special_files(void) {
   repo_model_close(&m);
 }
 
+// An ensemble (no model file) and a Python model (model.py): refused for
+// what they are, before the scan looks for model.onnx.
+static void test_unsupported_named(void) {
+  mkdirf("y_ensemble");
+  mkdirf("y_ensemble/1");
+  write_file("y_ensemble/config.pbtxt", "platform: \"ensemble\" ensemble_scheduling { step [ { model_name: \"a\" } ] }");
+  mkdirf("z_python");
+  mkdirf("z_python/1");
+  write_file("z_python/1/model.py", "x");
+  write_file("z_python/config.pbtxt", "backend: \"python\" sequence_batching {}");
+  repo_model m;
+  err e = {0};
+  CHECK_EQ_INT(repo_scan_model(g_root, "y_ensemble", &m, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_STR(e.msg, "platform 'ensemble' is not supported yet (model 'y_ensemble')");
+  CHECK_EQ_INT(m.n_versions, 0);
+  repo_model_close(&m);
+  CHECK_EQ_INT(repo_scan_model(g_root, "z_python", &m, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_STR(e.msg, "backend 'python' is not supported (inferd runs ONNX graphs only); sequence_batching is not "
+                      "supported yet (model 'z_python')");
+  repo_model_close(&m);
+}
+
+// repo_list names what repo_scan scans, in its order, without the configs.
+static void test_list(void) {
+  char **names = NULL;
+  size_t n = 0, n_models = 0;
+  repo_model *ms = NULL;
+  err e = {0};
+  CHECK_EQ_INT(repo_list(g_root, &names, &n, NULL, NULL, &e), 0);
+  CHECK_EQ_INT(repo_scan(g_root, &ms, &n_models, NULL, NULL, &e), 0);
+  CHECK_EQ_INT(n, n_models);
+  for (size_t i = 0; i < n && i < n_models; i++) CHECK_EQ_STR(names[i], ms[i].name);
+  repo_list_free(names, n);
+  repo_free(ms, n_models);
+  CHECK_EQ_INT(repo_list("/nonexistent/repo", &names, &n, NULL, NULL, &e), ERR_NOT_FOUND);
+  CHECK(names == NULL && n == 0);
+}
+
 static void test_empty_and_missing(void) {
   char empty[PATH_MAX + 16];
   snprintf(empty, sizeof empty, "%s/.hidden/1", g_root);  // a directory holding only a file
@@ -380,6 +418,8 @@ int main(void) {
   test_scan_skips_bad_names();
   test_name_problem_and_escape();
   test_scan_model();
+  test_unsupported_named();
+  test_list();
   test_empty_and_missing();
   alarm(5);
   test_special_files();
