@@ -102,6 +102,23 @@ static int start_gpu(instance *in, err *e) {
 }
 #endif
 
+// The CUDA plan has no STRING element and no way to run a node on the host
+// (docs/gpu.md): a model with a STRING input or output is refused at load
+// on a GPU, naming the tensor, rather than failing every request.
+static int no_strings_on_gpu(const eng_model *m, err *e) {
+  for (size_t i = 0; i < eng_graph_n_inputs(m->graph); i++)
+    if (eng_graph_input(m->graph, i)->dt == DT_STRING)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s' is TYPE_STRING, which GPU instances do not run: give the model "
+                     "instance_group [ { kind: KIND_CPU } ]", eng_graph_input(m->graph, i)->name);
+  for (size_t j = 0; j < eng_graph_n_outputs(m->graph); j++)
+    if (eng_graph_output(m->graph, j)->dt == DT_STRING)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "output '%s' is TYPE_STRING, which GPU instances do not run: give the model "
+                     "instance_group [ { kind: KIND_CPU } ]", eng_graph_output(m->graph, j)->name);
+  return 0;
+}
+
 static int start_instance(instance *in, err *e) {
   eng_model *m = in->model;
   pthread_mutex_init(&in->mu, NULL);
@@ -115,6 +132,7 @@ static int start_instance(instance *in, err *e) {
     in->started = 1;
     return 0;
   }
+  TRY(no_strings_on_gpu(m, e));
 #if INFERD_HAVE_CUDA
   pthread_cond_init(&in->done_cv, NULL);
   cpu_set_t saved;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "kernels/base/dtype.h"
+#include "kernels/str/k_str.h"
 
 #define ENG_MAX_DIMS 8
 #define ENG_NAME_MAX 256
@@ -36,9 +37,15 @@ static inline int64_t eng_numel(int ndims, const int64_t *dims) {
   return n;
 }
 
-// Bytes of t's elements in its type; 0 for a type of no fixed size (strings).
+// Bytes of one element inside a plan: the type's size, and for STRING the
+// plan's fixed-size view (k_str, kernels/str/k_str.h). Outside a plan a
+// STRING tensor is its wire layout (kernels/base/strwire.h), whose size
+// only its bytes tell.
+static inline size_t eng_elem_size(dtype t) { return t == DT_STRING ? sizeof(k_str) : dtype_size(t); }
+
+// Bytes of t's elements inside a plan (eng_elem_size).
 static inline size_t eng_tensor_bytes(const eng_tensor *t) {
-  return (size_t)eng_numel(t->ndims, t->dims) * dtype_size(t->dt);
+  return (size_t)eng_numel(t->ndims, t->dims) * eng_elem_size(t->dt);
 }
 
 #endif

@@ -91,7 +91,12 @@ static int build_input(const eng_model *m, const eng_warmup *w, size_t i, int64_
   t->ndims = io->ndims + batched;
   if (batched) t->dims[0] = rows;
   // sizes checked before anything is allocated: a config may name dims whose product wraps (found by fuzz_rest)
-  uint64_t sample = dtype_size(io->dt);
+  // STRING: empty strings, a zero 4-byte length each in the wire layout
+  // (kernels/base/strwire.h): zero_data and random_data alike
+  uint64_t sample = io->dt == DT_STRING ? 4 : dtype_size(io->dt);
+  if (io->dt == DT_STRING && in->source == ENG_WARMUP_FILE)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': input_data_file is not supported for TYPE_STRING inputs",
+                   io->name);
   for (int d = 0; d < io->ndims; d++) {
     if (in->dims[d] < 0 || (io->dims[d] >= 0 && io->dims[d] != in->dims[d]))
       return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': dim %d is %lld, the model's is %lld", io->name, d,
@@ -115,6 +120,7 @@ static int build_input(const eng_model *m, const eng_warmup *w, size_t i, int64_
   switch (in->source) {
     case ENG_WARMUP_ZERO: return 0;
     case ENG_WARMUP_RANDOM:
+      if (io->dt == DT_STRING) return 0;  // random bytes would be random lengths
       if (io->dt == DT_FP32) {  // values in [0, 1): random bits could be NaN or Inf
         float *f = (float *)p;
         for (size_t k = 0; k < t->bytes / sizeof *f; k++) {

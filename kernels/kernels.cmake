@@ -12,5 +12,6 @@ add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/conv/k_conv.c
   ${CMAKE_CURRENT_LIST_DIR}/index/k_index.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/k_reduce.c
-  ${CMAKE_CURRENT_LIST_DIR}/resize/k_resize.c)
+  ${CMAKE_CURRENT_LIST_DIR}/resize/k_resize.c
+  ${CMAKE_CURRENT_LIST_DIR}/str/k_str.c)
 target_link_libraries(inferd_kernels PUBLIC ${MATH_LIB})

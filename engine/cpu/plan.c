@@ -12,7 +12,10 @@
 
 #include "engine/ops/attn/attn.h"
 #include "engine/ops/ops.h"
+#include "engine/ops/str/str.h"
+#include "kernels/base/strwire.h"
 #include "kernels/k_ref.h"
+#include "kernels/str/k_str.h"
 
 #define ALIGN 64
 
@@ -109,6 +112,19 @@ static int mask_rows_shared(const eng_plan *p, const eng_node *n) {
   return repeats_along(p, n->in[3], 2, 12);
 }
 
+// Node n, its shapes just inferred into p->tin/tout: a STRING operand only
+// where its op handles the plan's string views (engine/ops/str/str.h);
+// elsewhere a kernel would read them as numbers.
+static int strings_taken(const eng_plan *p, const eng_node *n, err *e) {
+  int any = 0;
+  for (int k = 0; k < n->n_in; k++) any |= n->in[k] >= 0 && p->tin[k].dt == DT_STRING;
+  for (int k = 0; k < n->n_out; k++) any |= n->out[k] >= 0 && p->tout[k].dt == DT_STRING;
+  if (!any || eng_ops_str_supports(n->op_type)) return 0;
+  return err_set(e, ERR_INVALID_ARGUMENT,
+                 "node '%s' (op_type '%s'): STRING tensors are not supported by this op (only by Cast and the "
+                 "index ops)", node_desc_name(n), n->op_type);
+}
+
 static int infer_nodes(eng_plan *p, err *e) {
   const eng_graph *g = p->g;
   for (size_t v = 0; v < p->n_values; v++)
@@ -142,6 +158,7 @@ static int infer_nodes(eng_plan *p, err *e) {
     }
     if (d->infer(&p->params[i], p->tin, n->n_in, p->tout, n->n_out, e) != 0)
       return err_prefix(e, "node '%s' (op_type '%s'): ", node_desc_name(n), n->op_type);
+    TRY(strings_taken(p, n, e));
     int fold = foldable(p, i, n);
     if (fold && fold_node(p, i, n, e) != 0)
       return err_prefix(e, "node '%s' (op_type '%s'), folding: ", node_desc_name(n), n->op_type);
@@ -327,6 +344,8 @@ dtype eng_plan__out_dtype(const eng_plan *p, size_t j) {
 
 static int output_needs_edge(const eng_plan *p, size_t j) {
   int v = eng_graph_output_value(p->g, j);
+  // a STRING output leaves as its wire layout, in p->str_out (eng_plan_run)
+  if (eng_plan__out_dtype(p, j) == DT_STRING) return 0;
   int r = p->new_root[v];
   return p->known[r] || eng_plan__out_dtype(p, j) != p->cur[v].dt;
 }
@@ -597,6 +616,8 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   p->edge = calloc(no, sizeof(int));
   p->edge_cap = calloc(no, sizeof(size_t));
   p->edge_off = calloc(no, sizeof(size_t));
+  p->str_out = calloc(no, sizeof *p->str_out);
+  p->str_out_cap = calloc(no, sizeof *p->str_out_cap);
   p->folded = calloc(nn, 1);
   p->known = calloc(nv, 1);
   p->fold_buf = calloc(nv, sizeof *p->fold_buf);
@@ -626,6 +647,7 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   int rc = 0;
   if (!p->defs || !p->params || !p->op_state || !p->cur || !p->last_use || !p->group_last || !p->new_root ||
       !p->root || !p->need || !p->cap || !p->off || !p->edge || !p->edge_cap || !p->edge_off ||
+      !p->str_out || !p->str_out_cap ||
       !p->tin || !p->tout || !p->folded || !p->known || !p->fold_buf || !p->fold_cap ||
       !p->sig || !p->fuse_add || !p->fuse_add_val || !p->fuse_act || !p->fuse_act2 ||
       !p->fuse_kind || !p->fuse_alpha || !p->fuse_beta || !p->fuse_src ||
@@ -741,6 +763,9 @@ void eng_plan_destroy(eng_plan *p) {
   free(p->edge);
   free(p->edge_cap);
   free(p->edge_off);
+  for (size_t j = 0; p->str_out && j < p->n_outputs; j++) free(p->str_out[j]);
+  free(p->str_out);
+  free(p->str_out_cap);
   free(p->arena);
   for (size_t v = 0; p->fold_buf && v < p->n_values; v++) free(p->fold_buf[v]);
   free(p->fold_buf);
@@ -787,6 +812,17 @@ static int check_input(const eng_plan *p, size_t i, const eng_tensor *t, err *e)
                      io->name, d, (long long)t->dims[d], (long long)io->dims[d]);
     }
   }
+  if (t->dt == DT_STRING) {  // the wire layout: exactly one element per position of the shape
+    const char *why;
+    uint64_t at, n = (uint64_t)eng_numel(t->ndims, t->dims);
+    if ((n || t->bytes) && !t->data)
+      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': no bytes given", io->name);
+    if (strwire_check(t->data, t->bytes, n, &why, &at) != 0)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s': %zu bytes of BYTES data for %llu elements: it %s (element %llu)", io->name,
+                     t->bytes, (unsigned long long)n, why, (unsigned long long)at);
+    return 0;
+  }
   size_t want = (size_t)eng_numel(t->ndims, t->dims) * dtype_size(t->dt);
   if (want && (!t->data || t->bytes < want))
     return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': %zu bytes given, shape needs %zu",
@@ -796,7 +832,8 @@ static int check_input(const eng_plan *p, size_t i, const eng_tensor *t, err *e)
 
 // Converts between a declared edge type and the plan's internal FP32.
 void eng_plan__to_internal(void *dst, const eng_tensor *src, size_t n) {
-  if (src->dt == DT_FP16) k_f16_to_f32(dst, src->data, n);
+  if (src->dt == DT_STRING) k_str_from_wire(dst, src->data, n);  // checked by check_input
+  else if (src->dt == DT_FP16) k_f16_to_f32(dst, src->data, n);
   else if (src->dt == DT_FP64) k_cast(dst, K_F32, src->data, K_F64, n);
   else if (src->dt == DT_BF16)
     for (size_t i = 0; i < n; i++) {
@@ -846,6 +883,25 @@ int eng_plan__prepare(eng_plan *p, const eng_tensor *inputs, size_t n_in, size_t
     }
     TRY(assign(p, e));
   }
+  return 0;
+}
+
+// Graph output j, a STRING value t of n views, into its wire layout in
+// p->str_out[j] (grown when this run's strings need more). Long views
+// point into the run's inputs, which are still the caller's here.
+static int string_out(eng_plan *p, size_t j, const eng_tensor *t, size_t n, eng_tensor *o, err *e) {
+  size_t bytes = n ? k_str_wire_bytes(t->data, n) : 0;
+  if (bytes > p->str_out_cap[j] || !p->str_out[j]) {
+    free(p->str_out[j]);
+    p->str_out_cap[j] = 0;
+    if (!(p->str_out[j] = malloc(bytes ? bytes : 1)))
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for %zu bytes of output '%s'", bytes,
+                     eng_graph_output(p->g, j)->name);
+    p->str_out_cap[j] = bytes;
+  }
+  if (n) k_str_to_wire(p->str_out[j], t->data, n);
+  o->data = p->str_out[j];
+  o->bytes = bytes;
   return 0;
 }
 
@@ -912,7 +968,9 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
     memcpy(o->dims, t->dims, sizeof o->dims);
     size_t n = (size_t)eng_numel(t->ndims, t->dims);
     o->bytes = n * dtype_size(o->dt);
-    if (p->edge[j]) {
+    if (o->dt == DT_STRING) {
+      TRY(string_out(p, j, t, n, o, e));
+    } else if (p->edge[j]) {
       o->data = p->arena + p->edge_off[j];
       if (n) eng_plan__to_edge(o->data, o->dt, t, n);
     } else {

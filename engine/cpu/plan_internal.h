@@ -48,6 +48,11 @@ struct eng_plan {
   size_t arena_need, naive_bytes;
   uint8_t *arena;  // NULL unless host_arena
   size_t arena_alloc;
+  // per graph output: a STRING output's wire layout, written at the end of
+  // each run (its size depends on the strings, so it cannot sit in the
+  // arena laid out from shapes); grown when a run needs more, kept between runs
+  uint8_t **str_out;
+  size_t *str_out_cap;
   uint64_t layouts;  // layouts assigned so far: a change means buffers moved
   // Folding, redone by every shape inference (infer_all): a node whose
   // inputs are all known values and whose outputs are small runs on the

@@ -383,7 +383,7 @@ static int io_from_value_info(const Onnx__ValueInfoProto *vi, eng_io *io, err *e
     return err_set(e, ERR_INVALID_ARGUMENT, "'%s' is not a tensor", io->name);
   const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
   io->dt = tt->has_elem_type ? dtype_from_onnx(tt->elem_type) : DT_INVALID;
-  if (tt->has_elem_type && (io->dt == DT_INVALID || io->dt == DT_STRING))
+  if (tt->has_elem_type && io->dt == DT_INVALID)
     return err_set(e, ERR_INVALID_ARGUMENT, "'%s' has unsupported element type %d", io->name,
                    (int)tt->elem_type);
   if (tt->shape) {

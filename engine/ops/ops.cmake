@@ -16,7 +16,8 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/index/index.c
   ${CMAKE_CURRENT_LIST_DIR}/norm/norm.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce.c
-  ${CMAKE_CURRENT_LIST_DIR}/resize/resize.c)
+  ${CMAKE_CURRENT_LIST_DIR}/resize/resize.c
+  ${CMAKE_CURRENT_LIST_DIR}/str/str.c)
 target_link_libraries(inferd_ops PUBLIC inferd_graph_ir inferd_cpu_prims inferd_kernels inferd_base
   PkgConfig::OPENBLAS ${MATH_LIB})
 if(INFERD_HAVE_CUDA)

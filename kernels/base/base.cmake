@@ -15,4 +15,5 @@ add_library(inferd_base STATIC
   ${CMAKE_CURRENT_LIST_DIR}/dtype.c
   ${CMAKE_CURRENT_LIST_DIR}/confine.c
   ${CMAKE_CURRENT_LIST_DIR}/rfile.c
+  ${CMAKE_CURRENT_LIST_DIR}/strwire.c
   ${CMAKE_CURRENT_LIST_DIR}/utf8.c)

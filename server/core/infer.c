@@ -204,7 +204,7 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
     srv_reply_reject(s, r, (int)e.code, e.msg);
     return;
   }
-  if (budget_admit(s, r, len) != 0) {
+  if (budget_admit(s, r, len + r->shm_copied) != 0) {
     budget_log(s, t_recv);
     char msg[256];
     snprintf(msg, sizeof msg,

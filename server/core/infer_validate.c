@@ -14,10 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/base/strwire.h"
 #include "server/core/arena.h"
 #include "server/core/infer_internal.h"
 #include "server/core/request.h"
 #include "server/core/server.h"
+#include "server/sec/shmguard.h"
 
 // --- messages
 
@@ -55,6 +57,7 @@ static int convert_typed(const char *name, dtype dt, const Inference__InferTenso
     case DT_UINT32: case DT_UINT16: case DT_UINT8: have = c->n_uint_contents, field = "uint_contents"; break;
     case DT_UINT64: have = c->n_uint64_contents, field = "uint64_contents"; break;
     case DT_BOOL: have = c->n_bool_contents, field = "bool_contents"; break;
+    case DT_STRING: have = c->n_bytes_contents, field = "bytes_contents"; break;
     default:
       return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': %s data must be sent in raw_input_contents", name,
                      dtype_wire_name(dt));
@@ -75,9 +78,58 @@ static int convert_typed(const char *name, dtype dt, const Inference__InferTenso
       case DT_UINT8: ((uint8_t *)dst)[i] = (uint8_t)c->uint_contents[i]; break;
       case DT_UINT64: ((uint64_t *)dst)[i] = c->uint64_contents[i]; break;
       case DT_BOOL: ((uint8_t *)dst)[i] = c->bool_contents[i] ? 1 : 0; break;
+      case DT_STRING:  // the wire layout (strwire.h): length, then the bytes
+        strwire_put_len(dst, (uint32_t)c->bytes_contents[i].len);
+        if (c->bytes_contents[i].len) memcpy(dst + 4, c->bytes_contents[i].data, c->bytes_contents[i].len);
+        dst += 4 + c->bytes_contents[i].len;
+        break;
       default: break;
     }
   }
+  return 0;
+}
+
+// The wire layout's size of a STRING input's bytes_contents; -1 when an
+// element is over the 4-byte length the layout can hold.
+static int64_t typed_string_bytes(const Inference__InferTensorContents *c) {
+  int64_t b = 0;
+  for (size_t i = 0; c && i < c->n_bytes_contents; i++) {
+    if (c->bytes_contents[i].len > UINT32_MAX) return -1;
+    b += 4 + (int64_t)c->bytes_contents[i].len;
+  }
+  return b;
+}
+
+// A STRING input's bytes (raw, binary REST, or read from shared memory)
+// must hold exactly numel elements in the wire layout: checked here, once,
+// so the batch (its requests' bytes one after the other) and the engine's
+// walk over it stay inside each request's bytes.
+static int check_strings_layout(const char *name, const uint8_t *buf, size_t len, int64_t numel, err *e) {
+  const char *why;
+  uint64_t at;
+  if (strwire_check(buf, len, (uint64_t)numel, &why, &at) == 0) return 0;
+  return err_set(e, ERR_INVALID_ARGUMENT,
+                 "input '%s': %zu bytes of BYTES data for %" PRId64
+                 " elements (each a 4-byte little-endian length, then its bytes): it %s (element %" PRIu64 ")",
+                 name, len, numel, why, at);
+}
+
+// A STRING input in a system region: its bytes copied through the SIGBUS
+// guard into memory the request owns (freed with it, among cuda_copies,
+// and charged to --max-inflight-request-bytes with its message), since
+// their layout is checked now and the client may change the region
+// afterwards: read in place at the batch's gather, a changed last length
+// could reach into the next request's rows. The engine reads the copy.
+static int shm_string_copy(srv_request *r, const char *tensor, const uint8_t *src, size_t bytes, void **data,
+                           err *e) {
+  void *buf = malloc(bytes ? bytes : 1);
+  if (!buf) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  r->cuda_copies[r->n_cuda_copies++] = buf;
+  r->shm_copied += bytes;
+  if (bytes && srv_shmguard_read(buf, src, bytes) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': its shared memory region shrank below its registered size",
+                   tensor);
+  *data = buf;
   return 0;
 }
 
@@ -455,6 +507,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
         rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s': contents given with shared_memory_region", in->name);
         break;
       }
+      if (t->dt == DT_STRING) t->bytes = (size_t)in_refs[i].byte_size;  // its layout checked once read
       if (in_refs[i].byte_size != t->bytes) {
         char got[160];
         fmt_dims(got, sizeof got, 0, t->ndims, t->dims);
@@ -467,7 +520,10 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
       srv_cuda_shm_region *cuda = NULL;
       rc = shm_take(s, r, "input", in->name, &in_refs[i], &p, &cuda, e);
       t->data = p;
-      if (rc == 0 && p) {
+      if (rc == 0 && p && t->dt == DT_STRING) {
+        rc = shm_string_copy(r, in->name, p, t->bytes, &t->data, e);
+        if (rc == 0) rc = check_strings_layout(in->name, t->data, t->bytes, numel, e);
+      } else if (rc == 0 && p) {
         if (!r->shm_in && !(r->shm_in = srv_arena_calloc(r->arena, n_cfg, sizeof *r->shm_in))) {
           rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
           break;
@@ -475,8 +531,20 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
         r->shm_in[ci] = in_refs[i].region;
       }
       if (rc == 0 && cuda) rc = cuda_input(r, (size_t)ci, in->name, cuda, in_refs[i].offset, t->bytes, &t->data, e);
+      if (rc == 0 && cuda && t->dt == DT_STRING) {
+        if (!t->data)  // left in the region for a GPU instance, which never takes strings (engine/model.c)
+          rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s': BYTES data cannot stay in CUDA shared memory", in->name);
+        else
+          rc = check_strings_layout(in->name, t->data, t->bytes, numel, e);
+      }
     } else if (raw) {
       const ProtobufCBinaryData *rd = &msg->raw_input_contents[raw_i++];
+      if (t->dt == DT_STRING) {
+        rc = check_strings_layout(in->name, rd->data, rd->len, numel, e);
+        t->bytes = rd->len;
+        t->data = rd->data;
+        continue;
+      }
       if (rd->len != t->bytes) {
         char got[160];
         fmt_dims(got, sizeof got, 0, t->ndims, t->dims);
@@ -490,6 +558,14 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
         rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s' has no data (neither contents nor raw_input_contents)",
                      in->name);
         break;
+      }
+      if (t->dt == DT_STRING) {
+        int64_t b = typed_string_bytes(in->contents);
+        if (b < 0) {
+          rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s': an element of bytes_contents is over 4 GiB", in->name);
+          break;
+        }
+        t->bytes = (size_t)b;
       }
       typed_bytes += (t->bytes + 15) & ~(size_t)15;
     }

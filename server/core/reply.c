@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/base/strwire.h"
 #include "server/core/classify.h"
 #include "server/core/copypool.h"
 #include "server/core/order.h"
@@ -104,6 +105,15 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
     otp[n] = &ots[n];
     raws[n].data = (uint8_t *)t->data + off;
     raws[n].len = batched ? row_bytes * (size_t)r->item.rows : t->bytes;
+    if (t->dt == DT_STRING && batched && t->ndims > 0 && t->dims[0] > 0) {
+      // rows of no fixed size (the wire layout the engine wrote): found by
+      // walking the elements before the request's rows and in them
+      uint64_t per_row = (uint64_t)eng_numel(t->ndims - 1, t->dims + 1);
+      size_t a = strwire_offset(t->data, t->bytes, (uint64_t)row_off * per_row);
+      size_t b = a + strwire_offset((const uint8_t *)t->data + a, t->bytes - a, (uint64_t)r->item.rows * per_row);
+      raws[n].data = (uint8_t *)t->data + a;
+      raws[n].len = b - a;
+    }
     int64_t want[ENG_MAX_DIMS];
     size_t esize = dtype_size(t->dt);
     if (pad && esize && t->ndims > 0 && crop_dims(r, pad, k, t->ndims, shapes[n], want)) {

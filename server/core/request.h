@@ -92,6 +92,10 @@ typedef struct srv_request {
   // which budget points to) when it was admitted; given back by srv_infer_request_free
   _Atomic long long *budget;
   long long charged;
+  // bytes of BYTES inputs copied out of system shared memory at parse time
+  // (infer_validate.c), held until the request is freed: charged to the
+  // budget with the message
+  size_t shm_copied;
 } srv_request;
 
 static inline int srv_request_cancelled(const srv_request *r) {

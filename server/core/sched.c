@@ -200,6 +200,10 @@ static int gather(eng_job *job, err *e) {
     // A lone request is its batch as it is: a model without batching has no
     // batch dim to count its rows in.
     size_t total = slot->n == 1 && !pi ? first->bytes : row_bytes * (size_t)slot->rows;
+    if (first->dt == DT_STRING) {  // rows of no fixed size; never padded (pad.c refuses BYTES)
+      total = 0;
+      for (size_t k = 0; k < slot->n; k++) total += slot->reqs[k]->inputs[i].bytes;
+    }
     stage *st = &slot->stages[i];
     uint8_t *dst = job->stage && job->stage[i] && job->stage_cap[i] >= total ? job->stage[i] : NULL;
     if (!dst && st->cap < total) {
@@ -268,8 +272,8 @@ static int gather(eng_job *job, err *e) {
 // they lie in the received message, shared memory at the client's offset).
 // 16 bytes is what the engine's own buffers and the old unpacked copies had.
 static int inputs_aligned(const vsched *vs, const srv_request *r) {
-  for (size_t i = 0; i < vs->n_inputs; i++)
-    if ((uintptr_t)r->inputs[i].data % 16) return 0;
+  for (size_t i = 0; i < vs->n_inputs; i++)  // STRING bytes are read as bytes (the plan decodes them)
+    if (r->inputs[i].dt != DT_STRING && (uintptr_t)r->inputs[i].data % 16) return 0;
   return 1;
 }
 

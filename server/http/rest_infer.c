@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "grpc_service.pb-c.h"
+#include "kernels/base/strwire.h"
 #include "kernels/base/utf8.h"
 #include "server/http/httpz.h"
 #include "server/http/rest_internal.h"
@@ -96,32 +97,48 @@ static int data_text(const char *name, dtype dt, const uint8_t *raw, size_t nume
   return 0;
 }
 
-// A BYTES tensor's elements (a 4-byte little-endian length, then its bytes,
-// each) as a JSON array of strings; the server wrote them (UTF-8: labels are
-// checked at load). NULL when out of memory or cut short.
-static cJSON *bytes_json(const uint8_t *p, size_t len) {
-  cJSON *a = cJSON_CreateArray();
+// A BYTES output's data array as JSON text: each element (the wire layout
+// the engine wrote, strwire.h) a JSON string. JSON strings are Unicode: an
+// element that is not UTF-8 is refused with a pointer to binary_data,
+// which carries any bytes.
+static int strings_text(const char *name, const uint8_t *raw, size_t len, char **out, char *why, size_t why_cap) {
+  tbuf b = {0};
+  if (tb_reserve(&b, len + 2)) return -1;
+  b.p[b.len++] = '[';
   size_t off = 0;
-  char small[256];
-  while (a && off < len) {
-    if (len - off < 4) goto bad;
-    size_t n = (size_t)p[off] | (size_t)p[off + 1] << 8 | (size_t)p[off + 2] << 16 | (size_t)p[off + 3] << 24;
-    off += 4;
-    if (n > len - off) goto bad;
-    char *str = n < sizeof small ? small : malloc(n + 1);
-    if (!str) goto bad;
-    memcpy(str, p + off, n);
-    str[n] = 0;
-    cJSON *x = cJSON_CreateString(str);
-    if (str != small) free(str);
-    if (!x) goto bad;
-    cJSON_AddItemToArray(a, x);
-    off += n;
+  for (size_t i = 0; off < len; i++) {
+    uint32_t l = len - off >= 4 ? strwire_len(raw + off) : 0;
+    if (len - off < 4 || len - off - 4 < l) {  // cannot happen: the engine wrote it
+      free(b.p);
+      snprintf(why, why_cap, "output '%s': its BYTES data is cut short", name);
+      return -2;
+    }
+    const uint8_t *s = raw + off + 4;
+    off += 4 + (size_t)l;
+    if (!utf8_valid((const char *)s, l)) {
+      free(b.p);
+      snprintf(why, why_cap, "output '%s': element %zu is not UTF-8, which JSON cannot carry; request it with "
+               "binary_data", name, i);
+      return -2;
+    }
+    if (tb_reserve(&b, 6 * (size_t)l + 4)) {  // \u00XX at most per byte
+      free(b.p);
+      return -1;
+    }
+    if (i) b.p[b.len++] = ',';
+    b.p[b.len++] = '"';
+    for (uint32_t k = 0; k < l; k++) {
+      uint8_t c = s[k];
+      if (c == '"' || c == '\\') b.p[b.len++] = '\\', b.p[b.len++] = (char)c;
+      else if (c < 0x20) b.len += (size_t)snprintf(b.p + b.len, 7, "\\u%04x", c);
+      else b.p[b.len++] = (char)c;
+    }
+    b.p[b.len++] = '"';
   }
-  return a;
-bad:
-  cJSON_Delete(a);
-  return NULL;
+  b.p[b.len++] = ']';
+  b.p[b.len] = '\0';
+  *out = b.p;
+  return 0;
 }
 
 // Writes the HTTP answer of an inference from its packed ModelInferResponse.
@@ -163,19 +180,11 @@ static void infer_answer(job *j, const uint8_t *pb, size_t pb_len) {
       bin_total += raw->len;
       continue;
     }
-    dtype dt = dtype_from_wire(t->datatype);
-    if (dt == DT_STRING) {  // BYTES (the classification extension's strings): each a 4-byte length, its bytes
-      cJSON *data = bytes_json(raw->data, raw->len);
-      if (!data) {
-        rc = -1;
-        break;
-      }
-      cJSON_AddItemToObject(o, "data", data);
-      continue;
-    }
+    dtype dt = dtype_from_wire(t->datatype);  // BYTES: a model's, or the classification extension's strings
     size_t es = dtype_size(dt);
     char *txt = NULL;
-    int drc = data_text(t->name, dt, raw->data, es ? raw->len / es : 0, &txt, why, sizeof why);
+    int drc = dt == DT_STRING ? strings_text(t->name, raw->data, raw->len, &txt, why, sizeof why)
+                              : data_text(t->name, dt, raw->data, es ? raw->len / es : 0, &txt, why, sizeof why);
     if (drc) {
       rc = drc;
       break;
@@ -399,6 +408,99 @@ static int put_data(const cJSON *v, dtype dt, uint8_t *dst, size_t cap, size_t *
   return 0;
 }
 
+// What a \u0000 escape becomes before cJSON parses (it would end the C
+// string there): a byte valid UTF-8 never holds, and the request's JSON
+// was checked to be UTF-8, so every such byte in the tree came from one.
+#define NUL_MARK '\xff'
+
+// Writes the strings of a (possibly nested) JSON array in the BYTES wire
+// layout (strwire.h) at dst + *off, counting them in *k and their layout's
+// bytes in *off (dst NULL: counts only). -1 with why when an element is no
+// string.
+static int put_strings(const cJSON *v, uint8_t *dst, size_t *off, size_t *k, const char *name, char *why,
+                       size_t why_cap) {
+  if (cJSON_IsArray(v)) {
+    for (const cJSON *e = v->child; e; e = e->next)
+      if (put_strings(e, dst, off, k, name, why, why_cap)) return -1;
+    return 0;
+  }
+  size_t i = (*k)++;
+  if (!cJSON_IsString(v)) {
+    snprintf(why, why_cap, "input '%s': element %zu of data is not a string (BYTES data is an array of strings)",
+             name, i);
+    return -1;
+  }
+  size_t l = strlen(v->valuestring);  // under the body limit, far below 4 GiB
+  if (dst) {
+    strwire_put_len(dst + *off, (uint32_t)l);
+    memcpy(dst + *off + 4, v->valuestring, l);
+    for (uint8_t *c = dst + *off + 4; (c = memchr(c, (uint8_t)NUL_MARK, l - (size_t)(c - (dst + *off + 4)))); c++)
+      *c = 0;  // a \u0000 of the request (nul_escapes_marked)
+  }
+  *off += 4 + l;
+  return 0;
+}
+
+// --- NUL in BYTES data sent as JSON
+
+// A NUL-terminated copy of s[0, n) with each \u0000 escape replaced by
+// NUL_MARK (escapes read as srv_http_json_nul reads them); NULL when out of memory.
+static char *nul_escapes_marked(const char *s, size_t n) {
+  char *c = malloc(n + 1);
+  if (!c) return NULL;
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '\\' && i + 1 < n) {
+      if (s[i + 1] == 'u' && n - i >= 6 && memcmp(s + i + 2, "0000", 4) == 0) {
+        c[o++] = NUL_MARK;
+        i += 5;
+      } else {
+        c[o++] = s[i++];
+        c[o++] = s[i];
+      }
+      continue;
+    }
+    c[o++] = s[i];
+  }
+  c[o] = '\0';
+  return c;
+}
+
+static int has_mark(const char *s) { return s && strchr(s, NUL_MARK); }
+
+// Whether a NUL_MARK lies in a key of v or its siblings, in their values
+// (strings allowed to hold one when data_ok), or below them.
+static int marks_in(const cJSON *v, int data_ok) {
+  for (; v; v = v->next) {
+    if (has_mark(v->string) || (cJSON_IsString(v) && !data_ok && has_mark(v->valuestring))) return 1;
+    if (v->child && marks_in(v->child, data_ok)) return 1;
+  }
+  return 0;
+}
+
+// Whether a NUL_MARK lies anywhere in the request but in the strings of
+// an input's data (root.inputs[i].data).
+static int nul_outside_data(const cJSON *root) {
+  if (!root || has_mark(root->valuestring)) return root != NULL;
+  for (const cJSON *v = root->child; v; v = v->next) {
+    if (!(cJSON_IsArray(v) && v->string && strcmp(v->string, "inputs") == 0)) {
+      if (has_mark(v->string) || (cJSON_IsString(v) && has_mark(v->valuestring)) || (v->child && marks_in(v->child, 0)))
+        return 1;
+      continue;
+    }
+    if (has_mark(v->string)) return 1;
+    for (const cJSON *in = v->child; in; in = in->next) {
+      if (cJSON_IsString(in) && has_mark(in->valuestring)) return 1;
+      for (const cJSON *f = in->child; f; f = f->next) {
+        int is_data = f->string && strcmp(f->string, "data") == 0;
+        if (has_mark(f->string) || (cJSON_IsString(f) && !is_data && has_mark(f->valuestring))) return 1;
+        if (f->child && marks_in(f->child, is_data)) return 1;
+      }
+    }
+  }
+  return 0;
+}
+
 #define BAD(...) (snprintf(why, why_cap, __VA_ARGS__), -2)
 
 // Fills msg from the JSON header and the binary part; -2 with why for a bad
@@ -499,7 +601,20 @@ static int build_infer(arena *a, job *j, const cJSON *root, const uint8_t *bin, 
     dtype dt = dtype_from_wire(datatype->valuestring);
     size_t es = dtype_size(dt);
     if (dt == DT_INVALID) return BAD("input '%s': unknown datatype '%s'", nm, datatype->valuestring);
-    if (dt == DT_FP16 || dt == DT_BF16 || dt == DT_STRING || !es)
+    if (dt == DT_STRING) {
+      size_t count = 0, bytes = 0;
+      if (put_strings(data, NULL, &bytes, &count, nm, why, why_cap)) return -2;
+      if ((int64_t)count != numel)
+        return BAD("input '%s': 'data' has %zu elements, shape needs %" PRId64, nm, count, numel);
+      uint8_t *dst = a_alloc(a, bytes);
+      if (!dst) return -1;
+      size_t k = 0, off = 0;
+      if (put_strings(data, dst, &off, &k, nm, why, why_cap)) return -2;
+      rd->data = dst;
+      rd->len = bytes;
+      continue;
+    }
+    if (dt == DT_FP16 || dt == DT_BF16 || !es)
       return BAD("input '%s': %s data is not accepted as JSON; send it with binary_data_size", nm,
                  datatype->valuestring);
     size_t count = 0;
@@ -631,16 +746,34 @@ void srv_rest__route_infer(srv_rest *r, const srv_http_request *req, srv_http_re
     return srv_rest__set_error(resp, 400, "the inference request's JSON is not valid UTF-8 (RFC 8259)");
   }
   // names, datatypes, ids and parameters would be read cut at a NUL (the
-  // tensors' bytes after json_len may hold any byte)
-  if (srv_http_json_nul(body, json_len)) {
+  // tensors' bytes after json_len may hold any byte); a BYTES input's data
+  // strings may hold one (Triton's simple_http_string_infer_client sends
+  // "he\u0000llo"): parsed with each \u0000 as a byte that valid UTF-8
+  // never holds, which put_strings turns back into NUL and every other
+  // string is refused for
+  char *unnul = NULL;
+  if (memchr(body, 0, json_len)) {
     srv_json_free(&js);
     free(decoded);
     return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
   }
-  if (srv_json_parse_admitted(&js, body, json_len, &pe) != 0) {
+  if (srv_http_json_nul(body, json_len) && !(unnul = nul_escapes_marked(body, json_len))) {
+    srv_json_free(&js);
+    free(decoded);
+    return srv_rest__set_error(resp, 500, "out of memory");
+  }
+  if (srv_json_parse_admitted(&js, unnul ? unnul : body, unnul ? strlen(unnul) : json_len, &pe) != 0) {
+    free(unnul);
     free(decoded);
     return srv_rest__json_refused(resp, &pe);
   }
+  if (unnul && nul_outside_data(js.root)) {
+    free(unnul);
+    srv_json_free(&js);
+    free(decoded);
+    return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
+  }
+  free(unnul);
   cJSON *root = js.root;
   job *j = calloc(1, sizeof *j);
   arena a = {0};

@@ -103,6 +103,58 @@ dynamic_batching { priority_levels: 2 default_priority_level: 1 }
     shm_seeds(open(os.path.join(out, "shm"), "rb").read())  # the committed bytes: map order varies
     stream_seeds(out)
     rest_seeds()
+    string_seeds()
+
+
+def string_seeds():
+    """A second model, fuzz_str (BYTES: s STRING [-1, -1], n = Cast(Cast(s, INT64), STRING), t = s), and
+    seeds that reach the BYTES wire layout's checks: raw, typed bytes_contents, a layout cut short, a
+    length past the end; REST (route 7: the path on the body's first line) JSON strings with a NUL."""
+    import json
+    repo = os.path.join(HERE, "repo", "fuzz_str")
+    nodes = [helper.make_node("Cast", ["s"], ["i"], to=TensorProto.INT64),
+             helper.make_node("Cast", ["i"], ["n"], to=TensorProto.STRING),
+             helper.make_node("Identity", ["s"], ["t"])]
+    vi = lambda name: helper.make_tensor_value_info(name, TensorProto.STRING, ["b", "l"])  # noqa: E731
+    g = helper.make_graph(nodes, "fuzz_str", [vi("s")], [vi("n"), vi("t")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="inferd-fuzz")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    write(os.path.join(repo, "1", "model.onnx"), m.SerializeToString())
+    write(os.path.join(repo, "config.pbtxt"), b"""name: "fuzz_str"
+max_batch_size: 8
+input [ { name: "s" data_type: TYPE_STRING dims: [ -1 ] } ]
+output [ { name: "n" data_type: TYPE_STRING dims: [ -1 ] },
+         { name: "t" data_type: TYPE_STRING dims: [ -1 ] } ]
+dynamic_batching { }
+""")
+    out = os.path.join(HERE, "corpus", "infer")
+    R = service_pb2.ModelInferRequest
+
+    def wire(*elems):
+        return b"".join(len(x).to_bytes(4, "little") + x for x in elems)
+
+    def req(name, shape, raw=None, typed=None):
+        r = R(model_name="fuzz_str", id=name)
+        t = r.inputs.add()
+        t.name, t.datatype = "s", "BYTES"
+        t.shape.extend(shape)
+        if typed is not None:
+            t.contents.bytes_contents.extend(typed)
+        if raw is not None:
+            r.raw_input_contents.append(raw)
+        write(os.path.join(out, "str_" + name), r.SerializeToString())
+
+    long = b" 12" + b" " * 40
+    req("raw", [2, 2], raw=wire(b"1", b"-2", long, b"+30"))
+    req("typed", [1, 3], typed=[b"7", b"", b"x"])
+    req("cut", [1, 2], raw=wire(b"1", b"2")[:-1])
+    req("past_end", [1, 1], raw=b"\xff\xff\xff\x7f1")
+    req("extra", [1, 1], raw=wire(b"1") + b"\0")
+    rest = os.path.join(HERE, "corpus", "rest")
+    body = json.dumps({"inputs": [{"name": "s", "shape": [1, 3], "datatype": "BYTES", "data": [["1", "he\0llo", "3"]]}],
+                       "outputs": [{"name": "t"}]}, separators=(",", ":")).encode()
+    write(os.path.join(rest, "str_json"), bytes([7, 0, 0]) + b"models/fuzz_str/infer\n" + body)
 
 
 def records(*ops):

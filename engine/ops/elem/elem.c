@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/ops/ops_common.h"
+#include "engine/ops/str/str.h"
 #include "engine/cpu/par.h"
 #include "kernels/k_ref.h"
 
@@ -162,6 +163,7 @@ static int parse_cast(const eng_graph *g, const eng_node *n, int opset, eng_op_p
   const eng_attr *a = eng_node_attr(n, "to");
   if (!a) return err_set(e, ERR_INVALID_ARGUMENT, "attribute 'to' is required");
   p->to = dtype_from_onnx((int)a->i);
+  if (p->to == DT_STRING) return 0;  // engine/ops/str/ runs it
   switch (p->to) {
     case DT_FP32: case DT_FP16: case DT_FP64: case DT_BF16: case DT_INT64: case DT_INT32:
     case DT_INT16: case DT_INT8: case DT_UINT8: case DT_UINT16: case DT_UINT32: case DT_UINT64:
@@ -194,6 +196,7 @@ int eng_ops_elem_of(dtype t, k_elem *k) {
 static int infer_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                       int n_out, err *e) {
   (void)n_in, (void)n_out;
+  if (eng_ops_str_cast(in[0].dt, p->to)) return eng_ops_str_cast_infer(p, in, out, e);
   k_elem k;
   if (eng_ops_elem_of(in[0].dt, &k) != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Cast from %s", dtype_wire_name(in[0].dt));
@@ -204,6 +207,7 @@ static int infer_cast(const eng_op_params *p, const eng_tensor *in, int n_in, en
 static int run_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                     int n_out, err *e) {
   (void)n_in, (void)n_out;
+  if (eng_ops_str_cast(in[0].dt, out[0].dt)) return eng_ops_str_cast_run(p, in, out, e);
   k_elem xk, yk;
   // infer_cast accepted both types; checked again so no path casts from an unset element type.
   if (eng_ops_elem_of(in[0].dt, &xk) != 0 || eng_ops_elem_of(out[0].dt, &yk) != 0)
@@ -563,7 +567,7 @@ static int run_where(const eng_op_params *p, const eng_tensor *in, int n_in, eng
   op_pad_dims(&in[0], nd, cd);
   op_pad_dims(&in[1], nd, ad);
   op_pad_dims(&in[2], nd, bd);
-  k_where(out[0].data, in[0].data, in[1].data, in[2].data, dtype_size(out[0].dt), nd, yd, cd, ad,
+  k_where(out[0].data, in[0].data, in[1].data, in[2].data, eng_elem_size(out[0].dt), nd, yd, cd, ad,
           bd);
   return 0;
 }

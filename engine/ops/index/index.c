@@ -17,8 +17,10 @@
 #include "engine/ops/ops_common.h"
 #include "kernels/k_ref.h"
 
+// Any type with a fixed element size in a plan: STRING's is its view's
+// (engine/ops/str/str.h), which these ops copy like numbers.
 static int need_elem(const eng_tensor *t, const char *what, err *e) {
-  if (dtype_size(t->dt) == 0 || t->dt == DT_STRING)
+  if (eng_elem_size(t->dt) == 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s has unsupported element type %s", what,
                    dtype_wire_name(t->dt));
   return 0;
@@ -50,7 +52,7 @@ static int infer_same(const eng_op_params *p, const eng_tensor *in, int n_in, en
 static int run_view(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                     int n_out, err *e) {
   (void)p, (void)n_in, (void)e;
-  size_t bytes = op_numel(&out[0]) * dtype_size(out[0].dt);
+  size_t bytes = op_numel(&out[0]) * eng_elem_size(out[0].dt);
   if (out[0].data != in[0].data && bytes) memmove(out[0].data, in[0].data, bytes);
   if (n_out > 1 && out[1].dt != DT_INVALID) memset(out[1].data, 1, op_numel(&out[1]));
   return 0;
@@ -245,7 +247,7 @@ static int run_transpose(const eng_op_params *p, const eng_tensor *in, int n_in,
   (void)n_in, (void)n_out;
   int perm[ENG_MAX_DIMS], r = in[0].ndims;
   TRY(eng_ops__get_perm(p, r, perm, e));
-  size_t n = op_numel(&in[0]), esz = dtype_size(in[0].dt);
+  size_t n = op_numel(&in[0]), esz = eng_elem_size(in[0].dt);
   if (!n) return 0;
   if (r == 0) memcpy(out[0].data, in[0].data, esz);
   else k_transpose(out[0].data, in[0].data, esz, r, in[0].dims, perm);
@@ -290,7 +292,7 @@ static int run_concat(const eng_op_params *p, const eng_tensor *in, int n_in, en
   (void)n_out;
   int r = in[0].ndims;
   int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
-  size_t esz = dtype_size(in[0].dt), inner = (size_t)op_prod(in[0].dims, ax + 1, r);
+  size_t esz = eng_elem_size(in[0].dt), inner = (size_t)op_prod(in[0].dims, ax + 1, r);
   size_t outer = (size_t)op_prod(in[0].dims, 0, ax);
   enum { SMALL = 32 };
   const void *xs_s[SMALL];
@@ -395,7 +397,7 @@ static int run_gather(const eng_op_params *p, const eng_tensor *in, int n_in, en
   int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
   size_t outer = (size_t)op_prod(in[0].dims, 0, ax), inner = (size_t)op_prod(in[0].dims, ax + 1, r);
   if (!op_numel(&out[0])) return 0;
-  if (k_gather(out[0].data, in[0].data, dtype_size(in[0].dt), outer, in[0].dims[ax], inner,
+  if (k_gather(out[0].data, in[0].data, eng_elem_size(in[0].dt), outer, in[0].dims[ax], inner,
                in[1].data, in[1].dt == DT_INT32, op_numel(&in[1])) != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "an index is out of range for axis %d of size %lld",
                    ax, (long long)in[0].dims[ax]);
@@ -434,7 +436,7 @@ static int run_gather_elements(const eng_op_params *p, const eng_tensor *in, int
                                eng_tensor *out, int n_out, err *e) {
   (void)n_in, (void)n_out;
   int r = in[0].ndims, ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
-  if (k_gather_elements(out[0].data, in[0].data, dtype_size(in[0].dt), r, in[0].dims, ax,
+  if (k_gather_elements(out[0].data, in[0].data, eng_elem_size(in[0].dt), r, in[0].dims, ax,
                         in[1].data, in[1].dt == DT_INT32, in[1].dims) != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "an index is out of range for axis %d of size %lld",
                    ax, (long long)in[0].dims[ax]);
@@ -507,7 +509,7 @@ static int run_gather_nd(const eng_op_params *p, const eng_tensor *in, int n_in,
   (void)n_in, (void)n_out;
   gnd s;
   TRY(gather_nd_dims(p, in, &s, e));
-  if (k_gather_nd(out[0].data, in[0].data, dtype_size(in[0].dt), s.batch, s.m,
+  if (k_gather_nd(out[0].data, in[0].data, eng_elem_size(in[0].dt), s.batch, s.m,
                   in[0].dims + p->batch_dims, s.slice, in[1].data, in[1].dt == DT_INT32,
                   s.n_tuples) != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "an index tuple is out of range for data of rank %d",
@@ -609,7 +611,7 @@ static int run_slice(const eng_op_params *p, const eng_tensor *in, int n_in, eng
   (void)n_out;
   int64_t first[ENG_MAX_DIMS], steps[ENG_MAX_DIMS], y[ENG_MAX_DIMS];
   TRY(slice_dims(p, in, n_in, first, steps, y, e));
-  size_t esz = dtype_size(in[0].dt);
+  size_t esz = eng_elem_size(in[0].dt);
   if (in[0].ndims == 0) memcpy(out[0].data, in[0].data, esz);
   else k_slice(out[0].data, in[0].data, esz, in[0].ndims, in[0].dims, first, steps, y);
   return 0;
@@ -627,11 +629,11 @@ static int parse_const_of_shape(const eng_graph *g, const eng_node *n, int opset
   if (!a->t || eng_numel(a->t->ndims, a->t->dims) != 1)
     return err_set(e, ERR_INVALID_ARGUMENT, "attribute 'value' must be a one-element tensor");
   k_elem k;
-  if (eng_ops_elem_of(a->t->dt, &k) != 0 || dtype_size(a->t->dt) > sizeof p->value)
+  if (eng_ops_elem_of(a->t->dt, &k) != 0 || eng_elem_size(a->t->dt) > sizeof p->value)
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: value of type %s",
                    dtype_wire_name(a->t->dt));
   p->value_dt = a->t->dt;
-  memcpy(p->value, a->t->data, dtype_size(a->t->dt));
+  memcpy(p->value, a->t->data, eng_elem_size(a->t->dt));
   return 0;
 }
 
@@ -649,7 +651,7 @@ static int infer_const_of_shape(const eng_op_params *p, const eng_tensor *in, in
 static int run_const_of_shape(const eng_op_params *p, const eng_tensor *in, int n_in,
                               eng_tensor *out, int n_out, err *e) {
   (void)in, (void)n_in, (void)n_out, (void)e;
-  size_t n = op_numel(&out[0]), esz = dtype_size(p->value_dt);
+  size_t n = op_numel(&out[0]), esz = eng_elem_size(p->value_dt);
   for (size_t i = 0; i < n; i++) memcpy((uint8_t *)out[0].data + i * esz, p->value, esz);
   return 0;
 }
@@ -751,8 +753,8 @@ static int run_expand(const eng_op_params *p, const eng_tensor *in, int n_in, en
   int nd;
   int64_t y[ENG_MAX_DIMS], xd[ENG_MAX_DIMS];
   TRY(expand_dims(in, &nd, y, xd, e));
-  if (nd == 0) memcpy(out[0].data, in[0].data, dtype_size(in[0].dt));
-  else k_expand(out[0].data, in[0].data, dtype_size(in[0].dt), nd, y, xd);
+  if (nd == 0) memcpy(out[0].data, in[0].data, eng_elem_size(in[0].dt));
+  else k_expand(out[0].data, in[0].data, eng_elem_size(in[0].dt), nd, y, xd);
   return 0;
 }
 
@@ -782,7 +784,7 @@ static int run_trilu(const eng_op_params *p, const eng_tensor *in, int n_in, eng
   (void)n_out, (void)e;
   int r = in[0].ndims;
   int64_t k = op_given(in, n_in, 1) ? *(const int64_t *)in[1].data : 0;
-  k_trilu(out[0].data, in[0].data, dtype_size(in[0].dt), (size_t)op_prod(in[0].dims, 0, r - 2),
+  k_trilu(out[0].data, in[0].data, eng_elem_size(in[0].dt), (size_t)op_prod(in[0].dims, 0, r - 2),
           in[0].dims[r - 2], in[0].dims[r - 1], k, p->upper);
   return 0;
 }
@@ -881,7 +883,7 @@ static int run_split(const eng_op_params *p, const eng_tensor *in, int n_in, eng
   TRY(split_sizes(p, in, n_in, n_out, &ax, sz, e));
   void *ys[SPLIT_MAX];
   size_t rb[SPLIT_MAX];
-  size_t inner = (size_t)op_prod(in[0].dims, (int)ax + 1, in[0].ndims) * dtype_size(in[0].dt);
+  size_t inner = (size_t)op_prod(in[0].dims, (int)ax + 1, in[0].ndims) * eng_elem_size(in[0].dt);
   for (int i = 0; i < n_out; i++) {
     ys[i] = out[i].dt == DT_INVALID ? NULL : out[i].data;
     rb[i] = (size_t)sz[i] * inner;

@@ -42,3 +42,7 @@ target_compile_definitions(test_attn PRIVATE ATTN_ZOO="${_attn_zoo}")
 inferd_unit_test(test_attn_qkv SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attn_qkv.c LIBS ${_graph_libs})
 set_tests_properties(test_attn_qkv PROPERTIES FIXTURES_REQUIRED attn_zoo)
 target_compile_definitions(test_attn_qkv PRIVATE ATTN_ZOO="${_attn_zoo}")
+
+# STRING tensors: the plan's edges, Cast to and from STRING, the index ops on strings, GPU refusal.
+inferd_unit_test(test_strings SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_strings.c
+  LIBS inferd_model inferd_config ${_graph_libs} Threads::Threads)
