@@ -24,6 +24,8 @@ static double ref_op(double a, double b, k_binop op) {
     case K_POW: return pow(a, b);
     case K_MAX: return a > b ? a : b;
     case K_MIN: return a < b ? a : b;
+    case K_FMOD: return fmod(a, b);
+    case K_MOD: break;
   }
   return 0;
 }
