@@ -47,8 +47,8 @@ int k_unary(void *y, const void *x, k_elem t, size_t n, k_unop op, const void *l
 
 // --- binary with numpy broadcasting
 // K_MAX/K_MIN propagate NaN from either side (as ONNX Runtime's Max/Min do).
-// K_MOD is ONNX Mod with fmod=0 (the result takes the divisor's sign;
-// integers only), K_FMOD Mod with fmod=1 (C's % and fmodf: the dividend's).
+// K_MOD is ONNX Mod with fmod=0 (the result takes the divisor's sign, as
+// Python's %), K_FMOD Mod with fmod=1 (C's % and fmodf: the dividend's).
 typedef enum k_binop { K_ADD, K_SUB, K_MUL, K_DIV, K_POW, K_MAX, K_MIN, K_MOD, K_FMOD } k_binop;
 // All three shapes have `ndim` dims (callers left-pad the shorter inputs
 // with 1s); a dim of an input is either equal to ydims[i] or 1.
@@ -64,11 +64,16 @@ void k_binary_i64(int64_t *y, const int64_t *a, const int64_t *b, int ndim, cons
 // complement (INT_MIN / -1 is INT_MIN), K_DIV truncates toward zero and
 // x / 0, x % 0 are 0 (ONNX leaves them undefined); K_POW by squaring, a
 // negative exponent giving 0 unless the base is 1 or -1. K_F32 is
-// k_binary_f32; K_MOD is refused on it. Returns -1, touching nothing, for
-// a (type, op) pair k_binary_takes refuses.
+// k_binary_f32. Returns -1, touching nothing, for a (type, op) pair
+// k_binary_takes refuses.
 int k_binary_takes(k_elem t, k_binop op);
 int k_binary(void *y, const void *a, const void *b, k_elem t, int ndim, const int64_t *ydims,
              const int64_t *adims, const int64_t *bdims, k_binop op);
+// Pow of a base of type ta by an exponent of another type tb (ONNX's Pow
+// types them apart): y (of type ta) = pow(a, b) computed in double, each
+// operand and the result converted by k_cast's rules. -1 for F16 or BOOL.
+int k_pow_mixed(void *y, const void *a, k_elem ta, const void *b, k_elem tb, int ndim,
+                const int64_t *ydims, const int64_t *adims, const int64_t *bdims);
 
 // Comparisons with broadcasting; y is bool (one byte, 0 or 1). Every
 // comparison with a NaN is false (K_EQ included), as IEEE and ONNX Runtime say.

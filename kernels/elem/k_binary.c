@@ -128,8 +128,22 @@ static bool bplan_make(bplan *p, int ndim, const int64_t *ydims, const int64_t *
     case K_MAX: BCAST_WALK_E(T, y, a, b, &p, va != va || va > vb ? va : vb); break;           \
     case K_MIN: BCAST_WALK_E(T, y, a, b, &p, va != va || va < vb ? va : vb); break;           \
     case K_FMOD: BCAST_WALK_E(T, y, a, b, &p, FMOD(va, vb)); break;                           \
-    case K_MOD: break; /* ONNX: floats take fmod=1 only (k_binary_takes) */                   \
+    case K_MOD: BCAST_WALK_E(T, y, a, b, &p, FMOD##_floor(va, vb)); break;                    \
   }
+
+// Mod with fmod=0 on floats, as ONNX's reference (numpy's mod) computes it:
+// C's remainder moved by one divisor when the signs differ; a zero takes
+// the divisor's sign.
+static inline float fmodf_floor(float a, float b) {
+  float r = fmodf(a, b);
+  if (r == 0) return copysignf(0.0f, b);
+  return (r < 0) != (b < 0) ? r + b : r;
+}
+static inline double fmod_floor(double a, double b) {
+  double r = fmod(a, b);
+  if (r == 0) return copysign(0.0, b);
+  return (r < 0) != (b < 0) ? r + b : r;
+}
 
 void k_binary_f32(float *y, const float *a, const float *b, int ndim, const int64_t *ydims,
                   const int64_t *adims, const int64_t *bdims, k_binop op) {
@@ -221,11 +235,51 @@ void k_binary_i64(int64_t *y, const int64_t *a, const int64_t *b, int ndim, cons
 }
 
 int k_binary_takes(k_elem t, k_binop op) {
+  if (t == K_F16 || t == K_BOOL || (unsigned)t > (unsigned)K_BOOL) return 0;
+  return (int)op >= (int)K_ADD && (int)op <= (int)K_FMOD;
+}
+
+// --- Pow with a base and an exponent of different types: rare (a float
+// raised to an integer, an integer to a float), so each element goes
+// through double by k_cast's rules one at a time rather than through a
+// typed loop per pair of types.
+static size_t kelem_size(k_elem t) {
   switch (t) {
-    case K_F32: case K_F64: return op != K_MOD;
-    case K_F16: case K_BOOL: return 0;
-    default: return (int)op >= (int)K_ADD && (int)op <= (int)K_FMOD;
+    case K_F64: case K_I64: case K_U64: return 8;
+    case K_F32: case K_I32: case K_U32: return 4;
+    case K_F16: case K_I16: case K_U16: return 2;
+    default: return 1;
   }
+}
+
+int k_pow_mixed(void *y, const void *a, k_elem ta, const void *b, k_elem tb, int ndim,
+                const int64_t *ydims, const int64_t *adims, const int64_t *bdims) {
+  if (!k_binary_takes(ta, K_POW) || !k_binary_takes(tb, K_POW)) return -1;
+  bplan p;
+  if (!bplan_make(&p, ndim, ydims, adims, bdims)) return 0;
+  size_t sa = kelem_size(ta), sb = kelem_size(tb);
+  char *py = y;
+  const char *pa = a, *pb = b;
+  int64_t idx[K_MAX_DIMS] = {0}, ao = 0, bo = 0;
+  for (;;) {
+    double va, vb, v;
+    k_cast(&va, K_F64, pa + (size_t)ao * sa, ta, 1);
+    k_cast(&vb, K_F64, pb + (size_t)bo * sb, tb, 1);
+    v = pow(va, vb);
+    k_cast(py, ta, &v, K_F64, 1);
+    py += sa;
+    int k = p.nd - 1;
+    for (; k >= 0; k--) {
+      ao += p.as[k];
+      bo += p.bs[k];
+      if (++idx[k] < p.dims[k]) break;
+      ao -= p.as[k] * p.dims[k];
+      bo -= p.bs[k] * p.dims[k];
+      idx[k] = 0;
+    }
+    if (k < 0) break;
+  }
+  return 0;
 }
 
 int k_binary(void *y, const void *a, const void *b, k_elem t, int ndim, const int64_t *ydims,

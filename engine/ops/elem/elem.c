@@ -42,8 +42,7 @@ static int infer_binary(const eng_op_params *p, const eng_tensor *in, int n_in, 
   k_elem k;
   TRY(kelem(in[0].dt, &k, e));
   if (!k_binary_takes(k, (k_binop)p->mode))
-    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s%s", dtype_wire_name(in[0].dt),
-                   p->mode == K_MOD ? " (floats take Mod with fmod=1)" : "");
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(in[0].dt));
   int nd;
   int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
   TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
@@ -436,12 +435,44 @@ static int run_variadic(const eng_op_params *p, const eng_tensor *in, int n_in, 
   return 0;
 }
 
+// The three shapes padded to the output's rank (a scalar as one dim of 1).
+static int pad3(const eng_tensor *in, const eng_tensor *y, int64_t *yd, int64_t *ad, int64_t *bd) {
+  int nd = y->ndims > 0 ? y->ndims : 1;
+  op_pad_dims(y, nd, yd);
+  op_pad_dims(&in[0], nd, ad);
+  op_pad_dims(&in[1], nd, bd);
+  return nd;
+}
+
+// Pow's base and exponent may differ in type (ONNX's T and T1): the result
+// has the base's.
 static int infer_pow(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                      int n_out, err *e) {
-  if (in[0].dt != in[1].dt)
+  if (in[0].dt == in[1].dt) return infer_variadic(p, in, n_in, out, n_out, e);
+  k_elem ka, kb;
+  TRY(kelem(in[0].dt, &ka, e));
+  TRY(kelem(in[1].dt, &kb, e));
+  if (!k_binary_takes(ka, K_POW) || !k_binary_takes(kb, K_POW))
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Pow of %s by a %s exponent",
                    dtype_wire_name(in[0].dt), dtype_wire_name(in[1].dt));
-  return infer_variadic(p, in, n_in, out, n_out, e);
+  eng_tensor y;
+  TRY(bcast_all(in, n_in, &y, e));
+  op_set_out(&out[0], in[0].dt, y.ndims, y.dims);
+  return 0;
+}
+
+static int run_pow(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                   int n_out, err *e) {
+  if (in[0].dt == in[1].dt) return run_variadic(p, in, n_in, out, n_out, e);
+  k_elem ka, kb;
+  TRY(kelem(in[0].dt, &ka, e));
+  TRY(kelem(in[1].dt, &kb, e));
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  int nd = pad3(in, &out[0], yd, ad, bd);
+  if (k_pow_mixed(out[0].data, in[0].data, ka, in[1].data, kb, nd, yd, ad, bd) != 0)
+    return err_set(e, ERR_INTERNAL, "no Pow kernel for %s by %s", dtype_wire_name(in[0].dt),
+                   dtype_wire_name(in[1].dt));
+  return 0;
 }
 
 // --- comparisons and logic: bool results
@@ -471,15 +502,6 @@ static int infer_compare(const eng_op_params *p, const eng_tensor *in, int n_in,
   TRY(bcast_all(in, n_in, &y, e));
   op_set_out(&out[0], DT_BOOL, y.ndims, y.dims);
   return 0;
-}
-
-// The three shapes padded to the output's rank (a scalar as one dim of 1).
-static int pad3(const eng_tensor *in, const eng_tensor *y, int64_t *yd, int64_t *ad, int64_t *bd) {
-  int nd = y->ndims > 0 ? y->ndims : 1;
-  op_pad_dims(y, nd, yd);
-  op_pad_dims(&in[0], nd, ad);
-  op_pad_dims(&in[1], nd, bd);
-  return nd;
 }
 
 static int run_compare(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
@@ -632,7 +654,7 @@ const eng_op_def eng_ops__elem[] = {
     {"Neg", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_neg, infer_unary, run_unary, 0, NULL, NULL},
     {"Abs", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_abs, infer_unary, run_unary, 0, NULL, NULL},
     {"Sign", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sign, infer_unary, run_unary, 0, NULL, NULL},
-    {"Pow", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_pow, infer_pow, run_variadic, 0, NULL, NULL},
+    {"Pow", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_pow, infer_pow, run_pow, 0, NULL, NULL},
     {"Max", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_max, infer_variadic, run_variadic, 0, NULL, NULL},
     {"Min", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_min, infer_variadic, run_variadic, 0, NULL, NULL},
     {"Equal", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_eq, infer_compare, run_compare, 0, NULL, NULL},

@@ -198,6 +198,10 @@ static int variadic_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
       CUDA_TRY(e, cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice, c->stream));
     return 0;
   }
+  for (int k = 0; k < n_in; k++)  // a Pow by an exponent of another type (ONNX's T1) has no kernel here
+    if (in[k].dt != out[0].dt)
+      return err_set(e, ERR_UNIMPLEMENTED, "%s by a %s operand has no CUDA kernel",
+                     dtype_wire_name(out[0].dt), dtype_wire_name(in[k].dt));
   for (int k = 0; k + 1 < n_in; k++)
     TRY(binop(c, out[0].data, k == 0 ? &in[0] : &out[0], &in[k + 1], &out[0], (k_binop)p->mode, e));
   return 0;

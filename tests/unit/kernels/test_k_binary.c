@@ -392,11 +392,11 @@ static void test_int_types(void) {
   }
   CHECK(cases > 3000);
   CHECK_EQ_INT(bad, 0);
-  // what the kernels refuse, untouched outputs: Mod with fmod=0 on floats, bool and half arithmetic
+  // what the kernels refuse, untouched outputs: bool and half arithmetic
   float f[1] = {5}, fy[1] = {9};
   int64_t d1[1] = {1};
-  CHECK(!k_binary_takes(K_F32, K_MOD));
-  CHECK_EQ_INT(k_binary(fy, f, f, K_F32, 1, d1, d1, d1, K_MOD), -1);
+  CHECK_EQ_INT(k_binary(fy, f, f, K_BOOL, 1, d1, d1, d1, K_ADD), -1);
+  CHECK_EQ_INT(k_binary(fy, f, f, K_F16, 1, d1, d1, d1, K_ADD), -1);
   CHECK(fy[0] == 9.0f);
   CHECK(!k_binary_takes(K_BOOL, K_ADD) && !k_binary_takes(K_F16, K_ADD));
   uint8_t yb[1];
@@ -407,6 +407,20 @@ static void test_int_types(void) {
   int64_t d4[1] = {4};
   CHECK_EQ_INT(k_binary(fr, fa, fb, K_F32, 1, d4, d4, d4, K_FMOD), 0);
   for (int i = 0; i < 4; i++) CHECK(fr[i] == fmodf(fa[i], fb[i]));
+  // fmod=0 on floats as numpy's mod: the divisor's sign, a zero signed like the divisor
+  float fa2[4] = {5.5f, -5.5f, 4.0f, -4.0f}, fb2[4] = {2, 2, -2, 2}, fw2[4] = {1.5f, 0.5f, -0.0f, 0.0f};
+  CHECK_EQ_INT(k_binary(fr, fa2, fb2, K_F32, 1, d4, d4, d4, K_MOD), 0);
+  for (int i = 0; i < 4; i++) CHECK(fr[i] == fw2[i] && signbit(fr[i]) == signbit(fw2[i]));
+  // Pow of a float by an integer exponent and of an integer by a float one, broadcast
+  float pb[3] = {1.5f, -2, 0.5f}, py[3];
+  int64_t pe[1] = {3}, d3[1] = {3};
+  CHECK_EQ_INT(k_pow_mixed(py, pb, K_F32, pe, K_I64, 1, d3, d3, d1), 0);
+  CHECK(py[0] == 3.375f && py[1] == -8.0f && py[2] == 0.125f);
+  int32_t ib[3] = {4, 9, -8}, iy[3];
+  float ie[1] = {0.5f};
+  CHECK_EQ_INT(k_pow_mixed(iy, ib, K_I32, ie, K_F32, 1, d3, d3, d1), 0);
+  CHECK(iy[0] == 2 && iy[1] == 3 && iy[2] == 0);  // sqrt(-8) is NaN: 0, as every cast of NaN to an integer
+  CHECK_EQ_INT(k_pow_mixed(iy, ib, K_I32, ie, K_F16, 1, d3, d3, d1), -1);
   CHECK_EQ_INT(k_binary(dr, da, db, K_F64, 1, d4, d4, d4, K_ADD), 0);
   CHECK(dr[0] == 7.5 && dr[1] == -3.5 && dr[2] == 2e300 && dr[3] == 3.5);  // 2e300 is beyond float
   CHECK_EQ_INT(k_binary(dr, da, db, K_F64, 1, d4, d4, d4, K_POW), 0);
