@@ -147,6 +147,10 @@ typedef enum k_redop { K_RSUM, K_RMEAN, K_RMAX, K_RMIN } k_redop;
 // reduce[i] != 0 marks the axes reduced; y has x's shape with those dims 1.
 void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, const int *reduce,
                   k_redop op);
+// The same on K_F32 or any integer type (K_INT_TYPES): sums wrap, Mean
+// truncates toward zero. -1 for another type, touching nothing.
+int k_reduce(void *y, const void *x, k_elem t, int ndim, const int64_t *xdims, const int *reduce,
+             k_redop op);
 
 // --- running sums along one axis (kernels/reduce/k_reduce.c), x viewed as [outer, len, inner]
 // exclusive: element i sums the ones before it (not itself); reverse: the
@@ -157,6 +161,9 @@ void k_cumsum_i64(int64_t *y, const int64_t *x, size_t outer, size_t len, size_t
                   int exclusive, int reverse);
 void k_cumsum_i32(int32_t *y, const int32_t *x, size_t outer, size_t len, size_t inner,
                   int exclusive, int reverse);
+// k_cumsum_f32 or the same on any integer type (wrapping); -1 for another type.
+int k_cumsum(void *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner,
+             int exclusive, int reverse);
 
 // --- resize (kernels/resize/k_resize.c)
 // How an output coordinate maps to an input one (ONNX Resize

@@ -66,8 +66,17 @@ GRID["Neg"] = (SIGNED, {})
 GRID["Where"] = (NUMERIC + [np.bool_], {})
 GRID["CastTo"] = (NUMERIC + [np.bool_], {})    # Cast INT32 -> t
 GRID["CastFrom"] = (NUMERIC + [np.bool_], {})  # Cast t -> INT32 (floats: exact integral values)
+# the reductions and the shape/index ops an integer model uses
+REDUCIBLE = [np.int8, np.uint8, np.int32, np.int64, np.uint32, np.uint64] + FLOATS
+for op in ("ReduceSum", "ReduceMax", "ReduceMin", "ReduceMean"):
+    GRID[op] = (REDUCIBLE, {})
+GRID["CumSum"] = ([np.int32, np.int64, np.uint32, np.uint64] + FLOATS, {})
+GRID["Range"] = ([np.int16, np.int32, np.int64, np.float32, np.float64], {})
+GRID["Index"] = (NUMERIC + [np.bool_], {})  # Slice, Gather, Concat, Transpose, Reshape, Unsqueeze, Expand, Squeeze, Shape
 
-UNARY = {"Abs", "Sign", "Neg", "Clip", "CastTo", "CastFrom"}
+UNARY = {"Abs", "Sign", "Neg", "Clip", "CastTo", "CastFrom", "ReduceSum", "ReduceMax", "ReduceMin",
+         "ReduceMean", "CumSum", "Index"}
+OUT_SHAPE = {"ReduceSum": [2], "ReduceMax": [2], "ReduceMin": [2], "ReduceMean": [2], "Range": [3], "Index": [2, 8]}
 CMP = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}
 
 PAIRS = [(op, np.dtype(t).name) for op, (types, _) in GRID.items() for t in types]
@@ -103,6 +112,39 @@ def grid_model(op, t):
     elif op == "CastFrom":
         node = helper.make_node("Cast", ["A"], ["Y"], to=TensorProto.INT32)
         out_t = TensorProto.INT32
+    elif op == "ReduceSum":  # axes an input from opset 13
+        inits = [onnx.numpy_helper.from_array(np.array([1], np.int64), "ax")]
+        node = helper.make_node(op, ["A", "ax"], ["Y"], keepdims=0)
+        out_t = ot
+    elif op.startswith("Reduce"):  # axes an attribute before opset 18
+        node = helper.make_node(op, ["A"], ["Y"], axes=[1], keepdims=0)
+        out_t = ot
+    elif op == "CumSum":
+        inits = [onnx.numpy_helper.from_array(np.array(1, np.int64), "ax")]
+        node = helper.make_node(op, ["A", "ax"], ["Y"])
+        out_t = ot
+    elif op == "Range":  # folded when planning, then added to A: Y = A + Range(-2, 7, 3)
+        inputs = [vi("A", ot, [3])]
+        inits = [onnx.numpy_helper.from_array(np.array(v, t), n) for n, v in (("s", -2), ("l", 7), ("d", 3))]
+        g = helper.make_graph([helper.make_node("Range", ["s", "l", "d"], ["R"]),
+                               helper.make_node("Add", ["A", "R"], ["Y"])], "g", inputs, [vi("Y", ot, [3])], inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    elif op == "Index":
+        i64 = lambda n, v: onnx.numpy_helper.from_array(np.array(v, np.int64), n)  # noqa: E731
+        inits = [i64("st", [0]), i64("en", [2]), i64("ax", [1]), i64("idx", [2, 0]), i64("shp", [8]),
+                 i64("zero", [0]), i64("exp", [2, 8])]
+        nodes = [helper.make_node("Slice", ["A", "st", "en", "ax"], ["S"]),        # [2, 2]
+                 helper.make_node("Gather", ["A", "idx"], ["G"], axis=1),          # [2, 2]
+                 helper.make_node("Concat", ["G", "S"], ["C"], axis=0),            # [4, 2]
+                 helper.make_node("Transpose", ["C"], ["T"], perm=[1, 0]),         # [2, 4]
+                 helper.make_node("Reshape", ["T", "shp"], ["R"]),                 # [8]
+                 helper.make_node("Unsqueeze", ["R", "zero"], ["U"]),              # [1, 8]
+                 helper.make_node("Expand", ["U", "exp"], ["E"]),                  # [2, 8]
+                 helper.make_node("Unsqueeze", ["E", "zero"], ["E1"]),             # [1, 2, 8]
+                 helper.make_node("Squeeze", ["E1", "zero"], ["Y"]),               # [2, 8]
+                 helper.make_node("Shape", ["A"], ["Z"])]
+        g = helper.make_graph(nodes, "g", inputs, [vi("Y", ot, [2, 8]), vi("Z", TensorProto.INT64, [2])], inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
     elif op in UNARY:
         node = helper.make_node(op, ["A"], ["Y"])
         out_t = ot
@@ -110,7 +152,7 @@ def grid_model(op, t):
         inputs.append(vi("B", ot, [3]))
         node = helper.make_node(op.split("_")[0], ["A", "B"], ["Y"], **attrs)
         out_t = TensorProto.BOOL if op in CMP else ot
-    g = helper.make_graph([node], "g", inputs, [vi("Y", out_t, [2, 3])], inits)
+    g = helper.make_graph([node], "g", inputs, [vi("Y", out_t, OUT_SHAPE.get(op, [2, 3]))], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
@@ -151,6 +193,11 @@ def grid_inputs(op, t, rng):
                 b[0] = a[0, 0]  # an equal pair
     if op == "CastTo":
         return {"A": rng.integers(-100, 100, (2, 3)).astype(np.int32)}
+    if op == "Range":
+        return {"A": np.array([1, 2, 3], t)}
+    if op.startswith("Reduce") or op == "CumSum":  # small values of both signs: sums stay exact
+        lo = -20 if t.kind in "if" else 0
+        return {"A": rng.integers(lo, 20, (2, 3)).astype(t)}
     if op in UNARY:
         return {"A": a}
     if op == "Where":
@@ -199,6 +246,19 @@ def numpy_ref(op, feeds):
             return np.clip(a, np.array(lo, a.dtype), np.array(hi, a.dtype))
         if op == "Where":
             return np.where(feeds["C"], a, b)
+        if op in ("ReduceSum", "ReduceMax", "ReduceMin", "CumSum"):
+            return {"ReduceSum": lambda x: np.sum(x, axis=1, dtype=x.dtype), "ReduceMax": lambda x: np.max(x, axis=1),
+                    "ReduceMin": lambda x: np.min(x, axis=1),
+                    "CumSum": lambda x: np.cumsum(x, axis=1, dtype=x.dtype)}[op](a)
+        if op == "ReduceMean":
+            if a.dtype.kind in "iu":  # the sum over the count, toward zero
+                return np.array([int(v) for v in np.trunc(np.sum(a.astype(np.int64), axis=1) / a.shape[1])], a.dtype)
+            return np.mean(a, axis=1).astype(a.dtype)
+        if op == "Range":
+            return a + np.arange(-2, 7, 3).astype(a.dtype)
+        if op == "Index":
+            c = np.concatenate([a[:, [2, 0]], a[:, 0:2]], axis=0)
+            return np.broadcast_to(c.T.reshape(1, 8), (2, 8))
     raise AssertionError(op)
 
 
@@ -398,6 +458,8 @@ def test_op_type(types_server, gclient, op, tname):
     want = want[0] if want is not None else numpy_ref(op, feeds)
     res = infer_any(gclient, grpcclient, name, feeds)
     assert_values(res.as_numpy("Y"), want, "%s on %s" % (op, tname))
+    if op == "Index":
+        assert res.as_numpy("Z").tolist() == [2, 3]
 
 
 @pytest.mark.parametrize("case", sorted(CONFORMANCE))
