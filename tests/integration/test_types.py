@@ -31,8 +31,13 @@ def simple_model(np_type, onnx_type):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
-def simple_config(name, cfg_type):
-    return """name: "%s"
+# Where the CPU plan runs every pair: the instance kind is pinned (a GPU host would pick KIND_GPU);
+# test_gpu_types below serves the same models on a GPU.
+KIND = 'instance_group [ { kind: KIND_CPU } ]\n'
+
+
+def simple_config(name, cfg_type, kind=None):
+    return (kind if kind is not None else KIND) + """name: "%s"
 platform: "onnxruntime_onnx"
 max_batch_size: 8
 input [ { name: "INPUT0" data_type: %s dims: [ 16 ] },
@@ -72,11 +77,12 @@ for op in ("ReduceSum", "ReduceMax", "ReduceMin", "ReduceMean"):
     GRID[op] = (REDUCIBLE, {})
 GRID["CumSum"] = ([np.int32, np.int64, np.uint32, np.uint64] + FLOATS, {})
 GRID["Range"] = ([np.int16, np.int32, np.int64, np.float32, np.float64], {})
-GRID["Index"] = (NUMERIC + [np.bool_], {})  # Slice, Gather, Concat, Transpose, Reshape, Unsqueeze, Expand, Squeeze, Shape
+GRID["Index"] = (NUMERIC + [np.bool_], {})
+GRID["Pad"] = (NUMERIC + [np.bool_], {})  # Slice, Gather, Concat, Transpose, Reshape, Unsqueeze, Expand, Squeeze, Shape
 
 UNARY = {"Abs", "Sign", "Neg", "Clip", "CastTo", "CastFrom", "ReduceSum", "ReduceMax", "ReduceMin",
-         "ReduceMean", "CumSum", "Index"}
-OUT_SHAPE = {"ReduceSum": [2], "ReduceMax": [2], "ReduceMin": [2], "ReduceMean": [2], "Range": [3], "Index": [2, 8]}
+         "ReduceMean", "CumSum", "Index", "Pad"}
+OUT_SHAPE = {"ReduceSum": [2], "ReduceMax": [2], "ReduceMin": [2], "ReduceMean": [2], "Range": [3], "Index": [2, 8], "Pad": [2, 5]}
 CMP = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}
 
 PAIRS = [(op, np.dtype(t).name) for op, (types, _) in GRID.items() for t in types]
@@ -119,6 +125,11 @@ def grid_model(op, t):
     elif op.startswith("Reduce"):  # axes an attribute before opset 18
         node = helper.make_node(op, ["A"], ["Y"], axes=[1], keepdims=0)
         out_t = ot
+    elif op == "Pad":  # one column of the constant each side
+        inits = [onnx.numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "pads"),
+                 onnx.numpy_helper.from_array(np.array(pad_value(t), t), "v")]
+        node = helper.make_node("Pad", ["A", "pads", "v"], ["Y"])
+        out_t = ot
     elif op == "CumSum":
         inits = [onnx.numpy_helper.from_array(np.array(1, np.int64), "ax")]
         node = helper.make_node(op, ["A", "ax"], ["Y"])
@@ -154,6 +165,10 @@ def grid_model(op, t):
         out_t = TensorProto.BOOL if op in CMP else ot
     g = helper.make_graph([node], "g", inputs, [vi("Y", out_t, OUT_SHAPE.get(op, [2, 3]))], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+def pad_value(t):
+    return True if np.dtype(t) == np.bool_ else 7
 
 
 def clip_bounds(t):
@@ -256,6 +271,8 @@ def numpy_ref(op, feeds):
             return np.mean(a, axis=1).astype(a.dtype)
         if op == "Range":
             return a + np.arange(-2, 7, 3).astype(a.dtype)
+        if op == "Pad":
+            return np.pad(a, ((0, 0), (1, 1)), constant_values=np.array(pad_value(a.dtype), a.dtype))
         if op == "Index":
             c = np.concatenate([a[:, [2, 0]], a[:, 0:2]], axis=0)
             return np.broadcast_to(c.T.reshape(1, 8), (2, 8))
@@ -317,15 +334,16 @@ def write_model(repo, name, model, config):
         f.write(config)
 
 
-def plain_config(name, model):
+def plain_config(name, model, kind=None):
     """max_batch_size 0, every input and output as the graph declares it."""
     g = model.graph
 
     def entries(vis):
         return ",\n".join('  { name: "%s" data_type: %s dims: [ %s ] }' % (n, CFG_TYPE[t], ", ".join(map(str, dims)))
                           for n, t, dims in _tensor_io(vis))
-    return 'name: "%s"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 0\ninput [\n%s\n]\noutput [\n%s\n]\n' % (
-        name, entries(g.input), entries(g.output))
+    return (kind if kind is not None else KIND) + (
+        'name: "%s"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 0\ninput [\n%s\n]\noutput [\n%s\n]\n' % (
+            name, entries(g.input), entries(g.output)))
 
 
 def conf_name(case):
@@ -480,3 +498,86 @@ def test_undefined_pair_refused(types_server, gclient):
     types_server.await_stderr(lambda ls: any("bad_neg_uint8" in l and "op_type 'Neg'" in l and
                                              "unsupported element type UINT8" in l for l in ls))
     assert gclient.is_model_ready("simple")
+
+
+# --- the same models on a GPU instance: every pair either answers the right values or is refused
+# cleanly (the model fails to load naming the op, or the request fails with UNIMPLEMENTED naming the
+# type): never a wrong answer. The pairs the CUDA plan has kernels for must answer.
+
+GPU_KIND = 'instance_group [ { kind: KIND_GPU count: 1 } ]\n'
+GPU_MUST = {op for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less", "Greater", "LessOrEqual",
+                          "GreaterOrEqual", "Where", "CastTo", "CastFrom", "Range")}
+
+
+def _gpu_visible():
+    import shutil
+    import subprocess
+    if os.environ.get("INFERD_TEST_GPU") in ("0", "1"):
+        return os.environ["INFERD_TEST_GPU"] == "1"
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        return "GPU " in subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def gpu_server(tmp_path_factory):
+    if not _gpu_visible():
+        pytest.skip("no GPU visible (INFERD_TEST_GPU=1 runs it anyway)")
+    if b"cudaGetDeviceCount" not in open(lib.inferd_bin(), "rb").read():
+        pytest.skip("inferd built without CUDA")
+    repo = str(tmp_path_factory.mktemp("types_gpu_repo"))
+    for name, (_, ot, cfg) in SIMPLE.items():
+        write_model(repo, name, simple_model(None, ot), simple_config(name, cfg, GPU_KIND))
+    for op, tname in PAIRS:
+        m = grid_model(op, np.dtype(tname))
+        write_model(repo, grid_name(op, tname), m, plain_config(grid_name(op, tname), m, GPU_KIND))
+    yield from lib.served(repo, ["--strict-readiness", "false"])
+
+
+def test_gpu_types(gpu_server):
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+    c = grpcclient.InferenceServerClient(url=gpu_server.grpc_url)
+    rng = np.random.default_rng(lib.seed_from_env())
+    answered, refused, wrong = [], [], []
+    try:
+        for name, (np_t, ot, _) in SIMPLE.items():
+            lib.require_ready(gpu_server, c, name)
+            a = np.arange(32, dtype=np_t).reshape(2, 16)
+            b = np.full((2, 16), np.iinfo(np_t).max, np_t)
+            want = ort_run(simple_model(np_t, ot), {"INPUT0": a, "INPUT1": b})
+            res = infer_any(c, grpcclient, name, {"INPUT0": a, "INPUT1": b})
+            assert_values(res.as_numpy("OUTPUT0"), want[0], name + " on a GPU")
+            assert_values(res.as_numpy("OUTPUT1"), want[1], name + " on a GPU")
+        for op, tname in PAIRS:
+            name = grid_name(op, tname)
+            if not c.is_model_ready(name):
+                refused.append((op, tname, "load"))
+                continue
+            feeds = grid_inputs(op, np.dtype(tname), rng)
+            want = ort_run(grid_model(op, np.dtype(tname)), feeds)
+            want = want[0] if want is not None else numpy_ref(op, feeds)
+            try:
+                got = infer_any(c, grpcclient, name, feeds).as_numpy("Y")
+            except InferenceServerException as e:
+                assert e.status() == "StatusCode.UNIMPLEMENTED", (op, tname, e.status(), e.message())
+                refused.append((op, tname, "run"))
+                continue
+            try:
+                assert_values(got, want, "%s on %s on a GPU" % (op, tname))
+                answered.append((op, tname))
+            except AssertionError as e:
+                wrong.append(str(e)[:300])
+    finally:
+        c.close()
+    assert not wrong, wrong
+    must = [(op, t) for op, t in PAIRS if op in GPU_MUST]
+    assert not [r for r in refused if (r[0], r[1]) in must], [r for r in refused if (r[0], r[1]) in must]
+    # what a refused load says: the node and its op
+    for op, tname, how in refused:
+        if how == "load":
+            gpu_server.await_stderr(lambda ls, n=grid_name(op, tname): any(n in l and "failed to load" in l for l in ls))
