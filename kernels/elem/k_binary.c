@@ -2,7 +2,9 @@
 // A broadcast input gets stride 0 on the dims it repeats; dims of size 1 are
 // dropped and neighbouring dims that both inputs walk contiguously are
 // merged, so the inner loop is as long, and as often unit-stride, as the
-// shapes allow.
+// shapes allow. The typed loops come from one body per op family (float,
+// integer, comparison) expanded over k_ref.h's type lists, and a table
+// (k_binary, k_compare) picks one by k_elem.
 #include "kernels/k_ref.h"
 
 #include <math.h>

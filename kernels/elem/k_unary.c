@@ -1,4 +1,5 @@
-// kernels/elem/k_unary.c: elementwise activations of k_ref.h, and the unary ops
+// kernels/elem/k_unary.c: elementwise activations of k_ref.h, the integer unary
+// ops (Neg, Abs, Sign, Clip: one body over K_INT_TYPES, k_unary), and the unary ops
 // with a bool result (IsNaN, IsInf) or operand (Not). Each loop reads x[i]
 // before writing y[i], so y may alias x where the element sizes match.
 #include "kernels/k_ref.h"
