@@ -68,6 +68,7 @@ GRID["Mod"] = (NUMERIC, {"fmod": 0})  # floats: numpy's mod, as ONNX's reference
 GRID["Mod_fmod"] = (NUMERIC, {"fmod": 1})
 GRID["Pow"] = ([np.int32, np.int64] + FLOATS, {})
 GRID["Neg"] = (SIGNED, {})
+GRID["Relu"] = (SIGNED, {})
 GRID["Where"] = (NUMERIC + [np.bool_], {})
 GRID["CastTo"] = (NUMERIC + [np.bool_], {})    # Cast INT32 -> t
 GRID["CastFrom"] = (NUMERIC + [np.bool_], {})  # Cast t -> INT32 (floats: exact integral values)
@@ -80,7 +81,7 @@ GRID["Range"] = ([np.int16, np.int32, np.int64, np.float32, np.float64], {})
 GRID["Index"] = (NUMERIC + [np.bool_], {})
 GRID["Pad"] = (NUMERIC + [np.bool_], {})  # Slice, Gather, Concat, Transpose, Reshape, Unsqueeze, Expand, Squeeze, Shape
 
-UNARY = {"Abs", "Sign", "Neg", "Clip", "CastTo", "CastFrom", "ReduceSum", "ReduceMax", "ReduceMin",
+UNARY = {"Abs", "Sign", "Neg", "Relu", "Clip", "CastTo", "CastFrom", "ReduceSum", "ReduceMax", "ReduceMin",
          "ReduceMean", "CumSum", "Index", "Pad"}
 OUT_SHAPE = {"ReduceSum": [2], "ReduceMax": [2], "ReduceMin": [2], "ReduceMean": [2], "Range": [3], "Index": [2, 8], "Pad": [2, 5]}
 CMP = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}
@@ -254,6 +255,8 @@ def numpy_ref(op, feeds):
             return np.abs(a)
         if op == "Neg":
             return np.negative(a)
+        if op == "Relu":
+            return np.maximum(a, np.zeros((), a.dtype))
         if op == "Sign":
             return np.sign(a)
         if op == "Clip":

@@ -169,6 +169,29 @@ UNARY_RUN(run_tanh, k_tanh(y, x, n))
 UNARY_RUN(run_erf, k_erf(y, x, n))
 UNARY_RUN(run_gelu, k_gelu(y, x, n, p->approximate))
 
+// Relu takes the signed integers too (opset 14): max(x, 0) by the integer
+// kernel, against a zero scalar (eight zero bytes are 0 in every width).
+static int infer_relu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  dtype t = in[0].dt;
+  if (t != DT_INT8 && t != DT_INT16 && t != DT_INT32 && t != DT_INT64)
+    return eng_ops__infer_same_f32(p, in, n_in, out, n_out, e);
+  op_set_out(&out[0], t, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_relu_any(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e) {
+  if (in[0].dt == DT_FP32) return run_relu(p, in, n_in, out, n_out, e);
+  static const uint64_t zero = 0;
+  k_elem k;
+  TRY(kelem(in[0].dt, &k, e));
+  int64_t n = (int64_t)op_numel(&in[0]), one = 1;
+  if (k_binary(out[0].data, in[0].data, &zero, k, 1, &n, &n, &one, K_MAX) != 0)
+    return err_set(e, ERR_INTERNAL, "no Relu of %s", dtype_wire_name(in[0].dt));
+  return 0;
+}
+
 // --- Cast
 
 static int parse_cast(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
@@ -449,7 +472,7 @@ static int pad3(const eng_tensor *in, const eng_tensor *y, int64_t *yd, int64_t 
 static int infer_pow(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                      int n_out, err *e) {
   if (in[0].dt == in[1].dt) return infer_variadic(p, in, n_in, out, n_out, e);
-  k_elem ka, kb;
+  k_elem ka = K_F32, kb = K_F32;
   TRY(kelem(in[0].dt, &ka, e));
   TRY(kelem(in[1].dt, &kb, e));
   if (!k_binary_takes(ka, K_POW) || !k_binary_takes(kb, K_POW))
@@ -464,7 +487,7 @@ static int infer_pow(const eng_op_params *p, const eng_tensor *in, int n_in, eng
 static int run_pow(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                    int n_out, err *e) {
   if (in[0].dt == in[1].dt) return run_variadic(p, in, n_in, out, n_out, e);
-  k_elem ka, kb;
+  k_elem ka = K_F32, kb = K_F32;
   TRY(kelem(in[0].dt, &ka, e));
   TRY(kelem(in[1].dt, &kb, e));
   int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
@@ -638,7 +661,7 @@ const eng_op_def eng_ops__elem[] = {
     {"Mul", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_mul, infer_binary, run_binary, 0, NULL, NULL},
     {"Div", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_div, infer_binary, run_binary, 0, NULL, NULL},
     {"Mod", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_mod, infer_binary, run_binary, 0, NULL, NULL},
-    {"Relu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_relu, 0, NULL, NULL},
+    {"Relu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_relu, run_relu_any, 0, NULL, NULL},
     {"LeakyRelu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_leaky, eng_ops__infer_same_f32, run_leaky, 0, NULL, NULL},
     {"Sigmoid", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_sigmoid, 0, NULL, NULL},
     {"Tanh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_tanh, 0, NULL, NULL},

@@ -66,6 +66,9 @@ BINARY_RUN(run_div, K_DIV)
                   eng_tensor *out, int n_out, err *e) {                                         \
     (void)p, (void)n_in, (void)n_out;                                                           \
     size_t n = op_numel(&in[0]);                                                                \
+    if (in[0].dt != DT_FP32 && in[0].dt != DT_FP16) /* Relu of an integer type */              \
+      return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op",        \
+                     dtype_wire_name(in[0].dt));                                                \
     if (in[0].dt == DT_FP16) {                                                                  \
       uint16_t *y = out[0].data;                                                                \
       const uint16_t *x = in[0].data;                                                           \
