@@ -73,7 +73,7 @@ int k_binary_f16_cuda(uint16_t *y, const uint16_t *a, const uint16_t *b, int ndi
 
 // Comparisons (kernels/elem/k_binary.cu) as k_compare_f32 / _i64 / _i32, every
 // k_cmpop: y is bool (one byte, 0 or 1); a and b of element type et:
-// K_F32, K_F16 (compared as the floats they stand for), K_I64 or K_I32. Shapes, dims and aliasing as
+// K_F32, K_F16 (compared as the floats they stand for) or any integer type (K_INT_TYPES). Shapes, dims and aliasing as
 // k_binary_f32_cuda (y never aliases a or b: another type).
 int k_compare_cuda(uint8_t *y, const void *a, const void *b, k_elem et, int ndim, const int64_t *ydims,
                    const int64_t *adims, const int64_t *bdims, k_cmpop op, cudaStream_t stream, err *e);

@@ -11,6 +11,15 @@
 
 #define K_MAX_DIMS 8
 
+// The engine's element types, as the typed kernels name them.
+typedef enum k_elem { K_F32, K_F64, K_F16, K_I64, K_I32, K_I16, K_I8, K_U8, K_U16, K_U32, K_U64, K_BOOL } k_elem;
+// The lists the typed elementwise kernels are generated from (one body,
+// expanded per type): X(code, C type, 1 if signed).
+#define K_INT_TYPES(X)                                                                   \
+  X(K_I8, int8_t, 1) X(K_I16, int16_t, 1) X(K_I32, int32_t, 1) X(K_I64, int64_t, 1)     \
+  X(K_U8, uint8_t, 0) X(K_U16, uint16_t, 0) X(K_U32, uint32_t, 0) X(K_U64, uint64_t, 0)
+#define K_FLOAT_TYPES(X) X(K_F32, float, 1) X(K_F64, double, 1)
+
 // --- elementwise unary
 void k_relu(float *y, const float *x, size_t n);
 void k_leaky_relu(float *y, const float *x, size_t n, float alpha);
@@ -23,15 +32,24 @@ void k_gelu(float *y, const float *x, size_t n, int approximate);
 // The unary math ops selected by enum (ops_act.c); a and b are the op's
 // parameters: HardSigmoid alpha/beta, Clip min/max, unused otherwise.
 typedef enum k_unop {
-  K_SQRT, K_EXP, K_NEG, K_ABS, K_RECIP, K_HARD_SIGMOID, K_HARD_SWISH, K_CLIP
+  K_SQRT, K_EXP, K_NEG, K_ABS, K_RECIP, K_HARD_SIGMOID, K_HARD_SWISH, K_CLIP, K_SIGN
 } k_unop;
 void k_unary_f32(float *y, const float *x, size_t n, k_unop op, float a, float b);
-// int64 for the ops that make sense on shapes (Neg, Abs, Clip); others copy.
+// int64 for the ops that make sense on shapes (Neg, Abs, Clip, Sign); others copy.
 void k_unary_i64(int64_t *y, const int64_t *x, size_t n, k_unop op, int64_t a, int64_t b);
+// The integer unary ops on any integer k_elem (K_I8..K_I64, K_U8..K_U64):
+// Neg (signed types only, wrapping: -INT_MIN is INT_MIN), Abs (likewise;
+// the identity on unsigned), Sign, Clip (lo/hi: one element of type t, or
+// NULL for no bound). Returns -1, touching nothing, for another type or op
+// (k_unary_takes says which).
+int k_unary_takes(k_elem t, k_unop op);
+int k_unary(void *y, const void *x, k_elem t, size_t n, k_unop op, const void *lo, const void *hi);
 
 // --- binary with numpy broadcasting
 // K_MAX/K_MIN propagate NaN from either side (as ONNX Runtime's Max/Min do).
-typedef enum k_binop { K_ADD, K_SUB, K_MUL, K_DIV, K_POW, K_MAX, K_MIN } k_binop;
+// K_MOD is ONNX Mod with fmod=0 (the result takes the divisor's sign, as
+// Python's %), K_FMOD Mod with fmod=1 (C's % and fmodf: the dividend's).
+typedef enum k_binop { K_ADD, K_SUB, K_MUL, K_DIV, K_POW, K_MAX, K_MIN, K_MOD, K_FMOD } k_binop;
 // All three shapes have `ndim` dims (callers left-pad the shorter inputs
 // with 1s); a dim of an input is either equal to ydims[i] or 1.
 void k_binary_f32(float *y, const float *a, const float *b, int ndim, const int64_t *ydims,
@@ -40,6 +58,22 @@ void k_binary_f32(float *y, const float *a, const float *b, int ndim, const int6
 // division by zero yields 0.
 void k_binary_i64(int64_t *y, const int64_t *a, const int64_t *b, int ndim, const int64_t *ydims,
                   const int64_t *adims, const int64_t *bdims, k_binop op);
+
+// Every k_binop on any k_elem but K_F16 and K_BOOL, one typed loop
+// per type generated from one body (k_binary.c). Integers wrap in two's
+// complement (INT_MIN / -1 is INT_MIN), K_DIV truncates toward zero and
+// x / 0, x % 0 are 0 (ONNX leaves them undefined); K_POW by squaring, a
+// negative exponent giving 0 unless the base is 1 or -1. K_F32 is
+// k_binary_f32. Returns -1, touching nothing, for a (type, op) pair
+// k_binary_takes refuses.
+int k_binary_takes(k_elem t, k_binop op);
+int k_binary(void *y, const void *a, const void *b, k_elem t, int ndim, const int64_t *ydims,
+             const int64_t *adims, const int64_t *bdims, k_binop op);
+// Pow of a base of type ta by an exponent of another type tb (ONNX's Pow
+// types them apart): y (of type ta) = pow(a, b) computed in double, each
+// operand and the result converted by k_cast's rules. -1 for F16 or BOOL.
+int k_pow_mixed(void *y, const void *a, k_elem ta, const void *b, k_elem tb, int ndim,
+                const int64_t *ydims, const int64_t *adims, const int64_t *bdims);
 
 // Comparisons with broadcasting; y is bool (one byte, 0 or 1). Every
 // comparison with a NaN is false (K_EQ included), as IEEE and ONNX Runtime say.
@@ -50,6 +84,11 @@ void k_compare_i64(uint8_t *y, const int64_t *a, const int64_t *b, int ndim, con
                    const int64_t *adims, const int64_t *bdims, k_cmpop op);
 void k_compare_i32(uint8_t *y, const int32_t *a, const int32_t *b, int ndim, const int64_t *ydims,
                    const int64_t *adims, const int64_t *bdims, k_cmpop op);
+
+// Any k_elem but K_F16 and K_BOOL (K_BOOL: use k_logic's K_XNOR for
+// Equal); -1 for those, touching nothing.
+int k_compare(uint8_t *y, const void *a, const void *b, k_elem t, int ndim, const int64_t *ydims,
+              const int64_t *adims, const int64_t *bdims, k_cmpop op);
 
 // Logic on bools with broadcasting (And, Or, Xor; K_XNOR is Equal on bools).
 // Any nonzero byte is true; y is 0 or 1.
@@ -108,6 +147,10 @@ typedef enum k_redop { K_RSUM, K_RMEAN, K_RMAX, K_RMIN } k_redop;
 // reduce[i] != 0 marks the axes reduced; y has x's shape with those dims 1.
 void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, const int *reduce,
                   k_redop op);
+// The same on K_F32 or any integer type (K_INT_TYPES): sums wrap, Mean
+// truncates toward zero. -1 for another type, touching nothing.
+int k_reduce(void *y, const void *x, k_elem t, int ndim, const int64_t *xdims, const int *reduce,
+             k_redop op);
 
 // --- running sums along one axis (kernels/reduce/k_reduce.c), x viewed as [outer, len, inner]
 // exclusive: element i sums the ones before it (not itself); reverse: the
@@ -118,6 +161,9 @@ void k_cumsum_i64(int64_t *y, const int64_t *x, size_t outer, size_t len, size_t
                   int exclusive, int reverse);
 void k_cumsum_i32(int32_t *y, const int32_t *x, size_t outer, size_t len, size_t inner,
                   int exclusive, int reverse);
+// k_cumsum_f32 or the same on any integer type (wrapping); -1 for another type.
+int k_cumsum(void *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner,
+             int exclusive, int reverse);
 
 // --- resize (kernels/resize/k_resize.c)
 // How an output coordinate maps to an input one (ONNX Resize
@@ -215,9 +261,8 @@ void k_gemm_ref(float *c, const float *a, const float *b, int trans_a, int trans
 // IEEE half <-> float, round to nearest even; inf, nan and subnormals kept.
 void k_f16_to_f32(float *y, const uint16_t *x, size_t n);
 void k_f32_to_f16(uint16_t *y, const float *x, size_t n);
-// Numeric casts between the engine's element types, by ONNX-like rules
+// Numeric casts between the engine's element types (k_elem, above), by ONNX-like rules
 // (float -> int truncates toward zero; any -> bool is x != 0).
-typedef enum k_elem { K_F32, K_F64, K_F16, K_I64, K_I32, K_I16, K_I8, K_U8, K_U16, K_U32, K_U64, K_BOOL } k_elem;
 void k_cast(void *y, k_elem yt, const void *x, k_elem xt, size_t n);
 
 #endif

@@ -58,33 +58,55 @@ struct bdims {
   int64_t y[K_MAX_DIMS], as[K_MAX_DIMS], bs[K_MAX_DIMS];  // output dims; input strides (0 = broadcast)
 };
 
-// k_binary_i64's integer power: by squaring, wrapping; a negative exponent
-// gives 0 unless the base is 1 or -1.
-__device__ static int64_t i64_pow(int64_t a, int64_t b) {
-  if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
-  uint64_t r = 1, x = (uint64_t)a;
-  for (; b; b >>= 1, x *= x)
-    if (b & 1) r *= x;
-  return (int64_t)r;
+// k_binary's integer rules (kernels/elem/k_binary.c) for every K_INT_TYPES
+// type, one template: operands widened to 64 bits (signed or unsigned by
+// S), arithmetic modulo 2^64, the result truncated to T (two's complement
+// wraparound); x / 0 and x % 0 are 0, INT_MIN / -1 wraps; a negative
+// exponent gives 0 unless the base is 1 or -1.
+__device__ static uint64_t u64_pow(uint64_t x, uint64_t e) {
+  uint64_t r = 1;
+  for (; e; e >>= 1, x *= x)
+    if (e & 1) r *= x;
+  return r;
 }
 
-__device__ static int64_t i64_op(int64_t a, int64_t b, int op) {
+__device__ static uint64_t s_op(int64_t a, int64_t b, int op) {
   switch (op) {
-    case K_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
-    case K_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
-    case K_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
-    case K_POW: return i64_pow(a, b);
-    case K_MAX: return a > b ? a : b;
-    case K_MIN: return a < b ? a : b;
-    default:
+    case K_ADD: return (uint64_t)a + (uint64_t)b;
+    case K_SUB: return (uint64_t)a - (uint64_t)b;
+    case K_MUL: return (uint64_t)a * (uint64_t)b;
+    case K_POW:
+      if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? ~0ull : 1) : 0;
+      return u64_pow((uint64_t)a, (uint64_t)b);
+    case K_MAX: return (uint64_t)(a > b ? a : b);
+    case K_MIN: return (uint64_t)(a < b ? a : b);
+    case K_DIV:
       if (b == 0) return 0;
-      if (b == -1) return (int64_t)(0 - (uint64_t)a);
-      return a / b;
+      return b == -1 ? 0 - (uint64_t)a : (uint64_t)(a / b);
+    default: {  // K_MOD (the divisor's sign), K_FMOD (the dividend's)
+      if (b == 0 || b == -1) return 0;
+      int64_t r = a % b;
+      if (op == K_MOD && r != 0 && (r < 0) != (b < 0)) r += b;
+      return (uint64_t)r;
+    }
   }
 }
 
-__global__ void binary_i64_kernel(int64_t *y, const int64_t *a, const int64_t *b, bdims d,
-                                  size_t total, int op) {
+__device__ static uint64_t u_op(uint64_t a, uint64_t b, int op) {
+  switch (op) {
+    case K_ADD: return a + b;
+    case K_SUB: return a - b;
+    case K_MUL: return a * b;
+    case K_POW: return u64_pow(a, b);
+    case K_MAX: return a > b ? a : b;
+    case K_MIN: return a < b ? a : b;
+    case K_DIV: return b ? a / b : 0;
+    default: return b ? a % b : 0;  // K_MOD and K_FMOD agree on unsigned values
+  }
+}
+
+template <class T, bool S>
+__global__ void binary_int_kernel(T *y, const T *a, const T *b, bdims d, size_t total, int op) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
        i += (size_t)gridDim.x * blockDim.x) {
     size_t rest = i;
@@ -95,25 +117,25 @@ __global__ void binary_i64_kernel(int64_t *y, const int64_t *a, const int64_t *b
       ao += idx * d.as[k];
       bo += idx * d.bs[k];
     }
-    y[i] = i64_op(a[ao], b[bo], op);
+    y[i] = (T)(S ? s_op((int64_t)a[ao], (int64_t)b[bo], op) : u_op((uint64_t)a[ao], (uint64_t)b[bo], op));
   }
 }
 
-extern "C" int eng_pk_binary_i64_cuda(int64_t *y, const int64_t *a, const int64_t *b, int ndim,
+extern "C" int eng_pk_binary_int_cuda(void *y, const void *a, const void *b, k_elem t, int ndim,
                                       const int64_t *ydims, const int64_t *adims,
                                       const int64_t *bdims_, k_binop op, cudaStream_t stream,
                                       err *e) {
   if (ndim < 1 || ndim > K_MAX_DIMS)
-    return err_set(e, ERR_INVALID_ARGUMENT, "binary_i64: ndim %d not in 1..%d", ndim, K_MAX_DIMS);
-  if ((int)op < (int)K_ADD || (int)op > (int)K_MIN)
-    return err_set(e, ERR_INVALID_ARGUMENT, "binary_i64: unknown op %d", (int)op);
+    return err_set(e, ERR_INVALID_ARGUMENT, "binary_int: ndim %d not in 1..%d", ndim, K_MAX_DIMS);
+  if ((int)op < (int)K_ADD || (int)op > (int)K_FMOD)
+    return err_set(e, ERR_INVALID_ARGUMENT, "binary_int: unknown op %d", (int)op);
   bdims d;
   d.nd = ndim;
   size_t total = 1;
   int64_t sa = 1, sb = 1;
   for (int k = ndim - 1; k >= 0; k--) {
     if ((adims[k] != ydims[k] && adims[k] != 1) || (bdims_[k] != ydims[k] && bdims_[k] != 1))
-      return err_set(e, ERR_INVALID_ARGUMENT, "binary_i64: dim %d does not broadcast", k);
+      return err_set(e, ERR_INVALID_ARGUMENT, "binary_int: dim %d does not broadcast", k);
     d.y[k] = ydims[k];
     d.as[k] = adims[k] == 1 ? 0 : sa;
     d.bs[k] = bdims_[k] == 1 ? 0 : sb;
@@ -122,8 +144,26 @@ extern "C" int eng_pk_binary_i64_cuda(int64_t *y, const int64_t *a, const int64_
     total *= (size_t)ydims[k];
   }
   if (total == 0) return 0;
-  binary_i64_kernel<<<blocks_for(total), PK_THREADS, 0, stream>>>(y, a, b, d, total, (int)op);
-  return launch_check(e, "binary_i64_kernel");
+  unsigned blocks = blocks_for(total);
+  switch (t) {
+#define CASE_INT(K, T, S)                                                                   \
+    case K:                                                                                 \
+      binary_int_kernel<T, S><<<blocks, PK_THREADS, 0, stream>>>((T *)y, (const T *)a,      \
+                                                                 (const T *)b, d, total, (int)op); \
+      break;
+    K_INT_TYPES(CASE_INT)
+#undef CASE_INT
+    default:
+      return err_set(e, ERR_INVALID_ARGUMENT, "binary_int: element type %d is not an integer", (int)t);
+  }
+  return launch_check(e, "binary_int_kernel");
+}
+
+extern "C" int eng_pk_binary_i64_cuda(int64_t *y, const int64_t *a, const int64_t *b, int ndim,
+                                      const int64_t *ydims, const int64_t *adims,
+                                      const int64_t *bdims_, k_binop op, cudaStream_t stream,
+                                      err *e) {
+  return eng_pk_binary_int_cuda(y, a, b, K_I64, ndim, ydims, adims, bdims_, op, stream, e);
 }
 
 // --- casts (kernels/elem/k_cast.c's rules: float -> int saturates, NaN -> 0;

@@ -27,8 +27,13 @@ extern "C" {
 int eng_pk_gemm_scale_cuda(float *y, const float *c, int64_t m, int64_t n, int64_t cr, int64_t cc,
                            float alpha, float beta, cudaStream_t stream, err *e);
 
-// As k_binary_i64, every k_binop (wrapping add/sub/mul/pow, x/0 = 0); dims
-// are host arrays of ndim (1..K_MAX_DIMS) entries.
+// As k_binary on the integer types (K_INT_TYPES), every k_binop (wrapping
+// add/sub/mul/pow, x/0 = 0, Mod both ways); dims are host arrays of ndim
+// (1..K_MAX_DIMS) entries.
+int eng_pk_binary_int_cuda(void *y, const void *a, const void *b, k_elem t, int ndim,
+                           const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
+                           k_binop op, cudaStream_t stream, err *e);
+// eng_pk_binary_int_cuda on K_I64.
 int eng_pk_binary_i64_cuda(int64_t *y, const int64_t *a, const int64_t *b, int ndim,
                            const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
                            k_binop op, cudaStream_t stream, err *e);

@@ -277,6 +277,8 @@ int launch(const char *kname, T *y, const T *a, const T *b, int ndim, const int6
     case K_MIN:
       launch_op<T, K_MIN>(y, a, b, (size_t)n, p, stream);
       break;
+    default:  // K_MOD, K_FMOD: refused above (integers run in the plan's eng_pk_binary_int_cuda)
+      break;
   }
   K_LAUNCH_CHECK(e, kname);
   return 0;
@@ -286,8 +288,9 @@ int launch(const char *kname, T *y, const T *a, const T *b, int ndim, const int6
 // the float it stands for (exact), int64 as itself.
 __device__ __forceinline__ float cmp_ld(float v) { return v; }
 __device__ __forceinline__ float cmp_ld(__half v) { return __half2float(v); }
-__device__ __forceinline__ long long cmp_ld(long long v) { return v; }
-__device__ __forceinline__ int cmp_ld(int v) { return v; }
+// the integer types as themselves
+template <class T>
+__device__ __forceinline__ T cmp_ld(T v) { return v; }
 
 template <k_cmpop OP, class V>
 __device__ __forceinline__ bool cmp(V a, V b) {
@@ -367,18 +370,23 @@ extern "C" int k_compare_cuda(uint8_t *y, const void *a, const void *b, k_elem e
   TRY(check_bcast(kname, ndim, ydims, adims, bdims, &n, e));
   if ((int)op < (int)K_EQ || (int)op > (int)K_GE)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown comparison %d", kname, (int)op);
-  if (et != K_F32 && et != K_F16 && et != K_I64 && et != K_I32)
+  if (et == K_F64 || et == K_BOOL)
     return err_set(e, ERR_INVALID_ARGUMENT,
-                   "%s: element type %d has no kernel (FP32, FP16, INT64, INT32)", kname, (int)et);
+                   "%s: element type %d has no kernel (FP32, FP16, the integers)", kname, (int)et);
   bplan p;
   if (!plan_make(&p, ndim, ydims, adims, bdims)) return 0;  // empty output
   if (!y || !a || !b)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p a=%p b=%p) for %llu elements",
                    kname, (void *)y, a, b, (unsigned long long)n);
-  if (et == K_F32) launch_compare<float>(y, a, b, n, p, op, stream);
-  else if (et == K_F16) launch_compare<__half>(y, a, b, n, p, op, stream);
-  else if (et == K_I64) launch_compare<long long>(y, a, b, n, p, op, stream);
-  else launch_compare<int>(y, a, b, n, p, op, stream);
+  switch (et) {
+    case K_F32: launch_compare<float>(y, a, b, n, p, op, stream); break;
+    case K_F16: launch_compare<__half>(y, a, b, n, p, op, stream); break;
+#define CASE_INT(K, T, S) \
+    case K: launch_compare<T>(y, a, b, n, p, op, stream); break;
+    K_INT_TYPES(CASE_INT)
+#undef CASE_INT
+    default: break;  // refused above
+  }
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

@@ -1,9 +1,11 @@
-// kernels/elem/k_unary.c: elementwise activations of k_ref.h, and the unary ops
+// kernels/elem/k_unary.c: elementwise activations of k_ref.h, the integer unary
+// ops (Neg, Abs, Sign, Clip: one body over K_INT_TYPES, k_unary), and the unary ops
 // with a bool result (IsNaN, IsInf) or operand (Not). Each loop reads x[i]
 // before writing y[i], so y may alias x where the element sizes match.
 #include "kernels/k_ref.h"
 
 #include <math.h>
+#include <string.h>
 
 void k_relu(float *y, const float *x, size_t n) {
   // `v < 0` is false for NaN, so NaN propagates as in max(x, 0) of ONNX Runtime.
@@ -86,19 +88,63 @@ void k_unary_f32(float *y, const float *x, size_t n, k_unop op, float a, float b
         y[i] = v < a ? a : v > b ? b : v;
       }
       break;
+    case K_SIGN:  // 0 and NaN are their own sign
+      for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : v;
+      }
+      break;
+  }
+}
+
+// --- integers: one body per op for every K_INT_TYPES type. Signed values
+// are negated through uint64_t (wrapping, no overflow); the sign tests go
+// through int64_t, which holds every signed value, and are skipped for
+// unsigned types by S, a constant.
+#define I_NEG(S, T, v) ((T)(0 - (uint64_t)(v)))
+#define I_ABS(S, T, v) ((S) && (int64_t)(v) < 0 ? I_NEG(S, T, v) : (v))
+#define I_SIGN(S, T, v) ((S) && (int64_t)(v) < 0 ? (T)-1 : (T)((v) != 0))
+
+#define DEF_UNARY_INT(K, T, S)                                                        \
+  static void un_##K(T *y, const T *x, size_t n, k_unop op, const T *lo, const T *hi) { \
+    switch (op) {                                                                     \
+      case K_NEG: for (size_t i = 0; i < n; i++) y[i] = I_NEG(S, T, x[i]); break;     \
+      case K_ABS: for (size_t i = 0; i < n; i++) y[i] = I_ABS(S, T, x[i]); break;     \
+      case K_SIGN: for (size_t i = 0; i < n; i++) y[i] = I_SIGN(S, T, x[i]); break;   \
+      case K_CLIP:                                                                    \
+        for (size_t i = 0; i < n; i++) {                                              \
+          T v = x[i];                                                                 \
+          y[i] = lo && v < *lo ? *lo : hi && v > *hi ? *hi : v;                       \
+        }                                                                             \
+        break;                                                                        \
+      default: break; /* refused by k_unary_takes */                                  \
+    }                                                                                 \
+  }
+K_INT_TYPES(DEF_UNARY_INT)
+
+int k_unary_takes(k_elem t, k_unop op) {
+  switch (t) {
+    case K_I8: case K_I16: case K_I32: case K_I64:
+      return op == K_NEG || op == K_ABS || op == K_SIGN || op == K_CLIP;
+    case K_U8: case K_U16: case K_U32: case K_U64:  // ONNX's Neg takes signed types only
+      return op == K_ABS || op == K_SIGN || op == K_CLIP;
+    default: return 0;
+  }
+}
+
+int k_unary(void *y, const void *x, k_elem t, size_t n, k_unop op, const void *lo, const void *hi) {
+  if (!k_unary_takes(t, op)) return -1;
+  switch (t) {
+#define CASE_UN(K, T, S) \
+    case K: un_##K(y, x, n, op, lo, hi); return 0;
+    K_INT_TYPES(CASE_UN)
+#undef CASE_UN
+    default: return -1;
   }
 }
 
 void k_unary_i64(int64_t *y, const int64_t *x, size_t n, k_unop op, int64_t a, int64_t b) {
-  for (size_t i = 0; i < n; i++) {
-    int64_t v = x[i];
-    switch (op) {
-      case K_NEG: y[i] = (int64_t)(0 - (uint64_t)v); break;  // INT64_MIN wraps, no UB
-      case K_ABS: y[i] = v < 0 ? (int64_t)(0 - (uint64_t)v) : v; break;
-      case K_CLIP: y[i] = v < a ? a : v > b ? b : v; break;
-      default: y[i] = v; break;
-    }
-  }
+  if (k_unary(y, x, K_I64, n, op, &a, &b) != 0 && y != x) memmove(y, x, n * sizeof *y);  // others copy
 }
 
 // --- bool results and operands

@@ -1,5 +1,5 @@
 // kernels/elem/k_unop.cu: the CUDA twin of k_unary_f32 (k_ref.h, the reference):
-// Sqrt, Exp, Neg, Abs, Reciprocal, HardSigmoid, HardSwish, Clip, written
+// Sqrt, Exp, Neg, Abs, Sign, Reciprocal, HardSigmoid, HardSwish, Clip, written
 // once and instantiated per storage type (float, half; k_ld/k_st of
 // k_cuda_common.cuh). Half values are widened to float, computed exactly as
 // the reference computes them, and rounded once, so an FP16 result is the
@@ -31,6 +31,7 @@ struct unop {
         return t != t ? t : __fmul_rn(v, fmaxf(0.0f, fminf(1.0f, t)));
       }
       case K_CLIP: return v < a ? a : v > b ? b : v;  // comparisons: NaN passes through
+      case K_SIGN: return v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : v;  // 0 and NaN are their own sign
     }
     return v;
   }

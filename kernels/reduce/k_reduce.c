@@ -44,6 +44,61 @@ void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, cons
   }
 }
 
+// --- the integer types: one body (K_INT_TYPES), the same walk. Sums wrap
+// through uint64_t (as the type's own arithmetic would, without signed
+// overflow); Mean is the sum divided by the count, truncated toward zero as
+// ONNX Runtime's integer ReduceMean does; Max/Min start from the type's
+// extremes (the engine refuses an empty reduced axis for them).
+#define DEF_REDUCE_INT(K, T, S)                                                                 \
+  static void red_##K(T *y, const T *x, int ndim, const int64_t *xdims, const int *reduce,      \
+                      k_redop op) {                                                             \
+    int64_t ys[K_MAX_DIMS], idx[K_MAX_DIMS] = {0}, n = 1, ny = 1, acc = 1;                      \
+    for (int i = ndim - 1; i >= 0; i--) {                                                       \
+      ys[i] = reduce[i] ? 0 : acc;                                                              \
+      if (!reduce[i]) acc *= xdims[i];                                                          \
+      n *= xdims[i];                                                                            \
+    }                                                                                           \
+    ny = acc;                                                                                   \
+    T tmax = S ? (T)((UINT64_C(1) << (8 * sizeof(T) - 1)) - 1) : (T)~(T)0;                      \
+    T tmin = S ? (T)(-tmax - 1) : (T)0;                                                         \
+    T init = op == K_RMAX ? tmin : op == K_RMIN ? tmax : (T)0;                                  \
+    for (int64_t i = 0; i < ny; i++) y[i] = init;                                               \
+    if (n <= 0) return;                                                                         \
+    int64_t yo = 0;                                                                             \
+    for (int64_t i = 0; i < n; i++) {                                                           \
+      T v = x[i], *t = &y[yo];                                                                  \
+      switch (op) {                                                                             \
+        case K_RSUM: case K_RMEAN: *t = (T)((uint64_t)*t + (uint64_t)v); break;                 \
+        case K_RMAX: *t = v > *t ? v : *t; break;                                               \
+        case K_RMIN: *t = v < *t ? v : *t; break;                                               \
+      }                                                                                         \
+      for (int d = ndim - 1; d >= 0; d--) {                                                     \
+        yo += ys[d];                                                                            \
+        if (++idx[d] < xdims[d]) break;                                                         \
+        yo -= ys[d] * xdims[d];                                                                 \
+        idx[d] = 0;                                                                             \
+      }                                                                                         \
+    }                                                                                           \
+    if (op == K_RMEAN) {                                                                        \
+      int64_t per = n / ny;                                                                     \
+      for (int64_t i = 0; i < ny; i++)                                                          \
+        y[i] = S ? (T)((int64_t)y[i] / per) : (T)((uint64_t)y[i] / (uint64_t)per);              \
+    }                                                                                           \
+  }
+K_INT_TYPES(DEF_REDUCE_INT)
+
+int k_reduce(void *y, const void *x, k_elem t, int ndim, const int64_t *xdims, const int *reduce,
+             k_redop op) {
+  switch (t) {
+    case K_F32: k_reduce_f32(y, x, ndim, xdims, reduce, op); return 0;
+#define CASE_RED(K, T, S) \
+    case K: red_##K(y, x, ndim, xdims, reduce, op); return 0;
+    K_INT_TYPES(CASE_RED)
+#undef CASE_RED
+    default: return -1;
+  }
+}
+
 // --- CumSum: one running sum per (outer, inner) column, in the column's
 // type (integers wrap through unsigned arithmetic, no UB). Reading x[j]
 // before writing y[j] keeps it correct when y aliases x.
@@ -78,4 +133,23 @@ void k_cumsum_i64(int64_t *y, const int64_t *x, size_t outer, size_t len, size_t
 void k_cumsum_i32(int32_t *y, const int32_t *x, size_t outer, size_t len, size_t inner,
                   int exclusive, int reverse) {
   CUMSUM_BODY(int32_t, uint32_t)
+}
+
+#define DEF_CUMSUM_INT(K, T, S)                                                                 \
+  static void cum_##K(T *y, const T *x, size_t outer, size_t len, size_t inner, int exclusive,  \
+                      int reverse) {                                                            \
+    CUMSUM_BODY(T, uint64_t)                                                                    \
+  }
+K_INT_TYPES(DEF_CUMSUM_INT)
+
+int k_cumsum(void *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner,
+             int exclusive, int reverse) {
+  switch (t) {
+    case K_F32: k_cumsum_f32(y, x, outer, len, inner, exclusive, reverse); return 0;
+#define CASE_CUM(K, T, S) \
+    case K: cum_##K(y, x, outer, len, inner, exclusive, reverse); return 0;
+    K_INT_TYPES(CASE_CUM)
+#undef CASE_CUM
+    default: return -1;
+  }
 }

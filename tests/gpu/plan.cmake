@@ -23,4 +23,8 @@ if(TARGET inferd_plan_cuda)
     LIBS inferd_plan_cuda inferd_graph inferd_plan inferd_kernels Threads::Threads ${MATH_LIB})
   set_tests_properties(test_gpu_plan PROPERTIES FIXTURES_REQUIRED gpu_plan_models)
   target_compile_definitions(test_gpu_plan PRIVATE INFERD_GPU_PLAN_MODELS="${_gpu_plan_models}")
+  # the plan's integer arithmetic and the comparisons on every integer type against k_binary/k_compare
+  inferd_gpu_test(test_k_cuda_int
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_k_cuda_int.c
+    LIBS inferd_plan_cuda inferd_kernels_cuda inferd_kernels CUDA::cudart ${MATH_LIB})
 endif()

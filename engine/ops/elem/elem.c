@@ -1,13 +1,19 @@
 // engine/ops/elem/elem.c: the elementwise ops on the CPU, all with numpy
-// broadcasting: Add, Sub, Mul, Div (FP32 and INT64); the activations Relu,
-// LeakyRelu, Sigmoid, Tanh, Erf, Gelu (FP32); Cast between every numeric
-// type; unary math and activations by k_unop (Clip, HardSigmoid, HardSwish,
-// Sqrt, Exp, Neg, Abs, Reciprocal), Pow, variadic Max/Min, the comparisons
-// (Equal, Less, LessOrEqual, Greater, GreaterOrEqual) and bool logic (And,
-// Or, Xor, Not, IsNaN, IsInf) that attention masks are built from, and Where.
-// Int64 is accepted where exporters use the op on shapes (Neg, Abs, Clip,
-// Max, Min, Pow, the comparisons; INT32 too for those). Their CUDA path is
-// elem_cuda.c.
+// broadcasting: Add, Sub, Mul, Div, Mod, Pow, variadic Max/Min; the
+// activations Relu, LeakyRelu, Sigmoid, Tanh, Erf, Gelu (FP32); Cast between
+// every numeric type; unary math and activations by k_unop (Clip,
+// HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs, Sign, Reciprocal), the
+// comparisons (Equal, Less, LessOrEqual, Greater, GreaterOrEqual) and bool
+// logic (And, Or, Xor, Not, IsNaN, IsInf) that attention masks are built
+// from, and Where.
+// Element types: the arithmetic, the comparisons, Neg/Abs/Sign/Clip take
+// every type ONNX defines them for, through the typed kernels of
+// kernels/elem (one body per op family, expanded per type: k_binary,
+// k_compare, k_unary), each (op, type) pair asked of the kernels'
+// k_*_takes at shape inference so a model the kernels cannot run fails at
+// load. FP16, BF16 and FP64 values travel as FP32 inside a plan
+// (eng_ops_cpu_internal_dtype), so their arithmetic is FP32's. Their CUDA
+// path is elem_cuda.c.
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,17 +24,26 @@
 #include "engine/cpu/par.h"
 #include "kernels/k_ref.h"
 
-// --- Add, Sub, Mul, Div (FP32 and INT64, numpy broadcasting)
+// --- Add, Sub, Mul, Div, Mod (every numeric type, numpy broadcasting)
 
+// The kernels' name for a plan's element type, or an error naming the op's type.
+static int kelem(dtype t, k_elem *k, err *e) {
+  if (t == DT_FP16 || eng_ops_elem_of(t, k) != 0)  // FP16 never reaches a CPU kernel
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(t));
+  return 0;
+}
+
+// p->mode is the k_binop (set by the parse functions below).
 static int infer_binary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                         int n_out, err *e) {
-  (void)p, (void)n_in, (void)n_out;
+  (void)n_in, (void)n_out;
   if (in[0].dt != in[1].dt)
     return err_set(e, ERR_INVALID_ARGUMENT, "input types differ: %s vs %s",
                    dtype_wire_name(in[0].dt), dtype_wire_name(in[1].dt));
-  if (in[0].dt != DT_FP32 && in[0].dt != DT_INT64)
-    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
-                   dtype_wire_name(in[0].dt));
+  k_elem k;
+  TRY(kelem(in[0].dt, &k, e));
+  if (!k_binary_takes(k, (k_binop)p->mode))
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(in[0].dt));
   int nd;
   int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
   TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
@@ -40,12 +55,13 @@ static int infer_binary(const eng_op_params *p, const eng_tensor *in, int n_in, 
 // 1 (the dims before it are 1 in every operand, so each part is a
 // contiguous slab of y, and of a and b unless they broadcast along it).
 typedef struct bin_job {
-  float *y;
-  const float *a, *b;
+  char *y;
+  const char *a, *b;
   int nd, d0;
   const int64_t *yd, *ad, *bd;
-  int64_t ys, as, bs;  // elements per index of d0 in y, a, b
+  int64_t ys, as, bs;  // bytes per index of d0 in y, a, b
   k_binop op;
+  k_elem t;
 } bin_job;
 
 static void bin_part(void *ctx, size_t lo, size_t hi) {
@@ -55,7 +71,7 @@ static void bin_part(void *ctx, size_t lo, size_t hi) {
   memcpy(ad, j->ad, (size_t)j->nd * sizeof *ad);
   memcpy(bd, j->bd, (size_t)j->nd * sizeof *bd);
   yd[d] = (int64_t)(hi - lo);
-  const float *a = j->a, *b = j->b;
+  const char *a = j->a, *b = j->b;
   if (ad[d] != 1) {
     ad[d] = yd[d];
     a += l * j->as;
@@ -64,12 +80,16 @@ static void bin_part(void *ctx, size_t lo, size_t hi) {
     bd[d] = yd[d];
     b += l * j->bs;
   }
-  k_binary_f32(j->y + l * j->ys, a, b, j->nd, yd, ad, bd, j->op);
+  if (j->t == K_F32)  // the FP32 path, called as before the other types came
+    k_binary_f32((float *)(void *)(j->y + l * j->ys), (const float *)(const void *)a,
+                 (const float *)(const void *)b, j->nd, yd, ad, bd, j->op);
+  else
+    (void)k_binary(j->y + l * j->ys, a, b, j->t, j->nd, yd, ad, bd, j->op);  // infer asked k_binary_takes
 }
 
-static void binary_f32_par(float *y, const float *a, const float *b, int nd, const int64_t *yd,
-                           const int64_t *ad, const int64_t *bd, k_binop op) {
-  bin_job j = {y, a, b, nd, 0, yd, ad, bd, 1, 1, 1, op};
+static void binary_par(void *y, const void *a, const void *b, k_elem t, size_t esz, int nd,
+                       const int64_t *yd, const int64_t *ad, const int64_t *bd, k_binop op) {
+  bin_job j = {y, a, b, nd, 0, yd, ad, bd, 1, 1, 1, op, t};
   while (j.d0 < nd - 1 && yd[j.d0] == 1) j.d0++;
   for (int i = j.d0 + 1; i < nd; i++) {
     j.ys *= yd[i];
@@ -77,34 +97,28 @@ static void binary_f32_par(float *y, const float *a, const float *b, int nd, con
     j.bs *= bd[i];
   }
   size_t grain = (size_t)((ENG_PAR_GRAIN + j.ys - 1) / (j.ys > 0 ? j.ys : 1));
+  j.ys *= (int64_t)esz;
+  j.as *= (int64_t)esz;
+  j.bs *= (int64_t)esz;
   eng_par_for((size_t)yd[j.d0], grain, bin_part, &j);
 }
 
-static int run_binary(const eng_tensor *in, eng_tensor *out, k_binop op, err *e) {
+static int run_binary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_in, (void)n_out;
   int nd;
   int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  k_elem k;
+  TRY(kelem(in[0].dt, &k, e));
   TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
   if (nd == 0) {  // scalars: one dim of 1 keeps the kernels' loops simple
     nd = 1;
     y[0] = ad[0] = bd[0] = 1;
   }
-  if (in[0].dt == DT_FP32)
-    binary_f32_par(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op);
-  else
-    k_binary_i64(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op);
+  binary_par(out[0].data, in[0].data, in[1].data, k, dtype_size(in[0].dt), nd, y, ad, bd,
+             (k_binop)p->mode);
   return 0;
 }
-
-#define BINARY_RUN(name, op)                                                                   \
-  static int name(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,      \
-                  int n_out, err *e) {                                                         \
-    (void)p, (void)n_in, (void)n_out;                                                          \
-    return run_binary(in, out, op, e);                                                         \
-  }
-BINARY_RUN(run_add, K_ADD)
-BINARY_RUN(run_sub, K_SUB)
-BINARY_RUN(run_mul, K_MUL)
-BINARY_RUN(run_div, K_DIV)
 
 // --- Relu, LeakyRelu, Sigmoid, Tanh, Erf, Gelu (FP32)
 
@@ -155,6 +169,29 @@ UNARY_RUN(run_sigmoid, k_sigmoid(y, x, n))
 UNARY_RUN(run_tanh, k_tanh(y, x, n))
 UNARY_RUN(run_erf, k_erf(y, x, n))
 UNARY_RUN(run_gelu, k_gelu(y, x, n, p->approximate))
+
+// Relu takes the signed integers too (opset 14): max(x, 0) by the integer
+// kernel, against a zero scalar (eight zero bytes are 0 in every width).
+static int infer_relu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  dtype t = in[0].dt;
+  if (t != DT_INT8 && t != DT_INT16 && t != DT_INT32 && t != DT_INT64)
+    return eng_ops__infer_same_f32(p, in, n_in, out, n_out, e);
+  op_set_out(&out[0], t, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_relu_any(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e) {
+  if (in[0].dt == DT_FP32) return run_relu(p, in, n_in, out, n_out, e);
+  static const uint64_t zero = 0;
+  k_elem k;
+  TRY(kelem(in[0].dt, &k, e));
+  int64_t n = (int64_t)op_numel(&in[0]), one = 1;
+  if (k_binary(out[0].data, in[0].data, &zero, k, 1, &n, &n, &one, K_MAX) != 0)
+    return err_set(e, ERR_INTERNAL, "no Relu of %s", dtype_wire_name(in[0].dt));
+  return 0;
+}
 
 // --- Cast
 
@@ -240,12 +277,13 @@ static int run_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_
 
 // --- unary math and activations by k_unop
 
-static int is_num(dtype t) { return t == DT_FP32 || t == DT_INT64; }
-
+// FP32 takes every k_unop (k_unary_f32); integers what k_unary_takes says.
 static int infer_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                        int n_out, err *e) {
-  (void)p, (void)n_out;
-  if (!is_num(in[0].dt))
+  (void)n_out;
+  k_elem k;
+  TRY(kelem(in[0].dt, &k, e));
+  if (k != K_F32 && !k_unary_takes(k, (k_unop)p->mode))
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
                    dtype_wire_name(in[0].dt));
   for (int k = 1; k < n_in; k++) {  // Clip's bounds: scalars of the input's type
@@ -282,13 +320,15 @@ static void unary_part(void *ctx, size_t lo, size_t hi) {
 // its parameters, or Clip's attribute bounds before opset 11.
 static int run_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                      int n_out, err *e) {
-  (void)n_out, (void)e;
+  (void)n_out;
   size_t n = op_numel(&in[0]);
-  if (in[0].dt == DT_INT64) {
-    int64_t lo = INT64_MIN, hi = INT64_MAX;
-    if (op_given(in, n_in, 1)) lo = *(const int64_t *)in[1].data;
-    if (op_given(in, n_in, 2)) hi = *(const int64_t *)in[2].data;
-    k_unary_i64(out[0].data, in[0].data, n, (k_unop)p->mode, lo, hi);
+  if (in[0].dt != DT_FP32) {  // an integer type infer_unary checked
+    k_elem k;
+    TRY(kelem(in[0].dt, &k, e));
+    const void *lo = op_given(in, n_in, 1) ? in[1].data : NULL;
+    const void *hi = op_given(in, n_in, 2) ? in[2].data : NULL;
+    if (k_unary(out[0].data, in[0].data, k, n, (k_unop)p->mode, lo, hi) != 0)
+      return err_set(e, ERR_INTERNAL, "no %s kernel for this op", dtype_wire_name(in[0].dt));
     return 0;
   }
   unary_job j = {out[0].data, in[0].data, (k_unop)p->mode, p->alpha, p->beta};
@@ -308,6 +348,7 @@ PARSE_UNOP(parse_sqrt, K_SQRT)
 PARSE_UNOP(parse_exp, K_EXP)
 PARSE_UNOP(parse_neg, K_NEG)
 PARSE_UNOP(parse_abs, K_ABS)
+PARSE_UNOP(parse_sign, K_SIGN)
 PARSE_UNOP(parse_recip, K_RECIP)
 PARSE_UNOP(parse_hard_swish, K_HARD_SWISH)
 
@@ -351,9 +392,23 @@ static int parse_binop(const eng_node *n, eng_op_params *p, int op) {
     (void)g, (void)opset, (void)e;                                                              \
     return parse_binop(n, p, op);                                                               \
   }
+PARSE_BINOP(parse_add, K_ADD)
+PARSE_BINOP(parse_sub, K_SUB)
+PARSE_BINOP(parse_mul, K_MUL)
+PARSE_BINOP(parse_div, K_DIV)
 PARSE_BINOP(parse_pow, K_POW)
 PARSE_BINOP(parse_max, K_MAX)
 PARSE_BINOP(parse_min, K_MIN)
+
+// Mod: fmod=0 (the default) takes the divisor's sign, integers only; fmod=1
+// the dividend's (C's % and fmod).
+static int parse_mod(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  int64_t f = op_attr_int(n, "fmod", 0);
+  if (f != 0 && f != 1) return err_set(e, ERR_INVALID_ARGUMENT, "fmod must be 0 or 1, got %lld", (long long)f);
+  p->mode = f ? K_FMOD : K_MOD;
+  return 0;
+}
 
 // Broadcast shape of all inputs (variadic Max/Min, Where's three).
 static int bcast_all(const eng_tensor *in, int n_in, eng_tensor *y, err *e) {
@@ -375,7 +430,9 @@ static int infer_variadic(const eng_op_params *p, const eng_tensor *in, int n_in
     if (in[k].dt != in[0].dt)
       return err_set(e, ERR_INVALID_ARGUMENT, "input %d is %s, input 0 %s", k,
                      dtype_wire_name(in[k].dt), dtype_wire_name(in[0].dt));
-  if (!is_num(in[0].dt))
+  k_elem k;
+  TRY(kelem(in[0].dt, &k, e));
+  if (!k_binary_takes(k, (k_binop)p->mode))
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
                    dtype_wire_name(in[0].dt));
   eng_tensor y;
@@ -389,52 +446,19 @@ static int infer_variadic(const eng_op_params *p, const eng_tensor *in, int n_in
 // operand (read before written at the same index).
 static int run_variadic(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                         int n_out, err *e) {
-  (void)n_out, (void)e;
+  (void)n_out;
   int nd = out[0].ndims > 0 ? out[0].ndims : 1;
   int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  k_elem t;
+  TRY(kelem(in[0].dt, &t, e));
   op_pad_dims(&out[0], nd, yd);
   for (int k = 0; k < (n_in > 1 ? n_in - 1 : 1); k++) {
     const eng_tensor *a = k == 0 ? &in[0] : &out[0], *b = n_in > 1 ? &in[k + 1] : &in[0];
     op_pad_dims(a, nd, ad);
     op_pad_dims(b, nd, bd);
-    if (in[0].dt == DT_FP32)
-      k_binary_f32(out[0].data, a->data, b->data, nd, yd, ad, bd, (k_binop)p->mode);
-    else
-      k_binary_i64(out[0].data, a->data, b->data, nd, yd, ad, bd, (k_binop)p->mode);
+    if (k_binary(out[0].data, a->data, b->data, t, nd, yd, ad, bd, (k_binop)p->mode) != 0)
+      return err_set(e, ERR_INTERNAL, "no %s kernel for this op", dtype_wire_name(in[0].dt));
   }
-  return 0;
-}
-
-static int infer_pow(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
-                     int n_out, err *e) {
-  if (in[0].dt != in[1].dt)
-    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Pow of %s by a %s exponent",
-                   dtype_wire_name(in[0].dt), dtype_wire_name(in[1].dt));
-  return infer_variadic(p, in, n_in, out, n_out, e);
-}
-
-// --- comparisons and logic: bool results
-
-PARSE_BINOP(parse_eq, K_EQ)
-PARSE_BINOP(parse_lt, K_LT)
-PARSE_BINOP(parse_le, K_LE)
-PARSE_BINOP(parse_gt, K_GT)
-PARSE_BINOP(parse_ge, K_GE)
-
-// Equal, Less, LessOrEqual, Greater, GreaterOrEqual: FP32 (every float
-// width inside a plan), INT64 and INT32; Equal also on BOOL.
-static int infer_compare(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
-                         int n_out, err *e) {
-  (void)n_out;
-  dtype t = in[0].dt;
-  if (in[1].dt != t)
-    return err_set(e, ERR_INVALID_ARGUMENT, "inputs differ in type: %s vs %s", dtype_wire_name(t),
-                   dtype_wire_name(in[1].dt));
-  if (t != DT_FP32 && t != DT_INT64 && t != DT_INT32 && !(t == DT_BOOL && p->mode == K_EQ))
-    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(t));
-  eng_tensor y;
-  TRY(bcast_all(in, n_in, &y, e));
-  op_set_out(&out[0], DT_BOOL, y.ndims, y.dims);
   return 0;
 }
 
@@ -447,19 +471,80 @@ static int pad3(const eng_tensor *in, const eng_tensor *y, int64_t *yd, int64_t 
   return nd;
 }
 
-static int run_compare(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
-                       int n_out, err *e) {
-  (void)n_in, (void)n_out, (void)e;
+// Pow's base and exponent may differ in type (ONNX's T and T1): the result
+// has the base's.
+static int infer_pow(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                     int n_out, err *e) {
+  if (in[0].dt == in[1].dt) return infer_variadic(p, in, n_in, out, n_out, e);
+  k_elem ka = K_F32, kb = K_F32;
+  TRY(kelem(in[0].dt, &ka, e));
+  TRY(kelem(in[1].dt, &kb, e));
+  if (!k_binary_takes(ka, K_POW) || !k_binary_takes(kb, K_POW))
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Pow of %s by a %s exponent",
+                   dtype_wire_name(in[0].dt), dtype_wire_name(in[1].dt));
+  eng_tensor y;
+  TRY(bcast_all(in, n_in, &y, e));
+  op_set_out(&out[0], in[0].dt, y.ndims, y.dims);
+  return 0;
+}
+
+static int run_pow(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                   int n_out, err *e) {
+  if (in[0].dt == in[1].dt) return run_variadic(p, in, n_in, out, n_out, e);
+  k_elem ka = K_F32, kb = K_F32;
+  TRY(kelem(in[0].dt, &ka, e));
+  TRY(kelem(in[1].dt, &kb, e));
   int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
   int nd = pad3(in, &out[0], yd, ad, bd);
-  k_cmpop op = (k_cmpop)p->mode;
-  uint8_t *y = out[0].data;
-  switch (in[0].dt) {
-    case DT_FP32: k_compare_f32(y, in[0].data, in[1].data, nd, yd, ad, bd, op); break;
-    case DT_INT64: k_compare_i64(y, in[0].data, in[1].data, nd, yd, ad, bd, op); break;
-    case DT_INT32: k_compare_i32(y, in[0].data, in[1].data, nd, yd, ad, bd, op); break;
-    default: k_logic(y, in[0].data, in[1].data, nd, yd, ad, bd, K_XNOR); break;  // BOOL Equal
+  if (k_pow_mixed(out[0].data, in[0].data, ka, in[1].data, kb, nd, yd, ad, bd) != 0)
+    return err_set(e, ERR_INTERNAL, "no Pow kernel for %s by %s", dtype_wire_name(in[0].dt),
+                   dtype_wire_name(in[1].dt));
+  return 0;
+}
+
+// --- comparisons and logic: bool results
+
+PARSE_BINOP(parse_eq, K_EQ)
+PARSE_BINOP(parse_lt, K_LT)
+PARSE_BINOP(parse_le, K_LE)
+PARSE_BINOP(parse_gt, K_GT)
+PARSE_BINOP(parse_ge, K_GE)
+
+// Equal, Less, LessOrEqual, Greater, GreaterOrEqual: every numeric type
+// (FP32 stands for every float width inside a plan); Equal also on BOOL.
+static int infer_compare(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_out;
+  dtype t = in[0].dt;
+  if (in[1].dt != t)
+    return err_set(e, ERR_INVALID_ARGUMENT, "inputs differ in type: %s vs %s", dtype_wire_name(t),
+                   dtype_wire_name(in[1].dt));
+  k_elem k;
+  if (!(t == DT_BOOL && p->mode == K_EQ)) {
+    TRY(kelem(t, &k, e));
+    if (k == K_BOOL)
+      return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(t));
   }
+  eng_tensor y;
+  TRY(bcast_all(in, n_in, &y, e));
+  op_set_out(&out[0], DT_BOOL, y.ndims, y.dims);
+  return 0;
+}
+
+static int run_compare(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  int nd = pad3(in, &out[0], yd, ad, bd);
+  uint8_t *y = out[0].data;
+  if (in[0].dt == DT_BOOL) {  // Equal
+    k_logic(y, in[0].data, in[1].data, nd, yd, ad, bd, K_XNOR);
+    return 0;
+  }
+  k_elem k;
+  TRY(kelem(in[0].dt, &k, e));
+  if (k_compare(y, in[0].data, in[1].data, k, nd, yd, ad, bd, (k_cmpop)p->mode) != 0)
+    return err_set(e, ERR_INTERNAL, "no %s comparison kernel", dtype_wire_name(in[0].dt));
   return 0;
 }
 
@@ -575,11 +660,12 @@ static int run_where(const eng_op_params *p, const eng_tensor *in, int n_in, eng
 // --- table
 
 const eng_op_def eng_ops__elem[] = {
-    {"Add", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_binary, run_add, 0, NULL, NULL},
-    {"Sub", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_binary, run_sub, 0, NULL, NULL},
-    {"Mul", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_binary, run_mul, 0, NULL, NULL},
-    {"Div", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_binary, run_div, 0, NULL, NULL},
-    {"Relu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_relu, 0, NULL, NULL},
+    {"Add", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_add, infer_binary, run_binary, 0, NULL, NULL},
+    {"Sub", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sub, infer_binary, run_binary, 0, NULL, NULL},
+    {"Mul", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_mul, infer_binary, run_binary, 0, NULL, NULL},
+    {"Div", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_div, infer_binary, run_binary, 0, NULL, NULL},
+    {"Mod", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_mod, infer_binary, run_binary, 0, NULL, NULL},
+    {"Relu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_relu, run_relu_any, 0, NULL, NULL},
     {"LeakyRelu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_leaky, eng_ops__infer_same_f32, run_leaky, 0, NULL, NULL},
     {"Sigmoid", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_sigmoid, 0, NULL, NULL},
     {"Tanh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_tanh, 0, NULL, NULL},
@@ -594,7 +680,8 @@ const eng_op_def eng_ops__elem[] = {
     {"Reciprocal", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_recip, infer_unary_f32, run_unary, 0, NULL, NULL},
     {"Neg", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_neg, infer_unary, run_unary, 0, NULL, NULL},
     {"Abs", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_abs, infer_unary, run_unary, 0, NULL, NULL},
-    {"Pow", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_pow, infer_pow, run_variadic, 0, NULL, NULL},
+    {"Sign", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sign, infer_unary, run_unary, 0, NULL, NULL},
+    {"Pow", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_pow, infer_pow, run_pow, 0, NULL, NULL},
     {"Max", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_max, infer_variadic, run_variadic, 0, NULL, NULL},
     {"Min", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_min, infer_variadic, run_variadic, 0, NULL, NULL},
     {"Equal", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_eq, infer_compare, run_compare, 0, NULL, NULL},

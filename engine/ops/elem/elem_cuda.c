@@ -1,14 +1,15 @@
 // engine/ops/elem/elem_cuda.c: the elementwise op family (engine/ops/elem/elem.c) on the CUDA
 // plan. Add, Sub, Mul, Div with broadcasting through kernels/elem/k_binary.cu (FP32,
-// FP16) and the plan's int64 kernel; Relu, LeakyRelu, Sigmoid, Tanh, Erf,
+// FP16) and the plan's integer kernel (every width, eng_pk_binary_int_cuda); Mod has no
+// CUDA entry (a model using it fails to load on a GPU instance, naming the op); Relu, LeakyRelu, Sigmoid, Tanh, Erf,
 // Gelu through their FP32 and FP16 kernels; Cast through the plan's cast
 // kernel (narrow float targets rounded to their precision).
-// HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs and Reciprocal through
+// HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs, Sign and Reciprocal through
 // the k_unop kernels (kernels/elem/k_unop.cu), one launcher for FP32 and FP16 storage.
 // Clip too: its bounds (attributes before opset 11, constant inputs from
 // 11; ReLU6 is Clip(x, 0, 6)) are read once at init from the graph, since
 // the plan's copy of a constant lives on the device. Pow and the variadic
-// Max/Min through kernels/elem/k_binary.cu (FP32, FP16) and the plan's int64 kernel,
+// Max/Min through kernels/elem/k_binary.cu (FP32, FP16) and the plan's integer kernel,
 // the comparisons (Equal, Less, LessOrEqual, Greater, GreaterOrEqual)
 // through k_compare_cuda (bool out; BOOL Equal as k_logic_cuda's XNOR),
 // And/Or/Xor through k_logic_cuda, Not/IsNaN/IsInf through k_boolop_cuda,
@@ -23,7 +24,19 @@
 #include "engine/cuda/plan_cuda_internal.h"
 #include "engine/cuda/plan_cuda_k.h"
 
-// --- Add, Sub, Mul, Div (FP32, FP16, INT64) and the activations (FP32, FP16)
+// --- Add, Sub, Mul, Div (FP32, FP16, every integer type) and the activations (FP32, FP16)
+
+// y = a op b over nd dims (y's, a's, b's), by the element type: the float
+// kernels, or the plan's one integer kernel for every integer width.
+static int binary_typed(cuda_ctx *c, dtype t, void *y, const void *a, const void *b, int nd,
+                        const int64_t *yd, const int64_t *ad, const int64_t *bd, k_binop op, err *e) {
+  k_elem k;
+  if (t == DT_FP32) return k_binary_f32_cuda(y, a, b, nd, yd, ad, bd, op, c->stream, e);
+  if (t == DT_FP16) return k_binary_f16_cuda(y, a, b, nd, yd, ad, bd, op, c->stream, e);
+  if (t != DT_BOOL && t != DT_FP64 && eng_ops_elem_of(t, &k) == 0)
+    return eng_pk_binary_int_cuda(y, a, b, k, nd, yd, ad, bd, op, c->stream, e);
+  return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op", dtype_wire_name(t));
+}
 
 static int run_binary(cuda_ctx *c, const eng_tensor *in, eng_tensor *out, k_binop op, err *e) {
   int nd;
@@ -33,12 +46,7 @@ static int run_binary(cuda_ctx *c, const eng_tensor *in, eng_tensor *out, k_bino
     nd = 1;
     y[0] = ad[0] = bd[0] = 1;
   }
-  if (in[0].dt == DT_FP32)
-    return k_binary_f32_cuda(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op, c->stream, e);
-  if (in[0].dt == DT_FP16)
-    return k_binary_f16_cuda(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op, c->stream, e);
-  return eng_pk_binary_i64_cuda(out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op, c->stream,
-                                e);
+  return binary_typed(c, in[0].dt, out[0].data, in[0].data, in[1].data, nd, y, ad, bd, op, e);
 }
 
 #define BINARY_RUN(name, op)                                                                   \
@@ -58,6 +66,9 @@ BINARY_RUN(run_div, K_DIV)
                   eng_tensor *out, int n_out, err *e) {                                         \
     (void)p, (void)n_in, (void)n_out;                                                           \
     size_t n = op_numel(&in[0]);                                                                \
+    if (in[0].dt != DT_FP32 && in[0].dt != DT_FP16) /* Relu of an integer type */              \
+      return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op",        \
+                     dtype_wire_name(in[0].dt));                                                \
     if (in[0].dt == DT_FP16) {                                                                  \
       uint16_t *y = out[0].data;                                                                \
       const uint16_t *x = in[0].data;                                                           \
@@ -173,14 +184,7 @@ static bdims bdims_of(const eng_tensor *out, const eng_tensor *a, const eng_tens
 static int binop(cuda_ctx *c, void *y, const eng_tensor *a, const eng_tensor *b,
                  const eng_tensor *out, k_binop op, err *e) {
   bdims d = bdims_of(out, a, b);
-  switch (out->dt) {
-    case DT_FP32: return k_binary_f32_cuda(y, a->data, b->data, d.nd, d.y, d.a, d.b, op, c->stream, e);
-    case DT_FP16: return k_binary_f16_cuda(y, a->data, b->data, d.nd, d.y, d.a, d.b, op, c->stream, e);
-    case DT_INT64: return eng_pk_binary_i64_cuda(y, a->data, b->data, d.nd, d.y, d.a, d.b, op, c->stream, e);
-    default:
-      return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op",
-                     dtype_wire_name(out->dt));
-  }
+  return binary_typed(c, out->dt, y, a->data, b->data, d.nd, d.y, d.a, d.b, op, e);
 }
 
 // engine/ops/elem/elem.c's run_variadic: y = op(in0, in1), then y = op(y, in_k). Every
@@ -197,6 +201,10 @@ static int variadic_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
       CUDA_TRY(e, cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice, c->stream));
     return 0;
   }
+  for (int k = 0; k < n_in; k++)  // a Pow by an exponent of another type (ONNX's T1) has no kernel here
+    if (in[k].dt != out[0].dt)
+      return err_set(e, ERR_UNIMPLEMENTED, "%s by a %s operand has no CUDA kernel",
+                     dtype_wire_name(out[0].dt), dtype_wire_name(in[k].dt));
   for (int k = 0; k + 1 < n_in; k++)
     TRY(binop(c, out[0].data, k == 0 ? &in[0] : &out[0], &in[k + 1], &out[0], (k_binop)p->mode, e));
   return 0;
@@ -208,19 +216,11 @@ static int compare_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in
   (void)n_in, (void)n_out;
   bdims d = bdims_of(&out[0], &in[0], &in[1]);
   k_elem et;
-  switch (in[0].dt) {
-    case DT_FP32: et = K_F32; break;
-    case DT_FP16: et = K_F16; break;
-    case DT_INT64: et = K_I64; break;
-    case DT_INT32: et = K_I32; break;
-    case DT_BOOL:
-      if (p->mode == K_EQ)
-        return k_logic_cuda(out[0].data, in[0].data, in[1].data, d.nd, d.y, d.a, d.b, K_XNOR, c->stream, e);
-      // fall through
-    default:
-      return err_set(e, ERR_UNIMPLEMENTED, "comparing %s tensors has no CUDA kernel",
-                     dtype_wire_name(in[0].dt));
-  }
+  if (in[0].dt == DT_BOOL && p->mode == K_EQ)
+    return k_logic_cuda(out[0].data, in[0].data, in[1].data, d.nd, d.y, d.a, d.b, K_XNOR, c->stream, e);
+  if (in[0].dt == DT_BOOL || in[0].dt == DT_FP64 || eng_ops_elem_of(in[0].dt, &et) != 0)
+    return err_set(e, ERR_UNIMPLEMENTED, "comparing %s tensors has no CUDA kernel",
+                   dtype_wire_name(in[0].dt));
   return k_compare_cuda(out[0].data, in[0].data, in[1].data, et, d.nd, d.y, d.a, d.b, (k_cmpop)p->mode,
                         c->stream, e);
 }
@@ -299,6 +299,7 @@ const cuda_op eng_cuda__elem_ops[] = {
     UNOP("Exp"),
     UNOP("Neg"),
     UNOP("Abs"),
+    UNOP("Sign"),
     UNOP("Reciprocal"),
     {.op_type = "Clip", .run = clip_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE,
      .init = clip_init, .destroy = free},

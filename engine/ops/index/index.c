@@ -658,16 +658,31 @@ static int run_const_of_shape(const eng_op_params *p, const eng_tensor *in, int 
 
 // --- Range
 
+// ONNX's Range types: FP32 (every float width inside a plan) and the
+// signed integers INT16, INT32, INT64.
+static int range_int(dtype t, k_elem *k) {
+  if (t != DT_INT64 && t != DT_INT32 && t != DT_INT16) return -1;
+  return eng_ops_elem_of(t, k);
+}
+
+// An integer scalar of type k, exact.
+static int64_t range_scalar(const eng_tensor *t, k_elem k) {
+  int64_t v;
+  k_cast(&v, K_I64, t->data, k, 1);
+  return v;
+}
+
 static int range_count(const eng_tensor *in, int64_t *count, err *e) {
   dtype t = in[0].dt;
-  if (t != DT_FP32 && t != DT_INT64 && t != DT_INT32)
+  k_elem k = K_F32;
+  if (t != DT_FP32 && range_int(t, &k) != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(t));
-  for (int k = 0; k < 3; k++) {
-    if (in[k].dt != t || op_numel(&in[k]) != 1)
+  for (int i = 0; i < 3; i++) {
+    if (in[i].dt != t || op_numel(&in[i]) != 1)
       return err_set(e, ERR_INVALID_ARGUMENT, "start, limit and delta must be %s scalars",
                      dtype_wire_name(t));
-    if (!in[k].data)
-      return err_set(e, ERR_INVALID_ARGUMENT, "input %d is not known when planning", k);
+    if (!in[i].data)
+      return err_set(e, ERR_INVALID_ARGUMENT, "input %d is not known when planning", i);
   }
   if (t == DT_FP32) {
     double s = eng_ops__scalar(&in[0]), l = eng_ops__scalar(&in[1]), d = eng_ops__scalar(&in[2]);
@@ -678,13 +693,8 @@ static int range_count(const eng_tensor *in, int64_t *count, err *e) {
     *count = c > 0 ? (int64_t)c : 0;
     return 0;
   }
-  int64_t s = (int64_t)eng_ops__scalar(&in[0]), l = (int64_t)eng_ops__scalar(&in[1]);
-  int64_t d = (int64_t)eng_ops__scalar(&in[2]);
-  if (t == DT_INT64) {  // exact, without the double's 53 bits
-    s = *(const int64_t *)in[0].data;
-    l = *(const int64_t *)in[1].data;
-    d = *(const int64_t *)in[2].data;
-  }
+  // exact, without the double's 53 bits
+  int64_t s = range_scalar(&in[0], k), l = range_scalar(&in[1], k), d = range_scalar(&in[2], k);
   if (d == 0) return err_set(e, ERR_INVALID_ARGUMENT, "delta is 0");
   uint64_t span = d > 0 ? (l > s ? (uint64_t)l - (uint64_t)s : 0)
                         : (s > l ? (uint64_t)s - (uint64_t)l : 0);
@@ -705,20 +715,26 @@ static int infer_range(const eng_op_params *p, const eng_tensor *in, int n_in, e
   return 0;
 }
 
-// Accumulates like ONNX Runtime (value += delta), so FP32 results match bit for bit.
+// Accumulates like ONNX Runtime (value += delta), so FP32 results match bit
+// for bit; integers in uint64_t, each value narrowed to the type (k_cast
+// wraps), which the count keeps in range.
 static int run_range(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                      int n_out, err *e) {
-  (void)p, (void)n_in, (void)n_out, (void)e;
+  (void)p, (void)n_in, (void)n_out;
   size_t n = op_numel(&out[0]);
+  k_elem k;
   if (in[0].dt == DT_FP32) {
     float v = *(const float *)in[0].data, d = *(const float *)in[2].data;
     for (size_t i = 0; i < n; i++, v += d) ((float *)out[0].data)[i] = v;
-  } else if (in[0].dt == DT_INT64) {
-    uint64_t v = (uint64_t) * (const int64_t *)in[0].data, d = (uint64_t) * (const int64_t *)in[2].data;
-    for (size_t i = 0; i < n; i++, v += d) ((int64_t *)out[0].data)[i] = (int64_t)v;
+  } else if (range_int(in[0].dt, &k) == 0) {
+    uint64_t v = (uint64_t)range_scalar(&in[0], k), d = (uint64_t)range_scalar(&in[2], k);
+    size_t esz = dtype_size(in[0].dt);
+    for (size_t i = 0; i < n; i++, v += d) {
+      int64_t x = (int64_t)v;
+      k_cast((char *)out[0].data + i * esz, k, &x, K_I64, 1);
+    }
   } else {
-    uint32_t v = (uint32_t) * (const int32_t *)in[0].data, d = (uint32_t) * (const int32_t *)in[2].data;
-    for (size_t i = 0; i < n; i++, v += d) ((int32_t *)out[0].data)[i] = (int32_t)v;
+    return err_set(e, ERR_INTERNAL, "no Range of %s", dtype_wire_name(in[0].dt));
   }
   return 0;
 }

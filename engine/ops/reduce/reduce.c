@@ -1,5 +1,5 @@
 // engine/ops/reduce/reduce.c: ReduceMean/ReduceSum/ReduceMax/ReduceMin over a set
-// of axes (k_reduce_f32). Axes are an attribute before opset 18 (ReduceSum:
+// of axes (k_reduce: FP32, every float width inside a plan, and every integer type). Axes are an attribute before opset 18 (ReduceSum:
 // 13) and an optional input after, read at shape inference (host_in).
 // CumSum, the running sum along one axis, lives here too.
 #include <string.h>
@@ -58,7 +58,9 @@ static int reduce_mask(const eng_op_params *p, const eng_tensor *in, int n_in, i
 static int infer_reduce(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                         int n_out, err *e) {
   (void)n_out;
-  TRY(eng_ops__need_f32(&in[0], "data", e));
+  k_elem t;
+  if (in[0].dt == DT_FP16 || in[0].dt == DT_BOOL || eng_ops_elem_of(in[0].dt, &t) != 0 || t == K_F64)
+    return err_set(e, ERR_INVALID_ARGUMENT, "data has unsupported element type %s", dtype_wire_name(in[0].dt));
   int mask[ENG_MAX_DIMS], noop, r = in[0].ndims, k = 0;
   TRY(reduce_mask(p, in, n_in, mask, &noop, e));
   int64_t y[ENG_MAX_DIMS];
@@ -68,7 +70,7 @@ static int infer_reduce(const eng_op_params *p, const eng_tensor *in, int n_in, 
     if (mask[d] && in[0].dims[d] == 0 && p->mode != K_RSUM && p->mode != K_RMEAN)
       return err_set(e, ERR_INVALID_ARGUMENT, "cannot reduce an empty dim %d with max/min", d);
   }
-  op_set_out(&out[0], DT_FP32, k, y);
+  op_set_out(&out[0], in[0].dt, k, y);
   return 0;
 }
 
@@ -79,11 +81,15 @@ static int run_reduce(const eng_op_params *p, const eng_tensor *in, int n_in, en
   TRY(reduce_mask(p, in, n_in, mask, &noop, e));
   size_t n = op_numel(&in[0]);
   if (noop) {
-    if (n && out[0].data != in[0].data) memcpy(out[0].data, in[0].data, n * sizeof(float));
+    if (n && out[0].data != in[0].data) memcpy(out[0].data, in[0].data, n * dtype_size(in[0].dt));
     return 0;
   }
-  if (op_numel(&out[0]))
-    k_reduce_f32(out[0].data, in[0].data, in[0].ndims, in[0].dims, mask, (k_redop)p->mode);
+  k_elem t;
+  if (eng_ops_elem_of(in[0].dt, &t) != 0)
+    return err_set(e, ERR_INTERNAL, "no reduction of %s", dtype_wire_name(in[0].dt));
+  if (op_numel(&out[0]) && k_reduce(out[0].data, in[0].data, t, in[0].ndims, in[0].dims, mask,
+                                    (k_redop)p->mode) != 0)
+    return err_set(e, ERR_INTERNAL, "no reduction of %s", dtype_wire_name(in[0].dt));
   return 0;
 }
 
@@ -110,7 +116,8 @@ static int infer_cumsum(const eng_op_params *p, const eng_tensor *in, int n_in, 
                         int n_out, err *e) {
   (void)p, (void)n_in, (void)n_out;
   dtype t = in[0].dt;
-  if (t != DT_FP32 && t != DT_INT64 && t != DT_INT32)
+  k_elem k;
+  if (t == DT_FP16 || t == DT_BOOL || eng_ops_elem_of(t, &k) != 0 || k == K_F64)
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(t));
   if (in[0].ndims < 1) return err_set(e, ERR_INVALID_ARGUMENT, "x must have rank >= 1");
   int64_t ax;
@@ -127,17 +134,10 @@ static int run_cumsum(const eng_op_params *p, const eng_tensor *in, int n_in, en
   int r = in[0].ndims;
   size_t outer = (size_t)op_prod(in[0].dims, 0, (int)ax), len = (size_t)in[0].dims[ax];
   size_t inner = (size_t)op_prod(in[0].dims, (int)ax + 1, r);
-  switch (in[0].dt) {
-    case DT_FP32:
-      k_cumsum_f32(out[0].data, in[0].data, outer, len, inner, p->exclusive, p->reverse);
-      break;
-    case DT_INT64:
-      k_cumsum_i64(out[0].data, in[0].data, outer, len, inner, p->exclusive, p->reverse);
-      break;
-    default:
-      k_cumsum_i32(out[0].data, in[0].data, outer, len, inner, p->exclusive, p->reverse);
-      break;
-  }
+  k_elem k;
+  if (eng_ops_elem_of(in[0].dt, &k) != 0 ||
+      k_cumsum(out[0].data, in[0].data, k, outer, len, inner, p->exclusive, p->reverse) != 0)
+    return err_set(e, ERR_INTERNAL, "no CumSum of %s", dtype_wire_name(in[0].dt));
   return 0;
 }
 

@@ -79,7 +79,8 @@ int eng_ops__pad_dims(const eng_op_params *p, const eng_tensor *in, int n_in, in
 static int infer_pad(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                      int n_out, err *e) {
   (void)n_out;
-  if (in[0].dt != DT_FP32 && in[0].dt != DT_INT64 && in[0].dt != DT_INT32)
+  k_elem k;  // Pad moves bytes: any fixed-size type (the value attribute before opset 11 is cast to it)
+  if (eng_ops_elem_of(in[0].dt, &k) != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
                    dtype_wire_name(in[0].dt));
   if (op_given(in, n_in, 2) && (in[2].dt != in[0].dt || op_numel(&in[2]) != 1))
@@ -98,8 +99,9 @@ static int run_pad(const eng_op_params *p, const eng_tensor *in, int n_in, eng_t
   TRY(eng_ops__pad_dims(p, in, n_in, b, en, y, e));
   uint8_t value[8] = {0};
   size_t esz = dtype_size(in[0].dt);
+  k_elem k;
   if (op_given(in, n_in, 2)) memcpy(value, in[2].data, esz);
-  else if (in[0].dt == DT_FP32) memcpy(value, &p->alpha, sizeof p->alpha);
+  else if (eng_ops_elem_of(in[0].dt, &k) == 0) k_cast(value, k, &p->alpha, K_F32, 1);
   if (!op_numel(&out[0])) return 0;
   if (in[0].ndims == 0) memcpy(out[0].data, in[0].data, esz);
   else k_pad(out[0].data, in[0].data, esz, in[0].ndims, in[0].dims, b, y, (k_padmode)p->mode, value);

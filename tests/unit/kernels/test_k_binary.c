@@ -4,6 +4,7 @@
 // and overflow rules; empty outputs; comparisons (every k_cmpop, three
 // element types, NaN) and bool logic against the same naive reference.
 #include <stdint.h>
+#include <stdio.h>
 
 #include "check.h"
 #include "kernels/k_ref.h"
@@ -24,6 +25,8 @@ static double ref_op(double a, double b, k_binop op) {
     case K_POW: return pow(a, b);
     case K_MAX: return a > b ? a : b;
     case K_MIN: return a < b ? a : b;
+    case K_FMOD: return fmod(a, b);
+    case K_MOD: break;
   }
   return 0;
 }
@@ -264,7 +267,168 @@ static void test_compare_logic(void) {
   for (int i = 0; i < 6; i++) CHECK_EQ_INT(y[i], want[i]);
 }
 
+// --- every integer type through k_binary, k_compare (and k_unary in
+// test_k_unary.c): each op on values around the type's edges, broadcast
+// [4,6] op [6] and [4,1], against a reference in __int128 that wraps the
+// exact result to the type's width; the k_elem's width and signedness come
+// from a table the kernels do not use.
+typedef struct ity {
+  k_elem k;
+  int bits, sgn;
+  const char *name;
+} ity;
+static const ity ITYPES[] = {{K_I8, 8, 1, "i8"},    {K_I16, 16, 1, "i16"}, {K_I32, 32, 1, "i32"},
+                             {K_I64, 64, 1, "i64"}, {K_U8, 8, 0, "u8"},    {K_U16, 16, 0, "u16"},
+                             {K_U32, 32, 0, "u32"}, {K_U64, 64, 0, "u64"}};
+
+typedef __int128 i128;
+
+// v reduced modulo 2^bits into the type's range
+static i128 wrap(const ity *t, i128 v) {
+  unsigned __int128 m = (unsigned __int128)1 << t->bits, u = (unsigned __int128)v % m;
+  if (t->bits == 64) u = (uint64_t)v;  // (1 << 64) fits, but keep the common case exact
+  i128 r = (i128)u;
+  if (t->sgn && r >= (i128)(m >> 1)) r -= (i128)m;
+  return r;
+}
+
+static void put(const ity *t, void *buf, size_t i, i128 v) {
+  v = wrap(t, v);
+  switch (t->bits) {
+    case 8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case 16: ((uint16_t *)buf)[i] = (uint16_t)v; break;
+    case 32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+    default: ((uint64_t *)buf)[i] = (uint64_t)v; break;
+  }
+}
+
+static i128 get(const ity *t, const void *buf, size_t i) {
+  uint64_t u;
+  switch (t->bits) {
+    case 8: u = ((const uint8_t *)buf)[i]; break;
+    case 16: u = ((const uint16_t *)buf)[i]; break;
+    case 32: u = ((const uint32_t *)buf)[i]; break;
+    default: u = ((const uint64_t *)buf)[i]; break;
+  }
+  return wrap(t, (i128)u);
+}
+
+static i128 ref_int(const ity *t, i128 a, i128 b, k_binop op) {
+  switch (op) {
+    case K_ADD: return wrap(t, a + b);
+    case K_SUB: return wrap(t, a - b);
+    case K_MUL: return wrap(t, (i128)((unsigned __int128)a * (unsigned __int128)b));
+    case K_DIV: return b == 0 ? 0 : wrap(t, a / b);  // C truncates toward zero
+    case K_FMOD: return b == 0 ? 0 : a % b;
+    case K_MOD: {
+      if (b == 0) return 0;
+      i128 r = a % b;
+      return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+    }
+    case K_POW: {
+      if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
+      unsigned __int128 r = 1;
+      for (i128 k = 0; k < b; k++) r = (uint64_t)(r * (unsigned __int128)(uint64_t)a);
+      return wrap(t, (i128)r);
+    }
+    case K_MAX: return a > b ? a : b;
+    case K_MIN: return a < b ? a : b;
+  }
+  return 0;
+}
+
+static void test_int_types(void) {
+  enum { R = 4, C = 6, N = R * C };
+  int bad = 0, cases = 0;
+  for (size_t ti = 0; ti < sizeof ITYPES / sizeof ITYPES[0]; ti++) {
+    const ity *t = &ITYPES[ti];
+    i128 lo = t->sgn ? -((i128)1 << (t->bits - 1)) : 0, hi = t->sgn ? ((i128)1 << (t->bits - 1)) - 1
+                                                                  : ((i128)1 << t->bits) - 1;
+    // the edges, small values of both signs, zero and one
+    const i128 vals[] = {lo, lo + 1, hi, hi - 1, 0, 1, -1, 2, -3, 7, -7, 100, 3, 5};
+    enum { NV = sizeof vals / sizeof vals[0] };
+    uint64_t a[N], b[C], bc[R], y[N];
+    uint8_t yc[N];
+    for (int i = 0; i < N; i++) put(t, a, (size_t)i, vals[(i * 5 + 1) % NV]);
+    for (int i = 0; i < C; i++) put(t, b, (size_t)i, vals[(i * 3 + 2) % NV]);
+    for (int i = 0; i < R; i++) put(t, bc, (size_t)i, vals[(i * 7 + 4) % NV]);
+    for (int op = K_ADD; op <= K_FMOD; op++) {
+      CHECK(k_binary_takes(t->k, (k_binop)op));
+      for (int shape = 0; shape < 2; shape++) {
+        int64_t yd[2] = {R, C}, bd[2] = {shape ? R : 1, shape ? 1 : C};
+        const void *bb = shape ? (const void *)bc : (const void *)b;
+        if (op == K_POW) {  // small exponents: the ones a model raises integers to
+          for (int i = 0; i < C; i++) put(t, b, (size_t)i, (i % 5) - (t->sgn ? 1 : 0));
+          for (int i = 0; i < R; i++) put(t, bc, (size_t)i, i + 1);
+        }
+        CHECK_EQ_INT(k_binary(y, a, bb, t->k, 2, yd, yd, bd, (k_binop)op), 0);
+        for (int f = 0; f < N; f++) {
+          i128 va = get(t, a, (size_t)f), vb = get(t, bb, shape ? (size_t)(f / C) : (size_t)(f % C));
+          i128 want = ref_int(t, va, vb, (k_binop)op), got = get(t, y, (size_t)f);
+          if (got != want) {
+            if (bad < 5)
+              fprintf(stderr, "%s op %d: %lld op %lld = %lld, want %lld\n", t->name, op, (long long)va,
+                      (long long)vb, (long long)got, (long long)want);
+            bad++;
+          }
+          cases++;
+        }
+        if (op == K_POW) {
+          for (int i = 0; i < C; i++) put(t, b, (size_t)i, vals[(i * 3 + 2) % NV]);
+          for (int i = 0; i < R; i++) put(t, bc, (size_t)i, vals[(i * 7 + 4) % NV]);
+        }
+      }
+    }
+    for (int op = K_EQ; op <= K_GE; op++) {
+      int64_t yd[2] = {R, C}, bd[2] = {1, C};
+      CHECK_EQ_INT(k_compare(yc, a, b, t->k, 2, yd, yd, bd, (k_cmpop)op), 0);
+      for (int f = 0; f < N; f++) {
+        i128 va = get(t, a, (size_t)f), vb = get(t, b, (size_t)(f % C));
+        int want = op == K_EQ ? va == vb : op == K_LT ? va < vb : op == K_GT ? va > vb : op == K_LE ? va <= vb : va >= vb;
+        bad += yc[f] != want;
+        cases++;
+      }
+    }
+  }
+  CHECK(cases > 3000);
+  CHECK_EQ_INT(bad, 0);
+  // what the kernels refuse, untouched outputs: bool and half arithmetic
+  float f[1] = {5}, fy[1] = {9};
+  int64_t d1[1] = {1};
+  CHECK_EQ_INT(k_binary(fy, f, f, K_BOOL, 1, d1, d1, d1, K_ADD), -1);
+  CHECK_EQ_INT(k_binary(fy, f, f, K_F16, 1, d1, d1, d1, K_ADD), -1);
+  CHECK(fy[0] == 9.0f);
+  CHECK(!k_binary_takes(K_BOOL, K_ADD) && !k_binary_takes(K_F16, K_ADD));
+  uint8_t yb[1];
+  CHECK_EQ_INT(k_compare(yb, f, f, K_BOOL, 1, d1, d1, d1, K_EQ), -1);
+  // float Mod with fmod=1 is C's fmod (the dividend's sign); double runs the same body as float
+  float fa[4] = {5.5f, -5.5f, 5.5f, -5.5f}, fb[4] = {2, 2, -2, -2}, fr[4];
+  double da[4] = {5.5, -5.5, 1e300, 3}, db[4] = {2, 2, 1e300, 0.5}, dr[4];
+  int64_t d4[1] = {4};
+  CHECK_EQ_INT(k_binary(fr, fa, fb, K_F32, 1, d4, d4, d4, K_FMOD), 0);
+  for (int i = 0; i < 4; i++) CHECK(fr[i] == fmodf(fa[i], fb[i]));
+  // fmod=0 on floats as numpy's mod: the divisor's sign, a zero signed like the divisor
+  float fa2[4] = {5.5f, -5.5f, 4.0f, -4.0f}, fb2[4] = {2, 2, -2, 2}, fw2[4] = {1.5f, 0.5f, -0.0f, 0.0f};
+  CHECK_EQ_INT(k_binary(fr, fa2, fb2, K_F32, 1, d4, d4, d4, K_MOD), 0);
+  for (int i = 0; i < 4; i++) CHECK(fr[i] == fw2[i] && signbit(fr[i]) == signbit(fw2[i]));
+  // Pow of a float by an integer exponent and of an integer by a float one, broadcast
+  float pb[3] = {1.5f, -2, 0.5f}, py[3];
+  int64_t pe[1] = {3}, d3[1] = {3};
+  CHECK_EQ_INT(k_pow_mixed(py, pb, K_F32, pe, K_I64, 1, d3, d3, d1), 0);
+  CHECK(py[0] == 3.375f && py[1] == -8.0f && py[2] == 0.125f);
+  int32_t ib[3] = {4, 9, -8}, iy[3];
+  float ie[1] = {0.5f};
+  CHECK_EQ_INT(k_pow_mixed(iy, ib, K_I32, ie, K_F32, 1, d3, d3, d1), 0);
+  CHECK(iy[0] == 2 && iy[1] == 3 && iy[2] == 0);  // sqrt(-8) is NaN: 0, as every cast of NaN to an integer
+  CHECK_EQ_INT(k_pow_mixed(iy, ib, K_I32, ie, K_F16, 1, d3, d3, d1), -1);
+  CHECK_EQ_INT(k_binary(dr, da, db, K_F64, 1, d4, d4, d4, K_ADD), 0);
+  CHECK(dr[0] == 7.5 && dr[1] == -3.5 && dr[2] == 2e300 && dr[3] == 3.5);  // 2e300 is beyond float
+  CHECK_EQ_INT(k_binary(dr, da, db, K_F64, 1, d4, d4, d4, K_POW), 0);
+  CHECK(dr[0] == pow(5.5, 2) && dr[3] == sqrt(3.0));
+}
+
 int main(void) {
+  test_int_types();
   test_hand();
   test_compare_logic();
   test_random_shapes();

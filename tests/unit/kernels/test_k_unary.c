@@ -1,5 +1,9 @@
 // Tests kernels/elem/k_unary.c: activations against hand values and plain
-// double-precision formulas, large-|x| stability, aliasing and n = 0.
+// double-precision formulas, large-|x| stability, aliasing and n = 0; the
+// integer unary ops (Neg, Abs, Sign, Clip) on every integer type, edges
+// included, and what k_unary refuses.
+#include <stdint.h>
+
 #include "check.h"
 #include "kernels/k_ref.h"
 
@@ -125,7 +129,61 @@ static void test_empty(void) {
   CHECK(guard[0] == 7.0f && guard[1] == 8.0f);
 }
 
+static void test_int_types(void) {
+  // signed: Neg and Abs of INT_MIN wrap to INT_MIN (two's complement)
+  int8_t x8[5] = {INT8_MIN, -5, 0, 3, INT8_MAX}, y8[5], lo8 = -4, hi8 = 100;
+  CHECK_EQ_INT(k_unary(y8, x8, K_I8, 5, K_NEG, NULL, NULL), 0);
+  const int8_t neg8[5] = {INT8_MIN, 5, 0, -3, -INT8_MAX};
+  for (int i = 0; i < 5; i++) CHECK_EQ_INT(y8[i], neg8[i]);
+  CHECK_EQ_INT(k_unary(y8, x8, K_I8, 5, K_ABS, NULL, NULL), 0);
+  const int8_t abs8[5] = {INT8_MIN, 5, 0, 3, INT8_MAX};
+  for (int i = 0; i < 5; i++) CHECK_EQ_INT(y8[i], abs8[i]);
+  CHECK_EQ_INT(k_unary(y8, x8, K_I8, 5, K_SIGN, NULL, NULL), 0);
+  const int8_t sign8[5] = {-1, -1, 0, 1, 1};
+  for (int i = 0; i < 5; i++) CHECK_EQ_INT(y8[i], sign8[i]);
+  CHECK_EQ_INT(k_unary(y8, x8, K_I8, 5, K_CLIP, &lo8, &hi8), 0);
+  const int8_t clip8[5] = {-4, -4, 0, 3, 100};
+  for (int i = 0; i < 5; i++) CHECK_EQ_INT(y8[i], clip8[i]);
+  CHECK_EQ_INT(k_unary(y8, x8, K_I8, 5, K_CLIP, NULL, &hi8), 0);  // one bound only
+  CHECK_EQ_INT(y8[0], INT8_MIN);
+  CHECK_EQ_INT(y8[4], 100);
+  int32_t x32[3] = {INT32_MIN, -7, 9}, y32[3];
+  CHECK_EQ_INT(k_unary(y32, x32, K_I32, 3, K_ABS, NULL, NULL), 0);
+  CHECK(y32[0] == INT32_MIN && y32[1] == 7 && y32[2] == 9);
+  int64_t x64[2] = {INT64_MIN, -1}, y64[2];
+  CHECK_EQ_INT(k_unary(y64, x64, K_I64, 2, K_NEG, NULL, NULL), 0);
+  CHECK(y64[0] == INT64_MIN && y64[1] == 1);
+  // unsigned: values above the signed range stay positive; Abs is the identity
+  uint64_t u64[3] = {UINT64_MAX, 0, 1}, v64[3], ulo = 1, uhi = UINT64_MAX - 1;
+  CHECK_EQ_INT(k_unary(v64, u64, K_U64, 3, K_ABS, NULL, NULL), 0);
+  CHECK(v64[0] == UINT64_MAX && v64[1] == 0 && v64[2] == 1);
+  CHECK_EQ_INT(k_unary(v64, u64, K_U64, 3, K_SIGN, NULL, NULL), 0);
+  CHECK(v64[0] == 1 && v64[1] == 0 && v64[2] == 1);
+  CHECK_EQ_INT(k_unary(v64, u64, K_U64, 3, K_CLIP, &ulo, &uhi), 0);
+  CHECK(v64[0] == UINT64_MAX - 1 && v64[1] == 1 && v64[2] == 1);
+  uint16_t u16[2] = {65535, 7}, v16[2];
+  CHECK_EQ_INT(k_unary(v16, u16, K_U16, 2, K_SIGN, NULL, NULL), 0);
+  CHECK(v16[0] == 1 && v16[1] == 1);
+  // in place, as the engine runs it
+  CHECK_EQ_INT(k_unary(x32, x32, K_I32, 3, K_NEG, NULL, NULL), 0);
+  CHECK(x32[0] == INT32_MIN && x32[1] == 7 && x32[2] == -9);
+  // refused, output untouched: Neg on unsigned (ONNX defines it for signed
+  // types), the float-only ops on integers, floats and bool
+  v16[0] = 42;
+  CHECK_EQ_INT(k_unary(v16, u16, K_U16, 2, K_NEG, NULL, NULL), -1);
+  CHECK_EQ_INT(k_unary(v16, u16, K_U16, 2, K_SQRT, NULL, NULL), -1);
+  CHECK_EQ_INT(k_unary(v16, u16, K_BOOL, 1, K_ABS, NULL, NULL), -1);
+  CHECK_EQ_INT(k_unary(v16, u16, K_F32, 1, K_ABS, NULL, NULL), -1);
+  CHECK_EQ_INT(v16[0], 42);
+  CHECK(k_unary_takes(K_I16, K_NEG) && !k_unary_takes(K_U8, K_NEG) && k_unary_takes(K_U8, K_CLIP));
+  // FP32 Sign: 0 and NaN are their own sign
+  float xf[4] = {-2.5f, 0.0f, 3.0f, NAN}, yf[4];
+  k_unary_f32(yf, xf, 4, K_SIGN, 0, 0);
+  CHECK(yf[0] == -1.0f && yf[1] == 0.0f && yf[2] == 1.0f && yf[3] != yf[3]);
+}
+
 int main(void) {
+  test_int_types();
   test_relu();
   test_sigmoid();
   test_tanh_erf();
