@@ -127,7 +127,8 @@ def test_budget_refuses_past_limit_on_every_front_and_releases(budget_server):
     # room again: a new request is served
     resp = stub.ModelInfer(_request(5), timeout=30)
     assert np.all(np.frombuffer(resp.raw_output_contents[0], np.float32) == 5)
-    assert _gauge(srv) == 0
+    # released when the request is freed, just after its answer left: awaited, not raced (CI's ASan run lost it)
+    _await(lambda: _gauge(srv) == 0, "the gauge back to 0 after the new request")
     ch.close()
 
 
@@ -153,7 +154,7 @@ def test_one_request_larger_than_the_budget_is_served_alone(start_server, hold_r
     stub = service_pb2_grpc.GRPCInferenceServiceStub(ch)
     resp = stub.ModelInfer(_request(2), timeout=30)
     assert np.all(np.frombuffer(resp.raw_output_contents[0], np.float32) == 2)
-    assert _gauge(srv) == 0
+    _await(lambda: _gauge(srv) == 0, "the gauge back to 0")
     ch.close()
     srv.stop()
     srv.assert_clean_exit()
