@@ -94,8 +94,9 @@ int srv_copypool_create(int n_threads, size_t min_bytes, srv_copypool **out, err
   p->n_threads = n_threads;
   for (; p->started < n_threads; p->started++)
     if (pthread_create(&p->th[p->started], NULL, helper_main, p) != 0) {
+      int which = p->started + 1;  // read before the pool is freed
       srv_copypool_destroy(p);
-      return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start copy thread %d of %d", p->started + 1, n_threads);
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start copy thread %d of %d", which, n_threads);
     }
   *out = p;
   return 0;

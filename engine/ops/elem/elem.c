@@ -40,7 +40,7 @@ static int infer_binary(const eng_op_params *p, const eng_tensor *in, int n_in, 
   if (in[0].dt != in[1].dt)
     return err_set(e, ERR_INVALID_ARGUMENT, "input types differ: %s vs %s",
                    dtype_wire_name(in[0].dt), dtype_wire_name(in[1].dt));
-  k_elem k;
+  k_elem k = (k_elem)0;  // set by kelem() before use
   TRY(kelem(in[0].dt, &k, e));
   if (!k_binary_takes(k, (k_binop)p->mode))
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(in[0].dt));
@@ -108,7 +108,7 @@ static int run_binary(const eng_op_params *p, const eng_tensor *in, int n_in, en
   (void)n_in, (void)n_out;
   int nd;
   int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
-  k_elem k;
+  k_elem k = (k_elem)0;  // set by kelem() before use
   TRY(kelem(in[0].dt, &k, e));
   TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
   if (nd == 0) {  // scalars: one dim of 1 keeps the kernels' loops simple
@@ -185,7 +185,7 @@ static int run_relu_any(const eng_op_params *p, const eng_tensor *in, int n_in, 
                         int n_out, err *e) {
   if (in[0].dt == DT_FP32) return run_relu(p, in, n_in, out, n_out, e);
   static const uint64_t zero = 0;
-  k_elem k;
+  k_elem k = (k_elem)0;  // set by kelem() before use
   TRY(kelem(in[0].dt, &k, e));
   int64_t n = (int64_t)op_numel(&in[0]), one = 1;
   if (k_binary(out[0].data, in[0].data, &zero, k, 1, &n, &n, &one, K_MAX) != 0)
@@ -234,7 +234,7 @@ static int infer_cast(const eng_op_params *p, const eng_tensor *in, int n_in, en
                       int n_out, err *e) {
   (void)n_in, (void)n_out;
   if (eng_ops_str_cast(in[0].dt, p->to)) return eng_ops_str_cast_infer(p, in, out, e);
-  k_elem k;
+  k_elem k = (k_elem)0;  // set by kelem() before use
   if (eng_ops_elem_of(in[0].dt, &k) != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Cast from %s", dtype_wire_name(in[0].dt));
   op_set_out(&out[0], eng_ops_cpu_internal_dtype(p->to), in[0].ndims, in[0].dims);
@@ -281,7 +281,7 @@ static int run_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_
 static int infer_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                        int n_out, err *e) {
   (void)n_out;
-  k_elem k;
+  k_elem k = (k_elem)0;  // set by kelem() before use
   TRY(kelem(in[0].dt, &k, e));
   if (k != K_F32 && !k_unary_takes(k, (k_unop)p->mode))
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
@@ -323,7 +323,7 @@ static int run_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng
   (void)n_out;
   size_t n = op_numel(&in[0]);
   if (in[0].dt != DT_FP32) {  // an integer type infer_unary checked
-    k_elem k;
+    k_elem k = (k_elem)0;  // set by kelem() before use
     TRY(kelem(in[0].dt, &k, e));
     const void *lo = op_given(in, n_in, 1) ? in[1].data : NULL;
     const void *hi = op_given(in, n_in, 2) ? in[2].data : NULL;
@@ -430,7 +430,7 @@ static int infer_variadic(const eng_op_params *p, const eng_tensor *in, int n_in
     if (in[k].dt != in[0].dt)
       return err_set(e, ERR_INVALID_ARGUMENT, "input %d is %s, input 0 %s", k,
                      dtype_wire_name(in[k].dt), dtype_wire_name(in[0].dt));
-  k_elem k;
+  k_elem k = (k_elem)0;  // set by kelem() before use
   TRY(kelem(in[0].dt, &k, e));
   if (!k_binary_takes(k, (k_binop)p->mode))
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
@@ -449,7 +449,7 @@ static int run_variadic(const eng_op_params *p, const eng_tensor *in, int n_in, 
   (void)n_out;
   int nd = out[0].ndims > 0 ? out[0].ndims : 1;
   int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
-  k_elem t;
+  k_elem t = (k_elem)0;  // set by kelem() before use
   TRY(kelem(in[0].dt, &t, e));
   op_pad_dims(&out[0], nd, yd);
   for (int k = 0; k < (n_in > 1 ? n_in - 1 : 1); k++) {
@@ -519,7 +519,7 @@ static int infer_compare(const eng_op_params *p, const eng_tensor *in, int n_in,
   if (in[1].dt != t)
     return err_set(e, ERR_INVALID_ARGUMENT, "inputs differ in type: %s vs %s", dtype_wire_name(t),
                    dtype_wire_name(in[1].dt));
-  k_elem k;
+  k_elem k = (k_elem)0;  // set by kelem() before use
   if (!(t == DT_BOOL && p->mode == K_EQ)) {
     TRY(kelem(t, &k, e));
     if (k == K_BOOL)
@@ -541,7 +541,7 @@ static int run_compare(const eng_op_params *p, const eng_tensor *in, int n_in, e
     k_logic(y, in[0].data, in[1].data, nd, yd, ad, bd, K_XNOR);
     return 0;
   }
-  k_elem k;
+  k_elem k = (k_elem)0;  // set by kelem() before use
   TRY(kelem(in[0].dt, &k, e));
   if (k_compare(y, in[0].data, in[1].data, k, nd, yd, ad, bd, (k_cmpop)p->mode) != 0)
     return err_set(e, ERR_INTERNAL, "no %s comparison kernel", dtype_wire_name(in[0].dt));
