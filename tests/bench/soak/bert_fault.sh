@@ -13,7 +13,9 @@
 # repository (tests/bench/soak/zoo_repo.py, made when missing).
 # Variants (default: all, in this order): base (as the soak: 2 instances, graphs on), alone (no ResNet-50 server),
 # blocking (CUDA_LAUNCH_BLOCKING=1 in BERT's server), one (1 instance), nographs (optimization graphs false),
-# nocancel (the load without cancels or deadlines: mix 100:0:0:0, clients still killed).
+# nocancel (the load without cancels or deadlines: mix 100:0:0:0, clients still killed), torchload (no ResNet-50
+# server: a PyTorch process keeps the GPU busy beside BERT's instead, so the GPU is shared by a process that is
+# not ours).
 set -u
 SRC=$1; shift
 VARIANTS=${*:-base alone blocking one nographs nocancel}
@@ -56,6 +58,7 @@ run() {
   local v=$1 repo env=() mix=55:5:30:10 two=1
   repo=$(variant_repo $v)
   [ $v = alone ] && two=0
+  [ $v = torchload ] && two=0
   [ $v = blocking ] && env=(CUDA_LAUNCH_BLOCKING=1)
   [ $v = nocancel ] && mix=100:0:0:0
   pkill -x inferd-load; pkill -x inferd; sleep 1
@@ -74,6 +77,18 @@ run() {
     taskset -c 5-7 $B/bin/inferd-load -u 127.0.0.1:9101 -m resnet50 --concurrency-range 256 --duration-s $((SECS + 10)) \
       --threads 3 >/dev/null 2>&1 &
   fi
+  local tp=
+  if [ $v = torchload ]; then
+    "$TPY" -c "
+import time, torch
+a = torch.randn(8192, 8192, device='cuda', dtype=torch.half)
+t = time.time()
+while time.time() - t < $((SECS + 10)):
+    for _ in range(20): b = a @ a
+    torch.cuda.synchronize()
+" >$W/torch_$v.log 2>&1 &
+    tp=$!
+  fi
   local t0 n=0 lp
   t0=$(date +%s)
   while [ $(($(date +%s) - t0)) -lt $SECS ]; do
@@ -88,6 +103,7 @@ run() {
   echo "variant $v: $n client kills in $(($(date +%s) - t0)) s, BERT live: $(curl -s -o /dev/null -w '%{http_code}' \
 localhost:9202/v2/health/live), fault lines: $(grep -c 'launch failure\|illegal' $W/bert_$v.log)"
   grep -m1 -i 'launch failure\|illegal' $W/bert_$v.log | cut -c1-300
+  [ -n "$tp" ] && kill $tp 2>/dev/null
   pkill -x inferd-load; pkill -x inferd; sleep 2
 }
 
