@@ -33,6 +33,7 @@
 #include "server/http/http_loop.h"
 #include "server/http/jsonmem.h"
 #include "server/http/rest.h"
+#include "server/obs/crash.h"
 #include "server/obs/log.h"
 #include "server/core/fdlimit.h"
 #include "server/core/server.h"
@@ -336,6 +337,8 @@ int main(int argc, char **argv) {
   int prc = srv_options_parse(argc, argv, &o);
   if (prc) return prc > 0 ? 0 : 2;
   srv_log_set_level(o.log_level);
+  err ce = {0};
+  if (srv_crash_install(&ce) != 0) srv_log(SRV_LOG_WARN, "%s: a crash will end without a backtrace", ce.msg);
 
   int signal_fd = -1;
   if (install_stop_signals(&signal_fd) != 0) {

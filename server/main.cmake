@@ -22,6 +22,7 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/http/rest.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest_infer.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest_job.c
+  ${CMAKE_CURRENT_LIST_DIR}/obs/crash.c
   ${CMAKE_CURRENT_LIST_DIR}/obs/log.c
   ${CMAKE_CURRENT_LIST_DIR}/obs/settings.c)
 target_compile_definitions(inferd_server PUBLIC INFERD_VERSION="${PROJECT_VERSION}")

@@ -372,7 +372,8 @@ extern "C" int k_compare_cuda(uint8_t *y, const void *a, const void *b, k_elem e
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown comparison %d", kname, (int)op);
   if (et == K_F64 || et == K_BOOL)
     return err_set(e, ERR_INVALID_ARGUMENT,
-                   "%s: element type %d has no kernel (FP32, FP16, the integers)", kname, (int)et);
+                   "%s: element type %s has no kernel (FP32, FP16, the integers)", kname,
+                   et == K_F64 ? "FP64" : "BOOL");
   bplan p;
   if (!plan_make(&p, ndim, ydims, adims, bdims)) return 0;  // empty output
   if (!y || !a || !b)

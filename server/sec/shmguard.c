@@ -20,8 +20,11 @@ typedef struct guard {
 // memory is delivered to the thread that touched it).
 static _Thread_local guard *active;
 
+// The SIGBUS action before the guard's, set once by srv_shmguard_install
+// before any thread runs a guarded copy, read only by the handler after.
+static struct sigaction prev;
+
 static void on_sigbus(int sig, siginfo_t *si, void *uctx) {
-  (void)uctx;
   guard *g = active;
   uintptr_t a = (uintptr_t)si->si_addr;
   if (g && a >= g->lo && a < g->hi) {
@@ -35,8 +38,14 @@ static void on_sigbus(int sig, siginfo_t *si, void *uctx) {
     pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
     siglongjmp(g->jb, 1);
   }
-  // not ours: the default action, as without the guard (the fault repeats
-  // when the handler returns and now ends the process with a core)
+  // not ours: the handler this guard replaced (the crash reporter,
+  // server/obs/crash.h, which resets SIGBUS to its default), else the default
+  // action; either way the fault repeats when the handler returns and now
+  // ends the process with a core, as without the guard
+  if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction) {
+    prev.sa_sigaction(sig, si, uctx);
+    return;
+  }
   signal(sig, SIG_DFL);
 }
 
@@ -49,8 +58,10 @@ int srv_shmguard_install(err *e) {
   // out of it leaves the thread's mask as it was and sigsetjmp need not
   // save the mask (no system call per copy).
   sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-  if (sigaction(SIGBUS, &sa, NULL) != 0)
+  struct sigaction old;
+  if (sigaction(SIGBUS, &sa, &old) != 0)
     return err_set(e, ERR_INTERNAL, "cannot install the SIGBUS handler: %s", strerror(errno));
+  if (old.sa_sigaction != on_sigbus) prev = old;  // installed twice: keep the first predecessor
   return 0;
 }
 

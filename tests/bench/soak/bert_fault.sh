@@ -15,7 +15,8 @@
 # blocking (CUDA_LAUNCH_BLOCKING=1 in BERT's server), one (1 instance), nographs (optimization graphs false),
 # nocancel (the load without cancels or deadlines: mix 100:0:0:0, clients still killed), torchload (no ResNet-50
 # server: a PyTorch process keeps the GPU busy beside BERT's instead, so the GPU is shared by a process that is
-# not ours).
+# not ours), blocknog (blocking and nographs: every launch waited for, so the failing one names itself), noattn
+# (fuse_attention "0": the exported attention nodes as they are, without kernels/attn).
 set -u
 SRC=$1; shift
 VARIANTS=${*:-base alone blocking one nographs nocancel}
@@ -49,7 +50,8 @@ variant_repo() {
   cp --remove-destination "$(readlink -f $c)" $c.new && mv $c.new $c
   case $v in
     one) sed -i 's/count: [0-9]*/count: 1/' $c ;;
-    nographs) echo 'optimization { cuda { graphs: false } }' >>$c ;;
+    nographs|blocknog) echo 'optimization { cuda { graphs: false } }' >>$c ;;
+    noattn) echo 'parameters { key: "fuse_attention" value { string_value: "0" } }' >>$c ;;
   esac
   echo $d
 }
@@ -59,7 +61,7 @@ run() {
   repo=$(variant_repo $v)
   [ $v = alone ] && two=0
   [ $v = torchload ] && two=0
-  [ $v = blocking ] && env=(CUDA_LAUNCH_BLOCKING=1)
+  [ $v = blocking ] || [ $v = blocknog ] && env=(CUDA_LAUNCH_BLOCKING=1)
   [ $v = nocancel ] && mix=100:0:0:0
   pkill -x inferd-load; pkill -x inferd; sleep 1
   env "${env[@]}" taskset -c 8-12 $B/bin/inferd --model-repository $repo --grpc-port 9201 --http-port 9202 \
