@@ -244,6 +244,9 @@ static int log_devices(prof_gpu_info *info, int cap) {
         snprintf(info[i].name, sizeof info[i].name, "%s", devs[i].name);
       }
     }
+    char libs[768];
+    eng_cuda_libs_describe(libs, sizeof libs);
+    srv_log(SRV_LOG_INFO, "CUDA libraries: %s", libs);
   }
   return n;
 #else

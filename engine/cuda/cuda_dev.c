@@ -2,10 +2,14 @@
 // no-driver cases reported as "zero devices" so the server falls back to CPU.
 #include "engine/cuda/cuda_dev.h"
 
+#include <cublasLt.h>
+#include <dlfcn.h>
+
 #include <stdio.h>
 #include <string.h>
 
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_conv.h"
 
 static void format_uuid(char *out, size_t len, const cudaUUID_t *u) {
   const unsigned char *b = (const unsigned char *)u->bytes;
@@ -88,4 +92,20 @@ int eng_cuda_context_fatal(int device) {
   if (again == cudaSuccess) return 0;
   // still failing after the clear: sticky, by the code or by behaviour
   return sticky_code(again) || again == first;
+}
+
+// --- the libraries loaded
+
+void eng_cuda_libs_describe(char *buf, size_t len) {
+  int rt = 0, drv = 0;
+  (void)cudaRuntimeGetVersion(&rt);
+  (void)cudaDriverGetVersion(&drv);
+  Dl_info di;
+  const char *lt_path = dladdr((void *)cublasLtGetVersion, &di) && di.dli_fname ? di.dli_fname : "?";
+  size_t dnn = eng_cudnn_version();
+  int k = snprintf(buf, len, "runtime %d.%d, driver %d.%d, cuBLASLt %zu (%s)", rt / 1000, rt % 1000 / 10,
+                   drv / 1000, drv % 1000 / 10, cublasLtGetVersion(), lt_path);
+  if (k <= 0 || (size_t)k >= len) return;
+  if (dnn) snprintf(buf + k, len - (size_t)k, ", cuDNN %zu", dnn);
+  else snprintf(buf + k, len - (size_t)k, ", no cuDNN");
 }

@@ -32,6 +32,11 @@ int eng_cuda_devices(eng_cuda_dev *out, int cap, int *n, err *e);
 // "NVIDIA H100 80GB HBM3 (GPU-..., sm_90, 132 SMs, 79.6 GiB)" into buf.
 void eng_cuda_dev_describe(const eng_cuda_dev *d, char *buf, size_t len);
 
+// "runtime 13.0, driver 13.0, cuBLASLt 130100 (/usr/local/cuda/lib64/libcublasLt.so.13), cuDNN 91900"
+// into buf: which libraries this process runs, for the start-up log (a cuBLASLt build has shown a
+// device fault the next one did not: tests/bench/RESULTS.md, "BERT's sticky launch failure").
+void eng_cuda_libs_describe(char *buf, size_t len);
+
 // 1 when `device`'s context in this process is poisoned by a sticky error
 // (an illegal address, a launch failure or trap in a kernel, an uncorrectable
 // ECC error...): the runtime then returns that error from every later call,

@@ -16,7 +16,9 @@
 # nocancel (the load without cancels or deadlines: mix 100:0:0:0, clients still killed), torchload (no ResNet-50
 # server: a PyTorch process keeps the GPU busy beside BERT's instead, so the GPU is shared by a process that is
 # not ours), blocknog (blocking and nographs: every launch waited for, so the failing one names itself), noattn
-# (fuse_attention "0": the exported attention nodes as they are, without kernels/attn).
+# (fuse_attention "0": the exported attention nodes as they are, without kernels/attn), gpucore (base, and the
+# driver writes a GPU core at the fault: $W/gpucore.PID), newcublas (BERT's server loads the cuBLAS of PyTorch's
+# wheels first).
 set -u
 SRC=$1; shift
 VARIANTS=${*:-base alone blocking one nographs nocancel}
@@ -62,6 +64,16 @@ run() {
   [ $v = alone ] && two=0
   [ $v = torchload ] && two=0
   [ $v = blocking ] || [ $v = blocknog ] && env=(CUDA_LAUNCH_BLOCKING=1)
+  # the driver writes the faulting kernel, block and PC to a GPU core (read with cuda-gdb: target cudacore FILE)
+  # the cuBLAS PyTorch ships (a newer build than the CUDA toolkit's) before the toolkit's, in BERT's server only
+  if [ $v = newcublas ]; then
+    local lt
+    lt=$(find /opt/torch/.venv -name 'libcublasLt.so.*' | head -1)
+    env=(LD_LIBRARY_PATH=$(dirname "$lt"):$LD_LIBRARY_PATH)
+    echo "newcublas: $lt"
+  fi
+  [ $v = gpucore ] && env=(CUDA_ENABLE_COREDUMP_ON_EXCEPTION=1 CUDA_COREDUMP_FILE=$W/gpucore.%p
+    CUDA_COREDUMP_GENERATION_FLAGS=skip_nonrelocated_elf_images,skip_global_memory,skip_shared_memory,skip_local_memory)
   [ $v = nocancel ] && mix=100:0:0:0
   pkill -x inferd-load; pkill -x inferd; sleep 1
   env "${env[@]}" taskset -c 8-12 $B/bin/inferd --model-repository $repo --grpc-port 9201 --http-port 9202 \
@@ -75,6 +87,7 @@ run() {
     curl -sf localhost:9202/v2/health/ready >/dev/null && { [ $two = 0 ] || curl -sf localhost:9102/v2/health/ready >/dev/null; } && break
     sleep 0.5
   done
+  for p in $(pgrep -x inferd); do echo "pid $p cuBLASLt: $(grep -m1 -o '/[^ ]*libcublasLt[^ ]*' /proc/$p/maps)"; done
   if [ $two = 1 ]; then
     taskset -c 5-7 $B/bin/inferd-load -u 127.0.0.1:9101 -m resnet50 --concurrency-range 256 --duration-s $((SECS + 10)) \
       --threads 3 >/dev/null 2>&1 &
