@@ -252,7 +252,8 @@ int eng_model__warm_sizes(eng_model *m, const eng_model_config *cfg, err *e) {
   // budget per size; either has CPU instances prepare and pad as GPU ones do
   const char *hs = getenv("INFERD_PREPARE_SIZES");
   if (hs && *hs) {
-    TRY(eng_bsizes_parse(hs, m->max_batch, &m->hook_sizes, &m->n_hook_sizes, e));
+    if (eng_bsizes_parse(hs, m->max_batch, &m->hook_sizes, &m->n_hook_sizes, e) != 0)
+      return err_prefix(e, "INFERD_PREPARE_SIZES: ");
     m->cpu_prepare = 1;
   }
   const char *fk = getenv("INFERD_PREPARE_FAKE_MS");
