@@ -1,7 +1,8 @@
 // engine/cuda/plan_cuda.c: executes the CPU planner's plan (plan_internal.h) on a
 // CUDA device. Create looks each node's op up in the families' CUDA tables
 // (engine/ops/families.h, eng_cuda__find_op), makes the ops' state, uploads
-// the constants once per device and warms the slots; submit plans this
+// the constants once per device (plan_cuda_prep.c then warms the slots and
+// prepares batch sizes); submit plans this
 // run's shapes, settles its fusions (plan_cuda_fuse.c) and NHWC regions
 // (plan_cuda_layout.c), stages the inputs and launches the batch on a slot
 // (plan_cuda_slot.c); finish waits for that slot and hands its outputs out.
@@ -85,8 +86,9 @@ static uint8_t *shape_derived(const eng_plan *pl) {
   return d;
 }
 
-int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts,
-                         eng_cuda_plan **out, err *e) {
+// eng_cuda_plan_create up to its warm-up (plan_cuda_prep.c's create does that after).
+int eng_cuda__create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts, eng_cuda_plan **out,
+                     err *e) {
   *out = NULL;
   int count = 0;
   cudaError_t crc = cudaGetDeviceCount(&count);
@@ -185,7 +187,6 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
       goto fail;
     }
   }
-  if ((ret = eng_cuda__warm_up(p, e)) != 0) goto fail;
   *out = p;
   return 0;
 fail:

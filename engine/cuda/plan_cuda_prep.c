@@ -1,4 +1,5 @@
-// engine/cuda/plan_cuda_prep.c: a CUDA plan's preparation before it serves
+// engine/cuda/plan_cuda_prep.c: a CUDA plan's create (plan_cuda.c builds it,
+// this file warms it up) and its preparation before it serves
 // (plan_cuda.h's top): the layouts timed per warmed batch size (FP32,
 // AUTO), each batch size prepared by running it once on every slot (which
 // captures its graphs, makes its cuDNN plans and tunes its GEMMs), and the
@@ -139,12 +140,9 @@ const int *eng_cuda_plan_prepared(const eng_cuda_plan *p, size_t *n) {
   return p->prepared;
 }
 
-uint64_t eng_cuda__prep_events(const eng_cuda_plan *p) {
-  return atomic_load(&p->graphs_captured) + atomic_load(&p->gemm_tune_passes) + atomic_load(&p->gemm_tuned) +
-         atomic_load(&p->made);
-}
-
-int eng_cuda__warm_up(eng_cuda_plan *p, err *e) {
+// Create's warm-up: the layouts timed at opts.warm's sizes (FP32, AUTO), and
+// unless opts.prepare_later those sizes prepared and the plan serving.
+static int warm_up(eng_cuda_plan *p, err *e) {
   const eng_plan *pl = p->pl;
   int rc = 0;
   if (p->layout_timed && pl->have_layout && p->o.n_warm) {
@@ -168,5 +166,19 @@ int eng_cuda__warm_up(eng_cuda_plan *p, err *e) {
     rc = eng_cuda_plan_prepare(p, pl->max_batch > 0 ? rows : 1, NULL, e);
   }
   if (rc == 0) eng_cuda_plan_serve(p, 0);
+  return rc;
+}
+
+// Here rather than in plan_cuda.c: the warm-up runs batches through
+// submit and finish, which plan_cuda.c defines, and files call one way
+// (tests/unit/check_circles.py).
+int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts,
+                         eng_cuda_plan **out, err *e) {
+  TRY(eng_cuda__create(g, max_batch, device, opts, out, e));
+  int rc = warm_up(*out, e);
+  if (rc) {
+    eng_cuda_plan_destroy(*out);
+    *out = NULL;
+  }
   return rc;
 }

@@ -162,11 +162,14 @@ int eng_cuda__check_folds(const eng_cuda_plan *p, err *e);
 
 // --- preparation (plan_cuda_prep.c)
 
-// Create's warm-up: the layouts timed at opts.warm's sizes (FP32, AUTO), and
-// unless opts.prepare_later those sizes prepared and the plan serving.
-int eng_cuda__warm_up(eng_cuda_plan *p, err *e);
+// eng_cuda_plan_create (defined there, after its warm-up) up to the warm-up: plan_cuda.c.
+int eng_cuda__create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts, eng_cuda_plan **out,
+                     err *e);
 // What a submit captures, makes or tunes: a sum that moves with each.
-uint64_t eng_cuda__prep_events(const eng_cuda_plan *p);
+static inline uint64_t eng_cuda__prep_events(eng_cuda_plan *p) {
+  return atomic_load(&p->graphs_captured) + atomic_load(&p->gemm_tune_passes) + atomic_load(&p->gemm_tuned) +
+         atomic_load(&p->made);
+}
 
 // --- slots (plan_cuda_slot.c)
 
