@@ -183,11 +183,10 @@ static int start_all(eng_model *m, err *e) {
     if (!st[i].rc) continue;
     if (!rc) rc = st[i].rc;
     const instance *in = &m->inst[i];
-    char one[ERR_MSG_MAX];
-    snprintf(one, sizeof one, "%sinstance %d (%s%d): %s", o ? "; " : "", i, in->device < 0 ? "CPU" : "GPU ",
-             in->device < 0 ? 0 : in->device, st[i].e.msg);
-    o += (size_t)snprintf(msg + o, o < sizeof msg ? sizeof msg - o : 0, "%s", one);
-    if (o >= sizeof msg) o = sizeof msg - 1;
+    int w = snprintf(msg + o, sizeof msg - o, "%sinstance %d (%s%d): %s", o ? "; " : "", i,
+                     in->device < 0 ? "CPU" : "GPU ", in->device < 0 ? 0 : in->device, st[i].e.msg);
+    o = w < 0 || (size_t)w >= sizeof msg - o ? sizeof msg - 1 : o + (size_t)w;
+    if (o >= sizeof msg - 1) break;  // full: the first reasons are named
   }
   free(st);
   if (rc) err_set(e, rc, "%s", msg);
@@ -206,6 +205,7 @@ int eng_model_create_opts(eng_graph *g, const eng_model_config *cfg, int n_gpus,
   m->graph = g;
   m->max_batch = cfg->max_batch_size;
   m->prepare_budget_ms = lo ? lo->prepare_budget_ms : ENG_PREPARE_BUDGET_MS_DEFAULT;
+  m->cancel = lo ? lo->cancel : NULL;
   int rc = eng_model__bind_all(m, cfg, e);
   if (rc == 0) rc = eng_model__parse_opts(cfg, &m->opts, e);
   if (rc == 0) rc = eng_model__bind_padding(m, cfg, e);

@@ -74,6 +74,10 @@ typedef struct eng_model_load_opts {
   // (which it prepares regardless); the sizes left out run padded to the next
   // prepared one. <0: every size.
   int64_t prepare_budget_ms;
+  // Read between sizes (borrowed, may be NULL): once nonzero the load stops
+  // preparing and fails with ERR_UNAVAILABLE "cancelled: server shutting
+  // down" (a stop signal must not wait out a minute of preparation).
+  const _Atomic int *cancel;
 } eng_model_load_opts;
 
 // eng_model_create with the load's options (NULL: the defaults, as eng_model_create).

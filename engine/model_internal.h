@@ -113,6 +113,7 @@ struct eng_model {
   int *warm;  // the sizes every instance prepares whatever the budget: 1, the preferred ones, max_batch
   size_t n_warm;
   int64_t prepare_budget_ms;  // eng_model_load_opts
+  const _Atomic int *cancel;  // eng_model_load_opts: read while preparing at load (NULL: none)
   // tests' hooks (model_opts.c warm_sizes): INFERD_PREPARE_SIZES, exactly the
   // sizes prepared; INFERD_PREPARE_FAKE_MS, the cost each size counts against
   // the budget instead of its time. Either has CPU instances prepare and pad.

@@ -48,10 +48,18 @@ static void keep(instance *in, int rows) {
 // The sizes a recreation prepares again, the tests' list, or, at load, what
 // batch_sizes.c picks within the budget, counted from t0 (before the plan's
 // create: its layout timing is part of the preparation).
+// At load only (a recreation serves on): the server is stopping.
+static int cancelled(const instance *in, int recreating, err *e) {
+  const _Atomic int *c = in->model->cancel;
+  if (recreating || !c || !atomic_load(c)) return 0;
+  return err_set(e, ERR_UNAVAILABLE, "cancelled: server shutting down");
+}
+
 static int prepare_sizes(instance *in, prep_fn prep, void *ctx, uint64_t t0, err *e) {
   eng_model *m = in->model;
   int rc = 0, ok = 0;
   uint64_t ns = 0;
+  int recreating = in->n_prepared > 0;  // a recreation
   if (in->n_prepared || m->hook_sizes) {
     size_t n = in->n_prepared ? in->n_prepared : m->n_hook_sizes;
     int *again = malloc((n + 1) * sizeof *again);
@@ -59,7 +67,8 @@ static int prepare_sizes(instance *in, prep_fn prep, void *ctx, uint64_t t0, err
     memcpy(again, in->n_prepared ? in->prepared : m->hook_sizes, n * sizeof *again);
     in->n_prepared = 0;
     for (size_t i = 0; i < n && !rc; i++) {
-      rc = prep(in, ctx, again[i], &ok, &ns, e);
+      rc = cancelled(in, recreating, e);
+      if (rc == 0) rc = prep(in, ctx, again[i], &ok, &ns, e);
       if (rc == 0 && ok) keep(in, again[i]);
     }
     free(again);
@@ -71,6 +80,8 @@ static int prepare_sizes(instance *in, prep_fn prep, void *ctx, uint64_t t0, err
                       m->prepare_budget_ms < 0 ? -1 : m->prepare_budget_ms * 1000000, 0, e));
   int64_t fake = 0;  // the fake clock (INFERD_PREPARE_FAKE_MS)
   for (int s; !rc && (s = eng_bsizes_next(&b, m->fake_ns ? fake : (int64_t)(clock_mono_ns() - t0))) != 0;) {
+    rc = cancelled(in, 0, e);
+    if (rc) break;
     rc = prep(in, ctx, s, &ok, &ns, e);
     if (m->fake_ns) ns = (uint64_t)m->fake_ns;
     fake += (int64_t)ns;

@@ -101,7 +101,8 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
   // completion is done once and the message is not changed afterwards: one copy serves every version
   if (rc == 0 && !m->engine_config) rc = eng_model_config_from_proto(m->config, &m->engine_config, e);
   eng_model_load_opts lo = {.prepare_budget_ms = o->prepare_budget_set ? o->prepare_budget_ms
-                                                                         : ENG_PREPARE_BUDGET_MS_DEFAULT};
+                                                                         : ENG_PREPARE_BUDGET_MS_DEFAULT,
+                            .cancel = o->cancel};  // a stop signal ends the preparation, as a warmup
   if (rc == 0) rc = eng_model_create_opts(g, m->engine_config, o->n_gpus, &lo, &v->model, e);
   if (rc) {
     eng_graph_destroy(g);
