@@ -45,15 +45,16 @@ static void keep(instance *in, int rows) {
   in->n_prepared++;
 }
 
-// The sizes a recreation prepares again, the tests' list, or, at load, what
-// batch_sizes.c picks within the budget, counted from t0 (before the plan's
-// create: its layout timing is part of the preparation).
 // At load only (a recreation serves on): the server is stopping.
 static int cancelled(const instance *in, int recreating, err *e) {
   const _Atomic int *c = in->model->cancel;
   if (recreating || !c || !atomic_load(c)) return 0;
   return err_set(e, ERR_UNAVAILABLE, "cancelled: server shutting down");
 }
+
+// The sizes a recreation prepares again, the tests' list, or, at load, what
+// batch_sizes.c picks within the budget, counted from t0 (before the plan's
+// create: its layout timing is part of the preparation).
 
 static int prepare_sizes(instance *in, prep_fn prep, void *ctx, uint64_t t0, err *e) {
   eng_model *m = in->model;
