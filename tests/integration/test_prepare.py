@@ -153,3 +153,71 @@ def test_bad_hook_fails_the_load_naming_it(repo):
 def test_bad_budget_flag_refused(tmp_path, val):
     err = lib.start_fails(str(tmp_path), ["--model-prepare-budget-s", val])
     assert "--model-prepare-budget-s" in err, err
+
+
+def _slow(repo_dir):
+    """Y = X @ W @ W @ W @ W with W 2048x2048: a batch of 64 rows takes tens of ms on a few cores."""
+    import os
+    w = np.random.default_rng(3).standard_normal((2048, 2048)).astype(np.float32) * 0.01
+    nodes = [helper.make_node("MatMul", [a, "W"], [b]) for a, b in [("X", "T1"), ("T1", "T2"), ("T2", "T3"), ("T3", "Y")]]
+    m = g._model("slow", nodes, [g._vi("X", TensorProto.FLOAT, [None, 2048])], [g._vi("Y", TensorProto.FLOAT, [None, 2048])],
+                 [g._init("W", w)])
+    os.makedirs(os.path.join(repo_dir, "slow", "1"))
+    import onnx
+    onnx.save_model(m, os.path.join(repo_dir, "slow", "1", "model.onnx"))
+    with open(os.path.join(repo_dir, "slow", "config.pbtxt"), "w") as f:
+        f.write(g._config("slow", 64, [g._io("X", "FP32", [2048])], [g._out("Y", "FP32", [2048])]))
+
+
+def test_sigterm_ends_a_load_in_preparation(tmp_path):
+    """A load whose preparation would run for minutes (size 64 prepared 2,000 times over, through the
+    tests' hook): SIGTERM ends it before its next size, the load fails as cancelled and the process exits 0
+    promptly, as a warmup does (test_warmup_limits.py)."""
+    import signal
+    import threading
+    import time
+    import tritonclient.grpc as grpcclient
+    _slow(str(tmp_path))
+    srv = lib.ServerProcess(str(tmp_path), ["--model-control-mode", "explicit"],
+                            env={"INFERD_PREPARE_SIZES": ",".join(["64"] * 2000)})
+    try:
+        srv.start()
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    outcome = {}
+
+    def load():
+        try:
+            with grpcclient.InferenceServerClient(srv.grpc_url) as c:
+                c.load_model("slow", client_timeout=300)
+            outcome["ok"] = True
+        except Exception as e:  # noqa: BLE001 (asserted below)
+            outcome["error"] = e
+
+    th = threading.Thread(target=load, daemon=True)
+    try:
+        th.start()
+        with grpcclient.InferenceServerClient(srv.grpc_url) as c:
+            deadline = time.monotonic() + 60
+            state = None
+            while time.monotonic() < deadline:  # the index says LOADING while the load thread works on it
+                idx = c.get_model_repository_index(as_json=True).get("models", [])
+                state = next((m.get("state") for m in idx if m.get("name") == "slow"), None)
+                if state == "LOADING" or not th.is_alive():
+                    break
+            assert state == "LOADING" and th.is_alive(), (state, outcome)
+        t0 = time.monotonic()
+        srv.send_signal(signal.SIGTERM)
+        rc = srv.wait_exit(timeout=30)
+        took = time.monotonic() - t0
+        th.join(timeout=20)
+        assert rc == 0, "exit status %r after SIGTERM (took %.1f s); tail:\n%s" % (rc, took, srv.stderr_tail())
+        assert took < 20, took
+        assert any("slow" in l and "cancelled: server shutting down" in l for l in srv.stderr_text().splitlines()), \
+            srv.stderr_tail()
+        assert "ok" not in outcome, outcome
+        assert not srv.sanitizer_lines(), srv.stderr_tail()
+    finally:
+        if srv.alive():
+            srv.proc.kill()
+            srv.proc.wait()
