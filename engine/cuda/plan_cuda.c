@@ -330,8 +330,12 @@ static int check_segs(eng_cuda_plan *p, const slot *s, const eng_dev_seg *segs, 
 // must carry the batch first.
 static int run_rows(eng_cuda_plan *p, const eng_tensor *inputs, size_t n_in, int rows) {
   if (!p->pad || rows < 1 || n_in != p->pl->n_inputs) return rows;
-  size_t k = 0;
-  while (k < p->n_prepared && p->prepared[k] < rows) k++;
+  size_t k = 0, hi = p->n_prepared;  // the first prepared size >= rows
+  while (k < hi) {
+    size_t mid = (k + hi) / 2;
+    if (p->prepared[mid] < rows) k = mid + 1;
+    else hi = mid;
+  }
   if (k == p->n_prepared || p->prepared[k] == rows) return rows;  // beyond the largest: as it is
   int run = p->prepared[k];
   for (size_t i = 0; i < n_in; i++) {
