@@ -20,10 +20,12 @@
 // brings the device back).
 //
 // This file is the lifecycle and what others ask: create (instances started,
-// GPU ones placed on their GPU's NUMA node), destroy, statistics, failure
-// state, the tensors. Below it, calling one way: model_run.c (submit and the
-// instances' threads) and model_opts.c (the config read at create);
-// model_internal.h is what the three share.
+// GPU ones in parallel, each placed on its GPU's NUMA node), destroy,
+// statistics, failure state, the tensors. Below it, calling one way:
+// model_run.c (submit and the instances' threads), model_opts.c (the config
+// read at create) and model_prepare.c (the batch sizes prepared at load,
+// which model_run.c also calls for a recreated plan and the CPU's padding);
+// model_internal.h is what the four share.
 #include "engine/model.h"
 
 #include <pthread.h>

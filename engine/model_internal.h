@@ -1,10 +1,11 @@
-// engine/model_internal.h: what the three files of a model version share:
+// engine/model_internal.h: what the four files of a model version share:
 // the model (struct eng_model), its instances, the options its config asks
 // for and its tensors' bindings, and the helpers they call one way: model.c
 // (create, destroy, statistics, failure state) -> model_run.c (submit, the
-// instances' threads) and model_opts.c (the config read at create), never the
-// other way round (tests/unit/check_circles.py). Not a public header: only
-// those three include it; everyone else sees engine/model.h.
+// instances' threads) and model_opts.c (the config read at create); model.c
+// and model_run.c -> model_prepare.c (the batch sizes prepared at load), never
+// the other way round (tests/unit/check_circles.py). Not a public header: only
+// those four include it; everyone else sees engine/model.h.
 #ifndef INFERD_ENGINE_MODEL_INTERNAL_H
 #define INFERD_ENGINE_MODEL_INTERNAL_H
 
