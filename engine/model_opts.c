@@ -251,7 +251,7 @@ int eng_model__warm_sizes(eng_model *m, const eng_model_config *cfg, err *e) {
   // exactly those sizes, INFERD_PREPARE_FAKE_MS=N counts N ms against the
   // budget per size; either has CPU instances prepare and pad as GPU ones do
   const char *hs = getenv("INFERD_PREPARE_SIZES");
-  if (hs && *hs) {
+  if (hs && *hs && m->max_batch > 0) {  // a model without a batch dimension has one size
     if (eng_bsizes_parse(hs, m->max_batch, &m->hook_sizes, &m->n_hook_sizes, e) != 0)
       return err_prefix(e, "INFERD_PREPARE_SIZES: ");
     m->cpu_prepare = 1;
