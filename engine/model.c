@@ -20,10 +20,12 @@
 // brings the device back).
 //
 // This file is the lifecycle and what others ask: create (instances started,
-// GPU ones placed on their GPU's NUMA node), destroy, statistics, failure
-// state, the tensors. Below it, calling one way: model_run.c (submit and the
-// instances' threads) and model_opts.c (the config read at create);
-// model_internal.h is what the three share.
+// GPU ones in parallel, each placed on its GPU's NUMA node), destroy,
+// statistics, failure state, the tensors. Below it, calling one way:
+// model_run.c (submit and the instances' threads), model_opts.c (the config
+// read at create) and model_prepare.c (the batch sizes prepared at load,
+// which model_run.c also calls for a recreated plan and the CPU's padding);
+// model_internal.h is what the four share.
 #include "engine/model.h"
 
 #include <pthread.h>
@@ -33,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/batch_sizes.h"
 #include "engine/cpu/plan.h"
 #include "engine/model_internal.h"
 #include "engine/pad.h"
@@ -121,11 +124,10 @@ static int no_strings_on_gpu(const eng_model *m, err *e) {
 
 static int start_instance(instance *in, err *e) {
   eng_model *m = in->model;
-  pthread_mutex_init(&in->mu, NULL);
-  pthread_cond_init(&in->cv, NULL);
   in->depth = 1;
   if (in->device < 0) {
     TRY(eng_plan_create(m->graph, m->max_batch, &in->plan, e));
+    TRY(eng_model__prepare_cpu(in, e));  // nothing unless a test hook asks (model_prepare.c)
     atomic_store(&in->host_bytes, eng_plan_arena_bytes(in->plan));
     if (pthread_create(&in->thread, NULL, eng_model__instance_main, in) != 0)
       return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start instance thread %d", in->index);
@@ -134,7 +136,6 @@ static int start_instance(instance *in, err *e) {
   }
   TRY(no_strings_on_gpu(m, e));
 #if INFERD_HAVE_CUDA
-  pthread_cond_init(&in->done_cv, NULL);
   cpu_set_t saved;
   int bound = numa_bind(in, &saved);
   int rc = start_gpu(in, e);
@@ -145,12 +146,68 @@ static int start_instance(instance *in, err *e) {
 #endif
 }
 
+// A GPU instance started on a thread of its own: preparing its batch sizes
+// takes up to the load's budget, and instances on several GPUs (or several
+// on one) prepare at once rather than one after another.
+typedef struct starter {
+  instance *in;
+  pthread_t thread;
+  int running;
+  int rc;
+  err e;
+} starter;
+
+static void *start_main(void *arg) {
+  starter *st = arg;
+  st->rc = start_instance(st->in, &st->e);
+  return NULL;
+}
+
+// Starts every instance: the GPU ones in parallel, the CPU ones after on
+// this thread. Every failing instance is named, in one message.
+static int start_all(eng_model *m, err *e) {
+  starter *st = calloc((size_t)m->n_inst + 1, sizeof *st);
+  if (!st) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  for (int i = 0; i < m->n_inst; i++) {
+    st[i].in = &m->inst[i];
+    if (m->inst[i].device < 0) continue;
+    if (pthread_create(&st[i].thread, NULL, start_main, &st[i]) == 0) st[i].running = 1;
+    else st[i].rc = err_set(&st[i].e, ERR_RESOURCE_EXHAUSTED, "cannot start a thread to prepare it");
+  }
+  for (int i = 0; i < m->n_inst; i++) {
+    if (st[i].running) pthread_join(st[i].thread, NULL);
+    else if (m->inst[i].device < 0) st[i].rc = start_instance(&m->inst[i], &st[i].e);
+  }
+  int rc = 0;
+  size_t o = 0;
+  char msg[ERR_MSG_MAX] = "";
+  for (int i = 0; i < m->n_inst; i++) {
+    if (!st[i].rc) continue;
+    if (!rc) rc = st[i].rc;
+    const instance *in = &m->inst[i];
+    int w = snprintf(msg + o, sizeof msg - o, "%sinstance %d (%s%d): %s", o ? "; " : "", i,
+                     in->device < 0 ? "CPU" : "GPU ", in->device < 0 ? 0 : in->device, st[i].e.msg);
+    o = w < 0 || (size_t)w >= sizeof msg - o ? sizeof msg - 1 : o + (size_t)w;
+    if (o >= sizeof msg - 1) break;  // full: the first reasons are named
+  }
+  free(st);
+  if (rc) err_set(e, rc, "%s", msg);
+  return rc;
+}
+
 int eng_model_create(eng_graph *g, const eng_model_config *cfg, int n_gpus, eng_model **out, err *e) {
+  return eng_model_create_opts(g, cfg, n_gpus, NULL, out, e);
+}
+
+int eng_model_create_opts(eng_graph *g, const eng_model_config *cfg, int n_gpus, const eng_model_load_opts *lo,
+                          eng_model **out, err *e) {
   eng_model *m = calloc(1, sizeof *m);
   if (!m) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   pthread_mutex_init(&m->fail_mu, NULL);
   m->graph = g;
   m->max_batch = cfg->max_batch_size;
+  m->prepare_budget_ms = lo ? lo->prepare_budget_ms : ENG_PREPARE_BUDGET_MS_DEFAULT;
+  m->cancel = lo ? lo->cancel : NULL;
   int rc = eng_model__bind_all(m, cfg, e);
   if (rc == 0) rc = eng_model__parse_opts(cfg, &m->opts, e);
   if (rc == 0) rc = eng_model__bind_padding(m, cfg, e);
@@ -167,10 +224,14 @@ int eng_model_create(eng_graph *g, const eng_model_config *cfg, int n_gpus, eng_
     in->model = m;
     in->index = i;
     in->device = dev[i];
+    pthread_mutex_init(&in->mu, NULL);
+    pthread_cond_init(&in->cv, NULL);
+#if INFERD_HAVE_CUDA
+    if (in->device >= 0) pthread_cond_init(&in->done_cv, NULL);
+#endif
     m->n_inst++;
-    rc = start_instance(in, e);
-    if (rc) err_prefix(e, "instance %d (%s%d): ", i, in->device < 0 ? "CPU" : "GPU ", in->device < 0 ? 0 : in->device);
   }
+  if (rc == 0) rc = start_all(m, e);
   free(dev);
   if (rc) {
     m->graph = NULL;  // the caller keeps the graph on failure
@@ -212,6 +273,14 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   s->failed = in->failed;
   pthread_mutex_unlock(&in->mu);
   s->host_bytes = atomic_load(&in->host_bytes);
+  s->prepare_ns = atomic_load(&in->prepare_ns);
+  s->lazy_prepares = atomic_load(&in->lazy);
+  s->padded_batches = atomic_load(&in->padded_batches);
+  s->padded_rows = atomic_load(&in->padded_rows);
+  if (in->device < 0) {  // a CPU instance's sizes and padding are fixed at create
+    s->prepared_sizes = (int)in->n_prepared;
+    s->pad = in->pad;
+  }
 #if INFERD_HAVE_CUDA
   if (in->device < 0) return;
   pthread_mutex_lock(&in->mu);
@@ -238,6 +307,11 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   s->weight_bytes = ps.weight_bytes;
   s->weights_uploaded = ps.weights_uploaded;
   s->weight_holders = ps.weight_holders;
+  s->prepared_sizes = ps.prepared_sizes;
+  s->pad = ps.pad;
+  s->lazy_prepares += ps.lazy_prepares;  // the former plans' (recreations) and the current one's
+  s->padded_batches += ps.padded_batches;
+  s->padded_rows += ps.padded_rows;
 #endif
 }
 
@@ -269,6 +343,9 @@ void eng_model_destroy(eng_model *m) {
     if (in->device >= 0) pthread_cond_destroy(&in->done_cv);
 #endif
     eng_plan_destroy(in->plan);
+    free(in->prepared);
+    for (size_t k = 0; in->pad_buf && k < m->n_graph_in; k++) free(in->pad_buf[k]);
+    free(in->pad_buf);
     pthread_mutex_destroy(&in->mu);
     pthread_cond_destroy(&in->cv);
   }
@@ -280,6 +357,7 @@ void eng_model_destroy(eng_model *m) {
   free(m->out);
   free(m->graph_in_to_cfg);
   free(m->warm);
+  free(m->hook_sizes);
   eng_pad_free(&m->pad);
   if (m->graph) eng_graph_destroy(m->graph);
   pthread_mutex_destroy(&m->fail_mu);

@@ -62,7 +62,27 @@ struct eng_job {
 // Starts one thread per instance: per instance_group, `count` on the CPU
 // (KIND_CPU) or `count` on each of `gpus` (KIND_GPU; every one of the n_gpus
 // visible devices when `gpus` is empty). KIND_AUTO must be resolved before.
+// Returns once every instance is ready to serve: each GPU instance has
+// prepared its batch sizes (engine/batch_sizes.h), the GPU instances in
+// parallel, one thread each.
 int eng_model_create(eng_graph *g, const eng_model_config *cfg, int n_gpus, eng_model **out, err *e);
+
+// What the server's flags ask of every load.
+typedef struct eng_model_load_opts {
+  // --model-prepare-budget-s in ms: the time each instance may spend
+  // preparing batch sizes beyond 1, the preferred sizes and max_batch_size
+  // (which it prepares regardless); the sizes left out run padded to the next
+  // prepared one. <0: every size.
+  int64_t prepare_budget_ms;
+  // Read between sizes (borrowed, may be NULL): once nonzero the load stops
+  // preparing and fails with ERR_UNAVAILABLE "cancelled: server shutting
+  // down" (a stop signal must not wait out a minute of preparation).
+  const _Atomic int *cancel;
+} eng_model_load_opts;
+
+// eng_model_create with the load's options (NULL: the defaults, as eng_model_create).
+int eng_model_create_opts(eng_graph *g, const eng_model_config *cfg, int n_gpus, const eng_model_load_opts *lo,
+                          eng_model **out, err *e);
 int eng_model_n_gpu_instances(const eng_model *m);
 // CUDA ordinal of an instance, -1 for a CPU instance.
 int eng_model_instance_device(const eng_model *m, int instance);
@@ -104,6 +124,16 @@ typedef struct eng_instance_stats {
   uint64_t weight_bytes;
   int weights_uploaded;  // this instance's plan uploaded it (the others found it there)
   int weight_holders;    // instances holding it now
+  // batch sizes prepared at load (engine/batch_sizes.h; a CPU instance
+  // prepares none unless a test hook says so: nothing of its plan depends on
+  // the size), how long that took, and whether other sizes run padded
+  int prepared_sizes;
+  uint64_t prepare_ns;
+  int pad;
+  // since load, summed over recreations: batches that still captured,
+  // tuned or made something for their size on the request path (should stay
+  // 0), and batches run padded with the rows added to them
+  uint64_t lazy_prepares, padded_batches, padded_rows;
 } eng_instance_stats;
 
 // Safe from any thread while jobs run.

@@ -1,10 +1,11 @@
-// engine/model_internal.h: what the three files of a model version share:
+// engine/model_internal.h: what the four files of a model version share:
 // the model (struct eng_model), its instances, the options its config asks
 // for and its tensors' bindings, and the helpers they call one way: model.c
 // (create, destroy, statistics, failure state) -> model_run.c (submit, the
-// instances' threads) and model_opts.c (the config read at create), never the
-// other way round (tests/unit/check_circles.py). Not a public header: only
-// those three include it; everyone else sees engine/model.h.
+// instances' threads) and model_opts.c (the config read at create); model.c
+// and model_run.c -> model_prepare.c (the batch sizes prepared at load), never
+// the other way round (tests/unit/check_circles.py). Not a public header: only
+// those four include it; everyone else sees engine/model.h.
 #ifndef INFERD_ENGINE_MODEL_INTERNAL_H
 #define INFERD_ENGINE_MODEL_INTERNAL_H
 
@@ -62,6 +63,16 @@ typedef struct instance {
   char numa[ENG_NUMA_DESC_MAX];  // where its threads run, for the load log; set before they start
 #endif
   _Atomic uint64_t recreations;
+  // preparation (model_prepare.c): the sizes prepared ascending (the CPU
+  // pads to them under the tests' hooks; a recreated GPU plan prepares them
+  // again), the time it took
+  int *prepared;
+  size_t n_prepared;
+  _Atomic uint64_t prepare_ns;
+  int pad;  // CPU instances under a hook: batches of other sizes run padded
+  // a CPU instance's, or a GPU instance's former plans' (recreations)
+  _Atomic uint64_t lazy, padded_batches, padded_rows;
+  void **pad_buf;  // CPU padding: per graph input, room for max_batch rows
   uint64_t batches_run;  // CPU instances: batches so far (the fatal fault injection counts them)
   int failed;            // guarded by mu: could not be recreated; never runs again
   _Atomic uint64_t host_bytes;  // a CPU plan's arena, refreshed by its own thread
@@ -100,8 +111,17 @@ struct eng_model {
   eng_graph *graph;
   int max_batch;
   model_opts opts;
-  int *warm;
+  int *warm;  // the sizes every instance prepares whatever the budget: 1, the preferred ones, max_batch
   size_t n_warm;
+  int64_t prepare_budget_ms;  // eng_model_load_opts
+  const _Atomic int *cancel;  // eng_model_load_opts: read while preparing at load (NULL: none)
+  // tests' hooks (model_opts.c warm_sizes): INFERD_PREPARE_SIZES, exactly the
+  // sizes prepared; INFERD_PREPARE_FAKE_MS, the cost each size counts against
+  // the budget instead of its time. Either has CPU instances prepare and pad.
+  int *hook_sizes;
+  size_t n_hook_sizes;
+  int64_t fake_ns;
+  int cpu_prepare;
   binding *in, *out;
   size_t n_in, n_out;
   size_t n_client_in;   // the config's inputs; n_client_in..n_in-1 are control and state inputs
@@ -133,7 +153,7 @@ int eng_model__parse_opts(const eng_model_config *cfg, model_opts *o, err *e);
 // pad_to_longest against the config's tensors as the client sees them (after bind_all).
 int eng_model__bind_padding(eng_model *m, const eng_model_config *cfg, err *e);
 
-// The batch sizes whose graphs are captured at load (m->warm, m->n_warm).
+// The batch sizes prepared whatever the budget (m->warm, m->n_warm), and the tests' hooks.
 int eng_model__warm_sizes(eng_model *m, const eng_model_config *cfg, err *e);
 
 // The device of each instance the config asks for (-1: CPU), *out malloc'ed.
@@ -147,13 +167,28 @@ void eng_model__signal_seq(pthread_cond_t *cv, _Atomic uint64_t *seq, int all);
 // A CPU instance's thread (arg: its instance).
 void *eng_model__instance_main(void *arg);
 
+// --- model_prepare.c: the batch sizes prepared at load, padding on the CPU
+
+// A CPU instance's sizes prepared (under the tests' hooks only; in->plan made).
+int eng_model__prepare_cpu(instance *in, err *e);
+// The rows a CPU batch of `rows` runs at (more: padded to a prepared size);
+// counts a lazy prepare when the size is not prepared and cannot be padded.
+int eng_model__cpu_run_rows(instance *in, int64_t rows);
+// gin (graph inputs of `rows`) into the instance's padding buffers, `run` rows.
+void eng_model__cpu_pad(instance *in, eng_tensor *gin, int64_t rows, int run);
+// Outputs of a padded run cut back to the batch's rows.
+void eng_model__cpu_unpad(instance *in, eng_tensor *gout, int64_t rows, int run);
+
+#if INFERD_HAVE_CUDA
+// A GPU plan for the instance, with the model's options, its batch sizes
+// prepared (within the budget at load; a recreation prepares the same ones).
+int eng_model__create_cuda_plan(instance *in, eng_cuda_plan **out, err *e);
+#endif
+
 #if INFERD_HAVE_CUDA
 // A GPU instance's submit and completion threads (arg: its instance).
 void *eng_model__gpu_submit_main(void *arg);
 void *eng_model__gpu_done_main(void *arg);
-
-// A GPU plan for the instance, with the model's options.
-int eng_model__create_cuda_plan(instance *in, eng_cuda_plan **out, err *e);
 
 // Where the batcher's gather may write each input of each slot (the plan's
 // pinned staging), refreshed whenever the plan is (re)created.

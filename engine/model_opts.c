@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "engine/batch_sizes.h"
 #include "engine/model.h"
 #include "engine/model_internal.h"
 #include "engine/pad.h"
@@ -227,8 +228,9 @@ int eng_model__bind_padding(eng_model *m, const eng_model_config *cfg, err *e) {
   return rc;
 }
 
-// Batch sizes whose graphs are captured at load: 1, the preferred sizes and
-// the largest.
+// The batch sizes every instance prepares at load whatever the budget
+// (model_prepare.c adds more within it): 1, the preferred sizes and the
+// largest; and the tests' hooks.
 int eng_model__warm_sizes(eng_model *m, const eng_model_config *cfg, err *e) {
   size_t np = cfg->batching.on ? cfg->batching.n_preferred : 0;
   m->warm = calloc(np + 2, sizeof *m->warm);
@@ -244,6 +246,24 @@ int eng_model__warm_sizes(eng_model *m, const eng_model_config *cfg, err *e) {
     int dup = 0;
     for (size_t k = 0; k < m->n_warm; k++) dup |= m->warm[k] == m->max_batch;
     if (!dup) m->warm[m->n_warm++] = m->max_batch;
+  }
+  // the tests' hooks (model_prepare.c): INFERD_PREPARE_SIZES=1,4,8 prepares
+  // exactly those sizes, INFERD_PREPARE_FAKE_MS=N counts N ms against the
+  // budget per size; either has CPU instances prepare and pad as GPU ones do
+  const char *hs = getenv("INFERD_PREPARE_SIZES");
+  if (hs && *hs && m->max_batch > 0) {  // a model without a batch dimension has one size
+    if (eng_bsizes_parse(hs, m->max_batch, &m->hook_sizes, &m->n_hook_sizes, e) != 0)
+      return err_prefix(e, "INFERD_PREPARE_SIZES: ");
+    m->cpu_prepare = 1;
+  }
+  const char *fk = getenv("INFERD_PREPARE_FAKE_MS");
+  if (fk && *fk) {
+    char *end = NULL;
+    long ms = strtol(fk, &end, 10);
+    if (*end || ms < 1 || ms > 3600000)
+      return err_set(e, ERR_INVALID_ARGUMENT, "INFERD_PREPARE_FAKE_MS '%s' is not a count of milliseconds 1-3600000", fk);
+    m->fake_ns = (int64_t)ms * 1000000;
+    m->cpu_prepare = 1;
   }
   return 0;
 }

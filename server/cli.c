@@ -100,6 +100,10 @@ void srv_options_usage(const char *prog) {
           "  --model-warmup-max-runs N    executions one load's model_warmup may run in all (every\n"
           "                               entry's count x instances; default 1000): a load asking\n"
           "                               more fails at once, saying so\n"
+          "  --model-prepare-budget-s N   seconds each instance may spend at load preparing batch sizes\n"
+          "                               beyond 1, the preferred sizes and max_batch_size (CUDA graphs,\n"
+          "                               cuDNN plans, GEMM choices; default 60): the sizes left out run\n"
+          "                               padded to the next prepared one; ready only after it\n"
           "  --disable-auto-complete-config  Triton's flag: take config.pbtxt as written (no tensors,\n"
           "                               max_batch_size or dynamic_batching filled in from the model)\n"
           "  --strict-readiness BOOL      ready only when every model loaded (default true)\n"
@@ -240,7 +244,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
                      .http_header_timeout_secs = 10, .http_body_min_rate = 32768,
                      .http_max_body_bytes_in_flight = 1LL << 30, .rest_json_max_memory = 512LL << 20,
                      .max_inflight_request_bytes = -1,
-                     .default_max_batch_size = 4, .model_max_batch_size = 65536, .model_max_priority_levels = 1024, .warmup_max_mib = 1024, .warmup_max_runs = 1000, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
+                     .default_max_batch_size = 4, .model_max_batch_size = 65536, .model_max_priority_levels = 1024, .warmup_max_mib = 1024, .warmup_max_runs = 1000, .prepare_budget_s = 60, .auto_complete_config = 1, .strict_readiness = 1, .exit_timeout_secs = 30,
                      .log_level = SRV_LOG_INFO, .trace_rate = 1000, .trace_file_max_bytes = 1LL << 30, .allow_metrics = 1, .metrics_port = -1, .shm_max_regions = 4096, .poll_secs = 15};
   int client_cert = -1;  // --grpc-ssl-client-cert, -1 when not given
   for (int i = 1; i < argc; i++) {
@@ -335,6 +339,7 @@ int srv_options_parse(int argc, char **argv, srv_options *o) {
       rc = parse_int(name, val, 1, 1 << 20, &o->model_max_priority_levels);
     else if (!strcmp(name, "--model-warmup-max-mib")) rc = parse_int(name, val, 1, 1 << 20, &o->warmup_max_mib);
     else if (!strcmp(name, "--model-warmup-max-runs")) rc = parse_int(name, val, 1, 1 << 30, &o->warmup_max_runs);
+    else if (!strcmp(name, "--model-prepare-budget-s")) rc = parse_int(name, val, 0, 86400, &o->prepare_budget_s);
     else if (!strcmp(name, "--trace-file")) o->trace_file = val;
     else if (!strcmp(name, "--trace-rate")) rc = parse_int(name, val, 1, INT_MAX, &o->trace_rate);
     else if (!strcmp(name, "--trace-file-max-bytes")) rc = parse_ll(name, val, 0, 1LL << 50, &o->trace_file_max_bytes);

@@ -51,6 +51,7 @@ typedef struct srv_options {
   int model_max_priority_levels;  // --model-max-priority-levels
   int warmup_max_mib;   // --model-warmup-max-mib: input one load's model_warmup may feed in all
   int warmup_max_runs;  // --model-warmup-max-runs: executions one load's model_warmup may run in all
+  int prepare_budget_s;  // --model-prepare-budget-s: batch sizes prepared per instance at load (engine/batch_sizes.h)
   int auto_complete_config;  // Triton's auto-complete; --disable-auto-complete-config clears it
   int strict_readiness;
   int allow_client_shm;  // Triton's --allow-client-shm

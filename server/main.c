@@ -422,6 +422,8 @@ int main(int argc, char **argv) {
                           .store_allow = o.store_allow,
                           .n_store_allow = (size_t)o.n_store_allow,
                           .warmup_max_runs = (uint64_t)o.warmup_max_runs,
+                          .prepare_budget_ms = (int64_t)o.prepare_budget_s * 1000,
+                          .prepare_budget_set = 1,
                           // a stop signal ends a load's warmup at its next run (model control, poll mode)
                           .cancel = &srv.draining};
   int lrc = 0;

@@ -1,7 +1,8 @@
 // engine/cuda/plan_cuda.c: executes the CPU planner's plan (plan_internal.h) on a
 // CUDA device. Create looks each node's op up in the families' CUDA tables
 // (engine/ops/families.h, eng_cuda__find_op), makes the ops' state, uploads
-// the constants once per device and warms the slots; submit plans this
+// the constants once per device (plan_cuda_prep.c then warms the slots and
+// prepares batch sizes); submit plans this
 // run's shapes, settles its fusions (plan_cuda_fuse.c) and NHWC regions
 // (plan_cuda_layout.c), stages the inputs and launches the batch on a slot
 // (plan_cuda_slot.c); finish waits for that slot and hands its outputs out.
@@ -27,98 +28,6 @@
 #include "engine/cuda/plan_cuda_k.h"
 #include "engine/cuda/plan_cuda_state.h"
 #include "kernels/base/clock.h"
-
-// The layout a timed plan keeps for batches of `rows` (want_nhwc): slot 0
-// runs the warm-up batch each way, once to capture its graph and three times
-// timed by the plan's events, and NHWC is kept where its best time is 3%
-// under NCHW's (noise must not flip a model between runs). A model that
-// rejects the zeros gets no pick (NCHW, as before); device trouble fails the
-// load. opts.layout_flip (a test hook) picks by parity instead of timing.
-static int time_layouts(eng_cuda_plan *p, const eng_tensor *in, size_t n_in, eng_tensor *out, size_t n_out,
-                        int rows, err *e) {
-  uint64_t best[2] = {UINT64_MAX, UINT64_MAX};
-  int rc = 0;
-  for (int l = 0; l < 2 && !rc && !p->o.layout_flip; l++) {
-    p->layout_trial = l;
-    for (int it = 0; it < 4 && !rc; it++) {
-      err we = {0};
-      uint64_t ns = 0;
-      int r = eng_cuda_plan_submit(p, 0, in, n_in, &we);
-      if (r == 0) r = eng_cuda_plan_finish(p, 0, out, n_out, &ns, &we);
-      if (r == ERR_INTERNAL || r == ERR_RESOURCE_EXHAUSTED) {
-        *e = we;
-        rc = err_prefix(e, "timing the %s layout at batch size %d: ", l ? "NHWC" : "NCHW", rows);
-      } else if (r) {
-        p->layout_trial = -1;
-        return 0;
-      } else if (it > 0 && ns < best[l]) {
-        best[l] = ns;
-      }
-    }
-  }
-  p->layout_trial = -1;
-  if (rc) return rc;
-  int i = p->n_picks++;
-  p->picks[i].rows = rows;
-  p->picks[i].nhwc = p->o.layout_flip ? (i % 2 == 1) : (double)best[1] < 0.97 * (double)best[0];
-  return 0;
-}
-
-// Runs each warm batch size once on every slot (zeros in), which captures its
-// graph and settles cuBLASLt's algorithm choice before the first request
-// (and, in a timed plan, its layout first: time_layouts).
-static int warm_up(eng_cuda_plan *p, err *e) {
-  const eng_plan *pl = p->pl;
-  const eng_graph *g = pl->g;
-  if (!pl->have_layout || !p->o.n_warm) return 0;
-  size_t n_in = pl->n_inputs, n_out = pl->n_outputs;
-  eng_tensor *in = calloc(n_in + 1, sizeof *in), *out = calloc(n_out + 1, sizeof *out);
-  size_t biggest = 0;
-  for (size_t i = 0; i < n_in; i++) {
-    const eng_io *io = eng_graph_input(g, i);
-    size_t b = (size_t)eng_numel(io->ndims - 1, io->dims + 1) * dtype_size(io->dt);
-    if (pl->max_batch > 0) b *= (size_t)pl->max_batch;
-    else if (io->ndims > 0) b *= (size_t)io->dims[0];
-    if (b > biggest) biggest = b;
-  }
-  void *zeros = calloc(biggest + 16, 1);
-  int rc = 0;
-  uint64_t fault_at = p->o.fault_at;  // the test hook counts served batches only
-  p->o.fault_at = 0;
-  if (!in || !out || !zeros) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory warming up");
-  for (size_t w = 0; w < p->o.n_warm && !rc; w++) {
-    int rows = p->o.warm[w];
-    if (pl->max_batch > 0 ? rows < 1 || rows > pl->max_batch : w > 0) continue;  // no batch dim: once
-    for (size_t i = 0; i < n_in; i++) {
-      const eng_io *io = eng_graph_input(g, i);
-      in[i] = (eng_tensor){.dt = io->dt, .ndims = io->ndims, .data = zeros};
-      memcpy(in[i].dims, io->dims, sizeof in[i].dims);
-      if (pl->max_batch > 0) in[i].dims[0] = rows;
-      in[i].bytes = nbytes(&in[i]);
-    }
-    if (p->layout_timed && p->n_picks < (int)(sizeof p->picks / sizeof p->picks[0]))
-      rc = time_layouts(p, in, n_in, out, n_out, rows, e);
-    for (int k = 0; k < p->n_slots && !rc; k++) {
-      err we = {0};
-      int r = eng_cuda_plan_submit(p, k, in, n_in, &we);
-      if (r == 0) r = eng_cuda_plan_finish(p, k, out, n_out, NULL, &we);
-      // a model may reject zeros (value-dependent shapes): only device trouble fails the load
-      if (r == ERR_INTERNAL || r == ERR_RESOURCE_EXHAUSTED) {
-        *e = we;
-        rc = err_prefix(e, "warming up batch size %d: ", rows);
-      }
-    }
-  }
-  free(in);
-  free(out);
-  free(zeros);
-  p->o.fault_at = fault_at;
-  // the warm-up's runs are not traffic
-  atomic_store(&p->busy_ns, 0);
-  atomic_store(&p->batches, 0);
-  p->submits = 0;
-  return rc;
-}
 
 // NHWC regions pay where tensor cores run the convolutions (FP16, TF32):
 // there cuDNN's NHWC kernels are the fast ones. Strict FP32 starts NCHW and
@@ -177,8 +86,9 @@ static uint8_t *shape_derived(const eng_plan *pl) {
   return d;
 }
 
-int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts,
-                         eng_cuda_plan **out, err *e) {
+// eng_cuda_plan_create up to its warm-up (plan_cuda_prep.c's create does that after).
+int eng_cuda__create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts, eng_cuda_plan **out,
+                     err *e) {
   *out = NULL;
   int count = 0;
   cudaError_t crc = cudaGetDeviceCount(&count);
@@ -252,7 +162,8 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
   p->layout_trial = -1;
   p->in_cap = calloc(pl->n_inputs + 1, sizeof *p->in_cap);
   p->in_bytes = calloc(pl->n_inputs + 1, sizeof *p->in_bytes);
-  if (!p->in_cap || !p->in_bytes) {
+  p->pad_in = calloc(pl->n_inputs + 1, sizeof *p->pad_in);
+  if (!p->in_cap || !p->in_bytes || !p->pad_in) {
     ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
@@ -276,7 +187,6 @@ int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const en
       goto fail;
     }
   }
-  if ((ret = warm_up(p, e)) != 0) goto fail;
   *out = p;
   return 0;
 fail:
@@ -315,6 +225,9 @@ void eng_cuda_plan_destroy(eng_cuda_plan *p) {
   eng_cuda__layout_free(&p->lay);
   free(p->in_cap);
   free(p->in_bytes);
+  free(p->pad_in);
+  free(p->prepared);
+  free(p->zeros);
   free(p);
 }
 
@@ -366,6 +279,11 @@ void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
   s->graphs_disabled = atomic_load(&p->graphs_disabled);
   s->dev_seg_copies = atomic_load(&p->dev_seg_copies);
   s->peer_copies = atomic_load(&p->peer_copies);
+  s->prepared_sizes = (int)p->n_prepared;
+  s->pad = p->pad;
+  s->lazy_prepares = atomic_load(&p->lazy_prepares);
+  s->padded_batches = atomic_load(&p->padded_batches);
+  s->padded_rows = atomic_load(&p->padded_rows);
 }
 
 int eng_cuda_input_takes_device(const eng_graph *g, size_t i) {
@@ -385,10 +303,18 @@ int eng_cuda_plan_submit(eng_cuda_plan *p, int k, const eng_tensor *inputs, size
   return eng_cuda_plan_submit_segs(p, k, inputs, n_in, NULL, 0, e);
 }
 
-// The segments against this submit's inputs (after prepare: their shapes).
-static int check_segs(eng_cuda_plan *p, const eng_dev_seg *segs, size_t n_segs, err *e) {
+// Bytes of input t's rows the caller sent: all of them, unless the batch
+// runs padded (its first dim run rows, the caller's real).
+static size_t real_bytes(const eng_tensor *t, int real, int run) {
+  return real == run ? nbytes(t) : nbytes(t) / (size_t)run * (size_t)real;
+}
+
+// The segments against this submit's inputs (after prepare: their shapes; a
+// padded batch's segments cover its own rows).
+static int check_segs(eng_cuda_plan *p, const slot *s, const eng_dev_seg *segs, size_t n_segs, err *e) {
   const eng_plan *pl = p->pl;
-  for (size_t i = 0; i < pl->n_inputs; i++) p->in_bytes[i] = nbytes(&pl->cur[eng_graph_input_value(pl->g, i)]);
+  for (size_t i = 0; i < pl->n_inputs; i++)
+    p->in_bytes[i] = real_bytes(&pl->cur[eng_graph_input_value(pl->g, i)], s->real_rows, s->run_rows);
   TRY(eng_dev_seg_check(segs, n_segs, p->in_bytes, pl->n_inputs, e));
   for (size_t k = 0; k < n_segs; k++) {
     const eng_io *io = eng_graph_input(pl->g, segs[k].input);
@@ -399,6 +325,28 @@ static int check_segs(eng_cuda_plan *p, const eng_dev_seg *segs, size_t n_segs, 
   return 0;
 }
 
+// The prepared size a batch of `rows` runs at: its own, or (padding on) the
+// next prepared one, with p->pad_in the inputs' padded shapes; every input
+// must carry the batch first.
+static int run_rows(eng_cuda_plan *p, const eng_tensor *inputs, size_t n_in, int rows) {
+  if (!p->pad || rows < 1 || n_in != p->pl->n_inputs) return rows;
+  size_t k = 0, hi = p->n_prepared;  // the first prepared size >= rows
+  while (k < hi) {
+    size_t mid = (k + hi) / 2;
+    if (p->prepared[mid] < rows) k = mid + 1;
+    else hi = mid;
+  }
+  if (k == p->n_prepared || p->prepared[k] == rows) return rows;  // beyond the largest: as it is
+  int run = p->prepared[k];
+  for (size_t i = 0; i < n_in; i++) {
+    if (inputs[i].ndims < 1 || inputs[i].dims[0] != rows) return rows;
+    p->pad_in[i] = inputs[i];
+    p->pad_in[i].dims[0] = run;
+    p->pad_in[i].bytes = nbytes(&p->pad_in[i]);
+  }
+  return run;
+}
+
 int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs, size_t n_in,
                               const eng_dev_seg *segs, size_t n_segs, err *e) {
   if (k < 0 || k >= p->n_slots) return err_set(e, ERR_INTERNAL, "no stream slot %d", k);
@@ -406,9 +354,13 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
   eng_plan *pl = p->pl;
   const eng_graph *g = pl->g;
   uint64_t t_in = clock_mono_ns();
+  uint64_t prep0 = eng_cuda__prep_events(p);
   CUDA_TRY(e, cudaSetDevice(p->device));
-  TRY(eng_plan__prepare(pl, inputs, n_in, pl->n_outputs, e));
-  if (n_segs) TRY(check_segs(p, segs, n_segs, e));
+  int rows = pl->max_batch > 0 && n_in > 0 && inputs[0].ndims > 0 ? (int)inputs[0].dims[0] : 0;
+  s->real_rows = s->run_rows = rows;
+  if (p->serving) s->run_rows = run_rows(p, inputs, n_in, rows);
+  TRY(eng_plan__prepare(pl, s->run_rows != rows ? p->pad_in : inputs, n_in, pl->n_outputs, e));
+  if (n_segs) TRY(check_segs(p, s, segs, n_segs, e));
   TRY(eng_cuda__check_folds(p, e));
   // a re-layout moves buffers: every slot's graphs of an older layout are stale
   p->epoch = pl->layouts;
@@ -435,7 +387,8 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
   uint64_t t_stage = clock_mono_ns();
   for (size_t i = 0; i < n_in; i++) {
     const eng_tensor *t = &pl->cur[eng_graph_input_value(g, i)];
-    size_t n = numel(t);
+    // a padded batch stages its own rows; the rest of the staging keeps what it held
+    size_t n = s->run_rows == s->real_rows ? numel(t) : numel(t) / (size_t)s->run_rows * (size_t)s->real_rows;
     uint8_t *dst = s->pin_base + s->in_off[i];
     if (!n || inputs[i].data == dst) continue;  // assembled in place
     if (!n_segs || !eng_cuda_input_takes_device(g, i)) {
@@ -445,7 +398,7 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
     // no conversion here (takes_device): the host runs only, the segments' bytes are not the host's
     eng_seg_walk w;
     eng_copy_run r;
-    eng_seg_walk_init(&w, segs, n_segs, i, nbytes(t));
+    eng_seg_walk_init(&w, segs, n_segs, i, real_bytes(t, s->real_rows, s->run_rows));
     while (eng_seg_walk_next(&w, &r))
       if (!r.seg) memcpy(dst + r.offset, (const uint8_t *)inputs[i].data + r.offset, r.bytes);
   }
@@ -459,7 +412,7 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
   int ri = (int)(s->seq % (uint64_t)(p->n_slots + 1));
   atomic_fetch_add(&p->pre_ns, clock_mono_ns() - t_in);
   CUDA_TRY(e, cudaEventRecord(p->ev_start[ri], s->ctx.stream));
-  if (p->o.fault_at && p->submits == p->o.fault_at) TRY(eng_pk_fault_cuda(s->ctx.stream, e));
+  if (p->serving && p->o.fault_at && p->submits == p->o.fault_at) TRY(eng_pk_fault_cuda(s->ctx.stream, e));
   s->segs = segs;
   s->n_segs = n_segs;
   int rc = eng_cuda__launch(p, s, e);
@@ -472,6 +425,11 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
     return rc;
   }
   CUDA_TRY(e, cudaEventRecord(p->ev_end[ri], s->ctx.stream));
+  if (p->serving && eng_cuda__prep_events(p) != prep0) atomic_fetch_add(&p->lazy_prepares, 1);
+  if (s->run_rows != s->real_rows) {
+    atomic_fetch_add(&p->padded_batches, 1);
+    atomic_fetch_add(&p->padded_rows, (uint64_t)(s->run_rows - s->real_rows));
+  }
   return 0;
 }
 
@@ -525,6 +483,10 @@ int eng_cuda_plan_finish(eng_cuda_plan *p, int k, eng_tensor *outputs, size_t n_
     o->ndims = t->ndims;
     memcpy(o->dims, t->dims, sizeof o->dims);
     size_t n = numel(t);
+    if (s->run_rows != s->real_rows && t->ndims > 0 && t->dims[0] == s->run_rows) {  // padded: its own rows
+      o->dims[0] = s->real_rows;
+      n = n / (size_t)s->run_rows * (size_t)s->real_rows;
+    }
     o->bytes = n * dtype_size(o->dt);
     o->data = s->pin_base + s->out_off[j];
     if (o->dt != t->dt) {

@@ -1,5 +1,6 @@
 # engine/cuda/plan_cuda.cmake: the CUDA execution of a plan (plan_cuda.c:
-# create, submit, finish; plan_cuda_slot.c: a slot's memory, staging,
+# create, submit, finish; plan_cuda_prep.c: batch sizes prepared before
+# serving, lazy prepares counted; plan_cuda_slot.c: a slot's memory, staging,
 # enqueueing and graphs; plan_cuda_fuse.c: each run's fusions;
 # plan_cuda_layout.c: its NHWC regions; plan_cuda_util.c: what the op
 # families share with the plan), the weights
@@ -13,6 +14,7 @@ add_library(inferd_plan_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_fuse.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_layout.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_slot.c
+  ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_prep.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_util.c
   ${CMAKE_CURRENT_LIST_DIR}/cuda_weights.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_k.cu)

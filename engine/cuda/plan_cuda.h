@@ -24,6 +24,21 @@
 // sizes in opts.warm are captured at create. A graph holds the slot's
 // pointers, so a slot's graphs are dropped when its pools grow.
 //
+// Preparation (issue 32): a batch size is prepared when every slot has run
+// it once (zeros in): its graphs captured, its cuDNN plans made, its GEMMs
+// tuned. Create prepares opts.warm; with opts.prepare_later it only times
+// the layouts there and the caller prepares size by size
+// (eng_cuda_plan_prepare, engine/batch_sizes.h choosing which within the
+// load's budget) before eng_cuda_plan_serve. From then on whatever still
+// gets captured or tuned on a submit counts as a lazy prepare (stats), and
+// with padding on, a batch whose size was not prepared runs at the next
+// prepared size: its rows staged, the slot's staging holding earlier
+// batches' rows (or the warm-up's zeros) in the rest, and only its rows
+// handed out. Padding needs every output to carry the batch dimension first
+// (checked at every prepared size) and rows that do not mix, as dynamic
+// batching itself does. A batch with device segments has graphs of its own,
+// not prepared: its first one per size is captured lazily.
+//
 // Precision: FP32 (TF32 off), TF32 (FP32 storage, TF32 tensor-core
 // products) or FP16 (every FP32 value, constants included, stored and
 // computed in FP16 with FP32 accumulation; weights converted once at create;
@@ -76,6 +91,9 @@ typedef struct eng_cuda_opts {
   int graph_cap;    // graphs kept per slot (0: 64); beyond it, plain launches
   const int *warm;  // batch sizes to capture (and tune) at create, static shapes only
   size_t n_warm;
+  // 1: create times the layouts at opts.warm's sizes and prepares nothing:
+  // the caller prepares (eng_cuda_plan_prepare) and then calls eng_cuda_plan_serve
+  int prepare_later;
   uint64_t fault_at;  // test hook: the Nth submit (1-based) fails with a real CUDA launch error
   int layout_flip;    // test hook: a timed layout (FP32, AUTO) picks NHWC at every second warmed batch size, untimed
   eng_cuda_layout layout;  // where convolutions' activations are kept NHWC (AUTO in FP32: timed per warmed batch size)
@@ -146,6 +164,19 @@ int eng_cuda_plan_finish(eng_cuda_plan *p, int slot, eng_tensor *outputs, size_t
 int eng_cuda_plan_run(eng_cuda_plan *p, const eng_tensor *inputs, size_t n_in,
                       eng_tensor *outputs, size_t n_out, err *e);
 
+// Prepares batch size `rows` (plan_cuda.h's top): every slot runs it once,
+// zeros in. *ns (may be NULL): the wall time it took. A model that refuses
+// zeros (value-dependent shapes) leaves the size unprepared and returns 0;
+// device trouble fails. Before eng_cuda_plan_serve, on the submitting thread.
+int eng_cuda_plan_prepare(eng_cuda_plan *p, int rows, uint64_t *ns, err *e);
+// Preparation is over: captures and tuning from here count as lazy; pad 1:
+// batches of sizes not prepared run padded to the next prepared size (where
+// the model allows: eng_cuda_plan_stats.pad). The preparation's runs leave
+// the busy, batch and fault-injection counts.
+void eng_cuda_plan_serve(eng_cuda_plan *p, int pad);
+// The prepared sizes ascending (borrowed, valid until destroy), their count in *n.
+const int *eng_cuda_plan_prepared(const eng_cuda_plan *p, size_t *n);
+
 typedef struct eng_cuda_plan_stats {
   uint64_t real_allocs;      // cudaMalloc + cudaHostAlloc calls since create (create's own included)
   uint64_t graphs_captured;  // graphs instantiated since create
@@ -176,6 +207,11 @@ typedef struct eng_cuda_plan_stats {
   // sums over the timed shapes of one run's device time (ns): the heuristic's first answer and
   // the kept one; first / best is the GEMMs' estimated speed-up
   uint64_t gemm_first_ns, gemm_best_ns;
+  int prepared_sizes;        // batch sizes prepared (eng_cuda_plan_prepare)
+  int pad;                   // batches of other sizes run padded (eng_cuda_plan_serve)
+  uint64_t lazy_prepares;    // submits after serve that captured a graph, made a cuDNN plan or tuned a GEMM
+  uint64_t padded_batches;   // batches run padded to a prepared size, and the rows added to them
+  uint64_t padded_rows;
   uint64_t dev_seg_copies;   // device segments copied in (eng_cuda_plan_submit_segs)
   uint64_t peer_copies;      // of them, copied from another device
 } eng_cuda_plan_stats;

@@ -254,7 +254,10 @@ int eng_cuda__prepare_nodes(eng_cuda_plan *p, slot *s, err *e) {
     cuda_prep r = {0};
     rc = op->prepare(&s->ctx, &pl->params[i], pl->tin, n->n_in, pl->tout, n->n_out, &r, e);
     if (rc) err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
-    if (r.made) atomic_fetch_add(&p->allocs, (uint64_t)r.made);
+    if (r.made) {
+      atomic_fetch_add(&p->allocs, (uint64_t)r.made);
+      atomic_fetch_add(&p->made, (uint64_t)r.made);  // a new shape's plan: a lazy prepare once serving
+    }
     if (r.ws_need > need) need = r.ws_need;
     gemm += r.gemm;
   }

@@ -60,6 +60,7 @@ typedef struct slot {
   size_t n_segs;
   gentry *graphs;
   int n_graphs;
+  int real_rows, run_rows;  // this batch's rows, and the prepared size it runs at (more: padded)
 } slot;
 
 struct eng_cuda_plan {
@@ -127,6 +128,18 @@ struct eng_cuda_plan {
   eng_gemm_tuner *tuner;                   // shared by the slots' cuBLASLt objects; NULL: autotuning off
   _Atomic uint64_t gemm_tuned, gemm_tune_improved, gemm_tune_ns, gemm_tune_passes, gemm_first_ns, gemm_best_ns;
   _Atomic uint64_t dev_seg_copies, peer_copies;  // device segments copied in, those from another device
+  // preparation (plan_cuda_prep.c): the sizes prepared, ascending; zeros for
+  // its inputs while it lasts; serving once eng_cuda_plan_serve ran
+  int *prepared;
+  size_t n_prepared;
+  void *zeros;
+  size_t zeros_bytes;
+  bool serving;
+  bool pad;         // serving: unprepared sizes run padded
+  bool pad_unsafe;  // an output without the batch dimension first at some prepared size
+  eng_tensor *pad_in;  // per input: this submit's padded shape (the caller's data)
+  _Atomic uint64_t made;  // op state made by a node's prepare (cuDNN plans), since create
+  _Atomic uint64_t lazy_prepares, padded_batches, padded_rows;
 };
 
 
@@ -146,6 +159,17 @@ void eng_cuda__settle_fusions(eng_cuda_plan *p);
 void eng_cuda__settle_prologues(eng_cuda_plan *p);
 // Every node not folded has a CUDA op, and no graph output is computed on the host.
 int eng_cuda__check_folds(const eng_cuda_plan *p, err *e);
+
+// --- preparation (plan_cuda_prep.c)
+
+// eng_cuda_plan_create (defined there, after its warm-up) up to the warm-up: plan_cuda.c.
+int eng_cuda__create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts, eng_cuda_plan **out,
+                     err *e);
+// What a submit captures, makes or tunes: a sum that moves with each.
+static inline uint64_t eng_cuda__prep_events(eng_cuda_plan *p) {
+  return atomic_load(&p->graphs_captured) + atomic_load(&p->gemm_tune_passes) + atomic_load(&p->gemm_tuned) +
+         atomic_load(&p->made);
+}
 
 // --- slots (plan_cuda_slot.c)
 

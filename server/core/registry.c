@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "engine/batch_sizes.h"
 #include "engine/graph/graph.h"
 #include "engine/repo/config.h"
 #include "engine/repo/repo.h"
@@ -99,7 +100,10 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
   free(out);
   // completion is done once and the message is not changed afterwards: one copy serves every version
   if (rc == 0 && !m->engine_config) rc = eng_model_config_from_proto(m->config, &m->engine_config, e);
-  if (rc == 0) rc = eng_model_create(g, m->engine_config, o->n_gpus, &v->model, e);
+  eng_model_load_opts lo = {.prepare_budget_ms = o->prepare_budget_set ? o->prepare_budget_ms
+                                                                         : ENG_PREPARE_BUDGET_MS_DEFAULT,
+                            .cancel = o->cancel};  // a stop signal ends the preparation, as a warmup
+  if (rc == 0) rc = eng_model_create_opts(g, m->engine_config, o->n_gpus, &lo, &v->model, e);
   if (rc) {
     eng_graph_destroy(g);
     return rc;
@@ -268,6 +272,10 @@ static void load_model(repo_model *rm, const srv_registry_opts *o, const eng_con
         srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): cuBLASLt autotuning timed %" PRIu64
                 " GEMM shape(s) in %.1f ms", m->name, v->version_str, k, st.device, st.gemm_tuned,
                 (double)st.gemm_tune_ns / 1e6);
+      // the batch sizes prepared before ready (engine/batch_sizes.h, --model-prepare-budget-s)
+      srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): %d batch size(s) of 1..%d prepared in %.1f s%s",
+              m->name, v->version_str, k, st.device, st.prepared_sizes, eng_model_max_batch(v->model) > 0 ? eng_model_max_batch(v->model) : 1,
+              (double)st.prepare_ns / 1e9, st.pad ? ", the others padded to the next" : "");
       if (st.timed_layouts)  // FP32, layout AUTO: both layouts timed per warmed batch size (plan_cuda.h)
         srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): layouts timed at %d batch size(s), "
                 "NHWC kept at %d", m->name, v->version_str, k, st.device, st.timed_layouts, st.timed_nhwc);

@@ -138,6 +138,10 @@ typedef struct srv_registry_opts {
   // the most input bytes one load's model_warmup may feed, all entries together (eng_warmup_run; 0:
   // ENG_WARMUP_MAX_BYTES), and the most runs (0: ENG_WARMUP_MAX_RUNS)
   uint64_t warmup_max_bytes, warmup_max_runs;
+  // --model-prepare-budget-s in ms (eng_model_load_opts); 0 in opts built
+  // without the flag: ENG_PREPARE_BUDGET_MS_DEFAULT
+  int64_t prepare_budget_ms;
+  int prepare_budget_set;  // 1: prepare_budget_ms as given, 0 included
   // borrowed, may be NULL: nonzero ends a warmup in progress at its next run
   // and fails that load (the server is stopping: srv_server.draining)
   const atomic_int *cancel;

@@ -201,7 +201,10 @@ typedef struct inst_metric {
   const char *name, *type, *help;
 } inst_metric;
 
-enum { I_BUSY, I_BATCHES, I_HEALTHY, I_FAILED, I_RECREATE, I_GRAPHS, I_GRAPH_LAUNCH, I_PLAIN_LAUNCH, I_ALLOCS, I_N };
+enum {
+  I_BUSY, I_BATCHES, I_HEALTHY, I_FAILED, I_RECREATE, I_GRAPHS, I_GRAPH_LAUNCH, I_PLAIN_LAUNCH, I_ALLOCS, I_PREPARED,
+  I_PREPARE_S, I_LAZY, I_PADDED, I_N
+};
 
 static const inst_metric inst_metrics[I_N] = {
     {"inferd_instance_busy_seconds_total", "counter",
@@ -216,6 +219,12 @@ static const inst_metric inst_metrics[I_N] = {
     {"inferd_instance_plain_launches_total", "counter", "Batches launched kernel by kernel"},
     {"inferd_instance_device_allocations_total", "counter",
      "cudaMalloc/cudaHostAlloc calls of the instance's current engine (flat while serving)"},
+    {"inferd_instance_prepared_batch_sizes", "gauge",
+     "Batch sizes the instance prepared before serving (graphs, cuDNN plans, GEMM choices); others run padded"},
+    {"inferd_instance_prepare_seconds", "gauge", "Time the instance spent preparing its batch sizes at load"},
+    {"inferd_instance_lazy_prepares_total", "counter",
+     "Batches that captured a graph, made a cuDNN plan or tuned a GEMM on the request path (should stay 0)"},
+    {"inferd_instance_padded_batches_total", "counter", "Batches run padded to the next prepared batch size"},
 };
 
 static double inst_value(int k, const eng_instance_stats *st) {
@@ -228,6 +237,10 @@ static double inst_value(int k, const eng_instance_stats *st) {
     case I_GRAPHS: return (double)st->graphs;
     case I_GRAPH_LAUNCH: return (double)st->graph_launches;
     case I_PLAIN_LAUNCH: return (double)st->plain_launches;
+    case I_PREPARED: return st->prepared_sizes;
+    case I_PREPARE_S: return (double)st->prepare_ns / 1e9;
+    case I_LAZY: return (double)st->lazy_prepares;
+    case I_PADDED: return (double)st->padded_batches;
     default: return (double)st->device_allocs;
   }
 }
@@ -251,6 +264,40 @@ static void metrics_instances(srv_server *s, sbuf *b) {
           sb_printf(b, "%s{model=\"%s\",version=\"%s\",model_instance=\"%d\",gpu=\"%d\"} %.9g\n", inst_metrics[k].name,
                     m->name, v->version_str, x, st.device, inst_value(k, &st));
         }
+      }
+    }
+  }
+}
+
+// Per model version, every instance (CPU ones too): the batch sizes
+// prepared at load and what still happened on the request path
+// (engine/batch_sizes.h; issue 32): a lazy prepare there is a batch that
+// captured, tuned or made something for its size while clients waited.
+static void metrics_prepare(srv_server *s, sbuf *b) {
+  static const struct {
+    const char *name, *help;
+  } pm[] = {
+      {"inferd_lazy_prepares_total",
+       "Batches that prepared their batch size on the request path (a CUDA graph captured, a cuDNN plan made, a "
+       "GEMM tuned): 0 once every size is prepared at load or padded to one that is"},
+      {"inferd_padded_batches_total", "Batches run padded to the next batch size prepared at load"},
+      {"inferd_padded_rows_total", "Rows added to batches by that padding (their results dropped)"},
+  };
+  for (size_t k = 0; k < sizeof pm / sizeof pm[0]; k++) {
+    sb_printf(b, "# HELP %s %s\n# TYPE %s counter\n", pm[k].name, pm[k].help, pm[k].name);
+    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
+      srv_model *m = srv_registry_model_at(s->reg, i);
+      for (size_t j = 0; j < m->n_versions; j++) {
+        srv_version *v = &m->versions[j];
+        if (!v->model) continue;
+        uint64_t x = 0;
+        for (int in = 0; in < eng_model_n_instances(v->model); in++) {
+          eng_instance_stats st;
+          eng_model_instance_stats(v->model, in, &st);
+          x += k == 0 ? st.lazy_prepares : k == 1 ? st.padded_batches : st.padded_rows;
+        }
+        sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %llu\n", pm[k].name, m->name, v->version_str,
+                  (unsigned long long)x);
       }
     }
   }
@@ -510,6 +557,7 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
     metrics_text(s, &b);
     metrics_histograms(s, &b);
     metrics_instances(s, &b);
+    metrics_prepare(s, &b);
     metrics_gpus(s, &b);
     metrics_throughput(s, &b);
     metrics_grpc(s, &b);

@@ -15,7 +15,7 @@ build=${BUILD:-$root/build}
 py=${INFERD_PYTHON:-$root/.venv/bin/python}
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-cp "$build/bin/test_gpu_plan" "$build/bin/test_cuda_conv" "$build/bin/inferd" "$build/bin/inferd-load" "$out/bin/"
+cp "$build/bin/test_gpu_plan" "$build/bin/test_gpu_plan_prepare" "$build/bin/test_cuda_conv" "$build/bin/inferd" "$build/bin/inferd-load" "$out/bin/"
 bash "$root/tests/gpu/bundle_libs.sh" "$out"
 tar -C "$out" -cJf "$out/lib.tar.xz" lib
 rm -rf "${out:?}/lib"

@@ -23,6 +23,10 @@ timeout 300 "$b/bin/test_gpu_plan" "$b/gpu_plan_models" >"$logs/test_gpu_plan.tx
 echo "exit $?"
 grep -E "conv|FAIL|fail|error|SKIP|passed|checks" "$logs/test_gpu_plan.txt" | head -60
 tail -3 "$logs/test_gpu_plan.txt"
+echo "== test_gpu_plan_prepare (batch sizes prepared: nothing captured or tuned after, padding right)"
+timeout 300 "$b/bin/test_gpu_plan_prepare" "$b/gpu_plan_models" >"$logs/test_gpu_plan_prepare.txt" 2>&1
+echo "exit $?"
+grep -E "FAIL|prepared|checks" "$logs/test_gpu_plan_prepare.txt" | head -20
 echo "== test_cuda_conv"
 timeout 240 "$b/bin/test_cuda_conv" >"$logs/test_cuda_conv.txt" 2>&1
 echo "exit $?"

@@ -28,3 +28,12 @@ if(TARGET inferd_plan_cuda)
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_k_cuda_int.c
     LIBS inferd_plan_cuda inferd_kernels_cuda inferd_kernels CUDA::cudart ${MATH_LIB})
 endif()
+# batch sizes prepared before the plan serves (plan_cuda_prep.c): nothing captured or tuned after,
+# unprepared sizes padded (issue 32); the same models, as an argument or INFERD_GPU_PLAN_MODELS
+if(TARGET inferd_plan_cuda)
+  inferd_gpu_test(test_gpu_plan_prepare
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gpu_plan_prepare.c ${CMAKE_CURRENT_LIST_DIR}/test_gpu_plan_util.c
+    LIBS inferd_plan_cuda inferd_graph inferd_plan inferd_kernels Threads::Threads ${MATH_LIB})
+  set_tests_properties(test_gpu_plan_prepare PROPERTIES FIXTURES_REQUIRED gpu_plan_models)
+  set_property(TEST test_gpu_plan_prepare PROPERTY ENVIRONMENT INFERD_GPU_PLAN_MODELS=${_gpu_plan_models})
+endif()

@@ -7,8 +7,8 @@ pass=0 skip=0 fail=0
 for t in "$dir"/test_cuda_* "$dir"/test_k_cuda_* "$dir"/test_gpu_*; do
   [ -x "$t" ] || continue
   args=()
-  # test_gpu_plan reads the models gen_test_models.py wrote (device_bundle.sh puts them beside bin/)
-  [ "$(basename "$t")" = test_gpu_plan ] && args=("${GPU_PLAN_MODELS:-$dir/../gpu_plan_models}")
+  # test_gpu_plan and test_gpu_plan_prepare read the models gen_test_models.py wrote (device_bundle.sh puts them beside bin/)
+  case $(basename "$t") in test_gpu_plan | test_gpu_plan_prepare) args=("${GPU_PLAN_MODELS:-$dir/../gpu_plan_models}");; esac
   out=$("$t" "${args[@]}" 2>&1); rc=$?
   case $rc in
     0) pass=$((pass + 1)); echo "PASS $(basename "$t")";;
