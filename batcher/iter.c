@@ -308,7 +308,8 @@ size_t bat_iter_plan(bat_iter *s, bat_iter_step *out) {
     if (decode) n_pass1 = s->n_work;
   }
   if (n_preempted == 0)
-    while (s->waiting.head && s->running.n < (size_t)s->cfg.max_num_seqs && budget > 0)
+    while (s->waiting.head && s->running.n < (size_t)s->cfg.max_num_seqs && s->n_work < (size_t)s->cfg.max_num_seqs &&
+           budget > 0)
       if (!admit(s, s->waiting.head, &budget)) break;
   // compact out the items of sequences preempted after they were scheduled;
   // decodes stay first
