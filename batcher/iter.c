@@ -118,6 +118,8 @@ int bat_iter_create(const bat_iter_config *c, bat_iter **out, err *e) {
                    "max_num_batched_tokens %lld is below max_num_seqs %d: a step could not hold every decode",
                    (long long)c->max_num_batched_tokens, c->max_num_seqs);
   if (c->max_model_len < 0) return err_set(e, ERR_INVALID_ARGUMENT, "max_model_len %lld is negative", (long long)c->max_model_len);
+  if (c->max_prefill_chunk < 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "max_prefill_chunk %lld is negative", (long long)c->max_prefill_chunk);
   if (c->default_timeout_us < 0) return err_set(e, ERR_INVALID_ARGUMENT, "default queue timeout is negative");
   if (c->priority_levels && (c->default_priority_level < 1 || c->default_priority_level > c->priority_levels))
     return err_set(e, ERR_INVALID_ARGUMENT, "default_priority_level %u is outside 1..priority_levels %u",
@@ -152,6 +154,8 @@ void bat_iter_seq_close(bat_iter_seq *q) {
 // --- enqueue
 
 int bat_iter_enqueue(bat_iter *s, bat_iter_seq *q, err *e) {
+  if (q->state == BAT_ITER_WAITING || q->state == BAT_ITER_RUNNING)
+    return err_set(e, ERR_INVALID_ARGUMENT, "the sequence is queued already");
   if (q->prompt_len < 1 || !q->prompt) return err_set(e, ERR_INVALID_ARGUMENT, "the prompt is empty");
   if (q->max_tokens < 1)
     return err_set(e, ERR_INVALID_ARGUMENT, "max_tokens %lld must be at least 1", (long long)q->max_tokens);
@@ -190,8 +194,8 @@ int bat_iter_enqueue(bat_iter *s, bat_iter_seq *q, err *e) {
   memcpy(q->tokens, q->prompt, (size_t)q->prompt_len * sizeof *q->tokens);
   int64_t now = s->cfg.now(s->cfg.clock_ctx);
   int64_t timeout = s->cfg.default_timeout_us;
-  if (s->cfg.allow_timeout_override && q->timeout_us > 0 && (timeout == 0 || q->timeout_us < timeout))
-    timeout = q->timeout_us;
+  // Triton's PolicyQueue: a request may only shorten a non-zero default.
+  if (s->cfg.allow_timeout_override && q->timeout_us > 0 && q->timeout_us < timeout) timeout = q->timeout_us;
   q->timeout_at_us = timeout > 0 && now <= INT64_MAX - timeout ? now + timeout : INT64_MAX;
   q->n_tokens = q->prompt_len;
   q->n_generated = 0;
@@ -225,6 +229,13 @@ static void sweep(bat_iter *s, slist *l, int64_t now) {
   }
 }
 
+// What a sequence with left tokens to compute gets of the budget.
+static int64_t chunk_of(const bat_iter *s, int64_t left, int64_t budget) {
+  int64_t chunk = left < budget ? left : budget;
+  if (s->cfg.max_prefill_chunk > 0 && chunk > s->cfg.max_prefill_chunk) chunk = s->cfg.max_prefill_chunk;
+  return chunk;
+}
+
 static void add_work(bat_iter *s, bat_iter_seq *q, int64_t chunk, int64_t *budget) {
   q->work_idx = (int32_t)s->n_work;
   s->work[s->n_work++] = (bat_iter_work){.seq = q, .start = q->n_computed, .n_tokens = chunk,
@@ -236,8 +247,7 @@ static void add_work(bat_iter *s, bat_iter_seq *q, int64_t chunk, int64_t *budge
 // running set while its blocks do not fit. Returns 0 when q itself was
 // preempted (it was the tail: nothing after it is left to schedule).
 static int schedule_running(bat_iter *s, bat_iter_seq *q, int64_t *budget, size_t *n_preempted) {
-  int64_t chunk = q->n_tokens - q->n_computed;
-  if (chunk > *budget) chunk = *budget;
+  int64_t chunk = chunk_of(s, q->n_tokens - q->n_computed, *budget);
   if (chunk <= 0) return 1;
   bat_kv_pool *pool = s->cfg.pool;
   int64_t more = q->n_computed + chunk - q->kv.n_slots;
@@ -260,8 +270,7 @@ static int admit(bat_iter *s, bat_iter_seq *q, int64_t *budget) {
   bat_kv_pool *pool = s->cfg.pool;
   bat_kv_hit hit = bat_kv_match(pool, q->tokens, q->n_tokens - 1);
   int64_t hit_tokens = (int64_t)hit.blocks * s->bt;
-  int64_t chunk = q->n_tokens - hit_tokens;
-  if (chunk > *budget) chunk = *budget;
+  int64_t chunk = chunk_of(s, q->n_tokens - hit_tokens, *budget);
   int64_t need = bat_kv_blocks_for(pool, hit_tokens + chunk) - hit.blocks;
   if (need > (int64_t)bat_kv_free_blocks(pool) - hit.evictable) return 0;
   int32_t got = bat_kv_acquire_prefix(pool, &q->kv, q->tokens, hit.blocks);
@@ -355,6 +364,14 @@ int bat_iter_complete(bat_iter *s, const int32_t *sampled, const uint8_t *stop, 
   return 0;
 }
 
+void bat_iter_abort(bat_iter *s) {
+  // The slots reserved for the step stay reserved: the next plan schedules
+  // from n_computed again and reserves only what is missing.
+  for (size_t i = 0; i < s->n_work; i++) s->work[i].seq->work_idx = -1;
+  s->n_work = 0;
+  s->in_step = 0;
+}
+
 bat_iter_seq *bat_iter_take_finished(bat_iter *s) {
   bat_iter_seq *h = s->fin_head;
   s->fin_head = s->fin_tail = NULL;
@@ -362,9 +379,7 @@ bat_iter_seq *bat_iter_take_finished(bat_iter *s) {
 }
 
 void bat_iter_flush(bat_iter *s) {
-  for (size_t i = 0; i < s->n_work; i++) s->work[i].seq->work_idx = -1;
-  s->n_work = 0;
-  s->in_step = 0;
+  bat_iter_abort(s);
   while (s->running.head) finish(s, s->running.head, BAT_ITER_END_DROPPED, BAT_DROP_SHUTDOWN);
   while (s->waiting.head) finish(s, s->waiting.head, BAT_ITER_END_DROPPED, BAT_DROP_SHUTDOWN);
 }

@@ -44,8 +44,8 @@
 //    never fit the pool alone is refused at enqueue, so the oldest running
 //    sequence can always progress and every sequence ends.
 //  - Cancellation (the callback) and deadlines are checked at every plan, for
-//    every sequence, running or waiting: it leaves at once, its blocks
-//    released, with a reason. The queue timeout (REJECT; Triton's
+//    every sequence, running or waiting (a plan costs O(running + waiting)):
+//    it leaves at once, its blocks released, with a reason. The queue timeout (REJECT; Triton's
 //    ModelQueuePolicy default_timeout) applies only until a sequence is
 //    first scheduled. Every boundary is inclusive.
 #ifndef INFERD_BATCHER_ITER_H
@@ -81,7 +81,7 @@ typedef struct bat_iter_seq {
   int64_t max_tokens;     // tokens to generate at most, >= 1
   uint32_t priority;      // 1..priority_levels, 0 = default
   int64_t deadline_us;    // absolute client deadline; INT64_MAX none
-  int64_t timeout_us;     // its own queue timeout (may shorten the default), 0 none
+  int64_t timeout_us;     // its own queue timeout (may shorten a non-zero default), 0 none
   void *payload;          // the caller's request; given to the cancel callback
   // --- set by the scheduler, read-only to the caller
   struct bat_iter_seq *next;  // link of the finished list
@@ -110,10 +110,14 @@ typedef struct bat_iter_config {
   int max_num_seqs;                // running sequences at most, > 0
   int64_t max_num_batched_tokens;  // tokens per step, >= max_num_seqs (every decode fits)
   int64_t max_model_len;           // prompt + output tokens at most; 0: no cap but the pool
+  // A sequence's chunk at most per step, 0: the budget (vLLM's
+  // long_prefill_token_threshold): several prompts then share a step's
+  // budget instead of the oldest taking it all, at the cost of its TTFT.
+  int64_t max_prefill_chunk;
   uint32_t priority_levels;        // 0: one level, priorities ignored
   uint32_t default_priority_level; // 1..priority_levels when levels are set
   int64_t default_timeout_us;      // queue timeout (REJECT) until first scheduled; 0 none
-  int allow_timeout_override;      // a sequence's timeout_us may shorten it
+  int allow_timeout_override;      // a sequence's timeout_us may shorten a non-zero default
   size_t max_queue_size;           // waiting sequences at most at enqueue; 0 unbounded
   bat_kv_pool *pool;               // borrowed; this scheduler is its only user
   bat_clock_fn now;
@@ -122,7 +126,9 @@ typedef struct bat_iter_config {
 } bat_iter_config;
 
 // One sequence's share of a step: compute the KV of tokens[start ..
-// start + n_tokens) (positions start..), writing them into its kv blocks.
+// start + n_tokens) (positions start..), position p written in block
+// kv.blocks[p / block_tokens] at slot p % block_tokens, attending to every
+// position before it through the same table.
 typedef struct bat_iter_work {
   bat_iter_seq *seq;
   int64_t start;
@@ -154,7 +160,7 @@ int bat_iter_create(const bat_iter_config *c, bat_iter **out, err *e);
 // Frees the scheduler; sequences still held are not touched (bat_iter_flush first).
 void bat_iter_destroy(bat_iter *s);
 
-// Queues a sequence. On success the scheduler holds it until it comes back
+// Queues a sequence (state NEW, or DONE and closed). On success the scheduler holds it until it comes back
 // from bat_iter_take_finished (then the caller frees its memory with
 // bat_iter_seq_close); on failure the caller still owns it (nothing to
 // close): INVALID_ARGUMENT for an empty prompt, max_tokens < 1, a priority
@@ -173,6 +179,11 @@ size_t bat_iter_plan(bat_iter *s, bat_iter_step *out);
 // (read only where it samples): the token produced and whether it ended the
 // sequence. FAILED_PRECONDITION when no step is in flight.
 int bat_iter_complete(bat_iter *s, const int32_t *sampled, const uint8_t *stop, err *e);
+
+// The step in flight did not run (the engine failed it): nothing of it
+// counts; the next plan schedules the same sequences from where they were.
+// Sequences to fail go through the cancel callback.
+void bat_iter_abort(bat_iter *s);
 
 // The sequences that ended (finished or dropped), in the order they ended,
 // linked through next; NULL when none.

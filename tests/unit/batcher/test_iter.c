@@ -361,6 +361,62 @@ static void test_flush(void) {
   w_close(&w);
 }
 
+// max_prefill_chunk: prompts share the budget instead of the oldest taking it.
+static void test_prefill_chunk_cap(void) {
+  world w;
+  w_init(&w, 32, 4, 0, 4, 8);
+  w.cfg.max_prefill_chunk = 3;
+  w_start(&w);
+  w_enq(&w, 7, 0, 1);
+  w_enq(&w, 5, 100, 1);
+  CHECK_EQ_STR(w_step(&w), "0:0+3 1:0+3");
+  CHECK_EQ_STR(w_step(&w), "0:3+3 1:3+2*");
+  CHECK_EQ_STR(w.ended, "1:L");
+  CHECK_EQ_STR(w_step(&w), "0:6+1*");
+  CHECK_EQ_STR(w.ended, "0:L");
+  w_close(&w);
+}
+
+// A step the engine failed is planned again from where it was, reserving nothing more.
+static void test_abort(void) {
+  world w;
+  w_init(&w, 16, 4, 0, 4, 4);
+  w_start(&w);
+  w_enq(&w, 6, 0, 2);
+  err e;
+  CHECK_EQ_INT(bat_iter_enqueue(w.s, &w.q[0], &e), ERR_INVALID_ARGUMENT);  // queued already
+  CHECK_CONTAINS(e.msg, "queued already");
+  CHECK_EQ_INT(w_plan(&w), 1);
+  CHECK_EQ_STR(w.last, "0:0+4");
+  CHECK_EQ_INT(w_plan(&w), 0);  // one step at a time
+  bat_iter_abort(w.s);
+  CHECK_EQ_INT(bat_iter_complete(w.s, NULL, NULL, &e), ERR_FAILED_PRECONDITION);
+  CHECK_EQ_INT(w.q[0].n_computed, 0);
+  CHECK_EQ_INT(w.q[0].kv.n_slots, 4);
+  CHECK_EQ_STR(w_step(&w), "0:0+4");
+  CHECK_EQ_INT(bat_kv_used_blocks(w.pool), 1);
+  CHECK_EQ_STR(w_step(&w), "0:4+2*");
+  CHECK_EQ_STR(w_step(&w), "0:6+1*");
+  CHECK_EQ_STR(w.ended, "0:L");
+  w_close(&w);
+}
+
+// A request's own timeout only shortens a non-zero default (Triton's rule).
+static void test_timeout_override(void) {
+  world w;
+  w_init(&w, 16, 4, 0, 1, 4);
+  w.cfg.allow_timeout_override = 1;
+  w_start(&w);
+  err e;
+  w_enq(&w, 2, 0, 3);
+  CHECK_EQ_INT(w_enq_full(&w, 2, 0, 1, 0, INT64_MAX, 50, &e), 0);
+  CHECK_EQ_INT(bat_iter_next_wakeup(w.s), INT64_MAX);
+  w.now = 1000;
+  CHECK_EQ_STR(w_step(&w), "0:0+2*");
+  CHECK_EQ_STR(w.ended, "");
+  w_close(&w);
+}
+
 int main(void) {
   test_config();
   test_decode();
@@ -375,5 +431,8 @@ int main(void) {
   test_prefix_sharing();
   test_stop();
   test_flush();
+  test_prefill_chunk_cap();
+  test_abort();
+  test_timeout_override();
   CHECK_DONE();
 }

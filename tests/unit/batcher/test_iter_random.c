@@ -52,7 +52,8 @@ typedef struct round_ {
   int single_level;
   uint64_t rng;
   int fails;
-  long preempts, prefix_hits, refused, drops, steps, max_ratio_pct;
+  long preempts, prefix_hits, refused, drops, steps, max_ratio_pct, aborts;
+  int64_t done_steps;  // steps completed (an aborted one made no progress)
 } round_;
 
 static uint32_t rnd(round_ *w) {
@@ -109,7 +110,7 @@ static void arrive(round_ *w) {
   FAILIF(rc != 0, "request %d refused: %s", x->id, e.msg);
   if (rc) return;
   x->enqueued = 1;
-  x->arrive_step = w->steps;
+  x->arrive_step = w->done_steps;
   x->alive_before = w->alive;
   x->prev_state = BAT_ITER_WAITING;
   w->alive++;
@@ -209,7 +210,12 @@ static void one_step(round_ *w) {
   w->preempts += (long)preempted;
   check_blocks(w);
 
-  if (n) {
+  if (n && rnd(w) % 50 == 0) {
+    // the engine failed the step: nothing of it counts, the next plan repeats it
+    bat_iter_abort(w->s);
+    w->aborts++;
+  } else if (n) {
+    w->done_steps++;
     int32_t sampled[64];
     uint8_t stop[64];
     for (size_t k = 0; k < n; k++) {
@@ -228,7 +234,7 @@ static void one_step(round_ *w) {
   for (bat_iter_seq *q = bat_iter_take_finished(w->s); q; q = q->next) {
     rseq *x = (rseq *)q->payload;
     x->ended++;
-    x->end_step = w->steps;
+    x->end_step = w->done_steps;
     w->alive--;
     FAILIF(x->ended != 1, "request %d ended %d times", x->id, x->ended);
     FAILIF(q->state != BAT_ITER_DONE || q->kv.n_blocks != 0, "request %d ended holding blocks", x->id);
@@ -286,6 +292,7 @@ static void run_round(unsigned seed, long *tot) {
   int max_seqs = 1 + (int)(rnd(w) % 8);
   w->cfg = (bat_iter_config){.max_num_seqs = max_seqs, .max_num_batched_tokens = max_seqs + rnd(w) % 24,
                              .max_model_len = rnd(w) % 3 == 0 ? 20 + rnd(w) % 60 : 0,
+                             .max_prefill_chunk = rnd(w) % 3 == 0 ? 1 + rnd(w) % 8 : 0,
                              .priority_levels = w->single_level ? 0 : 4, .default_priority_level = 2,
                              .pool = w->pool, .now = r_clock, .clock_ctx = w, .cancelled = r_cancelled};
   CHECK_EQ_INT(bat_iter_create(&w->cfg, &w->s, &e), 0);
@@ -313,6 +320,7 @@ static void run_round(unsigned seed, long *tot) {
   CHECK_EQ_INT(s.preempted_total, (uint64_t)w->preempts);
   CHECK_EQ_INT(s.prefix_hit_tokens, (uint64_t)w->prefix_hits);
   tot[0] += w->steps;
+  tot[6] += w->aborts;
   tot[1] += w->preempts;
   tot[2] += w->prefix_hits;
   tot[3] += w->refused;
@@ -326,17 +334,18 @@ static void run_round(unsigned seed, long *tot) {
 }
 
 int main(void) {
-  long tot[6] = {0};
+  long tot[7] = {0};
   for (unsigned seed = 1; seed <= 60; seed++) run_round(seed, tot);
   fprintf(stderr,
-          "%ld steps, %ld preemptions, %ld prefix-hit tokens, %ld refused at enqueue, %ld dropped; "
+          "%ld steps (%ld aborted), %ld preemptions, %ld prefix-hit tokens, %ld refused at enqueue, %ld dropped; "
           "slowest request at %ld%% of its starvation bound\n",
-          tot[0], tot[1], tot[2], tot[3], tot[4], tot[5]);
+          tot[0], tot[6], tot[1], tot[2], tot[3], tot[4], tot[5]);
   // the rounds must have exercised what they check, not just passed
   CHECK(tot[0] > 50000);
   CHECK(tot[1] > 1000);
   CHECK(tot[2] > 10000);
   CHECK(tot[3] > 100);
   CHECK(tot[4] > 100);
+  CHECK(tot[6] > 500);
   CHECK_DONE();
 }
