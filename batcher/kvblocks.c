@@ -266,6 +266,12 @@ bat_kv_hit bat_kv_match(const bat_kv_pool *p, const int32_t *tokens, int64_t n_t
   return hit;
 }
 
+int64_t bat_kv_prompt_need(const bat_kv_pool *p, const int32_t *tokens, int64_t n_tokens, bat_kv_hit *hit) {
+  bat_kv_hit h = bat_kv_match(p, tokens, n_tokens - 1);
+  if (hit) *hit = h;
+  return bat_kv_blocks_for(p, n_tokens) - h.blocks;
+}
+
 // --- changes
 
 int32_t bat_kv_acquire_prefix(bat_kv_pool *p, bat_kv_table *t, const int32_t *tokens, int32_t n_blocks) {

@@ -112,6 +112,12 @@ int64_t bat_kv_blocks_needed(const bat_kv_pool *p, const bat_kv_table *t, int64_
 // least its last token to get logits, so a scheduler passes n_tokens - 1.
 bat_kv_hit bat_kv_match(const bat_kv_pool *p, const int32_t *tokens, int64_t n_tokens);
 
+// Blocks a new sequence of these tokens must allocate to hold them all
+// after its prefix hits (matched over all but its last token, as a
+// scheduler does); *hit (may be NULL) gets the match. Taking the hits also
+// removes hit->evictable blocks from bat_kv_free_blocks.
+int64_t bat_kv_prompt_need(const bat_kv_pool *p, const int32_t *tokens, int64_t n_tokens, bat_kv_hit *hit);
+
 // Into an empty table, takes the first n_blocks blocks bat_kv_match just
 // found for the same tokens (a reference each); n_slots becomes
 // n_blocks * block_tokens. Returns the blocks taken (fewer only if the

@@ -113,9 +113,9 @@ static void test_prefix_sharing(void) {
   bat_kv_table_init(p, &a, 32, &e);
   bat_kv_table_init(p, &b, 32, &e);
   bat_kv_table_init(p, &c, 32, &e);
-  int32_t pa[10], pb[12];
+  int32_t pa[10], pb[13];
   seq_tokens(pa, 10, 1);
-  seq_tokens(pb, 12, 1);
+  seq_tokens(pb, 13, 1);
   pb[9] = 77;  // B differs from A at token 9, in the third block
   CHECK_EQ_INT(bat_kv_match(p, pa, 9).blocks, 0);
   CHECK_EQ_INT(bat_kv_reserve(p, &a, 10, &e), 0);
@@ -155,6 +155,12 @@ static void test_prefix_sharing(void) {
   h = bat_kv_match(p, pb, 12);
   CHECK_EQ_INT(h.blocks, 3);
   CHECK_EQ_INT(h.evictable, 3);
+  bat_kv_hit ph;
+  CHECK_EQ_INT(bat_kv_prompt_need(p, pb, 12, &ph), 1);  // 12 tokens: the last block is matched over 11, so it misses
+  CHECK_EQ_INT(ph.blocks, 2);
+  CHECK_EQ_INT(ph.evictable, 2);
+  CHECK_EQ_INT(bat_kv_prompt_need(p, pb, 13, NULL), 1);  // 13: three hits, the 13th token alone
+  CHECK_EQ_INT(bat_kv_prompt_need(p, pa, 10, NULL), 1);  // A's 2 blocks hit, its third differs from B's
   CHECK_EQ_INT(bat_kv_acquire_prefix(p, &c, pb, 3), 3);
   CHECK_EQ_INT(c.blocks[0], b0);
   CHECK_EQ_INT(c.blocks[1], b1);
