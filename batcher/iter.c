@@ -156,6 +156,8 @@ void bat_iter_seq_close(bat_iter_seq *q) {
 int bat_iter_enqueue(bat_iter *s, bat_iter_seq *q, err *e) {
   if (q->state == BAT_ITER_WAITING || q->state == BAT_ITER_RUNNING)
     return err_set(e, ERR_INVALID_ARGUMENT, "the sequence is queued already");
+  if (q->state == BAT_ITER_DONE && q->tokens)
+    return err_set(e, ERR_INVALID_ARGUMENT, "the sequence ended: bat_iter_seq_close it before queueing it again");
   if (q->prompt_len < 1 || !q->prompt) return err_set(e, ERR_INVALID_ARGUMENT, "the prompt is empty");
   if (q->max_tokens < 1)
     return err_set(e, ERR_INVALID_ARGUMENT, "max_tokens %lld must be at least 1", (long long)q->max_tokens);

@@ -205,6 +205,34 @@ static void test_victim_leaves_step(void) {
   w_close(&w);
 }
 
+// Two preemptions in one step, youngest first (C before B); they go back
+// to the waiting queue in arrival order and come back in it.
+static void test_preemption_order(void) {
+  world w;
+  w_init(&w, 8, 2, 0, 4, 6);
+  w.cfg.priority_levels = 2;
+  w.cfg.default_priority_level = 2;
+  w_start(&w);
+  err e;
+  w_enq(&w, 2, 10, 6);  // B, low (the default level)
+  w_enq(&w, 2, 20, 6);  // C, low
+  CHECK_EQ_STR(w_step(&w), "0:0+2* 1:0+2*");
+  CHECK_EQ_INT(w_enq_full(&w, 12, 100, 1, 1, INT64_MAX, 0, &e), 0);  // A, high: 6 blocks at most
+  CHECK_EQ_STR(w_step(&w), "0:2+1* 1:2+1* 2:0+4");
+  CHECK_EQ_STR(w_step(&w), "0:3+1* 1:3+1* 2:4+4");
+  CHECK_EQ_INT(bat_kv_free_blocks(w.pool), 0);
+  // B's decode needs a block: C goes; A's chunk needs 2 more: B goes too
+  CHECK_EQ_STR(w_step(&w), "2:8+4*");
+  CHECK_EQ_INT(w.step.n_preempted, 2);
+  CHECK_EQ_INT(w.step.n_decode, 0);
+  CHECK_EQ_STR(w.ended, "2:L");
+  CHECK_EQ_INT(w.q[0].state, BAT_ITER_WAITING);
+  CHECK_EQ_INT(w.q[1].state, BAT_ITER_WAITING);
+  CHECK_EQ_STR(w_step(&w), "0:0+5* 1:0+1");
+  CHECK_EQ_STR(w_step(&w), "0:5+1* 1:1+4*");
+  w_close(&w);
+}
+
 static void test_priorities(void) {
   world w;
   w_init(&w, 16, 4, 0, 1, 4);
@@ -398,6 +426,12 @@ static void test_abort(void) {
   CHECK_EQ_STR(w_step(&w), "0:4+2*");
   CHECK_EQ_STR(w_step(&w), "0:6+1*");
   CHECK_EQ_STR(w.ended, "0:L");
+  // queued again: only once closed
+  CHECK_EQ_INT(bat_iter_enqueue(w.s, &w.q[0], &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "bat_iter_seq_close it");
+  bat_iter_seq_close(&w.q[0]);
+  CHECK_EQ_INT(bat_iter_enqueue(w.s, &w.q[0], &e), 0);
+  CHECK_EQ_STR(w_step(&w), "0:0+4");
   w_close(&w);
 }
 
@@ -425,6 +459,7 @@ int main(void) {
   test_preempt_recompute();
   test_preempt_prefix_hit();
   test_victim_leaves_step();
+  test_preemption_order();
   test_priorities();
   test_cancel_deadline_timeout();
   test_refusals();
