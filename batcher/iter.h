@@ -13,9 +13,10 @@
 //    (one each), then the rest of the prompts of running sequences still in
 //    prefill, then chunks of waiting prompts (chunked prefill), under a
 //    token budget per step (max_num_batched_tokens) and a cap on running
-//    sequences (max_num_seqs). A chunk is min(tokens left, budget left): a
-//    prompt longer than the budget spreads over several steps; the budget is
-//    filled exactly when there is enough work. A chunk that reaches the end
+//    sequences (max_num_seqs). A chunk is min(tokens left, budget left,
+//    max_prefill_chunk when set): a prompt longer than the budget spreads
+//    over several steps; the budget is filled exactly when there is enough
+//    work. The budget must hold max_num_seqs tokens, so every decode fits. A chunk that reaches the end
 //    of a sequence's known tokens samples its next token (work.sample).
 //  - New sequences join at the next plan; finished ones leave at complete:
 //    the caller reports the token each sampling chunk produced and whether
@@ -26,7 +27,8 @@
 //    level), then arrival (FIFO). Waiting sequences are admitted strictly in
 //    that order: when the head cannot get its chunk's KV blocks, nothing
 //    behind it is admitted (no starvation of long prompts by short ones).
-//    A waiting sequence never preempts a running one.
+//    A waiting sequence never preempts a running one, whatever its level
+//    (vLLM's priority policy would; here a high level waits for blocks).
 //  - KV blocks: a running sequence's tokens for the step need blocks. When
 //    the pool has too few, the last running sequence in the order above (the
 //    lowest level, then the youngest) is preempted: its blocks released, its
@@ -45,9 +47,11 @@
 //    sequence can always progress and every sequence ends.
 //  - Cancellation (the callback) and deadlines are checked at every plan, for
 //    every sequence, running or waiting (a plan costs O(running + waiting)):
-//    it leaves at once, its blocks released, with a reason. The queue timeout (REJECT; Triton's
-//    ModelQueuePolicy default_timeout) applies only until a sequence is
-//    first scheduled. Every boundary is inclusive.
+//    it leaves at once, its blocks released, with a reason. The queue
+//    timeout (REJECT; Triton's ModelQueuePolicy default_timeout) applies only
+//    until a sequence is first scheduled. Every boundary is inclusive.
+//  - Not here yet: planning step n+1 while step n runs (vLLM's async
+//    scheduling), speculative tokens, swapping KV to host memory.
 #ifndef INFERD_BATCHER_ITER_H
 #define INFERD_BATCHER_ITER_H
 
