@@ -31,10 +31,14 @@ struct bat_iter {
 
 const char *bat_iter_end_str(bat_iter_end end) {
   switch (end) {
-    case BAT_ITER_END_NONE: return "not ended";
-    case BAT_ITER_END_STOP: return "stop";
-    case BAT_ITER_END_LENGTH: return "length";
-    case BAT_ITER_END_DROPPED: return "dropped";
+    case BAT_ITER_END_NONE:
+      return "not ended";
+    case BAT_ITER_END_STOP:
+      return "stop";
+    case BAT_ITER_END_LENGTH:
+      return "length";
+    case BAT_ITER_END_DROPPED:
+      return "dropped";
   }
   return "unknown";
 }
@@ -51,18 +55,26 @@ static void list_insert_sorted(slist *l, bat_iter_seq *q) {
   // q goes after x (at the head when x is NULL)
   q->lprev = x;
   q->lnext = x ? x->lnext : l->head;
-  if (q->lnext) q->lnext->lprev = q;
-  else l->tail = q;
-  if (x) x->lnext = q;
-  else l->head = q;
+  if (q->lnext)
+    q->lnext->lprev = q;
+  else
+    l->tail = q;
+  if (x)
+    x->lnext = q;
+  else
+    l->head = q;
   l->n++;
 }
 
 static void list_unlink(slist *l, bat_iter_seq *q) {
-  if (q->lprev) q->lprev->lnext = q->lnext;
-  else l->head = q->lnext;
-  if (q->lnext) q->lnext->lprev = q->lprev;
-  else l->tail = q->lprev;
+  if (q->lprev)
+    q->lprev->lnext = q->lnext;
+  else
+    l->head = q->lnext;
+  if (q->lnext)
+    q->lnext->lprev = q->lprev;
+  else
+    l->tail = q->lprev;
   q->lprev = q->lnext = NULL;
   l->n--;
 }
@@ -83,8 +95,10 @@ static void finish(bat_iter *s, bat_iter_seq *q, bat_iter_end end, bat_drop_reas
   q->drop_reason = why;
   q->work_idx = -1;
   q->next = NULL;
-  if (s->fin_tail) s->fin_tail->next = q;
-  else s->fin_head = q;
+  if (s->fin_tail)
+    s->fin_tail->next = q;
+  else
+    s->fin_head = q;
   s->fin_tail = q;
 }
 
@@ -112,12 +126,14 @@ static void preempt(bat_iter *s, bat_iter_seq *q, int64_t *budget) {
 int bat_iter_create(const bat_iter_config *c, bat_iter **out, err *e) {
   if (!c->pool) return err_set(e, ERR_INVALID_ARGUMENT, "iteration scheduler needs a KV block pool");
   if (!c->now) return err_set(e, ERR_INVALID_ARGUMENT, "iteration scheduler needs a clock");
-  if (c->max_num_seqs <= 0) return err_set(e, ERR_INVALID_ARGUMENT, "max_num_seqs %d must be positive", c->max_num_seqs);
+  if (c->max_num_seqs <= 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "max_num_seqs %d must be positive", c->max_num_seqs);
   if (c->max_num_batched_tokens < c->max_num_seqs)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "max_num_batched_tokens %lld is below max_num_seqs %d: a step could not hold every decode",
                    (long long)c->max_num_batched_tokens, c->max_num_seqs);
-  if (c->max_model_len < 0) return err_set(e, ERR_INVALID_ARGUMENT, "max_model_len %lld is negative", (long long)c->max_model_len);
+  if (c->max_model_len < 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "max_model_len %lld is negative", (long long)c->max_model_len);
   if (c->max_prefill_chunk < 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "max_prefill_chunk %lld is negative", (long long)c->max_prefill_chunk);
   if (c->default_timeout_us < 0) return err_set(e, ERR_INVALID_ARGUMENT, "default queue timeout is negative");
@@ -164,8 +180,8 @@ int bat_iter_enqueue(bat_iter *s, bat_iter_seq *q, err *e) {
   uint32_t lvl = 0;
   if (s->n_lv > 1) {
     if (q->priority > s->n_lv)
-      return err_set(e, ERR_INVALID_ARGUMENT, "priority %u is outside 1..priority_levels %u (0 = default)",
-                     q->priority, s->n_lv);
+      return err_set(e, ERR_INVALID_ARGUMENT, "priority %u is outside 1..priority_levels %u (0 = default)", q->priority,
+                     s->n_lv);
     lvl = q->priority ? q->priority - 1 : s->default_lv;
   }
   int64_t mml = s->cfg.max_model_len;
@@ -181,13 +197,13 @@ int bat_iter_enqueue(bat_iter *s, bat_iter_seq *q, err *e) {
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "the prompt's %lld tokens plus max_tokens %lld need %lld KV blocks of %d tokens; the pool has %d "
                    "in all",
-                   (long long)q->prompt_len, (long long)q->max_tokens, (long long)need, s->bt,
-                   bat_kv_n_blocks(pool));
+                   (long long)q->prompt_len, (long long)q->max_tokens, (long long)need, s->bt, bat_kv_n_blocks(pool));
   if (s->cfg.max_queue_size && s->waiting.n >= s->cfg.max_queue_size)
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "queue is full (max_queue_size %zu)", s->cfg.max_queue_size);
 
   q->tokens = malloc((size_t)limit * sizeof *q->tokens);
-  if (!q->tokens) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for a sequence of %lld tokens", (long long)limit);
+  if (!q->tokens)
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for a sequence of %lld tokens", (long long)limit);
   if (bat_kv_table_init(pool, &q->kv, limit - 1, e) != 0) {
     free(q->tokens);
     q->tokens = NULL;
@@ -224,9 +240,12 @@ static void sweep(bat_iter *s, slist *l, int64_t now) {
   bat_iter_seq *q = l->head;
   while (q) {
     bat_iter_seq *nx = q->lnext;
-    if (s->cfg.cancelled && s->cfg.cancelled(q->payload)) finish(s, q, BAT_ITER_END_DROPPED, BAT_DROP_CANCELLED);
-    else if (now >= q->deadline_us) finish(s, q, BAT_ITER_END_DROPPED, BAT_DROP_DEADLINE);
-    else if (!q->ever_ran && now >= q->timeout_at_us) finish(s, q, BAT_ITER_END_DROPPED, BAT_DROP_QUEUE_TIMEOUT);
+    if (s->cfg.cancelled && s->cfg.cancelled(q->payload))
+      finish(s, q, BAT_ITER_END_DROPPED, BAT_DROP_CANCELLED);
+    else if (now >= q->deadline_us)
+      finish(s, q, BAT_ITER_END_DROPPED, BAT_DROP_DEADLINE);
+    else if (!q->ever_ran && now >= q->timeout_at_us)
+      finish(s, q, BAT_ITER_END_DROPPED, BAT_DROP_QUEUE_TIMEOUT);
     q = nx;
   }
 }
@@ -240,8 +259,8 @@ static int64_t chunk_of(const bat_iter *s, int64_t left, int64_t budget) {
 
 static void add_work(bat_iter *s, bat_iter_seq *q, int64_t chunk, int64_t *budget) {
   q->work_idx = (int32_t)s->n_work;
-  s->work[s->n_work++] = (bat_iter_work){.seq = q, .start = q->n_computed, .n_tokens = chunk,
-                                         .sample = q->n_computed + chunk == q->n_tokens};
+  s->work[s->n_work++] = (bat_iter_work){
+      .seq = q, .start = q->n_computed, .n_tokens = chunk, .sample = q->n_computed + chunk == q->n_tokens};
   *budget -= chunk;
 }
 
@@ -359,8 +378,10 @@ int bat_iter_complete(bat_iter *s, const int32_t *sampled, const uint8_t *stop, 
     if (!w->sample) continue;
     q->tokens[q->n_tokens++] = sampled[i];
     q->n_generated++;
-    if (stop && stop[i]) finish(s, q, BAT_ITER_END_STOP, BAT_DROP_NONE);
-    else if (q->n_tokens >= q->limit) finish(s, q, BAT_ITER_END_LENGTH, BAT_DROP_NONE);
+    if (stop && stop[i])
+      finish(s, q, BAT_ITER_END_STOP, BAT_DROP_NONE);
+    else if (q->n_tokens >= q->limit)
+      finish(s, q, BAT_ITER_END_LENGTH, BAT_DROP_NONE);
   }
   s->n_work = 0;
   return 0;
@@ -399,8 +420,13 @@ int64_t bat_iter_next_wakeup(const bat_iter *s) {
 
 void bat_iter_stats_get(const bat_iter *s, bat_iter_stats *out) {
   const bat_kv_pool *p = s->cfg.pool;
-  *out = (bat_iter_stats){.running = s->running.n, .waiting = s->waiting.n, .preempted_total = s->preempted_total,
-                          .blocks_used = bat_kv_used_blocks(p), .blocks_cached = bat_kv_cached_blocks(p),
-                          .blocks_free = bat_kv_free_blocks(p), .prefix_hit_tokens = s->prefix_hit_tokens,
-                          .computed_tokens = s->computed_tokens, .steps = s->steps};
+  *out = (bat_iter_stats){.running = s->running.n,
+                          .waiting = s->waiting.n,
+                          .preempted_total = s->preempted_total,
+                          .blocks_used = bat_kv_used_blocks(p),
+                          .blocks_cached = bat_kv_cached_blocks(p),
+                          .blocks_free = bat_kv_free_blocks(p),
+                          .prefix_hit_tokens = s->prefix_hit_tokens,
+                          .computed_tokens = s->computed_tokens,
+                          .steps = s->steps};
 }

@@ -90,11 +90,11 @@ typedef struct bat_iter_seq {
   // --- set by the scheduler, read-only to the caller
   struct bat_iter_seq *next;  // link of the finished list
   bat_iter_state state;
-  int32_t *tokens;        // prompt then generated tokens [n_tokens]; freed by bat_iter_seq_close
+  int32_t *tokens;  // prompt then generated tokens [n_tokens]; freed by bat_iter_seq_close
   int64_t n_tokens;
   int64_t n_generated;
-  int64_t n_computed;     // leading tokens whose KV is in kv's blocks
-  bat_kv_table kv;        // the block table the engine reads
+  int64_t n_computed;  // leading tokens whose KV is in kv's blocks
+  bat_kv_table kv;     // the block table the engine reads
   int64_t arrival_us;
   uint32_t n_preemptions;
   int64_t prefix_hit_tokens;  // served from the prefix cache, over all its admissions
@@ -102,11 +102,11 @@ typedef struct bat_iter_seq {
   bat_drop_reason drop_reason;  // with BAT_ITER_END_DROPPED
   // --- private to the scheduler
   struct bat_iter_seq *lprev, *lnext;  // its list (waiting or running)
-  uint64_t order;     // arrival order: ties of the clock broken
-  uint32_t level;     // 0-based
+  uint64_t order;                      // arrival order: ties of the clock broken
+  uint32_t level;                      // 0-based
   int64_t timeout_at_us;
-  int64_t limit;      // total tokens at most: min(prompt + max_tokens, max_model_len)
-  int32_t work_idx;   // its item in the planned step; -1 none
+  int64_t limit;     // total tokens at most: min(prompt + max_tokens, max_model_len)
+  int32_t work_idx;  // its item in the planned step; -1 none
   uint8_t ever_ran;
 } bat_iter_seq;
 
@@ -118,12 +118,12 @@ typedef struct bat_iter_config {
   // long_prefill_token_threshold): several prompts then share a step's
   // budget instead of the oldest taking it all, at the cost of its TTFT.
   int64_t max_prefill_chunk;
-  uint32_t priority_levels;        // 0: one level, priorities ignored
-  uint32_t default_priority_level; // 1..priority_levels when levels are set
-  int64_t default_timeout_us;      // queue timeout (REJECT) until first scheduled; 0 none
-  int allow_timeout_override;      // a sequence's timeout_us may shorten a non-zero default
-  size_t max_queue_size;           // waiting sequences at most at enqueue; 0 unbounded
-  bat_kv_pool *pool;               // borrowed; this scheduler is its only user
+  uint32_t priority_levels;         // 0: one level, priorities ignored
+  uint32_t default_priority_level;  // 1..priority_levels when levels are set
+  int64_t default_timeout_us;       // queue timeout (REJECT) until first scheduled; 0 none
+  int allow_timeout_override;       // a sequence's timeout_us may shorten a non-zero default
+  size_t max_queue_size;            // waiting sequences at most at enqueue; 0 unbounded
+  bat_kv_pool *pool;                // borrowed; this scheduler is its only user
   bat_clock_fn now;
   void *clock_ctx;
   bat_cancelled_fn cancelled;  // may be NULL
@@ -143,10 +143,10 @@ typedef struct bat_iter_work {
 typedef struct bat_iter_step {
   const bat_iter_work *work;  // n_work items; valid until the next plan
   size_t n_work;
-  int64_t n_tokens;   // over all items, <= max_num_batched_tokens
-  size_t n_decode;    // the first items: running sequences' single decode tokens
-  size_t n_sample;    // items that sample
-  size_t n_preempted; // preemptions while planning it
+  int64_t n_tokens;    // over all items, <= max_num_batched_tokens
+  size_t n_decode;     // the first items: running sequences' single decode tokens
+  size_t n_sample;     // items that sample
+  size_t n_preempted;  // preemptions while planning it
 } bat_iter_step;
 
 typedef struct bat_iter_stats {

@@ -16,16 +16,16 @@ struct bat_kv_pool {
   int caching;
   uint64_t hash_mask;
   int32_t *refs;
-  uint64_t *gen;       // incarnation: bumped when a registered block loses its identity
-  uint8_t *reg;        // registered (in a bucket)
-  int32_t *par_id;     // registered: the parent's block id (-1: the first block of a sequence)
-  uint64_t *par_gen;   // registered: the parent's incarnation
-  uint64_t *hash;      // registered: the bucket hash
-  int32_t *toks;       // registered: [n * bt] the block's token ids
+  uint64_t *gen;           // incarnation: bumped when a registered block loses its identity
+  uint8_t *reg;            // registered (in a bucket)
+  int32_t *par_id;         // registered: the parent's block id (-1: the first block of a sequence)
+  uint64_t *par_gen;       // registered: the parent's incarnation
+  uint64_t *hash;          // registered: the bucket hash
+  int32_t *toks;           // registered: [n * bt] the block's token ids
   int32_t *lprev, *lnext;  // cached blocks: the LRU list (head evicted first)
   int32_t lru_head, lru_tail, n_lru;
-  int32_t *bnext;      // registered: next block of its bucket
-  int32_t *buckets;    // head block per bucket, -1 empty
+  int32_t *bnext;    // registered: next block of its bucket
+  int32_t *buckets;  // head block per bucket, -1 empty
   uint64_t bucket_mask;
   int32_t *free_stack;
   int32_t n_free;
@@ -54,7 +54,9 @@ static uint64_t block_hash(const bat_kv_pool *p, int32_t pid, uint64_t pgen, con
   return h & p->hash_mask;
 }
 
-static int32_t *bucket_of(const bat_kv_pool *p, uint64_t h) { return &p->buckets[h & p->bucket_mask]; }
+static int32_t *bucket_of(const bat_kv_pool *p, uint64_t h) {
+  return &p->buckets[h & p->bucket_mask];
+}
 
 static int32_t lookup(const bat_kv_pool *p, uint64_t h, int32_t pid, uint64_t pgen, const int32_t *toks) {
   for (int32_t b = *bucket_of(p, h); b >= 0; b = p->bnext[b])
@@ -91,17 +93,23 @@ static void unregister(bat_kv_pool *p, int32_t b) {
 static void lru_append(bat_kv_pool *p, int32_t b) {
   p->lprev[b] = p->lru_tail;
   p->lnext[b] = -1;
-  if (p->lru_tail >= 0) p->lnext[p->lru_tail] = b;
-  else p->lru_head = b;
+  if (p->lru_tail >= 0)
+    p->lnext[p->lru_tail] = b;
+  else
+    p->lru_head = b;
   p->lru_tail = b;
   p->n_lru++;
 }
 
 static void lru_unlink(bat_kv_pool *p, int32_t b) {
-  if (p->lprev[b] >= 0) p->lnext[p->lprev[b]] = p->lnext[b];
-  else p->lru_head = p->lnext[b];
-  if (p->lnext[b] >= 0) p->lprev[p->lnext[b]] = p->lprev[b];
-  else p->lru_tail = p->lprev[b];
+  if (p->lprev[b] >= 0)
+    p->lnext[p->lprev[b]] = p->lnext[b];
+  else
+    p->lru_head = p->lnext[b];
+  if (p->lnext[b] >= 0)
+    p->lprev[p->lnext[b]] = p->lprev[b];
+  else
+    p->lru_tail = p->lprev[b];
   p->lprev[b] = p->lnext[b] = -1;
   p->n_lru--;
 }
@@ -133,14 +141,17 @@ static void ref_block(bat_kv_pool *p, int32_t b) {
 static void unref_block(bat_kv_pool *p, int32_t b) {
   if (--p->refs[b] > 0) return;
   p->n_used--;
-  if (p->reg[b]) lru_append(p, b);
-  else p->free_stack[p->n_free++] = b;
+  if (p->reg[b])
+    lru_append(p, b);
+  else
+    p->free_stack[p->n_free++] = b;
 }
 
 // --- lifecycle
 
 int bat_kv_create(const bat_kv_config *c, bat_kv_pool **out, err *e) {
-  if (c->n_blocks <= 0) return err_set(e, ERR_INVALID_ARGUMENT, "KV pool needs at least one block (n_blocks %d)", c->n_blocks);
+  if (c->n_blocks <= 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "KV pool needs at least one block (n_blocks %d)", c->n_blocks);
   if (c->block_tokens <= 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "KV block size must be positive (block_tokens %d)", c->block_tokens);
   if (c->hash_bits < 0 || c->hash_bits > 64)
@@ -167,8 +178,8 @@ int bat_kv_create(const bat_kv_config *c, bat_kv_pool **out, err *e) {
   p->free_stack = malloc(n * sizeof *p->free_stack);
   p->buckets = p->caching ? malloc(nb * sizeof *p->buckets) : NULL;
   p->toks = p->caching ? malloc(n * (size_t)p->bt * sizeof *p->toks) : NULL;
-  if (!p->refs || !p->gen || !p->reg || !p->par_id || !p->par_gen || !p->hash || !p->lprev || !p->lnext ||
-      !p->bnext || !p->free_stack || (p->caching && (!p->buckets || !p->toks))) {
+  if (!p->refs || !p->gen || !p->reg || !p->par_id || !p->par_gen || !p->hash || !p->lprev || !p->lnext || !p->bnext ||
+      !p->free_stack || (p->caching && (!p->buckets || !p->toks))) {
     bat_kv_destroy(p);
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for a KV pool of %d blocks", c->n_blocks);
   }
@@ -232,17 +243,33 @@ void bat_kv_table_close(bat_kv_table *t) {
 
 // --- queries
 
-int32_t bat_kv_block_tokens(const bat_kv_pool *p) { return p->bt; }
-int32_t bat_kv_n_blocks(const bat_kv_pool *p) { return p->n; }
+int32_t bat_kv_block_tokens(const bat_kv_pool *p) {
+  return p->bt;
+}
+int32_t bat_kv_n_blocks(const bat_kv_pool *p) {
+  return p->n;
+}
 int64_t bat_kv_blocks_for(const bat_kv_pool *p, int64_t n_tokens) {
   return n_tokens <= 0 ? 0 : (n_tokens + p->bt - 1) / p->bt;
 }
-int32_t bat_kv_free_blocks(const bat_kv_pool *p) { return p->n_free + p->n_lru; }
-int32_t bat_kv_used_blocks(const bat_kv_pool *p) { return p->n_used; }
-int32_t bat_kv_cached_blocks(const bat_kv_pool *p) { return p->n_reg; }
-uint64_t bat_kv_evictions(const bat_kv_pool *p) { return p->evictions; }
-int32_t bat_kv_block_refs(const bat_kv_pool *p, int32_t b) { return b >= 0 && b < p->n ? p->refs[b] : -1; }
-int bat_kv_block_registered(const bat_kv_pool *p, int32_t b) { return b >= 0 && b < p->n && p->reg[b]; }
+int32_t bat_kv_free_blocks(const bat_kv_pool *p) {
+  return p->n_free + p->n_lru;
+}
+int32_t bat_kv_used_blocks(const bat_kv_pool *p) {
+  return p->n_used;
+}
+int32_t bat_kv_cached_blocks(const bat_kv_pool *p) {
+  return p->n_reg;
+}
+uint64_t bat_kv_evictions(const bat_kv_pool *p) {
+  return p->evictions;
+}
+int32_t bat_kv_block_refs(const bat_kv_pool *p, int32_t b) {
+  return b >= 0 && b < p->n ? p->refs[b] : -1;
+}
+int bat_kv_block_registered(const bat_kv_pool *p, int32_t b) {
+  return b >= 0 && b < p->n && p->reg[b];
+}
 
 int64_t bat_kv_blocks_needed(const bat_kv_pool *p, const bat_kv_table *t, int64_t n_more) {
   int64_t need = bat_kv_blocks_for(p, t->n_slots + n_more) - t->n_blocks;
@@ -368,13 +395,15 @@ int bat_kv_check(const bat_kv_pool *p, err *e) {
   if (freeb != p->n_free) return err_set(e, ERR_INTERNAL, "%d blocks free, stack holds %d", freeb, p->n_free);
   for (int32_t i = 0; i < p->n_free; i++) {
     int32_t b = p->free_stack[i];
-    if (p->refs[b] != 0 || p->reg[b]) return err_set(e, ERR_INTERNAL, "free stack holds block %d (refs %d reg %d)", b, p->refs[b], p->reg[b]);
+    if (p->refs[b] != 0 || p->reg[b])
+      return err_set(e, ERR_INTERNAL, "free stack holds block %d (refs %d reg %d)", b, p->refs[b], p->reg[b]);
   }
   int32_t n = 0, prev = -1;
   for (int32_t b = p->lru_head; b >= 0; b = p->lnext[b]) {
     if (++n > p->n) return err_set(e, ERR_INTERNAL, "LRU list loops");
     if (p->lprev[b] != prev) return err_set(e, ERR_INTERNAL, "LRU links broken at block %d", b);
-    if (p->refs[b] != 0 || !p->reg[b]) return err_set(e, ERR_INTERNAL, "LRU holds block %d (refs %d reg %d)", b, p->refs[b], p->reg[b]);
+    if (p->refs[b] != 0 || !p->reg[b])
+      return err_set(e, ERR_INTERNAL, "LRU holds block %d (refs %d reg %d)", b, p->refs[b], p->reg[b]);
     prev = b;
   }
   if (prev != p->lru_tail) return err_set(e, ERR_INTERNAL, "LRU tail is %d, walked to %d", p->lru_tail, prev);

@@ -63,10 +63,10 @@ typedef struct bat_kv_pool bat_kv_pool;
 // One sequence's block table. Caller-allocated: bat_kv_table_init /
 // bat_kv_table_close; the pool fills it. Read-only to the caller.
 typedef struct bat_kv_table {
-  int32_t *blocks;   // [n_blocks] physical block ids in logical order
+  int32_t *blocks;  // [n_blocks] physical block ids in logical order
   int32_t n_blocks;
-  int32_t cap;       // blocks the array can hold (the sequence's maximum)
-  int64_t n_slots;   // tokens reserved: the blocks hold room for this many
+  int32_t cap;      // blocks the array can hold (the sequence's maximum)
+  int64_t n_slots;  // tokens reserved: the blocks hold room for this many
   // --- private to the pool: the prefix chain
   int32_t n_committed;  // leading blocks whose identity is settled
   int32_t chain_id;     // registered block standing for logical block n_committed-1; -1 none

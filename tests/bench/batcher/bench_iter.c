@@ -44,8 +44,8 @@ static void run(const scenario *sc, int n_req) {
     fprintf(stderr, "%s\n", e.msg);
     exit(1);
   }
-  bat_iter_config c = {.max_num_seqs = sc->max_seqs, .max_num_batched_tokens = sc->budget, .pool = pool,
-                       .now = no_clock};
+  bat_iter_config c = {
+      .max_num_seqs = sc->max_seqs, .max_num_batched_tokens = sc->budget, .pool = pool, .now = no_clock};
   bat_iter *s;
   if (bat_iter_create(&c, &s, &e)) {
     fprintf(stderr, "%s\n", e.msg);
@@ -107,7 +107,9 @@ int main(int argc, char **argv) {
       {"64 seqs, 4096 blocks", 64, 4096, 2048},
   };
   printf("%d requests of 512 + 256 tokens, blocks of 16, prefix caching on\n\n", n);
-  printf("| scenario | steps | mean us/step | p50 | p99 | preemptions | prefix-hit tokens |\n|---|---|---|---|---|---|---|\n");
+  printf(
+      "| scenario | steps | mean us/step | p50 | p99 | preemptions | prefix-hit tokens "
+      "|\n|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) run(&sc[i], n);
   return 0;
 }

@@ -35,8 +35,12 @@ typedef struct world {
   char ended[1024];  // "id:reason" of the sequences that ended at the last w_step / w_plan
 } world;
 
-static int64_t w_clock(void *ctx) { return ((world *)ctx)->now; }
-static int w_cancelled(void *p) { return ((wreq *)p)->cancelled; }
+static int64_t w_clock(void *ctx) {
+  return ((world *)ctx)->now;
+}
+static int w_cancelled(void *p) {
+  return ((wreq *)p)->cancelled;
+}
 
 // A pool of n_blocks x bt and a scheduler of max_seqs / budget.
 static void w_init(world *w, int32_t n_blocks, int32_t bt, int caching, int max_seqs, int64_t budget) {
@@ -45,8 +49,12 @@ static void w_init(world *w, int32_t n_blocks, int32_t bt, int caching, int max_
   bat_kv_config kc = {.n_blocks = n_blocks, .block_tokens = bt, .prefix_caching = caching};
   int rc = bat_kv_create(&kc, &w->pool, &e);
   CHECK_EQ_INT(rc, 0);
-  w->cfg = (bat_iter_config){.max_num_seqs = max_seqs, .max_num_batched_tokens = budget, .pool = w->pool,
-                             .now = w_clock, .clock_ctx = w, .cancelled = w_cancelled};
+  w->cfg = (bat_iter_config){.max_num_seqs = max_seqs,
+                             .max_num_batched_tokens = budget,
+                             .pool = w->pool,
+                             .now = w_clock,
+                             .clock_ctx = w,
+                             .cancelled = w_cancelled};
 }
 
 // Creates the scheduler from w->cfg (adjust cfg between w_init and w_start).
@@ -71,13 +79,18 @@ static void w_close(world *w) {
 }
 
 // Enqueues sequence id = w->n with prompt tokens base, base+1, ...
-static int w_enq_full(world *w, int64_t prompt_len, int32_t base, int64_t max_tokens, uint32_t prio,
-                      int64_t deadline, int64_t timeout, err *e) {
+static int w_enq_full(world *w, int64_t prompt_len, int32_t base, int64_t max_tokens, uint32_t prio, int64_t deadline,
+                      int64_t timeout, err *e) {
   int id = w->n++;
   w->r[id] = (wreq){.id = id};
   for (int64_t i = 0; i < prompt_len && i < W_MAX_PROMPT; i++) w->prompt[id][i] = base + (int32_t)i;
-  w->q[id] = (bat_iter_seq){.prompt = w->prompt[id], .prompt_len = prompt_len, .max_tokens = max_tokens,
-                            .priority = prio, .deadline_us = deadline, .timeout_us = timeout, .payload = &w->r[id]};
+  w->q[id] = (bat_iter_seq){.prompt = w->prompt[id],
+                            .prompt_len = prompt_len,
+                            .max_tokens = max_tokens,
+                            .priority = prio,
+                            .deadline_us = deadline,
+                            .timeout_us = timeout,
+                            .payload = &w->r[id]};
   return bat_iter_enqueue(w->s, &w->q[id], e);
 }
 
@@ -91,13 +104,16 @@ static int w_enq(world *w, int64_t prompt_len, int32_t base, int64_t max_tokens)
 
 static int w_id(const world *w, const bat_iter_seq *q) {
   (void)w;
-  return ((const wreq *)q->payload)->id; }
+  return ((const wreq *)q->payload)->id;
+}
 
 static void w_take_ended(world *w) {
   w->ended[0] = 0;
   for (bat_iter_seq *q = bat_iter_take_finished(w->s); q; q = q->next) {
     size_t len = strlen(w->ended);
-    const char *why = q->end == BAT_ITER_END_DROPPED ? "NCDTSI" + q->drop_reason : q->end == BAT_ITER_END_STOP ? "E" : "L";
+    const char *why = q->end == BAT_ITER_END_DROPPED ? "NCDTSI" + q->drop_reason
+                      : q->end == BAT_ITER_END_STOP  ? "E"
+                                                     : "L";
     snprintf(w->ended + len, sizeof w->ended - len, "%s%d:%c", len ? " " : "", w_id(w, q), *why);
     w->r[w_id(w, q)].ended++;
     CHECK_EQ_INT(q->state, BAT_ITER_DONE);
@@ -122,7 +138,9 @@ static size_t w_plan(world *w) {
 }
 
 // The token sequence id samples as its k-th output: 1000 * (id + 1) + k.
-static int32_t w_token(int id, int64_t k) { return 1000 * (id + 1) + (int32_t)k; }
+static int32_t w_token(int id, int64_t k) {
+  return 1000 * (id + 1) + (int32_t)k;
+}
 
 // Completes the planned step: every sampling item gets w_token, stop where stop_next is set.
 static void w_complete(world *w) {

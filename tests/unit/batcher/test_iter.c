@@ -42,7 +42,7 @@ static void test_decode(void) {
   CHECK_EQ_STR(w_step(&w), "0:3+1*");
   CHECK_EQ_INT(w.step.n_decode, 1);
   CHECK_EQ_INT(w.q[0].kv.n_blocks, 1);  // slots 0..3
-  CHECK_EQ_STR(w_step(&w), "0:4+1*");  // the third token: max_tokens
+  CHECK_EQ_STR(w_step(&w), "0:4+1*");   // the third token: max_tokens
   CHECK_EQ_STR(w.ended, "0:L");
   CHECK_EQ_INT(w.q[0].end, BAT_ITER_END_LENGTH);
   CHECK_EQ_INT(w.q[0].n_generated, 3);

@@ -28,12 +28,12 @@ typedef struct rseq {
   bat_iter_seq q;
   int id;
   int cancelled;
-  int stopped;    // we reported stop for it
-  int ended;      // times it came back
+  int stopped;  // we reported stop for it
+  int ended;    // times it came back
   int enqueued;
   int64_t arrive_step, end_step;
-  int64_t alive_before;  // requests alive at its arrival
-  int64_t deadline_step; // INT64_MAX none
+  int64_t alive_before;   // requests alive at its arrival
+  int64_t deadline_step;  // INT64_MAX none
   int32_t prompt[MAXP];
   int32_t out[MAXOUT + 1];
   int64_t n_out;
@@ -61,18 +61,22 @@ static uint32_t rnd(round_ *w) {
   return (uint32_t)(w->rng >> 33);
 }
 
-static int64_t r_clock(void *ctx) { return ((round_ *)ctx)->now; }
-static int r_cancelled(void *p) { return ((rseq *)p)->cancelled; }
+static int64_t r_clock(void *ctx) {
+  return ((round_ *)ctx)->now;
+}
+static int r_cancelled(void *p) {
+  return ((rseq *)p)->cancelled;
+}
 
-#define FAILIF(cond, ...)                                  \
-  do {                                                     \
-    if (cond) {                                            \
-      if (w->fails++ < 5) {                                \
-        fprintf(stderr, "step %ld: ", w->steps);           \
-        fprintf(stderr, __VA_ARGS__);                      \
-        fprintf(stderr, "\n");                             \
-      }                                                    \
-    }                                                      \
+#define FAILIF(cond, ...)                        \
+  do {                                           \
+    if (cond) {                                  \
+      if (w->fails++ < 5) {                      \
+        fprintf(stderr, "step %ld: ", w->steps); \
+        fprintf(stderr, __VA_ARGS__);            \
+        fprintf(stderr, "\n");                   \
+      }                                          \
+    }                                            \
   } while (0)
 
 static int before(const rseq *a, const rseq *b) {
@@ -87,8 +91,12 @@ static void arrive(round_ *w) {
   int64_t plen = 1 + rnd(w) % MAXP;
   int fam = (int)(rnd(w) % 4), shared = (int)(rnd(w) % 24);
   for (int64_t i = 0; i < plen; i++) x->prompt[i] = i < shared ? fam * 1000 + (int32_t)i : (int32_t)(rnd(w) % 8);
-  x->q = (bat_iter_seq){.prompt = x->prompt, .prompt_len = plen, .max_tokens = 1 + rnd(w) % MAXOUT,
-                        .priority = w->single_level ? 0 : rnd(w) % 4, .deadline_us = INT64_MAX, .payload = x};
+  x->q = (bat_iter_seq){.prompt = x->prompt,
+                        .prompt_len = plen,
+                        .max_tokens = 1 + rnd(w) % MAXOUT,
+                        .priority = w->single_level ? 0 : rnd(w) % 4,
+                        .deadline_us = INT64_MAX,
+                        .payload = x};
   x->deadline_step = INT64_MAX;
   if (rnd(w) % 10 == 0) {
     x->deadline_step = w->steps + 1 + rnd(w) % 200;
@@ -179,12 +187,13 @@ static void one_step(round_ *w) {
     FAILIF(x->sample != (x->start + x->n_tokens == q->n_tokens), "item %zu: sample flag", k);
     FAILIF(q->kv.n_slots < x->start + x->n_tokens, "item %zu: slots %lld for %lld", k, (long long)q->kv.n_slots,
            (long long)(x->start + x->n_tokens));
-    FAILIF(k < st.n_decode && (x->n_tokens != 1 || !x->sample), "item %zu: a decode of %lld", k, (long long)x->n_tokens);
+    FAILIF(k < st.n_decode && (x->n_tokens != 1 || !x->sample), "item %zu: a decode of %lld", k,
+           (long long)x->n_tokens);
     FAILIF(q->work_idx != (int32_t)k, "item %zu: work_idx %d", k, q->work_idx);
     tok += x->n_tokens;
   }
-  FAILIF(tok != st.n_tokens || tok > w->cfg.max_num_batched_tokens, "step tokens %lld (reported %lld)",
-         (long long)tok, (long long)st.n_tokens);
+  FAILIF(tok != st.n_tokens || tok > w->cfg.max_num_batched_tokens, "step tokens %lld (reported %lld)", (long long)tok,
+         (long long)st.n_tokens);
   size_t admitted = 0, preempted = 0;
   for (int i = 0; i < w->n; i++) {
     rseq *x = &w->r[i];
@@ -249,19 +258,24 @@ static void one_step(round_ *w) {
     int64_t limit = q->prompt_len + q->max_tokens;
     if (w->cfg.max_model_len > 0 && limit > w->cfg.max_model_len) limit = w->cfg.max_model_len;
     switch (q->end) {
-      case BAT_ITER_END_STOP: FAILIF(!x->stopped, "request %d: STOP not reported", x->id); break;
+      case BAT_ITER_END_STOP:
+        FAILIF(!x->stopped, "request %d: STOP not reported", x->id);
+        break;
       case BAT_ITER_END_LENGTH:
-        FAILIF(x->stopped || q->n_tokens != limit, "request %d: LENGTH at %lld of %lld", x->id,
-               (long long)q->n_tokens, (long long)limit);
+        FAILIF(x->stopped || q->n_tokens != limit, "request %d: LENGTH at %lld of %lld", x->id, (long long)q->n_tokens,
+               (long long)limit);
         break;
       case BAT_ITER_END_DROPPED:
         w->drops++;
-        if (q->drop_reason == BAT_DROP_CANCELLED) FAILIF(!x->cancelled, "request %d: not cancelled", x->id);
+        if (q->drop_reason == BAT_DROP_CANCELLED)
+          FAILIF(!x->cancelled, "request %d: not cancelled", x->id);
         else if (q->drop_reason == BAT_DROP_DEADLINE)
           FAILIF(x->deadline_step == INT64_MAX || w->now - 10 < q->deadline_us, "request %d: deadline early", x->id);
-        else FAILIF(1, "request %d dropped: %s", x->id, bat_drop_reason_str(q->drop_reason));
+        else
+          FAILIF(1, "request %d dropped: %s", x->id, bat_drop_reason_str(q->drop_reason));
         break;
-      default: FAILIF(1, "request %d ended without a reason", x->id);
+      default:
+        FAILIF(1, "request %d ended without a reason", x->id);
     }
     w->prefix_hits += (long)q->prefix_hit_tokens;
     int64_t len = MAXP + MAXOUT;  // the longest any request of the round can be
@@ -285,16 +299,23 @@ static void run_round(unsigned seed, long *tot) {
   w->bt = bts[rnd(w) % 4];
   w->n_blocks = (int32_t)(4 + rnd(w) % (w->bt == 1 ? 120 : w->bt == 16 ? 10 : 40));
   w->single_level = seed % 2;
-  bat_kv_config kc = {.n_blocks = w->n_blocks, .block_tokens = w->bt, .prefix_caching = rnd(w) % 4 != 0,
+  bat_kv_config kc = {.n_blocks = w->n_blocks,
+                      .block_tokens = w->bt,
+                      .prefix_caching = rnd(w) % 4 != 0,
                       .hash_bits = seed % 5 == 0 ? 3 : 0};
   err e;
   CHECK_EQ_INT(bat_kv_create(&kc, &w->pool, &e), 0);
   int max_seqs = 1 + (int)(rnd(w) % 8);
-  w->cfg = (bat_iter_config){.max_num_seqs = max_seqs, .max_num_batched_tokens = max_seqs + rnd(w) % 24,
+  w->cfg = (bat_iter_config){.max_num_seqs = max_seqs,
+                             .max_num_batched_tokens = max_seqs + rnd(w) % 24,
                              .max_model_len = rnd(w) % 3 == 0 ? 20 + rnd(w) % 60 : 0,
                              .max_prefill_chunk = rnd(w) % 3 == 0 ? 1 + rnd(w) % 8 : 0,
-                             .priority_levels = w->single_level ? 0 : 4, .default_priority_level = 2,
-                             .pool = w->pool, .now = r_clock, .clock_ctx = w, .cancelled = r_cancelled};
+                             .priority_levels = w->single_level ? 0 : 4,
+                             .default_priority_level = 2,
+                             .pool = w->pool,
+                             .now = r_clock,
+                             .clock_ctx = w,
+                             .cancelled = r_cancelled};
   CHECK_EQ_INT(bat_iter_create(&w->cfg, &w->s, &e), 0);
   w->r = calloc(N_REQ, sizeof *w->r);
   uint32_t rate = 1 + rnd(w) % 4;  // arrivals per 8 steps, on average

@@ -135,7 +135,7 @@ static void test_prefix_sharing(void) {
   CHECK_EQ_INT(b.blocks[1], a.blocks[1]);
   CHECK_EQ_INT(b.n_slots, 8);
   CHECK_EQ_INT(bat_kv_block_refs(p, a.blocks[0]), 2);
-  CHECK_EQ_INT(bat_kv_used_blocks(p), 3);  // shared blocks count once
+  CHECK_EQ_INT(bat_kv_used_blocks(p), 3);         // shared blocks count once
   CHECK_EQ_INT(bat_kv_reserve(p, &b, 4, &e), 0);  // B's own third block
   CHECK(b.blocks[2] != a.blocks[2]);
   bat_kv_commit(p, &b, pb, 12);  // B's third block differs from A's (token 9): registered apart
@@ -201,7 +201,7 @@ static void test_eviction_order(void) {
   CHECK_EQ_INT(bat_kv_evictions(p), 1);
   CHECK_EQ_INT(bat_kv_cached_blocks(p), 4);
   CHECK_EQ_INT(bat_kv_match(p, ta, 6).blocks, 2);  // A's head still hits
-  CHECK_EQ_INT(bat_kv_reserve(p, &x, 4, &e), 0);  // then A's block 1, then block 0
+  CHECK_EQ_INT(bat_kv_reserve(p, &x, 4, &e), 0);   // then A's block 1, then block 0
   CHECK_EQ_INT(x.blocks[2], 1);
   CHECK_EQ_INT(x.blocks[3], 0);
   CHECK_EQ_INT(bat_kv_match(p, ta, 6).blocks, 0);
@@ -296,7 +296,7 @@ static void test_parent_incarnation(void) {
   CHECK_EQ_INT(bat_kv_cached_blocks(p), 2);
   bat_kv_hit h = bat_kv_match(p, t1, 4);
   CHECK_EQ_INT(h.blocks, 2);  // A's block 0, then B's block 2
-  bat_kv_release(p, &a);  // block 0 cached, unheld
+  bat_kv_release(p, &a);      // block 0 cached, unheld
   // X needs a block: none free, so block 0 is evicted and holds [7 7]
   CHECK_EQ_INT(bat_kv_reserve(p, &x, 2, &e), 0);
   CHECK_EQ_INT(x.blocks[0], 0);
