@@ -250,7 +250,7 @@ int32_t bat_kv_n_blocks(const bat_kv_pool *p) {
   return p->n;
 }
 int64_t bat_kv_blocks_for(const bat_kv_pool *p, int64_t n_tokens) {
-  return n_tokens <= 0 ? 0 : (n_tokens + p->bt - 1) / p->bt;
+  return n_tokens <= 0 ? 0 : n_tokens / p->bt + (n_tokens % p->bt != 0);  // no overflow near INT64_MAX
 }
 int32_t bat_kv_free_blocks(const bat_kv_pool *p) {
   return p->n_free + p->n_lru;
@@ -272,6 +272,7 @@ int bat_kv_block_registered(const bat_kv_pool *p, int32_t b) {
 }
 
 int64_t bat_kv_blocks_needed(const bat_kv_pool *p, const bat_kv_table *t, int64_t n_more) {
+  if (n_more > INT64_MAX - t->n_slots) return INT64_MAX;
   int64_t need = bat_kv_blocks_for(p, t->n_slots + n_more) - t->n_blocks;
   return need > 0 ? need : 0;
 }
@@ -326,10 +327,10 @@ int32_t bat_kv_acquire_prefix(bat_kv_pool *p, bat_kv_table *t, const int32_t *to
 
 int bat_kv_reserve(bat_kv_pool *p, bat_kv_table *t, int64_t n_more, err *e) {
   if (n_more < 0) return err_set(e, ERR_INVALID_ARGUMENT, "cannot reserve %lld tokens", (long long)n_more);
+  if (n_more > (int64_t)t->cap * p->bt - t->n_slots)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%lld more tokens exceed the sequence's %d KV blocks (%lld tokens held)",
+                   (long long)n_more, t->cap, (long long)t->n_slots);
   int64_t want = bat_kv_blocks_for(p, t->n_slots + n_more);
-  if (want > t->cap)
-    return err_set(e, ERR_INVALID_ARGUMENT, "%lld tokens exceed the sequence's %d KV blocks",
-                   (long long)(t->n_slots + n_more), t->cap);
   int64_t need = want - t->n_blocks;
   if (need > bat_kv_free_blocks(p))
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "KV cache full: %lld blocks needed, %d free", (long long)need,

@@ -304,6 +304,8 @@ static void test_refusals(void) {
   CHECK_EQ_INT(w_enq_full(&w, 10, 0, 8, 0, INT64_MAX, 0, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "prompt's 10 tokens plus max_tokens 8 need 5 KV blocks of 4 tokens; the pool has 4");
   CHECK(w.q[0].tokens == NULL);
+  CHECK_EQ_INT(w_enq_full(&w, 3, 0, INT64_MAX, 0, INT64_MAX, 0, &e), ERR_INVALID_ARGUMENT);  // no overflow
+  CHECK_CONTAINS(e.msg, "the pool has 4");
   CHECK_EQ_INT(w_enq_full(&w, 0, 0, 8, 0, INT64_MAX, 0, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "prompt is empty");
   CHECK_EQ_INT(w_enq_full(&w, 3, 0, 0, 0, INT64_MAX, 0, &e), ERR_INVALID_ARGUMENT);

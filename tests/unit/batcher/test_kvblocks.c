@@ -42,8 +42,15 @@ static void test_config(void) {
   CHECK_EQ_INT(bat_kv_table_init(p, &t, 65, &e), ERR_INVALID_ARGUMENT);  // 5 blocks > 4
   CHECK_CONTAINS(e.msg, "need 5 KV blocks; the pool has 4");
   bat_kv_table_close(&t);
+  CHECK_EQ_INT(bat_kv_table_init(p, &t, INT64_MAX, &e), ERR_INVALID_ARGUMENT);  // no overflow on the way
+  bat_kv_table_close(&t);
+  CHECK_EQ_INT(bat_kv_blocks_for(p, INT64_MAX), INT64_MAX / 16 + 1);
   CHECK_EQ_INT(bat_kv_table_init(p, &t, 64, &e), 0);
   CHECK_EQ_INT(t.cap, 4);
+  CHECK_EQ_INT(bat_kv_blocks_needed(p, &t, INT64_MAX), INT64_MAX / 16 + 1);
+  CHECK_EQ_INT(bat_kv_reserve(p, &t, INT64_MAX, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bat_kv_reserve(p, &t, 65, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "65 more tokens exceed the sequence's 4 KV blocks");
   bat_kv_table_close(&t);
   bat_kv_destroy(p);
 }
@@ -83,7 +90,7 @@ static void test_grow_and_release(void) {
   CHECK_EQ_INT(bat_kv_reserve(p, &a, 4, &e), ERR_RESOURCE_EXHAUSTED);
   // past the table's own capacity
   CHECK_EQ_INT(bat_kv_reserve(p, &b, 13, &e), ERR_INVALID_ARGUMENT);
-  CHECK_CONTAINS(e.msg, "exceed");
+  CHECK_CONTAINS(e.msg, "13 more tokens exceed the sequence's 8 KV blocks (20 tokens held)");
   check_pool(p);
   bat_kv_release(p, &a);
   CHECK_EQ_INT(a.n_blocks, 0);
