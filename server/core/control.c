@@ -21,6 +21,7 @@
 #include "grpc_service.pb-c.h"
 #include "model_config.pb-c.h"
 #include "server/core/cfgjson.h"
+#include "server/core/ensemble_plan.h"
 #include "kernels/base/utf8.h"
 #include "server/obs/log.h"
 #include "server/core/server.h"
@@ -162,21 +163,56 @@ int srv_control_loading(srv_control *c, const char *name) {
   return yes;
 }
 
-static int do_load_now(srv_control *c, const char *name, const char *config_text, err *e);
+static int do_load_now(srv_control *c, const char *name, const char *config_text, int depth, err *e);
 
 // On the control thread.
 static int do_load(srv_control *c, const char *name, const char *config_text, err *e) {
   set_loading(c, name);
-  int rc = do_load_now(c, name, config_text, e);
+  int rc = do_load_now(c, name, config_text, 0, e);
   set_loading(c, "");
   return rc;
 }
 
-static int do_load_now(srv_control *c, const char *name, const char *config_text, err *e) {
+static int model_serving(const srv_model *m) {
+  int serving = 0;
+  for (size_t j = 0; m && !m->unloaded && j < m->n_versions; j++) serving |= srv_version_ready(&m->versions[j]);
+  return serving;
+}
+
+// Ensembles nest at most this deep when their members are loaded with them
+// (a member that is itself an ensemble loads its own); past it, or around a
+// cycle of ensembles, the last one built says which members it lacks.
+#define ENSEMBLE_LOAD_DEPTH 8
+
+// An ensemble is loaded with its composing models, as Triton does in
+// explicit mode: each member that does not serve yet is loaded from the
+// repository first (a failure is left for the ensemble's build to report).
+// 1 when it tried any, so the ensemble is built again.
+static int load_members(srv_control *c, const srv_model *m, int depth) {
+  const Inference__ModelEnsembling *es = m->config->ensemble_scheduling;
+  int tried = 0;
+  for (size_t i = 0; es && depth < ENSEMBLE_LOAD_DEPTH && i < es->n_step; i++) {
+    const char *mn = es->step[i]->model_name;
+    if (!mn || !mn[0] || strcmp(mn, m->name) == 0 || repo_model_name_problem(mn)) continue;
+    if (model_serving(srv_registry_current(c->reg, mn))) continue;
+    err me = {0};
+    if (do_load_now(c, mn, NULL, depth + 1, &me) != 0)
+      srv_log(SRV_LOG_ERROR, "ensemble '%s': composing model '%s' failed to load: %s", m->name, mn, me.msg);
+    else
+      srv_log(SRV_LOG_INFO, "ensemble '%s': composing model '%s' loaded with it", m->name, mn);
+    tried = 1;
+  }
+  return tried;
+}
+
+static int do_load_now(srv_control *c, const char *name, const char *config_text, int depth, err *e) {
   srv_model *m;
   TRY(srv_registry_build(c->reg, name, config_text, &m, e));
-  int serving = 0;
-  for (size_t j = 0; j < m->n_versions; j++) serving |= m->versions[j].model != NULL;
+  if (!m->ens && srv_ens_is_ensemble(m->config) && m->n_versions && load_members(c, m, depth)) {
+    srv_model_free(m);
+    TRY(srv_registry_build(c->reg, name, config_text, &m, e));
+  }
+  int serving = model_serving(m);
   err se = {0};
   if (serving && srv_sched_add_model(c->sched, m, &se) != 0) {
     serving = 0;
@@ -184,7 +220,7 @@ static int do_load_now(srv_control *c, const char *name, const char *config_text
   }
   srv_model *cur = srv_registry_current(c->reg, name);
   int cur_serving = 0;
-  for (size_t j = 0; cur && j < cur->n_versions; j++) cur_serving |= cur->versions[j].model != NULL;
+  for (size_t j = 0; cur && j < cur->n_versions; j++) cur_serving |= srv_version_ready(&cur->versions[j]);
   if (!serving) {
     err why = m->status.code ? m->status : (err){.code = ERR_UNAVAILABLE};
     if (!why.msg[0]) snprintf(why.msg, sizeof why.msg, "no version of the model loaded");

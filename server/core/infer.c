@@ -12,6 +12,7 @@
 
 #include "kernels/base/utf8.h"
 #include "server/core/arena.h"
+#include "server/core/ensemble.h"
 #include "server/core/infer_internal.h"
 #include "server/core/reply.h"
 #include "server/core/request.h"
@@ -214,6 +215,10 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
     return;
   }
   atomic_fetch_add(&r->version->stats.pending, 1);
+  if (r->version->ens) {  // no scheduler of its own: its steps are requests to their models
+    srv_ensemble_run(s, r, srv_infer_handler);
+    return;
+  }
   r->traced = prof_trace_sample(s->trace);
   srv_sched_submit(s->sched, r);
 }

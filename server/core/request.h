@@ -125,5 +125,14 @@ void srv_request_answer(const srv_request *r, uint8_t *resp, size_t len, int cod
 // The same, then frees r and counts it out of the server's ModelInfer calls
 // in flight: a request's last step (after it, r must not be touched).
 void srv_request_send(struct srv_server *s, srv_request *r, uint8_t *resp, size_t len, int code, const char *msg);
+// The same, for a caller that holds a lock while it sends (order.c sends an
+// ordered version's answers under its mutex, itself taken inside the
+// scheduler's): while it runs, srv_request_sending_locked is 1 on this
+// thread, so a local call's done callback (an ensemble's step answered)
+// knows not to start new requests here, which would take the scheduler's
+// lock against that order.
+void srv_request_send_locked(struct srv_server *s, srv_request *r, uint8_t *resp, size_t len, int code,
+                             const char *msg);
+int srv_request_sending_locked(void);
 
 #endif

@@ -207,6 +207,14 @@ srv_call *srv_call_create_local(const char *method, srv_local_done done, void *a
 
 void srv_call_cancel_local(srv_call *c) { atomic_store_explicit(&c->cancelled, 1, memory_order_relaxed); }
 
+void srv_call_local_inherit(srv_call *c, const srv_call *parent_call, const srv_stream *parent_stream,
+                            int64_t deadline_us) {
+  c->local_kept = 1;
+  c->parent_call = parent_call;
+  c->parent_stream = parent_stream;
+  c->deadline_us = deadline_us;
+}
+
 // Ends a local call: the answer goes to its done callback.
 static void local_finish(srv_call *c, uint8_t *resp, size_t len, int code, const char *msg) {
   srv_local_done done = c->local_done;
@@ -240,10 +248,12 @@ void srv_call_fail(srv_call *c, int code, const char *msg) {
   call_finish(c, NULL, (grpc_status_code)code, msg ? msg : "", 0);
 }
 
-int srv_call_message_kept(const srv_call *c) { return !c->local_done; }
+int srv_call_message_kept(const srv_call *c) { return !c->local_done || c->local_kept; }
 
 int srv_call_cancelled(const srv_call *c) {
-  return atomic_load_explicit(&((srv_call *)c)->cancelled, memory_order_relaxed);
+  if (atomic_load_explicit(&((srv_call *)c)->cancelled, memory_order_relaxed)) return 1;
+  if (c->parent_call) return srv_call_cancelled(c->parent_call);
+  return c->parent_stream ? srv_stream_cancelled(c->parent_stream) : 0;
 }
 
 int64_t srv_call_deadline_us(const srv_call *c) { return c->deadline_us; }

@@ -1,0 +1,367 @@
+// server/core/ensemble.c: one ensemble request's run (ensemble.h). The run
+// holds every tensor of the plan (the request's inputs, then each step's
+// outputs as they arrive), starts every step whose inputs exist, and ends
+// once no step is in flight: answered from the ensemble's outputs, or failed
+// with the first step's error.
+//
+// A step is a ModelInferRequest packed from the run's tensors and handed to
+// ModelInfer's handler as a local call (server/grpc/grpc_front.h) that
+// inherits the ensemble request's deadline and cancellation and whose bytes
+// the run keeps (so they are not copied again); its answer comes back packed
+// to step_done on whichever thread answered it, is unpacked, and its outputs
+// become tensors of the run. Starting the next steps there is safe except
+// under the lock order.c holds while it sends ordered answers: then the
+// start is handed to a reply thread (srv_request_sending_locked).
+#include "server/core/ensemble.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/base/dtype.h"
+#include "kernels/base/strwire.h"
+#include "server/core/ensemble_plan.h"
+#include "server/core/reply.h"
+#include "server/core/server.h"
+#include "server/obs/log.h"
+#include "server/sec/shmguard.h"
+
+static const char MODEL_INFER[] = "/inference.GRPCInferenceService/ModelInfer";
+
+struct ens_run;
+
+typedef struct step_run {
+  struct ens_run *run;
+  size_t idx;
+  int launched;
+  uint8_t *req;  // the packed step request, kept until its answer (srv_call_local_inherit)
+  Inference__ModelInferResponse *resp;  // its answer; the outputs' tensors point into it
+} step_run;
+
+typedef struct ens_run {
+  srv_server *s;
+  srv_request *r;  // the ensemble's request: answered and freed by finish()
+  const srv_ens_plan *p;  // the request's generation holds it
+  srv_unary_fn step_fn;
+  pthread_mutex_t mu;  // guards what follows
+  int refs;            // the steps in flight, plus whoever is starting steps
+  int failed;
+  int code;
+  char msg[ERR_MSG_MAX];
+  eng_tensor *t;  // per plan tensor
+  int *have;      // per plan tensor: it exists
+  void **copies;  // inputs read out of client shared memory (through the SIGBUS guard), one per input
+  step_run *steps;
+} ens_run;
+
+static void fail(ens_run *run, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+// Under run->mu: the first failure is the answer.
+static void fail(ens_run *run, int code, const char *fmt, ...) {
+  if (run->failed) return;
+  run->failed = 1;
+  run->code = code ? code : ERR_INTERNAL;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(run->msg, sizeof run->msg, fmt, ap);
+  va_end(ap);
+}
+
+static void run_free(ens_run *run) {
+  for (size_t i = 0; run->steps && i < run->p->n_steps; i++) {
+    free(run->steps[i].req);
+    if (run->steps[i].resp) inference__model_infer_response__free_unpacked(run->steps[i].resp, NULL);
+  }
+  for (size_t i = 0; run->copies && i < run->p->n_in; i++) free(run->copies[i]);
+  free(run->copies);
+  free(run->steps);
+  free(run->t);
+  free(run->have);
+  pthread_mutex_destroy(&run->mu);
+  free(run);
+}
+
+// No step in flight: the answer, then the run's memory.
+static void finish(ens_run *run) {
+  const srv_ens_plan *p = run->p;
+  eng_tensor outs[64];
+  err e = {0};
+  int rc = run->failed ? run->code : 0;
+  if (rc) err_set(&e, (err_code)rc, "%s", run->msg);
+  for (size_t k = 0; rc == 0 && k < p->n_out && k < 64; k++) {
+    size_t t = p->out_tensor[k];
+    if (!run->have[t] && (run->r->outputs_mask >> k & 1))
+      rc = err_set(&e, ERR_INTERNAL, "ensemble '%s': output '%s' was not produced", run->r->model->name, p->out[k].name);
+    outs[k] = run->t[t];
+  }
+  size_t n_out = p->n_out < 64 ? p->n_out : 64;
+  srv_reply_ensemble(run->s, run->r, rc, &e, outs, n_out);  // frees the request; the outputs are the run's
+  run_free(run);
+}
+
+static void release(ens_run *run) {
+  pthread_mutex_lock(&run->mu);
+  int last = --run->refs == 0;
+  pthread_mutex_unlock(&run->mu);
+  if (last) finish(run);
+}
+
+// --- a step's request and answer
+
+// The parameters a step inherits from the ensemble's request (Triton's
+// ensemble passes these on): its priority, queue timeout and sequence.
+static int inherited(const char *key) {
+  return strcmp(key, "priority") == 0 || strcmp(key, "timeout") == 0 || strcmp(key, "sequence_id") == 0 ||
+         strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0;
+}
+
+static int pack_step(ens_run *run, step_run *sr, size_t *len) {
+  const srv_ens_step *st = &run->p->steps[sr->idx];
+  const Inference__ModelInferRequest *pm = run->r->msg;
+  Inference__ModelInferRequest m = INFERENCE__MODEL_INFER_REQUEST__INIT;
+  size_t n_in = st->n_in, n_out = st->n_out;
+  Inference__ModelInferRequest__InferInputTensor *ins = calloc(n_in ? n_in : 1, sizeof *ins);
+  Inference__ModelInferRequest__InferInputTensor **inp = calloc(n_in ? n_in : 1, sizeof *inp);
+  ProtobufCBinaryData *raw = calloc(n_in ? n_in : 1, sizeof *raw);
+  Inference__ModelInferRequest__InferRequestedOutputTensor *outs = calloc(n_out ? n_out : 1, sizeof *outs);
+  Inference__ModelInferRequest__InferRequestedOutputTensor **outp = calloc(n_out ? n_out : 1, sizeof *outp);
+  Inference__ModelInferRequest__ParametersEntry **pe = calloc(pm->n_parameters ? pm->n_parameters : 1, sizeof *pe);
+  int rc = -1;
+  if (!ins || !inp || !raw || !outs || !outp || !pe) goto out;
+  m.model_name = (char *)st->model;
+  m.model_version = (char *)st->version;
+  m.id = pm->id;
+  for (size_t i = 0; i < pm->n_parameters; i++)
+    if (pm->parameters[i]->key && inherited(pm->parameters[i]->key)) pe[m.n_parameters++] = pm->parameters[i];
+  m.parameters = pe;
+  for (size_t k = 0; k < n_in; k++) {
+    const eng_tensor *t = &run->t[st->in[k].tensor];
+    inference__model_infer_request__infer_input_tensor__init(&ins[k]);
+    ins[k].name = st->in[k].name;
+    ins[k].datatype = (char *)dtype_wire_name(t->dt);
+    ins[k].n_shape = (size_t)t->ndims;
+    ins[k].shape = (int64_t *)t->dims;
+    inp[k] = &ins[k];
+    raw[k] = (ProtobufCBinaryData){.len = t->bytes, .data = t->data};
+  }
+  m.n_inputs = n_in;
+  m.inputs = inp;
+  m.n_raw_input_contents = n_in;
+  m.raw_input_contents = raw;
+  for (size_t k = 0; k < n_out; k++) {
+    inference__model_infer_request__infer_requested_output_tensor__init(&outs[k]);
+    outs[k].name = st->out[k].name;
+    outp[k] = &outs[k];
+  }
+  m.n_outputs = n_out;
+  m.outputs = outp;
+  *len = inference__model_infer_request__get_packed_size(&m);
+  sr->req = malloc(*len ? *len : 1);
+  if (sr->req) {
+    inference__model_infer_request__pack(&m, sr->req);
+    rc = 0;
+  }
+out:
+  free(ins);
+  free(inp);
+  free(raw);
+  free(outs);
+  free(outp);
+  free(pe);
+  return rc;
+}
+
+// A step's answered outputs as tensors of the run (under run->mu); nonzero
+// with the run failed when the answer lacks one or does not hold together.
+static int take_outputs(ens_run *run, step_run *sr, Inference__ModelInferResponse *ir) {
+  const srv_ens_step *st = &run->p->steps[sr->idx];
+  const char *ens = run->r->model->name;
+  for (size_t k = 0; k < st->n_out; k++) {
+    size_t j = 0;
+    while (j < ir->n_outputs && strcmp(ir->outputs[j]->name, st->out[k].name) != 0) j++;
+    if (j == ir->n_outputs || j >= ir->n_raw_output_contents) {
+      fail(run, ERR_INTERNAL, "in ensemble '%s', step %zu (model '%s'): its answer lacks output '%s'", ens, sr->idx,
+           st->model, st->out[k].name);
+      return -1;
+    }
+    const Inference__ModelInferResponse__InferOutputTensor *o = ir->outputs[j];
+    eng_tensor *t = &run->t[st->out[k].tensor];
+    t->dt = dtype_from_wire(o->datatype);
+    t->data = ir->raw_output_contents[j].data;
+    t->bytes = ir->raw_output_contents[j].len;
+    int ok = t->dt != DT_INVALID && o->n_shape <= ENG_MAX_DIMS;
+    t->ndims = ok ? (int)o->n_shape : 0;
+    if (ok) memcpy(t->dims, o->shape, o->n_shape * sizeof *o->shape);
+    int64_t numel = ok ? eng_numel(t->ndims, t->dims) : 0;
+    if (ok && t->dt != DT_STRING) ok = (uint64_t)numel * dtype_size(t->dt) == t->bytes;
+    if (ok && t->dt == DT_STRING) {
+      const char *why;
+      uint64_t at;
+      ok = strwire_check(t->data, t->bytes, (uint64_t)numel, &why, &at) == 0;
+    }
+    if (!ok) {
+      fail(run, ERR_INTERNAL, "in ensemble '%s', step %zu (model '%s'): output '%s' came back malformed", ens, sr->idx,
+           st->model, st->out[k].name);
+      return -1;
+    }
+    run->have[st->out[k].tensor] = 1;
+  }
+  return 0;
+}
+
+static void pump(ens_run *run);
+
+// A deferred pump, on a reply thread (replyq.h) or a thread of its own.
+typedef struct pump_item {
+  srv_replyq_item it;  // first: the queue's
+  ens_run *run;
+} pump_item;
+
+static void pump_deferred(srv_replyq_item *it) {
+  ens_run *run = ((pump_item *)it)->run;
+  free(it);
+  pump(run);
+  release(run);
+}
+
+static void *pump_thread(void *arg) {
+  pump_deferred(arg);
+  return NULL;
+}
+
+// Starts the next steps on another thread: this one sends answers under a
+// lock (order.c) that starting a request here would take the scheduler's
+// lock against. The run stays alive through a reference the pump drops.
+static void pump_elsewhere(ens_run *run) {
+  pump_item *pi = calloc(1, sizeof *pi);
+  pthread_mutex_lock(&run->mu);
+  run->refs++;
+  pthread_mutex_unlock(&run->mu);
+  if (pi) {
+    pi->run = run;
+    pi->it.fn = pump_deferred;
+    if (srv_replyq_post(run->s->replyq, &pi->it) == 0) return;
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int started = pthread_create(&th, &at, pump_thread, pi) == 0;
+    pthread_attr_destroy(&at);
+    if (started) return;
+    free(pi);
+  }
+  pthread_mutex_lock(&run->mu);
+  fail(run, ERR_UNAVAILABLE, "ensemble '%s': cannot start its next step (out of threads or memory)",
+       run->r->model->name);
+  pthread_mutex_unlock(&run->mu);
+  release(run);
+}
+
+static void step_done(void *arg, uint8_t *resp, size_t len, int code, const char *msg) {
+  step_run *sr = arg;
+  ens_run *run = sr->run;
+  const srv_ens_step *st = &run->p->steps[sr->idx];
+  Inference__ModelInferResponse *ir = resp ? inference__model_infer_response__unpack(NULL, len, resp) : NULL;
+  free(resp);
+  pthread_mutex_lock(&run->mu);
+  if (!resp)
+    fail(run, code, "in ensemble '%s', step %zu (model '%s') failed: %s", run->r->model->name, sr->idx, st->model,
+         msg ? msg : "");
+  else if (!ir)
+    fail(run, ERR_INTERNAL, "in ensemble '%s', step %zu (model '%s'): its answer does not parse", run->r->model->name,
+         sr->idx, st->model);
+  else if (!run->failed && take_outputs(run, sr, ir) == 0)
+    sr->resp = ir, ir = NULL;
+  int go_on = !run->failed;
+  pthread_mutex_unlock(&run->mu);
+  if (ir) inference__model_infer_response__free_unpacked(ir, NULL);
+  if (go_on) {
+    if (srv_request_sending_locked()) pump_elsewhere(run);
+    else pump(run);
+  }
+  release(run);
+}
+
+// Starts every step whose inputs exist and that has not started, one at a
+// time (a step may answer, and pump, before its handler returns here).
+static void pump(ens_run *run) {
+  const srv_ens_plan *p = run->p;
+  for (;;) {
+    step_run *sr = NULL;
+    pthread_mutex_lock(&run->mu);
+    for (size_t s = 0; !run->failed && !sr && s < p->n_steps; s++) {
+      if (run->steps[s].launched) continue;
+      int ready = 1;
+      for (size_t k = 0; ready && k < p->steps[s].n_in; k++) ready = run->have[p->steps[s].in[k].tensor];
+      if (ready) sr = &run->steps[s];
+    }
+    if (sr) {
+      sr->launched = 1;
+      run->refs++;
+    }
+    pthread_mutex_unlock(&run->mu);
+    if (!sr) return;
+    size_t len = 0;
+    srv_call *c = NULL;
+    if (pack_step(run, sr, &len) == 0) c = srv_call_create_local(MODEL_INFER, step_done, sr);
+    if (!c) {
+      step_done(sr, NULL, 0, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      continue;
+    }
+    srv_call_local_inherit(c, run->r->call, run->r->stream, run->r->item.deadline_us);
+    run->step_fn(run->s, c, sr->req, len);
+  }
+}
+
+// --- the entry
+
+void srv_ensemble_run(srv_server *s, srv_request *r, srv_unary_fn step_fn) {
+  const srv_ens_plan *p = r->version->ens;
+  ens_run *run = calloc(1, sizeof *run);
+  if (run) {
+    run->s = s;
+    run->r = r;
+    run->p = p;
+    run->step_fn = step_fn;
+    run->refs = 1;  // this thread's, while it starts the first steps
+    pthread_mutex_init(&run->mu, NULL);
+    run->t = calloc(p->n_tensors ? p->n_tensors : 1, sizeof *run->t);
+    run->have = calloc(p->n_tensors ? p->n_tensors : 1, sizeof *run->have);
+    run->copies = calloc(p->n_in ? p->n_in : 1, sizeof *run->copies);
+    run->steps = calloc(p->n_steps ? p->n_steps : 1, sizeof *run->steps);
+  }
+  if (!run || !run->t || !run->have || !run->copies || !run->steps) {
+    err e;
+    err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    srv_reply_ensemble(s, r, ERR_RESOURCE_EXHAUSTED, &e, NULL, 0);
+    if (run) run_free(run);
+    return;
+  }
+  for (size_t i = 0; i < p->n_steps; i++) run->steps[i] = (step_run){.run = run, .idx = i};
+  // the ensemble's inputs are the first tensors; one read from a system
+  // region is copied out through the SIGBUS guard first, as a batch's
+  // gather does (the client may shrink its object under it)
+  for (size_t i = 0; i < p->n_in; i++) {
+    run->t[i] = r->inputs[i];
+    run->have[i] = 1;
+    if (!r->shm_in || !r->shm_in[i]) continue;
+    void *copy = malloc(run->t[i].bytes ? run->t[i].bytes : 1);
+    if (!copy || srv_shmguard_read(copy, run->t[i].data, run->t[i].bytes) != 0) {
+      free(copy);
+      pthread_mutex_lock(&run->mu);
+      if (copy) fail(run, ERR_INVALID_ARGUMENT, "input '%s': shared memory region '%s' shrank below its registered size",
+                     p->in[i].name, r->shm_in[i]);
+      else fail(run, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      pthread_mutex_unlock(&run->mu);
+      break;
+    }
+    run->copies[i] = copy;
+    run->t[i].data = copy;
+  }
+  pump(run);
+  release(run);
+}
