@@ -253,7 +253,8 @@ int srv_call_message_kept(const srv_call *c) { return !c->local_done || c->local
 int srv_call_cancelled(const srv_call *c) {
   if (atomic_load_explicit(&((srv_call *)c)->cancelled, memory_order_relaxed)) return 1;
   if (c->parent_call) return srv_call_cancelled(c->parent_call);
-  return c->parent_stream ? srv_stream_cancelled(c->parent_stream) : 0;
+  // the stream's flag read here (grpc_front_internal.h) rather than through grpc_stream.c, which calls this file
+  return c->parent_stream ? atomic_load_explicit(&((srv_stream *)c->parent_stream)->cancelled, memory_order_relaxed) : 0;
 }
 
 int64_t srv_call_deadline_us(const srv_call *c) { return c->deadline_us; }
