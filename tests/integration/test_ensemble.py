@@ -22,6 +22,7 @@ import concurrent.futures as cf
 import os
 import queue
 import threading
+import time
 from functools import partial
 
 import numpy as np
@@ -363,3 +364,23 @@ def test_explicit_mode_loads_members(tmp_path):
             np.testing.assert_allclose(_grpc(c, "chain", x).as_numpy("OUT"), 2 * x + 1, rtol=1e-6)
         finally:
             c.close()
+
+
+def test_deadline_reaches_the_steps(gc):
+    """A client deadline shorter than scale's 200 ms queue delay: the step request inherits it, leaves scale's
+    queue at its deadline without running, and the ensemble answers DEADLINE_EXCEEDED; the server goes on."""
+    before = lib.model_stats(gc, "scale")
+    with pytest.raises(InferenceServerException) as ei:
+        gc.infer("chain", [_inp(_x())], client_timeout=0.05)
+    assert ei.value.status() == "StatusCode.DEADLINE_EXCEEDED", ei.value
+    deadline = time.monotonic() + 10
+    while True:
+        after = lib.model_stats(gc, "scale")
+        if after.inference_stats.fail.count > before.inference_stats.fail.count or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert after.inference_stats.fail.count == before.inference_stats.fail.count + 1, after
+    assert after.inference_stats.success.count == before.inference_stats.success.count, after
+    assert after.execution_count == before.execution_count, after
+    x = _x(1, 5)
+    np.testing.assert_allclose(_grpc(gc, "chain", x).as_numpy("OUT"), 2 * x + 1, rtol=1e-6)
