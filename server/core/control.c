@@ -33,8 +33,10 @@ typedef struct retired {
 
 // One load or unload waiting for the control thread. done runs there, once,
 // with the outcome (e->code 0: done), and owns arg from then on.
+enum { UNLOAD = 1, UNLOAD_DEPENDENTS = 2 };  // op.unload: with Triton's unload_dependents
+
 typedef struct op {
-  int unload;
+  int unload;  // 0: a load; UNLOAD; UNLOAD_DEPENDENTS
   char *name;    // owned
   char *config;  // owned; NULL: the repository's config.pbtxt
   void (*done)(void *arg, const err *e);
@@ -244,7 +246,31 @@ static int do_load_now(srv_control *c, const char *name, const char *config_text
   return 0;
 }
 
-static int do_unload(srv_control *c, const char *name, err *e) {
+static int do_unload(srv_control *c, const char *name, int dependents, err *e);
+
+// Triton's unload_dependents: the loaded ensembles that name `name` as a
+// step go too (and theirs, in turn).
+static void unload_dependents(srv_control *c, const char *name) {
+  srv_registry_rdlock(c->reg);
+  size_t nm = srv_registry_n_models(c->reg);
+  char(*names)[256] = calloc(nm ? nm : 1, sizeof *names);
+  for (size_t i = 0; names && i < nm; i++) {
+    srv_model *m = srv_registry_model_at(c->reg, i);
+    const Inference__ModelEnsembling *es = m->unloaded || !srv_ens_is_ensemble(m->config) ? NULL
+                                                                                         : m->config->ensemble_scheduling;
+    for (size_t k = 0; es && k < es->n_step && !names[i][0]; k++)
+      if (es->step[k]->model_name && strcmp(es->step[k]->model_name, name) == 0) memcpy(names[i], m->name, sizeof names[i]);
+  }
+  srv_registry_rdunlock(c->reg);
+  for (size_t i = 0; names && i < nm; i++) {
+    err e = {0};
+    if (names[i][0] && do_unload(c, names[i], 1, &e) == 0)
+      srv_log(SRV_LOG_INFO, "ensemble '%s' unloaded with its composing model '%s' (unload_dependents)", names[i], name);
+  }
+  free(names);
+}
+
+static int do_unload(srv_control *c, const char *name, int dependents, err *e) {
   srv_model *cur = srv_registry_current(c->reg, name);
   if (!cur) return err_set(e, ERR_NOT_FOUND, "failed to unload '%s': no model of that name was loaded", name);
   if (cur->unloaded) return 0;
@@ -252,6 +278,7 @@ static int do_unload(srv_control *c, const char *name, err *e) {
   if (!shell) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   retire(c, srv_registry_publish(c->reg, shell));
   srv_log(SRV_LOG_INFO, "model '%s' unloaded (requests in flight finish on it)", name);
+  if (dependents) unload_dependents(c, name);
   return 0;
 }
 
@@ -331,7 +358,7 @@ static int is_json(const char *cfg) {
 static void run_op(srv_control *c, op *o) {
   err e = {0};
   if (o->unload) {
-    (void)do_unload(c, o->name, &e);
+    (void)do_unload(c, o->name, o->unload == UNLOAD_DEPENDENTS, &e);
   } else if (cancelled(c)) {  // queued behind a load when the drain began
     err_set(&e, ERR_UNAVAILABLE, "failed to load '%s': cancelled: server shutting down", o->name);
     srv_log(SRV_LOG_ERROR, "model '%s' failed to load: cancelled: server shutting down", o->name);
@@ -445,7 +472,7 @@ static void rescan(srv_control *c) {
     if (!names[i][0]) continue;
     int found = 0;
     for (size_t j = 0; j < n && !found; j++) found = strcmp(rms[j].name, names[i]) == 0;
-    if (!found) do_unload(c, names[i], &e);
+    if (!found) do_unload(c, names[i], 0, &e);
   }
   free(names);
   repo_free(rms, n);
@@ -638,7 +665,14 @@ void srv_control_unload_rpc(void *ctx, srv_call *call, const uint8_t *req, size_
       call, &inference__repository_model_unload_request__descriptor, req, len);
   if (!q) return;
   err e = {0};
+  int how = UNLOAD;
+  for (size_t i = 0; i < q->n_parameters; i++) {
+    const Inference__ModelRepositoryParameter *v = q->parameters[i]->value;
+    if (q->parameters[i]->key && strcmp(q->parameters[i]->key, "unload_dependents") == 0 && v &&
+        v->parameter_choice_case == INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM && v->bool_param)
+      how = UNLOAD_DEPENDENTS;
+  }
   if (explicit_or_fail(c, &e) != 0 || check_name(q->model_name, &e) != 0) srv_call_fail(call, (int)e.code, e.msg);
-  else enqueue(c, 1, q->model_name, NULL, answer_unload, call);
+  else enqueue(c, how, q->model_name, NULL, answer_unload, call);
   inference__repository_model_unload_request__free_unpacked(q, NULL);
 }

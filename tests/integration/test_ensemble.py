@@ -362,6 +362,22 @@ def test_explicit_mode_loads_members(tmp_path):
             assert "model 'addone'" in ei.value.message(), ei.value
             c.load_model("addone")
             np.testing.assert_allclose(_grpc(c, "chain", x).as_numpy("OUT"), 2 * x + 1, rtol=1e-6)
+            # unload_dependents: the ensembles naming scale go with it, and the ensemble naming those
+            c.unload_model("scale", unload_dependents=True)
+            for name in ("scale", "chain", "outer"):
+                assert not c.is_model_ready(name), name
+            assert c.is_model_ready("addone")
+            # over HTTP too, and without it the ensemble stays
+            h = httpclient.InferenceServerClient(url=s.http_url.split("://", 1)[-1])
+            try:
+                h.load_model("outer")
+                assert h.is_model_ready("outer") and h.is_model_ready("scale")
+                h.unload_model("addone")
+                assert h.is_model_ready("chain") and not h.is_model_ready("addone")
+                h.unload_model("scale", unload_dependents=True)
+                assert not h.is_model_ready("chain") and not h.is_model_ready("outer")
+            finally:
+                h.close()
         finally:
             c.close()
 
