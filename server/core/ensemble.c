@@ -47,6 +47,9 @@ typedef struct ens_run {
   srv_request *r;  // the ensemble's request: answered and freed by finish()
   const srv_ens_plan *p;  // the request's generation holds it
   srv_unary_fn step_fn;
+  // the plan's sizes, for run_free: the plan goes with the request's
+  // generation, which may be freed as soon as the request is answered
+  size_t n_steps, n_in;
   pthread_mutex_t mu;  // guards what follows
   int refs;            // the steps in flight, plus whoever is starting steps
   int failed;
@@ -72,11 +75,11 @@ static void fail(ens_run *run, int code, const char *fmt, ...) {
 }
 
 static void run_free(ens_run *run) {
-  for (size_t i = 0; run->steps && i < run->p->n_steps; i++) {
+  for (size_t i = 0; run->steps && i < run->n_steps; i++) {
     free(run->steps[i].req);
     if (run->steps[i].resp) inference__model_infer_response__free_unpacked(run->steps[i].resp, NULL);
   }
-  for (size_t i = 0; run->copies && i < run->p->n_in; i++) free(run->copies[i]);
+  for (size_t i = 0; run->copies && i < run->n_in; i++) free(run->copies[i]);
   free(run->copies);
   free(run->steps);
   free(run->t);
@@ -99,7 +102,8 @@ static void finish(ens_run *run) {
     outs[k] = run->t[t];
   }
   size_t n_out = p->n_out < 64 ? p->n_out : 64;
-  srv_reply_ensemble(run->s, run->r, rc, &e, outs, n_out);  // frees the request; the outputs are the run's
+  // frees the request, and with it maybe its generation and the plan: p is not read after this
+  srv_reply_ensemble(run->s, run->r, rc, &e, outs, n_out);
   run_free(run);
 }
 
@@ -327,6 +331,8 @@ void srv_ensemble_run(srv_server *s, srv_request *r, srv_unary_fn step_fn) {
     run->r = r;
     run->p = p;
     run->step_fn = step_fn;
+    run->n_steps = p->n_steps;
+    run->n_in = p->n_in;
     run->refs = 1;  // this thread's, while it starts the first steps
     pthread_mutex_init(&run->mu, NULL);
     run->t = calloc(p->n_tensors ? p->n_tensors : 1, sizeof *run->t);
