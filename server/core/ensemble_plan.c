@@ -19,7 +19,7 @@ int srv_ens_is_ensemble(const Inference__ModelConfig *cfg) {
 // --- the list of reasons
 
 typedef struct why_list {
-  char buf[ERR_MSG_MAX];
+  char buf[SRV_ENS_WHY_MAX];
   size_t len;
   int n;            // reasons found
   int n_unready;    // of them, members not ready (the load may succeed later)
@@ -213,7 +213,7 @@ static void check_cycles(why_list *w, const srv_ens_plan *p, const tinfo *ti) {
 }
 
 int srv_ens_plan_create(const Inference__ModelConfig *cfg, const srv_ens_member *members, srv_ens_plan **out,
-                        err *e) {
+                        char *all, size_t all_cap, err *e) {
   *out = NULL;
   why_list w = {.len = 0};
   const Inference__ModelEnsembling *es = cfg->ensemble_scheduling;
@@ -274,6 +274,8 @@ int srv_ens_plan_create(const Inference__ModelConfig *cfg, const srv_ens_member 
   }
 
   // producers first (so a consumer in an earlier step is checked too)
+  int mbs_over = 0;
+  char mbs_list[200] = "";
   for (size_t s = 0; s < n_steps; s++) {
     const Inference__ModelEnsembling__Step *st = es->step[s];
     const Inference__ModelConfig *mc = members[s].cfg;
@@ -290,19 +292,19 @@ int srv_ens_plan_create(const Inference__ModelConfig *cfg, const srv_ens_member 
       why(&w, "step %zu: composing model '%s' is not available: %s", s, mname,
           members[s].why && members[s].why[0] ? members[s].why : "not loaded");
       w.n_unready++;
-      continue;
     }
-    if (cfg->max_batch_size > 0 && mc->max_batch_size < cfg->max_batch_size)
-      why(&w, "the ensemble's max_batch_size %d exceeds composing model '%s''s %d (a request's batch must fit every step)",
-          cfg->max_batch_size, mname, mc->max_batch_size);
+    char quoted[160];
+    snprintf(quoted, sizeof quoted, "'%s' ", mname);
+    if (mc && cfg->max_batch_size > 0 && mc->max_batch_size < cfg->max_batch_size &&
+        !strstr(mbs_list, quoted)) {  // each member once
+      size_t o = strlen(mbs_list);
+      snprintf(mbs_list + o, sizeof mbs_list - o, "%s%s%d", mbs_over++ ? ", " : "", quoted, mc->max_batch_size);
+    }
     for (size_t k = 0; k < st->n_output_map; k++) {
       const char *key = st->output_map[k]->key, *val = st->output_map[k]->value;
       size_t t = p->steps[s].out[k].tensor;
-      const Inference__ModelOutput *mo = find_out(mc, key);
-      if (!mo) {
-        why(&w, "step %zu: output_map key '%s' is not an output of model '%s'", s, key, mname);
-        continue;
-      }
+      const Inference__ModelOutput *mo = mc ? find_out(mc, key) : NULL;
+      if (mc && !mo) why(&w, "step %zu: output_map key '%s' is not an output of model '%s'", s, key, mname);
       if (ti[t].producer == -1) {
         why(&w, "tensor '%s' is an ensemble input and also output '%s' of model '%s' (step %zu)", val, key, mname, s);
         continue;
@@ -312,13 +314,17 @@ int srv_ens_plan_create(const Inference__ModelConfig *cfg, const srv_ens_member 
             p->steps[ti[t].producer].model, s, mname);
         continue;
       }
-      ti[t].producer = (int)s;
+      ti[t].producer = (int)s;  // a member not ready still produces it: its type is unknown
+      if (!mo) continue;
       ti[t].known = 1;
       ti[t].dt = mo->data_type;
       ti[t].n = full_shape(mc->max_batch_size, mo->n_dims, mo->dims, ti[t].shape);
       snprintf(ti[t].who, sizeof ti[t].who, "output '%s' of model '%s'", key, mname);
     }
   }
+  if (mbs_over)
+    why(&w, "the ensemble's max_batch_size %d exceeds its composing %s (%s): a request's batch must fit every step",
+        cfg->max_batch_size, mbs_over > 1 ? "models'" : "model's", mbs_list);
   // consumers
   for (size_t s = 0; s < n_steps; s++) {
     const Inference__ModelEnsembling__Step *st = es->step[s];
@@ -370,8 +376,16 @@ done:
   free(ti);
   if (w.n) {
     srv_ens_plan_destroy(p);
+    if (all) snprintf(all, all_cap, "%s", w.buf);
     // only members not ready: the same files may load once they are
-    return err_set(e, w.n == w.n_unready ? ERR_UNAVAILABLE : ERR_INVALID_ARGUMENT, "%s", w.buf);
+    err_code code = w.n == w.n_unready ? ERR_UNAVAILABLE : ERR_INVALID_ARGUMENT;
+    if (w.len < ERR_MSG_MAX) return err_set(e, code, "%s", w.buf);
+    // the whole list does not fit an error: as many whole reasons as do, and where the rest is
+    size_t cut = ERR_MSG_MAX - 64, n_shown = 0;
+    while (cut > 0 && strncmp(w.buf + cut, "; ", 2) != 0) cut--;
+    for (size_t i = 0; i + 1 < cut; i++) n_shown += strncmp(w.buf + i, "; ", 2) == 0;
+    return err_set(e, code, "%.*s; and %d more reason(s) (the server log lists them all)", (int)cut, w.buf,
+                   w.n - (int)n_shown - 1);
   }
   *out = p;
   return 0;

@@ -64,9 +64,12 @@ typedef struct srv_ens_plan {
 // consumed that nothing produces, a tensor produced twice, an ensemble input
 // no step consumes, an output no step produces, a cycle, a data type or
 // shape that differs between producer and consumer, a max_batch_size over
-// a member's.
+// a member's. When the reasons do not fit an error's message, it holds the
+// first ones and says how many more; all (may be NULL) then gets every one,
+// for the log.
+#define SRV_ENS_WHY_MAX 4096
 int srv_ens_plan_create(const Inference__ModelConfig *cfg, const srv_ens_member *members, srv_ens_plan **out,
-                        err *e);
+                        char *all, size_t all_cap, err *e);
 void srv_ens_plan_destroy(srv_ens_plan *p);
 
 #endif

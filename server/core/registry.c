@@ -264,7 +264,12 @@ static void load_ensemble(srv_registry *r, const pending *pd, repo_model *rm, sr
     mem[i].why = whys[i];
   }
   err pe = {0};
-  int rc = srv_ens_plan_create(m->config, mem, &m->ens, &pe);
+  char *all = malloc(SRV_ENS_WHY_MAX);
+  if (all) all[0] = 0;
+  int rc = srv_ens_plan_create(m->config, mem, &m->ens, all, all ? SRV_ENS_WHY_MAX : 0, &pe);
+  if (rc && all && strlen(all) >= sizeof pe.msg)  // the answer holds the first reasons: the log all of them
+    srv_log(SRV_LOG_ERROR, "model '%s': every reason it cannot load: %s", m->name, all);
+  free(all);
   free(mem);
   free(whys);
   m->n_versions = rm->n_versions;

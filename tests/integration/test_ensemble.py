@@ -131,7 +131,7 @@ BAD = {
                  "ensemble output 'NEVER' is not produced by any step"],
     "bad_flow": ["tensor 'OUT' is produced twice: by step 0 ('addone') and by step 1 ('scale')",
                  "steps 2 ('sub'), 3 ('sub') depend on each other's outputs (a cycle)"],
-    "bad_types": ["max_batch_size 16 exceeds composing model 'addone''s 8",
+    "bad_types": ["the ensemble's max_batch_size 16 exceeds its composing model's ('addone' 8)",
                   "tensor 'IN': ensemble input 'IN' has shape [-1,3] but input 'X' of model 'addone' (step 0) takes "
                   "shape [-1,4]",
                   "tensor 'OUT': output 'Y' of model 'addone' is TYPE_FP32 but ensemble output 'OUT' takes TYPE_INT64"],
