@@ -466,7 +466,8 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
 }
 
 // POST /v2/repository/models/{m}/load|unload, Triton's body: {"parameters":
-// {"config": "..."}}, the config override (JSON as Triton takes it, or
+// {"config": "..."}} for a load, {"parameters": {"unload_dependents": true}}
+// for an unload; the config override (JSON as Triton takes it, or
 // config.pbtxt text; the load refuses any other parameter, e.g. "file:..."
 // model contents, as gRPC does); an empty body loads as the repository has
 // it. Run as the gRPC methods' local calls: the load runs on the model
@@ -494,8 +495,9 @@ static void route_control(srv_rest *r, const srv_http_request *req, srv_http_res
     if (!body || (params && !cJSON_IsObject(params)) || (cfg && !cJSON_IsString(cfg))) {
       srv_json_free(&js);
       return srv_rest__set_error(resp, 400,
-                                 "the load body must be JSON: {\"parameters\": {\"config\": \"<the config as JSON, or "
-                                 "config.pbtxt text>\"}}");
+                                 load ? "the load body must be JSON: {\"parameters\": {\"config\": \"<the config as JSON, "
+                                        "or config.pbtxt text>\"}}"
+                                      : "the unload body must be JSON: {\"parameters\": {\"unload_dependents\": true}}");
     }
   }
   if (load) {

@@ -376,6 +376,8 @@ def test_explicit_mode_loads_members(tmp_path):
                 assert h.is_model_ready("chain") and not h.is_model_ready("addone")
                 h.unload_model("scale", unload_dependents=True)
                 assert not h.is_model_ready("chain") and not h.is_model_ready("outer")
+                st, _, body = lib.http_call(s, "POST", "/v2/repository/models/sub/unload", b"nope")
+                assert st == 400 and "the unload body must be JSON" in lib.rest_error(body), (st, body)
             finally:
                 h.close()
         finally:
