@@ -16,6 +16,7 @@ Ensembles:
              OUT = x - 1, SCALED = 2x (the two branches run in parallel)
     loose    IN [-1] -> fixed -> OUT                       a row of 3 fails in the step
     outer    IN -> chain -> addone -> OUT                  an ensemble as a step: OUT = 2x + 2
+    ordered_chain  IN -> ordered (addone with preserve_ordering) -> addone -> OUT = x + 2
 """
 
 import concurrent.futures as cf
@@ -98,6 +99,14 @@ def write_repo(repo, bad=True):
     _save(repo, "fixed", [n("Identity", ["X"], ["Y"])], [("X", ["b", 4])], [("Y", ["b", 4])],
           'name: "fixed"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n' + _io("input", "X", [4]) +
           _io("output", "Y", [4]))
+    # addone again, answering in request order: its answers go out under order.c's lock, where the
+    # next step must not be started (ensemble.c hands that to a reply thread)
+    _save(repo, "ordered", [n("Add", ["X", "one"], ["Y"])], [("X", ["b", 4])], [("Y", ["b", 4])],
+          'name: "ordered"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n' + _io("input", "X", [4]) +
+          _io("output", "Y", [4]) + "dynamic_batching { preserve_ordering: true }\n"
+          'instance_group [ { kind: KIND_CPU count: 2 } ]\n', [one])
+    _ensemble(repo, "ordered_chain", [("IN", [4])], [("OUT", [4])],
+              [_step("ordered", {"X": "IN"}, {"Y": "mid"}), _step("addone", {"X": "mid"}, {"Y": "OUT"})])
     _ensemble(repo, "chain", [("IN", [4])], [("OUT", [4], "TYPE_FP32", 'label_filename: "labels.txt"')],
               [_step("scale", {"X": "IN"}, {"Y": "scaled"}), _step("addone", {"X": "scaled"}, {"Y": "OUT"})],
               files={"labels.txt": LABELS})
@@ -402,3 +411,29 @@ def test_deadline_reaches_the_steps(gc):
     assert after.execution_count == before.execution_count, after
     x = _x(1, 5)
     np.testing.assert_allclose(_grpc(gc, "chain", x).as_numpy("OUT"), 2 * x + 1, rtol=1e-6)
+
+
+def test_metrics_and_dashboard(gc, srv):
+    """The ensemble and its members in /metrics (Triton's names) and the dashboard's JSON."""
+    _grpc(gc, "chain", _x())
+    samples = lib.scrape_metrics(srv)
+    assert lib.metric_sum(samples, "nv_inference_request_success", model="chain") >= 1
+    assert lib.metric_sum(samples, "nv_inference_request_success", model="addone") >= 1
+    st, body = lib.http_get(srv.http_url + "/dashboard.json", timeout=10)
+    assert st == 200 and '"chain"' in body, (st, body[:300])
+
+
+def test_step_after_an_ordered_model(srv):
+    """A step whose model preserves ordering answers under order.c's lock; the next step starts on another
+    thread, so concurrent requests neither deadlock nor mix their values."""
+    def one(i):
+        c = grpcclient.InferenceServerClient(url=srv.grpc_url)
+        try:
+            x = _x(1 + i % 2, 500 + i)
+            np.testing.assert_allclose(_grpc(c, "ordered_chain", x).as_numpy("OUT"), x + 2, rtol=1e-6)
+            return True
+        finally:
+            c.close()
+
+    with cf.ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(one, range(40)))
