@@ -106,6 +106,8 @@ static int check_name(const char *name, err *e) {
   return 0;
 }
 
+static int initial_build(srv_registry *reg, const char *name, int depth, err *e);
+
 int srv_control_initial_load(srv_registry *reg, const char *repo_dir, const char *const *names, int n, err *e) {
   repo_model *rms = NULL;
   size_t n_all = 0;
@@ -128,11 +130,7 @@ int srv_control_initial_load(srv_registry *reg, const char *repo_dir, const char
       srv_log(SRV_LOG_ERROR, "--load-model '%s' skipped: %s", name, ne.msg);
       continue;
     }
-    srv_model *m;
-    rc = srv_registry_build(reg, name, NULL, &m, e);
-    if (rc) break;
-    if (m->status.code) srv_log(SRV_LOG_ERROR, "--load-model '%s': %s", name, m->status.msg);
-    srv_registry_publish(reg, m);
+    rc = initial_build(reg, name, 0, e);
   }
   repo_free(rms, n_all);
   return rc;
@@ -205,6 +203,35 @@ static int load_members(srv_control *c, const srv_model *m, int depth) {
     tried = 1;
   }
   return tried;
+}
+
+// --load-model, before the server serves: builds and publishes `name`, and
+// for an ensemble first each member that does not serve, as a load request
+// would (load_members).
+static int initial_build(srv_registry *reg, const char *name, int depth, err *e) {
+  srv_model *m;
+  TRY(srv_registry_build(reg, name, NULL, &m, e));
+  const Inference__ModelEnsembling *es = m->config ? m->config->ensemble_scheduling : NULL;
+  if (!m->ens && srv_ens_is_ensemble(m->config) && m->n_versions && es && depth < ENSEMBLE_LOAD_DEPTH) {
+    int tried = 0;
+    for (size_t i = 0; i < es->n_step; i++) {
+      const char *mn = es->step[i]->model_name;
+      if (!mn || !mn[0] || strcmp(mn, name) == 0 || repo_model_name_problem(mn)) continue;
+      if (model_serving(srv_registry_current(reg, mn))) continue;
+      if (initial_build(reg, mn, depth + 1, e) != 0) {
+        srv_model_free(m);
+        return (int)e->code;
+      }
+      tried = 1;
+    }
+    if (tried) {
+      srv_model_free(m);
+      TRY(srv_registry_build(reg, name, NULL, &m, e));
+    }
+  }
+  if (m->status.code) srv_log(SRV_LOG_ERROR, "--load-model '%s': %s", name, m->status.msg);
+  srv_model_free(srv_registry_publish(reg, m));  // a member built again: nothing serves yet, nothing holds it
+  return 0;
 }
 
 static int do_load_now(srv_control *c, const char *name, const char *config_text, int depth, err *e) {

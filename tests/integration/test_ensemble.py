@@ -437,3 +437,19 @@ def test_step_after_an_ordered_model(srv):
 
     with cf.ThreadPoolExecutor(8) as pool:
         assert all(pool.map(one, range(40)))
+
+
+def test_load_model_flag_loads_members(tmp_path):
+    """--load-model names the ensemble alone: its members (an ensemble's too) load with it at start."""
+    d = str(tmp_path)
+    write_repo(d, bad=False)
+    for s in lib.served(d, ["--model-control-mode", "explicit", "--load-model", "outer"]):
+        c = grpcclient.InferenceServerClient(url=s.grpc_url)
+        try:
+            for name in ("outer", "chain", "scale", "addone"):
+                assert c.is_model_ready(name), name
+            assert not c.is_model_ready("sub")
+            x = _x(1, 9)
+            np.testing.assert_allclose(_grpc(c, "outer", x).as_numpy("OUT"), 2 * x + 2, rtol=1e-6)
+        finally:
+            c.close()
