@@ -3,7 +3,9 @@ a chain and a diamond of small ONNX models made here with onnx.helper, over gRPC
 HTTP (JSON and binary), values checked against numpy; a step's dynamic batching seen in its statistics;
 bad configs refused with every reason at once; a failing step answered with its model named while the
 server goes on; concurrent requests; classification on an ensemble output; client shared memory;
-explicit model control loading an ensemble's composing models with it; an ensemble of ensembles.
+explicit model control loading an ensemble's composing models with it (and unload_dependents); an
+ensemble of ensembles; a client's deadline and cancel reaching the steps; a stateful member's sequence;
+a member that preserves ordering; /metrics and the dashboard.
 
 Composing models (FP32 rows of 4, max_batch_size 8):
     scale   Y = 2 * X          (dynamic_batching with a 200 ms queue delay: concurrent steps batch)
@@ -117,6 +119,17 @@ def write_repo(repo, bad=True):
     _ensemble(repo, "loose", [("IN", [-1])], [("OUT", [-1])], [_step("fixed", {"X": "IN"}, {"Y": "OUT"})])
     _ensemble(repo, "outer", [("IN", [4])], [("OUT", [4])],
               [_step("chain", {"IN": "IN"}, {"OUT": "mid"}), _step("addone", {"X": "mid"}, {"Y": "OUT"})])
+    # a stateful member: the running sum of a sequence's inputs (test_sequence.py's accumulator), under an
+    # ensemble whose requests carry the sequence's parameters on to it
+    import pathlib
+    import test_sequence
+    test_sequence.write_accumulator(pathlib.Path(repo), "acc", "")
+    _save(repo, "acc_ens", None, None, None,
+          'name: "acc_ens"\nplatform: "ensemble"\nmax_batch_size: 8\n'
+          'input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+          'output [ { name: "SUM" data_type: TYPE_INT64 dims: [ 1 ] } ]\n'
+          'ensemble_scheduling { step [ { model_name: "acc" model_version: -1 input_map { key: "INPUT" value: "IN" } '
+          'output_map { key: "OUTPUT" value: "SUM" } } ] }\n')
     if not bad:
         return
     # bad ones: each names every one of its problems
@@ -400,12 +413,8 @@ def test_deadline_reaches_the_steps(gc):
     with pytest.raises(InferenceServerException) as ei:
         gc.infer("chain", [_inp(_x())], client_timeout=0.05)
     assert ei.value.status() == "StatusCode.DEADLINE_EXCEEDED", ei.value
-    deadline = time.monotonic() + 10
-    while True:
-        after = lib.model_stats(gc, "scale")
-        if after.inference_stats.fail.count > before.inference_stats.fail.count or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
+    _await(lambda: lib.model_stats(gc, "scale").inference_stats.fail.count > before.inference_stats.fail.count)
+    after = lib.model_stats(gc, "scale")
     assert after.inference_stats.fail.count == before.inference_stats.fail.count + 1, after
     assert after.inference_stats.success.count == before.inference_stats.success.count, after
     assert after.execution_count == before.execution_count, after
@@ -453,3 +462,52 @@ def test_load_model_flag_loads_members(tmp_path):
             np.testing.assert_allclose(_grpc(c, "outer", x).as_numpy("OUT"), 2 * x + 2, rtol=1e-6)
         finally:
             c.close()
+
+
+def test_sequence_through_an_ensemble(gc):
+    """sequence_id, sequence_start and sequence_end reach the stateful member: two interleaved sequences keep
+    their own running sums."""
+    def step(sid, v, start=False, end=False):
+        i = grpcclient.InferInput("IN", [1, 1], "INT32")
+        i.set_data_from_numpy(np.array([[v]], np.int32))
+        return int(gc.infer("acc_ens", [i], sequence_id=sid, sequence_start=start, sequence_end=end)
+                   .as_numpy("SUM")[0, 0])
+
+    assert step(71, 5, start=True) == 5
+    assert step(72, 100, start=True) == 100
+    assert step(71, 6) == 11
+    assert step(72, 1) == 101
+    assert step(71, 7, end=True) == 18
+    assert step(72, 2, end=True) == 103
+    # without a correlation ID the member refuses, and the ensemble says so naming it
+    with pytest.raises(InferenceServerException) as ei:
+        step(0, 1)
+    assert "step 0 (model 'acc') failed" in ei.value.message(), ei.value
+
+
+def _await(pred, timeout=10.0):
+    end = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < end, "condition not met in %.0f s" % timeout
+        time.sleep(0.01)
+
+
+def test_client_cancel_reaches_the_steps(gc, srv):
+    """A client cancel while the first step waits in scale's 200 ms queue: the step leaves the queue without
+    running (counted failed on scale), nothing runs after it, and the server goes on."""
+    before = lib.model_stats(gc, "scale")
+    before_add = lib.model_stats(gc, "addone")
+    got = queue.Queue()
+    ctx = gc.async_infer("chain", [_inp(_x())], callback=lambda result, error: got.put((result, error)))
+    # the step is queued at scale once the metric says so
+    _await(lambda: lib.metric_sum(lib.scrape_metrics(srv), "nv_inference_pending_request_count", model="scale") >= 1)
+    ctx.cancel()
+    result, error = got.get(timeout=10)
+    assert result is None and error is not None and "CANCELLED" in str(error.status()), (result, error)
+    _await(lambda: lib.model_stats(gc, "scale").inference_stats.fail.count > before.inference_stats.fail.count)
+    after = lib.model_stats(gc, "scale")
+    assert after.inference_stats.success.count == before.inference_stats.success.count, after
+    assert after.execution_count == before.execution_count, after
+    assert lib.model_stats(gc, "addone").inference_stats.success.count == before_add.inference_stats.success.count
+    x = _x(1, 6)
+    np.testing.assert_allclose(_grpc(gc, "chain", x).as_numpy("OUT"), 2 * x + 1, rtol=1e-6)
