@@ -27,6 +27,7 @@
 #include "server/core/ensemble_plan.h"
 #include "server/core/reply.h"
 #include "server/core/server.h"
+#include "server/grpc/wire.h"
 #include "server/obs/log.h"
 #include "server/sec/shmguard.h"
 
@@ -39,7 +40,11 @@ typedef struct step_run {
   size_t idx;
   int launched;
   uint8_t *req;  // the packed step request, kept until its answer (srv_call_local_inherit)
-  Inference__ModelInferResponse *resp;  // its answer; the outputs' tensors point into it
+  // its answer: the packed bytes, and the message unpacked from them but its
+  // tensors, whose raw_output_contents (raw) point into the bytes (unpack_answer)
+  uint8_t *answer;
+  Inference__ModelInferResponse *resp;
+  ProtobufCBinaryData *raw;
 } step_run;
 
 typedef struct ens_run {
@@ -74,10 +79,22 @@ static void fail(ens_run *run, int code, const char *fmt, ...) {
   va_end(ap);
 }
 
+// Frees an answer unpack_answer made: protobuf-c must not free the tensors
+// it did not allocate.
+static void free_answer(Inference__ModelInferResponse *ir, ProtobufCBinaryData *raw) {
+  if (ir && raw) {
+    ir->n_raw_output_contents = 0;
+    ir->raw_output_contents = NULL;
+  }
+  if (ir) inference__model_infer_response__free_unpacked(ir, NULL);
+  free(raw);
+}
+
 static void run_free(ens_run *run) {
   for (size_t i = 0; run->steps && i < run->n_steps; i++) {
     free(run->steps[i].req);
-    if (run->steps[i].resp) inference__model_infer_response__free_unpacked(run->steps[i].resp, NULL);
+    free_answer(run->steps[i].resp, run->steps[i].raw);
+    free(run->steps[i].answer);
   }
   for (size_t i = 0; run->copies && i < run->n_in; i++) free(run->copies[i]);
   free(run->copies);
@@ -91,7 +108,7 @@ static void run_free(ens_run *run) {
 // No step in flight: the answer, then the run's memory.
 static void finish(ens_run *run) {
   const srv_ens_plan *p = run->p;
-  eng_tensor outs[64];
+  eng_tensor outs[64] = {{0}};
   err e = {0};
   int rc = run->failed ? run->code : 0;
   if (rc) err_set(&e, (err_code)rc, "%s", run->msg);
@@ -102,8 +119,22 @@ static void finish(ens_run *run) {
     outs[k] = run->t[t];
   }
   size_t n_out = p->n_out < 64 ? p->n_out : 64;
+  // Tensors point into their step's packed answer (unpack_answer), at any
+  // offset: classification reads an output's elements as its type, so such
+  // an output gets an aligned copy first (packing copies the others' bytes).
+  void *aligned[64] = {0};
+  for (size_t k = 0; rc == 0 && run->r->class_count && k < n_out; k++) {
+    if (!run->r->class_count[k] || (uintptr_t)outs[k].data % 16 == 0) continue;
+    if (!(aligned[k] = malloc(outs[k].bytes ? outs[k].bytes : 1))) {
+      rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      break;
+    }
+    memcpy(aligned[k], outs[k].data, outs[k].bytes);
+    outs[k].data = aligned[k];
+  }
   // frees the request, and with it maybe its generation and the plan: p is not read after this
   srv_reply_ensemble(run->s, run->r, rc, &e, outs, n_out);
+  for (size_t k = 0; k < n_out; k++) free(aligned[k]);
   run_free(run);
 }
 
@@ -265,12 +296,59 @@ static void pump_elsewhere(ens_run *run) {
   release(run);
 }
 
+// A step's answer unpacked without copying its tensors, as infer.c's
+// unpack_request does for requests: the fields but raw_output_contents go
+// through protobuf-c, and raw_output_contents (*raw, malloc'd) point into
+// resp, which the step keeps. An answer the scan cannot follow is unpacked
+// whole (*raw NULL: protobuf-c owns its copies).
+enum { RAW_OUTPUT_FIELD = 6 };  // ModelInferResponse.raw_output_contents (proto/grpc_service.proto)
+
+static Inference__ModelInferResponse *unpack_answer(const uint8_t *resp, size_t len, ProtobufCBinaryData **raw) {
+  size_t n_raw = 0, rest_len = 0, pos = 0;
+  srv_wire_field f;
+  *raw = NULL;
+  while (pos < len) {
+    if (srv_wire_next(resp, len, &pos, &f)) return inference__model_infer_response__unpack(NULL, len, resp);
+    if (f.number == RAW_OUTPUT_FIELD && f.type == 2) n_raw++;
+    else rest_len += f.end - f.start;
+  }
+  if (n_raw == 0) return inference__model_infer_response__unpack(NULL, len, resp);
+  uint8_t *rest = malloc(rest_len ? rest_len : 1);
+  ProtobufCBinaryData *r = malloc(n_raw * sizeof *r);
+  if (!rest || !r) {
+    free(rest);
+    free(r);
+    return NULL;
+  }
+  size_t o = 0, k = 0;
+  for (pos = 0; pos < len;) {
+    srv_wire_next(resp, len, &pos, &f);  // the same bytes scanned above
+    if (f.number == RAW_OUTPUT_FIELD && f.type == 2) {
+      r[k++] = (ProtobufCBinaryData){.len = f.n, .data = (uint8_t *)resp + f.data};
+    } else {
+      memcpy(rest + o, resp + f.start, f.end - f.start);
+      o += f.end - f.start;
+    }
+  }
+  Inference__ModelInferResponse *ir = inference__model_infer_response__unpack(NULL, rest_len, rest);
+  free(rest);
+  if (!ir) {
+    free(r);
+    return NULL;
+  }
+  free(ir->raw_output_contents);  // none: every entry was taken out above
+  ir->n_raw_output_contents = n_raw;
+  ir->raw_output_contents = r;
+  *raw = r;
+  return ir;
+}
+
 static void step_done(void *arg, uint8_t *resp, size_t len, int code, const char *msg) {
   step_run *sr = arg;
   ens_run *run = sr->run;
   const srv_ens_step *st = &run->p->steps[sr->idx];
-  Inference__ModelInferResponse *ir = resp ? inference__model_infer_response__unpack(NULL, len, resp) : NULL;
-  free(resp);
+  ProtobufCBinaryData *raw = NULL;
+  Inference__ModelInferResponse *ir = resp ? unpack_answer(resp, len, &raw) : NULL;
   pthread_mutex_lock(&run->mu);
   if (!resp)
     fail(run, code, "in ensemble '%s', step %zu (model '%s') failed: %s", run->r->model->name, sr->idx, st->model,
@@ -278,11 +356,14 @@ static void step_done(void *arg, uint8_t *resp, size_t len, int code, const char
   else if (!ir)
     fail(run, ERR_INTERNAL, "in ensemble '%s', step %zu (model '%s'): its answer does not parse", run->r->model->name,
          sr->idx, st->model);
-  else if (!run->failed && take_outputs(run, sr, ir) == 0)
-    sr->resp = ir, ir = NULL;
+  else if (!run->failed && take_outputs(run, sr, ir) == 0) {
+    sr->resp = ir, sr->raw = raw, sr->answer = resp;  // the run's tensors point into them
+    ir = NULL, raw = NULL, resp = NULL;
+  }
   int go_on = !run->failed;
   pthread_mutex_unlock(&run->mu);
-  if (ir) inference__model_infer_response__free_unpacked(ir, NULL);
+  free_answer(ir, raw);
+  free(resp);
   if (go_on) {
     if (srv_request_sending_locked()) pump_elsewhere(run);
     else pump(run);
