@@ -487,6 +487,20 @@ static void rescan(srv_control *c) {
     // a failed reload keeps its signature unchanged: retried only once the files change again
     if (do_load(c, rms[i].name, NULL, &e) != 0 && cur && !cur->unloaded) cur->signature = srv_registry_scan_signature(&rms[i]);
   }
+  // An ensemble that failed only for members not ready (UNAVAILABLE: the repository lacked them, or
+  // they failed) is tried again once every member serves, its own files unchanged; a failure then for
+  // another reason is INVALID_ARGUMENT and is not retried.
+  for (size_t i = 0; i < n && !cancelled(c); i++) {
+    srv_model *cur = srv_registry_current(c->reg, rms[i].name);
+    if (!cur || cur->unloaded || cur->ens || cur->status.code != ERR_UNAVAILABLE || !srv_ens_is_ensemble(cur->config))
+      continue;
+    const Inference__ModelEnsembling *es = cur->config->ensemble_scheduling;
+    int all = es && es->n_step > 0;
+    for (size_t k = 0; all && k < es->n_step; k++)
+      all = es->step[k]->model_name && model_serving(srv_registry_current(c->reg, es->step[k]->model_name));
+    if (all && do_load(c, rms[i].name, NULL, &e) == 0)
+      srv_log(SRV_LOG_INFO, "repository poll: ensemble '%s' loaded now that its composing models serve", rms[i].name);
+  }
   srv_registry_rdlock(c->reg);
   size_t nm = srv_registry_n_models(c->reg);
   char(*names)[256] = calloc(nm ? nm : 1, sizeof *names);

@@ -511,3 +511,30 @@ def test_client_cancel_reaches_the_steps(gc, srv):
     assert lib.model_stats(gc, "addone").inference_stats.success.count == before_add.inference_stats.success.count
     x = _x(1, 6)
     np.testing.assert_allclose(_grpc(gc, "chain", x).as_numpy("OUT"), 2 * x + 1, rtol=1e-6)
+
+
+def test_poll_mode_ensemble_waits_for_its_member(tmp_path):
+    """Poll mode: an ensemble whose member is not in the repository fails (UNAVAILABLE, naming it); once the
+    member's folder appears, the next poll loads it and then the ensemble, its own files unchanged."""
+    import shutil
+    full = str(tmp_path / "full")
+    write_repo(full, bad=False)
+    d = str(tmp_path / "repo")
+    os.makedirs(d)
+    for name in ("chain", "scale"):
+        shutil.copytree(os.path.join(full, name), os.path.join(d, name))
+    for s in lib.served(d, ["--model-control-mode", "poll", "--repository-poll-secs", "1",
+                            "--strict-readiness", "false"]):
+        c = grpcclient.InferenceServerClient(url=s.grpc_url)
+        try:
+            assert not c.is_model_ready("chain")
+            entry = [m for m in c.get_model_repository_index().models if m.name == "chain"][0]
+            assert "composing model 'addone' is not available" in entry.reason, entry
+            # whole at once (a rename), so no poll sees it half copied
+            shutil.copytree(os.path.join(full, "addone"), str(tmp_path / "addone"))
+            os.rename(str(tmp_path / "addone"), os.path.join(d, "addone"))
+            _await(lambda: c.is_model_ready("chain"), timeout=20)
+            x = _x(1, 4)
+            np.testing.assert_allclose(_grpc(c, "chain", x).as_numpy("OUT"), 2 * x + 1, rtol=1e-6)
+        finally:
+            c.close()
