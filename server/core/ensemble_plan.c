@@ -234,6 +234,10 @@ int srv_ens_plan_create(const Inference__ModelConfig *cfg, const srv_ens_member 
   if (!es || !n_steps) why(&w, "ensemble_scheduling lists no steps");
   check_own_io(&w, cfg);
   if (w.n) goto done;  // the rest reads names and dims checked above
+  // as Triton: an ensemble runs no instances of its own and warms nothing up
+  if (cfg->n_instance_group) why(&w, "instance_group cannot be given for an ensemble (its steps' models have theirs)");
+  if (cfg->optimization) why(&w, "optimization cannot be given for an ensemble");
+  if (cfg->n_model_warmup) why(&w, "model_warmup cannot be given for an ensemble");
 
   for (size_t i = 0; i < cfg->n_input; i++) {
     size_t idx;
@@ -280,6 +284,8 @@ int srv_ens_plan_create(const Inference__ModelConfig *cfg, const srv_ens_member 
     const Inference__ModelEnsembling__Step *st = es->step[s];
     const Inference__ModelConfig *mc = members[s].cfg;
     const char *mname = p->steps[s].model;
+    if (!st->n_input_map) why(&w, "step %zu: input_map is empty", s);
+    if (!st->n_output_map) why(&w, "step %zu: output_map is empty", s);
     if (!mname[0]) {
       why(&w, "step %zu names no model (model_name is required)", s);
       continue;
@@ -369,6 +375,14 @@ int srv_ens_plan_create(const Inference__ModelConfig *cfg, const srv_ens_member 
     char user[300];
     snprintf(user, sizeof user, "ensemble output '%s'", o->name);
     check_compat(&w, &ti[t], o->name, user, o->data_type, o->n_dims, o->dims, cfg->max_batch_size);
+  }
+  // a step output nothing takes, as Triton refuses it (a mistyped name, most often)
+  for (size_t t = cfg->n_input; t < p->n_tensors; t++) {
+    int is_out = 0;
+    for (size_t i = 0; i < cfg->n_output && !is_out; i++) is_out = strcmp(cfg->output[i]->name, p->tensors[t]) == 0;
+    if (ti[t].producer >= 0 && !ti[t].consumed && !is_out)
+      why(&w, "tensor '%s' (from step %d, model '%s') is used by no step and is not an ensemble output", p->tensors[t],
+          ti[t].producer, p->steps[ti[t].producer].model);
   }
   check_cycles(&w, p, ti);
 

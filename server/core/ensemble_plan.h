@@ -59,12 +59,13 @@ typedef struct srv_ens_plan {
 // cfg->ensemble_scheduling->step[i]) and builds the plan. On failure
 // ERR_INVALID_ARGUMENT (or UNAVAILABLE when the only problems are members
 // not ready) with every reason at once, "; " between: a step naming no
-// model, an unknown or unready composing model, a map key that is not the
-// step model's input or output, a step model input left unmapped, a tensor
-// consumed that nothing produces, a tensor produced twice, an ensemble input
-// no step consumes, an output no step produces, a cycle, a data type or
-// shape that differs between producer and consumer, a max_batch_size over
-// a member's. When the reasons do not fit an error's message, it holds the
+// model or with an empty map, an unknown or unready composing model, a map
+// key that is not the step model's input or output, a step model input left
+// unmapped, a tensor consumed that nothing produces, a tensor produced twice,
+// a step output nothing uses, an ensemble input no step consumes, an output
+// no step produces, a cycle, a data type or shape that differs between
+// producer and consumer, a max_batch_size over a member's, instance_group,
+// optimization or model_warmup given (Triton's rules). When the reasons do not fit an error's message, it holds the
 // first ones and says how many more; all (may be NULL) then gets every one,
 // for the log.
 #define SRV_ENS_WHY_MAX 4096

@@ -131,6 +131,26 @@ static void test_every_reason(void) {
     CHECK_CONTAINS(e.msg, "ensemble input 'IN': dims must be -1 or positive");
     config_free(c);
   }
+  // Triton's other rules: no instance_group, optimization or model_warmup of its own, no empty map,
+  // no step output left unused
+  c = parse("name: 'e' platform: 'ensemble' max_batch_size: 8 input [ " F4("IN") " ] output [ " F4("OUT") " ] "
+            "instance_group [ { count: 2 } ] optimization { } model_warmup [ { name: 'w' } ] "
+            "ensemble_scheduling { step [ "
+            "{ model_name: 'neg' input_map { key: 'X' value: 'IN' } output_map { key: 'Y' value: 'OUT' } }, "
+            "{ model_name: 'neg' input_map { key: 'X' value: 'IN' } output_map { key: 'Y' value: 'spare' } }, "
+            "{ model_name: 'neg' } ] }");
+  if (c) {
+    srv_ens_member m3[3] = {{neg, NULL}, {neg, NULL}, {neg, NULL}};
+    CHECK_EQ_INT(srv_ens_plan_create(c, m3, &p, all, sizeof all, &e), ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(all, "instance_group cannot be given for an ensemble");
+    CHECK_CONTAINS(all, "optimization cannot be given for an ensemble");
+    CHECK_CONTAINS(all, "model_warmup cannot be given for an ensemble");
+    CHECK_CONTAINS(all, "step 2: input_map is empty");
+    CHECK_CONTAINS(all, "step 2: output_map is empty");
+    CHECK_CONTAINS(all, "step 2: input 'X' of model 'neg' is not mapped");
+    CHECK_CONTAINS(all, "tensor 'spare' (from step 1, model 'neg') is used by no step and is not an ensemble output");
+    config_free(c);
+  }
   config_free(add);
   config_free(neg);
 }
