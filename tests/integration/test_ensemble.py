@@ -246,6 +246,11 @@ def test_metadata_config_index(gc, hc):
     assert steps[0]["input_map"] == {"A": "SCALED", "B": "plus"}
     hmd = hc.get_model_metadata("chain")
     assert hmd["platform"] == "ensemble", hmd
+    hcfg = hc.get_model_config("diamond")
+    assert hcfg["platform"] == "ensemble", hcfg
+    assert [s["model_name"] for s in hcfg["ensemble_scheduling"]["step"]] == ["sub", "scale", "addone"], hcfg
+    assert hcfg["ensemble_scheduling"]["step"][0]["input_map"] == {"A": "SCALED", "B": "plus"}, hcfg
+    assert hcfg["ensemble_scheduling"]["step"][1]["model_version"] in (-1, "-1"), hcfg
     assert gc.is_model_ready("chain") and hc.is_model_ready("diamond")
     idx = {(m.name, m.state) for m in gc.get_model_repository_index().models}
     for name in ("chain", "diamond", "outer", "scale"):
