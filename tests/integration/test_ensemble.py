@@ -8,7 +8,7 @@ ensemble of ensembles; a client's deadline and cancel reaching the steps; a stat
 a member that preserves ordering; /metrics and the dashboard.
 
 Composing models (FP32 rows of 4, max_batch_size 8):
-    scale   Y = 2 * X          (dynamic_batching with a 200 ms queue delay: concurrent steps batch)
+    scale   Y = 2 * X          (dynamic_batching with a 300 ms queue delay: concurrent steps batch)
     addone  Y = X + 1
     sub     Z = A - B
     fixed   Y = X              (dims [4] exactly, for a step that refuses what the ensemble lets in)
@@ -19,6 +19,7 @@ Ensembles:
     loose    IN [-1] -> fixed -> OUT                       a row of 3 fails in the step
     outer    IN -> chain -> addone -> OUT                  an ensemble as a step: OUT = 2x + 2
     ordered_chain  IN -> ordered (addone with preserve_ordering) -> addone -> OUT = x + 2
+    slow_chain     IN -> slow (scale holding a lone request 2 s) -> addone -> OUT = 2x + 1
 """
 
 import concurrent.futures as cf
@@ -90,7 +91,12 @@ def write_repo(repo, bad=True):
     one = helper.make_tensor("one", F32, [1], [1.0])
     _save(repo, "scale", [n("Mul", ["X", "two"], ["Y"])], [("X", ["b", 4])], [("Y", ["b", 4])],
           'name: "scale"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n' + _io("input", "X", [4]) +
-          _io("output", "Y", [4]) + "dynamic_batching { max_queue_delay_microseconds: 200000 }\n", [two])
+          _io("output", "Y", [4]) + "dynamic_batching { max_queue_delay_microseconds: 300000 }\n", [two])
+    # scale again, holding a lone request 2 s: long enough for a client to cancel it while it waits, or
+    # for its deadline to pass, however slow a sanitizer makes the way there
+    _save(repo, "slow", [n("Mul", ["X", "two"], ["Y"])], [("X", ["b", 4])], [("Y", ["b", 4])],
+          'name: "slow"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n' + _io("input", "X", [4]) +
+          _io("output", "Y", [4]) + "dynamic_batching { max_queue_delay_microseconds: 2000000 }\n", [two])
     _save(repo, "addone", [n("Add", ["X", "one"], ["Y"])], [("X", ["b", 4])], [("Y", ["b", 4])],
           'name: "addone"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n' + _io("input", "X", [4]) +
           _io("output", "Y", [4]), [one])
@@ -109,6 +115,8 @@ def write_repo(repo, bad=True):
           'instance_group [ { kind: KIND_CPU count: 2 } ]\n', [one])
     _ensemble(repo, "ordered_chain", [("IN", [4])], [("OUT", [4])],
               [_step("ordered", {"X": "IN"}, {"Y": "mid"}), _step("addone", {"X": "mid"}, {"Y": "OUT"})])
+    _ensemble(repo, "slow_chain", [("IN", [4])], [("OUT", [4])],
+              [_step("slow", {"X": "IN"}, {"Y": "mid"}), _step("addone", {"X": "mid"}, {"Y": "OUT"})])
     _ensemble(repo, "chain", [("IN", [4])], [("OUT", [4], "TYPE_FP32", 'label_filename: "labels.txt"')],
               [_step("scale", {"X": "IN"}, {"Y": "scaled"}), _step("addone", {"X": "scaled"}, {"Y": "OUT"})],
               files={"labels.txt": LABELS})
@@ -309,7 +317,7 @@ def test_concurrent_requests_batch_their_steps(gc, srv):
         np.testing.assert_allclose(outs[i], 2 * xs[i] + 1, rtol=1e-6)
     after_scale = lib.model_stats(gc, "scale")
     after_chain = lib.model_stats(gc, "chain")
-    # every step request counted on its model; scale's 200 ms queue delay gathered them into fewer batches
+    # every step request counted on its model; scale's 300 ms queue delay gathered them into fewer batches
     assert after_scale.inference_stats.success.count - before_scale.inference_stats.success.count == n
     assert after_scale.inference_count - before_scale.inference_count == n
     executions = after_scale.execution_count - before_scale.execution_count
@@ -412,17 +420,19 @@ def test_explicit_mode_loads_members(tmp_path):
 
 
 def test_deadline_reaches_the_steps(gc):
-    """A client deadline shorter than scale's 200 ms queue delay: the step request inherits it, leaves scale's
-    queue at its deadline without running, and the ensemble answers DEADLINE_EXCEEDED; the server goes on."""
-    before = lib.model_stats(gc, "scale")
+    """A client deadline (300 ms) shorter than slow's 2 s queue delay: the step request inherits it, leaves slow's
+    queue at its deadline without running, nothing runs after it, and the ensemble answers DEADLINE_EXCEEDED."""
+    before = lib.model_stats(gc, "slow")
+    before_add = lib.model_stats(gc, "addone")
     with pytest.raises(InferenceServerException) as ei:
-        gc.infer("chain", [_inp(_x())], client_timeout=0.05)
+        gc.infer("slow_chain", [_inp(_x())], client_timeout=0.3)
     assert ei.value.status() == "StatusCode.DEADLINE_EXCEEDED", ei.value
-    _await(lambda: lib.model_stats(gc, "scale").inference_stats.fail.count > before.inference_stats.fail.count)
-    after = lib.model_stats(gc, "scale")
+    _await(lambda: lib.model_stats(gc, "slow").inference_stats.fail.count > before.inference_stats.fail.count)
+    after = lib.model_stats(gc, "slow")
     assert after.inference_stats.fail.count == before.inference_stats.fail.count + 1, after
     assert after.inference_stats.success.count == before.inference_stats.success.count, after
     assert after.execution_count == before.execution_count, after
+    assert lib.model_stats(gc, "addone").inference_stats.success.count == before_add.inference_stats.success.count
     x = _x(1, 5)
     np.testing.assert_allclose(_grpc(gc, "chain", x).as_numpy("OUT"), 2 * x + 1, rtol=1e-6)
 
@@ -498,19 +508,19 @@ def _await(pred, timeout=10.0):
 
 
 def test_client_cancel_reaches_the_steps(gc, srv):
-    """A client cancel while the first step waits in scale's 200 ms queue: the step leaves the queue without
-    running (counted failed on scale), nothing runs after it, and the server goes on."""
-    before = lib.model_stats(gc, "scale")
+    """A client cancel while the first step waits in slow's 2 s queue: the step leaves the queue without
+    running (counted failed on slow), nothing runs after it, and the server goes on."""
+    before = lib.model_stats(gc, "slow")
     before_add = lib.model_stats(gc, "addone")
     got = queue.Queue()
-    ctx = gc.async_infer("chain", [_inp(_x())], callback=lambda result, error: got.put((result, error)))
-    # the step is queued at scale once the metric says so
-    _await(lambda: lib.metric_sum(lib.scrape_metrics(srv), "nv_inference_pending_request_count", model="scale") >= 1)
+    ctx = gc.async_infer("slow_chain", [_inp(_x())], callback=lambda result, error: got.put((result, error)))
+    # the step is queued at slow once the metric says so
+    _await(lambda: lib.metric_sum(lib.scrape_metrics(srv), "nv_inference_pending_request_count", model="slow") >= 1)
     ctx.cancel()
     result, error = got.get(timeout=10)
     assert result is None and error is not None and "CANCELLED" in str(error.status()), (result, error)
-    _await(lambda: lib.model_stats(gc, "scale").inference_stats.fail.count > before.inference_stats.fail.count)
-    after = lib.model_stats(gc, "scale")
+    _await(lambda: lib.model_stats(gc, "slow").inference_stats.fail.count > before.inference_stats.fail.count)
+    after = lib.model_stats(gc, "slow")
     assert after.inference_stats.success.count == before.inference_stats.success.count, after
     assert after.execution_count == before.execution_count, after
     assert lib.model_stats(gc, "addone").inference_stats.success.count == before_add.inference_stats.success.count
