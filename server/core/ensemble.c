@@ -384,6 +384,15 @@ static void pump(ens_run *run) {
       for (size_t k = 0; ready && k < p->steps[s].n_in; k++) ready = run->have[p->steps[s].in[k].tensor];
       if (ready) sr = &run->steps[s];
     }
+    // a client that went away (or whose deadline passed) gets no further step started for it
+    const srv_request *r = run->r;
+    if (sr && (r->call || r->stream) && (srv_request_cancelled(r) || eng_now_us() >= r->item.deadline_us)) {
+      int expired = eng_now_us() >= r->item.deadline_us;
+      fail(run, expired ? ERR_DEADLINE_EXCEEDED : ERR_CANCELLED,
+           "in ensemble '%s': the request %s before step %zu (model '%s') could start", r->model->name,
+           expired ? "reached its deadline" : "was cancelled", sr->idx, p->steps[sr->idx].model);
+      sr = NULL;
+    }
     if (sr) {
       sr->launched = 1;
       run->refs++;
