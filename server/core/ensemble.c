@@ -4,12 +4,13 @@
 // once no step is in flight: answered from the ensemble's outputs, or failed
 // with the first step's error.
 //
-// A step is a ModelInferRequest packed from the run's tensors and handed to
-// ModelInfer's handler as a local call (server/grpc/grpc_front.h) that
-// inherits the ensemble request's deadline and cancellation and whose bytes
-// the run keeps (so they are not copied again); its answer comes back packed
-// to step_done on whichever thread answered it, is unpacked, and its outputs
-// become tensors of the run. Starting the next steps there is safe except
+// A step is a ModelInferRequest message built over the run's tensors (not
+// packed: no tensor is copied to make it) and handed to ModelInfer's entry
+// (srv_infer_msg_handler) with a local call (server/grpc/grpc_front.h) that
+// inherits the ensemble request's deadline and cancellation; its answer
+// comes back packed to step_done on whichever thread answered it, is
+// unpacked without copying its tensors, and its outputs become tensors of
+// the run. Starting the next steps there is safe except
 // under the lock order.c holds while it sends ordered answers: then the
 // start is handed to a reply thread (srv_request_sending_locked).
 #include "server/core/ensemble.h"
@@ -34,12 +35,14 @@
 static const char MODEL_INFER[] = "/inference.GRPCInferenceService/ModelInfer";
 
 struct ens_run;
+struct step_msg;
+static void step_msg_free(struct step_msg *q);
 
 typedef struct step_run {
   struct ens_run *run;
   size_t idx;
   int launched;
-  uint8_t *req;  // the packed step request, kept until its answer (srv_call_local_inherit)
+  struct step_msg *req;  // the step's request (build_step), kept until its answer
   // its answer: the packed bytes, and the message unpacked from them but its
   // tensors, whose raw_output_contents (raw) point into the bytes (unpack_answer)
   uint8_t *answer;
@@ -51,7 +54,7 @@ typedef struct ens_run {
   srv_server *s;
   srv_request *r;  // the ensemble's request: answered and freed by finish()
   const srv_ens_plan *p;  // the request's generation holds it
-  srv_unary_fn step_fn;
+  srv_ens_step_fn step_fn;
   // the plan's sizes, for run_free: the plan goes with the request's
   // generation, which may be freed as soon as the request is answered
   size_t n_steps, n_in;
@@ -92,7 +95,7 @@ static void free_answer(Inference__ModelInferResponse *ir, ProtobufCBinaryData *
 
 static void run_free(ens_run *run) {
   for (size_t i = 0; run->steps && i < run->n_steps; i++) {
-    free(run->steps[i].req);
+    step_msg_free(run->steps[i].req);
     free_answer(run->steps[i].resp, run->steps[i].raw);
     free(run->steps[i].answer);
   }
@@ -154,60 +157,76 @@ static int inherited(const char *key) {
          strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0;
 }
 
-static int pack_step(ens_run *run, step_run *sr, size_t *len) {
+// A step's request as a message (srv_infer_msg_handler): names from the
+// plan, shapes and bytes the run's tensors' own, so no tensor is copied to
+// make it. Freed once the step answered.
+typedef struct step_msg {
+  Inference__ModelInferRequest m;
+  Inference__ModelInferRequest__InferInputTensor *ins, **inp;
+  ProtobufCBinaryData *raw;
+  Inference__ModelInferRequest__InferRequestedOutputTensor *outs, **outp;
+  Inference__ModelInferRequest__ParametersEntry **pe;
+} step_msg;
+
+static void step_msg_free(struct step_msg *q) {
+  if (!q) return;
+  free(q->ins);
+  free(q->inp);
+  free(q->raw);
+  free(q->outs);
+  free(q->outp);
+  free(q->pe);
+  free(q);
+}
+
+static step_msg *build_step(ens_run *run, step_run *sr, size_t *bytes) {
   const srv_ens_step *st = &run->p->steps[sr->idx];
   const Inference__ModelInferRequest *pm = run->r->msg;
-  Inference__ModelInferRequest m = INFERENCE__MODEL_INFER_REQUEST__INIT;
-  size_t n_in = st->n_in, n_out = st->n_out;
-  Inference__ModelInferRequest__InferInputTensor *ins = calloc(n_in ? n_in : 1, sizeof *ins);
-  Inference__ModelInferRequest__InferInputTensor **inp = calloc(n_in ? n_in : 1, sizeof *inp);
-  ProtobufCBinaryData *raw = calloc(n_in ? n_in : 1, sizeof *raw);
-  Inference__ModelInferRequest__InferRequestedOutputTensor *outs = calloc(n_out ? n_out : 1, sizeof *outs);
-  Inference__ModelInferRequest__InferRequestedOutputTensor **outp = calloc(n_out ? n_out : 1, sizeof *outp);
-  Inference__ModelInferRequest__ParametersEntry **pe = calloc(pm->n_parameters ? pm->n_parameters : 1, sizeof *pe);
-  int rc = -1;
-  if (!ins || !inp || !raw || !outs || !outp || !pe) goto out;
-  m.model_name = (char *)st->model;
-  m.model_version = (char *)st->version;
-  m.id = pm->id;
-  for (size_t i = 0; i < pm->n_parameters; i++)
-    if (pm->parameters[i]->key && inherited(pm->parameters[i]->key)) pe[m.n_parameters++] = pm->parameters[i];
-  m.parameters = pe;
+  size_t n_in = st->n_in, n_out = st->n_out, n_par = pm->n_parameters;
+  step_msg *q = calloc(1, sizeof *q);
+  if (!q) return NULL;
+  q->ins = calloc(n_in ? n_in : 1, sizeof *q->ins);
+  q->inp = calloc(n_in ? n_in : 1, sizeof *q->inp);
+  q->raw = calloc(n_in ? n_in : 1, sizeof *q->raw);
+  q->outs = calloc(n_out ? n_out : 1, sizeof *q->outs);
+  q->outp = calloc(n_out ? n_out : 1, sizeof *q->outp);
+  q->pe = calloc(n_par ? n_par : 1, sizeof *q->pe);
+  if (!q->ins || !q->inp || !q->raw || !q->outs || !q->outp || !q->pe) {
+    step_msg_free(q);
+    return NULL;
+  }
+  Inference__ModelInferRequest *m = &q->m;
+  inference__model_infer_request__init(m);
+  m->model_name = st->model;
+  m->model_version = (char *)st->version;
+  m->id = pm->id;
+  for (size_t i = 0; i < n_par; i++)
+    if (pm->parameters[i]->key && inherited(pm->parameters[i]->key)) q->pe[m->n_parameters++] = pm->parameters[i];
+  m->parameters = q->pe;
+  *bytes = 0;
   for (size_t k = 0; k < n_in; k++) {
-    const eng_tensor *t = &run->t[st->in[k].tensor];
-    inference__model_infer_request__infer_input_tensor__init(&ins[k]);
-    ins[k].name = st->in[k].name;
-    ins[k].datatype = (char *)dtype_wire_name(t->dt);
-    ins[k].n_shape = (size_t)t->ndims;
-    ins[k].shape = (int64_t *)t->dims;
-    inp[k] = &ins[k];
-    raw[k] = (ProtobufCBinaryData){.len = t->bytes, .data = t->data};
+    eng_tensor *t = &run->t[st->in[k].tensor];
+    inference__model_infer_request__infer_input_tensor__init(&q->ins[k]);
+    q->ins[k].name = st->in[k].name;
+    q->ins[k].datatype = (char *)dtype_wire_name(t->dt);
+    q->ins[k].n_shape = (size_t)t->ndims;
+    q->ins[k].shape = t->dims;
+    q->inp[k] = &q->ins[k];
+    q->raw[k] = (ProtobufCBinaryData){.len = t->bytes, .data = t->data};
+    *bytes += t->bytes;
   }
-  m.n_inputs = n_in;
-  m.inputs = inp;
-  m.n_raw_input_contents = n_in;
-  m.raw_input_contents = raw;
+  m->n_inputs = n_in;
+  m->inputs = q->inp;
+  m->n_raw_input_contents = n_in;
+  m->raw_input_contents = q->raw;
   for (size_t k = 0; k < n_out; k++) {
-    inference__model_infer_request__infer_requested_output_tensor__init(&outs[k]);
-    outs[k].name = st->out[k].name;
-    outp[k] = &outs[k];
+    inference__model_infer_request__infer_requested_output_tensor__init(&q->outs[k]);
+    q->outs[k].name = st->out[k].name;
+    q->outp[k] = &q->outs[k];
   }
-  m.n_outputs = n_out;
-  m.outputs = outp;
-  *len = inference__model_infer_request__get_packed_size(&m);
-  sr->req = malloc(*len ? *len : 1);
-  if (sr->req) {
-    inference__model_infer_request__pack(&m, sr->req);
-    rc = 0;
-  }
-out:
-  free(ins);
-  free(inp);
-  free(raw);
-  free(outs);
-  free(outp);
-  free(pe);
-  return rc;
+  m->n_outputs = n_out;
+  m->outputs = q->outp;
+  return q;
 }
 
 // A step's answered outputs as tensors of the run (under run->mu); nonzero
@@ -399,21 +418,21 @@ static void pump(ens_run *run) {
     }
     pthread_mutex_unlock(&run->mu);
     if (!sr) return;
-    size_t len = 0;
+    size_t bytes = 0;
     srv_call *c = NULL;
-    if (pack_step(run, sr, &len) == 0) c = srv_call_create_local(MODEL_INFER, step_done, sr);
+    if ((sr->req = build_step(run, sr, &bytes))) c = srv_call_create_local(MODEL_INFER, step_done, sr);
     if (!c) {
       step_done(sr, NULL, 0, ERR_RESOURCE_EXHAUSTED, "out of memory");
       continue;
     }
     srv_call_local_inherit(c, run->r->call, run->r->stream, run->r->item.deadline_us);
-    run->step_fn(run->s, c, sr->req, len);
+    run->step_fn(run->s, c, &sr->req->m, bytes);
   }
 }
 
 // --- the entry
 
-void srv_ensemble_run(srv_server *s, srv_request *r, srv_unary_fn step_fn) {
+void srv_ensemble_run(srv_server *s, srv_request *r, srv_ens_step_fn step_fn) {
   const srv_ens_plan *p = r->version->ens;
   ens_run *run = calloc(1, sizeof *run);
   if (run) {

@@ -13,13 +13,17 @@
 
 struct srv_server;
 
+// How a step is run: ModelInfer's entry for a built message
+// (srv_infer_msg_handler, request.h).
+typedef void (*srv_ens_step_fn)(struct srv_server *s, srv_call *call, Inference__ModelInferRequest *msg, size_t bytes);
+
 // Runs r, validated against the ensemble's config and counted pending
 // (infer.c), and owns it from here: it is answered and freed once its steps
 // ended (the first step to fail fails it, with that step's code and message
 // naming the step's model; the steps in flight finish first). Steps run
-// through step_fn(s, call, bytes, len), ModelInfer's handler, given here so
-// that this file does not call back into infer.c (which calls it). Any
-// thread; returns at once.
-void srv_ensemble_run(struct srv_server *s, srv_request *r, srv_unary_fn step_fn);
+// through step_fn (srv_infer_msg_handler), given here so that this file
+// does not call back into infer.c (which calls it). Any thread; returns at
+// once.
+void srv_ensemble_run(struct srv_server *s, srv_request *r, srv_ens_step_fn step_fn);
 
 #endif

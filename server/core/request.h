@@ -112,6 +112,13 @@ struct srv_server;
 // fuzz driver tests/fuzz/fuzz_infer.c). On failure e says why (the code is
 // the RPC status); either way r is released with srv_infer_request_free.
 int srv_infer_prepare(struct srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e);
+// ModelInfer on a request already built as a message rather than packed
+// (server/core/ensemble.c's steps: their tensors point at the run's, which
+// are not copied): as srv_infer_handler from the model lookup on, answered
+// through call, which must be a local call. msg and what it points to are
+// the caller's and must stay until the call is answered; bytes, its
+// tensors' size, is charged to --max-inflight-request-bytes.
+void srv_infer_msg_handler(struct srv_server *s, srv_call *call, Inference__ModelInferRequest *msg, size_t bytes);
 // Releases everything r holds (shared memory regions, its arena, its model
 // reference) and r itself (request.c). NULL is a no-op.
 void srv_infer_request_free(srv_request *r);
