@@ -209,7 +209,6 @@ void srv_call_cancel_local(srv_call *c) { atomic_store_explicit(&c->cancelled, 1
 
 void srv_call_local_inherit(srv_call *c, const srv_call *parent_call, const srv_stream *parent_stream,
                             int64_t deadline_us) {
-  c->local_kept = 1;
   c->parent_call = parent_call;
   c->parent_stream = parent_stream;
   c->deadline_us = deadline_us;
@@ -248,7 +247,7 @@ void srv_call_fail(srv_call *c, int code, const char *msg) {
   call_finish(c, NULL, (grpc_status_code)code, msg ? msg : "", 0);
 }
 
-int srv_call_message_kept(const srv_call *c) { return !c->local_done || c->local_kept; }
+int srv_call_message_kept(const srv_call *c) { return !c->local_done; }
 
 int srv_call_cancelled(const srv_call *c) {
   if (atomic_load_explicit(&((srv_call *)c)->cancelled, memory_order_relaxed)) return 1;

@@ -96,7 +96,6 @@ struct srv_call {
   srv_local_done local_done;
   void *local_arg;
   const char *local_method;
-  int local_kept;                 // srv_call_local_inherit: the caller keeps the request's bytes
   const srv_call *parent_call;    // srv_call_local_inherit: cancelled with it (NULL: none)
   const srv_stream *parent_stream;
 };
