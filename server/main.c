@@ -308,7 +308,7 @@ static void log_final_counts(srv_server *s) {
     srv_model *m = srv_registry_model_at(s->reg, i);
     for (size_t j = 0; j < m->n_versions; j++) {
       srv_version *v = &m->versions[j];
-      if (!v->model) continue;
+      if (!srv_version_ready(v)) continue;
       srv_log(SRV_LOG_INFO, "final counts: model '%s' version %s: %llu succeeded, %llu failed", m->name,
               v->version_str, (unsigned long long)atomic_load(&v->stats.success.count),
               (unsigned long long)atomic_load(&v->stats.fail.count));

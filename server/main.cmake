@@ -5,6 +5,8 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/core/arena.c
   ${CMAKE_CURRENT_LIST_DIR}/core/classify.c
   ${CMAKE_CURRENT_LIST_DIR}/core/control.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/ensemble.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/ensemble_plan.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer_validate.c
   ${CMAKE_CURRENT_LIST_DIR}/core/labels.c

@@ -351,22 +351,21 @@ int config_check_supported(const Inference__ModelConfig *c, err *e) {
   size_t n = 0;
   why[0] = 0;
   const char *name = is_empty(c->name) ? "?" : c->name;
-  if (!is_empty(c->platform) && strcmp(c->platform, CONFIG_PLATFORM_ONNX) != 0) {
-    if (strcmp(c->platform, "ensemble") == 0)
-      add_reason(why, sizeof why, &n, "platform 'ensemble' is not supported yet (model '%s')", name);
-    else
-      add_reason(why, sizeof why, &n, "platform '%s' is not supported (only '%s')", c->platform, CONFIG_PLATFORM_ONNX);
-  }
+  int ensemble = !is_empty(c->platform) && strcmp(c->platform, "ensemble") == 0;
+  if (!is_empty(c->platform) && strcmp(c->platform, CONFIG_PLATFORM_ONNX) != 0 && !ensemble)
+    add_reason(why, sizeof why, &n, "platform '%s' is not supported (only '%s' or 'ensemble')", c->platform,
+               CONFIG_PLATFORM_ONNX);
+  // an ensemble (server/core/ensemble_plan.h) is its platform and its scheduling together
+  if (ensemble && c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING)
+    add_reason(why, sizeof why, &n, "platform 'ensemble' needs ensemble_scheduling (model '%s')", name);
   if (!is_empty(c->backend) && strcmp(c->backend, "onnxruntime") != 0 && strcmp(c->backend, "inferd") != 0) {
     if (strcmp(c->backend, "python") == 0)
       add_reason(why, sizeof why, &n, "backend 'python' is not supported (inferd runs ONNX graphs only)");
     else
       add_reason(why, sizeof why, &n, "backend '%s' is not supported (only 'onnxruntime' or 'inferd')", c->backend);
   }
-  // said once for an ensemble: its platform and its scheduling are one feature
-  if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING &&
-      (is_empty(c->platform) || strcmp(c->platform, "ensemble") != 0))
-    add_reason(why, sizeof why, &n, "ensemble_scheduling is not supported yet (model '%s')", name);
+  if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING && !ensemble)
+    add_reason(why, sizeof why, &n, "ensemble_scheduling needs platform 'ensemble' (model '%s')", name);
   if (c->model_transaction_policy && c->model_transaction_policy->decoupled)
     add_reason(why, sizeof why, &n,
                "model_transaction_policy.decoupled is not supported (every request gets exactly one response)");

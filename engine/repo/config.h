@@ -74,7 +74,7 @@ int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng
 // priority_queue_policy keys in 1..priority_levels); instance_group counts
 // and gpus >= 0; version_policy.latest.num_versions > 0;
 // sequence_batching's control inputs and state (model inputs and outputs the
-// config does not list) checked; ensemble_scheduling is not supported, nor Triton's
+// config does not list) checked; Triton's
 // ragged batching (allow_ragged_batch, batch_input, batch_output: requests
 // concatenated into 1-D), refused with a pointer to pad_to_longest.
 // KIND_AUTO groups become KIND_GPU when a CUDA device is visible, else
@@ -85,9 +85,9 @@ int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t 
                     size_t n_out, err *e);
 
 // What inferd cannot serve at all, whatever the graph: a platform other than
-// onnxruntime_onnx (Triton's "ensemble" named as such), a backend other than
-// onnxruntime/inferd ("python" named), ensemble_scheduling, decoupled
-// transactions. Every reason at once, "; "
+// onnxruntime_onnx or ensemble, an ensemble without ensemble_scheduling or
+// ensemble_scheduling without platform ensemble, a backend other than
+// onnxruntime/inferd ("python" named), decoupled transactions. Every reason at once, "; "
 // between, ERR_INVALID_ARGUMENT. The repository scan runs it on the config
 // before it looks for model files or the graph, so such a model says what
 // it needs instead of "model file ... not found" or a control input missing

@@ -21,6 +21,7 @@
 #include "grpc_service.pb-c.h"
 #include "model_config.pb-c.h"
 #include "server/core/cfgjson.h"
+#include "server/core/ensemble_plan.h"
 #include "kernels/base/utf8.h"
 #include "server/obs/log.h"
 #include "server/core/server.h"
@@ -32,8 +33,10 @@ typedef struct retired {
 
 // One load or unload waiting for the control thread. done runs there, once,
 // with the outcome (e->code 0: done), and owns arg from then on.
+enum { UNLOAD = 1, UNLOAD_DEPENDENTS = 2 };  // op.unload: with Triton's unload_dependents
+
 typedef struct op {
-  int unload;
+  int unload;  // 0: a load; UNLOAD; UNLOAD_DEPENDENTS
   char *name;    // owned
   char *config;  // owned; NULL: the repository's config.pbtxt
   void (*done)(void *arg, const err *e);
@@ -103,6 +106,8 @@ static int check_name(const char *name, err *e) {
   return 0;
 }
 
+static int initial_build(srv_registry *reg, const char *name, int depth, err *e);
+
 int srv_control_initial_load(srv_registry *reg, const char *repo_dir, const char *const *names, int n, err *e) {
   repo_model *rms = NULL;
   size_t n_all = 0;
@@ -125,11 +130,7 @@ int srv_control_initial_load(srv_registry *reg, const char *repo_dir, const char
       srv_log(SRV_LOG_ERROR, "--load-model '%s' skipped: %s", name, ne.msg);
       continue;
     }
-    srv_model *m;
-    rc = srv_registry_build(reg, name, NULL, &m, e);
-    if (rc) break;
-    if (m->status.code) srv_log(SRV_LOG_ERROR, "--load-model '%s': %s", name, m->status.msg);
-    srv_registry_publish(reg, m);
+    rc = initial_build(reg, name, 0, e);
   }
   repo_free(rms, n_all);
   return rc;
@@ -162,21 +163,85 @@ int srv_control_loading(srv_control *c, const char *name) {
   return yes;
 }
 
-static int do_load_now(srv_control *c, const char *name, const char *config_text, err *e);
+static int do_load_now(srv_control *c, const char *name, const char *config_text, int depth, err *e);
 
 // On the control thread.
 static int do_load(srv_control *c, const char *name, const char *config_text, err *e) {
   set_loading(c, name);
-  int rc = do_load_now(c, name, config_text, e);
+  int rc = do_load_now(c, name, config_text, 0, e);
   set_loading(c, "");
   return rc;
 }
 
-static int do_load_now(srv_control *c, const char *name, const char *config_text, err *e) {
+static int model_serving(const srv_model *m) {
+  int serving = 0;
+  for (size_t j = 0; m && !m->unloaded && j < m->n_versions; j++) serving |= srv_version_ready(&m->versions[j]);
+  return serving;
+}
+
+// Ensembles nest at most this deep when their members are loaded with them
+// (a member that is itself an ensemble loads its own); past it, or around a
+// cycle of ensembles, the last one built says which members it lacks.
+#define ENSEMBLE_LOAD_DEPTH 8
+
+// An ensemble is loaded with its composing models, as Triton does in
+// explicit mode: each member that does not serve yet is loaded from the
+// repository first (a failure is left for the ensemble's build to report).
+// 1 when it tried any, so the ensemble is built again.
+static int load_members(srv_control *c, const srv_model *m, int depth) {
+  const Inference__ModelEnsembling *es = m->config->ensemble_scheduling;
+  int tried = 0;
+  for (size_t i = 0; es && depth < ENSEMBLE_LOAD_DEPTH && i < es->n_step; i++) {
+    const char *mn = es->step[i]->model_name;
+    if (!mn || !mn[0] || strcmp(mn, m->name) == 0 || repo_model_name_problem(mn)) continue;
+    if (model_serving(srv_registry_current(c->reg, mn))) continue;
+    err me = {0};
+    if (do_load_now(c, mn, NULL, depth + 1, &me) != 0)
+      srv_log(SRV_LOG_ERROR, "ensemble '%s': composing model '%s' failed to load: %s", m->name, mn, me.msg);
+    else
+      srv_log(SRV_LOG_INFO, "ensemble '%s': composing model '%s' loaded with it", m->name, mn);
+    tried = 1;
+  }
+  return tried;
+}
+
+// --load-model, before the server serves: builds and publishes `name`, and
+// for an ensemble first each member that does not serve, as a load request
+// would (load_members).
+static int initial_build(srv_registry *reg, const char *name, int depth, err *e) {
+  srv_model *m;
+  TRY(srv_registry_build(reg, name, NULL, &m, e));
+  const Inference__ModelEnsembling *es = m->config ? m->config->ensemble_scheduling : NULL;
+  if (!m->ens && srv_ens_is_ensemble(m->config) && m->n_versions && es && depth < ENSEMBLE_LOAD_DEPTH) {
+    int tried = 0;
+    for (size_t i = 0; i < es->n_step; i++) {
+      const char *mn = es->step[i]->model_name;
+      if (!mn || !mn[0] || strcmp(mn, name) == 0 || repo_model_name_problem(mn)) continue;
+      if (model_serving(srv_registry_current(reg, mn))) continue;
+      if (initial_build(reg, mn, depth + 1, e) != 0) {
+        srv_model_free(m);
+        return (int)e->code;
+      }
+      tried = 1;
+    }
+    if (tried) {
+      srv_model_free(m);
+      TRY(srv_registry_build(reg, name, NULL, &m, e));
+    }
+  }
+  if (m->status.code) srv_log(SRV_LOG_ERROR, "--load-model '%s': %s", name, m->status.msg);
+  srv_model_free(srv_registry_publish(reg, m));  // a member built again: nothing serves yet, nothing holds it
+  return 0;
+}
+
+static int do_load_now(srv_control *c, const char *name, const char *config_text, int depth, err *e) {
   srv_model *m;
   TRY(srv_registry_build(c->reg, name, config_text, &m, e));
-  int serving = 0;
-  for (size_t j = 0; j < m->n_versions; j++) serving |= m->versions[j].model != NULL;
+  if (!m->ens && srv_ens_is_ensemble(m->config) && m->n_versions && load_members(c, m, depth)) {
+    srv_model_free(m);
+    TRY(srv_registry_build(c->reg, name, config_text, &m, e));
+  }
+  int serving = model_serving(m);
   err se = {0};
   if (serving && srv_sched_add_model(c->sched, m, &se) != 0) {
     serving = 0;
@@ -184,7 +249,7 @@ static int do_load_now(srv_control *c, const char *name, const char *config_text
   }
   srv_model *cur = srv_registry_current(c->reg, name);
   int cur_serving = 0;
-  for (size_t j = 0; cur && j < cur->n_versions; j++) cur_serving |= cur->versions[j].model != NULL;
+  for (size_t j = 0; cur && j < cur->n_versions; j++) cur_serving |= srv_version_ready(&cur->versions[j]);
   if (!serving) {
     err why = m->status.code ? m->status : (err){.code = ERR_UNAVAILABLE};
     if (!why.msg[0]) snprintf(why.msg, sizeof why.msg, "no version of the model loaded");
@@ -208,7 +273,31 @@ static int do_load_now(srv_control *c, const char *name, const char *config_text
   return 0;
 }
 
-static int do_unload(srv_control *c, const char *name, err *e) {
+static int do_unload(srv_control *c, const char *name, int dependents, err *e);
+
+// Triton's unload_dependents: the loaded ensembles that name `name` as a
+// step go too (and theirs, in turn).
+static void unload_dependents(srv_control *c, const char *name) {
+  srv_registry_rdlock(c->reg);
+  size_t nm = srv_registry_n_models(c->reg);
+  char(*names)[256] = calloc(nm ? nm : 1, sizeof *names);
+  for (size_t i = 0; names && i < nm; i++) {
+    srv_model *m = srv_registry_model_at(c->reg, i);
+    const Inference__ModelEnsembling *es = m->unloaded || !srv_ens_is_ensemble(m->config) ? NULL
+                                                                                         : m->config->ensemble_scheduling;
+    for (size_t k = 0; es && k < es->n_step && !names[i][0]; k++)
+      if (es->step[k]->model_name && strcmp(es->step[k]->model_name, name) == 0) memcpy(names[i], m->name, sizeof names[i]);
+  }
+  srv_registry_rdunlock(c->reg);
+  for (size_t i = 0; names && i < nm; i++) {
+    err e = {0};
+    if (names[i][0] && do_unload(c, names[i], 1, &e) == 0)
+      srv_log(SRV_LOG_INFO, "ensemble '%s' unloaded with its composing model '%s' (unload_dependents)", names[i], name);
+  }
+  free(names);
+}
+
+static int do_unload(srv_control *c, const char *name, int dependents, err *e) {
   srv_model *cur = srv_registry_current(c->reg, name);
   if (!cur) return err_set(e, ERR_NOT_FOUND, "failed to unload '%s': no model of that name was loaded", name);
   if (cur->unloaded) return 0;
@@ -216,6 +305,7 @@ static int do_unload(srv_control *c, const char *name, err *e) {
   if (!shell) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   retire(c, srv_registry_publish(c->reg, shell));
   srv_log(SRV_LOG_INFO, "model '%s' unloaded (requests in flight finish on it)", name);
+  if (dependents) unload_dependents(c, name);
   return 0;
 }
 
@@ -295,7 +385,7 @@ static int is_json(const char *cfg) {
 static void run_op(srv_control *c, op *o) {
   err e = {0};
   if (o->unload) {
-    (void)do_unload(c, o->name, &e);
+    (void)do_unload(c, o->name, o->unload == UNLOAD_DEPENDENTS, &e);
   } else if (cancelled(c)) {  // queued behind a load when the drain began
     err_set(&e, ERR_UNAVAILABLE, "failed to load '%s': cancelled: server shutting down", o->name);
     srv_log(SRV_LOG_ERROR, "model '%s' failed to load: cancelled: server shutting down", o->name);
@@ -397,6 +487,20 @@ static void rescan(srv_control *c) {
     // a failed reload keeps its signature unchanged: retried only once the files change again
     if (do_load(c, rms[i].name, NULL, &e) != 0 && cur && !cur->unloaded) cur->signature = srv_registry_scan_signature(&rms[i]);
   }
+  // An ensemble that failed only for members not ready (UNAVAILABLE: the repository lacked them, or
+  // they failed) is tried again once every member serves, its own files unchanged; a failure then for
+  // another reason is INVALID_ARGUMENT and is not retried.
+  for (size_t i = 0; i < n && !cancelled(c); i++) {
+    srv_model *cur = srv_registry_current(c->reg, rms[i].name);
+    if (!cur || cur->unloaded || cur->ens || cur->status.code != ERR_UNAVAILABLE || !srv_ens_is_ensemble(cur->config))
+      continue;
+    const Inference__ModelEnsembling *es = cur->config->ensemble_scheduling;
+    int all = es && es->n_step > 0;
+    for (size_t k = 0; all && k < es->n_step; k++)
+      all = es->step[k]->model_name && model_serving(srv_registry_current(c->reg, es->step[k]->model_name));
+    if (all && do_load(c, rms[i].name, NULL, &e) == 0)
+      srv_log(SRV_LOG_INFO, "repository poll: ensemble '%s' loaded now that its composing models serve", rms[i].name);
+  }
   srv_registry_rdlock(c->reg);
   size_t nm = srv_registry_n_models(c->reg);
   char(*names)[256] = calloc(nm ? nm : 1, sizeof *names);
@@ -409,7 +513,7 @@ static void rescan(srv_control *c) {
     if (!names[i][0]) continue;
     int found = 0;
     for (size_t j = 0; j < n && !found; j++) found = strcmp(rms[j].name, names[i]) == 0;
-    if (!found) do_unload(c, names[i], &e);
+    if (!found) do_unload(c, names[i], 0, &e);
   }
   free(names);
   repo_free(rms, n);
@@ -602,7 +706,14 @@ void srv_control_unload_rpc(void *ctx, srv_call *call, const uint8_t *req, size_
       call, &inference__repository_model_unload_request__descriptor, req, len);
   if (!q) return;
   err e = {0};
+  int how = UNLOAD;
+  for (size_t i = 0; i < q->n_parameters; i++) {
+    const Inference__ModelRepositoryParameter *v = q->parameters[i]->value;
+    if (q->parameters[i]->key && strcmp(q->parameters[i]->key, "unload_dependents") == 0 && v &&
+        v->parameter_choice_case == INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM && v->bool_param)
+      how = UNLOAD_DEPENDENTS;
+  }
   if (explicit_or_fail(c, &e) != 0 || check_name(q->model_name, &e) != 0) srv_call_fail(call, (int)e.code, e.msg);
-  else enqueue(c, 1, q->model_name, NULL, answer_unload, call);
+  else enqueue(c, how, q->model_name, NULL, answer_unload, call);
   inference__repository_model_unload_request__free_unpacked(q, NULL);
 }

@@ -12,6 +12,7 @@
 
 #include "kernels/base/utf8.h"
 #include "server/core/arena.h"
+#include "server/core/ensemble.h"
 #include "server/core/infer_internal.h"
 #include "server/core/reply.h"
 #include "server/core/request.h"
@@ -120,6 +121,19 @@ static Inference__ModelInferRequest *unpack_request(srv_arena *a, const uint8_t 
 
 // --- the entry
 
+// The model and version r->msg names, referenced, and r checked against it.
+static int prepare_msg(srv_server *s, srv_request *r, err *e) {
+  TRY(srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, e));
+  r->reg = s->reg;
+  // every instance failed for good: refused here, before any queue, and
+  // logged one line per 10 s (srv_version_log_failure), not per request
+  if (srv_version_failed(r->model, r->version, NULL, e)) {
+    srv_version_log_failure(r->model, r->version, SRV_VLOG_REFUSED, e, 1);
+    return ERR_UNAVAILABLE;
+  }
+  return srv_infer__build_request(s, r, e);
+}
+
 int srv_infer_prepare(srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e) {
   int kept = r->call && srv_call_message_kept(r->call);
   // the tree and the message's fields but its tensors (and, where made, the message's copy)
@@ -131,15 +145,7 @@ int srv_infer_prepare(srv_server *s, srv_request *r, const uint8_t *req, size_t 
   r->msg = unpack_request(r->arena, req, len, kept);
   if (!r->msg) return err_set(e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
   TRY(check_strings(r->msg, e));
-  TRY(srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, e));
-  r->reg = s->reg;
-  // every instance failed for good: refused here, before any queue, and
-  // logged one line per 10 s (srv_version_log_failure), not per request
-  if (srv_version_failed(r->model, r->version, NULL, e)) {
-    srv_version_log_failure(r->model, r->version, SRV_VLOG_REFUSED, e, 1);
-    return ERR_UNAVAILABLE;
-  }
-  return srv_infer__build_request(s, r, e);
+  return prepare_msg(s, r, e);
 }
 
 // --- the server-wide budget of request bytes in flight (--max-inflight-request-bytes)
@@ -178,7 +184,10 @@ static void budget_log(srv_server *s, int64_t now) {
 }
 
 // ModelInfer and each message of ModelStreamInfer: unpack, validate, queue.
-static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uint8_t *req, size_t len) {
+// msg set (an ensemble's step, srv_infer_msg_handler): the request is that
+// message, already built, and len the bytes of its tensors.
+static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uint8_t *req, size_t len,
+                        Inference__ModelInferRequest *msg) {
   int64_t t_recv = eng_now_us();
   // Every CQ thread writing this one line per request bounces it between
   // cores; the readers (the drain's quiet period, the idle trim) count in
@@ -198,7 +207,14 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   r->call = call;
   r->stream = st;
   r->t_recv_us = t_recv;
-  int rc = srv_infer_prepare(s, r, req, len, &e);
+  int rc;
+  if (msg) {
+    r->msg = msg;
+    r->arena = srv_arena_create(SRV_ARENA_SLACK);
+    rc = r->arena ? prepare_msg(s, r, &e) : err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  } else {
+    rc = srv_infer_prepare(s, r, req, len, &e);
+  }
   if (rc) {
     srv_log(SRV_LOG_DEBUG, "ModelInfer rejected: %s", e.msg);
     srv_reply_reject(s, r, (int)e.code, e.msg);
@@ -214,14 +230,22 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
     return;
   }
   atomic_fetch_add(&r->version->stats.pending, 1);
+  if (r->version->ens) {  // no scheduler of its own: its steps are requests to their models
+    srv_ensemble_run(s, r, srv_infer_msg_handler);
+    return;
+  }
   r->traced = prof_trace_sample(s->trace);
   srv_sched_submit(s->sched, r);
 }
 
 void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
-  infer_entry(ctx, call, NULL, req, len);
+  infer_entry(ctx, call, NULL, req, len, NULL);
 }
 
 void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, size_t len) {
-  infer_entry(ctx, NULL, st, req, len);
+  infer_entry(ctx, NULL, st, req, len, NULL);
+}
+
+void srv_infer_msg_handler(srv_server *s, srv_call *call, Inference__ModelInferRequest *msg, size_t bytes) {
+  infer_entry(s, call, NULL, NULL, bytes, msg);
 }

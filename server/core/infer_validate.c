@@ -236,7 +236,7 @@ static int read_classification(srv_request *r, const Inference__ModelInferReques
   if (in_shm)  // its strings' size is known only once the batch ran
     return err_set(e, ERR_INVALID_ARGUMENT, "output '%s': classification results are not written to shared memory",
                    o->name);
-  dtype dt = eng_model_output(r->version->model, k)->dt;
+  dtype dt = srv_version_output(r->version, k)->dt;
   if (dt == DT_BOOL || dt == DT_FP16 || dt == DT_BF16 || dt == DT_STRING || !dtype_size(dt))
     return err_set(e, ERR_INVALID_ARGUMENT, "output '%s': class result not available for output due to unsupported "
                    "type '%s'", o->name, dtype_wire_name(dt));
@@ -324,7 +324,7 @@ static int cuda_input_stays(const eng_model *em, size_t ci) {
 static int cuda_input(srv_request *r, size_t ci, const char *tensor, srv_cuda_shm_region *cuda, uint64_t offset,
                       size_t bytes, void **data, err *e) {
   const eng_model *em = r->version->model;
-  if (bytes && cuda_input_stays(em, ci)) {
+  if (bytes && em && cuda_input_stays(em, ci)) {  // an ensemble (no engine) reads it to the host
     if (!r->cuda_in && !(r->cuda_in = calloc(eng_model_n_inputs(em), sizeof *r->cuda_in)))
       return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     r->cuda_in[ci] = (srv_cuda_in){.region = cuda, .offset = offset};
@@ -372,9 +372,9 @@ static int checked_bytes(const eng_tensor *t, int64_t *numel, size_t *bytes) {
 }
 
 // A client input (sequence_batching's control inputs are the server's).
-static int find_config_input(const eng_model *em, const char *name) {
-  for (size_t i = 0; i < eng_model_n_client_inputs(em); i++)
-    if (strcmp(eng_model_input(em, i)->name, name) == 0) return (int)i;
+static int find_config_input(const srv_version *v, const char *name) {
+  for (size_t i = 0; i < srv_version_n_client_inputs(v); i++)
+    if (strcmp(srv_version_input(v, i)->name, name) == 0) return (int)i;
   return -1;
 }
 
@@ -441,9 +441,9 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
                               size_t n_in_shm, err *e) {
   const Inference__ModelInferRequest *msg = r->msg;
   const srv_model *m = r->model;
-  const eng_model *em = r->version->model;
-  int max_batch = eng_model_max_batch(em);
-  size_t n_cfg = eng_model_n_inputs(em), n_client = eng_model_n_client_inputs(em);
+  const srv_version *em = r->version;  // its engine's tensors, or an ensemble's (registry.h)
+  int max_batch = srv_version_max_batch(em);
+  size_t n_cfg = srv_version_n_inputs(em), n_client = srv_version_n_client_inputs(em);
   r->inputs = srv_arena_calloc(r->arena, n_cfg ? n_cfg : 1, sizeof *r->inputs);
   if (!r->inputs) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
 
@@ -472,7 +472,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
       char names[256] = "";
       size_t o = 0;
       for (size_t k = 0; k < n_client && o < sizeof names; k++)
-        o += (size_t)snprintf(names + o, sizeof names - o, "%s'%s'", k ? ", " : "", eng_model_input(em, k)->name);
+        o += (size_t)snprintf(names + o, sizeof names - o, "%s'%s'", k ? ", " : "", srv_version_input(em, k)->name);
       rc = err_set(e, ERR_INVALID_ARGUMENT, "unexpected input '%s' for model '%s' (its inputs: %s)", in->name,
                    m->name, names);
       break;
@@ -482,7 +482,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
       break;
     }
     int64_t in_rows = 1;
-    rc = check_input(m, eng_model_input(em, (size_t)ci), max_batch, in, &in_rows, e);
+    rc = check_input(m, srv_version_input(em, (size_t)ci), max_batch, in, &in_rows, e);
     if (rc) break;
     if (rows >= 0 && in_rows != rows) {
       rc = err_set(e, ERR_INVALID_ARGUMENT, "input '%s': batch size %" PRId64 " differs from the other inputs' %" PRId64,
@@ -491,7 +491,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
     }
     rows = in_rows;
     eng_tensor *t = &r->inputs[ci];
-    t->dt = eng_model_input(em, (size_t)ci)->dt;
+    t->dt = srv_version_input(em, (size_t)ci)->dt;
     t->ndims = (int)in->n_shape;
     memcpy(t->dims, in->shape, in->n_shape * sizeof *in->shape);
     int64_t numel;
@@ -572,7 +572,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
   }
   for (size_t k = 0; rc == 0 && k < n_client; k++)
     if (!seen[k])
-      rc = err_set(e, ERR_INVALID_ARGUMENT, "missing input '%s' for model '%s'", eng_model_input(em, k)->name, m->name);
+      rc = err_set(e, ERR_INVALID_ARGUMENT, "missing input '%s' for model '%s'", srv_version_input(em, k)->name, m->name);
   if (rc) return rc;
 
   if (typed_bytes) {
@@ -591,12 +591,12 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
   }
 
   r->outputs_mask = 0;
-  size_t n_out = eng_model_n_client_outputs(em);  // state outputs (sequence_batching) are the server's
+  size_t n_out = srv_version_n_client_outputs(em);  // state outputs (sequence_batching) are the server's
   if (n_out > 64)  // the requested-outputs mask and the response are sized for 64
     return err_set(e, ERR_UNIMPLEMENTED, "model '%s' has %zu outputs; at most 64 are supported", m->name, n_out);
   for (size_t i = 0; i < msg->n_outputs; i++) {
     size_t k = 0;
-    while (k < n_out && strcmp(eng_model_output(em, k)->name, msg->outputs[i]->name) != 0) k++;
+    while (k < n_out && strcmp(srv_version_output(em, k)->name, msg->outputs[i]->name) != 0) k++;
     if (k == n_out)
       return err_set(e, ERR_INVALID_ARGUMENT, "unknown requested output '%s' for model '%s'", msg->outputs[i]->name,
                      m->name);
@@ -620,8 +620,8 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
                       : r->call  ? srv_call_deadline_us(r->call)
                                  : INT64_MAX;
   TRY(read_parameters(r, e));
-  if (m->engine_config->sequence.on) TRY(fill_controls(r, m->engine_config, max_batch, e));
-  const eng_pad *pad = eng_model_pad(em);
+  if (m->engine_config && m->engine_config->sequence.on) TRY(fill_controls(r, m->engine_config, max_batch, e));
+  const eng_pad *pad = em->model ? eng_model_pad(em->model) : NULL;
   r->item.shape_key = shape_key(r->inputs, n_cfg, pad);
   if (pad) TRY(eng_pad_seq_len(pad, r->inputs, &r->item.seq_len, e));
   r->padded_len = r->item.seq_len;

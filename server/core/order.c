@@ -79,7 +79,7 @@ void srv_order_answer(srv_request *r, uint8_t *resp, size_t len, int code, const
     if (!o->head) o->tail = NULL;
     h->r->ord = NULL;
     // under the lock: the next answer must not overtake this one
-    srv_request_send(o->s, h->r, h->resp, h->len, h->code, h->msg ? h->msg : "");
+    srv_request_send_locked(o->s, h->r, h->resp, h->len, h->code, h->msg ? h->msg : "");
     free(h->msg);
     free(h);
   }

@@ -18,6 +18,7 @@
 #include "engine/repo/repo.h"
 #include "engine/warmup.h"
 #include "kernels/base/confine.h"
+#include "server/core/ensemble_plan.h"
 #include "server/obs/log.h"
 
 struct srv_registry {
@@ -213,7 +214,98 @@ uint64_t srv_registry_scan_signature(const repo_model *rm) {
   return h;
 }
 
-static void load_model(repo_model *rm, const srv_registry_opts *o, const eng_confine_roots *roots, srv_model *m) {
+// --- ensembles (ensemble_plan.h): no files, no engine; steps named by model
+
+// A generation not yet published (the start-up scan builds every model
+// before publishing any), looked up before the registry's.
+typedef struct pending {
+  srv_model **m;
+  size_t n;
+} pending;
+
+static srv_model *find_member(srv_registry *r, const pending *pd, const char *name) {
+  for (size_t i = 0; pd && i < pd->n; i++)
+    if (pd->m[i] && strcmp(pd->m[i]->name, name) == 0) return pd->m[i];
+  // the control thread is the registry's one writer and builds here: the generation stays
+  return srv_registry_current(r, name);
+}
+
+// The member's completed config when it serves the version the step names
+// ("" any), else NULL with why.
+static const Inference__ModelConfig *member_config(const srv_model *m, const char *version, char *why, size_t cap) {
+  if (!m || m->unloaded || !m->config) {
+    snprintf(why, cap, "it is not loaded");
+    return NULL;
+  }
+  for (size_t j = 0; j < m->n_versions; j++) {
+    const srv_version *v = &m->versions[j];
+    if ((!version[0] || strcmp(v->version_str, version) == 0) && srv_version_ready(v)) return m->config;
+  }
+  if (version[0]) snprintf(why, cap, "version %s of it is not ready", version);
+  else snprintf(why, cap, "it has no ready version (%.200s)", m->status.msg[0] ? m->status.msg : "none loaded");
+  return NULL;
+}
+
+static void load_ensemble(srv_registry *r, const pending *pd, repo_model *rm, srv_model *m) {
+  const Inference__ModelEnsembling *es = m->config->ensemble_scheduling;
+  size_t n_steps = es ? es->n_step : 0;
+  srv_ens_member *mem = calloc(n_steps ? n_steps : 1, sizeof *mem);
+  char (*whys)[300] = calloc(n_steps ? n_steps : 1, sizeof *whys);
+  m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);
+  if (!mem || !whys || !m->versions) {
+    err_set(&m->status, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    free(mem);
+    free(whys);
+    return;
+  }
+  for (size_t i = 0; i < n_steps; i++) {
+    const Inference__ModelEnsembling__Step *st = es->step[i];
+    char version[24] = "";
+    if (st->model_version >= 0) snprintf(version, sizeof version, "%" PRId64, st->model_version);
+    const char *name = st->model_name ? st->model_name : "";
+    srv_model *cm = name[0] && strcmp(name, m->name) != 0 ? find_member(r, pd, name) : NULL;
+    mem[i].cfg = member_config(cm, version, whys[i], sizeof whys[i]);
+    mem[i].why = whys[i];
+  }
+  err pe = {0};
+  char *all = malloc(SRV_ENS_WHY_MAX);
+  if (all) all[0] = 0;
+  int rc = srv_ens_plan_create(m->config, mem, &m->ens, all, all ? SRV_ENS_WHY_MAX : 0, &pe);
+  if (rc && all && strlen(all) >= sizeof pe.msg)  // the answer holds the first reasons: the log all of them
+    srv_log(SRV_LOG_ERROR, "model '%s': every reason it cannot load: %s", m->name, all);
+  free(all);
+  free(mem);
+  free(whys);
+  m->n_versions = rm->n_versions;
+  for (size_t i = 0; i < rm->n_versions; i++) {
+    srv_version *v = &m->versions[i];
+    v->version = rm->versions[i].version;
+    snprintf(v->version_str, sizeof v->version_str, "%" PRId64, v->version);
+    if (rc == 0 && init_stats(&v->stats, m->ens->max_batch) != 0)
+      rc = err_set(&pe, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    if (rc) {
+      v->status = pe;
+      continue;
+    }
+    v->ens = m->ens;
+  }
+  if (rc) {
+    for (size_t i = 0; i < m->n_versions; i++) m->versions[i].ens = NULL;
+    srv_ens_plan_destroy(m->ens);
+    m->ens = NULL;
+    m->status = pe;
+    srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, pe.msg);
+    return;
+  }
+  if (!rm->n_versions) return;  // the scan's status says why
+  m->status = (err){0};
+  srv_log(SRV_LOG_INFO, "model '%s' (ensemble of %zu steps) is ready, %zu version%s, max_batch_size %d", m->name,
+          m->ens->n_steps, m->n_versions, m->n_versions == 1 ? "" : "s", m->ens->max_batch);
+}
+
+static void load_model(srv_registry *r, const pending *pd, repo_model *rm, srv_model *m) {
+  const srv_registry_opts *o = &r->o;
+  const eng_confine_roots *roots = &r->roots;
   // The model's own files are the operator's, and so are the names in its
   // config.pbtxt; an override's names (the model file when it names one,
   // warmup data) are a network client's and stay in the model's directory.
@@ -234,6 +326,10 @@ static void load_model(repo_model *rm, const srv_registry_opts *o, const eng_con
   // the classification extension's labels (labels.h); an unreadable file fails the load, as in Triton
   if (m->config && srv_labels_load(rm->dir, m->config, &m->labels, &m->status) != 0) {
     srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, m->status.msg);
+    return;
+  }
+  if (srv_ens_is_ensemble(m->config)) {
+    load_ensemble(r, pd, rm, m);
     return;
   }
   m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);
@@ -316,10 +412,10 @@ int srv_registry_create(const char *repo_dir, const srv_registry_opts *o, srv_re
   return 0;
 }
 
-static srv_model *build_from(srv_registry *r, repo_model *rm) {
+static srv_model *build_from(srv_registry *r, const pending *pd, repo_model *rm) {
   srv_model *m = calloc(1, sizeof *m);
   if (!m) return NULL;
-  load_model(rm, &r->o, &r->roots, m);
+  load_model(r, pd, rm, m);
   for (size_t j = 0; j < m->n_versions; j++) m->versions[j].trace_pid = r->next_pid++;
   return m;
 }
@@ -347,16 +443,43 @@ int srv_registry_load(const char *repo_dir, const srv_registry_opts *o, srv_regi
   }
   r->skips = skips;
   r->n_skips = n_skips;
-  for (size_t i = 0; i < n; i++) {
-    srv_model *m = build_from(r, &rms[i]);
-    if (!m) {
-      repo_free(rms, n);
-      srv_registry_destroy(r);
-      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  // Every model is built before any is published, so the index keeps the
+  // repository's order: the engines' first, then the ensembles, each once
+  // the members it names are built (an ensemble of ensembles waits for its
+  // members); what is left when no more can be built is built last and says
+  // which members it lacks or that they form a cycle.
+  srv_model **built = calloc(n ? n : 1, sizeof *built);
+  int rc = built ? 0 : err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  pending pd = {built, n};
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    if (!srv_ens_is_ensemble(rms[i].config) && !(built[i] = build_from(r, &pd, &rms[i])))
+      rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  for (int progress = 1, last = 0; rc == 0 && (progress || !last);) {
+    last = !progress;  // a pass without progress: build the rest now, with what they lack
+    progress = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+      if (built[i] || !srv_ens_is_ensemble(rms[i].config)) continue;
+      const Inference__ModelEnsembling *es = rms[i].config->ensemble_scheduling;
+      int waits = 0;
+      for (size_t k = 0; !last && es && k < es->n_step; k++) {
+        const char *mn = es->step[k]->model_name;
+        for (size_t j = 0; j < n && !waits; j++)
+          waits = j != i && !built[j] && mn && strcmp(rms[j].name, mn) == 0;
+      }
+      if (waits) continue;
+      if (!(built[i] = build_from(r, &pd, &rms[i]))) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      progress = 1;
     }
-    srv_registry_publish(r, m);
+    if (last) break;
   }
+  for (size_t i = 0; built && i < n; i++)
+    if (built[i]) srv_registry_publish(r, built[i]);
+  free(built);
   repo_free(rms, n);
+  if (rc) {
+    srv_registry_destroy(r);
+    return rc;
+  }
   *out = r;
   return 0;
 }
@@ -367,7 +490,7 @@ int srv_registry_build(srv_registry *r, const char *name, const char *config_tex
   repo_scan_model_config(r->repo_dir, name, config_text, &rm, &se);  // a failure is the entry's status
   if (rm.status.code == 0 && se.code) rm.status = se;
   if (!rm.name[0]) snprintf(rm.name, sizeof rm.name, "%s", name);
-  srv_model *m = build_from(r, &rm);
+  srv_model *m = build_from(r, NULL, &rm);
   repo_model_close(&rm);
   if (!m) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   *out = m;
@@ -458,6 +581,7 @@ void srv_model_free(srv_model *m) {
     free_stats(&m->versions[j].stats);
   }
   free(m->versions);
+  srv_ens_plan_destroy(m->ens);
   srv_labels_free(m->labels);
   if (m->config) config_free(m->config);
   eng_model_config_free(m->engine_config);
@@ -513,12 +637,12 @@ int srv_registry_find(const srv_registry *r, const char *model, const char *vers
     for (size_t i = 0; i < m->n_versions && !v; i++)
       if (m->versions[i].version == want) v = &m->versions[i];
     if (!v) return err_set(e, ERR_NOT_FOUND, "Request for unknown model: '%s' version %lld is not found", model, want);
-    if (!v->model)
+    if (!srv_version_ready(v))
       return err_set(e, ERR_UNAVAILABLE, "Request for unknown model: '%s' version %lld is not at ready state: %s", model,
                      want, v->status.msg);
   } else {
     for (size_t i = m->n_versions; i-- > 0 && !v;)
-      if (m->versions[i].model) v = &m->versions[i];
+      if (srv_version_ready(&m->versions[i])) v = &m->versions[i];
     if (!v)
       return err_set(e, ERR_UNAVAILABLE, "Request for unknown model: '%s' has no available versions: %s", model,
                      m->status.msg);
@@ -546,3 +670,25 @@ void srv_version_log_failure(srv_model *m, srv_version *v, srv_vlog c, const err
   srv_log(SRV_LOG_WARN, "model '%s' version %s: %s: %s (%" PRIu64 " since the last such line; one line per 10 s at most)",
           m->name, v->version_str, what[c], e->msg, total);
 }
+
+// --- what a version shows its clients: its engine's tensors, or an ensemble's config's
+
+size_t srv_version_n_inputs(const srv_version *v) { return v->model ? eng_model_n_inputs(v->model) : v->ens->n_in; }
+
+size_t srv_version_n_client_inputs(const srv_version *v) {
+  return v->model ? eng_model_n_client_inputs(v->model) : v->ens->n_in;
+}
+
+const eng_io *srv_version_input(const srv_version *v, size_t i) {
+  return v->model ? eng_model_input(v->model, i) : &v->ens->in[i];
+}
+
+size_t srv_version_n_client_outputs(const srv_version *v) {
+  return v->model ? eng_model_n_client_outputs(v->model) : v->ens->n_out;
+}
+
+const eng_io *srv_version_output(const srv_version *v, size_t i) {
+  return v->model ? eng_model_output(v->model, i) : &v->ens->out[i];
+}
+
+int srv_version_max_batch(const srv_version *v) { return v->model ? eng_model_max_batch(v->model) : v->ens->max_batch; }

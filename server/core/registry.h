@@ -76,10 +76,16 @@ int srv_stats_batch_next(const srv_stats *s, int after, const srv_batch_stat **o
 // Classes of a version's failures, each logged at most once per 10 s.
 typedef enum srv_vlog { SRV_VLOG_EXEC, SRV_VLOG_REFUSED, SRV_VLOG_N } srv_vlog;
 
+struct srv_ens_plan;
+
 typedef struct srv_version {
   int64_t version;
   char version_str[24];
-  eng_model *model;  // NULL when this version failed to load
+  eng_model *model;  // NULL when this version failed to load, or for an ensemble's
+  // an ensemble's version (platform "ensemble"): its steps, which the model
+  // owns (server/core/ensemble_plan.h); NULL for an engine's. Ready when
+  // either this or model is set (srv_version_ready).
+  const struct srv_ens_plan *ens;
   err status;
   srv_stats stats;
   void *sched;  // the scheduler's per-version state, set by the scheduler
@@ -100,6 +106,7 @@ typedef struct srv_model {
   eng_model_config *engine_config;
   err status;                       // code != 0: the model is not ready, with why
   srv_labels *labels;               // the outputs' label files (classification); NULL: none; owned
+  struct srv_ens_plan *ens;         // an ensemble's plan, shared by its versions; NULL otherwise; owned
   srv_version *versions;            // ascending version order
   size_t n_versions;
   // model control
@@ -108,6 +115,20 @@ typedef struct srv_model {
   char last_error[512];   // why the last load of this name failed while this generation kept serving
   uint64_t signature;     // what the repository scan saw (versions, config file), for poll mode
 } srv_model;
+
+// Whether v serves: its engine loaded, or it is an ensemble's.
+static inline int srv_version_ready(const srv_version *v) { return v->model != NULL || v->ens != NULL; }
+
+// The tensors a version shows its clients and checks requests against: its
+// engine's (eng_model_input and friends), or for an ensemble its config's.
+// Inputs past srv_version_n_client_inputs are sequence_batching's controls
+// (the server fills them); outputs past srv_version_n_client_outputs its state.
+size_t srv_version_n_inputs(const srv_version *v);
+size_t srv_version_n_client_inputs(const srv_version *v);
+const eng_io *srv_version_input(const srv_version *v, size_t i);
+size_t srv_version_n_client_outputs(const srv_version *v);
+const eng_io *srv_version_output(const srv_version *v, size_t i);
+int srv_version_max_batch(const srv_version *v);
 
 // UNAVAILABLE with why when every instance of v's engine failed for good
 // (eng_model_failed: a sticky device error), else 0; *poisoned (may be NULL)

@@ -74,7 +74,7 @@ static int shm_fault(const srv_request *r, const char *what, err *e) {
 static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_outputs, int64_t row_off, uint8_t **out,
                       size_t *out_len, err *e) {
   const Inference__ModelInferRequest *msg = r->msg;
-  const eng_model *em = r->version->model;
+  const srv_version *v = r->version;  // an engine's, or an ensemble's (its config's tensors)
   Inference__ModelInferResponse resp = INFERENCE__MODEL_INFER_RESPONSE__INIT;
   resp.model_name = r->model->name;
   resp.model_version = r->version->version_str;
@@ -85,13 +85,13 @@ static int pack_reply(srv_request *r, const eng_tensor *outputs, size_t n_output
   uint8_t *crops[128];  // cropped copies and classification strings (one of each per output), freed once packed
   size_t n = 0, n_crops = 0;
   int rc = 0;
-  int batched = eng_model_max_batch(em) > 0;
-  const eng_pad *pad = batched && r->padded_len != r->item.seq_len ? eng_model_pad(em) : NULL;
+  int batched = srv_version_max_batch(v) > 0;
+  const eng_pad *pad = batched && v->model && r->padded_len != r->item.seq_len ? eng_model_pad(v->model) : NULL;
   for (size_t k = 0; k < n_outputs && k < 64; k++) {
     if (!(r->outputs_mask >> k & 1)) continue;
     const eng_tensor *t = &outputs[k];
     inference__model_infer_response__infer_output_tensor__init(&ots[n]);
-    ots[n].name = (char *)eng_model_output(em, k)->name;
+    ots[n].name = (char *)srv_version_output(v, k)->name;
     ots[n].datatype = (char *)dtype_wire_name(t->dt);
     memcpy(shapes[n], t->dims, (size_t)t->ndims * sizeof t->dims[0]);
     size_t row_bytes = t->bytes, off = 0;
@@ -442,6 +442,39 @@ void srv_reply_drop(srv_server *s, srv_request *r, int code, const char *msg) {
   record_failure(r->version, reason_of(code), r->t_recv_us);
   atomic_fetch_sub(&r->version->stats.pending, 1);
   deliver(s, r, NULL, 0, code, msg);
+}
+
+void srv_reply_ensemble(srv_server *s, srv_request *r, int rc, const err *e, const eng_tensor *outputs,
+                        size_t n_outputs) {
+  srv_version *v = r->version;
+  srv_stats *st = &v->stats;
+  uint8_t *resp = NULL;
+  size_t len = 0;
+  err pe = {0};
+  if (rc == 0 && pack_reply(r, outputs, n_outputs, 0, &resp, &len, &pe) != 0) {
+    rc = (int)pe.code;
+    e = &pe;
+  }
+  int64_t t_end = eng_now_us();
+  atomic_fetch_sub(&st->pending, 1);
+  if (rc) {
+    record_failure(v, reason_of(rc), r->t_recv_us);
+    srv_request_send(s, r, NULL, 0, rc, e ? e->msg : "failed");
+    return;
+  }
+  // an ensemble runs no batch of its own: each request is one execution
+  // of its rows, taken whole from arrival to answer
+  atomic_fetch_add(&st->success.count, 1);
+  atomic_fetch_add(&st->success.ns, (uint64_t)(t_end - r->t_recv_us) * 1000);
+  atomic_fetch_add(&st->compute_infer.count, 1);
+  atomic_fetch_add(&st->compute_infer.ns, (uint64_t)(t_end - r->t_recv_us) * 1000);
+  atomic_fetch_add(&st->inference_count, (uint64_t)r->item.rows);
+  atomic_fetch_add(&st->execution_count, 1);
+  atomic_store(&st->last_inference_ms, srv_wall_ms());
+  prof_hist_record(st->h_request, t_end - r->t_recv_us);
+  prof_window_add(&st->win_requests, t_end, 1.0);
+  prof_window_add(&st->win_rows, t_end, (double)r->item.rows);
+  srv_request_send(s, r, resp, len, 0, NULL);
 }
 
 void srv_reply_reject(srv_server *s, srv_request *r, int code, const char *msg) {

@@ -26,6 +26,13 @@ void srv_reply_batch(struct srv_server *s, srv_version *v, srv_request *const *r
 // running (rejected, timed out, cancelled), answered with code and msg.
 void srv_reply_drop(struct srv_server *s, srv_request *r, int code, const char *msg);
 
+// An ensemble's request once its steps ended (server/core/ensemble.c; any
+// thread): rc 0 packs the answer from outputs (the ensemble's config
+// outputs in config order, those the request asked for set), else e says
+// why; its statistics counted, answered and freed.
+void srv_reply_ensemble(struct srv_server *s, srv_request *r, int rc, const err *e, const eng_tensor *outputs,
+                        size_t n_outputs);
+
 // On the CQ thread that received it: a request refused before it was
 // queued (malformed, unknown model, failed validation), counted as rejected
 // against its version when one was found, answered and freed.

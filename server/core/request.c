@@ -74,3 +74,13 @@ void srv_request_send(srv_server *s, srv_request *r, uint8_t *resp, size_t len, 
   srv_infer_request_free(r);
   atomic_fetch_sub(&s->infer_inflight, 1);
 }
+
+static _Thread_local int tl_locked;  // srv_request_send_locked's depth on this thread
+
+void srv_request_send_locked(srv_server *s, srv_request *r, uint8_t *resp, size_t len, int code, const char *msg) {
+  tl_locked++;
+  srv_request_send(s, r, resp, len, code, msg);
+  tl_locked--;
+}
+
+int srv_request_sending_locked(void) { return tl_locked > 0; }

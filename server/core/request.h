@@ -112,6 +112,13 @@ struct srv_server;
 // fuzz driver tests/fuzz/fuzz_infer.c). On failure e says why (the code is
 // the RPC status); either way r is released with srv_infer_request_free.
 int srv_infer_prepare(struct srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e);
+// ModelInfer on a request already built as a message rather than packed
+// (server/core/ensemble.c's steps: their tensors point at the run's, which
+// are not copied): as srv_infer_handler from the model lookup on, answered
+// through call, which must be a local call. msg and what it points to are
+// the caller's and must stay until the call is answered; bytes, its
+// tensors' size, is charged to --max-inflight-request-bytes.
+void srv_infer_msg_handler(struct srv_server *s, srv_call *call, Inference__ModelInferRequest *msg, size_t bytes);
 // Releases everything r holds (shared memory regions, its arena, its model
 // reference) and r itself (request.c). NULL is a no-op.
 void srv_infer_request_free(srv_request *r);
@@ -125,5 +132,14 @@ void srv_request_answer(const srv_request *r, uint8_t *resp, size_t len, int cod
 // The same, then frees r and counts it out of the server's ModelInfer calls
 // in flight: a request's last step (after it, r must not be touched).
 void srv_request_send(struct srv_server *s, srv_request *r, uint8_t *resp, size_t len, int code, const char *msg);
+// The same, for a caller that holds a lock while it sends (order.c sends an
+// ordered version's answers under its mutex, itself taken inside the
+// scheduler's): while it runs, srv_request_sending_locked is 1 on this
+// thread, so a local call's done callback (an ensemble's step answered)
+// knows not to start new requests here, which would take the scheduler's
+// lock against that order.
+void srv_request_send_locked(struct srv_server *s, srv_request *r, uint8_t *resp, size_t len, int code,
+                             const char *msg);
+int srv_request_sending_locked(void);
 
 #endif

@@ -207,6 +207,13 @@ srv_call *srv_call_create_local(const char *method, srv_local_done done, void *a
 
 void srv_call_cancel_local(srv_call *c) { atomic_store_explicit(&c->cancelled, 1, memory_order_relaxed); }
 
+void srv_call_local_inherit(srv_call *c, const srv_call *parent_call, const srv_stream *parent_stream,
+                            int64_t deadline_us) {
+  c->parent_call = parent_call;
+  c->parent_stream = parent_stream;
+  c->deadline_us = deadline_us;
+}
+
 // Ends a local call: the answer goes to its done callback.
 static void local_finish(srv_call *c, uint8_t *resp, size_t len, int code, const char *msg) {
   srv_local_done done = c->local_done;
@@ -243,7 +250,10 @@ void srv_call_fail(srv_call *c, int code, const char *msg) {
 int srv_call_message_kept(const srv_call *c) { return !c->local_done; }
 
 int srv_call_cancelled(const srv_call *c) {
-  return atomic_load_explicit(&((srv_call *)c)->cancelled, memory_order_relaxed);
+  if (atomic_load_explicit(&((srv_call *)c)->cancelled, memory_order_relaxed)) return 1;
+  if (c->parent_call) return srv_call_cancelled(c->parent_call);
+  // the stream's flag read here (grpc_front_internal.h) rather than through grpc_stream.c, which calls this file
+  return c->parent_stream ? atomic_load_explicit(&((srv_stream *)c->parent_stream)->cancelled, memory_order_relaxed) : 0;
 }
 
 int64_t srv_call_deadline_us(const srv_call *c) { return c->deadline_us; }

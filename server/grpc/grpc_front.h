@@ -198,6 +198,13 @@ srv_call *srv_call_create_local(const char *method, srv_local_done done, void *a
 // drops the request instead of running it. Any thread, until done ran.
 void srv_call_cancel_local(srv_call *c);
 
+// A local call made on behalf of another request (an ensemble's step): it
+// takes that request's deadline and counts as cancelled once that request's
+// call or stream (one of them, or neither) is. The parent must outlive c's
+// answer. Before the handler is called.
+void srv_call_local_inherit(srv_call *c, const srv_call *parent_call, const srv_stream *parent_stream,
+                            int64_t deadline_us);
+
 // 1 once the client cancelled or the deadline passed (best effort, lock-free).
 int srv_call_cancelled(const srv_call *c);
 

@@ -156,9 +156,9 @@ static void model_metadata(void *ctx, srv_call *call, const uint8_t *req, size_t
     inference__model_metadata_request__free_unpacked(q, NULL);
     return;
   }
-  const eng_model *em = v->model;
-  // the client's tensors only: sequence_batching's control and state tensors are the server's
-  size_t n_in = eng_model_n_client_inputs(em), n_out = eng_model_n_client_outputs(em), n_t = n_in + n_out;
+  // the client's tensors only: sequence_batching's control and state tensors are the server's (an
+  // ensemble's are its config's: registry.h)
+  size_t n_in = srv_version_n_client_inputs(v), n_out = srv_version_n_client_outputs(v), n_t = n_in + n_out;
   Inference__ModelMetadataResponse__TensorMetadata *ts = calloc(n_t ? n_t : 1, sizeof *ts);
   Inference__ModelMetadataResponse__TensorMetadata **tp = calloc(n_t ? n_t : 1, sizeof *tp);
   int64_t (*shapes)[ENG_MAX_DIMS + 1] = calloc(n_t ? n_t : 1, sizeof *shapes);
@@ -166,14 +166,14 @@ static void model_metadata(void *ctx, srv_call *call, const uint8_t *req, size_t
   if (!ts || !tp || !shapes || !versions) {
     srv_call_fail(call, ERR_RESOURCE_EXHAUSTED, "out of memory");
   } else {
-    int batched = eng_model_max_batch(em) > 0;
-    for (size_t i = 0; i < n_in; i++) fill_tensor_meta(&ts[i], shapes[i], eng_model_input(em, i), batched), tp[i] = &ts[i];
+    int batched = srv_version_max_batch(v) > 0;
+    for (size_t i = 0; i < n_in; i++) fill_tensor_meta(&ts[i], shapes[i], srv_version_input(v, i), batched), tp[i] = &ts[i];
     for (size_t i = 0; i < n_out; i++)
-      fill_tensor_meta(&ts[n_in + i], shapes[n_in + i], eng_model_output(em, i), batched), tp[n_in + i] = &ts[n_in + i];
+      fill_tensor_meta(&ts[n_in + i], shapes[n_in + i], srv_version_output(v, i), batched), tp[n_in + i] = &ts[n_in + i];
     Inference__ModelMetadataResponse r = INFERENCE__MODEL_METADATA_RESPONSE__INIT;
     r.name = m->name;
     for (size_t i = 0; i < m->n_versions; i++)
-      if (m->versions[i].model) versions[r.n_versions++] = m->versions[i].version_str;
+      if (srv_version_ready(&m->versions[i])) versions[r.n_versions++] = m->versions[i].version_str;
     r.versions = versions;
     r.platform = m->config->platform && m->config->platform[0] ? m->config->platform : "onnxruntime_onnx";
     r.n_inputs = n_in;
@@ -232,7 +232,7 @@ static void fill_memory(stat_bufs *b, srv_version *v) {
   uint64_t cpu = 0, pinned = 0, gpu[MAX_MEM_ENTRIES - 2] = {0};
   bool weights_seen[MAX_MEM_ENTRIES - 2] = {0};
   int max_dev = -1;
-  for (int i = 0; i < eng_model_n_instances(v->model); i++) {
+  for (int i = 0; v->model && i < eng_model_n_instances(v->model); i++) {  // an ensemble holds none
     eng_instance_stats st;
     eng_model_instance_stats(v->model, i, &st);
     cpu += st.host_bytes;
@@ -331,7 +331,7 @@ static void model_statistics(void *ctx, srv_call *call, const uint8_t *req, size
       list[n] = &bufs[n].ms, n++;
     } else if (rc == 0) {
       for (size_t j = 0; rc == 0 && j < m->n_versions; j++) {
-        if (!m->versions[j].model) continue;
+        if (!srv_version_ready(&m->versions[j])) continue;
         if (fill_stats(&bufs[n], m, &m->versions[j])) rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
         list[n] = &bufs[n].ms, n++;
       }
@@ -341,7 +341,7 @@ static void model_statistics(void *ctx, srv_call *call, const uint8_t *req, size
     for (size_t i = 0; rc == 0 && i < srv_registry_n_models(s->reg); i++) {
       srv_model *m = srv_registry_model_at(s->reg, i);
       for (size_t j = 0; rc == 0 && j < m->n_versions; j++) {
-        if (!m->versions[j].model) continue;
+        if (!srv_version_ready(&m->versions[j])) continue;
         if (fill_stats(&bufs[n], m, &m->versions[j])) rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
         list[n] = &bufs[n].ms, n++;
       }
@@ -407,13 +407,13 @@ static void repository_index(void *ctx, srv_call *call, const uint8_t *req, size
       }
       for (size_t j = 0; j < m->n_versions; j++) {
         srv_version *v = &m->versions[j];
-        if (q->ready && !v->model) continue;
+        if (q->ready && !srv_version_ready(v)) continue;
         inference__repository_index_response__model_index__init(&xs[n]);
         xs[n].name = m->name;
         xs[n].version = v->version_str;
-        xs[n].state = v->model ? "READY" : "UNAVAILABLE";
+        xs[n].state = srv_version_ready(v) ? "READY" : "UNAVAILABLE";
         // a ready version whose model failed to reload says why it still serves the old files
-        xs[n].reason = v->model ? m->last_error : v->status.msg;
+        xs[n].reason = srv_version_ready(v) ? m->last_error : v->status.msg;
         if (srv_version_failed(m, v, NULL, &fail[n])) {  // its instances failed for good: says why
           if (q->ready) continue;
           xs[n].state = "UNAVAILABLE";

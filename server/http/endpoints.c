@@ -78,7 +78,7 @@ static void metrics_text(srv_server *s, sbuf *b) {
       srv_model *m = srv_registry_model_at(s->reg, i);
       for (size_t j = 0; j < m->n_versions; j++) {
         srv_version *v = &m->versions[j];
-        if (!v->model) continue;
+        if (!srv_version_ready(v)) continue;
         srv_stats *st = &v->stats;
         const char *n = metrics[k].name;
         uint64_t x = 0;
@@ -177,7 +177,7 @@ static void metrics_histograms(srv_server *s, sbuf *b) {
       srv_model *m = srv_registry_model_at(s->reg, i);
       for (size_t j = 0; j < m->n_versions; j++) {
         srv_version *v = &m->versions[j];
-        if (!v->model) continue;
+        if (!srv_version_ready(v)) continue;
         if (k < N_STAGES) {
           prom_hist(b, name, m, v, stages[k].get(&v->stats), latency_le, N_LAT_LE, 1e-6);
           continue;
@@ -252,7 +252,7 @@ static void metrics_instances(srv_server *s, sbuf *b) {
       srv_model *m = srv_registry_model_at(s->reg, i);
       for (size_t j = 0; j < m->n_versions; j++) {
         srv_version *v = &m->versions[j];
-        if (!v->model) continue;
+        if (!v->model) continue;  // an ensemble has no instances
         for (int x = 0; x < eng_model_n_instances(v->model); x++) {
           eng_instance_stats st;
           eng_model_instance_stats(v->model, x, &st);
@@ -414,7 +414,7 @@ static void metrics_throughput(srv_server *s, sbuf *b) {
       srv_model *md = srv_registry_model_at(s->reg, i);
       for (size_t j = 0; j < md->n_versions; j++) {
         srv_version *v = &md->versions[j];
-        if (!v->model) continue;
+        if (!srv_version_ready(v)) continue;
         prof_window *w = k ? &v->stats.win_rows : &v->stats.win_requests;
         sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %.6g\n", names[k], md->name, v->version_str,
                   prof_window_rate(w, now, THROUGHPUT_WINDOW_S));
@@ -444,7 +444,7 @@ static void dashboard_json(srv_server *s, sbuf *b) {
     srv_model *m = srv_registry_model_at(s->reg, i);
     for (size_t j = 0; j < m->n_versions; j++) {
       srv_version *v = &m->versions[j];
-      if (!v->model) continue;
+      if (!srv_version_ready(v)) continue;
       srv_stats *st = &v->stats;
       uint64_t ok = atomic_load(&st->success.count);
       double rps = prof_window_rate(&st->win_requests, now, THROUGHPUT_WINDOW_S);

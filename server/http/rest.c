@@ -466,7 +466,8 @@ static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_re
 }
 
 // POST /v2/repository/models/{m}/load|unload, Triton's body: {"parameters":
-// {"config": "..."}}, the config override (JSON as Triton takes it, or
+// {"config": "..."}} for a load, {"parameters": {"unload_dependents": true}}
+// for an unload; the config override (JSON as Triton takes it, or
 // config.pbtxt text; the load refuses any other parameter, e.g. "file:..."
 // model contents, as gRPC does); an empty body loads as the repository has
 // it. Run as the gRPC methods' local calls: the load runs on the model
@@ -484,7 +485,7 @@ static void route_control(srv_rest *r, const srv_http_request *req, srv_http_res
     return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
   srv_json js = {0};
   const cJSON *params = NULL;
-  if (load && req->body && req->body_len) {
+  if (req->body && req->body_len) {
     err je = {0};
     if (srv_jsonmem_parse(r->s->jsonmem, req->body, req->body_len, &js, &je) != 0 && je.code != ERR_INVALID_ARGUMENT)
       return srv_rest__json_refused(resp, &je);
@@ -494,8 +495,9 @@ static void route_control(srv_rest *r, const srv_http_request *req, srv_http_res
     if (!body || (params && !cJSON_IsObject(params)) || (cfg && !cJSON_IsString(cfg))) {
       srv_json_free(&js);
       return srv_rest__set_error(resp, 400,
-                                 "the load body must be JSON: {\"parameters\": {\"config\": \"<the config as JSON, or "
-                                 "config.pbtxt text>\"}}");
+                                 load ? "the load body must be JSON: {\"parameters\": {\"config\": \"<the config as JSON, "
+                                        "or config.pbtxt text>\"}}"
+                                      : "the unload body must be JSON: {\"parameters\": {\"unload_dependents\": true}}");
     }
   }
   if (load) {
@@ -538,6 +540,19 @@ static void route_control(srv_rest *r, const srv_http_request *req, srv_http_res
   } else {
     Inference__RepositoryModelUnloadRequest q = INFERENCE__REPOSITORY_MODEL_UNLOAD_REQUEST__INIT;
     q.model_name = model;
+    // Triton's one unload parameter: unload_dependents (the ensembles naming the model go too)
+    const cJSON *dep = params ? cJSON_GetObjectItemCaseSensitive(params, "unload_dependents") : NULL;
+    Inference__ModelRepositoryParameter v = INFERENCE__MODEL_REPOSITORY_PARAMETER__INIT;
+    Inference__RepositoryModelUnloadRequest__ParametersEntry pe = INFERENCE__REPOSITORY_MODEL_UNLOAD_REQUEST__PARAMETERS_ENTRY__INIT;
+    Inference__RepositoryModelUnloadRequest__ParametersEntry *pes[1] = {&pe};
+    if (cJSON_IsBool(dep)) {
+      v.parameter_choice_case = INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+      v.bool_param = cJSON_IsTrue(dep);
+      pe.key = (char *)"unload_dependents";
+      pe.value = &v;
+      q.n_parameters = 1;
+      q.parameters = pes;
+    }
     call_pb(r, req, resp, K_CONTROL, SVC "RepositoryModelUnload", &q.base);
   }
   srv_json_free(&js);

@@ -210,6 +210,8 @@ static void check(const char *ans, size_t n) {
 static void restore(int reload) {
   err e = {0};
   if (reload && srv_control_load(g_fix.srv.control, "fuzz", NULL, &e) != 0) fail(e.msg, "(reloading fuzz)");
+  // the ensemble over fuzz too: an unload with unload_dependents takes it away (no engine: cheap)
+  if (reload && srv_control_load(g_fix.srv.control, "fuzz_ens", NULL, &e) != 0) fail(e.msg, "(reloading fuzz_ens)");
   srv_shm_info *info;
   size_t n;
   if (srv_shm_status(g_fix.srv.shm, NULL, &info, &n, &e) != 0) return;

@@ -104,6 +104,7 @@ dynamic_batching { priority_levels: 2 default_priority_level: 1 }
     stream_seeds(out)
     rest_seeds()
     string_seeds()
+    ensemble_seeds()
 
 
 def string_seeds():
@@ -243,6 +244,35 @@ def stream_seeds(infer_dir):
     r2.outputs.add().name = "nothere"
     write(os.path.join(out, "errors"), stream(b"\xff\x00\x01", b"", r.SerializeToString(), broken,
                                               r2.SerializeToString(), seed["typed"]))
+
+
+def ensemble_seeds():
+    """An ensemble over fuzz (fuzz_ens: X -> x, IDS -> ids, y -> Y), so a request to an ensemble is checked
+    against its config's tensors (server/core/ensemble_plan.h) and the REST unload_dependents form has a seed."""
+    import json
+    write(os.path.join(HERE, "repo", "fuzz_ens", "1", ".keep"), b"")
+    write(os.path.join(HERE, "repo", "fuzz_ens", "config.pbtxt"), b"""name: "fuzz_ens"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] },
+        { name: "IDS" data_type: TYPE_INT64 dims: [ -1 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] } ]
+ensemble_scheduling { step [ { model_name: "fuzz" model_version: -1
+  input_map { key: "x" value: "X" } input_map { key: "ids" value: "IDS" }
+  output_map { key: "y" value: "Y" } } ] }
+""")
+    R = service_pb2.ModelInferRequest
+    r = R(model_name="fuzz_ens", id="ens")
+    for name, dt, shape, arr in (("X", "FP32", [2, 4], np.arange(8, dtype=np.float32)),
+                                 ("IDS", "INT64", [2, 3], np.arange(6, dtype=np.int64))):
+        t = r.inputs.add()
+        t.name, t.datatype = name, dt
+        t.shape.extend(shape)
+        r.raw_input_contents.append(arr.tobytes())
+    r.outputs.add().name = "Y"
+    write(os.path.join(HERE, "corpus", "infer", "ensemble"), r.SerializeToString())
+    body = json.dumps({"parameters": {"unload_dependents": True}}, separators=(",", ":")).encode()
+    write(os.path.join(HERE, "corpus", "rest", "unload_dependents"), bytes([4, 0, 0]) + body)
 
 
 def rest_seeds():

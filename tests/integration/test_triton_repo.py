@@ -1,8 +1,8 @@
 """Triton's clients against a repository shaped like Triton's example one (issue 33), through gRPC and HTTP as
 tritonclient users do: the model repository extension in explicit mode (an index of every model, loaded or
 not; load, JSON config override, unload, unknown names), the error words Triton's clients test for, and models
-inferd cannot serve (sequence batching, an ensemble, a Python model) refused for what they are while the
-others keep serving.
+inferd cannot serve (a Python model) refused for what it is while the others keep serving, and an ensemble
+loaded with its composing model as Triton loads one in explicit mode.
 
 The steps follow what Triton's simple_{grpc,http}_model_control.py examples check; the models are our own."""
 
@@ -18,7 +18,7 @@ from tritonclient.utils import InferenceServerException
 
 import inferd_testlib as lib
 
-# the eight models of the repository; only "simple" and "simple_sequence" can load
+# the eight models of the repository; "simple", "simple_sequence" and "ensemble_add" (over simple) can load
 MODELS = ["densenet_onnx", "ensemble_add", "inception_onnx", "simple", "simple_identity", "simple_int8",
           "simple_sequence", "simple_string"]
 
@@ -248,7 +248,6 @@ def test_http_model_control(hc):
 
 
 UNSUPPORTED = {
-    "ensemble_add": "platform 'ensemble' is not supported yet (model 'ensemble_add')",
     "simple_identity": "backend 'python' is not supported",
 }
 
@@ -365,3 +364,24 @@ def test_classification(srv, gc, hc):
         assert status == 400 and words in lib.rest_error(raw), (status, raw)
     md = gc.get_server_metadata()
     assert "classification" in md.extensions, md
+
+
+def test_ensemble_loads_its_member(gc, hc):
+    """Loading the ensemble alone loads its composing model too (Triton's explicit mode); IN feeds both of
+    simple's inputs, so OUT = 2 * IN, over both protocols; the index lists both ready."""
+    gc.unload_model("simple")
+    assert not gc.is_model_ready("simple")
+    gc.load_model("ensemble_add")
+    assert gc.is_model_ready("ensemble_add") and gc.is_model_ready("simple")
+    x = np.arange(16, dtype=np.float32).reshape(1, 16)
+    i = grpcclient.InferInput("IN", [1, 16], "FP32")
+    i.set_data_from_numpy(x)
+    np.testing.assert_array_equal(gc.infer("ensemble_add", [i]).as_numpy("OUT"), 2 * x)
+    h = httpclient.InferInput("IN", [1, 16], "FP32")
+    h.set_data_from_numpy(x)
+    np.testing.assert_array_equal(hc.infer("ensemble_add", [h]).as_numpy("OUT"), 2 * x)
+    assert gc.get_model_metadata("ensemble_add").platform == "ensemble"
+    ix = {(m.name, m.version): m.state for m in gc.get_model_repository_index().models}
+    assert ix[("ensemble_add", "1")] == "READY" and ix[("simple", "1")] == "READY", ix
+    gc.unload_model("ensemble_add")
+    assert not gc.is_model_ready("ensemble_add") and gc.is_model_ready("simple")

@@ -325,7 +325,7 @@ static void test_validate(void) {
   expect_invalid("max_batch_size: 4\n" IO_OK
                  "dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 5 } }",
                  "dynamic_batching.priority_queue_policy key 5 must be in 1..priority_levels (2)");
-  expect_invalid("max_batch_size: 4\n" IO_OK "ensemble_scheduling {}", "ensemble_scheduling is not supported");
+  expect_invalid("max_batch_size: 4\n" IO_OK "ensemble_scheduling {}", "ensemble_scheduling needs platform 'ensemble'");
   // a valid uint64 past what inferd takes: refused saying so, not "negative"
   expect_invalid("max_batch_size: 4\n" IO_OK "dynamic_batching { max_queue_delay_microseconds: 18446744073709551615 }",
                  "max_queue_delay_microseconds 18446744073709551615 is too large: inferd takes at most 3600000000");
@@ -503,10 +503,17 @@ static void test_sequence_batching(void) {
 // What inferd cannot serve is named, every reason at once, before any graph is looked at.
 static void test_check_supported(void) {
   err e = {0};
+  // an ensemble is served (server/core/ensemble_plan.c checks its steps); its platform and its
+  // scheduling come together
   Inference__ModelConfig *c = parse("name: 'ens' platform: 'ensemble' ensemble_scheduling { step [ { model_name: 'x' } ] }");
   if (c) {
+    CHECK_EQ_INT(config_check_supported(c, &e), 0);
+    config_free(c);
+  }
+  c = parse("name: 'ens' platform: 'ensemble' dynamic_batching {}");
+  if (c) {
     CHECK_EQ_INT(config_check_supported(c, &e), ERR_INVALID_ARGUMENT);
-    CHECK_EQ_STR(e.msg, "platform 'ensemble' is not supported yet (model 'ens')");  // said once
+    CHECK_EQ_STR(e.msg, "platform 'ensemble' needs ensemble_scheduling (model 'ens')");
     config_free(c);
   }
   c = parse("name: 'seq' backend: 'python' sequence_batching {} "
