@@ -1,0 +1,54 @@
+"""ONNX's own operator conformance suite (the backend node tests of the installed onnx package) through
+the real server on the CPU: every case of tests/onnx_conformance/expected_pass.txt must still pass.
+
+The whole suite is generated and run (a few seconds: the models are one node each), so a case that
+newly passes is reported too, for expected_pass.txt to take it in; only the expected ones can fail
+the test. tests/onnx_conformance/run.py is the harness (totals and the table of failure reasons).
+"""
+
+import os
+import sys
+
+import onnx
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONF = os.path.join(HERE, "..", "onnx_conformance")
+sys.path.insert(0, CONF)
+
+import gen_cases  # noqa: E402
+import run as conformance  # noqa: E402
+
+# expected_pass.txt was measured with this onnx; another one has other cases (and other data)
+ONNX_VERSION = "1.23.2"
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("onnx_node_tests"))
+    gen_cases.generate(d)
+    return d
+
+
+def test_expected_cases_pass(suite):
+    if onnx.__version__ != ONNX_VERSION:
+        pytest.skip("onnx %s installed; expected_pass.txt is for onnx %s (tests/requirements.txt)"
+                    % (onnx.__version__, ONNX_VERSION))
+    expected = conformance.read_list(os.path.join(CONF, "expected_pass.txt"))
+    runner = conformance.Inferd(suite)
+    results = conformance.run(suite, runner)
+    missing = sorted(expected - set(results))
+    assert not missing, "expected cases the installed onnx does not have: %s" % missing
+    passed = {c for c, (r, _) in results.items() if r is None}
+    crashes = {c: w for c, (r, w) in results.items() if r == "server crash"}
+    regressed = {c: "%s: %s" % results[c] for c in sorted(expected - passed)}
+    new = sorted(passed - expected)
+    print("\nonnx node tests: %d of %d pass (%d expected)" % (len(passed), len(results), len(expected)))
+    if new:
+        print("newly passing (add to tests/onnx_conformance/expected_pass.txt): %d\n  %s"
+              % (len(new), "\n  ".join(new)))
+    assert not crashes, "the server died at: %s" % crashes
+    for rc, bad in runner.exits:
+        assert rc == 0 and not bad, "inferd exit code %r (want 0), sanitizer lines: %r" % (rc, bad[:5])
+    assert not regressed, "%d expected cases fail:\n%s" % (
+        len(regressed), "\n".join("  %s  %s" % (c, w[:300]) for c, w in regressed.items()))
