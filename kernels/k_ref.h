@@ -31,8 +31,14 @@ void k_gelu(float *y, const float *x, size_t n, int approximate);
 
 // The unary math ops selected by enum (ops_act.c); a and b are the op's
 // parameters: HardSigmoid alpha/beta, Clip min/max, unused otherwise.
+// From K_LOG on, FP32 only, one expression each in kernels/elem/k_unop_math.h:
+// Elu alpha (a), Selu alpha and gamma (a, b), Celu alpha, ThresholdedRelu
+// alpha, Shrink lambd and bias (a, b), Swish alpha.
 typedef enum k_unop {
-  K_SQRT, K_EXP, K_NEG, K_ABS, K_RECIP, K_HARD_SIGMOID, K_HARD_SWISH, K_CLIP, K_SIGN
+  K_SQRT, K_EXP, K_NEG, K_ABS, K_RECIP, K_HARD_SIGMOID, K_HARD_SWISH, K_CLIP, K_SIGN,
+  K_LOG, K_SIN, K_COS, K_TAN, K_ASIN, K_ACOS, K_ATAN, K_SINH, K_COSH, K_ASINH, K_ACOSH, K_ATANH,
+  K_FLOOR, K_CEIL, K_ROUND, K_SOFTPLUS, K_SOFTSIGN, K_ELU, K_SELU, K_CELU, K_THRESHOLDED_RELU,
+  K_MISH, K_SHRINK, K_SWISH
 } k_unop;
 void k_unary_f32(float *y, const float *x, size_t n, k_unop op, float a, float b);
 // int64 for the ops that make sense on shapes (Neg, Abs, Clip, Sign); others copy.

@@ -1,8 +1,10 @@
 // engine/ops/elem/elem.c: the elementwise ops on the CPU, all with numpy
-// broadcasting: Add, Sub, Mul, Div, Mod, Pow, variadic Max/Min; the
+// broadcasting: Add, Sub, Mul, Div, Mod, Pow, variadic Max/Min/Sum/Mean; the
 // activations Relu, LeakyRelu, Sigmoid, Tanh, Erf, Gelu (FP32); Cast between
-// every numeric type; unary math and activations by k_unop (Clip,
-// HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs, Sign, Reciprocal), the
+// every numeric type, CastLike; unary math and activations by k_unop (Clip,
+// HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs, Sign, Reciprocal; Log, the
+// trigonometric and hyperbolic functions, Floor, Ceil, Round, Softplus,
+// Softsign, Mish, Elu, Selu, Celu, ThresholdedRelu, Shrink, Swish), the
 // comparisons (Equal, Less, LessOrEqual, Greater, GreaterOrEqual) and bool
 // logic (And, Or, Xor, Not, IsNaN, IsInf) that attention masks are built
 // from, and Where.
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/ops/elem/elem_internal.h"
 #include "engine/ops/ops_common.h"
 #include "engine/ops/str/str.h"
 #include "engine/cpu/par.h"
@@ -212,6 +215,20 @@ static int parse_cast(const eng_graph *g, const eng_node *n, int opset, eng_op_p
   }
 }
 
+// CastLike: Cast to the type of input 1. Its declared type where the graph
+// gives one (a graph input; a constant's FP16/BF16/FP64 are stored widened,
+// so those and node outputs take the type input 1 has in the plan, FP32 for
+// every float width: no narrow rounding then).
+static int parse_castlike(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)opset, (void)e;
+  p->to = DT_INVALID;
+  if (n->n_in > 1 && n->in[1] >= 0) {
+    const eng_value *v = eng_graph_value(g, (size_t)n->in[1]);
+    if (v->kind == ENG_VALUE_INPUT) p->to = v->dt;
+  }
+  return 0;
+}
+
 int eng_ops_elem_of(dtype t, k_elem *k) {
   switch (t) {
     case DT_FP32: *k = K_F32; return 0;
@@ -239,6 +256,15 @@ static int infer_cast(const eng_op_params *p, const eng_tensor *in, int n_in, en
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Cast from %s", dtype_wire_name(in[0].dt));
   op_set_out(&out[0], eng_ops_cpu_internal_dtype(p->to), in[0].ndims, in[0].dims);
   return 0;
+}
+
+static int infer_castlike(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                          int n_out, err *e) {
+  eng_op_params q = *p;
+  if (q.to == DT_INVALID) q.to = in[1].dt;
+  if (q.to == DT_STRING || in[0].dt == DT_STRING)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: CastLike with STRING (use Cast)");
+  return infer_cast(&q, in, n_in, out, n_out, e);
 }
 
 static int run_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
@@ -271,110 +297,6 @@ static int run_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_
       u &= 0xffff0000u;
       memcpy(&y[i], &u, 4);
     }
-  }
-  return 0;
-}
-
-// --- unary math and activations by k_unop
-
-// FP32 takes every k_unop (k_unary_f32); integers what k_unary_takes says.
-static int infer_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
-                       int n_out, err *e) {
-  (void)n_out;
-  k_elem k = (k_elem)0;  // set by kelem() before use
-  TRY(kelem(in[0].dt, &k, e));
-  if (k != K_F32 && !k_unary_takes(k, (k_unop)p->mode))
-    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
-                   dtype_wire_name(in[0].dt));
-  for (int k = 1; k < n_in; k++) {  // Clip's bounds: scalars of the input's type
-    if (in[k].dt == DT_INVALID) continue;
-    if (in[k].dt != in[0].dt || op_numel(&in[k]) != 1)
-      return err_set(e, ERR_INVALID_ARGUMENT, "%s must be a %s scalar", k == 1 ? "min" : "max",
-                     dtype_wire_name(in[0].dt));
-  }
-  op_set_out(&out[0], in[0].dt, in[0].ndims, in[0].dims);
-  return 0;
-}
-
-static int infer_unary_f32(const eng_op_params *p, const eng_tensor *in, int n_in,
-                           eng_tensor *out, int n_out, err *e) {
-  TRY(eng_ops__need_f32(&in[0], "input", e));
-  return infer_unary(p, in, n_in, out, n_out, e);
-}
-
-// FP32 k_unary_f32 on parts of x split over threads (par.h); elementwise,
-// so the result does not depend on the split.
-typedef struct unary_job {
-  float *y;
-  const float *x;
-  k_unop op;
-  float a, b;
-} unary_job;
-
-static void unary_part(void *ctx, size_t lo, size_t hi) {
-  const unary_job *j = ctx;
-  k_unary_f32(j->y + lo, j->x + lo, hi - lo, j->op, j->a, j->b);
-}
-
-// p->mode holds the k_unop (set by the parse functions below); alpha/beta
-// its parameters, or Clip's attribute bounds before opset 11.
-static int run_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
-                     int n_out, err *e) {
-  (void)n_out;
-  size_t n = op_numel(&in[0]);
-  if (in[0].dt != DT_FP32) {  // an integer type infer_unary checked
-    k_elem k = (k_elem)0;  // set by kelem() before use
-    TRY(kelem(in[0].dt, &k, e));
-    const void *lo = op_given(in, n_in, 1) ? in[1].data : NULL;
-    const void *hi = op_given(in, n_in, 2) ? in[2].data : NULL;
-    if (k_unary(out[0].data, in[0].data, k, n, (k_unop)p->mode, lo, hi) != 0)
-      return err_set(e, ERR_INTERNAL, "no %s kernel for this op", dtype_wire_name(in[0].dt));
-    return 0;
-  }
-  unary_job j = {out[0].data, in[0].data, (k_unop)p->mode, p->alpha, p->beta};
-  if (op_given(in, n_in, 1)) j.a = *(const float *)in[1].data;
-  if (op_given(in, n_in, 2)) j.b = *(const float *)in[2].data;
-  eng_par_for(n, ENG_PAR_GRAIN, unary_part, &j);
-  return 0;
-}
-
-#define PARSE_UNOP(name, op)                                                                    \
-  static int name(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) { \
-    (void)g, (void)n, (void)opset, (void)e;                                                     \
-    p->mode = op;                                                                               \
-    return 0;                                                                                   \
-  }
-PARSE_UNOP(parse_sqrt, K_SQRT)
-PARSE_UNOP(parse_exp, K_EXP)
-PARSE_UNOP(parse_neg, K_NEG)
-PARSE_UNOP(parse_abs, K_ABS)
-PARSE_UNOP(parse_sign, K_SIGN)
-PARSE_UNOP(parse_recip, K_RECIP)
-PARSE_UNOP(parse_hard_swish, K_HARD_SWISH)
-
-static int parse_hard_sigmoid(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
-                              err *e) {
-  (void)g, (void)opset, (void)e;
-  p->mode = K_HARD_SIGMOID;
-  p->alpha = op_attr_float(n, "alpha", 0.2f);
-  p->beta = op_attr_float(n, "beta", 0.5f);
-  return 0;
-}
-
-// Clip: bounds are attributes before opset 11, optional inputs from 11
-// (ReLU6 is Clip(x, 0, 6)); absent bounds do not clip.
-static int parse_clip(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
-  (void)g;
-  p->mode = K_CLIP;
-  if (opset < 11) {
-    if (n->n_in > 1)
-      return err_set(e, ERR_INVALID_ARGUMENT, "Clip before opset 11 takes 1 input, got %d",
-                     n->n_in);
-    p->alpha = op_attr_float(n, "min", -FLT_MAX);
-    p->beta = op_attr_float(n, "max", FLT_MAX);
-  } else {
-    p->alpha = -INFINITY;
-    p->beta = INFINITY;
   }
   return 0;
 }
@@ -459,6 +381,32 @@ static int run_variadic(const eng_op_params *p, const eng_tensor *in, int n_in, 
     if (k_binary(out[0].data, a->data, b->data, t, nd, yd, ad, bd, (k_binop)p->mode) != 0)
       return err_set(e, ERR_INTERNAL, "no %s kernel for this op", dtype_wire_name(in[0].dt));
   }
+  return 0;
+}
+
+// Sum: variadic Add (one input: a copy); Mean: the Sum divided by the count,
+// floats only (FP32 stands for every float width inside a plan).
+PARSE_BINOP(parse_sum, K_ADD)
+
+static int run_sum(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                   int n_out, err *e) {
+  if (n_in > 1) return run_variadic(p, in, n_in, out, n_out, e);
+  if (out[0].data != in[0].data) memmove(out[0].data, in[0].data, op_numel(&in[0]) * dtype_size(in[0].dt));
+  return 0;
+}
+
+static int infer_mean(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  TRY(eng_ops__need_f32(&in[0], "data_0", e));
+  return infer_variadic(p, in, n_in, out, n_out, e);
+}
+
+static int run_mean(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                    int n_out, err *e) {
+  TRY(run_sum(p, in, n_in, out, n_out, e));
+  float *y = out[0].data, inv = 1.0f / (float)n_in;
+  size_t n = op_numel(&out[0]);
+  for (size_t i = 0; i < n; i++) y[i] *= inv;
   return 0;
 }
 
@@ -672,18 +620,45 @@ const eng_op_def eng_ops__elem[] = {
     {"Erf", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_erf, 0, NULL, NULL},
     {"Gelu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_gelu, eng_ops__infer_same_f32, run_gelu, 0, NULL, NULL},
     {"Cast", 1, 1, 1, 1, ENG_OP_ELEMWISE, parse_cast, infer_cast, run_cast, 0, NULL, NULL},
-    {"Clip", 1, 3, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_clip, infer_unary, run_unary, 0, NULL, NULL},
-    {"HardSigmoid", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_hard_sigmoid, infer_unary_f32, run_unary, 0, NULL, NULL},
-    {"HardSwish", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_hard_swish, infer_unary_f32, run_unary, 0, NULL, NULL},
-    {"Sqrt", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sqrt, infer_unary_f32, run_unary, 0, NULL, NULL},
-    {"Exp", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_exp, infer_unary_f32, run_unary, 0, NULL, NULL},
-    {"Reciprocal", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_recip, infer_unary_f32, run_unary, 0, NULL, NULL},
-    {"Neg", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_neg, infer_unary, run_unary, 0, NULL, NULL},
-    {"Abs", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_abs, infer_unary, run_unary, 0, NULL, NULL},
-    {"Sign", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sign, infer_unary, run_unary, 0, NULL, NULL},
+    {"CastLike", 2, 2, 1, 1, 0, parse_castlike, infer_castlike, run_cast, 0, NULL, NULL},
+    {"Clip", 1, 3, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_clip, eng_ops__infer_unary, eng_ops__run_unary, 0, NULL, NULL},
+    {"HardSigmoid", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"HardSwish", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Sqrt", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Exp", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Reciprocal", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Log", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Sin", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Cos", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Tan", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Asin", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Acos", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Atan", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Sinh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Cosh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Asinh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Acosh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Atanh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Floor", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Ceil", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Round", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Softplus", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Softsign", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Mish", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Elu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Selu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Celu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"ThresholdedRelu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Shrink", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Swish", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Neg", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary, eng_ops__run_unary, 0, NULL, NULL},
+    {"Abs", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary, eng_ops__run_unary, 0, NULL, NULL},
+    {"Sign", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary, eng_ops__run_unary, 0, NULL, NULL},
     {"Pow", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_pow, infer_pow, run_pow, 0, NULL, NULL},
     {"Max", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_max, infer_variadic, run_variadic, 0, NULL, NULL},
     {"Min", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_min, infer_variadic, run_variadic, 0, NULL, NULL},
+    {"Sum", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sum, infer_variadic, run_sum, 0, NULL, NULL},
+    {"Mean", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sum, infer_mean, run_mean, 0, NULL, NULL},
     {"Equal", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_eq, infer_compare, run_compare, 0, NULL, NULL},
     {"Less", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_lt, infer_compare, run_compare, 0, NULL, NULL},
     {"LessOrEqual", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_le, infer_compare, run_compare, 0, NULL, NULL},
