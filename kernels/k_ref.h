@@ -149,14 +149,26 @@ void k_pad(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
            const int64_t *begin, const int64_t *ydims, k_padmode mode, const void *value);
 
 // --- reductions over a set of axes (kernels/reduce/k_reduce.c)
-typedef enum k_redop { K_RSUM, K_RMEAN, K_RMAX, K_RMIN } k_redop;
+// From K_RPROD on, FP32 only (k_reduce refuses them on integers): ReduceProd,
+// ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp (the
+// last accumulated as a running log-add-exp, so large inputs never overflow).
+typedef enum k_redop {
+  K_RSUM, K_RMEAN, K_RMAX, K_RMIN, K_RPROD, K_RSUMSQ, K_RL1, K_RL2, K_RLOGSUM, K_RLOGSUMEXP
+} k_redop;
 // reduce[i] != 0 marks the axes reduced; y has x's shape with those dims 1.
 void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, const int *reduce,
                   k_redop op);
-// The same on K_F32 or any integer type (K_INT_TYPES): sums wrap, Mean
-// truncates toward zero. -1 for another type, touching nothing.
+// The same on K_F32 or any integer type (K_INT_TYPES; K_RSUM..K_RMIN and
+// K_RPROD): sums and products wrap, Mean truncates toward zero. -1 for
+// another type or op, touching nothing.
 int k_reduce(void *y, const void *x, k_elem t, int ndim, const int64_t *xdims, const int *reduce,
              k_redop op);
+
+// ArgMax (is_min 0) or ArgMin along one axis of x viewed as [outer, len,
+// inner]: y[o * inner + c] is the index of the first extreme (the last with
+// select_last). Any K_FLOAT_TYPES or K_INT_TYPES type; -1 for another or len 0.
+int k_arg_reduce(int64_t *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner, int is_min,
+                 int select_last);
 
 // --- running sums along one axis (kernels/reduce/k_reduce.c), x viewed as [outer, len, inner]
 // exclusive: element i sums the ones before it (not itself); reverse: the
