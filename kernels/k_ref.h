@@ -75,6 +75,16 @@ void k_binary_i64(int64_t *y, const int64_t *a, const int64_t *b, int ndim, cons
 int k_binary_takes(k_elem t, k_binop op);
 int k_binary(void *y, const void *a, const void *b, k_elem t, int ndim, const int64_t *ydims,
              const int64_t *adims, const int64_t *bdims, k_binop op);
+// Bitwise And/Or/Xor and BitShift (K_SHL, K_SHR: arithmetic on signed
+// types; a negative count or one of the type's width or more gives 0, or -1
+// shifting a negative value right, as numpy) with broadcasting, on any integer k_elem;
+// -1 for another type, touching nothing. k_bitwise_not: BitwiseNot, every
+// byte inverted (any integer type; y may alias x).
+typedef enum k_bitop { K_BAND, K_BOR, K_BXOR, K_SHL, K_SHR } k_bitop;
+int k_bitwise(void *y, const void *a, const void *b, k_elem t, int ndim, const int64_t *ydims,
+              const int64_t *adims, const int64_t *bdims, k_bitop op);
+void k_bitwise_not(void *y, const void *x, size_t bytes);
+
 // Pow of a base of type ta by an exponent of another type tb (ONNX's Pow
 // types them apart): y (of type ta) = pow(a, b) computed in double, each
 // operand and the result converted by k_cast's rules. -1 for F16 or BOOL.

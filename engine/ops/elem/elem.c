@@ -7,7 +7,8 @@
 // Softsign, Mish, Elu, Selu, Celu, ThresholdedRelu, Shrink, Swish), the
 // comparisons (Equal, Less, LessOrEqual, Greater, GreaterOrEqual) and bool
 // logic (And, Or, Xor, Not, IsNaN, IsInf) that attention masks are built
-// from, and Where.
+// from, and Where; BitShift and BitwiseAnd/Or/Xor/Not on the integer types
+// (CPU only).
 // Element types: the arithmetic, the comparisons, Neg/Abs/Sign/Clip take
 // every type ONNX defines them for, through the typed kernels of
 // kernels/elem (one body per op family, expanded per type: k_binary,
@@ -450,6 +451,59 @@ static int run_pow(const eng_op_params *p, const eng_tensor *in, int n_in, eng_t
   return 0;
 }
 
+// --- BitwiseAnd/Or/Xor, BitShift, BitwiseNot: integer types (k_bitwise)
+
+static int parse_bitshift(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  const char *d = op_attr_str(n, "direction", "");
+  if (strcmp(d, "LEFT") == 0) p->mode = K_SHL;
+  else if (strcmp(d, "RIGHT") == 0) p->mode = K_SHR;
+  else return err_set(e, ERR_INVALID_ARGUMENT, "direction must be LEFT or RIGHT, got '%s'", d);
+  return 0;
+}
+PARSE_BINOP(parse_bitand, K_BAND)
+PARSE_BINOP(parse_bitor, K_BOR)
+PARSE_BINOP(parse_bitxor, K_BXOR)
+
+static int need_int(const eng_tensor *t, err *e) {
+  k_elem k = K_F32;
+  if (t->dt == DT_FP16 || eng_ops_elem_of(t->dt, &k) != 0 || k == K_F32 || k == K_F64 || k == K_BOOL)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s (integers only)", dtype_wire_name(t->dt));
+  return 0;
+}
+
+static int infer_bitwise(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)p, (void)n_out;
+  TRY(need_int(&in[0], e));
+  if (n_in > 1 && in[1].dt != in[0].dt)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input types differ: %s vs %s", dtype_wire_name(in[0].dt),
+                   dtype_wire_name(in[1].dt));
+  eng_tensor y;
+  TRY(bcast_all(in, n_in, &y, e));
+  op_set_out(&out[0], in[0].dt, y.ndims, y.dims);
+  return 0;
+}
+
+static int run_bitwise(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  int nd = pad3(in, &out[0], yd, ad, bd);
+  k_elem k = (k_elem)0;  // set by kelem() before use
+  TRY(kelem(in[0].dt, &k, e));
+  if (k_bitwise(out[0].data, in[0].data, in[1].data, k, nd, yd, ad, bd, (k_bitop)p->mode) != 0)
+    return err_set(e, ERR_INTERNAL, "no bitwise kernel for %s", dtype_wire_name(in[0].dt));
+  return 0;
+}
+
+static int run_bitnot(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out, (void)e;
+  k_bitwise_not(out[0].data, in[0].data, op_numel(&in[0]) * dtype_size(in[0].dt));
+  return 0;
+}
+
 // --- comparisons and logic: bool results
 
 PARSE_BINOP(parse_eq, K_EQ)
@@ -659,6 +713,11 @@ const eng_op_def eng_ops__elem[] = {
     {"Min", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_min, infer_variadic, run_variadic, 0, NULL, NULL},
     {"Sum", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sum, infer_variadic, run_sum, 0, NULL, NULL},
     {"Mean", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sum, infer_mean, run_mean, 0, NULL, NULL},
+    {"BitShift", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_bitshift, infer_bitwise, run_bitwise, 0, NULL, NULL},
+    {"BitwiseAnd", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_bitand, infer_bitwise, run_bitwise, 0, NULL, NULL},
+    {"BitwiseOr", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_bitor, infer_bitwise, run_bitwise, 0, NULL, NULL},
+    {"BitwiseXor", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_bitxor, infer_bitwise, run_bitwise, 0, NULL, NULL},
+    {"BitwiseNot", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_bitwise, run_bitnot, 0, NULL, NULL},
     {"Equal", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_eq, infer_compare, run_compare, 0, NULL, NULL},
     {"Less", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_lt, infer_compare, run_compare, 0, NULL, NULL},
     {"LessOrEqual", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_le, infer_compare, run_compare, 0, NULL, NULL},
