@@ -263,6 +263,15 @@ void k_attn_ref(float *o, const float *q, const float *kt, const float *v, const
 // bias may be NULL.
 void k_layer_norm(float *y, const float *x, const float *scale, const float *bias, size_t rows,
                   size_t cols, float eps);
+// RMSNormalization: each row divided by the root of its mean square (plus
+// eps), times scale (cols elements); sums in double. y may alias x.
+void k_rms_norm(float *y, const float *x, const float *scale, size_t rows, size_t cols, float eps);
+// GroupNormalization on x viewed as [n, c, spatial]: each of a sample's
+// `groups` runs of c / groups channels normalised by its own mean and
+// variance (double sums, centred), then scaled and shifted per channel
+// (scale, bias: c elements). InstanceNormalization is groups == c. y may alias x.
+void k_group_norm(float *y, const float *x, const float *scale, const float *bias, size_t n, size_t c,
+                  size_t groups, size_t spatial, float eps);
 // BatchNormalization (inference) on x viewed as [n, c, spatial].
 void k_batch_norm(float *y, const float *x, const float *scale, const float *bias,
                   const float *mean, const float *var, size_t n, size_t c, size_t spatial,

@@ -1,4 +1,4 @@
-// kernels/norm/k_norm.c: layer normalisation and inference-time batch
+// kernels/norm/k_norm.c: layer, RMS, group (and instance) normalisation and inference-time batch
 // normalisation. Layer norm takes the mean first and the variance of the
 // centred values second (two passes, double accumulation), which stays
 // accurate when the mean is large compared with the spread.
@@ -25,6 +25,38 @@ void k_layer_norm(float *y, const float *x, const float *scale, const float *bia
       double v = (xr[j] - mean) * inv_std * scale[j];
       if (bias) v += bias[j];
       yr[j] = (float)v;
+    }
+  }
+}
+
+void k_rms_norm(float *y, const float *x, const float *scale, size_t rows, size_t cols, float eps) {
+  if (cols == 0) return;
+  for (size_t r = 0; r < rows; r++) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    double ss = 0.0;
+    for (size_t j = 0; j < cols; j++) ss += (double)xr[j] * xr[j];
+    double inv = 1.0 / sqrt(ss / (double)cols + (double)eps);
+    for (size_t j = 0; j < cols; j++) yr[j] = (float)(xr[j] * inv * scale[j]);
+  }
+}
+
+void k_group_norm(float *y, const float *x, const float *scale, const float *bias, size_t n, size_t c,
+                  size_t groups, size_t spatial, float eps) {
+  size_t cg = c / groups, len = cg * spatial;
+  if (len == 0) return;
+  for (size_t i = 0; i < n * groups; i++) {
+    const float *xg = x + i * len;
+    float *yg = y + i * len;
+    double s = 0.0, ss = 0.0;
+    for (size_t j = 0; j < len; j++) s += xg[j];
+    double mean = s / (double)len;
+    for (size_t j = 0; j < len; j++) ss += (xg[j] - mean) * (xg[j] - mean);
+    double inv_std = 1.0 / sqrt(ss / (double)len + (double)eps);
+    for (size_t k = 0; k < cg; k++) {
+      size_t ch = (i % groups) * cg + k;
+      for (size_t j = k * spatial; j < (k + 1) * spatial; j++)
+        yg[j] = (float)((xg[j] - mean) * inv_std * scale[ch] + bias[ch]);
     }
   }
 }

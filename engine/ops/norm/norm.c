@@ -1,12 +1,15 @@
 // engine/ops/norm/norm.c: the normalisations on the CPU: Softmax and
 // LogSoftmax (before opset 13 the input is coerced to 2-D),
-// LayerNormalization (with its optional Mean and InvStdDev outputs) and
+// LayerNormalization (with its optional Mean and InvStdDev outputs),
+// RMSNormalization, InstanceNormalization, GroupNormalization (CPU only) and
 // BatchNormalization (inference only; a BatchNormalization after a Conv is
 // folded into it at load), through the reference kernels. Their CUDA path is
 // norm_cuda.c.
 #include "engine/ops/norm/norm.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "engine/ops/ops_common.h"
 #include "kernels/k_ref.h"
@@ -137,6 +140,91 @@ static int run_layernorm(const eng_op_params *p, const eng_tensor *in, int n_in,
   return 0;
 }
 
+// RMSNormalization (opset 23): LayerNormalization's axis and epsilon, no
+// centring, no bias; Scale has the normalized shape.
+static int infer_rmsnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  TRY(eng_ops__need_f32(&in[0], "X", e));
+  TRY(eng_ops__need_f32(&in[1], "scale", e));
+  int r = in[0].ndims;
+  if (r == 0) return err_set(e, ERR_INVALID_ARGUMENT, "X must have rank >= 1");
+  int64_t ax = 0;
+  TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
+  int64_t cols = op_prod(in[0].dims, (int)ax, r);
+  if (eng_numel(in[1].ndims, in[1].dims) != cols)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: scale must have the normalized shape (%lld elements)",
+                   (long long)cols);
+  op_set_out(&out[0], DT_FP32, r, in[0].dims);
+  return 0;
+}
+
+static int run_rmsnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  int r = in[0].ndims;
+  int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
+  size_t rows = (size_t)op_prod(in[0].dims, 0, ax), cols = (size_t)op_prod(in[0].dims, ax, r);
+  if (rows && cols) k_rms_norm(out[0].data, in[0].data, in[1].data, rows, cols, p->eps);
+  return 0;
+}
+
+// --- InstanceNormalization, GroupNormalization (per-channel scale and bias,
+// opset 21; opset 18's per-group ones are spread over their channels)
+
+static int parse_groupnorm(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  p->eps = op_attr_float(n, "epsilon", 1e-5f);
+  // p->axis holds num_groups; 0 for InstanceNormalization: one group per channel
+  p->axis = strcmp(n->op_type, "GroupNormalization") == 0 ? op_attr_int(n, "num_groups", 0) : 0;
+  if (strcmp(n->op_type, "GroupNormalization") == 0 && p->axis <= 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "num_groups must be positive");
+  return 0;
+}
+
+static int infer_groupnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                           int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  TRY(eng_ops__need_f32(&in[0], "X", e));
+  if (in[0].ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "X must have rank >= 2");
+  int64_t c = in[0].dims[1], groups = p->axis ? p->axis : c;
+  if (c % groups != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%lld channels do not split into %lld groups", (long long)c,
+                   (long long)groups);
+  for (int i = 1; i < 3; i++) {
+    TRY(eng_ops__need_f32(&in[i], i == 1 ? "scale" : "B", e));
+    int64_t k = eng_numel(in[i].ndims, in[i].dims);
+    if (k != c && k != groups)
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s must have %lld (channels) elements", i == 1 ? "scale" : "B",
+                     (long long)c);
+  }
+  op_set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_groupnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  const eng_tensor *x = &in[0];
+  size_t n = (size_t)x->dims[0], c = (size_t)x->dims[1], sp = (size_t)op_prod(x->dims, 2, x->ndims);
+  size_t groups = p->axis ? (size_t)p->axis : c;
+  if (!n || !c || !sp) return 0;
+  const float *sb[2] = {in[1].data, in[2].data};
+  float *spread = NULL;
+  if ((size_t)eng_numel(in[1].ndims, in[1].dims) != c || (size_t)eng_numel(in[2].ndims, in[2].dims) != c) {
+    spread = malloc(2 * c * sizeof *spread);  // per-group values, one per channel
+    if (!spread) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    for (int i = 0; i < 2; i++) {
+      size_t k = (size_t)eng_numel(in[i + 1].ndims, in[i + 1].dims);
+      for (size_t ch = 0; ch < c; ch++) spread[i * c + ch] = sb[i][k == c ? ch : ch / (c / groups)];
+      sb[i] = spread + i * c;
+    }
+  }
+  k_group_norm(out[0].data, x->data, sb[0], sb[1], n, c, groups, sp, p->eps);
+  free(spread);
+  return 0;
+}
+
 static int infer_batchnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                            int n_out, err *e) {
   (void)p, (void)n_in, (void)n_out;
@@ -171,6 +259,9 @@ const eng_op_def eng_ops__norm[] = {
     {"Softmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_softmax, 0, NULL, NULL},
     {"LogSoftmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_log_softmax, 0, NULL, NULL},
     {"LayerNormalization", 2, 3, 1, 3, 0, parse_layernorm, infer_layernorm, run_layernorm, 0, NULL, NULL},
+    {"RMSNormalization", 2, 2, 1, 1, ENG_OP_INPLACE, parse_layernorm, infer_rmsnorm, run_rmsnorm, 0, NULL, NULL},
+    {"InstanceNormalization", 3, 3, 1, 1, ENG_OP_INPLACE, parse_groupnorm, infer_groupnorm, run_groupnorm, 0, NULL, NULL},
+    {"GroupNormalization", 3, 3, 1, 1, ENG_OP_INPLACE, parse_groupnorm, infer_groupnorm, run_groupnorm, 0, NULL, NULL},
     {"BatchNormalization", 5, 5, 1, 5, 0, parse_batchnorm, infer_batchnorm, run_batchnorm, 0, NULL, NULL},
 };
 const size_t eng_ops__n_norm = sizeof eng_ops__norm / sizeof eng_ops__norm[0];
