@@ -258,6 +258,34 @@ static inline k_attn_args k_attn_packed(k_attn_args a) {
 void k_attn_ref(float *o, const float *q, const float *kt, const float *v, const float *mask,
                 const k_attn_args *a);
 
+// ONNX's Attention (opset 23+) on contiguous [B, H, S, D] tensors: q is
+// [b, hq, sq, d], k [b, hkv, t, d] and v [b, hkv, t, dv] (the keys and values
+// with any past ones already in front), y [b, hq, sq, dv]; query head h reads
+// key head h / (hq / hkv) (grouped-query attention). Score (i, j) is scale *
+// q_i . k_j (double sums), then softcap * tanh(score / softcap) when softcap
+// > 0, plus the bias: the mask (float, additive, or bool: false is -inf; its
+// element (b, h, i, j) at the strides mask_st, 0 broadcasting; j at or past
+// mask_len is -inf), -inf where causal and j > i + offset, outside the
+// window [i + offset - left, i + offset + right] (-1: unbounded), and where
+// j >= nonpad[b]; offset is offset[b], or offset0 when offset is NULL. A
+// row whose bias is -inf everywhere gives probabilities 0 and y 0. qk (may
+// be NULL; [b, hq, sq, t]) receives the scores after softcap (qk_mode 0, 1),
+// with the bias (2) or the probabilities (3). work: t floats of scratch.
+typedef struct k_attention_args {
+  int64_t b, hq, hkv, sq, t, d, dv;
+  float scale, softcap;
+  const void *mask;
+  int mask_bool;
+  int64_t mask_len, mask_st[4];
+  int causal;
+  const int64_t *offset;
+  int64_t offset0, left, right;
+  const int64_t *nonpad;
+  int qk_mode;
+} k_attention_args;
+void k_attention(float *y, float *qk, const float *q, const float *k, const float *v, float *work,
+                 const k_attention_args *a);
+
 // --- normalisation
 // LayerNormalization over the last `cols` elements of each of `rows` rows;
 // bias may be NULL.
