@@ -300,6 +300,14 @@ void k_rms_norm(float *y, const float *x, const float *scale, size_t rows, size_
 // (scale, bias: c elements). InstanceNormalization is groups == c. y may alias x.
 void k_group_norm(float *y, const float *x, const float *scale, const float *bias, size_t n, size_t c,
                   size_t groups, size_t spatial, float eps);
+// NegativeLogLikelihoodLoss on x (log probabilities) viewed as [n, c, d] and
+// target [n, d]: element (i, k) is -x[i, t, k] * weight[t] (weight NULL: 1),
+// 0 where t == ignore (has_ignore). reduction 0 (none) writes the n*d
+// elements, 1 (sum) and 2 (mean: the sum over the summed weights of the
+// targets not ignored, or over n*d with neither weight nor ignore) one.
+// Returns -1 for a target outside [0, c) that is not ignored (loss partial).
+int k_nll_loss(float *loss, const float *x, const int64_t *target, const float *weight, size_t n, size_t c,
+               size_t d, int has_ignore, int64_t ignore, int reduction);
 // BatchNormalization (inference) on x viewed as [n, c, spatial].
 void k_batch_norm(float *y, const float *x, const float *scale, const float *bias,
                   const float *mean, const float *var, size_t n, size_t c, size_t spatial,

@@ -76,3 +76,27 @@ void k_batch_norm(float *y, const float *x, const float *scale, const float *bia
     }
   }
 }
+
+// --- NegativeLogLikelihoodLoss (and SoftmaxCrossEntropyLoss after a log-softmax)
+
+int k_nll_loss(float *loss, const float *x, const int64_t *target, const float *weight, size_t n, size_t c,
+               size_t d, int has_ignore, int64_t ignore, int reduction) {
+  double sum = 0.0, wsum = 0.0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < d; k++) {
+      int64_t t = target[i * d + k];
+      double w = 0.0, l = 0.0;
+      if (!(has_ignore && t == ignore)) {
+        if (t < 0 || (uint64_t)t >= c) return -1;
+        w = weight ? weight[t] : 1.0;
+        l = -(double)x[(i * c + (size_t)t) * d + k] * w;
+      }
+      if (reduction == 0) loss[i * d + k] = (float)l;
+      sum += l;
+      wsum += w;
+    }
+  if (reduction == 1) loss[0] = (float)sum;
+  // mean: weighted by the gathered weights (0 for ignored targets), as ONNX's reference
+  if (reduction == 2) loss[0] = (float)(weight || has_ignore ? sum / wsum : sum / (double)(n * d));
+  return 0;
+}

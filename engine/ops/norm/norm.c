@@ -225,6 +225,79 @@ static int run_groupnorm(const eng_op_params *p, const eng_tensor *in, int n_in,
   return 0;
 }
 
+// --- NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (inference: the loss
+// value, and SoftmaxCrossEntropyLoss's optional log_prob output)
+
+// p->mode: reduction (0 none, 1 sum, 2 mean); p->has_ints / p->start: ignore_index given / its value.
+static int parse_loss(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  static const char *const names[] = {"none", "sum", "mean", NULL};
+  TRY(eng_ops__enum(op_attr_str(n, "reduction", "mean"), names, "reduction", &p->mode, e));
+  p->has_ints = eng_node_attr(n, "ignore_index") != NULL;
+  p->start = op_attr_int(n, "ignore_index", 0);
+  return 0;
+}
+
+static int infer_loss(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                      err *e) {
+  TRY(eng_ops__need_f32(&in[0], "input", e));
+  const eng_tensor *x = &in[0], *t = &in[1];
+  if (x->ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "input must have rank >= 2");
+  if (t->dt != DT_INT64 && t->dt != DT_INT32)
+    return err_set(e, ERR_INVALID_ARGUMENT, "target must be INT32 or INT64, got %s", dtype_wire_name(t->dt));
+  int ok = t->ndims == x->ndims - 1 && t->dims[0] == x->dims[0];
+  for (int i = 1; ok && i < t->ndims; i++) ok = t->dims[i] == x->dims[i + 1];
+  if (!ok) return err_set(e, ERR_INVALID_ARGUMENT, "target must have input's shape without dim 1");
+  if (op_given(in, n_in, 2)) {
+    TRY(eng_ops__need_f32(&in[2], "weight", e));
+    if (in[2].ndims != 1 || in[2].dims[0] != x->dims[1])
+      return err_set(e, ERR_INVALID_ARGUMENT, "weight must be [C]");
+  }
+  if (p->mode == 0) op_set_out(&out[0], DT_FP32, t->ndims, t->dims);
+  else op_set_out(&out[0], DT_FP32, 0, NULL);
+  if (n_out > 1 && out[1].dt != DT_INVALID) op_set_out(&out[1], DT_FP32, x->ndims, x->dims);
+  return 0;
+}
+
+static int run_loss(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                    err *e) {
+  const eng_tensor *x = &in[0], *t = &in[1];
+  size_t n = (size_t)x->dims[0], c = (size_t)x->dims[1], d = (size_t)op_prod(x->dims, 2, x->ndims);
+  size_t nt = n * d, nx = n * c * d;
+  int sce = p->noop_empty;
+  float *logp = NULL, *tmp = NULL;
+  int64_t *t64 = NULL;
+  const float *src = x->data;
+  if (sce) {  // SoftmaxCrossEntropyLoss: the loss of the log-softmax over dim 1
+    logp = n_out > 1 && out[1].dt != DT_INVALID ? out[1].data : (tmp = malloc((nx ? nx : 1) * sizeof *tmp));
+    if (!logp) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    if (nx) k_log_softmax(logp, x->data, n, c, d);
+    src = logp;
+  }
+  const int64_t *tv = t->data;
+  if (t->dt == DT_INT32) {
+    t64 = malloc((nt ? nt : 1) * sizeof *t64);
+    if (!t64) {
+      free(tmp);
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    for (size_t i = 0; i < nt; i++) t64[i] = ((const int32_t *)t->data)[i];
+    tv = t64;
+  }
+  int rc = k_nll_loss(out[0].data, src, tv, op_given(in, n_in, 2) ? in[2].data : NULL, n, c, d, p->has_ints,
+                      p->start, p->mode);
+  free(tmp);
+  free(t64);
+  if (rc) return err_set(e, ERR_INVALID_ARGUMENT, "a target is outside [0, %zu)", c);
+  return 0;
+}
+
+static int parse_sce(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  TRY(parse_loss(g, n, opset, p, e));
+  p->noop_empty = 1;  // marks SoftmaxCrossEntropyLoss for run_loss
+  return 0;
+}
+
 static int infer_batchnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                            int n_out, err *e) {
   (void)p, (void)n_in, (void)n_out;
@@ -262,6 +335,8 @@ const eng_op_def eng_ops__norm[] = {
     {"RMSNormalization", 2, 2, 1, 1, ENG_OP_INPLACE, parse_layernorm, infer_rmsnorm, run_rmsnorm, 0, NULL, NULL},
     {"InstanceNormalization", 3, 3, 1, 1, ENG_OP_INPLACE, parse_groupnorm, infer_groupnorm, run_groupnorm, 0, NULL, NULL},
     {"GroupNormalization", 3, 3, 1, 1, ENG_OP_INPLACE, parse_groupnorm, infer_groupnorm, run_groupnorm, 0, NULL, NULL},
+    {"NegativeLogLikelihoodLoss", 2, 3, 1, 1, 0, parse_loss, infer_loss, run_loss, 0, NULL, NULL},
+    {"SoftmaxCrossEntropyLoss", 2, 3, 1, 2, 0, parse_sce, infer_loss, run_loss, 0, NULL, NULL},
     {"BatchNormalization", 5, 5, 1, 5, 0, parse_batchnorm, infer_batchnorm, run_batchnorm, 0, NULL, NULL},
 };
 const size_t eng_ops__n_norm = sizeof eng_ops__norm / sizeof eng_ops__norm[0];
