@@ -147,6 +147,19 @@ int k_gather_elements(void *y, const void *x, size_t esz, int ndim, const int64_
 // count from the end. Returns 0, or -1 when an index is out of range.
 int k_gather_nd(void *y, const void *x, size_t esz, size_t batch, int m, const int64_t *d,
                 size_t slice, const void *idx, int idx_i32, size_t n_tuples);
+// ScatterElements (axis) and ScatterND on y, which already holds the data:
+// each update (upd, in idx's order) is written to, or with a reduction
+// combined into (in the element's type: K_F32, K_F64, K_I32, K_I64; -1 for
+// another with a reduction), the element idx names. ScatterElements: idx
+// has idims (ndim dims); the target is idx's position with the axis
+// replaced by the index. ScatterND: n_tuples tuples of m indices (int64, or
+// int32 when idx_i32), each naming a slice of the last ydim - m dims.
+// Negative indices count from the end; -1 for one out of range (y partial).
+typedef enum k_scatter_red { K_SCATTER_NONE, K_SCATTER_ADD, K_SCATTER_MUL, K_SCATTER_MAX, K_SCATTER_MIN } k_scatter_red;
+int k_scatter_elements(void *y, const void *upd, size_t esz, k_elem t, int ndim, const int64_t *ydims, int axis,
+                       const void *idx, int idx_i32, const int64_t *idims, k_scatter_red red);
+int k_scatter_nd(void *y, const void *upd, size_t esz, k_elem t, int ydim, const int64_t *ydims, const void *idx,
+                 int idx_i32, size_t n_tuples, int m, k_scatter_red red);
 // Trilu on x viewed as [batch, rows, cols]: keeps element (i, j) when
 // j - i >= k (upper) or j - i <= k (lower), writes zero bytes elsewhere.
 // y may alias x.

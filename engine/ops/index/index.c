@@ -3,7 +3,8 @@
 // their input's bytes; Transpose and Concat; the shape arithmetic exporters
 // emit around Reshape: Shape, Size, Gather, Slice, ConstantOfShape, Range and
 // Expand; and the index ops transformers' masks and heads need:
-// GatherElements, GatherND, Trilu and Split.
+// GatherElements, GatherND, Trilu and Split; ScatterElements, Scatter and
+// ScatterND live in index_scatter.c (CPU only).
 // The shape arithmetic's results are mostly small int64 tensors computed
 // from input shapes, which the planner folds per input-shape signature
 // (plan.c); they also run as ordinary ops on any element type when their
@@ -928,6 +929,12 @@ static int run_split(const eng_op_params *p, const eng_tensor *in, int n_in, eng
 // --- table
 
 const eng_op_def eng_ops__index[] = {
+    {"ScatterElements", 3, 3, 1, 1, ENG_OP_INPLACE, eng_ops__parse_scatter, eng_ops__infer_scatter_elements,
+     eng_ops__run_scatter_elements, 0, NULL, NULL},
+    {"Scatter", 3, 3, 1, 1, ENG_OP_INPLACE, eng_ops__parse_scatter, eng_ops__infer_scatter_elements,
+     eng_ops__run_scatter_elements, 0, NULL, NULL},
+    {"ScatterND", 3, 3, 1, 1, ENG_OP_INPLACE, eng_ops__parse_scatter, eng_ops__infer_scatter_nd,
+     eng_ops__run_scatter_nd, 0, NULL, NULL},
     {"Flatten", 1, 1, 1, 1, ENG_OP_ALIAS, parse_flatten, infer_flatten, run_view, 0, NULL, NULL},
     {"Reshape", 2, 2, 1, 1, ENG_OP_ALIAS, parse_reshape, infer_reshape, run_view, ENG_IN(1), NULL, NULL},
     {"Squeeze", 1, 2, 1, 1, ENG_OP_ALIAS, parse_squeeze, infer_squeeze, run_view, ENG_IN(1), NULL, NULL},
