@@ -299,7 +299,17 @@ typedef struct k_attention_args {
 void k_attention(float *y, float *qk, const float *q, const float *k, const float *v, float *work,
                  const k_attention_args *a);
 
+// Hardmax: 1 at the first maximum along the axis, 0 elsewhere.
+void k_hardmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner);
+// LpNormalization (p 1 or 2) along the axis; a zero norm gives 0.
+void k_lp_norm(float *y, const float *x, size_t outer, size_t axis_len, size_t inner, int p);
+
 // --- normalisation
+// LRN across the channels of x viewed as [n, c, spatial] (y must not alias x):
+// y = x / (bias + alpha / size * sum of squares over channels
+// [ch - floor((size-1)/2), ch + ceil((size-1)/2)]) ^ beta.
+void k_lrn(float *y, const float *x, size_t n, size_t c, size_t spatial, int64_t size, float alpha, float beta,
+           float bias);
 // LayerNormalization over the last `cols` elements of each of `rows` rows;
 // bias may be NULL.
 void k_layer_norm(float *y, const float *x, const float *scale, const float *bias, size_t rows,

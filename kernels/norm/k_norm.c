@@ -100,3 +100,23 @@ int k_nll_loss(float *loss, const float *x, const int64_t *target, const float *
   if (reduction == 2) loss[0] = (float)(weight || has_ignore ? sum / wsum : sum / (double)(n * d));
   return 0;
 }
+
+// --- LRN: across channels, x viewed as [n, c, spatial]
+
+void k_lrn(float *y, const float *x, size_t n, size_t c, size_t spatial, int64_t size, float alpha, float beta,
+           float bias) {
+  int64_t lo = (size - 1) / 2, hi = size - 1 - lo;  // floor below, ceil above, as ONNX says
+  for (size_t i = 0; i < n; i++)
+    for (size_t ch = 0; ch < c; ch++)
+      for (size_t s = 0; s < spatial; s++) {
+        double sq = 0.0;
+        int64_t from = (int64_t)ch - lo < 0 ? 0 : (int64_t)ch - lo;
+        int64_t to = (int64_t)ch + hi >= (int64_t)c ? (int64_t)c - 1 : (int64_t)ch + hi;
+        for (int64_t k = from; k <= to; k++) {
+          double v = x[(i * c + (size_t)k) * spatial + s];
+          sq += v * v;
+        }
+        size_t at = (i * c + ch) * spatial + s;
+        y[at] = (float)(x[at] / pow((double)bias + (double)alpha / (double)size * sq, (double)beta));
+      }
+}

@@ -1,7 +1,9 @@
 // engine/ops/norm/norm.c: the normalisations on the CPU: Softmax and
 // LogSoftmax (before opset 13 the input is coerced to 2-D),
 // LayerNormalization (with its optional Mean and InvStdDev outputs),
-// RMSNormalization, InstanceNormalization, GroupNormalization (CPU only) and
+// RMSNormalization, InstanceNormalization, GroupNormalization, Hardmax,
+// LpNormalization, LRN, NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+// (CPU only) and
 // BatchNormalization (inference only; a BatchNormalization after a Conv is
 // folded into it at load), through the reference kernels. Their CUDA path is
 // norm_cuda.c.
@@ -62,6 +64,62 @@ static int run_log_softmax(const eng_op_params *p, const eng_tensor *in, int n_i
   size_t o, l, i;
   eng_ops__softmax_dims(p, &in[0], &o, &l, &i);
   if (o && l && i) k_log_softmax(out[0].data, in[0].data, o, l, i);
+  return 0;
+}
+
+// Hardmax (Softmax's axis rules, the 2-D coercion before opset 13 included)
+static int run_hardmax(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                       err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  size_t o, l, i;
+  eng_ops__softmax_dims(p, &in[0], &o, &l, &i);
+  if (o && l && i) k_hardmax(out[0].data, in[0].data, o, l, i);
+  return 0;
+}
+
+// --- LpNormalization (axis, p: 1 or 2), p->mode holds p
+
+static int parse_lpnorm(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  p->axis = op_attr_int(n, "axis", -1);
+  p->legacy = 0;
+  int64_t pp = op_attr_int(n, "p", 2);
+  if (pp != 1 && pp != 2) return err_set(e, ERR_INVALID_ARGUMENT, "p must be 1 or 2, got %lld", (long long)pp);
+  p->mode = (int)pp;
+  return 0;
+}
+
+static int run_lpnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                      err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  size_t o, l, i;
+  eng_ops__softmax_dims(p, &in[0], &o, &l, &i);
+  if (o && l && i) k_lp_norm(out[0].data, in[0].data, o, l, i, p->mode);
+  return 0;
+}
+
+// --- LRN (size, alpha, beta, bias) across the channels of [N, C, ...]
+
+static int parse_lrn(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  p->start = op_attr_int(n, "size", 0);
+  p->alpha = op_attr_float(n, "alpha", 1e-4f);
+  p->beta = op_attr_float(n, "beta", 0.75f);
+  p->eps = op_attr_float(n, "bias", 1.0f);
+  if (p->start < 1) return err_set(e, ERR_INVALID_ARGUMENT, "size must be positive");
+  return 0;
+}
+
+static int infer_lrn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e) {
+  if (in[0].ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "X must have rank >= 2");
+  return eng_ops__infer_same_f32(p, in, n_in, out, n_out, e);
+}
+
+static int run_lrn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  const eng_tensor *x = &in[0];
+  size_t n = (size_t)x->dims[0], c = (size_t)x->dims[1], sp = (size_t)op_prod(x->dims, 2, x->ndims);
+  if (n && c && sp) k_lrn(out[0].data, x->data, n, c, sp, p->start, p->alpha, p->beta, p->eps);
   return 0;
 }
 
@@ -331,6 +389,9 @@ static int run_batchnorm(const eng_op_params *p, const eng_tensor *in, int n_in,
 const eng_op_def eng_ops__norm[] = {
     {"Softmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_softmax, 0, NULL, NULL},
     {"LogSoftmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_log_softmax, 0, NULL, NULL},
+    {"Hardmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_hardmax, 0, NULL, NULL},
+    {"LpNormalization", 1, 1, 1, 1, 0, parse_lpnorm, infer_softmax, run_lpnorm, 0, NULL, NULL},
+    {"LRN", 1, 1, 1, 1, 0, parse_lrn, infer_lrn, run_lrn, 0, NULL, NULL},
     {"LayerNormalization", 2, 3, 1, 3, 0, parse_layernorm, infer_layernorm, run_layernorm, 0, NULL, NULL},
     {"RMSNormalization", 2, 2, 1, 1, ENG_OP_INPLACE, parse_layernorm, infer_rmsnorm, run_rmsnorm, 0, NULL, NULL},
     {"InstanceNormalization", 3, 3, 1, 1, ENG_OP_INPLACE, parse_groupnorm, infer_groupnorm, run_groupnorm, 0, NULL, NULL},
