@@ -304,6 +304,15 @@ void k_hardmax(float *y, const float *x, size_t outer, size_t axis_len, size_t i
 // LpNormalization (p 1 or 2) along the axis; a zero norm gives 0.
 void k_lp_norm(float *y, const float *x, size_t outer, size_t axis_len, size_t inner, int p);
 
+// RotaryEmbedding on x as [b, s, h, d] (heads_first: stored [b, h, s, d]):
+// the first rot dims of each head rotate in pairs (k, k + rot/2), or (2k,
+// 2k + 1) when interleaved, by the angle whose cos and sin are row r of
+// cos_c / sin_c ([rows, rot/2]): r = pos[b * s + i] (checked against
+// max_pos; -1 when out of range), or b * s + i when pos is NULL. The other
+// dims are copied. y may alias x.
+int k_rotary(float *y, const float *x, const float *cos_c, const float *sin_c, const int64_t *pos, int64_t max_pos,
+             int64_t b, int64_t s, int64_t h, int64_t d, int64_t rot, int heads_first, int interleaved);
+
 // --- normalisation
 // LRN across the channels of x viewed as [n, c, spatial] (y must not alias x):
 // y = x / (bias + alpha / size * sum of squares over channels

@@ -132,3 +132,32 @@ void k_attention(float *y, float *qk, const float *q, const float *k, const floa
       }
     }
 }
+
+// --- RotaryEmbedding (opset 23)
+
+int k_rotary(float *y, const float *x, const float *cos_c, const float *sin_c, const int64_t *pos, int64_t max_pos,
+             int64_t b, int64_t s, int64_t h, int64_t d, int64_t rot, int heads_first, int interleaved) {
+  int64_t half = rot / 2;
+  for (int64_t bi = 0; bi < b; bi++)
+    for (int64_t si = 0; si < s; si++) {
+      int64_t row = bi * s + si;
+      if (pos) {
+        row = pos[bi * s + si];
+        if (row < 0 || row >= max_pos) return -1;
+      }
+      const float *c = cos_c + row * half, *sn = sin_c + row * half;
+      for (int64_t hi = 0; hi < h; hi++) {
+        int64_t at = heads_first ? ((bi * h + hi) * s + si) * d : ((bi * s + si) * h + hi) * d;
+        const float *xr = x + at;
+        float *yr = y + at;
+        for (int64_t k = 0; k < half; k++) {
+          int64_t i1 = interleaved ? 2 * k : k, i2 = interleaved ? 2 * k + 1 : k + half;
+          float x1 = xr[i1], x2 = xr[i2];
+          yr[i1] = c[k] * x1 - sn[k] * x2;
+          yr[i2] = sn[k] * x1 + c[k] * x2;
+        }
+        for (int64_t k = rot; k < d; k++) yr[k] = xr[k];
+      }
+    }
+  return 0;
+}

@@ -102,5 +102,10 @@ int eng_ops__infer_onnx_attn(const eng_op_params *p, const eng_tensor *in, int n
                              err *e);
 int eng_ops__run_onnx_attn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                            err *e);
+int eng_ops__parse_rotary(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_rotary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                          err *e);
+int eng_ops__run_rotary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                        err *e);
 
 #endif

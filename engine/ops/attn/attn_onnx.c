@@ -6,6 +6,7 @@
 // outputs, nonpad_kv_seqlen, is_causal (bottom-right aligned to the cache),
 // sliding windows, softcap, scale, and the qk_matmul_output of every mode.
 // softmax_precision is accepted and ignored: the softmax runs in double.
+// RotaryEmbedding (opset 23) too, through k_rotary.
 // attn.c's table lists it beside the fused inferd.Attention; no CUDA path yet.
 #include <math.h>
 #include <stdlib.h>
@@ -204,5 +205,71 @@ int eng_ops__run_onnx_attn(const eng_op_params *p, const eng_tensor *in, int n_i
   }
   free(work);
   free(off);
+  return 0;
+}
+
+// --- RotaryEmbedding: p->upper: interleaved; p->ints[0]: num_heads, [1]: rotary_embedding_dim
+
+int eng_ops__parse_rotary(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  p->upper = op_attr_int(n, "interleaved", 0) != 0;
+  p->ints[0] = op_attr_int(n, "num_heads", 0);
+  p->ints[1] = op_attr_int(n, "rotary_embedding_dim", 0);
+  p->n_ints = 2;
+  return 0;
+}
+
+typedef struct rot_dims {
+  int64_t b, s, h, d, rot, rows;
+} rot_dims;
+
+static int rot_dims_of(const eng_op_params *p, const eng_tensor *in, int n_in, rot_dims *r, err *e) {
+  const eng_tensor *x = &in[0], *c = &in[1], *sn = &in[2];
+  TRY(eng_ops__need_f32(x, "input", e));
+  TRY(eng_ops__need_f32(c, "cos_cache", e));
+  TRY(eng_ops__need_f32(sn, "sin_cache", e));
+  if (x->ndims == 4) {
+    r->b = x->dims[0], r->h = x->dims[1], r->s = x->dims[2], r->d = x->dims[3];
+  } else if (x->ndims == 3) {
+    r->b = x->dims[0], r->s = x->dims[1], r->h = p->ints[0];
+    if (r->h <= 0 || x->dims[2] % r->h) return err_set(e, ERR_INVALID_ARGUMENT, "3-D input needs num_heads dividing its hidden size");
+    r->d = x->dims[2] / r->h;
+  } else {
+    return err_set(e, ERR_INVALID_ARGUMENT, "input must be 3-D or 4-D");
+  }
+  r->rot = p->ints[1] > 0 ? p->ints[1] : r->d;
+  if (r->rot > r->d || r->rot % 2) return err_set(e, ERR_INVALID_ARGUMENT, "rotary_embedding_dim must be even and <= the head size");
+  int pos = op_given(in, n_in, 3);
+  if (c->ndims != sn->ndims || eng_numel(c->ndims, c->dims) != eng_numel(sn->ndims, sn->dims) || c->ndims < 2 ||
+      c->dims[c->ndims - 1] != r->rot / 2)
+    return err_set(e, ERR_INVALID_ARGUMENT, "cos_cache and sin_cache must be alike, with rotary_embedding_dim/2 columns");
+  if (pos) {
+    if (in[3].dt != DT_INT64 || eng_numel(in[3].ndims, in[3].dims) != r->b * r->s || c->ndims != 2)
+      return err_set(e, ERR_INVALID_ARGUMENT, "position_ids must be INT64 [batch, sequence] with 2-D caches");
+    r->rows = c->dims[0];
+  } else if (c->ndims != 3 || c->dims[0] != r->b || c->dims[1] != r->s) {
+    return err_set(e, ERR_INVALID_ARGUMENT, "without position_ids the caches must be [batch, sequence, rot/2]");
+  }
+  return 0;
+}
+
+int eng_ops__infer_rotary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                          err *e) {
+  (void)n_out;
+  rot_dims r;
+  TRY(rot_dims_of(p, in, n_in, &r, e));
+  op_set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+int eng_ops__run_rotary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                        err *e) {
+  (void)n_out;
+  rot_dims r;
+  TRY(rot_dims_of(p, in, n_in, &r, e));
+  const int64_t *pos = op_given(in, n_in, 3) ? in[3].data : NULL;
+  if (k_rotary(out[0].data, in[0].data, in[1].data, in[2].data, pos, r.rows, r.b, r.s, r.h, r.d, r.rot,
+               in[0].ndims == 4, p->upper) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "a position id is outside the caches' %lld rows", (long long)r.rows);
   return 0;
 }
