@@ -118,6 +118,31 @@ void k_isnan(uint8_t *y, const float *x, size_t n);
 // IsInf: +inf counts when pos, -inf when neg.
 void k_isinf(uint8_t *y, const float *x, size_t n, int neg, int pos);
 
+// --- linear quantization (kernels/elem/k_quant.c)
+// x viewed as [outer, len, inner], len along the quantization axis; the
+// scale (and zero point) has one element (per tensor), len (per_axis), or
+// [outer, ceil(len / block), inner] (block > 0).
+typedef struct k_quant_layout {
+  size_t outer, len, inner;
+  int per_axis;
+  size_t block;
+} k_quant_layout;
+// The integer types quantized values may have: K_I8, K_U8, K_I16, K_U16, K_I32, K_U32.
+int k_quant_takes(k_elem t);
+// y = (x - zp) * scale (zp: x's type, or NULL for 0). -1 for a type k_quant_takes refuses.
+int k_dequantize(float *y, const void *x, k_elem xt, const float *scale, const void *zp, const k_quant_layout *l);
+// y = saturate(round_half_even(x / scale) + zp) in yt (zp: yt's type, or NULL).
+int k_quantize(void *y, k_elem yt, const float *x, const float *scale, const void *zp, const k_quant_layout *l);
+// DynamicQuantizeLinear: UINT8 y, scale = (max(x, 0) - min(x, 0)) / 255, zp = saturate(round(-min / scale)).
+void k_dynamic_quantize(uint8_t *y, float *scale, uint8_t *zp, const float *x, size_t n);
+// batch products of a [m, k] (each batch at a_bstride elements; 0
+// broadcasts) by b [k, n]: sum of (a - a_zp)(b - b_zp), stored exactly in
+// K_I32 when mul is 0 (MatMulInteger), else saturate(round(sum * mul) +
+// y_zp) in yt (QLinearMatMul). -1 for a type k_quant_takes refuses.
+int k_matmul_int(void *y, k_elem yt, const void *a, k_elem at, const void *b, k_elem bt, double a_zp, double b_zp,
+                 size_t batch, size_t a_bstride, size_t b_bstride, size_t m, size_t k, size_t n, double mul,
+                 double y_zp);
+
 // --- broadcasting copies of any element size (kernels/index/k_index.c); shapes as for k_binary_f32
 // y = cond ? a : b
 void k_where(void *y, const uint8_t *cond, const void *a, const void *b, size_t esz, int ndim,

@@ -8,7 +8,9 @@
 // comparisons (Equal, Less, LessOrEqual, Greater, GreaterOrEqual) and bool
 // logic (And, Or, Xor, Not, IsNaN, IsInf) that attention masks are built
 // from, and Where; BitShift and BitwiseAnd/Or/Xor/Not on the integer types
-// (CPU only).
+// (CPU only). The unary ops by k_unop live in elem_unary.c, linear
+// quantization (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
+// MatMulInteger, QLinearMatMul; CPU only) in elem_quant.c.
 // Element types: the arithmetic, the comparisons, Neg/Abs/Sign/Clip take
 // every type ONNX defines them for, through the typed kernels of
 // kernels/elem (one body per op family, expanded per type: k_binary,
@@ -718,6 +720,11 @@ const eng_op_def eng_ops__elem[] = {
     {"BitwiseOr", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_bitor, infer_bitwise, run_bitwise, 0, NULL, NULL},
     {"BitwiseXor", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_bitxor, infer_bitwise, run_bitwise, 0, NULL, NULL},
     {"BitwiseNot", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_bitwise, run_bitnot, 0, NULL, NULL},
+    {"QuantizeLinear", 2, 3, 1, 1, 0, eng_ops__parse_qdq, eng_ops__infer_quantize, eng_ops__run_quantize, 0, NULL, NULL},
+    {"DequantizeLinear", 2, 3, 1, 1, 0, eng_ops__parse_qdq, eng_ops__infer_dequantize, eng_ops__run_dequantize, 0, NULL, NULL},
+    {"DynamicQuantizeLinear", 1, 1, 1, 3, 0, op_parse_none, eng_ops__infer_dynquant, eng_ops__run_dynquant, 0, NULL, NULL},
+    {"MatMulInteger", 2, 4, 1, 1, 0, op_parse_none, eng_ops__infer_matmul_int, eng_ops__run_matmul_int, 0, NULL, NULL},
+    {"QLinearMatMul", 8, 8, 1, 1, 0, eng_ops__parse_qlinear_matmul, eng_ops__infer_matmul_int, eng_ops__run_matmul_int, 0, NULL, NULL},
     {"Equal", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_eq, infer_compare, run_compare, 0, NULL, NULL},
     {"Less", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_lt, infer_compare, run_compare, 0, NULL, NULL},
     {"LessOrEqual", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_le, infer_compare, run_compare, 0, NULL, NULL},

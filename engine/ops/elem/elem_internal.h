@@ -17,4 +17,20 @@ int eng_ops__infer_unary_f32(const eng_op_params *p, const eng_tensor *in, int n
 int eng_ops__run_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                        int n_out, err *e);
 
+// Linear quantization (elem_quant.c): QuantizeLinear and DequantizeLinear share parse_qdq;
+// MatMulInteger takes op_parse_none (p->mode 0), QLinearMatMul parse_qlinear_matmul.
+#define ELEM_QUANT_FN(name) \
+  int eng_ops__##name(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ops__parse_qdq(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__parse_qlinear_matmul(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+ELEM_QUANT_FN(infer_quantize)
+ELEM_QUANT_FN(run_quantize)
+ELEM_QUANT_FN(infer_dequantize)
+ELEM_QUANT_FN(run_dequantize)
+ELEM_QUANT_FN(infer_dynquant)
+ELEM_QUANT_FN(run_dynquant)
+ELEM_QUANT_FN(infer_matmul_int)
+ELEM_QUANT_FN(run_matmul_int)
+#undef ELEM_QUANT_FN
+
 #endif
