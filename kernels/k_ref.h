@@ -253,6 +253,16 @@ void k_resize_nearest(void *y, const void *x, size_t esz, int ndim, const int64_
 void k_resize_linear(float *y, const float *x, size_t nc, int64_t ih, int64_t iw, int64_t oh,
                      int64_t ow, float sh, float sw, k_coord c);
 
+// GridSample on x [n, c, xdims...] (nd = 1..3 spatial dims) at the grid
+// [n, ydims..., nd] of normalised coordinates (x first, as ONNX lists
+// them): y [n, c, ydims...]. mode K_GS_NEAREST (halves to even), LINEAR or
+// CUBIC (Keys, a = -0.75, 4 taps a dim); pad K_GS_ZEROS, BORDER or
+// REFLECTION; align: align_corners. As onnx's reference computes it.
+enum { K_GS_NEAREST, K_GS_LINEAR, K_GS_CUBIC };
+enum { K_GS_ZEROS, K_GS_BORDER, K_GS_REFLECTION };
+void k_grid_sample(float *y, const float *x, const float *grid, size_t n, size_t c, int nd, const int64_t *xdims,
+                   const int64_t *ydims, int mode, int pad, int align);
+
 // --- reductions over one axis, the tensor viewed as [outer, axis_len, inner]
 void k_softmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner);
 void k_log_softmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner);

@@ -1,6 +1,7 @@
 // engine/ops/resize/resize.c: spatial ops that change a tensor's extent: Pad
 // (constant/reflect/edge), Resize (nearest with the coordinate modes
-// exporters use, bilinear over the last two dims) and the older Upsample.
+// exporters use, bilinear over the last two dims), the older Upsample, and
+// GridSample (1-3 spatial dims, nearest/linear/cubic, every padding mode; CPU only).
 // Pads, scales and sizes are read at shape inference (host_in). The rules
 // that turn them into kernel arguments are shared with the CUDA side
 // (engine/ops/resize/resize_cuda.c) through engine/ops/resize/resize.h.
@@ -255,7 +256,53 @@ static int run_resize(const eng_op_params *p, const eng_tensor *in, int n_in, en
 
 // --- table
 
+// --- GridSample (opset 16: bilinear/bicubic names; 20: linear/cubic and N-D)
+
+static int parse_grid_sample(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  static const char *const modes[] = {"nearest", "linear", "cubic", "bilinear", "bicubic", NULL};
+  static const char *const pads[] = {"zeros", "border", "reflection", NULL};
+  int m;
+  TRY(eng_ops__enum(op_attr_str(n, "mode", opset >= 20 ? "linear" : "bilinear"), modes, "mode", &m, e));
+  p->mode = m == 3 ? K_GS_LINEAR : m == 4 ? K_GS_CUBIC : m;
+  TRY(eng_ops__enum(op_attr_str(n, "padding_mode", "zeros"), pads, "padding_mode", &p->coord, e));
+  p->upper = op_attr_int(n, "align_corners", 0) != 0;
+  return 0;
+}
+
+static int infer_grid_sample(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                             err *e) {
+  (void)n_in, (void)n_out;
+  const eng_tensor *x = &in[0], *gr = &in[1];
+  TRY(eng_ops__need_f32(x, "X", e));
+  TRY(eng_ops__need_f32(gr, "grid", e));
+  int nd = x->ndims - 2;
+  if (nd < 1 || nd > 3) return err_set(e, ERR_INVALID_ARGUMENT, "X must have 1 to 3 spatial dims");
+  if (p->mode == K_GS_CUBIC && nd != 2) return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: cubic on %d-D", nd);
+  if (gr->ndims != x->ndims || gr->dims[0] != x->dims[0] || gr->dims[gr->ndims - 1] != nd)
+    return err_set(e, ERR_INVALID_ARGUMENT, "grid must be [N, out dims..., %d]", nd);
+  int64_t y[ENG_MAX_DIMS] = {x->dims[0], x->dims[1]};
+  for (int k = 0; k < nd; k++) y[2 + k] = gr->dims[1 + k];
+  op_set_out(&out[0], DT_FP32, x->ndims, y);
+  return 0;
+}
+
+static int run_grid_sample(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                           err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  const eng_tensor *x = &in[0];
+  if (!op_numel(&out[0])) return 0;
+  if (!op_numel(x)) {  // nothing to sample: zeros, as the zeros padding gives
+    memset(out[0].data, 0, op_numel(&out[0]) * sizeof(float));
+    return 0;
+  }
+  k_grid_sample(out[0].data, x->data, in[1].data, (size_t)x->dims[0], (size_t)x->dims[1], x->ndims - 2,
+                x->dims + 2, out[0].dims + 2, p->mode, p->coord, p->upper);
+  return 0;
+}
+
 const eng_op_def eng_ops__resize[] = {
+    {"GridSample", 2, 2, 1, 1, 0, parse_grid_sample, infer_grid_sample, run_grid_sample, 0, NULL, NULL},
     {"Pad", 1, 4, 1, 1, 0, parse_pad, infer_pad, run_pad, ENG_IN(1) | ENG_IN(3), NULL, NULL},
     {"Resize", 1, 4, 1, 1, 0, parse_resize, infer_resize, run_resize,
      ENG_IN(1) | ENG_IN(2) | ENG_IN(3), NULL, NULL},
