@@ -18,6 +18,7 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/gemm/gemm.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index_scatter.c
+  ${CMAKE_CURRENT_LIST_DIR}/index/index_space.c
   ${CMAKE_CURRENT_LIST_DIR}/norm/norm.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce.c
   ${CMAKE_CURRENT_LIST_DIR}/resize/resize.c

@@ -4,7 +4,8 @@
 // emit around Reshape: Shape, Size, Gather, Slice, ConstantOfShape, Range and
 // Expand; and the index ops transformers' masks and heads need:
 // GatherElements, GatherND, Trilu and Split; ScatterElements, Scatter and
-// ScatterND live in index_scatter.c (CPU only).
+// ScatterND live in index_scatter.c, DepthToSpace, SpaceToDepth and EyeLike in
+// index_space.c (CPU only).
 // The shape arithmetic's results are mostly small int64 tensors computed
 // from input shapes, which the planner folds per input-shape signature
 // (plan.c); they also run as ordinary ops on any element type when their
@@ -929,6 +930,10 @@ static int run_split(const eng_op_params *p, const eng_tensor *in, int n_in, eng
 // --- table
 
 const eng_op_def eng_ops__index[] = {
+    {"DepthToSpace", 1, 1, 1, 1, 0, eng_ops__parse_space, eng_ops__infer_space, eng_ops__run_space, 0, NULL, NULL},
+    {"SpaceToDepth", 1, 1, 1, 1, 0, eng_ops__parse_space, eng_ops__infer_space, eng_ops__run_space, 0, NULL, NULL},
+    {"EyeLike", 1, 1, 1, 1, ENG_OP_SHAPE_ONLY, eng_ops__parse_eyelike, eng_ops__infer_eyelike, eng_ops__run_eyelike, 0,
+     NULL, NULL},
     {"ScatterElements", 3, 3, 1, 1, ENG_OP_INPLACE, eng_ops__parse_scatter, eng_ops__infer_scatter_elements,
      eng_ops__run_scatter_elements, 0, NULL, NULL},
     {"Scatter", 3, 3, 1, 1, ENG_OP_INPLACE, eng_ops__parse_scatter, eng_ops__infer_scatter_elements,

@@ -20,5 +20,14 @@ int eng_ops__infer_scatter_nd(const eng_op_params *p, const eng_tensor *in, int 
                               err *e);
 int eng_ops__run_scatter_nd(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                             err *e);
+// DepthToSpace, SpaceToDepth, EyeLike (index_space.c), listed in index.c's table.
+int eng_ops__parse_space(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_space(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ops__run_space(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ops__parse_eyelike(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_eyelike(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                           err *e);
+int eng_ops__run_eyelike(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                         err *e);
 
 #endif
