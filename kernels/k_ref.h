@@ -85,6 +85,10 @@ int k_bitwise(void *y, const void *a, const void *b, k_elem t, int ndim, const i
               const int64_t *adims, const int64_t *bdims, k_bitop op);
 void k_bitwise_not(void *y, const void *x, size_t bytes);
 
+// PRelu: y = x < 0 ? slope * x : x, slope (sdims) broadcast to x (ydims, ndim dims each).
+void k_prelu_f32(float *y, const float *x, const float *slope, int ndim, const int64_t *ydims,
+                 const int64_t *sdims);
+
 // Pow of a base of type ta by an exponent of another type tb (ONNX's Pow
 // types them apart): y (of type ta) = pow(a, b) computed in double, each
 // operand and the result converted by k_cast's rules. -1 for F16 or BOOL.

@@ -405,3 +405,11 @@ void k_bitwise_not(void *y, const void *x, size_t bytes) {
   const unsigned char *px = x;
   for (size_t i = 0; i < bytes; i++) py[i] = (unsigned char)~px[i];
 }
+
+// --- PRelu: y = x < 0 ? slope * x : x, the slope broadcast to x (NaN passes)
+void k_prelu_f32(float *y, const float *x, const float *slope, int ndim, const int64_t *ydims,
+                 const int64_t *sdims) {
+  bplan p;
+  if (!bplan_make(&p, ndim, ydims, ydims, sdims)) return;
+  BCAST_WALK_E(float, y, x, slope, &p, va < 0.0f ? va * vb : va);
+}

@@ -199,6 +199,36 @@ static int run_relu_any(const eng_op_params *p, const eng_tensor *in, int n_in, 
   return 0;
 }
 
+// --- PRelu (floats): the slope broadcasts to X (unidirectionally)
+
+static int infer_prelu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                       err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  TRY(eng_ops__need_f32(&in[0], "X", e));
+  TRY(eng_ops__need_f32(&in[1], "slope", e));
+  int nd;
+  int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
+  if (nd != in[0].ndims || eng_numel(nd, y) != (int64_t)op_numel(&in[0]))
+    return err_set(e, ERR_INVALID_ARGUMENT, "slope must broadcast to X's shape");
+  op_set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_prelu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                     err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  int nd;
+  int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
+  if (nd == 0) {
+    nd = 1;
+    y[0] = bd[0] = 1;
+  }
+  k_prelu_f32(out[0].data, in[0].data, in[1].data, nd, y, bd);
+  return 0;
+}
+
 // --- Cast
 
 static int parse_cast(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
@@ -676,6 +706,7 @@ const eng_op_def eng_ops__elem[] = {
     {"Erf", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_erf, 0, NULL, NULL},
     {"Gelu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_gelu, eng_ops__infer_same_f32, run_gelu, 0, NULL, NULL},
     {"Cast", 1, 1, 1, 1, ENG_OP_ELEMWISE, parse_cast, infer_cast, run_cast, 0, NULL, NULL},
+    {"PRelu", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_prelu, run_prelu, 0, NULL, NULL},
     {"CastLike", 2, 2, 1, 1, 0, parse_castlike, infer_castlike, run_cast, 0, NULL, NULL},
     {"Clip", 1, 3, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_clip, eng_ops__infer_unary, eng_ops__run_unary, 0, NULL, NULL},
     {"HardSigmoid", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
