@@ -352,6 +352,20 @@ void k_lp_norm(float *y, const float *x, size_t outer, size_t axis_len, size_t i
 int k_rotary(float *y, const float *x, const float *cos_c, const float *sin_c, const int64_t *pos, int64_t max_pos,
              int64_t b, int64_t s, int64_t h, int64_t d, int64_t rot, int heads_first, int interleaved);
 
+// Einsum over up to K_EINSUM_MAX_IN operands (kernels/gemm/k_einsum.c): n_labels
+// labels, the n_out output ones first (in the output's order, y row-major
+// over them: out_div[l] is the product of the sizes after l), then the
+// contracted ones; stride[k][l] is operand k's element stride for label l
+// (0 when it lacks the label or broadcasts it; summed over repeats).
+#define K_EINSUM_MAX_IN 4
+#define K_EINSUM_MAX_LABELS 24
+typedef struct k_einsum_plan {
+  int n_in, n_labels, n_out;
+  int64_t size[K_EINSUM_MAX_LABELS], out_div[K_EINSUM_MAX_LABELS];
+  int64_t stride[K_EINSUM_MAX_IN][K_EINSUM_MAX_LABELS];
+} k_einsum_plan;
+void k_einsum(float *y, const float *const *x, const k_einsum_plan *p);
+
 // --- normalisation
 // LRN across the channels of x viewed as [n, c, spatial] (y must not alias x):
 // y = x / (bias + alpha / size * sum of squares over channels
