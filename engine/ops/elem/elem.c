@@ -199,6 +199,111 @@ static int run_relu_any(const eng_op_params *p, const eng_tensor *in, int n_in, 
   return 0;
 }
 
+// --- BitCast: the same bits as another type of the same width. Narrow floats
+// travel as FP32 inside a plan, so FP16/BF16 bits are recovered from (and
+// turned back into) their FP32 values exactly; FP64, computed as FP32, has
+// no bits to keep and is refused.
+
+// The declared type of a node's input k where the graph says it (a graph
+// input), else DT_INVALID.
+static dtype declared_in(const eng_graph *g, const eng_node *n, int k) {
+  if (n->n_in <= k || n->in[k] < 0) return DT_INVALID;
+  const eng_value *v = eng_graph_value(g, (size_t)n->in[k]);
+  return v->kind == ENG_VALUE_INPUT ? v->dt : DT_INVALID;
+}
+
+static int parse_bitcast(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)opset;
+  const eng_attr *a = eng_node_attr(n, "to");
+  if (!a) return err_set(e, ERR_INVALID_ARGUMENT, "attribute 'to' is required");
+  p->to = dtype_from_onnx((int)a->i);
+  p->value_dt = declared_in(g, n, 0);
+  return 0;
+}
+
+static int infer_bitcast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                         err *e) {
+  (void)n_in, (void)n_out;
+  dtype src = p->value_dt != DT_INVALID ? p->value_dt : in[0].dt, dst = p->to;
+  if (src == DT_FP64 || dst == DT_FP64 || src == DT_STRING || dst == DT_STRING || dtype_size(src) == 0 ||
+      dtype_size(dst) == 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: BitCast from %s to %s", dtype_wire_name(src),
+                   dtype_wire_name(dst));
+  if (dtype_size(src) != dtype_size(dst))
+    return err_set(e, ERR_INVALID_ARGUMENT, "BitCast from %s to %s changes the width", dtype_wire_name(src),
+                   dtype_wire_name(dst));
+  op_set_out(&out[0], eng_ops_cpu_internal_dtype(dst), in[0].ndims, in[0].dims);
+  return 0;
+}
+
+// FP32 (a plan's value) <-> the 16 bits of FP16 or BF16.
+static uint16_t narrow_bits(float v, int bf16) {
+  uint16_t h;
+  if (!bf16) {
+    k_f32_to_f16(&h, &v, 1);
+    return h;
+  }
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return (uint16_t)(u >> 16);  // exact: the value came from a BF16
+}
+
+static float widen_bits(uint16_t h, int bf16) {
+  float v;
+  if (!bf16) {
+    k_f16_to_f32(&v, &h, 1);
+    return v;
+  }
+  uint32_t u = (uint32_t)h << 16;
+  memcpy(&v, &u, 4);
+  return v;
+}
+
+static int run_bitcast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                       err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  dtype src = p->value_dt != DT_INVALID ? p->value_dt : in[0].dt, dst = p->to;
+  size_t n = op_numel(&in[0]);
+  int src_narrow = src == DT_FP16 || src == DT_BF16, dst_narrow = dst == DT_FP16 || dst == DT_BF16;
+  for (size_t i = 0; i < n; i++) {
+    uint16_t h;
+    if (src_narrow) h = narrow_bits(((const float *)in[0].data)[i], src == DT_BF16);
+    else if (dst_narrow) memcpy(&h, (const char *)in[0].data + i * 2, 2);
+    if (dst_narrow) ((float *)out[0].data)[i] = widen_bits(h, dst == DT_BF16);
+    else if (src_narrow) memcpy((char *)out[0].data + i * 2, &h, 2);
+  }
+  if (!src_narrow && !dst_narrow && n && out[0].data != in[0].data)
+    memcpy(out[0].data, in[0].data, n * dtype_size(src));
+  return 0;
+}
+
+// --- SwiGLU: a * sigmoid(alpha * a) * b, A and B of one shape (FP32)
+
+static int infer_swiglu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                        err *e) {
+  TRY(eng_ops__need_f32(&in[1], "B", e));
+  if (in[0].ndims != in[1].ndims || eng_numel(in[0].ndims, in[0].dims) != eng_numel(in[1].ndims, in[1].dims))
+    return err_set(e, ERR_INVALID_ARGUMENT, "A and B must have one shape");
+  for (int i = 0; i < in[0].ndims; i++)
+    if (in[0].dims[i] != in[1].dims[i]) return err_set(e, ERR_INVALID_ARGUMENT, "A and B must have one shape");
+  return eng_ops__infer_same_f32(p, in, n_in, out, n_out, e);
+}
+
+static int run_swiglu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                      err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  const float *a = in[0].data, *b = in[1].data;
+  float *y = out[0].data;
+  for (size_t i = 0, n = op_numel(&in[0]); i < n; i++) y[i] = a[i] / (1.0f + expf(-p->alpha * a[i])) * b[i];
+  return 0;
+}
+
+static int parse_swiglu(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  p->alpha = op_attr_float(n, "alpha", 1.0f);
+  return 0;
+}
+
 // --- PRelu (floats): the slope broadcasts to X (unidirectionally)
 
 static int infer_prelu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
@@ -706,6 +811,8 @@ const eng_op_def eng_ops__elem[] = {
     {"Erf", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_erf, 0, NULL, NULL},
     {"Gelu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_gelu, eng_ops__infer_same_f32, run_gelu, 0, NULL, NULL},
     {"Cast", 1, 1, 1, 1, ENG_OP_ELEMWISE, parse_cast, infer_cast, run_cast, 0, NULL, NULL},
+    {"BitCast", 1, 1, 1, 1, ENG_OP_ELEMWISE, parse_bitcast, infer_bitcast, run_bitcast, 0, NULL, NULL},
+    {"SwiGLU", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_swiglu, infer_swiglu, run_swiglu, 0, NULL, NULL},
     {"PRelu", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_prelu, run_prelu, 0, NULL, NULL},
     {"CastLike", 2, 2, 1, 1, 0, parse_castlike, infer_castlike, run_cast, 0, NULL, NULL},
     {"Clip", 1, 3, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_clip, eng_ops__infer_unary, eng_ops__run_unary, 0, NULL, NULL},

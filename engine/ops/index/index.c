@@ -4,7 +4,7 @@
 // emit around Reshape: Shape, Size, Gather, Slice, ConstantOfShape, Range and
 // Expand; and the index ops transformers' masks and heads need:
 // GatherElements, GatherND, Trilu and Split; ScatterElements, Scatter and
-// ScatterND live in index_scatter.c, DepthToSpace, SpaceToDepth and EyeLike in
+// ScatterND live in index_scatter.c, DepthToSpace, SpaceToDepth, ReverseSequence and EyeLike in
 // index_space.c (CPU only).
 // The shape arithmetic's results are mostly small int64 tensors computed
 // from input shapes, which the planner folds per input-shape signature
@@ -932,6 +932,8 @@ static int run_split(const eng_op_params *p, const eng_tensor *in, int n_in, eng
 const eng_op_def eng_ops__index[] = {
     {"DepthToSpace", 1, 1, 1, 1, 0, eng_ops__parse_space, eng_ops__infer_space, eng_ops__run_space, 0, NULL, NULL},
     {"SpaceToDepth", 1, 1, 1, 1, 0, eng_ops__parse_space, eng_ops__infer_space, eng_ops__run_space, 0, NULL, NULL},
+    {"ReverseSequence", 2, 2, 1, 1, 0, eng_ops__parse_revseq, eng_ops__infer_revseq, eng_ops__run_revseq, 0, NULL,
+     NULL},
     {"EyeLike", 1, 1, 1, 1, ENG_OP_SHAPE_ONLY, eng_ops__parse_eyelike, eng_ops__infer_eyelike, eng_ops__run_eyelike, 0,
      NULL, NULL},
     {"ScatterElements", 3, 3, 1, 1, ENG_OP_INPLACE, eng_ops__parse_scatter, eng_ops__infer_scatter_elements,

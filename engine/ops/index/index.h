@@ -29,5 +29,10 @@ int eng_ops__infer_eyelike(const eng_op_params *p, const eng_tensor *in, int n_i
                            err *e);
 int eng_ops__run_eyelike(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                          err *e);
+int eng_ops__parse_revseq(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_revseq(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                          err *e);
+int eng_ops__run_revseq(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                        err *e);
 
 #endif

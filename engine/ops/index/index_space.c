@@ -1,6 +1,6 @@
 // engine/ops/index/index_space.c: DepthToSpace and SpaceToDepth (DCR and CRD
-// modes: a 6-D view of the input transposed by k_transpose, any element type)
-// and EyeLike (ones on the k-th diagonal) on the CPU. index.c's table lists
+// modes: a 6-D view of the input transposed by k_transpose, any element type),
+// ReverseSequence and EyeLike (ones on the k-th diagonal) on the CPU. index.c's table lists
 // them; no CUDA path yet.
 #include <string.h>
 
@@ -97,5 +97,50 @@ int eng_ops__run_eyelike(const eng_op_params *p, const eng_tensor *in, int n_in,
     int64_t j = i + p->start;
     if (j >= 0 && j < c) k_cast(y + (size_t)(i * c + j) * esz, k, &one, K_F64, 1);
   }
+  return 0;
+}
+
+// --- ReverseSequence: p->axis: batch_axis, p->start: time_axis; any element type
+
+int eng_ops__parse_revseq(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  p->axis = op_attr_int(n, "batch_axis", 1);
+  p->start = op_attr_int(n, "time_axis", 0);
+  if (!((p->axis == 0 && p->start == 1) || (p->axis == 1 && p->start == 0)))
+    return err_set(e, ERR_INVALID_ARGUMENT, "batch_axis and time_axis must be 0 and 1 in some order");
+  return 0;
+}
+
+int eng_ops__infer_revseq(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                          err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  if (in[0].ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "input must have rank >= 2");
+  if (eng_elem_size(in[0].dt) == 0) return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(in[0].dt));
+  if (in[1].dt != DT_INT64 || in[1].ndims != 1 || in[1].dims[0] != in[0].dims[p->axis])
+    return err_set(e, ERR_INVALID_ARGUMENT, "sequence_lens must be INT64 [batch]");
+  op_set_out(&out[0], in[0].dt, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+int eng_ops__run_revseq(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                        err *e) {
+  (void)n_in, (void)n_out;
+  const eng_tensor *x = &in[0];
+  size_t esz = eng_elem_size(x->dt), inner = (size_t)op_prod(x->dims, 2, x->ndims) * esz;
+  int64_t nb = x->dims[p->axis], nt = x->dims[p->start];
+  const int64_t *lens = in[1].data;
+  const uint8_t *src = x->data;
+  uint8_t *dst = out[0].data;
+  for (int64_t b = 0; b < nb; b++)
+    if (lens[b] < 0 || lens[b] > nt)
+      return err_set(e, ERR_INVALID_ARGUMENT, "sequence_lens[%lld] = %lld is outside [0, %lld]", (long long)b,
+                     (long long)lens[b], (long long)nt);
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t t = 0; t < nt; t++) {
+      int64_t from = t < lens[b] ? lens[b] - 1 - t : t;
+      // element (b, t) of [batch, time, ...] or [time, batch, ...]
+      size_t yo = (size_t)(p->axis == 0 ? b * nt + t : t * nb + b), xo = (size_t)(p->axis == 0 ? b * nt + from : from * nb + b);
+      memcpy(dst + yo * inner, src + xo * inner, inner);
+    }
   return 0;
 }
