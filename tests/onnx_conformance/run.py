@@ -153,6 +153,17 @@ class Inferd:
     def alive(self):
         return self.srv is not None and self.srv.alive()
 
+    def died(self, exc):
+        """Whether the server is gone after exc: an UNAVAILABLE status (a closed stream, a refused
+        connection) is a server on its way down (a sanitizer still printing its report), so wait
+        for its exit rather than send the next case to it."""
+        if "UNAVAILABLE" in str(exc) and self.alive():
+            try:
+                self.srv.proc.wait(30)
+            except Exception:  # noqa: BLE001 (subprocess.TimeoutExpired: it is alive after all)
+                pass
+        return not self.alive()
+
     def run_case(self, e):
         """(reason or None, detail)."""
         import tritonclient.grpc as grpcclient
@@ -166,7 +177,7 @@ class Inferd:
         try:
             self.client.load_model(model, client_timeout=120)
         except InferenceServerException as x:
-            if not self.alive():
+            if self.died(x):
                 return "server crash", "at load: " + str(x)
             return classify_load(x.message() or str(x)), x.message() or str(x)
         try:
@@ -186,7 +197,7 @@ class Inferd:
             try:
                 res = self.client.infer(model, ins, outputs=outs, client_timeout=120)
             except InferenceServerException as x:
-                if not self.alive():
+                if self.died(x):
                     return "server crash", "at infer: " + str(x)
                 return "request error", x.message() or str(x)
             for name, ref in data["outputs"]:
@@ -201,8 +212,8 @@ class Inferd:
             if self.alive():
                 try:
                     self.client.unload_model(model, client_timeout=60)
-                except InferenceServerException:
-                    pass
+                except InferenceServerException as x:
+                    self.died(x)
 
 
 class Ort:
