@@ -366,6 +366,24 @@ typedef struct k_einsum_plan {
 } k_einsum_plan;
 void k_einsum(float *y, const float *const *x, const k_einsum_plan *p);
 
+// RNN, GRU, LSTM (kernels/gemm/k_rnn.c) with ONNX's default activations: x
+// [seq, batch, input] (batch_first: [batch, seq, input]), w [dirs, G*hidden,
+// input], r [dirs, G*hidden, hidden], bias [dirs, 2*G*hidden] or NULL, peep
+// (LSTM) [dirs, 3*hidden] or NULL, h0/c0 as yh/yc or NULL, lens [batch] or
+// NULL; y [seq, dirs, batch, hidden] ([batch, seq, dirs, hidden]) and yh/yc
+// [dirs, batch, hidden] ([batch, dirs, hidden]), each NULL when not wanted.
+// Gates in ONNX's order (GRU z r h, LSTM i o f c). dirs 2 is bidirectional
+// (direction 1 reversed); reverse reverses direction 0. work: 2*batch*hidden
+// + 5*hidden floats.
+enum { K_RNN_RNN, K_RNN_GRU, K_RNN_LSTM };
+typedef struct k_rnn_args {
+  int kind, reverse, batch_first, linear_before_reset;
+  int64_t seq, batch, input, hidden, dirs;
+  float clip;  // 0: none
+} k_rnn_args;
+void k_rnn(const k_rnn_args *a, float *y, float *yh, float *yc, const float *x, const float *w, const float *r,
+           const float *bias, const float *peep, const float *h0, const float *c0, const int64_t *lens, float *work);
+
 // --- normalisation
 // LRN across the channels of x viewed as [n, c, spatial] (y must not alias x):
 // y = x / (bias + alpha / size * sum of squares over channels
