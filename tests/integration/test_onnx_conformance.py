@@ -52,3 +52,44 @@ def test_expected_cases_pass(suite):
         assert rc == 0 and not bad, "inferd exit code %r (want 0), sanitizer lines: %r" % (rc, bad[:5])
     assert not regressed, "%d expected cases fail:\n%s" % (
         len(regressed), "\n".join("  %s  %s" % (c, w[:300]) for c, w in regressed.items()))
+
+
+def test_recurrent_ops_with_y_against_onnxruntime(tmp_path):
+    """The RNN, GRU and LSTM node tests that omit the first output Y stop at the planner (it wants
+    output 0), so their sequences, peepholes and sequence lengths go unchecked there: the same models
+    with Y named, served by inferd, against onnxruntime on every output."""
+    import dataclasses
+
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import helper
+
+    cases = []
+    for case in gen_cases.collect():
+        node = case.model.graph.node[0] if len(case.model.graph.node) == 1 else None
+        if node is None or node.op_type not in ("RNN", "GRU", "LSTM") or node.output[0]:
+            continue
+        m = onnx.ModelProto()
+        m.CopyFrom(case.model)
+        m.graph.node[0].output[0] = "Y"
+        m.graph.output.insert(0, helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, None))
+        inputs = case.data_sets[0][0]
+        feeds = {vi.name: np.asarray(a) for vi, a in zip(m.graph.input, inputs)}
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        want = sess.run([o.name for o in m.graph.output], feeds)
+        # Y's declared shape, as the harness writes dims from it
+        m.graph.output[0].CopyFrom(helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, list(want[0].shape)))
+        cases.append(dataclasses.replace(case, name=case.name + "_with_y", model=m, data_sets=[(inputs, want)]))
+    assert len(cases) >= 10, [c.name for c in cases]
+    d = str(tmp_path)
+    os.makedirs(os.path.join(d, "repo"))
+    os.makedirs(os.path.join(d, "data"))
+    entries = [gen_cases.write_case(c, os.path.join(d, "repo"), os.path.join(d, "data")) for c in cases]
+    import json
+    with open(os.path.join(d, "cases.json"), "w") as f:
+        json.dump({"onnx": onnx.__version__, "cases": entries}, f)
+    runner = conformance.Inferd(d)
+    results = conformance.run(d, runner)
+    bad = {c: "%s: %s" % r for c, r in results.items() if r[0] is not None}
+    assert not bad, bad
+    assert len(results) == len(cases)
