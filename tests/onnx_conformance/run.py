@@ -91,8 +91,10 @@ def classify_load(msg):
     low = msg.lower()
     if re.search(r"must be known when planning|must be an initializer or constant|graph input", low):
         return "load: parameter as graph input"
-    if re.search(r"element type|must be a \w+ tensor, got|dtype", low):
+    if re.search(r"element type|must be a \w+ tensor, got|dtype|unsupported: bitcast from", low):
         return "load: element type"
+    if re.search(r"\d+ inputs and \d+ outputs, expected", low):
+        return "load: arity (an omitted first output)" if re.search(r"'(rnn|gru|lstm)'", low) else "load: arity"
     if re.search(r"unsupported: (mode|attribute|\w+_mode|training_mode|antialias|.*output)", low):
         return "load: unsupported attribute or mode"
     return "load: other"
@@ -284,7 +286,13 @@ def report(results, out=sys.stdout):
     passed = sum(1 for r, _ in results.values() if r is None)
     print("%d of %d cases pass (%.1f%%)" % (passed, n, 100.0 * passed / max(n, 1)), file=out)
     reasons = collections.Counter(r for r, _ in results.values() if r is not None)
-    groups = collections.Counter(r.split(" op ")[0] if r.startswith("load: unsupported op") else r for r in reasons.elements())
+    def group(r):
+        if r.startswith("load: unsupported op"):
+            return "load: unsupported op"
+        if r.startswith("not servable: element type"):
+            return "not servable: element type with no Triton type"
+        return r
+    groups = collections.Counter(group(r) for r in reasons.elements())
     print("\nfailures by class:", file=out)
     for r, c in groups.most_common():
         print("  %5d  %s" % (c, r), file=out)
