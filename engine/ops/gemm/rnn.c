@@ -110,10 +110,11 @@ int eng_ops__run_rnn(const eng_op_params *p, const eng_tensor *in, int n_in, eng
   for (int64_t b = 0; have_lens && b < a->batch; b++) {
     lens[b] = in[4].dt == DT_INT32 ? ((const int32_t *)in[4].data)[b] : ((const int64_t *)in[4].data)[b];
     if (lens[b] < 0 || lens[b] > a->seq) {
+      int64_t bad = lens[b];  // read before the free below
       free(work);
       free(lens);
       return err_set(e, ERR_INVALID_ARGUMENT, "sequence_lens[%lld] = %lld is outside [0, %lld]", (long long)b,
-                     (long long)lens[b], (long long)a->seq);
+                     (long long)bad, (long long)a->seq);
     }
   }
   float *y = out[0].dt != DT_INVALID ? out[0].data : NULL;
