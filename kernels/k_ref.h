@@ -267,6 +267,11 @@ enum { K_GS_ZEROS, K_GS_BORDER, K_GS_REFLECTION };
 void k_grid_sample(float *y, const float *x, const float *grid, size_t n, size_t c, int nd, const int64_t *xdims,
                    const int64_t *ydims, int mode, int pad, int align);
 
+// Cubic over the last two dims of x viewed as [nc, ih, iw] (Keys' kernel with
+// coefficient a; exclude: exclude_outside), as onnx's reference computes it.
+void k_resize_cubic(float *y, const float *x, size_t nc, int64_t ih, int64_t iw, int64_t oh, int64_t ow, float sh,
+                    float sw, k_coord c, float a, int exclude);
+
 // --- reductions over one axis, the tensor viewed as [outer, axis_len, inner]
 void k_softmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner);
 void k_log_softmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner);

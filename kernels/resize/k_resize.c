@@ -164,3 +164,54 @@ void k_grid_sample(float *y, const float *x, const float *grid, size_t n, size_t
       }
     }
 }
+
+// --- cubic Resize over the last two dims, as onnx's reference: the four
+// source taps around the coordinate (the one on the left preferred when it
+// falls on a pixel), edge-padded, Keys' coefficients with a; exclude_outside
+// zeroes the taps outside the input and renormalises.
+
+static void cubic_axis(int64_t o, float scale, int64_t in_len, int64_t out_len, k_coord c, float a, int exclude,
+                       int64_t *idx, double *w) {
+  double x = k_resize_coord(o, scale, in_len, out_len, c), f = floor(x);
+  double ratio = x == f ? 1.0 : x - f;
+  int64_t base = (int64_t)(x == f ? f - 1 : f) - 1;
+  double r1 = ratio + 1, r2 = 1 - ratio, r3 = 2 - ratio;
+  w[0] = ((a * r1 - 5 * a) * r1 + 8 * a) * r1 - 4 * a;
+  w[1] = ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1;
+  w[2] = ((a + 2) * r2 - (a + 3)) * r2 * r2 + 1;
+  w[3] = ((a * r3 - 5 * a) * r3 + 8 * a) * r3 - 4 * a;
+  double sum = 0.0;
+  for (int k = 0; k < 4; k++) {
+    int64_t i = base + k;
+    if (exclude && (i < 0 || i >= in_len)) w[k] = 0.0;
+    sum += w[k];
+    idx[k] = i < 0 ? 0 : i >= in_len ? in_len - 1 : i;
+  }
+  if (exclude && sum != 0.0)
+    for (int k = 0; k < 4; k++) w[k] /= sum;
+}
+
+void k_resize_cubic(float *y, const float *x, size_t nc, int64_t ih, int64_t iw, int64_t oh, int64_t ow, float sh,
+                    float sw, k_coord c, float a, int exclude) {
+  if (ih <= 0 || iw <= 0) return;
+  for (int64_t oy = 0; oy < oh; oy++) {
+    int64_t ty[4];
+    double wy[4];
+    cubic_axis(oy, sh, ih, oh, c, a, exclude, ty, wy);
+    for (int64_t ox = 0; ox < ow; ox++) {
+      int64_t tx[4];
+      double wx[4];
+      cubic_axis(ox, sw, iw, ow, c, a, exclude, tx, wx);
+      for (size_t k = 0; k < nc; k++) {
+        const float *p = x + k * (size_t)(ih * iw);
+        double acc = 0.0;
+        for (int i = 0; i < 4; i++) {
+          double row = 0.0;  // the last dim first, then the rows, as the reference nests them
+          for (int j = 0; j < 4; j++) row += wx[j] * p[ty[i] * iw + tx[j]];
+          acc += wy[i] * row;
+        }
+        y[k * (size_t)(oh * ow) + (size_t)(oy * ow + ox)] = (float)acc;
+      }
+    }
+  }
+}

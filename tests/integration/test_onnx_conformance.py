@@ -93,3 +93,44 @@ def test_recurrent_ops_with_y_against_onnxruntime(tmp_path):
     bad = {c: "%s: %s" % r for c, r in results.items() if r[0] is not None}
     assert not bad, bad
     assert len(results) == len(cases)
+
+
+def _write_suite(d, cases):
+    import json
+    os.makedirs(os.path.join(d, "repo"))
+    os.makedirs(os.path.join(d, "data"))
+    entries = [gen_cases.write_case(c, os.path.join(d, "repo"), os.path.join(d, "data")) for c in cases]
+    with open(os.path.join(d, "cases.json"), "w") as f:
+        json.dump({"onnx": onnx.__version__, "cases": entries}, f)
+
+
+def test_parameter_inputs_folded(suite, tmp_path):
+    """The cases the planner refuses because a parameter it must know (Reduce axes, Resize scales,
+    Conv weights...) is a graph input there, with those inputs turned into initializers: the kernels
+    behind them (cubic Resize, the new reductions...) checked against the cases' own expected outputs.
+    expected_pass_folded.txt lists the ones that pass (by the original case names)."""
+    import re
+    if onnx.__version__ != ONNX_VERSION:
+        pytest.skip("onnx %s installed; the lists are for onnx %s" % (onnx.__version__, ONNX_VERSION))
+    results = conformance.run(suite, conformance.Inferd(suite))
+    refused = {c: w for c, (r, w) in results.items() if r == "load: parameter as graph input"}
+    names = {c: set(re.findall(r"input \d+ \('([^']+)'\)|W '([^']+)' must", w)) for c, w in refused.items()}
+    folded = []
+    for case in gen_cases.collect():
+        if case.name in names:
+            f = gen_cases.fold_inputs(case, {x for pair in names[case.name] for x in pair if x})
+            if f is not None:
+                folded.append(f)
+    d = str(tmp_path)
+    _write_suite(d, folded)
+    got = conformance.run(d, conformance.Inferd(d))
+    passed = {c[: -len("_folded")] for c, (r, _) in got.items() if r is None}
+    expected = conformance.read_list(os.path.join(CONF, "expected_pass_folded.txt"))
+    print("\nrefused for a parameter given as a graph input: %d; with it folded: %d pass (%d expected)"
+          % (len(refused), len(passed), len(expected)))
+    new = sorted(passed - expected)
+    if new:
+        print("newly passing (add to tests/onnx_conformance/expected_pass_folded.txt): %d\n  %s"
+              % (len(new), "\n  ".join(new)))
+    regressed = {c: "%s: %s" % got.get(c + "_folded", ("missing", "")) for c in sorted(expected - passed)}
+    assert not regressed, regressed

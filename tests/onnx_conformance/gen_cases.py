@@ -141,6 +141,33 @@ def write_case(case, repo, data_dir):
     return entry
 
 
+def fold_inputs(case, names, ints_too=True):
+    """The case with the graph inputs called names (and, with ints_too, every integer input but
+    the first: axes, pads, starts, shapes) turned into initializers holding its data: the same
+    graph with its parameters constant, as exporters usually write them. None when nothing folds."""
+    import dataclasses
+    m = onnx.ModelProto()
+    m.CopyFrom(case.model)
+    inits = {i.name for i in m.graph.initializer}
+    g_in = [vi for vi in m.graph.input if vi.name not in inits]
+    inputs, outputs = case.data_sets[0]
+    keep_vi, keep_data, folded = [], [], 0
+    for k, (vi, d) in enumerate(zip(g_in, inputs)):
+        d = _normalize(d)
+        is_int = isinstance(d, (np.ndarray, np.generic)) and np.asarray(d).dtype.kind in "iu"
+        if isinstance(d, (np.ndarray, np.generic)) and (vi.name in names or (ints_too and k > 0 and is_int)):
+            m.graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(d), vi.name))
+            folded += 1
+        else:
+            keep_vi.append(vi)
+            keep_data.append(d)
+    if not folded:
+        return None
+    del m.graph.input[:]
+    m.graph.input.extend(keep_vi)
+    return dataclasses.replace(case, name=case.name + "_folded", model=m, data_sets=[(keep_data, outputs)])
+
+
 def read_list(path):
     with open(path) as f:
         return {ln.split("#", 1)[0].strip() for ln in f} - {""}

@@ -1,6 +1,6 @@
 // engine/ops/resize/resize.c: spatial ops that change a tensor's extent: Pad
 // (constant/reflect/edge), Resize (nearest with the coordinate modes
-// exporters use, bilinear over the last two dims), the older Upsample, and
+// exporters use, bilinear and (CPU only) bicubic over the last two dims), the older Upsample, and
 // GridSample (1-3 spatial dims, nearest/linear/cubic, every padding mode; CPU only).
 // Pads, scales and sizes are read at shape inference (host_in). The rules
 // that turn them into kernel arguments are shared with the CUDA side
@@ -112,7 +112,7 @@ static int run_pad(const eng_op_params *p, const eng_tensor *in, int n_in, eng_t
 // --- Resize / Upsample
 
 // in eng_resize_mode order
-static const char *const resize_modes[] = {"nearest", "linear", NULL};
+static const char *const resize_modes[] = {"nearest", "linear", "cubic", NULL};
 // in k_coord order
 static const char *const coord_modes[] = {"half_pixel", "asymmetric", "pytorch_half_pixel",
                                           "align_corners", "tf_half_pixel_for_nearest", NULL};
@@ -153,6 +153,8 @@ static int parse_resize(const eng_graph *g, const eng_node *n, int opset, eng_op
                     "nearest_mode", &p->nearest, e));
   if (op_attr_int(n, "antialias", 0) != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: antialias=1");
+  p->alpha = op_attr_float(n, "cubic_coeff_a", -0.75f);  // cubic's kernel
+  p->upper = op_attr_int(n, "exclude_outside", 0) != 0;
   if (eng_node_attr(n, "axes"))
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: attribute 'axes'");
   if (strcmp(op_attr_str(n, "keep_aspect_ratio_policy", "stretch"), "stretch") != 0)
@@ -218,13 +220,14 @@ static int infer_resize(const eng_op_params *p, const eng_tensor *in, int n_in, 
   int64_t y[ENG_MAX_DIMS];
   TRY(resize_dims(p, in, n_in, y, e));
   int r = in[0].ndims;
-  if (p->mode == ENG_RESIZE_LINEAR) {
+  if (p->mode == ENG_RESIZE_LINEAR || p->mode == ENG_RESIZE_CUBIC) {
+    const char *m = p->mode == ENG_RESIZE_CUBIC ? "cubic" : "linear";
     TRY(eng_ops__need_f32(&in[0], "X", e));
-    if (r < 2) return err_set(e, ERR_INVALID_ARGUMENT, "linear needs rank >= 2");
+    if (r < 2) return err_set(e, ERR_INVALID_ARGUMENT, "%s needs rank >= 2", m);
     for (int d = 0; d < r - 2; d++)
       if (y[d] != in[0].dims[d])
         return err_set(e, ERR_INVALID_ARGUMENT,
-                       "unsupported: linear resize of dim %d (only the last two dims)", d);
+                       "unsupported: %s resize of dim %d (only the last two dims)", m, d);
   } else if (dtype_size(in[0].dt) == 0) {
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
                    dtype_wire_name(in[0].dt));
@@ -246,6 +249,10 @@ static int run_resize(const eng_op_params *p, const eng_tensor *in, int n_in, en
   } else if (p->mode == ENG_RESIZE_NEAREST) {
     k_resize_nearest(out[0].data, in[0].data, dtype_size(in[0].dt), r, in[0].dims, y, scales,
                      (k_coord)p->coord, (k_nearest)p->nearest);
+  } else if (p->mode == ENG_RESIZE_CUBIC) {
+    k_resize_cubic(out[0].data, in[0].data, (size_t)op_prod(in[0].dims, 0, r - 2), in[0].dims[r - 2],
+                   in[0].dims[r - 1], y[r - 2], y[r - 1], scales[r - 2], scales[r - 1], (k_coord)p->coord,
+                   p->alpha, p->upper);
   } else {
     k_resize_linear(out[0].data, in[0].data, (size_t)op_prod(in[0].dims, 0, r - 2),
                     in[0].dims[r - 2], in[0].dims[r - 1], y[r - 2], y[r - 1], scales[r - 2],
