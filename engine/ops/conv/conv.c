@@ -3,6 +3,7 @@
 // the ops differ only in the window rule and the oneDNN primitive kind.
 // Shape arithmetic is checked for overflow: a hostile model's huge dims or
 // attributes fail the load with a message instead of wrapping around.
+#include "engine/ops/conv/lppool.h"
 #include "engine/ops/conv/conv.h"
 #include "engine/ops/ops_common.h"
 
@@ -480,6 +481,7 @@ void eng_conv_state_destroy(void *node_state) { eng_dnnl_node_destroy(node_state
 // --- table (registered through ops_common.h)
 
 const eng_op_def eng_ops__conv[] = {
+    {"LpPool", 1, 1, 1, 1, 0, eng_ops__parse_lppool, eng_ops__infer_lppool, eng_ops__run_lppool, 0, NULL, NULL},
     {"Conv", 2, 3, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0, eng_conv_run,
      eng_conv_state_destroy},
     {"ConvTranspose", 2, 3, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0,
