@@ -222,6 +222,16 @@ int k_reduce(void *y, const void *x, k_elem t, int ndim, const int64_t *xdims, c
 int k_arg_reduce(int64_t *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner, int is_min,
                  int select_last);
 
+// TopK along one axis of x viewed as [outer, len, inner]: vals (x's type) and
+// idx viewed as [outer, k, inner], the k largest (largest) or smallest in
+// order, ties to the lower index. Any float or integer type; -1 for another
+// or k > len.
+int k_topk(void *vals, int64_t *idx, const void *x, k_elem t, size_t outer, size_t len, size_t inner, size_t k,
+           int largest);
+// CumProd along one axis (CumSum's exclusive and reverse): K_F32, K_F64, K_I32,
+// K_I64 (integers wrap); -1 for another. y may alias x.
+int k_cumprod(void *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner, int exclusive, int reverse);
+
 // --- running sums along one axis (kernels/reduce/k_reduce.c), x viewed as [outer, len, inner]
 // exclusive: element i sums the ones before it (not itself); reverse: the
 // ones after it. y may alias x.

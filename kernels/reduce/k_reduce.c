@@ -209,3 +209,85 @@ int k_arg_reduce(int64_t *y, const void *x, k_elem t, size_t outer, size_t len, 
     default: return -1;
   }
 }
+
+// --- TopK: per (outer, inner) column, the k largest (or smallest) values and
+// their indices, ties to the lower index; a stable insertion into a k-long
+// list, so the order is the sorted one whatever `sorted` asks.
+#define DEF_TOPK(K, T, S)                                                                        \
+  static void topk_##K(T *vals, int64_t *idx, const T *x, size_t outer, size_t len, size_t inner, \
+                       size_t k, int largest) {                                                  \
+    for (size_t o = 0; o < outer; o++)                                                           \
+      for (size_t c = 0; c < inner; c++) {                                                       \
+        const T *p = x + o * len * inner + c;                                                    \
+        T *vp = vals + o * k * inner + c;                                                        \
+        int64_t *ip = idx + o * k * inner + c;                                                   \
+        size_t n = 0;                                                                            \
+        for (size_t l = 0; l < len; l++) {                                                       \
+          T v = p[l * inner];                                                                    \
+          size_t at = n;                                                                         \
+          while (at > 0 && (largest ? v > vp[(at - 1) * inner] : v < vp[(at - 1) * inner])) at--; \
+          if (at >= k) continue;                                                                 \
+          for (size_t m = (n < k ? n : k - 1); m > at; m--) {                                    \
+            vp[m * inner] = vp[(m - 1) * inner];                                                 \
+            ip[m * inner] = ip[(m - 1) * inner];                                                 \
+          }                                                                                      \
+          vp[at * inner] = v;                                                                    \
+          ip[at * inner] = (int64_t)l;                                                           \
+          if (n < k) n++;                                                                        \
+        }                                                                                        \
+      }                                                                                          \
+  }
+K_FLOAT_TYPES(DEF_TOPK)
+K_INT_TYPES(DEF_TOPK)
+
+int k_topk(void *vals, int64_t *idx, const void *x, k_elem t, size_t outer, size_t len, size_t inner, size_t k,
+           int largest) {
+  if (k > len) return -1;
+  if (k == 0) return 0;
+  switch (t) {
+#define CASE_TOPK(K, T, S) \
+    case K: topk_##K(vals, idx, x, outer, len, inner, k, largest); return 0;
+    K_FLOAT_TYPES(CASE_TOPK)
+    K_INT_TYPES(CASE_TOPK)
+#undef CASE_TOPK
+    default: return -1;
+  }
+}
+
+// --- CumProd: the running product along one axis, CumSum's walk
+#define DEF_CUMPROD(K, T, MUL)                                                                   \
+  static void cumprod_##K(T *y, const T *x, size_t outer, size_t len, size_t inner, int exclusive, \
+                          int reverse) {                                                         \
+    for (size_t o = 0; o < outer; o++)                                                           \
+      for (size_t c = 0; c < inner; c++) {                                                       \
+        size_t base = o * len * inner + c;                                                       \
+        T acc = (T)1;                                                                            \
+        for (size_t t = 0; t < len; t++) {                                                       \
+          size_t j = base + (reverse ? len - 1 - t : t) * inner;                                 \
+          T v = x[j];                                                                            \
+          if (exclusive) {                                                                       \
+            y[j] = acc;                                                                          \
+            acc = MUL(T, acc, v);                                                                \
+          } else {                                                                               \
+            acc = MUL(T, acc, v);                                                                \
+            y[j] = acc;                                                                          \
+          }                                                                                      \
+        }                                                                                        \
+      }                                                                                          \
+  }
+#define FMUL(T, a, b) ((a) * (b))
+#define IMUL(T, a, b) ((T)((uint64_t)(a) * (uint64_t)(b)))  // wraps, no signed overflow
+DEF_CUMPROD(K_F32, float, FMUL)
+DEF_CUMPROD(K_F64, double, FMUL)
+DEF_CUMPROD(K_I32, int32_t, IMUL)
+DEF_CUMPROD(K_I64, int64_t, IMUL)
+
+int k_cumprod(void *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner, int exclusive, int reverse) {
+  switch (t) {
+    case K_F32: cumprod_K_F32(y, x, outer, len, inner, exclusive, reverse); return 0;
+    case K_F64: cumprod_K_F64(y, x, outer, len, inner, exclusive, reverse); return 0;
+    case K_I32: cumprod_K_I32(y, x, outer, len, inner, exclusive, reverse); return 0;
+    case K_I64: cumprod_K_I64(y, x, outer, len, inner, exclusive, reverse); return 0;
+    default: return -1;
+  }
+}
