@@ -26,8 +26,10 @@ static double get(const void *p, k_elem t, size_t i) {
   }
 }
 
-// v (already rounded) saturated to t's range and stored.
+// v (already rounded) saturated to t's range and stored; NaN stores 0 (converting
+// it to an integer is undefined in C).
 static void set_sat(void *p, k_elem t, size_t i, double v) {
+  if (v != v) v = 0.0;
 #define SAT(T, lo, hi) ((T *)p)[i] = (T)(v < (lo) ? (lo) : v > (hi) ? (hi) : v)
   switch (t) {
     case K_I8: SAT(int8_t, -128.0, 127.0); break;
@@ -81,14 +83,15 @@ void k_dynamic_quantize(uint8_t *y, float *scale, uint8_t *zp, const float *x, s
     lo = x[i] < lo ? x[i] : lo;
     hi = x[i] > hi ? x[i] : hi;
   }
-  float s = (hi - lo) / 255.0f;
+  float s = (hi - lo) / 255.0f;  // NaN elements compare false: the range is the numbers'
+  if (!isfinite(s)) s = 0.0f;
   double z = s == 0.0f ? 0.0 : nearbyint((double)(0.0f - lo / s));
   z = z < 0.0 ? 0.0 : z > 255.0 ? 255.0 : z;
   *scale = s;
   *zp = (uint8_t)z;
   for (size_t i = 0; i < n; i++) {
     double v = (s == 0.0f ? 0.0 : nearbyint((double)(x[i] / s))) + z;
-    y[i] = (uint8_t)(v < 0.0 ? 0.0 : v > 255.0 ? 255.0 : v);
+    y[i] = v != v ? (uint8_t)0 : (uint8_t)(v < 0.0 ? 0.0 : v > 255.0 ? 255.0 : v);
   }
 }
 

@@ -127,6 +127,7 @@ void k_grid_sample(float *y, const float *x, const float *grid, size_t n, size_t
         double v = g[nd - 1 - k], len = (double)xdims[k];  // the grid lists x (the last dim) first
         float f = (float)(align ? (v + 1) / 2.0 * (len - 1) : ((v + 1) * len - 1) / 2.0);  // FP32, as the reference
         double p = f;
+        if (!isfinite(p)) p = -3.0;  // a NaN or infinite coordinate samples outside (an integer cast of it is undefined)
         if (mode == K_GS_NEAREST) p = nearbyint(p);
         if (p < lo[k] || p > hi[k]) {
           if (pad == K_GS_BORDER) p = p < 0 ? 0 : p > len - 1 ? len - 1 : p;
