@@ -135,7 +135,7 @@ typedef struct k_quant_layout {
 int k_quant_takes(k_elem t);
 // y = (x - zp) * scale (zp: x's type, or NULL for 0). -1 for a type k_quant_takes refuses.
 int k_dequantize(float *y, const void *x, k_elem xt, const float *scale, const void *zp, const k_quant_layout *l);
-// y = saturate(round_half_even(x / scale) + zp) in yt (zp: yt's type, or NULL).
+// y = saturate(round_half_even(x / scale) + zp) in yt (zp: yt's type, or NULL); NaN as 0.
 int k_quantize(void *y, k_elem yt, const float *x, const float *scale, const void *zp, const k_quant_layout *l);
 // DynamicQuantizeLinear: UINT8 y, scale = (max(x, 0) - min(x, 0)) / 255, zp = saturate(round(-min / scale)).
 void k_dynamic_quantize(uint8_t *y, float *scale, uint8_t *zp, const float *x, size_t n);

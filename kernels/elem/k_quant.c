@@ -71,7 +71,8 @@ int k_quantize(void *y, k_elem yt, const float *x, const float *scale, const voi
     for (size_t a = 0; a < l->len; a++)
       for (size_t i = 0; i < l->inner; i++) {
         size_t at = (o * l->len + a) * l->inner + i, q = qidx(l, o, a, i);
-        double v = nearbyint((double)(x[at] / scale[q])) + (zp ? get(zp, yt, q) : 0.0);  // FP32 division, as ONNX's
+        double r = nearbyint((double)(x[at] / scale[q]));  // FP32 division, as ONNX's
+        double v = (r != r ? 0.0 : r) + (zp ? get(zp, yt, q) : 0.0);  // NaN quantizes as 0 does
         set_sat(y, yt, at, v);
       }
   return 0;
