@@ -12,7 +12,6 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_qkv.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_onnx.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/conv.c
-  ${CMAKE_CURRENT_LIST_DIR}/conv/lppool.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/elem.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/elem_unary.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/elem_quant.c
