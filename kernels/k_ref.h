@@ -31,8 +31,14 @@ void k_gelu(float *y, const float *x, size_t n, int approximate);
 
 // The unary math ops selected by enum (ops_act.c); a and b are the op's
 // parameters: HardSigmoid alpha/beta, Clip min/max, unused otherwise.
+// From K_LOG on, FP32 only, one expression each in kernels/elem/k_unop_math.h:
+// Elu alpha (a), Selu alpha and gamma (a, b), Celu alpha, ThresholdedRelu
+// alpha, Shrink lambd and bias (a, b), Swish alpha.
 typedef enum k_unop {
-  K_SQRT, K_EXP, K_NEG, K_ABS, K_RECIP, K_HARD_SIGMOID, K_HARD_SWISH, K_CLIP, K_SIGN
+  K_SQRT, K_EXP, K_NEG, K_ABS, K_RECIP, K_HARD_SIGMOID, K_HARD_SWISH, K_CLIP, K_SIGN,
+  K_LOG, K_SIN, K_COS, K_TAN, K_ASIN, K_ACOS, K_ATAN, K_SINH, K_COSH, K_ASINH, K_ACOSH, K_ATANH,
+  K_FLOOR, K_CEIL, K_ROUND, K_SOFTPLUS, K_SOFTSIGN, K_ELU, K_SELU, K_CELU, K_THRESHOLDED_RELU,
+  K_MISH, K_SHRINK, K_SWISH
 } k_unop;
 void k_unary_f32(float *y, const float *x, size_t n, k_unop op, float a, float b);
 // int64 for the ops that make sense on shapes (Neg, Abs, Clip, Sign); others copy.
@@ -69,6 +75,20 @@ void k_binary_i64(int64_t *y, const int64_t *a, const int64_t *b, int ndim, cons
 int k_binary_takes(k_elem t, k_binop op);
 int k_binary(void *y, const void *a, const void *b, k_elem t, int ndim, const int64_t *ydims,
              const int64_t *adims, const int64_t *bdims, k_binop op);
+// Bitwise And/Or/Xor and BitShift (K_SHL, K_SHR: arithmetic on signed
+// types; a negative count or one of the type's width or more gives 0, or -1
+// shifting a negative value right, as numpy) with broadcasting, on any integer k_elem;
+// -1 for another type, touching nothing. k_bitwise_not: BitwiseNot, every
+// byte inverted (any integer type; y may alias x).
+typedef enum k_bitop { K_BAND, K_BOR, K_BXOR, K_SHL, K_SHR } k_bitop;
+int k_bitwise(void *y, const void *a, const void *b, k_elem t, int ndim, const int64_t *ydims,
+              const int64_t *adims, const int64_t *bdims, k_bitop op);
+void k_bitwise_not(void *y, const void *x, size_t bytes);
+
+// PRelu: y = x < 0 ? slope * x : x, slope (sdims) broadcast to x (ydims, ndim dims each).
+void k_prelu_f32(float *y, const float *x, const float *slope, int ndim, const int64_t *ydims,
+                 const int64_t *sdims);
+
 // Pow of a base of type ta by an exponent of another type tb (ONNX's Pow
 // types them apart): y (of type ta) = pow(a, b) computed in double, each
 // operand and the result converted by k_cast's rules. -1 for F16 or BOOL.
@@ -102,6 +122,31 @@ void k_isnan(uint8_t *y, const float *x, size_t n);
 // IsInf: +inf counts when pos, -inf when neg.
 void k_isinf(uint8_t *y, const float *x, size_t n, int neg, int pos);
 
+// --- linear quantization (kernels/elem/k_quant.c)
+// x viewed as [outer, len, inner], len along the quantization axis; the
+// scale (and zero point) has one element (per tensor), len (per_axis), or
+// [outer, ceil(len / block), inner] (block > 0).
+typedef struct k_quant_layout {
+  size_t outer, len, inner;
+  int per_axis;
+  size_t block;
+} k_quant_layout;
+// The integer types quantized values may have: K_I8, K_U8, K_I16, K_U16, K_I32, K_U32.
+int k_quant_takes(k_elem t);
+// y = (x - zp) * scale (zp: x's type, or NULL for 0). -1 for a type k_quant_takes refuses.
+int k_dequantize(float *y, const void *x, k_elem xt, const float *scale, const void *zp, const k_quant_layout *l);
+// y = saturate(round_half_even(x / scale) + zp) in yt (zp: yt's type, or NULL); NaN as 0.
+int k_quantize(void *y, k_elem yt, const float *x, const float *scale, const void *zp, const k_quant_layout *l);
+// DynamicQuantizeLinear: UINT8 y, scale = (max(x, 0) - min(x, 0)) / 255, zp = saturate(round(-min / scale)).
+void k_dynamic_quantize(uint8_t *y, float *scale, uint8_t *zp, const float *x, size_t n);
+// batch products of a [m, k] (each batch at a_bstride elements; 0
+// broadcasts) by b [k, n]: sum of (a - a_zp)(b - b_zp), stored exactly in
+// K_I32 when mul is 0 (MatMulInteger), else saturate(round(sum * mul) +
+// y_zp) in yt (QLinearMatMul). -1 for a type k_quant_takes refuses.
+int k_matmul_int(void *y, k_elem yt, const void *a, k_elem at, const void *b, k_elem bt, double a_zp, double b_zp,
+                 size_t batch, size_t a_bstride, size_t b_bstride, size_t m, size_t k, size_t n, double mul,
+                 double y_zp);
+
 // --- broadcasting copies of any element size (kernels/index/k_index.c); shapes as for k_binary_f32
 // y = cond ? a : b
 void k_where(void *y, const uint8_t *cond, const void *a, const void *b, size_t esz, int ndim,
@@ -131,6 +176,19 @@ int k_gather_elements(void *y, const void *x, size_t esz, int ndim, const int64_
 // count from the end. Returns 0, or -1 when an index is out of range.
 int k_gather_nd(void *y, const void *x, size_t esz, size_t batch, int m, const int64_t *d,
                 size_t slice, const void *idx, int idx_i32, size_t n_tuples);
+// ScatterElements (axis) and ScatterND on y, which already holds the data:
+// each update (upd, in idx's order) is written to, or with a reduction
+// combined into (in the element's type: K_F32, K_F64, K_I32, K_I64; -1 for
+// another with a reduction), the element idx names. ScatterElements: idx
+// has idims (ndim dims); the target is idx's position with the axis
+// replaced by the index. ScatterND: n_tuples tuples of m indices (int64, or
+// int32 when idx_i32), each naming a slice of the last ydim - m dims.
+// Negative indices count from the end; -1 for one out of range (y partial).
+typedef enum k_scatter_red { K_SCATTER_NONE, K_SCATTER_ADD, K_SCATTER_MUL, K_SCATTER_MAX, K_SCATTER_MIN } k_scatter_red;
+int k_scatter_elements(void *y, const void *upd, size_t esz, k_elem t, int ndim, const int64_t *ydims, int axis,
+                       const void *idx, int idx_i32, const int64_t *idims, k_scatter_red red);
+int k_scatter_nd(void *y, const void *upd, size_t esz, k_elem t, int ydim, const int64_t *ydims, const void *idx,
+                 int idx_i32, size_t n_tuples, int m, k_scatter_red red);
 // Trilu on x viewed as [batch, rows, cols]: keeps element (i, j) when
 // j - i >= k (upper) or j - i <= k (lower), writes zero bytes elsewhere.
 // y may alias x.
@@ -143,14 +201,36 @@ void k_pad(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
            const int64_t *begin, const int64_t *ydims, k_padmode mode, const void *value);
 
 // --- reductions over a set of axes (kernels/reduce/k_reduce.c)
-typedef enum k_redop { K_RSUM, K_RMEAN, K_RMAX, K_RMIN } k_redop;
+// From K_RPROD on, FP32 only (k_reduce refuses them on integers): ReduceProd,
+// ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp (the
+// last accumulated as a running log-add-exp, so large inputs never overflow).
+typedef enum k_redop {
+  K_RSUM, K_RMEAN, K_RMAX, K_RMIN, K_RPROD, K_RSUMSQ, K_RL1, K_RL2, K_RLOGSUM, K_RLOGSUMEXP
+} k_redop;
 // reduce[i] != 0 marks the axes reduced; y has x's shape with those dims 1.
 void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, const int *reduce,
                   k_redop op);
-// The same on K_F32 or any integer type (K_INT_TYPES): sums wrap, Mean
-// truncates toward zero. -1 for another type, touching nothing.
+// The same on K_F32 or any integer type (K_INT_TYPES; K_RSUM..K_RMIN and
+// K_RPROD): sums and products wrap, Mean truncates toward zero. -1 for
+// another type or op, touching nothing.
 int k_reduce(void *y, const void *x, k_elem t, int ndim, const int64_t *xdims, const int *reduce,
              k_redop op);
+
+// ArgMax (is_min 0) or ArgMin along one axis of x viewed as [outer, len,
+// inner]: y[o * inner + c] is the index of the first extreme (the last with
+// select_last). Any K_FLOAT_TYPES or K_INT_TYPES type; -1 for another or len 0.
+int k_arg_reduce(int64_t *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner, int is_min,
+                 int select_last);
+
+// TopK along one axis of x viewed as [outer, len, inner]: vals (x's type) and
+// idx viewed as [outer, k, inner], the k largest (largest) or smallest in
+// order, ties to the lower index. Any float or integer type; -1 for another
+// or k > len.
+int k_topk(void *vals, int64_t *idx, const void *x, k_elem t, size_t outer, size_t len, size_t inner, size_t k,
+           int largest);
+// CumProd along one axis (CumSum's exclusive and reverse): K_F32, K_F64, K_I32,
+// K_I64 (integers wrap); -1 for another. y may alias x.
+int k_cumprod(void *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner, int exclusive, int reverse);
 
 // --- running sums along one axis (kernels/reduce/k_reduce.c), x viewed as [outer, len, inner]
 // exclusive: element i sums the ones before it (not itself); reverse: the
@@ -186,6 +266,21 @@ void k_resize_nearest(void *y, const void *x, size_t esz, int ndim, const int64_
 // Bilinear over the last two dims of x viewed as [nc, ih, iw].
 void k_resize_linear(float *y, const float *x, size_t nc, int64_t ih, int64_t iw, int64_t oh,
                      int64_t ow, float sh, float sw, k_coord c);
+
+// GridSample on x [n, c, xdims...] (nd = 1..3 spatial dims) at the grid
+// [n, ydims..., nd] of normalised coordinates (x first, as ONNX lists
+// them): y [n, c, ydims...]. mode K_GS_NEAREST (halves to even), LINEAR or
+// CUBIC (Keys, a = -0.75, 4 taps a dim); pad K_GS_ZEROS, BORDER or
+// REFLECTION; align: align_corners. As onnx's reference computes it.
+enum { K_GS_NEAREST, K_GS_LINEAR, K_GS_CUBIC };
+enum { K_GS_ZEROS, K_GS_BORDER, K_GS_REFLECTION };
+void k_grid_sample(float *y, const float *x, const float *grid, size_t n, size_t c, int nd, const int64_t *xdims,
+                   const int64_t *ydims, int mode, int pad, int align);
+
+// Cubic over the last two dims of x viewed as [nc, ih, iw] (Keys' kernel with
+// coefficient a; exclude: exclude_outside), as onnx's reference computes it.
+void k_resize_cubic(float *y, const float *x, size_t nc, int64_t ih, int64_t iw, int64_t oh, int64_t ow, float sh,
+                    float sw, k_coord c, float a, int exclude);
 
 // --- reductions over one axis, the tensor viewed as [outer, axis_len, inner]
 void k_softmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner);
@@ -230,11 +325,107 @@ static inline k_attn_args k_attn_packed(k_attn_args a) {
 void k_attn_ref(float *o, const float *q, const float *kt, const float *v, const float *mask,
                 const k_attn_args *a);
 
+// ONNX's Attention (opset 23+) on contiguous [B, H, S, D] tensors: q is
+// [b, hq, sq, d], k [b, hkv, t, d] and v [b, hkv, t, dv] (the keys and values
+// with any past ones already in front), y [b, hq, sq, dv]; query head h reads
+// key head h / (hq / hkv) (grouped-query attention). Score (i, j) is scale *
+// q_i . k_j (double sums), then softcap * tanh(score / softcap) when softcap
+// > 0, plus the bias: the mask (float, additive, or bool: false is -inf; its
+// element (b, h, i, j) at the strides mask_st, 0 broadcasting; j at or past
+// mask_len is -inf), -inf where causal and j > i + offset, outside the
+// window [i + offset - left, i + offset + right] (-1: unbounded), and where
+// j >= nonpad[b]; offset is offset[b], or offset0 when offset is NULL. A
+// row whose bias is -inf everywhere gives probabilities 0 and y 0. qk (may
+// be NULL; [b, hq, sq, t]) receives the scores after softcap (qk_mode 0, 1),
+// with the bias (2) or the probabilities (3). work: t floats of scratch.
+typedef struct k_attention_args {
+  int64_t b, hq, hkv, sq, t, d, dv;
+  float scale, softcap;
+  const void *mask;
+  int mask_bool;
+  int64_t mask_len, mask_st[4];
+  int causal;
+  const int64_t *offset;
+  int64_t offset0, left, right;
+  const int64_t *nonpad;
+  int qk_mode;
+} k_attention_args;
+void k_attention(float *y, float *qk, const float *q, const float *k, const float *v, float *work,
+                 const k_attention_args *a);
+
+// Hardmax: 1 at the first maximum along the axis, 0 elsewhere.
+void k_hardmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner);
+// LpNormalization (p 1 or 2) along the axis; a zero norm gives 0.
+void k_lp_norm(float *y, const float *x, size_t outer, size_t axis_len, size_t inner, int p);
+
+// RotaryEmbedding on x as [b, s, h, d] (heads_first: stored [b, h, s, d]):
+// the first rot dims of each head rotate in pairs (k, k + rot/2), or (2k,
+// 2k + 1) when interleaved, by the angle whose cos and sin are row r of
+// cos_c / sin_c ([rows, rot/2]): r = pos[b * s + i] (checked against
+// max_pos; -1 when out of range), or b * s + i when pos is NULL. The other
+// dims are copied. y may alias x.
+int k_rotary(float *y, const float *x, const float *cos_c, const float *sin_c, const int64_t *pos, int64_t max_pos,
+             int64_t b, int64_t s, int64_t h, int64_t d, int64_t rot, int heads_first, int interleaved);
+
+// Einsum over up to K_EINSUM_MAX_IN operands (kernels/gemm/k_einsum.c): n_labels
+// labels, the n_out output ones first (in the output's order, y row-major
+// over them: out_div[l] is the product of the sizes after l), then the
+// contracted ones; stride[k][l] is operand k's element stride for label l
+// (0 when it lacks the label or broadcasts it; summed over repeats).
+#define K_EINSUM_MAX_IN 4
+#define K_EINSUM_MAX_LABELS 24
+typedef struct k_einsum_plan {
+  int n_in, n_labels, n_out;
+  int64_t size[K_EINSUM_MAX_LABELS], out_div[K_EINSUM_MAX_LABELS];
+  int64_t stride[K_EINSUM_MAX_IN][K_EINSUM_MAX_LABELS];
+} k_einsum_plan;
+void k_einsum(float *y, const float *const *x, const k_einsum_plan *p);
+
+// RNN, GRU, LSTM (kernels/gemm/k_rnn.c) with ONNX's default activations: x
+// [seq, batch, input] (batch_first: [batch, seq, input]), w [dirs, G*hidden,
+// input], r [dirs, G*hidden, hidden], bias [dirs, 2*G*hidden] or NULL, peep
+// (LSTM) [dirs, 3*hidden] or NULL, h0/c0 as yh/yc or NULL, lens [batch] or
+// NULL; y [seq, dirs, batch, hidden] ([batch, seq, dirs, hidden]) and yh/yc
+// [dirs, batch, hidden] ([batch, dirs, hidden]), each NULL when not wanted.
+// Gates in ONNX's order (GRU z r h, LSTM i o f c). dirs 2 is bidirectional
+// (direction 1 reversed); reverse reverses direction 0. work: 2*batch*hidden
+// + 5*hidden floats.
+enum { K_RNN_RNN, K_RNN_GRU, K_RNN_LSTM };
+typedef struct k_rnn_args {
+  int kind, reverse, batch_first, linear_before_reset;
+  int64_t seq, batch, input, hidden, dirs;
+  float clip;  // 0: none
+} k_rnn_args;
+void k_rnn(const k_rnn_args *a, float *y, float *yh, float *yc, const float *x, const float *w, const float *r,
+           const float *bias, const float *peep, const float *h0, const float *c0, const int64_t *lens, float *work);
+
 // --- normalisation
+// LRN across the channels of x viewed as [n, c, spatial] (y must not alias x):
+// y = x / (bias + alpha / size * sum of squares over channels
+// [ch - floor((size-1)/2), ch + ceil((size-1)/2)]) ^ beta.
+void k_lrn(float *y, const float *x, size_t n, size_t c, size_t spatial, int64_t size, float alpha, float beta,
+           float bias);
 // LayerNormalization over the last `cols` elements of each of `rows` rows;
 // bias may be NULL.
 void k_layer_norm(float *y, const float *x, const float *scale, const float *bias, size_t rows,
                   size_t cols, float eps);
+// RMSNormalization: each row divided by the root of its mean square (plus
+// eps), times scale (cols elements); sums in double. y may alias x.
+void k_rms_norm(float *y, const float *x, const float *scale, size_t rows, size_t cols, float eps);
+// GroupNormalization on x viewed as [n, c, spatial]: each of a sample's
+// `groups` runs of c / groups channels normalised by its own mean and
+// variance (double sums, centred), then scaled and shifted per channel
+// (scale, bias: c elements). InstanceNormalization is groups == c. y may alias x.
+void k_group_norm(float *y, const float *x, const float *scale, const float *bias, size_t n, size_t c,
+                  size_t groups, size_t spatial, float eps);
+// NegativeLogLikelihoodLoss on x (log probabilities) viewed as [n, c, d] and
+// target [n, d]: element (i, k) is -x[i, t, k] * weight[t] (weight NULL: 1),
+// 0 where t == ignore (has_ignore). reduction 0 (none) writes the n*d
+// elements, 1 (sum) and 2 (mean: the sum over the summed weights of the
+// targets not ignored, or over n*d with neither weight nor ignore) one.
+// Returns -1 for a target outside [0, c) that is not ignored (loss partial).
+int k_nll_loss(float *loss, const float *x, const int64_t *target, const float *weight, size_t n, size_t c,
+               size_t d, int has_ignore, int64_t ignore, int reduction);
 // BatchNormalization (inference) on x viewed as [n, c, spatial].
 void k_batch_norm(float *y, const float *x, const float *scale, const float *bias,
                   const float *mean, const float *var, size_t n, size_t c, size_t spatial,

@@ -10,10 +10,17 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/registry.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_qkv.c
+  ${CMAKE_CURRENT_LIST_DIR}/attn/attn_onnx.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/conv.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/elem.c
+  ${CMAKE_CURRENT_LIST_DIR}/elem/elem_unary.c
+  ${CMAKE_CURRENT_LIST_DIR}/elem/elem_quant.c
   ${CMAKE_CURRENT_LIST_DIR}/gemm/gemm.c
+  ${CMAKE_CURRENT_LIST_DIR}/gemm/einsum.c
+  ${CMAKE_CURRENT_LIST_DIR}/gemm/rnn.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index.c
+  ${CMAKE_CURRENT_LIST_DIR}/index/index_scatter.c
+  ${CMAKE_CURRENT_LIST_DIR}/index/index_space.c
   ${CMAKE_CURRENT_LIST_DIR}/norm/norm.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce.c
   ${CMAKE_CURRENT_LIST_DIR}/resize/resize.c

@@ -133,3 +133,22 @@ int eng_ops__bcast(const eng_tensor *a, const eng_tensor *b, int *nd, int64_t *y
   *nd = r;
   return 0;
 }
+
+// The kernels' element type of a tensor dtype (ops.h); here, below every family's files.
+int eng_ops_elem_of(dtype t, k_elem *k) {
+  switch (t) {
+    case DT_FP32: *k = K_F32; return 0;
+    case DT_FP64: *k = K_F64; return 0;
+    case DT_FP16: *k = K_F16; return 0;
+    case DT_INT64: *k = K_I64; return 0;
+    case DT_INT32: *k = K_I32; return 0;
+    case DT_INT16: *k = K_I16; return 0;
+    case DT_INT8: *k = K_I8; return 0;
+    case DT_UINT8: *k = K_U8; return 0;
+    case DT_UINT16: *k = K_U16; return 0;
+    case DT_UINT32: *k = K_U32; return 0;
+    case DT_UINT64: *k = K_U64; return 0;
+    case DT_BOOL: *k = K_BOOL; return 0;
+    default: return -1;
+  }
+}

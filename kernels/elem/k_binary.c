@@ -358,3 +358,58 @@ void k_logic(uint8_t *y, const uint8_t *a, const uint8_t *b, int ndim, const int
     case K_XNOR: BCAST_WALK_E(uint8_t, y, a, b, &p, (uint8_t)(!va == !vb)); break;
   }
 }
+
+// --- bitwise ops and shifts on the integer types (K_INT_TYPES), through
+// uint64_t: And, Or, Xor act on the two's complement bits. Shifts as ONNX's
+// reference (numpy) does: right shifts of signed types are arithmetic
+// (GCC's >> on int64_t), and a shift count that is negative or at least the
+// type's width gives 0, or -1 for a right shift of a negative value (C leaves
+// those undefined; hardware masks the count).
+// The sign test as a function: inline in the macro, it warns (-Wtype-limits) for unsigned T.
+static inline int is_neg(int64_t v) { return v < 0; }
+#define SHIFT(S, T, v, s, left)                                                           \
+  (((S) && is_neg((int64_t)(s))) || (uint64_t)(s) >= 8 * sizeof(T)                        \
+       ? (!(left) && (S) && is_neg((int64_t)(v)) ? (T)-1 : (T)0)                          \
+   : (left) ? I_WRAP(T, (uint64_t)(v) << (uint64_t)(s))                                   \
+   : (S)    ? (T)((int64_t)(v) >> (int64_t)(s))                                           \
+            : (T)((uint64_t)(v) >> (uint64_t)(s)))
+#define DEF_BIT_INT(K, T, S)                                                                     \
+  static void bit_##K(T *y, const T *a, const T *b, int ndim, const int64_t *ydims,              \
+                      const int64_t *adims, const int64_t *bdims, k_bitop op) {                  \
+    bplan p;                                                                                     \
+    if (!bplan_make(&p, ndim, ydims, adims, bdims)) return;                                      \
+    switch (op) {                                                                                \
+      case K_BAND: BCAST_WALK_E(T, y, a, b, &p, I_WRAP(T, (uint64_t)va & (uint64_t)vb)); break;  \
+      case K_BOR: BCAST_WALK_E(T, y, a, b, &p, I_WRAP(T, (uint64_t)va | (uint64_t)vb)); break;   \
+      case K_BXOR: BCAST_WALK_E(T, y, a, b, &p, I_WRAP(T, (uint64_t)va ^ (uint64_t)vb)); break;  \
+      case K_SHL: BCAST_WALK_E(T, y, a, b, &p, SHIFT(S, T, va, vb, 1)); break;                   \
+      case K_SHR: BCAST_WALK_E(T, y, a, b, &p, SHIFT(S, T, va, vb, 0)); break;                   \
+    }                                                                                            \
+  }
+K_INT_TYPES(DEF_BIT_INT)
+
+int k_bitwise(void *y, const void *a, const void *b, k_elem t, int ndim, const int64_t *ydims,
+              const int64_t *adims, const int64_t *bdims, k_bitop op) {
+  if ((int)op < (int)K_BAND || (int)op > (int)K_SHR) return -1;
+  switch (t) {
+#define CASE_BIT(K, T, S) \
+    case K: bit_##K(y, a, b, ndim, ydims, adims, bdims, op); return 0;
+    K_INT_TYPES(CASE_BIT)
+#undef CASE_BIT
+    default: return -1;
+  }
+}
+
+void k_bitwise_not(void *y, const void *x, size_t bytes) {
+  unsigned char *py = y;
+  const unsigned char *px = x;
+  for (size_t i = 0; i < bytes; i++) py[i] = (unsigned char)~px[i];
+}
+
+// --- PRelu: y = x < 0 ? slope * x : x, the slope broadcast to x (NaN passes)
+void k_prelu_f32(float *y, const float *x, const float *slope, int ndim, const int64_t *ydims,
+                 const int64_t *sdims) {
+  bplan p;
+  if (!bplan_make(&p, ndim, ydims, ydims, sdims)) return;
+  BCAST_WALK_E(float, y, x, slope, &p, va < 0.0f ? va * vb : va);
+}

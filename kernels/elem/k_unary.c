@@ -5,6 +5,8 @@
 #include "kernels/k_ref.h"
 
 #include <math.h>
+
+#include "kernels/elem/k_unop_math.h"
 #include <string.h>
 
 void k_relu(float *y, const float *x, size_t n) {
@@ -82,10 +84,10 @@ void k_unary_f32(float *y, const float *x, size_t n, k_unop op, float a, float b
         y[i] = t != t ? t : v * fmaxf(0.0f, fminf(1.0f, t));
       }
       break;
-    case K_CLIP:  // written with comparisons so NaN passes through
+    case K_CLIP:  // min(max(v, a), b): with a > b every element is b, as ONNX says; comparisons, so NaN passes
       for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        y[i] = v < a ? a : v > b ? b : v;
+        float v = x[i] < a ? a : x[i];
+        y[i] = v > b ? b : v;
       }
       break;
     case K_SIGN:  // 0 and NaN are their own sign
@@ -93,6 +95,9 @@ void k_unary_f32(float *y, const float *x, size_t n, k_unop op, float a, float b
         float v = x[i];
         y[i] = v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : v;
       }
+      break;
+    default:  // K_LOG on: one expression each, shared with the CUDA twin
+      for (size_t i = 0; i < n; i++) y[i] = k_unop_math(op, x[i], a, b);
       break;
   }
 }
@@ -113,8 +118,8 @@ void k_unary_f32(float *y, const float *x, size_t n, k_unop op, float a, float b
       case K_SIGN: for (size_t i = 0; i < n; i++) y[i] = I_SIGN(S, T, x[i]); break;   \
       case K_CLIP:                                                                    \
         for (size_t i = 0; i < n; i++) {                                              \
-          T v = x[i];                                                                 \
-          y[i] = lo && v < *lo ? *lo : hi && v > *hi ? *hi : v;                       \
+          T v = lo && x[i] < *lo ? *lo : x[i]; /* then hi: with lo > hi, hi wins */   \
+          y[i] = hi && v > *hi ? *hi : v;                                             \
         }                                                                             \
         break;                                                                        \
       default: break; /* refused by k_unary_takes */                                  \

@@ -1,5 +1,6 @@
 // kernels/elem/k_unop.cu: the CUDA twin of k_unary_f32 (k_ref.h, the reference):
-// Sqrt, Exp, Neg, Abs, Sign, Reciprocal, HardSigmoid, HardSwish, Clip, written
+// Sqrt, Exp, Neg, Abs, Sign, Reciprocal, HardSigmoid, HardSwish, Clip and the
+// codes from K_LOG on (k_unop_math.h, the reference's own expressions), written
 // once and instantiated per storage type (float, half; k_ld/k_st of
 // k_cuda_common.cuh). Half values are widened to float, computed exactly as
 // the reference computes them, and rounded once, so an FP16 result is the
@@ -8,6 +9,7 @@
 // float or half (a half is NaN or infinite exactly when its float is).
 // Every thread reads its element before writing it, so y may alias x.
 #include "kernels/k_cuda_common.cuh"
+#include "kernels/elem/k_unop_math.h"
 
 namespace {
 
@@ -30,10 +32,13 @@ struct unop {
         float t = __fadd_rn(__fmul_rn(v, 1.0f / 6.0f), 0.5f);
         return t != t ? t : __fmul_rn(v, fmaxf(0.0f, fminf(1.0f, t)));
       }
-      case K_CLIP: return v < a ? a : v > b ? b : v;  // comparisons: NaN passes through
+      case K_CLIP: {  // min(max(v, a), b) as the reference: a > b gives b; comparisons: NaN passes through
+        float t = v < a ? a : v;
+        return t > b ? b : t;
+      }
       case K_SIGN: return v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : v;  // 0 and NaN are their own sign
+      default: return k_unop_math(op, v, a, b);  // K_LOG on: the reference's own expressions
     }
-    return v;
   }
 };
 

@@ -194,3 +194,84 @@ void k_pad(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
     }
   }
 }
+
+// --- ScatterElements, ScatterND: y already holds the data; each update is
+// written (K_SCATTER_NONE, any element size) or combined into its target in
+// the element's own type (the reductions; -1 for a type without them).
+
+static int scatter_takes(k_elem t, k_scatter_red red) {
+  return red == K_SCATTER_NONE || t == K_F32 || t == K_F64 || t == K_I32 || t == K_I64;
+}
+
+#define COMBINE(T, d, s, red)                                              \
+  do {                                                                     \
+    T a_, b_;                                                              \
+    memcpy(&a_, (d), sizeof a_);                                           \
+    memcpy(&b_, (s), sizeof b_);                                           \
+    switch (red) {                                                         \
+      case K_SCATTER_ADD: a_ = (T)(a_ + b_); break;                        \
+      case K_SCATTER_MUL: a_ = (T)(a_ * b_); break;                        \
+      case K_SCATTER_MAX: a_ = b_ > a_ ? b_ : a_; break;                   \
+      case K_SCATTER_MIN: a_ = b_ < a_ ? b_ : a_; break;                   \
+      default: a_ = b_; break;                                             \
+    }                                                                      \
+    memcpy((d), &a_, sizeof a_);                                           \
+  } while (0)
+
+static void put(uint8_t *d, const uint8_t *s, size_t esz, k_elem t, k_scatter_red red) {
+  if (red == K_SCATTER_NONE) {
+    memcpy(d, s, esz);
+    return;
+  }
+  switch (t) {
+    case K_F32: COMBINE(float, d, s, red); break;
+    case K_F64: COMBINE(double, d, s, red); break;
+    case K_I32: COMBINE(int32_t, d, s, red); break;
+    case K_I64: COMBINE(int64_t, d, s, red); break;
+    default: break;
+  }
+}
+
+int k_scatter_elements(void *y, const void *upd, size_t esz, k_elem t, int ndim, const int64_t *ydims, int axis,
+                       const void *idx, int idx_i32, const int64_t *idims, k_scatter_red red) {
+  if (!scatter_takes(t, red)) return -1;
+  int64_t n = count(ndim, idims), st[1][K_MAX_DIMS], off[1] = {0}, pos[K_MAX_DIMS] = {0};
+  if (n <= 0) return 0;
+  int64_t acc = 1, axis_stride = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    st[0][i] = i == axis ? 0 : acc;
+    if (i == axis) axis_stride = acc;
+    acc *= ydims[i];
+  }
+  int64_t len = ydims[axis];
+  uint8_t *py = y;
+  const uint8_t *pu = upd;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t k = index_at(idx, idx_i32, (size_t)i);
+    if (k < 0) k += len;
+    if (k < 0 || k >= len) return -1;
+    put(py + (size_t)(off[0] + k * axis_stride) * esz, pu + (size_t)i * esz, esz, t, red);
+    step(ndim, idims, pos, 1, st, off);
+  }
+  return 0;
+}
+
+int k_scatter_nd(void *y, const void *upd, size_t esz, k_elem t, int ydim, const int64_t *ydims, const void *idx,
+                 int idx_i32, size_t n_tuples, int m, k_scatter_red red) {
+  if (!scatter_takes(t, red) || m > ydim) return -1;
+  size_t slice = (size_t)count(ydim - m, ydims + m);
+  uint8_t *py = y;
+  const uint8_t *pu = upd;
+  for (size_t tu = 0; tu < n_tuples; tu++) {
+    size_t off = 0;
+    for (int j = 0; j < m; j++) {
+      int64_t k = index_at(idx, idx_i32, tu * (size_t)m + (size_t)j);
+      if (k < 0) k += ydims[j];
+      if (k < 0 || k >= ydims[j]) return -1;
+      off = off * (size_t)ydims[j] + (size_t)k;
+    }
+    for (size_t s = 0; s < slice; s++)
+      put(py + (off * slice + s) * esz, pu + (tu * slice + s) * esz, esz, t, red);
+  }
+  return 0;
+}

@@ -72,3 +72,29 @@ void k_softmax(float *y, const float *x, size_t outer, size_t axis_len, size_t i
 void k_log_softmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner) {
   run(y, x, outer, axis_len, inner, 1);
 }
+
+// --- Hardmax, LpNormalization: the same [outer, axis_len, inner] view
+
+void k_hardmax(float *y, const float *x, size_t outer, size_t axis_len, size_t inner) {
+  for (size_t o = 0; o < outer; o++)
+    for (size_t c = 0; c < inner; c++) {
+      const float *xp = x + o * axis_len * inner + c;
+      float *yp = y + o * axis_len * inner + c;
+      size_t at = 0;
+      for (size_t l = 1; l < axis_len; l++)
+        if (xp[l * inner] > xp[at * inner]) at = l;  // the first maximum wins
+      for (size_t l = 0; l < axis_len; l++) yp[l * inner] = l == at ? 1.0f : 0.0f;
+    }
+}
+
+void k_lp_norm(float *y, const float *x, size_t outer, size_t axis_len, size_t inner, int p) {
+  for (size_t o = 0; o < outer; o++)
+    for (size_t c = 0; c < inner; c++) {
+      const float *xp = x + o * axis_len * inner + c;
+      float *yp = y + o * axis_len * inner + c;
+      double s = 0.0;
+      for (size_t l = 0; l < axis_len; l++) s += p == 1 ? fabs(xp[l * inner]) : (double)xp[l * inner] * xp[l * inner];
+      double norm = p == 1 ? s : sqrt(s);
+      for (size_t l = 0; l < axis_len; l++) yp[l * inner] = norm == 0.0 ? 0.0f : (float)(xp[l * inner] / norm);
+    }
+}

@@ -16,11 +16,14 @@ void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, cons
     n *= xdims[i];
   }
   ny = acc;
-  float init = op == K_RMAX ? -INFINITY : op == K_RMIN ? INFINITY : 0.0f;
+  float init = op == K_RMAX || op == K_RLOGSUMEXP ? -INFINITY : op == K_RMIN ? INFINITY
+             : op == K_RPROD ? 1.0f : 0.0f;
   for (int64_t i = 0; i < ny; i++) y[i] = init;
   if (n <= 0) {
     if (op == K_RMEAN)  // mean of nothing: 0/0
       for (int64_t i = 0; i < ny; i++) y[i] = NAN;
+    if (op == K_RLOGSUM)  // log(0)
+      for (int64_t i = 0; i < ny; i++) y[i] = -INFINITY;
     return;
   }
   int64_t yo = 0;
@@ -30,6 +33,15 @@ void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, cons
       case K_RSUM: case K_RMEAN: *t += v; break;
       case K_RMAX: *t = v != v || v > *t ? v : *t; break;  // NaN sticks
       case K_RMIN: *t = v != v || v < *t ? v : *t; break;
+      case K_RPROD: *t *= v; break;
+      case K_RSUMSQ: case K_RL2: *t += v * v; break;
+      case K_RL1: *t += fabsf(v); break;
+      case K_RLOGSUM: *t += v; break;
+      case K_RLOGSUMEXP: {  // log(e^t + e^v) = max + log1p(e^-|t - v|)
+        float m = v > *t ? v : *t;
+        *t = m == -INFINITY ? m : v != v ? v : m + log1pf(expf(-fabsf(*t - v)));
+        break;
+      }
     }
     for (int d = ndim - 1; d >= 0; d--) {
       yo += ys[d];
@@ -42,6 +54,10 @@ void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, cons
     float per = (float)(n / ny);  // elements per output
     for (int64_t i = 0; i < ny; i++) y[i] /= per;
   }
+  if (op == K_RL2)
+    for (int64_t i = 0; i < ny; i++) y[i] = sqrtf(y[i]);
+  if (op == K_RLOGSUM)
+    for (int64_t i = 0; i < ny; i++) y[i] = logf(y[i]);
 }
 
 // --- the integer types: one body (K_INT_TYPES), the same walk. Sums wrap
@@ -61,7 +77,7 @@ void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, cons
     ny = acc;                                                                                   \
     T tmax = S ? (T)((UINT64_C(1) << (8 * sizeof(T) - 1)) - 1) : (T)~(T)0;                      \
     T tmin = S ? (T)(-tmax - 1) : (T)0;                                                         \
-    T init = op == K_RMAX ? tmin : op == K_RMIN ? tmax : (T)0;                                  \
+    T init = op == K_RMAX ? tmin : op == K_RMIN ? tmax : op == K_RPROD ? (T)1 : (T)0;          \
     for (int64_t i = 0; i < ny; i++) y[i] = init;                                               \
     if (n <= 0) return;                                                                         \
     int64_t yo = 0;                                                                             \
@@ -71,6 +87,8 @@ void k_reduce_f32(float *y, const float *x, int ndim, const int64_t *xdims, cons
         case K_RSUM: case K_RMEAN: *t = (T)((uint64_t)*t + (uint64_t)v); break;                 \
         case K_RMAX: *t = v > *t ? v : *t; break;                                               \
         case K_RMIN: *t = v < *t ? v : *t; break;                                               \
+        case K_RPROD: *t = (T)((uint64_t)*t * (uint64_t)v); break;                              \
+        default: break; /* refused by k_reduce */                                               \
       }                                                                                         \
       for (int d = ndim - 1; d >= 0; d--) {                                                     \
         yo += ys[d];                                                                            \
@@ -92,7 +110,7 @@ int k_reduce(void *y, const void *x, k_elem t, int ndim, const int64_t *xdims, c
   switch (t) {
     case K_F32: k_reduce_f32(y, x, ndim, xdims, reduce, op); return 0;
 #define CASE_RED(K, T, S) \
-    case K: red_##K(y, x, ndim, xdims, reduce, op); return 0;
+    case K: if (op > K_RPROD) return -1; red_##K(y, x, ndim, xdims, reduce, op); return 0;
     K_INT_TYPES(CASE_RED)
 #undef CASE_RED
     default: return -1;
@@ -150,6 +168,126 @@ int k_cumsum(void *y, const void *x, k_elem t, size_t outer, size_t len, size_t 
     case K: cum_##K(y, x, outer, len, inner, exclusive, reverse); return 0;
     K_INT_TYPES(CASE_CUM)
 #undef CASE_CUM
+    default: return -1;
+  }
+}
+
+// --- ArgMax, ArgMin: one scan per (outer, inner) column; the first extreme
+// wins, or the last with select_last. Comparisons only, so a NaN is never
+// picked over a number (the first element stands when all are NaN).
+#define DEF_ARG(K, T, S)                                                                         \
+  static void arg_##K(int64_t *y, const T *x, size_t outer, size_t len, size_t inner, int is_min, \
+                      int last) {                                                                \
+    for (size_t o = 0; o < outer; o++)                                                           \
+      for (size_t c = 0; c < inner; c++) {                                                       \
+        const T *p = x + o * len * inner + c;                                                    \
+        T best = p[0];                                                                           \
+        int64_t at = 0;                                                                          \
+        for (size_t l = 1; l < len; l++) {                                                       \
+          T v = p[l * inner];                                                                    \
+          int better = is_min ? v < best : v > best;                                             \
+          if (better || (last && v == best)) {                                                   \
+            best = v;                                                                            \
+            at = (int64_t)l;                                                                     \
+          }                                                                                      \
+        }                                                                                        \
+        y[o * inner + c] = at;                                                                   \
+      }                                                                                          \
+  }
+K_FLOAT_TYPES(DEF_ARG)
+K_INT_TYPES(DEF_ARG)
+
+int k_arg_reduce(int64_t *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner, int is_min,
+                 int select_last) {
+  if (len == 0) return -1;
+  switch (t) {
+#define CASE_ARG(K, T, S) \
+    case K: arg_##K(y, x, outer, len, inner, is_min, select_last); return 0;
+    K_FLOAT_TYPES(CASE_ARG)
+    K_INT_TYPES(CASE_ARG)
+#undef CASE_ARG
+    default: return -1;
+  }
+}
+
+// --- TopK: per (outer, inner) column, the k largest (or smallest) values and
+// their indices, ties to the lower index; a stable insertion into a k-long
+// list, so the order is the sorted one whatever `sorted` asks.
+#define DEF_TOPK(K, T, S)                                                                        \
+  static void topk_##K(T *vals, int64_t *idx, const T *x, size_t outer, size_t len, size_t inner, \
+                       size_t k, int largest) {                                                  \
+    for (size_t o = 0; o < outer; o++)                                                           \
+      for (size_t c = 0; c < inner; c++) {                                                       \
+        const T *p = x + o * len * inner + c;                                                    \
+        T *vp = vals + o * k * inner + c;                                                        \
+        int64_t *ip = idx + o * k * inner + c;                                                   \
+        size_t n = 0;                                                                            \
+        for (size_t l = 0; l < len; l++) {                                                       \
+          T v = p[l * inner];                                                                    \
+          size_t at = n;                                                                         \
+          while (at > 0 && (largest ? v > vp[(at - 1) * inner] : v < vp[(at - 1) * inner])) at--; \
+          if (at >= k) continue;                                                                 \
+          for (size_t m = (n < k ? n : k - 1); m > at; m--) {                                    \
+            vp[m * inner] = vp[(m - 1) * inner];                                                 \
+            ip[m * inner] = ip[(m - 1) * inner];                                                 \
+          }                                                                                      \
+          vp[at * inner] = v;                                                                    \
+          ip[at * inner] = (int64_t)l;                                                           \
+          if (n < k) n++;                                                                        \
+        }                                                                                        \
+      }                                                                                          \
+  }
+K_FLOAT_TYPES(DEF_TOPK)
+K_INT_TYPES(DEF_TOPK)
+
+int k_topk(void *vals, int64_t *idx, const void *x, k_elem t, size_t outer, size_t len, size_t inner, size_t k,
+           int largest) {
+  if (k > len) return -1;
+  if (k == 0) return 0;
+  switch (t) {
+#define CASE_TOPK(K, T, S) \
+    case K: topk_##K(vals, idx, x, outer, len, inner, k, largest); return 0;
+    K_FLOAT_TYPES(CASE_TOPK)
+    K_INT_TYPES(CASE_TOPK)
+#undef CASE_TOPK
+    default: return -1;
+  }
+}
+
+// --- CumProd: the running product along one axis, CumSum's walk
+#define DEF_CUMPROD(K, T, MUL)                                                                   \
+  static void cumprod_##K(T *y, const T *x, size_t outer, size_t len, size_t inner, int exclusive, \
+                          int reverse) {                                                         \
+    for (size_t o = 0; o < outer; o++)                                                           \
+      for (size_t c = 0; c < inner; c++) {                                                       \
+        size_t base = o * len * inner + c;                                                       \
+        T acc = (T)1;                                                                            \
+        for (size_t t = 0; t < len; t++) {                                                       \
+          size_t j = base + (reverse ? len - 1 - t : t) * inner;                                 \
+          T v = x[j];                                                                            \
+          if (exclusive) {                                                                       \
+            y[j] = acc;                                                                          \
+            acc = MUL(T, acc, v);                                                                \
+          } else {                                                                               \
+            acc = MUL(T, acc, v);                                                                \
+            y[j] = acc;                                                                          \
+          }                                                                                      \
+        }                                                                                        \
+      }                                                                                          \
+  }
+#define FMUL(T, a, b) ((a) * (b))
+#define IMUL(T, a, b) ((T)((uint64_t)(a) * (uint64_t)(b)))  // wraps, no signed overflow
+DEF_CUMPROD(K_F32, float, FMUL)
+DEF_CUMPROD(K_F64, double, FMUL)
+DEF_CUMPROD(K_I32, int32_t, IMUL)
+DEF_CUMPROD(K_I64, int64_t, IMUL)
+
+int k_cumprod(void *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner, int exclusive, int reverse) {
+  switch (t) {
+    case K_F32: cumprod_K_F32(y, x, outer, len, inner, exclusive, reverse); return 0;
+    case K_F64: cumprod_K_F64(y, x, outer, len, inner, exclusive, reverse); return 0;
+    case K_I32: cumprod_K_I32(y, x, outer, len, inner, exclusive, reverse); return 0;
+    case K_I64: cumprod_K_I64(y, x, outer, len, inner, exclusive, reverse); return 0;
     default: return -1;
   }
 }

@@ -1,5 +1,5 @@
 // kernels/reduce/k_reduce.cu: the CUDA twin of k_reduce_f32 (k_ref.h, the
-// reference) for reductions over one contiguous run of axes, seen as
+// reference; every k_redop) for reductions over one contiguous run of axes, seen as
 // [outer, len, inner]: y[o, i] = reduce over l of x[o, l, i]. Written once,
 // instantiated per storage type (float, half); sums accumulate in float,
 // in the reference's order where one thread owns an output (inner > 1, short
@@ -23,19 +23,34 @@ __device__ __forceinline__ float st<float>(float v) { return v; }
 template <>
 __device__ __forceinline__ __half st<__half>(float v) { return __float2half_rn(v); }
 
+// An element enters through prep (|v|, v*v), partials merge through comb, and
+// done finishes a row (mean, sqrt, log): the C reference's k_redop, split so
+// partial results of a row can be combined (warps, split rows).
 struct acc {
   k_redop op;
   __device__ float init() const {
-    return op == K_RMAX ? -INFINITY : op == K_RMIN ? INFINITY : 0.0f;
+    return op == K_RMAX || op == K_RLOGSUMEXP ? -INFINITY : op == K_RMIN ? INFINITY
+         : op == K_RPROD ? 1.0f : 0.0f;
   }
-  __device__ float add(float a, float v) const {
+  __device__ float prep(float v) const {
+    return op == K_RSUMSQ || op == K_RL2 ? v * v : op == K_RL1 ? fabsf(v) : v;
+  }
+  __device__ float comb(float a, float v) const {
     switch (op) {
       case K_RMAX: return v > a || v != v ? v : a;
       case K_RMIN: return v < a || v != v ? v : a;
+      case K_RPROD: return a * v;
+      case K_RLOGSUMEXP: {  // log(e^a + e^v), as the reference
+        float m = v > a ? v : a;
+        return m == -INFINITY ? m : v != v ? v : m + log1pf(expf(-fabsf(a - v)));
+      }
       default: return a + v;
     }
   }
-  __device__ float done(float a, size_t len) const { return op == K_RMEAN ? a / (float)len : a; }
+  __device__ float add(float a, float v) const { return comb(a, prep(v)); }
+  __device__ float done(float a, size_t len) const {
+    return op == K_RMEAN ? a / (float)len : op == K_RL2 ? sqrtf(a) : op == K_RLOGSUM ? logf(a) : a;
+  }
 };
 
 // inner > 1: a thread per output, neighbours read neighbouring addresses.
@@ -72,13 +87,13 @@ __global__ void __launch_bounds__(32 * SPLIT_Y)
   part[threadIdx.y][threadIdx.x] = a;
   __syncthreads();
   if (threadIdx.y == 0 && i < inner) {
-    for (int r = 1; r < SPLIT_Y; r++) a = f.add(a, part[r][threadIdx.x]);
+    for (int r = 1; r < SPLIT_Y; r++) a = f.comb(a, part[r][threadIdx.x]);
     y[o * inner + i] = st<T>(f.done(a, len));
   }
 }
 
 __device__ __forceinline__ float warp_combine(float v, acc f) {
-  for (int o = 16; o > 0; o >>= 1) v = f.add(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = 16; o > 0; o >>= 1) v = f.comb(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 

@@ -45,7 +45,7 @@ def test_every_required_op_is_covered(repo_dir, specs):
             ops |= {n.op_type for n in onnx.load(p, load_external_data=False).graph.node}
     missing = sorted(set(lib.gen_models.REQUIRED_OPS) - ops)
     assert not missing, "ops not covered by any loadable model: %s" % missing
-    assert "Hardmax" not in ops, "Hardmax must only appear in the unsupported_op model"
+    assert "Bernoulli" not in ops, "Bernoulli must only appear in the unsupported_op models"
 
 
 def test_batched_and_unbatched_models_exist(specs):
@@ -92,9 +92,9 @@ def test_missing_file_has_empty_version_dir(repo_dir):
     assert os.path.isdir(d) and os.listdir(d) == []
 
 
-def test_unsupported_op_has_named_hardmax(repo_dir):
+def test_unsupported_op_has_named_bernoulli(repo_dir):
     m = onnx.load(os.path.join(repo_dir, "unsupported_op", "1", "model.onnx"))
-    assert [(n.op_type, n.name) for n in m.graph.node] == [("Hardmax", "hardmax_1")]
+    assert [(n.op_type, n.name) for n in m.graph.node] == [("Bernoulli", "bernoulli_1")]
 
 
 def test_autocomplete_has_no_config(repo_dir):

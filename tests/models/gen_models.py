@@ -549,17 +549,18 @@ def add_failing(repo):
     repo.add("bad_config", 8, io_in, io_out, {1: _small_linear("bad_config", 400)}, config=bad,
              expect="UNAVAILABLE", reason=None)
 
-    # Hardmax: a real ONNX op (so the checker passes) that the engine does not implement.
-    hm = helper.make_node("Hardmax", ["UO_X"], ["UO_Y"], name="hardmax_1", axis=-1)
+    # Bernoulli: a real ONNX op (so the checker passes) that the engine does not implement (random
+    # sampling has no deterministic answer to serve; Hardmax was the example until it was implemented).
+    hm = helper.make_node("Bernoulli", ["UO_X"], ["UO_Y"], name="bernoulli_1")
     m = _model("unsupported_op", [hm], [_vi("UO_X", TensorProto.FLOAT, [None, 8])],
                [_vi("UO_Y", TensorProto.FLOAT, [None, 8])], [])
     repo.add("unsupported_op", 8, [_io("UO_X", "FP32", [8])], [_out("UO_Y", "FP32", [8])], {1: m},
-             expect="UNAVAILABLE", reason="hardmax_1")
+             expect="UNAVAILABLE", reason="bernoulli_1")
 
     # several unsupported nodes, one in a foreign domain: the load error lists every one
     many = [helper.make_node("GlobalLpPool", ["UM_X"], ["a"], name="lppool_a"),
             helper.make_node("Relu", ["a"], ["b"], name="relu_ok"),
-            helper.make_node("LpNormalization", ["b"], ["c"], name="lpnorm_b"),
+            helper.make_node("Bernoulli", ["b"], ["c"], name="bernoulli_b"),
             helper.make_node("FancyOp", ["c"], ["UM_Y"], name="custom_c", domain="com.example")]
     g = helper.make_graph(many, "unsupported_many", [_vi("UM_X", TensorProto.FLOAT, [None, 1, 4, 4])],
                           [_vi("UM_Y", TensorProto.FLOAT, [None, 1, 1, 1])])

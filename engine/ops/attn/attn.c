@@ -777,5 +777,9 @@ static void destroy_attn(void *node_state) {
 const eng_op_def eng_ops__attn[] = {
     {ENG_ATTN_OP, 3, 8, 1, 1, 0, parse_attn, infer_attn, run_attn,
      ENG_IN(4) | ENG_IN(5) | ENG_IN(6) | ENG_IN(7), run_attn_state, destroy_attn},
+    {"Attention", 3, 7, 1, 4, 0, eng_ops__parse_onnx_attn, eng_ops__infer_onnx_attn, eng_ops__run_onnx_attn, 0,
+     NULL, NULL},
+    {"RotaryEmbedding", 3, 4, 1, 1, ENG_OP_INPLACE, eng_ops__parse_rotary, eng_ops__infer_rotary, eng_ops__run_rotary,
+     0, NULL, NULL},
 };
 const size_t eng_ops__n_attn = sizeof eng_ops__attn / sizeof eng_ops__attn[0];

@@ -1,11 +1,16 @@
 // engine/ops/elem/elem.c: the elementwise ops on the CPU, all with numpy
-// broadcasting: Add, Sub, Mul, Div, Mod, Pow, variadic Max/Min; the
+// broadcasting: Add, Sub, Mul, Div, Mod, Pow, variadic Max/Min/Sum/Mean; the
 // activations Relu, LeakyRelu, Sigmoid, Tanh, Erf, Gelu (FP32); Cast between
-// every numeric type; unary math and activations by k_unop (Clip,
-// HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs, Sign, Reciprocal), the
+// every numeric type, CastLike; unary math and activations by k_unop (Clip,
+// HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs, Sign, Reciprocal; Log, the
+// trigonometric and hyperbolic functions, Floor, Ceil, Round, Softplus,
+// Softsign, Mish, Elu, Selu, Celu, ThresholdedRelu, Shrink, Swish), the
 // comparisons (Equal, Less, LessOrEqual, Greater, GreaterOrEqual) and bool
 // logic (And, Or, Xor, Not, IsNaN, IsInf) that attention masks are built
-// from, and Where.
+// from, and Where; BitShift and BitwiseAnd/Or/Xor/Not on the integer types
+// (CPU only). The unary ops by k_unop live in elem_unary.c, linear
+// quantization (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
+// MatMulInteger, QLinearMatMul; CPU only) in elem_quant.c.
 // Element types: the arithmetic, the comparisons, Neg/Abs/Sign/Clip take
 // every type ONNX defines them for, through the typed kernels of
 // kernels/elem (one body per op family, expanded per type: k_binary,
@@ -19,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/ops/elem/elem_internal.h"
 #include "engine/ops/ops_common.h"
 #include "engine/ops/str/str.h"
 #include "engine/cpu/par.h"
@@ -193,6 +199,141 @@ static int run_relu_any(const eng_op_params *p, const eng_tensor *in, int n_in, 
   return 0;
 }
 
+// --- BitCast: the same bits as another type of the same width. Narrow floats
+// travel as FP32 inside a plan, so FP16/BF16 bits are recovered from (and
+// turned back into) their FP32 values exactly; FP64, computed as FP32, has
+// no bits to keep and is refused.
+
+// The declared type of a node's input k where the graph says it (a graph
+// input), else DT_INVALID.
+static dtype declared_in(const eng_graph *g, const eng_node *n, int k) {
+  if (n->n_in <= k || n->in[k] < 0) return DT_INVALID;
+  const eng_value *v = eng_graph_value(g, (size_t)n->in[k]);
+  return v->kind == ENG_VALUE_INPUT ? v->dt : DT_INVALID;
+}
+
+static int parse_bitcast(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)opset;
+  const eng_attr *a = eng_node_attr(n, "to");
+  if (!a) return err_set(e, ERR_INVALID_ARGUMENT, "attribute 'to' is required");
+  p->to = dtype_from_onnx((int)a->i);
+  p->value_dt = declared_in(g, n, 0);
+  return 0;
+}
+
+static int infer_bitcast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                         err *e) {
+  (void)n_in, (void)n_out;
+  dtype src = p->value_dt != DT_INVALID ? p->value_dt : in[0].dt, dst = p->to;
+  if (src == DT_FP64 || dst == DT_FP64 || src == DT_STRING || dst == DT_STRING || dtype_size(src) == 0 ||
+      dtype_size(dst) == 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: BitCast from %s to %s", dtype_wire_name(src),
+                   dtype_wire_name(dst));
+  if (dtype_size(src) != dtype_size(dst))
+    return err_set(e, ERR_INVALID_ARGUMENT, "BitCast from %s to %s changes the width", dtype_wire_name(src),
+                   dtype_wire_name(dst));
+  op_set_out(&out[0], eng_ops_cpu_internal_dtype(dst), in[0].ndims, in[0].dims);
+  return 0;
+}
+
+// FP32 (a plan's value) <-> the 16 bits of FP16 or BF16.
+static uint16_t narrow_bits(float v, int bf16) {
+  uint16_t h;
+  if (!bf16) {
+    k_f32_to_f16(&h, &v, 1);
+    return h;
+  }
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return (uint16_t)(u >> 16);  // exact: the value came from a BF16
+}
+
+static float widen_bits(uint16_t h, int bf16) {
+  float v;
+  if (!bf16) {
+    k_f16_to_f32(&v, &h, 1);
+    return v;
+  }
+  uint32_t u = (uint32_t)h << 16;
+  memcpy(&v, &u, 4);
+  return v;
+}
+
+static int run_bitcast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                       err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  dtype src = p->value_dt != DT_INVALID ? p->value_dt : in[0].dt, dst = p->to;
+  size_t n = op_numel(&in[0]);
+  int src_narrow = src == DT_FP16 || src == DT_BF16, dst_narrow = dst == DT_FP16 || dst == DT_BF16;
+  for (size_t i = 0; i < n; i++) {
+    uint16_t h;
+    if (src_narrow) h = narrow_bits(((const float *)in[0].data)[i], src == DT_BF16);
+    else if (dst_narrow) memcpy(&h, (const char *)in[0].data + i * 2, 2);
+    if (dst_narrow) ((float *)out[0].data)[i] = widen_bits(h, dst == DT_BF16);
+    else if (src_narrow) memcpy((char *)out[0].data + i * 2, &h, 2);
+  }
+  if (!src_narrow && !dst_narrow && n && out[0].data != in[0].data)
+    memcpy(out[0].data, in[0].data, n * dtype_size(src));
+  return 0;
+}
+
+// --- SwiGLU: a * sigmoid(alpha * a) * b, A and B of one shape (FP32)
+
+static int infer_swiglu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                        err *e) {
+  TRY(eng_ops__need_f32(&in[1], "B", e));
+  if (in[0].ndims != in[1].ndims || eng_numel(in[0].ndims, in[0].dims) != eng_numel(in[1].ndims, in[1].dims))
+    return err_set(e, ERR_INVALID_ARGUMENT, "A and B must have one shape");
+  for (int i = 0; i < in[0].ndims; i++)
+    if (in[0].dims[i] != in[1].dims[i]) return err_set(e, ERR_INVALID_ARGUMENT, "A and B must have one shape");
+  return eng_ops__infer_same_f32(p, in, n_in, out, n_out, e);
+}
+
+static int run_swiglu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                      err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  const float *a = in[0].data, *b = in[1].data;
+  float *y = out[0].data;
+  for (size_t i = 0, n = op_numel(&in[0]); i < n; i++) y[i] = a[i] / (1.0f + expf(-p->alpha * a[i])) * b[i];
+  return 0;
+}
+
+static int parse_swiglu(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  p->alpha = op_attr_float(n, "alpha", 1.0f);
+  return 0;
+}
+
+// --- PRelu (floats): the slope broadcasts to X (unidirectionally)
+
+static int infer_prelu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                       err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  TRY(eng_ops__need_f32(&in[0], "X", e));
+  TRY(eng_ops__need_f32(&in[1], "slope", e));
+  int nd;
+  int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
+  if (nd != in[0].ndims || eng_numel(nd, y) != (int64_t)op_numel(&in[0]))
+    return err_set(e, ERR_INVALID_ARGUMENT, "slope must broadcast to X's shape");
+  op_set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_prelu(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                     err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  int nd;
+  int64_t y[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  TRY(eng_ops__bcast(&in[0], &in[1], &nd, y, ad, bd, e));
+  if (nd == 0) {
+    nd = 1;
+    y[0] = bd[0] = 1;
+  }
+  k_prelu_f32(out[0].data, in[0].data, in[1].data, nd, y, bd);
+  return 0;
+}
+
 // --- Cast
 
 static int parse_cast(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
@@ -212,23 +353,20 @@ static int parse_cast(const eng_graph *g, const eng_node *n, int opset, eng_op_p
   }
 }
 
-int eng_ops_elem_of(dtype t, k_elem *k) {
-  switch (t) {
-    case DT_FP32: *k = K_F32; return 0;
-    case DT_FP64: *k = K_F64; return 0;
-    case DT_FP16: *k = K_F16; return 0;
-    case DT_INT64: *k = K_I64; return 0;
-    case DT_INT32: *k = K_I32; return 0;
-    case DT_INT16: *k = K_I16; return 0;
-    case DT_INT8: *k = K_I8; return 0;
-    case DT_UINT8: *k = K_U8; return 0;
-    case DT_UINT16: *k = K_U16; return 0;
-    case DT_UINT32: *k = K_U32; return 0;
-    case DT_UINT64: *k = K_U64; return 0;
-    case DT_BOOL: *k = K_BOOL; return 0;
-    default: return -1;
+// CastLike: Cast to the type of input 1. Its declared type where the graph
+// gives one (a graph input; a constant's FP16/BF16/FP64 are stored widened,
+// so those and node outputs take the type input 1 has in the plan, FP32 for
+// every float width: no narrow rounding then).
+static int parse_castlike(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)opset, (void)e;
+  p->to = DT_INVALID;
+  if (n->n_in > 1 && n->in[1] >= 0) {
+    const eng_value *v = eng_graph_value(g, (size_t)n->in[1]);
+    if (v->kind == ENG_VALUE_INPUT) p->to = v->dt;
   }
+  return 0;
 }
+
 
 static int infer_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                       int n_out, err *e) {
@@ -239,6 +377,15 @@ static int infer_cast(const eng_op_params *p, const eng_tensor *in, int n_in, en
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: Cast from %s", dtype_wire_name(in[0].dt));
   op_set_out(&out[0], eng_ops_cpu_internal_dtype(p->to), in[0].ndims, in[0].dims);
   return 0;
+}
+
+static int infer_castlike(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                          int n_out, err *e) {
+  eng_op_params q = *p;
+  if (q.to == DT_INVALID) q.to = in[1].dt;
+  if (q.to == DT_STRING || in[0].dt == DT_STRING)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: CastLike with STRING (use Cast)");
+  return infer_cast(&q, in, n_in, out, n_out, e);
 }
 
 static int run_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
@@ -271,110 +418,6 @@ static int run_cast(const eng_op_params *p, const eng_tensor *in, int n_in, eng_
       u &= 0xffff0000u;
       memcpy(&y[i], &u, 4);
     }
-  }
-  return 0;
-}
-
-// --- unary math and activations by k_unop
-
-// FP32 takes every k_unop (k_unary_f32); integers what k_unary_takes says.
-static int infer_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
-                       int n_out, err *e) {
-  (void)n_out;
-  k_elem k = (k_elem)0;  // set by kelem() before use
-  TRY(kelem(in[0].dt, &k, e));
-  if (k != K_F32 && !k_unary_takes(k, (k_unop)p->mode))
-    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
-                   dtype_wire_name(in[0].dt));
-  for (int k = 1; k < n_in; k++) {  // Clip's bounds: scalars of the input's type
-    if (in[k].dt == DT_INVALID) continue;
-    if (in[k].dt != in[0].dt || op_numel(&in[k]) != 1)
-      return err_set(e, ERR_INVALID_ARGUMENT, "%s must be a %s scalar", k == 1 ? "min" : "max",
-                     dtype_wire_name(in[0].dt));
-  }
-  op_set_out(&out[0], in[0].dt, in[0].ndims, in[0].dims);
-  return 0;
-}
-
-static int infer_unary_f32(const eng_op_params *p, const eng_tensor *in, int n_in,
-                           eng_tensor *out, int n_out, err *e) {
-  TRY(eng_ops__need_f32(&in[0], "input", e));
-  return infer_unary(p, in, n_in, out, n_out, e);
-}
-
-// FP32 k_unary_f32 on parts of x split over threads (par.h); elementwise,
-// so the result does not depend on the split.
-typedef struct unary_job {
-  float *y;
-  const float *x;
-  k_unop op;
-  float a, b;
-} unary_job;
-
-static void unary_part(void *ctx, size_t lo, size_t hi) {
-  const unary_job *j = ctx;
-  k_unary_f32(j->y + lo, j->x + lo, hi - lo, j->op, j->a, j->b);
-}
-
-// p->mode holds the k_unop (set by the parse functions below); alpha/beta
-// its parameters, or Clip's attribute bounds before opset 11.
-static int run_unary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
-                     int n_out, err *e) {
-  (void)n_out;
-  size_t n = op_numel(&in[0]);
-  if (in[0].dt != DT_FP32) {  // an integer type infer_unary checked
-    k_elem k = (k_elem)0;  // set by kelem() before use
-    TRY(kelem(in[0].dt, &k, e));
-    const void *lo = op_given(in, n_in, 1) ? in[1].data : NULL;
-    const void *hi = op_given(in, n_in, 2) ? in[2].data : NULL;
-    if (k_unary(out[0].data, in[0].data, k, n, (k_unop)p->mode, lo, hi) != 0)
-      return err_set(e, ERR_INTERNAL, "no %s kernel for this op", dtype_wire_name(in[0].dt));
-    return 0;
-  }
-  unary_job j = {out[0].data, in[0].data, (k_unop)p->mode, p->alpha, p->beta};
-  if (op_given(in, n_in, 1)) j.a = *(const float *)in[1].data;
-  if (op_given(in, n_in, 2)) j.b = *(const float *)in[2].data;
-  eng_par_for(n, ENG_PAR_GRAIN, unary_part, &j);
-  return 0;
-}
-
-#define PARSE_UNOP(name, op)                                                                    \
-  static int name(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) { \
-    (void)g, (void)n, (void)opset, (void)e;                                                     \
-    p->mode = op;                                                                               \
-    return 0;                                                                                   \
-  }
-PARSE_UNOP(parse_sqrt, K_SQRT)
-PARSE_UNOP(parse_exp, K_EXP)
-PARSE_UNOP(parse_neg, K_NEG)
-PARSE_UNOP(parse_abs, K_ABS)
-PARSE_UNOP(parse_sign, K_SIGN)
-PARSE_UNOP(parse_recip, K_RECIP)
-PARSE_UNOP(parse_hard_swish, K_HARD_SWISH)
-
-static int parse_hard_sigmoid(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
-                              err *e) {
-  (void)g, (void)opset, (void)e;
-  p->mode = K_HARD_SIGMOID;
-  p->alpha = op_attr_float(n, "alpha", 0.2f);
-  p->beta = op_attr_float(n, "beta", 0.5f);
-  return 0;
-}
-
-// Clip: bounds are attributes before opset 11, optional inputs from 11
-// (ReLU6 is Clip(x, 0, 6)); absent bounds do not clip.
-static int parse_clip(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
-  (void)g;
-  p->mode = K_CLIP;
-  if (opset < 11) {
-    if (n->n_in > 1)
-      return err_set(e, ERR_INVALID_ARGUMENT, "Clip before opset 11 takes 1 input, got %d",
-                     n->n_in);
-    p->alpha = op_attr_float(n, "min", -FLT_MAX);
-    p->beta = op_attr_float(n, "max", FLT_MAX);
-  } else {
-    p->alpha = -INFINITY;
-    p->beta = INFINITY;
   }
   return 0;
 }
@@ -462,6 +505,32 @@ static int run_variadic(const eng_op_params *p, const eng_tensor *in, int n_in, 
   return 0;
 }
 
+// Sum: variadic Add (one input: a copy); Mean: the Sum divided by the count,
+// floats only (FP32 stands for every float width inside a plan).
+PARSE_BINOP(parse_sum, K_ADD)
+
+static int run_sum(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                   int n_out, err *e) {
+  if (n_in > 1) return run_variadic(p, in, n_in, out, n_out, e);
+  if (out[0].data != in[0].data) memmove(out[0].data, in[0].data, op_numel(&in[0]) * dtype_size(in[0].dt));
+  return 0;
+}
+
+static int infer_mean(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  TRY(eng_ops__need_f32(&in[0], "data_0", e));
+  return infer_variadic(p, in, n_in, out, n_out, e);
+}
+
+static int run_mean(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                    int n_out, err *e) {
+  TRY(run_sum(p, in, n_in, out, n_out, e));
+  float *y = out[0].data, inv = 1.0f / (float)n_in;
+  size_t n = op_numel(&out[0]);
+  for (size_t i = 0; i < n; i++) y[i] *= inv;
+  return 0;
+}
+
 // The three shapes padded to the output's rank (a scalar as one dim of 1).
 static int pad3(const eng_tensor *in, const eng_tensor *y, int64_t *yd, int64_t *ad, int64_t *bd) {
   int nd = y->ndims > 0 ? y->ndims : 1;
@@ -499,6 +568,59 @@ static int run_pow(const eng_op_params *p, const eng_tensor *in, int n_in, eng_t
   if (k_pow_mixed(out[0].data, in[0].data, ka, in[1].data, kb, nd, yd, ad, bd) != 0)
     return err_set(e, ERR_INTERNAL, "no Pow kernel for %s by %s", dtype_wire_name(in[0].dt),
                    dtype_wire_name(in[1].dt));
+  return 0;
+}
+
+// --- BitwiseAnd/Or/Xor, BitShift, BitwiseNot: integer types (k_bitwise)
+
+static int parse_bitshift(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  const char *d = op_attr_str(n, "direction", "");
+  if (strcmp(d, "LEFT") == 0) p->mode = K_SHL;
+  else if (strcmp(d, "RIGHT") == 0) p->mode = K_SHR;
+  else return err_set(e, ERR_INVALID_ARGUMENT, "direction must be LEFT or RIGHT, got '%s'", d);
+  return 0;
+}
+PARSE_BINOP(parse_bitand, K_BAND)
+PARSE_BINOP(parse_bitor, K_BOR)
+PARSE_BINOP(parse_bitxor, K_BXOR)
+
+static int need_int(const eng_tensor *t, err *e) {
+  k_elem k = K_F32;
+  if (t->dt == DT_FP16 || eng_ops_elem_of(t->dt, &k) != 0 || k == K_F32 || k == K_F64 || k == K_BOOL)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s (integers only)", dtype_wire_name(t->dt));
+  return 0;
+}
+
+static int infer_bitwise(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)p, (void)n_out;
+  TRY(need_int(&in[0], e));
+  if (n_in > 1 && in[1].dt != in[0].dt)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input types differ: %s vs %s", dtype_wire_name(in[0].dt),
+                   dtype_wire_name(in[1].dt));
+  eng_tensor y;
+  TRY(bcast_all(in, n_in, &y, e));
+  op_set_out(&out[0], in[0].dt, y.ndims, y.dims);
+  return 0;
+}
+
+static int run_bitwise(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int64_t yd[ENG_MAX_DIMS], ad[ENG_MAX_DIMS], bd[ENG_MAX_DIMS];
+  int nd = pad3(in, &out[0], yd, ad, bd);
+  k_elem k = (k_elem)0;  // set by kelem() before use
+  TRY(kelem(in[0].dt, &k, e));
+  if (k_bitwise(out[0].data, in[0].data, in[1].data, k, nd, yd, ad, bd, (k_bitop)p->mode) != 0)
+    return err_set(e, ERR_INTERNAL, "no bitwise kernel for %s", dtype_wire_name(in[0].dt));
+  return 0;
+}
+
+static int run_bitnot(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out, (void)e;
+  k_bitwise_not(out[0].data, in[0].data, op_numel(&in[0]) * dtype_size(in[0].dt));
   return 0;
 }
 
@@ -672,18 +794,58 @@ const eng_op_def eng_ops__elem[] = {
     {"Erf", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_same_f32, run_erf, 0, NULL, NULL},
     {"Gelu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_gelu, eng_ops__infer_same_f32, run_gelu, 0, NULL, NULL},
     {"Cast", 1, 1, 1, 1, ENG_OP_ELEMWISE, parse_cast, infer_cast, run_cast, 0, NULL, NULL},
-    {"Clip", 1, 3, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_clip, infer_unary, run_unary, 0, NULL, NULL},
-    {"HardSigmoid", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_hard_sigmoid, infer_unary_f32, run_unary, 0, NULL, NULL},
-    {"HardSwish", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_hard_swish, infer_unary_f32, run_unary, 0, NULL, NULL},
-    {"Sqrt", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sqrt, infer_unary_f32, run_unary, 0, NULL, NULL},
-    {"Exp", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_exp, infer_unary_f32, run_unary, 0, NULL, NULL},
-    {"Reciprocal", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_recip, infer_unary_f32, run_unary, 0, NULL, NULL},
-    {"Neg", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_neg, infer_unary, run_unary, 0, NULL, NULL},
-    {"Abs", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_abs, infer_unary, run_unary, 0, NULL, NULL},
-    {"Sign", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sign, infer_unary, run_unary, 0, NULL, NULL},
+    {"BitCast", 1, 1, 1, 1, ENG_OP_ELEMWISE, parse_bitcast, infer_bitcast, run_bitcast, 0, NULL, NULL},
+    {"SwiGLU", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_swiglu, infer_swiglu, run_swiglu, 0, NULL, NULL},
+    {"PRelu", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_prelu, run_prelu, 0, NULL, NULL},
+    {"CastLike", 2, 2, 1, 1, 0, parse_castlike, infer_castlike, run_cast, 0, NULL, NULL},
+    {"Clip", 1, 3, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_clip, eng_ops__infer_unary, eng_ops__run_unary, 0, NULL, NULL},
+    {"HardSigmoid", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"HardSwish", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Sqrt", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Exp", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Reciprocal", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Log", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Sin", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Cos", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Tan", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Asin", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Acos", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Atan", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Sinh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Cosh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Asinh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Acosh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Atanh", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Floor", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Ceil", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Round", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Softplus", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Softsign", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Mish", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Elu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Selu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Celu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"ThresholdedRelu", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Shrink", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Swish", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary_f32, eng_ops__run_unary, 0, NULL, NULL},
+    {"Neg", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary, eng_ops__run_unary, 0, NULL, NULL},
+    {"Abs", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary, eng_ops__run_unary, 0, NULL, NULL},
+    {"Sign", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, eng_ops__parse_unop, eng_ops__infer_unary, eng_ops__run_unary, 0, NULL, NULL},
     {"Pow", 2, 2, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_pow, infer_pow, run_pow, 0, NULL, NULL},
     {"Max", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_max, infer_variadic, run_variadic, 0, NULL, NULL},
     {"Min", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_min, infer_variadic, run_variadic, 0, NULL, NULL},
+    {"Sum", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sum, infer_variadic, run_sum, 0, NULL, NULL},
+    {"Mean", 1, 1 << 20, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, parse_sum, infer_mean, run_mean, 0, NULL, NULL},
+    {"BitShift", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_bitshift, infer_bitwise, run_bitwise, 0, NULL, NULL},
+    {"BitwiseAnd", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_bitand, infer_bitwise, run_bitwise, 0, NULL, NULL},
+    {"BitwiseOr", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_bitor, infer_bitwise, run_bitwise, 0, NULL, NULL},
+    {"BitwiseXor", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_bitxor, infer_bitwise, run_bitwise, 0, NULL, NULL},
+    {"BitwiseNot", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_bitwise, run_bitnot, 0, NULL, NULL},
+    {"QuantizeLinear", 2, 3, 1, 1, 0, eng_ops__parse_qdq, eng_ops__infer_quantize, eng_ops__run_quantize, 0, NULL, NULL},
+    {"DequantizeLinear", 2, 3, 1, 1, 0, eng_ops__parse_qdq, eng_ops__infer_dequantize, eng_ops__run_dequantize, 0, NULL, NULL},
+    {"DynamicQuantizeLinear", 1, 1, 1, 3, 0, op_parse_none, eng_ops__infer_dynquant, eng_ops__run_dynquant, 0, NULL, NULL},
+    {"MatMulInteger", 2, 4, 1, 1, 0, op_parse_none, eng_ops__infer_matmul_int, eng_ops__run_matmul_int, 0, NULL, NULL},
+    {"QLinearMatMul", 8, 8, 1, 1, 0, eng_ops__parse_qlinear_matmul, eng_ops__infer_matmul_int, eng_ops__run_matmul_int, 0, NULL, NULL},
     {"Equal", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_eq, infer_compare, run_compare, 0, NULL, NULL},
     {"Less", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_lt, infer_compare, run_compare, 0, NULL, NULL},
     {"LessOrEqual", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_le, infer_compare, run_compare, 0, NULL, NULL},

@@ -4,7 +4,9 @@
 // CUDA entry (a model using it fails to load on a GPU instance, naming the op); Relu, LeakyRelu, Sigmoid, Tanh, Erf,
 // Gelu through their FP32 and FP16 kernels; Cast through the plan's cast
 // kernel (narrow float targets rounded to their precision).
-// HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs, Sign and Reciprocal through
+// HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs, Sign, Reciprocal, and Log, the
+// trigonometric and hyperbolic functions, Floor, Ceil, Round, Softplus,
+// Softsign, Mish, Elu, Selu, Celu, ThresholdedRelu, Shrink, Swish through
 // the k_unop kernels (kernels/elem/k_unop.cu), one launcher for FP32 and FP16 storage.
 // Clip too: its bounds (attributes before opset 11, constant inputs from
 // 11; ReLU6 is Clip(x, 0, 6)) are read once at init from the graph, since
@@ -301,10 +303,35 @@ const cuda_op eng_cuda__elem_ops[] = {
     UNOP("Abs"),
     UNOP("Sign"),
     UNOP("Reciprocal"),
+    UNOP("Log"),
+    UNOP("Sin"),
+    UNOP("Cos"),
+    UNOP("Tan"),
+    UNOP("Asin"),
+    UNOP("Acos"),
+    UNOP("Atan"),
+    UNOP("Sinh"),
+    UNOP("Cosh"),
+    UNOP("Asinh"),
+    UNOP("Acosh"),
+    UNOP("Atanh"),
+    UNOP("Floor"),
+    UNOP("Ceil"),
+    UNOP("Round"),
+    UNOP("Softplus"),
+    UNOP("Softsign"),
+    UNOP("Mish"),
+    UNOP("Elu"),
+    UNOP("Selu"),
+    UNOP("Celu"),
+    UNOP("ThresholdedRelu"),
+    UNOP("Shrink"),
+    UNOP("Swish"),
     {.op_type = "Clip", .run = clip_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE,
      .init = clip_init, .destroy = free},
     {.op_type = "Pow", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Max", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Sum", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Min", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
 #define ELEM(name, fn) {.op_type = name, .run = fn, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE}
     ELEM("Equal", compare_run),

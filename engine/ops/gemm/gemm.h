@@ -20,4 +20,16 @@ typedef struct eng_mm_shape {
 int eng_ops__mm_analyse(const eng_tensor *a, const eng_tensor *b, eng_mm_shape *s, eng_tensor *y,
                         err *e);
 
+// Einsum (einsum.c), listed in gemm.c's table.
+typedef struct eng_op_params eng_op_params;
+typedef struct eng_graph eng_graph;
+typedef struct eng_node eng_node;
+int eng_ops__parse_einsum(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_einsum(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ops__run_einsum(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+// RNN, GRU, LSTM (rnn.c), listed in gemm.c's table.
+int eng_ops__parse_rnn(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_rnn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ops__run_rnn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+
 #endif

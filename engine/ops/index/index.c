@@ -1,9 +1,11 @@
 // engine/ops/index/index.c: the shape and index ops on the CPU. The views
 // (Flatten, Reshape, Squeeze, Unsqueeze, Identity, Dropout), which share
 // their input's bytes; Transpose and Concat; the shape arithmetic exporters
-// emit around Reshape: Shape, Gather, Slice, ConstantOfShape, Range and
+// emit around Reshape: Shape, Size, Gather, Slice, ConstantOfShape, Range and
 // Expand; and the index ops transformers' masks and heads need:
-// GatherElements, GatherND, Trilu and Split.
+// GatherElements, GatherND, Trilu and Split; ScatterElements, Scatter and
+// ScatterND live in index_scatter.c, DepthToSpace, SpaceToDepth, ReverseSequence and EyeLike in
+// index_space.c (CPU only).
 // The shape arithmetic's results are mostly small int64 tensors computed
 // from input shapes, which the planner folds per input-shape signature
 // (plan.c); they also run as ordinary ops on any element type when their
@@ -355,6 +357,23 @@ static int run_shape(const eng_op_params *p, const eng_tensor *in, int n_in, eng
   int64_t s, en;
   shape_range(p, in[0].ndims, &s, &en);
   for (int64_t i = s; i < en; i++) ((int64_t *)out[0].data)[i - s] = in[0].dims[i];
+  return 0;
+}
+
+// --- Size: the element count, an INT64 scalar; like Shape it reads only
+// its input's shape, so the planner folds it (on both backends)
+
+static int infer_size(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)p, (void)in, (void)n_in, (void)n_out, (void)e;
+  op_set_out(&out[0], DT_INT64, 0, NULL);
+  return 0;
+}
+
+static int run_size(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                    int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out, (void)e;
+  *(int64_t *)out[0].data = (int64_t)op_numel(&in[0]);
   return 0;
 }
 
@@ -911,6 +930,18 @@ static int run_split(const eng_op_params *p, const eng_tensor *in, int n_in, eng
 // --- table
 
 const eng_op_def eng_ops__index[] = {
+    {"DepthToSpace", 1, 1, 1, 1, 0, eng_ops__parse_space, eng_ops__infer_space, eng_ops__run_space, 0, NULL, NULL},
+    {"SpaceToDepth", 1, 1, 1, 1, 0, eng_ops__parse_space, eng_ops__infer_space, eng_ops__run_space, 0, NULL, NULL},
+    {"ReverseSequence", 2, 2, 1, 1, 0, eng_ops__parse_revseq, eng_ops__infer_revseq, eng_ops__run_revseq, 0, NULL,
+     NULL},
+    {"EyeLike", 1, 1, 1, 1, ENG_OP_SHAPE_ONLY, eng_ops__parse_eyelike, eng_ops__infer_eyelike, eng_ops__run_eyelike, 0,
+     NULL, NULL},
+    {"ScatterElements", 3, 3, 1, 1, ENG_OP_INPLACE, eng_ops__parse_scatter, eng_ops__infer_scatter_elements,
+     eng_ops__run_scatter_elements, 0, NULL, NULL},
+    {"Scatter", 3, 3, 1, 1, ENG_OP_INPLACE, eng_ops__parse_scatter, eng_ops__infer_scatter_elements,
+     eng_ops__run_scatter_elements, 0, NULL, NULL},
+    {"ScatterND", 3, 3, 1, 1, ENG_OP_INPLACE, eng_ops__parse_scatter, eng_ops__infer_scatter_nd,
+     eng_ops__run_scatter_nd, 0, NULL, NULL},
     {"Flatten", 1, 1, 1, 1, ENG_OP_ALIAS, parse_flatten, infer_flatten, run_view, 0, NULL, NULL},
     {"Reshape", 2, 2, 1, 1, ENG_OP_ALIAS, parse_reshape, infer_reshape, run_view, ENG_IN(1), NULL, NULL},
     {"Squeeze", 1, 2, 1, 1, ENG_OP_ALIAS, parse_squeeze, infer_squeeze, run_view, ENG_IN(1), NULL, NULL},
@@ -920,6 +951,7 @@ const eng_op_def eng_ops__index[] = {
     {"Transpose", 1, 1, 1, 1, 0, parse_transpose, infer_transpose, run_transpose, 0, NULL, NULL},
     {"Concat", 1, 1 << 20, 1, 1, 0, parse_axis_required, infer_concat, run_concat, 0, NULL, NULL},
     {"Shape", 1, 1, 1, 1, ENG_OP_SHAPE_ONLY, parse_shape, infer_shape, run_shape, 0, NULL, NULL},
+    {"Size", 1, 1, 1, 1, ENG_OP_SHAPE_ONLY, op_parse_none, infer_size, run_size, 0, NULL, NULL},
     {"Gather", 2, 2, 1, 1, 0, parse_gather, infer_gather, run_gather, 0, NULL, NULL},
     {"Slice", 1, 5, 1, 1, 0, parse_slice, infer_slice, run_slice,
      ENG_IN(1) | ENG_IN(2) | ENG_IN(3) | ENG_IN(4), NULL, NULL},

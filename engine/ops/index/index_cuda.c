@@ -9,7 +9,7 @@
 // moves elements as they are, so FP16-stored values run as they are. The
 // shapes come from the planner (the outputs' dims are this run's); Trilu's
 // k is a constant input read once at init, since the plan's copy of a
-// constant lives on the device. Slice, Range, Shape and ConstantOfShape run
+// constant lives on the device. Slice, Range, Shape, Size and ConstantOfShape run
 // only folded (on the host). Registered into the CUDA plan through
 // engine/ops/families.h.
 //

@@ -1,12 +1,17 @@
 // engine/ops/norm/norm.c: the normalisations on the CPU: Softmax and
 // LogSoftmax (before opset 13 the input is coerced to 2-D),
-// LayerNormalization (with its optional Mean and InvStdDev outputs) and
+// LayerNormalization (with its optional Mean and InvStdDev outputs),
+// RMSNormalization, InstanceNormalization, GroupNormalization, Hardmax,
+// LpNormalization, LRN, NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+// (CPU only) and
 // BatchNormalization (inference only; a BatchNormalization after a Conv is
 // folded into it at load), through the reference kernels. Their CUDA path is
 // norm_cuda.c.
 #include "engine/ops/norm/norm.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "engine/ops/ops_common.h"
 #include "kernels/k_ref.h"
@@ -59,6 +64,62 @@ static int run_log_softmax(const eng_op_params *p, const eng_tensor *in, int n_i
   size_t o, l, i;
   eng_ops__softmax_dims(p, &in[0], &o, &l, &i);
   if (o && l && i) k_log_softmax(out[0].data, in[0].data, o, l, i);
+  return 0;
+}
+
+// Hardmax (Softmax's axis rules, the 2-D coercion before opset 13 included)
+static int run_hardmax(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                       err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  size_t o, l, i;
+  eng_ops__softmax_dims(p, &in[0], &o, &l, &i);
+  if (o && l && i) k_hardmax(out[0].data, in[0].data, o, l, i);
+  return 0;
+}
+
+// --- LpNormalization (axis, p: 1 or 2), p->mode holds p
+
+static int parse_lpnorm(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  p->axis = op_attr_int(n, "axis", -1);
+  p->legacy = 0;
+  int64_t pp = op_attr_int(n, "p", 2);
+  if (pp != 1 && pp != 2) return err_set(e, ERR_INVALID_ARGUMENT, "p must be 1 or 2, got %lld", (long long)pp);
+  p->mode = (int)pp;
+  return 0;
+}
+
+static int run_lpnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                      err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  size_t o, l, i;
+  eng_ops__softmax_dims(p, &in[0], &o, &l, &i);
+  if (o && l && i) k_lp_norm(out[0].data, in[0].data, o, l, i, p->mode);
+  return 0;
+}
+
+// --- LRN (size, alpha, beta, bias) across the channels of [N, C, ...]
+
+static int parse_lrn(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  p->start = op_attr_int(n, "size", 0);
+  p->alpha = op_attr_float(n, "alpha", 1e-4f);
+  p->beta = op_attr_float(n, "beta", 0.75f);
+  p->eps = op_attr_float(n, "bias", 1.0f);
+  if (p->start < 1) return err_set(e, ERR_INVALID_ARGUMENT, "size must be positive");
+  return 0;
+}
+
+static int infer_lrn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e) {
+  if (in[0].ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "X must have rank >= 2");
+  return eng_ops__infer_same_f32(p, in, n_in, out, n_out, e);
+}
+
+static int run_lrn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  const eng_tensor *x = &in[0];
+  size_t n = (size_t)x->dims[0], c = (size_t)x->dims[1], sp = (size_t)op_prod(x->dims, 2, x->ndims);
+  if (n && c && sp) k_lrn(out[0].data, x->data, n, c, sp, p->start, p->alpha, p->beta, p->eps);
   return 0;
 }
 
@@ -137,6 +198,164 @@ static int run_layernorm(const eng_op_params *p, const eng_tensor *in, int n_in,
   return 0;
 }
 
+// RMSNormalization (opset 23): LayerNormalization's axis and epsilon, no
+// centring, no bias; Scale has the normalized shape.
+static int infer_rmsnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  TRY(eng_ops__need_f32(&in[0], "X", e));
+  TRY(eng_ops__need_f32(&in[1], "scale", e));
+  int r = in[0].ndims;
+  if (r == 0) return err_set(e, ERR_INVALID_ARGUMENT, "X must have rank >= 1");
+  int64_t ax = 0;
+  TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
+  int64_t cols = op_prod(in[0].dims, (int)ax, r);
+  if (eng_numel(in[1].ndims, in[1].dims) != cols)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: scale must have the normalized shape (%lld elements)",
+                   (long long)cols);
+  op_set_out(&out[0], DT_FP32, r, in[0].dims);
+  return 0;
+}
+
+static int run_rmsnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                       int n_out, err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  int r = in[0].ndims;
+  int ax = (int)(p->axis < 0 ? p->axis + r : p->axis);
+  size_t rows = (size_t)op_prod(in[0].dims, 0, ax), cols = (size_t)op_prod(in[0].dims, ax, r);
+  if (rows && cols) k_rms_norm(out[0].data, in[0].data, in[1].data, rows, cols, p->eps);
+  return 0;
+}
+
+// --- InstanceNormalization, GroupNormalization (per-channel scale and bias,
+// opset 21; opset 18's per-group ones are spread over their channels)
+
+static int parse_groupnorm(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  p->eps = op_attr_float(n, "epsilon", 1e-5f);
+  // p->axis holds num_groups; 0 for InstanceNormalization: one group per channel
+  p->axis = strcmp(n->op_type, "GroupNormalization") == 0 ? op_attr_int(n, "num_groups", 0) : 0;
+  if (strcmp(n->op_type, "GroupNormalization") == 0 && p->axis <= 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "num_groups must be positive");
+  return 0;
+}
+
+static int infer_groupnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                           int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  TRY(eng_ops__need_f32(&in[0], "X", e));
+  if (in[0].ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "X must have rank >= 2");
+  int64_t c = in[0].dims[1], groups = p->axis ? p->axis : c;
+  if (c % groups != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%lld channels do not split into %lld groups", (long long)c,
+                   (long long)groups);
+  for (int i = 1; i < 3; i++) {
+    TRY(eng_ops__need_f32(&in[i], i == 1 ? "scale" : "B", e));
+    int64_t k = eng_numel(in[i].ndims, in[i].dims);
+    if (k != c && k != groups)
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s must have %lld (channels) elements", i == 1 ? "scale" : "B",
+                     (long long)c);
+  }
+  op_set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_groupnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                         int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  const eng_tensor *x = &in[0];
+  size_t n = (size_t)x->dims[0], c = (size_t)x->dims[1], sp = (size_t)op_prod(x->dims, 2, x->ndims);
+  size_t groups = p->axis ? (size_t)p->axis : c;
+  if (!n || !c || !sp) return 0;
+  const float *sb[2] = {in[1].data, in[2].data};
+  float *spread = NULL;
+  if ((size_t)eng_numel(in[1].ndims, in[1].dims) != c || (size_t)eng_numel(in[2].ndims, in[2].dims) != c) {
+    spread = malloc(2 * c * sizeof *spread);  // per-group values, one per channel
+    if (!spread) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    for (int i = 0; i < 2; i++) {
+      size_t k = (size_t)eng_numel(in[i + 1].ndims, in[i + 1].dims);
+      for (size_t ch = 0; ch < c; ch++) spread[i * c + ch] = sb[i][k == c ? ch : ch / (c / groups)];
+      sb[i] = spread + i * c;
+    }
+  }
+  k_group_norm(out[0].data, x->data, sb[0], sb[1], n, c, groups, sp, p->eps);
+  free(spread);
+  return 0;
+}
+
+// --- NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (inference: the loss
+// value, and SoftmaxCrossEntropyLoss's optional log_prob output)
+
+// p->mode: reduction (0 none, 1 sum, 2 mean); p->has_ints / p->start: ignore_index given / its value.
+static int parse_loss(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  static const char *const names[] = {"none", "sum", "mean", NULL};
+  TRY(eng_ops__enum(op_attr_str(n, "reduction", "mean"), names, "reduction", &p->mode, e));
+  p->has_ints = eng_node_attr(n, "ignore_index") != NULL;
+  p->start = op_attr_int(n, "ignore_index", 0);
+  return 0;
+}
+
+static int infer_loss(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                      err *e) {
+  TRY(eng_ops__need_f32(&in[0], "input", e));
+  const eng_tensor *x = &in[0], *t = &in[1];
+  if (x->ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "input must have rank >= 2");
+  if (t->dt != DT_INT64 && t->dt != DT_INT32)
+    return err_set(e, ERR_INVALID_ARGUMENT, "target must be INT32 or INT64, got %s", dtype_wire_name(t->dt));
+  int ok = t->ndims == x->ndims - 1 && t->dims[0] == x->dims[0];
+  for (int i = 1; ok && i < t->ndims; i++) ok = t->dims[i] == x->dims[i + 1];
+  if (!ok) return err_set(e, ERR_INVALID_ARGUMENT, "target must have input's shape without dim 1");
+  if (op_given(in, n_in, 2)) {
+    TRY(eng_ops__need_f32(&in[2], "weight", e));
+    if (in[2].ndims != 1 || in[2].dims[0] != x->dims[1])
+      return err_set(e, ERR_INVALID_ARGUMENT, "weight must be [C]");
+  }
+  if (p->mode == 0) op_set_out(&out[0], DT_FP32, t->ndims, t->dims);
+  else op_set_out(&out[0], DT_FP32, 0, NULL);
+  if (n_out > 1 && out[1].dt != DT_INVALID) op_set_out(&out[1], DT_FP32, x->ndims, x->dims);
+  return 0;
+}
+
+static int run_loss(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                    err *e) {
+  const eng_tensor *x = &in[0], *t = &in[1];
+  size_t n = (size_t)x->dims[0], c = (size_t)x->dims[1], d = (size_t)op_prod(x->dims, 2, x->ndims);
+  size_t nt = n * d, nx = n * c * d;
+  int sce = p->noop_empty;
+  float *logp = NULL, *tmp = NULL;
+  int64_t *t64 = NULL;
+  const float *src = x->data;
+  if (sce) {  // SoftmaxCrossEntropyLoss: the loss of the log-softmax over dim 1
+    logp = n_out > 1 && out[1].dt != DT_INVALID ? out[1].data : (tmp = malloc((nx ? nx : 1) * sizeof *tmp));
+    if (!logp) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    if (nx) k_log_softmax(logp, x->data, n, c, d);
+    src = logp;
+  }
+  const int64_t *tv = t->data;
+  if (t->dt == DT_INT32) {
+    t64 = malloc((nt ? nt : 1) * sizeof *t64);
+    if (!t64) {
+      free(tmp);
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    for (size_t i = 0; i < nt; i++) t64[i] = ((const int32_t *)t->data)[i];
+    tv = t64;
+  }
+  int rc = k_nll_loss(out[0].data, src, tv, op_given(in, n_in, 2) ? in[2].data : NULL, n, c, d, p->has_ints,
+                      p->start, p->mode);
+  free(tmp);
+  free(t64);
+  if (rc) return err_set(e, ERR_INVALID_ARGUMENT, "a target is outside [0, %zu)", c);
+  return 0;
+}
+
+static int parse_sce(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  TRY(parse_loss(g, n, opset, p, e));
+  p->noop_empty = 1;  // marks SoftmaxCrossEntropyLoss for run_loss
+  return 0;
+}
+
 static int infer_batchnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                            int n_out, err *e) {
   (void)p, (void)n_in, (void)n_out;
@@ -170,7 +389,15 @@ static int run_batchnorm(const eng_op_params *p, const eng_tensor *in, int n_in,
 const eng_op_def eng_ops__norm[] = {
     {"Softmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_softmax, 0, NULL, NULL},
     {"LogSoftmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_log_softmax, 0, NULL, NULL},
+    {"Hardmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_hardmax, 0, NULL, NULL},
+    {"LpNormalization", 1, 1, 1, 1, 0, parse_lpnorm, infer_softmax, run_lpnorm, 0, NULL, NULL},
+    {"LRN", 1, 1, 1, 1, 0, parse_lrn, infer_lrn, run_lrn, 0, NULL, NULL},
     {"LayerNormalization", 2, 3, 1, 3, 0, parse_layernorm, infer_layernorm, run_layernorm, 0, NULL, NULL},
+    {"RMSNormalization", 2, 2, 1, 1, ENG_OP_INPLACE, parse_layernorm, infer_rmsnorm, run_rmsnorm, 0, NULL, NULL},
+    {"InstanceNormalization", 3, 3, 1, 1, ENG_OP_INPLACE, parse_groupnorm, infer_groupnorm, run_groupnorm, 0, NULL, NULL},
+    {"GroupNormalization", 3, 3, 1, 1, ENG_OP_INPLACE, parse_groupnorm, infer_groupnorm, run_groupnorm, 0, NULL, NULL},
+    {"NegativeLogLikelihoodLoss", 2, 3, 1, 1, 0, parse_loss, infer_loss, run_loss, 0, NULL, NULL},
+    {"SoftmaxCrossEntropyLoss", 2, 3, 1, 2, 0, parse_sce, infer_loss, run_loss, 0, NULL, NULL},
     {"BatchNormalization", 5, 5, 1, 5, 0, parse_batchnorm, infer_batchnorm, run_batchnorm, 0, NULL, NULL},
 };
 const size_t eng_ops__n_norm = sizeof eng_ops__norm / sizeof eng_ops__norm[0];

@@ -1,7 +1,11 @@
-// engine/ops/reduce/reduce.c: ReduceMean/ReduceSum/ReduceMax/ReduceMin over a set
-// of axes (k_reduce: FP32, every float width inside a plan, and every integer type). Axes are an attribute before opset 18 (ReduceSum:
+// engine/ops/reduce/reduce.c: ReduceMean/ReduceSum/ReduceMax/ReduceMin/ReduceProd
+// over a set of axes (k_reduce: FP32, every float width inside a plan, and every
+// integer type), ReduceSumSquare/ReduceL1/ReduceL2/ReduceLogSum/ReduceLogSumExp
+// (FP32). ArgMax and ArgMin (k_arg_reduce: every float and integer type), TopK
+// (k_topk; K known when planning), CumProd (k_cumprod). The last three: CPU only. Axes are an attribute before opset 18 (ReduceSum:
 // 13) and an optional input after, read at shape inference (host_in).
 // CumSum, the running sum along one axis, lives here too.
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/ops/ops_common.h"
@@ -32,6 +36,12 @@ PARSE_REDUCE(parse_mean, 18, K_RMEAN)
 PARSE_REDUCE(parse_max, 18, K_RMAX)
 PARSE_REDUCE(parse_min, 18, K_RMIN)
 PARSE_REDUCE(parse_sum, 13, K_RSUM)
+PARSE_REDUCE(parse_prod, 18, K_RPROD)
+PARSE_REDUCE(parse_sumsq, 18, K_RSUMSQ)
+PARSE_REDUCE(parse_l1, 18, K_RL1)
+PARSE_REDUCE(parse_l2, 18, K_RL2)
+PARSE_REDUCE(parse_logsum, 18, K_RLOGSUM)
+PARSE_REDUCE(parse_logsumexp, 18, K_RLOGSUMEXP)
 
 // mask[d] = 1 for each reduced axis; *noop when nothing is reduced
 // (empty axes with noop_with_empty_axes).
@@ -61,13 +71,16 @@ static int infer_reduce(const eng_op_params *p, const eng_tensor *in, int n_in, 
   k_elem t;
   if (in[0].dt == DT_FP16 || in[0].dt == DT_BOOL || eng_ops_elem_of(in[0].dt, &t) != 0 || t == K_F64)
     return err_set(e, ERR_INVALID_ARGUMENT, "data has unsupported element type %s", dtype_wire_name(in[0].dt));
+  if (p->mode > K_RPROD && t != K_F32)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s (this reduction takes floats)",
+                   dtype_wire_name(in[0].dt));
   int mask[ENG_MAX_DIMS], noop, r = in[0].ndims, k = 0;
   TRY(reduce_mask(p, in, n_in, mask, &noop, e));
   int64_t y[ENG_MAX_DIMS];
   for (int d = 0; d < r; d++) {
     if (!mask[d]) y[k++] = in[0].dims[d];
     else if (p->keepdims) y[k++] = 1;
-    if (mask[d] && in[0].dims[d] == 0 && p->mode != K_RSUM && p->mode != K_RMEAN)
+    if (mask[d] && in[0].dims[d] == 0 && (p->mode == K_RMAX || p->mode == K_RMIN))
       return err_set(e, ERR_INVALID_ARGUMENT, "cannot reduce an empty dim %d with max/min", d);
   }
   op_set_out(&out[0], in[0].dt, k, y);
@@ -90,6 +103,60 @@ static int run_reduce(const eng_op_params *p, const eng_tensor *in, int n_in, en
   if (op_numel(&out[0]) && k_reduce(out[0].data, in[0].data, t, in[0].ndims, in[0].dims, mask,
                                     (k_redop)p->mode) != 0)
     return err_set(e, ERR_INTERNAL, "no reduction of %s", dtype_wire_name(in[0].dt));
+  return 0;
+}
+
+// --- ArgMax, ArgMin: the index of the extreme along p->axis, INT64
+
+static int parse_arg(const eng_node *n, int is_min, eng_op_params *p) {
+  p->mode = is_min;
+  p->axis = op_attr_int(n, "axis", 0);
+  p->keepdims = op_attr_int(n, "keepdims", 1) != 0;
+  p->reverse = op_attr_int(n, "select_last_index", 0) != 0;
+  return 0;
+}
+
+static int parse_argmax(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  return parse_arg(n, 0, p);
+}
+
+static int parse_argmin(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  return parse_arg(n, 1, p);
+}
+
+static int infer_arg(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                     err *e) {
+  (void)n_in, (void)n_out;
+  k_elem t;
+  if (in[0].dt == DT_FP16 || in[0].dt == DT_BOOL || eng_ops_elem_of(in[0].dt, &t) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "data has unsupported element type %s", dtype_wire_name(in[0].dt));
+  int64_t ax;
+  TRY(eng_ops__norm_axis(p->axis, in[0].ndims, &ax, e));
+  if (in[0].dims[ax] == 0) return err_set(e, ERR_INVALID_ARGUMENT, "axis %d is empty", (int)ax);
+  int64_t y[ENG_MAX_DIMS];
+  int k = 0;
+  for (int d = 0; d < in[0].ndims; d++)
+    if (d != ax) y[k++] = in[0].dims[d];
+    else if (p->keepdims) y[k++] = 1;
+  op_set_out(&out[0], DT_INT64, k, y);
+  return 0;
+}
+
+static int run_arg(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                   err *e) {
+  (void)n_in, (void)n_out;
+  int64_t ax;
+  TRY(eng_ops__norm_axis(p->axis, in[0].ndims, &ax, e));
+  int r = in[0].ndims;
+  size_t outer = (size_t)op_prod(in[0].dims, 0, (int)ax), len = (size_t)in[0].dims[ax];
+  size_t inner = (size_t)op_prod(in[0].dims, (int)ax + 1, r);
+  k_elem t;
+  if (!op_numel(&out[0])) return 0;
+  if (eng_ops_elem_of(in[0].dt, &t) != 0 ||
+      k_arg_reduce(out[0].data, in[0].data, t, outer, len, inner, p->mode, p->reverse) != 0)
+    return err_set(e, ERR_INTERNAL, "no ArgMax/ArgMin of %s", dtype_wire_name(in[0].dt));
   return 0;
 }
 
@@ -141,11 +208,108 @@ static int run_cumsum(const eng_op_params *p, const eng_tensor *in, int n_in, en
   return 0;
 }
 
+// --- CumProd: CumSum's parse and axis, the running product (k_cumprod)
+
+static int infer_cumprod(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                         err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  k_elem k;
+  if (in[0].dt == DT_FP16 || eng_ops_elem_of(in[0].dt, &k) != 0 ||
+      (k != K_F32 && k != K_F64 && k != K_I32 && k != K_I64))
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(in[0].dt));
+  if (in[0].ndims < 1) return err_set(e, ERR_INVALID_ARGUMENT, "x must have rank >= 1");
+  int64_t ax;
+  TRY(cumsum_axis(in, &ax, e));
+  op_set_out(&out[0], in[0].dt, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+static int run_cumprod(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                       err *e) {
+  (void)n_in, (void)n_out;
+  int64_t ax;
+  TRY(cumsum_axis(in, &ax, e));
+  int r = in[0].ndims;
+  size_t outer = (size_t)op_prod(in[0].dims, 0, (int)ax), len = (size_t)in[0].dims[ax];
+  size_t inner = (size_t)op_prod(in[0].dims, (int)ax + 1, r);
+  k_elem k;
+  if (eng_ops_elem_of(in[0].dt, &k) != 0 ||
+      k_cumprod(out[0].data, in[0].data, k, outer, len, inner, p->exclusive, p->reverse) != 0)
+    return err_set(e, ERR_INTERNAL, "no CumProd of %s", dtype_wire_name(in[0].dt));
+  return 0;
+}
+
+// --- TopK: K is an input read at shape inference (host_in); p->axis, p->upper: largest
+
+static int parse_topk(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  p->axis = op_attr_int(n, "axis", -1);
+  p->upper = op_attr_int(n, "largest", 1) != 0;
+  return 0;  // sorted=0 may return any order: the sorted one serves it
+}
+
+static int topk_args(const eng_op_params *p, const eng_tensor *in, int64_t *ax, int64_t *k, err *e) {
+  int64_t kv[1];
+  int cnt;
+  if (op_numel(&in[1]) != 1) return err_set(e, ERR_INVALID_ARGUMENT, "K must hold one value");
+  TRY(eng_ops__read_ints(&in[1], "K", kv, 1, &cnt, e));
+  TRY(eng_ops__norm_axis(p->axis, in[0].ndims, ax, e));
+  if (kv[0] < 0 || kv[0] > in[0].dims[*ax])
+    return err_set(e, ERR_INVALID_ARGUMENT, "K = %lld is outside [0, %lld]", (long long)kv[0],
+                   (long long)in[0].dims[*ax]);
+  *k = kv[0];
+  return 0;
+}
+
+static int infer_topk(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e) {
+  (void)n_in;
+  k_elem t;
+  if (in[0].dt == DT_FP16 || in[0].dt == DT_BOOL || eng_ops_elem_of(in[0].dt, &t) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(in[0].dt));
+  if (in[0].ndims < 1) return err_set(e, ERR_INVALID_ARGUMENT, "X must have rank >= 1");
+  int64_t ax, k, y[ENG_MAX_DIMS];
+  TRY(topk_args(p, in, &ax, &k, e));
+  memcpy(y, in[0].dims, (size_t)in[0].ndims * sizeof y[0]);
+  y[ax] = k;
+  op_set_out(&out[0], in[0].dt, in[0].ndims, y);
+  if (n_out > 1 && out[1].dt != DT_INVALID) op_set_out(&out[1], DT_INT64, in[0].ndims, y);
+  return 0;
+}
+
+static int run_topk(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e) {
+  (void)n_in;
+  int64_t ax, k;
+  TRY(topk_args(p, in, &ax, &k, e));
+  int r = in[0].ndims;
+  size_t outer = (size_t)op_prod(in[0].dims, 0, (int)ax), len = (size_t)in[0].dims[ax];
+  size_t inner = (size_t)op_prod(in[0].dims, (int)ax + 1, r), ny = outer * (size_t)k * inner;
+  if (!ny) return 0;
+  int have_idx = n_out > 1 && out[1].dt != DT_INVALID;  // else scratch for the kernel's indices
+  int64_t *idx = have_idx ? out[1].data : malloc(ny * sizeof *idx);
+  if (!idx) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  k_elem t;
+  int rc = eng_ops_elem_of(in[0].dt, &t) != 0 ||
+           k_topk(out[0].data, idx, in[0].data, t, outer, len, inner, (size_t)k, p->upper) != 0;
+  if (!have_idx) free(idx);
+  if (rc) return err_set(e, ERR_INTERNAL, "no TopK of %s", dtype_wire_name(in[0].dt));
+  return 0;
+}
+
 const eng_op_def eng_ops__reduce[] = {
+    {"CumProd", 2, 2, 1, 1, ENG_OP_INPLACE, parse_cumsum, infer_cumprod, run_cumprod, ENG_IN(1), NULL, NULL},
+    {"TopK", 2, 2, 1, 2, 0, parse_topk, infer_topk, run_topk, ENG_IN(1), NULL, NULL},
     {"ReduceMean", 1, 2, 1, 1, 0, parse_mean, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
     {"ReduceMax", 1, 2, 1, 1, 0, parse_max, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
     {"ReduceMin", 1, 2, 1, 1, 0, parse_min, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
     {"ReduceSum", 1, 2, 1, 1, 0, parse_sum, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
+    {"ReduceProd", 1, 2, 1, 1, 0, parse_prod, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
+    {"ReduceSumSquare", 1, 2, 1, 1, 0, parse_sumsq, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
+    {"ReduceL1", 1, 2, 1, 1, 0, parse_l1, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
+    {"ReduceL2", 1, 2, 1, 1, 0, parse_l2, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
+    {"ReduceLogSum", 1, 2, 1, 1, 0, parse_logsum, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
+    {"ReduceLogSumExp", 1, 2, 1, 1, 0, parse_logsumexp, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},
+    {"ArgMax", 1, 1, 1, 1, 0, parse_argmax, infer_arg, run_arg, 0, NULL, NULL},
+    {"ArgMin", 1, 1, 1, 1, 0, parse_argmin, infer_arg, run_arg, 0, NULL, NULL},
     {"CumSum", 2, 2, 1, 1, ENG_OP_INPLACE, parse_cumsum, infer_cumsum, run_cumsum, ENG_IN(1), NULL,
      NULL},
 };

@@ -1,5 +1,6 @@
 // engine/ops/reduce/reduce_cuda.c: the reduce family (engine/ops/reduce/reduce.c) on the CUDA
-// plan: ReduceMean, ReduceSum, ReduceMax, ReduceMin over axes that form one
+// plan: ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceSumSquare,
+// ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp over axes that form one
 // contiguous run once size-1 dims are set aside (a spatial mean, a
 // channel sum, a last-axis max: what exported vision and transformer
 // models use), through k_reduce_cuda. Registered into the CUDA
@@ -9,6 +10,8 @@
 // init from the graph: the plan's copy of a constant is on the device. On
 // NHWC activations (plan_cuda_layout.c; keepdims only, so the output stays
 // 4-D) the axes are mapped to memory order and the output comes out NHWC.
+//
+// ArgMax and ArgMin have no CUDA path yet.
 //
 // CumSum too (k_cumsum_cuda: FP32, FP16, INT64, INT32), its axis a
 // constant input read at init the same way; it runs on NCHW (logical)
@@ -167,6 +170,12 @@ const cuda_op eng_cuda__reduce_ops[] = {
     FAMILY("ReduceSum"),
     FAMILY("ReduceMax"),
     FAMILY("ReduceMin"),
+    FAMILY("ReduceProd"),
+    FAMILY("ReduceSumSquare"),
+    FAMILY("ReduceL1"),
+    FAMILY("ReduceL2"),
+    FAMILY("ReduceLogSum"),
+    FAMILY("ReduceLogSumExp"),
     {.op_type = "CumSum", .run = cumsum_run, .half = eng_cuda__half_always, .init = cumsum_init,
      .destroy = free},
 };

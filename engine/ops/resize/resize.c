@@ -1,6 +1,7 @@
 // engine/ops/resize/resize.c: spatial ops that change a tensor's extent: Pad
 // (constant/reflect/edge), Resize (nearest with the coordinate modes
-// exporters use, bilinear over the last two dims) and the older Upsample.
+// exporters use, bilinear and (CPU only) bicubic over the last two dims), the older Upsample, and
+// GridSample (1-3 spatial dims, nearest/linear/cubic, every padding mode; CPU only).
 // Pads, scales and sizes are read at shape inference (host_in). The rules
 // that turn them into kernel arguments are shared with the CUDA side
 // (engine/ops/resize/resize_cuda.c) through engine/ops/resize/resize.h.
@@ -111,7 +112,7 @@ static int run_pad(const eng_op_params *p, const eng_tensor *in, int n_in, eng_t
 // --- Resize / Upsample
 
 // in eng_resize_mode order
-static const char *const resize_modes[] = {"nearest", "linear", NULL};
+static const char *const resize_modes[] = {"nearest", "linear", "cubic", NULL};
 // in k_coord order
 static const char *const coord_modes[] = {"half_pixel", "asymmetric", "pytorch_half_pixel",
                                           "align_corners", "tf_half_pixel_for_nearest", NULL};
@@ -152,6 +153,8 @@ static int parse_resize(const eng_graph *g, const eng_node *n, int opset, eng_op
                     "nearest_mode", &p->nearest, e));
   if (op_attr_int(n, "antialias", 0) != 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: antialias=1");
+  p->alpha = op_attr_float(n, "cubic_coeff_a", -0.75f);  // cubic's kernel
+  p->upper = op_attr_int(n, "exclude_outside", 0) != 0;
   if (eng_node_attr(n, "axes"))
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: attribute 'axes'");
   if (strcmp(op_attr_str(n, "keep_aspect_ratio_policy", "stretch"), "stretch") != 0)
@@ -217,13 +220,14 @@ static int infer_resize(const eng_op_params *p, const eng_tensor *in, int n_in, 
   int64_t y[ENG_MAX_DIMS];
   TRY(resize_dims(p, in, n_in, y, e));
   int r = in[0].ndims;
-  if (p->mode == ENG_RESIZE_LINEAR) {
+  if (p->mode == ENG_RESIZE_LINEAR || p->mode == ENG_RESIZE_CUBIC) {
+    const char *m = p->mode == ENG_RESIZE_CUBIC ? "cubic" : "linear";
     TRY(eng_ops__need_f32(&in[0], "X", e));
-    if (r < 2) return err_set(e, ERR_INVALID_ARGUMENT, "linear needs rank >= 2");
+    if (r < 2) return err_set(e, ERR_INVALID_ARGUMENT, "%s needs rank >= 2", m);
     for (int d = 0; d < r - 2; d++)
       if (y[d] != in[0].dims[d])
         return err_set(e, ERR_INVALID_ARGUMENT,
-                       "unsupported: linear resize of dim %d (only the last two dims)", d);
+                       "unsupported: %s resize of dim %d (only the last two dims)", m, d);
   } else if (dtype_size(in[0].dt) == 0) {
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s",
                    dtype_wire_name(in[0].dt));
@@ -245,6 +249,10 @@ static int run_resize(const eng_op_params *p, const eng_tensor *in, int n_in, en
   } else if (p->mode == ENG_RESIZE_NEAREST) {
     k_resize_nearest(out[0].data, in[0].data, dtype_size(in[0].dt), r, in[0].dims, y, scales,
                      (k_coord)p->coord, (k_nearest)p->nearest);
+  } else if (p->mode == ENG_RESIZE_CUBIC) {
+    k_resize_cubic(out[0].data, in[0].data, (size_t)op_prod(in[0].dims, 0, r - 2), in[0].dims[r - 2],
+                   in[0].dims[r - 1], y[r - 2], y[r - 1], scales[r - 2], scales[r - 1], (k_coord)p->coord,
+                   p->alpha, p->upper);
   } else {
     k_resize_linear(out[0].data, in[0].data, (size_t)op_prod(in[0].dims, 0, r - 2),
                     in[0].dims[r - 2], in[0].dims[r - 1], y[r - 2], y[r - 1], scales[r - 2],
@@ -255,7 +263,53 @@ static int run_resize(const eng_op_params *p, const eng_tensor *in, int n_in, en
 
 // --- table
 
+// --- GridSample (opset 16: bilinear/bicubic names; 20: linear/cubic and N-D)
+
+static int parse_grid_sample(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  static const char *const modes[] = {"nearest", "linear", "cubic", "bilinear", "bicubic", NULL};
+  static const char *const pads[] = {"zeros", "border", "reflection", NULL};
+  int m;
+  TRY(eng_ops__enum(op_attr_str(n, "mode", opset >= 20 ? "linear" : "bilinear"), modes, "mode", &m, e));
+  p->mode = m == 3 ? K_GS_LINEAR : m == 4 ? K_GS_CUBIC : m;
+  TRY(eng_ops__enum(op_attr_str(n, "padding_mode", "zeros"), pads, "padding_mode", &p->coord, e));
+  p->upper = op_attr_int(n, "align_corners", 0) != 0;
+  return 0;
+}
+
+static int infer_grid_sample(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                             err *e) {
+  (void)n_in, (void)n_out;
+  const eng_tensor *x = &in[0], *gr = &in[1];
+  TRY(eng_ops__need_f32(x, "X", e));
+  TRY(eng_ops__need_f32(gr, "grid", e));
+  int nd = x->ndims - 2;
+  if (nd < 1 || nd > 3) return err_set(e, ERR_INVALID_ARGUMENT, "X must have 1 to 3 spatial dims");
+  if (p->mode == K_GS_CUBIC && nd != 2) return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: cubic on %d-D", nd);
+  if (gr->ndims != x->ndims || gr->dims[0] != x->dims[0] || gr->dims[gr->ndims - 1] != nd)
+    return err_set(e, ERR_INVALID_ARGUMENT, "grid must be [N, out dims..., %d]", nd);
+  int64_t y[ENG_MAX_DIMS] = {x->dims[0], x->dims[1]};
+  for (int k = 0; k < nd; k++) y[2 + k] = gr->dims[1 + k];
+  op_set_out(&out[0], DT_FP32, x->ndims, y);
+  return 0;
+}
+
+static int run_grid_sample(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                           err *e) {
+  (void)n_in, (void)n_out, (void)e;
+  const eng_tensor *x = &in[0];
+  if (!op_numel(&out[0])) return 0;
+  if (!op_numel(x)) {  // nothing to sample: zeros, as the zeros padding gives
+    memset(out[0].data, 0, op_numel(&out[0]) * sizeof(float));
+    return 0;
+  }
+  k_grid_sample(out[0].data, x->data, in[1].data, (size_t)x->dims[0], (size_t)x->dims[1], x->ndims - 2,
+                x->dims + 2, out[0].dims + 2, p->mode, p->coord, p->upper);
+  return 0;
+}
+
 const eng_op_def eng_ops__resize[] = {
+    {"GridSample", 2, 2, 1, 1, 0, parse_grid_sample, infer_grid_sample, run_grid_sample, 0, NULL, NULL},
     {"Pad", 1, 4, 1, 1, 0, parse_pad, infer_pad, run_pad, ENG_IN(1) | ENG_IN(3), NULL, NULL},
     {"Resize", 1, 4, 1, 1, 0, parse_resize, infer_resize, run_resize,
      ENG_IN(1) | ENG_IN(2) | ENG_IN(3), NULL, NULL},

@@ -14,7 +14,7 @@
 #include "engine/tensor.h"
 #include "kernels/base/err.h"
 
-typedef enum eng_resize_mode { ENG_RESIZE_NEAREST, ENG_RESIZE_LINEAR } eng_resize_mode;
+typedef enum eng_resize_mode { ENG_RESIZE_NEAREST, ENG_RESIZE_LINEAR, ENG_RESIZE_CUBIC } eng_resize_mode;
 
 // Pad: begin pads b and end pads en per dim of in[0] (negative ones crop),
 // and the result shape y; in[1] (pads) and in[3] (axes) must be readable

@@ -45,6 +45,8 @@ static int rs_init(const eng_plan *pl, size_t i, int half, void **state, err *e)
                    "Pad's constant_value ('%s') must be a constant on CUDA, where it is read on the host "
                    "at load (it is computed by the graph)",
                    eng_graph_value(pl->g, (size_t)n->in[2])->name);
+  if (strcmp(n->op_type, "Pad") != 0 && pl->params[i].mode == ENG_RESIZE_CUBIC)
+    return err_set(e, ERR_UNIMPLEMENTED, "Resize's cubic mode has no CUDA path (the CPU runs it)");
   rs_node *s = calloc(1, sizeof *s);
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->pl = pl;

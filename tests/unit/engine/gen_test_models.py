@@ -780,7 +780,7 @@ compare(m, "conv_mbv3", {"x": f32(2, 3, 10, 13) * 2}, rtol=1e-4)
 # --- models that must fail to load
 X = [vi("x", TensorProto.FLOAT, [1, 3, 4, 4])]
 Y = [vi("y", TensorProto.FLOAT, None)]
-save(model([helper.make_node("Hardmax", ["x"], ["y"], name="hardmax_1")], X, Y), "unsupported", check=False)
+save(model([helper.make_node("Bernoulli", ["x"], ["y"], name="bernoulli_1")], X, Y), "unsupported", check=False)
 save(model([helper.make_node("Relu", ["x"], ["y"], name="ms_relu", domain="com.microsoft")], X, Y), "custom_domain",
      check=False)
 save(model([helper.make_node("Relu", ["b"], ["a"], name="loop_a"), helper.make_node("Relu", ["a"], ["b"], name="loop_b"),

@@ -155,7 +155,7 @@ static void test_load_errors(void) {
   snprintf(p, sizeof p, "%s", model_path("garbage.onnx"));
   expect_load_error(p, ERR_INVALID_ARGUMENT, "garbage.onnx", "not a valid ONNX model");
   snprintf(p, sizeof p, "%s", model_path("unsupported.onnx"));
-  expect_load_error(p, ERR_INVALID_ARGUMENT, "node 'hardmax_1' (op_type 'Hardmax'): unsupported op",
+  expect_load_error(p, ERR_INVALID_ARGUMENT, "node 'bernoulli_1' (op_type 'Bernoulli'): unsupported op",
                     "unsupported.onnx");
   snprintf(p, sizeof p, "%s", model_path("custom_domain.onnx"));
   expect_load_error(p, ERR_INVALID_ARGUMENT, "node 'ms_relu'", "com.microsoft");

@@ -1,0 +1,237 @@
+// engine/ops/elem/elem_quant.c: linear quantization on the CPU (kernels/elem/k_quant.c):
+// QuantizeLinear and DequantizeLinear (per tensor, per axis, per block; the
+// integer types of k_quant_takes), DynamicQuantizeLinear, and the integer
+// products MatMulInteger and QLinearMatMul (per-tensor scales and zero
+// points; batch dims equal, or B 2-D). elem.c's table lists them; no CUDA
+// path yet.
+#include <string.h>
+
+#include "engine/ops/elem/elem_internal.h"
+#include "engine/ops/ops_common.h"
+#include "kernels/k_ref.h"
+
+static int int_elem(dtype t, k_elem *k, const char *what, err *e) {
+  if (eng_ops_elem_of(t, k) != 0 || !k_quant_takes(*k))
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: %s of type %s (INT8, UINT8, INT16, UINT16, INT32, UINT32)",
+                   what, dtype_wire_name(t));
+  return 0;
+}
+
+// --- QuantizeLinear, DequantizeLinear: p->axis, p->start: block_size, p->to: output_dtype (QuantizeLinear)
+
+int eng_ops__parse_qdq(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  p->axis = op_attr_int(n, "axis", 1);
+  p->start = op_attr_int(n, "block_size", 0);
+  int64_t od = op_attr_int(n, "output_dtype", 0);
+  p->to = od ? dtype_from_onnx((int)od) : DT_INVALID;
+  return 0;
+}
+
+// The layout of x against scale (and zp) for the op's axis and block size.
+static int layout_of(const eng_op_params *p, const eng_tensor *x, const eng_tensor *scale, const eng_tensor *zp,
+                     k_quant_layout *l, err *e) {
+  memset(l, 0, sizeof *l);
+  int64_t ns = eng_numel(scale->ndims, scale->dims);
+  l->outer = op_numel(x), l->len = 1, l->inner = 1;
+  if (zp && (zp->ndims != scale->ndims || eng_numel(zp->ndims, zp->dims) != ns))
+    return err_set(e, ERR_INVALID_ARGUMENT, "the zero point must have the scale's shape");
+  if (p->start <= 0 && ns == 1 && scale->ndims <= 1) return 0;  // per tensor
+  int64_t ax;
+  TRY(eng_ops__norm_axis(p->axis, x->ndims, &ax, e));
+  l->outer = (size_t)op_prod(x->dims, 0, (int)ax), l->len = (size_t)x->dims[ax];
+  l->inner = (size_t)op_prod(x->dims, (int)ax + 1, x->ndims);
+  if (p->start <= 0) {
+    if (scale->ndims != 1 || scale->dims[0] != x->dims[ax])
+      return err_set(e, ERR_INVALID_ARGUMENT, "a per-axis scale must be 1-D of %lld elements", (long long)x->dims[ax]);
+    l->per_axis = 1;
+    return 0;
+  }
+  l->block = (size_t)p->start;
+  int ok = scale->ndims == x->ndims;
+  for (int i = 0; ok && i < x->ndims; i++)
+    ok = scale->dims[i] == (i == ax ? (x->dims[i] + p->start - 1) / p->start : x->dims[i]);
+  if (!ok) return err_set(e, ERR_INVALID_ARGUMENT, "a blocked scale must have x's shape with the axis divided into blocks");
+  return 0;
+}
+
+int eng_ops__infer_quantize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                            err *e) {
+  (void)n_out;
+  TRY(eng_ops__need_f32(&in[0], "x", e));
+  TRY(eng_ops__need_f32(&in[1], "y_scale", e));
+  const eng_tensor *zp = op_given(in, n_in, 2) ? &in[2] : NULL;
+  dtype yt = zp ? zp->dt : p->to != DT_INVALID ? p->to : DT_UINT8;
+  k_elem k;
+  TRY(int_elem(yt, &k, "y", e));
+  k_quant_layout l;
+  TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
+  op_set_out(&out[0], yt, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+int eng_ops__run_quantize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                          err *e) {
+  (void)n_out;
+  const eng_tensor *zp = op_given(in, n_in, 2) ? &in[2] : NULL;
+  k_elem k;
+  k_quant_layout l;
+  TRY(int_elem(out[0].dt, &k, "y", e));
+  TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
+  if (k_quantize(out[0].data, k, in[0].data, in[1].data, zp ? zp->data : NULL, &l) != 0)
+    return err_set(e, ERR_INTERNAL, "no QuantizeLinear to %s", dtype_wire_name(out[0].dt));
+  return 0;
+}
+
+int eng_ops__infer_dequantize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                              err *e) {
+  (void)n_out;
+  k_elem k;
+  TRY(int_elem(in[0].dt, &k, "x", e));
+  TRY(eng_ops__need_f32(&in[1], "x_scale", e));
+  const eng_tensor *zp = op_given(in, n_in, 2) ? &in[2] : NULL;
+  if (zp && zp->dt != in[0].dt)
+    return err_set(e, ERR_INVALID_ARGUMENT, "x_zero_point is %s, x %s", dtype_wire_name(zp->dt),
+                   dtype_wire_name(in[0].dt));
+  k_quant_layout l;
+  TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
+  op_set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+int eng_ops__run_dequantize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                            err *e) {
+  (void)n_out;
+  const eng_tensor *zp = op_given(in, n_in, 2) ? &in[2] : NULL;
+  k_elem k;
+  k_quant_layout l;
+  TRY(int_elem(in[0].dt, &k, "x", e));
+  TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
+  if (k_dequantize(out[0].data, in[0].data, k, in[1].data, zp ? zp->data : NULL, &l) != 0)
+    return err_set(e, ERR_INTERNAL, "no DequantizeLinear of %s", dtype_wire_name(in[0].dt));
+  return 0;
+}
+
+// --- DynamicQuantizeLinear: y UINT8, y_scale FP32 scalar, y_zero_point UINT8 scalar
+
+int eng_ops__infer_dynquant(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                            err *e) {
+  (void)p, (void)n_in;
+  TRY(eng_ops__need_f32(&in[0], "x", e));
+  op_set_out(&out[0], DT_UINT8, in[0].ndims, in[0].dims);
+  if (n_out > 1 && out[1].dt != DT_INVALID) op_set_out(&out[1], DT_FP32, 0, NULL);
+  if (n_out > 2 && out[2].dt != DT_INVALID) op_set_out(&out[2], DT_UINT8, 0, NULL);
+  return 0;
+}
+
+int eng_ops__run_dynquant(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                          err *e) {
+  (void)p, (void)n_in, (void)e;
+  float s;
+  uint8_t z;
+  k_dynamic_quantize(out[0].data, &s, &z, in[0].data, op_numel(&in[0]));
+  if (n_out > 1 && out[1].dt != DT_INVALID) *(float *)out[1].data = s;
+  if (n_out > 2 && out[2].dt != DT_INVALID) *(uint8_t *)out[2].data = z;
+  return 0;
+}
+
+// --- MatMulInteger (A, B, a_zero_point, b_zero_point) and QLinearMatMul (a, a_scale, a_zp, b, b_scale,
+// b_zp, y_scale, y_zp); p->mode: 1 for QLinearMatMul
+
+typedef struct mm_dims {
+  size_t batch, a_bs, b_bs, m, k, n;
+  int nd;
+  int64_t y[ENG_MAX_DIMS];
+} mm_dims;
+
+static int mm_dims_of(const eng_tensor *a, const eng_tensor *b, mm_dims *d, err *e) {
+  if (a->ndims < 2 || b->ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: 1-D operands");
+  d->m = (size_t)a->dims[a->ndims - 2], d->k = (size_t)a->dims[a->ndims - 1], d->n = (size_t)b->dims[b->ndims - 1];
+  if ((size_t)b->dims[b->ndims - 2] != d->k) return err_set(e, ERR_INVALID_ARGUMENT, "inner dims differ");
+  size_t ab = (size_t)op_prod(a->dims, 0, a->ndims - 2);
+  int same = a->ndims == b->ndims;
+  for (int i = 0; same && i < a->ndims - 2; i++) same = a->dims[i] == b->dims[i];
+  if (!same && b->ndims != 2)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: batch dims that broadcast (equal ones, or B 2-D)");
+  d->batch = ab, d->a_bs = d->m * d->k, d->b_bs = b->ndims == 2 ? 0 : d->k * d->n;
+  d->nd = a->ndims;
+  memcpy(d->y, a->dims, (size_t)a->ndims * sizeof d->y[0]);
+  d->y[d->nd - 1] = (int64_t)d->n;
+  return 0;
+}
+
+// A scalar of a per-tensor parameter (one element), as a double.
+static int scalar_of(const eng_tensor *t, const char *what, double *v, err *e) {
+  if (op_numel(t) != 1) return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: %s must be one element (per tensor)", what);
+  k_elem k;
+  if (t->dt == DT_FP32) *v = *(const float *)t->data;
+  else if (eng_ops_elem_of(t->dt, &k) == 0 && k_quant_takes(k)) {
+    switch (k) {
+      case K_I8: *v = *(const int8_t *)t->data; break;
+      case K_U8: *v = *(const uint8_t *)t->data; break;
+      case K_I16: *v = *(const int16_t *)t->data; break;
+      case K_U16: *v = *(const uint16_t *)t->data; break;
+      case K_I32: *v = *(const int32_t *)t->data; break;
+      default: *v = *(const uint32_t *)t->data; break;
+    }
+  } else {
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s has unsupported type %s", what, dtype_wire_name(t->dt));
+  }
+  return 0;
+}
+
+int eng_ops__infer_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                              err *e) {
+  (void)n_in, (void)n_out;
+  int q = p->mode;
+  const eng_tensor *a = &in[0], *b = &in[q ? 3 : 1];
+  k_elem ka, kb, ky = K_I32;
+  TRY(int_elem(a->dt, &ka, "A", e));
+  TRY(int_elem(b->dt, &kb, "B", e));
+  dtype yt = DT_INT32;
+  if (q) {
+    yt = in[7].dt;
+    TRY(int_elem(yt, &ky, "y", e));
+  }
+  mm_dims d;
+  TRY(mm_dims_of(a, b, &d, e));
+  op_set_out(&out[0], yt, d.nd, d.y);
+  return 0;
+}
+
+int eng_ops__run_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                            err *e) {
+  (void)n_out;
+  int q = p->mode;
+  const eng_tensor *a = &in[0], *b = &in[q ? 3 : 1];
+  k_elem ka, kb, ky = K_I32;
+  TRY(int_elem(a->dt, &ka, "A", e));
+  TRY(int_elem(b->dt, &kb, "B", e));
+  mm_dims d;
+  TRY(mm_dims_of(a, b, &d, e));
+  double azp = 0, bzp = 0, mul = 0, yzp = 0;
+  if (q) {
+    double as, bs, ys;
+    TRY(int_elem(out[0].dt, &ky, "y", e));
+    TRY(scalar_of(&in[1], "a_scale", &as, e));
+    TRY(scalar_of(&in[2], "a_zero_point", &azp, e));
+    TRY(scalar_of(&in[4], "b_scale", &bs, e));
+    TRY(scalar_of(&in[5], "b_zero_point", &bzp, e));
+    TRY(scalar_of(&in[6], "y_scale", &ys, e));
+    TRY(scalar_of(&in[7], "y_zero_point", &yzp, e));
+    mul = as * bs / ys;
+  } else {
+    if (op_given(in, n_in, 2)) TRY(scalar_of(&in[2], "a_zero_point", &azp, e));
+    if (op_given(in, n_in, 3)) TRY(scalar_of(&in[3], "b_zero_point", &bzp, e));
+  }
+  if (k_matmul_int(out[0].data, ky, a->data, ka, b->data, kb, azp, bzp, d.batch, d.a_bs, d.b_bs, d.m, d.k, d.n, mul,
+                   yzp) != 0)
+    return err_set(e, ERR_INTERNAL, "no integer MatMul of these types");
+  return 0;
+}
+
+int eng_ops__parse_qlinear_matmul(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)n, (void)opset, (void)e;
+  p->mode = 1;
+  return 0;
+}

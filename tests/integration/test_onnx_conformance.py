@@ -1,0 +1,136 @@
+"""ONNX's own operator conformance suite (the backend node tests of the installed onnx package) through
+the real server on the CPU: every case of tests/onnx_conformance/expected_pass.txt must still pass.
+
+The whole suite is generated and run (a few seconds: the models are one node each), so a case that
+newly passes is reported too, for expected_pass.txt to take it in; only the expected ones can fail
+the test. tests/onnx_conformance/run.py is the harness (totals and the table of failure reasons).
+"""
+
+import os
+import sys
+
+import onnx
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONF = os.path.join(HERE, "..", "onnx_conformance")
+sys.path.insert(0, CONF)
+
+import gen_cases  # noqa: E402
+import run as conformance  # noqa: E402
+
+# expected_pass.txt was measured with this onnx; another one has other cases (and other data)
+ONNX_VERSION = "1.23.2"
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("onnx_node_tests"))
+    gen_cases.generate(d)
+    return d
+
+
+def test_expected_cases_pass(suite):
+    if onnx.__version__ != ONNX_VERSION:
+        pytest.skip("onnx %s installed; expected_pass.txt is for onnx %s (tests/requirements.txt)"
+                    % (onnx.__version__, ONNX_VERSION))
+    expected = conformance.read_list(os.path.join(CONF, "expected_pass.txt"))
+    runner = conformance.Inferd(suite)
+    results = conformance.run(suite, runner)
+    missing = sorted(expected - set(results))
+    assert not missing, "expected cases the installed onnx does not have: %s" % missing
+    passed = {c for c, (r, _) in results.items() if r is None}
+    crashes = {c: w for c, (r, w) in results.items() if r == "server crash"}
+    regressed = {c: "%s: %s" % results[c] for c in sorted(expected - passed)}
+    new = sorted(passed - expected)
+    print("\nonnx node tests: %d of %d pass (%d expected)" % (len(passed), len(results), len(expected)))
+    if new:
+        print("newly passing (add to tests/onnx_conformance/expected_pass.txt): %d\n  %s"
+              % (len(new), "\n  ".join(new)))
+    assert not crashes, "the server died at: %s" % crashes
+    for rc, bad in runner.exits:
+        assert rc == 0 and not bad, "inferd exit code %r (want 0), sanitizer lines: %r" % (rc, bad[:5])
+    assert not regressed, "%d expected cases fail:\n%s" % (
+        len(regressed), "\n".join("  %s  %s" % (c, w[:300]) for c, w in regressed.items()))
+
+
+def test_recurrent_ops_with_y_against_onnxruntime(tmp_path):
+    """The RNN, GRU and LSTM node tests that omit the first output Y stop at the planner (it wants
+    output 0), so their sequences, peepholes and sequence lengths go unchecked there: the same models
+    with Y named, served by inferd, against onnxruntime on every output."""
+    import dataclasses
+
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import helper
+
+    cases = []
+    for case in gen_cases.collect():
+        node = case.model.graph.node[0] if len(case.model.graph.node) == 1 else None
+        if node is None or node.op_type not in ("RNN", "GRU", "LSTM") or node.output[0]:
+            continue
+        m = onnx.ModelProto()
+        m.CopyFrom(case.model)
+        m.graph.node[0].output[0] = "Y"
+        m.graph.output.insert(0, helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, None))
+        inputs = case.data_sets[0][0]
+        feeds = {vi.name: np.asarray(a) for vi, a in zip(m.graph.input, inputs)}
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        want = sess.run([o.name for o in m.graph.output], feeds)
+        # Y's declared shape, as the harness writes dims from it
+        m.graph.output[0].CopyFrom(helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, list(want[0].shape)))
+        cases.append(dataclasses.replace(case, name=case.name + "_with_y", model=m, data_sets=[(inputs, want)]))
+    assert len(cases) >= 10, [c.name for c in cases]
+    d = str(tmp_path)
+    os.makedirs(os.path.join(d, "repo"))
+    os.makedirs(os.path.join(d, "data"))
+    entries = [gen_cases.write_case(c, os.path.join(d, "repo"), os.path.join(d, "data")) for c in cases]
+    import json
+    with open(os.path.join(d, "cases.json"), "w") as f:
+        json.dump({"onnx": onnx.__version__, "cases": entries}, f)
+    runner = conformance.Inferd(d)
+    results = conformance.run(d, runner)
+    bad = {c: "%s: %s" % r for c, r in results.items() if r[0] is not None}
+    assert not bad, bad
+    assert len(results) == len(cases)
+
+
+def _write_suite(d, cases):
+    import json
+    os.makedirs(os.path.join(d, "repo"))
+    os.makedirs(os.path.join(d, "data"))
+    entries = [gen_cases.write_case(c, os.path.join(d, "repo"), os.path.join(d, "data")) for c in cases]
+    with open(os.path.join(d, "cases.json"), "w") as f:
+        json.dump({"onnx": onnx.__version__, "cases": entries}, f)
+
+
+def test_parameter_inputs_folded(suite, tmp_path):
+    """The cases the planner refuses because a parameter it must know (Reduce axes, Resize scales,
+    Conv weights...) is a graph input there, with those inputs turned into initializers: the kernels
+    behind them (cubic Resize, the new reductions...) checked against the cases' own expected outputs.
+    expected_pass_folded.txt lists the ones that pass (by the original case names)."""
+    import re
+    if onnx.__version__ != ONNX_VERSION:
+        pytest.skip("onnx %s installed; the lists are for onnx %s" % (onnx.__version__, ONNX_VERSION))
+    results = conformance.run(suite, conformance.Inferd(suite))
+    refused = {c: w for c, (r, w) in results.items() if r == "load: parameter as graph input"}
+    names = {c: set(re.findall(r"input \d+ \('([^']+)'\)|W '([^']+)' must", w)) for c, w in refused.items()}
+    folded = []
+    for case in gen_cases.collect():
+        if case.name in names:
+            f = gen_cases.fold_inputs(case, {x for pair in names[case.name] for x in pair if x})
+            if f is not None:
+                folded.append(f)
+    d = str(tmp_path)
+    _write_suite(d, folded)
+    got = conformance.run(d, conformance.Inferd(d))
+    passed = {c[: -len("_folded")] for c, (r, _) in got.items() if r is None}
+    expected = conformance.read_list(os.path.join(CONF, "expected_pass_folded.txt"))
+    print("\nrefused for a parameter given as a graph input: %d; with it folded: %d pass (%d expected)"
+          % (len(refused), len(passed), len(expected)))
+    new = sorted(passed - expected)
+    if new:
+        print("newly passing (add to tests/onnx_conformance/expected_pass_folded.txt): %d\n  %s"
+              % (len(new), "\n  ".join(new)))
+    regressed = {c: "%s: %s" % got.get(c + "_folded", ("missing", "")) for c in sorted(expected - passed)}
+    assert not regressed, regressed
