@@ -249,7 +249,7 @@ static int take_outputs(ens_run *run, step_run *sr, Inference__ModelInferRespons
     t->bytes = ir->raw_output_contents[j].len;
     int ok = t->dt != DT_INVALID && o->n_shape <= ENG_MAX_DIMS;
     t->ndims = ok ? (int)o->n_shape : 0;
-    if (ok) memcpy(t->dims, o->shape, o->n_shape * sizeof *o->shape);
+    if (ok && o->n_shape) memcpy(t->dims, o->shape, o->n_shape * sizeof *o->shape);  // rank 0: shape NULL
     int64_t numel = ok ? eng_numel(t->ndims, t->dims) : 0;
     if (ok && t->dt != DT_STRING) ok = (uint64_t)numel * dtype_size(t->dt) == t->bytes;
     if (ok && t->dt == DT_STRING) {

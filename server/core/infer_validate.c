@@ -493,7 +493,8 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
     eng_tensor *t = &r->inputs[ci];
     t->dt = srv_version_input(em, (size_t)ci)->dt;
     t->ndims = (int)in->n_shape;
-    memcpy(t->dims, in->shape, in->n_shape * sizeof *in->shape);
+    // a rank-0 input has no shape array (NULL): nothing to copy
+    if (in->n_shape) memcpy(t->dims, in->shape, in->n_shape * sizeof *in->shape);
     int64_t numel;
     if (checked_bytes(t, &numel, &t->bytes) != 0) {
       char got[160];
