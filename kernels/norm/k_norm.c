@@ -44,3 +44,18 @@ void k_batch_norm(float *y, const float *x, const float *scale, const float *bia
     }
   }
 }
+
+// RMSNorm as Llama, Qwen2 and Mistral have it (transformers' LlamaRMSNorm):
+// x * rsqrt(mean(x^2) + eps) * weight, the mean of squares taken in double
+// and the scale applied in float as the FP32 reference does.
+void k_rms_norm(float *y, const float *x, const float *weight, size_t rows, size_t cols, float eps) {
+  if (cols == 0) return;
+  for (size_t r = 0; r < rows; r++) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    double ss = 0.0;
+    for (size_t j = 0; j < cols; j++) ss += (double)xr[j] * xr[j];
+    float inv = 1.0f / sqrtf((float)(ss / (double)cols) + eps);
+    for (size_t j = 0; j < cols; j++) yr[j] = weight[j] * (xr[j] * inv);
+  }
+}
