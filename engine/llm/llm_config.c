@@ -15,10 +15,14 @@
 
 const char *eng_llm_family_name(eng_llm_family f) {
   switch (f) {
-    case ENG_LLM_LLAMA: return "llama";
-    case ENG_LLM_QWEN2: return "qwen2";
-    case ENG_LLM_MISTRAL: return "mistral";
-    case ENG_LLM_GPT2: return "gpt2";
+    case ENG_LLM_LLAMA:
+      return "llama";
+    case ENG_LLM_QWEN2:
+      return "qwen2";
+    case ENG_LLM_MISTRAL:
+      return "mistral";
+    case ENG_LLM_GPT2:
+      return "gpt2";
   }
   return "?";
 }
@@ -122,8 +126,9 @@ static void read_rope(parse_ctx *p, eng_llm_config *c) {
   c->rope.original_max_pos = (int64_t)num_field(p, rs, "original_max_position_embeddings", 0, 1);
   if (c->rope.factor <= 0 || c->rope.low_freq_factor <= 0 || c->rope.high_freq_factor <= 0 ||
       c->rope.original_max_pos <= 0)
-    err_list_add(&p->bad, "llama3 rope_scaling needs factor, low_freq_factor, high_freq_factor and "
-                          "original_max_position_embeddings, all positive");
+    err_list_add(&p->bad,
+                 "llama3 rope_scaling needs factor, low_freq_factor, high_freq_factor and "
+                 "original_max_position_embeddings, all positive");
   else if (c->rope.high_freq_factor <= c->rope.low_freq_factor)
     err_list_add(&p->bad, "llama3 rope_scaling: high_freq_factor must exceed low_freq_factor");
 }
@@ -134,19 +139,25 @@ static void read_act(parse_ctx *p, const char *name, eng_llm_config *c) {
     if (field(p->root, name)) err_list_add(&p->bad, "%s must be a string", name);
     return;  // the family's default stays
   }
-  if (!strcmp(a, "silu") || !strcmp(a, "swish")) c->act = ENG_LLM_SILU;
+  if (!strcmp(a, "silu") || !strcmp(a, "swish"))
+    c->act = ENG_LLM_SILU;
   else if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast"))
     c->act = ENG_LLM_GELU_TANH;
-  else if (!strcmp(a, "gelu")) c->act = ENG_LLM_GELU;
-  else UNSUP(p, "%s '%s'", name, a);
+  else if (!strcmp(a, "gelu"))
+    c->act = ENG_LLM_GELU;
+  else
+    UNSUP(p, "%s '%s'", name, a);
 }
 
 static int family_of(const char *s, eng_llm_family *f) {
-  static const struct { const char *name; eng_llm_family f; } names[] = {
-      {"LlamaForCausalLM", ENG_LLM_LLAMA}, {"llama", ENG_LLM_LLAMA},
-      {"Qwen2ForCausalLM", ENG_LLM_QWEN2}, {"qwen2", ENG_LLM_QWEN2},
+  static const struct {
+    const char *name;
+    eng_llm_family f;
+  } names[] = {
+      {"LlamaForCausalLM", ENG_LLM_LLAMA},     {"llama", ENG_LLM_LLAMA},
+      {"Qwen2ForCausalLM", ENG_LLM_QWEN2},     {"qwen2", ENG_LLM_QWEN2},
       {"MistralForCausalLM", ENG_LLM_MISTRAL}, {"mistral", ENG_LLM_MISTRAL},
-      {"GPT2LMHeadModel", ENG_LLM_GPT2}, {"gpt2", ENG_LLM_GPT2},
+      {"GPT2LMHeadModel", ENG_LLM_GPT2},       {"gpt2", ENG_LLM_GPT2},
   };
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strcmp(s, names[i].name)) return *f = names[i].f, 1;
@@ -173,8 +184,10 @@ int eng_llm_config_parse(const char *config_json, const char *gen_json, eng_llm_
     UNSUP(&p, "no architectures or model_type");
     family_ok = 0;
   } else if ((arch && !ka) || (mtype && !km)) {
-    UNSUP(&p, "architecture '%s' (this runtime runs LlamaForCausalLM, "
-                 "Qwen2ForCausalLM, MistralForCausalLM, GPT2LMHeadModel)", arch && !ka ? arch : mtype);
+    UNSUP(&p,
+          "architecture '%s' (this runtime runs LlamaForCausalLM, "
+          "Qwen2ForCausalLM, MistralForCausalLM, GPT2LMHeadModel)",
+          arch && !ka ? arch : mtype);
     family_ok = 0;
   } else if (ka && km && fa != fm) {
     err_list_add(&p.bad, "architectures '%s' and model_type '%s' disagree", arch, mtype);
@@ -196,10 +209,8 @@ int eng_llm_config_parse(const char *config_json, const char *gen_json, eng_llm_
     read_act(&p, "activation_function", c);
     c->qkv_bias = c->o_bias = c->mlp_bias = 1;
     c->tie_embeddings = bool_field(&p, "tie_word_embeddings", 1);
-    if (!bool_field(&p, "scale_attn_weights", 1))
-      UNSUP(&p, "scale_attn_weights false");
-    if (bool_field(&p, "scale_attn_by_inverse_layer_idx", 0))
-      UNSUP(&p, "scale_attn_by_inverse_layer_idx true");
+    if (!bool_field(&p, "scale_attn_weights", 1)) UNSUP(&p, "scale_attn_weights false");
+    if (bool_field(&p, "scale_attn_by_inverse_layer_idx", 0)) UNSUP(&p, "scale_attn_by_inverse_layer_idx true");
     if (bool_field(&p, "add_cross_attention", 0)) UNSUP(&p, "add_cross_attention true");
   } else if (family_ok) {
     c->hidden = int_field(&p, "hidden_size", NULL, 1, 0, 1);
@@ -217,8 +228,7 @@ int eng_llm_config_parse(const char *config_json, const char *gen_json, eng_llm_
     read_rope(&p, c);
     if (c->family == ENG_LLM_QWEN2) {
       c->qkv_bias = 1;
-      if (bool_field(&p, "use_sliding_window", 0))
-        UNSUP(&p, "use_sliding_window true (Qwen2's per-layer windows)");
+      if (bool_field(&p, "use_sliding_window", 0)) UNSUP(&p, "use_sliding_window true (Qwen2's per-layer windows)");
     } else {
       c->qkv_bias = c->o_bias = bool_field(&p, "attention_bias", 0);
       c->mlp_bias = bool_field(&p, "mlp_bias", 0);
@@ -232,15 +242,17 @@ int eng_llm_config_parse(const char *config_json, const char *gen_json, eng_llm_
   if (family_ok && c->n_heads > 0) {
     c->head_dim = int_field(&p, "head_dim", NULL, 0, c->hidden / c->n_heads, 2);
     if (!field(root, "head_dim") && c->hidden % c->n_heads)
-      err_list_add(&p.bad, "hidden_size %lld is not a multiple of num_attention_heads %lld",
-                   (long long)c->hidden, (long long)c->n_heads);
-    if (c->head_dim % 2 && !c->learned_pos) err_list_add(&p.bad, "head_dim %lld is odd (RoPE rotates pairs)", (long long)c->head_dim);
+      err_list_add(&p.bad, "hidden_size %lld is not a multiple of num_attention_heads %lld", (long long)c->hidden,
+                   (long long)c->n_heads);
+    if (c->head_dim % 2 && !c->learned_pos)
+      err_list_add(&p.bad, "head_dim %lld is odd (RoPE rotates pairs)", (long long)c->head_dim);
     if (c->n_kv_heads > 0 && c->n_heads % c->n_kv_heads)
       err_list_add(&p.bad, "num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
                    (long long)c->n_heads, (long long)c->n_kv_heads);
   }
   const cJSON *bos = field(root, "bos_token_id");
-  if (cJSON_IsNumber(bos) && bos->valuedouble >= 0 && bos->valuedouble <= INT32_MAX) c->bos_id = (int32_t)bos->valuedouble;
+  if (cJSON_IsNumber(bos) && bos->valuedouble >= 0 && bos->valuedouble <= INT32_MAX)
+    c->bos_id = (int32_t)bos->valuedouble;
   read_eos(&p, root, "config.json", c);
   cJSON_Delete(root);
   if (gen_json) {
@@ -257,8 +269,7 @@ int eng_llm_config_parse(const char *config_json, const char *gen_json, eng_llm_
   for (int i = 0; i < c->n_eos; i++)
     if (c->vocab > 0 && c->eos_ids[i] >= c->vocab)
       err_list_add(&p.bad, "eos_token_id %d is outside the vocabulary (%lld)", c->eos_ids[i], (long long)c->vocab);
-  return err_list_set(&p.bad, e, p.unsupported ? ERR_UNIMPLEMENTED : ERR_INVALID_ARGUMENT,
-                      "problems in config.json");
+  return err_list_set(&p.bad, e, p.unsupported ? ERR_UNIMPLEMENTED : ERR_INVALID_ARGUMENT, "problems in config.json");
 }
 
 static char *read_text(const char *dir, const char *name, int optional, err *e, int *rc) {
@@ -269,8 +280,10 @@ static char *read_text(const char *dir, const char *name, int optional, err *e, 
   err e2 = {0};
   *rc = rfile_read_all(path, name, (size_t)16 << 20, &buf, &len, &e2);
   if (*rc) {
-    if (optional && e2.code == ERR_NOT_FOUND) *rc = 0;
-    else if (e) *e = e2;
+    if (optional && e2.code == ERR_NOT_FOUND)
+      *rc = 0;
+    else if (e)
+      *e = e2;
     return NULL;
   }
   char *s = malloc(len + 1);

@@ -23,13 +23,13 @@ typedef struct eng_llm_config {
   char arch[64];  // architectures[0] or model_type, for messages
   int64_t hidden, intermediate, n_heads, n_kv_heads, head_dim, n_layers, vocab, max_pos;
   float norm_eps;
-  int layer_norm;    // LayerNorm with bias (GPT-2); else RMSNorm
-  int learned_pos;   // learned position embeddings (GPT-2); else RoPE
+  int layer_norm;   // LayerNorm with bias (GPT-2); else RMSNorm
+  int learned_pos;  // learned position embeddings (GPT-2); else RoPE
   double rope_theta;
   k_rope_scaling rope;
   int tie_embeddings;
-  eng_llm_act act;   // SwiGLU's gate (SILU) or the MLP's GELU
-  int gated_mlp;     // gate and up projections (Llama); else fc then proj (GPT-2)
+  eng_llm_act act;  // SwiGLU's gate (SILU) or the MLP's GELU
+  int gated_mlp;    // gate and up projections (Llama); else fc then proj (GPT-2)
   int qkv_bias, o_bias, mlp_bias;
   int64_t sliding_window;  // 0: none
   int32_t bos_id;          // -1: none

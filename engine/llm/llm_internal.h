@@ -22,8 +22,8 @@ struct eng_llm_model {
   float *embed;      // [vocab, hidden]
   float *pos_embed;  // [max_pos, hidden] (learned positions) or NULL
   float *norm_w, *norm_b;
-  float *lm_head;    // [vocab, hidden]; == embed when tied
-  float *inv_freq;   // [head_dim / 2] (RoPE) or NULL
+  float *lm_head;   // [vocab, hidden]; == embed when tied
+  float *inv_freq;  // [head_dim / 2] (RoPE) or NULL
   eng_llm_layer *layers;
   size_t weight_bytes;
 };

@@ -22,8 +22,10 @@ typedef struct loader {
 
 static float *alloc_f(loader *L, size_t n) {
   float *p = calloc(n ? n : 1, sizeof(float));
-  if (!p) L->oom = 1;
-  else L->m->weight_bytes += n * sizeof(float);
+  if (!p)
+    L->oom = 1;
+  else
+    L->m->weight_bytes += n * sizeof(float);
   return p;
 }
 
@@ -209,8 +211,10 @@ int eng_llm_model_create(const char *dir, eng_llm_model **out, err *e) {
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
-  if (c->family == ENG_LLM_GPT2) load_gpt2(&L);
-  else load_llama(&L);
+  if (c->family == ENG_LLM_GPT2)
+    load_gpt2(&L);
+  else
+    load_llama(&L);
   if (!c->learned_pos) {
     m->inv_freq = alloc_f(&L, (size_t)(c->head_dim / 2));
     if (m->inv_freq) k_rope_inv_freq(m->inv_freq, c->head_dim, c->rope_theta, &c->rope);
@@ -242,8 +246,8 @@ void eng_llm_model_destroy(eng_llm_model *m) {
   if (m->layers) {
     for (int64_t i = 0; i < m->cfg.n_layers; i++) {
       eng_llm_layer *l = &m->layers[i];
-      float *ps[] = {l->ln1_w, l->ln1_b, l->wqkv, l->bqkv, l->wo, l->bo, l->ln2_w, l->ln2_b,
-                     l->w_up, l->b_up, l->w_down, l->b_down};
+      float *ps[] = {l->ln1_w, l->ln1_b, l->wqkv, l->bqkv, l->wo,     l->bo,
+                     l->ln2_w, l->ln2_b, l->w_up, l->b_up, l->w_down, l->b_down};
       for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) free(ps[k]);
     }
     free(m->layers);
@@ -257,5 +261,9 @@ void eng_llm_model_destroy(eng_llm_model *m) {
   free(m);
 }
 
-const eng_llm_config *eng_llm_model_config(const eng_llm_model *m) { return &m->cfg; }
-size_t eng_llm_model_weight_bytes(const eng_llm_model *m) { return m->weight_bytes; }
+const eng_llm_config *eng_llm_model_config(const eng_llm_model *m) {
+  return &m->cfg;
+}
+size_t eng_llm_model_weight_bytes(const eng_llm_model *m) {
+  return m->weight_bytes;
+}

@@ -28,7 +28,8 @@ int eng_llm_runner_create(const eng_llm_model *m, const eng_llm_runner_config *c
   *out = NULL;
   const eng_llm_config *g = eng_llm_model_config(m);
   if (c->n_blocks <= 0 || c->block_tokens <= 0 || c->max_step_tokens <= 0 || c->max_context <= 0)
-    return err_set(e, ERR_INVALID_ARGUMENT, "runner: n_blocks, block_tokens, max_step_tokens and max_context must be > 0");
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "runner: n_blocks, block_tokens, max_step_tokens and max_context must be > 0");
   eng_llm_runner *r = calloc(1, sizeof *r);
   if (!r) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   r->m = m;
@@ -74,21 +75,25 @@ void eng_llm_runner_destroy(eng_llm_runner *r) {
   free(r);
 }
 
-size_t eng_llm_runner_kv_bytes(const eng_llm_runner *r) { return r->kv_bytes; }
+size_t eng_llm_runner_kv_bytes(const eng_llm_runner *r) {
+  return r->kv_bytes;
+}
 
 // y[T, out] = x[T, in] (rows lda apart) W^T (+ b), W [out, in].
 static void linear(float *y, const float *x, int64_t T, int64_t in, int64_t lda, const float *w, const float *b,
                    int64_t out) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)T, (blasint)out, (blasint)in, 1.0f, x,
-              (blasint)lda, w, (blasint)in, 0.0f, y, (blasint)out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)T, (blasint)out, (blasint)in, 1.0f, x, (blasint)lda, w,
+              (blasint)in, 0.0f, y, (blasint)out);
   if (b)
     for (int64_t t = 0; t < T; t++)
       for (int64_t o = 0; o < out; o++) y[t * out + o] += b[o];
 }
 
 static void norm(const eng_llm_config *g, float *y, const float *x, int64_t rows, const float *w, const float *b) {
-  if (g->layer_norm) k_layer_norm(y, x, w, b, (size_t)rows, (size_t)g->hidden, g->norm_eps);
-  else k_rms_norm(y, x, w, (size_t)rows, (size_t)g->hidden, g->norm_eps);
+  if (g->layer_norm)
+    k_layer_norm(y, x, w, b, (size_t)rows, (size_t)g->hidden, g->norm_eps);
+  else
+    k_rms_norm(y, x, w, (size_t)rows, (size_t)g->hidden, g->norm_eps);
 }
 
 static int check_work(const eng_llm_runner *r, const eng_llm_work *w, size_t n, int64_t *total, err *e) {
@@ -104,8 +109,9 @@ static int check_work(const eng_llm_runner *r, const eng_llm_work *w, size_t n, 
                      (long long)(it->start + it->n_tokens - 1), (long long)g->max_pos);
     int64_t need = (it->start + it->n_tokens + r->c.block_tokens - 1) / r->c.block_tokens;
     if (it->n_blocks < need)
-      return err_set(e, ERR_INVALID_ARGUMENT, "item %zu: its block table holds %d blocks, positions up to %lld need %lld",
-                     i, it->n_blocks, (long long)(it->start + it->n_tokens - 1), (long long)need);
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "item %zu: its block table holds %d blocks, positions up to %lld need %lld", i, it->n_blocks,
+                     (long long)(it->start + it->n_tokens - 1), (long long)need);
     for (int64_t b = 0; b < need; b++)
       if (it->block_table[b] < 0 || it->block_table[b] >= r->c.n_blocks)
         return err_set(e, ERR_INVALID_ARGUMENT, "item %zu: block %d outside the pool (%d blocks)", i,
@@ -153,9 +159,15 @@ int eng_llm_step(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logi
       const float *rows = r->qkv + t * NQKV;
       k_paged_kv_write(kc, w[i].block_table, r->c.block_tokens, KV, w[i].start, w[i].n_tokens, rows + Q, NQKV);
       k_paged_kv_write(vc, w[i].block_table, r->c.block_tokens, KV, w[i].start, w[i].n_tokens, rows + Q + KV, NQKV);
-      k_paged_attn_args a = {.n_q = w[i].n_tokens, .pos0 = w[i].start, .n_heads = g->n_heads,
-                             .n_kv_heads = g->n_kv_heads, .head_dim = d, .q_stride = NQKV, .o_stride = Q,
-                             .block_tokens = r->c.block_tokens, .window = g->sliding_window,
+      k_paged_attn_args a = {.n_q = w[i].n_tokens,
+                             .pos0 = w[i].start,
+                             .n_heads = g->n_heads,
+                             .n_kv_heads = g->n_kv_heads,
+                             .head_dim = d,
+                             .q_stride = NQKV,
+                             .o_stride = Q,
+                             .block_tokens = r->c.block_tokens,
+                             .window = g->sliding_window,
                              .scale = 1.0f / sqrtf((float)d)};
       k_paged_attn_ref(r->att + t * Q, rows, kc, vc, w[i].block_table, &a, r->scores);
     }
@@ -167,7 +179,8 @@ int eng_llm_step(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logi
       linear(r->mlp, r->h, T, H, H, l->w_up, l->b_up, 2 * FF);
       for (int64_t t = 0; t < T; t++) {
         float *row = r->mlp + t * 2 * FF;
-        if (g->act == ENG_LLM_SILU) k_silu_mul(row, row, row + FF, (size_t)FF);
+        if (g->act == ENG_LLM_SILU)
+          k_silu_mul(row, row, row + FF, (size_t)FF);
         else {
           k_gelu(row, row, (size_t)FF, g->act == ENG_LLM_GELU_TANH);
           for (int64_t c = 0; c < FF; c++) row[c] *= row[FF + c];

@@ -16,10 +16,10 @@
 #include "kernels/base/err.h"
 
 typedef struct eng_llm_runner_config {
-  int32_t n_blocks;        // KV blocks in the pool (the bat_kv_pool's n_blocks)
-  int32_t block_tokens;    // token slots per block
-  int64_t max_step_tokens; // tokens per step at most (max_num_batched_tokens)
-  int64_t max_context;     // positions per sequence at most
+  int32_t n_blocks;         // KV blocks in the pool (the bat_kv_pool's n_blocks)
+  int32_t block_tokens;     // token slots per block
+  int64_t max_step_tokens;  // tokens per step at most (max_num_batched_tokens)
+  int64_t max_context;      // positions per sequence at most
 } eng_llm_runner_config;
 
 // One sequence's share of a step: the KV of positions start .. start +

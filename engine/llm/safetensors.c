@@ -45,9 +45,11 @@ static dtype dtype_of(const char *s) {
 }
 
 static size_t elem_size(const char *s) {
-  static const struct { const char *n; size_t z; } sz[] = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
-      {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1}, {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+  static const struct {
+    const char *n;
+    size_t z;
+  } sz[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},  {"I32", 4},     {"I16", 2},    {"I8", 1},
+            {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},   {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++)
     if (!strcmp(s, sz[i].n)) return sz[i].z;
   return 0;
@@ -114,17 +116,20 @@ static int map_shard(eng_llm_st *s, const char *dir, const char *name, err_list 
     uint64_t count = 1;
     int ok = 1;
     for (const cJSON *d = shp->child; d; d = d->next) {
-      if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e15) ok = 0;
+      if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e15)
+        ok = 0;
       else {
         t->shape[t->ndim++] = (int64_t)d->valuedouble;
-        if (count && (uint64_t)d->valuedouble > UINT64_MAX / count / 8) ok = 0;
-        else count *= (uint64_t)d->valuedouble;
+        if (count && (uint64_t)d->valuedouble > UINT64_MAX / count / 8)
+          ok = 0;
+        else
+          count *= (uint64_t)d->valuedouble;
       }
     }
     double ob = cJSON_GetArrayItem(off, 0)->valuedouble, oe = cJSON_GetArrayItem(off, 1)->valuedouble;
     size_t esz = elem_size(dt->valuestring);
-    if (!ok || !cJSON_IsNumber(cJSON_GetArrayItem(off, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(off, 1)) ||
-        ob < 0 || oe < ob || oe > (double)data_len) {
+    if (!ok || !cJSON_IsNumber(cJSON_GetArrayItem(off, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(off, 1)) || ob < 0 ||
+        oe < ob || oe > (double)data_len) {
       err_list_add(bad, "%s: tensor '%s' has a bad shape or data_offsets outside the file", name, it->string);
       continue;
     }
@@ -154,13 +159,17 @@ static char *read_index(const char *dir, err *e, int *rc) {
   err e2 = {0};
   *rc = rfile_read_all(path, "model.safetensors.index.json", (size_t)64 << 20, &buf, &len, &e2);
   if (*rc) {
-    if (e2.code == ERR_NOT_FOUND) *rc = 0;
-    else *e = e2;
+    if (e2.code == ERR_NOT_FOUND)
+      *rc = 0;
+    else
+      *e = e2;
     return NULL;
   }
   char *t = malloc(len + 1);
-  if (t) memcpy(t, buf, len), t[len] = 0;
-  else *rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  if (t)
+    memcpy(t, buf, len), t[len] = 0;
+  else
+    *rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   free(buf);
   return t;
 }
@@ -189,8 +198,7 @@ int eng_llm_st_open(const char *dir, eng_llm_st **out, err *e) {
     }
     // each distinct file once, in the order first named
     for (const cJSON *it = wm->child; it; it = it->next) {
-      if (!cJSON_IsString(it) || strchr(it->valuestring, '/') || !strcmp(it->valuestring, "..") ||
-          !*it->valuestring) {
+      if (!cJSON_IsString(it) || strchr(it->valuestring, '/') || !strcmp(it->valuestring, "..") || !*it->valuestring) {
         rc = err_set(e, ERR_INVALID_ARGUMENT, "model.safetensors.index.json: tensor '%s' names no file of the folder",
                      it->string);
         goto fail;
@@ -213,7 +221,8 @@ int eng_llm_st_open(const char *dir, eng_llm_st **out, err *e) {
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(ij, "weight_map");
     for (const cJSON *it = wm->child; it; it = it->next) {
       const eng_llm_tensor *t = eng_llm_st_find(s, it->string);
-      if (!t) err_list_add(&bad, "the index names tensor '%s' that %s lacks", it->string, it->valuestring);
+      if (!t)
+        err_list_add(&bad, "the index names tensor '%s' that %s lacks", it->string, it->valuestring);
       else if (strcmp(s->files[t->file].name, it->valuestring))
         err_list_add(&bad, "the index puts tensor '%s' in %s, it is in %s", it->string, it->valuestring,
                      s->files[t->file].name);
@@ -243,10 +252,18 @@ void eng_llm_st_close(eng_llm_st *s) {
   free(s);
 }
 
-size_t eng_llm_st_count(const eng_llm_st *s) { return s->n; }
-const eng_llm_tensor *eng_llm_st_at(const eng_llm_st *s, size_t i) { return i < s->n ? &s->t[i] : NULL; }
-size_t eng_llm_st_files(const eng_llm_st *s) { return s->n_files; }
-size_t eng_llm_st_bytes(const eng_llm_st *s) { return s->bytes; }
+size_t eng_llm_st_count(const eng_llm_st *s) {
+  return s->n;
+}
+const eng_llm_tensor *eng_llm_st_at(const eng_llm_st *s, size_t i) {
+  return i < s->n ? &s->t[i] : NULL;
+}
+size_t eng_llm_st_files(const eng_llm_st *s) {
+  return s->n_files;
+}
+size_t eng_llm_st_bytes(const eng_llm_st *s) {
+  return s->bytes;
+}
 
 const eng_llm_tensor *eng_llm_st_find(const eng_llm_st *s, const char *name) {
   eng_llm_tensor key = {.name = (char *)name};

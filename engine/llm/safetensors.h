@@ -16,13 +16,13 @@
 
 typedef struct eng_llm_tensor {
   char *name;
-  dtype dt;            // DT_FP32, DT_FP16, DT_BF16, or another the loader refuses
-  char dt_name[16];    // as the file spells it ("BF16", "F8_E4M3")
+  dtype dt;          // DT_FP32, DT_FP16, DT_BF16, or another the loader refuses
+  char dt_name[16];  // as the file spells it ("BF16", "F8_E4M3")
   int ndim;
   int64_t shape[ENG_LLM_ST_MAX_DIMS];
-  const void *data;    // inside the mapping
+  const void *data;  // inside the mapping
   size_t nbytes;
-  int file;            // which shard
+  int file;  // which shard
 } eng_llm_tensor;
 
 typedef struct eng_llm_st eng_llm_st;

@@ -6,26 +6,26 @@
 // chunks and single decode tokens are the same call (n_q 1). Dot products
 // and the weighted sum of V in double; the scores are kept in float (the
 // caller's scratch) as the FP32 reference keeps them.
-#include "kernels/k_ref.h"
-
 #include <math.h>
 #include <string.h>
 
-static inline const float *slot_row(const float *cache, const int32_t *table, int64_t block_tokens,
-                                    int64_t row_elems, int64_t p) {
+#include "kernels/k_ref.h"
+
+static inline const float *slot_row(const float *cache, const int32_t *table, int64_t block_tokens, int64_t row_elems,
+                                    int64_t p) {
   return cache + ((int64_t)table[p / block_tokens] * block_tokens + p % block_tokens) * row_elems;
 }
 
-void k_paged_kv_write(float *cache, const int32_t *table, int64_t block_tokens, int64_t row_elems,
-                      int64_t pos0, int64_t n, const float *src, int64_t src_stride) {
+void k_paged_kv_write(float *cache, const int32_t *table, int64_t block_tokens, int64_t row_elems, int64_t pos0,
+                      int64_t n, const float *src, int64_t src_stride) {
   for (int64_t t = 0; t < n; t++) {
     float *dst = (float *)slot_row(cache, table, block_tokens, row_elems, pos0 + t);
     memcpy(dst, src + t * src_stride, (size_t)row_elems * sizeof(float));
   }
 }
 
-void k_paged_attn_ref(float *o, const float *q, const float *k_cache, const float *v_cache,
-                      const int32_t *table, const k_paged_attn_args *a, float *scratch) {
+void k_paged_attn_ref(float *o, const float *q, const float *k_cache, const float *v_cache, const int32_t *table,
+                      const k_paged_attn_args *a, float *scratch) {
   int64_t d = a->head_dim, row = a->n_kv_heads * d, group = a->n_heads / a->n_kv_heads;
   for (int64_t i = 0; i < a->n_q; i++) {
     int64_t p = a->pos0 + i;

@@ -3,9 +3,9 @@
 // "llama3" scaling) and the rotation of the two halves of each head
 // (rotate_half, not interleaved pairs). The angle pos * inv_freq is formed in
 // float, as the FP32 reference forms it, so positions far out round alike.
-#include "kernels/k_ref.h"
-
 #include <math.h>
+
+#include "kernels/k_ref.h"
 
 void k_rope_inv_freq(float *inv_freq, int64_t rot_dim, double theta, const k_rope_scaling *s) {
   const double pi = 3.14159265358979323846;
@@ -30,8 +30,8 @@ void k_rope_inv_freq(float *inv_freq, int64_t rot_dim, double theta, const k_rop
   }
 }
 
-void k_rope(float *x, int64_t n_tok, const int64_t *pos, int64_t n_heads, int64_t head_dim,
-            int64_t row_stride, const float *inv_freq) {
+void k_rope(float *x, int64_t n_tok, const int64_t *pos, int64_t n_heads, int64_t head_dim, int64_t row_stride,
+            const float *inv_freq) {
   int64_t half = head_dim / 2;
   for (int64_t t = 0; t < n_tok; t++) {
     float p = (float)pos[t];

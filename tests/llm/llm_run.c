@@ -23,7 +23,9 @@
 
 #define MAX_PROMPTS 256
 
-static int64_t fake_clock(void *ctx) { return *(int64_t *)ctx; }
+static int64_t fake_clock(void *ctx) {
+  return *(int64_t *)ctx;
+}
 
 typedef struct opts {
   const char *dir, *prompts;
@@ -32,8 +34,9 @@ typedef struct opts {
 } opts;
 
 static int usage(void) {
-  fprintf(stderr, "usage: inferd-llm-run MODEL_DIR PROMPTS_JSON [--max-new N] [--step-tokens B] [--max-seqs S]\n"
-                  "       [--block-tokens K] [--blocks NB] [--max-chunk C] [--prefix-caching] [--logits]\n");
+  fprintf(stderr,
+          "usage: inferd-llm-run MODEL_DIR PROMPTS_JSON [--max-new N] [--step-tokens B] [--max-seqs S]\n"
+          "       [--block-tokens K] [--blocks NB] [--max-chunk C] [--prefix-caching] [--logits]\n");
   return 2;
 }
 
@@ -43,21 +46,34 @@ static int parse_args(int argc, char **argv, opts *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
-    if (!strcmp(a, "--prefix-caching")) o->prefix_caching = 1;
-    else if (!strcmp(a, "--logits")) o->logits = 1;
-    else if (!strcmp(a, "--max-new") && has) o->max_new = atoll(argv[++i]);
-    else if (!strcmp(a, "--step-tokens") && has) o->step_tokens = atoll(argv[++i]);
-    else if (!strcmp(a, "--max-chunk") && has) o->max_chunk = atoll(argv[++i]);
-    else if (!strcmp(a, "--max-seqs") && has) o->max_seqs = atoi(argv[++i]);
-    else if (!strcmp(a, "--block-tokens") && has) o->block_tokens = atoi(argv[++i]);
-    else if (!strcmp(a, "--blocks") && has) o->blocks = atoi(argv[++i]);
-    else if (a[0] == '-') return -1;
-    else if (pos == 0) o->dir = a, pos++;
-    else if (pos == 1) o->prompts = a, pos++;
-    else return -1;
+    if (!strcmp(a, "--prefix-caching"))
+      o->prefix_caching = 1;
+    else if (!strcmp(a, "--logits"))
+      o->logits = 1;
+    else if (!strcmp(a, "--max-new") && has)
+      o->max_new = atoll(argv[++i]);
+    else if (!strcmp(a, "--step-tokens") && has)
+      o->step_tokens = atoll(argv[++i]);
+    else if (!strcmp(a, "--max-chunk") && has)
+      o->max_chunk = atoll(argv[++i]);
+    else if (!strcmp(a, "--max-seqs") && has)
+      o->max_seqs = atoi(argv[++i]);
+    else if (!strcmp(a, "--block-tokens") && has)
+      o->block_tokens = atoi(argv[++i]);
+    else if (!strcmp(a, "--blocks") && has)
+      o->blocks = atoi(argv[++i]);
+    else if (a[0] == '-')
+      return -1;
+    else if (pos == 0)
+      o->dir = a, pos++;
+    else if (pos == 1)
+      o->prompts = a, pos++;
+    else
+      return -1;
   }
-  return pos == 2 && o->max_new > 0 && o->step_tokens > 0 && o->max_seqs > 0 && o->block_tokens > 0 &&
-                 o->blocks > 0 ? 0 : -1;
+  return pos == 2 && o->max_new > 0 && o->step_tokens > 0 && o->max_seqs > 0 && o->block_tokens > 0 && o->blocks > 0
+             ? 0
+             : -1;
 }
 
 // The prompts file: {"prompts": [[ids], ...]} into prompts[i] (malloc'ed).
@@ -77,8 +93,8 @@ static int read_prompts(const char *path, int32_t **prompts, int64_t *lens, int 
     int k = cJSON_GetArraySize(p);
     if (!cJSON_IsArray(p) || k < 1 || *n == MAX_PROMPTS) {
       cJSON_Delete(j);
-      return err_set(e, ERR_INVALID_ARGUMENT, "%s: each prompt is a non-empty array of ids (at most %d prompts)",
-                     path, MAX_PROMPTS);
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: each prompt is a non-empty array of ids (at most %d prompts)", path,
+                     MAX_PROMPTS);
     }
     prompts[*n] = malloc((size_t)k * sizeof(int32_t));
     lens[*n] = k;
@@ -122,11 +138,14 @@ int main(int argc, char **argv) {
   bat_iter *s = NULL;
   eng_llm_runner *r = NULL;
   int64_t now = 0;
-  bat_iter_config ic = {.max_num_seqs = o.max_seqs, .max_num_batched_tokens = o.step_tokens,
-                        .max_model_len = g->learned_pos ? g->max_pos : 0, .max_prefill_chunk = o.max_chunk,
-                        .now = fake_clock, .clock_ctx = &now};
-  eng_llm_runner_config rc = {.n_blocks = o.blocks, .block_tokens = o.block_tokens,
-                              .max_step_tokens = o.step_tokens, .max_context = max_ctx};
+  bat_iter_config ic = {.max_num_seqs = o.max_seqs,
+                        .max_num_batched_tokens = o.step_tokens,
+                        .max_model_len = g->learned_pos ? g->max_pos : 0,
+                        .max_prefill_chunk = o.max_chunk,
+                        .now = fake_clock,
+                        .clock_ctx = &now};
+  eng_llm_runner_config rc = {
+      .n_blocks = o.blocks, .block_tokens = o.block_tokens, .max_step_tokens = o.step_tokens, .max_context = max_ctx};
   if (bat_kv_create(&kc, &pool, &e) || (ic.pool = pool, bat_iter_create(&ic, &s, &e)) ||
       eng_llm_runner_create(m, &rc, &r, &e)) {
     fprintf(stderr, "inferd-llm-run: %s\n", e.msg);
@@ -138,8 +157,11 @@ int main(int argc, char **argv) {
   float *out_logits[MAX_PROMPTS];
   int64_t n_out[MAX_PROMPTS];
   for (int i = 0; i < n; i++) {
-    seqs[i] = (bat_iter_seq){.prompt = prompts[i], .prompt_len = lens[i], .max_tokens = o.max_new,
-                             .deadline_us = INT64_MAX, .payload = (void *)(intptr_t)i};
+    seqs[i] = (bat_iter_seq){.prompt = prompts[i],
+                             .prompt_len = lens[i],
+                             .max_tokens = o.max_new,
+                             .deadline_us = INT64_MAX,
+                             .payload = (void *)(intptr_t)i};
     out_tok[i] = calloc((size_t)o.max_new, sizeof(int32_t));
     out_logits[i] = o.logits ? calloc((size_t)(o.max_new * g->vocab), sizeof(float)) : NULL;
     n_out[i] = 0;
@@ -163,8 +185,11 @@ int main(int argc, char **argv) {
     }
     for (size_t k = 0; k < nw; k++) {
       const bat_iter_work *it = &st.work[k];
-      work[k] = (eng_llm_work){.tokens = it->seq->tokens + it->start, .start = it->start, .n_tokens = it->n_tokens,
-                               .block_table = it->seq->kv.blocks, .n_blocks = it->seq->kv.n_blocks,
+      work[k] = (eng_llm_work){.tokens = it->seq->tokens + it->start,
+                               .start = it->start,
+                               .n_tokens = it->n_tokens,
+                               .block_table = it->seq->kv.blocks,
+                               .n_blocks = it->seq->kv.n_blocks,
                                .logits = it->sample};
     }
     if (eng_llm_step(r, work, nw, logits, &e)) {
@@ -205,11 +230,12 @@ int main(int argc, char **argv) {
   }
   bat_iter_stats stats;
   bat_iter_stats_get(s, &stats);
-  printf("{\"steps\": %llu, \"mixed_steps\": %llu, \"decode_items\": %llu, \"prefill_items\": %llu, "
-         "\"preemptions\": %llu, \"prefix_hit_tokens\": %llu,\n \"tokens\": [",
-         (unsigned long long)steps, (unsigned long long)mixed, (unsigned long long)decode_items,
-         (unsigned long long)prefill_items, (unsigned long long)stats.preempted_total,
-         (unsigned long long)stats.prefix_hit_tokens);
+  printf(
+      "{\"steps\": %llu, \"mixed_steps\": %llu, \"decode_items\": %llu, \"prefill_items\": %llu, "
+      "\"preemptions\": %llu, \"prefix_hit_tokens\": %llu,\n \"tokens\": [",
+      (unsigned long long)steps, (unsigned long long)mixed, (unsigned long long)decode_items,
+      (unsigned long long)prefill_items, (unsigned long long)stats.preempted_total,
+      (unsigned long long)stats.prefix_hit_tokens);
   for (int i = 0; i < n; i++) {
     printf("%s[", i ? ", " : "");
     for (int64_t k = 0; k < n_out[i]; k++) printf("%s%d", k ? ", " : "", out_tok[i][k]);

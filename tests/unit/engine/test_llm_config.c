@@ -82,11 +82,12 @@ static void test_refusals(void) {
   eng_llm_config c;
   err e = {0};
   // every problem at once; unsupported math makes it UNIMPLEMENTED
-  int rc = eng_llm_config_parse("{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
-                                "\"num_attention_heads\":4,\"num_key_value_heads\":3,\"num_hidden_layers\":-1,"
-                                "\"vocab_size\":256,\"max_position_embeddings\":128,\"hidden_act\":\"relu2\","
-                                "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4},\"eos_token_id\":300}",
-                                NULL, &c, &e);
+  int rc = eng_llm_config_parse(
+      "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
+      "\"num_attention_heads\":4,\"num_key_value_heads\":3,\"num_hidden_layers\":-1,"
+      "\"vocab_size\":256,\"max_position_embeddings\":128,\"hidden_act\":\"relu2\","
+      "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4},\"eos_token_id\":300}",
+      NULL, &c, &e);
   CHECK_EQ_INT(rc, ERR_UNIMPLEMENTED);
   CHECK_CONTAINS(e.msg, "intermediate_size is missing");
   CHECK_CONTAINS(e.msg, "num_hidden_layers must be an integer >= 1");

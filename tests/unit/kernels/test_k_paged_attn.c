@@ -33,8 +33,16 @@ static void check_paged(int64_t ctx, int64_t pos0, int64_t window) {
   k_paged_kv_write(vc, table, BT, NKV * D, pos0, ctx - pos0, v + pos0 * NKV * D, NKV * D);
   float o[16 * NH * D], scratch[16];
   float scale = 1.0f / sqrtf((float)D);
-  k_paged_attn_args a = {.n_q = ctx - pos0, .pos0 = pos0, .n_heads = NH, .n_kv_heads = NKV, .head_dim = D,
-                         .q_stride = NH * D, .o_stride = NH * D, .block_tokens = BT, .window = window, .scale = scale};
+  k_paged_attn_args a = {.n_q = ctx - pos0,
+                         .pos0 = pos0,
+                         .n_heads = NH,
+                         .n_kv_heads = NKV,
+                         .head_dim = D,
+                         .q_stride = NH * D,
+                         .o_stride = NH * D,
+                         .block_tokens = BT,
+                         .window = window,
+                         .scale = scale};
   k_paged_attn_ref(o, q + pos0 * NH * D, kc, vc, table, &a, scratch);
   // dense: per head, Q rows pos0.., keys 0..ctx-1 of its KV head, mask -inf
   // above the diagonal and outside the window
@@ -47,8 +55,20 @@ static void check_paged(int64_t ctx, int64_t pos0, int64_t window) {
     }
   for (int h = 0; h < NH; h++) {
     int kvh = h / (NH / NKV);
-    k_attn_args d = {.b = 1, .h = 1, .sq = sq, .sk = ctx, .d = D, .dv = D, .q_ss = NH * D, .k_sd = 1,
-                     .k_sk = NKV * D, .v_ss = NKV * D, .o_ss = D, .m_sq = ctx, .m_sk = 1, .scale = scale};
+    k_attn_args d = {.b = 1,
+                     .h = 1,
+                     .sq = sq,
+                     .sk = ctx,
+                     .d = D,
+                     .dv = D,
+                     .q_ss = NH * D,
+                     .k_sd = 1,
+                     .k_sk = NKV * D,
+                     .v_ss = NKV * D,
+                     .o_ss = D,
+                     .m_sq = ctx,
+                     .m_sk = 1,
+                     .scale = scale};
     k_attn_ref(ref, q + pos0 * NH * D + h * D, k + kvh * D, v + kvh * D, mask, &d);
     for (int64_t i = 0; i < sq; i++)
       for (int c = 0; c < D; c++) CHECK_NEAR(o[i * NH * D + h * D + c], ref[i * D + c], 1e-5, 1e-6);
@@ -87,8 +107,8 @@ static void test_rope(void) {
   // under 64/4 are kept, over 64/1 divided by 8, between them blended
   enum { R = 16 };
   float plain[R / 2], scaled[R / 2];
-  k_rope_scaling sc = {.kind = K_ROPE_LLAMA3, .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
-                       .original_max_pos = 64};
+  k_rope_scaling sc = {
+      .kind = K_ROPE_LLAMA3, .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_max_pos = 64};
   k_rope_inv_freq(plain, R, 10000.0, NULL);
   k_rope_inv_freq(scaled, R, 10000.0, &sc);
   int kept = 0, divided = 0, blended = 0;
