@@ -214,7 +214,7 @@ int eng_llm_st_open(const char *dir, eng_llm_st **out, err *e) {
       if (rc) goto fail;
     }
   }
-  qsort(s->t, s->n, sizeof *s->t, cmp_name);
+  if (s->n) qsort(s->t, s->n, sizeof *s->t, cmp_name);  // t is NULL when there are none
   for (size_t i = 1; i < s->n; i++)
     if (!strcmp(s->t[i].name, s->t[i - 1].name)) err_list_add(&bad, "tensor '%s' is in two places", s->t[i].name);
   if (ij) {
