@@ -1,7 +1,7 @@
 """tests/llm/check_llm_greedy.py: greedy tokens of inferd's CPU decoder
 runtime identical to transformers' generate(do_sample=False), for every
 fixture in tests/llm/fixtures (Llama 3 with GQA and llama3 RoPE scaling,
-Llama 2 in BF16 sharded and tied, Qwen2, Mistral with a sliding window,
+Llama 2 in BF16 sharded and tied, Llama with every bias and GeGLU, Qwen2, Mistral with a sliding window,
 GPT-2 in FP32 and FP16), and logits within a stated tolerance; then the
 loader's refusals, every reason named at once.
 

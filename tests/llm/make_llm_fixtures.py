@@ -43,6 +43,9 @@ CASES = {
     # Llama 2 shape (MHA), tied embeddings, stored in BF16 over two shards
     "llama2_bf16_tied": dict(cls="LlamaConfig", dtype="BF16", shards=2, kw=dict(
         LLAMA, num_key_value_heads=4, tie_word_embeddings=True)),
+    # every projection with a bias (attention_bias, mlp_bias) and a GELU-gated MLP (GeGLU)
+    "llama_bias_geglu": dict(cls="LlamaConfig", dtype="F32", kw=dict(
+        LLAMA, num_key_value_heads=2, attention_bias=True, mlp_bias=True, hidden_act="gelu_pytorch_tanh")),
     # biases on q, k, v
     "qwen2": dict(cls="Qwen2Config", dtype="F32", kw=dict(LLAMA, num_key_value_heads=2, rope_theta=1000000.0,
                                                          use_sliding_window=False)),
