@@ -33,6 +33,10 @@ typedef struct parse_ctx {
   int unsupported;  // of them, math this runtime lacks (the code is then UNIMPLEMENTED)
 } parse_ctx;
 
+// Every size at most 2^30, and the products the loader allocates checked
+// below, so no size arithmetic overflows int64 (an untrusted config.json).
+#define DIM_MAX ((int64_t)1 << 30)
+
 #define UNSUP(p, ...) ((p)->unsupported++, err_list_add(&(p)->bad, "unsupported " __VA_ARGS__))
 
 static const cJSON *field(const cJSON *o, const char *name) {
@@ -51,8 +55,8 @@ static int64_t int_field(parse_ctx *p, const char *a, const char *b, int require
     return def;
   }
   if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)min ||
-      v->valuedouble > 1e12) {
-    err_list_add(&p->bad, "%s must be an integer >= %lld", name, (long long)min);
+      v->valuedouble > (double)DIM_MAX) {
+    err_list_add(&p->bad, "%s must be an integer in [%lld, 2^30]", name, (long long)min);
     return def;
   }
   return (int64_t)v->valuedouble;
@@ -240,12 +244,18 @@ int eng_llm_config_parse(const char *config_json, const char *gen_json, eng_llm_
   if (field(root, "quantization_config")) UNSUP(&p, "quantization_config");
   // head_dim: Llama 3.x and Mistral write it; else hidden / heads
   if (family_ok && c->n_heads > 0) {
-    c->head_dim = int_field(&p, "head_dim", NULL, 0, c->hidden / c->n_heads, 2);
+    // GPT-2's fused c_attn is [hidden, 3 hidden]: its head_dim is hidden / heads, whatever else is written
+    c->head_dim = c->family == ENG_LLM_GPT2 ? c->hidden / c->n_heads
+                                            : int_field(&p, "head_dim", NULL, 0, c->hidden / c->n_heads, 2);
     if (!field(root, "head_dim") && c->hidden % c->n_heads)
       err_list_add(&p.bad, "hidden_size %lld is not a multiple of num_attention_heads %lld", (long long)c->hidden,
                    (long long)c->n_heads);
     if (c->head_dim % 2 && !c->learned_pos)
       err_list_add(&p.bad, "head_dim %lld is odd (RoPE rotates pairs)", (long long)c->head_dim);
+    if (c->n_heads * c->head_dim > DIM_MAX)
+      err_list_add(&p.bad, "num_attention_heads x head_dim is %lld, more than 2^30",
+                   (long long)(c->n_heads * c->head_dim));
+    if (c->head_dim < 1) err_list_add(&p.bad, "head_dim is 0 (hidden_size below num_attention_heads)");
     if (c->n_kv_heads > 0 && c->n_heads % c->n_kv_heads)
       err_list_add(&p.bad, "num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
                    (long long)c->n_heads, (long long)c->n_kv_heads);

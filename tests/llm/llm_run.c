@@ -99,7 +99,14 @@ static int read_prompts(const char *path, int32_t **prompts, int64_t *lens, int 
     prompts[*n] = malloc((size_t)k * sizeof(int32_t));
     lens[*n] = k;
     int i = 0;
-    for (const cJSON *t = p->child; t; t = t->next) prompts[*n][i++] = (int32_t)t->valuedouble;
+    for (const cJSON *t = p->child; t; t = t->next) {
+      if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0 && t->valuedouble <= INT32_MAX)) {
+        free(prompts[*n]);
+        cJSON_Delete(j);
+        return err_set(e, ERR_INVALID_ARGUMENT, "%s: prompt %d: token ids are integers >= 0", path, *n);
+      }
+      prompts[*n][i++] = (int32_t)t->valuedouble;
+    }
     (*n)++;
   }
   cJSON_Delete(j);

@@ -90,11 +90,19 @@ static void test_refusals(void) {
       NULL, &c, &e);
   CHECK_EQ_INT(rc, ERR_UNIMPLEMENTED);
   CHECK_CONTAINS(e.msg, "intermediate_size is missing");
-  CHECK_CONTAINS(e.msg, "num_hidden_layers must be an integer >= 1");
+  CHECK_CONTAINS(e.msg, "num_hidden_layers must be an integer in [1, 2^30]");
   CHECK_CONTAINS(e.msg, "unsupported hidden_act 'relu2'");
   CHECK_CONTAINS(e.msg, "unsupported rope_scaling type 'yarn'");
   CHECK_CONTAINS(e.msg, "not a multiple of num_key_value_heads 3");
   CHECK_CONTAINS(e.msg, "eos_token_id 300 is outside the vocabulary");
+  // sizes whose products would overflow: refused before anything is allocated
+  CHECK_EQ_INT(eng_llm_config_parse("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
+                                    "\"num_attention_heads\":4,\"num_hidden_layers\":2,\"vocab_size\":4e9,"
+                                    "\"max_position_embeddings\":128,\"head_dim\":1073741824}",
+                                    NULL, &c, &e),
+               ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "vocab_size must be an integer in [1, 2^30]");
+  CHECK_CONTAINS(e.msg, "num_attention_heads x head_dim is 4294967296, more than 2^30");
   CHECK_EQ_INT(eng_llm_config_parse("{\"architectures\":[\"MambaForCausalLM\"]}", NULL, &c, &e), ERR_UNIMPLEMENTED);
   CHECK_CONTAINS(e.msg, "'MambaForCausalLM'");
   CHECK_EQ_INT(eng_llm_config_parse("{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"gpt2\"}", NULL, &c, &e),
