@@ -20,9 +20,15 @@ import sys
 import tempfile
 
 import numpy as np
-import torch
-import transformers
-from safetensors import safe_open
+
+try:
+    import torch
+    import transformers
+    from safetensors import safe_open
+except ImportError as e:
+    print("skipped: make_llm_fixtures.py needs torch, transformers and safetensors "
+          "(tests/llm/requirements-fixtures.txt): %s" % e)
+    sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llm_ckpt  # noqa: E402
