@@ -15,6 +15,10 @@ the reference tokens and logits were recorded once with transformers
   tight: a 6-token budget, 3-token chunks, 2-token blocks in a pool too small
          for all at once, with prefix caching: sequences are preempted and
          recomputed, and must still produce the same tokens.
+  shared: the prompts plus two more copies of the longest, with prefix
+         caching and 4-token chunks: the copies, admitted after the original's
+         blocks are computed, take them from the prefix cache (shared KV
+         blocks) and must produce the original's tokens.
 Exit 77 (skipped) without numpy.
 """
 import glob
@@ -41,6 +45,8 @@ RUNS = {
     "roomy": ["--step-tokens", "8", "--max-seqs", "8", "--block-tokens", "4", "--blocks", "64"],
     "tight": ["--step-tokens", "6", "--max-seqs", "3", "--max-chunk", "3", "--block-tokens", "2", "--blocks", "16",
               "--prefix-caching"],
+    "shared": ["--step-tokens", "8", "--max-seqs", "4", "--max-chunk", "4", "--block-tokens", "4", "--blocks", "64",
+               "--prefix-caching"],
 }
 
 failures = []
@@ -68,31 +74,40 @@ def check_fixture(runner, work, path):
         fail("%s: numpy drew other weights than when the fixture was made (digest %s, fixture %s): "
              "regenerate the fixtures" % (name, sha[:12], fx["weights_sha256"][:12]))
         return
-    pf = os.path.join(ckpt, "prompts.json")
-    json.dump({"prompts": fx["prompts"]}, open(pf, "w"))
+    longest = max(range(len(fx["prompts"])), key=lambda i: len(fx["prompts"][i]))
+    order = list(range(len(fx["prompts"])))
     vocab = fx["config"]["vocab_size"]
     for run_name, extra in RUNS.items():
+        idx = order + [longest, longest] if run_name == "shared" else order
+        pf = os.path.join(ckpt, "prompts_%s.json" % run_name)
+        json.dump({"prompts": [fx["prompts"][i] for i in idx]}, open(pf, "w"))
         out, errmsg = run(runner, ckpt, pf, fx["max_new"], extra)
         if out is None:
             fail("%s/%s: inferd-llm-run failed: %s" % (name, run_name, errmsg))
             continue
         worst, worst_rel = 0.0, 0.0
-        for i, (want, got) in enumerate(zip(fx["tokens"], out["tokens"])):
+        for k, got in enumerate(out["tokens"][:len(idx)]):
+            i = idx[k]
+            want = fx["tokens"][i]
             if want != got:
                 fail("%s/%s: prompt %d (%d tokens): tokens %s, transformers %s" %
                      (name, run_name, i, len(fx["prompts"][i]), got, want))
                 continue
             ref = fx["logits"][i]
             want_rows = llm_ckpt.unpack_f32(ref["f32"], vocab)
-            got_rows = np.asarray(out["logits"][i], dtype=np.float64)
+            got_rows = np.asarray(out["logits"][k], dtype=np.float64)
             for row, step in zip(want_rows, ref["steps"]):
                 diff = np.abs(got_rows[step] - row)
                 worst = max(worst, float(diff.max()))
                 worst_rel = max(worst_rel, float(np.linalg.norm(got_rows[step] - row) / np.linalg.norm(row)))
                 if np.any(diff > LOGIT_ATOL + LOGIT_RTOL * np.abs(row)):
                     fail("%s/%s: prompt %d step %d: logits off by up to %.3g" % (name, run_name, i, step, diff.max()))
-        if len(out["tokens"]) != len(fx["tokens"]):
-            fail("%s/%s: %d outputs for %d prompts" % (name, run_name, len(out["tokens"]), len(fx["tokens"])))
+        if len(out["tokens"]) != len(idx):
+            fail("%s/%s: %d outputs for %d prompts" % (name, run_name, len(out["tokens"]), len(idx)))
+        full = (len(fx["prompts"][longest]) - 1) // 4 * 4  # the tokens of its full blocks but the last token's
+        if run_name == "shared" and out["prefix_hit_tokens"] < 2 * full:
+            fail("%s/shared: %d prefix-hit tokens; the two copies should each take %d" %
+                 (name, out["prefix_hit_tokens"], full))
         if run_name == "roomy" and out["mixed_steps"] == 0:
             fail("%s/roomy: no step mixed prefill chunks with decode tokens" % name)
         if run_name == "tight" and out["preemptions"] == 0:
