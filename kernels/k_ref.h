@@ -28,6 +28,8 @@ void k_tanh(float *y, const float *x, size_t n);
 void k_erf(float *y, const float *x, size_t n);
 // approximate: 0 = exact erf form, 1 = tanh approximation (ONNX Gelu attribute)
 void k_gelu(float *y, const float *x, size_t n, int approximate);
+// y = silu(g) * u (SwiGLU); y may alias g or u.
+void k_silu_mul(float *y, const float *g, const float *u, size_t n);
 
 // The unary math ops selected by enum (ops_act.c); a and b are the op's
 // parameters: HardSigmoid alpha/beta, Clip min/max, unused otherwise.
@@ -398,6 +400,43 @@ typedef struct k_rnn_args {
 } k_rnn_args;
 void k_rnn(const k_rnn_args *a, float *y, float *yh, float *yc, const float *x, const float *w, const float *r,
            const float *bias, const float *peep, const float *h0, const float *c0, const int64_t *lens, float *work);
+
+// --- paged attention (kernels/attn/k_paged_attn.c) and rotary embeddings
+// (kernels/attn/k_rope.c), for decoder models (engine/llm/)
+// The KV cache of one layer: blocks of block_tokens token slots, each slot a
+// row of n_kv_heads * head_dim floats ([block][slot][kv head][dim]);
+// position p of a sequence lives in block table[p / block_tokens], slot
+// p % block_tokens (batcher/kvblocks.h hands out the ids).
+typedef struct k_paged_attn_args {
+  int64_t n_q;         // queries of one sequence, at positions pos0 .. pos0 + n_q - 1
+  int64_t pos0;        // their keys (0 .. pos0 + n_q - 1) are in the cache already
+  int64_t n_heads, n_kv_heads, head_dim;  // n_heads a multiple of n_kv_heads (GQA)
+  int64_t q_stride, o_stride;             // elements between rows of q and of o
+  int64_t block_tokens;
+  int64_t window;  // sliding window: keys at positions > p - window only; 0: all
+  float scale;
+} k_paged_attn_args;
+// o[i, h] = softmax_j(scale * q[i, h] . k[j, h / group]) v[j, h / group] over
+// the keys j <= pos0 + i (and in the window). scratch: pos0 + n_q floats.
+void k_paged_attn_ref(float *o, const float *q, const float *k_cache, const float *v_cache,
+                      const int32_t *table, const k_paged_attn_args *a, float *scratch);
+// Copies n rows (row_elems floats, src_stride apart) into the slots of
+// positions pos0 .. pos0 + n - 1.
+void k_paged_kv_write(float *cache, const int32_t *table, int64_t block_tokens, int64_t row_elems,
+                      int64_t pos0, int64_t n, const float *src, int64_t src_stride);
+typedef enum k_rope_kind { K_ROPE_DEFAULT = 0, K_ROPE_LLAMA3 } k_rope_kind;
+typedef struct k_rope_scaling {
+  k_rope_kind kind;
+  double factor, low_freq_factor, high_freq_factor;  // K_ROPE_LLAMA3
+  int64_t original_max_pos;
+} k_rope_scaling;
+// rot_dim / 2 inverse frequencies theta^(-2i / rot_dim), scaled as s says (NULL: none).
+void k_rope_inv_freq(float *inv_freq, int64_t rot_dim, double theta, const k_rope_scaling *s);
+// Rotates each head of n_tok rows in place (row t at x + t * row_stride,
+// n_heads heads of head_dim) by the angles pos[t] * inv_freq, the halves
+// of a head as the pair (transformers' rotate_half).
+void k_rope(float *x, int64_t n_tok, const int64_t *pos, int64_t n_heads, int64_t head_dim,
+            int64_t row_stride, const float *inv_freq);
 
 // --- normalisation
 // LRN across the channels of x viewed as [n, c, spatial] (y must not alias x):

@@ -168,3 +168,12 @@ void k_isinf(uint8_t *y, const float *x, size_t n, int neg, int pos) {
     y[i] = (pos && v == INFINITY) || (neg && v == -INFINITY);
   }
 }
+
+// SwiGLU's gate: y = silu(g) * u = g * sigmoid(g) * u (the MLP of Llama,
+// Qwen2, Mistral). y may alias g or u.
+void k_silu_mul(float *y, const float *g, const float *u, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    float v = g[i];
+    y[i] = v / (1.0f + expf(-v)) * u[i];
+  }
+}

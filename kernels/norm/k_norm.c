@@ -36,8 +36,11 @@ void k_rms_norm(float *y, const float *x, const float *scale, size_t rows, size_
     float *yr = y + r * cols;
     double ss = 0.0;
     for (size_t j = 0; j < cols; j++) ss += (double)xr[j] * xr[j];
-    double inv = 1.0 / sqrt(ss / (double)cols + (double)eps);
-    for (size_t j = 0; j < cols; j++) yr[j] = (float)(xr[j] * inv * scale[j]);
+    // the root and the scale in float, as transformers' LlamaRMSNorm and ONNX's
+    // default stash_type (FP32) take them: a decoder's greedy tokens match
+    // transformers' exactly (tests/llm)
+    float inv = 1.0f / sqrtf((float)(ss / (double)cols) + eps);
+    for (size_t j = 0; j < cols; j++) yr[j] = scale[j] * (xr[j] * inv);
   }
 }
 

@@ -1,0 +1,11 @@
+# engine/llm/llm.cmake: the decoder runtime (issue 35), CPU slice: Hugging Face
+# checkpoints (config.json, safetensors through mmap) loaded into FP32 and one
+# forward step over a paged KV cache. cJSON reads config.json and the
+# safetensors headers; OpenBLAS runs the projections.
+pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
+add_library(inferd_llm STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/llm_config.c
+  ${CMAKE_CURRENT_LIST_DIR}/safetensors.c
+  ${CMAKE_CURRENT_LIST_DIR}/llm_model.c
+  ${CMAKE_CURRENT_LIST_DIR}/llm_step.c)
+target_link_libraries(inferd_llm PUBLIC inferd_kernels inferd_base PkgConfig::CJSON PkgConfig::OPENBLAS ${MATH_LIB})

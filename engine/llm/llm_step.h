@@ -1,0 +1,53 @@
+// engine/llm/llm_step.h: one forward step of a decoder model on the CPU
+// (FP32), over several sequences at once, each with some new tokens: prefill
+// chunks and single decode tokens mixed, as batcher/iter.h plans them. The
+// KV cache is one pool of fixed-size blocks per layer, addressed through
+// each sequence's block table (int32 physical block ids, as
+// batcher/kvblocks.h hands them out), so the paged GPU runtime keeps the
+// same bookkeeping. The projections are OpenBLAS GEMMs over every token of
+// the step; attention reads the paged cache (kernels' k_paged_attn_ref).
+#ifndef INFERD_ENGINE_LLM_LLM_STEP_H
+#define INFERD_ENGINE_LLM_LLM_STEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/llm/llm_model.h"
+#include "kernels/base/err.h"
+
+typedef struct eng_llm_runner_config {
+  int32_t n_blocks;         // KV blocks in the pool (the bat_kv_pool's n_blocks)
+  int32_t block_tokens;     // token slots per block
+  int64_t max_step_tokens;  // tokens per step at most (max_num_batched_tokens)
+  int64_t max_context;      // positions per sequence at most
+} eng_llm_runner_config;
+
+// One sequence's share of a step: the KV of positions start .. start +
+// n_tokens - 1 is computed from tokens[0 .. n_tokens) and written through
+// block_table; positions before start are read from it. logits: this item's
+// last token's logits are wanted (it samples).
+typedef struct eng_llm_work {
+  const int32_t *tokens;
+  int64_t start, n_tokens;
+  const int32_t *block_table;
+  int32_t n_blocks;  // entries of block_table
+  int logits;
+} eng_llm_work;
+
+typedef struct eng_llm_runner eng_llm_runner;
+
+// The KV pool (2 x layers x n_blocks x block_tokens x kv heads x head_dim
+// floats) and the step's scratch, allocated once here. The model is
+// borrowed and must outlive the runner.
+int eng_llm_runner_create(const eng_llm_model *m, const eng_llm_runner_config *c, eng_llm_runner **out, err *e);
+void eng_llm_runner_destroy(eng_llm_runner *r);
+size_t eng_llm_runner_kv_bytes(const eng_llm_runner *r);
+
+// Runs the step. logits gets vocab floats per item with logits set, in item
+// order. INVALID_ARGUMENT (nothing computed) for a token outside the
+// vocabulary, a position past the context or the learned positions, a
+// block table too short or naming a block outside the pool, or more tokens
+// than max_step_tokens.
+int eng_llm_step(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logits, err *e);
+
+#endif
