@@ -1,0 +1,466 @@
+// server/core/repeat.c: Triton's `repeat` backend, built in (repeat.h). Each
+// request becomes a job on the model's own thread, which sleeps on a
+// condition variable until the next job's next event: a response due (its
+// DELAY passed), the request's release (its WAIT passed), or a look at
+// cancelled streams (at least every CANCEL_LOOK_US while jobs are held, so a
+// cancelled or drained stream lets go of its job promptly however long its
+// delays). No CQ thread ever waits here.
+#include "server/core/repeat.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/model.h"
+#include "grpc_service.pb-c.h"
+#include "kernels/base/dtype.h"
+#include "server/core/reply.h"
+#include "server/core/request.h"
+#include "server/core/server.h"
+#include "server/obs/log.h"
+
+#define CANCEL_LOOK_US 50000  // how often held jobs look whether their stream was cancelled
+#define CONGESTED_RETRY_US 2000  // how soon a response held by a full stream tries again
+
+typedef struct job {
+  struct job *next;
+  srv_server *s;
+  srv_request *r;
+  int32_t *in;
+  uint32_t *delay;
+  uint32_t n, sent;       // responses in all, and sent so far
+  int64_t start_us;       // when the model took it (after the one before it was released)
+  int64_t release_us;     // start + WAIT
+  int64_t due_us;         // the next response's time (or the final flag's)
+  int released, ended;    // statistics counted; the stream's message ended (nothing more goes to it)
+  int empty_final;        // triton_enable_empty_final_response: the final flag as an empty response
+  int want_out, want_idx; // the outputs the request asked for
+} job;
+
+struct srv_repeat {
+  eng_io in[3], out[2];
+  pthread_t thread;
+  int started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  job *jobs;            // unordered; a handful per model
+  int64_t free_at_us;   // when the model's one instance is free for the next request
+  int stop;
+};
+
+int srv_repeat_is_repeat(const Inference__ModelConfig *cfg) {
+  return cfg && cfg->backend && strcmp(cfg->backend, "repeat") == 0;
+}
+
+// --- the config, checked as the backend's ValidateModelConfig does
+
+static void why(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void why(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+  if (*len && *len < cap - 1) *len += (size_t)snprintf(buf + *len, cap - *len, "; ");
+  if (*len >= cap - 1) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+  va_end(ap);
+  if (n > 0) *len += (size_t)n < cap - *len ? (size_t)n : cap - 1 - *len;
+}
+
+static void shape_str(char *out, size_t cap, size_t n, const int64_t *d) {
+  size_t o = (size_t)snprintf(out, cap, "[");
+  for (size_t i = 0; i < n && o < cap; i++) o += (size_t)snprintf(out + o, cap - o, "%s%" PRId64, i ? "," : "", d[i]);
+  if (o < cap) snprintf(out + o, cap - o, "]");
+}
+
+typedef struct want {
+  const char *name;
+  int dt;
+} want;
+
+static void check_tensor(char *buf, size_t cap, size_t *len, const char *kind, size_t i, const char *name, int dt,
+                         size_t nd, const int64_t *dims, const want *w, eng_io *io) {
+  const char *nth = i == 0 ? "first" : i == 1 ? "second" : "third";
+  if (!name || strcmp(name, w->name) != 0)
+    why(buf, cap, len, "expected %s %s tensor name to be %s, got %s", nth, kind, w->name, name ? name : "");
+  if (dt != w->dt)
+    why(buf, cap, len, "expected %s datatype to be %s, got %s", w->name, dtype_wire_name((dtype)w->dt),
+        dtype_config_name((dtype)dt));
+  if (nd > ENG_MAX_DIMS) nd = ENG_MAX_DIMS;
+  snprintf(io->name, sizeof io->name, "%s", w->name);
+  io->dt = (dtype)w->dt;
+  io->ndims = (int)nd;
+  memcpy(io->dims, dims, nd * sizeof *dims);
+}
+
+int srv_repeat_create(const Inference__ModelConfig *c, srv_repeat **out, err *e) {
+  *out = NULL;
+  char buf[sizeof e->msg];
+  size_t len = 0;
+  buf[0] = 0;
+  srv_repeat *p = calloc(1, sizeof *p);
+  if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  if (c->max_batch_size != 0) why(buf, sizeof buf, &len, "repeat backend only supports models with max_batch_size == 0");
+  if (!c->model_transaction_policy || !c->model_transaction_policy->decoupled)
+    why(buf, sizeof buf, &len,
+        "the repeat backend answers a request several times: its config needs model_transaction_policy { decoupled: "
+        "true }");
+  if (c->n_input != 3) why(buf, sizeof buf, &len, "expected 3 inputs, got %zu", c->n_input);
+  if (c->n_output != 2) why(buf, sizeof buf, &len, "expected 2 outputs, got %zu", c->n_output);
+  if (c->n_input == 3 && c->n_output == 2) {
+    static const want wi[3] = {{"IN", DT_INT32}, {"DELAY", DT_UINT32}, {"WAIT", DT_UINT32}};
+    static const want wo[2] = {{"OUT", DT_INT32}, {"IDX", DT_UINT32}};
+    for (size_t i = 0; i < 3; i++)
+      check_tensor(buf, sizeof buf, &len, "input", i, c->input[i]->name, (int)c->input[i]->data_type,
+                   c->input[i]->n_dims, c->input[i]->dims, &wi[i], &p->in[i]);
+    for (size_t i = 0; i < 2; i++)
+      check_tensor(buf, sizeof buf, &len, "output", i, c->output[i]->name, (int)c->output[i]->data_type,
+                   c->output[i]->n_dims, c->output[i]->dims, &wo[i], &p->out[i]);
+    const Inference__ModelInput *in = c->input[0], *dl = c->input[1], *wt = c->input[2];
+    char a[128], b[128];
+    shape_str(a, sizeof a, in->n_dims, in->dims);
+    shape_str(b, sizeof b, dl->n_dims, dl->dims);
+    if (in->n_dims != 1) why(buf, sizeof buf, &len, "expected IN shape to have one dimension, got %s", a);
+    if (in->n_dims != dl->n_dims || memcmp(in->dims, dl->dims, in->n_dims * sizeof *in->dims) != 0)
+      why(buf, sizeof buf, &len, "expected IN and DELAY shape to match, got %s and %s", a, b);
+    shape_str(a, sizeof a, wt->n_dims, wt->dims);
+    if (wt->n_dims != 1 || wt->dims[0] != 1) why(buf, sizeof buf, &len, "expected WAIT shape to be [1], got %s", a);
+    for (size_t i = 0; i < 2; i++) {
+      const Inference__ModelOutput *o = c->output[i];
+      shape_str(a, sizeof a, o->n_dims, o->dims);
+      if (o->n_dims != 1 || o->dims[0] != 1)
+        why(buf, sizeof buf, &len, "expected %s shape to be [1], got %s", i ? "IDX" : "OUT", a);
+    }
+  }
+  if (len) {
+    free(p);
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s", buf);
+  }
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  *out = p;
+  return 0;
+}
+
+size_t srv_repeat_n_inputs(const srv_repeat *p) { return p ? 3 : 0; }
+size_t srv_repeat_n_outputs(const srv_repeat *p) { return p ? 2 : 0; }
+const eng_io *srv_repeat_input(const srv_repeat *p, size_t i) { return &p->in[i]; }
+const eng_io *srv_repeat_output(const srv_repeat *p, size_t i) { return &p->out[i]; }
+
+// --- answers
+
+// One ModelStreamInferResponse of the job: a response (OUT and IDX of element
+// i, those asked for) or, i < 0, the empty final one. Every response of a
+// decoupled model carries triton_final_response, as Triton's gRPC server sets it.
+static uint8_t *pack(const job *j, int64_t i, size_t *len) {
+  const srv_request *r = j->r;
+  Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+  ir.model_name = r->model->name;
+  ir.model_version = r->version->version_str;
+  ir.id = r->msg->id ? r->msg->id : (char *)"";
+  Inference__InferParameter fin = INFERENCE__INFER_PARAMETER__INIT;
+  fin.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+  fin.bool_param = i < 0;
+  Inference__ModelInferResponse__ParametersEntry pe = INFERENCE__MODEL_INFER_RESPONSE__PARAMETERS_ENTRY__INIT;
+  pe.key = (char *)"triton_final_response";
+  pe.value = &fin;
+  Inference__ModelInferResponse__ParametersEntry *pes[1] = {&pe};
+  ir.n_parameters = 1;
+  ir.parameters = pes;
+  Inference__ModelInferResponse__InferOutputTensor ot[2], *otp[2];
+  ProtobufCBinaryData raw[2];
+  int64_t shape1 = 1;
+  int32_t outv = 0;
+  uint32_t idxv = (uint32_t)i;
+  size_t n = 0;
+  if (i >= 0) {
+    outv = j->in[i];
+    for (int k = 0; k < 2; k++) {
+      if (!(k ? j->want_idx : j->want_out)) continue;
+      inference__model_infer_response__infer_output_tensor__init(&ot[n]);
+      ot[n].name = k ? (char *)"IDX" : (char *)"OUT";
+      ot[n].datatype = k ? (char *)"UINT32" : (char *)"INT32";
+      ot[n].n_shape = 1;
+      ot[n].shape = &shape1;
+      raw[n] = (ProtobufCBinaryData){.len = 4, .data = k ? (uint8_t *)&idxv : (uint8_t *)&outv};
+      otp[n] = &ot[n];
+      n++;
+    }
+  }
+  ir.n_outputs = n;
+  ir.outputs = otp;
+  ir.n_raw_output_contents = n;
+  ir.raw_output_contents = raw;
+  Inference__ModelStreamInferResponse sr = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+  sr.infer_response = &ir;
+  *len = inference__model_stream_infer_response__get_packed_size(&sr);
+  uint8_t *buf = malloc(*len ? *len : 1);
+  if (buf) inference__model_stream_infer_response__pack(&sr, buf);
+  return buf;
+}
+
+// --- statistics (as Triton's backend reports them: the execution spans start to release)
+
+static void count_release(job *j, int64_t now) {
+  srv_request *r = j->r;
+  srv_stats *st = &r->version->stats;
+  int64_t q = j->start_us - r->t_recv_us, x = now - j->start_us, all = now - r->t_recv_us;
+  atomic_fetch_add(&st->success.count, 1);
+  atomic_fetch_add(&st->success.ns, (uint64_t)all * 1000);
+  atomic_fetch_add(&st->queue.count, 1);
+  atomic_fetch_add(&st->queue.ns, (uint64_t)q * 1000);
+  atomic_fetch_add(&st->compute_input.count, 1);
+  atomic_fetch_add(&st->compute_infer.count, 1);
+  atomic_fetch_add(&st->compute_infer.ns, (uint64_t)x * 1000);
+  atomic_fetch_add(&st->compute_output.count, 1);
+  atomic_fetch_add(&st->inference_count, 1);
+  atomic_fetch_add(&st->execution_count, 1);
+  srv_batch_stat *b = srv_stats_batch(st, 1);
+  if (b) {
+    atomic_fetch_add(&b->count, 1);
+    atomic_fetch_add(&b->infer_ns, (uint64_t)x * 1000);
+  }
+  atomic_store(&st->last_inference_ms, srv_wall_ms());
+  prof_hist_record(st->h_request, all);
+  prof_hist_record(st->h_queue, q);
+  prof_hist_record(st->h_infer, x);
+  prof_window_add(&st->win_requests, now, 1.0);
+  prof_window_add(&st->win_rows, now, 1.0);
+  atomic_fetch_sub(&st->pending, 1);
+}
+
+static void count_cancel(job *j) {
+  srv_request *r = j->r;
+  srv_stats *st = &r->version->stats;
+  atomic_fetch_add(&st->fail.count, 1);
+  atomic_fetch_add(&st->fail.ns, (uint64_t)(eng_now_us() - r->t_recv_us) * 1000);
+  atomic_fetch_add(&st->fail_by_reason[SRV_FAIL_CANCELED], 1);
+  atomic_fetch_sub(&st->pending, 1);
+}
+
+static void job_free(job *j) {
+  srv_server *s = j->s;
+  srv_infer_request_free(j->r);
+  atomic_fetch_sub(&s->infer_inflight, 1);
+  free(j->in);
+  free(j->delay);
+  free(j);
+}
+
+// p->mu not held. Moves j on as far as `now` allows; 1 when it is over (freed).
+static int job_step(job *j, int64_t now) {
+  if (!j->ended && srv_request_cancelled(j->r)) {
+    // the client went away: what was left to send is dropped; a request not yet
+    // released counts as cancelled rather than as a success
+    if (!j->released) {
+      count_cancel(j);
+      j->released = 1;
+    }
+    srv_stream_reply_end(j->r->stream);
+    j->ended = 1;
+  }
+  if (!j->released && now >= j->release_us) {
+    count_release(j, now);
+    j->released = 1;
+  }
+  while (!j->ended && now >= j->due_us) {
+    if (j->sent < j->n) {
+      if (srv_stream_congested(j->r->stream)) {  // the client reads slower than we answer: hold on
+        j->due_us = now + CONGESTED_RETRY_US;
+        break;
+      }
+      size_t len = 0;
+      uint8_t *buf = pack(j, j->sent, &len);
+      if (!buf) {
+        srv_log(SRV_LOG_ERROR, "model '%s': out of memory packing a response; ending the request", j->r->model->name);
+        j->sent = j->n;
+        continue;
+      }
+      srv_stream_reply_more(j->r->stream, buf, len);
+      j->sent++;
+      // Triton's backend sleeps DELAY[i] before response i: measured from the one before
+      if (j->sent < j->n) j->due_us = now + (int64_t)j->delay[j->sent] * 1000;
+      continue;
+    }
+    // every response sent: the final flag, as an empty response when asked, else alone
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (j->empty_final && (buf = pack(j, -1, &len)) != NULL) srv_stream_reply(j->r->stream, buf, len);
+    else srv_stream_reply_end(j->r->stream);
+    j->ended = 1;
+  }
+  if (j->ended && j->released) {
+    job_free(j);
+    return 1;
+  }
+  return 0;
+}
+
+static int64_t job_next_us(const job *j) {
+  int64_t t = INT64_MAX;
+  if (!j->released) t = j->release_us;
+  if (!j->ended && j->due_us < t) t = j->due_us;
+  return t;
+}
+
+static void *worker(void *arg) {
+  srv_repeat *p = arg;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    if (p->stop) break;
+    int64_t now = eng_now_us();
+    // take the jobs that are due (or may have been cancelled) out, step them unlocked
+    job *ready = NULL, **pp = &p->jobs;
+    int64_t next = INT64_MAX;
+    int any = p->jobs != NULL;
+    while (*pp) {
+      job *j = *pp;
+      *pp = j->next;
+      j->next = ready;
+      ready = j;
+    }
+    pthread_mutex_unlock(&p->mu);
+    job *keep = NULL;
+    while (ready) {
+      job *j = ready;
+      ready = j->next;
+      if (job_step(j, now)) continue;
+      int64_t t = job_next_us(j);
+      if (t < next) next = t;
+      j->next = keep;
+      keep = j;
+    }
+    pthread_mutex_lock(&p->mu);
+    while (keep) {
+      job *j = keep;
+      keep = j->next;
+      j->next = p->jobs;
+      p->jobs = j;
+    }
+    if (p->stop) break;
+    if (any && next > now + CANCEL_LOOK_US) next = now + CANCEL_LOOK_US;
+    if (!p->jobs) {
+      pthread_cond_wait(&p->cv, &p->mu);
+      continue;
+    }
+    struct timespec ts = {.tv_sec = next / 1000000, .tv_nsec = (long)(next % 1000000) * 1000};
+    pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+// --- the request's entry
+
+static int bool_param(const Inference__ModelInferRequest *m, const char *key) {
+  for (size_t i = 0; i < m->n_parameters; i++) {
+    const Inference__InferParameter *v = m->parameters[i]->value;
+    if (v && strcmp(m->parameters[i]->key, key) == 0 &&
+        v->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
+      return v->bool_param != 0;
+  }
+  return 0;
+}
+
+static void refuse(srv_server *s, srv_request *r, const char *msg) {
+  atomic_fetch_sub(&r->version->stats.pending, 1);
+  srv_reply_reject(s, r, ERR_INVALID_ARGUMENT, msg);
+}
+
+void srv_repeat_submit(srv_repeat *p, srv_server *s, srv_request *r) {
+  if (!r->stream) {  // infer.c refuses unary calls to a decoupled model before here
+    refuse(s, r, "the repeat backend answers on ModelStreamInfer only");
+    return;
+  }
+  for (size_t i = 0; i < 3; i++)
+    if (!r->inputs[i].data && r->inputs[i].bytes) {
+      refuse(s, r, "the repeat backend reads its inputs from the request, not from CUDA shared memory");
+      return;
+    }
+  if (r->shm_out) {
+    refuse(s, r, "the repeat backend answers in its responses, not into shared memory");
+    return;
+  }
+  const eng_tensor *in = &r->inputs[0], *dl = &r->inputs[1], *wt = &r->inputs[2];
+  if (in->ndims != dl->ndims || memcmp(in->dims, dl->dims, (size_t)in->ndims * sizeof in->dims[0]) != 0) {
+    char a[128], b[128], msg[320];
+    shape_str(a, sizeof a, (size_t)in->ndims, in->dims);
+    shape_str(b, sizeof b, (size_t)dl->ndims, dl->dims);
+    snprintf(msg, sizeof msg, "expected IN and DELAY shape to match, got %s and %s", a, b);
+    refuse(s, r, msg);
+    return;
+  }
+  if (wt->bytes != sizeof(uint32_t)) {
+    refuse(s, r, "unexpected size for WAIT input");
+    return;
+  }
+  uint32_t n = (uint32_t)(in->bytes / sizeof(int32_t)), wait_ms;
+  memcpy(&wait_ms, wt->data, sizeof wait_ms);
+  job *j = calloc(1, sizeof *j);
+  if (j) {
+    j->in = malloc(n ? n * sizeof(int32_t) : 1);
+    j->delay = malloc(n ? n * sizeof(uint32_t) : 1);
+  }
+  if (!j || !j->in || !j->delay) {
+    if (j) {
+      free(j->in);
+      free(j->delay);
+    }
+    free(j);
+    atomic_fetch_sub(&r->version->stats.pending, 1);
+    srv_reply_reject(s, r, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  if (n) {  // copies: the request's memory is not read again after its release
+    memcpy(j->in, in->data, n * sizeof(int32_t));
+    memcpy(j->delay, dl->data, n * sizeof(uint32_t));
+  }
+  j->s = s;
+  j->r = r;
+  j->n = n;
+  j->empty_final = bool_param(r->msg, "triton_enable_empty_final_response");
+  j->want_out = (int)(r->outputs_mask & 1);
+  j->want_idx = (int)(r->outputs_mask >> 1 & 1);
+  int64_t now = eng_now_us();
+  pthread_mutex_lock(&p->mu);
+  // one instance, BLOCKING: a request starts once the one before it was released
+  j->start_us = p->free_at_us > now ? p->free_at_us : now;
+  j->release_us = j->start_us + (int64_t)wait_ms * 1000;
+  p->free_at_us = j->release_us;
+  j->due_us = j->start_us + (n ? (int64_t)j->delay[0] * 1000 : 0);
+  j->next = p->jobs;
+  p->jobs = j;
+  if (!p->started) {
+    p->started = pthread_create(&p->thread, NULL, worker, p) == 0;
+    if (!p->started) srv_log(SRV_LOG_ERROR, "model '%s': cannot start the repeat backend's thread", r->model->name);
+  }
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+}
+
+void srv_repeat_destroy(srv_repeat *p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->mu);
+  p->stop = 1;
+  pthread_cond_signal(&p->cv);
+  int started = p->started;
+  pthread_mutex_unlock(&p->mu);
+  if (started) pthread_join(p->thread, NULL);
+  while (p->jobs) {  // only jobs whose stream ended can be left (repeat.h)
+    job *j = p->jobs;
+    p->jobs = j->next;
+    if (!j->ended) srv_stream_reply_end(j->r->stream);
+    if (!j->released) count_release(j, eng_now_us());
+    job_free(j);
+  }
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv);
+  free(p);
+}
