@@ -25,7 +25,7 @@
 #include "server/obs/log.h"
 
 #define CANCEL_LOOK_US 50000  // how often held jobs look whether their stream was cancelled
-#define CONGESTED_RETRY_US 2000  // how soon a response held by a full stream tries again
+#define CONGESTED_RETRY_US 200  // how soon a response held by a full stream first tries again (then doubling)
 
 typedef struct job {
   struct job *next;
@@ -40,6 +40,7 @@ typedef struct job {
   int released, ended;    // statistics counted; the stream's message ended (nothing more goes to it)
   int empty_final;        // triton_enable_empty_final_response: the final flag as an empty response
   int want_out, want_idx; // the outputs the request asked for
+  int64_t backoff_us;     // while its stream is congested: how long until it looks again
 } job;
 
 struct srv_repeat {
@@ -255,13 +256,18 @@ static void job_free(job *j) {
 }
 
 // p->mu not held. Moves j on as far as `now` allows; 1 when it is over (freed).
-static int job_step(job *j, int64_t now) {
+static int job_step(srv_repeat *p, job *j, int64_t now) {
   if (!j->ended && srv_request_cancelled(j->r)) {
     // the client went away: what was left to send is dropped; a request not yet
-    // released counts as cancelled rather than as a success
+    // released counts as cancelled rather than as a success, and gives the
+    // instance back now rather than at the end of its WAIT when it is the last
+    // holder (later requests already have their times)
     if (!j->released) {
       count_cancel(j);
       j->released = 1;
+      pthread_mutex_lock(&p->mu);
+      if (p->free_at_us == j->release_us) p->free_at_us = now;
+      pthread_mutex_unlock(&p->mu);
     }
     srv_stream_reply_end(j->r->stream);
     j->ended = 1;
@@ -272,10 +278,15 @@ static int job_step(job *j, int64_t now) {
   }
   while (!j->ended && now >= j->due_us) {
     if (j->sent < j->n) {
-      if (srv_stream_congested(j->r->stream)) {  // the client reads slower than we answer: hold on
-        j->due_us = now + CONGESTED_RETRY_US;
+      if (srv_stream_congested(j->r->stream)) {
+        // the client reads slower than we answer: hold on, looking again soon while it reads and
+        // ever less often while it does not (an unread stream costs a few wakes a second)
+        j->backoff_us = j->backoff_us ? j->backoff_us * 2 : CONGESTED_RETRY_US;
+        if (j->backoff_us > CANCEL_LOOK_US) j->backoff_us = CANCEL_LOOK_US;
+        j->due_us = now + j->backoff_us;
         break;
       }
+      j->backoff_us = 0;
       size_t len = 0;
       uint8_t *buf = pack(j, j->sent, &len);
       if (!buf) {
@@ -331,7 +342,7 @@ static void *worker(void *arg) {
     while (ready) {
       job *j = ready;
       ready = j->next;
-      if (job_step(j, now)) continue;
+      if (job_step(p, j, now)) continue;
       int64_t t = job_next_us(j);
       if (t < next) next = t;
       j->next = keep;
