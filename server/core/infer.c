@@ -241,7 +241,7 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
     return;
   }
   if (r->version->rep) {  // the built-in repeat backend: its own thread answers, several times
-    srv_repeat_submit(r->version->rep, s, r);
+    srv_repeat_submit(s->repeat, s, r);
     return;
   }
   r->traced = prof_trace_sample(s->trace);

@@ -19,7 +19,7 @@
 #include "engine/warmup.h"
 #include "kernels/base/confine.h"
 #include "server/core/ensemble_plan.h"
-#include "server/core/repeat.h"
+#include "server/core/repeat_cfg.h"
 #include "server/obs/log.h"
 
 struct srv_registry {
@@ -304,7 +304,7 @@ static void load_ensemble(srv_registry *r, const pending *pd, repo_model *rm, sr
           m->ens->n_steps, m->n_versions, m->n_versions == 1 ? "" : "s", m->ens->max_batch);
 }
 
-// --- the built-in repeat backend (repeat.h): no files, no engine, one state for its versions
+// --- the built-in repeat backend (repeat_cfg.h): no files, no engine, one checked config for its versions
 
 static void load_repeat(repo_model *rm, srv_model *m) {
   m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);
@@ -313,7 +313,7 @@ static void load_repeat(repo_model *rm, srv_model *m) {
     return;
   }
   err pe = {0};
-  int rc = srv_repeat_create(m->config, &m->rep, &pe);
+  int rc = srv_repeat_cfg_create(m->config, &m->rep, &pe);
   m->n_versions = rm->n_versions;
   for (size_t i = 0; i < rm->n_versions; i++) {
     srv_version *v = &m->versions[i];
@@ -328,7 +328,7 @@ static void load_repeat(repo_model *rm, srv_model *m) {
   }
   if (rc) {
     for (size_t i = 0; i < m->n_versions; i++) m->versions[i].rep = NULL;
-    srv_repeat_destroy(m->rep);
+    srv_repeat_cfg_destroy(m->rep);
     m->rep = NULL;
     m->status = pe;
     srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, pe.msg);
@@ -370,7 +370,7 @@ static void load_model(srv_registry *r, const pending *pd, repo_model *rm, srv_m
     load_ensemble(r, pd, rm, m);
     return;
   }
-  if (srv_repeat_is_repeat(m->config)) {
+  if (srv_repeat_cfg_is_repeat(m->config)) {
     load_repeat(rm, m);
     return;
   }
@@ -624,7 +624,7 @@ void srv_model_free(srv_model *m) {
   }
   free(m->versions);
   srv_ens_plan_destroy(m->ens);
-  srv_repeat_destroy(m->rep);  // after the versions' engines: nothing holds a request of it by now
+  srv_repeat_cfg_destroy(m->rep);
   srv_labels_free(m->labels);
   if (m->config) config_free(m->config);
   eng_model_config_free(m->engine_config);
@@ -717,23 +717,23 @@ void srv_version_log_failure(srv_model *m, srv_version *v, srv_vlog c, const err
 // --- what a version shows its clients: its engine's tensors, an ensemble's config's, or the repeat backend's
 
 size_t srv_version_n_inputs(const srv_version *v) {
-  return v->model ? eng_model_n_inputs(v->model) : v->rep ? srv_repeat_n_inputs(v->rep) : v->ens->n_in;
+  return v->model ? eng_model_n_inputs(v->model) : v->rep ? 3 : v->ens->n_in;
 }
 
 size_t srv_version_n_client_inputs(const srv_version *v) {
-  return v->model ? eng_model_n_client_inputs(v->model) : v->rep ? srv_repeat_n_inputs(v->rep) : v->ens->n_in;
+  return v->model ? eng_model_n_client_inputs(v->model) : v->rep ? 3 : v->ens->n_in;
 }
 
 const eng_io *srv_version_input(const srv_version *v, size_t i) {
-  return v->model ? eng_model_input(v->model, i) : v->rep ? srv_repeat_input(v->rep, i) : &v->ens->in[i];
+  return v->model ? eng_model_input(v->model, i) : v->rep ? &v->rep->in[i] : &v->ens->in[i];
 }
 
 size_t srv_version_n_client_outputs(const srv_version *v) {
-  return v->model ? eng_model_n_client_outputs(v->model) : v->rep ? srv_repeat_n_outputs(v->rep) : v->ens->n_out;
+  return v->model ? eng_model_n_client_outputs(v->model) : v->rep ? 2 : v->ens->n_out;
 }
 
 const eng_io *srv_version_output(const srv_version *v, size_t i) {
-  return v->model ? eng_model_output(v->model, i) : v->rep ? srv_repeat_output(v->rep, i) : &v->ens->out[i];
+  return v->model ? eng_model_output(v->model, i) : v->rep ? &v->rep->out[i] : &v->ens->out[i];
 }
 
 int srv_version_max_batch(const srv_version *v) {

@@ -1,5 +1,5 @@
 // server/core/repeat.c: Triton's `repeat` backend, built in (repeat.h). Each
-// request becomes a job on the model's own thread, which sleeps on a
+// request becomes a job on the runner's thread, which sleeps on a
 // condition variable until the next job's next event: a response due (its
 // DELAY passed), the request's release (its WAIT passed), or a look at
 // cancelled streams (at least every CANCEL_LOOK_US while jobs are held, so a
@@ -7,9 +7,7 @@
 // delays). No CQ thread ever waits here.
 #include "server/core/repeat.h"
 
-#include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +16,7 @@
 
 #include "engine/model.h"
 #include "grpc_service.pb-c.h"
-#include "kernels/base/dtype.h"
+#include "server/core/repeat_cfg.h"
 #include "server/core/reply.h"
 #include "server/core/request.h"
 #include "server/core/server.h"
@@ -44,116 +42,13 @@ typedef struct job {
 } job;
 
 struct srv_repeat {
-  eng_io in[3], out[2];
   pthread_t thread;
   int started;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  job *jobs;            // unordered; a handful per model
-  int64_t free_at_us;   // when the model's one instance is free for the next request
+  job *jobs;  // unordered; a handful at a time
   int stop;
 };
-
-int srv_repeat_is_repeat(const Inference__ModelConfig *cfg) {
-  return cfg && cfg->backend && strcmp(cfg->backend, "repeat") == 0;
-}
-
-// --- the config, checked as the backend's ValidateModelConfig does
-
-static void why(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void why(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
-  if (*len && *len < cap - 1) *len += (size_t)snprintf(buf + *len, cap - *len, "; ");
-  if (*len >= cap - 1) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
-  va_end(ap);
-  if (n > 0) *len += (size_t)n < cap - *len ? (size_t)n : cap - 1 - *len;
-}
-
-static void shape_str(char *out, size_t cap, size_t n, const int64_t *d) {
-  size_t o = (size_t)snprintf(out, cap, "[");
-  for (size_t i = 0; i < n && o < cap; i++) o += (size_t)snprintf(out + o, cap - o, "%s%" PRId64, i ? "," : "", d[i]);
-  if (o < cap) snprintf(out + o, cap - o, "]");
-}
-
-typedef struct want {
-  const char *name;
-  int dt;
-} want;
-
-static void check_tensor(char *buf, size_t cap, size_t *len, const char *kind, size_t i, const char *name, int dt,
-                         size_t nd, const int64_t *dims, const want *w, eng_io *io) {
-  const char *nth = i == 0 ? "first" : i == 1 ? "second" : "third";
-  if (!name || strcmp(name, w->name) != 0)
-    why(buf, cap, len, "expected %s %s tensor name to be %s, got %s", nth, kind, w->name, name ? name : "");
-  if (dt != w->dt)
-    why(buf, cap, len, "expected %s datatype to be %s, got %s", w->name, dtype_wire_name((dtype)w->dt),
-        dtype_config_name((dtype)dt));
-  if (nd > ENG_MAX_DIMS) nd = ENG_MAX_DIMS;
-  snprintf(io->name, sizeof io->name, "%s", w->name);
-  io->dt = (dtype)w->dt;
-  io->ndims = (int)nd;
-  memcpy(io->dims, dims, nd * sizeof *dims);
-}
-
-int srv_repeat_create(const Inference__ModelConfig *c, srv_repeat **out, err *e) {
-  *out = NULL;
-  char buf[sizeof e->msg];
-  size_t len = 0;
-  buf[0] = 0;
-  srv_repeat *p = calloc(1, sizeof *p);
-  if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  if (c->max_batch_size != 0) why(buf, sizeof buf, &len, "repeat backend only supports models with max_batch_size == 0");
-  if (!c->model_transaction_policy || !c->model_transaction_policy->decoupled)
-    why(buf, sizeof buf, &len,
-        "the repeat backend answers a request several times: its config needs model_transaction_policy { decoupled: "
-        "true }");
-  if (c->n_input != 3) why(buf, sizeof buf, &len, "expected 3 inputs, got %zu", c->n_input);
-  if (c->n_output != 2) why(buf, sizeof buf, &len, "expected 2 outputs, got %zu", c->n_output);
-  if (c->n_input == 3 && c->n_output == 2) {
-    static const want wi[3] = {{"IN", DT_INT32}, {"DELAY", DT_UINT32}, {"WAIT", DT_UINT32}};
-    static const want wo[2] = {{"OUT", DT_INT32}, {"IDX", DT_UINT32}};
-    for (size_t i = 0; i < 3; i++)
-      check_tensor(buf, sizeof buf, &len, "input", i, c->input[i]->name, (int)c->input[i]->data_type,
-                   c->input[i]->n_dims, c->input[i]->dims, &wi[i], &p->in[i]);
-    for (size_t i = 0; i < 2; i++)
-      check_tensor(buf, sizeof buf, &len, "output", i, c->output[i]->name, (int)c->output[i]->data_type,
-                   c->output[i]->n_dims, c->output[i]->dims, &wo[i], &p->out[i]);
-    const Inference__ModelInput *in = c->input[0], *dl = c->input[1], *wt = c->input[2];
-    char a[128], b[128];
-    shape_str(a, sizeof a, in->n_dims, in->dims);
-    shape_str(b, sizeof b, dl->n_dims, dl->dims);
-    if (in->n_dims != 1) why(buf, sizeof buf, &len, "expected IN shape to have one dimension, got %s", a);
-    if (in->n_dims != dl->n_dims || memcmp(in->dims, dl->dims, in->n_dims * sizeof *in->dims) != 0)
-      why(buf, sizeof buf, &len, "expected IN and DELAY shape to match, got %s and %s", a, b);
-    shape_str(a, sizeof a, wt->n_dims, wt->dims);
-    if (wt->n_dims != 1 || wt->dims[0] != 1) why(buf, sizeof buf, &len, "expected WAIT shape to be [1], got %s", a);
-    for (size_t i = 0; i < 2; i++) {
-      const Inference__ModelOutput *o = c->output[i];
-      shape_str(a, sizeof a, o->n_dims, o->dims);
-      if (o->n_dims != 1 || o->dims[0] != 1)
-        why(buf, sizeof buf, &len, "expected %s shape to be [1], got %s", i ? "IDX" : "OUT", a);
-    }
-  }
-  if (len) {
-    free(p);
-    return err_set(e, ERR_INVALID_ARGUMENT, "%s", buf);
-  }
-  pthread_mutex_init(&p->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&p->cv, &ca);
-  pthread_condattr_destroy(&ca);
-  *out = p;
-  return 0;
-}
-
-size_t srv_repeat_n_inputs(const srv_repeat *p) { return p ? 3 : 0; }
-size_t srv_repeat_n_outputs(const srv_repeat *p) { return p ? 2 : 0; }
-const eng_io *srv_repeat_input(const srv_repeat *p, size_t i) { return &p->in[i]; }
-const eng_io *srv_repeat_output(const srv_repeat *p, size_t i) { return &p->out[i]; }
 
 // --- answers
 
@@ -266,7 +161,7 @@ static int job_step(srv_repeat *p, job *j, int64_t now) {
       count_cancel(j);
       j->released = 1;
       pthread_mutex_lock(&p->mu);
-      if (p->free_at_us == j->release_us) p->free_at_us = now;
+      if (j->r->version->rep_free_at_us == j->release_us) j->r->version->rep_free_at_us = now;
       pthread_mutex_unlock(&p->mu);
     }
     srv_stream_reply_end(j->r->stream);
@@ -386,6 +281,10 @@ static void refuse(srv_server *s, srv_request *r, const char *msg) {
 }
 
 void srv_repeat_submit(srv_repeat *p, srv_server *s, srv_request *r) {
+  if (!p) {  // main.c creates the runner before any request can come
+    refuse(s, r, "the repeat backend is not running");
+    return;
+  }
   if (!r->stream) {  // infer.c refuses unary calls to a decoupled model before here
     refuse(s, r, "the repeat backend answers on ModelStreamInfer only");
     return;
@@ -402,8 +301,8 @@ void srv_repeat_submit(srv_repeat *p, srv_server *s, srv_request *r) {
   const eng_tensor *in = &r->inputs[0], *dl = &r->inputs[1], *wt = &r->inputs[2];
   if (in->ndims != dl->ndims || memcmp(in->dims, dl->dims, (size_t)in->ndims * sizeof in->dims[0]) != 0) {
     char a[128], b[128], msg[320];
-    shape_str(a, sizeof a, (size_t)in->ndims, in->dims);
-    shape_str(b, sizeof b, (size_t)dl->ndims, dl->dims);
+    srv_repeat_shape_str(a, sizeof a, (size_t)in->ndims, in->dims);
+    srv_repeat_shape_str(b, sizeof b, (size_t)dl->ndims, dl->dims);
     snprintf(msg, sizeof msg, "expected IN and DELAY shape to match, got %s and %s", a, b);
     refuse(s, r, msg);
     return;
@@ -441,19 +340,37 @@ void srv_repeat_submit(srv_repeat *p, srv_server *s, srv_request *r) {
   j->want_idx = (int)(r->outputs_mask >> 1 & 1);
   int64_t now = eng_now_us();
   pthread_mutex_lock(&p->mu);
-  // one instance, BLOCKING: a request starts once the one before it was released
-  j->start_us = p->free_at_us > now ? p->free_at_us : now;
+  // one instance per version, BLOCKING: a request starts once the one before it was released
+  srv_version *v = r->version;
+  j->start_us = v->rep_free_at_us > now ? v->rep_free_at_us : now;
   j->release_us = j->start_us + (int64_t)wait_ms * 1000;
-  p->free_at_us = j->release_us;
+  v->rep_free_at_us = j->release_us;
   j->due_us = j->start_us + (n ? (int64_t)j->delay[0] * 1000 : 0);
   j->next = p->jobs;
   p->jobs = j;
-  if (!p->started) {
-    p->started = pthread_create(&p->thread, NULL, worker, p) == 0;
-    if (!p->started) srv_log(SRV_LOG_ERROR, "model '%s': cannot start the repeat backend's thread", r->model->name);
-  }
   pthread_cond_signal(&p->cv);
   pthread_mutex_unlock(&p->mu);
+}
+
+int srv_repeat_create(srv_repeat **out, err *e) {
+  *out = NULL;
+  srv_repeat *p = calloc(1, sizeof *p);
+  if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if (pthread_create(&p->thread, NULL, worker, p) != 0) {
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start the repeat backend's thread");
+  }
+  p->started = 1;
+  *out = p;
+  return 0;
 }
 
 void srv_repeat_destroy(srv_repeat *p) {
@@ -461,14 +378,13 @@ void srv_repeat_destroy(srv_repeat *p) {
   pthread_mutex_lock(&p->mu);
   p->stop = 1;
   pthread_cond_signal(&p->cv);
-  int started = p->started;
   pthread_mutex_unlock(&p->mu);
-  if (started) pthread_join(p->thread, NULL);
-  while (p->jobs) {  // only jobs whose stream ended can be left (repeat.h)
+  if (p->started) pthread_join(p->thread, NULL);
+  while (p->jobs) {  // what is left (repeat.h): ended or not, each job lets go of its stream and request
     job *j = p->jobs;
     p->jobs = j->next;
     if (!j->ended) srv_stream_reply_end(j->r->stream);
-    if (!j->released) count_release(j, eng_now_us());
+    if (!j->released) count_cancel(j);
     job_free(j);
   }
   pthread_mutex_destroy(&p->mu);

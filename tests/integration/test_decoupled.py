@@ -400,3 +400,23 @@ def test_unread_stream_pauses_instead_of_growing(dec_repo):
             ch.close()
         srv.stop()
     srv.assert_clean_exit()
+
+
+def test_sigterm_with_responses_pending(dec_repo):
+    # a stream whose request still owes responses a minute away: past --exit-timeout-secs the drain
+    # cancels it, the runner lets go of the job (nothing leaks: the sanitizer builds check at exit) and
+    # the server exits 0
+    srv = lib.ServerProcess(dec_repo, ["--strict-readiness", "false", "--exit-timeout-secs", "2"]).start()
+    c = grpcclient.InferenceServerClient(srv.grpc_url.split("//")[-1])
+    try:
+        s = Stream(c)
+        s.send([1, 2], [0, 60000], wait_ms=60000, rid="long")
+        _check(s.get()[0], "long", 1, 0)
+        t0 = time.monotonic()
+        srv.stop()
+        took = time.monotonic() - t0
+        print("exited %.1f s after SIGTERM" % took)
+        srv.assert_clean_exit()
+        assert took < 30, "the pending responses held the exit past --exit-timeout-secs"
+    finally:
+        c.close()
