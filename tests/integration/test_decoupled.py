@@ -201,12 +201,25 @@ def test_unary_and_rest_refused_as_triton_refuses_them(dsrv, gclient):
     hc.close()
 
 
-def test_backend_error_on_the_stream_which_stays_open(gclient):
+def test_backend_error_on_the_stream_which_stays_open(dsrv, gclient):
     s = Stream(gclient)
     ins = _inputs([1, 2, 3], [0, 0])
     gclient.async_stream_infer(MODEL, ins, request_id="bad")
     res, err = s.get()
     assert res is None and "expected IN and DELAY shape to match, got [3] and [2]" in str(err)
+    # tritonclient hands only the error to the callback; a raw stream shows the rest of the message
+    ch = grpc.insecure_channel(dsrv.grpc_url.split("//")[-1])
+    try:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(ch)
+        bad = _raw_request("bad-raw", 3)
+        bad.inputs[1].shape[0] = 2
+        bad.raw_input_contents[1] = np.zeros(2, np.uint32).tobytes()
+        (resp,) = list(stub.ModelStreamInfer(iter([bad]), timeout=WAIT_S))
+        assert "expected IN and DELAY shape to match, got [3] and [2]" in resp.error_message
+        ir = resp.infer_response
+        assert (ir.model_name, ir.id) == (MODEL, "bad-raw") and ir.parameters["triton_final_response"].bool_param
+    finally:
+        ch.close()
     s.send([4], [0], rid="good")
     res, err = s.get()
     assert err is None
