@@ -176,7 +176,7 @@ static void h_astream(void *ctx, srv_stream *st, const uint8_t *req, size_t len)
   (void)ctx;
   int n = len >= 2 ? req[1] - '0' : 0;
   for (int i = 0; i < n; i++) {
-    char a[8];
+    char a[16];
     snprintf(a, sizeof a, "a%d", i);
     size_t k = 0;
     uint8_t *m = prefixed(a, (const uint8_t *)"", 0, &k);
