@@ -22,7 +22,7 @@
 #include "server/core/server.h"
 #include "server/obs/log.h"
 
-#define CANCEL_LOOK_US 50000  // how often held jobs look whether their stream was cancelled
+#define CANCEL_LOOK_US 50000    // how often held jobs look whether their stream was cancelled
 #define CONGESTED_RETRY_US 200  // how soon a response held by a full stream first tries again (then doubling)
 
 typedef struct job {
@@ -31,14 +31,14 @@ typedef struct job {
   srv_request *r;
   int32_t *in;
   uint32_t *delay;
-  uint32_t n, sent;       // responses in all, and sent so far
-  int64_t start_us;       // when the model took it (after the one before it was released)
-  int64_t release_us;     // start + WAIT
-  int64_t due_us;         // the next response's time (or the final flag's)
-  int released, ended;    // statistics counted; the stream's message ended (nothing more goes to it)
-  int empty_final;        // triton_enable_empty_final_response: the final flag as an empty response
-  int want_out, want_idx; // the outputs the request asked for
-  int64_t backoff_us;     // while its stream is congested: how long until it looks again
+  uint32_t n, sent;        // responses in all, and sent so far
+  int64_t start_us;        // when the model took it (after the one before it was released)
+  int64_t release_us;      // start + WAIT
+  int64_t due_us;          // the next response's time (or the final flag's)
+  int released, ended;     // statistics counted; the stream's message ended (nothing more goes to it)
+  int empty_final;         // triton_enable_empty_final_response: the final flag as an empty response
+  int want_out, want_idx;  // the outputs the request asked for
+  int64_t backoff_us;      // while its stream is congested: how long until it looks again
 } job;
 
 struct srv_repeat {
@@ -198,8 +198,10 @@ static int job_step(srv_repeat *p, job *j, int64_t now) {
     // every response sent: the final flag, as an empty response when asked, else alone
     uint8_t *buf = NULL;
     size_t len = 0;
-    if (j->empty_final && (buf = pack(j, -1, &len)) != NULL) srv_stream_reply(j->r->stream, buf, len);
-    else srv_stream_reply_end(j->r->stream);
+    if (j->empty_final && (buf = pack(j, -1, &len)) != NULL)
+      srv_stream_reply(j->r->stream, buf, len);
+    else
+      srv_stream_reply_end(j->r->stream);
     j->ended = 1;
   }
   if (j->ended && j->released) {

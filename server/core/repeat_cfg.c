@@ -61,7 +61,8 @@ int srv_repeat_cfg_create(const Inference__ModelConfig *c, srv_repeat_cfg **out,
   buf[0] = 0;
   srv_repeat_cfg *p = calloc(1, sizeof *p);
   if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  if (c->max_batch_size != 0) why(buf, sizeof buf, &len, "repeat backend only supports models with max_batch_size == 0");
+  if (c->max_batch_size != 0)
+    why(buf, sizeof buf, &len, "repeat backend only supports models with max_batch_size == 0");
   if (!c->model_transaction_policy || !c->model_transaction_policy->decoupled)
     why(buf, sizeof buf, &len,
         "the repeat backend answers a request several times: its config needs model_transaction_policy { decoupled: "
@@ -101,5 +102,6 @@ int srv_repeat_cfg_create(const Inference__ModelConfig *c, srv_repeat_cfg **out,
   return 0;
 }
 
-void srv_repeat_cfg_destroy(srv_repeat_cfg *p) { free(p); }
-
+void srv_repeat_cfg_destroy(srv_repeat_cfg *p) {
+  free(p);
+}
