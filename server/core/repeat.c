@@ -47,6 +47,7 @@ struct srv_repeat {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   job *jobs;  // unordered; a handful at a time
+  int added;  // a job was submitted since the worker last took the list
   int stop;
 };
 
@@ -223,6 +224,7 @@ static void *worker(void *arg) {
   pthread_mutex_lock(&p->mu);
   for (;;) {
     if (p->stop) break;
+    p->added = 0;  // the jobs taken below include every one submitted so far
     int64_t now = eng_now_us();
     // take the jobs that are due (or may have been cancelled) out, step them unlocked
     job *ready = NULL, **pp = &p->jobs;
@@ -253,6 +255,7 @@ static void *worker(void *arg) {
       p->jobs = j;
     }
     if (p->stop) break;
+    if (p->added) continue;  // submitted while the others were stepped: its signal came before any wait
     if (any && next > now + CANCEL_LOOK_US) next = now + CANCEL_LOOK_US;
     if (!p->jobs) {
       pthread_cond_wait(&p->cv, &p->mu);
@@ -350,6 +353,7 @@ void srv_repeat_submit(srv_repeat *p, srv_server *s, srv_request *r) {
   j->due_us = j->start_us + (n ? (int64_t)j->delay[0] * 1000 : 0);
   j->next = p->jobs;
   p->jobs = j;
+  p->added = 1;
   pthread_cond_signal(&p->cv);
   pthread_mutex_unlock(&p->mu);
 }
