@@ -231,6 +231,7 @@ def test_config_echoes_decoupled_and_bad_models_say_why(gclient):
     cfg = gclient.get_model_config(MODEL, as_json=True)["config"]
     assert cfg["model_transaction_policy"] == {"decoupled": True} and cfg["backend"] == "repeat"
     meta = gclient.get_model_metadata(MODEL, as_json=True)
+    assert meta["platform"] == "repeat"
     assert [(t["name"], t["datatype"], t["shape"]) for t in meta["inputs"]] == [
         ("IN", "INT32", ["-1"]), ("DELAY", "UINT32", ["-1"]), ("WAIT", "UINT32", ["1"])]
     assert [(t["name"], t["datatype"]) for t in meta["outputs"]] == [("OUT", "INT32"), ("IDX", "UINT32")]
