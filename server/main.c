@@ -36,6 +36,7 @@
 #include "server/obs/crash.h"
 #include "server/obs/log.h"
 #include "server/core/fdlimit.h"
+#include "server/core/repeat.h"
 #include "server/core/server.h"
 #include "server/sec/shmguard.h"
 #include "server/sec/tls_watch.h"
@@ -455,6 +456,7 @@ int main(int argc, char **argv) {
   // before the scheduler, which gathers and packs batches through it
   if (o.copy_threads > 0 && srv_copypool_create(o.copy_threads, (size_t)o.copy_min_bytes, &srv.copies, &e) != 0)
     goto fail;
+  if (srv_repeat_create(&srv.repeat, &e) != 0) goto fail;  // the repeat backend's runner (repeat.h)
   if (srv_sched_create(srv.reg, &srv, &srv.sched, &e) != 0) goto fail;
   if (srv_control_create(srv.reg, srv.sched, o.control_mode, o.model_repository, o.poll_secs, &srv.draining,
                          &srv.control, &e) != 0)
@@ -599,6 +601,9 @@ fail:
   srv_hloop_stop(hloop, close_http, &hc);
   srv_hloop_destroy(hloop);
   if (grpc) srv_grpc_destroy(grpc);
+  // after the transport, which waited for every stream message to end (the runner ends a cancelled one's),
+  // before the generations its requests hold are waited for or freed
+  srv_repeat_destroy(srv.repeat);
   srv_tlsw_destroy(tls);  // after the server: its handshakes fetch from it
   // after HTTP and gRPC closed (nothing calls it any more), before the
   // scheduler: it removes the retired versions from it

@@ -7,6 +7,8 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/core/control.c
   ${CMAKE_CURRENT_LIST_DIR}/core/ensemble.c
   ${CMAKE_CURRENT_LIST_DIR}/core/ensemble_plan.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/repeat.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/repeat_cfg.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer_validate.c
   ${CMAKE_CURRENT_LIST_DIR}/core/labels.c

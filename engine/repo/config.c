@@ -358,17 +358,26 @@ int config_check_supported(const Inference__ModelConfig *c, err *e) {
   // an ensemble (server/core/ensemble_plan.h) is its platform and its scheduling together
   if (ensemble && c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING)
     add_reason(why, sizeof why, &n, "platform 'ensemble' needs ensemble_scheduling (model '%s')", name);
-  if (!is_empty(c->backend) && strcmp(c->backend, "onnxruntime") != 0 && strcmp(c->backend, "inferd") != 0) {
+  // the built-in repeat backend (server/core/repeat.h): Triton's example of a decoupled model
+  int repeat = !is_empty(c->backend) && strcmp(c->backend, CONFIG_BACKEND_REPEAT) == 0;
+  if (!is_empty(c->backend) && strcmp(c->backend, "onnxruntime") != 0 && strcmp(c->backend, "inferd") != 0 &&
+      !repeat) {
     if (strcmp(c->backend, "python") == 0)
       add_reason(why, sizeof why, &n, "backend 'python' is not supported (inferd runs ONNX graphs only)");
     else
-      add_reason(why, sizeof why, &n, "backend '%s' is not supported (only 'onnxruntime' or 'inferd')", c->backend);
+      add_reason(why, sizeof why, &n, "backend '%s' is not supported (only 'onnxruntime', 'inferd' or 'repeat')",
+                 c->backend);
   }
+  if (repeat && !is_empty(c->platform))
+    add_reason(why, sizeof why, &n, "backend 'repeat' takes no platform (model '%s' names '%s')", name, c->platform);
   if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING && !ensemble)
     add_reason(why, sizeof why, &n, "ensemble_scheduling needs platform 'ensemble' (model '%s')", name);
-  if (c->model_transaction_policy && c->model_transaction_policy->decoupled)
+  // decoupled (several answers per request, ModelStreamInfer only) needs a backend that answers so
+  if (c->model_transaction_policy && c->model_transaction_policy->decoupled && !repeat)
     add_reason(why, sizeof why, &n,
-               "model_transaction_policy.decoupled is not supported (every request gets exactly one response)");
+               "model_transaction_policy.decoupled is not supported for %s models: they answer every request "
+               "exactly once (only the 'repeat' backend is decoupled)",
+               ensemble ? "ensemble" : "ONNX");
   if (!n) return 0;
   return err_set(e, ERR_INVALID_ARGUMENT, "%s", why);
 }

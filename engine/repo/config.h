@@ -18,6 +18,8 @@ struct eng_graph_opts;  // engine/graph/graph.h
 #define CONFIG_DEFAULT_MAX_BATCH_SIZE 4
 #define CONFIG_NO_AUTO_COMPLETE (-1)  // Triton's default-max-batch-size
 #define CONFIG_PLATFORM_ONNX "onnxruntime_onnx"
+// Triton's example decoupled backend, built in (server/core/repeat.h): no files, no engine.
+#define CONFIG_BACKEND_REPEAT "repeat"
 
 // A new empty config (all fields at their proto3 defaults) with `name` set
 // (NULL: left empty), allocated as protobuf-c's unpack does: release it with

@@ -217,6 +217,8 @@ static int select_versions(repo_model *m, err *e) {
     struct stat st;
     // an ensemble (platform "ensemble") has no model file: its version directories are all it has
     if (m->config && m->config->platform && strcmp(m->config->platform, "ensemble") == 0) continue;
+    // nor does the built-in repeat backend (server/core/repeat.h)
+    if (m->config && m->config->backend && strcmp(m->config->backend, CONFIG_BACKEND_REPEAT) == 0) continue;
     // A directory is accepted too: ONNX models with external data may be one.
     if (stat(rv->path, &st) != 0) {
       rc = err_set(e, ERR_INVALID_ARGUMENT, "model file '%s' for version %lld not found", rv->path,

@@ -14,6 +14,7 @@
 #include "server/core/arena.h"
 #include "server/core/ensemble.h"
 #include "server/core/infer_internal.h"
+#include "server/core/repeat.h"
 #include "server/core/reply.h"
 #include "server/core/request.h"
 #include "server/core/sched.h"
@@ -125,6 +126,11 @@ static Inference__ModelInferRequest *unpack_request(srv_arena *a, const uint8_t 
 static int prepare_msg(srv_server *s, srv_request *r, err *e) {
   TRY(srv_registry_find_ref(s->reg, r->msg->model_name, r->msg->model_version, &r->model, &r->version, e));
   r->reg = s->reg;
+  // a decoupled model answers on ModelStreamInfer only, and says so in Triton's words (a REST
+  // request arrives as a local call; so does an ensemble's step, which has no words of Triton's)
+  if (r->model->decoupled && !r->stream)
+    return err_set(e, ERR_UNIMPLEMENTED, "%s doesn't support models with decoupled transaction policy",
+                   r->call && srv_call_message_kept(r->call) ? "ModelInfer RPC" : "HTTP end point");
   // every instance failed for good: refused here, before any queue, and
   // logged one line per 10 s (srv_version_log_failure), not per request
   if (srv_version_failed(r->model, r->version, NULL, e)) {
@@ -232,6 +238,10 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   atomic_fetch_add(&r->version->stats.pending, 1);
   if (r->version->ens) {  // no scheduler of its own: its steps are requests to their models
     srv_ensemble_run(s, r, srv_infer_msg_handler);
+    return;
+  }
+  if (r->version->rep) {  // the built-in repeat backend: its own thread answers, several times
+    srv_repeat_submit(s->repeat, s, r);
     return;
   }
   r->traced = prof_trace_sample(s->trace);

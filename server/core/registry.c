@@ -19,6 +19,7 @@
 #include "engine/warmup.h"
 #include "kernels/base/confine.h"
 #include "server/core/ensemble_plan.h"
+#include "server/core/repeat_cfg.h"
 #include "server/obs/log.h"
 
 struct srv_registry {
@@ -303,6 +304,42 @@ static void load_ensemble(srv_registry *r, const pending *pd, repo_model *rm, sr
           m->ens->n_steps, m->n_versions, m->n_versions == 1 ? "" : "s", m->ens->max_batch);
 }
 
+// --- the built-in repeat backend (repeat_cfg.h): no files, no engine, one checked config for its versions
+
+static void load_repeat(repo_model *rm, srv_model *m) {
+  m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);
+  if (!m->versions) {
+    err_set(&m->status, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  err pe = {0};
+  int rc = srv_repeat_cfg_create(m->config, &m->rep, &pe);
+  m->n_versions = rm->n_versions;
+  for (size_t i = 0; i < rm->n_versions; i++) {
+    srv_version *v = &m->versions[i];
+    v->version = rm->versions[i].version;
+    snprintf(v->version_str, sizeof v->version_str, "%" PRId64, v->version);
+    if (rc == 0 && init_stats(&v->stats, 1) != 0) rc = err_set(&pe, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    if (rc) {
+      v->status = pe;
+      continue;
+    }
+    v->rep = m->rep;
+  }
+  if (rc) {
+    for (size_t i = 0; i < m->n_versions; i++) m->versions[i].rep = NULL;
+    srv_repeat_cfg_destroy(m->rep);
+    m->rep = NULL;
+    m->status = pe;
+    srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, pe.msg);
+    return;
+  }
+  if (!rm->n_versions) return;  // the scan's status says why
+  m->status = (err){0};
+  srv_log(SRV_LOG_INFO, "model '%s' (backend repeat, decoupled) is ready, %zu version%s", m->name, m->n_versions,
+          m->n_versions == 1 ? "" : "s");
+}
+
 static void load_model(srv_registry *r, const pending *pd, repo_model *rm, srv_model *m) {
   const srv_registry_opts *o = &r->o;
   const eng_confine_roots *roots = &r->roots;
@@ -328,8 +365,13 @@ static void load_model(srv_registry *r, const pending *pd, repo_model *rm, srv_m
     srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, m->status.msg);
     return;
   }
+  m->decoupled = m->config && m->config->model_transaction_policy && m->config->model_transaction_policy->decoupled;
   if (srv_ens_is_ensemble(m->config)) {
     load_ensemble(r, pd, rm, m);
+    return;
+  }
+  if (srv_repeat_cfg_is_repeat(m->config)) {
+    load_repeat(rm, m);
     return;
   }
   m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);
@@ -582,6 +624,7 @@ void srv_model_free(srv_model *m) {
   }
   free(m->versions);
   srv_ens_plan_destroy(m->ens);
+  srv_repeat_cfg_destroy(m->rep);
   srv_labels_free(m->labels);
   if (m->config) config_free(m->config);
   eng_model_config_free(m->engine_config);
@@ -671,24 +714,28 @@ void srv_version_log_failure(srv_model *m, srv_version *v, srv_vlog c, const err
           m->name, v->version_str, what[c], e->msg, total);
 }
 
-// --- what a version shows its clients: its engine's tensors, or an ensemble's config's
+// --- what a version shows its clients: its engine's tensors, an ensemble's config's, or the repeat backend's
 
-size_t srv_version_n_inputs(const srv_version *v) { return v->model ? eng_model_n_inputs(v->model) : v->ens->n_in; }
+size_t srv_version_n_inputs(const srv_version *v) {
+  return v->model ? eng_model_n_inputs(v->model) : v->rep ? 3 : v->ens->n_in;
+}
 
 size_t srv_version_n_client_inputs(const srv_version *v) {
-  return v->model ? eng_model_n_client_inputs(v->model) : v->ens->n_in;
+  return v->model ? eng_model_n_client_inputs(v->model) : v->rep ? 3 : v->ens->n_in;
 }
 
 const eng_io *srv_version_input(const srv_version *v, size_t i) {
-  return v->model ? eng_model_input(v->model, i) : &v->ens->in[i];
+  return v->model ? eng_model_input(v->model, i) : v->rep ? &v->rep->in[i] : &v->ens->in[i];
 }
 
 size_t srv_version_n_client_outputs(const srv_version *v) {
-  return v->model ? eng_model_n_client_outputs(v->model) : v->ens->n_out;
+  return v->model ? eng_model_n_client_outputs(v->model) : v->rep ? 2 : v->ens->n_out;
 }
 
 const eng_io *srv_version_output(const srv_version *v, size_t i) {
-  return v->model ? eng_model_output(v->model, i) : &v->ens->out[i];
+  return v->model ? eng_model_output(v->model, i) : v->rep ? &v->rep->out[i] : &v->ens->out[i];
 }
 
-int srv_version_max_batch(const srv_version *v) { return v->model ? eng_model_max_batch(v->model) : v->ens->max_batch; }
+int srv_version_max_batch(const srv_version *v) {
+  return v->model ? eng_model_max_batch(v->model) : v->rep ? 0 : v->ens->max_batch;
+}

@@ -86,6 +86,12 @@ typedef struct srv_version {
   // owns (server/core/ensemble_plan.h); NULL for an engine's. Ready when
   // either this or model is set (srv_version_ready).
   const struct srv_ens_plan *ens;
+  // the built-in repeat backend's (backend "repeat", server/core/repeat_cfg.h),
+  // which the model owns; NULL otherwise. The third kind of version: its
+  // requests run on the server's repeat runner (server/core/repeat.h), which
+  // keeps when its one instance is next free here (under the runner's lock).
+  const struct srv_repeat_cfg *rep;
+  int64_t rep_free_at_us;
   err status;
   srv_stats stats;
   void *sched;  // the scheduler's per-version state, set by the scheduler
@@ -107,6 +113,8 @@ typedef struct srv_model {
   err status;                       // code != 0: the model is not ready, with why
   srv_labels *labels;               // the outputs' label files (classification); NULL: none; owned
   struct srv_ens_plan *ens;         // an ensemble's plan, shared by its versions; NULL otherwise; owned
+  struct srv_repeat_cfg *rep;       // the repeat backend's checked config, shared by its versions; NULL otherwise; owned
+  int decoupled;                    // model_transaction_policy.decoupled: answers on ModelStreamInfer only
   srv_version *versions;            // ascending version order
   size_t n_versions;
   // model control
@@ -116,8 +124,10 @@ typedef struct srv_model {
   uint64_t signature;     // what the repository scan saw (versions, config file), for poll mode
 } srv_model;
 
-// Whether v serves: its engine loaded, or it is an ensemble's.
-static inline int srv_version_ready(const srv_version *v) { return v->model != NULL || v->ens != NULL; }
+// Whether v serves: its engine loaded, or it is an ensemble's or the repeat backend's.
+static inline int srv_version_ready(const srv_version *v) {
+  return v->model != NULL || v->ens != NULL || v->rep != NULL;
+}
 
 // The tensors a version shows its clients and checks requests against: its
 // engine's (eng_model_input and friends), or for an ensemble its config's.

@@ -46,11 +46,23 @@ static uint8_t *pack_stream_error(const srv_request *r, const char *msg, size_t 
     utf8_escape_controls(esc, sizeof esc, sr.error_message, strlen(sr.error_message));
     sr.error_message = esc;
   }
+  // a decoupled model's error ends its request: Triton marks it final as it marks every such response
+  Inference__InferParameter fin = INFERENCE__INFER_PARAMETER__INIT;
+  fin.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+  fin.bool_param = 1;
+  Inference__ModelInferResponse__ParametersEntry pe = INFERENCE__MODEL_INFER_RESPONSE__PARAMETERS_ENTRY__INIT;
+  pe.key = (char *)"triton_final_response";
+  pe.value = &fin;
+  Inference__ModelInferResponse__ParametersEntry *pes[1] = {&pe};
   if (r && r->msg) {  // echoed so the client can match the error; a field that is not UTF-8 is not
     ir.model_name = valid_or_empty(r->msg->model_name);
     ir.model_version = valid_or_empty(r->msg->model_version);
     ir.id = valid_or_empty(r->msg->id);
     sr.infer_response = &ir;
+    if (r->model && r->model->decoupled) {
+      ir.n_parameters = 1;
+      ir.parameters = pes;
+    }
   }
   *len = inference__model_stream_infer_response__get_packed_size(&sr);
   uint8_t *buf = malloc(*len ? *len : 1);

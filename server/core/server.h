@@ -22,6 +22,7 @@ typedef struct srv_server {
   srv_registry *reg;
   srv_sched *sched;
   srv_control *control;  // model load/unload/poll
+  struct srv_repeat *repeat;  // the repeat backend's runner (repeat.h): after the transport, before the registry
   srv_reflection *reflection;
   prof_trace *trace;       // NULL unless --trace-file
   int trace_rate;          // --trace-rate, what a cleared trace_rate returns to

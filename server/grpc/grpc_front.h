@@ -36,7 +36,8 @@ typedef struct srv_stream srv_stream;  // one asynchronous bidi stream
 // Asynchronous bidi stream handler (ModelStreamInfer): runs on a CQ thread for
 // each received message (bytes valid only while it runs; the next message is
 // already being read). It must answer that message exactly once, now or
-// later, from any thread, with srv_stream_reply; answers leave in the order
+// later, from any thread, with srv_stream_reply (or, for a decoupled model,
+// srv_stream_reply_more then srv_stream_reply / srv_stream_reply_end); answers leave in the order
 // they are given, not the order of the requests. The stream ends with OK once
 // the client has half-closed and every message has been answered.
 typedef void (*srv_astream_fn)(void *ctx, srv_stream *st, const uint8_t *req, size_t len);
@@ -226,6 +227,20 @@ const char *srv_call_method(const srv_call *c);
 // given after the client cancelled, or after the drain closed the transport,
 // is dropped.
 void srv_stream_reply(srv_stream *st, uint8_t *resp, size_t len);
+
+// A decoupled model's answers (several for one message, Triton's decoupled
+// transaction policy): srv_stream_reply_more sends one answer and leaves the
+// message open; the message then ends with srv_stream_reply (a last answer)
+// or srv_stream_reply_end (no further answer). Answers given so count against
+// --grpc-stream-max-queued(-bytes) while they wait for the client, so a
+// stream whose client does not read them stops reading new messages.
+void srv_stream_reply_more(srv_stream *st, uint8_t *resp, size_t len);
+void srv_stream_reply_end(srv_stream *st);
+
+// 1 while answers waiting for the client fill the stream's caps: a producer of
+// many answers for one message (a decoupled model) holds its next answer until
+// this reads 0, so a client that does not read bounds what the server holds.
+int srv_stream_congested(srv_stream *st);
 
 // 1 once the client cancelled the stream or its deadline passed.
 int srv_stream_cancelled(const srv_stream *st);

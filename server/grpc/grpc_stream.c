@@ -445,16 +445,19 @@ static void on_astream_recv(cq_thread *t, srv_stream *s, int ok) {
   astream_unlock(s);
 }
 
-void srv_stream_reply(srv_stream *s, uint8_t *resp, size_t len) {
-  grpc_slice sl = len ? grpc_slice_new(resp, len, free) : grpc_empty_slice();
-  if (!len) free(resp);
-  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
-  grpc_slice_unref(sl);
-  out_msg *m = malloc(sizeof *m);
+// Queues one answer (bb may be NULL: none) and, when `last`, ends the
+// message's accounting: it no longer counts as taken and unanswered, and the
+// CQ thread's hold on the stream goes. Answers before the last (a decoupled
+// model's) count against the caps as queued answers from the moment they are
+// given, so a client that does not read them pauses the stream's reading.
+static void astream_answer(srv_stream *s, grpc_byte_buffer *bb, size_t len, int last) {
+  out_msg *m = bb ? malloc(sizeof *m) : NULL;
   cq_thread *t = s->t;
   pthread_mutex_lock(&s->mu);
-  s->outstanding--;
-  if (!m || s->done || s->status_sent) {
+  if (last) s->outstanding--;
+  if (!bb) {
+    // nothing to send: the end of the message's answers alone
+  } else if (!m || s->done || s->status_sent) {
     if (!m && !s->done) {
       LOG("%s: out of memory queueing an answer; cancelling the stream", s->rm->m.path);
       grpc_call_cancel(s->call, NULL);
@@ -472,6 +475,10 @@ void srv_stream_reply(srv_stream *s, uint8_t *resp, size_t len) {
     s->q_tail = m;
     astream_pump(s);
   }
+  if (!last) {  // the message still holds the stream: it cannot be freed here
+    pthread_mutex_unlock(&s->mu);
+    return;
+  }
   astream_try_finish(s);
   // t outlives this call until held drops below (srv_grpc_destroy waits for
   // it), so s goes first and the count last.
@@ -479,6 +486,31 @@ void srv_stream_reply(srv_stream *s, uint8_t *resp, size_t len) {
   pthread_mutex_lock(&t->mu);
   if (--t->held == 0 && t->closed) pthread_cond_broadcast(&t->cv);
   pthread_mutex_unlock(&t->mu);
+}
+
+static grpc_byte_buffer *astream_buffer(uint8_t *resp, size_t len) {
+  grpc_slice sl = len ? grpc_slice_new(resp, len, free) : grpc_empty_slice();
+  if (!len) free(resp);
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+  grpc_slice_unref(sl);
+  return bb;
+}
+
+void srv_stream_reply(srv_stream *s, uint8_t *resp, size_t len) { astream_answer(s, astream_buffer(resp, len), len, 1); }
+
+void srv_stream_reply_more(srv_stream *s, uint8_t *resp, size_t len) {
+  astream_answer(s, astream_buffer(resp, len), len, 0);
+}
+
+void srv_stream_reply_end(srv_stream *s) { astream_answer(s, NULL, 0, 1); }
+
+int srv_stream_congested(srv_stream *s) {
+  pthread_mutex_lock(&s->mu);
+  const srv_grpc *g = s->t->g;
+  int full = s->queued + s->sending >= g->stream_max_queued ||
+             s->queued_bytes + s->send_len >= g->stream_max_queued_bytes;
+  pthread_mutex_unlock(&s->mu);
+  return full;
 }
 
 int srv_stream_cancelled(const srv_stream *s) {

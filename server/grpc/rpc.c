@@ -175,7 +175,10 @@ static void model_metadata(void *ctx, srv_call *call, const uint8_t *req, size_t
     for (size_t i = 0; i < m->n_versions; i++)
       if (srv_version_ready(&m->versions[i])) versions[r.n_versions++] = m->versions[i].version_str;
     r.versions = versions;
-    r.platform = m->config->platform && m->config->platform[0] ? m->config->platform : "onnxruntime_onnx";
+    // Triton names a backend model without a platform by its backend ("repeat")
+    r.platform = m->config->platform && m->config->platform[0] ? m->config->platform
+                 : m->rep                                       ? m->config->backend
+                                                                : "onnxruntime_onnx";
     r.n_inputs = n_in;
     r.inputs = tp;
     r.n_outputs = n_out;

@@ -23,6 +23,8 @@ Where a Triton model cannot be ONNX, a stand-in that is ours takes its place and
                     no ONNX op, so image_preprocess gives a constant image of the request's batch.
   custom_identity_int32  Triton's QA identity model that memory_growth_test.py calls: Identity on
                     INT32 [-1].
+  repeat_int32      the decoupled model simple_grpc_custom_repeat.py streams from: Triton's config for
+                    its `repeat` backend (built into inferd: server/core/repeat.h), no model file.
 Two folders, not one, because simple_*_model_control.py check that the repository index holds
 exactly Triton's eight models.
 """
@@ -288,7 +290,56 @@ def add_ensemble(out):
 EXAMPLE_MODELS = ["simple", "simple_int8", "simple_string", "simple_identity", "simple_sequence",
                   "simple_dyna_sequence", "inception_onnx", "densenet_onnx"]
 EXTRA_MODELS = ["preprocess_inception_ensemble", "image_preprocess", "inception_classifier",
-                "custom_identity_int32"]
+                "custom_identity_int32", "repeat_int32"]
+
+
+# --- repeat_int32 (extras): Triton's decoupled example, on its repeat backend
+
+REPEAT_CONFIG = """name: "repeat_int32"
+backend: "repeat"
+max_batch_size: 0
+model_transaction_policy {
+  decoupled: True
+}
+input [
+  {
+    name: "IN"
+    data_type: TYPE_INT32
+    dims: [ -1 ]
+  },
+  {
+    name: "DELAY"
+    data_type: TYPE_UINT32
+    dims: [ -1 ]
+  },
+  {
+    name: "WAIT"
+    data_type: TYPE_UINT32
+    dims: [ 1 ]
+  }
+]
+output [
+  {
+    name: "OUT"
+    data_type: TYPE_INT32
+    dims: [ 1 ]
+  },
+  {
+    name: "IDX"
+    data_type: TYPE_UINT32
+    dims: [ 1 ]
+  }
+]
+instance_group [
+  {
+    kind: KIND_CPU
+  }
+]
+"""
+
+
+def add_repeat(out, name="repeat_int32"):
+    _save(out, name, None, None, None, REPEAT_CONFIG.replace('"repeat_int32"', '"%s"' % name))
 
 
 def write_examples(out, probe=False):
@@ -305,13 +356,14 @@ def write_examples(out, probe=False):
 def write_extras(out):
     add_ensemble(out)
     add_identity(out, "custom_identity_int32", I32, "TYPE_INT32", ONNX_PLATFORM, [-1])
+    add_repeat(out)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", help="the repository folder to write (created)")
     ap.add_argument("--extras", action="store_true",
-                    help="write the models Triton's example repository lacks (ensemble, QA identity)")
+                    help="write the models Triton's example repository lacks (ensemble, QA identity, repeat)")
     ap.add_argument("--probe", action="store_true",
                     help="simple, simple_int8, simple_string: the arithmetic in INT64, not Triton's INT32 "
                          "(to see what an example meets next where inferd lacks INT32 arithmetic)")

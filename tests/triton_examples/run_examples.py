@@ -15,7 +15,7 @@ Servers, on free ports, one after the other:
   main      Triton's 8 example models, default model control, client shared memory allowed
   control   the same repository in explicit mode, nothing loaded (the model-control examples
             load and unload themselves, and count the repository's models: 8)
-  extras    the ensemble and custom_identity_int32 (gen_repo.py --extras)
+  extras    the ensemble, custom_identity_int32 and repeat_int32 (gen_repo.py --extras)
   fixed     extras on ports 8000/8001 inside a private network namespace (unshare -n), for
             memory_growth_test.py, whose URL is fixed; SKIP where no namespace can be made and
             the ports are taken
@@ -57,6 +57,7 @@ SERVER_OF = {
     "simple_grpc_model_control.py": "control",
     "simple_http_model_control.py": "control",
     "ensemble_image_client.py": "extras",
+    "simple_grpc_custom_repeat.py": "extras",
     "memory_growth_test.py": "fixed",
 }
 VERDICT_RE = re.compile(r"^(FAILED|improper|incorrect|Expect|expected|\[ expected \])")

@@ -521,8 +521,27 @@ static void test_check_supported(void) {
   if (c) {  // sequence_batching is served
     CHECK_EQ_INT(config_check_supported(c, &e), ERR_INVALID_ARGUMENT);
     CHECK_EQ_STR(e.msg, "backend 'python' is not supported (inferd runs ONNX graphs only); "
-                        "model_transaction_policy.decoupled is not supported (every request gets exactly one "
-                        "response)");
+                        "model_transaction_policy.decoupled is not supported for ONNX models: they answer every "
+                        "request exactly once (only the 'repeat' backend is decoupled)");
+    config_free(c);
+  }
+  // the built-in repeat backend (server/core/repeat.h) may be decoupled; it takes no platform
+  c = parse("name: 'rep' backend: 'repeat' model_transaction_policy { decoupled: true }");
+  if (c) {
+    CHECK_EQ_INT(config_check_supported(c, &e), 0);
+    config_free(c);
+  }
+  c = parse("name: 'rep' backend: 'repeat' platform: 'onnxruntime_onnx'");
+  if (c) {
+    CHECK_EQ_INT(config_check_supported(c, &e), ERR_INVALID_ARGUMENT);
+    CHECK_EQ_STR(e.msg, "backend 'repeat' takes no platform (model 'rep' names 'onnxruntime_onnx')");
+    config_free(c);
+  }
+  c = parse("name: 'ens' platform: 'ensemble' ensemble_scheduling {} model_transaction_policy { decoupled: true }");
+  if (c) {
+    CHECK_EQ_INT(config_check_supported(c, &e), ERR_INVALID_ARGUMENT);
+    CHECK_EQ_STR(e.msg, "model_transaction_policy.decoupled is not supported for ensemble models: they answer every "
+                        "request exactly once (only the 'repeat' backend is decoupled)");
     config_free(c);
   }
   c = parse("name: 'ok' platform: 'onnxruntime_onnx' dynamic_batching {}");

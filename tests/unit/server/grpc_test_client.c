@@ -185,6 +185,30 @@ int tc_stream_roundtrip(tc_stream *s, const void *req, size_t len, uint8_t **res
   return rc;
 }
 
+int tc_stream_recv(tc_stream *s, uint8_t **resp, size_t *resp_len) {
+  *resp = NULL;
+  *resp_len = 0;
+  grpc_byte_buffer *recv = NULL;
+  grpc_op ops[2];
+  memset(ops, 0, sizeof ops);
+  size_t n = 0;
+  if (!s->md_recvd) {
+    ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[n++].data.recv_initial_metadata.recv_initial_metadata = &s->md_init;
+    s->md_recvd = 1;
+  }
+  ops[n].op = GRPC_OP_RECV_MESSAGE;
+  ops[n++].data.recv_message.recv_message = &recv;
+  int rc = -1;
+  if (grpc_call_start_batch(s->call, ops, n, (void *)4, NULL) == GRPC_CALL_OK && wait_tag(s->cq, (void *)4) == 0 &&
+      recv) {
+    *resp = bb_copy(recv, resp_len);
+    rc = *resp ? 0 : -1;
+  }
+  if (recv) grpc_byte_buffer_destroy(recv);
+  return rc;
+}
+
 void tc_stream_close(tc_stream *s, tc_result *out) {
   memset(out, 0, sizeof *out);
   out->status = GRPC_STATUS_UNKNOWN;

@@ -31,6 +31,8 @@ tc_stream *tc_stream_open(grpc_channel *ch, const char *method, int timeout_ms);
 // Sends one message and waits for one reply; returns 0 when one came.
 int tc_stream_roundtrip(tc_stream *s, const void *req, size_t len, uint8_t **resp, size_t *resp_len);
 // Half-closes, reads the status and frees the stream.
+// Receives the next message alone (a handler that answers one message several times); -1 when none.
+int tc_stream_recv(tc_stream *s, uint8_t **resp, size_t *resp_len);
 void tc_stream_close(tc_stream *s, tc_result *out);
 
 #endif

@@ -19,6 +19,7 @@
 #define M_HOLD "/test.Svc/Hold"
 #define M_META "/test.Svc/Meta"
 #define M_STREAM "/test.Svc/Stream"
+#define M_ASTREAM "/test.Svc/AStream"
 #define MAX_RECV 1024
 
 static int64_t now_us(void) {
@@ -168,6 +169,28 @@ static int h_stream(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, s
   return 0;
 }
 
+// An asynchronous stream's handler for a decoupled model's answers: message "k<n>" is
+// answered n times ("a0", "a1", ...) with srv_stream_reply_more, then ended alone
+// (srv_stream_reply_end); "f<n>" the same with a last answer "fin" (srv_stream_reply).
+static void h_astream(void *ctx, srv_stream *st, const uint8_t *req, size_t len) {
+  (void)ctx;
+  int n = len >= 2 ? req[1] - '0' : 0;
+  for (int i = 0; i < n; i++) {
+    char a[16];
+    snprintf(a, sizeof a, "a%d", i);
+    size_t k = 0;
+    uint8_t *m = prefixed(a, (const uint8_t *)"", 0, &k);
+    srv_stream_reply_more(st, m, k);
+  }
+  if (len >= 1 && req[0] == 'f') {
+    size_t k = 0;
+    uint8_t *m = prefixed("fin", (const uint8_t *)"", 0, &k);
+    srv_stream_reply(st, m, k);
+  } else {
+    srv_stream_reply_end(st);
+  }
+}
+
 // ---------------------------------------------------------------- fixture
 
 typedef struct fixture {
@@ -182,6 +205,7 @@ static int start_server(fixture *f, int threads, srv_grpc **out) {
       {.path = M_ECHO, .unary = h_echo},  {.path = M_LATER, .unary = h_later, .ctx = &f->w},
       {.path = M_FAIL, .unary = h_fail},  {.path = M_HOLD, .unary = h_hold, .ctx = &f->h},
       {.path = M_META, .unary = h_meta},  {.path = M_STREAM, .stream = h_stream},
+      {.path = M_ASTREAM, .astream = h_astream},
   };
   srv_grpc_opts o = {.addr = "127.0.0.1:0", .n_threads = threads, .calls_per_thread = 4,
                      .max_recv_bytes = MAX_RECV};
@@ -343,6 +367,40 @@ static void test_stream(fixture *f) {
   tc_stream_close(s, &r);
   CHECK_EQ_INT(r.status, GRPC_STATUS_NOT_FOUND);
   CHECK_EQ_STR(r.details, "no symbol 'boom'");
+  tc_result_free(&r);
+}
+
+static void check_next(tc_stream *s, const char *want) {
+  uint8_t *resp = NULL;
+  size_t n = 0;
+  CHECK_EQ_INT(tc_stream_recv(s, &resp, &n), 0);
+  CHECK_EQ_INT(n, strlen(want));
+  CHECK(resp && memcmp(resp, want, n) == 0);
+  free(resp);
+}
+
+// Several answers to one message (a decoupled model's), in order, then the next message's; a message
+// ended without a last answer sends nothing for it; the stream ends OK once all are answered.
+static void test_astream_more(fixture *f) {
+  tc_stream *s = tc_stream_open(f->ch, M_ASTREAM, 5000);
+  CHECK(s != NULL);
+  if (!s) return;
+  uint8_t *resp;
+  size_t n = 0;
+  CHECK_EQ_INT(tc_stream_roundtrip(s, "k3", 2, &resp, &n), 0);
+  CHECK(n == 2 && resp && memcmp(resp, "a0", 2) == 0);
+  free(resp);
+  check_next(s, "a1");
+  check_next(s, "a2");
+  // k3 ended without a last answer: the next message's answers come next, its last one too
+  CHECK_EQ_INT(tc_stream_roundtrip(s, "f2", 2, &resp, &n), 0);
+  CHECK(n == 2 && resp && memcmp(resp, "a0", 2) == 0);
+  free(resp);
+  check_next(s, "a1");
+  check_next(s, "fin");
+  tc_result r;
+  tc_stream_close(s, &r);
+  CHECK_EQ_INT(r.status, GRPC_STATUS_OK);
   tc_result_free(&r);
 }
 
@@ -582,6 +640,7 @@ int main(void) {
   test_size_limit(&f);
   test_deadline(&f);
   test_stream(&f);
+  test_astream_more(&f);
   test_concurrency(&f);
   test_busy_port(&f);
   grpc_channel_destroy(f.ch);
