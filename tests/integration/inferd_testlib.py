@@ -54,6 +54,32 @@ def thread_sanitized(binary=None):
     return _binary_holds(b"__tsan_init", binary)
 
 
+def gpu_skip_reason():
+    """None where a GPU is visible (or INFERD_TEST_GPU=1 says to run anyway), else why GPU tests cannot run
+    here (INFERD_TEST_GPU=0 skips them anyway)."""
+    import glob
+    import shutil
+    force = os.environ.get("INFERD_TEST_GPU")
+    if force == "0":
+        return "INFERD_TEST_GPU=0"
+    if force == "1":
+        return None
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None and cvd.strip() in ("", "-1"):
+        return "no GPU visible: CUDA_VISIBLE_DEVICES=%r hides every device" % cvd
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None if glob.glob("/dev/nvidia[0-9]*") else \
+            "no GPU visible: no nvidia-smi and no /dev/nvidiaN (INFERD_TEST_GPU=1 runs these tests anyway)"
+    try:
+        p = subprocess.run([smi, "-L"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        return "no GPU visible: nvidia-smi -L failed: %s" % e
+    if p.returncode != 0 or not re.search(r"^GPU \d+", p.stdout, re.M):
+        return "no GPU visible: nvidia-smi -L listed none"
+    return None
+
+
 # --- the server process
 
 class ServerProcess:

@@ -8,11 +8,8 @@ Two instances of one model prepare in parallel (one thread each).
 Skipped where no GPU is visible (INFERD_TEST_GPU=0 skips it anyway, =1 runs it without looking) and where
 the binary was built without CUDA. The CPU side of the same logic: test_prepare.py."""
 
-import glob
 import os
 import re
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -21,29 +18,7 @@ from onnx import TensorProto, helper
 import inferd_testlib as lib
 
 
-def _skip_reason():
-    force = os.environ.get("INFERD_TEST_GPU")
-    if force == "0":
-        return "INFERD_TEST_GPU=0"
-    if force == "1":
-        return None
-    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if cvd is not None and cvd.strip() in ("", "-1"):
-        return "no GPU visible: CUDA_VISIBLE_DEVICES=%r hides every device" % cvd
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None if glob.glob("/dev/nvidia[0-9]*") else \
-            "no GPU visible: no nvidia-smi and no /dev/nvidiaN (INFERD_TEST_GPU=1 runs these tests anyway)"
-    try:
-        p = subprocess.run([smi, "-L"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as e:
-        return "no GPU visible: nvidia-smi -L failed: %s" % e
-    if p.returncode != 0 or not re.search(r"^GPU \d+", p.stdout, re.M):
-        return "no GPU visible: nvidia-smi -L listed none"
-    return None
-
-
-_SKIP = _skip_reason()
+_SKIP = lib.gpu_skip_reason()
 if _SKIP:
     pytest.skip(_SKIP, allow_module_level=True)
 
