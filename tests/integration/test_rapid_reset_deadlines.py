@@ -122,7 +122,10 @@ def test_calls_past_their_deadline_are_refused_before_they_are_read(start_server
     text = p.stdout + p.stderr
     assert p.returncode == 0, text
     expire = kind_counts(text, "expire")
-    assert expire.keys() == {"DEADLINE_EXCEEDED"} and expire["DEADLINE_EXCEEDED"] > 1000, text
+    # every call ends DEADLINE_EXCEEDED, but for the few that gRPC's millisecond clock let arrive with time left
+    # and that the model then answered in time (the docstring's caveat; 2 of 12,692 in one CI run)
+    assert set(expire) <= {"DEADLINE_EXCEEDED", "OK"} and expire["DEADLINE_EXCEEDED"] > 1000, text
+    assert expire.get("OK", 0) * 100 <= expire["DEADLINE_EXCEEDED"], text
     samples = lib.parse_metrics(lib.http_get(srv.http_url + "/metrics")[1])
     failed = lib.metric_sum(samples, "nv_inference_request_failure", model="mlp")
     assert failed * 10 < expire["DEADLINE_EXCEEDED"], (failed, expire)
