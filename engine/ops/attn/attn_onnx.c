@@ -256,7 +256,7 @@ static int rot_dims_of(const eng_op_params *p, const eng_tensor *in, int n_in, r
 int eng_ops__infer_rotary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                           err *e) {
   (void)n_out;
-  rot_dims r;
+  rot_dims r = {0};
   TRY(rot_dims_of(p, in, n_in, &r, e));
   op_set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
   return 0;
@@ -265,7 +265,7 @@ int eng_ops__infer_rotary(const eng_op_params *p, const eng_tensor *in, int n_in
 int eng_ops__run_rotary(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                         err *e) {
   (void)n_out;
-  rot_dims r;
+  rot_dims r = {0};
   TRY(rot_dims_of(p, in, n_in, &r, e));
   const int64_t *pos = op_given(in, n_in, 3) ? in[3].data : NULL;
   if (k_rotary(out[0].data, in[0].data, in[1].data, in[2].data, pos, r.rows, r.b, r.s, r.h, r.d, r.rot,
