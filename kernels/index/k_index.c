@@ -85,17 +85,25 @@ static inline int64_t index_at(const void *idx, int idx_i32, size_t i) {
   return idx_i32 ? ((const int32_t *)idx)[i] : ((const int64_t *)idx)[i];
 }
 
+// The row-major strides of dims for walking an index tensor's shape, 0 on the
+// axis (which the index values reach instead); returns the axis's own stride.
+// GatherElements and ScatterElements share it.
+static int64_t walk_strides(int ndim, const int64_t *dims, int axis, int64_t *st) {
+  int64_t acc = 1, axis_stride = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    st[i] = i == axis ? 0 : acc;
+    if (i == axis) axis_stride = acc;
+    acc *= dims[i];
+  }
+  return axis_stride;
+}
+
 int k_gather_elements(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
                       int axis, const void *idx, int idx_i32, const int64_t *idims) {
   int64_t n = count(ndim, idims), st[1][K_MAX_DIMS], off[1] = {0}, pos[K_MAX_DIMS] = {0};
   if (n <= 0) return 0;
   // x's strides for walking idx's shape; the axis contributes through the index instead
-  int64_t acc = 1, axis_stride = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    st[0][i] = i == axis ? 0 : acc;
-    if (i == axis) axis_stride = acc;
-    acc *= xdims[i];
-  }
+  int64_t axis_stride = walk_strides(ndim, xdims, axis, st[0]);
   int64_t len = xdims[axis];
   uint8_t *py = y;
   const uint8_t *px = x;
@@ -237,12 +245,7 @@ int k_scatter_elements(void *y, const void *upd, size_t esz, k_elem t, int ndim,
   if (!scatter_takes(t, red)) return -1;
   int64_t n = count(ndim, idims), st[1][K_MAX_DIMS], off[1] = {0}, pos[K_MAX_DIMS] = {0};
   if (n <= 0) return 0;
-  int64_t acc = 1, axis_stride = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    st[0][i] = i == axis ? 0 : acc;
-    if (i == axis) axis_stride = acc;
-    acc *= ydims[i];
-  }
+  int64_t axis_stride = walk_strides(ndim, ydims, axis, st[0]);
   int64_t len = ydims[axis];
   uint8_t *py = y;
   const uint8_t *pu = upd;
