@@ -163,3 +163,8 @@ int eng_bsizes_parse(const char *s, int max_batch, int **out, size_t *n_out, err
   *n_out = n;
   return 0;
 }
+
+const char *eng_lazy_cause_str(eng_lazy_cause c) {
+  static const char *const names[ENG_LAZY_CAUSES] = {"graph", "stale_graph", "gemm", "cudnn"};
+  return (unsigned)c < ENG_LAZY_CAUSES ? names[c] : "?";
+}

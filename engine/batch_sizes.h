@@ -33,6 +33,23 @@
 // their own) and the other layout's trials.
 #define ENG_PREPARE_MAX_SIZES 256
 
+// Why a batch still prepared something on the request path once serving (a
+// lazy prepare), counted apart so a figure that should be 0 says where to
+// look: a graph for a signature never captured (a size or input placement
+// not prepared), a graph captured again because the slot's buffers moved
+// since (a re-layout: its older graphs are stale), a GEMM timed, a cuDNN
+// plan made. One batch may count under several.
+typedef enum eng_lazy_cause {
+  ENG_LAZY_GRAPH = 0,
+  ENG_LAZY_STALE_GRAPH,
+  ENG_LAZY_GEMM,
+  ENG_LAZY_CUDNN,
+  ENG_LAZY_CAUSES
+} eng_lazy_cause;
+
+// "graph", "stale_graph", "gemm", "cudnn": the metric's cause label.
+const char *eng_lazy_cause_str(eng_lazy_cause c);
+
 // One preparation's bookkeeping (caller-allocated: eng_bsizes_init/close).
 typedef struct eng_bsizes {
   int max_batch;

@@ -275,6 +275,7 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   s->host_bytes = atomic_load(&in->host_bytes);
   s->prepare_ns = atomic_load(&in->prepare_ns);
   s->lazy_prepares = atomic_load(&in->lazy);
+  for (int c = 0; c < ENG_LAZY_CAUSES; c++) s->lazy_by_cause[c] = atomic_load(&in->lazy_by[c]);
   s->padded_batches = atomic_load(&in->padded_batches);
   s->padded_rows = atomic_load(&in->padded_rows);
   if (in->device < 0) {  // a CPU instance's sizes and padding are fixed at create
@@ -310,6 +311,7 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   s->prepared_sizes = ps.prepared_sizes;
   s->pad = ps.pad;
   s->lazy_prepares += ps.lazy_prepares;  // the former plans' (recreations) and the current one's
+  for (int c = 0; c < ENG_LAZY_CAUSES; c++) s->lazy_by_cause[c] += ps.lazy_by_cause[c];
   s->padded_batches += ps.padded_batches;
   s->padded_rows += ps.padded_rows;
 #endif

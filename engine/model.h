@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/batch_sizes.h"
 #include "engine/dev_seg.h"
 #include "engine/graph/graph.h"
 #include "engine/pad.h"
@@ -134,6 +135,7 @@ typedef struct eng_instance_stats {
   // tuned or made something for their size on the request path (should stay
   // 0), and batches run padded with the rows added to them
   uint64_t lazy_prepares, padded_batches, padded_rows;
+  uint64_t lazy_by_cause[ENG_LAZY_CAUSES];  // the lazy prepares by why (a batch may count under several)
 } eng_instance_stats;
 
 // Safe from any thread while jobs run.

@@ -72,6 +72,7 @@ typedef struct instance {
   int pad;  // CPU instances under a hook: batches of other sizes run padded
   // a CPU instance's, or a GPU instance's former plans' (recreations)
   _Atomic uint64_t lazy, padded_batches, padded_rows;
+  _Atomic uint64_t lazy_by[ENG_LAZY_CAUSES];  // former plans' lazy prepares by cause
   void **pad_buf;  // CPU padding: per graph input, room for max_batch rows
   uint64_t batches_run;  // CPU instances: batches so far (the fatal fault injection counts them)
   int failed;            // guarded by mu: could not be recreated; never runs again

@@ -163,6 +163,7 @@ int eng_model__cpu_run_rows(instance *in, int64_t rows) {
     return b;
   }
   atomic_fetch_add(&in->lazy, 1);  // neither prepared nor padded: a GPU plan would capture it now
+  atomic_fetch_add(&in->lazy_by[ENG_LAZY_GRAPH], 1);
   return (int)rows;
 }
 

@@ -249,6 +249,7 @@ static int recover(instance *in, err *e) {
     eng_cuda_plan_stats ps;
     eng_cuda_plan_stats_get(old, &ps);
     atomic_fetch_add(&in->lazy, ps.lazy_prepares);
+    for (int c = 0; c < ENG_LAZY_CAUSES; c++) atomic_fetch_add(&in->lazy_by[c], ps.lazy_by_cause[c]);
     atomic_fetch_add(&in->padded_batches, ps.padded_batches);
     atomic_fetch_add(&in->padded_rows, ps.padded_rows);
   }

@@ -282,6 +282,7 @@ void eng_cuda_plan_stats_get(const eng_cuda_plan *p, eng_cuda_plan_stats *s) {
   s->prepared_sizes = (int)p->n_prepared;
   s->pad = p->pad;
   s->lazy_prepares = atomic_load(&p->lazy_prepares);
+  for (int c = 0; c < ENG_LAZY_CAUSES; c++) s->lazy_by_cause[c] = atomic_load(&p->lazy_by[c]);
   s->padded_batches = atomic_load(&p->padded_batches);
   s->padded_rows = atomic_load(&p->padded_rows);
 }
@@ -355,6 +356,8 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
   const eng_graph *g = pl->g;
   uint64_t t_in = clock_mono_ns();
   uint64_t prep0 = eng_cuda__prep_events(p);
+  uint64_t graphs0 = atomic_load(&p->graphs_captured), stale0 = atomic_load(&p->stale_captures);
+  uint64_t gemm0 = atomic_load(&p->gemm_tune_passes) + atomic_load(&p->gemm_tuned), made0 = atomic_load(&p->made);
   CUDA_TRY(e, cudaSetDevice(p->device));
   int rows = pl->max_batch > 0 && n_in > 0 && inputs[0].ndims > 0 ? (int)inputs[0].dims[0] : 0;
   s->real_rows = s->run_rows = rows;
@@ -425,7 +428,16 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
     return rc;
   }
   CUDA_TRY(e, cudaEventRecord(p->ev_end[ri], s->ctx.stream));
-  if (p->serving && eng_cuda__prep_events(p) != prep0) atomic_fetch_add(&p->lazy_prepares, 1);
+  if (p->serving && eng_cuda__prep_events(p) != prep0) {
+    atomic_fetch_add(&p->lazy_prepares, 1);
+    if (atomic_load(&p->stale_captures) != stale0)
+      atomic_fetch_add(&p->lazy_by[ENG_LAZY_STALE_GRAPH], 1);
+    else if (atomic_load(&p->graphs_captured) != graphs0)
+      atomic_fetch_add(&p->lazy_by[ENG_LAZY_GRAPH], 1);
+    if (atomic_load(&p->gemm_tune_passes) + atomic_load(&p->gemm_tuned) != gemm0)
+      atomic_fetch_add(&p->lazy_by[ENG_LAZY_GEMM], 1);
+    if (atomic_load(&p->made) != made0) atomic_fetch_add(&p->lazy_by[ENG_LAZY_CUDNN], 1);
+  }
   if (s->run_rows != s->real_rows) {
     atomic_fetch_add(&p->padded_batches, 1);
     atomic_fetch_add(&p->padded_rows, (uint64_t)(s->run_rows - s->real_rows));

@@ -54,6 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/batch_sizes.h"
 #include "engine/dev_seg.h"
 #include "engine/graph/graph.h"
 #include "engine/tensor.h"
@@ -210,6 +211,7 @@ typedef struct eng_cuda_plan_stats {
   int prepared_sizes;        // batch sizes prepared (eng_cuda_plan_prepare)
   int pad;                   // batches of other sizes run padded (eng_cuda_plan_serve)
   uint64_t lazy_prepares;    // submits after serve that captured a graph, made a cuDNN plan or tuned a GEMM
+  uint64_t lazy_by_cause[ENG_LAZY_CAUSES];  // those submits by why
   uint64_t padded_batches;   // batches run padded to a prepared size, and the rows added to them
   uint64_t padded_rows;
   uint64_t dev_seg_copies;   // device segments copied in (eng_cuda_plan_submit_segs)

@@ -424,10 +424,14 @@ static size_t signature(const eng_cuda_plan *p, const slot *s, int64_t *sig, siz
   return n;
 }
 
-static gentry *find_graph(slot *s, uint64_t epoch, const int64_t *sig, size_t n) {
+// The slot's graph for sig in this epoch; *stale set when it only has one of an older epoch.
+static gentry *find_graph(slot *s, uint64_t epoch, const int64_t *sig, size_t n, bool *stale) {
+  *stale = false;
   for (int i = 0; i < s->n_graphs; i++) {
     gentry *g = &s->graphs[i];
-    if (g->epoch == epoch && g->n == n && memcmp(g->sig, sig, n * sizeof *sig) == 0) return g;
+    if (g->n != n || memcmp(g->sig, sig, n * sizeof *sig) != 0) continue;
+    if (g->epoch == epoch) return g;
+    *stale = true;
   }
   return NULL;
 }
@@ -547,7 +551,8 @@ int eng_cuda__launch(eng_cuda_plan *p, slot *s, err *e) {
   size_t n = signature(p, s, sig, sizeof sig / sizeof sig[0]);
   int cap = p->o.graph_cap > 0 ? p->o.graph_cap : 64;
   if (p->o.no_graphs || atomic_load(&p->graphs_disabled) || n == 0) goto plain;
-  gentry *g = find_graph(s, p->epoch, sig, n);
+  bool stale = false;
+  gentry *g = find_graph(s, p->epoch, sig, n, &stale);
   if (!g && s->n_graphs < cap) {
     cudaGraphExec_t exec = NULL;
     int rc = capture_tuned(p, s, &exec, e);
@@ -569,6 +574,7 @@ int eng_cuda__launch(eng_cuda_plan *p, slot *s, err *e) {
     g->exec = exec;
     s->n_graphs++;
     atomic_fetch_add(&p->graphs_captured, 1);
+    if (stale) atomic_fetch_add(&p->stale_captures, 1);
   }
   if (g) {
     if (s->n_segs) TRY(copy_in(p, s, e));

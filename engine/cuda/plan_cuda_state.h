@@ -140,6 +140,8 @@ struct eng_cuda_plan {
   eng_tensor *pad_in;  // per input: this submit's padded shape (the caller's data)
   _Atomic uint64_t made;  // op state made by a node's prepare (cuDNN plans), since create
   _Atomic uint64_t lazy_prepares, padded_batches, padded_rows;
+  _Atomic uint64_t lazy_by[ENG_LAZY_CAUSES];
+  _Atomic uint64_t stale_captures;  // graphs captured for a signature the slot had under an older layout
 };
 
 

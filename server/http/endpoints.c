@@ -301,6 +301,27 @@ static void metrics_prepare(srv_server *s, sbuf *b) {
       }
     }
   }
+  // the lazy prepares by why (engine/batch_sizes.h eng_lazy_cause): where to look when the total is not 0
+  sb_printf(b,
+            "# HELP inferd_lazy_prepare_causes_total Lazy prepares by cause: graph (a signature never captured), "
+            "stale_graph (captured again after the slot's buffers moved), gemm (a GEMM timed), cudnn (a cuDNN plan "
+            "made); a batch may count under several\n# TYPE inferd_lazy_prepare_causes_total counter\n");
+  for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
+    srv_model *m = srv_registry_model_at(s->reg, i);
+    for (size_t j = 0; j < m->n_versions; j++) {
+      srv_version *v = &m->versions[j];
+      if (!v->model) continue;
+      uint64_t x[ENG_LAZY_CAUSES] = {0};
+      for (int in = 0; in < eng_model_n_instances(v->model); in++) {
+        eng_instance_stats st;
+        eng_model_instance_stats(v->model, in, &st);
+        for (int c = 0; c < ENG_LAZY_CAUSES; c++) x[c] += st.lazy_by_cause[c];
+      }
+      for (int c = 0; c < ENG_LAZY_CAUSES; c++)
+        sb_printf(b, "inferd_lazy_prepare_causes_total{model=\"%s\",version=\"%s\",cause=\"%s\"} %llu\n", m->name,
+                  v->version_str, eng_lazy_cause_str((eng_lazy_cause)c), (unsigned long long)x[c]);
+    }
+  }
 }
 
 // Per GPU: Triton's NVML gauges (which perf_analyzer --collect-metrics

@@ -110,6 +110,12 @@ def test_sizes_past_the_largest_prepared_are_lazy(repo, oracle):
     try:
         _sweep(srv, repo, oracle, ["prep_lin"])
         assert _counts(srv, "prep_lin") == (2, 3, 4)
+        # each counted under its cause: a signature never captured (no buffers moved, nothing tuned on a CPU)
+        m = lib.scrape_metrics(srv)
+        causes = {c: int(lib.metric_sum(m, "inferd_lazy_prepare_causes_total", model="prep_lin", cause=c))
+                  for c in ("graph", "stale_graph", "gemm", "cudnn")}
+        assert causes == {"graph": 4, "stale_graph": 0, "gemm": 0, "cudnn": 0}, causes
+        assert all(lib.metric_present(m, "inferd_lazy_prepare_causes_total", model="prep_lin", cause=c) for c in causes)
     finally:
         _stop(srv)
 
