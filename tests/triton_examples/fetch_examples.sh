@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
-# Puts Triton's Python client examples (src/python/examples of triton-inference-server/client at the
-# pinned commit) into tests/triton_examples/.cache/examples, for run_examples.py.
+# Refreshes tests/triton_examples/vendor/: Triton's Python client examples (src/python/examples of
+# triton-inference-server/client at the pinned commit, unmodified) and that repository's LICENSE.
 #
-# Why fetched, not vendored: they are Triton's code (Apache-2.0), not ours to copy into the tree;
-# .cache/ is git-ignored. Source, in order:
+# Why vendored: issue 33 asks that CI run them, and CI reaches Debian and PyPI only (no GitHub).
+# They are NVIDIA's, under the BSD-3-Clause licence their headers and vendor/LICENSE carry, which
+# allows redistribution with the notices kept; nothing in them is changed. Run this script only to
+# move the pin. Source, in order:
 #   $TRITON_CLIENT_GIT  a git directory holding the pinned commit (a bare mirror will do);
 #   $TRITON_CLIENT_MIRROR (default /work/.mirror/triton-inference-server+client/repo), when it exists;
-#   git clone https://github.com/triton-inference-server/client (needs GitHub: CI has none).
+#   git clone https://github.com/triton-inference-server/client.
 # Exit 0 when the examples are in place, 77 (the "skip" status of automake and ctest) when no
-# source can give them, so callers skip instead of failing.
+# source can give them.
 set -euo pipefail
 
 PIN=58a44caa0dce77303115302e6dbdf64626b2b093   # "fix: Reject Triton reserved parameter keys in Python client (#894)"
 URL=https://github.com/triton-inference-server/client
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=$HERE/.cache
-DEST=$CACHE/examples
+DEST=$HERE/vendor
 STAMP=$DEST/.pinned
 
 if [[ -f $STAMP && $(cat "$STAMP") == "$PIN" ]]; then
-  echo "triton examples: $DEST (commit ${PIN:0:8}, cached)"
+  echo "triton examples: $DEST (commit ${PIN:0:8}, vendored)"
   exit 0
 fi
 
@@ -32,7 +34,9 @@ extract() {
     rm -rf "$tmp"; return 1
   fi
   rm -rf "$DEST"
-  mv "$tmp/src/python/examples" "$DEST"
+  mkdir -p "$DEST"
+  cp "$tmp"/src/python/examples/*.py "$DEST"/
+  git --git-dir="$gitdir" show "$PIN:LICENSE" > "$DEST/LICENSE"
   rm -rf "$tmp"
   echo "$PIN" > "$STAMP"
 }

@@ -55,7 +55,10 @@ EXTRA_ARGS = {
 }
 SERVER_OF = {
     "simple_grpc_model_control.py": "control",
-    "simple_http_model_control.py": "control",
+    # Triton's two model-control examples count the repository index: the gRPC one 8 models (Triton's
+    # example repository today), the HTTP one 7 (written before simple_identity joined it, so it fails
+    # against Triton's own repository of today). Each is served the repository it was written for.
+    "simple_http_model_control.py": "control7",
     "ensemble_image_client.py": "extras",
     "simple_grpc_custom_repeat.py": "extras",
     "memory_growth_test.py": "fixed",
@@ -238,6 +241,7 @@ def run_group(a, group, names, repos, image, fixed=False):
     strict = ["--strict-readiness", "false"] if a.probe else []
     repo, args = {"main": (repos["main"], ["--allow-client-shm", "true"]),
                   "control": (repos["main"], ["--model-control-mode", "explicit"]),
+                  "control7": (repos["main7"], ["--model-control-mode", "explicit"]),
                   "extras": (repos["extras"], []),
                   "fixed": (repos["extras"], [])}[group]
     args = args + strict
@@ -283,8 +287,8 @@ def run_fixed(a, names, repos, image):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--examples", default=os.path.join(HERE, ".cache", "examples"),
-                    help="folder of Triton's examples (default: fetched by fetch_examples.sh)")
+    ap.add_argument("--examples", default=os.path.join(HERE, "vendor"),
+                    help="folder of Triton's examples (default: vendor/, refreshed by fetch_examples.sh)")
     ap.add_argument("--inferd", default=os.environ.get("INFERD_BIN", os.path.join(ROOT, "build", "bin", "inferd")))
     ap.add_argument("--timeout", type=int, default=60, help="seconds each example may take (default 60)")
     ap.add_argument("--expect", help="file of examples that must PASS; exit 1 when one does not")
@@ -328,12 +332,15 @@ def main():
         subprocess.run([sys.executable, gen, repos["main"]] + (["--probe"] if a.probe else []), check=True,
                        stdout=subprocess.DEVNULL)
         subprocess.run([sys.executable, gen, "--extras", repos["extras"]], check=True, stdout=subprocess.DEVNULL)
+        # the repository without simple_identity: Triton's as simple_http_model_control.py counts it (7)
+        repos["main7"] = os.path.join(work, "model_repository_7")
+        shutil.copytree(repos["main"], repos["main7"], ignore=lambda d, f: ["simple_identity"] if d == repos["main"] else [])
         image = os.path.join(work, "gradient.jpg")
         draw_image(image)
         a.env = example_env(work)
 
         results, load_failures, problems = [], {}, {}
-        for group in ("main", "control", "extras", "fixed"):
+        for group in ("main", "control", "control7", "extras", "fixed"):
             members = [n for n in names if SERVER_OF.get(n, "main") == group]
             if not members:
                 continue
