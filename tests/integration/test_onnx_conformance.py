@@ -61,6 +61,11 @@ def test_expected_cases_pass(suite):
         assert rc == 0 and not bad, "inferd exit code %r (want 0), sanitizer lines: %r" % (rc, bad[:5])
     assert not regressed, "%d expected cases fail:\n%s" % (
         len(regressed), "\n".join("  %s  %s" % (c, w[:300]) for c, w in regressed.items()))
+    # training steps are refused with a message, never run silently as inference (the one
+    # wrong answer: Dropout with training_mode true answered as the identity)
+    for c in ("test_training_dropout", "test_training_dropout_mask"):
+        r, why = results[c]
+        assert r == "request error" and "training_mode true" in why, (c, r, why)
 
 
 def test_recurrent_ops_with_y_against_onnxruntime(tmp_path):

@@ -60,6 +60,25 @@ static int run_view(const eng_op_params *p, const eng_tensor *in, int n_in, eng_
   return 0;
 }
 
+// Dropout is the identity at inference (its mask all true). Training mode
+// (a true training_mode input, opset 12+) would draw a random mask and scale
+// the kept values: an inference server does not train, so it is refused with
+// a message rather than run silently as the identity (issue 34).
+static int run_dropout(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                       err *e) {
+  int training = n_in > 2 && in[2].dt == DT_BOOL && in[2].data && op_numel(&in[2]) && *(const uint8_t *)in[2].data;
+  double ratio = 0.5;  // the spec's default when the input is left out
+  if (n_in > 1 && in[1].data && op_numel(&in[1])) {
+    if (in[1].dt == DT_FP32) ratio = *(const float *)in[1].data;
+    else if (in[1].dt == DT_FP64) ratio = *(const double *)in[1].data;
+  }
+  if (training && ratio != 0.0)  // a ratio of 0 keeps everything, unscaled: the identity, exactly
+    return err_set(e, ERR_UNIMPLEMENTED,
+                   "Dropout with training_mode true (random masking, a training step) is not supported: "
+                   "inference runs Dropout as the identity; send training_mode false or leave it out");
+  return run_view(p, in, n_in, out, n_out, e);
+}
+
 static int parse_flatten(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
                          err *e) {
   (void)g, (void)opset, (void)e;
@@ -947,7 +966,7 @@ const eng_op_def eng_ops__index[] = {
     {"Squeeze", 1, 2, 1, 1, ENG_OP_ALIAS, parse_squeeze, infer_squeeze, run_view, ENG_IN(1), NULL, NULL},
     {"Unsqueeze", 1, 2, 1, 1, ENG_OP_ALIAS, parse_unsqueeze, infer_unsqueeze, run_view, ENG_IN(1), NULL, NULL},
     {"Identity", 1, 1, 1, 1, ENG_OP_ALIAS | ENG_OP_ELEMWISE, op_parse_none, infer_same, run_view, 0, NULL, NULL},
-    {"Dropout", 1, 3, 1, 2, ENG_OP_ALIAS, op_parse_none, infer_same, run_view, 0, NULL, NULL},
+    {"Dropout", 1, 3, 1, 2, ENG_OP_ALIAS, op_parse_none, infer_same, run_dropout, 0, NULL, NULL},
     {"Transpose", 1, 1, 1, 1, 0, parse_transpose, infer_transpose, run_transpose, 0, NULL, NULL},
     {"Concat", 1, 1 << 20, 1, 1, 0, parse_axis_required, infer_concat, run_concat, 0, NULL, NULL},
     {"Shape", 1, 1, 1, 1, ENG_OP_SHAPE_ONLY, parse_shape, infer_shape, run_shape, 0, NULL, NULL},
