@@ -130,7 +130,7 @@ static int prepare_msg(srv_server *s, srv_request *r, err *e) {
   // request arrives as a local call; so does an ensemble's step, which has no words of Triton's)
   if (r->model->decoupled && !r->stream)
     return err_set(e, ERR_UNIMPLEMENTED, "%s doesn't support models with decoupled transaction policy",
-                   r->call && srv_call_message_kept(r->call) ? "ModelInfer RPC" : "HTTP end point");
+                   r->call && !srv_call_is_local(r->call) ? "ModelInfer RPC" : "HTTP end point");
   // every instance failed for good: refused here, before any queue, and
   // logged one line per 10 s (srv_version_log_failure), not per request
   if (srv_version_failed(r->model, r->version, NULL, e)) {

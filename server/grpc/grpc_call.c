@@ -205,6 +205,10 @@ srv_call *srv_call_create_local(const char *method, srv_local_done done, void *a
   return c;
 }
 
+void srv_call_local_own_message(srv_call *c, uint8_t *msg) { c->local_msg = msg; }
+
+int srv_call_is_local(const srv_call *c) { return c->local_done != NULL; }
+
 void srv_call_cancel_local(srv_call *c) { atomic_store_explicit(&c->cancelled, 1, memory_order_relaxed); }
 
 void srv_call_local_inherit(srv_call *c, const srv_call *parent_call, const srv_stream *parent_stream,
@@ -218,6 +222,7 @@ void srv_call_local_inherit(srv_call *c, const srv_call *parent_call, const srv_
 static void local_finish(srv_call *c, uint8_t *resp, size_t len, int code, const char *msg) {
   srv_local_done done = c->local_done;
   void *arg = c->local_arg;
+  free(c->local_msg);
   free(c);
   done(arg, resp, len, code, msg);
 }
@@ -247,7 +252,7 @@ void srv_call_fail(srv_call *c, int code, const char *msg) {
   call_finish(c, NULL, (grpc_status_code)code, msg ? msg : "", 0);
 }
 
-int srv_call_message_kept(const srv_call *c) { return !c->local_done; }
+int srv_call_message_kept(const srv_call *c) { return !c->local_done || c->local_msg; }
 
 int srv_call_cancelled(const srv_call *c) {
   if (atomic_load_explicit(&((srv_call *)c)->cancelled, memory_order_relaxed)) return 1;

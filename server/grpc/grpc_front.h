@@ -195,6 +195,15 @@ typedef void (*srv_local_done)(void *arg, uint8_t *resp, size_t len, int code, c
 // NULL when out of memory.
 srv_call *srv_call_create_local(const char *method, srv_local_done done, void *arg);
 
+// Gives a local call its request's bytes (malloc'd, the handler is then
+// called with them): the call frees them once answered, and until then
+// srv_call_message_kept says 1, so the request points into them instead of
+// copying them (a REST request's packed message: copy R5 of docs/copies.md).
+void srv_call_local_own_message(srv_call *c, uint8_t *msg);
+
+// 1 for a call made by srv_call_create_local (REST, an ensemble's step).
+int srv_call_is_local(const srv_call *c);
+
 // Marks a local call cancelled (its client went away): the scheduler then
 // drops the request instead of running it. Any thread, until done ran.
 void srv_call_cancel_local(srv_call *c);
@@ -210,8 +219,9 @@ void srv_call_local_inherit(srv_call *c, const srv_call *parent_call, const srv_
 int srv_call_cancelled(const srv_call *c);
 
 // 1 when the bytes the unary handler was given stay valid until the call is
-// answered (a call from the network keeps its message); 0 for a local call,
-// whose bytes are the caller's.
+// answered (a call from the network keeps its message, a local call the one
+// given by srv_call_local_own_message); 0 for a local call whose bytes are
+// the caller's.
 int srv_call_message_kept(const srv_call *c);
 
 // Absolute CLOCK_MONOTONIC deadline in microseconds; INT64_MAX when none.

@@ -96,6 +96,7 @@ struct srv_call {
   srv_local_done local_done;
   void *local_arg;
   const char *local_method;
+  uint8_t *local_msg;  // srv_call_local_own_message: freed once answered
   const srv_call *parent_call;    // srv_call_local_inherit: cancelled with it (NULL: none)
   const srv_stream *parent_stream;
 };

@@ -811,6 +811,6 @@ void srv_rest__route_infer(srv_rest *r, const srv_http_request *req, srv_http_re
   j->answer = srv_rest__infer_answer;
   j->resp.status = 200;
   j->resp_enc = srv_httpz_accept(srv_http_request_header(req, "Accept-Encoding"));
-  srv_rest__run_local(r, j, SVC "ModelInfer", buf, len);
-  free(buf);
+  // the call keeps the packed message until answered: the request points into it (no copy R5)
+  srv_rest__run_local_owned(r, j, SVC "ModelInfer", buf, len);
 }

@@ -82,6 +82,9 @@ void srv_rest__job_free(job *j);
 // Runs the gRPC method `method` on the packed request as a local call,
 // answering through the job (which it takes).
 void srv_rest__run_local(srv_rest *r, job *j, const char *method, const uint8_t *req, size_t len);
+// The same, taking req (malloc'd): the call keeps it until answered, so a
+// ModelInfer request's tensors are read where they lie (docs/copies.md R5).
+void srv_rest__run_local_owned(srv_rest *r, job *j, const char *method, uint8_t *req, size_t len);
 // The loop thread's side: hands every answered job to its connection
 // (srv_rest__on_async, the REST object's uv_async, calls it).
 void srv_rest__deliver(srv_rest *r);

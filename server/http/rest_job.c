@@ -125,3 +125,17 @@ void srv_rest__run_local(srv_rest *r, job *j, const char *method, const uint8_t 
   }
   m->unary(m->ctx, call, req, len);
 }
+
+void srv_rest__run_local_owned(srv_rest *r, job *j, const char *method, uint8_t *req, size_t len) {
+  const srv_method *m = NULL;
+  for (size_t i = 0; i < r->n_methods; i++)
+    if (strcmp(r->methods[i].path, method) == 0) m = &r->methods[i];
+  srv_call *call = m && m->unary ? srv_call_create_local(m->path, done_cb, j) : NULL;
+  if (!call) {
+    free(req);
+    done_cb(j, NULL, 0, m ? ERR_RESOURCE_EXHAUSTED : ERR_INTERNAL, m ? "out of memory" : "no such method");
+    return;
+  }
+  srv_call_local_own_message(call, req);  // freed when answered, maybe inside the handler: not read after it
+  m->unary(m->ctx, call, req, len);
+}
