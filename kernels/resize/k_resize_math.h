@@ -51,8 +51,16 @@ K_RS_FN float k_rs_coord(int64_t o, float scale, int64_t in_len, int64_t out_len
   switch (c) {
     case K_COORD_HALF_PIXEL: return (x + 0.5f) / scale - 0.5f;
     case K_COORD_PYTORCH_HALF_PIXEL: return out_len > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
-    case K_COORD_ALIGN_CORNERS:
-      return out_len == 1 ? 0.0f : x * (float)(in_len - 1) / (float)(out_len - 1);
+    case K_COORD_ALIGN_CORNERS: {
+      // ONNX's length_resized is scale * in_len, unrounded: a downsample by
+      // 0.6 of 4 spans 2.4 output pixels, not the 2 it writes (the rounded
+      // length stretched the taps: test_resize_downsample_scales_linear_align_corners)
+      // Where it is the written length but for the rounding of a scale
+      // taken from sizes (out / in), the written one, as before.
+      float len = k_rs_mul(scale, (float)in_len);
+      if (fabsf(len - (float)out_len) < 1e-3f) len = (float)out_len;
+      return len == 1.0f ? 0.0f : x * (float)(in_len - 1) / (len - 1.0f);
+    }
     case K_COORD_TF_HALF_PIXEL: return (x + 0.5f) / scale;
     case K_COORD_ASYMMETRIC: break;
   }
