@@ -673,15 +673,21 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
     const eng_node *n = eng_graph_node(g, i);
     const eng_op_def *d = eng_ops_cpu_find(n->op_type);
     p->defs[i] = d;
+    int any_out = 0;
+    for (int k = 0; k < n->n_out; k++) any_out |= n->out[k] >= 0;
     if (!d || !d->run) {
       err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported op", n->name,
               n->op_type);
     } else if (n->n_in < d->min_in || n->n_in > d->max_in || n->n_out < d->min_out ||
-               n->n_out > d->max_out || (n->n_in && n->in[0] < 0) || n->out[0] < 0) {
+               n->n_out > d->max_out || (n->n_in && n->in[0] < 0)) {
       err_set(&one, ERR_INVALID_ARGUMENT,
               "node '%s' (op_type '%s'): %d inputs and %d outputs, expected %d..%d and %d..%d",
               n->name, n->op_type, n->n_in, n->n_out, d->min_in, d->max_in, d->min_out,
               d->max_out);
+    } else if (!any_out || (n->out[0] < 0 && !(d->flags & ENG_OP_OUT0_OPTIONAL))) {
+      // an omitted first output: only where the op writes it conditionally
+      err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): output 0 %s", n->name, n->op_type,
+              any_out ? "is omitted (\"\"), which this op requires" : "and every other output are omitted");
     } else if (d->parse(g, n, opset, &p->params[i], &one) != 0) {
       err_prefix(&one, "node '%s' (op_type '%s'): ", n->name, n->op_type);
     } else {

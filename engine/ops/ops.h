@@ -64,6 +64,9 @@ enum {
   // numpy broadcasting aligns with i (from the last dim): Add, Where, Cast,
   // Expand... The planner uses it to prove a value repeats along an axis.
   ENG_OP_ELEMWISE = 8,
+  // Output 0 may be omitted (""), other outputs named: RNN, GRU and LSTM
+  // without Y. Other ops' run functions write output 0 unconditionally.
+  ENG_OP_OUT0_OPTIONAL = 16,
 };
 
 // Plan-wide resources that stateful ops share (a oneDNN engine and
