@@ -33,6 +33,7 @@ typedef struct eng_op_params {
   int has_end;
   int keepdims, noop_empty;  // Reduce*
   int mode, coord, nearest;  // Pad / Resize: enums of the op's file
+  int keep_aspect;           // Resize: keep_aspect_ratio_policy (resize.c)
   int n_floats;              // Upsample scales before opset 9
   float floats[ENG_MAX_DIMS];
   dtype value_dt;            // ConstantOfShape: the fill value and its type

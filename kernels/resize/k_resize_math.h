@@ -62,6 +62,14 @@ K_RS_FN float k_rs_coord(int64_t o, float scale, int64_t in_len, int64_t out_len
       return len == 1.0f ? 0.0f : x * (float)(in_len - 1) / (len - 1.0f);
     }
     case K_COORD_TF_HALF_PIXEL: return (x + 0.5f) / scale;
+    case K_COORD_HALF_PIXEL_SYMMETRIC: {
+      // half_pixel about the centre: the rounding of out_len from scale * in_len
+      // shifts both ends alike (ONNX's adjustment, center and offset)
+      float len = k_rs_mul(scale, (float)in_len);
+      float adjust = len > 0.0f ? (float)out_len / len : 1.0f;
+      float offset = k_rs_mul((float)in_len / 2.0f, 1.0f - adjust);
+      return k_rs_add(offset, (x + 0.5f) / scale - 0.5f);
+    }
     case K_COORD_ASYMMETRIC: break;
   }
   return x / scale;
@@ -114,6 +122,10 @@ K_RS_FN int64_t k_pad_src(int64_t i, int64_t len, k_padmode mode) {
   if (i >= 0 && i < len) return i;
   switch (mode) {
     case K_PAD_EDGE: return i < 0 ? 0 : len - 1;
+    case K_PAD_WRAP: {  // the data as a torus (numpy's wrap); len >= 1 (checked by the op)
+      int64_t m = i % len;
+      return m < 0 ? m + len : m;
+    }
     case K_PAD_REFLECT: {
       if (len == 1) return 0;
       int64_t period = 2 * (len - 1);  // reflect without repeating the edge
