@@ -2,7 +2,8 @@
 // (engine/cpu/plan_values.c) through the real loader, planner and executor:
 // a Reshape whose shape is a model input, the same shape computed from an
 // input by folded nodes, a Slice whose starts/ends are inputs, a TopK whose
-// K is one; new values re-plan (shapes and arena), repeated values do not;
+// K is one, Tile's repeats, OneHot's depth; new values re-plan (shapes and
+// arena), repeated values do not;
 // bad values (a product that does not match, a negative dim, an axis out of
 // range) fail that run with INVALID_ARGUMENT and leave the plan usable; a
 // batching plan with such an input is refused at create.
@@ -196,10 +197,64 @@ static void test_topk_k_input(void) {
   tc_close(&c);
 }
 
+// Tile's repeats and OneHot's depth as inputs: the output's size follows
+// each request's value; negative repeats and a zero depth fail the run.
+static void test_tile_onehot_inputs(void) {
+  ob *b = ob_new(13);
+  ob_input(b, "x", F, 2, (int64_t[]){2, 3});
+  ob_input(b, "r", I64, 1, (int64_t[]){2});
+  ob_node(b, "Tile", "tile", "x,r", "y");
+  ob_output(b, "y", F, -1, NULL);
+  tc c;
+  CHECK_EQ_INT(tc_load(&c, b, 0), 0);
+  if (c.p) {
+    int64_t r[2] = {2, 1};
+    eng_tensor in[2] = {T(DT_FP32, 2, (int64_t[]){2, 3}, X6), T(DT_INT64, 1, (int64_t[]){2}, r)};
+    CHECK_EQ_INT(eng_plan_run(c.p, in, 2, c.out, 1, &c.e), 0);
+    check_dims(&c.out[0], 2, (int64_t[]){4, 3});
+    check_f32(&c.out[0], (const float[]){0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}, 12);
+    r[0] = 1, r[1] = 2;
+    CHECK_EQ_INT(eng_plan_run(c.p, in, 2, c.out, 1, &c.e), 0);
+    check_dims(&c.out[0], 2, (int64_t[]){2, 6});
+    check_f32(&c.out[0], (const float[]){0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5}, 12);
+    r[1] = -1;
+    CHECK_EQ_INT(eng_plan_run(c.p, in, 2, c.out, 1, &c.e), ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(c.e.msg, "repeats[1] = -1 is negative");
+  }
+  tc_close(&c);
+
+  b = ob_new(11);
+  ob_input(b, "i", I64, 1, (int64_t[]){3});
+  ob_input(b, "d", I64, 0, NULL);
+  ob_input(b, "v", F, 1, (int64_t[]){2});
+  ob_node(b, "OneHot", "onehot", "i,d,v", "y");
+  ob_output(b, "y", F, -1, NULL);
+  CHECK_EQ_INT(tc_load(&c, b, 0), 0);
+  if (c.p) {
+    int64_t idx[3] = {0, -1, 7}, depth = 3;
+    float v[2] = {-1, 5};
+    eng_tensor in[3] = {T(DT_INT64, 1, (int64_t[]){3}, idx), T(DT_INT64, 0, NULL, &depth),
+                        T(DT_FP32, 1, (int64_t[]){2}, v)};
+    CHECK_EQ_INT(eng_plan_run(c.p, in, 3, c.out, 1, &c.e), 0);
+    check_dims(&c.out[0], 2, (int64_t[]){3, 3});
+    check_f32(&c.out[0], (const float[]){5, -1, -1, -1, -1, 5, -1, -1, -1}, 9);
+    depth = 8;  // 7 is in range now
+    CHECK_EQ_INT(eng_plan_run(c.p, in, 3, c.out, 1, &c.e), 0);
+    check_dims(&c.out[0], 2, (int64_t[]){3, 8});
+    CHECK(((const float *)c.out[0].data)[2 * 8 + 7] == 5);
+    CHECK(((const float *)c.out[0].data)[1 * 8 + 7] == 5);  // -1 counts from depth
+    depth = 0;
+    CHECK_EQ_INT(eng_plan_run(c.p, in, 3, c.out, 1, &c.e), ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(c.e.msg, "depth 0 is not a positive size");
+  }
+  tc_close(&c);
+}
+
 int main(void) {
   test_reshape_shape_input();
   test_folded_from_input();
   test_slice_inputs();
   test_topk_k_input();
+  test_tile_onehot_inputs();
   CHECK_DONE();
 }
