@@ -198,7 +198,7 @@ void k_trilu(void *y, const void *x, size_t esz, size_t batch, int64_t rows, int
              int64_t k, int upper);
 // Pad: y index i reads x index i - begin[d]; outside x: `value` (constant),
 // the mirror image without the edge (reflect) or the nearest edge (edge).
-typedef enum k_padmode { K_PAD_CONSTANT, K_PAD_REFLECT, K_PAD_EDGE } k_padmode;
+typedef enum k_padmode { K_PAD_CONSTANT, K_PAD_REFLECT, K_PAD_EDGE, K_PAD_WRAP } k_padmode;
 void k_pad(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
            const int64_t *begin, const int64_t *ydims, k_padmode mode, const void *value);
 
@@ -254,7 +254,7 @@ int k_cumsum(void *y, const void *x, k_elem t, size_t outer, size_t len, size_t 
 // ceil when downsampling).
 typedef enum k_coord {
   K_COORD_HALF_PIXEL, K_COORD_ASYMMETRIC, K_COORD_PYTORCH_HALF_PIXEL, K_COORD_ALIGN_CORNERS,
-  K_COORD_TF_HALF_PIXEL
+  K_COORD_TF_HALF_PIXEL, K_COORD_HALF_PIXEL_SYMMETRIC
 } k_coord;
 typedef enum k_nearest {
   K_NEAREST_ROUND_PREFER_FLOOR, K_NEAREST_ROUND_PREFER_CEIL, K_NEAREST_FLOOR, K_NEAREST_CEIL,

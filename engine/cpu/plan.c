@@ -127,8 +127,11 @@ static int strings_taken(const eng_plan *p, const eng_node *n, err *e) {
 
 static int infer_nodes(eng_plan *p, err *e) {
   const eng_graph *g = p->g;
-  for (size_t v = 0; v < p->n_values; v++)
-    p->known[v] = eng_graph_value(g, v)->kind == ENG_VALUE_CONST;
+  for (size_t v = 0; v < p->n_values; v++) {
+    const eng_value *x = eng_graph_value(g, v);
+    // a value input's bytes are this run's (eng_plan__load_value_inputs)
+    p->known[v] = x->kind == ENG_VALUE_CONST || (x->kind == ENG_VALUE_INPUT && p->val_in[x->index]);
+  }
   p->mask_rows_shared = 0;
   for (size_t i = 0; i < p->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
@@ -148,7 +151,8 @@ static int infer_nodes(eng_plan *p, err *e) {
       if ((d->host_in & ENG_IN(k)) && !p->known[v])
         return err_set(e, ERR_INVALID_ARGUMENT,
                        "node '%s' (op_type '%s'): input %d ('%s') must be known when planning "
-                       "(a constant or computed from input shapes), but it depends on input data",
+                       "(a constant, a graph input, or computed from those and input shapes), but it "
+                       "depends on data computed at run time",
                        node_desc_name(n), n->op_type, k, eng_graph_value(g, (size_t)v)->name);
     }
     for (int k = 0; k < n->n_out; k++) {
@@ -174,9 +178,10 @@ static int infer_nodes(eng_plan *p, err *e) {
 
 // Shape inference (and folding) for the input shapes now in p->cur, unless
 // they are the signature already inferred: every inferred shape and folded
-// value depends on the input types and shapes alone.
+// value depends on the input types and shapes alone, and on the bytes of
+// the value inputs (p->val_dirty when they changed).
 static int infer_all(eng_plan *p, err *e) {
-  int same = p->have_sig;
+  int same = p->have_sig && !p->val_dirty;
   for (size_t i = 0; i < p->n_inputs && same; i++) {
     const eng_tensor *t = &p->cur[eng_graph_input_value(p->g, i)], *s = &p->sig[i];
     same = t->dt == s->dt && t->ndims == s->ndims &&
@@ -187,6 +192,7 @@ static int infer_all(eng_plan *p, err *e) {
   TRY(infer_nodes(p, e));
   for (size_t i = 0; i < p->n_inputs; i++) p->sig[i] = p->cur[eng_graph_input_value(p->g, i)];
   p->have_sig = 1;
+  p->val_dirty = 0;
   return 0;
 }
 
@@ -667,15 +673,21 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
     const eng_node *n = eng_graph_node(g, i);
     const eng_op_def *d = eng_ops_cpu_find(n->op_type);
     p->defs[i] = d;
+    int any_out = 0;
+    for (int k = 0; k < n->n_out; k++) any_out |= n->out[k] >= 0;
     if (!d || !d->run) {
       err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported op", n->name,
               n->op_type);
     } else if (n->n_in < d->min_in || n->n_in > d->max_in || n->n_out < d->min_out ||
-               n->n_out > d->max_out || (n->n_in && n->in[0] < 0) || n->out[0] < 0) {
+               n->n_out > d->max_out || (n->n_in && n->in[0] < 0)) {
       err_set(&one, ERR_INVALID_ARGUMENT,
               "node '%s' (op_type '%s'): %d inputs and %d outputs, expected %d..%d and %d..%d",
               n->name, n->op_type, n->n_in, n->n_out, d->min_in, d->max_in, d->min_out,
               d->max_out);
+    } else if (!any_out || (n->out[0] < 0 && !(d->flags & ENG_OP_OUT0_OPTIONAL))) {
+      // an omitted first output: only where the op writes it conditionally
+      err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): output 0 %s", n->name, n->op_type,
+              any_out ? "is omitted (\"\"), which this op requires" : "and every other output are omitted");
     } else if (d->parse(g, n, opset, &p->params[i], &one) != 0) {
       err_prefix(&one, "node '%s' (op_type '%s'): ", n->name, n->op_type);
     } else {
@@ -690,6 +702,7 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   // Only the CPU plan runs fused nodes (its ops' run_state); another
   // backend executes every node itself.
   if (host_arena && (rc = find_fusions(p, e)) != 0) goto fail;
+  if ((rc = eng_plan__find_value_inputs(p, e)) != 0) goto fail;
 
   // lifetimes: a value lives from its producer to its last reader; graph
   // outputs live past the last node (step n_nodes, where edges are copied)
@@ -722,7 +735,7 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   }
   int known;
   set_planned_inputs(p, &known);
-  if (known) {
+  if (known && !p->n_val_in) {  // value inputs: planned at the first run, which brings their bytes
     if ((rc = infer_all(p, e)) != 0) goto fail;
     for (size_t j = 0; j < p->n_outputs && !rc; j++) {
       int v = eng_graph_output_value(g, j);
@@ -786,6 +799,7 @@ void eng_plan_destroy(eng_plan *p) {
   free(p->fused);
   free(p->keep_out);
   free(p->fmt);
+  eng_plan__free_value_inputs(p);
   free(p);
 }
 
@@ -871,6 +885,7 @@ int eng_plan__prepare(eng_plan *p, const eng_tensor *inputs, size_t n_in, size_t
     t->ndims = inputs[i].ndims;
     memcpy(t->dims, inputs[i].dims, sizeof t->dims);
   }
+  TRY(eng_plan__load_value_inputs(p, inputs, e));
   TRY(infer_all(p, e));
   compute_roots(p);
   if (!layout_fits(p)) {
@@ -917,6 +932,7 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
     t->bytes = eng_tensor_bytes(t);
   }
   for (size_t i = 0; i < n_in; i++) {
+    if (p->val_in[i]) continue;  // already in plan memory (eng_plan__load_value_inputs)
     const eng_tensor *t = &p->cur[eng_graph_input_value(g, i)];
     size_t n = (size_t)eng_numel(t->ndims, t->dims);
     if (n) eng_plan__to_internal(t->data, &inputs[i], n);

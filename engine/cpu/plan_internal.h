@@ -95,6 +95,18 @@ struct eng_plan {
   // shape inference reruns only when they change
   eng_tensor *sig;
   int have_sig;
+  // Parameters given as graph inputs (plan_values.c): per graph input, 1
+  // when its bytes are read while inferring shapes (Reshape's shape, Slice's
+  // starts, Resize's scales...), directly or through nodes folded from it.
+  // Such an input is known (p->known) in every run, its bytes copied into
+  // p->fold_buf and made part of the signature: new values rerun shape
+  // inference and re-lay-out, as new shapes do. None: the plan is as static
+  // as before.
+  uint8_t *val_in;
+  size_t n_val_in;
+  void **sig_raw;        // per graph input: the bytes of the signature (value inputs only)
+  size_t *sig_raw_cap, *sig_raw_bytes;
+  int val_dirty;         // value inputs' bytes changed since the last shape inference
 };
 
 // Largest output, in elements, a node may have to be folded. Shape
@@ -119,6 +131,17 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
 // (data pointers are the caller's to set), p->root/off/edge the layout and
 // p->arena_need its size.
 int eng_plan__prepare(eng_plan *p, const eng_tensor *inputs, size_t n_in, size_t n_out, err *e);
+
+// Value inputs (plan_values.c). find: marks p->val_in at create (after the
+// nodes' defs are set); refuses a batching plan that has any (requests
+// batched together would mix their parameters). load: per run, after the
+// inputs' types and shapes are set in p->cur: copies each value input's
+// bytes into plan memory (converted to the internal type), points
+// p->cur[v].data at them and sets p->val_dirty when they differ from the
+// signature's. free: what find and load allocated.
+int eng_plan__find_value_inputs(eng_plan *p, err *e);
+int eng_plan__load_value_inputs(eng_plan *p, const eng_tensor *inputs, err *e);
+void eng_plan__free_value_inputs(eng_plan *p);
 
 // Graph output j's declared type (the computed one where none is declared).
 dtype eng_plan__out_dtype(const eng_plan *p, size_t j);

@@ -75,6 +75,9 @@ static uint8_t *shape_derived(const eng_plan *pl) {
   uint8_t *d = calloc(pl->n_values + 1, 1);
   if (!d) return NULL;
   for (size_t v = 0; v < pl->n_values; v++) d[v] = eng_cuda__is_const(g, (int)v);
+  // parameters given as graph inputs are known on the host in every run (plan_values.c)
+  for (size_t i = 0; i < pl->n_inputs; i++)
+    if (pl->val_in[i]) d[eng_graph_input_value(g, i)] = 1;
   for (size_t i = 0; i < pl->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
     bool all = true;
@@ -319,6 +322,10 @@ static int check_segs(eng_cuda_plan *p, const slot *s, const eng_dev_seg *segs, 
   TRY(eng_dev_seg_check(segs, n_segs, p->in_bytes, pl->n_inputs, e));
   for (size_t k = 0; k < n_segs; k++) {
     const eng_io *io = eng_graph_input(pl->g, segs[k].input);
+    // its bytes decide shapes: read on the host while planning, before any copy-in
+    if (pl->val_in[segs[k].input])
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s' is a shape parameter read on the host: it cannot come from device memory", io->name);
     if (!eng_cuda_input_takes_device(pl->g, segs[k].input))
       return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' (%s) is converted on the host: it cannot come from the device",
                      io->name, dtype_wire_name(io->dt));
@@ -393,7 +400,9 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
     // a padded batch stages its own rows; the rest of the staging keeps what it held
     size_t n = s->run_rows == s->real_rows ? numel(t) : numel(t) / (size_t)s->run_rows * (size_t)s->real_rows;
     uint8_t *dst = s->pin_base + s->in_off[i];
-    if (!n || inputs[i].data == dst) continue;  // assembled in place
+    // a value input's bytes are the plan's host copy (plan_values.c); kernels
+    // that read it as data get it as a folded value (fdev)
+    if (!n || inputs[i].data == dst || pl->val_in[i]) continue;  // assembled in place
     if (!n_segs || !eng_cuda_input_takes_device(g, i)) {
       eng_plan__to_internal(dst, &inputs[i], n);
       continue;

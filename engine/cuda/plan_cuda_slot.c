@@ -74,6 +74,12 @@ void eng_cuda__mark_uploads(eng_cuda_plan *p) {
       if (pl->known[r] && !eng_cuda__is_const(g, r)) p->fdev[r] = 1;
     }
   }
+  // a graph output known on the host (folded, or a parameter given as an
+  // input passed through) goes up with them and back with the outputs
+  for (size_t j = 0; j < pl->n_outputs; j++) {
+    int r = pl->root[eng_graph_output_value(g, j)];
+    if (pl->known[r] && !eng_cuda__is_const(g, r)) p->fdev[r] = 1;
+  }
 }
 
 // Offsets of the slot's staging for the shapes in pl->cur; grows the pinned
@@ -314,7 +320,7 @@ static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
     int v = eng_graph_input_value(g, i);
     const eng_tensor *t = &pl->cur[v];
     size_t n = numel(t);
-    if (!n) continue;
+    if (!n || pl->val_in[i]) continue;  // a value input travels as a folded value (fdev) if a kernel reads it
     if (p->ddt[v] != t->dt) {  // FP32 in, FP16 stored: copy, then narrow on the device
       void *w = s->scr_base + s->in32_off[i];
       if ((!copied_in &&
@@ -420,6 +426,17 @@ static size_t signature(const eng_cuda_plan *p, const slot *s, int64_t *sig, siz
     sig[n++] = t->dt;
     sig[n++] = t->ndims;
     for (int d = 0; d < t->ndims; d++) sig[n++] = t->dims[d];
+    if (!pl->val_in[i]) continue;
+    // a parameter given as an input (plan_values.c) decides shapes and
+    // kernel arguments as the shapes do: its bytes join the key; one too
+    // big for it launches plainly
+    size_t b = t->bytes, w = (b + sizeof *sig - 1) / sizeof *sig;
+    if (n + w > cap) return 0;
+    if (w) {
+      sig[n + w - 1] = 0;
+      memcpy(&sig[n], t->data, b);
+    }
+    n += w;
   }
   return n;
 }
@@ -520,6 +537,7 @@ static int copy_in(eng_cuda_plan *p, slot *s, err *e) {
   uint64_t segs = 0, peers = 0;
   nvtxRangePushA("inferd copy-in");
   for (size_t i = 0; i < pl->n_inputs && !rc; i++) {
+    if (pl->val_in[i]) continue;  // no segments (check_segs): a folded value (fdev) if a kernel reads it
     int v = eng_graph_input_value(g, i);
     const eng_tensor *t = &pl->cur[v];
     uint8_t *dst = p->ddt[v] != t->dt ? s->scr_base + s->in32_off[i] : (uint8_t *)p->dptr[v];

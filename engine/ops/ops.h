@@ -33,6 +33,7 @@ typedef struct eng_op_params {
   int has_end;
   int keepdims, noop_empty;  // Reduce*
   int mode, coord, nearest;  // Pad / Resize: enums of the op's file
+  int keep_aspect;           // Resize: keep_aspect_ratio_policy (resize.c)
   int n_floats;              // Upsample scales before opset 9
   float floats[ENG_MAX_DIMS];
   dtype value_dt;            // ConstantOfShape: the fill value and its type
@@ -64,6 +65,9 @@ enum {
   // numpy broadcasting aligns with i (from the last dim): Add, Where, Cast,
   // Expand... The planner uses it to prove a value repeats along an axis.
   ENG_OP_ELEMWISE = 8,
+  // Output 0 may be omitted (""), other outputs named: RNN, GRU and LSTM
+  // without Y. Other ops' run functions write output 0 unconditionally.
+  ENG_OP_OUT0_OPTIONAL = 16,
 };
 
 // Plan-wide resources that stateful ops share (a oneDNN engine and

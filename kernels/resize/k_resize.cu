@@ -208,7 +208,7 @@ extern "C" int k_resize_nearest_cuda(void *y, const void *x, size_t esz, int ndi
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims or scales for rank %d", kn, ndim);
   if (esz != 1 && esz != 2 && esz != 4 && esz != 8)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: element size %zu is not 1, 2, 4 or 8", kn, esz);
-  if ((int)c < 0 || (int)c > (int)K_COORD_TF_HALF_PIXEL || (int)m < 0 || (int)m > (int)K_NEAREST_SIMPLE)
+  if ((int)c < 0 || (int)c > (int)K_COORD_HALF_PIXEL_SYMMETRIC || (int)m < 0 || (int)m > (int)K_NEAREST_SIMPLE)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown coordinate mode %d or nearest mode %d", kn, (int)c,
                    (int)m);
   uint64_t n, nx;
@@ -253,7 +253,7 @@ extern "C" int k_resize_linear_cuda(void *y, const void *x, k_elem et, size_t ou
   const char *kn = "k_resize_linear_cuda";
   if (et != K_F32 && et != K_F16)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: element type %d has no kernel (FP32, FP16)", kn, (int)et);
-  if ((int)c < 0 || (int)c > (int)K_COORD_TF_HALF_PIXEL)
+  if ((int)c < 0 || (int)c > (int)K_COORD_HALF_PIXEL_SYMMETRIC)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown coordinate mode %d", kn, (int)c);
   if (ih < 0 || iw < 0 || oh < 0 || ow < 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative extent", kn);
@@ -286,7 +286,7 @@ extern "C" int k_pad_cuda(void *y, const void *x, size_t esz, int ndim, const in
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims or pads for rank %d", kn, ndim);
   if (esz != 1 && esz != 2 && esz != 4 && esz != 8)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: element size %zu is not 1, 2, 4 or 8", kn, esz);
-  if ((int)mode < 0 || (int)mode > (int)K_PAD_EDGE) return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown mode %d", kn, (int)mode);
+  if ((int)mode < 0 || (int)mode > (int)K_PAD_WRAP) return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown mode %d", kn, (int)mode);
   uint64_t n, nx;
   if (!count(ndim, ydims, &n) || !count(ndim, xdims, &nx))
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative dim or element count overflow", kn);
@@ -294,7 +294,7 @@ extern "C" int k_pad_cuda(void *y, const void *x, size_t esz, int ndim, const in
   for (int d = 0; d < ndim; d++)
     if (mode != K_PAD_CONSTANT && xdims[d] == 0)
       return err_set(e, ERR_INVALID_ARGUMENT, "%s: %s padding of the empty dim %d", kn,
-                     mode == K_PAD_EDGE ? "edge" : "reflect", d);
+                     mode == K_PAD_EDGE ? "edge" : mode == K_PAD_WRAP ? "wrap" : "reflect", d);
   if (!y || (nx && !x)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
   rwalk w = {};
   int64_t xs[K_MAX_DIMS], acc = 1;

@@ -51,9 +51,25 @@ K_RS_FN float k_rs_coord(int64_t o, float scale, int64_t in_len, int64_t out_len
   switch (c) {
     case K_COORD_HALF_PIXEL: return (x + 0.5f) / scale - 0.5f;
     case K_COORD_PYTORCH_HALF_PIXEL: return out_len > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
-    case K_COORD_ALIGN_CORNERS:
-      return out_len == 1 ? 0.0f : x * (float)(in_len - 1) / (float)(out_len - 1);
+    case K_COORD_ALIGN_CORNERS: {
+      // ONNX's length_resized is scale * in_len, unrounded: a downsample by
+      // 0.6 of 4 spans 2.4 output pixels, not the 2 it writes (the rounded
+      // length stretched the taps: test_resize_downsample_scales_linear_align_corners)
+      // Where it is the written length but for the rounding of a scale
+      // taken from sizes (out / in), the written one, as before.
+      float len = k_rs_mul(scale, (float)in_len);
+      if (fabsf(len - (float)out_len) < 1e-3f) len = (float)out_len;
+      return len == 1.0f ? 0.0f : x * (float)(in_len - 1) / (len - 1.0f);
+    }
     case K_COORD_TF_HALF_PIXEL: return (x + 0.5f) / scale;
+    case K_COORD_HALF_PIXEL_SYMMETRIC: {
+      // half_pixel about the centre: the rounding of out_len from scale * in_len
+      // shifts both ends alike (ONNX's adjustment, center and offset)
+      float len = k_rs_mul(scale, (float)in_len);
+      float adjust = len > 0.0f ? (float)out_len / len : 1.0f;
+      float offset = k_rs_mul((float)in_len / 2.0f, 1.0f - adjust);
+      return k_rs_add(offset, (x + 0.5f) / scale - 0.5f);
+    }
     case K_COORD_ASYMMETRIC: break;
   }
   return x / scale;
@@ -106,6 +122,10 @@ K_RS_FN int64_t k_pad_src(int64_t i, int64_t len, k_padmode mode) {
   if (i >= 0 && i < len) return i;
   switch (mode) {
     case K_PAD_EDGE: return i < 0 ? 0 : len - 1;
+    case K_PAD_WRAP: {  // the data as a torus (numpy's wrap); len >= 1 (checked by the op)
+      int64_t m = i % len;
+      return m < 0 ? m + len : m;
+    }
     case K_PAD_REFLECT: {
       if (len == 1) return 0;
       int64_t period = 2 * (len - 1);  // reflect without repeating the edge

@@ -69,9 +69,9 @@ def test_expected_cases_pass(suite):
 
 
 def test_recurrent_ops_with_y_against_onnxruntime(tmp_path):
-    """The RNN, GRU and LSTM node tests that omit the first output Y stop at the planner (it wants
-    output 0), so their sequences, peepholes and sequence lengths go unchecked there: the same models
-    with Y named, served by inferd, against onnxruntime on every output."""
+    """The RNN, GRU and LSTM node tests omit the first output Y (they run: ENG_OP_OUT0_OPTIONAL), so
+    their sequences go unchecked there: the same models with Y named, served by inferd, against
+    onnxruntime on every output."""
     import dataclasses
 
     import numpy as np
@@ -117,21 +117,31 @@ def _write_suite(d, cases):
         json.dump({"onnx": onnx.__version__, "cases": entries}, f)
 
 
-def test_parameter_inputs_folded(suite, tmp_path):
-    """The cases the planner refuses because a parameter it must know (Reduce axes, Resize scales,
-    Conv weights...) is a graph input there, with those inputs turned into initializers: the kernels
-    behind them (cubic Resize, the new reductions...) checked against the cases' own expected outputs.
-    expected_pass_folded.txt lists the ones that pass (by the original case names)."""
-    import re
+def read_parameter_inputs():
+    """{case: {input names}} from parameter_inputs.txt."""
+    out = {}
+    with open(os.path.join(CONF, "parameter_inputs.txt")) as f:
+        for ln in f:
+            words = ln.split("#", 1)[0].split()
+            if words:
+                out[words[0]] = set(words[1:])
+    return out
+
+
+def test_parameter_inputs_folded(tmp_path):
+    """The cases whose parameters (Reduce axes, Resize scales, Conv weights...) are graph inputs, which
+    the server now reads at run time (engine/cpu/plan_values.c), with those inputs turned into
+    initializers as exporters write them: the constant (folded, fully static) path checked on the same
+    kernels (cubic Resize, the new reductions...) against the cases' own expected outputs.
+    parameter_inputs.txt names the cases and inputs; expected_pass_folded.txt lists the ones that pass
+    (by the original case names)."""
     if onnx.__version__ != ONNX_VERSION:
         pytest.skip("onnx %s installed; the lists are for onnx %s" % (onnx.__version__, ONNX_VERSION))
-    results, skip_main = _run(suite)
-    refused = {c: w for c, (r, w) in results.items() if r == "load: parameter as graph input"}
-    names = {c: set(re.findall(r"input \d+ \('([^']+)'\)|W '([^']+)' must", w)) for c, w in refused.items()}
+    names = read_parameter_inputs()
     folded = []
     for case in gen_cases.collect():
         if case.name in names:
-            f = gen_cases.fold_inputs(case, {x for pair in names[case.name] for x in pair if x})
+            f = gen_cases.fold_inputs(case, names[case.name])
             if f is not None:
                 folded.append(f)
     d = str(tmp_path)
@@ -139,9 +149,9 @@ def test_parameter_inputs_folded(suite, tmp_path):
     got, skip = _run(d)
     passed = {c[: -len("_folded")] for c, (r, _) in got.items() if r is None}
     expected = conformance.read_list(os.path.join(CONF, "expected_pass_folded.txt"))
-    expected -= {c[: -len("_folded")] for c in skip} | skip_main
-    print("\nrefused for a parameter given as a graph input: %d; with it folded: %d pass (%d expected)"
-          % (len(refused), len(passed), len(expected)))
+    expected -= {c[: -len("_folded")] for c in skip}
+    print("\nparameters given as graph inputs: %d cases; with them folded: %d pass (%d expected)"
+          % (len(names), len(passed), len(expected)))
     new = sorted(passed - expected)
     if new:
         print("newly passing (add to tests/onnx_conformance/expected_pass_folded.txt): %d\n  %s"

@@ -76,65 +76,9 @@ static int parse_auto_pad(const eng_node *n, eng_auto_pad *out, err *e) {
   return 0;
 }
 
-int eng_conv_parse(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
-  (void)opset;
-  eng_conv_attrs *a = &p->conv;
-  memset(a, 0, sizeof *a);
-  const char *op = n->op_type;
-  if (strcmp(op, "Conv") == 0) a->kind = ENG_CONV;
-  else if (strcmp(op, "ConvTranspose") == 0) a->kind = ENG_CONV_TRANSPOSE;
-  else if (strcmp(op, "MaxPool") == 0) a->kind = ENG_POOL_MAX;
-  else if (strcmp(op, "AveragePool") == 0) a->kind = ENG_POOL_AVG;
-  else if (strcmp(op, "GlobalAveragePool") == 0) a->kind = ENG_POOL_GLOBAL_AVG;
-  else if (strcmp(op, "GlobalMaxPool") == 0) a->kind = ENG_POOL_GLOBAL_MAX;
-  else return err_set(e, ERR_INTERNAL, "op '%s' is not of the conv family", op);
-  p->layouts = 1;  // oneDNN reads and writes any activation layout
-  if (a->kind == ENG_POOL_GLOBAL_AVG || a->kind == ENG_POOL_GLOBAL_MAX) return 0;
-
-  int conv = a->kind == ENG_CONV || a->kind == ENG_CONV_TRANSPOSE;
-  p->fusable = conv;  // oneDNN post-ops: sum, then ReLU
-  if (conv) {
-    // The weights decide the spatial rank and are reordered once into
-    // oneDNN's layout, so they must be known at load.
-    if (n->in[1] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "the W input is required");
-    const eng_value *w = eng_graph_value(g, (size_t)n->in[1]);
-    if (w->kind != ENG_VALUE_CONST)
-      return err_set(e, ERR_INVALID_ARGUMENT,
-                     "unsupported: W '%s' must be an initializer or Constant", w->name);
-    if (w->ndims < 3 || w->ndims > 2 + K_CONV_MAX_SP)
-      return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: W has rank %d (1 to %d spatial dims)",
-                     w->ndims, K_CONV_MAX_SP);
-    a->nsp = w->ndims - 2;
-    const eng_attr *ks = eng_node_attr(n, "kernel_shape");
-    if (ks) {
-      TRY(ints_attr(n, "kernel_shape", a->nsp, 1, a->kernel, &a->has_kernel, e));
-      for (int i = 0; i < a->nsp; i++)
-        if (a->kernel[i] != w->dims[2 + i])
-          return err_set(e, ERR_INVALID_ARGUMENT,
-                         "kernel_shape[%d] = %lld but W's spatial dim is %lld", i,
-                         (long long)a->kernel[i], (long long)w->dims[2 + i]);
-    }
-    for (int i = 0; i < a->nsp; i++) {
-      if (w->dims[2 + i] < 1 || w->dims[2 + i] >= ATTR_MAX)
-        return err_set(e, ERR_INVALID_ARGUMENT, "W's spatial dim %d is %lld", i,
-                       (long long)w->dims[2 + i]);
-      a->kernel[i] = w->dims[2 + i];
-    }
-    a->has_kernel = 1;
-    const eng_attr *gr = eng_node_attr(n, "group");
-    a->group = gr ? gr->i : 1;
-    if (a->group < 1 || a->group >= ATTR_MAX)
-      return err_set(e, ERR_INVALID_ARGUMENT, "group %lld must be >= 1", (long long)a->group);
-  } else {
-    const eng_attr *ks = eng_node_attr(n, "kernel_shape");
-    if (!ks) return err_set(e, ERR_INVALID_ARGUMENT, "attribute 'kernel_shape' is required");
-    if (ks->n_ints < 1 || ks->n_ints > K_CONV_MAX_SP)
-      return err_set(e, ERR_INVALID_ARGUMENT,
-                     "unsupported: kernel_shape has %zu values (1 to %d spatial dims)", ks->n_ints,
-                     K_CONV_MAX_SP);
-    a->nsp = (int)ks->n_ints;
-    TRY(ints_attr(n, "kernel_shape", a->nsp, 1, a->kernel, &a->has_kernel, e));
-  }
+// The window's attributes after the kernel: strides, dilations, pads,
+// auto_pad, ConvTranspose's output_padding and output_shape, the pools'.
+static int parse_window(const eng_node *n, eng_conv_attrs *a, err *e) {
   for (int i = 0; i < a->nsp; i++) a->strides[i] = a->dils[i] = 1;
   TRY(ints_attr(n, "strides", a->nsp, 1, a->strides, NULL, e));
   TRY(ints_attr(n, "dilations", a->nsp, 1, a->dils, NULL, e));
@@ -181,6 +125,93 @@ int eng_conv_parse(const eng_graph *g, const eng_node *n, int opset, eng_op_para
       return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: storage_order %lld", (long long)so->i);
   }
   return 0;
+}
+
+// Conv/ConvTranspose whose W is a graph input or computed (ONNX's node
+// tests give W as an input; causal convolutions compute it): the spatial
+// rank from kernel_shape or W's declared rank, the kernel from W's shape in
+// each run (eng_conv_window), and the reference kernel, since oneDNN's
+// cached weights reorder (eng_conv_run) would go stale; nothing fused into
+// it and plain layouts around it.
+static int parse_runtime_w(const eng_node *n, const eng_value *w, eng_op_params *p, err *e) {
+  eng_conv_attrs *a = &p->conv;
+  a->w_runtime = 1;
+  p->fusable = 0;
+  p->layouts = 0;
+  const eng_attr *ks = eng_node_attr(n, "kernel_shape");
+  if (ks) a->nsp = (int)ks->n_ints;
+  else if (w->kind == ENG_VALUE_INPUT && w->ndims >= 3) a->nsp = w->ndims - 2;
+  else
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "unsupported: W '%s' is computed at run time and no kernel_shape gives the spatial rank", w->name);
+  if (a->nsp < 1 || a->nsp > K_CONV_MAX_SP)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: %d spatial dims (1 to %d)", a->nsp, K_CONV_MAX_SP);
+  if (ks) TRY(ints_attr(n, "kernel_shape", a->nsp, 1, a->kernel, &a->has_kernel, e));
+  const eng_attr *gr = eng_node_attr(n, "group");
+  a->group = gr ? gr->i : 1;
+  if (a->group < 1 || a->group >= ATTR_MAX)
+    return err_set(e, ERR_INVALID_ARGUMENT, "group %lld must be >= 1", (long long)a->group);
+  return parse_window(n, a, e);
+}
+
+int eng_conv_parse(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)opset;
+  eng_conv_attrs *a = &p->conv;
+  memset(a, 0, sizeof *a);
+  const char *op = n->op_type;
+  if (strcmp(op, "Conv") == 0) a->kind = ENG_CONV;
+  else if (strcmp(op, "ConvTranspose") == 0) a->kind = ENG_CONV_TRANSPOSE;
+  else if (strcmp(op, "MaxPool") == 0) a->kind = ENG_POOL_MAX;
+  else if (strcmp(op, "AveragePool") == 0) a->kind = ENG_POOL_AVG;
+  else if (strcmp(op, "GlobalAveragePool") == 0) a->kind = ENG_POOL_GLOBAL_AVG;
+  else if (strcmp(op, "GlobalMaxPool") == 0) a->kind = ENG_POOL_GLOBAL_MAX;
+  else return err_set(e, ERR_INTERNAL, "op '%s' is not of the conv family", op);
+  p->layouts = 1;  // oneDNN reads and writes any activation layout
+  if (a->kind == ENG_POOL_GLOBAL_AVG || a->kind == ENG_POOL_GLOBAL_MAX) return 0;
+
+  int conv = a->kind == ENG_CONV || a->kind == ENG_CONV_TRANSPOSE;
+  p->fusable = conv;  // oneDNN post-ops: sum, then ReLU
+  if (conv) {
+    // The weights decide the spatial rank and are reordered once into
+    // oneDNN's layout when they are known at load.
+    if (n->in[1] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "the W input is required");
+    const eng_value *w = eng_graph_value(g, (size_t)n->in[1]);
+    if (w->kind != ENG_VALUE_CONST) return parse_runtime_w(n, w, p, e);
+    if (w->ndims < 3 || w->ndims > 2 + K_CONV_MAX_SP)
+      return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: W has rank %d (1 to %d spatial dims)",
+                     w->ndims, K_CONV_MAX_SP);
+    a->nsp = w->ndims - 2;
+    const eng_attr *ks = eng_node_attr(n, "kernel_shape");
+    if (ks) {
+      TRY(ints_attr(n, "kernel_shape", a->nsp, 1, a->kernel, &a->has_kernel, e));
+      for (int i = 0; i < a->nsp; i++)
+        if (a->kernel[i] != w->dims[2 + i])
+          return err_set(e, ERR_INVALID_ARGUMENT,
+                         "kernel_shape[%d] = %lld but W's spatial dim is %lld", i,
+                         (long long)a->kernel[i], (long long)w->dims[2 + i]);
+    }
+    for (int i = 0; i < a->nsp; i++) {
+      if (w->dims[2 + i] < 1 || w->dims[2 + i] >= ATTR_MAX)
+        return err_set(e, ERR_INVALID_ARGUMENT, "W's spatial dim %d is %lld", i,
+                       (long long)w->dims[2 + i]);
+      a->kernel[i] = w->dims[2 + i];
+    }
+    a->has_kernel = 1;
+    const eng_attr *gr = eng_node_attr(n, "group");
+    a->group = gr ? gr->i : 1;
+    if (a->group < 1 || a->group >= ATTR_MAX)
+      return err_set(e, ERR_INVALID_ARGUMENT, "group %lld must be >= 1", (long long)a->group);
+  } else {
+    const eng_attr *ks = eng_node_attr(n, "kernel_shape");
+    if (!ks) return err_set(e, ERR_INVALID_ARGUMENT, "attribute 'kernel_shape' is required");
+    if (ks->n_ints < 1 || ks->n_ints > K_CONV_MAX_SP)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "unsupported: kernel_shape has %zu values (1 to %d spatial dims)", ks->n_ints,
+                     K_CONV_MAX_SP);
+    a->nsp = (int)ks->n_ints;
+    TRY(ints_attr(n, "kernel_shape", a->nsp, 1, a->kernel, &a->has_kernel, e));
+  }
+  return parse_window(n, a, e);
 }
 
 // --- geometry
@@ -244,6 +275,22 @@ static int tr_dim(const eng_conv_attrs *a, int i, int64_t x, int64_t *y, int64_t
 int eng_conv_window(const eng_conv_attrs *a, const eng_tensor *x, const eng_tensor *w,
                     k_window *g, err *e) {
   memset(g, 0, sizeof *g);
+  eng_conv_attrs wa;
+  if (a->w_runtime) {  // this run's W gives the kernel
+    if (!w || w->ndims != a->nsp + 2)
+      return err_set(e, ERR_INVALID_ARGUMENT, "W has rank %d, expected %d", w ? w->ndims : 0, a->nsp + 2);
+    wa = *a;
+    for (int i = 0; i < a->nsp; i++) {
+      int64_t k = w->dims[2 + i];
+      if (k < 1 || k >= ATTR_MAX)
+        return err_set(e, ERR_INVALID_ARGUMENT, "W's spatial dim %d is %lld", i, (long long)k);
+      if (a->has_kernel && a->kernel[i] != k)
+        return err_set(e, ERR_INVALID_ARGUMENT, "kernel_shape[%d] = %lld but W's spatial dim is %lld", i,
+                       (long long)a->kernel[i], (long long)k);
+      wa.kernel[i] = k;
+    }
+    a = &wa;
+  }
   int global = a->kind == ENG_POOL_GLOBAL_AVG || a->kind == ENG_POOL_GLOBAL_MAX;
   int nsp = global ? x->ndims - 2 : a->nsp;
   if (nsp < 1 || nsp > K_CONV_MAX_SP || x->ndims != nsp + 2)
@@ -425,6 +472,7 @@ int eng_conv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
                  eng_tensor *out, int n_out, err *e) {
   (void)n_out;
   const eng_conv_attrs *a = &p->conv;
+  if (a->w_runtime) return eng_conv_run_ref(p, in, n_in, out, n_out, e);  // no weights to cache
   k_window g;
   TRY(eng_conv_window(a, &in[0], n_in > 1 ? &in[1] : NULL, &g, e));
   if (g.n == 0) return 0;

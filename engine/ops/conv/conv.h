@@ -43,6 +43,10 @@ typedef struct eng_conv_attrs {
   int has_kernel, has_out_shape;
   int64_t group;
   int ceil_mode, count_include_pad;
+  // W is not a constant (a graph input, or computed): kernel taken from W's
+  // shape in each run (has_kernel: kernel_shape, checked against it), the
+  // reference kernel on the CPU
+  int w_runtime;
 } eng_conv_attrs;
 
 struct eng_op_params;

@@ -216,9 +216,9 @@ const eng_op_def eng_ops__gemm[] = {
     {"Gemm", 2, 3, 1, 1, 0, parse_gemm, infer_gemm, run_gemm, 0, run_gemm_state,
      eng_conv_state_destroy},
     {"MatMul", 2, 2, 1, 1, 0, op_parse_none, infer_matmul, run_matmul, 0, NULL, NULL},
-    {"RNN", 3, 6, 0, 2, 0, eng_ops__parse_rnn, eng_ops__infer_rnn, eng_ops__run_rnn, 0, NULL, NULL},
-    {"GRU", 3, 6, 0, 2, 0, eng_ops__parse_rnn, eng_ops__infer_rnn, eng_ops__run_rnn, 0, NULL, NULL},
-    {"LSTM", 3, 8, 0, 3, 0, eng_ops__parse_rnn, eng_ops__infer_rnn, eng_ops__run_rnn, 0, NULL, NULL},
+    {"RNN", 3, 6, 0, 2, ENG_OP_OUT0_OPTIONAL, eng_ops__parse_rnn, eng_ops__infer_rnn, eng_ops__run_rnn, 0, NULL, NULL},
+    {"GRU", 3, 6, 0, 2, ENG_OP_OUT0_OPTIONAL, eng_ops__parse_rnn, eng_ops__infer_rnn, eng_ops__run_rnn, 0, NULL, NULL},
+    {"LSTM", 3, 8, 0, 3, ENG_OP_OUT0_OPTIONAL, eng_ops__parse_rnn, eng_ops__infer_rnn, eng_ops__run_rnn, 0, NULL, NULL},
     {"Einsum", 1, K_EINSUM_MAX_IN, 1, 1, 0, eng_ops__parse_einsum, eng_ops__infer_einsum, eng_ops__run_einsum, 0,
      NULL, NULL},
 };

@@ -1,7 +1,7 @@
 // engine/ops/index/index_space.c: DepthToSpace and SpaceToDepth (DCR and CRD
 // modes: a 6-D view of the input transposed by k_transpose, any element type),
-// ReverseSequence and EyeLike (ones on the k-th diagonal) on the CPU. index.c's table lists
-// them; no CUDA path yet.
+// ReverseSequence, EyeLike (ones on the k-th diagonal), Tile and OneHot on the CPU. index.c's
+// table lists them; no CUDA path yet.
 #include <string.h>
 
 #include "engine/ops/index/index.h"
@@ -142,5 +142,142 @@ int eng_ops__run_revseq(const eng_op_params *p, const eng_tensor *in, int n_in, 
       size_t yo = (size_t)(p->axis == 0 ? b * nt + t : t * nb + b), xo = (size_t)(p->axis == 0 ? b * nt + from : from * nb + b);
       memcpy(dst + yo * inner, src + xo * inner, inner);
     }
+  return 0;
+}
+
+// --- Tile: repeats (input 1, INT64, read while inferring shapes: a constant
+// or a parameter given as an input); any element type
+
+static int tile_repeats(const eng_tensor *in, int64_t *rep, err *e) {
+  int n = 0;
+  TRY(eng_ops__read_ints(&in[1], "repeats", rep, ENG_MAX_DIMS, &n, e));
+  if (n != in[0].ndims)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%d repeats for rank %d", n, in[0].ndims);
+  for (int d = 0; d < n; d++)
+    if (rep[d] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "repeats[%d] = %lld is negative", d, (long long)rep[d]);
+  return 0;
+}
+
+int eng_ops__infer_tile(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                        err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  if (eng_elem_size(in[0].dt) == 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(in[0].dt));
+  int64_t rep[ENG_MAX_DIMS], y[ENG_MAX_DIMS];
+  TRY(tile_repeats(in, rep, e));
+  for (int d = 0; d < in[0].ndims; d++) {
+    if (rep[d] && in[0].dims[d] > ENG_MAX_NUMEL / rep[d])
+      return err_set(e, ERR_INVALID_ARGUMENT, "dim %d times %lld repeats is too large", d, (long long)rep[d]);
+    y[d] = in[0].dims[d] * rep[d];
+  }
+  TRY(eng_ops__checked_numel(in[0].ndims, y, "result", e));
+  op_set_out(&out[0], in[0].dt, in[0].ndims, y);
+  return 0;
+}
+
+// Row by row of the output's last dim: each is the input's row (picked by
+// the other dims modulo the input's) repeated along it.
+int eng_ops__run_tile(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                      err *e) {
+  (void)p, (void)n_in, (void)n_out, (void)e;
+  const eng_tensor *x = &in[0];
+  int r = x->ndims;
+  size_t esz = eng_elem_size(x->dt), ny = op_numel(&out[0]);
+  if (!ny) return 0;
+  if (r == 0) {
+    memcpy(out[0].data, x->data, esz);
+    return 0;
+  }
+  const int64_t *yd = out[0].dims;
+  size_t row = (size_t)x->dims[r - 1] * esz, rows = ny / (size_t)yd[r - 1];
+  int64_t idx[ENG_MAX_DIMS] = {0}, xs[ENG_MAX_DIMS];
+  int64_t acc = 1;
+  for (int d = r - 1; d >= 0; d--) {
+    xs[d] = acc;
+    acc *= x->dims[d];
+  }
+  uint8_t *dst = out[0].data;
+  const uint8_t *src = x->data;
+  for (size_t k = 0; k < rows; k++) {
+    int64_t off = 0;
+    for (int d = 0; d < r - 1; d++) off += (idx[d] % x->dims[d]) * xs[d];
+    for (int64_t t = 0; t < yd[r - 1] / x->dims[r - 1]; t++, dst += row) memcpy(dst, src + (size_t)off * esz, row);
+    for (int d = r - 2; d >= 0; d--) {
+      if (++idx[d] < yd[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return 0;
+}
+
+// --- OneHot: indices (any number type), depth (a scalar read while
+// inferring shapes), values [off, on] (the output's type); p->axis where
+// the new dim goes. Indices below 0 count from depth; out of range: all off.
+
+int eng_ops__parse_onehot(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  p->axis = op_attr_int(n, "axis", -1);
+  return 0;
+}
+
+static int onehot_depth(const eng_tensor *d, int64_t *depth, err *e) {
+  if (op_numel(d) != 1 || d->ndims > 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "depth must be a scalar or one value");
+  if (!d->data) return err_set(e, ERR_INVALID_ARGUMENT, "depth is not known when planning");
+  double v;
+  k_elem k;
+  if (eng_ops_elem_of(d->dt, &k) != 0 || d->dt == DT_BOOL)
+    return err_set(e, ERR_INVALID_ARGUMENT, "depth has unsupported element type %s", dtype_wire_name(d->dt));
+  k_cast(&v, K_F64, d->data, k, 1);
+  if (!(v >= 1 && v <= (double)ENG_MAX_NUMEL))
+    return err_set(e, ERR_INVALID_ARGUMENT, "depth %g is not a positive size", v);
+  *depth = (int64_t)v;
+  return 0;
+}
+
+int eng_ops__infer_onehot(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                          err *e) {
+  (void)n_in, (void)n_out;
+  k_elem k;
+  if (eng_ops_elem_of(in[0].dt, &k) != 0 || in[0].dt == DT_BOOL)
+    return err_set(e, ERR_INVALID_ARGUMENT, "indices have unsupported element type %s", dtype_wire_name(in[0].dt));
+  if (eng_elem_size(in[2].dt) == 0 || in[2].dt == DT_STRING || op_numel(&in[2]) != 2 || in[2].ndims != 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "values must be [off, on] of a fixed-size type");
+  int64_t depth, ax;
+  TRY(onehot_depth(&in[1], &depth, e));
+  int r = in[0].ndims + 1;
+  if (r > ENG_MAX_DIMS) return err_set(e, ERR_INVALID_ARGUMENT, "indices have rank %d", in[0].ndims);
+  TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
+  int64_t y[ENG_MAX_DIMS];
+  for (int d = 0, s = 0; d < r; d++) y[d] = d == ax ? depth : in[0].dims[s++];
+  TRY(eng_ops__checked_numel(r, y, "result", e));
+  op_set_out(&out[0], in[2].dt, r, y);
+  return 0;
+}
+
+int eng_ops__run_onehot(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                        err *e) {
+  (void)n_in, (void)n_out;
+  int64_t depth, ax;
+  TRY(onehot_depth(&in[1], &depth, e));
+  TRY(eng_ops__norm_axis(p->axis, out[0].ndims, &ax, e));
+  size_t esz = eng_elem_size(out[0].dt), ny = op_numel(&out[0]), ni = op_numel(&in[0]);
+  const uint8_t *off = in[2].data, *on = off + esz;
+  uint8_t *y = out[0].data;
+  for (size_t i = 0; i < ny; i++) memcpy(y + i * esz, off, esz);
+  // indices as [outer, inner] around the new dim: y[outer, depth, inner]
+  size_t inner = (size_t)op_prod(out[0].dims, (int)ax + 1, out[0].ndims);
+  k_elem k;
+  (void)eng_ops_elem_of(in[0].dt, &k);  // infer accepted it
+  for (size_t i = 0; i < ni; i++) {
+    double v;
+    k_cast(&v, K_F64, (const uint8_t *)in[0].data + i * eng_elem_size(in[0].dt), k, 1);
+    if (!(v == v)) continue;  // NaN: no position
+    int64_t c = (int64_t)v;  // ONNX casts non-integer indices
+    if (c < 0) c += depth;
+    if (c < 0 || c >= depth) continue;
+    size_t o = i / inner, in_ = i % inner;
+    memcpy(y + ((o * (size_t)depth + (size_t)c) * inner + in_) * esz, on, esz);
+  }
   return 0;
 }

@@ -5,6 +5,7 @@
 // (k_topk; K known when planning), CumProd (k_cumprod). The last three: CPU only. Axes are an attribute before opset 18 (ReduceSum:
 // 13) and an optional input after, read at shape inference (host_in).
 // CumSum, the running sum along one axis, lives here too.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,8 +70,13 @@ static int infer_reduce(const eng_op_params *p, const eng_tensor *in, int n_in, 
                         int n_out, err *e) {
   (void)n_out;
   k_elem t;
-  if (in[0].dt == DT_FP16 || in[0].dt == DT_BOOL || eng_ops_elem_of(in[0].dt, &t) != 0 || t == K_F64)
+  int extreme = p->mode == K_RMAX || p->mode == K_RMIN;
+  // BOOL: ReduceMax is any, ReduceMin all (as bytes 0/1: run_reduce)
+  if (in[0].dt == DT_BOOL && !extreme)
+    return err_set(e, ERR_INVALID_ARGUMENT, "data has unsupported element type BOOL (ReduceMax and ReduceMin take it)");
+  if (in[0].dt == DT_FP16 || eng_ops_elem_of(in[0].dt, &t) != 0 || t == K_F64)
     return err_set(e, ERR_INVALID_ARGUMENT, "data has unsupported element type %s", dtype_wire_name(in[0].dt));
+  if (in[0].dt == DT_BOOL) t = K_U8;
   if (p->mode > K_RPROD && t != K_F32)
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s (this reduction takes floats)",
                    dtype_wire_name(in[0].dt));
@@ -80,8 +86,10 @@ static int infer_reduce(const eng_op_params *p, const eng_tensor *in, int n_in, 
   for (int d = 0; d < r; d++) {
     if (!mask[d]) y[k++] = in[0].dims[d];
     else if (p->keepdims) y[k++] = 1;
-    if (mask[d] && in[0].dims[d] == 0 && (p->mode == K_RMAX || p->mode == K_RMIN))
-      return err_set(e, ERR_INVALID_ARGUMENT, "cannot reduce an empty dim %d with max/min", d);
+    // an empty set's max/min is -inf/+inf (false/true for BOOL): run_reduce
+    if (mask[d] && in[0].dims[d] == 0 && extreme && t != K_F32 && in[0].dt != DT_BOOL)
+      return err_set(e, ERR_INVALID_ARGUMENT, "cannot reduce an empty dim %d of %s with max/min", d,
+                     dtype_wire_name(in[0].dt));
   }
   op_set_out(&out[0], in[0].dt, k, y);
   return 0;
@@ -100,6 +108,16 @@ static int run_reduce(const eng_op_params *p, const eng_tensor *in, int n_in, en
   k_elem t;
   if (eng_ops_elem_of(in[0].dt, &t) != 0)
     return err_set(e, ERR_INTERNAL, "no reduction of %s", dtype_wire_name(in[0].dt));
+  if (t == K_BOOL) t = K_U8;  // 0/1 bytes: max is any, min all
+  size_t ny = op_numel(&out[0]);
+  if (ny && !n && (p->mode == K_RMAX || p->mode == K_RMIN)) {  // ONNX: the extremes of the type
+    int mx = p->mode == K_RMAX;
+    if (t == K_F32)
+      for (size_t i = 0; i < ny; i++) ((float *)out[0].data)[i] = mx ? -INFINITY : INFINITY;
+    else if (t == K_U8) memset(out[0].data, mx ? 0 : 1, ny);
+    else return err_set(e, ERR_INTERNAL, "no empty max/min of %s", dtype_wire_name(in[0].dt));
+    return 0;
+  }
   if (op_numel(&out[0]) && k_reduce(out[0].data, in[0].data, t, in[0].ndims, in[0].dims, mask,
                                     (k_redop)p->mode) != 0)
     return err_set(e, ERR_INTERNAL, "no reduction of %s", dtype_wire_name(in[0].dt));

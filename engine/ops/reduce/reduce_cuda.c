@@ -97,6 +97,8 @@ static int reduce_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
     mask[ax] = 1;
   }
   size_t n = (size_t)eng_numel(r, x->dims);
+  if (!noop && n == 0 && eng_numel(out[0].ndims, out[0].dims) > 0)  // the CPU fills the type's identity
+    return err_set(e, ERR_UNIMPLEMENTED, "reducing an empty set is not supported on CUDA");
   if (noop || n == 0) {
     if (n && out[0].data != x->data)
       CUDA_TRY(e, cudaMemcpyAsync(out[0].data, x->data, n * dtype_size(x->dt), cudaMemcpyDeviceToDevice,

@@ -15,7 +15,8 @@
 
 // --- Pad
 
-static const char *const pad_modes[] = {"constant", "reflect", "edge", NULL};
+// in k_padmode order
+static const char *const pad_modes[] = {"constant", "reflect", "edge", "wrap", NULL};
 
 static int parse_pad(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
   (void)g;
@@ -70,8 +71,12 @@ int eng_ops__pad_dims(const eng_op_params *p, const eng_tensor *in, int n_in, in
     if (p->mode == K_PAD_REFLECT && (b[d] > dim - 1 || en[d] > dim - 1) && (b[d] > 0 || en[d] > 0))
       return err_set(e, ERR_INVALID_ARGUMENT, "reflect pads %lld, %lld exceed dim %d of size %lld - 1",
                      (long long)b[d], (long long)en[d], d, (long long)dim);
-    if (p->mode == K_PAD_EDGE && dim == 0 && (b[d] > 0 || en[d] > 0))
-      return err_set(e, ERR_INVALID_ARGUMENT, "edge padding of the empty dim %d", d);
+    if ((p->mode == K_PAD_EDGE || p->mode == K_PAD_WRAP) && dim == 0 && (b[d] > 0 || en[d] > 0))
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s padding of the empty dim %d", pad_modes[p->mode], d);
+    // ONNX (numpy's pad) defines wrap for pads >= 0 only: cropping first would change the period
+    if (p->mode == K_PAD_WRAP && (b[d] < 0 || en[d] < 0))
+      return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: negative pads %lld, %lld with mode 'wrap'",
+                     (long long)b[d], (long long)en[d]);
     y[d] = dim + b[d] + en[d];
   }
   return eng_ops__checked_numel(r, y, "result", e);
@@ -115,7 +120,8 @@ static int run_pad(const eng_op_params *p, const eng_tensor *in, int n_in, eng_t
 static const char *const resize_modes[] = {"nearest", "linear", "cubic", NULL};
 // in k_coord order
 static const char *const coord_modes[] = {"half_pixel", "asymmetric", "pytorch_half_pixel",
-                                          "align_corners", "tf_half_pixel_for_nearest", NULL};
+                                          "align_corners", "tf_half_pixel_for_nearest",
+                                          "half_pixel_symmetric", NULL};
 // in k_nearest order
 static const char *const nearest_modes[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
                                             "ceil", NULL};
@@ -155,12 +161,65 @@ static int parse_resize(const eng_graph *g, const eng_node *n, int opset, eng_op
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: antialias=1");
   p->alpha = op_attr_float(n, "cubic_coeff_a", -0.75f);  // cubic's kernel
   p->upper = op_attr_int(n, "exclude_outside", 0) != 0;
-  if (eng_node_attr(n, "axes"))
-    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: attribute 'axes'");
-  if (strcmp(op_attr_str(n, "keep_aspect_ratio_policy", "stretch"), "stretch") != 0)
-    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: keep_aspect_ratio_policy '%s'",
-                   op_attr_str(n, "keep_aspect_ratio_policy", ""));
+  // axes: the dims scales/sizes (and roi) name, the others kept; checked
+  // against the rank at inference
+  TRY(eng_ops__attr_ints(n, "axes", p->ints, ENG_MAX_DIMS, &p->n_ints, e));
+  if (p->n_ints == 0) return err_set(e, ERR_INVALID_ARGUMENT, "attribute 'axes' is empty");
+  static const char *const policies[] = {"stretch", "not_larger", "not_smaller", NULL};
+  TRY(eng_ops__enum(op_attr_str(n, "keep_aspect_ratio_policy", "stretch"), policies,
+                    "keep_aspect_ratio_policy", &p->keep_aspect, e));
   return 0;
+}
+
+// The dims scales and sizes name (Resize's axes attribute, else all),
+// normalised and distinct, into axes[0..*na).
+static int resize_axes(const eng_op_params *p, int r, int64_t *axes, int *na, err *e) {
+  if (p->legacy || p->n_ints < 0) {
+    for (int d = 0; d < r; d++) axes[d] = d;
+    *na = r;
+    return 0;
+  }
+  *na = p->n_ints;
+  for (int i = 0; i < p->n_ints; i++) {
+    TRY(eng_ops__norm_axis(p->ints[i], r, &axes[i], e));
+    for (int k = 0; k < i; k++)
+      if (axes[k] == axes[i]) return err_set(e, ERR_INVALID_ARGUMENT, "axis %lld repeated", (long long)axes[i]);
+  }
+  return 0;
+}
+
+// Sizes (Resize 11+) over the whole rank: the dims axes name from the
+// input, the others kept; with a keep_aspect_ratio_policy, one scale for
+// every named dim (the smallest or the largest), the sizes rounded half up
+// from it, as ONNX's reference does. scales: that scale on the named dims,
+// 1 elsewhere (NULL: not wanted).
+static int resize_sizes(const eng_op_params *p, const eng_tensor *in, int64_t *y, float *scales, err *e) {
+  int r = in[0].ndims, na, n = 0;
+  int64_t axes[ENG_MAX_DIMS], sz[ENG_MAX_DIMS];
+  TRY(resize_axes(p, r, axes, &na, e));
+  TRY(eng_ops__read_ints(&in[3], "sizes", sz, ENG_MAX_DIMS, &n, e));
+  if (n != na) return err_set(e, ERR_INVALID_ARGUMENT, "%d sizes for %d axes", n, na);
+  for (int d = 0; d < r; d++) y[d] = in[0].dims[d];
+  for (int i = 0; i < na; i++) {
+    if (sz[i] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "negative size %lld", (long long)sz[i]);
+    y[axes[i]] = sz[i];
+  }
+  for (int d = 0; d < r && scales; d++) scales[d] = in[0].dims[d] ? (float)y[d] / (float)in[0].dims[d] : 1.0f;
+  if (p->keep_aspect != 0) {
+    float s = 0.0f;
+    for (int i = 0; i < na; i++) {
+      int64_t x = in[0].dims[axes[i]];
+      float si = x ? (float)sz[i] / (float)x : 1.0f;
+      if (i == 0 || (p->keep_aspect == 1 ? si < s : si > s)) s = si;
+    }
+    for (int i = 0; i < na; i++) {
+      double v = (double)s * (double)in[0].dims[axes[i]] + 0.5;
+      if (!(v < (double)ENG_MAX_NUMEL)) return err_set(e, ERR_INVALID_ARGUMENT, "bad size for dim %lld", (long long)axes[i]);
+      y[axes[i]] = (int64_t)v;
+      if (scales) scales[axes[i]] = s;
+    }
+  }
+  return eng_ops__checked_numel(r, y, "result", e);
 }
 
 // Whether the result shape comes from the sizes input (Resize 11+), not from scales.
@@ -171,18 +230,25 @@ static int resize_sized(const eng_op_params *p, const eng_tensor *in, int n_in) 
 // Scales as ONNX Runtime computes them from sizes (y unused otherwise).
 int eng_ops__resize_scales(const eng_op_params *p, const eng_tensor *in, int n_in,
                            const int64_t *y, float *scales, err *e) {
-  int r = in[0].ndims, n = 0;
+  int r = in[0].ndims, n = 0, na;
   if (resize_sized(p, in, n_in)) {
-    for (int d = 0; d < r; d++)
-      scales[d] = in[0].dims[d] ? (float)y[d] / (float)in[0].dims[d] : 1.0f;
-    return 0;
+    int64_t y2[ENG_MAX_DIMS];
+    (void)y;
+    return resize_sizes(p, in, y2, scales, e);
   }
+  int64_t axes[ENG_MAX_DIMS];
+  float given[ENG_MAX_DIMS];
+  TRY(resize_axes(p, r, axes, &na, e));
   int si = p->legacy ? 1 : 2;  // the scales input
   if (p->legacy && p->has_ints) {
     n = p->n_floats;
     memcpy(scales, p->floats, sizeof p->floats);
   } else if (op_given(in, n_in, si) && op_numel(&in[si]) > 0) {
-    TRY(eng_ops__read_floats(&in[si], "scales", scales, ENG_MAX_DIMS, &n, e));
+    TRY(eng_ops__read_floats(&in[si], "scales", given, ENG_MAX_DIMS, &n, e));
+    if (n != na) return err_set(e, ERR_INVALID_ARGUMENT, "%d scales for %d axes", n, na);
+    for (int d = 0; d < r; d++) scales[d] = 1.0f;
+    for (int i = 0; i < na; i++) scales[axes[i]] = given[i];
+    return 0;
   } else {
     return err_set(e, ERR_INVALID_ARGUMENT, "one of scales and sizes must be given");
   }
@@ -195,14 +261,7 @@ int eng_ops__resize_scales(const eng_op_params *p, const eng_tensor *in, int n_i
 static int resize_dims(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *y,
                        err *e) {
   int r = in[0].ndims;
-  if (resize_sized(p, in, n_in)) {
-    int n = 0;
-    TRY(eng_ops__read_ints(&in[3], "sizes", y, ENG_MAX_DIMS, &n, e));
-    if (n != r) return err_set(e, ERR_INVALID_ARGUMENT, "%d sizes for rank %d", n, r);
-    for (int d = 0; d < r; d++)
-      if (y[d] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "negative size %lld", (long long)y[d]);
-    return eng_ops__checked_numel(r, y, "result", e);
-  }
+  if (resize_sized(p, in, n_in)) return resize_sizes(p, in, y, NULL, e);
   float scales[ENG_MAX_DIMS];
   TRY(eng_ops__resize_scales(p, in, n_in, NULL, scales, e));
   for (int d = 0; d < r; d++) {
