@@ -35,7 +35,10 @@ import families  # noqa: E402
 
 
 def _first_line(ex):
-    s = str(ex).strip().splitlines()
+    """The reason in one line: torch.onnx's wrapper errors say only which step failed, their cause says why."""
+    while ex.__cause__ is not None:
+        ex = ex.__cause__
+    s = [l for l in str(ex).strip().splitlines() if l.strip()]
     return "%s: %s" % (type(ex).__name__, (s[0] if s else "")[:300])
 
 

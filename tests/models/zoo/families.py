@@ -142,11 +142,19 @@ def _wrap(model, in_names, out_keys):
             super().__init__()
             self.m = model
 
-        def forward(self, *xs):
+        def run(self, xs):
             out = self.m(**dict(zip(in_names, xs)))
             return tuple(out[k] for k in out_keys)
 
-    return Wrapped()
+    class Wrapped1(Wrapped):  # fixed arity: torch.export matches dynamic_shapes to the arguments
+        def forward(self, a):
+            return self.run((a,))
+
+    class Wrapped2(Wrapped):
+        def forward(self, a, b):
+            return self.run((a, b))
+
+    return Wrapped1() if len(in_names) == 1 else Wrapped2()
 
 
 def _tiny_text(tf, kind):
