@@ -157,6 +157,9 @@ void k_where(void *y, const uint8_t *cond, const void *a, const void *b, size_t 
 // y = x repeated along the dims where xdims[i] is 1 (Expand)
 void k_expand(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
               const int64_t *xdims);
+// y = x repeated ydims[i] / xdims[i] times along each dim (Tile): y[i] = x[i mod xdims]; every
+// ydims[i] a multiple of xdims[i] > 0 (or 0: nothing written); ndim 0 copies one element
+void k_tile(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims, const int64_t *xdims);
 
 // --- indexing (kernels/index/k_index.c), any element size
 // Gather along an axis: x viewed as [outer, axis_len, inner]; idx holds
