@@ -107,6 +107,12 @@ def feeds(inputs, rng, batch, seq=HF_SEQ):
     return out
 
 
+def dynamic_length(name):
+    """The length feeds give a family's dynamic non-batch dims: tokens, or waveform samples."""
+    kind = FAMILIES.get(name, ("text", HF_SEQ))[0]
+    return AUDIO_SAMPLES if kind == "audio" else HF_SEQ
+
+
 def np_of_elem(elem):
     return {1: np.float32, 10: np.float16, 11: np.float64, 6: np.int32, 7: np.int64, 9: np.bool_, 2: np.uint8}[elem]
 
@@ -238,7 +244,8 @@ def _tiny_audio(tf, kind):
         cfg = tf.WhisperConfig(vocab_size=VOCAB, num_mel_bins=WHISPER_MELS, encoder_layers=2,
                                encoder_attention_heads=4, decoder_layers=1, decoder_attention_heads=4,
                                d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128,
-                               max_source_positions=WHISPER_FRAMES // 2, max_target_positions=32)
+                               max_source_positions=WHISPER_FRAMES // 2, max_target_positions=32,
+                               pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
         return tf.WhisperModel(cfg).get_encoder()
     if kind == "audio-spectrogram-transformer":
         return tf.ASTModel(tf.ASTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
