@@ -223,13 +223,17 @@ def table(rows, export=None):
                 notes.append("%s: export: %s" % (g, x.get("error", "")))
             elif r is None:
                 cells.append("-")
+                continue
             elif not r["loads"]:
                 cells.append("exported, **does not load**")
                 notes.append("%s: %s" % (g, r.get("why", "")))
             else:
                 t = {True: "matches PyTorch", False: "**differs from PyTorch**", None: "PyTorch not run"}[r.get("torch")]
                 o_ = "matches onnxruntime" if r.get("ort") else "**differs from onnxruntime**"
-                cells.append("loads, %s, %s" % (o_, t))
+                fixed = x is not None and not any(0 in a for a in x.get("dynamic", {}).values())
+                cells.append("loads, %s, %s%s" % (o_, t, " (batch fixed by the exporter)" if fixed else ""))
+                if x is not None and x.get("refused_dynamic"):
+                    notes.append("%s: export: %s" % (g, "; ".join(x["refused_dynamic"])[:400]))
                 if r.get("why"):
                     notes.append("%s: %s" % (g, r["why"]))
         lines.append("| " + " | ".join(cells) + " |")

@@ -77,6 +77,13 @@ def _export_dynamo(m, args, in_names, out_names, dyn_axes, opset, path):
     raise RuntimeError("; ".join(errors))
 
 
+def _eager_attention(m):
+    for mod in m.modules():
+        cfg = getattr(mod, "config", None)
+        if cfg is not None and hasattr(cfg, "_attn_implementation"):
+            cfg._attn_implementation = "eager"
+
+
 def slim(model):
     """Drops what the dynamo exporter writes for people (each node's stack trace and source names in
     metadata_props, doc strings): 90 % of a stripped tiny graph's bytes, no part of its meaning."""
@@ -111,7 +118,17 @@ def export_one(name, out, strip_dir, device):
             if exporter == "ts":
                 axes, notes = _export_ts(m, args, in_names, out_names, dyn_axes, opset, path), []
             else:
-                axes, notes = _export_dynamo(m, args, in_names, out_names, dyn_axes, opset, path)
+                try:
+                    axes, notes = _export_dynamo(m, args, in_names, out_names, dyn_axes, opset, path)
+                except Exception as ex:
+                    if not name.startswith("hf_"):
+                        raise
+                    # transformers' SDPA attention is what torch.export refuses in some families (a view
+                    # of a transposed tensor); their eager attention computes the same and exports
+                    first = _first_line(ex)
+                    _eager_attention(m)
+                    axes, notes = _export_dynamo(m, args, in_names, out_names, dyn_axes, opset, path)
+                    notes = ["attn_implementation=sdpa refused, exported with eager attention: " + first] + notes
             model = onnx.load(path)
             ops = sorted({n.op_type for n in model.graph.node} | {n.op_type for f in model.functions for n in f.node})
             r = {"exported": True, "dynamic": axes, "ops": ops, "bytes": os.path.getsize(path),
