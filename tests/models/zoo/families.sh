@@ -11,7 +11,9 @@
 #     OUT_DIR     where graphs, PyTorch's outputs, results and tables go (default ./families_out)
 #     PYTHON      a python with torch, torchvision, transformers, onnx, onnxscript, onnxruntime, numpy
 #                 (default /opt/torch/.venv/bin/python, the device venv); no pytest or tritonclient needed
-# FAMILIES=name,... picks some. Exit status 0 when every exported graph loads and matches everywhere.
+# FAMILIES=name,... picks some; SKIP_EXPORT=1 reuses what OUT_DIR holds (the device machine allows 10
+# minutes a command: export in slices, e.g. FAMILIES=tv_vgg11,tv_alexnet, then check with SKIP_EXPORT=1;
+# export.json and ref/ accumulate). Exit status 0 when every exported graph loads and matches everywhere.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:?usage: families.sh INFERD_BIN [OUT_DIR] [PYTHON]}
@@ -20,8 +22,10 @@ py=${3:-/opt/torch/.venv/bin/python}
 only=${FAMILIES:-}
 mkdir -p "$out"
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
-"$py" "$here/export_families.py" --out "$out" --strip "$out/stripped" ${only:+--only "$only"} \
-  2>&1 | tee "$out/export.log"
+if [ "${SKIP_EXPORT:-0}" != 1 ]; then
+  "$py" "$here/export_families.py" --out "$out" --strip "$out/stripped" ${only:+--only "$only"} \
+    2>&1 | tee -a "$out/export.log"
+fi
 rc=0
 for kind in cpu gpu none; do
   "$py" "$here/check_families.py" --graphs "$out/graphs" --ref "$out/ref" --export-json "$out/export.json" \
