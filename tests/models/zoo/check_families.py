@@ -23,6 +23,7 @@ Exit status 0 when every exported graph loads and matches, 1 otherwise.
 """
 
 import argparse
+import gzip
 import json
 import os
 import re
@@ -60,13 +61,30 @@ def io_spec(m):
     return [io(v) for v in m.graph.input if v.name not in inits], [io(v) for v in m.graph.output]
 
 
+def list_graphs(folder):
+    """{graph name: path} of the .onnx and .onnx.gz files in folder (the committed ones are gzipped)."""
+    out = {}
+    for f in sorted(os.listdir(folder)):
+        for ext in (".onnx", ".onnx.gz"):
+            if f.endswith(ext):
+                out[f[:-len(ext)]] = os.path.join(folder, f)
+    return out
+
+
+def load(path):
+    if path.endswith(".gz"):
+        with gzip.open(path, "rb") as f:
+            return onnx.load_model_from_string(f.read())
+    return onnx.load(path)
+
+
 def write_repo(repo, graphs, kind):
     """graphs: {graph name: path}. Stripped graphs are refilled with seeded weights (fill.py)."""
     spec = {}
     for g, path in graphs.items():
-        m = onnx.load(path)
+        m = load(path)
         if any(t.doc_string == fill.STRIPPED for t in m.graph.initializer):
-            m = fill.fill_model(path, fill.seed_of(g))
+            m = fill.fill_model(m, fill.seed_of(g))
         d = os.path.join(repo, model_name(g), "1")
         os.makedirs(d, exist_ok=True)
         onnx.save(m, os.path.join(d, "model.onnx"))
@@ -251,7 +269,7 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--table", default="")
     a = ap.parse_args()
-    graphs = {f[:-5]: os.path.join(a.graphs, f) for f in sorted(os.listdir(a.graphs)) if f.endswith(".onnx")}
+    graphs = list_graphs(a.graphs)
     if a.only:
         want = a.only.split(",")
         graphs = {g: p for g, p in graphs.items() if g in want or g.split(".")[0] in want}

@@ -7,7 +7,9 @@ For each family and exporter (TorchScript-based dynamo=False at opset 17, dynamo
   OUT/ref/<name>.npz                         the feeds (batch 2) and PyTorch's outputs for them
   OUT/export.json                            per graph: exported or why not, dynamic axes, ops
 With --strip DIR, a copy of each graph with its large float initializers emptied (export_zoo.strip)
-goes to DIR, the form committed to tests/models/zoo/families/ for CI (fill.py refills it).
+and the dynamo exporter's per-node stack traces dropped (slim) goes to DIR gzipped
+(<name>.onnx.gz), the form committed to tests/models/zoo/families/ with export.json for CI (fill.py
+refills it; 1 MB for all 100 graphs).
 
 The batch axis is dynamic in every export (the example batch is 2: torch.export specialises a
 dimension of size 1); token and waveform lengths too where the exporter accepts it. A dynamo
@@ -18,6 +20,7 @@ given is recorded.
 """
 
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -138,8 +141,9 @@ def export_one(name, out, strip_dir, device):
             if strip_dir:
                 slim(model)
                 export_zoo.strip(model)
-                onnx.save(model, os.path.join(strip_dir, key + ".onnx"))
-                r["stripped_bytes"] = os.path.getsize(os.path.join(strip_dir, key + ".onnx"))
+                with gzip.open(os.path.join(strip_dir, key + ".onnx.gz"), "wb", 9) as f:
+                    f.write(model.SerializeToString())
+                r["stripped_bytes"] = os.path.getsize(os.path.join(strip_dir, key + ".onnx.gz"))
             print("ok   %-45s %8d bytes, dynamic %s" % (key, r["bytes"], axes), flush=True)
         except Exception as ex:  # an exporter that fails is a finding: recorded, the others go on
             r = {"exported": False, "error": _first_line(ex)}

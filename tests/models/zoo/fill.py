@@ -85,7 +85,8 @@ def _draw(rng, dims, role):
 
 
 def fill_model(path, seed):
-    m = onnx.load(path)
+    """path: a graph file, or an already loaded ModelProto (filled in place)."""
+    m = path if isinstance(path, onnx.ModelProto) else onnx.load(path)
     rng = np.random.default_rng(seed)
     roles = _roles(m.graph)
     for i, t in enumerate(m.graph.initializer):
