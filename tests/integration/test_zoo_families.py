@@ -1,7 +1,7 @@
 """Issue 34's families, CI's part: one model per torchvision classification and segmentation family
 and per transformers encoder-only family (text, vision, audio; tiny random configs), as torch's two
 exporters wrote them (tests/models/zoo/families/: TorchScript-based at opset 17, dynamo at 18,
-weights stripped, gzipped: 1 MB for the 100 graphs; exported by export_families.py), weights refilled here by fill.py, served by the
+weights stripped, gzipped: 1.4 MB for the 150 graphs; exported by export_families.py), weights refilled here by fill.py, served by the
 real server WITHOUT config.pbtxt and compared with onnxruntime on the CPU (families.compare, normwise
 rtol 1e-4, the zoo tests' rule), at batch 2 and, where auto-complete gave a batch dimension, batch 1.
 
@@ -30,7 +30,15 @@ GRAPHS = os.path.join(lib.REPO_ROOT, "tests", "models", "zoo", "families")
 HEAVY = {"tv_vgg11", "tv_alexnet", "tv_wide_resnet50_2", "tv_resnext50_32x4d", "tv_fcn_resnet50", "tv_vit_b_16",
          "tv_maxvit_t", "tv_swin_v2_t", "tv_swin_t", "tv_convnext_tiny", "tv_efficientnet_v2_s", "tv_densenet121",
          "tv_inception_v3"}
-KNOWN = {}  # graph -> why it does not load / match yet
+KNOWN = {}  # graph -> why it does not load / match yet (none on the CPU today)
+# fill.py's random weights (no BatchNormalization left to rescale: the exporters fold it into the
+# convolutions) make these deep nets overflow or chaotic: onnxruntime's own logits are inf/NaN
+# (DenseNet-121 ts17, MaxViT ts17, LeViT ts17) or reach 1e6 through EfficientNetV2's residual and
+# squeeze-excitation blocks, where sigmoids saturate and a last-bit difference flips them. With
+# torch's own initialisation they match onnxruntime and PyTorch to 1e-4 (families.sh); here they
+# are skipped, saying so, when INFERD_FAMILIES selects them.
+FILL_UNSTABLE = {"tv_densenet121.ts17", "tv_maxvit_t.ts17", "hf_levit.ts17", "tv_efficientnet_v2_s.ts17",
+                 "tv_efficientnet_v2_s.dynamo18"}
 
 
 def _committed():
@@ -51,8 +59,17 @@ def _wanted():
 
 
 def _params():
-    return [pytest.param(g, marks=pytest.mark.xfail(reason=KNOWN[g], strict=True)) if g in KNOWN else g
-            for g in sorted(_wanted())]
+    out = []
+    for g in sorted(_wanted()):
+        if g in KNOWN:
+            out.append(pytest.param(g, marks=pytest.mark.xfail(reason=KNOWN[g], strict=True)))
+        elif g in FILL_UNSTABLE:
+            out.append(pytest.param(g, marks=pytest.mark.skip(
+                reason="fill.py's random weights make this net overflow or chaotic (see FILL_UNSTABLE); "
+                       "families.sh checks it with torch's weights")))
+        else:
+            out.append(g)
+    return out
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ For each family and exporter (TorchScript-based dynamo=False at opset 17, dynamo
 With --strip DIR, a copy of each graph with its large float initializers emptied (export_zoo.strip)
 and the dynamo exporter's per-node stack traces dropped (slim) goes to DIR gzipped
 (<name>.onnx.gz), the form committed to tests/models/zoo/families/ with export.json for CI (fill.py
-refills it; 1 MB for all 100 graphs).
+refills it; 1.4 MB for all 150 graphs).
 
 The batch axis is dynamic in every export (the example batch is 2: torch.export specialises a
 dimension of size 1); token and waveform lengths too where the exporter accepts it. A dynamo

@@ -33,6 +33,38 @@ HF_TEXT = ["bert", "roberta", "distilbert", "albert", "electra", "deberta", "deb
 HF_VISION = ["vit", "deit", "beit", "swin", "convnext", "dinov2", "clip_vision_model", "siglip_vision_model"]
 HF_AUDIO = ["wav2vec2", "hubert", "wavlm", "whisper_encoder", "audio-spectrogram-transformer"]
 
+# more encoder-only families, built generically (AutoConfig.for_model + AutoModel.from_config) from
+# tiny settings; their outputs are the tensors the model returns
+_TXT = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=64)
+_VIT = dict(image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=128)
+_W2V = dict(vocab_size=32, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+            conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=4)
+HF_MORE = {
+    # text
+    "ernie": ("text", _TXT), "roformer": ("text", dict(_TXT, embedding_size=64)), "data2vec-text": ("text", _TXT),
+    "squeezebert": ("text", dict(_TXT, embedding_size=64)),
+    "megatron-bert": ("text", _TXT), "fnet": ("text", _TXT), "esm": ("text", dict(_TXT, pad_token_id=1, mask_token_id=2)),
+    "rembert": ("text", dict(_TXT, input_embedding_size=32, output_embedding_size=32)), "ibert": ("text", _TXT),
+    # vision
+    "data2vec-vision": ("image", _VIT), "vit_msn": ("image", _VIT), "dinov2_with_registers": ("image", _VIT),
+    "swinv2": ("image", dict(image_size=32, patch_size=2, embed_dim=16, depths=[1, 1], num_heads=[2, 4], window_size=4)),
+    "convnextv2": ("image", dict(num_channels=3, hidden_sizes=[16, 32], depths=[1, 1], num_stages=2)),
+    "resnet": ("image", dict(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic")),
+    "mobilevit": ("image", dict(image_size=64)), "segformer": ("image", {}), "pvt": ("image", dict(image_size=64)),
+    "focalnet": ("image", dict(image_size=32, patch_size=2, embed_dim=16, depths=[1, 1], focal_levels=[2, 2],
+                               focal_windows=[3, 3])),
+    "levit": ("image", dict(image_size=64, hidden_sizes=[32, 64, 96], num_attention_heads=[2, 2, 2],
+                            depths=[1, 1, 1], key_dim=[8, 8, 8])),
+    # audio
+    "data2vec-audio": ("audio", _W2V), "unispeech": ("audio", _W2V), "unispeech-sat": ("audio", _W2V),
+    "wav2vec2-conformer": ("audio", _W2V), "sew": ("audio", dict(_W2V, squeeze_factor=2)),
+    "sew-d": ("audio", dict(_W2V, squeeze_factor=2, position_buckets=16, max_relative_positions=32)),
+}
+MORE_IMAGE_SIZE = {"mobilevit": 64, "pvt": 64, "levit": 64, "segformer": 64}
+
 # torchvision input sizes: 224 where the architecture fixes it (ViT, Swin, MaxViT, and the
 # classifiers whose adaptive pooling the TorchScript exporter only writes for exact divisors:
 # AlexNet, VGG), smaller elsewhere so the CPU run stays short.
@@ -66,6 +98,8 @@ for _n in HF_VISION:
     FAMILIES[hf(_n)] = ("image", 32)
 for _n in HF_AUDIO:
     FAMILIES[hf(_n)] = ("audio", None)
+for _n, (_k, _) in HF_MORE.items():
+    FAMILIES[hf(_n)] = (_k, HF_SEQ if _k == "text" else MORE_IMAGE_SIZE.get(_n, 32) if _k == "image" else None)
 FAMILIES[hf("whisper_encoder")] = ("spectrogram", (WHISPER_MELS, WHISPER_FRAMES))
 FAMILIES[hf("audio-spectrogram-transformer")] = ("spectrogram", (AST_FRAMES, AST_BINS))
 
@@ -277,6 +311,9 @@ def build(name, batch=2):
         return m, (torch.randn(batch, 3, size, size),), ["input"], outs, {"input": [0]}
     import transformers as tf
     short = name[3:].replace("_", "-")
+    more = next((k for k in HF_MORE if hf(k) == name), None)
+    if more is not None:
+        return _build_more(tf, more, kind, size, batch)
     if kind == "text":
         short = next(k for k in HF_TEXT if hf(k) == name)
         m = _tiny_text(tf, short)
@@ -328,3 +365,24 @@ def seed_of(name):
     """The torch seed a family's weights and example inputs are drawn with (stable across runs)."""
     import zlib
     return zlib.crc32(name.encode()) % 100000
+
+
+def _build_more(tf, short, kind, size, batch):
+    """HF_MORE's families: AutoModel from a tiny AutoConfig; outputs: the tensors it returns."""
+    import torch
+    cfg = tf.AutoConfig.for_model(short, **HF_MORE[short][1])
+    m = tf.AutoModel.from_config(cfg).eval()
+    if kind == "text":
+        ids = torch.randint(3, VOCAB, (batch, size))
+        mask = torch.ones_like(ids)
+        mask[1:, size - 3:] = 0
+        args, in_names, dyn = (ids, mask), ["input_ids", "attention_mask"], {"input_ids": [0, 1],
+                                                                              "attention_mask": [0, 1]}
+    elif kind == "image":
+        args, in_names, dyn = (torch.randn(batch, 3, size, size),), ["pixel_values"], {"pixel_values": [0]}
+    else:
+        args, in_names, dyn = (torch.randn(batch, AUDIO_SAMPLES),), ["input_values"], {"input_values": [0, 1]}
+    with torch.no_grad():
+        out = m(**dict(zip(in_names, args)))
+    outs = [k for k in ("last_hidden_state", "pooler_output") if isinstance(out.get(k), torch.Tensor)]
+    return _wrap(m, in_names, outs).eval(), args, in_names, outs, dyn
