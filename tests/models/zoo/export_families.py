@@ -141,7 +141,7 @@ def export_one(name, out, strip_dir, device):
             if strip_dir:
                 slim(model)
                 export_zoo.strip(model)
-                with gzip.open(os.path.join(strip_dir, key + ".onnx.gz"), "wb", 9) as f:
+                with gzip.GzipFile(os.path.join(strip_dir, key + ".onnx.gz"), "wb", 9, mtime=0) as f:
                     f.write(model.SerializeToString())
                 r["stripped_bytes"] = os.path.getsize(os.path.join(strip_dir, key + ".onnx.gz"))
             print("ok   %-45s %8d bytes, dynamic %s" % (key, r["bytes"], axes), flush=True)
