@@ -3,7 +3,8 @@ and per transformers encoder-only family (text, vision, audio; tiny random confi
 exporters wrote them (tests/models/zoo/families/: TorchScript-based at opset 17, dynamo at 18,
 weights stripped, gzipped: 1.4 MB for the 150 graphs; exported by export_families.py), weights refilled here by fill.py, served by the
 real server WITHOUT config.pbtxt and compared with onnxruntime on the CPU (families.compare, normwise
-rtol 1e-4, the zoo tests' rule), at batch 2 and, where auto-complete gave a batch dimension, batch 1.
+rtol 1e-4, the zoo tests' rule), at batch 2 and, where auto-complete gave a batch dimension, batch 1;
+every graph keeps a dynamic batch axis, so auto-complete must give max_batch_size 4.
 
 PyTorch as the oracle, GPU instances and the graphs left out here run on the GPU machine:
 tests/models/zoo/families.sh (check_families.py is the driver both use).
@@ -107,3 +108,7 @@ def test_family_serves_like_onnxruntime(fam, graph):
     assert r["loads"], "%s does not load: %s" % (graph, r.get("why"))
     assert r["ort"], "%s: %s" % (graph, r.get("why"))
     assert "why" not in r, r["why"]
+    # auto-complete read the batch axis the exporters left dynamic: Triton's default max_batch_size 4
+    dynamic = all(t["dims"] and t["dims"][0] == -1 for t in spec[graph]["inputs"] + spec[graph]["outputs"])
+    assert r["max_batch_size"] == (4 if dynamic else 0), (graph, r["max_batch_size"], spec[graph])
+    assert dynamic, "%s: the exporter fixed the batch axis (export.json says which axes it kept)" % graph
