@@ -110,6 +110,9 @@ int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, int64_t axis
 // copies one element.
 int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
                   const int64_t *xdims, cudaStream_t stream, err *e);
+// Tile (k_tile): y[i] = x[i mod xdims], each ydims[i] a multiple of xdims[i].
+int k_tile_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims, const int64_t *xdims,
+                cudaStream_t stream, err *e);
 int k_gather_elements_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
                            int axis, const void *idx, int idx_i32, const int64_t *idims,
                            cudaStream_t stream, err *e);

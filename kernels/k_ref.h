@@ -157,6 +157,9 @@ void k_where(void *y, const uint8_t *cond, const void *a, const void *b, size_t 
 // y = x repeated along the dims where xdims[i] is 1 (Expand)
 void k_expand(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
               const int64_t *xdims);
+// y = x repeated ydims[i] / xdims[i] times along each dim (Tile): y[i] = x[i mod xdims]; every
+// ydims[i] a multiple of xdims[i] > 0 (or 0: nothing written); ndim 0 copies one element
+void k_tile(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims, const int64_t *xdims);
 
 // --- indexing (kernels/index/k_index.c), any element size
 // Gather along an axis: x viewed as [outer, axis_len, inner]; idx holds
@@ -368,6 +371,12 @@ void k_lp_norm(float *y, const float *x, size_t outer, size_t axis_len, size_t i
 // dims are copied. y may alias x.
 int k_rotary(float *y, const float *x, const float *cos_c, const float *sin_c, const int64_t *pos, int64_t max_pos,
              int64_t b, int64_t s, int64_t h, int64_t d, int64_t rot, int heads_first, int interleaved);
+
+// DFT along one axis (kernels/gemm/k_dft.c): x as [outer, n, inner, 1 or 2 (complex_in)], zero-padded
+// or truncated to len along n; y as [outer, bins, inner, 2] holding bins 0..bins-1 (len, or len/2 + 1
+// for a one-sided transform); inverse uses exp(+2 pi i k j / len) and divides by len. -1: no memory.
+int k_dft_f32(float *y, const float *x, size_t outer, int64_t n, size_t inner, int complex_in, int64_t len,
+              int64_t bins, int inverse);
 
 // Einsum over up to K_EINSUM_MAX_IN operands (kernels/gemm/k_einsum.c): n_labels
 // labels, the n_out output ones first (in the output's order, y row-major

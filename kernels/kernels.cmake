@@ -13,6 +13,7 @@ add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/elem/k_cast.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/k_quant.c
   ${CMAKE_CURRENT_LIST_DIR}/gemm/k_einsum.c
+  ${CMAKE_CURRENT_LIST_DIR}/gemm/k_dft.c
   ${CMAKE_CURRENT_LIST_DIR}/gemm/k_rnn.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/k_conv.c
   ${CMAKE_CURRENT_LIST_DIR}/index/k_index.c

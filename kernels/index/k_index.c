@@ -1,5 +1,5 @@
 // kernels/index/k_index.c: data movement of any element size: broadcasting copies
-// (Where, Expand), Gather, GatherElements, GatherND, Slice, Pad and Trilu.
+// (Where, Expand, Tile), Gather, GatherElements, GatherND, Slice, Pad and Trilu.
 // Most walk the output once with an odometer and compute the source offset
 // per element: these ops move shape tensors and small masks far more often
 // than activations, so clarity wins over speed here.
@@ -63,6 +63,36 @@ void k_expand(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims
   for (int64_t i = 0; i < n; i++) {
     memcpy(py + (size_t)i * esz, px + (size_t)off[0] * esz, esz);
     step(ndim, ydims, idx, 1, st, off);
+  }
+}
+
+void k_tile(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims, const int64_t *xdims) {
+  int64_t n = count(ndim, ydims), idx[K_MAX_DIMS] = {0}, xst[K_MAX_DIMS];
+  if (n <= 0) return;
+  if (ndim == 0) {
+    memcpy(y, x, esz);
+    return;
+  }
+  int64_t acc = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    xst[i] = acc;
+    acc *= xdims[i];
+  }
+  // the innermost run of x is contiguous: copied whole, once per repeat of the last dim
+  int64_t run = xdims[ndim - 1], runs = n / run;
+  size_t rb = (size_t)run * esz;
+  uint8_t *py = y;
+  const uint8_t *px = x;
+  for (int64_t r = 0; r < runs; r++) {
+    int64_t off = 0;
+    for (int i = 0; i < ndim - 1; i++) off += (idx[i] % xdims[i]) * xst[i];
+    memcpy(py + (size_t)r * rb, px + (size_t)off * esz, rb);
+    // odometer over the output's runs: the last dim counts runs of x, the others elements
+    for (int i = ndim - 1; i >= 0; i--) {
+      int64_t lim = i == ndim - 1 ? ydims[i] / run : ydims[i];
+      if (++idx[i] < lim) break;
+      idx[i] = 0;
+    }
   }
 }
 

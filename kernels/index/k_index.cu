@@ -345,6 +345,27 @@ __global__ void expand_kernel(T *y, const T *x, size_t n, explan p) {
   }
 }
 
+// Tile: the source index is the output index modulo x's dims.
+struct tileplan {
+  int nd;
+  int64_t dims[K_MAX_DIMS], xd[K_MAX_DIMS], xst[K_MAX_DIMS];
+};
+
+template <class T>
+__global__ void tile_kernel(T *y, const T *x, size_t n, tileplan p) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    size_t rem = i;
+    int64_t off = 0;
+    for (int d = p.nd - 1; d >= 0; d--) {
+      size_t dim = (size_t)p.dims[d], q = rem / dim;
+      off += (int64_t)((rem - q * dim) % (size_t)p.xd[d]) * p.xst[d];
+      rem = q;
+    }
+    y[i] = x[off];
+  }
+}
+
 }  // namespace
 
 extern "C" int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
@@ -391,6 +412,37 @@ extern "C" int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const
   if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
   unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
   K_BY_ESZ(esz, (expand_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
+}
+
+extern "C" int k_tile_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
+                           const int64_t *xdims, cudaStream_t stream, err *e) {
+  const char *kn = "k_tile_cuda";
+  TRY(check_esz(kn, esz, e));
+  if (ndim < 0 || ndim > K_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kn, ndim, K_MAX_DIMS);
+  if (ndim > 0 && (!ydims || !xdims)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
+  tileplan p;
+  p.nd = ndim > 0 ? ndim : 1;
+  p.dims[0] = 1, p.xd[0] = 1, p.xst[0] = 0;
+  uint64_t n = 1;
+  int64_t acc = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    if (ydims[d] < 0 || (ydims[d] > 0 && (xdims[d] <= 0 || ydims[d] % xdims[d] != 0)))
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: axis %d: dim %lld is no multiple of %lld", kn, d,
+                     (long long)ydims[d], (long long)xdims[d]);
+    p.dims[d] = ydims[d];
+    p.xd[d] = xdims[d] > 0 ? xdims[d] : 1;
+    p.xst[d] = acc;
+    acc *= xdims[d];
+    if (__builtin_mul_overflow(n, (uint64_t)ydims[d], &n))
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+  }
+  if (n == 0) return 0;
+  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
+  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
+  K_BY_ESZ(esz, (tile_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
   K_LAUNCH_CHECK(e, kn);
   return 0;
 }

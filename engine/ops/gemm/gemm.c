@@ -221,5 +221,7 @@ const eng_op_def eng_ops__gemm[] = {
     {"LSTM", 3, 8, 0, 3, ENG_OP_OUT0_OPTIONAL, eng_ops__parse_rnn, eng_ops__infer_rnn, eng_ops__run_rnn, 0, NULL, NULL},
     {"Einsum", 1, K_EINSUM_MAX_IN, 1, 1, 0, eng_ops__parse_einsum, eng_ops__infer_einsum, eng_ops__run_einsum, 0,
      NULL, NULL},
+    {"DFT", 1, 3, 1, 1, 0, eng_ops__parse_dft, eng_ops__infer_dft, eng_ops__run_dft, ENG_IN(1) | ENG_IN(2), NULL,
+     NULL},
 };
 const size_t eng_ops__n_gemm = sizeof eng_ops__gemm / sizeof eng_ops__gemm[0];

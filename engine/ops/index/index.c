@@ -812,6 +812,32 @@ static int run_expand(const eng_op_params *p, const eng_tensor *in, int n_in, en
   return 0;
 }
 
+// --- Tile (repeats read while planning: DeBERTa's relative-position bias, torch's repeat)
+
+static int tile_dims(const eng_tensor *in, int64_t *y, err *e) {
+  int64_t reps[ENG_MAX_DIMS];
+  int nr;
+  TRY(eng_ops__read_ints(&in[1], "repeats", reps, ENG_MAX_DIMS, &nr, e));
+  if (nr != in[0].ndims)
+    return err_set(e, ERR_INVALID_ARGUMENT, "repeats has %d values for an input of rank %d", nr, in[0].ndims);
+  for (int i = 0; i < nr; i++) {
+    if (reps[i] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "negative repeat %lld", (long long)reps[i]);
+    if (__builtin_mul_overflow(in[0].dims[i], reps[i], &y[i]))
+      return err_set(e, ERR_INVALID_ARGUMENT, "dim %d overflows", i);
+  }
+  return eng_ops__checked_numel(nr, y, "result", e);
+}
+
+
+static int run_tile(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                    err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  int64_t y[ENG_MAX_DIMS];
+  TRY(tile_dims(in, y, e));
+  k_tile(out[0].data, in[0].data, eng_elem_size(in[0].dt), in[0].ndims, y, in[0].dims);
+  return 0;
+}
+
 // --- Trilu (upper or lower triangle of the last two dims; k shifts the diagonal)
 
 static int parse_trilu(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
@@ -953,7 +979,6 @@ const eng_op_def eng_ops__index[] = {
     {"SpaceToDepth", 1, 1, 1, 1, 0, eng_ops__parse_space, eng_ops__infer_space, eng_ops__run_space, 0, NULL, NULL},
     {"ReverseSequence", 2, 2, 1, 1, 0, eng_ops__parse_revseq, eng_ops__infer_revseq, eng_ops__run_revseq, 0, NULL,
      NULL},
-    {"Tile", 2, 2, 1, 1, 0, op_parse_none, eng_ops__infer_tile, eng_ops__run_tile, ENG_IN(1), NULL, NULL},
     {"OneHot", 3, 3, 1, 1, 0, eng_ops__parse_onehot, eng_ops__infer_onehot, eng_ops__run_onehot, ENG_IN(1), NULL,
      NULL},
     {"EyeLike", 1, 1, 1, 1, ENG_OP_SHAPE_ONLY, eng_ops__parse_eyelike, eng_ops__infer_eyelike, eng_ops__run_eyelike, 0,
@@ -982,6 +1007,7 @@ const eng_op_def eng_ops__index[] = {
     {"Range", 3, 3, 1, 1, 0, op_parse_none, infer_range, run_range,
      ENG_IN(0) | ENG_IN(1) | ENG_IN(2), NULL, NULL},
     {"Expand", 2, 2, 1, 1, ENG_OP_ELEMWISE, op_parse_none, infer_expand, run_expand, ENG_IN(1), NULL, NULL},
+    {"Tile", 2, 2, 1, 1, 0, op_parse_none, eng_ops__infer_tile, run_tile, ENG_IN(1), NULL, NULL},
     {"GatherElements", 2, 2, 1, 1, 0, parse_gather, infer_gather_elements, run_gather_elements, 0,
      NULL, NULL},
     {"GatherND", 2, 2, 1, 1, 0, parse_gather_nd, infer_gather_nd, run_gather_nd, 0, NULL, NULL},

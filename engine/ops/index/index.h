@@ -36,7 +36,6 @@ int eng_ops__run_revseq(const eng_op_params *p, const eng_tensor *in, int n_in, 
                         err *e);
 // Tile and OneHot (index_space.c, CPU only)
 int eng_ops__infer_tile(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
-int eng_ops__run_tile(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
 int eng_ops__parse_onehot(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
 int eng_ops__infer_onehot(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                           err *e);

@@ -106,6 +106,15 @@ static int expand_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   return k_expand_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), nd, out[0].dims, xd, c->stream, e);
 }
 
+// Tile: the planner's output dims are this run's (the repeats were read while shapes were inferred).
+static int tile_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                    int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  if (in[0].ndims != out[0].ndims) return err_set(e, ERR_INTERNAL, "Tile: rank %d into %d", in[0].ndims, out[0].ndims);
+  return k_tile_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), out[0].ndims, out[0].dims, in[0].dims,
+                     c->stream, e);
+}
+
 static int gather_elements_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
                                eng_tensor *out, int n_out, err *e) {
   (void)n_in, (void)n_out;
@@ -210,6 +219,7 @@ const cuda_op eng_cuda__index_ops[] = {
     {.op_type = "Concat", .run = run_concat, .half = eng_cuda__half_always},
     {.op_type = "Gather", .run = gather_run, .half = eng_cuda__half_always},
     {.op_type = "Expand", .run = expand_run, .half = eng_cuda__half_always},
+    {.op_type = "Tile", .run = tile_run, .half = eng_cuda__half_always},
     {.op_type = "GatherElements", .run = gather_elements_run, .half = eng_cuda__half_always},
     {.op_type = "GatherND", .run = gather_nd_run, .half = eng_cuda__half_always},
     {.op_type = "Trilu", .run = trilu_run, .half = eng_cuda__half_always, .init = trilu_init,

@@ -175,40 +175,6 @@ int eng_ops__infer_tile(const eng_op_params *p, const eng_tensor *in, int n_in, 
   return 0;
 }
 
-// Row by row of the output's last dim: each is the input's row (picked by
-// the other dims modulo the input's) repeated along it.
-int eng_ops__run_tile(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
-                      err *e) {
-  (void)p, (void)n_in, (void)n_out, (void)e;
-  const eng_tensor *x = &in[0];
-  int r = x->ndims;
-  size_t esz = eng_elem_size(x->dt), ny = op_numel(&out[0]);
-  if (!ny) return 0;
-  if (r == 0) {
-    memcpy(out[0].data, x->data, esz);
-    return 0;
-  }
-  const int64_t *yd = out[0].dims;
-  size_t row = (size_t)x->dims[r - 1] * esz, rows = ny / (size_t)yd[r - 1];
-  int64_t idx[ENG_MAX_DIMS] = {0}, xs[ENG_MAX_DIMS];
-  int64_t acc = 1;
-  for (int d = r - 1; d >= 0; d--) {
-    xs[d] = acc;
-    acc *= x->dims[d];
-  }
-  uint8_t *dst = out[0].data;
-  const uint8_t *src = x->data;
-  for (size_t k = 0; k < rows; k++) {
-    int64_t off = 0;
-    for (int d = 0; d < r - 1; d++) off += (idx[d] % x->dims[d]) * xs[d];
-    for (int64_t t = 0; t < yd[r - 1] / x->dims[r - 1]; t++, dst += row) memcpy(dst, src + (size_t)off * esz, row);
-    for (int d = r - 2; d >= 0; d--) {
-      if (++idx[d] < yd[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return 0;
-}
 
 // --- OneHot: indices (any number type), depth (a scalar read while
 // inferring shapes), values [off, on] (the output's type); p->axis where

@@ -85,7 +85,8 @@ def _draw(rng, dims, role):
 
 
 def fill_model(path, seed):
-    m = onnx.load(path)
+    """path: a graph file, or an already loaded ModelProto (filled in place)."""
+    m = path if isinstance(path, onnx.ModelProto) else onnx.load(path)
     rng = np.random.default_rng(seed)
     roles = _roles(m.graph)
     for i, t in enumerate(m.graph.initializer):
@@ -104,6 +105,11 @@ def fill_model(path, seed):
     return m
 
 
+def seed_of(name, seed=0):
+    """The weight seed of graph `name` (write_repo's and check_families.py's)."""
+    return seed + zlib.crc32(name.encode()) % 1000
+
+
 def write_repo(out, names, max_batch=4, seed=0, configs=None):
     """Writes REPO/<name with '.' -> '_'>/1/model.onnx for each graph name, and a config.pbtxt
     (max_batch_size, dynamic_batching, no tensors) for those in `configs` (None: every one; an empty
@@ -113,7 +119,7 @@ def write_repo(out, names, max_batch=4, seed=0, configs=None):
     spec = {}
     for name in names:
         model_name = name.replace(".", "_")
-        m = fill_model(available()[name], seed + zlib.crc32(name.encode()) % 1000)
+        m = fill_model(available()[name], seed_of(name, seed))
         d = os.path.join(out, model_name, "1")
         os.makedirs(d, exist_ok=True)
         onnx.save(m, os.path.join(d, "model.onnx"))

@@ -558,6 +558,60 @@ static void test_shape_ops(void) {
   for (int i = 0; i < 24; i++) wx[i] = xe[(i / 4) % 3];
   expect_f32(b, &ine, 1, 3, d, wx, 0, "Expand");
 
+  // Tile [2,3] by [2,2] -> [4,6], and [1,2,3] by [3,1,2] -> [3,2,6]: y[i] = x[i mod dims(x)]
+  float xt[6] = {0, 1, 2, 3, 4, 5};
+  int64_t dt2[2] = {2, 3}, dt3[3] = {1, 2, 3};
+  eng_tensor int2 = T(DT_FP32, 2, dt2, xt), int3 = T(DT_FP32, 3, dt3, xt);
+  b = unary_model(13, "Tile", F, 2, dt2, "x,r", &n);
+  ob_init(b, "r", I64, 1, (int64_t[]){2}, (int64_t[]){2, 2}, 16);
+  float wt[24];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 6; j++) wt[i * 6 + j] = xt[(i % 2) * 3 + j % 3];
+  expect_f32(b, &int2, 1, 2, (int64_t[]){4, 6}, wt, 0, "Tile 2-D");
+  b = unary_model(13, "Tile", F, 3, dt3, "x,r", &n);
+  ob_init(b, "r", I64, 1, (int64_t[]){3}, (int64_t[]){3, 1, 2}, 24);
+  float wt3[36];
+  for (int a = 0; a < 3; a++)
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 6; j++) wt3[(a * 2 + i) * 6 + j] = xt[i * 3 + j % 3];
+  expect_f32(b, &int3, 1, 3, (int64_t[]){3, 2, 6}, wt3, 0, "Tile 3-D");
+  // a negative repeat, and repeats of the wrong length, are load errors naming the node
+  b = unary_model(13, "Tile", F, 2, dt2, "x,r", &n);
+  ob_init(b, "r", I64, 1, (int64_t[]){2}, (int64_t[]){2, -1}, 16);
+  expect_plan_error(b, "op_type 'Tile'", "negative repeat");
+  b = unary_model(13, "Tile", F, 2, dt2, "x,r", &n);
+  ob_init(b, "r", I64, 1, (int64_t[]){1}, (int64_t[]){2}, 8);
+  expect_plan_error(b, "op_type 'Tile'", "repeats has 1 values");
+
+  // DFT of the real signal 1, 2, 3, 4 ([1, 4, 1], axis 1): 10, -2+2i, -2, -2-2i; onesided: the first 3
+  // bins; inverse of that full spectrum: the signal back (imaginary parts 0); dft_length 6 zero-pads
+  float xf[4] = {1, 2, 3, 4};
+  int64_t df[3] = {1, 4, 1};
+  eng_tensor inf_ = T(DT_FP32, 3, df, xf);
+  b = unary_model(17, "DFT", F, 3, df, "x", &n);
+  expect_f32(b, &inf_, 1, 3, (int64_t[]){1, 4, 2}, (float[]){10, 0, -2, 2, -2, 0, -2, -2}, 1e-5, "DFT");
+  b = unary_model(17, "DFT", F, 3, df, "x", &n);
+  ob_attr_i(b, n, "onesided", 1);
+  expect_f32(b, &inf_, 1, 3, (int64_t[]){1, 3, 2}, (float[]){10, 0, -2, 2, -2, 0}, 1e-5, "DFT onesided");
+  float xs[8] = {10, 0, -2, 2, -2, 0, -2, -2};
+  int64_t ds[3] = {1, 4, 2};
+  eng_tensor ins_ = T(DT_FP32, 3, ds, xs);
+  b = unary_model(17, "DFT", F, 3, ds, "x", &n);
+  ob_attr_i(b, n, "inverse", 1);
+  expect_f32(b, &ins_, 1, 3, ds, (float[]){1, 0, 2, 0, 3, 0, 4, 0}, 1e-5, "DFT inverse");
+  b = unary_model(17, "DFT", F, 3, df, "x,len", &n);
+  ob_init(b, "len", I64, 0, NULL, (int64_t[]){6}, 8);
+  float w6[12];
+  for (int k = 0; k < 6; k++) {  // the reference sum, in double
+    double re = 0, im = 0;
+    for (int j = 0; j < 4; j++) re += xf[j] * cos(2 * M_PI * k * j / 6), im -= xf[j] * sin(2 * M_PI * k * j / 6);
+    w6[2 * k] = (float)re, w6[2 * k + 1] = (float)im;
+  }
+  expect_f32(b, &inf_, 1, 3, (int64_t[]){1, 6, 2}, w6, 1e-5, "DFT dft_length 6");
+  b = unary_model(17, "DFT", F, 3, ds, "x", &n);
+  ob_attr_i(b, n, "onesided", 1);
+  expect_plan_error(b, "op_type 'DFT'", "onesided needs a real input");
+
   // Concat, Unsqueeze and Mul on int64 values
   int64_t iv[2] = {3, 5};
   eng_tensor ini = T(DT_INT64, 1, (int64_t[]){2}, iv);
