@@ -28,6 +28,7 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/http/http_loop.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest_infer.c
+  ${CMAKE_CURRENT_LIST_DIR}/http/rest_generate.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest_job.c
   ${CMAKE_CURRENT_LIST_DIR}/obs/crash.c
   ${CMAKE_CURRENT_LIST_DIR}/obs/log.c
