@@ -482,12 +482,19 @@ void srv_llm_destroy(srv_llm *l) {
   free(l);
 }
 
+// One id of a request's tensor, which may sit unaligned in its message (raw_input_contents).
+static int32_t ld32(const int32_t *p, int64_t i) {
+  int32_t v;
+  memcpy(&v, (const char *)p + i * (int64_t)sizeof v, sizeof v);
+  return v;
+}
+
 // Stop words: TensorRT-LLM's [2, n] layout, row 0 the flat ids, row 1 each word's end offset, -1 padded.
 static int copy_stop_words(llm_req *q, const srv_llm_params *p, int64_t vocab, err *e) {
   if (!p->n_stop) return 0;
   int64_t n_words = 0, prev = 0;
   for (int64_t i = 0; i < p->n_stop; i++) {
-    int64_t off = p->stop_offsets[i];
+    int64_t off = ld32(p->stop_offsets, i);
     if (off < 0) break;
     if (off <= prev || off > p->n_stop)
       return err_set(e, ERR_INVALID_ARGUMENT,
@@ -498,15 +505,15 @@ static int copy_stop_words(llm_req *q, const srv_llm_params *p, int64_t vocab, e
     n_words++;
   }
   for (int64_t i = 0; i < prev; i++)
-    if (p->stop_flat[i] < 0 || p->stop_flat[i] >= vocab)
+    if (ld32(p->stop_flat, i) < 0 || ld32(p->stop_flat, i) >= vocab)
       return err_set(e, ERR_INVALID_ARGUMENT, "stop_words_list: token id %d is outside the vocabulary [0, %" PRId64 ")",
-                     p->stop_flat[i], vocab);
+                     ld32(p->stop_flat, i), vocab);
   if (!n_words) return 0;
   q->stop = malloc((size_t)prev * sizeof *q->stop);
   q->stop_end = malloc((size_t)n_words * sizeof *q->stop_end);
   if (!q->stop || !q->stop_end) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   memcpy(q->stop, p->stop_flat, (size_t)prev * sizeof *q->stop);
-  for (int64_t i = 0; i < n_words; i++) q->stop_end[i] = p->stop_offsets[i];
+  for (int64_t i = 0; i < n_words; i++) q->stop_end[i] = ld32(p->stop_offsets, i);
   q->n_stop_words = n_words;
   return 0;
 }
@@ -515,9 +522,10 @@ int srv_llm_submit(srv_llm *l, const srv_llm_params *p, const srv_llm_sink *sink
   const int64_t V = l->mc->vocab;
   if (p->n_ids < 1) return err_set(e, ERR_INVALID_ARGUMENT, "input_ids is empty: the prompt needs one token at least");
   for (int64_t i = 0; i < p->n_ids; i++)
-    if (p->ids[i] < 0 || p->ids[i] >= V)
+    if (ld32(p->ids, i) < 0 || ld32(p->ids, i) >= V)
       return err_set(e, ERR_INVALID_ARGUMENT,
-                     "input_ids[%" PRId64 "] = %d is outside the model's vocabulary [0, %" PRId64 ")", i, p->ids[i], V);
+                     "input_ids[%" PRId64 "] = %d is outside the model's vocabulary [0, %" PRId64 ")", i,
+                     ld32(p->ids, i), V);
   if (p->n_ids >= l->max_model_len)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "the prompt's %" PRId64 " tokens leave no room to generate within max_model_len %" PRId64,
