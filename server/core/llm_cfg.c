@@ -71,11 +71,9 @@ static void check_listed(char *buf, size_t cap, size_t *len, const char *kind, c
           dtype_config_name(specs[i].dt), dtype_config_name((dtype)dt));
     return;
   }
-  char names[600] = "";
-  size_t o = 0;
-  for (size_t i = 0; i < n && o < sizeof names; i++)
-    o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", i ? ", " : "", specs[i].name);
-  why(buf, cap, len, "%s '%s' is not one of the backend's (%s)", kind, name ? name : "", names);
+  (void)n;
+  why(buf, cap, len, "%s '%s' is not one of the backend's (TensorRT-LLM's names, docs/models.md)", kind,
+      name ? name : "");
 }
 
 // --- parameters
@@ -105,11 +103,7 @@ static void set_param(char *buf, size_t cap, size_t *len, srv_llm_cfg *p, const 
   for (size_t i = 0; i < N_PARAMS; i++)
     if (strcmp(params[i].key, key) == 0) ps = &params[i];
   if (!ps) {
-    char names[400] = "";
-    size_t o = 0;
-    for (size_t i = 0; i < N_PARAMS && o < sizeof names; i++)
-      o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", i ? ", " : "", params[i].key);
-    why(buf, cap, len, "parameter '%s' is not one of the backend's (%s)", key, names);
+    why(buf, cap, len, "parameter '%s' is unknown (docs/models.md lists them)", key);
     return;
   }
   int64_t x;
@@ -157,10 +151,7 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
   if (c->max_batch_size < 0) why(buf, sizeof buf, &len, "max_batch_size %d is negative", c->max_batch_size);
   // absent, the policy is implied (registry.c sets it); present, it must say decoupled
   if (c->model_transaction_policy && !c->model_transaction_policy->decoupled)
-    why(buf, sizeof buf, &len,
-        "the %s backend answers a request with a response per token: model_transaction_policy must be "
-        "{ decoupled: true } (or left out)",
-        SRV_LLM_BACKEND);
+    why(buf, sizeof buf, &len, "model_transaction_policy must be { decoupled: true } or left out (the backend streams)");
   if (c->platform && c->platform[0])
     why(buf, sizeof buf, &len, "backend '%s' takes no platform (the config names '%s')", SRV_LLM_BACKEND, c->platform);
   for (size_t i = 0; i < c->n_input; i++)
@@ -170,16 +161,13 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
     check_listed(buf, sizeof buf, &len, "output", c->output[i]->name, (int)c->output[i]->data_type, out_specs,
                  SRV_LLM_OUT_N);
   if (c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE__NOT_SET)
-    why(buf, sizeof buf, &len,
-        "dynamic_batching, sequence_batching and ensemble_scheduling do not apply: the backend batches every step "
-        "itself (continuous batching)");
+    why(buf, sizeof buf, &len, "dynamic_batching and sequence_batching do not apply (the backend batches each step)");
   int n_inst = 0;
   for (size_t i = 0; i < c->n_instance_group; i++) {
     const Inference__ModelInstanceGroup *g = c->instance_group[i];
     if (g->kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU &&
         g->kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO)
-      why(buf, sizeof buf, &len, "instance_group[%zu]: the %s backend runs on the CPU only (KIND_CPU or KIND_AUTO)", i,
-          SRV_LLM_BACKEND);
+      why(buf, sizeof buf, &len, "instance_group[%zu]: KIND_CPU or KIND_AUTO only", i);
     if (g->count < 0) why(buf, sizeof buf, &len, "instance_group[%zu]: count %d is negative", i, g->count);
     n_inst += g->count > 0 ? g->count : 1;
   }
@@ -199,8 +187,7 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
     why(buf, sizeof buf, &len, "parameters kv_cache_blocks and kv_cache_bytes both size the KV pool: give one");
   if (p->max_batched < p->max_num_seqs)
     why(buf, sizeof buf, &len,
-        "max_num_batched_tokens %" PRId64 " is below max_num_seqs %d (every running sequence's decode token must fit "
-        "a step)",
+        "max_num_batched_tokens %" PRId64 " is below max_num_seqs %d (each running sequence's token must fit a step)",
         p->max_batched, p->max_num_seqs);
   if (len) {
     free(p);

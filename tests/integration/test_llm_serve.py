@@ -81,6 +81,11 @@ def llm_repo(tmp_path_factory):
     add_model(d, "gpt2_small_pool", fixture("gpt2"), {"kv_block_tokens": 4, "kv_cache_blocks": 16,
                                                        "enable_prefix_caching": "false"})
     add_model(d, "slow", slow_fixture(), {"kv_block_tokens": 16})
+    # max_batch_size > 0, as TensorRT-LLM's configs have it: every tensor has a batch dim (of 1)
+    fx = fixture("llama2_bf16_tied")
+    add_model(d, "batched", fx, {"kv_block_tokens": 4, "kv_cache_blocks": 64})
+    p = os.path.join(d, "batched", "config.pbtxt")
+    open(p, "w").write(open(p).read().replace("max_batch_size: 0", "max_batch_size: 8"))
     # a bad config: every reason at once, this model alone fails
     add_model(d, "bad_params", fixture("gpt2"), {"kv_block_tokens": "x", "max_num_seqs": 0, "warp_speed": 9,
                                                   "max_num_batched_tokens": 4})
@@ -397,7 +402,7 @@ def test_bad_config_fails_that_model_alone(srv, client):
     idx = {m.name: m for m in client.get_model_repository_index().models}
     why = idx["bad_params"].reason
     for part in ("kv_block_tokens': 'x' is not an integer", "max_num_seqs': 0 is out of range",
-                 "parameter 'warp_speed' is not one of the backend's"):
+                 "parameter 'warp_speed' is unknown"):
         assert part in why, why
     assert "config.json" in idx["no_ckpt"].reason, idx["no_ckpt"].reason
     # metadata and config show the backend, its tensors and the implied decoupled policy
@@ -513,3 +518,54 @@ def test_metrics_and_statistics(srv, client):
     h0 = metric(srv, "inferd_llm_prefix_cache_hit_tokens_total", "mistral_window")
     run_alone(srv, "mistral_window", fx["prompts"][2], 5)
     assert metric(srv, "inferd_llm_prefix_cache_hit_tokens_total", "mistral_window") >= h0 + 16
+
+
+def test_batched_shapes(srv):
+    """max_batch_size 8: input_ids [1, n], scalars [1, 1], output_ids [1, 1, n] (batch, beam, tokens); a batch
+    of two sequences in one request is refused."""
+    fx = fixture("llama2_bf16_tied")
+    c = grpcclient.InferenceServerClient(grpc_url(srv))
+    q = queue.Queue()
+    c.start_stream(callback=lambda result, error: q.put((result, error)))
+    try:
+        ids = grpcclient.InferInput("input_ids", [1, len(fx["prompts"][1])], "INT32")
+        ids.set_data_from_numpy(np.array([fx["prompts"][1]], dtype=np.int32))
+        n = grpcclient.InferInput("request_output_len", [1, 1], "INT32")
+        n.set_data_from_numpy(np.array([[6]], dtype=np.int32))
+        c.async_stream_infer("batched", [ids, n], request_id="b")
+        result, error = q.get(timeout=WAIT_S)
+        assert error is None, error
+        assert result.as_numpy("output_ids").shape == (1, 1, 6)
+        assert result.as_numpy("output_ids").reshape(-1).tolist() == fx["tokens"][1][:6]
+        assert result.as_numpy("sequence_length").tolist() == [[6]]
+        ids = grpcclient.InferInput("input_ids", [2, 3], "INT32")
+        ids.set_data_from_numpy(np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int32))
+        c.async_stream_infer("batched", [ids], request_id="two")
+        result, error = q.get(timeout=WAIT_S)
+        assert error is not None and "a request carries one sequence" in str(error), error
+    finally:
+        c.stop_stream()
+        c.close()
+
+
+def test_http_stream_client_gone_cancels(srv):
+    """A /generate_stream client that reads two events and leaves: the next writes fail, its sequence is
+    cancelled (blocks back, far fewer tokens than asked)."""
+    import socket
+    import urllib.parse
+    g0 = metric(srv, "inferd_llm_generated_tokens_total", "slow")
+    u = urllib.parse.urlparse(srv.http_url)
+    body = json.dumps({"input_ids": [7, 7, 7], "request_output_len": 4000}).encode()
+    sock = socket.create_connection((u.hostname, u.port), timeout=WAIT_S)
+    sock.sendall(b"POST /v2/models/slow/generate_stream HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    got = b""
+    while got.count(b"data: ") < 2:
+        chunk = sock.recv(65536)
+        assert chunk, got
+        got += chunk
+    assert b"Transfer-Encoding: chunked" in got and b"text/event-stream" in got
+    sock.close()
+    await_metric(srv, "inferd_llm_running_sequences", "slow", lambda v: v == 0)
+    await_metric(srv, "inferd_llm_kv_blocks_used", "slow", lambda v: v == 0)
+    assert metric(srv, "inferd_llm_generated_tokens_total", "slow") - g0 < 1000

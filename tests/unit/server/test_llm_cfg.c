@@ -79,27 +79,34 @@ static void test_params(void) {
 }
 
 static void test_bad(void) {
-  Inference__ModelConfig *c = parse(
-      "name: 'm' backend: 'inferd_llm' model_transaction_policy { decoupled: false } " P("kv_block_tokens", "x")
-          P("max_num_seqs", "0") P("warp", "9") P("kv_cache_blocks", "10") P("kv_cache_bytes", "100")
-              P("enable_prefix_caching", "maybe")
-      "input [ { name: 'input_ids' data_type: TYPE_INT64 dims: [ -1 ] }, { name: 'prompt' data_type: TYPE_STRING "
-      "dims: [ 1 ] } ] dynamic_batching { } instance_group [ { kind: KIND_GPU } ]");
+  // the parameters' mistakes, every one named
+  Inference__ModelConfig *c = parse("name: 'm' backend: 'inferd_llm' " P("kv_block_tokens", "x") P("max_num_seqs", "0")
+                                        P("warp", "9") P("kv_cache_blocks", "10") P("kv_cache_bytes", "100")
+                                            P("enable_prefix_caching", "maybe"));
   if (!c) return;
   srv_llm_cfg *p = NULL;
   err e = {0};
   CHECK_EQ_INT(srv_llm_cfg_create(c, &p, &e), ERR_INVALID_ARGUMENT);
   CHECK(p == NULL);
-  CHECK_CONTAINS(e.msg, "model_transaction_policy must be { decoupled: true }");
   CHECK_CONTAINS(e.msg, "parameter 'kv_block_tokens': 'x' is not an integer");
   CHECK_CONTAINS(e.msg, "parameter 'max_num_seqs': 0 is out of range [1, 4096]");
-  CHECK_CONTAINS(e.msg, "parameter 'warp' is not one of the backend's");
+  CHECK_CONTAINS(e.msg, "parameter 'warp' is unknown");
   CHECK_CONTAINS(e.msg, "kv_cache_blocks and kv_cache_bytes both size the KV pool");
   CHECK_CONTAINS(e.msg, "'maybe' is not true or false");
+  CHECK(strlen(e.msg) < sizeof e.msg - 1);  // every reason fits, none cut
+  config_free(c);
+  // the config's shape: policy, tensors, scheduling, instances
+  c = parse("name: 'm' backend: 'inferd_llm' model_transaction_policy { decoupled: false } "
+            "input [ { name: 'input_ids' data_type: TYPE_INT64 dims: [ -1 ] }, { name: 'prompt' data_type: TYPE_STRING "
+            "dims: [ 1 ] } ] dynamic_batching { } instance_group [ { kind: KIND_GPU } ]");
+  if (!c) return;
+  CHECK_EQ_INT(srv_llm_cfg_create(c, &p, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "model_transaction_policy must be { decoupled: true } or left out");
   CHECK_CONTAINS(e.msg, "input 'input_ids' is TYPE_INT32 in the backend, not TYPE_INT64");
   CHECK_CONTAINS(e.msg, "input 'prompt' is not one of the backend's");
-  CHECK_CONTAINS(e.msg, "dynamic_batching, sequence_batching and ensemble_scheduling do not apply");
-  CHECK_CONTAINS(e.msg, "instance_group[0]: the inferd_llm backend runs on the CPU only");
+  CHECK_CONTAINS(e.msg, "dynamic_batching and sequence_batching do not apply");
+  CHECK_CONTAINS(e.msg, "instance_group[0]: KIND_CPU or KIND_AUTO only");
+  CHECK(strlen(e.msg) < sizeof e.msg - 1);
   config_free(c);
   // the step budget must hold every running sequence's decode token
   c = parse("backend: 'inferd_llm' " P("max_num_seqs", "32") P("max_num_batched_tokens", "16"));
