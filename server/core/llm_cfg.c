@@ -67,8 +67,8 @@ static void check_listed(char *buf, size_t cap, size_t *len, const char *kind, c
   for (size_t i = 0; i < n; i++) {
     if (strcmp(specs[i].name, name ? name : "") != 0) continue;
     if ((dtype)dt != specs[i].dt)
-      why(buf, cap, len, "%s '%s' is %s in the backend, not %s", kind, specs[i].name,
-          dtype_config_name(specs[i].dt), dtype_config_name((dtype)dt));
+      why(buf, cap, len, "%s '%s' is %s in the backend, not %s", kind, specs[i].name, dtype_config_name(specs[i].dt),
+          dtype_config_name((dtype)dt));
     return;
   }
   (void)n;
@@ -108,8 +108,10 @@ static void set_param(char *buf, size_t cap, size_t *len, srv_llm_cfg *p, const 
   }
   int64_t x;
   if (ps->is_bool) {
-    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) x = 1;
-    else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) x = 0;
+    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
+      x = 1;
+    else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
+      x = 0;
     else {
       why(buf, cap, len, "parameter '%s': '%s' is not true or false", key, v);
       return;
@@ -129,8 +131,10 @@ static void set_param(char *buf, size_t cap, size_t *len, srv_llm_cfg *p, const 
     x = ll;
   }
   char *f = (char *)p + ps->off;
-  if (ps->is32) *(int32_t *)f = (int32_t)x;
-  else *(int64_t *)f = x;
+  if (ps->is32)
+    *(int32_t *)f = (int32_t)x;
+  else
+    *(int64_t *)f = x;
 }
 
 int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *e) {
@@ -151,7 +155,8 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
   if (c->max_batch_size < 0) why(buf, sizeof buf, &len, "max_batch_size %d is negative", c->max_batch_size);
   // absent, the policy is implied (registry.c sets it); present, it must say decoupled
   if (c->model_transaction_policy && !c->model_transaction_policy->decoupled)
-    why(buf, sizeof buf, &len, "model_transaction_policy must be { decoupled: true } or left out (the backend streams)");
+    why(buf, sizeof buf, &len,
+        "model_transaction_policy must be { decoupled: true } or left out (the backend streams)");
   if (c->platform && c->platform[0])
     why(buf, sizeof buf, &len, "backend '%s' takes no platform (the config names '%s')", SRV_LLM_BACKEND, c->platform);
   for (size_t i = 0; i < c->n_input; i++)
@@ -176,9 +181,8 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
   int has_blocks = 0, has_bytes = 0;
   for (size_t i = 0; i < c->n_parameters; i++) {
     const char *k = c->parameters[i]->key ? c->parameters[i]->key : "";
-    const char *v = c->parameters[i]->value && c->parameters[i]->value->string_value
-                        ? c->parameters[i]->value->string_value
-                        : "";
+    const char *v =
+        c->parameters[i]->value && c->parameters[i]->value->string_value ? c->parameters[i]->value->string_value : "";
     has_blocks |= strcmp(k, "kv_cache_blocks") == 0;
     has_bytes |= strcmp(k, "kv_cache_bytes") == 0;
     set_param(buf, sizeof buf, &len, p, k, v);

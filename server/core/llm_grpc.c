@@ -90,12 +90,18 @@ static void emit(void *ctx, const int32_t *ids, int64_t n, int final, int code, 
   }
   size_t len = 0;
   uint8_t *buf = pack(r, ids, n, 1, &len);
-  if (!buf) srv_request_send(s, r, NULL, 0, ERR_RESOURCE_EXHAUSTED, "out of memory packing the final response");
-  else srv_request_send(s, r, buf, len, 0, NULL);
+  if (!buf)
+    srv_request_send(s, r, NULL, 0, ERR_RESOURCE_EXHAUSTED, "out of memory packing the final response");
+  else
+    srv_request_send(s, r, buf, len, 0, NULL);
 }
 
-static int cancelled(void *ctx) { return srv_request_cancelled(((gsink *)ctx)->r); }
-static int congested(void *ctx) { return srv_stream_congested(((gsink *)ctx)->r->stream); }
+static int cancelled(void *ctx) {
+  return srv_request_cancelled(((gsink *)ctx)->r);
+}
+static int congested(void *ctx) {
+  return srv_stream_congested(((gsink *)ctx)->r->stream);
+}
 
 static void refuse(srv_server *s, srv_request *r, int code, const char *msg) {
   atomic_fetch_sub(&r->version->stats.pending, 1);
@@ -120,8 +126,10 @@ static int read_params(const srv_request *r, srv_llm_params *p, err *e) {
   *p = (srv_llm_params){.end_id = -1, .sampling = eng_llm_sampling_greedy(), .output_len = SRV_LLM_DEFAULT_OUTPUT_LEN};
   for (int i = 0; i < SRV_LLM_IN_N; i++)
     if (!r->inputs[i].data && r->inputs[i].bytes)
-      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': the %s backend reads its inputs from the request, not from "
-                     "CUDA shared memory", c->in[i].name, SRV_LLM_BACKEND);
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s': the %s backend reads its inputs from the request, not from "
+                     "CUDA shared memory",
+                     c->in[i].name, SRV_LLM_BACKEND);
   if (r->shm_out)
     return err_set(e, ERR_INVALID_ARGUMENT, "the %s backend answers in its responses, not into shared memory",
                    SRV_LLM_BACKEND);
@@ -133,10 +141,10 @@ static int read_params(const srv_request *r, srv_llm_params *p, err *e) {
   p->n_ids = (int64_t)(ids->bytes / sizeof(int32_t));
   int32_t v32;
   int rc;
-#define SCALAR(k, var)                                  \
-  do {                                                  \
-    rc = scalar(r, k, &(var), sizeof(var), e);          \
-    if (rc < 0) return e->code;                         \
+#define SCALAR(k, var)                         \
+  do {                                         \
+    rc = scalar(r, k, &(var), sizeof(var), e); \
+    if (rc < 0) return e->code;                \
   } while (0)
   SCALAR(SRV_LLM_IN_LENGTHS, v32);
   if (rc && v32 != p->n_ids)

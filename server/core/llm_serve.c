@@ -24,20 +24,20 @@
 // --- one request on a runner
 
 typedef struct llm_req {
-  bat_iter_seq seq;  // seq.payload points here
+  bat_iter_seq seq;      // seq.payload points here
   struct llm_req *next;  // the inbox's link
   srv_llm_sink sink;
   eng_llm_sampling sampling;
   int streaming;
   int32_t end_id;
-  int32_t *stop;         // flat stop words
-  int64_t *stop_end;     // end offset of each word
+  int32_t *stop;      // flat stop words
+  int64_t *stop_end;  // end offset of each word
   int64_t n_stop_words;
-  int64_t n_sent;        // generated tokens given to the sink
-  int64_t t_last_us;     // when the last token came (TTFT from t_recv, then ITL)
+  int64_t n_sent;     // generated tokens given to the sink
+  int64_t t_last_us;  // when the last token came (TTFT from t_recv, then ITL)
   struct srv_stats *stats;
   int64_t t_recv_us;
-  int32_t *prompt;       // the copy seq.prompt points to
+  int32_t *prompt;  // the copy seq.prompt points to
 } llm_req;
 
 static void req_free(llm_req *q) {
@@ -88,8 +88,12 @@ struct srv_llm {
   prof_hist *ttft, *itl;
 };
 
-int64_t srv_llm_vocab(const srv_llm *l) { return l->mc->vocab; }
-int64_t srv_llm_max_model_len(const srv_llm *l) { return l->max_model_len; }
+int64_t srv_llm_vocab(const srv_llm *l) {
+  return l->mc->vocab;
+}
+int64_t srv_llm_max_model_len(const srv_llm *l) {
+  return l->max_model_len;
+}
 
 // The wall clock in ms (ModelStatistics' last_inference), here rather than registry.c's: the registry
 // creates the runners, and a call back into it would close a circle (tests/unit/check_circles.py).
@@ -137,11 +141,20 @@ static void req_finish(runner *rn, llm_req *q) {
     int code = ERR_CANCELLED;
     const char *msg = "the request was cancelled";
     switch (s->drop_reason) {
-      case BAT_DROP_DEADLINE: code = ERR_DEADLINE_EXCEEDED, msg = "the request's deadline passed"; break;
-      case BAT_DROP_SHUTDOWN: code = ERR_UNAVAILABLE, msg = "the server is shutting down"; break;
-      case BAT_DROP_QUEUE_TIMEOUT: code = ERR_UNAVAILABLE, msg = "Request timeout expired"; break;
-      case BAT_DROP_INSTANCE_FAILED: code = ERR_INTERNAL, msg = "the model's step failed"; break;
-      default: break;
+      case BAT_DROP_DEADLINE:
+        code = ERR_DEADLINE_EXCEEDED, msg = "the request's deadline passed";
+        break;
+      case BAT_DROP_SHUTDOWN:
+        code = ERR_UNAVAILABLE, msg = "the server is shutting down";
+        break;
+      case BAT_DROP_QUEUE_TIMEOUT:
+        code = ERR_UNAVAILABLE, msg = "Request timeout expired";
+        break;
+      case BAT_DROP_INSTANCE_FAILED:
+        code = ERR_INTERNAL, msg = "the model's step failed";
+        break;
+      default:
+        break;
     }
     count_end(q, 0);
     q->sink.emit(q->sink.ctx, NULL, 0, 1, code, msg);
@@ -232,8 +245,8 @@ static int step(runner *rn) {
     if (!w->sample) continue;
     llm_req *q = w->seq->payload;
     const float *lg = rn->logits + (int64_t)row++ * l->mc->vocab;
-    int32_t tok = eng_llm_sample(rn->sampler, lg, &q->sampling, w->seq->tokens, w->seq->n_tokens,
-                                 (uint64_t)w->seq->n_generated);
+    int32_t tok =
+        eng_llm_sample(rn->sampler, lg, &q->sampling, w->seq->tokens, w->seq->n_tokens, (uint64_t)w->seq->n_generated);
     rn->sampled[k] = tok;
     rn->stopped[k] = (uint8_t)(is_end(l, q, tok) || stop_word_hit(q, w->seq, tok));
     prof_hist_record(w->seq->n_generated == 0 ? l->ttft : l->itl,
@@ -379,11 +392,9 @@ static int runner_open(srv_llm *l, runner *rn, int idx, err *e) {
   pthread_cond_init(&rn->cv, &ca);
   pthread_condattr_destroy(&ca);
   rn->started = 1;  // the mutex and condition exist
-  if (pthread_create(&rn->thread, NULL, runner_main, rn) != 0) {
-    rn->started = 1;
+  if (pthread_create(&rn->thread, NULL, runner_main, rn) != 0)
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start runner %d's thread", idx);
-  }
-  rn->started = 2;
+  rn->started = 2;  // and its thread runs
   return 0;
 }
 
@@ -406,7 +417,7 @@ int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_na
   char buf[sizeof e->msg];
   size_t len = 0;
   buf[0] = 0;
-#define WHY(...) \
+#define WHY(...)                                                                                       \
   (len += (size_t)snprintf(buf + len, len < sizeof buf ? sizeof buf - len : 0, "%s", len ? "; " : ""), \
    len += (size_t)snprintf(buf + len, len < sizeof buf ? sizeof buf - len : 0, __VA_ARGS__))
   if (mc->learned_pos && mml > mc->max_pos)
@@ -419,8 +430,10 @@ int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_na
   if (nb > INT32_MAX) nb = INT32_MAX;
   int64_t need = (mml + cfg->block_tokens - 1) / cfg->block_tokens;
   if (nb < need)
-    WHY("the KV pool's %" PRId64 " blocks of %d tokens (%" PRId64 " bytes each) cannot hold one max_model_len "
-        "(%" PRId64 ") sequence, which needs %" PRId64 ": raise kv_cache_blocks or kv_cache_bytes, or lower "
+    WHY("the KV pool's %" PRId64 " blocks of %d tokens (%" PRId64
+        " bytes each) cannot hold one max_model_len "
+        "(%" PRId64 ") sequence, which needs %" PRId64
+        ": raise kv_cache_blocks or kv_cache_bytes, or lower "
         "max_model_len",
         nb, cfg->block_tokens, block_bytes, mml, need);
   if (cfg->max_prefill_chunk > cfg->max_batched)
@@ -528,8 +541,8 @@ int srv_llm_submit(srv_llm *l, const srv_llm_params *p, const srv_llm_sink *sink
                      ld32(p->ids, i), V);
   if (p->n_ids >= l->max_model_len)
     return err_set(e, ERR_INVALID_ARGUMENT,
-                   "the prompt's %" PRId64 " tokens leave no room to generate within max_model_len %" PRId64,
-                   p->n_ids, l->max_model_len);
+                   "the prompt's %" PRId64 " tokens leave no room to generate within max_model_len %" PRId64, p->n_ids,
+                   l->max_model_len);
   if (p->output_len < 1)
     return err_set(e, ERR_INVALID_ARGUMENT, "request_output_len %" PRId64 " must be at least 1", p->output_len);
   if (p->output_len > l->max_model_len)
@@ -584,8 +597,10 @@ int srv_llm_submit(srv_llm *l, const srv_llm_params *p, const srv_llm_sink *sink
   atomic_fetch_add(&best->held, 1);
   pthread_mutex_lock(&best->mu);
   if (!p->seeded) q->sampling.seed = best->seed_next++ * 0x9E3779B97F4A7C15ull;
-  if (best->inbox_tail) best->inbox_tail->next = q;
-  else best->inbox = q;
+  if (best->inbox_tail)
+    best->inbox_tail->next = q;
+  else
+    best->inbox = q;
   best->inbox_tail = q;
   pthread_cond_signal(&best->cv);
   pthread_mutex_unlock(&best->mu);

@@ -53,7 +53,7 @@ typedef struct srv_llm_params {
   // TensorRT-LLM's stop_words_list: words of flat[offsets[i-1] .. offsets[i]) (offsets end at -1 or n_offsets)
   const int32_t *stop_flat;
   const int32_t *stop_offsets;
-  int64_t n_stop;  // entries of each row
+  int64_t n_stop;       // entries of each row
   int64_t deadline_us;  // absolute, eng_now_us's clock; INT64_MAX none
   // statistics: counted (success, failure, pending--) when the request ends; may be NULL
   struct srv_stats *stats;

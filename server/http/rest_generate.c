@@ -85,8 +85,10 @@ static void emit(void *ctx, const int32_t *ids, int64_t n, int final, int code, 
     ev->data = answer_json(j, ids, n);
   }
   pthread_mutex_lock(&r->mu);
-  if (r->gen_tail) r->gen_tail->next = ev;
-  else r->gen_head = ev;
+  if (r->gen_tail)
+    r->gen_tail->next = ev;
+  else
+    r->gen_head = ev;
   r->gen_tail = ev;
   int closing = r->closing;
   pthread_mutex_unlock(&r->mu);
@@ -94,7 +96,9 @@ static void emit(void *ctx, const int32_t *ids, int64_t n, int final, int code, 
   if (!closing) uv_async_send(&r->async);
 }
 
-static int cancelled(void *ctx) { return atomic_load(&((gen_job *)ctx)->gone); }
+static int cancelled(void *ctx) {
+  return atomic_load(&((gen_job *)ctx)->gone);
+}
 
 // --- the loop thread's side
 
@@ -137,8 +141,10 @@ void srv_rest__generate_deliver(srv_rest *r) {
     } else if (ev->final) {
       if (j->pending) {
         srv_http_response resp = {0};
-        if (ev->data) srv_rest__set_text(&resp, ev->status, "application/json", ev->data, strlen(ev->data));
-        else srv_rest__set_error(&resp, 500, "out of memory");
+        if (ev->data)
+          srv_rest__set_text(&resp, ev->status, "application/json", ev->data, strlen(ev->data));
+        else
+          srv_rest__set_error(&resp, 500, "out of memory");
         ev->data = NULL;  // taken
         srv_http_complete(j->pending, &resp);
       }
@@ -259,10 +265,14 @@ static int read_input(const srv_llm_cfg *c, const char *key, const cJSON *x, gen
     case SRV_LLM_IN_REP_PENALTY: {
       if (!cJSON_IsNumber(v)) return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' is a number (FP32)", key);
       float f = (float)v->valuedouble;
-      if (k == SRV_LLM_IN_TEMPERATURE) p->sampling.temperature = f;
-      else if (k == SRV_LLM_IN_TOP_P) p->sampling.top_p = f;
-      else if (k == SRV_LLM_IN_MIN_P) p->sampling.min_p = f;
-      else p->sampling.repetition_penalty = f;
+      if (k == SRV_LLM_IN_TEMPERATURE)
+        p->sampling.temperature = f;
+      else if (k == SRV_LLM_IN_TOP_P)
+        p->sampling.top_p = f;
+      else if (k == SRV_LLM_IN_MIN_P)
+        p->sampling.min_p = f;
+      else
+        p->sampling.repetition_penalty = f;
       return 0;
     }
     case SRV_LLM_IN_SEED:
@@ -274,9 +284,12 @@ static int read_input(const srv_llm_cfg *c, const char *key, const cJSON *x, gen
     default:
       if (json_int(v, INT32_MIN, INT32_MAX, &iv) != 0)
         return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' is an integer (INT32)", key);
-      if (k == SRV_LLM_IN_OUTPUT_LEN) p->output_len = iv;
-      else if (k == SRV_LLM_IN_TOP_K) p->sampling.top_k = (int32_t)iv;
-      else if (k == SRV_LLM_IN_LENGTHS) g->has_len = 1, g->len = iv;
+      if (k == SRV_LLM_IN_OUTPUT_LEN)
+        p->output_len = iv;
+      else if (k == SRV_LLM_IN_TOP_K)
+        p->sampling.top_k = (int32_t)iv;
+      else if (k == SRV_LLM_IN_LENGTHS)
+        g->has_len = 1, g->len = iv;
       else if (k == SRV_LLM_IN_END_ID) {
         if (iv < 0) return err_set(e, ERR_INVALID_ARGUMENT, "end_id %" PRId64 " is negative", iv);
         p->end_id = (int32_t)iv;
@@ -285,7 +298,9 @@ static int read_input(const srv_llm_cfg *c, const char *key, const cJSON *x, gen
   }
 }
 
-static int status_of(int code) { return srv_rest__http_status(code); }
+static int status_of(int code) {
+  return srv_rest__http_status(code);
+}
 
 void srv_rest__route_generate(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char *model,
                               const char *version, int sse) {
@@ -329,8 +344,10 @@ void srv_rest__route_generate(srv_rest *r, const srv_http_request *req, srv_http
   }
   for (const cJSON *x = js.root->child; x && rc == 0; x = x->next) {
     if (strcmp(x->string, "id") == 0) {
-      if (!cJSON_IsString(x)) rc = err_set(&e, ERR_INVALID_ARGUMENT, "'id' is a string");
-      else if (!(j->id = strdup(x->valuestring))) rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      if (!cJSON_IsString(x))
+        rc = err_set(&e, ERR_INVALID_ARGUMENT, "'id' is a string");
+      else if (!(j->id = strdup(x->valuestring)))
+        rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     } else if (strcmp(x->string, "parameters") == 0) {
       if (!cJSON_IsObject(x)) rc = err_set(&e, ERR_INVALID_ARGUMENT, "'parameters' is a JSON object");
     } else {
@@ -348,8 +365,10 @@ void srv_rest__route_generate(srv_rest *r, const srv_http_request *req, srv_http
     goto refuse;
   }
   // /generate answers once: every token in one response; /generate_stream streams unless told not to
-  if (!sse) g.p.streaming = 0;
-  else if (!g.streaming_set) g.p.streaming = 1;
+  if (!sse)
+    g.p.streaming = 0;
+  else if (!g.streaming_set)
+    g.p.streaming = 1;
   g.p.deadline_us = INT64_MAX;
   g.p.stats = &v->stats;
   g.p.t_recv_us = eng_now_us();

@@ -2,11 +2,10 @@
 // each filter's effect on which ids can come out, the repetition penalty's
 // sign rule, and the counter-based draws (a seed and a counter give one
 // token, whatever else was drawn before; different seeds differ).
-#include "engine/llm/llm_sample.h"
-
 #include <math.h>
 #include <stdlib.h>
 
+#include "engine/llm/llm_sample.h"
 #include "tests/unit/check.h"
 
 #define V 8
@@ -72,7 +71,8 @@ static void test_filters(eng_llm_sampler *s) {
   for (int i = 0; i < V; i++) z += exp(L[i]);
   for (int i = 0; i < V; i++) {
     double want = exp(L[i]) / z * 20000;
-    if (fabs(hist[i] - want) > 5 * sqrt(want + 1) + 5) CHECK_FAIL_("id %d drawn %d times, expected ~%.0f", i, hist[i], want);
+    if (fabs(hist[i] - want) > 5 * sqrt(want + 1) + 5)
+      CHECK_FAIL_("id %d drawn %d times, expected ~%.0f", i, hist[i], want);
   }
 }
 

@@ -80,9 +80,9 @@ static void test_params(void) {
 
 static void test_bad(void) {
   // the parameters' mistakes, every one named
-  Inference__ModelConfig *c = parse("name: 'm' backend: 'inferd_llm' " P("kv_block_tokens", "x") P("max_num_seqs", "0")
-                                        P("warp", "9") P("kv_cache_blocks", "10") P("kv_cache_bytes", "100")
-                                            P("enable_prefix_caching", "maybe"));
+  Inference__ModelConfig *c =
+      parse("name: 'm' backend: 'inferd_llm' " P("kv_block_tokens", "x") P("max_num_seqs", "0") P("warp", "9")
+                P("kv_cache_blocks", "10") P("kv_cache_bytes", "100") P("enable_prefix_caching", "maybe"));
   if (!c) return;
   srv_llm_cfg *p = NULL;
   err e = {0};
@@ -96,9 +96,10 @@ static void test_bad(void) {
   CHECK(strlen(e.msg) < sizeof e.msg - 1);  // every reason fits, none cut
   config_free(c);
   // the config's shape: policy, tensors, scheduling, instances
-  c = parse("name: 'm' backend: 'inferd_llm' model_transaction_policy { decoupled: false } "
-            "input [ { name: 'input_ids' data_type: TYPE_INT64 dims: [ -1 ] }, { name: 'prompt' data_type: TYPE_STRING "
-            "dims: [ 1 ] } ] dynamic_batching { } instance_group [ { kind: KIND_GPU } ]");
+  c = parse(
+      "name: 'm' backend: 'inferd_llm' model_transaction_policy { decoupled: false } "
+      "input [ { name: 'input_ids' data_type: TYPE_INT64 dims: [ -1 ] }, { name: 'prompt' data_type: TYPE_STRING "
+      "dims: [ 1 ] } ] dynamic_batching { } instance_group [ { kind: KIND_GPU } ]");
   if (!c) return;
   CHECK_EQ_INT(srv_llm_cfg_create(c, &p, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "model_transaction_policy must be { decoupled: true } or left out");
