@@ -574,3 +574,26 @@ def test_http_stream_client_gone_cancels(srv):
     await_metric(srv, "inferd_llm_running_sequences", "slow", lambda v: v == 0)
     await_metric(srv, "inferd_llm_kv_blocks_used", "slow", lambda v: v == 0)
     assert metric(srv, "inferd_llm_generated_tokens_total", "slow") - g0 < 1000
+
+
+def test_stream_deadline_frees_blocks(srv):
+    """A stream whose deadline passes while its long request generates: the request leaves the runner at
+    its next step, its blocks given back, and the client hears DEADLINE_EXCEEDED."""
+    g0 = metric(srv, "inferd_llm_generated_tokens_total", "slow")
+    c = grpcclient.InferenceServerClient(grpc_url(srv))
+    q = queue.Queue()
+    c.start_stream(callback=lambda result, error: q.put((result, error)), stream_timeout=1.0)
+    try:
+        c.async_stream_infer("slow", make_inputs([2, 7, 1, 8], 4000), request_id="d")
+        error, n = None, 0
+        while error is None:
+            result, error = q.get(timeout=WAIT_S)
+            n += error is None
+        assert n >= 1  # tokens came before the deadline
+        assert "deadline" in str(error).lower(), str(error)
+    finally:
+        c.stop_stream()
+        c.close()
+    await_metric(srv, "inferd_llm_running_sequences", "slow", lambda v: v == 0)
+    await_metric(srv, "inferd_llm_kv_blocks_used", "slow", lambda v: v == 0)
+    assert metric(srv, "inferd_llm_generated_tokens_total", "slow") - g0 < 3000
