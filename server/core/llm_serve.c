@@ -47,6 +47,32 @@ static void req_free(llm_req *q) {
   free(q);
 }
 
+// --- the engine a runner steps: one table per kind of instance
+
+// The decoder runtime's runner interface (engine/llm/llm_step.h), through which a runner reaches its
+// engine. The CPU runner is the only one built in; a GPU runner of the same shape
+// (eng_llm_cuda_runner_create/destroy/step) slots in as a second table, chosen by the instance's kind.
+typedef struct llm_engine_ops {
+  const char *name;
+  int (*create)(const eng_llm_model *m, const eng_llm_runner_config *c, void **out, err *e);
+  void (*destroy)(void *r);
+  int (*step)(void *r, const eng_llm_work *w, size_t n, float *logits, err *e);
+} llm_engine_ops;
+
+static int cpu_create(const eng_llm_model *m, const eng_llm_runner_config *c, void **out, err *e) {
+  eng_llm_runner *r = NULL;
+  int rc = eng_llm_runner_create(m, c, &r, e);
+  *out = r;
+  return rc;
+}
+static void cpu_destroy(void *r) {
+  eng_llm_runner_destroy(r);
+}
+static int cpu_step(void *r, const eng_llm_work *w, size_t n, float *logits, err *e) {
+  return eng_llm_step(r, w, n, logits, e);
+}
+static const llm_engine_ops cpu_ops = {"cpu", cpu_create, cpu_destroy, cpu_step};
+
 // --- a runner
 
 typedef struct runner {
@@ -61,7 +87,8 @@ typedef struct runner {
   _Atomic int64_t held;  // requests submitted and not yet ended (for the choice of runner)
   bat_kv_pool *pool;
   bat_iter *it;
-  eng_llm_runner *eng;
+  const llm_engine_ops *ops;
+  void *eng;  // the ops' runner
   eng_llm_sampler *sampler;
   float *logits;
   eng_llm_work *work;
@@ -225,7 +252,7 @@ static int step(runner *rn) {
                                  .logits = w->sample};
   }
   err e = {0};
-  if (eng_llm_step(rn->eng, rn->work, nw, rn->logits, &e) != 0) {
+  if (rn->ops->step(rn->eng, rn->work, nw, rn->logits, &e) != 0) {
     // every input was checked at submit: a failure here is the runtime's; the step's sequences end with it
     srv_log(SRV_LOG_ERROR, "model '%s' runner %d: step failed: %s", l->name, rn->idx, e.msg);
     bat_iter_abort(rn->it);
@@ -347,7 +374,7 @@ static void runner_close(runner *rn) {
   }
   bat_iter_destroy(rn->it);
   bat_kv_destroy(rn->pool);
-  eng_llm_runner_destroy(rn->eng);
+  if (rn->eng) rn->ops->destroy(rn->eng);
   eng_llm_sampler_destroy(rn->sampler);
   free(rn->logits);
   free(rn->work);
@@ -370,13 +397,13 @@ static int runner_open(srv_llm *l, runner *rn, int idx, err *e) {
                         .now = clock_cb,
                         .cancelled = cancelled_cb};
   TRY(bat_iter_create(&ic, &rn->it, e));
-  // the engine's dispatch point: a GPU runner (engine/llm's CUDA twin) would be chosen here by the
-  // instance's kind; the CPU runner is the only one built in so far
+  // instance_group's kind picks the table; KIND_CPU and KIND_AUTO (llm_cfg.c) are the CPU runner's
+  rn->ops = &cpu_ops;
   eng_llm_runner_config rc = {.n_blocks = l->n_blocks,
                               .block_tokens = c->block_tokens,
                               .max_step_tokens = c->max_batched,
                               .max_context = l->max_model_len};
-  TRY(eng_llm_runner_create(l->model, &rc, &rn->eng, e));
+  TRY(rn->ops->create(l->model, &rc, &rn->eng, e));
   size_t nb = (size_t)c->max_batched;
   rn->sampler = eng_llm_sampler_create(l->mc->vocab);
   rn->logits = malloc(nb * (size_t)l->mc->vocab * sizeof(float));
