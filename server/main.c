@@ -593,6 +593,9 @@ fail:
   // (REST answers among them: queued to the REST object, which is still open)
   srv_replyq_destroy(srv.replyq);
   srv.replyq = NULL;
+  // the generative models' runners: what they still hold ends now (UNAVAILABLE), answered while gRPC's
+  // streams and the REST object (HTTP generate) are still there to take it
+  if (srv.reg) srv_registry_stop_llm(srv.reg);
   // a failed start skipped this: a model load queued from REST would be
   // answered after REST closed (a no-op wait after a drain)
   if (srv.control) srv_control_quiesce(srv.control);

@@ -7,5 +7,6 @@ add_library(inferd_llm STATIC
   ${CMAKE_CURRENT_LIST_DIR}/llm_config.c
   ${CMAKE_CURRENT_LIST_DIR}/safetensors.c
   ${CMAKE_CURRENT_LIST_DIR}/llm_model.c
-  ${CMAKE_CURRENT_LIST_DIR}/llm_step.c)
+  ${CMAKE_CURRENT_LIST_DIR}/llm_step.c
+  ${CMAKE_CURRENT_LIST_DIR}/llm_sample.c)
 target_link_libraries(inferd_llm PUBLIC inferd_kernels inferd_base PkgConfig::CJSON PkgConfig::OPENBLAS ${MATH_LIB})

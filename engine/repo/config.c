@@ -360,12 +360,14 @@ int config_check_supported(const Inference__ModelConfig *c, err *e) {
     add_reason(why, sizeof why, &n, "platform 'ensemble' needs ensemble_scheduling (model '%s')", name);
   // the built-in repeat backend (server/core/repeat.h): Triton's example of a decoupled model
   int repeat = !is_empty(c->backend) && strcmp(c->backend, CONFIG_BACKEND_REPEAT) == 0;
+  // the built-in generative backend (server/core/llm_cfg.c checks the rest of its config)
+  int llm = !is_empty(c->backend) && strcmp(c->backend, CONFIG_BACKEND_LLM) == 0;
   if (!is_empty(c->backend) && strcmp(c->backend, "onnxruntime") != 0 && strcmp(c->backend, "inferd") != 0 &&
-      !repeat) {
+      !repeat && !llm) {
     if (strcmp(c->backend, "python") == 0)
       add_reason(why, sizeof why, &n, "backend 'python' is not supported (inferd runs ONNX graphs only)");
     else
-      add_reason(why, sizeof why, &n, "backend '%s' is not supported (only 'onnxruntime', 'inferd' or 'repeat')",
+      add_reason(why, sizeof why, &n, "backend '%s' is not supported (only 'onnxruntime', 'inferd', 'repeat' or '" CONFIG_BACKEND_LLM "')",
                  c->backend);
   }
   if (repeat && !is_empty(c->platform))
@@ -373,10 +375,10 @@ int config_check_supported(const Inference__ModelConfig *c, err *e) {
   if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING && !ensemble)
     add_reason(why, sizeof why, &n, "ensemble_scheduling needs platform 'ensemble' (model '%s')", name);
   // decoupled (several answers per request, ModelStreamInfer only) needs a backend that answers so
-  if (c->model_transaction_policy && c->model_transaction_policy->decoupled && !repeat)
+  if (c->model_transaction_policy && c->model_transaction_policy->decoupled && !repeat && !llm)
     add_reason(why, sizeof why, &n,
                "model_transaction_policy.decoupled is not supported for %s models: they answer every request "
-               "exactly once (only the 'repeat' backend is decoupled)",
+               "exactly once (only the 'repeat' and '" CONFIG_BACKEND_LLM "' backends are decoupled)",
                ensemble ? "ensemble" : "ONNX");
   if (!n) return 0;
   return err_set(e, ERR_INVALID_ARGUMENT, "%s", why);

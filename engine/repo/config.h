@@ -20,6 +20,8 @@ struct eng_graph_opts;  // engine/graph/graph.h
 #define CONFIG_PLATFORM_ONNX "onnxruntime_onnx"
 // Triton's example decoupled backend, built in (server/core/repeat.h): no files, no engine.
 #define CONFIG_BACKEND_REPEAT "repeat"
+// The generative backend, built in (server/core/llm_serve.h): a Hugging Face checkpoint per version folder.
+#define CONFIG_BACKEND_LLM "inferd_llm"
 
 // A new empty config (all fields at their proto3 defaults) with `name` set
 // (NULL: left empty), allocated as protobuf-c's unpack does: release it with

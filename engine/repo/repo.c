@@ -219,6 +219,8 @@ static int select_versions(repo_model *m, err *e) {
     if (m->config && m->config->platform && strcmp(m->config->platform, "ensemble") == 0) continue;
     // nor does the built-in repeat backend (server/core/repeat.h)
     if (m->config && m->config->backend && strcmp(m->config->backend, CONFIG_BACKEND_REPEAT) == 0) continue;
+    // a generative model's version folder is a checkpoint (config.json, safetensors): its loader names what is missing
+    if (m->config && m->config->backend && strcmp(m->config->backend, CONFIG_BACKEND_LLM) == 0) continue;
     // A directory is accepted too: ONNX models with external data may be one.
     if (stat(rv->path, &st) != 0) {
       rc = err_set(e, ERR_INVALID_ARGUMENT, "model file '%s' for version %lld not found", rv->path,

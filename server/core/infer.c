@@ -14,6 +14,7 @@
 #include "server/core/arena.h"
 #include "server/core/ensemble.h"
 #include "server/core/infer_internal.h"
+#include "server/core/llm_grpc.h"
 #include "server/core/repeat.h"
 #include "server/core/reply.h"
 #include "server/core/request.h"
@@ -242,6 +243,10 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
   }
   if (r->version->rep) {  // the built-in repeat backend: its own thread answers, several times
     srv_repeat_submit(s->repeat, s, r);
+    return;
+  }
+  if (r->version->llm) {  // the generative backend: the version's runners answer, token by token
+    srv_llm_submit_request(s, r);
     return;
   }
   r->traced = prof_trace_sample(s->trace);

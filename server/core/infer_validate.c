@@ -572,7 +572,7 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
     }
   }
   for (size_t k = 0; rc == 0 && k < n_client; k++)
-    if (!seen[k])
+    if (!seen[k] && !srv_version_input_optional(em, k))
       rc = err_set(e, ERR_INVALID_ARGUMENT, "missing input '%s' for model '%s'", srv_version_input(em, k)->name, m->name);
   if (rc) return rc;
 

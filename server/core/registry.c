@@ -19,6 +19,8 @@
 #include "engine/warmup.h"
 #include "kernels/base/confine.h"
 #include "server/core/ensemble_plan.h"
+#include "server/core/llm_cfg.h"
+#include "server/core/llm_serve.h"
 #include "server/core/repeat_cfg.h"
 #include "server/obs/log.h"
 
@@ -340,6 +342,66 @@ static void load_repeat(repo_model *rm, srv_model *m) {
           m->n_versions == 1 ? "" : "s");
 }
 
+// --- the generative backend (llm_cfg.h, llm_serve.h): each version folder a Hugging Face checkpoint
+
+static void load_llm(repo_model *rm, srv_model *m) {
+  m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);
+  if (!m->versions) {
+    err_set(&m->status, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  m->decoupled = 1;  // implied when the config leaves the policy out (llm_cfg.c refuses decoupled: false)
+  if (!m->config->model_transaction_policy) {  // and shown so in ModelConfig, as it behaves
+    Inference__ModelTransactionPolicy *tp = malloc(sizeof *tp);
+    if (tp) {
+      inference__model_transaction_policy__init(tp);
+      tp->decoupled = 1;
+      m->config->model_transaction_policy = tp;
+    }
+  }
+  err pe = {0};
+  int rc = srv_llm_cfg_create(m->config, &m->llm_cfg, &pe);
+  m->n_versions = rm->n_versions;
+  int ready = 0;
+  for (size_t i = 0; i < rm->n_versions; i++) {
+    srv_version *v = &m->versions[i];
+    v->version = rm->versions[i].version;
+    snprintf(v->version_str, sizeof v->version_str, "%" PRId64, v->version);
+    if (rc) {
+      v->status = pe;
+      continue;
+    }
+    char dir[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/%" PRId64, rm->dir, v->version);
+    int64_t t0 = eng_now_us();
+    int vrc = srv_llm_create(m->llm_cfg, dir, m->name, &v->llm, &v->status);
+    if (vrc == 0 && init_stats(&v->stats, 1) != 0) {
+      srv_llm_destroy(v->llm);
+      v->llm = NULL;
+      vrc = err_set(&v->status, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    if (vrc) {
+      err_prefix(&v->status, "%s: ", dir);
+      srv_log(SRV_LOG_ERROR, "model '%s' version %s failed to load: %s", m->name, v->version_str, v->status.msg);
+      if (!m->status.code) m->status = v->status;
+      continue;
+    }
+    v->llm_cfg = m->llm_cfg;
+    ready++;
+    srv_log(SRV_LOG_INFO, "model '%s' version %s (backend %s, decoupled) is ready in %.1f s: %d runner%s, "
+            "max_model_len %" PRId64, m->name, v->version_str, SRV_LLM_BACKEND, (double)(eng_now_us() - t0) / 1e6,
+            m->llm_cfg->n_instances, m->llm_cfg->n_instances == 1 ? "" : "s", srv_llm_max_model_len(v->llm));
+  }
+  if (rc) {
+    srv_llm_cfg_destroy(m->llm_cfg);
+    m->llm_cfg = NULL;
+    m->status = pe;
+    srv_log(SRV_LOG_ERROR, "model '%s' is not ready: %s", m->name, pe.msg);
+    return;
+  }
+  if (ready) m->status = (err){0};
+}
+
 static void load_model(srv_registry *r, const pending *pd, repo_model *rm, srv_model *m) {
   const srv_registry_opts *o = &r->o;
   const eng_confine_roots *roots = &r->roots;
@@ -372,6 +434,10 @@ static void load_model(srv_registry *r, const pending *pd, repo_model *rm, srv_m
   }
   if (srv_repeat_cfg_is_repeat(m->config)) {
     load_repeat(rm, m);
+    return;
+  }
+  if (srv_llm_cfg_is_llm(m->config)) {
+    load_llm(rm, m);
     return;
   }
   m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);
@@ -620,15 +686,24 @@ void srv_model_free(srv_model *m) {
   if (!m) return;
   for (size_t j = 0; j < m->n_versions; j++) {
     eng_model_destroy(m->versions[j].model);
+    srv_llm_destroy(m->versions[j].llm);
     free_stats(&m->versions[j].stats);
   }
   free(m->versions);
   srv_ens_plan_destroy(m->ens);
   srv_repeat_cfg_destroy(m->rep);
+  srv_llm_cfg_destroy(m->llm_cfg);
   srv_labels_free(m->labels);
   if (m->config) config_free(m->config);
   eng_model_config_free(m->engine_config);
   free(m);
+}
+
+void srv_registry_stop_llm(srv_registry *r) {
+  pthread_rwlock_rdlock(&r->lock);
+  for (size_t i = 0; i < r->n; i++)
+    for (size_t j = 0; r->slots[i] && j < r->slots[i]->n_versions; j++) srv_llm_stop(r->slots[i]->versions[j].llm);
+  pthread_rwlock_unlock(&r->lock);
 }
 
 void srv_registry_destroy(srv_registry *r) {
@@ -717,25 +792,29 @@ void srv_version_log_failure(srv_model *m, srv_version *v, srv_vlog c, const err
 // --- what a version shows its clients: its engine's tensors, an ensemble's config's, or the repeat backend's
 
 size_t srv_version_n_inputs(const srv_version *v) {
-  return v->model ? eng_model_n_inputs(v->model) : v->rep ? 3 : v->ens->n_in;
+  return v->model ? eng_model_n_inputs(v->model) : v->rep ? 3 : v->llm_cfg ? SRV_LLM_IN_N : v->ens->n_in;
 }
 
 size_t srv_version_n_client_inputs(const srv_version *v) {
-  return v->model ? eng_model_n_client_inputs(v->model) : v->rep ? 3 : v->ens->n_in;
+  return v->model ? eng_model_n_client_inputs(v->model) : v->rep ? 3 : v->llm_cfg ? SRV_LLM_IN_N : v->ens->n_in;
 }
 
 const eng_io *srv_version_input(const srv_version *v, size_t i) {
-  return v->model ? eng_model_input(v->model, i) : v->rep ? &v->rep->in[i] : &v->ens->in[i];
+  return v->model ? eng_model_input(v->model, i) : v->rep ? &v->rep->in[i] : v->llm_cfg ? &v->llm_cfg->in[i] : &v->ens->in[i];
+}
+
+int srv_version_input_optional(const srv_version *v, size_t i) {
+  return v->llm_cfg && i != SRV_LLM_IN_IDS;
 }
 
 size_t srv_version_n_client_outputs(const srv_version *v) {
-  return v->model ? eng_model_n_client_outputs(v->model) : v->rep ? 2 : v->ens->n_out;
+  return v->model ? eng_model_n_client_outputs(v->model) : v->rep ? 2 : v->llm_cfg ? SRV_LLM_OUT_N : v->ens->n_out;
 }
 
 const eng_io *srv_version_output(const srv_version *v, size_t i) {
-  return v->model ? eng_model_output(v->model, i) : v->rep ? &v->rep->out[i] : &v->ens->out[i];
+  return v->model ? eng_model_output(v->model, i) : v->rep ? &v->rep->out[i] : v->llm_cfg ? &v->llm_cfg->out[i] : &v->ens->out[i];
 }
 
 int srv_version_max_batch(const srv_version *v) {
-  return v->model ? eng_model_max_batch(v->model) : v->rep ? 0 : v->ens->max_batch;
+  return v->model ? eng_model_max_batch(v->model) : v->rep ? 0 : v->llm_cfg ? v->llm_cfg->max_batch : v->ens->max_batch;
 }

@@ -92,6 +92,11 @@ typedef struct srv_version {
   // keeps when its one instance is next free here (under the runner's lock).
   const struct srv_repeat_cfg *rep;
   int64_t rep_free_at_us;
+  // the generative backend's (backend "inferd_llm", server/core/llm_serve.h):
+  // this version's checkpoint and runners, owned; its model's checked config,
+  // borrowed. The fourth kind of version; NULL otherwise.
+  struct srv_llm *llm;
+  const struct srv_llm_cfg *llm_cfg;
   err status;
   srv_stats stats;
   void *sched;  // the scheduler's per-version state, set by the scheduler
@@ -114,6 +119,7 @@ typedef struct srv_model {
   srv_labels *labels;               // the outputs' label files (classification); NULL: none; owned
   struct srv_ens_plan *ens;         // an ensemble's plan, shared by its versions; NULL otherwise; owned
   struct srv_repeat_cfg *rep;       // the repeat backend's checked config, shared by its versions; NULL otherwise; owned
+  struct srv_llm_cfg *llm_cfg;      // the generative backend's checked config, shared by its versions; NULL otherwise; owned
   int decoupled;                    // model_transaction_policy.decoupled: answers on ModelStreamInfer only
   srv_version *versions;            // ascending version order
   size_t n_versions;
@@ -124,9 +130,9 @@ typedef struct srv_model {
   uint64_t signature;     // what the repository scan saw (versions, config file), for poll mode
 } srv_model;
 
-// Whether v serves: its engine loaded, or it is an ensemble's or the repeat backend's.
+// Whether v serves: its engine loaded, or it is an ensemble's, the repeat backend's or a generative model's.
 static inline int srv_version_ready(const srv_version *v) {
-  return v->model != NULL || v->ens != NULL || v->rep != NULL;
+  return v->model != NULL || v->ens != NULL || v->rep != NULL || v->llm != NULL;
 }
 
 // The tensors a version shows its clients and checks requests against: its
@@ -138,6 +144,8 @@ size_t srv_version_n_client_inputs(const srv_version *v);
 const eng_io *srv_version_input(const srv_version *v, size_t i);
 size_t srv_version_n_client_outputs(const srv_version *v);
 const eng_io *srv_version_output(const srv_version *v, size_t i);
+// Whether client input i may be left out of a request (a generative model's inputs but input_ids).
+int srv_version_input_optional(const srv_version *v, size_t i);
 int srv_version_max_batch(const srv_version *v);
 
 // UNAVAILABLE with why when every instance of v's engine failed for good
@@ -186,6 +194,10 @@ int srv_registry_load(const char *repo_dir, const srv_registry_opts *o, srv_regi
 // srv_registry_publish.
 int srv_registry_create(const char *repo_dir, const srv_registry_opts *o, srv_registry **out, err *e);
 void srv_registry_destroy(srv_registry *r);
+// Stops every generative model's runners (server/core/llm_serve.h): the
+// requests they hold end with UNAVAILABLE, later ones are refused. At
+// shutdown, while the transports that answer them are still open.
+void srv_registry_stop_llm(srv_registry *r);
 
 // Model control (one thread at a time: server/core/control.c).
 // Builds a new generation of the named model from the repository, outside

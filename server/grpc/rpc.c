@@ -177,7 +177,7 @@ static void model_metadata(void *ctx, srv_call *call, const uint8_t *req, size_t
     r.versions = versions;
     // Triton names a backend model without a platform by its backend ("repeat")
     r.platform = m->config->platform && m->config->platform[0] ? m->config->platform
-                 : m->rep                                       ? m->config->backend
+                 : m->rep || m->llm_cfg                         ? m->config->backend
                                                                 : "onnxruntime_onnx";
     r.n_inputs = n_in;
     r.inputs = tp;

@@ -10,6 +10,7 @@
 #include "server/alloc.h"
 #include "server/http/dashboard.h"
 #include "server/obs/hist.h"
+#include "server/core/llm_serve.h"
 #include "server/http/http.h"
 #include "server/http/rest.h"
 #include "server/core/server.h"
@@ -382,6 +383,58 @@ static void metrics_memory(sbuf *b) {
                  "inferd_memory_allocator_resident_bytes %lld\n", st.resident);
 }
 
+// The generative models' runners (server/core/llm_serve.h), per model and version.
+static void metrics_llm(srv_server *s, sbuf *b) {
+  static const struct {
+    const char *name, *type, *help;
+  } fam[] = {
+      {"inferd_llm_prompt_tokens_total", "counter", "Prompt tokens of the requests a generative model admitted"},
+      {"inferd_llm_generated_tokens_total", "counter", "Tokens a generative model sampled"},
+      {"inferd_llm_preemptions_total", "counter",
+       "Sequences preempted for want of KV blocks (recomputed later from their tokens)"},
+      {"inferd_llm_prefix_cache_hit_tokens_total", "counter", "Prompt tokens whose KV came from the prefix cache"},
+      {"inferd_llm_kv_blocks_used", "gauge", "KV cache blocks held by sequences, all runners"},
+      {"inferd_llm_kv_blocks_total", "gauge", "KV cache blocks in the pools, all runners"},
+      {"inferd_llm_running_sequences", "gauge", "Sequences holding KV blocks and stepped every iteration"},
+      {"inferd_llm_waiting_sequences", "gauge", "Sequences queued for admission (new or preempted)"},
+  };
+  int any = 0;
+  for (size_t i = 0; i < srv_registry_n_models(s->reg) && !any; i++) any = srv_registry_model_at(s->reg, i)->llm_cfg != NULL;
+  if (!any) return;
+  for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+    sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help, fam[f].name, fam[f].type);
+    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
+      srv_model *m = srv_registry_model_at(s->reg, i);
+      for (size_t j = 0; j < m->n_versions; j++) {
+        srv_version *v = &m->versions[j];
+        if (!v->llm) continue;
+        srv_llm_metrics lm;
+        srv_llm_metrics_get(v->llm, &lm);
+        const double vals[] = {(double)lm.prompt_tokens, (double)lm.generated_tokens, (double)lm.preemptions,
+                               (double)lm.prefix_hit_tokens, (double)lm.blocks_used, (double)lm.blocks_total,
+                               (double)lm.running, (double)lm.waiting};
+        sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %.17g\n", fam[f].name, m->name, v->version_str, vals[f]);
+      }
+    }
+  }
+  static const char *const hname[2] = {"inferd_llm_time_to_first_token_seconds", "inferd_llm_inter_token_latency_seconds"};
+  static const char *const hhelp[2] = {"From a request's arrival to its first token",
+                                       "Between one token of a sequence and the next"};
+  for (int k = 0; k < 2; k++) {
+    sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", hname[k], hhelp[k], hname[k]);
+    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
+      srv_model *m = srv_registry_model_at(s->reg, i);
+      for (size_t j = 0; j < m->n_versions; j++) {
+        srv_version *v = &m->versions[j];
+        if (!v->llm) continue;
+        srv_llm_metrics lm;
+        srv_llm_metrics_get(v->llm, &lm);
+        prom_hist(b, hname[k], m, v, k ? lm.itl_us : lm.ttft_us, latency_le, N_LAT_LE, 1e-6);
+      }
+    }
+  }
+}
+
 // What the gRPC front did to its connections (grpc_front.h).
 static void metrics_grpc(srv_server *s, sbuf *b) {
   if (!s->grpc) return;
@@ -581,6 +634,7 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
     metrics_prepare(s, &b);
     metrics_gpus(s, &b);
     metrics_throughput(s, &b);
+    metrics_llm(s, &b);
     metrics_grpc(s, &b);
     metrics_inflight(s, &b);
     metrics_http(s, &b);

@@ -82,6 +82,17 @@ srv_http_pending *srv_http_defer(const srv_http_request *req);
 // Frees p: call exactly once per srv_http_defer.
 void srv_http_complete(srv_http_pending *p, srv_http_response *resp);
 
+// A deferred answer streamed instead (Server-Sent Events: Triton's
+// generate_stream), loop thread only: the status line and headers now, with
+// Transfer-Encoding: chunked (HTTP/1.1; an HTTP/1.0 body runs to the
+// connection's end), then one chunk per srv_http_stream_write, then
+// srv_http_stream_end, which sends the last chunk, frees p and lets the
+// connection go on. begin and write return -1 once the connection is gone
+// (the client left: the producer should stop); end is still called once.
+int srv_http_stream_begin(srv_http_pending *p, int status, const char *content_type);
+int srv_http_stream_write(srv_http_pending *p, const char *data, size_t len);
+void srv_http_stream_end(srv_http_pending *p);
+
 // Binds host:port (port 0 = any free port; host NULL or "" = all IPv4
 // addresses; names are resolved once, here) and listens on loop. A busy port
 // fails with ERR_UNAVAILABLE naming host:port. On failure *out is untouched

@@ -366,6 +366,96 @@ void srv_http_complete(srv_http_pending *p, srv_http_response *resp) {
   if (keep && !c->closing && !c->draining) process(c);  // pipelined requests, then reading again
 }
 
+// --- a streamed answer (srv_http_stream_*): headers once, then chunks as they come
+
+// Queues buf (owned, freed here also on failure) as it is, through TLS when the connection speaks it.
+static void write_raw(conn *c, char *buf, size_t len) {
+  if (c->closing || len > UINT_MAX) {
+    free(buf);
+    return;
+  }
+  if (c->tls) {
+    int bad = srv_htls_write(c->tls, buf, len) != 0;
+    free(buf);
+    if (bad) srv_http__conn_close(c);
+    else (void)tls_flush(c);
+    return;
+  }
+  wreq *w = malloc(sizeof *w + 1);
+  if (!w) {
+    free(buf);
+    srv_http__conn_close(c);
+    return;
+  }
+  w->c = c;
+  w->body = buf;
+  w->total = len;
+  w->head[0] = '\0';
+  uv_buf_t b = uv_buf_init(buf, (unsigned)len);
+  if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
+    free(buf);
+    free(w);
+    srv_http__conn_close(c);
+    return;
+  }
+  c->writes_pending++;
+  c->write_bytes_pending += len;
+}
+
+int srv_http_stream_begin(srv_http_pending *p, int status, const char *content_type) {
+  conn *c = p->c;
+  if (!c || c->closing) return -1;
+  // HTTP/1.0 has no chunked coding: its body runs to the connection's end
+  p->chunked = !(c->parser.http_major == 1 && c->parser.http_minor == 0);
+  if (!p->chunked) p->keep = 0;
+  p->streaming = 1;
+  const char *reason = http_status_str((enum http_status)status);
+  char *head = NULL;
+  int n = asprintf(&head, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nCache-Control: no-cache\r\n%s%s\r\n", status, reason,
+                   content_type, p->chunked ? "Transfer-Encoding: chunked\r\n" : "",
+                   p->keep ? "" : "Connection: close\r\n");
+  if (n < 0) return -1;
+  c->last_active_ms = uv_now(c->srv->loop);
+  write_raw(c, head, (size_t)n);
+  return p->c && !c->closing ? 0 : -1;
+}
+
+int srv_http_stream_write(srv_http_pending *p, const char *data, size_t len) {
+  conn *c = p->c;
+  if (!c || c->closing || !p->streaming) return -1;
+  if (!len) return 0;
+  char *buf = malloc(len + 32);
+  if (!buf) return -1;
+  size_t o = p->chunked ? (size_t)snprintf(buf, 32, "%zx\r\n", len) : 0;
+  memcpy(buf + o, data, len);
+  o += len;
+  if (p->chunked) buf[o++] = '\r', buf[o++] = '\n';
+  c->last_active_ms = uv_now(c->srv->loop);
+  write_raw(c, buf, o);
+  return p->c && !c->closing ? 0 : -1;
+}
+
+void srv_http_stream_end(srv_http_pending *p) {
+  conn *c = p->c;
+  int keep = p->keep, chunked = p->chunked, streaming = p->streaming;
+  free(p);
+  if (!c) return;
+  c->pending = NULL;
+  if (c->closing) return;
+  c->last_active_ms = uv_now(c->srv->loop);
+  if (streaming && chunked) {
+    char *end = strdup("0\r\n\r\n");
+    if (end) write_raw(c, end, 5);
+    else srv_http__conn_close(c);
+  }
+  if (c->closing) return;
+  if (!keep || !streaming) {
+    conn_finish(c);
+    return;
+  }
+  if (!c->draining) process(c);  // pipelined requests, then reading again
+}
+
 // Fills rbuf with the plaintext TLS holds (advancing the handshake on the
 // way) and sends what that produced. 1 when rbuf has new bytes; 0 when TLS
 // wants more from the socket, or the connection ended or failed.

@@ -126,6 +126,8 @@ struct srv_http_pending {
   conn *c;  // NULL once the connection closed
   int send_body;
   int keep;
+  int streaming;  // srv_http_stream_begin sent the headers
+  int chunked;    // its body goes in chunks (HTTP/1.1); else it ends with the connection
 };
 
 // --- http_parse.c

@@ -626,6 +626,11 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
   if (n > k + 1) return srv_rest__set_error(resp, 404, "not found"), 1;
   const char *what = n == k ? "" : seg[k];
   size_t wl = n == k ? 0 : len[k];
+  if (seg_is(what, wl, "generate") || seg_is(what, wl, "generate_stream")) {
+    if (!post) return srv_rest__set_error(resp, 405, "method not allowed (POST)"), 1;
+    srv_rest__route_generate(r, req, resp, model, version, seg_is(what, wl, "generate_stream"));
+    return 1;
+  }
   if (seg_is(what, wl, "infer")) {
     if (!post) return srv_rest__set_error(resp, 405, "method not allowed (POST)"), 1;
     srv_rest__route_infer(r, req, resp, model, version);
@@ -662,6 +667,12 @@ int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *
 
 // --- lifetime
 
+// The REST object's wake: answered jobs and the generate extension's answers.
+static void on_async(uv_async_t *a) {
+  srv_rest__deliver(a->data);
+  srv_rest__generate_deliver(a->data);
+}
+
 int srv_rest_create(uv_loop_t *loop, srv_server *s, srv_rest **out, err *e) {
   srv_rest *r = calloc(1, sizeof *r);
   if (!r) return err_set(e, ERR_RESOURCE_EXHAUSTED, "REST API: out of memory");
@@ -672,7 +683,7 @@ int srv_rest_create(uv_loop_t *loop, srv_server *s, srv_rest **out, err *e) {
     free(r);
     return err_set(e, ERR_INTERNAL, "REST API: mutex");
   }
-  int rc = uv_async_init(loop, &r->async, srv_rest__on_async);
+  int rc = uv_async_init(loop, &r->async, on_async);
   if (rc != 0) {
     pthread_mutex_destroy(&r->mu);
     free(r);
@@ -700,10 +711,11 @@ void srv_rest_close(srv_rest *r) {
   // none is left, or their connections would wait forever.
   for (;;) {
     pthread_mutex_lock(&r->mu);
-    int empty = r->head == NULL;
+    int empty = r->head == NULL && r->gen_head == NULL;
     pthread_mutex_unlock(&r->mu);
     if (empty) break;
     srv_rest__deliver(r);
+    srv_rest__generate_deliver(r);
   }
   uv_close((uv_handle_t *)&r->async, on_async_closed);
 }

@@ -59,12 +59,15 @@ typedef struct job {
   srv_http_response resp;
 } job;
 
+struct gen_event;
+
 struct srv_rest {
   uv_loop_t *loop;
   srv_server *s;
   uv_async_t async;
   pthread_mutex_t mu;
   job *head, *tail;  // answered, not yet given (FIFO)
+  struct gen_event *gen_head, *gen_tail;  // the generate extension's answers, not yet given (rest_generate.c)
   int closing;
   srv_method methods[32];
   size_t n_methods;
@@ -74,6 +77,8 @@ struct srv_rest {
 
 // The answer: status, content type and a malloc'ed body (taken).
 void srv_rest__set_text(srv_http_response *resp, int status, const char *ctype, char *body, size_t len);
+// Triton's HTTP status for an err_code (gRPC status numbering).
+int srv_rest__http_status(int code);
 // {"error": msg} with status; falls back to a static body when out of memory.
 void srv_rest__set_error(srv_http_response *resp, int status, const char *msg);
 // A body srv_jsonmem_parse refused: 413, 503 (with Retry-After) or 400, and its message.
@@ -99,5 +104,15 @@ void srv_rest__route_infer(srv_rest *r, const srv_http_request *req, srv_http_re
 // Writes the job's HTTP answer from its packed ModelInferResponse,
 // compressed as the client asked. Any thread (where the answer arrived).
 void srv_rest__infer_answer(job *j, const uint8_t *pb, size_t pb_len);
+
+// --- rest_generate.c
+
+// POST /v2/models/{model}[/versions/{version}]/generate (sse 0) or
+// /generate_stream (sse 1): Triton's generate extension for the generative
+// backend's models.
+void srv_rest__route_generate(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char *model,
+                              const char *version, int sse);
+// The loop thread's side: gives every queued generate answer to its connection.
+void srv_rest__generate_deliver(srv_rest *r);
 
 #endif

@@ -24,8 +24,7 @@ void srv_rest__set_text(srv_http_response *resp, int status, const char *ctype, 
   resp->free_body = 1;
 }
 
-// Triton's HTTP status for a gRPC status code.
-static int http_status(int code) {
+int srv_rest__http_status(int code) {
   switch (code) {
     case ERR_INVALID_ARGUMENT:
     case ERR_FAILED_PRECONDITION:
@@ -80,7 +79,7 @@ void srv_rest__job_free(job *j) {
 
 static void done_cb(void *arg, uint8_t *resp, size_t len, int code, const char *msg) {
   job *j = arg;
-  if (!resp && code) srv_rest__set_error(&j->resp, http_status(code), msg);
+  if (!resp && code) srv_rest__set_error(&j->resp, srv_rest__http_status(code), msg);
   else j->answer(j, resp, len);
   free(resp);
   srv_rest *r = j->rest;

@@ -522,7 +522,7 @@ static void test_check_supported(void) {
     CHECK_EQ_INT(config_check_supported(c, &e), ERR_INVALID_ARGUMENT);
     CHECK_EQ_STR(e.msg, "backend 'python' is not supported (inferd runs ONNX graphs only); "
                         "model_transaction_policy.decoupled is not supported for ONNX models: they answer every "
-                        "request exactly once (only the 'repeat' backend is decoupled)");
+                        "request exactly once (only the 'repeat' and 'inferd_llm' backends are decoupled)");
     config_free(c);
   }
   // the built-in repeat backend (server/core/repeat.h) may be decoupled; it takes no platform
@@ -541,7 +541,7 @@ static void test_check_supported(void) {
   if (c) {
     CHECK_EQ_INT(config_check_supported(c, &e), ERR_INVALID_ARGUMENT);
     CHECK_EQ_STR(e.msg, "model_transaction_policy.decoupled is not supported for ensemble models: they answer every "
-                        "request exactly once (only the 'repeat' backend is decoupled)");
+                        "request exactly once (only the 'repeat' and 'inferd_llm' backends are decoupled)");
     config_free(c);
   }
   c = parse("name: 'ok' platform: 'onnxruntime_onnx' dynamic_batching {}");

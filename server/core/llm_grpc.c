@@ -1,0 +1,206 @@
+// server/core/llm_grpc.c: ModelStreamInfer to the generative backend
+// (llm_grpc.h).
+#include "server/core/llm_grpc.h"
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grpc_service.pb-c.h"
+#include "server/core/llm_serve.h"
+#include "server/core/reply.h"
+#include "server/core/request.h"
+#include "server/core/server.h"
+
+typedef struct gsink {
+  srv_server *s;
+  srv_request *r;
+} gsink;
+
+// One response: output_ids [(1,) 1, n] and sequence_length [(1,) 1] (the
+// requested ones), final flag as Triton's decoupled responses carry it.
+static uint8_t *pack(const srv_request *r, const int32_t *ids, int64_t n, int final, size_t *len) {
+  Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+  ir.model_name = r->model->name;
+  ir.model_version = r->version->version_str;
+  ir.id = r->msg->id ? r->msg->id : (char *)"";
+  Inference__InferParameter fin = INFERENCE__INFER_PARAMETER__INIT;
+  fin.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+  fin.bool_param = final != 0;
+  Inference__ModelInferResponse__ParametersEntry pe = INFERENCE__MODEL_INFER_RESPONSE__PARAMETERS_ENTRY__INIT;
+  pe.key = (char *)"triton_final_response";
+  pe.value = &fin;
+  Inference__ModelInferResponse__ParametersEntry *pes[1] = {&pe};
+  ir.n_parameters = 1;
+  ir.parameters = pes;
+  int batched = r->version->llm_cfg->max_batch > 0;
+  int64_t ids_shape[3] = {1, 1, n}, len_shape[2] = {1, 1};
+  int32_t seq_len = (int32_t)n;
+  Inference__ModelInferResponse__InferOutputTensor ot[2], *otp[2];
+  ProtobufCBinaryData raw[2];
+  size_t k = 0;
+  if (r->outputs_mask & 1) {
+    inference__model_infer_response__infer_output_tensor__init(&ot[k]);
+    ot[k].name = (char *)"output_ids";
+    ot[k].datatype = (char *)"INT32";
+    ot[k].n_shape = batched ? 3 : 2;
+    ot[k].shape = batched ? ids_shape : ids_shape + 1;
+    raw[k] = (ProtobufCBinaryData){.len = (size_t)n * sizeof(int32_t), .data = (uint8_t *)ids};
+    otp[k] = &ot[k];
+    k++;
+  }
+  if (r->outputs_mask & 2) {
+    inference__model_infer_response__infer_output_tensor__init(&ot[k]);
+    ot[k].name = (char *)"sequence_length";
+    ot[k].datatype = (char *)"INT32";
+    ot[k].n_shape = batched ? 2 : 1;
+    ot[k].shape = batched ? len_shape : len_shape + 1;
+    raw[k] = (ProtobufCBinaryData){.len = sizeof seq_len, .data = (uint8_t *)&seq_len};
+    otp[k] = &ot[k];
+    k++;
+  }
+  ir.n_outputs = k;
+  ir.outputs = otp;
+  ir.n_raw_output_contents = k;
+  ir.raw_output_contents = raw;
+  Inference__ModelStreamInferResponse sr = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+  sr.infer_response = &ir;
+  *len = inference__model_stream_infer_response__get_packed_size(&sr);
+  uint8_t *buf = malloc(*len ? *len : 1);
+  if (buf) inference__model_stream_infer_response__pack(&sr, buf);
+  return buf;
+}
+
+static void emit(void *ctx, const int32_t *ids, int64_t n, int final, int code, const char *msg) {
+  gsink *g = ctx;
+  srv_request *r = g->r;
+  if (!final) {
+    size_t len = 0;
+    uint8_t *buf = pack(r, ids, n, 0, &len);
+    if (buf) srv_stream_reply_more(r->stream, buf, len);  // out of memory: this response is lost, the final says all
+    return;
+  }
+  srv_server *s = g->s;
+  free(g);
+  if (code) {
+    srv_request_send(s, r, NULL, 0, code, msg);
+    return;
+  }
+  size_t len = 0;
+  uint8_t *buf = pack(r, ids, n, 1, &len);
+  if (!buf)
+    srv_request_send(s, r, NULL, 0, ERR_RESOURCE_EXHAUSTED, "out of memory packing the final response");
+  else
+    srv_request_send(s, r, buf, len, 0, NULL);
+}
+
+static int cancelled(void *ctx) {
+  return srv_request_cancelled(((gsink *)ctx)->r);
+}
+static int congested(void *ctx) {
+  return srv_stream_congested(((gsink *)ctx)->r->stream);
+}
+
+static void refuse(srv_server *s, srv_request *r, int code, const char *msg) {
+  atomic_fetch_sub(&r->version->stats.pending, 1);
+  srv_reply_reject(s, r, code, msg);
+}
+
+// One value of a scalar input (shape [1], or [1, 1] batched): its first element; 0 when not given.
+static int scalar(const srv_request *r, srv_llm_in k, void *out, size_t size, err *e) {
+  const eng_tensor *t = &r->inputs[k];
+  if (!t->data && !t->bytes) return 0;
+  if (t->bytes != size) {
+    err_set(e, ERR_INVALID_ARGUMENT, "input '%s' holds %zu values: it takes one", r->version->llm_cfg->in[k].name,
+            t->bytes / size);
+    return -1;
+  }
+  memcpy(out, t->data, size);
+  return 1;
+}
+
+static int read_params(const srv_request *r, srv_llm_params *p, err *e) {
+  const srv_llm_cfg *c = r->version->llm_cfg;
+  *p = (srv_llm_params){.end_id = -1, .sampling = eng_llm_sampling_greedy(), .output_len = SRV_LLM_DEFAULT_OUTPUT_LEN};
+  for (int i = 0; i < SRV_LLM_IN_N; i++)
+    if (!r->inputs[i].data && r->inputs[i].bytes)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s': the %s backend reads its inputs from the request, not from "
+                     "CUDA shared memory",
+                     c->in[i].name, SRV_LLM_BACKEND);
+  if (r->shm_out)
+    return err_set(e, ERR_INVALID_ARGUMENT, "the %s backend answers in its responses, not into shared memory",
+                   SRV_LLM_BACKEND);
+  if (r->item.rows != 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "batch size %" PRId64 ": a request carries one sequence (batch size 1)",
+                   r->item.rows);
+  const eng_tensor *ids = &r->inputs[SRV_LLM_IN_IDS];
+  p->ids = ids->data;
+  p->n_ids = (int64_t)(ids->bytes / sizeof(int32_t));
+  int32_t v32;
+  int rc;
+#define SCALAR(k, var)                         \
+  do {                                         \
+    rc = scalar(r, k, &(var), sizeof(var), e); \
+    if (rc < 0) return e->code;                \
+  } while (0)
+  SCALAR(SRV_LLM_IN_LENGTHS, v32);
+  if (rc && v32 != p->n_ids)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input_lengths says %d tokens, input_ids holds %" PRId64, v32, p->n_ids);
+  SCALAR(SRV_LLM_IN_OUTPUT_LEN, v32);
+  if (rc) p->output_len = v32;
+  SCALAR(SRV_LLM_IN_END_ID, v32);
+  if (rc) {
+    if (v32 < 0) return err_set(e, ERR_INVALID_ARGUMENT, "end_id %d is negative", v32);
+    p->end_id = v32;
+  }
+  SCALAR(SRV_LLM_IN_PAD_ID, v32);
+  SCALAR(SRV_LLM_IN_TEMPERATURE, p->sampling.temperature);
+  SCALAR(SRV_LLM_IN_TOP_K, p->sampling.top_k);
+  SCALAR(SRV_LLM_IN_TOP_P, p->sampling.top_p);
+  SCALAR(SRV_LLM_IN_MIN_P, p->sampling.min_p);
+  SCALAR(SRV_LLM_IN_REP_PENALTY, p->sampling.repetition_penalty);
+  SCALAR(SRV_LLM_IN_SEED, p->sampling.seed);
+  p->seeded = rc;
+  uint8_t b = 0;
+  SCALAR(SRV_LLM_IN_STREAMING, b);
+  p->streaming = b != 0;
+#undef SCALAR
+  const eng_tensor *sw = &r->inputs[SRV_LLM_IN_STOP_WORDS];
+  if (sw->data && sw->bytes) {
+    int64_t n = sw->dims[sw->ndims - 1];
+    p->stop_flat = sw->data;
+    p->stop_offsets = (const int32_t *)sw->data + n;
+    p->n_stop = n;
+  }
+  p->deadline_us = r->item.deadline_us;
+  p->stats = &r->version->stats;
+  p->t_recv_us = r->t_recv_us;
+  return 0;
+}
+
+void srv_llm_submit_request(srv_server *s, srv_request *r) {
+  if (!r->stream) {  // infer.c refuses unary calls to a decoupled model before here
+    refuse(s, r, ERR_UNIMPLEMENTED, "the inferd_llm backend answers on ModelStreamInfer only");
+    return;
+  }
+  err e = {0};
+  srv_llm_params p;
+  if (read_params(r, &p, &e) != 0) {
+    refuse(s, r, (int)e.code, e.msg);
+    return;
+  }
+  gsink *g = malloc(sizeof *g);
+  if (!g) {
+    refuse(s, r, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  *g = (gsink){.s = s, .r = r};
+  srv_llm_sink sink = {.ctx = g, .emit = emit, .cancelled = cancelled, .congested = congested};
+  if (srv_llm_submit(r->version->llm, &p, &sink, &e) != 0) {
+    free(g);
+    refuse(s, r, (int)e.code, e.msg);
+  }
+}

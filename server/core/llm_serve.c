@@ -1,0 +1,652 @@
+// server/core/llm_serve.c: the generative backend's runners (llm_serve.h).
+// Each runner thread owns its scheduler, pool, engine runner, sampler and
+// step buffers; the only shared state is its inbox (under its mutex) and
+// the atomic counters /metrics reads.
+#include "server/core/llm_serve.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "batcher/iter.h"
+#include "engine/llm/llm_model.h"
+#include "engine/llm/llm_step.h"
+#include "engine/model.h"
+#include "server/core/registry.h"
+#include "server/obs/log.h"
+
+#define IDLE_LOOK_US 10000  // with sequences held and nothing to step: look again this soon (cancels, deadlines)
+
+// --- one request on a runner
+
+typedef struct llm_req {
+  bat_iter_seq seq;      // seq.payload points here
+  struct llm_req *next;  // the inbox's link
+  srv_llm_sink sink;
+  eng_llm_sampling sampling;
+  int streaming;
+  int32_t end_id;
+  int32_t *stop;      // flat stop words
+  int64_t *stop_end;  // end offset of each word
+  int64_t n_stop_words;
+  int64_t n_sent;     // generated tokens given to the sink
+  int64_t t_last_us;  // when the last token came (TTFT from t_recv, then ITL)
+  struct srv_stats *stats;
+  int64_t t_recv_us;
+  int32_t *prompt;  // the copy seq.prompt points to
+} llm_req;
+
+static void req_free(llm_req *q) {
+  free(q->prompt);
+  free(q->stop);
+  free(q->stop_end);
+  free(q);
+}
+
+// --- the engine a runner steps: one table per kind of instance
+
+// The decoder runtime's runner interface (engine/llm/llm_step.h), through which a runner reaches its
+// engine. The CPU runner is the only one built in; a GPU runner of the same shape
+// (eng_llm_cuda_runner_create/destroy/step) slots in as a second table, chosen by the instance's kind.
+typedef struct llm_engine_ops {
+  const char *name;
+  int (*create)(const eng_llm_model *m, const eng_llm_runner_config *c, void **out, err *e);
+  void (*destroy)(void *r);
+  int (*step)(void *r, const eng_llm_work *w, size_t n, float *logits, err *e);
+} llm_engine_ops;
+
+static int cpu_create(const eng_llm_model *m, const eng_llm_runner_config *c, void **out, err *e) {
+  eng_llm_runner *r = NULL;
+  int rc = eng_llm_runner_create(m, c, &r, e);
+  *out = r;
+  return rc;
+}
+static void cpu_destroy(void *r) {
+  eng_llm_runner_destroy(r);
+}
+static int cpu_step(void *r, const eng_llm_work *w, size_t n, float *logits, err *e) {
+  return eng_llm_step(r, w, n, logits, e);
+}
+static const llm_engine_ops cpu_ops = {"cpu", cpu_create, cpu_destroy, cpu_step};
+
+// --- a runner
+
+typedef struct runner {
+  struct srv_llm *l;
+  int idx;
+  pthread_t thread;
+  int started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  llm_req *inbox, *inbox_tail;
+  int stop;
+  _Atomic int64_t held;  // requests submitted and not yet ended (for the choice of runner)
+  bat_kv_pool *pool;
+  bat_iter *it;
+  const llm_engine_ops *ops;
+  void *eng;  // the ops' runner
+  eng_llm_sampler *sampler;
+  float *logits;
+  eng_llm_work *work;
+  int32_t *sampled;
+  uint8_t *stopped;
+  uint64_t seed_next;  // unseeded requests' seeds
+  // what /metrics reads (written after every step)
+  _Atomic int64_t blocks_used, running, waiting;
+  _Atomic uint64_t preemptions, prefix_hits;
+} runner;
+
+struct srv_llm {
+  char name[256];
+  srv_llm_cfg cfg;
+  eng_llm_model *model;
+  const eng_llm_config *mc;
+  int64_t max_model_len;
+  int32_t n_blocks;
+  int n;
+  runner *r;
+  int stopped;
+  pthread_mutex_t stop_mu;
+  _Atomic uint64_t prompt_tokens, generated_tokens;
+  prof_hist *ttft, *itl;
+};
+
+int64_t srv_llm_vocab(const srv_llm *l) {
+  return l->mc->vocab;
+}
+int64_t srv_llm_max_model_len(const srv_llm *l) {
+  return l->max_model_len;
+}
+
+// The wall clock in ms (ModelStatistics' last_inference), here rather than registry.c's: the registry
+// creates the runners, and a call back into it would close a circle (tests/unit/check_circles.py).
+static uint64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+// --- statistics, as the repeat backend counts them: the execution spans arrival to the final answer
+
+static void count_end(llm_req *q, int ok) {
+  srv_stats *st = q->stats;
+  if (!st) return;
+  int64_t now = eng_now_us(), all = now - q->t_recv_us;
+  if (ok) {
+    atomic_fetch_add(&st->success.count, 1);
+    atomic_fetch_add(&st->success.ns, (uint64_t)all * 1000);
+    atomic_fetch_add(&st->compute_infer.count, 1);
+    atomic_fetch_add(&st->compute_infer.ns, (uint64_t)all * 1000);
+    atomic_fetch_add(&st->queue.count, 1);
+    atomic_fetch_add(&st->compute_input.count, 1);
+    atomic_fetch_add(&st->compute_output.count, 1);
+    atomic_fetch_add(&st->inference_count, 1);
+    atomic_fetch_add(&st->execution_count, 1);
+    atomic_store(&st->last_inference_ms, wall_ms());
+    prof_hist_record(st->h_request, all);
+    prof_hist_record(st->h_infer, all);
+    prof_window_add(&st->win_requests, now, 1.0);
+    prof_window_add(&st->win_rows, now, 1.0);
+  } else {
+    atomic_fetch_add(&st->fail.count, 1);
+    atomic_fetch_add(&st->fail.ns, (uint64_t)all * 1000);
+    atomic_fetch_add(&st->fail_by_reason[SRV_FAIL_CANCELED], 1);
+  }
+  atomic_fetch_sub(&st->pending, 1);
+}
+
+// --- answers
+
+static void req_finish(runner *rn, llm_req *q) {
+  const bat_iter_seq *s = &q->seq;
+  int64_t gen0 = s->prompt_len;
+  if (s->end == BAT_ITER_END_DROPPED) {
+    int code = ERR_CANCELLED;
+    const char *msg = "the request was cancelled";
+    switch (s->drop_reason) {
+      case BAT_DROP_DEADLINE:
+        code = ERR_DEADLINE_EXCEEDED, msg = "the request's deadline passed";
+        break;
+      case BAT_DROP_SHUTDOWN:
+        code = ERR_UNAVAILABLE, msg = "the server is shutting down";
+        break;
+      case BAT_DROP_QUEUE_TIMEOUT:
+        code = ERR_UNAVAILABLE, msg = "Request timeout expired";
+        break;
+      case BAT_DROP_INSTANCE_FAILED:
+        code = ERR_INTERNAL, msg = "the model's step failed";
+        break;
+      default:
+        break;
+    }
+    count_end(q, 0);
+    q->sink.emit(q->sink.ctx, NULL, 0, 1, code, msg);
+  } else {
+    // a stream's tokens not yet sent go with the final flag; a whole answer is every generated token
+    int64_t from = q->streaming ? gen0 + q->n_sent : gen0;
+    count_end(q, 1);
+    q->sink.emit(q->sink.ctx, s->tokens + from, s->n_tokens - from, 1, 0, NULL);
+  }
+  atomic_fetch_sub(&rn->held, 1);
+  bat_iter_seq_close(&q->seq);
+  req_free(q);
+}
+
+static void take_finished(runner *rn) {
+  for (bat_iter_seq *s = bat_iter_take_finished(rn->it), *nx; s; s = nx) {
+    nx = s->next;
+    req_finish(rn, s->payload);
+  }
+}
+
+static void publish_stats(runner *rn) {
+  bat_iter_stats st;
+  bat_iter_stats_get(rn->it, &st);
+  atomic_store(&rn->blocks_used, st.blocks_used);
+  atomic_store(&rn->running, (int64_t)st.running);
+  atomic_store(&rn->waiting, (int64_t)st.waiting);
+  atomic_store(&rn->preemptions, st.preempted_total);
+  atomic_store(&rn->prefix_hits, st.prefix_hit_tokens);
+}
+
+// 1 when the last tokens of s end with one of q's stop words.
+static int stop_word_hit(const llm_req *q, const bat_iter_seq *s, int32_t tok) {
+  int64_t start = 0;
+  for (int64_t w = 0; w < q->n_stop_words; w++) {
+    int64_t end = q->stop_end[w], n = end - start;
+    const int32_t *word = q->stop + start;
+    start = end;
+    if (n < 1 || n - 1 > s->n_tokens - s->prompt_len) continue;  // stop words match generated tokens only
+    if (word[n - 1] != tok) continue;
+    int hit = 1;
+    for (int64_t k = 0; k < n - 1 && hit; k++) hit = s->tokens[s->n_tokens - (n - 1) + k] == word[k];
+    if (hit) return 1;
+  }
+  return 0;
+}
+
+static int is_end(const srv_llm *l, const llm_req *q, int32_t tok) {
+  if (q->end_id >= 0 && tok == q->end_id) return 1;
+  for (int i = 0; i < l->mc->n_eos; i++)
+    if (tok == l->mc->eos_ids[i]) return 1;
+  return 0;
+}
+
+// One step: plan, run, sample, complete, answer. 0 when there was nothing to step.
+static int step(runner *rn) {
+  srv_llm *l = rn->l;
+  bat_iter_step st;
+  size_t nw = bat_iter_plan(rn->it, &st);
+  if (!nw) return 0;
+  for (size_t k = 0; k < nw; k++) {
+    const bat_iter_work *w = &st.work[k];
+    rn->work[k] = (eng_llm_work){.tokens = w->seq->tokens + w->start,
+                                 .start = w->start,
+                                 .n_tokens = w->n_tokens,
+                                 .block_table = w->seq->kv.blocks,
+                                 .n_blocks = w->seq->kv.n_blocks,
+                                 .logits = w->sample};
+  }
+  err e = {0};
+  if (rn->ops->step(rn->eng, rn->work, nw, rn->logits, &e) != 0) {
+    // every input was checked at submit: a failure here is the runtime's; the step's sequences end with it
+    srv_log(SRV_LOG_ERROR, "model '%s' runner %d: step failed: %s", l->name, rn->idx, e.msg);
+    bat_iter_abort(rn->it);
+    bat_iter_flush(rn->it);
+    for (bat_iter_seq *s = bat_iter_take_finished(rn->it), *nx; s; s = nx) {
+      nx = s->next;
+      s->drop_reason = BAT_DROP_INSTANCE_FAILED;
+      req_finish(rn, s->payload);
+    }
+    return 1;
+  }
+  int64_t now = eng_now_us();
+  for (size_t k = 0, row = 0; k < nw; k++) {
+    const bat_iter_work *w = &st.work[k];
+    rn->stopped[k] = 0;
+    rn->sampled[k] = 0;
+    if (!w->sample) continue;
+    llm_req *q = w->seq->payload;
+    const float *lg = rn->logits + (int64_t)row++ * l->mc->vocab;
+    int32_t tok =
+        eng_llm_sample(rn->sampler, lg, &q->sampling, w->seq->tokens, w->seq->n_tokens, (uint64_t)w->seq->n_generated);
+    rn->sampled[k] = tok;
+    rn->stopped[k] = (uint8_t)(is_end(l, q, tok) || stop_word_hit(q, w->seq, tok));
+    prof_hist_record(w->seq->n_generated == 0 ? l->ttft : l->itl,
+                     now - (w->seq->n_generated == 0 ? q->t_recv_us : q->t_last_us));
+    q->t_last_us = now;
+  }
+  if (bat_iter_complete(rn->it, rn->sampled, rn->stopped, &e) != 0) {
+    srv_log(SRV_LOG_ERROR, "model '%s' runner %d: %s", l->name, rn->idx, e.msg);
+    return 1;
+  }
+  atomic_fetch_add(&l->generated_tokens, st.n_sample);
+  // streamed tokens of the sequences still running (the finished ones send theirs with the final flag)
+  for (size_t k = 0; k < nw; k++) {
+    const bat_iter_work *w = &st.work[k];
+    bat_iter_seq *s = w->seq;
+    llm_req *q = s->payload;
+    if (!w->sample || !q->streaming || s->state == BAT_ITER_DONE) continue;
+    int64_t from = s->prompt_len + q->n_sent, n = s->n_tokens - from;
+    if (n <= 0 || (q->sink.congested && q->sink.congested(q->sink.ctx))) continue;
+    q->sink.emit(q->sink.ctx, s->tokens + from, n, 0, 0, NULL);
+    q->n_sent += n;
+  }
+  take_finished(rn);
+  return 1;
+}
+
+static int cancelled_cb(void *payload) {
+  llm_req *q = payload;
+  return q->sink.cancelled && q->sink.cancelled(q->sink.ctx);
+}
+
+static int64_t clock_cb(void *ctx) {
+  (void)ctx;
+  return eng_now_us();
+}
+
+static void enqueue_new(runner *rn, llm_req *list) {
+  while (list) {
+    llm_req *q = list;
+    list = q->next;
+    err e = {0};
+    if (bat_iter_enqueue(rn->it, &q->seq, &e) != 0) {
+      // checked at submit against the same numbers; a full queue is the one way left
+      count_end(q, 0);
+      q->sink.emit(q->sink.ctx, NULL, 0, 1, (int)e.code, e.msg);
+      atomic_fetch_sub(&rn->held, 1);
+      req_free(q);
+      continue;
+    }
+    atomic_fetch_add(&rn->l->prompt_tokens, (uint64_t)q->seq.prompt_len);
+  }
+}
+
+static void *runner_main(void *arg) {
+  runner *rn = arg;
+  for (;;) {
+    pthread_mutex_lock(&rn->mu);
+    llm_req *list = rn->inbox;
+    rn->inbox = rn->inbox_tail = NULL;
+    int stop = rn->stop;
+    pthread_mutex_unlock(&rn->mu);
+    enqueue_new(rn, list);
+    if (stop) break;
+    int did = step(rn);
+    if (!did) take_finished(rn);  // cancelled or expired while nothing stepped
+    publish_stats(rn);
+    if (did) continue;
+    // nothing to step: wait for a request, or look again soon while sequences are held (they may be
+    // cancelled, or their deadline pass, with nobody to signal it)
+    bat_iter_stats bs;
+    bat_iter_stats_get(rn->it, &bs);
+    pthread_mutex_lock(&rn->mu);
+    if (!rn->inbox && !rn->stop) {
+      if (bs.running + bs.waiting == 0) {
+        pthread_cond_wait(&rn->cv, &rn->mu);
+      } else {
+        int64_t now = eng_now_us(), next = bat_iter_next_wakeup(rn->it);
+        if (next > now + IDLE_LOOK_US) next = now + IDLE_LOOK_US;
+        struct timespec ts = {.tv_sec = next / 1000000, .tv_nsec = (long)(next % 1000000) * 1000};
+        pthread_cond_timedwait(&rn->cv, &rn->mu, &ts);
+      }
+    }
+    pthread_mutex_unlock(&rn->mu);
+  }
+  // shutting down: everything held ends
+  bat_iter_flush(rn->it);
+  take_finished(rn);
+  publish_stats(rn);
+  return NULL;
+}
+
+// --- create, submit, stop
+
+static void runner_close(runner *rn) {
+  if (rn->started) {
+    pthread_mutex_destroy(&rn->mu);
+    pthread_cond_destroy(&rn->cv);
+  }
+  bat_iter_destroy(rn->it);
+  bat_kv_destroy(rn->pool);
+  if (rn->eng) rn->ops->destroy(rn->eng);
+  eng_llm_sampler_destroy(rn->sampler);
+  free(rn->logits);
+  free(rn->work);
+  free(rn->sampled);
+  free(rn->stopped);
+}
+
+static int runner_open(srv_llm *l, runner *rn, int idx, err *e) {
+  const srv_llm_cfg *c = &l->cfg;
+  rn->l = l;
+  rn->idx = idx;
+  rn->seed_next = (uint64_t)eng_now_us() * 0x9E3779B97F4A7C15ull + (uint64_t)idx;
+  bat_kv_config kc = {.n_blocks = l->n_blocks, .block_tokens = c->block_tokens, .prefix_caching = c->prefix_caching};
+  TRY(bat_kv_create(&kc, &rn->pool, e));
+  bat_iter_config ic = {.max_num_seqs = c->max_num_seqs,
+                        .max_num_batched_tokens = c->max_batched,
+                        .max_model_len = l->max_model_len,
+                        .max_prefill_chunk = c->max_prefill_chunk,
+                        .pool = rn->pool,
+                        .now = clock_cb,
+                        .cancelled = cancelled_cb};
+  TRY(bat_iter_create(&ic, &rn->it, e));
+  // instance_group's kind picks the table; KIND_CPU and KIND_AUTO (llm_cfg.c) are the CPU runner's
+  rn->ops = &cpu_ops;
+  eng_llm_runner_config rc = {.n_blocks = l->n_blocks,
+                              .block_tokens = c->block_tokens,
+                              .max_step_tokens = c->max_batched,
+                              .max_context = l->max_model_len};
+  TRY(rn->ops->create(l->model, &rc, &rn->eng, e));
+  size_t nb = (size_t)c->max_batched;
+  rn->sampler = eng_llm_sampler_create(l->mc->vocab);
+  rn->logits = malloc(nb * (size_t)l->mc->vocab * sizeof(float));
+  rn->work = malloc(nb * sizeof *rn->work);
+  rn->sampled = malloc(nb * sizeof *rn->sampled);
+  rn->stopped = malloc(nb);
+  if (!rn->sampler || !rn->logits || !rn->work || !rn->sampled || !rn->stopped)
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for runner %d's step buffers", idx);
+  pthread_mutex_init(&rn->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&rn->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  rn->started = 1;  // the mutex and condition exist
+  if (pthread_create(&rn->thread, NULL, runner_main, rn) != 0)
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start runner %d's thread", idx);
+  rn->started = 2;  // and its thread runs
+  return 0;
+}
+
+int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_name, srv_llm **out, err *e) {
+  *out = NULL;
+  srv_llm *l = calloc(1, sizeof *l);
+  if (!l) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  snprintf(l->name, sizeof l->name, "%s", model_name);
+  l->cfg = *cfg;
+  pthread_mutex_init(&l->stop_mu, NULL);
+  int rc = eng_llm_model_create(dir, &l->model, e);
+  if (rc) {
+    srv_llm_destroy(l);
+    return rc;
+  }
+  l->mc = eng_llm_model_config(l->model);
+  const eng_llm_config *mc = l->mc;
+  int64_t mml = cfg->max_model_len;
+  if (!mml) mml = mc->max_pos > 0 ? (mc->max_pos < 8192 ? mc->max_pos : 8192) : 8192;
+  char buf[sizeof e->msg];
+  size_t len = 0;
+  buf[0] = 0;
+#define WHY(...)                                                                                       \
+  (len += (size_t)snprintf(buf + len, len < sizeof buf ? sizeof buf - len : 0, "%s", len ? "; " : ""), \
+   len += (size_t)snprintf(buf + len, len < sizeof buf ? sizeof buf - len : 0, __VA_ARGS__))
+  if (mc->learned_pos && mml > mc->max_pos)
+    WHY("max_model_len %" PRId64 " is past the checkpoint's %" PRId64 " learned positions (n_positions)", mml,
+        mc->max_pos);
+  l->max_model_len = mml;
+  // the pool: blocks given, or what kv_cache_bytes holds (K and V, every layer, kv heads x head_dim floats)
+  int64_t block_bytes = 2 * mc->n_layers * cfg->block_tokens * mc->n_kv_heads * mc->head_dim * (int64_t)sizeof(float);
+  int64_t nb = cfg->kv_blocks ? cfg->kv_blocks : cfg->kv_bytes / (block_bytes > 0 ? block_bytes : 1);
+  if (nb > INT32_MAX) nb = INT32_MAX;
+  int64_t need = (mml + cfg->block_tokens - 1) / cfg->block_tokens;
+  if (nb < need)
+    WHY("the KV pool's %" PRId64 " blocks of %d tokens (%" PRId64
+        " bytes each) cannot hold one max_model_len "
+        "(%" PRId64 ") sequence, which needs %" PRId64
+        ": raise kv_cache_blocks or kv_cache_bytes, or lower "
+        "max_model_len",
+        nb, cfg->block_tokens, block_bytes, mml, need);
+  if (cfg->max_prefill_chunk > cfg->max_batched)
+    WHY("max_prefill_chunk %" PRId64 " is above max_num_batched_tokens %" PRId64, cfg->max_prefill_chunk,
+        cfg->max_batched);
+#undef WHY
+  if (len) {
+    srv_llm_destroy(l);
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s", buf);
+  }
+  l->n_blocks = (int32_t)nb;
+  if (prof_hist_create(&PROF_HIST_LATENCY_US, &l->ttft, e) || prof_hist_create(&PROF_HIST_LATENCY_US, &l->itl, e)) {
+    srv_llm_destroy(l);
+    return e->code;
+  }
+  l->r = calloc((size_t)cfg->n_instances, sizeof *l->r);
+  if (!l->r) {
+    srv_llm_destroy(l);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  for (int i = 0; i < cfg->n_instances; i++) {
+    l->n = i + 1;
+    if (runner_open(l, &l->r[i], i, e) != 0) {
+      srv_llm_destroy(l);
+      return e->code;
+    }
+  }
+  *out = l;
+  return 0;
+}
+
+void srv_llm_stop(srv_llm *l) {
+  if (!l) return;
+  pthread_mutex_lock(&l->stop_mu);
+  if (!l->stopped) {
+    l->stopped = 1;
+    for (int i = 0; i < l->n; i++) {
+      runner *rn = &l->r[i];
+      if (rn->started != 2) continue;
+      pthread_mutex_lock(&rn->mu);
+      rn->stop = 1;
+      pthread_cond_signal(&rn->cv);
+      pthread_mutex_unlock(&rn->mu);
+      pthread_join(rn->thread, NULL);
+    }
+  }
+  pthread_mutex_unlock(&l->stop_mu);
+}
+
+void srv_llm_destroy(srv_llm *l) {
+  if (!l) return;
+  srv_llm_stop(l);
+  for (int i = 0; i < l->n; i++) runner_close(&l->r[i]);
+  free(l->r);
+  prof_hist_destroy(l->ttft);
+  prof_hist_destroy(l->itl);
+  eng_llm_model_destroy(l->model);
+  pthread_mutex_destroy(&l->stop_mu);
+  free(l);
+}
+
+// One id of a request's tensor, which may sit unaligned in its message (raw_input_contents).
+static int32_t ld32(const int32_t *p, int64_t i) {
+  int32_t v;
+  memcpy(&v, (const char *)p + i * (int64_t)sizeof v, sizeof v);
+  return v;
+}
+
+// Stop words: TensorRT-LLM's [2, n] layout, row 0 the flat ids, row 1 each word's end offset, -1 padded.
+static int copy_stop_words(llm_req *q, const srv_llm_params *p, int64_t vocab, err *e) {
+  if (!p->n_stop) return 0;
+  int64_t n_words = 0, prev = 0;
+  for (int64_t i = 0; i < p->n_stop; i++) {
+    int64_t off = ld32(p->stop_offsets, i);
+    if (off < 0) break;
+    if (off <= prev || off > p->n_stop)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "stop_words_list: offsets must rise and stay within the %" PRId64 " ids (offset %" PRId64
+                     " at %" PRId64 ")",
+                     p->n_stop, off, i);
+    prev = off;
+    n_words++;
+  }
+  for (int64_t i = 0; i < prev; i++)
+    if (ld32(p->stop_flat, i) < 0 || ld32(p->stop_flat, i) >= vocab)
+      return err_set(e, ERR_INVALID_ARGUMENT, "stop_words_list: token id %d is outside the vocabulary [0, %" PRId64 ")",
+                     ld32(p->stop_flat, i), vocab);
+  if (!n_words) return 0;
+  q->stop = malloc((size_t)prev * sizeof *q->stop);
+  q->stop_end = malloc((size_t)n_words * sizeof *q->stop_end);
+  if (!q->stop || !q->stop_end) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  memcpy(q->stop, p->stop_flat, (size_t)prev * sizeof *q->stop);
+  for (int64_t i = 0; i < n_words; i++) q->stop_end[i] = ld32(p->stop_offsets, i);
+  q->n_stop_words = n_words;
+  return 0;
+}
+
+int srv_llm_submit(srv_llm *l, const srv_llm_params *p, const srv_llm_sink *sink, err *e) {
+  const int64_t V = l->mc->vocab;
+  if (p->n_ids < 1) return err_set(e, ERR_INVALID_ARGUMENT, "input_ids is empty: the prompt needs one token at least");
+  for (int64_t i = 0; i < p->n_ids; i++)
+    if (ld32(p->ids, i) < 0 || ld32(p->ids, i) >= V)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input_ids[%" PRId64 "] = %d is outside the model's vocabulary [0, %" PRId64 ")", i,
+                     ld32(p->ids, i), V);
+  if (p->n_ids >= l->max_model_len)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "the prompt's %" PRId64 " tokens leave no room to generate within max_model_len %" PRId64, p->n_ids,
+                   l->max_model_len);
+  if (p->output_len < 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "request_output_len %" PRId64 " must be at least 1", p->output_len);
+  if (p->output_len > l->max_model_len)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "request_output_len %" PRId64 " exceeds max_model_len %" PRId64
+                   " (prompt and output together end there)",
+                   p->output_len, l->max_model_len);
+  if (p->end_id >= V)
+    return err_set(e, ERR_INVALID_ARGUMENT, "end_id %d is outside the model's vocabulary [0, %" PRId64 ")", p->end_id,
+                   V);
+  const eng_llm_sampling *sp = &p->sampling;
+  if (!(sp->temperature >= 0) || !(sp->top_p >= 0 && sp->top_p <= 1) || !(sp->min_p >= 0 && sp->min_p <= 1) ||
+      !(sp->repetition_penalty > 0) || sp->top_k < 0)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "sampling parameters out of range: temperature %g (>= 0), runtime_top_k %d (>= 0), runtime_top_p "
+                   "%g ([0, 1]), min_p %g ([0, 1]), repetition_penalty %g (> 0)",
+                   (double)sp->temperature, sp->top_k, (double)sp->top_p, (double)sp->min_p,
+                   (double)sp->repetition_penalty);
+  llm_req *q = calloc(1, sizeof *q);
+  if (!q) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  q->prompt = malloc((size_t)p->n_ids * sizeof *q->prompt);
+  if (!q->prompt) {
+    req_free(q);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  if (copy_stop_words(q, p, V, e) != 0) {
+    req_free(q);
+    return e->code;
+  }
+  memcpy(q->prompt, p->ids, (size_t)p->n_ids * sizeof *q->prompt);
+  q->seq = (bat_iter_seq){.prompt = q->prompt,
+                          .prompt_len = p->n_ids,
+                          .max_tokens = p->output_len,
+                          .deadline_us = p->deadline_us,
+                          .payload = q};
+  q->sink = *sink;
+  q->sampling = *sp;
+  q->streaming = p->streaming;
+  q->end_id = p->end_id;
+  q->stats = p->stats;
+  q->t_recv_us = p->t_recv_us ? p->t_recv_us : eng_now_us();
+  // the least loaded runner
+  pthread_mutex_lock(&l->stop_mu);  // against srv_llm_stop: a request queued after the flush would never end
+  if (l->stopped) {
+    pthread_mutex_unlock(&l->stop_mu);
+    req_free(q);
+    return err_set(e, ERR_UNAVAILABLE, "model '%s' is shutting down", l->name);
+  }
+  runner *best = &l->r[0];
+  for (int i = 1; i < l->n; i++)
+    if (atomic_load(&l->r[i].held) < atomic_load(&best->held)) best = &l->r[i];
+  atomic_fetch_add(&best->held, 1);
+  pthread_mutex_lock(&best->mu);
+  if (!p->seeded) q->sampling.seed = best->seed_next++ * 0x9E3779B97F4A7C15ull;
+  if (best->inbox_tail)
+    best->inbox_tail->next = q;
+  else
+    best->inbox = q;
+  best->inbox_tail = q;
+  pthread_cond_signal(&best->cv);
+  pthread_mutex_unlock(&best->mu);
+  pthread_mutex_unlock(&l->stop_mu);
+  return 0;
+}
+
+void srv_llm_metrics_get(const srv_llm *l, srv_llm_metrics *o) {
+  *o = (srv_llm_metrics){.prompt_tokens = atomic_load(&l->prompt_tokens),
+                         .generated_tokens = atomic_load(&l->generated_tokens),
+                         .ttft_us = l->ttft,
+                         .itl_us = l->itl};
+  for (int i = 0; i < l->n; i++) {
+    runner *rn = &l->r[i];
+    o->preemptions += atomic_load(&rn->preemptions);
+    o->prefix_hit_tokens += atomic_load(&rn->prefix_hits);
+    o->blocks_used += atomic_load(&rn->blocks_used);
+    o->running += atomic_load(&rn->running);
+    o->waiting += atomic_load(&rn->waiting);
+    o->blocks_total += l->n_blocks;
+  }
+}

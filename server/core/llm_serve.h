@@ -1,0 +1,94 @@
+// server/core/llm_serve.h: the generative backend's runners (backend
+// "inferd_llm", issue 35). One srv_llm per model version: the checkpoint's
+// weights, loaded once and shared, and instance_group's count of runners,
+// each its own thread, iteration scheduler (batcher/iter.h), KV block pool
+// (batcher/kvblocks.h) and engine runner (engine/llm/llm_step.h). A
+// runner's loop: plan a step, run it, sample each finished position
+// (engine/llm/llm_sample.h), complete it, and send what it produced; new
+// requests join at the next plan, cancelled and expired ones leave there and
+// give their KV blocks back at once.
+//
+// Requests arrive as parameters plus a sink (how answers leave): the gRPC
+// ModelStreamInfer path (llm_grpc.c builds both from a validated
+// srv_request) and the HTTP generate extension (server/http/rest_generate.c)
+// share everything from there on.
+#ifndef INFERD_SERVER_LLM_SERVE_H
+#define INFERD_SERVER_LLM_SERVE_H
+
+#include <stdint.h>
+
+#include "engine/llm/llm_sample.h"
+#include "kernels/base/err.h"
+#include "server/core/llm_cfg.h"
+#include "server/obs/hist.h"
+
+struct srv_stats;
+
+typedef struct srv_llm srv_llm;
+
+// How a request's answers leave. Called on a runner thread only, never
+// under its lock. emit: one response with n new token ids (n may be 0 with
+// final); final 1 on the last call, after which the runner never touches
+// ctx again; code != 0 (with final): the request failed with msg after the
+// responses before it. cancelled: the client went away (checked at each
+// step). congested: may be NULL; 1 holds streamed tokens back (they go out
+// together once it reads 0).
+typedef struct srv_llm_sink {
+  void *ctx;
+  void (*emit)(void *ctx, const int32_t *ids, int64_t n, int final, int code, const char *msg);
+  int (*cancelled)(void *ctx);
+  int (*congested)(void *ctx);
+} srv_llm_sink;
+
+// One request, as the runner takes it; everything pointed to is borrowed
+// until srv_llm_submit returns (it copies).
+typedef struct srv_llm_params {
+  const int32_t *ids;
+  int64_t n_ids;
+  int64_t output_len;  // tokens to generate at most, >= 1
+  int32_t end_id;      // -1: none besides generation_config.json's
+  eng_llm_sampling sampling;
+  int seeded;  // sampling.seed is the client's; else the runner picks one
+  int streaming;
+  // TensorRT-LLM's stop_words_list: words of flat[offsets[i-1] .. offsets[i]) (offsets end at -1 or n_offsets)
+  const int32_t *stop_flat;
+  const int32_t *stop_offsets;
+  int64_t n_stop;       // entries of each row
+  int64_t deadline_us;  // absolute, eng_now_us's clock; INT64_MAX none
+  // statistics: counted (success, failure, pending--) when the request ends; may be NULL
+  struct srv_stats *stats;
+  int64_t t_recv_us;
+} srv_llm_params;
+
+// Loads the checkpoint in dir and starts cfg->n_instances runners. The KV
+// pool per runner: cfg->kv_blocks, or as many blocks as kv_bytes holds.
+// INVALID_ARGUMENT / NOT_FOUND / UNIMPLEMENTED as the checkpoint's loader
+// says, or when the parameters do not fit the model (max_model_len past its
+// learned positions, a pool smaller than one max_model_len sequence).
+int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_name, srv_llm **out, err *e);
+// Stops the runners: every request held ends (final, UNAVAILABLE "the
+// server is shutting down"), their threads are joined; later submits are
+// refused. Idempotent; any thread but a runner's.
+void srv_llm_stop(srv_llm *l);
+// Stops, then frees. NULL is a no-op.
+void srv_llm_destroy(srv_llm *l);
+
+// Checks p against the model (ids in the vocabulary, the prompt within
+// max_model_len and the pool, output_len in range) and queues it on the
+// least loaded runner. 0: the runner owns the request and answers through
+// sink until final. Else e says why (INVALID_ARGUMENT; UNAVAILABLE when
+// stopped; RESOURCE_EXHAUSTED out of memory) and nothing was taken.
+int srv_llm_submit(srv_llm *l, const srv_llm_params *p, const srv_llm_sink *sink, err *e);
+
+int64_t srv_llm_vocab(const srv_llm *l);
+int64_t srv_llm_max_model_len(const srv_llm *l);
+
+// Totals over the version's runners, for /metrics.
+typedef struct srv_llm_metrics {
+  uint64_t prompt_tokens, generated_tokens, preemptions, prefix_hit_tokens;
+  int64_t blocks_used, blocks_total, running, waiting;
+  const prof_hist *ttft_us, *itl_us;  // time to first token, inter-token latency (microseconds)
+} srv_llm_metrics;
+void srv_llm_metrics_get(const srv_llm *l, srv_llm_metrics *out);
+
+#endif
