@@ -27,6 +27,9 @@ struct eng_llm_runner {
 int eng_llm_runner_create(const eng_llm_model *m, const eng_llm_runner_config *c, eng_llm_runner **out, err *e) {
   *out = NULL;
   const eng_llm_config *g = eng_llm_model_config(m);
+  if (m->wdt != DT_FP32)
+    return err_set(e, ERR_INVALID_ARGUMENT, "runner: the CPU step computes in FP32; this model keeps %s weights",
+                   dtype_wire_name(m->wdt));
   if (c->n_blocks <= 0 || c->block_tokens <= 0 || c->max_step_tokens <= 0 || c->max_context <= 0)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "runner: n_blocks, block_tokens, max_step_tokens and max_context must be > 0");
@@ -141,9 +144,9 @@ int eng_llm_step(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logi
     for (int64_t j = 0; j < w[i].n_tokens; j++, t++) {
       r->pos[t] = w[i].start + j;
       float *xt = r->x + t * H;
-      memcpy(xt, m->embed + (int64_t)w[i].tokens[j] * H, (size_t)H * sizeof(float));
+      memcpy(xt, (const float *)m->embed + (int64_t)w[i].tokens[j] * H, (size_t)H * sizeof(float));
       if (m->pos_embed)
-        for (int64_t c = 0; c < H; c++) xt[c] += m->pos_embed[r->pos[t] * H + c];
+        for (int64_t c = 0; c < H; c++) xt[c] += ((const float *)m->pos_embed)[r->pos[t] * H + c];
     }
   for (int64_t L = 0; L < g->n_layers; L++) {
     const eng_llm_layer *l = &m->layers[L];
