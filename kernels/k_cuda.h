@@ -338,6 +338,8 @@ int k_mlp_act_cuda(void *y, const void *x, size_t rows, size_t cols, k_mlp_kind 
 int k_paged_kv_write_cuda(void *k_cache, void *v_cache, const void *k, const void *v, int64_t src_stride,
                           int64_t row_elems, int64_t block_tokens, const k_llm_meta *m, dtype dt,
                           cudaStream_t stream, err *e);
+// y = x widened to float (kernels/elem/k_widen.cu), exact; y must not overlap x.
+int k_widen_cuda(float *y, const void *x, size_t n, dtype dt, cudaStream_t stream, err *e);
 // k_paged_attn_ref for every token of the step at once (prefill chunks and
 // decode tokens alike; kernels/attn/k_paged_attn.cu): token t's query row
 // (q + t q_stride) attends to its item's keys 0 .. tok_pos[t] (inside the

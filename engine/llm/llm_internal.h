@@ -5,6 +5,7 @@
 
 #include "engine/llm/llm_config.h"
 #include "engine/llm/llm_model.h"
+#include "engine/llm/llm_step.h"
 #include "kernels/base/dtype.h"
 
 // One layer, every matrix [out, in] row-major, elements of the model's wdt
@@ -31,5 +32,12 @@ struct eng_llm_model {
   eng_llm_layer *layers;
   size_t weight_bytes;
 };
+
+// The step's checks shared by the CPU and GPU runners (llm_step.c): every
+// item's positions, block table and tokens against the config and the
+// runner's limits; *total gets the step's tokens. INVALID_ARGUMENT naming
+// the first bad item.
+int eng_llm_check_work(const eng_llm_config *g, const eng_llm_runner_config *c, const eng_llm_work *w, size_t n,
+                       int64_t *total, err *e);
 
 #endif
