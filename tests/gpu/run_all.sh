@@ -9,6 +9,10 @@ for t in "$dir"/test_cuda_* "$dir"/test_k_cuda_* "$dir"/test_gpu_*; do
   args=()
   # test_gpu_plan and test_gpu_plan_prepare read the models gen_test_models.py wrote (device_bundle.sh puts them beside bin/)
   case $(basename "$t") in test_gpu_plan | test_gpu_plan_prepare) args=("${GPU_PLAN_MODELS:-$dir/../gpu_plan_models}");; esac
+  # test_gpu_llm_step writes the fixture checkpoints with numpy (tests/llm/write_ckpts.py) into a temp folder
+  case $(basename "$t") in test_gpu_llm_step)
+    args=("${GPU_LLM_CKPTS:-$(mktemp -d)}" "${PYTHON:-python3}" "${LLM_WRITE_CKPTS:-$(cd "$(dirname "$0")/../llm" && pwd)/write_ckpts.py}");;
+  esac
   out=$("$t" "${args[@]}" 2>&1); rc=$?
   case $rc in
     0) pass=$((pass + 1)); echo "PASS $(basename "$t")";;
