@@ -25,8 +25,8 @@ namespace {
 #define PA_MAX_GROUP 64
 
 template <class T>
-__global__ void kv_write_kernel(T *kc, T *vc, const T *k, const T *v, int64_t src_stride, int64_t row,
-                                int64_t bt, k_llm_meta m) {
+__global__ void kv_write_kernel(T *kc, T *vc, const T *k, const T *v, int64_t src_stride, int64_t row, int64_t bt,
+                                k_llm_meta m) {
   size_t n = (size_t)m.n_tok * (size_t)row, stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     size_t t = i / (size_t)row, c = i % (size_t)row;
@@ -113,9 +113,9 @@ __global__ void __launch_bounds__(PA_THREADS)
 
 }  // namespace
 
-extern "C" int k_paged_kv_write_cuda(void *k_cache, void *v_cache, const void *k, const void *v,
-                                     int64_t src_stride, int64_t row_elems, int64_t block_tokens, const k_llm_meta *m,
-                                     dtype dt, cudaStream_t stream, err *e) {
+extern "C" int k_paged_kv_write_cuda(void *k_cache, void *v_cache, const void *k, const void *v, int64_t src_stride,
+                                     int64_t row_elems, int64_t block_tokens, const k_llm_meta *m, dtype dt,
+                                     cudaStream_t stream, err *e) {
   static const char *kname = "k_paged_kv_write_cuda";
   if (!m || m->n_tok <= 0 || row_elems <= 0) return 0;
   if (!k_cache || !v_cache || !k || !v || !m->tok_item || !m->tok_pos || !m->tables || !m->table_off)
@@ -126,22 +126,20 @@ extern "C" int k_paged_kv_write_cuda(void *k_cache, void *v_cache, const void *k
   size_t work = (size_t)m->n_tok * (size_t)row_elems;
   K_DT_DISPATCH(e, kname, dt, T,
                 kv_write_kernel<T><<<k_blocks_for(work, K_THREADS), K_THREADS, 0, stream>>>(
-                    (T *)k_cache, (T *)v_cache, (const T *)k, (const T *)v, src_stride, row_elems, block_tokens,
-                    *m));
+                    (T *)k_cache, (T *)v_cache, (const T *)k, (const T *)v, src_stride, row_elems, block_tokens, *m));
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }
 
-extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, const void *v_cache,
-                                 const k_llm_meta *m, const k_paged_attn_args *a, dtype dt, cudaStream_t stream,
-                                 err *e) {
+extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, const void *v_cache, const k_llm_meta *m,
+                                 const k_paged_attn_args *a, dtype dt, cudaStream_t stream, err *e) {
   static const char *kname = "k_paged_attn_cuda";
   if (!m || !a) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL metadata or arguments", kname);
   if (m->n_tok <= 0) return 0;
   if (!o || !q || !k_cache || !v_cache || !m->tok_item || !m->tok_pos || !m->tables || !m->table_off)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer", kname);
-  if (a->n_kv_heads <= 0 || a->n_heads <= 0 || a->n_heads % a->n_kv_heads || a->head_dim <= 0 ||
-      a->block_tokens <= 0 || a->q_stride < a->n_heads * a->head_dim || a->o_stride < a->n_heads * a->head_dim)
+  if (a->n_kv_heads <= 0 || a->n_heads <= 0 || a->n_heads % a->n_kv_heads || a->head_dim <= 0 || a->block_tokens <= 0 ||
+      a->q_stride < a->n_heads * a->head_dim || a->o_stride < a->n_heads * a->head_dim)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "%s: %lld heads over %lld KV heads of %lld, strides q %lld o %lld, %lld-token blocks", kname,
                    (long long)a->n_heads, (long long)a->n_kv_heads, (long long)a->head_dim, (long long)a->q_stride,
@@ -158,10 +156,10 @@ extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, co
     return err_set(e, ERR_UNIMPLEMENTED, "%s: %zu bytes of shared memory per block (48 KiB at most)", kname, smem);
   dim3 grid((unsigned)m->n_tok, (unsigned)a->n_kv_heads);
   K_DT_DISPATCH(e, kname, dt, T,
-                paged_attn_kernel<T><<<grid, PA_THREADS, smem, stream>>>(
-                    (T *)o, (const T *)q, (const T *)k_cache, (const T *)v_cache, *m, (int)a->n_heads,
-                    (int)a->n_kv_heads, (int)a->head_dim, a->q_stride, a->o_stride, a->block_tokens, a->window,
-                    a->scale));
+                paged_attn_kernel<T>
+                <<<grid, PA_THREADS, smem, stream>>>((T *)o, (const T *)q, (const T *)k_cache, (const T *)v_cache, *m,
+                                                     (int)a->n_heads, (int)a->n_kv_heads, (int)a->head_dim, a->q_stride,
+                                                     a->o_stride, a->block_tokens, a->window, a->scale));
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

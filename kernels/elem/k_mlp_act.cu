@@ -25,8 +25,8 @@ __global__ void mlp_act_kernel(T *y, const T *x, size_t rows, size_t cols, int a
 
 }  // namespace
 
-extern "C" int k_mlp_act_cuda(void *y, const void *x, size_t rows, size_t cols, k_mlp_kind act, int gated,
-                              dtype dt, cudaStream_t stream, err *e) {
+extern "C" int k_mlp_act_cuda(void *y, const void *x, size_t rows, size_t cols, k_mlp_kind act, int gated, dtype dt,
+                              cudaStream_t stream, err *e) {
   static const char *kname = "k_mlp_act_cuda";
   if (rows == 0 || cols == 0) return 0;
   if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer", kname);

@@ -22,8 +22,7 @@ __global__ void embed_kernel(T *y, const T *table, const T *pos_table, const int
 }  // namespace
 
 extern "C" int k_embed_cuda(void *y, const void *table, const void *pos_table, const int32_t *tokens,
-                            const int32_t *pos, size_t n_tok, size_t hidden, dtype dt, cudaStream_t stream,
-                            err *e) {
+                            const int32_t *pos, size_t n_tok, size_t hidden, dtype dt, cudaStream_t stream, err *e) {
   static const char *kname = "k_embed_cuda";
   if (n_tok == 0 || hidden == 0) return 0;
   if (!y || !table || !tokens || (pos_table && !pos))

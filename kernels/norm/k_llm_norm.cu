@@ -66,8 +66,8 @@ extern "C" int k_rms_norm_dt_cuda(void *y, const void *x, const void *scale, siz
   TRY(norm_check(kname, y, x, scale, rows, e));
   unsigned th = k_row_threads(cols);
   K_DT_DISPATCH(e, kname, dt, T,
-                rms_norm_kernel<T><<<(unsigned)rows, th, 0, stream>>>((T *)y, (const T *)x, (const T *)scale,
-                                                                       cols, eps));
+                rms_norm_kernel<T>
+                <<<(unsigned)rows, th, 0, stream>>>((T *)y, (const T *)x, (const T *)scale, cols, eps));
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }
@@ -79,8 +79,8 @@ extern "C" int k_layer_norm_dt_cuda(void *y, const void *x, const void *scale, c
   TRY(norm_check(kname, y, x, scale, rows, e));
   unsigned th = k_row_threads(cols);
   K_DT_DISPATCH(e, kname, dt, T,
-                layer_norm_kernel<T><<<(unsigned)rows, th, 0, stream>>>(
-                    (T *)y, (const T *)x, (const T *)scale, (const T *)bias, cols, eps));
+                layer_norm_kernel<T><<<(unsigned)rows, th, 0, stream>>>((T *)y, (const T *)x, (const T *)scale,
+                                                                        (const T *)bias, cols, eps));
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

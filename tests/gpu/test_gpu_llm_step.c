@@ -20,19 +20,22 @@
 //                     in the checkpoint's type, the CPU computes in FP32
 //                     from the same weights),
 // and, for FP32 checkpoints, the greedy token equal wherever the CPU's top
-// two logits are more than 1e-3 apart. Also the GPU runner's refusals (a
+// two logits are more than 1e-3 apart. Two GPU runners take every step: one
+// plain, one with CUDA graphs for its decode-only steps (buckets 1, 2, 4:
+// the three-sequence decode steps replay bucket 4's graph with a padding
+// item, a last one-sequence step captures bucket 1's), held to the same
+// bounds, with their captures and launches counted. Also the GPU runner's refusals (a
 // token outside the vocabulary, a block outside the pool, as the CPU
 // runner's) and the stored-type loader (eng_llm_model_create_stored): the
 // FP16 and BF16 checkpoints keep their type at half the FP32 bytes. The
 // loader checks run without a GPU; the rest skips (exit 77) there.
+#include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-#include <cuda_runtime_api.h>
 
 #include "check.h"
 #include "engine/llm/cuda/llm_cuda.h"
@@ -118,49 +121,60 @@ typedef struct stats {
 
 // Runs n items on both runners and compares the sampled rows; each sampling
 // item's sequence gets the CPU's greedy token.
-static int both(eng_llm_runner *cr, eng_llm_cuda_runner *gr, seq *s, const eng_llm_work *w, const int *which, size_t n,
-                int64_t V, dtype dt, stats *st, const char *name) {
-  float *lc = calloc(n * (size_t)V, sizeof(float)), *lg = calloc(n * (size_t)V, sizeof(float));
+#define NGPU 2
+
+static int both(eng_llm_runner *cr, eng_llm_cuda_runner **grs, seq *s, const eng_llm_work *w, const int *which,
+                size_t n, int64_t V, dtype dt, stats *st, const char *name) {
+  float *lc = calloc(n * (size_t)V, sizeof(float)), *lgs = calloc(NGPU * n * (size_t)V, sizeof(float));
   err e = {0};
   int rc = eng_llm_step(cr, w, n, lc, &e);
   CHECK_EQ_INT(rc, 0);
   if (rc) fprintf(stderr, "%s: cpu step: %s\n", name, e.msg);
-  int rg = eng_llm_cuda_step(gr, w, n, lg, &e);
-  CHECK_EQ_INT(rg, 0);
-  if (rg) fprintf(stderr, "%s: gpu step: %s\n", name, e.msg);
+  int rg = 0;
+  for (int k = 0; k < NGPU && !rg; k++) {
+    rg = eng_llm_cuda_step(grs[k], w, n, lgs + (size_t)k * n * (size_t)V, &e);
+    CHECK_EQ_INT(rg, 0);
+    if (rg) fprintf(stderr, "%s: gpu step (runner %d): %s\n", name, k, e.msg);
+  }
   double bound = dt == DT_FP32 ? 1e-4 : dt == DT_FP16 ? 2e-2 : 6e-2;
   size_t row = 0;
   for (size_t i = 0; i < n && !rc && !rg; i++) {
     seq *q = &s[which[i]];
     q->done = w[i].start + w[i].n_tokens;
     if (!w[i].logits) continue;
-    const float *c = lc + row * (size_t)V, *g = lg + row * (size_t)V;
-    row++;
-    double num = 0, den = 0;
-    for (int64_t k = 0; k < V; k++) {
-      double dlt = (double)g[k] - c[k];
-      num += dlt * dlt;
-      den += (double)c[k] * c[k];
-    }
-    double rel = sqrt(num / (den > 0 ? den : 1));
-    if (!(rel <= bound))
-      CHECK_FAIL_("%s: seq %d position %lld: logits normwise error %.3g > %.3g", name, which[i],
-                  (long long)(q->done - 1), rel, bound);
-    check_count_++;
-    if (rel > st->worst || isnan(rel)) st->worst = rel;
-    st->rows++;
-    float gap, gap_g;
-    int tc = argmax(c, V, &gap), tg = argmax(g, V, &gap_g);
-    st->argmax_same += tc == tg;
-    if (dt == DT_FP32 && gap > 1e-3f) {
-      st->argmax_checked++;
-      if (tc != tg) CHECK_FAIL_("%s: seq %d: greedy token %d on the GPU, %d on the CPU", name, which[i], tg, tc);
+    const float *c = lc + row * (size_t)V;
+    float gap;
+    int tc = argmax(c, V, &gap);
+    for (int kg = 0; kg < NGPU; kg++) {
+      const float *g = lgs + ((size_t)kg * n + row) * (size_t)V;
+      double num = 0, den = 0;
+      for (int64_t k = 0; k < V; k++) {
+        double dlt = (double)g[k] - c[k];
+        num += dlt * dlt;
+        den += (double)c[k] * c[k];
+      }
+      double rel = sqrt(num / (den > 0 ? den : 1));
+      if (!(rel <= bound))
+        CHECK_FAIL_("%s: runner %d seq %d position %lld: logits normwise error %.3g > %.3g", name, kg, which[i],
+                    (long long)(q->done - 1), rel, bound);
       check_count_++;
+      if (rel > st->worst || isnan(rel)) st->worst = rel;
+      st->rows++;
+      float gap_g;
+      int tg = argmax(g, V, &gap_g);
+      st->argmax_same += tc == tg;
+      if (dt == DT_FP32 && gap > 1e-3f) {
+        st->argmax_checked++;
+        if (tc != tg)
+          CHECK_FAIL_("%s: runner %d seq %d: greedy token %d on the GPU, %d on the CPU", name, kg, which[i], tg, tc);
+        check_count_++;
+      }
     }
+    row++;
     q->tokens[q->len++] = tc;
   }
   free(lc);
-  free(lg);
+  free(lgs);
   return rc || rg;
 }
 
@@ -168,22 +182,28 @@ static void test_ckpt(const char *dir, const char *name) {
   err e = {0};
   eng_llm_model *f = NULL, *s = NULL;
   eng_llm_runner *cr = NULL;
-  eng_llm_cuda_runner *gr = NULL;
+  eng_llm_cuda_runner *grs[NGPU] = {NULL}, *gr = NULL;
   if (eng_llm_model_create(dir, &f, &e) || eng_llm_model_create_stored(dir, &s, &e)) {
     CHECK_FAIL_("%s: load: %s", name, e.msg);
     goto out;
   }
   const eng_llm_config *g = eng_llm_model_config(f);
   dtype dt = eng_llm_model_dtype(s);
-  eng_llm_runner_config rc = {.n_blocks = BLOCKS, .block_tokens = BLOCK_TOKENS, .max_step_tokens = 16,
-                              .max_context = 48};
+  eng_llm_runner_config rc = {
+      .n_blocks = BLOCKS, .block_tokens = BLOCK_TOKENS, .max_step_tokens = 16, .max_context = 48};
   CHECK_EQ_INT(eng_llm_runner_create(f, &rc, &cr, &e), 0);
-  int rg = eng_llm_cuda_runner_create(s, &rc, 0, &gr, &e);
-  CHECK_EQ_INT(rg, 0);
-  if (!cr || !gr) {
-    fprintf(stderr, "%s: runners: %s\n", name, e.msg);
-    goto out;
+  for (int k = 0; k < NGPU; k++) {
+    int rg = eng_llm_cuda_runner_create(s, &rc, 0, &grs[k], &e);
+    CHECK_EQ_INT(rg, 0);
+    if (rg) {
+      fprintf(stderr, "%s: runner: %s\n", name, e.msg);
+      goto out;
+    }
   }
+  gr = grs[0];
+  if (!cr) goto out;
+  CHECK_EQ_INT(eng_llm_cuda_runner_enable_graphs(grs[1], 4, &e), 0);
+  CHECK_EQ_INT(eng_llm_cuda_runner_enable_graphs(grs[1], 4, &e), ERR_FAILED_PRECONDITION);
   CHECK_EQ_INT(eng_llm_cuda_runner_kv_bytes(gr) * 4, eng_llm_runner_kv_bytes(cr) * dtype_size(dt));
   // three sequences, their blocks scattered over the pool (a fixed shuffle)
   seq sq[NSEQ];
@@ -211,7 +231,7 @@ static void test_ckpt(const char *dir, const char *name) {
   {
     eng_llm_work w[2] = {{sq[0].tokens, 0, 6, sq[0].table, 16, 0}, {sq[1].tokens, 0, 5, sq[1].table, 16, 1}};
     int which[2] = {0, 1};
-    fail |= both(cr, gr, sq, w, which, 2, g->vocab, dt, &st, name);
+    fail |= both(cr, grs, sq, w, which, 2, g->vocab, dt, &st, name);
   }
   // step B: seq 0's last chunk, seq 1's first decode token, seq 2's prompt
   if (!fail) {
@@ -219,7 +239,7 @@ static void test_ckpt(const char *dir, const char *name) {
                          {sq[1].tokens + 5, 5, 1, sq[1].table, 16, 1},
                          {sq[2].tokens, 0, 3, sq[2].table, 16, 1}};
     int which[3] = {0, 1, 2};
-    fail |= both(cr, gr, sq, w, which, 3, g->vocab, dt, &st, name);
+    fail |= both(cr, grs, sq, w, which, 3, g->vocab, dt, &st, name);
   }
   // decode steps, the sequences in another order than their creation
   for (int k = 0; k < DECODE_STEPS && !fail; k++) {
@@ -229,8 +249,23 @@ static void test_ckpt(const char *dir, const char *name) {
       seq *q = &sq[which[i]];
       w[i] = (eng_llm_work){q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1};
     }
-    fail |= both(cr, gr, sq, w, which, NSEQ, g->vocab, dt, &st, name);
+    fail |= both(cr, grs, sq, w, which, NSEQ, g->vocab, dt, &st, name);
   }
+  // one sequence alone: bucket 1
+  if (!fail) {
+    seq *q = &sq[1];
+    eng_llm_work w = {q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1};
+    int which = 1;
+    fail |= both(cr, grs, sq, &w, &which, 1, g->vocab, dt, &st, name);
+  }
+  eng_llm_cuda_graph_stats gs;
+  eng_llm_cuda_runner_graph_stats(grs[1], &gs);
+  if (!fail) {
+    CHECK_EQ_INT(gs.captures, 2);
+    CHECK_EQ_INT(gs.launches, DECODE_STEPS + 1);
+  }
+  eng_llm_cuda_runner_graph_stats(grs[0], &gs);
+  CHECK_EQ_INT(gs.launches, 0);
   printf("%-18s %s: %d rows, worst normwise logit error %.3g, greedy tokens equal in %d (checked %d)\n", name,
          dt_name(dt), st.rows, st.worst, st.argmax_same, st.argmax_checked);
   // refusals, as the CPU runner's
@@ -245,7 +280,7 @@ static void test_ckpt(const char *dir, const char *name) {
     CHECK_CONTAINS(e.msg, "outside the pool");
   }
 out:
-  eng_llm_cuda_runner_destroy(gr);
+  for (int k = 0; k < NGPU; k++) eng_llm_cuda_runner_destroy(grs[k]);
   eng_llm_runner_destroy(cr);
   eng_llm_model_destroy(f);
   eng_llm_model_destroy(s);

@@ -92,8 +92,8 @@ static void test_errors(void) {
   CHECK_EQ_INT(k_mlp_act_cuda(p, p, 2, 2, (k_mlp_kind)9, 1, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "activation");
   k_llm_meta m = {.tok_item = p, .tok_pos = p, .tables = p, .table_off = p, .n_tok = 3};
-  k_paged_attn_args a = {.n_heads = 6, .n_kv_heads = 4, .head_dim = 8, .q_stride = 48, .o_stride = 48,
-                         .block_tokens = 4, .scale = 1.0f};
+  k_paged_attn_args a = {
+      .n_heads = 6, .n_kv_heads = 4, .head_dim = 8, .q_stride = 48, .o_stride = 48, .block_tokens = 4, .scale = 1.0f};
   CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
   a.n_kv_heads = 2, a.head_dim = 512, a.q_stride = a.o_stride = 6 * 512;
   CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, DT_FP32, NULL, &e), ERR_UNIMPLEMENTED);
@@ -168,8 +168,8 @@ static void test_rope(dtype dt) {
   int32_t pos[7];
   int64_t pos64[7];
   for (size_t t = 0; t < T; t++) pos[t] = (int32_t)(tk_next(&r) % 5000), pos64[t] = pos[t];
-  k_rope_scaling s = {.kind = K_ROPE_LLAMA3, .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
-                      .original_max_pos = 8192};
+  k_rope_scaling s = {
+      .kind = K_ROPE_LLAMA3, .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_max_pos = 8192};
   float inv[16];
   k_rope_inv_freq(inv, d, 500000.0, &s);
   int32_t *d_pos = tk_to_dev(pos, sizeof pos);
@@ -239,10 +239,16 @@ static void test_paged_attn(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, 
   void *d_o = tk_dev_alloc((size_t)(T * Q) * 4);
   k_llm_meta m = {.tok_item = d_item, .tok_pos = d_pos, .tables = d_flat, .table_off = d_toff, .n_tok = T};
   size_t es = dtype_size(dt);
-  TK_OK(k_paged_kv_write_cuda(d_kc, d_vc, (uint8_t *)d_qkv + Q * es, (uint8_t *)d_qkv + (Q + row) * es, QS, row, bt,
-                              &m, dt, NULL, TK_E));
-  k_paged_attn_args a = {.n_heads = n_heads, .n_kv_heads = n_kv, .head_dim = d, .q_stride = QS, .o_stride = Q,
-                         .block_tokens = bt, .window = window, .scale = 1.0f / sqrtf((float)d)};
+  TK_OK(k_paged_kv_write_cuda(d_kc, d_vc, (uint8_t *)d_qkv + Q * es, (uint8_t *)d_qkv + (Q + row) * es, QS, row, bt, &m,
+                              dt, NULL, TK_E));
+  k_paged_attn_args a = {.n_heads = n_heads,
+                         .n_kv_heads = n_kv,
+                         .head_dim = d,
+                         .q_stride = QS,
+                         .o_stride = Q,
+                         .block_tokens = bt,
+                         .window = window,
+                         .scale = 1.0f / sqrtf((float)d)};
   TK_OK(k_paged_attn_cuda(d_o, d_qkv, d_kc, d_vc, &m, &a, dt, NULL, TK_E));
   float *got_k = dev_get(d_kc, cache_n, dt), *got_v = dev_get(d_vc, cache_n, dt);
   float *got = dev_get(d_o, (size_t)(T * Q), dt), *want = tk_xmalloc((size_t)(T * Q) * 4);
@@ -263,8 +269,7 @@ static void test_paged_attn(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, 
   tk_compare(what, got_v, vc, cache_n, 0, 0);
   snprintf(what, sizeof what, "paged_attn %s heads %lld/%lld d %lld window %lld", dtype_wire_name(dt),
            (long long)n_heads, (long long)n_kv, (long long)d, (long long)window);
-  tk_compare(what, got, want, (size_t)(T * Q), dt == DT_FP32 ? 2e-5 : rtol_of(dt),
-             dt == DT_FP32 ? 2e-6 : rtol_of(dt));
+  tk_compare(what, got, want, (size_t)(T * Q), dt == DT_FP32 ? 2e-5 : rtol_of(dt), dt == DT_FP32 ? 2e-6 : rtol_of(dt));
   free(got_k), free(got_v), free(got), free(want), free(scratch), free(kc), free(vc), free(qkv);
   cudaFree(d_kc), cudaFree(d_vc), cudaFree(d_qkv), cudaFree(d_item), cudaFree(d_pos), cudaFree(d_toff);
   cudaFree(d_flat), cudaFree(d_o);

@@ -17,12 +17,11 @@
 // vocab) stays bounded whatever max_step_tokens is.
 #include "engine/llm/cuda/llm_cuda.h"
 
+#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cuda_runtime_api.h>
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_gemm.h"
@@ -30,6 +29,7 @@
 #include "kernels/k_cuda.h"
 
 #define LOGIT_ROWS 64
+#define MAX_BUCKETS 16
 #define ALIGN 256
 #define GEMM_WORKSPACE ((size_t)32 << 20)
 
@@ -62,8 +62,15 @@ struct eng_llm_cuda_runner {
   float *lg32;
   // metadata: pinned host and device copies of one layout
   int32_t *meta_h, *meta_d;
-  size_t meta_cap;       // int32 entries
-  int64_t table_cap;     // block-table entries per step at most
+  size_t meta_cap;    // int32 entries
+  int64_t table_cap;  // block-table entries per step at most
+  // CUDA graphs of decode-only steps (eng_llm_cuda_runner_enable_graphs):
+  // bucket k holds 2^k items; padding items write block n_blocks (one
+  // spare block per layer past the pool) at position 0
+  int64_t graph_max;  // 0: off
+  cudaGraphExec_t gx[MAX_BUCKETS];
+  float *lg_h;  // pinned: graph_max x vocab logits
+  eng_llm_cuda_graph_stats gst;
 };
 
 // The metadata layout for T = max_step_tokens: tokens, positions and items
@@ -131,6 +138,9 @@ void eng_llm_cuda_runner_destroy(eng_llm_cuda_runner *r) {
     (void)cudaSetDevice(r->device);
     (void)cudaStreamSynchronize(r->stream);
   }
+  for (int i = 0; i < MAX_BUCKETS; i++)
+    if (r->gx[i]) cudaGraphExecDestroy(r->gx[i]);
+  cudaFreeHost(r->lg_h);
   eng_gemm_lt_destroy(r->gemm);
   cudaFree(r->wbuf);
   cudaFree(r->k_cache);
@@ -199,9 +209,10 @@ int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_conf
   // KV pool
   size_t es = r->es, T = (size_t)c->max_step_tokens, H = (size_t)g->hidden, d = (size_t)g->head_dim;
   size_t Q = (size_t)g->n_heads * d, KV = (size_t)g->n_kv_heads * d, NQKV = Q + 2 * KV, FF = (size_t)g->intermediate;
-  r->layer_bytes = (size_t)c->n_blocks * (size_t)c->block_tokens * KV * es;
+  // one spare block per layer past the pool: the graphs' padding items write there
+  r->layer_bytes = ((size_t)c->n_blocks + 1) * (size_t)c->block_tokens * KV * es;
   size_t all = r->layer_bytes * (size_t)g->n_layers;
-  r->kv_bytes = 2 * all;
+  r->kv_bytes = 2 * (size_t)c->n_blocks * (size_t)c->block_tokens * KV * es * (size_t)g->n_layers;
   if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->k_cache, all))) ||
       (rc = CUDA_OK(e, cudaMalloc((void **)&r->v_cache, all)))) {
     err_prefix(e, "cuda runner: KV pool of %zu bytes: ", r->kv_bytes);
@@ -209,8 +220,15 @@ int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_conf
   }
   // scratch
   size_t lr = T < LOGIT_ROWS ? T : LOGIT_ROWS, wide = H > Q ? H : Q;
-  size_t sizes[] = {T * H * es,  T * wide * es, T * NQKV * es, T * Q * es, T * 2 * FF * es, T * FF * es,
-                    T * H * es,  lr * (size_t)g->vocab * es, lr * (size_t)g->vocab * sizeof(float)};
+  size_t sizes[] = {T * H * es,
+                    T * wide * es,
+                    T * NQKV * es,
+                    T * Q * es,
+                    T * 2 * FF * es,
+                    T * FF * es,
+                    T * H * es,
+                    lr * (size_t)g->vocab * es,
+                    lr * (size_t)g->vocab * sizeof(float)};
   size_t tot = 0;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) tot += align_up(sizes[i]);
   if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->sbuf, tot)))) {
@@ -223,7 +241,7 @@ int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_conf
   // metadata: a block table per token at most, each as long as the context
   int64_t per_seq = (c->max_context + c->block_tokens - 1) / c->block_tokens;
   r->table_cap = (int64_t)T * per_seq;
-  r->meta_cap = (size_t)M_TABLES * T + (size_t)r->table_cap;
+  r->meta_cap = (size_t)M_TABLES * T + (size_t)r->table_cap + 1;  // + the spare block's table
   if ((rc = CUDA_OK(e, cudaMallocHost((void **)&r->meta_h, r->meta_cap * sizeof(int32_t)))) ||
       (rc = CUDA_OK(e, cudaMalloc((void **)&r->meta_d, r->meta_cap * sizeof(int32_t))))) {
     err_prefix(e, "cuda runner: %zu bytes of step metadata: ", r->meta_cap * sizeof(int32_t));
@@ -237,22 +255,20 @@ fail:
 }
 
 // y[T, out] = x[T, in] W^T (+ b) (+ y when res: the residual in place).
-static int linear(eng_llm_cuda_runner *r, void *y, const void *x, int64_t T, int64_t in, const void *w,
-                  const void *b, int64_t out, int res, err *e) {
+static int linear(eng_llm_cuda_runner *r, void *y, const void *x, int64_t T, int64_t in, const void *w, const void *b,
+                  int64_t out, int res, err *e) {
   eng_gemm_epilogue epi = b ? ENG_GEMM_EPI_BIAS : ENG_GEMM_EPI_NONE;
   return eng_gemm_lt_run_res(r->gemm, y, x, w, b, res ? y : NULL, (int)T, (int)out, (int)in, false, true, epi, r->gdt,
                              r->stream, e);
 }
 
-static int norm(eng_llm_cuda_runner *r, void *y, const void *x, int64_t rows, const void *w, const void *b,
-                err *e) {
+static int norm(eng_llm_cuda_runner *r, void *y, const void *x, int64_t rows, const void *w, const void *b, err *e) {
   if (r->g.layer_norm)
     return k_layer_norm_dt_cuda(y, x, w, b, (size_t)rows, (size_t)r->g.hidden, r->g.norm_eps, r->dt, r->stream, e);
   return k_rms_norm_dt_cuda(y, x, w, (size_t)rows, (size_t)r->g.hidden, r->g.norm_eps, r->dt, r->stream, e);
 }
 
-static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta *meta, const int32_t *pos_d,
-                 err *e) {
+static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta *meta, const int32_t *pos_d, err *e) {
   const eng_llm_config *g = &r->g;
   const dev_layer *l = &r->layers[L];
   int64_t H = g->hidden, d = g->head_dim, Q = g->n_heads * d, KV = g->n_kv_heads * d, NQKV = Q + 2 * KV;
@@ -264,8 +280,7 @@ static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta 
   TRY(norm(r, r->h, r->x, T, l->ln1_w, l->ln1_b, e));
   TRY(linear(r, r->qkv, r->h, T, H, l->wqkv, l->bqkv, NQKV, 0, e));
   if (r->inv_freq)
-    TRY(k_rope_cuda(r->qkv, (size_t)T, pos_d, g->n_heads + g->n_kv_heads, d, NQKV, r->inv_freq, r->dt, r->stream,
-                    e));
+    TRY(k_rope_cuda(r->qkv, (size_t)T, pos_d, g->n_heads + g->n_kv_heads, d, NQKV, r->inv_freq, r->dt, r->stream, e));
   TRY(k_paged_kv_write_cuda(kc, vc, qkv + (size_t)Q * es, qkv + (size_t)(Q + KV) * es, NQKV, KV, r->c.block_tokens,
                             meta, r->dt, r->stream, e));
   k_paged_attn_args a = {.n_heads = g->n_heads,
@@ -293,11 +308,103 @@ static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta 
   return 0;
 }
 
+// The step's device work after the metadata copy: T tokens, nl sampled rows
+// (their indices at M_ROWS), logits to dst (device-to-host copies, chunk by
+// chunk). Capturable: every pointer and size is fixed for a given (T, nl).
+static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nl, float *dst, err *e) {
+  const eng_llm_config *g = &r->g;
+  const int32_t *pos_d = meta_at(r, r->meta_d, M_POS);
+  k_llm_meta meta = {.tok_item = meta_at(r, r->meta_d, M_ITEM),
+                     .tok_pos = pos_d,
+                     .tables = meta_at(r, r->meta_d, M_TABLES),
+                     .table_off = meta_at(r, r->meta_d, M_TOFF),
+                     .n_tok = T};
+  // --- embeddings, layers
+  TRY(k_embed_cuda(r->x, r->embed, r->pos_embed, meta_at(r, r->meta_d, M_TOK), pos_d, (size_t)T, (size_t)g->hidden,
+                   r->dt, r->stream, e));
+  for (int64_t L = 0; L < g->n_layers; L++) TRY(layer(r, L, T, &meta, pos_d, e));
+  // --- the sampling items' last rows: gather, final norm, LM head, in chunks
+  if (!nl) return 0;
+  TRY(k_gather_cuda(r->last, r->x, r->es, 1, T, (size_t)g->hidden, meta_at(r, r->meta_d, M_ROWS), 1, (size_t)nl,
+                    r->stream, e));
+  int64_t lr = r->c.max_step_tokens < LOGIT_ROWS ? r->c.max_step_tokens : LOGIT_ROWS;
+  for (int64_t r0 = 0; r0 < nl; r0 += lr) {
+    int64_t k = nl - r0 < lr ? nl - r0 : lr;
+    const uint8_t *src = (const uint8_t *)r->last + (size_t)r0 * (size_t)g->hidden * r->es;
+    TRY(norm(r, r->h, src, k, r->norm_w, r->norm_b, e));
+    TRY(linear(r, r->lg, r->h, k, g->hidden, r->lm_head, NULL, g->vocab, 0, e));
+    TRY(k_widen_cuda(r->lg32, r->lg, (size_t)(k * g->vocab), r->dt, r->stream, e));
+    TRY(CUDA_OK(e, cudaMemcpyAsync(dst + (size_t)r0 * (size_t)g->vocab, r->lg32, (size_t)(k * g->vocab) * sizeof(float),
+                                   cudaMemcpyDeviceToHost, r->stream)));
+  }
+  return 0;
+}
+
+// A decode-only step of n items (each one token, each sampling) through the
+// graph of its bucket (the next power of two), captured on first use; the
+// padding items are token 0 at position 0 in the spare block.
+static int graph_step(eng_llm_cuda_runner *r, size_t n, float *logits, err *e) {
+  int k = 0;
+  while (((int64_t)1 << k) < (int64_t)n) k++;
+  int64_t B = (int64_t)1 << k;
+  int32_t *tok = meta_at(r, r->meta_h, M_TOK), *pos = meta_at(r, r->meta_h, M_POS);
+  int32_t *item = meta_at(r, r->meta_h, M_ITEM), *toff = meta_at(r, r->meta_h, M_TOFF);
+  int32_t *rows = meta_at(r, r->meta_h, M_ROWS), *tables = meta_at(r, r->meta_h, M_TABLES);
+  int32_t spare = toff[n - 1] + (int32_t)((pos[n - 1] + r->c.block_tokens) / r->c.block_tokens);
+  tables[spare] = r->c.n_blocks;
+  for (int64_t i = (int64_t)n; i < B; i++) {
+    tok[i] = 0, pos[i] = 0, item[i] = (int32_t)i, toff[i] = spare;
+  }
+  for (int64_t i = 0; i < B; i++) rows[i] = (int32_t)i;
+  size_t copy = ((size_t)M_TABLES * (size_t)r->c.max_step_tokens + (size_t)spare + 1) * sizeof(int32_t);
+  TRY(CUDA_OK(e, cudaMemcpyAsync(r->meta_d, r->meta_h, copy, cudaMemcpyHostToDevice, r->stream)));
+  if (!r->gx[k]) {
+    TRY(CUDA_OK(e, cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal)));
+    int rc = device_work(r, B, B, r->lg_h, e);
+    cudaGraph_t graph = NULL;
+    cudaError_t ce = cudaStreamEndCapture(r->stream, &graph);
+    if (!rc && ce != cudaSuccess) rc = CUDA_OK(e, ce);
+    if (!rc) rc = CUDA_OK(e, cudaGraphInstantiate(&r->gx[k], graph, 0));
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    if (rc) {
+      r->gx[k] = NULL;
+      return err_prefix(e, "cuda runner: capturing the decode graph of %lld items: ", (long long)B), rc;
+    }
+    r->gst.captures++;
+  }
+  TRY(CUDA_OK(e, cudaGraphLaunch(r->gx[k], r->stream)));
+  r->gst.launches++;
+  TRY(CUDA_OK(e, cudaStreamSynchronize(r->stream)));
+  memcpy(logits, r->lg_h, n * (size_t)r->g.vocab * sizeof(float));
+  return 0;
+}
+
+int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch, err *e) {
+  if (r->graph_max) return err_set(e, ERR_FAILED_PRECONDITION, "cuda runner: graphs are already on");
+  int64_t cap = r->c.max_step_tokens;
+  if (max_batch < 1 || max_batch > cap || max_batch > ((int64_t)1 << (MAX_BUCKETS - 1)))
+    return err_set(e, ERR_INVALID_ARGUMENT, "cuda runner: graph batch %lld outside 1 .. %lld", (long long)max_batch,
+                   (long long)(cap < ((int64_t)1 << (MAX_BUCKETS - 1)) ? cap : ((int64_t)1 << (MAX_BUCKETS - 1))));
+  int64_t b = 1;
+  while (b * 2 <= max_batch) b *= 2;  // the largest bucket that fits the scratch
+  TRY(CUDA_OK(e, cudaSetDevice(r->device)));
+  TRY(CUDA_OK(e, cudaMallocHost((void **)&r->lg_h, (size_t)b * (size_t)r->g.vocab * sizeof(float))));
+  r->graph_max = b;
+  return 0;
+}
+
+void eng_llm_cuda_runner_graph_stats(const eng_llm_cuda_runner *r, eng_llm_cuda_graph_stats *s) {
+  *s = r->gst;
+}
+
 int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, float *logits, err *e) {
   const eng_llm_config *g = &r->g;
   int64_t T = 0;
   TRY(eng_llm_check_work(g, &r->c, w, n, &T, e));
   if (T == 0) return 0;
+  int decode = r->graph_max && (int64_t)n <= r->graph_max;
+  for (size_t i = 0; i < n && decode; i++) decode = w[i].n_tokens == 1 && w[i].logits;
   // --- the step's metadata, one copy
   int32_t *tok = meta_at(r, r->meta_h, M_TOK), *pos = meta_at(r, r->meta_h, M_POS);
   int32_t *item = meta_at(r, r->meta_h, M_ITEM), *toff = meta_at(r, r->meta_h, M_TOFF);
@@ -319,33 +426,10 @@ int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, f
     if (w[i].logits) rows[nl++] = (int32_t)(t - 1);
   }
   TRY(CUDA_OK(e, cudaSetDevice(r->device)));
+  if (decode) return graph_step(r, n, logits, e);
   size_t copy = ((size_t)M_TABLES * (size_t)r->c.max_step_tokens + (size_t)nt) * sizeof(int32_t);
   TRY(CUDA_OK(e, cudaMemcpyAsync(r->meta_d, r->meta_h, copy, cudaMemcpyHostToDevice, r->stream)));
-  const int32_t *pos_d = meta_at(r, r->meta_d, M_POS);
-  k_llm_meta meta = {.tok_item = meta_at(r, r->meta_d, M_ITEM),
-                     .tok_pos = pos_d,
-                     .tables = meta_at(r, r->meta_d, M_TABLES),
-                     .table_off = meta_at(r, r->meta_d, M_TOFF),
-                     .n_tok = T};
-  // --- embeddings, layers
-  TRY(k_embed_cuda(r->x, r->embed, r->pos_embed, meta_at(r, r->meta_d, M_TOK), pos_d, (size_t)T, (size_t)g->hidden,
-                   r->dt, r->stream, e));
-  for (int64_t L = 0; L < g->n_layers; L++) TRY(layer(r, L, T, &meta, pos_d, e));
-  // --- the sampling items' last rows: gather, final norm, LM head, in chunks
-  if (nl) {
-    TRY(k_gather_cuda(r->last, r->x, r->es, 1, T, (size_t)g->hidden, meta_at(r, r->meta_d, M_ROWS), 1, (size_t)nl,
-                      r->stream, e));
-    int64_t lr = r->c.max_step_tokens < LOGIT_ROWS ? r->c.max_step_tokens : LOGIT_ROWS;
-    for (int64_t r0 = 0; r0 < nl; r0 += lr) {
-      int64_t k = nl - r0 < lr ? nl - r0 : lr;
-      const uint8_t *src = (const uint8_t *)r->last + (size_t)r0 * (size_t)g->hidden * r->es;
-      TRY(norm(r, r->h, src, k, r->norm_w, r->norm_b, e));
-      TRY(linear(r, r->lg, r->h, k, g->hidden, r->lm_head, NULL, g->vocab, 0, e));
-      TRY(k_widen_cuda(r->lg32, r->lg, (size_t)(k * g->vocab), r->dt, r->stream, e));
-      TRY(CUDA_OK(e, cudaMemcpyAsync(logits + (size_t)r0 * (size_t)g->vocab, r->lg32,
-                                     (size_t)(k * g->vocab) * sizeof(float), cudaMemcpyDeviceToHost, r->stream)));
-    }
-  }
+  TRY(device_work(r, T, nl, logits, e));
   TRY(CUDA_OK(e, cudaStreamSynchronize(r->stream)));
   return 0;
 }

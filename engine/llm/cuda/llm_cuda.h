@@ -46,4 +46,18 @@ size_t eng_llm_cuda_runner_weight_bytes(const eng_llm_cuda_runner *r);
 // logits set, in item order. Returns after the logits are on the host.
 int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, float *logits, err *e);
 
+// CUDA graphs for decode-only steps (every item one token, every item
+// sampling, at most max_batch items): such a step runs as the graph of its
+// bucket, the next power of two (1, 2, 4, ... up to the largest that is at
+// most max_batch and max_step_tokens), captured on the bucket's first step
+// and replayed after (the padding items compute on a spare KV block past
+// the pool). The metadata copy stays outside the graph; the logits come
+// back through a pinned buffer of max_batch x vocab floats allocated here.
+// Other steps run as before. Call once, before the steps.
+int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch, err *e);
+typedef struct eng_llm_cuda_graph_stats {
+  uint64_t captures, launches;
+} eng_llm_cuda_graph_stats;
+void eng_llm_cuda_runner_graph_stats(const eng_llm_cuda_runner *r, eng_llm_cuda_graph_stats *s);
+
 #endif

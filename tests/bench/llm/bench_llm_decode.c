@@ -11,6 +11,7 @@
 // size runs decode steps with every sequence at position --ctx (the KV of
 // the positions before it is whatever the pool holds: the time does not
 // depend on the values), 3 warm-up steps, then --steps timed ones.
+#include <cuda_runtime_api.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -20,8 +21,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <cuda_runtime_api.h>
 
 #include "engine/llm/cuda/llm_cuda.h"
 #include "engine/llm/llm_model.h"
@@ -111,13 +110,15 @@ static void write_ckpt(const char *dir) {
     tensor *t = &list[i];
     size_t bytes = (size_t)t->d0 * (size_t)(t->d1 ? t->d1 : 1) * 2;
     if (t->d1)
-      len += (size_t)snprintf(h + len, cap - len, "%s\"%s\": {\"dtype\": \"F16\", \"shape\": [%lld, %lld], "
-                              "\"data_offsets\": [%zu, %zu]}", i ? ", " : "", t->name, (long long)t->d0,
-                              (long long)t->d1, off, off + bytes);
+      len += (size_t)snprintf(h + len, cap - len,
+                              "%s\"%s\": {\"dtype\": \"F16\", \"shape\": [%lld, %lld], "
+                              "\"data_offsets\": [%zu, %zu]}",
+                              i ? ", " : "", t->name, (long long)t->d0, (long long)t->d1, off, off + bytes);
     else
-      len += (size_t)snprintf(h + len, cap - len, "%s\"%s\": {\"dtype\": \"F16\", \"shape\": [%lld], "
-                              "\"data_offsets\": [%zu, %zu]}", i ? ", " : "", t->name, (long long)t->d0, off,
-                              off + bytes);
+      len += (size_t)snprintf(h + len, cap - len,
+                              "%s\"%s\": {\"dtype\": \"F16\", \"shape\": [%lld], "
+                              "\"data_offsets\": [%zu, %zu]}",
+                              i ? ", " : "", t->name, (long long)t->d0, off, off + bytes);
     off += bytes;
   }
   len += (size_t)snprintf(h + len, cap - len, "}");
@@ -189,11 +190,16 @@ int main(int argc, char **argv) {
   int ctx = 512, steps = 20, device = 0;
   int batches[16] = {1, 8, 64, 256}, nb = 4;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-    else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctx = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--layers") && i + 1 < argc) n_layers = atoi(argv[++i]);
+    if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+      dir = argv[++i];
+    else if (!strcmp(argv[i], "--ctx") && i + 1 < argc)
+      ctx = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+      steps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--device") && i + 1 < argc)
+      device = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+      n_layers = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
       nb = 0;
       for (char *s = strtok(argv[++i], ","); s && nb < 16; s = strtok(NULL, ",")) batches[nb++] = atoi(s);
@@ -235,8 +241,8 @@ int main(int argc, char **argv) {
   }
   printf("loaded in %.1f s\n", now_s() - t0);
   const int bt = 16, per = (ctx + 1 + bt - 1) / bt;
-  eng_llm_runner_config rc = {.n_blocks = maxb * per, .block_tokens = bt, .max_step_tokens = maxb,
-                              .max_context = ctx + 1};
+  eng_llm_runner_config rc = {
+      .n_blocks = maxb * per, .block_tokens = bt, .max_step_tokens = maxb, .max_context = ctx + 1};
   eng_llm_cuda_runner *r = NULL;
   t0 = now_s();
   if (eng_llm_cuda_runner_create(m, &rc, device, &r, &e)) {
