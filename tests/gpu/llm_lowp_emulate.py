@@ -58,7 +58,7 @@ def run(d, toks, dt, window=0):
         theta = c.get("rope_parameters", {}).get("rope_theta", c.get("rope_theta", 10000.0))
         inv = (1.0 / theta ** (np.arange(0, hd, 2) / hd)).astype(np.float32)
         x = R(W["model.embed_tokens.weight"][toks])
-        window = c.get("sliding_window") or 0 if c["model_type"] == "mistral" else 0
+        window = (c.get("sliding_window") or 0) if c["model_type"] == "mistral" else 0
     def norm(x, w, b=None):
         if gpt2:
             m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
