@@ -41,8 +41,10 @@
 
 #include "check.h"
 #include "engine/llm/cuda/llm_cuda.h"
+#include "engine/llm/llm_internal.h"
 #include "engine/llm/llm_model.h"
 #include "engine/llm/llm_step.h"
+#include "kernels/k_ref.h"
 
 #define MAX_CKPT 16
 #define NSEQ 3
@@ -71,7 +73,64 @@ static const char *dt_name(dtype t) {
   return t == DT_FP32 ? "FP32" : t == DT_FP16 ? "FP16" : t == DT_BF16 ? "BF16" : "?";
 }
 
-// The stored-type loader, host only: the 16-bit checkpoints keep their type.
+// n stored elements of dt widened equal the FP32 model's (the fixtures store
+// every tensor in one type, so the FP32 load converted exactly).
+static void same_values(const char *name, const char *what, const float *f, const void *s, size_t n, dtype dt) {
+  if (!f && !s) return;
+  if (!f || !s) {
+    CHECK_FAIL_("%s: %s present in one load only", name, what);
+    return;
+  }
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    float v;
+    if (dt == DT_FP32) {
+      v = ((const float *)s)[i];
+    } else if (dt == DT_FP16) {
+      k_f16_to_f32(&v, (const uint16_t *)s + i, 1);
+    } else {
+      uint32_t u = (uint32_t)((const uint16_t *)s)[i] << 16;
+      memcpy(&v, &u, 4);
+    }
+    bad += memcmp(&v, &f[i], 4) != 0;
+  }
+  check_count_++;
+  if (bad) CHECK_FAIL_("%s: %s: %zu of %zu stored values differ from the FP32 load", name, what, bad, n);
+}
+
+// Every weight of the stored load against the FP32 load (GPT-2's Conv1D
+// transposes included).
+static void compare_loads(const char *name, const eng_llm_model *f, const eng_llm_model *s) {
+  const eng_llm_config *g = &f->cfg;
+  dtype dt = s->wdt;
+  size_t H = (size_t)g->hidden, FF = (size_t)g->intermediate, d = (size_t)g->head_dim;
+  size_t Q = (size_t)g->n_heads * d, KV = (size_t)g->n_kv_heads * d, NQKV = Q + 2 * KV;
+  size_t up = g->gated_mlp ? 2 * FF : FF;
+  same_values(name, "embed", f->embed, s->embed, (size_t)g->vocab * H, dt);
+  same_values(name, "pos_embed", f->pos_embed, s->pos_embed, (size_t)g->max_pos * H, dt);
+  same_values(name, "norm_w", f->norm_w, s->norm_w, H, dt);
+  same_values(name, "norm_b", f->norm_b, s->norm_b, H, dt);
+  same_values(name, "lm_head", f->lm_head, s->lm_head, (size_t)g->vocab * H, dt);
+  CHECK_EQ_INT(f->lm_head == f->embed, s->lm_head == s->embed);
+  for (int64_t i = 0; i < g->n_layers; i++) {
+    const eng_llm_layer *a = &f->layers[i], *b = &s->layers[i];
+    same_values(name, "ln1_w", a->ln1_w, b->ln1_w, H, dt);
+    same_values(name, "ln1_b", a->ln1_b, b->ln1_b, H, dt);
+    same_values(name, "wqkv", a->wqkv, b->wqkv, NQKV * H, dt);
+    same_values(name, "bqkv", a->bqkv, b->bqkv, NQKV, dt);
+    same_values(name, "wo", a->wo, b->wo, H * Q, dt);
+    same_values(name, "bo", a->bo, b->bo, H, dt);
+    same_values(name, "ln2_w", a->ln2_w, b->ln2_w, H, dt);
+    same_values(name, "ln2_b", a->ln2_b, b->ln2_b, H, dt);
+    same_values(name, "w_up", a->w_up, b->w_up, up * H, dt);
+    same_values(name, "b_up", a->b_up, b->b_up, up, dt);
+    same_values(name, "w_down", a->w_down, b->w_down, H * FF, dt);
+    same_values(name, "b_down", a->b_down, b->b_down, H, dt);
+  }
+}
+
+// The stored-type loader, host only: the 16-bit checkpoints keep their type
+// and their values.
 static void test_stored(const char *dir, const char *name) {
   err e = {0};
   eng_llm_model *f = NULL, *s = NULL;
@@ -84,6 +143,7 @@ static void test_stored(const char *dir, const char *name) {
   CHECK_EQ_INT(eng_llm_model_dtype(f), DT_FP32);
   dtype want = strstr(name, "bf16") ? DT_BF16 : strstr(name, "f16") ? DT_FP16 : DT_FP32;
   CHECK_EQ_STR(dt_name(eng_llm_model_dtype(s)), dt_name(want));
+  compare_loads(name, f, s);
   if (want != DT_FP32) {
     // the inv_freq table stays FP32 in both: half the rest
     size_t fb = eng_llm_model_weight_bytes(f), sb = eng_llm_model_weight_bytes(s);
