@@ -259,29 +259,39 @@ int main(int argc, char **argv) {
   eng_llm_work *w = malloc((size_t)maxb * sizeof *w);
   float *logits = malloc((size_t)maxb * VOCAB * sizeof(float));
   for (int i = 0; i < maxb * per; i++) tables[i] = i;
-  printf("\n%6s %10s %12s %12s %12s %8s\n", "batch", "step ms", "tokens/s", "bytes GB", "ideal ms", "ratio");
-  for (int bi = 0; bi < nb; bi++) {
-    int B = batches[bi];
-    for (int i = 0; i < B; i++) {
-      tok[i] = (int32_t)((i * 7919) % VOCAB);
-      w[i] = (eng_llm_work){&tok[i], ctx, 1, tables + (size_t)i * per, per, 1};
+  for (int graphs = 0; graphs < 2; graphs++) {
+    if (graphs) {
+      // the largest power of two up to the largest batch: smaller ones run as its buckets
+      if (eng_llm_cuda_runner_enable_graphs(r, maxb, &e)) {
+        fprintf(stderr, "graphs: %s\n", e.msg);
+        return 1;
+      }
     }
-    for (int k = 0; k < 3; k++)
-      if (eng_llm_cuda_step(r, w, (size_t)B, logits, &e)) {
-        fprintf(stderr, "step: %s\n", e.msg);
-        return 1;
+    printf("\n%s\n%6s %10s %12s %12s %12s %8s\n", graphs ? "CUDA graphs (decode buckets):" : "plain launches:", "batch",
+           "step ms", "tokens/s", "bytes GB", "ideal ms", "ratio");
+    for (int bi = 0; bi < nb; bi++) {
+      int B = batches[bi];
+      for (int i = 0; i < B; i++) {
+        tok[i] = (int32_t)((i * 7919) % VOCAB);
+        w[i] = (eng_llm_work){&tok[i], ctx, 1, tables + (size_t)i * per, per, 1};
       }
-    t0 = now_s();
-    for (int k = 0; k < steps; k++)
-      if (eng_llm_cuda_step(r, w, (size_t)B, logits, &e)) {
-        fprintf(stderr, "step: %s\n", e.msg);
-        return 1;
-      }
-    double dt = (now_s() - t0) / steps;
-    // the weights once, plus every sequence's K and V up to its position
-    double bytes = (double)wbytes + (double)B * (ctx + 1) * 2.0 * n_layers * NKV * HD * 2;
-    double ideal = bytes / bw;  // bw counts the bytes a copy reads and writes: what the memory moves a second
-    printf("%6d %10.3f %12.0f %12.3f %12.3f %8.2f\n", B, dt * 1e3, B / dt, bytes / 1e9, ideal * 1e3, dt / ideal);
+      for (int k = 0; k < 3; k++)
+        if (eng_llm_cuda_step(r, w, (size_t)B, logits, &e)) {
+          fprintf(stderr, "step: %s\n", e.msg);
+          return 1;
+        }
+      t0 = now_s();
+      for (int k = 0; k < steps; k++)
+        if (eng_llm_cuda_step(r, w, (size_t)B, logits, &e)) {
+          fprintf(stderr, "step: %s\n", e.msg);
+          return 1;
+        }
+      double dt = (now_s() - t0) / steps;
+      // the weights once, plus every sequence's K and V up to its position
+      double bytes = (double)wbytes + (double)B * (ctx + 1) * 2.0 * n_layers * NKV * HD * 2;
+      double ideal = bytes / bw;  // bw counts the bytes a copy reads and writes: what the memory moves a second
+      printf("%6d %10.3f %12.0f %12.3f %12.3f %8.2f\n", B, dt * 1e3, B / dt, bytes / 1e9, ideal * 1e3, dt / ideal);
+    }
   }
   eng_llm_cuda_runner_destroy(r);
   free(tables), free(tok), free(w), free(logits), free(list);
