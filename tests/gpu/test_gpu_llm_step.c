@@ -370,6 +370,7 @@ int main(int argc, char **argv) {
     snprintf(d, sizeof d, "%s/%s", root, names[i]);
     test_stored(d, names[i]);
   }
+  printf("host-side loader checks on %d checkpoints: %d of %d failed\n", n_names, check_failures_, check_count_);
   int count = 0;
   cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess || count == 0) {
