@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "check.h"
 #include "engine/llm/cuda/llm_cuda.h"
@@ -359,7 +360,8 @@ int main(int argc, char **argv) {
     snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' > /dev/null", argc == 4 ? argv[2] : "python3", argv[argc - 1], root);
     int rc = system(cmd);
     if (rc != 0) {
-      printf("SKIP: could not write the checkpoints (%s exited %d)\n", argv[argc - 1], rc);
+      printf("SKIP: could not write the checkpoints (%s exited %d%s)\n", argv[argc - 1],
+             WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, WIFEXITED(rc) && WEXITSTATUS(rc) == 77 ? ": no numpy" : "");
       return 77;
     }
   }
