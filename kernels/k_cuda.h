@@ -348,8 +348,14 @@ int k_widen_cuda(float *y, const void *x, size_t n, dtype dt, cudaStream_t strea
 // group of query heads sharing that KV head reads each key and value once,
 // keys in tiles of 32 with an online softmax (float). head_dim up to 256,
 // n_heads / n_kv_heads up to 64 (ERR_UNIMPLEMENTED past them).
+// splits > 1 (up to 32): split-K over each token's keys (flash-decoding),
+// for few tokens with long contexts: each (token, KV head) pair's keys are
+// shared out in whole tiles among `splits` blocks, whose partial sums go to
+// ws (k_paged_attn_ws_floats floats of device memory), and a second kernel
+// combines them. splits 1: one pass, ws unused (NULL).
 int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, const void *v_cache, const k_llm_meta *m,
-                      const k_paged_attn_args *a, dtype dt, cudaStream_t stream, err *e);
+                      const k_paged_attn_args *a, int splits, float *ws, dtype dt, cudaStream_t stream, err *e);
+size_t k_paged_attn_ws_floats(int64_t n_tok, int64_t n_heads, int64_t head_dim, int splits);
 
 #ifdef __cplusplus
 }

@@ -12,9 +12,13 @@
 // the weighted values into its (head, dim) accumulators (shared memory).
 // Everything in float; the output rounded once. Causality and the sliding
 // window are the key range itself (first .. pos), so no masking is needed.
-// Simple first: a prefill chunk's tokens each re-read the keys before them
-// (quadratic traffic), and a long decode context runs on one block per KV
-// head; a split-K pass over long contexts (flash-decoding) is the next step.
+// Split-K (flash-decoding) when the caller asks for splits > 1: blockIdx.z
+// takes the split-th share of each token's keys (whole tiles) and writes its
+// unnormalised sums, running max and running sum to the workspace; a second
+// kernel combines the splits (rescaled to the common max) into the output.
+// That keeps the GPU busy when few (token, KV head) pairs have long contexts
+// (decode at small batch). Simple first otherwise: a prefill chunk's tokens
+// each re-read the keys before them (quadratic traffic).
 #include "kernels/k_cuda_common.cuh"
 
 namespace {
@@ -23,6 +27,7 @@ namespace {
 #define PA_TILE 32
 #define PA_MAX_HEAD 256
 #define PA_MAX_GROUP 64
+#define PA_MAX_SPLITS 32
 
 template <class T>
 __global__ void kv_write_kernel(T *kc, T *vc, const T *k, const T *v, int64_t src_stride, int64_t row, int64_t bt,
@@ -41,7 +46,7 @@ __global__ void kv_write_kernel(T *kc, T *vc, const T *k, const T *v, int64_t sr
 template <class T>
 __global__ void __launch_bounds__(PA_THREADS)
     paged_attn_kernel(T *o, const T *q, const T *kc, const T *vc, k_llm_meta m, int n_heads, int n_kv, int d,
-                      int64_t q_stride, int64_t o_stride, int64_t bt, int64_t window, float scale) {
+                      int64_t q_stride, int64_t o_stride, int64_t bt, int64_t window, float scale, float *ws) {
   extern __shared__ float sh[];
   const int group = n_heads / n_kv, gd = group * d;
   float *qs = sh;                    // [group][d]
@@ -55,6 +60,11 @@ __global__ void __launch_bounds__(PA_THREADS)
   const int64_t p = m.tok_pos[t], row = (int64_t)n_kv * d;
   const int32_t *table = m.tables + m.table_off[m.tok_item[t]];
   const int64_t first = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+  // this split's keys jb .. je (all of them without splits), whole tiles each
+  const int splits = gridDim.z, sp = blockIdx.z;
+  const int64_t tiles = (p - first + PA_TILE) / PA_TILE, per = (tiles + splits - 1) / splits;
+  const int64_t jb = first + (int64_t)sp * per * PA_TILE;
+  const int64_t je = jb + per * PA_TILE - 1 < p ? jb + per * PA_TILE - 1 : p;
   const T *qt = q + t * (size_t)q_stride + (size_t)g * group * d;
   for (int i = tid; i < gd; i += blockDim.x) {
     qs[i] = k_ld(qt[i]);
@@ -65,8 +75,8 @@ __global__ void __launch_bounds__(PA_THREADS)
     ls[tid] = 0.0f;
   }
   __syncthreads();
-  for (int64_t j0 = first; j0 <= p; j0 += PA_TILE) {
-    const int nt = (int)(p - j0 + 1 < PA_TILE ? p - j0 + 1 : PA_TILE);
+  for (int64_t j0 = jb; j0 <= je; j0 += PA_TILE) {
+    const int nt = (int)(je - j0 + 1 < PA_TILE ? je - j0 + 1 : PA_TILE);
     for (int jj = warp; jj < nt; jj += nw) {
       int64_t j = j0 + jj;
       const T *kr = kc + ((size_t)table[j / bt] * (size_t)bt + (size_t)(j % bt)) * (size_t)row + (size_t)g * d;
@@ -107,8 +117,41 @@ __global__ void __launch_bounds__(PA_THREADS)
     }
     __syncthreads();  // ps and al are rewritten by the next tile
   }
-  T *ot = o + t * (size_t)o_stride + (size_t)g * group * d;
-  for (int i = tid; i < gd; i += blockDim.x) ot[i] = k_st<T>(acc[i] / ls[i / d]);
+  if (splits == 1) {
+    T *ot = o + t * (size_t)o_stride + (size_t)g * group * d;
+    for (int i = tid; i < gd; i += blockDim.x) ot[i] = k_st<T>(acc[i] / ls[i / d]);
+    return;
+  }
+  // partials: [token][head][split][d sums, max, sum]; an empty split (more
+  // splits than tiles) leaves max -inf and sum 0, which the combine skips
+  for (int i = tid; i < gd; i += blockDim.x) {
+    int h = i / d, c = i % d;
+    float *w = ws + ((t * (size_t)n_heads + (size_t)(g * group + h)) * (size_t)splits + (size_t)sp) * (size_t)(d + 2);
+    w[c] = acc[i];
+    if (c == 0) w[d] = mx[h], w[d + 1] = ls[h];
+  }
+}
+
+// o[t, h, c] from the splits' partials: each rescaled by exp(max_s - max).
+template <class T>
+__global__ void paged_attn_combine_kernel(T *o, const float *ws, int64_t n_tok, int n_heads, int d, int splits,
+                                          int64_t o_stride) {
+  size_t n = (size_t)n_tok * (size_t)n_heads * (size_t)d, stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    size_t c = i % (size_t)d, th = i / (size_t)d, t = th / (size_t)n_heads, h = th % (size_t)n_heads;
+    const float *w = ws + th * (size_t)splits * (size_t)(d + 2);
+    float mx = -INFINITY;
+    for (int s = 0; s < splits; s++) mx = fmaxf(mx, w[(size_t)s * (d + 2) + d]);
+    float num = 0.0f, den = 0.0f;
+    for (int s = 0; s < splits; s++) {
+      const float *ws_s = w + (size_t)s * (d + 2);
+      if (ws_s[d + 1] == 0.0f) continue;  // an empty split
+      float f = expf(ws_s[d] - mx);
+      num = fmaf(f, ws_s[c], num);
+      den = fmaf(f, ws_s[d + 1], den);
+    }
+    o[t * (size_t)o_stride + h * (size_t)d + c] = k_st<T>(num / den);
+  }
 }
 
 }  // namespace
@@ -131,8 +174,13 @@ extern "C" int k_paged_kv_write_cuda(void *k_cache, void *v_cache, const void *k
   return 0;
 }
 
+extern "C" size_t k_paged_attn_ws_floats(int64_t n_tok, int64_t n_heads, int64_t head_dim, int splits) {
+  return splits > 1 ? (size_t)n_tok * (size_t)n_heads * (size_t)splits * (size_t)(head_dim + 2) : 0;
+}
+
 extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, const void *v_cache, const k_llm_meta *m,
-                                 const k_paged_attn_args *a, dtype dt, cudaStream_t stream, err *e) {
+                                 const k_paged_attn_args *a, int splits, float *ws, dtype dt, cudaStream_t stream,
+                                 err *e) {
   static const char *kname = "k_paged_attn_cuda";
   if (!m || !a) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL metadata or arguments", kname);
   if (m->n_tok <= 0) return 0;
@@ -154,12 +202,18 @@ extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, co
   size_t smem = (size_t)(2 * group * a->head_dim + group * PA_TILE + 3 * group) * sizeof(float);
   if (smem > 48 * 1024)
     return err_set(e, ERR_UNIMPLEMENTED, "%s: %zu bytes of shared memory per block (48 KiB at most)", kname, smem);
-  dim3 grid((unsigned)m->n_tok, (unsigned)a->n_kv_heads);
+  if (splits < 1 || splits > PA_MAX_SPLITS || (splits > 1 && !ws))
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: %d splits (1 .. %d, with a workspace past 1)", kname, splits,
+                   PA_MAX_SPLITS);
+  dim3 grid((unsigned)m->n_tok, (unsigned)a->n_kv_heads, (unsigned)splits);
+  size_t work = (size_t)m->n_tok * (size_t)a->n_heads * (size_t)a->head_dim;
   K_DT_DISPATCH(e, kname, dt, T,
                 paged_attn_kernel<T>
                 <<<grid, PA_THREADS, smem, stream>>>((T *)o, (const T *)q, (const T *)k_cache, (const T *)v_cache, *m,
                                                      (int)a->n_heads, (int)a->n_kv_heads, (int)a->head_dim, a->q_stride,
-                                                     a->o_stride, a->block_tokens, a->window, a->scale));
+                                                     a->o_stride, a->block_tokens, a->window, a->scale, ws);
+                if (splits > 1) paged_attn_combine_kernel<T><<<k_blocks_for(work, K_THREADS), K_THREADS, 0, stream>>>(
+                    (T *)o, ws, m->n_tok, (int)a->n_heads, (int)a->head_dim, splits, a->o_stride));
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

@@ -4,7 +4,8 @@
 // k_rms_norm_dt_cuda, k_layer_norm_dt_cuda, k_rope_cuda, k_mlp_act_cuda
 // (SwiGLU, GeGLU, GELU, SiLU), k_widen_cuda, and k_paged_kv_write_cuda +
 // k_paged_attn_cuda over a mixed step (prefill chunks of odd lengths at
-// offsets, decode tokens, GQA, a scattered block table, a sliding window).
+// offsets, decode tokens, GQA, a scattered block table, a sliding window;
+// long contexts in one pass and split-K, more splits than tiles included).
 // The 16-bit cases feed the references the inputs rounded to the type, so
 // only the kernel's own float math and its one output rounding differ:
 // bounds FP32 rtol 1e-5 (attention 2e-5, it sums in float against the
@@ -94,9 +95,14 @@ static void test_errors(void) {
   k_llm_meta m = {.tok_item = p, .tok_pos = p, .tables = p, .table_off = p, .n_tok = 3};
   k_paged_attn_args a = {
       .n_heads = 6, .n_kv_heads = 4, .head_dim = 8, .q_stride = 48, .o_stride = 48, .block_tokens = 4, .scale = 1.0f};
-  CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, 1, NULL, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
   a.n_kv_heads = 2, a.head_dim = 512, a.q_stride = a.o_stride = 6 * 512;
-  CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, DT_FP32, NULL, &e), ERR_UNIMPLEMENTED);
+  CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, 1, NULL, DT_FP32, NULL, &e), ERR_UNIMPLEMENTED);
+  a.head_dim = 8, a.q_stride = a.o_stride = 48;
+  CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, 4, NULL, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "workspace");
+  CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, 33, p, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT((int)k_paged_attn_ws_floats(3, 6, 8, 4), 3 * 6 * 4 * 10);
   CHECK_EQ_INT(k_paged_kv_write_cuda(p, p, p, p, 4, 8, 4, &m, DT_BF16, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "src_stride");
   // size 0: nothing touched
@@ -214,19 +220,32 @@ static void test_mlp_act(dtype dt) {
 // A step of three items over a pool of 24 blocks of 4 slots, the block ids
 // scattered: item 0 a prefill chunk (positions 5..11, after 5 cached ones),
 // item 1 one decode token at position 21, item 2 a first chunk (0..2).
-static void test_paged_attn(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, int64_t window) {
-  tk_rng r = {0xa77 + (uint64_t)dt * 131 + (uint64_t)(n_heads * 7 + d + window)};
-  const int64_t bt = 4, nb = 24, row = n_kv * d, QS = (n_heads + 2 * n_kv) * d, Q = n_heads * d;
-  int32_t tables[3][8] = {{17, 3, 22, 9, 0, 0, 0, 0}, {5, 11, 1, 20, 14, 7, 0, 0}, {23, 0, 0, 0, 0, 0, 0, 0}};
-  const int64_t start[3] = {5, 21, 0}, ntok[3] = {7, 1, 3};
-  const int64_t T = 11;
+// longctx: instead, 16-slot blocks, two decode tokens at positions 299 and
+// 44 and a 3-token chunk at 97..99, for split-K (splits > 1: more splits
+// than a context has tiles leaves some empty).
+static void test_paged_attn(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, int64_t window, int longctx,
+                            int splits) {
+  tk_rng r = {0xa77 + (uint64_t)dt * 131 + (uint64_t)(n_heads * 7 + d + window + splits)};
+  const int64_t bt = longctx ? 16 : 4, nb = longctx ? 48 : 24, row = n_kv * d, QS = (n_heads + 2 * n_kv) * d,
+                Q = n_heads * d;
+  int32_t tables[3][24] = {{17, 3, 22, 9}, {5, 11, 1, 20, 14, 7}, {23}};
+  int64_t start[3] = {5, 21, 0}, ntok[3] = {7, 1, 3};
+  if (longctx) {  // every block of the pool, scattered: 19, 3 and 7 of them
+    for (int i = 0; i < 29; i++) {
+      int b = (i * 17 + 5) % 48, it = i < 19 ? 0 : i < 22 ? 1 : 2;
+      tables[it][it == 0 ? i : it == 1 ? i - 19 : i - 22] = b;
+    }
+    start[0] = 299, start[1] = 44, start[2] = 97;
+    ntok[0] = 1, ntok[1] = 1, ntok[2] = 3;
+  }
+  const int64_t T = ntok[0] + ntok[1] + ntok[2];
   // the cache holds random rows everywhere (the cached positions included);
   // the step writes its own rows over them
   float *kc, *vc, *qkv;
   size_t cache_n = (size_t)(nb * bt * row);
   void *d_kc = dev_rand(&r, cache_n, -1, 1, dt, &kc), *d_vc = dev_rand(&r, cache_n, -1, 1, dt, &vc);
   void *d_qkv = dev_rand(&r, (size_t)(T * QS), -1, 1, dt, &qkv);
-  int32_t item[11], pos[11], toff[3], flat[24];
+  int32_t item[16], pos[16], toff[3], flat[48];
   int64_t t = 0, nf = 0;
   for (int i = 0; i < 3; i++) {
     toff[i] = (int32_t)nf;
@@ -234,7 +253,7 @@ static void test_paged_attn(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, 
     for (int64_t b = 0; b < need; b++) flat[nf++] = tables[i][b];
     for (int64_t j = 0; j < ntok[i]; j++, t++) item[t] = i, pos[t] = (int32_t)(start[i] + j);
   }
-  int32_t *d_item = tk_to_dev(item, sizeof item), *d_pos = tk_to_dev(pos, sizeof pos);
+  int32_t *d_item = tk_to_dev(item, (size_t)T * 4), *d_pos = tk_to_dev(pos, (size_t)T * 4);
   int32_t *d_toff = tk_to_dev(toff, sizeof toff), *d_flat = tk_to_dev(flat, (size_t)nf * 4);
   void *d_o = tk_dev_alloc((size_t)(T * Q) * 4);
   k_llm_meta m = {.tok_item = d_item, .tok_pos = d_pos, .tables = d_flat, .table_off = d_toff, .n_tok = T};
@@ -249,10 +268,11 @@ static void test_paged_attn(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, 
                          .block_tokens = bt,
                          .window = window,
                          .scale = 1.0f / sqrtf((float)d)};
-  TK_OK(k_paged_attn_cuda(d_o, d_qkv, d_kc, d_vc, &m, &a, dt, NULL, TK_E));
+  float *d_ws = splits > 1 ? tk_dev_alloc(k_paged_attn_ws_floats(T, n_heads, d, splits) * 4) : NULL;
+  TK_OK(k_paged_attn_cuda(d_o, d_qkv, d_kc, d_vc, &m, &a, splits, d_ws, dt, NULL, TK_E));
   float *got_k = dev_get(d_kc, cache_n, dt), *got_v = dev_get(d_vc, cache_n, dt);
   float *got = dev_get(d_o, (size_t)(T * Q), dt), *want = tk_xmalloc((size_t)(T * Q) * 4);
-  float *scratch = tk_xmalloc(64 * 4);
+  float *scratch = tk_xmalloc(512 * 4);
   t = 0;
   for (int i = 0; i < 3; i++) {
     const float *rows = qkv + t * QS;
@@ -267,12 +287,12 @@ static void test_paged_attn(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, 
   snprintf(what, sizeof what, "kv_write %s", dtype_wire_name(dt));
   tk_compare(what, got_k, kc, cache_n, 0, 0);
   tk_compare(what, got_v, vc, cache_n, 0, 0);
-  snprintf(what, sizeof what, "paged_attn %s heads %lld/%lld d %lld window %lld", dtype_wire_name(dt),
-           (long long)n_heads, (long long)n_kv, (long long)d, (long long)window);
+  snprintf(what, sizeof what, "paged_attn %s heads %lld/%lld d %lld window %lld long %d splits %d", dtype_wire_name(dt),
+           (long long)n_heads, (long long)n_kv, (long long)d, (long long)window, longctx, splits);
   tk_compare(what, got, want, (size_t)(T * Q), dt == DT_FP32 ? 2e-5 : rtol_of(dt), dt == DT_FP32 ? 2e-6 : rtol_of(dt));
   free(got_k), free(got_v), free(got), free(want), free(scratch), free(kc), free(vc), free(qkv);
   cudaFree(d_kc), cudaFree(d_vc), cudaFree(d_qkv), cudaFree(d_item), cudaFree(d_pos), cudaFree(d_toff);
-  cudaFree(d_flat), cudaFree(d_o);
+  cudaFree(d_flat), cudaFree(d_o), cudaFree(d_ws);
 }
 
 int main(void) {
@@ -284,10 +304,14 @@ int main(void) {
     test_norms(dt);
     test_rope(dt);
     test_mlp_act(dt);
-    test_paged_attn(dt, 8, 2, 64, 0);   // GQA, groups of 4
-    test_paged_attn(dt, 4, 4, 40, 0);   // MHA, a head size off the warp width
-    test_paged_attn(dt, 6, 2, 128, 5);  // a sliding window shorter than the chunk
-    test_paged_attn(dt, 2, 1, 24, 0);   // MQA
+    test_paged_attn(dt, 8, 2, 64, 0, 0, 1);   // GQA, groups of 4
+    test_paged_attn(dt, 4, 4, 40, 0, 0, 1);   // MHA, a head size off the warp width
+    test_paged_attn(dt, 6, 2, 128, 5, 0, 1);  // a sliding window shorter than the chunk
+    test_paged_attn(dt, 2, 1, 24, 0, 0, 1);   // MQA
+    test_paged_attn(dt, 8, 2, 64, 0, 1, 1);   // long contexts, one pass
+    test_paged_attn(dt, 8, 2, 64, 0, 1, 4);   // split-K
+    test_paged_attn(dt, 8, 2, 64, 0, 1, 32);  // more splits than the shorter contexts have tiles
+    test_paged_attn(dt, 8, 2, 64, 40, 1, 3);  // split-K inside a sliding window
   }
   CHECK_DONE();
 }

@@ -30,6 +30,8 @@
 
 #define LOGIT_ROWS 64
 #define MAX_BUCKETS 16
+#define MAX_SPLITS 32   // k_paged_attn_cuda's
+#define SPLIT_KEYS 128  // keys per split at least (4 tiles)
 #define ALIGN 256
 #define GEMM_WORKSPACE ((size_t)32 << 20)
 
@@ -43,8 +45,14 @@ struct eng_llm_cuda_runner {
   eng_llm_runner_config c;
   dtype dt;
   size_t es;  // bytes per element
-  int device;
+  int device, sms;
   cudaStream_t stream;
+  // split-K attention (k_paged_attn_cuda) for steps of few tokens with long
+  // contexts: the splits of the current step and the workspace, sized at
+  // create for the steps that may use it (tokens x KV heads < 2 x SMs)
+  int splits;
+  float *attn_ws;
+  int64_t split_tokens;
   eng_gemm_lt *gemm;
   eng_gemm_dtype gdt;
   // weights: one allocation
@@ -146,6 +154,7 @@ void eng_llm_cuda_runner_destroy(eng_llm_cuda_runner *r) {
   cudaFree(r->k_cache);
   cudaFree(r->v_cache);
   cudaFree(r->sbuf);
+  cudaFree(r->attn_ws);
   cudaFree(r->meta_d);
   cudaFreeHost(r->meta_h);
   if (r->stream) cudaStreamDestroy(r->stream);
@@ -193,6 +202,7 @@ int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_conf
     goto fail;
   }
   if ((rc = CUDA_OK(e, cudaSetDevice(device)))) goto fail;
+  if ((rc = CUDA_OK(e, cudaDeviceGetAttribute(&r->sms, cudaDevAttrMultiProcessorCount, device)))) goto fail;
   if ((rc = CUDA_OK(e, cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking)))) goto fail;
   if ((rc = eng_gemm_lt_create(&r->gemm, GEMM_WORKSPACE, 64, e))) goto fail;
   // weights
@@ -238,6 +248,14 @@ int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_conf
   void **slots[] = {&r->x, &r->h, &r->qkv, &r->att, &r->mlp, &r->act, &r->last, &r->lg, (void **)&r->lg32};
   for (size_t i = 0, off = 0; i < sizeof sizes / sizeof sizes[0]; off += align_up(sizes[i]), i++)
     *slots[i] = r->sbuf + off;
+  // split-K workspace: steps of fewer than 2 x SMs (token, KV head) pairs
+  r->split_tokens = (2 * (int64_t)r->sms + g->n_kv_heads - 1) / g->n_kv_heads;
+  if (r->split_tokens > c->max_step_tokens) r->split_tokens = c->max_step_tokens;
+  size_t wsf = k_paged_attn_ws_floats(r->split_tokens, g->n_heads, g->head_dim, MAX_SPLITS);
+  if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->attn_ws, wsf * sizeof(float))))) {
+    err_prefix(e, "cuda runner: %zu bytes of attention workspace: ", wsf * sizeof(float));
+    goto fail;
+  }
   // metadata: a block table per token at most, each as long as the context
   int64_t per_seq = (c->max_context + c->block_tokens - 1) / c->block_tokens;
   r->table_cap = (int64_t)T * per_seq;
@@ -291,7 +309,8 @@ static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta 
                          .block_tokens = r->c.block_tokens,
                          .window = g->sliding_window,
                          .scale = 1.0f / sqrtf((float)d)};
-  TRY(k_paged_attn_cuda(r->att, r->qkv, kc, vc, meta, &a, r->dt, r->stream, e));
+  TRY(k_paged_attn_cuda(r->att, r->qkv, kc, vc, meta, &a, r->splits, r->splits > 1 ? r->attn_ws : NULL, r->dt,
+                        r->stream, e));
   TRY(linear(r, r->x, r->att, T, Q, l->wo, l->bo, H, 1, e));
   // --- MLP block
   TRY(norm(r, r->h, r->x, T, l->ln2_w, l->ln2_b, e));
@@ -306,6 +325,19 @@ static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta 
     TRY(linear(r, r->x, r->mlp, T, FF, l->w_down, l->b_down, H, 1, e));
   }
   return 0;
+}
+
+// Split-K for steps whose (token, KV head) pairs cannot fill the GPU twice
+// over and whose longest context has SPLIT_KEYS keys per split at least;
+// 1 otherwise. A graph keeps the splits of its capture (any context is
+// right with any splits; only the speed differs).
+static int pick_splits(const eng_llm_cuda_runner *r, int64_t T, int64_t max_keys) {
+  int64_t pairs = T * r->g.n_kv_heads;
+  if (T > r->split_tokens || pairs >= 2 * (int64_t)r->sms) return 1;
+  int64_t s = (2 * (int64_t)r->sms + pairs - 1) / pairs;
+  if (s > max_keys / SPLIT_KEYS) s = max_keys / SPLIT_KEYS;
+  if (s > MAX_SPLITS) s = MAX_SPLITS;
+  return s < 1 ? 1 : (int)s;
 }
 
 // The step's device work after the metadata copy: T tokens, nl sampled rows
@@ -343,7 +375,7 @@ static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nl, float *dst
 // A decode-only step of n items (each one token, each sampling) through the
 // graph of its bucket (the next power of two), captured on first use; the
 // padding items are token 0 at position 0 in the spare block.
-static int graph_step(eng_llm_cuda_runner *r, size_t n, float *logits, err *e) {
+static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, float *logits, err *e) {
   int k = 0;
   while (((int64_t)1 << k) < (int64_t)n) k++;
   int64_t B = (int64_t)1 << k;
@@ -359,6 +391,7 @@ static int graph_step(eng_llm_cuda_runner *r, size_t n, float *logits, err *e) {
   size_t copy = ((size_t)M_TABLES * (size_t)r->c.max_step_tokens + (size_t)spare + 1) * sizeof(int32_t);
   TRY(CUDA_OK(e, cudaMemcpyAsync(r->meta_d, r->meta_h, copy, cudaMemcpyHostToDevice, r->stream)));
   if (!r->gx[k]) {
+    r->splits = pick_splits(r, B, max_keys);
     TRY(CUDA_OK(e, cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal)));
     int rc = device_work(r, B, B, r->lg_h, e);
     cudaGraph_t graph = NULL;
@@ -403,6 +436,9 @@ int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, f
   int64_t T = 0;
   TRY(eng_llm_check_work(g, &r->c, w, n, &T, e));
   if (T == 0) return 0;
+  int64_t max_keys = 0;
+  for (size_t i = 0; i < n; i++)
+    if (w[i].start + w[i].n_tokens > max_keys) max_keys = w[i].start + w[i].n_tokens;
   int decode = r->graph_max && (int64_t)n <= r->graph_max;
   for (size_t i = 0; i < n && decode; i++) decode = w[i].n_tokens == 1 && w[i].logits;
   // --- the step's metadata, one copy
@@ -426,7 +462,8 @@ int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, f
     if (w[i].logits) rows[nl++] = (int32_t)(t - 1);
   }
   TRY(CUDA_OK(e, cudaSetDevice(r->device)));
-  if (decode) return graph_step(r, n, logits, e);
+  if (decode) return graph_step(r, n, max_keys, logits, e);
+  r->splits = pick_splits(r, T, max_keys);
   size_t copy = ((size_t)M_TABLES * (size_t)r->c.max_step_tokens + (size_t)nt) * sizeof(int32_t);
   TRY(CUDA_OK(e, cudaMemcpyAsync(r->meta_d, r->meta_h, copy, cudaMemcpyHostToDevice, r->stream)));
   TRY(device_work(r, T, nl, logits, e));
