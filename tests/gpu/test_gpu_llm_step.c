@@ -26,7 +26,10 @@
 // plain, one with CUDA graphs for its decode-only steps (buckets 1, 2, 4:
 // the three-sequence decode steps replay bucket 4's graph with a padding
 // item, a last one-sequence step captures bucket 1's), held to the same
-// bounds, with their captures and launches counted. Also the GPU runner's refusals (a
+// bounds, with their captures and launches counted. Then a 300-token
+// sequence (Llama-family fixtures) whose last chunk and decode steps run
+// split-K attention on the GPU (the emulation measures 2.6e-2 there on the
+// BF16 fixture). Also the GPU runner's refusals (a
 // token outside the vocabulary, a block outside the pool, as the CPU
 // runner's) and the stored-type loader (eng_llm_model_create_stored): the
 // FP16 and BF16 checkpoints keep their type at half the FP32 bytes. The
@@ -349,6 +352,70 @@ out:
   eng_llm_model_destroy(s);
 }
 
+// One sequence of 300 tokens prefilled in 16-token chunks, then 4 decode
+// steps: the GPU runner's decode steps take split-K attention (one token, a
+// context of 300 keys), within the sliding window on Mistral (splits past
+// the window empty). Logits against the CPU runner's as in test_ckpt.
+static void test_long(const char *dir, const char *name) {
+  err e = {0};
+  eng_llm_model *f = NULL, *s = NULL;
+  eng_llm_runner *cr = NULL;
+  eng_llm_cuda_runner *grs[NGPU] = {NULL};
+  if (eng_llm_model_create(dir, &f, &e) || eng_llm_model_create_stored(dir, &s, &e)) {
+    CHECK_FAIL_("%s: load: %s", name, e.msg);
+    goto out;
+  }
+  const eng_llm_config *g = eng_llm_model_config(f);
+  if (g->learned_pos) goto out;  // GPT-2: 64 positions
+  dtype dt = eng_llm_model_dtype(s);
+  eng_llm_runner_config rc = {.n_blocks = 32, .block_tokens = 16, .max_step_tokens = 16, .max_context = 320};
+  CHECK_EQ_INT(eng_llm_runner_create(f, &rc, &cr, &e), 0);
+  for (int k = 0; k < NGPU; k++) CHECK_EQ_INT(eng_llm_cuda_runner_create(s, &rc, 0, &grs[k], &e), 0);
+  if (!cr || !grs[0] || !grs[1]) goto out;
+  CHECK_EQ_INT(eng_llm_cuda_runner_enable_graphs(grs[1], 1, &e), 0);
+  // sq[0].tokens: the last chunk, then the greedy tokens both() appends
+  seq sq[1];
+  memset(sq, 0, sizeof sq);
+  static int32_t toks[320];
+  int32_t table[20];  // 20 of the pool's 32 blocks, scattered
+  for (int b = 0; b < 20; b++) table[b] = (b * 7 + 3) % 32;
+  uint64_t x = 0x51ed270b27c1a4f3ull;
+  for (int t = 0; t < 300; t++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    toks[t] = (int32_t)(x % (uint64_t)g->vocab);
+  }
+  stats st = {0};
+  int which = 0, fail = 0;
+  float *lg = calloc((size_t)g->vocab, sizeof(float));
+  for (int64_t p = 0; p < 300 && !fail; p += 16) {
+    int64_t n = 300 - p < 16 ? 300 - p : 16;
+    eng_llm_work w = {toks + p, p, n, table, 20, p + n == 300};
+    // prefill on all three runners, compared only at the last chunk
+    if (p + n < 300) {
+      fail |= eng_llm_step(cr, &w, 1, lg, &e) != 0;
+      for (int k = 0; k < NGPU; k++) fail |= eng_llm_cuda_step(grs[k], &w, 1, lg, &e) != 0;
+      if (fail) CHECK_FAIL_("%s: long prefill: %s", name, e.msg);
+    } else {
+      memcpy(sq[0].tokens, toks + p, (size_t)n * sizeof(int32_t));
+      sq[0].len = n;
+      eng_llm_work wc = {sq[0].tokens, p, n, table, 20, 1};
+      fail |= both(cr, grs, sq, &wc, &which, 1, g->vocab, dt, &st, name);
+    }
+  }
+  for (int k = 0; k < 4 && !fail; k++) {
+    int64_t pos = 300 + k;
+    eng_llm_work w = {sq[0].tokens + sq[0].len - 1, pos, 1, table, 20, 1};
+    fail |= both(cr, grs, sq, &w, &which, 1, g->vocab, dt, &st, name);
+  }
+  free(lg);
+  printf("%-18s %s long context: %d rows, worst normwise logit error %.3g\n", name, dt_name(dt), st.rows, st.worst);
+out:
+  for (int k = 0; k < NGPU; k++) eng_llm_cuda_runner_destroy(grs[k]);
+  eng_llm_runner_destroy(cr);
+  eng_llm_model_destroy(f);
+  eng_llm_model_destroy(s);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || argc > 4) {
     fprintf(stderr, "usage: %s CKPT_DIR [[PYTHON] WRITE_CKPTS_PY]\n", argv[0]);
@@ -387,6 +454,7 @@ int main(int argc, char **argv) {
     char d[1024];
     snprintf(d, sizeof d, "%s/%s", root, names[i]);
     test_ckpt(d, names[i]);
+    test_long(d, names[i]);
   }
   CHECK_DONE();
 }
