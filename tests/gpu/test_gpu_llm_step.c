@@ -26,7 +26,8 @@
 // plain, one with CUDA graphs for its decode-only steps (buckets 1, 2, 4:
 // the three-sequence decode steps replay bucket 4's graph with a padding
 // item, a last one-sequence step captures bucket 1's), held to the same
-// bounds, with their captures and launches counted. Then a 300-token
+// bounds, with their captures and launches counted; the graph runner
+// borrows the plain one's weights (eng_llm_cuda_runner_create_shared). Then a 300-token
 // sequence (Llama-family fixtures) whose last chunk and decode steps run
 // split-K attention on the GPU (the emulation measures 2.6e-2 there on the
 // BF16 fixture). Also the GPU runner's refusals (a
@@ -259,7 +260,9 @@ static void test_ckpt(const char *dir, const char *name) {
       .n_blocks = BLOCKS, .block_tokens = BLOCK_TOKENS, .max_step_tokens = 16, .max_context = 48};
   CHECK_EQ_INT(eng_llm_runner_create(f, &rc, &cr, &e), 0);
   for (int k = 0; k < NGPU; k++) {
-    int rg = eng_llm_cuda_runner_create(s, &rc, 0, &grs[k], &e);
+    // the graph runner computes with the plain one's weights (shared, not copied)
+    int rg = k ? eng_llm_cuda_runner_create_shared(grs[0], &rc, &grs[k], &e)
+               : eng_llm_cuda_runner_create(s, &rc, 0, &grs[k], &e);
     CHECK_EQ_INT(rg, 0);
     if (rg) {
       fprintf(stderr, "%s: runner: %s\n", name, e.msg);
@@ -346,7 +349,7 @@ static void test_ckpt(const char *dir, const char *name) {
     CHECK_CONTAINS(e.msg, "outside the pool");
   }
 out:
-  for (int k = 0; k < NGPU; k++) eng_llm_cuda_runner_destroy(grs[k]);
+  for (int k = NGPU - 1; k >= 0; k--) eng_llm_cuda_runner_destroy(grs[k]);  // the sharer last
   eng_llm_runner_destroy(cr);
   eng_llm_model_destroy(f);
   eng_llm_model_destroy(s);
@@ -410,7 +413,7 @@ static void test_long(const char *dir, const char *name) {
   free(lg);
   printf("%-18s %s long context: %d rows, worst normwise logit error %.3g\n", name, dt_name(dt), st.rows, st.worst);
 out:
-  for (int k = 0; k < NGPU; k++) eng_llm_cuda_runner_destroy(grs[k]);
+  for (int k = NGPU - 1; k >= 0; k--) eng_llm_cuda_runner_destroy(grs[k]);  // the sharer last
   eng_llm_runner_destroy(cr);
   eng_llm_model_destroy(f);
   eng_llm_model_destroy(s);

@@ -170,18 +170,22 @@ size_t eng_llm_cuda_runner_weight_bytes(const eng_llm_cuda_runner *r) {
   return r->wbytes;
 }
 
-int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_config *c, int device,
-                               eng_llm_cuda_runner **out, err *e) {
+// From a model (its weights uploaded) or from a runner whose weights are
+// borrowed (share; m NULL).
+static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *share, const eng_llm_runner_config *c,
+                         int device, eng_llm_cuda_runner **out, err *e) {
   *out = NULL;
-  const eng_llm_config *g = eng_llm_model_config(m);
+  const eng_llm_config *g = m ? eng_llm_model_config(m) : &share->g;
+  dtype wdt = m ? m->wdt : share->dt;
+  if (share) device = share->device;
   if (c->n_blocks <= 0 || c->block_tokens <= 0 || c->max_step_tokens <= 0 || c->max_context <= 0)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "cuda runner: n_blocks, block_tokens, max_step_tokens and max_context must be > 0");
   if (c->max_step_tokens > INT32_MAX / 8)
     return err_set(e, ERR_INVALID_ARGUMENT, "cuda runner: max_step_tokens %lld too large",
                    (long long)c->max_step_tokens);
-  if (m->wdt != DT_FP32 && m->wdt != DT_FP16 && m->wdt != DT_BF16)
-    return err_set(e, ERR_INVALID_ARGUMENT, "cuda runner: weights of type %s", dtype_wire_name(m->wdt));
+  if (wdt != DT_FP32 && wdt != DT_FP16 && wdt != DT_BF16)
+    return err_set(e, ERR_INVALID_ARGUMENT, "cuda runner: weights of type %s", dtype_wire_name(wdt));
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || device < 0 || device >= ndev) {
     (void)cudaGetLastError();
@@ -191,10 +195,10 @@ int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_conf
   if (!r) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   r->g = *g;
   r->c = *c;
-  r->dt = m->wdt;
-  r->es = dtype_size(m->wdt);
+  r->dt = wdt;
+  r->es = dtype_size(wdt);
   r->device = device;
-  r->gdt = m->wdt == DT_FP16 ? ENG_GEMM_FP16 : m->wdt == DT_BF16 ? ENG_GEMM_BF16 : ENG_GEMM_FP32;
+  r->gdt = wdt == DT_FP16 ? ENG_GEMM_FP16 : wdt == DT_BF16 ? ENG_GEMM_BF16 : ENG_GEMM_FP32;
   r->layers = calloc((size_t)g->n_layers, sizeof *r->layers);
   int rc = 0;
   if (!r->layers) {
@@ -205,17 +209,24 @@ int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_conf
   if ((rc = CUDA_OK(e, cudaDeviceGetAttribute(&r->sms, cudaDevAttrMultiProcessorCount, device)))) goto fail;
   if ((rc = CUDA_OK(e, cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking)))) goto fail;
   if ((rc = eng_gemm_lt_create(&r->gemm, GEMM_WORKSPACE, 64, e))) goto fail;
-  // weights
-  upl u = {.e = e};
-  upload_all(r, m, &u);
-  r->wbytes = u.off;
-  if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->wbuf, r->wbytes ? r->wbytes : 1)))) {
-    err_prefix(e, "cuda runner: %zu bytes of %s weights: ", r->wbytes, dtype_wire_name(r->dt));
-    goto fail;
+  // weights: uploaded, or the sharer's pointers (wbuf stays NULL: not ours)
+  if (share) {
+    r->embed = share->embed, r->pos_embed = share->pos_embed, r->norm_w = share->norm_w;
+    r->norm_b = share->norm_b, r->lm_head = share->lm_head, r->inv_freq = share->inv_freq;
+    memcpy(r->layers, share->layers, (size_t)g->n_layers * sizeof *r->layers);
+    r->wbytes = share->wbytes;
+  } else {
+    upl u = {.e = e};
+    upload_all(r, m, &u);
+    r->wbytes = u.off;
+    if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->wbuf, r->wbytes ? r->wbytes : 1)))) {
+      err_prefix(e, "cuda runner: %zu bytes of %s weights: ", r->wbytes, dtype_wire_name(r->dt));
+      goto fail;
+    }
+    u = (upl){.base = r->wbuf, .e = e};
+    upload_all(r, m, &u);
+    if ((rc = u.rc)) goto fail;
   }
-  u = (upl){.base = r->wbuf, .e = e};
-  upload_all(r, m, &u);
-  if ((rc = u.rc)) goto fail;
   // KV pool
   size_t es = r->es, T = (size_t)c->max_step_tokens, H = (size_t)g->hidden, d = (size_t)g->head_dim;
   size_t Q = (size_t)g->n_heads * d, KV = (size_t)g->n_kv_heads * d, NQKV = Q + 2 * KV, FF = (size_t)g->intermediate;
@@ -270,6 +281,16 @@ int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_conf
 fail:
   eng_llm_cuda_runner_destroy(r);
   return rc ? rc : ERR_INTERNAL;
+}
+
+int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_config *c, int device,
+                               eng_llm_cuda_runner **out, err *e) {
+  return runner_create(m, NULL, c, device, out, e);
+}
+
+int eng_llm_cuda_runner_create_shared(const eng_llm_cuda_runner *share, const eng_llm_runner_config *c,
+                                      eng_llm_cuda_runner **out, err *e) {
+  return runner_create(NULL, share, c, share->device, out, e);
 }
 
 // y[T, out] = x[T, in] W^T (+ b) (+ y when res: the residual in place).

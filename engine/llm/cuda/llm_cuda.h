@@ -36,9 +36,14 @@ typedef struct eng_llm_cuda_runner eng_llm_cuda_runner;
 // for a bad config, ERR_UNAVAILABLE without that device.
 int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_config *c, int device,
                                eng_llm_cuda_runner **out, err *e);
+// Another runner on share's device computing with share's weights (not
+// copied: one upload per device), with its own KV pool, scratch, stream and
+// config. share must outlive it. Errors as eng_llm_cuda_runner_create.
+int eng_llm_cuda_runner_create_shared(const eng_llm_cuda_runner *share, const eng_llm_runner_config *c,
+                                      eng_llm_cuda_runner **out, err *e);
 void eng_llm_cuda_runner_destroy(eng_llm_cuda_runner *r);
 size_t eng_llm_cuda_runner_kv_bytes(const eng_llm_cuda_runner *r);
-// Device bytes of the uploaded weights.
+// Device bytes of the uploaded weights (the sharer's for a shared runner).
 size_t eng_llm_cuda_runner_weight_bytes(const eng_llm_cuda_runner *r);
 
 // Runs the step as eng_llm_step does (same checks, same INVALID_ARGUMENT
