@@ -12,7 +12,10 @@
 // tables, per-token item and offsets) from pinned memory, kernels and
 // GEMMs on the runner's one stream, and the logits of the items that
 // sample (their last rows gathered first, so the LM head runs on those
-// rows only) copied back; no device allocation after create.
+// rows only) copied back; no device allocation after create. Attention
+// goes split-K (k_paged_attn_cuda) when a step has too few (token, KV head)
+// pairs to fill the GPU and long contexts; decode-only steps can replay CUDA
+// graphs (eng_llm_cuda_runner_enable_graphs).
 //
 // Built only with INFERD_CUDA (engine/llm/llm.cmake). Not thread-safe: one
 // thread drives a runner.
