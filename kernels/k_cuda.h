@@ -25,6 +25,7 @@
 extern "C" {
 #endif
 
+#include "kernels/base/dtype.h"
 #include "kernels/base/err.h"
 #include "kernels/k_ref.h"
 
@@ -297,6 +298,67 @@ int k_dwconv_cuda(void *y, const void *x, const void *w, const void *bias, const
 // tiled path, for tests/bench/kernels/bench_k_dwconv.c's side-by-side runs.
 int k_dwconv__v1_cuda(void *y, const void *x, const void *w, const void *bias, const void *z,
                       k_elem et, const k_dwconv_args *a, cudaStream_t stream, err *e);
+
+// --- decoder runtime (engine/llm/cuda/): kernels over a step's tokens, each
+// generic over its storage dt (kernels/base/dtype.h: DT_FP32, DT_FP16 or
+// DT_BF16; k_elem has no bfloat16), computing in float (sums of the FP32
+// norms in double) and rounding each output once. Per-token metadata lives
+// on the device (k_llm_meta); nothing is allocated and nothing synchronises,
+// so a step can be captured into a CUDA graph.
+
+// Where each token of a step belongs: token t (0 .. n_tok) is item
+// tok_item[t]'s token at position tok_pos[t]; item i's block table starts at
+// tables[table_off[i]]. Device pointers (the struct itself is host memory,
+// passed by value to the kernels).
+typedef struct k_llm_meta {
+  const int32_t *tok_item, *tok_pos;
+  const int32_t *tables, *table_off;
+  int64_t n_tok;
+} k_llm_meta;
+
+// k_embed (kernels/index/k_embed.cu): y [n_tok, hidden] = table[tokens[t]]
+// (+ pos_table[pos[t]] when not NULL). tokens and pos: device int32.
+int k_embed_cuda(void *y, const void *table, const void *pos_table, const int32_t *tokens,
+                 const int32_t *pos, size_t n_tok, size_t hidden, dtype dt, cudaStream_t stream,
+                 err *e);
+// k_rms_norm and k_layer_norm (kernels/norm/k_llm_norm.cu), one block per row,
+// scale and bias of the storage type; y may alias x. bias may be NULL.
+int k_rms_norm_dt_cuda(void *y, const void *x, const void *scale, size_t rows, size_t cols, float eps,
+                       dtype dt, cudaStream_t stream, err *e);
+int k_layer_norm_dt_cuda(void *y, const void *x, const void *scale, const void *bias, size_t rows,
+                         size_t cols, float eps, dtype dt, cudaStream_t stream, err *e);
+// k_rope (kernels/attn/k_rope.cu) in place; pos: n_tok device int32;
+// inv_freq: head_dim / 2 device floats (k_rope_inv_freq's).
+int k_rope_cuda(void *x, size_t n_tok, const int32_t *pos, int64_t n_heads, int64_t head_dim,
+                int64_t row_stride, const float *inv_freq, dtype dt, cudaStream_t stream, err *e);
+// k_mlp_act (kernels/elem/k_mlp_act.cu); y must not overlap x when gated.
+int k_mlp_act_cuda(void *y, const void *x, size_t rows, size_t cols, k_mlp_kind act, int gated, dtype dt,
+                   cudaStream_t stream, err *e);
+// k_paged_kv_write for K and V of every token of the step at once
+// (kernels/attn/k_paged_attn.cu): row t of k and of v (row_elems elements,
+// src_stride apart) into its item's slot for position tok_pos[t]. The block
+// ids are the caller's to check (the runner checks them on the host).
+int k_paged_kv_write_cuda(void *k_cache, void *v_cache, const void *k, const void *v, int64_t src_stride,
+                          int64_t row_elems, int64_t block_tokens, const k_llm_meta *m, dtype dt,
+                          cudaStream_t stream, err *e);
+// y = x widened to float (kernels/elem/k_widen.cu), exact; y must not overlap x.
+int k_widen_cuda(float *y, const void *x, size_t n, dtype dt, cudaStream_t stream, err *e);
+// k_paged_attn_ref for every token of the step at once (prefill chunks and
+// decode tokens alike; kernels/attn/k_paged_attn.cu): token t's query row
+// (q + t q_stride) attends to its item's keys 0 .. tok_pos[t] (inside the
+// window). a gives the heads, strides, block size, window and scale; its
+// n_q and pos0 are unused (m says). One block per (token, KV head): the
+// group of query heads sharing that KV head reads each key and value once,
+// keys in tiles of 32 with an online softmax (float). head_dim up to 256,
+// n_heads / n_kv_heads up to 64 (ERR_UNIMPLEMENTED past them).
+// splits > 1 (up to 32): split-K over each token's keys (flash-decoding),
+// for few tokens with long contexts: each (token, KV head) pair's keys are
+// shared out in whole tiles among `splits` blocks, whose partial sums go to
+// ws (k_paged_attn_ws_floats floats of device memory), and a second kernel
+// combines them. splits 1: one pass, ws unused (NULL).
+int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, const void *v_cache, const k_llm_meta *m,
+                      const k_paged_attn_args *a, int splits, float *ws, dtype dt, cudaStream_t stream, err *e);
+size_t k_paged_attn_ws_floats(int64_t n_tok, int64_t n_heads, int64_t head_dim, int splits);
 
 #ifdef __cplusplus
 }

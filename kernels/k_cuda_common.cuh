@@ -7,6 +7,7 @@
 #ifndef INFERD_KERNELS_K_CUDA_COMMON_CUH
 #define INFERD_KERNELS_K_CUDA_COMMON_CUH
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
@@ -63,6 +64,7 @@ static inline bool k_mul3(size_t a, size_t b, size_t c, size_t *out) {
 // bit-identical casts).
 static __device__ __forceinline__ float k_ld(float v) { return v; }
 static __device__ __forceinline__ float k_ld(__half v) { return __half2float(v); }
+static __device__ __forceinline__ float k_ld(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 template <class T>
 struct k_store;
@@ -73,6 +75,10 @@ struct k_store<float> {
 template <>
 struct k_store<__half> {
   static __device__ __forceinline__ __half st(float v) { return __float2half_rn(v); }
+};
+template <>
+struct k_store<__nv_bfloat16> {
+  static __device__ __forceinline__ __nv_bfloat16 st(float v) { return __float2bfloat16_rn(v); }
 };
 template <class T>
 static __device__ __forceinline__ T k_st(float v) {
@@ -91,6 +97,33 @@ template <>
 struct k_acc<__half> {
   typedef float type;
 };
+template <>
+struct k_acc<__nv_bfloat16> {
+  typedef float type;
+};
+
+// The decoder kernels (engine/llm/cuda) take their storage as a dtype
+// (kernels/base/dtype.h: k_elem has no bfloat16): K_DT_DISPATCH(dt, T, body)
+// runs body with T the storage type, or returns ERR_INVALID_ARGUMENT naming
+// kname for another dtype.
+#define K_DT_DISPATCH(e, kname, dt, T, ...)                                                    \
+  switch (dt) {                                                                             \
+    case DT_FP32: {                                                                         \
+      typedef float T;                                                                      \
+      __VA_ARGS__;                                                                          \
+    } break;                                                                                \
+    case DT_FP16: {                                                                         \
+      typedef __half T;                                                                     \
+      __VA_ARGS__;                                                                          \
+    } break;                                                                                \
+    case DT_BF16: {                                                                         \
+      typedef __nv_bfloat16 T;                                                              \
+      __VA_ARGS__;                                                                          \
+    } break;                                                                                \
+    default:                                                                                \
+      return err_set((e), ERR_INVALID_ARGUMENT, "%s: element type %s (FP32, FP16 or BF16)", \
+                     (kname), dtype_wire_name(dt));                                         \
+  }
 
 // N elements of T moved in one aligned access: 16 bytes (4 floats, 8
 // halves) for the unary kernels, a 32-bit pair of halves for the binary and

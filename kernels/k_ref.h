@@ -447,6 +447,18 @@ void k_rope_inv_freq(float *inv_freq, int64_t rot_dim, double theta, const k_rop
 void k_rope(float *x, int64_t n_tok, const int64_t *pos, int64_t n_heads, int64_t head_dim,
             int64_t row_stride, const float *inv_freq);
 
+// Token embeddings (kernels/index/k_embed.c): row t of y (hidden floats) is
+// row tokens[t] of table, plus row pos[t] of pos_table (learned positions,
+// GPT-2) when that is not NULL. Indices are the caller's to check.
+void k_embed(float *y, const float *table, const float *pos_table, const int32_t *tokens, const int32_t *pos,
+             size_t n_tok, size_t hidden);
+// The MLP's activation (kernels/elem/k_mlp_act.c): gated, y[r, c] =
+// act(x[r, c]) * x[r, cols + c] with x rows 2 cols wide (gate then up:
+// SwiGLU, GeGLU), y rows cols wide; else y[r, c] = act(x[r, c]) (y may alias
+// x). The math of k_silu_mul and k_gelu, element by element.
+typedef enum k_mlp_kind { K_MLP_SILU = 0, K_MLP_GELU_TANH, K_MLP_GELU } k_mlp_kind;
+void k_mlp_act(float *y, const float *x, size_t rows, size_t cols, k_mlp_kind act, int gated);
+
 // --- normalisation
 // LRN across the channels of x viewed as [n, c, spatial] (y must not alias x):
 // y = x / (bias + alpha / size * sum of squares over channels

@@ -103,6 +103,7 @@ const char *eng_gemm_dtype_name(eng_gemm_dtype dt) {
     case ENG_GEMM_FP32: return "fp32";
     case ENG_GEMM_FP32_TF32: return "fp32_tf32";
     case ENG_GEMM_FP16: return "fp16";
+    case ENG_GEMM_BF16: return "bf16";
   }
   return "?";
 }
@@ -220,7 +221,7 @@ fail:
 // alignment from the pointer.
 static int entry_build(eng_gemm_lt *g, gemm_entry *en, const gemm_key *key, const void *bias, err *e) {
   memset(en, 0, sizeof *en);
-  cudaDataType_t t = key->dtype == ENG_GEMM_FP16 ? CUDA_R_16F : CUDA_R_32F;
+  cudaDataType_t t = key->dtype == ENG_GEMM_FP16 ? CUDA_R_16F : key->dtype == ENG_GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
   cublasComputeType_t ct =
       key->dtype == ENG_GEMM_FP32_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   cublasOperation_t op_a = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = our B
@@ -481,7 +482,7 @@ static int tune(eng_gemm_lt *g, gemm_entry *en, const gemm_call *c, err *e) {
     (void)cudaGetLastError();
     cs = cudaStreamCaptureStatusInvalidated;  // unknown: do not time
   }
-  size_t esize = en->key.dtype == ENG_GEMM_FP16 ? 2 : 4;
+  size_t esize = en->key.dtype == ENG_GEMM_FP16 || en->key.dtype == ENG_GEMM_BF16 ? 2 : 4;
   if (cs != cudaStreamCaptureStatusNone || (!g->dry && aliases(c, (size_t)en->key.m * (size_t)en->key.n * esize))) {
     g->st.tune_skipped++;
     return 0;
@@ -547,13 +548,13 @@ int eng_gemm_lt_run_res(eng_gemm_lt *g, void *C, const void *A, const void *B, c
     return err_set(e, ERR_INVALID_ARGUMENT, "gemm: sizes must be >= 1 (m=%d n=%d k=%d)", m, n, k);
   if ((unsigned)epilogue > ENG_GEMM_EPI_BIAS_GELU)
     return err_set(e, ERR_INVALID_ARGUMENT, "gemm: unknown epilogue %d", (int)epilogue);
-  if ((unsigned)dtype > ENG_GEMM_FP16)
+  if ((unsigned)dtype > ENG_GEMM_BF16)
     return err_set(e, ERR_INVALID_ARGUMENT, "gemm: unknown dtype %d", (int)dtype);
   bool want_bias = epi_has_bias(epilogue);
   if (want_bias != (bias != NULL))
     return err_set(e, ERR_INVALID_ARGUMENT, "gemm: epilogue %s %s", eng_gemm_epilogue_name(epilogue),
                    want_bias ? "needs a bias" : "takes no bias");
-  int32_t esize = dtype == ENG_GEMM_FP16 ? 2 : 4;
+  int32_t esize = dtype == ENG_GEMM_FP16 || dtype == ENG_GEMM_BF16 ? 2 : 4;
   if (ptr_align(A) < esize || ptr_align(B) < esize || ptr_align(C) < esize ||
       (bias && ptr_align(bias) < esize) || (Z && ptr_align(Z) < esize))
     return err_set(e, ERR_INVALID_ARGUMENT, "gemm: a pointer is not aligned to its %d-byte elements", esize);

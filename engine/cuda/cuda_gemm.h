@@ -54,6 +54,7 @@ typedef enum eng_gemm_dtype {
   ENG_GEMM_FP32 = 0,   // fp32 in and out, full fp32 arithmetic (TF32 off)
   ENG_GEMM_FP32_TF32,  // fp32 in and out, tensor cores with TF32 inputs (~1e-3 relative)
   ENG_GEMM_FP16,       // fp16 in and out (bias too), fp32 accumulation
+  ENG_GEMM_BF16,       // bf16 in and out (bias too), fp32 accumulation (engine/llm/cuda)
 } eng_gemm_dtype;
 
 typedef struct eng_gemm_lt eng_gemm_lt;

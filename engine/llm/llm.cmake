@@ -10,3 +10,9 @@ add_library(inferd_llm STATIC
   ${CMAKE_CURRENT_LIST_DIR}/llm_step.c
   ${CMAKE_CURRENT_LIST_DIR}/llm_sample.c)
 target_link_libraries(inferd_llm PUBLIC inferd_kernels inferd_base PkgConfig::CJSON PkgConfig::OPENBLAS ${MATH_LIB})
+# engine/llm/cuda/: the same step on a GPU (weights in the checkpoint's type,
+# cuBLASLt GEMMs, the decoder kernels of kernels/), only with INFERD_CUDA.
+if(INFERD_HAVE_CUDA)
+  add_library(inferd_llm_cuda STATIC ${CMAKE_CURRENT_LIST_DIR}/cuda/llm_cuda.c)
+  target_link_libraries(inferd_llm_cuda PUBLIC inferd_llm inferd_cuda inferd_kernels_cuda CUDA::cudart)
+endif()

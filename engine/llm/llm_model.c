@@ -1,5 +1,6 @@
 // engine/llm/llm_model.c: a checkpoint's tensors checked against its config
-// and converted to the FP32 layout of llm_internal.h. Names as transformers
+// and converted to the layout of llm_internal.h (FP32, or kept in the
+// checkpoint's own type for the GPU). Names as transformers
 // saves them: Llama, Qwen2, Mistral under "model." with lm_head.weight
 // (absent when tied); GPT-2 under "transformer." (or bare, as the original
 // OpenAI conversion has them), its Conv1D weights stored [in, out].
@@ -20,19 +21,21 @@ typedef struct loader {
   eng_llm_model *m;
 } loader;
 
-static float *alloc_f(loader *L, size_t n) {
-  float *p = calloc(n ? n : 1, sizeof(float));
+// n weights of the model's type.
+static void *alloc_f(loader *L, size_t n) {
+  size_t z = dtype_size(L->m->wdt);
+  void *p = calloc(n ? n : 1, z);
   if (!p)
     L->oom = 1;
   else
-    L->m->weight_bytes += n * sizeof(float);
+    L->m->weight_bytes += n * z;
   return p;
 }
 
 // Tensor `name`, expected [d0] (d1 == 0) or [d0, d1], into dst (row-major,
 // the same shape). transpose: the file holds it [d1, d0] (Conv1D). Problems
 // are listed; dst is left zero then.
-static void take(loader *L, const char *name, int64_t d0, int64_t d1, float *dst, int transpose) {
+static void take(loader *L, const char *name, int64_t d0, int64_t d1, void *dst, int transpose) {
   const eng_llm_tensor *t = eng_llm_st_find(L->st, name);
   if (!t) {
     err_list_add(&L->bad, "tensor '%s' is missing", name);
@@ -58,21 +61,28 @@ static void take(loader *L, const char *name, int64_t d0, int64_t d1, float *dst
     return;
   }
   if (!dst) return;
+  dtype dt = L->m->wdt;
   if (!transpose) {
-    eng_llm_st_to_f32(dst, t, 0, (size_t)(d0 * (d1 ? d1 : 1)));
+    eng_llm_st_convert(dst, dt, t, 0, (size_t)(d0 * (d1 ? d1 : 1)));
     return;
   }
   // file [d1][d0] -> dst [d0][d1], one file row at a time
-  float *row = malloc((size_t)d0 * sizeof(float));
+  size_t z = dtype_size(dt);
+  uint8_t *row = malloc((size_t)d0 * z), *out = dst;
   if (!row) {
     L->oom = 1;
     return;
   }
   for (int64_t i = 0; i < d1; i++) {
-    eng_llm_st_to_f32(row, t, (size_t)(i * d0), (size_t)d0);
-    for (int64_t o = 0; o < d0; o++) dst[o * d1 + i] = row[o];
+    eng_llm_st_convert(row, dt, t, (size_t)(i * d0), (size_t)d0);
+    for (int64_t o = 0; o < d0; o++) memcpy(out + ((size_t)o * (size_t)d1 + (size_t)i) * z, row + (size_t)o * z, z);
   }
   free(row);
+}
+
+// Element off of a weight array of the model's type.
+static void *at(loader *L, void *p, int64_t off) {
+  return p ? (uint8_t *)p + (size_t)off * dtype_size(L->m->wdt) : NULL;
 }
 
 static void load_llama(loader *L) {
@@ -90,14 +100,14 @@ static void load_llama(loader *L) {
     l->wqkv = alloc_f(L, (size_t)((q + 2 * kv) * H));
     if (!l->wqkv) return;
     take(L, NAME("self_attn.q_proj.weight"), q, H, l->wqkv, 0);
-    take(L, NAME("self_attn.k_proj.weight"), kv, H, l->wqkv + q * H, 0);
-    take(L, NAME("self_attn.v_proj.weight"), kv, H, l->wqkv + (q + kv) * H, 0);
+    take(L, NAME("self_attn.k_proj.weight"), kv, H, at(L, l->wqkv, q * H), 0);
+    take(L, NAME("self_attn.v_proj.weight"), kv, H, at(L, l->wqkv, (q + kv) * H), 0);
     if (c->qkv_bias) {
       l->bqkv = alloc_f(L, (size_t)(q + 2 * kv));
       if (!l->bqkv) return;
       take(L, NAME("self_attn.q_proj.bias"), q, 0, l->bqkv, 0);
-      take(L, NAME("self_attn.k_proj.bias"), kv, 0, l->bqkv + q, 0);
-      take(L, NAME("self_attn.v_proj.bias"), kv, 0, l->bqkv + q + kv, 0);
+      take(L, NAME("self_attn.k_proj.bias"), kv, 0, at(L, l->bqkv, q), 0);
+      take(L, NAME("self_attn.v_proj.bias"), kv, 0, at(L, l->bqkv, q + kv), 0);
     }
     l->wo = alloc_f(L, (size_t)(H * q));
     take(L, NAME("self_attn.o_proj.weight"), H, q, l->wo, 0);
@@ -110,7 +120,7 @@ static void load_llama(loader *L) {
     l->w_up = alloc_f(L, (size_t)(2 * I * H));
     if (!l->w_up) return;
     take(L, NAME("mlp.gate_proj.weight"), I, H, l->w_up, 0);
-    take(L, NAME("mlp.up_proj.weight"), I, H, l->w_up + I * H, 0);
+    take(L, NAME("mlp.up_proj.weight"), I, H, at(L, l->w_up, I * H), 0);
     l->w_down = alloc_f(L, (size_t)(H * I));
     take(L, NAME("mlp.down_proj.weight"), H, I, l->w_down, 0);
     if (c->mlp_bias) {
@@ -118,7 +128,7 @@ static void load_llama(loader *L) {
       l->b_down = alloc_f(L, (size_t)H);
       if (!l->b_up) return;
       take(L, NAME("mlp.gate_proj.bias"), I, 0, l->b_up, 0);
-      take(L, NAME("mlp.up_proj.bias"), I, 0, l->b_up + I, 0);
+      take(L, NAME("mlp.up_proj.bias"), I, 0, at(L, l->b_up, I), 0);
       take(L, NAME("mlp.down_proj.bias"), H, 0, l->b_down, 0);
     }
 #undef NAME
@@ -195,14 +205,31 @@ static int ignorable(const char *name) {
   return 0;
 }
 
-int eng_llm_model_create(const char *dir, eng_llm_model **out, err *e) {
+// The element type a checkpoint stores its weights in: its embedding
+// matrix's (wte for GPT-2), else the first floating tensor's; FP32 if none.
+static dtype stored_type(const eng_llm_st *st) {
+  const char *names[] = {"model.embed_tokens.weight", "transformer.wte.weight", "wte.weight"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const eng_llm_tensor *t = eng_llm_st_find(st, names[i]);
+    if (t && (t->dt == DT_FP32 || t->dt == DT_FP16 || t->dt == DT_BF16)) return t->dt;
+  }
+  for (size_t i = 0; i < eng_llm_st_count(st); i++) {
+    dtype d = eng_llm_st_at(st, i)->dt;
+    if (d == DT_FP32 || d == DT_FP16 || d == DT_BF16) return d;
+  }
+  return DT_FP32;
+}
+
+static int model_create(const char *dir, int stored, eng_llm_model **out, err *e) {
   *out = NULL;
   eng_llm_model *m = calloc(1, sizeof *m);
   if (!m) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  m->wdt = DT_FP32;
   loader L = {.m = m};
   int rc = eng_llm_config_load(dir, &m->cfg, e);
   if (rc) goto fail;
   if ((rc = eng_llm_st_open(dir, &L.st, e))) goto fail;
+  if (stored) m->wdt = stored_type(L.st);
   const eng_llm_config *c = &m->cfg;
   size_t nt = eng_llm_st_count(L.st);
   L.used = calloc(nt ? nt : 1, 1);
@@ -216,11 +243,15 @@ int eng_llm_model_create(const char *dir, eng_llm_model **out, err *e) {
   else
     load_llama(&L);
   if (!c->learned_pos) {
-    m->inv_freq = alloc_f(&L, (size_t)(c->head_dim / 2));
-    if (m->inv_freq) k_rope_inv_freq(m->inv_freq, c->head_dim, c->rope_theta, &c->rope);
+    m->inv_freq = calloc((size_t)(c->head_dim / 2), sizeof(float));
+    if (m->inv_freq)
+      k_rope_inv_freq(m->inv_freq, c->head_dim, c->rope_theta, &c->rope);
+    else
+      L.oom = 1;
   }
   if (L.oom) {
-    rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for the FP32 weights (%zu bytes so far)", m->weight_bytes);
+    rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for the %s weights (%zu bytes so far)",
+                 dtype_wire_name(m->wdt), m->weight_bytes);
     goto fail;
   }
   for (size_t i = 0; i < nt; i++) {
@@ -229,7 +260,7 @@ int eng_llm_model_create(const char *dir, eng_llm_model **out, err *e) {
       err_list_add(&L.bad, "tensor '%s' is not a weight of %s with this config", t->name, c->arch);
   }
   if ((rc = err_list_set(&L.bad, e, ERR_INVALID_ARGUMENT, "problems with the checkpoint's tensors"))) goto fail;
-  // the FP32 copies are made: the mapping is no longer needed
+  // the copies are made: the mapping is no longer needed
   eng_llm_st_close(L.st);
   free(L.used);
   *out = m;
@@ -241,12 +272,20 @@ fail:
   return err_prefix(e, "loading checkpoint '%s': ", dir), rc;
 }
 
+int eng_llm_model_create(const char *dir, eng_llm_model **out, err *e) {
+  return model_create(dir, 0, out, e);
+}
+
+int eng_llm_model_create_stored(const char *dir, eng_llm_model **out, err *e) {
+  return model_create(dir, 1, out, e);
+}
+
 void eng_llm_model_destroy(eng_llm_model *m) {
   if (!m) return;
   if (m->layers) {
     for (int64_t i = 0; i < m->cfg.n_layers; i++) {
       eng_llm_layer *l = &m->layers[i];
-      float *ps[] = {l->ln1_w, l->ln1_b, l->wqkv, l->bqkv, l->wo,     l->bo,
+      void *ps[] = {l->ln1_w, l->ln1_b, l->wqkv, l->bqkv, l->wo,     l->bo,
                      l->ln2_w, l->ln2_b, l->w_up, l->b_up, l->w_down, l->b_down};
       for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) free(ps[k]);
     }
@@ -266,4 +305,7 @@ const eng_llm_config *eng_llm_model_config(const eng_llm_model *m) {
 }
 size_t eng_llm_model_weight_bytes(const eng_llm_model *m) {
   return m->weight_bytes;
+}
+dtype eng_llm_model_dtype(const eng_llm_model *m) {
+  return m->wdt;
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "engine/llm/llm_config.h"
+#include "kernels/base/dtype.h"
 #include "kernels/base/err.h"
 
 typedef struct eng_llm_model eng_llm_model;
@@ -19,10 +20,17 @@ typedef struct eng_llm_model eng_llm_model;
 // wrong tensor or config value; UNIMPLEMENTED for an architecture or
 // feature this runtime lacks; NOT_FOUND without config.json or weights.
 int eng_llm_model_create(const char *dir, eng_llm_model **out, err *e);
+// The same with every weight kept in the checkpoint's own element type
+// (that of its embedding matrix: F32, F16 or BF16; a tensor of another of
+// these is converted to it), for a runtime that computes in that type (the
+// GPU runner, engine/llm/cuda/). The CPU step takes FP32 models only.
+int eng_llm_model_create_stored(const char *dir, eng_llm_model **out, err *e);
 void eng_llm_model_destroy(eng_llm_model *m);
 
 const eng_llm_config *eng_llm_model_config(const eng_llm_model *m);
-// FP32 bytes the weights take in memory.
+// Bytes the weights take in memory (FP32, or the stored type).
 size_t eng_llm_model_weight_bytes(const eng_llm_model *m);
+// The weights' element type: DT_FP32, or the checkpoint's (_stored).
+dtype eng_llm_model_dtype(const eng_llm_model *m);
 
 #endif

@@ -27,6 +27,9 @@ struct eng_llm_runner {
 int eng_llm_runner_create(const eng_llm_model *m, const eng_llm_runner_config *c, eng_llm_runner **out, err *e) {
   *out = NULL;
   const eng_llm_config *g = eng_llm_model_config(m);
+  if (m->wdt != DT_FP32)
+    return err_set(e, ERR_INVALID_ARGUMENT, "runner: the CPU step computes in FP32; this model keeps %s weights",
+                   dtype_wire_name(m->wdt));
   if (c->n_blocks <= 0 || c->block_tokens <= 0 || c->max_step_tokens <= 0 || c->max_context <= 0)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "runner: n_blocks, block_tokens, max_step_tokens and max_context must be > 0");
@@ -96,33 +99,33 @@ static void norm(const eng_llm_config *g, float *y, const float *x, int64_t rows
     k_rms_norm(y, x, w, (size_t)rows, (size_t)g->hidden, g->norm_eps);
 }
 
-static int check_work(const eng_llm_runner *r, const eng_llm_work *w, size_t n, int64_t *total, err *e) {
-  const eng_llm_config *g = eng_llm_model_config(r->m);
+int eng_llm_check_work(const eng_llm_config *g, const eng_llm_runner_config *c, const eng_llm_work *w, size_t n,
+                       int64_t *total, err *e) {
   int64_t T = 0;
   for (size_t i = 0; i < n; i++) {
     const eng_llm_work *it = &w[i];
-    if (it->n_tokens < 1 || it->start < 0 || it->start > r->c.max_context - it->n_tokens)
+    if (it->n_tokens < 1 || it->start < 0 || it->start > c->max_context - it->n_tokens)
       return err_set(e, ERR_INVALID_ARGUMENT, "item %zu: positions %lld..%lld outside the context (%lld)", i,
-                     (long long)it->start, (long long)(it->start + it->n_tokens - 1), (long long)r->c.max_context);
+                     (long long)it->start, (long long)(it->start + it->n_tokens - 1), (long long)c->max_context);
     if (g->learned_pos && it->start + it->n_tokens > g->max_pos)
       return err_set(e, ERR_INVALID_ARGUMENT, "item %zu: position %lld past the model's %lld learned positions", i,
                      (long long)(it->start + it->n_tokens - 1), (long long)g->max_pos);
-    int64_t need = (it->start + it->n_tokens + r->c.block_tokens - 1) / r->c.block_tokens;
+    int64_t need = (it->start + it->n_tokens + c->block_tokens - 1) / c->block_tokens;
     if (it->n_blocks < need)
       return err_set(e, ERR_INVALID_ARGUMENT,
                      "item %zu: its block table holds %d blocks, positions up to %lld need %lld", i, it->n_blocks,
                      (long long)(it->start + it->n_tokens - 1), (long long)need);
     for (int64_t b = 0; b < need; b++)
-      if (it->block_table[b] < 0 || it->block_table[b] >= r->c.n_blocks)
+      if (it->block_table[b] < 0 || it->block_table[b] >= c->n_blocks)
         return err_set(e, ERR_INVALID_ARGUMENT, "item %zu: block %d outside the pool (%d blocks)", i,
-                       it->block_table[b], r->c.n_blocks);
+                       it->block_table[b], c->n_blocks);
     for (int64_t t = 0; t < it->n_tokens; t++)
       if (it->tokens[t] < 0 || it->tokens[t] >= g->vocab)
         return err_set(e, ERR_INVALID_ARGUMENT, "item %zu: token %d outside the vocabulary (%lld)", i, it->tokens[t],
                        (long long)g->vocab);
     T += it->n_tokens;
-    if (T > r->c.max_step_tokens)
-      return err_set(e, ERR_INVALID_ARGUMENT, "the step holds more than %lld tokens", (long long)r->c.max_step_tokens);
+    if (T > c->max_step_tokens)
+      return err_set(e, ERR_INVALID_ARGUMENT, "the step holds more than %lld tokens", (long long)c->max_step_tokens);
   }
   *total = T;
   return 0;
@@ -132,7 +135,7 @@ int eng_llm_step(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logi
   const eng_llm_model *m = r->m;
   const eng_llm_config *g = &m->cfg;
   int64_t T = 0;
-  TRY(check_work(r, w, n, &T, e));
+  TRY(eng_llm_check_work(g, &r->c, w, n, &T, e));
   if (T == 0) return 0;
   int64_t H = g->hidden, d = g->head_dim, Q = g->n_heads * d, KV = g->n_kv_heads * d, NQKV = Q + 2 * KV;
   int64_t FF = g->intermediate;  // not I: cblas.h brings complex.h
@@ -141,9 +144,9 @@ int eng_llm_step(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logi
     for (int64_t j = 0; j < w[i].n_tokens; j++, t++) {
       r->pos[t] = w[i].start + j;
       float *xt = r->x + t * H;
-      memcpy(xt, m->embed + (int64_t)w[i].tokens[j] * H, (size_t)H * sizeof(float));
+      memcpy(xt, (const float *)m->embed + (int64_t)w[i].tokens[j] * H, (size_t)H * sizeof(float));
       if (m->pos_embed)
-        for (int64_t c = 0; c < H; c++) xt[c] += m->pos_embed[r->pos[t] * H + c];
+        for (int64_t c = 0; c < H; c++) xt[c] += ((const float *)m->pos_embed)[r->pos[t] * H + c];
     }
   for (int64_t L = 0; L < g->n_layers; L++) {
     const eng_llm_layer *l = &m->layers[L];

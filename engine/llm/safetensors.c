@@ -292,3 +292,34 @@ void eng_llm_st_to_f32(float *dst, const eng_llm_tensor *t, size_t off, size_t n
     }
   }
 }
+
+// float -> bfloat16, round to nearest even (NaN kept a quiet NaN).
+static uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+void eng_llm_st_convert(void *dst, dtype dt, const eng_llm_tensor *t, size_t off, size_t n) {
+  if (dt == t->dt) {  // the stored bits, as they are
+    size_t z = dtype_size(dt);
+    memcpy(dst, (const uint8_t *)t->data + off * z, n * z);
+    return;
+  }
+  if (dt == DT_FP32) {
+    eng_llm_st_to_f32(dst, t, off, n);
+    return;
+  }
+  // another 16-bit type: through float, a chunk at a time
+  float buf[256];
+  uint16_t *d = dst;
+  for (size_t i = 0; i < n; i += 256) {
+    size_t k = n - i < 256 ? n - i : 256;
+    eng_llm_st_to_f32(buf, t, off + i, k);
+    if (dt == DT_FP16)
+      k_f32_to_f16(d + i, buf, k);
+    else
+      for (size_t j = 0; j < k; j++) d[i + j] = f32_to_bf16(buf[j]);
+  }
+}

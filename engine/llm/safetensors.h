@@ -44,5 +44,8 @@ size_t eng_llm_st_bytes(const eng_llm_st *s);
 // Converts n elements of t (FP32, FP16 or BF16) starting at element off
 // into FP32.
 void eng_llm_st_to_f32(float *dst, const eng_llm_tensor *t, size_t off, size_t n);
+// The same into dt (DT_FP32, DT_FP16 or DT_BF16): t's own bits when dt is
+// its type, else converted through float (rounded to nearest even).
+void eng_llm_st_convert(void *dst, dtype dt, const eng_llm_tensor *t, size_t off, size_t n);
 
 #endif

@@ -23,4 +23,6 @@ bash "$root/tests/gpu/bundle_libs.sh" .devrun
 xz -T0 -6 -f .devrun/lib/libopenblas.so.0
 # models for test_gpu_plan (the CPU plan is its oracle)
 "${INFERD_PYTHON:-$root/.venv/bin/python}" tests/unit/engine/gen_test_models.py .devrun/gpu_plan_models >/dev/null
+# checkpoints for test_gpu_llm_step (the fixtures of tests/llm, rebuilt with numpy)
+"${INFERD_PYTHON:-$root/.venv/bin/python}" tests/llm/write_ckpts.py .devrun/llm_ckpts >/dev/null
 du -sh .devrun

@@ -9,6 +9,12 @@ for t in "$dir"/test_cuda_* "$dir"/test_k_cuda_* "$dir"/test_gpu_*; do
   args=()
   # test_gpu_plan and test_gpu_plan_prepare read the models gen_test_models.py wrote (device_bundle.sh puts them beside bin/)
   case $(basename "$t") in test_gpu_plan | test_gpu_plan_prepare) args=("${GPU_PLAN_MODELS:-$dir/../gpu_plan_models}");; esac
+  # test_gpu_llm_step reads the fixture checkpoints device_bundle.sh wrote beside bin/ (llm_ckpts), else
+  # writes them with numpy (tests/llm/write_ckpts.py) into a temp folder
+  case $(basename "$t") in test_gpu_llm_step)
+    if [ -d "${GPU_LLM_CKPTS:-$dir/../llm_ckpts}" ]; then args=("${GPU_LLM_CKPTS:-$dir/../llm_ckpts}")
+    else args=("$(mktemp -d)" "${PYTHON:-python3}" "$(cd "$(dirname "$0")/../llm" && pwd)/write_ckpts.py"); fi;;
+  esac
   out=$("$t" "${args[@]}" 2>&1); rc=$?
   case $rc in
     0) pass=$((pass + 1)); echo "PASS $(basename "$t")";;

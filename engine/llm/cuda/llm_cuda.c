@@ -1,0 +1,493 @@
+// engine/llm/cuda/llm_cuda.c: the GPU forward step (llm_cuda.h). The order
+// of operations is the CPU step's (engine/llm/llm_step.c), each piece a
+// kernel of kernels/ or a cuBLASLt GEMM:
+//   embed (+ learned positions)        k_embed_cuda
+//   per layer: norm                    k_rms_norm_dt_cuda / k_layer_norm_dt_cuda
+//              QKV = h Wqkv^T (+ b)    one GEMM (fused QKV weights, bias in the epilogue)
+//              RoPE on Q and K heads   k_rope_cuda (adjacent in the QKV row: one launch)
+//              KV into the blocks      k_paged_kv_write_cuda
+//              attention               k_paged_attn_cuda (prefill and decode tokens together)
+//              x += att Wo^T (+ b)     one GEMM, the residual as cuBLASLt's C input (in place)
+//              norm, up = h Wup^T      one GEMM (fused gate+up)
+//              act                     k_mlp_act_cuda (SwiGLU, GeGLU, GELU)
+//              x += act Wdown^T (+ b)  one GEMM with the residual
+//   the sampling items' last rows      k_gather_cuda, then the final norm and the LM head
+//   logits to FP32                     k_widen_cuda, copied to the host
+// The LM head runs in chunks of LOGIT_ROWS rows, so its scratch (rows x
+// vocab) stays bounded whatever max_step_tokens is.
+#include "engine/llm/cuda/llm_cuda.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_gemm.h"
+#include "engine/llm/llm_internal.h"
+#include "kernels/k_cuda.h"
+
+#define LOGIT_ROWS 64
+#define MAX_BUCKETS 16
+#define MAX_SPLITS 32   // k_paged_attn_cuda's
+#define SPLIT_KEYS 128  // keys per split at least (4 tiles)
+#define ALIGN 256
+#define GEMM_WORKSPACE ((size_t)32 << 20)
+
+// One layer's device weights (eng_llm_layer's, device pointers).
+typedef struct dev_layer {
+  void *ln1_w, *ln1_b, *wqkv, *bqkv, *wo, *bo, *ln2_w, *ln2_b, *w_up, *b_up, *w_down, *b_down;
+} dev_layer;
+
+struct eng_llm_cuda_runner {
+  eng_llm_config g;
+  eng_llm_runner_config c;
+  dtype dt;
+  size_t es;  // bytes per element
+  int device, sms;
+  cudaStream_t stream;
+  // split-K attention (k_paged_attn_cuda) for steps of few tokens with long
+  // contexts: the splits of the current step and the workspace, sized at
+  // create for the steps that may use it (tokens x KV heads < 2 x SMs)
+  int splits;
+  float *attn_ws;
+  int64_t split_tokens;
+  eng_gemm_lt *gemm;
+  eng_gemm_dtype gdt;
+  // weights: one allocation
+  uint8_t *wbuf;
+  size_t wbytes;
+  void *embed, *pos_embed, *norm_w, *norm_b, *lm_head;
+  float *inv_freq;
+  dev_layer *layers;
+  // KV pool: [layer][block][slot][kv head][dim], K and V apart
+  uint8_t *k_cache, *v_cache;
+  size_t layer_bytes, kv_bytes;
+  // scratch for max_step_tokens rows (and LOGIT_ROWS logit rows)
+  uint8_t *sbuf;
+  void *x, *h, *qkv, *att, *mlp, *act, *last, *lg;
+  float *lg32;
+  // metadata: pinned host and device copies of one layout
+  int32_t *meta_h, *meta_d;
+  size_t meta_cap;    // int32 entries
+  int64_t table_cap;  // block-table entries per step at most
+  // CUDA graphs of decode-only steps (eng_llm_cuda_runner_enable_graphs):
+  // bucket k holds 2^k items; padding items write block n_blocks (one
+  // spare block per layer past the pool) at position 0
+  int64_t graph_max;  // 0: off
+  cudaGraphExec_t gx[MAX_BUCKETS];
+  float *lg_h;  // pinned: graph_max x vocab logits
+  eng_llm_cuda_graph_stats gst;
+};
+
+// The metadata layout for T = max_step_tokens: tokens, positions and items
+// per token, table offsets and logit rows per item (items <= tokens), then
+// the block tables.
+enum { M_TOK = 0, M_POS, M_ITEM, M_TOFF, M_ROWS, M_TABLES };
+static int32_t *meta_at(const eng_llm_cuda_runner *r, int32_t *base, int part) {
+  return base + (size_t)part * (size_t)r->c.max_step_tokens;
+}
+
+static size_t align_up(size_t v) {
+  return (v + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+// Weight upload, in two passes over the same walk: sizing (dst NULL), then
+// copying into one allocation.
+typedef struct upl {
+  uint8_t *base;
+  size_t off;
+  int rc;
+  err *e;
+} upl;
+
+static void *up(upl *u, const void *host, size_t bytes) {
+  if (!host) return NULL;
+  size_t at = u->off;
+  u->off = align_up(u->off + bytes);
+  if (!u->base || u->rc) return NULL;
+  u->rc = CUDA_OK(u->e, cudaMemcpy(u->base + at, host, bytes, cudaMemcpyHostToDevice));
+  return u->base + at;
+}
+
+static void upload_all(eng_llm_cuda_runner *r, const eng_llm_model *m, upl *u) {
+  const eng_llm_config *g = &r->g;
+  size_t es = r->es, H = (size_t)g->hidden, FF = (size_t)g->intermediate, d = (size_t)g->head_dim;
+  size_t Q = (size_t)g->n_heads * d, KV = (size_t)g->n_kv_heads * d, NQKV = Q + 2 * KV;
+  size_t up_rows = g->gated_mlp ? 2 * FF : FF;
+  r->embed = up(u, m->embed, (size_t)g->vocab * H * es);
+  r->pos_embed = up(u, m->pos_embed, (size_t)g->max_pos * H * es);
+  r->norm_w = up(u, m->norm_w, H * es);
+  r->norm_b = up(u, m->norm_b, H * es);
+  r->lm_head = m->lm_head == m->embed ? r->embed : up(u, m->lm_head, (size_t)g->vocab * H * es);
+  r->inv_freq = up(u, m->inv_freq, d / 2 * sizeof(float));
+  for (int64_t i = 0; i < g->n_layers; i++) {
+    const eng_llm_layer *l = &m->layers[i];
+    dev_layer *o = &r->layers[i];
+    o->ln1_w = up(u, l->ln1_w, H * es);
+    o->ln1_b = up(u, l->ln1_b, H * es);
+    o->wqkv = up(u, l->wqkv, NQKV * H * es);
+    o->bqkv = up(u, l->bqkv, NQKV * es);
+    o->wo = up(u, l->wo, H * Q * es);
+    o->bo = up(u, l->bo, H * es);
+    o->ln2_w = up(u, l->ln2_w, H * es);
+    o->ln2_b = up(u, l->ln2_b, H * es);
+    o->w_up = up(u, l->w_up, up_rows * H * es);
+    o->b_up = up(u, l->b_up, up_rows * es);
+    o->w_down = up(u, l->w_down, H * FF * es);
+    o->b_down = up(u, l->b_down, H * es);
+  }
+}
+
+void eng_llm_cuda_runner_destroy(eng_llm_cuda_runner *r) {
+  if (!r) return;
+  if (r->stream) {
+    (void)cudaSetDevice(r->device);
+    (void)cudaStreamSynchronize(r->stream);
+  }
+  for (int i = 0; i < MAX_BUCKETS; i++)
+    if (r->gx[i]) cudaGraphExecDestroy(r->gx[i]);
+  cudaFreeHost(r->lg_h);
+  eng_gemm_lt_destroy(r->gemm);
+  cudaFree(r->wbuf);
+  cudaFree(r->k_cache);
+  cudaFree(r->v_cache);
+  cudaFree(r->sbuf);
+  cudaFree(r->attn_ws);
+  cudaFree(r->meta_d);
+  cudaFreeHost(r->meta_h);
+  if (r->stream) cudaStreamDestroy(r->stream);
+  (void)cudaGetLastError();
+  free(r->layers);
+  free(r);
+}
+
+size_t eng_llm_cuda_runner_kv_bytes(const eng_llm_cuda_runner *r) {
+  return r->kv_bytes;
+}
+size_t eng_llm_cuda_runner_weight_bytes(const eng_llm_cuda_runner *r) {
+  return r->wbytes;
+}
+
+// From a model (its weights uploaded) or from a runner whose weights are
+// borrowed (share; m NULL).
+static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *share, const eng_llm_runner_config *c,
+                         int device, eng_llm_cuda_runner **out, err *e) {
+  *out = NULL;
+  const eng_llm_config *g = m ? eng_llm_model_config(m) : &share->g;
+  dtype wdt = m ? m->wdt : share->dt;
+  if (share) device = share->device;
+  if (c->n_blocks <= 0 || c->block_tokens <= 0 || c->max_step_tokens <= 0 || c->max_context <= 0)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "cuda runner: n_blocks, block_tokens, max_step_tokens and max_context must be > 0");
+  if (c->max_step_tokens > INT32_MAX / 8)
+    return err_set(e, ERR_INVALID_ARGUMENT, "cuda runner: max_step_tokens %lld too large",
+                   (long long)c->max_step_tokens);
+  if (wdt != DT_FP32 && wdt != DT_FP16 && wdt != DT_BF16)
+    return err_set(e, ERR_INVALID_ARGUMENT, "cuda runner: weights of type %s", dtype_wire_name(wdt));
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || device < 0 || device >= ndev) {
+    (void)cudaGetLastError();
+    return err_set(e, ERR_UNAVAILABLE, "cuda runner: no CUDA device %d (%d visible)", device, ndev);
+  }
+  eng_llm_cuda_runner *r = calloc(1, sizeof *r);
+  if (!r) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  r->g = *g;
+  r->c = *c;
+  r->dt = wdt;
+  r->es = dtype_size(wdt);
+  r->device = device;
+  r->gdt = wdt == DT_FP16 ? ENG_GEMM_FP16 : wdt == DT_BF16 ? ENG_GEMM_BF16 : ENG_GEMM_FP32;
+  r->layers = calloc((size_t)g->n_layers, sizeof *r->layers);
+  int rc = 0;
+  if (!r->layers) {
+    rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    goto fail;
+  }
+  if ((rc = CUDA_OK(e, cudaSetDevice(device)))) goto fail;
+  if ((rc = CUDA_OK(e, cudaDeviceGetAttribute(&r->sms, cudaDevAttrMultiProcessorCount, device)))) goto fail;
+  if ((rc = CUDA_OK(e, cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking)))) goto fail;
+  if ((rc = eng_gemm_lt_create(&r->gemm, GEMM_WORKSPACE, 64, e))) goto fail;
+  // weights: uploaded, or the sharer's pointers (wbuf stays NULL: not ours)
+  if (share) {
+    r->embed = share->embed, r->pos_embed = share->pos_embed, r->norm_w = share->norm_w;
+    r->norm_b = share->norm_b, r->lm_head = share->lm_head, r->inv_freq = share->inv_freq;
+    memcpy(r->layers, share->layers, (size_t)g->n_layers * sizeof *r->layers);
+    r->wbytes = share->wbytes;
+  } else {
+    upl u = {.e = e};
+    upload_all(r, m, &u);
+    r->wbytes = u.off;
+    if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->wbuf, r->wbytes ? r->wbytes : 1)))) {
+      err_prefix(e, "cuda runner: %zu bytes of %s weights: ", r->wbytes, dtype_wire_name(r->dt));
+      goto fail;
+    }
+    u = (upl){.base = r->wbuf, .e = e};
+    upload_all(r, m, &u);
+    if ((rc = u.rc)) goto fail;
+  }
+  // KV pool
+  size_t es = r->es, T = (size_t)c->max_step_tokens, H = (size_t)g->hidden, d = (size_t)g->head_dim;
+  size_t Q = (size_t)g->n_heads * d, KV = (size_t)g->n_kv_heads * d, NQKV = Q + 2 * KV, FF = (size_t)g->intermediate;
+  // one spare block per layer past the pool: the graphs' padding items write there
+  r->layer_bytes = ((size_t)c->n_blocks + 1) * (size_t)c->block_tokens * KV * es;
+  size_t all = r->layer_bytes * (size_t)g->n_layers;
+  r->kv_bytes = 2 * (size_t)c->n_blocks * (size_t)c->block_tokens * KV * es * (size_t)g->n_layers;
+  if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->k_cache, all))) ||
+      (rc = CUDA_OK(e, cudaMalloc((void **)&r->v_cache, all)))) {
+    err_prefix(e, "cuda runner: KV pool of %zu bytes: ", r->kv_bytes);
+    goto fail;
+  }
+  // scratch
+  size_t lr = T < LOGIT_ROWS ? T : LOGIT_ROWS, wide = H > Q ? H : Q;
+  size_t sizes[] = {T * H * es,
+                    T * wide * es,
+                    T * NQKV * es,
+                    T * Q * es,
+                    T * 2 * FF * es,
+                    T * FF * es,
+                    T * H * es,
+                    lr * (size_t)g->vocab * es,
+                    lr * (size_t)g->vocab * sizeof(float)};
+  size_t tot = 0;
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) tot += align_up(sizes[i]);
+  if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->sbuf, tot)))) {
+    err_prefix(e, "cuda runner: %zu bytes of step scratch: ", tot);
+    goto fail;
+  }
+  void **slots[] = {&r->x, &r->h, &r->qkv, &r->att, &r->mlp, &r->act, &r->last, &r->lg, (void **)&r->lg32};
+  for (size_t i = 0, off = 0; i < sizeof sizes / sizeof sizes[0]; off += align_up(sizes[i]), i++)
+    *slots[i] = r->sbuf + off;
+  // split-K workspace: steps of fewer than 2 x SMs (token, KV head) pairs
+  r->split_tokens = (2 * (int64_t)r->sms + g->n_kv_heads - 1) / g->n_kv_heads;
+  if (r->split_tokens > c->max_step_tokens) r->split_tokens = c->max_step_tokens;
+  size_t wsf = k_paged_attn_ws_floats(r->split_tokens, g->n_heads, g->head_dim, MAX_SPLITS);
+  if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->attn_ws, wsf * sizeof(float))))) {
+    err_prefix(e, "cuda runner: %zu bytes of attention workspace: ", wsf * sizeof(float));
+    goto fail;
+  }
+  // metadata: a block table per token at most, each as long as the context
+  int64_t per_seq = (c->max_context + c->block_tokens - 1) / c->block_tokens;
+  r->table_cap = (int64_t)T * per_seq;
+  r->meta_cap = (size_t)M_TABLES * T + (size_t)r->table_cap + 1;  // + the spare block's table
+  if ((rc = CUDA_OK(e, cudaMallocHost((void **)&r->meta_h, r->meta_cap * sizeof(int32_t)))) ||
+      (rc = CUDA_OK(e, cudaMalloc((void **)&r->meta_d, r->meta_cap * sizeof(int32_t))))) {
+    err_prefix(e, "cuda runner: %zu bytes of step metadata: ", r->meta_cap * sizeof(int32_t));
+    goto fail;
+  }
+  *out = r;
+  return 0;
+fail:
+  eng_llm_cuda_runner_destroy(r);
+  return rc ? rc : ERR_INTERNAL;
+}
+
+int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_config *c, int device,
+                               eng_llm_cuda_runner **out, err *e) {
+  return runner_create(m, NULL, c, device, out, e);
+}
+
+int eng_llm_cuda_runner_create_shared(const eng_llm_cuda_runner *share, const eng_llm_runner_config *c,
+                                      eng_llm_cuda_runner **out, err *e) {
+  return runner_create(NULL, share, c, share->device, out, e);
+}
+
+// y[T, out] = x[T, in] W^T (+ b) (+ y when res: the residual in place).
+static int linear(eng_llm_cuda_runner *r, void *y, const void *x, int64_t T, int64_t in, const void *w, const void *b,
+                  int64_t out, int res, err *e) {
+  eng_gemm_epilogue epi = b ? ENG_GEMM_EPI_BIAS : ENG_GEMM_EPI_NONE;
+  return eng_gemm_lt_run_res(r->gemm, y, x, w, b, res ? y : NULL, (int)T, (int)out, (int)in, false, true, epi, r->gdt,
+                             r->stream, e);
+}
+
+static int norm(eng_llm_cuda_runner *r, void *y, const void *x, int64_t rows, const void *w, const void *b, err *e) {
+  if (r->g.layer_norm)
+    return k_layer_norm_dt_cuda(y, x, w, b, (size_t)rows, (size_t)r->g.hidden, r->g.norm_eps, r->dt, r->stream, e);
+  return k_rms_norm_dt_cuda(y, x, w, (size_t)rows, (size_t)r->g.hidden, r->g.norm_eps, r->dt, r->stream, e);
+}
+
+static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta *meta, const int32_t *pos_d, err *e) {
+  const eng_llm_config *g = &r->g;
+  const dev_layer *l = &r->layers[L];
+  int64_t H = g->hidden, d = g->head_dim, Q = g->n_heads * d, KV = g->n_kv_heads * d, NQKV = Q + 2 * KV;
+  int64_t FF = g->intermediate;
+  size_t es = r->es;
+  uint8_t *kc = r->k_cache + (size_t)L * r->layer_bytes, *vc = r->v_cache + (size_t)L * r->layer_bytes;
+  uint8_t *qkv = r->qkv;
+  // --- attention block
+  TRY(norm(r, r->h, r->x, T, l->ln1_w, l->ln1_b, e));
+  TRY(linear(r, r->qkv, r->h, T, H, l->wqkv, l->bqkv, NQKV, 0, e));
+  if (r->inv_freq)
+    TRY(k_rope_cuda(r->qkv, (size_t)T, pos_d, g->n_heads + g->n_kv_heads, d, NQKV, r->inv_freq, r->dt, r->stream, e));
+  TRY(k_paged_kv_write_cuda(kc, vc, qkv + (size_t)Q * es, qkv + (size_t)(Q + KV) * es, NQKV, KV, r->c.block_tokens,
+                            meta, r->dt, r->stream, e));
+  k_paged_attn_args a = {.n_heads = g->n_heads,
+                         .n_kv_heads = g->n_kv_heads,
+                         .head_dim = d,
+                         .q_stride = NQKV,
+                         .o_stride = Q,
+                         .block_tokens = r->c.block_tokens,
+                         .window = g->sliding_window,
+                         .scale = 1.0f / sqrtf((float)d)};
+  TRY(k_paged_attn_cuda(r->att, r->qkv, kc, vc, meta, &a, r->splits, r->splits > 1 ? r->attn_ws : NULL, r->dt,
+                        r->stream, e));
+  TRY(linear(r, r->x, r->att, T, Q, l->wo, l->bo, H, 1, e));
+  // --- MLP block
+  TRY(norm(r, r->h, r->x, T, l->ln2_w, l->ln2_b, e));
+  k_mlp_kind act = g->act == ENG_LLM_SILU ? K_MLP_SILU : g->act == ENG_LLM_GELU_TANH ? K_MLP_GELU_TANH : K_MLP_GELU;
+  if (g->gated_mlp) {
+    TRY(linear(r, r->mlp, r->h, T, H, l->w_up, l->b_up, 2 * FF, 0, e));
+    TRY(k_mlp_act_cuda(r->act, r->mlp, (size_t)T, (size_t)FF, act, 1, r->dt, r->stream, e));
+    TRY(linear(r, r->x, r->act, T, FF, l->w_down, l->b_down, H, 1, e));
+  } else {
+    TRY(linear(r, r->mlp, r->h, T, H, l->w_up, l->b_up, FF, 0, e));
+    TRY(k_mlp_act_cuda(r->mlp, r->mlp, (size_t)T, (size_t)FF, act, 0, r->dt, r->stream, e));
+    TRY(linear(r, r->x, r->mlp, T, FF, l->w_down, l->b_down, H, 1, e));
+  }
+  return 0;
+}
+
+// Split-K for steps whose (token, KV head) pairs cannot fill the GPU twice
+// over and whose longest context has SPLIT_KEYS keys per split at least;
+// 1 otherwise. A graph keeps the splits of its capture (any context is
+// right with any splits; only the speed differs).
+static int pick_splits(const eng_llm_cuda_runner *r, int64_t T, int64_t max_keys) {
+  int64_t pairs = T * r->g.n_kv_heads;
+  if (T > r->split_tokens || pairs >= 2 * (int64_t)r->sms) return 1;
+  int64_t s = (2 * (int64_t)r->sms + pairs - 1) / pairs;
+  if (s > max_keys / SPLIT_KEYS) s = max_keys / SPLIT_KEYS;
+  if (s > MAX_SPLITS) s = MAX_SPLITS;
+  return s < 1 ? 1 : (int)s;
+}
+
+// The step's device work after the metadata copy: T tokens, nl sampled rows
+// (their indices at M_ROWS), logits to dst (device-to-host copies, chunk by
+// chunk). Capturable: every pointer and size is fixed for a given (T, nl).
+static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nl, float *dst, err *e) {
+  const eng_llm_config *g = &r->g;
+  const int32_t *pos_d = meta_at(r, r->meta_d, M_POS);
+  k_llm_meta meta = {.tok_item = meta_at(r, r->meta_d, M_ITEM),
+                     .tok_pos = pos_d,
+                     .tables = meta_at(r, r->meta_d, M_TABLES),
+                     .table_off = meta_at(r, r->meta_d, M_TOFF),
+                     .n_tok = T};
+  // --- embeddings, layers
+  TRY(k_embed_cuda(r->x, r->embed, r->pos_embed, meta_at(r, r->meta_d, M_TOK), pos_d, (size_t)T, (size_t)g->hidden,
+                   r->dt, r->stream, e));
+  for (int64_t L = 0; L < g->n_layers; L++) TRY(layer(r, L, T, &meta, pos_d, e));
+  // --- the sampling items' last rows: gather, final norm, LM head, in chunks
+  if (!nl) return 0;
+  TRY(k_gather_cuda(r->last, r->x, r->es, 1, T, (size_t)g->hidden, meta_at(r, r->meta_d, M_ROWS), 1, (size_t)nl,
+                    r->stream, e));
+  int64_t lr = r->c.max_step_tokens < LOGIT_ROWS ? r->c.max_step_tokens : LOGIT_ROWS;
+  for (int64_t r0 = 0; r0 < nl; r0 += lr) {
+    int64_t k = nl - r0 < lr ? nl - r0 : lr;
+    const uint8_t *src = (const uint8_t *)r->last + (size_t)r0 * (size_t)g->hidden * r->es;
+    TRY(norm(r, r->h, src, k, r->norm_w, r->norm_b, e));
+    TRY(linear(r, r->lg, r->h, k, g->hidden, r->lm_head, NULL, g->vocab, 0, e));
+    TRY(k_widen_cuda(r->lg32, r->lg, (size_t)(k * g->vocab), r->dt, r->stream, e));
+    TRY(CUDA_OK(e, cudaMemcpyAsync(dst + (size_t)r0 * (size_t)g->vocab, r->lg32, (size_t)(k * g->vocab) * sizeof(float),
+                                   cudaMemcpyDeviceToHost, r->stream)));
+  }
+  return 0;
+}
+
+// A decode-only step of n items (each one token, each sampling) through the
+// graph of its bucket (the next power of two), captured on first use; the
+// padding items are token 0 at position 0 in the spare block.
+static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, float *logits, err *e) {
+  int k = 0;
+  while (((int64_t)1 << k) < (int64_t)n) k++;
+  int64_t B = (int64_t)1 << k;
+  int32_t *tok = meta_at(r, r->meta_h, M_TOK), *pos = meta_at(r, r->meta_h, M_POS);
+  int32_t *item = meta_at(r, r->meta_h, M_ITEM), *toff = meta_at(r, r->meta_h, M_TOFF);
+  int32_t *rows = meta_at(r, r->meta_h, M_ROWS), *tables = meta_at(r, r->meta_h, M_TABLES);
+  int32_t spare = toff[n - 1] + (int32_t)((pos[n - 1] + r->c.block_tokens) / r->c.block_tokens);
+  tables[spare] = r->c.n_blocks;
+  for (int64_t i = (int64_t)n; i < B; i++) {
+    tok[i] = 0, pos[i] = 0, item[i] = (int32_t)i, toff[i] = spare;
+  }
+  for (int64_t i = 0; i < B; i++) rows[i] = (int32_t)i;
+  size_t copy = ((size_t)M_TABLES * (size_t)r->c.max_step_tokens + (size_t)spare + 1) * sizeof(int32_t);
+  TRY(CUDA_OK(e, cudaMemcpyAsync(r->meta_d, r->meta_h, copy, cudaMemcpyHostToDevice, r->stream)));
+  if (!r->gx[k]) {
+    r->splits = pick_splits(r, B, max_keys);
+    TRY(CUDA_OK(e, cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal)));
+    int rc = device_work(r, B, B, r->lg_h, e);
+    cudaGraph_t graph = NULL;
+    cudaError_t ce = cudaStreamEndCapture(r->stream, &graph);
+    if (!rc && ce != cudaSuccess) rc = CUDA_OK(e, ce);
+    if (!rc) rc = CUDA_OK(e, cudaGraphInstantiate(&r->gx[k], graph, 0));
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    if (rc) {
+      r->gx[k] = NULL;
+      return err_prefix(e, "cuda runner: capturing the decode graph of %lld items: ", (long long)B), rc;
+    }
+    r->gst.captures++;
+  }
+  TRY(CUDA_OK(e, cudaGraphLaunch(r->gx[k], r->stream)));
+  r->gst.launches++;
+  TRY(CUDA_OK(e, cudaStreamSynchronize(r->stream)));
+  memcpy(logits, r->lg_h, n * (size_t)r->g.vocab * sizeof(float));
+  return 0;
+}
+
+int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch, err *e) {
+  if (r->graph_max) return err_set(e, ERR_FAILED_PRECONDITION, "cuda runner: graphs are already on");
+  int64_t cap = r->c.max_step_tokens;
+  if (max_batch < 1 || max_batch > cap || max_batch > ((int64_t)1 << (MAX_BUCKETS - 1)))
+    return err_set(e, ERR_INVALID_ARGUMENT, "cuda runner: graph batch %lld outside 1 .. %lld", (long long)max_batch,
+                   (long long)(cap < ((int64_t)1 << (MAX_BUCKETS - 1)) ? cap : ((int64_t)1 << (MAX_BUCKETS - 1))));
+  int64_t b = 1;
+  while (b * 2 <= max_batch) b *= 2;  // the largest bucket that fits the scratch
+  TRY(CUDA_OK(e, cudaSetDevice(r->device)));
+  TRY(CUDA_OK(e, cudaMallocHost((void **)&r->lg_h, (size_t)b * (size_t)r->g.vocab * sizeof(float))));
+  r->graph_max = b;
+  return 0;
+}
+
+void eng_llm_cuda_runner_graph_stats(const eng_llm_cuda_runner *r, eng_llm_cuda_graph_stats *s) {
+  *s = r->gst;
+}
+
+int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, float *logits, err *e) {
+  const eng_llm_config *g = &r->g;
+  int64_t T = 0;
+  TRY(eng_llm_check_work(g, &r->c, w, n, &T, e));
+  if (T == 0) return 0;
+  int64_t max_keys = 0;
+  for (size_t i = 0; i < n; i++)
+    if (w[i].start + w[i].n_tokens > max_keys) max_keys = w[i].start + w[i].n_tokens;
+  int decode = r->graph_max && (int64_t)n <= r->graph_max;
+  for (size_t i = 0; i < n && decode; i++) decode = w[i].n_tokens == 1 && w[i].logits;
+  // --- the step's metadata, one copy
+  int32_t *tok = meta_at(r, r->meta_h, M_TOK), *pos = meta_at(r, r->meta_h, M_POS);
+  int32_t *item = meta_at(r, r->meta_h, M_ITEM), *toff = meta_at(r, r->meta_h, M_TOFF);
+  int32_t *rows = meta_at(r, r->meta_h, M_ROWS), *tables = meta_at(r, r->meta_h, M_TABLES);
+  int64_t nt = 0, nl = 0, t = 0;
+  for (size_t i = 0; i < n; i++) {
+    int64_t need = (w[i].start + w[i].n_tokens + r->c.block_tokens - 1) / r->c.block_tokens;
+    if (nt + need > r->table_cap)  // cannot happen within check_work's limits; kept as a guard
+      return err_set(e, ERR_INVALID_ARGUMENT, "cuda runner: the step's block tables exceed %lld entries",
+                     (long long)r->table_cap);
+    toff[i] = (int32_t)nt;
+    memcpy(tables + nt, w[i].block_table, (size_t)need * sizeof(int32_t));
+    nt += need;
+    for (int64_t j = 0; j < w[i].n_tokens; j++, t++) {
+      tok[t] = w[i].tokens[j];
+      pos[t] = (int32_t)(w[i].start + j);
+      item[t] = (int32_t)i;
+    }
+    if (w[i].logits) rows[nl++] = (int32_t)(t - 1);
+  }
+  TRY(CUDA_OK(e, cudaSetDevice(r->device)));
+  if (decode) return graph_step(r, n, max_keys, logits, e);
+  r->splits = pick_splits(r, T, max_keys);
+  size_t copy = ((size_t)M_TABLES * (size_t)r->c.max_step_tokens + (size_t)nt) * sizeof(int32_t);
+  TRY(CUDA_OK(e, cudaMemcpyAsync(r->meta_d, r->meta_h, copy, cudaMemcpyHostToDevice, r->stream)));
+  TRY(device_work(r, T, nl, logits, e));
+  TRY(CUDA_OK(e, cudaStreamSynchronize(r->stream)));
+  return 0;
+}

@@ -1,0 +1,71 @@
+// engine/llm/cuda/llm_cuda.h: the decoder forward step on a GPU, with the
+// CPU runner's shape (engine/llm/llm_step.h): the same eng_llm_work items
+// (prefill chunks and decode tokens mixed, a paged KV cache addressed by
+// per-sequence int32 block tables), the same checks, logits FP32 to host.
+//
+// The weights are uploaded at create in the model's element type (load the
+// model with eng_llm_model_create_stored to keep a checkpoint's FP16 or
+// BF16; an FP32 model computes in FP32), and every activation and the KV
+// cache are in that type, with FP32 accumulation inside each kernel and
+// cuBLASLt GEMM (ENG_GEMM_FP32 with TF32 off for FP32 models). Per step:
+// one host-to-device copy of the step's metadata (tokens, positions, block
+// tables, per-token item and offsets) from pinned memory, kernels and
+// GEMMs on the runner's one stream, and the logits of the items that
+// sample (their last rows gathered first, so the LM head runs on those
+// rows only) copied back; no device allocation after create. Attention
+// goes split-K (k_paged_attn_cuda) when a step has too few (token, KV head)
+// pairs to fill the GPU and long contexts; decode-only steps can replay CUDA
+// graphs (eng_llm_cuda_runner_enable_graphs).
+//
+// Built only with INFERD_CUDA (engine/llm/llm.cmake). Not thread-safe: one
+// thread drives a runner.
+#ifndef INFERD_ENGINE_LLM_CUDA_LLM_CUDA_H
+#define INFERD_ENGINE_LLM_CUDA_LLM_CUDA_H
+
+#include <stddef.h>
+
+#include "engine/llm/llm_model.h"
+#include "engine/llm/llm_step.h"
+#include "kernels/base/err.h"
+
+typedef struct eng_llm_cuda_runner eng_llm_cuda_runner;
+
+// Uploads m's weights to `device` (a CUDA ordinal) and allocates the KV pool
+// (2 x layers x n_blocks x block_tokens x kv heads x head_dim elements of
+// the model's type), the step's scratch for max_step_tokens tokens, the
+// pinned metadata buffer and the cuBLASLt workspace. m is only read here and
+// may be destroyed afterwards. ERR_RESOURCE_EXHAUSTED when the device
+// memory does not suffice (saying how much was asked), ERR_INVALID_ARGUMENT
+// for a bad config, ERR_UNAVAILABLE without that device.
+int eng_llm_cuda_runner_create(const eng_llm_model *m, const eng_llm_runner_config *c, int device,
+                               eng_llm_cuda_runner **out, err *e);
+// Another runner on share's device computing with share's weights (not
+// copied: one upload per device), with its own KV pool, scratch, stream and
+// config. share must outlive it. Errors as eng_llm_cuda_runner_create.
+int eng_llm_cuda_runner_create_shared(const eng_llm_cuda_runner *share, const eng_llm_runner_config *c,
+                                      eng_llm_cuda_runner **out, err *e);
+void eng_llm_cuda_runner_destroy(eng_llm_cuda_runner *r);
+size_t eng_llm_cuda_runner_kv_bytes(const eng_llm_cuda_runner *r);
+// Device bytes of the uploaded weights (the sharer's for a shared runner).
+size_t eng_llm_cuda_runner_weight_bytes(const eng_llm_cuda_runner *r);
+
+// Runs the step as eng_llm_step does (same checks, same INVALID_ARGUMENT
+// before anything is computed); logits gets vocab floats per item with
+// logits set, in item order. Returns after the logits are on the host.
+int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, float *logits, err *e);
+
+// CUDA graphs for decode-only steps (every item one token, every item
+// sampling, at most max_batch items): such a step runs as the graph of its
+// bucket, the next power of two (1, 2, 4, ... up to the largest that is at
+// most max_batch and max_step_tokens), captured on the bucket's first step
+// and replayed after (the padding items compute on a spare KV block past
+// the pool). The metadata copy stays outside the graph; the logits come
+// back through a pinned buffer of max_batch x vocab floats allocated here.
+// Other steps run as before. Call once, before the steps.
+int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch, err *e);
+typedef struct eng_llm_cuda_graph_stats {
+  uint64_t captures, launches;
+} eng_llm_cuda_graph_stats;
+void eng_llm_cuda_runner_graph_stats(const eng_llm_cuda_runner *r, eng_llm_cuda_graph_stats *s);
+
+#endif

@@ -1,0 +1,317 @@
+// tests/gpu/test_k_cuda_llm.c: the decoder runtime's CUDA kernels (k_cuda.h,
+// "decoder runtime") against their C references on random inputs, in FP32,
+// FP16 and BF16: k_embed_cuda (with and without learned positions),
+// k_rms_norm_dt_cuda, k_layer_norm_dt_cuda, k_rope_cuda, k_mlp_act_cuda
+// (SwiGLU, GeGLU, GELU, SiLU), k_widen_cuda, and k_paged_kv_write_cuda +
+// k_paged_attn_cuda over a mixed step (prefill chunks of odd lengths at
+// offsets, decode tokens, GQA, a scattered block table, a sliding window;
+// long contexts in one pass and split-K, more splits than tiles included).
+// The 16-bit cases feed the references the inputs rounded to the type, so
+// only the kernel's own float math and its one output rounding differ:
+// bounds FP32 rtol 1e-5 (attention 2e-5, it sums in float against the
+// reference's double), FP16 rtol/atol 2^-10, BF16 2^-7. Host-side argument
+// checks run first, everywhere; the rest skips (exit 77) without a GPU.
+#include "test_k_cuda_util.h"
+
+static const dtype DTS[] = {DT_FP32, DT_FP16, DT_BF16};
+
+static uint16_t bf16_bits(float f) {
+  uint32_t u = tk_bits(f);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float bf16_val(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// x rounded to dt in place (the values the kernel will see), and packed into
+// a new host buffer of dt's elements.
+static void *pack(float *x, size_t n, dtype dt) {
+  size_t es = dtype_size(dt);
+  void *p = tk_xmalloc(n * es);
+  for (size_t i = 0; i < n; i++) {
+    if (dt == DT_FP32) {
+      ((float *)p)[i] = x[i];
+    } else if (dt == DT_FP16) {
+      k_f32_to_f16((uint16_t *)p + i, x + i, 1);
+      k_f16_to_f32(x + i, (uint16_t *)p + i, 1);
+    } else {
+      ((uint16_t *)p)[i] = bf16_bits(x[i]);
+      x[i] = bf16_val(((uint16_t *)p)[i]);
+    }
+  }
+  return p;
+}
+
+static void unpack(float *y, const void *p, size_t n, dtype dt) {
+  for (size_t i = 0; i < n; i++) {
+    if (dt == DT_FP32)
+      y[i] = ((const float *)p)[i];
+    else if (dt == DT_FP16)
+      k_f16_to_f32(y + i, (const uint16_t *)p + i, 1);
+    else
+      y[i] = bf16_val(((const uint16_t *)p)[i]);
+  }
+}
+
+// Random values of dt on the device; *host gets the rounded floats (caller frees).
+static void *dev_rand(tk_rng *r, size_t n, float lo, float hi, dtype dt, float **host) {
+  float *x = tk_xmalloc(n * sizeof(float));
+  tk_fill(r, x, n, lo, hi);
+  void *p = pack(x, n, dt);
+  void *d = tk_to_dev(p, n * dtype_size(dt));
+  free(p);
+  *host = x;
+  return d;
+}
+
+// The device result of n elements of dt, widened.
+static float *dev_get(const void *d, size_t n, dtype dt) {
+  void *p = tk_xmalloc(n * dtype_size(dt));
+  tk_from_dev(p, d, n * dtype_size(dt));
+  float *y = tk_xmalloc(n * sizeof(float));
+  unpack(y, p, n, dt);
+  free(p);
+  return y;
+}
+
+static double rtol_of(dtype dt) {
+  return dt == DT_FP32 ? 1e-5 : dt == DT_FP16 ? 1.0 / 1024 : 1.0 / 128;
+}
+
+static void test_errors(void) {
+  err e = {0};
+  void *p = (void *)16;
+  CHECK_EQ_INT(k_embed_cuda(p, NULL, NULL, p, p, 4, 8, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "k_embed_cuda");
+  CHECK_EQ_INT(k_rms_norm_dt_cuda(p, p, p, 4, 8, 1e-5f, DT_INT32, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "INT32");
+  CHECK_EQ_INT(k_rope_cuda(p, 4, p, 2, 7, 14, p, DT_FP16, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "odd");
+  CHECK_EQ_INT(k_mlp_act_cuda(p, p, 2, 2, (k_mlp_kind)9, 1, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "activation");
+  k_llm_meta m = {.tok_item = p, .tok_pos = p, .tables = p, .table_off = p, .n_tok = 3};
+  k_paged_attn_args a = {
+      .n_heads = 6, .n_kv_heads = 4, .head_dim = 8, .q_stride = 48, .o_stride = 48, .block_tokens = 4, .scale = 1.0f};
+  CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, 1, NULL, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
+  a.n_kv_heads = 2, a.head_dim = 512, a.q_stride = a.o_stride = 6 * 512;
+  CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, 1, NULL, DT_FP32, NULL, &e), ERR_UNIMPLEMENTED);
+  a.head_dim = 8, a.q_stride = a.o_stride = 48;
+  CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, 4, NULL, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "workspace");
+  CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, 33, p, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT((int)k_paged_attn_ws_floats(3, 6, 8, 4), 3 * 6 * 4 * 10);
+  CHECK_EQ_INT(k_paged_kv_write_cuda(p, p, p, p, 4, 8, 4, &m, DT_BF16, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "src_stride");
+  // size 0: nothing touched
+  CHECK_EQ_INT(k_widen_cuda(NULL, NULL, 0, DT_FP16, NULL, &e), 0);
+}
+
+static void test_embed(dtype dt) {
+  tk_rng r = {0x1234 + dt};
+  size_t V = 37, H = 24, P = 16, T = 9;
+  float *tab, *ptab;
+  void *d_tab = dev_rand(&r, V * H, -1, 1, dt, &tab), *d_pt = dev_rand(&r, P * H, -1, 1, dt, &ptab);
+  int32_t tok[9], pos[9];
+  for (size_t t = 0; t < T; t++) tok[t] = (int32_t)(tk_next(&r) % V), pos[t] = (int32_t)(tk_next(&r) % P);
+  int32_t *d_tok = tk_to_dev(tok, sizeof tok), *d_pos = tk_to_dev(pos, sizeof pos);
+  void *d_y = tk_dev_alloc(T * H * 4);
+  float *want = tk_xmalloc(T * H * 4);
+  for (int with_pos = 0; with_pos < 2; with_pos++) {
+    TK_OK(k_embed_cuda(d_y, d_tab, with_pos ? d_pt : NULL, d_tok, d_pos, T, H, dt, NULL, TK_E));
+    float *got = dev_get(d_y, T * H, dt);
+    k_embed(want, tab, with_pos ? ptab : NULL, tok, pos, T, H);
+    char what[64];
+    snprintf(what, sizeof what, "embed %s pos %d", dtype_wire_name(dt), with_pos);
+    // a gather is exact; the sum with the position row rounds once
+    tk_compare(what, got, want, T * H, with_pos ? rtol_of(dt) : 0, with_pos ? 1e-6 : 0);  // FP16 subnormal sums
+    free(got);
+  }
+  free(tab), free(ptab), free(want);
+  cudaFree(d_tab), cudaFree(d_pt), cudaFree(d_tok), cudaFree(d_pos), cudaFree(d_y);
+}
+
+static void test_norms(dtype dt) {
+  tk_rng r = {0x777 + dt};
+  size_t rows = 5, cols = 1000;  // not a multiple of the block
+  float *x, *w, *b;
+  void *d_x = dev_rand(&r, rows * cols, -3, 3, dt, &x), *d_w = dev_rand(&r, cols, 0.5f, 1.5f, dt, &w);
+  void *d_b = dev_rand(&r, cols, -0.5f, 0.5f, dt, &b), *d_y = tk_dev_alloc(rows * cols * 4);
+  float *want = tk_xmalloc(rows * cols * 4);
+  char what[64];
+  TK_OK(k_rms_norm_dt_cuda(d_y, d_x, d_w, rows, cols, 1e-6f, dt, NULL, TK_E));
+  float *got = dev_get(d_y, rows * cols, dt);
+  k_rms_norm(want, x, w, rows, cols, 1e-6f);
+  snprintf(what, sizeof what, "rms_norm %s", dtype_wire_name(dt));
+  tk_compare(what, got, want, rows * cols, rtol_of(dt), rtol_of(dt) * 1e-2);
+  free(got);
+  for (int with_b = 0; with_b < 2; with_b++) {
+    TK_OK(k_layer_norm_dt_cuda(d_y, d_x, d_w, with_b ? d_b : NULL, rows, cols, 1e-5f, dt, NULL, TK_E));
+    got = dev_get(d_y, rows * cols, dt);
+    k_layer_norm(want, x, w, with_b ? b : NULL, rows, cols, 1e-5f);
+    snprintf(what, sizeof what, "layer_norm %s bias %d", dtype_wire_name(dt), with_b);
+    tk_compare(what, got, want, rows * cols, rtol_of(dt), rtol_of(dt) * 1e-2);
+    free(got);
+  }
+  // in place
+  TK_OK(k_rms_norm_dt_cuda(d_x, d_x, d_w, rows, cols, 1e-6f, dt, NULL, TK_E));
+  got = dev_get(d_x, rows * cols, dt);
+  k_rms_norm(want, x, w, rows, cols, 1e-6f);
+  snprintf(what, sizeof what, "rms_norm in place %s", dtype_wire_name(dt));
+  tk_compare(what, got, want, rows * cols, rtol_of(dt), rtol_of(dt) * 1e-2);
+  free(got), free(x), free(w), free(b), free(want);
+  cudaFree(d_x), cudaFree(d_w), cudaFree(d_b), cudaFree(d_y);
+}
+
+static void test_rope(dtype dt) {
+  tk_rng r = {0x99 + dt};
+  size_t T = 7;
+  int64_t heads = 6, d = 32, stride = heads * d + 40;  // rows wider than the heads (the QKV row)
+  float *x;
+  void *d_x = dev_rand(&r, T * (size_t)stride, -2, 2, dt, &x);
+  int32_t pos[7];
+  int64_t pos64[7];
+  for (size_t t = 0; t < T; t++) pos[t] = (int32_t)(tk_next(&r) % 5000), pos64[t] = pos[t];
+  k_rope_scaling s = {
+      .kind = K_ROPE_LLAMA3, .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_max_pos = 8192};
+  float inv[16];
+  k_rope_inv_freq(inv, d, 500000.0, &s);
+  int32_t *d_pos = tk_to_dev(pos, sizeof pos);
+  float *d_inv = tk_to_dev(inv, sizeof inv);
+  TK_OK(k_rope_cuda(d_x, T, d_pos, heads, d, stride, d_inv, dt, NULL, TK_E));
+  float *got = dev_get(d_x, T * (size_t)stride, dt);
+  k_rope(x, (int64_t)T, pos64, heads, d, stride, inv);
+  char what[64];
+  snprintf(what, sizeof what, "rope %s", dtype_wire_name(dt));
+  // angles up to 5000 rad: sinf/cosf of the same float angle, a few ulps apart
+  tk_compare(what, got, x, T * (size_t)stride, dt == DT_FP32 ? 1e-5 : rtol_of(dt), dt == DT_FP32 ? 1e-5 : rtol_of(dt));
+  free(got), free(x);
+  cudaFree(d_x), cudaFree(d_pos), cudaFree(d_inv);
+}
+
+static void test_mlp_act(dtype dt) {
+  tk_rng r = {0x4242 + dt};
+  size_t rows = 3, cols = 301;
+  float *x;
+  void *d_x = dev_rand(&r, rows * 2 * cols, -6, 6, dt, &x), *d_y = tk_dev_alloc(rows * 2 * cols * 4);
+  float *want = tk_xmalloc(rows * 2 * cols * 4);
+  for (int act = K_MLP_SILU; act <= K_MLP_GELU; act++)
+    for (int gated = 0; gated < 2; gated++) {
+      size_t n = rows * cols * (gated ? 1 : 2);  // plain: the whole buffer as rows of 2 cols
+      TK_OK(k_mlp_act_cuda(d_y, d_x, gated ? rows : rows * 2, cols, (k_mlp_kind)act, gated, dt, NULL, TK_E));
+      float *got = dev_get(d_y, n, dt);
+      k_mlp_act(want, x, gated ? rows : rows * 2, cols, (k_mlp_kind)act, gated);
+      char what[64];
+      snprintf(what, sizeof what, "mlp_act %s act %d gated %d", dtype_wire_name(dt), act, gated);
+      tk_compare(what, got, want, n, dt == DT_FP32 ? 4e-6 : rtol_of(dt), dt == DT_FP32 ? 1e-6 : rtol_of(dt) * 1e-2);
+      free(got);
+    }
+  // widen: exact
+  float *d_f = tk_dev_alloc(rows * 2 * cols * 4), *got = tk_xmalloc(rows * 2 * cols * 4);
+  TK_OK(k_widen_cuda(d_f, d_x, rows * 2 * cols, dt, NULL, TK_E));
+  tk_from_dev(got, d_f, rows * 2 * cols * 4);
+  tk_compare("widen", got, x, rows * 2 * cols, 0, 0);
+  free(got), free(x), free(want);
+  cudaFree(d_x), cudaFree(d_y), cudaFree(d_f);
+}
+
+// A step of three items over a pool of 24 blocks of 4 slots, the block ids
+// scattered: item 0 a prefill chunk (positions 5..11, after 5 cached ones),
+// item 1 one decode token at position 21, item 2 a first chunk (0..2).
+// longctx: instead, 16-slot blocks, two decode tokens at positions 299 and
+// 44 and a 3-token chunk at 97..99, for split-K (splits > 1: more splits
+// than a context has tiles leaves some empty).
+static void test_paged_attn(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, int64_t window, int longctx,
+                            int splits) {
+  tk_rng r = {0xa77 + (uint64_t)dt * 131 + (uint64_t)(n_heads * 7 + d + window + splits)};
+  const int64_t bt = longctx ? 16 : 4, nb = longctx ? 48 : 24, row = n_kv * d, QS = (n_heads + 2 * n_kv) * d,
+                Q = n_heads * d;
+  int32_t tables[3][24] = {{17, 3, 22, 9}, {5, 11, 1, 20, 14, 7}, {23}};
+  int64_t start[3] = {5, 21, 0}, ntok[3] = {7, 1, 3};
+  if (longctx) {  // every block of the pool, scattered: 19, 3 and 7 of them
+    for (int i = 0; i < 29; i++) {
+      int b = (i * 17 + 5) % 48, it = i < 19 ? 0 : i < 22 ? 1 : 2;
+      tables[it][it == 0 ? i : it == 1 ? i - 19 : i - 22] = b;
+    }
+    start[0] = 299, start[1] = 44, start[2] = 97;
+    ntok[0] = 1, ntok[1] = 1, ntok[2] = 3;
+  }
+  const int64_t T = ntok[0] + ntok[1] + ntok[2];
+  // the cache holds random rows everywhere (the cached positions included);
+  // the step writes its own rows over them
+  float *kc, *vc, *qkv;
+  size_t cache_n = (size_t)(nb * bt * row);
+  void *d_kc = dev_rand(&r, cache_n, -1, 1, dt, &kc), *d_vc = dev_rand(&r, cache_n, -1, 1, dt, &vc);
+  void *d_qkv = dev_rand(&r, (size_t)(T * QS), -1, 1, dt, &qkv);
+  int32_t item[16], pos[16], toff[3], flat[48];
+  int64_t t = 0, nf = 0;
+  for (int i = 0; i < 3; i++) {
+    toff[i] = (int32_t)nf;
+    int64_t need = (start[i] + ntok[i] + bt - 1) / bt;
+    for (int64_t b = 0; b < need; b++) flat[nf++] = tables[i][b];
+    for (int64_t j = 0; j < ntok[i]; j++, t++) item[t] = i, pos[t] = (int32_t)(start[i] + j);
+  }
+  int32_t *d_item = tk_to_dev(item, (size_t)T * 4), *d_pos = tk_to_dev(pos, (size_t)T * 4);
+  int32_t *d_toff = tk_to_dev(toff, sizeof toff), *d_flat = tk_to_dev(flat, (size_t)nf * 4);
+  void *d_o = tk_dev_alloc((size_t)(T * Q) * 4);
+  k_llm_meta m = {.tok_item = d_item, .tok_pos = d_pos, .tables = d_flat, .table_off = d_toff, .n_tok = T};
+  size_t es = dtype_size(dt);
+  TK_OK(k_paged_kv_write_cuda(d_kc, d_vc, (uint8_t *)d_qkv + Q * es, (uint8_t *)d_qkv + (Q + row) * es, QS, row, bt, &m,
+                              dt, NULL, TK_E));
+  k_paged_attn_args a = {.n_heads = n_heads,
+                         .n_kv_heads = n_kv,
+                         .head_dim = d,
+                         .q_stride = QS,
+                         .o_stride = Q,
+                         .block_tokens = bt,
+                         .window = window,
+                         .scale = 1.0f / sqrtf((float)d)};
+  float *d_ws = splits > 1 ? tk_dev_alloc(k_paged_attn_ws_floats(T, n_heads, d, splits) * 4) : NULL;
+  TK_OK(k_paged_attn_cuda(d_o, d_qkv, d_kc, d_vc, &m, &a, splits, d_ws, dt, NULL, TK_E));
+  float *got_k = dev_get(d_kc, cache_n, dt), *got_v = dev_get(d_vc, cache_n, dt);
+  float *got = dev_get(d_o, (size_t)(T * Q), dt), *want = tk_xmalloc((size_t)(T * Q) * 4);
+  float *scratch = tk_xmalloc(512 * 4);
+  t = 0;
+  for (int i = 0; i < 3; i++) {
+    const float *rows = qkv + t * QS;
+    k_paged_kv_write(kc, tables[i], bt, row, start[i], ntok[i], rows + Q, QS);
+    k_paged_kv_write(vc, tables[i], bt, row, start[i], ntok[i], rows + Q + row, QS);
+    k_paged_attn_args ai = a;
+    ai.n_q = ntok[i], ai.pos0 = start[i];
+    k_paged_attn_ref(want + t * Q, rows, kc, vc, tables[i], &ai, scratch);
+    t += ntok[i];
+  }
+  char what[96];
+  snprintf(what, sizeof what, "kv_write %s", dtype_wire_name(dt));
+  tk_compare(what, got_k, kc, cache_n, 0, 0);
+  tk_compare(what, got_v, vc, cache_n, 0, 0);
+  snprintf(what, sizeof what, "paged_attn %s heads %lld/%lld d %lld window %lld long %d splits %d", dtype_wire_name(dt),
+           (long long)n_heads, (long long)n_kv, (long long)d, (long long)window, longctx, splits);
+  tk_compare(what, got, want, (size_t)(T * Q), dt == DT_FP32 ? 2e-5 : rtol_of(dt), dt == DT_FP32 ? 2e-6 : rtol_of(dt));
+  free(got_k), free(got_v), free(got), free(want), free(scratch), free(kc), free(vc), free(qkv);
+  cudaFree(d_kc), cudaFree(d_vc), cudaFree(d_qkv), cudaFree(d_item), cudaFree(d_pos), cudaFree(d_toff);
+  cudaFree(d_flat), cudaFree(d_o), cudaFree(d_ws);
+}
+
+int main(void) {
+  test_errors();
+  tk_require_device();
+  for (size_t i = 0; i < sizeof DTS / sizeof DTS[0]; i++) {
+    dtype dt = DTS[i];
+    test_embed(dt);
+    test_norms(dt);
+    test_rope(dt);
+    test_mlp_act(dt);
+    test_paged_attn(dt, 8, 2, 64, 0, 0, 1);   // GQA, groups of 4
+    test_paged_attn(dt, 4, 4, 40, 0, 0, 1);   // MHA, a head size off the warp width
+    test_paged_attn(dt, 6, 2, 128, 5, 0, 1);  // a sliding window shorter than the chunk
+    test_paged_attn(dt, 2, 1, 24, 0, 0, 1);   // MQA
+    test_paged_attn(dt, 8, 2, 64, 0, 1, 1);   // long contexts, one pass
+    test_paged_attn(dt, 8, 2, 64, 0, 1, 4);   // split-K
+    test_paged_attn(dt, 8, 2, 64, 0, 1, 32);  // more splits than the shorter contexts have tiles
+    test_paged_attn(dt, 8, 2, 64, 40, 1, 3);  // split-K inside a sliding window
+  }
+  CHECK_DONE();
+}
