@@ -1,0 +1,147 @@
+// tests/llm/tok/tok_run.c: inferd-tok-run, the tokenizer's test driver.
+//   inferd-tok-run load TOKDIR             "ok", or the load error (exit 1)
+//   inferd-tok-run encode TOKDIR < lines   a JSON string a line in, one line
+//       out: {"a": ids with the template, "n": ids without}
+//   inferd-tok-run decode TOKDIR < lines   a JSON array of ids a line in, one
+//       line out: {"d": decode, "ds": decode skipping special tokens,
+//       "s": stream deltas, "ss": the same skipping}; the driver itself checks
+//       every delta is valid UTF-8 and that they add up to the decode, and
+//       says "bad": why when not
+//   inferd-tok-run bench TOKDIR < lines    encodes every line 5 times, prints
+//       strings, bytes, ids and MB/s
+// check_tokenizers.py compares these with the `tokenizers` library.
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/llm/tokenizer.h"
+#include "kernels/base/utf8.h"
+
+static cJSON *ids_json(const eng_tok_ids *v) {
+  cJSON *a = cJSON_CreateArray();
+  for (size_t i = 0; i < v->n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(v->ids[i]));
+  return a;
+}
+
+static void emit(cJSON *o) {
+  char *s = cJSON_PrintUnformatted(o);
+  fputs(s, stdout);
+  fputc('\n', stdout);
+  free(s);
+  cJSON_Delete(o);
+}
+
+// The stream's deltas for ids; *bad set (static text) when a rule is broken.
+static cJSON *stream(const eng_tok *t, const int32_t *ids, size_t n, bool skip, const char *full, size_t full_len,
+                     const char **bad) {
+  cJSON *a = cJSON_CreateArray();
+  eng_tok_stream *s = eng_tok_stream_create(t, skip);
+  err e = {0};
+  size_t at = 0;
+  for (size_t i = 0; i <= n && s; i++) {
+    const char *d;
+    size_t len;
+    int rc = i < n ? eng_tok_stream_step(s, ids[i], &d, &len, &e) : eng_tok_stream_finish(s, &d, &len, &e);
+    if (rc) {
+      *bad = "stream step failed";
+      fprintf(stderr, "stream: %s\n", e.msg);
+      break;
+    }
+    if (!utf8_valid(d, len)) *bad = "a delta is not valid UTF-8";
+    if (at + len > full_len || memcmp(full + at, d, len) != 0) *bad = "the deltas differ from the decode";
+    at += len;
+    cJSON_AddItemToArray(a, cJSON_CreateString(d));
+  }
+  if (at != full_len && !*bad) *bad = "the deltas add up to less than the decode";
+  eng_tok_stream_destroy(s);
+  return a;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s load|encode|decode|bench TOKDIR\n", argv[0]);
+    return 2;
+  }
+  eng_tok *t;
+  err e = {0};
+  if (eng_tok_create(argv[2], &t, &e)) {
+    printf("%s\n", e.msg);
+    return 1;
+  }
+  if (!strcmp(argv[1], "load")) {
+    printf("ok vocab=%d bos=%d eos=%d adds_bos=%d\n", eng_tok_vocab_size(t), eng_tok_bos_id(t), eng_tok_eos_id(t),
+           eng_tok_adds_bos(t));
+    eng_tok_destroy(t);
+    return 0;
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t got;
+  int rc = 0;
+  bool bench = !strcmp(argv[1], "bench");
+  size_t nstr = 0, nbytes = 0, nids = 0;
+  double secs = 0;
+  while ((got = getline(&line, &cap, stdin)) > 0) {
+    cJSON *in = cJSON_ParseWithLength(line, (size_t)got);
+    if (!in) {
+      fprintf(stderr, "bad input line\n");
+      rc = 2;
+      break;
+    }
+    cJSON *o = cJSON_CreateObject();
+    if ((!strcmp(argv[1], "encode") || bench) && cJSON_IsString(in)) {
+      eng_tok_ids a = {0}, n = {0};
+      size_t len = strlen(in->valuestring);
+      struct timespec t0, t1;
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      for (int rep = 0; rep < (bench ? 5 : 1); rep++) {
+        a.n = 0;
+        if (eng_tok_encode(t, in->valuestring, len, true, &a, &e)) break;
+      }
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      secs += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+      nstr++, nbytes += len * 5, nids += a.n * 5;
+      if (!bench) {
+        if (eng_tok_encode(t, in->valuestring, len, false, &n, &e)) cJSON_AddStringToObject(o, "error", e.msg);
+        cJSON_AddItemToObject(o, "a", ids_json(&a));
+        cJSON_AddItemToObject(o, "n", ids_json(&n));
+      }
+      free(a.ids);
+      free(n.ids);
+    } else if (!strcmp(argv[1], "decode") && cJSON_IsArray(in)) {
+      size_t n = (size_t)cJSON_GetArraySize(in), i = 0;
+      int32_t *ids = malloc((n + 1) * sizeof *ids);
+      for (const cJSON *c = in->child; c; c = c->next) ids[i++] = (int32_t)c->valuedouble;
+      const char *bad = NULL;
+      for (int skip = 0; skip < 2; skip++) {
+        char *text;
+        size_t len;
+        if (eng_tok_decode(t, ids, n, skip, &text, &len, &e)) {
+          bad = "decode failed";
+          continue;
+        }
+        if (!utf8_valid(text, len) || strlen(text) != len) bad = "the decode is not valid UTF-8";
+        cJSON_AddStringToObject(o, skip ? "ds" : "d", text);
+        cJSON_AddItemToObject(o, skip ? "ss" : "s", stream(t, ids, n, skip, text, len, &bad));
+        free(text);
+      }
+      if (bad) cJSON_AddStringToObject(o, "bad", bad);
+      free(ids);
+    } else {
+      fprintf(stderr, "unexpected input for %s\n", argv[1]);
+      rc = 2;
+    }
+    cJSON_Delete(in);
+    if (!bench) emit(o);
+    else cJSON_Delete(o);
+    if (rc) break;
+  }
+  if (bench)
+    printf("%zu strings x5, %zu bytes, %zu ids in %.3f s: %.2f MB/s, %.0f ids/s\n", nstr, nbytes, nids, secs,
+           (double)nbytes / secs / 1e6, (double)nids / secs);
+  free(line);
+  eng_tok_destroy(t);
+  return rc;
+}
