@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/llm/tokenizer_internal.h"
+#include "kernels/base/utf8.h"
 
 #define FFFD "\xEF\xBF\xBD"
 
@@ -135,7 +136,7 @@ static int dec_one(const tok_dec *d, const slist *in, slist *out) {
         if (bytes.n) {
           tok_buf chk = {0};
           rc = tok__utf8_lossy(bytes.b, bytes.n, &chk);
-          if (!rc && chk.n == bytes.n) rc = sl_add(out, bytes.b, bytes.n);  // valid UTF-8 as it is
+          if (!rc && utf8_valid(bytes.b, bytes.n)) rc = sl_add(out, bytes.b, bytes.n);  // valid UTF-8 as it is
           else
             for (size_t k = 0; k < bytes.n && !rc; k++) rc = sl_add(out, FFFD, 3);
           tok__buf_free(&chk);
@@ -250,6 +251,20 @@ void eng_tok_stream_destroy(eng_tok_stream *s) {
 
 static bool ends_fffd(const tok_buf *b) { return b->n >= 3 && memcmp(b->b + b->n - 3, FFFD, 3) == 0; }
 
+// Whether id is a <0xXX> token that a ByteFallback decoder will join with the
+// byte tokens after it: its text may still change (a run that ends up
+// invalid turns into one U+FFFD per byte, the valid bytes before included),
+// so a stream holds it back until a token of another kind closes the run.
+// tokenizers' DecodeStream emits such bytes at once, and then its deltas no
+// longer add up to the decode.
+static bool open_byte_run(const eng_tok *t, int32_t id) {
+  bool fallback = false;
+  for (size_t k = 0; k < t->n_dec; k++) fallback = fallback || t->dec[k].kind == TD_BYTEFALLBACK;
+  if (!fallback || id < 0 || id >= t->n_ids || t->added_of[id] >= 0 || id >= t->n_vocab || !t->vocab[id]) return false;
+  const char *s = t->vocab[id];
+  return t->vocab_len[id] == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' && hex_byte(s[3], s[4]) >= 0;
+}
+
 static int oom(err *e) { return err_set(e, ERR_RESOURCE_EXHAUSTED, "tokenizer stream: out of memory"); }
 
 int eng_tok_stream_step(eng_tok_stream *s, int32_t id, const char **delta, size_t *len, err *e) {
@@ -259,16 +274,15 @@ int eng_tok_stream_step(eng_tok_stream *s, int32_t id, const char **delta, size_
   if (s->prefix.n == 0 && s->ids.n) {
     s->cur.n = 0;
     if (decode_ids(s->t, s->ids.ids, s->ids.n, s->skip, &s->cur)) return oom(e);
-    if (!ends_fffd(&s->cur)) {
-      s->prefix.n = 0;
-      if (tok__buf_put(&s->prefix, s->cur.b, s->cur.n)) return oom(e);
-      s->prefix_index = s->ids.n;
-    }
+    // ids that decode to nothing yet: later text is measured from after them
+    // (DecodeStream takes any text that does not end in U+FFFD here, which
+    // it would have emitted already; a held byte run has not been)
+    if (s->cur.n == 0) s->prefix_index = s->ids.n;
   }
   if (tok__ids_put(&s->ids, id)) return oom(e);
   s->cur.n = 0;
   if (decode_ids(s->t, s->ids.ids, s->ids.n, s->skip, &s->cur)) return oom(e);
-  if (s->cur.n <= s->prefix.n || ends_fffd(&s->cur)) return 0;
+  if (s->cur.n <= s->prefix.n || ends_fffd(&s->cur) || open_byte_run(s->t, id)) return 0;
   if (memcmp(s->cur.b, s->prefix.b, s->prefix.n) != 0)
     return err_set(e, ERR_INTERNAL, "tokenizer stream: the text of id %d does not extend what was emitted", (int)id);
   if (tok__buf_put(&s->delta, s->cur.b + s->prefix.n, s->cur.n - s->prefix.n)) return oom(e);

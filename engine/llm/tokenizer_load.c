@@ -83,11 +83,74 @@ static void one_char(ld *l, const cJSON *o, const char *k, const char *what, cha
   memcpy(out, s, n + 1), *len = n;
 }
 
+// Oniguruma's shorthand classes (what tokenizers runs) where PCRE2's differ:
+// \s is White_Space there (PCRE2's UCP \s also takes U+180E and others),
+// \w is letters, marks, decimal digits and connector punctuation (PCRE2's
+// is letters, numbers and _), \h a hex digit (PCRE2: horizontal space).
+#define ONIG_S "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define ONIG_W "\\p{L}\\p{M}\\p{Nd}\\p{Pc}"
+#define ONIG_H "0-9a-fA-F"
+
+// pat rewritten for PCRE2 into out; -1 with *why when a construct cannot be
+// (a negated shorthand inside a class).
+static int onig_to_pcre2(const char *pat, tok_buf *out, const char **why) {
+  bool in_class = false;
+  size_t class_start = 0;
+  for (size_t i = 0; pat[i];) {
+    char c = pat[i];
+    if (c == '\\' && pat[i + 1]) {
+      char e = pat[i + 1];
+      const char *set = e == 's' || e == 'S' ? ONIG_S : e == 'w' || e == 'W' ? ONIG_W : e == 'h' || e == 'H' ? ONIG_H : NULL;
+      bool neg = e == 'S' || e == 'W' || e == 'H';
+      if (set && in_class && neg) {
+        *why = "a negated class shorthand (\\S, \\W, \\H) inside [...]";
+        return -1;
+      }
+      int rc;
+      if (set && in_class) rc = tok__buf_put(out, set, strlen(set));
+      else if (set) {
+        rc = tok__buf_put(out, neg ? "[^" : "[", neg ? 2 : 1);
+        if (!rc) rc = tok__buf_put(out, set, strlen(set));
+        if (!rc) rc = tok__buf_put(out, "]", 1);
+      } else
+        rc = tok__buf_put(out, pat + i, 2);
+      if (rc) return *why = "out of memory", -1;
+      i += 2;
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      class_start = out->n + 1 + (pat[i + 1] == '^');
+    } else if (in_class && c == '[' && pat[i + 1] == ':') {  // [:alpha:]
+      const char *end = strstr(pat + i + 2, ":]");
+      if (end) {
+        size_t n = (size_t)(end + 2 - (pat + i));
+        if (tok__buf_put(out, pat + i, n)) return *why = "out of memory", -1;
+        i += n;
+        continue;
+      }
+    } else if (in_class && c == ']' && out->n > class_start) {
+      in_class = false;
+    }
+    if (tok__buf_put(out, &c, 1)) return *why = "out of memory", -1;
+    i++;
+  }
+  return tok__buf_put(out, "", 0);
+}
+
 static int re_compile(ld *l, tok_re *re, const char *pat, bool literal, const char *what) {
   int ec;
   PCRE2_SIZE eo;
-  uint32_t opt = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
-  re->code = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, opt, &ec, &eo, NULL);
+  uint32_t opt = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);  // UCP is not allowed with LITERAL
+  tok_buf tr = {0};
+  const char *why = NULL;
+  if (!literal && onig_to_pcre2(pat, &tr, &why)) {
+    UNSUP(l, "%s: pattern '%.60s' has %s", what, pat, why);
+    tok__buf_free(&tr);
+    return -1;
+  }
+  re->code = pcre2_compile((PCRE2_SPTR)(literal ? pat : tr.b), PCRE2_ZERO_TERMINATED, opt, &ec, &eo, NULL);
+  tok__buf_free(&tr);
   if (!re->code) {
     PCRE2_UCHAR msg[160];
     pcre2_get_error_message(ec, msg, sizeof msg);
