@@ -257,12 +257,22 @@ static bool ends_fffd(const tok_buf *b) { return b->n >= 3 && memcmp(b->b + b->n
 // so a stream holds it back until a token of another kind closes the run.
 // tokenizers' DecodeStream emits such bytes at once, and then its deltas no
 // longer add up to the decode.
-static bool open_byte_run(const eng_tok *t, int32_t id) {
+static bool open_byte_run(const eng_tok *t, const eng_tok_ids *ids, bool skip) {
   bool fallback = false;
   for (size_t k = 0; k < t->n_dec; k++) fallback = fallback || t->dec[k].kind == TD_BYTEFALLBACK;
-  if (!fallback || id < 0 || id >= t->n_ids || t->added_of[id] >= 0 || id >= t->n_vocab || !t->vocab[id]) return false;
-  const char *s = t->vocab[id];
-  return t->vocab_len[id] == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' && hex_byte(s[3], s[4]) >= 0;
+  if (!fallback) return false;
+  for (size_t i = ids->n; i-- > 0;) {  // the last id that gives a token: skipped and unknown ones do not
+    int32_t id = ids->ids[i];
+    if (id < 0 || id >= t->n_ids) continue;
+    if (t->added_of[id] >= 0) {
+      if (skip && t->added[t->added_of[id]].special) continue;
+      return false;
+    }
+    if (id >= t->n_vocab || !t->vocab[id]) continue;
+    const char *s = t->vocab[id];
+    return t->vocab_len[id] == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' && hex_byte(s[3], s[4]) >= 0;
+  }
+  return false;
 }
 
 static int oom(err *e) { return err_set(e, ERR_RESOURCE_EXHAUSTED, "tokenizer stream: out of memory"); }
@@ -282,7 +292,7 @@ int eng_tok_stream_step(eng_tok_stream *s, int32_t id, const char **delta, size_
   if (tok__ids_put(&s->ids, id)) return oom(e);
   s->cur.n = 0;
   if (decode_ids(s->t, s->ids.ids, s->ids.n, s->skip, &s->cur)) return oom(e);
-  if (s->cur.n <= s->prefix.n || ends_fffd(&s->cur) || open_byte_run(s->t, id)) return 0;
+  if (s->cur.n <= s->prefix.n || ends_fffd(&s->cur) || open_byte_run(s->t, &s->ids, s->skip)) return 0;
   if (memcmp(s->cur.b, s->prefix.b, s->prefix.n) != 0)
     return err_set(e, ERR_INTERNAL, "tokenizer stream: the text of id %d does not extend what was emitted", (int)id);
   if (tok__buf_put(&s->delta, s->cur.b + s->prefix.n, s->cur.n - s->prefix.n)) return oom(e);

@@ -10,7 +10,10 @@ own, not the one the vocabularies were trained on):
            middle: broken UTF-8 the decoders must replace as tokenizers does);
   stream   the driver checks every delta is valid UTF-8 and that they add up
            to the decode; here the deltas of the first 1,500 sequences are
-           also compared step by step with tokenizers' DecodeStream.
+           also compared step by step with tokenizers' DecodeStream (where
+           it adds up to the decode, and no <0xXX> byte token is involved:
+           inferd holds a byte-fallback run back until it is closed, since
+           a later byte can turn the run's valid bytes into U+FFFD).
 
     check_tokenizers.py INFERD_TOK_RUN WORKDIR [FAMILY...]
 
@@ -83,6 +86,10 @@ def check_family(runner, fam, corpus, rng):
         seqs.append([rng.choice(special_ids) if rng.random() < 0.1 else rng.randrange(size) for _ in range(n)])
     got = run(runner, "decode", tokdir, [json.dumps(s) for s in seqs])
     n_stream_cmp = 0
+    # <0xXX> tokens: inferd's stream holds a byte-fallback run back until it
+    # is closed (DecodeStream emits it at once, and may then have to take it
+    # back), so step-by-step deltas differ there by design
+    byte_ids = {i for t, i in tok.get_vocab().items() if len(t) == 6 and t.startswith("<0x") and t.endswith(">")}
     for k, (ids, g) in enumerate(zip(seqs, got)):
         for skip, key in ((False, "d"), (True, "ds")):
             want = tok.decode(ids, skip_special_tokens=skip)
@@ -90,12 +97,14 @@ def check_family(runner, fam, corpus, rng):
                 bad.append(f"decode skip={skip} {ids}: want {want!r}, got {g.get(key)!r}")
         if "bad" in g:
             bad.append(f"stream {ids}: {g['bad']}")
-        if k < N_STREAM_CMP or k >= len(corpus):
+        if (k < N_STREAM_CMP or k >= len(corpus)) and not any(i in byte_ids for i in ids):
             for skip, key in ((False, "s"), (True, "ss")):
                 try:
                     want = stream_deltas(tok, ids, skip)
                 except Exception:  # DecodeStream's InvalidPrefix: nothing to compare with
                     continue
+                if "".join(want) != tok.decode(ids, skip_special_tokens=skip):
+                    continue  # DecodeStream lost text (a trailing U+FFFD it never flushes)
                 n_stream_cmp += 1
                 got_d = g[key][:-1]  # the last is finish's, which DecodeStream lacks
                 if got_d != want:
