@@ -55,8 +55,7 @@ int eng_tok_encode(const eng_tok *t, const char *text, size_t len, bool add_spec
 // Decodes ids as tokenizers' decode(ids, skip_special_tokens) does: ids the
 // tokenizer does not know are dropped, as there. *text (NUL-terminated,
 // *len bytes, valid UTF-8) is malloc'ed and the caller's.
-int eng_tok_decode(const eng_tok *t, const int32_t *ids, size_t n, bool skip_special, char **text, size_t *len,
-                   err *e);
+int eng_tok_decode(const eng_tok *t, const int32_t *ids, size_t n, bool skip_special, char **text, size_t *len, err *e);
 
 // Incremental detokenization for streaming (vLLM's and tokenizers'
 // DecodeStream prefix/read offsets): ids are fed one at a time and each step

@@ -75,7 +75,8 @@ static size_t utf8_subpart(const unsigned char *s, size_t n, int *complete) {
   unsigned char lo = 0x80, hi = 0xBF;
   *complete = 0;
   if (c < 0x80) return *complete = 1, 1;
-  if (c >= 0xC2 && c <= 0xDF) need = 2;
+  if (c >= 0xC2 && c <= 0xDF)
+    need = 2;
   else if (c >= 0xE0 && c <= 0xEF) {
     need = 3;
     if (c == 0xE0) lo = 0xA0;
@@ -230,7 +231,9 @@ typedef struct mrg {
   int32_t id;
 } mrg;
 
-static bool mrg_less(mrg a, mrg b) { return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos; }
+static bool mrg_less(mrg a, mrg b) {
+  return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos;
+}
 
 typedef struct heap {
   mrg *h;
@@ -354,7 +357,8 @@ int tok__bpe_word(const eng_tok *t, const char *s, size_t n, eng_tok_ids *out) {
         }
       }
       if (!done && t->unk_id >= 0) {
-        if (unk >= 0 && t->fuse_unk) unk_len += (uint32_t)cl;
+        if (unk >= 0 && t->fuse_unk)
+          unk_len += (uint32_t)cl;
         else {
           if (unk >= 0) rc = word_add(&w, unk, unk_len);
           unk = t->unk_id, unk_len = (uint32_t)cl;

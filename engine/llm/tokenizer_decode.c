@@ -71,7 +71,8 @@ static int dec_one(const tok_dec *d, const slist *in, slist *out) {
         for (size_t k = 0; k < n && !rc && all;) {
           size_t cl;
           int by = tok__bytelevel_byte(tok__utf8_next(s + k, n - k, &cl));
-          if (by < 0) all = false;
+          if (by < 0)
+            all = false;
           else {
             char c = (char)by;
             rc = tok__buf_put(&raw, &c, 1);
@@ -136,7 +137,8 @@ static int dec_one(const tok_dec *d, const slist *in, slist *out) {
         if (bytes.n) {
           tok_buf chk = {0};
           rc = tok__utf8_lossy(bytes.b, bytes.n, &chk);
-          if (!rc && utf8_valid(bytes.b, bytes.n)) rc = sl_add(out, bytes.b, bytes.n);  // valid UTF-8 as it is
+          if (!rc && utf8_valid(bytes.b, bytes.n))
+            rc = sl_add(out, bytes.b, bytes.n);  // valid UTF-8 as it is
           else
             for (size_t k = 0; k < bytes.n && !rc; k++) rc = sl_add(out, FFFD, 3);
           tok__buf_free(&chk);
@@ -156,12 +158,16 @@ static int dec_one(const tok_dec *d, const slist *in, slist *out) {
         const char *s = SL_S(in, i);
         size_t n = in->len[i], a = 0, z = n;
         for (size_t k = 0; k < d->start && a < n; k++) {
-          if (n - a >= d->repl_len && memcmp(s + a, d->repl, d->repl_len) == 0) a += d->repl_len;
-          else break;
+          if (n - a >= d->repl_len && memcmp(s + a, d->repl, d->repl_len) == 0)
+            a += d->repl_len;
+          else
+            break;
         }
         for (size_t k = 0; k < d->stop && z > a; k++) {
-          if (z - a >= d->repl_len && memcmp(s + z - d->repl_len, d->repl, d->repl_len) == 0) z -= d->repl_len;
-          else break;
+          if (z - a >= d->repl_len && memcmp(s + z - d->repl_len, d->repl, d->repl_len) == 0)
+            z -= d->repl_len;
+          else
+            break;
         }
         rc = sl_add(out, s + a, z - a);
       }
@@ -249,7 +255,9 @@ void eng_tok_stream_destroy(eng_tok_stream *s) {
   free(s);
 }
 
-static bool ends_fffd(const tok_buf *b) { return b->n >= 3 && memcmp(b->b + b->n - 3, FFFD, 3) == 0; }
+static bool ends_fffd(const tok_buf *b) {
+  return b->n >= 3 && memcmp(b->b + b->n - 3, FFFD, 3) == 0;
+}
 
 // Whether id is a <0xXX> token that a ByteFallback decoder will join with the
 // byte tokens after it: its text may still change (a run that ends up
@@ -275,7 +283,9 @@ static bool open_byte_run(const eng_tok *t, const eng_tok_ids *ids, bool skip) {
   return false;
 }
 
-static int oom(err *e) { return err_set(e, ERR_RESOURCE_EXHAUSTED, "tokenizer stream: out of memory"); }
+static int oom(err *e) {
+  return err_set(e, ERR_RESOURCE_EXHAUSTED, "tokenizer stream: out of memory");
+}
 
 int eng_tok_stream_step(eng_tok_stream *s, int32_t id, const char **delta, size_t *len, err *e) {
   s->delta.n = 0;

@@ -137,7 +137,7 @@ struct eng_tok {
 
 // tokenizer_bpe.c
 int32_t tok__vocab_find(const eng_tok *t, const char *s, size_t n);
-int tok__vocab_build(eng_tok *t);                          // the text -> id map from t->vocab
+int tok__vocab_build(eng_tok *t);                                                 // the text -> id map from t->vocab
 int tok__merge_add(eng_tok *t, int32_t a, int32_t b, uint32_t rank, int32_t id);  // a later duplicate wins
 int tok__merges_alloc(eng_tok *t, size_t n);
 // Appends the ids of one pre-tokenized word (s[0..n), n > 0) to out.

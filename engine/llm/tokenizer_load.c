@@ -87,7 +87,8 @@ static void one_char(ld *l, const cJSON *o, const char *k, const char *what, cha
 // \s is White_Space there (PCRE2's UCP \s also takes U+180E and others),
 // \w is letters, marks, decimal digits and connector punctuation (PCRE2's
 // is letters, numbers and _), \h a hex digit (PCRE2: horizontal space).
-#define ONIG_S "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define ONIG_S \
+  "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 #define ONIG_W "\\p{L}\\p{M}\\p{Nd}\\p{Pc}"
 #define ONIG_H "0-9a-fA-F"
 
@@ -100,14 +101,18 @@ static int onig_to_pcre2(const char *pat, tok_buf *out, const char **why) {
     char c = pat[i];
     if (c == '\\' && pat[i + 1]) {
       char e = pat[i + 1];
-      const char *set = e == 's' || e == 'S' ? ONIG_S : e == 'w' || e == 'W' ? ONIG_W : e == 'h' || e == 'H' ? ONIG_H : NULL;
+      const char *set = e == 's' || e == 'S'   ? ONIG_S
+                        : e == 'w' || e == 'W' ? ONIG_W
+                        : e == 'h' || e == 'H' ? ONIG_H
+                                               : NULL;
       bool neg = e == 'S' || e == 'W' || e == 'H';
       if (set && in_class && neg) {
         *why = "a negated class shorthand (\\S, \\W, \\H) inside [...]";
         return -1;
       }
       int rc;
-      if (set && in_class) rc = tok__buf_put(out, set, strlen(set));
+      if (set && in_class)
+        rc = tok__buf_put(out, set, strlen(set));
       else if (set) {
         rc = tok__buf_put(out, neg ? "[^" : "[", neg ? 2 : 1);
         if (!rc) rc = tok__buf_put(out, set, strlen(set));
@@ -165,9 +170,12 @@ static int re_compile(ld *l, tok_re *re, const char *pat, bool literal, const ch
 static void pattern(ld *l, const cJSON *o, const char *what, tok_re *re) {
   const cJSON *p = get(o, "pattern");
   const cJSON *s = p ? get(p, "String") : NULL, *r = p ? get(p, "Regex") : NULL;
-  if (s && cJSON_IsString(s)) re_compile(l, re, s->valuestring, true, what);
-  else if (r && cJSON_IsString(r)) re_compile(l, re, r->valuestring, false, what);
-  else err_list_add(&l->bad, "%s.pattern must be {\"String\": ...} or {\"Regex\": ...}", what);
+  if (s && cJSON_IsString(s))
+    re_compile(l, re, s->valuestring, true, what);
+  else if (r && cJSON_IsString(r))
+    re_compile(l, re, r->valuestring, false, what);
+  else
+    err_list_add(&l->bad, "%s.pattern must be {\"String\": ...} or {\"Regex\": ...}", what);
 }
 
 static void *grow(void *p, size_t *cap, size_t n, size_t elem) {
@@ -187,7 +195,8 @@ static void normalizer(ld *l, const cJSON *o, size_t *cap) {
   if (!strcmp(type, "Sequence")) {
     only_fields(l, o, "normalizer Sequence", (const char *const[]){"normalizers", NULL});
     const cJSON *a = get(o, "normalizers");
-    if (!cJSON_IsArray(a)) err_list_add(&l->bad, "normalizer Sequence.normalizers must be an array");
+    if (!cJSON_IsArray(a))
+      err_list_add(&l->bad, "normalizer Sequence.normalizers must be an array");
     else
       for (const cJSON *c = a->child; c; c = c->next) normalizer(l, c, cap);
     return;
@@ -232,9 +241,12 @@ static const char GPT2_PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+|
 static tok_prepend prepend_scheme(ld *l, const cJSON *o, const char *what) {
   const char *p = get_str(l, o, "prepend_scheme", what, false);
   tok_prepend r = TP_ALWAYS;
-  if (p && !strcmp(p, "first")) r = TP_FIRST;
-  else if (p && !strcmp(p, "never")) r = TP_NEVER;
-  else if (p && strcmp(p, "always")) err_list_add(&l->bad, "%s.prepend_scheme '%s' is not always, first or never", what, p);
+  if (p && !strcmp(p, "first"))
+    r = TP_FIRST;
+  else if (p && !strcmp(p, "never"))
+    r = TP_NEVER;
+  else if (p && strcmp(p, "always"))
+    err_list_add(&l->bad, "%s.prepend_scheme '%s' is not always, first or never", what, p);
   const cJSON *aps = get(o, "add_prefix_space");
   if (aps && cJSON_IsFalse(aps)) {
     if (r != TP_NEVER && p) err_list_add(&l->bad, "%s: add_prefix_space does not match declared prepend_scheme", what);
@@ -251,7 +263,8 @@ static void pre_tokenizer(ld *l, const cJSON *o, size_t *cap) {
   if (!strcmp(type, "Sequence")) {
     only_fields(l, o, "pre_tokenizer Sequence", (const char *const[]){"pretokenizers", NULL});
     const cJSON *a = get(o, "pretokenizers");
-    if (!cJSON_IsArray(a)) err_list_add(&l->bad, "pre_tokenizer Sequence.pretokenizers must be an array");
+    if (!cJSON_IsArray(a))
+      err_list_add(&l->bad, "pre_tokenizer Sequence.pretokenizers must be an array");
     else
       for (const cJSON *c = a->child; c; c = c->next) pre_tokenizer(l, c, cap);
     return;
@@ -268,7 +281,8 @@ static void pre_tokenizer(ld *l, const cJSON *o, size_t *cap) {
     p.invert = get_bool(l, o, "invert", "pre_tokenizer Split", false);
   } else if (!strcmp(type, "ByteLevel")) {
     p.kind = TP_BYTELEVEL;
-    only_fields(l, o, "pre_tokenizer ByteLevel", (const char *const[]){"add_prefix_space", "trim_offsets", "use_regex", NULL});
+    only_fields(l, o, "pre_tokenizer ByteLevel",
+                (const char *const[]){"add_prefix_space", "trim_offsets", "use_regex", NULL});
     p.add_prefix_space = get_bool(l, o, "add_prefix_space", "pre_tokenizer ByteLevel", true);
     p.use_regex = get_bool(l, o, "use_regex", "pre_tokenizer ByteLevel", true);
     if (p.use_regex) re_compile(l, &p.re, GPT2_PATTERN, false, "pre_tokenizer ByteLevel");
@@ -308,13 +322,15 @@ static void decoder(ld *l, const cJSON *o, size_t *cap) {
   if (!strcmp(type, "Sequence")) {
     only_fields(l, o, "decoder Sequence", (const char *const[]){"decoders", NULL});
     const cJSON *a = get(o, "decoders");
-    if (!cJSON_IsArray(a)) err_list_add(&l->bad, "decoder Sequence.decoders must be an array");
+    if (!cJSON_IsArray(a))
+      err_list_add(&l->bad, "decoder Sequence.decoders must be an array");
     else
       for (const cJSON *c = a->child; c; c = c->next) decoder(l, c, cap);
     return;
   } else if (!strcmp(type, "ByteLevel")) {
     d.kind = TD_BYTELEVEL;
-    only_fields(l, o, "decoder ByteLevel", (const char *const[]){"add_prefix_space", "trim_offsets", "use_regex", NULL});
+    only_fields(l, o, "decoder ByteLevel",
+                (const char *const[]){"add_prefix_space", "trim_offsets", "use_regex", NULL});
   } else if (!strcmp(type, "Metaspace")) {
     d.kind = TD_METASPACE;
     only_fields(l, o, "decoder Metaspace",
@@ -365,20 +381,23 @@ static void post_processor(ld *l, const cJSON *o) {
   if (!strcmp(type, "Sequence")) {
     only_fields(l, o, "post_processor Sequence", (const char *const[]){"processors", NULL});
     const cJSON *a = get(o, "processors");
-    if (!cJSON_IsArray(a)) err_list_add(&l->bad, "post_processor Sequence.processors must be an array");
+    if (!cJSON_IsArray(a))
+      err_list_add(&l->bad, "post_processor Sequence.processors must be an array");
     else
       for (const cJSON *c = a->child; c; c = c->next) post_processor(l, c);
     return;
   }
   if (!strcmp(type, "ByteLevel")) {  // offsets only: the ids are left as they are
-    only_fields(l, o, "post_processor ByteLevel", (const char *const[]){"add_prefix_space", "trim_offsets", "use_regex", NULL});
+    only_fields(l, o, "post_processor ByteLevel",
+                (const char *const[]){"add_prefix_space", "trim_offsets", "use_regex", NULL});
     return;
   }
   if (strcmp(type, "TemplateProcessing")) {
     UNSUP(l, "post_processor type '%s' is not supported", type);
     return;
   }
-  only_fields(l, o, "post_processor TemplateProcessing", (const char *const[]){"single", "pair", "special_tokens", NULL});
+  only_fields(l, o, "post_processor TemplateProcessing",
+              (const char *const[]){"single", "pair", "special_tokens", NULL});
   if (t->has_template) UNSUP(l, "post_processor: two TemplateProcessing in one Sequence are not supported");
   const cJSON *single = get(o, "single"), *sp = get(o, "special_tokens");
   if (!cJSON_IsArray(single) || (sp && !cJSON_IsObject(sp))) {
@@ -390,14 +409,17 @@ static void post_processor(ld *l, const cJSON *o) {
   int seqs = 0;
   for (const cJSON *it = single->child; it; it = it->next) {
     const cJSON *st = get(it, "SpecialToken"), *sq = get(it, "Sequence");
-    const char *id = st ? get_str(l, st, "id", "TemplateProcessing SpecialToken", true)
-                        : sq ? get_str(l, sq, "id", "TemplateProcessing Sequence", true) : NULL;
+    const char *id = st   ? get_str(l, st, "id", "TemplateProcessing SpecialToken", true)
+                     : sq ? get_str(l, sq, "id", "TemplateProcessing Sequence", true)
+                          : NULL;
     if (!id) {
-      if (!st && !sq) err_list_add(&l->bad, "post_processor TemplateProcessing.single: an item is neither SpecialToken nor Sequence");
+      if (!st && !sq)
+        err_list_add(&l->bad, "post_processor TemplateProcessing.single: an item is neither SpecialToken nor Sequence");
       continue;
     }
     if (sq) {
-      if (strcmp(id, "A")) err_list_add(&l->bad, "post_processor TemplateProcessing.single names sequence '%s', not A", id);
+      if (strcmp(id, "A"))
+        err_list_add(&l->bad, "post_processor TemplateProcessing.single names sequence '%s', not A", id);
       int32_t *n = grow(t->tmpl, &cap, t->n_tmpl, sizeof *n);
       if (!n) return;
       t->tmpl = n, t->tmpl[t->n_tmpl++] = -1, seqs++;
@@ -431,8 +453,8 @@ static void model(ld *l, const cJSON *m) {
     return;
   }
   only_fields(l, m, "model BPE",
-              (const char *const[]){"dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
-                                    "byte_fallback", "ignore_merges", "vocab", "merges", NULL});
+              (const char *const[]){"dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
+                                    "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges", NULL});
   const cJSON *dr = get(m, "dropout");
   if (dr && !(cJSON_IsNumber(dr) && dr->valuedouble == 0.0))
     UNSUP(l, "model BPE.dropout is not supported (it makes encoding random)");
@@ -468,7 +490,8 @@ static void model(ld *l, const cJSON *m) {
     if (!cJSON_IsNumber(c) || c->valuedouble < 0 || c->valuedouble >= 2147483647.0) continue;
     int32_t id = (int32_t)c->valuedouble;
     if (t->vocab[id]) {
-      err_list_add(&l->bad, "model.vocab: id %d is given to both '%.40s' and '%.40s'", (int)id, t->vocab[id], c->string);
+      err_list_add(&l->bad, "model.vocab: id %d is given to both '%.40s' and '%.40s'", (int)id, t->vocab[id],
+                   c->string);
       continue;
     }
     size_t len;
@@ -517,8 +540,7 @@ static void model(ld *l, const cJSON *m) {
     }
     int32_t in = tok__vocab_find(t, nb.b, nb.n);
     if (ia < 0 || ib < 0 || in < 0) {
-      err_list_add(&l->bad, "model.merges[%u]: '%.30s' is not in the vocabulary", rank,
-                   ia < 0 ? a : ib < 0 ? b : nb.b);
+      err_list_add(&l->bad, "model.merges[%u]: '%.30s' is not in the vocabulary", rank, ia < 0 ? a : ib < 0 ? b : nb.b);
       continue;
     }
     tok__merge_add(t, ia, ib, rank, in);
@@ -534,8 +556,9 @@ static void added_tokens(ld *l, const cJSON *a) {
   t->added = calloc((size_t)n + 1, sizeof *t->added);
   if (!t->added) return;
   for (const cJSON *c = a->child; c; c = c->next) {
-    only_fields(l, c, "added_tokens", (const char *const[]){"id", "content", "single_word", "lstrip", "rstrip", "normalized",
-                                                            "special", NULL});
+    only_fields(
+        l, c, "added_tokens",
+        (const char *const[]){"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special", NULL});
     const cJSON *id = get(c, "id");
     const char *content = get_str(l, c, "content", "added_tokens", true);
     if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= 2147483647.0 || !content) {
@@ -622,11 +645,15 @@ int eng_tok_create(const char *path, eng_tok **out, err *e) {
   snprintf(dir, sizeof dir, "%s", path);
   if (!is_dir) {
     char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    else snprintf(dir, sizeof dir, ".");
+    if (slash)
+      *slash = 0;
+    else
+      snprintf(dir, sizeof dir, ".");
   }
-  if (is_dir) snprintf(file, sizeof file, "%s/tokenizer.json", path);
-  else snprintf(file, sizeof file, "%s", path);
+  if (is_dir)
+    snprintf(file, sizeof file, "%s/tokenizer.json", path);
+  else
+    snprintf(file, sizeof file, "%s", path);
   cJSON *root;
   TRY(read_json(file, "tokenizer.json", &root, e));
   eng_tok *t = calloc(1, sizeof *t);
@@ -643,22 +670,27 @@ int eng_tok_create(const char *path, eng_tok **out, err *e) {
   if (get(root, "padding")) UNSUP(&l, "tokenizer.json: padding is not supported (it must be null)");
   size_t cap_n = 0, cap_p = 0, cap_d = 0;
   const cJSON *m = get(root, "model");
-  if (!m || !cJSON_IsObject(m)) err_list_add(&l.bad, "tokenizer.json: model is missing");
-  else model(&l, m);
+  if (!m || !cJSON_IsObject(m))
+    err_list_add(&l.bad, "tokenizer.json: model is missing");
+  else
+    model(&l, m);
   const cJSON *x;
   if ((x = get(root, "normalizer"))) normalizer(&l, x, &cap_n);
   if ((x = get(root, "pre_tokenizer"))) pre_tokenizer(&l, x, &cap_p);
   if ((x = get(root, "post_processor"))) post_processor(&l, x);
   if ((x = get(root, "decoder"))) t->has_decoder = true, decoder(&l, x, &cap_d);
   x = get(root, "added_tokens");
-  if (x && !cJSON_IsArray(x)) err_list_add(&l.bad, "tokenizer.json: added_tokens must be an array");
-  else if (x) added_tokens(&l, x);
+  if (x && !cJSON_IsArray(x))
+    err_list_add(&l.bad, "tokenizer.json: added_tokens must be an array");
+  else if (x)
+    added_tokens(&l, x);
   cJSON_Delete(root);
   if (l.bad.n == 0) {
     if (re_compile(&l, &t->word_re, "^\\w", false, "single_word") == 0 && index_added(t) != 0)
       err_list_add(&l.bad, "out of memory indexing the added tokens");
     for (int32_t i = 0; i < (int32_t)t->n_tmpl && !l.bad.n; i++)
-      if (t->tmpl[i] >= t->n_ids) err_list_add(&l.bad, "post_processor: template id %d is not a token", (int)t->tmpl[i]);
+      if (t->tmpl[i] >= t->n_ids)
+        err_list_add(&l.bad, "post_processor: template id %d is not a token", (int)t->tmpl[i]);
   }
   if (l.bad.n) {
     err_list_set(&l.bad, e, l.unsup ? ERR_UNIMPLEMENTED : ERR_INVALID_ARGUMENT, "problems in tokenizer.json");
@@ -715,10 +747,18 @@ void eng_tok_destroy(eng_tok *t) {
   free(t);
 }
 
-int32_t eng_tok_vocab_size(const eng_tok *t) { return t->n_ids; }
-int32_t eng_tok_bos_id(const eng_tok *t) { return t->bos_id; }
-int32_t eng_tok_eos_id(const eng_tok *t) { return t->eos_id; }
-bool eng_tok_adds_bos(const eng_tok *t) { return t->has_template && t->n_tmpl > 0 && t->tmpl[0] >= 0; }
+int32_t eng_tok_vocab_size(const eng_tok *t) {
+  return t->n_ids;
+}
+int32_t eng_tok_bos_id(const eng_tok *t) {
+  return t->bos_id;
+}
+int32_t eng_tok_eos_id(const eng_tok *t) {
+  return t->eos_id;
+}
+bool eng_tok_adds_bos(const eng_tok *t) {
+  return t->has_template && t->n_tmpl > 0 && t->tmpl[0] >= 0;
+}
 
 int32_t eng_tok_token_id(const eng_tok *t, const char *token) {
   size_t n = strlen(token);
@@ -731,7 +771,8 @@ int eng_tok_encode(const eng_tok *t, const char *text, size_t len, bool add_spec
   if (!utf8_valid(text, len)) return err_set(e, ERR_INVALID_ARGUMENT, "tokenizer: the text is not valid UTF-8");
   if (!add_special || !t->has_template) return tok__encode_text(t, text, len, out, e);
   for (size_t i = 0; i < t->n_tmpl; i++) {
-    if (t->tmpl[i] < 0) TRY(tok__encode_text(t, text, len, out, e));
+    if (t->tmpl[i] < 0)
+      TRY(tok__encode_text(t, text, len, out, e));
     else if (tok__ids_put(out, t->tmpl[i]))
       return err_set(e, ERR_RESOURCE_EXHAUSTED, "tokenizer: out of memory");
   }

@@ -73,7 +73,8 @@ int tok__re_find(const tok_re *re, const char *s, size_t n, size_t **m, size_t *
     }
     (*m)[(*nm)++] = ov[0];
     (*m)[(*nm)++] = ov[1];
-    if (ov[1] > ov[0]) at = ov[1];
+    if (ov[1] > ov[0])
+      at = ov[1];
     else {
       if (ov[1] >= n) break;
       size_t cl;
@@ -162,10 +163,14 @@ static int split_added(const eng_tok *t, int k, const char *s, size_t n, bool or
 
 int tok__unicode_norm(tok_norm_kind kind, const char *s, size_t n, tok_buf *out) {
   int opt = UTF8PROC_STABLE;
-  if (kind == TN_NFC) opt |= UTF8PROC_COMPOSE;
-  else if (kind == TN_NFD) opt |= UTF8PROC_DECOMPOSE;
-  else if (kind == TN_NFKC) opt |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
-  else opt |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+  if (kind == TN_NFC)
+    opt |= UTF8PROC_COMPOSE;
+  else if (kind == TN_NFD)
+    opt |= UTF8PROC_DECOMPOSE;
+  else if (kind == TN_NFKC)
+    opt |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+  else
+    opt |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
   utf8proc_uint8_t *r = NULL;
   utf8proc_ssize_t len = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &r, (utf8proc_option_t)opt);
   if (len < 0) return -1;
@@ -248,13 +253,17 @@ static int split_pattern(const tok_re *re, bool invert, tok_split_behavior beh, 
         sp[ns++] = r;
         break;
       case TS_CONTIGUOUS:
-        if (r.match == pm && ns) sp[ns - 1].b = r.b;
-        else sp[ns++] = (rng){r.a, r.b, false};
+        if (r.match == pm && ns)
+          sp[ns - 1].b = r.b;
+        else
+          sp[ns++] = (rng){r.a, r.b, false};
         pm = r.match;
         break;
       case TS_MERGED_WITH_PREVIOUS:
-        if (r.match && !pm && ns) sp[ns - 1].b = r.b;
-        else sp[ns++] = (rng){r.a, r.b, false};
+        if (r.match && !pm && ns)
+          sp[ns - 1].b = r.b;
+        else
+          sp[ns++] = (rng){r.a, r.b, false};
         pm = r.match;
         break;
       case TS_MERGED_WITH_NEXT:
@@ -265,8 +274,10 @@ static int split_pattern(const tok_re *re, bool invert, tok_split_behavior beh, 
     // right to left: a match joins the piece after it
     for (size_t i = nc; i-- > 0;) {
       rng r = cv[i];
-      if (r.match && !pm && ns) sp[ns - 1].a = r.a;
-      else sp[ns++] = (rng){r.a, r.b, false};
+      if (r.match && !pm && ns)
+        sp[ns - 1].a = r.a;
+      else
+        sp[ns++] = (rng){r.a, r.b, false};
       pm = r.match;
     }
     for (size_t i = 0; i < ns / 2; i++) {
@@ -293,8 +304,9 @@ static int pre_one(const tok_pre *p, const char *s, size_t n, bool origin, plist
       if (p->add_prefix_space && s[0] != ' ') rc = tok__buf_put(&b, " ", 1);
       if (!rc) rc = tok__buf_put(&b, s, n);
       plist mid = {0};
-      if (!rc) rc = p->use_regex ? split_pattern(&p->re, false, TS_ISOLATED, b.b, b.n, origin, &mid)
-                                 : plist_add(&mid, b.b, b.n, -1, origin);
+      if (!rc)
+        rc = p->use_regex ? split_pattern(&p->re, false, TS_ISOLATED, b.b, b.n, origin, &mid)
+                          : plist_add(&mid, b.b, b.n, -1, origin);
       for (size_t i = 0; i < mid.n && !rc; i++) {
         tok_buf m = {0};
         for (size_t k = 0; k < mid.p[i].len && !rc; k++) {
@@ -361,8 +373,10 @@ int tok__encode_text(const eng_tok *t, const char *s, size_t n, eng_tok_ids *out
     b.n = 0, b.text.n = 0;
     for (size_t i = 0; i < a.n && !rc; i++) {
       piece p = a.p[i];
-      if (p.tok >= 0) rc = plist_add(&b, a.text.b + p.off, p.len, p.tok, false);
-      else rc = pre_one(&t->pre[k], a.text.b + p.off, p.len, p.origin, &b);
+      if (p.tok >= 0)
+        rc = plist_add(&b, a.text.b + p.off, p.len, p.tok, false);
+      else
+        rc = pre_one(&t->pre[k], a.text.b + p.off, p.len, p.origin, &b);
     }
   }
   for (size_t i = 0; i < b.n && !rc; i++) {
@@ -371,6 +385,7 @@ int tok__encode_text(const eng_tok *t, const char *s, size_t n, eng_tok_ids *out
   }
   plist_free(&a);
   plist_free(&b);
-  if (rc) return err_set(e, ERR_RESOURCE_EXHAUSTED, "tokenizer: out of memory (or a pattern failed) encoding %zu bytes", n);
+  if (rc)
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "tokenizer: out of memory (or a pattern failed) encoding %zu bytes", n);
   return 0;
 }

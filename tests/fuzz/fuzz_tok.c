@@ -69,8 +69,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int special = 0; special < 2; special++) {
       eng_tok_ids ids = {0};
       int rc = eng_tok_encode(t, (const char *)data + 1, size - 1, special, &ids, &e);
-      if (rc == 0) check_decode(t, ids.ids, ids.n);
-      else if (utf8_valid((const char *)data + 1, size - 1)) fail(e.msg);
+      if (rc == 0)
+        check_decode(t, ids.ids, ids.n);
+      else if (utf8_valid((const char *)data + 1, size - 1))
+        fail(e.msg);
       free(ids.ids);
     }
     return 0;

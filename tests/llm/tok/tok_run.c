@@ -30,9 +30,12 @@ static void put_str(const char *s, size_t n) {
   putchar('"');
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
-    if (c == '"' || c == '\\') printf("\\%c", c);
-    else if (c < 0x20) printf("\\u%04x", c);
-    else putchar(c);
+    if (c == '"' || c == '\\')
+      printf("\\%c", c);
+    else if (c < 0x20)
+      printf("\\u%04x", c);
+    else
+      putchar(c);
   }
   putchar('"');
 }
@@ -152,8 +155,10 @@ int main(int argc, char **argv) {
     }
     bool decoded = !strcmp(argv[1], "decode");
     cJSON_Delete(in);
-    if (!bench && !decoded) emit(o);
-    else cJSON_Delete(o);
+    if (!bench && !decoded)
+      emit(o);
+    else
+      cJSON_Delete(o);
     if (rc) break;
   }
   if (bench)
