@@ -620,6 +620,10 @@ static int index_added(eng_tok *t) {
   return 0;
 }
 
+// single_word's test: Rust's regex \w (Alphabetic, marks, decimal digits,
+// connector punctuation, Join_Control) at the start of the text.
+#define WORD_CHAR "^[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]"
+
 // tokenizer_config.json's bos_token / eos_token: a string or {"content": ...}.
 static int32_t config_token(const eng_tok *t, const cJSON *cfg, const char *k) {
   const cJSON *v = get(cfg, k);
@@ -686,7 +690,7 @@ int eng_tok_create(const char *path, eng_tok **out, err *e) {
     added_tokens(&l, x);
   cJSON_Delete(root);
   if (l.bad.n == 0) {
-    if (re_compile(&l, &t->word_re, "^\\w", false, "single_word") == 0 && index_added(t) != 0)
+    if (re_compile(&l, &t->word_re, WORD_CHAR, false, "single_word") == 0 && index_added(t) != 0)
       err_list_add(&l.bad, "out of memory indexing the added tokens");
     for (int32_t i = 0; i < (int32_t)t->n_tmpl && !l.bad.n; i++)
       if (t->tmpl[i] >= t->n_ids)

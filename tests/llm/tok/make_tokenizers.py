@@ -51,7 +51,10 @@ SPM_DECODER = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFall
 
 
 def corpus():
-    return tok_corpus.make_corpus(1, 6000)
+    # without the strings of gpt2's non-special added tokens, so that they are
+    # no vocabulary words and matching them (single_word or not) shows in the ids
+    own = ("hello world", "zqj", "xzqj", "zqj_")
+    return tok_corpus.make_corpus(1, 6000, specials=[s for s in tok_corpus.SPECIALS if s not in own])
 
 
 def byte_level(pre, vocab_size, normalizer=None, ignore_merges=False):
@@ -99,7 +102,7 @@ def build(family):
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
         tok.add_special_tokens([AddedToken("<|endoftext|>", special=True, normalized=False)])
         tok.add_special_tokens([AddedToken("<mask>", special=True, lstrip=True, normalized=False)])
-        tok.add_tokens([AddedToken("hello world", normalized=True), AddedToken("wordy", single_word=True)])
+        tok.add_tokens([AddedToken("hello world", normalized=True), AddedToken("zqj", single_word=True)])
         return tok, {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
     if family == "llama3":
         tok = byte_level(pre_tokenizers.Sequence([

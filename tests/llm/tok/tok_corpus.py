@@ -24,7 +24,7 @@ PUNCT = list(".,;:!?-()[]{}\"'/\\@#$%^&*_+=<>|~`") + ["...", "--", "!!", "?!", "
 SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
             "<|reserved_special_token_3|>", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>",
             "</tool_call>", "<s>", "</s>", "<unk>", "[INST]", "[/INST]", "[TOOL_CALLS]", "<mask>", "<|im_start",
-            "<s", "[INST", "<|", "|>", "<pad>", "hello world", "wordy"]
+            "<s", "[INST", "<|", "|>", "<pad>", "hello world", "zqj", "xzqj", "zqj_"]
 EMOJI = ["😀", "👍", "👍🏽", "🇫🇷", "🇯🇵", "👨‍👩‍👧‍👦", "🏳️‍🌈", "🧑🏿‍💻", "❤️", "✈︎", "🤷‍♀️", "🫠", "🐍",
          "👩‍❤️‍💋‍👨", "#️⃣", "🏴󠁧󠁢󠁳󠁣󠁴󠁿"]
 SPACES = [" ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\r\n", " \n", "\n ", " \t ", "\u00a0", "\u3000", "\u2003",
