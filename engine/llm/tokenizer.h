@@ -39,6 +39,10 @@ int32_t eng_tok_eos_id(const eng_tok *t);
 bool eng_tok_adds_bos(const eng_tok *t);
 // The id of a token's text (an added token or a vocabulary entry), -1 if none.
 int32_t eng_tok_token_id(const eng_tok *t, const char *token);
+// The text of id as tokenizer.json writes it (byte-level or "▁" form, not
+// decoded; *len bytes), NULL for an id the tokenizer does not know. Whether
+// it is a special added token in *special (when not NULL).
+const char *eng_tok_id_text(const eng_tok *t, int32_t id, size_t *len, bool *special);
 
 // A growable array of ids an encode appends to; zero-initialise it, free
 // ids with free().

@@ -764,6 +764,18 @@ bool eng_tok_adds_bos(const eng_tok *t) {
   return t->has_template && t->n_tmpl > 0 && t->tmpl[0] >= 0;
 }
 
+const char *eng_tok_id_text(const eng_tok *t, int32_t id, size_t *len, bool *special) {
+  if (special) *special = false;
+  if (id < 0 || id >= t->n_ids) return NULL;
+  if (t->added_of[id] >= 0) {
+    const tok_added *x = &t->added[t->added_of[id]];
+    if (special) *special = x->special;
+    return *len = x->normalized ? x->norm_len : x->len, x->normalized ? x->norm : x->content;
+  }
+  if (id >= t->n_vocab || !t->vocab[id]) return NULL;
+  return *len = t->vocab_len[id], t->vocab[id];
+}
+
 int32_t eng_tok_token_id(const eng_tok *t, const char *token) {
   size_t n = strlen(token);
   for (size_t i = 0; i < t->n_added; i++)

@@ -88,8 +88,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (!strcmp(argv[1], "load")) {
-    printf("ok vocab=%d bos=%d eos=%d adds_bos=%d\n", eng_tok_vocab_size(t), eng_tok_bos_id(t), eng_tok_eos_id(t),
-           eng_tok_adds_bos(t));
+    size_t bl = 0;
+    bool sp = false;
+    const char *bos = eng_tok_bos_id(t) >= 0 ? eng_tok_id_text(t, eng_tok_bos_id(t), &bl, &sp) : "";
+    printf("ok vocab=%d bos=%d (%.*s%s) eos=%d adds_bos=%d\n", eng_tok_vocab_size(t), eng_tok_bos_id(t), (int)bl, bos,
+           sp ? ", special" : "", eng_tok_eos_id(t), eng_tok_adds_bos(t));
     eng_tok_destroy(t);
     return 0;
   }
