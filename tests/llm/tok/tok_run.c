@@ -9,8 +9,12 @@
 //       says "bad": why when not
 //   inferd-tok-run bench TOKDIR < lines    encodes every line 5 times, prints
 //       strings, bytes, ids and MB/s
+//   inferd-tok-run threads TOKDIR < lines  encodes and decodes every line on
+//       4 threads at once over one tokenizer; "ok N", or the first
+//       difference from the one-thread answer (exit 1)
 // check_tokenizers.py compares these with the `tokenizers` library.
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +80,68 @@ static void stream(const eng_tok *t, const int32_t *ids, size_t n, bool skip, co
   eng_tok_stream_destroy(s);
 }
 
+// --- threads: one tokenizer, four threads, the same answers as one
+
+typedef struct job {
+  const eng_tok *t;
+  char **lines;
+  size_t n;
+  eng_tok_ids *want;  // the one-thread ids of each line
+  char **text;        // and their decode
+  size_t bad;
+} job;
+
+static void *work(void *arg) {
+  job *j = arg;
+  err e = {0};
+  for (size_t i = 0; i < j->n; i++) {
+    eng_tok_ids ids = {0};
+    char *text = NULL;
+    size_t len;
+    if (eng_tok_encode(j->t, j->lines[i], strlen(j->lines[i]), true, &ids, &e) ||
+        eng_tok_decode(j->t, ids.ids, ids.n, false, &text, &len, &e) || ids.n != j->want[i].n ||
+        memcmp(ids.ids, j->want[i].ids, ids.n * sizeof *ids.ids) || strcmp(text, j->text[i]))
+      j->bad++;
+    free(ids.ids);
+    free(text);
+  }
+  return NULL;
+}
+
+static int threads(const eng_tok *t) {
+  char *line = NULL, **lines = NULL;
+  size_t cap = 0, n = 0, lcap = 0;
+  ssize_t got;
+  while ((got = getline(&line, &cap, stdin)) > 0) {
+    cJSON *in = cJSON_ParseWithLength(line, (size_t)got);
+    if (cJSON_IsString(in)) {
+      if (n == lcap) lcap = lcap ? lcap * 2 : 256, lines = realloc(lines, lcap * sizeof *lines);
+      lines[n++] = strdup(in->valuestring);
+    }
+    cJSON_Delete(in);
+  }
+  free(line);
+  job j = {t, lines, n, calloc(n + 1, sizeof(eng_tok_ids)), calloc(n + 1, sizeof(char *)), 0};
+  err e = {0};
+  for (size_t i = 0; i < n; i++) {
+    size_t len;
+    if (eng_tok_encode(t, lines[i], strlen(lines[i]), true, &j.want[i], &e) ||
+        eng_tok_decode(t, j.want[i].ids, j.want[i].n, false, &j.text[i], &len, &e))
+      j.bad++;
+  }
+  job js[4];
+  pthread_t th[4];
+  for (int k = 0; k < 4; k++) js[k] = j, js[k].bad = 0, pthread_create(&th[k], NULL, work, &js[k]);
+  size_t bad = j.bad;
+  for (int k = 0; k < 4; k++) pthread_join(th[k], NULL), bad += js[k].bad;
+  printf(bad ? "%zu lines x 4 threads: %zu differ\n" : "ok %zu lines x 4 threads\n", n, bad);
+  for (size_t i = 0; i < n; i++) free(lines[i]), free(j.want[i].ids), free(j.text[i]);
+  free(lines);
+  free(j.want);
+  free(j.text);
+  return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s load|encode|decode|bench TOKDIR\n", argv[0]);
@@ -95,6 +161,11 @@ int main(int argc, char **argv) {
            sp ? ", special" : "", eng_tok_eos_id(t), eng_tok_adds_bos(t));
     eng_tok_destroy(t);
     return 0;
+  }
+  if (!strcmp(argv[1], "threads")) {
+    int r = threads(t);
+    eng_tok_destroy(t);
+    return r;
   }
   char *line = NULL;
   size_t cap = 0;
