@@ -40,8 +40,8 @@ unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
 
 # Coverage-guided fuzzing (clang, libFuzzer, ASan + UBSan; tests/fuzz/):
 # every committed seed and regression input is replayed, then each driver
-# mutates for INFERD_FUZZ_SECS (60 s each, 7 drivers, $jobs at a time:
-# about 4 minutes of CI on 2 cores plus the clang build). Any crash, leak,
+# mutates for INFERD_FUZZ_SECS (60 s each, 9 drivers, $jobs at a time:
+# about 5 minutes of CI on 2 cores plus the clang build). Any crash, leak,
 # UB or OOM fails.
 step "fuzz drivers (${INFERD_FUZZ_SECS:-60} s each)"
 INFERD_PYTHON="$py" FUZZ_JOBS="$jobs" FUZZ_BUILD_JOBS="$jobs" bash tests/fuzz/run.sh "${INFERD_FUZZ_SECS:-60}"
