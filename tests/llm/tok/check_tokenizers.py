@@ -14,8 +14,6 @@ own, not the one the vocabularies were trained on):
            it adds up to the decode, and no <0xXX> byte token is involved:
            inferd holds a byte-fallback run back until it is closed, since
            a later byte can turn the run's valid bytes into U+FFFD).
-  threads  2,000 strings encoded and decoded on four threads at once over one
-           tokenizer: the one-thread answers.
 
     check_tokenizers.py INFERD_TOK_RUN WORKDIR [FAMILY...]
 
@@ -117,11 +115,6 @@ def check_family(runner, fam, corpus, rng):
                 got_d = g[key][:-1]  # the last is finish's, which DecodeStream lacks
                 if got_d != want:
                     bad.append(f"stream skip={skip} {ids}: want {want}, got {g[key]}")
-    # one tokenizer on four threads at once gives the one-thread answers
-    p = subprocess.run([runner, "threads", tokdir], input="\n".join(json.dumps(s, ensure_ascii=False) for s in corpus[:2000]),
-                       capture_output=True, text=True, encoding="utf-8", timeout=600)
-    if p.returncode != 0 or not p.stdout.startswith("ok"):
-        bad.append(f"threads: exit {p.returncode}: {p.stdout.strip()} {p.stderr.strip()[-500:]}")
     dt = time.monotonic() - t0
     print(f"{fam}: {n_enc} strings encoded x2, {len(seqs)} id sequences decoded x2 and streamed x2, "
           f"{n_stream_cmp} streams compared with DecodeStream: {len(bad)} mismatches ({dt:.1f} s)")
