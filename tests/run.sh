@@ -49,8 +49,8 @@ INFERD_PYTHON="$py" FUZZ_JOBS="$jobs" FUZZ_BUILD_JOBS="$jobs" bash tests/fuzz/ru
 # Threaded code under ThreadSanitizer: the gRPC front end, the HTTP
 # endpoint, the batcher's unit tests, one tokenizer shared by four threads,
 # then the real server (loop thread, batcher, CQ and instance threads)
-# under the concurrency, batching, inference and shutdown tests. Debian's gRPC is not instrumented: its
-# internals are suppressed, our code is not.
+# under the concurrency, batching, inference and shutdown tests. Debian's
+# gRPC is not instrumented: its internals are suppressed, our code is not.
 export TSAN_OPTIONS="halt_on_error=1 suppressions=$root/tests/unit/server/grpc_tsan.supp"
 run_preset tsan 'test_(grpc_front|grpc_accept|http|batcher|batcher_random|shm|trace|tls|replyq|copypool)$|^llm_tokenizer_threads$'
 step "integration tests against the ThreadSanitizer build"
