@@ -54,6 +54,7 @@ typedef struct eng_tok_ids {
 // Encodes text[0..len) (UTF-8; anything else is ERR_INVALID_ARGUMENT) and
 // appends the ids to *out; add_special runs the post-processor's template
 // (tokenizers' add_special_tokens). Equal to tokenizers' encode(...).ids.
+// On an error *out may hold part of the ids (the caller still owns them).
 int eng_tok_encode(const eng_tok *t, const char *text, size_t len, bool add_special, eng_tok_ids *out, err *e);
 
 // Decodes ids as tokenizers' decode(ids, skip_special_tokens) does: ids the
