@@ -134,14 +134,10 @@ static int dec_one(const tok_dec *d, const slist *in, slist *out) {
           rc = tok__buf_put(&bytes, &c, 1);
           continue;
         }
-        if (bytes.n) {
-          tok_buf chk = {0};
-          rc = tok__utf8_lossy(bytes.b, bytes.n, &chk);
-          if (!rc && utf8_valid(bytes.b, bytes.n))
-            rc = sl_add(out, bytes.b, bytes.n);  // valid UTF-8 as it is
+        if (bytes.n) {  // the run ends: as it is when UTF-8, else one U+FFFD per byte
+          if (utf8_valid(bytes.b, bytes.n)) rc = sl_add(out, bytes.b, bytes.n);
           else
             for (size_t k = 0; k < bytes.n && !rc; k++) rc = sl_add(out, FFFD, 3);
-          tok__buf_free(&chk);
           bytes.n = 0;
         }
         if (i < in->n && !rc) rc = sl_add(out, SL_S(in, i), in->len[i]);
