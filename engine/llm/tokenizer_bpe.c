@@ -115,29 +115,22 @@ int tok__utf8_lossy(const char *s, size_t n, tok_buf *out) {
 }
 
 // GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves,
-// the other 68 take 256 + their rank among them.
+// the other 68 take 256 + their rank among them: 0x00-0x20 (33 of them),
+// 0x7F-0xA0 (34), 0xAD.
 static uint32_t bytelevel_cp(uint8_t b) {
-  if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE)) return b;
-  uint32_t n = 0;
-  for (uint32_t x = 0; x < b; x++)
-    if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE))) n++;
-  return 256 + n;
+  if (b <= 0x20) return 256u + b;
+  if (b >= 0x7F && b <= 0xA0) return 256u + 33u + (b - 0x7Fu);
+  if (b == 0xAD) return 256u + 67u;
+  return b;
 }
 
-void tok__bytelevel_char(uint8_t byte, char out[4], size_t *len) {
-  *len = tok__utf8_put(bytelevel_cp(byte), out);
-}
+void tok__bytelevel_char(uint8_t byte, char out[4], size_t *len) { *len = tok__utf8_put(bytelevel_cp(byte), out); }
 
 int tok__bytelevel_byte(uint32_t cp) {
-  if (cp < 256) {
-    if ((cp >= '!' && cp <= '~') || (cp >= 0xA1 && cp <= 0xAC) || cp >= 0xAE) return (int)cp;
-    return -1;
-  }
-  if (cp >= 256 + 68) return -1;
-  uint32_t n = cp - 256;
-  for (uint32_t x = 0; x < 256; x++)
-    if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE)) && n-- == 0) return (int)x;
-  return -1;
+  if (cp < 256) return cp <= 0x20 || (cp >= 0x7F && cp <= 0xA0) || cp == 0xAD ? -1 : (int)cp;
+  if (cp < 256 + 33) return (int)(cp - 256);
+  if (cp < 256 + 67) return (int)(cp - 256 - 33 + 0x7F);
+  return cp == 256 + 67 ? 0xAD : -1;
 }
 
 // --- the vocabulary map and the merges
