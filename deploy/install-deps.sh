@@ -9,6 +9,8 @@ pkgs=(build-essential cmake pkg-config git
       libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler grpc-proto
       libprotobuf-dev libuv1-dev libopenblas-dev libhttp-parser-dev
       libcjson-dev  # JSON of the KServe v2 REST API (server/http/rest.c)
+      libpcre2-dev  # the LLM tokenizer's pre-tokenizer regexes: \p{L}, \p{N}, lookahead (engine/llm/tokenizer_load.c)
+      libutf8proc-dev  # the tokenizer's NFC/NFKC normalizers (Qwen2's tokenizer.json: engine/llm/tokenizer_pretok.c)
       zlib1g-dev  # gzip/deflate bodies of the REST API (server/http/httpz.c; gRPC links libz already)
       libssl-dev  # libcrypto: server/sec/tls.c checks the certificate files at start; libssl: HTTPS (server/http/http_tls.c)
       openssl  # tests: the CLI makes the CA and certificates of tests/integration/test_tls.py and test_https.py

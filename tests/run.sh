@@ -40,19 +40,19 @@ unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
 
 # Coverage-guided fuzzing (clang, libFuzzer, ASan + UBSan; tests/fuzz/):
 # every committed seed and regression input is replayed, then each driver
-# mutates for INFERD_FUZZ_SECS (60 s each, 7 drivers, $jobs at a time:
-# about 4 minutes of CI on 2 cores plus the clang build). Any crash, leak,
+# mutates for INFERD_FUZZ_SECS (60 s each, 9 drivers, $jobs at a time:
+# about 5 minutes of CI on 2 cores plus the clang build). Any crash, leak,
 # UB or OOM fails.
 step "fuzz drivers (${INFERD_FUZZ_SECS:-60} s each)"
 INFERD_PYTHON="$py" FUZZ_JOBS="$jobs" FUZZ_BUILD_JOBS="$jobs" bash tests/fuzz/run.sh "${INFERD_FUZZ_SECS:-60}"
 
 # Threaded code under ThreadSanitizer: the gRPC front end, the HTTP
-# endpoint, the batcher's unit tests, then the real server (loop thread,
-# batcher, CQ and instance threads) under the concurrency, batching,
-# inference and shutdown tests. Debian's gRPC is not instrumented: its
-# internals are suppressed, our code is not.
+# endpoint, the batcher's unit tests, one tokenizer shared by four threads,
+# then the real server (loop thread, batcher, CQ and instance threads)
+# under the concurrency, batching, inference and shutdown tests. Debian's
+# gRPC is not instrumented: its internals are suppressed, our code is not.
 export TSAN_OPTIONS="halt_on_error=1 suppressions=$root/tests/unit/server/grpc_tsan.supp"
-run_preset tsan 'test_(grpc_front|grpc_accept|http|batcher|batcher_random|shm|trace|tls|replyq|copypool)$'
+run_preset tsan 'test_(grpc_front|grpc_accept|http|batcher|batcher_random|shm|trace|tls|replyq|copypool)$|^llm_tokenizer_threads$'
 step "integration tests against the ThreadSanitizer build"
 # One OpenMP thread: libgomp is not instrumented, so TSan cannot see the
 # barrier that ends a parallel region and reports the instance thread reading

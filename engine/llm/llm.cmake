@@ -16,3 +16,14 @@ if(INFERD_HAVE_CUDA)
   add_library(inferd_llm_cuda STATIC ${CMAKE_CURRENT_LIST_DIR}/cuda/llm_cuda.c)
   target_link_libraries(inferd_llm_cuda PUBLIC inferd_llm inferd_cuda inferd_kernels_cuda CUDA::cudart)
 endif()
+# The tokenizer (issue 36): tokenizer.json read with cJSON, the Split
+# pre-tokenizers' patterns run by PCRE2 (\p{L}, \p{N} and lookahead in UTF +
+# UCP mode), the NFC/NFKC normalizers by utf8proc.
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+add_library(inferd_tok STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/tokenizer_load.c
+  ${CMAKE_CURRENT_LIST_DIR}/tokenizer_pretok.c
+  ${CMAKE_CURRENT_LIST_DIR}/tokenizer_bpe.c
+  ${CMAKE_CURRENT_LIST_DIR}/tokenizer_decode.c)
+target_link_libraries(inferd_tok PUBLIC inferd_base PkgConfig::CJSON PkgConfig::PCRE2 PkgConfig::UTF8PROC)
