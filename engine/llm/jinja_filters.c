@@ -345,7 +345,8 @@ jv eng_jinja__filter(jrender *r, const char *name, jv x, const jv *args, size_t 
     double v = x.kind == JV_FLOAT ? x.u.f : x.kind == JV_INT ? (double)x.u.i : x.u.b;
     double p = pow(10, prec.kind == JV_INT ? (double)prec.u.i : 0);
     const char *m = method.kind == JV_STR ? method.u.s->s : "common";
-    double y = !strcmp(m, "ceil") ? ceil(v * p) / p : !strcmp(m, "floor") ? floor(v * p) / p : round(v * p) / p;
+    // "common" is Python's round(): halves to even.
+    double y = !strcmp(m, "ceil") ? ceil(v * p) / p : !strcmp(m, "floor") ? floor(v * p) / p : nearbyint(v * p) / p;
     return jv_float(y);
   }
   if (!strcmp(name, "sum")) {

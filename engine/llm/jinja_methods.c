@@ -159,10 +159,8 @@ static jv split(jrender *r, const jstr *s, jv sep, int64_t maxsplit, int from_ri
     while (i < n && (w = eng_jinja__space_at(s->s + i, n - i))) i += w;
     if (i >= n) break;
     size_t start = i;
-    if (maxsplit >= 0 && k >= maxsplit) {
-      size_t b, e;
-      eng_jinja__strip(s->s + start, n - start, NULL, 0, 1, &b, &e);
-      if (push_str(r, l, s->s + start, e)) return jv_undef(NULL);
+    if (maxsplit >= 0 && k >= maxsplit) {  // the rest, trailing whitespace and all, as Python keeps it
+      if (push_str(r, l, s->s + start, n - start)) return jv_undef(NULL);
       break;
     }
     while (i < n && !eng_jinja__space_at(s->s + i, n - i)) i += cp_len(s->s + i, n - i);
