@@ -95,12 +95,12 @@ jlist *eng_jinja__iter(jrender *r, jv x, size_t off) {
     case JV_UNDEF: l = jv_mklist(r->a, 0); break;
     case JV_LIST: {
       l = jv_mklist(r->a, x.u.l->n);
-      if (l) memcpy(l->items, x.u.l->items, x.u.l->n * sizeof *l->items), l->n = x.u.l->n;
+      if (l && x.u.l->n) memcpy(l->items, x.u.l->items, x.u.l->n * sizeof *l->items), l->n = x.u.l->n;
       break;
     }
     case JV_DICT: {
       l = jv_mklist(r->a, x.u.d->n);
-      if (l) memcpy(l->items, x.u.d->keys, x.u.d->n * sizeof *l->items), l->n = x.u.d->n;
+      if (l && x.u.d->n) memcpy(l->items, x.u.d->keys, x.u.d->n * sizeof *l->items), l->n = x.u.d->n;
       break;
     }
     case JV_STR: {
@@ -181,8 +181,8 @@ static jv arith(jrender *r, int op, jv a, jv b, size_t off) {
   if (op == JO_ADD && a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
     jlist *l = jv_mklist(r->a, a.u.l->n + b.u.l->n + 1);
     if (!l) return eng_jinja__oom(r);
-    memcpy(l->items, a.u.l->items, a.u.l->n * sizeof *l->items);
-    memcpy(l->items + a.u.l->n, b.u.l->items, b.u.l->n * sizeof *l->items);
+    if (a.u.l->n) memcpy(l->items, a.u.l->items, a.u.l->n * sizeof *l->items);
+    if (b.u.l->n) memcpy(l->items + a.u.l->n, b.u.l->items, b.u.l->n * sizeof *l->items);
     l->n = a.u.l->n + b.u.l->n, l->tuple = a.u.l->tuple;
     jv v = {JV_LIST, {0}};
     v.u.l = l;

@@ -371,7 +371,7 @@ jv eng_jinja__method(jrender *r, jv self, const char *m, const jv *a, size_t n, 
     if (!strcmp(m, "copy")) {
       jlist *c = jv_mklist(r->a, l->n);
       if (!c) return eng_jinja__oom(r);
-      memcpy(c->items, l->items, l->n * sizeof *c->items);
+      if (l->n) memcpy(c->items, l->items, l->n * sizeof *c->items);
       c->n = l->n;
       return mklist(r, c);
     }
