@@ -3,7 +3,7 @@
 // (trim_blocks, lstrip_blocks, loop controls, its tojson, raise_exception and
 // strftime_now). A construct outside the subset fails the load naming it and
 // where; render-time problems are errors with a message, never a crash.
-// docs/llm.md ("Chat templates: the Jinja subset") lists what is supported.
+// docs/models.md ("Decoder LLMs: chat templates") lists what is supported.
 #ifndef INFERD_ENGINE_LLM_JINJA_H
 #define INFERD_ENGINE_LLM_JINJA_H
 
