@@ -18,7 +18,10 @@ typedef struct parser {
   err *e;
   int failed;
   int loop_depth, macro_depth;
+  int depth;  // nesting of expressions and blocks: bounded, so a hostile template cannot exhaust the stack
 } parser;
+
+#define MAX_DEPTH 200
 
 static jnode *fail(parser *P, size_t off, err_code code, const char *fmt, const char *arg) {
   if (P->failed) return NULL;
@@ -347,8 +350,10 @@ static jnode *unary(parser *P, int with_filter) {
   jnode *n;
   if (is_op(t, "-") || is_op(t, "+")) {
     P->i++;
+    if (++P->depth > MAX_DEPTH) return fail(P, t->off, ERR_INVALID_ARGUMENT, "%s", "expression nested too deep");
     n = mk(P, is_op(t, "-") ? JN_NEG : JN_POS, t->off);
     if (!n || !(n->a = unary(P, 0))) return NULL;
+    P->depth--;
   } else {
     n = primary(P);
   }
@@ -444,9 +449,11 @@ static jnode *compare(parser *P) {
 
 static jnode *not_expr(parser *P) {
   if (is_name(cur(P), "not")) {
+    if (++P->depth > MAX_DEPTH) return fail(P, cur(P)->off, ERR_INVALID_ARGUMENT, "%s", "expression nested too deep");
     jnode *n = mk(P, JN_NOT, cur(P)->off);
     P->i++;
     if (!n || !(n->a = not_expr(P))) return NULL;
+    P->depth--;
     return n;
   }
   return compare(P);
@@ -474,7 +481,18 @@ static jnode *or_expr(parser *P) {
   return l;
 }
 
+static jnode *expression_(parser *P);
 static jnode *expression(parser *P) {
+  if (++P->depth > MAX_DEPTH) {
+    P->depth--;
+    return fail(P, cur(P)->off, ERR_INVALID_ARGUMENT, "%s", "expression nested too deep");
+  }
+  jnode *n = expression_(P);
+  P->depth--;
+  return n;
+}
+
+static jnode *expression_(parser *P) {
   jnode *l = or_expr(P);
   while (l && is_name(cur(P), "if")) {
     jnode *n = mk(P, JN_COND, cur(P)->off);
@@ -490,6 +508,7 @@ static jnode *expression(parser *P) {
 // --- statements
 
 static int body(parser *P, const char *const *stops, jnode **out, const char **stopped);
+static int body_(parser *P, const char *const *stops, jnode **out, const char **stopped);
 
 static int block_end(parser *P) {
   if (cur(P)->kind == JT_BLOCK_END) { P->i++; return 1; }
@@ -625,6 +644,17 @@ static const char *const UNSUPPORTED[] = {"include", "import", "from", "extends"
 // Statements up to a block tag named in stops (left current, its name in
 // *stopped) or the end of the template (only when stops is NULL).
 static int body(parser *P, const char *const *stops, jnode **out, const char **stopped) {
+  if (P->depth + 1 > MAX_DEPTH) {
+    fail(P, cur(P)->off, ERR_INVALID_ARGUMENT, "%s", "blocks nested too deep");
+    return -1;
+  }
+  P->depth++;
+  int rc = body_(P, stops, out, stopped);
+  P->depth--;
+  return rc;
+}
+
+static int body_(parser *P, const char *const *stops, jnode **out, const char **stopped) {
   vec items = {0};
   size_t start = cur(P)->off;
   for (;;) {
@@ -718,7 +748,7 @@ done:;
 }
 
 int eng_jinja__parse(jarena *a, const jsrc *src, const jtok *toks, size_t ntoks, jnode **root, err *e) {
-  parser P = {a, src, toks, ntoks, 0, e, 0, 0, 0};
+  parser P = {a, src, toks, ntoks, 0, e, 0, 0, 0, 0};
   const char *st = NULL;
   if (body(&P, NULL, root, &st) || P.failed) {
     if (!P.failed) err_set(e, ERR_INVALID_ARGUMENT, "chat template: parse failed");

@@ -106,7 +106,14 @@ static int is_num(jv v) { return v.kind == JV_INT || v.kind == JV_FLOAT || v.kin
 static double num(jv v) { return v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : v.u.b; }
 static int64_t inum(jv v) { return v.kind == JV_INT ? v.u.i : v.u.b; }
 
-int jv_equal(jv a, jv b) {
+static int equal_at(jv a, jv b, int depth);
+int jv_equal(jv a, jv b) { return equal_at(a, b, 0); }
+
+// Deeper than this (lists a template nested in a loop) compares unequal rather than exhaust the stack.
+#define MAX_NEST 1000
+
+static int equal_at(jv a, jv b, int depth) {
+  if (depth > MAX_NEST) return 0;
   if (is_num(a) && is_num(b)) {
     if (a.kind != JV_FLOAT && b.kind != JV_FLOAT) return inum(a) == inum(b);
     return num(a) == num(b);
@@ -118,13 +125,13 @@ int jv_equal(jv a, jv b) {
     case JV_LIST:
       if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return 0;
       for (size_t i = 0; i < a.u.l->n; i++)
-        if (!jv_equal(a.u.l->items[i], b.u.l->items[i])) return 0;
+        if (!equal_at(a.u.l->items[i], b.u.l->items[i], depth + 1)) return 0;
       return 1;
     case JV_DICT:
       if (a.u.d->n != b.u.d->n) return 0;
       for (size_t i = 0; i < a.u.d->n; i++) {
         jv other;
-        if (!jdict_get(b.u.d, a.u.d->keys[i], &other) || !jv_equal(a.u.d->vals[i], other)) return 0;
+        if (!jdict_get(b.u.d, a.u.d->keys[i], &other) || !equal_at(a.u.d->vals[i], other, depth + 1)) return 0;
       }
       return 1;
     case JV_NS: return a.u.d == b.u.d;
@@ -133,7 +140,11 @@ int jv_equal(jv a, jv b) {
   }
 }
 
-int jv_compare(jv a, jv b) {
+static int compare_at(jv a, jv b, int depth);
+int jv_compare(jv a, jv b) { return compare_at(a, b, 0); }
+
+static int compare_at(jv a, jv b, int depth) {
+  if (depth > MAX_NEST) return 2;
   if (is_num(a) && is_num(b)) {
     if (a.kind != JV_FLOAT && b.kind != JV_FLOAT) return inum(a) < inum(b) ? -1 : inum(a) > inum(b);
     double x = num(a), y = num(b);
@@ -149,8 +160,8 @@ int jv_compare(jv a, jv b) {
   if (a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
     size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
     for (size_t i = 0; i < n; i++) {
-      if (jv_equal(a.u.l->items[i], b.u.l->items[i])) continue;
-      return jv_compare(a.u.l->items[i], b.u.l->items[i]);
+      if (equal_at(a.u.l->items[i], b.u.l->items[i], depth + 1)) continue;
+      return compare_at(a.u.l->items[i], b.u.l->items[i], depth + 1);
     }
     return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
   }
@@ -268,14 +279,21 @@ static void str_repr(jbuf *b, const jstr *s) {
   jbuf_putc(b, q);
 }
 
-void jv_repr(jbuf *b, jv v) {
+static void repr_at(jbuf *b, jv v, int depth);
+void jv_repr(jbuf *b, jv v) { repr_at(b, v, 0); }
+
+static void repr_at(jbuf *b, jv v, int depth) {
+  if (depth > MAX_NEST && (v.kind == JV_LIST || v.kind == JV_DICT || v.kind == JV_NS)) {
+    jbuf_puts(b, "...");  // Python would stop with RecursionError near here
+    return;
+  }
   switch (v.kind) {
     case JV_STR: str_repr(b, v.u.s); return;
     case JV_LIST: {
       jbuf_putc(b, v.u.l->tuple ? '(' : '[');
       for (size_t i = 0; i < v.u.l->n; i++) {
         if (i) jbuf_puts(b, ", ");
-        jv_repr(b, v.u.l->items[i]);
+        repr_at(b, v.u.l->items[i], depth + 1);
       }
       if (v.u.l->tuple && v.u.l->n == 1) jbuf_putc(b, ',');
       jbuf_putc(b, v.u.l->tuple ? ')' : ']');
@@ -285,9 +303,9 @@ void jv_repr(jbuf *b, jv v) {
       jbuf_puts(b, v.kind == JV_NS ? "<Namespace {" : "{");
       for (size_t i = 0; i < v.u.d->n; i++) {
         if (i) jbuf_puts(b, ", ");
-        jv_repr(b, v.u.d->keys[i]);
+        repr_at(b, v.u.d->keys[i], depth + 1);
         jbuf_puts(b, ": ");
-        jv_repr(b, v.u.d->vals[i]);
+        repr_at(b, v.u.d->vals[i], depth + 1);
       }
       jbuf_puts(b, v.kind == JV_NS ? "}>" : "}");
       return;

@@ -79,6 +79,22 @@ static void test_load_errors(void) {
   expect_load_error("{% set a, b = 1, 2 %}", ERR_UNIMPLEMENTED, "several targets", "line 1");
   expect_load_error("{% with x = 1 %}{% endwith %}", ERR_UNIMPLEMENTED, "'{% with %}' is not supported", "line 1");
   expect_load_error("{% frobnicate %}", ERR_INVALID_ARGUMENT, "unknown or unexpected statement 'frobnicate'", "line 1");
+  // Nesting is bounded at load, so no template can exhaust the stack.
+  char deep[4096];
+  size_t n = 0;
+  n += (size_t)snprintf(deep + n, sizeof deep - n, "{{ ");
+  for (int i = 0; i < 1000; i++) deep[n++] = '(';
+  deep[n++] = '1';
+  for (int i = 0; i < 1000; i++) deep[n++] = ')';
+  snprintf(deep + n, sizeof deep - n, " }}");
+  expect_load_error(deep, ERR_INVALID_ARGUMENT, "nested too deep", "line 1");
+  n = 0;
+  for (int i = 0; i < 300; i++) n += (size_t)snprintf(deep + n, sizeof deep - n, "{%% if x %%}");
+  expect_load_error(deep, ERR_INVALID_ARGUMENT, "nested too deep", "line 1");
+  memset(deep, '-', 1000);
+  memcpy(deep, "{{ ", 3);
+  snprintf(deep + 1000, sizeof deep - 1000, "1 }}");
+  expect_load_error(deep, ERR_INVALID_ARGUMENT, "nested too deep", "line 1");
   err e = {0};
   CHECK(eng_jinja_create("x\0y", 3, &e) == NULL);  // a NUL byte inside the given length
   CHECK_CONTAINS(e.msg, "NUL byte");
@@ -125,6 +141,11 @@ static void test_render_errors(void) {
   eng_jinja_opts tight = {fixed_now, NULL, 0, 1 << 20};
   expect_render_error("{% set ns = namespace(s='x') %}{% for i in range(30) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
                       NULL, &tight, ERR_RESOURCE_EXHAUSTED, "memory");
+  // A list nested 5000 deep by a loop prints (elided past Python's recursion limit) and compares without overflow.
+  CHECK_EQ_INT(render("{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                      "{{ (ns.x | string)[:6] }}{{ ns.x == ns.x }}", NULL, NULL, &out, &e), 0);
+  CHECK_EQ_STR(out, "[[[[[[False");
+  free(out);
   // Variables that are not an object.
   eng_jinja *t = eng_jinja_create("x", 1, &e);
   cJSON *arr = cJSON_Parse("[1]");
