@@ -81,6 +81,7 @@ jv eng_jinja__getitem(jrender *r, jv x, jv key, size_t off) {
       break;
     }
     case JV_LIST: case JV_STR:
+      if (x.kind == JV_LIST && x.u.l->gen) break;  // not subscriptable: undefined, as Jinja's getitem falls back
       if (key.kind == JV_INT || key.kind == JV_BOOL) {
         jlist *items = x.kind == JV_LIST ? x.u.l : eng_jinja__iter(r, x, off);
         if (!items) return jv_undef(NULL);

@@ -170,6 +170,16 @@ static jv arith(jrender *r, int op, jv a, jv b, size_t off) {
         return jv_float(pow(x, y));
     }
   }
+  if (op == JO_ADD && a.kind == JV_STR && b.kind == JV_STR && (a.u.s->markup || b.u.s->markup)) {
+    jbuf o = {0};
+    if (a.u.s->markup) jbuf_put(&o, a.u.s->s, a.u.s->n);
+    else jv_html_escape(&o, a.u.s->s, a.u.s->n);
+    if (b.u.s->markup) jbuf_put(&o, b.u.s->s, b.u.s->n);
+    else jv_html_escape(&o, b.u.s->s, b.u.s->n);
+    jv v = eng_jinja__buf_str(r, &o);
+    if (v.kind == JV_STR) ((jstr *)v.u.s)->markup = 1;
+    return v;
+  }
   if (op == JO_ADD && a.kind == JV_STR && b.kind == JV_STR) {
     jstr *s = jarena_alloc(r->a, sizeof *s + a.u.s->n + b.u.s->n + 1);
     if (!s) return eng_jinja__oom(r);
@@ -178,7 +188,8 @@ static jv arith(jrender *r, int op, jv a, jv b, size_t off) {
     s->n = a.u.s->n + b.u.s->n;
     return jv_str(s);
   }
-  if (op == JO_ADD && a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
+  if (op == JO_ADD && a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->tuple == b.u.l->tuple && !a.u.l->gen &&
+      !b.u.l->gen) {
     jlist *l = jv_mklist(r->a, a.u.l->n + b.u.l->n + 1);
     if (!l) return eng_jinja__oom(r);
     if (a.u.l->n) memcpy(l->items, a.u.l->items, a.u.l->n * sizeof *l->items);
@@ -231,7 +242,7 @@ static int contains(jrender *r, jv item, jv seq, size_t off) {
       jv v;
       return jdict_get(seq.u.d, item, &v);
     }
-    case JV_UNDEF: undefined_use(r, seq, off); return -1;
+    case JV_UNDEF: return 0;  // Undefined iterates as empty, so `x in undefined` is false
     default:
       eng_jinja__fail(r, off, "argument of type '%s' is not iterable", jv_type_name(seq));
       return -1;
@@ -277,6 +288,7 @@ static jv slice(jrender *r, jv x, const jv *parts, size_t off) {
     if (!step) return eng_jinja__fail(r, off, "slice step cannot be zero");
   }
   jlist *items = NULL;
+  if (x.kind == JV_LIST && x.u.l->gen) return eng_jinja__fail(r, off, "'generator' object is not subscriptable");
   if (x.kind == JV_STR || x.kind == JV_LIST) items = eng_jinja__iter(r, x, off);
   else if (x.kind == JV_UNDEF) return undefined_use(r, x, off);
   else return eng_jinja__fail(r, off, "'%s' object is not subscriptable", jv_type_name(x));
@@ -372,7 +384,7 @@ static jv eval(jrender *r, jframe *f, const jnode *n) {
       return eng_jinja__call(r, fn, args, n->nv, n->kn, kw, n->nw, n->off);
     }
     case JN_FILTER: {
-      jv x = eval(r, f, n->a), *args, *kw;
+      jv x = n->a ? eval(r, f, n->a) : r->block_input, *args, *kw;
       if (r->failed || eval_args(r, f, n, &args, &kw)) return jv_undef(NULL);
       return eng_jinja__filter(r, n->s, x, args, n->nv, n->kn, kw, n->nw, n->off);
     }
@@ -569,6 +581,16 @@ static void render_node(jrender *r, jframe *f, const jnode *n, jbuf *out) {
       assign(r, f, n->s, v);
       break;
     }
+    case JN_FILTER_BLOCK: {
+      jbuf b = {0};
+      render_body(r, f, n->b, &b);
+      jv saved = r->block_input;
+      r->block_input = eng_jinja__buf_str(r, &b);
+      jv v = r->failed ? jv_undef(NULL) : eval(r, f, n->a);
+      r->block_input = saved;
+      if (!r->failed) jv_to_str(out, v);
+      break;
+    }
     case JN_BREAK: r->loop_ctl = 1; break;
     case JN_CONTINUE: r->loop_ctl = 2; break;
     case JN_BODY: render_body(r, f, n->a ? n->a : n, out); break;
@@ -706,7 +728,7 @@ int eng_jinja_render(const eng_jinja *t, const cJSON *vars, const eng_jinja_opts
   if (vars && !cJSON_IsObject(vars)) return err_set(e, ERR_INVALID_ARGUMENT, "chat template: variables must be a JSON object");
   jarena a = {NULL, 0, opts && opts->max_memory ? opts->max_memory : (size_t)256 << 20};
   err local;
-  jrender r = {&a, &t->src, opts, e ? e : &local, 0, 0, 0, NULL};
+  jrender r = {&a, &t->src, opts, e ? e : &local, 0, 0, 0, NULL, {JV_UNDEF, {0}}};
   jbuf b = {0};
   r.root = new_frame(&r, NULL);
   if (r.root && vars)

@@ -10,7 +10,8 @@
 static const char *const FILTERS[] = {
     "abs", "capitalize", "count", "d", "default", "first", "float", "indent", "int", "items", "join", "last",
     "length", "list", "lower", "map", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select",
-    "selectattr", "sort", "string", "sum", "title", "tojson", "trim", "upper", "unique", "dictsort", NULL};
+    "selectattr", "sort", "string", "sum", "title", "tojson", "trim", "upper", "unique", "dictsort", "min", "max",
+    "escape", "e", NULL};
 
 int eng_jinja__known_filter(const char *name) {
   for (const char *const *f = FILTERS; *f; f++)
@@ -31,6 +32,12 @@ static jv list_of(jrender *r, jlist *l) {
   jv v = {JV_LIST, {0}};
   v.u.l = l;
   return v;
+}
+
+// What Jinja's generator filters return (jlist.gen).
+static jv gen_of(jrender *r, jlist *l) {
+  if (l) l->gen = 1;
+  return list_of(r, l);
 }
 
 static jv to_string(jrender *r, jv x) {
@@ -67,6 +74,7 @@ static jv attr_path(jrender *r, jv x, const jstr *path, size_t off) {
 
 // select/reject/selectattr/rejectattr: the items whose (attribute's) test result is want.
 static jv select_items(jrender *r, jv seq, const fargs *A, int by_attr, int want, size_t off) {
+  if (!jv_truthy(seq)) return gen_of(r, jv_mklist(r->a, 0));  // Jinja: `if value:` before iterating
   jlist *items = eng_jinja__iter(r, seq, off), *out = jv_mklist(r->a, 0);
   if (!items) return jv_undef(NULL);
   if (!out) return eng_jinja__oom(r);
@@ -89,7 +97,7 @@ static jv select_items(jrender *r, jv seq, const fargs *A, int by_attr, int want
     if (t < 0) return jv_undef(NULL);
     if (t == want && jlist_push(r->a, out, items->items[i])) return eng_jinja__oom(r);
   }
-  return list_of(r, out);
+  return gen_of(r, out);
 }
 
 static int sort_cmp(jrender *r, jv a, jv b, int case_sensitive, size_t off) {
@@ -160,7 +168,6 @@ static jv do_indent(jrender *r, jv x, const fargs *A) {
 static jv do_tojson(jrender *r, jv x, const fargs *A, size_t off) {
   jv ind = arg(A, 0, "indent", jv_none()), seps = arg(A, 3, "separators", jv_none());
   jv sort = arg(A, 4, "sort_keys", jv_bool(0)), ascii = arg(A, 1, "ensure_ascii", jv_bool(0));
-  if (jv_truthy(ascii)) return eng_jinja__fail(r, off, "tojson(ensure_ascii=True) is not supported");
   int indent = -1;
   if (ind.kind == JV_INT) indent = ind.u.i < 0 ? 0 : (int)(ind.u.i > 64 ? 64 : ind.u.i);
   else if (ind.kind != JV_NONE && ind.kind != JV_UNDEF) return eng_jinja__fail(r, off, "tojson's indent must be an int");
@@ -170,7 +177,7 @@ static jv do_tojson(jrender *r, jv x, const fargs *A, size_t off) {
   else if (seps.kind != JV_NONE && seps.kind != JV_UNDEF) return eng_jinja__fail(r, off, "tojson's separators must be two strings");
   jbuf b = {0};
   const char *why = NULL;
-  if (jv_tojson(&b, x, indent, isep, ksep, jv_truthy(sort), &why)) {
+  if (jv_tojson(&b, x, indent, isep, ksep, jv_truthy(sort), jv_truthy(ascii), &why)) {
     jbuf_free(&b);
     return eng_jinja__fail(r, off, "tojson: %s", why);
   }
@@ -186,7 +193,21 @@ jv eng_jinja__filter(jrender *r, const char *name, jv x, const jv *args, size_t 
     return x;
   }
   if (!strcmp(name, "tojson")) return do_tojson(r, x, &A, off);
-  if (!strcmp(name, "safe")) return to_string(r, x);
+  if (!strcmp(name, "safe") || !strcmp(name, "escape") || !strcmp(name, "e")) {
+    jv s;
+    if (name[0] == 's' || (x.kind == JV_STR && x.u.s->markup)) {
+      s = to_string(r, x);
+      if (s.kind == JV_STR && !s.u.s->markup) s = eng_jinja__strv(r, s.u.s->s, s.u.s->n);  // a copy to mark
+    } else {
+      jbuf b = {0}, e = {0};
+      jv_to_str(&b, x);
+      jv_html_escape(&e, b.p ? b.p : "", b.n);
+      jbuf_free(&b);
+      s = eng_jinja__buf_str(r, &e);
+    }
+    if (s.kind == JV_STR) ((jstr *)s.u.s)->markup = 1;
+    return s;
+  }
   if (!strcmp(name, "string")) return to_string(r, x);
   if (!strcmp(name, "trim")) {
     jv s = to_string(r, x), chars = arg(&A, 0, "chars", jv_none());
@@ -210,12 +231,16 @@ jv eng_jinja__filter(jrender *r, const char *name, jv x, const jv *args, size_t 
         for (size_t i = 0; i < x.u.s->n; i++) n += ((unsigned char)x.u.s->s[i] & 0xC0) != 0x80;
         return jv_int(n);
       }
-      case JV_LIST: return jv_int((int64_t)x.u.l->n);
-      case JV_DICT: case JV_NS: return jv_int((int64_t)x.u.d->n);
+      case JV_LIST:
+        if (x.u.l->gen) return eng_jinja__fail(r, off, "object of type 'generator' has no len()");
+        return jv_int((int64_t)x.u.l->n);
+      case JV_DICT: return jv_int((int64_t)x.u.d->n);
       default: return eng_jinja__fail(r, off, "object of type '%s' has no len()", jv_type_name(x));
     }
   }
   if (!strcmp(name, "first") || !strcmp(name, "last")) {
+    if (name[0] == 'l' && x.kind == JV_LIST && x.u.l->gen)
+      return eng_jinja__fail(r, off, "'generator' object is not reversible");
     jlist *items = eng_jinja__iter(r, x, off);
     if (!items) return jv_undef(NULL);
     if (!items->n) return jv_undef(name[0] == 'f' ? "No first item, sequence was empty." : "No last item, sequence was empty.");
@@ -236,7 +261,8 @@ jv eng_jinja__filter(jrender *r, const char *name, jv x, const jv *args, size_t 
       jv t = items->items[i];
       items->items[i] = items->items[items->n - 1 - i], items->items[items->n - 1 - i] = t;
     }
-    return list_of(r, items);
+    // reversed(list) is an iterator; a generator has no reversed() and Jinja makes a list of it.
+    return x.kind == JV_LIST && !x.u.l->gen ? gen_of(r, items) : list_of(r, items);
   }
   if (!strcmp(name, "join")) {
     jv sep = arg(&A, 0, "d", eng_jinja__strv(r, "", 0)), attr = arg(&A, 1, "attribute", jv_none());
@@ -270,6 +296,7 @@ jv eng_jinja__filter(jrender *r, const char *name, jv x, const jv *args, size_t 
     return select_items(r, x, &A, 1, name[0] == 's', off);
   if (!strcmp(name, "select") || !strcmp(name, "reject")) return select_items(r, x, &A, 0, name[0] == 's', off);
   if (!strcmp(name, "map")) {
+    if (!jv_truthy(x)) return gen_of(r, jv_mklist(r->a, 0));
     jlist *items = eng_jinja__iter(r, x, off), *out = jv_mklist(r->a, 0);
     if (!items) return jv_undef(NULL);
     if (!out) return eng_jinja__oom(r);
@@ -281,7 +308,7 @@ jv eng_jinja__filter(jrender *r, const char *name, jv x, const jv *args, size_t 
         if (v.kind == JV_UNDEF && dflt.kind != JV_UNDEF) v = dflt;
         if (jlist_push(r->a, out, v)) return eng_jinja__oom(r);
       }
-      return list_of(r, out);
+      return gen_of(r, out);
     }
     if (nargs < 1 || args[0].kind != JV_STR) return eng_jinja__fail(r, off, "map needs a filter name or attribute=");
     const char *f = args[0].u.s->s;
@@ -291,9 +318,24 @@ jv eng_jinja__filter(jrender *r, const char *name, jv x, const jv *args, size_t 
       if (r->failed) return v;
       if (jlist_push(r->a, out, v)) return eng_jinja__oom(r);
     }
-    return list_of(r, out);
+    return gen_of(r, out);
   }
   if (!strcmp(name, "sort")) return do_sort(r, x, &A, off);
+  if (!strcmp(name, "min") || !strcmp(name, "max")) {
+    jlist *items = eng_jinja__iter(r, x, off);
+    if (!items) return jv_undef(NULL);
+    if (!items->n) return jv_undef("No aggregated item, sequence was empty.");
+    int cs = jv_truthy(arg(&A, 0, "case_sensitive", jv_bool(0)));
+    jv attr = arg(&A, 1, "attribute", jv_none());
+    size_t best = 0;
+    jv bk = attr.kind == JV_STR ? attr_path(r, items->items[0], attr.u.s, off) : items->items[0];
+    for (size_t i = 1; i < items->n && !r->failed; i++) {
+      jv k = attr.kind == JV_STR ? attr_path(r, items->items[i], attr.u.s, off) : items->items[i];
+      int c = sort_cmp(r, k, bk, cs, off);
+      if (name[1] == 'i' ? c < 0 : c > 0) best = i, bk = k;
+    }
+    return r->failed ? jv_undef(NULL) : items->items[best];
+  }
   if (!strcmp(name, "unique")) {
     jlist *items = eng_jinja__iter(r, x, off), *out = jv_mklist(r->a, 0);
     if (!items) return jv_undef(NULL);
@@ -305,7 +347,7 @@ jv eng_jinja__filter(jrender *r, const char *name, jv x, const jv *args, size_t 
       if (r->failed) return jv_undef(NULL);
       if (!seen && jlist_push(r->a, out, items->items[i])) out = NULL;
     }
-    return list_of(r, out);
+    return gen_of(r, out);
   }
   if (!strcmp(name, "replace")) {
     jv s = to_string(r, x);

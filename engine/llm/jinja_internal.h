@@ -29,7 +29,9 @@ typedef enum jv_kind {
   JV_UNDEF = 0, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_NS, JV_FUNC
 } jv_kind;
 
-typedef struct jstr { size_t n; char s[]; } jstr;  // UTF-8, NUL-terminated
+// UTF-8, NUL-terminated. markup: a markupsafe.Markup (from `safe` or `escape`): `+` with a plain string
+// HTML-escapes the plain one, as Markup.__add__ does.
+typedef struct jstr { size_t n; int markup; char s[]; } jstr;
 struct jlist;
 struct jdict;
 struct jfunc;
@@ -48,7 +50,9 @@ typedef struct jv {
   } u;
 } jv;
 
-typedef struct jlist { size_t n, cap; jv *items; int tuple; } jlist;
+// gen: what Jinja's lazy filters (map, select*, reject*, unique, reverse) return, a one-pass iterator in
+// Python: always true, no len(), no subscript, not JSON; `| list` makes it a list.
+typedef struct jlist { size_t n, cap; jv *items; int tuple, gen; } jlist;
 typedef struct jdict { size_t n, cap; jv *keys, *vals; } jdict;
 
 struct jnode;
@@ -93,9 +97,10 @@ void jv_repr(jbuf *b, jv v);
 // json.dumps(v, ensure_ascii=False, indent, separators, sort_keys) as transformers' tojson
 // calls it; indent < 0 for none; item_sep/key_sep NULL for Python's defaults. -1 with
 // *why set for a value JSON cannot hold.
-int jv_tojson(jbuf *b, jv v, int indent, const char *item_sep, const char *key_sep, int sort_keys,
+int jv_tojson(jbuf *b, jv v, int indent, const char *item_sep, const char *key_sep, int sort_keys, int ensure_ascii,
               const char **why);
 void jv_float_repr(jbuf *b, double f);
+void jv_html_escape(jbuf *b, const char *s, size_t n);  // markupsafe.escape
 
 // --- lexer
 
@@ -125,6 +130,7 @@ void eng_jinja__where(const jsrc *src, size_t off, int *line, int *col);
 typedef enum jnode_kind {
   // statements
   JN_TEXT, JN_OUTPUT, JN_IF, JN_FOR, JN_SET, JN_SET_ATTR, JN_SET_BLOCK, JN_MACRO, JN_BREAK, JN_CONTINUE,
+  JN_FILTER_BLOCK,  // a: the filter chain (its innermost filter has no a: it takes the body), b: the body
   JN_BODY,
   // expressions
   JN_CONST, JN_NAME, JN_LIST, JN_TUPLE, JN_DICT, JN_ATTR, JN_ITEM, JN_SLICE, JN_CALL, JN_FILTER, JN_TEST,
@@ -168,6 +174,7 @@ typedef struct jrender {
   int depth;        // macro calls in progress
   int loop_ctl;     // 1 break, 2 continue pending
   jframe *root;
+  jv block_input;   // a {% filter %} block's rendered body
 } jrender;
 
 // Builtin functions, filters, tests and methods (jinja_builtins.c).

@@ -3,6 +3,7 @@
 // d.items(), d.get(k, default), ...), with Python's results. Methods that
 // mutate a dict or list fail as transformers' ImmutableSandboxedEnvironment
 // makes them fail. Also the UTF-8 string helpers the filters share.
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/llm/jinja_internal.h"
@@ -306,8 +307,52 @@ static jv str_method(jrender *r, const jstr *s, const char *m, const jv *a, size
   return eng_jinja__fail(r, off, "str.%s() is not supported", m);
 }
 
+// str.format with {}, {0}, {name}, {{ and }}, !s and !r; format specs are refused.
+static jv str_format(jrender *r, const jstr *s, const jv *a, size_t n, const char **kn, const jv *kw, size_t nkw,
+                     size_t off) {
+  jbuf b = {0};
+  size_t auto_i = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    char c = s->s[i];
+    if (c == '}' && i + 1 < s->n && s->s[i + 1] == '}') { jbuf_putc(&b, '}'), i++; continue; }
+    if (c != '{') { jbuf_putc(&b, c); continue; }
+    if (i + 1 < s->n && s->s[i + 1] == '{') { jbuf_putc(&b, '{'), i++; continue; }
+    size_t j = i + 1;
+    while (j < s->n && s->s[j] != '}') j++;
+    if (j >= s->n) { jbuf_free(&b); return eng_jinja__fail(r, off, "Single '{' encountered in format string"); }
+    char field[64];
+    size_t len = j - i - 1 < sizeof field - 1 ? j - i - 1 : sizeof field - 1;
+    memcpy(field, s->s + i + 1, len);
+    field[len] = '\0';
+    char conv = 0, *bang = strchr(field, '!');
+    if (strchr(field, ':') || strchr(field, '.') || strchr(field, '[')) {
+      jbuf_free(&b);
+      return eng_jinja__fail(r, off, "str.format: '{%s}' is not supported (only {}, {0}, {name}, !s, !r)", field);
+    }
+    if (bang) conv = bang[1], *bang = '\0';
+    jv v = jv_undef(NULL);
+    int found = 0;
+    if (!field[0]) {
+      if (auto_i < n) v = a[auto_i], found = 1;
+      auto_i++;
+    } else if (field[0] >= '0' && field[0] <= '9') {
+      size_t k = (size_t)strtoul(field, NULL, 10);
+      if (k < n) v = a[k], found = 1;
+    } else {
+      for (size_t k = 0; k < nkw; k++)
+        if (!strcmp(kn[k], field)) v = kw[k], found = 1;
+    }
+    if (!found) { jbuf_free(&b); return eng_jinja__fail(r, off, "str.format: no argument for '{%s}'", field); }
+    if (conv == 'r') jv_repr(&b, v);
+    else jv_to_str(&b, v);
+    i = j;
+  }
+  return eng_jinja__buf_str(r, &b);
+}
+
 jv eng_jinja__method(jrender *r, jv self, const char *m, const jv *a, size_t n, const char **kn, const jv *kw,
                      size_t nkw, size_t off) {
+  if (self.kind == JV_STR && !strcmp(m, "format")) return str_format(r, self.u.s, a, n, kn, kw, nkw, off);
   // Keyword arguments only where Python's methods take them by name in templates.
   jv args[4] = {jv_none(), jv_none(), jv_none(), jv_none()};
   if (n > 4) return eng_jinja__fail(r, off, "too many arguments to %s()", m);

@@ -638,7 +638,7 @@ static jnode *stmt_macro(parser *P, size_t off) {
   return block_end(P) ? n : NULL;
 }
 
-static const char *const UNSUPPORTED[] = {"include", "import", "from", "extends", "block", "call", "filter",
+static const char *const UNSUPPORTED[] = {"include", "import", "from", "extends", "block", "call",
                                           "with", "do", "autoescape", "trans", NULL};
 
 // Statements up to a block tag named in stops (left current, its name in
@@ -723,6 +723,32 @@ static int body_(parser *P, const char *const *stops, jnode **out, const char **
       }
       n = mk(P, name[0] == 'b' ? JN_BREAK : JN_CONTINUE, t->off);
       if (n && !block_end(P)) return -1;
+    } else if (!strcmp(name, "filter")) {
+      // {% filter f(args) | g %}body{% endfilter %}: a filter chain whose innermost input is the body.
+      n = mk(P, JN_FILTER_BLOCK, t->off);
+      if (!n) return -1;
+      jnode *chain = NULL;
+      do {
+        const jtok *nm = cur(P);
+        if (nm->kind != JT_NAME) {
+          fail(P, nm->off, ERR_INVALID_ARGUMENT, "%s", "expected a filter name");
+          return -1;
+        }
+        jnode *x = mk(P, JN_FILTER, nm->off);
+        if (!x) return -1;
+        x->a = chain, x->s = name_dup(P, nm), x->sl = nm->n;
+        P->i++;
+        if (!eng_jinja__known_filter(x->s)) {
+          fail(P, nm->off, ERR_UNIMPLEMENTED, "filter '%s' is not supported", x->s);
+          return -1;
+        }
+        if (skip_op(P, "(") && !call_args(P, x)) return -1;
+        chain = x;
+      } while (skip_op(P, "|"));
+      static const char *const end[] = {"endfilter", NULL};
+      const char *st;
+      n->a = chain;
+      if (!block_end(P) || body(P, end, &n->b, &st) || !block_end(P)) return -1;
     } else if (!strcmp(name, "generation")) {
       // transformers' {% generation %}: marks assistant text for masks; renders its body.
       static const char *const end[] = {"endgeneration", NULL};

@@ -96,7 +96,7 @@ int jv_truthy(jv v) {
     case JV_INT: return v.u.i != 0;
     case JV_FLOAT: return v.u.f != 0;
     case JV_STR: return v.u.s->n > 0;
-    case JV_LIST: return v.u.l->n > 0;
+    case JV_LIST: return v.u.l->gen || v.u.l->n > 0;
     case JV_DICT: return v.u.d->n > 0;
     default: return 1;
   }
@@ -123,6 +123,7 @@ static int equal_at(jv a, jv b, int depth) {
     case JV_UNDEF: case JV_NONE: return 1;
     case JV_STR: return a.u.s->n == b.u.s->n && !memcmp(a.u.s->s, b.u.s->s, a.u.s->n);
     case JV_LIST:
+      if (a.u.l->gen || b.u.l->gen) return a.u.l == b.u.l;
       if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return 0;
       for (size_t i = 0; i < a.u.l->n; i++)
         if (!equal_at(a.u.l->items[i], b.u.l->items[i], depth + 1)) return 0;
@@ -176,7 +177,7 @@ const char *jv_type_name(jv v) {
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return "str";
-    case JV_LIST: return v.u.l->tuple ? "tuple" : "list";
+    case JV_LIST: return v.u.l->gen ? "generator" : v.u.l->tuple ? "tuple" : "list";
     case JV_DICT: return "dict";
     case JV_NS: return "Namespace";
     default: return "function";
@@ -220,6 +221,17 @@ void jv_float_repr(jbuf *b, double f) {
     snprintf(tmp, sizeof tmp, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
     jbuf_puts(b, tmp);
   }
+}
+
+void jv_html_escape(jbuf *b, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) switch (s[i]) {
+      case '&': jbuf_puts(b, "&amp;"); break;
+      case '<': jbuf_puts(b, "&lt;"); break;
+      case '>': jbuf_puts(b, "&gt;"); break;
+      case '"': jbuf_puts(b, "&#34;"); break;
+      case '\'': jbuf_puts(b, "&#39;"); break;
+      default: jbuf_putc(b, s[i]);
+    }
 }
 
 static void put_int(jbuf *b, int64_t i) {
@@ -290,6 +302,10 @@ static void repr_at(jbuf *b, jv v, int depth) {
   switch (v.kind) {
     case JV_STR: str_repr(b, v.u.s); return;
     case JV_LIST: {
+      if (v.u.l->gen) {
+        jbuf_puts(b, "<generator object>");  // Python adds an address
+        return;
+      }
       jbuf_putc(b, v.u.l->tuple ? '(' : '[');
       for (size_t i = 0; i < v.u.l->n; i++) {
         if (i) jbuf_puts(b, ", ");
@@ -333,11 +349,24 @@ void jv_to_str(jbuf *b, jv v) {
 
 // --- json.dumps
 
-static void json_str(jbuf *b, const char *s, size_t n) {
+static void json_str(jbuf *b, const char *s, size_t n, int ascii) {
   jbuf_putc(b, '"');
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
-    char t[8];
+    char t[16];
+    if (ascii && c >= 0x80) {  // \uXXXX, a surrogate pair past U+FFFF
+      size_t len;
+      uint32_t cp = utf8_at((const unsigned char *)s + i, n - i, &len);
+      if (cp >= 0x10000) {
+        cp -= 0x10000;
+        snprintf(t, sizeof t, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+      } else {
+        snprintf(t, sizeof t, "\\u%04x", cp);
+      }
+      jbuf_puts(b, t);
+      i += len - 1;
+      continue;
+    }
     switch (c) {
       case '"': jbuf_puts(b, "\\\""); break;
       case '\\': jbuf_puts(b, "\\\\"); break;
@@ -347,7 +376,7 @@ static void json_str(jbuf *b, const char *s, size_t n) {
       case '\b': jbuf_puts(b, "\\b"); break;
       case '\f': jbuf_puts(b, "\\f"); break;
       default:
-        if (c < 0x20) snprintf(t, sizeof t, "\\u%04x", c), jbuf_puts(b, t);
+        if (c < 0x20 || (c == 0x7F && ascii)) snprintf(t, sizeof t, "\\u%04x", c), jbuf_puts(b, t);
         else jbuf_putc(b, (char)c);
     }
   }
@@ -360,7 +389,7 @@ static void json_float(jbuf *b, double f) {
   else jv_float_repr(b, f);
 }
 
-typedef struct jsonctx { int indent; const char *isep, *ksep; int sort; const char **why; } jsonctx;
+typedef struct jsonctx { int indent; const char *isep, *ksep; int sort, ascii; const char **why; } jsonctx;
 
 static void newline(jbuf *b, const jsonctx *c, int level) {
   jbuf_putc(b, '\n');
@@ -369,7 +398,7 @@ static void newline(jbuf *b, const jsonctx *c, int level) {
 
 static int json_key(jbuf *b, jv k, const jsonctx *c) {
   switch (k.kind) {
-    case JV_STR: json_str(b, k.u.s->s, k.u.s->n); return 0;
+    case JV_STR: json_str(b, k.u.s->s, k.u.s->n, c->ascii); return 0;
     case JV_INT: jbuf_putc(b, '"'), put_int(b, k.u.i), jbuf_putc(b, '"'); return 0;
     case JV_FLOAT: jbuf_putc(b, '"'), json_float(b, k.u.f), jbuf_putc(b, '"'); return 0;
     case JV_BOOL: jbuf_puts(b, k.u.b ? "\"true\"" : "\"false\""); return 0;
@@ -385,8 +414,9 @@ static int json_val(jbuf *b, jv v, const jsonctx *c, int level) {
     case JV_BOOL: jbuf_puts(b, v.u.b ? "true" : "false"); return 0;
     case JV_INT: put_int(b, v.u.i); return 0;
     case JV_FLOAT: json_float(b, v.u.f); return 0;
-    case JV_STR: json_str(b, v.u.s->s, v.u.s->n); return 0;
+    case JV_STR: json_str(b, v.u.s->s, v.u.s->n, c->ascii); return 0;
     case JV_LIST: {
+      if (v.u.l->gen) { *c->why = "Object of type generator is not JSON serializable"; return -1; }
       if (!v.u.l->n) { jbuf_puts(b, "[]"); return 0; }
       jbuf_putc(b, '[');
       for (size_t i = 0; i < v.u.l->n; i++) {
@@ -429,7 +459,9 @@ static int json_val(jbuf *b, jv v, const jsonctx *c, int level) {
   }
 }
 
-int jv_tojson(jbuf *b, jv v, int indent, const char *item_sep, const char *key_sep, int sort_keys, const char **why) {
-  jsonctx c = {indent, item_sep ? item_sep : indent >= 0 ? "," : ", ", key_sep ? key_sep : ": ", sort_keys, why};
+int jv_tojson(jbuf *b, jv v, int indent, const char *item_sep, const char *key_sep, int sort_keys, int ensure_ascii,
+              const char **why) {
+  jsonctx c = {indent, item_sep ? item_sep : indent >= 0 ? "," : ", ", key_sep ? key_sep : ": ", sort_keys, ensure_ascii,
+               why};
   return json_val(b, v, &c, 0);
 }
