@@ -29,6 +29,26 @@ TEMPLATES = {
     "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja": ("<|begin_of_text|>", "<|im_end|>"),
     "HuggingFaceTB-SmolLM3-3B.jinja": (None, "<|im_end|>"),
+    # More of llama.cpp's copies, for the constructs they use (macros, documents, str.format, Markup's
+    # escaping, {% filter %}, ensure_ascii, generators, min): placeholder special tokens, as only the
+    # interpreter is under test here.
+    "CohereForAI-c4ai-command-r-plus-tool_use.jinja": ("<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"),
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": ("<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"),
+    "meetkai-functionary-medium-v3.1.jinja": ("<|begin_of_text|>", "<|eot_id|>"),
+    "meetkai-functionary-medium-v3.2.jinja": ("<|begin_of_text|>", "<|eot_id|>"),
+    "openai-gpt-oss-120b.jinja": ("<|startoftext|>", "<|return|>"),
+    "google-gemma-4-31B-it.jinja": ("<bos>", "<eos>"),
+    "ibm-granite-granite-3.3-2B-Instruct.jinja": ("<|end_of_text|>", "<|end_of_text|>"),
+    "tencent-Hy3.jinja": ("<s>", "</s>"),
+    "fireworks-ai-llama-3-firefunction-v2.jinja": ("<|begin_of_text|>", "<|eot_id|>"),
+    "Reka-Edge.jinja": ("<s>", "</s>"),
+    "llama-cpp-deepseek-r1.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "openbmb-MiniCPM5-1B.jinja": ("<s>", "</s>"),
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "Qwen3.5-4B.jinja": (None, "<|im_end|>"),
+    "Qwen3-Coder.jinja": (None, "<|im_end|>"),
+    "moonshotai-Kimi-K2.jinja": ("[BOS]", "[EOS]"),
+    "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja": ("<|begin_of_text|>", "<|im_end|>"),
 }
 
 # strftime_now's clock in every case: 2026-02-07 10:11:12 UTC.
@@ -61,6 +81,8 @@ SEARCH_TOOL = {
     },
 }
 
+DOCS = [{"title": "Doc 1", "text": "Paris is the capital of France."},
+        {"title": "Köln", "text": "Köln liegt am Rhein. 🌉", "source": "wiki"}]
 SYS = {"role": "system", "content": "You are a helpful assistant."}
 U1 = {"role": "user", "content": "Hello! How are you?"}
 A1 = {"role": "assistant", "content": "I'm fine, thanks. How can I help?"}
@@ -155,5 +177,14 @@ def cases():
             {"role": "ipython", "content": "sunny"}],
             extra={"builtin_tools": ["brave_search", "wolfram_alpha", "code_interpreter"]}),
         _case("bos_token overridden", [U1], extra={"bos_token": "<BOS>"}),
+        _case("documents", [SYS, U2], documents=DOCS),
+        _case("documents and tools", [U2], documents=DOCS, tools=[WEATHER_TOOL]),
+        _case("non-ASCII tool schema", [U1], tools=[SEARCH_TOOL]),
+        # Variables and tool shapes particular templates expect (Fireworks' firefunction, Cohere's Command R+).
+        _case("functions and datetime variables", [SYS, U2], extra={
+            "functions": "[{\"name\": \"get_weather\"}]", "datetime": "2026-02-07 10:11"}),
+        _case("cohere-style tools", [SYS, U2], tools=[{
+            "name": "internet_search", "description": "Search the internet",
+            "parameter_definitions": {"query": {"description": "what to search", "type": "str", "required": True}}}]),
     ]
     return out
