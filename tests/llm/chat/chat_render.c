@@ -10,10 +10,12 @@
 //       now}) and writes {"output": ...} or {"error": ..., "code": ...} on
 //       stdout (check_chat_live.py compares it with transformers live).
 //   parse TEMPLATE_FILE...  compiles templates, printing each one's error.
+//   bench TEMPLATE_FILE N  times N compiles and N renders of the case on stdin.
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/llm/chat_template.h"
 #include "kernels/base/err.h"
@@ -159,7 +161,45 @@ static int render_stdin(const char *tpl_path) {
   return 0;
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// bench: how long a compile and a render take (the case on stdin, n times each).
+static int bench(const char *tpl_path, int n) {
+  size_t tlen, ilen;
+  char *tpl = read_file(tpl_path, &tlen), *in = slurp(stdin, &ilen);
+  cJSON *c = in ? cJSON_ParseWithLength(in, ilen) : NULL;
+  free(in);
+  if (!tpl || !c || n < 1) { free(tpl); cJSON_Delete(c); fprintf(stderr, "bench: bad input\n"); return 2; }
+  err e = {0};
+  double t0 = now_s();
+  for (int i = 0; i < n; i++) eng_chat_template_destroy(eng_chat_template_create(tpl, tlen, "<s>", "</s>", &e));
+  double t1 = now_s();
+  eng_chat_template *t = eng_chat_template_create(tpl, tlen, str_or_null(c, "bos_token"), str_or_null(c, "eos_token"), &e);
+  const cJSON *tools = cJSON_GetObjectItemCaseSensitive(c, "tools");
+  eng_chat_opts o = {cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt")),
+                     cJSON_IsArray(tools) ? tools : NULL, NULL, NULL, NULL, NULL, 0};
+  size_t len = 0;
+  int rc = 0;
+  for (int i = 0; t && i < n && !rc; i++) {
+    char *out = NULL;
+    rc = eng_chat_template_render(t, cJSON_GetObjectItemCaseSensitive(c, "messages"), &o, &out, &len, &e);
+    free(out);
+  }
+  double t2 = now_s();
+  if (!t || rc) fprintf(stderr, "bench: %s\n", e.msg);
+  else printf("%s: compile %.1f us, render %.1f us (%zu bytes out)\n", tpl_path, (t1 - t0) / n * 1e6, (t2 - t1) / n * 1e6, len);
+  eng_chat_template_destroy(t);
+  cJSON_Delete(c);
+  free(tpl);
+  return t && !rc ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 4 && !strcmp(argv[1], "bench")) return bench(argv[2], atoi(argv[3]));
   if (argc >= 4 && !strcmp(argv[1], "check")) {
     int worst = 0;
     for (int i = 2; i + 1 < argc; i++) {
