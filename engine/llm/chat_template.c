@@ -12,11 +12,13 @@
 #include <string.h>
 
 #include "engine/llm/jinja.h"
+#include "engine/llm/jinja_internal.h"
 #include "kernels/base/rfile.h"
 
 struct eng_chat_template {
   eng_jinja *dflt;      // the template
   eng_jinja *tool_use;  // a named "tool_use" template, used when tools are given; may be NULL
+  char *dflt_text, *tool_use_text;  // their text: continue_final_message looks for the field's name in it
   char *bos, *eos;      // NULL: the tokenizer has none
 };
 
@@ -24,6 +26,8 @@ void eng_chat_template_destroy(eng_chat_template *t) {
   if (!t) return;
   eng_jinja_destroy(t->dflt);
   eng_jinja_destroy(t->tool_use);
+  free(t->dflt_text);
+  free(t->tool_use_text);
   free(t->bos);
   free(t->eos);
   free(t);
@@ -43,7 +47,9 @@ eng_chat_template *eng_chat_template_create(const char *template_text, size_t le
     err_set(e, ERR_RESOURCE_EXHAUSTED, "chat template: out of memory");
     return NULL;
   }
-  if (dup_token(bos, &t->bos, e) || dup_token(eos, &t->eos, e) || !(t->dflt = eng_jinja_create(template_text, len, e))) {
+  if (dup_token(bos, &t->bos, e) || dup_token(eos, &t->eos, e) || !(t->dflt = eng_jinja_create(template_text, len, e)) ||
+      !(t->dflt_text = strndup(template_text, len))) {
+    if (t->dflt && !t->dflt_text) err_set(e, ERR_RESOURCE_EXHAUSTED, "chat template: out of memory");
     eng_chat_template_destroy(t);
     return NULL;
   }
@@ -114,7 +120,7 @@ eng_chat_template *eng_chat_template_load(const char *dir, err *e) {
     if (!dflt)
       err_set(e, ERR_NOT_FOUND, "chat template: %s has no chat_template.jinja and tokenizer_config.json has no chat_template", dir);
     else if ((t = eng_chat_template_create(dflt, strlen(dflt), bos, eos, e)) && tool &&
-             !(t->tool_use = eng_jinja_create(tool, strlen(tool), e))) {
+             (!(t->tool_use = eng_jinja_create(tool, strlen(tool), e)) || !(t->tool_use_text = strdup(tool)))) {
       err_prefix(e, "the tool_use template: ");
       eng_chat_template_destroy(t);
       t = NULL;
@@ -221,18 +227,110 @@ static int build_vars(const eng_chat_template *t, const cJSON *messages, const e
   return 0;
 }
 
+// --- continue_final_message
+
+#define CONTINUE_TAG "CONTINUE_FINAL_MESSAGE_TAG "
+
+static int cont_fail(err *e, const char *fmt, const char *arg) {
+  char msg[ERR_MSG_MAX];
+  snprintf(msg, sizeof msg, fmt, arg);
+  return err_set(e, ERR_INVALID_ARGUMENT, "chat template: %s", msg);
+}
+
+// Appends the tag to the text transformers tags (the last message's field, or its last text part);
+// *final gets a copy of that text before the tag. The fields tagged are named in the template?
+static int tag_final(cJSON *vars, const char *field, const char *tpl, char **final, err *e) {
+  *final = NULL;
+  cJSON *msgs = cJSON_GetObjectItemCaseSensitive(vars, "messages"), *last = msgs ? msgs->child : NULL;
+  while (last && last->next) last = last->next;
+  cJSON *fv = last ? cJSON_GetObjectItemCaseSensitive(last, field) : NULL;
+  if (!fv) return cont_fail(e, "continue_final_message is set but the final message has no \"%s\" to continue!", field);
+  // A reasoning field is copied under several names: tag each copy holding the same text.
+  const char *fields[3] = {field, NULL, NULL};
+  size_t nf = 1;
+  if (!strcmp(field, "reasoning_content") || !strcmp(field, "thinking") || !strcmp(field, "reasoning")) {
+    nf = 0;
+    for (int k = 0; k < 3; k++) {
+      cJSON *o = cJSON_GetObjectItemCaseSensitive(last, REASONING_FIELDS[k]);
+      if (o && cJSON_Compare(o, fv, 1)) fields[nf++] = REASONING_FIELDS[k];
+    }
+  }
+  int named = 0;
+  for (size_t k = 0; k < nf; k++) named |= strstr(tpl, fields[k]) != NULL;
+  if (!named)
+    return cont_fail(e, "continue_final_message is set to \"%s\" but this is not an accepted field in the chat_template", field);
+  cJSON *targets[3] = {NULL, NULL, NULL};
+  size_t nt = 0;
+  if (cJSON_IsArray(fv)) {
+    for (cJSON *p = fv->child; p; p = p->next) {
+      cJSON *tx = cJSON_GetObjectItemCaseSensitive(p, "text");
+      if (tx) targets[0] = tx, nt = 1;  // the last part with text
+    }
+    if (!nt) return cont_fail(e, "%s", "continue_final_message is set but we could not find any text to continue in the final message!");
+  } else {
+    for (size_t k = 0; k < nf; k++) targets[nt++] = cJSON_GetObjectItemCaseSensitive(last, fields[k]);
+  }
+  for (size_t k = 0; k < nt; k++) {
+    if (!cJSON_IsString(targets[k])) return cont_fail(e, "%s", "continue_final_message: the text to continue is not a string");
+    if (!*final && !(*final = strdup(targets[k]->valuestring))) return err_set(e, ERR_RESOURCE_EXHAUSTED, "chat template: out of memory");
+    size_t n = strlen(targets[k]->valuestring);
+    char *tagged = malloc(n + sizeof CONTINUE_TAG);
+    if (!tagged) return err_set(e, ERR_RESOURCE_EXHAUSTED, "chat template: out of memory");
+    memcpy(tagged, targets[k]->valuestring, n);
+    memcpy(tagged + n, CONTINUE_TAG, sizeof CONTINUE_TAG);
+    int ok = cJSON_SetValuestring(targets[k], tagged) != NULL;
+    free(tagged);
+    if (!ok) return err_set(e, ERR_RESOURCE_EXHAUSTED, "chat template: out of memory");
+  }
+  return 0;
+}
+
+// Cuts the rendered text at the tag as transformers does (and checks the message survived the template).
+static int cut_at_tag(char *out, size_t *len, const char *final, err *e) {
+  size_t b, en, tn = sizeof CONTINUE_TAG - 2;  // the tag without its trailing space
+  eng_jinja__strip(final, strlen(final), NULL, 1, 1, &b, &en);
+  if (eng_jinja__str_find(out, *len, final + b, en - b, 0) < 0 || eng_jinja__str_find(out, *len, CONTINUE_TAG, tn, 0) < 0)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "chat template: continue_final_message is set but the final message does not appear in the chat "
+                   "after applying the chat template");
+  long at = -1, f;
+  while ((f = eng_jinja__str_find(out, *len, CONTINUE_TAG, tn, (size_t)(at + 1))) >= 0) at = f;
+  size_t cut = (size_t)at;
+  if (!(cut + tn + 1 <= *len && out[cut + tn] == ' ')) {  // the template trimmed the text: trim what precedes too
+    size_t s0, s1;
+    eng_jinja__strip(out, cut, NULL, 0, 1, &s0, &s1);
+    cut = s1;
+  }
+  out[cut] = '\0';
+  *len = cut;
+  return 0;
+}
+
 int eng_chat_template_render(const eng_chat_template *t, const cJSON *messages, const eng_chat_opts *o, char **out,
                              size_t *out_len, err *e) {
   *out = NULL;
   if (out_len) *out_len = 0;
+  const char *cont = o ? o->continue_final_message : NULL;
+  if (cont && o->add_generation_prompt)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "chat template: continue_final_message and add_generation_prompt are not compatible");
   cJSON *vars = cJSON_CreateObject();
   if (!vars) return err_set(e, ERR_RESOURCE_EXHAUSTED, "chat template: out of memory");
+  int use_tool = o && o->tools && t->tool_use;
+  char *final = NULL;
+  size_t len = 0;
   int rc = build_vars(t, messages, o, vars, e);
+  if (!rc && cont) rc = tag_final(vars, cont, use_tool ? t->tool_use_text : t->dflt_text, &final, e);
   if (!rc) {
     eng_jinja_opts jo = {o ? o->now : NULL, o ? o->now_ctx : NULL, o ? o->max_output : 0, 0};
-    const eng_jinja *tpl = o && o->tools && t->tool_use ? t->tool_use : t->dflt;
-    rc = eng_jinja_render(tpl, vars, &jo, out, out_len, e);
+    rc = eng_jinja_render(use_tool ? t->tool_use : t->dflt, vars, &jo, out, &len, e);
   }
+  if (!rc && cont && (rc = cut_at_tag(*out, &len, final, e))) {
+    free(*out);
+    *out = NULL;
+  }
+  if (!rc && out_len) *out_len = len;
+  free(final);
   cJSON_Delete(vars);
   return rc;
 }

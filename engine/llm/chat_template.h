@@ -25,6 +25,10 @@ typedef struct eng_chat_opts {
   int64_t (*now)(void *ctx);  // strftime_now's clock (seconds since the epoch, UTC); NULL: the real one
   void *now_ctx;
   size_t max_output;       // bytes; 0: jinja.h's default
+  // transformers' continue_final_message: the last message's field (usually "content"; a reasoning
+  // field continues the reasoning) is left open for the model to continue: the text ends where that
+  // field's text ends, with no end-of-turn after it. NULL: off. Not with add_generation_prompt.
+  const char *continue_final_message;
 } eng_chat_opts;
 
 // Compiles template_text (len bytes). bos/eos: the tokenizer's special tokens

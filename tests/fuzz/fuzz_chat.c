@@ -30,7 +30,7 @@ static int64_t fixed_now(void *ctx) {
 }
 
 static void render(const eng_chat_template *t, const cJSON *msgs, const cJSON *tools) {
-  eng_chat_opts o = {1, tools, NULL, NULL, fixed_now, NULL, 1 << 20};
+  eng_chat_opts o = {1, tools, NULL, NULL, fixed_now, NULL, 1 << 20, NULL};
   char *out = NULL;
   err e = {0};
   if (!eng_chat_template_render(t, msgs, &o, &out, NULL, &e)) free(out);

@@ -71,7 +71,11 @@ static int render_case(const char *tpl, size_t tlen, const cJSON *defaults, cons
                      cJSON_IsObject(extra) ? extra : NULL,
                      cJSON_IsNumber(now) ? fixed_now : NULL,
                      &now_s,
-                     0};
+                     0,
+                     NULL};
+  const cJSON *cont = cJSON_GetObjectItemCaseSensitive(c, "continue_final_message");
+  if (cJSON_IsTrue(cont)) o.continue_final_message = "content";
+  if (cJSON_IsString(cont)) o.continue_final_message = cont->valuestring;
   size_t len;
   int rc = eng_chat_template_render(t, cJSON_GetObjectItemCaseSensitive(c, "messages"), &o, out, &len, e);
   eng_chat_template_destroy(t);
@@ -181,7 +185,7 @@ static int bench(const char *tpl_path, int n) {
   eng_chat_template *t = eng_chat_template_create(tpl, tlen, str_or_null(c, "bos_token"), str_or_null(c, "eos_token"), &e);
   const cJSON *tools = cJSON_GetObjectItemCaseSensitive(c, "tools");
   eng_chat_opts o = {cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt")),
-                     cJSON_IsArray(tools) ? tools : NULL, NULL, NULL, NULL, NULL, 0};
+                     cJSON_IsArray(tools) ? tools : NULL, NULL, NULL, NULL, NULL, 0, NULL};
   size_t len = 0;
   int rc = 0;
   for (int i = 0; t && i < n && !rc; i++) {

@@ -57,6 +57,7 @@ def render(tok, template, case):
             tools=copy.deepcopy(case.get("tools")),
             documents=copy.deepcopy(case.get("documents")),
             add_generation_prompt=case["add_generation_prompt"],
+            continue_final_message=case.get("continue_final_message", False),
             tokenize=False,
             **kwargs,
         )

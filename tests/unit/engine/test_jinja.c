@@ -186,7 +186,7 @@ static void test_chat_layer(void) {
   CHECK_EQ_STR(out, "<s>[user:hi2][assistant:ok|r=why|t=why5]TrueTrueFalse-");
   free(out);
   cJSON *extra = cJSON_Parse("{\"x\": \"X\", \"bos_token\": \"<B>\"}"), *tools = cJSON_Parse("[]");
-  eng_chat_opts o = {1, tools, NULL, extra, fixed_now, NULL, 0};
+  eng_chat_opts o = {1, tools, NULL, extra, fixed_now, NULL, 0, NULL};
   out = chat(t, "[{\"role\":\"user\",\"content\":\"a\"}]", &o, &e);
   CHECK_EQ_STR(out, "<B>[user:a2]FalseTrueTrueX");
   free(out);
@@ -220,7 +220,7 @@ static void test_chat_layer(void) {
   CHECK_EQ_STR(out, "D<|b|>q<|e|>");
   free(out);
   tools = cJSON_Parse("[{\"type\": \"function\"}]");
-  eng_chat_opts ot = {0, tools, NULL, NULL, NULL, NULL, 0};
+  eng_chat_opts ot = {0, tools, NULL, NULL, NULL, NULL, 0, NULL};
   out = chat(c, "[{\"role\":\"user\",\"content\":\"q\"}]", &ot, &e);
   CHECK_EQ_STR(out, "T1");
   free(out);
