@@ -14,6 +14,7 @@
 #include "kernels/base/err.h"
 
 typedef struct cJSON cJSON;
+// Immutable once created: renders from several threads at once need no lock.
 typedef struct eng_chat_template eng_chat_template;
 
 typedef struct eng_chat_opts {

@@ -24,6 +24,8 @@ typedef struct eng_jinja_opts {
   size_t max_memory;  // bytes a render may allocate; 0: 256 MiB.
 } eng_jinja_opts;
 
+// A template is immutable once created: several threads may render it at once.
+
 // Parses template text (len bytes, UTF-8). NULL with *e set (INVALID_ARGUMENT
 // for a syntax error, UNIMPLEMENTED for a construct outside the subset, both
 // naming line and column).

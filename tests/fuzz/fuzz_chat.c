@@ -34,6 +34,10 @@ static void render(const eng_chat_template *t, const cJSON *msgs, const cJSON *t
   char *out = NULL;
   err e = {0};
   if (!eng_chat_template_render(t, msgs, &o, &out, NULL, &e)) free(out);
+  // And the last message continued (transformers' continue_final_message).
+  o.add_generation_prompt = 0, o.continue_final_message = "content";
+  out = NULL;
+  if (!eng_chat_template_render(t, msgs, &o, &out, NULL, &e)) free(out);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
