@@ -120,8 +120,9 @@ static jv call_range(jrender *r, const jv *args, size_t n, size_t off) {
     a[n == 1 ? 1 : i] = args[i].kind == JV_INT ? args[i].u.i : args[i].u.b;
   }
   if (!a[2]) return eng_jinja__fail(r, off, "range() arg 3 must not be zero");
-  int64_t count = a[2] > 0 ? (a[1] > a[0] ? (a[1] - a[0] + a[2] - 1) / a[2] : 0)
-                           : (a[0] > a[1] ? (a[0] - a[1] - a[2] - 1) / -a[2] : 0);
+  __int128 span = a[2] > 0 ? (__int128)a[1] - a[0] : (__int128)a[0] - a[1], step = a[2] > 0 ? a[2] : -(__int128)a[2];
+  __int128 count128 = span > 0 ? (span + step - 1) / step : 0;
+  int64_t count = count128 > 100001 ? 100001 : (int64_t)count128;
   if (count > 100000)
     return eng_jinja__fail(r, off, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   jlist *l = jv_mklist(r->a, (size_t)count);

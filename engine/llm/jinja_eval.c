@@ -5,6 +5,7 @@
 // false, iterates as empty, fails on arithmetic), and the public API.
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,12 @@ static int64_t floordiv(int64_t a, int64_t b) {
   return q;
 }
 
+// Python's ints do not overflow; ours are 64-bit, and past that a render fails rather than wrap.
+static jv int_or_fail(jrender *r, int overflow, int64_t v, size_t off) {
+  if (overflow) return eng_jinja__fail(r, off, "integer overflow (integers past 64 bits are not supported)");
+  return jv_int(v);
+}
+
 static jv arith(jrender *r, int op, jv a, jv b, size_t off) {
   if (a.kind == JV_UNDEF) return undefined_use(r, a, off);
   if (b.kind == JV_UNDEF) return undefined_use(r, b, off);
@@ -144,15 +151,32 @@ static jv arith(jrender *r, int op, jv a, jv b, size_t off) {
     double y = b.kind == JV_FLOAT ? b.u.f : b.kind == JV_INT ? (double)b.u.i : b.u.b;
     int64_t i = a.kind == JV_INT ? a.u.i : a.u.b, j = b.kind == JV_INT ? b.u.i : b.u.b;
     switch (op) {
-      case JO_ADD: return fl ? jv_float(x + y) : jv_int(i + j);
-      case JO_SUB: return fl ? jv_float(x - y) : jv_int(i - j);
-      case JO_MUL: return fl ? jv_float(x * y) : jv_int(i * j);
+      case JO_ADD: {
+        if (fl) return jv_float(x + y);
+        int64_t v = 0;
+        int over = __builtin_add_overflow(i, j, &v);
+        return int_or_fail(r, over, v, off);
+      }
+      case JO_SUB: {
+        if (fl) return jv_float(x - y);
+        int64_t v = 0;
+        int over = __builtin_sub_overflow(i, j, &v);
+        return int_or_fail(r, over, v, off);
+      }
+      case JO_MUL: {
+        if (fl) return jv_float(x * y);
+        int64_t v = 0;
+        int over = __builtin_mul_overflow(i, j, &v);
+        return int_or_fail(r, over, v, off);
+      }
       case JO_DIV:
         if (y == 0) return eng_jinja__fail(r, off, "division by zero");
         return jv_float(x / y);
       case JO_FLOORDIV:
         if (y == 0) return eng_jinja__fail(r, off, "integer division or modulo by zero");
-        return fl ? jv_float(floor(x / y)) : jv_int(floordiv(i, j));
+        if (fl) return jv_float(floor(x / y));
+        if (j == -1) return int_or_fail(r, i == INT64_MIN, -i, off);
+        return jv_int(floordiv(i, j));
       case JO_MOD:
         if (y == 0) return eng_jinja__fail(r, off, "integer division or modulo by zero");
         if (fl) {
@@ -160,12 +184,16 @@ static jv arith(jrender *r, int op, jv a, jv b, size_t off) {
           if (m != 0 && ((m < 0) != (y < 0))) m += y;
           return jv_float(m);
         }
+        if (j == -1) return jv_int(0);
         return jv_int(i - floordiv(i, j) * j);
       case JO_POW:
         if (!fl && j >= 0) {
           int64_t p = 1;
-          for (int64_t k = 0; k < j && k < 64; k++) p *= i;
-          return jv_int(p);
+          int over = 0;
+          if (i == -1) return jv_int(j % 2 ? -1 : 1);  // without j steps
+          // Stops at 0, at 1, or at the overflow (by the 64th step for |i| >= 2).
+          for (int64_t k = 0; k < j && !over && p != 0 && i != 1; k++) over = __builtin_mul_overflow(p, i, &p);
+          return int_or_fail(r, over, p, off);
         }
         return jv_float(pow(x, y));
     }
@@ -397,7 +425,7 @@ static jv eval(jrender *r, jframe *f, const jnode *n) {
     case JN_NEG: case JN_POS: {
       jv x = eval(r, f, n->a);
       if (r->failed) return x;
-      if (x.kind == JV_INT) return jv_int(n->kind == JN_NEG ? -x.u.i : x.u.i);
+      if (x.kind == JV_INT) return int_or_fail(r, n->kind == JN_NEG && x.u.i == INT64_MIN, n->kind == JN_NEG ? -x.u.i : x.u.i, n->off);
       if (x.kind == JV_BOOL) return jv_int(n->kind == JN_NEG ? -x.u.b : x.u.b);
       if (x.kind == JV_FLOAT) return jv_float(n->kind == JN_NEG ? -x.u.f : x.u.f);
       if (x.kind == JV_UNDEF) return undefined_use(r, x, n->off);

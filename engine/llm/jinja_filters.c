@@ -2,6 +2,7 @@
 // 3.1 defines them, with transformers' tojson (json.dumps with
 // ensure_ascii=False; indent, separators and sort_keys by keyword).
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -376,7 +377,10 @@ jv eng_jinja__filter(jrender *r, const char *name, jv x, const jv *args, size_t 
     return jv_float(d);
   }
   if (!strcmp(name, "abs")) {
-    if (x.kind == JV_INT) return jv_int(x.u.i < 0 ? -x.u.i : x.u.i);
+    if (x.kind == JV_INT) {
+      if (x.u.i == INT64_MIN) return eng_jinja__fail(r, off, "integer overflow (integers past 64 bits are not supported)");
+      return jv_int(x.u.i < 0 ? -x.u.i : x.u.i);
+    }
     if (x.kind == JV_BOOL) return jv_int(x.u.b);
     if (x.kind == JV_FLOAT) return jv_float(fabs(x.u.f));
     return eng_jinja__fail(r, off, "bad operand type for abs(): '%s'", jv_type_name(x));
@@ -403,7 +407,10 @@ jv eng_jinja__filter(jrender *r, const char *name, jv x, const jv *args, size_t 
       int fl = it.kind == JV_FLOAT || acc.kind == JV_FLOAT;
       double a = acc.kind == JV_FLOAT ? acc.u.f : acc.kind == JV_INT ? (double)acc.u.i : acc.u.b;
       double b = it.kind == JV_FLOAT ? it.u.f : it.kind == JV_INT ? (double)it.u.i : it.u.b;
-      acc = fl ? jv_float(a + b) : jv_int((acc.kind == JV_INT ? acc.u.i : acc.u.b) + (it.kind == JV_INT ? it.u.i : it.u.b));
+      int64_t s;
+      if (!fl && __builtin_add_overflow(acc.kind == JV_INT ? acc.u.i : acc.u.b, it.kind == JV_INT ? it.u.i : it.u.b, &s))
+        return eng_jinja__fail(r, off, "integer overflow (integers past 64 bits are not supported)");
+      acc = fl ? jv_float(a + b) : jv_int(s);
     }
     return acc;
   }

@@ -130,6 +130,19 @@ static void test_render_errors(void) {
   expect_render_error("{% set x = 1 %}{% set x.a = 2 %}", NULL, NULL, ERR_INVALID_ARGUMENT, "non-namespace");
   expect_render_error("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", NULL, NULL, ERR_INVALID_ARGUMENT, "too deep");
   expect_render_error("{{ 1 // 0 }}", NULL, NULL, ERR_INVALID_ARGUMENT, "division or modulo by zero");
+  // 64-bit ints: past them a render fails (Python's would grow), never wraps or traps.
+  expect_render_error("{{ 922337203685477580 * 100 }}", NULL, NULL, ERR_INVALID_ARGUMENT, "integer overflow");
+  expect_render_error("{{ 2 ** 63 }}", NULL, NULL, ERR_INVALID_ARGUMENT, "integer overflow");
+  expect_render_error("{{ -(-922337203685477580 * 10 - 8) // -1 }}", NULL, NULL, ERR_INVALID_ARGUMENT, "integer overflow");
+  expect_render_error("{{ range(-999999999999999999, 999999999999999999) | length }}", NULL, NULL, ERR_INVALID_ARGUMENT,
+                      "Range too big");
+  CHECK_EQ_INT(render("{{ 2 ** 62 }} {{ (-1) ** 999999999999999999 }} {{ 1 ** 999999999999999999 }} {{ 0 ** 0 }} "
+                      "{{ (-922337203685477580 * 10 - 8) // -1 }}", NULL, NULL, &out, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "integer overflow");
+  CHECK_EQ_INT(render("{{ 2 ** 62 }} {{ (-1) ** 999999999999999999 }} {{ 1 ** 999999999999999999 }} {{ 0 ** 0 }} "
+                      "{{ (-922337203685477580 * 10 - 8) % -1 }}", NULL, NULL, &out, &e), 0);
+  CHECK_EQ_STR(out, "4611686018427387904 -1 1 1 0");
+  free(out);
   expect_render_error("{{ 'a' < 1 }}", NULL, NULL, ERR_INVALID_ARGUMENT, "'<' not supported");
   expect_render_error("{{ x | tojson }}", NULL, NULL, ERR_INVALID_ARGUMENT, "not JSON serializable");
   expect_render_error("{{ 'x' in 3 }}", NULL, NULL, ERR_INVALID_ARGUMENT, "not iterable");
