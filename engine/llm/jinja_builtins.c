@@ -127,7 +127,7 @@ static jv call_range(jrender *r, const jv *args, size_t n, size_t off) {
     return eng_jinja__fail(r, off, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   jlist *l = jv_mklist(r->a, (size_t)count);
   if (!l) return eng_jinja__oom(r);
-  for (int64_t i = 0; i < count; i++) l->items[i] = jv_int(a[0] + i * a[2]);
+  for (int64_t i = 0; i < count; i++) l->items[i] = jv_int((int64_t)((__int128)a[0] + (__int128)i * a[2]));
   l->n = (size_t)count;
   return list_value(l);
 }

@@ -175,7 +175,7 @@ static jv arith(jrender *r, int op, jv a, jv b, size_t off) {
       case JO_FLOORDIV:
         if (y == 0) return eng_jinja__fail(r, off, "integer division or modulo by zero");
         if (fl) return jv_float(floor(x / y));
-        if (j == -1) return int_or_fail(r, i == INT64_MIN, -i, off);
+        if (j == -1) return i == INT64_MIN ? int_or_fail(r, 1, 0, off) : jv_int(-i);
         return jv_int(floordiv(i, j));
       case JO_MOD:
         if (y == 0) return eng_jinja__fail(r, off, "integer division or modulo by zero");
@@ -425,7 +425,10 @@ static jv eval(jrender *r, jframe *f, const jnode *n) {
     case JN_NEG: case JN_POS: {
       jv x = eval(r, f, n->a);
       if (r->failed) return x;
-      if (x.kind == JV_INT) return int_or_fail(r, n->kind == JN_NEG && x.u.i == INT64_MIN, n->kind == JN_NEG ? -x.u.i : x.u.i, n->off);
+      if (x.kind == JV_INT) {
+        if (n->kind == JN_NEG && x.u.i == INT64_MIN) return int_or_fail(r, 1, 0, n->off);
+        return jv_int(n->kind == JN_NEG ? -x.u.i : x.u.i);
+      }
       if (x.kind == JV_BOOL) return jv_int(n->kind == JN_NEG ? -x.u.b : x.u.b);
       if (x.kind == JV_FLOAT) return jv_float(n->kind == JN_NEG ? -x.u.f : x.u.f);
       if (x.kind == JV_UNDEF) return undefined_use(r, x, n->off);

@@ -5,6 +5,7 @@
 // Comments are dropped here. Also the arena and growable text the other
 // files share.
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,8 +245,9 @@ static int lex_tag(lexer *L, size_t *pos, int block, int *nl_end) {
       if (isf) tk.kind = JT_FLOAT, tk.f = strtod(num, NULL);
       else {
         tk.kind = JT_INT;
-        if (k > 18) return lex_fail(L->src, p, L->e, ERR_UNIMPLEMENTED, "integer literal too large");
+        errno = 0;
         tk.i = strtoll(num, NULL, 10);
+        if (errno == ERANGE) return lex_fail(L->src, p, L->e, ERR_UNIMPLEMENTED, "integer literal past 64 bits");
       }
       p = q;
     } else if (isalpha((unsigned char)c) || c == '_') {

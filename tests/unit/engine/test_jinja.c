@@ -143,6 +143,10 @@ static void test_render_errors(void) {
                       "{{ (-922337203685477580 * 10 - 8) % -1 }}", NULL, NULL, &out, &e), 0);
   CHECK_EQ_STR(out, "4611686018427387904 -1 1 1 0");
   free(out);
+  CHECK_EQ_INT(render("{{ range(-9000000000000000000, 9000000000000000000, 6000000000000000000) | list }}", NULL, NULL,
+                      &out, &e), 0);
+  CHECK_EQ_STR(out, "[-9000000000000000000, -3000000000000000000, 3000000000000000000]");
+  free(out);
   expect_render_error("{{ 'a' < 1 }}", NULL, NULL, ERR_INVALID_ARGUMENT, "'<' not supported");
   expect_render_error("{{ x | tojson }}", NULL, NULL, ERR_INVALID_ARGUMENT, "not JSON serializable");
   expect_render_error("{{ 'x' in 3 }}", NULL, NULL, ERR_INVALID_ARGUMENT, "not iterable");
