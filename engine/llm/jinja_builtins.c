@@ -185,7 +185,6 @@ jv eng_jinja__call(jrender *r, jv fn, const jv *args, size_t nargs, const char *
   if (fn.kind != JV_FUNC) return eng_jinja__fail(r, off, "'%s' object is not callable", jv_type_name(fn));
   const jfunc *f = fn.u.fn;
   switch (f->id) {
-    case JB_MACRO: return eng_jinja__call_macro(r, f, args, nargs, kn, kw, nkw, off);
     case JB_RANGE: return call_range(r, args, nargs, off);
     case JB_NAMESPACE: return call_mapping(r, 1, args, nargs, kn, kw, nkw, off);
     case JB_DICT: return call_mapping(r, 0, args, nargs, kn, kw, nkw, off);

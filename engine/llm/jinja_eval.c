@@ -19,40 +19,6 @@ struct eng_jinja {
   jnode *root;
 };
 
-jv eng_jinja__fail(jrender *r, size_t off, const char *fmt, ...) {
-  if (!r->failed) {
-    r->failed = 1;
-    char msg[ERR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    int l, c;
-    eng_jinja__where(r->src, off, &l, &c);
-    err_set(r->e, ERR_INVALID_ARGUMENT, "chat template: %s (line %d, column %d)", msg, l, c);
-  }
-  return jv_undef(NULL);
-}
-
-jv eng_jinja__oom(jrender *r) {
-  if (!r->failed) {
-    r->failed = 1;
-    err_set(r->e, ERR_RESOURCE_EXHAUSTED, "chat template: the render ran out of its memory budget");
-  }
-  return jv_undef(NULL);
-}
-
-jv eng_jinja__strv(jrender *r, const char *s, size_t n) {
-  jstr *j = jv_mkstr(r->a, s, n);
-  return j ? jv_str(j) : eng_jinja__oom(r);
-}
-
-jv eng_jinja__buf_str(jrender *r, jbuf *b) {
-  jv v = b->oom ? eng_jinja__oom(r) : eng_jinja__strv(r, b->p ? b->p : "", b->n);
-  jbuf_free(b);
-  return v;
-}
-
 static jv undefined_use(jrender *r, jv v, size_t off) {
   return eng_jinja__fail(r, off, "%s", v.u.undef ? v.u.undef : "undefined value used");
 }
@@ -89,43 +55,8 @@ static jframe *new_frame(jrender *r, jframe *parent) {
 // --- expressions
 
 static jv eval(jrender *r, jframe *f, const jnode *n);
-
-jlist *eng_jinja__iter(jrender *r, jv x, size_t off) {
-  jlist *l = NULL;
-  switch (x.kind) {
-    case JV_UNDEF: l = jv_mklist(r->a, 0); break;
-    case JV_LIST: {
-      l = jv_mklist(r->a, x.u.l->n);
-      if (l && x.u.l->n) memcpy(l->items, x.u.l->items, x.u.l->n * sizeof *l->items), l->n = x.u.l->n;
-      break;
-    }
-    case JV_DICT: {
-      l = jv_mklist(r->a, x.u.d->n);
-      if (l && x.u.d->n) memcpy(l->items, x.u.d->keys, x.u.d->n * sizeof *l->items), l->n = x.u.d->n;
-      break;
-    }
-    case JV_STR: {
-      l = jv_mklist(r->a, x.u.s->n);
-      for (size_t i = 0; l && i < x.u.s->n;) {
-        size_t len = 1;
-        unsigned char c = (unsigned char)x.u.s->s[i];
-        if (c >= 0xF0) len = 4;
-        else if (c >= 0xE0) len = 3;
-        else if (c >= 0xC0) len = 2;
-        if (i + len > x.u.s->n) len = x.u.s->n - i;
-        jv ch = eng_jinja__strv(r, x.u.s->s + i, len);
-        if (r->failed || jlist_push(r->a, l, ch)) return eng_jinja__oom(r), NULL;
-        i += len;
-      }
-      break;
-    }
-    default:
-      eng_jinja__fail(r, off, "'%s' object is not iterable", jv_type_name(x));
-      return NULL;
-  }
-  if (!l) eng_jinja__oom(r);
-  return l;
-}
+static jv eng_jinja__call_macro(jrender *r, const jfunc *fn, const jv *args, size_t nargs, const char **kn,
+                                const jv *kw, size_t nkw, size_t off);
 
 static int64_t floordiv(int64_t a, int64_t b) {
   int64_t q = a / b;
@@ -409,6 +340,8 @@ static jv eval(jrender *r, jframe *f, const jnode *n) {
     case JN_CALL: {
       jv fn = eval(r, f, n->a), *args, *kw;
       if (r->failed || eval_args(r, f, n, &args, &kw)) return jv_undef(NULL);
+      if (fn.kind == JV_FUNC && fn.u.fn->id == JB_MACRO)
+        return eng_jinja__call_macro(r, fn.u.fn, args, n->nv, n->kn, kw, n->nw, n->off);
       return eng_jinja__call(r, fn, args, n->nv, n->kn, kw, n->nw, n->off);
     }
     case JN_FILTER: {
@@ -636,7 +569,7 @@ static void render_body(jrender *r, jframe *f, const jnode *body, jbuf *out) {
   }
 }
 
-jv eng_jinja__call_macro(jrender *r, const jfunc *fn, const jv *args, size_t nargs, const char **kn, const jv *kw,
+static jv eng_jinja__call_macro(jrender *r, const jfunc *fn, const jv *args, size_t nargs, const char **kn, const jv *kw,
                          size_t nkw, size_t off) {
   const jnode *m = fn->macro;
   if (r->depth >= 64) return eng_jinja__fail(r, off, "macro calls nested too deep");

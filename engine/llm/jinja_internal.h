@@ -177,7 +177,8 @@ typedef struct jrender {
   jv block_input;   // a {% filter %} block's rendered body
 } jrender;
 
-// Builtin functions, filters, tests and methods (jinja_builtins.c).
+// Builtin functions, filters, tests and methods (jinja_builtins.c). A macro's call (JB_MACRO) is the
+// evaluator's own; eng_jinja__call takes the rest.
 enum {
   JB_MACRO = 1, JB_RANGE, JB_NAMESPACE, JB_RAISE, JB_STRFTIME, JB_DICT, JB_METHOD
 };
@@ -208,12 +209,10 @@ void eng_jinja__strip(const char *s, size_t n, const jstr *chars, int left, int 
 jv eng_jinja__case(jrender *r, const jstr *s, int how);
 enum { JCASE_UPPER, JCASE_LOWER, JCASE_TITLE_METHOD, JCASE_TITLE_FILTER, JCASE_CAPITALIZE };
 int eng_jinja__known_test(const char *name);
-// Evaluator entry points the builtins call back into.
-jv eng_jinja__call_macro(jrender *r, const jfunc *fn, const jv *args, size_t nargs, const char **kn, const jv *kw,
-                         size_t nkw, size_t off);
 // Iterates x as Python would (list items, dict keys, string characters): a new list, or NULL with r failed.
 jlist *eng_jinja__iter(jrender *r, jv x, size_t off);
 
+// The render's shared helpers (jinja_rt.c), below the evaluator, builtins, methods and filters.
 // Fails the render (first error wins) with "<message> (line L, column C)"; returns an undefined.
 jv eng_jinja__fail(jrender *r, size_t off, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 jv eng_jinja__oom(jrender *r);

@@ -73,13 +73,15 @@ static int expect_op(parser *P, const char *op) {
   return 0;
 }
 
+static jnode *oom(parser *P) {
+  if (!P->failed) err_set(P->e, ERR_RESOURCE_EXHAUSTED, "chat template: out of memory");
+  P->failed = 1;
+  return NULL;
+}
+
 static jnode *mk(parser *P, jnode_kind k, size_t off) {
   jnode *n = jarena_alloc(P->a, sizeof *n);
-  if (!n) {
-    P->failed = 1;
-    err_set(P->e, ERR_RESOURCE_EXHAUSTED, "chat template: out of memory");
-    return NULL;
-  }
+  if (!n) return oom(P);
   n->kind = k, n->off = off;
   return n;
 }
@@ -91,8 +93,7 @@ static int vpush(parser *P, vec *v, void *x) {
     size_t cap = v->cap ? v->cap * 2 : 4;
     void **p = jarena_alloc(P->a, cap * sizeof *p);
     if (!p) {
-      mk(P, JN_CONST, 0);  // records the memory failure
-      P->failed = 1;
+      oom(P);
       return 0;
     }
     if (v->n) memcpy(p, v->p, v->n * sizeof *p);
@@ -161,7 +162,7 @@ static jnode *subscript(parser *P, jnode *obj, size_t off) {
   n->a = obj;
   if (slice) {
     n->v = jarena_alloc(P->a, 3 * sizeof *n->v);
-    if (!n->v) return mk(P, JN_CONST, off) ? NULL : NULL;
+    if (!n->v) return oom(P);
     memcpy(n->v, parts, sizeof parts);
     n->nv = 3;
   } else {
@@ -246,7 +247,7 @@ static jnode *filter_expr(parser *P, jnode *n) {
         jnode *arg = postfix(P, primary(P));
         if (!arg) return NULL;
         x->v = jarena_alloc(P->a, sizeof *x->v);
-        if (!x->v) return mk(P, JN_CONST, 0) ? NULL : NULL;
+        if (!x->v) return oom(P);
         x->v[0] = arg, x->nv = 1;
       }
       n = x;
@@ -442,7 +443,7 @@ static jnode *compare(parser *P) {
   if (!n) return NULL;
   n->v = (jnode **)items.p, n->nv = items.n;
   n->ops = jarena_alloc(P->a, ops.n * sizeof *n->ops);
-  if (!n->ops) return mk(P, JN_CONST, 0) ? NULL : NULL;
+  if (!n->ops) return oom(P);
   for (size_t k = 0; k < ops.n; k++) n->ops[k] = (int)(intptr_t)ops.p[k];
   return n;
 }

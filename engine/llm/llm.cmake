@@ -16,6 +16,7 @@ add_library(inferd_chat_template STATIC
   ${CMAKE_CURRENT_LIST_DIR}/jinja_lex.c
   ${CMAKE_CURRENT_LIST_DIR}/jinja_parse.c
   ${CMAKE_CURRENT_LIST_DIR}/jinja_value.c
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_rt.c
   ${CMAKE_CURRENT_LIST_DIR}/jinja_eval.c
   ${CMAKE_CURRENT_LIST_DIR}/jinja_builtins.c
   ${CMAKE_CURRENT_LIST_DIR}/jinja_methods.c
