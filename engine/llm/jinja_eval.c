@@ -345,11 +345,13 @@ static jv eval(jrender *r, jframe *f, const jnode *n) {
       return eng_jinja__call(r, fn, args, n->nv, n->kn, kw, n->nw, n->off);
     }
     case JN_FILTER: {
+      if (n->unknown) return eng_jinja__fail(r, n->off, "filter '%s' is not supported", n->s);
       jv x = n->a ? eval(r, f, n->a) : r->block_input, *args, *kw;
       if (r->failed || eval_args(r, f, n, &args, &kw)) return jv_undef(NULL);
       return eng_jinja__filter(r, n->s, x, args, n->nv, n->kn, kw, n->nw, n->off);
     }
     case JN_TEST: {
+      if (n->unknown) return eng_jinja__fail(r, n->off, "test '%s' is not supported", n->s);
       jv x = eval(r, f, n->a), *args, *kw;
       if (r->failed || eval_args(r, f, n, &args, &kw)) return jv_undef(NULL);
       int t = eng_jinja__test(r, n->s, x, args, n->nv, n->off);

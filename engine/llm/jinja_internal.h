@@ -154,6 +154,8 @@ typedef struct jnode {
   const char *s; size_t sl;      // a name (JN_NAME, JN_ATTR, JN_FILTER, JN_TEST, JN_SET, JN_MACRO)
   const char *s2;                 // JN_SET_ATTR: the attribute
   jv k;                           // JN_CONST
+  int unknown;                    // JN_FILTER/JN_TEST outside the subset, in a branch: fails only if evaluated
+  int height;                     // of an expression's tree (bounded by the parser)
 } jnode;
 
 int eng_jinja__parse(jarena *a, const jsrc *src, const jtok *toks, size_t ntoks, jnode **root, err *e);

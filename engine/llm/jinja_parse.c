@@ -79,6 +79,24 @@ static jnode *oom(parser *P) {
   return NULL;
 }
 
+// An expression's tree is evaluated recursively: its height is bounded here, where it grows (chains
+// like x|f|f|f... or a+a+a+... nest to the left without nesting the parser).
+#define MAX_HEIGHT 400
+static int height(const jnode *n) { return n ? n->height : 0; }
+static jnode *wrap(parser *P, jnode *n) {
+  if (!n) return NULL;
+  int h = height(n->a);
+  if (height(n->b) > h) h = height(n->b);
+  if (height(n->c) > h) h = height(n->c);
+  for (size_t i = 0; i < n->nv; i++)
+    if (height(n->v[i]) > h) h = height(n->v[i]);
+  for (size_t i = 0; i < n->nw; i++)
+    if (height(n->w[i]) > h) h = height(n->w[i]);
+  n->height = h + 1;
+  if (n->height > MAX_HEIGHT) return fail(P, n->off, ERR_INVALID_ARGUMENT, "%s", "expression nested too deep");
+  return n;
+}
+
 static jnode *mk(parser *P, jnode_kind k, size_t off) {
   jnode *n = jarena_alloc(P->a, sizeof *n);
   if (!n) return oom(P);
@@ -169,7 +187,7 @@ static jnode *subscript(parser *P, jnode *obj, size_t off) {
     n->b = parts[0];
     if (!n->b) return fail(P, off, ERR_INVALID_ARGUMENT, "%s", "empty subscript");
   }
-  return n;
+  return wrap(P, n);
 }
 
 static jnode *postfix(parser *P, jnode *n) {
@@ -183,14 +201,14 @@ static jnode *postfix(parser *P, jnode *n) {
         if (!x) return NULL;
         x->a = n, x->s = name_dup(P, nm), x->sl = nm->n;
         P->i++;
-        n = x;
+        n = wrap(P, x);
       } else if (nm->kind == JT_INT) {
         jnode *x = mk(P, JN_ITEM, nm->off), *k = mk(P, JN_CONST, nm->off);
         if (!x || !k) return NULL;
         k->k = jv_int(nm->i);
         x->a = n, x->b = k;
         P->i++;
-        n = x;
+        n = wrap(P, x);
       } else {
         char b[64];
         return fail(P, nm->off, ERR_INVALID_ARGUMENT, "expected an attribute name after '.', got %s",
@@ -205,7 +223,7 @@ static jnode *postfix(parser *P, jnode *n) {
       if (!x) return NULL;
       x->a = n;
       if (!call_args(P, x)) return NULL;
-      n = x;
+      n = wrap(P, x);
     } else {
       break;
     }
@@ -224,10 +242,9 @@ static jnode *filter_expr(parser *P, jnode *n) {
       if (!x) return NULL;
       x->a = n, x->s = name_dup(P, nm), x->sl = nm->n;
       P->i++;
-      if (!eng_jinja__known_filter(x->s))
-        return fail(P, nm->off, ERR_UNIMPLEMENTED, "filter '%s' is not supported", x->s);
+      x->unknown = !eng_jinja__known_filter(x->s);  // an error at load unless in a branch (check_unknown)
       if (skip_op(P, "(") && !call_args(P, x)) return NULL;
-      n = x;
+      n = wrap(P, x);
     } else if (is_name(t, "is")) {
       P->i++;
       int neg = skip_name(P, "not");
@@ -237,7 +254,7 @@ static jnode *filter_expr(parser *P, jnode *n) {
       if (!x) return NULL;
       x->a = n, x->op = neg, x->s = name_dup(P, nm), x->sl = nm->n;
       P->i++;
-      if (!eng_jinja__known_test(x->s)) return fail(P, nm->off, ERR_UNIMPLEMENTED, "test '%s' is not supported", x->s);
+      x->unknown = !eng_jinja__known_test(x->s);
       const jtok *nx = cur(P);
       if (skip_op(P, "(")) {
         if (!call_args(P, x)) return NULL;
@@ -250,7 +267,7 @@ static jnode *filter_expr(parser *P, jnode *n) {
         if (!x->v) return oom(P);
         x->v[0] = arg, x->nv = 1;
       }
-      n = x;
+      n = wrap(P, x);
     } else if (is_op(t, "(")) {
       n = postfix(P, n);
     } else {
@@ -272,7 +289,7 @@ static jnode *primary(parser *P) {
     else if (is_name(t, "false") || is_name(t, "False")) n->k = jv_bool(0);
     else if (is_name(t, "none") || is_name(t, "None")) n->k = jv_none();
     else n->kind = JN_NAME, n->s = name_dup(P, t), n->sl = t->n;
-    return n;
+    return wrap(P, n);
   }
   if (t->kind == JT_STRING) {
     // Adjacent string literals join, as in Python.
@@ -286,13 +303,13 @@ static jnode *primary(parser *P) {
     if (!n) return NULL;
     if (!js || oom) return fail(P, off, ERR_RESOURCE_EXHAUSTED, "%s", "out of memory");
     n->k = jv_str(js);
-    return n;
+    return wrap(P, n);
   }
   if (t->kind == JT_INT || t->kind == JT_FLOAT) {
     P->i++;
     jnode *n = mk(P, JN_CONST, t->off);
     if (n) n->k = t->kind == JT_INT ? jv_int(t->i) : jv_float(t->f);
-    return n;
+    return wrap(P, n);
   }
   if (is_op(t, "(")) {
     P->i++;
@@ -325,7 +342,7 @@ static jnode *primary(parser *P) {
     if (!expect_op(P, "]")) return NULL;
     jnode *n = mk(P, JN_LIST, t->off);
     if (n) n->v = (jnode **)items.p, n->nv = items.n;
-    return n;
+    return wrap(P, n);
   }
   if (is_op(t, "{")) {
     P->i++;
@@ -341,7 +358,7 @@ static jnode *primary(parser *P) {
     if (!expect_op(P, "}")) return NULL;
     jnode *n = mk(P, JN_DICT, t->off);
     if (n) n->v = (jnode **)keys.p, n->nv = keys.n, n->w = (jnode **)vals.p, n->nw = vals.n;
-    return n;
+    return wrap(P, n);
   }
   return fail(P, t->off, ERR_INVALID_ARGUMENT, "unexpected %s in an expression", tok_desc(t, b, sizeof b));
 }
@@ -366,7 +383,7 @@ static jnode *binop(parser *P, jop op, jnode *l, jnode *r, size_t off) {
   if (!l || !r) return NULL;
   jnode *n = mk(P, JN_BINOP, off);
   if (n) n->op = (int)op, n->a = l, n->b = r;
-  return n;
+  return wrap(P, n);
 }
 
 static jnode *pow_expr(parser *P) {
@@ -445,7 +462,7 @@ static jnode *compare(parser *P) {
   n->ops = jarena_alloc(P->a, ops.n * sizeof *n->ops);
   if (!n->ops) return oom(P);
   for (size_t k = 0; k < ops.n; k++) n->ops[k] = (int)(intptr_t)ops.p[k];
-  return n;
+  return wrap(P, n);
 }
 
 static jnode *not_expr(parser *P) {
@@ -455,7 +472,7 @@ static jnode *not_expr(parser *P) {
     P->i++;
     if (!n || !(n->a = not_expr(P))) return NULL;
     P->depth--;
-    return n;
+    return wrap(P, n);
   }
   return compare(P);
 }
@@ -466,7 +483,7 @@ static jnode *and_expr(parser *P) {
     jnode *n = mk(P, JN_AND, cur(P)->off);
     P->i++;
     if (!n || !(n->b = not_expr(P))) return NULL;
-    n->a = l, l = n;
+    n->a = l, l = wrap(P, n);
   }
   return l;
 }
@@ -477,7 +494,7 @@ static jnode *or_expr(parser *P) {
     jnode *n = mk(P, JN_OR, cur(P)->off);
     P->i++;
     if (!n || !(n->b = and_expr(P))) return NULL;
-    n->a = l, l = n;
+    n->a = l, l = wrap(P, n);
   }
   return l;
 }
@@ -490,7 +507,7 @@ static jnode *expression(parser *P) {
   }
   jnode *n = expression_(P);
   P->depth--;
-  return n;
+  return wrap(P, n);
 }
 
 static jnode *expression_(parser *P) {
@@ -501,7 +518,7 @@ static jnode *expression_(parser *P) {
     if (!n || !(n->a = or_expr(P))) return NULL;  // the condition
     n->b = l;
     if (skip_name(P, "else") && !(n->c = expression(P))) return NULL;
-    l = n;
+    l = wrap(P, n);
   }
   return l;
 }
@@ -774,10 +791,38 @@ done:;
   return 0;
 }
 
+// Jinja compiles a filter or test it does not know into a runtime error when it sits in an `if`
+// (its test and branches) or a conditional expression, and refuses the template otherwise; transformers
+// renders such templates as long as the branch is not taken. The same here: an unknown one outside a
+// branch fails the load.
+static void check_unknown(parser *P, const jnode *n, int soft) {
+  if (!n || P->failed) return;
+  if ((n->kind == JN_FILTER || n->kind == JN_TEST) && n->unknown && !soft) {
+    fail(P, n->off, ERR_UNIMPLEMENTED, n->kind == JN_FILTER ? "filter '%s' is not supported" : "test '%s' is not supported",
+         n->s);
+    return;
+  }
+  int in = soft;
+  switch (n->kind) {
+    case JN_IF: case JN_COND: in = 1; break;
+    case JN_MACRO: case JN_SET_BLOCK: case JN_FILTER_BLOCK: in = 0; break;
+    case JN_FOR:  // the iterable keeps the frame; the body and its filter get a fresh one
+      check_unknown(P, n->a, soft);
+      check_unknown(P, n->b, 0), check_unknown(P, n->c, 0), check_unknown(P, n->d, soft);
+      return;
+    default: break;
+  }
+  check_unknown(P, n->a, in), check_unknown(P, n->b, in), check_unknown(P, n->c, in), check_unknown(P, n->d, in);
+  for (size_t i = 0; i < n->nv; i++) check_unknown(P, n->v[i], in);
+  for (size_t i = 0; i < n->nw; i++) check_unknown(P, n->w[i], in);
+}
+
 int eng_jinja__parse(jarena *a, const jsrc *src, const jtok *toks, size_t ntoks, jnode **root, err *e) {
   parser P = {a, src, toks, ntoks, 0, e, 0, 0, 0, 0};
   const char *st = NULL;
-  if (body(&P, NULL, root, &st) || P.failed) {
+  *root = NULL;
+  if (!body(&P, NULL, root, &st)) check_unknown(&P, *root, 0);
+  if (P.failed || !*root) {
     if (!P.failed) err_set(e, ERR_INVALID_ARGUMENT, "chat template: parse failed");
     return e ? (int)e->code : ERR_INVALID_ARGUMENT;
   }

@@ -8,7 +8,11 @@ failing (with raise_exception's message exactly). Exit 77 (ctest: skipped)
 when transformers, jinja2 or tokenizers cannot be imported: CI's venv does
 not install them; the committed fixtures (ctest chat_templates) cover CI.
 
-usage: check_chat_live.py PATH/TO/inferd-chat-render [N_RANDOM_PER_TEMPLATE]
+usage: check_chat_live.py PATH/TO/inferd-chat-render [N_RANDOM_PER_TEMPLATE] [--extra-dir DIR]
+
+--extra-dir DIR also renders every DIR/*.jinja (e.g. llama.cpp's
+models/templates/) with placeholder special tokens; a template both sides
+refuse to compile counts as agreeing.
 """
 import copy
 import json
@@ -55,12 +59,35 @@ def main():
     import make_chat_fixtures as mk
 
     mk.pinned_clock()
-    driver = sys.argv[1]
-    n_random = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    args = sys.argv[1:]
+    extra_dir = None
+    if "--extra-dir" in args:
+        k = args.index("--extra-dir")
+        extra_dir = args[k + 1]
+        del args[k:k + 2]
+    driver = args[0]
+    n_random = int(args[1]) if len(args) > 1 else 20
     rng = random.Random(36)
     passed = failed = 0
-    for name, (bos, eos) in chat_cases.TEMPLATES.items():
-        path = os.path.join(HERE, "templates", name)
+    templates = [(os.path.join(HERE, "templates", name), bos, eos) for name, (bos, eos) in chat_cases.TEMPLATES.items()]
+    if extra_dir:
+        import glob
+
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+        for path in sorted(glob.glob(os.path.join(extra_dir, "*.jinja"))):
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            try:
+                _compile_jinja_template(text)
+            except Exception as e:
+                p = subprocess.run([driver, "parse", path], capture_output=True)
+                ok = p.returncode != 0
+                passed, failed = passed + ok, failed + (not ok)
+                print(f"{'both refuse' if ok else 'FAIL: only transformers refuses'} {os.path.basename(path)}: {e}")
+                continue
+            templates.append((path, "<s>", "</s>"))
+    for path, bos, eos in templates:
+        name = os.path.basename(path)
         with open(path, encoding="utf-8") as f:
             template = f.read()
         tok = mk.tokenizer(bos, eos)

@@ -95,7 +95,25 @@ static void test_load_errors(void) {
   memcpy(deep, "{{ ", 3);
   snprintf(deep + 1000, sizeof deep - 1000, "1 }}");
   expect_load_error(deep, ERR_INVALID_ARGUMENT, "nested too deep", "line 1");
+  // A left-nested chain (x|trim|trim|...) is bounded too, though the parser does not recurse on it.
+  n = (size_t)snprintf(deep, sizeof deep, "{{ x");
+  for (int i = 0; i < 500; i++) n += (size_t)snprintf(deep + n, sizeof deep - n, "|e");
+  snprintf(deep + n, sizeof deep - n, " }}");
+  expect_load_error(deep, ERR_INVALID_ARGUMENT, "nested too deep", "line 1");
+  // As Jinja: an unknown filter or test in a branch fails only if the branch runs (transformers renders such
+  // templates); in a for body outside any if it fails the load.
+  char *out;
   err e = {0};
+  CHECK_EQ_INT(render("{% if x %}{{ y | from_json }}{% elif y is weird %}{% else %}ok{% endif %}{{ 1 if 0 else 2 | nope if 0 }}",
+                      "{\"x\": false, \"y\": \"\"}", NULL, &out, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "test 'weird' is not supported (line 1, column 43)");
+  CHECK_EQ_INT(render("{% if x %}{{ y | from_json }}{% else %}ok{% endif %}", "{\"x\": false}", NULL, &out, &e), 0);
+  CHECK_EQ_STR(out, "ok");
+  free(out);
+  CHECK_EQ_INT(render("{% if x %}{{ y | from_json }}{% endif %}", "{\"x\": true}", NULL, &out, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "filter 'from_json' is not supported");
+  expect_load_error("{% if x %}{% for i in y %}{{ i | from_json }}{% endfor %}{% endif %}", ERR_UNIMPLEMENTED,
+                    "filter 'from_json' is not supported", "line 1");
   CHECK(eng_jinja_create("x\0y", 3, &e) == NULL);  // a NUL byte inside the given length
   CHECK_CONTAINS(e.msg, "NUL byte");
 }
