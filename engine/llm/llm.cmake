@@ -27,3 +27,17 @@ add_library(inferd_tok STATIC
   ${CMAKE_CURRENT_LIST_DIR}/tokenizer_bpe.c
   ${CMAKE_CURRENT_LIST_DIR}/tokenizer_decode.c)
 target_link_libraries(inferd_tok PUBLIC inferd_base PkgConfig::CJSON PkgConfig::PCRE2 PkgConfig::UTF8PROC)
+
+# Chat templates: a Jinja subset interpreter (jinja_*.c) and the chat layer
+# over it (chat_template.c), rendering as transformers' apply_chat_template.
+add_library(inferd_chat_template STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_lex.c
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_parse.c
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_value.c
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_rt.c
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_eval.c
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_builtins.c
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_methods.c
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_filters.c
+  ${CMAKE_CURRENT_LIST_DIR}/chat_template.c)
+target_link_libraries(inferd_chat_template PUBLIC inferd_base PkgConfig::CJSON ${MATH_LIB})
