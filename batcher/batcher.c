@@ -542,8 +542,8 @@ void bat_release_executor(bat_batcher *b, int executor) {
 void bat_batch_done(bat_batcher *b, int executor) {
   if (executor < 0 || executor >= b->cfg.n_executors || !b->busy[executor]) return;
   if (b->lt) {
-    int64_t took = b->cfg.now(b->cfg.clock_ctx) - b->x_start[executor];
-    bat_lt_observe(b->lt, b->x_rows[executor], took, b->x_pred[executor]);
+    int64_t now = b->cfg.now(b->cfg.clock_ctx);
+    bat_lt_observe(b->lt, now, b->x_rows[executor], now - b->x_start[executor], b->x_pred[executor]);
   }
   bat_release_executor(b, executor);
 }

@@ -101,8 +101,9 @@ void bat_lt_arrival(bat_lt *p, int64_t now, int64_t rows) {
 
 static double hi(const bucket *b) { return b->mean + DEV_K * b->dev; }
 
-void bat_lt_observe(bat_lt *p, int64_t rows, int64_t compute_us, double predicted_us) {
+void bat_lt_observe(bat_lt *p, int64_t now, int64_t rows, int64_t compute_us, double predicted_us) {
   if (rows < 1 || compute_us < 0) return;
+  (void)now;  // kept for estimators over time (the measurements are per batch so far)
   int i = bucket_of(p, rows);
   bucket *b = &p->bk[i];
   double x = (double)compute_us;
@@ -198,7 +199,9 @@ void bat_lt_decide(bat_lt *p, const bat_lt_view *v, bat_lt_decision *d) {
   // the goal
   double k = (double)p->cfg.n_executors * RHO;
   double need = k > lam * b ? lam * a / (k - lam * b) : (double)M;
-  double marg = lam * a;
+  // rows arriving during one batch's fixed cost, shared by the executors:
+  // below it a wait gains more rows per executor-microsecond than it costs
+  double marg = lam * a / (double)p->cfg.n_executors;
   double goal = need > marg ? need : marg;
   if (goal > (double)M) goal = (double)M;
   if (goal < 1) goal = 1;
@@ -209,12 +212,17 @@ void bat_lt_decide(bat_lt *p, const bat_lt_view *v, bat_lt_decision *d) {
     return;
   }
   if (P >= goal || lam <= 0) return;
-  // the latest start that meets the deadline with the rows expected by then
-  // (one step of the fixed point from above: a little early, never late)
-  double t = deadline - bat_lt_predict(p, v->pending_rows);
-  double n_t = P + lam * (t - now);
-  if (n_t > (double)M) n_t = (double)M;
-  double latest = deadline - bat_lt_predict(p, (int64_t)ceil(n_t));
+  // the latest start t that meets the deadline with the rows expected by
+  // then: t + compute(P + rate x (t - now)) <= d, increasing in t and true
+  // at now (checked above), so bisected between now and d - compute(P)
+  double lo = now, up = deadline - bat_lt_predict(p, v->pending_rows);
+  for (int i = 0; i < 24 && up - lo > 1; i++) {
+    double t = (lo + up) / 2, n_t = P + lam * (t - now);
+    if (n_t > (double)M) n_t = (double)M;
+    if (t + bat_lt_predict(p, (int64_t)ceil(n_t)) <= deadline) lo = t;
+    else up = t;
+  }
+  double latest = lo;
   double pause = (double)v->last_arrival_us + GAP_FACTOR / lam;
   double until = latest < pause ? latest : pause;
   if (p->cfg.max_wait_us > 0 && (double)(v->oldest_us + p->cfg.max_wait_us) < until)

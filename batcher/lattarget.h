@@ -25,11 +25,13 @@
 //    go now ("early": the target forced it before the batch reached its goal);
 //  - the goal: the size that keeps the executors' utilisation under
 //    rho (n / compute(n) >= rate / (executors x rho)), and at least the rows
-//    that arrive during one batch's fixed cost (rate x a, with compute(n) ~
-//    a + b n: below it, waiting gains more rows per executor-microsecond
-//    than it costs). P >= goal: go;
-//  - otherwise wait, until the latest start that still meets d with the
-//    rows expected by then, or until arrivals pause (no row for
+//    that arrive during one batch's fixed cost per executor (rate x a /
+//    executors, with compute(n) ~ a + b n: below it, waiting gains more
+//    rows per executor-microsecond than it costs). P >= goal: go;
+//  - otherwise wait, until the latest start t that still meets d with the
+//    rows expected by then (t + compute(P + rate x (t - now)) <= d,
+//    bisected: a one-step guess that let every expected row join predicted
+//    a batch too big to ever start, and sent single rows), or until arrivals pause (no row for
 //    GAP_FACTOR expected gaps: in a closed loop every client may already be
 //    queued, and waiting longer would only add latency), or until the
 //    configured max_queue_delay (a cap when set), whichever is first.
@@ -59,7 +61,7 @@ void bat_lt_destroy(bat_lt *p);
 void bat_lt_arrival(bat_lt *p, int64_t now, int64_t rows);
 // A batch of `rows` held its executor compute_us (dispatch to release);
 // predicted_us is what bat_lt_predict said at dispatch (for the metrics).
-void bat_lt_observe(bat_lt *p, int64_t rows, int64_t compute_us, double predicted_us);
+void bat_lt_observe(bat_lt *p, int64_t now, int64_t rows, int64_t compute_us, double predicted_us);
 // Predicted compute of a batch of rows (microseconds); 0 before any measurement.
 double bat_lt_predict(const bat_lt *p, int64_t rows);
 

@@ -39,13 +39,13 @@ static void test_config_refused(void) {
 static void test_predict(void) {
   bat_lt *p = mk(20000, 64, 1, 0);
   CHECK(bat_lt_predict(p, 8) == 0);  // nothing known
-  for (int i = 0; i < 20; i++) bat_lt_observe(p, 8, 1000, 0);
+  for (int i = 0; i < 20; i++) bat_lt_observe(p, 0, 8, 1000, 0);
   // one size: itself exactly (no spread once settled), in proportion above, as itself below
   double p8 = bat_lt_predict(p, 8);
   CHECK(p8 >= 1000 && p8 < 1060);
   CHECK(fabs(bat_lt_predict(p, 16) - 2 * p8) < 1e-6);
   CHECK(fabs(bat_lt_predict(p, 2) - p8) < 1e-6);
-  for (int i = 0; i < 20; i++) bat_lt_observe(p, 32, 2000, 0);
+  for (int i = 0; i < 20; i++) bat_lt_observe(p, 0, 32, 2000, 0);
   // between two: on the line; above: along it
   double p20 = bat_lt_predict(p, 20), p32 = bat_lt_predict(p, 32), p64 = bat_lt_predict(p, 64);
   CHECK(p20 > p8 && p20 < p32);
@@ -57,7 +57,7 @@ static void test_predict(void) {
   CHECK_EQ_INT(st.measured_sizes, 2);
   CHECK(fabs(st.measured_us_sum - 60000) < 1e-6);
   // the spread: a noisy size predicts above its mean
-  for (int i = 0; i < 40; i++) bat_lt_observe(p, 48, i % 2 ? 2000 : 4000, 0);
+  for (int i = 0; i < 40; i++) bat_lt_observe(p, 0, 48, i % 2 ? 2000 : 4000, 0);
   CHECK(bat_lt_predict(p, 48) > 3000 + 2 * 900);
   bat_lt_destroy(p);
 }
@@ -72,7 +72,7 @@ static void test_decide(void) {
   CHECK_EQ_INT(d.go, 1);
   CHECK_EQ_INT(d.early, 0);
   // compute(n) = 2000 + 50 n, known at two sizes
-  for (int i = 0; i < 20; i++) bat_lt_observe(p, 1, 2050, 0), bat_lt_observe(p, 100, 7000, 0);
+  for (int i = 0; i < 20; i++) bat_lt_observe(p, 0, 1, 2050, 0), bat_lt_observe(p, 0, 100, 7000, 0);
   // light load (one row per 10 ms): go at once
   for (int64_t t = 0; t <= 100000; t += 10000) bat_lt_arrival(p, 100000 + t, 1);
   v = (bat_lt_view){.now = 200000, .oldest_us = 200000, .last_arrival_us = 200000, .pending_rows = 1};
@@ -104,7 +104,7 @@ static void test_decide(void) {
   bat_lt_destroy(p);
   // max_queue_delay caps the wait
   p = mk(20000, 128, 1, 300);
-  for (int i = 0; i < 20; i++) bat_lt_observe(p, 1, 2050, 0), bat_lt_observe(p, 100, 7000, 0);
+  for (int i = 0; i < 20; i++) bat_lt_observe(p, 0, 1, 2050, 0), bat_lt_observe(p, 0, 100, 7000, 0);
   for (int64_t t = 0; t < 40000; t += 100) bat_lt_arrival(p, t, 1);
   v = (bat_lt_view){.now = 40000, .oldest_us = 40000, .last_arrival_us = 40000, .pending_rows = 1};
   bat_lt_decide(p, &v, &d);
@@ -227,34 +227,39 @@ static void test_sim_open_loop(void) {
 }
 
 // Closed-loop streams: the target against every fixed delay in a sweep.
-static void test_sim_closed_loop(void) {
+// A lighter model: a small fixed cost, more per row (a CPU instance's shape).
+static const sim_model CPUISH = {.a_us = 300, .b_us = 40, .noise = 0.15, .max_batch = 256, .executors = 1};
+// Many executors with a large fixed cost (four GPU instances, two batches in flight each).
+static const sim_model WIDE = {.a_us = 1500, .b_us = 15, .noise = 0.1, .max_batch = 256, .executors = 8};
+
+static void closed_loop(const char *name, const sim_model *m) {
   static const int64_t targets[] = {5000, 20000, 50000};
   static const int streams[] = {64, 512};
-  static const int64_t delays[] = {0, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000};
+  const int64_t *delays = DELAYS;
   for (size_t s = 0; s < 2; s++)
     for (size_t t = 0; t < 3; t++) {
       sim_load ld = {.kind = SIM_CLOSED, .streams = streams[s], .rtt_us = 300};
       double best = 0;
       int64_t best_delay = -1;
-      for (size_t k = 0; k < sizeof delays / sizeof delays[0]; k++) {
+      for (size_t k = 0; k < N_DELAYS; k++) {
         sim_policy pol = {.delay_us = delays[k]};
         sim_result r;
-        CHECK_EQ_INT(sim_run(&GPUISH, &ld, &pol, 40000, 7, &r), 0);
+        CHECK_EQ_INT(sim_run(m, &ld, &pol, 40000, 7, &r), 0);
         if (r.p99_us <= (double)targets[t] && r.throughput_per_ms > best) best = r.throughput_per_ms, best_delay = delays[k];
       }
       sim_policy pol = {.target_us = targets[t]};
       sim_result r;
-      CHECK_EQ_INT(sim_run(&GPUISH, &ld, &pol, 40000, 7, &r), 0);
+      CHECK_EQ_INT(sim_run(m, &ld, &pol, 40000, 7, &r), 0);
       if (verbose)
-        printf("closed %3d streams target %4.0f ms: target p99 %6.2f ms %6.2f req/ms batch %5.1f | best fixed %5lld us "
+        printf("%-7s closed %3d streams target %4.0f ms: target p99 %6.2f ms %6.2f req/ms batch %5.1f | best fixed %5lld us "
                "%6.2f req/ms | ratio %.3f\n",
-               streams[s], (double)targets[t] / 1000, r.p99_us / 1000, r.throughput_per_ms, r.mean_batch,
+               name, streams[s], (double)targets[t] / 1000, r.p99_us / 1000, r.throughput_per_ms, r.mean_batch,
                (long long)best_delay, best, best > 0 ? r.throughput_per_ms / best : 0);
       if (best_delay < 0) continue;  // no fixed delay meets it: nothing to compare with
       CHECK(r.p99_us <= (double)targets[t]);
       if (r.throughput_per_ms < 0.9 * best)
-        fprintf(stderr, "closed %d streams, target %lld us: %.2f req/ms against the best fixed delay's %.2f (%lld us)\n",
-                streams[s], (long long)targets[t], r.throughput_per_ms, best, (long long)best_delay);
+        fprintf(stderr, "%s closed %d streams, target %lld us: %.2f req/ms against the best fixed delay's %.2f (%lld us)\n",
+                name, streams[s], (long long)targets[t], r.throughput_per_ms, best, (long long)best_delay);
       CHECK(r.throughput_per_ms >= 0.9 * best);
     }
 }
@@ -267,6 +272,8 @@ int main(int argc, char **argv) {
   test_batcher_cold_and_measure();
   test_batcher_preferred();
   test_sim_open_loop();
-  test_sim_closed_loop();
+  closed_loop("gpuish", &GPUISH);
+  closed_loop("cpuish", &CPUISH);
+  closed_loop("wide", &WIDE);
   CHECK_DONE();
 }
