@@ -29,12 +29,14 @@
 //    executors, with compute(n) ~ a + b n: below it, waiting gains more
 //    rows per executor-microsecond than it costs). P >= goal: go;
 //  - otherwise wait, until the latest start t that still meets d with the
-//    rows expected by then (t + compute(P + rate x (t - now)) <= d,
-//    bisected: a one-step guess that let every expected row join predicted
-//    a batch too big to ever start, and sent single rows), or until arrivals pause (no row for
-//    GAP_FACTOR expected gaps: in a closed loop every client may already be
-//    queued, and waiting longer would only add latency), or until the
-//    configured max_queue_delay (a cap when set), whichever is first.
+//    rows expected by then (t + compute(P + rate x (t - now)) <= d: the
+//    fitted line's answer, bisected below it when the prediction disagrees;
+//    a one-step guess that let every row expected by the deadline join
+//    predicted a batch too big to ever start, and sent single rows), or
+//    until arrivals pause (no row for GAP_FACTOR expected gaps: in a closed
+//    loop every client may already be queued, and waiting longer would only
+//    add latency), or until the configured max_queue_delay (a cap when
+//    set), whichever is first.
 // A busy executor's wait is what the oldest request has already spent when
 // an executor frees (the deadline counts from its arrival), and the
 // utilisation cap rho keeps that wait short.
