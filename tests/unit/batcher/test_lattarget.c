@@ -275,5 +275,6 @@ int main(int argc, char **argv) {
   closed_loop("gpuish", &GPUISH);
   closed_loop("cpuish", &CPUISH);
   closed_loop("wide", &WIDE);
+  fflush(stdout);  // the table before the count (stderr)
   CHECK_DONE();
 }
