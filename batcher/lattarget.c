@@ -37,15 +37,16 @@ struct bat_lt {
   bucket *bk;
   int *measured;  // bucket indices with a measurement, ascending
   int n_measured;
-  double tau_us;   // the rate estimator's time constant
-  double rate;     // rows per microsecond at rate_at
+  double tau_us;  // the rate estimator's time constant
+  double rate;    // rows per microsecond at rate_at
   int64_t rate_at;
   int have_rate;
   bat_lt_stats st;
 };
 
 int bat_lt_create(const bat_lt_config *c, bat_lt **out, err *e) {
-  if (c->target_us <= 0) return err_set(e, ERR_INVALID_ARGUMENT, "latency target %lld us must be > 0", (long long)c->target_us);
+  if (c->target_us <= 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "latency target %lld us must be > 0", (long long)c->target_us);
   if (c->max_rows < 1 || c->n_executors < 1)
     return err_set(e, ERR_INVALID_ARGUMENT, "latency target: max_rows and executors must be >= 1");
   bat_lt *p = calloc(1, sizeof *p);
@@ -99,7 +100,9 @@ void bat_lt_arrival(bat_lt *p, int64_t now, int64_t rows) {
 
 // --- compute
 
-static double hi(const bucket *b) { return b->mean + DEV_K * b->dev; }
+static double hi(const bucket *b) {
+  return b->mean + DEV_K * b->dev;
+}
 
 void bat_lt_observe(bat_lt *p, int64_t now, int64_t rows, int64_t compute_us, double predicted_us) {
   if (rows < 1 || compute_us < 0) return;
@@ -137,8 +140,10 @@ double bat_lt_predict(const bat_lt *p, int64_t rows) {
   int lo = 0, up = p->n_measured;
   while (lo < up) {
     int mid = (lo + up) / 2;
-    if (p->measured[mid] < i) lo = mid + 1;
-    else up = mid;
+    if (p->measured[mid] < i)
+      lo = mid + 1;
+    else
+      up = mid;
   }
   const bucket *above = lo < p->n_measured ? &p->bk[p->measured[lo]] : NULL;
   const bucket *below = lo > 0 ? &p->bk[p->measured[lo - 1]] : NULL;
@@ -229,8 +234,10 @@ void bat_lt_decide(bat_lt *p, const bat_lt_view *v, bat_lt_decision *d) {
   for (int i = 0; i < 12 && up - lo > 1; i++) {
     double t = (lo + up) / 2, n_t = P + lam * (t - now);
     if (n_t > (double)M) n_t = (double)M;
-    if (t + bat_lt_predict(p, (int64_t)ceil(n_t)) <= deadline) lo = t;
-    else up = t;
+    if (t + bat_lt_predict(p, (int64_t)ceil(n_t)) <= deadline)
+      lo = t;
+    else
+      up = t;
   }
   double latest = lo;
   double pause = (double)v->last_arrival_us + GAP_FACTOR / lam;
@@ -253,4 +260,6 @@ void bat_lt_dispatched(bat_lt *p, int64_t rows, int64_t waited_us, int early) {
   p->st.last_wait_us = waited_us;
 }
 
-void bat_lt_stats_get(const bat_lt *p, bat_lt_stats *out) { *out = p->st; }
+void bat_lt_stats_get(const bat_lt *p, bat_lt_stats *out) {
+  *out = p->st;
+}

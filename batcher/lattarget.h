@@ -90,16 +90,16 @@ void bat_lt_dispatched(bat_lt *p, int64_t rows, int64_t waited_us, int early);
 
 typedef struct bat_lt_stats {
   int64_t target_us;
-  int64_t goal_rows;          // the last decision's goal
-  int64_t last_wait_us;       // the last batch's oldest request's wait
-  int64_t last_rows;          // the last batch's rows
-  double rate_per_s;          // rows per second, at the last update
-  uint64_t batches;           // dispatched
-  uint64_t early;             // of them, sent early for the target
-  uint64_t observed;          // batches measured
-  double predicted_us_sum;    // over the measured batches
+  int64_t goal_rows;        // the last decision's goal
+  int64_t last_wait_us;     // the last batch's oldest request's wait
+  int64_t last_rows;        // the last batch's rows
+  double rate_per_s;        // rows per second, at the last update
+  uint64_t batches;         // dispatched
+  uint64_t early;           // of them, sent early for the target
+  uint64_t observed;        // batches measured
+  double predicted_us_sum;  // over the measured batches
   double measured_us_sum;
-  int64_t measured_sizes;     // size buckets with a measurement
+  int64_t measured_sizes;  // size buckets with a measurement
 } bat_lt_stats;
 
 void bat_lt_stats_get(const bat_lt *p, bat_lt_stats *out);

@@ -27,10 +27,10 @@ typedef enum sim_load_kind { SIM_POISSON, SIM_BURSTY, SIM_CLOSED } sim_load_kind
 
 typedef struct sim_load {
   sim_load_kind kind;
-  double rate_per_ms;  // open loop: mean rows per millisecond (bursty: during a burst)
+  double rate_per_ms;    // open loop: mean rows per millisecond (bursty: during a burst)
   double on_ms, off_ms;  // bursty: mean lengths of bursts and of the silences between them
-  int streams;         // closed loop
-  double rtt_us;       // closed loop: answer to next request, times [0.5, 1.5] uniform
+  int streams;           // closed loop
+  double rtt_us;         // closed loop: answer to next request, times [0.5, 1.5] uniform
 } sim_load;
 
 typedef struct sim_policy {
@@ -58,10 +58,16 @@ static uint64_t sim_rng_next(uint64_t *s) {  // splitmix64
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
-static double sim_u01(uint64_t *s) { return ((double)(sim_rng_next(s) >> 11) + 0.5) / 9007199254740992.0; }
-static double sim_exp(uint64_t *s, double mean) { return -mean * log(sim_u01(s)); }
+static double sim_u01(uint64_t *s) {
+  return ((double)(sim_rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
+}
+static double sim_exp(uint64_t *s, double mean) {
+  return -mean * log(sim_u01(s));
+}
 
-static int64_t sim_clock(void *ctx) { return *(int64_t *)ctx; }
+static int64_t sim_clock(void *ctx) {
+  return *(int64_t *)ctx;
+}
 
 static int sim_cmp_i64(const void *x, const void *y) {
   int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
@@ -73,9 +79,14 @@ static int sim_run(const sim_model *m, const sim_load *ld, const sim_policy *pol
                    sim_result *out) {
   memset(out, 0, sizeof *out);
   int64_t now = 0;
-  bat_config c = {.max_batch_size = m->max_batch, .n_executors = m->executors, .dynamic = 1,
-                  .max_queue_delay_us = pol->delay_us, .latency_target_us = pol->target_us,
-                  .default_policy = {.timeout_action = BAT_TIMEOUT_REJECT}, .now = sim_clock, .clock_ctx = &now};
+  bat_config c = {.max_batch_size = m->max_batch,
+                  .n_executors = m->executors,
+                  .dynamic = 1,
+                  .max_queue_delay_us = pol->delay_us,
+                  .latency_target_us = pol->target_us,
+                  .default_policy = {.timeout_action = BAT_TIMEOUT_REJECT},
+                  .now = sim_clock,
+                  .clock_ctx = &now};
   bat_batcher *b = NULL;
   err e;
   if (bat_create(&c, &b, &e) != 0) {

@@ -5,11 +5,10 @@
 // meets the same target (found by sweeping fixed delays in the same
 // simulation). Simulated time throughout: no timed assertion. With -v the
 // simulation's table is printed (the numbers docs/models.md quotes).
-#include "batcher/lattarget.h"
-
 #include <stdlib.h>
 #include <string.h>
 
+#include "batcher/lattarget.h"
 #include "check.h"
 #include "lt_sim.h"
 
@@ -117,12 +116,17 @@ static void test_decide(void) {
 
 static void test_batcher_cold_and_measure(void) {
   int64_t now = 0;
-  bat_config c = {.max_batch_size = 16, .n_executors = 1, .dynamic = 1, .latency_target_us = 10000,
-                  .now = sim_clock, .clock_ctx = &now};
+  bat_config c = {.max_batch_size = 16,
+                  .n_executors = 1,
+                  .dynamic = 1,
+                  .latency_target_us = 10000,
+                  .now = sim_clock,
+                  .clock_ctx = &now};
   bat_batcher *b = NULL;
   err e;
   CHECK_EQ_INT(bat_create(&c, &b, &e), 0);
-  bat_item it[3] = {{.rows = 1, .deadline_us = INT64_MAX}, {.rows = 1, .deadline_us = INT64_MAX},
+  bat_item it[3] = {{.rows = 1, .deadline_us = INT64_MAX},
+                    {.rows = 1, .deadline_us = INT64_MAX},
                     {.rows = 1, .deadline_us = INT64_MAX}};
   CHECK_EQ_INT(bat_enqueue(b, &it[0], &e), 0);
   bat_batch bt;
@@ -156,8 +160,14 @@ static void test_batcher_cold_and_measure(void) {
 static void test_batcher_preferred(void) {
   int64_t now = 0;
   int prefs[] = {4};
-  bat_config c = {.max_batch_size = 16, .n_executors = 1, .dynamic = 1, .latency_target_us = 50000,
-                  .preferred_batch_sizes = prefs, .n_preferred = 1, .now = sim_clock, .clock_ctx = &now};
+  bat_config c = {.max_batch_size = 16,
+                  .n_executors = 1,
+                  .dynamic = 1,
+                  .latency_target_us = 50000,
+                  .preferred_batch_sizes = prefs,
+                  .n_preferred = 1,
+                  .now = sim_clock,
+                  .clock_ctx = &now};
   bat_batcher *b = NULL;
   err e;
   CHECK_EQ_INT(bat_create(&c, &b, &e), 0);
@@ -198,12 +208,14 @@ static void check_target_holds(const char *what, const sim_load *ld, int64_t tar
   CHECK_EQ_INT(sim_run(&GPUISH, ld, &pol, 40000, 42, &r), 0);
   CHECK_EQ_INT(r.done, 40000);
   if (verbose)
-    printf("%-28s target %5.1f ms: p50 %6.2f p99 %6.2f ms, %6.2f req/ms, batch %5.1f, early %llu/%llu | best "
-           "fixed p99 %6.2f ms (%lld us)\n",
-           what, (double)target_us / 1000, r.p50_us / 1000, r.p99_us / 1000, r.throughput_per_ms, r.mean_batch,
-           (unsigned long long)r.lt.early, (unsigned long long)r.lt.batches, best_p99 / 1000, (long long)best_delay);
+    printf(
+        "%-28s target %5.1f ms: p50 %6.2f p99 %6.2f ms, %6.2f req/ms, batch %5.1f, early %llu/%llu | best "
+        "fixed p99 %6.2f ms (%lld us)\n",
+        what, (double)target_us / 1000, r.p50_us / 1000, r.p99_us / 1000, r.throughput_per_ms, r.mean_batch,
+        (unsigned long long)r.lt.early, (unsigned long long)r.lt.batches, best_p99 / 1000, (long long)best_delay);
   if (best_p99 > (double)target_us) return;  // no fixed delay meets it either
-  if (r.p99_us > (double)target_us) fprintf(stderr, "%s: p99 %.0f us over the target %lld us\n", what, r.p99_us, (long long)target_us);
+  if (r.p99_us > (double)target_us)
+    fprintf(stderr, "%s: p99 %.0f us over the target %lld us\n", what, r.p99_us, (long long)target_us);
   CHECK(r.p99_us <= (double)target_us);
 }
 
@@ -245,20 +257,24 @@ static void closed_loop(const char *name, const sim_model *m) {
         sim_policy pol = {.delay_us = delays[k]};
         sim_result r;
         CHECK_EQ_INT(sim_run(m, &ld, &pol, 40000, 7, &r), 0);
-        if (r.p99_us <= (double)targets[t] && r.throughput_per_ms > best) best = r.throughput_per_ms, best_delay = delays[k];
+        if (r.p99_us <= (double)targets[t] && r.throughput_per_ms > best)
+          best = r.throughput_per_ms, best_delay = delays[k];
       }
       sim_policy pol = {.target_us = targets[t]};
       sim_result r;
       CHECK_EQ_INT(sim_run(m, &ld, &pol, 40000, 7, &r), 0);
       if (verbose)
-        printf("%-7s closed %3d streams target %4.0f ms: target p99 %6.2f ms %6.2f req/ms batch %5.1f | best fixed %5lld us "
-               "%6.2f req/ms | ratio %.3f\n",
-               name, streams[s], (double)targets[t] / 1000, r.p99_us / 1000, r.throughput_per_ms, r.mean_batch,
-               (long long)best_delay, best, best > 0 ? r.throughput_per_ms / best : 0);
+        printf(
+            "%-7s closed %3d streams target %4.0f ms: target p99 %6.2f ms %6.2f req/ms batch %5.1f | best fixed %5lld "
+            "us "
+            "%6.2f req/ms | ratio %.3f\n",
+            name, streams[s], (double)targets[t] / 1000, r.p99_us / 1000, r.throughput_per_ms, r.mean_batch,
+            (long long)best_delay, best, best > 0 ? r.throughput_per_ms / best : 0);
       if (best_delay < 0) continue;  // no fixed delay meets it: nothing to compare with
       CHECK(r.p99_us <= (double)targets[t]);
       if (r.throughput_per_ms < 0.9 * best)
-        fprintf(stderr, "%s closed %d streams, target %lld us: %.2f req/ms against the best fixed delay's %.2f (%lld us)\n",
+        fprintf(stderr,
+                "%s closed %d streams, target %lld us: %.2f req/ms against the best fixed delay's %.2f (%lld us)\n",
                 name, streams[s], (long long)targets[t], r.throughput_per_ms, best, (long long)best_delay);
       CHECK(r.throughput_per_ms >= 0.9 * best);
     }
