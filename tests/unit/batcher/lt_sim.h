@@ -21,6 +21,8 @@ typedef struct sim_model {
   double noise;       // each batch's time times a uniform factor in [1 - noise, 1 + noise]
   int max_batch;
   int executors;
+  double slow_x;  // from slow_from_us on, every batch takes slow_x times as long (0: never)
+  int64_t slow_from_us;
 } sim_model;
 
 typedef enum sim_load_kind { SIM_POISSON, SIM_BURSTY, SIM_CLOSED } sim_load_kind;
@@ -31,7 +33,17 @@ typedef struct sim_load {
   double on_ms, off_ms;  // bursty: mean lengths of bursts and of the silences between them
   int streams;           // closed loop
   double rtt_us;         // closed loop: answer to next request, times [0.5, 1.5] uniform
+  // Poisson with steps: the rate cycles through these, phase_ms each (n_phases 0: rate_per_ms throughout)
+  const double *phase_rates;
+  int n_phases;
+  double phase_ms;
 } sim_load;
+
+// The open-loop rate at time t (microseconds).
+static double sim_rate_at(const sim_load *ld, int64_t t) {
+  if (ld->n_phases <= 0) return ld->rate_per_ms;
+  return ld->phase_rates[(int64_t)((double)t / (ld->phase_ms * 1000)) % ld->n_phases];
+}
 
 typedef struct sim_policy {
   int64_t target_us;  // > 0: the latency target
@@ -144,7 +156,7 @@ static int sim_run(const sim_model *m, const sim_load *ld, const sim_policy *pol
       if (bat_enqueue(b, &r->it, &e) != 0) break;
       sent++;
       // the next one: a bursty source is silent between bursts
-      double gap = sim_exp(&rng, 1000.0 / ld->rate_per_ms);
+      double gap = sim_exp(&rng, 1000.0 / sim_rate_at(ld, next_arrival));
       int64_t at = next_arrival + (int64_t)gap;
       while (ld->kind == SIM_BURSTY && at >= phase_end) {
         if (on) {
@@ -170,6 +182,7 @@ static int sim_run(const sim_model *m, const sim_load *ld, const sim_policy *pol
     bat_batch bt;
     while (bat_next_batch(b, &bt)) {
       double f = 1 + m->noise * (2 * sim_u01(&rng) - 1);
+      if (m->slow_x > 0 && now >= m->slow_from_us) f *= m->slow_x;
       int64_t took = (int64_t)((m->a_us + m->b_us * (double)bt.rows) * f);
       busy_until[bt.executor] = now + (took > 0 ? took : 1);
       running[bt.executor] = bt.items;

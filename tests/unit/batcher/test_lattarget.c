@@ -238,6 +238,46 @@ static void test_sim_open_loop(void) {
   check_target_holds("bursty 16/ms 20 on 40 off", &burst, 50000);
 }
 
+// The load steps between light and heavy, and the model slows down half-way
+// (another tenant on its GPU): the estimates follow, and the p99 over the
+// whole run, transitions included, holds.
+static void test_sim_changes(void) {
+  static const double steps[] = {2, 18, 6};
+  sim_load ld = {.kind = SIM_POISSON, .phase_rates = steps, .n_phases = 3, .phase_ms = 300};
+  sim_result r;
+  sim_policy pol = {.target_us = 20000};
+  CHECK_EQ_INT(sim_run(&GPUISH, &ld, &pol, 60000, 11, &r), 0);
+  CHECK_EQ_INT(r.done, 60000);
+  if (verbose)
+    printf("steps 2/18/6 per ms, 300 ms each, target 20 ms: p50 %.2f p99 %.2f ms, batch %.1f, early %llu/%llu\n",
+           r.p50_us / 1000, r.p99_us / 1000, r.mean_batch, (unsigned long long)r.lt.early,
+           (unsigned long long)r.lt.batches);
+  CHECK(r.p99_us <= 20000);
+  // at 5 ms (where a 1 ms fixed delay misses: 5.28 ms)
+  static const double light[] = {1, 10, 4};
+  ld.phase_rates = light;
+  pol.target_us = 5000;
+  CHECK_EQ_INT(sim_run(&GPUISH, &ld, &pol, 60000, 11, &r), 0);
+  if (verbose)
+    printf("steps 1/10/4 per ms, 300 ms each, target 5 ms: p50 %.2f p99 %.2f ms\n", r.p50_us / 1000, r.p99_us / 1000);
+  CHECK(r.p99_us <= 5000);
+  pol.target_us = 20000;
+  sim_model slow = GPUISH;
+  slow.slow_x = 1.5;
+  slow.slow_from_us = 1000000;  // a third of the way: 3,000 ms at 10 rows/ms
+  ld = (sim_load){.kind = SIM_POISSON, .rate_per_ms = 10};
+  CHECK_EQ_INT(sim_run(&slow, &ld, &pol, 30000, 12, &r), 0);
+  CHECK_EQ_INT(r.done, 30000);
+  if (verbose)
+    printf(
+        "10 per ms, the model 1.5x slower after 1 s, target 20 ms: p50 %.2f p99 %.2f ms, batch %.1f, measured "
+        "%.0f us per batch, predicted %.0f\n",
+        r.p50_us / 1000, r.p99_us / 1000, r.mean_batch, r.lt.measured_us_sum / (double)r.lt.observed,
+        r.lt.predicted_us_sum / (double)r.lt.observed);
+  CHECK(r.p99_us <= 20000);
+  CHECK(r.lt.predicted_us_sum >= r.lt.measured_us_sum);  // cautious on the whole
+}
+
 // Closed-loop streams: the target against every fixed delay in a sweep.
 // A lighter model: a small fixed cost, more per row (a CPU instance's shape).
 static const sim_model CPUISH = {.a_us = 300, .b_us = 40, .noise = 0.15, .max_batch = 256, .executors = 1};
@@ -288,6 +328,7 @@ int main(int argc, char **argv) {
   test_batcher_cold_and_measure();
   test_batcher_preferred();
   test_sim_open_loop();
+  test_sim_changes();
   closed_loop("gpuish", &GPUISH);
   closed_loop("cpuish", &CPUISH);
   closed_loop("wide", &WIDE);
