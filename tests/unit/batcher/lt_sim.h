@@ -122,7 +122,7 @@ static int sim_run(const sim_model *m, const sim_load *ld, const sim_policy *pol
   // open loop: the next arrival, and the bursty source's on/off state
   int on = 1;
   int64_t phase_end = ld->kind == SIM_BURSTY ? (int64_t)sim_exp(&rng, ld->on_ms * 1000) : INT64_MAX;
-  int64_t next_arrival = ld->kind == SIM_CLOSED ? INT64_MAX : (int64_t)sim_exp(&rng, 1000.0 / ld->rate_per_ms);
+  int64_t next_arrival = ld->kind == SIM_CLOSED ? INT64_MAX : (int64_t)sim_exp(&rng, 1000.0 / sim_rate_at(ld, 0));
   while (done < n_req) {
     // the next event
     int64_t t = bat_next_wakeup(b);
