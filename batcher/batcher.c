@@ -48,6 +48,12 @@ struct bat_batcher {
   unsigned char *busy;    // per executor
   int n_free;
   int next_exec;          // where the round-robin search for a free executor starts
+  // latency target (lattarget.h): the policy, the latest arrival, and per
+  // executor its batch's dispatch time, rows and predicted compute
+  bat_lt *lt;
+  int64_t last_arrival;
+  int64_t *x_start, *x_rows;
+  double *x_pred;
 };
 
 const char *bat_drop_reason_str(bat_drop_reason r) {
@@ -252,6 +258,21 @@ int bat_create(const bat_config *c, bat_batcher **out, err *e) {
     bat_destroy(b);
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
+  if (dyn && c->latency_target_us > 0 && !b->single) {
+    bat_lt_config lc = {.target_us = c->latency_target_us, .max_rows = b->max_rows, .n_executors = c->n_executors,
+                        .max_wait_us = c->max_queue_delay_us};
+    b->x_start = calloc((size_t)c->n_executors, sizeof *b->x_start);
+    b->x_rows = calloc((size_t)c->n_executors, sizeof *b->x_rows);
+    b->x_pred = calloc((size_t)c->n_executors, sizeof *b->x_pred);
+    if (!b->x_start || !b->x_rows || !b->x_pred) {
+      bat_destroy(b);
+      return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    if (bat_lt_create(&lc, &b->lt, e) != 0) {
+      bat_destroy(b);
+      return e ? e->code : ERR_INVALID_ARGUMENT;
+    }
+  }
   if (dyn) {
     for (size_t i = 0; i < c->n_preferred; i++) b->is_pref[c->preferred_batch_sizes[i]] = 1;
     if (c->n_preferred == 0) b->is_pref[b->max_rows] = 1;
@@ -271,6 +292,10 @@ void bat_destroy(bat_batcher *b) {
   free(b->lv);
   free(b->busy_lv);
   free(b->busy);
+  bat_lt_destroy(b->lt);
+  free(b->x_start);
+  free(b->x_rows);
+  free(b->x_pred);
   free(b);
 }
 
@@ -313,6 +338,10 @@ int bat_enqueue(bat_batcher *b, bat_item *it, err *e) {
   list_append(&l->main, it);
   if (l->count++ == 0) mark_busy(b, lvl);
   b->queued++;
+  if (b->lt) {
+    bat_lt_arrival(b->lt, now, it->rows);
+    b->last_arrival = now;
+  }
   return 0;
 }
 
@@ -383,6 +412,12 @@ static void emit(bat_batcher *b, size_t n, bat_batch *out) {
   out->rows = rows;
   out->seq_len = seq;
   out->executor = take_executor(b);
+  if (b->lt) {
+    int x = out->executor;
+    b->x_start[x] = b->cfg.now(b->cfg.clock_ctx);
+    b->x_rows[x] = rows;
+    b->x_pred[x] = bat_lt_predict(b->lt, rows);
+  }
 }
 
 // The first live item, dropping cancelled ones on the way.
@@ -399,6 +434,24 @@ static int pad_fits(const bat_batcher *b, int64_t lo, int64_t hi, int64_t l) {
   if (l < lo) lo = l;
   if (l > hi) hi = l;
   return (double)hi <= ratio * (double)lo;
+}
+
+// With a latency target the policy says go or wait for the batch the scan
+// found (n items, pending rows, best_n: the largest preferred size met).
+static int target_batch(bat_batcher *b, int64_t now, int64_t oldest, size_t n, size_t best_n, int64_t pending,
+                        int send_now, bat_batch *out) {
+  bat_lt_view v = {.now = now, .oldest_us = oldest, .last_arrival_us = b->last_arrival,
+                   .pending_rows = pending < b->max_rows ? pending : b->max_rows,
+                   .full = send_now || pending >= b->max_pref};
+  bat_lt_decision d;
+  bat_lt_decide(b->lt, &v, &d);
+  if (!d.go) {
+    b->hold_until = d.wait_until;
+    return 0;
+  }
+  emit(b, best_n ? best_n : n, out);
+  bat_lt_dispatched(b->lt, out->rows, now - oldest, d.early);
+  return 1;
 }
 
 int bat_next_batch(bat_batcher *b, bat_batch *out) {
@@ -453,6 +506,7 @@ int bat_next_batch(bat_batcher *b, bat_batch *out) {
     it = succ(b, it);
   }
   if (n == 0) return 0;
+  if (b->lt) return target_batch(b, now, oldest, n, best_n, pending, send_now, out);
   int64_t delay = b->cfg.max_queue_delay_us;
   int delay_exceeded = delay != 0 && now - oldest >= delay;
   if (best_n && !delay_exceeded) {
@@ -483,6 +537,21 @@ void bat_release_executor(bat_batcher *b, int executor) {
   if (executor < 0 || executor >= b->cfg.n_executors || !b->busy[executor]) return;
   b->busy[executor] = 0;
   b->n_free++;
+}
+
+void bat_batch_done(bat_batcher *b, int executor) {
+  if (executor < 0 || executor >= b->cfg.n_executors || !b->busy[executor]) return;
+  if (b->lt) {
+    int64_t now = b->cfg.now(b->cfg.clock_ctx);
+    bat_lt_observe(b->lt, now, b->x_rows[executor], now - b->x_start[executor], b->x_pred[executor]);
+  }
+  bat_release_executor(b, executor);
+}
+
+int bat_latency_stats(const bat_batcher *b, bat_lt_stats *out) {
+  if (!b->lt) return 0;
+  bat_lt_stats_get(b->lt, out);
+  return 1;
 }
 
 int64_t bat_next_wakeup(const bat_batcher *b) {

@@ -36,12 +36,21 @@
 //    the first item that would break it stops the scan as a shape change
 //    does. seq_len 0 pads only with other 0s under a ratio. Without cfg.pad,
 //    seq_len is ignored (the caller keeps lengths in the shape key).
+//  - Latency target (cfg.latency_target_us > 0, an inferd extension, issue
+//    37; with dynamic batching and max_batch_size > 1): the same scan forms
+//    the batch, but whether it goes now or waits is lattarget.h's policy,
+//    not max_queue_delay_us (which, when non-zero, caps the wait). A batch
+//    that reaches the largest preferred size, max_batch_size or a shape
+//    change still goes at once, and the largest preferred size met in the
+//    scan is still what is sent. The policy learns compute times from
+//    bat_batch_done (dispatch to release, on the injected clock).
 #ifndef INFERD_BATCHER_BATCHER_H
 #define INFERD_BATCHER_BATCHER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "batcher/lattarget.h"
 #include "kernels/base/err.h"
 
 typedef enum bat_drop_reason {
@@ -114,6 +123,9 @@ typedef struct bat_config {
   // seq_len share a batch; pad_max_ratio 0: unbounded, else >= 1
   int pad;
   double pad_max_ratio;
+  // latency target (read only when dynamic and max_batch_size > 1): p99
+  // queue wait + compute in microseconds; 0: Triton's fixed delay
+  int64_t latency_target_us;
   // environment
   bat_clock_fn now;
   void *clock_ctx;
@@ -156,6 +168,15 @@ void bat_flush(bat_batcher *b);
 
 // The executor finished its batch and can take another.
 void bat_release_executor(bat_batcher *b, int executor);
+// The same for a batch that ran to its end: with a latency target, the time
+// from its dispatch to now teaches the policy its compute time (a batch
+// that failed or was never submitted is released with bat_release_executor,
+// so a fast failure does not pass for a fast batch).
+void bat_batch_done(bat_batcher *b, int executor);
+
+// The latency policy's figures (lattarget.h); 0 when the batcher has no
+// target, else 1 with *out filled.
+int bat_latency_stats(const bat_batcher *b, bat_lt_stats *out);
 
 // Absolute clock time at which bat_next_batch should be asked again even if
 // nothing else happens (earliest client deadline or queue timeout; the end

@@ -68,7 +68,7 @@ OMP_NUM_THREADS=1 INFERD_BIN="$root/build-tsan/bin/inferd" "$py" -m pytest -q -x
   tests/integration/test_rest.py \
   tests/integration/test_tls.py tests/integration/test_rapid_reset.py \
   tests/integration/test_instance_spin.py tests/integration/test_prepare.py \
-  tests/integration/test_stream_flow.py tests/integration/test_grpc_fds.py \
+  tests/integration/test_stream_flow.py tests/integration/test_grpc_fds.py tests/integration/test_latency_target.py \
   $(ls tests/integration/test_batching.py 2>/dev/null)
 
 step "all tests passed"

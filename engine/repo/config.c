@@ -589,6 +589,37 @@ static int check_dynamic_batching(const Inference__ModelConfig *c, err *e) {
   return 0;
 }
 
+int config_latency_target_us(const Inference__ModelConfig *c, int64_t *us, err *e) {
+  *us = 0;
+  const char *v = NULL;
+  for (size_t i = 0; i < c->n_parameters; i++) {
+    const Inference__ModelConfig__ParametersEntry *pe = c->parameters[i];
+    if (pe->key && strcmp(pe->key, CONFIG_LATENCY_TARGET_KEY) == 0)
+      v = pe->value && pe->value->string_value ? pe->value->string_value : "";
+  }
+  if (!v) return 0;
+  char *end = NULL;
+  double ms = strtod(v, &end);
+  // the upper bound is max_queue_delay's (one hour); below 50 us the
+  // server's own overheads are the latency, and no batch could be chosen
+  if (!*v || *end || !(ms >= 0.05 && ms <= 3600000.0))
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "parameters: " CONFIG_LATENCY_TARGET_KEY " '%s' is not a number of milliseconds from 0.05 to 3600000",
+                   v);
+  if (c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING || !c->dynamic_batching)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "parameters: " CONFIG_LATENCY_TARGET_KEY " '%s' needs dynamic_batching (it chooses the batches' "
+                   "sizes and waits)",
+                   v);
+  if (c->max_batch_size < 2)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "parameters: " CONFIG_LATENCY_TARGET_KEY " '%s' needs max_batch_size > 1 (got %d: every batch "
+                   "is one request)",
+                   v, (int)c->max_batch_size);
+  *us = (int64_t)(ms * 1000.0 + 0.5);
+  return 0;
+}
+
 static int check_instances_and_versions(const Inference__ModelConfig *c, err *e) {
   for (size_t i = 0; i < c->n_instance_group; i++) {
     const Inference__ModelInstanceGroup *g = c->instance_group[i];
@@ -659,6 +690,8 @@ int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t 
     TRY(check_tensor("output", t->name, (int)t->data_type, t->n_dims, t->dims, t->reshape, c->max_batch_size, g, e));
   }
   TRY(check_dynamic_batching(c, e));
+  int64_t target_us;
+  TRY(config_latency_target_us(c, &target_us, e));
   TRY(check_instances_and_versions(c, e));
   return 0;
 }

@@ -133,6 +133,18 @@ int config_check_limits(const Inference__ModelConfig *cfg, const config_limits *
 // config file count, and completion adds none).
 int config_graph_opts(const Inference__ModelConfig *cfg, struct eng_graph_opts *o, err *e);
 
+// The latency target of dynamic batching (issue 37, batcher/lattarget.h):
+// parameters { key: "latency_target_ms" value { string_value: "20" } }, a
+// p99 target for queue wait plus compute in milliseconds (decimals allowed,
+// 0.05 to 3600000). A model-level parameter rather than a field of
+// dynamic_batching, so the config stays one Triton loads (Triton's parser
+// refuses unknown fields; its backends ignore parameters they do not know).
+// *us = 0 when absent. INVALID_ARGUMENT naming the value when it is not a
+// number in range, when the model has no dynamic_batching, or when
+// max_batch_size < 2 (nothing to choose).
+#define CONFIG_LATENCY_TARGET_KEY "latency_target_ms"
+int config_latency_target_us(const Inference__ModelConfig *cfg, int64_t *us, err *e);
+
 // The engine's own copy of a completed, validated config (model_config.h),
 // built once per load: the engine and the scheduler read it, the message
 // stays for the ModelConfig answers. On success the caller owns *out

@@ -167,6 +167,7 @@ static int batching(eng_model_config *c, const Inference__ModelConfig *pb) {
   b->n_level_policies = db->n_priority_queue_policy;
   b->level_policies = alloc(c, db->n_priority_queue_policy * sizeof *b->level_policies);
   if (!b->preferred || !b->level_policies) return -1;
+  if (config_latency_target_us(pb, &b->latency_target_us, NULL) != 0) b->latency_target_us = 0;  // validated before
   for (size_t i = 0; i < db->n_priority_queue_policy; i++)
     b->level_policies[i] =
         (eng_level_policy){db->priority_queue_policy[i]->key, queue_policy(db->priority_queue_policy[i]->value)};

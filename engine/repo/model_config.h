@@ -82,6 +82,9 @@ typedef struct eng_dynamic_batching {
   eng_queue_policy default_policy;
   eng_level_policy *level_policies;  // priority_queue_policy, in config order
   size_t n_level_policies;
+  // inferd's latency target (parameters { key: "latency_target_ms" },
+  // config.h's config_latency_target_us): p99 queue + compute; 0: none
+  int64_t latency_target_us;
 } eng_dynamic_batching;
 
 // sequence_batching's control inputs (ModelSequenceBatching.Control.Kind's

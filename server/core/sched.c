@@ -298,7 +298,9 @@ static void on_job_done(eng_job *job, int rc, const err *e, const eng_tensor *ou
     bat_seq_release_executor(vs->seq, slot->exec, dead);
     if (dead && ++vs->retired == vs->n_slots) bat_seq_flush(vs->seq);
   } else if (!dead) {
-    bat_release_executor(vs->bat, slot->exec);
+    // a batch that ran teaches the latency target its compute time
+    if (rc == 0) bat_batch_done(vs->bat, slot->exec);
+    else bat_release_executor(vs->bat, slot->exec);
   } else if (++vs->retired == vs->n_slots) {
     bat_flush(vs->bat);  // nothing will run them
   }
@@ -648,6 +650,7 @@ static int build_version(srv_sched *s, srv_model *m, srv_version *v, vsched *vs,
     const eng_pad *pad = eng_model_pad(v->model);
     c.pad = pad != NULL;
     c.pad_max_ratio = pad ? pad->max_ratio : 0;
+    c.latency_target_us = db->latency_target_us;
     if (db->preserve_ordering) TRY(srv_order_create(s->srv, &vs->order, e));
     // With a queue delay the batcher holds a batch until the delay or a
     // preferred size says go, so the CQ thread that brings a request pumps
@@ -815,6 +818,14 @@ void srv_sched_submit(srv_sched *s, srv_request *r) {
   if (!wake) return;
   int rc = uv_async_send(&s->async);
   if (rc) srv_log(SRV_LOG_ERROR, "uv_async_send: %s", uv_strerror(rc));
+}
+
+int srv_sched_latency_stats(srv_sched *s, const srv_version *v, bat_lt_stats *out) {
+  pthread_mutex_lock(&s->mu);
+  const vsched *vs = v->sched;  // set and cleared under mu
+  int rc = vs && vs->bat ? bat_latency_stats(vs->bat, out) : 0;
+  pthread_mutex_unlock(&s->mu);
+  return rc;
 }
 
 void srv_sched_stop(srv_sched *s, void (*on_close)(void *arg), void *arg) {

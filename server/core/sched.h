@@ -40,6 +40,11 @@ void srv_sched_submit(srv_sched *s, srv_request *r);
 int srv_sched_add_model(srv_sched *s, srv_model *m, err *e);
 void srv_sched_remove_model(srv_sched *s, srv_model *m);
 
+// The latency-target policy's figures of version v (batcher/lattarget.h),
+// for /metrics: 1 with *out filled when v is scheduled with a
+// latency_target_ms, else 0. Takes the scheduler's lock for the copy.
+int srv_sched_latency_stats(srv_sched *s, const srv_version *v, bat_lt_stats *out);
+
 void srv_sched_stop(srv_sched *s, void (*on_close)(void *arg), void *arg);
 void srv_sched_destroy(srv_sched *s);
 

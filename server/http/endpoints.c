@@ -195,6 +195,68 @@ static void metrics_histograms(srv_server *s, sbuf *b) {
   }
 }
 
+// --- the latency target's choices (parameters latency_target_ms, batcher/lattarget.h)
+
+typedef enum {
+  LT_TARGET, LT_GOAL, LT_LAST_ROWS, LT_LAST_WAIT, LT_RATE, LT_BATCHES, LT_EARLY, LT_OBSERVED, LT_PRED, LT_MEAS, LT_N
+} lt_metric;
+
+static const struct {
+  const char *name, *type, *help;
+} lt_metrics[LT_N] = {
+    {"inferd_latency_target_seconds", "gauge", "The model's p99 target for queue wait plus compute (latency_target_ms)"},
+    {"inferd_latency_target_goal_batch_size", "gauge",
+     "Rows the policy last aimed a batch at (what the measured load and compute times call for)"},
+    {"inferd_latency_target_last_batch_size", "gauge", "Rows of the last batch the policy sent"},
+    {"inferd_latency_target_last_wait_seconds", "gauge", "How long the last batch's oldest request waited in the queue"},
+    {"inferd_latency_target_arrival_rate", "gauge", "Arrival rate the policy measures, rows per second"},
+    {"inferd_latency_target_batches_total", "counter", "Batches the policy sent"},
+    {"inferd_latency_target_early_batches_total", "counter",
+     "Batches sent before reaching their goal size because the target would otherwise be missed"},
+    {"inferd_latency_target_compute_observed_total", "counter", "Batches whose compute time the policy measured"},
+    {"inferd_latency_target_compute_predicted_seconds_total", "counter",
+     "Compute time the policy predicted for the measured batches, summed (its high estimate, about p98)"},
+    {"inferd_latency_target_compute_measured_seconds_total", "counter",
+     "Compute time measured for those batches (dispatch to the executor's release), summed"},
+};
+
+static double lt_value(int k, const bat_lt_stats *st) {
+  switch (k) {
+    case LT_TARGET: return (double)st->target_us * 1e-6;
+    case LT_GOAL: return (double)st->goal_rows;
+    case LT_LAST_ROWS: return (double)st->last_rows;
+    case LT_LAST_WAIT: return (double)st->last_wait_us * 1e-6;
+    case LT_RATE: return st->rate_per_s;
+    case LT_BATCHES: return (double)st->batches;
+    case LT_EARLY: return (double)st->early;
+    case LT_OBSERVED: return (double)st->observed;
+    case LT_PRED: return st->predicted_us_sum * 1e-6;
+    case LT_MEAS: return st->measured_us_sum * 1e-6;
+  }
+  return 0;
+}
+
+static void metrics_latency_target(srv_server *s, sbuf *b) {
+  if (!s->sched) return;
+  for (int k = 0; k < LT_N; k++) {
+    int header = 0;
+    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
+      srv_model *m = srv_registry_model_at(s->reg, i);
+      for (size_t j = 0; j < m->n_versions; j++) {
+        srv_version *v = &m->versions[j];
+        bat_lt_stats st;
+        if (!v->model || !srv_sched_latency_stats(s->sched, v, &st)) continue;
+        if (!header)
+          sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", lt_metrics[k].name, lt_metrics[k].help, lt_metrics[k].name,
+                    lt_metrics[k].type);
+        header = 1;
+        sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %.9g\n", lt_metrics[k].name, m->name, v->version_str,
+                  lt_value(k, &st));
+      }
+    }
+  }
+}
+
 // Per engine instance: GPU busy time measured with CUDA events, recreations
 // after CUDA failures, health, graphs and the device allocation counter that
 // proves the request path allocates nothing.
@@ -631,6 +693,7 @@ void srv_http_routes(void *ctx, const srv_http_request *req, srv_http_response *
     metrics_text(s, &b);
     metrics_histograms(s, &b);
     metrics_instances(s, &b);
+    metrics_latency_target(s, &b);
     metrics_prepare(s, &b);
     metrics_gpus(s, &b);
     metrics_throughput(s, &b);

@@ -4,3 +4,4 @@ inferd_unit_test(test_sequence SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sequence.c
 inferd_unit_test(test_kvblocks SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_kvblocks.c LIBS inferd_batcher)
 inferd_unit_test(test_iter SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_iter.c LIBS inferd_batcher)
 inferd_unit_test(test_iter_random SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_iter_random.c LIBS inferd_batcher)
+inferd_unit_test(test_lattarget SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_lattarget.c LIBS inferd_batcher m)

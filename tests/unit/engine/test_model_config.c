@@ -380,7 +380,54 @@ static void test_after_completion(void) {
   eng_model_config_free(c);
 }
 
+// parameters { key: "latency_target_ms" }: carried in milliseconds to
+// microseconds, and every misuse named by config_latency_target_us (which
+// config_validate runs) with its value.
+static ProtobufCMessage *parse(const char *text) {
+  ProtobufCMessage *m = NULL;
+  err e = {0};
+  int rc = pbtxt_parse(&inference__model_config__descriptor, text, strlen(text), "config.pbtxt", &m, &e);
+  CHECK_EQ_INT(rc, 0);
+  return m;
+}
+
+static void test_latency_target(void) {
+  eng_model_config *c = convert("max_batch_size: 8 dynamic_batching { }\n"
+                                "parameters { key: 'latency_target_ms' value { string_value: '2.5' } }");
+  if (c) CHECK_EQ_INT(c->batching.latency_target_us, 2500);
+  eng_model_config_free(c);
+  c = convert("max_batch_size: 8 dynamic_batching { }");
+  if (c) CHECK_EQ_INT(c->batching.latency_target_us, 0);
+  eng_model_config_free(c);
+  static const struct {
+    const char *text, *needle;
+  } bad[] = {
+      {"max_batch_size: 8 dynamic_batching { } parameters { key: 'latency_target_ms' value { string_value: 'fast' } }",
+       "'fast' is not a number of milliseconds"},
+      {"max_batch_size: 8 dynamic_batching { } parameters { key: 'latency_target_ms' value { string_value: '0' } }",
+       "'0' is not a number"},
+      {"max_batch_size: 8 dynamic_batching { } parameters { key: 'latency_target_ms' value { string_value: '5ms' } }",
+       "'5ms'"},
+      {"max_batch_size: 8 dynamic_batching { } parameters { key: 'latency_target_ms' value { } }", "'' is not"},
+      {"max_batch_size: 8 parameters { key: 'latency_target_ms' value { string_value: '5' } }",
+       "needs dynamic_batching"},
+      {"max_batch_size: 1 dynamic_batching { } parameters { key: 'latency_target_ms' value { string_value: '5' } }",
+       "needs max_batch_size > 1"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ProtobufCMessage *m = parse(bad[i].text);
+    if (!m) continue;
+    int64_t us = -1;
+    err e = {0};
+    CHECK_EQ_INT(config_latency_target_us((const Inference__ModelConfig *)m, &us, &e), ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(e.msg, bad[i].needle);
+    CHECK_CONTAINS(e.msg, "latency_target_ms");
+    protobuf_c_message_free_unpacked(m, NULL);
+  }
+}
+
 int main(void) {
+  test_latency_target();
   test_every_field();
   test_defaults();
   test_after_completion();
