@@ -55,7 +55,9 @@ def _find_bin(name, given, argv0):
     env = os.environ.get("INFERD_BIN" if name == "inferd" else "INFERD_LOAD_BIN")
     if env:
         return env
-    for d in (os.path.dirname(os.path.abspath(argv0)), os.path.join(REPO_ROOT, "build", "bin")):
+    dirs = [os.environ.get("INFERD_TUNE_BINDIR"), os.path.dirname(os.path.abspath(argv0)),
+            os.path.join(REPO_ROOT, "build", "bin")]
+    for d in filter(None, dirs):
         p = os.path.join(d, name)
         if os.access(p, os.X_OK):
             return p
@@ -96,8 +98,8 @@ def parser():
     g.add_argument("--budget-s", type=float, default=600.0, help="wall-clock budget of the search (default 600)")
     g = ap.add_argument_group("server and output")
     g.add_argument("--out", help="output folder (default tune_<model>)")
-    g.add_argument("--inferd", help="the inferd binary (default: beside inferd-tune, build/bin, PATH)")
-    g.add_argument("--inferd-load", help="the inferd-load binary (default: as --inferd)")
+    g.add_argument("--inferd", help="the inferd binary (default: $INFERD_BIN, beside build/bin/inferd-tune, build/bin, PATH)")
+    g.add_argument("--inferd-load", help="the inferd-load binary (default: $INFERD_LOAD_BIN, then as --inferd)")
     g.add_argument("--server-arg", action="append", default=[], help="one more inferd argument (repeatable)")
     g.add_argument("--url", help="use a running server's gRPC host:port instead of starting one "
                    "(explicit model-control mode; needs --http-url)")

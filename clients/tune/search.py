@@ -67,8 +67,8 @@ PREFERRED_MODES = ("none", "max", "half")
 
 class Space:
     """The values each dimension may take. Invalid combinations are normalised, not listed:
-    CPU instances run FP32 (so precision is fixed for them), a model without batching
-    (max_batch_size 0) has no batch, delay or preferred dimension."""
+    CPU instances run FP32 (so precision is fixed for them), and a max batch size of 0 or 1 has no
+    dynamic batching, so no preferred sizes and no queue delay (the smallest stands for it)."""
 
     def __init__(self, kinds=("cpu",), precisions=("fp32",), max_batch_sizes=(1, 8, 64), instances=(1, 2),
                  queue_delays_us=(0, 100, 1000), preferred=("none",)):
@@ -93,10 +93,9 @@ class Space:
         d = cfg._asdict()
         if d["kind"] != "gpu":
             d["precision"] = "fp32"
-        if d["max_batch_size"] <= 1:
+        if d["max_batch_size"] <= 1:   # no dynamic batching: no preferred sizes, the delay means nothing
             d["preferred"] = "none"
-        if d["max_batch_size"] == 0:
-            d["queue_delay_us"] = 0
+            d["queue_delay_us"] = self.values["queue_delay_us"][0]
         return Config(**d)
 
     def start(self):

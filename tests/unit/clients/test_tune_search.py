@@ -86,7 +86,7 @@ def test_throughput_objective_finds_grid_optimum_with_few_points(p99_ms):
     assert best.score[1] >= grid_best.score[1] * (1 - S.TOLERANCE), (best.cfg, best.score, grid_best.cfg,
                                                                      grid_best.score)
     assert best.best_point["p99_ms"] <= p99_ms
-    assert len(space.grid()) == 7 * 6 * 5 * 3 - 6 * 5 * 2   # mbs 1 has one preferred mode: 570 configurations
+    assert len(space.grid()) == 6 * 6 * 5 * 3 + 6   # mbs 1 has one preferred mode and one delay: 546
     assert len(bench.calls) * 5 < grid_points, (len(bench.calls), grid_points)
     measured = [r for r in search.results.values() if r.points]
     assert len(measured) * 10 < len(space.grid()), len(measured)
@@ -168,10 +168,11 @@ def test_deterministic():
 
 def test_normalize_and_grid():
     sp = S.Space(kinds=("cpu", "gpu"), precisions=("fp32", "fp16"), max_batch_sizes=(1, 8), instances=(1,),
-                 queue_delays_us=(0,), preferred=("none", "max"))
+                 queue_delays_us=(100, 0), preferred=("none", "max"))
     g = sp.grid()
-    # cpu: fp32 only; mbs 1: preferred none only -> cpu (1 + 2) + gpu 2 precisions x (1 + 2)
-    assert len(g) == 3 + 6 and len(set(g)) == len(g)
+    # cpu: fp32 only; mbs 1: preferred none and the smallest delay only -> cpu (1 + 2 x 2) + gpu 2 x (1 + 2 x 2)
+    assert len(g) == 5 + 10 and len(set(g)) == len(g)
+    assert all(c.queue_delay_us == 0 and c.preferred == "none" for c in g if c.max_batch_size == 1)
     assert all(c.precision == "fp32" for c in g if c.kind == "cpu")
     assert S.Config("gpu", "fp16", 8, 1, 0, "half").preferred_sizes() == [4, 8]
     assert S.Config("cpu", "fp32", 8, 1, 0, "max").preferred_sizes() == [8]
