@@ -96,6 +96,8 @@ def parser():
     g.add_argument("--threads", type=int, help="inferd-load --threads")
     g.add_argument("--load-arg", action="append", default=[], help="one more inferd-load argument (repeatable)")
     g.add_argument("--budget-s", type=float, default=600.0, help="wall-clock budget of the search (default 600)")
+    g.add_argument("--confirm", type=int, default=2, help="finalists measured again at the end, each ranked by "
+                   "the worse of its two measurements (default 2; 0: none)")
     g = ap.add_argument_group("server and output")
     g.add_argument("--out", help="output folder (default tune_<model>)")
     g.add_argument("--inferd", help="the inferd binary (default: $INFERD_BIN, beside build/bin/inferd-tune, build/bin, PATH)")
@@ -172,7 +174,7 @@ def main(argv=None):
             obj.describe(), mode, ",".join("%g" % x for x in levels), a.duration_s,
             "; ".join("%s %s" % (d, ",".join(map(str, v))) for d, v in space.values.items()), len(space.grid()),
             a.budget_s))
-        search = Search(space, obj, bench, levels, budget_s=a.budget_s, log=log)
+        search = Search(space, obj, bench, levels, budget_s=a.budget_s, log=log, confirm=max(0, a.confirm))
         best = search.run()
     except (ServerError, LoadError, OSError) as e:
         print("inferd-tune: %s" % e, file=sys.stderr)
@@ -211,12 +213,13 @@ def main(argv=None):
     if best is None:
         print("no configuration could be measured; see %s" % os.path.join(out, "report.html"))
         return 1
-    bp = best.best_point
-    print("%s: %s at level %g: %.1f infer/s, p99 %.3f ms (p50 %.3f ms)" % (
-        "best" if best.score[0] else "NONE met the objective; nearest", best.cfg.label(), bp["level"],
-        bp["throughput_rps"], bp["p99_ms"], bp["p50_ms"] or 0))
+    bp = best.points[best.chosen_index]
+    met = (best.final or best.score)[0]
+    print("%s: %s at level %g: %.1f infer/s, p99 %.3f ms (p50 %.3f ms)%s" % (
+        "best" if met else "NONE met the objective; nearest", best.cfg.label(), bp["level"],
+        bp["throughput_rps"], bp["p99_ms"], bp["p50_ms"] or 0, " (confirmed)" if best.final else ""))
     print("wrote %s, %s, %s" % tuple(os.path.join(out, f) for f in ("config.pbtxt", "points.csv", "report.html")))
-    return 0 if best.score[0] else 3
+    return 0 if met else 3
 
 
 if __name__ == "__main__":

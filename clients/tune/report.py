@@ -11,7 +11,7 @@ import math
 from .search import DIMS
 
 COLUMNS = ["point", "config", "label", "kind", "precision", "max_batch_size", "instances", "queue_delay_us",
-           "preferred", "preferred_sizes", "load_mode", "level", "throughput_rps", "rows_per_s", "avg_ms", "p50_ms",
+           "preferred", "preferred_sizes", "load_mode", "phase", "level", "throughput_rps", "rows_per_s", "avg_ms", "p50_ms",
            "p90_ms", "p99_ms", "errors", "requests", "queue_ms", "compute_infer_ms", "avg_batch", "batch_hist",
            "gpu_busy", "gpu_util", "gpu_mem_mib", "duration_s", "feasible", "pareto", "chosen"]
 
@@ -25,8 +25,8 @@ def rows_of(search, mode, chosen):
             row = {d: getattr(r.cfg, d) for d in DIMS}
             row.update({"config": ci + 1, "label": r.cfg.label(), "load_mode": mode,
                         "preferred_sizes": " ".join(str(x) for x in r.cfg.preferred_sizes()),
-                        "feasible": int(search.obj.feasible(p)),
-                        "chosen": int(chosen is not None and r is chosen and k == r.score[2])})
+                        "phase": p.get("phase", "search"), "feasible": int(search.obj.feasible(p)),
+                        "chosen": int(chosen is not None and r is chosen and k == r.chosen_index)})
             for c in COLUMNS:
                 if c in p and c not in row:
                     row[c] = p[c]
@@ -174,7 +174,7 @@ def hist_svg(hist_text, w=260, h=110):
     return "".join(o)
 
 
-TABLE_COLS = [("point", "#"), ("label", "configuration"), ("level", "level"), ("throughput_rps", "infer/s"),
+TABLE_COLS = [("point", "#"), ("label", "configuration"), ("phase", "phase"), ("level", "level"), ("throughput_rps", "infer/s"),
               ("p50_ms", "p50 ms"), ("p90_ms", "p90 ms"), ("p99_ms", "p99 ms"), ("errors", "errors"),
               ("queue_ms", "queue ms"), ("compute_infer_ms", "infer ms"), ("avg_batch", "avg batch"),
               ("gpu_busy", "GPU busy"), ("gpu_util", "GPU util"), ("feasible", "meets"), ("pareto", "Pareto")]
@@ -197,10 +197,13 @@ def write_html(path, rows, search, best, meta, best_pbtxt):
                  meta["elapsed_s"], meta["grid"], _e(meta["load"]), meta["duration_s"],
                  " Stopped early: %s." % _e(search.stopped) if search.stopped else ""))
     if best is not None:
-        bp = best.best_point
-        o.append('<p id="chosen">Chosen: <b>%s</b> at level %s: %s infer/s, p99 %s ms (%s).</p>' % (
+        bp = best.points[best.chosen_index]
+        met = (best.final or best.score)[0]
+        o.append('<p id="chosen">Chosen: <b>%s</b> at level %s: %s infer/s, p99 %s ms%s (%s).</p>' % (
             _e(best.cfg.label()), _fmt(bp["level"]), _fmt(bp["throughput_rps"]), _fmt(bp["p99_ms"]),
-            "meets the objective" if best.score[0] else "NO configuration met the objective; the nearest"))
+            ", measured again after the search (%d finalists were; each ranked by the worse of its two "
+            "measurements)" % len(search.confirmed) if best.final else "",
+            "meets the objective" if met else "NO configuration met the objective; the nearest"))
     else:
         o.append('<p id="chosen">No configuration could be measured.</p>')
     o.append('<h2>Throughput against p99 latency</h2><p class="legend"><span>blue: meets the objective</span>'
@@ -217,17 +220,17 @@ def write_html(path, rows, search, best, meta, best_pbtxt):
     o.append("<h2>Configurations</h2>")
     for ci, res in enumerate([r for r in search.results.values() if r.points]):
         mine = [r for r in rows if r["config"] == ci + 1]
-        deciding = mine[res.score[2]] if res.score[2] is not None else mine[-1]
+        deciding = mine[res.chosen_index] if res.chosen_index is not None else mine[-1]
         o.append('<div class="cfg%s" id="config-%d"><h3>%d. %s</h3>' % (
             " best" if res is best else "", ci + 1, ci + 1, _e(res.cfg.label())))
         o.append("<p>preferred sizes [%s]; sweep ended: %s; %s.</p>" % (
             _e(deciding["preferred_sizes"]), _e(res.stop or "-"),
-            "meets the objective" if res.score[0] else "misses the objective"))
-        o.append("<table><tr><th>level</th><th>infer/s</th><th>p99 ms</th><th>queue ms</th><th>infer ms</th>"
+            "meets the objective" if (res.final or res.score)[0] else "misses the objective"))
+        o.append("<table><tr><th>phase</th><th>level</th><th>infer/s</th><th>p99 ms</th><th>queue ms</th><th>infer ms</th>"
                  "<th>avg batch</th><th>GPU busy</th><th>GPU util</th><th>GPU MiB</th></tr>")
         for r in mine:
             o.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _e(_fmt(r.get(k))) for k in (
-                "level", "throughput_rps", "p99_ms", "queue_ms", "compute_infer_ms", "avg_batch", "gpu_busy",
+                "phase", "level", "throughput_rps", "p99_ms", "queue_ms", "compute_infer_ms", "avg_batch", "gpu_busy",
                 "gpu_util", "gpu_mem_mib")))
         o.append("</table><p>Batch sizes at level %s (executions per bucket of inferd_batch_size):</p>%s</div>" % (
             _fmt(deciding["level"]), hist_svg(deciding.get("batch_hist"))))

@@ -22,7 +22,10 @@ Pruning on top of that:
   configuration needing at least as much (same kind and precision, at least as many
   instances and as large a max batch size) skipped unmeasured;
 - before a new configuration starts, the remaining budget must cover what one costs on
-  average so far.
+  average so far (and the confirmations' time).
+
+At the end the best few that meet the objective are measured once more at their deciding level
+and ranked by the worse of their two measurements (`confirm`), so one lucky window cannot win.
 """
 
 import collections
@@ -208,11 +211,18 @@ class Result:
     def __init__(self, cfg, points=(), failed=None, skipped=None, stop=None, score=(0, -math.inf, None)):
         self.cfg, self.points, self.failed, self.skipped, self.stop, self.score = \
             cfg, list(points), failed, skipped, stop, score
+        self.final = None        # a finalist's score after its confirmation (Search.confirm)
 
     @property
     def best_point(self):
+        """The point that decided the descent's score."""
         i = self.score[2]
         return None if i is None else self.points[i]
+
+    @property
+    def chosen_index(self):
+        """The point that stands for this configuration: its confirmation where it has one."""
+        return (self.final or self.score)[2]
 
 
 class Search:
@@ -224,7 +234,8 @@ class Search:
     budget for the whole search. `log(str)`: progress lines.
     """
 
-    def __init__(self, space, objective, bench, levels, budget_s=600.0, clock=None, log=None, max_passes=3):
+    def __init__(self, space, objective, bench, levels, budget_s=600.0, clock=None, log=None, max_passes=3,
+                 confirm=0):
         import time
         self.space, self.obj, self.bench = space, objective, bench
         self.levels = sorted(set(levels))
@@ -235,6 +246,8 @@ class Search:
         self.failures = []                         # cfgs that failed to prepare
         self.t0 = None
         self.stopped = None                        # why the search ended early (budget), else None
+        self.confirm = confirm                     # finalists measured again at the end
+        self.confirmed = []                        # their Results, best first
 
     # -- budget
 
@@ -242,9 +255,13 @@ class Search:
         return self.clock() - self.t0
 
     def _can_afford_another(self):
+        """Another configuration (one of average cost so far) still fits, with the confirmations' time
+        (a configuration load and one level each, reckoned as two average points) kept aside."""
         measured = [r for r in self.results.values() if r.points or r.failed]
         avg = self._elapsed() / len(measured) if measured else 0.0
-        return self._elapsed() + avg <= self.budget_s
+        n_points = sum(len(r.points) for r in measured)
+        reserve = self.confirm * 2 * self._elapsed() / n_points if n_points else 0.0
+        return self._elapsed() + avg + reserve <= self.budget_s
 
     # -- pruning by failures
 
@@ -365,17 +382,51 @@ class Search:
                 cur = self._line(cur, d)
             if cur == before or self.stopped:
                 break
+        if self.confirm:
+            self._confirm()
         return self.best()
 
+    def _ranked(self, key, results=None):
+        """Measured results (by default all), best first by key(result) (a score), ties in measuring order."""
+        out = []
+        for r in (self.results.values() if results is None else results):
+            if r.points:
+                k = 0
+                while k < len(out) and not better(key(r), key(out[k]), tol=0.0):
+                    k += 1
+                out.insert(k, r)
+        return out
+
+    def _confirm(self):
+        """The `confirm` best configurations that meet the objective are loaded again and measured once
+        more at their deciding level; each then counts with the worse of its two measurements (the lower
+        throughput, the higher p99, the errors of both), so one lucky window cannot win."""
+        finalists = [r for r in self._ranked(lambda r: r.score) if r.score[0]][:self.confirm]
+        for r in finalists:
+            bp = r.best_point
+            why = self.bench.prepare(r.cfg)
+            if why:
+                r.final = (0, -math.inf, r.score[2])
+                self.log("confirm %s: %s" % (r.cfg.label(), why))
+                continue
+            p = dict(self.bench.measure(r.cfg, bp["level"]))
+            p.setdefault("level", bp["level"])
+            p["phase"] = "confirm"
+            r.points.append(p)
+            worse = dict(p, throughput_rps=min(p["throughput_rps"], bp["throughput_rps"]),
+                         p99_ms=max(p["p99_ms"], bp["p99_ms"]), errors=p["errors"] + bp["errors"])
+            s = self.obj.score([worse])
+            r.final = (s[0], s[1], len(r.points) - 1)
+            self.log("confirm %s at level %g: %.1f infer/s, p99 %.3g ms (first %.1f infer/s, p99 %.3g ms); %s" % (
+                r.cfg.label(), bp["level"], p["throughput_rps"], p["p99_ms"], bp["throughput_rps"], bp["p99_ms"],
+                "holds" if s[0] else "no longer meets the objective"))
+        self.confirmed = self._ranked(lambda r: r.final, finalists)
+
     def best(self):
-        measured = [r for r in self.results.values() if r.points]
-        if not measured:
-            return None
-        best = measured[0]
-        for r in measured[1:]:
-            if better(r.score, best.score, tol=0.0):
-                best = r
-        return best
+        """The winner: among the confirmed finalists by their confirmed score where there are any, else
+        the best descent score."""
+        ranked = self.confirmed or self._ranked(lambda r: r.score)
+        return ranked[0] if ranked else None
 
     def measured_points(self):
         return sum(len(r.points) for r in self.results.values())

@@ -192,3 +192,51 @@ def test_score_orders_infeasible_by_nearness():
     # errors make a point infeasible whatever its numbers
     d = obj.score([{"level": 1, "throughput_rps": 1000, "p99_ms": 0.1, "errors": 3}])
     assert d[0] == 0 and math.isfinite(d[1])
+
+
+class LuckyBench(FakeBench):
+    """FakeBench where the first measurement of one configuration at one level is 30% too good (a lucky
+    window); measured again it is what it is."""
+
+    def __init__(self, lucky, **kw):
+        super().__init__(**kw)
+        self.lucky, self.seen = lucky, set()
+
+    def measure(self, cfg, level):
+        p = super().measure(cfg, level)
+        if cfg == self.lucky and (cfg, level) not in self.seen:
+            p["throughput_rps"] *= 1.3
+        self.seen.add((cfg, level))
+        return p
+
+
+def test_confirmation_stops_a_lucky_window_from_winning():
+    space, obj = _space(), S.Objective("throughput", p99_ms=80.0)
+    b0 = FakeBench()
+    s0 = S.Search(space, obj, b0, LEVELS, budget_s=1e12, clock=b0.clock)
+    truth = s0.run()
+    # the first configuration the descent measures that a 30% lucky window would put first
+    lucky = next(r.cfg for r in s0.results.values()
+                 if r.points and r.cfg != truth.cfg and r.score[0] and r.score[1] * 1.3 > truth.score[1] * 1.01)
+    fooled = S.Search(space, obj, LuckyBench(lucky), LEVELS, budget_s=1e12, clock=FakeBench().clock).run()
+    assert fooled.cfg == lucky, "the landscape no longer puts the lucky configuration first; pick another"
+    bench = LuckyBench(lucky)
+    search = S.Search(space, obj, bench, LEVELS, budget_s=1e12, clock=bench.clock, confirm=3)
+    best = search.run()
+    assert best.cfg != lucky
+
+    def true_score(cfg):
+        b = FakeBench()
+        t = S.Search(space, obj, b, LEVELS, budget_s=1e12, clock=b.clock)
+        t.t0 = 0.0
+        return t.evaluate(cfg).score
+    # the winner is truly the best finalist (the lucky window steered the descent elsewhere, so the
+    # landscape's optimum may not be among them: confirming guards the choice, not the path)
+    assert all(not S.better(true_score(r.cfg), true_score(best.cfg), tol=0.0) for r in search.confirmed)
+    assert len(search.confirmed) == 3 and lucky in [r.cfg for r in search.confirmed]
+    for r in search.confirmed:   # each finalist got exactly one more point, at its deciding level
+        assert r.points[-1]["phase"] == "confirm" and r.points[-1]["level"] == r.best_point["level"]
+        assert r.final[0] == 1 and r.final[2] == len(r.points) - 1
+    # ranked by the worse of the two measurements: the lucky one by its true (second) throughput
+    lr = search.results[lucky]
+    assert lr.final[1] == pytest.approx(lr.points[-1]["throughput_rps"])
