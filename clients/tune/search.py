@@ -24,8 +24,9 @@ Pruning on top of that:
 - before a new configuration starts, the remaining budget must cover what one costs on
   average so far (and the confirmations' time).
 
-At the end the best few that meet the objective are measured once more at their deciding level
-and ranked by the worse of their two measurements (`confirm`), so one lucky window cannot win.
+At the end the best that meet the objective are measured once more at their deciding level, in
+order until `confirm` of them still meet it, and ranked by the worse of their two measurements, so
+one lucky window cannot win.
 """
 
 import collections
@@ -401,11 +402,17 @@ class Search:
         return out
 
     def _confirm(self):
-        """The `confirm` best configurations that meet the objective are loaded again and measured once
-        more at their deciding level; each then counts with the worse of its two measurements (the lower
-        throughput, the higher p99, the errors of both), so one lucky window cannot win."""
-        finalists = [r for r in self._ranked(lambda r: r.score) if r.score[0]][:self.confirm]
-        for r in finalists:
+        """The best configurations that meet the objective are loaded again and measured once more at
+        their deciding level, in order, until `confirm` of them still meet it (or none is left, or the
+        budget is spent); each then counts with the worse of its two measurements (the lower throughput,
+        the higher p99, the errors of both), so one lucky window cannot win."""
+        candidates = [r for r in self._ranked(lambda r: r.score) if r.score[0]]
+        finalists = []
+        for r in candidates:
+            held = sum(1 for f in finalists if f.final[0])
+            if held >= self.confirm or (finalists and self._elapsed() > self.budget_s):
+                break     # enough hold, or the budget is spent (one confirmation is always made)
+            finalists.append(r)
             bp = r.best_point
             why = self.bench.prepare(r.cfg)
             if why:

@@ -108,10 +108,10 @@ def test_points_csv(tuned):
     assert len(chosen) == 1, [r["point"] for r in chosen]
     c = chosen[0]
     assert c["feasible"] == "1" and c["phase"] == "confirm"
-    # the finalists (up to --confirm 2) were measured again at their deciding level; each counts with the
-    # worse of its two measurements, and the chosen one has the most throughput so counted
+    # the finalists (until --confirm 2 of them hold) were measured again at their deciding level; each
+    # counts with the worse of its two measurements, and the chosen one has the most throughput so counted
     confirms = [r for r in rows if r["phase"] == "confirm"]
-    assert 1 <= len(confirms) <= 2 and len({r["config"] for r in confirms}) == len(confirms)
+    assert confirms and len({r["config"] for r in confirms}) == len(confirms)
 
     def worse(conf):
         first = [r for r in rows if r["config"] == conf["config"] and r["level"] == conf["level"]

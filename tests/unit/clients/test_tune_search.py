@@ -240,3 +240,43 @@ def test_confirmation_stops_a_lucky_window_from_winning():
     # ranked by the worse of the two measurements: the lucky one by its true (second) throughput
     lr = search.results[lucky]
     assert lr.final[1] == pytest.approx(lr.points[-1]["throughput_rps"])
+
+
+class FlakyBench(FakeBench):
+    """FakeBench whose second measurement of the first `n` configurations measured again misses any
+    p99 target (a stall during the confirmation)."""
+
+    def __init__(self, n, **kw):
+        super().__init__(**kw)
+        self.n, self.seen, self.spoiled = n, set(), []
+
+    def measure(self, cfg, level):
+        p = super().measure(cfg, level)
+        if (cfg, level) in self.seen and len(self.spoiled) < self.n:
+            self.spoiled.append(cfg)
+            p["p99_ms"] = 1e6
+        self.seen.add((cfg, level))
+        return p
+
+
+def test_confirmation_goes_on_until_enough_hold():
+    space, obj = _space(), S.Objective("throughput", p99_ms=80.0)
+    bench = FlakyBench(2)
+    search = S.Search(space, obj, bench, LEVELS, budget_s=1e12, clock=bench.clock, confirm=2)
+    best = search.run()
+    assert len(bench.spoiled) == 2
+    assert len(search.confirmed) == 4, [r.cfg for r in search.confirmed]
+    held = [r for r in search.confirmed if r.final[0]]
+    assert len(held) == 2 and best in held and best.cfg not in bench.spoiled
+    assert all(r.final[0] == 0 for r in search.confirmed if r.cfg in bench.spoiled)
+    # ranked by their confirmed scores: the held ones first
+    assert search.confirmed[:2] == sorted(held, key=lambda r: -r.final[1])
+
+
+def test_no_confirmation_holds_the_nearest_is_named():
+    space, obj = _space(), S.Objective("throughput", p99_ms=80.0)
+    bench = FlakyBench(10 ** 6)
+    search = S.Search(space, obj, bench, LEVELS, budget_s=1e12, clock=bench.clock, confirm=1)
+    best = search.run()
+    assert best is not None and best.final[0] == 0
+    assert len(search.confirmed) == len([r for r in search.results.values() if r.score[0]])
