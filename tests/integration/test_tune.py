@@ -228,3 +228,31 @@ def test_usage_errors(example_repo, tmp_path):
                                os.path.join(os.path.dirname(lib.inferd_bin()), "inferd-load")],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and "no model 'nosuch'" in p.stderr, p.stderr
+
+
+def test_tune_a_running_server(example_repo, tmp_path):
+    """--url/--http-url: a server already running in explicit mode is tuned in place (one configuration
+    here), and left serving the repository's own config afterwards."""
+    repo, _ = example_repo
+    srv = lib.ServerProcess(repo, ["--model-control-mode", "explicit", "--load-model", "mlp"])
+    try:
+        srv.start()
+        out = tmp_path / "o"
+        p = subprocess.run([sys.executable, TUNE, "--model-repository", repo, "-m", "mlp", "--p99-ms", "2000",
+                            "--url", srv.grpc_url, "--http-url", srv.http_url, "--kinds", "cpu",
+                            "--instances", "2", "--max-batch-sizes", "4", "--queue-delays-us", "0",
+                            "--preferred", "none", "--concurrency", "2", "--duration-s", "0.3", "--warmup-s", "0",
+                            "--inferd-load", os.path.join(os.path.dirname(lib.inferd_bin()), "inferd-load"),
+                            "--out", str(out)], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        rows = _rows(str(out))
+        assert [(r["instances"], r["max_batch_size"], r["phase"]) for r in rows] == [
+            ("2", "4", "search"), ("2", "4", "confirm")]
+        assert not os.path.exists(out / "server.log") or os.path.getsize(out / "server.log") == 0
+        with grpcclient.InferenceServerClient(url=srv.grpc_url) as cl:
+            cfg = cl.get_model_config("mlp", as_json=True)["config"]
+            assert int(cfg["max_batch_size"]) == 64, cfg   # the repository's config.pbtxt again
+        assert srv.alive()
+    finally:
+        srv.stop()
+    srv.assert_clean_exit()
