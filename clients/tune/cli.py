@@ -96,6 +96,8 @@ def parser():
     g.add_argument("--threads", type=int, help="inferd-load --threads")
     g.add_argument("--load-arg", action="append", default=[], help="one more inferd-load argument (repeatable)")
     g.add_argument("--budget-s", type=float, default=600.0, help="wall-clock budget of the search (default 600)")
+    g.add_argument("--no-retry", action="store_true", help="end a configuration's sweep at the first level over "
+                   "the p99 target without measuring it once more")
     g.add_argument("--confirm", type=int, default=2, help="finalists measured again at the end, each ranked by "
                    "the worse of its two measurements (default 2; 0: none)")
     g = ap.add_argument_group("server and output")
@@ -174,7 +176,8 @@ def main(argv=None):
             obj.describe(), mode, ",".join("%g" % x for x in levels), a.duration_s,
             "; ".join("%s %s" % (d, ",".join(map(str, v))) for d, v in space.values.items()), len(space.grid()),
             a.budget_s))
-        search = Search(space, obj, bench, levels, budget_s=a.budget_s, log=log, confirm=max(0, a.confirm))
+        search = Search(space, obj, bench, levels, budget_s=a.budget_s, log=log, confirm=max(0, a.confirm),
+                        retry_miss=not a.no_retry)
         best = search.run()
     except (ServerError, LoadError, OSError) as e:
         print("inferd-tune: %s" % e, file=sys.stderr)

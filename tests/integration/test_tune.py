@@ -81,7 +81,7 @@ def test_points_csv(tuned):
         what = "point %s (%s, level %s)" % (r["point"], r["label"], r["level"])
         assert r["kind"] == "cpu" and r["precision"] == "fp32", what
         assert r["load_mode"] == "concurrency" and r["level"] in ("1", "4"), what
-        assert r["phase"] in ("search", "confirm"), what
+        assert r["phase"] in ("search", "retry", "confirm"), what
         thr, p50, p90, p99 = (float(r[k]) for k in ("throughput_rps", "p50_ms", "p90_ms", "p99_ms"))
         assert thr > 0 and 0 < p50 <= p90 <= p99, what
         assert int(r["errors"]) == 0 and int(r["requests"]) > 0, what
@@ -114,11 +114,12 @@ def test_points_csv(tuned):
     assert confirms and len({r["config"] for r in confirms}) == len(confirms)
 
     def worse(conf):
-        first = [r for r in rows if r["config"] == conf["config"] and r["level"] == conf["level"]
-                 and r["phase"] == "search"]
-        assert len(first) == 1, conf
-        return min(float(conf["throughput_rps"]), float(first[0]["throughput_rps"])), \
-            max(float(conf["p99_ms"]), float(first[0]["p99_ms"]))
+        # the deciding point: the configuration's feasible point of most throughput before the confirmation
+        first = max((r for r in rows if r["config"] == conf["config"] and r["phase"] != "confirm"
+                     and r["feasible"] == "1"), key=lambda r: float(r["throughput_rps"]))
+        assert first["level"] == conf["level"], (first, conf)
+        return min(float(conf["throughput_rps"]), float(first["throughput_rps"])), \
+            max(float(conf["p99_ms"]), float(first["p99_ms"]))
     ok = [(worse(r)[0], r["point"]) for r in confirms if worse(r)[1] <= 2000]
     assert max(ok)[1] == c["point"], (ok, c["point"])
     front = [r for r in rows if r["pareto"] == "1"]

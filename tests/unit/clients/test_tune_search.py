@@ -280,3 +280,34 @@ def test_no_confirmation_holds_the_nearest_is_named():
     best = search.run()
     assert best is not None and best.final[0] == 0
     assert len(search.confirmed) == len([r for r in search.results.values() if r.score[0]])
+
+
+class StallBench(FakeBench):
+    """FakeBench where the first measurement of every (configuration, level) at concurrency 4 stalls
+    (p99 far over any target); measured again it is what it is."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.seen = set()
+
+    def measure(self, cfg, level):
+        p = super().measure(cfg, level)
+        if level == 4 and (cfg, level) not in self.seen:
+            p["p99_ms"] = 1e6
+        self.seen.add((cfg, level))
+        return p
+
+
+def test_a_stalled_level_is_measured_again_before_the_sweep_ends():
+    space, obj = _space(), S.Objective("throughput", p99_ms=80.0)
+    grid_best, _ = _grid_best(space, obj)
+    stalled = S.Search(space, obj, StallBench(), LEVELS, budget_s=1e12, clock=FakeBench().clock).run()
+    assert stalled.best_point["level"] < 4   # without a retry every sweep ends at the stall
+    bench = StallBench()
+    search = S.Search(space, obj, bench, LEVELS, budget_s=1e12, clock=bench.clock, retry_miss=True)
+    best = search.run()
+    assert best.score[1] >= grid_best.score[1] * (1 - S.TOLERANCE)
+    for r in search.results.values():
+        if r.points:   # each stalled level was measured exactly twice, the second time marked
+            at4 = [p for p in r.points if p["level"] == 4]
+            assert len(at4) in (0, 2) and [p.get("phase") for p in at4] in ([], [None, "retry"]), at4
