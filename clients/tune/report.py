@@ -197,12 +197,12 @@ def write_html(path, rows, search, best, meta, best_pbtxt):
                  meta["elapsed_s"], meta["grid"], _e(meta["load"]), meta["duration_s"],
                  " Stopped early: %s." % _e(search.stopped) if search.stopped else ""))
     if best is not None:
-        bp = best.points[best.chosen_index]
+        bp = best.worse or best.best_point
         met = (best.final or best.score)[0]
         o.append('<p id="chosen">Chosen: <b>%s</b> at level %s: %s infer/s, p99 %s ms%s (%s).</p>' % (
             _e(best.cfg.label()), _fmt(bp["level"]), _fmt(bp["throughput_rps"]), _fmt(bp["p99_ms"]),
-            ", measured again after the search (%d finalists were; each ranked by the worse of its two "
-            "measurements)" % len(search.confirmed) if best.final else "",
+            ", the worse of its two measurements (%d finalists were measured again after the search, each "
+            "ranked so)" % len(search.confirmed) if best.worse else "",
             "meets the objective" if met else "NO configuration met the objective; the nearest"))
     else:
         o.append('<p id="chosen">No configuration could be measured.</p>')

@@ -221,6 +221,7 @@ class Result:
         self.cfg, self.points, self.failed, self.skipped, self.stop, self.score = \
             cfg, list(points), failed, skipped, stop, score
         self.final = None        # a finalist's score after its confirmation (Search.confirm)
+        self.worse = None        # and the point it counts with: the worse of its two measurements
 
     @property
     def best_point(self):
@@ -438,7 +439,7 @@ class Search:
             worse = dict(p, throughput_rps=min(p["throughput_rps"], bp["throughput_rps"]),
                          p99_ms=max(p["p99_ms"], bp["p99_ms"]), errors=p["errors"] + bp["errors"])
             s = self.obj.score([worse])
-            r.final = (s[0], s[1], len(r.points) - 1)
+            r.final, r.worse = (s[0], s[1], len(r.points) - 1), worse
             self.log("confirm %s at level %g: %.1f infer/s, p99 %.3g ms (first %.1f infer/s, p99 %.3g ms); %s" % (
                 r.cfg.label(), bp["level"], p["throughput_rps"], p["p99_ms"], bp["throughput_rps"], bp["p99_ms"],
                 "holds" if s[0] else "no longer meets the objective"))

@@ -63,7 +63,7 @@ def _rows(out):
 def test_tune_runs_and_says_what_it_chose(tuned):
     p, out = tuned
     assert p.returncode == 0, "exit %d\nstdout:\n%s\nstderr:\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:])
-    assert "best: cpu x" in p.stdout and "(confirmed)" in p.stdout, p.stdout[-2000:]
+    assert "best: cpu x" in p.stdout and "(confirmed: the worse of two measurements" in p.stdout, p.stdout[-2000:]
     assert "a grid has %d" % GRID in p.stdout, p.stdout[-2000:]
     for f in ("config.pbtxt", "points.csv", "report.html", "server.log"):
         assert os.path.getsize(os.path.join(out, f)) > 0, f
