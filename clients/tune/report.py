@@ -26,7 +26,9 @@ def rows_of(search, mode, chosen):
             row.update({"config": ci + 1, "label": r.cfg.label(), "load_mode": mode,
                         "preferred_sizes": " ".join(str(x) for x in r.cfg.preferred_sizes()),
                         "phase": p.get("phase", "search"), "feasible": int(search.obj.feasible(p)),
-                        "chosen": int(chosen is not None and r is chosen and k == r.chosen_index)})
+                        "chosen": int(chosen is not None and r is chosen and k == r.chosen_index),
+                        "chosen_first": chosen is not None and r is chosen and chosen.final is not None
+                        and k == r.score[2]})
             for c in COLUMNS:
                 if c in p and c not in row:
                     row[c] = p[c]
@@ -146,6 +148,9 @@ def scatter_svg(rows, obj, w=760, h=440):
         if r["chosen"]:
             o.append('<circle class="chosen-ring" cx="%.1f" cy="%.1f" r="10" fill="none" stroke="#d00" '
                      'stroke-width="2.5"/>' % (X(r["p99_ms"]), Y(r["throughput_rps"])))
+        if r.get("chosen_first"):   # the measurement the confirmation repeated
+            o.append('<circle class="chosen-first-ring" cx="%.1f" cy="%.1f" r="10" fill="none" stroke="#d00" '
+                     'stroke-width="1.5" stroke-dasharray="3,2"/>' % (X(r["p99_ms"]), Y(r["throughput_rps"])))
     o.append("</svg>")
     return "\n".join(o)
 
@@ -207,7 +212,7 @@ def write_html(path, rows, search, best, meta, best_pbtxt):
     else:
         o.append('<p id="chosen">No configuration could be measured.</p>')
     o.append('<h2>Throughput against p99 latency</h2><p class="legend"><span>blue: meets the objective</span>'
-             '<span>grey: misses it</span><span>orange line: the Pareto front</span><span>red ring: chosen</span></p>')
+             '<span>grey: misses it</span><span>orange line: the Pareto front</span><span>red ring: chosen (dashed: the measurement its confirmation repeated)</span></p>')
     if rows:
         o.append(scatter_svg(rows, obj))
     o.append('<h2>Every point</h2><table id="points"><thead><tr>%s</tr></thead><tbody>' % "".join(

@@ -194,6 +194,7 @@ def test_report_in_headless_chromium(tuned):
             assert box[0] <= r[0] <= box[2] and box[1] <= r[1] <= box[3], (e.get_attribute("data-point"), r, box)
         assert len(drv.find_elements(By.CSS_SELECTOR, "svg#scatter circle.pt.chosen")) == 1
         assert len(drv.find_elements(By.CSS_SELECTOR, "svg#scatter circle.chosen-ring")) == 1
+        assert len(drv.find_elements(By.CSS_SELECTOR, "svg#scatter circle.chosen-first-ring")) == 1
         assert len(drv.find_elements(By.CSS_SELECTOR, "svg#scatter circle.pt.pareto")) == sum(
             r["pareto"] == "1" for r in rows)
         assert drv.find_elements(By.CSS_SELECTOR, "svg#scatter polyline.pareto-front")
