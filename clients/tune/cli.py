@@ -102,7 +102,8 @@ def parser():
                    "the worse of its two measurements (default 2; 0: none)")
     g = ap.add_argument_group("server and output")
     g.add_argument("--out", help="output folder (default tune_<model>)")
-    g.add_argument("--inferd", help="the inferd binary (default: $INFERD_BIN, beside build/bin/inferd-tune, build/bin, PATH)")
+    g.add_argument("--inferd", help="the inferd binary (default: $INFERD_BIN, beside build/bin/inferd-tune, "
+                   "build/bin, PATH)")
     g.add_argument("--inferd-load", help="the inferd-load binary (default: $INFERD_LOAD_BIN, then as --inferd)")
     g.add_argument("--server-arg", action="append", default=[], help="one more inferd argument (repeatable)")
     g.add_argument("--url", help="use a running server's gRPC host:port instead of starting one "

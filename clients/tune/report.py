@@ -11,9 +11,9 @@ import math
 from .search import DIMS
 
 COLUMNS = ["point", "config", "label", "kind", "precision", "max_batch_size", "instances", "queue_delay_us",
-           "preferred", "preferred_sizes", "load_mode", "phase", "level", "throughput_rps", "rows_per_s", "avg_ms", "p50_ms",
-           "p90_ms", "p99_ms", "errors", "requests", "queue_ms", "compute_infer_ms", "avg_batch", "batch_hist",
-           "gpu_busy", "gpu_util", "gpu_mem_mib", "duration_s", "feasible", "pareto", "chosen"]
+           "preferred", "preferred_sizes", "load_mode", "phase", "level", "throughput_rps", "rows_per_s", "avg_ms",
+           "p50_ms", "p90_ms", "p99_ms", "errors", "requests", "queue_ms", "compute_infer_ms", "avg_batch",
+           "batch_hist", "gpu_busy", "gpu_util", "gpu_mem_mib", "duration_s", "feasible", "pareto", "chosen"]
 
 
 def rows_of(search, mode, chosen):
@@ -133,8 +133,8 @@ def scatter_svg(rows, obj, w=760, h=440):
             ml + 4, Y(obj.min_rps) - 4, obj.min_rps))
     front = sorted((r for r in rows if r["pareto"]), key=lambda r: r["p99_ms"])
     if front:
-        o.append('<polyline class="pareto-front" fill="none" stroke="#e08000" stroke-width="2" points="%s"/>' % " ".join(
-            "%.1f,%.1f" % (X(r["p99_ms"]), Y(r["throughput_rps"])) for r in front))
+        o.append('<polyline class="pareto-front" fill="none" stroke="#e08000" stroke-width="2" points="%s"/>' %
+                 " ".join("%.1f,%.1f" % (X(r["p99_ms"]), Y(r["throughput_rps"])) for r in front))
     for r in rows:
         cls = "pt" + (" pareto" if r["pareto"] else "") + (" chosen" if r["chosen"] else "") + (
             "" if r["feasible"] else " infeasible")
@@ -179,7 +179,8 @@ def hist_svg(hist_text, w=260, h=110):
     return "".join(o)
 
 
-TABLE_COLS = [("point", "#"), ("label", "configuration"), ("phase", "phase"), ("level", "level"), ("throughput_rps", "infer/s"),
+TABLE_COLS = [("point", "#"), ("label", "configuration"), ("phase", "phase"), ("level", "level"),
+              ("throughput_rps", "infer/s"),
               ("p50_ms", "p50 ms"), ("p90_ms", "p90 ms"), ("p99_ms", "p99 ms"), ("errors", "errors"),
               ("queue_ms", "queue ms"), ("compute_infer_ms", "infer ms"), ("avg_batch", "avg batch"),
               ("gpu_busy", "GPU busy"), ("gpu_util", "GPU util"), ("feasible", "meets"), ("pareto", "Pareto")]
@@ -212,7 +213,8 @@ def write_html(path, rows, search, best, meta, best_pbtxt):
     else:
         o.append('<p id="chosen">No configuration could be measured.</p>')
     o.append('<h2>Throughput against p99 latency</h2><p class="legend"><span>blue: meets the objective</span>'
-             '<span>grey: misses it</span><span>orange line: the Pareto front</span><span>red ring: chosen (dashed: the measurement its confirmation repeated)</span></p>')
+             '<span>grey: misses it</span><span>orange line: the Pareto front</span>'
+             '<span>red ring: chosen (dashed: the measurement its confirmation repeated)</span></p>')
     if rows:
         o.append(scatter_svg(rows, obj))
     o.append('<h2>Every point</h2><table id="points"><thead><tr>%s</tr></thead><tbody>' % "".join(
@@ -231,7 +233,8 @@ def write_html(path, rows, search, best, meta, best_pbtxt):
         o.append("<p>preferred sizes [%s]; sweep ended: %s; %s.</p>" % (
             _e(deciding["preferred_sizes"]), _e(res.stop or "-"),
             "meets the objective" if (res.final or res.score)[0] else "misses the objective"))
-        o.append("<table><tr><th>phase</th><th>level</th><th>infer/s</th><th>p99 ms</th><th>queue ms</th><th>infer ms</th>"
+        o.append("<table><tr><th>phase</th><th>level</th><th>infer/s</th><th>p99 ms</th><th>queue ms</th>"
+                 "<th>infer ms</th>"
                  "<th>avg batch</th><th>GPU busy</th><th>GPU util</th><th>GPU MiB</th></tr>")
         for r in mine:
             o.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _e(_fmt(r.get(k))) for k in (

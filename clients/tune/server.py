@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import threading
-
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -150,5 +149,3 @@ class Server:
         except ServerError:
             return []
         return parse_metrics(text) if status == 200 else []
-
-

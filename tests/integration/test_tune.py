@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
