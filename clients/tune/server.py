@@ -73,8 +73,8 @@ class Server:
                 self._tail = (self._tail + [line.rstrip("\n")])[-40:]
                 m = READY_RE.search(line)
                 if m and not self._ready.is_set():
-                    self.grpc_url = "localhost:%s" % m.group(1)
-                    self.http_url = "http://localhost:%s" % m.group(2)
+                    self.grpc_url = "127.0.0.1:%s" % m.group(1)   # an address: no DNS lookup (gRPC c-ares)
+                    self.http_url = "http://127.0.0.1:%s" % m.group(2)
                     self._ready.set()
             self._ready.set()
             if log:

@@ -68,6 +68,11 @@ def test_tune_runs_and_says_what_it_chose(tuned):
     for f in ("config.pbtxt", "points.csv", "report.html", "server.log"):
         assert os.path.getsize(os.path.join(out, f)) > 0, f
     assert not os.path.exists(os.path.join(out, "level.json"))
+    # the server it started stopped cleanly on SIGTERM (and, in the ASan run, reported nothing)
+    assert "the server exited with status" not in p.stderr, p.stderr[-2000:]
+    log = open(os.path.join(out, "server.log")).read()
+    assert "inferd ready:" in log and "stopped" in log.splitlines()[-1], log[-2000:]
+    assert not [m for m in lib.SANITIZER_MARKERS if m in log], log[-3000:]
 
 
 def test_points_csv(tuned):
