@@ -47,7 +47,7 @@ class Server:
         self.repo, self.binary, self.extra_args = repo, binary, list(extra_args)
         self.log_path, self.start_timeout_s = log_path, start_timeout_s
         self.grpc_url, self.http_url, self.metrics_url = grpc_url, http_url, metrics_url
-        self.proc = None
+        self.proc = self._reader = None
         self._ready = threading.Event()
         self._tail = []
 
@@ -79,7 +79,8 @@ class Server:
             self._ready.set()
             if log:
                 log.close()
-        threading.Thread(target=read, daemon=True).start()
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
         if not self._ready.wait(self.start_timeout_s) or not self.grpc_url:
             self.stop()
             raise ServerError("inferd did not become ready within %gs (exit code %s); its last lines:\n%s" % (
@@ -88,14 +89,17 @@ class Server:
         return self
 
     def stop(self, timeout=60):
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(10)   # its last lines into server.log
+        return self.proc.returncode
 
     def alive(self):
         return self.proc is None or self.proc.poll() is None
