@@ -263,3 +263,28 @@ def test_tune_a_running_server(example_repo, tmp_path):
     finally:
         srv.stop()
     srv.assert_clean_exit()
+
+
+def test_nothing_loads(example_repo, tmp_path):
+    """Only GPU configurations on a machine without a GPU: each one tried fails to load with the server's
+    reason, larger ones are skipped unloaded, inferd-tune exits 1 and its report says why for each."""
+    if lib.gpu_skip_reason() is None:
+        pytest.skip("a GPU is visible here: KIND_GPU configurations would load")
+    repo, _ = example_repo
+    out = tmp_path / "o"
+    p = subprocess.run([sys.executable, TUNE, "--model-repository", repo, "-m", "mlp", "--p99-ms", "10",
+                        "--kinds", "gpu", "--precisions", "fp32", "--instances", "1,2", "--max-batch-sizes", "8,16",
+                        "--queue-delays-us", "0", "--preferred", "none", "--inferd", lib.inferd_bin(),
+                        "--inferd-load", os.path.join(os.path.dirname(lib.inferd_bin()), "inferd-load"),
+                        "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "no configuration could be measured" in p.stdout
+    assert "KIND_GPU but no CUDA device is visible" in p.stdout
+    assert "measured 0 points over 0 configurations (3 skipped or failed; a grid has 4)" in p.stdout, p.stdout
+    assert not (out / "config.pbtxt").exists()
+    assert _rows(str(out)) == []
+    page = (out / "report.html").read_text()
+    # max batch 16 and 8 at one instance fail with the server's reason (the descent walks down from 16);
+    # two instances of max batch 16 need at least what failed, so they are skipped unloaded
+    assert page.count("KIND_GPU but no CUDA device is visible") == 2 and page.count("which failed") == 1, page
+    assert "gpu x2 mbs=16 delay=0us pref=none fp32: needs at least what gpu x1 mbs=16" in page
