@@ -150,6 +150,7 @@ def main(argv=None):
     srv = Server(repo=a.model_repository, binary=inferd, extra_args=a.server_arg,
                  log_path=os.path.join(out, "server.log"), grpc_url=a.url, http_url=a.http_url,
                  metrics_url=a.metrics_url)
+    search, failure = None, None
     try:
         srv.start()
         log("server ready: grpc %s, http %s" % (srv.grpc_url, srv.http_url))
@@ -158,8 +159,7 @@ def main(argv=None):
         else:   # no config.pbtxt: start from the one the server completes from the ONNX file
             why = srv.load(a.model_name)
             if why:
-                print("inferd-tune: %s does not load as it is: %s" % (a.model_name, why), file=sys.stderr)
-                return 1
+                raise ServerError("%s does not load as it is: %s" % (a.model_name, why))
             base = modelcfg.read_base(None, a.model_name, srv.model_config(a.model_name))
         mbs = a.max_batch_sizes
         delays, pref = a.queue_delays_us, a.preferred
@@ -167,8 +167,8 @@ def main(argv=None):
             log("%s does not batch (max_batch_size 0): only instances%s are tuned" % (
                 a.model_name, " and precision" if "gpu" in kinds else ""))
             mbs, delays, pref = [0], [0], ["none"]
-        space = Space(kinds=kinds, precisions=a.precisions, max_batch_sizes=mbs, instances=[
-            i for i in a.instances if i > 0] or [1], queue_delays_us=delays, preferred=pref)
+        space = Space(kinds=kinds, precisions=a.precisions if "gpu" in kinds else ["fp32"], max_batch_sizes=mbs,
+                      instances=[i for i in a.instances if i > 0] or [1], queue_delays_us=delays, preferred=pref)
         bench = Bench(srv, a.model_name, base, load_bin, duration_s=a.duration_s, warmup_s=a.warmup_s, mode=mode,
                       gpu_memory_gib=a.gpu_memory_gib, threads=a.threads, load_args=a.load_arg, log=log,
                       workdir=out)
@@ -181,14 +181,11 @@ def main(argv=None):
                         retry_miss=not a.no_retry)
         best = search.run()
     except (ServerError, LoadError, OSError) as e:
-        print("inferd-tune: %s" % e, file=sys.stderr)
-        srv.stop()
-        return 1
+        failure = str(e)
     except KeyboardInterrupt:
-        srv.stop()
-        return 1
+        failure = "interrupted"
     elapsed = time.monotonic() - t0
-    if a.url:
+    if a.url and failure is None:
         srv.load(a.model_name)   # the repository's own config back
     rc = srv.stop()
     for f in ("warmup.json", "level.json"):
@@ -196,6 +193,12 @@ def main(argv=None):
             os.remove(os.path.join(out, f))
         except OSError:
             pass
+    if failure and (search is None or search.t0 is None):
+        print("inferd-tune: %s" % failure, file=sys.stderr)
+        return 1
+    if failure:   # what was measured before it still gets written
+        search.stopped = "failed: " + failure
+        best = search.best()
     best_text = None
     if best is not None:
         best_text = modelcfg.to_pbtxt(modelcfg.apply(base, best.cfg))
@@ -214,6 +217,9 @@ def main(argv=None):
     if rc not in (None, 0):
         print("inferd-tune: the server exited with status %s (see %s)" % (rc, os.path.join(out, "server.log")),
               file=sys.stderr)
+    if failure:
+        print("inferd-tune: %s" % failure, file=sys.stderr)
+        return 1
     if best is None:
         print("no configuration could be measured; see %s" % os.path.join(out, "report.html"))
         return 1

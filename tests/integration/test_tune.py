@@ -288,3 +288,21 @@ def test_nothing_loads(example_repo, tmp_path):
     # two instances of max batch 16 need at least what failed, so they are skipped unloaded
     assert page.count("KIND_GPU but no CUDA device is visible") == 2 and page.count("which failed") == 1, page
     assert "gpu x2 mbs=16 delay=0us pref=none fp32: needs at least what gpu x1 mbs=16" in page
+
+
+def test_load_generator_failure_ends_the_run_with_what_was_written(example_repo, tmp_path):
+    """inferd-load refusing its arguments ends the run: exit 1 naming its message, the server stopped,
+    points.csv and report.html still written (empty here) saying why the search stopped."""
+    repo, _ = example_repo
+    out = tmp_path / "o"
+    p = subprocess.run([sys.executable, TUNE, "--model-repository", repo, "-m", "mlp", "--p99-ms", "1000",
+                        "--kinds", "cpu", "--instances", "2", "--max-batch-sizes", "8", "--queue-delays-us", "0",
+                        "--preferred", "none", "--concurrency", "2", "--duration-s", "0.3", "--load-arg=--bogus",
+                        "--inferd", lib.inferd_bin(),
+                        "--inferd-load", os.path.join(os.path.dirname(lib.inferd_bin()), "inferd-load"),
+                        "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "inferd-load exited 2" in p.stderr and "unknown option '--bogus'" in p.stderr, p.stderr
+    assert _rows(str(out)) == [] and not (out / "config.pbtxt").exists()
+    assert "Stopped early: failed: inferd-load exited 2" in (out / "report.html").read_text()
+    assert "stopped" in (out / "server.log").read_text().splitlines()[-1]
