@@ -186,7 +186,7 @@ TABLE_COLS = [("point", "#"), ("label", "configuration"), ("phase", "phase"), ("
               ("gpu_busy", "GPU busy"), ("gpu_util", "GPU util"), ("feasible", "meets"), ("pareto", "Pareto")]
 
 CSS = """body{font:14px sans-serif;margin:20px;max-width:1200px}table{border-collapse:collapse;margin:8px 0}
-td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td.l,th.l{text-align:left}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td.l,th.l{text-align:left;white-space:nowrap}
 tr.chosen{background:#ffe0e0;font-weight:bold}tr.pareto td:first-child{border-left:4px solid #e08000}
 .cfg{border:1px solid #ddd;padding:6px 10px;margin:10px 0}.cfg.best{border:2px solid #d00}
 .na{color:#888}code,pre{background:#f6f6f6}.legend span{margin-right:16px}"""
