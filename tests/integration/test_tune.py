@@ -306,3 +306,11 @@ def test_load_generator_failure_ends_the_run_with_what_was_written(example_repo,
     assert _rows(str(out)) == [] and not (out / "config.pbtxt").exists()
     assert "Stopped early: failed: inferd-load exited 2" in (out / "report.html").read_text()
     assert "stopped" in (out / "server.log").read_text().splitlines()[-1]
+
+
+def test_build_wrapper():
+    """The build writes bin/inferd-tune beside inferd: it runs the tool with the project's Python."""
+    wrapper = os.path.join(os.path.dirname(lib.inferd_bin()), "inferd-tune")
+    assert os.access(wrapper, os.X_OK), wrapper
+    p = subprocess.run([wrapper, "--help"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "usage: inferd-tune" in p.stdout and "--p99-ms" in p.stdout, p.stderr
