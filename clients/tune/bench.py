@@ -69,6 +69,7 @@ class Bench:
         self.loaded = None
         self.prepare_s = {}
         self.levels_hint = None
+        self._said_no_mem = False
 
     # -- configuration
 
@@ -84,6 +85,10 @@ class Bench:
         self.loaded = cfg
         if self.gpu_memory_gib and cfg.kind == "gpu":
             used = metric_max(self.server.metrics(), "nv_gpu_memory_used_bytes")
+            if used is None and not self._said_no_mem:
+                self._said_no_mem = True
+                self.log("--gpu-memory-gib cannot be checked: the server exports no nv_gpu_memory_used_bytes "
+                         "(no NVML, or a MIG slice)")
             if used is not None and used > self.gpu_memory_gib * 2**30:
                 return "GPU memory %.2f GiB over the bound of %g GiB" % (used / 2**30, self.gpu_memory_gib)
         if self.warmup_s > 0:
