@@ -98,6 +98,8 @@ def parser():
     g.add_argument("--budget-s", type=float, default=600.0, help="wall-clock budget of the search (default 600)")
     g.add_argument("--no-retry", action="store_true", help="end a configuration's sweep at the first level over "
                    "the p99 target without measuring it once more")
+    g.add_argument("--refine", type=int, default=2, help="throughput objective: bisections of the finalists' "
+                   "concurrency between their best level and the next, which missed the target (default 2; 0: none)")
     g.add_argument("--confirm", type=int, default=2, help="finalists measured again at the end, each ranked by "
                    "the worse of its two measurements (default 2; 0: none)")
     g = ap.add_argument_group("server and output")
@@ -178,7 +180,7 @@ def main(argv=None):
             "; ".join("%s %s" % (d, ",".join(map(str, v))) for d, v in space.values.items()), len(space.grid()),
             a.budget_s))
         search = Search(space, obj, bench, levels, budget_s=a.budget_s, log=log, confirm=max(0, a.confirm),
-                        retry_miss=not a.no_retry)
+                        retry_miss=not a.no_retry, refine=max(0, a.refine))
         best = search.run()
     except (ServerError, LoadError, OSError) as e:
         failure = str(e)

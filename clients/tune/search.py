@@ -25,7 +25,9 @@ Pruning on top of that:
 - before a new configuration starts, the remaining budget must cover what one costs on
   average so far (and the confirmations' time).
 
-At the end the best that meet the objective are measured once more at their deciding level, in
+At the end, for the throughput objective, the finalists' deciding level is bisected towards the
+next level up, which missed the target (`refine`); then the best that meet the objective are
+measured once more at their deciding level, in
 order until `confirm` of them still meet it, and ranked by the worse of their two measurements, so
 one lucky window cannot win.
 """
@@ -245,7 +247,7 @@ class Search:
     """
 
     def __init__(self, space, objective, bench, levels, budget_s=600.0, clock=None, log=None, max_passes=3,
-                 confirm=0, retry_miss=False):
+                 confirm=0, retry_miss=False, refine=0):
         import time
         self.space, self.obj, self.bench = space, objective, bench
         self.levels = sorted(set(levels))
@@ -258,6 +260,7 @@ class Search:
         self.stopped = None                        # why the search ended early (budget), else None
         self.confirm = confirm                     # finalists measured again at the end
         self.retry_miss = retry_miss               # a level over the p99 target is measured once more
+        self.refine = refine                       # bisections of the finalists' last step in load
         self.confirmed = []                        # their Results, best first
 
     # -- budget
@@ -399,9 +402,38 @@ class Search:
                 cur = self._line(cur, d)
             if cur == before or self.stopped:
                 break
+        if self.refine:
+            self._refine()
         if self.confirm:
             self._confirm()
         return self.best()
+
+    def _refine(self):
+        """For the throughput objective, the best configurations' deciding level is bisected towards the
+        next level, which missed the p99 target: up to `refine` levels in between (concurrency is an
+        integer), each kept where it meets the target, so the winner is not held to the coarse ladder."""
+        if self.obj.kind != "throughput":
+            return
+        for r in [r for r in self._ranked(lambda r: r.score) if r.score[0]][:max(1, self.confirm)]:
+            for _ in range(self.refine):
+                if self._elapsed() > self.budget_s:
+                    return
+                lo = r.best_point["level"]
+                above = sorted(p["level"] for p in r.points if p["level"] > lo)
+                if not above or not all(self.obj.over_target(p) for p in r.points if p["level"] == above[0]):
+                    break     # nothing above it was measured, or the next level up did not miss the target
+                mid = (lo + above[0]) // 2
+                if mid <= lo:
+                    break
+                if self.bench.prepare(r.cfg):
+                    break
+                p = dict(self.bench.measure(r.cfg, mid))
+                p.setdefault("level", mid)
+                p["phase"] = "refine"
+                r.points.append(p)
+                r.score = self.obj.score(r.points)
+                self.log("refine %s at level %g: %.1f infer/s, p99 %.3g ms" % (
+                    r.cfg.label(), mid, p["throughput_rps"], p["p99_ms"]))
 
     def _ranked(self, key, results=None):
         """Measured results (by default all), best first by key(result) (a score), ties in measuring order."""

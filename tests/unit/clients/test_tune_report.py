@@ -67,7 +67,7 @@ def test_csv_rows_pareto_and_chosen(run):
         assert r["pareto"] == ("0" if dominated else "1"), r
     chosen = [r for r in got if r["chosen"] == "1"]
     assert len(chosen) == 1 and chosen[0]["phase"] == "confirm" and chosen[0]["label"] == best.cfg.label()
-    assert {r["phase"] for r in got} <= {"search", "retry", "confirm"}
+    assert {r["phase"] for r in got} <= {"search", "retry", "refine", "confirm"}
 
 
 def test_html_is_self_contained_with_a_mark_and_row_per_point(run):

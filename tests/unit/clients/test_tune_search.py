@@ -311,3 +311,26 @@ def test_a_stalled_level_is_measured_again_before_the_sweep_ends():
         if r.points:   # each stalled level was measured exactly twice, the second time marked
             at4 = [p for p in r.points if p["level"] == 4]
             assert len(at4) in (0, 2) and [p.get("phase") for p in at4] in ([], [None, "retry"]), at4
+
+
+def test_refine_bisects_the_last_step_in_load():
+    # at p99 <= 3 ms the best configuration's sweep ends between two rungs of the ladder (8 meets, 16 misses)
+    space, obj = _space(), S.Objective("throughput", p99_ms=3.0)
+    plain = S.Search(space, obj, FakeBench(), LEVELS, budget_s=1e12, clock=FakeBench().clock).run()
+    bench = FakeBench()
+    search = S.Search(space, obj, bench, LEVELS, budget_s=1e12, clock=bench.clock, refine=3)
+    best = search.run()
+    lo, hi = plain.best_point["level"], 2 * plain.best_point["level"]
+    assert (lo, hi) == (8, 16) and best.cfg == plain.cfg
+    refined = [p for p in best.points if p.get("phase") == "refine"]
+    # bisections: 12 (misses), then 10 (meets), then 11 (meets)
+    assert [p["level"] for p in refined] == [12, 10, 11], refined
+    assert [p["p99_ms"] <= 3.0 for p in refined] == [False, True, True]
+    # the winner now stands between the ladder's rungs, with more throughput, still on target
+    assert best.best_point["level"] == 11 and best.best_point["p99_ms"] <= 3.0
+    assert best.score[1] > plain.score[1] * 1.2
+    # the latency objective has no such step to bisect
+    lat = S.Search(space, S.Objective("latency", min_rps=20000), FakeBench(), LEVELS, budget_s=1e12,
+                   clock=FakeBench().clock, refine=3)
+    lat.run()
+    assert not [p for r in lat.results.values() for p in r.points if p.get("phase") == "refine"]
