@@ -100,8 +100,9 @@ def parser():
                    "the p99 target without measuring it once more")
     g.add_argument("--refine", type=int, default=2, help="throughput objective: bisections of the finalists' "
                    "concurrency between their best level and the next, which missed the target (default 2; 0: none)")
-    g.add_argument("--confirm", type=int, default=2, help="finalists measured again at the end, each ranked by "
-                   "the worse of its two measurements (default 2; 0: none)")
+    g.add_argument("--confirm", type=int, default=2, help="at the end the best configurations are measured again, "
+                   "best first, until this many still meet the objective; each is ranked by the worse of its two "
+                   "measurements (default 2; 0: none)")
     g = ap.add_argument_group("server and output")
     g.add_argument("--out", help="output folder (default tune_<model>)")
     g.add_argument("--inferd", help="the inferd binary (default: $INFERD_BIN, beside build/bin/inferd-tune, "
