@@ -314,3 +314,33 @@ def test_build_wrapper():
     assert os.access(wrapper, os.X_OK), wrapper
     p = subprocess.run([wrapper, "--help"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "usage: inferd-tune" in p.stdout and "--p99-ms" in p.stdout, p.stderr
+
+
+def test_latency_objective_runs_open_loop_at_the_rate(example_repo, tmp_path):
+    """--objective latency: each configuration is measured open loop at the --min-throughput rate; the
+    winner has the lowest p99 (the worse of its two measurements) among the finalists that sustain it."""
+    repo, _ = example_repo
+    out = tmp_path / "o"
+    p = subprocess.run([sys.executable, TUNE, "--model-repository", repo, "-m", "mlp", "--objective", "latency",
+                        "--min-throughput", "100", "--kinds", "cpu", "--instances", "1,2", "--max-batch-sizes", "8",
+                        "--queue-delays-us", "0", "--preferred", "none", "--duration-s", "0.5", "--warmup-s", "0.2",
+                        "--budget-s", "45", "--inferd", lib.inferd_bin(),
+                        "--inferd-load", os.path.join(os.path.dirname(lib.inferd_bin()), "inferd-load"),
+                        "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "load: rate 100," in p.stdout, p.stdout
+    rows = _rows(str(out))
+    assert rows and all(r["load_mode"] == "rate" and r["level"] == "100" for r in rows), rows
+    for r in rows:
+        assert r["feasible"] == ("1" if float(r["throughput_rps"]) >= 98 and r["errors"] == "0" else "0"), r
+        assert float(r["throughput_rps"]) <= 110, r   # an open loop at 100/s sends 100/s, whatever the answers
+    confirms = [r for r in rows if r["phase"] == "confirm"]
+    chosen = [r for r in rows if r["chosen"] == "1"]
+    assert len(chosen) == 1 and chosen[0] in confirms and chosen[0]["feasible"] == "1"
+
+    def worse_p99(conf):
+        first = [r for r in rows if r["config"] == conf["config"] and r["phase"] == "search"]
+        return max(float(conf["p99_ms"]), float(first[0]["p99_ms"]))
+    held = [c for c in confirms if c["feasible"] == "1" and all(
+        r["feasible"] == "1" for r in rows if r["config"] == c["config"])]
+    assert min(held, key=worse_p99)["point"] == chosen[0]["point"]
