@@ -22,3 +22,11 @@ target_link_libraries(inferd_load PUBLIC inferd_proto inferd_base inferd_grpc_of
 
 add_executable(inferd-load ${CMAKE_CURRENT_LIST_DIR}/load/main.c)
 target_link_libraries(inferd-load PRIVATE inferd_load)
+
+# inferd-tune (clients/inferd-tune, the package clients/tune/; Python): build/bin/inferd-tune beside
+# inferd and inferd-load, a wrapper that runs it with the project's Python (tritonclient's protos) and
+# tells it where its two binaries are.
+file(WRITE ${CMAKE_RUNTIME_OUTPUT_DIRECTORY}/inferd-tune
+     "#!/bin/sh\n# written by clients/clients.cmake\nINFERD_TUNE_BINDIR='${CMAKE_RUNTIME_OUTPUT_DIRECTORY}' exec '${INFERD_PYTHON}' '${CMAKE_CURRENT_LIST_DIR}/inferd-tune' \"$@\"\n")
+file(CHMOD ${CMAKE_RUNTIME_OUTPUT_DIRECTORY}/inferd-tune PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE
+     GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)

@@ -11,3 +11,8 @@ if(TARGET inferd_load)
   inferd_unit_test(test_ld_shm SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ld_shm.c LIBS inferd_load)
   inferd_unit_test(test_ld_stream_msg SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ld_stream_msg.c LIBS inferd_load)
 endif()
+# inferd-tune's search (clients/tune/search.py) on synthetic landscapes, and its CSV and HTML from such
+# a search, and its reading of /metrics text: pytest, no server, no browser.
+add_test(NAME tune_search COMMAND ${INFERD_PYTHON} -m pytest -q -p no:cacheprovider
+         ${CMAKE_CURRENT_LIST_DIR}/test_tune_search.py ${CMAKE_CURRENT_LIST_DIR}/test_tune_report.py
+         ${CMAKE_CURRENT_LIST_DIR}/test_tune_metrics.py)
