@@ -844,18 +844,6 @@ static int check_input(const eng_plan *p, size_t i, const eng_tensor *t, err *e)
   return 0;
 }
 
-// Converts between a declared edge type and the plan's internal FP32.
-void eng_plan__to_internal(void *dst, const eng_tensor *src, size_t n) {
-  if (src->dt == DT_STRING) k_str_from_wire(dst, src->data, n);  // checked by check_input
-  else if (src->dt == DT_FP16) k_f16_to_f32(dst, src->data, n);
-  else if (src->dt == DT_FP64) k_cast(dst, K_F32, src->data, K_F64, n);
-  else if (src->dt == DT_BF16)
-    for (size_t i = 0; i < n; i++) {
-      uint32_t u = (uint32_t)((const uint16_t *)src->data)[i] << 16;
-      memcpy((float *)dst + i, &u, 4);
-    }
-  else memcpy(dst, src->data, n * dtype_size(src->dt));
-}
 
 void eng_plan__to_edge(void *dst, dtype dt, const eng_tensor *src, size_t n) {
   if (dt == DT_FP16) k_f32_to_f16(dst, src->data, n);

@@ -13,6 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/k_ref.h"
+
+// A run's input in the plan's internal type (FP16, BF16 and FP64 widened or narrowed to FP32,
+// STRING from its wire layout): the bytes a run brings, here beside the parameters read from them.
+void eng_plan__to_internal(void *dst, const eng_tensor *src, size_t n) {
+  if (src->dt == DT_STRING) k_str_from_wire(dst, src->data, n);  // checked by check_input
+  else if (src->dt == DT_FP16) k_f16_to_f32(dst, src->data, n);
+  else if (src->dt == DT_FP64) k_cast(dst, K_F32, src->data, K_F64, n);
+  else if (src->dt == DT_BF16)
+    for (size_t i = 0; i < n; i++) {
+      uint32_t u = (uint32_t)((const uint16_t *)src->data)[i] << 16;
+      memcpy((float *)dst + i, &u, 4);
+    }
+  else memcpy(dst, src->data, n * dtype_size(src->dt));
+}
+
 // Whether graph input i carries bytes a plan can read on the host (STRING
 // inputs are wire layouts; no op reads them while inferring shapes).
 static int readable(const eng_plan *p, size_t i) {

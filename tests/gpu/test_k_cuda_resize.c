@@ -340,7 +340,7 @@ static void test_errors(void) {
   CHECK_EQ_INT(k_resize_nearest_cuda(p, p, 3, 2, x2, y2, s2, K_COORD_HALF_PIXEL, K_NEAREST_FLOOR, NULL, &e),
                ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "element size");
-  CHECK_EQ_INT(k_resize_nearest_cuda(p, p, 4, 2, x2, y2, s2, (k_coord)5, K_NEAREST_FLOOR, NULL, &e),
+  CHECK_EQ_INT(k_resize_nearest_cuda(p, p, 4, 2, x2, y2, s2, (k_coord)6, K_NEAREST_FLOOR, NULL, &e),
                ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "mode");
   CHECK_EQ_INT(k_resize_nearest_cuda(p, p, 4, 2, x2, y2, s2, K_COORD_HALF_PIXEL, (k_nearest)-1, NULL, &e),
@@ -395,7 +395,7 @@ static void test_errors(void) {
   CHECK_EQ_INT(k_pad_cuda(p, p, 4, 2, x2, NULL, py, K_PAD_CONSTANT, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_pad_cuda(p, p, 16, 2, x2, b2, py, K_PAD_CONSTANT, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "element size");
-  CHECK_EQ_INT(k_pad_cuda(p, p, 4, 2, x2, b2, py, (k_padmode)3, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_pad_cuda(p, p, 4, 2, x2, b2, py, (k_padmode)4, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "mode");
   CHECK_EQ_INT(k_pad_cuda(p, p, 4, 2, neg, b2, py, K_PAD_CONSTANT, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_pad_cuda(p, NULL, 4, 2, z2, b2, py, K_PAD_REFLECT, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
