@@ -1,11 +1,11 @@
 // engine/ops/index/index.c: the shape and index ops on the CPU, and the
 // family's table. Here: the views (Flatten, Reshape, Squeeze, Unsqueeze,
 // Identity, Dropout), which share their input's bytes; Transpose and Concat;
-// Tile, Trilu and Split. The shape arithmetic exporters emit around Reshape
+// Trilu and Split. The shape arithmetic exporters emit around Reshape
 // (Shape, Size, Slice, ConstantOfShape, Range, Expand) lives in
 // index_shape.c; Gather, GatherElements and GatherND in index_gather.c;
 // ScatterElements, Scatter and ScatterND in index_scatter.c; DepthToSpace,
-// SpaceToDepth, ReverseSequence, EyeLike and OneHot in index_space.c (both
+// SpaceToDepth, ReverseSequence, EyeLike, Tile and OneHot in index_space.c (both
 // CPU only). The CUDA path is index_cuda.c.
 #include "engine/ops/index/index.h"
 
@@ -328,32 +328,6 @@ static int run_concat(const eng_op_params *p, const eng_tensor *in, int n_in, en
   return 0;
 }
 
-// --- Tile (repeats read while planning: DeBERTa's relative-position bias, torch's repeat)
-
-static int tile_dims(const eng_tensor *in, int64_t *y, err *e) {
-  int64_t reps[ENG_MAX_DIMS];
-  int nr;
-  TRY(eng_ops__read_ints(&in[1], "repeats", reps, ENG_MAX_DIMS, &nr, e));
-  if (nr != in[0].ndims)
-    return err_set(e, ERR_INVALID_ARGUMENT, "repeats has %d values for an input of rank %d", nr, in[0].ndims);
-  for (int i = 0; i < nr; i++) {
-    if (reps[i] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "negative repeat %lld", (long long)reps[i]);
-    if (__builtin_mul_overflow(in[0].dims[i], reps[i], &y[i]))
-      return err_set(e, ERR_INVALID_ARGUMENT, "dim %d overflows", i);
-  }
-  return eng_ops__checked_numel(nr, y, "result", e);
-}
-
-
-static int run_tile(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
-                    err *e) {
-  (void)p, (void)n_in, (void)n_out;
-  int64_t y[ENG_MAX_DIMS];
-  TRY(tile_dims(in, y, e));
-  k_tile(out[0].data, in[0].data, eng_elem_size(in[0].dt), in[0].ndims, y, in[0].dims);
-  return 0;
-}
-
 // --- Trilu (upper or lower triangle of the last two dims; k shifts the diagonal)
 
 static int parse_trilu(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p,
@@ -523,7 +497,7 @@ const eng_op_def eng_ops__index[] = {
     {"Range", 3, 3, 1, 1, 0, op_parse_none, eng_ops__infer_range, eng_ops__run_range,
      ENG_IN(0) | ENG_IN(1) | ENG_IN(2), NULL, NULL},
     {"Expand", 2, 2, 1, 1, ENG_OP_ELEMWISE, op_parse_none, eng_ops__infer_expand, eng_ops__run_expand, ENG_IN(1), NULL, NULL},
-    {"Tile", 2, 2, 1, 1, 0, op_parse_none, eng_ops__infer_tile, run_tile, ENG_IN(1), NULL, NULL},
+    {"Tile", 2, 2, 1, 1, 0, op_parse_none, eng_ops__infer_tile, eng_ops__run_tile, ENG_IN(1), NULL, NULL},
     {"GatherElements", 2, 2, 1, 1, 0, eng_ops__parse_gather, eng_ops__infer_gather_elements, eng_ops__run_gather_elements, 0,
      NULL, NULL},
     {"GatherND", 2, 2, 1, 1, 0, eng_ops__parse_gather_nd, eng_ops__infer_gather_nd, eng_ops__run_gather_nd, 0, NULL, NULL},

@@ -67,8 +67,9 @@ int eng_ops__infer_revseq(const eng_op_params *p, const eng_tensor *in, int n_in
                           err *e);
 int eng_ops__run_revseq(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                         err *e);
-// Tile and OneHot (index_space.c, CPU only)
+// Tile (its CUDA path in index_cuda.c) and OneHot (CPU only), in index_space.c
 int eng_ops__infer_tile(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ops__run_tile(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
 int eng_ops__parse_onehot(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
 int eng_ops__infer_onehot(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                           err *e);
