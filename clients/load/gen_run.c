@@ -384,7 +384,8 @@ static void record(shared *sh, const obs *ob, uint64_t t0, uint64_t due, int64_t
       uint64_t g = (ob->t[k] - ob->t[k - 1]) / (uint64_t)ob->n[k];
       for (int64_t j = 0; j < ob->n[k]; j++) ld_hist_record(r->itl, g);
     }
-    if (got > 1) ld_hist_record(r->tpot, (ob->t[ob->len - 1] - ob->t[0]) / (uint64_t)(got - 1));
+    // time per output token after the first (genai-perf's "inter token latency"): streamed answers only
+    if (got > 1 && ob->len > 1) ld_hist_record(r->tpot, (ob->t[ob->len - 1] - ob->t[0]) / (uint64_t)(got - 1));
   }
   pthread_mutex_unlock(&sh->mu);
 }
@@ -406,9 +407,8 @@ static void *worker_main(void *arg) {
 
 static void worker_close(worker *w) {
   if (w->cq) {
+    // a pluck queue: every batch a call started was plucked before it returned, nothing is left to drain
     grpc_completion_queue_shutdown(w->cq);
-    while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN) {
-    }
     grpc_completion_queue_destroy(w->cq);
   }
   ld_http_destroy(w->http);
