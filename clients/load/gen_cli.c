@@ -129,6 +129,13 @@ int ld_gen_opts_parse(int argc, char **argv, ld_gen_opts *o, err *e) {
     } else {
       return err_set(e, ERR_INVALID_ARGUMENT, "unexpected argument '%s'", a);
     }
+    static const char *const KNOWN[] = {"api", "url", "model-name", "model-version", "num-requests", "duration-s",
+                                        "request-rate", "concurrency", "prompt-len", "output-len", "vocab-size",
+                                        "model-config", "no-stream", "ignore-eos", "timeout-ms", "seed", "json",
+                                        "verbose", "help"};
+    bool known = false;
+    for (size_t k = 0; k < sizeof KNOWN / sizeof *KNOWN; k++) known |= strcmp(KNOWN[k], name) == 0;
+    if (!known) return err_set(e, ERR_INVALID_ARGUMENT, "unknown option '--%s'", name);
     bool flag = !strcmp(name, "no-stream") || !strcmp(name, "ignore-eos") || !strcmp(name, "verbose") ||
                 !strcmp(name, "help");
     if (flag) {

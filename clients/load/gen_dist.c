@@ -42,10 +42,12 @@ int ld_len_parse(const char *s, ld_len_dist *d, err *e) {
   double v[5];
   int nv = 0;
   if (k < 0) {  // a bare number: fixed
-    if (n != 1) return err_set(e, ERR_INVALID_ARGUMENT, "unknown length distribution '%s' (want N, fixed:N, "
-                               "uniform:LO:HI, normal:MEAN:SD[:LO:HI] or lognormal:MEAN:SD[:LO:HI])", part[0]);
+    if (n != 1 || num(part[0], &v[nv++]) != 0)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "unknown length distribution '%s' (want N, fixed:N, uniform:LO:HI, normal:MEAN:SD[:LO:HI] or "
+                     "lognormal:MEAN:SD[:LO:HI])",
+                     part[0]);
     k = LD_LEN_FIXED;
-    if (num(part[0], &v[nv++]) != 0) return err_set(e, ERR_INVALID_ARGUMENT, "bad length '%s'", s);
   } else {
     for (int i = 1; i < n; i++)
       if (num(part[i], &v[nv++]) != 0)
