@@ -396,6 +396,7 @@ static void *worker_main(void *arg) {
   uint64_t i, due;
   while (dispense(sh, &i, &due) == 0) {
     if (sh->o->rate > 0) sleep_until(sh, due);
+    if (*sh->interrupted) break;  // Ctrl-C while waiting for its time: this one is never sent
     obs_reset(&w->ob);
     uint64_t t0 = clock_mono_ns();
     int64_t plen = 0, olen = 0;
