@@ -160,9 +160,10 @@ static int on_openai_event(void *ctx, const char *data, size_t len) {
   else if (rc < 0) obs_fail(ob, "BAD_EVENT", msg);
   else if (c.done) ob->done = true;
   else {
-    // one chunk, one token: what vLLM and inferd stream (a token whose text is not complete UTF-8 yet is
-    // held back and arrives with the next); usage's completion_tokens, when sent, is the count reported
-    if (c.text_len > 0) obs_chunk(ob, 1);
+    // a chunk with a choice is a token's arrival, as vLLM's benchmark counts them (its text may be empty: a
+    // token whose bytes are not whole UTF-8 yet, or one that decodes to nothing, still ends a step); usage's
+    // completion_tokens, when sent, is the count reported
+    if (c.has_choice) obs_chunk(ob, 1);
     openai_usage(ob, &c);
   }
   return 0;
@@ -360,7 +361,7 @@ static void record(shared *sh, const obs *ob, uint64_t t0, uint64_t due, int64_t
   int64_t got = 0;
   for (size_t k = 0; k < ob->len; k++) got += ob->n[k];
   if (o->api == LD_API_OPENAI && ob->usage_completion >= 0) got = ob->usage_completion;
-  if (!ob->failed && got == 0) {
+  if (!ob->failed && (got == 0 || ob->len == 0)) {  // usage may count tokens no chunk brought: nothing to time
     ld_gen_result_error(r, "NO_TOKENS", "the request ended OK without a token");
   } else if (ob->failed) {
     ld_gen_result_error(r, ob->err_name, ob->err_msg);
