@@ -16,10 +16,12 @@ also checks the request body inferd-load sends.
 import http.server
 import json
 import os
+import signal
 import socketserver
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -123,6 +125,13 @@ def srv(tmp_path_factory):
     # prompt + output capped at 24 positions: a 16-token prompt gets 8 tokens whatever it asks
     add_model(d, "tiny_ctx", no_eos("llama3_gqa"), {"kv_block_tokens": 4, "kv_cache_blocks": 64, "max_model_len": 24})
     add_model(d, "tiny_text", text_fixture(), {"kv_block_tokens": 4, "kv_cache_blocks": 64}, tokenizer=True)
+    # max_batch_size > 0, as TensorRT-LLM's configs have it: every tensor takes a leading 1
+    add_model(d, "tiny_batched", no_eos("llama3_gqa"), {"kv_block_tokens": 4, "kv_cache_blocks": 64})
+    p = os.path.join(d, "tiny_batched", "config.pbtxt")
+    with open(p) as f:
+        text = f.read()
+    with open(p, "w") as f:
+        f.write(text.replace("max_batch_size: 0", "max_batch_size: 8"))
     yield from lib.served(d, ["--strict-readiness", "false"])
 
 
@@ -200,6 +209,43 @@ def test_closed_loop_counts(srv, tmp_path, api):
     assert r["mode"] == "generate" and r["api"] == api and r["streaming"] is True and r["concurrency"] == 4
     assert r["lag_ms"]["count"] == 0  # no schedule in a closed loop
     assert success_count(srv, "tiny") - before == n
+
+
+@pytest.mark.parametrize("api", ["grpc", "http"])
+def test_batched_model(srv, tmp_path, api):
+    n, seed = 6, 2
+    url = srv.grpc_url if api == "grpc" else srv.http_url
+    r = report(tmp_path, "--api", api, "-u", url, "-m", "tiny_batched", "--vocab-size", VOCAB, "--num-requests", n,
+               "--concurrency", 3, "--seed", seed, *LENS)
+    check_counts(r, n, uniform_lengths(seed, n, (4, 12), (4, 10)))
+
+
+def test_ctrl_c_ends_the_run_with_a_report(srv, tmp_path):
+    path = str(tmp_path / "gen.json")
+    before = success_count(srv, "tiny")
+    p = subprocess.Popen([load_bin(), "generate", "-u", srv.grpc_url, "-m", "tiny", "--vocab-size", str(VOCAB),
+                          "--duration-s", "60", "--request-rate", "20", "--output-len", "4", "--json", path],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        t_end = time.monotonic() + 30
+        while success_count(srv, "tiny") - before < 3:  # the load is running
+            assert time.monotonic() < t_end and p.poll() is None, "no request completed"
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, (out, err)
+    assert not [l for l in err.splitlines() if any(m in l for m in lib.SANITIZER_MARKERS)], err
+    with open(path) as f:
+        r = json.load(f)[0]
+    # every request sent finished (none was cut off), and the server counted each
+    assert r["requests"] >= 3 and r["completed"] == r["requests"] and r["failed"] == 0, r
+    assert r["output_tokens"] == 4 * r["requests"], r
+    assert success_count(srv, "tiny") - before == r["requests"]
+    assert "TTFT" in out
 
 
 @pytest.mark.parametrize("api", ["grpc", "http"])
