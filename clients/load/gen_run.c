@@ -11,6 +11,7 @@
 #include <grpc/grpc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -207,7 +208,9 @@ static int on_http_body(void *ctx, const char *buf, size_t len) {
 
 typedef struct shared {
   const ld_gen_opts *o;
-  const volatile sig_atomic_t *interrupted;
+  const volatile sig_atomic_t *interrupted;  // read by the calling thread only (the signal handler's)
+  atomic_bool stop;                          // what the load threads read: set when *interrupted is
+  atomic_int running;                        // load threads not yet ended
   grpc_channel *ch;
   bool batched;
   char path[512];  // http: the route
@@ -235,7 +238,7 @@ static int dispense(shared *sh, uint64_t *i, uint64_t *due_ns) {
   int rc = -1;
   pthread_mutex_lock(&sh->mu);
   double now_s = (double)(clock_mono_ns() - sh->t0) / 1e9;
-  bool over = *sh->interrupted || (o->num_requests && sh->next >= (uint64_t)o->num_requests) ||
+  bool over = atomic_load(&sh->stop) || (o->num_requests && sh->next >= (uint64_t)o->num_requests) ||
               (o->duration_s > 0 && (o->rate > 0 ? sh->next_at : now_s) >= o->duration_s);
   if (!over) {
     *i = sh->next++;
@@ -253,7 +256,7 @@ static int dispense(shared *sh, uint64_t *i, uint64_t *due_ns) {
 static void sleep_until(shared *sh, uint64_t t) {
   for (;;) {
     uint64_t now = clock_mono_ns();
-    if (now >= t || *sh->interrupted) return;
+    if (now >= t || atomic_load(&sh->stop)) return;
     uint64_t d = t - now < TICK_NS ? t - now : TICK_NS;
     struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
     nanosleep(&ts, NULL);
@@ -397,13 +400,14 @@ static void *worker_main(void *arg) {
   uint64_t i, due;
   while (dispense(sh, &i, &due) == 0) {
     if (sh->o->rate > 0) sleep_until(sh, due);
-    if (*sh->interrupted) break;  // Ctrl-C while waiting for its time: this one is never sent
+    if (atomic_load(&sh->stop)) break;  // Ctrl-C while waiting for its time: this one is never sent
     obs_reset(&w->ob);
     uint64_t t0 = clock_mono_ns();
     int64_t plen = 0, olen = 0;
     send_one(w, i, &plen, &olen);
     record(sh, &w->ob, t0, due, plen, olen);
   }
+  atomic_fetch_sub(&sh->running, 1);
   return NULL;
 }
 
@@ -458,8 +462,17 @@ int ld_gen_run(const ld_gen_opts *o, const volatile sig_atomic_t *interrupted, l
   }
   sh.t0 = sh.t_end = clock_mono_ns();
   int started = 0;
+  atomic_store(&sh.running, n);
   for (; started < n; started++)
     if (pthread_create(&ws[started].th, NULL, worker_main, &ws[started]) != 0) break;
+  atomic_fetch_sub(&sh.running, n - started);
+  // the signal handler's flag is this thread's to read (a plain volatile, not for other threads): it is
+  // passed on as an atomic while the load threads run
+  while (atomic_load(&sh.running) > 0) {
+    if (*interrupted) atomic_store(&sh.stop, true);
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
   for (int k = 0; k < started; k++) pthread_join(ws[k].th, NULL);
   if (started == 0) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "cannot start a load thread");
   r->seconds = (double)(sh.t_end - sh.t0) / 1e9;
