@@ -281,6 +281,8 @@ static char *openai_body(const ld_gen_opts *o, const char *prompt, int64_t out_l
   cJSON_AddStringToObject(b, "model", o->model);
   cJSON_AddStringToObject(b, "prompt", prompt);
   cJSON_AddNumberToObject(b, "max_tokens", (double)out_len);
+  // greedy, as vLLM's benchmark asks and as the TensorRT-LLM tensors' default is (OpenAI's default is 1)
+  cJSON_AddNumberToObject(b, "temperature", 0);
   cJSON_AddBoolToObject(b, "stream", o->stream);
   if (o->stream) {
     cJSON *so = cJSON_AddObjectToObject(b, "stream_options");
@@ -292,7 +294,7 @@ static char *openai_body(const ld_gen_opts *o, const char *prompt, int64_t out_l
   return s;
 }
 
-// Sends request i and fills w->ob. *prompt_tokens: what was sent.
+// Draws request i (*prompt_len, *out_len), sends it and fills w->ob.
 static void send_one(worker *w, uint64_t i, int64_t *prompt_len, int64_t *out_len) {
   shared *sh = w->sh;
   const ld_gen_opts *o = sh->o;

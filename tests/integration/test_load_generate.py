@@ -446,6 +446,7 @@ def test_openai_wire_format(stand_in, tmp_path, stream):
     assert sorted(len(b["prompt"].split()) for b in bodies) == sorted(p for p, _ in lens)
     for b in bodies:
         assert b["model"] == "gpt" and b["stream"] is stream and b["ignore_eos"] is True, b
+        assert b["temperature"] == 0, b
         assert ("stream_options" in b) is stream and (not stream or b["stream_options"] == {"include_usage": True})
 
 
