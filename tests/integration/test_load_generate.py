@@ -362,7 +362,7 @@ class OpenAIStandIn(http.server.BaseHTTPRequestHandler):
     """OpenAI's documented /v1/completions wire format, as the stand-in for a server: one SSE chunk per token
     ({"choices": [{"text": ...}]}), then with stream_options.include_usage a chunk with empty choices and the
     usage, then data: [DONE]; stream false: one completion object. A model named "refuse" gets OpenAI's error
-    object with status 404. Every request body is kept for the test to check."""
+    object with status 404, one named "stall" no answer for 1.5 s. Every request body is kept for the test to check."""
     protocol_version = "HTTP/1.1"
     bodies = []
 
@@ -373,6 +373,9 @@ class OpenAIStandIn(http.server.BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         OpenAIStandIn.bodies.append(body)
         assert self.path == "/v1/completions", self.path
+        if body["model"] == "stall":  # answers nothing for longer than the client waits
+            time.sleep(1.5)
+            return
         if body["model"] == "refuse":
             data = json.dumps({"error": {"message": "The model `refuse` does not exist.",
                                          "type": "invalid_request_error", "code": "model_not_found"}}).encode()
@@ -454,3 +457,10 @@ def test_openai_wire_errors(stand_in, tmp_path):
     r = report(tmp_path, "--api", "openai", "-u", stand_in, "-m", "refuse", "--num-requests", 4, "--concurrency", 2)
     assert r["failed"] == 4 and r["errors_by_kind"] == {"HTTP_404": 4}, r
     assert "does not exist" in r["first_error"], r
+
+
+def test_openai_wire_timeout(stand_in, tmp_path):
+    r = report(tmp_path, "--api", "openai", "-u", stand_in, "-m", "stall", "--num-requests", 2, "--concurrency", 2,
+               "--timeout-ms", 200)
+    assert r["failed"] == 2 and r["errors_by_kind"] == {"DEADLINE_EXCEEDED": 2}, r
+    assert r["duration_s"] < 1.5, r  # given up at the deadline, not at the answer
