@@ -19,7 +19,8 @@
 # rate: 6 and 0.5), PA_TIMEOUT (45), CONC (256), CONNS (8), THREADS (inferd-load threads, 8), COUNT (instances, 2),
 # DELAY_US (2000), MBS_RESNET (128), MBS_BERT (64), SEQ (128), OFFLINE_S (PyTorch's timed seconds per model, 2),
 # DEADLINE_S (480), READY_S (longest wait for a server to say ready, 150), MODELS ("resnet50 bert_base"),
-# INFERD_ARGS (more server flags), PYTHON (torch, onnx, onnxruntime, numpy: /opt/torch/.venv/bin/python where it
+# INFERD_ARGS (more server flags), PA_ARGS (more perf_analyzer flags, e.g. "--async --max-threads 1" for fewer
+# connections: perf_analyzer 2.50 shares one per 6 of its sync workers, ~43 at 256), PYTHON (torch, onnx, onnxruntime, numpy: /opt/torch/.venv/bin/python where it
 # exists), PA (a perf_analyzer to use when BUNDLE has no pa.tar.xz), SRV_CPUS / LOAD_CPUS (taskset lists; default
 # 0-7 and 8-15 on 16 or more cores, none below).
 set -u
@@ -177,22 +178,26 @@ pa() {
   [ -z "$PA" ] && { echo "no perf_analyzer" >"$out/$tag.skipped"; return; }
   rate=$("$PYTHON" -c 'import json,sys; print(int(json.load(open(sys.argv[1]))[0]["throughput_rps"]))' \
     "$out/$2_grpc.json" 2>/dev/null || echo 1000)
-  n=$("$PYTHON" -c 'import sys; print(max(2000, int(float(sys.argv[1]) * float(sys.argv[2]) * float(sys.argv[3]))))' \
+  n=$("$PYTHON" -c 'import sys; print(max(500, int(float(sys.argv[1]) * float(sys.argv[2]) * float(sys.argv[3]))))' \
     "$rate" "$PA_S" "$PA_FRAC")
   t=$(cap "$PA_TIMEOUT")
   if [ "$t" -lt 10 ]; then step "$tag: skipped (deadline)"; echo deadline >"$out/$tag.skipped"; return; fi
   args=(-m "$m" -u "127.0.0.1:$GRPC" -i grpc --concurrency-range "$CONC:$CONC" --request-count "$n" -f "$out/$tag.csv")
   [ "$shm" != none ] && args+=(--shared-memory "$shm" --output-shared-memory-size "$(out_bytes "$m")")
-  # the connections it opens, counted once its load runs
-  (sleep 4; ss -Htn state established "( dport = :$GRPC )" 2>/dev/null | wc -l >"$out/$tag.conns") &
-  local ssp=$!
-  # shellcheck disable=SC2046
-  LD_LIBRARY_PATH=$PA_LD timeout -k 5 "$t" "${pin_load[@]}" "$PA" "${args[@]}" $(data_args "$m") >"$out/$tag.txt" 2>&1
+  # shellcheck disable=SC2046,SC2086  # data_args, PA_ARGS: separate words
+  LD_LIBRARY_PATH=$PA_LD timeout -k 5 "$t" "${pin_load[@]}" "$PA" "${args[@]}" $(data_args "$m") ${PA_ARGS:-} >"$out/$tag.txt" 2>&1 &
+  local pid=$! most=0 k
+  command -v ss >/dev/null || most="?"
+  while [ "$most" != "?" ] && kill -0 $pid 2>/dev/null; do  # the most connections to the server it held at once
+    k=$(ss -Htn state established "( dport = :$GRPC )" 2>/dev/null | wc -l)
+    [ "$k" -gt "$most" ] && most=$k
+    sleep 0.5
+  done
+  wait $pid
   local rc=$?
-  wait $ssp 2>/dev/null
+  echo "$most" >"$out/$tag.conns"
   echo "$rc" >"$out/$tag.rc"
-  step "$tag: perf_analyzer ($n requests) exit $rc: $(grep -E 'Throughput' "$out/$tag.txt" | head -n 1)," \
-    "$(cat "$out/$tag.conns" 2>/dev/null) connections"
+  step "$tag: perf_analyzer ($n requests) exit $rc: $(grep -E 'Throughput' "$out/$tag.txt" | head -n 1), $most connections"
   [ "$rc" = 0 ] || tail -n 5 "$out/$tag.txt"
 }
 
@@ -215,5 +220,5 @@ for m in $MODELS; do
 done
 
 step "table"
-"$PYTHON" "$here/table.py" "$out" | tee "$out/table.md"
+"$PYTHON" "$here/table.py" "$out" "$CONC" | tee "$out/table.md"
 step "done"

@@ -2,7 +2,7 @@
 """The table of tests/bench/issue32/run.sh: reads its OUT folder and prints one markdown section for
 tests/bench/RESULTS.md: every figure of issue 32's done-when list that the call measured, its ratio and the goal.
 
-    table.py OUT
+    table.py OUT [CONC]
 
 Reads offline.jsonl (PyTorch's best offline rate), <model>_{grpc,shm}.json and resnet50_cold.json (inferd-load
 --json; the cold run's per-second periods), <model>_pa_{grpc,shm,cuda}.{csv,rc,conns,skipped} (perf_analyzer),
@@ -106,9 +106,9 @@ def server_part(j):
     us = [j.get(k) for k in ("server_queue_us", "server_compute_input_us", "server_compute_infer_us",
                              "server_compute_output_us")]
     if None not in us:
-        # ModelStatistics times are per request; a batch's compute is shared by its rows: per batch = x b
-        parts.append("queue %.1f ms; per batch in %.1f / infer %.1f / out %.1f ms" % (
-            us[0] / 1e3, us[1] * b / 1e3, us[2] * b / 1e3, us[3] * b / 1e3))
+        # every request of a batch is charged the batch's whole compute times (as Triton does), so the mean per
+        # request is the mean per batch; queue is each request's own wait
+        parts.append("queue %.1f ms; per batch in %.1f / infer %.1f / out %.1f ms" % tuple(x / 1e3 for x in us))
     return " (" + "; ".join(parts) + ")"
 
 
@@ -129,6 +129,7 @@ def cold(o):
 
 def main():
     o = Out(sys.argv[1])
+    conc = sys.argv[2] if len(sys.argv) > 2 else "256"
     machine = (read(o.p("machine.txt")) or "").strip().splitlines()
     off = o.offline()
     print("### Issue 32's done-when figures in one call (tests/bench/issue32/run.sh)\n")
@@ -144,7 +145,9 @@ def main():
             torch_rate = t["per_s"]
             how = "%s, %s, batch %d%s" % (t["tool"], t["precision"], t["batch"],
                                            ", channels_last" if t.get("channels_last") else "")
-            print("| %s | PyTorch best offline (%s) | %s %s | 1.00 | | |" % (label, how, num(torch_rate), unit))
+            print("| %s | %s (%s) | %s %s | 1.00 | | |" % (
+                label, "PyTorch best offline" if t["tool"].startswith("torch") else "offline yardstick (dry run)", how,
+                num(torch_rate), unit))
         else:
             torch_rate = None
             why = (t or {}).get("error", "not measured (see offline.log)")
@@ -193,7 +196,7 @@ def main():
                 rr, rname = ratio(v, base), "vs " + base_name
                 goal = ">= 0.8 of inferd-load: %s" % verdict(rr, 0.8) if shmk == "grpc" else ""
             print("| %s | perf_analyzer c%s, %s%s | %s | %s | %s %s | %s |" % (
-                label, os.environ.get("CONC", "256"), what,
+                label, conc, what,
                 ", %s connections" % extra if v is not None else "",
                 (num(v) + " " + unit) if v is not None else extra, fr(ratio(v, torch_rate)), fr(rr),
                 rname if rr is not None else "", goal))
