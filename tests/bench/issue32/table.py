@@ -225,6 +225,11 @@ def main():
                                          "[%s]" % cause.group(1) if cause else "", mm.group(3)))
             print("- %s /metrics %s: %s" % (label, "after the cold run" if when == "cold" else "at the end",
                                             ", ".join(keep) or "none"))
+    cs = read(o.p("coldstart.txt"))
+    if cs:
+        keep = [l.strip() for l in cs.splitlines() if re.search(r"ready .* after start|ratio|lazy_prepare|padded_b", l)]
+        notes.append("coldstart/run.sh in its own setting (1 instance, max_batch 256, budget 60): " +
+                     ("; ".join(keep) if keep else "no result (coldstart.txt)"))
     for n in notes:
         print("- " + n)
     print("- not measured here: inferd-load over CUDA shared memory (no such mode); the seed MLP transport figures "
