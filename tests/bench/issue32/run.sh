@@ -22,8 +22,9 @@
 # INFERD_ARGS (more server flags), PA_ARGS (more perf_analyzer flags, e.g. "--async --max-threads 1" for fewer
 # connections: perf_analyzer 2.50 shares one per 6 of its sync workers, ~43 at 256), PYTHON (torch, onnx, onnxruntime, numpy: /opt/torch/.venv/bin/python where it
 # exists), PA (a perf_analyzer to use when BUNDLE has no pa.tar.xz), SRV_CPUS / LOAD_CPUS (taskset lists; default
-# 0-7 and 8-15 on 16 or more cores, none below), COLDSTART (1: at the end, when 75 s + COLD_S are left,
-# tests/bench/coldstart/run.sh in its own setting, one instance and max_batch COLD_MBS 256, for COLD_S s; 0: not).
+# 0-7 and 8-15 on 16 or more cores, none below), COLDSTART (KIND_GPU 1: at the end, when 75 s + COLD_S are left,
+# tests/bench/coldstart/run.sh in its own setting, one instance and max_batch COLD_MBS 256, for COLD_S s; 0: not,
+# the KIND_CPU default: that script serves KIND_GPU only).
 set -u
 T0=$SECONDS
 b=$(cd "${1:?usage: run.sh BUNDLE}" && pwd)
@@ -36,8 +37,8 @@ case $KIND in
   KIND_CPU) kind=cpu ;;
   *) echo "KIND is KIND_GPU or KIND_CPU, not $KIND" >&2; exit 2 ;;
 esac
-if [ $kind = gpu ]; then d_secs=8 d_cold=20 d_pas=6 d_conc=256 d_mbr=128 d_mbb=64 d_seq=128 d_off=2 d_dead=480 d_prec=fp16
-else d_secs=2 d_cold=4 d_pas=2 d_conc=32 d_mbr=16 d_mbb=16 d_seq=64 d_off=1 d_dead=300 d_prec=fp32; fi
+if [ $kind = gpu ]; then d_secs=8 d_cold=20 d_pas=6 d_conc=256 d_mbr=128 d_mbb=64 d_seq=128 d_off=2 d_dead=480 d_prec=fp16 d_cs=1
+else d_secs=2 d_cold=4 d_pas=2 d_conc=32 d_mbr=16 d_mbb=16 d_seq=64 d_off=1 d_dead=300 d_prec=fp32 d_cs=0; fi
 SECS=${SECS:-$d_secs} COLD_S=${COLD_S:-$d_cold} PA_S=${PA_S:-$d_pas} PA_FRAC=${PA_FRAC:-0.5} PA_TIMEOUT=${PA_TIMEOUT:-45}
 CONC=${CONC:-$d_conc} CONNS=${CONNS:-8} THREADS=${THREADS:-8} COUNT=${COUNT:-2} DELAY_US=${DELAY_US:-2000}
 MBS_RESNET=${MBS_RESNET:-$d_mbr} MBS_BERT=${MBS_BERT:-$d_mbb} SEQ=${SEQ:-$d_seq} OFFLINE_S=${OFFLINE_S:-$d_off}
@@ -221,7 +222,7 @@ for m in $MODELS; do
 done
 
 # --- coldstart/run.sh's own setting (one instance, max_batch 256, the default budget) when time is left
-if [ "${COLDSTART:-1}" = 1 ] && [ -f "$models/resnet50.onnx" ] && [ "$(left)" -gt $((COLD_S + 75)) ]; then
+if [ "${COLDSTART:-$d_cs}" = 1 ] && [ -f "$models/resnet50.onnx" ] && [ "$(left)" -gt $((COLD_S + 75)) ]; then
   step "coldstart/run.sh (1 instance, max_batch 256, budget 60, $COLD_S s)"
   OUT=$out/coldstart MODEL_DIR=$models DURATION=$COLD_S BUDGETS=60 INSTANCES=1 MBS=${COLD_MBS:-256} PREC=$d_prec \
     timeout -k 5 "$(cap 200)" bash "$root/tests/bench/coldstart/run.sh" "$b" >"$out/coldstart.txt" 2>&1
