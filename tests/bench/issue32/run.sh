@@ -14,17 +14,18 @@
 #   bash tests/bench/issue32/run.sh BUNDLE          (BUNDLE: the folder bundle.sh wrote, e.g. .devrun-i32)
 #
 # Env: OUT (logs, JSON and the table; default /tmp/issue32), KIND (KIND_GPU, or KIND_CPU: the dry run without a
-# GPU: stand-in models, onnxruntime as the yardstick, no CUDA shared memory, short points), SECS (steady point,
-# 8), COLD_S (the cold-start run, 20), PA_S (perf_analyzer's window aims at PA_S s at PA_FRAC of inferd-load's
-# rate: 6 and 0.5), PA_TIMEOUT (45), CONC (256), CONNS (8), THREADS (inferd-load threads, 8), COUNT (instances, 2),
-# DELAY_US (2000), MBS_RESNET (128), MBS_BERT (64), SEQ (128), OFFLINE_S (PyTorch's timed seconds per model, 2),
-# DEADLINE_S (480), READY_S (longest wait for a server to say ready, 150), MODELS ("resnet50 bert_base"),
-# INFERD_ARGS (more server flags), PA_ARGS (more perf_analyzer flags, e.g. "--async --max-threads 1" for fewer
-# connections: perf_analyzer 2.50 shares one per 6 of its sync workers, ~43 at 256), PYTHON (torch, onnx, onnxruntime, numpy: /opt/torch/.venv/bin/python where it
-# exists), PA (a perf_analyzer to use when BUNDLE has no pa.tar.xz), SRV_CPUS / LOAD_CPUS (taskset lists; default
-# 0-7 and 8-15 on 16 or more cores, none below), COLDSTART (KIND_GPU 1: at the end, when 75 s + COLD_S are left,
-# tests/bench/coldstart/run.sh in its own setting, one instance and max_batch COLD_MBS 256, for COLD_S s; 0: not,
-# the KIND_CPU default: that script serves KIND_GPU only).
+#   GPU: stand-in models, onnxruntime as the yardstick, no CUDA shared memory, short points), SECS (steady point,
+#   8), COLD_S (the cold-start run, 20), PA_S and PA_FRAC (perf_analyzer's counted window aims at PA_S s at PA_FRAC
+#   of inferd-load's rate: 6, 0.5), PA_TIMEOUT (40), PA_RESERVE (110: seconds perf_analyzer leaves for the next
+#   model), CONC (256), CONNS (8), THREADS (inferd-load threads, 8), COUNT (instances, 2), DELAY_US (2000),
+#   MBS_RESNET (128), MBS_BERT (64), SEQ (128), OFFLINE_S (PyTorch's timed seconds per model, 2), DEADLINE_S (480),
+#   READY_S (longest wait for a server to say ready, 150), MODELS ("resnet50 bert_base"), INFERD_ARGS (more server
+#   flags), PA_ARGS (more perf_analyzer flags, e.g. "--async --max-threads 1" for fewer connections: perf_analyzer
+#   2.50 shares one per 6 of its sync workers, ~43 at 256), PYTHON (torch, onnx, onnxruntime, numpy:
+#   /opt/torch/.venv/bin/python where it exists), PA (a perf_analyzer to use when BUNDLE has no pa.tar.xz),
+#   SRV_CPUS / LOAD_CPUS (taskset lists; default 0-7 and 8-15 on 16 or more cores, none below), COLDSTART (1, the
+#   KIND_GPU default: at the end, when COLD_S + 75 s are left, tests/bench/coldstart/run.sh in its own setting, one
+#   instance, max_batch COLD_MBS 256, for COLD_S s; 0, the KIND_CPU default: not, as that script serves KIND_GPU).
 set -u
 T0=$SECONDS
 b=$(cd "${1:?usage: run.sh BUNDLE}" && pwd)
@@ -39,7 +40,7 @@ case $KIND in
 esac
 if [ $kind = gpu ]; then d_secs=8 d_cold=20 d_pas=6 d_conc=256 d_mbr=128 d_mbb=64 d_seq=128 d_off=2 d_dead=480 d_prec=fp16 d_cs=1
 else d_secs=2 d_cold=4 d_pas=2 d_conc=32 d_mbr=16 d_mbb=16 d_seq=64 d_off=1 d_dead=300 d_prec=fp32 d_cs=0; fi
-SECS=${SECS:-$d_secs} COLD_S=${COLD_S:-$d_cold} PA_S=${PA_S:-$d_pas} PA_FRAC=${PA_FRAC:-0.5} PA_TIMEOUT=${PA_TIMEOUT:-45}
+SECS=${SECS:-$d_secs} COLD_S=${COLD_S:-$d_cold} PA_S=${PA_S:-$d_pas} PA_FRAC=${PA_FRAC:-0.5} PA_TIMEOUT=${PA_TIMEOUT:-40}
 CONC=${CONC:-$d_conc} CONNS=${CONNS:-8} THREADS=${THREADS:-8} COUNT=${COUNT:-2} DELAY_US=${DELAY_US:-2000}
 MBS_RESNET=${MBS_RESNET:-$d_mbr} MBS_BERT=${MBS_BERT:-$d_mbb} SEQ=${SEQ:-$d_seq} OFFLINE_S=${OFFLINE_S:-$d_off}
 DEADLINE_S=${DEADLINE_S:-$d_dead} READY_S=${READY_S:-150} MODELS=${MODELS:-resnet50 bert_base}
@@ -183,6 +184,7 @@ pa() {
   n=$("$PYTHON" -c 'import sys; print(max(500, int(float(sys.argv[1]) * float(sys.argv[2]) * float(sys.argv[3]))))' \
     "$rate" "$PA_S" "$PA_FRAC")
   t=$(cap "$PA_TIMEOUT")
+  [ $((t + RESERVE)) -gt $(($(left) - 15)) ] && t=$(($(left) - 15 - RESERVE))
   if [ "$t" -lt 10 ]; then step "$tag: skipped (deadline)"; echo deadline >"$out/$tag.skipped"; return; fi
   args=(-m "$m" -u "127.0.0.1:$GRPC" -i grpc --concurrency-range "$CONC:$CONC" --request-count "$n" -f "$out/$tag.csv")
   [ "$shm" != none ] && args+=(--shared-memory "$shm" --output-shared-memory-size "$(out_bytes "$m")")
@@ -203,7 +205,10 @@ pa() {
   [ "$rc" = 0 ] || tail -n 5 "$out/$tag.txt"
 }
 
+# RESERVE: seconds perf_analyzer leaves to the models after this one (their inferd-load points come first)
+RESERVE=0 last=${MODELS##* }
 for m in $MODELS; do
+  if [ "$m" = "$last" ]; then RESERVE=0; else RESERVE=${PA_RESERVE:-110}; fi
   [ -f "$repo/$m/$m/config.pbtxt" ] || { step "$m: no repository (offline.py or repo.py failed)"; continue; }
   [ "$(left)" -gt 40 ] || { step "$m: skipped (deadline)"; continue; }
   serve "$m" || continue
