@@ -129,8 +129,10 @@ def cold(o):
 
 def main():
     o = Out(sys.argv[1])
-    conc = sys.argv[2] if len(sys.argv) > 2 else "256"
     machine = (read(o.p("machine.txt")) or "").strip().splitlines()
+    sets = dict(re.findall(r"\b(CONC|CONNS)=(\d+)", " ".join(machine)))
+    conc = sys.argv[2] if len(sys.argv) > 2 else sets.get("CONC", "256")
+    lead = "%s connections, %s in flight, one row each" % (sets.get("CONNS", "8"), conc)
     off = o.offline()
     print("### Issue 32's done-when figures in one call (tests/bench/issue32/run.sh)\n")
     for l in machine:
@@ -160,12 +162,12 @@ def main():
         g_goal = 0.9 if m == "resnet50" else 1.0
         r = ratio(grpc, torch_rate)
         print("| %s | inferd-load gRPC, %s | %s | %s | | >= %.2f of PyTorch: %s |" % (
-            label, "one row per request",
+            label, lead,
             (num(grpc) + " " + unit + server_part(gj)) if grpc else gj, fr(r), g_goal, verdict(r, g_goal)))
         r = ratio(shm, torch_rate)
         goal = "; >= 0.95 of PyTorch: %s" % verdict(r, 0.95) if m == "resnet50" else ""
-        print("| %s | inferd-load system shared memory | %s | %s | %s vs gRPC | %s |" % (
-            label, (num(shm) + " " + unit + server_part(sj)) if shm else sj, fr(r), fr(ratio(shm, grpc)),
+        print("| %s | inferd-load system shared memory, %s | %s | %s | %s vs gRPC | %s |" % (
+            label, lead, (num(shm) + " " + unit + server_part(sj)) if shm else sj, fr(r), fr(ratio(shm, grpc)),
             goal.lstrip("; ")))
         print("| %s | inferd-load CUDA shared memory | not measured: inferd-load has no CUDA shared memory mode "
               "(`--shared-memory none|system`); perf_analyzer's row below | | | |" % label)
