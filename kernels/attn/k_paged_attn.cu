@@ -307,9 +307,9 @@ void pa_launch(int hc, dim3 grid, cudaStream_t stream, T *o, const T *q, const T
                const k_llm_meta &m, pa_geom gm, float *ws, int64_t n_tok) {
   constexpr int VV = (int)(16 / sizeof(T));
   const bool vec = gm.d % VV == 0 && k_aligned(kc, 16) && k_aligned(vc, 16);
-  const int v = vec ? VV : 1, per_lane = (gm.d / v + PA_LANE_ELEMS / v - 1) / (PA_LANE_ELEMS / v);
+  const int v = vec ? VV : 1, lanes = (gm.d / v + PA_LANE_ELEMS / v - 1) / (PA_LANE_ELEMS / v);
   gm.lg_l = 0;
-  while ((1 << gm.lg_l) < per_lane) gm.lg_l++;  // <= 5: d <= 256 = 32 lanes x 8
+  while ((1 << gm.lg_l) < lanes) gm.lg_l++;  // <= 5: d <= 256 = 32 lanes x 8
   size_t smem = ((size_t)hc * gm.d + (size_t)PA_WARPS * hc * (gm.d + 2)) * sizeof(float);
   if (vec)
     pa_launch_hc<T, VV>(hc, grid, smem, stream, o, q, kc, vc, m, gm, ws);

@@ -5,7 +5,9 @@
 // (SwiGLU, GeGLU, GELU, SiLU), k_widen_cuda, and k_paged_kv_write_cuda +
 // k_paged_attn_cuda over a mixed step (prefill chunks of odd lengths at
 // offsets, decode tokens, GQA, a scattered block table, a sliding window;
-// long contexts in one pass and split-K, more splits than tiles included).
+// long contexts in one pass and split-K, more splits than keys to share
+// included; head sizes 16 to 256, the one-element fallback, groups 1 to 64,
+// block sizes 4, 12 and 16, unaligned caches: PA_CASES).
 // The 16-bit cases feed the references the inputs rounded to the type, so
 // only the kernel's own float math and its one output rounding differ:
 // bounds FP32 rtol 1e-5 (attention 2e-5, it sums in float against the
