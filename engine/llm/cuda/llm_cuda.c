@@ -31,7 +31,8 @@
 #define LOGIT_ROWS 64
 #define MAX_BUCKETS 16
 #define MAX_SPLITS 32   // k_paged_attn_cuda's
-#define SPLIT_KEYS 128  // keys per split at least (4 tiles)
+#define SPLIT_KEYS 32   // keys per split at least (a block's keys of one pass at head_dim 64, FP16)
+#define SPLIT_BLOCKS 4  // attention blocks per SM that split-K aims for
 #define ALIGN 256
 #define GEMM_WORKSPACE ((size_t)32 << 20)
 
@@ -49,7 +50,7 @@ struct eng_llm_cuda_runner {
   cudaStream_t stream;
   // split-K attention (k_paged_attn_cuda) for steps of few tokens with long
   // contexts: the splits of the current step and the workspace, sized at
-  // create for the steps that may use it (tokens x KV heads < 2 x SMs)
+  // create for the steps that may use it (tokens x KV heads < SPLIT_BLOCKS x SMs)
   int splits;
   float *attn_ws;
   int64_t split_tokens;
@@ -77,6 +78,7 @@ struct eng_llm_cuda_runner {
   // spare block per layer past the pool) at position 0
   int64_t graph_max;  // 0: off
   cudaGraphExec_t gx[MAX_BUCKETS];
+  int gsplits[MAX_BUCKETS];  // the attention splits each graph was captured with
   float *lg_h;  // pinned: graph_max x vocab logits
   eng_llm_cuda_graph_stats gst;
 };
@@ -259,8 +261,8 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
   void **slots[] = {&r->x, &r->h, &r->qkv, &r->att, &r->mlp, &r->act, &r->last, &r->lg, (void **)&r->lg32};
   for (size_t i = 0, off = 0; i < sizeof sizes / sizeof sizes[0]; off += align_up(sizes[i]), i++)
     *slots[i] = r->sbuf + off;
-  // split-K workspace: steps of fewer than 2 x SMs (token, KV head) pairs
-  r->split_tokens = (2 * (int64_t)r->sms + g->n_kv_heads - 1) / g->n_kv_heads;
+  // split-K workspace: steps of fewer than SPLIT_BLOCKS x SMs (token, KV head) pairs
+  r->split_tokens = (SPLIT_BLOCKS * (int64_t)r->sms + g->n_kv_heads - 1) / g->n_kv_heads;
   if (r->split_tokens > c->max_step_tokens) r->split_tokens = c->max_step_tokens;
   size_t wsf = k_paged_attn_ws_floats(r->split_tokens, g->n_heads, g->head_dim, MAX_SPLITS);
   if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->attn_ws, wsf * sizeof(float))))) {
@@ -348,17 +350,21 @@ static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta 
   return 0;
 }
 
-// Split-K for steps whose (token, KV head) pairs cannot fill the GPU twice
-// over and whose longest context has SPLIT_KEYS keys per split at least;
-// 1 otherwise. A graph keeps the splits of its capture (any context is
-// right with any splits; only the speed differs).
+// Split-K for steps whose (token, KV head) pairs give fewer than
+// SPLIT_BLOCKS blocks per SM: enough splits to reach that, as long as the
+// longest context has SPLIT_KEYS keys per split; 1 otherwise. A power of
+// two, so that a decode graph (captured with its splits; any context is
+// right with any splits, only the speed differs) is captured again a few
+// times at most as its contexts grow.
 static int pick_splits(const eng_llm_cuda_runner *r, int64_t T, int64_t max_keys) {
-  int64_t pairs = T * r->g.n_kv_heads;
-  if (T > r->split_tokens || pairs >= 2 * (int64_t)r->sms) return 1;
-  int64_t s = (2 * (int64_t)r->sms + pairs - 1) / pairs;
+  int64_t pairs = T * r->g.n_kv_heads, target = SPLIT_BLOCKS * (int64_t)r->sms;
+  if (T > r->split_tokens || pairs >= target) return 1;
+  int64_t s = (target + pairs - 1) / pairs;
   if (s > max_keys / SPLIT_KEYS) s = max_keys / SPLIT_KEYS;
   if (s > MAX_SPLITS) s = MAX_SPLITS;
-  return s < 1 ? 1 : (int)s;
+  int p = 1;
+  while (2 * (int64_t)p <= s) p *= 2;
+  return p;
 }
 
 // The step's device work after the metadata copy: T tokens, nl sampled rows
@@ -411,8 +417,14 @@ static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, float 
   for (int64_t i = 0; i < B; i++) rows[i] = (int32_t)i;
   size_t copy = ((size_t)M_TABLES * (size_t)r->c.max_step_tokens + (size_t)spare + 1) * sizeof(int32_t);
   TRY(CUDA_OK(e, cudaMemcpyAsync(r->meta_d, r->meta_h, copy, cudaMemcpyHostToDevice, r->stream)));
+  int splits = pick_splits(r, B, max_keys);
+  if (r->gx[k] && r->gsplits[k] != splits) {  // the contexts outgrew its splits: capture again
+    cudaGraphExecDestroy(r->gx[k]);
+    r->gx[k] = NULL;
+  }
   if (!r->gx[k]) {
-    r->splits = pick_splits(r, B, max_keys);
+    r->splits = splits;
+    r->gsplits[k] = splits;
     TRY(CUDA_OK(e, cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal)));
     int rc = device_work(r, B, B, r->lg_h, e);
     cudaGraph_t graph = NULL;
