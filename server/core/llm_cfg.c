@@ -225,6 +225,8 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
     }
     n_inst += o->count;
   }
+  p->n_instances = n_inst > 0 ? n_inst : 1;
+  if (p->n_instances > 64) why(buf, sizeof buf, &len, "%d instances: at most 64", p->n_instances);
   int has_blocks = 0, has_bytes = 0;
   for (size_t i = 0; i < c->n_parameters; i++) {
     const char *k = c->parameters[i]->key ? c->parameters[i]->key : "";
