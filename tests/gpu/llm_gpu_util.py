@@ -186,12 +186,12 @@ def tiny_config(family, vocab=1024, hidden=256, layers=4, heads=8, kv_heads=2, i
                   intermediate_size=inter, max_position_embeddings=max_pos, initializer_range=0.05,
                   tie_word_embeddings=False)
     if family == "llama":
-        c = tf.LlamaConfig(num_key_value_heads=kv_heads, rope_theta=10000.0, **common)
+        c = tf.LlamaConfig(num_key_value_heads=kv_heads, **common)
     elif family == "qwen2":
-        c = tf.Qwen2Config(num_key_value_heads=kv_heads, rope_theta=1000000.0, use_sliding_window=False,
+        c = tf.Qwen2Config(num_key_value_heads=kv_heads, use_sliding_window=False,
                            sliding_window=None, **common)
     elif family == "mistral":
-        c = tf.MistralConfig(num_key_value_heads=kv_heads, rope_theta=10000.0, sliding_window=None, **common)
+        c = tf.MistralConfig(num_key_value_heads=kv_heads, sliding_window=None, **common)
     elif family == "gpt2":
         c = tf.GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads, n_inner=4 * hidden,
                           n_positions=max_pos, activation_function="gelu_new", initializer_range=0.05,

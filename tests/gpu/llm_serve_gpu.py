@@ -14,8 +14,10 @@
     through what it implies: with transformers' FP32 logits l (the same 16-bit weights, teacher-forced on
     the server's own tokens), a server whose logits l' satisfy ||l' - l||_2 <= eps ||l||_2 can only pick
     tokens t with max(l) - l[t] <= 2 eps ||l||_2. eps is test_gpu_llm_step's bound (FP16 2e-2, BF16 6e-2);
-    the worst ratio (max(l) - l[t]) / ||l||_2 over every step is printed with the token agreement with
-    transformers' own 16-bit greedy run (information only: 16-bit runs diverge after a near-tie). When
+    the worst ratio (max(l) - l[t]) / ||l||_2 over every step must stay within 2 eps, and (since that is
+    loose for BF16) the chosen token must be l's argmax at half the steps at least (a broken runner: about
+    1/vocab). Printed besides: the token agreement with transformers' own 16-bit greedy run (information
+    only: 16-bit runs diverge after a near-tie). When
     test_gpu_llm_step is in the binary folder it also runs (the runner's logits against the CPU's, with
     these bounds, on the fixture checkpoints).
 (c) A sampled request (temperature 0.8, runtime_top_p 0.9, random_seed 7, 100 tokens) sent twice alone and
@@ -163,12 +165,15 @@ def check_lowp(dt, path, srv_out, ps, ref16):
                       % (len(bad), i, s[0], str(s[1])[:300]))
     m = load_hf(path, "float32")  # the 16-bit weights, computed in FP32
     worst, where = 0.0, None
+    hit = total = 0
     with torch.no_grad():
         for i, (_, got) in enumerate(srv_out):
             x = torch.tensor([ps[i] + got], device="cuda")
             lg = m(input_ids=x).logits[0, len(ps[i]) - 1:-1].float()  # the logits that chose each new token
             t = torch.tensor(got, device="cuda")
             r = (lg.amax(-1) - lg.gather(1, t[:, None])[:, 0]) / lg.norm(dim=-1)
+            hit += int((lg.argmax(-1) == t).sum().item())
+            total += len(got)
             v, k = r.max(0)
             if v.item() > worst:
                 worst, where = v.item(), (i, k.item())
@@ -176,10 +181,13 @@ def check_lowp(dt, path, srv_out, ps, ref16):
     torch.cuda.empty_cache()
     agree = [next((p for p in range(NEW) if srv_out[i][1][p] != ref16[i][p]), NEW) for i in range(N_REQ)]
     lim = 2 * EPS[dt]
-    detail = ("worst (max l - l[chosen]) / ||l||_2 = %.3g (limit 2 x %.0e = %.0e) at request %s; tokens equal to "
-              "transformers' %s greedy run: %d of %d requests fully, mean first divergence at %.0f of %d"
-              % (worst, EPS[dt], lim, where, dt, sum(a == NEW for a in agree), N_REQ, sum(agree) / N_REQ, NEW))
-    report("b/llama_%s" % dt, worst <= lim, detail)
+    rate = hit / max(total, 1)
+    detail = ("worst (max l - l[chosen]) / ||l||_2 = %.3g (limit 2 x %.0e = %.0e) at request %s; chosen token = the "
+              "FP32 argmax at %.2f%% of %d steps (at least 50%% required: a broken runner agrees ~1/vocab); tokens "
+              "equal to transformers' %s greedy run: %d of %d requests fully, mean first divergence at %.0f of %d"
+              % (worst, EPS[dt], lim, where, 100 * rate, total, dt, sum(a == NEW for a in agree), N_REQ,
+                 sum(agree) / N_REQ, NEW))
+    report("b/llama_%s" % dt, worst <= lim and rate >= 0.5, detail)
 
 
 def run_step_test(bindir, py, work):
