@@ -96,6 +96,7 @@ static const param_spec params[] = {
     {"max_prefill_chunk", 0, (int64_t)1 << 20, OFF(max_prefill_chunk), 0, 0},
     {"enable_prefix_caching", 0, 1, OFF(prefix_caching), 1, 1},
     {"cuda_graphs", 0, 1, OFF(cuda_graphs), 1, 1},
+    {"tensor_core_prefill", 0, 1, OFF(tc_prefill), 1, 1},
 };
 #define N_PARAMS (sizeof params / sizeof params[0])
 

@@ -74,6 +74,7 @@ typedef struct srv_llm_cfg {
   int dtype;                // dtype: SRV_LLM_DTYPE_AUTO (the checkpoint's own) or DT_FP32 / DT_FP16 / DT_BF16
   double gpu_mem_util;      // gpu_memory_utilization (0.9): of the device memory free after the weights
   int cuda_graphs;          // cuda_graphs (true)
+  int tc_prefill;           // tensor_core_prefill (false): prefill attention on tensor cores (FP16/BF16)
   int n_instances;          // instance_group counts summed (GPU groups once per group, whatever their gpus)
   int n_groups;             // instance_group as given; none: one KIND_AUTO runner
   srv_llm_group groups[SRV_LLM_MAX_GROUPS];

@@ -46,10 +46,15 @@ size_t srv_llm_cuda_weight_bytes(const void *weights) {
   return eng_llm_cuda_runner_weight_bytes(weights);
 }
 
-int srv_llm_cuda_create(const void *weights, const eng_llm_runner_config *c, int64_t graphs, void **out, err *e) {
+int srv_llm_cuda_create(const void *weights, const eng_llm_runner_config *c, int64_t graphs, int tc_prefill,
+                        void **out, err *e) {
   *out = NULL;
   eng_llm_cuda_runner *r = NULL;
   TRY(eng_llm_cuda_runner_create_shared(weights, c, &r, e));
+  if (tc_prefill && eng_llm_cuda_runner_set_tc_prefill(r, 1, e) != 0) {
+    eng_llm_cuda_runner_destroy(r);
+    return e->code;
+  }
   if (graphs > 0) {
     int64_t g = graphs < c->max_step_tokens ? graphs : c->max_step_tokens;
     if (g > 32768) g = 32768;  // the runner's largest bucket
@@ -97,8 +102,9 @@ size_t srv_llm_cuda_weight_bytes(const void *weights) {
   (void)weights;
   return 0;
 }
-int srv_llm_cuda_create(const void *weights, const eng_llm_runner_config *c, int64_t graphs, void **out, err *e) {
-  (void)weights, (void)c, (void)graphs;
+int srv_llm_cuda_create(const void *weights, const eng_llm_runner_config *c, int64_t graphs, int tc_prefill,
+                        void **out, err *e) {
+  (void)weights, (void)c, (void)graphs, (void)tc_prefill;
   *out = NULL;
   return err_set(e, ERR_UNAVAILABLE, NO_CUDA);
 }

@@ -34,8 +34,10 @@ int srv_llm_cuda_built(void);
 int srv_llm_cuda_weights(const eng_llm_model *m, int device, int32_t block_tokens, void **out, err *e);
 size_t srv_llm_cuda_weight_bytes(const void *weights);
 // A GPU runner computing with `weights` (its own KV pool of c->n_blocks, scratch, stream); graphs > 0
-// turns CUDA graphs on for decode steps of up to that many sequences.
-int srv_llm_cuda_create(const void *weights, const eng_llm_runner_config *c, int64_t graphs, void **out, err *e);
+// turns CUDA graphs on for decode steps of up to that many sequences; tc_prefill puts prefill attention
+// on tensor cores (eng_llm_cuda_runner_set_tc_prefill).
+int srv_llm_cuda_create(const void *weights, const eng_llm_runner_config *c, int64_t graphs, int tc_prefill,
+                        void **out, err *e);
 // The device's free and total memory now.
 int srv_llm_cuda_mem(int device, size_t *free_b, size_t *total_b, err *e);
 

@@ -510,7 +510,7 @@ static int open_device(srv_llm *l, const eng_llm_model *gm, int device, runner *
     size_t free0, total, free1;
     TRY(srv_llm_cuda_mem(device, &free0, &total, e));
     void *probe = NULL;
-    TRY(srv_llm_cuda_create(dw->w, &rc, graphs, &probe, e));
+    TRY(srv_llm_cuda_create(dw->w, &rc, graphs, c->tc_prefill, &probe, e));
     int mrc = srv_llm_cuda_mem(device, &free1, &total, e);
     srv_llm_cuda_ops.destroy(probe);
     if (mrc) return mrc;
@@ -541,13 +541,14 @@ static int open_device(srv_llm *l, const eng_llm_model *gm, int device, runner *
     rs[i]->ops = &srv_llm_cuda_ops;
     rs[i]->device = device;
     rs[i]->n_blocks = (int32_t)nb;
-    TRY(srv_llm_cuda_create(dw->w, &rc, graphs, &rs[i]->eng, e));
+    TRY(srv_llm_cuda_create(dw->w, &rc, graphs, c->tc_prefill, &rs[i]->eng, e));
   }
   srv_log(SRV_LOG_INFO,
           "model '%s': CUDA device %d holds %.1f MiB of %s weights and %d runner%s with %" PRId64
-          " KV blocks (%.1f MiB) each%s",
+          " KV blocks (%.1f MiB) each%s%s",
           l->name, device, (double)srv_llm_cuda_weight_bytes(dw->w) / 1048576.0, dt_name(l->gpu_dt), k,
-          k == 1 ? "" : "s", nb, (double)(nb * bb) / 1048576.0, graphs ? ", CUDA graphs for decode steps" : "");
+          k == 1 ? "" : "s", nb, (double)(nb * bb) / 1048576.0, graphs ? ", CUDA graphs for decode steps" : "",
+          c->tc_prefill ? ", tensor-core prefill attention" : "");
   return 0;
 }
 

@@ -42,6 +42,7 @@ static void test_defaults(void) {
     CHECK_EQ_INT(p->dtype, SRV_LLM_DTYPE_AUTO);
     CHECK(p->gpu_mem_util == 0.9);
     CHECK_EQ_INT(p->cuda_graphs, 1);
+    CHECK_EQ_INT(p->tc_prefill, 0);
     CHECK_EQ_INT(p->kv_bytes_given, 0);
     CHECK_EQ_STR(p->in[SRV_LLM_IN_IDS].name, "input_ids");
     CHECK_EQ_INT(p->in[SRV_LLM_IN_IDS].dt, DT_INT32);
@@ -87,7 +88,7 @@ static void test_params(void) {
 static void test_gpu_params(void) {
   Inference__ModelConfig *c =
       parse("name: 'm' backend: 'inferd_llm' " P("dtype", "float32") P("gpu_memory_utilization", "0.5")
-                P("cuda_graphs", "false") P("kv_cache_bytes", "1000000")
+                P("cuda_graphs", "false") P("kv_cache_bytes", "1000000") P("tensor_core_prefill", "true")
             "instance_group [ { count: 2 kind: KIND_GPU gpus: [ 1, 3 ] }, { kind: KIND_AUTO gpus: [ 0 ] }, "
             "{ kind: KIND_AUTO } ]");
   if (!c) return;
@@ -98,6 +99,7 @@ static void test_gpu_params(void) {
     CHECK_EQ_INT(p->dtype, DT_FP32);
     CHECK(p->gpu_mem_util == 0.5);
     CHECK_EQ_INT(p->cuda_graphs, 0);
+    CHECK_EQ_INT(p->tc_prefill, 1);
     CHECK_EQ_INT(p->kv_bytes_given, 1);
     CHECK_EQ_INT(p->n_groups, 3);
     CHECK_EQ_INT(p->groups[0].kind, SRV_LLM_KIND_GPU);
