@@ -256,9 +256,12 @@ def main():
             t0 = time.time()
             U.save_model(llama1b_config(), ck, seed=0, dtype="float16")
             U.log("checkpoint written in %.1f s" % (time.time() - t0))
-        U.write_config(os.path.join(a.repo, "l1b"), {"max_model_len": "1024", "max_num_seqs": "256",
-                                                      "max_num_batched_tokens": "8192", "kv_block_tokens": "16",
-                                                      "gpu_memory_utilization": "0.85"})
+        params = {"max_model_len": "1024", "max_num_seqs": "256", "max_num_batched_tokens": "8192",
+                  "kv_block_tokens": "16", "gpu_memory_utilization": "0.85"}
+        if os.environ.get("LLM_BENCH_TC") == "1":  # prefill attention on tensor cores (off by default)
+            params["tensor_core_prefill"] = "true"
+        U.log("server parameters: %s" % params)
+        U.write_config(os.path.join(a.repo, "l1b"), params)
         wbytes = weight_bytes(ck)
         R["w_gb"] = wbytes / 1e9
         part_server(a, ck, bw, wbytes)

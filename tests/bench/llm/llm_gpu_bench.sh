@@ -11,7 +11,8 @@
 # when time is left. WORKDIR (default: a new /tmp folder) gets the ~2.5 GB checkpoint (kept and reused),
 # the repository and inferd.log. PYTHON (default /opt/torch/.venv/bin/python): torch with CUDA and
 # transformers. Every part has a time limit; the whole is killed at 420 s, and the table prints whatever
-# finished. Exit 0 when the server's throughput figure was measured.
+# finished. Exit 0 when the server's throughput figure was measured. LLM_BENCH_TC=1 serves with
+# tensor_core_prefill on (prefill attention on tensor cores; off by default).
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BINDIR="${1:-}"
