@@ -32,6 +32,10 @@ if [ -n "$missing" ]; then
   echo "$missing" >&2
   exit 2
 fi
+"$PY" -c 'import torch, transformers; assert torch.cuda.is_available(), "torch sees no GPU"; print("torch", torch.__version__, "transformers", transformers.__version__)' || {
+  echo "$PY lacks torch with CUDA or transformers" >&2
+  exit 2
+}
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.max.memory --format=csv,noheader 2>/dev/null || true
 echo "work folder: $WORK"
 T0=$(date +%s)
