@@ -18,9 +18,10 @@
     loose for BF16) the chosen token must be l's argmax at half the steps at least (a broken runner: about
     1/vocab). Printed besides: the token agreement with transformers' own 16-bit greedy run (information
     only: 16-bit runs diverge after a near-tie). The same checks again with parameter tensor_core_prefill
-    (b/llama_<type>_tc: prefill attention on tensor cores, off by default). When
-    test_gpu_llm_step is in the binary folder it also runs (the runner's logits against the CPU's, with
-    these bounds, on the fixture checkpoints).
+    (b/llama_<type>_tc: prefill attention on tensor cores, off by default).
+(gpu) test_k_cuda_llm and test_gpu_llm_step when they are in the binary folder (the kernels, the
+    tensor-core prefill path against the CUDA-core one; the runner's logits against the CPU's with the
+    bounds above, on the fixture checkpoints).
 (c) A sampled request (temperature 0.8, runtime_top_p 0.9, random_seed 7, 100 tokens) sent twice alone and
     once among 16 others gives the same tokens each time.
 
@@ -189,23 +190,29 @@ def check_lowp(dt, path, srv_out, ps, ref16, tag=""):
     report("b/llama_%s%s" % (dt, tag), worst <= lim and rate >= 0.5, detail)
 
 
-def run_step_test(bindir, py, work):
-    exe = os.path.join(bindir, "test_gpu_llm_step")
-    if not os.access(exe, os.X_OK):
-        U.log("SKIP b/test_gpu_llm_step: %s not found (copy build/bin/test_gpu_llm_step there to run it)" % exe)
-        return
+def run_gpu_tests(bindir, py, work):
+    """The CUDA unit tests of the decoder when they are in bindir: test_k_cuda_llm (the kernels, the
+    tensor-core prefill path against the CUDA-core one) and test_gpu_llm_step (the runner against the CPU's)."""
     root = os.path.dirname(os.path.dirname(HERE))
-    d = os.path.join(work, "fixture_ckpts")
-    try:
-        p = subprocess.run([exe, d, py, os.path.join(root, "tests", "llm", "write_ckpts.py")], capture_output=True,
-                           text=True, timeout=120)
-        tail = (p.stdout + p.stderr).strip().splitlines()[-6:]
-        if p.returncode == 77:
-            U.log("SKIP b/test_gpu_llm_step: %s" % " | ".join(tail))
-        else:
-            report("b/test_gpu_llm_step", p.returncode == 0, "exit %d: %s" % (p.returncode, " | ".join(tail)))
-    except subprocess.TimeoutExpired:
-        report("b/test_gpu_llm_step", False, "no result within 120 s")
+    runs = [("test_k_cuda_llm", []),
+            ("test_gpu_llm_step", [os.path.join(work, "fixture_ckpts"), py,
+                                   os.path.join(root, "tests", "llm", "write_ckpts.py")])]
+    for name, args in runs:
+        exe = os.path.join(bindir, name)
+        if not os.access(exe, os.X_OK):
+            U.log("SKIP gpu/%s: %s not found (copy build/bin/%s there to run it)" % (name, exe, name))
+            continue
+        try:
+            p = subprocess.run([exe] + args, capture_output=True, text=True, timeout=120)
+            lines = (p.stdout + p.stderr).strip().splitlines()
+            fails = [l for l in lines if "FAIL" in l][:4]
+            tail = fails + lines[-3:]
+            if p.returncode == 77:
+                U.log("SKIP gpu/%s: %s" % (name, " | ".join(tail)))
+            else:
+                report("gpu/%s" % name, p.returncode == 0, "exit %d: %s" % (p.returncode, " | ".join(tail)))
+        except subprocess.TimeoutExpired:
+            report("gpu/%s" % name, False, "no result within 120 s")
 
 
 def main():
@@ -286,7 +293,7 @@ def main():
         report("c/seeded_sampling", ok and t1 == t2 == t3 and len(t1) == 100,
                "three runs (two alone, one among 16 others) %s; 100 tokens; differs from greedy: %s; first tokens %s"
                % ("identical" if t1 == t2 == t3 else "DIFFER", differs, str(t1)[:80]))
-        run_step_test(a.bin, sys.executable, a.work)
+        run_gpu_tests(a.bin, sys.executable, a.work)
         m = srv.metrics()
         gen = [l for l in m.splitlines() if "generated" in l and not l.startswith("#")][:3]
         U.log("metrics sample: %s" % gen)

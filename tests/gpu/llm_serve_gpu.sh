@@ -7,7 +7,8 @@
 #
 #   tests/gpu/llm_serve_gpu.sh BINDIR [WORKDIR]
 #
-# BINDIR: a folder with the CUDA build's `inferd` (build/bin/inferd; optionally test_gpu_llm_step), its
+# BINDIR: a folder with the CUDA build's `inferd` (build/bin/inferd; optionally test_k_cuda_llm and
+# test_gpu_llm_step, which then run too), its
 # shared libraries either installed or in BINDIR or BINDIR/lib. WORKDIR (default: a new /tmp folder) gets
 # the checkpoints, the model repository and inferd.log. PYTHON (default /opt/torch/.venv/bin/python) needs
 # torch with CUDA and transformers. Run from anywhere; ~2 minutes on an H200, killed at 230 s.
