@@ -252,6 +252,48 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
   return 0;
 }
 
+// --- where the runners run (llm_cfg.h)
+
+int srv_llm_cfg_place(const srv_llm_cfg *c, int n_gpus, int cuda_built, int *dev, int cap, int *n_out, err *e) {
+  int n = 0;
+  srv_llm_group one = {.kind = SRV_LLM_KIND_AUTO, .count = 1};
+  int ng = c->n_groups ? c->n_groups : 1;
+  for (int i = 0; i < ng; i++) {
+    const srv_llm_group *g = c->n_groups ? &c->groups[i] : &one;
+    srv_llm_kind k = g->kind == SRV_LLM_KIND_AUTO ? (n_gpus > 0 ? SRV_LLM_KIND_GPU : SRV_LLM_KIND_CPU) : g->kind;
+    if (k == SRV_LLM_KIND_CPU) {
+      for (int j = 0; j < g->count; j++) {
+        if (n == cap) return err_set(e, ERR_INVALID_ARGUMENT, "instance_group asks for more than %d runners", cap);
+        dev[n++] = -1;
+      }
+      continue;
+    }
+    if (!cuda_built)
+      return err_set(e, ERR_UNAVAILABLE,
+                     "instance_group[%d] is KIND_GPU, but this inferd was built without CUDA (INFERD_CUDA=OFF): "
+                     "use KIND_CPU or KIND_AUTO",
+                     i);
+    if (n_gpus <= 0)
+      return err_set(e, ERR_UNAVAILABLE,
+                     "instance_group[%d] is KIND_GPU, but no CUDA device is visible (the server's log says why at "
+                     "start-up): use KIND_CPU or KIND_AUTO",
+                     i);
+    int per = g->n_gpus ? g->n_gpus : n_gpus;
+    for (int gi = 0; gi < per; gi++) {
+      int d = g->n_gpus ? g->gpus[gi] : gi;
+      if (d < 0 || d >= n_gpus)
+        return err_set(e, ERR_INVALID_ARGUMENT, "instance_group[%d]: gpus names device %d, but %d CUDA device%s visible",
+                       i, d, n_gpus, n_gpus == 1 ? " is" : "s are");
+      for (int j = 0; j < g->count; j++) {
+        if (n == cap) return err_set(e, ERR_INVALID_ARGUMENT, "instance_group asks for more than %d runners", cap);
+        dev[n++] = d;
+      }
+    }
+  }
+  *n_out = n;
+  return 0;
+}
+
 void srv_llm_cfg_destroy(srv_llm_cfg *p) {
   free(p);
 }

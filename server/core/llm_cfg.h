@@ -90,4 +90,12 @@ int srv_llm_cfg_is_llm(const Inference__ModelConfig *cfg);
 int srv_llm_cfg_create(const Inference__ModelConfig *cfg, srv_llm_cfg **out, err *e);
 void srv_llm_cfg_destroy(srv_llm_cfg *p);
 
+// Where each runner runs, from instance_group (dev[i]: a CUDA ordinal, -1 the CPU): CPU groups `count`
+// runners, GPU groups `count` on each of their gpus (every one of the n_gpus visible when none are listed),
+// KIND_AUTO a GPU group when a GPU is visible (as ONNX models: engine/repo/config.c's
+// config_resolve_kinds), else a CPU one. UNAVAILABLE for a GPU group without cuda_built (a build without
+// CUDA) or without a visible GPU; INVALID_ARGUMENT for a gpus entry past the visible devices or more than
+// cap runners.
+int srv_llm_cfg_place(const srv_llm_cfg *c, int n_gpus, int cuda_built, int *dev, int cap, int *n_out, err *e);
+
 #endif

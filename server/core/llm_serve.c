@@ -409,51 +409,6 @@ static int runner_open(srv_llm *l, runner *rn, int idx, err *e) {
   return 0;
 }
 
-// Where each runner runs (device -1: the CPU), from instance_group: CPU groups `count` runners, GPU groups
-// `count` on each of their gpus (every visible one when none are listed), KIND_AUTO a GPU group when a GPU
-// is visible (as ONNX models: engine/repo/config.c's config_resolve_kinds), else a CPU one.
-static int place_runners(const srv_llm_cfg *c, int n_gpus, int *dev, int *n_out, err *e) {
-  int n = 0;
-  srv_llm_group one = {.kind = SRV_LLM_KIND_AUTO, .count = 1};
-  int ng = c->n_groups ? c->n_groups : 1;
-  for (int i = 0; i < ng; i++) {
-    const srv_llm_group *g = c->n_groups ? &c->groups[i] : &one;
-    srv_llm_kind k = g->kind == SRV_LLM_KIND_AUTO ? (n_gpus > 0 ? SRV_LLM_KIND_GPU : SRV_LLM_KIND_CPU) : g->kind;
-    if (k == SRV_LLM_KIND_CPU) {
-      for (int j = 0; j < g->count; j++) {
-        if (n == SRV_LLM_MAX_RUNNERS)
-          return err_set(e, ERR_INVALID_ARGUMENT, "instance_group asks for more than %d runners", SRV_LLM_MAX_RUNNERS);
-        dev[n++] = -1;
-      }
-      continue;
-    }
-    if (!srv_llm_cuda_built())
-      return err_set(e, ERR_UNAVAILABLE,
-                     "instance_group[%d] is KIND_GPU, but this inferd was built without CUDA (INFERD_CUDA=OFF): "
-                     "use KIND_CPU or KIND_AUTO",
-                     i);
-    if (n_gpus <= 0)
-      return err_set(e, ERR_UNAVAILABLE,
-                     "instance_group[%d] is KIND_GPU, but no CUDA device is visible (the server's log says why at "
-                     "start-up): use KIND_CPU or KIND_AUTO",
-                     i);
-    int per = g->n_gpus ? g->n_gpus : n_gpus;
-    for (int gi = 0; gi < per; gi++) {
-      int d = g->n_gpus ? g->gpus[gi] : gi;
-      if (d < 0 || d >= n_gpus)
-        return err_set(e, ERR_INVALID_ARGUMENT, "instance_group[%d]: gpus names device %d, but %d CUDA device%s visible",
-                       i, d, n_gpus, n_gpus == 1 ? " is" : "s are");
-      for (int j = 0; j < g->count; j++) {
-        if (n == SRV_LLM_MAX_RUNNERS)
-          return err_set(e, ERR_INVALID_ARGUMENT, "instance_group asks for more than %d runners", SRV_LLM_MAX_RUNNERS);
-        dev[n++] = d;
-      }
-    }
-  }
-  *n_out = n;
-  return 0;
-}
-
 static const char *dt_name(dtype d) {
   return d == DT_FP16 ? "float16" : d == DT_BF16 ? "bfloat16" : "float32";
 }
@@ -556,7 +511,7 @@ int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_na
                    err *e) {
   *out = NULL;
   int dev[SRV_LLM_MAX_RUNNERS], n_run = 0;
-  TRY(place_runners(cfg, n_gpus, dev, &n_run, e));
+  TRY(srv_llm_cfg_place(cfg, n_gpus, srv_llm_cuda_built(), dev, SRV_LLM_MAX_RUNNERS, &n_run, e));
   int n_cpu = 0;
   for (int i = 0; i < n_run; i++) n_cpu += dev[i] < 0;
   srv_llm *l = calloc(1, sizeof *l);

@@ -121,6 +121,46 @@ static void test_gpu_params(void) {
   config_free(c);
 }
 
+// Where the runners go (srv_llm_cfg_place), for a machine of n GPUs, with and without CUDA built in.
+static void test_place(void) {
+  Inference__ModelConfig *c = parse("name: 'm' backend: 'inferd_llm' instance_group [ { count: 2 kind: KIND_GPU "
+                                    "gpus: [ 1, 3 ] }, { kind: KIND_AUTO gpus: [ 0 ] }, { kind: KIND_AUTO }, "
+                                    "{ kind: KIND_CPU } ]");
+  Inference__ModelConfig *d = parse("name: 'm' backend: 'inferd_llm'");
+  if (!c || !d) return;
+  srv_llm_cfg *p = NULL, *q = NULL;
+  err e = {0};
+  CHECK_EQ_INT(srv_llm_cfg_create(c, &p, &e), 0);
+  CHECK_EQ_INT(srv_llm_cfg_create(d, &q, &e), 0);
+  if (p && q) {
+    int dev[64], n = 0;
+    CHECK_EQ_INT(srv_llm_cfg_place(p, 4, 1, dev, 64, &n, &e), 0);
+    int want[] = {1, 1, 3, 3, 0, 0, 1, 2, 3, -1};  // AUTO without gpus: one on each visible GPU
+    CHECK_EQ_INT(n, 10);
+    for (int i = 0; i < n && i < 10; i++) CHECK_EQ_INT(dev[i], want[i]);
+    CHECK_EQ_INT(srv_llm_cfg_place(p, 4, 1, dev, 5, &n, &e), ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(e.msg, "more than 5 runners");
+    CHECK_EQ_INT(srv_llm_cfg_place(p, 2, 1, dev, 64, &n, &e), ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(e.msg, "instance_group[0]: gpus names device 3, but 2 CUDA devices are visible");
+    CHECK_EQ_INT(srv_llm_cfg_place(p, 0, 1, dev, 64, &n, &e), ERR_UNAVAILABLE);
+    CHECK_CONTAINS(e.msg, "instance_group[0] is KIND_GPU, but no CUDA device is visible");
+    CHECK_EQ_INT(srv_llm_cfg_place(p, 4, 0, dev, 64, &n, &e), ERR_UNAVAILABLE);
+    CHECK_CONTAINS(e.msg, "built without CUDA (INFERD_CUDA=OFF)");
+    // no instance_group: one runner, on GPU 0 and 1 when there are two, else on the CPU
+    CHECK_EQ_INT(srv_llm_cfg_place(q, 2, 1, dev, 64, &n, &e), 0);
+    CHECK_EQ_INT(n, 2);
+    CHECK_EQ_INT(dev[0], 0);
+    CHECK_EQ_INT(dev[1], 1);
+    CHECK_EQ_INT(srv_llm_cfg_place(q, 0, 0, dev, 64, &n, &e), 0);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(dev[0], -1);
+  }
+  srv_llm_cfg_destroy(p);
+  srv_llm_cfg_destroy(q);
+  config_free(c);
+  config_free(d);
+}
+
 static void test_bad(void) {
   // the parameters' mistakes, every one named
   Inference__ModelConfig *c =
@@ -165,6 +205,7 @@ int main(void) {
   test_defaults();
   test_params();
   test_gpu_params();
+  test_place();
   test_bad();
   CHECK_DONE();
 }
