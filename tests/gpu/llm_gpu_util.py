@@ -213,7 +213,7 @@ def save_model(cfg, out_dir, seed, dtype="float32", device="cuda"):
     m.generation_config.eos_token_id = None
     m.generation_config.bos_token_id = None
     m.generation_config.pad_token_id = None
-    m.save_pretrained(out_dir, safe_serialization=True)
+    m.save_pretrained(out_dir)  # safetensors, transformers' default
     del m
     if device == "cuda":
         torch.cuda.empty_cache()
