@@ -358,6 +358,11 @@ int k_widen_cuda(float *y, const void *x, size_t n, dtype dt, cudaStream_t strea
 // shared out evenly among `splits` blocks, whose partial sums go to
 // ws (k_paged_attn_ws_floats floats of device memory), and a second kernel
 // combines them. splits 1: one pass, ws unused (NULL).
+// a->tc_prefill (FP16 and BF16, head_dim a multiple of 16 up to 128, splits
+// 1; ignored otherwise): each tile of 16 consecutive step tokens of one item
+// (prefill chunks) runs on tensor cores (wmma, float accumulation, softmax
+// weights rounded to the storage type for P V); the other tokens as above.
+// Needs compute capability 8.0 or newer (the caller checks).
 int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, const void *v_cache, const k_llm_meta *m,
                       const k_paged_attn_args *a, int splits, float *ws, dtype dt, cudaStream_t stream, err *e);
 size_t k_paged_attn_ws_floats(int64_t n_tok, int64_t n_heads, int64_t head_dim, int splits);

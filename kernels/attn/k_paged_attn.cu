@@ -34,6 +34,19 @@
 // GPU busy when few (token, KV head) pairs have long contexts (decode at
 // small batch). Simple first otherwise: a prefill chunk's tokens each re-read
 // the keys before them (quadratic traffic, L2-friendly).
+//
+// Tensor-core prefill (k_paged_attn_args.tc_prefill, FP16 and BF16, head_dim
+// a multiple of 16 up to 128, one split): every tile of 16 consecutive step
+// tokens that belong to one item (a prefill chunk's, 16 at a time) runs on
+// tc_prefill_kernel instead: one block per (tile, query head), 4 warps;
+// keys staged 32 at a time from the paged cache into shared memory, S = Q
+// K^T and O += P V as nvcuda::wmma 16x16x16 products with float
+// accumulators, the online softmax in float between them (P rounded to the
+// storage type for the second product, as flash attention does), the causal
+// and window masks per row. The kernel above skips exactly those tiles, so
+// each output row is written once.
+#include <mma.h>
+
 #include "kernels/k_cuda_common.cuh"
 
 namespace {
@@ -47,6 +60,15 @@ namespace {
 #define PA_MAX_GROUP 64
 #define PA_MAX_SPLITS 32
 #define PA_LOG2E 1.44269504088896340736f
+#define TC_ROWS 16  // query tokens per tensor-core tile
+#define TC_KEYS 32  // keys staged per round
+#define TC_MAX_HEAD 128
+
+// Whether step tokens t0 .. t0 + 15 (t0 a multiple of 16) are one item's: the
+// tiles the tensor-core kernel takes. Items' tokens are consecutive in a step.
+static __device__ __forceinline__ bool tc_tile(const k_llm_meta &m, int64_t t0) {
+  return t0 + TC_ROWS - 1 < m.n_tok && m.tok_item[t0] == m.tok_item[t0 + TC_ROWS - 1];
+}
 
 // n / d and n % d for 0 <= n < 2^31 by a multiply and a shift (Granlund and
 // Montgomery, as CUTLASS's FastDivmod): mul = ceil(2^(31 + ceil(log2 d)) / d).
@@ -77,6 +99,7 @@ struct pa_geom {
   int64_t q_stride, o_stride, window;
   pa_div bt;
   float qscale;  // scale * log2(e)
+  int skip_tc;   // tc_prefill_kernel writes the rows of its tiles (tc_tile)
 };
 
 template <class T>
@@ -109,6 +132,7 @@ __global__ void __launch_bounds__(PA_THREADS)
   float *qs = sh;            // [HC][d]: the chunk's queries, times scale * log2(e)
   float *red = qs + HC * d;  // [PA_WARPS][HC][d + 2]: each warp's sums, max, sum
   const int t = blockIdx.x, g = blockIdx.y / gm.chunks, h0 = (blockIdx.y % gm.chunks) * HC;
+  if (gm.skip_tc && tc_tile(m, (int64_t)(t & ~(TC_ROWS - 1)))) return;  // block-uniform, before any barrier
   const int nh = gm.group - h0 < HC ? gm.group - h0 : HC;  // block-uniform
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int lig = lane & (L - 1), kg = lane >> gm.lg_l, nkg = PA_WARPS * KG, gkg = warp * KG + kg;
@@ -258,6 +282,124 @@ __global__ void __launch_bounds__(PA_THREADS)
   }
 }
 
+// Shared memory of tc_prefill_kernel for head_dim d (elements of 2 bytes):
+// Q [16][d + 8], K and V [32][d + 8], P [16][40] in the storage type; S
+// [16][36], O and the round's P V [16][d + 4] in float; max, sum, rescale
+// [16] each. Every wmma pointer stays 32-byte aligned (d a multiple of 16).
+static size_t tc_smem(int d) {
+  size_t ld = (size_t)d + 8;
+  return (TC_ROWS + 2 * TC_KEYS) * ld * 2 + TC_ROWS * 40 * 2 + TC_ROWS * 36 * 4 + 2 * TC_ROWS * ((size_t)d + 4) * 4 +
+         3 * TC_ROWS * 4;
+}
+
+template <class T>
+__global__ void __launch_bounds__(PA_THREADS)
+    tc_prefill_kernel(T *o, const T *q, const T *kc, const T *vc, k_llm_meta m, int n_heads, int n_kv, int d,
+                      int64_t q_stride, int64_t o_stride, int64_t bt, int64_t window, float scale) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  using namespace nvcuda;
+  const int64_t t0 = (int64_t)blockIdx.x * TC_ROWS;
+  if (!tc_tile(m, t0)) return;  // paged_attn_kernel's rows
+  const int h = blockIdx.y, g = h / (n_heads / n_kv), tid = threadIdx.x, warp = tid >> 5;
+  const int ld = d + 8, lo = d + 4, nd = d / 16;
+  extern __shared__ __align__(128) unsigned char tc_mem[];
+  T *qs = (T *)tc_mem;
+  T *ks = qs + TC_ROWS * ld;
+  T *vs = ks + TC_KEYS * ld;
+  T *ps = vs + TC_KEYS * ld;                   // [16][40]
+  float *ss = (float *)(ps + TC_ROWS * 40);    // [16][36]
+  float *os = ss + TC_ROWS * 36;               // [16][lo]
+  float *pv = os + TC_ROWS * lo;               // [16][lo]
+  float *mx = pv + TC_ROWS * lo, *ls = mx + TC_ROWS, *al = ls + TC_ROWS;
+  const int64_t row = (int64_t)n_kv * d, p0 = m.tok_pos[t0], plast = m.tok_pos[t0 + TC_ROWS - 1];
+  const int32_t *table = m.tables + m.table_off[m.tok_item[t0]];
+  const int64_t first = window > 0 && p0 - window + 1 > 0 ? p0 - window + 1 : 0;
+  for (int i = tid; i < TC_ROWS * d; i += blockDim.x) {
+    int r = i / d, c = i % d;
+    qs[r * ld + c] = q[(size_t)(t0 + r) * (size_t)q_stride + (size_t)h * d + c];
+    os[r * lo + c] = 0.0f;
+  }
+  if (tid < TC_ROWS) {
+    mx[tid] = -INFINITY;
+    ls[tid] = 0.0f;
+  }
+  for (int64_t j0 = first - first % TC_KEYS; j0 <= plast; j0 += TC_KEYS) {
+    // the round's keys and values (zeros past the last position; masked below)
+    for (int i = tid; i < TC_KEYS * d; i += blockDim.x) {
+      int jj = i / d, c = i % d;
+      int64_t j = j0 + jj;
+      T kv = k_st<T>(0.0f), vv = kv;
+      if (j <= plast) {
+        size_t at = ((size_t)table[j / bt] * (size_t)bt + (size_t)(j % bt)) * (size_t)row + (size_t)g * d + c;
+        kv = kc[at];
+        vv = vc[at];
+      }
+      ks[jj * ld + c] = kv;
+      vs[jj * ld + c] = vv;
+    }
+    __syncthreads();
+    // S [16 x 32] = Q K^T: warps 0 and 1, 16 keys each
+    if (warp < TC_KEYS / 16) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
+      wmma::fill_fragment(sf, 0.0f);
+      for (int kk = 0; kk < nd; kk++) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> qf;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> kf;
+        wmma::load_matrix_sync(qf, qs + kk * 16, ld);
+        wmma::load_matrix_sync(kf, ks + warp * 16 * ld + kk * 16, ld);
+        wmma::mma_sync(sf, qf, kf, sf);
+      }
+      wmma::store_matrix_sync(ss + warp * 16, sf, 36, wmma::mem_row_major);
+    }
+    __syncthreads();
+    // online softmax per row, masked: key j for the row at position p when first(p) <= j <= p
+    if (tid < TC_ROWS) {
+      const int64_t p = p0 + tid, lo_j = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+      float mo = mx[tid], mn = mo;
+      for (int jj = 0; jj < TC_KEYS; jj++) {
+        int64_t j = j0 + jj;
+        if (j >= lo_j && j <= p) mn = fmaxf(mn, ss[tid * 36 + jj] * scale);
+      }
+      float a = mn == -INFINITY ? 1.0f : expf(mo - mn), l = ls[tid] * a;
+      for (int jj = 0; jj < TC_KEYS; jj++) {
+        int64_t j = j0 + jj;
+        float w = j >= lo_j && j <= p ? expf(ss[tid * 36 + jj] * scale - mn) : 0.0f;
+        T wt = k_st<T>(w);
+        ps[tid * 40 + jj] = wt;
+        l += k_ld(wt);  // the sum of the weights P V uses
+      }
+      mx[tid] = mn;
+      ls[tid] = l;
+      al[tid] = a;
+    }
+    __syncthreads();
+    // this round's P V [16 x d]: d / 16 tiles over the 4 warps
+    for (int c = warp; c < nd; c += PA_THREADS / 32) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
+      wmma::fill_fragment(of, 0.0f);
+      for (int kk = 0; kk < TC_KEYS / 16; kk++) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> pf;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> vf;
+        wmma::load_matrix_sync(pf, ps + kk * 16, 40);
+        wmma::load_matrix_sync(vf, vs + kk * 16 * ld + c * 16, ld);
+        wmma::mma_sync(of, pf, vf, of);
+      }
+      wmma::store_matrix_sync(pv + c * 16, of, lo, wmma::mem_row_major);
+    }
+    __syncthreads();
+    for (int i = tid; i < TC_ROWS * d; i += blockDim.x) {
+      int r = i / d, c = i % d;
+      os[r * lo + c] = fmaf(os[r * lo + c], al[r], pv[r * lo + c]);
+    }
+    __syncthreads();  // K, V, P and the rescales are rewritten by the next round
+  }
+  for (int i = tid; i < TC_ROWS * d; i += blockDim.x) {
+    int r = i / d, c = i % d;
+    o[(size_t)(t0 + r) * (size_t)o_stride + (size_t)h * d + c] = k_st<T>(os[r * lo + c] / ls[r]);
+  }
+#endif
+}
+
 // o[t, h, c] from the splits' partials: each rescaled by 2^(max_s - max)
 // (the maxima are in the log2 domain).
 template <class T>
@@ -389,6 +531,24 @@ extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, co
   gm.window = a->window;
   gm.bt = pa_div_make((uint32_t)a->block_tokens);
   gm.qscale = a->scale * PA_LOG2E;
+  // tensor cores for the prefill tiles when asked and the shape allows; the rest as before
+  const int tc = a->tc_prefill && splits == 1 && (dt == DT_FP16 || dt == DT_BF16) && a->head_dim % 16 == 0 &&
+                 a->head_dim <= TC_MAX_HEAD && m->n_tok >= TC_ROWS && a->n_heads <= 65535;
+  if (tc) {
+    dim3 tgrid((unsigned)((m->n_tok + TC_ROWS - 1) / TC_ROWS), (unsigned)a->n_heads);
+    size_t tsm = tc_smem((int)a->head_dim);
+    if (dt == DT_FP16)
+      tc_prefill_kernel<__half><<<tgrid, PA_THREADS, tsm, stream>>>(
+          (__half *)o, (const __half *)q, (const __half *)k_cache, (const __half *)v_cache, *m, (int)a->n_heads,
+          (int)a->n_kv_heads, (int)a->head_dim, a->q_stride, a->o_stride, a->block_tokens, a->window, a->scale);
+    else
+      tc_prefill_kernel<__nv_bfloat16><<<tgrid, PA_THREADS, tsm, stream>>>(
+          (__nv_bfloat16 *)o, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k_cache,
+          (const __nv_bfloat16 *)v_cache, *m, (int)a->n_heads, (int)a->n_kv_heads, (int)a->head_dim, a->q_stride,
+          a->o_stride, a->block_tokens, a->window, a->scale);
+    K_LAUNCH_CHECK(e, kname);
+  }
+  gm.skip_tc = tc;
   dim3 grid((unsigned)m->n_tok, (unsigned)(a->n_kv_heads * chunks), (unsigned)splits);
   K_DT_DISPATCH(e, kname, dt, T,
                 pa_launch<T>(hc, grid, stream, (T *)o, (const T *)q, (const T *)k_cache, (const T *)v_cache, *m, gm,

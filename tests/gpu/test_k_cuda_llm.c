@@ -7,7 +7,8 @@
 // offsets, decode tokens, GQA, a scattered block table, a sliding window;
 // long contexts in one pass and split-K, more splits than keys to share
 // included; head sizes 16 to 256, the one-element fallback, groups 1 to 64,
-// block sizes 4, 12 and 16, unaligned caches: PA_CASES).
+// block sizes 4, 12 and 16, unaligned caches: PA_CASES),
+// and its tensor-core prefill path against the CUDA-core one (FP16, BF16).
 // The 16-bit cases feed the references the inputs rounded to the type, so
 // only the kernel's own float math and its one output rounding differ:
 // bounds FP32 rtol 1e-5 (attention 2e-5, it sums in float against the
@@ -340,6 +341,89 @@ static const pa_case PA_CASES[] = {
     {64, 2, 256, 0, 0, 1, 0},   // head_dim 256 (the limit), 8 chunks
 };
 
+// Tensor-core prefill (k_paged_attn_args.tc_prefill) against the CUDA-core
+// path and the reference, on one step: a decode token at position 30, a
+// 70-token chunk at positions 9..78 and a 20-token chunk at 0..19 (step
+// tokens 0, 1..70, 71..90: tiles 16..31, 32..47 and 48..63 are the chunk's
+// alone and go on tensor cores, the rest stay on the first kernel), 16-slot
+// blocks scattered over a pool of 32. Bounds: the CUDA-core path's, and for
+// the tensor-core path twice them (the softmax weights are rounded to the
+// storage type before P V, an error of about one rounding of the type).
+static void test_paged_attn_tc(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, int64_t window) {
+  tk_rng r = {0x7c + (uint64_t)dt * 31 + (uint64_t)(n_heads * 5 + d + window)};
+  const int64_t bt = 16, nb = 32, row = n_kv * d, QS = (n_heads + 2 * n_kv) * d, Q = n_heads * d;
+  int64_t start[3] = {30, 9, 0}, ntok[3] = {1, 70, 20};
+  int32_t tables[3][8];
+  for (int i = 0, k = 0; i < 3; i++)
+    for (int b = 0; b < 8; b++, k++) tables[i][b] = (int32_t)((k * 13 + 7) % nb);  // 24 distinct of the 32
+  const int64_t T = 91;
+  float *kc, *vc, *qkv;
+  size_t cache_n = (size_t)(nb * bt * row);
+  void *d_kc = dev_rand(&r, cache_n, -1, 1, dt, &kc), *d_vc = dev_rand(&r, cache_n, -1, 1, dt, &vc);
+  void *d_qkv = dev_rand(&r, (size_t)(T * QS), -1, 1, dt, &qkv);
+  int32_t item[91], pos[91], toff[3], flat[24];
+  int64_t t = 0, nf = 0;
+  for (int i = 0; i < 3; i++) {
+    toff[i] = (int32_t)nf;
+    int64_t need = (start[i] + ntok[i] + bt - 1) / bt;
+    for (int64_t b = 0; b < need; b++) flat[nf++] = tables[i][b];
+    for (int64_t j = 0; j < ntok[i]; j++, t++) item[t] = i, pos[t] = (int32_t)(start[i] + j);
+  }
+  int32_t *d_item = tk_to_dev(item, (size_t)T * 4), *d_pos = tk_to_dev(pos, (size_t)T * 4);
+  int32_t *d_toff = tk_to_dev(toff, sizeof toff), *d_flat = tk_to_dev(flat, (size_t)nf * 4);
+  void *d_o = tk_dev_alloc((size_t)(T * Q) * 4), *d_o2 = tk_dev_alloc((size_t)(T * Q) * 4);
+  k_llm_meta m = {.tok_item = d_item, .tok_pos = d_pos, .tables = d_flat, .table_off = d_toff, .n_tok = T};
+  size_t es = dtype_size(dt);
+  TK_OK(k_paged_kv_write_cuda(d_kc, d_vc, (uint8_t *)d_qkv + Q * es, (uint8_t *)d_qkv + (Q + row) * es, QS, row, bt, &m,
+                              dt, NULL, TK_E));
+  k_paged_attn_args a = {.n_heads = n_heads,
+                         .n_kv_heads = n_kv,
+                         .head_dim = d,
+                         .q_stride = QS,
+                         .o_stride = Q,
+                         .block_tokens = bt,
+                         .window = window,
+                         .scale = 1.0f / sqrtf((float)d)};
+  TK_OK(k_paged_attn_cuda(d_o, d_qkv, d_kc, d_vc, &m, &a, 1, NULL, dt, NULL, TK_E));
+  a.tc_prefill = 1;
+  TK_OK(k_paged_attn_cuda(d_o2, d_qkv, d_kc, d_vc, &m, &a, 1, NULL, dt, NULL, TK_E));
+  float *got_k = dev_get(d_kc, cache_n, dt), *got_v = dev_get(d_vc, cache_n, dt);
+  float *plain = dev_get(d_o, (size_t)(T * Q), dt), *tc = dev_get(d_o2, (size_t)(T * Q), dt);
+  float *want = tk_xmalloc((size_t)(T * Q) * 4), *scratch = tk_xmalloc(512 * 4);
+  t = 0;
+  for (int i = 0; i < 3; i++) {
+    const float *rows = qkv + t * QS;
+    k_paged_kv_write(kc, tables[i], bt, row, start[i], ntok[i], rows + Q, QS);
+    k_paged_kv_write(vc, tables[i], bt, row, start[i], ntok[i], rows + Q + row, QS);
+    k_paged_attn_args ai = a;
+    ai.n_q = ntok[i], ai.pos0 = start[i];
+    k_paged_attn_ref(want + t * Q, rows, kc, vc, tables[i], &ai, scratch);
+    t += ntok[i];
+  }
+  char what[128];
+  double tol = rtol_of(dt);
+  snprintf(what, sizeof what, "paged_attn (prefill tiles) %s heads %lld/%lld d %lld window %lld: CUDA cores",
+           dtype_wire_name(dt), (long long)n_heads, (long long)n_kv, (long long)d, (long long)window);
+  tk_compare(what, plain, want, (size_t)(T * Q), tol, tol);
+  snprintf(what, sizeof what, "paged_attn (prefill tiles) %s heads %lld/%lld d %lld window %lld: tensor cores",
+           dtype_wire_name(dt), (long long)n_heads, (long long)n_kv, (long long)d, (long long)window);
+  tk_compare(what, tc, want, (size_t)(T * Q), 2 * tol, 2 * tol);
+  snprintf(what, sizeof what, "paged_attn %s d %lld window %lld: tensor cores against CUDA cores", dtype_wire_name(dt),
+           (long long)d, (long long)window);
+  tk_compare(what, tc, plain, (size_t)(T * Q), 2 * tol, 2 * tol);
+  // the tokens outside the tensor-core tiles are the first kernel's, bit for bit
+  size_t same = 0, outside = 0;
+  for (int64_t k = 0; k < T; k++) {
+    if (k >= 16 && k < 64) continue;
+    outside += (size_t)Q;
+    same += (size_t)(memcmp(tc + k * Q, plain + k * Q, (size_t)Q * 4) == 0) * (size_t)Q;
+  }
+  CHECK_EQ_INT((long long)same, (long long)outside);
+  free(got_k), free(got_v), free(plain), free(tc), free(want), free(scratch), free(kc), free(vc), free(qkv);
+  cudaFree(d_kc), cudaFree(d_vc), cudaFree(d_qkv), cudaFree(d_item), cudaFree(d_pos), cudaFree(d_toff);
+  cudaFree(d_flat), cudaFree(d_o), cudaFree(d_o2);
+}
+
 int main(void) {
   test_errors();
   tk_require_device();
@@ -350,6 +434,18 @@ int main(void) {
     test_rope(dt);
     test_mlp_act(dt);
     for (size_t c = 0; c < sizeof PA_CASES / sizeof PA_CASES[0]; c++) test_paged_attn(dt, PA_CASES[c]);
+  }
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  if (major >= 8) {
+    for (int i = 1; i < 3; i++) {  // FP16, BF16
+      test_paged_attn_tc(DTS[i], 8, 2, 64, 0);   // GQA, groups of 4
+      test_paged_attn_tc(DTS[i], 4, 4, 128, 0);  // MHA, the largest head
+      test_paged_attn_tc(DTS[i], 6, 2, 32, 21);  // a sliding window inside the chunk
+      test_paged_attn_tc(DTS[i], 2, 1, 80, 0);   // MQA, a head of 5 x 16
+    }
+  } else {
+    printf("tensor-core prefill attention: skipped (compute capability %d.x, needs 8.0)\n", major);
   }
   CHECK_DONE();
 }

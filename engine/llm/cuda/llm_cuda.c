@@ -76,6 +76,7 @@ struct eng_llm_cuda_runner {
   // CUDA graphs of decode-only steps (eng_llm_cuda_runner_enable_graphs):
   // bucket k holds 2^k items; padding items write block n_blocks (one
   // spare block per layer past the pool) at position 0
+  int tc;             // prefill attention tiles on tensor cores (eng_llm_cuda_runner_set_tc_prefill)
   int64_t graph_max;  // 0: off
   cudaGraphExec_t gx[MAX_BUCKETS];
   int gsplits[MAX_BUCKETS];  // the attention splits each graph was captured with
@@ -331,7 +332,8 @@ static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta 
                          .o_stride = Q,
                          .block_tokens = r->c.block_tokens,
                          .window = g->sliding_window,
-                         .scale = 1.0f / sqrtf((float)d)};
+                         .scale = 1.0f / sqrtf((float)d),
+                         .tc_prefill = r->tc};
   TRY(k_paged_attn_cuda(r->att, r->qkv, kc, vc, meta, &a, r->splits, r->splits > 1 ? r->attn_ws : NULL, r->dt,
                         r->stream, e));
   TRY(linear(r, r->x, r->att, T, Q, l->wo, l->bo, H, 1, e));
@@ -457,6 +459,22 @@ int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch,
   TRY(CUDA_OK(e, cudaSetDevice(r->device)));
   TRY(CUDA_OK(e, cudaMallocHost((void **)&r->lg_h, (size_t)b * (size_t)r->g.vocab * sizeof(float))));
   r->graph_max = b;
+  return 0;
+}
+
+int eng_llm_cuda_runner_set_tc_prefill(eng_llm_cuda_runner *r, int on, err *e) {
+  if (!on) {
+    r->tc = 0;
+    return 0;
+  }
+  int major = 0;
+  TRY(CUDA_OK(e, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, r->device)));
+  if (major < 8)
+    return err_set(e, ERR_UNIMPLEMENTED,
+                   "cuda runner: tensor-core prefill attention needs compute capability 8.0 or newer (device %d is "
+                   "%d.x)",
+                   r->device, major);
+  r->tc = 1;
   return 0;
 }
 
