@@ -515,7 +515,9 @@ int main(int argc, char **argv) {
                       .stream_window_bytes = o.grpc_stream_window_bytes,
                       .stream_max_queued = o.grpc_stream_max_queued,
                       .stream_max_queued_bytes = o.grpc_stream_max_queued_bytes,
-                      .max_connections = o.grpc_max_connections ? o.grpc_max_connections : grpc_cap};
+                      .max_connections = o.grpc_max_connections ? o.grpc_max_connections
+                                         : tls ? (grpc_cap / SRV_GRPC_TLS_FDS_PER_CONN ? grpc_cap / SRV_GRPC_TLS_FDS_PER_CONN : 1)
+                                               : grpc_cap};
   srv_grpc_tls gt = {.certs = tls};
   if (tls) go.tls = &gt;
   if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;
@@ -524,8 +526,9 @@ int main(int argc, char **argv) {
     srv_log(SRV_LOG_INFO, "gRPC port: at most %d connections at once (--grpc-max-connections), accepted by inferd",
             go.max_connections);
   else
-    srv_log(SRV_LOG_INFO, "gRPC port: TLS, accepted by gRPC's own listener (no connection cap; it stops accepting "
-                          "for good if descriptors run out)");
+    srv_log(SRV_LOG_INFO, "gRPC port: TLS, at most %d connections at once (--grpc-max-connections%s), accepted by "
+            "inferd and terminated by its own TLS relay", go.max_connections,
+            o.grpc_max_connections ? "" : "; a third of the port's descriptors: each takes three");
   switch (srv_grpc_transport_offload(grpc)) {
     case SRV_GRPC_OFFLOAD_ON: srv_log(SRV_LOG_INFO, "gRPC transport work may move to gRPC's executor threads (gRPC's default)"); break;
     case SRV_GRPC_OFFLOAD_OFF:
