@@ -490,10 +490,14 @@ static void peer_name(int fd, char *out, size_t cap) {
   char ip[INET6_ADDRSTRLEN];
   snprintf(out, cap, "fd:%d", fd);
   if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) return;
+  const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&ss;
   if (ss.ss_family == AF_INET && inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof ip))
     snprintf(out, cap, "ipv4:%s:%d", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
-  else if (ss.ss_family == AF_INET6 && inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof ip))
-    snprintf(out, cap, "ipv6:[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+  else if (ss.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) &&
+           inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], ip, sizeof ip))  // the dual-stack socket's IPv4 client
+    snprintf(out, cap, "ipv4:%s:%d", ip, ntohs(s6->sin6_port));
+  else if (ss.ss_family == AF_INET6 && inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof ip))
+    snprintf(out, cap, "ipv6:[%s]:%d", ip, ntohs(s6->sin6_port));
 }
 
 // A connection from the acceptor: its handshake starts (the ClientHello is usually here already).
