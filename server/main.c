@@ -204,6 +204,9 @@ static void on_trace_note(void *arg, const char *msg) {
 // stops accepting for good after an accept4 error other than EAGAIN (EMFILE
 // once the descriptors run out), while the process would otherwise look
 // healthy. Liveness then fails, so an orchestrator restarts the process.
+// Neither port uses that listener any more (plaintext and TLS connections are
+// accepted by grpc_accept.h, TLS terminated by grpc_tls.h); the check stays
+// as the guard for any path that would bring it back.
 // gpr_set_log_function takes no context: the server it marks is main's.
 static srv_server *grpc_log_server;
 
