@@ -14,7 +14,9 @@ Through the real server, with certificates from the openssl CLI (conftest's cert
 - Relay correctness: an identity model echoes 8 MB tensors both ways on ModelStreamInfer streams over TLS,
   several streams and many unary calls at once on one connection plus a second connection, every answer
   compared byte for byte with its own request.
-- A client offering ALPN without h2 (http/1.1 only) is refused in the handshake."""
+- A client offering ALPN without h2 (http/1.1 only) is refused in the handshake.
+- The rapid-reset guard ends an abusive TLS connection (the core sees the socketpair) and names its TCP client.
+- SIGTERM: TLS streams end with the documented UNAVAILABLE "shutting down", every answer counted arrives."""
 
 import concurrent.futures as cf
 import os
@@ -319,3 +321,39 @@ def test_rapid_reset_over_tls_ends_the_connection_naming_the_client(start_server
         assert _live(ch2)
     srv.stop()
     srv.assert_clean_exit()
+
+
+# --- the drain over TLS: the core's last frames go out through the relay
+
+def test_sigterm_ends_tls_streams_as_documented(repo_dir, certs):
+    """SIGTERM with four TLS streams that keep sending on one connection: each ends with UNAVAILABLE "the server
+    is shutting down" after its OK answers (the status and the GOAWAY pass the terminator before it closes),
+    and the server's count of answers equals the client's."""
+    import signal
+    from test_shutdown_streams import Stream, _final_success
+    srv = lib.ServerProcess(repo_dir, _tls_args(certs, "--exit-timeout-secs", "30"))
+    srv.start()
+    rng = np.random.default_rng(3)
+    streams = []
+    try:
+        url = "localhost:%d" % srv.grpc_port
+        streams = [Stream(url, k, rng, [("inferd.test.connection", "streams")], ssl=True,
+                          root_certificates=certs["ca"]) for k in range(4)]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and min(s.ok for s in streams) < 5:
+            time.sleep(0.02)
+        assert min(s.ok for s in streams) >= 5, "the streams never got going"
+        srv.send_signal(signal.SIGTERM)
+        rc = srv.wait_exit(60)
+        for s in streams:
+            assert s.join(30), "a stream never ended after the server exited"
+    finally:
+        if srv.alive():
+            srv.stop()
+        for s in streams:
+            s.join(30)
+    assert rc == 0, srv.stderr_tail()
+    srv.assert_clean_exit()
+    bad = [(k, s.end, s.errors[:2]) for k, s in enumerate(streams) if not s.clean()]
+    assert not bad, bad
+    assert sum(s.ok for s in streams) == _final_success(srv, "mlp")
