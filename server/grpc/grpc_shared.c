@@ -154,12 +154,13 @@ void srv_grpc__rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelle
     // while the acceptor still holds it for the same socket (which also orders its accept before this).
     int fd;
     unsigned long ino;
-    rc = sscanf(v.peer, "fd:%d:%lu", &fd, &ino) == 2 && ino && conn_inode(g, fd) == ino
-             ? srv_rr_end_fd_connection(v.peer, name, sizeof name)
-             : 0;
-    // with TLS the descriptor is the terminator's socketpair (shut down, it ends the TCP connection
-    // too): the client's address is the terminator's to tell
-    if (rc > 0 && g->relay) (void)srv_gtls_peer(g->relay, fd, ino, name, sizeof name);
+    // With TLS the descriptor is the terminator's socketpair (shut down, it ends the TCP connection too):
+    // the client's address is the terminator's to tell, asked first (the end makes it forget the relay).
+    char tcp[SRV_RR_PEER_MAX];
+    int ours = sscanf(v.peer, "fd:%d:%lu", &fd, &ino) == 2 && ino && conn_inode(g, fd) == ino;
+    int named = ours && g->relay && srv_gtls_peer(g->relay, fd, ino, tcp, sizeof tcp);
+    rc = ours ? srv_rr_end_fd_connection(v.peer, name, sizeof name) : 0;
+    if (rc > 0 && named) snprintf(name, sizeof name, "%s", tcp);
   } else {
     rc = srv_rr_end_connection(v.peer, g->port, &e);
   }
