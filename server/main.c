@@ -519,8 +519,9 @@ int main(int argc, char **argv) {
                       .stream_max_queued = o.grpc_stream_max_queued,
                       .stream_max_queued_bytes = o.grpc_stream_max_queued_bytes,
                       .max_connections = o.grpc_max_connections ? o.grpc_max_connections
-                                         : tls ? (grpc_cap / SRV_GRPC_TLS_FDS_PER_CONN ? grpc_cap / SRV_GRPC_TLS_FDS_PER_CONN : 1)
+                                         : tls ? grpc_cap / SRV_GRPC_TLS_FDS_PER_CONN  // three descriptors each
                                                : grpc_cap};
+  if (go.max_connections < 1) go.max_connections = 1;
   srv_grpc_tls gt = {.certs = tls};
   if (tls) go.tls = &gt;
   if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;

@@ -280,7 +280,8 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
   // outlives EMFILE, which gRPC 1.51's own listener does not; with TLS each goes through the terminator
   // (grpc_tls.h) first, since the core takes an accepted descriptor only with insecure credentials.
   int cap = o->max_connections > 0 ? o->max_connections : srv_gacc_default_max_conns();
-  if (o->tls && o->max_connections <= 0) cap = cap / SRV_GRPC_TLS_FDS_PER_CONN > 0 ? cap / SRV_GRPC_TLS_FDS_PER_CONN : 1;
+  if (o->tls && o->max_connections <= 0)
+    cap = cap / SRV_GRPC_TLS_FDS_PER_CONN > 0 ? cap / SRV_GRPC_TLS_FDS_PER_CONN : 1;
   g->fd_creds = grpc_insecure_server_credentials_create();
   if (!g->fd_creds) {
     err_set(e, ERR_INTERNAL, "gRPC front end: cannot create insecure credentials");
@@ -340,7 +341,8 @@ int srv_grpc_start(srv_grpc *g, err *e) {
     srv_grpc_shutdown(g, 0);
     return (int)e->code;
   }
-  if (g->acc && srv_gacc_start(g->acc, g->relay ? srv_gtls_take : hand_to_core, g->relay ? (void *)g->relay : g, e) != 0) {
+  srv_gacc_hand_fn hand = g->relay ? srv_gtls_take : hand_to_core;  // TLS: through the terminator first
+  if (g->acc && srv_gacc_start(g->acc, hand, g->relay ? (void *)g->relay : g, e) != 0) {
     srv_grpc_shutdown(g, 0);
     return (int)e->code;
   }

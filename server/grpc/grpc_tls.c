@@ -24,7 +24,7 @@
 #include "server/sec/tls_ssl.h"
 
 #define RELAY_CHUNK (64 * 1024)    // one read of either side; what a direction holds at most
-#define TURN_BYTES (1024 * 1024)   // per direction per connection per wake-up: one busy connection cannot starve the rest
+#define TURN_BYTES (1024 * 1024)   // per direction, connection and wake-up: one busy one cannot starve the rest
 #define CLOSE_GRACE_US 5000000LL   // from one side's end to closing the other regardless
 #define PAIR_BUF (256 * 1024)      // the socketpair's send buffers (each way)
 #define LOG_EVERY_US 10000000LL    // one line per incident class this often, counting the rest
@@ -199,8 +199,8 @@ static void rebuild(void *ctx, const srv_tls *set) {
   SSL_CTX *fresh = NULL;
   if (srv_tls_ssl_ctx(set, &t->ssl_opts, &fresh, &e) != 0) {
     snprintf(t->ctx_err, sizeof t->ctx_err, "%s", e.msg);
-    if (t->ctx) LOG("TLS: the new certificates could not be put in service (%s); new connections keep the previous ones",
-                    e.msg);
+    if (t->ctx)
+      LOG("TLS: the new certificates could not be put in service (%s); new connections keep the previous ones", e.msg);
     return;
   }
   t->ctx_err[0] = 0;
@@ -265,7 +265,9 @@ static void pump(srv_gtls *t, gconn *c);
 
 // The socketpair of a relay, in a function of its own for ThreadSanitizer's sake: gRPC closes its end where
 // TSan cannot see (tests/unit/server/grpc_tsan.supp), so the number's next owner reads as racing this call.
-__attribute__((noinline)) static int open_pair(int sv[2]) { return socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv); }
+__attribute__((noinline)) static int open_pair(int sv[2]) {
+  return socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv);
+}
 
 // The handshake finished: a socketpair, one end to the core.
 static int to_core(srv_gtls *t, gconn *c) {

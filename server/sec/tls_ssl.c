@@ -77,8 +77,8 @@ static int use_pems(SSL_CTX *ctx, const srv_tls *t, const srv_tls_ssl_opts *o, e
   ERR_clear_error();
   if (!ok || n == 0) return ctx_fail(e, o, "root-cert");
   // OPTIONAL: a certificate that is sent must verify; REQUIRED: one must be sent
-  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | (o->client == SRV_TLS_CLIENT_REQUIRED ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
-                     NULL);
+  int mode = SSL_VERIFY_PEER | (o->client == SRV_TLS_CLIENT_REQUIRED ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0);
+  SSL_CTX_set_verify(ctx, mode, NULL);
   return 0;
 }
 
