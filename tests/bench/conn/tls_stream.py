@@ -5,8 +5,10 @@ inferd's TLS terminator (server/grpc/grpc_tls.h) costs against gRPC's own TLS (a
 
 Each BIN (an inferd binary) serves an identity model (FP32 [-1]) over TLS and plaintext in turn; the client
 (grpcio, one channel, one stream) keeps `inflight` messages of `mb` MB in flight and checks each answer's
-size. Prints one JSON line per (binary, mode): messages/s and MB/s (request + answer bytes). Client and
-server share the machine's cores, so numbers compare only within one run."""
+size. Prints one JSON line per (binary, mode, round): messages/s, MB/s (request + answer bytes) and the
+server's CPU seconds per GB carried (all its threads, and its "inferd-tls" relay thread alone), read from
+/proc: the CPU cost holds up better than the rate where other work shares the cores. Client and server
+share the machine's cores, so rates compare only within one run; --rounds alternates the binaries."""
 
 import argparse
 import json
@@ -52,6 +54,24 @@ def start(binary, repo, extra):
     raise RuntimeError("inferd did not start: %s" % p.wait())
 
 
+def cpu_s(pid, comm=None):
+    """CPU seconds (user + system) of process pid, or of its threads named comm."""
+    tick = os.sysconf("SC_CLK_TCK")
+    if comm is None:
+        f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / tick
+    total = 0.0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            if open("/proc/%d/task/%s/comm" % (pid, tid)).read().strip() != comm:
+                continue
+            f = open("/proc/%d/task/%s/stat" % (pid, tid)).read().rsplit(")", 1)[1].split()
+            total += (int(f[11]) + int(f[12])) / tick
+        except OSError:
+            pass
+    return total
+
+
 def run(port, creds, mb, inflight, secs):
     opts = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
     ch = (grpc.secure_channel("localhost:%d" % port, creds, options=opts) if creds
@@ -78,7 +98,8 @@ def run(port, creds, mb, inflight, secs):
         slots.release()
     dt = time.monotonic() - t0
     ch.close()
-    return n / dt, n * 2 * len(q.raw_input_contents[0]) / dt / 1e6
+    nbytes = n * 2 * len(q.raw_input_contents[0])
+    return n / dt, nbytes / dt / 1e6, nbytes
 
 
 def main():
@@ -88,6 +109,9 @@ def main():
     ap.add_argument("--inflight", type=int, default=4)
     ap.add_argument("--secs", type=float, default=6)
     ap.add_argument("--modes", default="tls,plain")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--handshakes", type=int, default=0,
+                    help="instead: this many TLS connections one after another (handshake, the server's SETTINGS)")
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="tls_stream_")
     ident_repo(os.path.join(d, "repo"))
@@ -95,18 +119,40 @@ def main():
     certs = tls_certs.make_certs(os.path.join(d, "certs"))
     with open(certs["ca"], "rb") as f:
         creds = grpc.ssl_channel_credentials(root_certificates=f.read())
-    for b in a.bins:
-        for mode in a.modes.split(","):
-            extra = tls_certs.server_args(certs, "grpc") if mode == "tls" else []
-            p, port = start(b, os.path.join(d, "repo"), extra)
-            try:
-                run(port, creds if mode == "tls" else None, a.mb, a.inflight, 1)  # warm-up
-                rps, mbps = run(port, creds if mode == "tls" else None, a.mb, a.inflight, a.secs)
-            finally:
-                p.terminate()
-                p.wait(30)
-            print(json.dumps({"bin": b, "mode": mode, "mb": a.mb, "inflight": a.inflight,
-                              "msgs_per_s": round(rps, 1), "MBps": round(mbps)}), flush=True)
+    if a.handshakes:
+        for rnd in range(a.rounds):
+            for b in a.bins:
+                p, port = start(b, os.path.join(d, "repo"), tls_certs.server_args(certs, "grpc"))
+                try:
+                    c0, t0 = cpu_s(p.pid), time.monotonic()
+                    for _ in range(a.handshakes):
+                        with tls_certs.raw_tls(port) as s:
+                            assert len(s.recv(9)) > 0
+                    dt, c1 = time.monotonic() - t0, cpu_s(p.pid)
+                finally:
+                    p.terminate()
+                    p.wait(30)
+                print(json.dumps({"bin": b, "round": rnd, "handshakes_per_s": round(a.handshakes / dt),
+                                  "server_cpu_ms_per_handshake": round((c1 - c0) * 1e3 / a.handshakes, 2)}), flush=True)
+        return
+    for rnd in range(a.rounds):
+        for b in a.bins:
+            for mode in a.modes.split(","):
+                extra = tls_certs.server_args(certs, "grpc") if mode == "tls" else []
+                p, port = start(b, os.path.join(d, "repo"), extra)
+                try:
+                    run(port, creds if mode == "tls" else None, a.mb, a.inflight, 1)  # warm-up
+                    c0, r0 = cpu_s(p.pid), cpu_s(p.pid, "inferd-tls")
+                    rps, mbps, nbytes = run(port, creds if mode == "tls" else None, a.mb, a.inflight, a.secs)
+                    c1, r1 = cpu_s(p.pid), cpu_s(p.pid, "inferd-tls")
+                finally:
+                    p.terminate()
+                    p.wait(30)
+                gb = nbytes / 1e9
+                print(json.dumps({"bin": b, "mode": mode, "round": rnd, "mb": a.mb, "inflight": a.inflight,
+                                  "msgs_per_s": round(rps, 1), "MBps": round(mbps),
+                                  "server_cpu_s_per_GB": round((c1 - c0) / gb, 2) if gb else None,
+                                  "relay_cpu_s_per_GB": round((r1 - r0) / gb, 2) if gb else None}), flush=True)
 
 
 if __name__ == "__main__":
