@@ -14,7 +14,8 @@ Through the real server, with certificates from the openssl CLI (conftest's cert
 - Relay correctness: an identity model echoes 8 MB tensors both ways on ModelStreamInfer streams over TLS,
   several streams and many unary calls at once on one connection plus a second connection, every answer
   compared byte for byte with its own request.
-- A client offering ALPN without h2 (http/1.1 only) is refused in the handshake.
+- A client offering ALPN without h2 (http/1.1 only) is refused in the handshake; one offering no ALPN is closed
+  after it, before HTTP/2 (as gRPC's listener did).
 - The rapid-reset guard ends an abusive TLS connection (the core sees the socketpair) and names its TCP client.
 - SIGTERM: TLS streams end with the documented UNAVAILABLE "shutting down", every answer counted arrives."""
 
@@ -170,6 +171,17 @@ def test_client_without_h2_alpn_refused(start_server, certs):
             ctx.wrap_socket(raw, server_hostname="localhost")
     assert "no application protocol" in str(ei.value), ei.value
     srv.await_stderr(lambda ls: any("TLS handshake with ipv4:127.0.0.1:" in l and "failed" in l for l in ls))
+    # no ALPN at all: the handshake completes and the connection is closed before HTTP/2 (gRPC's own listener
+    # did the same: its peer check wants h2)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(certs["ca"])
+    with socket.create_connection(("127.0.0.1", srv.grpc_port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(9))
+            try:
+                assert s.recv(9) == b""
+            except ConnectionResetError:
+                pass
     # h2 is served
     with tls_certs.raw_tls(srv.grpc_port) as s:
         assert s.selected_alpn_protocol() == "h2"
