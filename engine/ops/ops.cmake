@@ -12,6 +12,8 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_qkv.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_onnx.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/conv.c
+  ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl.c
+  ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl_scan.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/elem.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/elem_unary.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/elem_quant.c
@@ -33,6 +35,7 @@ if(INFERD_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/registry_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/attn/attn_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/conv/conv_cuda.c
+    ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/elem/elem_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/gemm/gemm_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/index/index_cuda.c
