@@ -525,7 +525,14 @@ static int build_graph(eng_graph *g, const Onnx__GraphProto *gp, const src_dir *
     int vi = name ? eng_graph__find_value(g, name) : -1;
     if (vi >= 0 && g->values[vi].kind == ENG_VALUE_CONST) continue;
     eng_io io;
-    if (io_from_value_info(gp->input[i], &io, e) != 0) return err_prefix(e, "graph input: ");
+    if (sub && (!gp->input[i]->type || gp->input[i]->type->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)) {
+      // a subgraph's input may say nothing of its type: the run's
+      memset(&io, 0, sizeof io);
+      snprintf(io.name, sizeof io.name, "%s", name ? name : "");
+      io.ndims = -1;
+    } else if (io_from_value_info(gp->input[i], &io, e) != 0) {
+      return err_prefix(e, "graph input: ");
+    }
     if (!sub && (io.dt == DT_INVALID || io.ndims < 0))
       return err_set(e, ERR_INVALID_ARGUMENT, "graph input '%s' has no element type or shape",
                      io.name);
@@ -611,8 +618,14 @@ static int build_graph(eng_graph *g, const Onnx__GraphProto *gp, const src_dir *
   if (!g->outputs || !g->output_io) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   if (!gp->n_output) return err_set(e, ERR_INVALID_ARGUMENT, "the graph has no outputs");
   for (size_t i = 0; i < gp->n_output; i++) {
-    if (io_from_value_info(gp->output[i], &g->output_io[i], e) != 0)
+    const Onnx__ValueInfoProto *vo = gp->output[i];
+    if (sub && (!vo->type || vo->type->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)) {
+      memset(&g->output_io[i], 0, sizeof g->output_io[i]);
+      snprintf(g->output_io[i].name, sizeof g->output_io[i].name, "%s", vo->name ? vo->name : "");
+      g->output_io[i].ndims = -1;
+    } else if (io_from_value_info(vo, &g->output_io[i], e) != 0) {
       return err_prefix(e, "graph output: ");
+    }
     if (sub) g->output_io[i].dt = sub_edge_dtype(g->output_io[i].dt);
     int vi;
     TRY(resolve(sc, g->output_io[i].name, &vi, e));

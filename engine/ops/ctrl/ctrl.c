@@ -362,11 +362,19 @@ static int infer_loop(const eng_op_params *p, const eng_tensor *in, int n_in, en
     return 0;
   }
 by_body:;
-  // one iteration's shapes, carried values as given
+  // the first iteration's shapes, carried values as given (a body that
+  // reads the iteration number while inferring shapes reads 0; every
+  // iteration's shapes are checked against these as it runs)
   eng_tensor own_in[CTRL_MAX_IO], sub_in[CTRL_MAX_IO], got[CTRL_MAX_IO];
+  int64_t iter0 = 0;
+  uint8_t cond1 = 1;
   memset(own_in, 0, 2 * sizeof own_in[0]);
   own_in[0].dt = DT_INT64;
+  own_in[0].data = &iter0;
+  own_in[0].bytes = sizeof iter0;
   own_in[1].dt = DT_BOOL;
+  own_in[1].data = &cond1;
+  own_in[1].bytes = 1;
   for (int k = 0; k < nc; k++) {
     TRY(ctrl__no_string(&in[2 + k], "carried value", (size_t)k, e));
     own_in[2 + k] = in[2 + k];
@@ -401,6 +409,13 @@ by_body:;
     // the body may end the loop early unless its cond is its input passed
     // through or a constant true
     int bc = eng_graph_output_value(body, 0);
+    for (int hops = 0; hops < 64; hops++) {  // through Identity nodes (exporters write cond_out = Identity(cond_in))
+      const eng_value *x = eng_graph_value(body, (size_t)bc);
+      if (x->kind != ENG_VALUE_NODE) break;
+      const eng_node *idn = eng_graph_node(body, (size_t)x->index);
+      if (strcmp(idn->op_type, "Identity") != 0 || idn->n_in < 1 || idn->in[0] < 0) break;
+      bc = idn->in[0];
+    }
     int through = bc == eng_graph_input_value(body, 1);
     int always = got[0].data && got[0].dt == DT_BOOL && *(const uint8_t *)got[0].data;
     if (!known || !(through || always))
@@ -464,7 +479,7 @@ const eng_op_def eng_ops__ctrl[] = {
      ctrl__plans_destroy},
     {"Loop", 2, 2 + CTRL_MAX_IO, 1, CTRL_MAX_IO, ENG_OP_HOST_PREF0 | ENG_OP_HOST_PREF1 | ENG_OP_IN0_OPTIONAL, parse_loop, infer_loop,
      run_loop, 0, run_loop_state, ctrl__plans_destroy},
-    {"Scan", 1, CTRL_MAX_IO, 1, CTRL_MAX_IO, 0, ctrl__parse_scan, ctrl__infer_scan, ctrl__run_scan, 0,
+    {"Scan", 1, CTRL_MAX_IO, 1, CTRL_MAX_IO, ENG_OP_IN0_OPTIONAL, ctrl__parse_scan, ctrl__infer_scan, ctrl__run_scan, 0,
      ctrl__run_scan_state, ctrl__plans_destroy},
 };
 const size_t eng_ops__n_ctrl = sizeof eng_ops__ctrl / sizeof eng_ops__ctrl[0];
