@@ -27,6 +27,7 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/norm/norm.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce.c
   ${CMAKE_CURRENT_LIST_DIR}/resize/resize.c
+  ${CMAKE_CURRENT_LIST_DIR}/select/select.c
   ${CMAKE_CURRENT_LIST_DIR}/str/str.c)
 target_link_libraries(inferd_ops PUBLIC inferd_graph_ir inferd_cpu_prims inferd_kernels inferd_base
   PkgConfig::OPENBLAS ${MATH_LIB})
@@ -41,5 +42,6 @@ if(INFERD_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/index/index_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/norm/norm_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce_cuda.c
-    ${CMAKE_CURRENT_LIST_DIR}/resize/resize_cuda.c)
+    ${CMAKE_CURRENT_LIST_DIR}/resize/resize_cuda.c
+    ${CMAKE_CURRENT_LIST_DIR}/select/select_cuda.c)
 endif()
