@@ -474,6 +474,11 @@ static int load_subgraphs(eng_node *n, const Onnx__NodeProto *np, const src_dir 
     if (!a->g) continue;
     if (!a->has_type || a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH) continue;
     eng_attr *d = &n->attrs[i];
+    int depth = 0;
+    for (const scope *s = sc; s; s = s->parent) depth++;
+    if (depth > 32)  // each level is a plan inside a node's run: bounded, as the stack is
+      return err_set(e, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): subgraphs nested more than 32 deep",
+                     n->name, n->op_type);
     eng_graph *sub = calloc(1, sizeof *sub);
     if (!sub) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     d->g = sub;  // owned by the attribute from here on, also on failure
