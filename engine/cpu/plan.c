@@ -1022,3 +1022,27 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
   }
   return 0;
 }
+
+// --- the subgraph runner of the ops with subgraphs (eng_sub_api, ops.h):
+// each subgraph becomes a plan of its own, max_batch 0, planned at its first
+// run and re-planned when a run's shapes differ, as any plan. Here, not in a
+// file of its own, since the plan sets it into every node's params.
+
+static int sub_create(const eng_graph *g, void **plan, err *e) {
+  eng_plan *p = NULL;
+  TRY(eng_plan_create(g, 0, &p, e));
+  *plan = p;
+  return 0;
+}
+
+static void sub_destroy(void *plan) { eng_plan_destroy(plan); }
+
+static int sub_infer(void *plan, const eng_tensor *in, size_t n_in, eng_tensor *out, size_t n_out, err *e) {
+  return eng_plan_infer(plan, in, n_in, out, n_out, e);
+}
+
+static int sub_run(void *plan, const eng_tensor *in, size_t n_in, eng_tensor *out, size_t n_out, err *e) {
+  return eng_plan_run(plan, in, n_in, out, n_out, e);
+}
+
+const eng_sub_api eng_plan__sub_api = {sub_create, sub_destroy, sub_infer, sub_run};

@@ -143,7 +143,7 @@ int eng_plan__find_value_inputs(eng_plan *p, err *e);
 int eng_plan__load_value_inputs(eng_plan *p, const eng_tensor *inputs, err *e);
 void eng_plan__free_value_inputs(eng_plan *p);
 
-// The CPU plan's subgraph runner for the ops with subgraphs (plan_sub.c):
+// The CPU plan's subgraph runner for the ops with subgraphs (plan.c):
 // a subgraph planned as its own eng_plan (max_batch 0), inferred and run
 // through eng_plan_infer and eng_plan_run.
 extern const eng_sub_api eng_plan__sub_api;

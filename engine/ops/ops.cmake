@@ -13,6 +13,7 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_onnx.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/conv.c
   ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl.c
+  ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl_common.c
   ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl_scan.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/elem.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/elem_unary.c

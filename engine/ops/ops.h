@@ -14,7 +14,7 @@
 
 // What an op with subgraphs (If, Loop, Scan: engine/ops/ctrl/) needs of the
 // backend that runs it: a plan for a subgraph, its shape inference and its
-// run. The CPU plan sets eng_op_params.sub to its own (plan_sub.c); where it
+// run. The CPU plan sets eng_op_params.sub to its own (plan.c); where it
 // is NULL (constant folding at load) such an op does not run. A subgraph's
 // inputs are its own, then its outer inputs (eng_graph_n_outer), all in
 // internal types (FP32 for floats); outputs as eng_plan_run's.

@@ -47,7 +47,7 @@ int ctrl__same(const eng_tensor *a, const eng_tensor *b);
 // "FP32 [2, 3]" into buf.
 const char *ctrl__desc(const eng_tensor *t, char *buf, size_t cap);
 
-// Scan (ctrl_scan.c).
+// Scan (ctrl_scan.c), listed in ctrl.c's table. The rest above: ctrl_common.c.
 int ctrl__parse_scan(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
 int ctrl__infer_scan(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
 int ctrl__run_scan(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
