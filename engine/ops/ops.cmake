@@ -21,6 +21,8 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/gemm/gemm.c
   ${CMAKE_CURRENT_LIST_DIR}/gemm/einsum.c
   ${CMAKE_CURRENT_LIST_DIR}/gemm/dft.c
+  ${CMAKE_CURRENT_LIST_DIR}/gemm/window.c
+  ${CMAKE_CURRENT_LIST_DIR}/gemm/det.c
   ${CMAKE_CURRENT_LIST_DIR}/gemm/rnn.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index_scatter.c
