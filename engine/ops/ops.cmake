@@ -12,6 +12,7 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_qkv.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_onnx.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/conv.c
+  ${CMAKE_CURRENT_LIST_DIR}/conv/col2im.c
   ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl.c
   ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl_common.c
   ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl_scan.c
@@ -30,6 +31,7 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/norm/norm.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce.c
   ${CMAKE_CURRENT_LIST_DIR}/resize/resize.c
+  ${CMAKE_CURRENT_LIST_DIR}/resize/resize_grid.c
   ${CMAKE_CURRENT_LIST_DIR}/select/select.c
   ${CMAKE_CURRENT_LIST_DIR}/str/str.c)
 target_link_libraries(inferd_ops PUBLIC inferd_graph_ir inferd_cpu_prims inferd_kernels inferd_base
