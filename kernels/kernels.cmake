@@ -7,6 +7,7 @@ add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attn/k_attn.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/k_paged_attn.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/k_rope.c
+  ${CMAKE_CURRENT_LIST_DIR}/attn/k_linear_attn.c
   ${CMAKE_CURRENT_LIST_DIR}/index/k_embed.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/k_mlp_act.c
   ${CMAKE_CURRENT_LIST_DIR}/norm/k_norm.c
