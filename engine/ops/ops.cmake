@@ -12,6 +12,7 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_qkv.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_onnx.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_linear.c
+  ${CMAKE_CURRENT_LIST_DIR}/attn/attn_cache.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/conv.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/col2im.c
   ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl.c

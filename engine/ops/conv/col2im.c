@@ -2,8 +2,8 @@
 // [N, C * prod(block), L] back into an image [N, C, image...], any spatial
 // rank, with strides, dilations and pads) and CausalConvWithState (a causal
 // depthwise 1-D convolution over [past_state, input], optional bias and
-// SiLU, also giving the last k - 1 positions as present_state), listed in
-// conv.c's table. Col2Im's image_shape and block_shape are read while
+// SiLU, also giving the last k - 1 positions as present_state) and
+// MaxUnpool (MaxPool's inverse from its indices), listed in conv.c's table. Col2Im's image_shape and block_shape are read while
 // planning (host_in).
 #include <math.h>
 #include <string.h>
@@ -164,6 +164,77 @@ int eng_ops__run_causal_conv(const eng_op_params *p, const eng_tensor *in, int n
     if (st)
       for (int64_t j = 0; j < k - 1; j++) st[bc * (k - 1) + j] = PADDED(P - (k - 1) + j);
 #undef PADDED
+  }
+  return 0;
+}
+
+// --- MaxUnpool: X [N, C, spatial...] and its MaxPool indices I into zeros
+// of the unpooled shape (from kernel_shape, strides, pads), placed at the
+// start of output_shape when that input is given (read while planning).
+
+static int unpool_shape(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *inferred, int64_t *y,
+                        err *e) {
+  const eng_tensor *x = &in[0];
+  int sp = x->ndims - 2;
+  if (sp < 1 || x->dt != DT_FP32) return err_set(e, ERR_INVALID_ARGUMENT, "X must be a float [N, C, spatial...]");
+  if (in[1].dt != DT_INT64 || in[1].ndims != x->ndims ||
+      memcmp(in[1].dims, x->dims, (size_t)x->ndims * sizeof x->dims[0]) != 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "I must be INT64 of X's shape");
+  int64_t ks[ENG_MAX_DIMS], st[ENG_MAX_DIMS], pads[2 * ENG_MAX_DIMS];
+  int nk;
+  TRY(eng_ops__attr_ints(p->node, "kernel_shape", ks, ENG_MAX_DIMS, &nk, e));
+  if (nk != sp) return err_set(e, ERR_INVALID_ARGUMENT, "kernel_shape must have %d values", sp);
+  TRY(attr_or(p->node, "strides", st, sp, 1, e));
+  TRY(attr_or(p->node, "pads", pads, 2 * sp, 0, e));
+  inferred[0] = x->dims[0], inferred[1] = x->dims[1];
+  for (int d = 0; d < sp; d++) inferred[2 + d] = (x->dims[2 + d] - 1) * st[d] - (pads[d] + pads[sp + d]) + ks[d];
+  memcpy(y, inferred, (size_t)x->ndims * sizeof *y);
+  if (op_given(in, n_in, 2)) {
+    int n;
+    TRY(eng_ops__read_ints(&in[2], "output_shape", y, ENG_MAX_DIMS, &n, e));
+    if (n != x->ndims) return err_set(e, ERR_INVALID_ARGUMENT, "output_shape must have %d values", x->ndims);
+    for (int d = 0; d < n; d++)
+      if (y[d] < inferred[d])
+        return err_set(e, ERR_INVALID_ARGUMENT, "output_shape[%d] = %lld is below the unpooled %lld", d,
+                       (long long)y[d], (long long)inferred[d]);
+  }
+  return 0;
+}
+
+int eng_ops__infer_max_unpool(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                              err *e) {
+  (void)n_out;
+  int64_t inf[ENG_MAX_DIMS], y[ENG_MAX_DIMS];
+  TRY(unpool_shape(p, in, n_in, inf, y, e));
+  out[0] = in[0];
+  out[0].data = NULL;
+  memcpy(out[0].dims, y, sizeof y);
+  return 0;
+}
+
+int eng_ops__run_max_unpool(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                            err *e) {
+  (void)n_out;
+  int64_t inf[ENG_MAX_DIMS], y[ENG_MAX_DIMS];
+  TRY(unpool_shape(p, in, n_in, inf, y, e));
+  int r = in[0].ndims;
+  size_t total = (size_t)eng_numel(r, inf), n = op_numel(&in[0]);
+  float *o = out[0].data;
+  memset(o, 0, op_numel(&out[0]) * sizeof *o);
+  const float *x = in[0].data;
+  const int64_t *idx = in[1].data;
+  for (size_t i = 0; i < n; i++) {
+    if (idx[i] < 0 || (size_t)idx[i] >= total)
+      return err_set(e, ERR_INVALID_ARGUMENT, "I[%zu] = %lld is outside the unpooled tensor (%zu elements)", i,
+                     (long long)idx[i], total);
+    // the flat index in the unpooled shape, placed at the start of y's
+    size_t rest = (size_t)idx[i], at = 0, stride = 1;
+    for (int d = r - 1; d >= 0; d--) {
+      at += (rest % (size_t)inf[d]) * stride;
+      rest /= (size_t)inf[d];
+      stride *= (size_t)y[d];
+    }
+    o[at] = x[i];
   }
   return 0;
 }
