@@ -1,8 +1,10 @@
 // engine/ops/resize/resize_grid.c: CenterCropPad (crop or zero-pad each
-// named axis to a size, centred) and AffineGrid (the sampling grid of an
-// affine transform, the input GridSample takes), listed in resize.c's table.
+// named axis to a size, centred), AffineGrid (the sampling grid of an
+// affine transform, the input GridSample takes) and RoiAlign (bilinear
+// pooling of regions), listed in resize.c's table.
 // Their sizes (CenterCropPad's shape, AffineGrid's size) are read while
 // planning (host_in).
+#include <math.h>
 #include <string.h>
 
 #include "engine/ops/ops_common.h"
@@ -140,6 +142,111 @@ int eng_ops__run_affine_grid(const eng_op_params *p, const eng_tensor *in, int n
             *g++ = (float)acc;
           }
         }
+  }
+  return 0;
+}
+
+// --- RoiAlign: X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices
+// [R] -> [R, C, output_height, output_width], bilinear samples averaged (or
+// their largest weighted corner, mode max) per bin, as onnxruntime and
+// onnx's reference compute them. p->node keeps the attributes; p->coord:
+// half_pixel (the default from opset 16; output_half_pixel before).
+
+int eng_ops__parse_roi_align(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g;
+  const char *ct = op_attr_str(n, "coordinate_transformation_mode", opset >= 16 ? "half_pixel" : "output_half_pixel");
+  static const char *const cts[] = {"output_half_pixel", "half_pixel", NULL};
+  static const char *const modes[] = {"avg", "max", NULL};
+  TRY(eng_ops__enum(ct, cts, "coordinate_transformation_mode", &p->coord, e));
+  TRY(eng_ops__enum(op_attr_str(n, "mode", "avg"), modes, "mode", &p->mode, e));
+  p->node = n;
+  return 0;
+}
+
+int eng_ops__infer_roi_align(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                             err *e) {
+  (void)n_in, (void)n_out;
+  const eng_tensor *x = &in[0], *r = &in[1], *bi = &in[2];
+  if (x->dt != DT_FP32 || x->ndims != 4 || r->dt != DT_FP32 || r->ndims != 2 || r->dims[1] != 4 || bi->ndims != 1 ||
+      bi->dims[0] != r->dims[0] || bi->dt != DT_INT64)
+    return err_set(e, ERR_INVALID_ARGUMENT, "expected X float [N, C, H, W], rois float [R, 4], batch_indices INT64 [R]");
+  out[0] = *x;
+  out[0].data = NULL;
+  out[0].dims[0] = r->dims[0];
+  out[0].dims[2] = op_attr_int(p->node, "output_height", 1);
+  out[0].dims[3] = op_attr_int(p->node, "output_width", 1);
+  if (out[0].dims[2] < 1 || out[0].dims[3] < 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "output_height and output_width must be >= 1");
+  return 0;
+}
+
+// One bilinear sample at (y, x): its four corners' flat positions and weights (all 0 outside).
+static void roi_sample(double y, double x, int64_t H, int64_t W, int64_t pos[4], double w[4]) {
+  if (y < -1.0 || y > (double)H || x < -1.0 || x > (double)W) {
+    for (int k = 0; k < 4; k++) pos[k] = 0, w[k] = 0;
+    return;
+  }
+  if (y < 0) y = 0;
+  if (x < 0) x = 0;
+  int64_t yl = (int64_t)y, xl = (int64_t)x, yh, xh;
+  if (yl >= H - 1) yh = yl = H - 1, y = (double)yl;
+  else yh = yl + 1;
+  if (xl >= W - 1) xh = xl = W - 1, x = (double)xl;
+  else xh = xl + 1;
+  double ly = y - (double)yl, lx = x - (double)xl, hy = 1 - ly, hx = 1 - lx;
+  pos[0] = yl * W + xl, pos[1] = yl * W + xh, pos[2] = yh * W + xl, pos[3] = yh * W + xh;
+  w[0] = hy * hx, w[1] = hy * lx, w[2] = ly * hx, w[3] = ly * lx;
+}
+
+int eng_ops__run_roi_align(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                           err *e) {
+  (void)n_in, (void)n_out;
+  const eng_tensor *x = &in[0];
+  int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], R = in[1].dims[0];
+  int64_t PH = out[0].dims[2], PW = out[0].dims[3], sr = op_attr_int(p->node, "sampling_ratio", 0);
+  double scale = op_attr_float(p->node, "spatial_scale", 1.0f), off = p->coord == 1 ? 0.5 : 0.0;
+  const float *xs = x->data, *rois = in[1].data;
+  const int64_t *bidx = in[2].data;
+  float *y = out[0].data;
+  for (int64_t r = 0; r < R; r++) {
+    int64_t b = bidx[r];
+    if (b < 0 || b >= N)
+      return err_set(e, ERR_INVALID_ARGUMENT, "batch_indices[%lld] = %lld is outside 0..%lld", (long long)r, (long long)b,
+                     (long long)(N - 1));
+    const float *ro = rois + r * 4;
+    double sw = ro[0] * scale - off, sh = ro[1] * scale - off, rw = ro[2] * scale - off - sw,
+           rh = ro[3] * scale - off - sh;
+    if (p->coord == 0) {
+      if (rw < 1) rw = 1;
+      if (rh < 1) rh = 1;
+    }
+    double bh = rh / (double)PH, bw = rw / (double)PW;
+    int64_t gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)PH), gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)PW);
+    double count = (double)(gh * gw > 1 ? gh * gw : 1);
+    for (int64_t c = 0; c < C; c++) {
+      const float *plane = xs + (b * C + c) * H * W;
+      for (int64_t ph = 0; ph < PH; ph++)
+        for (int64_t pw = 0; pw < PW; pw++) {
+          double acc = 0;
+          int first = 1;
+          for (int64_t iy = 0; iy < gh; iy++)
+            for (int64_t ix = 0; ix < gw; ix++) {
+              int64_t pos[4];
+              double w[4];
+              roi_sample(sh + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh,
+                         sw + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw, H, W, pos, w);
+              if (p->mode == 0) {
+                for (int k = 0; k < 4; k++) acc += w[k] * plane[pos[k]];
+              } else {
+                double v = w[0] * plane[pos[0]];
+                for (int k = 1; k < 4; k++) v = fmax(v, w[k] * plane[pos[k]]);
+                acc = first ? v : fmax(acc, v);
+                first = 0;
+              }
+            }
+          y[((r * C + c) * PH + ph) * PW + pw] = (float)(p->mode == 0 ? acc / count : acc);
+        }
+    }
   }
   return 0;
 }
