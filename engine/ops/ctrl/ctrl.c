@@ -191,14 +191,17 @@ static int loop_exec(const eng_op_params *p, ctrl_plans *st, const eng_tensor *i
   int cond = 1;
   if (in[0].dt != DT_INVALID) TRY(read_trip(&in[0], &trip, e));
   if (in[1].dt != DT_INVALID) TRY(read_cond(&in[1], &cond, e));
-  for (int k = 0; k < nc; k++) {
-    TRY(ctrl__no_string(&in[2 + k], "carried value", (size_t)k, e));
-    r->carried[k].data = NULL;
-    TRY(copy_tensor(&r->carried[k], &in[2 + k], e));
+  int rc = 0;
+  for (int k = 0; k < nc && !rc; k++) {
+    rc = ctrl__no_string(&in[2 + k], "carried value", (size_t)k, e);
+    if (!rc) rc = copy_tensor(&r->carried[k], &in[2 + k], e);
   }
   void *plan = NULL;
-  TRY(ctrl__plan(p, st, 0, body, &plan, e));
-  int rc = 0;
+  if (!rc) rc = ctrl__plan(p, st, 0, body, &plan, e);
+  if (rc) {
+    loop_result_free(r);
+    return rc;
+  }
   int64_t i = 0;
   for (; i < trip && cond && !rc; i++) {
     uint8_t c8 = 1;
