@@ -388,6 +388,45 @@ static void test_bad_models(void) {
   expect_error(b, 4, "number of iterations", "not known when planning");
 }
 
+// A body that fails at its third iteration (Gather of the iteration number
+// from 2 values): the run fails naming the iteration and the body's error,
+// nothing leaks, and the plan runs again afterwards.
+static void test_loop_body_fails(void) {
+  ob *b = ob_new(13);
+  float vals[2] = {5, 7};
+  ob_input(b, "m", I64, 0, NULL);
+  ob_init(b, "vals", F, 1, D2, vals, sizeof vals);
+  float zero = 0;
+  ob_init(b, "acc0", F, 0, NULL, &zero, sizeof zero);
+  ob *s = ob_new(13);
+  ob_input(s, "i", I64, 0, NULL);
+  ob_input(s, "c", BOOL, 0, NULL);
+  ob_input(s, "acc", F, 0, NULL);
+  ob_node(s, "Gather", "g", "vals,i", "v");
+  ob_node(s, "Add", "add", "acc,v", "acc_out");
+  ob_node(s, "Identity", "c_id", "c", "c_out");
+  ob_output(s, "c_out", BOOL, 0, NULL);
+  ob_output(s, "acc_out", F, 0, NULL);
+  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", "m,,acc0", "total");
+  ob_attr_g(b, n, "body", s);
+  ob_output(b, "total", F, 0, NULL);
+  tc c;
+  int rc = tc_load(&c, b, 0);
+  CHECK_EQ_INT(rc, 0);
+  if (!rc) {
+    int64_t m = 3;
+    eng_tensor in = T(DT_INT64, 0, NULL, &m);
+    rc = eng_plan_run(c.p, &in, 1, c.out, 1, &c.e);
+    CHECK(rc != 0);
+    CHECK_CONTAINS(c.e.msg, "iteration 2");
+    m = 2;
+    CHECK_EQ_INT(eng_plan_run(c.p, &in, 1, c.out, 1, &c.e), 0);
+    float want = 12;
+    check_f32(&c.out[0], 0, NULL, &want);
+  }
+  tc_close(&c);
+}
+
 // The shape-from-values ops in a batched model: refused (their input would
 // mix the batch's requests), saying which input.
 static void test_select_batched(void) {
@@ -408,6 +447,7 @@ int main(void) {
   test_if_branch_shapes();
   test_scan_reverse();
   test_bad_models();
+  test_loop_body_fails();
   test_select_batched();
   CHECK_DONE();
 }
