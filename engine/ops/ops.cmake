@@ -32,6 +32,7 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/index/index_space.c
   ${CMAKE_CURRENT_LIST_DIR}/norm/norm.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce.c
+  ${CMAKE_CURRENT_LIST_DIR}/reduce/tfidf.c
   ${CMAKE_CURRENT_LIST_DIR}/resize/resize.c
   ${CMAKE_CURRENT_LIST_DIR}/resize/resize_grid.c
   ${CMAKE_CURRENT_LIST_DIR}/select/select.c
