@@ -399,6 +399,41 @@ static int run_loop_state(eng_op_state *st, const eng_op_params *p, const eng_te
   return exec_loop(p, c, in, out, n_out, e);
 }
 
+// --- OptionalHasElement, OptionalGetElement on plain tensors: a tensor
+// given is an optional holding it; an input omitted ("" or none) is an
+// empty one. Optional and sequence values themselves have no KServe form
+// and no plan value; these two cover what a graph of tensors can ask.
+
+static int infer_has_element(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                             err *e) {
+  (void)p, (void)in, (void)n_in, (void)n_out, (void)e;
+  memset(&out[0], 0, sizeof out[0]);
+  out[0].dt = DT_BOOL;
+  return 0;
+}
+
+static int run_has_element(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                           err *e) {
+  (void)p, (void)n_out, (void)e;
+  *(uint8_t *)out[0].data = n_in > 0 && in[0].dt != DT_INVALID;
+  return 0;
+}
+
+static int infer_get_element(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                             err *e) {
+  (void)p, (void)n_in, (void)n_out, (void)e;
+  out[0] = in[0];
+  out[0].data = NULL;
+  return 0;
+}
+
+static int run_get_element(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                           err *e) {
+  (void)p, (void)n_in, (void)n_out, (void)e;
+  if (out[0].data != in[0].data && ctrl__bytes(&in[0])) memcpy(out[0].data, in[0].data, ctrl__bytes(&in[0]));
+  return 0;
+}
+
 // --- table
 
 const eng_op_def eng_ops__ctrl[] = {
@@ -406,6 +441,9 @@ const eng_op_def eng_ops__ctrl[] = {
      ctrl__plans_destroy},
     {"Loop", 2, 2 + CTRL_MAX_IO, 1, CTRL_MAX_IO, ENG_OP_HOST_PREF0 | ENG_OP_HOST_PREF1 | ENG_OP_IN0_OPTIONAL, parse_loop, infer_loop,
      run_loop, 0, run_loop_state, ctrl__plans_destroy},
+    {"OptionalHasElement", 0, 1, 1, 1, ENG_OP_IN0_OPTIONAL | ENG_OP_SHAPE_ONLY, op_parse_none, infer_has_element,
+     run_has_element, 0, NULL, NULL},
+    {"OptionalGetElement", 1, 1, 1, 1, ENG_OP_ALIAS, op_parse_none, infer_get_element, run_get_element, 0, NULL, NULL},
     {"Scan", 1, CTRL_MAX_IO, 1, CTRL_MAX_IO, ENG_OP_IN0_OPTIONAL, ctrl__parse_scan, ctrl__infer_scan, ctrl__run_scan, 0,
      ctrl__run_scan_state, ctrl__plans_destroy},
 };
