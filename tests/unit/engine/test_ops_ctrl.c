@@ -134,9 +134,9 @@ static void test_loop_while(void) {
 // branch graph: out = Add(s_in, v), both from enclosing scopes
 static ob *add_branch(const char *v) {
   ob *s = ob_new(13);
-  ob_node(s, "Add", "add", "s_in", "r");
-  s->g.node[0]->input[1] = ob_str(s, v);
-  s->g.node[0]->n_input = 2;
+  char ins[64];
+  snprintf(ins, sizeof ins, "s_in,%s", v);
+  ob_node(s, "Add", "add", ins, "r");
   ob_output(s, "r", F, 1, D1);
   return s;
 }
