@@ -142,8 +142,9 @@ int eng_cuda__create(const eng_graph *g, int max_batch, int device, const eng_cu
     // host for each signature and needs no kernel (eng_cuda__check_folds re-checks)
     bool host = (pl->have_sig && pl->folded[i]) || (n->n_out > 0 && n->out[0] >= 0 && derived[n->out[0]]);
     if (!p->ops[i] && !host) {
-      ret = err_set(e, ERR_UNIMPLEMENTED, "node '%s': op %s not yet supported on CUDA", n->name,
-                    n->op_type);
+      ret = err_set(e, ERR_UNIMPLEMENTED,
+                    "node '%s': op %s not yet supported on CUDA (serve the model with instance_group "
+                    "[ { kind: KIND_CPU } ]: the CPU plan runs it)", n->name, n->op_type);
       free(derived);
       goto fail;
     }
