@@ -12,7 +12,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <unistd.h>
+
 #include "batcher/iter.h"
+#include "engine/llm/chat_template.h"
+#include "engine/llm/tokenizer.h"
 #include "engine/llm/llm_model.h"
 #include "engine/llm/llm_step.h"
 #include "engine/model.h"
@@ -113,10 +117,21 @@ struct srv_llm {
   pthread_mutex_t stop_mu;
   _Atomic uint64_t prompt_tokens, generated_tokens;
   prof_hist *ttft, *itl;
+  eng_tok *tok;                // NULL: no tokenizer.json
+  eng_chat_template *chat;     // NULL: no chat template
 };
 
 int64_t srv_llm_vocab(const srv_llm *l) {
   return l->mc->vocab;
+}
+const eng_tok *srv_llm_tokenizer(const srv_llm *l) {
+  return l->tok;
+}
+const eng_chat_template *srv_llm_chat_template(const srv_llm *l) {
+  return l->chat;
+}
+const char *srv_llm_name(const srv_llm *l) {
+  return l->name;
 }
 int64_t srv_llm_max_model_len(const srv_llm *l) {
   return l->max_model_len;
@@ -276,6 +291,7 @@ static int step(runner *rn) {
         eng_llm_sample(rn->sampler, lg, &q->sampling, w->seq->tokens, w->seq->n_tokens, (uint64_t)w->seq->n_generated);
     rn->sampled[k] = tok;
     rn->stopped[k] = (uint8_t)(is_end(l, q, tok) || stop_word_hit(q, w->seq, tok));
+    if (q->sink.token && q->sink.token(q->sink.ctx, tok, rn->stopped[k])) rn->stopped[k] = 1;
     prof_hist_record(w->seq->n_generated == 0 ? l->ttft : l->itl,
                      now - (w->seq->n_generated == 0 ? q->t_recv_us : q->t_last_us));
     q->t_last_us = now;
@@ -425,6 +441,27 @@ static int runner_open(srv_llm *l, runner *rn, int idx, err *e) {
   return 0;
 }
 
+// The tokenizer and chat template, when the checkpoint has tokenizer.json: the text endpoints' (llm_text.h).
+static int load_text(srv_llm *l, const char *dir, err *e) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  if (access(path, F_OK) != 0) return 0;
+  if (eng_tok_create(dir, &l->tok, e) != 0) return err_prefix(e, "tokenizer: "), e->code;
+  int64_t tv = eng_tok_vocab_size(l->tok);
+  if (tv > l->mc->vocab)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "tokenizer: its %" PRId64 " ids go past the model's vocabulary of %" PRId64
+                   " (config.json vocab_size): tokenizer.json belongs to another model",
+                   tv, l->mc->vocab);
+  err ce = {0};
+  l->chat = eng_chat_template_load(dir, &ce);
+  if (!l->chat && ce.code != ERR_NOT_FOUND) {
+    *e = ce;
+    return err_prefix(e, "chat template: "), e->code;
+  }
+  return 0;
+}
+
 int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_name, srv_llm **out, err *e) {
   *out = NULL;
   srv_llm *l = calloc(1, sizeof *l);
@@ -439,6 +476,10 @@ int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_na
   }
   l->mc = eng_llm_model_config(l->model);
   const eng_llm_config *mc = l->mc;
+  if (load_text(l, dir, e) != 0) {
+    srv_llm_destroy(l);
+    return e->code;
+  }
   int64_t mml = cfg->max_model_len;
   if (!mml) mml = mc->max_pos > 0 ? (mc->max_pos < 8192 ? mc->max_pos : 8192) : 8192;
   char buf[sizeof e->msg];
@@ -518,6 +559,8 @@ void srv_llm_destroy(srv_llm *l) {
   prof_hist_destroy(l->ttft);
   prof_hist_destroy(l->itl);
   eng_llm_model_destroy(l->model);
+  eng_chat_template_destroy(l->chat);
+  eng_tok_destroy(l->tok);
   pthread_mutex_destroy(&l->stop_mu);
   free(l);
 }
