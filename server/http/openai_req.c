@@ -113,6 +113,9 @@ static int read_prompt(const cJSON *x, srv_oai_req *q, char *param, size_t cap, 
     q->prompt_len = strlen(x->valuestring);
     return 0;
   }
+  if (cJSON_IsArray(x) && cJSON_GetArraySize(x) > 1 && (cJSON_IsString(x->child) || cJSON_IsArray(x->child)))
+    return fail(param, cap, "prompt", e, "'prompt' holds %s prompts: this server answers one prompt per request",
+                "several");
   if (cJSON_IsArray(x) && cJSON_GetArraySize(x) > 0) {
     int n = cJSON_GetArraySize(x);
     q->ids = malloc((size_t)n * sizeof *q->ids);
@@ -127,9 +130,6 @@ static int read_prompt(const cJSON *x, srv_oai_req *q, char *param, size_t cap, 
     }
     return 0;
   }
-  if (cJSON_IsArray(x) && cJSON_GetArraySize(x) > 1)
-    return fail(param, cap, "prompt", e, "'prompt' holds %s prompts: this server answers one prompt per request",
-                "several");
   return fail(param, cap, "prompt", e, "'prompt' is a string, a list of one string, or a list of token ids%s", "");
 }
 

@@ -315,8 +315,10 @@ static void complete(srv_rest *r, const srv_http_request *req, srv_http_response
   srv_llm_text_sink sink = {.ctx = j, .emit = emit, .cancelled = cancelled};
   if (srv_llm_text_submit(v->llm, &tp, &sink, &e) != 0) {
     atomic_fetch_sub(&v->stats.pending, 1);
-    if (strstr(e.msg, "max_tokens")) pm = "max_tokens";
-    if (strstr(e.msg, "context length")) pm = kind == SRV_OAI_CHAT ? "messages" : "prompt";
+    if (strstr(e.msg, "max_tokens"))
+      pm = "max_tokens";
+    else if (strstr(e.msg, "context length") || strstr(e.msg, "prompt"))
+      pm = kind == SRV_OAI_CHAT ? "messages" : "prompt";
     goto refuse;
   }
   srv_rest__gen_defer(j, req, resp);
