@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "engine/llm/chat_template.h"
+#include "kernels/base/utf8.h"
 #include "server/core/llm_serve.h"
 #include "server/core/llm_text.h"
 #include "server/core/registry.h"
@@ -223,6 +224,9 @@ static void complete(srv_rest *r, const srv_http_request *req, srv_http_response
   srv_server *s = r->s;
   if (srv_http_json_nul(req->body ? req->body : "", req->body_len))
     return set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG, NULL, NULL);
+  // JSON is UTF-8 (RFC 8259); cJSON would pass other bytes through into the strings
+  if (!utf8_valid(req->body ? req->body : "", req->body_len))
+    return set_error(resp, 400, "the request body is not valid JSON: it is not UTF-8 text", NULL, NULL);
   srv_json js = {0};
   err e = {0};
   if (srv_jsonmem_parse(s->jsonmem, req->body ? req->body : "", req->body_len, &js, &e) != 0) {
