@@ -289,6 +289,8 @@ static int read_input(const srv_llm_cfg *c, const char *key, const cJSON *x, gen
                    key, names);
   }
   srv_llm_params *p = &g->p;
+  if (k >= SRV_LLM_IN_TEXT)
+    return err_set(e, ERR_INVALID_ARGUMENT, "'%s' goes with text_input (the vLLM backend's form), not input_ids", key);
   if (k == SRV_LLM_IN_IDS) {
     int n = count_leaves(x);
     g->ids = malloc((size_t)(n ? n : 1) * sizeof *g->ids);

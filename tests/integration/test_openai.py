@@ -471,3 +471,102 @@ def test_client_gone_mid_stream_frees_blocks_others_go_on(srv, oc):
     await_metric(srv, "inferd_llm_running_sequences", "slow_text", lambda v: v == 0)
     await_metric(srv, "inferd_llm_kv_blocks_used", "slow_text", lambda v: v == 0)
     assert metric(srv, "inferd_llm_generated_tokens_total", "slow_text") - g0 < 2900
+
+
+# --- ModelStreamInfer with Triton's vLLM backend's tensors
+
+
+def vllm_inputs(prompt, params, stream=None, exclude=None):
+    import tritonclient.grpc as grpcclient
+    ins = []
+
+    def add(name, arr, dt):
+        t = grpcclient.InferInput(name, list(arr.shape), dt)
+        t.set_data_from_numpy(arr)
+        ins.append(t)
+
+    add("text_input", np.array([prompt.encode()], dtype=np.object_), "BYTES")
+    if params is not None:
+        add("sampling_parameters", np.array([json.dumps(params).encode()], dtype=np.object_), "BYTES")
+    if stream is not None:
+        add("stream", np.array([stream]), "BOOL")
+    if exclude is not None:
+        add("exclude_input_in_output", np.array([exclude]), "BOOL")
+    return ins
+
+
+def vllm_stream(srv, requests):
+    """Sends each (id, inputs) on one gRPC stream; returns {id: ([text_output of each response], final seen,
+    error)} once every request has its final response or an error."""
+    import tritonclient.grpc as grpcclient
+    c = grpcclient.InferenceServerClient(srv.grpc_url)
+    q = queue.Queue()
+    c.start_stream(callback=lambda result, error: q.put((result, error)))
+    res = {rid: ([], False, None) for rid, _ in requests}
+    try:
+        for rid, ins in requests:
+            outs = [grpcclient.InferRequestedOutput("text_output")]
+            c.async_stream_infer("tiny", ins, request_id=rid, outputs=outs)
+        t_end = time.monotonic() + WAIT_S
+        while not all(r[1] or r[2] for r in res.values()):
+            result, error = q.get(timeout=max(0.01, t_end - time.monotonic()))
+            if error is not None:
+                pending = [k for k, r in res.items() if not (r[1] or r[2])]
+                res[pending[0]] = (res[pending[0]][0], False, str(error))
+                continue
+            resp = result.get_response()
+            texts, _, _ = res[resp.id]
+            t = result.as_numpy("text_output")
+            if t is not None:
+                assert t.shape == (1,), t.shape
+                texts.append(t[0].decode())
+            res[resp.id] = (texts, resp.parameters["triton_final_response"].bool_param, None)
+    finally:
+        c.stop_stream()
+        c.close()
+    return res
+
+
+def test_grpc_vllm_tensors(srv):
+    p = {"max_tokens": MAX_NEW, "temperature": 0}
+    c0, c1 = FX["completions"][0], FX["completions"][1]
+    cs, stop, want = stop_case()
+    res = vllm_stream(srv, [
+        ("streamed", vllm_inputs(c0["prompt"], p, stream=True)),
+        ("whole", vllm_inputs(c1["prompt"], p, stream=False)),
+        ("whole_excl", vllm_inputs(c1["prompt"], {"max_tokens": str(MAX_NEW), "temperature": "0"}, exclude=True)),
+        ("stopped", vllm_inputs(cs["prompt"], dict(p, stop=stop), stream=True)),
+    ])
+    texts, final, err = res["streamed"]
+    assert err is None and final
+    assert "".join(texts) == c0["text"] and len(texts) >= 3  # one response per delta, the final flagged
+    texts, final, err = res["whole"]
+    assert err is None and final and texts == [c1["prompt"] + c1["text"]]
+    assert res["whole_excl"][0] == [c1["text"]]
+    assert "".join(res["stopped"][0]) == want
+
+
+def test_grpc_vllm_errors(srv):
+    res = vllm_stream(srv, [("a", vllm_inputs("hi", {"warp": 1}))])
+    assert "unknown sampling parameter 'warp'" in res["a"][2]
+    res = vllm_stream(srv, [("a", vllm_inputs("hi", None, stream=True, exclude=False))])
+    assert "exclude_input_in_output = false is not allowed" in res["a"][2]
+    res = vllm_stream(srv, [("a", vllm_inputs("hello " * 200, None))])
+    assert "maximum context length is %d" % MAX_CTX in res["a"][2]
+    import tritonclient.grpc as grpcclient
+    c = grpcclient.InferenceServerClient(srv.grpc_url)
+    q = queue.Queue()
+    c.start_stream(callback=lambda result, error: q.put((result, error)))
+    try:
+        c.async_stream_infer("no_tok", vllm_inputs("hi", None), request_id="x")
+        _, error = q.get(timeout=WAIT_S)
+        assert error is not None and "has no tokenizer" in str(error)
+        bad = vllm_inputs("hi", None)
+        bad[0] = grpcclient.InferInput("sampling_parameters", [1], "BYTES")
+        bad[0].set_data_from_numpy(np.array([b"{not json"], dtype=np.object_))
+        c.async_stream_infer("tiny", vllm_inputs("hi", None) + bad, request_id="y")
+        _, error = q.get(timeout=WAIT_S)
+        assert error is not None and "not a JSON object" in str(error)
+    finally:
+        c.stop_stream()
+        c.close()
