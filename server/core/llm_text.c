@@ -256,8 +256,7 @@ int srv_llm_text_submit(srv_llm *l, const srv_llm_text_params *p, const srv_llm_
   }
   bp.stop_flat = bp.stop_offsets = NULL;
   bp.n_stop = 0;
-  srv_llm_sink s = {.ctx = t, .emit = on_emit, .cancelled = on_cancelled, .congested = on_congested,
-                    .token = on_token};
+  srv_llm_sink s = {.ctx = t, .emit = on_emit, .cancelled = on_cancelled, .congested = on_congested, .token = on_token};
   if (srv_llm_submit(l, &bp, &s, e) != 0) goto fail;
   free(ids.ids);
   return 0;
@@ -348,7 +347,8 @@ int srv_llm_text_vllm_params(const cJSON *obj, const char *const *skip, srv_llm_
       p->stop = stop_buf;
       p->n_stop = n;
     } else if (strcmp(k, "n") == 0 || strcmp(k, "best_of") == 0) {
-      if (integer(x, 1, 1, &iv) != 0) return err_set(e, ERR_INVALID_ARGUMENT, "'%s' must be 1: one answer per request", k);
+      if (integer(x, 1, 1, &iv) != 0)
+        return err_set(e, ERR_INVALID_ARGUMENT, "'%s' must be 1: one answer per request", k);
     } else if (strcmp(k, "presence_penalty") == 0 || strcmp(k, "frequency_penalty") == 0) {
       if (num(x, &d) != 0 || d != 0)
         return err_set(e, ERR_INVALID_ARGUMENT, "'%s' is not supported (only 0); use repetition_penalty", k);

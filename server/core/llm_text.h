@@ -39,10 +39,11 @@ typedef struct srv_llm_text_sink {
 } srv_llm_text_sink;
 
 typedef struct srv_llm_text_params {
-  srv_llm_params base;  // base.output_len < 0: what the context leaves; base.ids NULL: the prompt is text; stop words (token ids) are not used here
+  srv_llm_params base;  // base.output_len < 0: what the context leaves; base.ids NULL: the prompt is text; stop words
+                        // (token ids) are not used here
   const char *prompt;   // UTF-8, prompt_len bytes (when base.ids is NULL)
   size_t prompt_len;
-  int add_special;      // encode with the tokenizer's template (BOS): completions yes, a rendered chat no
+  int add_special;          // encode with the tokenizer's template (BOS): completions yes, a rendered chat no
   const char *const *stop;  // stop strings (n_stop, each NUL-terminated, non-empty)
   size_t n_stop;
   int echo_prompt;  // the first answer's text starts with the prompt's text (the vLLM backend's

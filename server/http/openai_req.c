@@ -124,8 +124,7 @@ static int read_prompt(const cJSON *x, srv_oai_req *q, char *param, size_t cap, 
       int64_t v;
       if (!is_int(c, 0, INT32_MAX, &v))
         return fail(param, cap, "prompt", e,
-                    "'prompt' is a string, a list of one string, or a list of token ids (integers of 0 or more)%s",
-                    "");
+                    "'prompt' is a string, a list of one string, or a list of token ids (integers of 0 or more)%s", "");
       q->ids[q->n_ids++] = (int32_t)v;
     }
     return 0;
@@ -240,8 +239,10 @@ static int read_field(fld f, const cJSON *x, srv_oai_req *q, char *param, size_t
       if (!cJSON_IsString(x)) return fail(param, cap, name, e, "'%s' is a string", name);
       q->model = x->valuestring;
       return 0;
-    case F_PROMPT: return read_prompt(x, q, param, cap, e);
-    case F_MESSAGES: return read_messages(x, q, param, cap, e);
+    case F_PROMPT:
+      return read_prompt(x, q, param, cap, e);
+    case F_MESSAGES:
+      return read_messages(x, q, param, cap, e);
     case F_MAX_TOKENS:
     case F_MAX_COMPLETION_TOKENS:
       if (!is_int(x, -1e18, 1e18, &iv)) return fail(param, cap, name, e, "'%s' is an integer", name);
@@ -283,7 +284,8 @@ static int read_field(fld f, const cJSON *x, srv_oai_req *q, char *param, size_t
       }
       return 0;
     }
-    case F_STOP: return read_stop(x, q, param, cap, e);
+    case F_STOP:
+      return read_stop(x, q, param, cap, e);
     case F_SEED:
       if (!is_int(x, -9223372036854775808.0, 9223372036854775807.0, &iv))
         return fail(param, cap, name, e, "'%s' is an integer", name);
@@ -343,8 +345,7 @@ int srv_oai_parse(srv_oai_kind kind, const cJSON *root, srv_oai_req *q, char *pa
   if (!rc && !q->model) rc = fail(param, cap, "model", e, "you must provide a model parameter%s", "");
   if (!rc && kind == SRV_OAI_COMPLETION && !q->prompt && !q->ids)
     rc = fail(param, cap, "prompt", e, "'prompt' is required%s", "");
-  if (!rc && kind == SRV_OAI_CHAT && !q->messages)
-    rc = fail(param, cap, "messages", e, "'messages' is required%s", "");
+  if (!rc && kind == SRV_OAI_CHAT && !q->messages) rc = fail(param, cap, "messages", e, "'messages' is required%s", "");
   if (!rc && q->include_usage && !q->stream)
     rc = fail(param, cap, "stream_options", e, "'stream_options' is only allowed when 'stream' is true%s", "");
   if (rc) srv_oai_req_close(q);

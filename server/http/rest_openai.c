@@ -81,9 +81,8 @@ static cJSON *usage(const srv_llm_text_out *t) {
 static cJSON *head(const oai *o, int chunk) {
   cJSON *x = cJSON_CreateObject();
   cJSON_AddStringToObject(x, "id", o->id);
-  cJSON_AddStringToObject(x, "object",
-                          o->kind == SRV_OAI_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion")
-                                                  : "text_completion");
+  cJSON_AddStringToObject(
+      x, "object", o->kind == SRV_OAI_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion");
   cJSON_AddNumberToObject(x, "created", (double)o->created);
   cJSON_AddStringToObject(x, "model", o->model);
   cJSON_AddNullToObject(x, "system_fingerprint");
@@ -231,8 +230,7 @@ static void complete(srv_rest *r, const srv_http_request *req, srv_http_response
   err e = {0};
   if (srv_jsonmem_parse(s->jsonmem, req->body ? req->body : "", req->body_len, &js, &e) != 0) {
     if (e.code != ERR_INVALID_ARGUMENT) return srv_rest__json_refused(resp, &e);
-    return set_error(resp, 400, "the request body is not valid JSON (UTF-8 text holding one JSON value)", NULL,
-                     NULL);
+    return set_error(resp, 400, "the request body is not valid JSON (UTF-8 text holding one JSON value)", NULL, NULL);
   }
   if (!cJSON_IsObject(js.root)) {
     srv_json_free(&js);
