@@ -219,7 +219,7 @@ static int read_stop(const cJSON *x, srv_oai_req *q, char *param, size_t cap, er
     q->stop[q->n_stop++] = x->valuestring;
   } else if (cJSON_IsArray(x)) {
     for (const cJSON *c = x->child; c; c = c->next) {
-      if (!cJSON_IsString(c) || q->n_stop == SRV_LLM_TEXT_MAX_STOP) return fail(param, cap, "stop", e, msg, "16");
+      if (!cJSON_IsString(c) || q->n_stop == SRV_OAI_MAX_STOP) return fail(param, cap, "stop", e, msg, "16");
       q->stop[q->n_stop++] = c->valuestring;
     }
   } else {

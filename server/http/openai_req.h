@@ -13,9 +13,10 @@
 
 #include "engine/llm/llm_sample.h"
 #include "kernels/base/err.h"
-#include "server/core/llm_text.h"
 
 typedef struct cJSON cJSON;
+
+#define SRV_OAI_MAX_STOP 16  // stop strings at most (llm_text.h takes as many)
 
 typedef enum srv_oai_kind { SRV_OAI_COMPLETION = 0, SRV_OAI_CHAT } srv_oai_kind;
 
@@ -33,7 +34,7 @@ typedef struct srv_oai_req {
   int64_t max_tokens;  // -1: not given (the rest of the context)
   eng_llm_sampling sampling;
   int seeded;
-  const char *stop[SRV_LLM_TEXT_MAX_STOP];
+  const char *stop[SRV_OAI_MAX_STOP];
   size_t n_stop;
 } srv_oai_req;
 

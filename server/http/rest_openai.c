@@ -24,6 +24,8 @@
 #include "server/http/openai_req.h"
 #include "server/http/rest_internal.h"
 
+_Static_assert(SRV_OAI_MAX_STOP <= SRV_LLM_TEXT_MAX_STOP, "the text layer takes every stop string");
+
 // --- errors in OpenAI's shape
 
 static char *error_json(const char *msg, const char *type, const char *param, const char *code) {
