@@ -570,3 +570,28 @@ def test_grpc_vllm_errors(srv):
     finally:
         c.stop_stream()
         c.close()
+
+
+def test_stop_strings_at_many_places(oc):
+    """Stop strings of 1 to 4 characters taken from every answer at several places (multi-byte characters
+    and token boundaries among them): streamed and not, the text is the reference up to the first
+    occurrence, and a streamed delta never showed a stop string's start that later completed."""
+    tried = 0
+    for c in FX["completions"]:
+        text = c["text"]
+        for n in (1, 2, 4):
+            for frac in (0.25, 0.5, 0.8):
+                i = int(len(text) * frac)
+                s = text[i:i + n]
+                if len(s) < n or "\ufffd" in s:
+                    continue
+                want = text[:text.find(s)]
+                r = oc.completions.create(model="tiny", prompt=c["prompt"], max_tokens=MAX_NEW, temperature=0,
+                                          stop=s)
+                assert r.choices[0].text == want, (s, r.choices[0].text, want)
+                assert r.choices[0].finish_reason == "stop"
+                chunks = list(oc.completions.create(model="tiny", prompt=c["prompt"], max_tokens=MAX_NEW,
+                                                    temperature=0, stop=s, stream=True))
+                assert "".join(ch.choices[0].text for ch in chunks) == want, s
+                tried += 1
+    assert tried >= 10
