@@ -3,7 +3,7 @@
 /v1/models, /v1/completions and /v1/chat/completions (plain and streamed as OpenAI streams), with Triton's
 generate extension taking text_input, and with ModelStreamInfer carrying Triton's vLLM-backend tensors.
 
-What must hold: the greedy text is transformers' (tests/llm/fixtures/openai_qwen2.json, made offline by
+What must hold: the greedy text is transformers' (tests/llm/text_fixtures/openai_qwen2.json, made offline by
 tests/llm/make_openai_fixture.py: a tiny random Qwen2 over the qwen2 test tokenizer with Qwen2.5's chat
 template); streamed deltas add up to it; stop strings cut it and say "stop"; usage counts tokens; every bad
 request gets OpenAI's error shape, its status and a message saying why; a model without a tokenizer refuses
@@ -32,7 +32,7 @@ import llm_ckpt  # noqa: E402
 
 LLM = os.path.join(lib.REPO_ROOT, "tests", "llm")
 WAIT_S = 60
-with open(os.path.join(LLM, "fixtures", "openai_qwen2.json")) as f:
+with open(os.path.join(LLM, "text_fixtures", "openai_qwen2.json")) as f:
     FX = json.load(f)
 MAX_NEW = FX["max_new"]
 MAX_CTX = FX["config"]["max_position_embeddings"]

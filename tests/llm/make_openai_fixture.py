@@ -34,7 +34,7 @@ import llm_ckpt  # noqa: E402
 
 TOK = os.path.join(HERE, "tok", "fixtures", "qwen2")
 TEMPLATE = os.path.join(HERE, "chat", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
-OUT = os.path.join(HERE, "fixtures", "openai_qwen2.json")
+OUT = os.path.join(HERE, "text_fixtures", "openai_qwen2.json")  # apart from fixtures/: check_llm_greedy.py reads every file there
 SEED = 36
 MAX_NEW = 16
 MIN_MARGIN = 2e-3
