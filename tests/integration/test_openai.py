@@ -91,6 +91,13 @@ def repo(tmp_path_factory):
     add_model(d, "slow_text", slow_fixture(), {"kv_block_tokens": 16, "kv_cache_blocks": 600})
     # the same weights without a tokenizer: token ids only
     add_model(d, "no_tok", FX, {"kv_block_tokens": 4, "kv_cache_blocks": 64}, tokenizer=False)
+    # a tokenizer without a chat template: completions only
+    ck = add_model(d, "no_template", FX, {"kv_block_tokens": 4, "kv_cache_blocks": 64})
+    with open(os.path.join(ck, "tokenizer_config.json")) as f:
+        c = json.load(f)
+    del c["chat_template"]
+    with open(os.path.join(ck, "tokenizer_config.json"), "w") as f:
+        json.dump(c, f)
     # a broken tokenizer.json fails that model's load, saying why
     ck = add_model(d, "bad_tok", FX, {"kv_block_tokens": 4, "kv_cache_blocks": 64})
     with open(os.path.join(ck, "tokenizer.json"), "w") as f:
@@ -397,6 +404,8 @@ def test_bad_requests(srv):
         ("/v1/completions", dict(base, model="nope"), 404, ["The model 'nope' does not exist"], "model"),
         ("/v1/completions", dict(base, model="no_tok"), 400, ["model 'no_tok' has no tokenizer"], None),
         ("/v1/chat/completions", dict(chat, model="no_tok"), 400, ["model 'no_tok' has no tokenizer"], None),
+        ("/v1/chat/completions", dict(chat, model="no_template"), 400,
+         ["model 'no_template' has no chat template", "/v1/completions"], None),
         # the context: 128 tokens
         ("/v1/completions", dict(base, prompt="hello " * 200), 400,
          ["maximum context length is %d tokens" % MAX_CTX, "your prompt is"], "prompt"),
@@ -419,9 +428,13 @@ def test_bad_requests(srv):
     openai_error(st, data, 405, "POST")
     st, _, data = lib.http_call(srv, "GET", "/v1/embeddings")
     openai_error(st, data, 404, "not found")
-    # the server still answers
+    # the server still answers; a model without a chat template still completes
     st, _, data = post(srv, "/v1/completions", dict(base, temperature=0))
     assert st == 200 and json.loads(data)["usage"]["completion_tokens"] == 4
+    c = FX["completions"][0]
+    st, _, data = post(srv, "/v1/completions", {"model": "no_template", "prompt": c["prompt"], "max_tokens": MAX_NEW,
+                                                "temperature": 0})
+    assert st == 200 and json.loads(data)["choices"][0]["text"] == c["text"]
 
 
 def test_openai_client_errors(oc):
