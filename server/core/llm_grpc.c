@@ -229,8 +229,7 @@ static int one_string(const srv_request *r, srv_llm_in k, const char **s, size_t
 }
 
 // The vLLM backend's tensors through the text layer.
-static int submit_text(srv_server *s, srv_request *r, gsink *g, err *e) {
-  (void)s;
+static int submit_text(srv_request *r, gsink *g, err *e) {
   const srv_llm_cfg *c = r->version->llm_cfg;
   for (int i = SRV_LLM_IN_TEXT; i < SRV_LLM_IN_N; i++)
     if (!r->inputs[i].data && r->inputs[i].bytes)
@@ -315,7 +314,7 @@ void srv_llm_submit_request(srv_server *s, srv_request *r) {
       return;
     }
     *g = (gsink){.s = s, .r = r};
-    if (submit_text(s, r, g, &e) != 0) {
+    if (submit_text(r, g, &e) != 0) {
       free(g);
       refuse(s, r, (int)e.code, e.msg);
     }

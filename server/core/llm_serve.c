@@ -442,24 +442,22 @@ static int runner_open(srv_llm *l, runner *rn, int idx, err *e) {
 }
 
 // The tokenizer and chat template, when the checkpoint has tokenizer.json: the text endpoints' (llm_text.h).
+// Both are tried, so a load names every broken file at once.
 static int load_text(srv_llm *l, const char *dir, err *e) {
   char path[4096];
   snprintf(path, sizeof path, "%s/tokenizer.json", dir);
   if (access(path, F_OK) != 0) return 0;
-  if (eng_tok_create(dir, &l->tok, e) != 0) return err_prefix(e, "tokenizer: "), e->code;
-  int64_t tv = eng_tok_vocab_size(l->tok);
-  if (tv > l->mc->vocab)
-    return err_set(e, ERR_INVALID_ARGUMENT,
-                   "tokenizer: its %" PRId64 " ids go past the model's vocabulary of %" PRId64
-                   " (config.json vocab_size): tokenizer.json belongs to another model",
-                   tv, l->mc->vocab);
-  err ce = {0};
+  err te = {0}, ce = {0};
+  if (eng_tok_create(dir, &l->tok, &te) != 0) err_prefix(&te, "tokenizer: ");
   l->chat = eng_chat_template_load(dir, &ce);
-  if (!l->chat && ce.code != ERR_NOT_FOUND) {
-    *e = ce;
-    return err_prefix(e, "chat template: "), e->code;
-  }
-  return 0;
+  if (!l->chat && ce.code == ERR_NOT_FOUND) ce = (err){0};  // no template: completions only
+  if (!l->chat && ce.code) err_prefix(&ce, "chat template: ");
+  if (!te.code && !ce.code) return 0;
+  if (te.code && ce.code)
+    err_set(e, te.code, "%.1000s; %.1000s", te.msg, ce.msg);
+  else
+    *e = te.code ? te : ce;
+  return e->code;
 }
 
 int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_name, srv_llm **out, err *e) {
@@ -469,17 +467,19 @@ int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_na
   snprintf(l->name, sizeof l->name, "%s", model_name);
   l->cfg = *cfg;
   pthread_mutex_init(&l->stop_mu, NULL);
+  err te = {0};
+  int trc = load_text(l, dir, &te);  // tried whatever the weights say: every reason at once
   int rc = eng_llm_model_create(dir, &l->model, e);
-  if (rc) {
-    srv_llm_destroy(l);
-    return rc;
-  }
-  l->mc = eng_llm_model_config(l->model);
-  const eng_llm_config *mc = l->mc;
-  if (load_text(l, dir, e) != 0) {
+  if (rc || trc) {
+    if (rc && trc)
+      err_prefix(e, "%.1000s; ", te.msg);
+    else if (trc)
+      *e = te;
     srv_llm_destroy(l);
     return e->code;
   }
+  l->mc = eng_llm_model_config(l->model);
+  const eng_llm_config *mc = l->mc;
   int64_t mml = cfg->max_model_len;
   if (!mml) mml = mc->max_pos > 0 ? (mc->max_pos < 8192 ? mc->max_pos : 8192) : 8192;
   char buf[sizeof e->msg];
@@ -492,6 +492,10 @@ int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_na
     WHY("max_model_len %" PRId64 " is past the checkpoint's %" PRId64 " learned positions (n_positions)", mml,
         mc->max_pos);
   l->max_model_len = mml;
+  if (l->tok && eng_tok_vocab_size(l->tok) > mc->vocab)
+    WHY("tokenizer: its %d ids go past the model's vocabulary of %" PRId64
+        " (config.json vocab_size): tokenizer.json belongs to another model",
+        eng_tok_vocab_size(l->tok), mc->vocab);
   // the pool: blocks given, or what kv_cache_bytes holds (K and V, every layer, kv heads x head_dim floats)
   int64_t block_bytes = 2 * mc->n_layers * cfg->block_tokens * mc->n_kv_heads * mc->head_dim * (int64_t)sizeof(float);
   int64_t nb = cfg->kv_blocks ? cfg->kv_blocks : cfg->kv_bytes / (block_bytes > 0 ? block_bytes : 1);

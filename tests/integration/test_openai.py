@@ -109,6 +109,15 @@ def repo(tmp_path_factory):
     c["chat_template"] = "{% for m in messages %}{{ m.content "
     with open(os.path.join(ck, "tokenizer_config.json"), "w") as f:
         json.dump(c, f)
+    # both broken: one load error names both
+    ck = add_model(d, "both_bad", FX, {"kv_block_tokens": 4, "kv_cache_blocks": 64})
+    with open(os.path.join(ck, "tokenizer.json"), "w") as f:
+        f.write("{not json")
+    with open(os.path.join(ck, "tokenizer_config.json"), "w") as f:
+        json.dump(c, f)
+    # a tokenizer of another model: its ids go past this one's 256
+    small = json.load(open(os.path.join(LLM, "fixtures", "gpt2.json")))
+    add_model(d, "wrong_vocab", small, {"kv_block_tokens": 4, "kv_cache_blocks": 64})
     return d
 
 
@@ -306,7 +315,6 @@ def test_curl(srv):
     assert ev[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert ev[-3]["choices"][0]["delta"] == {} and ev[-3]["choices"][0]["finish_reason"] == c["finish_reason"]
     assert "".join(e["choices"][0]["delta"].get("content", "") for e in ev[:-2]) == c["text"]
-    st, out = curl(srv, "/v1/models", None) if False else (None, None)
     r = subprocess.run(["curl", "-sS", srv.http_url + "/v1/models"], capture_output=True, timeout=WAIT_S)
     assert json.loads(r.stdout)["object"] == "list"
 
@@ -453,6 +461,10 @@ def test_broken_tokenizer_fails_the_load(srv):
     assert idx["bad_tok"]["state"] != "READY"
     assert "tokenizer" in idx["bad_tok"]["reason"] and "Unigram" in idx["bad_tok"]["reason"], idx["bad_tok"]
     assert "chat template" in idx["bad_template"]["reason"], idx["bad_template"]
+    why = idx["both_bad"]["reason"]
+    assert "tokenizer: " in why and "chat template: " in why, why
+    why = idx["wrong_vocab"]["reason"]
+    assert "its 2505 ids go past the model's vocabulary of 256" in why, why
 
 
 # --- a client that leaves
