@@ -248,7 +248,8 @@ static int submit_text(srv_request *r, gsink *g, err *e) {
   if (r->item.rows != 1)
     return err_set(e, ERR_INVALID_ARGUMENT, "batch size %" PRId64 ": a request carries one sequence (batch size 1)",
                    r->item.rows);
-  srv_llm_text_params tp = {.base = {.end_id = -1,
+  srv_llm_text_params tp = {.logprobs = -1,
+                            .base = {.end_id = -1,
                                      .sampling = eng_llm_sampling_greedy(),
                                      .output_len = SRV_LLM_DEFAULT_OUTPUT_LEN}};
   const char *stop_buf[SRV_LLM_TEXT_MAX_STOP];

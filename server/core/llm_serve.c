@@ -291,7 +291,7 @@ static int step(runner *rn) {
         eng_llm_sample(rn->sampler, lg, &q->sampling, w->seq->tokens, w->seq->n_tokens, (uint64_t)w->seq->n_generated);
     rn->sampled[k] = tok;
     rn->stopped[k] = (uint8_t)(is_end(l, q, tok) || stop_word_hit(q, w->seq, tok));
-    if (q->sink.token && q->sink.token(q->sink.ctx, tok, rn->stopped[k])) rn->stopped[k] = 1;
+    if (q->sink.token && q->sink.token(q->sink.ctx, tok, rn->stopped[k], lg)) rn->stopped[k] = 1;
     prof_hist_record(w->seq->n_generated == 0 ? l->ttft : l->itl,
                      now - (w->seq->n_generated == 0 ? q->t_recv_us : q->t_last_us));
     q->t_last_us = now;

@@ -39,9 +39,10 @@ typedef struct srv_llm_sink {
   int (*cancelled)(void *ctx);
   int (*congested)(void *ctx);
   // token: may be NULL; called with every token sampled for the request, in order, before it is
-  // counted (on the runner thread); ends: the token ends the sequence (an end id or a stop word).
-  // Returning 1 ends the sequence with this token (the text layer's stop strings, llm_text.h).
-  int (*token)(void *ctx, int32_t tok, int ends);
+  // counted (on the runner thread); ends: the token ends the sequence (an end id or a stop word);
+  // logits: the position's raw logits (srv_llm_vocab entries), borrowed for the call (log
+  // probabilities). Returning 1 ends the sequence with this token (the text layer's stop strings).
+  int (*token)(void *ctx, int32_t tok, int ends, const float *logits);
 } srv_llm_sink;
 
 // One request, as the runner takes it; everything pointed to is borrowed

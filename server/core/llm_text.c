@@ -27,6 +27,10 @@ typedef struct text_req {
   int stopped;     // an end token or a stop string ended it
   int stop_found;  // a stop string: no text after it
   int failed;      // out of memory or a decode error: the final answer says so
+  int logprobs;    // -1 none, else alternatives per token
+  int64_t vocab;
+  srv_llm_text_lp *lp;  // the tokens' log probabilities not yet given
+  size_t n_lp, cap_lp;
   char why[600];
 } text_req;
 
@@ -38,7 +42,42 @@ static void treq_free(text_req *t) {
   free(t->stop_len);
   free(t->acc);
   free(t->echo);
+  free(t->lp);
   free(t);
+}
+
+// The token's log probability and the k most likely (log-softmax of the raw logits).
+static int record_lp(text_req *t, int32_t tok, const float *lg) {
+  if (t->n_lp == t->cap_lp) {
+    size_t cap = t->cap_lp ? 2 * t->cap_lp : 16;
+    srv_llm_text_lp *a = realloc(t->lp, cap * sizeof *a);
+    if (!a) return -1;
+    t->lp = a, t->cap_lp = cap;
+  }
+  srv_llm_text_lp *o = &t->lp[t->n_lp++];
+  int64_t V = t->vocab;
+  float m = lg[0];
+  for (int64_t i = 1; i < V; i++)
+    if (lg[i] > m) m = lg[i];
+  double sum = 0;
+  for (int64_t i = 0; i < V; i++) sum += exp((double)lg[i] - m);
+  double lse = m + log(sum);
+  o->id = tok;
+  o->logprob = (float)(lg[tok] - lse);
+  int k = t->logprobs, n = 0;
+  for (int64_t i = 0; i < V && k > 0; i++) {  // the k largest, kept sorted (ties: the lower id first)
+    float v = lg[i];
+    if (n == k && v <= lg[o->top_id[n - 1]]) continue;
+    int at = n < k ? n++ : k - 1;
+    while (at > 0 && lg[o->top_id[at - 1]] < v) {
+      o->top_id[at] = o->top_id[at - 1];
+      at--;
+    }
+    o->top_id[at] = (int32_t)i;
+  }
+  o->n_top = n;
+  for (int i = 0; i < n; i++) o->top_lp[i] = (float)(lg[o->top_id[i]] - lse);
+  return 0;
 }
 
 static int append(text_req *t, const char *s, size_t n) {
@@ -92,9 +131,14 @@ static size_t safe_len(const text_req *t) {
   return n < t->sent ? t->sent : n;
 }
 
-static int on_token(void *ctx, int32_t tok, int ends) {
+static int on_token(void *ctx, int32_t tok, int ends, const float *logits) {
   text_req *t = ctx;
   t->n_gen++;
+  if (t->logprobs >= 0 && !t->failed && record_lp(t, tok, logits) != 0) {
+    t->failed = 1;
+    snprintf(t->why, sizeof t->why, "out of memory");
+    return 1;
+  }
   if (ends) {  // an end token's text is not the answer's (vLLM's and transformers' decode skip it)
     t->stopped = 1;
     return 0;
@@ -128,9 +172,12 @@ static void give(text_req *t, const char *s, size_t n, int final, int code, cons
                         .prompt_tokens = t->prompt_tokens,
                         .completion_tokens = t->n_gen,
                         .code = code,
-                        .msg = msg};
+                        .msg = msg,
+                        .lp = t->lp,
+                        .n_lp = code ? 0 : t->n_lp};
   if (final && !code) o.finish_reason = t->stopped ? "stop" : "length";
   t->out.emit(t->out.ctx, &o);
+  if (!code) t->n_lp = 0;  // given
 }
 
 static void on_emit(void *ctx, const int32_t *ids, int64_t n, int final, int code, const char *msg) {
@@ -194,6 +241,8 @@ int srv_llm_text_submit(srv_llm *l, const srv_llm_text_params *p, const srv_llm_
   eng_tok_ids ids = {0};
   if (!t || !(t->ds = eng_tok_stream_create(tok, true))) goto oom;
   t->out = *sink;
+  t->logprobs = p->logprobs > SRV_LLM_TEXT_MAX_TOP ? SRV_LLM_TEXT_MAX_TOP : p->logprobs;
+  t->vocab = srv_llm_vocab(l);
   srv_llm_params bp = p->base;
   if (!bp.ids) {
     if (eng_tok_encode(tok, p->prompt ? p->prompt : "", p->prompt_len, p->add_special != 0, &ids, e) != 0) {

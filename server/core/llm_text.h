@@ -19,6 +19,17 @@
 #include "server/core/llm_serve.h"
 
 // One answer of a text request, on a runner thread.
+// One generated token's log probability (of the model's raw distribution, log-softmax of the logits, as
+// vLLM's default), with the most likely alternatives when asked.
+#define SRV_LLM_TEXT_MAX_TOP 20
+typedef struct srv_llm_text_lp {
+  int32_t id;
+  float logprob;
+  int n_top;
+  int32_t top_id[SRV_LLM_TEXT_MAX_TOP];
+  float top_lp[SRV_LLM_TEXT_MAX_TOP];
+} srv_llm_text_lp;
+
 typedef struct srv_llm_text_out {
   const char *text;  // streaming: the delta; otherwise (final) every generated character
   size_t len;
@@ -27,6 +38,9 @@ typedef struct srv_llm_text_out {
   int64_t prompt_tokens, completion_tokens;
   int code;  // != 0 (final only): the request failed with msg after the answers before it
   const char *msg;
+  // with logprobs asked: the tokens since the last answer (streaming) or all of them (final, not streaming)
+  const srv_llm_text_lp *lp;
+  size_t n_lp;
 } srv_llm_text_out;
 
 typedef struct srv_llm_text_sink {
@@ -48,6 +62,7 @@ typedef struct srv_llm_text_params {
   size_t n_stop;
   int echo_prompt;  // the first answer's text starts with the prompt's text (the vLLM backend's
                     // exclude_input_in_output false)
+  int logprobs;     // -1: none; else each token's log probability and this many alternatives (<= 20)
 } srv_llm_text_params;
 
 // Encodes the prompt and submits it (srv_llm_submit's checks and errors,

@@ -293,13 +293,19 @@ static int read_field(fld f, const cJSON *x, srv_oai_req *q, char *param, size_t
       q->seeded = 1;
       return 0;
     case F_LOGPROBS:
-      if (cJSON_IsFalse(x)) return 0;
-      return fail(param, cap, name, e, "'%s' is not supported by this server: it does not return log probabilities",
-                  name);
+      if (q->kind == SRV_OAI_CHAT) {  // a boolean; top_logprobs says how many alternatives
+        if (!cJSON_IsBool(x)) return fail(param, cap, name, e, "'%s' is a boolean", name);
+        if (cJSON_IsTrue(x) && q->logprobs < 0) q->logprobs = 0;
+        if (cJSON_IsFalse(x)) q->logprobs = -2;  // refused with top_logprobs below
+        return 0;
+      }
+      if (!is_int(x, 0, 20, &iv)) return fail(param, cap, name, e, "'%s' is an integer between 0 and 20", name);
+      q->logprobs = (int)iv;
+      return 0;
     case F_TOP_LOGPROBS:
-      if (is_int(x, 0, 0, &iv)) return 0;
-      return fail(param, cap, name, e, "'%s' is not supported by this server: it does not return log probabilities",
-                  name);
+      if (!is_int(x, 0, 20, &iv)) return fail(param, cap, name, e, "'%s' is an integer between 0 and 20", name);
+      q->top_logprobs = (int)iv;
+      return 0;
     case F_ECHO:
       if (cJSON_IsFalse(x)) return 0;
       return fail(param, cap, name, e, "'%s' is not supported by this server (only false)", name);
@@ -327,7 +333,8 @@ static int read_field(fld f, const cJSON *x, srv_oai_req *q, char *param, size_t
 }
 
 int srv_oai_parse(srv_oai_kind kind, const cJSON *root, srv_oai_req *q, char *param, size_t cap, err *e) {
-  *q = (srv_oai_req){.kind = kind, .max_tokens = -1, .sampling = eng_llm_sampling_greedy()};
+  *q = (srv_oai_req){
+      .kind = kind, .max_tokens = -1, .sampling = eng_llm_sampling_greedy(), .logprobs = -1, .top_logprobs = -1};
   q->sampling.temperature = 1.0f;  // OpenAI's default: sampled (temperature 0 is greedy)
   param[0] = 0;
   int rc = 0;
@@ -346,6 +353,10 @@ int srv_oai_parse(srv_oai_kind kind, const cJSON *root, srv_oai_req *q, char *pa
   if (!rc && kind == SRV_OAI_COMPLETION && !q->prompt && !q->ids)
     rc = fail(param, cap, "prompt", e, "'prompt' is required%s", "");
   if (!rc && kind == SRV_OAI_CHAT && !q->messages) rc = fail(param, cap, "messages", e, "'messages' is required%s", "");
+  if (!rc && kind == SRV_OAI_CHAT && q->top_logprobs >= 0 && q->logprobs < 0)
+    rc = fail(param, cap, "top_logprobs", e, "'logprobs' must be true when 'top_logprobs' is given%s", "");
+  if (!rc && kind == SRV_OAI_CHAT && q->logprobs >= 0 && q->top_logprobs > 0) q->logprobs = q->top_logprobs;
+  if (q->logprobs < -1) q->logprobs = -1;
   if (!rc && q->include_usage && !q->stream)
     rc = fail(param, cap, "stream_options", e, "'stream_options' is only allowed when 'stream' is true%s", "");
   if (rc) srv_oai_req_close(q);

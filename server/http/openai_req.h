@@ -34,6 +34,8 @@ typedef struct srv_oai_req {
   int64_t max_tokens;  // -1: not given (the rest of the context)
   eng_llm_sampling sampling;
   int seeded;
+  int logprobs;  // -1: none; else log probabilities with this many alternatives per token
+  int top_logprobs;  // chat's, -1 when not given (folded into logprobs)
   const char *stop[SRV_OAI_MAX_STOP];
   size_t n_stop;
 } srv_oai_req;

@@ -376,7 +376,8 @@ static int status_of(int code) {
 // stream and exclude_input_in_output; submitted through the text layer.
 static int submit_text(gen_job *j, const cJSON *root, int sse, err *e) {
   srv_version *v = j->v;
-  srv_llm_text_params tp = {.base = {.end_id = -1,
+  srv_llm_text_params tp = {.logprobs = -1,
+                            .base = {.end_id = -1,
                                      .sampling = eng_llm_sampling_greedy(),
                                      .output_len = SRV_LLM_DEFAULT_OUTPUT_LEN}};
   const char *stop_buf[SRV_LLM_TEXT_MAX_STOP];

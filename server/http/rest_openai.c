@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "engine/llm/chat_template.h"
+#include "engine/llm/tokenizer.h"
 #include "kernels/base/utf8.h"
 #include "server/core/llm_serve.h"
 #include "server/core/llm_text.h"
@@ -63,7 +64,10 @@ typedef struct oai {
   char *model;  // as the client named it
   int64_t created;
   int include_usage;
-  int first;  // no chunk sent yet (chat: the role goes first)
+  int first;     // no chunk sent yet (chat: the role goes first)
+  int logprobs;  // -1: not asked
+  const eng_tok *tok;
+  int64_t text_off;  // completions' text_offset of the next token
 } oai;
 
 static void oai_free(void *p) {
@@ -80,6 +84,74 @@ static cJSON *usage(const srv_llm_text_out *t) {
   return u;
 }
 
+// --- log probabilities, in OpenAI's two shapes
+
+static cJSON *tok_item(const oai *o, int32_t id, cJSON **bytes, size_t *len) {
+  char *txt = NULL;
+  size_t n = 0;
+  err e = {0};
+  if (eng_tok_decode(o->tok, &id, 1, false, &txt, &n, &e) != 0) txt = NULL, n = 0;
+  cJSON *s = srv_rest__json_strn(txt ? txt : "", n);
+  if (bytes) {
+    *bytes = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((unsigned char)txt[i]));
+  }
+  if (len) *len = n;
+  free(txt);
+  return s;
+}
+
+static cJSON *lp_json(oai *o, const srv_llm_text_out *t) {
+  cJSON *x = cJSON_CreateObject();
+  if (o->kind == SRV_OAI_CHAT) {
+    cJSON *c = cJSON_AddArrayToObject(x, "content");
+    for (size_t i = 0; i < t->n_lp; i++) {
+      const srv_llm_text_lp *p = &t->lp[i];
+      cJSON *it = cJSON_CreateObject(), *b;
+      cJSON_AddItemToObject(it, "token", tok_item(o, p->id, &b, NULL));
+      cJSON_AddNumberToObject(it, "logprob", p->logprob);
+      cJSON_AddItemToObject(it, "bytes", b);
+      cJSON *tops = cJSON_AddArrayToObject(it, "top_logprobs");
+      for (int k = 0; k < p->n_top; k++) {
+        cJSON *tp = cJSON_CreateObject(), *tb;
+        cJSON_AddItemToObject(tp, "token", tok_item(o, p->top_id[k], &tb, NULL));
+        cJSON_AddNumberToObject(tp, "logprob", p->top_lp[k]);
+        cJSON_AddItemToObject(tp, "bytes", tb);
+        cJSON_AddItemToArray(tops, tp);
+      }
+      cJSON_AddItemToArray(c, it);
+    }
+    cJSON_AddNullToObject(x, "refusal");
+    return x;
+  }
+  cJSON *toks = cJSON_AddArrayToObject(x, "tokens"), *lps = cJSON_AddArrayToObject(x, "token_logprobs");
+  cJSON *tops = cJSON_AddArrayToObject(x, "top_logprobs"), *offs = cJSON_AddArrayToObject(x, "text_offset");
+  for (size_t i = 0; i < t->n_lp; i++) {
+    const srv_llm_text_lp *p = &t->lp[i];
+    size_t n = 0;
+    cJSON_AddItemToArray(toks, tok_item(o, p->id, NULL, &n));
+    cJSON_AddItemToArray(lps, cJSON_CreateNumber(p->logprob));
+    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)o->text_off));
+    o->text_off += (int64_t)n;
+    cJSON *m = cJSON_CreateObject();
+    for (int k = 0; k < p->n_top; k++) {
+      cJSON *key = tok_item(o, p->top_id[k], NULL, NULL);
+      if (cJSON_IsString(key) && !cJSON_GetObjectItemCaseSensitive(m, key->valuestring))
+        cJSON_AddNumberToObject(m, key->valuestring, p->top_lp[k]);
+      cJSON_Delete(key);
+    }
+    cJSON_AddItemToArray(tops, m);
+  }
+  return x;
+}
+
+static void add_lp(cJSON *choice, oai *o, const srv_llm_text_out *t) {
+  if (o->logprobs >= 0 && t && t->n_lp)
+    cJSON_AddItemToObject(choice, "logprobs", lp_json(o, t));
+  else
+    cJSON_AddNullToObject(choice, "logprobs");
+}
+
 static cJSON *head(const oai *o, int chunk) {
   cJSON *x = cJSON_CreateObject();
   cJSON_AddStringToObject(x, "id", o->id);
@@ -92,7 +164,7 @@ static cJSON *head(const oai *o, int chunk) {
 }
 
 // One streamed chunk: text (may be NULL: none), finish (NULL: null); role: the chat's first.
-static cJSON *chunk(const oai *o, const char *text, size_t len, const char *finish, int role) {
+static cJSON *chunk(oai *o, const char *text, size_t len, const char *finish, int role, const srv_llm_text_out *lp) {
   cJSON *x = head(o, 1), *ch = cJSON_AddArrayToObject(x, "choices"), *c = cJSON_CreateObject();
   cJSON_AddItemToArray(ch, c);
   cJSON_AddNumberToObject(c, "index", 0);
@@ -103,7 +175,7 @@ static cJSON *chunk(const oai *o, const char *text, size_t len, const char *fini
   } else {
     cJSON_AddItemToObject(c, "text", srv_rest__json_strn(text ? text : "", text ? len : 0));
   }
-  cJSON_AddNullToObject(c, "logprobs");
+  add_lp(c, o, lp);
   if (finish)
     cJSON_AddStringToObject(c, "finish_reason", finish);
   else
@@ -156,7 +228,7 @@ static void emit(void *ctx, const srv_llm_text_out *t) {
     } else {
       cJSON_AddItemToObject(c, "text", srv_rest__json_strn(t->text, t->len));
     }
-    cJSON_AddNullToObject(c, "logprobs");
+    add_lp(c, o, t);
     cJSON_AddStringToObject(c, "finish_reason", t->finish_reason);
     cJSON_AddItemToObject(x, "usage", usage(t));
     char *txt = cJSON_PrintUnformatted(x);
@@ -166,11 +238,12 @@ static void emit(void *ctx, const srv_llm_text_out *t) {
   char *buf = NULL;
   size_t len = 0;
   int role = o->kind == SRV_OAI_CHAT && o->first;
-  if (role) line(&buf, &len, chunk(o, "", 0, NULL, 1), NULL);  // OpenAI's first chunk: the role, no text
+  if (role) line(&buf, &len, chunk(o, "", 0, NULL, 1, NULL), NULL);  // OpenAI's first chunk: the role, no text
   o->first = 0;
-  if (t->len) line(&buf, &len, chunk(o, t->text, t->len, NULL, 0), NULL);
+  int lp_given = 0;
+  if (t->len) line(&buf, &len, chunk(o, t->text, t->len, NULL, 0, t), NULL), lp_given = 1;
   if (t->final) {
-    line(&buf, &len, chunk(o, o->kind == SRV_OAI_CHAT ? NULL : "", 0, t->finish_reason, 0), NULL);
+    line(&buf, &len, chunk(o, o->kind == SRV_OAI_CHAT ? NULL : "", 0, t->finish_reason, 0, lp_given ? NULL : t), NULL);
     if (o->include_usage) {
       cJSON *x = head(o, 1);
       cJSON_AddArrayToObject(x, "choices");
@@ -297,6 +370,8 @@ static void complete(srv_rest *r, const srv_http_request *req, srv_http_response
   o->created = (int64_t)time(NULL);
   o->include_usage = q.include_usage;
   o->first = 1;
+  o->logprobs = q.logprobs;
+  o->tok = srv_llm_tokenizer(v->llm);
   make_id(o, kind == SRV_OAI_CHAT ? "chatcmpl-" : "cmpl-", j);
   srv_llm_text_params tp = {.base = {.end_id = -1, .sampling = q.sampling, .seeded = q.seeded}};
   if (kind == SRV_OAI_CHAT) {
@@ -308,6 +383,7 @@ static void complete(srv_rest *r, const srv_http_request *req, srv_http_response
   }
   tp.stop = q.stop;
   tp.n_stop = q.n_stop;
+  tp.logprobs = q.logprobs;
   tp.base.streaming = q.stream;
   tp.base.deadline_us = INT64_MAX;
   tp.base.stats = &v->stats;

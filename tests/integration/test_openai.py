@@ -380,8 +380,9 @@ def test_bad_requests(srv):
         ("/v1/completions", dict(base, warp_speed=9), 400, ["Unrecognized request argument supplied: warp_speed"],
          "warp_speed"),
         ("/v1/completions", dict(base, n=2), 400, ["'n' must be 1"], "n"),
-        ("/v1/completions", dict(base, logprobs=2), 400, ["log probabilities"], "logprobs"),
-        ("/v1/chat/completions", dict(chat, logprobs=True, top_logprobs=2), 400, ["log probabilities"], None),
+        ("/v1/completions", dict(base, logprobs=21), 400, ["'logprobs' is an integer between 0 and 20"], "logprobs"),
+        ("/v1/chat/completions", dict(chat, top_logprobs=2), 400, ["'logprobs' must be true"], "top_logprobs"),
+        ("/v1/chat/completions", dict(chat, logprobs=1), 400, ["'logprobs' is a boolean"], "logprobs"),
         ("/v1/completions", dict(base, echo=True), 400, ["'echo' is not supported"], "echo"),
         ("/v1/completions", dict(base, max_tokens="4"), 400, ["'max_tokens' is an integer"], "max_tokens"),
         ("/v1/completions", dict(base, max_tokens=0), 400, ["'max_tokens' must be at least 1"], "max_tokens"),
@@ -620,3 +621,37 @@ def test_stop_strings_at_many_places(oc):
                 assert "".join(ch.choices[0].text for ch in chunks) == want, s
                 tried += 1
     assert tried >= 10
+
+
+# --- log probabilities
+
+
+def test_logprobs_equal_transformers(oc):
+    """Each greedy token's log probability (log-softmax of the raw logits) and the most likely alternatives
+    equal transformers', in both of OpenAI's shapes, streamed and not."""
+    c = FX["completions"][0]
+    r = oc.completions.create(model="tiny", prompt=c["prompt"], max_tokens=MAX_NEW, temperature=0, logprobs=3)
+    lp = r.choices[0].logprobs
+    assert r.choices[0].text == c["text"]
+    assert len(lp.token_logprobs) == c["completion_tokens"]
+    np.testing.assert_allclose(lp.token_logprobs, c["logprobs"], atol=2e-4)
+    for got, want in zip(lp.top_logprobs, c["top3"]):
+        assert len(got) <= 3
+        np.testing.assert_allclose(sorted(got.values(), reverse=True)[:1], [want[0][1]], atol=2e-4)
+    assert lp.text_offset[0] == 0 and lp.text_offset == sorted(lp.text_offset)
+    chunks = list(oc.completions.create(model="tiny", prompt=c["prompt"], max_tokens=MAX_NEW, temperature=0,
+                                        logprobs=0, stream=True))
+    streamed = [x for ch in chunks if ch.choices[0].logprobs for x in ch.choices[0].logprobs.token_logprobs]
+    np.testing.assert_allclose(streamed, c["logprobs"], atol=2e-4)
+    h = FX["chats"][1]
+    r = oc.chat.completions.create(model="tiny", messages=h["messages"], max_tokens=MAX_NEW, temperature=0,
+                                   logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    np.testing.assert_allclose([x.logprob for x in content], h["logprobs"], atol=2e-4)
+    for x, want in zip(content, h["top3"]):
+        np.testing.assert_allclose([t.logprob for t in x.top_logprobs], [w[1] for w in want], atol=2e-4)
+        assert x.top_logprobs[0].logprob == pytest.approx(x.logprob, abs=1e-6)  # greedy: the top one
+        assert bytes(x.bytes).decode("utf-8", "replace") == x.token
+    r = oc.chat.completions.create(model="tiny", messages=h["messages"], max_tokens=MAX_NEW, temperature=0,
+                                   logprobs=False)
+    assert r.choices[0].logprobs is None

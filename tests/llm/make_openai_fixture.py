@@ -4,7 +4,9 @@ Qwen2 whose vocabulary is the Qwen2-style tokenizer of tests/llm/tok/fixtures/qw
 (2,505 ids), with Qwen2.5-Instruct's chat template. Prompts go in as text, the
 ids come from transformers' tokenizer (completions: encode with special tokens;
 chat: apply_chat_template(add_generation_prompt=True)), the greedy ids from
-generate() and the text from decode(skip_special_tokens=True).
+generate(), the text from decode(skip_special_tokens=True), and each greedy
+token's log probability with the three most likely (log_softmax of the raw
+logits, as OpenAI's logprobs report them).
 
 Needs torch and transformers (tests/llm/requirements-fixtures.txt), like
 make_llm_fixtures.py; CI reads the committed fixture and rebuilds the weights
@@ -99,11 +101,16 @@ def make_seed(seed, tok):
             out = model.generate(t, attention_mask=torch.ones_like(t), max_new_tokens=MAX_NEW, do_sample=False,
                                  output_logits=True, return_dict_in_generate=True, pad_token_id=eos)
         gen = out.sequences[0, len(ids):].tolist()
-        for row in out.logits[:len(gen)]:
+        lps, tops = [], []
+        for tok_id, row in zip(gen, out.logits[:len(gen)]):
             top = np.sort(row[0].float().numpy())[-2:]
             margin = min(margin, float(top[1] - top[0]))
+            lp = torch.log_softmax(row[0].double(), -1)
+            lps.append(float(lp[tok_id]))
+            v, i = torch.topk(lp, 3)
+            tops.append([[int(a), float(b)] for a, b in zip(i.tolist(), v.tolist())])
         stopped = bool(gen) and gen[-1] == eos
-        return dict(prompt_ids=ids, ids=gen, text=tok.decode(gen, skip_special_tokens=True),
+        return dict(prompt_ids=ids, ids=gen, text=tok.decode(gen, skip_special_tokens=True), logprobs=lps, top3=tops,
                     finish_reason="stop" if stopped else "length",
                     completion_tokens=len(gen))
 

@@ -82,6 +82,14 @@ static void test_chat(void) {
                "{\"role\":\"assistant\",\"content\":\"c\"}]");
   free(txt);
   CHECK_EQ_INT(q.max_tokens, 3);
+  CHECK_EQ_INT(q.logprobs, -1);
+  srv_oai_req_close(&q);
+  cJSON_Delete(root);
+  root = cJSON_Parse(
+      "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":true,"
+      "\"top_logprobs\":4}");
+  CHECK_EQ_INT(srv_oai_parse(SRV_OAI_CHAT, root, &q, param, sizeof param, &e), 0);
+  CHECK_EQ_INT(q.logprobs, 4);
   srv_oai_req_close(&q);
   cJSON_Delete(root);
 }
@@ -96,7 +104,9 @@ static void test_refusals(void) {
           "temperature");
   refused(SRV_OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":[\"\"]}", "must not be empty", "stop");
   refused(SRV_OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":[1,-2]}", "token ids", "prompt");
-  refused(SRV_OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":1}", "log probabilities", "logprobs");
+  refused(SRV_OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":30}", "between 0 and 20", "logprobs");
+  refused(SRV_OAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"top_logprobs\":2}",
+          "'logprobs' must be true", "top_logprobs");
   refused(SRV_OAI_COMPLETION, "{\"prompt\":\"x\"}", "you must provide a model parameter", "model");
   refused(SRV_OAI_COMPLETION, "{\"model\":\"m\",\"messages\":[]}", "Unrecognized request argument supplied: messages",
           "messages");
