@@ -338,6 +338,7 @@ int srv_oai_parse(srv_oai_kind kind, const cJSON *root, srv_oai_req *q, char *pa
   q->sampling.temperature = 1.0f;  // OpenAI's default: sampled (temperature 0 is greedy)
   param[0] = 0;
   int rc = 0;
+  uint64_t seen = 0;
   for (const cJSON *x = root->child; x && !rc; x = x->next) {
     int f = -1;
     for (int i = 0; i < F_N_FIELDS; i++)
@@ -345,9 +346,15 @@ int srv_oai_parse(srv_oai_kind kind, const cJSON *root, srv_oai_req *q, char *pa
     if (f < 0) {
       snprintf(param, cap, "%.200s", x->string);
       rc = err_set(e, ERR_INVALID_ARGUMENT, "Unrecognized request argument supplied: %.200s", x->string);
-    } else if (!cJSON_IsNull(x) || f == F_MODEL || f == F_PROMPT || f == F_MESSAGES) {  // null: not given
-      rc = read_field((fld)f, x, q, param, cap, e);
+      break;
     }
+    if (seen >> f & 1) {  // JSON leaves duplicate keys open; one value per field here
+      rc = fail(param, cap, fields[f].name, e, "'%s' is given more than once", fields[f].name);
+      break;
+    }
+    seen |= (uint64_t)1 << f;
+    if (!cJSON_IsNull(x) || f == F_MODEL || f == F_PROMPT || f == F_MESSAGES)  // null: not given
+      rc = read_field((fld)f, x, q, param, cap, e);
   }
   if (!rc && !q->model) rc = fail(param, cap, "model", e, "you must provide a model parameter%s", "");
   if (!rc && kind == SRV_OAI_COMPLETION && !q->prompt && !q->ids)

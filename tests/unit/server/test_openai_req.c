@@ -111,6 +111,9 @@ static void test_refusals(void) {
   refused(SRV_OAI_COMPLETION, "{\"model\":\"m\",\"messages\":[]}", "Unrecognized request argument supplied: messages",
           "messages");
   refused(SRV_OAI_CHAT, "{\"model\":\"m\",\"messages\":[]}", "'messages' is empty", "messages");
+  // duplicate keys (found by fuzz_openai: repeated "stop"s overran the stop list)
+  refused(SRV_OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":\"a\",\"stop\":\"b\"}",
+          "'stop' is given more than once", "stop");
   refused(SRV_OAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"x\":1}]}",
           "'x' is not supported", "messages[0].x");
   refused(SRV_OAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"content\":\"a\"}]}", "role is missing", "messages[0].role");
