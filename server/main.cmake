@@ -11,6 +11,7 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/core/repeat_cfg.c
   ${CMAKE_CURRENT_LIST_DIR}/core/llm_cfg.c
   ${CMAKE_CURRENT_LIST_DIR}/core/llm_serve.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/llm_engine.c
   ${CMAKE_CURRENT_LIST_DIR}/core/llm_grpc.c
   ${CMAKE_CURRENT_LIST_DIR}/core/llm_text.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer.c
@@ -58,6 +59,8 @@ target_link_libraries(inferd_server PUBLIC inferd_llm inferd_tok inferd_chat_tem
 
 if(INFERD_HAVE_CUDA)
   target_link_libraries(inferd_server PUBLIC inferd_cuda)  # device discovery at start-up
+  # the generative backend's GPU runner (server/core/llm_engine.c)
+  target_link_libraries(inferd_server PUBLIC inferd_llm_cuda CUDA::cudart)
 endif()
 
 add_executable(inferd ${CMAKE_CURRENT_LIST_DIR}/main.c)

@@ -33,6 +33,7 @@ target_link_libraries(inferd_tok PUBLIC inferd_base PkgConfig::CJSON PkgConfig::
 add_library(inferd_chat_template STATIC
   ${CMAKE_CURRENT_LIST_DIR}/jinja_lex.c
   ${CMAKE_CURRENT_LIST_DIR}/jinja_parse.c
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_parse_expr.c
   ${CMAKE_CURRENT_LIST_DIR}/jinja_value.c
   ${CMAKE_CURRENT_LIST_DIR}/jinja_rt.c
   ${CMAKE_CURRENT_LIST_DIR}/jinja_eval.c

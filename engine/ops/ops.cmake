@@ -20,6 +20,8 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/gemm/dft.c
   ${CMAKE_CURRENT_LIST_DIR}/gemm/rnn.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index.c
+  ${CMAKE_CURRENT_LIST_DIR}/index/index_gather.c
+  ${CMAKE_CURRENT_LIST_DIR}/index/index_shape.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index_scatter.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index_space.c
   ${CMAKE_CURRENT_LIST_DIR}/norm/norm.c

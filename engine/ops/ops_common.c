@@ -28,6 +28,13 @@ int eng_ops__need_f32(const eng_tensor *t, const char *what, err *e) {
   return 0;
 }
 
+int eng_ops__need_elem(const eng_tensor *t, const char *what, err *e) {
+  if (eng_elem_size(t->dt) == 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s has unsupported element type %s", what,
+                   dtype_wire_name(t->dt));
+  return 0;
+}
+
 int eng_ops__checked_numel(int nd, const int64_t *dims, const char *what, err *e) {
   int64_t n = 1;
   for (int i = 0; i < nd; i++) {

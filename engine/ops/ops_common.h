@@ -71,6 +71,9 @@ static inline int op_given(const eng_tensor *in, int n_in, int k) {
 
 int eng_ops__norm_axis(int64_t axis, int rank, int64_t *out, err *e);
 int eng_ops__need_f32(const eng_tensor *t, const char *what, err *e);
+// Any type with a fixed element size in a plan: STRING's is its view's
+// (engine/ops/str/str.h), which the index ops copy like numbers.
+int eng_ops__need_elem(const eng_tensor *t, const char *what, err *e);
 
 // Broadcast shapes of a and b left-padded to *nd dims: y, ad, bd.
 int eng_ops__bcast(const eng_tensor *a, const eng_tensor *b, int *nd, int64_t *y, int64_t *ad,

@@ -238,11 +238,22 @@ int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng
   return 0;
 }
 
+// A STRING input or output: GPU instances cannot run the model (engine/model.c
+// refuses it there), so KIND_AUTO must not pick one.
+static int has_string_io(const Inference__ModelConfig *c) {
+  for (size_t i = 0; i < c->n_input; i++)
+    if (c->input[i]->data_type == INFERENCE__DATA_TYPE__TYPE_STRING) return 1;
+  for (size_t i = 0; i < c->n_output; i++)
+    if (c->output[i]->data_type == INFERENCE__DATA_TYPE__TYPE_STRING) return 1;
+  return 0;
+}
+
 void config_resolve_kinds(Inference__ModelConfig *c, int n_gpus) {
+  int gpu = n_gpus > 0 && !has_string_io(c);
   for (size_t i = 0; i < c->n_instance_group; i++)
     if (c->instance_group[i]->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO)
       c->instance_group[i]->kind =
-          n_gpus > 0 ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU : INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
+          gpu ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU : INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
 }
 
 // --- validation

@@ -82,7 +82,10 @@ int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng
 // ragged batching (allow_ragged_batch, batch_input, batch_output: requests
 // concatenated into 1-D), refused with a pointer to pad_to_longest.
 // KIND_AUTO groups become KIND_GPU when a CUDA device is visible, else
-// KIND_CPU (Triton's rule); run after config_complete, at load.
+// KIND_CPU (Triton's rule), and KIND_CPU whatever the devices when an input
+// or output is TYPE_STRING (GPU instances do not run those; Triton's
+// onnxruntime keeps string tensors on the host the same way); run after
+// config_complete, at load.
 void config_resolve_kinds(Inference__ModelConfig *cfg, int n_gpus);
 
 int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t n_in, const eng_io *out,

@@ -46,6 +46,21 @@ typedef enum srv_llm_out { SRV_LLM_OUT_IDS = 0, SRV_LLM_OUT_SEQ_LEN, SRV_LLM_OUT
 
 #define SRV_LLM_DEFAULT_OUTPUT_LEN 16
 
+#define SRV_LLM_DTYPE_AUTO 0
+#define SRV_LLM_MAX_GROUPS 16
+#define SRV_LLM_MAX_GPUS 16
+
+typedef enum srv_llm_kind { SRV_LLM_KIND_AUTO = 0, SRV_LLM_KIND_CPU, SRV_LLM_KIND_GPU } srv_llm_kind;
+
+// One instance_group: `count` runners on the CPU, or `count` on each of its gpus (every visible GPU when
+// none listed); KIND_AUTO is settled at load by the GPUs visible then (GPU when any, as ONNX models).
+typedef struct srv_llm_group {
+  srv_llm_kind kind;
+  int count;
+  int n_gpus;
+  int gpus[SRV_LLM_MAX_GPUS];
+} srv_llm_group;
+
 typedef struct srv_llm_cfg {
   eng_io in[SRV_LLM_IN_N];
   eng_io out[SRV_LLM_OUT_N];  // output_ids INT32 [-1, -1] (beam, tokens), sequence_length INT32 [-1] (beam),
@@ -60,17 +75,34 @@ typedef struct srv_llm_cfg {
   int64_t max_model_len;      // max_model_len (0: the checkpoint's max_position_embeddings, capped at 8192)
   int64_t max_prefill_chunk;  // max_prefill_chunk (0: the step's budget)
   int prefix_caching;         // enable_prefix_caching (true)
-  int n_instances;            // instance_group counts summed: independent runners (1 without instance_group)
+  int kv_bytes_given;         // kv_cache_bytes was set (on a GPU it then sizes the pool, not the fraction below)
+  // GPU instances (llm_serve.c): the weights' element type, the KV pool's share of free device memory,
+  // CUDA graphs for decode steps
+  int dtype;                // dtype: SRV_LLM_DTYPE_AUTO (the checkpoint's own) or DT_FP32 / DT_FP16 / DT_BF16
+  double gpu_mem_util;      // gpu_memory_utilization (0.9): of the device memory free after the weights
+  int cuda_graphs;          // cuda_graphs (true)
+  int tc_prefill;           // tensor_core_prefill (false): prefill attention on tensor cores (FP16/BF16)
+  int n_instances;          // instance_group counts summed (GPU groups once per group, whatever their gpus)
+  int n_groups;             // instance_group as given; none: one KIND_AUTO runner
+  srv_llm_group groups[SRV_LLM_MAX_GROUPS];
 } srv_llm_cfg;
 
 // Whether a config names the generative backend.
 int srv_llm_cfg_is_llm(const Inference__ModelConfig *cfg);
 
 // Checks cfg: decoupled; inputs and outputs, when listed, among the names
-// above with their datatypes; instance_group of kind CPU or AUTO; every
+// above with their datatypes; instance_group of kind CPU, GPU or AUTO; every
 // parameter known and in range. ERR_INVALID_ARGUMENT with every reason at
 // once ("; " between).
 int srv_llm_cfg_create(const Inference__ModelConfig *cfg, srv_llm_cfg **out, err *e);
 void srv_llm_cfg_destroy(srv_llm_cfg *p);
+
+// Where each runner runs, from instance_group (dev[i]: a CUDA ordinal, -1 the CPU): CPU groups `count`
+// runners, GPU groups `count` on each of their gpus (every one of the n_gpus visible when none are listed),
+// KIND_AUTO a GPU group when a GPU is visible (as ONNX models: engine/repo/config.c's
+// config_resolve_kinds), else a CPU one. UNAVAILABLE for a GPU group without cuda_built (a build without
+// CUDA) or without a visible GPU; INVALID_ARGUMENT for a gpus entry past the visible devices or more than
+// cap runners.
+int srv_llm_cfg_place(const srv_llm_cfg *c, int n_gpus, int cuda_built, int *dev, int cap, int *n_out, err *e);
 
 #endif

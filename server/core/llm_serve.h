@@ -66,12 +66,26 @@ typedef struct srv_llm_params {
 } srv_llm_params;
 
 // Loads the checkpoint in dir (and its tokenizer and chat template when
-// dir holds tokenizer.json: a broken one fails the load) and starts cfg->n_instances runners. The KV
-// pool per runner: cfg->kv_blocks, or as many blocks as kv_bytes holds.
+// dir holds tokenizer.json: a broken one fails the load) and starts the runners instance_group asks
+// for (llm_cfg.h): KIND_CPU ones compute in FP32 on the CPU; KIND_GPU ones
+// (KIND_AUTO too when n_gpus > 0) on the GPU runner, `count` on each of the
+// group's gpus (every one of the n_gpus visible when none are listed), with
+// the weights uploaded once per device in parameter dtype's type (auto: the
+// checkpoint's, FP16 and BF16 kept) and shared by that device's runners. The
+// KV pool per runner: cfg->kv_blocks, or as many blocks as kv_bytes holds
+// (on a GPU, when kv_cache_bytes is not given: gpu_memory_utilization of
+// the device memory free after the weights, split over its runners).
 // INVALID_ARGUMENT / NOT_FOUND / UNIMPLEMENTED as the checkpoint's loader
 // says, or when the parameters do not fit the model (max_model_len past its
-// learned positions, a pool smaller than one max_model_len sequence).
-int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_name, srv_llm **out, err *e);
+// learned positions, a pool smaller than one max_model_len sequence);
+// UNAVAILABLE for KIND_GPU without a visible GPU or in a build without CUDA;
+// RESOURCE_EXHAUSTED when the device memory does not hold the weights and
+// one sequence's pool.
+int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_name, int n_gpus, srv_llm **out,
+                   err *e);
+// The runners started, and where they run ("2 on GPU 0 (float16)"), for the ready line.
+int srv_llm_n_runners(const srv_llm *l);
+const char *srv_llm_where(const srv_llm *l);
 // Stops the runners: every request held ends (final, UNAVAILABLE "the
 // server is shutting down"), their threads are joined; later submits are
 // refused. Idempotent; any thread but a runner's.

@@ -48,6 +48,42 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
   }
 }
 
+// --- per model version: one helper writes every family whose series are
+// per model and version (the caller's series function says what each
+// version has)
+
+// What a series function gets beside the version: the server, which of its
+// caller's families it writes (k) and the scrape's time.
+typedef struct fam_ctx {
+  srv_server *s;
+  size_t k;
+  int64_t now;
+} fam_ctx;
+
+// Writes version v's series of family `name`: none, one or several lines.
+typedef void (*series_fn)(sbuf *b, const char *name, srv_model *m, srv_version *v, const fam_ctx *c);
+
+// One metric family: its # HELP and # TYPE lines, then each version's series,
+// every model's in the registry's order. only_if_any: a family no version
+// wrote a line for is left out, header too (the latency target's and the GPU
+// instances' families exist only where those do).
+static void family(sbuf *b, const char *name, const char *type, const char *help, int only_if_any,
+                   series_fn series, const fam_ctx *c) {
+  size_t start = b->len;
+  sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+  size_t head = b->len;
+  for (size_t i = 0; i < srv_registry_n_models(c->s->reg); i++) {
+    srv_model *m = srv_registry_model_at(c->s->reg, i);
+    for (size_t j = 0; j < m->n_versions; j++) series(b, name, m, &m->versions[j], c);
+  }
+  if (only_if_any && !b->oom && b->len == head) {
+    b->len = start;
+    if (b->p) b->p[start] = '\0';
+  }
+}
+
+// --- Triton's counters and gauges
+
 typedef enum {
   M_SUCCESS, M_FAILURE, M_COUNT, M_EXEC, M_REQ_US, M_QUEUE_US, M_IN_US, M_INFER_US, M_OUT_US, M_PENDING, M_CUDA_IN, M_N
 } metric;
@@ -72,47 +108,43 @@ static const struct {
 
 static const char *reason_names[SRV_FAIL_N] = {"REJECTED", "CANCELED", "BACKEND", "OTHER"};
 
-static void metrics_text(srv_server *s, sbuf *b) {
-  for (int k = 0; k < M_N; k++) {
-    sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", metrics[k].name, metrics[k].help, metrics[k].name, metrics[k].type);
-    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
-      srv_model *m = srv_registry_model_at(s->reg, i);
-      for (size_t j = 0; j < m->n_versions; j++) {
-        srv_version *v = &m->versions[j];
-        if (!srv_version_ready(v)) continue;
-        srv_stats *st = &v->stats;
-        const char *n = metrics[k].name;
-        uint64_t x = 0;
-        switch (k) {
-          case M_SUCCESS: x = atomic_load(&st->success.count); break;
-          case M_FAILURE:
-            for (int r = 0; r < SRV_FAIL_N; r++)
-              sb_printf(b, "%s{model=\"%s\",version=\"%s\",reason=\"%s\"} %llu\n", n, m->name, v->version_str,
-                        reason_names[r], (unsigned long long)atomic_load(&st->fail_by_reason[r]));
-            continue;
-          case M_CUDA_IN:
-            sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"device\"} %llu\n", n, m->name, v->version_str,
-                      (unsigned long long)atomic_load(&st->cuda_in_device));
-            sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"host\"} %llu\n", n, m->name, v->version_str,
-                      (unsigned long long)atomic_load(&st->cuda_in_host));
-            continue;
-          case M_COUNT: x = atomic_load(&st->inference_count); break;
-          case M_EXEC: x = atomic_load(&st->execution_count); break;
-          case M_REQ_US: x = (atomic_load(&st->success.ns) + atomic_load(&st->fail.ns)) / 1000; break;
-          case M_QUEUE_US: x = atomic_load(&st->queue.ns) / 1000; break;
-          case M_IN_US: x = atomic_load(&st->compute_input.ns) / 1000; break;
-          case M_INFER_US: x = atomic_load(&st->compute_infer.ns) / 1000; break;
-          case M_OUT_US: x = atomic_load(&st->compute_output.ns) / 1000; break;
-          case M_PENDING: {
-            int64_t p = atomic_load(&st->pending);
-            x = p > 0 ? (uint64_t)p : 0;
-            break;
-          }
-        }
-        sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %llu\n", n, m->name, v->version_str, (unsigned long long)x);
-      }
+static void text_series(sbuf *b, const char *n, srv_model *m, srv_version *v, const fam_ctx *c) {
+  if (!srv_version_ready(v)) return;
+  srv_stats *st = &v->stats;
+  uint64_t x = 0;
+  switch ((metric)c->k) {
+    case M_SUCCESS: x = atomic_load(&st->success.count); break;
+    case M_FAILURE:
+      for (int r = 0; r < SRV_FAIL_N; r++)
+        sb_printf(b, "%s{model=\"%s\",version=\"%s\",reason=\"%s\"} %llu\n", n, m->name, v->version_str,
+                  reason_names[r], (unsigned long long)atomic_load(&st->fail_by_reason[r]));
+      return;
+    case M_CUDA_IN:
+      sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"device\"} %llu\n", n, m->name, v->version_str,
+                (unsigned long long)atomic_load(&st->cuda_in_device));
+      sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"host\"} %llu\n", n, m->name, v->version_str,
+                (unsigned long long)atomic_load(&st->cuda_in_host));
+      return;
+    case M_COUNT: x = atomic_load(&st->inference_count); break;
+    case M_EXEC: x = atomic_load(&st->execution_count); break;
+    case M_REQ_US: x = (atomic_load(&st->success.ns) + atomic_load(&st->fail.ns)) / 1000; break;
+    case M_QUEUE_US: x = atomic_load(&st->queue.ns) / 1000; break;
+    case M_IN_US: x = atomic_load(&st->compute_input.ns) / 1000; break;
+    case M_INFER_US: x = atomic_load(&st->compute_infer.ns) / 1000; break;
+    case M_OUT_US: x = atomic_load(&st->compute_output.ns) / 1000; break;
+    case M_PENDING: {
+      int64_t p = atomic_load(&st->pending);
+      x = p > 0 ? (uint64_t)p : 0;
+      break;
     }
+    case M_N: break;
   }
+  sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %llu\n", n, m->name, v->version_str, (unsigned long long)x);
+}
+
+static void metrics_text(srv_server *s, sbuf *b) {
+  for (int k = 0; k < M_N; k++)
+    family(b, metrics[k].name, metrics[k].type, metrics[k].help, 0, text_series, &(fam_ctx){s, (size_t)k, 0});
 }
 
 // --- histograms (Prometheus histogram type, and the dashboard's percentiles)
@@ -169,30 +201,25 @@ static void prom_hist(sbuf *b, const char *name, const srv_model *m, const srv_v
   prof_hist_snap_destroy(snap);
 }
 
-static void metrics_histograms(srv_server *s, sbuf *b) {
-  for (size_t k = 0; k <= N_STAGES; k++) {
-    const char *name = k < N_STAGES ? stages[k].metric : "inferd_batch_size";
-    const char *help = k < N_STAGES ? stages[k].help : "Rows per model execution";
-    sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
-    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
-      srv_model *m = srv_registry_model_at(s->reg, i);
-      for (size_t j = 0; j < m->n_versions; j++) {
-        srv_version *v = &m->versions[j];
-        if (!srv_version_ready(v)) continue;
-        if (k < N_STAGES) {
-          prom_hist(b, name, m, v, stages[k].get(&v->stats), latency_le, N_LAT_LE, 1e-6);
-          continue;
-        }
-        uint64_t le[32];
-        size_t n = 0;
-        for (uint64_t x = 1; n < 32; x *= 2) {
-          le[n++] = x;
-          if (x >= (uint64_t)v->stats.n_batch) break;
-        }
-        prom_hist(b, name, m, v, v->stats.h_batch, le, n, 1.0);
-      }
-    }
+static void hist_series(sbuf *b, const char *name, srv_model *m, srv_version *v, const fam_ctx *c) {
+  if (!srv_version_ready(v)) return;
+  if (c->k < N_STAGES) {
+    prom_hist(b, name, m, v, stages[c->k].get(&v->stats), latency_le, N_LAT_LE, 1e-6);
+    return;
   }
+  uint64_t le[32];
+  size_t n = 0;
+  for (uint64_t x = 1; n < 32; x *= 2) {
+    le[n++] = x;
+    if (x >= (uint64_t)v->stats.n_batch) break;
+  }
+  prom_hist(b, name, m, v, v->stats.h_batch, le, n, 1.0);
+}
+
+static void metrics_histograms(srv_server *s, sbuf *b) {
+  for (size_t k = 0; k <= N_STAGES; k++)
+    family(b, k < N_STAGES ? stages[k].metric : "inferd_batch_size", "histogram",
+           k < N_STAGES ? stages[k].help : "Rows per model execution", 0, hist_series, &(fam_ctx){s, k, 0});
 }
 
 // --- the latency target's choices (parameters latency_target_ms, batcher/lattarget.h)
@@ -236,25 +263,16 @@ static double lt_value(int k, const bat_lt_stats *st) {
   return 0;
 }
 
+static void lt_series(sbuf *b, const char *name, srv_model *m, srv_version *v, const fam_ctx *c) {
+  bat_lt_stats st;
+  if (!v->model || !srv_sched_latency_stats(c->s->sched, v, &st)) return;
+  sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %.9g\n", name, m->name, v->version_str, lt_value((int)c->k, &st));
+}
+
 static void metrics_latency_target(srv_server *s, sbuf *b) {
   if (!s->sched) return;
-  for (int k = 0; k < LT_N; k++) {
-    int header = 0;
-    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
-      srv_model *m = srv_registry_model_at(s->reg, i);
-      for (size_t j = 0; j < m->n_versions; j++) {
-        srv_version *v = &m->versions[j];
-        bat_lt_stats st;
-        if (!v->model || !srv_sched_latency_stats(s->sched, v, &st)) continue;
-        if (!header)
-          sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", lt_metrics[k].name, lt_metrics[k].help, lt_metrics[k].name,
-                    lt_metrics[k].type);
-        header = 1;
-        sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %.9g\n", lt_metrics[k].name, m->name, v->version_str,
-                  lt_value(k, &st));
-      }
-    }
-  }
+  for (int k = 0; k < LT_N; k++)
+    family(b, lt_metrics[k].name, lt_metrics[k].type, lt_metrics[k].help, 1, lt_series, &(fam_ctx){s, (size_t)k, 0});
 }
 
 // Per engine instance: GPU busy time measured with CUDA events, recreations
@@ -308,34 +326,53 @@ static double inst_value(int k, const eng_instance_stats *st) {
   }
 }
 
-static void metrics_instances(srv_server *s, sbuf *b) {
-  for (int k = 0; k < I_N; k++) {
-    int header = 0;
-    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
-      srv_model *m = srv_registry_model_at(s->reg, i);
-      for (size_t j = 0; j < m->n_versions; j++) {
-        srv_version *v = &m->versions[j];
-        if (!v->model) continue;  // an ensemble has no instances
-        for (int x = 0; x < eng_model_n_instances(v->model); x++) {
-          eng_instance_stats st;
-          eng_model_instance_stats(v->model, x, &st);
-          if (st.device < 0) continue;  // GPU instances only
-          if (!header)
-            sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", inst_metrics[k].name, inst_metrics[k].help,
-                      inst_metrics[k].name, inst_metrics[k].type);
-          header = 1;
-          sb_printf(b, "%s{model=\"%s\",version=\"%s\",model_instance=\"%d\",gpu=\"%d\"} %.9g\n", inst_metrics[k].name,
-                    m->name, v->version_str, x, st.device, inst_value(k, &st));
-        }
-      }
-    }
+static void inst_series(sbuf *b, const char *name, srv_model *m, srv_version *v, const fam_ctx *c) {
+  if (!v->model) return;  // an ensemble has no instances
+  for (int x = 0; x < eng_model_n_instances(v->model); x++) {
+    eng_instance_stats st;
+    eng_model_instance_stats(v->model, x, &st);
+    if (st.device < 0) continue;  // GPU instances only
+    sb_printf(b, "%s{model=\"%s\",version=\"%s\",model_instance=\"%d\",gpu=\"%d\"} %.9g\n", name, m->name,
+              v->version_str, x, st.device, inst_value((int)c->k, &st));
   }
+}
+
+static void metrics_instances(srv_server *s, sbuf *b) {
+  for (int k = 0; k < I_N; k++)
+    family(b, inst_metrics[k].name, inst_metrics[k].type, inst_metrics[k].help, 1, inst_series,
+           &(fam_ctx){s, (size_t)k, 0});
 }
 
 // Per model version, every instance (CPU ones too): the batch sizes
 // prepared at load and what still happened on the request path
 // (engine/batch_sizes.h; issue 32): a lazy prepare there is a batch that
 // captured, tuned or made something for its size while clients waited.
+static void prepare_series(sbuf *b, const char *name, srv_model *m, srv_version *v, const fam_ctx *c) {
+  if (!v->model) return;
+  uint64_t x = 0;
+  for (int in = 0; in < eng_model_n_instances(v->model); in++) {
+    eng_instance_stats st;
+    eng_model_instance_stats(v->model, in, &st);
+    x += c->k == 0 ? st.lazy_prepares : c->k == 1 ? st.padded_batches : st.padded_rows;
+  }
+  sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %llu\n", name, m->name, v->version_str, (unsigned long long)x);
+}
+
+// the lazy prepares by why (engine/batch_sizes.h eng_lazy_cause): where to look when the total is not 0
+static void causes_series(sbuf *b, const char *name, srv_model *m, srv_version *v, const fam_ctx *c) {
+  (void)c;
+  if (!v->model) return;
+  uint64_t x[ENG_LAZY_CAUSES] = {0};
+  for (int in = 0; in < eng_model_n_instances(v->model); in++) {
+    eng_instance_stats st;
+    eng_model_instance_stats(v->model, in, &st);
+    for (int k = 0; k < ENG_LAZY_CAUSES; k++) x[k] += st.lazy_by_cause[k];
+  }
+  for (int k = 0; k < ENG_LAZY_CAUSES; k++)
+    sb_printf(b, "%s{model=\"%s\",version=\"%s\",cause=\"%s\"} %llu\n", name, m->name, v->version_str,
+              eng_lazy_cause_str((eng_lazy_cause)k), (unsigned long long)x[k]);
+}
+
 static void metrics_prepare(srv_server *s, sbuf *b) {
   static const struct {
     const char *name, *help;
@@ -346,45 +383,12 @@ static void metrics_prepare(srv_server *s, sbuf *b) {
       {"inferd_padded_batches_total", "Batches run padded to the next batch size prepared at load"},
       {"inferd_padded_rows_total", "Rows added to batches by that padding (their results dropped)"},
   };
-  for (size_t k = 0; k < sizeof pm / sizeof pm[0]; k++) {
-    sb_printf(b, "# HELP %s %s\n# TYPE %s counter\n", pm[k].name, pm[k].help, pm[k].name);
-    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
-      srv_model *m = srv_registry_model_at(s->reg, i);
-      for (size_t j = 0; j < m->n_versions; j++) {
-        srv_version *v = &m->versions[j];
-        if (!v->model) continue;
-        uint64_t x = 0;
-        for (int in = 0; in < eng_model_n_instances(v->model); in++) {
-          eng_instance_stats st;
-          eng_model_instance_stats(v->model, in, &st);
-          x += k == 0 ? st.lazy_prepares : k == 1 ? st.padded_batches : st.padded_rows;
-        }
-        sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %llu\n", pm[k].name, m->name, v->version_str,
-                  (unsigned long long)x);
-      }
-    }
-  }
-  // the lazy prepares by why (engine/batch_sizes.h eng_lazy_cause): where to look when the total is not 0
-  sb_printf(b,
-            "# HELP inferd_lazy_prepare_causes_total Lazy prepares by cause: graph (a signature never captured), "
-            "stale_graph (captured again after the slot's buffers moved), gemm (a GEMM timed), cudnn (a cuDNN plan "
-            "made); a batch may count under several\n# TYPE inferd_lazy_prepare_causes_total counter\n");
-  for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
-    srv_model *m = srv_registry_model_at(s->reg, i);
-    for (size_t j = 0; j < m->n_versions; j++) {
-      srv_version *v = &m->versions[j];
-      if (!v->model) continue;
-      uint64_t x[ENG_LAZY_CAUSES] = {0};
-      for (int in = 0; in < eng_model_n_instances(v->model); in++) {
-        eng_instance_stats st;
-        eng_model_instance_stats(v->model, in, &st);
-        for (int c = 0; c < ENG_LAZY_CAUSES; c++) x[c] += st.lazy_by_cause[c];
-      }
-      for (int c = 0; c < ENG_LAZY_CAUSES; c++)
-        sb_printf(b, "inferd_lazy_prepare_causes_total{model=\"%s\",version=\"%s\",cause=\"%s\"} %llu\n", m->name,
-                  v->version_str, eng_lazy_cause_str((eng_lazy_cause)c), (unsigned long long)x[c]);
-    }
-  }
+  for (size_t k = 0; k < sizeof pm / sizeof pm[0]; k++)
+    family(b, pm[k].name, "counter", pm[k].help, 0, prepare_series, &(fam_ctx){s, k, 0});
+  family(b, "inferd_lazy_prepare_causes_total", "counter",
+         "Lazy prepares by cause: graph (a signature never captured), stale_graph (captured again after the slot's "
+         "buffers moved), gemm (a GEMM timed), cudnn (a cuDNN plan made); a batch may count under several",
+         0, causes_series, &(fam_ctx){s, 0, 0});
 }
 
 // Per GPU: Triton's NVML gauges (which perf_analyzer --collect-metrics
@@ -446,6 +450,23 @@ static void metrics_memory(sbuf *b) {
 }
 
 // The generative models' runners (server/core/llm_serve.h), per model and version.
+static void llm_series(sbuf *b, const char *name, srv_model *m, srv_version *v, const fam_ctx *c) {
+  if (!v->llm) return;
+  srv_llm_metrics lm;
+  srv_llm_metrics_get(v->llm, &lm);
+  const double vals[] = {(double)lm.prompt_tokens, (double)lm.generated_tokens, (double)lm.preemptions,
+                         (double)lm.prefix_hit_tokens, (double)lm.blocks_used, (double)lm.blocks_total,
+                         (double)lm.running, (double)lm.waiting};
+  sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %.17g\n", name, m->name, v->version_str, vals[c->k]);
+}
+
+static void llm_hist_series(sbuf *b, const char *name, srv_model *m, srv_version *v, const fam_ctx *c) {
+  if (!v->llm) return;
+  srv_llm_metrics lm;
+  srv_llm_metrics_get(v->llm, &lm);
+  prom_hist(b, name, m, v, c->k ? lm.itl_us : lm.ttft_us, latency_le, N_LAT_LE, 1e-6);
+}
+
 static void metrics_llm(srv_server *s, sbuf *b) {
   static const struct {
     const char *name, *type, *help;
@@ -463,38 +484,12 @@ static void metrics_llm(srv_server *s, sbuf *b) {
   int any = 0;
   for (size_t i = 0; i < srv_registry_n_models(s->reg) && !any; i++) any = srv_registry_model_at(s->reg, i)->llm_cfg != NULL;
   if (!any) return;
-  for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
-    sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help, fam[f].name, fam[f].type);
-    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
-      srv_model *m = srv_registry_model_at(s->reg, i);
-      for (size_t j = 0; j < m->n_versions; j++) {
-        srv_version *v = &m->versions[j];
-        if (!v->llm) continue;
-        srv_llm_metrics lm;
-        srv_llm_metrics_get(v->llm, &lm);
-        const double vals[] = {(double)lm.prompt_tokens, (double)lm.generated_tokens, (double)lm.preemptions,
-                               (double)lm.prefix_hit_tokens, (double)lm.blocks_used, (double)lm.blocks_total,
-                               (double)lm.running, (double)lm.waiting};
-        sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %.17g\n", fam[f].name, m->name, v->version_str, vals[f]);
-      }
-    }
-  }
+  for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++)
+    family(b, fam[f].name, fam[f].type, fam[f].help, 0, llm_series, &(fam_ctx){s, f, 0});
   static const char *const hname[2] = {"inferd_llm_time_to_first_token_seconds", "inferd_llm_inter_token_latency_seconds"};
   static const char *const hhelp[2] = {"From a request's arrival to its first token",
                                        "Between one token of a sequence and the next"};
-  for (int k = 0; k < 2; k++) {
-    sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", hname[k], hhelp[k], hname[k]);
-    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
-      srv_model *m = srv_registry_model_at(s->reg, i);
-      for (size_t j = 0; j < m->n_versions; j++) {
-        srv_version *v = &m->versions[j];
-        if (!v->llm) continue;
-        srv_llm_metrics lm;
-        srv_llm_metrics_get(v->llm, &lm);
-        prom_hist(b, hname[k], m, v, k ? lm.itl_us : lm.ttft_us, latency_le, N_LAT_LE, 1e-6);
-      }
-    }
-  }
+  for (size_t k = 0; k < 2; k++) family(b, hname[k], "histogram", hhelp[k], 0, llm_hist_series, &(fam_ctx){s, k, 0});
 }
 
 // What the gRPC front did to its connections (grpc_front.h).
@@ -540,22 +535,21 @@ static void metrics_http(srv_server *s, sbuf *b) {
 }
 
 // Requests and rows per second over the last THROUGHPUT_WINDOW_S whole seconds.
+static void throughput_series(sbuf *b, const char *name, srv_model *m, srv_version *v, const fam_ctx *c) {
+  if (!srv_version_ready(v)) return;
+  prof_window *w = c->k ? &v->stats.win_rows : &v->stats.win_requests;
+  sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %.6g\n", name, m->name, v->version_str,
+            prof_window_rate(w, c->now, THROUGHPUT_WINDOW_S));
+}
+
 static void metrics_throughput(srv_server *s, sbuf *b) {
   int64_t now = eng_now_us();
   static const char *names[2] = {"inferd_throughput_requests_per_second", "inferd_throughput_rows_per_second"};
-  for (int k = 0; k < 2; k++) {
-    sb_printf(b, "# HELP %s Successful %s per second over the last %d whole seconds\n# TYPE %s gauge\n", names[k],
-              k ? "rows (batch elements)" : "requests", THROUGHPUT_WINDOW_S, names[k]);
-    for (size_t i = 0; i < srv_registry_n_models(s->reg); i++) {
-      srv_model *md = srv_registry_model_at(s->reg, i);
-      for (size_t j = 0; j < md->n_versions; j++) {
-        srv_version *v = &md->versions[j];
-        if (!srv_version_ready(v)) continue;
-        prof_window *w = k ? &v->stats.win_rows : &v->stats.win_requests;
-        sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %.6g\n", names[k], md->name, v->version_str,
-                  prof_window_rate(w, now, THROUGHPUT_WINDOW_S));
-      }
-    }
+  for (size_t k = 0; k < 2; k++) {
+    char help[128];
+    snprintf(help, sizeof help, "Successful %s per second over the last %d whole seconds",
+             k ? "rows (batch elements)" : "requests", THROUGHPUT_WINDOW_S);
+    family(b, names[k], "gauge", help, 0, throughput_series, &(fam_ctx){s, k, now});
   }
 }
 

@@ -3,7 +3,7 @@
 operator conformance suite shipped with the installed onnx package) as a Triton-style model
 repository, one model per case, plus each case's inputs and expected outputs.
 
-    gen_cases.py OUT [--only LIST] [--filter REGEX]
+    gen_cases.py OUT [--only LIST] [--filter REGEX] [--kind KIND_GPU]
 
 OUT/repo/<case>/config.pbtxt and OUT/repo/<case>/1/model.onnx: max_batch_size 0, the graph's
 inputs and outputs with the Triton type of their element type and the dims of the graph's
@@ -106,7 +106,7 @@ def _normalize(v):
     return v
 
 
-def write_case(case, repo, data_dir):
+def write_case(case, repo, data_dir, kind="KIND_CPU"):
     """Writes one case; returns its cases.json entry."""
     name = sanitize(case.name)
     model = case.model
@@ -134,7 +134,7 @@ def write_case(case, repo, data_dir):
             cfg.append(_tensor_block("input", vi, d))
         for vi, d in zip(g_out, outputs):
             cfg.append(_tensor_block("output", vi, d))
-    cfg.append("instance_group [ { count: 1, kind: KIND_CPU } ]\n")
+    cfg.append("instance_group [ { count: 1, kind: %s } ]\n" % kind)
     with open(os.path.join(mdir, "config.pbtxt"), "w") as f:
         f.write("".join(cfg))
     with open(os.path.join(data_dir, name + ".pkl"), "wb") as f:
@@ -175,7 +175,7 @@ def read_list(path):
         return {ln.split("#", 1)[0].strip() for ln in f} - {""}
 
 
-def generate(out, only=None, pattern=None):
+def generate(out, only=None, pattern=None, kind="KIND_CPU"):
     """Writes the cases (all, or those named in the set only, or matching pattern); returns the entries."""
     repo, data_dir = os.path.join(out, "repo"), os.path.join(out, "data")
     os.makedirs(repo, exist_ok=True)
@@ -186,7 +186,7 @@ def generate(out, only=None, pattern=None):
             continue
         if pattern and not re.search(pattern, case.name):
             continue
-        entries.append(write_case(case, repo, data_dir))
+        entries.append(write_case(case, repo, data_dir, kind))
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump({"onnx": onnx.__version__, "cases": entries}, f, indent=0)
     return entries
@@ -197,8 +197,10 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--only", help="file of case names to write, one a line")
     ap.add_argument("--filter", help="only cases whose name matches this regular expression")
+    ap.add_argument("--kind", default="KIND_CPU", choices=["KIND_CPU", "KIND_GPU"],
+                    help="the instance kind every case's config asks for (KIND_GPU: the suite on GPU instances)")
     a = ap.parse_args()
-    entries = generate(a.out, read_list(a.only) if a.only else None, a.filter)
+    entries = generate(a.out, read_list(a.only) if a.only else None, a.filter, a.kind)
     print("onnx %s: %d cases written to %s (%d not servable over KServe)"
           % (onnx.__version__, len(entries), a.out, sum(1 for e in entries if "skip" in e)), file=sys.stderr)
 

@@ -1,7 +1,7 @@
 // engine/ops/index/index_space.c: DepthToSpace and SpaceToDepth (DCR and CRD
 // modes: a 6-D view of the input transposed by k_transpose, any element type),
 // ReverseSequence, EyeLike (ones on the k-th diagonal), Tile and OneHot on the CPU. index.c's
-// table lists them; no CUDA path yet.
+// table lists them; of these only Tile has a CUDA path (index_cuda.c).
 #include <string.h>
 
 #include "engine/ops/index/index.h"
@@ -172,6 +172,16 @@ int eng_ops__infer_tile(const eng_op_params *p, const eng_tensor *in, int n_in, 
   }
   TRY(eng_ops__checked_numel(in[0].ndims, y, "result", e));
   op_set_out(&out[0], in[0].dt, in[0].ndims, y);
+  return 0;
+}
+
+// The planner's output dims are this run's: the repeats were read and checked
+// while shapes were inferred (eng_ops__infer_tile), as on the CUDA path.
+int eng_ops__run_tile(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                      err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  if (in[0].ndims != out[0].ndims) return err_set(e, ERR_INTERNAL, "Tile: rank %d into %d", in[0].ndims, out[0].ndims);
+  k_tile(out[0].data, in[0].data, eng_elem_size(in[0].dt), out[0].ndims, out[0].dims, in[0].dims);
   return 0;
 }
 

@@ -606,6 +606,20 @@ static void test_resolve_kinds(void) {
   CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
   CHECK_EQ_INT(c->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
   config_free(c);
+  // a STRING tensor keeps KIND_AUTO on the CPU even with GPUs (Triton's simple_string on a GPU host)
+  c = parse("name: 'm' input [{ name: 'I' data_type: TYPE_STRING dims: [16] }] "
+            "output [{ name: 'O' data_type: TYPE_INT32 dims: [16] }] instance_group [{ kind: KIND_AUTO }]");
+  if (!c) return;
+  config_resolve_kinds(c, 1);
+  CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+  config_free(c);
+  c = parse("name: 'm' output [{ name: 'O' data_type: TYPE_STRING dims: [16] }] "
+            "instance_group [{ kind: KIND_AUTO }, { kind: KIND_GPU }]");
+  if (!c) return;
+  config_resolve_kinds(c, 1);
+  CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+  CHECK_EQ_INT(c->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);  // asked for: refused at load
+  config_free(c);
 }
 
 // The switches of the graph's load-time passes, read before completion.
