@@ -47,11 +47,16 @@ static const tensor_spec in_specs[SRV_LLM_IN_N] = {
     [SRV_LLM_IN_SEED] = {"random_seed", DT_UINT64, 1, {1}},
     [SRV_LLM_IN_STREAMING] = {"streaming", DT_BOOL, 1, {1}},
     [SRV_LLM_IN_STOP_WORDS] = {"stop_words_list", DT_INT32, 2, {2, -1}},
+    [SRV_LLM_IN_TEXT] = {"text_input", DT_STRING, 1, {1}},
+    [SRV_LLM_IN_STREAM] = {"stream", DT_BOOL, 1, {1}},
+    [SRV_LLM_IN_SAMPLING] = {"sampling_parameters", DT_STRING, 1, {1}},
+    [SRV_LLM_IN_EXCLUDE] = {"exclude_input_in_output", DT_BOOL, 1, {1}},
 };
 
 static const tensor_spec out_specs[SRV_LLM_OUT_N] = {
     [SRV_LLM_OUT_IDS] = {"output_ids", DT_INT32, 2, {-1, -1}},
     [SRV_LLM_OUT_SEQ_LEN] = {"sequence_length", DT_INT32, 1, {-1}},
+    [SRV_LLM_OUT_TEXT] = {"text_output", DT_STRING, 1, {-1}},
 };
 
 static void spec_io(const tensor_spec *t, eng_io *io) {
@@ -72,7 +77,7 @@ static void check_listed(char *buf, size_t cap, size_t *len, const char *kind, c
     return;
   }
   (void)n;
-  why(buf, cap, len, "%s '%s' is not one of the backend's (TensorRT-LLM's names, docs/models.md)", kind,
+  why(buf, cap, len, "%s '%s' is not one of the backend's (TensorRT-LLM's and the vLLM backend's names, docs/models.md)", kind,
       name ? name : "");
 }
 

@@ -17,8 +17,9 @@
 
 #define SRV_LLM_BACKEND "inferd_llm"
 
-// The inputs, in the order srv_version_input shows them: input_ids is
-// required, every other one optional.
+// The inputs, in the order srv_version_input shows them: every one
+// optional to the validator; a request holds input_ids or text_input
+// (llm_grpc.c checks).
 typedef enum srv_llm_in {
   SRV_LLM_IN_IDS = 0,      // INT32 [-1]: the prompt's token ids
   SRV_LLM_IN_LENGTHS,      // INT32 [1]: input_ids' length (checked when given)
@@ -33,10 +34,15 @@ typedef enum srv_llm_in {
   SRV_LLM_IN_SEED,         // UINT64 [1] random_seed
   SRV_LLM_IN_STREAMING,    // BOOL [1]: one response per token (else one with all)
   SRV_LLM_IN_STOP_WORDS,   // INT32 [2, -1] stop_words_list (TensorRT-LLM's: flat ids, then end offsets, -1 padded)
+  // Triton's vLLM backend's tensors (issue 36): the prompt as text, the answer as text_output
+  SRV_LLM_IN_TEXT,         // BYTES [1] text_input: the prompt (instead of input_ids)
+  SRV_LLM_IN_STREAM,       // BOOL [1] stream: one response per delta of text
+  SRV_LLM_IN_SAMPLING,     // BYTES [1] sampling_parameters: vLLM's SamplingParams as JSON (llm_text.h)
+  SRV_LLM_IN_EXCLUDE,      // BOOL [1] exclude_input_in_output
   SRV_LLM_IN_N
 } srv_llm_in;
 
-typedef enum srv_llm_out { SRV_LLM_OUT_IDS = 0, SRV_LLM_OUT_SEQ_LEN, SRV_LLM_OUT_N } srv_llm_out;
+typedef enum srv_llm_out { SRV_LLM_OUT_IDS = 0, SRV_LLM_OUT_SEQ_LEN, SRV_LLM_OUT_TEXT, SRV_LLM_OUT_N } srv_llm_out;
 
 #define SRV_LLM_DEFAULT_OUTPUT_LEN 16
 
@@ -57,7 +63,8 @@ typedef struct srv_llm_group {
 
 typedef struct srv_llm_cfg {
   eng_io in[SRV_LLM_IN_N];
-  eng_io out[SRV_LLM_OUT_N];  // output_ids INT32 [-1, -1] (beam, tokens), sequence_length INT32 [-1] (beam)
+  eng_io out[SRV_LLM_OUT_N];  // output_ids INT32 [-1, -1] (beam, tokens), sequence_length INT32 [-1] (beam),
+                              // text_output BYTES [-1] (text_input's answers)
   int max_batch;              // config max_batch_size: > 0 puts a batch dim (of 1) before every shape
   // the engine's parameters (config.pbtxt `parameters`), defaults filled
   int32_t kv_blocks;          // kv_cache_blocks; 0: from kv_cache_bytes once the model's block size is known

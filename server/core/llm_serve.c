@@ -12,7 +12,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <unistd.h>
+
 #include "batcher/iter.h"
+#include "engine/llm/chat_template.h"
+#include "engine/llm/tokenizer.h"
 #include "engine/llm/llm_model.h"
 #include "engine/llm/llm_step.h"
 #include "engine/model.h"
@@ -101,10 +105,21 @@ struct srv_llm {
   pthread_mutex_t stop_mu;
   _Atomic uint64_t prompt_tokens, generated_tokens;
   prof_hist *ttft, *itl;
+  eng_tok *tok;                // NULL: no tokenizer.json
+  eng_chat_template *chat;     // NULL: no chat template
 };
 
 int64_t srv_llm_vocab(const srv_llm *l) {
   return l->mc->vocab;
+}
+const eng_tok *srv_llm_tokenizer(const srv_llm *l) {
+  return l->tok;
+}
+const eng_chat_template *srv_llm_chat_template(const srv_llm *l) {
+  return l->chat;
+}
+const char *srv_llm_name(const srv_llm *l) {
+  return l->name;
 }
 int64_t srv_llm_max_model_len(const srv_llm *l) {
   return l->max_model_len;
@@ -264,6 +279,7 @@ static int step(runner *rn) {
         eng_llm_sample(rn->sampler, lg, &q->sampling, w->seq->tokens, w->seq->n_tokens, (uint64_t)w->seq->n_generated);
     rn->sampled[k] = tok;
     rn->stopped[k] = (uint8_t)(is_end(l, q, tok) || stop_word_hit(q, w->seq, tok));
+    if (q->sink.token && q->sink.token(q->sink.ctx, tok, rn->stopped[k], lg)) rn->stopped[k] = 1;
     prof_hist_record(w->seq->n_generated == 0 ? l->ttft : l->itl,
                      now - (w->seq->n_generated == 0 ? q->t_recv_us : q->t_last_us));
     q->t_last_us = now;
@@ -409,6 +425,25 @@ static int runner_open(srv_llm *l, runner *rn, int idx, err *e) {
   return 0;
 }
 
+// The tokenizer and chat template, when the checkpoint has tokenizer.json: the text endpoints' (llm_text.h).
+// Both are tried, so a load names every broken file at once.
+static int load_text(srv_llm *l, const char *dir, err *e) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  if (access(path, F_OK) != 0) return 0;
+  err te = {0}, ce = {0};
+  if (eng_tok_create(dir, &l->tok, &te) != 0) err_prefix(&te, "tokenizer: ");
+  l->chat = eng_chat_template_load(dir, &ce);
+  if (!l->chat && ce.code == ERR_NOT_FOUND) ce = (err){0};  // no template: completions only
+  if (!l->chat && ce.code) err_prefix(&ce, "chat template: ");
+  if (!te.code && !ce.code) return 0;
+  if (te.code && ce.code)
+    err_set(e, te.code, "%.1000s; %.1000s", te.msg, ce.msg);
+  else
+    *e = te.code ? te : ce;
+  return e->code;
+}
+
 static const char *dt_name(dtype d) {
   return d == DT_FP16 ? "float16" : d == DT_BF16 ? "bfloat16" : "float32";
 }
@@ -519,12 +554,19 @@ int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_na
   snprintf(l->name, sizeof l->name, "%s", model_name);
   l->cfg = *cfg;
   pthread_mutex_init(&l->stop_mu, NULL);
+  err te = {0};
+  int trc = load_text(l, dir, &te);  // tried whatever the weights say: every reason at once
   eng_llm_model *gm = NULL;  // the GPU runners' model until uploaded
   int rc = n_cpu ? eng_llm_model_create(dir, &l->model, e) : 0;
   if (!rc && n_cpu < n_run) rc = load_gpu_model(l, dir, &gm, e);
-  if (rc) {
+  if (rc || trc) {
+    if (rc && trc)
+      err_prefix(e, "%.1000s; ", te.msg);
+    else if (trc)
+      *e = te;
+    eng_llm_model_destroy(gm == l->model ? NULL : gm);
     srv_llm_destroy(l);
-    return rc;
+    return e->code;
   }
   l->mcfg = *eng_llm_model_config(l->model ? l->model : gm);
   l->mc = &l->mcfg;
@@ -542,6 +584,10 @@ int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_na
     WHY("max_model_len %" PRId64 " is past the checkpoint's %" PRId64 " learned positions (n_positions)", mml,
         mc->max_pos);
   l->max_model_len = mml;
+  if (l->tok && eng_tok_vocab_size(l->tok) > mc->vocab)
+    WHY("tokenizer: its %d ids go past the model's vocabulary of %" PRId64
+        " (config.json vocab_size): tokenizer.json belongs to another model",
+        eng_tok_vocab_size(l->tok), mc->vocab);
   int64_t need = (mml + cfg->block_tokens - 1) / cfg->block_tokens;
   // the CPU pool: blocks given, or what kv_cache_bytes holds (K and V, every layer, kv heads x head_dim floats)
   int64_t block_bytes = block_bytes_of(mc, cfg->block_tokens, sizeof(float));
@@ -657,6 +703,8 @@ void srv_llm_destroy(srv_llm *l) {
   prof_hist_destroy(l->ttft);
   prof_hist_destroy(l->itl);
   eng_llm_model_destroy(l->model);
+  eng_chat_template_destroy(l->chat);
+  eng_tok_destroy(l->tok);
   pthread_mutex_destroy(&l->stop_mu);
   free(l);
 }

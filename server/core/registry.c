@@ -805,7 +805,8 @@ const eng_io *srv_version_input(const srv_version *v, size_t i) {
 }
 
 int srv_version_input_optional(const srv_version *v, size_t i) {
-  return v->llm_cfg && i != SRV_LLM_IN_IDS;
+  (void)i;
+  return v->llm_cfg != NULL;  // input_ids or text_input: llm_grpc.c checks that one is there
 }
 
 size_t srv_version_n_client_outputs(const srv_version *v) {

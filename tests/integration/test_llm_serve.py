@@ -422,7 +422,7 @@ def test_bad_config_fails_that_model_alone(srv, client):
     md = client.get_model_metadata("gpt2")
     assert md.platform == "inferd_llm"
     assert [i.name for i in md.inputs][:3] == ["input_ids", "input_lengths", "request_output_len"]
-    assert [o.name for o in md.outputs] == ["output_ids", "sequence_length"]
+    assert [o.name for o in md.outputs] == ["output_ids", "sequence_length", "text_output"]
     assert client.get_model_config("gpt2").config.model_transaction_policy.decoupled
 
 

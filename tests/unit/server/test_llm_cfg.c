@@ -52,6 +52,15 @@ static void test_defaults(void) {
     CHECK_EQ_INT(p->in[SRV_LLM_IN_STOP_WORDS].ndims, 2);
     CHECK_EQ_STR(p->out[SRV_LLM_OUT_IDS].name, "output_ids");
     CHECK_EQ_STR(p->out[SRV_LLM_OUT_SEQ_LEN].name, "sequence_length");
+    // Triton's vLLM backend's tensors (issue 36)
+    CHECK_EQ_STR(p->in[SRV_LLM_IN_TEXT].name, "text_input");
+    CHECK_EQ_INT(p->in[SRV_LLM_IN_TEXT].dt, DT_STRING);
+    CHECK_EQ_STR(p->in[SRV_LLM_IN_STREAM].name, "stream");
+    CHECK_EQ_INT(p->in[SRV_LLM_IN_STREAM].dt, DT_BOOL);
+    CHECK_EQ_STR(p->in[SRV_LLM_IN_SAMPLING].name, "sampling_parameters");
+    CHECK_EQ_STR(p->in[SRV_LLM_IN_EXCLUDE].name, "exclude_input_in_output");
+    CHECK_EQ_STR(p->out[SRV_LLM_OUT_TEXT].name, "text_output");
+    CHECK_EQ_INT(p->out[SRV_LLM_OUT_TEXT].dt, DT_STRING);
   }
   srv_llm_cfg_destroy(p);
   config_free(c);
