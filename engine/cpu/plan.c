@@ -852,6 +852,26 @@ static int check_input(const eng_plan *p, size_t i, const eng_tensor *t, int nee
   return 0;
 }
 
+// The inputs' element types and shapes into the plan's values, their bytes
+// where shapes read them (runtime parameters), then every node's shape.
+// full: a run's inputs (check_input's full check); else shapes only, where
+// an input whose bytes shapes read must still carry them.
+static int infer_from_inputs(eng_plan *p, const eng_tensor *inputs, size_t n_in, int full, err *e) {
+  const eng_graph *g = p->g;
+  for (size_t i = 0; i < n_in; i++) {
+    TRY(check_input(p, i, &inputs[i], full, e));
+    if (!full && p->val_in[i] && !inputs[i].data)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s' must be known when planning (its bytes are read while inferring shapes), but it "
+                     "depends on data computed at run time", eng_graph_input(g, i)->name);
+    eng_tensor *t = &p->cur[eng_graph_input_value(g, i)];
+    t->dt = eng_ops_cpu_internal_dtype(inputs[i].dt);
+    t->ndims = inputs[i].ndims;
+    memcpy(t->dims, inputs[i].dims, sizeof t->dims);
+  }
+  TRY(eng_plan__load_value_inputs(p, inputs, e));
+  return infer_all(p, e);
+}
 
 void eng_plan__to_edge(void *dst, dtype dt, const eng_tensor *src, size_t n) {
   if (dt == DT_FP16) k_f32_to_f16(dst, src->data, n);
@@ -874,15 +894,7 @@ int eng_plan__prepare(eng_plan *p, const eng_tensor *inputs, size_t n_in, size_t
   if (n_out != p->n_outputs)
     return err_set(e, ERR_INVALID_ARGUMENT, "%zu outputs requested, the model has %zu", n_out,
                    p->n_outputs);
-  for (size_t i = 0; i < n_in; i++) {
-    TRY(check_input(p, i, &inputs[i], 1, e));
-    eng_tensor *t = &p->cur[eng_graph_input_value(g, i)];
-    t->dt = eng_ops_cpu_internal_dtype(inputs[i].dt);
-    t->ndims = inputs[i].ndims;
-    memcpy(t->dims, inputs[i].dims, sizeof t->dims);
-  }
-  TRY(eng_plan__load_value_inputs(p, inputs, e));
-  TRY(infer_all(p, e));
+  TRY(infer_from_inputs(p, inputs, n_in, 1, e));
   compute_roots(p);
   if (!layout_fits(p)) {
     for (size_t j = 0; j < p->n_outputs; j++) {
@@ -922,19 +934,7 @@ int eng_plan_infer(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tenso
   if (n_in != p->n_inputs || n_out != p->n_outputs)
     return err_set(e, ERR_INVALID_ARGUMENT, "%zu inputs and %zu outputs given, the graph has %zu and %zu", n_in,
                    n_out, p->n_inputs, p->n_outputs);
-  for (size_t i = 0; i < n_in; i++) {
-    TRY(check_input(p, i, &inputs[i], 0, e));
-    if (p->val_in[i] && !inputs[i].data)
-      return err_set(e, ERR_INVALID_ARGUMENT,
-                     "input '%s' must be known when planning (its bytes are read while inferring shapes), but it "
-                     "depends on data computed at run time", eng_graph_input(g, i)->name);
-    eng_tensor *t = &p->cur[eng_graph_input_value(g, i)];
-    t->dt = eng_ops_cpu_internal_dtype(inputs[i].dt);
-    t->ndims = inputs[i].ndims;
-    memcpy(t->dims, inputs[i].dims, sizeof t->dims);
-  }
-  TRY(eng_plan__load_value_inputs(p, inputs, e));
-  TRY(infer_all(p, e));
+  TRY(infer_from_inputs(p, inputs, n_in, 0, e));
   for (size_t j = 0; j < n_out; j++) {
     int v = eng_graph_output_value(g, j);
     outputs[j] = p->cur[v];

@@ -156,6 +156,18 @@ static int scalar(const srv_request *r, srv_llm_in k, void *out, size_t size, er
   return 1;
 }
 
+// What both request forms (token ids, vLLM's text) ask of the request
+// itself: answers in the responses, one sequence.
+static int check_one_sequence(const srv_request *r, err *e) {
+  if (r->shm_out)
+    return err_set(e, ERR_INVALID_ARGUMENT, "the %s backend answers in its responses, not into shared memory",
+                   SRV_LLM_BACKEND);
+  if (r->item.rows != 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "batch size %" PRId64 ": a request carries one sequence (batch size 1)",
+                   r->item.rows);
+  return 0;
+}
+
 static int read_params(const srv_request *r, srv_llm_params *p, err *e) {
   const srv_llm_cfg *c = r->version->llm_cfg;
   *p = (srv_llm_params){.end_id = -1, .sampling = eng_llm_sampling_greedy(), .output_len = SRV_LLM_DEFAULT_OUTPUT_LEN};
@@ -165,12 +177,7 @@ static int read_params(const srv_request *r, srv_llm_params *p, err *e) {
                      "input '%s': the %s backend reads its inputs from the request, not from "
                      "CUDA shared memory",
                      c->in[i].name, SRV_LLM_BACKEND);
-  if (r->shm_out)
-    return err_set(e, ERR_INVALID_ARGUMENT, "the %s backend answers in its responses, not into shared memory",
-                   SRV_LLM_BACKEND);
-  if (r->item.rows != 1)
-    return err_set(e, ERR_INVALID_ARGUMENT, "batch size %" PRId64 ": a request carries one sequence (batch size 1)",
-                   r->item.rows);
+  TRY(check_one_sequence(r, e));
   const eng_tensor *ids = &r->inputs[SRV_LLM_IN_IDS];
   p->ids = ids->data;
   p->n_ids = (int64_t)(ids->bytes / sizeof(int32_t));
@@ -242,12 +249,7 @@ static int submit_text(srv_request *r, gsink *g, err *e) {
                      "input '%s' does not go with text_input: the vLLM backend's form takes its sampling parameters "
                      "in sampling_parameters (JSON)",
                      c->in[i].name);
-  if (r->shm_out)
-    return err_set(e, ERR_INVALID_ARGUMENT, "the %s backend answers in its responses, not into shared memory",
-                   SRV_LLM_BACKEND);
-  if (r->item.rows != 1)
-    return err_set(e, ERR_INVALID_ARGUMENT, "batch size %" PRId64 ": a request carries one sequence (batch size 1)",
-                   r->item.rows);
+  TRY(check_one_sequence(r, e));
   srv_llm_text_params tp = {.logprobs = -1,
                             .base = {.end_id = -1,
                                      .sampling = eng_llm_sampling_greedy(),
