@@ -230,10 +230,12 @@ size_t eng_cuda__host_staging(eng_cuda_plan *p, slot *s, size_t total) {
       s->hv_off[v] = total;
       total += eng_cuda__round_up(nbytes(t));
     } else if (p->hplan[v] == 1) {
+      // dev_dt, not p->ddt: the slots size their staging at create, before any submit set ddt
+      dtype dd = dev_dt(p, t->dt);
       s->hv_off[v] = total;
-      total += eng_cuda__round_up(dev_bytes(p, (int)v, p->ddt[v]));
+      total += eng_cuda__round_up(dev_bytes(p, (int)v, dd));
       s->hv32_off[v] = total;
-      if (p->ddt[v] != t->dt) total += eng_cuda__round_up(nbytes(t));
+      if (dd != t->dt) total += eng_cuda__round_up(nbytes(t));
     }
   }
   return total;
