@@ -16,9 +16,22 @@ add_library(inferd_load STATIC
   ${CMAKE_CURRENT_LIST_DIR}/load/stream_msg.c
   ${CMAKE_CURRENT_LIST_DIR}/load/stream.c
   ${CMAKE_CURRENT_LIST_DIR}/load/driver.c
-  ${CMAKE_CURRENT_LIST_DIR}/load/report.c)
+  ${CMAKE_CURRENT_LIST_DIR}/load/report.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/gen_dist.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/gen_sse.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/gen_http.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/gen_grpc.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/gen_cli.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/gen_run.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/gen_report.c)
+# generate mode (gen.h): cJSON for the SSE payloads and config.json, http_parser (the server's HTTP
+# parser) for its HTTP client
+find_path(LD_HTTP_PARSER_INCLUDE_DIR http_parser.h REQUIRED)
+find_library(LD_HTTP_PARSER_LIB http_parser REQUIRED)
+pkg_check_modules(LD_CJSON REQUIRED IMPORTED_TARGET libcjson)
+target_include_directories(inferd_load PRIVATE ${LD_HTTP_PARSER_INCLUDE_DIR})
 target_link_libraries(inferd_load PUBLIC inferd_proto inferd_base inferd_grpc_offload PkgConfig::GRPC PkgConfig::PROTOBUFC
-  Threads::Threads ${MATH_LIB})
+  PkgConfig::LD_CJSON ${LD_HTTP_PARSER_LIB} Threads::Threads ${MATH_LIB})
 
 add_executable(inferd-load ${CMAKE_CURRENT_LIST_DIR}/load/main.c)
 target_link_libraries(inferd-load PRIVATE inferd_load)

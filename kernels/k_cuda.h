@@ -347,15 +347,22 @@ int k_widen_cuda(float *y, const void *x, size_t n, dtype dt, cudaStream_t strea
 // decode tokens alike; kernels/attn/k_paged_attn.cu): token t's query row
 // (q + t q_stride) attends to its item's keys 0 .. tok_pos[t] (inside the
 // window). a gives the heads, strides, block size, window and scale; its
-// n_q and pos0 are unused (m says). One block per (token, KV head): the
-// group of query heads sharing that KV head reads each key and value once,
-// keys in tiles of 32 with an online softmax (float). head_dim up to 256,
-// n_heads / n_kv_heads up to 64 (ERR_UNIMPLEMENTED past them).
+// n_q and pos0 are unused (m says). One block per (token, KV head, chunk of
+// up to 8 of its query heads): the chunk reads each key and value row once
+// (16-byte loads where head_dim and the caches' alignment allow), lanes in
+// groups per key, each group with its own online softmax (float), merged at
+// the end. head_dim up to 256, n_heads / n_kv_heads up to 64
+// (ERR_UNIMPLEMENTED past them). block_tokens up to 2^31 - 1.
 // splits > 1 (up to 32): split-K over each token's keys (flash-decoding),
 // for few tokens with long contexts: each (token, KV head) pair's keys are
-// shared out in whole tiles among `splits` blocks, whose partial sums go to
+// shared out evenly among `splits` blocks, whose partial sums go to
 // ws (k_paged_attn_ws_floats floats of device memory), and a second kernel
 // combines them. splits 1: one pass, ws unused (NULL).
+// a->tc_prefill (FP16 and BF16, head_dim a multiple of 16 up to 128, splits
+// 1; ignored otherwise): each tile of 16 consecutive step tokens of one item
+// (prefill chunks) runs on tensor cores (wmma, float accumulation, softmax
+// weights rounded to the storage type for P V); the other tokens as above.
+// Needs compute capability 8.0 or newer (the caller checks).
 int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, const void *v_cache, const k_llm_meta *m,
                       const k_paged_attn_args *a, int splits, float *ws, dtype dt, cudaStream_t stream, err *e);
 size_t k_paged_attn_ws_floats(int64_t n_tok, int64_t n_heads, int64_t head_dim, int splits);

@@ -1,5 +1,5 @@
 # kernels/kernels.cmake: the C reference kernels (k_ref.h, conv/k_conv.h), one folder per op
-# family with the names of engine/ops/ (attn, conv, elem, gemm, index, norm, reduce, resize).
+# family with the names of engine/ops/ (attn, conv, elem, gemm, index, norm, reduce, resize, select).
 add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/elem/k_unary.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/k_binary.c
@@ -7,6 +7,7 @@ add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attn/k_attn.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/k_paged_attn.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/k_rope.c
+  ${CMAKE_CURRENT_LIST_DIR}/attn/k_linear_attn.c
   ${CMAKE_CURRENT_LIST_DIR}/index/k_embed.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/k_mlp_act.c
   ${CMAKE_CURRENT_LIST_DIR}/norm/k_norm.c
@@ -21,5 +22,6 @@ add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/index/k_index.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/k_reduce.c
   ${CMAKE_CURRENT_LIST_DIR}/resize/k_resize.c
+  ${CMAKE_CURRENT_LIST_DIR}/select/k_select.c
   ${CMAKE_CURRENT_LIST_DIR}/str/k_str.c)
 target_link_libraries(inferd_kernels PUBLIC ${MATH_LIB})

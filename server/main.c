@@ -204,6 +204,9 @@ static void on_trace_note(void *arg, const char *msg) {
 // stops accepting for good after an accept4 error other than EAGAIN (EMFILE
 // once the descriptors run out), while the process would otherwise look
 // healthy. Liveness then fails, so an orchestrator restarts the process.
+// Neither port uses that listener any more (plaintext and TLS connections are
+// accepted by grpc_accept.h, TLS terminated by grpc_tls.h); the check stays
+// as the guard for any path that would bring it back.
 // gpr_set_log_function takes no context: the server it marks is main's.
 static srv_server *grpc_log_server;
 
@@ -515,7 +518,10 @@ int main(int argc, char **argv) {
                       .stream_window_bytes = o.grpc_stream_window_bytes,
                       .stream_max_queued = o.grpc_stream_max_queued,
                       .stream_max_queued_bytes = o.grpc_stream_max_queued_bytes,
-                      .max_connections = o.grpc_max_connections ? o.grpc_max_connections : grpc_cap};
+                      .max_connections = o.grpc_max_connections ? o.grpc_max_connections
+                                         : tls ? grpc_cap / SRV_GRPC_TLS_FDS_PER_CONN  // three descriptors each
+                                               : grpc_cap};
+  if (go.max_connections < 1) go.max_connections = 1;
   srv_grpc_tls gt = {.certs = tls};
   if (tls) go.tls = &gt;
   if (srv_grpc_create(&go, methods, n_methods, &grpc, &e) != 0) goto fail;
@@ -524,8 +530,9 @@ int main(int argc, char **argv) {
     srv_log(SRV_LOG_INFO, "gRPC port: at most %d connections at once (--grpc-max-connections), accepted by inferd",
             go.max_connections);
   else
-    srv_log(SRV_LOG_INFO, "gRPC port: TLS, accepted by gRPC's own listener (no connection cap; it stops accepting "
-                          "for good if descriptors run out)");
+    srv_log(SRV_LOG_INFO, "gRPC port: TLS, at most %d connections at once (--grpc-max-connections%s), accepted by "
+            "inferd and terminated by its own TLS relay", go.max_connections,
+            o.grpc_max_connections ? "" : "; a third of the port's descriptors: each takes three");
   switch (srv_grpc_transport_offload(grpc)) {
     case SRV_GRPC_OFFLOAD_ON: srv_log(SRV_LOG_INFO, "gRPC transport work may move to gRPC's executor threads (gRPC's default)"); break;
     case SRV_GRPC_OFFLOAD_OFF:

@@ -11,7 +11,9 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/core/repeat_cfg.c
   ${CMAKE_CURRENT_LIST_DIR}/core/llm_cfg.c
   ${CMAKE_CURRENT_LIST_DIR}/core/llm_serve.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/llm_engine.c
   ${CMAKE_CURRENT_LIST_DIR}/core/llm_grpc.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/llm_text.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer_validate.c
   ${CMAKE_CURRENT_LIST_DIR}/core/labels.c
@@ -29,6 +31,8 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/http/rest.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest_infer.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest_generate.c
+  ${CMAKE_CURRENT_LIST_DIR}/http/rest_openai.c
+  ${CMAKE_CURRENT_LIST_DIR}/http/openai_req.c
   ${CMAKE_CURRENT_LIST_DIR}/http/rest_job.c
   ${CMAKE_CURRENT_LIST_DIR}/obs/crash.c
   ${CMAKE_CURRENT_LIST_DIR}/obs/log.c
@@ -48,13 +52,15 @@ target_link_libraries(inferd_cfgjson PUBLIC inferd_base PkgConfig::PROTOBUFC Pkg
 # Every REST JSON body is parsed through its memory estimate and budget (server/http/jsonmem.h).
 add_library(inferd_jsonmem STATIC ${CMAKE_CURRENT_LIST_DIR}/http/jsonmem.c)
 target_link_libraries(inferd_jsonmem PUBLIC inferd_base PkgConfig::CJSON)
-target_link_libraries(inferd_server PUBLIC inferd_llm inferd_fdlimit inferd_copypool inferd_cfgjson inferd_jsonmem inferd_grpc inferd_tls inferd_http inferd_httpz inferd_reflection inferd_protoset
+target_link_libraries(inferd_server PUBLIC inferd_llm inferd_tok inferd_chat_template inferd_fdlimit inferd_copypool inferd_cfgjson inferd_jsonmem inferd_grpc inferd_tls inferd_http inferd_httpz inferd_reflection inferd_protoset
   inferd_hist inferd_trace inferd_dashboard inferd_gpumon inferd_shm inferd_cuda_shm
   inferd_batcher inferd_model inferd_config inferd_graph inferd_proto inferd_base PkgConfig::LIBUV PkgConfig::CJSON Threads::Threads
   ${CMAKE_DL_LIBS})
 
 if(INFERD_HAVE_CUDA)
   target_link_libraries(inferd_server PUBLIC inferd_cuda)  # device discovery at start-up
+  # the generative backend's GPU runner (server/core/llm_engine.c)
+  target_link_libraries(inferd_server PUBLIC inferd_llm_cuda CUDA::cudart)
 endif()
 
 add_executable(inferd ${CMAKE_CURRENT_LIST_DIR}/main.c)

@@ -52,7 +52,7 @@ INFERD_PYTHON="$py" FUZZ_JOBS="$jobs" FUZZ_BUILD_JOBS="$jobs" bash tests/fuzz/ru
 # under the concurrency, batching, inference and shutdown tests. Debian's
 # gRPC is not instrumented: its internals are suppressed, our code is not.
 export TSAN_OPTIONS="halt_on_error=1 suppressions=$root/tests/unit/server/grpc_tsan.supp"
-run_preset tsan 'test_(grpc_front|grpc_accept|http|batcher|batcher_random|shm|trace|tls|replyq|copypool)$|^llm_tokenizer_threads$'
+run_preset tsan 'test_(grpc_front|grpc_accept|grpc_tls|http|batcher|batcher_random|shm|trace|tls|replyq|copypool)$|^llm_tokenizer_threads$'
 step "integration tests against the ThreadSanitizer build"
 # One OpenMP thread: libgomp is not instrumented, so TSan cannot see the
 # barrier that ends a parallel region and reports the instance thread reading
@@ -64,9 +64,9 @@ OMP_NUM_THREADS=1 INFERD_BIN="$root/build-tsan/bin/inferd" "$py" -m pytest -q -x
   tests/integration/test_shm.py tests/integration/test_stream.py tests/integration/test_log_settings.py \
   tests/integration/test_seqpad.py tests/integration/test_sequence.py tests/integration/test_model_control.py \
   tests/integration/test_warmup_limits.py tests/integration/test_ensemble.py tests/integration/test_decoupled.py \
-  tests/integration/test_llm_serve.py \
+  tests/integration/test_llm_serve.py tests/integration/test_load_generate.py tests/integration/test_openai.py \
   tests/integration/test_rest.py \
-  tests/integration/test_tls.py tests/integration/test_rapid_reset.py \
+  tests/integration/test_tls.py tests/integration/test_grpc_tls_front.py tests/integration/test_rapid_reset.py \
   tests/integration/test_instance_spin.py tests/integration/test_prepare.py \
   tests/integration/test_stream_flow.py tests/integration/test_grpc_fds.py tests/integration/test_latency_target.py \
   $(ls tests/integration/test_batching.py 2>/dev/null)

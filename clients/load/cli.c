@@ -191,6 +191,7 @@ static const opt_def OPTS[] = {
 void ld_usage(FILE *f) {
   fputs(
       "usage: inferd-load -u HOST:PORT -m MODEL [options]\n"
+      "       inferd-load generate -m MODEL [options]   (generative models: inferd-load generate --help)\n"
       "Load generator for KServe v2 / Triton gRPC servers (inferd, Triton).\n"
       "  -u, --url HOST:PORT            server (default localhost:8001)\n"
       "  -m, --model-name MODEL         model to load (required)\n"

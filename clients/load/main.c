@@ -15,6 +15,7 @@
 #include "clients/load/cli.h"
 #include "kernels/base/clock.h"
 #include "clients/load/driver.h"
+#include "clients/load/gen.h"
 #include "clients/load/inputs.h"
 #include "clients/load/model.h"
 #include "clients/load/report.h"
@@ -245,6 +246,13 @@ static int usage_error(const err *e) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "generate") == 0) {  // generative models: its own options (gen.h)
+    struct sigaction gsa;
+    memset(&gsa, 0, sizeof gsa);
+    gsa.sa_handler = on_sigint;
+    sigaction(SIGINT, &gsa, NULL);
+    return ld_gen_main(argc - 1, argv + 1, &interrupted);
+  }
   ld_opts o;
   err e = {0};
   if (ld_opts_parse(argc, argv, &o, &e) != 0) {

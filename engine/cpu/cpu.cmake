@@ -3,7 +3,8 @@
 #                     OpenMP split of elementwise loops (par.c) and the oneDNN
 #                     primitives of the conv family and Gemm (conv_dnnl.c)
 #   inferd_plan       the memory planner and the CPU plan's execution (plan.c),
-#                     over the op registry; the CUDA plan runs the same plan
+#                     over the op registry (and the control-flow ops'
+#                     subgraphs, each a plan of its own); the CUDA plan runs the same plan
 add_library(inferd_cpu_prims STATIC ${CMAKE_CURRENT_LIST_DIR}/par.c ${CMAKE_CURRENT_LIST_DIR}/conv_dnnl.c)
 target_include_directories(inferd_cpu_prims PUBLIC ${DNNL_INCLUDE_DIR})
 target_link_libraries(inferd_cpu_prims PUBLIC inferd_base inferd_kernels ${DNNL_LIB} OpenMP::OpenMP_C ${MATH_LIB})

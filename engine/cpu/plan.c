@@ -585,6 +585,7 @@ static int set_planned_inputs(eng_plan *p, int *all_known) {
     t->ndims = io->ndims;
     memcpy(t->dims, io->dims, sizeof t->dims);
     if (p->max_batch > 0) t->dims[0] = p->max_batch;
+    if (io->ndims < 0 || io->dt == DT_INVALID) *all_known = 0;  // a subgraph's: the run says
     for (int d = 0; d < t->ndims; d++)
       if (t->dims[d] < 0) *all_known = 0;
   }
@@ -679,7 +680,7 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
       err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported op", n->name,
               n->op_type);
     } else if (n->n_in < d->min_in || n->n_in > d->max_in || n->n_out < d->min_out ||
-               n->n_out > d->max_out || (n->n_in && n->in[0] < 0)) {
+               n->n_out > d->max_out || (n->n_in && n->in[0] < 0 && !(d->flags & ENG_OP_IN0_OPTIONAL))) {
       err_set(&one, ERR_INVALID_ARGUMENT,
               "node '%s' (op_type '%s'): %d inputs and %d outputs, expected %d..%d and %d..%d",
               n->name, n->op_type, n->n_in, n->n_out, d->min_in, d->max_in, d->min_out,
@@ -691,6 +692,7 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
     } else if (d->parse(g, n, opset, &p->params[i], &one) != 0) {
       err_prefix(&one, "node '%s' (op_type '%s'): ", n->name, n->op_type);
     } else {
+      p->params[i].sub = &eng_plan__sub_api;  // read by the ops with subgraphs only
       continue;
     }
     if (!bad.n && e) *e = one;
@@ -808,12 +810,17 @@ size_t eng_plan_naive_bytes(const eng_plan *p) { return p->have_layout ? p->naiv
 
 // --- run
 
-static int check_input(const eng_plan *p, size_t i, const eng_tensor *t, err *e) {
+// A subgraph's input may declare no type (DT_INVALID) or no shape (ndims
+// -1): any is taken. need_bytes 0: types and shapes only (eng_plan_infer).
+static int check_input(const eng_plan *p, size_t i, const eng_tensor *t, int need_bytes, err *e) {
   const eng_io *io = eng_graph_input(p->g, i);
-  if (t->dt != io->dt)
+  if (t->dt != io->dt && io->dt != DT_INVALID)
     return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': dtype %s, expected %s", io->name,
                    dtype_wire_name(t->dt), dtype_wire_name(io->dt));
-  if (t->ndims != io->ndims)
+  if (io->ndims < 0) {
+    if (t->ndims < 0 || t->ndims > ENG_MAX_DIMS)
+      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': rank %d", io->name, t->ndims);
+  } else if (t->ndims != io->ndims)
     return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': rank %d, expected %d", io->name, t->ndims,
                    io->ndims);
   for (int d = 0; d < t->ndims; d++) {
@@ -821,11 +828,12 @@ static int check_input(const eng_plan *p, size_t i, const eng_tensor *t, err *e)
       if (t->dims[0] < 1 || t->dims[0] > p->max_batch)
         return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': batch size %lld not in 1..%d",
                        io->name, (long long)t->dims[0], p->max_batch);
-    } else if (t->dims[d] < 0 || (io->dims[d] >= 0 && t->dims[d] != io->dims[d])) {
+    } else if (t->dims[d] < 0 || (io->ndims >= 0 && io->dims[d] >= 0 && t->dims[d] != io->dims[d])) {
       return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': dim %d is %lld, expected %lld",
                      io->name, d, (long long)t->dims[d], (long long)io->dims[d]);
     }
   }
+  if (!need_bytes) return 0;
   if (t->dt == DT_STRING) {  // the wire layout: exactly one element per position of the shape
     const char *why;
     uint64_t at, n = (uint64_t)eng_numel(t->ndims, t->dims);
@@ -867,7 +875,7 @@ int eng_plan__prepare(eng_plan *p, const eng_tensor *inputs, size_t n_in, size_t
     return err_set(e, ERR_INVALID_ARGUMENT, "%zu outputs requested, the model has %zu", n_out,
                    p->n_outputs);
   for (size_t i = 0; i < n_in; i++) {
-    TRY(check_input(p, i, &inputs[i], e));
+    TRY(check_input(p, i, &inputs[i], 1, e));
     eng_tensor *t = &p->cur[eng_graph_input_value(g, i)];
     t->dt = eng_ops_cpu_internal_dtype(inputs[i].dt);
     t->ndims = inputs[i].ndims;
@@ -905,6 +913,37 @@ static int string_out(eng_plan *p, size_t j, const eng_tensor *t, size_t n, eng_
   if (n) k_str_to_wire(p->str_out[j], t->data, n);
   o->data = p->str_out[j];
   o->bytes = bytes;
+  return 0;
+}
+
+int eng_plan_infer(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor *outputs,
+                   size_t n_out, err *e) {
+  const eng_graph *g = p->g;
+  if (n_in != p->n_inputs || n_out != p->n_outputs)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%zu inputs and %zu outputs given, the graph has %zu and %zu", n_in,
+                   n_out, p->n_inputs, p->n_outputs);
+  for (size_t i = 0; i < n_in; i++) {
+    TRY(check_input(p, i, &inputs[i], 0, e));
+    if (p->val_in[i] && !inputs[i].data)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s' must be known when planning (its bytes are read while inferring shapes), but it "
+                     "depends on data computed at run time", eng_graph_input(g, i)->name);
+    eng_tensor *t = &p->cur[eng_graph_input_value(g, i)];
+    t->dt = eng_ops_cpu_internal_dtype(inputs[i].dt);
+    t->ndims = inputs[i].ndims;
+    memcpy(t->dims, inputs[i].dims, sizeof t->dims);
+  }
+  TRY(eng_plan__load_value_inputs(p, inputs, e));
+  TRY(infer_all(p, e));
+  for (size_t j = 0; j < n_out; j++) {
+    int v = eng_graph_output_value(g, j);
+    outputs[j] = p->cur[v];
+    if (!p->known[v]) outputs[j].data = NULL;
+    // a graph input passed straight out: its bytes are the caller's
+    const eng_value *x = eng_graph_value(g, (size_t)v);
+    if (x->kind == ENG_VALUE_INPUT && !p->val_in[x->index]) outputs[j].data = inputs[x->index].data;
+    outputs[j].bytes = eng_tensor_bytes(&outputs[j]);
+  }
   return 0;
 }
 
@@ -983,3 +1022,27 @@ int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor 
   }
   return 0;
 }
+
+// --- the subgraph runner of the ops with subgraphs (eng_sub_api, ops.h):
+// each subgraph becomes a plan of its own, max_batch 0, planned at its first
+// run and re-planned when a run's shapes differ, as any plan. Here, not in a
+// file of its own, since the plan sets it into every node's params.
+
+static int sub_create(const eng_graph *g, void **plan, err *e) {
+  eng_plan *p = NULL;
+  TRY(eng_plan_create(g, 0, &p, e));
+  *plan = p;
+  return 0;
+}
+
+static void sub_destroy(void *plan) { eng_plan_destroy(plan); }
+
+static int sub_infer(void *plan, const eng_tensor *in, size_t n_in, eng_tensor *out, size_t n_out, err *e) {
+  return eng_plan_infer(plan, in, n_in, out, n_out, e);
+}
+
+static int sub_run(void *plan, const eng_tensor *in, size_t n_in, eng_tensor *out, size_t n_out, err *e) {
+  return eng_plan_run(plan, in, n_in, out, n_out, e);
+}
+
+const eng_sub_api eng_plan__sub_api = {sub_create, sub_destroy, sub_infer, sub_run};

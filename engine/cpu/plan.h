@@ -36,6 +36,15 @@ void eng_plan_destroy(eng_plan *p);
 int eng_plan_run(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor *outputs,
                  size_t n_out, err *e);
 
+// Shape inference alone, for a subgraph's plan (engine/ops/ctrl/): inputs
+// as eng_plan_run's but their data may be NULL where unknown (an error when
+// the graph reads those bytes while inferring shapes); outputs get the
+// internal type (FP32 for floats) and shape each computes, and data where
+// their bytes are known when planning (constants, folded values, inputs
+// passed through), else NULL. Lays nothing out, allocates no arena.
+int eng_plan_infer(eng_plan *p, const eng_tensor *inputs, size_t n_in, eng_tensor *outputs,
+                   size_t n_out, err *e);
+
 // Bytes of the arena the current layout needs (0 before any layout), and
 // the sum of every node output's bytes for the same shapes, i.e. what the
 // arena would need without reuse. For tests and metrics.

@@ -143,6 +143,11 @@ int eng_plan__find_value_inputs(eng_plan *p, err *e);
 int eng_plan__load_value_inputs(eng_plan *p, const eng_tensor *inputs, err *e);
 void eng_plan__free_value_inputs(eng_plan *p);
 
+// The CPU plan's subgraph runner for the ops with subgraphs (plan.c):
+// a subgraph planned as its own eng_plan (max_batch 0), inferred and run
+// through eng_plan_infer and eng_plan_run.
+extern const eng_sub_api eng_plan__sub_api;
+
 // Graph output j's declared type (the computed one where none is declared).
 dtype eng_plan__out_dtype(const eng_plan *p, size_t j);
 

@@ -33,6 +33,7 @@ void eng_plan__to_internal(void *dst, const eng_tensor *src, size_t n) {
 // inputs are wire layouts; no op reads them while inferring shapes).
 static int readable(const eng_plan *p, size_t i) {
   dtype dt = eng_graph_input(p->g, i)->dt;
+  if (dt == DT_INVALID) return 1;  // a subgraph's outer input: checked at load (not a STRING)
   return dt != DT_STRING && dtype_size(dt) > 0;
 }
 
@@ -59,6 +60,8 @@ int eng_plan__find_value_inputs(eng_plan *p, err *e) {
       int v = n->in[k];
       if (v < 0) continue;
       if ((d->host_in & ENG_IN(k)) || (out_needed && !(d->flags & ENG_OP_SHAPE_ONLY))) need[v] = 1;
+      // bytes that settle shapes where known: wanted from graph inputs, unless batching
+      if (p->max_batch == 0 && (d->flags & (k == 0 ? ENG_OP_HOST_PREF0 : k == 1 ? ENG_OP_HOST_PREF1 : 0))) need[v] = 1;
     }
   }
   p->n_val_in = 0;
@@ -98,6 +101,9 @@ int eng_plan__load_value_inputs(eng_plan *p, const eng_tensor *inputs, err *e) {
     if (!p->val_in[i]) continue;
     int v = eng_graph_input_value(g, i);
     eng_tensor *t = &p->cur[v];
+    if (inputs[i].dt == DT_STRING)
+      return err_set(e, ERR_INVALID_ARGUMENT, "input '%s': STRING bytes cannot be read while inferring shapes",
+                     eng_graph_input(g, i)->name);
     size_t n = (size_t)eng_numel(t->ndims, t->dims);
     size_t raw = n * dtype_size(inputs[i].dt);  // check_input: the caller's bytes hold that much
     size_t internal = n * dtype_size(t->dt);

@@ -85,6 +85,7 @@ void eng_graph__free_attrs(eng_node *n) {
     free(n->attrs[i].ints);
     if (n->attrs[i].t) free(n->attrs[i].t->data);
     free(n->attrs[i].t);
+    eng_graph_destroy(n->attrs[i].g);
   }
   free(n->attrs);
   n->attrs = NULL;
@@ -113,6 +114,7 @@ void eng_graph_destroy(eng_graph *g) {
   free(g->input_io);
   free(g->outputs);
   free(g->output_io);
+  free(g->outer_in);
   free(g->hash);
   free(g->path);
   free(g);
@@ -122,6 +124,9 @@ void eng_graph_destroy(eng_graph *g) {
 
 eng_node *eng_graph__node_mut(eng_graph *g, size_t i) { return &g->nodes[i]; }
 eng_value *eng_graph__value_mut(eng_graph *g, size_t v) { return &g->values[v]; }
+
+size_t eng_graph_n_outer(const eng_graph *g) { return g->n_outer; }
+int eng_graph_outer_input(const eng_graph *g, size_t j) { return g->outer_in[j]; }
 
 const eng_graph_opts *eng_graph__opts(const eng_graph *g) { return &g->opts; }
 void eng_graph__set_n_attention(eng_graph *g, size_t n) { g->n_attention = n; }

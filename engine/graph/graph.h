@@ -81,6 +81,10 @@ typedef struct eng_attr {
   size_t n_ints;
   int64_t *ints;
   eng_value *t;  // a TENSOR attribute decoded like an initializer; NULL otherwise
+  // a GRAPH attribute (If's branches, Loop's and Scan's body) loaded like the
+  // model's graph, owned by the attribute; NULL otherwise. Its names from the
+  // enclosing scopes are its outer inputs (eng_graph_n_outer).
+  eng_graph *g;
 } eng_attr;
 
 typedef struct eng_node {
@@ -92,6 +96,10 @@ typedef struct eng_node {
   int *out;  // value indices; -1 for an omitted optional output
   int n_attrs;
   eng_attr *attrs;
+  // The last n_implicit inputs are values of this graph that the node's
+  // subgraphs read from the enclosing scope (outer-scope references), after
+  // the op's own inputs; 0 for a node with no subgraph.
+  int n_implicit;
 } eng_node;
 
 size_t eng_graph_n_nodes(const eng_graph *g);
@@ -102,6 +110,12 @@ const eng_value *eng_graph_value(const eng_graph *g, size_t i);
 // Value index of graph input / output i.
 int eng_graph_input_value(const eng_graph *g, size_t i);
 int eng_graph_output_value(const eng_graph *g, size_t i);
+// A subgraph's outer inputs: its last eng_graph_n_outer graph inputs stand
+// for names of the enclosing scopes it reads; outer input j (0-based among
+// them) is input eng_graph_outer_input(g, j) of the node that owns the
+// subgraph. 0 for the model's graph.
+size_t eng_graph_n_outer(const eng_graph *g);
+int eng_graph_outer_input(const eng_graph *g, size_t j);
 // The attribute called `name`, or NULL.
 const eng_attr *eng_node_attr(const eng_node *n, const char *name);
 

@@ -20,6 +20,9 @@ struct eng_graph {
   int *outputs;
   eng_io *output_io;
   size_t n_outputs;
+  size_t cap_inputs;     // entries inputs/input_io hold (a subgraph gains outer inputs while loading)
+  size_t n_outer;        // a subgraph's outer inputs: the last n_outer inputs
+  int *outer_in;         // per outer input: its position in the owning node's inputs
   // name -> value index, open addressing, capacity a power of two
   int *hash;
   size_t hash_cap;

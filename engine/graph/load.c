@@ -404,14 +404,116 @@ static int io_from_value_info(const Onnx__ValueInfoProto *vi, eng_io *io, err *e
 
 // --- load
 
-static int build(eng_graph *g, const Onnx__ModelProto *m, const src_dir *dir, err *e) {
-  g->opset = -1;
-  for (size_t i = 0; i < m->n_opset_import; i++)
-    if (is_default_domain(m->opset_import[i]->domain))
-      g->opset = (int)m->opset_import[i]->version;
-  if (!m->graph) return err_set(e, ERR_INVALID_ARGUMENT, "the model has no graph");
-  if (g->opset < 1) return err_set(e, ERR_INVALID_ARGUMENT, "the model imports no ONNX opset");
-  const Onnx__GraphProto *gp = m->graph;
+// The names a graph being built can read: its own values, then those of the
+// graphs enclosing it (a subgraph's outer-scope references).
+typedef struct scope {
+  eng_graph *g;
+  struct scope *parent;  // NULL for the model's graph
+} scope;
+
+// Appends a graph input (io copied) as value *vi; the arrays grow as a
+// subgraph gains outer inputs.
+static int add_input(eng_graph *g, const eng_io *io, const char *name, int *vi, err *e) {
+  if (g->n_inputs == g->cap_inputs) {
+    size_t cap = g->cap_inputs ? g->cap_inputs * 2 : 8;
+    int *in = realloc(g->inputs, cap * sizeof *in);
+    if (!in) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    g->inputs = in;
+    eng_io *io2 = realloc(g->input_io, cap * sizeof *io2);
+    if (!io2) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    g->input_io = io2;
+    g->cap_inputs = cap;
+  }
+  g->input_io[g->n_inputs] = *io;
+  TRY(eng_graph__add_value(g, name, ENG_VALUE_INPUT, (int)g->n_inputs, vi, e));
+  eng_value *v = &g->values[*vi];
+  v->dt = io->dt;
+  v->ndims = io->ndims;
+  memcpy(v->dims, io->dims, sizeof v->dims);
+  g->inputs[g->n_inputs++] = *vi;
+  return 0;
+}
+
+// The value `name` reads in scope sc (*vi; -1 when no scope defines it). A
+// name only an enclosing graph defines becomes an outer input of sc's
+// graph (and of every graph between), its type and shape those of the run.
+static int resolve(scope *sc, const char *name, int *vi, err *e) {
+  *vi = eng_graph__find_value(sc->g, name);
+  if (*vi >= 0 || !sc->parent) return 0;
+  int pv;
+  TRY(resolve(sc->parent, name, &pv, e));
+  if (pv < 0) return 0;
+  eng_io io;
+  memset(&io, 0, sizeof io);
+  if (strlen(name) >= sizeof io.name)
+    return err_set(e, ERR_INVALID_ARGUMENT, "name '%.40s...' is too long", name);
+  snprintf(io.name, sizeof io.name, "%s", name);
+  io.dt = DT_INVALID;  // any: the enclosing value's, run by run
+  io.ndims = -1;
+  TRY(add_input(sc->g, &io, name, vi, e));
+  int *o = realloc(sc->g->outer_in, (sc->g->n_outer + 1) * sizeof *o);
+  if (!o) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  sc->g->outer_in = o;
+  o[sc->g->n_outer++] = -1;  // set by the owning node (load_subgraphs)
+  return 0;
+}
+
+// Inside a subgraph every float computes as FP32 and travels so between the
+// enclosing plan and the subgraph's: its declared edges say so.
+static dtype sub_edge_dtype(dtype t) {
+  return t == DT_FP16 || t == DT_BF16 || t == DT_FP64 ? DT_FP32 : t;
+}
+
+static int build_graph(eng_graph *g, const Onnx__GraphProto *gp, const src_dir *dir, scope *sc, err *e);
+
+// Node n's GRAPH attributes (np's), each loaded as a subgraph whose outer
+// names resolve in sc; their outer inputs become n's implicit inputs.
+static int load_subgraphs(eng_node *n, const Onnx__NodeProto *np, const src_dir *dir, scope *sc, err *e) {
+  for (size_t i = 0; i < np->n_attribute; i++) {
+    const Onnx__AttributeProto *a = np->attribute[i];
+    if (!a->g) continue;
+    if (!a->has_type || a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH) continue;
+    eng_attr *d = &n->attrs[i];
+    int depth = 0;
+    for (const scope *s = sc; s; s = s->parent) depth++;
+    if (depth > 32)  // each level is a plan inside a node's run: bounded, as the stack is
+      return err_set(e, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): subgraphs nested more than 32 deep",
+                     n->name, n->op_type);
+    eng_graph *sub = calloc(1, sizeof *sub);
+    if (!sub) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    d->g = sub;  // owned by the attribute from here on, also on failure
+    sub->opset = sc->g->opset;
+    sub->opts = sc->g->opts;
+    scope child = {sub, sc};
+    if (build_graph(sub, a->g, dir, &child, e) != 0)
+      return err_prefix(e, "node '%s' (op_type '%s'): subgraph '%s': ", n->name, n->op_type, d->name);
+    for (size_t j = 0; j < sub->n_outer; j++) {
+      const char *name = sub->values[sub->inputs[sub->n_inputs - sub->n_outer + j]].name;
+      int vi;
+      TRY(resolve(sc, name, &vi, e));
+      int pos = -1;
+      for (int k = n->n_in - n->n_implicit; k < n->n_in && pos < 0; k++)
+        if (n->in[k] == vi) pos = k;
+      if (pos < 0) {
+        int *in = realloc(n->in, (size_t)(n->n_in + 1) * sizeof *in);
+        if (!in) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+        n->in = in;
+        pos = n->n_in++;
+        n->in[pos] = vi;
+        n->n_implicit++;
+      }
+      sub->outer_in[j] = pos;
+    }
+  }
+  return 0;
+}
+
+// Fills g from gp: initializers, inputs, nodes (Constants folded,
+// subgraphs loaded), outputs, then sorts and runs the load-time passes.
+// sc->parent is NULL for the model's graph; a subgraph's inputs may leave
+// their type or shape unsaid and its names may be its enclosing graphs'.
+static int build_graph(eng_graph *g, const Onnx__GraphProto *gp, const src_dir *dir, scope *sc, err *e) {
+  int sub = sc->parent != NULL;
   if (gp->n_sparse_initializer)
     return err_set(e, ERR_INVALID_ARGUMENT, "sparse initializers are not supported");
 
@@ -419,24 +521,28 @@ static int build(eng_graph *g, const Onnx__ModelProto *m, const src_dir *dir, er
     TRY(add_const_proto(g, gp->initializer[i]->name, gp->initializer[i], dir, e));
 
   // inputs that are not initializers (older exporters list weights as inputs)
-  g->inputs = malloc((gp->n_input + 1) * sizeof *g->inputs);
-  g->input_io = malloc((gp->n_input + 1) * sizeof *g->input_io);
+  g->cap_inputs = gp->n_input + 1;
+  g->inputs = malloc(g->cap_inputs * sizeof *g->inputs);
+  g->input_io = malloc(g->cap_inputs * sizeof *g->input_io);
   if (!g->inputs || !g->input_io) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   for (size_t i = 0; i < gp->n_input; i++) {
     const char *name = gp->input[i]->name;
     int vi = name ? eng_graph__find_value(g, name) : -1;
     if (vi >= 0 && g->values[vi].kind == ENG_VALUE_CONST) continue;
-    eng_io *io = &g->input_io[g->n_inputs];
-    if (io_from_value_info(gp->input[i], io, e) != 0) return err_prefix(e, "graph input: ");
-    if (io->dt == DT_INVALID || io->ndims < 0)
+    eng_io io;
+    if (sub && (!gp->input[i]->type || gp->input[i]->type->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)) {
+      // a subgraph's input may say nothing of its type: the run's
+      memset(&io, 0, sizeof io);
+      snprintf(io.name, sizeof io.name, "%s", name ? name : "");
+      io.ndims = -1;
+    } else if (io_from_value_info(gp->input[i], &io, e) != 0) {
+      return err_prefix(e, "graph input: ");
+    }
+    if (!sub && (io.dt == DT_INVALID || io.ndims < 0))
       return err_set(e, ERR_INVALID_ARGUMENT, "graph input '%s' has no element type or shape",
-                     io->name);
-    TRY(eng_graph__add_value(g, name, ENG_VALUE_INPUT, (int)g->n_inputs, &vi, e));
-    eng_value *v = &g->values[vi];
-    v->dt = io->dt;
-    v->ndims = io->ndims;
-    memcpy(v->dims, io->dims, sizeof v->dims);
-    g->inputs[g->n_inputs++] = vi;
+                     io.name);
+    if (sub) io.dt = sub_edge_dtype(io.dt);
+    TRY(add_input(g, &io, name, &vi, e));
   }
 
   // nodes: fold Constants, define every output first (files need not be sorted)
@@ -498,15 +604,16 @@ static int build(eng_graph *g, const Onnx__ModelProto *m, const src_dir *dir, er
   }
   for (size_t i = 0; i < g->n_nodes && !rc; i++) {
     eng_node *n = &g->nodes[i];
-    for (int k = 0; k < n->n_in; k++) {
+    for (int k = 0; k < n->n_in && !rc; k++) {
       const char *name = kept[i]->input[k];
-      n->in[k] = name[0] ? eng_graph__find_value(g, name) : -1;
-      if (name[0] && n->in[k] < 0) {
+      n->in[k] = -1;
+      if (!name[0]) continue;
+      rc = resolve(sc, name, &n->in[k], e);
+      if (!rc && n->in[k] < 0)
         rc = err_set(e, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): input '%s' is not defined",
                      n->name, n->op_type, name);
-        break;
-      }
     }
+    if (!rc) rc = load_subgraphs(n, kept[i], dir, sc, e);
   }
   free(kept);
   TRY(rc);
@@ -516,9 +623,17 @@ static int build(eng_graph *g, const Onnx__ModelProto *m, const src_dir *dir, er
   if (!g->outputs || !g->output_io) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   if (!gp->n_output) return err_set(e, ERR_INVALID_ARGUMENT, "the graph has no outputs");
   for (size_t i = 0; i < gp->n_output; i++) {
-    if (io_from_value_info(gp->output[i], &g->output_io[i], e) != 0)
+    const Onnx__ValueInfoProto *vo = gp->output[i];
+    if (sub && (!vo->type || vo->type->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)) {
+      memset(&g->output_io[i], 0, sizeof g->output_io[i]);
+      snprintf(g->output_io[i].name, sizeof g->output_io[i].name, "%s", vo->name ? vo->name : "");
+      g->output_io[i].ndims = -1;
+    } else if (io_from_value_info(vo, &g->output_io[i], e) != 0) {
       return err_prefix(e, "graph output: ");
-    int vi = eng_graph__find_value(g, g->output_io[i].name);
+    }
+    if (sub) g->output_io[i].dt = sub_edge_dtype(g->output_io[i].dt);
+    int vi;
+    TRY(resolve(sc, g->output_io[i].name, &vi, e));
     if (vi < 0)
       return err_set(e, ERR_INVALID_ARGUMENT, "graph output '%s' is not produced by any node",
                      g->output_io[i].name);
@@ -527,6 +642,17 @@ static int build(eng_graph *g, const Onnx__ModelProto *m, const src_dir *dir, er
   }
   TRY(toposort(g, e));
   return eng_graph__run_passes(g, e);
+}
+
+static int build(eng_graph *g, const Onnx__ModelProto *m, const src_dir *dir, err *e) {
+  g->opset = -1;
+  for (size_t i = 0; i < m->n_opset_import; i++)
+    if (is_default_domain(m->opset_import[i]->domain))
+      g->opset = (int)m->opset_import[i]->version;
+  if (!m->graph) return err_set(e, ERR_INVALID_ARGUMENT, "the model has no graph");
+  if (g->opset < 1) return err_set(e, ERR_INVALID_ARGUMENT, "the model imports no ONNX opset");
+  scope top = {g, NULL};
+  return build_graph(g, m->graph, dir, &top, e);
 }
 
 int eng_graph_load(const char *onnx_path, eng_graph **out, err *e) {

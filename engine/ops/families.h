@@ -21,7 +21,9 @@
   X(reduce)                 \
   X(resize)                 \
   X(conv)                   \
-  X(attn)
+  X(attn)                   \
+  X(ctrl)                   \
+  X(select)
 
 // One family's table as a backend lists it: *n entries of `stride` bytes,
 // each starting with its `const char *op_type` (eng_op_def, cuda_op). n

@@ -11,13 +11,21 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_qkv.c
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_onnx.c
+  ${CMAKE_CURRENT_LIST_DIR}/attn/attn_linear.c
+  ${CMAKE_CURRENT_LIST_DIR}/attn/attn_cache.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/conv.c
+  ${CMAKE_CURRENT_LIST_DIR}/conv/col2im.c
+  ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl.c
+  ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl_common.c
+  ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl_scan.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/elem.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/elem_unary.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/elem_quant.c
   ${CMAKE_CURRENT_LIST_DIR}/gemm/gemm.c
   ${CMAKE_CURRENT_LIST_DIR}/gemm/einsum.c
   ${CMAKE_CURRENT_LIST_DIR}/gemm/dft.c
+  ${CMAKE_CURRENT_LIST_DIR}/gemm/window.c
+  ${CMAKE_CURRENT_LIST_DIR}/gemm/det.c
   ${CMAKE_CURRENT_LIST_DIR}/gemm/rnn.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index_gather.c
@@ -26,7 +34,10 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/index/index_space.c
   ${CMAKE_CURRENT_LIST_DIR}/norm/norm.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce.c
+  ${CMAKE_CURRENT_LIST_DIR}/reduce/tfidf.c
   ${CMAKE_CURRENT_LIST_DIR}/resize/resize.c
+  ${CMAKE_CURRENT_LIST_DIR}/resize/resize_grid.c
+  ${CMAKE_CURRENT_LIST_DIR}/select/select.c
   ${CMAKE_CURRENT_LIST_DIR}/str/str.c)
 target_link_libraries(inferd_ops PUBLIC inferd_graph_ir inferd_cpu_prims inferd_kernels inferd_base
   PkgConfig::OPENBLAS ${MATH_LIB})
@@ -35,10 +46,12 @@ if(INFERD_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/registry_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/attn/attn_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/conv/conv_cuda.c
+    ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/elem/elem_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/gemm/gemm_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/index/index_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/norm/norm_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce_cuda.c
-    ${CMAKE_CURRENT_LIST_DIR}/resize/resize_cuda.c)
+    ${CMAKE_CURRENT_LIST_DIR}/resize/resize_cuda.c
+    ${CMAKE_CURRENT_LIST_DIR}/select/select_cuda.c)
 endif()

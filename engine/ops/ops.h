@@ -12,6 +12,23 @@
 #include "kernels/base/err.h"
 #include "kernels/k_ref.h"
 
+// What an op with subgraphs (If, Loop, Scan: engine/ops/ctrl/) needs of the
+// backend that runs it: a plan for a subgraph, its shape inference and its
+// run. The CPU plan sets eng_op_params.sub to its own (plan.c); where it
+// is NULL (constant folding at load) such an op does not run. A subgraph's
+// inputs are its own, then its outer inputs (eng_graph_n_outer), all in
+// internal types (FP32 for floats); outputs as eng_plan_run's.
+typedef struct eng_sub_api {
+  int (*create)(const eng_graph *g, void **plan, err *e);
+  void (*destroy)(void *plan);
+  // Output types and shapes for inputs' types and shapes; an input's data
+  // may be NULL where unknown (an error when the subgraph reads its bytes
+  // while inferring shapes). An output's data is set when its bytes are
+  // known (constant or folded), else NULL.
+  int (*infer)(void *plan, const eng_tensor *in, size_t n_in, eng_tensor *out, size_t n_out, err *e);
+  int (*run)(void *plan, const eng_tensor *in, size_t n_in, eng_tensor *out, size_t n_out, err *e);
+} eng_sub_api;
+
 // Attributes after parsing; each op uses the fields it needs.
 typedef struct eng_op_params {
   int64_t axis;
@@ -55,6 +72,11 @@ typedef struct eng_op_params {
   // mask's query rows are proven equal (a padding mask expanded to [B, 1,
   // Sq, Sk]), so every query row reads row 0 (plan.c mask_rows_shared).
   int mask_rows_same;
+  // Ops with subgraphs (engine/ops/ctrl/): the node (its GRAPH attributes
+  // and the rest are read from it), and the backend's subgraph runner, set
+  // by the plan after parse (NULL: none; the op refuses to run).
+  const eng_node *node;
+  const eng_sub_api *sub;
 } eng_op_params;
 
 enum {
@@ -68,6 +90,16 @@ enum {
   // Output 0 may be omitted (""), other outputs named: RNN, GRU and LSTM
   // without Y. Other ops' run functions write output 0 unconditionally.
   ENG_OP_OUT0_OPTIONAL = 16,
+  // Input 0 may be omitted (""): Loop's trip count. Other ops read input 0.
+  ENG_OP_IN0_OPTIONAL = 32,
+  // Input 0's (PREF0) and input 1's (PREF1) bytes, where known when
+  // planning, settle the outputs' shapes (If's cond, Loop's trip count and
+  // cond), but the op infers shapes without them too where it can. In a
+  // plan that does not batch, a graph input feeding them is read as a value
+  // input (plan_values.c), as for host_in; unlike host_in, inputs computed
+  // at run time are no error.
+  ENG_OP_HOST_PREF0 = 64,
+  ENG_OP_HOST_PREF1 = 128,
 };
 
 // Plan-wide resources that stateful ops share (a oneDNN engine and

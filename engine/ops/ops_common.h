@@ -40,6 +40,14 @@ static inline int op_parse_none(const eng_graph *g, const eng_node *n, int opset
   return 0;
 }
 
+// For ops that read their attributes from the node at infer and run
+// (p->node): keeps it.
+static inline int op_parse_node(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset, (void)e;
+  p->node = n;
+  return 0;
+}
+
 // Copies the ints attribute `name` into out (at most max); *n = -1 when absent.
 int eng_ops__attr_ints(const eng_node *n, const char *name, int64_t *out, int max, int *cnt,
                        err *e);

@@ -47,11 +47,16 @@ static const tensor_spec in_specs[SRV_LLM_IN_N] = {
     [SRV_LLM_IN_SEED] = {"random_seed", DT_UINT64, 1, {1}},
     [SRV_LLM_IN_STREAMING] = {"streaming", DT_BOOL, 1, {1}},
     [SRV_LLM_IN_STOP_WORDS] = {"stop_words_list", DT_INT32, 2, {2, -1}},
+    [SRV_LLM_IN_TEXT] = {"text_input", DT_STRING, 1, {1}},
+    [SRV_LLM_IN_STREAM] = {"stream", DT_BOOL, 1, {1}},
+    [SRV_LLM_IN_SAMPLING] = {"sampling_parameters", DT_STRING, 1, {1}},
+    [SRV_LLM_IN_EXCLUDE] = {"exclude_input_in_output", DT_BOOL, 1, {1}},
 };
 
 static const tensor_spec out_specs[SRV_LLM_OUT_N] = {
     [SRV_LLM_OUT_IDS] = {"output_ids", DT_INT32, 2, {-1, -1}},
     [SRV_LLM_OUT_SEQ_LEN] = {"sequence_length", DT_INT32, 1, {-1}},
+    [SRV_LLM_OUT_TEXT] = {"text_output", DT_STRING, 1, {-1}},
 };
 
 static void spec_io(const tensor_spec *t, eng_io *io) {
@@ -72,7 +77,7 @@ static void check_listed(char *buf, size_t cap, size_t *len, const char *kind, c
     return;
   }
   (void)n;
-  why(buf, cap, len, "%s '%s' is not one of the backend's (TensorRT-LLM's names, docs/models.md)", kind,
+  why(buf, cap, len, "%s '%s' is not one of the backend's (TensorRT-LLM's and the vLLM backend's names, docs/models.md)", kind,
       name ? name : "");
 }
 
@@ -95,10 +100,35 @@ static const param_spec params[] = {
     {"max_model_len", 1, (int64_t)1 << 24, OFF(max_model_len), 0, 0},
     {"max_prefill_chunk", 0, (int64_t)1 << 20, OFF(max_prefill_chunk), 0, 0},
     {"enable_prefix_caching", 0, 1, OFF(prefix_caching), 1, 1},
+    {"cuda_graphs", 0, 1, OFF(cuda_graphs), 1, 1},
+    {"tensor_core_prefill", 0, 1, OFF(tc_prefill), 1, 1},
 };
 #define N_PARAMS (sizeof params / sizeof params[0])
 
 static void set_param(char *buf, size_t cap, size_t *len, srv_llm_cfg *p, const char *key, const char *v) {
+  if (strcmp(key, "dtype") == 0) {  // vLLM's names
+    if (strcmp(v, "auto") == 0)
+      p->dtype = SRV_LLM_DTYPE_AUTO;
+    else if (strcmp(v, "float32") == 0)
+      p->dtype = DT_FP32;
+    else if (strcmp(v, "float16") == 0)
+      p->dtype = DT_FP16;
+    else if (strcmp(v, "bfloat16") == 0)
+      p->dtype = DT_BF16;
+    else
+      why(buf, cap, len, "parameter 'dtype': '%s' is not auto, float32, float16 or bfloat16", v);
+    return;
+  }
+  if (strcmp(key, "gpu_memory_utilization") == 0) {
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (!v[0] || errno || *end || !(x > 0 && x <= 1))
+      why(buf, cap, len, "parameter 'gpu_memory_utilization': '%s' is not a number in (0, 1]", v);
+    else
+      p->gpu_mem_util = x;
+    return;
+  }
   const param_spec *ps = NULL;
   for (size_t i = 0; i < N_PARAMS; i++)
     if (strcmp(params[i].key, key) == 0) ps = &params[i];
@@ -152,6 +182,9 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
   p->max_num_seqs = 16;
   p->max_batched = 512;
   p->prefix_caching = 1;
+  p->dtype = SRV_LLM_DTYPE_AUTO;
+  p->gpu_mem_util = 0.9;
+  p->cuda_graphs = 1;
   if (c->max_batch_size < 0) why(buf, sizeof buf, &len, "max_batch_size %d is negative", c->max_batch_size);
   // absent, the policy is implied (registry.c sets it); present, it must say decoupled
   if (c->model_transaction_policy && !c->model_transaction_policy->decoupled)
@@ -168,13 +201,35 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
   if (c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE__NOT_SET)
     why(buf, sizeof buf, &len, "dynamic_batching and sequence_batching do not apply (the backend batches each step)");
   int n_inst = 0;
-  for (size_t i = 0; i < c->n_instance_group; i++) {
+  if (c->n_instance_group > SRV_LLM_MAX_GROUPS)
+    why(buf, sizeof buf, &len, "%zu instance groups: at most %d", c->n_instance_group, SRV_LLM_MAX_GROUPS);
+  for (size_t i = 0; i < c->n_instance_group && i < SRV_LLM_MAX_GROUPS; i++) {
     const Inference__ModelInstanceGroup *g = c->instance_group[i];
-    if (g->kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU &&
-        g->kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO)
-      why(buf, sizeof buf, &len, "instance_group[%zu]: KIND_CPU or KIND_AUTO only", i);
+    srv_llm_group *o = &p->groups[p->n_groups++];
+    o->count = g->count > 0 ? g->count : 1;
+    switch (g->kind) {
+      case INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU:
+        o->kind = SRV_LLM_KIND_CPU;
+        break;
+      case INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU:
+        o->kind = SRV_LLM_KIND_GPU;
+        break;
+      case INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO:
+        o->kind = g->n_gpus ? SRV_LLM_KIND_GPU : SRV_LLM_KIND_AUTO;  // listed gpus make it a GPU group (config.c)
+        break;
+      default:
+        why(buf, sizeof buf, &len, "instance_group[%zu]: KIND_CPU, KIND_GPU or KIND_AUTO only", i);
+    }
     if (g->count < 0) why(buf, sizeof buf, &len, "instance_group[%zu]: count %d is negative", i, g->count);
-    n_inst += g->count > 0 ? g->count : 1;
+    if (g->n_gpus && o->kind == SRV_LLM_KIND_CPU)
+      why(buf, sizeof buf, &len, "instance_group[%zu]: gpus given to a KIND_CPU group", i);
+    if (g->n_gpus > SRV_LLM_MAX_GPUS)
+      why(buf, sizeof buf, &len, "instance_group[%zu]: %zu gpus: at most %d", i, g->n_gpus, SRV_LLM_MAX_GPUS);
+    for (size_t k = 0; k < g->n_gpus && k < SRV_LLM_MAX_GPUS; k++) {
+      if (g->gpus[k] < 0) why(buf, sizeof buf, &len, "instance_group[%zu]: gpus[%zu] = %d is negative", i, k, g->gpus[k]);
+      o->gpus[o->n_gpus++] = g->gpus[k];
+    }
+    n_inst += o->count;
   }
   p->n_instances = n_inst > 0 ? n_inst : 1;
   if (p->n_instances > 64) why(buf, sizeof buf, &len, "%d instances: at most 64", p->n_instances);
@@ -185,6 +240,7 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
         c->parameters[i]->value && c->parameters[i]->value->string_value ? c->parameters[i]->value->string_value : "";
     has_blocks |= strcmp(k, "kv_cache_blocks") == 0;
     has_bytes |= strcmp(k, "kv_cache_bytes") == 0;
+    p->kv_bytes_given |= strcmp(k, "kv_cache_bytes") == 0;
     set_param(buf, sizeof buf, &len, p, k, v);
   }
   if (has_blocks && has_bytes)
@@ -198,6 +254,48 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
     return err_set(e, ERR_INVALID_ARGUMENT, "%s", buf);
   }
   *out = p;
+  return 0;
+}
+
+// --- where the runners run (llm_cfg.h)
+
+int srv_llm_cfg_place(const srv_llm_cfg *c, int n_gpus, int cuda_built, int *dev, int cap, int *n_out, err *e) {
+  int n = 0;
+  srv_llm_group one = {.kind = SRV_LLM_KIND_AUTO, .count = 1};
+  int ng = c->n_groups ? c->n_groups : 1;
+  for (int i = 0; i < ng; i++) {
+    const srv_llm_group *g = c->n_groups ? &c->groups[i] : &one;
+    srv_llm_kind k = g->kind == SRV_LLM_KIND_AUTO ? (n_gpus > 0 ? SRV_LLM_KIND_GPU : SRV_LLM_KIND_CPU) : g->kind;
+    if (k == SRV_LLM_KIND_CPU) {
+      for (int j = 0; j < g->count; j++) {
+        if (n == cap) return err_set(e, ERR_INVALID_ARGUMENT, "instance_group asks for more than %d runners", cap);
+        dev[n++] = -1;
+      }
+      continue;
+    }
+    if (!cuda_built)
+      return err_set(e, ERR_UNAVAILABLE,
+                     "instance_group[%d] is KIND_GPU, but this inferd was built without CUDA (INFERD_CUDA=OFF): "
+                     "use KIND_CPU or KIND_AUTO",
+                     i);
+    if (n_gpus <= 0)
+      return err_set(e, ERR_UNAVAILABLE,
+                     "instance_group[%d] is KIND_GPU, but no CUDA device is visible (the server's log says why at "
+                     "start-up): use KIND_CPU or KIND_AUTO",
+                     i);
+    int per = g->n_gpus ? g->n_gpus : n_gpus;
+    for (int gi = 0; gi < per; gi++) {
+      int d = g->n_gpus ? g->gpus[gi] : gi;
+      if (d < 0 || d >= n_gpus)
+        return err_set(e, ERR_INVALID_ARGUMENT, "instance_group[%d]: gpus names device %d, but %d CUDA device%s visible",
+                       i, d, n_gpus, n_gpus == 1 ? " is" : "s are");
+      for (int j = 0; j < g->count; j++) {
+        if (n == cap) return err_set(e, ERR_INVALID_ARGUMENT, "instance_group asks for more than %d runners", cap);
+        dev[n++] = d;
+      }
+    }
+  }
+  *n_out = n;
   return 0;
 }
 

@@ -1,5 +1,8 @@
 // server/core/llm_grpc.c: ModelStreamInfer to the generative backend
-// (llm_grpc.h).
+// (llm_grpc.h): TensorRT-LLM's tensors (input_ids ... output_ids) straight
+// to the runners, or Triton's vLLM backend's (text_input, stream,
+// sampling_parameters, exclude_input_in_output ... text_output) through the
+// text layer (llm_text.h).
 #include "server/core/llm_grpc.h"
 
 #include <inttypes.h>
@@ -8,7 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "grpc_service.pb-c.h"
+#include "kernels/base/strwire.h"
+#include "server/core/llm_text.h"
 #include "server/core/llm_serve.h"
 #include "server/core/reply.h"
 #include "server/core/request.h"
@@ -21,7 +28,8 @@ typedef struct gsink {
 
 // One response: output_ids [(1,) 1, n] and sequence_length [(1,) 1] (the
 // requested ones), final flag as Triton's decoupled responses carry it.
-static uint8_t *pack(const srv_request *r, const int32_t *ids, int64_t n, int final, size_t *len) {
+static uint8_t *pack(const srv_request *r, const int32_t *ids, int64_t n, const char *text, size_t text_len, int final,
+                     size_t *len) {
   Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
   ir.model_name = r->model->name;
   ir.model_version = r->version->version_str;
@@ -41,7 +49,23 @@ static uint8_t *pack(const srv_request *r, const int32_t *ids, int64_t n, int fi
   Inference__ModelInferResponse__InferOutputTensor ot[2], *otp[2];
   ProtobufCBinaryData raw[2];
   size_t k = 0;
-  if (r->outputs_mask & 1) {
+  uint8_t *wire = NULL;
+  if (text) {  // text_output BYTES [1] ([1, 1] batched): one element, the wire layout's length then the bytes
+    if (r->outputs_mask & (1u << SRV_LLM_OUT_TEXT)) {
+      wire = malloc(text_len + 4);
+      if (!wire) return NULL;
+      strwire_put_len(wire, (uint32_t)text_len);
+      memcpy(wire + 4, text, text_len);
+      inference__model_infer_response__infer_output_tensor__init(&ot[k]);
+      ot[k].name = (char *)"text_output";
+      ot[k].datatype = (char *)"BYTES";
+      ot[k].n_shape = batched ? 2 : 1;
+      ot[k].shape = len_shape + (batched ? 0 : 1);
+      raw[k] = (ProtobufCBinaryData){.len = text_len + 4, .data = wire};
+      otp[k] = &ot[k];
+      k++;
+    }
+  } else if (r->outputs_mask & 1) {
     inference__model_infer_response__infer_output_tensor__init(&ot[k]);
     ot[k].name = (char *)"output_ids";
     ot[k].datatype = (char *)"INT32";
@@ -51,7 +75,7 @@ static uint8_t *pack(const srv_request *r, const int32_t *ids, int64_t n, int fi
     otp[k] = &ot[k];
     k++;
   }
-  if (r->outputs_mask & 2) {
+  if (!text && r->outputs_mask & 2) {
     inference__model_infer_response__infer_output_tensor__init(&ot[k]);
     ot[k].name = (char *)"sequence_length";
     ot[k].datatype = (char *)"INT32";
@@ -70,15 +94,17 @@ static uint8_t *pack(const srv_request *r, const int32_t *ids, int64_t n, int fi
   *len = inference__model_stream_infer_response__get_packed_size(&sr);
   uint8_t *buf = malloc(*len ? *len : 1);
   if (buf) inference__model_stream_infer_response__pack(&sr, buf);
+  free(wire);
   return buf;
 }
 
-static void emit(void *ctx, const int32_t *ids, int64_t n, int final, int code, const char *msg) {
-  gsink *g = ctx;
+// One answer (ids, or text when text is not NULL).
+static void answer(gsink *g, const int32_t *ids, int64_t n, const char *text, size_t text_len, int final, int code,
+                   const char *msg) {
   srv_request *r = g->r;
   if (!final) {
     size_t len = 0;
-    uint8_t *buf = pack(r, ids, n, 0, &len);
+    uint8_t *buf = pack(r, ids, n, text, text_len, 0, &len);
     if (buf) srv_stream_reply_more(r->stream, buf, len);  // out of memory: this response is lost, the final says all
     return;
   }
@@ -89,11 +115,20 @@ static void emit(void *ctx, const int32_t *ids, int64_t n, int final, int code, 
     return;
   }
   size_t len = 0;
-  uint8_t *buf = pack(r, ids, n, 1, &len);
+  uint8_t *buf = pack(r, ids, n, text, text_len, 1, &len);
   if (!buf)
     srv_request_send(s, r, NULL, 0, ERR_RESOURCE_EXHAUSTED, "out of memory packing the final response");
   else
     srv_request_send(s, r, buf, len, 0, NULL);
+}
+
+static void emit(void *ctx, const int32_t *ids, int64_t n, int final, int code, const char *msg) {
+  answer(ctx, ids, n, NULL, 0, final, code, msg);
+}
+
+static void emit_text(void *ctx, const srv_llm_text_out *o) {
+  if (!o->final && !o->len) return;
+  answer(ctx, NULL, 0, o->text ? o->text : "", o->len, o->final, o->code, o->msg);
 }
 
 static int cancelled(void *ctx) {
@@ -124,7 +159,7 @@ static int scalar(const srv_request *r, srv_llm_in k, void *out, size_t size, er
 static int read_params(const srv_request *r, srv_llm_params *p, err *e) {
   const srv_llm_cfg *c = r->version->llm_cfg;
   *p = (srv_llm_params){.end_id = -1, .sampling = eng_llm_sampling_greedy(), .output_len = SRV_LLM_DEFAULT_OUTPUT_LEN};
-  for (int i = 0; i < SRV_LLM_IN_N; i++)
+  for (int i = 0; i < SRV_LLM_IN_TEXT; i++)
     if (!r->inputs[i].data && r->inputs[i].bytes)
       return err_set(e, ERR_INVALID_ARGUMENT,
                      "input '%s': the %s backend reads its inputs from the request, not from "
@@ -181,12 +216,123 @@ static int read_params(const srv_request *r, srv_llm_params *p, err *e) {
   return 0;
 }
 
+// One BYTES element of input k (shape [1]): *s, *n; 0 when absent, 1 when read, -1 with e set.
+static int one_string(const srv_request *r, srv_llm_in k, const char **s, size_t *n, err *e) {
+  const eng_tensor *t = &r->inputs[k];
+  if (!t->data) return 0;
+  const char *name = r->version->llm_cfg->in[k].name;
+  if (strwire_count(t->data, t->bytes) != 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "input '%s' holds one string", name), -1;
+  *n = strwire_len(t->data);
+  *s = (const char *)t->data + 4;
+  return 1;
+}
+
+// The vLLM backend's tensors through the text layer.
+static int submit_text(srv_request *r, gsink *g, err *e) {
+  const srv_llm_cfg *c = r->version->llm_cfg;
+  for (int i = SRV_LLM_IN_TEXT; i < SRV_LLM_IN_N; i++)
+    if (!r->inputs[i].data && r->inputs[i].bytes)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s': the %s backend reads its inputs from the request, not from CUDA shared memory",
+                     c->in[i].name, SRV_LLM_BACKEND);
+  for (int i = 0; i < SRV_LLM_IN_TEXT; i++)
+    if (r->inputs[i].data || r->inputs[i].bytes)
+      return err_set(e, ERR_INVALID_ARGUMENT,
+                     "input '%s' does not go with text_input: the vLLM backend's form takes its sampling parameters "
+                     "in sampling_parameters (JSON)",
+                     c->in[i].name);
+  if (r->shm_out)
+    return err_set(e, ERR_INVALID_ARGUMENT, "the %s backend answers in its responses, not into shared memory",
+                   SRV_LLM_BACKEND);
+  if (r->item.rows != 1)
+    return err_set(e, ERR_INVALID_ARGUMENT, "batch size %" PRId64 ": a request carries one sequence (batch size 1)",
+                   r->item.rows);
+  srv_llm_text_params tp = {.logprobs = -1,
+                            .base = {.end_id = -1,
+                                     .sampling = eng_llm_sampling_greedy(),
+                                     .output_len = SRV_LLM_DEFAULT_OUTPUT_LEN}};
+  const char *stop_buf[SRV_LLM_TEXT_MAX_STOP];
+  if (one_string(r, SRV_LLM_IN_TEXT, &tp.prompt, &tp.prompt_len, e) < 0) return e->code;
+  const char *js;
+  size_t jn;
+  int has = one_string(r, SRV_LLM_IN_SAMPLING, &js, &jn, e);
+  if (has < 0) return e->code;
+  cJSON *sp = NULL;
+  if (has) {
+    sp = cJSON_ParseWithLength(js, jn);
+    if (!cJSON_IsObject(sp)) {
+      cJSON_Delete(sp);
+      return err_set(e, ERR_INVALID_ARGUMENT, "input 'sampling_parameters' is not a JSON object");
+    }
+    if (srv_llm_text_vllm_params(sp, NULL, &tp, stop_buf, e) != 0) {
+      cJSON_Delete(sp);
+      return err_prefix(e, "sampling_parameters: "), e->code;
+    }
+  }
+  uint8_t stream = 0, excl = 0;
+  int has_excl = 0;
+  const eng_tensor *t = &r->inputs[SRV_LLM_IN_STREAM];
+  if (t->data) {
+    if (t->bytes != 1) goto one_bool;
+    stream = *(const uint8_t *)t->data;
+  }
+  t = &r->inputs[SRV_LLM_IN_EXCLUDE];
+  if (t->data) {
+    if (t->bytes != 1) goto one_bool;
+    excl = *(const uint8_t *)t->data, has_excl = 1;
+  }
+  // the vLLM backend's rule: without streaming the prompt comes back first unless excluded; streaming excludes it
+  if (stream && has_excl && !excl) {
+    cJSON_Delete(sp);
+    return err_set(e, ERR_INVALID_ARGUMENT, "when streaming, exclude_input_in_output = false is not allowed");
+  }
+  tp.echo_prompt = !stream && !(has_excl && excl);
+  tp.add_special = 1;
+  tp.base.streaming = stream != 0;
+  tp.base.deadline_us = r->item.deadline_us;
+  tp.base.stats = &r->version->stats;
+  tp.base.t_recv_us = r->t_recv_us;
+  srv_llm_text_sink sink = {.ctx = g, .emit = emit_text, .cancelled = cancelled, .congested = congested};
+  int rc = srv_llm_text_submit(r->version->llm, &tp, &sink, e);
+  cJSON_Delete(sp);
+  return rc;
+one_bool:
+  cJSON_Delete(sp);
+  return err_set(e, ERR_INVALID_ARGUMENT, "inputs 'stream' and 'exclude_input_in_output' hold one BOOL each");
+}
+
 void srv_llm_submit_request(srv_server *s, srv_request *r) {
   if (!r->stream) {  // infer.c refuses unary calls to a decoupled model before here
     refuse(s, r, ERR_UNIMPLEMENTED, "the inferd_llm backend answers on ModelStreamInfer only");
     return;
   }
   err e = {0};
+  if (r->inputs[SRV_LLM_IN_TEXT].data || r->inputs[SRV_LLM_IN_TEXT].bytes) {
+    gsink *g = malloc(sizeof *g);
+    if (!g) {
+      refuse(s, r, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      return;
+    }
+    *g = (gsink){.s = s, .r = r};
+    if (submit_text(r, g, &e) != 0) {
+      free(g);
+      refuse(s, r, (int)e.code, e.msg);
+    }
+    return;
+  }
+  for (int i = SRV_LLM_IN_TEXT; i < SRV_LLM_IN_N; i++)
+    if (r->inputs[i].data || r->inputs[i].bytes) {
+      err_set(&e, ERR_INVALID_ARGUMENT, "input '%s' goes with text_input (the vLLM backend's form), not input_ids",
+              r->version->llm_cfg->in[i].name);
+      refuse(s, r, (int)e.code, e.msg);
+      return;
+    }
+  if (!r->inputs[SRV_LLM_IN_IDS].data && !r->inputs[SRV_LLM_IN_IDS].bytes) {
+    err_set(&e, ERR_INVALID_ARGUMENT, "missing input 'input_ids' (or 'text_input') for model '%s'", r->model->name);
+    refuse(s, r, (int)e.code, e.msg);
+    return;
+  }
   srv_llm_params p;
   if (read_params(r, &p, &e) != 0) {
     refuse(s, r, (int)e.code, e.msg);

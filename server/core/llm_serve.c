@@ -12,14 +12,20 @@
 #include <string.h>
 #include <time.h>
 
+#include <unistd.h>
+
 #include "batcher/iter.h"
+#include "engine/llm/chat_template.h"
+#include "engine/llm/tokenizer.h"
 #include "engine/llm/llm_model.h"
 #include "engine/llm/llm_step.h"
 #include "engine/model.h"
+#include "server/core/llm_engine.h"
 #include "server/core/registry.h"
 #include "server/obs/log.h"
 
 #define IDLE_LOOK_US 10000  // with sequences held and nothing to step: look again this soon (cancels, deadlines)
+#define SRV_LLM_MAX_RUNNERS 64
 
 // --- one request on a runner
 
@@ -47,32 +53,6 @@ static void req_free(llm_req *q) {
   free(q);
 }
 
-// --- the engine a runner steps: one table per kind of instance
-
-// The decoder runtime's runner interface (engine/llm/llm_step.h), through which a runner reaches its
-// engine. The CPU runner is the only one built in; a GPU runner of the same shape
-// (eng_llm_cuda_runner_create/destroy/step) slots in as a second table, chosen by the instance's kind.
-typedef struct llm_engine_ops {
-  const char *name;
-  int (*create)(const eng_llm_model *m, const eng_llm_runner_config *c, void **out, err *e);
-  void (*destroy)(void *r);
-  int (*step)(void *r, const eng_llm_work *w, size_t n, float *logits, err *e);
-} llm_engine_ops;
-
-static int cpu_create(const eng_llm_model *m, const eng_llm_runner_config *c, void **out, err *e) {
-  eng_llm_runner *r = NULL;
-  int rc = eng_llm_runner_create(m, c, &r, e);
-  *out = r;
-  return rc;
-}
-static void cpu_destroy(void *r) {
-  eng_llm_runner_destroy(r);
-}
-static int cpu_step(void *r, const eng_llm_work *w, size_t n, float *logits, err *e) {
-  return eng_llm_step(r, w, n, logits, e);
-}
-static const llm_engine_ops cpu_ops = {"cpu", cpu_create, cpu_destroy, cpu_step};
-
 // --- a runner
 
 typedef struct runner {
@@ -87,8 +67,10 @@ typedef struct runner {
   _Atomic int64_t held;  // requests submitted and not yet ended (for the choice of runner)
   bat_kv_pool *pool;
   bat_iter *it;
-  const llm_engine_ops *ops;
-  void *eng;  // the ops' runner
+  const srv_llm_engine_ops *ops;
+  void *eng;         // the ops' runner
+  int device;        // CUDA ordinal; -1 on the CPU
+  int32_t n_blocks;  // its KV pool's
   eng_llm_sampler *sampler;
   float *logits;
   eng_llm_work *work;
@@ -100,23 +82,44 @@ typedef struct runner {
   _Atomic uint64_t preemptions, prefix_hits;
 } runner;
 
+// The weights uploaded to one device, borrowed by that device's runners.
+typedef struct dev_weights {
+  int device;
+  void *w;  // srv_llm_cuda_weights'
+} dev_weights;
+
 struct srv_llm {
   char name[256];
   srv_llm_cfg cfg;
-  eng_llm_model *model;
-  const eng_llm_config *mc;
+  eng_llm_model *model;  // FP32, for the CPU runners; NULL without any
+  eng_llm_config mcfg;
+  const eng_llm_config *mc;  // &mcfg
   int64_t max_model_len;
-  int32_t n_blocks;
+  dtype gpu_dt;  // the GPU runners' element type
+  int n_dev;
+  dev_weights dev[SRV_LLM_MAX_RUNNERS];
+  char where[192];  // where the runners run, for the ready line
   int n;
   runner *r;
   int stopped;
   pthread_mutex_t stop_mu;
   _Atomic uint64_t prompt_tokens, generated_tokens;
   prof_hist *ttft, *itl;
+  eng_tok *tok;                // NULL: no tokenizer.json
+  eng_chat_template *chat;     // NULL: no chat template
 };
 
 int64_t srv_llm_vocab(const srv_llm *l) {
   return l->mc->vocab;
+}
+const eng_tok *srv_llm_tokenizer(const srv_llm *l) {
+  return l->tok;
+}
+const eng_chat_template *srv_llm_chat_template(const srv_llm *l) {
+  return l->chat;
+}
+const char *srv_llm_name(const srv_llm *l) {
+  return l->name;
 }
 int64_t srv_llm_max_model_len(const srv_llm *l) {
   return l->max_model_len;
@@ -276,6 +279,7 @@ static int step(runner *rn) {
         eng_llm_sample(rn->sampler, lg, &q->sampling, w->seq->tokens, w->seq->n_tokens, (uint64_t)w->seq->n_generated);
     rn->sampled[k] = tok;
     rn->stopped[k] = (uint8_t)(is_end(l, q, tok) || stop_word_hit(q, w->seq, tok));
+    if (q->sink.token && q->sink.token(q->sink.ctx, tok, rn->stopped[k], lg)) rn->stopped[k] = 1;
     prof_hist_record(w->seq->n_generated == 0 ? l->ttft : l->itl,
                      now - (w->seq->n_generated == 0 ? q->t_recv_us : q->t_last_us));
     q->t_last_us = now;
@@ -382,12 +386,13 @@ static void runner_close(runner *rn) {
   free(rn->stopped);
 }
 
+// The runner's scheduler, buffers and thread, its engine (rn->eng, rn->ops, rn->n_blocks) made before.
 static int runner_open(srv_llm *l, runner *rn, int idx, err *e) {
   const srv_llm_cfg *c = &l->cfg;
   rn->l = l;
   rn->idx = idx;
   rn->seed_next = (uint64_t)eng_now_us() * 0x9E3779B97F4A7C15ull + (uint64_t)idx;
-  bat_kv_config kc = {.n_blocks = l->n_blocks, .block_tokens = c->block_tokens, .prefix_caching = c->prefix_caching};
+  bat_kv_config kc = {.n_blocks = rn->n_blocks, .block_tokens = c->block_tokens, .prefix_caching = c->prefix_caching};
   TRY(bat_kv_create(&kc, &rn->pool, e));
   bat_iter_config ic = {.max_num_seqs = c->max_num_seqs,
                         .max_num_batched_tokens = c->max_batched,
@@ -397,16 +402,11 @@ static int runner_open(srv_llm *l, runner *rn, int idx, err *e) {
                         .now = clock_cb,
                         .cancelled = cancelled_cb};
   TRY(bat_iter_create(&ic, &rn->it, e));
-  // instance_group's kind picks the table; KIND_CPU and KIND_AUTO (llm_cfg.c) are the CPU runner's
-  rn->ops = &cpu_ops;
-  eng_llm_runner_config rc = {.n_blocks = l->n_blocks,
-                              .block_tokens = c->block_tokens,
-                              .max_step_tokens = c->max_batched,
-                              .max_context = l->max_model_len};
-  TRY(rn->ops->create(l->model, &rc, &rn->eng, e));
   size_t nb = (size_t)c->max_batched;
+  // a step samples once per running sequence at most (one item each): max_num_seqs rows of logits
+  size_t rows = (size_t)c->max_num_seqs < nb ? (size_t)c->max_num_seqs : nb;
   rn->sampler = eng_llm_sampler_create(l->mc->vocab);
-  rn->logits = malloc(nb * (size_t)l->mc->vocab * sizeof(float));
+  rn->logits = malloc(rows * (size_t)l->mc->vocab * sizeof(float));
   rn->work = malloc(nb * sizeof *rn->work);
   rn->sampled = malloc(nb * sizeof *rn->sampled);
   rn->stopped = malloc(nb);
@@ -425,19 +425,152 @@ static int runner_open(srv_llm *l, runner *rn, int idx, err *e) {
   return 0;
 }
 
-int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_name, srv_llm **out, err *e) {
+// The tokenizer and chat template, when the checkpoint has tokenizer.json: the text endpoints' (llm_text.h).
+// Both are tried, so a load names every broken file at once.
+static int load_text(srv_llm *l, const char *dir, err *e) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  if (access(path, F_OK) != 0) return 0;
+  err te = {0}, ce = {0};
+  if (eng_tok_create(dir, &l->tok, &te) != 0) err_prefix(&te, "tokenizer: ");
+  l->chat = eng_chat_template_load(dir, &ce);
+  if (!l->chat && ce.code == ERR_NOT_FOUND) ce = (err){0};  // no template: completions only
+  if (!l->chat && ce.code) err_prefix(&ce, "chat template: ");
+  if (!te.code && !ce.code) return 0;
+  if (te.code && ce.code)
+    err_set(e, te.code, "%.1000s; %.1000s", te.msg, ce.msg);
+  else
+    *e = te.code ? te : ce;
+  return e->code;
+}
+
+static const char *dt_name(dtype d) {
+  return d == DT_FP16 ? "float16" : d == DT_BF16 ? "bfloat16" : "float32";
+}
+
+// The model the GPU runners upload: FP32 (dtype float32, or the CPU's model when there is one), else the
+// checkpoint's own type, which a dtype other than auto must match (no conversion between 16-bit types yet).
+static int load_gpu_model(srv_llm *l, const char *dir, eng_llm_model **out, err *e) {
   *out = NULL;
+  if (l->cfg.dtype == DT_FP32) {
+    if (l->model) {
+      *out = l->model;
+      return 0;
+    }
+    return eng_llm_model_create(dir, out, e);
+  }
+  TRY(eng_llm_model_create_stored(dir, out, e));
+  dtype have = eng_llm_model_dtype(*out);
+  if (l->cfg.dtype != SRV_LLM_DTYPE_AUTO && (dtype)l->cfg.dtype != have) {
+    eng_llm_model_destroy(*out);
+    *out = NULL;
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "parameter dtype is %s but the checkpoint's weights are %s: give auto (the checkpoint's type) or "
+                   "float32",
+                   dt_name((dtype)l->cfg.dtype), dt_name(have));
+  }
+  return 0;
+}
+
+static int64_t block_bytes_of(const eng_llm_config *mc, int32_t block_tokens, size_t es) {
+  return 2 * mc->n_layers * (int64_t)block_tokens * mc->n_kv_heads * mc->head_dim * (int64_t)es;
+}
+
+// The GPU runners of one device: the weights uploaded once, then each runner's pool: kv_cache_blocks,
+// kv_cache_bytes when given, else gpu_memory_utilization of the memory free after the weights, split
+// evenly, less each runner's own scratch (measured on a probe runner of one sequence's pool).
+static int open_device(srv_llm *l, const eng_llm_model *gm, int device, runner **rs, int k, int64_t need, err *e) {
+  const srv_llm_cfg *c = &l->cfg;
+  dev_weights *dw = &l->dev[l->n_dev];
+  dw->device = device;
+  TRY(srv_llm_cuda_weights(gm, device, c->block_tokens, &dw->w, e));
+  l->n_dev++;
+  int64_t bb = block_bytes_of(l->mc, c->block_tokens, dtype_size(l->gpu_dt));
+  eng_llm_runner_config rc = {.n_blocks = (int32_t)need,
+                              .block_tokens = c->block_tokens,
+                              .max_step_tokens = c->max_batched,
+                              .max_context = l->max_model_len};
+  int64_t graphs = c->cuda_graphs ? c->max_num_seqs : 0;
+  int64_t nb;
+  if (c->kv_blocks) {
+    nb = c->kv_blocks;
+  } else if (c->kv_bytes_given) {
+    nb = c->kv_bytes / bb;
+  } else {
+    size_t free0, total, free1;
+    TRY(srv_llm_cuda_mem(device, &free0, &total, e));
+    void *probe = NULL;
+    TRY(srv_llm_cuda_create(dw->w, &rc, graphs, c->tc_prefill, &probe, e));
+    int mrc = srv_llm_cuda_mem(device, &free1, &total, e);
+    srv_llm_cuda_ops.destroy(probe);
+    if (mrc) return mrc;
+    int64_t used = free0 > free1 ? (int64_t)(free0 - free1) : 0;
+    int64_t overhead = used - need * bb;  // scratch, workspaces, metadata, the graphs' logits
+    if (overhead < 0) overhead = 0;
+    int64_t per = (int64_t)((double)free0 * c->gpu_mem_util) / k - overhead;
+    nb = per > 0 ? per / bb : 0;
+    if (nb < need)
+      return err_set(e, ERR_RESOURCE_EXHAUSTED,
+                     "CUDA device %d: %.1f MiB free after the weights; gpu_memory_utilization %.2f over %d runner%s "
+                     "(each with %.1f MiB of scratch) leaves %" PRId64
+                     " KV blocks of %.2f MiB per runner, and one max_model_len (%" PRId64 ") sequence needs %" PRId64
+                     ": lower max_model_len or max_num_batched_tokens, raise gpu_memory_utilization, or use fewer "
+                     "instances",
+                     device, (double)free0 / 1048576.0, c->gpu_mem_util, k, k == 1 ? "" : "s",
+                     (double)overhead / 1048576.0, nb, (double)bb / 1048576.0, l->max_model_len, need);
+  }
+  if (nb < need)
+    return err_set(e, ERR_INVALID_ARGUMENT,
+                   "the KV pool's %" PRId64 " blocks of %d tokens (%" PRId64
+                   " bytes each in %s) cannot hold one max_model_len (%" PRId64 ") sequence, which needs %" PRId64
+                   ": raise kv_cache_blocks or kv_cache_bytes, or lower max_model_len",
+                   nb, c->block_tokens, bb, dt_name(l->gpu_dt), l->max_model_len, need);
+  if (nb > INT32_MAX - 1) nb = INT32_MAX - 1;  // the runner keeps one spare block past the pool
+  rc.n_blocks = (int32_t)nb;
+  for (int i = 0; i < k; i++) {
+    rs[i]->ops = &srv_llm_cuda_ops;
+    rs[i]->device = device;
+    rs[i]->n_blocks = (int32_t)nb;
+    TRY(srv_llm_cuda_create(dw->w, &rc, graphs, c->tc_prefill, &rs[i]->eng, e));
+  }
+  srv_log(SRV_LOG_INFO,
+          "model '%s': CUDA device %d holds %.1f MiB of %s weights and %d runner%s with %" PRId64
+          " KV blocks (%.1f MiB) each%s%s",
+          l->name, device, (double)srv_llm_cuda_weight_bytes(dw->w) / 1048576.0, dt_name(l->gpu_dt), k,
+          k == 1 ? "" : "s", nb, (double)(nb * bb) / 1048576.0, graphs ? ", CUDA graphs for decode steps" : "",
+          c->tc_prefill ? ", tensor-core prefill attention" : "");
+  return 0;
+}
+
+int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_name, int n_gpus, srv_llm **out,
+                   err *e) {
+  *out = NULL;
+  int dev[SRV_LLM_MAX_RUNNERS], n_run = 0;
+  TRY(srv_llm_cfg_place(cfg, n_gpus, srv_llm_cuda_built(), dev, SRV_LLM_MAX_RUNNERS, &n_run, e));
+  int n_cpu = 0;
+  for (int i = 0; i < n_run; i++) n_cpu += dev[i] < 0;
   srv_llm *l = calloc(1, sizeof *l);
   if (!l) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   snprintf(l->name, sizeof l->name, "%s", model_name);
   l->cfg = *cfg;
   pthread_mutex_init(&l->stop_mu, NULL);
-  int rc = eng_llm_model_create(dir, &l->model, e);
-  if (rc) {
+  err te = {0};
+  int trc = load_text(l, dir, &te);  // tried whatever the weights say: every reason at once
+  eng_llm_model *gm = NULL;  // the GPU runners' model until uploaded
+  int rc = n_cpu ? eng_llm_model_create(dir, &l->model, e) : 0;
+  if (!rc && n_cpu < n_run) rc = load_gpu_model(l, dir, &gm, e);
+  if (rc || trc) {
+    if (rc && trc)
+      err_prefix(e, "%.1000s; ", te.msg);
+    else if (trc)
+      *e = te;
+    eng_llm_model_destroy(gm == l->model ? NULL : gm);
     srv_llm_destroy(l);
-    return rc;
+    return e->code;
   }
-  l->mc = eng_llm_model_config(l->model);
+  l->mcfg = *eng_llm_model_config(l->model ? l->model : gm);
+  l->mc = &l->mcfg;
+  l->gpu_dt = gm ? eng_llm_model_dtype(gm) : DT_FP32;
   const eng_llm_config *mc = l->mc;
   int64_t mml = cfg->max_model_len;
   if (!mml) mml = mc->max_pos > 0 ? (mc->max_pos < 8192 ? mc->max_pos : 8192) : 8192;
@@ -451,12 +584,16 @@ int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_na
     WHY("max_model_len %" PRId64 " is past the checkpoint's %" PRId64 " learned positions (n_positions)", mml,
         mc->max_pos);
   l->max_model_len = mml;
-  // the pool: blocks given, or what kv_cache_bytes holds (K and V, every layer, kv heads x head_dim floats)
-  int64_t block_bytes = 2 * mc->n_layers * cfg->block_tokens * mc->n_kv_heads * mc->head_dim * (int64_t)sizeof(float);
+  if (l->tok && eng_tok_vocab_size(l->tok) > mc->vocab)
+    WHY("tokenizer: its %d ids go past the model's vocabulary of %" PRId64
+        " (config.json vocab_size): tokenizer.json belongs to another model",
+        eng_tok_vocab_size(l->tok), mc->vocab);
+  int64_t need = (mml + cfg->block_tokens - 1) / cfg->block_tokens;
+  // the CPU pool: blocks given, or what kv_cache_bytes holds (K and V, every layer, kv heads x head_dim floats)
+  int64_t block_bytes = block_bytes_of(mc, cfg->block_tokens, sizeof(float));
   int64_t nb = cfg->kv_blocks ? cfg->kv_blocks : cfg->kv_bytes / (block_bytes > 0 ? block_bytes : 1);
   if (nb > INT32_MAX) nb = INT32_MAX;
-  int64_t need = (mml + cfg->block_tokens - 1) / cfg->block_tokens;
-  if (nb < need)
+  if (n_cpu && nb < need)
     WHY("the KV pool's %" PRId64 " blocks of %d tokens (%" PRId64
         " bytes each) cannot hold one max_model_len "
         "(%" PRId64 ") sequence, which needs %" PRId64
@@ -468,28 +605,74 @@ int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_na
         cfg->max_batched);
 #undef WHY
   if (len) {
+    eng_llm_model_destroy(gm == l->model ? NULL : gm);
     srv_llm_destroy(l);
     return err_set(e, ERR_INVALID_ARGUMENT, "%s", buf);
   }
-  l->n_blocks = (int32_t)nb;
   if (prof_hist_create(&PROF_HIST_LATENCY_US, &l->ttft, e) || prof_hist_create(&PROF_HIST_LATENCY_US, &l->itl, e)) {
+    eng_llm_model_destroy(gm == l->model ? NULL : gm);
     srv_llm_destroy(l);
     return e->code;
   }
-  l->r = calloc((size_t)cfg->n_instances, sizeof *l->r);
+  l->r = calloc((size_t)n_run, sizeof *l->r);
   if (!l->r) {
+    eng_llm_model_destroy(gm == l->model ? NULL : gm);
     srv_llm_destroy(l);
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
-  for (int i = 0; i < cfg->n_instances; i++) {
-    l->n = i + 1;
-    if (runner_open(l, &l->r[i], i, e) != 0) {
-      srv_llm_destroy(l);
-      return e->code;
-    }
+  l->n = n_run;  // runner_close is safe on every zeroed runner
+  // the engines: CPU runners on the FP32 model, GPU runners device by device (weights once per device)
+  eng_llm_runner_config crc = {.n_blocks = (int32_t)nb,
+                               .block_tokens = cfg->block_tokens,
+                               .max_step_tokens = cfg->max_batched,
+                               .max_context = mml};
+  rc = 0;
+  for (int i = 0; i < n_run && !rc; i++) {
+    runner *rn = &l->r[i];
+    rn->device = dev[i];
+    if (dev[i] >= 0) continue;
+    rn->ops = &srv_llm_cpu_ops;
+    rn->n_blocks = (int32_t)nb;
+    rc = srv_llm_cpu_create(l->model, &crc, &rn->eng, e);
+  }
+  for (int i = 0; i < n_run && !rc; i++) {
+    if (dev[i] < 0) continue;
+    int seen = 0;
+    for (int j = 0; j < i; j++) seen |= dev[j] == dev[i];
+    if (seen) continue;
+    runner *rs[SRV_LLM_MAX_RUNNERS];
+    int k = 0;
+    for (int j = i; j < n_run; j++)
+      if (dev[j] == dev[i]) rs[k++] = &l->r[j];
+    rc = open_device(l, gm, dev[i], rs, k, need, e);
+  }
+  // every device holds its copy now: the host's goes, unless the CPU runners compute with it
+  if (gm != l->model) eng_llm_model_destroy(gm);
+  for (int i = 0; i < n_run && !rc; i++) rc = runner_open(l, &l->r[i], i, e);
+  if (rc) {
+    srv_llm_destroy(l);
+    return rc;
+  }
+  // the ready line's "where"
+  size_t wl = 0;
+  if (n_cpu)
+    wl += (size_t)snprintf(l->where + wl, sizeof l->where - wl, "%d on the CPU (float32)", n_cpu);
+  for (int d = 0; d < l->n_dev && wl < sizeof l->where; d++) {
+    int k = 0;
+    for (int i = 0; i < n_run; i++) k += dev[i] == l->dev[d].device;
+    wl += (size_t)snprintf(l->where + wl, sizeof l->where - wl, "%s%d on GPU %d (%s)", wl ? ", " : "", k,
+                           l->dev[d].device, dt_name(l->gpu_dt));
   }
   *out = l;
   return 0;
+}
+
+int srv_llm_n_runners(const srv_llm *l) {
+  return l->n;
+}
+
+const char *srv_llm_where(const srv_llm *l) {
+  return l->where;
 }
 
 void srv_llm_stop(srv_llm *l) {
@@ -514,10 +697,14 @@ void srv_llm_destroy(srv_llm *l) {
   if (!l) return;
   srv_llm_stop(l);
   for (int i = 0; i < l->n; i++) runner_close(&l->r[i]);
+  // the devices' weights after every runner that borrowed them
+  for (int d = 0; d < l->n_dev; d++) srv_llm_cuda_ops.destroy(l->dev[d].w);
   free(l->r);
   prof_hist_destroy(l->ttft);
   prof_hist_destroy(l->itl);
   eng_llm_model_destroy(l->model);
+  eng_chat_template_destroy(l->chat);
+  eng_tok_destroy(l->tok);
   pthread_mutex_destroy(&l->stop_mu);
   free(l);
 }
@@ -647,6 +834,6 @@ void srv_llm_metrics_get(const srv_llm *l, srv_llm_metrics *o) {
     o->blocks_used += atomic_load(&rn->blocks_used);
     o->running += atomic_load(&rn->running);
     o->waiting += atomic_load(&rn->waiting);
-    o->blocks_total += l->n_blocks;
+    o->blocks_total += rn->n_blocks;
   }
 }

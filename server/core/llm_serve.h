@@ -38,6 +38,11 @@ typedef struct srv_llm_sink {
   void (*emit)(void *ctx, const int32_t *ids, int64_t n, int final, int code, const char *msg);
   int (*cancelled)(void *ctx);
   int (*congested)(void *ctx);
+  // token: may be NULL; called with every token sampled for the request, in order, before it is
+  // counted (on the runner thread); ends: the token ends the sequence (an end id or a stop word);
+  // logits: the position's raw logits (srv_llm_vocab entries), borrowed for the call (log
+  // probabilities). Returning 1 ends the sequence with this token (the text layer's stop strings).
+  int (*token)(void *ctx, int32_t tok, int ends, const float *logits);
 } srv_llm_sink;
 
 // One request, as the runner takes it; everything pointed to is borrowed
@@ -60,12 +65,27 @@ typedef struct srv_llm_params {
   int64_t t_recv_us;
 } srv_llm_params;
 
-// Loads the checkpoint in dir and starts cfg->n_instances runners. The KV
-// pool per runner: cfg->kv_blocks, or as many blocks as kv_bytes holds.
+// Loads the checkpoint in dir (and its tokenizer and chat template when
+// dir holds tokenizer.json: a broken one fails the load) and starts the runners instance_group asks
+// for (llm_cfg.h): KIND_CPU ones compute in FP32 on the CPU; KIND_GPU ones
+// (KIND_AUTO too when n_gpus > 0) on the GPU runner, `count` on each of the
+// group's gpus (every one of the n_gpus visible when none are listed), with
+// the weights uploaded once per device in parameter dtype's type (auto: the
+// checkpoint's, FP16 and BF16 kept) and shared by that device's runners. The
+// KV pool per runner: cfg->kv_blocks, or as many blocks as kv_bytes holds
+// (on a GPU, when kv_cache_bytes is not given: gpu_memory_utilization of
+// the device memory free after the weights, split over its runners).
 // INVALID_ARGUMENT / NOT_FOUND / UNIMPLEMENTED as the checkpoint's loader
 // says, or when the parameters do not fit the model (max_model_len past its
-// learned positions, a pool smaller than one max_model_len sequence).
-int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_name, srv_llm **out, err *e);
+// learned positions, a pool smaller than one max_model_len sequence);
+// UNAVAILABLE for KIND_GPU without a visible GPU or in a build without CUDA;
+// RESOURCE_EXHAUSTED when the device memory does not hold the weights and
+// one sequence's pool.
+int srv_llm_create(const srv_llm_cfg *cfg, const char *dir, const char *model_name, int n_gpus, srv_llm **out,
+                   err *e);
+// The runners started, and where they run ("2 on GPU 0 (float16)"), for the ready line.
+int srv_llm_n_runners(const srv_llm *l);
+const char *srv_llm_where(const srv_llm *l);
 // Stops the runners: every request held ends (final, UNAVAILABLE "the
 // server is shutting down"), their threads are joined; later submits are
 // refused. Idempotent; any thread but a runner's.
@@ -81,6 +101,11 @@ void srv_llm_destroy(srv_llm *l);
 int srv_llm_submit(srv_llm *l, const srv_llm_params *p, const srv_llm_sink *sink, err *e);
 
 int64_t srv_llm_vocab(const srv_llm *l);
+// The checkpoint's tokenizer (tokenizer.json) and chat template (tokenizer_config.json's chat_template
+// or chat_template.jinja), loaded once with the weights and immutable; NULL when the checkpoint has none.
+const struct eng_tok *srv_llm_tokenizer(const srv_llm *l);
+const struct eng_chat_template *srv_llm_chat_template(const srv_llm *l);
+const char *srv_llm_name(const srv_llm *l);
 int64_t srv_llm_max_model_len(const srv_llm *l);
 
 // Totals over the version's runners, for /metrics.

@@ -345,7 +345,7 @@ static void load_repeat(repo_model *rm, srv_model *m) {
 
 // --- the generative backend (llm_cfg.h, llm_serve.h): each version folder a Hugging Face checkpoint
 
-static void load_llm(repo_model *rm, srv_model *m) {
+static void load_llm(repo_model *rm, srv_model *m, int n_gpus) {
   m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);
   if (!m->versions) {
     err_set(&m->status, ERR_RESOURCE_EXHAUSTED, "out of memory");
@@ -375,7 +375,7 @@ static void load_llm(repo_model *rm, srv_model *m) {
     char dir[PATH_MAX + 32];
     snprintf(dir, sizeof dir, "%s/%" PRId64, rm->dir, v->version);
     int64_t t0 = eng_now_us();
-    int vrc = srv_llm_create(m->llm_cfg, dir, m->name, &v->llm, &v->status);
+    int vrc = srv_llm_create(m->llm_cfg, dir, m->name, n_gpus, &v->llm, &v->status);
     if (vrc == 0 && init_stats(&v->stats, 1) != 0) {
       srv_llm_destroy(v->llm);
       v->llm = NULL;
@@ -389,9 +389,10 @@ static void load_llm(repo_model *rm, srv_model *m) {
     }
     v->llm_cfg = m->llm_cfg;
     ready++;
-    srv_log(SRV_LOG_INFO, "model '%s' version %s (backend %s, decoupled) is ready in %.1f s: %d runner%s, "
+    srv_log(SRV_LOG_INFO, "model '%s' version %s (backend %s, decoupled) is ready in %.1f s: %d runner%s (%s), "
             "max_model_len %" PRId64, m->name, v->version_str, SRV_LLM_BACKEND, (double)(eng_now_us() - t0) / 1e6,
-            m->llm_cfg->n_instances, m->llm_cfg->n_instances == 1 ? "" : "s", srv_llm_max_model_len(v->llm));
+            srv_llm_n_runners(v->llm), srv_llm_n_runners(v->llm) == 1 ? "" : "s", srv_llm_where(v->llm),
+            srv_llm_max_model_len(v->llm));
   }
   if (rc) {
     srv_llm_cfg_destroy(m->llm_cfg);
@@ -438,7 +439,7 @@ static void load_model(srv_registry *r, const pending *pd, repo_model *rm, srv_m
     return;
   }
   if (srv_llm_cfg_is_llm(m->config)) {
-    load_llm(rm, m);
+    load_llm(rm, m, o->n_gpus);
     return;
   }
   m->versions = calloc(rm->n_versions ? rm->n_versions : 1, sizeof *m->versions);
@@ -822,7 +823,8 @@ const eng_io *srv_version_input(const srv_version *v, size_t i) {
 }
 
 int srv_version_input_optional(const srv_version *v, size_t i) {
-  return v->llm_cfg && i != SRV_LLM_IN_IDS;
+  (void)i;
+  return v->llm_cfg != NULL;  // input_ids or text_input: llm_grpc.c checks that one is there
 }
 
 size_t srv_version_n_client_outputs(const srv_version *v) {

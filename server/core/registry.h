@@ -144,7 +144,7 @@ size_t srv_version_n_client_inputs(const srv_version *v);
 const eng_io *srv_version_input(const srv_version *v, size_t i);
 size_t srv_version_n_client_outputs(const srv_version *v);
 const eng_io *srv_version_output(const srv_version *v, size_t i);
-// Whether client input i may be left out of a request (a generative model's inputs but input_ids).
+// Whether client input i may be left out of a request (a generative model's: llm_grpc.c checks them).
 int srv_version_input_optional(const srv_version *v, size_t i);
 int srv_version_max_batch(const srv_version *v);
 

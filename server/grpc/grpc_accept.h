@@ -1,11 +1,11 @@
-// server/grpc/grpc_accept.h: inferd's own listener for the plaintext gRPC
-// port. Debian 12's gRPC 1.51 caps no connections, and its listener gives up
-// for good on any accept4 error but EAGAIN/EINTR (tcp_server_posix.cc,
-// on_read): one EMFILE and the port never accepts again. So inferd binds and
-// listens itself, accepts on a thread of its own and hands each connection to
-// the core (grpc_server_add_channel_from_fd, which takes only insecure
-// credentials: a TLS port keeps the core's listener, without this cap or
-// recovery).
+// server/grpc/grpc_accept.h: inferd's own listener for the gRPC port,
+// plaintext or TLS. Debian 12's gRPC 1.51 caps no connections, and its
+// listener gives up for good on any accept4 error but EAGAIN/EINTR
+// (tcp_server_posix.cc, on_read): one EMFILE and the port never accepts
+// again. So inferd binds and listens itself, accepts on a thread of its own
+// and hands each connection over: to the core (grpc_server_add_channel_from_fd,
+// which takes only insecure credentials) on a plaintext port, to the TLS
+// terminator (grpc_tls.h) on a TLS one, which hands the core the plaintext.
 //
 // - Out of descriptors (EMFILE, ENFILE, ENOMEM, ENOBUFS): the connections
 //   waiting in the backlog are accepted on a descriptor kept spare for this

@@ -131,49 +131,15 @@ static void *cq_main(void *arg) {
 
 static void teardown(srv_grpc *g);
 
-// The certificate fetcher. The core calls it once while adding the port
-// (where it must answer NEW) and again before each new handshake; it owns the
-// config returned. Connections already open keep the certificates they
-// were made with, so a reload drops none.
-typedef struct fetch_ctx {
-  srv_tls_client client;
-  grpc_ssl_server_certificate_config *cfg;
-} fetch_ctx;
-
-static void make_config(void *ctx, const srv_tls *t) {
-  fetch_ctx *f = ctx;
-  grpc_ssl_pem_key_cert_pair pair = {.private_key = srv_tls_key_pem(t), .cert_chain = srv_tls_cert_pem(t)};
-  // The fetcher path asserts a client CA is given (ssl_security_connector.cc,
-  // "config->pem_root_certs != nullptr"), even when no client certificate is
-  // asked for. Then no certificate is ever verified against it and the list
-  // is not sent, so the server's own chain stands in.
-  const char *root = f->client != SRV_TLS_CLIENT_NONE ? srv_tls_root_pem(t) : NULL;
-  if (!root) root = srv_tls_cert_pem(t);
-  f->cfg = grpc_ssl_server_certificate_config_create(root, &pair, 1);  // copies the texts
-}
-
-static grpc_ssl_certificate_config_reload_status fetch_certs(void *user_data,
-                                                            grpc_ssl_server_certificate_config **config) {
-  srv_grpc *g = user_data;
-  fetch_ctx f = {.client = srv_tlsw_client(g->tls), .cfg = NULL};
-  if (!srv_tlsw_if_newer(g->tls, &g->tls_seen, make_config, &f)) return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_UNCHANGED;
-  if (!f.cfg) return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_FAIL;  // out of memory: the core keeps what it has
-  *config = f.cfg;
-  return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_NEW;
-}
-
-static grpc_server_credentials *tls_credentials(srv_grpc *g) {
-  static const grpc_ssl_client_certificate_request_type req[] = {
-      [SRV_TLS_CLIENT_NONE] = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
-      [SRV_TLS_CLIENT_OPTIONAL] = GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY,
-      [SRV_TLS_CLIENT_REQUIRED] = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY,
-  };
-  grpc_ssl_server_credentials_options *opts =
-      grpc_ssl_server_credentials_create_options_using_config_fetcher(req[srv_tlsw_client(g->tls)], fetch_certs, g);
-  return opts ? grpc_ssl_server_credentials_create_with_options(opts) : NULL;  // takes opts
-}
-
 srv_grpc_offload srv_grpc_transport_offload(const srv_grpc *g) { return g->offload; }
+
+// The hand-off of the acceptor's thread (plaintext) or the TLS terminator's (the plaintext end of its
+// socketpair): the core owns fd from here on, names the connection "fd:<n>" and closes fd when the
+// connection ends.
+static void hand_to_core(void *arg, int fd) {
+  srv_grpc *g = arg;
+  grpc_server_add_channel_from_fd(g->server, fd, g->fd_creds);
+}
 
 int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_methods,
                     srv_grpc **out, err *e) {
@@ -310,40 +276,25 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
       goto fail;
     }
   }
-  g->tls = o->tls ? o->tls->certs : NULL;
-  if (!g->tls) {
-    // Plaintext: inferd listens and hands connections over (grpc_accept.h), so the port has a connection
-    // cap and outlives EMFILE, which gRPC 1.51's own listener does not.
-    int cap = o->max_connections > 0 ? o->max_connections : srv_gacc_default_max_conns();
-    g->fd_creds = grpc_insecure_server_credentials_create();
-    if (!g->fd_creds) {
-      err_set(e, ERR_INTERNAL, "gRPC front end: cannot create insecure credentials");
-      goto fail;
-    }
-    if (srv_gacc_create(o->addr, cap, SRV_GACC_PREFACE_MS, &g->acc, e) != 0) goto fail;
-    g->port = srv_gacc_port(g->acc);
-    *out = g;
-    return 0;
-  }
-  grpc_server_credentials *creds = tls_credentials(g);
-  if (!creds) {
-    err_set(e, o->tls ? ERR_INVALID_ARGUMENT : ERR_INTERNAL, "gRPC front end: cannot create %s credentials",
-            o->tls ? "TLS" : "insecure");
+  // inferd listens and hands connections over (grpc_accept.h), so the port has a connection cap and
+  // outlives EMFILE, which gRPC 1.51's own listener does not; with TLS each goes through the terminator
+  // (grpc_tls.h) first, since the core takes an accepted descriptor only with insecure credentials.
+  int cap = o->max_connections > 0 ? o->max_connections : srv_gacc_default_max_conns();
+  if (o->tls && o->max_connections <= 0)
+    cap = cap / SRV_GRPC_TLS_FDS_PER_CONN > 0 ? cap / SRV_GRPC_TLS_FDS_PER_CONN : 1;
+  g->fd_creds = grpc_insecure_server_credentials_create();
+  if (!g->fd_creds) {
+    err_set(e, ERR_INTERNAL, "gRPC front end: cannot create insecure credentials");
     goto fail;
   }
-  g->port = grpc_server_add_http2_port(g->server, o->addr, creds);
-  grpc_server_credentials_release(creds);
-  if (g->port <= 0) {
-    // with TLS the core also fails here when it rejects the certificates (its log line says why)
-    if (o->tls)
-      err_set(e, ERR_INVALID_ARGUMENT,
-              "gRPC front end: cannot listen on '%s' with TLS (address in use or invalid, or the "
-              "certificates were rejected: see gRPC's log line above)", o->addr);
-    else
-      err_set(e, ERR_UNAVAILABLE, "gRPC front end: cannot listen on '%s' (address in use or invalid)",
-              o->addr);
-    goto fail;
+  if (o->tls) {
+    srv_gtls_opts to = {.certs = o->tls->certs,
+                        .handshake_ms = o->handshake_ms > 0 ? o->handshake_ms : SRV_GRPC_DEFAULT_HANDSHAKE_MS,
+                        .hand = hand_to_core, .arg = g};
+    if (srv_gtls_create(&to, &g->relay, e) != 0) goto fail;
   }
+  if (srv_gacc_create(o->addr, cap, SRV_GACC_PREFACE_MS, &g->acc, e) != 0) goto fail;
+  g->port = srv_gacc_port(g->acc);
   *out = g;
   return 0;
 
@@ -353,13 +304,6 @@ fail:
 }
 
 int srv_grpc_port(const srv_grpc *g) { return g->port; }
-
-// The acceptor's hand-off (its thread): the core owns fd from here on, names
-// the connection "fd:<n>" and closes fd when the connection ends.
-static void hand_to_core(void *arg, int fd) {
-  srv_grpc *g = arg;
-  grpc_server_add_channel_from_fd(g->server, fd, g->fd_creds);
-}
 
 int srv_grpc_draining(const srv_grpc *g) { return draining(g); }
 
@@ -393,7 +337,12 @@ int srv_grpc_start(srv_grpc *g, err *e) {
     }
     t->th_started = 1;
   }
-  if (g->acc && srv_gacc_start(g->acc, hand_to_core, g, e) != 0) {
+  if (g->relay && srv_gtls_start(g->relay, e) != 0) {
+    srv_grpc_shutdown(g, 0);
+    return (int)e->code;
+  }
+  srv_gacc_hand_fn hand = g->relay ? srv_gtls_take : hand_to_core;  // TLS: through the terminator first
+  if (g->acc && srv_gacc_start(g->acc, hand, g->relay ? (void *)g->relay : g, e) != 0) {
     srv_grpc_shutdown(g, 0);
     return (int)e->code;
   }
@@ -459,6 +408,7 @@ void srv_grpc_shutdown(srv_grpc *g, int grace_ms) {
   atomic_store_explicit(&g->streams_ending, 1, memory_order_release);
   if (!g->threads || !g->threads[0].cq || !g->threads[0].th_started) {
     srv_gacc_stop(g->acc);
+    srv_gtls_stop(g->relay, 0);
     atomic_store_explicit(&g->draining, 1, memory_order_release);
     if (!g->threads || !g->threads[0].cq) return;  // create failed early: nothing was queued
     // Never served (or no thread came up): nothing to drain, only the notify
@@ -481,6 +431,9 @@ void srv_grpc_shutdown(srv_grpc *g, int grace_ms) {
   // No connection is handed to the core once it shuts down: the listener closes here, where gRPC's own
   // would (new connects are refused from now on).
   srv_gacc_stop(g->acc);
+  // Nor one whose TLS handshake ends from here on; the relays already handed over go on carrying the
+  // GOAWAY and the last answers.
+  srv_gtls_drain(g->relay);
   grpc_server_shutdown_and_notify(g->server, g->threads[0].cq, &g->shutdown_tag);
   srv_grpc__end_live_streams(g);  // one matched by a request posted before step 1 may have joined since
   pthread_mutex_lock(&g->mu);
@@ -496,6 +449,8 @@ void srv_grpc_shutdown(srv_grpc *g, int grace_ms) {
   }
   pthread_mutex_unlock(&g->mu);
   close_cqs(g);
+  // The core has closed every connection: the relays flush what it wrote last to their clients.
+  srv_gtls_stop(g->relay, SRV_GRPC_TLS_FLUSH_MS);
 }
 
 static void free_pool(srv_call *c) {
@@ -527,6 +482,7 @@ static void teardown(srv_grpc *g) {
   free(g->threads);
   free(g->methods);
   srv_gacc_destroy(g->acc);
+  srv_gtls_destroy(g->relay);
   if (g->fd_creds) grpc_server_credentials_release(g->fd_creds);
   srv_rr_destroy(g->rr);
   pthread_mutex_destroy(&g->mu);

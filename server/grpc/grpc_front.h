@@ -51,13 +51,20 @@ typedef struct srv_method {
   srv_astream_fn astream;
 } srv_method;
 
-// TLS on the port: the certificates come from `certs` (borrowed; it must
-// outlive the server), fetched at start and again at each new handshake, so
+// TLS on the port, terminated by inferd (grpc_tls.h): the certificates come from `certs` (borrowed; it
+// must outlive the server), fetched at start and again at each new handshake, so
 // a reload serves new connections while open ones keep theirs. What is asked
 // of clients is srv_tlsw_client(certs).
 typedef struct srv_grpc_tls {
   srv_tlsw *certs;
 } srv_grpc_tls;
+
+// A TLS connection holds three descriptors (the client's socket and the two ends of the terminator's
+// socketpair, grpc_tls.h): the default cap of a TLS port is the plaintext one's divided by this.
+#define SRV_GRPC_TLS_FDS_PER_CONN 3
+// At shutdown, after the core closed its connections, what the relays still hold for their clients
+// has this long to go out.
+#define SRV_GRPC_TLS_FLUSH_MS 2000
 
 #define SRV_GRPC_DEFAULT_MAX_STREAMS 2048
 // Per asynchronous stream (ModelStreamInfer): messages taken and not yet
@@ -105,9 +112,9 @@ typedef struct srv_grpc_opts {
   // SRV_GRPC_DEFAULT_STREAM_MAX_QUEUED(_BYTES) defaults.
   int stream_max_queued;
   int stream_max_queued_bytes;
-  // Plaintext port only: connections open at once; past it a new one is reset at once. The port also
-  // survives running out of descriptors (grpc_accept.h). 0 means srv_gacc_default_max_conns(). A TLS
-  // port keeps gRPC's own listener, with neither.
+  // Connections open at once; past it a new one is reset at once. The port also survives running out
+  // of descriptors (grpc_accept.h). 0 means srv_gacc_default_max_conns(), divided by
+  // SRV_GRPC_TLS_FDS_PER_CONN with TLS.
   int max_connections;
   // gRPC's GRPC_ARG_MAX_CONNECTION_IDLE_MS: a connection with no call in flight for this long gets
   // GOAWAY (a real client reconnects on its next call), so connections that only sent the preface, or

@@ -30,6 +30,7 @@
 
 #include "server/grpc/grpc_accept.h"
 #include "server/grpc/grpc_front.h"
+#include "server/grpc/grpc_tls.h"
 #include "server/grpc/rapid_reset.h"
 
 typedef enum tag_kind {
@@ -215,17 +216,15 @@ struct srv_grpc {
   pthread_mutex_t live_mu;
   pthread_cond_t live_cv;  // CLOCK_MONOTONIC; the live list became empty
   srv_stream *live;
-  // TLS: where the certificates come from, and the generation the core holds
-  // (read and written only under the watch's mutex, by the fetcher).
-  srv_tlsw *tls;
-  unsigned long long tls_seen;
   int stream_max_queued;         // per asynchronous stream: messages taken and not yet written
   size_t stream_max_queued_bytes;  // and the bytes of their answers
   atomic_llong stream_pause_log_us;  // when the last "stream paused" line was written (rate limit)
   atomic_ullong stream_pauses;       // streams paused since then, told in the next line
-  // The plaintext port's own listener (grpc_accept.h) and the credentials its connections are handed over
-  // with; NULL with TLS, where the core listens.
+  // The port's own listener (grpc_accept.h), the TLS terminator its connections go through with
+  // --grpc-use-ssl (grpc_tls.h; NULL for plaintext), and the insecure credentials the core gets every
+  // connection with (TLS or not: the terminator hands over plaintext).
   srv_gacc *acc;
+  srv_gtls *relay;
   grpc_server_credentials *fd_creds;
   srv_rr *rr;  // NULL: the rapid-reset guard is off
   int rr_limit;

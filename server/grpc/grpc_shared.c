@@ -108,6 +108,12 @@ int64_t srv_grpc__deadline_to_us(gpr_timespec d) {
 
 #define RR_LOG_US 10000000  // one line per 10 s about ended connections
 
+// The socket inode of the core's descriptor fd as handed over: the accepted TCP socket, or with TLS
+// the terminator's socketpair end (0: not one of ours, or no longer).
+static unsigned long conn_inode(const srv_grpc *g, int fd) {
+  return g->relay ? srv_gtls_inode(g->relay, fd) : srv_gacc_inode(g->acc, fd);
+}
+
 // Counts a new call toward its connection's tally (rapid_reset.h); returns its key.
 uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t now_us, int64_t *window) {
   if (!g->rr) return 0;
@@ -118,7 +124,7 @@ uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t now_us, int64_
   if (fd >= 0 && fd <= INT_MAX && end != peer + 3 && !*end) {
     // One inferd accepted (grpc_accept.h): its number may come back for a later connection, so the
     // tally is the descriptor's and its socket's, recorded at the hand-over (no syscall here).
-    unsigned long ino = srv_gacc_inode(g->acc, (int)fd);
+    unsigned long ino = conn_inode(g, (int)fd);
     char k[64];
     snprintf(k, sizeof k, "fd:%ld:%lu", fd, ino);
     if (ino) key = srv_rr_call(g->rr, k, now_us, window);
@@ -148,9 +154,13 @@ void srv_grpc__rr_closed(srv_grpc *g, uint64_t key, int64_t window, int cancelle
     // while the acceptor still holds it for the same socket (which also orders its accept before this).
     int fd;
     unsigned long ino;
-    rc = sscanf(v.peer, "fd:%d:%lu", &fd, &ino) == 2 && ino && srv_gacc_inode(g->acc, fd) == ino
-             ? srv_rr_end_fd_connection(v.peer, name, sizeof name)
-             : 0;
+    // With TLS the descriptor is the terminator's socketpair (shut down, it ends the TCP connection too):
+    // the client's address is the terminator's to tell, asked first (the end makes it forget the relay).
+    char tcp[SRV_RR_PEER_MAX];
+    int ours = sscanf(v.peer, "fd:%d:%lu", &fd, &ino) == 2 && ino && conn_inode(g, fd) == ino;
+    int named = ours && g->relay && srv_gtls_peer(g->relay, fd, ino, tcp, sizeof tcp);
+    rc = ours ? srv_rr_end_fd_connection(v.peer, name, sizeof name) : 0;
+    if (rc > 0 && named) snprintf(name, sizeof name, "%s", tcp);
   } else {
     rc = srv_rr_end_connection(v.peer, g->port, &e);
   }

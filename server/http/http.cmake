@@ -7,7 +7,7 @@ find_library(HTTP_PARSER_LIB http_parser REQUIRED)
 # certificate files are checked by inferd_tls (server/sec/tls.cmake).
 pkg_check_modules(LIBSSL REQUIRED IMPORTED_TARGET libssl)
 add_library(inferd_http_tls STATIC ${CMAKE_CURRENT_LIST_DIR}/http_tls.c)
-target_link_libraries(inferd_http_tls PUBLIC inferd_tls inferd_base PkgConfig::LIBSSL)
+target_link_libraries(inferd_http_tls PUBLIC inferd_tls_ssl inferd_tls inferd_base PkgConfig::LIBSSL)
 
 # http.c (public API) -> http_accept.c (accepting, the cap, the sweep) -> http_conn.c (a
 # connection's I/O) -> http_parse.c (parser callbacks, limits): one way, see http_internal.h

@@ -3,7 +3,8 @@
 // so its handshake is non-blocking by construction and every byte still goes
 // through the endpoint's limits and idle sweep. The certificate files are
 // read and checked by server/sec/tls.c, the gRPC port's checker, so both ports
-// refuse the same bad files with the same messages.
+// refuse the same bad files with the same messages; the context is built by
+// server/sec/tls_ssl.c, as the gRPC port's terminator builds its own.
 #include "server/http/http_tls.h"
 
 #include <openssl/bio.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "server/sec/tls.h"
+#include "server/sec/tls_ssl.h"
 
 // Above this much ciphertext in one take, the write BIO is replaced by a
 // fresh one: a memory BIO keeps its largest size, and an idle keep-alive
@@ -50,74 +52,6 @@ static void rename_flags(err *e) {
   for (char *p = strstr(e->msg, "--grpc-"); p; p = strstr(p + 7, "--grpc-")) memcpy(p, "--http-", 7);
 }
 
-// The client offered ALPN protocols: http/1.1 is the only one spoken here.
-// A client that offers ALPN without it (h2 only) would speak something else
-// after the handshake: it gets no_application_protocol instead.
-static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
-                   unsigned int inlen, void *arg) {
-  (void)ssl;
-  (void)arg;
-  static const unsigned char ours[] = "\x08http/1.1";
-  unsigned char *sel = NULL;
-  if (SSL_select_next_proto(&sel, outlen, ours, sizeof ours - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
-    return SSL_TLSEXT_ERR_ALERT_FATAL;
-  *out = sel;
-  return SSL_TLSEXT_ERR_OK;
-}
-
-static int ctx_fail(err *e, const char *what) {
-  char why[256];
-  unsigned long code = ERR_peek_last_error();
-  if (code) ERR_error_string_n(code, why, sizeof why);
-  else snprintf(why, sizeof why, "unknown reason");
-  ERR_clear_error();
-  return err_set(e, ERR_INVALID_ARGUMENT, "TLS on HTTP: %s: %s", what, why);
-}
-
-// Certificate chain (leaf first), key and, for mutual TLS, the client CAs,
-// from the PEM texts server/sec/tls.c checked.
-static int use_pems(SSL_CTX *ctx, const srv_tls *t, err *e) {
-  BIO *b = BIO_new_mem_buf(srv_tls_cert_pem(t), -1);
-  if (!b) return err_set(e, ERR_RESOURCE_EXHAUSTED, "TLS on HTTP: out of memory");
-  X509 *x = PEM_read_bio_X509(b, NULL, NULL, NULL);
-  int ok = x && SSL_CTX_use_certificate(ctx, x) == 1;
-  X509_free(x);
-  while (ok && (x = PEM_read_bio_X509(b, NULL, NULL, NULL)) != NULL) {
-    ok = SSL_CTX_add0_chain_cert(ctx, x) == 1;  // takes x on success
-    if (!ok) X509_free(x);
-  }
-  BIO_free(b);
-  ERR_clear_error();  // the chain loop ends on "no start line"
-  if (!ok) return ctx_fail(e, "--http-server-cert");
-
-  b = BIO_new_mem_buf(srv_tls_key_pem(t), -1);
-  if (!b) return err_set(e, ERR_RESOURCE_EXHAUSTED, "TLS on HTTP: out of memory");
-  EVP_PKEY *k = PEM_read_bio_PrivateKey(b, NULL, NULL, (void *)"");
-  BIO_free(b);
-  ok = k && SSL_CTX_use_PrivateKey(ctx, k) == 1 && SSL_CTX_check_private_key(ctx) == 1;
-  EVP_PKEY_free(k);
-  if (!ok) return ctx_fail(e, "--http-server-key");
-
-  if (!srv_tls_root_pem(t)) return 0;  // loaded for mutual TLS alone (srv_htls_ctx_create)
-  b = BIO_new_mem_buf(srv_tls_root_pem(t), -1);
-  if (!b) return err_set(e, ERR_RESOURCE_EXHAUSTED, "TLS on HTTP: out of memory");
-  X509_STORE *store = SSL_CTX_get_cert_store(ctx);
-  int n = 0;
-  ok = 1;
-  while (ok && (x = PEM_read_bio_X509(b, NULL, NULL, NULL)) != NULL) {
-    // the CA names also go in the CertificateRequest, so a client with
-    // several certificates can pick the right one
-    ok = X509_STORE_add_cert(store, x) == 1 && SSL_CTX_add_client_CA(ctx, x) == 1;
-    X509_free(x);
-    n++;
-  }
-  BIO_free(b);
-  ERR_clear_error();
-  if (!ok || n == 0) return ctx_fail(e, "--http-root-cert");
-  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-  return 0;
-}
-
 static char *dup_or_null(const char *s) {
   if (!s) return NULL;
   size_t n = strlen(s) + 1;
@@ -136,29 +70,14 @@ static int build_ctx(const char *cert_path, const char *key_path, const char *ro
     rename_flags(e);
     return e ? e->code : ERR_INVALID_ARGUMENT;
   }
-  SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-  if (!ctx) {
-    srv_tls_destroy(t);
-    ERR_clear_error();
-    return err_set(e, ERR_RESOURCE_EXHAUSTED, "TLS on HTTP: cannot create the OpenSSL context");
-  }
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  // Client-initiated renegotiation costs the server a handshake per request
-  // of a hostile client; HTTP/1.1 has no use for it.
-  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
-  // Idle keep-alive connections give their record buffers back.
-  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-  // Without a session id context, resumed sessions fail under client verification.
-  static const unsigned char sid[] = "inferd-http";
-  SSL_CTX_set_session_id_context(ctx, sid, sizeof sid - 1);
-  SSL_CTX_set_alpn_select_cb(ctx, on_alpn, NULL);
-  int rc = use_pems(ctx, t, e);
+  // ALPN http/1.1: a client offering only h2 gets no_application_protocol
+  srv_tls_ssl_opts o = {.alpn = "\x08http/1.1", .client = mutual ? SRV_TLS_CLIENT_REQUIRED : SRV_TLS_CLIENT_NONE,
+                        .flag_prefix = "--http-", .what = "TLS on HTTP", .session_id = "inferd-http"};
+  SSL_CTX *ctx = NULL;
+  int rc = srv_tls_ssl_ctx(t, &o, &ctx, e);
   if (rc == 0 && served && cap) snprintf(served, cap, "%s", srv_tls_describe(t));
   srv_tls_destroy(t);  // the key now lives only in the context
-  if (rc) {
-    SSL_CTX_free(ctx);
-    return rc;
-  }
+  if (rc) return rc;
   *out = ctx;
   return 0;
 }

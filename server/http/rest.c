@@ -561,6 +561,7 @@ static void route_control(srv_rest *r, const srv_http_request *req, srv_http_res
 int srv_rest_route(srv_rest *r, const srv_http_request *req, srv_http_response *resp) {
   const char *path = req->path;
   if (strcmp(path, "/v2/health/live") == 0 || strcmp(path, "/v2/health/ready") == 0) return 0;
+  if (strncmp(path, "/v1/", 4) == 0) return srv_rest__route_openai(r, req, resp);
   if (strcmp(path, "/v2") != 0 && strncmp(path, "/v2/", 4) != 0) return 0;
   int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
   int post = strcmp(req->method, "POST") == 0;

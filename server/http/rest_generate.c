@@ -11,6 +11,15 @@
 // first answer are HTTP statuses with {"error": msg}; after it, an event
 // {"error": msg} ends the stream.
 //
+// With text_input (Triton's vLLM backend's form) the prompt is text, the
+// sampling parameters are vLLM's (max_tokens, temperature, top_p, seed,
+// stop, ..., at the top level or in "parameters"), and the answer is
+// text_output (server/core/llm_text.h); "stream" is the vLLM backend's name
+// for streaming and exclude_input_in_output its echo switch.
+//
+// The job and its event queue are shared with the OpenAI endpoints
+// (rest_openai.c), which format their own events.
+//
 // The runner's answers come on its thread; each becomes an event queued on
 // the REST object and given to the connection on the loop thread
 // (srv_rest__generate_deliver). A connection that fails a write marks the
@@ -23,33 +32,98 @@
 #include <string.h>
 
 #include "server/core/llm_serve.h"
+#include "server/core/llm_text.h"
 #include "server/core/registry.h"
 #include "server/http/rest_internal.h"
-
-typedef struct gen_job {
-  srv_rest *rest;
-  srv_http_pending *pending;  // NULL when the defer found no memory: answers are dropped, the request cancelled
-  int sse;
-  int begun;  // the stream's headers went out (loop thread)
-  _Atomic int gone;
-  srv_model *m;  // referenced until the final answer
-  srv_version *v;
-  char *id;
-  struct gen_event *final_ev;  // allocated with the job: the final answer always has its event
-} gen_job;
 
 typedef struct gen_event {
   struct gen_event *next;
   gen_job *j;
-  char *data;  // JSON text
-  int status;  // HTTP status of a final error answered before anything else
+  char *data;  // sse: the bytes to write; else the answer's JSON body
+  int status;  // HTTP status of the answer (non-sse)
   int final;
 } gen_event;
 
+gen_job *srv_rest__gen_job_create(srv_rest *r, srv_model *m, srv_version *v, int sse) {
+  gen_job *j = calloc(1, sizeof *j);
+  if (j && !(j->final_ev = calloc(1, sizeof *j->final_ev))) {
+    free(j);
+    j = NULL;
+  }
+  if (!j) return NULL;
+  j->rest = r;
+  j->m = m;
+  j->v = v;
+  j->sse = sse;
+  return j;
+}
+
 static void job_free(gen_job *j) {
   srv_registry_unref(j->rest->s->reg, j->m);
+  if (j->ext_free) j->ext_free(j->ext);
   free(j->id);
   free(j);
+}
+
+void srv_rest__gen_job_free(gen_job *j) {
+  if (!j) return;
+  free(j->final_ev);
+  job_free(j);
+}
+
+void srv_rest__gen_push(gen_job *j, char *data, int status, int final) {
+  srv_rest *r = j->rest;
+  gen_event *ev = final ? j->final_ev : calloc(1, sizeof *ev);
+  if (!ev) {  // an event lost to out of memory; the final one says all
+    free(data);
+    return;
+  }
+  ev->j = j;
+  ev->final = final;
+  ev->status = status;
+  ev->data = data;
+  pthread_mutex_lock(&r->mu);
+  if (r->gen_tail)
+    r->gen_tail->next = ev;
+  else
+    r->gen_head = ev;
+  r->gen_tail = ev;
+  int closing = r->closing;
+  pthread_mutex_unlock(&r->mu);
+  // the runners are stopped before REST closes (main.c), so nothing arrives after
+  if (!closing) uv_async_send(&r->async);
+}
+
+void srv_rest__gen_defer(gen_job *j, const srv_http_request *req, srv_http_response *resp) {
+  j->pending = srv_http_defer(req);
+  if (!j->pending) {
+    atomic_store(&j->gone, 1);  // the runner ends it; its answers are dropped, the job freed with the final one
+    srv_rest__set_error(resp, 500, "out of memory");
+  }
+}
+
+cJSON *srv_rest__json_strn(const char *s, size_t n) {
+  char *t = malloc(n + 1);
+  if (!t) return NULL;
+  memcpy(t, s, n);
+  t[n] = 0;
+  cJSON *x = cJSON_CreateString(t);
+  free(t);
+  return x;
+}
+
+// "data: " json "\n\n" (json taken).
+static char *sse_line(char *json) {
+  if (!json) return NULL;
+  size_t n = strlen(json);
+  char *buf = malloc(n + 9);
+  if (buf) {
+    memcpy(buf, "data: ", 6);
+    memcpy(buf + 6, json, n);
+    memcpy(buf + 6 + n, "\n\n", 3);
+  }
+  free(json);
+  return buf;
 }
 
 // --- the runner's side (its thread)
@@ -68,32 +142,39 @@ static char *answer_json(const gen_job *j, const int32_t *ids, int64_t n) {
   return txt;
 }
 
-static void emit(void *ctx, const int32_t *ids, int64_t n, int final, int code, const char *msg) {
-  gen_job *j = ctx;
-  srv_rest *r = j->rest;
-  gen_event *ev = final ? j->final_ev : calloc(1, sizeof *ev);
-  if (!ev) return;  // a token event lost to out of memory; the final one says all
-  ev->j = j;
-  ev->final = final;
+static void push_answer(gen_job *j, char *json, int final, int code, const char *msg) {
+  int status = 200;
   if (code) {
     srv_http_response tmp = {0};
     srv_rest__set_error(&tmp, srv_rest__http_status(code), msg);
-    ev->status = tmp.status;
-    ev->data = tmp.free_body ? tmp.body : NULL;
-  } else {
-    ev->status = 200;
-    ev->data = answer_json(j, ids, n);
+    status = tmp.status;
+    json = tmp.free_body ? tmp.body : NULL;
   }
-  pthread_mutex_lock(&r->mu);
-  if (r->gen_tail)
-    r->gen_tail->next = ev;
-  else
-    r->gen_head = ev;
-  r->gen_tail = ev;
-  int closing = r->closing;
-  pthread_mutex_unlock(&r->mu);
-  // the runners are stopped before REST closes (main.c), so nothing arrives after
-  if (!closing) uv_async_send(&r->async);
+  srv_rest__gen_push(j, j->sse ? sse_line(json) : json, status, final);
+}
+
+static void emit(void *ctx, const int32_t *ids, int64_t n, int final, int code, const char *msg) {
+  gen_job *j = ctx;
+  push_answer(j, code ? NULL : answer_json(j, ids, n), final, code, msg);
+}
+
+// text_input's answers: {"model_name", "model_version", "id", "text_output"}
+static void emit_text(void *ctx, const srv_llm_text_out *o) {
+  gen_job *j = ctx;
+  char *json = NULL;
+  if (!o->code) {
+    cJSON *x = cJSON_CreateObject();
+    if (x) {
+      cJSON_AddStringToObject(x, "model_name", j->m->name);
+      cJSON_AddStringToObject(x, "model_version", j->v->version_str);
+      if (j->id) cJSON_AddStringToObject(x, "id", j->id);
+      cJSON_AddItemToObject(x, "text_output", srv_rest__json_strn(o->text, o->len));
+      if (o->final) cJSON_AddStringToObject(x, "finish_reason", o->finish_reason);
+      json = cJSON_PrintUnformatted(x);
+      cJSON_Delete(x);
+    }
+  }
+  push_answer(j, json, o->final, o->code, o->msg);
 }
 
 static int cancelled(void *ctx) {
@@ -115,17 +196,8 @@ void srv_rest__generate_deliver(srv_rest *r) {
         j->begun = 1;
         if (srv_http_stream_begin(j->pending, 200, "text/event-stream; charset=utf-8") != 0) atomic_store(&j->gone, 1);
       }
-      if (j->begun && !atomic_load(&j->gone) && ev->data) {
-        size_t n = strlen(ev->data);
-        char *buf = malloc(n + 9);
-        if (buf) {
-          memcpy(buf, "data: ", 6);
-          memcpy(buf + 6, ev->data, n);
-          memcpy(buf + 6 + n, "\n\n", 2);
-          if (srv_http_stream_write(j->pending, buf, n + 8) != 0) atomic_store(&j->gone, 1);
-          free(buf);
-        }
-      }
+      if (j->begun && !atomic_load(&j->gone) && ev->data && ev->data[0])
+        if (srv_http_stream_write(j->pending, ev->data, strlen(ev->data)) != 0) atomic_store(&j->gone, 1);
       if (ev->final) {
         if (j->pending) {
           if (j->begun) {
@@ -213,14 +285,12 @@ static int read_input(const srv_llm_cfg *c, const char *key, const cJSON *x, gen
     size_t o = 0;
     for (int i = 0; i < SRV_LLM_IN_N && o < sizeof names; i++)
       o += (size_t)snprintf(names + o, sizeof names - o, "%s'%s'", i ? ", " : "", c->in[i].name);
-    if (strcmp(key, "text_input") == 0)
-      return err_set(e, ERR_INVALID_ARGUMENT,
-                     "text_input needs a tokenizer, which this server does not have yet: send the prompt's token ids "
-                     "as input_ids");
     return err_set(e, ERR_INVALID_ARGUMENT, "unexpected input '%s' (the model's inputs: %s, and 'id', 'parameters')",
                    key, names);
   }
   srv_llm_params *p = &g->p;
+  if (k >= SRV_LLM_IN_TEXT)
+    return err_set(e, ERR_INVALID_ARGUMENT, "'%s' goes with text_input (the vLLM backend's form), not input_ids", key);
   if (k == SRV_LLM_IN_IDS) {
     int n = count_leaves(x);
     g->ids = malloc((size_t)(n ? n : 1) * sizeof *g->ids);
@@ -302,6 +372,54 @@ static int status_of(int code) {
   return srv_rest__http_status(code);
 }
 
+// The vLLM backend's form: text_input, its sampling parameters at the top level or in "parameters",
+// stream and exclude_input_in_output; submitted through the text layer.
+static int submit_text(gen_job *j, const cJSON *root, int sse, err *e) {
+  srv_version *v = j->v;
+  srv_llm_text_params tp = {.logprobs = -1,
+                            .base = {.end_id = -1,
+                                     .sampling = eng_llm_sampling_greedy(),
+                                     .output_len = SRV_LLM_DEFAULT_OUTPUT_LEN}};
+  const char *stop_buf[SRV_LLM_TEXT_MAX_STOP];
+  static const char *const own[] = {"text_input", "id", "parameters", "stream", "exclude_input_in_output", NULL};
+  const cJSON *ti = cJSON_GetObjectItemCaseSensitive(root, "text_input");
+  if (cJSON_IsArray(ti) && cJSON_GetArraySize(ti) == 1) ti = ti->child;  // ["..."], as a tensor's data
+  if (!cJSON_IsString(ti)) return err_set(e, ERR_INVALID_ARGUMENT, "'text_input' is a string");
+  TRY(srv_llm_text_vllm_params(root, own, &tp, stop_buf, e));
+  const cJSON *pa = cJSON_GetObjectItemCaseSensitive(root, "parameters");
+  static const char *const pown[] = {"stream", "exclude_input_in_output", NULL};
+  if (pa) TRY(srv_llm_text_vllm_params(pa, pown, &tp, stop_buf, e));
+  int stream = sse, excl = -1;
+  for (int k = 0; k < 2; k++) {
+    const cJSON *src = k ? pa : root;
+    const cJSON *st = src ? cJSON_GetObjectItemCaseSensitive(src, "stream") : NULL;
+    const cJSON *ex = src ? cJSON_GetObjectItemCaseSensitive(src, "exclude_input_in_output") : NULL;
+    if (st && !cJSON_IsBool(st)) return err_set(e, ERR_INVALID_ARGUMENT, "'stream' is a boolean");
+    if (ex && !cJSON_IsBool(ex)) return err_set(e, ERR_INVALID_ARGUMENT, "'exclude_input_in_output' is a boolean");
+    if (st) stream = cJSON_IsTrue(st);
+    if (ex) excl = cJSON_IsTrue(ex);
+  }
+  if (!sse) stream = 0;
+  // the vLLM backend's rule: the prompt comes back first unless excluded, which streaming requires
+  if (stream && excl == 0)
+    return err_set(e, ERR_INVALID_ARGUMENT, "when streaming, exclude_input_in_output = false is not allowed");
+  tp.echo_prompt = !stream && excl != 1;
+  tp.prompt = ti->valuestring;
+  tp.prompt_len = strlen(ti->valuestring);
+  tp.add_special = 1;
+  tp.base.streaming = stream;
+  tp.base.deadline_us = INT64_MAX;
+  tp.base.stats = &v->stats;
+  tp.base.t_recv_us = eng_now_us();
+  atomic_fetch_add(&v->stats.pending, 1);
+  srv_llm_text_sink sink = {.ctx = j, .emit = emit_text, .cancelled = cancelled};
+  if (srv_llm_text_submit(v->llm, &tp, &sink, e) != 0) {
+    atomic_fetch_sub(&v->stats.pending, 1);
+    return e->code;
+  }
+  return 0;
+}
+
 void srv_rest__route_generate(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char *model,
                               const char *version, int sse) {
   srv_server *s = r->s;
@@ -333,21 +451,33 @@ void srv_rest__route_generate(srv_rest *r, const srv_http_request *req, srv_http
                  m->name, SRV_LLM_BACKEND);
     goto refuse;
   }
-  j = calloc(1, sizeof *j);
-  if (j && !(j->final_ev = calloc(1, sizeof *j->final_ev))) {
-    free(j);
-    j = NULL;
-  }
+  j = srv_rest__gen_job_create(r, m, v, sse);
   if (!j) {
     rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto refuse;
   }
+  const cJSON *idj = cJSON_GetObjectItemCaseSensitive(js.root, "id");
+  if (idj && !cJSON_IsString(idj)) {
+    rc = err_set(&e, ERR_INVALID_ARGUMENT, "'id' is a string");
+    goto refuse;
+  }
+  if (idj && !(j->id = strdup(idj->valuestring))) {
+    rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    goto refuse;
+  }
+  if (cJSON_GetObjectItemCaseSensitive(js.root, "text_input")) {
+    if (cJSON_GetObjectItemCaseSensitive(js.root, "input_ids")) {
+      rc = err_set(&e, ERR_INVALID_ARGUMENT, "give the prompt as text_input or as input_ids, not both");
+      goto refuse;
+    }
+    if ((rc = submit_text(j, js.root, sse, &e)) != 0) goto refuse;
+    srv_rest__gen_defer(j, req, resp);
+    srv_json_free(&js);
+    return;
+  }
   for (const cJSON *x = js.root->child; x && rc == 0; x = x->next) {
     if (strcmp(x->string, "id") == 0) {
-      if (!cJSON_IsString(x))
-        rc = err_set(&e, ERR_INVALID_ARGUMENT, "'id' is a string");
-      else if (!(j->id = strdup(x->valuestring)))
-        rc = err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      continue;
     } else if (strcmp(x->string, "parameters") == 0) {
       if (!cJSON_IsObject(x)) rc = err_set(&e, ERR_INVALID_ARGUMENT, "'parameters' is a JSON object");
     } else {
@@ -356,7 +486,7 @@ void srv_rest__route_generate(srv_rest *r, const srv_http_request *req, srv_http
   }
   if (rc) goto refuse;
   if (!g.p.ids) {
-    rc = err_set(&e, ERR_INVALID_ARGUMENT, "missing input 'input_ids' for model '%s'", m->name);
+    rc = err_set(&e, ERR_INVALID_ARGUMENT, "missing input 'input_ids' (or 'text_input') for model '%s'", m->name);
     goto refuse;
   }
   if (g.has_len && g.len != g.p.n_ids) {
@@ -372,10 +502,6 @@ void srv_rest__route_generate(srv_rest *r, const srv_http_request *req, srv_http
   g.p.deadline_us = INT64_MAX;
   g.p.stats = &v->stats;
   g.p.t_recv_us = eng_now_us();
-  j->rest = r;
-  j->sse = sse;
-  j->m = m;
-  j->v = v;
   atomic_fetch_add(&v->stats.pending, 1);
   srv_llm_sink sink = {.ctx = j, .emit = emit, .cancelled = cancelled};
   // submitted before the defer: its answers are delivered on this thread, after this handler returns
@@ -384,11 +510,7 @@ void srv_rest__route_generate(srv_rest *r, const srv_http_request *req, srv_http
     rc = (int)e.code;
     goto refuse;
   }
-  j->pending = srv_http_defer(req);
-  if (!j->pending) {
-    atomic_store(&j->gone, 1);  // the runner ends it; its answers are dropped, the job freed with the final one
-    srv_rest__set_error(resp, 500, "out of memory");
-  }
+  srv_rest__gen_defer(j, req, resp);
   free(g.ids);
   free(g.stop);
   srv_json_free(&js);
@@ -397,11 +519,9 @@ refuse:
   free(g.ids);
   free(g.stop);
   srv_json_free(&js);
-  if (j) {
-    free(j->id);
-    free(j->final_ev);
-  }
-  free(j);
-  srv_registry_unref(s->reg, m);
+  if (j)
+    srv_rest__gen_job_free(j);  // drops the model's reference
+  else
+    srv_registry_unref(s->reg, m);
   srv_rest__set_error(resp, status_of((int)e.code), e.msg);
 }

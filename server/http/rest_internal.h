@@ -9,6 +9,7 @@
 #define INFERD_SERVER_REST_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -60,6 +61,23 @@ typedef struct job {
 } job;
 
 struct gen_event;
+
+// One generate-style request (the generate extension's or the OpenAI
+// endpoints'): its deferred connection and the events its runner queues for
+// the loop thread (rest_generate.c).
+typedef struct gen_job {
+  struct srv_rest *rest;
+  srv_http_pending *pending;  // NULL when the defer found no memory: answers are dropped, the request cancelled
+  int sse;
+  int begun;  // the stream's headers went out (loop thread)
+  _Atomic int gone;
+  struct srv_model *m;  // referenced until the final answer
+  struct srv_version *v;
+  char *id;
+  struct gen_event *final_ev;  // allocated with the job: the final answer always has its event
+  void *ext;                   // the route's own state, freed with the job by ext_free
+  void (*ext_free)(void *ext);
+} gen_job;
 
 struct srv_rest {
   uv_loop_t *loop;
@@ -114,5 +132,23 @@ void srv_rest__route_generate(srv_rest *r, const srv_http_request *req, srv_http
                               const char *version, int sse);
 // The loop thread's side: gives every queued generate answer to its connection.
 void srv_rest__generate_deliver(srv_rest *r);
+// A job for model m, version v (a reference the job takes and drops when freed), with its final
+// event. NULL when out of memory.
+gen_job *srv_rest__gen_job_create(srv_rest *r, struct srv_model *m, struct srv_version *v, int sse);
+// Frees a job that was never submitted (its reference to the model dropped).
+void srv_rest__gen_job_free(gen_job *j);
+// Queues one answer for the loop thread (any thread). data (taken, may be NULL when out of memory):
+// with sse the bytes to write as they are ("data: ...\n\n" lines), else the whole body (JSON) of
+// status. final: the last one (its event is the job's own, it never fails); the job is freed after it.
+void srv_rest__gen_push(gen_job *j, char *data, int status, int final);
+// A JSON string of s[0..n) (NULL when out of memory).
+struct cJSON *srv_rest__json_strn(const char *s, size_t n);
+// Defers req's answer to the job after its request was submitted; on failure answers resp (500).
+void srv_rest__gen_defer(gen_job *j, const srv_http_request *req, srv_http_response *resp);
+
+// --- rest_openai.c
+
+// /v1/models, /v1/completions, /v1/chat/completions: 1 when path is one of OpenAI's (answered), else 0.
+int srv_rest__route_openai(srv_rest *r, const srv_http_request *req, srv_http_response *resp);
 
 #endif

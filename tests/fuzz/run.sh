@@ -15,7 +15,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_pbtxt fuzz_graph fuzz_infer fuzz_http fuzz_shm fuzz_stream fuzz_rest fuzz_llm fuzz_tok fuzz_chat)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_pbtxt fuzz_graph fuzz_infer fuzz_http fuzz_shm fuzz_stream fuzz_rest fuzz_llm fuzz_tok fuzz_chat fuzz_gen_sse fuzz_openai)
 bdir="$root/build-fuzz"
 py=${INFERD_PYTHON:-$root/.venv/bin/python}
 [ -x "$py" ] || py=python3

@@ -5,7 +5,10 @@
 // (SwiGLU, GeGLU, GELU, SiLU), k_widen_cuda, and k_paged_kv_write_cuda +
 // k_paged_attn_cuda over a mixed step (prefill chunks of odd lengths at
 // offsets, decode tokens, GQA, a scattered block table, a sliding window;
-// long contexts in one pass and split-K, more splits than tiles included).
+// long contexts in one pass and split-K, more splits than keys to share
+// included; head sizes 16 to 256, the one-element fallback, groups 1 to 64,
+// block sizes 4, 12 and 16, unaligned caches: PA_CASES),
+// and its tensor-core prefill path against the CUDA-core one (FP16, BF16).
 // The 16-bit cases feed the references the inputs rounded to the type, so
 // only the kernel's own float math and its one output rounding differ:
 // bounds FP32 rtol 1e-5 (attention 2e-5, it sums in float against the
@@ -217,33 +220,49 @@ static void test_mlp_act(dtype dt) {
   cudaFree(d_x), cudaFree(d_y), cudaFree(d_f);
 }
 
+// One attention case: heads over KV heads of head_dim d, a sliding window
+// (0: none), the step's shape (short or long contexts), the split count and
+// the cache's offset from 16-byte alignment (elements; 1 forces the kernel's
+// one-element loads for any head size).
+typedef struct pa_case {
+  int64_t n_heads, n_kv, d, window;
+  int longctx;  // 0: short step (4-slot blocks); else long contexts, longctx slots a block
+  int splits, shift;
+} pa_case;
+
 // A step of three items over a pool of 24 blocks of 4 slots, the block ids
 // scattered: item 0 a prefill chunk (positions 5..11, after 5 cached ones),
 // item 1 one decode token at position 21, item 2 a first chunk (0..2).
-// longctx: instead, 16-slot blocks, two decode tokens at positions 299 and
-// 44 and a 3-token chunk at 97..99, for split-K (splits > 1: more splits
-// than a context has tiles leaves some empty).
-static void test_paged_attn(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, int64_t window, int longctx,
-                            int splits) {
-  tk_rng r = {0xa77 + (uint64_t)dt * 131 + (uint64_t)(n_heads * 7 + d + window + splits)};
-  const int64_t bt = longctx ? 16 : 4, nb = longctx ? 48 : 24, row = n_kv * d, QS = (n_heads + 2 * n_kv) * d,
+// longctx: instead, 48 blocks of longctx slots (16, or 12: a block size that
+// is not a power of two), two decode tokens at positions 299 and 44 and a
+// 3-token chunk at 97..99 (context lengths that are multiples of neither
+// the block nor the kernel's key groups), for split-K too (splits > 1: more
+// splits than a context has keys' share leaves some empty).
+static void test_paged_attn(dtype dt, pa_case pc) {
+  const int64_t n_heads = pc.n_heads, n_kv = pc.n_kv, d = pc.d, window = pc.window;
+  const int longctx = pc.longctx, splits = pc.splits;
+  tk_rng r = {0xa77 + (uint64_t)dt * 131 + (uint64_t)(n_heads * 7 + d + window + splits + longctx + pc.shift)};
+  const int64_t bt = longctx ? longctx : 4, nb = longctx ? 48 : 24, row = n_kv * d, QS = (n_heads + 2 * n_kv) * d,
                 Q = n_heads * d;
-  int32_t tables[3][24] = {{17, 3, 22, 9}, {5, 11, 1, 20, 14, 7}, {23}};
+  int32_t tables[3][48] = {{17, 3, 22, 9}, {5, 11, 1, 20, 14, 7}, {23}};
   int64_t start[3] = {5, 21, 0}, ntok[3] = {7, 1, 3};
-  if (longctx) {  // every block of the pool, scattered: 19, 3 and 7 of them
-    for (int i = 0; i < 29; i++) {
-      int b = (i * 17 + 5) % 48, it = i < 19 ? 0 : i < 22 ? 1 : 2;
-      tables[it][it == 0 ? i : it == 1 ? i - 19 : i - 22] = b;
-    }
+  if (longctx) {  // the pool's blocks scattered (17 is prime to 48) over the three items
     start[0] = 299, start[1] = 44, start[2] = 97;
     ntok[0] = 1, ntok[1] = 1, ntok[2] = 3;
+    int i = 0;
+    for (int it = 0; it < 3; it++)
+      for (int64_t b = 0; b < (start[it] + ntok[it] + bt - 1) / bt; b++, i++) tables[it][b] = (i * 17 + 5) % 48;
+    CHECK(i <= 48);
   }
   const int64_t T = ntok[0] + ntok[1] + ntok[2];
   // the cache holds random rows everywhere (the cached positions included);
-  // the step writes its own rows over them
-  float *kc, *vc, *qkv;
-  size_t cache_n = (size_t)(nb * bt * row);
-  void *d_kc = dev_rand(&r, cache_n, -1, 1, dt, &kc), *d_vc = dev_rand(&r, cache_n, -1, 1, dt, &vc);
+  // the step writes its own rows over them. shift: the device caches start
+  // pc.shift elements into their allocation, the host ones likewise.
+  float *kc0, *vc0, *qkv;
+  size_t cache_n = (size_t)(nb * bt * row), es = dtype_size(dt), sh = (size_t)pc.shift;
+  void *d_kc0 = dev_rand(&r, cache_n + sh, -1, 1, dt, &kc0), *d_vc0 = dev_rand(&r, cache_n + sh, -1, 1, dt, &vc0);
+  void *d_kc = (uint8_t *)d_kc0 + sh * es, *d_vc = (uint8_t *)d_vc0 + sh * es;
+  float *kc = kc0 + sh, *vc = vc0 + sh;
   void *d_qkv = dev_rand(&r, (size_t)(T * QS), -1, 1, dt, &qkv);
   int32_t item[16], pos[16], toff[3], flat[48];
   int64_t t = 0, nf = 0;
@@ -257,7 +276,6 @@ static void test_paged_attn(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, 
   int32_t *d_toff = tk_to_dev(toff, sizeof toff), *d_flat = tk_to_dev(flat, (size_t)nf * 4);
   void *d_o = tk_dev_alloc((size_t)(T * Q) * 4);
   k_llm_meta m = {.tok_item = d_item, .tok_pos = d_pos, .tables = d_flat, .table_off = d_toff, .n_tok = T};
-  size_t es = dtype_size(dt);
   TK_OK(k_paged_kv_write_cuda(d_kc, d_vc, (uint8_t *)d_qkv + Q * es, (uint8_t *)d_qkv + (Q + row) * es, QS, row, bt, &m,
                               dt, NULL, TK_E));
   k_paged_attn_args a = {.n_heads = n_heads,
@@ -283,16 +301,127 @@ static void test_paged_attn(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, 
     k_paged_attn_ref(want + t * Q, rows, kc, vc, tables[i], &ai, scratch);
     t += ntok[i];
   }
-  char what[96];
+  char what[128];
   snprintf(what, sizeof what, "kv_write %s", dtype_wire_name(dt));
   tk_compare(what, got_k, kc, cache_n, 0, 0);
   tk_compare(what, got_v, vc, cache_n, 0, 0);
-  snprintf(what, sizeof what, "paged_attn %s heads %lld/%lld d %lld window %lld long %d splits %d", dtype_wire_name(dt),
-           (long long)n_heads, (long long)n_kv, (long long)d, (long long)window, longctx, splits);
+  snprintf(what, sizeof what, "paged_attn %s heads %lld/%lld d %lld window %lld long %d splits %d shift %d",
+           dtype_wire_name(dt), (long long)n_heads, (long long)n_kv, (long long)d, (long long)window, longctx, splits,
+           pc.shift);
   tk_compare(what, got, want, (size_t)(T * Q), dt == DT_FP32 ? 2e-5 : rtol_of(dt), dt == DT_FP32 ? 2e-6 : rtol_of(dt));
-  free(got_k), free(got_v), free(got), free(want), free(scratch), free(kc), free(vc), free(qkv);
-  cudaFree(d_kc), cudaFree(d_vc), cudaFree(d_qkv), cudaFree(d_item), cudaFree(d_pos), cudaFree(d_toff);
+  free(got_k), free(got_v), free(got), free(want), free(scratch), free(kc0), free(vc0), free(qkv);
+  cudaFree(d_kc0), cudaFree(d_vc0), cudaFree(d_qkv), cudaFree(d_item), cudaFree(d_pos), cudaFree(d_toff);
   cudaFree(d_flat), cudaFree(d_o), cudaFree(d_ws);
+}
+
+// The kernel loads 16 bytes a lane (8 halves, 4 floats) where head_dim is a
+// multiple of that and the caches are aligned, else one element; it handles
+// up to 8 query heads a block (larger groups in chunks, smaller ones with
+// idle heads); head_dim sets the lanes per key.
+static const pa_case PA_CASES[] = {
+    {8, 2, 64, 0, 0, 1, 0},     // GQA, groups of 4 (Llama-3.2-1B's head), short step
+    {4, 4, 40, 0, 0, 1, 0},     // MHA (group 1), 40: 5 vectors of halves, 10 of floats (lanes idle)
+    {6, 2, 128, 5, 0, 1, 0},    // group 3 (one idle head of 4), a sliding window shorter than the chunk
+    {2, 1, 24, 0, 0, 1, 0},     // MQA
+    {8, 2, 64, 0, 16, 1, 0},    // long contexts, one pass
+    {8, 2, 64, 0, 16, 4, 0},    // split-K
+    {8, 2, 64, 0, 16, 32, 0},   // more splits than the shorter contexts have keys to share well
+    {8, 2, 64, 40, 16, 3, 0},   // split-K inside a sliding window
+    {8, 2, 64, 0, 12, 5, 0},    // 12-slot blocks (the slot division by a non-power of two)
+    {16, 2, 128, 0, 16, 1, 0},  // groups of 8, head_dim 128
+    {16, 2, 128, 33, 16, 8, 0}, // groups of 8, head_dim 128, window, split
+    {8, 8, 80, 0, 16, 1, 0},    // group 1, head_dim 80 (10 vectors of halves)
+    {8, 8, 80, 0, 12, 16, 0},   // group 1, head_dim 80, split
+    {12, 3, 36, 7, 16, 1, 0},   // 36: one element a load for halves (36 % 8), vectors for floats
+    {6, 3, 50, 0, 12, 4, 0},    // 50: one element a load for every type
+    {8, 2, 64, 0, 16, 2, 1},    // unaligned caches: one element a load at head_dim 64
+    {8, 2, 64, 9, 0, 1, 1},     // unaligned, short step, window
+    {12, 1, 64, 0, 16, 2, 0},   // group 12: a chunk of 8 heads and one of 4
+    {64, 1, 16, 0, 16, 1, 0},   // group 64 (the limit): 8 chunks; head_dim 16
+    {64, 2, 256, 0, 0, 1, 0},   // head_dim 256 (the limit), 8 chunks
+};
+
+// Tensor-core prefill (k_paged_attn_args.tc_prefill) against the CUDA-core
+// path and the reference, on one step: a decode token at position 30, a
+// 70-token chunk at positions 9..78 and a 20-token chunk at 0..19 (step
+// tokens 0, 1..70, 71..90: tiles 16..31, 32..47 and 48..63 are the chunk's
+// alone and go on tensor cores, the rest stay on the first kernel), 16-slot
+// blocks scattered over a pool of 32. Bounds: the CUDA-core path's, and for
+// the tensor-core path twice them (the softmax weights are rounded to the
+// storage type before P V, an error of about one rounding of the type).
+static void test_paged_attn_tc(dtype dt, int64_t n_heads, int64_t n_kv, int64_t d, int64_t window) {
+  tk_rng r = {0x7c + (uint64_t)dt * 31 + (uint64_t)(n_heads * 5 + d + window)};
+  const int64_t bt = 16, nb = 32, row = n_kv * d, QS = (n_heads + 2 * n_kv) * d, Q = n_heads * d;
+  int64_t start[3] = {30, 9, 0}, ntok[3] = {1, 70, 20};
+  int32_t tables[3][8];
+  for (int i = 0, k = 0; i < 3; i++)
+    for (int b = 0; b < 8; b++, k++) tables[i][b] = (int32_t)((k * 13 + 7) % nb);  // 24 distinct of the 32
+  const int64_t T = 91;
+  float *kc, *vc, *qkv;
+  size_t cache_n = (size_t)(nb * bt * row);
+  void *d_kc = dev_rand(&r, cache_n, -1, 1, dt, &kc), *d_vc = dev_rand(&r, cache_n, -1, 1, dt, &vc);
+  void *d_qkv = dev_rand(&r, (size_t)(T * QS), -1, 1, dt, &qkv);
+  int32_t item[91], pos[91], toff[3], flat[24];
+  int64_t t = 0, nf = 0;
+  for (int i = 0; i < 3; i++) {
+    toff[i] = (int32_t)nf;
+    int64_t need = (start[i] + ntok[i] + bt - 1) / bt;
+    for (int64_t b = 0; b < need; b++) flat[nf++] = tables[i][b];
+    for (int64_t j = 0; j < ntok[i]; j++, t++) item[t] = i, pos[t] = (int32_t)(start[i] + j);
+  }
+  int32_t *d_item = tk_to_dev(item, (size_t)T * 4), *d_pos = tk_to_dev(pos, (size_t)T * 4);
+  int32_t *d_toff = tk_to_dev(toff, sizeof toff), *d_flat = tk_to_dev(flat, (size_t)nf * 4);
+  void *d_o = tk_dev_alloc((size_t)(T * Q) * 4), *d_o2 = tk_dev_alloc((size_t)(T * Q) * 4);
+  k_llm_meta m = {.tok_item = d_item, .tok_pos = d_pos, .tables = d_flat, .table_off = d_toff, .n_tok = T};
+  size_t es = dtype_size(dt);
+  TK_OK(k_paged_kv_write_cuda(d_kc, d_vc, (uint8_t *)d_qkv + Q * es, (uint8_t *)d_qkv + (Q + row) * es, QS, row, bt, &m,
+                              dt, NULL, TK_E));
+  k_paged_attn_args a = {.n_heads = n_heads,
+                         .n_kv_heads = n_kv,
+                         .head_dim = d,
+                         .q_stride = QS,
+                         .o_stride = Q,
+                         .block_tokens = bt,
+                         .window = window,
+                         .scale = 1.0f / sqrtf((float)d)};
+  TK_OK(k_paged_attn_cuda(d_o, d_qkv, d_kc, d_vc, &m, &a, 1, NULL, dt, NULL, TK_E));
+  a.tc_prefill = 1;
+  TK_OK(k_paged_attn_cuda(d_o2, d_qkv, d_kc, d_vc, &m, &a, 1, NULL, dt, NULL, TK_E));
+  float *got_k = dev_get(d_kc, cache_n, dt), *got_v = dev_get(d_vc, cache_n, dt);
+  float *plain = dev_get(d_o, (size_t)(T * Q), dt), *tc = dev_get(d_o2, (size_t)(T * Q), dt);
+  float *want = tk_xmalloc((size_t)(T * Q) * 4), *scratch = tk_xmalloc(512 * 4);
+  t = 0;
+  for (int i = 0; i < 3; i++) {
+    const float *rows = qkv + t * QS;
+    k_paged_kv_write(kc, tables[i], bt, row, start[i], ntok[i], rows + Q, QS);
+    k_paged_kv_write(vc, tables[i], bt, row, start[i], ntok[i], rows + Q + row, QS);
+    k_paged_attn_args ai = a;
+    ai.n_q = ntok[i], ai.pos0 = start[i];
+    k_paged_attn_ref(want + t * Q, rows, kc, vc, tables[i], &ai, scratch);
+    t += ntok[i];
+  }
+  char what[128];
+  double tol = rtol_of(dt);
+  snprintf(what, sizeof what, "paged_attn (prefill tiles) %s heads %lld/%lld d %lld window %lld: CUDA cores",
+           dtype_wire_name(dt), (long long)n_heads, (long long)n_kv, (long long)d, (long long)window);
+  tk_compare(what, plain, want, (size_t)(T * Q), tol, tol);
+  snprintf(what, sizeof what, "paged_attn (prefill tiles) %s heads %lld/%lld d %lld window %lld: tensor cores",
+           dtype_wire_name(dt), (long long)n_heads, (long long)n_kv, (long long)d, (long long)window);
+  tk_compare(what, tc, want, (size_t)(T * Q), 2 * tol, 2 * tol);
+  snprintf(what, sizeof what, "paged_attn %s d %lld window %lld: tensor cores against CUDA cores", dtype_wire_name(dt),
+           (long long)d, (long long)window);
+  tk_compare(what, tc, plain, (size_t)(T * Q), 2 * tol, 2 * tol);
+  // the tokens outside the tensor-core tiles are the first kernel's, bit for bit
+  size_t same = 0, outside = 0;
+  for (int64_t k = 0; k < T; k++) {
+    if (k >= 16 && k < 64) continue;
+    outside += (size_t)Q;
+    same += (size_t)(memcmp(tc + k * Q, plain + k * Q, (size_t)Q * 4) == 0) * (size_t)Q;
+  }
+  CHECK_EQ_INT((long long)same, (long long)outside);
+  free(got_k), free(got_v), free(plain), free(tc), free(want), free(scratch), free(kc), free(vc), free(qkv);
+  cudaFree(d_kc), cudaFree(d_vc), cudaFree(d_qkv), cudaFree(d_item), cudaFree(d_pos), cudaFree(d_toff);
+  cudaFree(d_flat), cudaFree(d_o), cudaFree(d_o2);
 }
 
 int main(void) {
@@ -304,14 +433,19 @@ int main(void) {
     test_norms(dt);
     test_rope(dt);
     test_mlp_act(dt);
-    test_paged_attn(dt, 8, 2, 64, 0, 0, 1);   // GQA, groups of 4
-    test_paged_attn(dt, 4, 4, 40, 0, 0, 1);   // MHA, a head size off the warp width
-    test_paged_attn(dt, 6, 2, 128, 5, 0, 1);  // a sliding window shorter than the chunk
-    test_paged_attn(dt, 2, 1, 24, 0, 0, 1);   // MQA
-    test_paged_attn(dt, 8, 2, 64, 0, 1, 1);   // long contexts, one pass
-    test_paged_attn(dt, 8, 2, 64, 0, 1, 4);   // split-K
-    test_paged_attn(dt, 8, 2, 64, 0, 1, 32);  // more splits than the shorter contexts have tiles
-    test_paged_attn(dt, 8, 2, 64, 40, 1, 3);  // split-K inside a sliding window
+    for (size_t c = 0; c < sizeof PA_CASES / sizeof PA_CASES[0]; c++) test_paged_attn(dt, PA_CASES[c]);
+  }
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  if (major >= 8) {
+    for (int i = 1; i < 3; i++) {  // FP16, BF16
+      test_paged_attn_tc(DTS[i], 8, 2, 64, 0);   // GQA, groups of 4
+      test_paged_attn_tc(DTS[i], 4, 4, 128, 0);  // MHA, the largest head
+      test_paged_attn_tc(DTS[i], 6, 2, 32, 21);  // a sliding window inside the chunk
+      test_paged_attn_tc(DTS[i], 2, 1, 80, 0);   // MQA, a head of 5 x 16
+    }
+  } else {
+    printf("tensor-core prefill attention: skipped (compute capability %d.x, needs 8.0)\n", major);
   }
   CHECK_DONE();
 }

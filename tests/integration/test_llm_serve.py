@@ -92,6 +92,9 @@ def llm_repo(tmp_path_factory):
     # a bad config: every reason at once, this model alone fails
     add_model(d, "bad_params", fixture("gpt2"), {"kv_block_tokens": "x", "max_num_seqs": 0, "warp_speed": 9,
                                                   "max_num_batched_tokens": 4})
+    # GPU runners where no GPU is visible (CI; the GPU side: tests/gpu/llm_serve_gpu.sh)
+    add_model(d, "gpu_only", fixture("gpt2"), {"kv_block_tokens": 4, "kv_cache_blocks": 96},
+              'instance_group [ { count: 1 kind: KIND_GPU } ]\n')
     # a version folder without a checkpoint
     os.makedirs(os.path.join(d, "no_ckpt", "1"))
     with open(os.path.join(d, "no_ckpt", "config.pbtxt"), "w") as f:
@@ -411,11 +414,15 @@ def test_bad_config_fails_that_model_alone(srv, client):
                  "parameter 'warp_speed' is unknown"):
         assert part in why, why
     assert "config.json" in idx["no_ckpt"].reason, idx["no_ckpt"].reason
+    if "CUDA device 0:" not in srv.stderr_text():  # no GPU: KIND_GPU fails alone, saying why; AUTO ran on the CPU
+        assert not client.is_model_ready("gpu_only")
+        why = idx["gpu_only"].reason
+        assert "instance_group[0] is KIND_GPU, but" in why and "use KIND_CPU or KIND_AUTO" in why, why
     # metadata and config show the backend, its tensors and the implied decoupled policy
     md = client.get_model_metadata("gpt2")
     assert md.platform == "inferd_llm"
     assert [i.name for i in md.inputs][:3] == ["input_ids", "input_lengths", "request_output_len"]
-    assert [o.name for o in md.outputs] == ["output_ids", "sequence_length"]
+    assert [o.name for o in md.outputs] == ["output_ids", "sequence_length", "text_output"]
     assert client.get_model_config("gpt2").config.model_transaction_policy.decoupled
 
 

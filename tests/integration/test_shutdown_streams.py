@@ -72,7 +72,7 @@ class Stream:
     never half-closes: the client is still sending on it when the server ends it. tritonclient's clients
     with the same arguments share one connection (gRPC's global subchannel pool)."""
 
-    def __init__(self, url, k, rng, channel_args):
+    def __init__(self, url, k, rng, channel_args, **client_kw):
         self.ok = 0
         self.errors = []        # error answers that are not the stream's end
         self.end = None         # (code name, details) once the stream ended
@@ -80,7 +80,7 @@ class Stream:
         self._sent = 0
         self._cv = threading.Condition()
         self._x = rng.standard_normal((1, 1024)).astype(np.float32)
-        self._client = grpcclient.InferenceServerClient(url, channel_args=channel_args)
+        self._client = grpcclient.InferenceServerClient(url, channel_args=channel_args, **client_kw)  # ssl=True...
         self._client.start_stream(callback=self._on_answer)
         self._sender = threading.Thread(target=self._send, daemon=True)
         self._sender.start()

@@ -31,7 +31,8 @@
 #define LOGIT_ROWS 64
 #define MAX_BUCKETS 16
 #define MAX_SPLITS 32   // k_paged_attn_cuda's
-#define SPLIT_KEYS 128  // keys per split at least (4 tiles)
+#define SPLIT_KEYS 32   // keys per split at least (a block's keys of one pass at head_dim 64, FP16)
+#define SPLIT_BLOCKS 4  // attention blocks per SM that split-K aims for
 #define ALIGN 256
 #define GEMM_WORKSPACE ((size_t)32 << 20)
 
@@ -49,7 +50,7 @@ struct eng_llm_cuda_runner {
   cudaStream_t stream;
   // split-K attention (k_paged_attn_cuda) for steps of few tokens with long
   // contexts: the splits of the current step and the workspace, sized at
-  // create for the steps that may use it (tokens x KV heads < 2 x SMs)
+  // create for the steps that may use it (tokens x KV heads < SPLIT_BLOCKS x SMs)
   int splits;
   float *attn_ws;
   int64_t split_tokens;
@@ -75,8 +76,10 @@ struct eng_llm_cuda_runner {
   // CUDA graphs of decode-only steps (eng_llm_cuda_runner_enable_graphs):
   // bucket k holds 2^k items; padding items write block n_blocks (one
   // spare block per layer past the pool) at position 0
+  int tc;             // prefill attention tiles on tensor cores (eng_llm_cuda_runner_set_tc_prefill)
   int64_t graph_max;  // 0: off
   cudaGraphExec_t gx[MAX_BUCKETS];
+  int gsplits[MAX_BUCKETS];  // the attention splits each graph was captured with
   float *lg_h;  // pinned: graph_max x vocab logits
   eng_llm_cuda_graph_stats gst;
 };
@@ -259,8 +262,8 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
   void **slots[] = {&r->x, &r->h, &r->qkv, &r->att, &r->mlp, &r->act, &r->last, &r->lg, (void **)&r->lg32};
   for (size_t i = 0, off = 0; i < sizeof sizes / sizeof sizes[0]; off += align_up(sizes[i]), i++)
     *slots[i] = r->sbuf + off;
-  // split-K workspace: steps of fewer than 2 x SMs (token, KV head) pairs
-  r->split_tokens = (2 * (int64_t)r->sms + g->n_kv_heads - 1) / g->n_kv_heads;
+  // split-K workspace: steps of fewer than SPLIT_BLOCKS x SMs (token, KV head) pairs
+  r->split_tokens = (SPLIT_BLOCKS * (int64_t)r->sms + g->n_kv_heads - 1) / g->n_kv_heads;
   if (r->split_tokens > c->max_step_tokens) r->split_tokens = c->max_step_tokens;
   size_t wsf = k_paged_attn_ws_floats(r->split_tokens, g->n_heads, g->head_dim, MAX_SPLITS);
   if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->attn_ws, wsf * sizeof(float))))) {
@@ -329,7 +332,8 @@ static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta 
                          .o_stride = Q,
                          .block_tokens = r->c.block_tokens,
                          .window = g->sliding_window,
-                         .scale = 1.0f / sqrtf((float)d)};
+                         .scale = 1.0f / sqrtf((float)d),
+                         .tc_prefill = r->tc};
   TRY(k_paged_attn_cuda(r->att, r->qkv, kc, vc, meta, &a, r->splits, r->splits > 1 ? r->attn_ws : NULL, r->dt,
                         r->stream, e));
   TRY(linear(r, r->x, r->att, T, Q, l->wo, l->bo, H, 1, e));
@@ -348,17 +352,21 @@ static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta 
   return 0;
 }
 
-// Split-K for steps whose (token, KV head) pairs cannot fill the GPU twice
-// over and whose longest context has SPLIT_KEYS keys per split at least;
-// 1 otherwise. A graph keeps the splits of its capture (any context is
-// right with any splits; only the speed differs).
+// Split-K for steps whose (token, KV head) pairs give fewer than
+// SPLIT_BLOCKS blocks per SM: enough splits to reach that, as long as the
+// longest context has SPLIT_KEYS keys per split; 1 otherwise. A power of
+// two, so that a decode graph (captured with its splits; any context is
+// right with any splits, only the speed differs) is captured again a few
+// times at most as its contexts grow.
 static int pick_splits(const eng_llm_cuda_runner *r, int64_t T, int64_t max_keys) {
-  int64_t pairs = T * r->g.n_kv_heads;
-  if (T > r->split_tokens || pairs >= 2 * (int64_t)r->sms) return 1;
-  int64_t s = (2 * (int64_t)r->sms + pairs - 1) / pairs;
+  int64_t pairs = T * r->g.n_kv_heads, target = SPLIT_BLOCKS * (int64_t)r->sms;
+  if (T > r->split_tokens || pairs >= target) return 1;
+  int64_t s = (target + pairs - 1) / pairs;
   if (s > max_keys / SPLIT_KEYS) s = max_keys / SPLIT_KEYS;
   if (s > MAX_SPLITS) s = MAX_SPLITS;
-  return s < 1 ? 1 : (int)s;
+  int p = 1;
+  while (2 * (int64_t)p <= s) p *= 2;
+  return p;
 }
 
 // The step's device work after the metadata copy: T tokens, nl sampled rows
@@ -411,8 +419,14 @@ static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, float 
   for (int64_t i = 0; i < B; i++) rows[i] = (int32_t)i;
   size_t copy = ((size_t)M_TABLES * (size_t)r->c.max_step_tokens + (size_t)spare + 1) * sizeof(int32_t);
   TRY(CUDA_OK(e, cudaMemcpyAsync(r->meta_d, r->meta_h, copy, cudaMemcpyHostToDevice, r->stream)));
+  int splits = pick_splits(r, B, max_keys);
+  if (r->gx[k] && r->gsplits[k] != splits) {  // the contexts outgrew its splits: capture again
+    cudaGraphExecDestroy(r->gx[k]);
+    r->gx[k] = NULL;
+  }
   if (!r->gx[k]) {
-    r->splits = pick_splits(r, B, max_keys);
+    r->splits = splits;
+    r->gsplits[k] = splits;
     TRY(CUDA_OK(e, cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal)));
     int rc = device_work(r, B, B, r->lg_h, e);
     cudaGraph_t graph = NULL;
@@ -445,6 +459,22 @@ int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch,
   TRY(CUDA_OK(e, cudaSetDevice(r->device)));
   TRY(CUDA_OK(e, cudaMallocHost((void **)&r->lg_h, (size_t)b * (size_t)r->g.vocab * sizeof(float))));
   r->graph_max = b;
+  return 0;
+}
+
+int eng_llm_cuda_runner_set_tc_prefill(eng_llm_cuda_runner *r, int on, err *e) {
+  if (!on) {
+    r->tc = 0;
+    return 0;
+  }
+  int major = 0;
+  TRY(CUDA_OK(e, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, r->device)));
+  if (major < 8)
+    return err_set(e, ERR_UNIMPLEMENTED,
+                   "cuda runner: tensor-core prefill attention needs compute capability 8.0 or newer (device %d is "
+                   "%d.x)",
+                   r->device, major);
+  r->tc = 1;
   return 0;
 }
 

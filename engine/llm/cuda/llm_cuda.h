@@ -63,6 +63,11 @@ int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, f
 // back through a pinned buffer of max_batch x vocab floats allocated here.
 // Other steps run as before. Call once, before the steps.
 int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch, err *e);
+// Prefill attention on tensor cores (k_paged_attn_cuda's tc_prefill: FP16 and
+// BF16 models with head_dim a multiple of 16 up to 128; tiles of 16 tokens of
+// one prefill chunk); off by default, other steps and types unchanged.
+// ERR_UNIMPLEMENTED below compute capability 8.0. Call before the steps.
+int eng_llm_cuda_runner_set_tc_prefill(eng_llm_cuda_runner *r, int on, err *e);
 typedef struct eng_llm_cuda_graph_stats {
   uint64_t captures, launches;
 } eng_llm_cuda_graph_stats;

@@ -779,6 +779,10 @@ const eng_op_def eng_ops__attn[] = {
      ENG_IN(4) | ENG_IN(5) | ENG_IN(6) | ENG_IN(7), run_attn_state, destroy_attn},
     {"Attention", 3, 7, 1, 4, 0, eng_ops__parse_onnx_attn, eng_ops__infer_onnx_attn, eng_ops__run_onnx_attn, 0,
      NULL, NULL},
+    {"TensorScatter", 2, 3, 1, 1, ENG_OP_INPLACE, eng_ops__parse_tensor_scatter, eng_ops__infer_tensor_scatter,
+     eng_ops__run_tensor_scatter, 0, NULL, NULL},
+    {"LinearAttention", 3, 6, 1, 2, 0, eng_ops__parse_linear_attn, eng_ops__infer_linear_attn,
+     eng_ops__run_linear_attn, 0, NULL, NULL},
     {"RotaryEmbedding", 3, 4, 1, 1, ENG_OP_INPLACE, eng_ops__parse_rotary, eng_ops__infer_rotary, eng_ops__run_rotary,
      0, NULL, NULL},
 };

@@ -96,6 +96,18 @@ int eng_attn__analyse(const eng_op_params *p, const eng_tensor *in, int n_in, en
 // dims stay apart.
 int eng_attn__kernel_args(const eng_attn_shape *s, k_attn_args *a, err *e);
 
+// TensorScatter (attn_cache.c), listed in attn.c's table.
+int eng_ops__parse_tensor_scatter(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_tensor_scatter(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                                  int n_out, err *e);
+int eng_ops__run_tensor_scatter(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                                err *e);
+// ONNX's LinearAttention (attn_linear.c), listed in attn.c's table.
+int eng_ops__parse_linear_attn(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_linear_attn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                               err *e);
+int eng_ops__run_linear_attn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                             err *e);
 // ONNX's own Attention op (attn_onnx.c), listed in attn.c's table.
 int eng_ops__parse_onnx_attn(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
 int eng_ops__infer_onnx_attn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,

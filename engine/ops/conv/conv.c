@@ -576,6 +576,12 @@ static int run_lppool(const eng_op_params *p, const eng_tensor *in, int n_in, en
 
 const eng_op_def eng_ops__conv[] = {
     {"LpPool", 1, 1, 1, 1, 0, parse_lppool, infer_lppool, run_lppool, 0, NULL, NULL},
+    {"Col2Im", 3, 3, 1, 1, 0, op_parse_node, eng_ops__infer_col2im, eng_ops__run_col2im,
+     ENG_IN(1) | ENG_IN(2), NULL, NULL},
+    {"MaxUnpool", 2, 3, 1, 1, 0, op_parse_node, eng_ops__infer_max_unpool, eng_ops__run_max_unpool, ENG_IN(2), NULL,
+     NULL},
+    {"CausalConvWithState", 2, 4, 1, 2, 0, eng_ops__parse_causal_conv, eng_ops__infer_causal_conv,
+     eng_ops__run_causal_conv, 0, NULL, NULL},
     {"Conv", 2, 3, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0, eng_conv_run,
      eng_conv_state_destroy},
     {"ConvTranspose", 2, 3, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0,

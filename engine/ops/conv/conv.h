@@ -78,4 +78,21 @@ int eng_conv_dnnl_ctx(struct eng_op_state *st, struct eng_dnnl_ctx **out, err *e
 int eng_conv_window(const eng_conv_attrs *a, const eng_tensor *x, const eng_tensor *w,
                     k_window *g, err *e);
 
+// Col2Im, MaxUnpool and CausalConvWithState (col2im.c), listed in conv.c's table.
+// Col2Im's and MaxUnpool's parse is op_parse_node (ops_common.h: keeps the node).
+int eng_ops__infer_col2im(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                          int n_out, err *e);
+int eng_ops__run_col2im(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e);
+int eng_ops__infer_max_unpool(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                              int n_out, err *e);
+int eng_ops__run_max_unpool(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                            int n_out, err *e);
+int eng_ops__parse_causal_conv(const eng_graph *g, const eng_node *n, int opset, struct eng_op_params *p,
+                               err *e);
+int eng_ops__infer_causal_conv(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                               int n_out, err *e);
+int eng_ops__run_causal_conv(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                             int n_out, err *e);
+
 #endif

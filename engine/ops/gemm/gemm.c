@@ -223,5 +223,14 @@ const eng_op_def eng_ops__gemm[] = {
      NULL, NULL},
     {"DFT", 1, 3, 1, 1, 0, eng_ops__parse_dft, eng_ops__infer_dft, eng_ops__run_dft, ENG_IN(1) | ENG_IN(2), NULL,
      NULL},
+    {"STFT", 2, 4, 1, 1, 0, eng_ops__parse_stft, eng_ops__infer_stft, eng_ops__run_stft, ENG_IN(1) | ENG_IN(3), NULL,
+     NULL},
+    {"HannWindow", 1, 1, 1, 1, 0, eng_ops__parse_window, eng_ops__infer_window, eng_ops__run_window, ENG_IN(0), NULL,
+     NULL},
+    {"HammingWindow", 1, 1, 1, 1, 0, eng_ops__parse_window, eng_ops__infer_window, eng_ops__run_window, ENG_IN(0),
+     NULL, NULL},
+    {"BlackmanWindow", 1, 1, 1, 1, 0, eng_ops__parse_window, eng_ops__infer_window, eng_ops__run_window, ENG_IN(0),
+     NULL, NULL},
+    {"Det", 1, 1, 1, 1, 0, op_parse_none, eng_ops__infer_det, eng_ops__run_det, 0, NULL, NULL},
 };
 const size_t eng_ops__n_gemm = sizeof eng_ops__gemm / sizeof eng_ops__gemm[0];

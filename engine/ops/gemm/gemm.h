@@ -31,6 +31,17 @@ int eng_ops__run_einsum(const eng_op_params *p, const eng_tensor *in, int n_in, 
 int eng_ops__parse_dft(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
 int eng_ops__infer_dft(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
 int eng_ops__run_dft(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+// STFT (dft.c), listed in gemm.c's table.
+int eng_ops__parse_stft(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_stft(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ops__run_stft(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+// HannWindow, HammingWindow, BlackmanWindow (window.c), listed in gemm.c's table.
+int eng_ops__parse_window(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_window(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ops__run_window(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+// Det (det.c), listed in gemm.c's table.
+int eng_ops__infer_det(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ops__run_det(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
 // RNN, GRU, LSTM (rnn.c), listed in gemm.c's table.
 int eng_ops__parse_rnn(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
 int eng_ops__infer_rnn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);

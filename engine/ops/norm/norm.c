@@ -384,9 +384,77 @@ static int run_batchnorm(const eng_op_params *p, const eng_tensor *in, int n_in,
   return 0;
 }
 
+// --- MeanVarianceNormalization: (x - mean) / (std + 1e-9) over axes
+// (default 0, 2, 3), std from E[x^2] - mean^2, as ONNX's function body
+
+static int parse_mvn(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  TRY(eng_ops__attr_ints(n, "axes", p->ints, ENG_MAX_DIMS, &p->n_ints, e));
+  if (p->n_ints < 0) {
+    p->n_ints = 3;
+    p->ints[0] = 0, p->ints[1] = 2, p->ints[2] = 3;
+  }
+  return 0;
+}
+
+static int infer_mvn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  if (in[0].dt != DT_FP32) return err_set(e, ERR_INVALID_ARGUMENT, "input must be a float tensor");
+  for (int k = 0; k < p->n_ints; k++) {
+    int64_t a;
+    TRY(eng_ops__norm_axis(p->ints[k], in[0].ndims, &a, e));
+  }
+  out[0] = in[0];
+  out[0].data = NULL;
+  return 0;
+}
+
+static int run_mvn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  const eng_tensor *x = &in[0];
+  int r = x->ndims, red[ENG_MAX_DIMS] = {0};
+  for (int k = 0; k < p->n_ints; k++) {
+    int64_t a;
+    TRY(eng_ops__norm_axis(p->ints[k], r, &a, e));
+    red[a] = 1;
+  }
+  // each element's group: its index with the reduced axes dropped
+  size_t n = op_numel(x), groups = 1, cnt = 1;
+  for (int d = 0; d < r; d++) {
+    if (red[d]) cnt *= (size_t)x->dims[d];
+    else groups *= (size_t)x->dims[d];
+  }
+  double *sum = calloc(groups ? groups : 1, sizeof *sum), *sq = calloc(groups ? groups : 1, sizeof *sq);
+  size_t *gi = malloc((n ? n : 1) * sizeof *gi);
+  if (!sum || !sq || !gi) {
+    free(sum), free(sq), free(gi);
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  const float *xs = x->data;
+  float *y = out[0].data;
+  for (size_t i = 0; i < n; i++) {
+    size_t rest = i, g = 0, stride = 1;
+    for (int d = r - 1; d >= 0; d--) {
+      size_t c = rest % (size_t)x->dims[d];
+      rest /= (size_t)x->dims[d];
+      if (!red[d]) g += c * stride, stride *= (size_t)x->dims[d];
+    }
+    gi[i] = g;
+    sum[g] += xs[i];
+    sq[g] += (double)xs[i] * xs[i];
+  }
+  for (size_t i = 0; i < n; i++) {
+    double m = sum[gi[i]] / (double)cnt, var = sq[gi[i]] / (double)cnt - m * m;
+    y[i] = (float)((xs[i] - m) / (sqrt(var > 0 ? var : 0) + 1e-9));
+  }
+  free(sum), free(sq), free(gi);
+  return 0;
+}
+
 // --- table
 
 const eng_op_def eng_ops__norm[] = {
+    {"MeanVarianceNormalization", 1, 1, 1, 1, 0, parse_mvn, infer_mvn, run_mvn, 0, NULL, NULL},
     {"Softmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_softmax, 0, NULL, NULL},
     {"LogSoftmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_log_softmax, 0, NULL, NULL},
     {"Hardmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, run_hardmax, 0, NULL, NULL},

@@ -313,7 +313,13 @@ static int run_topk(const eng_op_params *p, const eng_tensor *in, int n_in, eng_
   return 0;
 }
 
+// TfIdfVectorizer (tfidf.c)
+int eng_ops__parse_tfidf(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_tfidf(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ops__run_tfidf(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+
 const eng_op_def eng_ops__reduce[] = {
+    {"TfIdfVectorizer", 1, 1, 1, 1, 0, eng_ops__parse_tfidf, eng_ops__infer_tfidf, eng_ops__run_tfidf, 0, NULL, NULL},
     {"CumProd", 2, 2, 1, 1, ENG_OP_INPLACE, parse_cumsum, infer_cumprod, run_cumprod, ENG_IN(1), NULL, NULL},
     {"TopK", 2, 2, 1, 2, 0, parse_topk, infer_topk, run_topk, ENG_IN(1), NULL, NULL},
     {"ReduceMean", 1, 2, 1, 1, 0, parse_mean, infer_reduce, run_reduce, ENG_IN(1), NULL, NULL},

@@ -370,6 +370,12 @@ static int run_grid_sample(const eng_op_params *p, const eng_tensor *in, int n_i
 const eng_op_def eng_ops__resize[] = {
     {"GridSample", 2, 2, 1, 1, 0, parse_grid_sample, infer_grid_sample, run_grid_sample, 0, NULL, NULL},
     {"Pad", 1, 4, 1, 1, 0, parse_pad, infer_pad, run_pad, ENG_IN(1) | ENG_IN(3), NULL, NULL},
+    {"CenterCropPad", 2, 2, 1, 1, 0, op_parse_node, eng_ops__infer_center_crop_pad,
+     eng_ops__run_center_crop_pad, ENG_IN(1), NULL, NULL},
+    {"RoiAlign", 3, 3, 1, 1, 0, eng_ops__parse_roi_align, eng_ops__infer_roi_align, eng_ops__run_roi_align, 0, NULL,
+     NULL},
+    {"AffineGrid", 2, 2, 1, 1, 0, eng_ops__parse_affine_grid, eng_ops__infer_affine_grid, eng_ops__run_affine_grid,
+     ENG_IN(1), NULL, NULL},
     {"Resize", 1, 4, 1, 1, 0, parse_resize, infer_resize, run_resize,
      ENG_IN(1) | ENG_IN(2) | ENG_IN(3), NULL, NULL},
     {"Upsample", 1, 2, 1, 1, 0, parse_resize, infer_resize, run_resize, ENG_IN(1), NULL, NULL},

@@ -28,4 +28,22 @@ int eng_ops__pad_dims(const eng_op_params *p, const eng_tensor *in, int n_in, in
 int eng_ops__resize_scales(const eng_op_params *p, const eng_tensor *in, int n_in,
                            const int64_t *y, float *scales, err *e);
 
+// CenterCropPad, AffineGrid and RoiAlign (resize_grid.c), listed in resize.c's table.
+// CenterCropPad's parse is op_parse_node (ops_common.h: axes read from the
+// node); AffineGrid's keeps align_corners in p->coord.
+int eng_ops__parse_affine_grid(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_center_crop_pad(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                                   int n_out, err *e);
+int eng_ops__run_center_crop_pad(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                                 int n_out, err *e);
+int eng_ops__infer_affine_grid(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                               err *e);
+int eng_ops__parse_roi_align(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ops__infer_roi_align(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                             err *e);
+int eng_ops__run_roi_align(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                           err *e);
+int eng_ops__run_affine_grid(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                             err *e);
+
 #endif

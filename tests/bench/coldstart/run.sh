@@ -95,7 +95,7 @@ print("   first %.0f s: %.0f img/s; steady (last %.0f s): %.0f img/s; ratio %.3f
       (half, f, dur - half, st, f / st if st else 0))
 try:
     text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % http, timeout=10).read().decode()
-    for name in ("inferd_lazy_prepares_total", "inferd_padded_batches_total", "inferd_padded_rows_total",
+    for name in ("inferd_lazy_prepares_total", "inferd_lazy_prepare_causes_total", "inferd_padded_batches_total", "inferd_padded_rows_total",
                  "inferd_instance_prepared_batch_sizes", "inferd_instance_prepare_seconds"):
         for l in text.splitlines():
             if l.startswith(name + "{") and 'model="resnet50"' in l:

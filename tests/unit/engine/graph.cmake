@@ -24,6 +24,7 @@ inferd_unit_test(test_ops SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ops.c LIBS ${_g
 inferd_unit_test(test_ops_conv SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ops_conv.c LIBS ${_graph_libs})
 inferd_unit_test(test_ops_vision SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ops_vision.c LIBS ${_graph_libs})
 inferd_unit_test(test_plan_values SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_plan_values.c LIBS ${_graph_libs})
+inferd_unit_test(test_ops_ctrl SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ops_ctrl.c LIBS ${_graph_libs})
 inferd_unit_test(test_ops_transformer SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ops_transformer.c LIBS ${_graph_libs})
 foreach(t test_graph test_plan test_ops test_ops_vision)
   set_tests_properties(${t} PROPERTIES FIXTURES_REQUIRED graph_models)

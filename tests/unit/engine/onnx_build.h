@@ -193,6 +193,21 @@ static inline void ob_attr_t(ob *b, Onnx__NodeProto *n, const char *name, Onnx__
   a->t = t;
 }
 
+// A GRAPH attribute (If's branches, Loop's and Scan's body): sub's graph,
+// built with its own ob_new/ob_input/ob_node/ob_output calls. b takes sub
+// over: ob_save(b) frees it (sub is not saved on its own).
+static inline void ob_attr_g(ob *b, Onnx__NodeProto *n, const char *name, ob *sub) {
+  Onnx__AttributeProto *a = ob_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
+  a->g = &sub->g;
+  b->allocs = realloc(b->allocs, (b->n_allocs + sub->n_allocs + 1) * sizeof *b->allocs);
+  if (!b->allocs) abort();
+  for (size_t i = 0; i < sub->n_allocs; i++) b->allocs[b->n_allocs++] = sub->allocs[i];
+  b->allocs[b->n_allocs++] = sub;
+  free(sub->allocs);
+  sub->allocs = NULL;
+  sub->n_allocs = 0;
+}
+
 // Writes the model and frees the builder; returns 0 on success.
 static inline int ob_save(ob *b, const char *path) {
   size_t n = onnx__model_proto__get_packed_size(&b->m);

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# tests/gpu/pack_bindir.sh: a BINDIR for tests/gpu/llm_serve_gpu.sh and tests/bench/llm/llm_gpu_bench.sh
+# from a CUDA build: the binaries, and in OUT/lib the shared libraries they load that a bare GPU machine
+# may lack (ldd's answers here, without glibc's own and the CUDA driver's; the CUDA toolkit's own
+# libraries (cuBLAS, cuBLASLt, cuDNN, ...: hundreds of MiB) only with CUDA_LIBS=1, else their names are
+# printed: the GPU machine's CUDA or torch installation (site-packages/nvidia/*/lib) may provide them,
+# the same major version, on LD_LIBRARY_PATH).
+#
+#   tests/gpu/pack_bindir.sh OUT [BUILD_DIR]      (BUILD_DIR default: build)
+set -eu
+OUT="${1:?usage: $0 OUT [BUILD_DIR]}"
+B="${2:-build}"
+mkdir -p "$OUT/lib"
+for x in inferd test_k_cuda_llm test_gpu_llm_step bench_llm_decode; do
+  if [ -x "$B/bin/$x" ]; then cp "$B/bin/$x" "$OUT/"; else echo "not built: $B/bin/$x"; fi
+done
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libcuda\.so|libnvidia)'
+for x in "$OUT"/inferd "$OUT"/test_* "$OUT"/bench_*; do
+  [ -x "$x" ] || continue
+  ldd "$x" | awk '/=> \//{print $1, $3}' | while read -r name path; do
+    echo "$name" | grep -Eq "$skip" && continue
+    [ -e "$OUT/lib/$name" ] && continue
+    size=$(stat -Lc %s "$path")
+    if echo "$name" | grep -Eq '^lib(cublas|cudnn|cufft|curand|cusolver|cusparse|nvrtc|nvJitLink)' &&
+      [ "${CUDA_LIBS:-0}" != 1 ]; then
+      echo "left out (the CUDA toolkit's; CUDA_LIBS=1 copies it): $name ($((size >> 20)) MiB, $path)"
+      continue
+    fi
+    cp -L "$path" "$OUT/lib/$name"
+  done
+done
+du -sh "$OUT"
