@@ -354,15 +354,15 @@ static void test_ckpt(const char *dir, const char *name) {
   int fail = 0;
   // step A: seq 0's first chunk (no logits), seq 1's whole prompt
   {
-    eng_llm_work w[2] = {{sq[0].tokens, 0, 6, sq[0].table, 16, 0}, {sq[1].tokens, 0, 5, sq[1].table, 16, 1}};
+    eng_llm_work w[2] = {{sq[0].tokens, 0, 6, sq[0].table, 16, 0, 0}, {sq[1].tokens, 0, 5, sq[1].table, 16, 1, 0}};
     int which[2] = {0, 1};
     fail |= both(cr, grs, sq, w, which, 2, g->vocab, dt, &st, name);
   }
   // step B: seq 0's last chunk, seq 1's first decode token, seq 2's prompt
   if (!fail) {
-    eng_llm_work w[3] = {{sq[0].tokens + 6, 6, 5, sq[0].table, 16, 1},
-                         {sq[1].tokens + 5, 5, 1, sq[1].table, 16, 1},
-                         {sq[2].tokens, 0, 3, sq[2].table, 16, 1}};
+    eng_llm_work w[3] = {{sq[0].tokens + 6, 6, 5, sq[0].table, 16, 1, 0},
+                         {sq[1].tokens + 5, 5, 1, sq[1].table, 16, 1, 0},
+                         {sq[2].tokens, 0, 3, sq[2].table, 16, 1, 0}};
     int which[3] = {0, 1, 2};
     fail |= both(cr, grs, sq, w, which, 3, g->vocab, dt, &st, name);
   }
@@ -372,14 +372,14 @@ static void test_ckpt(const char *dir, const char *name) {
     int which[NSEQ] = {2, 0, 1};
     for (int i = 0; i < NSEQ; i++) {
       seq *q = &sq[which[i]];
-      w[i] = (eng_llm_work){q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1};
+      w[i] = (eng_llm_work){q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1, 0};
     }
     fail |= both(cr, grs, sq, w, which, NSEQ, g->vocab, dt, &st, name);
   }
   // one sequence alone: bucket 1
   if (!fail) {
     seq *q = &sq[1];
-    eng_llm_work w = {q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1};
+    eng_llm_work w = {q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1, 0};
     int which = 1;
     fail |= both(cr, grs, sq, &w, &which, 1, g->vocab, dt, &st, name);
   }
@@ -399,11 +399,11 @@ static void test_ckpt(const char *dir, const char *name) {
   // refusals, as the CPU runner's
   float lg[512 * 2];
   int32_t bad_tok = (int32_t)g->vocab, bad_table[2] = {0, BLOCKS};
-  eng_llm_work w1 = {&bad_tok, 0, 1, sq[0].table, 16, 1};
+  eng_llm_work w1 = {&bad_tok, 0, 1, sq[0].table, 16, 1, 0};
   if ((size_t)g->vocab <= 512) {
     CHECK_EQ_INT(eng_llm_cuda_step(gr, &w1, 1, lg, &e), ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(e.msg, "vocabulary");
-    eng_llm_work w2 = {sq[0].tokens, 0, 6, bad_table, 2, 1};
+    eng_llm_work w2 = {sq[0].tokens, 0, 6, bad_table, 2, 1, 0};
     CHECK_EQ_INT(eng_llm_cuda_step(gr, &w2, 1, lg, &e), ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(e.msg, "outside the pool");
   }
@@ -451,7 +451,7 @@ static void test_long(const char *dir, const char *name) {
   float *lg = calloc((size_t)g->vocab, sizeof(float));
   for (int64_t p = 0; p < 300 && !fail; p += 16) {
     int64_t n = 300 - p < 16 ? 300 - p : 16;
-    eng_llm_work w = {toks + p, p, n, table, 20, p + n == 300};
+    eng_llm_work w = {toks + p, p, n, table, 20, p + n == 300, 0};
     // prefill on all three runners, compared only at the last chunk
     if (p + n < 300) {
       fail |= eng_llm_step(cr, &w, 1, lg, &e) != 0;
@@ -460,13 +460,13 @@ static void test_long(const char *dir, const char *name) {
     } else {
       memcpy(sq[0].tokens, toks + p, (size_t)n * sizeof(int32_t));
       sq[0].len = n;
-      eng_llm_work wc = {sq[0].tokens, p, n, table, 20, 1};
+      eng_llm_work wc = {sq[0].tokens, p, n, table, 20, 1, 0};
       fail |= both(cr, grs, sq, &wc, &which, 1, g->vocab, dt, &st, name);
     }
   }
   for (int k = 0; k < 4 && !fail; k++) {
     int64_t pos = 300 + k;
-    eng_llm_work w = {sq[0].tokens + sq[0].len - 1, pos, 1, table, 20, 1};
+    eng_llm_work w = {sq[0].tokens + sq[0].len - 1, pos, 1, table, 20, 1, 0};
     fail |= both(cr, grs, sq, &w, &which, 1, g->vocab, dt, &st, name);
   }
   free(lg);

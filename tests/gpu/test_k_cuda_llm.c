@@ -270,9 +270,14 @@ static void test_argmax(dtype dt, size_t cols) {
     CHECK_EQ_INT(got[i], want[i]);
   }
   if (cols > 3) {  // the policy rows' answers, independently of the reference
-    CHECK_EQ_INT(got[2], 0), CHECK_EQ_INT(got[3], 0), CHECK_EQ_INT(got[5], 0), CHECK_EQ_INT(got[7], 0);
+    CHECK_EQ_INT(got[2], 0);
+    CHECK_EQ_INT(got[3], 0);
+    CHECK_EQ_INT(got[5], 0);
+    CHECK_EQ_INT(got[7], 0);
     CHECK_EQ_INT(got[1], (int)(cols / 3 < mid ? cols / 3 : mid));
-    CHECK_EQ_INT(got[4], (int)mid), CHECK_EQ_INT(got[6], (int)far), CHECK_EQ_INT(got[8], (int)mid);
+    CHECK_EQ_INT(got[4], (int)mid);
+    CHECK_EQ_INT(got[6], (int)far);
+    CHECK_EQ_INT(got[8], (int)mid);
     if (cols > 7) CHECK_EQ_INT(got[9], 6);
   }
   free(p), free(x);

@@ -273,7 +273,7 @@ int main(int argc, char **argv) {
       int B = batches[bi];
       for (int i = 0; i < B; i++) {
         tok[i] = (int32_t)((i * 7919) % VOCAB);
-        w[i] = (eng_llm_work){&tok[i], ctx, 1, tables + (size_t)i * per, per, 1};
+        w[i] = (eng_llm_work){&tok[i], ctx, 1, tables + (size_t)i * per, per, 1, 0};
       }
       for (int k = 0; k < 3; k++)
         if (eng_llm_cuda_step(r, w, (size_t)B, logits, &e)) {
