@@ -54,8 +54,8 @@ __global__ void argmax_rows_kernel(int32_t *ids, const T *x, size_t cols) {
 
 }  // namespace
 
-extern "C" int k_argmax_rows_cuda(int32_t *ids, const void *x, size_t rows, size_t cols, dtype dt,
-                                  cudaStream_t stream, err *e) {
+extern "C" int k_argmax_rows_cuda(int32_t *ids, const void *x, size_t rows, size_t cols, dtype dt, cudaStream_t stream,
+                                  err *e) {
   static const char *kname = "k_argmax_rows_cuda";
   if (rows == 0) return 0;
   if (!ids || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer", kname);
@@ -63,8 +63,7 @@ extern "C" int k_argmax_rows_cuda(int32_t *ids, const void *x, size_t rows, size
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: %zu columns (1 .. 2^31 - 1)", kname, cols);
   if (rows > 0x7fffffffu) return err_set(e, ERR_INVALID_ARGUMENT, "%s: %zu rows", kname, rows);
   unsigned th = cols >= ARGMAX_THREADS ? ARGMAX_THREADS : (unsigned)((cols + 31) / 32 * 32);
-  K_DT_DISPATCH(e, kname, dt, T,
-                argmax_rows_kernel<T><<<(unsigned)rows, th, 0, stream>>>(ids, (const T *)x, cols));
+  K_DT_DISPATCH(e, kname, dt, T, argmax_rows_kernel<T><<<(unsigned)rows, th, 0, stream>>>(ids, (const T *)x, cols));
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

@@ -42,7 +42,8 @@ typedef struct srv_llm_sink {
   // counted (on the runner thread); ends: the token ends the sequence (an end id or a stop word);
   // logits: the position's raw logits (srv_llm_vocab entries), borrowed for the call (log
   // probabilities); NULL unless the request's want_logits is set (greedy tokens are picked where the
-  // logits are, on the GPU, and the logits never reach the host). Returning 1 ends the sequence with this token (the text layer's stop strings).
+  // logits are, on the GPU, and the logits never reach the host). Returning 1 ends the sequence with this token (the
+  // text layer's stop strings).
   int (*token)(void *ctx, int32_t tok, int ends, const float *logits);
 } srv_llm_sink;
 

@@ -192,8 +192,8 @@ typedef struct stats {
 // every other one when mode 1 (mixed: outside graphs). Each greedy item's id must be the argmax
 // (k_argmax_rows_ref) of that runner's logits row from the logits path (lg: its rows, item order),
 // the others' rows must come back as before, in item order. Rerunning a step rewrites the same KV.
-static int greedy_rerun(eng_llm_cuda_runner *gr, const eng_llm_work *w0, size_t n, int64_t V, const float *lg,
-                        int mode, stats *st, const char *name, int kg) {
+static int greedy_rerun(eng_llm_cuda_runner *gr, const eng_llm_work *w0, size_t n, int64_t V, const float *lg, int mode,
+                        stats *st, const char *name, int kg) {
   eng_llm_work w[16];
   int32_t ids[16];
   float *out = calloc(n * (size_t)V, sizeof(float));
@@ -393,9 +393,10 @@ static void test_ckpt(const char *dir, const char *name) {
   }
   eng_llm_cuda_runner_graph_stats(grs[0], &gs);
   CHECK_EQ_INT(gs.launches, 0);
-  printf("%-18s %s: %d rows, worst normwise logit error %.3g, greedy tokens equal in %d (checked %d), %d greedy ids "
-         "on the device equal to the logits path's argmax\n",
-         name, dt_name(dt), st.rows, st.worst, st.argmax_same, st.argmax_checked, st.greedy_ids);
+  printf(
+      "%-18s %s: %d rows, worst normwise logit error %.3g, greedy tokens equal in %d (checked %d), %d greedy ids "
+      "on the device equal to the logits path's argmax\n",
+      name, dt_name(dt), st.rows, st.worst, st.argmax_same, st.argmax_checked, st.greedy_ids);
   // refusals, as the CPU runner's
   float lg[512 * 2];
   int32_t bad_tok = (int32_t)g->vocab, bad_table[2] = {0, BLOCKS};

@@ -258,7 +258,7 @@ static void test_argmax(dtype dt, size_t cols) {
   row = x + 8 * cols, row[far] = INFINITY, row[mid] = INFINITY;
   row = x + 9 * cols;
   for (size_t c = 0; c < cols; c++) row[c] = (float)(c % 7);  // the max 6 many times
-  void *p = pack(x, ROWS * cols, dt);  // x now holds the rounded values
+  void *p = pack(x, ROWS * cols, dt);                         // x now holds the rounded values
   void *d_x = tk_to_dev(p, ROWS * cols * dtype_size(dt));
   int32_t *d_ids = tk_dev_alloc(ROWS * sizeof(int32_t)), got[ROWS], want[ROWS];
   TK_OK(k_argmax_rows_cuda(d_ids, d_x, ROWS, cols, dt, NULL, TK_E));

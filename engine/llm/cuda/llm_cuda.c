@@ -267,7 +267,8 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
     err_prefix(e, "cuda runner: %zu bytes of step scratch: ", tot);
     goto fail;
   }
-  void **slots[] = {&r->x, &r->h, &r->qkv, &r->att, &r->mlp, &r->act, &r->last, &r->lg, (void **)&r->lg32, (void **)&r->ids_d};
+  void **slots[] = {&r->x,   &r->h,    &r->qkv, &r->att,           &r->mlp,
+                    &r->act, &r->last, &r->lg,  (void **)&r->lg32, (void **)&r->ids_d};
   for (size_t i = 0, off = 0; i < sizeof sizes / sizeof sizes[0]; off += align_up(sizes[i]), i++)
     *slots[i] = r->sbuf + off;
   // split-K workspace: steps of fewer than SPLIT_BLOCKS x SMs (token, KV head) pairs
@@ -383,8 +384,7 @@ static int pick_splits(const eng_llm_cuda_runner *r, int64_t T, int64_t max_keys
 // then the ng greedy ones), logits to dst (device-to-host copies, chunk by
 // chunk), the greedy rows' tokens to ids (pinned host, one copy at the end).
 // Capturable: every pointer and size is fixed for a given (T, nlg, ng).
-static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t ng, float *dst, int32_t *ids,
-                       err *e) {
+static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t ng, float *dst, int32_t *ids, err *e) {
   int64_t nl = nlg + ng;
   const eng_llm_config *g = &r->g;
   const int32_t *pos_d = meta_at(r, r->meta_d, M_POS);

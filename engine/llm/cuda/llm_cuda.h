@@ -58,8 +58,7 @@ int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, f
 // type: the same token as the host's argmax of the FP32 logits, widening
 // being exact), only the other sampling items' logits rows copied to the
 // host (logits: their rows, in item order). ids NULL: eng_llm_cuda_step.
-int eng_llm_cuda_step_ids(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, float *logits, int32_t *ids,
-                          err *e);
+int eng_llm_cuda_step_ids(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, float *logits, int32_t *ids, err *e);
 
 // CUDA graphs for decode-only steps (every item one token, every item
 // sampling, at most max_batch items; every item greedy, with only the ids

@@ -275,8 +275,7 @@ int main(int argc, char **argv) {
            greedy   ? "CUDA graphs, greedy on the device (ids back, no logits):"
            : graphs ? "CUDA graphs (decode buckets):"
                     : "plain launches:",
-           "batch",
-           "step ms", "tokens/s", "bytes GB", "ideal ms", "ratio");
+           "batch", "step ms", "tokens/s", "bytes GB", "ideal ms", "ratio");
     for (int bi = 0; bi < nb; bi++) {
       int B = batches[bi];
       for (int i = 0; i < B; i++) {
