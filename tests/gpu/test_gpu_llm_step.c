@@ -21,6 +21,9 @@
 //                     from the same weights; tests/gpu/llm_lowp_emulate.py,
 //                     a numpy model of that rounding, measures 2.5e-3 and
 //                     2.5e-2 on these fixtures),
+// greedy on the device (eng_llm_cuda_step_ids, every sampling item greedy
+// or every other one: greedy graphs, mixed steps outside graphs) giving
+// each greedy item the argmax of that runner's own logits row exactly,
 // and, for FP32 checkpoints, the greedy token equal wherever the CPU's top
 // two logits are more than 1e-3 apart. Two GPU runners take every step: one
 // plain, one with CUDA graphs for its decode-only steps (buckets 1, 2, 4:

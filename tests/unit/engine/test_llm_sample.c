@@ -1,7 +1,9 @@
 // tests/unit/engine/test_llm_sample.c: engine/llm/llm_sample.c: greedy,
 // each filter's effect on which ids can come out, the repetition penalty's
 // sign rule, and the counter-based draws (a seed and a counter give one
-// token, whatever else was drawn before; different seeds differ).
+// token, whatever else was drawn before; different seeds differ), and which
+// sampling a runner may serve with its own argmax (eng_llm_sampling_is_greedy)
+// with k_argmax_rows_ref's policy (ties, -inf, NaN) equal to the sampler's.
 #include <math.h>
 #include <stdlib.h>
 

@@ -4,7 +4,8 @@
 // token by token) and whatever other sequences share the step or which
 // physical blocks its table names; work naming a block outside the pool, a
 // token outside the vocabulary, a table too short or too many tokens is
-// refused. (Equality with transformers: tests/llm/check_llm_greedy.py.)
+// refused; eng_llm_step_ids gives greedy items the argmax of their rows as
+// ids and only the other rows' logits. (Equality with transformers: tests/llm/check_llm_greedy.py.)
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
