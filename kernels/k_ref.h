@@ -226,6 +226,10 @@ int k_reduce(void *y, const void *x, k_elem t, int ndim, const int64_t *xdims, c
 // select_last). Any K_FLOAT_TYPES or K_INT_TYPES type; -1 for another or len 0.
 int k_arg_reduce(int64_t *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner, int is_min,
                  int select_last);
+// The greedy token of each row of x [rows, cols] (cols >= 1): best = 0, replaced only by a strictly
+// larger value. So the lowest index among equal maxima (torch.argmax's), and NaN is never chosen
+// unless it sits at index 0 (then 0). The host sampler's greedy rule and k_argmax_rows_cuda's reference.
+void k_argmax_rows_ref(int32_t *ids, const float *x, size_t rows, size_t cols);
 
 // TopK along one axis of x viewed as [outer, len, inner]: vals (x's type) and
 // idx viewed as [outer, k, inner], the k largest (largest) or smallest in

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/k_ref.h"
+
 struct eng_llm_sampler {
   int64_t vocab;
   float *logit;  // [vocab] the penalised, tempered logits
@@ -39,6 +41,11 @@ void eng_llm_sampler_destroy(eng_llm_sampler *s) {
   free(s->idx);
   free(s->prob);
   free(s);
+}
+
+int eng_llm_sampling_is_greedy(const eng_llm_sampling *p) {
+  if (p->repetition_penalty > 0 && p->repetition_penalty != 1) return 0;
+  return !(p->temperature > 0) || (p->top_k == 1 && p->temperature == 1.0f);
 }
 
 static uint64_t splitmix64(uint64_t x) {
@@ -79,10 +86,9 @@ int32_t eng_llm_sample(eng_llm_sampler *s, const float *logits, const eng_llm_sa
     }
   }
   if (!(p->temperature > 0)) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < V; i++)
-      if (l[i] > l[best]) best = i;
-    return (int32_t)best;
+    int32_t best = 0;
+    k_argmax_rows_ref(&best, l, 1, (size_t)V);
+    return best;
   }
   float inv_t = 1.0f / p->temperature;
   for (int64_t i = 0; i < V; i++) {

@@ -34,6 +34,15 @@ void eng_llm_sampler_destroy(eng_llm_sampler *s);
 int32_t eng_llm_sample(eng_llm_sampler *s, const float *logits, const eng_llm_sampling *p, const int32_t *seen,
                        int64_t n_seen, uint64_t counter);
 
+// 1 when eng_llm_sample under p returns the greedy token of the raw logits
+// (k_argmax_rows_ref's) whatever the logits, seen tokens and counter, so a
+// runner may pick it where the logits are (eng_llm_work's greedy): no
+// repetition penalty, and temperature <= 0, or top_k 1 at temperature 1
+// exactly (the sorted path's first candidate: the same token on NaN-free
+// logits). Not top_k 1 at another temperature: scaling can round two
+// neighbouring logits equal, and the lower id then wins on the host.
+int eng_llm_sampling_is_greedy(const eng_llm_sampling *p);
+
 // The uniform number in [0, 1) of draw `counter` under `seed` (splitmix64 of both).
 double eng_llm_uniform(uint64_t seed, uint64_t counter);
 

@@ -132,6 +132,10 @@ int eng_llm_check_work(const eng_llm_config *g, const eng_llm_runner_config *c, 
 }
 
 int eng_llm_step(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logits, err *e) {
+  return eng_llm_step_ids(r, w, n, logits, NULL, e);
+}
+
+int eng_llm_step_ids(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logits, int32_t *ids, err *e) {
   const eng_llm_model *m = r->m;
   const eng_llm_config *g = &m->cfg;
   int64_t T = 0;
@@ -201,13 +205,22 @@ int eng_llm_step(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logi
     }
     for (int64_t k = 0; k < T * H; k++) r->x[k] += r->tmp[k];
   }
-  // --- the last token of each sampling item: final norm, logits
+  // --- the last token of each sampling item: final norm, logits; the rows
+  // that come back as logits first, then the greedy ones (argmax in place)
   int64_t nl = 0;
-  for (size_t i = 0, t = 0; i < n; t += w[i].n_tokens, i++)
-    if (w[i].logits) memcpy(r->tmp + nl++ * H, r->x + (t + w[i].n_tokens - 1) * H, (size_t)H * sizeof(float));
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0, t = 0; i < n; t += w[i].n_tokens, i++)
+      if (w[i].logits && (ids && w[i].greedy) == pass)
+        memcpy(r->tmp + nl++ * H, r->x + (t + w[i].n_tokens - 1) * H, (size_t)H * sizeof(float));
   if (nl) {
     norm(g, r->h, r->tmp, nl, m->norm_w, m->norm_b);
     linear(logits, r->h, nl, H, H, m->lm_head, NULL, g->vocab);
+  }
+  if (ids) {
+    int64_t row = 0;
+    for (size_t i = 0; i < n; i++) row += w[i].logits && !w[i].greedy;
+    for (size_t i = 0; i < n; i++)
+      if (w[i].logits && w[i].greedy) k_argmax_rows_ref(&ids[i], logits + row++ * g->vocab, 1, (size_t)g->vocab);
   }
   return 0;
 }

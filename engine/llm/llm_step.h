@@ -25,13 +25,17 @@ typedef struct eng_llm_runner_config {
 // One sequence's share of a step: the KV of positions start .. start +
 // n_tokens - 1 is computed from tokens[0 .. n_tokens) and written through
 // block_table; positions before start are read from it. logits: this item's
-// last token's logits are wanted (it samples).
+// last token's logits are wanted (it samples). greedy (with logits, and only
+// in eng_llm_step_ids): the caller wants that row's greedy token
+// (k_argmax_rows_ref's rule) instead of its logits (issue 35: on a GPU only
+// the id crosses to the host).
 typedef struct eng_llm_work {
   const int32_t *tokens;
   int64_t start, n_tokens;
   const int32_t *block_table;
   int32_t n_blocks;  // entries of block_table
   int logits;
+  int greedy;
 } eng_llm_work;
 
 typedef struct eng_llm_runner eng_llm_runner;
@@ -49,5 +53,11 @@ size_t eng_llm_runner_kv_bytes(const eng_llm_runner *r);
 // block table too short or naming a block outside the pool, or more tokens
 // than max_step_tokens.
 int eng_llm_step(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logits, err *e);
+// The same, with the greedy items' tokens in ids[i] (n entries, item
+// order; the others' untouched) and logits holding only the rows of the
+// items with logits set and greedy not, in item order. logits must have room
+// for vocab floats per item with logits set all the same (the greedy rows
+// are scratch there). ids NULL: eng_llm_step (greedy ignored).
+int eng_llm_step_ids(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logits, int32_t *ids, err *e);
 
 #endif

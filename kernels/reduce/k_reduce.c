@@ -291,3 +291,13 @@ int k_cumprod(void *y, const void *x, k_elem t, size_t outer, size_t len, size_t
     default: return -1;
   }
 }
+
+void k_argmax_rows_ref(int32_t *ids, const float *x, size_t rows, size_t cols) {
+  for (size_t r = 0; r < rows; r++) {
+    const float *l = x + r * cols;
+    size_t best = 0;
+    for (size_t i = 1; i < cols; i++)
+      if (l[i] > l[best]) best = i;
+    ids[r] = (int32_t)best;
+  }
+}

@@ -19,8 +19,8 @@ int srv_llm_cpu_create(const eng_llm_model *m, const eng_llm_runner_config *c, v
 static void cpu_destroy(void *r) {
   eng_llm_runner_destroy(r);
 }
-static int cpu_step(void *r, const eng_llm_work *w, size_t n, float *logits, err *e) {
-  return eng_llm_step(r, w, n, logits, e);
+static int cpu_step(void *r, const eng_llm_work *w, size_t n, float *logits, int32_t *ids, err *e) {
+  return eng_llm_step_ids(r, w, n, logits, ids, e);
 }
 const srv_llm_engine_ops srv_llm_cpu_ops = {"cpu", cpu_destroy, cpu_step};
 
@@ -80,8 +80,8 @@ int srv_llm_cuda_mem(int device, size_t *free_b, size_t *total_b, err *e) {
 static void cuda_destroy(void *r) {
   eng_llm_cuda_runner_destroy(r);
 }
-static int cuda_step(void *r, const eng_llm_work *w, size_t n, float *logits, err *e) {
-  return eng_llm_cuda_step(r, w, n, logits, e);
+static int cuda_step(void *r, const eng_llm_work *w, size_t n, float *logits, int32_t *ids, err *e) {
+  return eng_llm_cuda_step_ids(r, w, n, logits, ids, e);
 }
 
 #else  // a build without CUDA: the same names, each saying so
@@ -116,8 +116,8 @@ int srv_llm_cuda_mem(int device, size_t *free_b, size_t *total_b, err *e) {
 static void cuda_destroy(void *r) {
   (void)r;
 }
-static int cuda_step(void *r, const eng_llm_work *w, size_t n, float *logits, err *e) {
-  (void)r, (void)w, (void)n, (void)logits;
+static int cuda_step(void *r, const eng_llm_work *w, size_t n, float *logits, int32_t *ids, err *e) {
+  (void)r, (void)w, (void)n, (void)logits, (void)ids;
   return err_set(e, ERR_UNAVAILABLE, NO_CUDA);
 }
 

@@ -34,6 +34,7 @@ typedef struct llm_req {
   struct llm_req *next;  // the inbox's link
   srv_llm_sink sink;
   eng_llm_sampling sampling;
+  int greedy;  // its tokens are the argmax, picked by the engine (eng_llm_work's greedy; issue 35)
   int streaming;
   int32_t end_id;
   int32_t *stop;      // flat stop words
@@ -75,6 +76,7 @@ typedef struct runner {
   float *logits;
   eng_llm_work *work;
   int32_t *sampled;
+  int32_t *ids;  // the greedy items' tokens, from the engine
   uint8_t *stopped;
   uint64_t seed_next;  // unseeded requests' seeds
   // what /metrics reads (written after every step)
@@ -252,10 +254,11 @@ static int step(runner *rn) {
                                  .n_tokens = w->n_tokens,
                                  .block_table = w->seq->kv.blocks,
                                  .n_blocks = w->seq->kv.n_blocks,
-                                 .logits = w->sample};
+                                 .logits = w->sample,
+                                 .greedy = ((llm_req *)w->seq->payload)->greedy};
   }
   err e = {0};
-  if (rn->ops->step(rn->eng, rn->work, nw, rn->logits, &e) != 0) {
+  if (rn->ops->step(rn->eng, rn->work, nw, rn->logits, rn->ids, &e) != 0) {
     // every input was checked at submit: a failure here is the runtime's; the step's sequences end with it
     srv_log(SRV_LOG_ERROR, "model '%s' runner %d: step failed: %s", l->name, rn->idx, e.msg);
     bat_iter_abort(rn->it);
@@ -274,9 +277,11 @@ static int step(runner *rn) {
     rn->sampled[k] = 0;
     if (!w->sample) continue;
     llm_req *q = w->seq->payload;
-    const float *lg = rn->logits + (int64_t)row++ * l->mc->vocab;
-    int32_t tok =
-        eng_llm_sample(rn->sampler, lg, &q->sampling, w->seq->tokens, w->seq->n_tokens, (uint64_t)w->seq->n_generated);
+    // a greedy item's token came from the engine; the others' logits rows follow in item order
+    const float *lg = q->greedy ? NULL : rn->logits + (int64_t)row++ * l->mc->vocab;
+    int32_t tok = q->greedy ? rn->ids[k]
+                            : eng_llm_sample(rn->sampler, lg, &q->sampling, w->seq->tokens, w->seq->n_tokens,
+                                             (uint64_t)w->seq->n_generated);
     rn->sampled[k] = tok;
     rn->stopped[k] = (uint8_t)(is_end(l, q, tok) || stop_word_hit(q, w->seq, tok));
     if (q->sink.token && q->sink.token(q->sink.ctx, tok, rn->stopped[k], lg)) rn->stopped[k] = 1;
@@ -383,6 +388,7 @@ static void runner_close(runner *rn) {
   free(rn->logits);
   free(rn->work);
   free(rn->sampled);
+  free(rn->ids);
   free(rn->stopped);
 }
 
@@ -409,8 +415,9 @@ static int runner_open(srv_llm *l, runner *rn, int idx, err *e) {
   rn->logits = malloc(rows * (size_t)l->mc->vocab * sizeof(float));
   rn->work = malloc(nb * sizeof *rn->work);
   rn->sampled = malloc(nb * sizeof *rn->sampled);
+  rn->ids = malloc(nb * sizeof *rn->ids);
   rn->stopped = malloc(nb);
-  if (!rn->sampler || !rn->logits || !rn->work || !rn->sampled || !rn->stopped)
+  if (!rn->sampler || !rn->logits || !rn->work || !rn->sampled || !rn->ids || !rn->stopped)
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for runner %d's step buffers", idx);
   pthread_mutex_init(&rn->mu, NULL);
   pthread_condattr_t ca;
@@ -794,6 +801,7 @@ int srv_llm_submit(srv_llm *l, const srv_llm_params *p, const srv_llm_sink *sink
                           .payload = q};
   q->sink = *sink;
   q->sampling = *sp;
+  q->greedy = !p->want_logits && eng_llm_sampling_is_greedy(sp);
   q->streaming = p->streaming;
   q->end_id = p->end_id;
   q->stats = p->stats;

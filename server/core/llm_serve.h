@@ -41,7 +41,9 @@ typedef struct srv_llm_sink {
   // token: may be NULL; called with every token sampled for the request, in order, before it is
   // counted (on the runner thread); ends: the token ends the sequence (an end id or a stop word);
   // logits: the position's raw logits (srv_llm_vocab entries), borrowed for the call (log
-  // probabilities). Returning 1 ends the sequence with this token (the text layer's stop strings).
+  // probabilities); NULL unless the request's want_logits is set (greedy tokens are picked where the
+  // logits are, on the GPU, and the logits never reach the host). Returning 1 ends the sequence with this token (the
+  // text layer's stop strings).
   int (*token)(void *ctx, int32_t tok, int ends, const float *logits);
 } srv_llm_sink;
 
@@ -54,6 +56,7 @@ typedef struct srv_llm_params {
   int32_t end_id;      // -1: none besides generation_config.json's
   eng_llm_sampling sampling;
   int seeded;  // sampling.seed is the client's; else the runner picks one
+  int want_logits;  // the sink's token hook reads every token's logits (log probabilities)
   int streaming;
   // TensorRT-LLM's stop_words_list: words of flat[offsets[i-1] .. offsets[i]) (offsets end at -1 or n_offsets)
   const int32_t *stop_flat;

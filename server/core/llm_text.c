@@ -244,6 +244,7 @@ int srv_llm_text_submit(srv_llm *l, const srv_llm_text_params *p, const srv_llm_
   t->logprobs = p->logprobs > SRV_LLM_TEXT_MAX_TOP ? SRV_LLM_TEXT_MAX_TOP : p->logprobs;
   t->vocab = srv_llm_vocab(l);
   srv_llm_params bp = p->base;
+  bp.want_logits = p->logprobs >= 0;  // log probabilities read the logits: no greedy on the device
   if (!bp.ids) {
     if (eng_tok_encode(tok, p->prompt ? p->prompt : "", p->prompt_len, p->add_special != 0, &ids, e) != 0) {
       free(ids.ids);

@@ -21,6 +21,9 @@
 //                     from the same weights; tests/gpu/llm_lowp_emulate.py,
 //                     a numpy model of that rounding, measures 2.5e-3 and
 //                     2.5e-2 on these fixtures),
+// greedy on the device (eng_llm_cuda_step_ids, every sampling item greedy
+// or every other one: greedy graphs, mixed steps outside graphs) giving
+// each greedy item the argmax of that runner's own logits row exactly,
 // and, for FP32 checkpoints, the greedy token equal wherever the CPU's top
 // two logits are more than 1e-3 apart. Two GPU runners take every step: one
 // plain, one with CUDA graphs for its decode-only steps (buckets 1, 2, 4:
@@ -184,7 +187,60 @@ typedef struct seq {
 typedef struct stats {
   double worst;
   int rows, argmax_same, argmax_checked;
+  int greedy_ids;  // ids from eng_llm_cuda_step_ids checked against the logits path's argmax
 } stats;
+
+// Greedy on the device (issue 35): the step again on runner gr through eng_llm_cuda_step_ids, every
+// sampling item greedy when mode 0 (a decode-only step replays a greedy graph on the graph runner),
+// every other one when mode 1 (mixed: outside graphs). Each greedy item's id must be the argmax
+// (k_argmax_rows_ref) of that runner's logits row from the logits path (lg: its rows, item order),
+// the others' rows must come back as before, in item order. Rerunning a step rewrites the same KV.
+static int greedy_rerun(eng_llm_cuda_runner *gr, const eng_llm_work *w0, size_t n, int64_t V, const float *lg, int mode,
+                        stats *st, const char *name, int kg) {
+  eng_llm_work w[16];
+  int32_t ids[16];
+  float *out = calloc(n * (size_t)V, sizeof(float));
+  for (size_t i = 0, s = 0; i < n; i++) {
+    w[i] = w0[i];
+    w[i].greedy = w[i].logits && (mode == 0 || s % 2 == 0);
+    s += w[i].logits != 0;
+    ids[i] = -9;
+  }
+  err e = {0};
+  int rc = eng_llm_cuda_step_ids(gr, w, n, out, ids, &e);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "%s: gpu step_ids (runner %d, mode %d): %s\n", name, kg, mode, e.msg);
+  for (size_t i = 0, row = 0, back = 0; i < n && !rc; i++) {
+    if (!w[i].logits) {
+      CHECK_EQ_INT(ids[i], -9);
+      continue;
+    }
+    const float *ref = lg + row++ * (size_t)V;
+    if (w[i].greedy) {
+      int32_t want;
+      k_argmax_rows_ref(&want, ref, 1, (size_t)V);
+      float gap;
+      (void)argmax(ref, V, &gap);
+      if (ids[i] != want)
+        CHECK_FAIL_("%s: runner %d mode %d item %zu: greedy id %d on the device, %d from its logits (top-2 gap %g)",
+                    name, kg, mode, i, ids[i], want, (double)gap);
+      check_count_++;
+      st->greedy_ids++;
+    } else {
+      const float *got = out + back++ * (size_t)V;
+      double num = 0, den = 0;
+      for (int64_t k = 0; k < V; k++) {
+        double d = (double)got[k] - ref[k];
+        num += d * d, den += (double)ref[k] * ref[k];
+      }
+      if (!(sqrt(num / (den > 0 ? den : 1)) <= 1e-6))
+        CHECK_FAIL_("%s: runner %d mode %d item %zu: its logits row moved in a mixed step", name, kg, mode, i);
+      check_count_++;
+    }
+  }
+  free(out);
+  return rc;
+}
 
 // Runs n items on both runners and compares the sampled rows; each sampling
 // item's sequence gets the CPU's greedy token.
@@ -203,6 +259,9 @@ static int both(eng_llm_runner *cr, eng_llm_cuda_runner **grs, seq *s, const eng
     CHECK_EQ_INT(rg, 0);
     if (rg) fprintf(stderr, "%s: gpu step (runner %d): %s\n", name, k, e.msg);
   }
+  for (int k = 0; k < NGPU && !rg && n <= 16; k++)
+    for (int mode = 0; mode < 2 && !rg; mode++)
+      rg = greedy_rerun(grs[k], w, n, V, lgs + (size_t)k * n * (size_t)V, mode, st, name, k);
   double bound = dt == DT_FP32 ? 1e-4 : dt == DT_FP16 ? 2e-2 : 6e-2;
   size_t row = 0;
   for (size_t i = 0; i < n && !rc && !rg; i++) {
@@ -298,15 +357,15 @@ static void test_ckpt(const char *dir, const char *name) {
   int fail = 0;
   // step A: seq 0's first chunk (no logits), seq 1's whole prompt
   {
-    eng_llm_work w[2] = {{sq[0].tokens, 0, 6, sq[0].table, 16, 0}, {sq[1].tokens, 0, 5, sq[1].table, 16, 1}};
+    eng_llm_work w[2] = {{sq[0].tokens, 0, 6, sq[0].table, 16, 0, 0}, {sq[1].tokens, 0, 5, sq[1].table, 16, 1, 0}};
     int which[2] = {0, 1};
     fail |= both(cr, grs, sq, w, which, 2, g->vocab, dt, &st, name);
   }
   // step B: seq 0's last chunk, seq 1's first decode token, seq 2's prompt
   if (!fail) {
-    eng_llm_work w[3] = {{sq[0].tokens + 6, 6, 5, sq[0].table, 16, 1},
-                         {sq[1].tokens + 5, 5, 1, sq[1].table, 16, 1},
-                         {sq[2].tokens, 0, 3, sq[2].table, 16, 1}};
+    eng_llm_work w[3] = {{sq[0].tokens + 6, 6, 5, sq[0].table, 16, 1, 0},
+                         {sq[1].tokens + 5, 5, 1, sq[1].table, 16, 1, 0},
+                         {sq[2].tokens, 0, 3, sq[2].table, 16, 1, 0}};
     int which[3] = {0, 1, 2};
     fail |= both(cr, grs, sq, w, which, 3, g->vocab, dt, &st, name);
   }
@@ -316,35 +375,39 @@ static void test_ckpt(const char *dir, const char *name) {
     int which[NSEQ] = {2, 0, 1};
     for (int i = 0; i < NSEQ; i++) {
       seq *q = &sq[which[i]];
-      w[i] = (eng_llm_work){q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1};
+      w[i] = (eng_llm_work){q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1, 0};
     }
     fail |= both(cr, grs, sq, w, which, NSEQ, g->vocab, dt, &st, name);
   }
   // one sequence alone: bucket 1
   if (!fail) {
     seq *q = &sq[1];
-    eng_llm_work w = {q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1};
+    eng_llm_work w = {q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1, 0};
     int which = 1;
     fail |= both(cr, grs, sq, &w, &which, 1, g->vocab, dt, &st, name);
   }
   eng_llm_cuda_graph_stats gs;
   eng_llm_cuda_runner_graph_stats(grs[1], &gs);
   if (!fail) {
-    CHECK_EQ_INT(gs.captures, 2);
-    CHECK_EQ_INT(gs.launches, DECODE_STEPS + 1);
+    // and the greedy graphs of the same buckets: each decode step replays bucket 4's once more (its
+    // mixed rerun runs outside graphs), the one-sequence step bucket 1's twice (one item: greedy both times)
+    CHECK_EQ_INT(gs.captures, 4);
+    CHECK_EQ_INT(gs.launches, 2 * DECODE_STEPS + 3);
   }
   eng_llm_cuda_runner_graph_stats(grs[0], &gs);
   CHECK_EQ_INT(gs.launches, 0);
-  printf("%-18s %s: %d rows, worst normwise logit error %.3g, greedy tokens equal in %d (checked %d)\n", name,
-         dt_name(dt), st.rows, st.worst, st.argmax_same, st.argmax_checked);
+  printf(
+      "%-18s %s: %d rows, worst normwise logit error %.3g, greedy tokens equal in %d (checked %d), %d greedy ids "
+      "on the device equal to the logits path's argmax\n",
+      name, dt_name(dt), st.rows, st.worst, st.argmax_same, st.argmax_checked, st.greedy_ids);
   // refusals, as the CPU runner's
   float lg[512 * 2];
   int32_t bad_tok = (int32_t)g->vocab, bad_table[2] = {0, BLOCKS};
-  eng_llm_work w1 = {&bad_tok, 0, 1, sq[0].table, 16, 1};
+  eng_llm_work w1 = {&bad_tok, 0, 1, sq[0].table, 16, 1, 0};
   if ((size_t)g->vocab <= 512) {
     CHECK_EQ_INT(eng_llm_cuda_step(gr, &w1, 1, lg, &e), ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(e.msg, "vocabulary");
-    eng_llm_work w2 = {sq[0].tokens, 0, 6, bad_table, 2, 1};
+    eng_llm_work w2 = {sq[0].tokens, 0, 6, bad_table, 2, 1, 0};
     CHECK_EQ_INT(eng_llm_cuda_step(gr, &w2, 1, lg, &e), ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(e.msg, "outside the pool");
   }
@@ -392,7 +455,7 @@ static void test_long(const char *dir, const char *name) {
   float *lg = calloc((size_t)g->vocab, sizeof(float));
   for (int64_t p = 0; p < 300 && !fail; p += 16) {
     int64_t n = 300 - p < 16 ? 300 - p : 16;
-    eng_llm_work w = {toks + p, p, n, table, 20, p + n == 300};
+    eng_llm_work w = {toks + p, p, n, table, 20, p + n == 300, 0};
     // prefill on all three runners, compared only at the last chunk
     if (p + n < 300) {
       fail |= eng_llm_step(cr, &w, 1, lg, &e) != 0;
@@ -401,13 +464,13 @@ static void test_long(const char *dir, const char *name) {
     } else {
       memcpy(sq[0].tokens, toks + p, (size_t)n * sizeof(int32_t));
       sq[0].len = n;
-      eng_llm_work wc = {sq[0].tokens, p, n, table, 20, 1};
+      eng_llm_work wc = {sq[0].tokens, p, n, table, 20, 1, 0};
       fail |= both(cr, grs, sq, &wc, &which, 1, g->vocab, dt, &st, name);
     }
   }
   for (int k = 0; k < 4 && !fail; k++) {
     int64_t pos = 300 + k;
-    eng_llm_work w = {sq[0].tokens + sq[0].len - 1, pos, 1, table, 20, 1};
+    eng_llm_work w = {sq[0].tokens + sq[0].len - 1, pos, 1, table, 20, 1, 0};
     fail |= both(cr, grs, sq, &w, &which, 1, g->vocab, dt, &st, name);
   }
   free(lg);

@@ -2,7 +2,10 @@
 // "decoder runtime") against their C references on random inputs, in FP32,
 // FP16 and BF16: k_embed_cuda (with and without learned positions),
 // k_rms_norm_dt_cuda, k_layer_norm_dt_cuda, k_rope_cuda, k_mlp_act_cuda
-// (SwiGLU, GeGLU, GELU, SiLU), k_widen_cuda, and k_paged_kv_write_cuda +
+// (SwiGLU, GeGLU, GELU, SiLU), k_widen_cuda, k_argmax_rows_cuda (the greedy
+// token per row, bit for bit k_argmax_rows_ref's: ties to the lowest index,
+// -inf rows, NaN at index 0 and elsewhere, a vocab of 128,256 and widths
+// under a warp; issue 35), and k_paged_kv_write_cuda +
 // k_paged_attn_cuda over a mixed step (prefill chunks of odd lengths at
 // offsets, decode tokens, GQA, a scattered block table, a sliding window;
 // long contexts in one pass and split-K, more splits than keys to share
@@ -87,6 +90,11 @@ static double rtol_of(dtype dt) {
 static void test_errors(void) {
   err e = {0};
   void *p = (void *)16;
+  CHECK_EQ_INT(k_argmax_rows_cuda(NULL, NULL, 0, 8, DT_FP16, NULL, &e), 0);  // no rows: nothing to do
+  CHECK_EQ_INT(k_argmax_rows_cuda(NULL, p, 2, 8, DT_FP16, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "k_argmax_rows_cuda");
+  CHECK_EQ_INT(k_argmax_rows_cuda(p, p, 2, 0, DT_FP16, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_argmax_rows_cuda(p, p, 2, 8, DT_INT32, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_embed_cuda(p, NULL, NULL, p, p, 4, 8, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "k_embed_cuda");
   CHECK_EQ_INT(k_rms_norm_dt_cuda(p, p, p, 4, 8, 1e-5f, DT_INT32, NULL, &e), ERR_INVALID_ARGUMENT);
@@ -218,6 +226,62 @@ static void test_mlp_act(dtype dt) {
   tk_compare("widen", got, x, rows * 2 * cols, 0, 0);
   free(got), free(x), free(want);
   cudaFree(d_x), cudaFree(d_y), cudaFree(d_f);
+}
+
+// k_argmax_rows_cuda against k_argmax_rows_ref on the values rounded to dt
+// (16-bit types make many exact ties): random rows, and rows built for the
+// policy: a maximum repeated far apart, all equal, all -inf, -inf but one
+// finite pair, NaN at index 0 (answer 0), NaN scattered around a finite
+// maximum, NaN everywhere but one -inf, +inf twice.
+static void test_argmax(dtype dt, size_t cols) {
+  enum { ROWS = 12 };
+  tk_rng r = {0x77 + dt + cols};
+  float *x = tk_xmalloc(ROWS * cols * sizeof(float));
+  tk_fill(&r, x, ROWS * cols, -8, 8);
+  size_t far = cols - 1, mid = cols / 2;
+  float *row;
+  row = x + 1 * cols, row[mid] = 20, row[far] = 20, row[cols / 3] = 20;  // ties: the lowest index
+  row = x + 2 * cols;
+  for (size_t c = 0; c < cols; c++) row[c] = 1.5f;  // all equal: 0
+  row = x + 3 * cols;
+  for (size_t c = 0; c < cols; c++) row[c] = -INFINITY;  // all -inf: 0
+  row = x + 4 * cols;
+  for (size_t c = 0; c < cols; c++) row[c] = -INFINITY;
+  row[far] = -3, row[mid] = -3;
+  row = x + 5 * cols, row[0] = NAN, row[mid] = 50;  // NaN at 0: 0
+  row = x + 6 * cols;
+  for (size_t c = 0; c < cols; c += 3) row[c] = NAN;
+  row[0] = -1, row[far] = 40;  // NaN never chosen
+  row = x + 7 * cols;
+  for (size_t c = 0; c < cols; c++) row[c] = NAN;
+  row[0] = -INFINITY;  // NaN elsewhere, -inf at 0: 0
+  row = x + 8 * cols, row[far] = INFINITY, row[mid] = INFINITY;
+  row = x + 9 * cols;
+  for (size_t c = 0; c < cols; c++) row[c] = (float)(c % 7);  // the max 6 many times
+  void *p = pack(x, ROWS * cols, dt);                         // x now holds the rounded values
+  void *d_x = tk_to_dev(p, ROWS * cols * dtype_size(dt));
+  int32_t *d_ids = tk_dev_alloc(ROWS * sizeof(int32_t)), got[ROWS], want[ROWS];
+  TK_OK(k_argmax_rows_cuda(d_ids, d_x, ROWS, cols, dt, NULL, TK_E));
+  tk_from_dev(got, d_ids, sizeof got);
+  k_argmax_rows_ref(want, x, ROWS, cols);
+  for (int i = 0; i < ROWS; i++) {
+    if (got[i] != want[i])
+      fprintf(stderr, "argmax %s cols %zu row %d: got %d, want %d\n", dtype_wire_name(dt), cols, i, got[i], want[i]);
+    CHECK_EQ_INT(got[i], want[i]);
+  }
+  if (cols > 3) {  // the policy rows' answers, independently of the reference
+    CHECK_EQ_INT(got[2], 0);
+    CHECK_EQ_INT(got[3], 0);
+    CHECK_EQ_INT(got[5], 0);
+    CHECK_EQ_INT(got[7], 0);
+    CHECK_EQ_INT(got[1], (int)(cols / 3 < mid ? cols / 3 : mid));
+    CHECK_EQ_INT(got[4], (int)mid);
+    CHECK_EQ_INT(got[6], (int)far);
+    CHECK_EQ_INT(got[8], (int)mid);
+    if (cols > 7) CHECK_EQ_INT(got[9], 6);
+  }
+  free(p), free(x);
+  cudaFree(d_x), cudaFree(d_ids);
 }
 
 // One attention case: heads over KV heads of head_dim d, a sliding window
@@ -433,6 +497,8 @@ int main(void) {
     test_norms(dt);
     test_rope(dt);
     test_mlp_act(dt);
+    const size_t widths[] = {1, 5, 33, 1000, 1025, 50257, 128256};
+    for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) test_argmax(dt, widths[k]);
     for (size_t c = 0; c < sizeof PA_CASES / sizeof PA_CASES[0]; c++) test_paged_attn(dt, PA_CASES[c]);
   }
   int major = 0;

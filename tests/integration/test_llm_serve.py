@@ -361,9 +361,25 @@ def test_seeded_sampling_reproduces_alone_and_batched(srv):
     finally:
         s.close()
     assert s.res["same"]["tokens"] == a
+    # the greedy requests of those mixed steps (their tokens picked by the engine, issue 35) are still greedy
+    for i, want in enumerate(fx["tokens"]):
+        n = min(12, len(want))
+        assert s.res["g%d" % i]["tokens"][:n] == want[:n], i
     other = run_alone(srv, "llama3_gqa", p, 12, **dict(kw, random_seed=4321))
     assert other != a  # another seed draws otherwise
     assert a != fx["tokens"][1]  # and sampling is not greedy at this temperature
+
+
+def test_top_k_one_is_greedy_on_either_path(srv):
+    """runtime_top_k 1 at temperature 1 is served as greedy by the engine (eng_llm_sampling_is_greedy), at
+    another temperature by the host sampler: both give transformers' greedy tokens, as does an explicit
+    repetition_penalty of 1 (off: still the engine's greedy)."""
+    fx = fixture("llama3_gqa")
+    p, want = fx["prompts"][0], fx["tokens"][0]
+    n = min(12, len(want))
+    assert run_alone(srv, "llama3_gqa", p, n, temperature=1.0, runtime_top_k=1, random_seed=7) == want[:n]
+    assert run_alone(srv, "llama3_gqa", p, n, temperature=0.7, runtime_top_k=1, random_seed=7) == want[:n]
+    assert run_alone(srv, "llama3_gqa", p, n, repetition_penalty=1.0) == want[:n]
 
 
 def test_end_id_and_stop_words(srv):

@@ -13,6 +13,8 @@
 //              x += act Wdown^T (+ b)  one GEMM with the residual
 //   the sampling items' last rows      k_gather_cuda, then the final norm and the LM head
 //   logits to FP32                     k_widen_cuda, copied to the host
+//   or the greedy rows' tokens         k_argmax_rows_cuda, int32 ids to the host
+//                                      (eng_llm_cuda_step_ids: issue 35)
 // The LM head runs in chunks of LOGIT_ROWS rows, so its scratch (rows x
 // vocab) stays bounded whatever max_step_tokens is.
 #include "engine/llm/cuda/llm_cuda.h"
@@ -69,6 +71,8 @@ struct eng_llm_cuda_runner {
   uint8_t *sbuf;
   void *x, *h, *qkv, *att, *mlp, *act, *last, *lg;
   float *lg32;
+  int32_t *ids_d;  // the greedy rows' tokens (max_step_tokens)
+  int32_t *ids_h;  // pinned, their copy on the host
   // metadata: pinned host and device copies of one layout
   int32_t *meta_h, *meta_d;
   size_t meta_cap;    // int32 entries
@@ -78,8 +82,9 @@ struct eng_llm_cuda_runner {
   // spare block per layer past the pool) at position 0
   int tc;             // prefill attention tiles on tensor cores (eng_llm_cuda_runner_set_tc_prefill)
   int64_t graph_max;  // 0: off
-  cudaGraphExec_t gx[MAX_BUCKETS];
-  int gsplits[MAX_BUCKETS];  // the attention splits each graph was captured with
+  // [0]: every item's logits to the host; [1]: every item greedy (ids only)
+  cudaGraphExec_t gx[2][MAX_BUCKETS];
+  int gsplits[2][MAX_BUCKETS];  // the attention splits each graph was captured with
   float *lg_h;  // pinned: graph_max x vocab logits
   eng_llm_cuda_graph_stats gst;
 };
@@ -149,9 +154,11 @@ void eng_llm_cuda_runner_destroy(eng_llm_cuda_runner *r) {
     (void)cudaSetDevice(r->device);
     (void)cudaStreamSynchronize(r->stream);
   }
-  for (int i = 0; i < MAX_BUCKETS; i++)
-    if (r->gx[i]) cudaGraphExecDestroy(r->gx[i]);
+  for (int g = 0; g < 2; g++)
+    for (int i = 0; i < MAX_BUCKETS; i++)
+      if (r->gx[g][i]) cudaGraphExecDestroy(r->gx[g][i]);
   cudaFreeHost(r->lg_h);
+  cudaFreeHost(r->ids_h);
   eng_gemm_lt_destroy(r->gemm);
   cudaFree(r->wbuf);
   cudaFree(r->k_cache);
@@ -252,14 +259,16 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
                     T * FF * es,
                     T * H * es,
                     lr * (size_t)g->vocab * es,
-                    lr * (size_t)g->vocab * sizeof(float)};
+                    lr * (size_t)g->vocab * sizeof(float),
+                    T * sizeof(int32_t)};
   size_t tot = 0;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) tot += align_up(sizes[i]);
   if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->sbuf, tot)))) {
     err_prefix(e, "cuda runner: %zu bytes of step scratch: ", tot);
     goto fail;
   }
-  void **slots[] = {&r->x, &r->h, &r->qkv, &r->att, &r->mlp, &r->act, &r->last, &r->lg, (void **)&r->lg32};
+  void **slots[] = {&r->x,   &r->h,    &r->qkv, &r->att,           &r->mlp,
+                    &r->act, &r->last, &r->lg,  (void **)&r->lg32, (void **)&r->ids_d};
   for (size_t i = 0, off = 0; i < sizeof sizes / sizeof sizes[0]; off += align_up(sizes[i]), i++)
     *slots[i] = r->sbuf + off;
   // split-K workspace: steps of fewer than SPLIT_BLOCKS x SMs (token, KV head) pairs
@@ -274,6 +283,7 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
   int64_t per_seq = (c->max_context + c->block_tokens - 1) / c->block_tokens;
   r->table_cap = (int64_t)T * per_seq;
   r->meta_cap = (size_t)M_TABLES * T + (size_t)r->table_cap + 1;  // + the spare block's table
+  if ((rc = CUDA_OK(e, cudaMallocHost((void **)&r->ids_h, T * sizeof(int32_t))))) goto fail;
   if ((rc = CUDA_OK(e, cudaMallocHost((void **)&r->meta_h, r->meta_cap * sizeof(int32_t)))) ||
       (rc = CUDA_OK(e, cudaMalloc((void **)&r->meta_d, r->meta_cap * sizeof(int32_t))))) {
     err_prefix(e, "cuda runner: %zu bytes of step metadata: ", r->meta_cap * sizeof(int32_t));
@@ -369,10 +379,13 @@ static int pick_splits(const eng_llm_cuda_runner *r, int64_t T, int64_t max_keys
   return p;
 }
 
-// The step's device work after the metadata copy: T tokens, nl sampled rows
-// (their indices at M_ROWS), logits to dst (device-to-host copies, chunk by
-// chunk). Capturable: every pointer and size is fixed for a given (T, nl).
-static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nl, float *dst, err *e) {
+// The step's device work after the metadata copy: T tokens, nlg + ng
+// sampled rows (their indices at M_ROWS: the nlg whose logits come back,
+// then the ng greedy ones), logits to dst (device-to-host copies, chunk by
+// chunk), the greedy rows' tokens to ids (pinned host, one copy at the end).
+// Capturable: every pointer and size is fixed for a given (T, nlg, ng).
+static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t ng, float *dst, int32_t *ids, err *e) {
+  int64_t nl = nlg + ng;
   const eng_llm_config *g = &r->g;
   const int32_t *pos_d = meta_at(r, r->meta_d, M_POS);
   k_llm_meta meta = {.tok_item = meta_at(r, r->meta_d, M_ITEM),
@@ -394,17 +407,27 @@ static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nl, float *dst
     const uint8_t *src = (const uint8_t *)r->last + (size_t)r0 * (size_t)g->hidden * r->es;
     TRY(norm(r, r->h, src, k, r->norm_w, r->norm_b, e));
     TRY(linear(r, r->lg, r->h, k, g->hidden, r->lm_head, NULL, g->vocab, 0, e));
-    TRY(k_widen_cuda(r->lg32, r->lg, (size_t)(k * g->vocab), r->dt, r->stream, e));
-    TRY(CUDA_OK(e, cudaMemcpyAsync(dst + (size_t)r0 * (size_t)g->vocab, r->lg32, (size_t)(k * g->vocab) * sizeof(float),
-                                   cudaMemcpyDeviceToHost, r->stream)));
+    int64_t kl = nlg - r0 < 0 ? 0 : nlg - r0 < k ? nlg - r0 : k;  // this chunk's logits rows, then greedy ones
+    if (kl) {
+      TRY(k_widen_cuda(r->lg32, r->lg, (size_t)(kl * g->vocab), r->dt, r->stream, e));
+      TRY(CUDA_OK(e, cudaMemcpyAsync(dst + (size_t)r0 * (size_t)g->vocab, r->lg32,
+                                     (size_t)(kl * g->vocab) * sizeof(float), cudaMemcpyDeviceToHost, r->stream)));
+    }
+    if (k > kl)
+      TRY(k_argmax_rows_cuda(r->ids_d + (r0 + kl - nlg), (const uint8_t *)r->lg + (size_t)(kl * g->vocab) * r->es,
+                             (size_t)(k - kl), (size_t)g->vocab, r->dt, r->stream, e));
   }
+  if (ng)
+    TRY(CUDA_OK(e, cudaMemcpyAsync(ids, r->ids_d, (size_t)ng * sizeof(int32_t), cudaMemcpyDeviceToHost, r->stream)));
   return 0;
 }
 
-// A decode-only step of n items (each one token, each sampling) through the
-// graph of its bucket (the next power of two), captured on first use; the
-// padding items are token 0 at position 0 in the spare block.
-static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, float *logits, err *e) {
+// A decode-only step of n items (each one token, each sampling; all greedy
+// or none) through the graph of its bucket (the next power of two) and
+// kind, captured on first use; the padding items are token 0 at position 0
+// in the spare block (greedy too in a greedy graph: their ids are dropped).
+static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, int greedy, float *logits, int32_t *ids,
+                      err *e) {
   int k = 0;
   while (((int64_t)1 << k) < (int64_t)n) k++;
   int64_t B = (int64_t)1 << k;
@@ -420,31 +443,34 @@ static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, float 
   size_t copy = ((size_t)M_TABLES * (size_t)r->c.max_step_tokens + (size_t)spare + 1) * sizeof(int32_t);
   TRY(CUDA_OK(e, cudaMemcpyAsync(r->meta_d, r->meta_h, copy, cudaMemcpyHostToDevice, r->stream)));
   int splits = pick_splits(r, B, max_keys);
-  if (r->gx[k] && r->gsplits[k] != splits) {  // the contexts outgrew its splits: capture again
-    cudaGraphExecDestroy(r->gx[k]);
-    r->gx[k] = NULL;
+  if (r->gx[greedy][k] && r->gsplits[greedy][k] != splits) {  // the contexts outgrew its splits: capture again
+    cudaGraphExecDestroy(r->gx[greedy][k]);
+    r->gx[greedy][k] = NULL;
   }
-  if (!r->gx[k]) {
+  if (!r->gx[greedy][k]) {
     r->splits = splits;
-    r->gsplits[k] = splits;
+    r->gsplits[greedy][k] = splits;
     TRY(CUDA_OK(e, cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal)));
-    int rc = device_work(r, B, B, r->lg_h, e);
+    int rc = device_work(r, B, greedy ? 0 : B, greedy ? B : 0, r->lg_h, r->ids_h, e);
     cudaGraph_t graph = NULL;
     cudaError_t ce = cudaStreamEndCapture(r->stream, &graph);
     if (!rc && ce != cudaSuccess) rc = CUDA_OK(e, ce);
-    if (!rc) rc = CUDA_OK(e, cudaGraphInstantiate(&r->gx[k], graph, 0));
+    if (!rc) rc = CUDA_OK(e, cudaGraphInstantiate(&r->gx[greedy][k], graph, 0));
     if (graph) cudaGraphDestroy(graph);
     (void)cudaGetLastError();
     if (rc) {
-      r->gx[k] = NULL;
+      r->gx[greedy][k] = NULL;
       return err_prefix(e, "cuda runner: capturing the decode graph of %lld items: ", (long long)B), rc;
     }
     r->gst.captures++;
   }
-  TRY(CUDA_OK(e, cudaGraphLaunch(r->gx[k], r->stream)));
+  TRY(CUDA_OK(e, cudaGraphLaunch(r->gx[greedy][k], r->stream)));
   r->gst.launches++;
   TRY(CUDA_OK(e, cudaStreamSynchronize(r->stream)));
-  memcpy(logits, r->lg_h, n * (size_t)r->g.vocab * sizeof(float));
+  if (greedy)
+    memcpy(ids, r->ids_h, n * sizeof(int32_t));
+  else
+    memcpy(logits, r->lg_h, n * (size_t)r->g.vocab * sizeof(float));
   return 0;
 }
 
@@ -483,6 +509,11 @@ void eng_llm_cuda_runner_graph_stats(const eng_llm_cuda_runner *r, eng_llm_cuda_
 }
 
 int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, float *logits, err *e) {
+  return eng_llm_cuda_step_ids(r, w, n, logits, NULL, e);
+}
+
+int eng_llm_cuda_step_ids(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, float *logits, int32_t *ids,
+                          err *e) {
   const eng_llm_config *g = &r->g;
   int64_t T = 0;
   TRY(eng_llm_check_work(g, &r->c, w, n, &T, e));
@@ -490,13 +521,16 @@ int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, f
   int64_t max_keys = 0;
   for (size_t i = 0; i < n; i++)
     if (w[i].start + w[i].n_tokens > max_keys) max_keys = w[i].start + w[i].n_tokens;
-  int decode = r->graph_max && (int64_t)n <= r->graph_max;
-  for (size_t i = 0; i < n && decode; i++) decode = w[i].n_tokens == 1 && w[i].logits;
+#define GREEDY(i) (ids && w[i].logits && w[i].greedy)
+  // decode graphs: every item one sampling token, all greedy or none (a mixed step runs outside graphs)
+  int decode = r->graph_max && (int64_t)n <= r->graph_max, all_greedy = n > 0 && GREEDY(0);
+  for (size_t i = 0; i < n && decode; i++) decode = w[i].n_tokens == 1 && w[i].logits && GREEDY(i) == all_greedy;
   // --- the step's metadata, one copy
   int32_t *tok = meta_at(r, r->meta_h, M_TOK), *pos = meta_at(r, r->meta_h, M_POS);
   int32_t *item = meta_at(r, r->meta_h, M_ITEM), *toff = meta_at(r, r->meta_h, M_TOFF);
   int32_t *rows = meta_at(r, r->meta_h, M_ROWS), *tables = meta_at(r, r->meta_h, M_TABLES);
-  int64_t nt = 0, nl = 0, t = 0;
+  int64_t nt = 0, nlg = 0, ng = 0, nl_done = 0, t = 0;
+  for (size_t i = 0; i < n; i++) nlg += w[i].logits && !GREEDY(i);
   for (size_t i = 0; i < n; i++) {
     int64_t need = (w[i].start + w[i].n_tokens + r->c.block_tokens - 1) / r->c.block_tokens;
     if (nt + need > r->table_cap)  // cannot happen within check_work's limits; kept as a guard
@@ -510,14 +544,20 @@ int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, f
       pos[t] = (int32_t)(w[i].start + j);
       item[t] = (int32_t)i;
     }
-    if (w[i].logits) rows[nl++] = (int32_t)(t - 1);
+    if (GREEDY(i))
+      rows[nlg + ng++] = (int32_t)(t - 1);
+    else if (w[i].logits)
+      rows[nl_done++] = (int32_t)(t - 1);
   }
   TRY(CUDA_OK(e, cudaSetDevice(r->device)));
-  if (decode) return graph_step(r, n, max_keys, logits, e);
+  if (decode) return graph_step(r, n, max_keys, all_greedy, logits, ids, e);
   r->splits = pick_splits(r, T, max_keys);
   size_t copy = ((size_t)M_TABLES * (size_t)r->c.max_step_tokens + (size_t)nt) * sizeof(int32_t);
   TRY(CUDA_OK(e, cudaMemcpyAsync(r->meta_d, r->meta_h, copy, cudaMemcpyHostToDevice, r->stream)));
-  TRY(device_work(r, T, nl, logits, e));
+  TRY(device_work(r, T, nlg, ng, logits, r->ids_h, e));
   TRY(CUDA_OK(e, cudaStreamSynchronize(r->stream)));
+  for (size_t i = 0, j = 0; i < n && ng; i++)
+    if (GREEDY(i)) ids[i] = r->ids_h[j++];
   return 0;
+#undef GREEDY
 }

@@ -53,14 +53,24 @@ size_t eng_llm_cuda_runner_weight_bytes(const eng_llm_cuda_runner *r);
 // before anything is computed); logits gets vocab floats per item with
 // logits set, in item order. Returns after the logits are on the host.
 int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, float *logits, err *e);
+// As eng_llm_step_ids: the greedy items' tokens in ids[i] (their rows'
+// argmax on the device, k_argmax_rows_cuda on the logits in the model's
+// type: the same token as the host's argmax of the FP32 logits, widening
+// being exact), only the other sampling items' logits rows copied to the
+// host (logits: their rows, in item order). ids NULL: eng_llm_cuda_step.
+int eng_llm_cuda_step_ids(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, float *logits, int32_t *ids, err *e);
 
 // CUDA graphs for decode-only steps (every item one token, every item
-// sampling, at most max_batch items): such a step runs as the graph of its
+// sampling, at most max_batch items; every item greedy, with only the ids
+// coming back, or none: a step mixing the two runs outside graphs, as
+// prefill steps do): such a step runs as the graph of its
 // bucket, the next power of two (1, 2, 4, ... up to the largest that is at
 // most max_batch and max_step_tokens), captured on the bucket's first step
 // and replayed after (the padding items compute on a spare KV block past
 // the pool). The metadata copy stays outside the graph; the logits come
-// back through a pinned buffer of max_batch x vocab floats allocated here.
+// back through a pinned buffer of max_batch x vocab floats allocated here,
+// the greedy graphs' ids through a pinned int32 buffer (the argmax kernel
+// and that copy are inside the graph).
 // Other steps run as before. Call once, before the steps.
 int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch, err *e);
 // Prefill attention on tensor cores (k_paged_attn_cuda's tc_prefill: FP16 and

@@ -259,30 +259,37 @@ int main(int argc, char **argv) {
   eng_llm_work *w = malloc((size_t)maxb * sizeof *w);
   float *logits = malloc((size_t)maxb * VOCAB * sizeof(float));
   for (int i = 0; i < maxb * per; i++) tables[i] = i;
-  for (int graphs = 0; graphs < 2; graphs++) {
-    if (graphs) {
+  int32_t *ids = malloc((size_t)maxb * sizeof(int32_t));
+  // mode 0 plain launches, 1 graphs, 2 graphs with every row greedy on the device (issue 35: the
+  // argmax in the graph, int32 ids back instead of batch x vocab FP32 logits)
+  for (int mode = 0; mode < 3; mode++) {
+    int graphs = mode >= 1, greedy = mode == 2;
+    if (mode == 1) {
       // the largest power of two up to the largest batch: smaller ones run as its buckets
       if (eng_llm_cuda_runner_enable_graphs(r, maxb, &e)) {
         fprintf(stderr, "graphs: %s\n", e.msg);
         return 1;
       }
     }
-    printf("\n%s\n%6s %10s %12s %12s %12s %8s\n", graphs ? "CUDA graphs (decode buckets):" : "plain launches:", "batch",
-           "step ms", "tokens/s", "bytes GB", "ideal ms", "ratio");
+    printf("\n%s\n%6s %10s %12s %12s %12s %8s\n",
+           greedy   ? "CUDA graphs, greedy on the device (ids back, no logits):"
+           : graphs ? "CUDA graphs (decode buckets):"
+                    : "plain launches:",
+           "batch", "step ms", "tokens/s", "bytes GB", "ideal ms", "ratio");
     for (int bi = 0; bi < nb; bi++) {
       int B = batches[bi];
       for (int i = 0; i < B; i++) {
         tok[i] = (int32_t)((i * 7919) % VOCAB);
-        w[i] = (eng_llm_work){&tok[i], ctx, 1, tables + (size_t)i * per, per, 1};
+        w[i] = (eng_llm_work){&tok[i], ctx, 1, tables + (size_t)i * per, per, 1, greedy};
       }
       for (int k = 0; k < 3; k++)
-        if (eng_llm_cuda_step(r, w, (size_t)B, logits, &e)) {
+        if (eng_llm_cuda_step_ids(r, w, (size_t)B, logits, greedy ? ids : NULL, &e)) {
           fprintf(stderr, "step: %s\n", e.msg);
           return 1;
         }
       t0 = now_s();
       for (int k = 0; k < steps; k++)
-        if (eng_llm_cuda_step(r, w, (size_t)B, logits, &e)) {
+        if (eng_llm_cuda_step_ids(r, w, (size_t)B, logits, greedy ? ids : NULL, &e)) {
           fprintf(stderr, "step: %s\n", e.msg);
           return 1;
         }
@@ -294,7 +301,7 @@ int main(int argc, char **argv) {
     }
   }
   eng_llm_cuda_runner_destroy(r);
-  free(tables), free(tok), free(w), free(logits), free(list);
+  free(tables), free(tok), free(w), free(logits), free(list), free(ids);
   if (made) {
     char p[4096];
     snprintf(p, sizeof p, "%s/config.json", dir);

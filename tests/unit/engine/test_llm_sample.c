@@ -1,11 +1,14 @@
 // tests/unit/engine/test_llm_sample.c: engine/llm/llm_sample.c: greedy,
 // each filter's effect on which ids can come out, the repetition penalty's
 // sign rule, and the counter-based draws (a seed and a counter give one
-// token, whatever else was drawn before; different seeds differ).
+// token, whatever else was drawn before; different seeds differ), and which
+// sampling a runner may serve with its own argmax (eng_llm_sampling_is_greedy)
+// with k_argmax_rows_ref's policy (ties, -inf, NaN) equal to the sampler's.
 #include <math.h>
 #include <stdlib.h>
 
 #include "engine/llm/llm_sample.h"
+#include "kernels/k_ref.h"
 #include "tests/unit/check.h"
 
 #define V 8
@@ -103,6 +106,48 @@ static void test_reproducible(eng_llm_sampler *s) {
   CHECK(fabs(sum / 10000 - 0.5) < 0.02);
 }
 
+// Which requests a runner may serve with its own argmax (eng_llm_work's greedy, issue 35), and the
+// argmax's policy (k_argmax_rows_ref, k_argmax_rows_cuda's reference): the lowest id on ties, NaN
+// never chosen unless at index 0, -inf like any value.
+static void test_greedy_rule(eng_llm_sampler *s) {
+  eng_llm_sampling p = eng_llm_sampling_greedy();
+  CHECK_EQ_INT(eng_llm_sampling_is_greedy(&p), 1);
+  p.top_k = 5;  // ignored at temperature 0
+  p.top_p = 0.5f;
+  CHECK_EQ_INT(eng_llm_sampling_is_greedy(&p), 1);
+  p.repetition_penalty = 1.1f;  // the penalty changes the logits: host
+  CHECK_EQ_INT(eng_llm_sampling_is_greedy(&p), 0);
+  p = eng_llm_sampling_greedy();
+  p.temperature = 0.7f;
+  CHECK_EQ_INT(eng_llm_sampling_is_greedy(&p), 0);
+  p.top_k = 1;  // top_k 1, but scaled logits may round equal: host
+  CHECK_EQ_INT(eng_llm_sampling_is_greedy(&p), 0);
+  p.temperature = 1;
+  CHECK_EQ_INT(eng_llm_sampling_is_greedy(&p), 1);
+  p.top_k = 2;
+  CHECK_EQ_INT(eng_llm_sampling_is_greedy(&p), 0);
+  // where the rule says greedy, the sampler's token is the argmax, whatever the seed and counter
+  float rows[6][V] = {{1, 3, 2.5f, -1, 3, .5f, -4, 2.9f},
+                      {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY},
+                      {-INFINITY, -INFINITY, -5, -INFINITY, -5, -INFINITY, -INFINITY, -INFINITY},
+                      {NAN, 1, 2, 3, 4, 5, 6, 7},
+                      {0, NAN, 2, NAN, 2, 1, 0, 0},
+                      {0, 0, 0, 0, 0, 0, 0, INFINITY}};
+  const int32_t want[6] = {1, 0, 2, 0, 2, 7};
+  int32_t got[6];
+  k_argmax_rows_ref(got, rows[0], 6, V);
+  for (int r = 0; r < 6; r++) {
+    CHECK_EQ_INT(got[r], want[r]);
+    eng_llm_sampling g = eng_llm_sampling_greedy();
+    g.seed = 1234;
+    CHECK_EQ_INT(eng_llm_sample(s, rows[r], &g, NULL, 0, (uint64_t)r), want[r]);
+    if (r == 3 || r == 4) continue;  // the sorted path (top_k 1) is the argmax on NaN-free rows
+    g.temperature = 1, g.top_k = 1;
+    CHECK_EQ_INT(eng_llm_sampling_is_greedy(&g), 1);
+    CHECK_EQ_INT(eng_llm_sample(s, rows[r], &g, NULL, 0, (uint64_t)r), want[r]);
+  }
+}
+
 int main(void) {
   eng_llm_sampler *s = eng_llm_sampler_create(V);
   CHECK(s != NULL);
@@ -111,6 +156,7 @@ int main(void) {
   test_greedy(s);
   test_filters(s);
   test_reproducible(s);
+  test_greedy_rule(s);
   eng_llm_sampler_destroy(s);
   CHECK_DONE();
 }

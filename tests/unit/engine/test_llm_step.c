@@ -4,7 +4,8 @@
 // token by token) and whatever other sequences share the step or which
 // physical blocks its table names; work naming a block outside the pool, a
 // token outside the vocabulary, a table too short or too many tokens is
-// refused. (Equality with transformers: tests/llm/check_llm_greedy.py.)
+// refused; eng_llm_step_ids gives greedy items the argmax of their rows as
+// ids and only the other rows' logits. (Equality with transformers: tests/llm/check_llm_greedy.py.)
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "check.h"
 #include "engine/llm/llm_model.h"
 #include "engine/llm/llm_step.h"
+#include "kernels/k_ref.h"
 
 enum { H = 16, NH = 4, NKV = 2, D = 4, FF = 32, V = 32, LAYERS = 2 };
 static char dir[] = "/tmp/test_llm_step_XXXXXX";
@@ -136,6 +138,25 @@ static void test_splits(const eng_llm_model *m) {
     CHECK_NEAR(batched[0][v], one[9][v], 1e-5, 1e-5);
     CHECK_NEAR(batched[1][v], one[3][v], 1e-5, 1e-5);
   }
+  // greedy items (eng_llm_step_ids, issue 35): their tokens in ids, the argmax of the rows the
+  // logits path gives; the other sampling items' rows alone in logits, in item order
+  int32_t am[2], ids[2] = {-7, -7};
+  k_argmax_rows_ref(am, batched[0], 2, V);
+  static float rest[2][V];
+  w[0].greedy = 1;
+  CHECK_EQ_INT(eng_llm_step_ids(r, w, 2, rest[0], ids, &e), 0);
+  CHECK_EQ_INT(ids[0], am[0]);
+  CHECK_EQ_INT(ids[1], -7);  // not greedy: untouched
+  for (int v = 0; v < V; v++) CHECK_NEAR(rest[0][v], batched[1][v], 1e-5, 1e-5);
+  w[1].greedy = 1;
+  ids[0] = ids[1] = -7;
+  CHECK_EQ_INT(eng_llm_step_ids(r, w, 2, rest[0], ids, &e), 0);
+  CHECK_EQ_INT(ids[0], am[0]);
+  CHECK_EQ_INT(ids[1], am[1]);
+  // ids NULL: greedy ignored, every row's logits as eng_llm_step
+  CHECK_EQ_INT(eng_llm_step_ids(r, w, 2, rest[0], NULL, &e), 0);
+  for (int v = 0; v < V; v++) CHECK_NEAR(rest[1][v], batched[1][v], 1e-5, 1e-5);
+  w[0].greedy = w[1].greedy = 0;
   // the logits differ between positions (the test is not vacuous)
   double dsum = 0;
   for (int v = 0; v < V; v++) dsum += fabs(one[9][v] - one[8][v]);
