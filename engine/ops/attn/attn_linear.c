@@ -73,7 +73,7 @@ static int la_check(const eng_op_params *p, const eng_tensor *in, int n_in, la_s
 
 int eng_ops__infer_linear_attn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                                err *e) {
-  la_shape s;
+  la_shape s = {0};
   TRY(la_check(p, in, n_in, &s, e));
   out[0] = in[0];
   out[0].data = NULL;
@@ -89,7 +89,7 @@ int eng_ops__infer_linear_attn(const eng_op_params *p, const eng_tensor *in, int
 
 int eng_ops__run_linear_attn(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                              err *e) {
-  la_shape s;
+  la_shape s = {0};
   TRY(la_check(p, in, n_in, &s, e));
   size_t sn = (size_t)(s.B * s.Hkv * s.dk * s.dv);
   int own = !(n_out > 1 && out[1].dt != DT_INVALID);

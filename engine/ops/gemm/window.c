@@ -32,7 +32,7 @@ static int window_size(const eng_tensor *t, int64_t *n, err *e) {
 int eng_ops__infer_window(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                           err *e) {
   (void)n_in, (void)n_out;
-  int64_t n;
+  int64_t n = 0;
   TRY(window_size(&in[0], &n, e));
   out[0].dt = eng_ops_cpu_internal_dtype(p->to);
   out[0].ndims = 1;
@@ -43,7 +43,7 @@ int eng_ops__infer_window(const eng_op_params *p, const eng_tensor *in, int n_in
 int eng_ops__run_window(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                         err *e) {
   (void)n_in, (void)n_out;
-  int64_t n;
+  int64_t n = 0;
   TRY(window_size(&in[0], &n, e));
   double N = (double)(p->exclusive ? n : n - 1), pi2 = 2 * M_PI;
   float *y = out[0].data;

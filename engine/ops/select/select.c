@@ -237,7 +237,7 @@ static int nms(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *
 
 static int infer_nms(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e) {
   (void)n_out;
-  int64_t n;
+  int64_t n = 0;
   TRY(nms(p, in, n_in, NULL, &n, e));
   out[0].dt = DT_INT64;
   out[0].ndims = 2;
@@ -248,7 +248,7 @@ static int infer_nms(const eng_op_params *p, const eng_tensor *in, int n_in, eng
 
 static int run_nms(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e) {
   (void)n_out;
-  int64_t n;
+  int64_t n = 0;
   TRY(nms(p, in, n_in, out[0].data, &n, e));
   if (n != out[0].dims[0])
     return err_set(e, ERR_INTERNAL, "selected %lld boxes, planned %lld", (long long)n, (long long)out[0].dims[0]);
