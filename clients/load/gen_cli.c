@@ -93,8 +93,9 @@ int ld_gen_vocab_from_config(const char *path, int64_t *vocab, err *e) {
   int rc = 0;
   if (!o)
     rc = err_set(e, ERR_INVALID_ARGUMENT, "--model-config: %s is not JSON", p);
-  else if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble != floor(v->valuedouble))
-    rc = err_set(e, ERR_INVALID_ARGUMENT, "--model-config: %s has no whole vocab_size >= 1", p);
+  else if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 2147483647.0 ||
+           v->valuedouble != floor(v->valuedouble))
+    rc = err_set(e, ERR_INVALID_ARGUMENT, "--model-config: %s has no whole vocab_size in 1 .. 2^31-1", p);
   else
     *vocab = (int64_t)v->valuedouble;
   cJSON_Delete(o);

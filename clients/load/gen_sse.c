@@ -142,7 +142,10 @@ int ld_gen_parse_tokens_event(const char *data, size_t len, int64_t *n_tokens, c
 
 static int64_t usage_field(const cJSON *usage, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(usage, k);
-  return cJSON_IsNumber(v) && v->valuedouble >= 0 ? (int64_t)v->valuedouble : -1;
+  // a count past 2^53 is no token count a server sends: -1 (unknown), as a negative or missing one is,
+  // and never a double converted out of int64_t's range
+  return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0 ? (int64_t)v->valuedouble
+                                                                                          : -1;
 }
 
 int ld_gen_parse_openai_chunk(const char *data, size_t len, ld_oai_chunk *out, char *errbuf, size_t cap) {
