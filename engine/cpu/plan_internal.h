@@ -139,6 +139,9 @@ int eng_plan__prepare(eng_plan *p, const eng_tensor *inputs, size_t n_in, size_t
 // bytes into plan memory (converted to the internal type), points
 // p->cur[v].data at them and sets p->val_dirty when they differ from the
 // signature's. free: what find and load allocated.
+// plan_fuse.c: the Add and activation each fusable node absorbs (fuse_add,
+// fuse_act, ...), found once at create for a plan with a host arena.
+int eng_plan__find_fusions(eng_plan *p, err *e);
 int eng_plan__find_value_inputs(eng_plan *p, err *e);
 int eng_plan__load_value_inputs(eng_plan *p, const eng_tensor *inputs, err *e);
 void eng_plan__free_value_inputs(eng_plan *p);
