@@ -48,7 +48,8 @@ def cells(rows, targets, streams):
                     continue
                 thr = min(float(r["throughput_rps"]) for r in rs)
                 p99 = max(float(r["p99_ms"]) for r in rs)
-                if p99 <= t and (best is None or thr > best[1]):
+                # thr 0: a window where nothing completed (its p99 reads 0), which meets no target
+                if thr > 0 and p99 <= t and (best is None or thr > best[1]):
                     best = (c, thr, p99, len(rs))
             out[(t, s)] = best
     return out

@@ -25,7 +25,8 @@ def test_cells_pick_the_best_worse_measurement_per_streams():
             row(2, 64, 2000, 15), row(2, 64, 1500, 18),     # confirmed: counts as 1500 at 18 ms
             row(3, 64, 2500, 12), row(3, 64, 2600, 25),     # its confirmation missed 20 ms: 2500 at 25 ms
             row(4, 64, 9000, 1, errors=3),                  # errors never win
-            row(5, 512, 3500, 60)]
+            row(5, 512, 3500, 60),
+            row(6, 512, 0, 0)]                              # nothing completed in its window: p99 reads 0
     c = pick.cells(rows, [5, 20, 50], [64, 512])
     assert c[(5, 64)] == ("1", 1000, 4, 1)
     assert c[(20, 64)] == ("2", 1500, 18, 2)
