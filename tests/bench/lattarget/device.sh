@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One GPU-machine call of issue 37's figures for one model (run.sh beside this file), from the repository root:
+# One GPU-machine call of issue 37's figures for one model (run.sh beside this file; README.md there: each step's
+# expected time and what the time box costs), from the repository root:
 #   bash tests/bench/lattarget/device.sh .devrun-lat37 resnet50     (call 1, ~7.5 min)
-#   bash tests/bench/lattarget/device.sh .devrun-lat37 bert_base    (call 2, ~8 min: the export first)
+#   TUNE_S=200 bash tests/bench/lattarget/device.sh .devrun-lat37 bert_base    (call 2, ~8 min: the export first)
 # BUNDLE is the folder bundle.sh wrote (carried: carry [".devrun-lat37"]). Unpacks the binaries, makes the
 # device's CUDA and cuDNN libraries visible, installs the wheels (no index) into BUNDLE/site unless the torch
 # venv already imports tritonclient's protos, and runs run.sh with OUT=$OUT/lat37_<model> (or /tmp/...): the
