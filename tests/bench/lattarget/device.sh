@@ -25,7 +25,10 @@ if ! "$py" -c "$check" 2>/dev/null; then
     whl=("$b"/wheels/*.whl)
     "$py" -c 'import ml_dtypes' 2>/dev/null || whl+=("$b"/wheels/extra/ml_dtypes-*.whl)
     "$py" -c 'import packaging.version' 2>/dev/null || whl+=("$b"/wheels/extra/packaging-*.whl)
-    "$py" -m pip install -q --no-index --no-deps --target "$b/site" "${whl[@]}" || exit 1
+    # a venv without pip: a wheel is a zip laid out for site-packages, so unpacking it is an install
+    "$py" -m pip install -q --no-index --no-deps --target "$b/site" "${whl[@]}" ||
+      "$py" -c 'import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]' \
+        "$b/site" "${whl[@]}" || exit 1
   fi
   # a wrapper: the wheels on inferd-tune's and pick.py's path only, not on the exporter's (onnx keeps its protobuf)
   tpy=$b/tune-python
