@@ -21,7 +21,7 @@
 #   search's budget; it may run one configuration past it, and its confirmations), TUNE_SPACE (inferd-tune's space
 #   flags; default per model below), TUNE_DUR (2.5: s per tune level), DUR (8: s per measured level of step 4),
 #   WARM_S (3), PREP_S (--model-prepare-budget-s for both servers, 5: a configuration loads in seconds, sizes left
-#   out run padded), CONNS (inferd-load --connections, 8), THREADS (inferd-load --threads, 8), READY_S (180),
+#   out run padded; SERVE_PREP_S: step 4's alone, default PREP_S), CONNS (inferd-load --connections, 8), THREADS (inferd-load --threads, 8), READY_S (180),
 #   PYTHON (models.py: numpy, onnx; torch and transformers for BERT: /opt/torch/.venv/bin/python where it
 #   exists), TUNE_PYTHON (inferd-tune and pick.py: tritonclient's protos; default PYTHON), BERT_ONNX (an export
 #   written before), SEQ (128), MAX_BATCH (the base config's; default the space's largest), DEADLINE_S (520: step 4
@@ -102,7 +102,7 @@ sed 's/^/   /' "$OUT/pick.txt" | tee -a "$OUT/steps.txt"
 for d in "$work/repo"/*/; do cp "$d/config.pbtxt" "$OUT/load/$(basename "$d").config.pbtxt"; done
 
 # --- 4. one server with all of them
-"$BIN/inferd" --model-repository "$work/repo" --grpc-port 0 --http-port 0 --model-prepare-budget-s "$PREP_S" \
+"$BIN/inferd" --model-repository "$work/repo" --grpc-port 0 --http-port 0 --model-prepare-budget-s "${SERVE_PREP_S:-$PREP_S}" \
   >"$OUT/inferd.stdout" 2>"$OUT/inferd.log" &
 SRV=$!
 trap 'kill -TERM $SRV 2>/dev/null; wait $SRV 2>/dev/null' EXIT
