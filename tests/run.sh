@@ -14,6 +14,10 @@ jobs=${INFERD_JOBS:-$(nproc)}
 
 step() { printf '\n=== %s\n' "$*"; }
 
+# The headless-Chromium checks (inferd-tune's report, the dashboard) fail here, rather than skip, when
+# chromium, chromedriver or selenium is missing: deploy/install-deps.sh installs them, and CI runs this file.
+export INFERD_REQUIRE_BROWSER=${INFERD_REQUIRE_BROWSER:-1}
+
 run_preset() {
   local preset=$1
   step "configure + build ($preset)"
