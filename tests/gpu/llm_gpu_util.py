@@ -31,7 +31,7 @@ class Server:
         self.args = [binary, "--model-repository", repo, "--grpc-port", "0", "--http-port", "0",
                      "--log-level", "info"] + list(extra)
         self.log_path = log_path
-        self.port = None
+        self.port = self.grpc_port = None  # HTTP's, gRPC's
         self.proc = None
         self._ready = threading.Event()
         self.lines = []
@@ -54,7 +54,7 @@ class Server:
                 self.lines.append(line.rstrip("\n"))
                 m = READY_RE.search(line)
                 if m and not self._ready.is_set():
-                    self.port = int(m.group(2))
+                    self.port, self.grpc_port = int(m.group(2)), int(m.group(1))
                     self._ready.set()
         self._ready.set()
 

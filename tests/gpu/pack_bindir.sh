@@ -11,11 +11,11 @@ set -eu
 OUT="${1:?usage: $0 OUT [BUILD_DIR]}"
 B="${2:-build}"
 mkdir -p "$OUT/lib"
-for x in inferd test_k_cuda_llm test_gpu_llm_step bench_llm_decode; do
+for x in inferd inferd-load test_k_cuda_llm test_gpu_llm_step bench_llm_decode; do
   if [ -x "$B/bin/$x" ]; then cp "$B/bin/$x" "$OUT/"; else echo "not built: $B/bin/$x"; fi
 done
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libcuda\.so|libnvidia)'
-for x in "$OUT"/inferd "$OUT"/test_* "$OUT"/bench_*; do
+for x in "$OUT"/inferd "$OUT"/inferd-load "$OUT"/test_* "$OUT"/bench_*; do
   [ -x "$x" ] || continue
   ldd "$x" | awk '/=> \//{print $1, $3}' | while read -r name path; do
     echo "$name" | grep -Eq "$skip" && continue
