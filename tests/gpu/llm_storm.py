@@ -283,28 +283,42 @@ def main():
     ap.add_argument("--n", type=int, default=96)
     ap.add_argument("--blocks", type=int, default=96, help="kv_cache_blocks of 16 tokens")
     ap.add_argument("--json")
+    ap.add_argument("--fixture", action="store_true",
+                    help="no torch: tests/llm's tiny Llama fixture (numpy) on a pool of 40 blocks of 4 tokens, "
+                         "48 streams (a check of this script on the CPU)")
     a = ap.parse_args()
     if not W.have_grpc():
         U.log("SKIP gRPC half: no grpcio for %s (PYTHONPATH to a folder holding it, e.g. tests/gpu/llm_pydeps.sh's);"
               " every stream goes over HTTP" % sys.executable)
     repo = os.path.join(a.work, "storm_repo")
     ck = os.path.join(repo, "storm", "1")
-    if not os.path.exists(os.path.join(ck, "model.safetensors")):
+    params = {"max_model_len": "512", "max_num_seqs": "64", "max_num_batched_tokens": "2048",
+              "kv_block_tokens": "16", "kv_cache_blocks": str(a.blocks)}
+    plan = Plan(n=a.n, vocab=2048, use_grpc=W.have_grpc())
+    if a.fixture:
+        sys.path.insert(0, os.path.join(HERE, "..", "llm"))
+        import llm_ckpt
+        with open(os.path.join(HERE, "..", "llm", "fixtures", "llama3_gqa.json")) as f:
+            fx = json.load(f)
+        if not os.path.exists(os.path.join(ck, "model.safetensors")):
+            llm_ckpt.write_checkpoint(fx, ck)
+        a.blocks = 40
+        params = {"max_model_len": "128", "max_num_seqs": "16", "max_num_batched_tokens": "64",
+                  "kv_block_tokens": "4", "kv_cache_blocks": "40"}
+        plan = Plan(n=48, prompt=(4, 40), out=(8, 60), stagger_s=0.3, vocab=fx["config"]["vocab_size"],
+                    eos=[fx["config"]["eos_token_id"]], use_grpc=W.have_grpc())
+    elif not os.path.exists(os.path.join(ck, "model.safetensors")):
         cfg = U.tiny_config("llama", vocab=2048, hidden=512, layers=4, heads=8, kv_heads=2, inter=1408, max_pos=2048)
         U.save_model(cfg, ck, seed=7, dtype="float32", device="cuda" if a.kind == "KIND_GPU" else "cpu")
-    U.write_config(os.path.join(repo, "storm"),
-                   {"max_model_len": "512", "max_num_seqs": "64", "max_num_batched_tokens": "2048",
-                    "kv_block_tokens": "16", "kv_cache_blocks": str(a.blocks)},
-                   gpus=(0,) if a.kind == "KIND_GPU" else (), kind=a.kind)
+    U.write_config(os.path.join(repo, "storm"), params, gpus=(0,) if a.kind == "KIND_GPU" else (), kind=a.kind)
     srv = U.Server(os.path.join(a.bin, "inferd"), repo, os.path.join(a.work, "storm_inferd.log"))
     rc = 1
     try:
         srv.start(timeout=120)
         srv.wait_models(["storm"], timeout=120)
-        plan = Plan(n=a.n, vocab=2048, use_grpc=W.have_grpc())
         tie = None
         try:
-            tie = torch_tie_check(ck) if a.kind == "KIND_GPU" else None
+            tie = torch_tie_check(ck) if a.kind == "KIND_GPU" and not a.fixture else None
         except Exception as e:  # noqa: BLE001 (only a diagnosis)
             U.log("  (no near-tie check: %r)" % e)
         checks, summary = storm(srv.port, "127.0.0.1:%d" % srv.grpc_port, "storm", plan,

@@ -10,6 +10,7 @@ alive. What each check means: tests/gpu/llm_storm.py."""
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -51,3 +52,29 @@ def test_cancellation_storm_full_pool(storm_srv):
     print(report + "\nsummary: %s (seed %d)" % (json.dumps(summary), plan.seed))
     assert summary["passed"], report + "\n(INFERD_TEST_SEED=%d reproduces the workload)" % plan.seed
     assert summary["cancelled_grpc"] > 0 and summary["cancelled_http"] > 0, summary
+
+
+def test_gpu_bench_script_on_the_cpu(tmp_path):
+    """tests/bench/llm/llm_gpu_bench.py --smoke: the device bench's own code on the CPU with the tiny fixture
+    (inferd-load's runs, the server's inter-token mean, the storm through its script, the one table), so a
+    broken script is found here and not in a device call. transformers and bench_llm_decode say they did not
+    run (no torch, no CUDA build here)."""
+    bindir = str(tmp_path / "bin")
+    os.makedirs(bindir)
+    for name, path in (("inferd", lib.inferd_bin()),
+                       ("inferd-load", os.environ.get("INFERD_LOAD_BIN",
+                                                      os.path.join(os.path.dirname(lib.inferd_bin()), "inferd-load")))):
+        os.symlink(os.path.abspath(path), os.path.join(bindir, name))
+    p = subprocess.run([sys.executable, os.path.join(lib.REPO_ROOT, "tests", "bench", "llm", "llm_gpu_bench.py"),
+                        "--smoke", "--bin", bindir, "--work", str(tmp_path / "work"), "--budget", "240"],
+                       capture_output=True, text=True, timeout=300)
+    out = p.stdout
+    assert p.returncode == 0, out[-4000:] + p.stderr[-2000:]
+    rows = [l for l in out.splitlines() if l.startswith("| ")]
+    got = {r.split(" | ")[0][2:]: r for r in rows}
+    for api in ("gRPC ModelStreamInfer", "HTTP SSE"):
+        r = got["256 streams, 512 in / 256 out, %s: output tokens/s" % api]
+        assert "(16 of 16 completed, 0 short)" in r, r
+    assert any(k.startswith("storm: 48 streams") and "| PASS: " in r and "lost 0, cut 0, wrong 0" in r
+               for k, r in got.items()), rows
+    assert "inferd exit code after SIGTERM: 0" in out and "storm server exit code after SIGTERM: 0" in out, out[-3000:]
