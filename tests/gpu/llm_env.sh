@@ -5,8 +5,8 @@
 #
 # Sets BINDIR (argument 1, made absolute; must hold an executable inferd), WORK (argument 2, or a new
 # /tmp/$LLM_ENV_NAME.XXXXXX), PY (PYTHON, default /opt/torch/.venv/bin/python, else python3) and
-# LD_LIBRARY_PATH (BINDIR, BINDIR/lib, then the CUDA toolkit's and torch's nvidia/*/lib folders, where a
-# bare GPU machine keeps cuBLAS and cuDNN), checks that inferd's libraries resolve and that PY has torch
+# LD_LIBRARY_PATH (BINDIR, BINDIR/lib or BINDIR/lib.tar.xz unpacked into WORK, then the CUDA toolkit's and
+# torch's nvidia/*/lib folders, where a bare GPU machine keeps cuBLAS and cuDNN), checks that inferd's libraries resolve and that PY has torch
 # with CUDA and transformers, and prints the GPU and the versions. A wrong setup exits 2 saying what.
 if [ -z "${1:-}" ] || [ ! -x "$1/inferd" ]; then
   echo "usage: $0 BINDIR [WORKDIR]   (BINDIR must hold an executable 'inferd'; got '${1:-}')" >&2
@@ -18,7 +18,10 @@ mkdir -p "$WORK"
 WORK="$(cd "$WORK" && pwd)"
 PY="${PYTHON:-/opt/torch/.venv/bin/python}"
 [ -x "$PY" ] || PY="$(command -v python3)"
-llm_env_libs="$BINDIR:$BINDIR/lib"
+if [ ! -d "$BINDIR/lib" ] && [ -f "$BINDIR/lib.tar.xz" ]; then  # pack_bindir.sh XZ=1's
+  mkdir -p "$WORK/bindir_lib" && tar -C "$WORK/bindir_lib" -xJf "$BINDIR/lib.tar.xz" || exit 2
+fi
+llm_env_libs="$BINDIR:$BINDIR/lib:$WORK/bindir_lib/lib"
 for d in /usr/local/cuda/lib64 "$(dirname "$(dirname "$PY")")"/lib/python3*/site-packages/nvidia/*/lib; do
   [ -d "$d" ] && llm_env_libs="$llm_env_libs:$d"
 done
