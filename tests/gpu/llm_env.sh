@@ -6,8 +6,9 @@
 # Sets BINDIR (argument 1, made absolute; must hold an executable inferd), WORK (argument 2, or a new
 # /tmp/$LLM_ENV_NAME.XXXXXX), PY (PYTHON, default /opt/torch/.venv/bin/python, else python3) and
 # LD_LIBRARY_PATH (BINDIR, BINDIR/lib or BINDIR/lib.tar.xz unpacked into WORK, then the CUDA toolkit's and
-# torch's nvidia/*/lib folders, where a bare GPU machine keeps cuBLAS and cuDNN), checks that inferd's libraries resolve and that PY has torch
-# with CUDA and transformers, and prints the GPU and the versions. A wrong setup exits 2 saying what.
+# torch's nvidia/*/lib folders, where a bare GPU machine keeps cuBLAS and cuDNN), checks that inferd's
+# libraries resolve and that PY has torch with CUDA and transformers, and prints the GPU and the
+# versions. A wrong setup exits 2 saying what.
 if [ -z "${1:-}" ] || [ ! -x "$1/inferd" ]; then
   echo "usage: $0 BINDIR [WORKDIR]   (BINDIR must hold an executable 'inferd'; got '${1:-}')" >&2
   exit 2

@@ -132,7 +132,7 @@ def part_server(a, bw, wbytes):
             U.log("  " + l)
         # warm: 256 short requests and one long, so the graphs of the buckets are captured before the clock runs
         load(a, srv, "warm256", "grpc", CONC, CONC, 8, 1, 90)
-        j = load(a, srv, "one", "grpc", 2, 1, NEW, 2, 60)
+        j = load(a, srv, "one", "grpc", 3, 1, NEW, 2, 60)
         if j:
             R["one"] = j
             R["one_bound_ms"] = wbytes / bw * 1e3
@@ -231,7 +231,8 @@ def hf_run(a, ck, mode, cap):
             return r
         err = (p.stderr or "").strip().splitlines()
         oom = any("out of memory" in l.lower() for l in err)
-        U.log("HF %s batch %d: failed (%s)" % (mode, batch, "out of memory" if oom else (err[-1] if err else p.returncode)))
+        why = "out of memory" if oom else (err[-1] if err else p.returncode)
+        U.log("HF %s batch %d: failed (%s)" % (mode, batch, why))
         if not oom:
             return None
     return None
@@ -282,7 +283,8 @@ def fmt(x, f="%.3f"):
 
 def table():
     rows = [("memory bandwidth (D2D copy, read + write)", fmt(R.get("bw_gbs"), "%.0f GB/s"), "", ""),
-            ("weights (FP16, tied)", fmt(R.get("w_gb"), "%.2f GB"), "", "")]
+            ("weights (FP16, tied)", fmt(R.get("w_gb"), "%.2f GB"), "", ""),
+            ("inferd: start to model ready", fmt(R.get("load_s"), "%.1f s"), "", "")]
 
     def step_row(name, key, bound):
         # the step: time per output token after the first (p50 over requests: robust to tokens that arrive
