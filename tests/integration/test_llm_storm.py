@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(lib.REPO_ROOT, "tests", "llm"))
 sys.path.insert(0, os.path.join(lib.REPO_ROOT, "tests", "gpu"))
 import llm_ckpt  # noqa: E402
 import llm_storm  # noqa: E402
+from test_load import load_bin  # noqa: E402  (inferd-load beside the inferd under test)
 
 FIXTURE = os.path.join(lib.REPO_ROOT, "tests", "llm", "fixtures", "llama3_gqa.json")
 
@@ -61,9 +62,7 @@ def test_gpu_bench_script_on_the_cpu(tmp_path):
     run (no torch, no CUDA build here)."""
     bindir = str(tmp_path / "bin")
     os.makedirs(bindir)
-    for name, path in (("inferd", lib.inferd_bin()),
-                       ("inferd-load", os.environ.get("INFERD_LOAD_BIN",
-                                                      os.path.join(os.path.dirname(lib.inferd_bin()), "inferd-load")))):
+    for name, path in (("inferd", lib.inferd_bin()), ("inferd-load", load_bin())):
         os.symlink(os.path.abspath(path), os.path.join(bindir, name))
     p = subprocess.run([sys.executable, os.path.join(lib.REPO_ROOT, "tests", "bench", "llm", "llm_gpu_bench.py"),
                         "--smoke", "--bin", bindir, "--work", str(tmp_path / "work"), "--budget", "240"],
