@@ -345,7 +345,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--budget", type=float, default=440)
+    ap.add_argument("--budget", type=float, default=420)
     ap.add_argument("--smoke", action="store_true", help="the plumbing on the CPU, no torch: tiny sizes")
     a = ap.parse_args()
     a.deadline = time.time() + a.budget

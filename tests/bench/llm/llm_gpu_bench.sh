@@ -12,7 +12,7 @@
 # (kept and reused), the repositories and the servers' logs. PYTHON (default /opt/torch/.venv/bin/python):
 # torch with CUDA and transformers (setup: tests/gpu/llm_env.sh). grpcio for the storm's gRPC half: from
 # .pydeps/grpcio.tar.xz (tests/gpu/llm_pydeps.sh) when that is here, else PYTHON's own, else the storm
-# goes over HTTP alone and says so. Every part has a time limit and the whole is killed at 460 s (one
+# goes over HTTP alone and says so. Every part has a time limit and the whole is killed at 440 s (one
 # device call of 8 minutes); the table prints whatever finished. Exit 0 when the served throughput was
 # measured and the storm passed.
 set -u
@@ -25,7 +25,7 @@ if [ -f "$ROOT/.pydeps/grpcio.tar.xz" ]; then
     export PYTHONPATH="$WORK/pydeps${PYTHONPATH:+:$PYTHONPATH}"
 fi
 "$PY" -c 'import grpc; print("grpcio", grpc.__version__)' 2>/dev/null || echo "no grpcio: the storm streams over HTTP alone"
-timeout -k 10 460 "$PY" "$HERE/llm_gpu_bench.py" --bin "$BINDIR" --work "$WORK" --budget 440
+timeout -k 10 440 "$PY" "$HERE/llm_gpu_bench.py" --bin "$BINDIR" --work "$WORK" --budget 420
 rc=$?
-[ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "(killed at 460 s: the figures above are what finished)"
+[ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "(killed at 440 s: the figures above are what finished)"
 exit $rc
