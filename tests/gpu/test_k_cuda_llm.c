@@ -90,11 +90,11 @@ static double rtol_of(dtype dt) {
 static void test_errors(void) {
   err e = {0};
   void *p = (void *)16;
-  CHECK_EQ_INT(k_argmax_rows_cuda(NULL, NULL, 0, 8, DT_FP16, NULL, &e), 0);  // no rows: nothing to do
-  CHECK_EQ_INT(k_argmax_rows_cuda(NULL, p, 2, 8, DT_FP16, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_argmax_rows_cuda(NULL, NULL, 0, 8, NULL, DT_FP16, NULL, &e), 0);  // no rows: nothing to do
+  CHECK_EQ_INT(k_argmax_rows_cuda(NULL, p, 2, 8, NULL, DT_FP16, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "k_argmax_rows_cuda");
-  CHECK_EQ_INT(k_argmax_rows_cuda(p, p, 2, 0, DT_FP16, NULL, &e), ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(k_argmax_rows_cuda(p, p, 2, 8, DT_INT32, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_argmax_rows_cuda(p, p, 2, 0, p, DT_FP16, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_argmax_rows_cuda(p, p, 2, 8, p, DT_INT32, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_embed_cuda(p, NULL, NULL, p, p, 4, 8, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "k_embed_cuda");
   CHECK_EQ_INT(k_rms_norm_dt_cuda(p, p, p, 4, 8, 1e-5f, DT_INT32, NULL, &e), ERR_INVALID_ARGUMENT);
@@ -261,14 +261,24 @@ static void test_argmax(dtype dt, size_t cols) {
   void *p = pack(x, ROWS * cols, dt);                         // x now holds the rounded values
   void *d_x = tk_to_dev(p, ROWS * cols * dtype_size(dt));
   int32_t *d_ids = tk_dev_alloc(ROWS * sizeof(int32_t)), got[ROWS], want[ROWS];
-  TK_OK(k_argmax_rows_cuda(d_ids, d_x, ROWS, cols, dt, NULL, TK_E));
-  tk_from_dev(got, d_ids, sizeof got);
   k_argmax_rows_ref(want, x, ROWS, cols);
-  for (int i = 0; i < ROWS; i++) {
-    if (got[i] != want[i])
-      fprintf(stderr, "argmax %s cols %zu row %d: got %d, want %d\n", dtype_wire_name(dt), cols, i, got[i], want[i]);
-    CHECK_EQ_INT(got[i], want[i]);
+  // split: the workspace filled with junk first (the kernels must not read what they did not write)
+  size_t wsb = k_argmax_rows_ws_bytes(ROWS, cols);
+  CHECK_EQ_INT((long long)wsb, (long long)(ROWS * ((cols + 2047) / 2048) * 8));
+  void *d_ws = tk_dev_alloc(wsb);
+  TK_CUDA(cudaMemset(d_ws, 0x7f, wsb));
+  for (int split = 0; split < 2; split++) {  // one block a row, then the split rows
+    TK_CUDA(cudaMemset(d_ids, 0xff, ROWS * sizeof(int32_t)));
+    TK_OK(k_argmax_rows_cuda(d_ids, d_x, ROWS, cols, split ? d_ws : NULL, dt, NULL, TK_E));
+    tk_from_dev(got, d_ids, sizeof got);
+    for (int i = 0; i < ROWS; i++) {
+      if (got[i] != want[i])
+        fprintf(stderr, "argmax %s cols %zu row %d%s: got %d, want %d\n", dtype_wire_name(dt), cols, i,
+                split ? " (split)" : "", got[i], want[i]);
+      CHECK_EQ_INT(got[i], want[i]);
+    }
   }
+  cudaFree(d_ws);
   if (cols > 3) {  // the policy rows' answers, independently of the reference
     CHECK_EQ_INT(got[2], 0);
     CHECK_EQ_INT(got[3], 0);
@@ -497,7 +507,7 @@ int main(void) {
     test_norms(dt);
     test_rope(dt);
     test_mlp_act(dt);
-    const size_t widths[] = {1, 5, 33, 1000, 1025, 50257, 128256};
+    const size_t widths[] = {1, 5, 33, 1000, 1025, 2048, 2049, 4097, 50257, 128256};
     for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) test_argmax(dt, widths[k]);
     for (size_t c = 0; c < sizeof PA_CASES / sizeof PA_CASES[0]; c++) test_paged_attn(dt, PA_CASES[c]);
   }

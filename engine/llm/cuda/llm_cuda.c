@@ -72,6 +72,7 @@ struct eng_llm_cuda_runner {
   void *x, *h, *qkv, *att, *mlp, *act, *last, *lg;
   float *lg32;
   int32_t *ids_d;  // the greedy rows' tokens (max_step_tokens)
+  void *amax_ws;   // k_argmax_rows_cuda's split rows (LOGIT_ROWS rows of the vocabulary)
   int32_t *ids_h;  // pinned, their copy on the host
   // metadata: pinned host and device copies of one layout
   int32_t *meta_h, *meta_d;
@@ -260,7 +261,8 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
                     T * H * es,
                     lr * (size_t)g->vocab * es,
                     lr * (size_t)g->vocab * sizeof(float),
-                    T * sizeof(int32_t)};
+                    T * sizeof(int32_t),
+                    k_argmax_rows_ws_bytes(lr, (size_t)g->vocab)};
   size_t tot = 0;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) tot += align_up(sizes[i]);
   if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->sbuf, tot)))) {
@@ -268,7 +270,7 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
     goto fail;
   }
   void **slots[] = {&r->x,   &r->h,    &r->qkv, &r->att,           &r->mlp,
-                    &r->act, &r->last, &r->lg,  (void **)&r->lg32, (void **)&r->ids_d};
+                    &r->act, &r->last, &r->lg,  (void **)&r->lg32, (void **)&r->ids_d, &r->amax_ws};
   for (size_t i = 0, off = 0; i < sizeof sizes / sizeof sizes[0]; off += align_up(sizes[i]), i++)
     *slots[i] = r->sbuf + off;
   // split-K workspace: steps of fewer than SPLIT_BLOCKS x SMs (token, KV head) pairs
@@ -415,7 +417,7 @@ static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t n
     }
     if (k > kl)
       TRY(k_argmax_rows_cuda(r->ids_d + (r0 + kl - nlg), (const uint8_t *)r->lg + (size_t)(kl * g->vocab) * r->es,
-                             (size_t)(k - kl), (size_t)g->vocab, r->dt, r->stream, e));
+                             (size_t)(k - kl), (size_t)g->vocab, r->amax_ws, r->dt, r->stream, e));
   }
   if (ng)
     TRY(CUDA_OK(e, cudaMemcpyAsync(ids, r->ids_d, (size_t)ng * sizeof(int32_t), cudaMemcpyDeviceToHost, r->stream)));
