@@ -15,12 +15,19 @@
 //   floats; one element at a time where the head size or the pointers do not
 //   allow vectors), so a row is one coalesced request. The L lanes' partial
 //   dot products meet through log2(L) shuffles; 32 / L keys per warp at once,
-//   PA_UNROLL of them per key group per iteration (their loads issued
-//   together, for bytes in flight).
+//   PA_UNROLL (4; 2 where registers are short) of them per key group per
+//   iteration, their loads issued together, and the next iteration's loads
+//   issued before this one's math (registers double-buffered), so every warp
+//   keeps bytes in flight while it computes. (The first version, one key's
+//   softmax update after another and loads then math, streamed a batch of 64
+//   at 0.73 TB/s: latency-bound.)
 // - every key group keeps its own online softmax per head (running max, sum
 //   and the weighted sum of V over its slice of the head) in registers, so
-//   the key loop has no barrier and no cross-group traffic; the groups merge
-//   once at the end (shuffles within a warp, shared memory across warps).
+//   the key loop has no barrier and no cross-group traffic; per iteration the
+//   U keys' scores (independent shuffle chains) come first, then one max and
+//   one rescale of the sums, then the weighted V rows: no serial dependency
+//   from key to key. The groups merge once at the end (shuffles within a
+//   warp, shared memory across warps).
 // - a key's physical row: its block id from the table and its slot, by a
 //   multiply-shift division by block_tokens (pa_div; positions are int32).
 // - scores in the log2 domain (q pre-scaled by scale * log2(e), exp2f): the
@@ -53,7 +60,7 @@ namespace {
 
 #define PA_WARPS 4
 #define PA_THREADS (PA_WARPS * 32)
-#define PA_UNROLL 2   // keys per key group per iteration
+#define PA_UNROLL 4   // keys per key group per iteration (PA_UNROLL_FOR)
 #define PA_MAX_HC 8   // query heads per block (registers: PA_MAX_HC x 8 floats of sums a lane)
 #define PA_LANE_ELEMS 8  // head elements a lane holds of each key (head_dim <= 32 x 8)
 #define PA_MAX_HEAD 256
@@ -116,6 +123,38 @@ __global__ void kv_write_kernel(T *kc, T *vc, const T *k, const T *v, int64_t sr
   }
 }
 
+// Keys per key group per iteration: 4, or 2 where the registers are
+// already full (8 query heads' sums, or FP32's two vectors a lane per row).
+#define PA_UNROLL_FOR(T, HC) ((HC) >= 8 || sizeof(T) == 4 ? 2 : PA_UNROLL)
+
+// Issues the loads of key group gkg's U keys base + u * nkg + gkg (those
+// under n_keys; ok says which): its lanes' vectors of each K and V row.
+template <class T, int V, int U, int NVL>
+static __device__ __forceinline__ void pa_load(k_vec<T, V> (&kv)[U][NVL], k_vec<T, V> (&vv)[U][NVL], bool (&ok)[U],
+                                               int base, int gkg, int nkg, int n_keys, int64_t jb,
+                                               const int32_t *table, const pa_geom &gm, const T *__restrict__ kc,
+                                               const T *__restrict__ vc, size_t head_off, int lig, int L, int nvec) {
+  typedef k_vec<T, V> vec;
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int jj = base + u * nkg + gkg;
+    ok[u] = jj < n_keys;
+    if (ok[u]) {
+      const uint32_t j = (uint32_t)(jb + jj), b = pa_quot(j, gm.bt);
+      const size_t off = ((size_t)__ldg(table + b) * gm.bt.d + (j - b * gm.bt.d)) * (size_t)gm.row + head_off;
+      const T *kr = kc + off, *vr = vc + off;
+#pragma unroll
+      for (int k = 0; k < NVL; k++) {
+        const int vi = lig + k * L;
+        if (vi < nvec) {
+          kv[u][k] = *reinterpret_cast<const vec *>(kr + vi * V);
+          vv[u][k] = *reinterpret_cast<const vec *>(vr + vi * V);
+        }
+      }
+    }
+  }
+}
+
 // T storage; V elements per load (16 bytes, or 1 for the fallback); HC the
 // query heads a block handles at most (1, 2, 4 or 8: sized registers).
 // Lane `lane` of key group kg holds vectors lig, lig + L, ... (< d / V) of
@@ -157,44 +196,46 @@ __global__ void __launch_bounds__(PA_THREADS)
   }
   const size_t head_off = (size_t)g * d;
   // The loop is warp-uniform (every lane takes every shuffle); a key group
-  // past the split's last key loads nothing and updates nothing.
-  for (int base = 0; base < n_keys; base += PA_UNROLL * nkg) {
-    vec kv[PA_UNROLL][NVL], vv[PA_UNROLL][NVL];
-    bool ok[PA_UNROLL];
+  // past the split's last key loads nothing and updates nothing. The next
+  // iteration's K and V rows are loaded (kn, vn) before this one's math, so
+  // a warp always has loads in flight, table lookup included.
+  constexpr int U = PA_UNROLL_FOR(T, HC);
+  const int step = U * nkg;
+  vec kn[U][NVL], vn[U][NVL];  // vectors no lane loads stay zero (defined, never used)
+  bool okn[U];
 #pragma unroll
-    for (int u = 0; u < PA_UNROLL; u++) {
-      const int jj = base + u * nkg + gkg;
-      ok[u] = jj < n_keys;
-      if (ok[u]) {
-        const uint32_t j = (uint32_t)(jb + jj), b = pa_quot(j, gm.bt);
-        const size_t off = ((size_t)table[b] * gm.bt.d + (j - b * gm.bt.d)) * (size_t)gm.row + head_off;
-        const T *kr = kc + off, *vr = vc + off;
+  for (int u = 0; u < U; u++)
 #pragma unroll
-        for (int k = 0; k < NVL; k++) {
-          const int vi = lig + k * L;
-          if (vi < nvec) {
-            kv[u][k] = *reinterpret_cast<const vec *>(kr + vi * V);
-            vv[u][k] = *reinterpret_cast<const vec *>(vr + vi * V);
-          }
-        }
-      }
+    for (int k = 0; k < NVL; k++)
+#pragma unroll
+      for (int e = 0; e < V; e++) kn[u][k].v[e] = vn[u][k].v[e] = k_st<T>(0.0f);
+  pa_load<T, V, U, NVL>(kn, vn, okn, 0, gkg, nkg, n_keys, jb, table, gm, kc, vc, head_off, lig, L, nvec);
+  for (int base = 0; base < n_keys; base += step) {
+    vec kv[U][NVL], vv[U][NVL];
+    bool ok[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      ok[u] = okn[u];
+#pragma unroll
+      for (int k = 0; k < NVL; k++) kv[u][k] = kn[u][k], vv[u][k] = vn[u][k];
     }
+    if (base + step < n_keys)  // block-uniform
+      pa_load<T, V, U, NVL>(kn, vn, okn, base + step, gkg, nkg, n_keys, jb, table, gm, kc, vc, head_off, lig, L, nvec);
+    // the U keys' scores for every head first (independent shuffle chains)
+    float sc[U][HC];
 #pragma unroll
-    for (int u = 0; u < PA_UNROLL; u++) {
-      float kf[PA_LANE_ELEMS], vf[PA_LANE_ELEMS];
+    for (int u = 0; u < U; u++) {
+      float kf[PA_LANE_ELEMS];
 #pragma unroll
       for (int k = 0; k < NVL; k++) {
         const bool in = ok[u] && lig + k * L < nvec;
 #pragma unroll
-        for (int e = 0; e < V; e++) {
-          kf[k * V + e] = in ? k_ld(kv[u][k].v[e]) : 0.0f;
-          vf[k * V + e] = in ? k_ld(vv[u][k].v[e]) : 0.0f;
-        }
+        for (int e = 0; e < V; e++) kf[k * V + e] = in ? k_ld(kv[u][k].v[e]) : 0.0f;
       }
 #pragma unroll
       for (int h = 0; h < HC; h++) {
+        float sh_ = 0.0f;
         if (h < nh) {  // block-uniform: the shuffles stay converged
-          float s = 0.0f;
 #pragma unroll
           for (int k = 0; k < NVL; k++) {
             const int vi = lig + k * L;
@@ -204,28 +245,56 @@ __global__ void __launch_bounds__(PA_THREADS)
 #pragma unroll
                 for (int e = 0; e < V; e += 4) {
                   float4 q4 = *reinterpret_cast<const float4 *>(qv + e);
-                  s = fmaf(q4.x, kf[k * V + e], s);
-                  s = fmaf(q4.y, kf[k * V + e + 1], s);
-                  s = fmaf(q4.z, kf[k * V + e + 2], s);
-                  s = fmaf(q4.w, kf[k * V + e + 3], s);
+                  sh_ = fmaf(q4.x, kf[k * V + e], sh_);
+                  sh_ = fmaf(q4.y, kf[k * V + e + 1], sh_);
+                  sh_ = fmaf(q4.z, kf[k * V + e + 2], sh_);
+                  sh_ = fmaf(q4.w, kf[k * V + e + 3], sh_);
                 }
               } else {
 #pragma unroll
-                for (int e = 0; e < V; e++) s = fmaf(qv[e], kf[k * V + e], s);
+                for (int e = 0; e < V; e++) sh_ = fmaf(qv[e], kf[k * V + e], sh_);
               }
             }
           }
-          for (int w = L >> 1; w > 0; w >>= 1) s += __shfl_xor_sync(0xffffffffu, s, w);
-          if (ok[u]) {
-            // online softmax, log2 domain: the first key's rescale is
-            // exp2(-inf) = 0 (the sums are 0 then anyway)
-            const float mn = fmaxf(mx[h], s), a = exp2f(mx[h] - mn), pw = exp2f(s - mn);
-            ls[h] = fmaf(ls[h], a, pw);
-#pragma unroll
-            for (int e = 0; e < PA_LANE_ELEMS; e++) acc[h][e] = fmaf(pw, vf[e], acc[h][e] * a);
-            mx[h] = mn;
-          }
+          for (int w = L >> 1; w > 0; w >>= 1) sh_ += __shfl_xor_sync(0xffffffffu, sh_, w);
         }
+        sc[u][h] = sh_;
+      }
+    }
+    // online softmax, log2 domain, once per iteration: the new max over the
+    // group's valid keys, one rescale of the sums, then each key's weight.
+    // A group with no key yet and none now keeps max -inf and sums 0.
+#pragma unroll
+    for (int h = 0; h < HC; h++) {
+      if (h >= nh) continue;
+      float mn = mx[h];
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (ok[u]) mn = fmaxf(mn, sc[u][h]);
+      if (mn == -INFINITY) continue;
+      const float a = exp2f(mx[h] - mn);  // 0 on the first keys (mx -inf): the sums are 0 then anyway
+      ls[h] *= a;
+#pragma unroll
+      for (int e = 0; e < PA_LANE_ELEMS; e++) acc[h][e] *= a;
+      mx[h] = mn;
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      if (!ok[u]) continue;
+      float vf[PA_LANE_ELEMS];
+#pragma unroll
+      for (int k = 0; k < NVL; k++) {
+        const bool in = lig + k * L < nvec;
+#pragma unroll
+        for (int e = 0; e < V; e++) vf[k * V + e] = in ? k_ld(vv[u][k].v[e]) : 0.0f;
+      }
+#pragma unroll
+      for (int h = 0; h < HC; h++) {
+        if (h >= nh) continue;
+        const float pw = exp2f(sc[u][h] - mx[h]);
+        ls[h] += pw;
+#pragma unroll
+        for (int e = 0; e < PA_LANE_ELEMS; e++) acc[h][e] = fmaf(pw, vf[e], acc[h][e]);
       }
     }
   }
