@@ -365,8 +365,12 @@ size_t k_argmax_rows_ws_bytes(size_t rows, size_t cols);
 // splits > 1 (up to 32): split-K over each token's keys (flash-decoding),
 // for few tokens with long contexts: each (token, KV head) pair's keys are
 // shared out evenly among `splits` blocks, whose partial sums go to
-// ws (k_paged_attn_ws_floats floats of device memory), and a second kernel
-// combines them. splits 1: one pass, ws unused (NULL).
+// ws (k_paged_attn_ws_floats floats of device memory, for up to n_tok
+// tokens and 32 splits), and the last of them to finish combines them. ws
+// holds counters: zero it once after allocating it (cudaMemset); every launch
+// leaves them zero again, so one ws serves any later step of up to n_tok
+// tokens and any splits, graphs included (one launch at a time per ws).
+// splits 1: one pass, ws unused (NULL).
 // a->tc_prefill (FP16 and BF16, head_dim a multiple of 16 up to 128, splits
 // 1; ignored otherwise): each tile of 16 consecutive step tokens of one item
 // (prefill chunks) runs on tensor cores (wmma, float accumulation, softmax

@@ -36,8 +36,10 @@
 // window are the key range itself (first .. pos), so no masking is needed.
 // Split-K (flash-decoding) when the caller asks for splits > 1: blockIdx.z
 // takes the split-th share of each token's keys and writes its unnormalised
-// sums, max (log2 domain) and sum to the workspace; a second kernel combines
-// the splits, rescaled to the common max, into the output. That keeps the
+// sums, max (log2 domain) and sum to the workspace; the last of the splits'
+// blocks to finish (a counter per block of splits in the workspace, reset by
+// that block) combines them, rescaled to the common max, into the output:
+// no second launch (it cost a few us a layer at batch 1). That keeps the
 // GPU busy when few (token, KV head) pairs have long contexts (decode at
 // small batch). Simple first otherwise: a prefill chunk's tokens each re-read
 // the keys before them (quadratic traffic, L2-friendly).
@@ -121,6 +123,16 @@ __global__ void kv_write_kernel(T *kc, T *vc, const T *k, const T *v, int64_t sr
     kc[slot * (size_t)row + c] = k[t * (size_t)src_stride + c];
     vc[slot * (size_t)row + c] = v[t * (size_t)src_stride + c];
   }
+}
+
+// The split-K workspace: per (token, query head) a region of PA_MAX_SPLITS
+// partials ([d sums, max, sum] each) and one counter word (used for the
+// head that starts a block's chunk), laid out the same whatever the splits
+// and the step's tokens, so the counters stay where the zeroed workspace
+// had them from one launch to the next.
+static __host__ __device__ __forceinline__ size_t pa_ws_region(int d) { return (size_t)PA_MAX_SPLITS * (d + 2) + 1; }
+static __device__ __forceinline__ float *pa_ws_at(float *ws, int64_t t, int head, int n_heads, int d) {
+  return ws + ((size_t)t * (size_t)n_heads + (size_t)head) * pa_ws_region(d);
 }
 
 // Keys per key group per iteration: 4, or 2 where the registers are
@@ -342,12 +354,47 @@ __global__ void __launch_bounds__(PA_THREADS)
     if (splits == 1) {  // every token has a key (its own), so den > 0
       o[(size_t)t * (size_t)gm.o_stride + (size_t)head * d + c] = k_st<T>(num / den);
     } else {
-      // partials: [token][head][split][d sums, max, sum]; an empty split
-      // leaves max -inf and sum 0, which the combine skips
-      float *w = ws + (((size_t)t * gm.n_heads + head) * (size_t)splits + sp) * (size_t)(d + 2);
+      // partials (pa_ws_at): an empty split leaves max -inf and sum 0,
+      // which the combine skips
+      float *w = pa_ws_at(ws, t, head, gm.n_heads, d) + (size_t)sp * (d + 2);
       w[c] = num;
       if (c == 0) w[d] = M, w[d + 1] = den;
     }
+  }
+  if (splits == 1) return;
+  // Split-K: the last of the splits' blocks of this (token, KV head, chunk)
+  // to finish combines them (no second launch): each block publishes its
+  // partials (fence), then counts itself in; the one that sees splits - 1
+  // before it resets the counter (graphs replay the launch) and reads the
+  // others' partials from L2 (__ldcg: L1 is not coherent across SMs).
+  __shared__ int pa_last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    unsigned *cnt = reinterpret_cast<unsigned *>(pa_ws_at(ws, t, g * gm.group + h0, gm.n_heads, d)) +
+                    (size_t)PA_MAX_SPLITS * (d + 2);
+    const unsigned prev = atomicAdd(cnt, 1u);
+    pa_last = prev == (unsigned)(splits - 1);
+    if (pa_last) atomicExch(cnt, 0u);
+  }
+  __syncthreads();
+  if (!pa_last) return;  // block-uniform
+  __threadfence();
+  for (int i = tid; i < nh * d; i += PA_THREADS) {
+    const int h = i / d, c = i - h * d, head = g * gm.group + h0 + h;
+    const float *w = pa_ws_at(ws, t, head, gm.n_heads, d);
+    float M = -INFINITY;
+    for (int s2 = 0; s2 < splits; s2++) M = fmaxf(M, __ldcg(w + (size_t)s2 * (d + 2) + d));
+    float num = 0.0f, den = 0.0f;
+    for (int s2 = 0; s2 < splits; s2++) {
+      const float *ws_s = w + (size_t)s2 * (d + 2);
+      const float l = __ldcg(ws_s + d + 1);
+      if (l == 0.0f) continue;  // an empty split
+      const float f = exp2f(__ldcg(ws_s + d) - M);
+      num = fmaf(f, __ldcg(ws_s + c), num);
+      den = fmaf(f, l, den);
+    }
+    o[(size_t)t * (size_t)gm.o_stride + (size_t)head * d + c] = k_st<T>(num / den);
   }
 }
 
@@ -469,29 +516,6 @@ __global__ void __launch_bounds__(PA_THREADS)
 #endif
 }
 
-// o[t, h, c] from the splits' partials: each rescaled by 2^(max_s - max)
-// (the maxima are in the log2 domain).
-template <class T>
-__global__ void paged_attn_combine_kernel(T *o, const float *ws, int64_t n_tok, int n_heads, int d, int splits,
-                                          int64_t o_stride) {
-  size_t n = (size_t)n_tok * (size_t)n_heads * (size_t)d, stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    size_t c = i % (size_t)d, th = i / (size_t)d, t = th / (size_t)n_heads, h = th % (size_t)n_heads;
-    const float *w = ws + th * (size_t)splits * (size_t)(d + 2);
-    float mx = -INFINITY;
-    for (int s = 0; s < splits; s++) mx = fmaxf(mx, w[(size_t)s * (d + 2) + d]);
-    float num = 0.0f, den = 0.0f;
-    for (int s = 0; s < splits; s++) {
-      const float *ws_s = w + (size_t)s * (d + 2);
-      if (ws_s[d + 1] == 0.0f) continue;  // an empty split
-      float f = exp2f(ws_s[d] - mx);
-      num = fmaf(f, ws_s[c], num);
-      den = fmaf(f, ws_s[d + 1], den);
-    }
-    o[t * (size_t)o_stride + h * (size_t)d + c] = k_st<T>(num / den);
-  }
-}
-
 template <class T, int V, int HC>
 void pa_launch_one(dim3 grid, size_t smem, cudaStream_t stream, T *o, const T *q, const T *kc, const T *vc,
                    const k_llm_meta &m, const pa_geom &gm, float *ws) {
@@ -515,7 +539,7 @@ void pa_launch_hc(int hc, dim3 grid, size_t smem, cudaStream_t stream, T *o, con
 // shared memory; then the combine when split.
 template <class T>
 void pa_launch(int hc, dim3 grid, cudaStream_t stream, T *o, const T *q, const T *kc, const T *vc,
-               const k_llm_meta &m, pa_geom gm, float *ws, int64_t n_tok) {
+               const k_llm_meta &m, pa_geom gm, float *ws) {
   constexpr int VV = (int)(16 / sizeof(T));
   const bool vec = gm.d % VV == 0 && k_aligned(kc, 16) && k_aligned(vc, 16);
   const int v = vec ? VV : 1, lanes = (gm.d / v + PA_LANE_ELEMS / v - 1) / (PA_LANE_ELEMS / v);
@@ -526,11 +550,6 @@ void pa_launch(int hc, dim3 grid, cudaStream_t stream, T *o, const T *q, const T
     pa_launch_hc<T, VV>(hc, grid, smem, stream, o, q, kc, vc, m, gm, ws);
   else
     pa_launch_hc<T, 1>(hc, grid, smem, stream, o, q, kc, vc, m, gm, ws);
-  if (grid.z > 1) {
-    size_t work = (size_t)n_tok * (size_t)gm.n_heads * (size_t)gm.d;
-    paged_attn_combine_kernel<T><<<k_blocks_for(work, K_THREADS), K_THREADS, 0, stream>>>(
-        o, ws, n_tok, gm.n_heads, gm.d, (int)grid.z, gm.o_stride);
-  }
 }
 
 }  // namespace
@@ -554,7 +573,7 @@ extern "C" int k_paged_kv_write_cuda(void *k_cache, void *v_cache, const void *k
 }
 
 extern "C" size_t k_paged_attn_ws_floats(int64_t n_tok, int64_t n_heads, int64_t head_dim, int splits) {
-  return splits > 1 ? (size_t)n_tok * (size_t)n_heads * (size_t)splits * (size_t)(head_dim + 2) : 0;
+  return splits > 1 ? (size_t)n_tok * (size_t)n_heads * pa_ws_region((int)head_dim) : 0;
 }
 
 extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, const void *v_cache, const k_llm_meta *m,
@@ -621,7 +640,7 @@ extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, co
   dim3 grid((unsigned)m->n_tok, (unsigned)(a->n_kv_heads * chunks), (unsigned)splits);
   K_DT_DISPATCH(e, kname, dt, T,
                 pa_launch<T>(hc, grid, stream, (T *)o, (const T *)q, (const T *)k_cache, (const T *)v_cache, *m, gm,
-                             ws, m->n_tok));
+                             ws));
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

@@ -113,7 +113,8 @@ static void test_errors(void) {
   CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, 4, NULL, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "workspace");
   CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, 33, p, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT((int)k_paged_attn_ws_floats(3, 6, 8, 4), 3 * 6 * 4 * 10);
+  CHECK_EQ_INT((int)k_paged_attn_ws_floats(3, 6, 8, 4), 3 * 6 * (32 * 10 + 1));  // 32 splits' partials and a counter
+  CHECK_EQ_INT((int)k_paged_attn_ws_floats(3, 6, 8, 1), 0);
   CHECK_EQ_INT(k_paged_kv_write_cuda(p, p, p, p, 4, 8, 4, &m, DT_BF16, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "src_stride");
   // size 0: nothing touched
@@ -360,8 +361,21 @@ static void test_paged_attn(dtype dt, pa_case pc) {
                          .block_tokens = bt,
                          .window = window,
                          .scale = 1.0f / sqrtf((float)d)};
-  float *d_ws = splits > 1 ? tk_dev_alloc(k_paged_attn_ws_floats(T, n_heads, d, splits) * 4) : NULL;
+  size_t wsf = k_paged_attn_ws_floats(T, n_heads, d, splits);
+  float *d_ws = splits > 1 ? tk_dev_alloc(wsf * 4) : NULL;
+  if (d_ws) TK_CUDA(cudaMemset(d_ws, 0, wsf * 4));  // the contract: zeroed once
   TK_OK(k_paged_attn_cuda(d_o, d_qkv, d_kc, d_vc, &m, &a, splits, d_ws, dt, NULL, TK_E));
+  if (d_ws) {
+    // again on the same workspace, the output poisoned first: the split-K
+    // combine's counters must be back at zero (graphs replay the launch), and
+    // with fewer splits too (the workspace's layout must not depend on them)
+    for (int again = 0; again < 2; again++) {
+      TK_CUDA(cudaMemset(d_o, 0xff, (size_t)(T * Q) * es));
+      TK_OK(k_paged_attn_cuda(d_o, d_qkv, d_kc, d_vc, &m, &a, again ? 2 : splits, d_ws, dt, NULL, TK_E));
+    }
+    TK_CUDA(cudaMemset(d_o, 0xff, (size_t)(T * Q) * es));
+    TK_OK(k_paged_attn_cuda(d_o, d_qkv, d_kc, d_vc, &m, &a, splits, d_ws, dt, NULL, TK_E));
+  }
   float *got_k = dev_get(d_kc, cache_n, dt), *got_v = dev_get(d_vc, cache_n, dt);
   float *got = dev_get(d_o, (size_t)(T * Q), dt), *want = tk_xmalloc((size_t)(T * Q) * 4);
   float *scratch = tk_xmalloc(512 * 4);

@@ -277,7 +277,8 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
   r->split_tokens = (SPLIT_BLOCKS * (int64_t)r->sms + g->n_kv_heads - 1) / g->n_kv_heads;
   if (r->split_tokens > c->max_step_tokens) r->split_tokens = c->max_step_tokens;
   size_t wsf = k_paged_attn_ws_floats(r->split_tokens, g->n_heads, g->head_dim, MAX_SPLITS);
-  if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->attn_ws, wsf * sizeof(float))))) {
+  if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->attn_ws, wsf * sizeof(float)))) ||
+      (rc = CUDA_OK(e, cudaMemset(r->attn_ws, 0, wsf * sizeof(float))))) {  // its counters start at zero
     err_prefix(e, "cuda runner: %zu bytes of attention workspace: ", wsf * sizeof(float));
     goto fail;
   }
