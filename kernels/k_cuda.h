@@ -341,6 +341,13 @@ int k_mlp_act_cuda(void *y, const void *x, size_t rows, size_t cols, k_mlp_kind 
 int k_paged_kv_write_cuda(void *k_cache, void *v_cache, const void *k, const void *v, int64_t src_stride,
                           int64_t row_elems, int64_t block_tokens, const k_llm_meta *m, dtype dt,
                           cudaStream_t stream, err *e);
+// k_rope_cuda on the Q and K heads of the fused QKV rows qkv [n_tok, row_stride] (Q's n_heads,
+// then K's and V's n_kv_heads heads of head_dim), then k_paged_kv_write_cuda of the rotated K
+// rows and the V rows, in one launch (kernels/attn/k_rope.cu): the same bits as the two calls.
+// Positions are m's tok_pos. inv_freq NULL: no rotation (learned positions), the write only.
+int k_rope_kv_write_cuda(void *qkv, void *k_cache, void *v_cache, int64_t n_heads, int64_t n_kv_heads,
+                         int64_t head_dim, int64_t row_stride, const float *inv_freq, int64_t block_tokens,
+                         const k_llm_meta *m, dtype dt, cudaStream_t stream, err *e);
 // y = x widened to float (kernels/elem/k_widen.cu), exact; y must not overlap x.
 int k_widen_cuda(float *y, const void *x, size_t n, dtype dt, cudaStream_t stream, err *e);
 // ids[r] = the greedy token of row r of x [rows, cols] (kernels/reduce/k_argmax_rows.cu),

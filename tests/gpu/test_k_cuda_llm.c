@@ -203,6 +203,70 @@ static void test_rope(dtype dt) {
   cudaFree(d_x), cudaFree(d_pos), cudaFree(d_inv);
 }
 
+// k_rope_kv_write_cuda (RoPE fused with the paged KV write) against the two
+// launches it replaces, k_rope_cuda then k_paged_kv_write_cuda (each checked
+// against the C reference above and in test_paged_attn): bit for bit, the
+// QKV rows and both caches, untouched slots included; then without RoPE
+// (inv_freq NULL: the write only). 5 tokens of 5 items at scattered
+// positions, 4 query heads over 2 KV heads of 32, rows wider than Q K V.
+static void test_rope_kv_write(dtype dt) {
+  enum { T = 5, NB = 24, BT = 4 };
+  tk_rng r = {0x5151 + dt};
+  const int64_t nh = 4, nkv = 2, d = 32, stride = (nh + 2 * nkv) * d + 8, row = nkv * d;
+  const size_t es = dtype_size(dt), qn = (size_t)T * (size_t)stride, cn = (size_t)NB * BT * (size_t)row;
+  float *qkv, *cache;
+  void *d_q1 = dev_rand(&r, qn, -2, 2, dt, &qkv), *d_c = dev_rand(&r, cn, -1, 1, dt, &cache);
+  void *d_q2 = tk_dev_alloc(qn * es), *d_k1 = tk_dev_alloc(cn * es), *d_v1 = tk_dev_alloc(cn * es);
+  void *d_k2 = tk_dev_alloc(cn * es), *d_v2 = tk_dev_alloc(cn * es), *d_q0 = tk_dev_alloc(qn * es);
+  TK_CUDA(cudaMemcpy(d_q0, d_q1, qn * es, cudaMemcpyDeviceToDevice));
+  int32_t item[T], pos[T] = {0, 3, 9, 14, 22}, toff[T], flat[T * 6];
+  for (int t = 0; t < T; t++) {
+    item[t] = t, toff[t] = t * 6;
+    for (int b = 0; b < 6; b++) flat[t * 6 + b] = (t * 7 + b * 5 + 3) % NB;  // scattered, some shared: any slot
+  }
+  // no two tokens may share a slot (their writes would race): distinct (block, slot) pairs
+  for (int a = 0; a < T; a++)
+    for (int b = a + 1; b < T; b++)
+      CHECK(!(flat[a * 6 + pos[a] / BT] == flat[b * 6 + pos[b] / BT] && pos[a] % BT == pos[b] % BT));
+  int32_t *d_item = tk_to_dev(item, sizeof item), *d_pos = tk_to_dev(pos, sizeof pos);
+  int32_t *d_toff = tk_to_dev(toff, sizeof toff), *d_flat = tk_to_dev(flat, sizeof flat);
+  k_llm_meta m = {.tok_item = d_item, .tok_pos = d_pos, .tables = d_flat, .table_off = d_toff, .n_tok = T};
+  k_rope_scaling sc = {
+      .kind = K_ROPE_LLAMA3, .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_max_pos = 8192};
+  float inv[16];
+  k_rope_inv_freq(inv, d, 500000.0, &sc);
+  float *d_inv = tk_to_dev(inv, sizeof inv);
+  for (int rope = 1; rope >= 0; rope--) {
+    TK_CUDA(cudaMemcpy(d_q1, d_q0, qn * es, cudaMemcpyDeviceToDevice));
+    TK_CUDA(cudaMemcpy(d_q2, d_q0, qn * es, cudaMemcpyDeviceToDevice));
+    void *caches[4] = {d_k1, d_v1, d_k2, d_v2};
+    for (int i = 0; i < 4; i++) TK_CUDA(cudaMemcpy(caches[i], d_c, cn * es, cudaMemcpyDeviceToDevice));
+    if (rope) TK_OK(k_rope_cuda(d_q1, T, d_pos, nh + nkv, d, stride, d_inv, dt, NULL, TK_E));
+    TK_OK(k_paged_kv_write_cuda(d_k1, d_v1, (uint8_t *)d_q1 + nh * d * es, (uint8_t *)d_q1 + (nh + nkv) * d * es,
+                                stride, row, BT, &m, dt, NULL, TK_E));
+    TK_OK(k_rope_kv_write_cuda(d_q2, d_k2, d_v2, nh, nkv, d, stride, rope ? d_inv : NULL, BT, &m, dt, NULL, TK_E));
+    const void *pairs[3][2] = {{d_q1, d_q2}, {d_k1, d_k2}, {d_v1, d_v2}};
+    const size_t ns[3] = {qn, cn, cn};
+    const char *names[3] = {"qkv", "k cache", "v cache"};
+    for (int i = 0; i < 3; i++) {
+      float *want = dev_get(pairs[i][0], ns[i], dt), *got = dev_get(pairs[i][1], ns[i], dt);
+      char what[96];
+      snprintf(what, sizeof what, "rope_kv_write %s rope %d: %s", dtype_wire_name(dt), rope, names[i]);
+      tk_compare(what, got, want, ns[i], 0, 0);
+      free(want), free(got);
+    }
+  }
+  err e = {0};
+  CHECK_EQ_INT(k_rope_kv_write_cuda(d_q2, NULL, d_v2, nh, nkv, d, stride, d_inv, BT, &m, dt, NULL, &e),
+               ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "k_rope_kv_write_cuda");
+  CHECK_EQ_INT(k_rope_kv_write_cuda(d_q2, d_k2, d_v2, nh, nkv, d, (nh + 2 * nkv) * d - 1, d_inv, BT, &m, dt, NULL, &e),
+               ERR_INVALID_ARGUMENT);
+  free(qkv), free(cache);
+  cudaFree(d_q0), cudaFree(d_q1), cudaFree(d_q2), cudaFree(d_c), cudaFree(d_k1), cudaFree(d_v1), cudaFree(d_k2);
+  cudaFree(d_v2), cudaFree(d_item), cudaFree(d_pos), cudaFree(d_toff), cudaFree(d_flat), cudaFree(d_inv);
+}
+
 static void test_mlp_act(dtype dt) {
   tk_rng r = {0x4242 + dt};
   size_t rows = 3, cols = 301;
@@ -520,6 +584,7 @@ int main(void) {
     test_embed(dt);
     test_norms(dt);
     test_rope(dt);
+    test_rope_kv_write(dt);
     test_mlp_act(dt);
     const size_t widths[] = {1, 5, 33, 1000, 1025, 2048, 2049, 4097, 50257, 128256};
     for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) test_argmax(dt, widths[k]);

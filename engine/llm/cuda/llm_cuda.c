@@ -4,8 +4,8 @@
 //   embed (+ learned positions)        k_embed_cuda
 //   per layer: norm                    k_rms_norm_dt_cuda / k_layer_norm_dt_cuda
 //              QKV = h Wqkv^T (+ b)    one GEMM (fused QKV weights, bias in the epilogue)
-//              RoPE on Q and K heads   k_rope_cuda (adjacent in the QKV row: one launch)
-//              KV into the blocks      k_paged_kv_write_cuda
+//              RoPE on Q and K heads,  k_rope_kv_write_cuda (one launch: the rotation and
+//              KV into the blocks      the K and V rows' copy into their cache slots)
 //              attention               k_paged_attn_cuda (prefill and decode tokens together)
 //              x += att Wo^T (+ b)     one GEMM, the residual as cuBLASLt's C input (in place)
 //              norm, up = h Wup^T      one GEMM (fused gate+up)
@@ -323,21 +323,19 @@ static int norm(eng_llm_cuda_runner *r, void *y, const void *x, int64_t rows, co
   return k_rms_norm_dt_cuda(y, x, w, (size_t)rows, (size_t)r->g.hidden, r->g.norm_eps, r->dt, r->stream, e);
 }
 
-static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta *meta, const int32_t *pos_d, err *e) {
+static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta *meta, err *e) {
   const eng_llm_config *g = &r->g;
   const dev_layer *l = &r->layers[L];
   int64_t H = g->hidden, d = g->head_dim, Q = g->n_heads * d, KV = g->n_kv_heads * d, NQKV = Q + 2 * KV;
   int64_t FF = g->intermediate;
-  size_t es = r->es;
   uint8_t *kc = r->k_cache + (size_t)L * r->layer_bytes, *vc = r->v_cache + (size_t)L * r->layer_bytes;
   uint8_t *qkv = r->qkv;
   // --- attention block
   TRY(norm(r, r->h, r->x, T, l->ln1_w, l->ln1_b, e));
   TRY(linear(r, r->qkv, r->h, T, H, l->wqkv, l->bqkv, NQKV, 0, e));
-  if (r->inv_freq)
-    TRY(k_rope_cuda(r->qkv, (size_t)T, pos_d, g->n_heads + g->n_kv_heads, d, NQKV, r->inv_freq, r->dt, r->stream, e));
-  TRY(k_paged_kv_write_cuda(kc, vc, qkv + (size_t)Q * es, qkv + (size_t)(Q + KV) * es, NQKV, KV, r->c.block_tokens,
-                            meta, r->dt, r->stream, e));
+  // RoPE (when the model has it) and the K and V rows into the cache: one launch
+  TRY(k_rope_kv_write_cuda(qkv, kc, vc, g->n_heads, g->n_kv_heads, d, NQKV, r->inv_freq, r->c.block_tokens, meta,
+                           r->dt, r->stream, e));
   k_paged_attn_args a = {.n_heads = g->n_heads,
                          .n_kv_heads = g->n_kv_heads,
                          .head_dim = d,
@@ -399,7 +397,7 @@ static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t n
   // --- embeddings, layers
   TRY(k_embed_cuda(r->x, r->embed, r->pos_embed, meta_at(r, r->meta_d, M_TOK), pos_d, (size_t)T, (size_t)g->hidden,
                    r->dt, r->stream, e));
-  for (int64_t L = 0; L < g->n_layers; L++) TRY(layer(r, L, T, &meta, pos_d, e));
+  for (int64_t L = 0; L < g->n_layers; L++) TRY(layer(r, L, T, &meta, e));
   // --- the sampling items' last rows: gather, final norm, LM head, in chunks
   if (!nl) return 0;
   TRY(k_gather_cuda(r->last, r->x, r->es, 1, T, (size_t)g->hidden, meta_at(r, r->meta_d, M_ROWS), 1, (size_t)nl,
