@@ -57,6 +57,9 @@ struct eng_llm_cuda_runner {
   float *attn_ws;
   int64_t split_tokens;
   eng_gemm_lt *gemm;
+  // cuBLASLt's candidates timed per decode shape before a graph's capture
+  // (eng_llm_cuda_runner_set_gemm_tune; NULL: the heuristic's first answer)
+  eng_gemm_tuner *tuner;
   eng_gemm_dtype gdt;
   // weights: one allocation
   uint8_t *wbuf;
@@ -161,6 +164,7 @@ void eng_llm_cuda_runner_destroy(eng_llm_cuda_runner *r) {
   cudaFreeHost(r->lg_h);
   cudaFreeHost(r->ids_h);
   eng_gemm_lt_destroy(r->gemm);
+  eng_gemm_tuner_destroy(r->tuner);  // after the cuBLASLt object that borrowed it
   cudaFree(r->wbuf);
   cudaFree(r->k_cache);
   cudaFree(r->v_cache);
@@ -220,6 +224,7 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
   if ((rc = CUDA_OK(e, cudaDeviceGetAttribute(&r->sms, cudaDevAttrMultiProcessorCount, device)))) goto fail;
   if ((rc = CUDA_OK(e, cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking)))) goto fail;
   if ((rc = eng_gemm_lt_create(&r->gemm, GEMM_WORKSPACE, 64, e))) goto fail;
+  if ((rc = eng_llm_cuda_runner_set_gemm_tune(r, 1, e))) goto fail;  // on by default
   // weights: uploaded, or the sharer's pointers (wbuf stays NULL: not ours)
   if (share) {
     r->embed = share->embed, r->pos_embed = share->pos_embed, r->norm_w = share->norm_w;
@@ -451,6 +456,21 @@ static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, int gr
   if (!r->gx[greedy][k]) {
     r->splits = splits;
     r->gsplits[greedy][k] = splits;
+    if (r->tuner) {
+      // a capture times nothing: first a dry pass outside it, with the tuner
+      // attached only here (so prefill steps' many shapes are never timed),
+      // times this bucket's GEMM shapes (or takes the tuner's earlier
+      // choices); the capture then uses them. What the pass computes is
+      // thrown away: the graph recomputes every value, the K and V rows it
+      // wrote into the cache included, before anything reads them.
+      eng_gemm_lt_set_tuner(r->gemm, r->tuner);
+      eng_gemm_lt_set_dry(r->gemm, true);
+      int rc = device_work(r, B, greedy ? 0 : B, greedy ? B : 0, r->lg_h, r->ids_h, e);
+      eng_gemm_lt_set_dry(r->gemm, false);
+      if (!rc) rc = CUDA_OK(e, cudaStreamSynchronize(r->stream));
+      eng_gemm_lt_set_tuner(r->gemm, NULL);
+      if (rc) return err_prefix(e, "cuda runner: GEMM tuning pass of %lld items: ", (long long)B), rc;
+    }
     TRY(CUDA_OK(e, cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal)));
     int rc = device_work(r, B, greedy ? 0 : B, greedy ? B : 0, r->lg_h, r->ids_h, e);
     cudaGraph_t graph = NULL;
@@ -487,6 +507,21 @@ int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch,
   TRY(CUDA_OK(e, cudaMallocHost((void **)&r->lg_h, (size_t)b * (size_t)r->g.vocab * sizeof(float))));
   r->graph_max = b;
   return 0;
+}
+
+int eng_llm_cuda_runner_set_gemm_tune(eng_llm_cuda_runner *r, int on, err *e) {
+  if (!on) {
+    eng_gemm_lt_set_tuner(r->gemm, NULL);
+    eng_gemm_tuner_destroy(r->tuner);
+    r->tuner = NULL;
+    return 0;
+  }
+  if (r->tuner) return 0;
+  TRY(CUDA_OK(e, cudaSetDevice(r->device)));
+  // every shape timed: decode's are small (m = the batch), and those are the
+  // ones where the heuristic's first answer reads the weights slowest
+  eng_gemm_tune_opts to = {.min_flops = 1};
+  return eng_gemm_tuner_create(&r->tuner, &to, e);
 }
 
 int eng_llm_cuda_runner_set_tc_prefill(eng_llm_cuda_runner *r, int on, err *e) {

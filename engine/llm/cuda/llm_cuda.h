@@ -73,6 +73,13 @@ int eng_llm_cuda_step_ids(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t 
 // and that copy are inside the graph).
 // Other steps run as before. Call once, before the steps.
 int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch, err *e);
+// GEMM autotuning for the decode graphs (eng_gemm_tuner, every shape timed):
+// before a decode bucket's graph is captured, a dry pass outside the capture
+// times cuBLASLt's candidates for its shapes (m = the bucket) and the
+// capture uses the fastest; other steps keep the heuristic's first answer.
+// On by default (set at create); off: the heuristic's answer everywhere.
+// Call before the steps.
+int eng_llm_cuda_runner_set_gemm_tune(eng_llm_cuda_runner *r, int on, err *e);
 // Prefill attention on tensor cores (k_paged_attn_cuda's tc_prefill: FP16 and
 // BF16 models with head_dim a multiple of 16 up to 128; tiles of 16 tokens of
 // one prefill chunk); off by default, other steps and types unchanged.
