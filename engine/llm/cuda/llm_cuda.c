@@ -58,7 +58,7 @@ struct eng_llm_cuda_runner {
   int64_t split_tokens;
   eng_gemm_lt *gemm;
   // cuBLASLt's candidates timed per decode shape before a graph's capture
-  // (eng_llm_cuda_runner_set_gemm_tune; NULL: the heuristic's first answer)
+  // (eng_llm_cuda_runner_set_gemm_tune; NULL, the default: the heuristic's first answer)
   eng_gemm_tuner *tuner;
   eng_gemm_dtype gdt;
   // weights: one allocation
@@ -224,7 +224,6 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
   if ((rc = CUDA_OK(e, cudaDeviceGetAttribute(&r->sms, cudaDevAttrMultiProcessorCount, device)))) goto fail;
   if ((rc = CUDA_OK(e, cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking)))) goto fail;
   if ((rc = eng_gemm_lt_create(&r->gemm, GEMM_WORKSPACE, 64, e))) goto fail;
-  if ((rc = eng_llm_cuda_runner_set_gemm_tune(r, 1, e))) goto fail;  // on by default
   // weights: uploaded, or the sharer's pointers (wbuf stays NULL: not ours)
   if (share) {
     r->embed = share->embed, r->pos_embed = share->pos_embed, r->norm_w = share->norm_w;
