@@ -380,21 +380,38 @@ __global__ void __launch_bounds__(PA_THREADS)
   __syncthreads();
   if (!pa_last) return;  // block-uniform
   __threadfence();
-  for (int i = tid; i < nh * d; i += PA_THREADS) {
-    const int h = i / d, c = i - h * d, head = g * gm.group + h0 + h;
-    const float *w = pa_ws_at(ws, t, head, gm.n_heads, d);
-    float M = -INFINITY;
-    for (int s2 = 0; s2 < splits; s2++) M = fmaxf(M, __ldcg(w + (size_t)s2 * (d + 2) + d));
-    float num = 0.0f, den = 0.0f;
+  // the splits' maxima and sums (one load a thread), then per head the
+  // common max, each split's weight 2^(max_s - max) (0 for an empty split)
+  // and the denominator, then every output element as a weighted sum over
+  // the splits (independent loads, unrolled so several are in flight)
+  __shared__ float pa_mx[HC * PA_MAX_SPLITS], pa_l[HC * PA_MAX_SPLITS], pa_den[HC];
+  for (int i = tid; i < nh * splits; i += PA_THREADS) {
+    const int h = i / splits, s2 = i - h * splits;
+    const float *w = pa_ws_at(ws, t, g * gm.group + h0 + h, gm.n_heads, d) + (size_t)s2 * (d + 2);
+    pa_mx[h * PA_MAX_SPLITS + s2] = __ldcg(w + d);
+    pa_l[h * PA_MAX_SPLITS + s2] = __ldcg(w + d + 1);
+  }
+  __syncthreads();
+  if (tid < nh) {
+    float M = -INFINITY, den = 0.0f;
+    for (int s2 = 0; s2 < splits; s2++) M = fmaxf(M, pa_mx[tid * PA_MAX_SPLITS + s2]);
     for (int s2 = 0; s2 < splits; s2++) {
-      const float *ws_s = w + (size_t)s2 * (d + 2);
-      const float l = __ldcg(ws_s + d + 1);
-      if (l == 0.0f) continue;  // an empty split
-      const float f = exp2f(__ldcg(ws_s + d) - M);
-      num = fmaf(f, __ldcg(ws_s + c), num);
+      const float l = pa_l[tid * PA_MAX_SPLITS + s2];
+      const float f = l == 0.0f ? 0.0f : exp2f(pa_mx[tid * PA_MAX_SPLITS + s2] - M);  // an empty split weighs 0
+      pa_mx[tid * PA_MAX_SPLITS + s2] = f;  // now the weight
       den = fmaf(f, l, den);
     }
-    o[(size_t)t * (size_t)gm.o_stride + (size_t)head * d + c] = k_st<T>(num / den);
+    pa_den[tid] = den;
+  }
+  __syncthreads();
+  for (int i = tid; i < nh * d; i += PA_THREADS) {
+    const int h = i / d, c = i - h * d, head = g * gm.group + h0 + h;
+    const float *w = pa_ws_at(ws, t, head, gm.n_heads, d) + c;
+    const float *f = pa_mx + h * PA_MAX_SPLITS;
+    float num = 0.0f;
+#pragma unroll 8
+    for (int s2 = 0; s2 < splits; s2++) num = fmaf(f[s2], __ldcg(w + (size_t)s2 * (d + 2)), num);
+    o[(size_t)t * (size_t)gm.o_stride + (size_t)head * d + c] = k_st<T>(num / pa_den[h]);
   }
 }
 
@@ -606,7 +623,8 @@ extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, co
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: %d splits (1 .. %d, with a workspace past 1)", kname, splits,
                    PA_MAX_SPLITS);
   // shared memory: the chunk's queries and the warps' partials; at most
-  // (8 x 256 + 4 x 8 x 258) floats = 41,216 bytes, under the 48 KiB default
+  // (8 x 256 + 4 x 8 x 258) floats = 41,216 bytes, plus the split combine's
+  // static 2,084 at most: under the 48 KiB default
   pa_geom gm;
   gm.n_heads = (int)a->n_heads;
   gm.group = (int)group;
