@@ -195,22 +195,12 @@ __global__ void __launch_bounds__(PA_THREADS)
   const int splits = gridDim.z, sp = blockIdx.z;
   const int64_t all = p - first + 1, per = (all + splits - 1) / splits, jb = first + (int64_t)sp * per;
   const int n_keys = (int)(jb > p ? 0 : (p - jb + 1 < per ? p - jb + 1 : per));
-  const T *qt = q + (size_t)t * (size_t)gm.q_stride + (size_t)(g * gm.group + h0) * d;
-  for (int i = tid; i < nh * d; i += PA_THREADS) qs[i] = k_ld(qt[i]) * gm.qscale;
-  __syncthreads();
-
-  float acc[HC][PA_LANE_ELEMS], mx[HC], ls[HC];
-#pragma unroll
-  for (int h = 0; h < HC; h++) {
-    mx[h] = -INFINITY, ls[h] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < PA_LANE_ELEMS; e++) acc[h][e] = 0.0f;
-  }
   const size_t head_off = (size_t)g * d;
   // The loop is warp-uniform (every lane takes every shuffle); a key group
   // past the split's last key loads nothing and updates nothing. The next
   // iteration's K and V rows are loaded (kn, vn) before this one's math, so
-  // a warp always has loads in flight, table lookup included.
+  // a warp always has loads in flight, table lookup included; the first
+  // iteration's before even the queries are staged.
   constexpr int U = PA_UNROLL_FOR(T, HC);
   const int step = U * nkg;
   vec kn[U][NVL], vn[U][NVL];  // vectors no lane loads stay zero (defined, never used)
@@ -222,6 +212,18 @@ __global__ void __launch_bounds__(PA_THREADS)
 #pragma unroll
       for (int e = 0; e < V; e++) kn[u][k].v[e] = vn[u][k].v[e] = k_st<T>(0.0f);
   pa_load<T, V, U, NVL>(kn, vn, okn, 0, gkg, nkg, n_keys, jb, table, gm, kc, vc, head_off, lig, L, nvec);
+  // the queries meanwhile (the first keys' loads are already in flight)
+  const T *qt = q + (size_t)t * (size_t)gm.q_stride + (size_t)(g * gm.group + h0) * d;
+  for (int i = tid; i < nh * d; i += PA_THREADS) qs[i] = k_ld(qt[i]) * gm.qscale;
+  __syncthreads();
+
+  float acc[HC][PA_LANE_ELEMS], mx[HC], ls[HC];
+#pragma unroll
+  for (int h = 0; h < HC; h++) {
+    mx[h] = -INFINITY, ls[h] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < PA_LANE_ELEMS; e++) acc[h][e] = 0.0f;
+  }
   for (int base = 0; base < n_keys; base += step) {
     vec kv[U][NVL], vv[U][NVL];
     bool ok[U];
