@@ -348,6 +348,14 @@ int k_paged_kv_write_cuda(void *k_cache, void *v_cache, const void *k, const voi
 int k_rope_kv_write_cuda(void *qkv, void *k_cache, void *v_cache, int64_t n_heads, int64_t n_kv_heads,
                          int64_t head_dim, int64_t row_stride, const float *inv_freq, int64_t block_tokens,
                          const k_llm_meta *m, dtype dt, cudaStream_t stream, err *e);
+// y [m, n] = x [m, k] w [n, k]^T (+ bias [n]) (+ res [m, n]) for a decode step's few rows
+// (kernels/gemm/k_gemv.cu): one warp a weight row, 16-byte streaming loads, float
+// accumulation in an order that does not depend on m, the output rounded once. x, w, y dense
+// row-major; bias and res NULL or of the storage type; res may be y (in place). ERR_UNIMPLEMENTED
+// (nothing launched; the caller takes cuBLASLt) outside m 1 .. 8, k a multiple of 8, FP16 or
+// BF16, x and w 16-byte aligned.
+int k_gemv_cuda(void *y, const void *x, const void *w, const void *bias, const void *res, int64_t m, int64_t n,
+                int64_t k, dtype dt, cudaStream_t stream, err *e);
 // y = x widened to float (kernels/elem/k_widen.cu), exact; y must not overlap x.
 int k_widen_cuda(float *y, const void *x, size_t n, dtype dt, cudaStream_t stream, err *e);
 // ids[r] = the greedy token of row r of x [rows, cols] (kernels/reduce/k_argmax_rows.cu),

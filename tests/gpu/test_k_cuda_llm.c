@@ -267,6 +267,73 @@ static void test_rope_kv_write(dtype dt) {
   cudaFree(d_v2), cudaFree(d_item), cudaFree(d_pos), cudaFree(d_toff), cudaFree(d_flat), cudaFree(d_inv);
 }
 
+// k_gemv_cuda against the product of the same rounded inputs on the host
+// (double sums, bias and residual added, rounded once to dt, as the kernel
+// does in float): m 1 .. 8 over shapes with k a multiple of 8 (one vector
+// a lane, several rounds of the unrolled loop, a tail), n not a multiple of
+// the block's 8 rows; in place (res = y) and not, with and without bias.
+// Then: row r of an m-row product equals the same row of a 1-row one bit
+// for bit (the order of the sums must not depend on m), and the refusals.
+static void test_gemv(dtype dt) {
+  tk_rng r = {0x6e6d + dt};
+  const int64_t shapes[][2] = {{37, 8}, {300, 264}, {129, 2048}, {64, 8192 + 8}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const int64_t n = shapes[si][0], k = shapes[si][1];
+    const size_t es = dtype_size(dt);
+    float *x, *w, *b, *res;
+    void *d_x = dev_rand(&r, 8 * (size_t)k, -1, 1, dt, &x), *d_w = dev_rand(&r, (size_t)(n * k), -1, 1, dt, &w);
+    void *d_b = dev_rand(&r, (size_t)n, -1, 1, dt, &b), *d_r = dev_rand(&r, 8 * (size_t)n, -2, 2, dt, &res);
+    void *d_y = tk_dev_alloc(8 * (size_t)n * es);
+    float *want = tk_xmalloc(8 * (size_t)n * 4);
+    const int ms[] = {1, 2, 3, 5, 8};
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+      const int m = ms[mi];
+      for (int var = 0; var < 3; var++) {  // 0: plain, 1: bias + residual in place, 2: residual from another buffer
+        const int with_b = var == 1, with_r = var != 0;
+        if (var == 1) TK_CUDA(cudaMemcpy(d_y, d_r, (size_t)m * (size_t)n * es, cudaMemcpyDeviceToDevice));
+        TK_OK(k_gemv_cuda(d_y, d_x, d_w, with_b ? d_b : NULL, var == 1 ? d_y : var == 2 ? d_r : NULL, m, n, k, dt,
+                          NULL, TK_E));
+        float *got = dev_get(d_y, (size_t)m * (size_t)n, dt);
+        for (int i = 0; i < m; i++)
+          for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t c = 0; c < k; c++) acc += (double)x[(size_t)i * k + c] * w[(size_t)j * k + c];
+            if (with_b) acc += b[j];
+            if (with_r) acc += res[(size_t)i * n + j];
+            want[(size_t)i * n + j] = (float)acc;
+          }
+        char what[96];
+        snprintf(what, sizeof what, "gemv %s m %d n %lld k %lld variant %d", dtype_wire_name(dt), m, (long long)n,
+                 (long long)k, var);
+        // float sums of k products of values up to 1: a few ulps of the output, plus float's error
+        tk_compare(what, got, want, (size_t)m * (size_t)n, rtol_of(dt), 1e-5 * sqrt((double)k) + rtol_of(dt) * 0.05);
+        free(got);
+      }
+    }
+    // row 4 of an 8-row product against a 1-row product of x's row 4: bit for bit
+    TK_OK(k_gemv_cuda(d_y, d_x, d_w, d_b, NULL, 8, n, k, dt, NULL, TK_E));
+    float *eight = dev_get(d_y, 8 * (size_t)n, dt);
+    TK_OK(k_gemv_cuda(d_y, (uint8_t *)d_x + 4 * (size_t)k * es, d_w, d_b, NULL, 1, n, k, dt, NULL, TK_E));
+    float *one = dev_get(d_y, (size_t)n, dt);
+    char what[64];
+    snprintf(what, sizeof what, "gemv %s n %lld: a row alone", dtype_wire_name(dt), (long long)n);
+    tk_compare(what, one, eight + 4 * (size_t)n, (size_t)n, 0, 0);
+    free(eight), free(one);
+    free(x), free(w), free(b), free(res), free(want);
+    cudaFree(d_x), cudaFree(d_w), cudaFree(d_b), cudaFree(d_r), cudaFree(d_y);
+  }
+  err e = {0};
+  void *p = tk_dev_alloc(4096);
+  CHECK_EQ_INT(k_gemv_cuda(p, p, p, NULL, NULL, 9, 4, 8, dt, NULL, &e), ERR_UNIMPLEMENTED);  // m past 8
+  CHECK_CONTAINS(e.msg, "k_gemv_cuda");
+  CHECK_EQ_INT(k_gemv_cuda(p, p, p, NULL, NULL, 1, 4, 12, dt, NULL, &e), ERR_UNIMPLEMENTED);  // k % 8
+  CHECK_EQ_INT(k_gemv_cuda(p, (uint8_t *)p + 2, p, NULL, NULL, 1, 4, 8, dt, NULL, &e), ERR_UNIMPLEMENTED);  // x unaligned
+  CHECK_EQ_INT(k_gemv_cuda(p, p, p, NULL, NULL, 1, 4, 8, DT_FP32, NULL, &e), ERR_UNIMPLEMENTED);
+  CHECK_EQ_INT(k_gemv_cuda(p, p, p, NULL, NULL, 0, 4, 8, dt, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gemv_cuda(NULL, p, p, NULL, NULL, 1, 4, 8, dt, NULL, &e), ERR_INVALID_ARGUMENT);
+  cudaFree(p);
+}
+
 static void test_mlp_act(dtype dt) {
   tk_rng r = {0x4242 + dt};
   size_t rows = 3, cols = 301;
@@ -585,6 +652,7 @@ int main(void) {
     test_norms(dt);
     test_rope(dt);
     test_rope_kv_write(dt);
+    if (dt != DT_FP32) test_gemv(dt);  // FP16, BF16 (FP32 stays on cuBLASLt)
     test_mlp_act(dt);
     const size_t widths[] = {1, 5, 33, 1000, 1025, 2048, 2049, 4097, 50257, 128256};
     for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) test_argmax(dt, widths[k]);

@@ -60,6 +60,7 @@ struct eng_llm_cuda_runner {
   // cuBLASLt's candidates timed per decode shape before a graph's capture
   // (eng_llm_cuda_runner_set_gemm_tune; NULL, the default: the heuristic's first answer)
   eng_gemm_tuner *tuner;
+  int gemv;  // layer products of steps of <= 8 tokens on k_gemv_cuda (eng_llm_cuda_runner_set_gemv)
   eng_gemm_dtype gdt;
   // weights: one allocation
   uint8_t *wbuf;
@@ -224,6 +225,7 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
   if ((rc = CUDA_OK(e, cudaDeviceGetAttribute(&r->sms, cudaDevAttrMultiProcessorCount, device)))) goto fail;
   if ((rc = CUDA_OK(e, cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking)))) goto fail;
   if ((rc = eng_gemm_lt_create(&r->gemm, GEMM_WORKSPACE, 64, e))) goto fail;
+  r->gemv = 1;
   // weights: uploaded, or the sharer's pointers (wbuf stays NULL: not ours)
   if (share) {
     r->embed = share->embed, r->pos_embed = share->pos_embed, r->norm_w = share->norm_w;
@@ -316,6 +318,12 @@ int eng_llm_cuda_runner_create_shared(const eng_llm_cuda_runner *share, const en
 // y[T, out] = x[T, in] W^T (+ b) (+ y when res: the residual in place).
 static int linear(eng_llm_cuda_runner *r, void *y, const void *x, int64_t T, int64_t in, const void *w, const void *b,
                   int64_t out, int res, err *e) {
+  // a decode step's few rows: k_gemv_cuda streams the layer's weights near
+  // the bandwidth (the LM head stays on cuBLASLt, already there at m = 1)
+  if (r->gemv && T <= 8 && w != r->lm_head) {
+    int rc = k_gemv_cuda(y, x, w, b, res ? y : NULL, T, out, in, r->dt, r->stream, e);
+    if (rc != ERR_UNIMPLEMENTED) return rc;  // else (FP32, odd k): cuBLASLt below
+  }
   eng_gemm_epilogue epi = b ? ENG_GEMM_EPI_BIAS : ENG_GEMM_EPI_NONE;
   return eng_gemm_lt_run_res(r->gemm, y, x, w, b, res ? y : NULL, (int)T, (int)out, (int)in, false, true, epi, r->gdt,
                              r->stream, e);
@@ -522,6 +530,8 @@ int eng_llm_cuda_runner_set_gemm_tune(eng_llm_cuda_runner *r, int on, err *e) {
   eng_gemm_tune_opts to = {.min_flops = 1};
   return eng_gemm_tuner_create(&r->tuner, &to, e);
 }
+
+void eng_llm_cuda_runner_set_gemv(eng_llm_cuda_runner *r, int on) { r->gemv = on != 0; }
 
 int eng_llm_cuda_runner_set_tc_prefill(eng_llm_cuda_runner *r, int on, err *e) {
   if (!on) {
