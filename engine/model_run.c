@@ -302,6 +302,8 @@ static int graph_segs(instance *in, const eng_job *job, size_t *n_out, err *e) {
   return 0;
 }
 
+static void finish_job(instance *in, eng_job *job, int slot);
+
 void *eng_model__gpu_submit_main(void *arg) {
   instance *in = arg;
   name_thread("sub", in->index);
@@ -362,6 +364,18 @@ void *eng_model__gpu_submit_main(void *arg) {
       continue;
     }
     pthread_mutex_lock(&in->mu);
+    if (in->q_n == 0 && in->n_busy == 1) {
+      // Alone on the device: nothing queued, no other slot in flight (the
+      // completion thread's included: a slot stays busy until it is freed).
+      // Finish it here. Why: the hand-off to the completion thread is a
+      // wakeup (10-50 us on an idle core, wait_spin's comment) on a lone
+      // request's way out, and with nothing else to submit this thread has
+      // nothing to overlap with the wait. A job that arrives meanwhile waits
+      // at most this one's remaining device time, as it would for the slot.
+      pthread_mutex_unlock(&in->mu);
+      finish_job(in, job, slot);
+      continue;
+    }
     int k = (in->f_head + in->f_n) % MAX_DEPTH;
     in->fin[k].job = job;
     in->fin[k].slot = slot;
@@ -369,6 +383,30 @@ void *eng_model__gpu_submit_main(void *arg) {
     eng_model__signal_seq(&in->done_cv, &in->done_seq, 0);
     pthread_mutex_unlock(&in->mu);
   }
+}
+
+// Waits for a submitted job's slot, hands its outputs to job->done and frees
+// the slot: the completion thread's work, also done on the submit thread for
+// a job alone on the device (gpu_submit_main).
+static void finish_job(instance *in, eng_job *job, int slot) {
+  eng_model *m = in->model;
+  io_bufs b = {0};
+  err e = {0};
+  int rc = io_init(&b, m, &e);
+  nvtxRangePushA("inferd finish batch");
+  job->device_ns = 0;
+  // without output arrays (out of memory) the slot is still waited for, keeping that error
+  err fe = {0};
+  int frc = eng_cuda_plan_finish(in->cuda_plan, slot, rc == 0 ? b.gout : NULL, m->n_graph_out, &job->device_ns,
+                                 rc == 0 ? &e : &fe);
+  nvtxRangePop();
+  if (rc == 0) rc = frc;
+  job->t_infer_end_us = eng_now_us();
+  if (rc == 0) client_outputs(m, job, b.gout, b.cout);
+  else note_failure(in, rc);
+  job->done(job, rc, &e, rc == 0 ? b.cout : NULL, rc == 0 ? m->n_out : 0);
+  io_free(&b);
+  free_slot(in, slot);
 }
 
 void *eng_model__gpu_done_main(void *arg) {
@@ -387,24 +425,7 @@ void *eng_model__gpu_done_main(void *arg) {
     in->f_head = (in->f_head + 1) % MAX_DEPTH;
     in->f_n--;
     pthread_mutex_unlock(&in->mu);
-
-    io_bufs b = {0};
-    err e = {0};
-    int rc = io_init(&b, m, &e);
-    nvtxRangePushA("inferd finish batch");
-    job->device_ns = 0;
-    // without output arrays (out of memory) the slot is still waited for, keeping that error
-    err fe = {0};
-    int frc = eng_cuda_plan_finish(in->cuda_plan, slot, rc == 0 ? b.gout : NULL, m->n_graph_out, &job->device_ns,
-                                   rc == 0 ? &e : &fe);
-    nvtxRangePop();
-    if (rc == 0) rc = frc;
-    job->t_infer_end_us = eng_now_us();
-    if (rc == 0) client_outputs(m, job, b.gout, b.cout);
-    else note_failure(in, rc);
-    job->done(job, rc, &e, rc == 0 ? b.cout : NULL, rc == 0 ? m->n_out : 0);
-    io_free(&b);
-    free_slot(in, slot);
+    finish_job(in, job, slot);
   }
 }
 #endif
