@@ -304,6 +304,35 @@ static int graph_segs(instance *in, const eng_job *job, size_t *n_out, err *e) {
 
 static void finish_job(instance *in, eng_job *job, int slot);
 
+// Called with in->mu held, slot just submitted, nothing queued and no other
+// slot in flight (the completion thread's included: a slot stays busy until
+// it is freed). Watches, mu released, both the batch's end on the device and
+// the queue: 1 (mu held again) when the batch ended first, so the caller
+// finishes it on this thread; 0 (mu held) when a job arrived first, so the
+// batch goes to the completion thread as any other and this thread submits
+// the new one at once. Why: for a lone request the hand-off to the
+// completion thread is one more wakeup (10-50 us on an idle core, wait_spin's
+// comment) on its way out; the watch costs this thread what the completion
+// thread's cudaEventSynchronize costs (the runtime spins there too), and a
+// job that arrives meanwhile is not held back.
+static int alone_until_done(instance *in, int slot) {
+  uint64_t s0 = atomic_load_explicit(&in->cv_seq, memory_order_relaxed);  // under mu: no bump is missed
+  pthread_mutex_unlock(&in->mu);
+  int done = 0;
+  for (;;) {
+    if (eng_cuda_plan_poll(in->cuda_plan, slot)) {
+      done = 1;
+      break;
+    }
+    if (atomic_load_explicit(&in->cv_seq, memory_order_acquire) != s0) break;  // a job, a stop or a freed slot
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  pthread_mutex_lock(&in->mu);
+  return done && in->q_n == 0 && !in->stop;
+}
+
 void *eng_model__gpu_submit_main(void *arg) {
   instance *in = arg;
   name_thread("sub", in->index);
@@ -364,14 +393,7 @@ void *eng_model__gpu_submit_main(void *arg) {
       continue;
     }
     pthread_mutex_lock(&in->mu);
-    if (in->q_n == 0 && in->n_busy == 1) {
-      // Alone on the device: nothing queued, no other slot in flight (the
-      // completion thread's included: a slot stays busy until it is freed).
-      // Finish it here. Why: the hand-off to the completion thread is a
-      // wakeup (10-50 us on an idle core, wait_spin's comment) on a lone
-      // request's way out, and with nothing else to submit this thread has
-      // nothing to overlap with the wait. A job that arrives meanwhile waits
-      // at most this one's remaining device time, as it would for the slot.
+    if (in->q_n == 0 && in->n_busy == 1 && alone_until_done(in, slot)) {
       pthread_mutex_unlock(&in->mu);
       finish_job(in, job, slot);
       continue;
