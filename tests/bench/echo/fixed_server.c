@@ -6,7 +6,8 @@
 // describes any one model from the command line (names, types, dims, max batch)
 // and answers ModelInfer with ONE fixed reply of that model's output size (zeros,
 // one row), packed once at start and sent by reference: per call it reads the
-// whole request into one buffer (as any server must) and does nothing else. It is
+// whole request into one buffer (as any server must), finds its id (the answer
+// carries it back) and does nothing else. It is
 // a yardstick doing none of inferd's work -- no parsing of tensors, no batcher,
 // no model -- so a client's rate against it is the most that client can get from
 // a C-core server on the machine with these message sizes.
@@ -318,9 +319,54 @@ static void done(call *c) {
   free(c);
 }
 
+// Reads a varint at *p (< end); 0 when it runs past end or is too long.
+static int varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+  *v = 0;
+  for (int sh = 0; *p < end && sh < 64; sh += 7) {
+    uint8_t b = *(*p)++;
+    *v |= (uint64_t)(b & 0x7f) << sh;
+    if (!(b & 0x80)) return 1;
+  }
+  return 0;
+}
+
+// The request's id (ModelInferRequest field 3), found by walking the top
+// level's fields (the tensors are skipped by length, never parsed). The
+// answer carries it back: perf_analyzer's asynchronous mode matches answers
+// to requests by id. *len 0 when there is none.
+static void request_id(const uint8_t *d, size_t n, const uint8_t **id, size_t *len) {
+  const uint8_t *p = d, *end = d + n;
+  *len = 0;
+  uint64_t key, v;
+  while (p < end && varint(&p, end, &key)) {
+    switch (key & 7) {
+      case 0:
+        if (!varint(&p, end, &v)) return;
+        break;
+      case 1:
+        p += 8;
+        break;
+      case 5:
+        p += 4;
+        break;
+      case 2:
+        if (!varint(&p, end, &v) || v > (uint64_t)(end - p)) return;
+        if (key >> 3 == 3) {
+          *id = p;
+          *len = (size_t)v;
+          return;
+        }
+        p += v;
+        break;
+      default:
+        return;
+    }
+  }
+}
+
 // Reads the whole request into the worker's scratch (one copy, as echo_server
 // mode 2 and any server that parses it). Returns 0 or -1.
-static int read_all(worker *w, grpc_byte_buffer *bb) {
+static int read_all(worker *w, grpc_byte_buffer *bb, size_t *n) {
   grpc_byte_buffer_reader rd;
   if (!grpc_byte_buffer_reader_init(&rd, bb)) return -1;
   size_t total = grpc_byte_buffer_length(rd.buffer_out), off = 0;
@@ -341,6 +387,7 @@ static int read_all(worker *w, grpc_byte_buffer *bb) {
     grpc_slice_unref(s);
   }
   grpc_byte_buffer_reader_destroy(&rd);
+  *n = total;
   return off == total ? 0 : -1;
 }
 
@@ -349,29 +396,44 @@ static void on_call(worker *w, call *c) {
   if (!w->closed && !atomic_load(&g_stopping)) arm(w, c->method);
   pthread_mutex_unlock(&w->mu);
   grpc_status_code code = GRPC_STATUS_OK;
-  grpc_slice body = grpc_empty_slice();
+  grpc_slice body = grpc_empty_slice(), tail = grpc_empty_slice();
+  size_t n_req = 0;
   if (c->method < 0) {
     code = GRPC_STATUS_UNIMPLEMENTED;
     c->text = grpc_slice_from_static_string("not implemented by bench_fixed_server (a transport yardstick)");
-  } else if (!c->payload || read_all(w, c->payload)) {
+  } else if (!c->payload || read_all(w, c->payload, &n_req)) {
     code = GRPC_STATUS_INVALID_ARGUMENT;
     c->text = grpc_slice_from_static_string("request message missing or unreadable");
   } else if (c->method == M_STATS) {
     body = stats_reply();
   } else {
     body = grpc_slice_ref(fixed[c->method]);
-    if (c->method == M_INFER) atomic_fetch_add_explicit(&g_infers, 1, memory_order_relaxed);
+    if (c->method == M_INFER) {
+      atomic_fetch_add_explicit(&g_infers, 1, memory_order_relaxed);
+      const uint8_t *id = NULL;
+      size_t id_len = 0;
+      request_id(w->scratch, n_req, &id, &id_len);
+      if (id_len && id_len < 128) {  // field 3 appended: a parser takes fields in any order
+        tail = grpc_slice_malloc(2 + id_len);
+        uint8_t *t = GRPC_SLICE_START_PTR(tail);
+        t[0] = 3 << 3 | 2;
+        t[1] = (uint8_t)id_len;
+        memcpy(t + 2, id, id_len);
+      }
+    }
   }
   grpc_op ops[4];
   memset(ops, 0, sizeof ops);
   size_t n = 0;
   ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
   if (code == GRPC_STATUS_OK) {
-    c->send = grpc_raw_byte_buffer_create(&body, 1);
+    grpc_slice parts[2] = {body, tail};
+    c->send = grpc_raw_byte_buffer_create(parts, GRPC_SLICE_LENGTH(tail) ? 2 : 1);
     ops[n].op = GRPC_OP_SEND_MESSAGE;
     ops[n++].data.send_message.send_message = c->send;
   }
   grpc_slice_unref(body);
+  grpc_slice_unref(tail);
   ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
   ops[n].data.send_status_from_server.status = code;
   ops[n++].data.send_status_from_server.status_details = code == GRPC_STATUS_OK ? NULL : &c->text;
