@@ -4,8 +4,8 @@
 #      client flags and payload against bench_fixed_server (tests/bench/echo/fixed_server.c: a bare C-core server
 #      that answers the model's metadata/config and every ModelInfer with one fixed reply of the model's output
 #      size; none of inferd's work) and against inferd serving the model as run.sh does (repo.py: FP16, 2 GPU
-#      instances, 2 ms delay); on each, inferd-load (CONNS connections) then perf_analyzer, CONC in flight over
-#      gRPC, with the connections perf_analyzer held;
+#      instances, 2 ms delay); on each, inferd-load (CONNS connections) then perf_analyzer (sync, and --async),
+#      CONC in flight over gRPC, with the connections perf_analyzer held;
 #   2. the seed MLP transport sweep (tests/bench/serve_gpu/transport.sh: the anchors' echo_server against inferd,
 #      1, 64 and 512 streams; MLP_VARIANTS);
 #   3. one markdown table (pa_echo.py) to stdout and $OUT/pa_echo.md.
@@ -17,7 +17,7 @@
 # Env: OUT (/tmp/pa_echo), KIND (KIND_GPU; KIND_CPU: the dry run on stand-in models), CONC (256), CONNS (8),
 #   THREADS (8), SECS (inferd-load seconds, 6), PA_S / PA_FRAC (perf_analyzer's counted window: PA_S s at PA_FRAC of
 #   inferd-load's rate on the same server: 6, 0.5), PA_TIMEOUT (40), FIXED_THREADS (the yardstick's CQ threads, 8),
-#   MODELS ("resnet50 bert_base"), MLP_VARIANTS ("gpu:fp16:-:2 gpu:fp16:100:2"; "" skips part 2), MLP_SECS (3),
+#   PA_ASYNC (1: also perf_analyzer --async, one client per worker thread, ~3 connections), MODELS ("resnet50 bert_base"), MLP_VARIANTS ("gpu:fp16:-:2 gpu:fp16:100:2"; "" skips part 2), MLP_SECS (3),
 #   DEADLINE_S (330), PA_ARGS (more perf_analyzer flags), PYTHON, SRV_CPUS / LOAD_CPUS (0-7 / 8-15 on 16+ cores).
 set -u
 T0=$SECONDS
@@ -30,6 +30,7 @@ case $KIND in KIND_GPU) kind=gpu ;; KIND_CPU) kind=cpu ;; *) echo "KIND is KIND_
 CONC=${CONC:-256} CONNS=${CONNS:-8} THREADS=${THREADS:-8} SECS=${SECS:-6} PA_S=${PA_S:-6} PA_FRAC=${PA_FRAC:-0.5}
 PA_TIMEOUT=${PA_TIMEOUT:-40} FIXED_THREADS=${FIXED_THREADS:-8} MODELS=${MODELS:-resnet50 bert_base}
 MLP_VARIANTS=${MLP_VARIANTS-gpu:fp16:-:2 gpu:fp16:100:2} MLP_SECS=${MLP_SECS:-3} DEADLINE_S=${DEADLINE_S:-330}
+PA_ASYNC=${PA_ASYNC:-1}
 if [ -z "${PYTHON:-}" ]; then
   if [ -x /opt/torch/.venv/bin/python ]; then PYTHON=/opt/torch/.venv/bin/python
   elif [ -x "$root/.venv/bin/python" ]; then PYTHON=$root/.venv/bin/python
@@ -101,7 +102,7 @@ load() {
   echo $? >"$out/$1.rc"
   step "$1: inferd-load exit $(cat "$out/$1.rc"): $(grep -E '^conc' "$out/$1.txt" | tail -n 1)"
 }
-# pa TAG MODEL PORT RATE_TAG: perf_analyzer at CONC over gRPC, one window of a counted number of requests
+# pa TAG MODEL PORT RATE_TAG [FLAGS]: perf_analyzer at CONC over gRPC, one window of a counted number of requests
 pa() {
   local n t pid most=0 k
   [ -z "$PA" ] && { echo "no perf_analyzer" >"$out/$1.skipped"; return; }
@@ -113,7 +114,7 @@ print(max(500, int(r * float(sys.argv[2]) * float(sys.argv[3]))))' "$out/$4.json
   [ "$t" -lt 10 ] && { step "$1: skipped (deadline)"; echo deadline >"$out/$1.skipped"; return; }
   # shellcheck disable=SC2046,SC2086
   LD_LIBRARY_PATH=$PA_LD timeout -k 5 "$t" "${pin_load[@]}" "$PA" -m "$2" -u "127.0.0.1:$3" -i grpc \
-    --concurrency-range "$CONC:$CONC" --request-count "$n" -f "$out/$1.csv" $(data_args "$2") ${PA_ARGS:-} \
+    --concurrency-range "$CONC:$CONC" --request-count "$n" -f "$out/$1.csv" $(data_args "$2") ${PA_ARGS:-} ${5:-} \
     >"$out/$1.txt" 2>&1 &
   pid=$!
   command -v ss >/dev/null || most="?"
@@ -141,6 +142,7 @@ for m in $MODELS; do
     step "$m: bench_fixed_server ${fargs[*]} on $port"
     load "${m}_fixed_load" "$m" "$port"
     pa "${m}_fixed_pa" "$m" "$port" "${m}_fixed_load"
+    [ "$PA_ASYNC" = 1 ] && pa "${m}_fixed_paa" "$m" "$port" "${m}_fixed_load" --async
   else
     step "$m: bench_fixed_server did not start: $(tail -n 2 "$out/${m}_fixed.log")"
   fi
@@ -154,6 +156,7 @@ for m in $MODELS; do
     step "$m: inferd ready on $port"
     load "${m}_inferd_load" "$m" "$port"
     pa "${m}_inferd_pa" "$m" "$port" "${m}_inferd_load"
+    [ "$PA_ASYNC" = 1 ] && pa "${m}_inferd_paa" "$m" "$port" "${m}_inferd_load" --async
   else
     step "$m: inferd did not say ready: $(tail -n 3 "$out/${m}_inferd.log")"
   fi
