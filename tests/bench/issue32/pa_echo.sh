@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # perf_analyzer's yardstick, one GPU call (issue 32 items 3-4; README.md beside this file):
-#   1. per model (ResNet-50 FP32 image in, BERT-base s128 INT64 ids and mask in / last_hidden_state out): the same
+#   1. the seed MLP transport sweep (tests/bench/serve_gpu/transport.sh: the anchors' echo_server against inferd,
+#      1, 64 and 512 streams; MLP_VARIANTS), first: it needs no export;
+#   2. per model (ResNet-50 FP32 image in, BERT-base s128 INT64 ids and mask in / last_hidden_state out): the same
 #      client flags and payload against bench_fixed_server (tests/bench/echo/fixed_server.c: a bare C-core server
 #      that answers the model's metadata/config and every ModelInfer with one fixed reply of the model's output
 #      size; none of inferd's work) and against inferd serving the model as run.sh does (repo.py: FP16, 2 GPU
 #      instances, 2 ms delay); on each, inferd-load (CONNS connections) then perf_analyzer (sync, and --async),
 #      CONC in flight over gRPC, with the connections perf_analyzer held;
-#   2. the seed MLP transport sweep (tests/bench/serve_gpu/transport.sh: the anchors' echo_server against inferd,
-#      1, 64 and 512 streams; MLP_VARIANTS);
 #   3. one markdown table (pa_echo.py) to stdout and $OUT/pa_echo.md.
 # Every step runs under `timeout`, cut to fit DEADLINE_S, so the table prints even when a step hangs.
 #
@@ -17,7 +17,8 @@
 # Env: OUT (/tmp/pa_echo), KIND (KIND_GPU; KIND_CPU: the dry run on stand-in models), CONC (256), CONNS (8),
 #   THREADS (8), SECS (inferd-load seconds, 6), PA_S / PA_FRAC (perf_analyzer's counted window: PA_S s at PA_FRAC of
 #   inferd-load's rate on the same server: 6, 0.5), PA_TIMEOUT (40), FIXED_THREADS (the yardstick's CQ threads, 8),
-#   PA_ASYNC (1: also perf_analyzer --async, one client per worker thread, ~3 connections), MODELS ("resnet50 bert_base"), MLP_VARIANTS ("gpu:fp16:-:2 gpu:fp16:100:2"; "" skips part 2), MLP_SECS (3),
+#   PA_ASYNC (1: also perf_analyzer --async, one client per worker thread, ~3 connections), MODELS ("resnet50
+#   bert_base"), MLP_VARIANTS ("gpu:fp16:-:2 gpu:fp16:100:2"; "" skips part 1), MLP_SECS (3),
 #   DEADLINE_S (330), PA_ARGS (more perf_analyzer flags), PYTHON, SRV_CPUS / LOAD_CPUS (0-7 / 8-15 on 16+ cores).
 set -u
 T0=$SECONDS
@@ -65,6 +66,17 @@ step() { echo "[$(printf '%4d' $((SECONDS - T0))) s] $*"; }
   echo "settings: CONC=$CONC CONNS=$CONNS THREADS=$THREADS SECS=$SECS PA_S=$PA_S PA_FRAC=$PA_FRAC" \
     "FIXED_THREADS=$FIXED_THREADS; server cores ${pin_srv[*]:-any}, load cores ${pin_load[*]:-any}; PA_ARGS=${PA_ARGS:-}"
 } | tee "$out/machine.txt"
+
+# --- the seed MLP against the anchors' echo (transport.sh; loadc and echo_server from the bundle)
+if [ -n "$MLP_VARIANTS" ] && [ -x "$b/anchors/loadc" ] && [ "$(left)" -gt 45 ]; then
+  step "transport.sh: $MLP_VARIANTS, ${MLP_SECS} s per point"
+  ANCHORS_BIN=$b/anchors KSERVE_DESC=$b/anchors/kserve_min.desc PYTHON=$PYTHON VARIANTS=$MLP_VARIANTS SECS=$MLP_SECS \
+    SRV_CORES=${SRV_CPUS:-0-7} LOAD_CORES=${LOAD_CPUS:-8-15} \
+    timeout -k 5 "$(cap 110)" bash "$root/tests/bench/serve_gpu/transport.sh" "$b/bin" "$out/mlp" >"$out/mlp.txt" 2>&1
+  step "transport.sh: exit $?"
+elif [ -n "$MLP_VARIANTS" ]; then
+  step "transport.sh: skipped ($([ -x "$b/anchors/loadc" ] && echo deadline || echo "no $b/anchors/loadc"))"
+fi
 
 # --- the models (exported only: PyTorch's timing is run.sh's) and their repositories
 if [ -n "$MODELS" ]; then
@@ -162,17 +174,6 @@ for m in $MODELS; do
   fi
   stop
 done
-
-# --- the seed MLP against the anchors' echo (transport.sh; loadc and echo_server from the bundle)
-if [ -n "$MLP_VARIANTS" ] && [ -x "$b/anchors/loadc" ] && [ "$(left)" -gt 45 ]; then
-  step "transport.sh: $MLP_VARIANTS, ${MLP_SECS} s per point"
-  ANCHORS_BIN=$b/anchors KSERVE_DESC=$b/anchors/kserve_min.desc PYTHON=$PYTHON VARIANTS=$MLP_VARIANTS SECS=$MLP_SECS \
-    SRV_CORES=${SRV_CPUS:-0-7} LOAD_CORES=${LOAD_CPUS:-8-15} \
-    timeout -k 5 "$(cap 200)" bash "$root/tests/bench/serve_gpu/transport.sh" "$b/bin" "$out/mlp" >"$out/mlp.txt" 2>&1
-  step "transport.sh: exit $?"
-elif [ -n "$MLP_VARIANTS" ]; then
-  step "transport.sh: skipped ($([ -x "$b/anchors/loadc" ] && echo deadline || echo "no $b/anchors/loadc"))"
-fi
 
 step "table"
 "$PYTHON" "$here/pa_echo.py" table "$out" | tee "$out/pa_echo.md"
