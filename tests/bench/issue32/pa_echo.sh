@@ -17,7 +17,7 @@
 # Env: OUT (/tmp/pa_echo), KIND (KIND_GPU; KIND_CPU: the dry run on stand-in models), CONC (256), CONNS (8),
 #   THREADS (8), SECS (inferd-load seconds, 6), PA_S / PA_FRAC (perf_analyzer's counted window: PA_S s at PA_FRAC of
 #   inferd-load's rate on the same server: 6, 0.5), PA_TIMEOUT (40), FIXED_THREADS (the yardstick's CQ threads, 8),
-#   PA_ASYNC (1: also perf_analyzer --async, one client per worker thread, ~3 connections), MODELS ("resnet50
+#   PA_ASYNC (1: also perf_analyzer --async, one client per worker thread, ~3 connections), MODELS ("" skips part 2; "resnet50
 #   bert_base"), MLP_VARIANTS ("gpu:fp16:-:2 gpu:fp16:100:2"; "" skips part 1), MLP_SECS (3),
 #   DEADLINE_S (330), PA_ARGS (more perf_analyzer flags), PYTHON, SRV_CPUS / LOAD_CPUS (0-7 / 8-15 on 16+ cores).
 set -u
@@ -29,7 +29,7 @@ out=${OUT:-/tmp/pa_echo}
 KIND=${KIND:-KIND_GPU}
 case $KIND in KIND_GPU) kind=gpu ;; KIND_CPU) kind=cpu ;; *) echo "KIND is KIND_GPU or KIND_CPU" >&2; exit 2 ;; esac
 CONC=${CONC:-256} CONNS=${CONNS:-8} THREADS=${THREADS:-8} SECS=${SECS:-6} PA_S=${PA_S:-6} PA_FRAC=${PA_FRAC:-0.5}
-PA_TIMEOUT=${PA_TIMEOUT:-40} FIXED_THREADS=${FIXED_THREADS:-8} MODELS=${MODELS:-resnet50 bert_base}
+PA_TIMEOUT=${PA_TIMEOUT:-40} FIXED_THREADS=${FIXED_THREADS:-8} MODELS=${MODELS-resnet50 bert_base}
 MLP_VARIANTS=${MLP_VARIANTS-gpu:fp16:-:2 gpu:fp16:100:2} MLP_SECS=${MLP_SECS:-3} DEADLINE_S=${DEADLINE_S:-330}
 PA_ASYNC=${PA_ASYNC:-1}
 if [ -z "${PYTHON:-}" ]; then
