@@ -304,8 +304,8 @@ static int graph_segs(instance *in, const eng_job *job, size_t *n_out, err *e) {
 
 static void finish_job(instance *in, eng_job *job, int slot);
 
-// Called with in->mu held, slot just submitted, nothing queued and no other
-// slot in flight (the completion thread's included: a slot stays busy until
+// Called with in->mu held, a one-row job just submitted to slot, nothing
+// queued and no other slot in flight (the completion thread's included: a slot stays busy until
 // it is freed). Watches, mu released, both the batch's end on the device and
 // the queue: 1 (mu held again) when the batch ended first, so the caller
 // finishes it on this thread; 0 (mu held) when a job arrived first, so the
@@ -393,7 +393,9 @@ void *eng_model__gpu_submit_main(void *arg) {
       continue;
     }
     pthread_mutex_lock(&in->mu);
-    if (in->q_n == 0 && in->n_busy == 1 && alone_until_done(in, slot)) {
+    // one row only: a bigger batch's answers (packed in job->done) could hold
+    // a job that arrives meanwhile off the device for a millisecond
+    if (job->rows == 1 && in->q_n == 0 && in->n_busy == 1 && alone_until_done(in, slot)) {
       pthread_mutex_unlock(&in->mu);
       finish_job(in, job, slot);
       continue;
