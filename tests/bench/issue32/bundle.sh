@@ -40,7 +40,9 @@ else
 fi
 rm -rf "$out"
 mkdir -p "$out"
-tar -C "$stage" -cf - bin lib $([ -d "$stage/anchors" ] && echo anchors) | xz -T2 -6 >"$out/bundle.tar.xz"
+parts=(bin lib)
+[ -d "$stage/anchors" ] && parts+=(anchors)
+tar -C "$stage" -cf - "${parts[@]}" | xz -T2 -6 >"$out/bundle.tar.xz"
 c=$(git -C "$root" rev-parse --short HEAD)
 git -C "$root" diff --quiet HEAD -- . ':!tests/bench/issue32' 2>/dev/null || c="$c (+ uncommitted changes)"
 echo "$c" >"$out/commit.txt"
