@@ -42,7 +42,10 @@ int ld_cudart_open(int device, ld_cudart **out, err *e) {
   static const char *const names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12"};
   ld_cudart *c = calloc(1, sizeof *c);
   if (!c) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  for (size_t i = 0; i < sizeof names / sizeof names[0] && !c->lib; i++) c->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: the runtime stays mapped after dlclose; it keeps threads
+  // and exit handlers of its own once a context exists
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && !c->lib; i++)
+    c->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!c->lib) {
     free(c);
     return err_set(e, ERR_UNAVAILABLE,
