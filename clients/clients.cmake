@@ -13,6 +13,7 @@ add_library(inferd_load STATIC
   ${CMAKE_CURRENT_LIST_DIR}/load/inputs.c
   ${CMAKE_CURRENT_LIST_DIR}/load/request.c
   ${CMAKE_CURRENT_LIST_DIR}/load/shm.c
+  ${CMAKE_CURRENT_LIST_DIR}/load/cudart.c
   ${CMAKE_CURRENT_LIST_DIR}/load/stream_msg.c
   ${CMAKE_CURRENT_LIST_DIR}/load/stream.c
   ${CMAKE_CURRENT_LIST_DIR}/load/driver.c
@@ -31,7 +32,7 @@ find_library(LD_HTTP_PARSER_LIB http_parser REQUIRED)
 pkg_check_modules(LD_CJSON REQUIRED IMPORTED_TARGET libcjson)
 target_include_directories(inferd_load PRIVATE ${LD_HTTP_PARSER_INCLUDE_DIR})
 target_link_libraries(inferd_load PUBLIC inferd_proto inferd_base inferd_grpc_offload PkgConfig::GRPC PkgConfig::PROTOBUFC
-  PkgConfig::LD_CJSON ${LD_HTTP_PARSER_LIB} Threads::Threads ${MATH_LIB})
+  PkgConfig::LD_CJSON ${LD_HTTP_PARSER_LIB} Threads::Threads ${MATH_LIB} ${CMAKE_DL_LIBS})
 
 add_executable(inferd-load ${CMAKE_CURRENT_LIST_DIR}/load/main.c)
 target_link_libraries(inferd-load PRIVATE inferd_load)

@@ -302,6 +302,37 @@ static int graph_segs(instance *in, const eng_job *job, size_t *n_out, err *e) {
   return 0;
 }
 
+static void finish_job(instance *in, eng_job *job, int slot);
+
+// Called with in->mu held, a one-row job just submitted to slot, nothing
+// queued and no other slot in flight (the completion thread's included: a slot stays busy until
+// it is freed). Watches, mu released, both the batch's end on the device and
+// the queue: 1 (mu held again) when the batch ended first, so the caller
+// finishes it on this thread; 0 (mu held) when a job arrived first, so the
+// batch goes to the completion thread as any other and this thread submits
+// the new one at once. Why: for a lone request the hand-off to the
+// completion thread is one more wakeup (10-50 us on an idle core, wait_spin's
+// comment) on its way out; the watch costs this thread what the completion
+// thread's cudaEventSynchronize costs (the runtime spins there too), and a
+// job that arrives meanwhile is not held back.
+static int alone_until_done(instance *in, int slot) {
+  uint64_t s0 = atomic_load_explicit(&in->cv_seq, memory_order_relaxed);  // under mu: no bump is missed
+  pthread_mutex_unlock(&in->mu);
+  int done = 0;
+  for (;;) {
+    if (eng_cuda_plan_poll(in->cuda_plan, slot)) {
+      done = 1;
+      break;
+    }
+    if (atomic_load_explicit(&in->cv_seq, memory_order_acquire) != s0) break;  // a job, a stop or a freed slot
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  pthread_mutex_lock(&in->mu);
+  return done && in->q_n == 0 && !in->stop;
+}
+
 void *eng_model__gpu_submit_main(void *arg) {
   instance *in = arg;
   name_thread("sub", in->index);
@@ -362,6 +393,13 @@ void *eng_model__gpu_submit_main(void *arg) {
       continue;
     }
     pthread_mutex_lock(&in->mu);
+    // one row only: a bigger batch's answers (packed in job->done) could hold
+    // a job that arrives meanwhile off the device for a millisecond
+    if (job->rows == 1 && in->q_n == 0 && in->n_busy == 1 && alone_until_done(in, slot)) {
+      pthread_mutex_unlock(&in->mu);
+      finish_job(in, job, slot);
+      continue;
+    }
     int k = (in->f_head + in->f_n) % MAX_DEPTH;
     in->fin[k].job = job;
     in->fin[k].slot = slot;
@@ -369,6 +407,30 @@ void *eng_model__gpu_submit_main(void *arg) {
     eng_model__signal_seq(&in->done_cv, &in->done_seq, 0);
     pthread_mutex_unlock(&in->mu);
   }
+}
+
+// Waits for a submitted job's slot, hands its outputs to job->done and frees
+// the slot: the completion thread's work, also done on the submit thread for
+// a job alone on the device (gpu_submit_main).
+static void finish_job(instance *in, eng_job *job, int slot) {
+  eng_model *m = in->model;
+  io_bufs b = {0};
+  err e = {0};
+  int rc = io_init(&b, m, &e);
+  nvtxRangePushA("inferd finish batch");
+  job->device_ns = 0;
+  // without output arrays (out of memory) the slot is still waited for, keeping that error
+  err fe = {0};
+  int frc = eng_cuda_plan_finish(in->cuda_plan, slot, rc == 0 ? b.gout : NULL, m->n_graph_out, &job->device_ns,
+                                 rc == 0 ? &e : &fe);
+  nvtxRangePop();
+  if (rc == 0) rc = frc;
+  job->t_infer_end_us = eng_now_us();
+  if (rc == 0) client_outputs(m, job, b.gout, b.cout);
+  else note_failure(in, rc);
+  job->done(job, rc, &e, rc == 0 ? b.cout : NULL, rc == 0 ? m->n_out : 0);
+  io_free(&b);
+  free_slot(in, slot);
 }
 
 void *eng_model__gpu_done_main(void *arg) {
@@ -387,24 +449,7 @@ void *eng_model__gpu_done_main(void *arg) {
     in->f_head = (in->f_head + 1) % MAX_DEPTH;
     in->f_n--;
     pthread_mutex_unlock(&in->mu);
-
-    io_bufs b = {0};
-    err e = {0};
-    int rc = io_init(&b, m, &e);
-    nvtxRangePushA("inferd finish batch");
-    job->device_ns = 0;
-    // without output arrays (out of memory) the slot is still waited for, keeping that error
-    err fe = {0};
-    int frc = eng_cuda_plan_finish(in->cuda_plan, slot, rc == 0 ? b.gout : NULL, m->n_graph_out, &job->device_ns,
-                                   rc == 0 ? &e : &fe);
-    nvtxRangePop();
-    if (rc == 0) rc = frc;
-    job->t_infer_end_us = eng_now_us();
-    if (rc == 0) client_outputs(m, job, b.gout, b.cout);
-    else note_failure(in, rc);
-    job->done(job, rc, &e, rc == 0 ? b.cout : NULL, rc == 0 ? m->n_out : 0);
-    io_free(&b);
-    free_slot(in, slot);
+    finish_job(in, job, slot);
   }
 }
 #endif

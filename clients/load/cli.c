@@ -210,9 +210,11 @@ void ld_usage(FILE *f) {
       "                                 little-endian bytes: a file (one input) or a directory\n"
       "                                 with one file per input, named after the input\n"
       "  --validate-identity            each output must equal the input of the same index\n"
-      "  --shared-memory none|system    system: inputs and outputs go through POSIX shared memory\n"
-      "                                 regions registered with the server (same host; inferd\n"
-      "                                 needs --allow-client-shm true); default none\n"
+      "  --shared-memory none|system|cuda  system: inputs and outputs go through POSIX shared\n"
+      "                                 memory regions registered with the server (same host; inferd\n"
+      "                                 needs --allow-client-shm true); cuda: through memory on GPU 0\n"
+      "                                 (cudaMalloc + IPC handle, as tritonclient; libcudart loaded\n"
+      "                                 at run time); default none\n"
       "  --output-shared-memory-size N  bytes of each output's region (default 102400)\n"
       "  --streaming                    send on ModelStreamInfer streams (one per thread and\n"
       "                                 connection, open for a whole level) instead of unary calls\n"
@@ -323,10 +325,9 @@ static int apply(ld_opts *o, const opt_def *d, const char *name, const char *v, 
       else if (strcmp(v, "system") == 0)
         o->shared_memory = LD_SHM_SYSTEM;
       else if (strcmp(v, "cuda") == 0)
-        return err_set(e, ERR_INVALID_ARGUMENT,
-                       "--shared-memory cuda is not supported by inferd-load (none or system)");
+        o->shared_memory = LD_SHM_CUDA;
       else
-        return err_set(e, ERR_INVALID_ARGUMENT, "--shared-memory wants none or system, got '%s'", v);
+        return err_set(e, ERR_INVALID_ARGUMENT, "--shared-memory wants none, system or cuda, got '%s'", v);
       return 0;
     case O_STREAMING:
       o->streaming = true;
@@ -439,17 +440,17 @@ int ld_opts_parse(int argc, char **argv, ld_opts *o, err *e) {
   if (!*o->url) return err_set(e, ERR_INVALID_ARGUMENT, "-u wants HOST:PORT");
   // Every in-flight request writes its outputs into the same regions, so
   // no answer's outputs can be read back without racing the next request's.
-  if (o->validate_identity && o->shared_memory == LD_SHM_SYSTEM)
+  if (o->validate_identity && o->shared_memory != LD_SHM_NONE)
     return err_set(e, ERR_INVALID_ARGUMENT,
-                   "--validate-identity cannot be used with --shared-memory system: all requests in flight share "
+                   "--validate-identity cannot be used with --shared-memory: all requests in flight share "
                    "the output regions, so an answer's outputs cannot be read back without racing the next "
                    "request's writes");
   if (o->mix.on && o->streaming)
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "--mix cannot be used with --streaming: cancelling one request would end its whole stream");
-  if (o->mix.on && o->shared_memory == LD_SHM_SYSTEM)
+  if (o->mix.on && o->shared_memory != LD_SHM_NONE)
     return err_set(e, ERR_INVALID_ARGUMENT,
-                   "--mix cannot be used with --shared-memory system: the invalid kind's longer input has no region");
+                   "--mix cannot be used with --shared-memory: the invalid kind's longer input has no region");
   if (o->duration_s > 0 && ld_range_levels(&o->range, NULL, 0) != 1)
     return err_set(e, ERR_INVALID_ARGUMENT, "--duration-s runs one level: give the range a single value");
   if (o->report_every_s > 0 && !(o->duration_s > 0))

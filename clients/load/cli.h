@@ -31,7 +31,7 @@ size_t ld_range_levels(const ld_range *r, double *out, size_t cap);
 typedef enum ld_mode { LD_CLOSED = 0, LD_OPEN = 1 } ld_mode;
 typedef enum ld_dist { LD_DIST_CONSTANT = 0, LD_DIST_POISSON = 1 } ld_dist;
 typedef enum ld_data { LD_DATA_RANDOM = 0, LD_DATA_ZERO = 1, LD_DATA_PATH = 2 } ld_data;
-typedef enum ld_shm_mode { LD_SHM_NONE = 0, LD_SHM_SYSTEM = 1 } ld_shm_mode;
+typedef enum ld_shm_mode { LD_SHM_NONE = 0, LD_SHM_SYSTEM = 1, LD_SHM_CUDA = 2 } ld_shm_mode;
 
 #define LD_OUTPUT_SHM_SIZE_DEFAULT 102400  // perf_analyzer's default
 

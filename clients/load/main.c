@@ -276,7 +276,7 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   // Shared memory objects outlive the process: a SIGTERM also goes through
   // the cleanup at the end, which unregisters and removes them.
-  if (o.shared_memory == LD_SHM_SYSTEM) sigaction(SIGTERM, &sa, NULL);
+  if (o.shared_memory != LD_SHM_NONE) sigaction(SIGTERM, &sa, NULL);
 
   grpc_init();
   // like inferd: a contended connection's transport work stays on the thread that holds it
@@ -290,6 +290,7 @@ int main(int argc, char **argv) {
   uint8_t *req = NULL, *bad_req = NULL;
   size_t req_len = 0, bad_req_len = 0;
   ld_shm_set *shm = NULL;
+  ld_cudart *cuda = NULL;  // --shared-memory cuda: the runtime, for the set's lifetime
   ld_driver *drv = NULL;
   ld_result *results = NULL;
   size_t n_results = 0;
@@ -316,7 +317,9 @@ int main(int argc, char **argv) {
   fprintf(stderr, "inferd-load: model '%s' (%s), %d thread(s), %d connection(s)%s, windows of %d ms%s\n", m->name,
           m->batching ? "batching" : "no batching", threads, connections,
           o.streaming ? ", streaming (ModelStreamInfer)" : "", o.interval_ms,
-          o.shared_memory == LD_SHM_SYSTEM ? ", shared memory: system" : "");
+          o.shared_memory == LD_SHM_SYSTEM ? ", shared memory: system"
+          : o.shared_memory == LD_SHM_CUDA ? ", shared memory: cuda"
+                                           : "");
   for (size_t i = 0; i < n_in; i++) {
     char sb[256];
     fprintf(stderr, "  input %s %s %s (%zu bytes, %s)\n", in[i].name, in[i].datatype,
@@ -326,17 +329,19 @@ int main(int argc, char **argv) {
                                      : "random");
   }
   ld_request_spec spec = {.model = o.model, .version = o.version, .in = in, .n_in = n_in};
-  if (o.shared_memory == LD_SHM_SYSTEM) {
+  if (o.shared_memory != LD_SHM_NONE) {
+    const char *kind = o.shared_memory == LD_SHM_CUDA ? "cuda" : "system";
     char prefix[64];
     snprintf(prefix, sizeof prefix, "inferd_load_%ld", (long)getpid());
-    if (ld_shm_set_create(ctl, ctl_timeout, prefix, in, n_in, m, o.output_shm_size, &shm, &e) != 0) {
-      fprintf(stderr, "inferd-load: --shared-memory system: %s\n", e.msg);
+    if ((o.shared_memory == LD_SHM_CUDA && ld_cudart_open(0, &cuda, &e) != 0) ||
+        ld_shm_set_create(ctl, ctl_timeout, prefix, in, n_in, m, o.output_shm_size, cuda, &shm, &e) != 0) {
+      fprintf(stderr, "inferd-load: --shared-memory %s: %s\n", kind, e.msg);
       exit_code = 1;
       goto done;
     }
     spec.in_shm = ld_shm_set_inputs(shm);
     spec.out = ld_shm_set_outputs(shm, &spec.n_out);
-    fprintf(stderr, "inferd-load: shared memory: system, %zu region(s) '%s_*' registered, %zu bytes per output\n",
+    fprintf(stderr, "inferd-load: shared memory: %s, %zu region(s) '%s_*' registered, %zu bytes per output\n", kind,
             ld_shm_set_count(shm), prefix, o.output_shm_size);
     check_output_sizes(m, o.rows, o.output_shm_size);
   }
@@ -435,6 +440,7 @@ done:
     fprintf(stderr, "inferd-load: %s\n", e.msg);
     if (exit_code == 0) exit_code = 1;
   }
+  ld_cudart_close(cuda);  // after the set: its regions were freed through it
   for (size_t i = 0; i < n_results; i++) ld_result_close(&results[i]);
   free(results);
   free(req);

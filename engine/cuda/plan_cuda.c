@@ -480,6 +480,15 @@ static uint64_t account_busy(eng_cuda_plan *p, uint64_t seq) {
   return ms > 0 ? (uint64_t)((double)ms * 1e6) : 0;
 }
 
+int eng_cuda_plan_poll(eng_cuda_plan *p, int k) {
+  if (k < 0 || k >= p->n_slots || cudaSetDevice(p->device) != cudaSuccess) return 1;  // finish says what is wrong
+  int ri = (int)(p->sl[k].seq % (uint64_t)(p->n_slots + 1));
+  cudaError_t rc = cudaEventQuery(p->ev_end[ri]);
+  if (rc == cudaErrorNotReady) return 0;
+  if (rc != cudaSuccess) cudaGetLastError();  // not sticky here; finish's synchronize reports it
+  return 1;
+}
+
 int eng_cuda_plan_finish(eng_cuda_plan *p, int k, eng_tensor *outputs, size_t n_out,
                          uint64_t *device_ns, err *e) {
   if (k < 0 || k >= p->n_slots) return err_set(e, ERR_INTERNAL, "no stream slot %d", k);

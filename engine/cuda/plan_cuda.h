@@ -164,6 +164,10 @@ void *eng_cuda_plan_stage(eng_cuda_plan *p, int slot, size_t i, size_t *cap);
 int eng_cuda_plan_finish(eng_cuda_plan *p, int slot, eng_tensor *outputs, size_t n_out,
                          uint64_t *device_ns, err *e);
 
+// 1 when slot's batch has ended on the device (or cannot be waited for:
+// finish then says why), 0 while it runs. Never blocks.
+int eng_cuda_plan_poll(eng_cuda_plan *p, int slot);
+
 // submit + finish on slot 0 (for tests and single-stream callers).
 int eng_cuda_plan_run(eng_cuda_plan *p, const eng_tensor *inputs, size_t n_in,
                       eng_tensor *outputs, size_t n_out, err *e);

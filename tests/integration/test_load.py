@@ -681,4 +681,49 @@ def test_shared_memory_refused_without_allow_client_shm(server):
 def test_shared_memory_refuses_validate_identity():
     p = run_load("127.0.0.1:1", "-m", "mlp", "--shared-memory", "system", "--validate-identity")
     assert p.returncode == 2, explain(p)
-    assert "--validate-identity cannot be used with --shared-memory system" in p.stderr, p.stderr
+    assert "--validate-identity cannot be used with --shared-memory" in p.stderr, p.stderr
+
+
+# --- --shared-memory cuda (Triton's CUDA shared memory extension: cudaMalloc + IPC handle, libcudart dlopen'd)
+
+def test_shared_memory_cuda_without_gpu_says_so(shm_server, pb):
+    """Without a GPU (CI) the mode fails at once with a clear reason (no runtime, or no device), exit 1,
+    nothing registered with the server."""
+    if lib.gpu_skip_reason() is None:
+        pytest.skip("a GPU is visible: test_shared_memory_cuda covers this host")
+    p = run_load(shm_server.grpc_url, "-m", "mlp", "--shared-memory", "cuda", "--measurement-interval", "300")
+    assert p.returncode == 1, explain(p)
+    assert "--shared-memory cuda: CUDA shared memory needs" in p.stderr, p.stderr
+    assert p.stdout == ""
+    ch, stub = shm_stub(shm_server, pb)
+    try:
+        assert not stub.CudaSharedMemoryStatus(pb.service.CudaSharedMemoryStatusRequest()).regions
+    finally:
+        ch.close()
+
+
+def test_shared_memory_cuda(shm_server, pb, tmp_path):
+    """On a GPU host: the inputs and outputs in device memory, registered by IPC handle on device 0, every
+    request served through them, every region unregistered at the end."""
+    why = lib.gpu_skip_reason()
+    if why:
+        pytest.skip("needs a GPU: " + why)
+    ch, stub = shm_stub(shm_server, pb)
+    try:
+        before = success_count(stub, pb, "mlp")
+        json_path = str(tmp_path / "cuda.json")
+        p = run_load(shm_server.grpc_url, "-m", "mlp", "--shared-memory", "cuda", "--concurrency-range", "4",
+                     "--json", json_path, *FAST)
+        after = success_count(stub, pb, "mlp")
+        assert p.returncode == 0, explain(p)
+        assert "shared memory: cuda" in p.stderr, p.stderr
+        (level,) = read_json(json_path)
+        assert level["errors"] == 0 and level["requests"] > 0, level
+        assert after - before >= level["requests"], (before, after, level)
+        prefix = shm_run_prefix(p.stderr)
+        log = server_log(shm_server, "unregistered (%s_out0)" % prefix)
+        assert "cuda shared memory region '%s_in0' registered: device 0, 4096 bytes" % prefix in log, log
+        assert "cuda shared memory region '%s_out0' registered: device 0, 102400 bytes" % prefix in log, log
+        assert not stub.CudaSharedMemoryStatus(pb.service.CudaSharedMemoryStatusRequest()).regions
+    finally:
+        ch.close()

@@ -4,7 +4,9 @@
 # stripped, symbols kept for backtraces) and lib/, every non-system library they load (tests/gpu/bundle_libs.sh:
 # not CUDA, cuBLAS or cuDNN, which the GPU machine has); pa.tar.xz = perf_analyzer and its libraries
 # (tests/gpu/bundle_pa.sh; needs deploy/install-perf-analyzer.sh run here first; left out with a warning when it
-# cannot be made, and run.sh then leaves perf_analyzer's rows out); commit.txt = the commit built. The models are
+# cannot be made, and run.sh then leaves perf_analyzer's rows out); commit.txt = the commit built. For pa_echo.sh
+# the bundle also holds bin/bench_fixed_server (when built) and anchors/: the shared anchors' loadc, echo_server and
+# kserve_min.desc (ANCHORS, default /work/shared/anchors, built with its build.sh; left out with a warning). The models are
 # exported there with torch (offline.py). Builds nothing: run after `cmake --build --preset default` with CUDA
 # (nvcc found: INFERD_CUDA AUTO), then there, from the repository root:
 #   bash tests/bench/issue32/run.sh .devrun-i32
@@ -23,10 +25,24 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin"
 cp "$build/bin/inferd" "$build/bin/inferd-load" "$stage/bin/"
+[ -x "$build/bin/bench_fixed_server" ] && cp "$build/bin/bench_fixed_server" "$stage/bin/"
 bash "$root/tests/gpu/bundle_libs.sh" "$stage"  # also strips debug info from bin/ and lib/
+anchors=${ANCHORS:-/work/shared/anchors}
+if [ -f "$anchors/build.sh" ] && bash "$anchors/build.sh" "$stage/anchors" >"$stage/anchors.log" 2>&1; then
+  ldd "$stage/anchors/loadc" "$stage/anchors/echo_server" | awk '/=> \// {print $3}' | sort -u |
+    grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+    while read -r lib; do [ -e "$stage/lib/$(basename "$lib")" ] || cp -L "$lib" "$stage/lib/"; done
+  strip --strip-debug "$stage/anchors/loadc" "$stage/anchors/echo_server" "$stage"/lib/* 2>/dev/null || true
+else
+  echo "warning: no anchors/ in the bundle (pa_echo.sh's seed MLP part is skipped):" >&2
+  tail -n 3 "$stage/anchors.log" >&2 2>/dev/null || true
+  rm -rf "$stage/anchors"
+fi
 rm -rf "$out"
 mkdir -p "$out"
-tar -C "$stage" -cf - bin lib | xz -T2 -6 >"$out/bundle.tar.xz"
+parts=(bin lib)
+[ -d "$stage/anchors" ] && parts+=(anchors)
+tar -C "$stage" -cf - "${parts[@]}" | xz -T2 -6 >"$out/bundle.tar.xz"
 c=$(git -C "$root" rev-parse --short HEAD)
 git -C "$root" diff --quiet HEAD -- . ':!tests/bench/issue32' 2>/dev/null || c="$c (+ uncommitted changes)"
 echo "$c" >"$out/commit.txt"

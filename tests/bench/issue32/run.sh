@@ -5,8 +5,8 @@
 #   2. ResNet-50 FP16 on 2 GPU instances (max_queue_delay_microseconds 2000, max_batch 128; repo.py): a fresh
 #      server, and from the moment it says ready inferd-load keeps 256 one-image FP32 requests in flight over 8
 #      gRPC connections for COLD_S s, one report a second (the cold start: first half against the last half), then
-#      the lazy-prepare counters; then steady points of SECS s: inferd-load over gRPC and through system shared
-#      memory; perf_analyzer at concurrency 256 over gRPC, system and CUDA shared memory (one counted window);
+#      the lazy-prepare counters; then steady points of SECS s: inferd-load over gRPC, through system shared
+#      memory and (KIND_GPU) through CUDA shared memory; perf_analyzer at concurrency 256 over gRPC, system and CUDA shared memory (one counted window);
 #   3. BERT-base s128 FP16 (max_batch 64) the same way, without the cold part;
 #   4. the markdown table (table.py) for tests/bench/RESULTS.md, also written to $OUT/table.md.
 # Every step runs under `timeout`, cut to fit DEADLINE_S from the start, so the table prints even when a step hangs.
@@ -158,14 +158,14 @@ PY
 }
 data_args() { [ "$1" = bert_base ] && echo "--input-data $repo/bert_base_data"; }
 out_bytes() { cat "$repo/$1.out_bytes" 2>/dev/null || echo 102400; }
-# load TAG MODEL SECS none|system [REPORT]: inferd-load, CONC one-row requests in flight over CONNS connections
+# load TAG MODEL SECS none|system|cuda [REPORT]: inferd-load, CONC one-row requests in flight over CONNS connections
 load() {
   local tag=$1 m=$2 secs=$3 shm=$4 t args
   t=$(cap $((secs + 30)))
   if [ "$t" -le $((secs / 2 + 2)) ]; then step "$tag: skipped (deadline)"; return; fi
   args=(-u "127.0.0.1:$GRPC" -m "$m" --concurrency-range "$CONC:$CONC:1" -b 1 --connections "$CONNS"
     --threads "$THREADS" --duration-s "$secs" --server-stats --json "$out/$tag.json")
-  [ "$shm" = system ] && args+=(--shared-memory system --output-shared-memory-size "$(out_bytes "$m")")
+  [ "$shm" != none ] && args+=(--shared-memory "$shm" --output-shared-memory-size "$(out_bytes "$m")")
   [ -n "${5:-}" ] && args+=(--report-every-s 1)
   # shellcheck disable=SC2046  # data_args: separate words
   timeout -k 5 "$t" "${pin_load[@]}" "$b/bin/inferd-load" "${args[@]}" $(data_args "$m") >"$out/$tag.txt" 2>&1
@@ -219,6 +219,7 @@ for m in $MODELS; do
   fi
   load "${m}_grpc" "$m" "$SECS" none
   load "${m}_shm" "$m" "$SECS" system
+  [ $kind = gpu ] && load "${m}_cudashm" "$m" "$SECS" cuda
   pa "${m}_pa_grpc" "$m" none
   pa "${m}_pa_shm" "$m" system
   [ $kind = gpu ] && pa "${m}_pa_cuda" "$m" cuda

@@ -169,8 +169,12 @@ def main():
         print("| %s | inferd-load system shared memory, %s | %s | %s | %s vs gRPC | %s |" % (
             label, lead, (num(shm) + " " + unit + server_part(sj)) if shm else sj, fr(r), fr(ratio(shm, grpc)),
             goal.lstrip("; ")))
-        print("| %s | inferd-load CUDA shared memory | not measured: inferd-load has no CUDA shared memory mode "
-              "(`--shared-memory none|system`); perf_analyzer's row below | | | |" % label)
+        cud, cj = o.load(m + "_cudashm")
+        if cud is not None or cj != "not run":
+            r = ratio(cud, shm)
+            print("| %s | inferd-load CUDA shared memory, %s | %s | %s | %s vs system shm | >= 1.0 of system shm: %s |" % (
+                label, lead, (num(cud) + " " + unit + server_part(cj)) if cud else cj, fr(ratio(cud, torch_rate)),
+                fr(r), verdict(r, 1.0)))
         if m == "resnet50":
             c = cold(o)
             if c:
@@ -234,8 +238,8 @@ def main():
                      ("; ".join(keep) if keep else "no result (coldstart.txt)"))
     for n in notes:
         print("- " + n)
-    print("- not measured here: inferd-load over CUDA shared memory (no such mode); the seed MLP transport figures "
-          "(tests/bench/serve_gpu/transport.sh); the one-connection echo yardstick (tests/bench/conn/run.sh)")
+    print("- not measured here: the seed MLP transport figures and perf_analyzer against the bare yardstick "
+          "(tests/bench/issue32/pa_echo.sh); the one-connection echo yardstick (tests/bench/conn/run.sh)")
 
 
 if __name__ == "__main__":

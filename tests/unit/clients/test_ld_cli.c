@@ -154,6 +154,9 @@ static void test_all_options(void) {
   CHECK_EQ_INT(o.shared_memory, LD_SHM_SYSTEM);
   CHECK_EQ_INT(o.output_shm_size, 4096);
   ld_opts_close(&o);
+  CHECK_EQ_INT(PARSE(&o, &e, "-m", "m", "--shared-memory", "cuda"), 0);  // parsed anywhere; needs a GPU to run
+  CHECK_EQ_INT(o.shared_memory, LD_SHM_CUDA);
+  ld_opts_close(&o);
   // none is explicit too, and then validation is fine
   CHECK_EQ_INT(PARSE(&o, &e, "-m", "m", "--shared-memory=none", "--validate-identity"), 0);
   CHECK_EQ_INT(o.shared_memory, LD_SHM_NONE);
@@ -198,12 +201,12 @@ static void test_usage_errors(void) {
       {{"-m", "m", "--seed", "-3"}, "--seed"},
       {{"-m", "m", "--validate-identity=1"}, "takes no value"},
       {{"-m", "m", "--concurrency-range", "1:20000:19999"}, "at most 16384"},
-      {{"-m", "m", "--shared-memory", "posix"}, "--shared-memory wants none or system, got 'posix'"},
-      {{"-m", "m", "--shared-memory", "cuda"}, "cuda is not supported"},
+      {{"-m", "m", "--shared-memory", "posix"}, "--shared-memory wants none, system or cuda, got 'posix'"},
+      {{"-m", "m", "--validate-identity", "--shared-memory", "cuda"}, "cannot be used with --shared-memory"},
       {{"-m", "m", "--output-shared-memory-size", "0"}, "--output-shared-memory-size wants a byte count"},
       {{"-m", "m", "--output-shared-memory-size", "1k"}, "--output-shared-memory-size wants a byte count"},
       {{"-m", "m", "--shared-memory"}, "--shared-memory needs a value"},
-      {{"-m", "m", "--validate-identity", "--shared-memory", "system"}, "cannot be used with --shared-memory system"},
+      {{"-m", "m", "--validate-identity", "--shared-memory", "system"}, "cannot be used with --shared-memory"},
       {{"-m", "m", "--shared-memory=system", "--validate-identity"}, "share the output regions"},
       {{"-m", "m", "--request-rate-range", "9", "--mix", "55:5:30"}, "want VALID:INVALID:CANCEL:EXPIRE"},
       {{"-m", "m", "--request-rate-range", "9", "--mix", "55:5:30:10:0"}, "want VALID:INVALID:CANCEL:EXPIRE"},

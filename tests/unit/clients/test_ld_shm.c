@@ -141,7 +141,7 @@ static void test_set_without_server(void) {
   snprintf(p, sizeof p, "%s_set", prefix);
   ld_shm_set *set = (ld_shm_set *)1;
   err e = {0};
-  int rc = ld_shm_set_create(ch, 5000, p, in, 2, &m, 4096, &set, &e);
+  int rc = ld_shm_set_create(ch, 5000, p, in, 2, &m, 4096, NULL, &set, &e);
   CHECK(rc == ERR_UNAVAILABLE || rc == ERR_DEADLINE_EXCEEDED);
   CHECK(set == NULL);
   char want[320];
