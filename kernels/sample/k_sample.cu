@@ -214,8 +214,8 @@ extern "C" int k_sample_rows_cuda(int32_t *ids, const void *x, float *scratch, s
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: vocab of %zu (1 .. 2^31 - 1)", kname, vocab);
   if (rows > 0x7fffffffu) return err_set(e, ERR_INVALID_ARGUMENT, "%s: %zu rows", kname, rows);
   K_DT_DISPATCH(e, kname, dt, T,
-                sample_kernel<T><<<(unsigned)rows, LANES, 0, stream>>>(ids, (const T *)x, scratch, (uint32_t)vocab,
-                                                                       params, seen));
+                sample_kernel<T>
+                <<<(unsigned)rows, LANES, 0, stream>>>(ids, (const T *)x, scratch, (uint32_t)vocab, params, seen));
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

@@ -40,7 +40,7 @@ typedef struct k_sample_param {
   float repetition_penalty;  // > 0 and != 1 applies
   int64_t seen_off;          // the row's seen ids: seen[seen_off .. seen_off + n_seen)
   int64_t n_seen;
-  double u;                  // the host's uniform number in [0, 1)
+  double u;  // the host's uniform number in [0, 1)
 } k_sample_param;
 
 // ids[r] = row r's token under p[r] (rows with mode 0 untouched). x: rows x

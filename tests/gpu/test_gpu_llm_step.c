@@ -56,6 +56,7 @@
 #include "engine/llm/llm_model.h"
 #include "engine/llm/llm_step.h"
 #include "kernels/k_ref.h"
+#include "kernels/sample/k_sample.h"
 
 #define MAX_CKPT 16
 #define NSEQ 3
@@ -200,8 +201,8 @@ typedef struct stats {
 // every other one when mode 1 (mixed: outside graphs). Sampling on the device (issue 35 item 5):
 // every sampling item drawn on the device when mode 2, every other one greedy and the rest drawn when
 // mode 3 (both all id rows: the id graph on the graph runner); a drawn id must be k_sample_rows_ref's
-// on that runner's logits row exactly, and is counted when eng_llm_sample draws the same there. Each greedy item's id must be the argmax
-// (k_argmax_rows_ref) of that runner's logits row from the logits path (lg: its rows, item order),
+// on that runner's logits row exactly, and is counted when eng_llm_sample draws the same there. Each greedy item's id
+// must be the argmax (k_argmax_rows_ref) of that runner's logits row from the logits path (lg: its rows, item order),
 // the others' rows must come back as before, in item order. Rerunning a step rewrites the same KV.
 static int greedy_rerun(eng_llm_cuda_runner *gr, const eng_llm_work *w0, size_t n, int64_t V, const float *lg, int mode,
                         stats *st, const char *name, int kg) {
@@ -403,15 +404,28 @@ static void test_ckpt(const char *dir, const char *name) {
   int fail = 0;
   // step A: seq 0's first chunk (no logits), seq 1's whole prompt
   {
-    eng_llm_work w[2] = {{sq[0].tokens, 0, 6, sq[0].table, 16, 0, 0}, {sq[1].tokens, 0, 5, sq[1].table, 16, 1, 0}};
+    eng_llm_work w[2] = {
+        {.tokens = sq[0].tokens, .start = 0, .n_tokens = 6, .block_table = sq[0].table, .n_blocks = 16, .logits = 0},
+        {.tokens = sq[1].tokens, .start = 0, .n_tokens = 5, .block_table = sq[1].table, .n_blocks = 16, .logits = 1}};
     int which[2] = {0, 1};
     fail |= both(cr, grs, sq, w, which, 2, g->vocab, dt, &st, name);
   }
   // step B: seq 0's last chunk, seq 1's first decode token, seq 2's prompt
   if (!fail) {
-    eng_llm_work w[3] = {{sq[0].tokens + 6, 6, 5, sq[0].table, 16, 1, 0},
-                         {sq[1].tokens + 5, 5, 1, sq[1].table, 16, 1, 0},
-                         {sq[2].tokens, 0, 3, sq[2].table, 16, 1, 0}};
+    eng_llm_work w[3] = {
+        {.tokens = sq[0].tokens + 6,
+         .start = 6,
+         .n_tokens = 5,
+         .block_table = sq[0].table,
+         .n_blocks = 16,
+         .logits = 1},
+        {.tokens = sq[1].tokens + 5,
+         .start = 5,
+         .n_tokens = 1,
+         .block_table = sq[1].table,
+         .n_blocks = 16,
+         .logits = 1},
+        {.tokens = sq[2].tokens, .start = 0, .n_tokens = 3, .block_table = sq[2].table, .n_blocks = 16, .logits = 1}};
     int which[3] = {0, 1, 2};
     fail |= both(cr, grs, sq, w, which, 3, g->vocab, dt, &st, name);
   }
@@ -421,14 +435,24 @@ static void test_ckpt(const char *dir, const char *name) {
     int which[NSEQ] = {2, 0, 1};
     for (int i = 0; i < NSEQ; i++) {
       seq *q = &sq[which[i]];
-      w[i] = (eng_llm_work){q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1, 0};
+      w[i] = (eng_llm_work){.tokens = q->tokens + q->done,
+                            .start = q->done,
+                            .n_tokens = q->len - q->done,
+                            .block_table = q->table,
+                            .n_blocks = 16,
+                            .logits = 1};
     }
     fail |= both(cr, grs, sq, w, which, NSEQ, g->vocab, dt, &st, name);
   }
   // one sequence alone: bucket 1
   if (!fail) {
     seq *q = &sq[1];
-    eng_llm_work w = {q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1, 0};
+    eng_llm_work w = {.tokens = q->tokens + q->done,
+                      .start = q->done,
+                      .n_tokens = q->len - q->done,
+                      .block_table = q->table,
+                      .n_blocks = 16,
+                      .logits = 1};
     int which = 1;
     fail |= both(cr, grs, sq, &w, &which, 1, g->vocab, dt, &st, name);
   }
@@ -454,11 +478,13 @@ static void test_ckpt(const char *dir, const char *name) {
   // refusals, as the CPU runner's
   float lg[512 * 2];
   int32_t bad_tok = (int32_t)g->vocab, bad_table[2] = {0, BLOCKS};
-  eng_llm_work w1 = {&bad_tok, 0, 1, sq[0].table, 16, 1, 0};
+  eng_llm_work w1 = {
+      .tokens = &bad_tok, .start = 0, .n_tokens = 1, .block_table = sq[0].table, .n_blocks = 16, .logits = 1};
   if ((size_t)g->vocab <= 512) {
     CHECK_EQ_INT(eng_llm_cuda_step(gr, &w1, 1, lg, &e), ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(e.msg, "vocabulary");
-    eng_llm_work w2 = {sq[0].tokens, 0, 6, bad_table, 2, 1, 0};
+    eng_llm_work w2 = {
+        .tokens = sq[0].tokens, .start = 0, .n_tokens = 6, .block_table = bad_table, .n_blocks = 2, .logits = 1};
     CHECK_EQ_INT(eng_llm_cuda_step(gr, &w2, 1, lg, &e), ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(e.msg, "outside the pool");
   }
@@ -506,7 +532,8 @@ static void test_long(const char *dir, const char *name) {
   float *lg = calloc((size_t)g->vocab, sizeof(float));
   for (int64_t p = 0; p < 300 && !fail; p += 16) {
     int64_t n = 300 - p < 16 ? 300 - p : 16;
-    eng_llm_work w = {toks + p, p, n, table, 20, p + n == 300, 0};
+    eng_llm_work w = {
+        .tokens = toks + p, .start = p, .n_tokens = n, .block_table = table, .n_blocks = 20, .logits = p + n == 300};
     // prefill on all three runners, compared only at the last chunk
     if (p + n < 300) {
       fail |= eng_llm_step(cr, &w, 1, lg, &e) != 0;
@@ -515,13 +542,19 @@ static void test_long(const char *dir, const char *name) {
     } else {
       memcpy(sq[0].tokens, toks + p, (size_t)n * sizeof(int32_t));
       sq[0].len = n;
-      eng_llm_work wc = {sq[0].tokens, p, n, table, 20, 1, 0};
+      eng_llm_work wc = {
+          .tokens = sq[0].tokens, .start = p, .n_tokens = n, .block_table = table, .n_blocks = 20, .logits = 1};
       fail |= both(cr, grs, sq, &wc, &which, 1, g->vocab, dt, &st, name);
     }
   }
   for (int k = 0; k < 4 && !fail; k++) {
     int64_t pos = 300 + k;
-    eng_llm_work w = {sq[0].tokens + sq[0].len - 1, pos, 1, table, 20, 1, 0};
+    eng_llm_work w = {.tokens = sq[0].tokens + sq[0].len - 1,
+                      .start = pos,
+                      .n_tokens = 1,
+                      .block_table = table,
+                      .n_blocks = 20,
+                      .logits = 1};
     fail |= both(cr, grs, sq, &w, &which, 1, g->vocab, dt, &st, name);
   }
   free(lg);

@@ -63,7 +63,8 @@ static void run_case(tk_rng *r, size_t V, size_t rows, dtype dt, int ties) {
   size_t bad = 0;
   for (size_t k = 0; k < rows; k++)
     if (got[k] != want[k] && bad++ < 5)
-      fprintf(stderr, "V %zu %s ties %d row %zu (mode %d t %g top_k %d top_p %g min_p %g rp %g seen %lld u %.17g): "
+      fprintf(stderr,
+              "V %zu %s ties %d row %zu (mode %d t %g top_k %d top_p %g min_p %g rp %g seen %lld u %.17g): "
               "kernel %d, reference %d\n",
               V, dtype_wire_name(dt), ties, k, p[k].mode, p[k].temperature, p[k].top_k, p[k].top_p, p[k].min_p,
               p[k].repetition_penalty, (long long)p[k].n_seen, p[k].u, got[k], want[k]);
@@ -121,19 +122,22 @@ int main(void) {
                ERR_INVALID_ARGUMENT);
   tk_require_device();
   tk_rng r = {0x2545f4914f6cdd1dull};
-  static const struct { size_t V, rows; } shapes[] = {{7, 64}, {1000, 64}, {1024, 32}, {3000, 32},
-                                                      {32000, 8}, {128256, 4}};
+  static const struct {
+    size_t V, rows;
+  } shapes[] = {{7, 64}, {1000, 64}, {1024, 32}, {3000, 32}, {32000, 8}, {128256, 4}};
   static const dtype dts[] = {DT_FP32, DT_FP16, DT_BF16};
   size_t cases = 0;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int d = 0; d < 3; d++)
       for (int ties = 0; ties < 2; ties++, cases++) run_case(&r, shapes[s].V, shapes[s].rows, dts[d], ties);
-  printf("sample: %zu cases (vocab 7 .. 128256, fp32/fp16/bf16, with and without ties) id for id against "
-         "k_sample_rows_ref\n", cases);
+  printf(
+      "sample: %zu cases (vocab 7 .. 128256, fp32/fp16/bf16, with and without ties) id for id against "
+      "k_sample_rows_ref\n",
+      cases);
   k_sample_param tp = {.mode = 1, .temperature = 0.8f, .top_p = 0.9f, .repetition_penalty = 1};
   k_sample_param tk = {.mode = 1, .temperature = 0.8f, .top_k = 50, .top_p = 0.9f, .repetition_penalty = 1};
   for (size_t B = 64; B <= 256; B *= 4)
-    printf("sample time, vocab 128256 fp16, batch %zu: %.3f ms (temperature 0.8, top_p 0.9), %.3f ms (+ top_k 50)\n",
-           B, time_batch(&r, 128256, B, tp), time_batch(&r, 128256, B, tk));
+    printf("sample time, vocab 128256 fp16, batch %zu: %.3f ms (temperature 0.8, top_p 0.9), %.3f ms (+ top_k 50)\n", B,
+           time_batch(&r, 128256, B, tp), time_batch(&r, 128256, B, tk));
   CHECK_DONE();
 }

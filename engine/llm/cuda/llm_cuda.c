@@ -97,7 +97,7 @@ struct eng_llm_cuda_runner {
   // [0]: every item's logits to the host; [1]: every item greedy (ids only)
   cudaGraphExec_t gx[2][MAX_BUCKETS];
   int gsplits[2][MAX_BUCKETS];  // the attention splits each graph was captured with
-  float *lg_h;  // pinned: graph_max x vocab logits
+  float *lg_h;                  // pinned: graph_max x vocab logits
   eng_llm_cuda_graph_stats gst;
 };
 
@@ -286,8 +286,18 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
     err_prefix(e, "cuda runner: %zu bytes of step scratch: ", tot);
     goto fail;
   }
-  void **slots[] = {&r->x,   &r->h,    &r->qkv, &r->att,           &r->mlp,          &r->act,
-                    &r->last, &r->lg, (void **)&r->lg32, (void **)&r->ids_d, (void **)&r->sp_d, (void **)&r->smp,
+  void **slots[] = {&r->x,
+                    &r->h,
+                    &r->qkv,
+                    &r->att,
+                    &r->mlp,
+                    &r->act,
+                    &r->last,
+                    &r->lg,
+                    (void **)&r->lg32,
+                    (void **)&r->ids_d,
+                    (void **)&r->sp_d,
+                    (void **)&r->smp,
                     (void **)&r->seen_d};
   for (size_t i = 0, off = 0; i < sizeof sizes / sizeof sizes[0]; off += align_up(sizes[i]), i++)
     *slots[i] = r->sbuf + off;
@@ -414,8 +424,8 @@ static int pick_splits(const eng_llm_cuda_runner *r, int64_t T, int64_t max_keys
 // each id row's argmax, then with `sample` k_sample_rows_cuda over them
 // (sp_d, uploaded before, says which rows it draws; mode 0 keeps the argmax).
 // Capturable: every pointer and size is fixed for a given (T, nlg, ng, sample).
-static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t ng, int sample, float *dst,
-                       int32_t *ids, err *e) {
+static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t ng, int sample, float *dst, int32_t *ids,
+                       err *e) {
   int64_t nl = nlg + ng;
   const eng_llm_config *g = &r->g;
   const int32_t *pos_d = meta_at(r, r->meta_d, M_POS);
@@ -446,8 +456,7 @@ static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t n
     }
     if (k > kl) {
       const uint8_t *idl = (const uint8_t *)r->lg + (size_t)(kl * g->vocab) * r->es;
-      TRY(k_argmax_rows_cuda(r->ids_d + (r0 + kl - nlg), idl, (size_t)(k - kl), (size_t)g->vocab, r->dt, r->stream,
-                             e));
+      TRY(k_argmax_rows_cuda(r->ids_d + (r0 + kl - nlg), idl, (size_t)(k - kl), (size_t)g->vocab, r->dt, r->stream, e));
       if (sample)
         TRY(k_sample_rows_cuda(r->ids_d + (r0 + kl - nlg), idl, r->smp, (size_t)(k - kl), (size_t)g->vocab,
                                r->sp_d + (r0 + kl - nlg), r->seen_d, r->dt, r->stream, e));

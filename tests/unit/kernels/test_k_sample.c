@@ -74,7 +74,7 @@ static int one_row(int64_t V, dtype dt, int ties, int64_t *n_sampled_draws) {
   int64_t n_seen = (int64_t)(rnd() % 40);
   for (int64_t j = 0; j < n_seen; j++) {
     seen[j] = (int32_t)(rnd() % (uint64_t)(V + 2)) - 1;  // -1 and V: outside, ignored
-    if (j > 0 && rnd() % 4 == 0) seen[j] = seen[j - 1];   // repeats
+    if (j > 0 && rnd() % 4 == 0) seen[j] = seen[j - 1];  // repeats
   }
   // the seen ids sit at an offset in a shared array, as the runner packs them
   int32_t packed[48] = {7, 7, 7};
@@ -92,10 +92,11 @@ static int one_row(int64_t V, dtype dt, int ties, int64_t *n_sampled_draws) {
   int32_t want = eng_llm_sample(s, l, &p, seen, n_seen, counter), got = -5;
   CHECK_EQ_INT(k_sample_rows_ref(&got, x, dt, 1, (size_t)V, &kp, packed, scratch), 0);
   if (got != want)
-    fprintf(stderr, "V %lld %s ties %d: temperature %g top_k %d top_p %g min_p %g rp %g seen %lld u %.17g: "
+    fprintf(stderr,
+            "V %lld %s ties %d: temperature %g top_k %d top_p %g min_p %g rp %g seen %lld u %.17g: "
             "llm_sample %d, k_sample %d\n",
-            (long long)V, dtype_wire_name(dt), ties, p.temperature, p.top_k, p.top_p, p.min_p,
-            p.repetition_penalty, (long long)n_seen, kp.u, want, got);
+            (long long)V, dtype_wire_name(dt), ties, p.temperature, p.top_k, p.top_p, p.min_p, p.repetition_penalty,
+            (long long)n_seen, kp.u, want, got);
   *n_sampled_draws += p.temperature > 0;
   eng_llm_sampler_destroy(s);
   free(l), free(scratch), free(h);
