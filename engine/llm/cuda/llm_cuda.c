@@ -94,7 +94,7 @@ struct eng_llm_cuda_runner {
   // spare block per layer past the pool) at position 0
   int tc;             // prefill attention tiles on tensor cores (eng_llm_cuda_runner_set_tc_prefill)
   int64_t graph_max;  // 0: off
-  // [0]: every item's logits to the host; [1]: every item greedy (ids only)
+  // [0]: every item's logits to the host; [1]: every item an id row, greedy or sampled (ids only)
   cudaGraphExec_t gx[2][MAX_BUCKETS];
   int gsplits[2][MAX_BUCKETS];  // the attention splits each graph was captured with
   float *lg_h;                  // pinned: graph_max x vocab logits
