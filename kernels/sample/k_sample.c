@@ -49,11 +49,14 @@ static int64_t count_le(const row *r, uint64_t c) {
   return n;
 }
 
-// The smallest cut c (an id's key) with ok(c), ok monotone and true at
-// `all`: the high word by bisection, then the id among that word's ties.
+// The smallest cut c (an id's key) with ok(c), ok monotone, false below
+// the top id's key `top` and true at cap (or at every key when cap is NONE;
+// ok(c) = ok(cap) past cap): the high word by bisection between top's and
+// cap's, then the id among that word's ties. The answer is the definition's
+// whatever the search visits, so narrowing the range changes only the passes.
 typedef int (*pred)(const row *r, uint64_t c, uint64_t cap, const void *arg);
-static uint64_t search(const row *r, pred ok, uint64_t cap, const void *arg) {
-  uint32_t lo = 0, hi = 0xffffffffu;
+static uint64_t search(const row *r, pred ok, uint64_t top, uint64_t cap, const void *arg) {
+  uint32_t lo = (uint32_t)(top >> 32), hi = cap == NONE ? 0xffffffffu : (uint32_t)(cap >> 32);
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
     if (ok(r, ks_key(mid, 0xffffffffu), cap, arg))
@@ -125,7 +128,7 @@ static int32_t sample_row(const void *x, dtype dt, uint32_t V, const k_sample_pa
   uint64_t ck = NONE;
   if (p->top_k > 0 && (uint32_t)p->top_k < V) {
     int64_t k = p->top_k;
-    ck = search(&r, count_ge, NONE, &k);
+    ck = search(&r, count_ge, top, NONE, &k);
   }
   // the softmax over the candidates
   double part[LANES];
@@ -143,7 +146,7 @@ static int32_t sample_row(const void *x, dtype dt, uint32_t V, const k_sample_pa
   uint64_t cut = ck;
   if (p->top_p > 0 && p->top_p < 1) {
     double tp = p->top_p;
-    if (mass_le(&r, cut) >= tp) cut = search(&r, mass_ge, cut, &tp);
+    if (mass_le(&r, cut) >= tp) cut = search(&r, mass_ge, top, cut, &tp);
   }
   // min_p: the head before the first id below min_p x the top probability
   if (p->min_p > 0) {
@@ -157,7 +160,7 @@ static int32_t sample_row(const void *x, dtype dt, uint32_t V, const k_sample_pa
   }
   // the draw: the first id whose head's mass exceeds u x the kept mass (the last kept when rounding leaves none)
   double target = p->u * mass_le(&r, cut);
-  if (mass_le(&r, cut) > target) return (int32_t)(uint32_t)search(&r, mass_gt, cut, &target);
+  if (mass_le(&r, cut) > target) return (int32_t)(uint32_t)search(&r, mass_gt, top, cut, &target);
   uint64_t last = 0;
   for (uint32_t i = 0; i < V; i++) {
     uint64_t k = ks_key(a[i], i);

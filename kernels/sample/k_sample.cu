@@ -96,10 +96,11 @@ static __device__ int64_t count_le(const row &r, uint64_t c) {
   return block_count(n, r.s);
 }
 
-// k_sample.c's search: the smallest key c with ok(c), ok monotone and true for every key.
+// k_sample.c's search: the smallest key c with ok(c), ok monotone, false below top and true at cap
+// (at every key when cap is NONE); the high word between top's and cap's.
 template <class Ok>
-static __device__ uint64_t search(const row &r, Ok ok) {
-  uint32_t lo = 0, hi = 0xffffffffu;
+static __device__ uint64_t search(const row &r, Ok ok, uint64_t top, uint64_t cap) {
+  uint32_t lo = (uint32_t)(top >> 32), hi = cap == NONE ? 0xffffffffu : (uint32_t)(cap >> 32);
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
     if (ok(ks_key(mid, 0xffffffffu)))
@@ -158,7 +159,8 @@ __global__ void __launch_bounds__(LANES) sample_kernel(int32_t *ids, const T *x,
   uint64_t ck = NONE;
   if (p.top_k > 0 && (uint32_t)p.top_k < V) {
     int64_t k = p.top_k;
-    ck = search(r, [&](uint64_t c) { return count_le(r, c) >= k; });
+    ck = search(
+        r, [&](uint64_t c) { return count_le(r, c) >= k; }, top, NONE);
   }
   double acc = 0;
   for (uint32_t i = threadIdx.x; i < V; i += LANES) {
@@ -173,7 +175,8 @@ __global__ void __launch_bounds__(LANES) sample_kernel(int32_t *ids, const T *x,
     double tp = p.top_p;
     if (mass_le(r, cut) >= tp) {
       uint64_t cap = cut;
-      cut = search(r, [&](uint64_t c) { return mass_le(r, c < cap ? c : cap) >= tp; });
+      cut = search(
+          r, [&](uint64_t c) { return mass_le(r, c < cap ? c : cap) >= tp; }, top, cap);
     }
   }
   if (p.min_p > 0) {
@@ -190,7 +193,8 @@ __global__ void __launch_bounds__(LANES) sample_kernel(int32_t *ids, const T *x,
   int32_t tok;
   if (kept > target) {
     uint64_t cap = cut;
-    tok = (int32_t)(uint32_t)search(r, [&](uint64_t c) { return mass_le(r, c < cap ? c : cap) > target; });
+    tok = (int32_t)(uint32_t)search(
+        r, [&](uint64_t c) { return mass_le(r, c < cap ? c : cap) > target; }, top, cap);
   } else {
     uint64_t last = 0;
     for (uint32_t i = threadIdx.x; i < V; i += LANES) {
