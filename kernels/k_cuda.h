@@ -28,6 +28,7 @@ extern "C" {
 #include "kernels/base/dtype.h"
 #include "kernels/base/err.h"
 #include "kernels/k_ref.h"
+#include "kernels/sample/k_sample.h"
 
 // --- the k_unop family (kernels/elem/k_unop.cu), one launcher for every storage type:
 // et K_F32 (float) or K_F16 (IEEE half bits); a and b as k_unary_f32's.
@@ -367,6 +368,13 @@ int k_widen_cuda(float *y, const void *x, size_t n, dtype dt, cudaStream_t strea
 int k_argmax_rows_cuda(int32_t *ids, const void *x, size_t rows, size_t cols, void *ws, dtype dt, cudaStream_t stream,
                        err *e);
 size_t k_argmax_rows_ws_bytes(size_t rows, size_t cols);
+// ids[r] = the token k_sample_rows_ref draws from row r of x [rows, vocab]
+// under params[r] (kernels/sample/k_sample.cu; mode 0 rows untouched), bit
+// for bit. params: rows device k_sample_param; seen: the penalty's device
+// ids (params' seen_off / n_seen; NULL when no row has n_seen); scratch:
+// rows x 2 x vocab device floats. One block of K_SAMPLE_LANES per row.
+int k_sample_rows_cuda(int32_t *ids, const void *x, float *scratch, size_t rows, size_t vocab,
+                       const k_sample_param *params, const int32_t *seen, dtype dt, cudaStream_t stream, err *e);
 // k_paged_attn_ref for every token of the step at once (prefill chunks and
 // decode tokens alike; kernels/attn/k_paged_attn.cu): token t's query row
 // (q + t q_stride) attends to its item's keys 0 .. tok_pos[t] (inside the

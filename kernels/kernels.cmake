@@ -23,5 +23,6 @@ add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/reduce/k_reduce.c
   ${CMAKE_CURRENT_LIST_DIR}/resize/k_resize.c
   ${CMAKE_CURRENT_LIST_DIR}/select/k_select.c
+  ${CMAKE_CURRENT_LIST_DIR}/sample/k_sample.c
   ${CMAKE_CURRENT_LIST_DIR}/str/k_str.c)
 target_link_libraries(inferd_kernels PUBLIC ${MATH_LIB})

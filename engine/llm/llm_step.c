@@ -217,6 +217,8 @@ int eng_llm_step_ids(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *
     linear(logits, r->h, nl, H, H, m->lm_head, NULL, g->vocab);
   }
   if (ids) {
+    for (size_t i = 0; i < n; i++)
+      if (w[i].logits && !w[i].greedy && w[i].sampling) ids[i] = -1;  // sampled on the host, from its logits row
     int64_t row = 0;
     for (size_t i = 0; i < n; i++) row += w[i].logits && !w[i].greedy;
     for (size_t i = 0; i < n; i++)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "engine/llm/llm_model.h"
+#include "engine/llm/llm_sample.h"
 #include "kernels/base/err.h"
 
 typedef struct eng_llm_runner_config {
@@ -29,6 +30,15 @@ typedef struct eng_llm_runner_config {
 // in eng_llm_step_ids): the caller wants that row's greedy token
 // (k_argmax_rows_ref's rule) instead of its logits (issue 35: on a GPU only
 // the id crosses to the host).
+//
+// sampling (with logits set and greedy not, and only in the step_ids
+// calls): the caller would draw this row's token with eng_llm_sample(p =
+// sampling, seen, n_seen) and the uniform number u (eng_llm_uniform of its
+// seed and counter). The GPU runner draws it on the device (kernels/sample:
+// eng_llm_sample's rule on the same logits) and puts it in ids[i]; ids[i] is
+// -1 when the row's logits came back instead: always on the CPU runner, and
+// on the GPU when its seen ids did not fit the runner's buffer. NULL: the
+// logits come back.
 typedef struct eng_llm_work {
   const int32_t *tokens;
   int64_t start, n_tokens;
@@ -36,6 +46,10 @@ typedef struct eng_llm_work {
   int32_t n_blocks;  // entries of block_table
   int logits;
   int greedy;
+  const eng_llm_sampling *sampling;
+  const int32_t *seen;  // the repetition penalty's ids (the prompt and the tokens generated)
+  int64_t n_seen;
+  double u;
 } eng_llm_work;
 
 typedef struct eng_llm_runner eng_llm_runner;
@@ -54,8 +68,9 @@ size_t eng_llm_runner_kv_bytes(const eng_llm_runner *r);
 // than max_step_tokens.
 int eng_llm_step(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logits, err *e);
 // The same, with the greedy items' tokens in ids[i] (n entries, item
-// order; the others' untouched) and logits holding only the rows of the
-// items with logits set and greedy not, in item order. logits must have room
+// order; -1 for the items with sampling set, the others' untouched) and
+// logits holding only the rows of the items with logits set and greedy
+// not, in item order. logits must have room
 // for vocab floats per item with logits set all the same (the greedy rows
 // are scratch there). ids NULL: eng_llm_step (greedy ignored).
 int eng_llm_step_ids(eng_llm_runner *r, const eng_llm_work *w, size_t n, float *logits, int32_t *ids, err *e);

@@ -102,6 +102,7 @@ static const param_spec params[] = {
     {"enable_prefix_caching", 0, 1, OFF(prefix_caching), 1, 1},
     {"cuda_graphs", 0, 1, OFF(cuda_graphs), 1, 1},
     {"tensor_core_prefill", 0, 1, OFF(tc_prefill), 1, 1},
+    {"host_sampling", 0, 1, OFF(host_sampling), 1, 1},
 };
 #define N_PARAMS (sizeof params / sizeof params[0])
 

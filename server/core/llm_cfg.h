@@ -82,6 +82,7 @@ typedef struct srv_llm_cfg {
   double gpu_mem_util;      // gpu_memory_utilization (0.9): of the device memory free after the weights
   int cuda_graphs;          // cuda_graphs (true)
   int tc_prefill;           // tensor_core_prefill (false): prefill attention on tensor cores (FP16/BF16)
+  int host_sampling;        // host_sampling (false): sampled rows' logits to the host even on a GPU (issue 35)
   int n_instances;          // instance_group counts summed (GPU groups once per group, whatever their gpus)
   int n_groups;             // instance_group as given; none: one KIND_AUTO runner
   srv_llm_group groups[SRV_LLM_MAX_GROUPS];

@@ -16,7 +16,8 @@
 typedef struct srv_llm_engine_ops {
   const char *name;  // "cpu", "cuda"
   void (*destroy)(void *r);
-  // eng_llm_step_ids' contract: greedy items' tokens in ids, the other sampling items' logits rows
+  // eng_llm_step_ids' contract: greedy items' tokens in ids, and sampled ones' drawn by the engine (-1:
+  // their logits row came back instead, as the other sampling items')
   int (*step)(void *r, const eng_llm_work *w, size_t n, float *logits, int32_t *ids, err *e);
 } srv_llm_engine_ops;
 

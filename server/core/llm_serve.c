@@ -35,6 +35,7 @@ typedef struct llm_req {
   srv_llm_sink sink;
   eng_llm_sampling sampling;
   int greedy;  // its tokens are the argmax, picked by the engine (eng_llm_work's greedy; issue 35)
+  int engine_sample;  // not greedy, no logits wanted: the engine may draw its tokens (eng_llm_work's sampling)
   int streaming;
   int32_t end_id;
   int32_t *stop;      // flat stop words
@@ -249,13 +250,20 @@ static int step(runner *rn) {
   if (!nw) return 0;
   for (size_t k = 0; k < nw; k++) {
     const bat_iter_work *w = &st.work[k];
+    llm_req *q = w->seq->payload;
+    int es = w->sample && q->engine_sample;
+    // what eng_llm_sample would be given below: the same seen tokens, the same draw of the seeded generator
     rn->work[k] = (eng_llm_work){.tokens = w->seq->tokens + w->start,
                                  .start = w->start,
                                  .n_tokens = w->n_tokens,
                                  .block_table = w->seq->kv.blocks,
                                  .n_blocks = w->seq->kv.n_blocks,
                                  .logits = w->sample,
-                                 .greedy = ((llm_req *)w->seq->payload)->greedy};
+                                 .greedy = q->greedy,
+                                 .sampling = es ? &q->sampling : NULL,
+                                 .seen = w->seq->tokens,
+                                 .n_seen = w->seq->n_tokens,
+                                 .u = es ? eng_llm_uniform(q->sampling.seed, (uint64_t)w->seq->n_generated) : 0};
   }
   err e = {0};
   if (rn->ops->step(rn->eng, rn->work, nw, rn->logits, rn->ids, &e) != 0) {
@@ -277,11 +285,17 @@ static int step(runner *rn) {
     rn->sampled[k] = 0;
     if (!w->sample) continue;
     llm_req *q = w->seq->payload;
-    // a greedy item's token came from the engine; the others' logits rows follow in item order
-    const float *lg = q->greedy ? NULL : rn->logits + (int64_t)row++ * l->mc->vocab;
-    int32_t tok = q->greedy ? rn->ids[k]
-                            : eng_llm_sample(rn->sampler, lg, &q->sampling, w->seq->tokens, w->seq->n_tokens,
-                                             (uint64_t)w->seq->n_generated);
+    // a greedy item's token came from the engine, and a sampled one's when the engine drew it (ids >= 0:
+    // the GPU runner); the others' logits rows follow in item order
+    const float *lg = NULL;
+    int32_t tok;
+    if (q->greedy || (q->engine_sample && rn->ids[k] >= 0)) {
+      tok = rn->ids[k];
+    } else {
+      lg = rn->logits + (int64_t)row++ * l->mc->vocab;
+      tok = eng_llm_sample(rn->sampler, lg, &q->sampling, w->seq->tokens, w->seq->n_tokens,
+                           (uint64_t)w->seq->n_generated);
+    }
     rn->sampled[k] = tok;
     rn->stopped[k] = (uint8_t)(is_end(l, q, tok) || stop_word_hit(q, w->seq, tok));
     if (q->sink.token && q->sink.token(q->sink.ctx, tok, rn->stopped[k], lg)) rn->stopped[k] = 1;
@@ -802,6 +816,7 @@ int srv_llm_submit(srv_llm *l, const srv_llm_params *p, const srv_llm_sink *sink
   q->sink = *sink;
   q->sampling = *sp;
   q->greedy = !p->want_logits && eng_llm_sampling_is_greedy(sp);
+  q->engine_sample = !p->want_logits && !q->greedy && !l->cfg.host_sampling;
   q->streaming = p->streaming;
   q->end_id = p->end_id;
   q->stats = p->stats;

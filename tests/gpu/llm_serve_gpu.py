@@ -24,6 +24,10 @@
     bounds above, on the fixture checkpoints).
 (c) A sampled request (temperature 0.8, runtime_top_p 0.9, random_seed 7, 100 tokens) sent twice alone and
     once among 16 others gives the same tokens each time.
+(d) Sampling on the device against the host sampler (issue 35 item 5): the FP32 Llama served twice, its
+    sampled rows drawn on the GPU (kernels/sample, the default) and, as llama_f32_host, on the host
+    (parameter host_sampling); seeded requests sent alone (so the logits are the same) with temperature /
+    top_p / top_k / min_p / repetition penalty mixes give the same 100 tokens on both.
 
 Prints one PASS / FAIL line per check and exits 1 when any failed.
 """
@@ -192,9 +196,10 @@ def check_lowp(dt, path, srv_out, ps, ref16, tag=""):
 
 def run_gpu_tests(bindir, py, work):
     """The CUDA unit tests of the decoder when they are in bindir: test_k_cuda_llm (the kernels, the
-    tensor-core prefill path against the CUDA-core one) and test_gpu_llm_step (the runner against the CPU's)."""
+    tensor-core prefill path against the CUDA-core one), test_k_cuda_sample (the device sampler against
+    its C reference, id for id) and test_gpu_llm_step (the runner against the CPU's)."""
     root = os.path.dirname(os.path.dirname(HERE))
-    runs = [("test_k_cuda_llm", []),
+    runs = [("test_k_cuda_llm", []), ("test_k_cuda_sample", []),
             ("test_gpu_llm_step", [os.path.join(work, "fixture_ckpts"), py,
                                    os.path.join(root, "tests", "llm", "write_ckpts.py")])]
     for name, args in runs:
@@ -238,6 +243,11 @@ def main():
         name = fam + "_f32"
         ck[name] = U.save_model(U.tiny_config(fam, vocab=VOCAB), os.path.join(repo, name, "1"), seed=100 + k)
         U.write_config(os.path.join(repo, name), dict(base, kv_cache_blocks="1024", dtype="float32"))
+    # (d): the FP32 Llama again, its sampled rows' logits sent to the host sampler
+    shutil.copytree(ck["llama_f32"], os.path.join(repo, "llama_f32_host", "1"))
+    ck["llama_f32_host"] = os.path.join(repo, "llama_f32_host", "1")
+    U.write_config(os.path.join(repo, "llama_f32_host"),
+                   dict(base, kv_cache_blocks="1024", dtype="float32", host_sampling="true"))
     for dt in ("float16", "bfloat16"):
         name = "llama_" + dt
         ck[name] = U.save_model(U.tiny_config("llama", vocab=VOCAB), os.path.join(repo, name, "1"), seed=100,
@@ -296,6 +306,27 @@ def main():
         report("c/seeded_sampling", ok and t1 == t2 == t3 and len(t1) == 100,
                "three runs (two alone, one among 16 others) %s; 100 tokens; differs from greedy: %s; first tokens %s"
                % ("identical" if t1 == t2 == t3 else "DIFFER", differs, str(t1)[:80]))
+        # (d)
+        mixes = [dict(body), {"temperature": 1.0, "runtime_top_k": 20, "random_seed": 11},
+                 {"temperature": 0.7, "runtime_top_p": 0.95, "min_p": 0.02, "repetition_penalty": 1.3,
+                  "random_seed": 3},
+                 {"temperature": 1.3, "repetition_penalty": 0.9, "random_seed": 5}]
+        same, details = True, []
+        for k, mix in enumerate(mixes):
+            req = dict(mix, input_ids=ps[k * 3], request_output_len=100)
+            dv = U.generate(srv, "llama_f32", req)
+            ho = U.generate(srv, "llama_f32_host", req)
+            td = dv[1]["output_ids"] if dv[0] == 200 else dv
+            th = ho[1]["output_ids"] if ho[0] == 200 else ho
+            eq = dv[0] == 200 and ho[0] == 200 and td == th and len(td) == 100
+            same = same and eq
+            if not eq:
+                first = next((i for i, (x, y) in enumerate(zip(td, th)) if x != y), None) \
+                    if isinstance(td, list) and isinstance(th, list) else None
+                details.append("mix %d differs (first at %s): device %s host %s" % (k, first, str(td)[:60],
+                                                                                   str(th)[:60]))
+        report("d/device_sampling_vs_host", same,
+               "%d seeded mixes, 100 tokens each: %s" % (len(mixes), "; ".join(details) or "identical"))
         run_gpu_tests(a.bin, sys.executable, a.work)
         m = srv.metrics()
         gen = [l for l in m.splitlines() if "generated" in l and not l.startswith("#")][:3]

@@ -3,12 +3,13 @@
 # same GPU (issue 35): (a) greedy FP32 Llama / Qwen2 / Mistral / GPT-2, 32 concurrent staggered requests x
 # 200 tokens, token for token; (b) FP16 and BF16 greedy runs held to the runner's normwise logit bounds
 # (through what the bound implies for the chosen tokens; plus test_gpu_llm_step when it is in BINDIR);
-# (c) a seeded sampled request reproduces. What each check means: tests/gpu/llm_serve_gpu.py.
+# (c) a seeded sampled request reproduces; (d) sampling on the device gives the host sampler's tokens.
+# What each check means: tests/gpu/llm_serve_gpu.py.
 #
 #   tests/gpu/llm_serve_gpu.sh BINDIR [WORKDIR]
 #
-# BINDIR: a folder with the CUDA build's `inferd` (build/bin/inferd; optionally test_k_cuda_llm and
-# test_gpu_llm_step, which then run too), its
+# BINDIR: a folder with the CUDA build's `inferd` (build/bin/inferd; optionally test_k_cuda_llm,
+# test_k_cuda_sample and test_gpu_llm_step, which then run too), its
 # shared libraries either installed or in BINDIR or BINDIR/lib. WORKDIR (default: a new /tmp folder) gets
 # the checkpoints, the model repository and inferd.log. PYTHON (default /opt/torch/.venv/bin/python) needs
 # torch with CUDA and transformers (the setup, shared with llm_gpu_bench.sh: tests/gpu/llm_env.sh).

@@ -25,7 +25,10 @@
 // or every other one: greedy graphs, mixed steps outside graphs) giving
 // each greedy item the argmax of that runner's own logits row exactly,
 // and, for FP32 checkpoints, the greedy token equal wherever the CPU's top
-// two logits are more than 1e-3 apart. Two GPU runners take every step: one
+// two logits are more than 1e-3 apart; sampling on the device (every
+// sampling item drawn, or every other one beside greedy ones: id graphs)
+// drawing k_sample_rows_ref's token on that runner's own logits row
+// exactly, and eng_llm_sample's there. Two GPU runners take every step: one
 // plain, one with CUDA graphs for its decode-only steps (buckets 1, 2, 4:
 // the three-sequence decode steps replay bucket 4's graph with a padding
 // item, a last one-sequence step captures bucket 1's), held to the same
@@ -53,6 +56,7 @@
 #include "engine/llm/llm_model.h"
 #include "engine/llm/llm_step.h"
 #include "kernels/k_ref.h"
+#include "kernels/sample/k_sample.h"
 
 #define MAX_CKPT 16
 #define NSEQ 3
@@ -187,22 +191,40 @@ typedef struct seq {
 typedef struct stats {
   double worst;
   int rows, argmax_same, argmax_checked;
-  int greedy_ids;  // ids from eng_llm_cuda_step_ids checked against the logits path's argmax
+  int greedy_ids;   // ids from eng_llm_cuda_step_ids checked against the logits path's argmax
+  int sampled_ids;  // drawn on the device (mode 2, 3), checked against k_sample_rows_ref on its logits
+  int host_same;    // of those, equal to eng_llm_sample's draw on the same logits
 } stats;
 
 // Greedy on the device (issue 35): the step again on runner gr through eng_llm_cuda_step_ids, every
 // sampling item greedy when mode 0 (a decode-only step replays a greedy graph on the graph runner),
-// every other one when mode 1 (mixed: outside graphs). Each greedy item's id must be the argmax
-// (k_argmax_rows_ref) of that runner's logits row from the logits path (lg: its rows, item order),
+// every other one when mode 1 (mixed: outside graphs). Sampling on the device (issue 35 item 5):
+// every sampling item drawn on the device when mode 2, every other one greedy and the rest drawn when
+// mode 3 (both all id rows: the id graph on the graph runner); a drawn id must be k_sample_rows_ref's
+// on that runner's logits row exactly, and is counted when eng_llm_sample draws the same there. Each greedy item's id
+// must be the argmax (k_argmax_rows_ref) of that runner's logits row from the logits path (lg: its rows, item order),
 // the others' rows must come back as before, in item order. Rerunning a step rewrites the same KV.
 static int greedy_rerun(eng_llm_cuda_runner *gr, const eng_llm_work *w0, size_t n, int64_t V, const float *lg, int mode,
                         stats *st, const char *name, int kg) {
   eng_llm_work w[16];
   int32_t ids[16];
+  eng_llm_sampling sp[16];
   float *out = calloc(n * (size_t)V, sizeof(float));
   for (size_t i = 0, s = 0; i < n; i++) {
     w[i] = w0[i];
-    w[i].greedy = w[i].logits && (mode == 0 || s % 2 == 0);
+    w[i].greedy = w[i].logits && (mode == 0 || ((mode == 1 || mode == 3) && s % 2 == 0));
+    if (mode >= 2 && w[i].logits && !w[i].greedy) {
+      sp[i] = eng_llm_sampling_greedy();
+      sp[i].temperature = 0.9f;
+      sp[i].top_p = 0.9f;
+      sp[i].top_k = i % 2 ? 40 : 0;
+      sp[i].min_p = i % 3 == 0 ? 0.02f : 0;
+      sp[i].repetition_penalty = i % 2 ? 1.2f : 1;
+      w[i].sampling = &sp[i];
+      w[i].seen = w[i].tokens;
+      w[i].n_seen = w[i].n_tokens;
+      w[i].u = eng_llm_uniform(1234 + i, (uint64_t)mode);
+    }
     s += w[i].logits != 0;
     ids[i] = -9;
   }
@@ -216,7 +238,32 @@ static int greedy_rerun(eng_llm_cuda_runner *gr, const eng_llm_work *w0, size_t 
       continue;
     }
     const float *ref = lg + row++ * (size_t)V;
-    if (w[i].greedy) {
+    if (w[i].sampling) {
+      const eng_llm_sampling *q = w[i].sampling;
+      k_sample_param kp = {.mode = 1,
+                           .top_k = q->top_k,
+                           .temperature = q->temperature,
+                           .top_p = q->top_p,
+                           .min_p = q->min_p,
+                           .repetition_penalty = q->repetition_penalty,
+                           .n_seen = w[i].n_seen,
+                           .u = w[i].u};
+      float *scr = malloc(2 * (size_t)V * sizeof(float));
+      int32_t want = -1;
+      CHECK_EQ_INT(k_sample_rows_ref(&want, ref, DT_FP32, 1, (size_t)V, &kp, w[i].seen, scr), 0);
+      free(scr);
+      if (ids[i] != want)
+        CHECK_FAIL_("%s: runner %d mode %d item %zu: drew %d on the device, k_sample_rows_ref %d on its logits", name,
+                    kg, mode, i, ids[i], want);
+      check_count_++;
+      st->sampled_ids++;
+      eng_llm_sampler *hs = eng_llm_sampler_create(V);
+      // eng_llm_sample's counter-th draw is eng_llm_uniform(seed, counter): the same u
+      eng_llm_sampling hq = *q;
+      hq.seed = 1234 + i;
+      st->host_same += hs && eng_llm_sample(hs, ref, &hq, w[i].seen, w[i].n_seen, (uint64_t)mode) == ids[i];
+      eng_llm_sampler_destroy(hs);
+    } else if (w[i].greedy) {
       int32_t want;
       k_argmax_rows_ref(&want, ref, 1, (size_t)V);
       float gap;
@@ -260,7 +307,7 @@ static int both(eng_llm_runner *cr, eng_llm_cuda_runner **grs, seq *s, const eng
     if (rg) fprintf(stderr, "%s: gpu step (runner %d): %s\n", name, k, e.msg);
   }
   for (int k = 0; k < NGPU && !rg && n <= 16; k++)
-    for (int mode = 0; mode < 2 && !rg; mode++)
+    for (int mode = 0; mode < 4 && !rg; mode++)
       rg = greedy_rerun(grs[k], w, n, V, lgs + (size_t)k * n * (size_t)V, mode, st, name, k);
   double bound = dt == DT_FP32 ? 1e-4 : dt == DT_FP16 ? 2e-2 : 6e-2;
   size_t row = 0;
@@ -357,15 +404,28 @@ static void test_ckpt(const char *dir, const char *name) {
   int fail = 0;
   // step A: seq 0's first chunk (no logits), seq 1's whole prompt
   {
-    eng_llm_work w[2] = {{sq[0].tokens, 0, 6, sq[0].table, 16, 0, 0}, {sq[1].tokens, 0, 5, sq[1].table, 16, 1, 0}};
+    eng_llm_work w[2] = {
+        {.tokens = sq[0].tokens, .start = 0, .n_tokens = 6, .block_table = sq[0].table, .n_blocks = 16, .logits = 0},
+        {.tokens = sq[1].tokens, .start = 0, .n_tokens = 5, .block_table = sq[1].table, .n_blocks = 16, .logits = 1}};
     int which[2] = {0, 1};
     fail |= both(cr, grs, sq, w, which, 2, g->vocab, dt, &st, name);
   }
   // step B: seq 0's last chunk, seq 1's first decode token, seq 2's prompt
   if (!fail) {
-    eng_llm_work w[3] = {{sq[0].tokens + 6, 6, 5, sq[0].table, 16, 1, 0},
-                         {sq[1].tokens + 5, 5, 1, sq[1].table, 16, 1, 0},
-                         {sq[2].tokens, 0, 3, sq[2].table, 16, 1, 0}};
+    eng_llm_work w[3] = {
+        {.tokens = sq[0].tokens + 6,
+         .start = 6,
+         .n_tokens = 5,
+         .block_table = sq[0].table,
+         .n_blocks = 16,
+         .logits = 1},
+        {.tokens = sq[1].tokens + 5,
+         .start = 5,
+         .n_tokens = 1,
+         .block_table = sq[1].table,
+         .n_blocks = 16,
+         .logits = 1},
+        {.tokens = sq[2].tokens, .start = 0, .n_tokens = 3, .block_table = sq[2].table, .n_blocks = 16, .logits = 1}};
     int which[3] = {0, 1, 2};
     fail |= both(cr, grs, sq, w, which, 3, g->vocab, dt, &st, name);
   }
@@ -375,14 +435,24 @@ static void test_ckpt(const char *dir, const char *name) {
     int which[NSEQ] = {2, 0, 1};
     for (int i = 0; i < NSEQ; i++) {
       seq *q = &sq[which[i]];
-      w[i] = (eng_llm_work){q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1, 0};
+      w[i] = (eng_llm_work){.tokens = q->tokens + q->done,
+                            .start = q->done,
+                            .n_tokens = q->len - q->done,
+                            .block_table = q->table,
+                            .n_blocks = 16,
+                            .logits = 1};
     }
     fail |= both(cr, grs, sq, w, which, NSEQ, g->vocab, dt, &st, name);
   }
   // one sequence alone: bucket 1
   if (!fail) {
     seq *q = &sq[1];
-    eng_llm_work w = {q->tokens + q->done, q->done, q->len - q->done, q->table, 16, 1, 0};
+    eng_llm_work w = {.tokens = q->tokens + q->done,
+                      .start = q->done,
+                      .n_tokens = q->len - q->done,
+                      .block_table = q->table,
+                      .n_blocks = 16,
+                      .logits = 1};
     int which = 1;
     fail |= both(cr, grs, sq, &w, &which, 1, g->vocab, dt, &st, name);
   }
@@ -391,23 +461,30 @@ static void test_ckpt(const char *dir, const char *name) {
   if (!fail) {
     // and the greedy graphs of the same buckets: each decode step replays bucket 4's once more (its
     // mixed rerun runs outside graphs), the one-sequence step bucket 1's twice (one item: greedy both times)
+    // and modes 2 and 3 (all id rows) replay the id graphs once more each per step
     CHECK_EQ_INT(gs.captures, 4);
-    CHECK_EQ_INT(gs.launches, 2 * DECODE_STEPS + 3);
+    CHECK_EQ_INT(gs.launches, 4 * DECODE_STEPS + 5);
   }
   eng_llm_cuda_runner_graph_stats(grs[0], &gs);
   CHECK_EQ_INT(gs.launches, 0);
   printf(
       "%-18s %s: %d rows, worst normwise logit error %.3g, greedy tokens equal in %d (checked %d), %d greedy ids "
-      "on the device equal to the logits path's argmax\n",
-      name, dt_name(dt), st.rows, st.worst, st.argmax_same, st.argmax_checked, st.greedy_ids);
+      "on the device equal to the logits path's argmax, %d drawn on the device equal to k_sample_rows_ref's "
+      "(%d also eng_llm_sample's)\n",
+      name, dt_name(dt), st.rows, st.worst, st.argmax_same, st.argmax_checked, st.greedy_ids, st.sampled_ids,
+      st.host_same);
+  CHECK(st.sampled_ids > 0);
+  CHECK(st.host_same == st.sampled_ids);
   // refusals, as the CPU runner's
   float lg[512 * 2];
   int32_t bad_tok = (int32_t)g->vocab, bad_table[2] = {0, BLOCKS};
-  eng_llm_work w1 = {&bad_tok, 0, 1, sq[0].table, 16, 1, 0};
+  eng_llm_work w1 = {
+      .tokens = &bad_tok, .start = 0, .n_tokens = 1, .block_table = sq[0].table, .n_blocks = 16, .logits = 1};
   if ((size_t)g->vocab <= 512) {
     CHECK_EQ_INT(eng_llm_cuda_step(gr, &w1, 1, lg, &e), ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(e.msg, "vocabulary");
-    eng_llm_work w2 = {sq[0].tokens, 0, 6, bad_table, 2, 1, 0};
+    eng_llm_work w2 = {
+        .tokens = sq[0].tokens, .start = 0, .n_tokens = 6, .block_table = bad_table, .n_blocks = 2, .logits = 1};
     CHECK_EQ_INT(eng_llm_cuda_step(gr, &w2, 1, lg, &e), ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(e.msg, "outside the pool");
   }
@@ -455,7 +532,8 @@ static void test_long(const char *dir, const char *name) {
   float *lg = calloc((size_t)g->vocab, sizeof(float));
   for (int64_t p = 0; p < 300 && !fail; p += 16) {
     int64_t n = 300 - p < 16 ? 300 - p : 16;
-    eng_llm_work w = {toks + p, p, n, table, 20, p + n == 300, 0};
+    eng_llm_work w = {
+        .tokens = toks + p, .start = p, .n_tokens = n, .block_table = table, .n_blocks = 20, .logits = p + n == 300};
     // prefill on all three runners, compared only at the last chunk
     if (p + n < 300) {
       fail |= eng_llm_step(cr, &w, 1, lg, &e) != 0;
@@ -464,13 +542,19 @@ static void test_long(const char *dir, const char *name) {
     } else {
       memcpy(sq[0].tokens, toks + p, (size_t)n * sizeof(int32_t));
       sq[0].len = n;
-      eng_llm_work wc = {sq[0].tokens, p, n, table, 20, 1, 0};
+      eng_llm_work wc = {
+          .tokens = sq[0].tokens, .start = p, .n_tokens = n, .block_table = table, .n_blocks = 20, .logits = 1};
       fail |= both(cr, grs, sq, &wc, &which, 1, g->vocab, dt, &st, name);
     }
   }
   for (int k = 0; k < 4 && !fail; k++) {
     int64_t pos = 300 + k;
-    eng_llm_work w = {sq[0].tokens + sq[0].len - 1, pos, 1, table, 20, 1, 0};
+    eng_llm_work w = {.tokens = sq[0].tokens + sq[0].len - 1,
+                      .start = pos,
+                      .n_tokens = 1,
+                      .block_table = table,
+                      .n_blocks = 20,
+                      .logits = 1};
     fail |= both(cr, grs, sq, &w, &which, 1, g->vocab, dt, &st, name);
   }
   free(lg);

@@ -81,6 +81,10 @@ def llm_repo(tmp_path_factory):
     add_model(d, "gpt2_small_pool", fixture("gpt2"), {"kv_block_tokens": 4, "kv_cache_blocks": 16,
                                                        "enable_prefix_caching": "false"})
     add_model(d, "slow", slow_fixture(), {"kv_block_tokens": 16})
+    # sampled rows always through the host sampler (parameter host_sampling; on a GPU the default draws them on
+    # the device: issue 35 item 5)
+    add_model(d, "llama3_gqa_host", fixture("llama3_gqa"), {"kv_block_tokens": 4, "kv_cache_blocks": 96,
+                                                             "host_sampling": "true"})
     # max_batch_size > 0, as TensorRT-LLM's configs have it: every tensor has a batch dim (of 1)
     fx = fixture("llama2_bf16_tied")
     add_model(d, "batched", fx, {"kv_block_tokens": 4, "kv_cache_blocks": 64})
@@ -368,6 +372,22 @@ def test_seeded_sampling_reproduces_alone_and_batched(srv):
     other = run_alone(srv, "llama3_gqa", p, 12, **dict(kw, random_seed=4321))
     assert other != a  # another seed draws otherwise
     assert a != fx["tokens"][1]  # and sampling is not greedy at this temperature
+
+
+def test_host_sampling_parameter_draws_the_same_tokens(srv):
+    """host_sampling true sends every sampled row's logits to the host sampler; by default an engine that can
+    draws them itself (the GPU runner: kernels/sample, the host's rule; the CPU runner hands them to the host
+    anyway). Seeded requests with each filter and both penalty directions give the same tokens either way."""
+    fx = fixture("llama3_gqa")
+    mixes = [dict(temperature=0.8, runtime_top_p=0.9, random_seed=7),
+             dict(temperature=1.0, runtime_top_k=20, random_seed=11),
+             dict(temperature=0.7, runtime_top_p=0.95, min_p=0.02, repetition_penalty=1.3, random_seed=3),
+             dict(temperature=1.3, repetition_penalty=0.9, random_seed=5)]
+    for k, kw in enumerate(mixes):
+        p = fx["prompts"][k % len(fx["prompts"])]
+        a = run_alone(srv, "llama3_gqa", p, 12, **kw)
+        b = run_alone(srv, "llama3_gqa_host", p, 12, **kw)
+        assert a == b and len(a) == 12, (k, a, b)
 
 
 def test_top_k_one_is_greedy_on_either_path(srv):

@@ -15,6 +15,9 @@
 //   logits to FP32                     k_widen_cuda, copied to the host
 //   or the greedy rows' tokens         k_argmax_rows_cuda, int32 ids to the host
 //                                      (eng_llm_cuda_step_ids: issue 35)
+//   and the sampled rows' tokens       k_sample_rows_cuda over the same id rows (the
+//                                      greedy ones skipped: mode 0), the host's
+//                                      uniform numbers and seen ids uploaded first
 // The LM head runs in chunks of LOGIT_ROWS rows, so its scratch (rows x
 // vocab) stays bounded whatever max_step_tokens is.
 #include "engine/llm/cuda/llm_cuda.h"
@@ -75,9 +78,18 @@ struct eng_llm_cuda_runner {
   uint8_t *sbuf;
   void *x, *h, *qkv, *att, *mlp, *act, *last, *lg;
   float *lg32;
-  int32_t *ids_d;  // the greedy rows' tokens (max_step_tokens)
+  int32_t *ids_d;  // the id rows' tokens (max_step_tokens): greedy and sampled
   void *amax_ws;   // k_argmax_rows_cuda's split rows (LOGIT_ROWS rows of the vocabulary)
   int32_t *ids_h;  // pinned, their copy on the host
+  // device sampling: per id row its parameters (mode 0 for a greedy row), the
+  // seen ids of the rows with a repetition penalty, pinned and device copies
+  // (fixed addresses: the decode graphs read them), and the kernel's scratch
+  // (2 x vocab floats per logit row of a chunk)
+  k_sample_param *sp_h, *sp_d;
+  int32_t *seen_h, *seen_d;
+  int64_t seen_cap;
+  float *smp;
+  uint8_t *idrow;  // per item of the step: 1 greedy, 2 sampled on the device (max_step_tokens)
   // metadata: pinned host and device copies of one layout
   int32_t *meta_h, *meta_d;
   size_t meta_cap;    // int32 entries
@@ -87,10 +99,10 @@ struct eng_llm_cuda_runner {
   // spare block per layer past the pool) at position 0
   int tc;             // prefill attention tiles on tensor cores (eng_llm_cuda_runner_set_tc_prefill)
   int64_t graph_max;  // 0: off
-  // [0]: every item's logits to the host; [1]: every item greedy (ids only)
+  // [0]: every item's logits to the host; [1]: every item an id row, greedy or sampled (ids only)
   cudaGraphExec_t gx[2][MAX_BUCKETS];
   int gsplits[2][MAX_BUCKETS];  // the attention splits each graph was captured with
-  float *lg_h;  // pinned: graph_max x vocab logits
+  float *lg_h;                  // pinned: graph_max x vocab logits
   eng_llm_cuda_graph_stats gst;
 };
 
@@ -164,6 +176,8 @@ void eng_llm_cuda_runner_destroy(eng_llm_cuda_runner *r) {
       if (r->gx[g][i]) cudaGraphExecDestroy(r->gx[g][i]);
   cudaFreeHost(r->lg_h);
   cudaFreeHost(r->ids_h);
+  cudaFreeHost(r->sp_h);
+  cudaFreeHost(r->seen_h);
   eng_gemm_lt_destroy(r->gemm);
   eng_gemm_tuner_destroy(r->tuner);  // after the cuBLASLt object that borrowed it
   cudaFree(r->wbuf);
@@ -175,6 +189,7 @@ void eng_llm_cuda_runner_destroy(eng_llm_cuda_runner *r) {
   cudaFreeHost(r->meta_h);
   if (r->stream) cudaStreamDestroy(r->stream);
   (void)cudaGetLastError();
+  free(r->idrow);
   free(r->layers);
   free(r);
 }
@@ -216,8 +231,9 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
   r->device = device;
   r->gdt = wdt == DT_FP16 ? ENG_GEMM_FP16 : wdt == DT_BF16 ? ENG_GEMM_BF16 : ENG_GEMM_FP32;
   r->layers = calloc((size_t)g->n_layers, sizeof *r->layers);
+  r->idrow = calloc((size_t)c->max_step_tokens, 1);
   int rc = 0;
-  if (!r->layers) {
+  if (!r->layers || !r->idrow) {
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
@@ -268,15 +284,30 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
                     lr * (size_t)g->vocab * es,
                     lr * (size_t)g->vocab * sizeof(float),
                     T * sizeof(int32_t),
-                    k_argmax_rows_ws_bytes(lr, (size_t)g->vocab)};
+                    k_argmax_rows_ws_bytes(lr, (size_t)g->vocab),
+                    T * sizeof(k_sample_param),
+                    lr * 2 * (size_t)g->vocab * sizeof(float),
+                    ((size_t)c->n_blocks * (size_t)c->block_tokens + (size_t)c->max_context) * sizeof(int32_t)};
   size_t tot = 0;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) tot += align_up(sizes[i]);
   if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->sbuf, tot)))) {
     err_prefix(e, "cuda runner: %zu bytes of step scratch: ", tot);
     goto fail;
   }
-  void **slots[] = {&r->x,   &r->h,    &r->qkv, &r->att,           &r->mlp,
-                    &r->act, &r->last, &r->lg,  (void **)&r->lg32, (void **)&r->ids_d, &r->amax_ws};
+  void **slots[] = {&r->x,
+                    &r->h,
+                    &r->qkv,
+                    &r->att,
+                    &r->mlp,
+                    &r->act,
+                    &r->last,
+                    &r->lg,
+                    (void **)&r->lg32,
+                    (void **)&r->ids_d,
+                    &r->amax_ws,
+                    (void **)&r->sp_d,
+                    (void **)&r->smp,
+                    (void **)&r->seen_d};
   for (size_t i = 0, off = 0; i < sizeof sizes / sizeof sizes[0]; off += align_up(sizes[i]), i++)
     *slots[i] = r->sbuf + off;
   // split-K workspace: steps of fewer than SPLIT_BLOCKS x SMs (token, KV head) pairs
@@ -293,6 +324,14 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
   r->table_cap = (int64_t)T * per_seq;
   r->meta_cap = (size_t)M_TABLES * T + (size_t)r->table_cap + 1;  // + the spare block's table
   if ((rc = CUDA_OK(e, cudaMallocHost((void **)&r->ids_h, T * sizeof(int32_t))))) goto fail;
+  // seen ids: a step's sequences hold at most the pool's tokens unshared, plus one context;
+  // past that (prefix sharing) a row's logits come back instead (eng_llm_work's sampling)
+  r->seen_cap = (int64_t)c->n_blocks * c->block_tokens + c->max_context;
+  if ((rc = CUDA_OK(e, cudaMallocHost((void **)&r->sp_h, T * sizeof(k_sample_param)))) ||
+      (rc = CUDA_OK(e, cudaMallocHost((void **)&r->seen_h, (size_t)r->seen_cap * sizeof(int32_t))))) {
+    err_prefix(e, "cuda runner: sampling buffers: ");
+    goto fail;
+  }
   if ((rc = CUDA_OK(e, cudaMallocHost((void **)&r->meta_h, r->meta_cap * sizeof(int32_t)))) ||
       (rc = CUDA_OK(e, cudaMalloc((void **)&r->meta_d, r->meta_cap * sizeof(int32_t))))) {
     err_prefix(e, "cuda runner: %zu bytes of step metadata: ", r->meta_cap * sizeof(int32_t));
@@ -394,10 +433,13 @@ static int pick_splits(const eng_llm_cuda_runner *r, int64_t T, int64_t max_keys
 
 // The step's device work after the metadata copy: T tokens, nlg + ng
 // sampled rows (their indices at M_ROWS: the nlg whose logits come back,
-// then the ng greedy ones), logits to dst (device-to-host copies, chunk by
-// chunk), the greedy rows' tokens to ids (pinned host, one copy at the end).
-// Capturable: every pointer and size is fixed for a given (T, nlg, ng).
-static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t ng, float *dst, int32_t *ids, err *e) {
+// then the ng id rows), logits to dst (device-to-host copies, chunk by
+// chunk), the id rows' tokens to ids (pinned host, one copy at the end):
+// each id row's argmax, then with `sample` k_sample_rows_cuda over them
+// (sp_d, uploaded before, says which rows it draws; mode 0 keeps the argmax).
+// Capturable: every pointer and size is fixed for a given (T, nlg, ng, sample).
+static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t ng, int sample, float *dst, int32_t *ids,
+                       err *e) {
   int64_t nl = nlg + ng;
   const eng_llm_config *g = &r->g;
   const int32_t *pos_d = meta_at(r, r->meta_d, M_POS);
@@ -426,21 +468,30 @@ static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t n
       TRY(CUDA_OK(e, cudaMemcpyAsync(dst + (size_t)r0 * (size_t)g->vocab, r->lg32,
                                      (size_t)(kl * g->vocab) * sizeof(float), cudaMemcpyDeviceToHost, r->stream)));
     }
-    if (k > kl)
-      TRY(k_argmax_rows_cuda(r->ids_d + (r0 + kl - nlg), (const uint8_t *)r->lg + (size_t)(kl * g->vocab) * r->es,
-                             (size_t)(k - kl), (size_t)g->vocab, r->amax_ws, r->dt, r->stream, e));
+    if (k > kl) {
+      const uint8_t *idl = (const uint8_t *)r->lg + (size_t)(kl * g->vocab) * r->es;
+      TRY(k_argmax_rows_cuda(r->ids_d + (r0 + kl - nlg), idl, (size_t)(k - kl), (size_t)g->vocab, r->amax_ws, r->dt,
+                             r->stream, e));
+      if (sample)
+        TRY(k_sample_rows_cuda(r->ids_d + (r0 + kl - nlg), idl, r->smp, (size_t)(k - kl), (size_t)g->vocab,
+                               r->sp_d + (r0 + kl - nlg), r->seen_d, r->dt, r->stream, e));
+    }
   }
   if (ng)
     TRY(CUDA_OK(e, cudaMemcpyAsync(ids, r->ids_d, (size_t)ng * sizeof(int32_t), cudaMemcpyDeviceToHost, r->stream)));
   return 0;
 }
 
-// A decode-only step of n items (each one token, each sampling; all greedy
-// or none) through the graph of its bucket (the next power of two) and
-// kind, captured on first use; the padding items are token 0 at position 0
-// in the spare block (greedy too in a greedy graph: their ids are dropped).
-static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, int greedy, float *logits, int32_t *ids,
-                      err *e) {
+// A decode-only step of n items (each one token, each sampling; all id
+// rows, greedy or sampled on the device, or none) through the graph of its
+// bucket (the next power of two) and kind, captured on first use; the
+// padding items are token 0 at position 0 in the spare block (greedy id
+// rows in an id graph: their ids are dropped). An id graph holds the
+// sampling kernel whether or not this step samples (a greedy row's mode 0
+// returns at once); its parameters and seen ids (n_seen) are copied in
+// before the launch, as the metadata is.
+static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, int greedy, int64_t n_seen, float *logits,
+                      int32_t *ids, err *e) {
   int k = 0;
   while (((int64_t)1 << k) < (int64_t)n) k++;
   int64_t B = (int64_t)1 << k;
@@ -455,6 +506,13 @@ static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, int gr
   for (int64_t i = 0; i < B; i++) rows[i] = (int32_t)i;
   size_t copy = ((size_t)M_TABLES * (size_t)r->c.max_step_tokens + (size_t)spare + 1) * sizeof(int32_t);
   TRY(CUDA_OK(e, cudaMemcpyAsync(r->meta_d, r->meta_h, copy, cudaMemcpyHostToDevice, r->stream)));
+  if (greedy) {
+    for (int64_t i = (int64_t)n; i < B; i++) r->sp_h[i] = (k_sample_param){.mode = 0};
+    TRY(CUDA_OK(e, cudaMemcpyAsync(r->sp_d, r->sp_h, (size_t)B * sizeof *r->sp_h, cudaMemcpyHostToDevice, r->stream)));
+    if (n_seen)
+      TRY(CUDA_OK(e, cudaMemcpyAsync(r->seen_d, r->seen_h, (size_t)n_seen * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                     r->stream)));
+  }
   int splits = pick_splits(r, B, max_keys);
   if (r->gx[greedy][k] && r->gsplits[greedy][k] != splits) {  // the contexts outgrew its splits: capture again
     cudaGraphExecDestroy(r->gx[greedy][k]);
@@ -472,14 +530,14 @@ static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, int gr
       // wrote into the cache included, before anything reads them.
       eng_gemm_lt_set_tuner(r->gemm, r->tuner);
       eng_gemm_lt_set_dry(r->gemm, true);
-      int rc = device_work(r, B, greedy ? 0 : B, greedy ? B : 0, r->lg_h, r->ids_h, e);
+      int rc = device_work(r, B, greedy ? 0 : B, greedy ? B : 0, greedy, r->lg_h, r->ids_h, e);
       eng_gemm_lt_set_dry(r->gemm, false);
       if (!rc) rc = CUDA_OK(e, cudaStreamSynchronize(r->stream));
       eng_gemm_lt_set_tuner(r->gemm, NULL);
       if (rc) return err_prefix(e, "cuda runner: GEMM tuning pass of %lld items: ", (long long)B), rc;
     }
     TRY(CUDA_OK(e, cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal)));
-    int rc = device_work(r, B, greedy ? 0 : B, greedy ? B : 0, r->lg_h, r->ids_h, e);
+    int rc = device_work(r, B, greedy ? 0 : B, greedy ? B : 0, greedy, r->lg_h, r->ids_h, e);
     cudaGraph_t graph = NULL;
     cudaError_t ce = cudaStreamEndCapture(r->stream, &graph);
     if (!rc && ce != cudaSuccess) rc = CUDA_OK(e, ce);
@@ -566,16 +624,36 @@ int eng_llm_cuda_step_ids(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t 
   int64_t max_keys = 0;
   for (size_t i = 0; i < n; i++)
     if (w[i].start + w[i].n_tokens > max_keys) max_keys = w[i].start + w[i].n_tokens;
-#define GREEDY(i) (ids && w[i].logits && w[i].greedy)
-  // decode graphs: every item one sampling token, all greedy or none (a mixed step runs outside graphs)
-  int decode = r->graph_max && (int64_t)n <= r->graph_max, all_greedy = n > 0 && GREEDY(0);
-  for (size_t i = 0; i < n && decode; i++) decode = w[i].n_tokens == 1 && w[i].logits && GREEDY(i) == all_greedy;
+  // which items are id rows: greedy, or sampled on the device while their seen ids fit (else -1 and their logits)
+  int64_t seen_n = 0, ns = 0;
+  for (size_t i = 0; i < n; i++) {
+    r->idrow[i] = 0;
+    if (!ids || !w[i].logits) continue;
+    if (w[i].greedy) {
+      r->idrow[i] = 1;
+      continue;
+    }
+    const eng_llm_sampling *sp = w[i].sampling;
+    if (!sp) continue;
+    int64_t need = sp->repetition_penalty > 0 && sp->repetition_penalty != 1 ? w[i].n_seen : 0;
+    if (need > r->seen_cap - seen_n) {
+      ids[i] = -1;
+      continue;
+    }
+    r->idrow[i] = 2;
+    seen_n += need;
+    ns++;
+  }
+#define IDROW(i) (r->idrow[i] != 0)
+  // decode graphs: every item one sampling token, all id rows or none (a mixed step runs outside graphs)
+  int decode = r->graph_max && (int64_t)n <= r->graph_max, all_id = n > 0 && IDROW(0);
+  for (size_t i = 0; i < n && decode; i++) decode = w[i].n_tokens == 1 && w[i].logits && IDROW(i) == all_id;
   // --- the step's metadata, one copy
   int32_t *tok = meta_at(r, r->meta_h, M_TOK), *pos = meta_at(r, r->meta_h, M_POS);
   int32_t *item = meta_at(r, r->meta_h, M_ITEM), *toff = meta_at(r, r->meta_h, M_TOFF);
   int32_t *rows = meta_at(r, r->meta_h, M_ROWS), *tables = meta_at(r, r->meta_h, M_TABLES);
-  int64_t nt = 0, nlg = 0, ng = 0, nl_done = 0, t = 0;
-  for (size_t i = 0; i < n; i++) nlg += w[i].logits && !GREEDY(i);
+  int64_t nt = 0, nlg = 0, ng = 0, nl_done = 0, t = 0, so = 0;
+  for (size_t i = 0; i < n; i++) nlg += w[i].logits && !IDROW(i);
   for (size_t i = 0; i < n; i++) {
     int64_t need = (w[i].start + w[i].n_tokens + r->c.block_tokens - 1) / r->c.block_tokens;
     if (nt + need > r->table_cap)  // cannot happen within check_work's limits; kept as a guard
@@ -589,20 +667,44 @@ int eng_llm_cuda_step_ids(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t 
       pos[t] = (int32_t)(w[i].start + j);
       item[t] = (int32_t)i;
     }
-    if (GREEDY(i))
+    if (IDROW(i)) {
+      k_sample_param *kp = &r->sp_h[ng];
+      *kp = (k_sample_param){.mode = 0};
+      if (r->idrow[i] == 2) {
+        const eng_llm_sampling *sp = w[i].sampling;
+        int pen = sp->repetition_penalty > 0 && sp->repetition_penalty != 1;
+        *kp = (k_sample_param){.mode = 1,
+                               .top_k = sp->top_k,
+                               .temperature = sp->temperature,
+                               .top_p = sp->top_p,
+                               .min_p = sp->min_p,
+                               .repetition_penalty = sp->repetition_penalty,
+                               .seen_off = so,
+                               .n_seen = pen ? w[i].n_seen : 0,
+                               .u = w[i].u};
+        if (kp->n_seen) memcpy(r->seen_h + so, w[i].seen, (size_t)kp->n_seen * sizeof(int32_t));
+        so += kp->n_seen;
+      }
       rows[nlg + ng++] = (int32_t)(t - 1);
-    else if (w[i].logits)
+    } else if (w[i].logits) {
       rows[nl_done++] = (int32_t)(t - 1);
+    }
   }
   TRY(CUDA_OK(e, cudaSetDevice(r->device)));
-  if (decode) return graph_step(r, n, max_keys, all_greedy, logits, ids, e);
+  if (decode) return graph_step(r, n, max_keys, all_id, seen_n, logits, ids, e);
   r->splits = pick_splits(r, T, max_keys);
   size_t copy = ((size_t)M_TABLES * (size_t)r->c.max_step_tokens + (size_t)nt) * sizeof(int32_t);
   TRY(CUDA_OK(e, cudaMemcpyAsync(r->meta_d, r->meta_h, copy, cudaMemcpyHostToDevice, r->stream)));
-  TRY(device_work(r, T, nlg, ng, logits, r->ids_h, e));
+  if (ns) {
+    TRY(CUDA_OK(e, cudaMemcpyAsync(r->sp_d, r->sp_h, (size_t)ng * sizeof *r->sp_h, cudaMemcpyHostToDevice, r->stream)));
+    if (seen_n)
+      TRY(CUDA_OK(e, cudaMemcpyAsync(r->seen_d, r->seen_h, (size_t)seen_n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                     r->stream)));
+  }
+  TRY(device_work(r, T, nlg, ng, ns > 0, logits, r->ids_h, e));
   TRY(CUDA_OK(e, cudaStreamSynchronize(r->stream)));
   for (size_t i = 0, j = 0; i < n && ng; i++)
-    if (GREEDY(i)) ids[i] = r->ids_h[j++];
+    if (IDROW(i)) ids[i] = r->ids_h[j++];
   return 0;
-#undef GREEDY
+#undef IDROW
 }

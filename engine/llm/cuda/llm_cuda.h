@@ -58,19 +58,27 @@ int eng_llm_cuda_step(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, f
 // type: the same token as the host's argmax of the FP32 logits, widening
 // being exact), only the other sampling items' logits rows copied to the
 // host (logits: their rows, in item order). ids NULL: eng_llm_cuda_step.
+// Items with sampling set (llm_step.h) are drawn on the device too
+// (k_sample_rows_cuda after the argmax, over the same rows: eng_llm_sample's
+// rule, the host's uniform number w[i].u), their token in ids[i]; only when
+// the step's seen ids of the rows with a repetition penalty overflow the
+// runner's buffer (the pool's token slots plus one context: possible with
+// shared prefixes) does such a row's ids[i] say -1 and its logits come back.
 int eng_llm_cuda_step_ids(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t n, float *logits, int32_t *ids, err *e);
 
 // CUDA graphs for decode-only steps (every item one token, every item
-// sampling, at most max_batch items; every item greedy, with only the ids
-// coming back, or none: a step mixing the two runs outside graphs, as
-// prefill steps do): such a step runs as the graph of its
+// sampling, at most max_batch items; every item an id row (greedy or
+// sampled on the device), with only the ids coming back, or none: a step
+// mixing the two runs outside graphs, as prefill steps do): such a step runs as the graph of its
 // bucket, the next power of two (1, 2, 4, ... up to the largest that is at
 // most max_batch and max_step_tokens), captured on the bucket's first step
 // and replayed after (the padding items compute on a spare KV block past
 // the pool). The metadata copy stays outside the graph; the logits come
 // back through a pinned buffer of max_batch x vocab floats allocated here,
-// the greedy graphs' ids through a pinned int32 buffer (the argmax kernel
-// and that copy are inside the graph).
+// the id graphs' ids through a pinned int32 buffer (the argmax and the
+// sampling kernels and that copy are inside the graph; the sampling
+// parameters and seen ids sit in device buffers of fixed address, copied
+// in before each launch).
 // Other steps run as before. Call once, before the steps.
 int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch, err *e);
 // GEMM autotuning for the decode graphs (eng_gemm_tuner, every shape timed):

@@ -276,9 +276,14 @@ int main(int argc, char **argv) {
   for (int i = 0; i < maxb * per; i++) tables[i] = i;
   int32_t *ids = malloc((size_t)maxb * sizeof(int32_t));
   // mode 0 plain launches, 1 graphs, 2 graphs with every row greedy on the device (issue 35: the
-  // argmax in the graph, int32 ids back instead of batch x vocab FP32 logits)
-  for (int mode = 0; mode < 3; mode++) {
-    int graphs = mode >= 1, greedy = mode == 2;
+  // argmax in the graph, int32 ids back instead of batch x vocab FP32 logits), 3 graphs with every row
+  // sampled on the device (issue 35 item 5: temperature 0.8, top_p 0.9 over the whole vocabulary, the
+  // sampling kernel in the graph, int32 ids back)
+  eng_llm_sampling samp = eng_llm_sampling_greedy();
+  samp.temperature = 0.8f;
+  samp.top_p = 0.9f;
+  for (int mode = 0; mode < 4; mode++) {
+    int graphs = mode >= 1, greedy = mode == 2, sampled = mode == 3;
     if (mode == 1) {
       // the largest power of two up to the largest batch: smaller ones run as its buckets
       if (eng_llm_cuda_runner_enable_graphs(r, maxb, &e)) {
@@ -287,7 +292,8 @@ int main(int argc, char **argv) {
       }
     }
     printf("\n%s\n%6s %10s %12s %12s %12s %8s\n",
-           greedy   ? "CUDA graphs, greedy on the device (ids back, no logits):"
+           sampled  ? "CUDA graphs, sampled on the device (temperature 0.8, top_p 0.9; ids back, no logits):"
+           : greedy ? "CUDA graphs, greedy on the device (ids back, no logits):"
            : graphs ? "CUDA graphs (decode buckets):"
                     : "plain launches:",
            "batch", "step ms", "tokens/s", "bytes GB", "ideal ms", "ratio");
@@ -295,16 +301,24 @@ int main(int argc, char **argv) {
       int B = batches[bi];
       for (int i = 0; i < B; i++) {
         tok[i] = (int32_t)((i * 7919) % VOCAB);
-        w[i] = (eng_llm_work){&tok[i], ctx, 1, tables + (size_t)i * per, per, 1, greedy};
+        w[i] = (eng_llm_work){.tokens = &tok[i],
+                              .start = ctx,
+                              .n_tokens = 1,
+                              .block_table = tables + (size_t)i * per,
+                              .n_blocks = per,
+                              .logits = 1,
+                              .greedy = greedy,
+                              .sampling = sampled ? &samp : NULL,
+                              .u = (double)i / B};
       }
       for (int k = 0; k < 3; k++)
-        if (eng_llm_cuda_step_ids(r, w, (size_t)B, logits, greedy ? ids : NULL, &e)) {
+        if (eng_llm_cuda_step_ids(r, w, (size_t)B, logits, greedy || sampled ? ids : NULL, &e)) {
           fprintf(stderr, "step: %s\n", e.msg);
           return 1;
         }
       t0 = now_s();
       for (int k = 0; k < steps; k++)
-        if (eng_llm_cuda_step_ids(r, w, (size_t)B, logits, greedy ? ids : NULL, &e)) {
+        if (eng_llm_cuda_step_ids(r, w, (size_t)B, logits, greedy || sampled ? ids : NULL, &e)) {
           fprintf(stderr, "step: %s\n", e.msg);
           return 1;
         }

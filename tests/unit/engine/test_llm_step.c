@@ -148,6 +148,19 @@ static void test_splits(const eng_llm_model *m) {
   CHECK_EQ_INT(ids[0], am[0]);
   CHECK_EQ_INT(ids[1], -7);  // not greedy: untouched
   for (int v = 0; v < V; v++) CHECK_NEAR(rest[0][v], batched[1][v], 1e-5, 1e-5);
+  // a sampled item handed to the engine (eng_llm_work's sampling): the CPU runner answers -1 and gives
+  // its logits row, for the host sampler
+  eng_llm_sampling samp = eng_llm_sampling_greedy();
+  samp.temperature = 0.8f;
+  w[1].sampling = &samp;
+  w[1].u = 0.5;
+  ids[0] = ids[1] = -7;
+  memset(rest, 0, sizeof rest);
+  CHECK_EQ_INT(eng_llm_step_ids(r, w, 2, rest[0], ids, &e), 0);
+  CHECK_EQ_INT(ids[0], am[0]);
+  CHECK_EQ_INT(ids[1], -1);
+  for (int v = 0; v < V; v++) CHECK_NEAR(rest[0][v], batched[1][v], 1e-5, 1e-5);
+  w[1].sampling = NULL;
   w[1].greedy = 1;
   ids[0] = ids[1] = -7;
   CHECK_EQ_INT(eng_llm_step_ids(r, w, 2, rest[0], ids, &e), 0);
