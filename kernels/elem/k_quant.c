@@ -97,18 +97,45 @@ void k_dynamic_quantize(uint8_t *y, float *scale, uint8_t *zp, const float *x, s
 }
 
 int k_matmul_int(void *y, k_elem yt, const void *a, k_elem at, const void *b, k_elem bt, double a_zp, double b_zp,
-                 size_t batch, size_t a_bstride, size_t b_bstride, size_t m, size_t k, size_t n, double mul,
-                 double y_zp) {
+                 const double *b_zp_col, size_t batch, size_t a_bstride, size_t b_bstride, size_t m, size_t k,
+                 size_t n, double mul, const double *mul_col, double y_zp) {
   if (!k_quant_takes(at) || !k_quant_takes(bt) || (yt != K_I32 && !k_quant_takes(yt))) return -1;
+  int q = mul != 0.0 || mul_col;
   for (size_t bi = 0; bi < batch; bi++)
     for (size_t r = 0; r < m; r++)
       for (size_t c = 0; c < n; c++) {
-        double acc = 0.0;
+        double acc = 0.0, bz = b_zp_col ? b_zp_col[c] : b_zp;
         for (size_t j = 0; j < k; j++)
-          acc += (get(a, at, bi * a_bstride + r * k + j) - a_zp) * (get(b, bt, bi * b_bstride + j * n + c) - b_zp);
+          acc += (get(a, at, bi * a_bstride + r * k + j) - a_zp) * (get(b, bt, bi * b_bstride + j * n + c) - bz);
         size_t o = (bi * m + r) * n + c;
-        if (mul == 0.0) set_sat(y, yt, o, acc);  // MatMulInteger: the exact INT32 sum
-        else set_sat(y, yt, o, nearbyint(acc * mul) + y_zp);
+        if (!q) set_sat(y, yt, o, acc);  // MatMulInteger: the exact INT32 sum
+        else set_sat(y, yt, o, nearbyint(acc * (mul_col ? mul_col[c] : mul)) + y_zp);
       }
   return 0;
 }
+
+// The multiplier is FP32 (as onnxruntime and ONNX's reference compute it);
+// the product with the sum in double, as ONNX's reference (onnxruntime's
+// MLAS rounds it to FP32 first, which can move a result by one step near a
+// tie), rounded half to even, the zero point added, then saturated.
+#define REQ_BODY(T, LO, HI)                                                                     \
+  for (size_t o = 0; o < outer; o++)                                                            \
+    for (size_t c = 0; c < len; c++) {                                                          \
+      float mc = mul[per_c ? c : 0];                                                            \
+      int32_t bc = b ? b[c] : 0;                                                                \
+      const int32_t *a = acc + (o * len + c) * inner;                                           \
+      T *yo = (T *)y + (o * len + c) * inner;                                                   \
+      for (size_t i = 0; i < inner; i++) {                                                      \
+        double v = nearbyint((double)((int64_t)a[i] + bc) * (double)mc) + (double)y_zp;         \
+        yo[i] = (T)(v < (LO) ? (LO) : v > (HI) ? (HI) : v);                                     \
+      }                                                                                         \
+    }
+
+int k_requantize(void *y, k_elem yt, const int32_t *acc, const int32_t *b, const float *mul, int per_c,
+                 int32_t y_zp, size_t outer, size_t len, size_t inner) {
+  if (yt == K_U8) REQ_BODY(uint8_t, 0.0, 255.0)
+  else if (yt == K_I8) REQ_BODY(int8_t, -128.0, 127.0)
+  else return -1;
+  return 0;
+}
+#undef REQ_BODY

@@ -159,7 +159,9 @@ int eng_conv_parse(const eng_graph *g, const eng_node *n, int opset, eng_op_para
   eng_conv_attrs *a = &p->conv;
   memset(a, 0, sizeof *a);
   const char *op = n->op_type;
-  if (strcmp(op, "Conv") == 0) a->kind = ENG_CONV;
+  int wi = 1;  // W's input: QLinearConv's comes after x, x_scale and x_zero_point
+  if (strcmp(op, "Conv") == 0 || strcmp(op, "ConvInteger") == 0) a->kind = ENG_CONV;
+  else if (strcmp(op, "QLinearConv") == 0) a->kind = ENG_CONV, wi = 3;
   else if (strcmp(op, "ConvTranspose") == 0) a->kind = ENG_CONV_TRANSPOSE;
   else if (strcmp(op, "MaxPool") == 0) a->kind = ENG_POOL_MAX;
   else if (strcmp(op, "AveragePool") == 0) a->kind = ENG_POOL_AVG;
@@ -174,8 +176,8 @@ int eng_conv_parse(const eng_graph *g, const eng_node *n, int opset, eng_op_para
   if (conv) {
     // The weights decide the spatial rank and are reordered once into
     // oneDNN's layout when they are known at load.
-    if (n->in[1] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "the W input is required");
-    const eng_value *w = eng_graph_value(g, (size_t)n->in[1]);
+    if (n->n_in <= wi || n->in[wi] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "the W input is required");
+    const eng_value *w = eng_graph_value(g, (size_t)n->in[wi]);
     if (w->kind != ENG_VALUE_CONST) return parse_runtime_w(n, w, p, e);
     if (w->ndims < 3 || w->ndims > 2 + K_CONV_MAX_SP)
       return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: W has rank %d (1 to %d spatial dims)",
@@ -584,6 +586,10 @@ const eng_op_def eng_ops__conv[] = {
      eng_ops__run_causal_conv, 0, NULL, NULL},
     {"Conv", 2, 3, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0, eng_conv_run,
      eng_conv_state_destroy},
+    {"QLinearConv", 8, 9, 1, 1, 0, eng_qconv_parse, eng_qconv_infer, eng_qconv_run_ref, 0, eng_qconv_run,
+     eng_qconv_state_destroy},
+    {"ConvInteger", 2, 4, 1, 1, 0, eng_qconv_parse, eng_qconv_infer, eng_qconv_run_ref, 0, eng_qconv_run,
+     eng_qconv_state_destroy},
     {"ConvTranspose", 2, 3, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0,
      eng_conv_run, eng_conv_state_destroy},
     {"MaxPool", 1, 1, 1, 2, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0, eng_conv_run,

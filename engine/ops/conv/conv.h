@@ -95,4 +95,15 @@ int eng_ops__infer_causal_conv(const struct eng_op_params *p, const eng_tensor *
 int eng_ops__run_causal_conv(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                              int n_out, err *e);
 
+// QLinearConv and ConvInteger (qconv.c), listed in conv.c's table: Conv's
+// parser and window with W at its input index; p->mode 1 QLinearConv, 2 ConvInteger.
+int eng_qconv_parse(const eng_graph *g, const eng_node *n, int opset, struct eng_op_params *p, err *e);
+int eng_qconv_infer(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                    err *e);
+int eng_qconv_run_ref(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                      err *e);
+int eng_qconv_run(struct eng_op_state *st, const struct eng_op_params *p, const eng_tensor *in, int n_in,
+                  eng_tensor *out, int n_out, err *e);
+void eng_qconv_state_destroy(void *node_state);
+
 #endif

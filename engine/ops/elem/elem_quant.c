@@ -4,6 +4,7 @@
 // products MatMulInteger and QLinearMatMul (per-tensor scales and zero
 // points; batch dims equal, or B 2-D). elem.c's table lists them; no CUDA
 // path yet.
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/ops/elem/elem_internal.h"
@@ -199,6 +200,28 @@ int eng_ops__infer_matmul_int(const eng_op_params *p, const eng_tensor *in, int 
   return 0;
 }
 
+// A per-column parameter (b_scale, b_zero_point): one element, or n as a
+// 1-D tensor; into *col (malloc'd, n values) when per column, else *v.
+static int column_of(const eng_tensor *t, size_t n, const char *what, double *v, double **col, err *e) {
+  *col = NULL;
+  if (op_numel(t) == 1) return scalar_of(t, what, v, e);
+  if (t->ndims != 1 || (size_t)t->dims[0] != n)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: %s must be one element or one per column of B (%zu)", what, n);
+  if (!(*col = malloc(n * sizeof **col))) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    eng_tensor one = *t;
+    one.ndims = 0;
+    one.data = (char *)t->data + i * dtype_size(t->dt);
+    int rc = scalar_of(&one, what, &(*col)[i], e);
+    if (rc) {
+      free(*col);
+      *col = NULL;
+      return rc;
+    }
+  }
+  return 0;
+}
+
 int eng_ops__run_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                             err *e) {
   (void)n_out;
@@ -209,25 +232,31 @@ int eng_ops__run_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_
   TRY(int_elem(b->dt, &kb, "B", e));
   mm_dims d;
   TRY(mm_dims_of(a, b, &d, e));
-  double azp = 0, bzp = 0, mul = 0, yzp = 0;
+  double azp = 0, bzp = 0, mul = 0, yzp = 0, *bzp_col = NULL, *bs_col = NULL;
+  int rc = 0;
   if (q) {
-    double as, bs, ys;
+    double as, bs = 0, ys;
     TRY(int_elem(out[0].dt, &ky, "y", e));
     TRY(scalar_of(&in[1], "a_scale", &as, e));
     TRY(scalar_of(&in[2], "a_zero_point", &azp, e));
-    TRY(scalar_of(&in[4], "b_scale", &bs, e));
-    TRY(scalar_of(&in[5], "b_zero_point", &bzp, e));
     TRY(scalar_of(&in[6], "y_scale", &ys, e));
     TRY(scalar_of(&in[7], "y_zero_point", &yzp, e));
-    mul = as * bs / ys;
+    rc = column_of(&in[4], d.n, "b_scale", &bs, &bs_col, e);
+    if (!rc) rc = column_of(&in[5], d.n, "b_zero_point", &bzp, &bzp_col, e);
+    // the multiplier in FP32, as onnxruntime computes it
+    for (size_t c = 0; !rc && bs_col && c < d.n; c++) bs_col[c] = (double)((float)as * (float)bs_col[c] / (float)ys);
+    mul = (double)((float)as * (float)bs / (float)ys);
+    if (!rc && !bs_col && mul == 0.0) mul = 1e-300;  // a zero scale still requantizes (to y_zero_point)
   } else {
     if (op_given(in, n_in, 2)) TRY(scalar_of(&in[2], "a_zero_point", &azp, e));
-    if (op_given(in, n_in, 3)) TRY(scalar_of(&in[3], "b_zero_point", &bzp, e));
+    if (op_given(in, n_in, 3)) rc = column_of(&in[3], d.n, "b_zero_point", &bzp, &bzp_col, e);
   }
-  if (k_matmul_int(out[0].data, ky, a->data, ka, b->data, kb, azp, bzp, d.batch, d.a_bs, d.b_bs, d.m, d.k, d.n, mul,
-                   yzp) != 0)
-    return err_set(e, ERR_INTERNAL, "no integer MatMul of these types");
-  return 0;
+  if (!rc && k_matmul_int(out[0].data, ky, a->data, ka, b->data, kb, azp, bzp, bzp_col, d.batch, d.a_bs, d.b_bs, d.m,
+                          d.k, d.n, mul, bs_col, yzp) != 0)
+    rc = err_set(e, ERR_INTERNAL, "no integer MatMul of these types");
+  free(bzp_col);
+  free(bs_col);
+  return rc;
 }
 
 int eng_ops__parse_qlinear_matmul(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
