@@ -8,6 +8,18 @@
 // descriptors with a data type, the primitive descriptor's creation, and
 // the zero-point attribute (2.x: a count, a mask and DNNL_RUNTIME_S32_VAL;
 // 3.x: a mask). The runtime argument itself is the same in both.
+// Exactness on CPUs without VNNI (AVX2, AVX-512 before Cascade Lake): there
+// oneDNN multiplies UINT8 by INT8 with vpmaddubsw, which adds two products in
+// int16 and saturates (255 * 127 * 2 > 32767): measured on the dev VM's
+// AVX2, full-range weights gave wrong sums in most outputs (test_qconv.c).
+// onnxruntime's MLAS has the same limit (hence its reduce_range option).
+// Weights in [-64, 63] cannot saturate (255 * 64 * 2 < 32767); others are
+// split, W = 2 Wh + Wl with Wh = floor(W / 2) in [-64, 63] and Wl in {0, 1},
+// and run as two convolutions, y = 2 conv(x, Wh) + conv(x, Wl): exact, at
+// twice the int8 work. With VNNI (vpdpbusd sums in int32) one convolution.
+// INT8 x runs as UINT8 x + 128 with zero point x_zp + 128, the same
+// differences: oneDNN's own INT8-x path on such CPUs halves the weights
+// (its weights reorder scales them by 0.5), which loses their last bit.
 #include "engine/cpu/qconv_dnnl.h"
 
 #include <stdlib.h>
@@ -84,26 +96,29 @@ typedef struct qentry {
   int used, x_signed, zp;  // zp: made with x's zero point as a runtime argument
   k_window g;
   dnnl_primitive_t prim, x_in, y_out;  // the convolution; x -> src, dst -> y (NULL: same layout)
-  dnnl_memory_t src, dst, wts, zpm, scratch, ux, uy;
-  void *wdata;  // the weights in the primitive's layout
+  dnnl_memory_t src, dst, dst_lo, wts, wts_lo, zpm, scratch, ux, uy;
+  void *wdata, *wdata_lo;  // the weights in the primitive's layout (split: Wh, and Wl)
   size_t src_bytes, dst_bytes, scratch_bytes;
 } qentry;
 
 struct eng_dnnl_qnode {
   qentry e[QCACHE_SLOTS];
   int next;
-  qbuf src, dst, scratch;
+  int split;  // -1 until decided: whether the weights run as Wh and Wl (see the top)
+  int8_t *w_hi, *w_lo;  // the split weights in ONNX's layout, when split
+  qbuf src, dst, lo, scratch, xu;  // xu: INT8 x moved to UINT8
   int32_t zp;  // the runtime zero point's memory
 };
 
 static void qentry_clear(qentry *en) {
   dnnl_primitive_t prims[] = {en->prim, en->x_in, en->y_out};
-  dnnl_memory_t mems[] = {en->src, en->dst, en->wts, en->zpm, en->scratch, en->ux, en->uy};
+  dnnl_memory_t mems[] = {en->src, en->dst, en->dst_lo, en->wts, en->wts_lo, en->zpm, en->scratch, en->ux, en->uy};
   for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
     if (prims[i]) dnnl_primitive_destroy(prims[i]);
   for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
     if (mems[i]) dnnl_memory_destroy(mems[i]);
   free(en->wdata);
+  free(en->wdata_lo);
   memset(en, 0, sizeof *en);
 }
 
@@ -112,7 +127,11 @@ void eng_dnnl_qnode_destroy(eng_dnnl_qnode *n) {
   for (int i = 0; i < QCACHE_SLOTS; i++) qentry_clear(&n->e[i]);
   free(n->src.p);
   free(n->dst.p);
+  free(n->lo.p);
+  free(n->xu.p);
   free(n->scratch.p);
+  free(n->w_hi);
+  free(n->w_lo);
   free(n);
 }
 
@@ -201,17 +220,18 @@ static dnnl_status_t reorder_run(eng_dnnl_ctx *c, dnnl_primitive_t r, dnnl_memor
 
 // The weights in the primitive's layout `want`, reordered from ONNX's (the
 // reorder also writes the compensation the layout's extra part asks for).
-static dnnl_status_t make_weights(eng_dnnl_ctx *c, qentry *en, cmd_t want, const k_window *g, const int8_t *w) {
+static dnnl_status_t make_weights(eng_dnnl_ctx *c, dnnl_memory_t *mem, void **data, cmd_t want, const k_window *g,
+                                  const int8_t *w) {
   md_t user = {0};
   dnnl_memory_t um = NULL;
   dnnl_primitive_t r = NULL;
   size_t bytes = dnnl_memory_desc_get_size(want);
   dnnl_status_t st = w_md(&user, g, 0);
-  if (st == dnnl_success && !(en->wdata = aligned_alloc(64, (bytes + 63) / 64 * 64))) st = dnnl_out_of_memory;
+  if (st == dnnl_success && !(*data = aligned_alloc(64, (bytes + 63) / 64 * 64))) st = dnnl_out_of_memory;
   if (st == dnnl_success) st = dnnl_memory_create(&um, MDP(user), eng_dnnl__engine(c), (void *)w);
-  if (st == dnnl_success) st = dnnl_memory_create(&en->wts, want, eng_dnnl__engine(c), en->wdata);
+  if (st == dnnl_success) st = dnnl_memory_create(mem, want, eng_dnnl__engine(c), *data);
   if (st == dnnl_success) st = reorder_prim(c, MDP(user), want, &r);
-  if (st == dnnl_success) st = reorder_run(c, r, um, en->wts);
+  if (st == dnnl_success) st = reorder_run(c, r, um, *mem);
   if (st == dnnl_success) st = dnnl_stream_wait(eng_dnnl__stream(c));
   if (r) dnnl_primitive_destroy(r);
   if (um) dnnl_memory_destroy(um);
@@ -239,7 +259,9 @@ static int qentry_create(eng_dnnl_ctx *c, eng_dnnl_qnode *n, qentry *en, const k
   en->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
   st = act_md(&px, g, g->c, g->x, x_signed ? dnnl_s8 : dnnl_u8, 0);
   if (st == dnnl_success) st = act_md(&py, g, g->m, g->y, dnnl_s32, 0);
-  if (st == dnnl_success) st = make_weights(c, en, pw, g, w);
+  if (st == dnnl_success) st = make_weights(c, &en->wts, &en->wdata, pw, g, n->split ? n->w_hi : w);
+  if (st == dnnl_success && n->split) st = make_weights(c, &en->wts_lo, &en->wdata_lo, pw, g, n->w_lo);
+  if (st == dnnl_success && n->split) st = dnnl_memory_create(&en->dst_lo, pdst, eng, DNNL_MEMORY_NONE);
   if (st == dnnl_success) st = dnnl_primitive_create(&en->prim, pd);
   if (st == dnnl_success) st = dnnl_memory_create(&en->src, psrc, eng, DNNL_MEMORY_NONE);
   if (st == dnnl_success) st = dnnl_memory_create(&en->dst, pdst, eng, DNNL_MEMORY_NONE);
@@ -265,16 +287,59 @@ static int qentry_create(eng_dnnl_ctx *c, eng_dnnl_qnode *n, qentry *en, const k
   int rc = st == dnnl_success ? 0 : qfail(e, st, "primitive creation");
   if (!rc && en->x_in) rc = qgrow(&n->src, en->src_bytes, e);
   if (!rc && en->y_out) rc = qgrow(&n->dst, en->dst_bytes, e);
+  if (!rc && n->split) rc = qgrow(&n->lo, en->dst_bytes, e);
   if (!rc) rc = qgrow(&n->scratch, en->scratch_bytes, e);
   if (rc) qentry_clear(en);
   else en->used = 1;
   return rc;
 }
 
+// Whether the CPU's int8 kernels sum products in int32 (VNNI): the ISA
+// values are bit sets, each a superset of those below it.
+static int has_vnni(void) {
+  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+  unsigned v512 = (unsigned)dnnl_cpu_isa_avx512_core_vnni, v2 = (unsigned)dnnl_cpu_isa_avx2_vnni;
+  return (isa & v512) == v512 || (isa & v2) == v2;
+}
+
+// Splits the weights (n->split, w_hi, w_lo) unless VNNI or all in [-64, 63].
+static int decide_split(eng_dnnl_qnode *n, const k_window *g, const int8_t *w, err *e) {
+  size_t nw = (size_t)(g->m * (g->c / g->group));
+  for (int i = 0; i < g->nsp; i++) nw *= (size_t)g->k[i];
+  int wide = 0;
+  for (size_t i = 0; i < nw && !wide; i++) wide = w[i] < -64 || w[i] > 63;
+  n->split = wide && !has_vnni() ? 1 : -1;
+  if (n->split < 0) return 0;
+  n->w_hi = malloc(nw);
+  n->w_lo = malloc(nw);
+  if (!n->w_hi || !n->w_lo) {
+    free(n->w_hi), free(n->w_lo);
+    n->w_hi = n->w_lo = NULL;
+    n->split = 0;
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  for (size_t i = 0; i < nw; i++) {
+    int hi = w[i] >> 1;  // floor(w / 2): arithmetic shift of a negative int is GCC's and Clang's
+    n->w_hi[i] = (int8_t)hi;
+    n->w_lo[i] = (int8_t)(w[i] - 2 * hi);
+  }
+  return 0;
+}
+
 int eng_dnnl_qconv_run(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const k_window *g, int x_signed, int32_t x_zp,
                        const int8_t *w, int32_t *y, const void *x, err *e) {
   if (!*node && !(*node = calloc(1, sizeof **node))) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   eng_dnnl_qnode *n = *node;
+  if (n->split == 0 && !n->w_hi) TRY(decide_split(n, g, w, e));
+  if (x_signed) {  // x + 128 as UINT8: flipping the sign bit
+    size_t nx = (size_t)(g->n * g->c);
+    for (int i = 0; i < g->nsp; i++) nx *= (size_t)g->x[i];
+    TRY(qgrow(&n->xu, nx, e));
+    const uint8_t *xs = x;
+    uint8_t *xu = n->xu.p;
+    for (size_t i = 0; i < nx; i++) xu[i] = xs[i] ^ 0x80u;
+    x = xu, x_signed = 0, x_zp += 128;
+  }
   int zp = x_zp != 0;
   qentry *en = NULL;
   for (int i = 0; i < QCACHE_SLOTS && !en; i++) {
@@ -310,6 +375,17 @@ int eng_dnnl_qconv_run(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const k_window *g
   }
   if (en->zpm) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, en->zpm};
   QTRY(e, dnnl_primitive_execute(en->prim, s, na, args), "execute");
+  if (n->split > 0) {  // y = 2 conv(x, Wh) + conv(x, Wl), in dst's layout (padding included: harmless)
+    QTRY(e, dnnl_memory_set_data_handle(en->dst_lo, n->lo.p), "set dst");
+    args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, en->wts_lo};
+    args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, en->dst_lo};
+    QTRY(e, dnnl_primitive_execute(en->prim, s, na, args), "execute");
+    QTRY(e, dnnl_stream_wait(s), "stream wait");
+    int32_t *hi = dst;
+    const int32_t *lo = n->lo.p;
+    size_t cnt = en->dst_bytes / sizeof(int32_t);
+    for (size_t i = 0; i < cnt; i++) hi[i] = (int32_t)((uint32_t)hi[i] * 2u + (uint32_t)lo[i]);
+  }
   if (en->y_out) {
     QTRY(e, dnnl_memory_set_data_handle(en->uy, y), "set y");
     QTRY(e, reorder_run(c, en->y_out, en->dst, en->uy), "dst reorder");

@@ -17,7 +17,7 @@ typedef struct eng_dnnl_qnode eng_dnnl_qnode;
 void eng_dnnl_qnode_destroy(eng_dnnl_qnode *n);
 
 // y[n, m, ...] = sum (x - x_zp) * w over each window, int32, plain NC[D][H]W;
-// x plain NC[D][H]W UINT8 (x_signed 0) or INT8; w ONNX's [m, c/group, k...]
+// x plain NC[D][H]W UINT8 (x_signed 0) or INT8 (run as UINT8, see the .c); w ONNX's [m, c/group, k...]
 // INT8, constant and valid for the node's life. *node is created on the first
 // call (the caller owns it from then on: eng_dnnl_qnode_destroy). g's pad_r
 // must make y exact (as eng_dnnl_run). ERR_UNIMPLEMENTED when oneDNN has no

@@ -62,7 +62,7 @@ static int qdq_of(const eng_graph *g, const unsigned char *dead, int v, const ch
   q->z = q->zp >= 0 ? const_of(g, q->zp) : NULL;
   if (!q->s || q->s->dt != DT_FP32 || (q->zp >= 0 && !q->z)) return 0;
   q->n = numel(q->s);
-  if (q->z && (numel(q->z) != q->n || q->z->ndims != q->s->ndims)) return 0;
+  if (q->z && (numel(q->z) != q->n || (q->n != 1 && q->z->ndims != q->s->ndims))) return 0;
   const eng_attr *ax = eng_node_attr(n, "axis");
   q->axis = ax ? ax->i : 1;
   return 1;

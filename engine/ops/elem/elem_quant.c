@@ -35,7 +35,8 @@ static int layout_of(const eng_op_params *p, const eng_tensor *x, const eng_tens
   memset(l, 0, sizeof *l);
   int64_t ns = eng_numel(scale->ndims, scale->dims);
   l->outer = op_numel(x), l->len = 1, l->inner = 1;
-  if (zp && (zp->ndims != scale->ndims || eng_numel(zp->ndims, zp->dims) != ns))
+  // one element is one element whatever its rank (onnxruntime's quantizer writes a [1] scale with a scalar zero point)
+  if (zp && (eng_numel(zp->ndims, zp->dims) != ns || (ns != 1 && zp->ndims != scale->ndims)))
     return err_set(e, ERR_INVALID_ARGUMENT, "the zero point must have the scale's shape");
   if (p->start <= 0 && ns == 1 && scale->ndims <= 1) return 0;  // per tensor
   int64_t ax;
