@@ -259,9 +259,9 @@ static int qentry_create(eng_dnnl_ctx *c, eng_dnnl_qnode *n, qentry *en, const k
   en->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
   st = act_md(&px, g, g->c, g->x, x_signed ? dnnl_s8 : dnnl_u8, 0);
   if (st == dnnl_success) st = act_md(&py, g, g->m, g->y, dnnl_s32, 0);
-  if (st == dnnl_success) st = make_weights(c, &en->wts, &en->wdata, pw, g, n->split ? n->w_hi : w);
-  if (st == dnnl_success && n->split) st = make_weights(c, &en->wts_lo, &en->wdata_lo, pw, g, n->w_lo);
-  if (st == dnnl_success && n->split) st = dnnl_memory_create(&en->dst_lo, pdst, eng, DNNL_MEMORY_NONE);
+  if (st == dnnl_success) st = make_weights(c, &en->wts, &en->wdata, pw, g, n->split > 0 ? n->w_hi : w);
+  if (st == dnnl_success && n->split > 0) st = make_weights(c, &en->wts_lo, &en->wdata_lo, pw, g, n->w_lo);
+  if (st == dnnl_success && n->split > 0) st = dnnl_memory_create(&en->dst_lo, pdst, eng, DNNL_MEMORY_NONE);
   if (st == dnnl_success) st = dnnl_primitive_create(&en->prim, pd);
   if (st == dnnl_success) st = dnnl_memory_create(&en->src, psrc, eng, DNNL_MEMORY_NONE);
   if (st == dnnl_success) st = dnnl_memory_create(&en->dst, pdst, eng, DNNL_MEMORY_NONE);
@@ -287,7 +287,7 @@ static int qentry_create(eng_dnnl_ctx *c, eng_dnnl_qnode *n, qentry *en, const k
   int rc = st == dnnl_success ? 0 : qfail(e, st, "primitive creation");
   if (!rc && en->x_in) rc = qgrow(&n->src, en->src_bytes, e);
   if (!rc && en->y_out) rc = qgrow(&n->dst, en->dst_bytes, e);
-  if (!rc && n->split) rc = qgrow(&n->lo, en->dst_bytes, e);
+  if (!rc && n->split > 0) rc = qgrow(&n->lo, en->dst_bytes, e);
   if (!rc) rc = qgrow(&n->scratch, en->scratch_bytes, e);
   if (rc) qentry_clear(en);
   else en->used = 1;

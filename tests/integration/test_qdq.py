@@ -4,14 +4,17 @@ A small conv net (three convolutions, one depthwise, a residual Add, pools, a cl
 MLP are built in FP32 here, quantized on the fly with onnxruntime.quantization.quantize_static
 (QuantFormat.QDQ, INT8 weights per tensor or per channel, UINT8 or INT8 activations, a few random
 calibration batches: seconds), served without config.pbtxt and called through tritonclient gRPC.
+The load log must say how many patterns became integer ops (engine/graph/graph_pass_qdq.c).
 
-Both sides compute the convolutions and products in integers (onnxruntime fuses the same
-DequantizeLinear -> Conv/MatMul -> QuantizeLinear patterns into its QLinear kernels; inferd's load-time
-pass, engine/graph/graph_pass_qdq.c, into QLinearConv / QLinearMatMul), so the outputs, dequantized
-integers, must agree to one quantization step of the output (its DequantizeLinear's scale): the two
-requantize in different precisions (FP32 in onnxruntime's MLAS, double here) and run the ops between
-(Add, MaxPool, GlobalAveragePool) differently, which can move a value across a rounding tie. Most
-elements must be equal. The load log must say how many patterns became integer ops.
+Tolerance: one quantization step of the output (its DequantizeLinear's scale), against two references:
+- onnxruntime with graph optimizations off, which runs the QDQ graph as written (DequantizeLinear, FP32
+  op, QuantizeLinear): the model's exact meaning. inferd's integer sums are exact, so the two differ
+  only where a value sits on a rounding tie; most outputs must be equal.
+- onnxruntime as deployed (its QDQ fusions into QLinearConv / QLinearMatMul on MLAS's integer kernels),
+  for the models quantized with reduce_range (7-bit weights). With full-range weights MLAS's u8 x s8
+  kernels on CPUs without VNNI (this VM's AVX2) add product pairs in int16 and saturate (vpmaddubsw),
+  so there onnxruntime's own answer strays from its model by several steps (9 measured on the MLP): the
+  limit onnxruntime documents reduce_range for. inferd's oneDNN path avoids it (qconv_dnnl.c).
 """
 
 import os
@@ -26,13 +29,16 @@ import inferd_testlib as lib
 
 quant = pytest.importorskip("onnxruntime.quantization")
 
-# (name, builder, activation type, per channel, conv patterns, matmul patterns)
+# (name, builder, activation type, per channel, reduce_range, conv patterns, matmul patterns)
 VARIANTS = [
-    ("conv_u8_pt", "conv", "QUInt8", False, 3, 1),
-    ("conv_u8_pc", "conv", "QUInt8", True, 3, 1),
-    ("conv_s8_pc", "conv", "QInt8", True, 3, 1),
-    ("mlp_u8_pt", "mlp", "QUInt8", False, 0, 3),
-    ("mlp_s8_pc", "mlp", "QInt8", True, 0, 3),
+    ("conv_u8_pt", "conv", "QUInt8", False, False, 3, 1),
+    ("conv_u8_pc", "conv", "QUInt8", True, False, 3, 1),
+    ("conv_s8_pc", "conv", "QInt8", True, False, 3, 1),
+    ("conv_u8_pc_rr", "conv", "QUInt8", True, True, 3, 1),
+    ("conv_s8_pt_rr", "conv", "QInt8", False, True, 3, 1),
+    ("mlp_u8_pt", "mlp", "QUInt8", False, False, 0, 3),
+    ("mlp_s8_pc", "mlp", "QInt8", True, False, 0, 3),
+    ("mlp_u8_pc_rr", "mlp", "QUInt8", True, True, 0, 3),
 ]
 
 
@@ -105,12 +111,12 @@ def repo(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("qdq_repo"))
     work = str(tmp_path_factory.mktemp("qdq_work"))
     shapes = {}
-    for name, kind, act, pc, _, _ in VARIANTS:
+    for name, kind, act, pc, rr, _, _ in VARIANTS:
         fp32 = os.path.join(work, kind + ".onnx")
         shapes[name] = _fp32_model(kind, fp32)
         os.makedirs(os.path.join(d, name, "1"))
         quant.quantize_static(fp32, os.path.join(d, name, "1", "model.onnx"), _Calib(shapes[name], 1),
-                              quant_format=quant.QuantFormat.QDQ, per_channel=pc,
+                              quant_format=quant.QuantFormat.QDQ, per_channel=pc, reduce_range=rr,
                               activation_type=getattr(quant.QuantType, act), weight_type=quant.QuantType.QInt8)
     return d, shapes
 
@@ -125,28 +131,43 @@ def client(server):
     yield from lib.grpc_client(server)
 
 
-@pytest.mark.parametrize("name,kind,act,pc,n_conv,n_mm", VARIANTS, ids=[v[0] for v in VARIANTS])
-def test_qdq_model_matches_onnxruntime(repo, server, client, name, kind, act, pc, n_conv, n_mm):
+def _noopt_session(path):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = 2
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+def _within_a_step(name, what, y, want, step):
+    diff = np.abs(y.astype(np.float64) - want)
+    assert diff.max() <= step * 1.0001, "%s against %s: %g apart, one step is %g" % (name, what, diff.max(), step)
+    return int((diff <= step * 1e-3).sum())
+
+
+@pytest.mark.parametrize("name,kind,act,pc,rr,n_conv,n_mm", VARIANTS, ids=[v[0] for v in VARIANTS])
+def test_qdq_model_matches_onnxruntime(repo, server, client, name, kind, act, pc, rr, n_conv, n_mm):
     d, shapes = repo
     lib.require_ready(server, client, name)
     # the load-time pass made integer ops of every Conv and MatMul the quantizer wrapped
     said = [ln for ln in server.lines if re.search(r"model '%s' version 1: \d+ QDQ Conv" % name, ln)]
     assert said and "%d QDQ Conv(s) and %d QDQ MatMul(s)" % (n_conv, n_mm) in said[0], said
     path = os.path.join(d, name, "1", "model.onnx")
-    sess = lib.ort_session({}, path)
+    exact = _noopt_session(path)
+    deployed = lib.ort_session({}, path) if rr else None
     step = _output_step(path)
     rng = np.random.default_rng(11)
     equal = total = 0
     for batch in (1, 4):
         x = (rng.standard_normal([batch] + shapes[name][1:]) * 1.2).astype(np.float32)
-        want = sess.run(None, {"x": x})[0]
         _, got = lib.infer(client, name, {"x": x})
         y = got["y"]
+        want = exact.run(None, {"x": x})[0]
         assert y.shape == want.shape and y.dtype == np.float32
-        diff = np.abs(y.astype(np.float64) - want)
-        assert diff.max() <= step * 1.0001, "%s batch %d: %g apart, one step is %g" % (name, batch, diff.max(), step)
-        equal += int((diff <= step * 1e-3).sum())
-        total += diff.size
         # the outputs are dequantized integers: a whole number of steps from each other
-        assert np.allclose(y / step, np.round(y / step), atol=1e-3)
+        assert np.allclose((y - want) / step, np.round((y - want) / step), atol=1e-2)
+        equal += _within_a_step(name, "onnxruntime without optimizations", y, want, step)
+        total += y.size
+        if deployed is not None:
+            _within_a_step(name, "onnxruntime", y, deployed.run(None, {"x": x})[0], step)
     assert equal >= 0.9 * total, "%s: only %d of %d outputs equal to onnxruntime's" % (name, equal, total)

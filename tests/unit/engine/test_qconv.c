@@ -76,7 +76,8 @@ static void ref_vs_float(const geo *q, k_elem xt, k_elem wt, int32_t xz, int wz_
 }
 
 // The oneDNN int8 path against the reference, twice and at two batch sizes.
-static void dnnl_vs_ref(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const geo *q0, int x_signed, int32_t xz) {
+// narrow: weights in [-64, 63], which run as one convolution on any CPU
+static void dnnl_vs_ref(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const geo *q0, int x_signed, int32_t xz, int narrow) {
   for (int rep = 0; rep < 3; rep++) {
     geo q = *q0;
     q.n = rep == 1 ? q0->n + 2 : q0->n;
@@ -88,8 +89,8 @@ static void dnnl_vs_ref(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const geo *q0, i
     for (size_t i = 0; i < nx; i++) x[i] = (uint8_t)rnd();
     uint32_t seed = rng_state;
     rng_state = 99;  // the node's weights are constant: the same every run
-    for (size_t i = 0; i < nw; i++) w[i] = (int8_t)rnd();
-    w[0] = -128, w[nw - 1] = 127;
+    for (size_t i = 0; i < nw; i++) w[i] = narrow ? (int8_t)((int)(rnd() % 128) - 64) : (int8_t)rnd();
+    w[0] = narrow ? -64 : -128, w[nw - 1] = narrow ? 63 : 127;
     rng_state = seed;
     err e = {0};
     int rc = eng_dnnl_qconv_run(c, node, &g, x_signed, xz, w, y, x, &e);
@@ -99,8 +100,8 @@ static void dnnl_vs_ref(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const geo *q0, i
     size_t bad = 0, first = ny;
     for (size_t i = 0; i < ny; i++)
       if (y[i] != want[i]) bad++, first = first < ny ? first : i;
-    if (bad) fprintf(stderr, "  nsp %d c %lld m %lld group %lld signed %d zp %d: %zu of %zu differ (first %zu: %d vs %d)\n",
-                     q.nsp, (long long)q.c, (long long)q.m, (long long)q.group, x_signed, xz, bad, ny, first,
+    if (bad) fprintf(stderr, "  nsp %d c %lld m %lld group %lld signed %d zp %d narrow %d: %zu of %zu differ (first %zu: %d vs %d)\n",
+                     q.nsp, (long long)q.c, (long long)q.m, (long long)q.group, x_signed, xz, narrow, bad, ny, first,
                      y[first], want[first]);
     CHECK_EQ_INT(bad, 0);
     free(x), free(w), free(y), free(want);
@@ -145,11 +146,12 @@ int main(void) {
   CHECK_EQ_INT(eng_dnnl_ctx_create(&c, &e), 0);
   for (int i = 0; c && i < nc; i++)
     for (int sg = 0; sg < 2; sg++)
-      for (int z = 0; z < 2; z++) {
-        eng_dnnl_qnode *node = NULL;
-        dnnl_vs_ref(c, &node, &cases[i], sg, z ? (sg ? -5 : 131) : 0);
-        eng_dnnl_qnode_destroy(node);
-      }
+      for (int z = 0; z < 2; z++)
+        for (int narrow = 0; narrow < 2; narrow++) {
+          eng_dnnl_qnode *node = NULL;
+          dnnl_vs_ref(c, &node, &cases[i], sg, z ? (sg ? -5 : 131) : 0, narrow);
+          eng_dnnl_qnode_destroy(node);
+        }
   eng_dnnl_ctx_destroy(c);
   CHECK_DONE();
 }
