@@ -2,11 +2,13 @@
 // QuantizeLinear and DequantizeLinear (per tensor, per axis, per block; the
 // integer types of k_quant_takes), DynamicQuantizeLinear, and the integer
 // products MatMulInteger and QLinearMatMul (per-tensor scales and zero
-// points; batch dims equal, or B 2-D). elem.c's table lists them; no CUDA
-// path yet.
+// points, B's per column too; batch dims equal, or B 2-D), 8-bit A by INT8 B
+// through oneDNN's int8 GEMM (engine/cpu/qgemm_dnnl.c), other types through
+// k_matmul_int. elem.c's table lists them; no CUDA path yet.
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cpu/qgemm_dnnl.h"
 #include "engine/ops/elem/elem_internal.h"
 #include "engine/ops/ops_common.h"
 #include "kernels/k_ref.h"
@@ -223,6 +225,27 @@ static int column_of(const eng_tensor *t, size_t n, const char *what, double *v,
   return 0;
 }
 
+// The fast path (8-bit a, INT8 b with no zero point): oneDNN's int8 GEMM per
+// batch (engine/cpu/qgemm_dnnl.c), then QLinearMatMul's requantization per
+// column (k_requantize, the multipliers in FP32 as above).
+static int matmul_fast(eng_tensor *out, const void *a, int a_signed, int32_t azp, const int8_t *b, const mm_dims *d,
+                       k_elem ky, double mul, const double *mul_col, double yzp, err *e) {
+  size_t rows = d->batch * d->m, ny = rows * d->n;
+  int32_t *acc = ky == K_I32 ? out[0].data : malloc((ny ? ny : 1) * sizeof *acc);
+  float *mf = malloc((mul_col ? d->n : 1) * sizeof *mf);
+  int rc = !acc || !mf ? err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory") : 0;
+  for (size_t bi = 0; !rc && bi < d->batch; bi++)
+    rc = eng_dnnl_qgemm(acc + bi * d->m * d->n, (const int8_t *)a + bi * d->a_bs, a_signed, azp, b + bi * d->b_bs, d->m,
+                        d->k, d->n, e);
+  if (!rc && ky != K_I32) {
+    for (size_t c = 0; c < (mul_col ? d->n : 1); c++) mf[c] = (float)(mul_col ? mul_col[c] : mul);
+    k_requantize(out[0].data, ky, acc, NULL, mf, mul_col != NULL, (int32_t)yzp, rows, d->n, 1);
+  }
+  if (acc != out[0].data) free(acc);
+  free(mf);
+  return rc;
+}
+
 int eng_ops__run_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                             err *e) {
   (void)n_out;
@@ -252,8 +275,12 @@ int eng_ops__run_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_
     if (op_given(in, n_in, 2)) TRY(scalar_of(&in[2], "a_zero_point", &azp, e));
     if (op_given(in, n_in, 3)) rc = column_of(&in[3], d.n, "b_zero_point", &bzp, &bzp_col, e);
   }
-  if (!rc && k_matmul_int(out[0].data, ky, a->data, ka, b->data, kb, azp, bzp, bzp_col, d.batch, d.a_bs, d.b_bs, d.m,
-                          d.k, d.n, mul, bs_col, yzp) != 0)
+  int b_zero = bzp == 0.0;
+  for (size_t c = 0; bzp_col && c < d.n; c++) b_zero &= bzp_col[c] == 0.0;
+  if (!rc && (ka == K_U8 || ka == K_I8) && kb == K_I8 && b_zero && (ky == K_I32 || ky == K_U8 || ky == K_I8))
+    rc = matmul_fast(out, a->data, ka == K_I8, (int32_t)azp, b->data, &d, ky, mul, bs_col, yzp, e);
+  else if (!rc && k_matmul_int(out[0].data, ky, a->data, ka, b->data, kb, azp, bzp, bzp_col, d.batch, d.a_bs, d.b_bs,
+                               d.m, d.k, d.n, mul, bs_col, yzp) != 0)
     rc = err_set(e, ERR_INTERNAL, "no integer MatMul of these types");
   free(bzp_col);
   free(bs_col);

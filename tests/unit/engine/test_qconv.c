@@ -6,13 +6,15 @@
 // int8 path (engine/cpu/qconv_dnnl.c) against k_conv_int_ref, exactly, over
 // UINT8 and INT8 x, zero and non-zero zero points, groups, strides, pads,
 // dilations, 1-D to 3-D, full-range INT8 weights, run twice per geometry
-// and across batch sizes so the primitive cache is used.
+// and across batch sizes so the primitive cache is used; the oneDNN int8
+// GEMM of QLinearMatMul (engine/cpu/qgemm_dnnl.c) against k_matmul_int.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "engine/cpu/qconv_dnnl.h"
+#include "engine/cpu/qgemm_dnnl.h"
 #include "kernels/conv/k_conv.h"
 
 static uint32_t rng_state = 4242;
@@ -125,8 +127,34 @@ static void test_requantize(void) {
   CHECK_EQ_INT(k_requantize(s, K_I32, acc, NULL, mul, 0, 0, 1, 1, 6), -1);
 }
 
+// eng_dnnl_qgemm against k_matmul_int: UINT8 and INT8 a, zero points, full-range and 7-bit b.
+static void test_qgemm(void) {
+  size_t shapes[][3] = {{1, 7, 5}, {3, 64, 33}, {17, 300, 48}, {4, 1, 9}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int sg = 0; sg < 2; sg++)
+      for (int narrow = 0; narrow < 2; narrow++) {
+        size_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
+        uint8_t *a = malloc(m * k);
+        int8_t *b = malloc(k * n);
+        int32_t *c = malloc(m * n * 4), *want = malloc(m * n * 4);
+        for (size_t i = 0; i < m * k; i++) a[i] = (uint8_t)rnd();
+        for (size_t i = 0; i < k * n; i++) b[i] = narrow ? (int8_t)((int)(rnd() % 128) - 64) : (int8_t)rnd();
+        b[0] = narrow ? 63 : -128;
+        int32_t zp = sg ? -7 : 200;
+        err e = {0};
+        CHECK_EQ_INT(eng_dnnl_qgemm(c, a, sg, zp, b, m, k, n, &e), 0);
+        CHECK_EQ_INT(k_matmul_int(want, K_I32, a, sg ? K_I8 : K_U8, b, K_I8, zp, 0, NULL, 1, 0, 0, m, k, n, 0, NULL, 0), 0);
+        size_t bad = 0;
+        for (size_t i = 0; i < m * n; i++) bad += c[i] != want[i];
+        if (bad) fprintf(stderr, "  qgemm %zux%zux%zu signed %d narrow %d: %zu differ\n", m, k, n, sg, narrow, bad);
+        CHECK_EQ_INT(bad, 0);
+        free(a), free(b), free(c), free(want);
+      }
+}
+
 int main(void) {
   test_requantize();
+  test_qgemm();
   geo cases[] = {
       {2, 1, 3, 8, 1, {9, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
       {2, 2, 16, 32, 1, {8, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {1, 1}},
