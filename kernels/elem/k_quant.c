@@ -117,17 +117,25 @@ int k_matmul_int(void *y, k_elem yt, const void *a, k_elem at, const void *b, k_
 // The multiplier is FP32 (as onnxruntime and ONNX's reference compute it);
 // the product with the sum in double, as ONNX's reference (onnxruntime's
 // MLAS rounds it to FP32 first, which can move a result by one step near a
-// tie), rounded half to even, the zero point added, then saturated.
+// tie), rounded half to even, the zero point added, then saturated. The
+// loop vectorizes: the product is clamped to the output range first (the
+// bounds are integers, so clamping and rounding commute), then rounded by
+// adding and taking away 1.5 * 2^52 (round-half-even in the default mode,
+// exact below 2^51), instead of a nearbyint call per element (a libm call
+// on baseline x86-64: 20 ns each, most of a QLinearConv's time when it was).
 #define REQ_BODY(T, LO, HI)                                                                     \
   for (size_t o = 0; o < outer; o++)                                                            \
     for (size_t c = 0; c < len; c++) {                                                          \
-      float mc = mul[per_c ? c : 0];                                                            \
-      int32_t bc = b ? b[c] : 0;                                                                \
+      double mc = (double)mul[per_c ? c : 0], zp = (double)y_zp;                                \
+      double lo = (LO) - zp, hi = (HI) - zp;                                                    \
+      int64_t bc = b ? b[c] : 0;                                                                \
       const int32_t *a = acc + (o * len + c) * inner;                                           \
       T *yo = (T *)y + (o * len + c) * inner;                                                   \
       for (size_t i = 0; i < inner; i++) {                                                      \
-        double v = nearbyint((double)((int64_t)a[i] + bc) * (double)mc) + (double)y_zp;         \
-        yo[i] = (T)(v < (LO) ? (LO) : v > (HI) ? (HI) : v);                                     \
+        double v = (double)((int64_t)a[i] + bc) * mc;                                           \
+        v = v != v ? 0.0 : v < lo ? lo : v > hi ? hi : v;                                       \
+        v = (v + 6755399441055744.0) - 6755399441055744.0;                                      \
+        yo[i] = (T)(int)(v + zp);                                                               \
       }                                                                                         \
     }
 

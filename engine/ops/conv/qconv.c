@@ -7,9 +7,10 @@
 // quantized models run here too.
 // Fast path (run_state): UINT8/INT8 x with INT8 constant weights whose zero
 // points are 0 (what onnxruntime's quantizer writes: symmetric weights) run
-// as a oneDNN int8 convolution with int32 output (engine/cpu/qconv_dnnl.c);
-// the rest, and every run of the stateless reference, through
-// kernels/conv/k_qconv.c.
+// as a oneDNN int8 convolution with int32 output (engine/cpu/qconv_dnnl.c),
+// except layers of fewer than NARROW_C input channels per group, which
+// oneDNN's FP32 kernel sums exactly and faster (narrow_fp32); the rest, and
+// every run of the stateless reference, through kernels/conv/k_qconv.c.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,10 @@ int eng_qconv_run_ref(const eng_op_params *p, const eng_tensor *in, int n_in, en
 // The node's fast-path state: the oneDNN primitives and the sums' buffer.
 typedef struct qconv_node {
   eng_dnnl_qnode *dnnl;
+  // the narrow path (see narrow_fp32): the weights as floats, the FP32 primitives, x and y as floats
+  eng_dnnl_node *fnode;
+  float *wf, *xf, *yf;
+  size_t xcap, ycap;
   int32_t *acc;
   size_t cap;
   int ref_only;  // oneDNN had no int8 kernel for it
@@ -214,8 +219,50 @@ void eng_qconv_state_destroy(void *node_state) {
   qconv_node *s = node_state;
   if (!s) return;
   eng_dnnl_qnode_destroy(s->dnnl);
+  eng_dnnl_node_destroy(s->fnode);
+  free(s->wf), free(s->xf), free(s->yf);
   free(s->acc);
   free(s);
+}
+
+// Fewer than this many input channels per group (an image's first layer):
+// oneDNN's int8 kernels pad the channels to their block and ran 4 to 6
+// times slower than its FP32 kernel (tests/bench/kernels/bench_qconv.c, 3
+// channels, dev VM's AVX2), so such layers take the narrow path.
+#define NARROW_C 4
+// Sums of at most this many products of 8-bit values stay below 2^24
+// (255 * 128 * 514 < 2^24), so FP32 adds them exactly.
+#define NARROW_TAPS 514
+
+static int grow_f(float **p, size_t *cap, size_t n, err *e) {
+  if (*cap >= n) return 0;
+  free(*p);
+  *cap = 0;
+  if (!(*p = malloc((n ? n : 1) * sizeof **p))) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  *cap = n;
+  return 0;
+}
+
+// The narrow path: the integers (x - x_zp) and w as floats through the FP32
+// oneDNN convolution, whose sums are exact here (NARROW_TAPS), so acc is
+// the integer path's to the bit.
+static int narrow_fp32(eng_dnnl_ctx *dnnl, qconv_node *s, const k_window *dg, const eng_tensor *x, int32_t xz,
+                       const int8_t *w, int32_t *acc, size_t ny, err *e) {
+  size_t nx = op_numel(x), nw = (size_t)(dg->m * (dg->c / dg->group));
+  for (int i = 0; i < dg->nsp; i++) nw *= (size_t)dg->k[i];
+  if (!s->wf) {
+    if (!(s->wf = malloc(nw * sizeof *s->wf))) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    for (size_t i = 0; i < nw; i++) s->wf[i] = (float)w[i];
+  }
+  TRY(grow_f(&s->xf, &s->xcap, nx, e));
+  TRY(grow_f(&s->yf, &s->ycap, ny, e));
+  if (x->dt == DT_INT8)
+    for (size_t i = 0; i < nx; i++) s->xf[i] = (float)(((const int8_t *)x->data)[i] - xz);
+  else
+    for (size_t i = 0; i < nx; i++) s->xf[i] = (float)(((const uint8_t *)x->data)[i] - xz);
+  TRY(eng_dnnl_run(dnnl, &s->fnode, ENG_DNNL_CONV, dg, s->wf, NULL, NULL, NULL, s->yf, s->xf, e));
+  for (size_t i = 0; i < ny; i++) acc[i] = (int32_t)s->yf[i];
+  return 0;
 }
 
 int eng_qconv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
@@ -255,7 +302,12 @@ int eng_qconv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in
     int64_t need = (g.y[i] - 1) * g.stride[i] + (g.k[i] - 1) * g.dil[i] + 1 - g.x[i] - g.pad_l[i];
     if (need > dg.pad_r[i]) dg.pad_r[i] = need;
   }
-  if (!rc && !s->ref_only) {
+  int64_t cg = g.c / g.group, taps = cg;
+  for (int i = 0; i < g.nsp; i++) taps *= g.k[i];
+  if (!rc && !s->ref_only && cg < NARROW_C && taps <= NARROW_TAPS) {
+    rc = narrow_fp32(dnnl, s, &dg, &in[io->x], q.xz, in[io->w].data, acc, ny, e);
+    if (!rc) rc = finish(p, in, n_in, &g, &q, acc, &out[0], e);
+  } else if (!rc && !s->ref_only) {
     rc = eng_dnnl_qconv_run(dnnl, &s->dnnl, &dg, in[io->x].dt == DT_INT8, q.xz, in[io->w].data, acc, in[io->x].data, e);
     if (rc == ERR_UNIMPLEMENTED) s->ref_only = 1, rc = 0, *e = (err){0};  // this node runs on the reference from now on
     else if (!rc) rc = finish(p, in, n_in, &g, &q, acc, &out[0], e);
