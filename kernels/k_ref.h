@@ -154,7 +154,7 @@ int k_matmul_int(void *y, k_elem yt, const void *a, k_elem at, const void *b, k_
 // [outer, len, inner], len along the output channels: y = saturate(
 // round_half_even((acc + b[c]) * mul[c]) + y_zp) in yt (K_U8 or K_I8), the
 // product in double as ONNX's reference (onnxruntime's differs by at most one step); b NULL for no bias; mul one value, or
-// len values (per_c). -1 for another yt. NaN or infinite mul is the caller's to refuse.
+// len values (per_c), finite (NaN or infinite mul is the caller's to refuse). -1 for another yt.
 int k_requantize(void *y, k_elem yt, const int32_t *acc, const int32_t *b, const float *mul, int per_c,
                  int32_t y_zp, size_t outer, size_t len, size_t inner);
 

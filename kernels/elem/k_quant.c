@@ -122,7 +122,8 @@ int k_matmul_int(void *y, k_elem yt, const void *a, k_elem at, const void *b, k_
 // bounds are integers, so clamping and rounding commute), then rounded by
 // adding and taking away 1.5 * 2^52 (round-half-even in the default mode,
 // exact below 2^51), instead of a nearbyint call per element (a libm call
-// on baseline x86-64: 20 ns each, most of a QLinearConv's time when it was).
+// on baseline x86-64: 20 ns each, most of a QLinearConv's time when it was),
+// and without branches. mul must be finite (the callers check).
 #define REQ_BODY(T, LO, HI)                                                                     \
   for (size_t o = 0; o < outer; o++)                                                            \
     for (size_t c = 0; c < len; c++) {                                                          \
@@ -133,7 +134,8 @@ int k_matmul_int(void *y, k_elem yt, const void *a, k_elem at, const void *b, k_
       T *yo = (T *)y + (o * len + c) * inner;                                                   \
       for (size_t i = 0; i < inner; i++) {                                                      \
         double v = (double)((int64_t)a[i] + bc) * mc;                                           \
-        v = v != v ? 0.0 : v < lo ? lo : v > hi ? hi : v;                                       \
+        v = v < lo ? lo : v; /* maxsd, minsd: no branch */                                      \
+        v = v > hi ? hi : v;                                                                    \
         v = (v + 6755399441055744.0) - 6755399441055744.0;                                      \
         yo[i] = (T)(int)(v + zp);                                                               \
       }                                                                                         \

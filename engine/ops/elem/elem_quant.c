@@ -5,6 +5,7 @@
 // points, B's per column too; batch dims equal, or B 2-D), 8-bit A by INT8 B
 // through oneDNN's int8 GEMM (engine/cpu/qgemm_dnnl.c), other types through
 // k_matmul_int. elem.c's table lists them; no CUDA path yet.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,8 +238,10 @@ static int matmul_fast(eng_tensor *out, const void *a, int a_signed, int32_t azp
   for (size_t bi = 0; !rc && bi < d->batch; bi++)
     rc = eng_dnnl_qgemm(acc + bi * d->m * d->n, (const int8_t *)a + bi * d->a_bs, a_signed, azp, b + bi * d->b_bs, d->m,
                         d->k, d->n, e);
+  for (size_t c = 0; !rc && ky != K_I32 && c < (mul_col ? d->n : 1); c++)
+    if (!isfinite(mf[c] = (float)(mul_col ? mul_col[c] : mul)))
+      rc = err_set(e, ERR_INVALID_ARGUMENT, "a_scale * b_scale / y_scale is not a finite number (column %zu)", c);
   if (!rc && ky != K_I32) {
-    for (size_t c = 0; c < (mul_col ? d->n : 1); c++) mf[c] = (float)(mul_col ? mul_col[c] : mul);
     k_requantize(out[0].data, ky, acc, NULL, mf, mul_col != NULL, (int32_t)yzp, rows, d->n, 1);
   }
   if (acc != out[0].data) free(acc);
