@@ -157,6 +157,10 @@ int k_matmul_int(void *y, k_elem yt, const void *a, k_elem at, const void *b, k_
 // len values (per_c), finite (NaN or infinite mul is the caller's to refuse). -1 for another yt.
 int k_requantize(void *y, k_elem yt, const int32_t *acc, const int32_t *b, const float *mul, int per_c,
                  int32_t y_zp, size_t outer, size_t len, size_t inner);
+// The same from sums in channels-last order, acc [outer, inner, len], into y
+// [outer, len, inner] (a convolution's NHWC int32 sums to its NCHW output).
+int k_requantize_cl(void *y, k_elem yt, const int32_t *acc, const int32_t *b, const float *mul, int per_c,
+                    int32_t y_zp, size_t outer, size_t len, size_t inner);
 
 // --- broadcasting copies of any element size (kernels/index/k_index.c); shapes as for k_binary_f32
 // y = cond ? a : b

@@ -47,6 +47,9 @@ static void md_free(md_t md) {
 static dnnl_status_t attr_src_zp(dnnl_primitive_attr_t a) {
   return dnnl_primitive_attr_set_zero_points_mask(a, DNNL_ARG_SRC, 0);
 }
+static dnnl_status_t md_tag(md_t *md, int nd, const dnnl_dims_t d, dnnl_data_type_t t, dnnl_format_tag_t tag) {
+  return dnnl_memory_desc_create_with_tag(md, nd, d, t, tag);
+}
 #else
 typedef dnnl_memory_desc_t md_t;
 typedef const dnnl_memory_desc_t *cmd_t;
@@ -61,6 +64,9 @@ static void md_free(md_t md) { (void)md; }
 static dnnl_status_t attr_src_zp(dnnl_primitive_attr_t a) {
   const int32_t rt = DNNL_RUNTIME_S32_VAL;
   return dnnl_primitive_attr_set_zero_points(a, DNNL_ARG_SRC, 1, 0, &rt);
+}
+static dnnl_status_t md_tag(md_t *md, int nd, const dnnl_dims_t d, dnnl_data_type_t t, dnnl_format_tag_t tag) {
+  return dnnl_memory_desc_init_by_tag(md, nd, d, t, tag);
 }
 #endif
 
@@ -98,6 +104,7 @@ typedef struct qentry {
   dnnl_primitive_t prim, x_in, y_out;  // the convolution; x -> src, dst -> y (NULL: same layout)
   dnnl_memory_t src, dst, dst_lo, wts, wts_lo, zpm, scratch, ux, uy;
   void *wdata, *wdata_lo;  // the weights in the primitive's layout (split: Wh, and Wl)
+  int dst_cl;              // dst is plain channels-last (nwc, nhwc, ndhwc)
   size_t src_bytes, dst_bytes, scratch_bytes;
 } qentry;
 
@@ -259,6 +266,16 @@ static int qentry_create(eng_dnnl_ctx *c, eng_dnnl_qnode *n, qentry *en, const k
   en->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
   st = act_md(&px, g, g->c, g->x, x_signed ? dnnl_s8 : dnnl_u8, 0);
   if (st == dnnl_success) st = act_md(&py, g, g->m, g->y, dnnl_s32, 0);
+  if (st == dnnl_success) {
+    md_t cl = {0};
+    dnnl_dims_t d;
+    d[0] = g->n, d[1] = g->m;
+    for (int i = 0; i < g->nsp; i++) d[2 + i] = g->y[i];
+    dnnl_format_tag_t tag = g->nsp == 1 ? dnnl_acb : g->nsp == 2 ? dnnl_acdb : dnnl_acdeb;
+    st = md_tag(&cl, 2 + g->nsp, d, dnnl_s32, tag);
+    if (st == dnnl_success) en->dst_cl = dnnl_memory_desc_equal(MDP(cl), pdst);
+    md_free(cl);
+  }
   if (st == dnnl_success) st = make_weights(c, &en->wts, &en->wdata, pw, g, n->split > 0 ? n->w_hi : w);
   if (st == dnnl_success && n->split > 0) st = make_weights(c, &en->wts_lo, &en->wdata_lo, pw, g, n->w_lo);
   if (st == dnnl_success && n->split > 0) st = dnnl_memory_create(&en->dst_lo, pdst, eng, DNNL_MEMORY_NONE);
@@ -327,7 +344,8 @@ static int decide_split(eng_dnnl_qnode *n, const k_window *g, const int8_t *w, e
 }
 
 int eng_dnnl_qconv_run(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const k_window *g, int x_signed, int32_t x_zp,
-                       const int8_t *w, int32_t *y, const void *x, err *e) {
+                       const int8_t *w, int32_t *y, int *y_cl, const void *x, err *e) {
+  if (y_cl) *y_cl = 0;
   if (!*node && !(*node = calloc(1, sizeof **node))) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   eng_dnnl_qnode *n = *node;
   if (n->split == 0 && !n->w_hi) TRY(decide_split(n, g, w, e));
@@ -360,7 +378,8 @@ int eng_dnnl_qconv_run(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const k_window *g
   }
   n->zp = x_zp;
   dnnl_stream_t s = eng_dnnl__stream(c);
-  void *src = en->x_in ? n->src.p : (void *)x, *dst = en->y_out ? n->dst.p : (void *)y;
+  int cl = y_cl && en->dst_cl;  // the sums stay channels-last, in y
+  void *src = en->x_in ? n->src.p : (void *)x, *dst = en->y_out && !cl ? n->dst.p : (void *)y;
   QTRY(e, dnnl_memory_set_data_handle(en->src, src), "set src");
   QTRY(e, dnnl_memory_set_data_handle(en->dst, dst), "set dst");
   if (en->x_in) {
@@ -386,10 +405,11 @@ int eng_dnnl_qconv_run(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const k_window *g
     size_t cnt = en->dst_bytes / sizeof(int32_t);
     for (size_t i = 0; i < cnt; i++) hi[i] = (int32_t)((uint32_t)hi[i] * 2u + (uint32_t)lo[i]);
   }
-  if (en->y_out) {
+  if (en->y_out && !cl) {
     QTRY(e, dnnl_memory_set_data_handle(en->uy, y), "set y");
     QTRY(e, reorder_run(c, en->y_out, en->dst, en->uy), "dst reorder");
   }
   QTRY(e, dnnl_stream_wait(s), "stream wait");
+  if (y_cl) *y_cl = cl;
   return 0;
 }

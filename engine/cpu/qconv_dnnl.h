@@ -22,7 +22,10 @@ void eng_dnnl_qnode_destroy(eng_dnnl_qnode *n);
 // call (the caller owns it from then on: eng_dnnl_qnode_destroy). g's pad_r
 // must make y exact (as eng_dnnl_run). ERR_UNIMPLEMENTED when oneDNN has no
 // int8 kernel for the geometry (the caller falls back to the reference).
+// y_cl NULL: y plain; else y may be left channels-last ([n, spatial..., m],
+// the same size) where that is the primitive's own layout, saving a reorder
+// of the int32 sums, and *y_cl says whether it was.
 int eng_dnnl_qconv_run(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const k_window *g, int x_signed, int32_t x_zp,
-                       const int8_t *w, int32_t *y, const void *x, err *e);
+                       const int8_t *w, int32_t *y, int *y_cl, const void *x, err *e);
 
 #endif

@@ -124,6 +124,16 @@ int k_matmul_int(void *y, k_elem yt, const void *a, k_elem at, const void *b, k_
 // exact below 2^51), instead of a nearbyint call per element (a libm call
 // on baseline x86-64: 20 ns each, most of a QLinearConv's time when it was),
 // and without branches. mul must be finite (the callers check).
+// One output: acc's sum plus the bias, times the multiplier, clamped, rounded, stored.
+#define REQ_ONE(T, dst, sum)                                                                    \
+  do {                                                                                          \
+    double v = (double)(sum) * mc;                                                              \
+    v = v < lo ? lo : v; /* maxsd, minsd: no branch */                                          \
+    v = v > hi ? hi : v;                                                                        \
+    v = (v + 6755399441055744.0) - 6755399441055744.0;                                          \
+    (dst) = (T)(int)(v + zp);                                                                   \
+  } while (0)
+
 #define REQ_BODY(T, LO, HI)                                                                     \
   for (size_t o = 0; o < outer; o++)                                                            \
     for (size_t c = 0; c < len; c++) {                                                          \
@@ -132,13 +142,7 @@ int k_matmul_int(void *y, k_elem yt, const void *a, k_elem at, const void *b, k_
       int64_t bc = b ? b[c] : 0;                                                                \
       const int32_t *a = acc + (o * len + c) * inner;                                           \
       T *yo = (T *)y + (o * len + c) * inner;                                                   \
-      for (size_t i = 0; i < inner; i++) {                                                      \
-        double v = (double)((int64_t)a[i] + bc) * mc;                                           \
-        v = v < lo ? lo : v; /* maxsd, minsd: no branch */                                      \
-        v = v > hi ? hi : v;                                                                    \
-        v = (v + 6755399441055744.0) - 6755399441055744.0;                                      \
-        yo[i] = (T)(int)(v + zp);                                                               \
-      }                                                                                         \
+      for (size_t i = 0; i < inner; i++) REQ_ONE(T, yo[i], (int64_t)a[i] + bc);                 \
     }
 
 int k_requantize(void *y, k_elem yt, const int32_t *acc, const int32_t *b, const float *mul, int per_c,
@@ -149,3 +153,31 @@ int k_requantize(void *y, k_elem yt, const int32_t *acc, const int32_t *b, const
   return 0;
 }
 #undef REQ_BODY
+
+// Channels-last sums, channels-first output: tiles of CL_TILE positions, so
+// each channel's row of the tile is written contiguously and the tile's
+// sums (CL_TILE x len int32) stay in cache between the channels.
+#define CL_TILE 32
+#define REQ_CL_BODY(T, LO, HI)                                                                  \
+  for (size_t o = 0; o < outer; o++)                                                            \
+    for (size_t i0 = 0; i0 < inner; i0 += CL_TILE) {                                            \
+      size_t i1 = i0 + CL_TILE < inner ? i0 + CL_TILE : inner;                                  \
+      for (size_t c = 0; c < len; c++) {                                                        \
+        double mc = (double)mul[per_c ? c : 0], zp = (double)y_zp;                              \
+        double lo = (LO) - zp, hi = (HI) - zp;                                                  \
+        int64_t bc = b ? b[c] : 0;                                                              \
+        T *yo = (T *)y + (o * len + c) * inner;                                                 \
+        const int32_t *a = acc + o * inner * len + c;                                           \
+        for (size_t i = i0; i < i1; i++) REQ_ONE(T, yo[i], (int64_t)a[i * len] + bc);           \
+      }                                                                                         \
+    }
+
+int k_requantize_cl(void *y, k_elem yt, const int32_t *acc, const int32_t *b, const float *mul, int per_c,
+                    int32_t y_zp, size_t outer, size_t len, size_t inner) {
+  if (yt == K_U8) REQ_CL_BODY(uint8_t, 0.0, 255.0)
+  else if (yt == K_I8) REQ_CL_BODY(int8_t, -128.0, 127.0)
+  else return -1;
+  return 0;
+}
+#undef REQ_CL_BODY
+#undef REQ_ONE

@@ -168,15 +168,16 @@ static int qparams_of(const eng_op_params *p, const eng_tensor *in, int n_in, in
 
 // y from the int32 sums: QLinearConv requantizes (acc is its own buffer),
 // ConvInteger's sums are y already.
+// cl: acc is channels-last ([n, spatial, m]; QLinearConv's oneDNN path).
 static int finish(const eng_op_params *p, const eng_tensor *in, int n_in, const k_window *g, const qparams *q,
-                  const int32_t *acc, eng_tensor *y, err *e) {
+                  const int32_t *acc, int cl, eng_tensor *y, err *e) {
   if (p->mode != QLINEAR) return 0;
   const qio *io = io_of(p);
   size_t inner = 1;
   for (int i = 0; i < g->nsp; i++) inner *= (size_t)g->y[i];
   const int32_t *b = op_given(in, n_in, io->b) ? in[io->b].data : NULL;
-  if (k_requantize(y->data, y->dt == DT_INT8 ? K_I8 : K_U8, acc, b, q->mul, q->mul_per_m, q->yz, (size_t)g->n,
-                   (size_t)g->m, inner) != 0)
+  if ((cl ? k_requantize_cl : k_requantize)(y->data, y->dt == DT_INT8 ? K_I8 : K_U8, acc, b, q->mul, q->mul_per_m,
+                                             q->yz, (size_t)g->n, (size_t)g->m, inner) != 0)
     return err_set(e, ERR_INTERNAL, "no requantization to %s", dtype_wire_name(y->dt));
   return 0;
 }
@@ -197,7 +198,7 @@ int eng_qconv_run_ref(const eng_op_params *p, const eng_tensor *in, int n_in, en
   k_elem kx = in[io->x].dt == DT_INT8 ? K_I8 : K_U8, kw = in[io->w].dt == DT_INT8 ? K_I8 : K_U8;
   int rc = k_conv_int_ref(acc, in[io->x].data, kx, q.xz, in[io->w].data, kw, q.wz_any ? q.wz : NULL, q.wz_per_m, &g);
   if (rc) rc = err_set(e, ERR_INTERNAL, "no integer convolution of these types");
-  else rc = finish(p, in, n_in, &g, &q, acc, &out[0], e);
+  else rc = finish(p, in, n_in, &g, &q, acc, 0, &out[0], e);
   if (acc != out[0].data) free(acc);
   qparams_free(&q);
   return rc;
@@ -306,11 +307,13 @@ int eng_qconv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in
   for (int i = 0; i < g.nsp; i++) taps *= g.k[i];
   if (!rc && !s->ref_only && cg < NARROW_C && taps <= NARROW_TAPS) {
     rc = narrow_fp32(dnnl, s, &dg, &in[io->x], q.xz, in[io->w].data, acc, ny, e);
-    if (!rc) rc = finish(p, in, n_in, &g, &q, acc, &out[0], e);
+    if (!rc) rc = finish(p, in, n_in, &g, &q, acc, 0, &out[0], e);
   } else if (!rc && !s->ref_only) {
-    rc = eng_dnnl_qconv_run(dnnl, &s->dnnl, &dg, in[io->x].dt == DT_INT8, q.xz, in[io->w].data, acc, in[io->x].data, e);
+    int cl = 0;  // QLinearConv requantizes from channels-last sums; ConvInteger's are its plain output
+    rc = eng_dnnl_qconv_run(dnnl, &s->dnnl, &dg, in[io->x].dt == DT_INT8, q.xz, in[io->w].data, acc,
+                            p->mode == QLINEAR ? &cl : NULL, in[io->x].data, e);
     if (rc == ERR_UNIMPLEMENTED) s->ref_only = 1, rc = 0, *e = (err){0};  // this node runs on the reference from now on
-    else if (!rc) rc = finish(p, in, n_in, &g, &q, acc, &out[0], e);
+    else if (!rc) rc = finish(p, in, n_in, &g, &q, acc, cl, &out[0], e);
   }
   qparams_free(&q);
   if (!rc && s->ref_only) return eng_qconv_run_ref(p, in, n_in, out, n_out, e);

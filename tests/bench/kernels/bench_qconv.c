@@ -66,15 +66,16 @@ int main(void) {
     double t[3][RUNS];
     eng_dnnl_node *fn = NULL;
     eng_dnnl_qnode *qn = NULL, *q7 = NULL;
+    int cl = 0;
     for (int r = -3; r < RUNS; r++) {
       uint64_t t0 = clock_mono_ns();
       if (eng_dnnl_run(c, &fn, ENG_DNNL_CONV, &g, wf, bf, NULL, NULL, yf, xf, &e)) return fprintf(stderr, "%s\n", e.msg), 1;
       uint64_t t1 = clock_mono_ns();
-      if (eng_dnnl_qconv_run(c, &qn, &g, 0, 3, wq, acc, xq, &e)) return fprintf(stderr, "%s\n", e.msg), 1;
-      k_requantize(yq, K_U8, acc, NULL, &mul, 0, 5, (size_t)g.n, (size_t)g.m, (size_t)(g.y[0] * g.y[1]));
+      if (eng_dnnl_qconv_run(c, &qn, &g, 0, 3, wq, acc, &cl, xq, &e)) return fprintf(stderr, "%s\n", e.msg), 1;
+      (cl ? k_requantize_cl : k_requantize)(yq, K_U8, acc, NULL, &mul, 0, 5, (size_t)g.n, (size_t)g.m, (size_t)(g.y[0] * g.y[1]));
       uint64_t t2 = clock_mono_ns();
-      if (eng_dnnl_qconv_run(c, &q7, &g, 0, 3, w7, acc, xq, &e)) return fprintf(stderr, "%s\n", e.msg), 1;
-      k_requantize(yq, K_U8, acc, NULL, &mul, 0, 5, (size_t)g.n, (size_t)g.m, (size_t)(g.y[0] * g.y[1]));
+      if (eng_dnnl_qconv_run(c, &q7, &g, 0, 3, w7, acc, &cl, xq, &e)) return fprintf(stderr, "%s\n", e.msg), 1;
+      (cl ? k_requantize_cl : k_requantize)(yq, K_U8, acc, NULL, &mul, 0, 5, (size_t)g.n, (size_t)g.m, (size_t)(g.y[0] * g.y[1]));
       uint64_t t3 = clock_mono_ns();
       if (r >= 0) t[0][r] = (t1 - t0) / 1e6, t[1][r] = (t2 - t1) / 1e6, t[2][r] = (t3 - t2) / 1e6;
     }

@@ -95,7 +95,7 @@ static void dnnl_vs_ref(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const geo *q0, i
     w[0] = narrow ? -64 : -128, w[nw - 1] = narrow ? 63 : 127;
     rng_state = seed;
     err e = {0};
-    int rc = eng_dnnl_qconv_run(c, node, &g, x_signed, xz, w, y, x, &e);
+    int rc = eng_dnnl_qconv_run(c, node, &g, x_signed, xz, w, y, NULL, x, &e);
     if (rc) fprintf(stderr, "oneDNN: %s\n", e.msg);
     CHECK_EQ_INT(rc, 0);
     CHECK_EQ_INT(k_conv_int_ref(want, x, x_signed ? K_I8 : K_U8, xz, w, K_I8, NULL, 0, &g), 0);
@@ -106,6 +106,25 @@ static void dnnl_vs_ref(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const geo *q0, i
                      q.nsp, (long long)q.c, (long long)q.m, (long long)q.group, x_signed, xz, narrow, bad, ny, first,
                      y[first], want[first]);
     CHECK_EQ_INT(bad, 0);
+    // the same run leaving the sums channels-last where the primitive has them so
+    int cl = -1;
+    CHECK_EQ_INT(eng_dnnl_qconv_run(c, node, &g, x_signed, xz, w, y, &cl, x, &e), 0);
+    CHECK(cl == 0 || cl == 1);
+    size_t sp = ny / (size_t)(g.n * g.m);
+    bad = 0;
+    for (size_t i = 0; i < ny; i++) {  // i: [n, m, sp] in want
+      size_t nn = i / ((size_t)g.m * sp), mm = i / sp % (size_t)g.m, ss = i % sp;
+      bad += (cl ? y[(nn * sp + ss) * (size_t)g.m + mm] : y[i]) != want[i];
+    }
+    CHECK_EQ_INT(bad, 0);
+    if (cl) {  // and k_requantize_cl of those equals k_requantize of the plain sums
+      uint8_t *q1 = malloc(ny), *q2 = malloc(ny);
+      float mul = 0.002f;
+      CHECK_EQ_INT(k_requantize_cl(q1, K_U8, y, NULL, &mul, 0, 7, (size_t)g.n, (size_t)g.m, sp), 0);
+      CHECK_EQ_INT(k_requantize(q2, K_U8, want, NULL, &mul, 0, 7, (size_t)g.n, (size_t)g.m, sp), 0);
+      CHECK(memcmp(q1, q2, ny) == 0);
+      free(q1), free(q2);
+    }
     free(x), free(w), free(y), free(want);
   }
 }
