@@ -13,7 +13,8 @@
 // int16 and saturates (255 * 127 * 2 > 32767): measured on the dev VM's
 // AVX2, full-range weights gave wrong sums in most outputs (test_qconv.c).
 // onnxruntime's MLAS has the same limit (hence its reduce_range option).
-// Weights in [-64, 63] cannot saturate (255 * 64 * 2 < 32767); others are
+// Weights in [-64, 64] cannot saturate (255 * 64 * 2 < 32767; onnxruntime's
+// reduce_range writes such 7-bit weights); others are
 // split, W = 2 Wh + Wl with Wh = floor(W / 2) in [-64, 63] and Wl in {0, 1},
 // and run as two convolutions, y = 2 conv(x, Wh) + conv(x, Wl): exact, at
 // twice the int8 work. With VNNI (vpdpbusd sums in int32) one convolution.
@@ -319,12 +320,12 @@ static int has_vnni(void) {
   return (isa & v512) == v512 || (isa & v2) == v2;
 }
 
-// Splits the weights (n->split, w_hi, w_lo) unless VNNI or all in [-64, 63].
+// Splits the weights (n->split, w_hi, w_lo) unless VNNI or all in [-64, 64].
 static int decide_split(eng_dnnl_qnode *n, const k_window *g, const int8_t *w, err *e) {
   size_t nw = (size_t)(g->m * (g->c / g->group));
   for (int i = 0; i < g->nsp; i++) nw *= (size_t)g->k[i];
   int wide = 0;
-  for (size_t i = 0; i < nw && !wide; i++) wide = w[i] < -64 || w[i] > 63;
+  for (size_t i = 0; i < nw && !wide; i++) wide = w[i] < -64 || w[i] > 64;
   n->split = wide && !has_vnni() ? 1 : -1;
   if (n->split < 0) return 0;
   n->w_hi = malloc(nw);

@@ -2,7 +2,7 @@
 // BLAS-like dnnl_gemm_u8s8s32 (the same call in oneDNN 2.x and 3.x).
 // Exactness as in qconv_dnnl.c: on CPUs without VNNI oneDNN adds UINT8 x
 // INT8 product pairs in int16 and may saturate, so a b with values outside
-// [-64, 63] runs split, b = 2 bh + bl (bh = floor(b / 2), bl in {0, 1}), as
+// [-64, 64] runs split, b = 2 bh + bl (bh = floor(b / 2), bl in {0, 1}), as
 // two GEMMs; INT8 a runs as UINT8 a + 128 with a_zp + 128. The split and
 // converted copies are made per call (the GEMM packs b on every call anyway).
 #include "engine/cpu/qgemm_dnnl.h"
@@ -39,7 +39,7 @@ int eng_dnnl_qgemm(int32_t *c, const void *a, int a_signed, int32_t a_zp, const 
     ua = au, a_zp += 128;
   }
   int wide = 0;
-  for (size_t i = 0; i < nb && !wide; i++) wide = b[i] < -64 || b[i] > 63;
+  for (size_t i = 0; i < nb && !wide; i++) wide = b[i] < -64 || b[i] > 64;
   if (!wide || has_vnni()) {
     rc = gemm(c, ua, (uint8_t)a_zp, b, m, k, n, e);
   } else {
