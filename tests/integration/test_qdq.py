@@ -39,6 +39,7 @@ VARIANTS = [
     ("mlp_u8_pt", "mlp", "QUInt8", False, False, 0, 3),
     ("mlp_s8_pc", "mlp", "QInt8", True, False, 0, 3),
     ("mlp_u8_pc_rr", "mlp", "QUInt8", True, True, 0, 3),
+    ("vec_u8_pt", "vec", "QUInt8", False, False, 0, 1),  # a 1-D activation (no batch dim): [32] x [32, 8]
 ]
 
 
@@ -77,9 +78,13 @@ def _mlp(rng):
     return nodes, w, ["N", 32], ["N", 8]
 
 
+def _vec(rng):
+    return [helper.make_node("MatMul", ["x", "V"], ["y"])], {"V": rng.standard_normal((32, 8)) * 0.3}, [32], [8]
+
+
 def _fp32_model(kind, path):
     rng = np.random.default_rng(7)
-    nodes, w, xs, ys = (_conv_net if kind == "conv" else _mlp)(rng)
+    nodes, w, xs, ys = {"conv": _conv_net, "mlp": _mlp, "vec": _vec}[kind](rng)
     inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in w.items()]
     g = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, xs)],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ys)], inits)
@@ -158,8 +163,9 @@ def test_qdq_model_matches_onnxruntime(repo, server, client, name, kind, act, pc
     step = _output_step(path)
     rng = np.random.default_rng(11)
     equal = total = 0
-    for batch in (1, 4):
-        x = (rng.standard_normal([batch] + shapes[name][1:]) * 1.2).astype(np.float32)
+    for batch in ((1, 4) if kind != "vec" else (None,)):
+        shape = shapes[name] if batch is None else [batch] + shapes[name][1:]
+        x = (rng.standard_normal(shape) * 1.2).astype(np.float32)
         _, got = lib.infer(client, name, {"x": x})
         y = got["y"]
         want = exact.run(None, {"x": x})[0]

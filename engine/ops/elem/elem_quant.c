@@ -2,7 +2,7 @@
 // QuantizeLinear and DequantizeLinear (per tensor, per axis, per block; the
 // integer types of k_quant_takes), DynamicQuantizeLinear, and the integer
 // products MatMulInteger and QLinearMatMul (per-tensor scales and zero
-// points, B's per column too; batch dims equal, or B 2-D), 8-bit A by INT8 B
+// points, B's per column too; batch dims equal, or B 2-D; A 1-D with B 2-D), 8-bit A by INT8 B
 // through oneDNN's int8 GEMM (engine/cpu/qgemm_dnnl.c), other types through
 // k_matmul_int. elem.c's table lists them; no CUDA path yet.
 #include <math.h>
@@ -150,7 +150,14 @@ typedef struct mm_dims {
 } mm_dims;
 
 static int mm_dims_of(const eng_tensor *a, const eng_tensor *b, mm_dims *d, err *e) {
-  if (a->ndims < 2 || b->ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: 1-D operands");
+  if (a->ndims == 1 && b->ndims == 2) {  // numpy's rule: [k] as [1, k], the 1 dropped again: y [n]
+    eng_tensor a2 = *a;
+    a2.ndims = 2, a2.dims[0] = 1, a2.dims[1] = a->dims[0];
+    TRY(mm_dims_of(&a2, b, d, e));
+    d->nd = 1, d->y[0] = (int64_t)d->n;
+    return 0;
+  }
+  if (a->ndims < 2 || b->ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: 1-D B, or 1-D A with B of rank 3 or more");
   d->m = (size_t)a->dims[a->ndims - 2], d->k = (size_t)a->dims[a->ndims - 1], d->n = (size_t)b->dims[b->ndims - 1];
   if ((size_t)b->dims[b->ndims - 2] != d->k) return err_set(e, ERR_INVALID_ARGUMENT, "inner dims differ");
   size_t ab = (size_t)op_prod(a->dims, 0, a->ndims - 2);
