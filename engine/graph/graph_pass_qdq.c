@@ -6,6 +6,9 @@
 //     becomes QLinearConv(x, W, B int32)
 //   DequantizeLinear(a) -> MatMul(., DequantizeLinear(B)) -> QuantizeLinear
 //     becomes QLinearMatMul(a, B)
+//   DequantizeLinear(a) -> Gemm(., DequantizeLinear(B INT8), DequantizeLinear(C INT32)) -> QuantizeLinear
+//     (alpha 1, beta 1, no transA; transB's B transposed once here) becomes
+//     inferd.QLinearGemm(a, B, C): QLinearMatMul with the bias added to the sums
 // This is onnxruntime's own CPU rewrite (its QDQ selectors), so the results
 // are the ones it computes: the same int32 sums, the same requantization up
 // to rounding at a tie. A pattern fuses only where the integer op means
@@ -21,6 +24,7 @@
 #include <string.h>
 
 #include "engine/graph/graph_internal.h"
+#include "engine/ops/ops.h"
 
 static const eng_value *const_of(const eng_graph *g, int v) {
   if (v < 0) return NULL;
@@ -177,6 +181,52 @@ static int fuse_matmul(eng_graph *g, unsigned char *dead, const int *uses, size_
   return 0;
 }
 
+static double attr_f(const eng_node *n, const char *name, double def) {
+  const eng_attr *a = eng_node_attr(n, name);
+  return a ? a->f : def;
+}
+
+static int fuse_gemm(eng_graph *g, unsigned char *dead, const int *uses, size_t i, int *fused, err *e) {
+  const eng_node *n = eng_graph_node(g, i);
+  *fused = 0;
+  if (n->n_in < 2 || n->n_in > 3) return 0;
+  const eng_attr *ta = eng_node_attr(n, "transA"), *tb = eng_node_attr(n, "transB");
+  int trans_b = tb && tb->i;
+  if ((ta && ta->i) || attr_f(n, "alpha", 1.0) != 1.0 || attr_f(n, "beta", 1.0) != 1.0) return 0;
+  qdq a, b, c, y;
+  if (!qdq_of(g, dead, n->in[0], "DequantizeLinear", &a) || !per_tensor8(&a)) return 0;
+  if (!qdq_of(g, dead, n->in[1], "DequantizeLinear", &b) || !b.z || b.z->dt != DT_INT8 || !zp_zero(&b)) return 0;
+  const eng_value *bv = const_of(g, b.x);
+  if (!bv || bv->dt != DT_INT8 || bv->ndims != 2) return 0;
+  int64_t kk = bv->dims[trans_b ? 1 : 0], nn = bv->dims[trans_b ? 0 : 1];
+  int64_t ax = b.axis < 0 ? b.axis + 2 : b.axis;
+  if (!(b.n == 1 && b.s->ndims <= 1) && !(b.s->ndims == 1 && b.n == nn && ax == (trans_b ? 0 : 1))) return 0;
+  int has_c = n->n_in == 3 && n->in[2] >= 0;
+  if (has_c && (!qdq_of(g, dead, n->in[2], "DequantizeLinear", &c) || !bias_ok(g, &c, &a, &b, nn))) return 0;
+  if (!sole_quantize(g, dead, uses, i, &y)) return 0;
+  int bx = b.x;
+  if (trans_b) {  // B [n, k] as the [k, n] QLinearMatMul reads
+    int8_t *t = malloc((size_t)(kk * nn));
+    if (!t) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    const int8_t *s = bv->data;
+    for (int64_t r = 0; r < nn; r++)
+      for (int64_t q = 0; q < kk; q++) t[q * nn + r] = s[r * kk + q];
+    int64_t dims[2] = {kk, nn};
+    int rc = eng_graph__add_const(g, bv->name, DT_INT8, 2, dims, t, (size_t)(kk * nn), &bx, e);
+    if (rc) {
+      free(t);
+      return rc;
+    }
+  }
+  const eng_node *qn = eng_graph_node(g, (size_t)y.node);
+  int ins[9] = {a.x, a.scale, a.zp, bx, b.scale, b.zp, y.scale, y.zp, has_c ? c.x : -1};
+  TRY(retarget(g, i, ENG_QLINEAR_GEMM_OP, ins, has_c ? 9 : 8, qn->out[0], e));
+  eng_graph__free_attrs(eng_graph__node_mut(g, i));  // alpha, beta, transA, transB: met above
+  dead[y.node] = 1;
+  *fused = 1;
+  return 0;
+}
+
 int eng_graph__fuse_qdq(eng_graph *g, unsigned char *dead, int *changed, err *e) {
   int *uses = eng_graph__live_readers(g, dead);
   if (!uses) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
@@ -188,6 +238,7 @@ int eng_graph__fuse_qdq(eng_graph *g, unsigned char *dead, int *changed, err *e)
     int fused = 0;
     if (strcmp(op, "Conv") == 0) rc = fuse_conv(g, dead, uses, i, &fused, e), n_conv += (size_t)fused;
     else if (strcmp(op, "MatMul") == 0) rc = fuse_matmul(g, dead, uses, i, &fused, e), n_mm += (size_t)fused;
+    else if (strcmp(op, "Gemm") == 0) rc = fuse_gemm(g, dead, uses, i, &fused, e), n_mm += (size_t)fused;
     any |= fused;
   }
   free(uses);

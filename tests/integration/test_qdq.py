@@ -40,6 +40,8 @@ VARIANTS = [
     ("mlp_s8_pc", "mlp", "QInt8", True, False, 0, 3),
     ("mlp_u8_pc_rr", "mlp", "QUInt8", True, True, 0, 3),
     ("vec_u8_pt", "vec", "QUInt8", False, False, 0, 1),  # a 1-D activation (no batch dim): [32] x [32, 8]
+    ("gemm_u8_pc", "gemm", "QUInt8", True, False, 0, 2),  # torch's Linear: Gemm, transB 1, and one with transB 0
+    ("gemm_s8_pt", "gemm", "QInt8", False, False, 0, 2),
 ]
 
 
@@ -78,13 +80,21 @@ def _mlp(rng):
     return nodes, w, ["N", 32], ["N", 8]
 
 
+def _gemm(rng):
+    w = {"G1": rng.standard_normal((40, 24)) * 0.2, "C1": rng.standard_normal(40) * 0.1,
+         "G2": rng.standard_normal((40, 6)) * 0.2, "C2": rng.standard_normal(6) * 0.1}
+    nodes = [helper.make_node("Gemm", ["x", "G1", "C1"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "G2", "C2"], ["y"])]
+    return nodes, w, ["N", 24], ["N", 6]
+
+
 def _vec(rng):
     return [helper.make_node("MatMul", ["x", "V"], ["y"])], {"V": rng.standard_normal((32, 8)) * 0.3}, [32], [8]
 
 
 def _fp32_model(kind, path):
     rng = np.random.default_rng(7)
-    nodes, w, xs, ys = {"conv": _conv_net, "mlp": _mlp, "vec": _vec}[kind](rng)
+    nodes, w, xs, ys = {"conv": _conv_net, "mlp": _mlp, "vec": _vec, "gemm": _gemm}[kind](rng)
     inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in w.items()]
     g = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, xs)],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ys)], inits)
@@ -156,7 +166,7 @@ def test_qdq_model_matches_onnxruntime(repo, server, client, name, kind, act, pc
     lib.require_ready(server, client, name)
     # the load-time pass made integer ops of every Conv and MatMul the quantizer wrapped
     said = [ln for ln in server.lines if re.search(r"model '%s' version 1: \d+ QDQ Conv" % name, ln)]
-    assert said and "%d QDQ Conv(s) and %d QDQ MatMul(s)" % (n_conv, n_mm) in said[0], said
+    assert said and "%d QDQ Conv(s) and %d QDQ MatMul/Gemm(s)" % (n_conv, n_mm) in said[0], said
     path = os.path.join(d, name, "1", "model.onnx")
     exact = _noopt_session(path)
     deployed = lib.ort_session({}, path) if rr else None

@@ -4,7 +4,9 @@
 // products MatMulInteger and QLinearMatMul (per-tensor scales and zero
 // points, B's per column too; batch dims equal, or B 2-D; A 1-D with B 2-D), 8-bit A by INT8 B
 // through oneDNN's int8 GEMM (engine/cpu/qgemm_dnnl.c), other types through
-// k_matmul_int. elem.c's table lists them; no CUDA path yet.
+// k_matmul_int; and inferd.QLinearGemm, QLinearMatMul plus an INT32 bias
+// (graph_pass_qdq.c makes it of a QDQ Gemm; fast path types only). elem.c's
+// table lists them; no CUDA path yet.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,7 +196,7 @@ static int scalar_of(const eng_tensor *t, const char *what, double *v, err *e) {
 
 int eng_ops__infer_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                               err *e) {
-  (void)n_in, (void)n_out;
+  (void)n_out;
   int q = p->mode;
   const eng_tensor *a = &in[0], *b = &in[q ? 3 : 1];
   k_elem ka, kb, ky = K_I32;
@@ -207,6 +209,12 @@ int eng_ops__infer_matmul_int(const eng_op_params *p, const eng_tensor *in, int 
   }
   mm_dims d;
   TRY(mm_dims_of(a, b, &d, e));
+  if (q == 2) {  // inferd.QLinearGemm: the fast path's types, and an INT32 bias of n (or none)
+    if ((ka != K_U8 && ka != K_I8) || kb != K_I8)
+      return err_set(e, ERR_INVALID_ARGUMENT, "inferd.QLinearGemm takes 8-bit A and INT8 B");
+    if (op_given(in, n_in, 8) && (in[8].dt != DT_INT32 || op_numel(&in[8]) != d.n))
+      return err_set(e, ERR_INVALID_ARGUMENT, "inferd.QLinearGemm's bias must be INT32 of %zu", d.n);
+  }
   op_set_out(&out[0], yt, d.nd, d.y);
   return 0;
 }
@@ -237,7 +245,7 @@ static int column_of(const eng_tensor *t, size_t n, const char *what, double *v,
 // batch (engine/cpu/qgemm_dnnl.c), then QLinearMatMul's requantization per
 // column (k_requantize, the multipliers in FP32 as above).
 static int matmul_fast(eng_tensor *out, const void *a, int a_signed, int32_t azp, const int8_t *b, const mm_dims *d,
-                       k_elem ky, double mul, const double *mul_col, double yzp, err *e) {
+                       k_elem ky, double mul, const double *mul_col, double yzp, const int32_t *bias, err *e) {
   size_t rows = d->batch * d->m, ny = rows * d->n;
   int32_t *acc = ky == K_I32 ? out[0].data : malloc((ny ? ny : 1) * sizeof *acc);
   float *mf = malloc((mul_col ? d->n : 1) * sizeof *mf);
@@ -249,7 +257,7 @@ static int matmul_fast(eng_tensor *out, const void *a, int a_signed, int32_t azp
     if (!isfinite(mf[c] = (float)(mul_col ? mul_col[c] : mul)))
       rc = err_set(e, ERR_INVALID_ARGUMENT, "a_scale * b_scale / y_scale is not a finite number (column %zu)", c);
   if (!rc && ky != K_I32) {
-    k_requantize(out[0].data, ky, acc, NULL, mf, mul_col != NULL, (int32_t)yzp, rows, d->n, 1);
+    k_requantize(out[0].data, ky, acc, bias, mf, mul_col != NULL, (int32_t)yzp, rows, d->n, 1);
   }
   if (acc != out[0].data) free(acc);
   free(mf);
@@ -287,8 +295,10 @@ int eng_ops__run_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_
   }
   int b_zero = bzp == 0.0;
   for (size_t c = 0; bzp_col && c < d.n; c++) b_zero &= bzp_col[c] == 0.0;
+  const int32_t *bias = q == 2 && op_given(in, n_in, 8) ? in[8].data : NULL;
+  if (!rc && q == 2 && !b_zero) rc = err_set(e, ERR_INVALID_ARGUMENT, "inferd.QLinearGemm takes no B zero point");
   if (!rc && (ka == K_U8 || ka == K_I8) && kb == K_I8 && b_zero && (ky == K_I32 || ky == K_U8 || ky == K_I8))
-    rc = matmul_fast(out, a->data, ka == K_I8, (int32_t)azp, b->data, &d, ky, mul, bs_col, yzp, e);
+    rc = matmul_fast(out, a->data, ka == K_I8, (int32_t)azp, b->data, &d, ky, mul, bs_col, yzp, bias, e);
   else if (!rc && k_matmul_int(out[0].data, ky, a->data, ka, b->data, kb, azp, bzp, bzp_col, d.batch, d.a_bs, d.b_bs,
                                d.m, d.k, d.n, mul, bs_col, yzp) != 0)
     rc = err_set(e, ERR_INTERNAL, "no integer MatMul of these types");
@@ -298,7 +308,7 @@ int eng_ops__run_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_
 }
 
 int eng_ops__parse_qlinear_matmul(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
-  (void)g, (void)n, (void)opset, (void)e;
-  p->mode = 1;
+  (void)g, (void)opset, (void)e;
+  p->mode = strcmp(n->op_type, ENG_QLINEAR_GEMM_OP) == 0 ? 2 : 1;
   return 0;
 }
