@@ -16,7 +16,7 @@
 // activations, per tensor or per output channel (Conv: axis 0; MatMul: B's
 // columns) for the weights, an INT32 bias whose scale is x_scale * w_scale
 // with no zero point, and the product read by its QuantizeLinear alone. Every
-// other node (Add, pools, Gemm, Concat...) keeps its DequantizeLinear and
+// other node (Add, pools, Concat, Softmax...) keeps its DequantizeLinear and
 // QuantizeLinear and runs in FP32 between them. Runs before constant
 // folding, which would otherwise turn DequantizeLinear(W) into FP32 weights.
 #include <math.h>
