@@ -143,11 +143,24 @@ int k_quantize(void *y, k_elem yt, const float *x, const float *scale, const voi
 void k_dynamic_quantize(uint8_t *y, float *scale, uint8_t *zp, const float *x, size_t n);
 // batch products of a [m, k] (each batch at a_bstride elements; 0
 // broadcasts) by b [k, n]: sum of (a - a_zp)(b - b_zp), stored exactly in
-// K_I32 when mul is 0 (MatMulInteger), else saturate(round(sum * mul) +
-// y_zp) in yt (QLinearMatMul). -1 for a type k_quant_takes refuses.
+// K_I32 when mul is 0 and mul_col NULL (MatMulInteger), else
+// saturate(round(sum * mul) + y_zp) in yt (QLinearMatMul). b_zp_col and
+// mul_col, where not NULL, give b's zero point and the multiplier per
+// column (n values) in place of b_zp and mul. -1 for a type k_quant_takes refuses.
 int k_matmul_int(void *y, k_elem yt, const void *a, k_elem at, const void *b, k_elem bt, double a_zp, double b_zp,
-                 size_t batch, size_t a_bstride, size_t b_bstride, size_t m, size_t k, size_t n, double mul,
-                 double y_zp);
+                 const double *b_zp_col, size_t batch, size_t a_bstride, size_t b_bstride, size_t m, size_t k,
+                 size_t n, double mul, const double *mul_col, double y_zp);
+// QLinearConv's and QLinearMatMul's requantization of int32 sums acc viewed as
+// [outer, len, inner], len along the output channels: y = saturate(
+// round_half_even((acc + b[c]) * mul[c]) + y_zp) in yt (K_U8 or K_I8), the
+// product in double as ONNX's reference (onnxruntime's differs by at most one step); b NULL for no bias; mul one value, or
+// len values (per_c), finite (NaN or infinite mul is the caller's to refuse). -1 for another yt.
+int k_requantize(void *y, k_elem yt, const int32_t *acc, const int32_t *b, const float *mul, int per_c,
+                 int32_t y_zp, size_t outer, size_t len, size_t inner);
+// The same from sums in channels-last order, acc [outer, inner, len], into y
+// [outer, len, inner] (a convolution's NHWC int32 sums to its NCHW output).
+int k_requantize_cl(void *y, k_elem yt, const int32_t *acc, const int32_t *b, const float *mul, int per_c,
+                    int32_t y_zp, size_t outer, size_t len, size_t inner);
 
 // --- broadcasting copies of any element size (kernels/index/k_index.c); shapes as for k_binary_f32
 // y = cond ? a : b

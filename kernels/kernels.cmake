@@ -19,6 +19,7 @@ add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/gemm/k_dft.c
   ${CMAKE_CURRENT_LIST_DIR}/gemm/k_rnn.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/k_conv.c
+  ${CMAKE_CURRENT_LIST_DIR}/conv/k_qconv.c
   ${CMAKE_CURRENT_LIST_DIR}/index/k_index.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/k_reduce.c
   ${CMAKE_CURRENT_LIST_DIR}/resize/k_resize.c

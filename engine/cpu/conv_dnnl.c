@@ -19,6 +19,7 @@
 // Scratchpads are user-managed: one buffer in the context, grown to the
 // largest primitive's need, instead of oneDNN's per-thread global ones.
 #include "engine/cpu/conv_dnnl.h"
+#include "engine/cpu/dnnl_internal.h"
 
 #include <dnnl.h>
 #include <math.h>
@@ -121,6 +122,9 @@ int eng_dnnl_ctx_create(eng_dnnl_ctx **out, err *e) {
   *out = c;
   return 0;
 }
+
+dnnl_engine_t eng_dnnl__engine(eng_dnnl_ctx *c) { return c->engine; }
+dnnl_stream_t eng_dnnl__stream(eng_dnnl_ctx *c) { return c->stream; }
 
 void eng_dnnl_ctx_destroy(eng_dnnl_ctx *c) {
   if (!c) return;

@@ -5,7 +5,8 @@
 #   inferd_plan       the memory planner and the CPU plan's execution (plan.c),
 #                     over the op registry (and the control-flow ops'
 #                     subgraphs, each a plan of its own); the CUDA plan runs the same plan
-add_library(inferd_cpu_prims STATIC ${CMAKE_CURRENT_LIST_DIR}/par.c ${CMAKE_CURRENT_LIST_DIR}/conv_dnnl.c)
+add_library(inferd_cpu_prims STATIC ${CMAKE_CURRENT_LIST_DIR}/par.c ${CMAKE_CURRENT_LIST_DIR}/conv_dnnl.c
+            ${CMAKE_CURRENT_LIST_DIR}/qconv_dnnl.c ${CMAKE_CURRENT_LIST_DIR}/qgemm_dnnl.c)
 target_include_directories(inferd_cpu_prims PUBLIC ${DNNL_INCLUDE_DIR})
 target_link_libraries(inferd_cpu_prims PUBLIC inferd_base inferd_kernels ${DNNL_LIB} OpenMP::OpenMP_C ${MATH_LIB})
 add_library(inferd_plan STATIC ${CMAKE_CURRENT_LIST_DIR}/plan.c ${CMAKE_CURRENT_LIST_DIR}/plan_fuse.c ${CMAKE_CURRENT_LIST_DIR}/plan_values.c)

@@ -133,6 +133,12 @@ void eng_graph__set_n_attention(eng_graph *g, size_t n) { g->n_attention = n; }
 size_t eng_graph_n_attention(const eng_graph *g) { return g->n_attention; }
 void eng_graph__set_n_qkv_merged(eng_graph *g, size_t n) { g->n_qkv_merged = n; }
 size_t eng_graph_n_qkv_merged(const eng_graph *g) { return g->n_qkv_merged; }
+void eng_graph__add_n_qdq(eng_graph *g, size_t conv, size_t matmul) {
+  g->n_qdq_conv += conv;
+  g->n_qdq_matmul += matmul;
+}
+size_t eng_graph_n_qdq_conv(const eng_graph *g) { return g->n_qdq_conv; }
+size_t eng_graph_n_qdq_matmul(const eng_graph *g) { return g->n_qdq_matmul; }
 
 int eng_graph__is_output(const eng_graph *g, int v) {
   for (size_t j = 0; j < g->n_outputs; j++)

@@ -11,5 +11,6 @@ target_link_libraries(inferd_graph_ir PUBLIC inferd_base)
 add_library(inferd_graph STATIC
   ${CMAKE_CURRENT_LIST_DIR}/load.c
   ${CMAKE_CURRENT_LIST_DIR}/graph_pass.c
-  ${CMAKE_CURRENT_LIST_DIR}/graph_pass_norm.c)
+  ${CMAKE_CURRENT_LIST_DIR}/graph_pass_norm.c
+  ${CMAKE_CURRENT_LIST_DIR}/graph_pass_qdq.c)
 target_link_libraries(inferd_graph PUBLIC inferd_graph_ir inferd_ops inferd_proto inferd_base inferd_kernels)

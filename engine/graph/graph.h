@@ -48,6 +48,10 @@ size_t eng_graph_n_attention(const eng_graph *g);
 // Fused attention nodes whose Q, K and V the load-time pass packed into one
 // projection (one MatMul, or the exporter's own through a Split; attn_qkv.c).
 size_t eng_graph_n_qkv_merged(const eng_graph *g);
+// onnxruntime's QDQ patterns the load-time pass runs as integer ops
+// (DequantizeLinear -> Conv / MatMul -> QuantizeLinear as QLinearConv / QLinearMatMul).
+size_t eng_graph_n_qdq_conv(const eng_graph *g);
+size_t eng_graph_n_qdq_matmul(const eng_graph *g);
 
 // --- internal representation, for the planner and the ops
 

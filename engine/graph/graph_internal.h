@@ -36,6 +36,7 @@ void eng_graph__free_attrs(eng_node *n);
 const eng_graph_opts *eng_graph__opts(const eng_graph *g);
 void eng_graph__set_n_attention(eng_graph *g, size_t n);
 void eng_graph__set_n_qkv_merged(eng_graph *g, size_t n);
+void eng_graph__add_n_qdq(eng_graph *g, size_t conv, size_t matmul);
 
 // The load-time passes (graph_pass.c), run once the graph is complete and
 // sorted: constants folded, BatchNormalization folded into the Conv before
@@ -49,5 +50,10 @@ int eng_graph__run_passes(eng_graph *g, err *e);
 // Each marks the nodes it removes in dead[] (n_nodes long) and sets *changed.
 int eng_graph__fuse_gelu(eng_graph *g, unsigned char *dead, int *changed, err *e);
 int eng_graph__fuse_layernorm(eng_graph *g, unsigned char *dead, int *changed, err *e);
+
+// onnxruntime's QDQ patterns (DequantizeLinear -> Conv/MatMul -> QuantizeLinear)
+// into QLinearConv / QLinearMatMul where exactly equivalent (graph_pass_qdq.c);
+// run before constant folding. Marks dead[] and sets *changed as those do.
+int eng_graph__fuse_qdq(eng_graph *g, unsigned char *dead, int *changed, err *e);
 
 #endif

@@ -369,8 +369,10 @@ int eng_graph__run_passes(eng_graph *g, err *e) {
   unsigned char *dead = calloc(n + 1, 1);
   if (!dead) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int changed = 0;
+  // before folding, which would turn the weights' DequantizeLinear into FP32 constants
+  int rc = eng_graph__fuse_qdq(g, dead, &changed, e);
   // constants first: a BatchNormalization whose parameters are computed from constants folds too
-  int rc = pass_fold_constants(g, dead, &changed, e);
+  if (!rc) rc = pass_fold_constants(g, dead, &changed, e);
   if (!rc) rc = pass_fold_batchnorm(g, dead, &changed, e);
   // after the constants: an exporter's sqrt(2) or epsilon may be computed from constants
   if (!rc) rc = eng_graph__fuse_gelu(g, dead, &changed, e);

@@ -29,6 +29,7 @@ struct eng_graph {
   eng_graph_opts opts;   // what the load-time passes may do
   size_t n_attention;    // attention subgraphs fused (attn.c)
   size_t n_qkv_merged;   // of those, with Q, K, V packed into one projection (attn_qkv.c)
+  size_t n_qdq_conv, n_qdq_matmul;  // QDQ patterns run as QLinearConv / QLinearMatMul (graph_pass_qdq.c)
 };
 
 // A copy of s ("" for NULL), or NULL when out of memory.

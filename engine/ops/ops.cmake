@@ -15,6 +15,8 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attn/attn_cache.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/conv.c
   ${CMAKE_CURRENT_LIST_DIR}/conv/col2im.c
+  ${CMAKE_CURRENT_LIST_DIR}/conv/qconv.c
+  ${CMAKE_CURRENT_LIST_DIR}/conv/conv_table.c
   ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl.c
   ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl_common.c
   ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl_scan.c

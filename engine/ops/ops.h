@@ -157,6 +157,10 @@ typedef struct eng_op_def {
   void (*destroy)(void *node_state);
 } eng_op_def;
 
+// The op graph_pass_qdq.c makes of onnxruntime's QDQ Gemm: QLinearMatMul's
+// eight inputs plus an optional INT32 bias of N (engine/ops/elem/elem_quant.c).
+#define ENG_QLINEAR_GEMM_OP "inferd.QLinearGemm"
+
 // The op called op_type in the default domain, or NULL when unsupported.
 // Constant is listed (folded at load) but has no run function.
 const eng_op_def *eng_ops_cpu_find(const char *op_type);

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/k_ref.h"
+
 #define K_CONV_MAX_SP 3
 
 // One window geometry for every op of the family. x: the input's spatial
@@ -42,5 +44,13 @@ typedef enum k_pool_kind {
 // o * stride - pad_l; taps outside the input are ignored by max and count
 // as zeros for the include-padding average (onnxruntime's semantics).
 void k_pool_ref(float *y, const float *x, const k_window *s, k_pool_kind kind);
+
+// Integer convolution (ConvInteger, QLinearConv; kernels/conv/k_qconv.c):
+// y[n, m, ...] = sum over the group's channels and the taps of
+// (x - x_zp) * (w - w_zp[m]) in int32; x and w are K_U8 or K_I8 (w ONNX's
+// [m, c/group, k...]); w_zp NULL (0), one value, or one per output channel
+// (w_zp_per_m). Taps in the padding add 0. -1 for other types.
+int k_conv_int_ref(int32_t *y, const void *x, k_elem xt, int32_t x_zp, const void *w, k_elem wt,
+                   const int32_t *w_zp, int w_zp_per_m, const k_window *s);
 
 #endif

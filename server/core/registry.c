@@ -82,6 +82,9 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
             "merged into one GEMM%s",
             m->name, rv->version, eng_graph_n_attention(g), gopts.no_fuse_attention ? " (fuse_attention off)" : "",
             eng_graph_n_qkv_merged(g), gopts.no_merge_qkv ? " (merge_qkv off)" : "");
+  if (eng_graph_n_qdq_conv(g) || eng_graph_n_qdq_matmul(g))
+    srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": %zu QDQ Conv(s) and %zu QDQ MatMul/Gemm(s) run as integer ops",
+            m->name, rv->version, eng_graph_n_qdq_conv(g), eng_graph_n_qdq_matmul(g));
   eng_io *in = NULL, *out = NULL;
   size_t n_in, n_out;
   collect_io(g, &in, &n_in, &out, &n_out);

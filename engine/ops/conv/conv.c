@@ -159,7 +159,9 @@ int eng_conv_parse(const eng_graph *g, const eng_node *n, int opset, eng_op_para
   eng_conv_attrs *a = &p->conv;
   memset(a, 0, sizeof *a);
   const char *op = n->op_type;
-  if (strcmp(op, "Conv") == 0) a->kind = ENG_CONV;
+  int wi = 1;  // W's input: QLinearConv's comes after x, x_scale and x_zero_point
+  if (strcmp(op, "Conv") == 0 || strcmp(op, "ConvInteger") == 0) a->kind = ENG_CONV;
+  else if (strcmp(op, "QLinearConv") == 0) a->kind = ENG_CONV, wi = 3;
   else if (strcmp(op, "ConvTranspose") == 0) a->kind = ENG_CONV_TRANSPOSE;
   else if (strcmp(op, "MaxPool") == 0) a->kind = ENG_POOL_MAX;
   else if (strcmp(op, "AveragePool") == 0) a->kind = ENG_POOL_AVG;
@@ -174,8 +176,8 @@ int eng_conv_parse(const eng_graph *g, const eng_node *n, int opset, eng_op_para
   if (conv) {
     // The weights decide the spatial rank and are reordered once into
     // oneDNN's layout when they are known at load.
-    if (n->in[1] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "the W input is required");
-    const eng_value *w = eng_graph_value(g, (size_t)n->in[1]);
+    if (n->n_in <= wi || n->in[wi] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "the W input is required");
+    const eng_value *w = eng_graph_value(g, (size_t)n->in[wi]);
     if (w->kind != ENG_VALUE_CONST) return parse_runtime_w(n, w, p, e);
     if (w->ndims < 3 || w->ndims > 2 + K_CONV_MAX_SP)
       return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: W has rank %d (1 to %d spatial dims)",
@@ -526,8 +528,6 @@ int eng_conv_run(eng_op_state *st, const eng_op_params *p, const eng_tensor *in,
 
 void eng_conv_state_destroy(void *node_state) { eng_dnnl_node_destroy(node_state); }
 
-// --- table (registered through ops_common.h)
-
 // --- LpPool (CPU only): the p-th root of the sum of |x|^p over each window
 // (padding adds nothing), as ONNX's node tests compute it. The window
 // (kernel_shape, strides, pads, auto_pad, dilations, ceil_mode) is
@@ -535,7 +535,7 @@ void eng_conv_state_destroy(void *node_state) { eng_dnnl_node_destroy(node_state
 // (padding counted) of |x|^p through the reference path, times the kernel size.
 
 // p->beta: the exponent p.
-static int parse_lppool(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+int eng_ops__parse_lppool(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
   eng_node avg = *n;  // AveragePool's attributes, read as AveragePool's
   avg.op_type = (char *)"AveragePool";
   TRY(eng_conv_parse(g, &avg, opset, p, e));
@@ -548,13 +548,13 @@ static int parse_lppool(const eng_graph *g, const eng_node *n, int opset, eng_op
   return 0;
 }
 
-static int infer_lppool(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+int eng_ops__infer_lppool(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                           err *e) {
   TRY(eng_ops__need_f32(&in[0], "X", e));
   return eng_conv_infer(p, in, n_in, out, n_out, e);
 }
 
-static int run_lppool(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+int eng_ops__run_lppool(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                         err *e) {
   size_t n = op_numel(&in[0]), ny = op_numel(&out[0]);
   float *pw = malloc((n ? n : 1) * sizeof *pw);
@@ -573,26 +573,3 @@ static int run_lppool(const eng_op_params *p, const eng_tensor *in, int n_in, en
   for (size_t i = 0; i < ny; i++) y[i] = (float)pow(k * y[i], 1.0 / pe);
   return 0;
 }
-
-const eng_op_def eng_ops__conv[] = {
-    {"LpPool", 1, 1, 1, 1, 0, parse_lppool, infer_lppool, run_lppool, 0, NULL, NULL},
-    {"Col2Im", 3, 3, 1, 1, 0, op_parse_node, eng_ops__infer_col2im, eng_ops__run_col2im,
-     ENG_IN(1) | ENG_IN(2), NULL, NULL},
-    {"MaxUnpool", 2, 3, 1, 1, 0, op_parse_node, eng_ops__infer_max_unpool, eng_ops__run_max_unpool, ENG_IN(2), NULL,
-     NULL},
-    {"CausalConvWithState", 2, 4, 1, 2, 0, eng_ops__parse_causal_conv, eng_ops__infer_causal_conv,
-     eng_ops__run_causal_conv, 0, NULL, NULL},
-    {"Conv", 2, 3, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0, eng_conv_run,
-     eng_conv_state_destroy},
-    {"ConvTranspose", 2, 3, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0,
-     eng_conv_run, eng_conv_state_destroy},
-    {"MaxPool", 1, 1, 1, 2, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0, eng_conv_run,
-     eng_conv_state_destroy},
-    {"AveragePool", 1, 1, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0,
-     eng_conv_run, eng_conv_state_destroy},
-    {"GlobalAveragePool", 1, 1, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0,
-     eng_conv_run, eng_conv_state_destroy},
-    {"GlobalMaxPool", 1, 1, 1, 1, 0, eng_conv_parse, eng_conv_infer, eng_conv_run_ref, 0,
-     eng_conv_run, eng_conv_state_destroy},
-};
-const size_t eng_ops__n_conv = sizeof eng_ops__conv / sizeof eng_ops__conv[0];

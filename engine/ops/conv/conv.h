@@ -4,7 +4,7 @@
 // ceil_mode, output_shape) in one geometry function that every backend can
 // reuse, and execution through oneDNN (conv_dnnl.h) with the plain loops of
 // kernels/conv/k_conv.h as the stateless reference. Registered through
-// engine/ops/families.h (eng_ops__conv, conv.c).
+// engine/ops/families.h (eng_ops__conv, conv_table.c).
 #ifndef INFERD_ENGINE_OPS_CONV_H
 #define INFERD_ENGINE_OPS_CONV_H
 
@@ -78,7 +78,7 @@ int eng_conv_dnnl_ctx(struct eng_op_state *st, struct eng_dnnl_ctx **out, err *e
 int eng_conv_window(const eng_conv_attrs *a, const eng_tensor *x, const eng_tensor *w,
                     k_window *g, err *e);
 
-// Col2Im, MaxUnpool and CausalConvWithState (col2im.c), listed in conv.c's table.
+// Col2Im, MaxUnpool and CausalConvWithState (col2im.c), listed in conv_table.c.
 // Col2Im's and MaxUnpool's parse is op_parse_node (ops_common.h: keeps the node).
 int eng_ops__infer_col2im(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                           int n_out, err *e);
@@ -94,5 +94,23 @@ int eng_ops__infer_causal_conv(const struct eng_op_params *p, const eng_tensor *
                                int n_out, err *e);
 int eng_ops__run_causal_conv(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                              int n_out, err *e);
+
+// LpPool (conv.c), listed in conv_table.c.
+int eng_ops__parse_lppool(const eng_graph *g, const eng_node *n, int opset, struct eng_op_params *p, err *e);
+int eng_ops__infer_lppool(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                          err *e);
+int eng_ops__run_lppool(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                        err *e);
+
+// QLinearConv and ConvInteger (qconv.c), listed in conv_table.c: Conv's
+// parser and window with W at its input index; p->mode 1 QLinearConv, 2 ConvInteger.
+int eng_qconv_parse(const eng_graph *g, const eng_node *n, int opset, struct eng_op_params *p, err *e);
+int eng_qconv_infer(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                    err *e);
+int eng_qconv_run_ref(const struct eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                      err *e);
+int eng_qconv_run(struct eng_op_state *st, const struct eng_op_params *p, const eng_tensor *in, int n_in,
+                  eng_tensor *out, int n_out, err *e);
+void eng_qconv_state_destroy(void *node_state);
 
 #endif

@@ -846,6 +846,7 @@ const eng_op_def eng_ops__elem[] = {
     {"DynamicQuantizeLinear", 1, 1, 1, 3, 0, op_parse_none, eng_ops__infer_dynquant, eng_ops__run_dynquant, 0, NULL, NULL},
     {"MatMulInteger", 2, 4, 1, 1, 0, op_parse_none, eng_ops__infer_matmul_int, eng_ops__run_matmul_int, 0, NULL, NULL},
     {"QLinearMatMul", 8, 8, 1, 1, 0, eng_ops__parse_qlinear_matmul, eng_ops__infer_matmul_int, eng_ops__run_matmul_int, 0, NULL, NULL},
+    {ENG_QLINEAR_GEMM_OP, 8, 9, 1, 1, 0, eng_ops__parse_qlinear_matmul, eng_ops__infer_matmul_int, eng_ops__run_matmul_int, 0, NULL, NULL},
     {"Equal", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_eq, infer_compare, run_compare, 0, NULL, NULL},
     {"Less", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_lt, infer_compare, run_compare, 0, NULL, NULL},
     {"LessOrEqual", 2, 2, 1, 1, ENG_OP_ELEMWISE, parse_le, infer_compare, run_compare, 0, NULL, NULL},

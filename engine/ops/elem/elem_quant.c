@@ -2,10 +2,16 @@
 // QuantizeLinear and DequantizeLinear (per tensor, per axis, per block; the
 // integer types of k_quant_takes), DynamicQuantizeLinear, and the integer
 // products MatMulInteger and QLinearMatMul (per-tensor scales and zero
-// points; batch dims equal, or B 2-D). elem.c's table lists them; no CUDA
-// path yet.
+// points, B's per column too; batch dims equal, or B 2-D; A 1-D with B 2-D), 8-bit A by INT8 B
+// through oneDNN's int8 GEMM (engine/cpu/qgemm_dnnl.c), other types through
+// k_matmul_int; and inferd.QLinearGemm, QLinearMatMul plus an INT32 bias
+// (graph_pass_qdq.c makes it of a QDQ Gemm; fast path types only). elem.c's
+// table lists them; no CUDA path yet.
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "engine/cpu/qgemm_dnnl.h"
 #include "engine/ops/elem/elem_internal.h"
 #include "engine/ops/ops_common.h"
 #include "kernels/k_ref.h"
@@ -34,7 +40,8 @@ static int layout_of(const eng_op_params *p, const eng_tensor *x, const eng_tens
   memset(l, 0, sizeof *l);
   int64_t ns = eng_numel(scale->ndims, scale->dims);
   l->outer = op_numel(x), l->len = 1, l->inner = 1;
-  if (zp && (zp->ndims != scale->ndims || eng_numel(zp->ndims, zp->dims) != ns))
+  // one element is one element whatever its rank (onnxruntime's quantizer writes a [1] scale with a scalar zero point)
+  if (zp && (eng_numel(zp->ndims, zp->dims) != ns || (ns != 1 && zp->ndims != scale->ndims)))
     return err_set(e, ERR_INVALID_ARGUMENT, "the zero point must have the scale's shape");
   if (p->start <= 0 && ns == 1 && scale->ndims <= 1) return 0;  // per tensor
   int64_t ax;
@@ -145,7 +152,14 @@ typedef struct mm_dims {
 } mm_dims;
 
 static int mm_dims_of(const eng_tensor *a, const eng_tensor *b, mm_dims *d, err *e) {
-  if (a->ndims < 2 || b->ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: 1-D operands");
+  if (a->ndims == 1 && b->ndims == 2) {  // numpy's rule: [k] as [1, k], the 1 dropped again: y [n]
+    eng_tensor a2 = *a;
+    a2.ndims = 2, a2.dims[0] = 1, a2.dims[1] = a->dims[0];
+    TRY(mm_dims_of(&a2, b, d, e));
+    d->nd = 1, d->y[0] = (int64_t)d->n;
+    return 0;
+  }
+  if (a->ndims < 2 || b->ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: 1-D B, or 1-D A with B of rank 3 or more");
   d->m = (size_t)a->dims[a->ndims - 2], d->k = (size_t)a->dims[a->ndims - 1], d->n = (size_t)b->dims[b->ndims - 1];
   if ((size_t)b->dims[b->ndims - 2] != d->k) return err_set(e, ERR_INVALID_ARGUMENT, "inner dims differ");
   size_t ab = (size_t)op_prod(a->dims, 0, a->ndims - 2);
@@ -182,7 +196,7 @@ static int scalar_of(const eng_tensor *t, const char *what, double *v, err *e) {
 
 int eng_ops__infer_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                               err *e) {
-  (void)n_in, (void)n_out;
+  (void)n_out;
   int q = p->mode;
   const eng_tensor *a = &in[0], *b = &in[q ? 3 : 1];
   k_elem ka, kb, ky = K_I32;
@@ -195,8 +209,59 @@ int eng_ops__infer_matmul_int(const eng_op_params *p, const eng_tensor *in, int 
   }
   mm_dims d;
   TRY(mm_dims_of(a, b, &d, e));
+  if (q == 2) {  // inferd.QLinearGemm: the fast path's types, and an INT32 bias of n (or none)
+    if ((ka != K_U8 && ka != K_I8) || kb != K_I8)
+      return err_set(e, ERR_INVALID_ARGUMENT, "inferd.QLinearGemm takes 8-bit A and INT8 B");
+    if (op_given(in, n_in, 8) && (in[8].dt != DT_INT32 || op_numel(&in[8]) != d.n))
+      return err_set(e, ERR_INVALID_ARGUMENT, "inferd.QLinearGemm's bias must be INT32 of %zu", d.n);
+  }
   op_set_out(&out[0], yt, d.nd, d.y);
   return 0;
+}
+
+// A per-column parameter (b_scale, b_zero_point): one element, or n as a
+// 1-D tensor; into *col (malloc'd, n values) when per column, else *v.
+static int column_of(const eng_tensor *t, size_t n, const char *what, double *v, double **col, err *e) {
+  *col = NULL;
+  if (op_numel(t) == 1) return scalar_of(t, what, v, e);
+  if (t->ndims != 1 || (size_t)t->dims[0] != n)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported: %s must be one element or one per column of B (%zu)", what, n);
+  if (!(*col = malloc(n * sizeof **col))) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    eng_tensor one = *t;
+    one.ndims = 0;
+    one.data = (char *)t->data + i * dtype_size(t->dt);
+    int rc = scalar_of(&one, what, &(*col)[i], e);
+    if (rc) {
+      free(*col);
+      *col = NULL;
+      return rc;
+    }
+  }
+  return 0;
+}
+
+// The fast path (8-bit a, INT8 b with no zero point): oneDNN's int8 GEMM per
+// batch (engine/cpu/qgemm_dnnl.c), then QLinearMatMul's requantization per
+// column (k_requantize, the multipliers in FP32 as above).
+static int matmul_fast(eng_tensor *out, const void *a, int a_signed, int32_t azp, const int8_t *b, const mm_dims *d,
+                       k_elem ky, double mul, const double *mul_col, double yzp, const int32_t *bias, err *e) {
+  size_t rows = d->batch * d->m, ny = rows * d->n;
+  int32_t *acc = ky == K_I32 ? out[0].data : malloc((ny ? ny : 1) * sizeof *acc);
+  float *mf = malloc((mul_col ? d->n : 1) * sizeof *mf);
+  int rc = !acc || !mf ? err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory") : 0;
+  for (size_t bi = 0; !rc && bi < d->batch; bi++)
+    rc = eng_dnnl_qgemm(acc + bi * d->m * d->n, (const int8_t *)a + bi * d->a_bs, a_signed, azp, b + bi * d->b_bs, d->m,
+                        d->k, d->n, e);
+  for (size_t c = 0; !rc && ky != K_I32 && c < (mul_col ? d->n : 1); c++)
+    if (!isfinite(mf[c] = (float)(mul_col ? mul_col[c] : mul)))
+      rc = err_set(e, ERR_INVALID_ARGUMENT, "a_scale * b_scale / y_scale is not a finite number (column %zu)", c);
+  if (!rc && ky != K_I32) {
+    k_requantize(out[0].data, ky, acc, bias, mf, mul_col != NULL, (int32_t)yzp, rows, d->n, 1);
+  }
+  if (acc != out[0].data) free(acc);
+  free(mf);
+  return rc;
 }
 
 int eng_ops__run_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
@@ -209,29 +274,41 @@ int eng_ops__run_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_
   TRY(int_elem(b->dt, &kb, "B", e));
   mm_dims d;
   TRY(mm_dims_of(a, b, &d, e));
-  double azp = 0, bzp = 0, mul = 0, yzp = 0;
+  double azp = 0, bzp = 0, mul = 0, yzp = 0, *bzp_col = NULL, *bs_col = NULL;
+  int rc = 0;
   if (q) {
-    double as, bs, ys;
+    double as, bs = 0, ys;
     TRY(int_elem(out[0].dt, &ky, "y", e));
     TRY(scalar_of(&in[1], "a_scale", &as, e));
     TRY(scalar_of(&in[2], "a_zero_point", &azp, e));
-    TRY(scalar_of(&in[4], "b_scale", &bs, e));
-    TRY(scalar_of(&in[5], "b_zero_point", &bzp, e));
     TRY(scalar_of(&in[6], "y_scale", &ys, e));
     TRY(scalar_of(&in[7], "y_zero_point", &yzp, e));
-    mul = as * bs / ys;
+    rc = column_of(&in[4], d.n, "b_scale", &bs, &bs_col, e);
+    if (!rc) rc = column_of(&in[5], d.n, "b_zero_point", &bzp, &bzp_col, e);
+    // the multiplier in FP32, as onnxruntime computes it
+    for (size_t c = 0; !rc && bs_col && c < d.n; c++) bs_col[c] = (double)((float)as * (float)bs_col[c] / (float)ys);
+    mul = (double)((float)as * (float)bs / (float)ys);
+    if (!rc && !bs_col && mul == 0.0) mul = 1e-300;  // a zero scale still requantizes (to y_zero_point)
   } else {
     if (op_given(in, n_in, 2)) TRY(scalar_of(&in[2], "a_zero_point", &azp, e));
-    if (op_given(in, n_in, 3)) TRY(scalar_of(&in[3], "b_zero_point", &bzp, e));
+    if (op_given(in, n_in, 3)) rc = column_of(&in[3], d.n, "b_zero_point", &bzp, &bzp_col, e);
   }
-  if (k_matmul_int(out[0].data, ky, a->data, ka, b->data, kb, azp, bzp, d.batch, d.a_bs, d.b_bs, d.m, d.k, d.n, mul,
-                   yzp) != 0)
-    return err_set(e, ERR_INTERNAL, "no integer MatMul of these types");
-  return 0;
+  int b_zero = bzp == 0.0;
+  for (size_t c = 0; bzp_col && c < d.n; c++) b_zero &= bzp_col[c] == 0.0;
+  const int32_t *bias = q == 2 && op_given(in, n_in, 8) ? in[8].data : NULL;
+  if (!rc && q == 2 && !b_zero) rc = err_set(e, ERR_INVALID_ARGUMENT, "inferd.QLinearGemm takes no B zero point");
+  if (!rc && (ka == K_U8 || ka == K_I8) && kb == K_I8 && b_zero && (ky == K_I32 || ky == K_U8 || ky == K_I8))
+    rc = matmul_fast(out, a->data, ka == K_I8, (int32_t)azp, b->data, &d, ky, mul, bs_col, yzp, bias, e);
+  else if (!rc && k_matmul_int(out[0].data, ky, a->data, ka, b->data, kb, azp, bzp, bzp_col, d.batch, d.a_bs, d.b_bs,
+                               d.m, d.k, d.n, mul, bs_col, yzp) != 0)
+    rc = err_set(e, ERR_INTERNAL, "no integer MatMul of these types");
+  free(bzp_col);
+  free(bs_col);
+  return rc;
 }
 
 int eng_ops__parse_qlinear_matmul(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
-  (void)g, (void)n, (void)opset, (void)e;
-  p->mode = 1;
+  (void)g, (void)opset, (void)e;
+  p->mode = strcmp(n->op_type, ENG_QLINEAR_GEMM_OP) == 0 ? 2 : 1;
   return 0;
 }

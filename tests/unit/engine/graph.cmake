@@ -48,3 +48,5 @@ target_compile_definitions(test_attn_qkv PRIVATE ATTN_ZOO="${_attn_zoo}")
 # STRING tensors: the plan's edges, Cast to and from STRING, the index ops on strings, GPU refusal.
 inferd_unit_test(test_strings SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_strings.c
   LIBS inferd_model inferd_config ${_graph_libs} Threads::Threads)
+# The integer convolution: k_qconv.c, k_requantize and the oneDNN int8 path (test_qconv.c).
+inferd_unit_test(test_qconv SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_qconv.c LIBS inferd_cpu_prims inferd_kernels inferd_base)

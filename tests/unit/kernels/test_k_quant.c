@@ -63,14 +63,14 @@ static void test_matmul(void) {
   // [2, 2] x [2, 2], zero points 1 and 2
   uint8_t a[4] = {2, 3, 4, 5}, b[4] = {3, 4, 5, 6};
   int32_t y[4];
-  CHECK_EQ_INT(k_matmul_int(y, K_I32, a, K_U8, b, K_U8, 1, 2, 1, 0, 0, 2, 2, 2, 0, 0), 0);
+  CHECK_EQ_INT(k_matmul_int(y, K_I32, a, K_U8, b, K_U8, 1, 2, NULL, 1, 0, 0, 2, 2, 2, 0, NULL, 0), 0);
   // (a-1) = [1 2; 3 4], (b-2) = [1 2; 3 4]: product [7 10; 15 22]
   CHECK(y[0] == 7 && y[1] == 10 && y[2] == 15 && y[3] == 22);
   int8_t q[4];
   // QLinearMatMul: round(sum * 0.5) + 3, saturated to INT8
-  CHECK_EQ_INT(k_matmul_int(q, K_I8, a, K_U8, b, K_U8, 1, 2, 1, 0, 0, 2, 2, 2, 0.5, 3), 0);
+  CHECK_EQ_INT(k_matmul_int(q, K_I8, a, K_U8, b, K_U8, 1, 2, NULL, 1, 0, 0, 2, 2, 2, 0.5, NULL, 3), 0);
   CHECK(q[0] == 7 && q[1] == 8 && q[2] == 11 && q[3] == 14);  // 3.5 -> 4, 7.5 -> 8
-  CHECK_EQ_INT(k_matmul_int(q, K_F32, a, K_U8, b, K_U8, 0, 0, 1, 0, 0, 2, 2, 2, 0.5, 0), -1);
+  CHECK_EQ_INT(k_matmul_int(q, K_F32, a, K_U8, b, K_U8, 0, 0, NULL, 1, 0, 0, 2, 2, 2, 0.5, NULL, 0), -1);
 }
 
 int main(void) {

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Quantized (QDQ) models on the GPU machine: its host CPU (likely with VNNI, where inferd's int8 convolutions
+run unsplit) and its GPU instances. Needs no pytest or tritonclient (the device venv has onnx, onnxruntime,
+numpy): KServe REST through tests/models/zoo/check_families.py's rest_infer.
+
+For each model (bench_qdq.py's conv stack quantized with full-range and 7-bit weights, and a QDQ MLP):
+- KIND_CPU: the output against onnxruntime with graph optimizations off (the QDQ graph as written) within
+  one output quantization step, most outputs equal; then fastest-of-RUNS times at batch 1 and 4 for the
+  FP32 original and the INT8 models, onnxruntime beside them.
+- KIND_GPU: whether it loads. The CUDA plan has no QuantizeLinear, DequantizeLinear, QLinearConv,
+  QLinearMatMul, ConvInteger or MatMulInteger, so the expected answer is a refusal at load naming the op
+  (no crash); anything else is printed as found.
+Prints a table and one line per check; exit status 0 when every CPU check holds and no GPU load crashed.
+
+    device_qdq.py INFERD_BIN [--runs 20]
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "models", "zoo"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
+import bench_qdq  # noqa: E402
+import check_families  # noqa: E402
+import inferd_testlib as lib  # noqa: E402
+
+
+def mlp(path):
+    rng = np.random.default_rng(9)
+    w = {"M1": rng.standard_normal((256, 512)) * 0.06, "A1": rng.standard_normal(512) * 0.1,
+         "M2": rng.standard_normal((512, 64)) * 0.05}
+    nodes = [helper.make_node("MatMul", ["x", "M1"], ["h"]), helper.make_node("Add", ["h", "A1"], ["b"]),
+             helper.make_node("Relu", ["b"], ["r"]), helper.make_node("MatMul", ["r", "M2"], ["y"])]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 256])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 64])],
+                          [numpy_helper.from_array(v.astype(np.float32), k) for k, v in w.items()])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def quantize_mlp(src, dst):
+    from onnxruntime import quantization as q
+
+    class Calib(q.CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(2)
+            self.it = iter([{"x": rng.standard_normal((4, 256)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    q.quantize_static(src, dst, Calib(), quant_format=q.QuantFormat.QDQ, per_channel=True,
+                      activation_type=q.QuantType.QUInt8, weight_type=q.QuantType.QInt8)
+
+
+def step_of(path):
+    m = onnx.load(path)
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    dq = [n for n in m.graph.node if m.graph.output[0].name in n.output][0]
+    return float(inits[dq.input[1]]) if dq.op_type == "DequantizeLinear" else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("inferd")
+    ap.add_argument("--runs", type=int, default=20)
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="device_qdq_")
+    src = os.path.join(work, "src")
+    os.makedirs(src)
+    files = {"conv_fp32": os.path.join(src, "conv_fp32.onnx"), "mlp_fp32": os.path.join(src, "mlp_fp32.onnx")}
+    bench_qdq.fp32_model(files["conv_fp32"])
+    mlp(files["mlp_fp32"])
+    for name, rr in (("conv_int8", False), ("conv_int8_7bit", True)):
+        files[name] = os.path.join(src, name + ".onnx")
+        bench_qdq.quantized(files["conv_fp32"], files[name], rr)
+    files["mlp_int8"] = os.path.join(src, "mlp_int8.onnx")
+    quantize_mlp(files["mlp_fp32"], files["mlp_int8"])
+    ok = True
+    for kind in ("CPU", "GPU"):
+        repo = os.path.join(work, "repo_" + kind.lower())
+        for name, path in files.items():
+            os.makedirs(os.path.join(repo, name, "1"))
+            onnx.save(onnx.load(path), os.path.join(repo, name, "1", "model.onnx"))
+            with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
+                f.write("instance_group [{ kind: KIND_%s }]\n" % kind)
+        srv = lib.ServerProcess(repo, binary=os.path.abspath(a.inferd)).start()
+        try:
+            for line in srv.lines:
+                if "QDQ" in line or "cpu isa" in line.lower():
+                    print(line)
+            for name, path in files.items():
+                st, _, _ = lib.http_call(srv, "GET", "/v2/models/%s/ready" % name)
+                if kind == "GPU":
+                    print("GPU %-16s %s" % (name, "loads" if st == 200 else "refused: " + check_families.load_error(srv, name)))
+                    continue
+                if st != 200:
+                    print("CPU %-16s FAILED to load: %s" % (name, check_families.load_error(srv, name)))
+                    ok = False
+                    continue
+                o = ort.SessionOptions()
+                o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+                exact = ort.InferenceSession(path, o, providers=["CPUExecutionProvider"])
+                deployed = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+                shape = [d if isinstance(d, int) else 1 for d in exact.get_inputs()[0].shape]
+                step = step_of(path)
+                for b in (1, 4):
+                    x = np.random.default_rng(b).standard_normal([b] + shape[1:]).astype(np.float32)
+                    y = check_families.rest_infer(srv, name, {"x": x})["y"]
+                    want = exact.run(None, {"x": x})[0]
+                    d = float(np.abs(y.astype(np.float64) - want).max())
+                    if step:  # quantized: one output step, most equal
+                        eq = float((np.abs(y - want) <= step * 1e-3).mean())
+                        good = d <= step * 1.0001 and eq >= 0.9
+                        print("CPU %-16s batch %d: %.3g apart (one step %.3g), %.1f%% equal: %s"
+                              % (name, b, d, step, 100 * eq, "ok" if good else "WRONG"))
+                    else:
+                        good = d <= 1e-3 * max(1.0, float(np.abs(want).max()))
+                        print("CPU %-16s batch %d: %.3g from onnxruntime: %s" % (name, b, d, "ok" if good else "WRONG"))
+                    ok &= good
+                    fns = {"inferd": lambda: check_families.rest_infer(srv, name, {"x": x}),
+                           "ort": lambda: deployed.run(None, {"x": x})}
+                    t = bench_qdq.timed(fns, a.runs)
+                    print("    time batch %d: inferd %.2f ms, onnxruntime %.2f ms (fastest of %d)"
+                          % (b, t["inferd"][0], t["ort"][0], a.runs))
+        finally:
+            srv.stop()
+            if srv.returncode not in (0, None) or srv.sanitizer_lines():
+                print("%s server exit %r" % (kind, srv.returncode))
+                ok = ok and kind == "GPU" and srv.returncode == 0
+    print("ALL OK" if ok else "SOME CHECKS FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
