@@ -248,8 +248,8 @@ static int has_string_io(const Inference__ModelConfig *c) {
   return 0;
 }
 
-void config_resolve_kinds(Inference__ModelConfig *c, int n_gpus) {
-  int gpu = n_gpus > 0 && !has_string_io(c);
+void config_resolve_kinds(Inference__ModelConfig *c, int n_gpus, size_t n_cpu_only_nodes) {
+  int gpu = n_gpus > 0 && !has_string_io(c) && n_cpu_only_nodes == 0;
   for (size_t i = 0; i < c->n_instance_group; i++)
     if (c->instance_group[i]->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO)
       c->instance_group[i]->kind =

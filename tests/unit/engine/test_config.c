@@ -597,12 +597,12 @@ static void test_no_auto_complete(void) {
 static void test_resolve_kinds(void) {
   Inference__ModelConfig *c = parse("name: 'm' instance_group [{ kind: KIND_AUTO }, { kind: KIND_CPU }]");
   if (!c) return;
-  config_resolve_kinds(c, 0);
+  config_resolve_kinds(c, 0, 0);
   CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
   config_free(c);
   c = parse("name: 'm' instance_group [{ kind: KIND_AUTO }, { kind: KIND_CPU }]");
   if (!c) return;
-  config_resolve_kinds(c, 2);
+  config_resolve_kinds(c, 2, 0);
   CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
   CHECK_EQ_INT(c->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
   config_free(c);
@@ -610,15 +610,30 @@ static void test_resolve_kinds(void) {
   c = parse("name: 'm' input [{ name: 'I' data_type: TYPE_STRING dims: [16] }] "
             "output [{ name: 'O' data_type: TYPE_INT32 dims: [16] }] instance_group [{ kind: KIND_AUTO }]");
   if (!c) return;
-  config_resolve_kinds(c, 1);
+  config_resolve_kinds(c, 1, 0);
   CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
   config_free(c);
   c = parse("name: 'm' output [{ name: 'O' data_type: TYPE_STRING dims: [16] }] "
             "instance_group [{ kind: KIND_AUTO }, { kind: KIND_GPU }]");
   if (!c) return;
-  config_resolve_kinds(c, 1);
+  config_resolve_kinds(c, 1, 0);
   CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
   CHECK_EQ_INT(c->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);  // asked for: refused at load
+  config_free(c);
+  // a graph with ai.onnx.ml nodes (no GPU path) keeps KIND_AUTO on the CPU; KIND_GPU stays as asked
+  c = parse("name: 'm' input [{ name: 'X' data_type: TYPE_FP32 dims: [4] }] "
+            "output [{ name: 'Y' data_type: TYPE_INT64 dims: [1] }] instance_group [{ kind: KIND_AUTO }, { kind: KIND_GPU }]");
+  if (!c) return;
+  config_resolve_kinds(c, 2, 1);
+  CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+  CHECK_EQ_INT(c->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
+  config_free(c);
+  // the same config without such nodes goes to the GPU
+  c = parse("name: 'm' input [{ name: 'X' data_type: TYPE_FP32 dims: [4] }] "
+            "output [{ name: 'Y' data_type: TYPE_INT64 dims: [1] }] instance_group [{ kind: KIND_AUTO }]");
+  if (!c) return;
+  config_resolve_kinds(c, 2, 0);
+  CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
   config_free(c);
 }
 

@@ -1,0 +1,165 @@
+"""scikit-learn models through the real server (issue 34, the ai.onnx.ml domain): small models trained
+on the fly (a random forest and gradient boosting, classifier and regressor each, a decision tree, a
+logistic regression binary and multiclass, a StandardScaler + logistic regression pipeline, a
+Normalizer + linear regression pipeline), converted with skl2onnx without ZipMap, served without
+config.pbtxt as users do, and asked through tritonclient gRPC and HTTP; labels must equal
+onnxruntime's on the same model file exactly, probabilities and predictions within 1e-5. A model
+converted with ZipMap (the converter's default) is refused at load with a message naming the option
+that leaves it out. Seconds: the models are tiny."""
+
+import os
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+import inferd_testlib as lib
+
+sklearn = pytest.importorskip("sklearn")
+skl2onnx = pytest.importorskip("skl2onnx")
+
+from skl2onnx import to_onnx  # noqa: E402
+from sklearn.ensemble import (GradientBoostingClassifier, GradientBoostingRegressor,  # noqa: E402
+                              RandomForestClassifier, RandomForestRegressor)
+from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import Normalizer, StandardScaler  # noqa: E402
+from sklearn.tree import DecisionTreeClassifier  # noqa: E402
+
+F = 6  # features
+OPSET = {"": 17, "ai.onnx.ml": 3}
+
+
+def _data(seed, n=200, classes=3):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, F)).astype(np.float32)
+    score = x[:, 0] * 1.5 - x[:, 1] + 0.5 * x[:, 2] * x[:, 3]
+    if classes == 0:
+        return x, (score + 0.1 * rng.normal(size=n)).astype(np.float32)
+    edges = np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1])
+    return x, np.digitize(score, edges).astype(np.int64)
+
+
+def _models():
+    """{name: (fitted model, is_classifier)}"""
+    out = {}
+    x3, y3 = _data(1)
+    x2, y2 = _data(2, classes=2)
+    xr, yr = _data(3, classes=0)
+    out["rf_cls"] = (RandomForestClassifier(n_estimators=8, max_depth=5, random_state=0).fit(x3, y3), True)
+    out["rf_cls_bin"] = (RandomForestClassifier(n_estimators=8, max_depth=4, random_state=0).fit(x2, y2), True)
+    out["gb_cls"] = (GradientBoostingClassifier(n_estimators=10, max_depth=3, random_state=0).fit(x3, y3), True)
+    out["gb_cls_bin"] = (GradientBoostingClassifier(n_estimators=10, max_depth=3, random_state=0).fit(x2, y2), True)
+    out["dt_cls"] = (DecisionTreeClassifier(max_depth=6, random_state=0).fit(x3, y3), True)
+    out["rf_reg"] = (RandomForestRegressor(n_estimators=8, max_depth=5, random_state=0).fit(xr, yr), False)
+    out["gb_reg"] = (GradientBoostingRegressor(n_estimators=12, max_depth=3, random_state=0).fit(xr, yr), False)
+    out["logreg"] = (LogisticRegression(max_iter=500).fit(x3, y3), True)
+    out["logreg_bin"] = (LogisticRegression(max_iter=500).fit(x2, y2), True)
+    out["scaler_logreg"] = (make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)).fit(x3 * 3 + 1, y3), True)
+    out["norm_linreg"] = (make_pipeline(Normalizer(norm="l2"), LinearRegression()).fit(xr, yr), False)
+    return out
+
+
+def _convert(model, zipmap):
+    opts = {id(model): {"zipmap": False}} if not zipmap else None
+    if not zipmap and hasattr(model, "steps"):
+        opts = {id(model.steps[-1][1]): {"zipmap": False}}
+    return to_onnx(model, np.zeros((1, F), np.float32), target_opset=OPSET, options=opts)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("sklearn_repo"))
+    models = _models()
+    for name, (m, _) in models.items():
+        os.makedirs(os.path.join(d, name, "1"))
+        with open(os.path.join(d, name, "1", "model.onnx"), "wb") as f:
+            f.write(_convert(m, zipmap=False).SerializeToString())
+    m = models["rf_cls"][0]
+    os.makedirs(os.path.join(d, "rf_zipmap", "1"))
+    with open(os.path.join(d, "rf_zipmap", "1", "model.onnx"), "wb") as f:
+        f.write(to_onnx(m, np.zeros((1, F), np.float32), target_opset=OPSET).SerializeToString())
+    return d, {k: v[1] for k, v in models.items()}
+
+
+@pytest.fixture(scope="module")
+def srv(repo):
+    yield from lib.served(repo[0], ["--model-control-mode", "explicit", "--strict-readiness", "false"])
+
+
+@pytest.fixture(scope="module")
+def gc(srv):
+    yield from lib.grpc_client(srv)
+
+
+def _rows(seed, n):
+    x = np.random.default_rng(seed).normal(size=(n, F)).astype(np.float32)
+    x[0] = 0.0  # splits at exact thresholds are common at zero
+    return x
+
+
+def _compare(repo_dir, name, got):
+    sess = ort.InferenceSession(os.path.join(repo_dir, name, "1", "model.onnx"), providers=["CPUExecutionProvider"])
+    outs = [o.name for o in sess.get_outputs()]
+    return sess, outs
+
+
+def _check(name, is_cls, outs, ref, got):
+    for o, r in zip(outs, ref):
+        g = got[o]
+        assert g is not None, "%s: output %s missing" % (name, o)
+        assert tuple(g.shape) == tuple(r.shape), "%s/%s: shape %s, onnxruntime %s" % (name, o, g.shape, r.shape)
+        if r.dtype == np.int64:
+            assert g.dtype == np.int64
+            np.testing.assert_array_equal(g, r, err_msg="%s: labels differ from onnxruntime's" % name)
+        else:
+            np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5, err_msg="%s/%s" % (name, o))
+
+
+@pytest.mark.parametrize("name", ["rf_cls", "rf_cls_bin", "gb_cls", "gb_cls_bin", "dt_cls", "rf_reg", "gb_reg",
+                                  "logreg", "logreg_bin", "scaler_logreg", "norm_linreg"])
+def test_grpc_matches_onnxruntime(gc, repo, name):
+    repo_dir, kinds = repo
+    gc.load_model(name)
+    assert gc.is_model_ready(name)
+    sess, outs = _compare(repo_dir, name, None)
+    x = _rows(hash(name) % 1000, 37)
+    ref = sess.run(outs, {"X": x})
+    inp = grpcclient.InferInput("X", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    res = gc.infer(name, [inp], outputs=[grpcclient.InferRequestedOutput(o) for o in outs])
+    _check(name, kinds[name], outs, ref, {o: res.as_numpy(o) for o in outs})
+    if kinds[name]:
+        # the labels are not all one class: the comparison means something
+        assert len(set(ref[0].tolist())) > 1, name
+
+
+def test_http_and_single_rows(srv, gc, repo):
+    """One row at a time over HTTP (the batcher may join them) equals the whole batch's answer."""
+    repo_dir, _ = repo
+    name = "gb_cls"
+    gc.load_model(name)
+    sess, outs = _compare(repo_dir, name, None)
+    x = _rows(7, 5)
+    ref = sess.run(outs, {"X": x})
+    hc = httpclient.InferenceServerClient(srv.http_url[len("http://"):])
+    try:
+        for i in range(len(x)):
+            inp = httpclient.InferInput("X", [1, F], "FP32")
+            inp.set_data_from_numpy(x[i:i + 1], binary_data=False)
+            res = hc.infer(name, [inp])
+            assert res.as_numpy(outs[0]).tolist() == ref[0][i:i + 1].tolist()
+            np.testing.assert_allclose(res.as_numpy(outs[1]), ref[1][i:i + 1], rtol=1e-5, atol=1e-5)
+    finally:
+        hc.close()
+
+
+def test_zipmap_refused_with_the_fix(gc):
+    with pytest.raises(InferenceServerException) as ei:
+        gc.load_model("rf_zipmap")
+    msg = str(ei.value)
+    assert "ZipMap" in msg and "'zipmap': False" in msg, msg
+    assert not gc.is_model_ready("rf_zipmap")
