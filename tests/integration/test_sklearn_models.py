@@ -63,10 +63,9 @@ def _models():
     return out
 
 
-def _convert(model, zipmap):
-    opts = {id(model): {"zipmap": False}} if not zipmap else None
-    if not zipmap and hasattr(model, "steps"):
-        opts = {id(model.steps[-1][1]): {"zipmap": False}}
+def _convert(model, is_cls):
+    last = model.steps[-1][1] if hasattr(model, "steps") else model
+    opts = {id(last): {"zipmap": False}} if is_cls else None
     return to_onnx(model, np.zeros((1, F), np.float32), target_opset=OPSET, options=opts)
 
 
@@ -74,10 +73,10 @@ def _convert(model, zipmap):
 def repo(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("sklearn_repo"))
     models = _models()
-    for name, (m, _) in models.items():
+    for name, (m, is_cls) in models.items():
         os.makedirs(os.path.join(d, name, "1"))
         with open(os.path.join(d, name, "1", "model.onnx"), "wb") as f:
-            f.write(_convert(m, zipmap=False).SerializeToString())
+            f.write(_convert(m, is_cls).SerializeToString())
     m = models["rf_cls"][0]
     os.makedirs(os.path.join(d, "rf_zipmap", "1"))
     with open(os.path.join(d, "rf_zipmap", "1", "model.onnx"), "wb") as f:
@@ -87,7 +86,8 @@ def repo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def srv(repo):
-    yield from lib.served(repo[0], ["--model-control-mode", "explicit", "--strict-readiness", "false"])
+    yield from lib.served(repo[0], ["--model-control-mode", "explicit", "--strict-readiness", "false",
+                                   "--default-max-batch-size", "64"])
 
 
 @pytest.fixture(scope="module")
