@@ -281,18 +281,22 @@ static int copy_attrs(eng_node *n, const Onnx__NodeProto *np, const src_dir *dir
       memcpy(d->ints, a->ints, a->n_ints * sizeof(int64_t));
       d->n_ints = a->n_ints;
     }
-    if (a->n_strings) {
-      d->strings = calloc(a->n_strings, sizeof *d->strings);
+    // a STRING tensor attribute (LabelEncoder's keys_tensor) is kept as its strings
+    int str_t = a->t && dtype_from_onnx(a->t->data_type) == DT_STRING;
+    size_t ns = str_t ? a->t->n_string_data : a->n_strings;
+    const ProtobufCBinaryData *ss = str_t ? a->t->string_data : a->strings;
+    if (ns) {
+      d->strings = calloc(ns, sizeof *d->strings);
       if (!d->strings) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-      d->n_strings = a->n_strings;
-      for (size_t k = 0; k < a->n_strings; k++) {
-        d->strings[k] = malloc(a->strings[k].len + 1);
+      d->n_strings = ns;
+      for (size_t k = 0; k < ns; k++) {
+        d->strings[k] = malloc(ss[k].len + 1);
         if (!d->strings[k]) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-        if (a->strings[k].len) memcpy(d->strings[k], a->strings[k].data, a->strings[k].len);
-        d->strings[k][a->strings[k].len] = '\0';
+        if (ss[k].len) memcpy(d->strings[k], ss[k].data, ss[k].len);
+        d->strings[k][ss[k].len] = '\0';
       }
     }
-    if (a->t) {  // ConstantOfShape's value
+    if (a->t && !str_t) {  // ConstantOfShape's value
       d->t = calloc(1, sizeof *d->t);
       if (!d->t) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
       if (tensor_from_proto(a->t, dir, d->t, e) != 0)

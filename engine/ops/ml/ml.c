@@ -2,7 +2,7 @@
 // ENG_ML_PREFIX, CPU only: engine/ops/registry.c), what its files share
 // (ml.h), and the small ops: Binarizer, Scaler, Normalizer and
 // ArrayFeatureExtractor. The tree ensembles are in ml_tree.c, the linear
-// models in ml_linear.c.
+// models in ml_linear.c, LabelEncoder in ml_label.c.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +243,8 @@ const eng_op_def eng_ops__ml[] = {
      eng_ml__run_tree_state, eng_ml__tree_destroy},
     {ML("TreeEnsembleClassifier"), 1, 1, 1, 2, 0, eng_ml__parse_tree_cls, eng_ml__infer_tree, eng_ml__run_tree, 0,
      eng_ml__run_tree_state, eng_ml__tree_destroy},
+    {ML("LabelEncoder"), 1, 1, 1, 1, ENG_OP_ELEMWISE, eng_ml__parse_label, eng_ml__infer_label, eng_ml__run_label,
+     0, NULL, NULL},
     {ML("TreeEnsemble"), 1, 1, 1, 1, 0, eng_ml__parse_tree_te5, eng_ml__infer_tree, eng_ml__run_tree, 0,
      eng_ml__run_tree_state, eng_ml__tree_destroy},
 };
