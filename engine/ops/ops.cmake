@@ -57,5 +57,6 @@ if(INFERD_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/norm/norm_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/resize/resize_cuda.c
-    ${CMAKE_CURRENT_LIST_DIR}/select/select_cuda.c)
+    ${CMAKE_CURRENT_LIST_DIR}/select/select_cuda.c
+    ${CMAKE_CURRENT_LIST_DIR}/ml/ml_cuda.c)
 endif()

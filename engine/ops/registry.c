@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "engine/ops/families.h"
-#include "engine/ops/ml/ml.h"
 #include "engine/ops/ops_common.h"
 #include "engine/ops/ops_table.h"
 
@@ -36,14 +35,9 @@ static const eng_op_def load_ops[] = {
 };
 static const size_t n_load_ops = sizeof load_ops / sizeof load_ops[0];
 
-// The ai.onnx.ml family (engine/ops/ml/, names under ENG_ML_PREFIX) has a
-// CPU path only, so it is listed here rather than in families.h, which
-// both backends expand: a GPU plan refuses its nodes, and KIND_AUTO keeps
-// a model of them on the CPU (engine/repo/config.h).
 
 #define CPU_FAMILY(f) ENG_OPS_FAMILY(f, eng_ops__##f, eng_ops__n_##f),
-static const eng_ops_family cpu_families[] = {ENG_OPS_FAMILIES(CPU_FAMILY) ENG_OPS_FAMILY(ml, eng_ops__ml, eng_ops__n_ml),
-                                              ENG_OPS_FAMILY(load, load_ops, n_load_ops)};
+static const eng_ops_family cpu_families[] = {ENG_OPS_FAMILIES(CPU_FAMILY) ENG_OPS_FAMILY(load, load_ops, n_load_ops)};
 #undef CPU_FAMILY
 
 const eng_op_def *eng_ops_cpu_find(const char *op_type) {

@@ -12,10 +12,6 @@
 #include "engine/ops/ops.h"
 #include "kernels/ml/k_ml.h"
 
-// The family's table (ml.c), which the CPU registry lists (registry.c).
-extern const eng_op_def eng_ops__ml[];
-extern const size_t eng_ops__n_ml;
-
 // X's shape as rows of features: [N, F] or [F] (one row). Error for other ranks or types.
 int eng_ml__rows(const eng_tensor *x, int64_t *rows, int64_t *feats, err *e);
 // X's elements as floats into a buffer the caller frees (X's own when FP32: *owned 0).
