@@ -33,6 +33,7 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/index/index_scatter.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index_space.c
   ${CMAKE_CURRENT_LIST_DIR}/ml/ml.c
+  ${CMAKE_CURRENT_LIST_DIR}/ml/ml_common.c
   ${CMAKE_CURRENT_LIST_DIR}/ml/ml_tree.c
   ${CMAKE_CURRENT_LIST_DIR}/ml/ml_linear.c
   ${CMAKE_CURRENT_LIST_DIR}/ml/ml_label.c

@@ -1,6 +1,6 @@
 // engine/ops/ml/ml.h: what the ai.onnx.ml family's files share (ml.c: the
 // table and the small ops; ml_tree.c: the tree ensembles; ml_linear.c: the
-// linear models). The ops are registered under ENG_ML_PREFIX
+// linear models; ml_label.c: LabelEncoder; ml_common.c: the helpers below). The ops are registered under ENG_ML_PREFIX
 // (engine/graph/graph.h), run on the CPU only, and read X as rows of
 // features in any of FP32 (every float width inside a plan), INT64, INT32.
 #ifndef INFERD_ENGINE_OPS_ML_H
