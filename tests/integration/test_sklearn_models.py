@@ -81,7 +81,39 @@ def repo(tmp_path_factory):
     os.makedirs(os.path.join(d, "rf_zipmap", "1"))
     with open(os.path.join(d, "rf_zipmap", "1", "model.onnx"), "wb") as f:
         f.write(to_onnx(m, np.zeros((1, F), np.float32), target_opset=OPSET).SerializeToString())
+    for name, model in _bad_models().items():
+        os.makedirs(os.path.join(d, name, "1"))
+        with open(os.path.join(d, name, "1", "model.onnx"), "wb") as f:
+            f.write(model.SerializeToString())
     return d, {k: v[1] for k, v in models.items()}
+
+
+def _tree_reg(name, **over):
+    """A TreeEnsembleRegressor of one tree (node 0: x0 <= 0.5 ? leaf 1 : leaf 2) with attributes overridden."""
+    from onnx import TensorProto, helper
+    attrs = dict(nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0],
+                 nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"], nodes_values=[0.5, 0, 0],
+                 nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0], target_treeids=[0, 0],
+                 target_nodeids=[1, 2], target_ids=[0, 0], target_weights=[1.0, 2.0], n_targets=1)
+    attrs.update(over)
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain="ai.onnx.ml", **attrs)
+    g = helper.make_graph([node], name, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, F])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 1])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+
+
+def _bad_models():
+    return {
+        "tree_ok": _tree_reg("tree_ok"),
+        # a branch to a node id the tree does not have: refused at load, naming it
+        "tree_bad_id": _tree_reg("tree_bad_id", nodes_truenodeids=[7, 0, 0]),
+        # a weight on a branch node, and a target outside n_targets: both named
+        "tree_bad_weight": _tree_reg("tree_bad_weight", target_nodeids=[0, 2]),
+        "tree_bad_target": _tree_reg("tree_bad_target", target_ids=[0, 3]),
+        # nodes that lead to each other: the load cannot tell, the request fails saying so
+        "tree_cycle": _tree_reg("tree_cycle", nodes_modes=["BRANCH_LEQ", "BRANCH_LEQ", "LEAF"],
+                                nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[1, 0, 0], target_nodeids=[2, 2]),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +187,37 @@ def test_http_and_single_rows(srv, gc, repo):
             np.testing.assert_allclose(res.as_numpy(outs[1]), ref[1][i:i + 1], rtol=1e-5, atol=1e-5)
     finally:
         hc.close()
+
+
+def test_hand_written_tree(gc):
+    gc.load_model("tree_ok")
+    x = np.array([[0.5] + [0] * (F - 1), [0.75] + [0] * (F - 1)], np.float32)
+    inp = grpcclient.InferInput("X", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    assert gc.infer("tree_ok", [inp]).as_numpy("Y").tolist() == [[1.0], [2.0]]
+
+
+@pytest.mark.parametrize("name,words", [("tree_bad_id", "true node id 7 is not in the tree"),
+                                        ("tree_bad_weight", "which is no LEAF node"),
+                                        ("tree_bad_target", "target_ids[1] = 3 is outside 0..0")])
+def test_bad_trees_refused_at_load(gc, name, words):
+    with pytest.raises(InferenceServerException) as ei:
+        gc.load_model(name)
+    assert words in str(ei.value), str(ei.value)
+    assert not gc.is_model_ready(name)
+
+
+def test_tree_cycle_fails_the_request(srv, gc):
+    gc.load_model("tree_cycle")
+    x = np.zeros((2, F), np.float32)
+    inp = grpcclient.InferInput("X", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    with pytest.raises(InferenceServerException) as ei:
+        gc.infer("tree_cycle", [inp])
+    assert "cycle" in str(ei.value), str(ei.value)
+    assert srv.alive()
+    gc.load_model("tree_ok")  # the server still serves
+    assert gc.is_model_ready("tree_ok")
 
 
 def test_zipmap_refused_with_the_fix(gc):
