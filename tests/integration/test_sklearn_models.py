@@ -81,11 +81,38 @@ def repo(tmp_path_factory):
     os.makedirs(os.path.join(d, "rf_zipmap", "1"))
     with open(os.path.join(d, "rf_zipmap", "1", "model.onnx"), "wb") as f:
         f.write(to_onnx(m, np.zeros((1, F), np.float32), target_opset=OPSET).SerializeToString())
+    for name, model in _onehot_models().items():
+        os.makedirs(os.path.join(d, name, "1"))
+        with open(os.path.join(d, name, "1", "model.onnx"), "wb") as f:
+            f.write(model.SerializeToString())
     for name, model in _bad_models().items():
         os.makedirs(os.path.join(d, name, "1"))
         with open(os.path.join(d, name, "1", "model.onnx"), "wb") as f:
             f.write(model.SerializeToString())
     return d, {k: v[1] for k, v in models.items()}
+
+
+def _cat_data(seed, n=120):
+    rng = np.random.default_rng(seed)
+    xi = rng.integers(0, 4, size=(n, 2)).astype(np.int64)
+    words = np.array(["red", "green", "blue", "a colour name longer than the inline bytes"], dtype=object)
+    xs = words[rng.integers(0, 4, size=(n, 1))]
+    y = ((xi[:, 0] + (xs[:, 0] == "blue")) % 3).astype(np.int64)
+    return xi, xs, y
+
+
+def _onehot_models():
+    """OneHotEncoder (ai.onnx.ml) before a logistic regression, on INT64 columns and on strings."""
+    from sklearn.preprocessing import OneHotEncoder
+    xi, xs, y = _cat_data(5)
+    out = {}
+    m = make_pipeline(OneHotEncoder(handle_unknown="ignore"), LogisticRegression(max_iter=500)).fit(xi, y)
+    out["onehot_int"] = to_onnx(m, xi[:1], target_opset=OPSET, options={id(m.steps[-1][1]): {"zipmap": False}})
+    m = make_pipeline(OneHotEncoder(handle_unknown="ignore"), LogisticRegression(max_iter=500)).fit(xs, y)
+    from skl2onnx.common.data_types import StringTensorType
+    out["onehot_str"] = to_onnx(m, initial_types=[("X", StringTensorType([None, 1]))], target_opset=OPSET,
+                                options={id(m.steps[-1][1]): {"zipmap": False}})
+    return out
 
 
 def _tree_reg(name, **over):
@@ -167,6 +194,27 @@ def test_grpc_matches_onnxruntime(gc, repo, name):
     if kinds[name]:
         # the labels are not all one class: the comparison means something
         assert len(set(ref[0].tolist())) > 1, name
+
+
+@pytest.mark.parametrize("name", ["onehot_int", "onehot_str"])
+def test_onehot_matches_onnxruntime(gc, repo, name):
+    repo_dir, _ = repo
+    gc.load_model(name)
+    sess, outs = _compare(repo_dir, name, None)
+    xi, xs, _ = _cat_data(11, n=23)
+    if name == "onehot_int":
+        x = xi.copy()
+        x[0, 0] = 9  # a category never seen: all zeros, as handle_unknown="ignore" asks
+        inp = grpcclient.InferInput("X", list(x.shape), "INT64")
+    else:
+        x = xs.copy()
+        x[0, 0] = "purple"
+        inp = grpcclient.InferInput("X", list(x.shape), "BYTES")
+    inp.set_data_from_numpy(x)
+    ref = sess.run(outs, {"X": x})
+    res = gc.infer(name, [inp], outputs=[grpcclient.InferRequestedOutput(o) for o in outs])
+    _check(name, True, outs, ref, {o: res.as_numpy(o) for o in outs})
+    assert len(set(ref[0].tolist())) > 1, name
 
 
 def test_http_and_single_rows(srv, gc, repo):

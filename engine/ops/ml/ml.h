@@ -41,9 +41,12 @@ int eng_ml__parse_linear(const eng_graph *g, const eng_node *n, int opset, eng_o
 int eng_ml__infer_linear(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
 int eng_ml__run_linear(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
 
-// LabelEncoder (ml_label.c), on strings (k_str views), integers and floats.
+// LabelEncoder and OneHotEncoder (ml_label.c), on strings (k_str views), integers and floats.
 int eng_ml__parse_label(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
 int eng_ml__infer_label(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
 int eng_ml__run_label(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ml__parse_onehot(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ml__infer_onehot(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ml__run_onehot(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
 
 #endif

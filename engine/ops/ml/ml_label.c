@@ -1,4 +1,5 @@
-// engine/ops/ml/ml_label.c: LabelEncoder (ai.onnx.ml opsets 1 to 4): each
+// engine/ops/ml/ml_label.c: the lookups: OneHotEncoder (below) and
+// LabelEncoder (ai.onnx.ml opsets 1 to 4): each
 // element of X looked up among the keys and replaced by the value at the
 // same position, or by the default. Keys and values are strings, integers
 // or floats, from their list attributes or (opset 4) their tensor forms.
@@ -204,3 +205,58 @@ int eng_ml__run_label(const eng_op_params *p, const eng_tensor *in, int n_in, en
   return 0;
 }
 
+
+// --- OneHotEncoder: X's shape + [categories], 1.0 where the element is the
+// category (cats_int64s: numbers compared as integers; cats_strings);
+// an element in no category is all zeros, or an error with zeros=0.
+
+int eng_ml__parse_onehot(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
+  (void)g, (void)opset;
+  const eng_attr *ci = eng_node_attr(n, "cats_int64s"), *cs = eng_node_attr(n, "cats_strings");
+  size_t k = ci ? ci->n_ints : cs ? cs->n_strings : 0;
+  if (!k) return err_set(e, ERR_INVALID_ARGUMENT, "cats_int64s or cats_strings must list the categories");
+  p->node = n;
+  p->n_ints = (int)k;
+  p->has_ints = cs != NULL && !ci;  // string categories
+  p->keepdims = (int)op_attr_int(n, "zeros", 1);
+  return 0;
+}
+
+int eng_ml__infer_onehot(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  int str = in[0].dt == DT_STRING;
+  if (str != p->has_ints)
+    return err_set(e, ERR_INVALID_ARGUMENT, "X of type %s with %s categories", dtype_wire_name(in[0].dt),
+                   p->has_ints ? "string" : "integer");
+  if (!str && (in[0].dt == DT_BOOL || !dtype_size(in[0].dt) || in[0].dt == DT_FP16 || in[0].dt == DT_BF16))
+    return err_set(e, ERR_INVALID_ARGUMENT, "X of type %s is not supported", dtype_wire_name(in[0].dt));
+  if (in[0].ndims + 1 > ENG_MAX_DIMS) return err_set(e, ERR_INVALID_ARGUMENT, "X has rank %d", in[0].ndims);
+  op_set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
+  out[0].ndims = in[0].ndims + 1;
+  out[0].dims[in[0].ndims] = p->n_ints;
+  return 0;
+}
+
+int eng_ml__run_onehot(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  const eng_attr *ci = eng_node_attr(p->node, "cats_int64s"), *cs = eng_node_attr(p->node, "cats_strings");
+  size_t n = op_numel(&in[0]), k = (size_t)p->n_ints;
+  float *y = out[0].data;
+  memset(y, 0, n * k * sizeof *y);
+  for (size_t i = 0; i < n; i++) {
+    long hit = -1;
+    if (p->has_ints) {
+      const k_str *x = &((const k_str *)in[0].data)[i];
+      for (size_t c = 0; c < k && hit < 0; c++)
+        if (str_eq(x, cs->strings[c])) hit = (long)c;
+    } else {
+      int64_t v = in[0].dt == DT_FP32 ? (int64_t)((const float *)in[0].data)[i] : in_int(&in[0], i);
+      for (size_t c = 0; c < k && hit < 0; c++)
+        if (ci->ints[c] == v) hit = (long)c;
+    }
+    if (hit >= 0) y[i * k + (size_t)hit] = 1.0f;
+    else if (!p->keepdims)
+      return err_set(e, ERR_INVALID_ARGUMENT, "element %zu is in no category (zeros is 0)", i);
+  }
+  return 0;
+}
