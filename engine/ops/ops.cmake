@@ -37,6 +37,7 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/ml/ml_tree.c
   ${CMAKE_CURRENT_LIST_DIR}/ml/ml_linear.c
   ${CMAKE_CURRENT_LIST_DIR}/ml/ml_label.c
+  ${CMAKE_CURRENT_LIST_DIR}/ml/ml_svm.c
   ${CMAKE_CURRENT_LIST_DIR}/norm/norm.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/tfidf.c

@@ -27,6 +27,7 @@ from sklearn.ensemble import (GradientBoostingClassifier, GradientBoostingRegres
 from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import Normalizer, StandardScaler  # noqa: E402
+from sklearn.svm import SVC, SVR  # noqa: E402
 from sklearn.tree import DecisionTreeClassifier  # noqa: E402
 
 F = 6  # features
@@ -60,6 +61,10 @@ def _models():
     out["logreg_bin"] = (LogisticRegression(max_iter=500).fit(x2, y2), True)
     out["scaler_logreg"] = (make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)).fit(x3 * 3 + 1, y3), True)
     out["norm_linreg"] = (make_pipeline(Normalizer(norm="l2"), LinearRegression()).fit(xr, yr), False)
+    out["scaler_svc"] = (make_pipeline(StandardScaler(), SVC()).fit(x3 * 2 - 1, y3), True)
+    out["svc_bin"] = (SVC(kernel="poly", degree=2).fit(x2, y2), True)
+    out["svc_prob"] = (SVC(probability=True, random_state=0).fit(x3, y3), True)
+    out["svr"] = (SVR(kernel="rbf", C=2.0).fit(xr, yr), False)
     return out
 
 
@@ -179,7 +184,8 @@ def _check(name, is_cls, outs, ref, got):
 
 
 @pytest.mark.parametrize("name", ["rf_cls", "rf_cls_bin", "gb_cls", "gb_cls_bin", "dt_cls", "rf_reg", "gb_reg",
-                                  "logreg", "logreg_bin", "scaler_logreg", "norm_linreg"])
+                                  "logreg", "logreg_bin", "scaler_logreg", "norm_linreg", "scaler_svc", "svc_bin",
+                                  "svc_prob", "svr"])
 def test_grpc_matches_onnxruntime(gc, repo, name):
     repo_dir, kinds = repo
     gc.load_model(name)

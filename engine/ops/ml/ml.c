@@ -1,7 +1,7 @@
 // engine/ops/ml/ml.c: the ai.onnx.ml family's table (op types under
 // ENG_ML_PREFIX; CPU only, its CUDA table ml_cuda.c is empty) and the small ops: Binarizer, Scaler, Normalizer and
 // ArrayFeatureExtractor. The tree ensembles are in ml_tree.c, the linear
-// models in ml_linear.c, LabelEncoder and OneHotEncoder in ml_label.c, what they share in
+// models in ml_linear.c, LabelEncoder and OneHotEncoder in ml_label.c, the SVMs in ml_svm.c, what they share in
 // ml_common.c.
 #include <math.h>
 #include <stdlib.h>
@@ -175,6 +175,8 @@ const eng_op_def eng_ops__ml[] = {
      0, NULL, NULL},
     {ML("OneHotEncoder"), 1, 1, 1, 1, 0, eng_ml__parse_onehot, eng_ml__infer_onehot, eng_ml__run_onehot, 0, NULL,
      NULL},
+    {ML("SVMRegressor"), 1, 1, 1, 1, 0, eng_ml__parse_svm, eng_ml__infer_svm, eng_ml__run_svm, 0, NULL, NULL},
+    {ML("SVMClassifier"), 1, 1, 1, 2, 0, eng_ml__parse_svm, eng_ml__infer_svm, eng_ml__run_svm, 0, NULL, NULL},
     {ML("TreeEnsemble"), 1, 1, 1, 1, 0, eng_ml__parse_tree_te5, eng_ml__infer_tree, eng_ml__run_tree, 0,
      eng_ml__run_tree_state, eng_ml__tree_destroy},
 };

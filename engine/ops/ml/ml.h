@@ -49,4 +49,9 @@ int eng_ml__parse_onehot(const eng_graph *g, const eng_node *n, int opset, eng_o
 int eng_ml__infer_onehot(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
 int eng_ml__run_onehot(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
 
+// SVMRegressor and SVMClassifier (ml_svm.c).
+int eng_ml__parse_svm(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
+int eng_ml__infer_svm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+int eng_ml__run_svm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+
 #endif
