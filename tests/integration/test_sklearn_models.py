@@ -30,6 +30,8 @@ from sklearn.preprocessing import Normalizer, StandardScaler  # noqa: E402
 from sklearn.svm import SVC, SVR  # noqa: E402
 from sklearn.tree import DecisionTreeClassifier  # noqa: E402
 
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # SVC(probability=True) is deprecated in 1.9
+
 F = 6  # features
 OPSET = {"": 17, "ai.onnx.ml": 3}
 
