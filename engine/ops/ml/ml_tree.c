@@ -98,6 +98,11 @@ static int cmp_key(const void *a, const void *b) {
   return 0;
 }
 
+static int cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
 static int32_t find_key(const id_key *keys, size_t n, int64_t tree, int64_t node) {
   id_key k = {tree, node, 0};
   const id_key *f = bsearch(&k, keys, n, sizeof k, cmp_key);
@@ -184,13 +189,20 @@ static int build_legacy(const eng_node *n, ml_tree *t, int64_t n_targets, err *e
       t->nodes[i].next[b] = leaf_of[j] >= 0 ? K_TREE_LEAF(leaf_of[j]) : j;
     }
   }
-  // roots: each tree's first node in the file's order, as onnxruntime takes them
+  // roots: each tree's first node in the file's order, as onnxruntime takes
+  // them, the trees in the order they first appear (keys are sorted by tree)
   int32_t n_trees = 0;
-  for (size_t i = 0; i < nn; i++) {
-    int seen = 0;
-    for (size_t k = 0; k < i && !seen; k++) seen = tree_ids[k] == tree_ids[i];
-    if (!seen) t->roots[n_trees++] = leaf_of[i] >= 0 ? K_TREE_LEAF(leaf_of[i]) : (int32_t)i;
+  for (size_t k = 0; k < nn;) {
+    int32_t first = keys[k].index;
+    size_t m = k;
+    for (; m < nn && keys[m].tree == keys[k].tree; m++)
+      if (keys[m].index < first) first = keys[m].index;
+    t->roots[n_trees++] = first;
+    k = m;
   }
+  qsort(t->roots, (size_t)n_trees, sizeof *t->roots, cmp_i32);
+  for (int32_t r = 0; r < n_trees; r++)
+    if (leaf_of[t->roots[r]] >= 0) t->roots[r] = K_TREE_LEAF(leaf_of[t->roots[r]]);
   // weights
   const char *p = t->kind == KIND_CLS ? "class" : "target";
   char a_tree[32], a_node[32], a_id[32], a_w[32], a_wt[40];
