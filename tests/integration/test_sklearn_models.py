@@ -225,6 +225,15 @@ def test_onehot_matches_onnxruntime(gc, repo, name):
     assert len(set(ref[0].tolist())) > 1, name
 
 
+def test_auto_kind_stays_on_cpu(gc):
+    """Without config.pbtxt the instance group is KIND_AUTO: ai.onnx.ml nodes have no CUDA path, so it
+    resolves to KIND_CPU even where GPUs are visible (this checks it on a GPU host; on CI's it is CPU anyway)."""
+    gc.load_model("rf_cls")
+    cfg = gc.get_model_config("rf_cls", as_json=True)["config"]
+    kinds = [g.get("kind") for g in cfg["instance_group"]]
+    assert kinds and all(k == "KIND_CPU" for k in kinds), kinds
+
+
 def test_http_and_single_rows(srv, gc, repo):
     """One row at a time over HTTP (the batcher may join them) equals the whole batch's answer."""
     repo_dir, _ = repo
