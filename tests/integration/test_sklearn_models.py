@@ -67,6 +67,11 @@ def _models():
     out["svc_bin"] = (SVC(kernel="poly", degree=2).fit(x2, y2), True)
     out["svc_prob"] = (SVC(probability=True, random_state=0).fit(x3, y3), True)
     out["svr"] = (SVR(kernel="rbf", C=2.0).fit(xr, yr), False)
+    # string class labels: the label output is BYTES
+    names = np.array(["setosa", "versicolor", "a class name longer than twenty-four bytes"], dtype=object)
+    out["rf_str"] = (RandomForestClassifier(n_estimators=6, max_depth=4, random_state=0).fit(x3, names[y3]), True)
+    out["logreg_str"] = (LogisticRegression(max_iter=500).fit(x3, names[y3]), True)
+    out["svc_str"] = (SVC().fit(x2, names[y2]), True)
     return out
 
 
@@ -178,7 +183,10 @@ def _check(name, is_cls, outs, ref, got):
         g = got[o]
         assert g is not None, "%s: output %s missing" % (name, o)
         assert tuple(g.shape) == tuple(r.shape), "%s/%s: shape %s, onnxruntime %s" % (name, o, g.shape, r.shape)
-        if r.dtype == np.int64:
+        if r.dtype == object:
+            assert g.dtype == object
+            assert [v.decode() for v in g.reshape(-1)] == list(r.reshape(-1)), "%s: labels differ" % name
+        elif r.dtype == np.int64:
             assert g.dtype == np.int64
             np.testing.assert_array_equal(g, r, err_msg="%s: labels differ from onnxruntime's" % name)
         else:
@@ -187,7 +195,7 @@ def _check(name, is_cls, outs, ref, got):
 
 @pytest.mark.parametrize("name", ["rf_cls", "rf_cls_bin", "gb_cls", "gb_cls_bin", "dt_cls", "rf_reg", "gb_reg",
                                   "logreg", "logreg_bin", "scaler_logreg", "norm_linreg", "scaler_svc", "svc_bin",
-                                  "svc_prob", "svr"])
+                                  "svc_prob", "svr", "rf_str", "logreg_str", "svc_str"])
 def test_grpc_matches_onnxruntime(gc, repo, name):
     repo_dir, kinds = repo
     gc.load_model(name)

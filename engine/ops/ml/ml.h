@@ -25,6 +25,21 @@ const int64_t *eng_ml__attr_ints(const eng_node *n, const char *name, size_t *cn
 // post_transform's name (legacy ops) or number (TreeEnsemble) as k_ml_post.
 int eng_ml__post(const eng_node *n, k_ml_post *out, err *e);
 
+// A classifier's class labels: classlabels_strings (a STRING label output)
+// or the INT64 list called ints_name; pointers into the node's attributes.
+typedef struct eng_ml_labels {
+  const int64_t *ints;
+  char *const *strs;
+  size_t n;
+} eng_ml_labels;
+int eng_ml__labels(const eng_node *n, const char *ints_name, eng_ml_labels *l, err *e);
+// The label output's type for them.
+static inline dtype eng_ml__label_dt(const eng_ml_labels *l) { return l->strs ? DT_STRING : DT_INT64; }
+// Label element i of y: class k's label, or (onnxruntime's fallbacks) the
+// value v, written as "1"/"0" for string labels.
+void eng_ml__put_class(const eng_ml_labels *l, eng_tensor *y, size_t i, size_t k);
+void eng_ml__put_value(const eng_ml_labels *l, eng_tensor *y, size_t i, int64_t v);
+
 // The tree ops (ml_tree.c), for ml.c's table: one parse per form (the
 // regressor, the classifier, opset 5's TreeEnsemble), one shape rule and run.
 int eng_ml__parse_tree_reg(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);

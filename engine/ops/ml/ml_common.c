@@ -6,6 +6,7 @@
 
 #include "engine/ops/ml/ml.h"
 #include "engine/ops/ops_common.h"
+#include "kernels/str/k_str.h"
 
 int eng_ml__rows(const eng_tensor *x, int64_t *rows, int64_t *feats, err *e) {
   if (x->dt != DT_FP32 && x->dt != DT_INT64 && x->dt != DT_INT32)
@@ -77,3 +78,36 @@ int eng_ml__post(const eng_node *n, k_ml_post *out, err *e) {
   return 0;
 }
 
+
+int eng_ml__labels(const eng_node *n, const char *ints_name, eng_ml_labels *l, err *e) {
+  memset(l, 0, sizeof *l);
+  const eng_attr *s = eng_node_attr(n, "classlabels_strings");
+  if (s && s->n_strings) {
+    l->strs = s->strings;
+    l->n = s->n_strings;
+    return 0;
+  }
+  l->ints = eng_ml__attr_ints(n, ints_name, &l->n);
+  if (!l->n) return err_set(e, ERR_INVALID_ARGUMENT, "%s (or classlabels_strings) is missing or empty", ints_name);
+  return 0;
+}
+
+// A string label: inline when it fits, else a view of the node's attribute,
+// which the graph keeps while any plan of it runs (kernels/str/k_str.h).
+static void put_str(k_str *y, const char *s) {
+  size_t n = strlen(s);
+  memset(y, 0, sizeof *y);
+  y->n = n;
+  if (n <= K_STR_INLINE) memcpy(y->u.in, s, n);
+  else y->u.ptr = (const uint8_t *)s;
+}
+
+void eng_ml__put_class(const eng_ml_labels *l, eng_tensor *y, size_t i, size_t k) {
+  if (l->strs) put_str(&((k_str *)y->data)[i], l->strs[k]);
+  else ((int64_t *)y->data)[i] = l->ints[k];
+}
+
+void eng_ml__put_value(const eng_ml_labels *l, eng_tensor *y, size_t i, int64_t v) {
+  if (l->strs) put_str(&((k_str *)y->data)[i], v ? "1" : "0");  // onnxruntime's string fallbacks
+  else ((int64_t *)y->data)[i] = v;
+}

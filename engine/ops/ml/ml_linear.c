@@ -19,11 +19,10 @@ int eng_ml__parse_linear(const eng_graph *g, const eng_node *n, int opset, eng_o
   if (!nc) return err_set(e, ERR_INVALID_ARGUMENT, "coefficients is missing or empty");
   int64_t targets;
   if (cls) {
-    if (eng_node_attr(n, "classlabels_strings"))
-      return err_set(e, ERR_INVALID_ARGUMENT, "classlabels_strings: string class labels are not supported; train "
-                     "with integer labels (or encode them) to serve the model");
-    eng_ml__attr_ints(n, "classlabels_ints", &nl);
-    if (!nl) return err_set(e, ERR_INVALID_ARGUMENT, "classlabels_ints is missing or empty");
+    eng_ml_labels l;
+    TRY(eng_ml__labels(n, "classlabels_ints", &l, e));
+    nl = l.n;
+    p->to = eng_ml__label_dt(&l);
     targets = ni ? (int64_t)ni : (int64_t)nl;  // onnxruntime counts the intercepts
     if (targets != (int64_t)nl && !(targets == 1 && nl == 2))
       return err_set(e, ERR_INVALID_ARGUMENT, "%lld scores for %zu class labels", (long long)targets, nl);
@@ -59,7 +58,7 @@ int eng_ml__infer_linear(const eng_op_params *p, const eng_tensor *in, int n_in,
     return 0;
   }
   int64_t d[2] = {rows, p->n_ints == 1 ? 2 : p->n_ints};
-  op_set_out(&out[0], DT_INT64, 1, d);
+  op_set_out(&out[0], p->to, 1, d);
   if (n_out > 1 && out[1].dt != DT_INVALID) op_set_out(&out[1], DT_FP32, 2, d);
   return 0;
 }
@@ -80,8 +79,13 @@ int eng_ml__run_linear(const eng_op_params *p, const eng_tensor *in, int n_in, e
     if (owned) free((void *)x);
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
-  size_t nl = 0;
-  const int64_t *labels = p->mode == LIN_CLS ? eng_ml__attr_ints(p->node, "classlabels_ints", &nl) : NULL;
+  eng_ml_labels l = {0};
+  int rc = p->mode == LIN_CLS ? eng_ml__labels(p->node, "classlabels_ints", &l, e) : 0;
+  if (rc) {
+    free(scores);
+    if (owned) free((void *)x);
+    return rc;
+  }
   for (int64_t r = 0; r < rows; r++) {
     float *s = p->mode == LIN_REG ? scores + (size_t)r * nt : scores;
     const float *xr = x + (size_t)r * nf;
@@ -95,10 +99,10 @@ int eng_ml__run_linear(const eng_op_params *p, const eng_tensor *in, int n_in, e
       continue;
     }
     float *z = n_out > 1 && out[1].dt != DT_INVALID ? (float *)out[1].data + (size_t)r * (nt == 1 ? 2 : nt) : NULL;
-    int64_t *lab = (int64_t *)out[0].data + r;
     if (nt == 1) {
       // one score: its sign picks the second label or the first
-      *lab = nl == 2 ? labels[s[0] > 0 ? 1 : 0] : (s[0] > 0 ? 1 : 0);
+      if (l.n == 2) eng_ml__put_class(&l, &out[0], (size_t)r, s[0] > 0);
+      else eng_ml__put_value(&l, &out[0], (size_t)r, s[0] > 0);
       s1[0] = post == K_ML_LOGISTIC ? k_ml_logistic(s[0]) : post == K_ML_PROBIT ? k_ml_probit(s[0]) : s[0];
       if (z) z[0] = 1.0f - s1[0], z[1] = s1[0];
       continue;
@@ -106,7 +110,7 @@ int eng_ml__run_linear(const eng_op_params *p, const eng_tensor *in, int n_in, e
     size_t best = 0;
     for (size_t t = 1; t < nt; t++)
       if (s[t] > s[best]) best = t;
-    *lab = labels[best];
+    eng_ml__put_class(&l, &out[0], (size_t)r, best);
     k_ml_post_n(s, nt, post);
     if (z) memcpy(z, s, nt * sizeof *s);
   }

@@ -18,7 +18,8 @@ typedef struct svm {
   const float *coef, *sv, *rho, *pa, *pb;
   size_t n_coef, n_sv, n_rho, n_prob;
   int64_t n_vec, feats, classes;  // support vectors, features, classes (1 for a regressor)
-  const int64_t *per_class, *labels;
+  const int64_t *per_class;
+  eng_ml_labels labels;
   int linear_mode, one_class, all_positive;
   k_ml_post post;
 } svm;
@@ -58,12 +59,9 @@ static int svm_read(const eng_node *n, int cls, svm *s, err *e) {
     }
     return 0;
   }
-  if (eng_node_attr(n, "classlabels_strings"))
-    return err_set(e, ERR_INVALID_ARGUMENT, "classlabels_strings: string class labels are not supported; train "
-                   "with integer labels (or encode them) to serve the model");
   size_t nl, npc, npb;
-  s->labels = eng_ml__attr_ints(n, "classlabels_ints", &nl);
-  if (!nl) return err_set(e, ERR_INVALID_ARGUMENT, "classlabels_ints is missing or empty");
+  TRY(eng_ml__labels(n, "classlabels_ints", &s->labels, e));
+  nl = s->labels.n;
   s->classes = (int64_t)nl;
   s->per_class = eng_ml__attr_ints(n, "vectors_per_class", &npc);
   s->n_prob = nf(n, "prob_a", &s->pa);
@@ -141,7 +139,7 @@ int eng_ml__infer_svm(const eng_op_params *p, const eng_tensor *in, int n_in, en
     op_set_out(&out[0], DT_FP32, 2, d);
     return 0;
   }
-  op_set_out(&out[0], DT_INT64, 1, d);
+  op_set_out(&out[0], eng_ml__label_dt(&s.labels), 1, d);
   if (n_out > 1 && out[1].dt != DT_INVALID) op_set_out(&out[1], DT_FP32, 2, d);
   return 0;
 }
@@ -246,17 +244,19 @@ static int run_cls(const svm *s, const float *x, int64_t rows, eng_tensor *out, 
       maxw = scores[best];
     }
     int wa = -1;
-    int64_t *lab = (int64_t *)out[0].data + r;
+    const eng_ml_labels *L = &s->labels;
     if (s->n_rho == 1) {
       if (c == 2) {
         wa = s->post == K_ML_NONE ? 2 : 0;
-        if (!s->n_prob && ((s->all_positive && maxw >= 0.5f) || (maxw > 0 && !s->all_positive))) *lab = s->labels[1];
-        else *lab = s->labels[best];
+        if (!s->n_prob && ((s->all_positive && maxw >= 0.5f) || (maxw > 0 && !s->all_positive)))
+          eng_ml__put_class(L, &out[0], (size_t)r, 1);
+        else
+          eng_ml__put_class(L, &out[0], (size_t)r, (size_t)best);
       } else {
-        *lab = maxw > 0 ? 1 : 0;
+        eng_ml__put_value(L, &out[0], (size_t)r, maxw > 0);
       }
     } else {
-      *lab = s->labels[best];
+      eng_ml__put_class(L, &out[0], (size_t)r, (size_t)best);
     }
     if (n_out < 2 || out[1].dt == DT_INVALID) continue;
     float *z = (float *)out[1].data + r * cols;

@@ -27,14 +27,14 @@ typedef struct ml_tree {
   tree_kind kind;
   int64_t max_feature;  // the largest feature a node reads (-1: none)
   // the classifier's: labels and onnxruntime's binary rules
-  int64_t *labels;
+  eng_ml_labels labels;
   int binary_case, all_positive;
 } ml_tree;
 
 static void tree_free(ml_tree *t) {
   if (!t) return;
   free(t->nodes), free(t->roots), free(t->leaf_off), free(t->targets);
-  free(t->weights), free(t->sets), free(t->base), free(t->labels);
+  free(t->weights), free(t->sets), free(t->base);
   free(t);
 }
 
@@ -363,18 +363,8 @@ static int tree_build(const eng_node *n, tree_kind kind, ml_tree **out, err *e) 
   int64_t n_targets = 0;
   int rc = 0;
   if (kind == KIND_CLS) {
-    size_t nlab;
-    const int64_t *lab = eng_ml__attr_ints(n, "classlabels_int64s", &nlab);
-    if (eng_node_attr(n, "classlabels_strings"))
-      rc = err_set(e, ERR_INVALID_ARGUMENT, "classlabels_strings: string class labels are not supported; train "
-                   "with integer labels (or encode them) to serve the model");
-    else if (!lab || !nlab)
-      rc = err_set(e, ERR_INVALID_ARGUMENT, "classlabels_int64s is missing or empty");
-    else if (!(t->labels = malloc(nlab * sizeof *t->labels)))
-      rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-    else
-      memcpy(t->labels, lab, nlab * sizeof *lab);
-    n_targets = (int64_t)nlab;
+    rc = eng_ml__labels(n, "classlabels_int64s", &t->labels, e);
+    n_targets = (int64_t)t->labels.n;
   } else {
     n_targets = op_attr_int(n, "n_targets", kind == KIND_TE5 ? 0 : 1);
     if (n_targets < 1) rc = err_set(e, ERR_INVALID_ARGUMENT, "n_targets %lld is not positive", (long long)n_targets);
@@ -412,6 +402,7 @@ static int parse_kind(const eng_node *n, tree_kind kind, eng_op_params *p, err *
   p->mode = kind;
   p->axis = t->max_feature;
   p->n_ints = t->ens.n_targets;
+  p->to = eng_ml__label_dt(&t->labels);
   tree_free(t);
   return 0;
 }
@@ -438,7 +429,7 @@ int eng_ml__infer_tree(const eng_op_params *p, const eng_tensor *in, int n_in, e
                    (long long)feats);
   int64_t d2[2] = {rows, p->n_ints};
   if (p->mode == KIND_CLS) {
-    op_set_out(&out[0], DT_INT64, 1, d2);
+    op_set_out(&out[0], p->to, 1, d2);
     if (n_out > 1 && out[1].dt != DT_INVALID) op_set_out(&out[1], DT_FP32, 2, d2);
     else if (n_out > 1) out[1].dt = DT_INVALID;
   } else {
@@ -447,9 +438,9 @@ int eng_ml__infer_tree(const eng_op_params *p, const eng_tensor *in, int n_in, e
   return 0;
 }
 
-// onnxruntime's binary classifier (two labels): base values, the label and
-// the two scores, in place on s[0..1] with h[0..1].
-static int64_t finalize_binary(const ml_tree *t, float *s, uint8_t *h, float *z) {
+// onnxruntime's binary classifier (two labels): base values, the label's
+// class (0 or 1) and the two scores, in place on s[0..1] with h[0..1].
+static int finalize_binary(const ml_tree *t, float *s, uint8_t *h, float *z) {
   int size = 2, wa = -1;
   if (t->n_base == 2) {
     if (h[1]) {
@@ -467,13 +458,13 @@ static int64_t finalize_binary(const ml_tree *t, float *s, uint8_t *h, float *z)
     if (!h[1]) size = 1;
   }
   float pos = size == 2 && h[1] ? s[1] : (h[0] ? s[0] : 0.0f);
-  int64_t label;
+  int label;
   if (t->binary_case) {
     if (t->all_positive) wa = pos > 0.5f ? 0 : 1;
     else wa = pos > 0 ? 2 : 3;
-    label = t->labels[wa == 0 || wa == 2 ? 1 : 0];
+    label = wa == 0 || wa == 2;
   } else {
-    label = t->labels[pos > 0 ? 1 : 0];
+    label = pos > 0;
   }
   if (size == 2) {
     k_ml_post_n(s, 2, t->post);
@@ -514,9 +505,8 @@ static int tree_run(const ml_tree *t, const eng_tensor *in, eng_tensor *out, int
     }
     float zb[2];
     float *z = n_out > 1 && out[1].dt != DT_INVALID ? (float *)out[1].data + (size_t)r * nt : zb;
-    int64_t *lab = (int64_t *)out[0].data + r;
     if (nt == 2) {
-      *lab = finalize_binary(t, s, h, z);
+      eng_ml__put_class(&t->labels, &out[0], (size_t)r, (size_t)finalize_binary(t, s, h, z));
       continue;
     }
     for (size_t k = 0; k < t->n_base; k++) {
@@ -526,7 +516,7 @@ static int tree_run(const ml_tree *t, const eng_tensor *in, eng_tensor *out, int
     int64_t best = -1;
     for (size_t k = 0; k < nt; k++)
       if (h[k] && (best < 0 || s[k] > s[best])) best = (int64_t)k;
-    *lab = t->labels[best < 0 ? 0 : best];
+    eng_ml__put_class(&t->labels, &out[0], (size_t)r, (size_t)(best < 0 ? 0 : best));
     k_ml_post_n(s, nt, t->post);
     if (z != zb) memcpy(z, s, nt * sizeof *s);
   }
