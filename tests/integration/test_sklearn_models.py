@@ -141,8 +141,26 @@ def _tree_reg(name, **over):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
 
 
+def _small_ops_model():
+    """X [N, 4] -> Normalizer MAX, L1, L2; Scaler; Binarizer; ArrayFeatureExtractor; OneHotEncoder on floats."""
+    from onnx import TensorProto, helper
+    ml = "ai.onnx.ml"
+    nodes = [helper.make_node("Normalizer", ["X"], ["MAX"], domain=ml, norm="MAX"),
+             helper.make_node("Normalizer", ["X"], ["L1"], domain=ml, norm="L1"),
+             helper.make_node("Normalizer", ["X"], ["L2"], domain=ml, norm="L2"),
+             helper.make_node("Scaler", ["X"], ["SC"], domain=ml, offset=[0.5, -1, 0, 2], scale=[2, 0.5, -1, 3]),
+             helper.make_node("Binarizer", ["X"], ["BIN"], domain=ml, threshold=0.25),
+             helper.make_node("ArrayFeatureExtractor", ["X", "idx"], ["AFE"], domain=ml),
+             helper.make_node("OneHotEncoder", ["X"], ["OH"], domain=ml, cats_int64s=[0, 1, -2])]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ["MAX", "L1", "L2", "SC", "BIN", "AFE", "OH"]]
+    g = helper.make_graph(nodes, "small_ops", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 4])], outs,
+                          initializer=[helper.make_tensor("idx", TensorProto.INT64, [3], [3, 0, 3])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ml, 1)])
+
+
 def _bad_models():
     return {
+        "small_ops": _small_ops_model(),
         "tree_ok": _tree_reg("tree_ok"),
         # a branch to a node id the tree does not have: refused at load, naming it
         "tree_bad_id": _tree_reg("tree_bad_id", nodes_truenodeids=[7, 0, 0]),
@@ -260,6 +278,18 @@ def test_http_and_single_rows(srv, gc, repo):
             np.testing.assert_allclose(res.as_numpy(outs[1]), ref[1][i:i + 1], rtol=1e-5, atol=1e-5)
     finally:
         hc.close()
+
+
+def test_small_ops_match_onnxruntime(gc, repo):
+    """Rows of zeros, negatives and mixed signs through the small ops, against onnxruntime."""
+    gc.load_model("small_ops")
+    x = np.array([[0, 0, 0, 0], [-1, -2, -0.5, -4], [1, -3, 2, 0.25], [1.9, 0.3, -2.2, 5]], np.float32)
+    sess, outs = _compare(repo[0], "small_ops", None)
+    ref = sess.run(outs, {"X": x})
+    inp = grpcclient.InferInput("X", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    res = gc.infer("small_ops", [inp], outputs=[grpcclient.InferRequestedOutput(o) for o in outs])
+    _check("small_ops", False, outs, ref, {o: res.as_numpy(o) for o in outs})
 
 
 def test_hand_written_tree(gc):

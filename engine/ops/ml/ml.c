@@ -112,9 +112,8 @@ static int run_normalizer(const eng_op_params *p, const eng_tensor *in, int n_in
       else d += yr[j] * yr[j];
     }
     if (p->mode == 2) d = sqrtf(d);
-    // onnxruntime leaves a row of zeros (or a non-positive MAX) as it is
-    if (p->mode == 0 && d <= 0) continue;
-    if (p->mode != 0 && d == 0) continue;
+    // onnxruntime divides by a negative MAX too, and leaves a zero norm's row as it is
+    if (d == 0) continue;
     for (size_t j = 0; j < c; j++) yr[j] /= d;
   }
   return 0;
