@@ -82,6 +82,23 @@ static void test_complete_missing_config(void) {
   config_free(c);
 }
 
+// An output whose ValueInfo has no shape (ndims -1, as onnx.helper writes
+// with shape None): the config's dims stand, for batching models and not.
+static void test_validate_unshaped_output(void) {
+  err e = {0};
+  eng_io in[1] = {io("x", DT_FP32, 2, -1, 4, 0)}, out[1] = {io("y", DT_FP32, -1, 0, 0, 0)};
+  Inference__ModelConfig *c = parse("name: 'm' max_batch_size: 8 input [{ name: 'x' data_type: TYPE_FP32 dims: [4] }] "
+                                    "output [{ name: 'y' data_type: TYPE_FP32 dims: [4, 3] }]");
+  if (!c) return;
+  CHECK_EQ_INT(config_validate(c, in, 1, out, 1, &e), 0);
+  config_free(c);
+  c = parse("name: 'm' input [{ name: 'x' data_type: TYPE_FP32 dims: [-1, 4] }] "
+            "output [{ name: 'y' data_type: TYPE_FP32 dims: [-1] }]");
+  if (!c) return;
+  CHECK_EQ_INT(config_validate(c, in, 1, out, 1, &e), 0);
+  config_free(c);
+}
+
 static void test_complete_no_batching(void) {
   err e = {0};
   // A fixed first dimension: the model cannot batch; dims stay whole.
@@ -705,6 +722,7 @@ int main(void) {
   g_out[1] = io("z", DT_INT32, 1, -1, 0, 0);
   test_complete_missing_config();
   test_complete_no_batching();
+  test_validate_unshaped_output();
   test_complete_file_config();
   test_complete_file_without_tensors();
   test_validate();
