@@ -158,9 +158,22 @@ def _small_ops_model():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ml, 1)])
 
 
+def _linear_one_score(post):
+    """A LinearClassifier with one row of coefficients for two labels: its sign picks the label."""
+    from onnx import TensorProto, helper
+    n = helper.make_node("LinearClassifier", ["X"], ["L", "P"], domain="ai.onnx.ml", coefficients=[1, -1, 0.5, 2, 0, 0],
+                         intercepts=[0.1], classlabels_ints=[3, 7], post_transform=post)
+    g = helper.make_graph([n], "one_score", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, F])],
+                          [helper.make_tensor_value_info("L", TensorProto.INT64, [None]),
+                           helper.make_tensor_value_info("P", TensorProto.FLOAT, [None, 2])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)])
+
+
 def _bad_models():
     return {
         "small_ops": _small_ops_model(),
+        "one_score_none": _linear_one_score("NONE"),
+        "one_score_logistic": _linear_one_score("LOGISTIC"),
         "tree_ok": _tree_reg("tree_ok"),
         # a branch to a node id the tree does not have: refused at load, naming it
         "tree_bad_id": _tree_reg("tree_bad_id", nodes_truenodeids=[7, 0, 0]),
@@ -290,6 +303,19 @@ def test_small_ops_match_onnxruntime(gc, repo):
     inp.set_data_from_numpy(x)
     res = gc.infer("small_ops", [inp], outputs=[grpcclient.InferRequestedOutput(o) for o in outs])
     _check("small_ops", False, outs, ref, {o: res.as_numpy(o) for o in outs})
+
+
+@pytest.mark.parametrize("name", ["one_score_none", "one_score_logistic"])
+def test_linear_one_score_matches_onnxruntime(gc, repo, name):
+    gc.load_model(name)
+    x = _rows(3, 9)
+    sess, outs = _compare(repo[0], name, None)
+    ref = sess.run(outs, {"X": x})
+    inp = grpcclient.InferInput("X", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    res = gc.infer(name, [inp], outputs=[grpcclient.InferRequestedOutput(o) for o in outs])
+    _check(name, True, outs, ref, {o: res.as_numpy(o) for o in outs})
+    assert len(set(ref[0].tolist())) == 2, name
 
 
 def test_hand_written_tree(gc):
