@@ -1,5 +1,5 @@
 # kernels/kernels.cmake: the C reference kernels (k_ref.h, conv/k_conv.h), one folder per op
-# family with the names of engine/ops/ (attn, conv, elem, gemm, index, norm, reduce, resize, select).
+# family with the names of engine/ops/ (attn, conv, elem, gemm, index, ml, norm, reduce, resize, select).
 add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/elem/k_unary.c
   ${CMAKE_CURRENT_LIST_DIR}/elem/k_binary.c
@@ -25,5 +25,6 @@ add_library(inferd_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/resize/k_resize.c
   ${CMAKE_CURRENT_LIST_DIR}/select/k_select.c
   ${CMAKE_CURRENT_LIST_DIR}/sample/k_sample.c
+  ${CMAKE_CURRENT_LIST_DIR}/ml/k_tree.c
   ${CMAKE_CURRENT_LIST_DIR}/str/k_str.c)
 target_link_libraries(inferd_kernels PUBLIC ${MATH_LIB})

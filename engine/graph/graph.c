@@ -83,6 +83,8 @@ void eng_graph__free_attrs(eng_node *n) {
     free(n->attrs[i].s);
     free(n->attrs[i].floats);
     free(n->attrs[i].ints);
+    for (size_t k = 0; k < n->attrs[i].n_strings; k++) free(n->attrs[i].strings[k]);
+    free(n->attrs[i].strings);
     if (n->attrs[i].t) free(n->attrs[i].t->data);
     free(n->attrs[i].t);
     eng_graph_destroy(n->attrs[i].g);
@@ -257,6 +259,13 @@ const eng_io *eng_graph_output(const eng_graph *g, size_t i) {
   return i < g->n_outputs ? &g->output_io[i] : NULL;
 }
 int eng_graph_opset(const eng_graph *g) { return g->opset; }
+int eng_graph_opset_ml(const eng_graph *g) { return g->opset_ml; }
+
+size_t eng_graph_n_ml_nodes(const eng_graph *g) {
+  size_t n = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) n += strncmp(g->nodes[i].op_type, ENG_ML_PREFIX, strlen(ENG_ML_PREFIX)) == 0;
+  return n;
+}
 size_t eng_graph_n_nodes(const eng_graph *g) { return g->n_nodes; }
 const eng_node *eng_graph_node(const eng_graph *g, size_t i) {
   return i < g->n_nodes ? &g->nodes[i] : NULL;

@@ -43,6 +43,15 @@ size_t eng_graph_n_outputs(const eng_graph *g);
 const eng_io *eng_graph_output(const eng_graph *g, size_t i);
 // The model's default-domain ("" / "ai.onnx") opset version.
 int eng_graph_opset(const eng_graph *g);
+// The ai.onnx.ml domain (scikit-learn's models through skl2onnx): its
+// nodes' op_type is the op's name after ENG_ML_PREFIX ("ai.onnx.ml.Scaler"),
+// so an op of that domain never meets a default-domain op of the same name.
+// Its opset version (0 when the model does not import it), and how many of
+// the graph's nodes are of that domain (no GPU path runs them: KIND_AUTO
+// keeps such a model on the CPU, engine/repo/config.h).
+#define ENG_ML_PREFIX "ai.onnx.ml."
+int eng_graph_opset_ml(const eng_graph *g);
+size_t eng_graph_n_ml_nodes(const eng_graph *g);
 // Attention subgraphs the load-time pass fused into inferd.Attention nodes.
 size_t eng_graph_n_attention(const eng_graph *g);
 // Fused attention nodes whose Q, K and V the load-time pass packed into one
@@ -84,6 +93,9 @@ typedef struct eng_attr {
   float *floats;
   size_t n_ints;
   int64_t *ints;
+  // a STRINGS attribute (ai.onnx.ml's modes, keys and labels): NUL-terminated copies
+  size_t n_strings;
+  char **strings;
   eng_value *t;  // a TENSOR attribute decoded like an initializer; NULL otherwise
   // a GRAPH attribute (If's branches, Loop's and Scan's body) loaded like the
   // model's graph, owned by the attribute; NULL otherwise. Its names from the

@@ -101,6 +101,7 @@ static int rewrite_node(eng_graph *g, size_t i, const char *op, const int *ins, 
     at[k].s = attrs[k].s ? strdup(attrs[k].s) : NULL;
     at[k].floats = NULL, at[k].ints = NULL, at[k].t = NULL;
     at[k].n_floats = 0, at[k].n_ints = 0;
+    at[k].strings = NULL, at[k].n_strings = 0;
     ok = at[k].name && (!attrs[k].s || at[k].s);
   }
   if (!ok) {

@@ -10,6 +10,7 @@
 struct eng_graph {
   char *path;
   int opset;
+  int opset_ml;  // the ai.onnx.ml domain's opset version; 0 when not imported
   eng_value *values;
   size_t n_values, cap_values;
   eng_node *nodes;  // topological order

@@ -24,6 +24,9 @@ static int is_default_domain(const char *d) {
   return d == NULL || d[0] == '\0' || strcmp(d, "ai.onnx") == 0;
 }
 
+// ai.onnx.ml: its ops are registered under ENG_ML_PREFIX (graph.h).
+static int is_ml_domain(const char *d) { return d && strcmp(d, "ai.onnx.ml") == 0; }
+
 
 
 // A relative path that stays inside the model directory: no leading '/',
@@ -278,7 +281,22 @@ static int copy_attrs(eng_node *n, const Onnx__NodeProto *np, const src_dir *dir
       memcpy(d->ints, a->ints, a->n_ints * sizeof(int64_t));
       d->n_ints = a->n_ints;
     }
-    if (a->t) {  // ConstantOfShape's value
+    // a STRING tensor attribute (LabelEncoder's keys_tensor) is kept as its strings
+    int str_t = a->t && dtype_from_onnx(a->t->data_type) == DT_STRING;
+    size_t ns = str_t ? a->t->n_string_data : a->n_strings;
+    const ProtobufCBinaryData *ss = str_t ? a->t->string_data : a->strings;
+    if (ns) {
+      d->strings = calloc(ns, sizeof *d->strings);
+      if (!d->strings) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+      d->n_strings = ns;
+      for (size_t k = 0; k < ns; k++) {
+        d->strings[k] = malloc(ss[k].len + 1);
+        if (!d->strings[k]) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+        if (ss[k].len) memcpy(d->strings[k], ss[k].data, ss[k].len);
+        d->strings[k][ss[k].len] = '\0';
+      }
+    }
+    if (a->t && !str_t) {  // ConstantOfShape's value
       d->t = calloc(1, sizeof *d->t);
       if (!d->t) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
       if (tensor_from_proto(a->t, dir, d->t, e) != 0)
@@ -561,17 +579,36 @@ static int build_graph(eng_graph *g, const Onnx__GraphProto *gp, const src_dir *
     const char *op = np->op_type ? np->op_type : "";
     // unsupported nodes are collected, not fatal at once: the author of an
     // exported model wants the whole list of what is missing
-    if (!is_default_domain(np->domain)) {
+    char ml_op[160];
+    if (is_ml_domain(np->domain)) {
+      if (strcmp(op, "ZipMap") == 0) {
+        // a sequence of maps has no KServe form: the converter can leave it out
+        err_list_add(&unsupported, "'%s' (op_type 'ZipMap', domain 'ai.onnx.ml'): its output, a sequence of maps, "
+                     "cannot be served over KServe; convert without it (skl2onnx: options={id(model): {'zipmap': "
+                     "False}}) to get the probabilities as a tensor", nname);
+        err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type 'ZipMap', domain 'ai.onnx.ml'): its output, a "
+                "sequence of maps, cannot be served over KServe; convert without it (skl2onnx: options={id(model): "
+                "{'zipmap': False}}) to get the probabilities as a tensor", nname);
+        continue;
+      }
+      snprintf(ml_op, sizeof ml_op, "%s%s", ENG_ML_PREFIX, op);
+      if (!eng_ops_supported(ml_op)) {
+        err_list_add(&unsupported, "'%s' (op_type '%s', domain 'ai.onnx.ml')", nname, op);
+        err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s', domain 'ai.onnx.ml'): unsupported op", nname, op);
+        continue;
+      }
+      op = ml_op;
+    } else if (!is_default_domain(np->domain)) {
       err_list_add(&unsupported, "'%s' (op_type '%s', domain '%s')", nname, op, np->domain);
       err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported domain '%s'",
               nname, op, np->domain);
       continue;
     }
-    if (strcmp(op, "Constant") == 0) {
+    if (op != ml_op && strcmp(op, "Constant") == 0) {
       rc = fold_constant(g, np, nname, dir, e);
       continue;
     }
-    if (!eng_ops_supported(op)) {
+    if (op != ml_op && !eng_ops_supported(op)) {
       err_list_add(&unsupported, "'%s' (op_type '%s')", nname, op);
       err_set(&one, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): unsupported op", nname, op);
       continue;
@@ -649,8 +686,11 @@ static int build(eng_graph *g, const Onnx__ModelProto *m, const src_dir *dir, er
   for (size_t i = 0; i < m->n_opset_import; i++)
     if (is_default_domain(m->opset_import[i]->domain))
       g->opset = (int)m->opset_import[i]->version;
+    else if (is_ml_domain(m->opset_import[i]->domain))
+      g->opset_ml = (int)m->opset_import[i]->version;
   if (!m->graph) return err_set(e, ERR_INVALID_ARGUMENT, "the model has no graph");
-  if (g->opset < 1) return err_set(e, ERR_INVALID_ARGUMENT, "the model imports no ONNX opset");
+  // a model of ai.onnx.ml ops alone may import that domain only
+  if (g->opset < 1 && g->opset_ml < 1) return err_set(e, ERR_INVALID_ARGUMENT, "the model imports no ONNX opset");
   scope top = {g, NULL};
   return build_graph(g, m->graph, dir, &top, e);
 }

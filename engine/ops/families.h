@@ -23,7 +23,8 @@
   X(conv)                   \
   X(attn)                   \
   X(ctrl)                   \
-  X(select)
+  X(select)                 \
+  X(ml)
 
 // One family's table as a backend lists it: *n entries of `stride` bytes,
 // each starting with its `const char *op_type` (eng_op_def, cuda_op). n

@@ -34,6 +34,12 @@ add_library(inferd_ops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/index/index_shape.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index_scatter.c
   ${CMAKE_CURRENT_LIST_DIR}/index/index_space.c
+  ${CMAKE_CURRENT_LIST_DIR}/ml/ml.c
+  ${CMAKE_CURRENT_LIST_DIR}/ml/ml_common.c
+  ${CMAKE_CURRENT_LIST_DIR}/ml/ml_tree.c
+  ${CMAKE_CURRENT_LIST_DIR}/ml/ml_linear.c
+  ${CMAKE_CURRENT_LIST_DIR}/ml/ml_label.c
+  ${CMAKE_CURRENT_LIST_DIR}/ml/ml_svm.c
   ${CMAKE_CURRENT_LIST_DIR}/norm/norm.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce.c
   ${CMAKE_CURRENT_LIST_DIR}/reduce/tfidf.c
@@ -55,5 +61,6 @@ if(INFERD_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/norm/norm_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/reduce/reduce_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/resize/resize_cuda.c
-    ${CMAKE_CURRENT_LIST_DIR}/select/select_cuda.c)
+    ${CMAKE_CURRENT_LIST_DIR}/select/select_cuda.c
+    ${CMAKE_CURRENT_LIST_DIR}/ml/ml_cuda.c)
 endif()

@@ -35,6 +35,7 @@ static const eng_op_def load_ops[] = {
 };
 static const size_t n_load_ops = sizeof load_ops / sizeof load_ops[0];
 
+
 #define CPU_FAMILY(f) ENG_OPS_FAMILY(f, eng_ops__##f, eng_ops__n_##f),
 static const eng_ops_family cpu_families[] = {ENG_OPS_FAMILIES(CPU_FAMILY) ENG_OPS_FAMILY(load, load_ops, n_load_ops)};
 #undef CPU_FAMILY

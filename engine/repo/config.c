@@ -248,8 +248,8 @@ static int has_string_io(const Inference__ModelConfig *c) {
   return 0;
 }
 
-void config_resolve_kinds(Inference__ModelConfig *c, int n_gpus) {
-  int gpu = n_gpus > 0 && !has_string_io(c);
+void config_resolve_kinds(Inference__ModelConfig *c, int n_gpus, size_t n_cpu_only_nodes) {
+  int gpu = n_gpus > 0 && !has_string_io(c) && n_cpu_only_nodes == 0;
   for (size_t i = 0; i < c->n_instance_group; i++)
     if (c->instance_group[i]->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO)
       c->instance_group[i]->kind =
@@ -319,6 +319,9 @@ static int check_tensor(const char *kind, const char *name, int data_type, size_
   TRY(check_batch_bytes(kind, name, "dims", data_type, n_dims, dims, mbs, e));
   if (reshape) TRY(check_batch_bytes(kind, name, "reshape.shape", data_type, reshape->n_shape, reshape->shape, mbs, e));
   int batch = mbs > 0;
+  // a ValueInfo without a shape (ndims -1) declares nothing to check against:
+  // the config's dims stand (and formatting -1 dims would read past g->dims)
+  if (g->ndims < 0) return 0;
   char gbuf[160], cbuf[160];
   fmt_dims(gbuf, sizeof gbuf, (size_t)g->ndims, g->dims, 0);
   if (batch && (g->ndims < 1 || g->dims[0] != -1))

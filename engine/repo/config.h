@@ -84,9 +84,11 @@ int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng
 // KIND_AUTO groups become KIND_GPU when a CUDA device is visible, else
 // KIND_CPU (Triton's rule), and KIND_CPU whatever the devices when an input
 // or output is TYPE_STRING (GPU instances do not run those; Triton's
-// onnxruntime keeps string tensors on the host the same way); run after
+// onnxruntime keeps string tensors on the host the same way), or when the
+// graph has nodes no GPU plan runs (n_cpu_only_nodes: the ai.onnx.ml ops
+// of scikit-learn's models, eng_graph_n_ml_nodes); run after
 // config_complete, at load.
-void config_resolve_kinds(Inference__ModelConfig *cfg, int n_gpus);
+void config_resolve_kinds(Inference__ModelConfig *cfg, int n_gpus, size_t n_cpu_only_nodes);
 
 int config_validate(const Inference__ModelConfig *cfg, const eng_io *in, size_t n_in, const eng_io *out,
                     size_t n_out, err *e);

@@ -92,7 +92,7 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
   if (!in || !out) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   if (rc == 0 && !*completed) {
     rc = config_complete(m->config, config_from_file, in, n_in, out, n_out, o->default_max_batch_size, e);
-    if (rc == 0) config_resolve_kinds(m->config, o->n_gpus);
+    if (rc == 0) config_resolve_kinds(m->config, o->n_gpus, eng_graph_n_ml_nodes(g));
     if (rc == 0) *completed = 1;
   }
   if (rc == 0) {

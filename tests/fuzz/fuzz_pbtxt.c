@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // both auto-complete modes the server has (default and --disable-auto-complete-config)
   int dmb = size && (data[0] & 1) ? CONFIG_NO_AUTO_COMPLETE : CONFIG_DEFAULT_MAX_BATCH_SIZE;
   if (config_complete(cfg, 1, in, 2, out, 2, dmb, &e) == 0) {
-    config_resolve_kinds(cfg, size && (data[0] & 2) ? 1 : 0);
+    config_resolve_kinds(cfg, size && (data[0] & 2) ? 1 : 0, 0);
     (void)config_validate(cfg, in, 2, out, 2, &e);
   }
   config_free(cfg);

@@ -11,7 +11,10 @@
 int eng_ops_str_supports(const char *op_type) {
   static const char *const ops[] = {"Cast",      "Identity", "Flatten", "Reshape", "Squeeze",        "Unsqueeze",
                                     "Dropout",   "Transpose", "Concat", "Shape",   "Gather",         "Slice",
-                                    "Expand",    "GatherElements", "GatherND", "Split", "Where"};
+                                    "Expand",    "GatherElements", "GatherND", "Split", "Where",
+                                    "ai.onnx.ml.LabelEncoder", "ai.onnx.ml.OneHotEncoder",
+                                    "ai.onnx.ml.TreeEnsembleClassifier", "ai.onnx.ml.LinearClassifier",
+                                    "ai.onnx.ml.SVMClassifier"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     if (strcmp(ops[i], op_type) == 0) return 1;
   return 0;

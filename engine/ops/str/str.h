@@ -10,9 +10,11 @@
 
 #include "engine/ops/ops.h"
 
-// Whether op_type handles STRING operands: Cast, and the ops that only
+// Whether op_type handles STRING operands: Cast, the ops that only
 // move, view or select elements (the index family and Where), which copy
-// k_str views like any fixed-size element. The planner refuses a node of
+// k_str views like any fixed-size element, and ai.onnx.ml's LabelEncoder
+// and OneHotEncoder (engine/ops/ml/ml_label.c), which read (and write) them,
+// and its classifiers, whose labels may be strings (engine/ops/ml/). The planner refuses a node of
 // any other op with a STRING input or output, naming it, where its kernels
 // would read views as numbers.
 int eng_ops_str_supports(const char *op_type);

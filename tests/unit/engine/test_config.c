@@ -82,6 +82,23 @@ static void test_complete_missing_config(void) {
   config_free(c);
 }
 
+// An output whose ValueInfo has no shape (ndims -1, as onnx.helper writes
+// with shape None): the config's dims stand, for batching models and not.
+static void test_validate_unshaped_output(void) {
+  err e = {0};
+  eng_io in[1] = {io("x", DT_FP32, 2, -1, 4, 0)}, out[1] = {io("y", DT_FP32, -1, 0, 0, 0)};
+  Inference__ModelConfig *c = parse("name: 'm' max_batch_size: 8 input [{ name: 'x' data_type: TYPE_FP32 dims: [4] }] "
+                                    "output [{ name: 'y' data_type: TYPE_FP32 dims: [4, 3] }]");
+  if (!c) return;
+  CHECK_EQ_INT(config_validate(c, in, 1, out, 1, &e), 0);
+  config_free(c);
+  c = parse("name: 'm' input [{ name: 'x' data_type: TYPE_FP32 dims: [-1, 4] }] "
+            "output [{ name: 'y' data_type: TYPE_FP32 dims: [-1] }]");
+  if (!c) return;
+  CHECK_EQ_INT(config_validate(c, in, 1, out, 1, &e), 0);
+  config_free(c);
+}
+
 static void test_complete_no_batching(void) {
   err e = {0};
   // A fixed first dimension: the model cannot batch; dims stay whole.
@@ -597,12 +614,12 @@ static void test_no_auto_complete(void) {
 static void test_resolve_kinds(void) {
   Inference__ModelConfig *c = parse("name: 'm' instance_group [{ kind: KIND_AUTO }, { kind: KIND_CPU }]");
   if (!c) return;
-  config_resolve_kinds(c, 0);
+  config_resolve_kinds(c, 0, 0);
   CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
   config_free(c);
   c = parse("name: 'm' instance_group [{ kind: KIND_AUTO }, { kind: KIND_CPU }]");
   if (!c) return;
-  config_resolve_kinds(c, 2);
+  config_resolve_kinds(c, 2, 0);
   CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
   CHECK_EQ_INT(c->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
   config_free(c);
@@ -610,15 +627,30 @@ static void test_resolve_kinds(void) {
   c = parse("name: 'm' input [{ name: 'I' data_type: TYPE_STRING dims: [16] }] "
             "output [{ name: 'O' data_type: TYPE_INT32 dims: [16] }] instance_group [{ kind: KIND_AUTO }]");
   if (!c) return;
-  config_resolve_kinds(c, 1);
+  config_resolve_kinds(c, 1, 0);
   CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
   config_free(c);
   c = parse("name: 'm' output [{ name: 'O' data_type: TYPE_STRING dims: [16] }] "
             "instance_group [{ kind: KIND_AUTO }, { kind: KIND_GPU }]");
   if (!c) return;
-  config_resolve_kinds(c, 1);
+  config_resolve_kinds(c, 1, 0);
   CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
   CHECK_EQ_INT(c->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);  // asked for: refused at load
+  config_free(c);
+  // a graph with ai.onnx.ml nodes (no GPU path) keeps KIND_AUTO on the CPU; KIND_GPU stays as asked
+  c = parse("name: 'm' input [{ name: 'X' data_type: TYPE_FP32 dims: [4] }] "
+            "output [{ name: 'Y' data_type: TYPE_INT64 dims: [1] }] instance_group [{ kind: KIND_AUTO }, { kind: KIND_GPU }]");
+  if (!c) return;
+  config_resolve_kinds(c, 2, 1);
+  CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU);
+  CHECK_EQ_INT(c->instance_group[1]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
+  config_free(c);
+  // the same config without such nodes goes to the GPU
+  c = parse("name: 'm' input [{ name: 'X' data_type: TYPE_FP32 dims: [4] }] "
+            "output [{ name: 'Y' data_type: TYPE_INT64 dims: [1] }] instance_group [{ kind: KIND_AUTO }]");
+  if (!c) return;
+  config_resolve_kinds(c, 2, 0);
+  CHECK_EQ_INT(c->instance_group[0]->kind, INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU);
   config_free(c);
 }
 
@@ -690,6 +722,7 @@ int main(void) {
   g_out[1] = io("z", DT_INT32, 1, -1, 0, 0);
   test_complete_missing_config();
   test_complete_no_batching();
+  test_validate_unshaped_output();
   test_complete_file_config();
   test_complete_file_without_tensors();
   test_validate();

@@ -358,7 +358,7 @@ static void test_after_completion(void) {
   eng_io out = {.name = "y", .dt = DT_FP32, .ndims = 2, .dims = {-1, 2}};
   Inference__ModelConfig *pb = (Inference__ModelConfig *)m;
   CHECK_EQ_INT(config_complete(pb, 0, &in, 1, &out, 1, CONFIG_DEFAULT_MAX_BATCH_SIZE, &e), 0);
-  config_resolve_kinds(pb, 0);
+  config_resolve_kinds(pb, 0, 0);
   eng_model_config *c = NULL;
   CHECK_EQ_INT(eng_model_config_from_proto(pb, &c, &e), 0);
   protobuf_c_message_free_unpacked(m, NULL);
