@@ -30,6 +30,7 @@ typedef struct host_job {
 
 struct host_run {
   int n, cap;
+  int ni, no;  // operands per job: the widest node's inputs and outputs (eng_plan.max_arity_*)
   host_job *jobs;
   // the first failing job of the launch: later ones skip (their results are dropped with the batch)
   atomic_int failed;
@@ -139,7 +140,13 @@ host_run *eng_cuda__host_run_new(const eng_cuda_plan *p) {
   host_run *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   int cap = (int)p->n_noop;
-  size_t ni = (size_t)pl->max_arity_in + 1, no = (size_t)pl->max_arity_out + 1;
+  // the widest node's operands (eng_plan__create sets them): eng_cuda__host_node checks each node
+  // against them. Before they were set, every job had room for one operand of each kind, and
+  // a Pad of three inputs wrote over its outputs and FP16 pointers (test_gpu_plan's SIGSEGV, 2026-12-03)
+  size_t ni = (size_t)(pl->max_arity_in > 1 ? pl->max_arity_in : 1);
+  size_t no = (size_t)(pl->max_arity_out > 1 ? pl->max_arity_out : 1);
+  r->ni = (int)ni;
+  r->no = (int)no;
   size_t per = ni * sizeof(eng_tensor) + no * sizeof(eng_tensor) + ni * sizeof(void *) + no * sizeof(void *);
   r->jobs = calloc((size_t)cap + 1, sizeof *r->jobs);
   r->block = calloc((size_t)cap + 1, per);
@@ -268,6 +275,9 @@ int eng_cuda__host_node(eng_cuda_plan *p, slot *s, size_t i, err *e) {
   cudaStream_t st = s->ctx.stream;
   host_run *r = s->hrun;
   if (!r || r->n >= r->cap) return err_set(e, ERR_INTERNAL, "host fallback: no snapshot room for this node");
+  if (n->n_in > r->ni || n->n_out > r->no)
+    return err_set(e, ERR_INTERNAL, "host fallback: %d inputs and %d outputs, the snapshot holds %d and %d", n->n_in,
+                   n->n_out, r->ni, r->no);
   host_job *j = &r->jobs[r->n++];
   j->def = pl->defs[i];
   j->node = n;
