@@ -67,28 +67,6 @@ static bool pick_layout(const eng_cuda_plan *p, int rows) {
   return nhwc;
 }
 
-// Per value: computable from constants and input shapes alone, so folded on
-// the host for every signature (plan.c's foldable, less its size cap, which
-// eng_cuda__check_folds meets per signature). NULL when out of memory.
-static uint8_t *shape_derived(const eng_plan *pl) {
-  const eng_graph *g = pl->g;
-  uint8_t *d = calloc(pl->n_values + 1, 1);
-  if (!d) return NULL;
-  for (size_t v = 0; v < pl->n_values; v++) d[v] = eng_cuda__is_const(g, (int)v);
-  // parameters given as graph inputs are known on the host in every run (plan_values.c)
-  for (size_t i = 0; i < pl->n_inputs; i++)
-    if (pl->val_in[i]) d[eng_graph_input_value(g, i)] = 1;
-  for (size_t i = 0; i < pl->n_nodes; i++) {
-    const eng_node *n = eng_graph_node(g, i);
-    bool all = true;
-    for (int k = 0; k < n->n_in && all; k++)
-      all = n->in[k] < 0 || d[n->in[k]] || (pl->defs[i]->flags & ENG_OP_SHAPE_ONLY);
-    for (int k = 0; k < n->n_out; k++)
-      if (n->out[k] >= 0) d[n->out[k]] = all;
-  }
-  return d;
-}
-
 // eng_cuda_plan_create up to its warm-up (plan_cuda_prep.c's create does that after).
 int eng_cuda__create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts, eng_cuda_plan **out,
                      err *e) {
@@ -130,7 +108,7 @@ int eng_cuda__create(const eng_graph *g, int max_batch, int device, const eng_cu
     ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
-  uint8_t *derived = shape_derived(pl);
+  uint8_t *derived = eng_hostfb_derived(pl);
   if (!derived) {
     ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;

@@ -3,7 +3,10 @@
 // provider. A node whose op has no CUDA path (no entry in its family's CUDA
 // table, or an init that refuses the node's mode with ERR_UNIMPLEMENTED)
 // runs on the host, in the middle of the GPU plan, with the op's CPU run
-// function (the same registry entry's eng_op_def.run):
+// function (the same registry entry's eng_op_def.run). Which nodes, which
+// values cross and the operands each host run reads are decided by the
+// device-free engine/cpu/plan_hostfb.h (unit-tested without a GPU); here is
+// the CUDA side of it:
 //   - its device inputs are copied to pinned host buffers of the slot
 //     (cudaMemcpyAsync D2H on the slot's stream; an NHWC-stored operand
 //     transposed back to NCHW on the device first), constants read from
@@ -32,22 +35,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/cpu/plan_hostfb.h"
 #include "kernels/base/err.h"
 
 typedef struct eng_cuda_plan eng_cuda_plan;
 typedef struct slot slot;
-typedef struct host_run host_run;
+typedef eng_hostfb_run host_run;
 
 // At create, after each node's CUDA op is known and the CPU planner ran:
-// works out which values the device reads and writes the load log's lines
-// for the host nodes (p->ops[i] NULL, neither folded for the planned shapes
-// nor computed from constants and input shapes alone: derived[] per value,
-// those folded for each signature). why[i]: the op's init refusal for node
-// i, or NULL (no CUDA op at all). Refuses (ERR_UNIMPLEMENTED) a node that
-// neither backend can run. At run time every node without a CUDA op that
-// the planner did not fold runs on the host.
+// the host fallback's plan (p->hf, plan_hostfb.h) and the load log's lines
+// for the host nodes. why[i]: the op's init refusal for node i, or NULL.
+// Refuses (ERR_UNIMPLEMENTED) a node that neither backend can run.
 int eng_cuda__host_plan(eng_cuda_plan *p, const uint8_t *derived, char *const *why, err *e);
 void eng_cuda__host_free(eng_cuda_plan *p);
+// Nodes with no CUDA op (host and folded): 0 means no snapshots are needed.
+size_t eng_cuda__host_noop(const eng_cuda_plan *p);
 
 // A snapshot for one launch (NULL: out of memory); freed with host_run_free (NULL is fine).
 host_run *eng_cuda__host_run_new(const eng_cuda_plan *p);

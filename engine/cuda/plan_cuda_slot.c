@@ -474,7 +474,7 @@ static int capture(eng_cuda_plan *p, slot *s, cudaGraphExec_t *out, host_run **h
   err ce = {0};
   *hr = NULL;
   host_run *run = NULL;
-  if (p->n_noop && !(run = eng_cuda__host_run_new(p))) {
+  if (eng_cuda__host_noop(p) && !(run = eng_cuda__host_run_new(p))) {
     err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     return -1;
   }
@@ -680,7 +680,7 @@ int eng_cuda__slot_create(eng_cuda_plan *p, slot *s, err *e) {
   s->fd_w = calloc(pl->n_values + 1, sizeof *s->fd_w);
   s->hv_off = calloc(pl->n_values + 1, sizeof *s->hv_off);
   s->hv32_off = calloc(pl->n_values + 1, sizeof *s->hv32_off);
-  if (p->n_noop && (!(s->hrun_plain = eng_cuda__host_run_new(p)) || !(s->hrun_tune = eng_cuda__host_run_new(p))))
+  if (eng_cuda__host_noop(p) && (!(s->hrun_plain = eng_cuda__host_run_new(p)) || !(s->hrun_tune = eng_cuda__host_run_new(p))))
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int cap = p->o.graph_cap > 0 ? p->o.graph_cap : 64;
   s->graphs = calloc((size_t)cap, sizeof *s->graphs);

@@ -150,13 +150,8 @@ struct eng_cuda_plan {
   _Atomic uint64_t lazy_prepares, padded_batches, padded_rows;
   _Atomic uint64_t lazy_by[ENG_LAZY_CAUSES];
   _Atomic uint64_t stale_captures;  // graphs captured for a signature the slot had under an older layout
-  // host fallback (plan_cuda_host.c): nodes without a CUDA op run on the host
-  size_t n_host;       // host nodes found at create (eng_cuda_plan_n_host_nodes)
-  char **host_desc;    // their load log lines
-  size_t n_noop;       // nodes with no CUDA op (host nodes and folded ones): a snapshot's capacity
-  uint8_t *dev_read;   // per value: read by a device node or a graph output (a host result goes up)
-  uint8_t *hstate;     // per value, while enqueueing: 0 on the device only, 1 copied down, 2 made on the host
-  uint8_t *hplan;      // per value, this run: 1 a pinned copy, 2 a folded value staged for a host node
+  // host fallback (plan_cuda_host.c over engine/cpu/plan_hostfb.c): nodes without a CUDA op run on the host
+  eng_hostfb *hf;
 };
 
 
