@@ -48,3 +48,9 @@ target_compile_definitions(test_attn_qkv PRIVATE ATTN_ZOO="${_attn_zoo}")
 # STRING tensors: the plan's edges, Cast to and from STRING, the index ops on strings, GPU refusal.
 inferd_unit_test(test_strings SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_strings.c
   LIBS inferd_model inferd_config ${_graph_libs} Threads::Threads)
+
+# The host fallback's device-free half (engine/cpu/plan_hostfb.c) on the host fallback models, with host
+# memory as the device: which nodes, which copies, the snapshots, outputs against the CPU plan.
+inferd_unit_test(test_plan_hostfb SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_plan_hostfb.c LIBS ${_graph_libs})
+set_tests_properties(test_plan_hostfb PROPERTIES FIXTURES_REQUIRED graph_models)
+target_compile_definitions(test_plan_hostfb PRIVATE INFERD_GRAPH_MODELS="${_graph_models}")
