@@ -64,7 +64,8 @@ int k_gelu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, int approximate,
 // before the call returns; y must not overlap a or b unless it is exactly
 // the same buffer with the same shape as y. Every k_binop: Max and Min
 // propagate NaN from either side as the reference does; Pow is computed in
-// double and rounded once (the reference's powf is within an ulp of it).
+// double and rounded once (the reference's powf is within an ulp of it); Mod
+// (K_MOD, K_FMOD) equals the reference's bit for bit.
 int k_binary_f32_cuda(float *y, const float *a, const float *b, int ndim, const int64_t *ydims,
                       const int64_t *adims, const int64_t *bdims, k_binop op, cudaStream_t stream,
                       err *e);

@@ -324,6 +324,7 @@ int main(int argc, char **argv) {
   test_qkv_merge();
   test_gemm_autotune();
   test_host_fallback();
+  test_device_paths();
   test_host_refused_mode();
   test_fault();
   test_shared_weights();

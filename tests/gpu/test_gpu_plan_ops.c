@@ -434,3 +434,46 @@ void test_host_fallback(void) {
     eng_graph_destroy(g);
   }
 }
+
+// --- CUDA paths of issue 34 item 3: ops that ran on the host before
+
+// cuda_mod_castlike (gen_test_models.py): Mod on floats (fmod 0 and 1) and int64, CastLike int64 -> float.
+// Each runs on the device (no host node) in FP32 and FP16 plans and matches the CPU plan: the integers
+// exactly, FP32 within the FP32 bound (1e-5; the kernels equal the reference bit for bit), FP16 within
+// the low-precision plans' bound.
+void test_device_paths(void) {
+  eng_graph *g = load_model("cuda_mod_castlike");
+  CHECK(g != NULL);
+  if (!g) return;
+  eng_plan *cp = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+  for (int half = 0; cp && half < 2; half++) {
+    eng_cuda_plan *gp = NULL;
+    eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
+    int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
+    if (rc) fprintf(stderr, "cuda_mod_castlike: cuda create: %s\n", e.msg);
+    CHECK_EQ_INT(rc, 0);
+    if (!gp) continue;
+    CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), 0);
+    for (size_t k = 0; k < eng_cuda_plan_n_host_nodes(gp); k++) fprintf(stderr, "  %s\n", eng_cuda_plan_host_node(gp, k));
+    double worst = 0;
+    for (int b = 1; b <= MAXB; b++) {
+      io_set in = {.n = 2};
+      float *x = malloc((size_t)b * 6 * sizeof *x);
+      int64_t *k = malloc((size_t)b * 4 * sizeof *k);
+      for (int i = 0; i < b * 6; i++) x[i] = (float)((i * 7919 % 1601) - 800) / 400.0f;  // [-2, 2] in steps of 1/400, 0 included
+      for (int i = 0; i < b * 4; i++) k[i] = (int64_t)((i * 37) % 13) - 6;                // [-6, 6]
+      in.t[0] = (eng_tensor){.dt = DT_FP32, .ndims = 2, .dims = {b, 6}, .data = x, .bytes = (size_t)b * 6 * sizeof *x};
+      in.t[1] = (eng_tensor){.dt = DT_INT64, .ndims = 2, .dims = {b, 4}, .data = k, .bytes = (size_t)b * 4 * sizeof *k};
+      char label[48];
+      snprintf(label, sizeof label, "%s batch %d", half ? "fp16" : "fp32", b);
+      worst = max_worst(worst, run_both("cuda_mod_castlike", g, cp, gp, &in, label, half ? low_rtol : 0));
+      io_free(&in);
+    }
+    printf("cuda_mod_castlike %s: on the device, worst scaled error %.3g\n", half ? "fp16" : "fp32", worst);
+    eng_cuda_plan_destroy(gp);
+  }
+  eng_plan_destroy(cp);
+  eng_graph_destroy(g);
+}

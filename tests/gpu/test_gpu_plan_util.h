@@ -70,5 +70,6 @@ void test_gemm_fusion(void);
 void test_qkv_merge(void);
 void test_gemm_autotune(void);
 void test_host_fallback(void);
+void test_device_paths(void);
 
 #endif

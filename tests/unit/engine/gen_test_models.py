@@ -892,6 +892,25 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 8, 1])],
           [numpy_helper.from_array(f32(2, 3), "w")])
 compare(m, "host_chain", {"x": f32(3, 8, 1)}, rtol=1e-4)
 
+# --- CUDA paths added for issue 34 item 3 (test_gpu_plan_ops.c test_device_paths): Mod on floats in both
+# fmod modes and on int64, CastLike from int64 to a float template; none may fall back to the host. Saved,
+# not compared: onnxruntime runs float Mod with fmod=1 only (test_gpu_plan compares with the CPU plan).
+# Divisors past the inputs' range [-2, 2) keep FP16 plans clear of Mod's jumps (only 0, whose sign
+# rounding keeps).
+nodes = [helper.make_node("Mod", ["x", "d"], ["m0"], name="mod_floor", fmod=0),
+         helper.make_node("Mod", ["x", "d"], ["m1"], name="mod_c", fmod=1),
+         helper.make_node("Mod", ["k", "kd"], ["mk"], name="mod_int"),
+         helper.make_node("CastLike", ["k", "like"], ["kf"], name="castlike"),
+         helper.make_node("Mul", ["kf", "half"], ["y"], name="scale")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6]), vi("k", TensorProto.INT64, ["N", 4])],
+          [vi("m0", TensorProto.FLOAT, ["N", 6]), vi("m1", TensorProto.FLOAT, ["N", 6]),
+           vi("mk", TensorProto.INT64, ["N", 4]), vi("y", TensorProto.FLOAT, ["N", 4])],
+          [numpy_helper.from_array(np.array([3, -2.5, 4, -3, 2.5, 5], np.float32), "d"),
+           numpy_helper.from_array(np.array([3, -2, 4, -5], np.int64), "kd"),
+           numpy_helper.from_array(np.array([1], np.float32), "like"),
+           numpy_helper.from_array(np.array(0.5, np.float32), "half")], opset=15)
+save(m, "cuda_mod_castlike")
+
 with open(path("ort_cases.txt"), "w") as f:
     for name, rtol in CASES:
         f.write("%s %g\n" % (name, rtol))
