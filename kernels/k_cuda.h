@@ -123,6 +123,10 @@ int k_gather_nd_cuda(void *y, const void *x, size_t esz, size_t batch, int m, co
                      err *e);
 int k_trilu_cuda(void *y, const void *x, size_t esz, size_t batch, int64_t rows, int64_t cols,
                  int64_t k, int upper, cudaStream_t stream, err *e);
+// Slice (k_slice): y[i] = x[starts + i * steps] per dim (steps of either sign, not 0), the
+// starts and steps already clamped by the op's rule (every element read inside x: checked).
+int k_slice_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims, const int64_t *starts,
+                 const int64_t *steps, const int64_t *ydims, cudaStream_t stream, err *e);
 
 // --- broadcasting selection (kernels/index/k_index.cu), as k_where: y = cond ? a : b,
 // cond bool (non-zero is true), a, b and y of element size esz (1, 2, 4

@@ -435,7 +435,7 @@ void test_host_fallback(void) {
   }
 }
 
-// --- CUDA paths of issue 34 item 3: ops that ran on the host before
+// --- CUDA paths of issue 34 item 3: ops that ran on the host before (Mod, CastLike, Slice on data)
 
 // cuda_mod_castlike (gen_test_models.py): Mod on floats (fmod 0 and 1) and int64, CastLike int64 -> float.
 // Each runs on the device (no host node) in FP32 and FP16 plans and matches the CPU plan: the integers
@@ -474,6 +474,28 @@ void test_device_paths(void) {
     printf("cuda_mod_castlike %s: on the device, worst scaled error %.3g\n", half ? "fp16" : "fp32", worst);
     eng_cuda_plan_destroy(gp);
   }
+  eng_plan_destroy(cp);
+  eng_graph_destroy(g);
+  // slice_device (in the case file too, so every plan mode compares it): both Slices on the device
+  g = load_model("slice_device");
+  CHECK(g != NULL);
+  if (!g) return;
+  eng_cuda_plan *gp = NULL;
+  cp = NULL;
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+  CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, NULL, &gp, &e), 0);
+  if (gp && cp) {
+    CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), 0);
+    double worst = 0;
+    for (int b = 1; b <= MAXB; b++) {
+      io_set in = {0};
+      make_inputs(g, "slice_device", b, 0, &in);
+      worst = max_worst(worst, run_both("slice_device", g, cp, gp, &in, "device slice", 0));
+      io_free(&in);
+    }
+    printf("slice_device: on the device, worst scaled error %.3g\n", worst);
+  }
+  eng_cuda_plan_destroy(gp);
   eng_plan_destroy(cp);
   eng_graph_destroy(g);
 }

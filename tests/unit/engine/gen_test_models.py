@@ -910,6 +910,27 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6]), vi("k", TensorProto.INT6
            numpy_helper.from_array(np.array([1], np.float32), "like"),
            numpy_helper.from_array(np.array(0.5, np.float32), "half")], opset=15)
 save(m, "cuda_mod_castlike")
+# Slice on the device (k_slice_cuda): steps of both signs with a negative start and an end past the
+# front, and starts computed from the input's shape (Shape -> Gather -> Div, folded per signature)
+nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("Slice", ["r", "st1", "en1", "ax1", "sp1"], ["y1"], name="slice_steps"),
+         helper.make_node("Shape", ["x"], ["sh"], name="shape"),
+         helper.make_node("Gather", ["sh", "i2"], ["d2"], name="dim2"),
+         helper.make_node("Div", ["d2", "two"], ["hf"], name="half_dim"),
+         helper.make_node("Unsqueeze", ["hf", "ax0"], ["st2"], name="starts"),
+         helper.make_node("Slice", ["r", "st2", "en2", "ax2"], ["y2"], name="slice_shape")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6, 8])],
+          [vi("y1", TensorProto.FLOAT, ["N", 2, 3]), vi("y2", TensorProto.FLOAT, ["N", 6, 4])],
+          [numpy_helper.from_array(np.array([1, -1], np.int64), "st1"),
+           numpy_helper.from_array(np.array([5, -9], np.int64), "en1"),
+           numpy_helper.from_array(np.array([1, 2], np.int64), "ax1"),
+           numpy_helper.from_array(np.array([2, -3], np.int64), "sp1"),
+           numpy_helper.from_array(np.array(2, np.int64), "i2"),
+           numpy_helper.from_array(np.array(2, np.int64), "two"),
+           numpy_helper.from_array(np.array([0], np.int64), "ax0"),
+           numpy_helper.from_array(np.array([100], np.int64), "en2"),
+           numpy_helper.from_array(np.array([2], np.int64), "ax2")])
+compare(m, "slice_device", {"x": f32(2, 6, 8)})
 
 with open(path("ort_cases.txt"), "w") as f:
     for name, rtol in CASES:
