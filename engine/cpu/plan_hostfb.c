@@ -50,16 +50,24 @@ struct eng_hostfb_run {
   void *block;  // the jobs' operand arrays, one allocation
 };
 
-static inline size_t numel(const eng_tensor *t) { return (size_t)eng_numel(t->ndims, t->dims); }
-static inline size_t nbytes(const eng_tensor *t) { return numel(t) * dtype_size(t->dt); }
-static inline size_t round_to(size_t b, size_t align) { return align > 1 ? (b + align - 1) / align * align : b; }
+static inline size_t numel(const eng_tensor *t) {
+  return (size_t)eng_numel(t->ndims, t->dims);
+}
+static inline size_t nbytes(const eng_tensor *t) {
+  return numel(t) * dtype_size(t->dt);
+}
+static inline size_t round_to(size_t b, size_t align) {
+  return align > 1 ? (b + align - 1) / align * align : b;
+}
 
 static bool is_const(const eng_graph *g, int v) {
   return v >= 0 && eng_graph_value(g, (size_t)v)->kind == ENG_VALUE_CONST;
 }
 
 // Stored type of a value on the device: half plans keep FP32 values in FP16.
-static dtype dev_dt(const eng_hostfb *h, dtype t) { return h->half && t == DT_FP32 ? DT_FP16 : t; }
+static dtype dev_dt(const eng_hostfb *h, dtype t) {
+  return h->half && t == DT_FP32 ? DT_FP16 : t;
+}
 
 // Bytes of value v as stored on the device.
 static size_t dev_bytes(const eng_hostfb *h, int v) {
@@ -67,7 +75,9 @@ static size_t dev_bytes(const eng_hostfb *h, int v) {
   return numel(t) * dtype_size(dev_dt(h, t->dt));
 }
 
-static bool is_host(const eng_hostfb *h, size_t i) { return !h->dev_op[i] && !h->pl->folded[i]; }
+static bool is_host(const eng_hostfb *h, size_t i) {
+  return !h->dev_op[i] && !h->pl->folded[i];
+}
 
 // --- at create
 
@@ -193,11 +203,21 @@ void eng_hostfb_destroy(eng_hostfb *h) {
   free(h);
 }
 
-size_t eng_hostfb_n_host(const eng_hostfb *h) { return h ? h->n_host : 0; }
-const char *eng_hostfb_line(const eng_hostfb *h, size_t k) { return h && k < h->n_host ? h->lines[k] : NULL; }
-size_t eng_hostfb_n_noop(const eng_hostfb *h) { return h ? h->n_noop : 0; }
-int eng_hostfb_is_host(const eng_hostfb *h, size_t i) { return is_host(h, i); }
-int eng_hostfb_dev_read(const eng_hostfb *h, int v) { return v >= 0 && h->dev_read[v]; }
+size_t eng_hostfb_n_host(const eng_hostfb *h) {
+  return h ? h->n_host : 0;
+}
+const char *eng_hostfb_line(const eng_hostfb *h, size_t k) {
+  return h && k < h->n_host ? h->lines[k] : NULL;
+}
+size_t eng_hostfb_n_noop(const eng_hostfb *h) {
+  return h ? h->n_noop : 0;
+}
+int eng_hostfb_is_host(const eng_hostfb *h, size_t i) {
+  return is_host(h, i);
+}
+int eng_hostfb_dev_read(const eng_hostfb *h, int v) {
+  return v >= 0 && h->dev_read[v];
+}
 
 // --- snapshots
 
@@ -323,7 +343,9 @@ void eng_hostfb_begin(eng_hostfb *h, eng_hostfb_run *r) {
   if (r) r->n = 0;
 }
 
-void eng_hostfb_counts_get(const eng_hostfb *h, eng_hostfb_counts *c) { *c = h->counts; }
+void eng_hostfb_counts_get(const eng_hostfb *h, eng_hostfb_counts *c) {
+  *c = h->counts;
+}
 
 // Value v as the CPU kernel sees it: plan type and shape over host memory.
 static void host_tensor(const eng_hostfb *h, uint8_t *base, const size_t *hv_off, const size_t *hv32_off, int v,
@@ -331,8 +353,10 @@ static void host_tensor(const eng_hostfb *h, uint8_t *base, const size_t *hv_off
   *t = h->pl->cur[v];
   t->bytes = nbytes(t);
   if (is_const(h->pl->g, v)) return;  // cur's data: the plan's host copy
-  if (h->hplan[v] == 2) t->data = base + hv_off[v];
-  else t->data = base + (dev_dt(h, t->dt) != t->dt ? hv32_off[v] : hv_off[v]);
+  if (h->hplan[v] == 2)
+    t->data = base + hv_off[v];
+  else
+    t->data = base + (dev_dt(h, t->dt) != t->dt ? hv32_off[v] : hv_off[v]);
 }
 
 int eng_hostfb_node(eng_hostfb *h, eng_hostfb_run *r, size_t i, uint8_t *base, const size_t *hv_off,

@@ -99,8 +99,8 @@ typedef struct eng_hostfb_io {
 
 // This run's crossings so far (since eng_hostfb_begin): tests and stats.
 typedef struct eng_hostfb_counts {
-  size_t nodes;              // host nodes enqueued
-  size_t down, up;           // values copied down and up
+  size_t nodes;     // host nodes enqueued
+  size_t down, up;  // values copied down and up
   size_t down_bytes, up_bytes;
 } eng_hostfb_counts;
 

@@ -25,25 +25,43 @@ void eng_cuda__host_free(eng_cuda_plan *p) {
   p->hf = NULL;
 }
 
-size_t eng_cuda__host_noop(const eng_cuda_plan *p) { return eng_hostfb_n_noop(p->hf); }
+size_t eng_cuda__host_noop(const eng_cuda_plan *p) {
+  return eng_hostfb_n_noop(p->hf);
+}
 
-size_t eng_cuda_plan_n_host_nodes(const eng_cuda_plan *p) { return eng_hostfb_n_host(p->hf); }
+size_t eng_cuda_plan_n_host_nodes(const eng_cuda_plan *p) {
+  return eng_hostfb_n_host(p->hf);
+}
 
-const char *eng_cuda_plan_host_node(const eng_cuda_plan *p, size_t k) { return eng_hostfb_line(p->hf, k); }
+const char *eng_cuda_plan_host_node(const eng_cuda_plan *p, size_t k) {
+  return eng_hostfb_line(p->hf, k);
+}
 
-host_run *eng_cuda__host_run_new(const eng_cuda_plan *p) { return p->hf ? eng_hostfb_run_new(p->hf) : NULL; }
-void eng_cuda__host_run_free(host_run *r) { eng_hostfb_run_free(r); }
-void eng_cuda__host_run_reset(host_run *r) { eng_hostfb_run_reset(r); }
-int eng_cuda__host_run_check(const host_run *r, err *e) { return eng_hostfb_run_check(r, e); }
+host_run *eng_cuda__host_run_new(const eng_cuda_plan *p) {
+  return p->hf ? eng_hostfb_run_new(p->hf) : NULL;
+}
+void eng_cuda__host_run_free(host_run *r) {
+  eng_hostfb_run_free(r);
+}
+void eng_cuda__host_run_reset(host_run *r) {
+  eng_hostfb_run_reset(r);
+}
+int eng_cuda__host_run_check(const host_run *r, err *e) {
+  return eng_hostfb_run_check(r, e);
+}
 
 size_t eng_cuda__host_staging(eng_cuda_plan *p, slot *s, size_t total) {
   // dev types from the plan's, not p->ddt: the slots size their staging at create, before any submit set ddt
   return eng_hostfb_staging(p->hf, s->hv_off, s->hv32_off, total, CUDA_STAGE_ALIGN);
 }
 
-void eng_cuda__host_stage(eng_cuda_plan *p, slot *s) { eng_hostfb_stage(p->hf, s->pin_base, s->hv_off); }
+void eng_cuda__host_stage(eng_cuda_plan *p, slot *s) {
+  eng_hostfb_stage(p->hf, s->pin_base, s->hv_off);
+}
 
-void eng_cuda__host_begin(eng_cuda_plan *p, slot *s) { eng_hostfb_begin(p->hf, s->hrun); }
+void eng_cuda__host_begin(eng_cuda_plan *p, slot *s) {
+  eng_hostfb_begin(p->hf, s->hrun);
+}
 
 // --- one node's CUDA calls (plan_hostfb.h's eng_hostfb_io)
 
@@ -71,7 +89,9 @@ static int io_down(void *ctx, size_t i, int k, int v, void *dst, size_t bytes, e
 }
 
 // The host function a stream (or a captured graph's host node) calls: no CUDA call inside.
-static void CUDART_CB host_fn(void *job) { eng_hostfb_job_run(job); }
+static void CUDART_CB host_fn(void *job) {
+  eng_hostfb_job_run(job);
+}
 
 static int io_launch(void *ctx, eng_hostfb_job *job, err *e) {
   node_io *c = ctx;

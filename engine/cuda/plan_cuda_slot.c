@@ -680,7 +680,8 @@ int eng_cuda__slot_create(eng_cuda_plan *p, slot *s, err *e) {
   s->fd_w = calloc(pl->n_values + 1, sizeof *s->fd_w);
   s->hv_off = calloc(pl->n_values + 1, sizeof *s->hv_off);
   s->hv32_off = calloc(pl->n_values + 1, sizeof *s->hv32_off);
-  if (eng_cuda__host_noop(p) && (!(s->hrun_plain = eng_cuda__host_run_new(p)) || !(s->hrun_tune = eng_cuda__host_run_new(p))))
+  if (eng_cuda__host_noop(p) &&
+      (!(s->hrun_plain = eng_cuda__host_run_new(p)) || !(s->hrun_tune = eng_cuda__host_run_new(p))))
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int cap = p->o.graph_cap > 0 ? p->o.graph_cap : 64;
   s->graphs = calloc((size_t)cap, sizeof *s->graphs);

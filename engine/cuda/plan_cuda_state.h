@@ -54,10 +54,10 @@ typedef struct slot {
                                         // device copy, FP32 landing before narrowing (scratch)
   size_t *hv_off, *hv32_off;            // per value a host node reads or writes: pinned copy as stored
                                         // on the device, its FP32 twin in FP16 plans (plan_cuda_host.c)
-  host_run *hrun;        // the snapshot the enqueue in progress fills (plan_cuda_host.h)
-  host_run *hrun_plain;  // the plain launches' snapshot
-  host_run *hrun_tune;   // the tuning passes' (cuda_gemm.h's dry runs)
-  host_run *hrun_live;   // the last launch's: finish reads its host nodes' errors
+  host_run *hrun;                       // the snapshot the enqueue in progress fills (plan_cuda_host.h)
+  host_run *hrun_plain;                 // the plain launches' snapshot
+  host_run *hrun_tune;                  // the tuning passes' (cuda_gemm.h's dry runs)
+  host_run *hrun_live;                  // the last launch's: finish reads its host nodes' errors
   eng_tensor *outs;                     // per output: internal type and shape of the batch
   uint64_t seq;                         // this batch's submit number
   bool tune_pending;                    // the last plain launch met a GEMM it could not time

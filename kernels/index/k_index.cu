@@ -369,7 +369,7 @@ __global__ void tile_kernel(T *y, const T *x, size_t n, tileplan p) {
 // Slice: the source offset is a start plus each output index times its dim's step (any sign).
 struct sliceplan {
   int nd;
-  int64_t off;  // x's offset of y[0]
+  int64_t off;                                // x's offset of y[0]
   int64_t dims[K_MAX_DIMS], xst[K_MAX_DIMS];  // y's dims, x's stride times the step per dim
 };
 
@@ -390,9 +390,8 @@ __global__ void slice_kernel(T *y, const T *x, size_t n, sliceplan p) {
 
 }  // namespace
 
-extern "C" int k_slice_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
-                            const int64_t *starts, const int64_t *steps, const int64_t *ydims, cudaStream_t stream,
-                            err *e) {
+extern "C" int k_slice_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims, const int64_t *starts,
+                            const int64_t *steps, const int64_t *ydims, cudaStream_t stream, err *e) {
   const char *kn = "k_slice_cuda";
   TRY(check_esz(kn, esz, e));
   if (ndim < 0 || ndim > K_MAX_DIMS)

@@ -359,8 +359,8 @@ static const struct {
   size_t host;
   const char *node;
 } host_models[] = {
-    {"host_dft", 1, "'dft'"},          {"host_lstm", 1, "'lstm'"},          {"host_scatter", 2, "'scatter_in'"},
-    {"host_einsum", 1, "'einsum'"},    {"host_chain", 2, "'einsum_out'"},
+    {"host_dft", 1, "'dft'"},       {"host_lstm", 1, "'lstm'"},        {"host_scatter", 2, "'scatter_in'"},
+    {"host_einsum", 1, "'einsum'"}, {"host_chain", 2, "'einsum_out'"},
 };
 
 void test_host_fallback(void) {
@@ -457,14 +457,16 @@ void test_device_paths(void) {
     CHECK_EQ_INT(rc, 0);
     if (!gp) continue;
     CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), 0);
-    for (size_t k = 0; k < eng_cuda_plan_n_host_nodes(gp); k++) fprintf(stderr, "  %s\n", eng_cuda_plan_host_node(gp, k));
+    for (size_t k = 0; k < eng_cuda_plan_n_host_nodes(gp); k++)
+      fprintf(stderr, "  %s\n", eng_cuda_plan_host_node(gp, k));
     double worst = 0;
     for (int b = 1; b <= MAXB; b++) {
       io_set in = {.n = 2};
       float *x = malloc((size_t)b * 6 * sizeof *x);
       int64_t *k = malloc((size_t)b * 4 * sizeof *k);
-      for (int i = 0; i < b * 6; i++) x[i] = (float)((i * 7919 % 1601) - 800) / 400.0f;  // [-2, 2] in steps of 1/400, 0 included
-      for (int i = 0; i < b * 4; i++) k[i] = (int64_t)((i * 37) % 13) - 6;                // [-6, 6]
+      for (int i = 0; i < b * 6; i++)
+        x[i] = (float)((i * 7919 % 1601) - 800) / 400.0f;                   // [-2, 2] in steps of 1/400, 0 included
+      for (int i = 0; i < b * 4; i++) k[i] = (int64_t)((i * 37) % 13) - 6;  // [-6, 6]
       in.t[0] = (eng_tensor){.dt = DT_FP32, .ndims = 2, .dims = {b, 6}, .data = x, .bytes = (size_t)b * 6 * sizeof *x};
       in.t[1] = (eng_tensor){.dt = DT_INT64, .ndims = 2, .dims = {b, 4}, .data = k, .bytes = (size_t)b * 4 * sizeof *k};
       char label[48];

@@ -352,7 +352,7 @@ static void test_errors(void) {
   CHECK_CONTAINS(e.msg, "k_binary_f32_cuda");
   CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, y, a, b, K_ADD, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "broadcast");
-  CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, y, a, a, (k_binop)7, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, y, a, a, (k_binop)(K_FMOD + 1), NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "op");
   CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, y, a, a, (k_binop)-1, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, NULL, a, a, K_ADD, NULL, &e), ERR_INVALID_ARGUMENT);

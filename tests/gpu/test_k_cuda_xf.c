@@ -327,7 +327,7 @@ static void test_slice(void) {
           if (step >= 0) step++;  // -3..-1, 1..3
           st[d] = (int64_t)(tk_next(&r) % (uint64_t)dim);
           int64_t room = step > 0 ? (dim - 1 - st[d]) / step + 1 : st[d] / -step + 1;  // elements that fit
-          yd[d] = (int64_t)(tk_next(&r) % (uint64_t)(room + 1));  // 0 too: empty results
+          yd[d] = (int64_t)(tk_next(&r) % (uint64_t)(room + 1));                       // 0 too: empty results
           sp[d] = step;
         }
         const int64_t *xdims = xd + 3 - nd;

@@ -280,10 +280,13 @@ const cuda_op eng_cuda__index_ops[] = {
     {.op_type = "Tile", .run = tile_run, .half = eng_cuda__half_always},
     {.op_type = "GatherElements", .run = gather_elements_run, .half = eng_cuda__half_always},
     {.op_type = "GatherND", .run = gather_nd_run, .half = eng_cuda__half_always},
-    {.op_type = "Trilu", .run = trilu_run, .half = eng_cuda__half_always, .init = trilu_init,
-     .destroy = free},
+    {.op_type = "Trilu", .run = trilu_run, .half = eng_cuda__half_always, .init = trilu_init, .destroy = free},
     {.op_type = "Split", .run = split_run, .half = eng_cuda__half_always, .init = split_init},
-    {.op_type = "Slice", .run = slice_run, .half = eng_cuda__half_always, .init = slice_init,
-     .prepare = slice_prepare, .destroy = free},
+    {.op_type = "Slice",
+     .run = slice_run,
+     .half = eng_cuda__half_always,
+     .init = slice_init,
+     .prepare = slice_prepare,
+     .destroy = free},
 };
 const size_t eng_cuda__n_index_ops = sizeof eng_cuda__index_ops / sizeof eng_cuda__index_ops[0];

@@ -90,8 +90,8 @@ int eng_ops__parse_slice(const eng_graph *g, const eng_node *n, int opset, eng_o
   return 0;
 }
 
-int eng_ops__slice_dims(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *first,
-                      int64_t *steps, int64_t *y, err *e) {
+int eng_ops__slice_dims(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *first, int64_t *steps,
+                        int64_t *y, err *e) {
   int r = in[0].ndims, n, na = -1, nst = -1;
   int64_t st[ENG_MAX_DIMS], en[ENG_MAX_DIMS], ax[ENG_MAX_DIMS], sp[ENG_MAX_DIMS];
   if (op_given(in, n_in, 1)) {

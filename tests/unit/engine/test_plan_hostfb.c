@@ -27,7 +27,9 @@
 #define MAXB 4
 #define ALIGN 64
 
-static size_t numel(const eng_tensor *t) { return (size_t)eng_numel(t->ndims, t->dims); }
+static size_t numel(const eng_tensor *t) {
+  return (size_t)eng_numel(t->ndims, t->dims);
+}
 
 // --- the simulated stream
 
@@ -83,7 +85,9 @@ static int io_up(void *ctx, int v, const void *src, size_t bytes, err *e) {
   return push(s, (qop){.kind = Q_UP, .dst = s->dev[v], .src = src, .bytes = bytes}) ? ERR_RESOURCE_EXHAUSTED : 0;
 }
 
-static int stored_half(const sim *s, int v) { return s->half && s->pl->cur[v].dt == DT_FP32; }
+static int stored_half(const sim *s, int v) {
+  return s->half && s->pl->cur[v].dt == DT_FP32;
+}
 
 // Value v as a device node's CPU kernel reads it: the planner's bytes for
 // constants and folded values, else the device buffer (widened into w in half mode).
@@ -108,8 +112,10 @@ static int run_dev(sim *s, size_t i, err *e) {
   void *win[16] = {0}, *wout[16] = {0};
   if (n->n_in > 16 || n->n_out > 16) return err_set(e, ERR_INTERNAL, "node too wide for the simulation");
   for (int k = 0; k < n->n_in; k++) {
-    if (n->in[k] < 0) memset(&in[k], 0, sizeof in[k]);
-    else dev_view(s, n->in[k], &in[k], &win[k]);
+    if (n->in[k] < 0)
+      memset(&in[k], 0, sizeof in[k]);
+    else
+      dev_view(s, n->in[k], &in[k], &win[k]);
   }
   for (int k = 0; k < n->n_out; k++) {
     int v = n->out[k];
@@ -122,7 +128,8 @@ static int run_dev(sim *s, size_t i, err *e) {
     out[k].data = s->dev[v];
     if (stored_half(s, v)) out[k].data = wout[k] = malloc(out[k].bytes + 4);
   }
-  if ((pl->defs[i]->flags & ENG_OP_ALIAS) && n->n_out > 0 && out[0].bytes) memcpy(out[0].data, in[0].data, out[0].bytes);
+  if ((pl->defs[i]->flags & ENG_OP_ALIAS) && n->n_out > 0 && out[0].bytes)
+    memcpy(out[0].data, in[0].data, out[0].bytes);
   int rc = pl->defs[i]->run(&pl->params[i], in, n->n_in, out, n->n_out, e);
   for (int k = 0; k < n->n_out; k++)
     if (wout[k]) {
@@ -139,9 +146,15 @@ static int run_queue(sim *s, err *e) {
     qop *o = &s->q[k];
     switch (o->kind) {
       case Q_DOWN:
-      case Q_UP: memcpy(o->dst, o->src, o->bytes); break;
-      case Q_JOB: eng_hostfb_job_run(o->job); break;
-      case Q_DEV: TRY(run_dev(s, o->node, e)); break;
+      case Q_UP:
+        memcpy(o->dst, o->src, o->bytes);
+        break;
+      case Q_JOB:
+        eng_hostfb_job_run(o->job);
+        break;
+      case Q_DEV:
+        TRY(run_dev(s, o->node, e));
+        break;
     }
   }
   return 0;
@@ -213,7 +226,8 @@ static void run_case(const hcase *c, int half) {
     CHECK(eng_hostfb_line(h, (size_t)c->nodes) == NULL);
     // bytes per batch at the planned shapes (MAXB): x [4, 2, 3] and the scalar mx in, y [4, 2, 5] out
     if (strcmp(c->name, "pad_runtime_value") == 0)
-      CHECK_CONTAINS(eng_hostfb_line(h, 0), half ? "(50 bytes in, 80 out per batch)" : "(100 bytes in, 160 out per batch)");
+      CHECK_CONTAINS(eng_hostfb_line(h, 0),
+                     half ? "(50 bytes in, 80 out per batch)" : "(100 bytes in, 160 out per batch)");
   }
   size_t n_in = eng_graph_n_inputs(g), n_out = eng_graph_n_outputs(g);
   for (int b = 1; h && b <= MAXB; b += 2) {
@@ -249,8 +263,10 @@ static void run_case(const hcase *c, int half) {
     for (size_t k = 0; k < n_in; k++) {  // the copy-in
       int v = eng_graph_input_value(g, k);
       if (pl->known[v]) continue;
-      if (stored_half(&s, v)) k_f32_to_f16(s.dev[v], in[k].data, numel(&in[k]));
-      else memcpy(s.dev[v], in[k].data, in[k].bytes);
+      if (stored_half(&s, v))
+        k_f32_to_f16(s.dev[v], in[k].data, numel(&in[k]));
+      else
+        memcpy(s.dev[v], in[k].data, in[k].bytes);
     }
     eng_hostfb_run *run = eng_hostfb_run_new(h);
     CHECK(run != NULL);
@@ -260,8 +276,10 @@ static void run_case(const hcase *c, int half) {
     int rc = 0;
     for (size_t i = 0; i < pl->n_nodes && !rc; i++) {
       if (pl->folded[i]) continue;
-      if (dev_op[i]) rc = push(&s, (qop){.kind = Q_DEV, .node = i});
-      else rc = eng_hostfb_node(h, run, i, base, hv_off, hv32_off, &io, &e);
+      if (dev_op[i])
+        rc = push(&s, (qop){.kind = Q_DEV, .node = i});
+      else
+        rc = eng_hostfb_node(h, run, i, base, hv_off, hv32_off, &io, &e);
     }
     CHECK_EQ_INT(rc, 0);
     if (rc) fprintf(stderr, "%s: %s\n", c->name, e.msg);
@@ -287,9 +305,12 @@ static void run_case(const hcase *c, int half) {
         CHECK_EQ_INT(nel, numel(&ref[j]));
         if (t->dt != DT_FP32 || nel != numel(&ref[j])) continue;
         float *got = malloc(nel * sizeof(float) + 4);
-        if (pl->known[v]) memcpy(got, t->data, nel * sizeof(float));
-        else if (stored_half(&s, v)) k_f16_to_f32(got, s.dev[v], nel);
-        else memcpy(got, s.dev[v], nel * sizeof(float));
+        if (pl->known[v])
+          memcpy(got, t->data, nel * sizeof(float));
+        else if (stored_half(&s, v))
+          k_f16_to_f32(got, s.dev[v], nel);
+        else
+          memcpy(got, s.dev[v], nel * sizeof(float));
         const float *want = ref[j].data;
         for (size_t x = 0; x < nel; x++) {
           double d = got[x] > want[x] ? got[x] - want[x] : want[x] - got[x];
