@@ -18,7 +18,7 @@ pkgs=(build-essential cmake pkg-config git
       libdnnl-dev  # oneDNN: the CPU's Conv/ConvTranspose/pooling primitives (engine/cpu/conv_dnnl.c)
       clang libclang-rt-dev libomp-dev  # tests/fuzz: libFuzzer + ASan/UBSan runtimes, OpenMP for clang builds
       python3 python3-venv python3-pip curl
-      prometheus chromium chromium-driver  # tests: promtool lints /metrics; headless Chromium loads /dashboard
+      prometheus chromium chromium-driver  # tests: promtool lints /metrics; headless Chromium loads /dashboard and inferd-tune's report.html
       libb64-0d  # perf_analyzer (deploy/install-perf-analyzer.sh)
       nginx  # tests: deploy/lb's gRPC balancer in front of three servers (tests/integration/test_deploy_lb.py)
       shellcheck)  # tests: lints deploy/'s shell scripts (tests/integration/test_deploy_manifests.py)

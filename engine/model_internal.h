@@ -93,6 +93,7 @@ typedef struct model_opts {
   int layout;     // eng_cuda_layout: parameters { key: "layout" }
   int conv_timed;  // parameters { key: "cudnn_conv_algo_search" }: "0"
   int no_gemm_autotune;  // unless parameters { key: "gemm_autotune" } "true", or INFERD_GEMM_AUTOTUNE=1
+  int no_gemm_clusters;  // parameters { key: "gemm_clusters" } "false", or INFERD_GEMM_CLUSTERS=0 (cuda_gemm.h)
   int no_numa;           // INFERD_NUMA=0: GPU instances' threads not bound to their GPU's NUMA node
   int64_t spin_us;       // parameters { key: "instance_spin_us" }, else INFERD_INSTANCE_SPIN_US (wait_spin)
   uint64_t fault_at;

@@ -150,6 +150,7 @@ int eng_model__instance_devices(const eng_model_config *cfg, int n_gpus, int **o
 int eng_model__parse_opts(const eng_model_config *cfg, model_opts *o, err *e) {
   memset(o, 0, sizeof *o);
   int tune = -1;  // the model's gemm_autotune, -1 unset
+  int clusters = -1;  // the model's gemm_clusters, -1 unset
   long spin_us = -1;  // the model's instance_spin_us, -1 unset
   static const char *const names[] = {"fp32", "tf32", "fp16"};  // ENG_PREC_* order
   static const char *const layouts[] = {"auto", "nchw", "nhwc"};  // eng_cuda_layout order
@@ -186,6 +187,13 @@ int eng_model__parse_opts(const eng_model_config *cfg, model_opts *o, err *e) {
       tune = on;
       continue;
     }
+    if (strcmp(pe->key, "gemm_clusters") == 0) {
+      int on = strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0;
+      if (!on && strcasecmp(v, "false") != 0 && strcmp(v, "0") != 0)
+        return err_set(e, ERR_INVALID_ARGUMENT, "parameters: gemm_clusters '%s' is not one of true, false", v);
+      clusters = on;
+      continue;
+    }
     if (strcmp(pe->key, "precision") != 0) continue;
     int found = -1;
     for (int k = 0; k < 3; k++)
@@ -199,6 +207,10 @@ int eng_model__parse_opts(const eng_model_config *cfg, model_opts *o, err *e) {
   if (at && strcmp(at, "0") == 0) tune = 0;
   else if (at && strcmp(at, "1") == 0 && tune < 0) tune = 1;
   o->no_gemm_autotune = tune != 1;
+  // INFERD_GEMM_CLUSTERS=0: the operator's switch for a GPU time-sliced with other processes (cuda_gemm.h)
+  const char *gc = getenv("INFERD_GEMM_CLUSTERS");
+  if (clusters < 0 && gc && strcmp(gc, "0") == 0) clusters = 0;
+  o->no_gemm_clusters = clusters == 0;
   const char *sp = getenv("INFERD_INSTANCE_SPIN_US");
   if (spin_us < 0 && sp && *sp) spin_us = strtol(sp, NULL, 10);
   o->spin_us = spin_us > 0 && spin_us <= 10000 ? spin_us : 0;

@@ -217,6 +217,7 @@ int eng_model__create_cuda_plan(instance *in, eng_cuda_plan **out, err *e) {
                      .layout = (eng_cuda_layout)m->opts.layout,
                      .conv_timed = m->opts.conv_timed,
                      .no_gemm_autotune = m->opts.no_gemm_autotune,
+                     .no_gemm_clusters = m->opts.no_gemm_clusters,
                      .weights = m->weights};
   eng_cuda_plan *p = NULL;
   TRY(eng_cuda_plan_create(m->graph, m->max_batch, in->device, &o, &p, e));

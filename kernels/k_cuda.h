@@ -346,12 +346,32 @@ int k_mlp_act_cuda(void *y, const void *x, size_t rows, size_t cols, k_mlp_kind 
 int k_paged_kv_write_cuda(void *k_cache, void *v_cache, const void *k, const void *v, int64_t src_stride,
                           int64_t row_elems, int64_t block_tokens, const k_llm_meta *m, dtype dt,
                           cudaStream_t stream, err *e);
+// k_rope_cuda on the Q and K heads of the fused QKV rows qkv [n_tok, row_stride] (Q's n_heads,
+// then K's and V's n_kv_heads heads of head_dim), then k_paged_kv_write_cuda of the rotated K
+// rows and the V rows, in one launch (kernels/attn/k_rope.cu): the same bits as the two calls.
+// Positions are m's tok_pos. inv_freq NULL: no rotation (learned positions), the write only.
+int k_rope_kv_write_cuda(void *qkv, void *k_cache, void *v_cache, int64_t n_heads, int64_t n_kv_heads,
+                         int64_t head_dim, int64_t row_stride, const float *inv_freq, int64_t block_tokens,
+                         const k_llm_meta *m, dtype dt, cudaStream_t stream, err *e);
+// y [m, n] = x [m, k] w [n, k]^T (+ bias [n]) (+ res [m, n]) for a decode step's few rows
+// (kernels/gemm/k_gemv.cu): one warp a weight row, 16-byte streaming loads, float
+// accumulation in an order that does not depend on m, the output rounded once. x, w, y dense
+// row-major; bias and res NULL or of the storage type; res may be y (in place). ERR_UNIMPLEMENTED
+// (nothing launched; the caller takes cuBLASLt) outside m 1 .. 8, k a multiple of 8, FP16 or
+// BF16, x and w 16-byte aligned.
+int k_gemv_cuda(void *y, const void *x, const void *w, const void *bias, const void *res, int64_t m, int64_t n,
+                int64_t k, dtype dt, cudaStream_t stream, err *e);
 // y = x widened to float (kernels/elem/k_widen.cu), exact; y must not overlap x.
 int k_widen_cuda(float *y, const void *x, size_t n, dtype dt, cudaStream_t stream, err *e);
 // ids[r] = the greedy token of row r of x [rows, cols] (kernels/reduce/k_argmax_rows.cu),
-// one block per row: k_argmax_rows_ref's policy exactly (the lowest index among equal
-// maxima; NaN never chosen, unless at index 0: then 0). ids: rows device int32.
-int k_argmax_rows_cuda(int32_t *ids, const void *x, size_t rows, size_t cols, dtype dt, cudaStream_t stream, err *e);
+// k_argmax_rows_ref's policy exactly (the lowest index among equal maxima; NaN never chosen,
+// unless at index 0: then 0). ids: rows device int32. ws: NULL for one block a row, or
+// k_argmax_rows_ws_bytes(rows, cols) bytes of device memory (any contents; 4-byte aligned):
+// then each row is split over blocks of 2,048 columns and their bests combined by a second
+// kernel (the same answers; a 128k vocabulary row in a few us instead of ~58).
+int k_argmax_rows_cuda(int32_t *ids, const void *x, size_t rows, size_t cols, void *ws, dtype dt, cudaStream_t stream,
+                       err *e);
+size_t k_argmax_rows_ws_bytes(size_t rows, size_t cols);
 // k_paged_attn_ref for every token of the step at once (prefill chunks and
 // decode tokens alike; kernels/attn/k_paged_attn.cu): token t's query row
 // (q + t q_stride) attends to its item's keys 0 .. tok_pos[t] (inside the
@@ -365,8 +385,12 @@ int k_argmax_rows_cuda(int32_t *ids, const void *x, size_t rows, size_t cols, dt
 // splits > 1 (up to 32): split-K over each token's keys (flash-decoding),
 // for few tokens with long contexts: each (token, KV head) pair's keys are
 // shared out evenly among `splits` blocks, whose partial sums go to
-// ws (k_paged_attn_ws_floats floats of device memory), and a second kernel
-// combines them. splits 1: one pass, ws unused (NULL).
+// ws (k_paged_attn_ws_floats floats of device memory, for up to n_tok
+// tokens and 32 splits), and the last of them to finish combines them. ws
+// holds counters: zero it once after allocating it (cudaMemset); every launch
+// leaves them zero again, so one ws serves any later step of up to n_tok
+// tokens and any splits, graphs included (one launch at a time per ws).
+// splits 1: one pass, ws unused (NULL).
 // a->tc_prefill (FP16 and BF16, head_dim a multiple of 16 up to 128, splits
 // 1; ignored otherwise): each tile of 16 consecutive step tokens of one item
 // (prefill chunks) runs on tensor cores (wmma, float accumulation, softmax

@@ -14,6 +14,10 @@ jobs=${INFERD_JOBS:-$(nproc)}
 
 step() { printf '\n=== %s\n' "$*"; }
 
+# The headless-Chromium checks (inferd-tune's report, the dashboard) fail here, rather than skip, when
+# chromium, chromedriver or selenium is missing: deploy/install-deps.sh installs them, and CI runs this file.
+export INFERD_REQUIRE_BROWSER=${INFERD_REQUIRE_BROWSER:-1}
+
 run_preset() {
   local preset=$1
   step "configure + build ($preset)"
@@ -64,7 +68,8 @@ OMP_NUM_THREADS=1 INFERD_BIN="$root/build-tsan/bin/inferd" "$py" -m pytest -q -x
   tests/integration/test_shm.py tests/integration/test_stream.py tests/integration/test_log_settings.py \
   tests/integration/test_seqpad.py tests/integration/test_sequence.py tests/integration/test_model_control.py \
   tests/integration/test_warmup_limits.py tests/integration/test_ensemble.py tests/integration/test_decoupled.py \
-  tests/integration/test_llm_serve.py tests/integration/test_load_generate.py tests/integration/test_openai.py \
+  tests/integration/test_llm_serve.py tests/integration/test_llm_storm.py tests/integration/test_load_generate.py \
+  tests/integration/test_openai.py \
   tests/integration/test_rest.py \
   tests/integration/test_tls.py tests/integration/test_grpc_tls_front.py tests/integration/test_rapid_reset.py \
   tests/integration/test_instance_spin.py tests/integration/test_prepare.py \

@@ -35,9 +35,11 @@ def rows_of(search, mode, chosen):
             rows.append(row)
     for i, a in enumerate(rows):
         a["point"] = i + 1
-        a["pareto"] = int(not any(
+        # a window where no request completed (p99 reads 0) measured nothing: never on the front
+        a["pareto"] = int(a["throughput_rps"] > 0 and not any(
             b["throughput_rps"] >= a["throughput_rps"] and b["p99_ms"] <= a["p99_ms"] and
-            (b["throughput_rps"] > a["throughput_rps"] or b["p99_ms"] < a["p99_ms"]) for b in rows))
+            (b["throughput_rps"] > a["throughput_rps"] or b["p99_ms"] < a["p99_ms"]) for b in rows
+            if b["throughput_rps"] > 0))
     return rows
 
 

@@ -159,7 +159,8 @@ class Objective:
         return "min p99 latency at throughput >= %g infer/s" % self.min_rps
 
     def feasible(self, p):
-        if p["errors"]:
+        # a window in which no request completed has no latency to judge (inferd-load reports p99 0 there)
+        if p["errors"] or not p["throughput_rps"] > 0:
             return False
         if self.kind == "throughput":
             return p["p99_ms"] <= self.p99_ms
@@ -175,8 +176,8 @@ class Objective:
             if ok:
                 i, p = max(ok, key=lambda ip: (ip[1]["throughput_rps"], -ip[0]))
                 return (1, p["throughput_rps"], i)
-            i, p = min(enumerate(points), key=lambda ip: (ip[1]["p99_ms"], ip[0]))
-            return (0, -p["p99_ms"], i)
+            i, p = min(enumerate(points), key=lambda ip: (_p99_or_inf(ip[1]), ip[0]))
+            return (0, -_p99_or_inf(p), i)
         if ok:
             i, p = min(ok, key=lambda ip: (ip[1]["p99_ms"], ip[0]))
             return (1, -p["p99_ms"], i)
@@ -192,6 +193,8 @@ class Objective:
         p = points[-1]
         if p["errors"]:
             return "errors at level %g" % p["level"]
+        if not p["throughput_rps"] > 0:
+            return "no request completed at level %g" % p["level"]
         if self.kind == "throughput" and p["p99_ms"] > self.p99_ms:
             return "p99 %.3g ms over the target at level %g" % (p["p99_ms"], p["level"])
         if self.kind == "latency" and p["throughput_rps"] >= self.min_rps * (1 - RATE_SLACK):
@@ -203,6 +206,11 @@ class Objective:
         if not levels_left:
             return "last level"
         return None
+
+
+def _p99_or_inf(p):
+    """A point's p99, infinite where no request completed in its window (nothing was measured)."""
+    return p["p99_ms"] if p["throughput_rps"] > 0 else math.inf
 
 
 def better(a, b, tol=TOLERANCE):

@@ -56,6 +56,7 @@ struct eng_gemm_lt {
   eng_gemm_lt_stats st;
   eng_gemm_tuner *tuner;  // borrowed, or NULL
   bool dry;               // eng_gemm_lt_set_dry
+  bool no_clusters;       // eng_gemm_lt_set_no_clusters
   cudaEvent_t ev[2];      // timing, made at the first tuning
 };
 
@@ -216,6 +217,41 @@ fail:
   return rc;
 }
 
+// The thread-block cluster cuBLASLt reports for a (CUBLASLT_CLUSTER_SHAPE_AUTO
+// when it does not say, -1 when it cannot be read).
+static int algo_cluster(const cublasLtMatmulAlgo_t *a) {
+  uint16_t id = CUBLASLT_CLUSTER_SHAPE_AUTO;
+  size_t got = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &id, sizeof id, &got) !=
+      CUBLAS_STATUS_SUCCESS)
+    return -1;
+  return (int)id;
+}
+
+// With no_clusters: whether the heuristic's answer r may be used.
+static bool algo_allowed(const eng_gemm_lt *g, const cublasLtMatmulHeuristicResult_t *r) {
+  return !g->no_clusters || algo_cluster(&r->algo) == CUBLASLT_CLUSTER_SHAPE_1x1x1;
+}
+
+// With no_clusters, en's first answer had a cluster and none of the others
+// was without one: asks cuBLASLt whether the same algorithm runs with a 1x1x1
+// cluster, and takes that when it does.
+static void force_no_cluster(eng_gemm_lt *g, gemm_entry *en) {
+  cublasLtMatmulAlgo_t a = en->algo;
+  uint16_t one = CUBLASLT_CLUSTER_SHAPE_1x1x1;
+  cublasLtMatmulHeuristicResult_t chk;
+  memset(&chk, 0, sizeof chk);
+  if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &one, sizeof one) ==
+          CUBLAS_STATUS_SUCCESS &&
+      cublasLtMatmulAlgoCheck(g->lt, en->op, en->la, en->lb, en->lc, en->lc, &a, &chk) == CUBLAS_STATUS_SUCCESS &&
+      chk.workspaceSize <= g->workspace_bytes) {
+    en->algo = a;
+    g->st.cluster_forced++;
+  } else {
+    g->st.cluster_kept++;
+  }
+}
+
 // Builds descriptors and asks the heuristic once for key; fills en on success.
 // bias is this call's (NULL without a bias epilogue): the heuristic reads its
 // alignment from the pointer.
@@ -249,12 +285,13 @@ static int entry_build(eng_gemm_lt *g, gemm_entry *en, const gemm_key *key, cons
   if ((rc = make_pref(g, key, &pref, e)) != 0) goto fail;
 
 
-  cublasLtMatmulHeuristicResult_t res;
-  memset(&res, 0, sizeof res);
+  // one answer, or with no_clusters enough to find one without a cluster
+  cublasLtMatmulHeuristicResult_t res[32];
+  memset(res, 0, sizeof res);
   int found = 0;
   g->st.heuristic_queries++;
   cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(g->lt, en->op, en->la, en->lb, en->lc, en->lc,
-                                                     pref, 1, &res, &found);
+                                                     pref, g->no_clusters ? 32 : 1, res, &found);
   if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0)) {
     rc = err_set(e, ERR_UNIMPLEMENTED,
                  "gemm: cuBLASLt has no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d "
@@ -268,7 +305,11 @@ static int entry_build(eng_gemm_lt *g, gemm_entry *en, const gemm_key *key, cons
   STEP(hs);
 #undef STEP
   (void)cublasLtMatmulPreferenceDestroy(pref);
-  en->algo = res.algo;
+  int pick = -1;
+  for (int i = 0; i < found && pick < 0; i++)
+    if (res[i].state == CUBLAS_STATUS_SUCCESS && algo_allowed(g, &res[i])) pick = i;
+  en->algo = res[pick < 0 ? 0 : pick].algo;
+  if (pick < 0) force_no_cluster(g, en);
   en->key = *key;
   en->valid = true;
   return 0;
@@ -359,6 +400,13 @@ void eng_gemm_lt_set_tuner(eng_gemm_lt *g, eng_gemm_tuner *t) {
 }
 
 void eng_gemm_lt_set_dry(eng_gemm_lt *g, bool dry) { g->dry = dry; }
+
+void eng_gemm_lt_set_no_clusters(eng_gemm_lt *g, bool no_clusters) {
+  if (g->no_clusters == no_clusters) return;
+  g->no_clusters = no_clusters;
+  for (int i = 0; i < g->cache_cap; i++)  // chosen under the other rule: built again at their next call
+    if (g->cache[i].valid) entry_release(&g->cache[i]);
+}
 
 static const tune_entry *tuner_find(const eng_gemm_tuner *t, const gemm_key *key, size_t ws) {
   for (int i = 0; i < t->n; i++)
@@ -471,6 +519,8 @@ static int tune(eng_gemm_lt *g, gemm_entry *en, const gemm_call *c, err *e) {
     return 0;
   }
   const tune_entry *known = tuner_find(t, &en->key, g->workspace_bytes);
+  // a choice timed by an object that allowed clusters is not this one's to take
+  if (known && g->no_clusters && algo_cluster(&known->algo) != CUBLASLT_CLUSTER_SHAPE_1x1x1) known = NULL;
   if (known) {
     en->algo = known->algo;
     en->tuned = true;
@@ -506,6 +556,7 @@ static int tune(eng_gemm_lt *g, gemm_entry *en, const gemm_call *c, err *e) {
   uint64_t budget = (uint64_t)t->o.budget_ms * 1000000u;
   for (int i = 0; i < found && !rc; i++) {
     if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > g->workspace_bytes) continue;
+    if (!algo_allowed(g, &res[i])) continue;  // the entry's own (forced) choice stays when none is
     if (timed > 0 && clock_mono_ns() - t0 > budget) break;
     float us = -1.0f;
     rc = time_candidate(g, en, &res[i].algo, c, &us, e);

@@ -73,6 +73,10 @@ typedef struct eng_gemm_lt_stats {
                           // the residual is C itself outside a dry pass): heuristic's first answer
   uint64_t tune_small;    // shapes below the tuner's min_flops: heuristic's first answer, untimed
   uint64_t tune_ns;       // wall time this object spent timing
+  // with no_clusters (eng_gemm_lt_set_no_clusters): shapes whose heuristic answers all had clusters,
+  // where the first answer was forced to 1x1x1 (cublasLtMatmulAlgoCheck passed), and shapes where even
+  // that failed and a clustered algorithm had to stay
+  uint64_t cluster_forced, cluster_kept;
 } eng_gemm_lt_stats;
 
 // --- autotuning
@@ -116,6 +120,14 @@ void eng_gemm_lt_set_tuner(eng_gemm_lt *g, eng_gemm_tuner *t);
 // where the residual Z is C itself. Outside a dry pass such a call is not
 // timed (its residual would be consumed by the first timed run).
 void eng_gemm_lt_set_dry(eng_gemm_lt *g, bool dry);
+// no_clusters: only algorithms whose thread-block cluster is 1x1x1 (Hopper's
+// cluster kernels, cuBLASLt's nvjet ones with clusters of 2-8 blocks, are left
+// out). Why: under time-slicing with another CUDA context, two streams of one
+// process running cluster-8 nvjet GEMMs at once died with an illegal
+// instruction inside cuBLASLt 13.1 (tests/bench/RESULTS.md, issue 31); a GPU
+// shared by several processes is where this is set. Shapes already cached
+// are chosen again at their next call.
+void eng_gemm_lt_set_no_clusters(eng_gemm_lt *g, bool no_clusters);
 
 // Creates the cuBLASLt handle on the current device and reserves a workspace
 // of workspace_bytes there (0: no workspace, fewer algorithms; 32 MiB suits

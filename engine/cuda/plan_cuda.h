@@ -104,6 +104,9 @@ typedef struct eng_cuda_opts {
   // candidates once per plan, before any graph captures it (a tuning pass outside the capture
   // when a capture meets an untuned shape). 1: off, cuBLASLt's first heuristic answer.
   int no_gemm_autotune;
+  // 1: cuBLASLt algorithms without thread-block clusters only (eng_gemm_lt_set_no_clusters: a GPU
+  // time-sliced with other processes)
+  int no_gemm_clusters;
   int gemm_tune_budget_ms;  // wall time per shape (0: cuda_gemm's default, 200 ms)
   double gemm_tune_min_flops;  // smaller products untimed (0: cuda_gemm's default, 2^24; 1: time all)
   // Where the constants live on the device (engine/cuda/cuda_weights.h; borrowed, made for this graph, outliving

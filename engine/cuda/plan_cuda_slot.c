@@ -697,6 +697,7 @@ int eng_cuda__slot_create(eng_cuda_plan *p, slot *s, err *e) {
   TRY(eng_gemm_lt_create(&s->ctx.gemm, GEMM_WORKSPACE, 0, e));
   atomic_fetch_add(&p->dev_bytes, GEMM_WORKSPACE);
   eng_gemm_lt_set_tuner(s->ctx.gemm, p->tuner);
+  eng_gemm_lt_set_no_clusters(s->ctx.gemm, p->o.no_gemm_clusters != 0);
   if (p->need_cudnn) TRY(eng_cudnn_create(&s->ctx.cudnn, e));
   if (pl->have_layout) {  // every shape known: size for max_batch now
     TRY(eng_cuda__ensure_dev(p, s, &s->act, &s->act_base, &s->act_cap, pl->arena_need, e));

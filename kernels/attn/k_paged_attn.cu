@@ -15,12 +15,19 @@
 //   floats; one element at a time where the head size or the pointers do not
 //   allow vectors), so a row is one coalesced request. The L lanes' partial
 //   dot products meet through log2(L) shuffles; 32 / L keys per warp at once,
-//   PA_UNROLL of them per key group per iteration (their loads issued
-//   together, for bytes in flight).
+//   PA_UNROLL (4; 2 where registers are short) of them per key group per
+//   iteration, their loads issued together, and the next iteration's loads
+//   issued before this one's math (registers double-buffered), so every warp
+//   keeps bytes in flight while it computes. (The first version, one key's
+//   softmax update after another and loads then math, streamed a batch of 64
+//   at 0.73 TB/s: latency-bound.)
 // - every key group keeps its own online softmax per head (running max, sum
 //   and the weighted sum of V over its slice of the head) in registers, so
-//   the key loop has no barrier and no cross-group traffic; the groups merge
-//   once at the end (shuffles within a warp, shared memory across warps).
+//   the key loop has no barrier and no cross-group traffic; per iteration the
+//   U keys' scores (independent shuffle chains) come first, then one max and
+//   one rescale of the sums, then the weighted V rows: no serial dependency
+//   from key to key. The groups merge once at the end (shuffles within a
+//   warp, shared memory across warps).
 // - a key's physical row: its block id from the table and its slot, by a
 //   multiply-shift division by block_tokens (pa_div; positions are int32).
 // - scores in the log2 domain (q pre-scaled by scale * log2(e), exp2f): the
@@ -29,8 +36,10 @@
 // window are the key range itself (first .. pos), so no masking is needed.
 // Split-K (flash-decoding) when the caller asks for splits > 1: blockIdx.z
 // takes the split-th share of each token's keys and writes its unnormalised
-// sums, max (log2 domain) and sum to the workspace; a second kernel combines
-// the splits, rescaled to the common max, into the output. That keeps the
+// sums, max (log2 domain) and sum to the workspace; the last of the splits'
+// blocks to finish (a counter per block of splits in the workspace, reset by
+// that block) combines them, rescaled to the common max, into the output:
+// no second launch (it cost a few us a layer at batch 1). That keeps the
 // GPU busy when few (token, KV head) pairs have long contexts (decode at
 // small batch). Simple first otherwise: a prefill chunk's tokens each re-read
 // the keys before them (quadratic traffic, L2-friendly).
@@ -53,7 +62,7 @@ namespace {
 
 #define PA_WARPS 4
 #define PA_THREADS (PA_WARPS * 32)
-#define PA_UNROLL 2   // keys per key group per iteration
+#define PA_UNROLL 4   // keys per key group per iteration (PA_UNROLL_FOR)
 #define PA_MAX_HC 8   // query heads per block (registers: PA_MAX_HC x 8 floats of sums a lane)
 #define PA_LANE_ELEMS 8  // head elements a lane holds of each key (head_dim <= 32 x 8)
 #define PA_MAX_HEAD 256
@@ -116,6 +125,48 @@ __global__ void kv_write_kernel(T *kc, T *vc, const T *k, const T *v, int64_t sr
   }
 }
 
+// The split-K workspace: per (token, query head) a region of PA_MAX_SPLITS
+// partials ([d sums, max, sum] each) and one counter word (used for the
+// head that starts a block's chunk), laid out the same whatever the splits
+// and the step's tokens, so the counters stay where the zeroed workspace
+// had them from one launch to the next.
+static __host__ __device__ __forceinline__ size_t pa_ws_region(int d) { return (size_t)PA_MAX_SPLITS * (d + 2) + 1; }
+static __device__ __forceinline__ float *pa_ws_at(float *ws, int64_t t, int head, int n_heads, int d) {
+  return ws + ((size_t)t * (size_t)n_heads + (size_t)head) * pa_ws_region(d);
+}
+
+// Keys per key group per iteration: 4, or 2 where the registers are
+// already full (8 query heads' sums, or FP32's two vectors a lane per row).
+#define PA_UNROLL_FOR(T, HC) ((HC) >= 8 || sizeof(T) == 4 ? 2 : PA_UNROLL)
+
+// Issues the loads of key group gkg's U keys base + u * nkg + gkg (those
+// under n_keys; ok says which): its lanes' vectors of each K and V row.
+template <class T, int V, int U, int NVL>
+static __device__ __forceinline__ void pa_load(k_vec<T, V> (&kv)[U][NVL], k_vec<T, V> (&vv)[U][NVL], bool (&ok)[U],
+                                               int base, int gkg, int nkg, int n_keys, int64_t jb,
+                                               const int32_t *table, const pa_geom &gm, const T *__restrict__ kc,
+                                               const T *__restrict__ vc, size_t head_off, int lig, int L, int nvec) {
+  typedef k_vec<T, V> vec;
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int jj = base + u * nkg + gkg;
+    ok[u] = jj < n_keys;
+    if (ok[u]) {
+      const uint32_t j = (uint32_t)(jb + jj), b = pa_quot(j, gm.bt);
+      const size_t off = ((size_t)__ldg(table + b) * gm.bt.d + (j - b * gm.bt.d)) * (size_t)gm.row + head_off;
+      const T *kr = kc + off, *vr = vc + off;
+#pragma unroll
+      for (int k = 0; k < NVL; k++) {
+        const int vi = lig + k * L;
+        if (vi < nvec) {
+          kv[u][k] = *reinterpret_cast<const vec *>(kr + vi * V);
+          vv[u][k] = *reinterpret_cast<const vec *>(vr + vi * V);
+        }
+      }
+    }
+  }
+}
+
 // T storage; V elements per load (16 bytes, or 1 for the fallback); HC the
 // query heads a block handles at most (1, 2, 4 or 8: sized registers).
 // Lane `lane` of key group kg holds vectors lig, lig + L, ... (< d / V) of
@@ -144,6 +195,24 @@ __global__ void __launch_bounds__(PA_THREADS)
   const int splits = gridDim.z, sp = blockIdx.z;
   const int64_t all = p - first + 1, per = (all + splits - 1) / splits, jb = first + (int64_t)sp * per;
   const int n_keys = (int)(jb > p ? 0 : (p - jb + 1 < per ? p - jb + 1 : per));
+  const size_t head_off = (size_t)g * d;
+  // The loop is warp-uniform (every lane takes every shuffle); a key group
+  // past the split's last key loads nothing and updates nothing. The next
+  // iteration's K and V rows are loaded (kn, vn) before this one's math, so
+  // a warp always has loads in flight, table lookup included; the first
+  // iteration's before even the queries are staged.
+  constexpr int U = PA_UNROLL_FOR(T, HC);
+  const int step = U * nkg;
+  vec kn[U][NVL], vn[U][NVL];  // vectors no lane loads stay zero (defined, never used)
+  bool okn[U];
+#pragma unroll
+  for (int u = 0; u < U; u++)
+#pragma unroll
+    for (int k = 0; k < NVL; k++)
+#pragma unroll
+      for (int e = 0; e < V; e++) kn[u][k].v[e] = vn[u][k].v[e] = k_st<T>(0.0f);
+  pa_load<T, V, U, NVL>(kn, vn, okn, 0, gkg, nkg, n_keys, jb, table, gm, kc, vc, head_off, lig, L, nvec);
+  // the queries meanwhile (the first keys' loads are already in flight)
   const T *qt = q + (size_t)t * (size_t)gm.q_stride + (size_t)(g * gm.group + h0) * d;
   for (int i = tid; i < nh * d; i += PA_THREADS) qs[i] = k_ld(qt[i]) * gm.qscale;
   __syncthreads();
@@ -155,46 +224,32 @@ __global__ void __launch_bounds__(PA_THREADS)
 #pragma unroll
     for (int e = 0; e < PA_LANE_ELEMS; e++) acc[h][e] = 0.0f;
   }
-  const size_t head_off = (size_t)g * d;
-  // The loop is warp-uniform (every lane takes every shuffle); a key group
-  // past the split's last key loads nothing and updates nothing.
-  for (int base = 0; base < n_keys; base += PA_UNROLL * nkg) {
-    vec kv[PA_UNROLL][NVL], vv[PA_UNROLL][NVL];
-    bool ok[PA_UNROLL];
+  for (int base = 0; base < n_keys; base += step) {
+    vec kv[U][NVL], vv[U][NVL];
+    bool ok[U];
 #pragma unroll
-    for (int u = 0; u < PA_UNROLL; u++) {
-      const int jj = base + u * nkg + gkg;
-      ok[u] = jj < n_keys;
-      if (ok[u]) {
-        const uint32_t j = (uint32_t)(jb + jj), b = pa_quot(j, gm.bt);
-        const size_t off = ((size_t)table[b] * gm.bt.d + (j - b * gm.bt.d)) * (size_t)gm.row + head_off;
-        const T *kr = kc + off, *vr = vc + off;
+    for (int u = 0; u < U; u++) {
+      ok[u] = okn[u];
 #pragma unroll
-        for (int k = 0; k < NVL; k++) {
-          const int vi = lig + k * L;
-          if (vi < nvec) {
-            kv[u][k] = *reinterpret_cast<const vec *>(kr + vi * V);
-            vv[u][k] = *reinterpret_cast<const vec *>(vr + vi * V);
-          }
-        }
-      }
+      for (int k = 0; k < NVL; k++) kv[u][k] = kn[u][k], vv[u][k] = vn[u][k];
     }
+    if (base + step < n_keys)  // block-uniform
+      pa_load<T, V, U, NVL>(kn, vn, okn, base + step, gkg, nkg, n_keys, jb, table, gm, kc, vc, head_off, lig, L, nvec);
+    // the U keys' scores for every head first (independent shuffle chains)
+    float sc[U][HC];
 #pragma unroll
-    for (int u = 0; u < PA_UNROLL; u++) {
-      float kf[PA_LANE_ELEMS], vf[PA_LANE_ELEMS];
+    for (int u = 0; u < U; u++) {
+      float kf[PA_LANE_ELEMS];
 #pragma unroll
       for (int k = 0; k < NVL; k++) {
         const bool in = ok[u] && lig + k * L < nvec;
 #pragma unroll
-        for (int e = 0; e < V; e++) {
-          kf[k * V + e] = in ? k_ld(kv[u][k].v[e]) : 0.0f;
-          vf[k * V + e] = in ? k_ld(vv[u][k].v[e]) : 0.0f;
-        }
+        for (int e = 0; e < V; e++) kf[k * V + e] = in ? k_ld(kv[u][k].v[e]) : 0.0f;
       }
 #pragma unroll
       for (int h = 0; h < HC; h++) {
+        float sh_ = 0.0f;
         if (h < nh) {  // block-uniform: the shuffles stay converged
-          float s = 0.0f;
 #pragma unroll
           for (int k = 0; k < NVL; k++) {
             const int vi = lig + k * L;
@@ -204,28 +259,56 @@ __global__ void __launch_bounds__(PA_THREADS)
 #pragma unroll
                 for (int e = 0; e < V; e += 4) {
                   float4 q4 = *reinterpret_cast<const float4 *>(qv + e);
-                  s = fmaf(q4.x, kf[k * V + e], s);
-                  s = fmaf(q4.y, kf[k * V + e + 1], s);
-                  s = fmaf(q4.z, kf[k * V + e + 2], s);
-                  s = fmaf(q4.w, kf[k * V + e + 3], s);
+                  sh_ = fmaf(q4.x, kf[k * V + e], sh_);
+                  sh_ = fmaf(q4.y, kf[k * V + e + 1], sh_);
+                  sh_ = fmaf(q4.z, kf[k * V + e + 2], sh_);
+                  sh_ = fmaf(q4.w, kf[k * V + e + 3], sh_);
                 }
               } else {
 #pragma unroll
-                for (int e = 0; e < V; e++) s = fmaf(qv[e], kf[k * V + e], s);
+                for (int e = 0; e < V; e++) sh_ = fmaf(qv[e], kf[k * V + e], sh_);
               }
             }
           }
-          for (int w = L >> 1; w > 0; w >>= 1) s += __shfl_xor_sync(0xffffffffu, s, w);
-          if (ok[u]) {
-            // online softmax, log2 domain: the first key's rescale is
-            // exp2(-inf) = 0 (the sums are 0 then anyway)
-            const float mn = fmaxf(mx[h], s), a = exp2f(mx[h] - mn), pw = exp2f(s - mn);
-            ls[h] = fmaf(ls[h], a, pw);
-#pragma unroll
-            for (int e = 0; e < PA_LANE_ELEMS; e++) acc[h][e] = fmaf(pw, vf[e], acc[h][e] * a);
-            mx[h] = mn;
-          }
+          for (int w = L >> 1; w > 0; w >>= 1) sh_ += __shfl_xor_sync(0xffffffffu, sh_, w);
         }
+        sc[u][h] = sh_;
+      }
+    }
+    // online softmax, log2 domain, once per iteration: the new max over the
+    // group's valid keys, one rescale of the sums, then each key's weight.
+    // A group with no key yet and none now keeps max -inf and sums 0.
+#pragma unroll
+    for (int h = 0; h < HC; h++) {
+      if (h >= nh) continue;
+      float mn = mx[h];
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (ok[u]) mn = fmaxf(mn, sc[u][h]);
+      if (mn == -INFINITY) continue;
+      const float a = exp2f(mx[h] - mn);  // 0 on the first keys (mx -inf): the sums are 0 then anyway
+      ls[h] *= a;
+#pragma unroll
+      for (int e = 0; e < PA_LANE_ELEMS; e++) acc[h][e] *= a;
+      mx[h] = mn;
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      if (!ok[u]) continue;
+      float vf[PA_LANE_ELEMS];
+#pragma unroll
+      for (int k = 0; k < NVL; k++) {
+        const bool in = lig + k * L < nvec;
+#pragma unroll
+        for (int e = 0; e < V; e++) vf[k * V + e] = in ? k_ld(vv[u][k].v[e]) : 0.0f;
+      }
+#pragma unroll
+      for (int h = 0; h < HC; h++) {
+        if (h >= nh) continue;
+        const float pw = exp2f(sc[u][h] - mx[h]);
+        ls[h] += pw;
+#pragma unroll
+        for (int e = 0; e < PA_LANE_ELEMS; e++) acc[h][e] = fmaf(pw, vf[e], acc[h][e]);
       }
     }
   }
@@ -273,12 +356,64 @@ __global__ void __launch_bounds__(PA_THREADS)
     if (splits == 1) {  // every token has a key (its own), so den > 0
       o[(size_t)t * (size_t)gm.o_stride + (size_t)head * d + c] = k_st<T>(num / den);
     } else {
-      // partials: [token][head][split][d sums, max, sum]; an empty split
-      // leaves max -inf and sum 0, which the combine skips
-      float *w = ws + (((size_t)t * gm.n_heads + head) * (size_t)splits + sp) * (size_t)(d + 2);
+      // partials (pa_ws_at): an empty split leaves max -inf and sum 0,
+      // which the combine skips
+      float *w = pa_ws_at(ws, t, head, gm.n_heads, d) + (size_t)sp * (d + 2);
       w[c] = num;
       if (c == 0) w[d] = M, w[d + 1] = den;
     }
+  }
+  if (splits == 1) return;
+  // Split-K: the last of the splits' blocks of this (token, KV head, chunk)
+  // to finish combines them (no second launch): each block publishes its
+  // partials (fence), then counts itself in; the one that sees splits - 1
+  // before it resets the counter (graphs replay the launch) and reads the
+  // others' partials from L2 (__ldcg: L1 is not coherent across SMs).
+  __shared__ int pa_last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    unsigned *cnt = reinterpret_cast<unsigned *>(pa_ws_at(ws, t, g * gm.group + h0, gm.n_heads, d)) +
+                    (size_t)PA_MAX_SPLITS * (d + 2);
+    const unsigned prev = atomicAdd(cnt, 1u);
+    pa_last = prev == (unsigned)(splits - 1);
+    if (pa_last) atomicExch(cnt, 0u);
+  }
+  __syncthreads();
+  if (!pa_last) return;  // block-uniform
+  __threadfence();
+  // the splits' maxima and sums (one load a thread), then per head the
+  // common max, each split's weight 2^(max_s - max) (0 for an empty split)
+  // and the denominator, then every output element as a weighted sum over
+  // the splits (independent loads, unrolled so several are in flight)
+  __shared__ float pa_mx[HC * PA_MAX_SPLITS], pa_l[HC * PA_MAX_SPLITS], pa_den[HC];
+  for (int i = tid; i < nh * splits; i += PA_THREADS) {
+    const int h = i / splits, s2 = i - h * splits;
+    const float *w = pa_ws_at(ws, t, g * gm.group + h0 + h, gm.n_heads, d) + (size_t)s2 * (d + 2);
+    pa_mx[h * PA_MAX_SPLITS + s2] = __ldcg(w + d);
+    pa_l[h * PA_MAX_SPLITS + s2] = __ldcg(w + d + 1);
+  }
+  __syncthreads();
+  if (tid < nh) {
+    float M = -INFINITY, den = 0.0f;
+    for (int s2 = 0; s2 < splits; s2++) M = fmaxf(M, pa_mx[tid * PA_MAX_SPLITS + s2]);
+    for (int s2 = 0; s2 < splits; s2++) {
+      const float l = pa_l[tid * PA_MAX_SPLITS + s2];
+      const float f = l == 0.0f ? 0.0f : exp2f(pa_mx[tid * PA_MAX_SPLITS + s2] - M);  // an empty split weighs 0
+      pa_mx[tid * PA_MAX_SPLITS + s2] = f;  // now the weight
+      den = fmaf(f, l, den);
+    }
+    pa_den[tid] = den;
+  }
+  __syncthreads();
+  for (int i = tid; i < nh * d; i += PA_THREADS) {
+    const int h = i / d, c = i - h * d, head = g * gm.group + h0 + h;
+    const float *w = pa_ws_at(ws, t, head, gm.n_heads, d) + c;
+    const float *f = pa_mx + h * PA_MAX_SPLITS;
+    float num = 0.0f;
+#pragma unroll 8
+    for (int s2 = 0; s2 < splits; s2++) num = fmaf(f[s2], __ldcg(w + (size_t)s2 * (d + 2)), num);
+    o[(size_t)t * (size_t)gm.o_stride + (size_t)head * d + c] = k_st<T>(num / pa_den[h]);
   }
 }
 
@@ -400,29 +535,6 @@ __global__ void __launch_bounds__(PA_THREADS)
 #endif
 }
 
-// o[t, h, c] from the splits' partials: each rescaled by 2^(max_s - max)
-// (the maxima are in the log2 domain).
-template <class T>
-__global__ void paged_attn_combine_kernel(T *o, const float *ws, int64_t n_tok, int n_heads, int d, int splits,
-                                          int64_t o_stride) {
-  size_t n = (size_t)n_tok * (size_t)n_heads * (size_t)d, stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    size_t c = i % (size_t)d, th = i / (size_t)d, t = th / (size_t)n_heads, h = th % (size_t)n_heads;
-    const float *w = ws + th * (size_t)splits * (size_t)(d + 2);
-    float mx = -INFINITY;
-    for (int s = 0; s < splits; s++) mx = fmaxf(mx, w[(size_t)s * (d + 2) + d]);
-    float num = 0.0f, den = 0.0f;
-    for (int s = 0; s < splits; s++) {
-      const float *ws_s = w + (size_t)s * (d + 2);
-      if (ws_s[d + 1] == 0.0f) continue;  // an empty split
-      float f = exp2f(ws_s[d] - mx);
-      num = fmaf(f, ws_s[c], num);
-      den = fmaf(f, ws_s[d + 1], den);
-    }
-    o[t * (size_t)o_stride + h * (size_t)d + c] = k_st<T>(num / den);
-  }
-}
-
 template <class T, int V, int HC>
 void pa_launch_one(dim3 grid, size_t smem, cudaStream_t stream, T *o, const T *q, const T *kc, const T *vc,
                    const k_llm_meta &m, const pa_geom &gm, float *ws) {
@@ -446,7 +558,7 @@ void pa_launch_hc(int hc, dim3 grid, size_t smem, cudaStream_t stream, T *o, con
 // shared memory; then the combine when split.
 template <class T>
 void pa_launch(int hc, dim3 grid, cudaStream_t stream, T *o, const T *q, const T *kc, const T *vc,
-               const k_llm_meta &m, pa_geom gm, float *ws, int64_t n_tok) {
+               const k_llm_meta &m, pa_geom gm, float *ws) {
   constexpr int VV = (int)(16 / sizeof(T));
   const bool vec = gm.d % VV == 0 && k_aligned(kc, 16) && k_aligned(vc, 16);
   const int v = vec ? VV : 1, lanes = (gm.d / v + PA_LANE_ELEMS / v - 1) / (PA_LANE_ELEMS / v);
@@ -457,11 +569,6 @@ void pa_launch(int hc, dim3 grid, cudaStream_t stream, T *o, const T *q, const T
     pa_launch_hc<T, VV>(hc, grid, smem, stream, o, q, kc, vc, m, gm, ws);
   else
     pa_launch_hc<T, 1>(hc, grid, smem, stream, o, q, kc, vc, m, gm, ws);
-  if (grid.z > 1) {
-    size_t work = (size_t)n_tok * (size_t)gm.n_heads * (size_t)gm.d;
-    paged_attn_combine_kernel<T><<<k_blocks_for(work, K_THREADS), K_THREADS, 0, stream>>>(
-        o, ws, n_tok, gm.n_heads, gm.d, (int)grid.z, gm.o_stride);
-  }
 }
 
 }  // namespace
@@ -485,7 +592,7 @@ extern "C" int k_paged_kv_write_cuda(void *k_cache, void *v_cache, const void *k
 }
 
 extern "C" size_t k_paged_attn_ws_floats(int64_t n_tok, int64_t n_heads, int64_t head_dim, int splits) {
-  return splits > 1 ? (size_t)n_tok * (size_t)n_heads * (size_t)splits * (size_t)(head_dim + 2) : 0;
+  return splits > 1 ? (size_t)n_tok * (size_t)n_heads * pa_ws_region((int)head_dim) : 0;
 }
 
 extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, const void *v_cache, const k_llm_meta *m,
@@ -518,7 +625,8 @@ extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, co
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: %d splits (1 .. %d, with a workspace past 1)", kname, splits,
                    PA_MAX_SPLITS);
   // shared memory: the chunk's queries and the warps' partials; at most
-  // (8 x 256 + 4 x 8 x 258) floats = 41,216 bytes, under the 48 KiB default
+  // (8 x 256 + 4 x 8 x 258) floats = 41,216 bytes, plus the split combine's
+  // static 2,084 at most: under the 48 KiB default
   pa_geom gm;
   gm.n_heads = (int)a->n_heads;
   gm.group = (int)group;
@@ -552,7 +660,7 @@ extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, co
   dim3 grid((unsigned)m->n_tok, (unsigned)(a->n_kv_heads * chunks), (unsigned)splits);
   K_DT_DISPATCH(e, kname, dt, T,
                 pa_launch<T>(hc, grid, stream, (T *)o, (const T *)q, (const T *)k_cache, (const T *)v_cache, *m, gm,
-                             ws, m->n_tok));
+                             ws));
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

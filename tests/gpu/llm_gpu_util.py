@@ -1,7 +1,8 @@
 """tests/gpu/llm_gpu_util.py: what the GPU LLM scripts share (tests/gpu/llm_serve_gpu.py,
-tests/bench/llm/llm_gpu_bench.py): an inferd process over a model repository, Triton's generate extension
-over plain HTTP (urllib / http.client: no tritonclient on the device machine), a model folder's
-config.pbtxt, and random-weight Hugging Face checkpoints saved with transformers.
+tests/bench/llm/llm_gpu_bench.py, tests/gpu/llm_storm.py): an inferd process over a model repository,
+Triton's generate extension over plain HTTP (urllib / http.client: no tritonclient on the device machine), a
+model folder's config.pbtxt, and random-weight Hugging Face checkpoints saved with transformers. (Streams are
+timed by `inferd-load generate`, not here: a Python reader of 256 streams takes their events in bursts.)
 
 Standard library only at import; torch and transformers are imported by the functions that need them.
 """
@@ -31,7 +32,7 @@ class Server:
         self.args = [binary, "--model-repository", repo, "--grpc-port", "0", "--http-port", "0",
                      "--log-level", "info"] + list(extra)
         self.log_path = log_path
-        self.port = None
+        self.port = self.grpc_port = None  # HTTP's, gRPC's
         self.proc = None
         self._ready = threading.Event()
         self.lines = []
@@ -54,7 +55,7 @@ class Server:
                 self.lines.append(line.rstrip("\n"))
                 m = READY_RE.search(line)
                 if m and not self._ready.is_set():
-                    self.port = int(m.group(2))
+                    self.port, self.grpc_port = int(m.group(2)), int(m.group(1))
                     self._ready.set()
         self._ready.set()
 
@@ -120,41 +121,6 @@ def generate(srv, model, body, timeout=300):
             return r.status, json.loads(data)
         except ValueError:
             return r.status, data
-    finally:
-        conn.close()
-
-
-def generate_stream(srv, model, body, timeout=600):
-    """POST /v2/models/{model}/generate_stream; returns (status, tokens, t_send, [arrival time of each
-    token]) with the times from time.perf_counter(); an error event raises."""
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
-    toks, times = [], []
-    try:
-        t0 = time.perf_counter()
-        conn.request("POST", "/v2/models/%s/generate_stream" % model, json.dumps(body),
-                     {"Content-Type": "application/json"})
-        r = conn.getresponse()
-        if r.status != 200:
-            return r.status, r.read().decode(), t0, []
-        buf = b""
-        while True:
-            chunk = r.read1(65536) if hasattr(r, "read1") else r.read(4096)
-            if not chunk:
-                break
-            now = time.perf_counter()
-            buf += chunk
-            while b"\n\n" in buf:
-                ev, buf = buf.split(b"\n\n", 1)
-                ev = ev.strip()
-                if not ev.startswith(b"data: "):
-                    continue
-                j = json.loads(ev[6:])
-                if "error" in j:
-                    raise RuntimeError("stream error: %s" % j["error"])
-                ids = j.get("output_ids", [])
-                toks += ids
-                times += [now] * len(ids)
-        return 200, toks, t0, times
     finally:
         conn.close()
 

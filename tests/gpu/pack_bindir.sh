@@ -4,18 +4,19 @@
 # may lack (ldd's answers here, without glibc's own and the CUDA driver's; the CUDA toolkit's own
 # libraries (cuBLAS, cuBLASLt, cuDNN, ...: hundreds of MiB) only with CUDA_LIBS=1, else their names are
 # printed: the GPU machine's CUDA or torch installation (site-packages/nvidia/*/lib) may provide them,
-# the same major version, on LD_LIBRARY_PATH).
+# the same major version, on LD_LIBRARY_PATH). Debug info is stripped from the copies, and with XZ=1 OUT/lib
+# becomes OUT/lib.tar.xz (a device call carries at most 64 MiB; tests/gpu/llm_env.sh unpacks it there).
 #
 #   tests/gpu/pack_bindir.sh OUT [BUILD_DIR]      (BUILD_DIR default: build)
 set -eu
 OUT="${1:?usage: $0 OUT [BUILD_DIR]}"
 B="${2:-build}"
 mkdir -p "$OUT/lib"
-for x in inferd test_k_cuda_llm test_gpu_llm_step bench_llm_decode; do
+for x in inferd inferd-load test_k_cuda_llm test_gpu_llm_step bench_llm_decode; do
   if [ -x "$B/bin/$x" ]; then cp "$B/bin/$x" "$OUT/"; else echo "not built: $B/bin/$x"; fi
 done
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libcuda\.so|libnvidia)'
-for x in "$OUT"/inferd "$OUT"/test_* "$OUT"/bench_*; do
+for x in "$OUT"/inferd "$OUT"/inferd-load "$OUT"/test_* "$OUT"/bench_*; do
   [ -x "$x" ] || continue
   ldd "$x" | awk '/=> \//{print $1, $3}' | while read -r name path; do
     echo "$name" | grep -Eq "$skip" && continue
@@ -29,4 +30,9 @@ for x in "$OUT"/inferd "$OUT"/test_* "$OUT"/bench_*; do
     cp -L "$path" "$OUT/lib/$name"
   done
 done
+strip --strip-debug "$OUT"/inferd* "$OUT"/test_* "$OUT"/bench_* "$OUT"/lib/* 2>/dev/null || true
+if [ "${XZ:-0}" = 1 ]; then
+  tar -C "$OUT" -cJf "$OUT/lib.tar.xz" lib
+  rm -rf "${OUT:?}/lib"
+fi
 du -sh "$OUT"

@@ -646,6 +646,35 @@ static void test_autotune(cudaStream_t st) {
   eng_gemm_tuner_destroy(t);
 }
 
+// BERT-base's products (tokens x hidden, FP16 with the bias epilogue) with
+// cluster kernels left out: every answer right, and none kept clustered.
+static void test_no_clusters(cudaStream_t st) {
+  err e;
+  eng_gemm_lt *g = NULL;
+  CHECK_EQ_INT(eng_gemm_lt_create(&g, 32u << 20, 0, &e), 0);
+  if (!g) return;
+  eng_gemm_lt_set_no_clusters(g, true);
+  const shape bert[] = {{128, 2304, 768}, {256, 768, 768}, {384, 3072, 768}, {256, 768, 3072}};
+  double worst = 0;
+  for (size_t i = 0; i < sizeof bert / sizeof bert[0]; i++) {
+    problem p;
+    problem_init(&p, bert[i], ENG_GEMM_FP16);
+    CHECK_EQ_INT(run_case(g, &p, 0, 1, ENG_GEMM_EPI_BIAS, ENG_GEMM_FP16, 0, st, &e), 0);
+    double r = max_rel_err(&p, ENG_GEMM_EPI_BIAS, NULL);
+    if (!(r <= worst)) worst = r;
+    problem_free(&p);
+  }
+  eng_gemm_lt_stats s;
+  eng_gemm_lt_stats_get(g, &s);
+  printf("no clusters: BERT shapes worst rel err %.3g; shapes forced to 1x1x1 %llu, kept clustered %llu, "
+         "heuristic queries %llu\n",
+         worst, (unsigned long long)s.cluster_forced, (unsigned long long)s.cluster_kept,
+         (unsigned long long)s.heuristic_queries);
+  CHECK(worst <= 1e-2);  // test_all_cases' FP16 bound
+  CHECK_EQ_INT(s.cluster_kept, 0);
+  eng_gemm_lt_destroy(g);
+}
+
 int main(void) {
   require_device();
   err e;
@@ -674,6 +703,7 @@ int main(void) {
   eng_gemm_lt_destroy(g);
   test_cache_lru(st);
   test_autotune(st);
+  test_no_clusters(st);
   CHECK_EQ_INT(cudaStreamDestroy(st), cudaSuccess);
   CHECK_DONE();
 }

@@ -90,11 +90,11 @@ static double rtol_of(dtype dt) {
 static void test_errors(void) {
   err e = {0};
   void *p = (void *)16;
-  CHECK_EQ_INT(k_argmax_rows_cuda(NULL, NULL, 0, 8, DT_FP16, NULL, &e), 0);  // no rows: nothing to do
-  CHECK_EQ_INT(k_argmax_rows_cuda(NULL, p, 2, 8, DT_FP16, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_argmax_rows_cuda(NULL, NULL, 0, 8, NULL, DT_FP16, NULL, &e), 0);  // no rows: nothing to do
+  CHECK_EQ_INT(k_argmax_rows_cuda(NULL, p, 2, 8, NULL, DT_FP16, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "k_argmax_rows_cuda");
-  CHECK_EQ_INT(k_argmax_rows_cuda(p, p, 2, 0, DT_FP16, NULL, &e), ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(k_argmax_rows_cuda(p, p, 2, 8, DT_INT32, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_argmax_rows_cuda(p, p, 2, 0, p, DT_FP16, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_argmax_rows_cuda(p, p, 2, 8, p, DT_INT32, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_embed_cuda(p, NULL, NULL, p, p, 4, 8, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "k_embed_cuda");
   CHECK_EQ_INT(k_rms_norm_dt_cuda(p, p, p, 4, 8, 1e-5f, DT_INT32, NULL, &e), ERR_INVALID_ARGUMENT);
@@ -113,7 +113,8 @@ static void test_errors(void) {
   CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, 4, NULL, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "workspace");
   CHECK_EQ_INT(k_paged_attn_cuda(p, p, p, p, &m, &a, 33, p, DT_FP32, NULL, &e), ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT((int)k_paged_attn_ws_floats(3, 6, 8, 4), 3 * 6 * 4 * 10);
+  CHECK_EQ_INT((int)k_paged_attn_ws_floats(3, 6, 8, 4), 3 * 6 * (32 * 10 + 1));  // 32 splits' partials and a counter
+  CHECK_EQ_INT((int)k_paged_attn_ws_floats(3, 6, 8, 1), 0);
   CHECK_EQ_INT(k_paged_kv_write_cuda(p, p, p, p, 4, 8, 4, &m, DT_BF16, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "src_stride");
   // size 0: nothing touched
@@ -202,6 +203,137 @@ static void test_rope(dtype dt) {
   cudaFree(d_x), cudaFree(d_pos), cudaFree(d_inv);
 }
 
+// k_rope_kv_write_cuda (RoPE fused with the paged KV write) against the two
+// launches it replaces, k_rope_cuda then k_paged_kv_write_cuda (each checked
+// against the C reference above and in test_paged_attn): bit for bit, the
+// QKV rows and both caches, untouched slots included; then without RoPE
+// (inv_freq NULL: the write only). 5 tokens of 5 items at scattered
+// positions, 4 query heads over 2 KV heads of 32, rows wider than Q K V.
+static void test_rope_kv_write(dtype dt) {
+  enum { T = 5, NB = 24, BT = 4 };
+  tk_rng r = {0x5151 + dt};
+  const int64_t nh = 4, nkv = 2, d = 32, stride = (nh + 2 * nkv) * d + 8, row = nkv * d;
+  const size_t es = dtype_size(dt), qn = (size_t)T * (size_t)stride, cn = (size_t)NB * BT * (size_t)row;
+  float *qkv, *cache;
+  void *d_q1 = dev_rand(&r, qn, -2, 2, dt, &qkv), *d_c = dev_rand(&r, cn, -1, 1, dt, &cache);
+  void *d_q2 = tk_dev_alloc(qn * es), *d_k1 = tk_dev_alloc(cn * es), *d_v1 = tk_dev_alloc(cn * es);
+  void *d_k2 = tk_dev_alloc(cn * es), *d_v2 = tk_dev_alloc(cn * es), *d_q0 = tk_dev_alloc(qn * es);
+  TK_CUDA(cudaMemcpy(d_q0, d_q1, qn * es, cudaMemcpyDeviceToDevice));
+  int32_t item[T], pos[T] = {0, 3, 9, 14, 22}, toff[T], flat[T * 6];
+  for (int t = 0; t < T; t++) {
+    item[t] = t, toff[t] = t * 6;
+    for (int b = 0; b < 6; b++) flat[t * 6 + b] = (t * 7 + b * 5 + 3) % NB;  // scattered, some shared: any slot
+  }
+  // no two tokens may share a slot (their writes would race): distinct (block, slot) pairs
+  for (int a = 0; a < T; a++)
+    for (int b = a + 1; b < T; b++)
+      CHECK(!(flat[a * 6 + pos[a] / BT] == flat[b * 6 + pos[b] / BT] && pos[a] % BT == pos[b] % BT));
+  int32_t *d_item = tk_to_dev(item, sizeof item), *d_pos = tk_to_dev(pos, sizeof pos);
+  int32_t *d_toff = tk_to_dev(toff, sizeof toff), *d_flat = tk_to_dev(flat, sizeof flat);
+  k_llm_meta m = {.tok_item = d_item, .tok_pos = d_pos, .tables = d_flat, .table_off = d_toff, .n_tok = T};
+  k_rope_scaling sc = {
+      .kind = K_ROPE_LLAMA3, .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_max_pos = 8192};
+  float inv[16];
+  k_rope_inv_freq(inv, d, 500000.0, &sc);
+  float *d_inv = tk_to_dev(inv, sizeof inv);
+  for (int rope = 1; rope >= 0; rope--) {
+    TK_CUDA(cudaMemcpy(d_q1, d_q0, qn * es, cudaMemcpyDeviceToDevice));
+    TK_CUDA(cudaMemcpy(d_q2, d_q0, qn * es, cudaMemcpyDeviceToDevice));
+    void *caches[4] = {d_k1, d_v1, d_k2, d_v2};
+    for (int i = 0; i < 4; i++) TK_CUDA(cudaMemcpy(caches[i], d_c, cn * es, cudaMemcpyDeviceToDevice));
+    if (rope) TK_OK(k_rope_cuda(d_q1, T, d_pos, nh + nkv, d, stride, d_inv, dt, NULL, TK_E));
+    TK_OK(k_paged_kv_write_cuda(d_k1, d_v1, (uint8_t *)d_q1 + nh * d * es, (uint8_t *)d_q1 + (nh + nkv) * d * es,
+                                stride, row, BT, &m, dt, NULL, TK_E));
+    TK_OK(k_rope_kv_write_cuda(d_q2, d_k2, d_v2, nh, nkv, d, stride, rope ? d_inv : NULL, BT, &m, dt, NULL, TK_E));
+    const void *pairs[3][2] = {{d_q1, d_q2}, {d_k1, d_k2}, {d_v1, d_v2}};
+    const size_t ns[3] = {qn, cn, cn};
+    const char *names[3] = {"qkv", "k cache", "v cache"};
+    for (int i = 0; i < 3; i++) {
+      float *want = dev_get(pairs[i][0], ns[i], dt), *got = dev_get(pairs[i][1], ns[i], dt);
+      char what[96];
+      snprintf(what, sizeof what, "rope_kv_write %s rope %d: %s", dtype_wire_name(dt), rope, names[i]);
+      tk_compare(what, got, want, ns[i], 0, 0);
+      free(want), free(got);
+    }
+  }
+  err e = {0};
+  CHECK_EQ_INT(k_rope_kv_write_cuda(d_q2, NULL, d_v2, nh, nkv, d, stride, d_inv, BT, &m, dt, NULL, &e),
+               ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "k_rope_kv_write_cuda");
+  CHECK_EQ_INT(k_rope_kv_write_cuda(d_q2, d_k2, d_v2, nh, nkv, d, (nh + 2 * nkv) * d - 1, d_inv, BT, &m, dt, NULL, &e),
+               ERR_INVALID_ARGUMENT);
+  free(qkv), free(cache);
+  cudaFree(d_q0), cudaFree(d_q1), cudaFree(d_q2), cudaFree(d_c), cudaFree(d_k1), cudaFree(d_v1), cudaFree(d_k2);
+  cudaFree(d_v2), cudaFree(d_item), cudaFree(d_pos), cudaFree(d_toff), cudaFree(d_flat), cudaFree(d_inv);
+}
+
+// k_gemv_cuda against the product of the same rounded inputs on the host
+// (double sums, bias and residual added, rounded once to dt, as the kernel
+// does in float): m 1 .. 8 over shapes with k a multiple of 8 (one vector
+// a lane, several rounds of the unrolled loop, a tail), n not a multiple of
+// the block's 8 rows; in place (res = y) and not, with and without bias.
+// Then: row r of an m-row product equals the same row of a 1-row one bit
+// for bit (the order of the sums must not depend on m), and the refusals.
+static void test_gemv(dtype dt) {
+  tk_rng r = {0x6e6d + dt};
+  const int64_t shapes[][2] = {{37, 8}, {300, 264}, {129, 2048}, {64, 8192 + 8}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const int64_t n = shapes[si][0], k = shapes[si][1];
+    const size_t es = dtype_size(dt);
+    float *x, *w, *b, *res;
+    void *d_x = dev_rand(&r, 8 * (size_t)k, -1, 1, dt, &x), *d_w = dev_rand(&r, (size_t)(n * k), -1, 1, dt, &w);
+    void *d_b = dev_rand(&r, (size_t)n, -1, 1, dt, &b), *d_r = dev_rand(&r, 8 * (size_t)n, -2, 2, dt, &res);
+    void *d_y = tk_dev_alloc(8 * (size_t)n * es);
+    float *want = tk_xmalloc(8 * (size_t)n * 4);
+    const int ms[] = {1, 2, 3, 5, 8};
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+      const int m = ms[mi];
+      for (int var = 0; var < 3; var++) {  // 0: plain, 1: bias + residual in place, 2: residual from another buffer
+        const int with_b = var == 1, with_r = var != 0;
+        if (var == 1) TK_CUDA(cudaMemcpy(d_y, d_r, (size_t)m * (size_t)n * es, cudaMemcpyDeviceToDevice));
+        TK_OK(k_gemv_cuda(d_y, d_x, d_w, with_b ? d_b : NULL, var == 1 ? d_y : var == 2 ? d_r : NULL, m, n, k, dt,
+                          NULL, TK_E));
+        float *got = dev_get(d_y, (size_t)m * (size_t)n, dt);
+        for (int i = 0; i < m; i++)
+          for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t c = 0; c < k; c++) acc += (double)x[(size_t)i * k + c] * w[(size_t)j * k + c];
+            if (with_b) acc += b[j];
+            if (with_r) acc += res[(size_t)i * n + j];
+            want[(size_t)i * n + j] = (float)acc;
+          }
+        char what[96];
+        snprintf(what, sizeof what, "gemv %s m %d n %lld k %lld variant %d", dtype_wire_name(dt), m, (long long)n,
+                 (long long)k, var);
+        // float sums of k products of values up to 1: a few ulps of the output, plus float's error
+        tk_compare(what, got, want, (size_t)m * (size_t)n, rtol_of(dt), 1e-5 * sqrt((double)k) + rtol_of(dt) * 0.05);
+        free(got);
+      }
+    }
+    // row 4 of an 8-row product against a 1-row product of x's row 4: bit for bit
+    TK_OK(k_gemv_cuda(d_y, d_x, d_w, d_b, NULL, 8, n, k, dt, NULL, TK_E));
+    float *eight = dev_get(d_y, 8 * (size_t)n, dt);
+    TK_OK(k_gemv_cuda(d_y, (uint8_t *)d_x + 4 * (size_t)k * es, d_w, d_b, NULL, 1, n, k, dt, NULL, TK_E));
+    float *one = dev_get(d_y, (size_t)n, dt);
+    char what[64];
+    snprintf(what, sizeof what, "gemv %s n %lld: a row alone", dtype_wire_name(dt), (long long)n);
+    tk_compare(what, one, eight + 4 * (size_t)n, (size_t)n, 0, 0);
+    free(eight), free(one);
+    free(x), free(w), free(b), free(res), free(want);
+    cudaFree(d_x), cudaFree(d_w), cudaFree(d_b), cudaFree(d_r), cudaFree(d_y);
+  }
+  err e = {0};
+  void *p = tk_dev_alloc(4096);
+  CHECK_EQ_INT(k_gemv_cuda(p, p, p, NULL, NULL, 9, 4, 8, dt, NULL, &e), ERR_UNIMPLEMENTED);  // m past 8
+  CHECK_CONTAINS(e.msg, "k_gemv_cuda");
+  CHECK_EQ_INT(k_gemv_cuda(p, p, p, NULL, NULL, 1, 4, 12, dt, NULL, &e), ERR_UNIMPLEMENTED);  // k % 8
+  CHECK_EQ_INT(k_gemv_cuda(p, (uint8_t *)p + 2, p, NULL, NULL, 1, 4, 8, dt, NULL, &e), ERR_UNIMPLEMENTED);  // x unaligned
+  CHECK_EQ_INT(k_gemv_cuda(p, p, p, NULL, NULL, 1, 4, 8, DT_FP32, NULL, &e), ERR_UNIMPLEMENTED);
+  CHECK_EQ_INT(k_gemv_cuda(p, p, p, NULL, NULL, 0, 4, 8, dt, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gemv_cuda(NULL, p, p, NULL, NULL, 1, 4, 8, dt, NULL, &e), ERR_INVALID_ARGUMENT);
+  cudaFree(p);
+}
+
 static void test_mlp_act(dtype dt) {
   tk_rng r = {0x4242 + dt};
   size_t rows = 3, cols = 301;
@@ -261,14 +393,24 @@ static void test_argmax(dtype dt, size_t cols) {
   void *p = pack(x, ROWS * cols, dt);                         // x now holds the rounded values
   void *d_x = tk_to_dev(p, ROWS * cols * dtype_size(dt));
   int32_t *d_ids = tk_dev_alloc(ROWS * sizeof(int32_t)), got[ROWS], want[ROWS];
-  TK_OK(k_argmax_rows_cuda(d_ids, d_x, ROWS, cols, dt, NULL, TK_E));
-  tk_from_dev(got, d_ids, sizeof got);
   k_argmax_rows_ref(want, x, ROWS, cols);
-  for (int i = 0; i < ROWS; i++) {
-    if (got[i] != want[i])
-      fprintf(stderr, "argmax %s cols %zu row %d: got %d, want %d\n", dtype_wire_name(dt), cols, i, got[i], want[i]);
-    CHECK_EQ_INT(got[i], want[i]);
+  // split: the workspace filled with junk first (the kernels must not read what they did not write)
+  size_t wsb = k_argmax_rows_ws_bytes(ROWS, cols);
+  CHECK_EQ_INT((long long)wsb, (long long)(ROWS * ((cols + 2047) / 2048) * 8));
+  void *d_ws = tk_dev_alloc(wsb);
+  TK_CUDA(cudaMemset(d_ws, 0x7f, wsb));
+  for (int split = 0; split < 2; split++) {  // one block a row, then the split rows
+    TK_CUDA(cudaMemset(d_ids, 0xff, ROWS * sizeof(int32_t)));
+    TK_OK(k_argmax_rows_cuda(d_ids, d_x, ROWS, cols, split ? d_ws : NULL, dt, NULL, TK_E));
+    tk_from_dev(got, d_ids, sizeof got);
+    for (int i = 0; i < ROWS; i++) {
+      if (got[i] != want[i])
+        fprintf(stderr, "argmax %s cols %zu row %d%s: got %d, want %d\n", dtype_wire_name(dt), cols, i,
+                split ? " (split)" : "", got[i], want[i]);
+      CHECK_EQ_INT(got[i], want[i]);
+    }
   }
+  cudaFree(d_ws);
   if (cols > 3) {  // the policy rows' answers, independently of the reference
     CHECK_EQ_INT(got[2], 0);
     CHECK_EQ_INT(got[3], 0);
@@ -350,8 +492,21 @@ static void test_paged_attn(dtype dt, pa_case pc) {
                          .block_tokens = bt,
                          .window = window,
                          .scale = 1.0f / sqrtf((float)d)};
-  float *d_ws = splits > 1 ? tk_dev_alloc(k_paged_attn_ws_floats(T, n_heads, d, splits) * 4) : NULL;
+  size_t wsf = k_paged_attn_ws_floats(T, n_heads, d, splits);
+  float *d_ws = splits > 1 ? tk_dev_alloc(wsf * 4) : NULL;
+  if (d_ws) TK_CUDA(cudaMemset(d_ws, 0, wsf * 4));  // the contract: zeroed once
   TK_OK(k_paged_attn_cuda(d_o, d_qkv, d_kc, d_vc, &m, &a, splits, d_ws, dt, NULL, TK_E));
+  if (d_ws) {
+    // again on the same workspace, the output poisoned first: the split-K
+    // combine's counters must be back at zero (graphs replay the launch), and
+    // with fewer splits too (the workspace's layout must not depend on them)
+    for (int again = 0; again < 2; again++) {
+      TK_CUDA(cudaMemset(d_o, 0xff, (size_t)(T * Q) * es));
+      TK_OK(k_paged_attn_cuda(d_o, d_qkv, d_kc, d_vc, &m, &a, again ? 2 : splits, d_ws, dt, NULL, TK_E));
+    }
+    TK_CUDA(cudaMemset(d_o, 0xff, (size_t)(T * Q) * es));
+    TK_OK(k_paged_attn_cuda(d_o, d_qkv, d_kc, d_vc, &m, &a, splits, d_ws, dt, NULL, TK_E));
+  }
   float *got_k = dev_get(d_kc, cache_n, dt), *got_v = dev_get(d_vc, cache_n, dt);
   float *got = dev_get(d_o, (size_t)(T * Q), dt), *want = tk_xmalloc((size_t)(T * Q) * 4);
   float *scratch = tk_xmalloc(512 * 4);
@@ -496,8 +651,10 @@ int main(void) {
     test_embed(dt);
     test_norms(dt);
     test_rope(dt);
+    test_rope_kv_write(dt);
+    if (dt != DT_FP32) test_gemv(dt);  // FP16, BF16 (FP32 stays on cuBLASLt)
     test_mlp_act(dt);
-    const size_t widths[] = {1, 5, 33, 1000, 1025, 50257, 128256};
+    const size_t widths[] = {1, 5, 33, 1000, 1025, 2048, 2049, 4097, 50257, 128256};
     for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) test_argmax(dt, widths[k]);
     for (size_t c = 0; c < sizeof PA_CASES / sizeof PA_CASES[0]; c++) test_paged_attn(dt, PA_CASES[c]);
   }

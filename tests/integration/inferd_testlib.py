@@ -53,6 +53,29 @@ def thread_sanitized(binary=None):
     return _binary_holds(b"__tsan_init", binary)
 
 
+def headless_chromium():
+    """(chromium, chromedriver) for the tests that open a page in headless Chromium through selenium. Where
+    either is missing the test skips, saying what to install, unless INFERD_REQUIRE_BROWSER=1 (tests/run.sh, so
+    CI, sets it: deploy/install-deps.sh installs them there), where it fails instead: CI must never pass a
+    browser check by skipping it."""
+    import shutil
+    import pytest
+    missing = []
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("selenium (pip install -r tests/requirements.txt)")
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver:
+        missing.append("chromium / chromedriver (apt-get install chromium chromium-driver)")
+    if missing:
+        why = "headless Chromium check: %s not installed" % " and ".join(missing)
+        if os.environ.get("INFERD_REQUIRE_BROWSER") == "1":
+            pytest.fail(why + ", and INFERD_REQUIRE_BROWSER=1 (CI) requires it")
+        pytest.skip(why + " (CI installs them)")
+    return chromium, driver
+
+
 def gpu_skip_reason():
     """None where a GPU is visible (or INFERD_TEST_GPU=1 says to run anyway), else why GPU tests cannot run
     here (INFERD_TEST_GPU=0 skips them anyway)."""

@@ -71,6 +71,7 @@ OOM_MBS = 256         # 256 GiB of input alone at max_batch_size: more than any 
 GPU_GROUP = "instance_group [\n  {\n    count: 1\n    kind: KIND_GPU\n    gpus: [ 0 ]\n  }\n]"
 BOGUS_REASON = "precision 'bogus' is not one of fp32, tf32, fp16"
 BADTUNE_REASON = "gemm_autotune 'maybe' is not one of true, false"
+BADCLUSTERS_REASON = "gemm_clusters 'some' is not one of true, false"
 OOM_REASON = "out of memory"
 FAULT_AT = 5
 FAULT_REQUESTS = 12
@@ -115,6 +116,8 @@ MLP_VARIANTS = {
     "g_notune": (_param("gemm_autotune", "false"), "READY", None),
     "g_tune": (_param("gemm_autotune", "true"), "READY", None),
     "g_badtune": (_param("gemm_autotune", "maybe"), "UNAVAILABLE", BADTUNE_REASON),
+    "g_noclusters": (_param("gemm_clusters", "false"), "READY", None),  # cuBLASLt without cluster kernels
+    "g_badclusters": (_param("gemm_clusters", "some"), "UNAVAILABLE", BADCLUSTERS_REASON),
 }
 
 
@@ -232,7 +235,7 @@ def _index(client):
 # --- tests
 
 PRECISION_TOL = {"g_mlp_fp32": None, "g_nograph": None, "g_mlp_tf32": 1e-2, "g_mlp_fp16": 1e-2, "g_notune": None,
-                 "g_tune": None}
+                 "g_tune": None, "g_noclusters": None}
 
 
 def test_precisions_match_onnxruntime(gpu_server, gclient, gspecs, goracle, rng):

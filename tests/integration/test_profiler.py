@@ -469,18 +469,11 @@ def test_dashboard_in_headless_chromium(server, client, specs, oracle, rng, tmp_
     """Headless Chromium (Debian's chromium + chromium-driver, driven by selenium) opens /dashboard
     during a load; the page's throughput cell shows a non-zero number. The screenshot is kept in
     $INFERD_ARTIFACTS (default tests/artifacts) as dashboard.png."""
-    import shutil
     import threading
-    import pytest
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-        from selenium.webdriver.common.by import By
-    except ImportError:
-        pytest.skip("selenium not installed (CI installs it)")
-    chromium, driver_bin = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver_bin:
-        pytest.skip("chromium / chromedriver not installed (apt-get install chromium chromium-driver; CI does)")
+    chromium, driver_bin = lib.headless_chromium()   # skips (fails under INFERD_REQUIRE_BROWSER=1) without them
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
     opts = webdriver.ChromeOptions()
     opts.binary_location = chromium
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600"):

@@ -167,15 +167,10 @@ def test_best_config_loads_and_serves(tuned, example_repo, tmp_path, rng):
 
 
 def test_report_in_headless_chromium(tuned):
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-        from selenium.webdriver.common.by import By
-    except ImportError:
-        pytest.skip("selenium not installed (CI installs it)")
-    chromium, driver_bin = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver_bin:
-        pytest.skip("chromium / chromedriver not installed (apt-get install chromium chromium-driver; CI does)")
+    chromium, driver_bin = lib.headless_chromium()   # skips (fails under INFERD_REQUIRE_BROWSER=1) without them
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
     p, out = tuned
     rows = _rows(out)
     opts = webdriver.ChromeOptions()

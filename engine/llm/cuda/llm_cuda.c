@@ -4,8 +4,8 @@
 //   embed (+ learned positions)        k_embed_cuda
 //   per layer: norm                    k_rms_norm_dt_cuda / k_layer_norm_dt_cuda
 //              QKV = h Wqkv^T (+ b)    one GEMM (fused QKV weights, bias in the epilogue)
-//              RoPE on Q and K heads   k_rope_cuda (adjacent in the QKV row: one launch)
-//              KV into the blocks      k_paged_kv_write_cuda
+//              RoPE on Q and K heads,  k_rope_kv_write_cuda (one launch: the rotation and
+//              KV into the blocks      the K and V rows' copy into their cache slots)
 //              attention               k_paged_attn_cuda (prefill and decode tokens together)
 //              x += att Wo^T (+ b)     one GEMM, the residual as cuBLASLt's C input (in place)
 //              norm, up = h Wup^T      one GEMM (fused gate+up)
@@ -57,6 +57,10 @@ struct eng_llm_cuda_runner {
   float *attn_ws;
   int64_t split_tokens;
   eng_gemm_lt *gemm;
+  // cuBLASLt's candidates timed per decode shape before a graph's capture
+  // (eng_llm_cuda_runner_set_gemm_tune; NULL, the default: the heuristic's first answer)
+  eng_gemm_tuner *tuner;
+  int gemv;  // layer products of steps of <= 8 tokens on k_gemv_cuda (eng_llm_cuda_runner_set_gemv)
   eng_gemm_dtype gdt;
   // weights: one allocation
   uint8_t *wbuf;
@@ -72,6 +76,7 @@ struct eng_llm_cuda_runner {
   void *x, *h, *qkv, *att, *mlp, *act, *last, *lg;
   float *lg32;
   int32_t *ids_d;  // the greedy rows' tokens (max_step_tokens)
+  void *amax_ws;   // k_argmax_rows_cuda's split rows (LOGIT_ROWS rows of the vocabulary)
   int32_t *ids_h;  // pinned, their copy on the host
   // metadata: pinned host and device copies of one layout
   int32_t *meta_h, *meta_d;
@@ -160,6 +165,7 @@ void eng_llm_cuda_runner_destroy(eng_llm_cuda_runner *r) {
   cudaFreeHost(r->lg_h);
   cudaFreeHost(r->ids_h);
   eng_gemm_lt_destroy(r->gemm);
+  eng_gemm_tuner_destroy(r->tuner);  // after the cuBLASLt object that borrowed it
   cudaFree(r->wbuf);
   cudaFree(r->k_cache);
   cudaFree(r->v_cache);
@@ -219,6 +225,7 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
   if ((rc = CUDA_OK(e, cudaDeviceGetAttribute(&r->sms, cudaDevAttrMultiProcessorCount, device)))) goto fail;
   if ((rc = CUDA_OK(e, cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking)))) goto fail;
   if ((rc = eng_gemm_lt_create(&r->gemm, GEMM_WORKSPACE, 64, e))) goto fail;
+  r->gemv = 1;
   // weights: uploaded, or the sharer's pointers (wbuf stays NULL: not ours)
   if (share) {
     r->embed = share->embed, r->pos_embed = share->pos_embed, r->norm_w = share->norm_w;
@@ -260,7 +267,8 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
                     T * H * es,
                     lr * (size_t)g->vocab * es,
                     lr * (size_t)g->vocab * sizeof(float),
-                    T * sizeof(int32_t)};
+                    T * sizeof(int32_t),
+                    k_argmax_rows_ws_bytes(lr, (size_t)g->vocab)};
   size_t tot = 0;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) tot += align_up(sizes[i]);
   if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->sbuf, tot)))) {
@@ -268,14 +276,15 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
     goto fail;
   }
   void **slots[] = {&r->x,   &r->h,    &r->qkv, &r->att,           &r->mlp,
-                    &r->act, &r->last, &r->lg,  (void **)&r->lg32, (void **)&r->ids_d};
+                    &r->act, &r->last, &r->lg,  (void **)&r->lg32, (void **)&r->ids_d, &r->amax_ws};
   for (size_t i = 0, off = 0; i < sizeof sizes / sizeof sizes[0]; off += align_up(sizes[i]), i++)
     *slots[i] = r->sbuf + off;
   // split-K workspace: steps of fewer than SPLIT_BLOCKS x SMs (token, KV head) pairs
   r->split_tokens = (SPLIT_BLOCKS * (int64_t)r->sms + g->n_kv_heads - 1) / g->n_kv_heads;
   if (r->split_tokens > c->max_step_tokens) r->split_tokens = c->max_step_tokens;
   size_t wsf = k_paged_attn_ws_floats(r->split_tokens, g->n_heads, g->head_dim, MAX_SPLITS);
-  if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->attn_ws, wsf * sizeof(float))))) {
+  if ((rc = CUDA_OK(e, cudaMalloc((void **)&r->attn_ws, wsf * sizeof(float)))) ||
+      (rc = CUDA_OK(e, cudaMemset(r->attn_ws, 0, wsf * sizeof(float))))) {  // its counters start at zero
     err_prefix(e, "cuda runner: %zu bytes of attention workspace: ", wsf * sizeof(float));
     goto fail;
   }
@@ -309,6 +318,12 @@ int eng_llm_cuda_runner_create_shared(const eng_llm_cuda_runner *share, const en
 // y[T, out] = x[T, in] W^T (+ b) (+ y when res: the residual in place).
 static int linear(eng_llm_cuda_runner *r, void *y, const void *x, int64_t T, int64_t in, const void *w, const void *b,
                   int64_t out, int res, err *e) {
+  // a decode step's few rows: k_gemv_cuda streams the layer's weights near
+  // the bandwidth (the LM head stays on cuBLASLt, already there at m = 1)
+  if (r->gemv && T <= 8 && w != r->lm_head) {
+    int rc = k_gemv_cuda(y, x, w, b, res ? y : NULL, T, out, in, r->dt, r->stream, e);
+    if (rc != ERR_UNIMPLEMENTED) return rc;  // else (FP32, odd k): cuBLASLt below
+  }
   eng_gemm_epilogue epi = b ? ENG_GEMM_EPI_BIAS : ENG_GEMM_EPI_NONE;
   return eng_gemm_lt_run_res(r->gemm, y, x, w, b, res ? y : NULL, (int)T, (int)out, (int)in, false, true, epi, r->gdt,
                              r->stream, e);
@@ -320,21 +335,19 @@ static int norm(eng_llm_cuda_runner *r, void *y, const void *x, int64_t rows, co
   return k_rms_norm_dt_cuda(y, x, w, (size_t)rows, (size_t)r->g.hidden, r->g.norm_eps, r->dt, r->stream, e);
 }
 
-static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta *meta, const int32_t *pos_d, err *e) {
+static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta *meta, err *e) {
   const eng_llm_config *g = &r->g;
   const dev_layer *l = &r->layers[L];
   int64_t H = g->hidden, d = g->head_dim, Q = g->n_heads * d, KV = g->n_kv_heads * d, NQKV = Q + 2 * KV;
   int64_t FF = g->intermediate;
-  size_t es = r->es;
   uint8_t *kc = r->k_cache + (size_t)L * r->layer_bytes, *vc = r->v_cache + (size_t)L * r->layer_bytes;
   uint8_t *qkv = r->qkv;
   // --- attention block
   TRY(norm(r, r->h, r->x, T, l->ln1_w, l->ln1_b, e));
   TRY(linear(r, r->qkv, r->h, T, H, l->wqkv, l->bqkv, NQKV, 0, e));
-  if (r->inv_freq)
-    TRY(k_rope_cuda(r->qkv, (size_t)T, pos_d, g->n_heads + g->n_kv_heads, d, NQKV, r->inv_freq, r->dt, r->stream, e));
-  TRY(k_paged_kv_write_cuda(kc, vc, qkv + (size_t)Q * es, qkv + (size_t)(Q + KV) * es, NQKV, KV, r->c.block_tokens,
-                            meta, r->dt, r->stream, e));
+  // RoPE (when the model has it) and the K and V rows into the cache: one launch
+  TRY(k_rope_kv_write_cuda(qkv, kc, vc, g->n_heads, g->n_kv_heads, d, NQKV, r->inv_freq, r->c.block_tokens, meta,
+                           r->dt, r->stream, e));
   k_paged_attn_args a = {.n_heads = g->n_heads,
                          .n_kv_heads = g->n_kv_heads,
                          .head_dim = d,
@@ -396,7 +409,7 @@ static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t n
   // --- embeddings, layers
   TRY(k_embed_cuda(r->x, r->embed, r->pos_embed, meta_at(r, r->meta_d, M_TOK), pos_d, (size_t)T, (size_t)g->hidden,
                    r->dt, r->stream, e));
-  for (int64_t L = 0; L < g->n_layers; L++) TRY(layer(r, L, T, &meta, pos_d, e));
+  for (int64_t L = 0; L < g->n_layers; L++) TRY(layer(r, L, T, &meta, e));
   // --- the sampling items' last rows: gather, final norm, LM head, in chunks
   if (!nl) return 0;
   TRY(k_gather_cuda(r->last, r->x, r->es, 1, T, (size_t)g->hidden, meta_at(r, r->meta_d, M_ROWS), 1, (size_t)nl,
@@ -415,7 +428,7 @@ static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t n
     }
     if (k > kl)
       TRY(k_argmax_rows_cuda(r->ids_d + (r0 + kl - nlg), (const uint8_t *)r->lg + (size_t)(kl * g->vocab) * r->es,
-                             (size_t)(k - kl), (size_t)g->vocab, r->dt, r->stream, e));
+                             (size_t)(k - kl), (size_t)g->vocab, r->amax_ws, r->dt, r->stream, e));
   }
   if (ng)
     TRY(CUDA_OK(e, cudaMemcpyAsync(ids, r->ids_d, (size_t)ng * sizeof(int32_t), cudaMemcpyDeviceToHost, r->stream)));
@@ -450,6 +463,21 @@ static int graph_step(eng_llm_cuda_runner *r, size_t n, int64_t max_keys, int gr
   if (!r->gx[greedy][k]) {
     r->splits = splits;
     r->gsplits[greedy][k] = splits;
+    if (r->tuner) {
+      // a capture times nothing: first a dry pass outside it, with the tuner
+      // attached only here (so prefill steps' many shapes are never timed),
+      // times this bucket's GEMM shapes (or takes the tuner's earlier
+      // choices); the capture then uses them. What the pass computes is
+      // thrown away: the graph recomputes every value, the K and V rows it
+      // wrote into the cache included, before anything reads them.
+      eng_gemm_lt_set_tuner(r->gemm, r->tuner);
+      eng_gemm_lt_set_dry(r->gemm, true);
+      int rc = device_work(r, B, greedy ? 0 : B, greedy ? B : 0, r->lg_h, r->ids_h, e);
+      eng_gemm_lt_set_dry(r->gemm, false);
+      if (!rc) rc = CUDA_OK(e, cudaStreamSynchronize(r->stream));
+      eng_gemm_lt_set_tuner(r->gemm, NULL);
+      if (rc) return err_prefix(e, "cuda runner: GEMM tuning pass of %lld items: ", (long long)B), rc;
+    }
     TRY(CUDA_OK(e, cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal)));
     int rc = device_work(r, B, greedy ? 0 : B, greedy ? B : 0, r->lg_h, r->ids_h, e);
     cudaGraph_t graph = NULL;
@@ -487,6 +515,23 @@ int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch,
   r->graph_max = b;
   return 0;
 }
+
+int eng_llm_cuda_runner_set_gemm_tune(eng_llm_cuda_runner *r, int on, err *e) {
+  if (!on) {
+    eng_gemm_lt_set_tuner(r->gemm, NULL);
+    eng_gemm_tuner_destroy(r->tuner);
+    r->tuner = NULL;
+    return 0;
+  }
+  if (r->tuner) return 0;
+  TRY(CUDA_OK(e, cudaSetDevice(r->device)));
+  // every shape timed: decode's are small (m = the batch), and those are the
+  // ones where the heuristic's first answer reads the weights slowest
+  eng_gemm_tune_opts to = {.min_flops = 1};
+  return eng_gemm_tuner_create(&r->tuner, &to, e);
+}
+
+void eng_llm_cuda_runner_set_gemv(eng_llm_cuda_runner *r, int on) { r->gemv = on != 0; }
 
 int eng_llm_cuda_runner_set_tc_prefill(eng_llm_cuda_runner *r, int on, err *e) {
   if (!on) {

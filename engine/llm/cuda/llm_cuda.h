@@ -73,6 +73,20 @@ int eng_llm_cuda_step_ids(eng_llm_cuda_runner *r, const eng_llm_work *w, size_t 
 // and that copy are inside the graph).
 // Other steps run as before. Call once, before the steps.
 int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch, err *e);
+// GEMM autotuning for the decode graphs (eng_gemm_tuner, every shape timed):
+// before a decode bucket's graph is captured, a dry pass outside the capture
+// times cuBLASLt's candidates for its shapes (m = the bucket) and the
+// capture uses the fastest; other steps keep the heuristic's first answer.
+// Off by default: a tuned decode graph (m = its bucket, padded) may then sum
+// in another order than the same rows in a mixed step outside graphs (m =
+// the items), so a row's logits would depend on the path it took
+// (test_gpu_llm_step holds them equal to 1e-6). bench_llm_decode turns it
+// on (--no-gemm-tune: off). Call before the steps.
+int eng_llm_cuda_runner_set_gemm_tune(eng_llm_cuda_runner *r, int on, err *e);
+// The layers' products of steps of at most 8 tokens (decode) on k_gemv_cuda
+// (FP16 and BF16 weights; FP32 and other shapes stay on cuBLASLt; the LM head
+// always does): on by default. Off: cuBLASLt for all. Call before the steps.
+void eng_llm_cuda_runner_set_gemv(eng_llm_cuda_runner *r, int on);
 // Prefill attention on tensor cores (k_paged_attn_cuda's tc_prefill: FP16 and
 // BF16 models with head_dim a multiple of 16 up to 128; tiles of 16 tokens of
 // one prefill chunk); off by default, other steps and types unchanged.

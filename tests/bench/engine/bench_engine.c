@@ -266,7 +266,7 @@ int main(int argc, char **argv) {
   const char *model = NULL, *prec_s = "fp32";
   int batches[MAX_BATCHES] = {1, 8, 64, 256, 1024}, n_batches = 5, iters = 0, warmup = 20, graphs = 1;
   eng_graph_opts gopts = {0};
-  int cpu = 0, conv_timed = 0, conv_gemm = 1;
+  int cpu = 0, conv_timed = 0, conv_gemm = 1, gemm_clusters = 1;
   double tune_min_flops = 0;  // --gemm-tune-min-flops
   int tune_modes[2] = {0, 1}, n_tune = 1;  // --gemm-autotune: the values to run, in order
   fill_opts fo = {0, 0};
@@ -293,6 +293,8 @@ int main(int argc, char **argv) {
       conv_timed = !strcmp(v, "timed");
     else if (!strcmp(a, "--conv-gemm"))  // 1 | 0: NHWC 1x1 stride-1 Convs on cuBLASLt | cuDNN
       conv_gemm = atoi(v) != 0;
+    else if (!strcmp(a, "--gemm-clusters"))  // 0: cuBLASLt algorithms without thread-block clusters only
+      gemm_clusters = atoi(v) != 0;
     else if (!strcmp(a, "--gemm-tune-min-flops"))  // products under it keep the heuristic's pick (0: 2^24)
       tune_min_flops = atof(v);
     else if (!strcmp(a, "--gemm-autotune")) {  // 0 | 1 | 0,1 | 1,0
@@ -310,7 +312,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr, "usage: bench_engine --model M.onnx [--precision fp32|tf32|fp16] [--batches 1,8,64] "
                       "[--iters N] [--warmup N] [--graphs 0|1] [--fuse-attention 0|1] [--merge-qkv 0|1] [--layout auto|nchw|nhwc] "
-                      "[--conv-search timed|heuristic] [--conv-gemm 0|1] [--gemm-autotune 0|1|0,1] [--seq N] [--vocab N] [--cpu]\n");
+                      "[--conv-search timed|heuristic] [--conv-gemm 0|1] [--gemm-autotune 0|1|0,1] [--gemm-clusters 0|1] [--seq N] [--vocab N] [--cpu]\n");
       return 2;
     }
     i++;
@@ -337,6 +339,7 @@ int main(int argc, char **argv) {
     eng_cuda_opts o = {.precision = prec, .n_slots = slots, .no_graphs = !graphs, .graph_cap = 64,
                        .warm = batches, .n_warm = (size_t)n_batches, .layout = layout,
                        .conv_timed = conv_timed, .no_gemm_autotune = !tune, .no_conv_gemm = !conv_gemm,
+                       .no_gemm_clusters = !gemm_clusters,
                        .gemm_tune_min_flops = tune_min_flops};
     eng_cuda_plan *p = NULL;
     double t_create = now_s();

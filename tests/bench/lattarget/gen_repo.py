@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The model repository of the latency-target benchmark (tests/bench/lattarget/run.sh, issue 37): one model
+"""The model repository of the latency-target benchmark (tests/bench/lattarget/delays.sh, issue 37): one model
 served under every batching configuration compared, each configuration a model of its own so one server runs
 them all.
 

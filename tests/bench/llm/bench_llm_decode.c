@@ -5,6 +5,7 @@
 // measured here with a device-to-device copy. See README.md beside it.
 //
 //   bench_llm_decode [--dir DIR] [--ctx N] [--steps N] [--batches 1,8,64,256] [--device D] [--layers N]
+//                    [--no-gemm-tune] [--no-gemv]
 //
 // The checkpoint (config.json + model.safetensors, ~2.5 GB) is written to
 // DIR (default: a new folder under /tmp, removed at the end). Each batch
@@ -187,7 +188,7 @@ static double measure_bw(void) {
 
 int main(int argc, char **argv) {
   const char *dir = NULL;
-  int ctx = 512, steps = 20, device = 0;
+  int ctx = 512, steps = 20, device = 0, gemm_tune = 1, gemv = 1;
   int batches[16] = {1, 8, 64, 256}, nb = 4;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--dir") && i + 1 < argc)
@@ -200,11 +201,17 @@ int main(int argc, char **argv) {
       device = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
       n_layers = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--no-gemm-tune"))
+      gemm_tune = 0;
+    else if (!strcmp(argv[i], "--no-gemv"))
+      gemv = 0;
     else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
       nb = 0;
       for (char *s = strtok(argv[++i], ","); s && nb < 16; s = strtok(NULL, ",")) batches[nb++] = atoi(s);
     } else {
-      fprintf(stderr, "usage: %s [--dir DIR] [--ctx N] [--steps N] [--batches 1,8,64,256] [--device D] [--layers N]\n",
+      fprintf(stderr,
+              "usage: %s [--dir DIR] [--ctx N] [--steps N] [--batches 1,8,64,256] [--device D] [--layers N] "
+              "[--no-gemm-tune] [--no-gemv]\n",
               argv[0]);
       return 2;
     }
@@ -249,6 +256,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "runner: %s\n", e.msg);
     return 1;
   }
+  // the graphs' GEMM shapes timed among cuBLASLt's candidates before each capture
+  if (eng_llm_cuda_runner_set_gemm_tune(r, gemm_tune, &e)) {
+    fprintf(stderr, "gemm tuning: %s\n", e.msg);
+    return 1;
+  }
+  printf("GEMM autotuning for the decode graphs: %s\n", gemm_tune ? "on" : "off (--no-gemm-tune)");
+  eng_llm_cuda_runner_set_gemv(r, gemv);  // the layers' products at <= 8 tokens on k_gemv_cuda (the runner's default)
+  printf("layer products of <= 8 tokens on k_gemv_cuda: %s\n", gemv ? "on" : "off (--no-gemv)");
   eng_llm_model_destroy(m);
   size_t wbytes = eng_llm_cuda_runner_weight_bytes(r);
   printf("runner: %.2f GB of weights uploaded in %.1f s, KV pool %.2f GB\n", wbytes / 1e9, now_s() - t0,

@@ -18,7 +18,8 @@
 # not ours), blocknog (blocking and nographs: every launch waited for, so the failing one names itself), noattn
 # (fuse_attention "0": the exported attention nodes as they are, without kernels/attn), gpucore (base, and the
 # driver writes a GPU core at the fault: $W/gpucore.PID), newcublas (BERT's server loads the cuBLAS of PyTorch's
-# wheels first).
+# wheels first), noclusters (base with gemm_clusters "false": cuBLASLt's algorithms without thread-block
+# clusters, the cluster-8 nvjet kernel the GPU core named left out).
 set -u
 SRC=$1; shift
 VARIANTS=${*:-base alone blocking one nographs nocancel}
@@ -54,6 +55,7 @@ variant_repo() {
     one) sed -i 's/count: [0-9]*/count: 1/' $c ;;
     nographs|blocknog) echo 'optimization { cuda { graphs: false } }' >>$c ;;
     noattn) echo 'parameters { key: "fuse_attention" value { string_value: "0" } }' >>$c ;;
+    noclusters) echo 'parameters { key: "gemm_clusters" value { string_value: "false" } }' >>$c ;;
   esac
   echo $d
 }

@@ -31,7 +31,7 @@
 # attacks hit a server that is busy with a real model. Both probes run at the same time, so each measures its
 # model's capacity beside the other's load, and 80 % of each is 80 % of what the shared GPU gives it.
 #
-# Env: LOAD (0.8), MIX (55:5:30:10), PERIOD_S (60), WARMUP_S (120: the cycle's memory-heavy first attacks, JSON
+# Env: INFERD_GEMM_CLUSTERS (0 when both servers share one GPU, else 1: see the comment in body), LOAD (0.8), MIX (55:5:30:10), PERIOD_S (60), WARMUP_S (120: the cycle's memory-heavy first attacks, JSON
 # bombs, stalled bodies, the unread stream, fall inside it, so their high-water marks are in the drift baseline),
 # PROBE_S (15), PROBE_CONC (256 for ResNet-50, 128 for BERT; PROBE_CONC_resnet50, PROBE_CONC_bert_base),
 # ATTACK_ARGS (attacks.py options, default "--hold-s 15 --pause-s 5"), RSS_BOUND_MB (the issue's "memory stays
@@ -99,7 +99,11 @@ body() {
     [ "$which" = resnet50 ] && gpu=${GPU_RESNET:-$gpu}
     [ "$which" = bert_base ] && gpu=${GPU_BERT:-$gpu}
     rm -f "$D/$which.rc"
-    (CUDA_VISIBLE_DEVICES=$gpu "$PY" "$HERE/soak.py" --repo "$repo" --model "$which" --inferd "$B/bin/inferd" \
+    # both servers on one GPU is time-slicing: cuBLASLt without its cluster kernels there (docs/gpu.md,
+    # "A GPU shared by processes"), unless GPU_RESNET/GPU_BERT gave each a GPU of its own or the caller says
+    local nocl=0
+    [ "${GPU_RESNET:-${GPU:-0}}" = "${GPU_BERT:-${GPU:-0}}" ] && nocl=1
+    (INFERD_GEMM_CLUSTERS=${INFERD_GEMM_CLUSTERS:-$((1 - nocl))} CUDA_VISIBLE_DEVICES=$gpu "$PY" "$HERE/soak.py" --repo "$repo" --model "$which" --inferd "$B/bin/inferd" \
       --load-bin "$B/bin/inferd-load" --minutes "$minutes" --load "${LOAD:-0.8}" --mix "${MIX:-55:5:30:10}" \
       --threads "$threads" --probe-concurrency "$conc" --probe-s "${PROBE_S:-15}" --period-s "${PERIOD_S:-60}" \
       --warmup-s "${WARMUP_S:-120}" --server-cores "$srv" --load-cores "$ld" --load-args "$load_args" \

@@ -14,7 +14,8 @@ if(TARGET inferd_load)
   inferd_unit_test(test_ld_gen SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ld_gen.c LIBS inferd_load)
 endif()
 # inferd-tune's search (clients/tune/search.py) on synthetic landscapes, and its CSV and HTML from such
-# a search, and its reading of /metrics text: pytest, no server, no browser.
+# a search, and its reading of /metrics text; the latency-target bench's cell choice and verdicts
+# (tests/bench/lattarget/pick.py, table.py): pytest, no server, no browser.
 add_test(NAME tune_search COMMAND ${INFERD_PYTHON} -m pytest -q -p no:cacheprovider
          ${CMAKE_CURRENT_LIST_DIR}/test_tune_search.py ${CMAKE_CURRENT_LIST_DIR}/test_tune_report.py
-         ${CMAKE_CURRENT_LIST_DIR}/test_tune_metrics.py)
+         ${CMAKE_CURRENT_LIST_DIR}/test_tune_metrics.py ${CMAKE_CURRENT_LIST_DIR}/test_lattarget_bench.py)

@@ -192,6 +192,13 @@ def test_score_orders_infeasible_by_nearness():
     # errors make a point infeasible whatever its numbers
     d = obj.score([{"level": 1, "throughput_rps": 1000, "p99_ms": 0.1, "errors": 3}])
     assert d[0] == 0 and math.isfinite(d[1])
+    # a window where no request completed (inferd-load says p99 0) is neither feasible nor near
+    z = {"level": 2, "throughput_rps": 0.0, "p99_ms": 0.0, "errors": 0}
+    assert not obj.feasible(z)
+    e = obj.score([{"level": 1, "throughput_rps": 0.5, "p99_ms": 1869.0, "errors": 0}, z])
+    assert e == (0, -1869.0, 0)
+    assert obj.stop_after([z], [4]) == "no request completed at level 2"
+    assert not S.Objective("latency", min_rps=0.001).feasible(z)
 
 
 class LuckyBench(FakeBench):
