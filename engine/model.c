@@ -314,6 +314,29 @@ void eng_model_instance_stats(const eng_model *m, int index, eng_instance_stats 
   for (int c = 0; c < ENG_LAZY_CAUSES; c++) s->lazy_by_cause[c] += ps.lazy_by_cause[c];
   s->padded_batches += ps.padded_batches;
   s->padded_rows += ps.padded_rows;
+  pthread_mutex_lock(&in->mu);
+  s->host_nodes = in->cuda_plan ? (int)eng_cuda_plan_n_host_nodes(in->cuda_plan) : 0;
+  pthread_mutex_unlock(&in->mu);
+#endif
+}
+
+int eng_model_instance_host_node(const eng_model *m, int index, int k, char *buf, size_t cap) {
+  if (cap) buf[0] = 0;
+  if (index < 0 || index >= m->n_inst || k < 0) return -1;
+#if INFERD_HAVE_CUDA
+  instance *in = &m->inst[index];
+  int rc = -1;
+  pthread_mutex_lock(&in->mu);  // the plan may be replaced (recreation): read it under the lock
+  const char *line = in->cuda_plan ? eng_cuda_plan_host_node(in->cuda_plan, (size_t)k) : NULL;
+  if (line && cap) {
+    snprintf(buf, cap, "%s", line);
+    rc = 0;
+  }
+  pthread_mutex_unlock(&in->mu);
+  return rc;
+#else
+  (void)buf;
+  return -1;
 #endif
 }
 

@@ -136,7 +136,16 @@ typedef struct eng_instance_stats {
   // 0), and batches run padded with the rows added to them
   uint64_t lazy_prepares, padded_batches, padded_rows;
   uint64_t lazy_by_cause[ENG_LAZY_CAUSES];  // the lazy prepares by why (a batch may count under several)
+  // GPU only: nodes its plan runs on the host, for want of a CUDA path
+  // (host fallback, engine/cuda/plan_cuda_host.h); 0 on the CPU
+  int host_nodes;
 } eng_instance_stats;
+
+// The k-th host node of GPU instance `index` (eng_instance_stats.host_nodes)
+// as the load log says it: "node 'X' (op_type 'DFT'): no CUDA path, runs on
+// the host (N bytes in, M out per batch)", copied into buf (cap bytes).
+// 0 when there is one, -1 otherwise (buf then ""). Any thread.
+int eng_model_instance_host_node(const eng_model *m, int index, int k, char *buf, size_t cap);
 
 // Safe from any thread while jobs run.
 void eng_model_instance_stats(const eng_model *m, int instance, eng_instance_stats *s);

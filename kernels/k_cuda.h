@@ -65,7 +65,8 @@ int k_gelu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, int approximate,
 // before the call returns; y must not overlap a or b unless it is exactly
 // the same buffer with the same shape as y. Every k_binop: Max and Min
 // propagate NaN from either side as the reference does; Pow is computed in
-// double and rounded once (the reference's powf is within an ulp of it).
+// double and rounded once (the reference's powf is within an ulp of it); Mod
+// (K_MOD, K_FMOD) equals the reference's bit for bit.
 int k_binary_f32_cuda(float *y, const float *a, const float *b, int ndim, const int64_t *ydims,
                       const int64_t *adims, const int64_t *bdims, k_binop op, cudaStream_t stream,
                       err *e);
@@ -123,6 +124,10 @@ int k_gather_nd_cuda(void *y, const void *x, size_t esz, size_t batch, int m, co
                      err *e);
 int k_trilu_cuda(void *y, const void *x, size_t esz, size_t batch, int64_t rows, int64_t cols,
                  int64_t k, int upper, cudaStream_t stream, err *e);
+// Slice (k_slice): y[i] = x[starts + i * steps] per dim (steps of either sign, not 0), the
+// starts and steps already clamped by the op's rule (every element read inside x: checked).
+int k_slice_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims, const int64_t *starts,
+                 const int64_t *steps, const int64_t *ydims, cudaStream_t stream, err *e);
 
 // --- broadcasting selection (kernels/index/k_index.cu), as k_where: y = cond ? a : b,
 // cond bool (non-zero is true), a, b and y of element size esz (1, 2, 4

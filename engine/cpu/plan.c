@@ -537,6 +537,10 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   }
   p->tin = calloc((size_t)max_in, sizeof *p->tin);
   p->tout = calloc((size_t)max_out, sizeof *p->tout);
+  // the widest node: other backends size their own per-node operand arrays from it
+  // (the CUDA plan's host snapshots, plan_cuda_host.c)
+  p->max_arity_in = max_in;
+  p->max_arity_out = max_out;
   int rc = 0;
   if (!p->defs || !p->params || !p->op_state || !p->cur || !p->last_use || !p->group_last || !p->new_root ||
       !p->root || !p->need || !p->cap || !p->off || !p->edge || !p->edge_cap || !p->edge_off ||

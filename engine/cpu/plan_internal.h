@@ -33,7 +33,7 @@ struct eng_plan {
   eng_op_ctx *op_ctx;  // shared by the stateful ops; NULL until one needs it
   eng_tensor *cur;  // per value: this run's type, shape and data pointer
   eng_tensor *tin, *tout;  // scratch for one node's operands
-  int max_arity_in, max_arity_out;
+  int max_arity_in, max_arity_out;  // the most inputs and outputs of one node (>= 1): tin's and tout's sizes
   int *last_use;    // per value
   int *group_last;  // per root value
   int *new_root;    // per value, computed for cur shapes

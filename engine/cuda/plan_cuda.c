@@ -67,28 +67,6 @@ static bool pick_layout(const eng_cuda_plan *p, int rows) {
   return nhwc;
 }
 
-// Per value: computable from constants and input shapes alone, so folded on
-// the host for every signature (plan.c's foldable, less its size cap, which
-// eng_cuda__check_folds meets per signature). NULL when out of memory.
-static uint8_t *shape_derived(const eng_plan *pl) {
-  const eng_graph *g = pl->g;
-  uint8_t *d = calloc(pl->n_values + 1, 1);
-  if (!d) return NULL;
-  for (size_t v = 0; v < pl->n_values; v++) d[v] = eng_cuda__is_const(g, (int)v);
-  // parameters given as graph inputs are known on the host in every run (plan_values.c)
-  for (size_t i = 0; i < pl->n_inputs; i++)
-    if (pl->val_in[i]) d[eng_graph_input_value(g, i)] = 1;
-  for (size_t i = 0; i < pl->n_nodes; i++) {
-    const eng_node *n = eng_graph_node(g, i);
-    bool all = true;
-    for (int k = 0; k < n->n_in && all; k++)
-      all = n->in[k] < 0 || d[n->in[k]] || (pl->defs[i]->flags & ENG_OP_SHAPE_ONLY);
-    for (int k = 0; k < n->n_out; k++)
-      if (n->out[k] >= 0) d[n->out[k]] = all;
-  }
-  return d;
-}
-
 // eng_cuda_plan_create up to its warm-up (plan_cuda_prep.c's create does that after).
 int eng_cuda__create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts, eng_cuda_plan **out,
                      err *e) {
@@ -130,36 +108,46 @@ int eng_cuda__create(const eng_graph *g, int max_batch, int device, const eng_cu
     ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
-  uint8_t *derived = shape_derived(pl);
+  uint8_t *derived = eng_hostfb_derived(pl);
   if (!derived) {
     ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
-  for (size_t i = 0; i < pl->n_nodes; i++) {
-    const eng_node *n = eng_graph_node(g, i);
-    p->ops[i] = eng_cuda__find_op(n->op_type);
-    // a node computed from constants and input shapes alone is folded on the
-    // host for each signature and needs no kernel (eng_cuda__check_folds re-checks)
-    bool host = (pl->have_sig && pl->folded[i]) || (n->n_out > 0 && n->out[0] >= 0 && derived[n->out[0]]);
-    if (!p->ops[i] && !host) {
-      ret = err_set(e, ERR_UNIMPLEMENTED,
-                    "node '%s': op %s not yet supported on CUDA (serve the model with instance_group "
-                    "[ { kind: KIND_CPU } ]: the CPU plan runs it)", n->name, n->op_type);
-      free(derived);
-      goto fail;
-    }
+  // a node computed from constants and input shapes alone is folded on the
+  // host for each signature and needs no kernel; any other node without a
+  // CUDA op runs on the host inside the plan (plan_cuda_host.h)
+  for (size_t i = 0; i < pl->n_nodes; i++) p->ops[i] = eng_cuda__find_op(eng_graph_node(g, i)->op_type);
+  // per node: why its CUDA path refused it at init (it then runs on the host)
+  char **why = calloc(pl->n_nodes + 1, sizeof *why);
+  if (!why) {
+    free(derived);
+    ret = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    goto fail;
   }
-  free(derived);
-  if ((ret = CUDA_OK(e, cudaSetDevice(device))) != 0) goto fail;
+  if ((ret = CUDA_OK(e, cudaSetDevice(device))) != 0) goto fail_why;
   for (size_t i = 0; i < pl->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
-    if (!p->ops[i]) continue;  // folded for the planned shapes: no kernel, no state
+    if (!p->ops[i]) continue;  // folded, or on the host: no kernel, no state
     if (p->ops[i]->init && (ret = p->ops[i]->init(pl, i, p->half, &p->nstate[i], e)) != 0) {
+      // a mode or type its CUDA path does not run: the CPU path does, on the host
+      if (ret == ERR_UNIMPLEMENTED && pl->defs[i]->run && (why[i] = strdup(e->msg)) != NULL) {
+        p->ops[i] = NULL;
+        p->nstate[i] = NULL;
+        *e = (err){0};
+        ret = 0;
+        continue;
+      }
       err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
-      goto fail;
+      goto fail_why;
     }
     if (p->ops[i]->flags & CUDA_OP_CUDNN) p->need_cudnn = 1;
   }
+  ret = eng_cuda__host_plan(p, derived, why, e);
+fail_why:
+  for (size_t i = 0; i < pl->n_nodes; i++) free(why[i]);
+  free(why);
+  free(derived);
+  if (ret) goto fail;
   eng_cuda__find_fusions(p);
   if ((ret = eng_cuda__layout_alloc(&p->lay, pl->n_nodes, pl->n_values, e)) != 0) goto fail;
   p->layout_nhwc = want_nhwc(p, &p->layout_timed);
@@ -212,6 +200,7 @@ void eng_cuda_plan_destroy(eng_cuda_plan *p) {
   // after the node states, which may point at the copy's derived weights
   if (p->wset) eng_cuda_weights_release(p->weights, p->wset);
   eng_cuda_weights_destroy(p->own_weights);
+  eng_cuda__host_free(p);
   eng_plan_destroy(p->pl);
   free(p->ops);
   free(p->fz);
@@ -417,6 +406,7 @@ int eng_cuda_plan_submit_segs(eng_cuda_plan *p, int k, const eng_tensor *inputs,
   }
   for (size_t v = 0; v < pl->n_values; v++)
     if (p->fdev[v] && nbytes(&pl->cur[v])) memcpy(s->pin_base + s->fd_pin[v], pl->cur[v].data, nbytes(&pl->cur[v]));
+  eng_cuda__host_stage(p, s);  // folded values the host nodes read
   nvtxRangePop();
   atomic_fetch_add(&p->stage_ns, clock_mono_ns() - t_stage);
   for (size_t j = 0; j < pl->n_outputs; j++) s->outs[j] = pl->cur[eng_graph_output_value(g, j)];
@@ -502,6 +492,8 @@ int eng_cuda_plan_finish(eng_cuda_plan *p, int k, eng_tensor *outputs, size_t n_
   CUDA_TRY(e, cudaEventSynchronize(p->ev_end[ri]));
   uint64_t ns = account_busy(p, s->seq);
   if (device_ns) *device_ns = ns;
+  // a CPU kernel of a host node failed (bad indices...): the batch fails with its message
+  TRY(eng_cuda__host_run_check(s->hrun_live, e));
   atomic_fetch_add(&p->batches, 1);
   if (outputs && n_out != pl->n_outputs)
     return err_set(e, ERR_INVALID_ARGUMENT, "%zu outputs requested, the model has %zu", n_out,

@@ -2,7 +2,8 @@
 # create, submit, finish; plan_cuda_prep.c: batch sizes prepared before
 # serving, lazy prepares counted; plan_cuda_slot.c: a slot's memory, staging,
 # enqueueing and graphs; plan_cuda_fuse.c: each run's fusions;
-# plan_cuda_layout.c: its NHWC regions; plan_cuda_util.c: what the op
+# plan_cuda_layout.c: its NHWC regions; plan_cuda_host.c: nodes run on the
+# host (host fallback); plan_cuda_util.c: what the op
 # families share with the plan), the weights
 # shared by a model's plans on each device (cuda_weights.c) and its few
 # kernels of its own (plan_cuda_k.cu). The op families' CUDA paths join
@@ -16,6 +17,7 @@ add_library(inferd_plan_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_slot.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_prep.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_util.c
+  ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_host.c
   ${CMAKE_CURRENT_LIST_DIR}/cuda_weights.c
   ${CMAKE_CURRENT_LIST_DIR}/plan_cuda_k.cu)
 target_link_libraries(inferd_plan_cuda PUBLIC inferd_plan inferd_graph inferd_dev_seg inferd_cuda inferd_kernels_cuda

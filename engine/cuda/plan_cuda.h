@@ -117,13 +117,23 @@ typedef struct eng_cuda_opts {
 
 // max_batch as eng_plan_create. device: a runtime ordinal (eng_cuda_devices).
 // opts NULL: FP32, 2 slots, graphs on, nothing warmed. A node whose op has no
-// CUDA implementation fails with ERR_UNIMPLEMENTED, "op X not yet supported
-// on CUDA"; no usable device: ERR_UNAVAILABLE; out of device memory:
-// ERR_RESOURCE_EXHAUSTED naming the size. The plan borrows g.
+// CUDA implementation (or whose CUDA path refuses its mode at create) runs on
+// the host inside the plan (engine/cuda/plan_cuda_host.h: host fallback);
+// only a node no backend runs fails (ERR_UNIMPLEMENTED). No usable device:
+// ERR_UNAVAILABLE; out of device memory: ERR_RESOURCE_EXHAUSTED naming the
+// size. The plan borrows g.
 int eng_cuda_plan_create(const eng_graph *g, int max_batch, int device, const eng_cuda_opts *opts,
                          eng_cuda_plan **out, err *e);
 void eng_cuda_plan_destroy(eng_cuda_plan *p);
 int eng_cuda_plan_n_slots(const eng_cuda_plan *p);
+
+// Host fallback: the nodes of this plan that run on the host (no CUDA path
+// for their op, type or mode), found at create; and the k-th one's line for
+// the load log, "node 'X' (op_type 'DFT'): no CUDA path, runs on the host
+// (N bytes in, M out per batch)" (borrowed, valid until destroy; NULL past
+// the count).
+size_t eng_cuda_plan_n_host_nodes(const eng_cuda_plan *p);
+const char *eng_cuda_plan_host_node(const eng_cuda_plan *p, size_t k);
 
 // Validates and stages host inputs (declared dtypes; FP16/BF16/FP64 converted
 // at the edge) into slot's pinned memory and enqueues the batch on its

@@ -20,7 +20,12 @@ void eng_cuda__find_fusions(eng_cuda_plan *p) {
     *f = (cuda_fusion){.bias_node = -1, .act_node = -1, .bias_value = -1, .z_value = -1,
                        .mid_value = -1, .add_value = -1, .res_node = -1, .res_z = -1,
                        .res_value = -1, .act = 0, .pro_node = -1, .pro_value = -1, .pro_act = 0};
-    if (p->ops[i] && p->ops[i]->fuse) p->ops[i]->fuse(pl, i, f);  // NULL: a folded node
+    if (p->ops[i] && p->ops[i]->fuse) p->ops[i]->fuse(pl, i, f);  // NULL: a folded or host node
+    // a node without a CUDA op (one whose init refused it runs on the host) is absorbed by none
+    if ((f->bias_node >= 0 && !p->ops[f->bias_node]) || (f->act_node >= 0 && !p->ops[f->act_node]) ||
+        (f->res_node >= 0 && !p->ops[f->res_node]))
+      f->mid_value = -1;
+    if (f->pro_node >= 0 && !p->ops[f->pro_node]) f->pro_node = -1;
   }
 }
 
@@ -134,18 +139,17 @@ void eng_cuda__settle_prologues(eng_cuda_plan *p) {
 // transformer's position ids, causal and padding masks come from input
 // shapes): the ones a kernel reads as device data travel with the inputs
 // (eng_cuda__mark_uploads), the rest stay on the host (host_in: Reshape's shape...).
-// Nodes without a CUDA kernel are accepted only when folded. Checked for
-// every signature.
+// Nodes without a CUDA kernel that are not folded run on the host
+// (plan_cuda_host.c); that needs the op's CPU run. Checked for every
+// signature.
 int eng_cuda__check_folds(const eng_cuda_plan *p, err *e) {
   const eng_plan *pl = p->pl;
   const eng_graph *g = pl->g;
   for (size_t i = 0; i < pl->n_nodes; i++) {
-    if (pl->folded[i]) continue;
+    if (pl->folded[i] || p->ops[i] || pl->defs[i]->run) continue;
     const eng_node *n = eng_graph_node(g, i);
-    if (!p->ops[i])
-      return err_set(e, ERR_UNIMPLEMENTED,
-                     "node '%s': op %s not yet supported on CUDA (and not computable from input "
-                     "shapes alone)", n->name, n->op_type);
+    return err_set(e, ERR_UNIMPLEMENTED, "node '%s': op %s runs on neither the device nor the host", n->name,
+                   n->op_type);
   }
   // outputs known on the host travel up and back (eng_cuda__mark_uploads)
   return 0;

@@ -14,7 +14,8 @@
 //     to layout once their operands' dims are presented in memory order
 //     (N, H, W, C); they run NHWC when an operand is NHWC.
 //   - every other op reads NCHW: an NHWC operand is transposed into the
-//     slot's scratch before it runs, as is a graph output before copy-out.
+//     slot's scratch before it runs, as is a graph output before copy-out
+//     and an operand of a host node (plan_cuda_host.c) before it goes down.
 // A 4-D value with C == 1 or H * W == 1 has the same bytes in both layouts
 // ("neutral", e.g. a squeeze-excitation's [N, C, 1, 1] scale or a global
 // pool's output): it never needs a transpose, and broadcasting operands of
@@ -78,8 +79,19 @@ void eng_cuda__layout_settle(cuda_layout *L, const eng_plan *pl, const cuda_op *
   if (!on) return;
   const eng_tensor *cur = pl->cur;
   for (size_t i = 0; i < pl->n_nodes; i++) {
-    if (skip[i] || !ops[i]) continue;
+    if (skip[i]) continue;
     const eng_node *n = eng_graph_node(g, i);
+    if (!ops[i]) {  // a host node (plan_cuda_host.c): reads NCHW, its NHWC operands transposed before going down
+      size_t need = 0;
+      for (int k = 0; k < n->n_in && k < 31; k++)
+        if (eng_cuda__stored_nhwc(L, pl, n->in[k])) {
+          L->conv[i] |= 1u << k;
+          L->n_conv++;
+          need += eng_cuda__round_up(bytes_of(&cur[n->in[k]], ddt[n->in[k]]));
+        }
+      if (need > L->node_scr) L->node_scr = need;
+      continue;
+    }
     const cuda_op *op = ops[i];
     int x = n->n_in > 0 ? n->in[0] : -1;
     bool nhwc = false;

@@ -31,6 +31,8 @@ static void drop_graphs(slot *s) {
   for (int i = 0; i < s->n_graphs; i++) {
     (void)cudaGraphExecDestroy(s->graphs[i].exec);
     free(s->graphs[i].sig);
+    if (s->hrun_live == s->graphs[i].hrun) s->hrun_live = NULL;
+    eng_cuda__host_run_free(s->graphs[i].hrun);
   }
   s->n_graphs = 0;
 }
@@ -64,8 +66,9 @@ void eng_cuda__mark_uploads(eng_cuda_plan *p) {
   const eng_graph *g = pl->g;
   memset(p->fdev, 0, pl->n_values);
   for (size_t i = 0; i < pl->n_nodes; i++) {
-    // a fused node's operands (bias, residual) are read by the node it was fused into: kept
-    if (pl->folded[i]) continue;
+    // a fused node's operands (bias, residual) are read by the node it was fused into: kept;
+    // a host node reads its folded inputs on the host (eng_cuda__host_stage)
+    if (pl->folded[i] || !p->ops[i]) continue;
     const eng_node *n = eng_graph_node(g, i);
     for (int k = 0; k < n->n_in; k++) {
       int v = n->in[k];
@@ -138,6 +141,7 @@ int eng_cuda__ensure_staging(eng_cuda_plan *p, slot *s, err *e) {
     s->fd_w[v] = scr;
     if (p->ddt[v] != t->dt) scr += eng_cuda__round_up(nbytes(t));
   }
+  total = eng_cuda__host_staging(p, s, total);  // the host nodes' copies (plan_cuda_host.c)
   if (scr) TRY(eng_cuda__ensure_dev(p, s, &s->scr, &s->scr_base, &s->scr_cap, scr, e));
   if (total <= s->pin_cap && s->pin) return 0;
   if (total == 0) total = CUDA_STAGE_ALIGN;
@@ -315,6 +319,7 @@ static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
   const eng_graph *g = pl->g;
   cudaStream_t st = s->ctx.stream;
   bool copied_in = s->n_segs > 0;
+  eng_cuda__host_begin(p, s);
   nvtxRangePushA("inferd h2d");
   for (size_t i = 0; i < pl->n_inputs; i++) {
     int v = eng_graph_input_value(g, i);
@@ -360,6 +365,11 @@ static int enqueue(eng_cuda_plan *p, slot *s, err *e) {
   for (size_t i = 0; i < pl->n_nodes && !rc; i++) {
     if (p->skip[i]) continue;
     const eng_node *n = eng_graph_node(g, i);
+    if (!p->ops[i]) {  // no CUDA path: on the host, between copies (plan_cuda_host.c)
+      rc = eng_cuda__host_node(p, s, i, e);
+      if (rc) err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
+      continue;
+    }
     bool half_operands = false;
     for (int k = 0; k < n->n_in; k++) {
       fill_tensor(p, &pl->tin[k], n->in[k]);
@@ -456,24 +466,42 @@ static gentry *find_graph(slot *s, uint64_t epoch, const int64_t *sig, size_t n,
 // Captures enqueue into a graph. 1: captured into *out; 0: capture is not
 // possible here (graphs get disabled, the caller launches plainly); <0: a
 // real error from enqueue (in *e).
-static int capture(eng_cuda_plan *p, slot *s, cudaGraphExec_t *out, err *e) {
+// A plan with host nodes gets a snapshot of their operands per graph
+// (*hr, owned by the caller on 1), which the graph's host callbacks read at
+// every replay.
+static int capture(eng_cuda_plan *p, slot *s, cudaGraphExec_t *out, host_run **hr, err *e) {
   cudaStream_t st = s->ctx.stream;
   err ce = {0};
-  if (CUDA_OK(&ce, cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal))) return 0;
+  *hr = NULL;
+  host_run *run = NULL;
+  if (eng_cuda__host_noop(p) && !(run = eng_cuda__host_run_new(p))) {
+    err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  if (CUDA_OK(&ce, cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal))) {
+    eng_cuda__host_run_free(run);
+    return 0;
+  }
+  s->hrun = run;
   int rc = enqueue(p, s, e);
+  s->hrun = NULL;
   cudaGraph_t graph = NULL;
   int erc = CUDA_OK(&ce, cudaStreamEndCapture(st, &graph));
   if (rc) {
     if (graph) (void)cudaGraphDestroy(graph);
     (void)cudaGetLastError();
+    eng_cuda__host_run_free(run);
     return -1;
   }
-  if (erc || !graph) return 0;
   cudaGraphExec_t exec = NULL;
-  erc = CUDA_OK(&ce, cudaGraphInstantiate(&exec, graph, 0));
-  (void)cudaGraphDestroy(graph);
-  if (erc) return 0;
+  if (!erc && graph) erc = CUDA_OK(&ce, cudaGraphInstantiate(&exec, graph, 0));
+  if (graph) (void)cudaGraphDestroy(graph);
+  if (erc || !graph) {
+    eng_cuda__host_run_free(run);
+    return 0;
+  }
   *out = exec;
+  *hr = run;
   return 1;
 }
 
@@ -502,6 +530,9 @@ static uint64_t tune_skipped(const slot *s) {
 // writes every value again before reading it.
 static int tuning_pass(eng_cuda_plan *p, slot *s, err *e) {
   eng_gemm_lt_set_dry(s->ctx.gemm, true);
+  // its own snapshot: the launch after it refills the plain one while its callbacks may still be queued
+  s->hrun = s->hrun_tune;
+  eng_cuda__host_run_reset(s->hrun);
   int rc = enqueue(p, s, e);
   eng_gemm_lt_set_dry(s->ctx.gemm, false);
   atomic_fetch_add(&p->gemm_tune_passes, 1);
@@ -513,14 +544,16 @@ static int tuning_pass(eng_cuda_plan *p, slot *s, err *e) {
 // GEMM shape still untuned its graph is dropped, a tuning pass runs outside
 // it and the batch is captured again, now with the timed algorithms. Shapes
 // another slot already timed are taken from the tuner inside the capture.
-static int capture_tuned(eng_cuda_plan *p, slot *s, cudaGraphExec_t *out, err *e) {
+static int capture_tuned(eng_cuda_plan *p, slot *s, cudaGraphExec_t *out, host_run **hr, err *e) {
   uint64_t skipped = p->tuner ? tune_skipped(s) : 0;
-  int rc = capture(p, s, out, e);
+  int rc = capture(p, s, out, hr, e);
   if (rc != 1 || !p->tuner || tune_skipped(s) == skipped) return rc;
   (void)cudaGraphExecDestroy(*out);
   *out = NULL;
+  eng_cuda__host_run_free(*hr);
+  *hr = NULL;
   if (tuning_pass(p, s, e)) return -1;
-  return capture(p, s, out, e);
+  return capture(p, s, out, hr, e);
 }
 
 // A batch with device segments: every input onto the device ahead of its
@@ -573,7 +606,8 @@ int eng_cuda__launch(eng_cuda_plan *p, slot *s, err *e) {
   gentry *g = find_graph(s, p->epoch, sig, n, &stale);
   if (!g && s->n_graphs < cap) {
     cudaGraphExec_t exec = NULL;
-    int rc = capture_tuned(p, s, &exec, e);
+    host_run *hr = NULL;
+    int rc = capture_tuned(p, s, &exec, &hr, e);
     publish_tuning(p);
     if (rc < 0) return e->code ? e->code : ERR_INTERNAL;
     if (rc == 0) {
@@ -584,18 +618,22 @@ int eng_cuda__launch(eng_cuda_plan *p, slot *s, err *e) {
     g->sig = malloc(n * sizeof *sig);
     if (!g->sig) {
       (void)cudaGraphExecDestroy(exec);
+      eng_cuda__host_run_free(hr);
       goto plain;
     }
     memcpy(g->sig, sig, n * sizeof *sig);
     g->n = n;
     g->epoch = p->epoch;
     g->exec = exec;
+    g->hrun = hr;
     s->n_graphs++;
     atomic_fetch_add(&p->graphs_captured, 1);
     if (stale) atomic_fetch_add(&p->stale_captures, 1);
   }
   if (g) {
     if (s->n_segs) TRY(copy_in(p, s, e));
+    s->hrun_live = g->hrun;  // its host nodes' errors, read by finish
+    eng_cuda__host_run_reset(g->hrun);
     uint64_t t0 = clock_mono_ns();
     CUDA_TRY(e, cudaGraphLaunch(g->exec, s->ctx.stream));
     atomic_fetch_add(&p->launch_ns, clock_mono_ns() - t0);
@@ -618,6 +656,8 @@ plain:
   // the inputs' device segments after the pass: it computes nothing kept
   if (s->n_segs) TRY(copy_in(p, s, e));
   uint64_t skipped = p->tuner ? tune_skipped(s) : 0;
+  s->hrun = s->hrun_live = s->hrun_plain;
+  eng_cuda__host_run_reset(s->hrun);
   int prc = enqueue(p, s, e);
   if (p->tuner) {
     s->tune_pending = tune_skipped(s) != skipped;
@@ -638,10 +678,15 @@ int eng_cuda__slot_create(eng_cuda_plan *p, slot *s, err *e) {
   s->fd_pin = calloc(pl->n_values + 1, sizeof *s->fd_pin);
   s->fd_dev = calloc(pl->n_values + 1, sizeof *s->fd_dev);
   s->fd_w = calloc(pl->n_values + 1, sizeof *s->fd_w);
+  s->hv_off = calloc(pl->n_values + 1, sizeof *s->hv_off);
+  s->hv32_off = calloc(pl->n_values + 1, sizeof *s->hv32_off);
+  if (eng_cuda__host_noop(p) &&
+      (!(s->hrun_plain = eng_cuda__host_run_new(p)) || !(s->hrun_tune = eng_cuda__host_run_new(p))))
+    return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int cap = p->o.graph_cap > 0 ? p->o.graph_cap : 64;
   s->graphs = calloc((size_t)cap, sizeof *s->graphs);
   if (!s->in_off || !s->in32_off || !s->out_off || !s->edge_off || !s->out32_off || !s->outs || !s->graphs ||
-      !s->fd_pin || !s->fd_dev || !s->fd_w)
+      !s->fd_pin || !s->fd_dev || !s->fd_w || !s->hv_off || !s->hv32_off)
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->ctx.gemm32 = p->o.precision == ENG_PREC_TF32 ? ENG_GEMM_FP32_TF32 : ENG_GEMM_FP32;
   s->ctx.conv_timed = p->o.conv_timed != 0;
@@ -683,5 +728,9 @@ void eng_cuda__slot_destroy(slot *s) {
   free(s->fd_pin);
   free(s->fd_dev);
   free(s->fd_w);
+  free(s->hv_off);
+  free(s->hv32_off);
+  eng_cuda__host_run_free(s->hrun_plain);
+  eng_cuda__host_run_free(s->hrun_tune);
 }
 

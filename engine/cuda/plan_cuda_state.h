@@ -19,6 +19,7 @@
 #include "engine/cuda/cuda_mem.h"
 #include "engine/cuda/cuda_weights.h"
 #include "engine/cuda/plan_cuda.h"
+#include "engine/cuda/plan_cuda_host.h"
 #include "engine/cuda/plan_cuda_internal.h"
 #include "engine/dev_seg.h"
 #include "kernels/base/err.h"
@@ -28,6 +29,7 @@ typedef struct gentry {
   size_t n;
   int64_t *sig;
   cudaGraphExec_t exec;
+  host_run *hrun;  // its host nodes' snapshot (plan_cuda_host.h), or NULL
 } gentry;
 
 typedef struct slot {
@@ -50,6 +52,12 @@ typedef struct slot {
   size_t lay_off, lay_out_off;          // scratch: a node's transposed operands, the outputs'
   size_t *fd_pin, *fd_dev, *fd_w;       // per value read by a kernel after folding: pinned copy,
                                         // device copy, FP32 landing before narrowing (scratch)
+  size_t *hv_off, *hv32_off;            // per value a host node reads or writes: pinned copy as stored
+                                        // on the device, its FP32 twin in FP16 plans (plan_cuda_host.c)
+  host_run *hrun;                       // the snapshot the enqueue in progress fills (plan_cuda_host.h)
+  host_run *hrun_plain;                 // the plain launches' snapshot
+  host_run *hrun_tune;                  // the tuning passes' (cuda_gemm.h's dry runs)
+  host_run *hrun_live;                  // the last launch's: finish reads its host nodes' errors
   eng_tensor *outs;                     // per output: internal type and shape of the batch
   uint64_t seq;                         // this batch's submit number
   bool tune_pending;                    // the last plain launch met a GEMM it could not time
@@ -142,6 +150,8 @@ struct eng_cuda_plan {
   _Atomic uint64_t lazy_prepares, padded_batches, padded_rows;
   _Atomic uint64_t lazy_by[ENG_LAZY_CAUSES];
   _Atomic uint64_t stale_captures;  // graphs captured for a signature the slot had under an older layout
+  // host fallback (plan_cuda_host.c over engine/cpu/plan_hostfb.c): nodes without a CUDA op run on the host
+  eng_hostfb *hf;
 };
 
 

@@ -1,5 +1,5 @@
 // kernels/elem/k_binary.cu: CUDA twins of k_binary_f32 (add/sub/mul/div/pow/max/
-// min with numpy broadcasting), for float and half storage, and of
+// min/mod with numpy broadcasting), for float and half storage, and of
 // k_compare_f32/_i64/_i32 (bool output) and k_logic (bool operands). The host plans the walk as the
 // reference does (size-1 dims dropped, dims both inputs walk contiguously
 // merged, stride 0 where an input repeats) and passes it by value; the common shapes (same shape,
@@ -88,6 +88,14 @@ __device__ __forceinline__ float apply(float a, float b) {
   // NaN on either side wins (`a != a` only for NaN), as the reference's
   if (OP == K_MAX) return a != a || a > b ? a : b;
   if (OP == K_MIN) return a != a || a < b ? a : b;
+  // Mod: C's remainder (exact, as fmodf), fmod=0 moved by one divisor where the signs differ and a
+  // zero taking the divisor's sign, as the reference's fmodf_floor (kernels/elem/k_binary.c)
+  if (OP == K_FMOD) return fmodf(a, b);
+  if (OP == K_MOD) {
+    float r = fmodf(a, b);
+    if (r == 0) return copysignf(0.0f, b);
+    return (r < 0) != (b < 0) ? __fadd_rn(r, b) : r;
+  }
   return __fdiv_rn(a, b);
 }
 
@@ -248,7 +256,7 @@ int launch(const char *kname, T *y, const T *a, const T *b, int ndim, const int6
            const int64_t *adims, const int64_t *bdims, k_binop op, cudaStream_t stream, err *e) {
   uint64_t n;
   TRY(check_bcast(kname, ndim, ydims, adims, bdims, &n, e));
-  if ((int)op < (int)K_ADD || (int)op > (int)K_MIN)
+  if ((int)op < (int)K_ADD || (int)op > (int)K_FMOD)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: unknown op %d", kname, (int)op);
   bplan p;
   if (!plan_make(&p, ndim, ydims, adims, bdims)) return 0;  // empty output
@@ -277,7 +285,11 @@ int launch(const char *kname, T *y, const T *a, const T *b, int ndim, const int6
     case K_MIN:
       launch_op<T, K_MIN>(y, a, b, (size_t)n, p, stream);
       break;
-    default:  // K_MOD, K_FMOD: refused above (integers run in the plan's eng_pk_binary_int_cuda)
+    case K_MOD:
+      launch_op<T, K_MOD>(y, a, b, (size_t)n, p, stream);
+      break;
+    case K_FMOD:
+      launch_op<T, K_FMOD>(y, a, b, (size_t)n, p, stream);
       break;
   }
   K_LAUNCH_CHECK(e, kname);

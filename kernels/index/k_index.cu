@@ -366,7 +366,64 @@ __global__ void tile_kernel(T *y, const T *x, size_t n, tileplan p) {
   }
 }
 
+// Slice: the source offset is a start plus each output index times its dim's step (any sign).
+struct sliceplan {
+  int nd;
+  int64_t off;                                // x's offset of y[0]
+  int64_t dims[K_MAX_DIMS], xst[K_MAX_DIMS];  // y's dims, x's stride times the step per dim
+};
+
+template <class T>
+__global__ void slice_kernel(T *y, const T *x, size_t n, sliceplan p) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    size_t rem = i;
+    int64_t off = p.off;
+    for (int d = p.nd - 1; d >= 0; d--) {
+      size_t dim = (size_t)p.dims[d], q = rem / dim;
+      off += (int64_t)(rem - q * dim) * p.xst[d];
+      rem = q;
+    }
+    y[i] = x[off];
+  }
+}
+
 }  // namespace
+
+extern "C" int k_slice_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims, const int64_t *starts,
+                            const int64_t *steps, const int64_t *ydims, cudaStream_t stream, err *e) {
+  const char *kn = "k_slice_cuda";
+  TRY(check_esz(kn, esz, e));
+  if (ndim < 0 || ndim > K_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kn, ndim, K_MAX_DIMS);
+  if (ndim > 0 && (!ydims || !xdims || !starts || !steps)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
+  sliceplan p;
+  p.nd = ndim > 0 ? ndim : 1;
+  p.off = 0;
+  p.dims[0] = 1, p.xst[0] = 0;
+  uint64_t n = 1;
+  int64_t acc = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    if (ydims[d] < 0 || xdims[d] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative dim at axis %d", kn, d);
+    // the first and the last element read stay inside x's dim: nothing outside x is read
+    int64_t last = starts[d] + (ydims[d] > 0 ? (ydims[d] - 1) * steps[d] : 0);
+    if (ydims[d] > 0 && (starts[d] < 0 || starts[d] >= xdims[d] || last < 0 || last >= xdims[d]))
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: axis %d: %lld elements from %lld by %lld leave [0, %lld)", kn, d,
+                     (long long)ydims[d], (long long)starts[d], (long long)steps[d], (long long)xdims[d]);
+    p.dims[d] = ydims[d];
+    p.xst[d] = steps[d] * acc;
+    p.off += (ydims[d] > 0 ? starts[d] : 0) * acc;
+    acc *= xdims[d];
+    if (__builtin_mul_overflow(n, (uint64_t)ydims[d], &n))
+      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+  }
+  if (n == 0) return 0;
+  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
+  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
+  K_BY_ESZ(esz, (slice_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
+}
 
 extern "C" int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
                              const void *idx, int idx_i32, size_t n_idx, cudaStream_t stream, err *e) {

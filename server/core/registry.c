@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,13 +470,30 @@ static void load_model(srv_registry *r, const pending *pd, repo_model *rm, srv_m
       continue;
     }
     ready++;
-    srv_log(SRV_LOG_INFO, "model '%s' version %s is ready (%d instance%s, %d on GPU, max_batch_size %d)", m->name,
+    // host fallback (engine/cuda/plan_cuda_host.h): the GPU plans' nodes without a CUDA path, same graph in each
+    int host_nodes = 0;
+    for (int k = 0; k < eng_model_n_instances(v->model) && !host_nodes; k++) {
+      eng_instance_stats st;
+      eng_model_instance_stats(v->model, k, &st);
+      host_nodes = st.host_nodes;
+    }
+    char host_note[64] = "";
+    if (host_nodes)
+      snprintf(host_note, sizeof host_note, ", %d node%s on the host", host_nodes, host_nodes == 1 ? "" : "s");
+    srv_log(SRV_LOG_INFO, "model '%s' version %s is ready (%d instance%s, %d on GPU, max_batch_size %d%s)", m->name,
             v->version_str, eng_model_n_instances(v->model), eng_model_n_instances(v->model) == 1 ? "" : "s",
-            eng_model_n_gpu_instances(v->model), eng_model_max_batch(v->model));
+            eng_model_n_gpu_instances(v->model), eng_model_max_batch(v->model), host_note);
+    bool host_logged = false;
     for (int k = 0; k < eng_model_n_instances(v->model); k++) {  // once per GPU plan
       eng_instance_stats st;
       eng_model_instance_stats(v->model, k, &st);
       if (st.device < 0) continue;
+      for (int h = 0; h < st.host_nodes && !host_logged; h++) {  // once per model: every GPU plan has the same
+        char line[ERR_MSG_MAX + 320];
+        if (eng_model_instance_host_node(v->model, k, h, line, sizeof line) == 0)
+          srv_log(SRV_LOG_INFO, "model '%s' version %s: %s", m->name, v->version_str, line);
+      }
+      host_logged |= st.host_nodes > 0;
       if (st.gemm_autotune)
         srv_log(SRV_LOG_INFO, "model '%s' version %s instance %d (GPU %d): cuBLASLt autotuning timed %" PRIu64
                 " GEMM shape(s) in %.1f ms", m->name, v->version_str, k, st.device, st.gemm_tuned,

@@ -8,9 +8,9 @@
 // refused and leave the plan usable; the conv family (cuDNN, ConvTranspose
 // included) fuses its epilogues, runs NHWC where the layout pass says so and
 // allocates nothing once every batch size is warm, and runs its 1x1 Convs on
-// 1x1 inputs as cuBLASLt GEMMs (counted); what the CUDA plan cannot
-// run (a Pad value computed from the data) is refused at load with the
-// node's name; plans sharing a store keep one copy of the weights per device
+// 1x1 inputs as cuBLASLt GEMMs (counted); what the CUDA plan has no
+// path for (DFT, LSTM, ScatterND, Einsum, a Pad value computed from the
+// data) runs on the host inside it, named and counted (host fallback); plans sharing a store keep one copy of the weights per device
 // and precision (packed NHWC weights included).
 //
 // Error measure: whole graphs mix GEMMs, reductions and transcendental
@@ -323,7 +323,9 @@ int main(int argc, char **argv) {
   test_gemm_fusion();
   test_qkv_merge();
   test_gemm_autotune();
-  test_refusals();
+  test_host_fallback();
+  test_device_paths();
+  test_host_refused_mode();
   test_fault();
   test_shared_weights();
   CHECK_DONE();

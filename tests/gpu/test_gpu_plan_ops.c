@@ -6,11 +6,15 @@
 // once every batch size is warm; 1x1 Convs on 1x1 inputs run as cuBLASLt
 // GEMMs (counted); MatMuls on 3-D activations carry their bias, residual and
 // activation epilogues; Q, K, V projections merge into one; GEMM autotuning
-// times each shape once and shares the choice between slots. Part of the
+// times each shape once and shares the choice between slots; ops with no
+// CUDA path run on the host inside the plan (host fallback), counted and
+// named, with CUDA graphs capturing and replaying them. Part of the
 // test_gpu_plan binary (main() in test_gpu_plan.c).
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "test_gpu_plan_util.h"
 
@@ -338,5 +342,163 @@ void test_gemm_autotune(void) {
     }
     eng_cuda_plan_destroy(gp);
   }
+  eng_graph_destroy(g);
+}
+
+// --- host fallback (engine/cuda/plan_cuda_host.h)
+
+// The models gen_test_models.py writes for it: how many nodes run on the
+// host and one of them by name. host_dft: a DFT between two Muls;
+// host_lstm: an LSTM between Transposes; host_scatter: a ScatterND on the
+// graph input and one between Relu and Add; host_einsum: an Einsum between
+// Relu and Sigmoid; host_chain: DFT on the input feeding an Einsum that
+// writes a graph output (one round trip), with Abs on the device reading
+// the DFT's output too.
+static const struct {
+  const char *name;
+  size_t host;
+  const char *node;
+} host_models[] = {
+    {"host_dft", 1, "'dft'"},       {"host_lstm", 1, "'lstm'"},        {"host_scatter", 2, "'scatter_in'"},
+    {"host_einsum", 1, "'einsum'"}, {"host_chain", 2, "'einsum_out'"},
+};
+
+void test_host_fallback(void) {
+  for (size_t m = 0; m < sizeof host_models / sizeof host_models[0]; m++) {
+    const char *name = host_models[m].name;
+    eng_graph *g = load_model(name);
+    CHECK(g != NULL);
+    if (!g) continue;
+    int mb = batch_of(g);
+    eng_plan *cp = NULL;
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    CHECK_EQ_INT(eng_plan_create(g, mb, &cp, &e), 0);
+    eng_cuda_opts o = {.n_slots = 2};  // graphs on
+    int rc = eng_cuda_plan_create(g, mb, 0, &o, &gp, &e);
+    if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);
+    CHECK_EQ_INT(rc, 0);
+    if (cp && gp) {
+      CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), (int)host_models[m].host);
+      bool named = false;
+      for (size_t k = 0; k < eng_cuda_plan_n_host_nodes(gp); k++) {
+        const char *line = eng_cuda_plan_host_node(gp, k);
+        CHECK(line != NULL);
+        if (!line) continue;
+        CHECK_CONTAINS(line, "no CUDA path");
+        CHECK_CONTAINS(line, "runs on the host (");
+        named |= strstr(line, host_models[m].node) != NULL;
+        printf("%s: %s\n", name, line);
+      }
+      CHECK(named);
+      CHECK(eng_cuda_plan_host_node(gp, host_models[m].host) == NULL);
+      // every batch size three times: the first run of a size captures its graph, the next replay
+      // it; sizes alternate, so each replay runs with its own signature's snapshot of the host
+      // nodes' shapes after another signature ran
+      double worst = 0;
+      uint64_t allocs = 0;
+      for (int pass = 0; pass < 3; pass++) {
+        if (pass == 2) allocs = eng_cuda_plan_real_allocs(gp);
+        for (int b = mb > 0 ? 1 : 0; b <= mb; b++) {
+          io_set in = {0};
+          char label[48];
+          snprintf(label, sizeof label, "host fallback pass %d batch %d", pass, b);
+          make_inputs(g, name, b, 0, &in);
+          worst = max_worst(worst, run_both(name, g, cp, gp, &in, label, 0));
+          io_free(&in);
+        }
+      }
+      eng_cuda_plan_stats st;
+      eng_cuda_plan_stats_get(gp, &st);
+      int sizes = mb > 0 ? mb : 1;
+      CHECK_EQ_INT(st.graphs_disabled, 0);
+      CHECK(st.graphs_captured >= (uint64_t)sizes);
+      CHECK(st.graph_launches >= (uint64_t)(2 * sizes));  // replays
+      CHECK(eng_cuda_plan_real_allocs(gp) == allocs);     // the third pass allocated nothing
+      printf("%-14s host fallback: %zu host node(s), worst scaled error %.3g, %llu graphs, %llu replays\n", name,
+             eng_cuda_plan_n_host_nodes(gp), worst, (unsigned long long)st.graphs_captured,
+             (unsigned long long)st.graph_launches);
+    }
+    eng_cuda_plan_destroy(gp);
+    eng_plan_destroy(cp);
+    eng_graph_destroy(g);
+  }
+  // a model with no host node says so (the conformance run's "cases with no host fallback")
+  eng_graph *g = load_model("mlp_raw");
+  if (g) {
+    eng_cuda_plan *gp = NULL;
+    err e = {0};
+    CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, NULL, &gp, &e), 0);
+    if (gp) CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), 0);
+    if (gp) CHECK(eng_cuda_plan_host_node(gp, 0) == NULL);
+    eng_cuda_plan_destroy(gp);
+    eng_graph_destroy(g);
+  }
+}
+
+// --- CUDA paths of issue 34 item 3: ops that ran on the host before (Mod, CastLike, Slice on data)
+
+// cuda_mod_castlike (gen_test_models.py): Mod on floats (fmod 0 and 1) and int64, CastLike int64 -> float.
+// Each runs on the device (no host node) in FP32 and FP16 plans and matches the CPU plan: the integers
+// exactly, FP32 within the FP32 bound (1e-5; the kernels equal the reference bit for bit), FP16 within
+// the low-precision plans' bound.
+void test_device_paths(void) {
+  eng_graph *g = load_model("cuda_mod_castlike");
+  CHECK(g != NULL);
+  if (!g) return;
+  eng_plan *cp = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+  for (int half = 0; cp && half < 2; half++) {
+    eng_cuda_plan *gp = NULL;
+    eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
+    int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
+    if (rc) fprintf(stderr, "cuda_mod_castlike: cuda create: %s\n", e.msg);
+    CHECK_EQ_INT(rc, 0);
+    if (!gp) continue;
+    CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), 0);
+    for (size_t k = 0; k < eng_cuda_plan_n_host_nodes(gp); k++)
+      fprintf(stderr, "  %s\n", eng_cuda_plan_host_node(gp, k));
+    double worst = 0;
+    for (int b = 1; b <= MAXB; b++) {
+      io_set in = {.n = 2};
+      float *x = malloc((size_t)b * 6 * sizeof *x);
+      int64_t *k = malloc((size_t)b * 4 * sizeof *k);
+      for (int i = 0; i < b * 6; i++)
+        x[i] = (float)((i * 7919 % 1601) - 800) / 400.0f;                   // [-2, 2] in steps of 1/400, 0 included
+      for (int i = 0; i < b * 4; i++) k[i] = (int64_t)((i * 37) % 13) - 6;  // [-6, 6]
+      in.t[0] = (eng_tensor){.dt = DT_FP32, .ndims = 2, .dims = {b, 6}, .data = x, .bytes = (size_t)b * 6 * sizeof *x};
+      in.t[1] = (eng_tensor){.dt = DT_INT64, .ndims = 2, .dims = {b, 4}, .data = k, .bytes = (size_t)b * 4 * sizeof *k};
+      char label[48];
+      snprintf(label, sizeof label, "%s batch %d", half ? "fp16" : "fp32", b);
+      worst = max_worst(worst, run_both("cuda_mod_castlike", g, cp, gp, &in, label, half ? low_rtol : 0));
+      io_free(&in);
+    }
+    printf("cuda_mod_castlike %s: on the device, worst scaled error %.3g\n", half ? "fp16" : "fp32", worst);
+    eng_cuda_plan_destroy(gp);
+  }
+  eng_plan_destroy(cp);
+  eng_graph_destroy(g);
+  // slice_device (in the case file too, so every plan mode compares it): both Slices on the device
+  g = load_model("slice_device");
+  CHECK(g != NULL);
+  if (!g) return;
+  eng_cuda_plan *gp = NULL;
+  cp = NULL;
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+  CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, NULL, &gp, &e), 0);
+  if (gp && cp) {
+    CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), 0);
+    double worst = 0;
+    for (int b = 1; b <= MAXB; b++) {
+      io_set in = {0};
+      make_inputs(g, "slice_device", b, 0, &in);
+      worst = max_worst(worst, run_both("slice_device", g, cp, gp, &in, "device slice", 0));
+      io_free(&in);
+    }
+    printf("slice_device: on the device, worst scaled error %.3g\n", worst);
+  }
+  eng_cuda_plan_destroy(gp);
+  eng_plan_destroy(cp);
   eng_graph_destroy(g);
 }

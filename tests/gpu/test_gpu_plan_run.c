@@ -3,7 +3,7 @@
 // across 100 runs; a larger shape re-plans, grows and is counted; bad inputs
 // are refused and leave the plan usable; two GPU plans of one graph on two
 // threads at once; what the CUDA plan cannot run (a Pad value computed from
-// the data) is refused at load with the node's name; a CUDA error fails its
+// the data) runs on the host inside the plan, named with the reason; a CUDA error fails its
 // batch and the plan works after; plans sharing a store keep one copy of the
 // weights per device and precision (packed NHWC weights included). Part of
 // the test_gpu_plan binary (main() in test_gpu_plan.c).
@@ -189,22 +189,39 @@ void test_threads(void) {
   eng_graph_destroy(g);
 }
 
-// --- what the CUDA plan cannot run is refused at load, by name
+// --- a mode the CUDA path refuses at init runs on the host, named with the reason
 
-void test_refusals(void) {
-  // Pad's constant_value computed from the data: the planner never reads it, so the GPU side
-  // (which takes it on the host) cannot know it
+void test_host_refused_mode(void) {
+  // Pad's constant_value computed from the data: the planner never reads it, so the CUDA path
+  // (which takes it on the host at load) refuses the node; it runs on the host inside the plan
   eng_graph *g = load_model("pad_runtime_value");
-  if (g) {
-    eng_cuda_plan *gp = NULL;
-    err e = {0};
-    CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, NULL, &gp, &e), ERR_UNIMPLEMENTED);
-    CHECK(gp == NULL);
-    CHECK_CONTAINS(e.msg, "pad_by_max");
-    CHECK_CONTAINS(e.msg, "constant_value ('mx') must be a constant");
-    printf("pad_runtime_value refused: %s\n", e.msg);
-    eng_graph_destroy(g);
+  CHECK(g != NULL);
+  if (!g) return;
+  eng_plan *cp = NULL;
+  eng_cuda_plan *gp = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+  CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, NULL, &gp, &e), 0);
+  if (gp) {
+    CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), 1);
+    const char *line = eng_cuda_plan_host_node(gp, 0);
+    CHECK(line != NULL);
+    if (line) {
+      CHECK_CONTAINS(line, "pad_by_max");
+      CHECK_CONTAINS(line, "constant_value ('mx') must be a constant");
+      CHECK_CONTAINS(line, "runs on the host");
+      printf("pad_runtime_value: %s\n", line);
+    }
   }
+  for (int b = 1; cp && gp && b <= MAXB; b++) {
+    io_set in = {0};
+    make_inputs(g, "pad_runtime_value", b, 0, &in);
+    run_both("pad_runtime_value", g, cp, gp, &in, "host Pad", 0);
+    io_free(&in);
+  }
+  eng_cuda_plan_destroy(gp);
+  eng_plan_destroy(cp);
+  eng_graph_destroy(g);
 }
 
 // --- a CUDA error fails the batch; the plan works after

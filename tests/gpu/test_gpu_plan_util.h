@@ -60,7 +60,7 @@ double compare_set(const char *what, const io_set *cpu, const eng_tensor *gpu, d
 // test_gpu_plan_run.c
 void test_no_alloc(const char *name, int grow);
 void test_threads(void);
-void test_refusals(void);
+void test_host_refused_mode(void);
 void test_fault(void);
 void test_shared_weights(void);
 // test_gpu_plan_ops.c
@@ -69,5 +69,7 @@ void test_conv_gemm(void);
 void test_gemm_fusion(void);
 void test_qkv_merge(void);
 void test_gemm_autotune(void);
+void test_host_fallback(void);
+void test_device_paths(void);
 
 #endif

@@ -4,7 +4,8 @@
 // where the reference has NaN). Covers the reference tests' hand shapes
 // ([2,3]+[3], [3]-[2,3], [2,1,4]*[3,1], scalars, [2,1]+[1,3]), every
 // rank-1..4 shape with dims from {1,2,3} (inner 3..5) and every broadcast
-// mask on each side, all seven ops (add, sub, mul, div, pow, max, min),
+// mask on each side, all nine ops (add, sub, mul, div, pow, max, min and
+// Mod's two modes, for issue 34's Mod on the GPU),
 // ranks 5..8, large (~1M) same-shape, scalar, row- and column-broadcast
 // cases, in place, division by zero, Max/Min's NaN propagation and signed
 // zeros, Pow's special values, and argument errors. And k_compare_cuda
@@ -12,7 +13,7 @@
 // the same broadcast shapes, with ties, NaN and signed zeros.
 #include "test_k_cuda_util.h"
 
-enum { N_OPS = K_MIN + 1 };  // add, sub, mul, div, pow, max, min
+enum { N_OPS = K_FMOD + 1 };  // add, sub, mul, div, pow, max, min, mod (fmod 0), fmod
 
 static int64_t count(int ndim, const int64_t *d) {
   int64_t n = 1;
@@ -200,7 +201,7 @@ static void test_inplace_and_div0(void) {
 
 // Max/Min: NaN on either side wins (the reference returns the NaN operand
 // itself); signed zeros as the reference's `>`/`<` pick them; infinities.
-// Pow: the special values of C's pow.
+// Pow: the special values of C's pow. Mod: those of fmodf, moved as the reference moves them.
 static void test_special(void) {
   enum { N = 12 };
   uint32_t nan_bits = 0x7fc00123u;  // a payload, to tell the reference's NaN operand apart
@@ -211,9 +212,12 @@ static void test_special(void) {
   float want[N], got[N];
   int64_t d[1] = {N};
   float *da = tk_to_dev(a, sizeof a), *db = tk_to_dev(b, sizeof b), *dy = tk_dev_alloc(sizeof got);
-  k_binop ops[3] = {K_MAX, K_MIN, K_POW};
-  const char *names[3] = {"max special values", "min special values", "pow special values"};
-  for (int k = 0; k < 3; k++) {
+  // and Mod's two modes: NaN operands, zeros of both signs (a zero result takes the divisor's sign
+  // with fmod 0, the dividend's with fmod 1), infinities on either side, x mod 0
+  k_binop ops[5] = {K_MAX, K_MIN, K_POW, K_MOD, K_FMOD};
+  const char *names[5] = {"max special values", "min special values", "pow special values", "mod special values",
+                          "fmod special values"};
+  for (int k = 0; k < 5; k++) {
     k_binary_f32(want, a, b, 1, d, d, d, ops[k]);
     TK_OK(k_binary_f32_cuda(dy, da, db, 1, d, d, d, ops[k], NULL, TK_E));
     tk_from_dev(got, dy, sizeof got);
@@ -348,7 +352,7 @@ static void test_errors(void) {
   CHECK_CONTAINS(e.msg, "k_binary_f32_cuda");
   CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, y, a, b, K_ADD, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "broadcast");
-  CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, y, a, a, (k_binop)7, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, y, a, a, (k_binop)(K_FMOD + 1), NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "op");
   CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, y, a, a, (k_binop)-1, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_binary_f32_cuda(p, p, p, 2, NULL, a, a, K_ADD, NULL, &e), ERR_INVALID_ARGUMENT);

@@ -6,7 +6,8 @@
 // place), k_gather_cuda (embeddings: int64 and int32 ids, negative ones),
 // k_expand_cuda (every broadcast mask), k_gather_elements_cuda, k_gather_nd_cuda (batch dims, negative
 // indices, int32 indices; out-of-range indices give zero bytes) and
-// k_trilu_cuda (k past either edge, in place). Shapes broadcast over every
+// k_trilu_cuda (k past either edge, in place), k_slice_cuda (steps of both signs, every start,
+// empty results). Shapes broadcast over every
 // mask of rank-1..3 dims from {1,2,3}. The launchers' argument checks run
 // without a device.
 #include "test_k_cuda_util.h"
@@ -311,6 +312,44 @@ static void test_trilu(void) {
   CHECK_EQ_INT(bad, 0);
 }
 
+// Slice: every element size, ranks 1..3, each dim sliced with steps -3..3 (not 0) from every start,
+// lengths up to what fits, against k_slice (starts and lengths as slice_dims leaves them: inside x).
+static void test_slice(void) {
+  tk_rng r = {0x51ce5eedull};
+  static const int64_t xd[3] = {5, 4, 6};
+  int cases = 0, bad = 0;
+  for (int nd = 1; nd <= 3; nd++)
+    for (int t = 0; t < 60; t++)
+      for (size_t es = 1; es <= 8; es *= 2, cases++) {
+        int64_t st[3], sp[3], yd[3];
+        for (int d = 0; d < nd; d++) {
+          int64_t dim = xd[3 - nd + d], step = (int64_t)(tk_next(&r) % 6) - 3;
+          if (step >= 0) step++;  // -3..-1, 1..3
+          st[d] = (int64_t)(tk_next(&r) % (uint64_t)dim);
+          int64_t room = step > 0 ? (dim - 1 - st[d]) / step + 1 : st[d] / -step + 1;  // elements that fit
+          yd[d] = (int64_t)(tk_next(&r) % (uint64_t)(room + 1));                       // 0 too: empty results
+          sp[d] = step;
+        }
+        const int64_t *xdims = xd + 3 - nd;
+        size_t nx = (size_t)count(nd, xdims), ny = (size_t)count(nd, yd);
+        void *x = tk_xmalloc(nx * es), *want = tk_xmalloc(ny * es + 1), *got = tk_xmalloc(ny * es + 1);
+        fill_bytes(&r, x, nx * es);
+        k_slice(want, x, es, nd, xdims, st, sp, yd);
+        void *dx = tk_to_dev(x, nx * es), *dy = tk_dev_alloc(ny * es + 1);
+        TK_OK(k_slice_cuda(dy, dx, es, nd, xdims, st, sp, yd, NULL, TK_E));
+        tk_from_dev(got, dy, ny * es);
+        if (ny && memcmp(got, want, ny * es)) {
+          bad++;
+          fprintf(stderr, "  slice rank %d esz %zu\n", nd, es);
+        }
+        TK_CUDA(cudaFree(dx));
+        TK_CUDA(cudaFree(dy));
+        free(x), free(want), free(got);
+      }
+  printf("slice: %d cases, %d mismatched\n", cases, bad);
+  CHECK_EQ_INT(bad, 0);
+}
+
 static void test_errors(void) {
   err e = {0};
   void *p = (void *)256;  // never dereferenced: every case fails before a launch
@@ -368,6 +407,16 @@ static void test_errors(void) {
   CHECK_CONTAINS(e.msg, "negative");
   CHECK_EQ_INT(k_trilu_cuda(NULL, p, 4, 1, 2, 2, 0, 1, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_trilu_cuda(NULL, NULL, 4, 0, 2, 2, 0, 1, NULL, &e), 0);
+  int64_t st0[2] = {0, 0}, st1[2] = {1, 0}, sp1[2] = {1, 1}, spn[2] = {-1, 1}, y2[2] = {2, 3};
+  CHECK_EQ_INT(k_slice_cuda(p, p, 3, 2, d2, st0, sp1, y2, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "k_slice_cuda");
+  CHECK_EQ_INT(k_slice_cuda(p, p, 4, 2, d2, st1, sp1, y2, NULL, &e), ERR_INVALID_ARGUMENT);  // rows 1..2 of 2
+  CHECK_CONTAINS(e.msg, "leave [0, 2)");
+  CHECK_EQ_INT(k_slice_cuda(p, p, 4, 2, d2, st0, spn, y2, NULL, &e), ERR_INVALID_ARGUMENT);  // rows 0, -1
+  CHECK_EQ_INT(k_slice_cuda(p, p, 4, 9, d2, st0, sp1, y2, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_slice_cuda(NULL, p, 4, 2, d2, st0, sp1, y2, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "NULL");
+  CHECK_EQ_INT(k_slice_cuda(NULL, NULL, 4, 2, d2, st0, sp1, z, NULL, &e), 0);  // empty
 }
 
 int main(void) {
@@ -378,5 +427,6 @@ int main(void) {
   test_cumsum();
   test_gather();
   test_trilu();
+  test_slice();
   CHECK_DONE();
 }

@@ -1,8 +1,8 @@
 // engine/ops/elem/elem_cuda.c: the elementwise op family (engine/ops/elem/elem.c) on the CUDA
 // plan. Add, Sub, Mul, Div with broadcasting through kernels/elem/k_binary.cu (FP32,
-// FP16) and the plan's integer kernel (every width, eng_pk_binary_int_cuda); Mod has no
-// CUDA entry (a model using it fails to load on a GPU instance, naming the op); Relu, LeakyRelu, Sigmoid, Tanh, Erf,
-// Gelu through their FP32 and FP16 kernels; Cast through the plan's cast
+// FP16) and the plan's integer kernel (every width, eng_pk_binary_int_cuda), Mod (both
+// fmod modes) the same way; Relu, LeakyRelu, Sigmoid, Tanh, Erf,
+// Gelu through their FP32 and FP16 kernels; Cast and CastLike through the plan's cast
 // kernel (narrow float targets rounded to their precision).
 // HardSigmoid, HardSwish, Sqrt, Exp, Neg, Abs, Sign, Reciprocal, and Log, the
 // trigonometric and hyperbolic functions, Floor, Ceil, Round, Softplus,
@@ -61,6 +61,13 @@ BINARY_RUN(run_add, K_ADD)
 BINARY_RUN(run_sub, K_SUB)
 BINARY_RUN(run_mul, K_MUL)
 BINARY_RUN(run_div, K_DIV)
+
+// Mod: fmod=0 or 1, parsed into p->mode (K_MOD, K_FMOD) as the CPU path's
+static int run_mod(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                   err *e) {
+  (void)n_in, (void)n_out;
+  return run_binary(c, in, out, (k_binop)p->mode, e);
+}
 
 // FP32 and FP16 launchers of one unary op.
 #define UNARY_RUN(name, call32, call16)                                                         \
@@ -294,7 +301,10 @@ const cuda_op eng_cuda__elem_ops[] = {
     {.op_type = "Tanh", .run = run_tanh, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Erf", .run = run_erf, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Gelu", .run = run_gelu, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Mod", .run = run_mod, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Cast", .run = run_cast, .half = NULL, .flags = CUDA_OP_ELEMWISE},
+    // CastLike: Cast to input 1's type (parse_castlike set p->to as Cast's parse does; out[0] has the type)
+    {.op_type = "CastLike", .run = run_cast, .half = NULL, .flags = CUDA_OP_ELEMWISE},
     UNOP("HardSigmoid"),
     UNOP("HardSwish"),
     UNOP("Sqrt"),
@@ -327,8 +337,12 @@ const cuda_op eng_cuda__elem_ops[] = {
     UNOP("ThresholdedRelu"),
     UNOP("Shrink"),
     UNOP("Swish"),
-    {.op_type = "Clip", .run = clip_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE,
-     .init = clip_init, .destroy = free},
+    {.op_type = "Clip",
+     .run = clip_run,
+     .half = eng_cuda__half_always,
+     .flags = CUDA_OP_ELEMWISE,
+     .init = clip_init,
+     .destroy = free},
     {.op_type = "Pow", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Max", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     {.op_type = "Sum", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},

@@ -33,6 +33,10 @@ int eng_ops__run_size(const eng_op_params *p, const eng_tensor *in, int n_in, en
 int eng_ops__parse_slice(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
 int eng_ops__infer_slice(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
 int eng_ops__run_slice(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out, err *e);
+// Slice per dim of the data (in[1..4] read on the host): first index, step and result length; the CPU
+// path's and the CUDA path's (index_cuda.c) one rule.
+int eng_ops__slice_dims(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *first, int64_t *steps,
+                        int64_t *y, err *e);
 int eng_ops__parse_const_of_shape(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e);
 int eng_ops__infer_const_of_shape(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                                   int n_out, err *e);

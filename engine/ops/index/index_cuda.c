@@ -9,8 +9,11 @@
 // moves elements as they are, so FP16-stored values run as they are. The
 // shapes come from the planner (the outputs' dims are this run's); Trilu's
 // k is a constant input read once at init, since the plan's copy of a
-// constant lives on the device. Slice, Range, Shape, Size and ConstantOfShape run
-// only folded (on the host). Registered into the CUDA plan through
+// constant lives on the device. Slice (any steps) through k_slice_cuda, its
+// starts, ends, axes and steps read on the host at each prepare (the planner
+// knows them for every signature: constants, folded values or parameters
+// given as graph inputs). Range, Shape, Size and ConstantOfShape run only
+// folded (on the host). Registered into the CUDA plan through
 // engine/ops/families.h.
 //
 // An index out of range cannot fail a launch that is already enqueued:
@@ -208,6 +211,61 @@ static int split_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, 
   return 0;
 }
 
+// --- Slice: starts, ends, axes and steps are host_in operands, known on the host for each signature
+
+typedef struct slice_node {
+  const eng_plan *pl;  // borrowed: the CUDA plan owns it and destroys node states first
+  size_t node;
+  int64_t first[ENG_MAX_DIMS], steps[ENG_MAX_DIMS];  // this run's, left by prepare for run
+} slice_node;
+
+static int slice_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half;
+  slice_node *s = calloc(1, sizeof *s);
+  if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  s->pl = pl;
+  s->node = i;
+  *state = s;
+  return 0;
+}
+
+static int slice_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, const eng_tensor *out,
+                         int n_out, cuda_prep *r, err *e) {
+  (void)in, (void)out, (void)n_out, (void)r;
+  slice_node *s = c->node;
+  const eng_node *n = eng_graph_node(s->pl->g, s->node);
+  eng_tensor h[5];
+  if (n_in > 5) return err_set(e, ERR_INTERNAL, "Slice with %d inputs", n_in);
+  // the planner's view: this run's types and shapes, host bytes of the parameters (in[0]'s data unused)
+  for (int k = 0; k < n_in; k++) {
+    int v = k < n->n_in ? n->in[k] : -1;
+    if (v < 0) {
+      memset(&h[k], 0, sizeof h[k]);
+      continue;
+    }
+    h[k] = s->pl->cur[v];
+    if (!s->pl->known[v]) h[k].data = NULL;
+    if (k > 0 && !h[k].data && eng_numel(h[k].ndims, h[k].dims) > 0)
+      return err_set(e, ERR_INTERNAL, "Slice: input %d ('%s') is not known on the host", k,
+                     eng_graph_value(s->pl->g, (size_t)v)->name);
+  }
+  int64_t y[ENG_MAX_DIMS];
+  return eng_ops__slice_dims(p, h, n_in, s->first, s->steps, y, e);
+}
+
+static int slice_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                     err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  const slice_node *s = c->node;
+  if (in[0].ndims != out[0].ndims) return err_set(e, ERR_INTERNAL, "Slice: rank %d into %d", in[0].ndims, out[0].ndims);
+  if (in[0].ndims == 0) {  // a scalar passes through
+    CUDA_TRY(e, cudaMemcpyAsync(out[0].data, in[0].data, dtype_size(in[0].dt), cudaMemcpyDeviceToDevice, c->stream));
+    return 0;
+  }
+  return k_slice_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), in[0].ndims, in[0].dims, s->first, s->steps,
+                      out[0].dims, c->stream, e);
+}
+
 const cuda_op eng_cuda__index_ops[] = {
     {.op_type = "Flatten", .run = run_view, .half = eng_cuda__half_always},
     {.op_type = "Reshape", .run = run_view, .half = eng_cuda__half_always},
@@ -222,8 +280,13 @@ const cuda_op eng_cuda__index_ops[] = {
     {.op_type = "Tile", .run = tile_run, .half = eng_cuda__half_always},
     {.op_type = "GatherElements", .run = gather_elements_run, .half = eng_cuda__half_always},
     {.op_type = "GatherND", .run = gather_nd_run, .half = eng_cuda__half_always},
-    {.op_type = "Trilu", .run = trilu_run, .half = eng_cuda__half_always, .init = trilu_init,
-     .destroy = free},
+    {.op_type = "Trilu", .run = trilu_run, .half = eng_cuda__half_always, .init = trilu_init, .destroy = free},
     {.op_type = "Split", .run = split_run, .half = eng_cuda__half_always, .init = split_init},
+    {.op_type = "Slice",
+     .run = slice_run,
+     .half = eng_cuda__half_always,
+     .init = slice_init,
+     .prepare = slice_prepare,
+     .destroy = free},
 };
 const size_t eng_cuda__n_index_ops = sizeof eng_cuda__index_ops / sizeof eng_cuda__index_ops[0];

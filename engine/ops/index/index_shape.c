@@ -90,9 +90,8 @@ int eng_ops__parse_slice(const eng_graph *g, const eng_node *n, int opset, eng_o
   return 0;
 }
 
-// Per dim of the data: first index, step and result length.
-static int slice_dims(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *first,
-                      int64_t *steps, int64_t *y, err *e) {
+int eng_ops__slice_dims(const eng_op_params *p, const eng_tensor *in, int n_in, int64_t *first, int64_t *steps,
+                        int64_t *y, err *e) {
   int r = in[0].ndims, n, na = -1, nst = -1;
   int64_t st[ENG_MAX_DIMS], en[ENG_MAX_DIMS], ax[ENG_MAX_DIMS], sp[ENG_MAX_DIMS];
   if (op_given(in, n_in, 1)) {
@@ -151,7 +150,7 @@ int eng_ops__infer_slice(const eng_op_params *p, const eng_tensor *in, int n_in,
   (void)n_out;
   TRY(eng_ops__need_elem(&in[0], "data", e));
   int64_t first[ENG_MAX_DIMS], steps[ENG_MAX_DIMS], y[ENG_MAX_DIMS];
-  TRY(slice_dims(p, in, n_in, first, steps, y, e));
+  TRY(eng_ops__slice_dims(p, in, n_in, first, steps, y, e));
   op_set_out(&out[0], in[0].dt, in[0].ndims, y);
   return 0;
 }
@@ -160,7 +159,7 @@ int eng_ops__run_slice(const eng_op_params *p, const eng_tensor *in, int n_in, e
                      int n_out, err *e) {
   (void)n_out;
   int64_t first[ENG_MAX_DIMS], steps[ENG_MAX_DIMS], y[ENG_MAX_DIMS];
-  TRY(slice_dims(p, in, n_in, first, steps, y, e));
+  TRY(eng_ops__slice_dims(p, in, n_in, first, steps, y, e));
   size_t esz = eng_elem_size(in[0].dt);
   if (in[0].ndims == 0) memcpy(out[0].data, in[0].data, esz);
   else k_slice(out[0].data, in[0].data, esz, in[0].ndims, in[0].dims, first, steps, y);

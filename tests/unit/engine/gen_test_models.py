@@ -668,13 +668,14 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 4, 5])],
            numpy_helper.from_array(np.array([1, 1, 1.5, 2], np.float32), "sc_lin")], opset=9)
 compare(m, "upsample_opset9", {"x": f32(2, 3, 4, 5)})
 
-# Pad whose constant_value is computed from the data: runs on the CPU; a GPU instance cannot read
-# it on the host while planning and refuses it at load, naming it (test_gpu_plan)
+# Pad whose constant_value is computed from the data: runs on the CPU; a GPU plan cannot read it on
+# the host while planning, so the node runs on the host inside it (host fallback, test_gpu_plan)
 nodes = [helper.make_node("ReduceMax", ["x"], ["mx"], name="max_all", keepdims=0),
          helper.make_node("Pad", ["x", "pads", "mx"], ["y"], name="pad_by_max")]
 m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 2, 3])], [vi("y", TensorProto.FLOAT, ["N", 2, 5])],
           [numpy_helper.from_array(np.array([0, 0, 1, 0, 0, 1], np.int64), "pads")])
-save(m, "pad_runtime_value")
+# (input from linspace, not RNG: the random weights of every model after it stay as they were)
+compare(m, "pad_runtime_value", {"x": np.linspace(-1, 1, 12, dtype=np.float32).reshape(2, 2, 3)})
 
 
 # ConvTranspose (CPU through oneDNN, GPU through cuDNN's backward data): the plain stride-2 case,
@@ -832,6 +833,104 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 5])],
           [vi("y", TensorProto.FLOAT, ["N", 5]), vi("r1", TensorProto.FLOAT, ["N", 5]),
            vi("r2", TensorProto.FLOAT, ["N", 5])])
 compare(m, "cse", {"x": f32(3, 5)})
+
+# --- host fallback (engine/cuda/plan_cuda_host.h): ops with no CUDA path run on the host inside a GPU
+# plan; test_gpu_plan compares them with the CPU plan in every mode (graphs, FP16, NHWC...) and counts
+# the host nodes (test_gpu_plan_ops.c test_host_fallback). After the CSE model so that the random
+# weights above stay as they were. Each host node sits between CUDA ops, at the graph's input or
+# output, or feeds another host node.
+# DFT between CUDA ops: Mul -> DFT (real signal along axis 1) -> Mul
+nodes = [helper.make_node("Mul", ["x", "s"], ["xs"], name="pre_mul"),
+         helper.make_node("DFT", ["xs"], ["f"], name="dft", axis=1),
+         helper.make_node("Mul", ["f", "s2"], ["y"], name="post_mul")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 8, 1])], [vi("y", TensorProto.FLOAT, ["N", 8, 2])],
+          [numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+           numpy_helper.from_array(np.array([2.0, -1.0], np.float32), "s2")])
+compare(m, "host_dft", {"x": f32(3, 8, 1)}, rtol=1e-4)
+# LSTM between CUDA ops (onnxruntime runs sequence-first only): MatMul -> Transpose -> LSTM -> Transpose
+# for Y, Transpose -> Tanh for Y_h
+hid, inp = 4, 6
+nodes = [helper.make_node("MatMul", ["x", "wp"], ["xp"], name="proj"),
+         helper.make_node("Transpose", ["xp"], ["xt"], name="to_seq", perm=[1, 0, 2]),
+         helper.make_node("LSTM", ["xt", "W", "R", "B"], ["Ys", "Y_h"], name="lstm", hidden_size=hid),
+         helper.make_node("Transpose", ["Ys"], ["Y"], name="to_batch", perm=[2, 0, 1, 3]),
+         helper.make_node("Transpose", ["Y_h"], ["ht"], name="h_batch", perm=[1, 0, 2]),
+         helper.make_node("Tanh", ["ht"], ["h"], name="tanh_h")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 5, 3])],
+          [vi("Y", TensorProto.FLOAT, ["N", 5, 1, hid]), vi("h", TensorProto.FLOAT, ["N", 1, hid])],
+          [numpy_helper.from_array(f32(3, inp), "wp"),
+           numpy_helper.from_array(f32(1, 4 * hid, inp) * 0.5, "W"),
+           numpy_helper.from_array(f32(1, 4 * hid, hid) * 0.5, "R"),
+           numpy_helper.from_array(f32(1, 8 * hid) * 0.1, "B")], opset=14)
+compare(m, "host_lstm", {"x": f32(3, 5, 3)}, rtol=1e-4)
+# ScatterND on the graph input (a host node at the input), then Relu; a second ScatterND between CUDA ops
+nodes = [helper.make_node("ScatterND", ["x", "idx", "upd"], ["xs"], name="scatter_in"),
+         helper.make_node("Relu", ["xs"], ["r"], name="relu"),
+         helper.make_node("ScatterND", ["r", "idx2", "upd2"], ["r2"], name="scatter_mid"),
+         helper.make_node("Add", ["r2", "b"], ["y"], name="add_b")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6])], [vi("y", TensorProto.FLOAT, ["N", 6])],
+          [numpy_helper.from_array(np.array([[0, 1], [0, 4]], np.int64), "idx"),
+           numpy_helper.from_array(np.array([7.0, -3.0], np.float32), "upd"),
+           numpy_helper.from_array(np.array([[0, 2]], np.int64), "idx2"),
+           numpy_helper.from_array(np.array([-5.0], np.float32), "upd2"),
+           numpy_helper.from_array(f32(6), "b")], opset=16)
+compare(m, "host_scatter", {"x": f32(3, 6)})
+# Einsum between CUDA ops: Relu -> Einsum with a constant -> Sigmoid
+nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("Einsum", ["r", "w"], ["e"], name="einsum", equation="bij,jk->bik"),
+         helper.make_node("Sigmoid", ["e"], ["y"], name="sigmoid")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 4, 3])], [vi("y", TensorProto.FLOAT, ["N", 4, 5])],
+          [numpy_helper.from_array(f32(3, 5), "w")])
+compare(m, "host_einsum", {"x": f32(3, 4, 3)})
+# A host node feeding a host node, at the graph's input and output: DFT -> Einsum -> y (one round trip),
+# with a CUDA branch reading the DFT's output too (it goes up once)
+nodes = [helper.make_node("DFT", ["x"], ["f"], name="dft_in", axis=1),
+         helper.make_node("Einsum", ["f", "w"], ["y"], name="einsum_out", equation="bfc,cd->bfd"),
+         helper.make_node("Abs", ["f"], ["a"], name="abs_side")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 8, 1])],
+          [vi("y", TensorProto.FLOAT, ["N", 8, 3]), vi("a", TensorProto.FLOAT, ["N", 8, 2])],
+          [numpy_helper.from_array(f32(2, 3), "w")])
+compare(m, "host_chain", {"x": f32(3, 8, 1)}, rtol=1e-4)
+
+# --- CUDA paths added for issue 34 item 3 (test_gpu_plan_ops.c test_device_paths): Mod on floats in both
+# fmod modes and on int64, CastLike from int64 to a float template; none may fall back to the host. Saved,
+# not compared: onnxruntime runs float Mod with fmod=1 only (test_gpu_plan compares with the CPU plan).
+# Divisors past the inputs' range [-2, 2) keep FP16 plans clear of Mod's jumps (only 0, whose sign
+# rounding keeps).
+nodes = [helper.make_node("Mod", ["x", "d"], ["m0"], name="mod_floor", fmod=0),
+         helper.make_node("Mod", ["x", "d"], ["m1"], name="mod_c", fmod=1),
+         helper.make_node("Mod", ["k", "kd"], ["mk"], name="mod_int"),
+         helper.make_node("CastLike", ["k", "like"], ["kf"], name="castlike"),
+         helper.make_node("Mul", ["kf", "half"], ["y"], name="scale")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6]), vi("k", TensorProto.INT64, ["N", 4])],
+          [vi("m0", TensorProto.FLOAT, ["N", 6]), vi("m1", TensorProto.FLOAT, ["N", 6]),
+           vi("mk", TensorProto.INT64, ["N", 4]), vi("y", TensorProto.FLOAT, ["N", 4])],
+          [numpy_helper.from_array(np.array([3, -2.5, 4, -3, 2.5, 5], np.float32), "d"),
+           numpy_helper.from_array(np.array([3, -2, 4, -5], np.int64), "kd"),
+           numpy_helper.from_array(np.array([1], np.float32), "like"),
+           numpy_helper.from_array(np.array(0.5, np.float32), "half")], opset=15)
+save(m, "cuda_mod_castlike")
+# Slice on the device (k_slice_cuda): steps of both signs with a negative start and an end past the
+# front, and starts computed from the input's shape (Shape -> Gather -> Div, folded per signature)
+nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("Slice", ["r", "st1", "en1", "ax1", "sp1"], ["y1"], name="slice_steps"),
+         helper.make_node("Shape", ["x"], ["sh"], name="shape"),
+         helper.make_node("Gather", ["sh", "i2"], ["d2"], name="dim2"),
+         helper.make_node("Div", ["d2", "two"], ["hf"], name="half_dim"),
+         helper.make_node("Unsqueeze", ["hf", "ax0"], ["st2"], name="starts"),
+         helper.make_node("Slice", ["r", "st2", "en2", "ax2"], ["y2"], name="slice_shape")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6, 8])],
+          [vi("y1", TensorProto.FLOAT, ["N", 2, 3]), vi("y2", TensorProto.FLOAT, ["N", 6, 4])],
+          [numpy_helper.from_array(np.array([1, -1], np.int64), "st1"),
+           numpy_helper.from_array(np.array([5, -9], np.int64), "en1"),
+           numpy_helper.from_array(np.array([1, 2], np.int64), "ax1"),
+           numpy_helper.from_array(np.array([2, -3], np.int64), "sp1"),
+           numpy_helper.from_array(np.array(2, np.int64), "i2"),
+           numpy_helper.from_array(np.array(2, np.int64), "two"),
+           numpy_helper.from_array(np.array([0], np.int64), "ax0"),
+           numpy_helper.from_array(np.array([100], np.int64), "en2"),
+           numpy_helper.from_array(np.array([2], np.int64), "ax2")])
+compare(m, "slice_device", {"x": f32(2, 6, 8)})
 
 with open(path("ort_cases.txt"), "w") as f:
     for name, rtol in CASES:

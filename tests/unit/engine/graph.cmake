@@ -50,3 +50,9 @@ inferd_unit_test(test_strings SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_strings.c
   LIBS inferd_model inferd_config ${_graph_libs} Threads::Threads)
 # The integer convolution: k_qconv.c, k_requantize and the oneDNN int8 path (test_qconv.c).
 inferd_unit_test(test_qconv SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_qconv.c LIBS inferd_cpu_prims inferd_kernels inferd_base)
+
+# The host fallback's device-free half (engine/cpu/plan_hostfb.c) on the host fallback models, with host
+# memory as the device: which nodes, which copies, the snapshots, outputs against the CPU plan.
+inferd_unit_test(test_plan_hostfb SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_plan_hostfb.c LIBS ${_graph_libs})
+set_tests_properties(test_plan_hostfb PROPERTIES FIXTURES_REQUIRED graph_models)
+target_compile_definitions(test_plan_hostfb PRIVATE INFERD_GRAPH_MODELS="${_graph_models}")
