@@ -315,7 +315,9 @@ def test_cancel_mid_stream_frees_blocks_and_others_go_on(srv, client):
     leaves at the runner's next step with its blocks (the gauge back to 0 once the other is done too), it
     is counted as failed and far from all its tokens were generated, and a request running beside it gives
     the tokens it gives alone."""
-    prompt_b, n_b = [5, 9, 17, 33, 65], 12
+    # b long enough (each step takes milliseconds) to be still running when the gauge is read: with 12
+    # tokens it could end first on a fast moment (CI's run of f837b30 read 1 block, the long one's alone)
+    prompt_b, n_b = [5, 9, 17, 33, 65], 160
     alone = run_alone(srv, "slow", prompt_b, n_b)
     assert len(alone) >= 1
     fail0 = lib.model_stats(client, "slow").inference_stats.fail.count
