@@ -202,19 +202,35 @@ static __device__ bool compact(const full_src &f, uint64_t cap, shared_red *s, c
   return true;
 }
 
-// ok[j] = count of keys <= piv[j] >= k.
+// A pass's PIV pivots as 32-bit ranks: in the high-word phase key <= (m, max
+// id) iff the key's high word <= m; in the id phase (word h) key <= (h, m)
+// iff rank(key) <= m, rank 0 below h and all ones above (ids < 2^31).
+struct pivots {
+  bool id_phase;
+  uint32_t h;
+  uint32_t m[PIV];
+};
+
+static __device__ __forceinline__ uint32_t rank_of(uint64_t k, const pivots &pv) {
+  uint32_t hi = (uint32_t)(k >> 32);
+  if (!pv.id_phase) return hi;
+  return hi < pv.h ? 0u : hi > pv.h ? 0xffffffffu : (uint32_t)k;
+}
+
+// ok[j] = count of keys <= pivot j >= k.
 template <class Src>
 struct count_ok {
   const Src &src;
   shared_red *s;
   int64_t k;
-  __device__ void operator()(const uint64_t (&piv)[PIV], bool (&ok)[PIV]) const {
+  __device__ void operator()(const pivots &pv, bool (&ok)[PIV]) const {
     int c[PIV];
 #pragma unroll
     for (int j = 0; j < PIV; j++) c[j] = 0;
     src.template each<false>([&](uint64_t key, float) {
+      uint32_t r = rank_of(key, pv);
 #pragma unroll
-      for (int j = 0; j < PIV; j++) c[j] += key <= piv[j];
+      for (int j = 0; j < PIV; j++) c[j] += r <= pv.m[j];
     });
     block_count_piv(c, s);
 #pragma unroll
@@ -222,22 +238,23 @@ struct count_ok {
   }
 };
 
-// ok[j] = mass of keys <= min(piv[j], cap) >= target (STRICT: > target).
+// ok[j] = mass of keys <= min(pivot j, cap) >= target (STRICT: > target).
+// A key past cap adds +0.0 to every pivot's sum, as the reference's does.
 template <class Src, bool STRICT>
 struct mass_ok {
   const Src &src;
   shared_red *s;
   double target;
   uint64_t cap;
-  __device__ void operator()(const uint64_t (&piv)[PIV], bool (&ok)[PIV]) const {
-    uint64_t c[PIV];
+  __device__ void operator()(const pivots &pv, bool (&ok)[PIV]) const {
     double acc[PIV];
 #pragma unroll
-    for (int j = 0; j < PIV; j++) c[j] = piv[j] < cap ? piv[j] : cap, acc[j] = 0;
+    for (int j = 0; j < PIV; j++) acc[j] = 0;
     src.template each<true>([&](uint64_t key, float b) {
-      double v = (double)b;
+      uint32_t r = key <= cap ? rank_of(key, pv) : 0xffffffffu;
+      double v = key <= cap ? (double)b : 0.0;
 #pragma unroll
-      for (int j = 0; j < PIV; j++) acc[j] += key <= c[j] ? v : 0.0;
+      for (int j = 0; j < PIV; j++) acc[j] += r <= pv.m[j] ? v : 0.0;
     });
     block_sum_piv(acc, s);
 #pragma unroll
@@ -252,6 +269,23 @@ static __device__ double mass_le(const Src &src, shared_red *s, uint64_t c) {
   return block_sum(acc, s);
 }
 
+// [lo, hi] after a pass: past the last pivot found false, up to the first
+// found true (pivots ascending in [lo, hi), ok monotone).
+static __device__ void narrow(const pivots &pv, const bool (&ok)[PIV], uint32_t *lo, uint32_t *hi) {
+  uint32_t nlo = *lo, nhi = *hi;
+  bool found = false;
+#pragma unroll
+  for (int j = 0; j < PIV; j++) {
+    if (!found) {
+      if (ok[j])
+        nhi = pv.m[j], found = true;
+      else
+        nlo = pv.m[j] + 1;
+    }
+  }
+  *lo = nlo, *hi = nhi;
+}
+
 // The smallest key c (a key of the row) with ok(c): ok monotone, false
 // below top, true at cap (at every key when cap is NONE). The high word by
 // a (PIV + 1)-ary search between top's and cap's, then the id between the
@@ -260,26 +294,15 @@ template <class Src, class Ok>
 static __device__ uint64_t search(const Src &src, shared_red *s, const Ok &ok, uint64_t top, uint64_t cap,
                                   uint32_t V) {
   uint32_t lo = (uint32_t)(top >> 32), hi = cap == NONE ? 0xffffffffu : (uint32_t)(cap >> 32);
-  uint64_t piv[PIV];
+  pivots pv;
   bool okv[PIV];
+  pv.id_phase = false, pv.h = 0;
   while (lo < hi) {  // ok false at (lo - 1, max id), true at (hi, max id)
     uint64_t w = hi - lo;
 #pragma unroll
-    for (int j = 0; j < PIV; j++) piv[j] = ks_key(lo + (uint32_t)(w * (j + 1) / (PIV + 1)), 0xffffffffu);
-    ok(piv, okv);
-    uint32_t nlo = lo, nhi = hi;
-    bool found = false;
-#pragma unroll
-    for (int j = 0; j < PIV; j++) {
-      uint32_t m = (uint32_t)(piv[j] >> 32);
-      if (!found) {
-        if (okv[j])
-          nhi = m, found = true;
-        else
-          nlo = m + 1;
-      }
-    }
-    lo = nlo, hi = nhi;
+    for (int j = 0; j < PIV; j++) pv.m[j] = lo + (uint32_t)(w * (j + 1) / (PIV + 1));
+    ok(pv, okv);
+    narrow(pv, okv, &lo, &hi);
   }
   uint32_t h = lo;
   uint64_t kmin = NONE, kmax = 0;
@@ -293,24 +316,13 @@ static __device__ uint64_t search(const Src &src, shared_red *s, const Ok &ok, u
   kmax = block_min(kmax, s, true);
   uint32_t il = 0, ih = V - 1;
   if (kmin != NONE) il = (uint32_t)kmin, ih = (uint32_t)kmax;  // else the reference's range
+  pv.id_phase = true, pv.h = h;
   while (il < ih) {  // ok false at (h, il - 1), true at (h, ih)
     uint64_t w = ih - il;
 #pragma unroll
-    for (int j = 0; j < PIV; j++) piv[j] = ks_key(h, il + (uint32_t)(w * (j + 1) / (PIV + 1)));
-    ok(piv, okv);
-    uint32_t nlo = il, nhi = ih;
-    bool found = false;
-#pragma unroll
-    for (int j = 0; j < PIV; j++) {
-      uint32_t m = (uint32_t)piv[j];
-      if (!found) {
-        if (okv[j])
-          nhi = m, found = true;
-        else
-          nlo = m + 1;
-      }
-    }
-    il = nlo, ih = nhi;
+    for (int j = 0; j < PIV; j++) pv.m[j] = il + (uint32_t)(w * (j + 1) / (PIV + 1));
+    ok(pv, okv);
+    narrow(pv, okv, &il, &ih);
   }
   return ks_key(h, il);
 }
