@@ -19,7 +19,9 @@
 // nucleus), those keys and probabilities are compacted into shared memory,
 // each lane's in id order, so the later passes sum the same terms in the
 // same order (the dropped terms are the +0.0 the full pass adds) without
-// touching the row again.
+// touching the row again. Passes are fused where the sums allow: the mass
+// of top_k's candidates with the normalisation, a cut's mass with its
+// compaction's count.
 #include "kernels/k_cuda_common.cuh"
 #include "kernels/sample/k_sample.h"
 #include "kernels/sample/k_sample_rule.h"
@@ -168,10 +170,16 @@ struct compact_src {
 };
 
 // Keys <= cap of the row into s->ck / s->cb, each thread's in its lane's
-// order; false (nothing written) past CAP keys. All threads agree.
-static __device__ bool compact(const full_src &f, uint64_t cap, shared_red *s, compact_src *out) {
+// order; false (nothing written) past CAP keys. All threads agree. *mass:
+// mass_le(cap), from the same pass.
+static __device__ bool compact(const full_src &f, uint64_t cap, shared_red *s, compact_src *out, double *mass) {
   int n = 0;
-  f.each<false>([&](uint64_t k, float) { n += k <= cap; });
+  double acc = 0;
+  f.each<true>([&](uint64_t k, float b) {
+    n += k <= cap;
+    acc += k <= cap ? (double)b : 0.0;
+  });
+  *mass = block_sum(acc, s);
   if (block_count(n, s) > CAP) return false;
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, x = n;
   for (int o = 1; o < 32; o <<= 1) {
@@ -327,14 +335,15 @@ static __device__ uint64_t search(const Src &src, shared_red *s, const Ok &ok, u
   return ks_key(h, il);
 }
 
-// top_p then min_p: the cut (the largest key kept) below top_k's ck.
+// top_p then min_p: the cut (the largest key kept) below top_k's ck;
+// total: mass_le(ck).
 template <class Src>
 static __device__ uint64_t nucleus(const Src &src, shared_red *s, const k_sample_param &p, uint64_t top,
-                                   float p_top, uint64_t ck, uint32_t V) {
+                                   float p_top, uint64_t ck, double total, uint32_t V) {
   uint64_t cut = ck;
   if (p.top_p > 0 && p.top_p < 1) {
     double tp = p.top_p;
-    if (mass_le(src, s, cut) >= tp) cut = search(src, s, mass_ok<Src, false>{src, s, tp, cut}, top, cut, V);
+    if (total >= tp) cut = search(src, s, mass_ok<Src, false>{src, s, tp, cut}, top, cut, V);
   }
   if (p.min_p > 0) {
     float floor_p = p.min_p * p_top;
@@ -348,10 +357,11 @@ static __device__ uint64_t nucleus(const Src &src, shared_red *s, const k_sample
   return cut;
 }
 
-// The inverse-CDF walk of u over the keys <= cut.
+// The inverse-CDF walk of u over the keys <= cut (kept: their mass).
 template <class Src>
-static __device__ int32_t draw(const Src &src, shared_red *s, double u, uint64_t top, uint64_t cut, uint32_t V) {
-  double kept = mass_le(src, s, cut), target = u * kept;
+static __device__ int32_t draw(const Src &src, shared_red *s, double u, uint64_t top, uint64_t cut, double kept,
+                               uint32_t V) {
+  double target = u * kept;
   if (kept > target) return (int32_t)(uint32_t)search(src, s, mass_ok<Src, true>{src, s, target, cut}, top, cut, V);
   uint64_t last = 0;
   src.template each<false>([&](uint64_t k, float) {
@@ -415,20 +425,28 @@ __global__ void __launch_bounds__(LANES) sample_kernel(int32_t *ids, const T *x,
     acc += (double)e;
   }
   double sum = block_sum(acc, &red);
-  for (uint32_t i = threadIdx.x; i < V; i += LANES) b[i] = (float)((double)b[i] / sum);
-  __syncthreads();
+  acc = 0;  // mass_le(ck) from the same pass: the ids past ck add +0.0 there too
+  for (uint32_t i = threadIdx.x; i < V; i += LANES) {
+    float q = (float)((double)b[i] / sum);
+    b[i] = q;
+    acc += (double)q;
+  }
+  double total = block_sum(acc, &red);  // its barriers order the writes of b before the reads
   float p_top = b[top_id];
   compact_src cs;
+  double kept;
   int32_t tok;
-  if (ck != NONE && compact(fs, ck, &red, &cs)) {
-    uint64_t cut = nucleus(cs, &red, p, top, p_top, ck, V);
-    tok = draw(cs, &red, p.u, top, cut, V);
+  if (ck != NONE && compact(fs, ck, &red, &cs, &kept)) {
+    uint64_t cut = nucleus(cs, &red, p, top, p_top, ck, total, V);
+    tok = draw(cs, &red, p.u, top, cut, cut == ck ? total : mass_le(cs, &red, cut), V);
   } else {
-    uint64_t cut = nucleus(fs, &red, p, top, p_top, ck, V);
-    if (cut != ck && compact(fs, cut, &red, &cs))
-      tok = draw(cs, &red, p.u, top, cut, V);
+    uint64_t cut = nucleus(fs, &red, p, top, p_top, ck, total, V);
+    if (cut == ck)
+      tok = draw(fs, &red, p.u, top, cut, total, V);
+    else if (compact(fs, cut, &red, &cs, &kept))
+      tok = draw(cs, &red, p.u, top, cut, kept, V);
     else
-      tok = draw(fs, &red, p.u, top, cut, V);
+      tok = draw(fs, &red, p.u, top, cut, kept, V);
   }
   if (threadIdx.x == 0) ids[blockIdx.x] = tok;
 }
