@@ -3,37 +3,14 @@
 // of size 1), so one loop nest serves 1-D, 2-D and 3-D. Sums in double so
 // the oracle's own rounding stays far below the tolerances of its checks.
 #include "kernels/conv/k_conv.h"
+#include "kernels/conv/k_win3.h"
 
 #include <math.h>
 #include <string.h>
 
-// The geometry as exactly three spatial dims: x/y/k/stride/dil/pad_l/pad_r.
-typedef struct win3 {
-  int64_t x[3], y[3], k[3], s[3], d[3], pl[3], pr[3];
-  int64_t xsz, ysz, ksz;  // elements per channel
-} win3;
-
-static void to3(const k_window *s, win3 *w) {
-  int off = 3 - s->nsp;
-  for (int i = 0; i < 3; i++) {
-    int j = i - off;
-    int have = j >= 0;
-    w->x[i] = have ? s->x[j] : 1;
-    w->y[i] = have ? s->y[j] : 1;
-    w->k[i] = have ? s->k[j] : 1;
-    w->s[i] = have ? s->stride[j] : 1;
-    w->d[i] = have ? s->dil[j] : 1;
-    w->pl[i] = have ? s->pad_l[j] : 0;
-    w->pr[i] = have ? s->pad_r[j] : 0;
-  }
-  w->xsz = w->x[0] * w->x[1] * w->x[2];
-  w->ysz = w->y[0] * w->y[1] * w->y[2];
-  w->ksz = w->k[0] * w->k[1] * w->k[2];
-}
-
 void k_conv_ref(float *y, const float *x, const float *w, const float *b, const k_window *s) {
-  win3 g;
-  to3(s, &g);
+  k_win3 g;
+  k_win3_from(s, &g);
   int64_t cg = s->c / s->group, mg = s->m / s->group;
   for (int64_t n = 0; n < s->n; n++)
     for (int64_t m = 0; m < s->m; m++) {
@@ -69,8 +46,8 @@ void k_conv_ref(float *y, const float *x, const float *w, const float *b, const 
 
 void k_conv_transpose_ref(float *y, const float *x, const float *w, const float *b,
                           const k_window *s) {
-  win3 g;
-  to3(s, &g);
+  k_win3 g;
+  k_win3_from(s, &g);
   int64_t cg = s->c / s->group, mg = s->m / s->group;
   // Scatter form, accumulated in a double image per output channel so the
   // sum order does not matter for precision.
@@ -107,8 +84,8 @@ void k_conv_transpose_ref(float *y, const float *x, const float *w, const float 
 }
 
 void k_pool_ref(float *y, const float *x, const k_window *s, k_pool_kind kind) {
-  win3 g;
-  to3(s, &g);
+  k_win3 g;
+  k_win3_from(s, &g);
   for (int64_t nc = 0; nc < s->n * s->c; nc++) {
     const float *xc = x + nc * g.xsz;
     float *yc = y + nc * g.ysz;

@@ -8,35 +8,14 @@
 // points). Sums of 8-bit products fit int32 for any kernel of fewer than
 // 2^31 / 255^2 = 33025 taps per output; the geometry check refuses more.
 #include "kernels/conv/k_conv.h"
+#include "kernels/conv/k_win3.h"
 
 #include <string.h>
-
-// The geometry as exactly three spatial dims (as k_conv.c's to3).
-typedef struct qwin3 {
-  int64_t x[3], y[3], k[3], s[3], d[3], pl[3];
-  int64_t xsz, ysz, ksz;
-} qwin3;
-
-static void to3(const k_window *s, qwin3 *w) {
-  int off = 3 - s->nsp;
-  for (int i = 0; i < 3; i++) {
-    int j = i - off, have = j >= 0;
-    w->x[i] = have ? s->x[j] : 1;
-    w->y[i] = have ? s->y[j] : 1;
-    w->k[i] = have ? s->k[j] : 1;
-    w->s[i] = have ? s->stride[j] : 1;
-    w->d[i] = have ? s->dil[j] : 1;
-    w->pl[i] = have ? s->pad_l[j] : 0;
-  }
-  w->xsz = w->x[0] * w->x[1] * w->x[2];
-  w->ysz = w->y[0] * w->y[1] * w->y[2];
-  w->ksz = w->k[0] * w->k[1] * w->k[2];
-}
 
 // One body per (x type, w type): XT and WT the C types.
 #define QCONV_BODY(XT, WT)                                                                          \
   static void qconv_##XT##_##WT(int32_t *y, const XT *x, int32_t xzp, const WT *w, const int32_t *wzp, \
-                                int wzp_per_m, const k_window *s, const qwin3 *g) {                 \
+                                int wzp_per_m, const k_window *s, const k_win3 *g) {                 \
     int64_t cg = s->c / s->group, mg = s->m / s->group;                                             \
     for (int64_t n = 0; n < s->n; n++)                                                              \
       for (int64_t m = 0; m < s->m; m++) {                                                          \
@@ -79,8 +58,8 @@ QCONV_BODY(int8_t, int8_t)
 int k_conv_int_ref(int32_t *y, const void *x, k_elem xt, int32_t x_zp, const void *w, k_elem wt,
                    const int32_t *w_zp, int w_zp_per_m, const k_window *s) {
   if ((xt != K_U8 && xt != K_I8) || (wt != K_U8 && wt != K_I8)) return -1;
-  qwin3 g;
-  to3(s, &g);
+  k_win3 g;
+  k_win3_from(s, &g);
 #define CALL(XT, WT) qconv_##XT##_##WT(y, (const XT *)x, x_zp, (const WT *)w, w_zp, w_zp_per_m, s, &g)
   if (xt == K_U8 && wt == K_U8) CALL(uint8_t, uint8_t);
   else if (xt == K_U8) CALL(uint8_t, int8_t);
