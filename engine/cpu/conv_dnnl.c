@@ -4,9 +4,8 @@
 // (format_tag any), so it gets its blocked JIT kernels, and the activations
 // are reordered into and out of the chosen layouts around it. Weights are
 // reordered once into their layout. Written against the C API of oneDNN 2.x
-// (Debian 12) with a thin shim for 3.x (Ubuntu 24.04's CUDA images), whose
-// descriptors are handles, whose primitive descriptors are created in one
-// call and whose post-op calls lost the scale argument.
+// (Debian 12) and 3.x (Ubuntu 24.04's CUDA images): the API differences are
+// bridged in dnnl_util.c, the eltwise parameters that differ in meaning here.
 // Why blocked: with plain NCHW src/dst oneDNN 2.6 can only offer its
 // im2col + sgemm convolution ("gemm:jit"); profiled on the 2-core dev
 // machine, ResNet-18 at batch 1 ran every convolution that way. The
@@ -20,6 +19,7 @@
 // largest primitive's need, instead of oneDNN's per-thread global ones.
 #include "engine/cpu/conv_dnnl.h"
 #include "engine/cpu/dnnl_internal.h"
+#include "engine/cpu/dnnl_util.h"
 
 #include <dnnl.h>
 #include <math.h>
@@ -30,83 +30,14 @@
 #define WEIGHT_SLOTS 4   // weights layouts per node (usually one)
 #define IP_PLAIN_ROWS 4  // see make_desc
 
-// --- oneDNN 2.x / 3.x shim
-
-#if DNNL_VERSION_MAJOR >= 3
-typedef dnnl_memory_desc_t md_t;        // a handle, destroyed with md_free
-typedef const_dnnl_memory_desc_t cmd_t;
-#define MDP(md) (md)
-static dnnl_status_t md_strides(md_t *md, int nd, const dnnl_dims_t d, const dnnl_dims_t s) {
-  return dnnl_memory_desc_create_with_strides(md, nd, d, dnnl_f32, s);
-}
-static dnnl_status_t md_any(md_t *md, int nd, const dnnl_dims_t d) {
-  return dnnl_memory_desc_create_with_tag(md, nd, d, dnnl_f32, dnnl_format_tag_any);
-}
-static void md_free(md_t md) {
-  if (md) dnnl_memory_desc_destroy(md);
-}
-static dnnl_status_t md_clone(md_t *out, cmd_t in) { return dnnl_memory_desc_clone(out, in); }
-static dnnl_status_t po_eltwise(dnnl_post_ops_t po, dnnl_alg_kind_t alg, float a, float b) {
-  return dnnl_post_ops_append_eltwise(po, alg, a, b);
-}
-static dnnl_status_t po_sum(dnnl_post_ops_t po) {
-  return dnnl_post_ops_append_sum(po, 1.0f, 0, dnnl_data_type_undef);
-}
-#else
-typedef dnnl_memory_desc_t md_t;  // a plain struct
-typedef const dnnl_memory_desc_t *cmd_t;
-#define MDP(md) (&(md))
-static dnnl_status_t md_strides(md_t *md, int nd, const dnnl_dims_t d, const dnnl_dims_t s) {
-  return dnnl_memory_desc_init_by_strides(md, nd, d, dnnl_f32, s);
-}
-static dnnl_status_t md_any(md_t *md, int nd, const dnnl_dims_t d) {
-  return dnnl_memory_desc_init_by_tag(md, nd, d, dnnl_f32, dnnl_format_tag_any);
-}
-static void md_free(md_t md) { (void)md; }
-static dnnl_status_t md_clone(md_t *out, cmd_t in) {
-  *out = *in;
-  return dnnl_success;
-}
-static dnnl_status_t po_eltwise(dnnl_post_ops_t po, dnnl_alg_kind_t alg, float a, float b) {
-  return dnnl_post_ops_append_eltwise(po, 1.0f, alg, a, b);
-}
-static dnnl_status_t po_sum(dnnl_post_ops_t po) { return dnnl_post_ops_append_sum(po, 1.0f); }
-#endif
-
-static int dnnl_fail(err *e, dnnl_status_t st, const char *what) {
-  return err_set(e, ERR_INTERNAL, "oneDNN %s failed (status %d)", what, (int)st);
-}
-#define DNNL_TRY(e, call, what)                   \
-  do {                                            \
-    dnnl_status_t st_ = (call);                   \
-    if (st_ != dnnl_success) return dnnl_fail((e), st_, (what)); \
-  } while (0)
-
 // --- context
-
-// A host buffer that only grows; its contents do not outlive one run.
-typedef struct grow_buf {
-  void *p;
-  size_t cap;
-} grow_buf;
-
-static int grow(grow_buf *b, size_t bytes, err *e) {
-  if (bytes <= b->cap) return 0;
-  size_t cap = (bytes + 4095) / 4096 * 4096;
-  void *p = aligned_alloc(64, cap);
-  if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for a %zu-byte oneDNN buffer", bytes);
-  free(b->p);
-  b->p = p;
-  b->cap = cap;
-  return 0;
-}
 
 struct eng_dnnl_ctx {
   dnnl_engine_t engine;
   dnnl_stream_t stream;
   // Shared by every node of the plan (one runs at a time): a convolution's
   // src and dst in the primitive's layouts, and the scratchpad.
-  grow_buf src, dst, scratch;
+  eng_dnnl_buf src, dst, scratch;
 };
 
 int eng_dnnl_ctx_create(eng_dnnl_ctx **out, err *e) {
@@ -117,7 +48,7 @@ int eng_dnnl_ctx_create(eng_dnnl_ctx **out, err *e) {
   if (st == dnnl_success) st = dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags);
   if (st != dnnl_success) {
     eng_dnnl_ctx_destroy(c);
-    return dnnl_fail(e, st, "engine/stream creation");
+    return eng_dnnl_fail(e, st, "engine/stream creation");
   }
   *out = c;
   return 0;
@@ -130,16 +61,16 @@ void eng_dnnl_ctx_destroy(eng_dnnl_ctx *c) {
   if (!c) return;
   if (c->stream) dnnl_stream_destroy(c->stream);
   if (c->engine) dnnl_engine_destroy(c->engine);
-  free(c->src.p);
-  free(c->dst.p);
-  free(c->scratch.p);
+  eng_dnnl_buf_close(&c->src);
+  eng_dnnl_buf_close(&c->dst);
+  eng_dnnl_buf_close(&c->scratch);
   free(c);
 }
 
 // --- node cache
 
 typedef struct weights {
-  md_t md;       // the layout a primitive asked for
+  eng_dnnl_md md;       // the layout a primitive asked for
   void *data;    // the weights reordered into it; NULL where that is the model's layout
   dnnl_memory_t mem;
 } weights;
@@ -159,12 +90,12 @@ typedef struct entry {
   k_window g;
   act_spec act;         // the post-ops (act, sum) and y_keep the primitive was made for
   int sum, keep;
-  md_t x_md, add_md;    // the layouts of x and of the addend it was made for
+  eng_dnnl_md x_md, add_md;    // the layouts of x and of the addend it was made for
   dnnl_primitive_t prim;
   // the primitive's operands, handles set per run: src and dst in its own
   // layouts (the context's buffers where x or y is in another)
   dnnl_memory_t src, dst, bias, scratch;
-  md_t dst_md;  // dst's layout: what a kept y is in (eng_dnnl_io.y_fmt)
+  eng_dnnl_md dst_md;  // dst's layout: what a kept y is in (eng_dnnl_io.y_fmt)
   int y_kept;    // y is left in dst's layout, which is not the plain one
   int y_direct;  // y is written in dst's layout (plain, or kept)
   // x, y and the addend in their own layouts, with the reorders between
@@ -189,9 +120,9 @@ static void entry_clear(entry *en) {
     if (prims[i]) dnnl_primitive_destroy(prims[i]);
   for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
     if (mems[i]) dnnl_memory_destroy(mems[i]);
-  md_free(en->x_md);
-  md_free(en->add_md);
-  md_free(en->dst_md);
+  eng_dnnl_md_free(en->x_md);
+  eng_dnnl_md_free(en->add_md);
+  eng_dnnl_md_free(en->dst_md);
   memset(en, 0, sizeof *en);
 }
 
@@ -200,7 +131,7 @@ void eng_dnnl_node_destroy(eng_dnnl_node *n) {
   for (int i = 0; i < CACHE_SLOTS; i++) entry_clear(&n->e[i]);
   for (int i = 0; i < n->n_w; i++) {
     if (n->w[i].mem) dnnl_memory_destroy(n->w[i].mem);
-    md_free(n->w[i].md);
+    eng_dnnl_md_free(n->w[i].md);
     free(n->w[i].data);
   }
   free(n);
@@ -210,24 +141,14 @@ static int same_geom(const k_window *a, const k_window *b) {
   return memcmp(a, b, sizeof *a) == 0;
 }
 
-// Dense row-major strides of dims[0..nd).
-static void dense_strides(int nd, const int64_t *d, int64_t *s) {
-  int64_t acc = 1;
-  for (int i = nd - 1; i >= 0; i--) {
-    s[i] = acc;
-    acc *= d[i];
-  }
-}
-
 // The md of an activation [n, ch, spatial...]: plain, or any layout.
-static dnnl_status_t act_md(md_t *md, const k_window *g, int64_t ch, const int64_t *sp, int any) {
-  dnnl_dims_t d, s;
+static dnnl_status_t act_md(eng_dnnl_md *md, const k_window *g, int64_t ch, const int64_t *sp, int any) {
+  dnnl_dims_t d;
   d[0] = g->n;
   d[1] = ch;
   for (int i = 0; i < g->nsp; i++) d[2 + i] = sp[i];
-  if (any) return md_any(md, 2 + g->nsp, d);
-  dense_strides(2 + g->nsp, d, s);
-  return md_strides(md, 2 + g->nsp, d, s);
+  return any ? eng_dnnl_md_tag(md, 2 + g->nsp, d, dnnl_f32, dnnl_format_tag_any)
+             : eng_dnnl_md_dense(md, 2 + g->nsp, d, dnnl_f32);
 }
 
 // The weights as oneDNN names their dims ([g,] o, i, k...) with the strides
@@ -244,7 +165,7 @@ static void weights_dims(const k_window *g, int swapped, int *nd, dnnl_dims_t d,
   for (int i = 0; i < g->nsp; i++) d[at + i] = g->k[i];
   *nd = at + g->nsp;
   dnnl_dims_t ks;
-  dense_strides(g->nsp, g->k, ks);
+  eng_dnnl_dense_strides(g->nsp, g->k, ks);
   for (int i = 0; i < g->nsp; i++) s[at + i] = ks[i];
   int64_t so = swapped ? ksz : ig * ksz, si = swapped ? og * ksz : ksz;
   s[at - 2] = so;
@@ -258,24 +179,24 @@ static void weights_dims(const k_window *g, int swapped, int *nd, dnnl_dims_t d,
 static dnnl_status_t po_act(dnnl_post_ops_t po, const act_spec *a) {
   switch (a->act) {
     case ENG_DNNL_ACT_NONE: return dnnl_success;
-    case ENG_DNNL_ACT_RELU: return po_eltwise(po, dnnl_eltwise_relu, 0.0f, 0.0f);
-    case ENG_DNNL_ACT_SIGMOID: return po_eltwise(po, dnnl_eltwise_logistic, 0.0f, 0.0f);
-    case ENG_DNNL_ACT_SILU: return po_eltwise(po, dnnl_eltwise_swish, 1.0f, 0.0f);
+    case ENG_DNNL_ACT_RELU: return eng_dnnl_po_eltwise(po, dnnl_eltwise_relu, 0.0f, 0.0f);
+    case ENG_DNNL_ACT_SIGMOID: return eng_dnnl_po_eltwise(po, dnnl_eltwise_logistic, 0.0f, 0.0f);
+    case ENG_DNNL_ACT_SILU: return eng_dnnl_po_eltwise(po, dnnl_eltwise_swish, 1.0f, 0.0f);
     case ENG_DNNL_ACT_HARD_SWISH:
 #if DNNL_VERSION_MAJOR >= 3
-      return po_eltwise(po, dnnl_eltwise_hardswish, 1.0f / 6.0f, 0.5f);
+      return eng_dnnl_po_eltwise(po, dnnl_eltwise_hardswish, 1.0f / 6.0f, 0.5f);
 #else
-      return po_eltwise(po, dnnl_eltwise_hardswish, 0.0f, 0.0f);
+      return eng_dnnl_po_eltwise(po, dnnl_eltwise_hardswish, 0.0f, 0.0f);
 #endif
     case ENG_DNNL_ACT_HARD_SIGMOID: {
 #if DNNL_VERSION_MAJOR >= 3
-      return po_eltwise(po, dnnl_eltwise_hardsigmoid, a->alpha, a->beta);
+      return eng_dnnl_po_eltwise(po, dnnl_eltwise_hardsigmoid, a->alpha, a->beta);
 #else
-      dnnl_status_t st = po_eltwise(po, dnnl_eltwise_linear, a->alpha, a->beta);
-      return st == dnnl_success ? po_eltwise(po, dnnl_eltwise_clip, 0.0f, 1.0f) : st;
+      dnnl_status_t st = eng_dnnl_po_eltwise(po, dnnl_eltwise_linear, a->alpha, a->beta);
+      return st == dnnl_success ? eng_dnnl_po_eltwise(po, dnnl_eltwise_clip, 0.0f, 1.0f) : st;
 #endif
     }
-    case ENG_DNNL_ACT_CLIP: return po_eltwise(po, dnnl_eltwise_clip, a->alpha, a->beta);
+    case ENG_DNNL_ACT_CLIP: return eng_dnnl_po_eltwise(po, dnnl_eltwise_clip, a->alpha, a->beta);
   }
   return dnnl_invalid_arguments;
 }
@@ -288,7 +209,7 @@ static dnnl_status_t make_attr(dnnl_primitive_attr_t *attr, const act_spec *act,
   if (st != dnnl_success || (act->act == ENG_DNNL_ACT_NONE && !sum)) return st;
   dnnl_post_ops_t po = NULL;
   st = dnnl_post_ops_create(&po);
-  if (st == dnnl_success && sum) st = po_sum(po);
+  if (st == dnnl_success && sum) st = eng_dnnl_po_sum(po);
   if (st == dnnl_success) st = po_act(po, act);
   if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(*attr, po);
   if (po) dnnl_post_ops_destroy(po);
@@ -302,7 +223,7 @@ static int w_swapped(eng_dnnl_kind k) { return k == ENG_DNNL_DECONV || k == ENG_
 
 // The primitive descriptor for src and dst (either may be format any).
 static dnnl_status_t make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_dnnl_kind kind,
-                               const k_window *g, cmd_t src, cmd_t dst, int has_bias,
+                               const k_window *g, eng_dnnl_cmd src, eng_dnnl_cmd dst, int has_bias,
                                const act_spec *act,
                                int sum) {
   dnnl_dims_t strides, dil, pl, pr, kern;
@@ -314,7 +235,7 @@ static dnnl_status_t make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_d
     kern[i] = g->k[i];
   }
   int wts = is_conv(kind) || is_inner(kind);
-  md_t wmd = {0}, bmd = {0};
+  eng_dnnl_md wmd = {0}, bmd = {0};
   dnnl_primitive_attr_t attr = NULL;
   dnnl_status_t st = make_attr(&attr, act, sum);
   if (st == dnnl_success && wts) {
@@ -326,93 +247,40 @@ static dnnl_status_t make_desc(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, eng_d
     // more rows get the blocked layout. Measured on the seed CNN's 200704 x
     // 512 B, one thread of the 2-core dev VM: rows 1/2/4/8 took 24/34/68/121
     // ms plain against 37/49/58/103 ms blocked.
-    st = is_inner(kind) && g->n < IP_PLAIN_ROWS ? md_strides(&wmd, nd, wd, ws)
-                                                 : md_any(&wmd, nd, wd);
+    st = is_inner(kind) && g->n < IP_PLAIN_ROWS ? eng_dnnl_md_strides(&wmd, nd, wd, dnnl_f32, ws)
+                                                 : eng_dnnl_md_tag(&wmd, nd, wd, dnnl_f32, dnnl_format_tag_any);
     if (st == dnnl_success && has_bias) {
       dnnl_dims_t bd = {g->m}, bs = {1};
-      st = md_strides(&bmd, 1, bd, bs);
+      st = eng_dnnl_md_strides(&bmd, 1, bd, dnnl_f32, bs);
     }
   }
   if (st == dnnl_success) {
-    int nobias = !has_bias;
-#if DNNL_VERSION_MAJOR >= 3
+    eng_dnnl_cmd w = ENG_DNNL_MDP(wmd), bias = has_bias ? ENG_DNNL_MDP(bmd) : NULL;
     if (kind == ENG_DNNL_CONV)
-      st = dnnl_convolution_forward_primitive_desc_create(
-          pd, c->engine, dnnl_forward_inference, dnnl_convolution_direct, src, wmd,
-          nobias ? NULL : bmd, dst, strides, dil, pl, pr, attr);
+      st = eng_dnnl_conv_pd(pd, c->engine, src, w, bias, dst, strides, dil, pl, pr, attr);
     else if (kind == ENG_DNNL_DECONV)
-      st = dnnl_deconvolution_forward_primitive_desc_create(
-          pd, c->engine, dnnl_forward_inference, dnnl_deconvolution_direct, src, wmd,
-          nobias ? NULL : bmd, dst, strides, dil, pl, pr, attr);
+      st = eng_dnnl_deconv_pd(pd, c->engine, src, w, bias, dst, strides, dil, pl, pr, attr);
     else if (wts)
-      st = dnnl_inner_product_forward_primitive_desc_create(
-          pd, c->engine, dnnl_forward_inference, src, wmd, nobias ? NULL : bmd, dst, attr);
+      st = eng_dnnl_inner_pd(pd, c->engine, src, w, bias, dst, attr);
     else
-      st = dnnl_pooling_forward_primitive_desc_create(
-          pd, c->engine, dnnl_forward_inference,
-          kind == ENG_DNNL_POOL_MAX           ? dnnl_pooling_max
-          : kind == ENG_DNNL_POOL_AVG_INCLUDE ? dnnl_pooling_avg_include_padding
-                                              : dnnl_pooling_avg_exclude_padding,
-          src, dst, strides, kern, dil, pl, pr, attr);
-#else
-    if (kind == ENG_DNNL_CONV) {
-      dnnl_convolution_desc_t d;
-      st = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference,
-                                                      dnnl_convolution_direct, src, &wmd,
-                                                      nobias ? NULL : &bmd, dst, strides, dil,
-                                                      pl, pr);
-      if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
-    } else if (kind == ENG_DNNL_DECONV) {
-      dnnl_deconvolution_desc_t d;
-      st = dnnl_dilated_deconvolution_forward_desc_init(&d, dnnl_forward_inference,
-                                                        dnnl_deconvolution_direct, src, &wmd,
-                                                        nobias ? NULL : &bmd, dst, strides, dil,
-                                                        pl, pr);
-      if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
-    } else if (wts) {
-      dnnl_inner_product_desc_t d;
-      st = dnnl_inner_product_forward_desc_init(&d, dnnl_forward_inference, src, &wmd,
-                                                nobias ? NULL : &bmd, dst);
-      if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
-    } else {
-      dnnl_pooling_v2_desc_t d;
-      st = dnnl_pooling_v2_forward_desc_init(
-          &d, dnnl_forward_inference,
-          kind == ENG_DNNL_POOL_MAX           ? dnnl_pooling_max
-          : kind == ENG_DNNL_POOL_AVG_INCLUDE ? dnnl_pooling_avg_include_padding
-                                              : dnnl_pooling_avg_exclude_padding,
-          src, dst, strides, kern, dil, pl, pr);
-      if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, c->engine, NULL);
-    }
-#endif
+      st = eng_dnnl_pool_pd(pd, c->engine,
+                            kind == ENG_DNNL_POOL_MAX           ? dnnl_pooling_max
+                            : kind == ENG_DNNL_POOL_AVG_INCLUDE ? dnnl_pooling_avg_include_padding
+                                                                : dnnl_pooling_avg_exclude_padding,
+                            src, dst, strides, kern, dil, pl, pr, attr);
   }
-  md_free(wmd);
-  md_free(bmd);
+  eng_dnnl_md_free(wmd);
+  eng_dnnl_md_free(bmd);
   if (attr) dnnl_primitive_attr_destroy(attr);
   return st;
 }
 
-// A reorder primitive from md `from` to md `to`.
-static dnnl_status_t make_reorder(eng_dnnl_ctx *c, cmd_t from, cmd_t to, dnnl_primitive_t *out) {
-  dnnl_primitive_desc_t rpd = NULL;
-  dnnl_status_t st = dnnl_reorder_primitive_desc_create(&rpd, from, c->engine, to, c->engine, NULL);
-  if (st == dnnl_success) st = dnnl_primitive_create(out, rpd);
-  if (rpd) dnnl_primitive_desc_destroy(rpd);
-  return st;
-}
-
-static dnnl_status_t run_reorder(eng_dnnl_ctx *c, dnnl_primitive_t r, dnnl_memory_t from,
-                                 dnnl_memory_t to) {
-  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-  return dnnl_primitive_execute(r, c->stream, 2, args);
-}
-
 // The index of the node's weights in the layout `want`, reordering the
 // ONNX weights into it the first time.
-static int get_weights(eng_dnnl_ctx *c, eng_dnnl_node *n, cmd_t want, const k_window *g,
+static int get_weights(eng_dnnl_ctx *c, eng_dnnl_node *n, eng_dnnl_cmd want, const k_window *g,
                        int swapped, const float *w, int *out, err *e) {
   for (int i = 0; i < n->n_w; i++)
-    if (dnnl_memory_desc_equal(MDP(n->w[i].md), want)) {
+    if (dnnl_memory_desc_equal(ENG_DNNL_MDP(n->w[i].md), want)) {
       *out = i;
       return 0;
     }
@@ -422,19 +290,19 @@ static int get_weights(eng_dnnl_ctx *c, eng_dnnl_node *n, cmd_t want, const k_wi
   int nd;
   dnnl_dims_t wd, ws;
   weights_dims(g, swapped, &nd, wd, ws);
-  md_t user = {0};
+  eng_dnnl_md user = {0};
   dnnl_memory_t umem = NULL;
   dnnl_primitive_t rp = NULL;
   int rc = 0;
-  dnnl_status_t st = md_strides(&user, nd, wd, ws);
-  if (st == dnnl_success) st = md_clone(&wt->md, want);
+  dnnl_status_t st = eng_dnnl_md_strides(&user, nd, wd, dnnl_f32, ws);
+  if (st == dnnl_success) st = eng_dnnl_md_clone(&wt->md, want);
   size_t bytes = dnnl_memory_desc_get_size(want);
-  if (st == dnnl_success && dnnl_memory_desc_equal(MDP(user), want)) {
+  if (st == dnnl_success && dnnl_memory_desc_equal(ENG_DNNL_MDP(user), want)) {
     // the model's own layout: its constant bytes serve as they are
     st = dnnl_memory_create(&wt->mem, want, c->engine, (void *)w);
-    md_free(user);
+    eng_dnnl_md_free(user);
     n->n_w++;
-    if (st != dnnl_success) return dnnl_fail(e, st, "weights memory");
+    if (st != dnnl_success) return eng_dnnl_fail(e, st, "weights memory");
     *out = n->n_w - 1;
     return 0;
   }
@@ -442,17 +310,17 @@ static int get_weights(eng_dnnl_ctx *c, eng_dnnl_node *n, cmd_t want, const k_wi
     wt->data = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!wt->data) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for %zu bytes of weights", bytes);
   }
-  if (st == dnnl_success && !rc) st = dnnl_memory_create(&umem, MDP(user), c->engine, (void *)w);
+  if (st == dnnl_success && !rc) st = dnnl_memory_create(&umem, ENG_DNNL_MDP(user), c->engine, (void *)w);
   if (st == dnnl_success && !rc) st = dnnl_memory_create(&wt->mem, want, c->engine, wt->data);
-  if (st == dnnl_success && !rc) st = make_reorder(c, MDP(user), want, &rp);
+  if (st == dnnl_success && !rc) st = eng_dnnl_reorder_create(c->engine, ENG_DNNL_MDP(user), want, &rp);
   if (st == dnnl_success && !rc) {
-    st = run_reorder(c, rp, umem, wt->mem);
+    st = eng_dnnl_reorder_run(c->stream, rp, umem, wt->mem);
     if (st == dnnl_success) st = dnnl_stream_wait(c->stream);
   }
   if (rp) dnnl_primitive_destroy(rp);
   if (umem) dnnl_memory_destroy(umem);
-  md_free(user);
-  if (st != dnnl_success && !rc) rc = dnnl_fail(e, st, "weights reorder");
+  eng_dnnl_md_free(user);
+  if (st != dnnl_success && !rc) rc = eng_dnnl_fail(e, st, "weights reorder");
   n->n_w++;  // counted even on failure so destroy frees what was made
   if (rc) return rc;
   *out = n->n_w - 1;
@@ -462,17 +330,17 @@ static int get_weights(eng_dnnl_ctx *c, eng_dnnl_node *n, cmd_t want, const k_wi
 // A memory object over `have` (handle set per run) and the reorder from
 // it to `want` (to == 0) or from `want` to it (to == 1); nothing where the
 // two are the same layout.
-static dnnl_status_t bridge(eng_dnnl_ctx *c, cmd_t have, cmd_t want, int to, dnnl_memory_t *mem,
+static dnnl_status_t bridge(eng_dnnl_ctx *c, eng_dnnl_cmd have, eng_dnnl_cmd want, int to, dnnl_memory_t *mem,
                             dnnl_primitive_t *r) {
   if (dnnl_memory_desc_equal(have, want)) return dnnl_success;
   dnnl_status_t st = dnnl_memory_create(mem, have, c->engine, DNNL_MEMORY_NONE);
-  if (st == dnnl_success) st = to ? make_reorder(c, want, have, r) : make_reorder(c, have, want, r);
+  if (st == dnnl_success) st = eng_dnnl_reorder_create(c->engine, to ? want : have, to ? have : want, r);
   return st;
 }
 
 static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_kind kind,
                         const k_window *g, const float *w, const float *b, const act_spec *act, int sum,
-                        int keep, cmd_t x_md, cmd_t add_md, err *e) {
+                        int keep, eng_dnnl_cmd x_md, eng_dnnl_cmd add_md, err *e) {
   int conv = is_conv(kind), wts = conv || is_inner(kind);
   int64_t ych = wts ? g->m : g->c;
   en->kind = kind;
@@ -481,10 +349,10 @@ static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_k
   en->sum = sum;
   en->keep = keep;
   en->wi = -1;
-  md_t plain_x = {0}, plain_y = {0}, any_x = {0}, any_y = {0};
+  eng_dnnl_md plain_x = {0}, plain_y = {0}, any_x = {0}, any_y = {0};
   dnnl_primitive_desc_t pd = NULL;
-  dnnl_status_t st = md_clone(&en->x_md, x_md);
-  if (st == dnnl_success) st = md_clone(&en->add_md, add_md);
+  dnnl_status_t st = eng_dnnl_md_clone(&en->x_md, x_md);
+  if (st == dnnl_success) st = eng_dnnl_md_clone(&en->add_md, add_md);
   if (st == dnnl_success) st = act_md(&plain_x, g, g->c, g->x, 0);
   if (st == dnnl_success) st = act_md(&plain_y, g, ych, g->y, 0);
   if (st == dnnl_success) st = act_md(&any_x, g, g->c, g->x, 1);
@@ -494,19 +362,19 @@ static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_k
     // one), else chooses; a pool reads x as it is. dst is chosen (and y
     // reordered to plain if it may not be kept) except for a pool on a plain
     // x whose y must be plain, and for inner products.
-    int x_plain = dnnl_memory_desc_equal(x_md, MDP(plain_x));
-    cmd_t src = conv && x_plain ? MDP(any_x) : x_md;
-    cmd_t dst = conv || keep || (!x_plain && !is_inner(kind)) ? MDP(any_y) : MDP(plain_y);
+    int x_plain = dnnl_memory_desc_equal(x_md, ENG_DNNL_MDP(plain_x));
+    eng_dnnl_cmd src = conv && x_plain ? ENG_DNNL_MDP(any_x) : x_md;
+    eng_dnnl_cmd dst = conv || keep || (!x_plain && !is_inner(kind)) ? ENG_DNNL_MDP(any_y) : ENG_DNNL_MDP(plain_y);
     st = make_desc(&pd, c, kind, g, src, dst, wts && b, act, sum);
     // no kernel for x's layout: reorder x into one that has
     if (st != dnnl_success && !x_plain)
-      st = make_desc(&pd, c, kind, g, conv ? MDP(any_x) : MDP(plain_x), dst, wts && b, act, sum);
+      st = make_desc(&pd, c, kind, g, conv ? ENG_DNNL_MDP(any_x) : ENG_DNNL_MDP(plain_x), dst, wts && b, act, sum);
   }
-  md_free(any_x);
-  md_free(any_y);
-  md_free(plain_x);
+  eng_dnnl_md_free(any_x);
+  eng_dnnl_md_free(any_y);
+  eng_dnnl_md_free(plain_x);
   if (st != dnnl_success) {
-    md_free(plain_y);
+    eng_dnnl_md_free(plain_y);
     entry_clear(en);
     return err_set(e, ERR_INVALID_ARGUMENT,
                    "unsupported: oneDNN has no implementation for this geometry (status %d)",
@@ -516,39 +384,39 @@ static int entry_create(eng_dnnl_ctx *c, eng_dnnl_node *n, entry *en, eng_dnnl_k
   if (wts)
     rc = get_weights(c, n, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), g,
                      w_swapped(kind), w, &en->wi, e);
-  cmd_t psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-  cmd_t pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  eng_dnnl_cmd psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  eng_dnnl_cmd pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
   en->src_bytes = dnnl_memory_desc_get_size(psrc);
   en->dst_bytes = dnnl_memory_desc_get_size(pdst);
   // y stays in dst's layout when that is plain, or when kept and no larger
   // than the plain tensor (the plan's buffer)
-  en->y_kept = keep && !dnnl_memory_desc_equal(pdst, MDP(plain_y)) &&
-               en->dst_bytes <= dnnl_memory_desc_get_size(MDP(plain_y));
-  en->y_direct = en->y_kept || dnnl_memory_desc_equal(pdst, MDP(plain_y));
+  en->y_kept = keep && !dnnl_memory_desc_equal(pdst, ENG_DNNL_MDP(plain_y)) &&
+               en->dst_bytes <= dnnl_memory_desc_get_size(ENG_DNNL_MDP(plain_y));
+  en->y_direct = en->y_kept || dnnl_memory_desc_equal(pdst, ENG_DNNL_MDP(plain_y));
   if (!rc) st = dnnl_primitive_create(&en->prim, pd);
   if (!rc && st == dnnl_success) st = dnnl_memory_create(&en->src, psrc, c->engine, DNNL_MEMORY_NONE);
   if (!rc && st == dnnl_success) st = dnnl_memory_create(&en->dst, pdst, c->engine, DNNL_MEMORY_NONE);
-  if (!rc && st == dnnl_success) st = md_clone(&en->dst_md, pdst);
+  if (!rc && st == dnnl_success) st = eng_dnnl_md_clone(&en->dst_md, pdst);
   if (!rc && st == dnnl_success) st = bridge(c, x_md, psrc, 0, &en->ux, &en->x_in);
   if (!rc && st == dnnl_success && sum) st = bridge(c, add_md, pdst, 0, &en->uadd, &en->add_in);
   if (!rc && st == dnnl_success && !en->y_direct)
-    st = bridge(c, MDP(plain_y), pdst, 1, &en->uy, &en->y_out);
+    st = bridge(c, ENG_DNNL_MDP(plain_y), pdst, 1, &en->uy, &en->y_out);
   if (!rc && st == dnnl_success && wts && b)
     st = dnnl_memory_create(&en->bias, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1),
                             c->engine, DNNL_MEMORY_NONE);
   if (!rc && st == dnnl_success) {
-    cmd_t smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    eng_dnnl_cmd smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     en->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
     if (en->scratch_bytes)
       st = dnnl_memory_create(&en->scratch, smd, c->engine, DNNL_MEMORY_NONE);
   }
   dnnl_primitive_desc_destroy(pd);
-  md_free(plain_y);
-  if (!rc && st != dnnl_success) rc = dnnl_fail(e, st, "primitive creation");
+  eng_dnnl_md_free(plain_y);
+  if (!rc && st != dnnl_success) rc = eng_dnnl_fail(e, st, "primitive creation");
   // the context's buffers are sized when the entry is made, not per run
-  if (!rc && en->ux) rc = grow(&c->src, en->src_bytes, e);
-  if (!rc && !en->y_direct) rc = grow(&c->dst, en->dst_bytes, e);
-  if (!rc) rc = grow(&c->scratch, en->scratch_bytes, e);
+  if (!rc && en->ux) rc = eng_dnnl_buf_grow(&c->src, en->src_bytes, e);
+  if (!rc && !en->y_direct) rc = eng_dnnl_buf_grow(&c->dst, en->dst_bytes, e);
+  if (!rc) rc = eng_dnnl_buf_grow(&c->scratch, en->scratch_bytes, e);
   if (rc) entry_clear(en);
   else en->used = 1;
   return rc;
@@ -570,22 +438,23 @@ int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, cons
   }
   eng_dnnl_node *n = *node;
   int64_t ych = is_conv(kind) || is_inner(kind) ? g->m : g->c;
-  md_t plain_x = {0}, plain_y = {0};
+  eng_dnnl_md plain_x = {0}, plain_y = {0};
   dnnl_status_t mst = act_md(&plain_x, g, g->c, g->x, 0);
   if (mst == dnnl_success) mst = act_md(&plain_y, g, ych, g->y, 0);
   if (mst != dnnl_success) {
-    md_free(plain_x);
-    md_free(plain_y);
-    return dnnl_fail(e, mst, "memory descriptor");
+    eng_dnnl_md_free(plain_x);
+    eng_dnnl_md_free(plain_y);
+    return eng_dnnl_fail(e, mst, "memory descriptor");
   }
-  cmd_t x_md = io && io->x_fmt ? MDP(*(const md_t *)io->x_fmt) : MDP(plain_x);
-  cmd_t add_md = sum && io && io->add_fmt ? MDP(*(const md_t *)io->add_fmt) : MDP(plain_y);
+  eng_dnnl_cmd x_md = io && io->x_fmt ? ENG_DNNL_MDP(*(const eng_dnnl_md *)io->x_fmt) : ENG_DNNL_MDP(plain_x);
+  eng_dnnl_cmd add_md =
+      sum && io && io->add_fmt ? ENG_DNNL_MDP(*(const eng_dnnl_md *)io->add_fmt) : ENG_DNNL_MDP(plain_y);
   entry *en = NULL;
   for (int i = 0; i < CACHE_SLOTS && !en; i++) {
     entry *t = &n->e[i];
     if (t->used && t->kind == kind && same_act(&t->act, &act) && t->sum == sum && t->keep == keep &&
-        same_geom(&t->g, g) && dnnl_memory_desc_equal(MDP(t->x_md), x_md) &&
-        dnnl_memory_desc_equal(MDP(t->add_md), add_md))
+        same_geom(&t->g, g) && dnnl_memory_desc_equal(ENG_DNNL_MDP(t->x_md), x_md) &&
+        dnnl_memory_desc_equal(ENG_DNNL_MDP(t->add_md), add_md))
       en = t;
   }
   int rc = 0;
@@ -601,41 +470,41 @@ int eng_dnnl_run(eng_dnnl_ctx *c, eng_dnnl_node **node, eng_dnnl_kind kind, cons
     en = &n->e[slot];
     rc = entry_create(c, n, en, kind, g, w, b, &act, sum, keep, x_md, add_md, e);
   }
-  md_free(plain_x);
-  md_free(plain_y);
+  eng_dnnl_md_free(plain_x);
+  eng_dnnl_md_free(plain_y);
   TRY(rc);
   void *src = en->ux ? c->src.p : (void *)x, *dst = en->y_direct ? y : c->dst.p;
-  DNNL_TRY(e, dnnl_memory_set_data_handle(en->src, src), "set src");
-  DNNL_TRY(e, dnnl_memory_set_data_handle(en->dst, dst), "set dst");
+  ENG_DNNL_TRY(e, dnnl_memory_set_data_handle(en->src, src), "set src");
+  ENG_DNNL_TRY(e, dnnl_memory_set_data_handle(en->dst, dst), "set dst");
   if (en->ux) {
-    DNNL_TRY(e, dnnl_memory_set_data_handle(en->ux, (void *)x), "set x");
-    DNNL_TRY(e, run_reorder(c, en->x_in, en->ux, en->src), "src reorder");
+    ENG_DNNL_TRY(e, dnnl_memory_set_data_handle(en->ux, (void *)x), "set x");
+    ENG_DNNL_TRY(e, eng_dnnl_reorder_run(c->stream, en->x_in, en->ux, en->src), "src reorder");
   }
   if (sum) {
     // the sum post-op adds what dst holds: the addend, in dst's layout
     if (en->uadd) {
-      DNNL_TRY(e, dnnl_memory_set_data_handle(en->uadd, (void *)post->add), "set addend");
-      DNNL_TRY(e, run_reorder(c, en->add_in, en->uadd, en->dst), "addend reorder");
+      ENG_DNNL_TRY(e, dnnl_memory_set_data_handle(en->uadd, (void *)post->add), "set addend");
+      ENG_DNNL_TRY(e, eng_dnnl_reorder_run(c->stream, en->add_in, en->uadd, en->dst), "addend reorder");
     } else if (post->add != dst) {
       memmove(dst, post->add, en->dst_bytes);
     }
   }
   // B may be an activation, so its address is set per run like X's and Y's
-  if (en->bias) DNNL_TRY(e, dnnl_memory_set_data_handle(en->bias, (void *)b), "set bias");
+  if (en->bias) ENG_DNNL_TRY(e, dnnl_memory_set_data_handle(en->bias, (void *)b), "set bias");
   dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, en->src}, {DNNL_ARG_DST, en->dst}};
   int nargs = 2;
   if (en->wi >= 0) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, n->w[en->wi].mem};
   if (en->bias) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, en->bias};
   if (en->scratch) {
-    DNNL_TRY(e, dnnl_memory_set_data_handle(en->scratch, c->scratch.p), "set scratchpad");
+    ENG_DNNL_TRY(e, dnnl_memory_set_data_handle(en->scratch, c->scratch.p), "set scratchpad");
     args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, en->scratch};
   }
-  DNNL_TRY(e, dnnl_primitive_execute(en->prim, c->stream, nargs, args), "execute");
+  ENG_DNNL_TRY(e, dnnl_primitive_execute(en->prim, c->stream, nargs, args), "execute");
   if (!en->y_direct) {
-    DNNL_TRY(e, dnnl_memory_set_data_handle(en->uy, y), "set y");
-    DNNL_TRY(e, run_reorder(c, en->y_out, en->dst, en->uy), "dst reorder");
+    ENG_DNNL_TRY(e, dnnl_memory_set_data_handle(en->uy, y), "set y");
+    ENG_DNNL_TRY(e, eng_dnnl_reorder_run(c->stream, en->y_out, en->dst, en->uy), "dst reorder");
   }
-  DNNL_TRY(e, dnnl_stream_wait(c->stream), "stream wait");
+  ENG_DNNL_TRY(e, dnnl_stream_wait(c->stream), "stream wait");
   // a y left in a layout other than the plain one is described for its readers
   if (io && en->y_kept) io->y_fmt = &en->dst_md;
   return 0;

@@ -4,10 +4,9 @@
 // int32 sums come back the same way. x's zero point is a runtime argument
 // (one primitive serves every value), set only where it is not 0, since
 // oneDNN then adds a compensation pass. Written against the C API of
-// oneDNN 2.x (Debian 12) with a shim for 3.x, as conv_dnnl.c: the memory
-// descriptors with a data type, the primitive descriptor's creation, and
-// the zero-point attribute (2.x: a count, a mask and DNNL_RUNTIME_S32_VAL;
-// 3.x: a mask). The runtime argument itself is the same in both.
+// oneDNN 2.x (Debian 12) and 3.x, as conv_dnnl.c, over dnnl_util.h's shim
+// (the zero-point attribute: 2.x a count, a mask and DNNL_RUNTIME_S32_VAL,
+// 3.x a mask). The runtime argument itself is the same in both.
 // Exactness on CPUs without VNNI (AVX2, AVX-512 before Cascade Lake): there
 // oneDNN multiplies UINT8 by INT8 with vpmaddubsw, which adds two products in
 // int16 and saturates (255 * 127 * 2 > 32767): measured on the dev VM's
@@ -27,77 +26,14 @@
 #include <string.h>
 
 #include "engine/cpu/dnnl_internal.h"
+#include "engine/cpu/dnnl_util.h"
 
 #define QCACHE_SLOTS 4  // geometries per node (batch sizes)
 
-// --- oneDNN 2.x / 3.x shim
-
-#if DNNL_VERSION_MAJOR >= 3
-typedef dnnl_memory_desc_t md_t;
-typedef const_dnnl_memory_desc_t cmd_t;
-#define MDP(md) (md)
-static dnnl_status_t md_strides(md_t *md, int nd, const dnnl_dims_t d, dnnl_data_type_t t, const dnnl_dims_t s) {
-  return dnnl_memory_desc_create_with_strides(md, nd, d, t, s);
-}
-static dnnl_status_t md_any(md_t *md, int nd, const dnnl_dims_t d, dnnl_data_type_t t) {
-  return dnnl_memory_desc_create_with_tag(md, nd, d, t, dnnl_format_tag_any);
-}
-static void md_free(md_t md) {
-  if (md) dnnl_memory_desc_destroy(md);
-}
-static dnnl_status_t attr_src_zp(dnnl_primitive_attr_t a) {
-  return dnnl_primitive_attr_set_zero_points_mask(a, DNNL_ARG_SRC, 0);
-}
-static dnnl_status_t md_tag(md_t *md, int nd, const dnnl_dims_t d, dnnl_data_type_t t, dnnl_format_tag_t tag) {
-  return dnnl_memory_desc_create_with_tag(md, nd, d, t, tag);
-}
-#else
-typedef dnnl_memory_desc_t md_t;
-typedef const dnnl_memory_desc_t *cmd_t;
-#define MDP(md) (&(md))
-static dnnl_status_t md_strides(md_t *md, int nd, const dnnl_dims_t d, dnnl_data_type_t t, const dnnl_dims_t s) {
-  return dnnl_memory_desc_init_by_strides(md, nd, d, t, s);
-}
-static dnnl_status_t md_any(md_t *md, int nd, const dnnl_dims_t d, dnnl_data_type_t t) {
-  return dnnl_memory_desc_init_by_tag(md, nd, d, t, dnnl_format_tag_any);
-}
-static void md_free(md_t md) { (void)md; }
-static dnnl_status_t attr_src_zp(dnnl_primitive_attr_t a) {
-  const int32_t rt = DNNL_RUNTIME_S32_VAL;
-  return dnnl_primitive_attr_set_zero_points(a, DNNL_ARG_SRC, 1, 0, &rt);
-}
-static dnnl_status_t md_tag(md_t *md, int nd, const dnnl_dims_t d, dnnl_data_type_t t, dnnl_format_tag_t tag) {
-  return dnnl_memory_desc_init_by_tag(md, nd, d, t, tag);
-}
-#endif
-
-static int qfail(err *e, dnnl_status_t st, const char *what) {
-  return err_set(e, ERR_INTERNAL, "oneDNN int8 %s failed (status %d)", what, (int)st);
-}
-#define QTRY(e, call, what)                                   \
-  do {                                                        \
-    dnnl_status_t st_ = (call);                               \
-    if (st_ != dnnl_success) return qfail((e), st_, (what));  \
-  } while (0)
+// oneDNN's messages for this file's failures say "int8"
+#define QTRY(e, call, what) ENG_DNNL_TRY((e), (call), "int8 " what)
 
 // --- node
-
-// A buffer that only grows (its contents do not outlive one run).
-typedef struct qbuf {
-  void *p;
-  size_t cap;
-} qbuf;
-
-static int qgrow(qbuf *b, size_t bytes, err *e) {
-  if (bytes <= b->cap) return 0;
-  size_t cap = (bytes + 4095) / 4096 * 4096;
-  void *p = aligned_alloc(64, cap);
-  if (!p) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory for a %zu-byte oneDNN buffer", bytes);
-  free(b->p);
-  b->p = p;
-  b->cap = cap;
-  return 0;
-}
 
 typedef struct qentry {
   int used, x_signed, zp;  // zp: made with x's zero point as a runtime argument
@@ -114,7 +50,7 @@ struct eng_dnnl_qnode {
   int next;
   int split;  // -1 until decided: whether the weights run as Wh and Wl (see the top)
   int8_t *w_hi, *w_lo;  // the split weights in ONNX's layout, when split
-  qbuf src, dst, lo, scratch, xu;  // xu: INT8 x moved to UINT8
+  eng_dnnl_buf src, dst, lo, scratch, xu;  // xu: INT8 x moved to UINT8
   int32_t zp;  // the runtime zero point's memory
 };
 
@@ -133,48 +69,37 @@ static void qentry_clear(qentry *en) {
 void eng_dnnl_qnode_destroy(eng_dnnl_qnode *n) {
   if (!n) return;
   for (int i = 0; i < QCACHE_SLOTS; i++) qentry_clear(&n->e[i]);
-  free(n->src.p);
-  free(n->dst.p);
-  free(n->lo.p);
-  free(n->xu.p);
-  free(n->scratch.p);
+  eng_dnnl_buf_close(&n->src);
+  eng_dnnl_buf_close(&n->dst);
+  eng_dnnl_buf_close(&n->lo);
+  eng_dnnl_buf_close(&n->xu);
+  eng_dnnl_buf_close(&n->scratch);
   free(n->w_hi);
   free(n->w_lo);
   free(n);
 }
 
-static void dense_strides(int nd, const int64_t *d, int64_t *s) {
-  int64_t acc = 1;
-  for (int i = nd - 1; i >= 0; i--) {
-    s[i] = acc;
-    acc *= d[i];
-  }
-}
-
 // [n, ch, spatial...] plain (strided) or any layout, of type t.
-static dnnl_status_t act_md(md_t *md, const k_window *g, int64_t ch, const int64_t *sp, dnnl_data_type_t t, int any) {
-  dnnl_dims_t d, s;
+static dnnl_status_t act_md(eng_dnnl_md *md, const k_window *g, int64_t ch, const int64_t *sp, dnnl_data_type_t t,
+                            int any) {
+  dnnl_dims_t d;
   d[0] = g->n;
   d[1] = ch;
   for (int i = 0; i < g->nsp; i++) d[2 + i] = sp[i];
-  if (any) return md_any(md, 2 + g->nsp, d, t);
-  dense_strides(2 + g->nsp, d, s);
-  return md_strides(md, 2 + g->nsp, d, t, s);
+  return any ? eng_dnnl_md_tag(md, 2 + g->nsp, d, t, dnnl_format_tag_any) : eng_dnnl_md_dense(md, 2 + g->nsp, d, t);
 }
 
 // ONNX's W [m, c/g, k...] as oneDNN's ([g,] o, i, k...): plain (ONNX's
 // strides) or any.
-static dnnl_status_t w_md(md_t *md, const k_window *g, int any) {
-  dnnl_dims_t d, s;
+static dnnl_status_t w_md(eng_dnnl_md *md, const k_window *g, int any) {
+  dnnl_dims_t d;
   int at = 0, gr = g->group > 1;
   if (gr) d[at++] = g->group;
   d[at++] = g->m / g->group;
   d[at++] = g->c / g->group;
   for (int i = 0; i < g->nsp; i++) d[at + i] = g->k[i];
   int nd = at + g->nsp;
-  if (any) return md_any(md, nd, d, dnnl_s8);
-  dense_strides(nd, d, s);
-  return md_strides(md, nd, d, dnnl_s8, s);
+  return any ? eng_dnnl_md_tag(md, nd, d, dnnl_s8, dnnl_format_tag_any) : eng_dnnl_md_dense(md, nd, d, dnnl_s8);
 }
 
 static dnnl_status_t make_pd(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, const k_window *g, int x_signed, int zp) {
@@ -185,65 +110,42 @@ static dnnl_status_t make_pd(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, const k
     pl[i] = g->pad_l[i];
     pr[i] = g->pad_r[i];
   }
-  md_t src = {0}, wts = {0}, dst = {0};
+  eng_dnnl_md src = {0}, wts = {0}, dst = {0};
   dnnl_primitive_attr_t attr = NULL;
   dnnl_status_t st = act_md(&src, g, g->c, g->x, x_signed ? dnnl_s8 : dnnl_u8, 1);
   if (st == dnnl_success) st = w_md(&wts, g, 1);
   if (st == dnnl_success) st = act_md(&dst, g, g->m, g->y, dnnl_s32, 1);
   if (st == dnnl_success) st = dnnl_primitive_attr_create(&attr);
   if (st == dnnl_success) st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-  if (st == dnnl_success && zp) st = attr_src_zp(attr);
-  if (st == dnnl_success) {
-#if DNNL_VERSION_MAJOR >= 3
-    st = dnnl_convolution_forward_primitive_desc_create(pd, eng_dnnl__engine(c), dnnl_forward_inference,
-                                                        dnnl_convolution_direct, src, wts, NULL, dst, strides, dil,
-                                                        pl, pr, attr);
-#else
-    dnnl_convolution_desc_t d;
-    st = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_direct, &src, &wts,
-                                                    NULL, &dst, strides, dil, pl, pr);
-    if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &d, attr, eng_dnnl__engine(c), NULL);
-#endif
-  }
-  md_free(src);
-  md_free(wts);
-  md_free(dst);
+  if (st == dnnl_success && zp) st = eng_dnnl_attr_src_zp(attr);
+  if (st == dnnl_success)
+    st = eng_dnnl_conv_pd(pd, eng_dnnl__engine(c), ENG_DNNL_MDP(src), ENG_DNNL_MDP(wts), NULL, ENG_DNNL_MDP(dst),
+                          strides, dil, pl, pr, attr);
+  eng_dnnl_md_free(src);
+  eng_dnnl_md_free(wts);
+  eng_dnnl_md_free(dst);
   if (attr) dnnl_primitive_attr_destroy(attr);
   return st;
 }
 
-static dnnl_status_t reorder_prim(eng_dnnl_ctx *c, cmd_t from, cmd_t to, dnnl_primitive_t *out) {
-  dnnl_primitive_desc_t rpd = NULL;
-  dnnl_engine_t eng = eng_dnnl__engine(c);
-  dnnl_status_t st = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL);
-  if (st == dnnl_success) st = dnnl_primitive_create(out, rpd);
-  if (rpd) dnnl_primitive_desc_destroy(rpd);
-  return st;
-}
-
-static dnnl_status_t reorder_run(eng_dnnl_ctx *c, dnnl_primitive_t r, dnnl_memory_t from, dnnl_memory_t to) {
-  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-  return dnnl_primitive_execute(r, eng_dnnl__stream(c), 2, args);
-}
-
 // The weights in the primitive's layout `want`, reordered from ONNX's (the
 // reorder also writes the compensation the layout's extra part asks for).
-static dnnl_status_t make_weights(eng_dnnl_ctx *c, dnnl_memory_t *mem, void **data, cmd_t want, const k_window *g,
-                                  const int8_t *w) {
-  md_t user = {0};
+static dnnl_status_t make_weights(eng_dnnl_ctx *c, dnnl_memory_t *mem, void **data, eng_dnnl_cmd want,
+                                  const k_window *g, const int8_t *w) {
+  eng_dnnl_md user = {0};
   dnnl_memory_t um = NULL;
   dnnl_primitive_t r = NULL;
   size_t bytes = dnnl_memory_desc_get_size(want);
   dnnl_status_t st = w_md(&user, g, 0);
   if (st == dnnl_success && !(*data = aligned_alloc(64, (bytes + 63) / 64 * 64))) st = dnnl_out_of_memory;
-  if (st == dnnl_success) st = dnnl_memory_create(&um, MDP(user), eng_dnnl__engine(c), (void *)w);
+  if (st == dnnl_success) st = dnnl_memory_create(&um, ENG_DNNL_MDP(user), eng_dnnl__engine(c), (void *)w);
   if (st == dnnl_success) st = dnnl_memory_create(mem, want, eng_dnnl__engine(c), *data);
-  if (st == dnnl_success) st = reorder_prim(c, MDP(user), want, &r);
-  if (st == dnnl_success) st = reorder_run(c, r, um, *mem);
+  if (st == dnnl_success) st = eng_dnnl_reorder_create(eng_dnnl__engine(c), ENG_DNNL_MDP(user), want, &r);
+  if (st == dnnl_success) st = eng_dnnl_reorder_run(eng_dnnl__stream(c), r, um, *mem);
   if (st == dnnl_success) st = dnnl_stream_wait(eng_dnnl__stream(c));
   if (r) dnnl_primitive_destroy(r);
   if (um) dnnl_memory_destroy(um);
-  md_free(user);
+  eng_dnnl_md_free(user);
   return st;
 }
 
@@ -256,26 +158,26 @@ static int qentry_create(eng_dnnl_ctx *c, eng_dnnl_qnode *n, qentry *en, const k
   dnnl_status_t st = make_pd(&pd, c, g, x_signed, zp);
   if (st != dnnl_success)
     return err_set(e, ERR_UNIMPLEMENTED, "oneDNN has no int8 convolution for this geometry (status %d)", (int)st);
-  md_t px = {0}, py = {0};
+  eng_dnnl_md px = {0}, py = {0};
   dnnl_engine_t eng = eng_dnnl__engine(c);
-  cmd_t psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-  cmd_t pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-  cmd_t pw = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-  cmd_t smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  eng_dnnl_cmd psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  eng_dnnl_cmd pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  eng_dnnl_cmd pw = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  eng_dnnl_cmd smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   en->src_bytes = dnnl_memory_desc_get_size(psrc);
   en->dst_bytes = dnnl_memory_desc_get_size(pdst);
   en->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
   st = act_md(&px, g, g->c, g->x, x_signed ? dnnl_s8 : dnnl_u8, 0);
   if (st == dnnl_success) st = act_md(&py, g, g->m, g->y, dnnl_s32, 0);
   if (st == dnnl_success) {
-    md_t cl = {0};
+    eng_dnnl_md cl = {0};
     dnnl_dims_t d;
     d[0] = g->n, d[1] = g->m;
     for (int i = 0; i < g->nsp; i++) d[2 + i] = g->y[i];
     dnnl_format_tag_t tag = g->nsp == 1 ? dnnl_acb : g->nsp == 2 ? dnnl_acdb : dnnl_acdeb;
-    st = md_tag(&cl, 2 + g->nsp, d, dnnl_s32, tag);
-    if (st == dnnl_success) en->dst_cl = dnnl_memory_desc_equal(MDP(cl), pdst);
-    md_free(cl);
+    st = eng_dnnl_md_tag(&cl, 2 + g->nsp, d, dnnl_s32, tag);
+    if (st == dnnl_success) en->dst_cl = dnnl_memory_desc_equal(ENG_DNNL_MDP(cl), pdst);
+    eng_dnnl_md_free(cl);
   }
   if (st == dnnl_success) st = make_weights(c, &en->wts, &en->wdata, pw, g, n->split > 0 ? n->w_hi : w);
   if (st == dnnl_success && n->split > 0) st = make_weights(c, &en->wts_lo, &en->wdata_lo, pw, g, n->w_lo);
@@ -284,40 +186,32 @@ static int qentry_create(eng_dnnl_ctx *c, eng_dnnl_qnode *n, qentry *en, const k
   if (st == dnnl_success) st = dnnl_memory_create(&en->src, psrc, eng, DNNL_MEMORY_NONE);
   if (st == dnnl_success) st = dnnl_memory_create(&en->dst, pdst, eng, DNNL_MEMORY_NONE);
   if (st == dnnl_success && en->scratch_bytes) st = dnnl_memory_create(&en->scratch, smd, eng, DNNL_MEMORY_NONE);
-  if (st == dnnl_success && !dnnl_memory_desc_equal(MDP(px), psrc)) {
-    st = dnnl_memory_create(&en->ux, MDP(px), eng, DNNL_MEMORY_NONE);
-    if (st == dnnl_success) st = reorder_prim(c, MDP(px), psrc, &en->x_in);
+  if (st == dnnl_success && !dnnl_memory_desc_equal(ENG_DNNL_MDP(px), psrc)) {
+    st = dnnl_memory_create(&en->ux, ENG_DNNL_MDP(px), eng, DNNL_MEMORY_NONE);
+    if (st == dnnl_success) st = eng_dnnl_reorder_create(eng_dnnl__engine(c), ENG_DNNL_MDP(px), psrc, &en->x_in);
   }
-  if (st == dnnl_success && !dnnl_memory_desc_equal(MDP(py), pdst)) {
-    st = dnnl_memory_create(&en->uy, MDP(py), eng, DNNL_MEMORY_NONE);
-    if (st == dnnl_success) st = reorder_prim(c, pdst, MDP(py), &en->y_out);
+  if (st == dnnl_success && !dnnl_memory_desc_equal(ENG_DNNL_MDP(py), pdst)) {
+    st = dnnl_memory_create(&en->uy, ENG_DNNL_MDP(py), eng, DNNL_MEMORY_NONE);
+    if (st == dnnl_success) st = eng_dnnl_reorder_create(eng_dnnl__engine(c), pdst, ENG_DNNL_MDP(py), &en->y_out);
   }
   if (st == dnnl_success && zp) {
-    md_t zmd = {0};
+    eng_dnnl_md zmd = {0};
     dnnl_dims_t one = {1}, unit = {1};
-    st = md_strides(&zmd, 1, one, dnnl_s32, unit);
-    if (st == dnnl_success) st = dnnl_memory_create(&en->zpm, MDP(zmd), eng, &n->zp);
-    md_free(zmd);
+    st = eng_dnnl_md_strides(&zmd, 1, one, dnnl_s32, unit);
+    if (st == dnnl_success) st = dnnl_memory_create(&en->zpm, ENG_DNNL_MDP(zmd), eng, &n->zp);
+    eng_dnnl_md_free(zmd);
   }
   dnnl_primitive_desc_destroy(pd);
-  md_free(px);
-  md_free(py);
-  int rc = st == dnnl_success ? 0 : qfail(e, st, "primitive creation");
-  if (!rc && en->x_in) rc = qgrow(&n->src, en->src_bytes, e);
-  if (!rc && en->y_out) rc = qgrow(&n->dst, en->dst_bytes, e);
-  if (!rc && n->split > 0) rc = qgrow(&n->lo, en->dst_bytes, e);
-  if (!rc) rc = qgrow(&n->scratch, en->scratch_bytes, e);
+  eng_dnnl_md_free(px);
+  eng_dnnl_md_free(py);
+  int rc = st == dnnl_success ? 0 : eng_dnnl_fail(e, st, "int8 primitive creation");
+  if (!rc && en->x_in) rc = eng_dnnl_buf_grow(&n->src, en->src_bytes, e);
+  if (!rc && en->y_out) rc = eng_dnnl_buf_grow(&n->dst, en->dst_bytes, e);
+  if (!rc && n->split > 0) rc = eng_dnnl_buf_grow(&n->lo, en->dst_bytes, e);
+  if (!rc) rc = eng_dnnl_buf_grow(&n->scratch, en->scratch_bytes, e);
   if (rc) qentry_clear(en);
   else en->used = 1;
   return rc;
-}
-
-// Whether the CPU's int8 kernels sum products in int32 (VNNI): the ISA
-// values are bit sets, each a superset of those below it.
-static int has_vnni(void) {
-  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
-  unsigned v512 = (unsigned)dnnl_cpu_isa_avx512_core_vnni, v2 = (unsigned)dnnl_cpu_isa_avx2_vnni;
-  return (isa & v512) == v512 || (isa & v2) == v2;
 }
 
 // Splits the weights (n->split, w_hi, w_lo) unless VNNI or all in [-64, 64].
@@ -326,7 +220,7 @@ static int decide_split(eng_dnnl_qnode *n, const k_window *g, const int8_t *w, e
   for (int i = 0; i < g->nsp; i++) nw *= (size_t)g->k[i];
   int wide = 0;
   for (size_t i = 0; i < nw && !wide; i++) wide = w[i] < -64 || w[i] > 64;
-  n->split = wide && !has_vnni() ? 1 : -1;
+  n->split = wide && !eng_dnnl_has_vnni() ? 1 : -1;
   if (n->split < 0) return 0;
   n->w_hi = malloc(nw);
   n->w_lo = malloc(nw);
@@ -353,7 +247,7 @@ int eng_dnnl_qconv_run(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const k_window *g
   if (x_signed) {  // x + 128 as UINT8: flipping the sign bit
     size_t nx = (size_t)(g->n * g->c);
     for (int i = 0; i < g->nsp; i++) nx *= (size_t)g->x[i];
-    TRY(qgrow(&n->xu, nx, e));
+    TRY(eng_dnnl_buf_grow(&n->xu, nx, e));
     const uint8_t *xs = x;
     uint8_t *xu = n->xu.p;
     for (size_t i = 0; i < nx; i++) xu[i] = xs[i] ^ 0x80u;
@@ -385,7 +279,7 @@ int eng_dnnl_qconv_run(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const k_window *g
   QTRY(e, dnnl_memory_set_data_handle(en->dst, dst), "set dst");
   if (en->x_in) {
     QTRY(e, dnnl_memory_set_data_handle(en->ux, (void *)x), "set x");
-    QTRY(e, reorder_run(c, en->x_in, en->ux, en->src), "src reorder");
+    QTRY(e, eng_dnnl_reorder_run(eng_dnnl__stream(c), en->x_in, en->ux, en->src), "src reorder");
   }
   dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, en->src}, {DNNL_ARG_WEIGHTS, en->wts}, {DNNL_ARG_DST, en->dst}};
   int na = 3;
@@ -408,7 +302,7 @@ int eng_dnnl_qconv_run(eng_dnnl_ctx *c, eng_dnnl_qnode **node, const k_window *g
   }
   if (en->y_out && !cl) {
     QTRY(e, dnnl_memory_set_data_handle(en->uy, y), "set y");
-    QTRY(e, reorder_run(c, en->y_out, en->dst, en->uy), "dst reorder");
+    QTRY(e, eng_dnnl_reorder_run(eng_dnnl__stream(c), en->y_out, en->dst, en->uy), "dst reorder");
   }
   QTRY(e, dnnl_stream_wait(s), "stream wait");
   if (y_cl) *y_cl = cl;

@@ -10,18 +10,13 @@
 #include <dnnl.h>
 #include <stdlib.h>
 
-static int has_vnni(void) {
-  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
-  unsigned v512 = (unsigned)dnnl_cpu_isa_avx512_core_vnni, v2 = (unsigned)dnnl_cpu_isa_avx2_vnni;
-  return (isa & v512) == v512 || (isa & v2) == v2;
-}
+#include "engine/cpu/dnnl_util.h"
 
 static int gemm(int32_t *c, const uint8_t *a, uint8_t ao, const int8_t *b, size_t m, size_t k, size_t n, err *e) {
   const int32_t co = 0;
   dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'N', 'F', (dnnl_dim_t)m, (dnnl_dim_t)n, (dnnl_dim_t)k, 1.0f, a,
                                        (dnnl_dim_t)k, ao, b, (dnnl_dim_t)n, 0, 0.0f, c, (dnnl_dim_t)n, &co);
-  if (st != dnnl_success) return err_set(e, ERR_INTERNAL, "oneDNN int8 GEMM failed (status %d)", (int)st);
-  return 0;
+  return st == dnnl_success ? 0 : eng_dnnl_fail(e, st, "int8 GEMM");
 }
 
 int eng_dnnl_qgemm(int32_t *c, const void *a, int a_signed, int32_t a_zp, const int8_t *b, size_t m, size_t k,
@@ -40,7 +35,7 @@ int eng_dnnl_qgemm(int32_t *c, const void *a, int a_signed, int32_t a_zp, const 
   }
   int wide = 0;
   for (size_t i = 0; i < nb && !wide; i++) wide = b[i] < -64 || b[i] > 64;
-  if (!wide || has_vnni()) {
+  if (!wide || eng_dnnl_has_vnni()) {
     rc = gemm(c, ua, (uint8_t)a_zp, b, m, k, n, e);
   } else {
     bh = malloc(2 * nb);
