@@ -6,7 +6,6 @@
 #include "engine/repo/config.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,19 +346,6 @@ static int check_tensor(const char *kind, const char *name, int data_type, size_
   return 0;
 }
 
-// Appends one reason to the list config_check_supported builds ("; " between).
-static void add_reason(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void add_reason(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
-  if (*len >= cap - 1) return;
-  if (*len) *len += (size_t)snprintf(buf + *len, cap - *len, "; ");
-  if (*len >= cap - 1) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
-  va_end(ap);
-  if (n > 0) *len += (size_t)n < cap - *len ? (size_t)n : cap - 1 - *len;
-}
-
 int config_check_supported(const Inference__ModelConfig *c, err *e) {
   char why[sizeof e->msg];
   size_t n = 0;
@@ -367,11 +353,11 @@ int config_check_supported(const Inference__ModelConfig *c, err *e) {
   const char *name = is_empty(c->name) ? "?" : c->name;
   int ensemble = !is_empty(c->platform) && strcmp(c->platform, "ensemble") == 0;
   if (!is_empty(c->platform) && strcmp(c->platform, CONFIG_PLATFORM_ONNX) != 0 && !ensemble)
-    add_reason(why, sizeof why, &n, "platform '%s' is not supported (only '%s' or 'ensemble')", c->platform,
-               CONFIG_PLATFORM_ONNX);
+    err_join(why, sizeof why, &n, "platform '%s' is not supported (only '%s' or 'ensemble')", c->platform,
+             CONFIG_PLATFORM_ONNX);
   // an ensemble (server/core/ensemble_plan.h) is its platform and its scheduling together
   if (ensemble && c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING)
-    add_reason(why, sizeof why, &n, "platform 'ensemble' needs ensemble_scheduling (model '%s')", name);
+    err_join(why, sizeof why, &n, "platform 'ensemble' needs ensemble_scheduling (model '%s')", name);
   // the built-in repeat backend (server/core/repeat.h): Triton's example of a decoupled model
   int repeat = !is_empty(c->backend) && strcmp(c->backend, CONFIG_BACKEND_REPEAT) == 0;
   // the built-in generative backend (server/core/llm_cfg.c checks the rest of its config)
@@ -379,21 +365,22 @@ int config_check_supported(const Inference__ModelConfig *c, err *e) {
   if (!is_empty(c->backend) && strcmp(c->backend, "onnxruntime") != 0 && strcmp(c->backend, "inferd") != 0 &&
       !repeat && !llm) {
     if (strcmp(c->backend, "python") == 0)
-      add_reason(why, sizeof why, &n, "backend 'python' is not supported (inferd runs ONNX graphs only)");
+      err_join(why, sizeof why, &n, "backend 'python' is not supported (inferd runs ONNX graphs only)");
     else
-      add_reason(why, sizeof why, &n, "backend '%s' is not supported (only 'onnxruntime', 'inferd', 'repeat' or '" CONFIG_BACKEND_LLM "')",
-                 c->backend);
+      err_join(why, sizeof why, &n,
+               "backend '%s' is not supported (only 'onnxruntime', 'inferd', 'repeat' or '" CONFIG_BACKEND_LLM "')",
+               c->backend);
   }
   if (repeat && !is_empty(c->platform))
-    add_reason(why, sizeof why, &n, "backend 'repeat' takes no platform (model '%s' names '%s')", name, c->platform);
+    err_join(why, sizeof why, &n, "backend 'repeat' takes no platform (model '%s' names '%s')", name, c->platform);
   if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING && !ensemble)
-    add_reason(why, sizeof why, &n, "ensemble_scheduling needs platform 'ensemble' (model '%s')", name);
+    err_join(why, sizeof why, &n, "ensemble_scheduling needs platform 'ensemble' (model '%s')", name);
   // decoupled (several answers per request, ModelStreamInfer only) needs a backend that answers so
   if (c->model_transaction_policy && c->model_transaction_policy->decoupled && !repeat && !llm)
-    add_reason(why, sizeof why, &n,
-               "model_transaction_policy.decoupled is not supported for %s models: they answer every request "
-               "exactly once (only the 'repeat' and '" CONFIG_BACKEND_LLM "' backends are decoupled)",
-               ensemble ? "ensemble" : "ONNX");
+    err_join(why, sizeof why, &n,
+             "model_transaction_policy.decoupled is not supported for %s models: they answer every request "
+             "exactly once (only the 'repeat' and '" CONFIG_BACKEND_LLM "' backends are decoupled)",
+             ensemble ? "ensemble" : "ONNX");
   if (!n) return 0;
   return err_set(e, ERR_INVALID_ARGUMENT, "%s", why);
 }

@@ -33,6 +33,21 @@ int err_prefix(err *e, const char *fmt, ...) {
   return (int)e->code;
 }
 
+void err_vjoin(char *buf, size_t cap, size_t *len, const char *fmt, va_list ap) {
+  if (*len >= cap - 1) return;
+  if (*len) *len += (size_t)snprintf(buf + *len, cap - *len, "; ");
+  if (*len >= cap - 1) return;
+  int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+  if (n > 0) *len += (size_t)n < cap - *len ? (size_t)n : cap - 1 - *len;  // a cut one ends the list
+}
+
+void err_join(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  err_vjoin(buf, cap, len, fmt, ap);
+  va_end(ap);
+}
+
 const char *err_code_name(err_code code) {
   switch (code) {
     case ERR_OK: return "OK";

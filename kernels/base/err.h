@@ -3,6 +3,7 @@
 #ifndef INFERD_KERNELS_BASE_ERR_H
 #define INFERD_KERNELS_BASE_ERR_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -54,6 +55,13 @@ void err_list_add(err_list *l, const char *fmt, ...) __attribute__((format(print
 
 // Sets *e to the list (code, "<n> <what>: ...") and returns code; 0 when empty.
 int err_list_set(const err_list *l, err *e, err_code code, const char *what);
+
+// One more reason appended to a list of them joined by "; " in buf[0..cap),
+// *len long so far (0 to start): a load-time check's "every reason at once"
+// message, which the caller puts in an err. Where buf is full the rest is cut
+// and later reasons are dropped; buf stays NUL-terminated once one is added.
+void err_join(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void err_vjoin(char *buf, size_t cap, size_t *len, const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 
 // Returns early with the callee's error code; the callee already filled the err.
 #define TRY(expr)                   \

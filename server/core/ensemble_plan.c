@@ -28,15 +28,10 @@ typedef struct why_list {
 static void why(why_list *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void why(why_list *w, const char *fmt, ...) {
   w->n++;
-  size_t cap = sizeof w->buf;
-  if (w->len >= cap - 1) return;
-  if (w->len) w->len += (size_t)snprintf(w->buf + w->len, cap - w->len, "; ");
-  if (w->len >= cap - 1) return;
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(w->buf + w->len, cap - w->len, fmt, ap);
+  err_vjoin(w->buf, sizeof w->buf, &w->len, fmt, ap);
   va_end(ap);
-  if (n > 0) w->len += (size_t)n < cap - w->len ? (size_t)n : cap - 1 - w->len;
 }
 
 // --- shapes

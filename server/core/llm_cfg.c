@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,17 +12,6 @@
 
 int srv_llm_cfg_is_llm(const Inference__ModelConfig *cfg) {
   return cfg && cfg->backend && strcmp(cfg->backend, SRV_LLM_BACKEND) == 0;
-}
-
-static void why(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void why(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
-  if (*len && *len < cap - 1) *len += (size_t)snprintf(buf + *len, cap - *len, "; ");
-  if (*len >= cap - 1) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
-  va_end(ap);
-  if (n > 0) *len += (size_t)n < cap - *len ? (size_t)n : cap - 1 - *len;
 }
 
 typedef struct tensor_spec {
@@ -72,13 +60,14 @@ static void check_listed(char *buf, size_t cap, size_t *len, const char *kind, c
   for (size_t i = 0; i < n; i++) {
     if (strcmp(specs[i].name, name ? name : "") != 0) continue;
     if ((dtype)dt != specs[i].dt)
-      why(buf, cap, len, "%s '%s' is %s in the backend, not %s", kind, specs[i].name, dtype_config_name(specs[i].dt),
-          dtype_config_name((dtype)dt));
+      err_join(buf, cap, len, "%s '%s' is %s in the backend, not %s", kind, specs[i].name,
+               dtype_config_name(specs[i].dt), dtype_config_name((dtype)dt));
     return;
   }
   (void)n;
-  why(buf, cap, len, "%s '%s' is not one of the backend's (TensorRT-LLM's and the vLLM backend's names, docs/models.md)", kind,
-      name ? name : "");
+  err_join(buf, cap, len,
+           "%s '%s' is not one of the backend's (TensorRT-LLM's and the vLLM backend's names, docs/models.md)", kind,
+           name ? name : "");
 }
 
 // --- parameters
@@ -117,7 +106,7 @@ static void set_param(char *buf, size_t cap, size_t *len, srv_llm_cfg *p, const 
     else if (strcmp(v, "bfloat16") == 0)
       p->dtype = DT_BF16;
     else
-      why(buf, cap, len, "parameter 'dtype': '%s' is not auto, float32, float16 or bfloat16", v);
+      err_join(buf, cap, len, "parameter 'dtype': '%s' is not auto, float32, float16 or bfloat16", v);
     return;
   }
   if (strcmp(key, "gpu_memory_utilization") == 0) {
@@ -125,7 +114,7 @@ static void set_param(char *buf, size_t cap, size_t *len, srv_llm_cfg *p, const 
     errno = 0;
     double x = strtod(v, &end);
     if (!v[0] || errno || *end || !(x > 0 && x <= 1))
-      why(buf, cap, len, "parameter 'gpu_memory_utilization': '%s' is not a number in (0, 1]", v);
+      err_join(buf, cap, len, "parameter 'gpu_memory_utilization': '%s' is not a number in (0, 1]", v);
     else
       p->gpu_mem_util = x;
     return;
@@ -134,7 +123,7 @@ static void set_param(char *buf, size_t cap, size_t *len, srv_llm_cfg *p, const 
   for (size_t i = 0; i < N_PARAMS; i++)
     if (strcmp(params[i].key, key) == 0) ps = &params[i];
   if (!ps) {
-    why(buf, cap, len, "parameter '%s' is unknown (docs/models.md lists them)", key);
+    err_join(buf, cap, len, "parameter '%s' is unknown (docs/models.md lists them)", key);
     return;
   }
   int64_t x;
@@ -144,7 +133,7 @@ static void set_param(char *buf, size_t cap, size_t *len, srv_llm_cfg *p, const 
     else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
       x = 0;
     else {
-      why(buf, cap, len, "parameter '%s': '%s' is not true or false", key, v);
+      err_join(buf, cap, len, "parameter '%s': '%s' is not true or false", key, v);
       return;
     }
   } else {
@@ -152,11 +141,12 @@ static void set_param(char *buf, size_t cap, size_t *len, srv_llm_cfg *p, const 
     errno = 0;
     long long ll = strtoll(v, &end, 10);
     if (!v[0] || errno || *end) {
-      why(buf, cap, len, "parameter '%s': '%s' is not an integer", key, v);
+      err_join(buf, cap, len, "parameter '%s': '%s' is not an integer", key, v);
       return;
     }
     if (ll < ps->lo || ll > ps->hi) {
-      why(buf, cap, len, "parameter '%s': %lld is out of range [%" PRId64 ", %" PRId64 "]", key, ll, ps->lo, ps->hi);
+      err_join(buf, cap, len, "parameter '%s': %lld is out of range [%" PRId64 ", %" PRId64 "]", key, ll, ps->lo,
+               ps->hi);
       return;
     }
     x = ll;
@@ -186,13 +176,14 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
   p->dtype = SRV_LLM_DTYPE_AUTO;
   p->gpu_mem_util = 0.9;
   p->cuda_graphs = 1;
-  if (c->max_batch_size < 0) why(buf, sizeof buf, &len, "max_batch_size %d is negative", c->max_batch_size);
+  if (c->max_batch_size < 0) err_join(buf, sizeof buf, &len, "max_batch_size %d is negative", c->max_batch_size);
   // absent, the policy is implied (registry.c sets it); present, it must say decoupled
   if (c->model_transaction_policy && !c->model_transaction_policy->decoupled)
-    why(buf, sizeof buf, &len,
-        "model_transaction_policy must be { decoupled: true } or left out (the backend streams)");
+    err_join(buf, sizeof buf, &len,
+             "model_transaction_policy must be { decoupled: true } or left out (the backend streams)");
   if (c->platform && c->platform[0])
-    why(buf, sizeof buf, &len, "backend '%s' takes no platform (the config names '%s')", SRV_LLM_BACKEND, c->platform);
+    err_join(buf, sizeof buf, &len, "backend '%s' takes no platform (the config names '%s')", SRV_LLM_BACKEND,
+             c->platform);
   for (size_t i = 0; i < c->n_input; i++)
     check_listed(buf, sizeof buf, &len, "input", c->input[i]->name, (int)c->input[i]->data_type, in_specs,
                  SRV_LLM_IN_N);
@@ -200,10 +191,11 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
     check_listed(buf, sizeof buf, &len, "output", c->output[i]->name, (int)c->output[i]->data_type, out_specs,
                  SRV_LLM_OUT_N);
   if (c->scheduling_choice_case != INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE__NOT_SET)
-    why(buf, sizeof buf, &len, "dynamic_batching and sequence_batching do not apply (the backend batches each step)");
+    err_join(buf, sizeof buf, &len,
+             "dynamic_batching and sequence_batching do not apply (the backend batches each step)");
   int n_inst = 0;
   if (c->n_instance_group > SRV_LLM_MAX_GROUPS)
-    why(buf, sizeof buf, &len, "%zu instance groups: at most %d", c->n_instance_group, SRV_LLM_MAX_GROUPS);
+    err_join(buf, sizeof buf, &len, "%zu instance groups: at most %d", c->n_instance_group, SRV_LLM_MAX_GROUPS);
   for (size_t i = 0; i < c->n_instance_group && i < SRV_LLM_MAX_GROUPS; i++) {
     const Inference__ModelInstanceGroup *g = c->instance_group[i];
     srv_llm_group *o = &p->groups[p->n_groups++];
@@ -219,21 +211,22 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
         o->kind = g->n_gpus ? SRV_LLM_KIND_GPU : SRV_LLM_KIND_AUTO;  // listed gpus make it a GPU group (config.c)
         break;
       default:
-        why(buf, sizeof buf, &len, "instance_group[%zu]: KIND_CPU, KIND_GPU or KIND_AUTO only", i);
+        err_join(buf, sizeof buf, &len, "instance_group[%zu]: KIND_CPU, KIND_GPU or KIND_AUTO only", i);
     }
-    if (g->count < 0) why(buf, sizeof buf, &len, "instance_group[%zu]: count %d is negative", i, g->count);
+    if (g->count < 0) err_join(buf, sizeof buf, &len, "instance_group[%zu]: count %d is negative", i, g->count);
     if (g->n_gpus && o->kind == SRV_LLM_KIND_CPU)
-      why(buf, sizeof buf, &len, "instance_group[%zu]: gpus given to a KIND_CPU group", i);
+      err_join(buf, sizeof buf, &len, "instance_group[%zu]: gpus given to a KIND_CPU group", i);
     if (g->n_gpus > SRV_LLM_MAX_GPUS)
-      why(buf, sizeof buf, &len, "instance_group[%zu]: %zu gpus: at most %d", i, g->n_gpus, SRV_LLM_MAX_GPUS);
+      err_join(buf, sizeof buf, &len, "instance_group[%zu]: %zu gpus: at most %d", i, g->n_gpus, SRV_LLM_MAX_GPUS);
     for (size_t k = 0; k < g->n_gpus && k < SRV_LLM_MAX_GPUS; k++) {
-      if (g->gpus[k] < 0) why(buf, sizeof buf, &len, "instance_group[%zu]: gpus[%zu] = %d is negative", i, k, g->gpus[k]);
+      if (g->gpus[k] < 0)
+        err_join(buf, sizeof buf, &len, "instance_group[%zu]: gpus[%zu] = %d is negative", i, k, g->gpus[k]);
       o->gpus[o->n_gpus++] = g->gpus[k];
     }
     n_inst += o->count;
   }
   p->n_instances = n_inst > 0 ? n_inst : 1;
-  if (p->n_instances > 64) why(buf, sizeof buf, &len, "%d instances: at most 64", p->n_instances);
+  if (p->n_instances > 64) err_join(buf, sizeof buf, &len, "%d instances: at most 64", p->n_instances);
   int has_blocks = 0, has_bytes = 0;
   for (size_t i = 0; i < c->n_parameters; i++) {
     const char *k = c->parameters[i]->key ? c->parameters[i]->key : "";
@@ -245,11 +238,12 @@ int srv_llm_cfg_create(const Inference__ModelConfig *c, srv_llm_cfg **out, err *
     set_param(buf, sizeof buf, &len, p, k, v);
   }
   if (has_blocks && has_bytes)
-    why(buf, sizeof buf, &len, "parameters kv_cache_blocks and kv_cache_bytes both size the KV pool: give one");
+    err_join(buf, sizeof buf, &len, "parameters kv_cache_blocks and kv_cache_bytes both size the KV pool: give one");
   if (p->max_batched < p->max_num_seqs)
-    why(buf, sizeof buf, &len,
-        "max_num_batched_tokens %" PRId64 " is below max_num_seqs %d (each running sequence's token must fit a step)",
-        p->max_batched, p->max_num_seqs);
+    err_join(buf, sizeof buf, &len,
+             "max_num_batched_tokens %" PRId64
+             " is below max_num_seqs %d (each running sequence's token must fit a step)",
+             p->max_batched, p->max_num_seqs);
   if (len) {
     free(p);
     return err_set(e, ERR_INVALID_ARGUMENT, "%s", buf);
