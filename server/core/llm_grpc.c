@@ -30,19 +30,6 @@ typedef struct gsink {
 // requested ones), final flag as Triton's decoupled responses carry it.
 static uint8_t *pack(const srv_request *r, const int32_t *ids, int64_t n, const char *text, size_t text_len, int final,
                      size_t *len) {
-  Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
-  ir.model_name = r->model->name;
-  ir.model_version = r->version->version_str;
-  ir.id = r->msg->id ? r->msg->id : (char *)"";
-  Inference__InferParameter fin = INFERENCE__INFER_PARAMETER__INIT;
-  fin.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
-  fin.bool_param = final != 0;
-  Inference__ModelInferResponse__ParametersEntry pe = INFERENCE__MODEL_INFER_RESPONSE__PARAMETERS_ENTRY__INIT;
-  pe.key = (char *)"triton_final_response";
-  pe.value = &fin;
-  Inference__ModelInferResponse__ParametersEntry *pes[1] = {&pe};
-  ir.n_parameters = 1;
-  ir.parameters = pes;
   int batched = r->version->llm_cfg->max_batch > 0;
   int64_t ids_shape[3] = {1, 1, n}, len_shape[2] = {1, 1};
   int32_t seq_len = (int32_t)n;
@@ -85,15 +72,7 @@ static uint8_t *pack(const srv_request *r, const int32_t *ids, int64_t n, const 
     otp[k] = &ot[k];
     k++;
   }
-  ir.n_outputs = k;
-  ir.outputs = otp;
-  ir.n_raw_output_contents = k;
-  ir.raw_output_contents = raw;
-  Inference__ModelStreamInferResponse sr = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
-  sr.infer_response = &ir;
-  *len = inference__model_stream_infer_response__get_packed_size(&sr);
-  uint8_t *buf = malloc(*len ? *len : 1);
-  if (buf) inference__model_stream_infer_response__pack(&sr, buf);
+  uint8_t *buf = srv_request_pack_decoupled(r, final, k, otp, raw, len);
   free(wire);
   return buf;
 }

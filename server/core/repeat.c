@@ -54,23 +54,9 @@ struct srv_repeat {
 // --- answers
 
 // One ModelStreamInferResponse of the job: a response (OUT and IDX of element
-// i, those asked for) or, i < 0, the empty final one. Every response of a
-// decoupled model carries triton_final_response, as Triton's gRPC server sets it.
+// i, those asked for) or, i < 0, the empty final one.
 static uint8_t *pack(const job *j, int64_t i, size_t *len) {
   const srv_request *r = j->r;
-  Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
-  ir.model_name = r->model->name;
-  ir.model_version = r->version->version_str;
-  ir.id = r->msg->id ? r->msg->id : (char *)"";
-  Inference__InferParameter fin = INFERENCE__INFER_PARAMETER__INIT;
-  fin.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
-  fin.bool_param = i < 0;
-  Inference__ModelInferResponse__ParametersEntry pe = INFERENCE__MODEL_INFER_RESPONSE__PARAMETERS_ENTRY__INIT;
-  pe.key = (char *)"triton_final_response";
-  pe.value = &fin;
-  Inference__ModelInferResponse__ParametersEntry *pes[1] = {&pe};
-  ir.n_parameters = 1;
-  ir.parameters = pes;
   Inference__ModelInferResponse__InferOutputTensor ot[2], *otp[2];
   ProtobufCBinaryData raw[2];
   int64_t shape1 = 1;
@@ -91,16 +77,7 @@ static uint8_t *pack(const job *j, int64_t i, size_t *len) {
       n++;
     }
   }
-  ir.n_outputs = n;
-  ir.outputs = otp;
-  ir.n_raw_output_contents = n;
-  ir.raw_output_contents = raw;
-  Inference__ModelStreamInferResponse sr = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
-  sr.infer_response = &ir;
-  *len = inference__model_stream_infer_response__get_packed_size(&sr);
-  uint8_t *buf = malloc(*len ? *len : 1);
-  if (buf) inference__model_stream_infer_response__pack(&sr, buf);
-  return buf;
+  return srv_request_pack_decoupled(r, i < 0, n, otp, raw, len);
 }
 
 // --- statistics (as Triton's backend reports them: the execution spans start to release)

@@ -37,6 +37,17 @@ void srv_infer_request_free(srv_request *r) {
 // which of its requests failed. NULL when out of memory.
 static char *valid_or_empty(char *str) { return str && utf8_valid(str, strlen(str)) ? str : (char *)""; }
 
+// triton_final_response = final, the parameter every response of a
+// decoupled model carries (Triton's gRPC server sets it).
+static void final_param(Inference__InferParameter *fin, Inference__ModelInferResponse__ParametersEntry *pe, int final) {
+  inference__infer_parameter__init(fin);
+  fin->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+  fin->bool_param = final != 0;
+  inference__model_infer_response__parameters_entry__init(pe);
+  pe->key = (char *)"triton_final_response";
+  pe->value = fin;
+}
+
 static uint8_t *pack_stream_error(const srv_request *r, const char *msg, size_t *len) {
   Inference__ModelStreamInferResponse sr = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
   Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
@@ -47,13 +58,9 @@ static uint8_t *pack_stream_error(const srv_request *r, const char *msg, size_t 
     sr.error_message = esc;
   }
   // a decoupled model's error ends its request: Triton marks it final as it marks every such response
-  Inference__InferParameter fin = INFERENCE__INFER_PARAMETER__INIT;
-  fin.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
-  fin.bool_param = 1;
-  Inference__ModelInferResponse__ParametersEntry pe = INFERENCE__MODEL_INFER_RESPONSE__PARAMETERS_ENTRY__INIT;
-  pe.key = (char *)"triton_final_response";
-  pe.value = &fin;
-  Inference__ModelInferResponse__ParametersEntry *pes[1] = {&pe};
+  Inference__InferParameter fin;
+  Inference__ModelInferResponse__ParametersEntry pe, *pes[1] = {&pe};
+  final_param(&fin, &pe, 1);
   if (r && r->msg) {  // echoed so the client can match the error; a field that is not UTF-8 is not
     ir.model_name = valid_or_empty(r->msg->model_name);
     ir.model_version = valid_or_empty(r->msg->model_version);
@@ -64,6 +71,30 @@ static uint8_t *pack_stream_error(const srv_request *r, const char *msg, size_t 
       ir.parameters = pes;
     }
   }
+  *len = inference__model_stream_infer_response__get_packed_size(&sr);
+  uint8_t *buf = malloc(*len ? *len : 1);
+  if (buf) inference__model_stream_infer_response__pack(&sr, buf);
+  return buf;
+}
+
+uint8_t *srv_request_pack_decoupled(const srv_request *r, int final, size_t n,
+                                    Inference__ModelInferResponse__InferOutputTensor **outs,
+                                    ProtobufCBinaryData *raw, size_t *len) {
+  Inference__ModelInferResponse ir = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+  ir.model_name = r->model->name;
+  ir.model_version = r->version->version_str;
+  ir.id = r->msg->id ? r->msg->id : (char *)"";
+  Inference__InferParameter fin;
+  Inference__ModelInferResponse__ParametersEntry pe, *pes[1] = {&pe};
+  final_param(&fin, &pe, final);
+  ir.n_parameters = 1;
+  ir.parameters = pes;
+  ir.n_outputs = n;
+  ir.outputs = outs;
+  ir.n_raw_output_contents = n;
+  ir.raw_output_contents = raw;
+  Inference__ModelStreamInferResponse sr = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+  sr.infer_response = &ir;
   *len = inference__model_stream_infer_response__get_packed_size(&sr);
   uint8_t *buf = malloc(*len ? *len : 1);
   if (buf) inference__model_stream_infer_response__pack(&sr, buf);

@@ -123,6 +123,15 @@ void srv_infer_msg_handler(struct srv_server *s, srv_call *call, Inference__Mode
 // reference) and r itself (request.c). NULL is a no-op.
 void srv_infer_request_free(srv_request *r);
 
+// One response of a decoupled model to r (repeat.c, llm_grpc.c): a
+// ModelStreamInferResponse with r's model name, version and id, the outputs
+// outs[0..n) whose bytes are raw[0..n), and triton_final_response = final,
+// which Triton's gRPC server sets on every decoupled response. malloc'ed,
+// *len bytes (the caller sends or frees it); NULL when out of memory.
+uint8_t *srv_request_pack_decoupled(const srv_request *r, int final, size_t n,
+                                    Inference__ModelInferResponse__InferOutputTensor **outs,
+                                    ProtobufCBinaryData *raw, size_t *len);
+
 // The end of a request (server/core/request.c): every answer leaves through
 // these, whichever part of the request path gives it.
 //
