@@ -21,8 +21,8 @@
 //     draw); only that bin's keys are gathered (one read of the row's
 //     words), sorted in shared memory (bitonic) and walked with the exact
 //     prefix sum. A bin of more than CAP keys (all logits equal; top_k deep
-//     in a flat tail) falls back to bisection over the row's keys in that
-//     bin: slower, the same answer.
+//     in a flat tail) is first narrowed by a radix select over its keys, 8
+//     bits a pass, to a range of at most CAP: slower, the same answer.
 #include "kernels/k_cuda_common.cuh"
 #include "kernels/sample/k_sample.h"
 #include "kernels/sample/k_sample_rule.h"
@@ -257,51 +257,9 @@ static __device__ uint32_t find_bin(const P *pre, uint32_t bc, ull last, ull thr
   return r;
 }
 
-// Bisection over the row for a bin of more than CAP keys: the smallest key c
-// (<= cap) of bin b whose count (BY_COUNT) or weight of the bin's keys <= c
-// reaches need; *pre: that weight.
-static __device__ ull refine_slow(const fin_row &f, uint32_t b, ull cap, ull need, bool by_count, fin_shared *s,
-                                  ull *pre) {
-  ull lo = NONE, hi = 0;
-  for (uint32_t i = threadIdx.x; i < f.V; i += TF) {
-    uint32_t d = f.a[i];
-    ull k = ks_key(d, i);
-    if (k <= cap && bin_of(ks_undesc32(d) - f.mx) == b) lo = k < lo ? k : lo, hi = k > hi ? k : hi;
-  }
-  lo = block_red<OP_MIN>(lo, s->sh);
-  hi = block_red<OP_MAX>(hi, s->sh);
-  ull c = 0;
-  for (int last = 0;; last = lo == hi) {  // one more pass at the answer: its weight
-    ull mid = last ? lo : lo + (hi - lo) / 2, v = 0, wv = 0;
-    for (uint32_t i = threadIdx.x; i < f.V; i += TF) {
-      uint32_t d = f.a[i];
-      ull k = ks_key(d, i);
-      float x = ks_undesc32(d) - f.mx;
-      if (k <= mid && bin_of(x) == b) {
-        ull wt = ks_weight(x, f.F);
-        v += by_count ? 1 : wt;
-        wv += wt;
-      }
-    }
-    v = block_red<OP_SUM>(v, s->sh);
-    if (last) {
-      *pre = block_red<OP_SUM>(wv, s->sh);
-      c = lo;
-      break;
-    }
-    if (v >= need)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  return c;
-}
-
-// The smallest key c <= cap of bin b whose count (BY_COUNT) or weight of the
-// bin's keys <= c reaches need (1 <= need <= the bin's, under cap); *pre:
-// the weight of the bin's keys <= c.
-static __device__ ull refine(const fin_row &f, uint32_t b, ull cap, ull need, bool by_count, fin_shared *s,
-                             ull *pre) {
+// The keys of bin b in [klo, khi] into s->keys (the first CAP of them, in
+// no order); returns how many there are.
+static __device__ uint32_t gather(const fin_row &f, uint32_t b, ull klo, ull khi, fin_shared *s) {
   int lane = threadIdx.x & 31;
   if (threadIdx.x == 0) s->cnt = 0;
   __syncthreads();
@@ -312,7 +270,7 @@ static __device__ ull refine(const fin_row &f, uint32_t b, ull cap, ull need, bo
     if (i < f.V) {
       uint32_t d = f.a[i];
       k = ks_key(d, i);
-      in = k <= cap && bin_of(ks_undesc32(d) - f.mx) == b;
+      in = k >= klo && k <= khi && bin_of(ks_undesc32(d) - f.mx) == b;
     }
     unsigned ball = __ballot_sync(FULL, in);
     if (!ball) continue;
@@ -326,7 +284,14 @@ static __device__ ull refine(const fin_row &f, uint32_t b, ull cap, ull need, bo
   }
   __syncthreads();
   uint32_t m = s->cnt;
-  if (m > CAP) return refine_slow(f, b, cap, need, by_count, s, pre);
+  __syncthreads();
+  return m;
+}
+
+// s->keys[0..m) (m <= CAP) sorted, then the first whose count (BY_COUNT) or
+// weight from the first reaches need (1 <= need <= theirs); *pre: the
+// weight up to it.
+static __device__ ull sort_walk(const fin_row &f, uint32_t m, ull need, bool by_count, fin_shared *s, ull *pre) {
   uint32_t P = 1;
   while (P < m) P <<= 1;
   for (uint32_t j = m + threadIdx.x; j < P; j += TF) s->keys[j] = NONE;
@@ -364,6 +329,79 @@ static __device__ ull refine(const fin_row &f, uint32_t b, ull cap, ull need, bo
   ull c = s->res_key;
   __syncthreads();
   return c;
+}
+
+// refine for a bin of more than CAP keys (all logits equal; a cut deep in a
+// flat tail): a radix select over the keys' offsets from the bin's smallest,
+// 8 bits a pass (256 counts and weights in shared memory, over s->keys'
+// storage), until the range holding the answer has at most CAP keys, which
+// sort_walk finishes. Integer sums: the same answer as one sort.
+static __device__ ull refine_radix(const fin_row &f, uint32_t b, ull cap, ull need, bool by_count, fin_shared *s,
+                                   ull *pre) {
+  ull lo = NONE, hi = 0;
+  for (uint32_t i = threadIdx.x; i < f.V; i += TF) {
+    uint32_t d = f.a[i];
+    ull k = ks_key(d, i);
+    if (k <= cap && bin_of(ks_undesc32(d) - f.mx) == b) lo = k < lo ? k : lo, hi = k > hi ? k : hi;
+  }
+  lo = block_red<OP_MIN>(lo, s->sh);
+  hi = block_red<OP_MAX>(hi, s->sh);
+  ull *hw = s->keys, acc = 0;  // acc: the weight of the bin's keys below lo
+  uint32_t *hn = (uint32_t *)(s->keys + 256);
+  for (;;) {  // the answer lies in [lo, hi]; need counts from lo
+    ull span = hi - lo;
+    int shift = span >> 8 ? 64 - __clzll((long long)span) - 8 : 0;  // (span >> shift) <= 255
+    if (threadIdx.x < 256) hw[threadIdx.x] = 0, hn[threadIdx.x] = 0;
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < f.V; i += TF) {
+      uint32_t d = f.a[i];
+      ull k = ks_key(d, i);
+      float x = ks_undesc32(d) - f.mx;
+      if (k >= lo && k <= hi && bin_of(x) == b) {
+        uint32_t q = (uint32_t)((k - lo) >> shift);
+        atomicAdd(&hn[q], 1u);
+        atomicAdd(&hw[q], ks_weight(x, f.F));
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      ull c = 0, wsum = 0;
+      uint32_t q = 0;
+      for (; q < 255; q++) {
+        ull v = by_count ? (ull)hn[q] : hw[q];
+        if (c + v >= need) break;
+        c += v, wsum += hw[q];
+      }
+      s->bin = q, s->res_key = c, s->res_pre = wsum, s->cnt = hn[q];
+    }
+    __syncthreads();
+    uint32_t q = s->bin, n = s->cnt;
+    need -= s->res_key, acc += s->res_pre;
+    ull wq = hw[q];
+    __syncthreads();
+    lo += (ull)q << shift;
+    if (lo + ((1ull << shift) - 1) < hi) hi = lo + ((1ull << shift) - 1);
+    if (shift == 0) {  // one key: [lo, lo]
+      *pre = acc + wq;
+      return lo;
+    }
+    if (n <= CAP) {
+      uint32_t m = gather(f, b, lo, hi, s);
+      ull c = sort_walk(f, m, need, by_count, s, pre);
+      *pre += acc;
+      return c;
+    }
+  }
+}
+
+// The smallest key c <= cap of bin b whose count (BY_COUNT) or weight of the
+// bin's keys <= c reaches need (1 <= need <= the bin's, under cap); *pre:
+// the weight of the bin's keys <= c.
+static __device__ ull refine(const fin_row &f, uint32_t b, ull cap, ull need, bool by_count, fin_shared *s,
+                             ull *pre) {
+  uint32_t m = gather(f, b, 0, cap, s);
+  if (m > CAP) return refine_radix(f, b, cap, need, by_count, s, pre);
+  return sort_walk(f, m, need, by_count, s, pre);
 }
 
 __global__ void __launch_bounds__(TF) select_kernel(int32_t *ids, uint8_t *ws, uint32_t V,

@@ -4,9 +4,9 @@
 // BF16, vocabularies from 7 to 151,936 (past KS_GMAX blocks a row), batches
 // of 1 to 256, every parameter mixed per row (mode 0 rows left alone, greedy
 // rows, temperature, top_k, top_p, min_p, repetition penalty over packed
-// seen ids), five kinds of logits: uniform, coarse ties, -inf and NaN among
-// them, one value for the whole row (every key in one bin: the bisection
-// fallback), and LLM-like (a few high logits over a normal bulk). Then the
+// seen ids), six kinds of logits: uniform, coarse ties, -inf and NaN among
+// them, one value for the whole row and distinct values within 0.08 (every
+// key in one or two bins: the radix select), and LLM-like (a few high logits over a normal bulk). Then the
 // time per call by batch (1, 64, 256) and mode over 128,256 FP16 logits,
 // this kernel and the previous one (tests/gpu/k_sample_old.cu) side by side
 // (printed, not asserted). Bad arguments refused on the host first.
@@ -43,8 +43,8 @@ static k_sample_param rand_param(tk_rng *r, size_t V, int32_t *seen, int64_t *n_
   return p;
 }
 
-enum { F_UNIFORM, F_TIES, F_INF, F_FLAT, F_LLM, F_KINDS };
-static const char *fill_name[F_KINDS] = {"uniform", "ties", "inf/nan", "flat", "llm-like"};
+enum { F_UNIFORM, F_TIES, F_INF, F_FLAT, F_NARROW, F_LLM, F_KINDS };
+static const char *fill_name[F_KINDS] = {"uniform", "ties", "inf/nan", "flat", "narrow", "llm-like"};
 
 static void fill(tk_rng *r, float *l, size_t rows, size_t V, int kind) {
   size_t n = rows * V;
@@ -53,6 +53,7 @@ static void fill(tk_rng *r, float *l, size_t rows, size_t V, int kind) {
       case F_TIES: l[i] = roundf(l[i] * 4) / 4; break;
       case F_INF: l[i] = tk_next(r) % 10 == 0 ? -INFINITY : tk_next(r) % 50 == 0 ? NAN : l[i]; break;
       case F_FLAT: l[i] = 1.5f; break;
+      case F_NARROW: l[i] = 1.0f + l[i] * 0.004f; break;  // distinct values, all within 0.08: one or two bins
       case F_LLM: {  // a bulk near 0 (a sum of uniforms) and one token in 500 10 to 25 higher
         float b = (l[i] + tk_uniform(r, -10, 10) + tk_uniform(r, -10, 10)) * 0.3f;
         l[i] = tk_next(r) % 500 == 0 ? b + tk_uniform(r, 10, 25) : b;
@@ -166,7 +167,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof batch / sizeof batch[0]; i++, cases++)
     run_case(&r, 128256, batch[i], DT_FP16, i % 2 ? F_UNIFORM : F_LLM);
   printf(
-      "sample: %zu cases (vocab 7 .. 151936, batch 1 .. 256, fp32/fp16/bf16, uniform/ties/inf-nan/flat/llm-like "
+      "sample: %zu cases (vocab 7 .. 151936, batch 1 .. 256, fp32/fp16/bf16, uniform/ties/inf-nan/flat/narrow/llm-like "
       "logits) id for id against k_sample_rows_ref\n",
       cases);
   static const struct {
