@@ -13,8 +13,8 @@
 
 struct eng_llm_sampler {
   int64_t vocab;
-  float *logit;      // [vocab] the penalised logits (greedy)
-  uint64_t *keys;    // [vocab] k_sample_rows_ref's scratch (a draw)
+  float *logit;    // [vocab] the penalised logits (greedy)
+  uint64_t *keys;  // [vocab] k_sample_rows_ref's scratch (a draw)
 };
 
 eng_llm_sampling eng_llm_sampling_greedy(void) {

@@ -33,9 +33,9 @@ typedef unsigned long long ull;
 
 #define NONE 0xffffffffffffffffull
 #define FULL 0xffffffffu
-#define TA 256       // threads of launches 1 and 2
-#define TF KS_BINS   // threads of launch 3: one a bin
-#define CAP 4096     // a bin's keys sorted in shared memory at most
+#define TA 256      // threads of launches 1 and 2
+#define TF KS_BINS  // threads of launch 3: one a bin
+#define CAP 4096    // a bin's keys sorted in shared memory at most
 #define PER (CAP / TF)
 
 static_assert(TF == 1024, "launch 3: one thread a bin, 32 warps");
@@ -124,8 +124,8 @@ static __device__ void chunk(uint32_t V, uint32_t *i0, uint32_t *i1) {
 // --- launch 1: keys
 
 template <class T>
-__global__ void __launch_bounds__(TA) keys_kernel(const T *x, uint8_t *ws, uint32_t V, const k_sample_param *params,
-                                                  const int32_t *seen) {
+__global__ void __launch_bounds__(TA)
+    keys_kernel(const T *x, uint8_t *ws, uint32_t V, const k_sample_param *params, const int32_t *seen) {
   __shared__ ull sh[33];
   const size_t r = blockIdx.x;
   const k_sample_param p = params[r];
@@ -397,15 +397,14 @@ static __device__ ull refine_radix(const fin_row &f, uint32_t b, ull cap, ull ne
 // The smallest key c <= cap of bin b whose count (BY_COUNT) or weight of the
 // bin's keys <= c reaches need (1 <= need <= the bin's, under cap); *pre:
 // the weight of the bin's keys <= c.
-static __device__ ull refine(const fin_row &f, uint32_t b, ull cap, ull need, bool by_count, fin_shared *s,
-                             ull *pre) {
+static __device__ ull refine(const fin_row &f, uint32_t b, ull cap, ull need, bool by_count, fin_shared *s, ull *pre) {
   uint32_t m = gather(f, b, 0, cap, s);
   if (m > CAP) return refine_radix(f, b, cap, need, by_count, s, pre);
   return sort_walk(f, m, need, by_count, s, pre);
 }
 
-__global__ void __launch_bounds__(TF) select_kernel(int32_t *ids, uint8_t *ws, uint32_t V,
-                                                    const k_sample_param *params) {
+__global__ void __launch_bounds__(TF)
+    select_kernel(int32_t *ids, uint8_t *ws, uint32_t V, const k_sample_param *params) {
   __shared__ fin_shared s;
   const size_t r = blockIdx.x;
   const k_sample_param p = params[r];
@@ -478,8 +477,7 @@ extern "C" int k_sample_rows_cuda(int32_t *ids, const void *x, void *ws, size_t 
   if ((uintptr_t)ws & 7) return err_set(e, ERR_INVALID_ARGUMENT, "%s: workspace not 8-byte aligned", kname);
   uint32_t V = (uint32_t)vocab;
   dim3 grid((unsigned)rows, ks_groups(V));
-  K_DT_DISPATCH(e, kname, dt, T,
-                keys_kernel<T><<<grid, TA, 0, stream>>>((const T *)x, (uint8_t *)ws, V, params, seen));
+  K_DT_DISPATCH(e, kname, dt, T, keys_kernel<T><<<grid, TA, 0, stream>>>((const T *)x, (uint8_t *)ws, V, params, seen));
   K_LAUNCH_CHECK(e, kname);
   bins_kernel<<<grid, TA, 0, stream>>>((uint8_t *)ws, V, params);
   K_LAUNCH_CHECK(e, kname);

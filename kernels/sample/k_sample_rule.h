@@ -108,20 +108,32 @@ KS_HD uint64_t ks_draw_thr(double u, uint64_t kept) {
 // high words (uint32 x V), the bins' weights (uint64 x KS_BINS) and counts
 // (uint32 x KS_BINS), the blocks' tops (uint64 x KS_GMAX), min_p's first
 // key (uint64).
-#define KS_BINS 1024    // bins of logit - top: KS_BIN_SCALE a nat, the last one holding the rest
+#define KS_BINS 1024  // bins of logit - top: KS_BIN_SCALE a nat, the last one holding the rest
 #define KS_BIN_SCALE 16.0f
-#define KS_CHUNK 2048   // keys per block of the first two launches (at most KS_GMAX blocks a row)
+#define KS_CHUNK 2048  // keys per block of the first two launches (at most KS_GMAX blocks a row)
 #define KS_GMAX 64
 
 KS_HD uint32_t ks_groups(uint32_t V) {
   uint32_t g = (V + KS_CHUNK - 1) / KS_CHUNK;
   return g < 1 ? 1 : g > KS_GMAX ? KS_GMAX : g;
 }
-KS_HD size_t ks_align256(size_t n) { return (n + 255) & ~(size_t)255; }
-KS_HD size_t ks_off_w(uint32_t V) { return ks_align256((size_t)V * 4); }
-KS_HD size_t ks_off_n(uint32_t V) { return ks_off_w(V) + KS_BINS * 8; }
-KS_HD size_t ks_off_part(uint32_t V) { return ks_off_n(V) + KS_BINS * 4; }
-KS_HD size_t ks_off_first(uint32_t V) { return ks_off_part(V) + KS_GMAX * 8; }
-KS_HD size_t ks_row_bytes(uint32_t V) { return ks_align256(ks_off_first(V) + 8); }
+KS_HD size_t ks_align256(size_t n) {
+  return (n + 255) & ~(size_t)255;
+}
+KS_HD size_t ks_off_w(uint32_t V) {
+  return ks_align256((size_t)V * 4);
+}
+KS_HD size_t ks_off_n(uint32_t V) {
+  return ks_off_w(V) + KS_BINS * 8;
+}
+KS_HD size_t ks_off_part(uint32_t V) {
+  return ks_off_n(V) + KS_BINS * 4;
+}
+KS_HD size_t ks_off_first(uint32_t V) {
+  return ks_off_part(V) + KS_GMAX * 8;
+}
+KS_HD size_t ks_row_bytes(uint32_t V) {
+  return ks_align256(ks_off_first(V) + 8);
+}
 
 #endif

@@ -34,8 +34,8 @@ namespace {
 #define LANES 1024
 #define WARPS (LANES / 32)
 #define NONE UINT64_MAX
-#define PIV 15   // pivots per pass: 4 bits of the key per pass, registers for 1024 threads
-#define CAP 2048 // compacted keys in shared memory
+#define PIV 15    // pivots per pass: 4 bits of the key per pass, registers for 1024 threads
+#define CAP 2048  // compacted keys in shared memory
 
 static_assert(WARPS == 32, "the second level of the tree is one warp");
 
@@ -302,8 +302,7 @@ static __device__ void narrow(const pivots &pv, const bool (&ok)[PIV], uint32_t 
 // a (PIV + 1)-ary search between top's and cap's, then the id between the
 // smallest and largest of that word's keys (<= cap).
 template <class Src, class Ok>
-static __device__ uint64_t search(const Src &src, shared_red *s, const Ok &ok, uint64_t top, uint64_t cap,
-                                  uint32_t V) {
+static __device__ uint64_t search(const Src &src, shared_red *s, const Ok &ok, uint64_t top, uint64_t cap, uint32_t V) {
   uint32_t lo = (uint32_t)(top >> 32), hi = cap == NONE ? 0xffffffffu : (uint32_t)(cap >> 32);
   pivots pv;
   bool okv[PIV];
@@ -341,8 +340,8 @@ static __device__ uint64_t search(const Src &src, shared_red *s, const Ok &ok, u
 // top_p then min_p: the cut (the largest key kept) below top_k's ck;
 // total: mass_le(ck).
 template <class Src>
-static __device__ uint64_t nucleus(const Src &src, shared_red *s, const k_sample_param &p, uint64_t top,
-                                   float p_top, uint64_t ck, double total, uint32_t V) {
+static __device__ uint64_t nucleus(const Src &src, shared_red *s, const k_sample_param &p, uint64_t top, float p_top,
+                                   uint64_t ck, double total, uint32_t V) {
   uint64_t cut = ck;
   if (p.top_p > 0 && p.top_p < 1) {
     double tp = p.top_p;
@@ -457,8 +456,8 @@ __global__ void __launch_bounds__(LANES) sample_kernel(int32_t *ids, const T *x,
 }  // namespace
 
 extern "C" int k_sample_rows_cuda_old(int32_t *ids, const void *x, float *scratch, size_t rows, size_t vocab,
-                                  const k_sample_param *params, const int32_t *seen, dtype dt, cudaStream_t stream,
-                                  err *e) {
+                                      const k_sample_param *params, const int32_t *seen, dtype dt, cudaStream_t stream,
+                                      err *e) {
   static const char *kname = "k_sample_rows_cuda_old";
   if (rows == 0) return 0;
   if (!ids || !x || !scratch || !params) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer", kname);

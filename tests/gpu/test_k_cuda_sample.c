@@ -43,6 +43,7 @@ static k_sample_param rand_param(tk_rng *r, size_t V, int32_t *seen, int64_t *n_
   return p;
 }
 
+// F_NARROW: distinct values (FP32) within 0.08, so one or two bins
 enum { F_UNIFORM, F_TIES, F_INF, F_FLAT, F_NARROW, F_LLM, F_KINDS };
 static const char *fill_name[F_KINDS] = {"uniform", "ties", "inf/nan", "flat", "narrow", "llm-like"};
 
@@ -50,16 +51,25 @@ static void fill(tk_rng *r, float *l, size_t rows, size_t V, int kind) {
   size_t n = rows * V;
   tk_fill(r, l, n, -10.0f, 10.0f);
   for (size_t i = 0; i < n; i++) switch (kind) {
-      case F_TIES: l[i] = roundf(l[i] * 4) / 4; break;
-      case F_INF: l[i] = tk_next(r) % 10 == 0 ? -INFINITY : tk_next(r) % 50 == 0 ? NAN : l[i]; break;
-      case F_FLAT: l[i] = 1.5f; break;
-      case F_NARROW: l[i] = 1.0f + l[i] * 0.004f; break;  // distinct values, all within 0.08: one or two bins
+      case F_TIES:
+        l[i] = roundf(l[i] * 4) / 4;
+        break;
+      case F_INF:
+        l[i] = tk_next(r) % 10 == 0 ? -INFINITY : tk_next(r) % 50 == 0 ? NAN : l[i];
+        break;
+      case F_FLAT:
+        l[i] = 1.5f;
+        break;
+      case F_NARROW:
+        l[i] = 1.0f + l[i] * 0.004f;
+        break;
       case F_LLM: {  // a bulk near 0 (a sum of uniforms) and one token in 500 10 to 25 higher
         float b = (l[i] + tk_uniform(r, -10, 10) + tk_uniform(r, -10, 10)) * 0.3f;
         l[i] = tk_next(r) % 500 == 0 ? b + tk_uniform(r, 10, 25) : b;
         break;
       }
-      default: break;
+      default:
+        break;
     }
 }
 
@@ -92,8 +102,8 @@ static void run_case(tk_rng *r, size_t V, size_t rows, dtype dt, int kind) {
       fprintf(stderr,
               "V %zu %s %s row %zu (mode %d t %g top_k %d top_p %g min_p %g rp %g seen %lld u %.17g): "
               "kernel %d, reference %d\n",
-              V, dtype_wire_name(dt), fill_name[kind], k, p[k].mode, p[k].temperature, p[k].top_k, p[k].top_p, p[k].min_p,
-              p[k].repetition_penalty, (long long)p[k].n_seen, p[k].u, got[k], want[k]);
+              V, dtype_wire_name(dt), fill_name[kind], k, p[k].mode, p[k].temperature, p[k].top_k, p[k].top_p,
+              p[k].min_p, p[k].repetition_penalty, (long long)p[k].n_seen, p[k].u, got[k], want[k]);
   check_count_++;
   if (bad) CHECK_FAIL_("V %zu %s %s: %zu of %zu rows differ", V, dtype_wire_name(dt), fill_name[kind], bad, rows);
   TK_CUDA(cudaStreamDestroy(st));
@@ -184,8 +194,8 @@ int main(void) {
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
       size_t B = batches[i];
       double now = time_batch(&r, 128256, B, modes[m].p, 0), before = time_batch(&r, 128256, B, modes[m].p, 1);
-      printf("sample time, vocab 128256 fp16, batch %zu, %s: %.3f ms (before: %.3f ms, x%.1f)\n", B, modes[m].name,
-             now, before, before / now);
+      printf("sample time, vocab 128256 fp16, batch %zu, %s: %.3f ms (before: %.3f ms, x%.1f)\n", B, modes[m].name, now,
+             before, before / now);
     }
   CHECK_DONE();
 }

@@ -195,8 +195,10 @@ static void test_random_rows(void) {
         int n = vocabs[v] >= 1000 ? 40 : 150;
         for (int k = 0; k < n; k++, rows++) same += one_row(vocabs[v], dts[d], ties, &draws);
       }
-  printf("k_sample_rows_ref vs the rule by bisection and eng_llm_sample: %lld of %lld rows the same id (%lld drawn, the rest greedy)\n",
-         (long long)same, (long long)rows, (long long)draws);
+  printf(
+      "k_sample_rows_ref vs the rule by bisection and eng_llm_sample: %lld of %lld rows the same id (%lld drawn, the "
+      "rest greedy)\n",
+      (long long)same, (long long)rows, (long long)draws);
   CHECK_EQ_INT(same, rows);
   CHECK(draws > rows / 2);
 }
