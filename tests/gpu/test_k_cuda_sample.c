@@ -162,6 +162,11 @@ int main(void) {
                ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_sample_rows_cuda((void *)8, (void *)8, (void *)8, 2, 10, &p, NULL, DT_INT32, NULL, &e),
                ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_sample_rows_cuda((void *)8, (void *)8, (void *)4, 2, 10, &p, NULL, DT_FP32, NULL, &e),
+               ERR_INVALID_ARGUMENT);  // the workspace holds uint64 counters
+  CHECK_EQ_INT(k_sample_ws_bytes(3, 0), 0);
+  CHECK(k_sample_ws_bytes(2, 128256) == 2 * k_sample_ws_bytes(1, 128256));
+  CHECK(k_sample_ws_bytes(1, 128256) >= 128256 * 4 + 1024 * 12);
   tk_require_device();
   tk_rng r = {0x2545f4914f6cdd1dull};
   static const struct {
