@@ -376,9 +376,11 @@ size_t k_argmax_rows_ws_bytes(size_t rows, size_t cols);
 // ids[r] = the token k_sample_rows_ref draws from row r of x [rows, vocab]
 // under params[r] (kernels/sample/k_sample.cu; mode 0 rows untouched), bit
 // for bit. params: rows device k_sample_param; seen: the penalty's device
-// ids (params' seen_off / n_seen; NULL when no row has n_seen); scratch:
-// rows x 2 x vocab device floats. One block of K_SAMPLE_LANES per row.
-int k_sample_rows_cuda(int32_t *ids, const void *x, float *scratch, size_t rows, size_t vocab,
+// ids (params' seen_off / n_seen; NULL when no row has n_seen); ws:
+// k_sample_ws_bytes(rows, vocab) device bytes (any contents; 8-byte
+// aligned). Three launches, each row split over many blocks where the grid
+// needs it (a batch of one fills the GPU too).
+int k_sample_rows_cuda(int32_t *ids, const void *x, void *ws, size_t rows, size_t vocab,
                        const k_sample_param *params, const int32_t *seen, dtype dt, cudaStream_t stream, err *e);
 // k_paged_attn_ref for every token of the step at once (prefill chunks and
 // decode tokens alike; kernels/attn/k_paged_attn.cu): token t's query row

@@ -4,16 +4,17 @@
 #include "engine/llm/llm_sample.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/k_ref.h"
+#include "kernels/sample/k_sample.h"
 
 struct eng_llm_sampler {
   int64_t vocab;
-  float *logit;  // [vocab] the penalised, tempered logits
-  int32_t *idx;  // [vocab] candidate ids, most likely first
-  float *prob;   // [vocab] their probabilities, in idx order
+  float *logit;    // [vocab] the penalised logits (greedy)
+  uint64_t *keys;  // [vocab] k_sample_rows_ref's scratch (a draw)
 };
 
 eng_llm_sampling eng_llm_sampling_greedy(void) {
@@ -26,9 +27,8 @@ eng_llm_sampler *eng_llm_sampler_create(int64_t vocab) {
   if (!s) return NULL;
   s->vocab = vocab;
   s->logit = malloc((size_t)vocab * sizeof *s->logit);
-  s->idx = malloc((size_t)vocab * sizeof *s->idx);
-  s->prob = malloc((size_t)vocab * sizeof *s->prob);
-  if (!s->logit || !s->idx || !s->prob) {
+  s->keys = malloc((size_t)vocab * sizeof *s->keys);
+  if (!s->logit || !s->keys) {
     eng_llm_sampler_destroy(s);
     return NULL;
   }
@@ -38,8 +38,7 @@ eng_llm_sampler *eng_llm_sampler_create(int64_t vocab) {
 void eng_llm_sampler_destroy(eng_llm_sampler *s) {
   if (!s) return;
   free(s->logit);
-  free(s->idx);
-  free(s->prob);
+  free(s->keys);
   free(s);
 }
 
@@ -61,18 +60,27 @@ double eng_llm_uniform(uint64_t seed, uint64_t counter) {
   return (double)(x >> 11) * (1.0 / 9007199254740992.0);
 }
 
-// Descending logit, then ascending id: a total order, so the candidates (and
-// the draw) do not depend on the sort's stability.
-static int by_logit(const void *a, const void *b, void *ctx) {
-  const float *l = ctx;
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  if (l[x] != l[y]) return l[x] > l[y] ? -1 : 1;
-  return x < y ? -1 : x > y;
-}
-
+// Greedy: the argmax of the penalised logits (k_argmax_rows_ref's: the
+// lowest id on ties). A draw: k_sample_rows_ref (kernels/sample/k_sample.h),
+// the rule the device sampler computes bit for bit, so a request draws the
+// same tokens wherever its logits are sampled.
 int32_t eng_llm_sample(eng_llm_sampler *s, const float *logits, const eng_llm_sampling *p, const int32_t *seen,
                        int64_t n_seen, uint64_t counter) {
   const int64_t V = s->vocab;
+  if (p->temperature > 0) {
+    k_sample_param kp = {.mode = 1,
+                         .top_k = p->top_k,
+                         .temperature = p->temperature,
+                         .top_p = p->top_p,
+                         .min_p = p->min_p,
+                         .repetition_penalty = p->repetition_penalty,
+                         .seen_off = 0,
+                         .n_seen = seen ? n_seen : 0,
+                         .u = eng_llm_uniform(p->seed, counter)};
+    int32_t id = 0;
+    k_sample_rows_ref(&id, logits, DT_FP32, 1, (size_t)V, &kp, seen, (float *)s->keys);
+    return id;
+  }
   float *l = s->logit;
   memcpy(l, logits, (size_t)V * sizeof *l);
   if (p->repetition_penalty > 0 && p->repetition_penalty != 1) {
@@ -85,46 +93,7 @@ int32_t eng_llm_sample(eng_llm_sampler *s, const float *logits, const eng_llm_sa
       l[t] = orig > 0 ? orig / rp : orig * rp;
     }
   }
-  if (!(p->temperature > 0)) {
-    int32_t best = 0;
-    k_argmax_rows_ref(&best, l, 1, (size_t)V);
-    return best;
-  }
-  float inv_t = 1.0f / p->temperature;
-  for (int64_t i = 0; i < V; i++) {
-    l[i] *= inv_t;
-    s->idx[i] = (int32_t)i;
-  }
-  int64_t n = V;
-  if (p->top_k > 0 && p->top_k < n) n = p->top_k;
-  qsort_r(s->idx, (size_t)V, sizeof *s->idx, by_logit, l);
-  // softmax over the top_k candidates (the ones below are -inf after top_k)
-  float mx = l[s->idx[0]];
-  double sum = 0;
-  for (int64_t i = 0; i < n; i++) sum += (s->prob[i] = expf(l[s->idx[i]] - mx));
-  for (int64_t i = 0; i < n; i++) s->prob[i] = (float)(s->prob[i] / sum);
-  if (p->top_p > 0 && p->top_p < 1) {
-    // the smallest head whose mass reaches top_p (transformers keeps the token that crosses it)
-    double c = 0;
-    int64_t k = 0;
-    while (k < n) {
-      c += s->prob[k++];
-      if (c >= p->top_p) break;
-    }
-    n = k;
-  }
-  if (p->min_p > 0) {
-    float floor_p = p->min_p * s->prob[0];
-    int64_t k = 1;
-    while (k < n && s->prob[k] >= floor_p) k++;
-    n = k;
-  }
-  double mass = 0;
-  for (int64_t i = 0; i < n; i++) mass += s->prob[i];
-  double u = eng_llm_uniform(p->seed, counter) * mass, c = 0;
-  for (int64_t i = 0; i < n; i++) {
-    c += s->prob[i];
-    if (u < c) return s->idx[i];
-  }
-  return s->idx[n - 1];
+  int32_t best = 0;
+  k_argmax_rows_ref(&best, l, 1, (size_t)V);
+  return best;
 }

@@ -27,7 +27,9 @@ typedef struct eng_llm_sampler eng_llm_sampler;
 eng_llm_sampler *eng_llm_sampler_create(int64_t vocab);  // NULL when out of memory
 void eng_llm_sampler_destroy(eng_llm_sampler *s);
 
-// The token for logits[0..vocab) (not modified). seen[0..n_seen): the prompt
+// The token for logits[0..vocab) (not modified): greedy, the argmax of the
+// penalised logits; else kernels/sample/k_sample.h's rule (k_sample_rows_ref,
+// which the device sampler computes bit for bit). seen[0..n_seen): the prompt
 // and the tokens generated so far (the repetition penalty's set; may be NULL
 // when n_seen is 0). counter: which draw of the request this is (its
 // generated-token index), with p->seed the only source of randomness.

@@ -1,470 +1,487 @@
 // kernels/sample/k_sample.cu: k_sample_rows_cuda (k_cuda.h), a token drawn
 // per row of a step's logits on the GPU (issue 35 item 5), so that only
-// int32 ids cross to the host. One block of K_SAMPLE_LANES threads per row,
-// the rule of k_sample.h as kernels/sample/k_sample.c computes it: thread t
-// holds lane t's partial sum (ids t, t + LANES, ... in order), the block
-// sums them by warp shuffles (strides 16 .. 1), then the warps' sums the
-// same way, which is the reference's tree. Scratch: 2 x vocab floats per
-// row (the keys, then the probabilities).
+// int32 ids cross to the host; the rule of k_sample.h, bit for bit
+// kernels/sample/k_sample.c's. Every mass is an exact uint64 sum of integer
+// weights, so blocks may sum in any order and split a row between them.
 //
-// Speed: a cut (top_k's k-th key, top_p's head, the draw) is the smallest
-// key with a monotone property; the reference bisects, one pass over the row
-// per step (~50 per cut). Here each pass tests PIV pivots at once (a count
-// or a mass per pivot, each with the reference's per-lane order and tree,
-// so every tested value has the reference's bits), a (PIV + 1)-ary search
-// of the high word, then of the ids among that word's ties (only the range
-// between the smallest and largest such id). The answer is the definition's
-// (k_sample.c's search comment), whatever pivots are visited. Once a cut is
-// known and at most CAP keys lie at or below it (top_k 50; a narrow
-// nucleus), those keys and probabilities are compacted into shared memory,
-// each lane's in id order, so the later passes sum the same terms in the
-// same order (the dropped terms are the +0.0 the full pass adds) without
-// touching the row again. Passes are fused where the sums allow: the mass
-// of top_k's candidates with the normalisation, a cut's mass with its
-// compaction's count.
+// Three launches (a CUDA graph captures them like one):
+//  1. keys: grid (rows, G), G = ks_groups(vocab) blocks of up to KS_CHUNK
+//     ids a row (63 at 128,256: a batch of one fills the GPU). Each block
+//     writes its ids' keys (the high words; the id is the index), applies
+//     the repetition penalty to the seen ids in its range, its smallest key
+//     into the row's block tops, and zeroes its share of the row's bins.
+//  2. bins: the same grid. The row's top from the blocks' tops, then per id
+//     x = logit - top, its bin (KS_BIN_SCALE bins a nat: monotone in the
+//     key, so bins are runs of the sorted order) and weight; a shared
+//     histogram of counts and weights, flushed by atomics into the row's;
+//     min_p's first key (the smallest key after top below the floor) by an
+//     atomic min.
+//  3. select: one block of KS_BINS threads a row. Prefix sums of the bins
+//     say which bin holds each cut (top_k's k-th key, top_p's head, the
+//     draw); only that bin's keys are gathered (one read of the row's
+//     words), sorted in shared memory (bitonic) and walked with the exact
+//     prefix sum. A bin of more than CAP keys (all logits equal; top_k deep
+//     in a flat tail) is first narrowed by a radix select over its keys, 8
+//     bits a pass, to a range of at most CAP: slower, the same answer.
 #include "kernels/k_cuda_common.cuh"
 #include "kernels/sample/k_sample.h"
 #include "kernels/sample/k_sample_rule.h"
 
 namespace {
 
-#define LANES K_SAMPLE_LANES
-#define WARPS (LANES / 32)
-#define NONE UINT64_MAX
-#define PIV 15   // pivots per pass: 4 bits of the key per pass, registers for 1024 threads
-#define CAP 2048 // compacted keys in shared memory
+typedef unsigned long long ull;
 
-static_assert(WARPS == 32, "the second level of the tree is one warp");
+#define NONE 0xffffffffffffffffull
+#define FULL 0xffffffffu
+#define TA 256      // threads of launches 1 and 2
+#define TF KS_BINS  // threads of launch 3: one a bin
+#define CAP 4096    // a bin's keys sorted in shared memory at most
+#define PER (CAP / TF)
 
-struct shared_red {
-  double d[WARPS];
-  unsigned long long u[WARPS];
-  int64_t n[WARPS];
-  double d_out;
-  unsigned long long u_out;
-  int64_t n_out;
-  double dp[PIV][WARPS];
-  int np[PIV][WARPS];
-  double dp_out[PIV];
-  int np_out[PIV];
-  int scan[WARPS];
-  unsigned long long ck[CAP];
-  float cb[CAP];
+static_assert(TF == 1024, "launch 3: one thread a bin, 32 warps");
+static_assert(KS_GMAX <= TA, "launch 2 reads the block tops one a thread");
+
+struct row_ws {
+  uint32_t *a;  // the keys' high words (ks_desc32 of the tempered logits)
+  ull *w;       // the bins' weights
+  uint32_t *n;  // the bins' counts
+  ull *part;    // the blocks' smallest keys
+  ull *first;   // min_p's first key
 };
 
-static __device__ double block_sum(double v, shared_red *s) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();  // the previous reduction's result has been read
-  if (lane == 0) s->d[warp] = v;
+static __device__ row_ws ws_row(uint8_t *ws, uint32_t V, size_t r) {
+  uint8_t *b = ws + r * ks_row_bytes(V);
+  return row_ws{(uint32_t *)b, (ull *)(b + ks_off_w(V)), (uint32_t *)(b + ks_off_n(V)), (ull *)(b + ks_off_part(V)),
+                (ull *)(b + ks_off_first(V))};
+}
+
+// x = logit - top (<= 0; -inf for -inf logits): KS_BIN_SCALE bins a nat,
+// the last one holding everything further down. Non-decreasing in the key.
+static __device__ __forceinline__ uint32_t bin_of(float x) {
+  float f = -x * KS_BIN_SCALE;
+  return f < (float)(KS_BINS - 1) ? (uint32_t)f : (uint32_t)(KS_BINS - 1);
+}
+
+enum { OP_MIN, OP_MAX, OP_SUM };
+
+template <int OP>
+static __device__ __forceinline__ ull op2(ull a, ull b) {
+  return OP == OP_MIN ? (a < b ? a : b) : OP == OP_MAX ? (a > b ? a : b) : a + b;
+}
+
+// The block's min, max or sum (exact: integers), every thread gets it. sh: 33.
+template <int OP>
+static __device__ ull block_red(ull v, ull *sh) {
+  const ull id = OP == OP_MIN ? NONE : 0;
+  for (int o = 16; o > 0; o >>= 1) v = op2<OP>(v, __shfl_down_sync(FULL, v, o));
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  __syncthreads();  // the previous call's result has been read
+  if (lane == 0) sh[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    v = s->d[lane];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    if (lane == 0) s->d_out = v;
+    v = lane < nw ? sh[lane] : id;
+    for (int o = 16; o > 0; o >>= 1) v = op2<OP>(v, __shfl_down_sync(FULL, v, o));
+    if (lane == 0) sh[32] = v;
   }
   __syncthreads();
-  return s->d_out;
+  return sh[32];
 }
 
-static __device__ uint64_t block_min(uint64_t v, shared_red *s, bool want_max) {
-  for (int o = 16; o > 0; o >>= 1) {
-    uint64_t w = __shfl_down_sync(0xffffffffu, (unsigned long long)v, o);
-    v = want_max ? (w > v ? w : v) : (w < v ? w : v);
-  }
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();
-  if (lane == 0) s->u[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = s->u[lane];
-    for (int o = 16; o > 0; o >>= 1) {
-      uint64_t w = __shfl_down_sync(0xffffffffu, (unsigned long long)v, o);
-      v = want_max ? (w > v ? w : v) : (w < v ? w : v);
-    }
-    if (lane == 0) s->u_out = v;
-  }
-  __syncthreads();
-  return s->u_out;
-}
-
-static __device__ int64_t block_count(int64_t v, shared_red *s) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, (long long)v, o);
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();
-  if (lane == 0) s->n[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = s->n[lane];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, (long long)v, o);
-    if (lane == 0) s->n_out = v;
-  }
-  __syncthreads();
-  return s->n_out;
-}
-
-// PIV block sums at once, each by block_sum's tree (warp w sums pivot w's
-// warp partials in the second level).
-static __device__ void block_sum_piv(double (&acc)[PIV], shared_red *s) {
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int j = 0; j < PIV; j++)
-    for (int o = 16; o > 0; o >>= 1) acc[j] += __shfl_down_sync(0xffffffffu, acc[j], o);
-  __syncthreads();  // the previous results have been read
-  if (lane == 0) {
-#pragma unroll
-    for (int j = 0; j < PIV; j++) s->dp[j][warp] = acc[j];
-  }
-  __syncthreads();
-  if (warp < PIV) {
-    double v = s->dp[warp][lane];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    if (lane == 0) s->dp_out[warp] = v;
-  }
-  __syncthreads();
-#pragma unroll
-  for (int j = 0; j < PIV; j++) acc[j] = s->dp_out[j];
-}
-
-static __device__ void block_count_piv(int (&c)[PIV], shared_red *s) {
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int j = 0; j < PIV; j++)
-    for (int o = 16; o > 0; o >>= 1) c[j] += __shfl_down_sync(0xffffffffu, c[j], o);
-  __syncthreads();
-  if (lane == 0) {
-#pragma unroll
-    for (int j = 0; j < PIV; j++) s->np[j][warp] = c[j];
-  }
-  __syncthreads();
-  if (warp < PIV) {
-    int v = s->np[warp][lane];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    if (lane == 0) s->np_out[warp] = v;
-  }
-  __syncthreads();
-#pragma unroll
-  for (int j = 0; j < PIV; j++) c[j] = s->np_out[j];
-}
-
-// The whole row: thread t visits ids t, t + LANES, ... (its lane's order).
-struct full_src {
-  const uint32_t *a;
-  const float *b;
-  uint32_t V;
-  template <bool MASS, class F>
-  __device__ void each(F f) const {
-    for (uint32_t i = threadIdx.x; i < V; i += LANES) f(ks_key(a[i], i), MASS ? b[i] : 0.0f);
-  }
-};
-
-// A compacted row: thread t's keys (still in id order) at k[off .. off + n).
-struct compact_src {
-  const unsigned long long *k;
-  const float *b;
-  int off, n;
-  template <bool MASS, class F>
-  __device__ void each(F f) const {
-    for (int m = off; m < off + n; m++) f((uint64_t)k[m], MASS ? b[m] : 0.0f);
-  }
-};
-
-// Keys <= cap of the row into s->ck / s->cb, each thread's in its lane's
-// order; false (nothing written) past CAP keys. All threads agree. *mass:
-// mass_le(cap), from the same pass.
-static __device__ bool compact(const full_src &f, uint64_t cap, shared_red *s, compact_src *out, double *mass) {
-  int n = 0;
-  double acc = 0;
-  f.each<true>([&](uint64_t k, float b) {
-    n += k <= cap;
-    acc += k <= cap ? (double)b : 0.0;
-  });
-  *mass = block_sum(acc, s);
-  if (block_count(n, s) > CAP) return false;
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, x = n;
+// The block's exclusive prefix sum of v (thread order); *total: the whole.
+// sh: 33.
+static __device__ ull block_excl_scan(ull v, ull *sh, ull *total) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  ull x = v;
   for (int o = 1; o < 32; o <<= 1) {
-    int y = __shfl_up_sync(0xffffffffu, x, o);
+    ull y = __shfl_up_sync(FULL, x, o);
     if (lane >= o) x += y;
   }
-  if (lane == 31) s->scan[warp] = x;
+  __syncthreads();
+  if (lane == 31) sh[warp] = x;
   __syncthreads();
   if (warp == 0) {
-    int v = s->scan[lane];
+    ull y = lane < nw ? sh[lane] : 0;
     for (int o = 1; o < 32; o <<= 1) {
-      int y = __shfl_up_sync(0xffffffffu, v, o);
-      if (lane >= o) v += y;
+      ull z = __shfl_up_sync(FULL, y, o);
+      if (lane >= o) y += z;
     }
-    s->scan[lane] = v;
+    sh[lane] = y;
   }
   __syncthreads();
-  int off = (warp ? s->scan[warp - 1] : 0) + x - n, m = off;
-  f.each<true>([&](uint64_t k, float b) {
-    if (k <= cap) {
-      s->ck[m] = k;
-      s->cb[m] = b;
-      m++;
-    }
-  });
-  __syncthreads();
-  *out = compact_src{s->ck, s->cb, off, n};
-  return true;
+  ull before = (warp ? sh[warp - 1] : 0) + x - v;
+  *total = sh[nw - 1];
+  return before;
 }
 
-// A pass's PIV pivots as 32-bit ranks: in the high-word phase key <= (m, max
-// id) iff the key's high word <= m; in the id phase (word h) key <= (h, m)
-// iff rank(key) <= m, rank 0 below h and all ones above (ids < 2^31).
-struct pivots {
-  bool id_phase;
-  uint32_t h;
-  uint32_t m[PIV];
-};
-
-static __device__ __forceinline__ uint32_t rank_of(uint64_t k, const pivots &pv) {
-  uint32_t hi = (uint32_t)(k >> 32);
-  if (!pv.id_phase) return hi;
-  return hi < pv.h ? 0u : hi > pv.h ? 0xffffffffu : (uint32_t)k;
+// ids [i0, i1) of block (row, g) of launches 1 and 2.
+static __device__ void chunk(uint32_t V, uint32_t *i0, uint32_t *i1) {
+  uint32_t G = gridDim.y, C = (V + G - 1) / G, g = blockIdx.y;
+  uint64_t a = (uint64_t)g * C, b = a + C;
+  *i0 = a < V ? (uint32_t)a : V;
+  *i1 = b < V ? (uint32_t)b : V;
 }
 
-// ok[j] = count of keys <= pivot j >= k.
-template <class Src>
-struct count_ok {
-  const Src &src;
-  shared_red *s;
-  int64_t k;
-  __device__ void operator()(const pivots &pv, bool (&ok)[PIV]) const {
-    int c[PIV];
-#pragma unroll
-    for (int j = 0; j < PIV; j++) c[j] = 0;
-    src.template each<false>([&](uint64_t key, float) {
-      uint32_t r = rank_of(key, pv);
-#pragma unroll
-      for (int j = 0; j < PIV; j++) c[j] += r <= pv.m[j];
-    });
-    block_count_piv(c, s);
-#pragma unroll
-    for (int j = 0; j < PIV; j++) ok[j] = c[j] >= k;
-  }
-};
-
-// ok[j] = mass of keys <= min(pivot j, cap) >= target (STRICT: > target).
-// A key past cap adds +0.0 to every pivot's sum, as the reference's does.
-template <class Src, bool STRICT>
-struct mass_ok {
-  const Src &src;
-  shared_red *s;
-  double target;
-  uint64_t cap;
-  __device__ void operator()(const pivots &pv, bool (&ok)[PIV]) const {
-    double acc[PIV];
-#pragma unroll
-    for (int j = 0; j < PIV; j++) acc[j] = 0;
-    src.template each<true>([&](uint64_t key, float b) {
-      uint32_t r = key <= cap ? rank_of(key, pv) : 0xffffffffu;
-      double v = key <= cap ? (double)b : 0.0;
-#pragma unroll
-      for (int j = 0; j < PIV; j++) acc[j] += r <= pv.m[j] ? v : 0.0;
-    });
-    block_sum_piv(acc, s);
-#pragma unroll
-    for (int j = 0; j < PIV; j++) ok[j] = STRICT ? acc[j] > target : acc[j] >= target;
-  }
-};
-
-template <class Src>
-static __device__ double mass_le(const Src &src, shared_red *s, uint64_t c) {
-  double acc = 0;
-  src.template each<true>([&](uint64_t k, float b) { acc += k <= c ? (double)b : 0.0; });
-  return block_sum(acc, s);
-}
-
-// [lo, hi] after a pass: past the last pivot found false, up to the first
-// found true (pivots ascending in [lo, hi), ok monotone).
-static __device__ void narrow(const pivots &pv, const bool (&ok)[PIV], uint32_t *lo, uint32_t *hi) {
-  uint32_t nlo = *lo, nhi = *hi;
-  bool found = false;
-#pragma unroll
-  for (int j = 0; j < PIV; j++) {
-    if (!found) {
-      if (ok[j])
-        nhi = pv.m[j], found = true;
-      else
-        nlo = pv.m[j] + 1;
-    }
-  }
-  *lo = nlo, *hi = nhi;
-}
-
-// The smallest key c (a key of the row) with ok(c): ok monotone, false
-// below top, true at cap (at every key when cap is NONE). The high word by
-// a (PIV + 1)-ary search between top's and cap's, then the id between the
-// smallest and largest of that word's keys (<= cap).
-template <class Src, class Ok>
-static __device__ uint64_t search(const Src &src, shared_red *s, const Ok &ok, uint64_t top, uint64_t cap,
-                                  uint32_t V) {
-  uint32_t lo = (uint32_t)(top >> 32), hi = cap == NONE ? 0xffffffffu : (uint32_t)(cap >> 32);
-  pivots pv;
-  bool okv[PIV];
-  pv.id_phase = false, pv.h = 0;
-  while (lo < hi) {  // ok false at (lo - 1, max id), true at (hi, max id)
-    uint64_t w = hi - lo;
-#pragma unroll
-    for (int j = 0; j < PIV; j++) pv.m[j] = lo + (uint32_t)(w * (j + 1) / (PIV + 1));
-    ok(pv, okv);
-    narrow(pv, okv, &lo, &hi);
-  }
-  uint32_t h = lo;
-  uint64_t kmin = NONE, kmax = 0;
-  src.template each<false>([&](uint64_t k, float) {
-    if ((uint32_t)(k >> 32) == h && k <= cap) {
-      if (k < kmin) kmin = k;
-      if (k > kmax) kmax = k;
-    }
-  });
-  kmin = block_min(kmin, s, false);
-  kmax = block_min(kmax, s, true);
-  uint32_t il = 0, ih = V - 1;
-  if (kmin != NONE) il = (uint32_t)kmin, ih = (uint32_t)kmax;  // else the reference's range
-  pv.id_phase = true, pv.h = h;
-  while (il < ih) {  // ok false at (h, il - 1), true at (h, ih)
-    uint64_t w = ih - il;
-#pragma unroll
-    for (int j = 0; j < PIV; j++) pv.m[j] = il + (uint32_t)(w * (j + 1) / (PIV + 1));
-    ok(pv, okv);
-    narrow(pv, okv, &il, &ih);
-  }
-  return ks_key(h, il);
-}
-
-// top_p then min_p: the cut (the largest key kept) below top_k's ck;
-// total: mass_le(ck).
-template <class Src>
-static __device__ uint64_t nucleus(const Src &src, shared_red *s, const k_sample_param &p, uint64_t top,
-                                   float p_top, uint64_t ck, double total, uint32_t V) {
-  uint64_t cut = ck;
-  if (p.top_p > 0 && p.top_p < 1) {
-    double tp = p.top_p;
-    if (total >= tp) cut = search(src, s, mass_ok<Src, false>{src, s, tp, cut}, top, cut, V);
-  }
-  if (p.min_p > 0) {
-    float floor_p = p.min_p * p_top;
-    uint64_t first = NONE;
-    src.template each<true>([&](uint64_t k, float b) {
-      if (k > top && k <= cut && b < floor_p && k < first) first = k;
-    });
-    first = block_min(first, s, false);
-    if (first != NONE) cut = first - 1;
-  }
-  return cut;
-}
-
-// The inverse-CDF walk of u over the keys <= cut (kept: their mass).
-template <class Src>
-static __device__ int32_t draw(const Src &src, shared_red *s, double u, uint64_t top, uint64_t cut, double kept,
-                               uint32_t V) {
-  double target = u * kept;
-  if (kept > target) return (int32_t)(uint32_t)search(src, s, mass_ok<Src, true>{src, s, target, cut}, top, cut, V);
-  uint64_t last = 0;
-  src.template each<false>([&](uint64_t k, float) {
-    if (k <= cut && k > last) last = k;
-  });
-  return (int32_t)(uint32_t)block_min(last, s, true);
-}
+// --- launch 1: keys
 
 template <class T>
-__global__ void __launch_bounds__(LANES) sample_kernel(int32_t *ids, const T *x, float *scratch, uint32_t V,
-                                                       const k_sample_param *params, const int32_t *seen) {
-  __shared__ shared_red red;
-  const k_sample_param p = params[blockIdx.x];
+__global__ void __launch_bounds__(TA)
+    keys_kernel(const T *x, uint8_t *ws, uint32_t V, const k_sample_param *params, const int32_t *seen) {
+  __shared__ ull sh[33];
+  const size_t r = blockIdx.x;
+  const k_sample_param p = params[r];
   if (!p.mode) return;
-  const T *xr = x + (size_t)blockIdx.x * V;
-  float *l = scratch + (size_t)blockIdx.x * 2 * V;
-  uint32_t *a = (uint32_t *)l;
-  float *b = l + V;
+  row_ws w = ws_row(ws, V, r);
+  // the row's bins and min_p's slot start empty for launch 2
+  for (uint32_t b = blockIdx.y * TA + threadIdx.x; b < KS_BINS; b += gridDim.y * TA) w.w[b] = 0, w.n[b] = 0;
+  if (blockIdx.y == 0 && threadIdx.x == 0) *w.first = NONE;
+  uint32_t i0, i1;
+  chunk(V, &i0, &i1);
+  const T *xr = x + r * V;
   bool pen = p.repetition_penalty > 0 && p.repetition_penalty != 1;
   bool greedy = !(p.temperature > 0);
   float inv_t = greedy ? 1.0f : 1.0f / p.temperature;
-  uint64_t top = NONE;
+  ull top = NONE;
   if (pen) {
-    for (uint32_t i = threadIdx.x; i < V; i += LANES) l[i] = ks_canon(k_ld(xr[i]));
+    for (uint32_t i = i0 + threadIdx.x; i < i1; i += TA) w.a[i] = ks_desc32(ks_canon(k_ld(xr[i])));
     __syncthreads();
-    // a repeated id is written twice with the same value
-    for (int64_t j = threadIdx.x; j < p.n_seen; j += LANES) {
+    // the seen ids of this block's range (a repeated id is written twice with the same value)
+    for (int64_t j = threadIdx.x; j < p.n_seen; j += TA) {
       int32_t t = seen[p.seen_off + j];
-      if (t >= 0 && (uint32_t)t < V) l[t] = ks_penalize(ks_canon(k_ld(xr[t])), p.repetition_penalty);
+      if (t >= 0 && (uint32_t)t >= i0 && (uint32_t)t < i1)
+        w.a[t] = ks_desc32(ks_penalize(ks_canon(k_ld(xr[t])), p.repetition_penalty));
     }
     __syncthreads();
-    for (uint32_t i = threadIdx.x; i < V; i += LANES) {
-      float v = greedy ? l[i] : ks_canon(l[i] * inv_t);
-      a[i] = ks_desc32(v);
-      uint64_t k = ks_key(a[i], i);
-      if (k < top) top = k;
+    for (uint32_t i = i0 + threadIdx.x; i < i1; i += TA) {
+      uint32_t d = w.a[i];
+      if (!greedy) w.a[i] = d = ks_desc32(ks_canon(ks_undesc32(d) * inv_t));
+      ull k = ks_key(d, i);
+      top = k < top ? k : top;
     }
   } else {  // one pass: no penalised ids to overwrite
-    for (uint32_t i = threadIdx.x; i < V; i += LANES) {
+    for (uint32_t i = i0 + threadIdx.x; i < i1; i += TA) {
       float v = ks_canon(k_ld(xr[i]));
       if (!greedy) v = ks_canon(v * inv_t);
-      a[i] = ks_desc32(v);
-      uint64_t k = ks_key(a[i], i);
-      if (k < top) top = k;
+      uint32_t d = ks_desc32(v);
+      w.a[i] = d;
+      ull k = ks_key(d, i);
+      top = k < top ? k : top;
     }
   }
-  top = block_min(top, &red, false);  // its barriers order the key writes before the passes' reads
-  int32_t top_id = (int32_t)(uint32_t)top;
+  top = block_red<OP_MIN>(top, sh);
+  if (threadIdx.x == 0) w.part[blockIdx.y] = top;
+}
+
+// The row's top key from its blocks' (ng of them).
+static __device__ ull row_top(const row_ws &w, uint32_t ng, ull *sh) {
+  return block_red<OP_MIN>(threadIdx.x < ng ? w.part[threadIdx.x] : NONE, sh);
+}
+
+// --- launch 2: bins
+
+__global__ void __launch_bounds__(TA) bins_kernel(uint8_t *ws, uint32_t V, const k_sample_param *params) {
+  __shared__ ull sw[KS_BINS];
+  __shared__ uint32_t sn[KS_BINS];
+  __shared__ ull sh[33];
+  const size_t r = blockIdx.x;
+  const k_sample_param p = params[r];
+  if (!p.mode || !(p.temperature > 0)) return;
+  row_ws w = ws_row(ws, V, r);
+  ull top = row_top(w, gridDim.y, sh);
   float mx = ks_undesc32((uint32_t)(top >> 32));
-  if (greedy || isinf(mx)) {
-    if (threadIdx.x == 0) ids[blockIdx.x] = top_id;
+  if (isinf(mx)) return;  // launch 3 returns top's id
+  int F = ks_wbits(V);
+  ull floor_w = p.min_p > 0 ? ks_ceil_mul(p.min_p, (double)(1ull << F)) : 0;
+  for (uint32_t b = threadIdx.x; b < KS_BINS; b += TA) sw[b] = 0, sn[b] = 0;
+  __syncthreads();
+  uint32_t i0, i1;
+  chunk(V, &i0, &i1);
+  ull first = NONE;
+  for (uint32_t i = i0 + threadIdx.x; i < i1; i += TA) {
+    uint32_t d = w.a[i];
+    float x = ks_undesc32(d) - mx;
+    ull wt = ks_weight(x, F);
+    uint32_t b = bin_of(x);
+    atomicAdd(&sn[b], 1u);
+    if (wt) atomicAdd(&sw[b], wt);
+    ull k = ks_key(d, i);
+    if (wt < floor_w && k > top && k < first) first = k;
+  }
+  __syncthreads();
+  for (uint32_t b = threadIdx.x; b < KS_BINS; b += TA)
+    if (sn[b]) {
+      atomicAdd(&w.n[b], sn[b]);
+      if (sw[b]) atomicAdd(&w.w[b], sw[b]);
+    }
+  if (p.min_p > 0) {
+    first = block_red<OP_MIN>(first, sh);
+    if (threadIdx.x == 0 && first != NONE) atomicMin(w.first, first);
+  }
+}
+
+// --- launch 3: select
+
+struct fin_shared {
+  ull pw[KS_BINS];       // the bins' weights, inclusive prefix sums
+  uint32_t pn[KS_BINS];  // the bins' counts, inclusive prefix sums
+  ull keys[CAP];         // one bin's gathered keys, then sorted
+  ull sh[33];
+  uint32_t cnt, bin;
+  ull res_key, res_pre;
+};
+
+// The row's state in launch 3.
+struct fin_row {
+  const uint32_t *a;
+  uint32_t V;
+  float mx;
+  int F;
+};
+
+static __device__ __forceinline__ ull weight_of(const fin_row &f, ull key) {
+  return ks_weight(ks_undesc32((uint32_t)(key >> 32)) - f.mx, f.F);
+}
+
+// The first bin b <= bc whose cumulative c(b) reaches thr (1 <= thr <=
+// c(bc)): c(b) = pre[b] below bc, last at bc (bc's keys past the cut left
+// out). One thread a bin.
+template <class P>
+static __device__ uint32_t find_bin(const P *pre, uint32_t bc, ull last, ull thr, fin_shared *s) {
+  uint32_t b = threadIdx.x;
+  if (b <= bc) {
+    ull cb = b < bc ? pre[b] : last, cp = b ? pre[b - 1] : 0;
+    if (cp < thr && thr <= cb) s->bin = b;
+  }
+  __syncthreads();
+  uint32_t r = s->bin;
+  __syncthreads();
+  return r;
+}
+
+// The keys of bin b in [klo, khi] into s->keys (the first CAP of them, in
+// no order); returns how many there are.
+static __device__ uint32_t gather(const fin_row &f, uint32_t b, ull klo, ull khi, fin_shared *s) {
+  int lane = threadIdx.x & 31;
+  if (threadIdx.x == 0) s->cnt = 0;
+  __syncthreads();
+  for (uint32_t base = 0; base < f.V; base += TF) {  // uniform trip count: the ballot needs whole warps
+    uint32_t i = base + threadIdx.x;
+    ull k = 0;
+    bool in = false;
+    if (i < f.V) {
+      uint32_t d = f.a[i];
+      k = ks_key(d, i);
+      in = k >= klo && k <= khi && bin_of(ks_undesc32(d) - f.mx) == b;
+    }
+    unsigned ball = __ballot_sync(FULL, in);
+    if (!ball) continue;
+    uint32_t at = 0;
+    if (lane == 0) at = atomicAdd(&s->cnt, (uint32_t)__popc(ball));
+    at = __shfl_sync(FULL, at, 0);
+    if (in) {
+      uint32_t pos = at + (uint32_t)__popc(ball & ((1u << lane) - 1));
+      if (pos < CAP) s->keys[pos] = k;
+    }
+  }
+  __syncthreads();
+  uint32_t m = s->cnt;
+  __syncthreads();
+  return m;
+}
+
+// s->keys[0..m) (m <= CAP) sorted, then the first whose count (BY_COUNT) or
+// weight from the first reaches need (1 <= need <= theirs); *pre: the
+// weight up to it.
+static __device__ ull sort_walk(const fin_row &f, uint32_t m, ull need, bool by_count, fin_shared *s, ull *pre) {
+  uint32_t P = 1;
+  while (P < m) P <<= 1;
+  for (uint32_t j = m + threadIdx.x; j < P; j += TF) s->keys[j] = NONE;
+  __syncthreads();
+  for (uint32_t k = 2; k <= P; k <<= 1)  // bitonic sort, ascending
+    for (uint32_t j = k >> 1; j > 0; j >>= 1) {
+      for (uint32_t i = threadIdx.x; i < P; i += TF) {
+        uint32_t o = i ^ j;
+        if (o > i) {
+          ull u = s->keys[i], v = s->keys[o];
+          if ((u > v) == ((i & k) == 0)) s->keys[i] = v, s->keys[o] = u;
+        }
+      }
+      __syncthreads();
+    }
+  // thread t holds sorted places PER t .. PER t + PER - 1
+  ull wl[PER], sum = 0, tot;
+#pragma unroll
+  for (int q = 0; q < PER; q++) {
+    uint32_t j = threadIdx.x * PER + q;
+    wl[q] = j < m ? weight_of(f, s->keys[j]) : 0;
+    sum += wl[q];
+  }
+  ull before = block_excl_scan(sum, s->sh, &tot);
+#pragma unroll
+  for (int q = 0; q < PER; q++) {
+    uint32_t j = threadIdx.x * PER + q;
+    ull after = before + wl[q];
+    bool hit = by_count ? j + 1 == need : before < need && need <= after;
+    if (j < m && hit) s->res_key = s->keys[j], s->res_pre = after;
+    before = after;
+  }
+  __syncthreads();
+  *pre = s->res_pre;
+  ull c = s->res_key;
+  __syncthreads();
+  return c;
+}
+
+// refine for a bin of more than CAP keys (all logits equal; a cut deep in a
+// flat tail): a radix select over the keys' offsets from the bin's smallest,
+// 8 bits a pass (256 counts and weights in shared memory, over s->keys'
+// storage), until the range holding the answer has at most CAP keys, which
+// sort_walk finishes. Integer sums: the same answer as one sort.
+static __device__ ull refine_radix(const fin_row &f, uint32_t b, ull cap, ull need, bool by_count, fin_shared *s,
+                                   ull *pre) {
+  ull lo = NONE, hi = 0;
+  for (uint32_t i = threadIdx.x; i < f.V; i += TF) {
+    uint32_t d = f.a[i];
+    ull k = ks_key(d, i);
+    if (k <= cap && bin_of(ks_undesc32(d) - f.mx) == b) lo = k < lo ? k : lo, hi = k > hi ? k : hi;
+  }
+  lo = block_red<OP_MIN>(lo, s->sh);
+  hi = block_red<OP_MAX>(hi, s->sh);
+  ull *hw = s->keys, acc = 0;  // acc: the weight of the bin's keys below lo
+  uint32_t *hn = (uint32_t *)(s->keys + 256);
+  for (;;) {  // the answer lies in [lo, hi]; need counts from lo
+    ull span = hi - lo;
+    int shift = span >> 8 ? 64 - __clzll((long long)span) - 8 : 0;  // (span >> shift) <= 255
+    if (threadIdx.x < 256) hw[threadIdx.x] = 0, hn[threadIdx.x] = 0;
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < f.V; i += TF) {
+      uint32_t d = f.a[i];
+      ull k = ks_key(d, i);
+      float x = ks_undesc32(d) - f.mx;
+      if (k >= lo && k <= hi && bin_of(x) == b) {
+        uint32_t q = (uint32_t)((k - lo) >> shift);
+        atomicAdd(&hn[q], 1u);
+        atomicAdd(&hw[q], ks_weight(x, f.F));
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      ull c = 0, wsum = 0;
+      uint32_t q = 0;
+      for (; q < 255; q++) {
+        ull v = by_count ? (ull)hn[q] : hw[q];
+        if (c + v >= need) break;
+        c += v, wsum += hw[q];
+      }
+      s->bin = q, s->res_key = c, s->res_pre = wsum, s->cnt = hn[q];
+    }
+    __syncthreads();
+    uint32_t q = s->bin, n = s->cnt;
+    need -= s->res_key, acc += s->res_pre;
+    ull wq = hw[q];
+    __syncthreads();
+    lo += (ull)q << shift;
+    if (lo + ((1ull << shift) - 1) < hi) hi = lo + ((1ull << shift) - 1);
+    if (shift == 0) {  // one key: [lo, lo]
+      *pre = acc + wq;
+      return lo;
+    }
+    if (n <= CAP) {
+      uint32_t m = gather(f, b, lo, hi, s);
+      ull c = sort_walk(f, m, need, by_count, s, pre);
+      *pre += acc;
+      return c;
+    }
+  }
+}
+
+// The smallest key c <= cap of bin b whose count (BY_COUNT) or weight of the
+// bin's keys <= c reaches need (1 <= need <= the bin's, under cap); *pre:
+// the weight of the bin's keys <= c.
+static __device__ ull refine(const fin_row &f, uint32_t b, ull cap, ull need, bool by_count, fin_shared *s, ull *pre) {
+  uint32_t m = gather(f, b, 0, cap, s);
+  if (m > CAP) return refine_radix(f, b, cap, need, by_count, s, pre);
+  return sort_walk(f, m, need, by_count, s, pre);
+}
+
+__global__ void __launch_bounds__(TF)
+    select_kernel(int32_t *ids, uint8_t *ws, uint32_t V, const k_sample_param *params) {
+  __shared__ fin_shared s;
+  const size_t r = blockIdx.x;
+  const k_sample_param p = params[r];
+  if (!p.mode) return;
+  row_ws w = ws_row(ws, V, r);
+  ull top = row_top(w, ks_groups(V), s.sh);
+  float mx = ks_undesc32((uint32_t)(top >> 32));
+  if (!(p.temperature > 0) || isinf(mx)) {
+    if (threadIdx.x == 0) ids[r] = (int32_t)(uint32_t)top;
     return;
   }
-  full_src fs = {a, b, V};
-  uint64_t ck = NONE;
-  if (p.top_k > 0 && (uint32_t)p.top_k < V) ck = search(fs, &red, count_ok<full_src>{fs, &red, p.top_k}, top, NONE, V);
-  double acc = 0;
-  for (uint32_t i = threadIdx.x; i < V; i += LANES) {
-    float e = ks_key(a[i], i) <= ck ? ks_expf(ks_undesc32(a[i]) - mx) : 0.0f;
-    b[i] = e;
-    acc += (double)e;
+  fin_row f = {w.a, V, mx, ks_wbits(V)};
+  // the bins' prefix sums (one thread a bin)
+  ull tw, tn, bw = w.w[threadIdx.x], bn = w.n[threadIdx.x];
+  s.pw[threadIdx.x] = block_excl_scan(bw, s.sh, &tw) + bw;
+  s.pn[threadIdx.x] = (uint32_t)(block_excl_scan(bn, s.sh, &tn) + bn);  // <= vocab
+  __syncthreads();
+  // top_k: the k-th key ck; total: the weight of the keys <= ck
+  const uint32_t LAST = KS_BINS - 1;
+  ull cut = NONE, kept = tw, pre;
+  uint32_t bc = LAST;  // the cut's bin: below it every key is kept
+  if (p.top_k > 0 && (uint32_t)p.top_k < V) {
+    ull k = (ull)p.top_k;
+    uint32_t b = find_bin(s.pn, LAST, tn, k, &s);
+    cut = refine(f, b, NONE, k - (b ? s.pn[b - 1] : 0), true, &s, &pre);
+    bc = b, kept = (b ? s.pw[b - 1] : 0) + pre;
   }
-  double sum = block_sum(acc, &red);
-  acc = 0;  // mass_le(ck) from the same pass: the ids past ck add +0.0 there too
-  for (uint32_t i = threadIdx.x; i < V; i += LANES) {
-    float q = (float)((double)b[i] / sum);
-    b[i] = q;
-    acc += (double)q;
+  // top_p: the head up to the first key whose head reaches top_p of the mass
+  if (p.top_p > 0 && p.top_p < 1) {
+    ull thr = ks_ceil_mul(p.top_p, (double)kept);
+    if (thr < kept) {
+      uint32_t b = find_bin(s.pw, bc, kept, thr, &s);
+      ull below = b ? s.pw[b - 1] : 0;
+      cut = refine(f, b, b == bc ? cut : NONE, thr - below, false, &s, &pre);
+      bc = b, kept = below + pre;
+    }
   }
-  double total = block_sum(acc, &red);  // its barriers order the writes of b before the reads
-  float p_top = b[top_id];
-  compact_src cs;
-  double kept;
-  int32_t tok;
-  if (ck != NONE && compact(fs, ck, &red, &cs, &kept)) {
-    uint64_t cut = nucleus(cs, &red, p, top, p_top, ck, total, V);
-    tok = draw(cs, &red, p.u, top, cut, cut == ck ? total : mass_le(cs, &red, cut), V);
-  } else {
-    uint64_t cut = nucleus(fs, &red, p, top, p_top, ck, total, V);
-    if (cut == ck)
-      tok = draw(fs, &red, p.u, top, cut, total, V);
-    else if (compact(fs, cut, &red, &cs, &kept))
-      tok = draw(cs, &red, p.u, top, cut, kept, V);
-    else
-      tok = draw(fs, &red, p.u, top, cut, kept, V);
+  // min_p: the head ends before its first key under the floor
+  if (p.min_p > 0) {
+    ull first = *w.first;
+    if (first != NONE && first <= cut) {
+      uint32_t b = bin_of(ks_undesc32((uint32_t)(first >> 32)) - mx);
+      ull v = 0;
+      for (uint32_t i = threadIdx.x; i < V; i += TF) {
+        uint32_t d = w.a[i];
+        float x = ks_undesc32(d) - mx;
+        if (ks_key(d, i) < first && bin_of(x) == b) v += ks_weight(x, f.F);
+      }
+      cut = first - 1, bc = b, kept = (b ? s.pw[b - 1] : 0) + block_red<OP_SUM>(v, s.sh);
+    }
   }
-  if (threadIdx.x == 0) ids[blockIdx.x] = tok;
+  // the draw
+  ull thr = ks_draw_thr(p.u, kept);
+  uint32_t b = find_bin(s.pw, bc, kept, thr, &s);
+  ull tok = refine(f, b, b == bc ? cut : NONE, thr - (b ? s.pw[b - 1] : 0), false, &s, &pre);
+  if (threadIdx.x == 0) ids[r] = (int32_t)(uint32_t)tok;
 }
 
 }  // namespace
 
-extern "C" int k_sample_rows_cuda(int32_t *ids, const void *x, float *scratch, size_t rows, size_t vocab,
+extern "C" int k_sample_rows_cuda(int32_t *ids, const void *x, void *ws, size_t rows, size_t vocab,
                                   const k_sample_param *params, const int32_t *seen, dtype dt, cudaStream_t stream,
                                   err *e) {
   static const char *kname = "k_sample_rows_cuda";
   if (rows == 0) return 0;
-  if (!ids || !x || !scratch || !params) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer", kname);
+  if (!ids || !x || !ws || !params) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer", kname);
   if (vocab == 0 || vocab > (size_t)INT32_MAX)
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: vocab of %zu (1 .. 2^31 - 1)", kname, vocab);
   if (rows > 0x7fffffffu) return err_set(e, ERR_INVALID_ARGUMENT, "%s: %zu rows", kname, rows);
-  K_DT_DISPATCH(e, kname, dt, T,
-                sample_kernel<T>
-                <<<(unsigned)rows, LANES, 0, stream>>>(ids, (const T *)x, scratch, (uint32_t)vocab, params, seen));
+  if ((uintptr_t)ws & 7) return err_set(e, ERR_INVALID_ARGUMENT, "%s: workspace not 8-byte aligned", kname);
+  uint32_t V = (uint32_t)vocab;
+  dim3 grid((unsigned)rows, ks_groups(V));
+  K_DT_DISPATCH(e, kname, dt, T, keys_kernel<T><<<grid, TA, 0, stream>>>((const T *)x, (uint8_t *)ws, V, params, seen));
+  K_LAUNCH_CHECK(e, kname);
+  bins_kernel<<<grid, TA, 0, stream>>>((uint8_t *)ws, V, params);
+  K_LAUNCH_CHECK(e, kname);
+  select_kernel<<<(unsigned)rows, TF, 0, stream>>>(ids, (uint8_t *)ws, V, params);
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

@@ -88,7 +88,7 @@ struct eng_llm_cuda_runner {
   k_sample_param *sp_h, *sp_d;
   int32_t *seen_h, *seen_d;
   int64_t seen_cap;
-  float *smp;
+  void *smp;  // k_sample_rows_cuda's workspace (k_sample_ws_bytes)
   uint8_t *idrow;  // per item of the step: 1 greedy, 2 sampled on the device (max_step_tokens)
   // metadata: pinned host and device copies of one layout
   int32_t *meta_h, *meta_d;
@@ -286,7 +286,7 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
                     T * sizeof(int32_t),
                     k_argmax_rows_ws_bytes(lr, (size_t)g->vocab),
                     T * sizeof(k_sample_param),
-                    lr * 2 * (size_t)g->vocab * sizeof(float),
+                    k_sample_ws_bytes(lr, (size_t)g->vocab),
                     ((size_t)c->n_blocks * (size_t)c->block_tokens + (size_t)c->max_context) * sizeof(int32_t)};
   size_t tot = 0;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) tot += align_up(sizes[i]);
