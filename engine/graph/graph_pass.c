@@ -369,8 +369,11 @@ int eng_graph__run_passes(eng_graph *g, err *e) {
   unsigned char *dead = calloc(n + 1, 1);
   if (!dead) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int changed = 0;
+  eng_graph__set_n_qdq_nodes(g, eng_graph__count_qdq(g));
   // before folding, which would turn the weights' DequantizeLinear into FP32 constants
-  int rc = eng_graph__fuse_qdq(g, dead, &changed, e);
+  // (the float form wants exactly that: its pass leaves them to folding)
+  int rc = eng_graph__opts(g)->qdq_float ? eng_graph__qdq_float(g, dead, &changed, e)
+                                         : eng_graph__fuse_qdq(g, dead, &changed, e);
   // constants first: a BatchNormalization whose parameters are computed from constants folds too
   if (!rc) rc = pass_fold_constants(g, dead, &changed, e);
   if (!rc) rc = pass_fold_batchnorm(g, dead, &changed, e);
