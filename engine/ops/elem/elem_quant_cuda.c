@@ -123,7 +123,7 @@ int eng_cuda__quantize_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor
                            int n_out, err *e) {
   (void)n_in, (void)n_out;
   const qnode *q = c->node;
-  k_elem ft;
+  k_elem ft = K_F32;
   k_qaxis a;
   TRY(float_of(in[0].dt, &ft, e));
   TRY(qaxis_of(q, p, &in[0], false, &a, e));
@@ -134,7 +134,7 @@ int eng_cuda__dequantize_run(cuda_ctx *c, const eng_op_params *p, const eng_tens
                              int n_out, err *e) {
   (void)n_in, (void)n_out;
   const qnode *q = c->node;
-  k_elem ft, qt = q->qt;
+  k_elem ft = K_F32, qt = q->qt;
   k_qaxis a;
   TRY(float_of(out[0].dt, &ft, e));
   if (qt == K_BOOL && (eng_ops_elem_of(in[0].dt, &qt) != 0 || !k_quant_cuda_takes(qt)))
@@ -147,7 +147,7 @@ int eng_cuda__quant_dequant_run(cuda_ctx *c, const eng_op_params *p, const eng_t
                                 eng_tensor *out, int n_out, err *e) {
   (void)n_in, (void)n_out;
   const qnode *q = c->node;
-  k_elem ft;
+  k_elem ft = K_F32;
   k_qaxis a;
   TRY(float_of(in[0].dt, &ft, e));
   TRY(qaxis_of(q, p, &in[0], c->nhwc && in[0].ndims == 4, &a, e));
