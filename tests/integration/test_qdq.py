@@ -256,6 +256,7 @@ def _check_against_ort(client, served_name, name, kind, path, shapes, steps, mos
         assert np.allclose((y - want) / step, np.round((y - want) / step), atol=2e-2 if steps > 1 else 1e-2)
         equal += int((diff <= step * 1e-3).sum())
         total += y.size
+    print("%s: %d of %d outputs equal to onnxruntime without optimizations" % (served_name, equal, total))
     assert equal >= most * total, "%s: only %d of %d outputs equal to onnxruntime's" % (served_name, equal, total)
 
 
