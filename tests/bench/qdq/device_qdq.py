@@ -11,7 +11,7 @@ and a QDQ MLP (256-512-64, per channel). Each served three ways, one server each
   activation's QuantizeLinear -> DequantizeLinear one fake-quant kernel, cuDNN and cuBLASLt between them).
 Checks per model and way: it loads; on a GPU no node runs on the host and the load says the float form's
 counts; batch 1 and 4 against onnxruntime with graph optimizations off (the QDQ graph as written) within one
-output quantization step (FP16: two), most outputs equal (>= 90%; FP16 >= 75% within one step). Then
+output quantization step (FP16: two), most outputs equal (>= 90%; FP16: >= 75% equal, >= 99% within one step); --ways CPUF runs the float form on CPU instances (qdq_integer 0), a check without a GPU. Then
 fastest-of-RUNS times at batch 1, 4 and 32 beside onnxruntime (CPU). Prints a table and one line per check;
 exit status 0 when every check holds.
 
@@ -89,10 +89,13 @@ def quantize_conv(src, dst, act, per_channel):
 
 # (label, instance_group and parameters, steps allowed, share equal required)
 WAYS = [
-    ("CPU", "instance_group [{ kind: KIND_CPU }]\n", 1, 0.9),
-    ("GPU32", "instance_group [{ kind: KIND_GPU count: 1 }]\n"
+    ("CPU", "max_batch_size: 32\ninstance_group [{ kind: KIND_CPU }]\n", 1, 0.9),
+    # the float form on CPU instances (what GPU instances run), for a check without a GPU: --ways CPUF
+    ("CPUF", "max_batch_size: 32\ninstance_group [{ kind: KIND_CPU }]\n"
+             'parameters { key: "qdq_integer" value: { string_value: "0" } }\n', 1, 0.9),
+    ("GPU32", "max_batch_size: 32\ninstance_group [{ kind: KIND_GPU count: 1 }]\n"
               'parameters { key: "precision" value: { string_value: "fp32" } }\n', 1, 0.9),
-    ("GPU16", "instance_group [{ kind: KIND_GPU count: 1 }]\n"
+    ("GPU16", "max_batch_size: 32\ninstance_group [{ kind: KIND_GPU count: 1 }]\n"
               'parameters { key: "precision" value: { string_value: "fp16" } }\n', 2, 0.75),
 ]
 
@@ -108,7 +111,7 @@ def check_way(srv, label, files, steps, most, runs):
         step = step_of(path)
         if label != "CPU" and step:
             host = [ln for ln in srv.lines if "'%s'" % name in ln and "on the host" in ln]
-            said = [ln for ln in srv.lines if "'%s'" % name in ln and "QDQ graph in float" in ln]
+            said = [ln for ln in srv.lines if "'%s'" % name in ln and "QDQ graph" in ln and "in float" in ln]
             print("%-5s %-16s %s; %s" % (label, name, said[0].split(": ", 1)[-1] if said else "NO float-form line",
                                          "%d host line(s)" % len(host) if host else "no node on the host"))
             ok &= bool(said) and not host
@@ -126,7 +129,7 @@ def check_way(srv, label, files, steps, most, runs):
                 if step:  # quantized: within `steps` output steps, most equal
                     eq = float((np.abs(y - want) <= step * 1e-3).mean())
                     one = float((np.abs(y - want) <= step * 1.0001).mean())
-                    good = d <= steps * step * 1.0001 and (eq >= most if steps == 1 else one >= 0.999 and eq >= most)
+                    good = d <= steps * step * 1.0001 and (eq >= most if steps == 1 else one >= 0.99 and eq >= most)
                     print("%-5s %-16s batch %d: %.3g apart (one step %.3g), %.1f%% equal, %.2f%% within a step: %s"
                           % (label, name, b, d, step, 100 * eq, 100 * one, "ok" if good else "WRONG"))
                 else:

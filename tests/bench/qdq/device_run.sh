@@ -21,5 +21,5 @@ echo "exit $?"
 grep -E "FAIL|differ|device 0|checks" "$logs/test_k_cuda_quant.txt" | head -20
 echo "== device_qdq.py"
 timeout 420 "$py" tests/bench/qdq/device_qdq.py "$b/bin/inferd" --runs 10 2>&1 | tee "$logs/device_qdq.txt" | \
-  grep -v "^\[" | head -150
+  grep -v -E "^\[|^WARNING" | head -150
 echo "exit ${PIPESTATUS[0]}"
