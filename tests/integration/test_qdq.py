@@ -307,7 +307,8 @@ def gpu_server(repo, tmp_path_factory):
         pytest.skip("QDQ models on GPU instances: inferd built without CUDA")
     d = str(tmp_path_factory.mktemp("qdq_gpu_repo"))
     _float_repo(repo, d, [("_gpu32", GPU_CFG % "fp32"), ("_gpu16", GPU_CFG % "fp16")])
-    yield from lib.served(d)
+    # 22 models: the batch sizes past the preferred ones pad up rather than each taking a minute at load
+    yield from lib.served(d, ["--model-prepare-budget-s", "2"])
 
 
 @pytest.fixture(scope="module")
