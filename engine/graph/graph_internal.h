@@ -40,6 +40,10 @@ void eng_graph__add_n_qdq(eng_graph *g, size_t conv, size_t matmul);
 void eng_graph__add_n_qdq_float(eng_graph *g, size_t pairs, size_t weights);
 void eng_graph__set_n_qdq_nodes(eng_graph *g, size_t n);
 
+// Constant folding's bound on one result (graph_pass.c): larger results stay
+// nodes (a copy this size is not free).
+#define ENG_FOLD_MAX_BYTES (64u << 20)
+
 // The load-time passes (graph_pass.c), run once the graph is complete and
 // sorted: constants folded, BatchNormalization folded into the Conv before
 // it, attention subgraphs fused (attn.c) and their Q, K, V projections

@@ -28,7 +28,6 @@
 // emit many (Cast or Reshape of a weight, Mul of two scalars, Shape
 // arithmetic on constant shapes). Nodes that depend on input shapes are
 // left to the planner's per-signature folding (plan.c).
-#define FOLD_MAX_BYTES (64u << 20)  // larger results stay nodes: a copy this size is not free
 
 // The folded outputs' buffers (eng_ops_cpu_fold's buf), fresh for the graph to own.
 typedef struct fold_bufs {
@@ -75,7 +74,7 @@ static int fold_constant_node(eng_graph *g, size_t i, int opset, int *folded, er
   }
   if (d->infer(&prm, in, n->n_in, out, n->n_out, &pe) != 0) return 0;
   for (int k = 0; k < n->n_out; k++)  // strings and large results stay nodes
-    if (dtype_size(out[k].dt) == 0 || eng_tensor_bytes(&out[k]) > FOLD_MAX_BYTES) return 0;
+    if (dtype_size(out[k].dt) == 0 || eng_tensor_bytes(&out[k]) > ENG_FOLD_MAX_BYTES) return 0;
   fold_bufs fb = {{0}, 0};
   // a run that fails (an index out of range...) leaves the node to the planner, which says so
   if (eng_ops_cpu_fold(d, &prm, in, n->n_in, out, n->n_out, fold_alloc, &fb, &pe) != 0) {

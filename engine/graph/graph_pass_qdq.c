@@ -291,8 +291,9 @@ int eng_graph__qdq_float(eng_graph *g, unsigned char *dead, int *changed, err *e
     if (dead[i]) continue;
     const eng_node *n = eng_graph_node(g, i);
     if (strcmp(n->op_type, "DequantizeLinear") != 0 || n->n_out != 1 || n->out[0] < 0) continue;
-    if (const_of(g, n->in[0])) {  // a weight or bias: constant folding makes it FP32
-      n_weights++;
+    const eng_value *w = const_of(g, n->in[0]);
+    if (w) {  // a weight or bias: constant folding makes it FP32 (a larger one stays a node, run per batch)
+      n_weights += (uint64_t)numel(w) * sizeof(float) <= ENG_FOLD_MAX_BYTES;
       continue;
     }
     qdq d, q;
