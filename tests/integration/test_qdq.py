@@ -236,9 +236,11 @@ def _float_repo(repo, d, cfgs):
     return names
 
 
-def _check_against_ort(client, served_name, name, kind, path, shapes, steps, most):
+def _check_against_ort(client, served_name, name, kind, path, shapes, steps, most, half=False):
     """Batches 1 and 4 (one unbatched call for vec) against onnxruntime without optimizations: every output
-    within `steps` output steps, a whole number of steps away, `most` of them equal."""
+    within `steps` output steps, a whole number of steps away, `most` of them equal. half: the outputs were
+    stored in FP16 before they were widened (an fp16 plan), so each may also be off by half's rounding of
+    its value (2^-11 of it)."""
     exact = _noopt_session(path)
     step = _output_step(path)
     rng = np.random.default_rng(13)
@@ -250,11 +252,14 @@ def _check_against_ort(client, served_name, name, kind, path, shapes, steps, mos
         y = got["y"]
         want = exact.run(None, {"x": x})[0]
         assert y.shape == want.shape and y.dtype == np.float32
+        rnd = np.abs(want.astype(np.float64)) * 2.0 ** -11 if half else np.zeros(want.shape)
         diff = np.abs(y.astype(np.float64) - want)
-        assert diff.max() <= steps * step * 1.0001, "%s: %g apart, one step is %g" % (served_name, diff.max(), step)
-        # a dequantized output is a whole number of steps from onnxruntime's (FP16: to half's rounding)
-        assert np.allclose((y - want) / step, np.round((y - want) / step), atol=2e-2 if steps > 1 else 1e-2)
-        equal += int((diff <= step * 1e-3).sum())
+        over = diff - rnd
+        assert over.max() <= steps * step * 1.0001, "%s: %g apart, one step is %g" % (served_name, over.max(), step)
+        # a dequantized output is a whole number of steps from onnxruntime's (up to half's rounding)
+        frac = np.abs((y - want) / step - np.round((y - want) / step))
+        assert (frac <= 1e-2 + rnd / step).all(), "%s: %g of a step off the grid" % (served_name, frac.max())
+        equal += int((diff <= step * 1e-3 + rnd).sum())
         total += y.size
     print("%s: %d of %d outputs equal to onnxruntime without optimizations" % (served_name, equal, total))
     assert equal >= most * total, "%s: only %d of %d outputs equal to onnxruntime's" % (served_name, equal, total)
@@ -334,4 +339,4 @@ def test_qdq_gpu_instances_match_onnxruntime(repo, gpu_server, gpu_client, name,
     if prec == "fp32":
         _check_against_ort(gpu_client, served, name, kind, path, repo[1], 1, 0.9)
     else:
-        _check_against_ort(gpu_client, served, name, kind, path, repo[1], 2, 0.75)
+        _check_against_ort(gpu_client, served, name, kind, path, repo[1], 2, 0.75, half=True)
