@@ -205,6 +205,7 @@ int eng_model_create_opts(eng_graph *g, const eng_model_config *cfg, int n_gpus,
   if (!m) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   pthread_mutex_init(&m->fail_mu, NULL);
   m->graph = g;
+  m->gpu_graph = lo ? lo->gpu_graph : NULL;
   m->max_batch = cfg->max_batch_size;
   m->prepare_budget_ms = lo ? lo->prepare_budget_ms : ENG_PREPARE_BUDGET_MS_DEFAULT;
   m->cancel = lo ? lo->cancel : NULL;
@@ -217,7 +218,8 @@ int eng_model_create_opts(eng_graph *g, const eng_model_config *cfg, int n_gpus,
   if (rc == 0 && !(m->inst = calloc((size_t)n, sizeof *m->inst)))
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
 #if INFERD_HAVE_CUDA
-  if (rc == 0) rc = eng_cuda_weights_create(g, &m->weights, e);  // nothing on a device until a plan asks
+  // nothing on a device until a plan asks
+  if (rc == 0) rc = eng_cuda_weights_create(m->gpu_graph ? m->gpu_graph : g, &m->weights, e);
 #endif
   for (int i = 0; rc == 0 && i < n; i++) {
     instance *in = &m->inst[i];
@@ -234,7 +236,8 @@ int eng_model_create_opts(eng_graph *g, const eng_model_config *cfg, int n_gpus,
   if (rc == 0) rc = start_all(m, e);
   free(dev);
   if (rc) {
-    m->graph = NULL;  // the caller keeps the graph on failure
+    m->graph = NULL;  // the caller keeps the graphs on failure
+    m->gpu_graph = NULL;
     eng_model_destroy(m);
     return rc;
   }
@@ -385,6 +388,7 @@ void eng_model_destroy(eng_model *m) {
   free(m->hook_sizes);
   eng_pad_free(&m->pad);
   if (m->graph) eng_graph_destroy(m->graph);
+  if (m->gpu_graph) eng_graph_destroy(m->gpu_graph);
   pthread_mutex_destroy(&m->fail_mu);
   free(m);
 }

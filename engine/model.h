@@ -79,6 +79,11 @@ typedef struct eng_model_load_opts {
   // preparing and fails with ERR_UNAVAILABLE "cancelled: server shutting
   // down" (a stop signal must not wait out a minute of preparation).
   const _Atomic int *cancel;
+  // The graph GPU instances plan from instead of the model's (a QDQ model's
+  // float form, eng_graph_opts.qdq_float), or NULL: the model's. Same
+  // inputs and outputs. On success the model owns it; on failure the caller
+  // still does.
+  eng_graph *gpu_graph;
 } eng_model_load_opts;
 
 // eng_model_create with the load's options (NULL: the defaults, as eng_model_create).

@@ -111,6 +111,7 @@ typedef struct binding {
 
 struct eng_model {
   eng_graph *graph;
+  eng_graph *gpu_graph;  // eng_model_load_opts.gpu_graph (owned), or NULL: GPU instances plan from graph
   int max_batch;
   model_opts opts;
   int *warm;  // the sizes every instance prepares whatever the budget: 1, the preferred ones, max_batch

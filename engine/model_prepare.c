@@ -220,7 +220,7 @@ int eng_model__create_cuda_plan(instance *in, eng_cuda_plan **out, err *e) {
                      .no_gemm_clusters = m->opts.no_gemm_clusters,
                      .weights = m->weights};
   eng_cuda_plan *p = NULL;
-  TRY(eng_cuda_plan_create(m->graph, m->max_batch, in->device, &o, &p, e));
+  TRY(eng_cuda_plan_create(m->gpu_graph ? m->gpu_graph : m->graph, m->max_batch, in->device, &o, &p, e));
   int rc = prepare_sizes(in, prep_gpu, p, t0, e);
   if (rc) {
     eng_cuda_plan_destroy(p);

@@ -138,6 +138,30 @@ int k_where_cuda(void *y, const uint8_t *cond, const void *a, const void *b, siz
                  const int64_t *ydims, const int64_t *cdims, const int64_t *adims,
                  const int64_t *bdims, cudaStream_t stream, err *e);
 
+// --- linear quantization (kernels/elem/k_quant.cu), the twins of k_quantize,
+// k_dequantize and k_fake_quant (k_ref.h) per tensor or per axis (no blocks).
+// Per axis, element i's parameters are scale[(i / inner) % len] (x as
+// [outer, len, inner]); per tensor (scale NULL), s0 and z0. The zero points
+// travel as float (every 8- and 16-bit value is exact in float); zp NULL: 0.
+// scale and zp are DEVICE pointers (len floats each); the struct is host memory.
+typedef struct k_qaxis {
+  size_t len, inner;
+  const float *scale, *zp;
+  float s0, z0;
+} k_qaxis;
+// Whether the kernels take quantized type qt: K_I8, K_U8, K_I16, K_U16.
+int k_quant_cuda_takes(k_elem qt);
+// y (qt) = saturate(round_half_even(x / scale) + zp); x K_F32 or K_F16 storage.
+int k_quantize_cuda(void *y, k_elem qt, const void *x, k_elem xt, size_t n, const k_qaxis *q,
+                    cudaStream_t stream, err *e);
+// y (yt: K_F32 or K_F16 storage) = (x - zp) * scale; x of type qt.
+int k_dequantize_cuda(void *y, k_elem yt, const void *x, k_elem qt, size_t n, const k_qaxis *q,
+                      cudaStream_t stream, err *e);
+// QuantizeLinear to qt then DequantizeLinear in one pass over et (K_F32 or
+// K_F16) storage: round, clamp, rescale. y may alias x.
+int k_fake_quant_cuda(void *y, const void *x, k_elem et, k_elem qt, size_t n, const k_qaxis *q,
+                      cudaStream_t stream, err *e);
+
 // --- resize and pad (kernels/resize/k_resize.cu), the index math of the references
 // (kernels/resize/k_resize_math.h). Dims, scales, pads and the pad value are HOST memory,
 // read before the call returns; y must not overlap x.

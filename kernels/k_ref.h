@@ -139,6 +139,11 @@ int k_quant_takes(k_elem t);
 int k_dequantize(float *y, const void *x, k_elem xt, const float *scale, const void *zp, const k_quant_layout *l);
 // y = saturate(round_half_even(x / scale) + zp) in yt (zp: yt's type, or NULL); NaN as 0.
 int k_quantize(void *y, k_elem yt, const float *x, const float *scale, const void *zp, const k_quant_layout *l);
+// QuantizeLinear to qt then DequantizeLinear, as the two calls above would
+// compute through a qt tensor: y = (saturate(round_half_even(x / scale) + zp)
+// - zp) * scale (zp: qt's type, or NULL); y may alias x. -1 for a type
+// k_quant_takes refuses.
+int k_fake_quant(float *y, const float *x, k_elem qt, const float *scale, const void *zp, const k_quant_layout *l);
 // DynamicQuantizeLinear: UINT8 y, scale = (max(x, 0) - min(x, 0)) / 255, zp = saturate(round(-min / scale)).
 void k_dynamic_quantize(uint8_t *y, float *scale, uint8_t *zp, const float *x, size_t n);
 // batch products of a [m, k] (each batch at a_bstride elements; 0

@@ -139,6 +139,14 @@ void eng_graph__add_n_qdq(eng_graph *g, size_t conv, size_t matmul) {
   g->n_qdq_conv += conv;
   g->n_qdq_matmul += matmul;
 }
+void eng_graph__add_n_qdq_float(eng_graph *g, size_t pairs, size_t weights) {
+  g->n_qdq_pairs += pairs;
+  g->n_qdq_weights += weights;
+}
+void eng_graph__set_n_qdq_nodes(eng_graph *g, size_t n) { g->n_qdq_nodes = n; }
+size_t eng_graph_n_qdq_nodes(const eng_graph *g) { return g->n_qdq_nodes; }
+size_t eng_graph_n_qdq_pairs(const eng_graph *g) { return g->n_qdq_pairs; }
+size_t eng_graph_n_qdq_weights(const eng_graph *g) { return g->n_qdq_weights; }
 size_t eng_graph_n_qdq_conv(const eng_graph *g) { return g->n_qdq_conv; }
 size_t eng_graph_n_qdq_matmul(const eng_graph *g) { return g->n_qdq_matmul; }
 

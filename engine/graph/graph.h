@@ -20,6 +20,12 @@ typedef struct eng_graph eng_graph;
 typedef struct eng_graph_opts {
   int no_fuse_attention;  // leave attention subgraphs unfused (attn.c)
   int no_merge_qkv;       // keep an attention's Q, K, V projections apart (attn_qkv.c)
+  // a QDQ model in float (graph_pass_qdq.c's eng_graph__qdq_float): weights
+  // dequantized at load, activations' Q -> DQ pairs as inferd.QuantDequant,
+  // instead of the integer ops (QLinearConv...) the CPU runs. GPU instances'
+  // graphs; a config's parameters { key: "qdq_integer" value: "0" } asks it
+  // of CPU instances too.
+  int qdq_float;
   // where links met on the way to external data may lead besides the model
   // file's folder (kernels/base/confine.h: the repository and the
   // --model-store-allow folders); NULL: nowhere else. Read during the load only.
@@ -61,6 +67,14 @@ size_t eng_graph_n_qkv_merged(const eng_graph *g);
 // (DequantizeLinear -> Conv / MatMul -> QuantizeLinear as QLinearConv / QLinearMatMul).
 size_t eng_graph_n_qdq_conv(const eng_graph *g);
 size_t eng_graph_n_qdq_matmul(const eng_graph *g);
+// QuantizeLinear and DequantizeLinear nodes of the model as loaded (before
+// the passes): nonzero for a quantized model in QDQ form.
+size_t eng_graph_n_qdq_nodes(const eng_graph *g);
+// The float form's (eng_graph_opts.qdq_float): QuantizeLinear ->
+// DequantizeLinear pairs run as one inferd.QuantDequant node, and the
+// weights' DequantizeLinear nodes folded into float constants.
+size_t eng_graph_n_qdq_pairs(const eng_graph *g);
+size_t eng_graph_n_qdq_weights(const eng_graph *g);
 
 // --- internal representation, for the planner and the ops
 

@@ -37,6 +37,12 @@ const eng_graph_opts *eng_graph__opts(const eng_graph *g);
 void eng_graph__set_n_attention(eng_graph *g, size_t n);
 void eng_graph__set_n_qkv_merged(eng_graph *g, size_t n);
 void eng_graph__add_n_qdq(eng_graph *g, size_t conv, size_t matmul);
+void eng_graph__add_n_qdq_float(eng_graph *g, size_t pairs, size_t weights);
+void eng_graph__set_n_qdq_nodes(eng_graph *g, size_t n);
+
+// Constant folding's bound on one result (graph_pass.c): larger results stay
+// nodes (a copy this size is not free).
+#define ENG_FOLD_MAX_BYTES (64u << 20)
 
 // The load-time passes (graph_pass.c), run once the graph is complete and
 // sorted: constants folded, BatchNormalization folded into the Conv before
@@ -55,5 +61,11 @@ int eng_graph__fuse_layernorm(eng_graph *g, unsigned char *dead, int *changed, e
 // into QLinearConv / QLinearMatMul where exactly equivalent (graph_pass_qdq.c);
 // run before constant folding. Marks dead[] and sets *changed as those do.
 int eng_graph__fuse_qdq(eng_graph *g, unsigned char *dead, int *changed, err *e);
+// The float form instead (eng_graph_opts.qdq_float): activations' QuantizeLinear
+// -> DequantizeLinear pairs into inferd.QuantDequant nodes, the weights'
+// DequantizeLinear left to constant folding. Same conventions.
+int eng_graph__qdq_float(eng_graph *g, unsigned char *dead, int *changed, err *e);
+// QuantizeLinear and DequantizeLinear nodes in the graph as it is now.
+size_t eng_graph__count_qdq(const eng_graph *g);
 
 #endif

@@ -28,7 +28,6 @@
 // emit many (Cast or Reshape of a weight, Mul of two scalars, Shape
 // arithmetic on constant shapes). Nodes that depend on input shapes are
 // left to the planner's per-signature folding (plan.c).
-#define FOLD_MAX_BYTES (64u << 20)  // larger results stay nodes: a copy this size is not free
 
 // The folded outputs' buffers (eng_ops_cpu_fold's buf), fresh for the graph to own.
 typedef struct fold_bufs {
@@ -75,7 +74,7 @@ static int fold_constant_node(eng_graph *g, size_t i, int opset, int *folded, er
   }
   if (d->infer(&prm, in, n->n_in, out, n->n_out, &pe) != 0) return 0;
   for (int k = 0; k < n->n_out; k++)  // strings and large results stay nodes
-    if (dtype_size(out[k].dt) == 0 || eng_tensor_bytes(&out[k]) > FOLD_MAX_BYTES) return 0;
+    if (dtype_size(out[k].dt) == 0 || eng_tensor_bytes(&out[k]) > ENG_FOLD_MAX_BYTES) return 0;
   fold_bufs fb = {{0}, 0};
   // a run that fails (an index out of range...) leaves the node to the planner, which says so
   if (eng_ops_cpu_fold(d, &prm, in, n->n_in, out, n->n_out, fold_alloc, &fb, &pe) != 0) {
@@ -369,8 +368,11 @@ int eng_graph__run_passes(eng_graph *g, err *e) {
   unsigned char *dead = calloc(n + 1, 1);
   if (!dead) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int changed = 0;
+  eng_graph__set_n_qdq_nodes(g, eng_graph__count_qdq(g));
   // before folding, which would turn the weights' DequantizeLinear into FP32 constants
-  int rc = eng_graph__fuse_qdq(g, dead, &changed, e);
+  // (the float form wants exactly that: its pass leaves them to folding)
+  int rc = eng_graph__opts(g)->qdq_float ? eng_graph__qdq_float(g, dead, &changed, e)
+                                         : eng_graph__fuse_qdq(g, dead, &changed, e);
   // constants first: a BatchNormalization whose parameters are computed from constants folds too
   if (!rc) rc = pass_fold_constants(g, dead, &changed, e);
   if (!rc) rc = pass_fold_batchnorm(g, dead, &changed, e);

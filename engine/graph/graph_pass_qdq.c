@@ -19,6 +19,8 @@
 // other node (Add, pools, Concat, Softmax...) keeps its DequantizeLinear and
 // QuantizeLinear and runs in FP32 between them. Runs before constant
 // folding, which would otherwise turn DequantizeLinear(W) into FP32 weights.
+// Graphs for GPU instances take the float form below instead
+// (eng_graph__qdq_float).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,4 +261,72 @@ int eng_graph__fuse_qdq(eng_graph *g, unsigned char *dead, int *changed, err *e)
   }
   free(uses);
   return 0;
+}
+
+// --- the float form (eng_graph_opts.qdq_float: GPU instances)
+//
+// The CUDA plan has no integer convolution or product, so a QDQ model runs
+// there as the graph it writes: the weights' DequantizeLinear nodes are left
+// to constant folding (FP32 weights, FP16 on the device in half plans), and
+// each activation's QuantizeLinear -> DequantizeLinear pair becomes one
+// inferd.QuantDequant node (round, clamp, rescale in one pass), so the Conv,
+// MatMul, Gemm, Add... between them run on the float CUDA ops. A pair fuses
+// when both nodes' scales and zero points are the same constants (by value)
+// on the same axis; the QuantizeLinear goes when nothing else reads it.
+
+// Whether two constants hold the same type, element count and bytes.
+static int same_const(const eng_value *a, const eng_value *b) {
+  if (!a || !b) return a == b;
+  return a->dt == b->dt && numel(a) == numel(b) && a->bytes == b->bytes && !memcmp(a->data, b->data, a->bytes);
+}
+
+static int quant_type_default(const eng_node *q) {
+  const eng_attr *od = eng_node_attr(q, "output_dtype");
+  return !od || od->i == 0 || dtype_from_onnx((int)od->i) == DT_UINT8;
+}
+
+int eng_graph__qdq_float(eng_graph *g, unsigned char *dead, int *changed, err *e) {
+  size_t n_pairs = 0, n_weights = 0;
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    if (dead[i]) continue;
+    const eng_node *n = eng_graph_node(g, i);
+    if (strcmp(n->op_type, "DequantizeLinear") != 0 || n->n_out != 1 || n->out[0] < 0) continue;
+    const eng_value *w = const_of(g, n->in[0]);
+    if (w) {  // a weight or bias: constant folding makes it FP32 (a larger one stays a node, run per batch)
+      n_weights += (uint64_t)numel(w) * sizeof(float) <= ENG_FOLD_MAX_BYTES;
+      continue;
+    }
+    qdq d, q;
+    if (!qdq_of(g, dead, n->out[0], "DequantizeLinear", &d)) continue;
+    if (!qdq_of(g, dead, d.x, "QuantizeLinear", &q)) continue;
+    if (!same_const(q.s, d.s) || !same_const(q.z, d.z)) continue;
+    if (q.n != 1 && q.axis != d.axis) continue;
+    const eng_node *qn = eng_graph_node(g, (size_t)q.node);
+    if (!q.z && !quant_type_default(qn)) continue;  // DequantizeLinear alone cannot say the type
+    int ins[3] = {q.x, q.scale, q.zp};
+    TRY(retarget(g, i, ENG_QUANT_DEQUANT_OP, ins, q.zp >= 0 ? 3 : 2, n->out[0], e));
+    n_pairs++;
+  }
+  eng_graph__add_n_qdq_float(g, n_pairs, n_weights);
+  if (!n_pairs) return 0;
+  *changed = 1;
+  // QuantizeLinear nodes whose every reader became a QuantDequant
+  int *uses = eng_graph__live_readers(g, dead);
+  if (!uses) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    const eng_node *n = eng_graph_node(g, i);
+    if (dead[i] || strcmp(n->op_type, "QuantizeLinear") != 0 || n->n_out != 1 || n->out[0] < 0) continue;
+    if (!uses[n->out[0]] && !eng_graph__is_output(g, n->out[0])) dead[i] = 1;
+  }
+  free(uses);
+  return 0;
+}
+
+size_t eng_graph__count_qdq(const eng_graph *g) {
+  size_t c = 0;
+  for (size_t i = 0; i < eng_graph_n_nodes(g); i++) {
+    const char *op = eng_graph_node(g, i)->op_type;
+    c += !strcmp(op, "QuantizeLinear") || !strcmp(op, "DequantizeLinear");
+  }
+  return c;
 }

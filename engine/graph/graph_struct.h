@@ -31,6 +31,8 @@ struct eng_graph {
   size_t n_attention;    // attention subgraphs fused (attn.c)
   size_t n_qkv_merged;   // of those, with Q, K, V packed into one projection (attn_qkv.c)
   size_t n_qdq_conv, n_qdq_matmul;  // QDQ patterns run as QLinearConv / QLinearMatMul (graph_pass_qdq.c)
+  size_t n_qdq_pairs, n_qdq_weights;  // the float form's (opts.qdq_float): QuantDequant nodes, folded weight DQs
+  size_t n_qdq_nodes;                 // QuantizeLinear and DequantizeLinear nodes as loaded, before the passes
 };
 
 // A copy of s ("" for NULL), or NULL when out of memory.

@@ -56,6 +56,7 @@ if(INFERD_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/conv/conv_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/ctrl/ctrl_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/elem/elem_cuda.c
+    ${CMAKE_CURRENT_LIST_DIR}/elem/elem_quant_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/gemm/gemm_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/index/index_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/norm/norm_cuda.c

@@ -161,6 +161,12 @@ typedef struct eng_op_def {
 // eight inputs plus an optional INT32 bias of N (engine/ops/elem/elem_quant.c).
 #define ENG_QLINEAR_GEMM_OP "inferd.QLinearGemm"
 
+// The op graph_pass_qdq.c makes of a QuantizeLinear -> DequantizeLinear pair
+// on an activation when the model runs in float (GPU instances): x, scale
+// and zero point as QuantizeLinear's, FP32 out (elem_quant.c; CUDA path
+// elem_quant_cuda.c, one fake-quant kernel: round, clamp, rescale).
+#define ENG_QUANT_DEQUANT_OP "inferd.QuantDequant"
+
 // The op called op_type in the default domain, or NULL when unsupported.
 // Constant is listed (folded at load) but has no run function.
 const eng_op_def *eng_ops_cpu_find(const char *op_type);

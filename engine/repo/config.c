@@ -721,6 +721,7 @@ int config_graph_opts(const Inference__ModelConfig *cfg, eng_graph_opts *o, err 
     int *off = NULL;  // the switch this key turns off when "0"
     if (pe->key && strcmp(pe->key, "fuse_attention") == 0) off = &o->no_fuse_attention;
     if (pe->key && strcmp(pe->key, "merge_qkv") == 0) off = &o->no_merge_qkv;
+    if (pe->key && strcmp(pe->key, "qdq_integer") == 0) off = &o->qdq_float;
     if (!off) continue;
     const char *v = pe->value && pe->value->string_value ? pe->value->string_value : "";
     if (strcmp(v, "0") && strcmp(v, "1"))

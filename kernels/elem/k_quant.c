@@ -78,6 +78,30 @@ int k_quantize(void *y, k_elem yt, const float *x, const float *scale, const voi
   return 0;
 }
 
+int k_fake_quant(float *y, const float *x, k_elem qt, const float *scale, const void *zp, const k_quant_layout *l) {
+  if (!k_quant_takes(qt)) return -1;
+  double lo = 0.0, hi = 0.0;
+  switch (qt) {
+    case K_I8: lo = -128.0, hi = 127.0; break;
+    case K_U8: hi = 255.0; break;
+    case K_I16: lo = -32768.0, hi = 32767.0; break;
+    case K_U16: hi = 65535.0; break;
+    case K_I32: lo = -2147483648.0, hi = 2147483647.0; break;
+    default: hi = 4294967295.0; break;
+  }
+  for (size_t o = 0; o < l->outer; o++)
+    for (size_t a = 0; a < l->len; a++)
+      for (size_t i = 0; i < l->inner; i++) {
+        size_t at = (o * l->len + a) * l->inner + i, q = qidx(l, o, a, i);
+        double z = zp ? get(zp, qt, q) : 0.0;
+        double r = nearbyint((double)(x[at] / scale[q]));  // k_quantize's steps
+        double v = (r != r ? 0.0 : r) + z;
+        v = v < lo ? lo : v > hi ? hi : v;
+        y[at] = (float)((v - z) * scale[q]);  // then k_dequantize's
+      }
+  return 0;
+}
+
 void k_dynamic_quantize(uint8_t *y, float *scale, uint8_t *zp, const float *x, size_t n) {
   float lo = 0.0f, hi = 0.0f;  // the range always holds 0
   for (size_t i = 0; i < n; i++) {

@@ -66,6 +66,13 @@ typedef struct load_bounds {
   const eng_confine_roots *model_file, *external_data, *warmup;
 } load_bounds;
 
+// Whether the config puts any instance on a GPU (KIND_AUTO resolved).
+static int n_gpu_groups(const eng_model_config *c, int n_gpus) {
+  int n = 0;
+  for (size_t i = 0; c && n_gpus > 0 && i < c->n_groups; i++) n += c->groups[i].kind == ENG_INSTANCE_GPU;
+  return n;
+}
+
 // Loads one version: graph, completion of the config from the first graph
 // when config.pbtxt was missing, validation, instances.
 static int load_version(srv_model *m, const char *model_dir, const repo_version *rv, int *completed,
@@ -83,6 +90,11 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
             "merged into one GEMM%s",
             m->name, rv->version, eng_graph_n_attention(g), gopts.no_fuse_attention ? " (fuse_attention off)" : "",
             eng_graph_n_qkv_merged(g), gopts.no_merge_qkv ? " (merge_qkv off)" : "");
+  if (gopts.qdq_float && eng_graph_n_qdq_nodes(g))
+    srv_log(SRV_LOG_INFO,
+            "model '%s' version %" PRId64 ": the QDQ graph runs in float (qdq_integer 0): %zu weight "
+            "DequantizeLinear(s) folded, %zu QuantizeLinear->DequantizeLinear pair(s) as one fake-quant op",
+            m->name, rv->version, eng_graph_n_qdq_weights(g), eng_graph_n_qdq_pairs(g));
   if (eng_graph_n_qdq_conv(g) || eng_graph_n_qdq_matmul(g))
     srv_log(SRV_LOG_INFO, "model '%s' version %" PRId64 ": %zu QDQ Conv(s) and %zu QDQ MatMul/Gemm(s) run as integer ops",
             m->name, rv->version, eng_graph_n_qdq_conv(g), eng_graph_n_qdq_matmul(g));
@@ -111,8 +123,23 @@ static int load_version(srv_model *m, const char *model_dir, const repo_version 
   eng_model_load_opts lo = {.prepare_budget_ms = o->prepare_budget_set ? o->prepare_budget_ms
                                                                          : ENG_PREPARE_BUDGET_MS_DEFAULT,
                             .cancel = o->cancel};  // a stop signal ends the preparation, as a warmup
+  // a QDQ model's GPU instances run its float form (graph_pass_qdq.c): the
+  // CUDA plan has no integer convolutions or products
+  eng_graph *gg = NULL;
+  if (rc == 0 && n_gpu_groups(m->engine_config, o->n_gpus) && eng_graph_n_qdq_nodes(g) && !gopts.qdq_float) {
+    eng_graph_opts fo = gopts;
+    fo.qdq_float = 1;
+    rc = eng_graph_load_opts(rv->path, &fo, &gg, e);
+    if (rc == 0)
+      srv_log(SRV_LOG_INFO,
+              "model '%s' version %" PRId64 ": GPU instances run the QDQ graph in float: %zu weight "
+              "DequantizeLinear(s) folded, %zu QuantizeLinear->DequantizeLinear pair(s) as one fake-quant kernel",
+              m->name, rv->version, eng_graph_n_qdq_weights(gg), eng_graph_n_qdq_pairs(gg));
+    lo.gpu_graph = gg;
+  }
   if (rc == 0) rc = eng_model_create_opts(g, m->engine_config, o->n_gpus, &lo, &v->model, e);
   if (rc) {
+    eng_graph_destroy(gg);
     eng_graph_destroy(g);
     return rc;
   }

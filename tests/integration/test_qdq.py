@@ -1,4 +1,8 @@
-"""Quantized models in onnxruntime's QDQ format through the real server on the CPU, against onnxruntime.
+"""Quantized models in onnxruntime's QDQ format through the real server, against onnxruntime: on the CPU
+in 8-bit integers (the QDQ pass's QLinearConv/QLinearMatMul), on the CPU in float (the form GPU instances
+run, asked of CPU instances by parameters { key: "qdq_integer" value: "0" }: weights dequantized at load,
+each activation's QuantizeLinear -> DequantizeLinear as one inferd.QuantDequant op), and on GPU instances
+(FP32 and FP16 plans; skipped without a GPU, saying so).
 
 A small conv net (three convolutions, one depthwise, a residual Add, pools, a classifier MatMul) and an
 MLP are built in FP32 here, quantized on the fly with onnxruntime.quantization.quantize_static
@@ -6,7 +10,13 @@ MLP are built in FP32 here, quantized on the fly with onnxruntime.quantization.q
 calibration batches: seconds), served without config.pbtxt and called through tritonclient gRPC.
 The load log must say how many patterns became integer ops (engine/graph/graph_pass_qdq.c).
 
-Tolerance: one quantization step of the output (its DequantizeLinear's scale), against two references:
+Float form (CPU, and GPU FP32): the QDQ graph as written, in FP32; it differs from onnxruntime without
+optimizations only where a float sum lands on the other side of a rounding point (summation order: cuDNN
+and cuBLASLt sum in their own order), so within one output step, most outputs equal. GPU FP16 plans store
+the activations between the fake-quant ops in half and multiply in FP16 with FP32 sums: within two output
+steps there, most outputs within one.
+
+Tolerance (integer form): one quantization step of the output (its DequantizeLinear's scale), against two references:
 - onnxruntime with graph optimizations off, which runs the QDQ graph as written (DequantizeLinear, FP32
   op, QuantizeLinear): the model's exact meaning. inferd's integer sums are exact, so the two differ
   only where a value sits on a rounding tie; most outputs must be equal.
@@ -187,3 +197,146 @@ def test_qdq_model_matches_onnxruntime(repo, server, client, name, kind, act, pc
         if deployed is not None:
             _within_a_step(name, "onnxruntime", y, deployed.run(None, {"x": x})[0], step)
     assert equal >= 0.9 * total, "%s: only %d of %d outputs equal to onnxruntime's" % (name, equal, total)
+
+
+# --- the float form: the graph GPU instances run (weights dequantized at load, activations' Q -> DQ pairs as
+# inferd.QuantDequant), on the CPU here (CI) and on GPU instances where a GPU is visible
+
+FLOAT_CFG = """instance_group [ { kind: %s } ]
+parameters { key: "qdq_integer" value: { string_value: "0" } }
+"""
+GPU_CFG = """instance_group [ { kind: KIND_GPU count: 1 } ]
+parameters { key: "precision" value: { string_value: "%s" } }
+"""
+
+
+def _float_form_counts(path):
+    """What the float form's pass does to the model at path: (weight DequantizeLinears folded, Q -> DQ pairs)."""
+    m = onnx.load(path)
+    inits = {i.name for i in m.graph.initializer}
+    made_by = {o: n for n in m.graph.node for o in n.output}
+    weights = sum(1 for n in m.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in inits)
+    pairs = sum(1 for n in m.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in made_by
+                and made_by[n.input[0]].op_type == "QuantizeLinear")
+    return weights, pairs
+
+
+def _float_repo(repo, d, cfgs):
+    """The quantized models of `repo` copied under d as <name><suffix> with config text cfg, per (suffix, cfg)."""
+    import shutil
+    src, _ = repo
+    names = []
+    for name, *_ in VARIANTS:
+        for suffix, cfg in cfgs:
+            os.makedirs(os.path.join(d, name + suffix, "1"))
+            shutil.copy(os.path.join(src, name, "1", "model.onnx"), os.path.join(d, name + suffix, "1", "model.onnx"))
+            with open(os.path.join(d, name + suffix, "config.pbtxt"), "w") as f:
+                f.write(cfg)
+            names.append(name + suffix)
+    return names
+
+
+def _check_against_ort(client, served_name, name, kind, path, shapes, steps, most, half=False):
+    """Batches 1 and 4 (one unbatched call for vec) against onnxruntime without optimizations: every output
+    within `steps` output steps, a whole number of steps away, `most` of them equal. half: the outputs were
+    stored in FP16 before they were widened (an fp16 plan), so each may also be off by half's rounding of
+    its value (2^-11 of it)."""
+    exact = _noopt_session(path)
+    step = _output_step(path)
+    rng = np.random.default_rng(13)
+    equal = total = 0
+    for batch in ((1, 4) if kind != "vec" else (None,)):
+        shape = shapes[name] if batch is None else [batch] + shapes[name][1:]
+        x = (rng.standard_normal(shape) * 1.2).astype(np.float32)
+        _, got = lib.infer(client, served_name, {"x": x})
+        y = got["y"]
+        want = exact.run(None, {"x": x})[0]
+        assert y.shape == want.shape and y.dtype == np.float32
+        rnd = np.abs(want.astype(np.float64)) * 2.0 ** -11 if half else np.zeros(want.shape)
+        diff = np.abs(y.astype(np.float64) - want)
+        over = diff - rnd
+        assert over.max() <= steps * step * 1.0001, "%s: %g apart, one step is %g" % (served_name, over.max(), step)
+        # a dequantized output is a whole number of steps from onnxruntime's (up to half's rounding)
+        frac = np.abs((y - want) / step - np.round((y - want) / step))
+        assert (frac <= 1e-2 + rnd / step).all(), "%s: %g of a step off the grid" % (served_name, frac.max())
+        equal += int((diff <= step * 1e-3 + rnd).sum())
+        total += y.size
+    print("%s: %d of %d outputs equal to onnxruntime without optimizations" % (served_name, equal, total))
+    assert equal >= most * total, "%s: only %d of %d outputs equal to onnxruntime's" % (served_name, equal, total)
+
+
+@pytest.fixture(scope="module")
+def float_server(repo, tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("qdq_float_repo"))
+    _float_repo(repo, d, [("_float", FLOAT_CFG % "KIND_CPU")])
+    yield from lib.served(d)
+
+
+@pytest.fixture(scope="module")
+def float_client(float_server):
+    yield from lib.grpc_client(float_server)
+
+
+@pytest.mark.parametrize("name,kind", [(v[0], v[1]) for v in VARIANTS], ids=[v[0] for v in VARIANTS])
+def test_qdq_float_form_matches_onnxruntime(repo, float_server, float_client, name, kind):
+    """The graph GPU instances run, on CPU instances: no integer op, every Q -> DQ pair one fake-quant op."""
+    served = name + "_float"
+    lib.require_ready(float_server, float_client, served)
+    path = os.path.join(repo[0], name, "1", "model.onnx")
+    weights, pairs = _float_form_counts(path)
+    assert pairs > 0 and weights > 0
+    said = [ln for ln in float_server.lines if "model '%s' version 1: the QDQ graph runs in float" % served in ln]
+    assert said and ("%d weight DequantizeLinear(s) folded, %d QuantizeLinear->DequantizeLinear pair(s)"
+                     % (weights, pairs)) in said[0], said
+    assert not [ln for ln in float_server.lines if "'%s' version 1:" % served in ln and "integer ops" in ln]
+    _check_against_ort(float_client, served, name, kind, path, repo[1], 1, 0.9)
+
+
+def test_qdq_float_form_refuses_bad_switch(tmp_path):
+    """qdq_integer takes 0 or 1 and says so."""
+    d = str(tmp_path)
+    os.makedirs(os.path.join(d, "bad", "1"))
+    _fp32_model("vec", os.path.join(d, "bad", "1", "model.onnx"))
+    with open(os.path.join(d, "bad", "config.pbtxt"), "w") as f:
+        f.write('parameters { key: "qdq_integer" value: { string_value: "yes" } }\n')
+    for srv in lib.served(d, ["--strict-readiness", "false"]):
+        srv.await_stderr(lambda ls: any("qdq_integer 'yes' is not one of 0, 1" in ln for ln in ls))
+
+
+@pytest.fixture(scope="module")
+def gpu_server(repo, tmp_path_factory):
+    why = lib.gpu_skip_reason()
+    if why:
+        pytest.skip("QDQ models on GPU instances: " + why)
+    if b"cudaGetDeviceCount" not in open(lib.inferd_bin(), "rb").read():
+        pytest.skip("QDQ models on GPU instances: inferd built without CUDA")
+    d = str(tmp_path_factory.mktemp("qdq_gpu_repo"))
+    _float_repo(repo, d, [("_gpu32", GPU_CFG % "fp32"), ("_gpu16", GPU_CFG % "fp16")])
+    # 22 models: the batch sizes past the preferred ones pad up rather than each taking a minute at load
+    yield from lib.served(d, ["--model-prepare-budget-s", "2"])
+
+
+@pytest.fixture(scope="module")
+def gpu_client(gpu_server):
+    yield from lib.grpc_client(gpu_server)
+
+
+@pytest.mark.parametrize("prec", ["fp32", "fp16"])
+@pytest.mark.parametrize("name,kind", [(v[0], v[1]) for v in VARIANTS], ids=[v[0] for v in VARIANTS])
+def test_qdq_gpu_instances_match_onnxruntime(repo, gpu_server, gpu_client, name, kind, prec):
+    """GPU instances load a QDQ model (its float form) and answer as onnxruntime does, with no op on the host."""
+    served = name + ("_gpu32" if prec == "fp32" else "_gpu16")
+    lib.require_ready(gpu_server, gpu_client, served)
+    path = os.path.join(repo[0], name, "1", "model.onnx")
+    weights, pairs = _float_form_counts(path)
+    said = [ln for ln in gpu_server.lines if "model '%s' version 1: GPU instances run the QDQ graph in float" % served
+            in ln]
+    assert said and ("%d weight DequantizeLinear(s) folded, %d QuantizeLinear->DequantizeLinear pair(s)"
+                     % (weights, pairs)) in said[0], said
+    # every node has a CUDA path: no host fallback line for this model
+    host = [ln for ln in gpu_server.lines if "'%s'" % served in ln and "on the host" in ln]
+    assert not host, host
+    if prec == "fp32":
+        _check_against_ort(gpu_client, served, name, kind, path, repo[1], 1, 0.9)
+    else:
+        _check_against_ort(gpu_client, served, name, kind, path, repo[1], 2, 0.75, half=True)

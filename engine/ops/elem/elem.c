@@ -843,6 +843,7 @@ const eng_op_def eng_ops__elem[] = {
     {"BitwiseNot", 1, 1, 1, 1, ENG_OP_INPLACE | ENG_OP_ELEMWISE, op_parse_none, infer_bitwise, run_bitnot, 0, NULL, NULL},
     {"QuantizeLinear", 2, 3, 1, 1, 0, eng_ops__parse_qdq, eng_ops__infer_quantize, eng_ops__run_quantize, 0, NULL, NULL},
     {"DequantizeLinear", 2, 3, 1, 1, 0, eng_ops__parse_qdq, eng_ops__infer_dequantize, eng_ops__run_dequantize, 0, NULL, NULL},
+    {ENG_QUANT_DEQUANT_OP, 2, 3, 1, 1, ENG_OP_INPLACE, eng_ops__parse_qdq, eng_ops__infer_quant_dequant, eng_ops__run_quant_dequant, 0, NULL, NULL},
     {"DynamicQuantizeLinear", 1, 1, 1, 3, 0, op_parse_none, eng_ops__infer_dynquant, eng_ops__run_dynquant, 0, NULL, NULL},
     {"MatMulInteger", 2, 4, 1, 1, 0, op_parse_none, eng_ops__infer_matmul_int, eng_ops__run_matmul_int, 0, NULL, NULL},
     {"QLinearMatMul", 8, 8, 1, 1, 0, eng_ops__parse_qlinear_matmul, eng_ops__infer_matmul_int, eng_ops__run_matmul_int, 0, NULL, NULL},

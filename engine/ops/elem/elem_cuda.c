@@ -15,7 +15,8 @@
 // the comparisons (Equal, Less, LessOrEqual, Greater, GreaterOrEqual)
 // through k_compare_cuda (bool out; BOOL Equal as k_logic_cuda's XNOR),
 // And/Or/Xor through k_logic_cuda, Not/IsNaN/IsInf through k_boolop_cuda,
-// Where through k_where_cuda (any element size). All broadcast and are blind to layout (CUDA_OP_ELEMWISE:
+// Where through k_where_cuda (any element size). QuantizeLinear,
+// DequantizeLinear and inferd.QuantDequant through elem_quant_cuda.c. All broadcast and are blind to layout (CUDA_OP_ELEMWISE:
 // in NHWC regions their operands come presented in memory order).
 // Registered into the CUDA plan through engine/ops/families.h.
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include "engine/ops/ops_common.h"
 #include "engine/cuda/plan_cuda_internal.h"
 #include "engine/cuda/plan_cuda_k.h"
+#include "engine/ops/elem/elem_quant_cuda.h"
 
 // --- Add, Sub, Mul, Div (FP32, FP16, every integer type) and the activations (FP32, FP16)
 
@@ -361,5 +363,23 @@ const cuda_op eng_cuda__elem_ops[] = {
     ELEM("IsInf", isinf_run),
 #undef ELEM
     {.op_type = "Where", .run = where_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    // linear quantization (elem_quant_cuda.c): constant scales and zero points, read at init
+    {.op_type = "QuantizeLinear",
+     .run = eng_cuda__quantize_run,
+     .half = eng_cuda__half_always,
+     .init = eng_cuda__quant_init,
+     .destroy = eng_cuda__quant_destroy},
+    {.op_type = "DequantizeLinear",
+     .run = eng_cuda__dequantize_run,
+     .half = eng_cuda__half_always,
+     .init = eng_cuda__quant_init,
+     .destroy = eng_cuda__quant_destroy},
+    {.op_type = ENG_QUANT_DEQUANT_OP,
+     .run = eng_cuda__quant_dequant_run,
+     .half = eng_cuda__half_always,
+     .flags = CUDA_OP_NHWC,
+     .init = eng_cuda__quant_init,
+     .destroy = eng_cuda__quant_destroy,
+     .nhwc = eng_cuda__quant_dequant_nhwc},
 };
 const size_t eng_cuda__n_elem_ops = sizeof eng_cuda__elem_ops / sizeof eng_cuda__elem_ops[0];

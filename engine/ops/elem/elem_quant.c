@@ -5,8 +5,11 @@
 // points, B's per column too; batch dims equal, or B 2-D; A 1-D with B 2-D), 8-bit A by INT8 B
 // through oneDNN's int8 GEMM (engine/cpu/qgemm_dnnl.c), other types through
 // k_matmul_int; and inferd.QLinearGemm, QLinearMatMul plus an INT32 bias
-// (graph_pass_qdq.c makes it of a QDQ Gemm; fast path types only). elem.c's
-// table lists them; no CUDA path yet.
+// (graph_pass_qdq.c makes it of a QDQ Gemm; fast path types only); and
+// inferd.QuantDequant, a QuantizeLinear -> DequantizeLinear pair in one pass
+// (graph_pass_qdq.c's float form, for GPU instances). elem.c's table lists
+// them; the CUDA paths of QuantizeLinear, DequantizeLinear and
+// inferd.QuantDequant are elem_quant_cuda.c's.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +119,42 @@ int eng_ops__run_dequantize(const eng_op_params *p, const eng_tensor *in, int n_
   TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
   if (k_dequantize(out[0].data, in[0].data, k, in[1].data, zp ? zp->data : NULL, &l) != 0)
     return err_set(e, ERR_INTERNAL, "no DequantizeLinear of %s", dtype_wire_name(in[0].dt));
+  return 0;
+}
+
+// --- inferd.QuantDequant (ENG_QUANT_DEQUANT_OP): a QuantizeLinear -> DequantizeLinear pair
+// on FP32 in one pass, as graph_pass_qdq.c makes it for plans that run a QDQ
+// model in float (GPU instances): QuantizeLinear's inputs and attributes;
+// the quantized type is the zero point's, else output_dtype's, else UINT8.
+
+static dtype fq_type(const eng_op_params *p, const eng_tensor *zp) {
+  return zp ? zp->dt : p->to != DT_INVALID ? p->to : DT_UINT8;
+}
+
+int eng_ops__infer_quant_dequant(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                                 int n_out, err *e) {
+  (void)n_out;
+  TRY(eng_ops__need_f32(&in[0], "x", e));
+  TRY(eng_ops__need_f32(&in[1], "y_scale", e));
+  const eng_tensor *zp = op_given(in, n_in, 2) ? &in[2] : NULL;
+  k_elem k;
+  TRY(int_elem(fq_type(p, zp), &k, "the quantized type", e));
+  k_quant_layout l;
+  TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
+  op_set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
+  return 0;
+}
+
+int eng_ops__run_quant_dequant(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                               int n_out, err *e) {
+  (void)n_out;
+  const eng_tensor *zp = op_given(in, n_in, 2) ? &in[2] : NULL;
+  k_elem k;
+  k_quant_layout l;
+  TRY(int_elem(fq_type(p, zp), &k, "the quantized type", e));
+  TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
+  if (k_fake_quant(out[0].data, in[0].data, k, in[1].data, zp ? zp->data : NULL, &l) != 0)
+    return err_set(e, ERR_INTERNAL, "no QuantizeLinear to %s", dtype_wire_name(fq_type(p, zp)));
   return 0;
 }
 

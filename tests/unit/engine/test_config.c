@@ -663,13 +663,21 @@ static void test_graph_opts(void) {
   CHECK_EQ_INT(config_graph_opts(c, &o, &e), 0);
   CHECK_EQ_INT(o.no_fuse_attention, 0);
   CHECK_EQ_INT(o.no_merge_qkv, 0);
+  CHECK_EQ_INT(o.qdq_float, 0);
   config_free(c);
   c = parse("parameters { key: 'fuse_attention' value { string_value: '0' } }"
-            "parameters { key: 'merge_qkv' value { string_value: '0' } }");
+            "parameters { key: 'merge_qkv' value { string_value: '0' } }"
+            "parameters { key: 'qdq_integer' value { string_value: '0' } }");
   if (!c) return;
   CHECK_EQ_INT(config_graph_opts(c, &o, &e), 0);
   CHECK_EQ_INT(o.no_fuse_attention, 1);
   CHECK_EQ_INT(o.no_merge_qkv, 1);
+  CHECK_EQ_INT(o.qdq_float, 1);  // qdq_integer 0: the float form on every instance
+  config_free(c);
+  c = parse("parameters { key: 'qdq_integer' value { string_value: '1' } }");
+  if (!c) return;
+  CHECK_EQ_INT(config_graph_opts(c, &o, &e), 0);
+  CHECK_EQ_INT(o.qdq_float, 0);
   config_free(c);
   c = parse("parameters { key: 'merge_qkv' value { string_value: 'yes' } }");
   if (!c) return;

@@ -1,9 +1,13 @@
 // Tests kernels/elem/k_quant.c: QuantizeLinear's rounding (halves to even) and
 // saturation, per tensor, per axis and per block, NaN (stored as 0), the zero
 // point, DequantizeLinear back, DynamicQuantizeLinear's scale and zero point,
-// the integer MatMul of MatMulInteger and QLinearMatMul, and what is refused.
+// the integer MatMul of MatMulInteger and QLinearMatMul, and what is refused;
+// k_fake_quant equal to k_quantize then k_dequantize, bit for bit, on every
+// quantized type, per tensor, per axis and per block, in place too.
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "kernels/k_ref.h"
@@ -73,8 +77,70 @@ static void test_matmul(void) {
   CHECK_EQ_INT(k_matmul_int(q, K_F32, a, K_U8, b, K_U8, 0, 0, NULL, 1, 0, 0, 2, 2, 2, 0.5, NULL, 0), -1);
 }
 
+// k_fake_quant against the two ops it fuses, through a qt tensor.
+static void fake_case(k_elem qt, const k_quant_layout *l, const float *s, const void *zp, const float *x, size_t n) {
+  float *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+  void *q = malloc(n * 4);
+  CHECK(want && got && q);
+  CHECK_EQ_INT(k_quantize(q, qt, x, s, zp, l), 0);
+  CHECK_EQ_INT(k_dequantize(want, q, qt, s, zp, l), 0);
+  CHECK_EQ_INT(k_fake_quant(got, x, qt, s, zp, l), 0);
+  CHECK_EQ_INT(memcmp(got, want, n * sizeof *got), 0);
+  memcpy(got, x, n * sizeof *got);
+  CHECK_EQ_INT(k_fake_quant(got, got, qt, s, zp, l), 0);  // in place
+  CHECK_EQ_INT(memcmp(got, want, n * sizeof *got), 0);
+  free(want), free(got), free(q);
+}
+
+static void test_fake_quant(void) {
+  enum { N = 4 * 6 * 5 };
+  float x[N], s[6] = {0.05f, 0.013f, 1.0f, 0.5f, 3e-3f, 0.25f};
+  uint64_t r = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < N; i++) {
+    r ^= r >> 12, r ^= r << 25, r ^= r >> 27;
+    x[i] = (float)((double)(r * 2685821657736338717ull >> 11) / 9007199254740992.0 * 20.0 - 10.0);
+  }
+  static const float special[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 0.025f, -0.025f, 0.075f, 1e30f, -1e30f};
+  for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) x[i * 11 % N] = special[i];
+  static const k_elem types[] = {K_I8, K_U8, K_I16, K_U16, K_I32, K_U32};
+  int64_t zp64[6] = {-3, 7, 0, 120, -128, 1};
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+    k_elem qt = types[t];
+    int unsigned_t = qt == K_U8 || qt == K_U16 || qt == K_U32;
+    unsigned char zp[6 * 4];
+    for (int i = 0; i < 6; i++) {
+      int64_t z = unsigned_t ? (zp64[i] < 0 ? -zp64[i] : zp64[i]) : zp64[i];
+      switch (qt) {
+        case K_I8: ((int8_t *)zp)[i] = (int8_t)z; break;
+        case K_U8: ((uint8_t *)zp)[i] = (uint8_t)z; break;
+        case K_I16: ((int16_t *)zp)[i] = (int16_t)z; break;
+        case K_U16: ((uint16_t *)zp)[i] = (uint16_t)z; break;
+        case K_I32: ((int32_t *)zp)[i] = (int32_t)z; break;
+        default: ((uint32_t *)zp)[i] = (uint32_t)z; break;
+      }
+    }
+    k_quant_layout pt = {N, 1, 1, 0, 0}, pa = {4, 6, 5, 1, 0}, pb = {4, 6, 5, 0, 4};
+    fake_case(qt, &pt, s, zp, x, N);
+    fake_case(qt, &pt, s + 1, NULL, x, N);
+    fake_case(qt, &pa, s, zp, x, N);
+    float sb[4 * 2 * 5];  // blocks of 4 along an axis of 6: 2 blocks
+    for (int i = 0; i < 40; i++) sb[i] = s[i % 6];
+    fake_case(qt, &pb, sb, NULL, x, N);
+  }
+  // a value on a rounding tie (0.025 / 0.05 = 0.5 in FP32) goes to the even step: 0
+  float h = 0.025f, sc = 0.05f, y;
+  k_quant_layout one = {1, 1, 1, 0, 0};
+  CHECK_EQ_INT(k_fake_quant(&y, &h, K_I8, &sc, NULL, &one), 0);
+  CHECK(y == 0.0f);
+  h = 100.0f;  // saturated: 127 steps
+  CHECK_EQ_INT(k_fake_quant(&y, &h, K_I8, &sc, NULL, &one), 0);
+  CHECK(y == 127 * 0.05f);
+  CHECK_EQ_INT(k_fake_quant(&y, &h, K_F32, &sc, NULL, &one), -1);
+}
+
 int main(void) {
   test_quantize();
+  test_fake_quant();
   test_dequantize();
   test_dynamic();
   test_matmul();
