@@ -430,6 +430,10 @@ int k_sample_rows_cuda(int32_t *ids, const void *x, void *ws, size_t rows, size_
 // (prefill chunks) runs on tensor cores (wmma, float accumulation, softmax
 // weights rounded to the storage type for P V); the other tokens as above.
 // Needs compute capability 8.0 or newer (the caller checks).
+// a->shallow: fewer keys in flight a lane group and registers capped for 4
+// blocks an SM (16-byte loads only): for grids of several waves, where
+// occupancy hides the latency better than each warp's loads in flight; the
+// same result up to the order of the softmax's rescales (rounding).
 int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, const void *v_cache, const k_llm_meta *m,
                       const k_paged_attn_args *a, int splits, float *ws, dtype dt, cudaStream_t stream, err *e);
 size_t k_paged_attn_ws_floats(int64_t n_tok, int64_t n_heads, int64_t head_dim, int splits);

@@ -447,6 +447,7 @@ typedef struct k_paged_attn_args {
   int64_t window;  // sliding window: keys at positions > p - window only; 0: all
   float scale;
   int tc_prefill;  // k_paged_attn_cuda only: prefill tiles on tensor cores (k_cuda.h); the C reference ignores it
+  int shallow;     // k_paged_attn_cuda only: the shallow pipeline for grids of many blocks (k_cuda.h)
 } k_paged_attn_args;
 // o[i, h] = softmax_j(scale * q[i, h] . k[j, h / group]) v[j, h / group] over
 // the keys j <= pos0 + i (and in the window). scratch: pos0 + n_q floats.

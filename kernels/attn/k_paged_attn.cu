@@ -62,8 +62,8 @@ namespace {
 
 #define PA_WARPS 4
 #define PA_THREADS (PA_WARPS * 32)
-#define PA_UNROLL 4   // keys per key group per iteration (PA_UNROLL_FOR)
-#define PA_MAX_HC 8   // query heads per block (registers: PA_MAX_HC x 8 floats of sums a lane)
+#define PA_UNROLL 4      // keys per key group per iteration (PA_UNROLL_FOR)
+#define PA_MAX_HC 8      // query heads per block (registers: PA_MAX_HC x 8 floats of sums a lane)
 #define PA_LANE_ELEMS 8  // head elements a lane holds of each key (head_dim <= 32 x 8)
 #define PA_MAX_HEAD 256
 #define PA_MAX_GROUP 64
@@ -130,7 +130,9 @@ __global__ void kv_write_kernel(T *kc, T *vc, const T *k, const T *v, int64_t sr
 // head that starts a block's chunk), laid out the same whatever the splits
 // and the step's tokens, so the counters stay where the zeroed workspace
 // had them from one launch to the next.
-static __host__ __device__ __forceinline__ size_t pa_ws_region(int d) { return (size_t)PA_MAX_SPLITS * (d + 2) + 1; }
+static __host__ __device__ __forceinline__ size_t pa_ws_region(int d) {
+  return (size_t)PA_MAX_SPLITS * (d + 2) + 1;
+}
 static __device__ __forceinline__ float *pa_ws_at(float *ws, int64_t t, int head, int n_heads, int d) {
   return ws + ((size_t)t * (size_t)n_heads + (size_t)head) * pa_ws_region(d);
 }
@@ -138,14 +140,23 @@ static __device__ __forceinline__ float *pa_ws_at(float *ws, int64_t t, int head
 // Keys per key group per iteration: 4, or 2 where the registers are
 // already full (8 query heads' sums, or FP32's two vectors a lane per row).
 #define PA_UNROLL_FOR(T, HC) ((HC) >= 8 || sizeof(T) == 4 ? 2 : PA_UNROLL)
+// The shallow pipeline (k_paged_attn_args.shallow): half the keys in flight
+// per key group, registers capped for PA_SHALLOW_BLOCKS blocks an SM. The
+// deep one (165 registers at FP16 with 4 heads: 3 blocks an SM) hides
+// latency when the grid is about one wave (decode at small batch, split-K);
+// on grids of several waves (batch 64 and up) occupancy hides it better: the
+// deep pipeline made batch 64's attention 130 us a layer against the
+// unpipelined kernel's 95 (ncu, H200, 2026-12-03).
+#define PA_SHALLOW_U(T, HC) ((HC) >= 8 || sizeof(T) == 4 ? 1 : 2)
+#define PA_SHALLOW_BLOCKS 4
 
 // Issues the loads of key group gkg's U keys base + u * nkg + gkg (those
 // under n_keys; ok says which): its lanes' vectors of each K and V row.
 template <class T, int V, int U, int NVL>
 static __device__ __forceinline__ void pa_load(k_vec<T, V> (&kv)[U][NVL], k_vec<T, V> (&vv)[U][NVL], bool (&ok)[U],
-                                               int base, int gkg, int nkg, int n_keys, int64_t jb,
-                                               const int32_t *table, const pa_geom &gm, const T *__restrict__ kc,
-                                               const T *__restrict__ vc, size_t head_off, int lig, int L, int nvec) {
+                                               int base, int gkg, int nkg, int n_keys, int64_t jb, const int32_t *table,
+                                               const pa_geom &gm, const T *__restrict__ kc, const T *__restrict__ vc,
+                                               size_t head_off, int lig, int L, int nvec) {
   typedef k_vec<T, V> vec;
 #pragma unroll
   for (int u = 0; u < U; u++) {
@@ -171,10 +182,10 @@ static __device__ __forceinline__ void pa_load(k_vec<T, V> (&kv)[U][NVL], k_vec<
 // query heads a block handles at most (1, 2, 4 or 8: sized registers).
 // Lane `lane` of key group kg holds vectors lig, lig + L, ... (< d / V) of
 // each of its keys: at most PA_LANE_ELEMS elements, so NVL vectors.
-template <class T, int V, int HC>
-__global__ void __launch_bounds__(PA_THREADS)
-    paged_attn_kernel(T *__restrict__ o, const T *__restrict__ q, const T *__restrict__ kc,
-                      const T *__restrict__ vc, k_llm_meta m, pa_geom gm, float *__restrict__ ws) {
+template <class T, int V, int HC, int U, int MINB>
+__global__ void __launch_bounds__(PA_THREADS, MINB)
+    paged_attn_kernel(T *__restrict__ o, const T *__restrict__ q, const T *__restrict__ kc, const T *__restrict__ vc,
+                      k_llm_meta m, pa_geom gm, float *__restrict__ ws) {
   constexpr int NVL = PA_LANE_ELEMS / V;
   typedef k_vec<T, V> vec;
   extern __shared__ float4 sh4[];
@@ -184,7 +195,7 @@ __global__ void __launch_bounds__(PA_THREADS)
   float *red = qs + HC * d;  // [PA_WARPS][HC][d + 2]: each warp's sums, max, sum
   const int t = blockIdx.x, g = blockIdx.y / gm.chunks, h0 = (blockIdx.y % gm.chunks) * HC;
   if (gm.skip_tc && tc_tile(m, (int64_t)(t & ~(TC_ROWS - 1)))) return;  // block-uniform, before any barrier
-  const int nh = gm.group - h0 < HC ? gm.group - h0 : HC;  // block-uniform
+  const int nh = gm.group - h0 < HC ? gm.group - h0 : HC;               // block-uniform
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int lig = lane & (L - 1), kg = lane >> gm.lg_l, nkg = PA_WARPS * KG, gkg = warp * KG + kg;
   const int64_t p = m.tok_pos[t];
@@ -201,7 +212,6 @@ __global__ void __launch_bounds__(PA_THREADS)
   // iteration's K and V rows are loaded (kn, vn) before this one's math, so
   // a warp always has loads in flight, table lookup included; the first
   // iteration's before even the queries are staged.
-  constexpr int U = PA_UNROLL_FOR(T, HC);
   const int step = U * nkg;
   vec kn[U][NVL], vn[U][NVL];  // vectors no lane loads stay zero (defined, never used)
   bool okn[U];
@@ -400,7 +410,7 @@ __global__ void __launch_bounds__(PA_THREADS)
     for (int s2 = 0; s2 < splits; s2++) {
       const float l = pa_l[tid * PA_MAX_SPLITS + s2];
       const float f = l == 0.0f ? 0.0f : exp2f(pa_mx[tid * PA_MAX_SPLITS + s2] - M);  // an empty split weighs 0
-      pa_mx[tid * PA_MAX_SPLITS + s2] = f;  // now the weight
+      pa_mx[tid * PA_MAX_SPLITS + s2] = f;                                            // now the weight
       den = fmaf(f, l, den);
     }
     pa_den[tid] = den;
@@ -441,10 +451,10 @@ __global__ void __launch_bounds__(PA_THREADS)
   T *qs = (T *)tc_mem;
   T *ks = qs + TC_ROWS * ld;
   T *vs = ks + TC_KEYS * ld;
-  T *ps = vs + TC_KEYS * ld;                   // [16][40]
-  float *ss = (float *)(ps + TC_ROWS * 40);    // [16][36]
-  float *os = ss + TC_ROWS * 36;               // [16][lo]
-  float *pv = os + TC_ROWS * lo;               // [16][lo]
+  T *ps = vs + TC_KEYS * ld;                 // [16][40]
+  float *ss = (float *)(ps + TC_ROWS * 40);  // [16][36]
+  float *os = ss + TC_ROWS * 36;             // [16][lo]
+  float *pv = os + TC_ROWS * lo;             // [16][lo]
   float *mx = pv + TC_ROWS * lo, *ls = mx + TC_ROWS, *al = ls + TC_ROWS;
   const int64_t row = (int64_t)n_kv * d, p0 = m.tok_pos[t0], plast = m.tok_pos[t0 + TC_ROWS - 1];
   const int32_t *table = m.tables + m.table_off[m.tok_item[t0]];
@@ -535,20 +545,34 @@ __global__ void __launch_bounds__(PA_THREADS)
 #endif
 }
 
-template <class T, int V, int HC>
+// SH: the shallow pipeline (vector loads only: the one-element fallback is
+// not the path a decode step's shapes take, so it keeps one instantiation).
+template <class T, int V, int HC, bool SH>
 void pa_launch_one(dim3 grid, size_t smem, cudaStream_t stream, T *o, const T *q, const T *kc, const T *vc,
                    const k_llm_meta &m, const pa_geom &gm, float *ws) {
-  paged_attn_kernel<T, V, HC><<<grid, PA_THREADS, smem, stream>>>(o, q, kc, vc, m, gm, ws);
+  if (SH)
+    paged_attn_kernel<T, V, HC, PA_SHALLOW_U(T, HC), PA_SHALLOW_BLOCKS>
+        <<<grid, PA_THREADS, smem, stream>>>(o, q, kc, vc, m, gm, ws);
+  else
+    paged_attn_kernel<T, V, HC, PA_UNROLL_FOR(T, HC), 1><<<grid, PA_THREADS, smem, stream>>>(o, q, kc, vc, m, gm, ws);
 }
 
-template <class T, int V>
+template <class T, int V, bool SH>
 void pa_launch_hc(int hc, dim3 grid, size_t smem, cudaStream_t stream, T *o, const T *q, const T *kc, const T *vc,
                   const k_llm_meta &m, const pa_geom &gm, float *ws) {
   switch (hc) {
-    case 1: pa_launch_one<T, V, 1>(grid, smem, stream, o, q, kc, vc, m, gm, ws); break;
-    case 2: pa_launch_one<T, V, 2>(grid, smem, stream, o, q, kc, vc, m, gm, ws); break;
-    case 4: pa_launch_one<T, V, 4>(grid, smem, stream, o, q, kc, vc, m, gm, ws); break;
-    default: pa_launch_one<T, V, 8>(grid, smem, stream, o, q, kc, vc, m, gm, ws); break;
+    case 1:
+      pa_launch_one<T, V, 1, SH>(grid, smem, stream, o, q, kc, vc, m, gm, ws);
+      break;
+    case 2:
+      pa_launch_one<T, V, 2, SH>(grid, smem, stream, o, q, kc, vc, m, gm, ws);
+      break;
+    case 4:
+      pa_launch_one<T, V, 4, SH>(grid, smem, stream, o, q, kc, vc, m, gm, ws);
+      break;
+    default:
+      pa_launch_one<T, V, 8, SH>(grid, smem, stream, o, q, kc, vc, m, gm, ws);
+      break;
   }
 }
 
@@ -557,7 +581,7 @@ void pa_launch_hc(int hc, dim3 grid, size_t smem, cudaStream_t stream, T *o, con
 // else one element a load. Fills in the lanes per key (gm.lg_l) and the
 // shared memory; then the combine when split.
 template <class T>
-void pa_launch(int hc, dim3 grid, cudaStream_t stream, T *o, const T *q, const T *kc, const T *vc,
+void pa_launch(int hc, int shallow, dim3 grid, cudaStream_t stream, T *o, const T *q, const T *kc, const T *vc,
                const k_llm_meta &m, pa_geom gm, float *ws) {
   constexpr int VV = (int)(16 / sizeof(T));
   const bool vec = gm.d % VV == 0 && k_aligned(kc, 16) && k_aligned(vc, 16);
@@ -565,10 +589,12 @@ void pa_launch(int hc, dim3 grid, cudaStream_t stream, T *o, const T *q, const T
   gm.lg_l = 0;
   while ((1 << gm.lg_l) < lanes) gm.lg_l++;  // <= 5: d <= 256 = 32 lanes x 8
   size_t smem = ((size_t)hc * gm.d + (size_t)PA_WARPS * hc * (gm.d + 2)) * sizeof(float);
-  if (vec)
-    pa_launch_hc<T, VV>(hc, grid, smem, stream, o, q, kc, vc, m, gm, ws);
+  if (vec && shallow)
+    pa_launch_hc<T, VV, true>(hc, grid, smem, stream, o, q, kc, vc, m, gm, ws);
+  else if (vec)
+    pa_launch_hc<T, VV, false>(hc, grid, smem, stream, o, q, kc, vc, m, gm, ws);
   else
-    pa_launch_hc<T, 1>(hc, grid, smem, stream, o, q, kc, vc, m, gm, ws);
+    pa_launch_hc<T, 1, false>(hc, grid, smem, stream, o, q, kc, vc, m, gm, ws);
 }
 
 }  // namespace
@@ -651,16 +677,16 @@ extern "C" int k_paged_attn_cuda(void *o, const void *q, const void *k_cache, co
           (int)a->n_kv_heads, (int)a->head_dim, a->q_stride, a->o_stride, a->block_tokens, a->window, a->scale);
     else
       tc_prefill_kernel<__nv_bfloat16><<<tgrid, PA_THREADS, tsm, stream>>>(
-          (__nv_bfloat16 *)o, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k_cache,
-          (const __nv_bfloat16 *)v_cache, *m, (int)a->n_heads, (int)a->n_kv_heads, (int)a->head_dim, a->q_stride,
-          a->o_stride, a->block_tokens, a->window, a->scale);
+          (__nv_bfloat16 *)o, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k_cache, (const __nv_bfloat16 *)v_cache,
+          *m, (int)a->n_heads, (int)a->n_kv_heads, (int)a->head_dim, a->q_stride, a->o_stride, a->block_tokens,
+          a->window, a->scale);
     K_LAUNCH_CHECK(e, kname);
   }
   gm.skip_tc = tc;
   dim3 grid((unsigned)m->n_tok, (unsigned)(a->n_kv_heads * chunks), (unsigned)splits);
   K_DT_DISPATCH(e, kname, dt, T,
-                pa_launch<T>(hc, grid, stream, (T *)o, (const T *)q, (const T *)k_cache, (const T *)v_cache, *m, gm,
-                             ws));
+                pa_launch<T>(hc, a->shallow, grid, stream, (T *)o, (const T *)q, (const T *)k_cache, (const T *)v_cache,
+                             *m, gm, ws));
   K_LAUNCH_CHECK(e, kname);
   return 0;
 }

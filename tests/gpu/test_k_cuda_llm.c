@@ -444,7 +444,7 @@ typedef struct pa_case {
 // 3-token chunk at 97..99 (context lengths that are multiples of neither
 // the block nor the kernel's key groups), for split-K too (splits > 1: more
 // splits than a context has keys' share leaves some empty).
-static void test_paged_attn(dtype dt, pa_case pc) {
+static void test_paged_attn(dtype dt, pa_case pc, int shallow) {
   const int64_t n_heads = pc.n_heads, n_kv = pc.n_kv, d = pc.d, window = pc.window;
   const int longctx = pc.longctx, splits = pc.splits;
   tk_rng r = {0xa77 + (uint64_t)dt * 131 + (uint64_t)(n_heads * 7 + d + window + splits + longctx + pc.shift)};
@@ -491,7 +491,8 @@ static void test_paged_attn(dtype dt, pa_case pc) {
                          .o_stride = Q,
                          .block_tokens = bt,
                          .window = window,
-                         .scale = 1.0f / sqrtf((float)d)};
+                         .scale = 1.0f / sqrtf((float)d),
+                         .shallow = shallow};
   size_t wsf = k_paged_attn_ws_floats(T, n_heads, d, splits);
   float *d_ws = splits > 1 ? tk_dev_alloc(wsf * 4) : NULL;
   if (d_ws) TK_CUDA(cudaMemset(d_ws, 0, wsf * 4));  // the contract: zeroed once
@@ -524,9 +525,9 @@ static void test_paged_attn(dtype dt, pa_case pc) {
   snprintf(what, sizeof what, "kv_write %s", dtype_wire_name(dt));
   tk_compare(what, got_k, kc, cache_n, 0, 0);
   tk_compare(what, got_v, vc, cache_n, 0, 0);
-  snprintf(what, sizeof what, "paged_attn %s heads %lld/%lld d %lld window %lld long %d splits %d shift %d",
+  snprintf(what, sizeof what, "paged_attn %s heads %lld/%lld d %lld window %lld long %d splits %d shift %d%s",
            dtype_wire_name(dt), (long long)n_heads, (long long)n_kv, (long long)d, (long long)window, longctx, splits,
-           pc.shift);
+           pc.shift, shallow ? " shallow" : "");
   tk_compare(what, got, want, (size_t)(T * Q), dt == DT_FP32 ? 2e-5 : rtol_of(dt), dt == DT_FP32 ? 2e-6 : rtol_of(dt));
   free(got_k), free(got_v), free(got), free(want), free(scratch), free(kc0), free(vc0), free(qkv);
   cudaFree(d_kc0), cudaFree(d_vc0), cudaFree(d_qkv), cudaFree(d_item), cudaFree(d_pos), cudaFree(d_toff);
@@ -656,7 +657,8 @@ int main(void) {
     test_mlp_act(dt);
     const size_t widths[] = {1, 5, 33, 1000, 1025, 2048, 2049, 4097, 50257, 128256};
     for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) test_argmax(dt, widths[k]);
-    for (size_t c = 0; c < sizeof PA_CASES / sizeof PA_CASES[0]; c++) test_paged_attn(dt, PA_CASES[c]);
+    for (size_t c = 0; c < sizeof PA_CASES / sizeof PA_CASES[0]; c++)
+      for (int shallow = 0; shallow < 2; shallow++) test_paged_attn(dt, PA_CASES[c], shallow);  // both pipelines
   }
   int major = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);

@@ -35,9 +35,10 @@
 
 #define LOGIT_ROWS 64
 #define MAX_BUCKETS 16
-#define MAX_SPLITS 32   // k_paged_attn_cuda's
-#define SPLIT_KEYS 32   // keys per split at least (a block's keys of one pass at head_dim 64, FP16)
-#define SPLIT_BLOCKS 4  // attention blocks per SM that split-K aims for
+#define MAX_SPLITS 32    // k_paged_attn_cuda's
+#define SPLIT_KEYS 32    // keys per split at least (a block's keys of one pass at head_dim 64, FP16)
+#define SPLIT_BLOCKS 4   // attention blocks per SM that split-K aims for
+#define SHALLOW_WAVES 1  // attention grids past this many deep-pipeline waves take the shallow one (attn_shallow)
 #define ALIGN 256
 #define GEMM_WORKSPACE ((size_t)32 << 20)
 
@@ -63,7 +64,8 @@ struct eng_llm_cuda_runner {
   // cuBLASLt's candidates timed per decode shape before a graph's capture
   // (eng_llm_cuda_runner_set_gemm_tune; NULL, the default: the heuristic's first answer)
   eng_gemm_tuner *tuner;
-  int gemv;  // layer products of steps of <= 8 tokens on k_gemv_cuda (eng_llm_cuda_runner_set_gemv)
+  int gemv;           // layer products of steps of <= 8 tokens on k_gemv_cuda (eng_llm_cuda_runner_set_gemv)
+  int attn_pipeline;  // eng_llm_cuda_runner_set_attn_pipeline: 0 by the grid, 1 deep, 2 shallow
   eng_gemm_dtype gdt;
   // weights: one allocation
   uint8_t *wbuf;
@@ -88,7 +90,7 @@ struct eng_llm_cuda_runner {
   k_sample_param *sp_h, *sp_d;
   int32_t *seen_h, *seen_d;
   int64_t seen_cap;
-  void *smp;  // k_sample_rows_cuda's workspace (k_sample_ws_bytes)
+  void *smp;       // k_sample_rows_cuda's workspace (k_sample_ws_bytes)
   uint8_t *idrow;  // per item of the step: 1 greedy, 2 sampled on the device (max_step_tokens)
   // metadata: pinned host and device copies of one layout
   int32_t *meta_h, *meta_d;
@@ -374,6 +376,17 @@ static int norm(eng_llm_cuda_runner *r, void *y, const void *x, int64_t rows, co
   return k_rms_norm_dt_cuda(y, x, w, (size_t)rows, (size_t)r->g.hidden, r->g.norm_eps, r->dt, r->stream, e);
 }
 
+// The attention kernel's shallow pipeline (k_paged_attn_args.shallow) when
+// the step's grid is more than SHALLOW_WAVES deep-pipeline waves (3 blocks
+// an SM): there occupancy, not each warp's loads in flight, hides the
+// latency. Decode at small batch (a wave or less, split-K included) keeps
+// the deep one. A function of the step's tokens and splits only, so a
+// bucket's graph is captured with the choice its replays would make.
+static int attn_shallow(const eng_llm_cuda_runner *r, int64_t T) {
+  if (r->attn_pipeline) return r->attn_pipeline == 2;
+  return T * r->g.n_kv_heads * r->splits > SHALLOW_WAVES * 3 * (int64_t)r->sms;
+}
+
 static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta *meta, err *e) {
   const eng_llm_config *g = &r->g;
   const dev_layer *l = &r->layers[L];
@@ -385,8 +398,8 @@ static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta 
   TRY(norm(r, r->h, r->x, T, l->ln1_w, l->ln1_b, e));
   TRY(linear(r, r->qkv, r->h, T, H, l->wqkv, l->bqkv, NQKV, 0, e));
   // RoPE (when the model has it) and the K and V rows into the cache: one launch
-  TRY(k_rope_kv_write_cuda(qkv, kc, vc, g->n_heads, g->n_kv_heads, d, NQKV, r->inv_freq, r->c.block_tokens, meta,
-                           r->dt, r->stream, e));
+  TRY(k_rope_kv_write_cuda(qkv, kc, vc, g->n_heads, g->n_kv_heads, d, NQKV, r->inv_freq, r->c.block_tokens, meta, r->dt,
+                           r->stream, e));
   k_paged_attn_args a = {.n_heads = g->n_heads,
                          .n_kv_heads = g->n_kv_heads,
                          .head_dim = d,
@@ -395,7 +408,8 @@ static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta 
                          .block_tokens = r->c.block_tokens,
                          .window = g->sliding_window,
                          .scale = 1.0f / sqrtf((float)d),
-                         .tc_prefill = r->tc};
+                         .tc_prefill = r->tc,
+                         .shallow = attn_shallow(r, T)};
   TRY(k_paged_attn_cuda(r->att, r->qkv, kc, vc, meta, &a, r->splits, r->splits > 1 ? r->attn_ws : NULL, r->dt,
                         r->stream, e));
   TRY(linear(r, r->x, r->att, T, Q, l->wo, l->bo, H, 1, e));
@@ -589,7 +603,13 @@ int eng_llm_cuda_runner_set_gemm_tune(eng_llm_cuda_runner *r, int on, err *e) {
   return eng_gemm_tuner_create(&r->tuner, &to, e);
 }
 
-void eng_llm_cuda_runner_set_gemv(eng_llm_cuda_runner *r, int on) { r->gemv = on != 0; }
+void eng_llm_cuda_runner_set_gemv(eng_llm_cuda_runner *r, int on) {
+  r->gemv = on != 0;
+}
+
+void eng_llm_cuda_runner_set_attn_pipeline(eng_llm_cuda_runner *r, int which) {
+  r->attn_pipeline = which == 1 || which == 2 ? which : 0;
+}
 
 int eng_llm_cuda_runner_set_tc_prefill(eng_llm_cuda_runner *r, int on, err *e) {
   if (!on) {

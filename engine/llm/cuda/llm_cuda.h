@@ -95,6 +95,11 @@ int eng_llm_cuda_runner_set_gemm_tune(eng_llm_cuda_runner *r, int on, err *e);
 // (FP16 and BF16 weights; FP32 and other shapes stay on cuBLASLt; the LM head
 // always does): on by default. Off: cuBLASLt for all. Call before the steps.
 void eng_llm_cuda_runner_set_gemv(eng_llm_cuda_runner *r, int on);
+// The paged attention kernel's pipeline: 0 (the default) picks per step by
+// its grid (the shallow one past a wave of the deep one's blocks), 1 always
+// deep, 2 always shallow (bench_llm_decode --attn-pipeline). Call before the
+// steps (graphs keep what they were captured with).
+void eng_llm_cuda_runner_set_attn_pipeline(eng_llm_cuda_runner *r, int which);
 // Prefill attention on tensor cores (k_paged_attn_cuda's tc_prefill: FP16 and
 // BF16 models with head_dim a multiple of 16 up to 128; tiles of 16 tokens of
 // one prefill chunk); off by default, other steps and types unchanged.

@@ -5,7 +5,7 @@
 // measured here with a device-to-device copy. See README.md beside it.
 //
 //   bench_llm_decode [--dir DIR] [--ctx N] [--steps N] [--batches 1,8,64,256] [--device D] [--layers N]
-//                    [--no-gemm-tune] [--no-gemv]
+//                    [--no-gemm-tune] [--no-gemv] [--attn-pipeline auto|deep|shallow]
 //
 // The checkpoint (config.json + model.safetensors, ~2.5 GB) is written to
 // DIR (default: a new folder under /tmp, removed at the end). Each batch
@@ -188,7 +188,7 @@ static double measure_bw(void) {
 
 int main(int argc, char **argv) {
   const char *dir = NULL;
-  int ctx = 512, steps = 20, device = 0, gemm_tune = 1, gemv = 1;
+  int ctx = 512, steps = 20, device = 0, gemm_tune = 1, gemv = 1, attn = 0;
   int batches[16] = {1, 8, 64, 256}, nb = 4;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--dir") && i + 1 < argc)
@@ -205,13 +205,20 @@ int main(int argc, char **argv) {
       gemm_tune = 0;
     else if (!strcmp(argv[i], "--no-gemv"))
       gemv = 0;
-    else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
+    else if (!strcmp(argv[i], "--attn-pipeline") && i + 1 < argc) {  // auto | deep | shallow
+      const char *v = argv[++i];
+      attn = !strcmp(v, "deep") ? 1 : !strcmp(v, "shallow") ? 2 : !strcmp(v, "auto") ? 0 : -1;
+      if (attn < 0) {
+        fprintf(stderr, "--attn-pipeline takes auto, deep or shallow\n");
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
       nb = 0;
       for (char *s = strtok(argv[++i], ","); s && nb < 16; s = strtok(NULL, ",")) batches[nb++] = atoi(s);
     } else {
       fprintf(stderr,
               "usage: %s [--dir DIR] [--ctx N] [--steps N] [--batches 1,8,64,256] [--device D] [--layers N] "
-              "[--no-gemm-tune] [--no-gemv]\n",
+              "[--no-gemm-tune] [--no-gemv] [--attn-pipeline auto|deep|shallow]\n",
               argv[0]);
       return 2;
     }
@@ -264,6 +271,8 @@ int main(int argc, char **argv) {
   printf("GEMM autotuning for the decode graphs: %s\n", gemm_tune ? "on" : "off (--no-gemm-tune)");
   eng_llm_cuda_runner_set_gemv(r, gemv);  // the layers' products at <= 8 tokens on k_gemv_cuda (the runner's default)
   printf("layer products of <= 8 tokens on k_gemv_cuda: %s\n", gemv ? "on" : "off (--no-gemv)");
+  eng_llm_cuda_runner_set_attn_pipeline(r, attn);
+  printf("attention pipeline: %s\n", attn == 1 ? "deep" : attn == 2 ? "shallow" : "by the grid (auto)");
   eng_llm_model_destroy(m);
   size_t wbytes = eng_llm_cuda_runner_weight_bytes(r);
   printf("runner: %.2f GB of weights uploaded in %.1f s, KV pool %.2f GB\n", wbytes / 1e9, now_s() - t0,
