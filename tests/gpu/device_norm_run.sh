@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from a folder device_bundle_norm.sh made:
+#   bash run.sh <folder> [cudnn lib dir]
+# The group-norm kernel test (every path, FP32/FP16/BF16, against the C
+# reference, then its timings), the other norm kernels' test, and
+# test_gpu_plan (the CUDA plan against the CPU plan on every generated
+# model, the norm_* models on the device with no host node). Prints each
+# exit status and the lines that matter; full logs go to $OUT (or the folder).
+set -u
+b=$(cd "$1" && pwd)
+cudnn=${2:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib}
+logs=${OUT:-$b}
+if [ ! -e "$cudnn/libcudnn.so.9" ]; then  # another Python's wheel, or a system copy
+  found=$(find /opt /usr -name libcudnn.so.9 2>/dev/null | head -1)
+  [ -n "$found" ] && cudnn=$(dirname "$found")
+fi
+tar -C "$b" -xJf "$b/lib.tar.xz"
+export LD_LIBRARY_PATH=$b/lib:$cudnn:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+ldd "$b"/bin/* | grep "not found" || echo "libraries: all found"
+fail=0
+for t in test_k_cuda_groupnorm test_k_cuda_norm; do
+  echo "== $t"
+  timeout 180 "$b/bin/$t" >"$logs/$t.txt" 2>&1
+  rc=$?
+  echo "exit $rc"
+  [ $rc -eq 0 ] || fail=1
+  grep -E "FAIL|fail|bench|checks|SKIP" "$logs/$t.txt" | head -60
+done
+echo "== test_gpu_plan"
+timeout 400 "$b/bin/test_gpu_plan" "$b/gpu_plan_models" >"$logs/test_gpu_plan.txt" 2>&1
+rc=$?
+echo "exit $rc"
+[ $rc -eq 0 ] || fail=1
+grep -E "norm_|FAIL|fail|error|SKIP" "$logs/test_gpu_plan.txt" | head -60
+tail -3 "$logs/test_gpu_plan.txt"
+echo "norm device check: $([ $fail -eq 0 ] && echo passed || echo FAILED)"
+[ $fail -eq 0 ]
