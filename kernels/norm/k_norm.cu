@@ -237,26 +237,32 @@ __global__ void batch_norm_kernel(T *y, const T *x, const T *scale, const T *bia
 #define K_GN_MIN_CHUNK 4096     // elements: 16 per thread, enough to hide a block's start
 #define K_GN_MAX_SPLITS 64
 
-// Where row r's element j takes its scale and bias.
+// A row's shape: len = cg channels x spatial, its scale and bias per
+// channel or (per_group) one for the row's group.
 struct gn_geom {
   size_t rows, len, spatial, groups, cg;
   int per_group;
-  __device__ __forceinline__ size_t ch(size_t r, size_t j) const {
-    size_t g = r % groups;
-    return per_group ? g : g * cg + j / spatial;
-  }
 };
 
+// y = (x - mean) inv_std scale + bias for j = from, from + step, ... < to of
+// row r. The channel is tracked as j advances (one division per thread and
+// row, not one per element: a 64-bit division costs more than the element's
+// memory traffic).
 template <class T>
 static __device__ __forceinline__ void gn_apply(T *yr, const T *xr, const T *scale, const T *bias,
                                                 const gn_geom &gm, size_t r, size_t from, size_t to,
                                                 size_t step, typename k_acc<T>::type mean,
                                                 typename k_acc<T>::type inv_std) {
   typedef typename k_acc<T>::type acc;
+  if (from >= to) return;
+  const size_t g = r % gm.groups, dq = step / gm.spatial, dr = step % gm.spatial;
+  size_t k = from / gm.spatial, s = from % gm.spatial;  // channel in the group, position in it
   for (size_t j = from; j < to; j += step) {
-    size_t ch = gm.ch(r, j);
+    size_t ch = gm.per_group ? g : g * gm.cg + k;
     acc v = ((acc)k_ld(xr[j]) - mean) * inv_std * (acc)k_ld(scale[ch]) + (acc)k_ld(bias[ch]);
     yr[j] = k_st<T>((float)v);
+    k += dq, s += dr;
+    if (s >= gm.spatial) s -= gm.spatial, k++;
   }
 }
 
@@ -378,7 +384,7 @@ static int launch_group_norm(const char *kname, T *y, const T *x, const T *scale
     size_t want = (gm.rows + K_GN_WARPS - 1) / K_GN_WARPS;
     unsigned blocks = want > K_MAX_BLOCKS ? K_MAX_BLOCKS : (unsigned)want;
     gn_warp_kernel<T><<<blocks, 32 * K_GN_WARPS, 0, stream>>>(y, x, scale, bias, gm, eps);
-  } else if (path == 1 || (path < 0 && (splits == 1 || ws_bytes < splits * gm.rows * sizeof(gn_part)))) {
+  } else if (path == 1 || (path < 0 && (splits == 1 || !ws || ws_bytes < splits * gm.rows * sizeof(gn_part)))) {
     unsigned blocks = gm.rows > 65535u * 4 ? 65535u * 4 : (unsigned)gm.rows;
     gn_block_kernel<T><<<blocks, K_GN_THREADS, 0, stream>>>(y, x, scale, bias, gm, eps);
   } else {
