@@ -60,7 +60,8 @@ static void from_storage(float *y, const void *d, size_t n, dtype dt) {
   }
   uint16_t *h = tk_xmalloc((n ? n : 1) * 2);
   tk_from_dev(h, d, n * 2);
-  if (dt == DT_FP16) k_f16_to_f32(y, h, n);
+  if (dt == DT_FP16)
+    k_f16_to_f32(y, h, n);
   else
     for (size_t i = 0; i < n; i++) y[i] = from_bf16(h[i]);
   free(h);
@@ -89,19 +90,22 @@ static void group_run(tk_rng *r, const gn_case *c, dtype dt) {
   if (c->no_ws) ws_bytes = 0;
   void *ws = ws_bytes ? tk_dev_alloc(ws_bytes) : NULL;
   if (c->path < 0)
-    TK_OK(k_group_norm_cuda(dy, dx, ds, db, dt, c->n, c->c, c->groups, c->spatial, c->per_group, eps, ws,
-                            ws_bytes, NULL, TK_E));
+    TK_OK(k_group_norm_cuda(dy, dx, ds, db, dt, c->n, c->c, c->groups, c->spatial, c->per_group, eps, ws, ws_bytes,
+                            NULL, TK_E));
   else
     TK_OK(k_group_norm__path_cuda(dy, dx, ds, db, dt, c->n, c->c, c->groups, c->spatial, c->per_group, eps, ws,
                                   ws_bytes, c->path, NULL, TK_E));
   from_storage(got, dy, n, dt);
   char what[192];
   snprintf(what, sizeof what, "group_norm %s [%zu,%zu,%zu] groups %zu%s offset %g path %d%s%s (ws %zu)",
-           dtype_wire_name(dt), c->n, c->c, c->spatial, c->groups, c->per_group ? " per group" : "",
-           (double)c->offset, c->path, c->in_place ? " in place" : "", c->no_ws ? " no ws" : "", ws_bytes);
-  if (dt == DT_FP32) tk_compare(what, got, want, n, 1e-5, 1e-6);
-  else if (dt == DT_FP16) tk_compare(what, got, want, n, 1e-3, 1e-4);
-  else tk_compare(what, got, want, n, 8e-3, 1e-3);
+           dtype_wire_name(dt), c->n, c->c, c->spatial, c->groups, c->per_group ? " per group" : "", (double)c->offset,
+           c->path, c->in_place ? " in place" : "", c->no_ws ? " no ws" : "", ws_bytes);
+  if (dt == DT_FP32)
+    tk_compare(what, got, want, n, 1e-5, 1e-6);
+  else if (dt == DT_FP16)
+    tk_compare(what, got, want, n, 1e-3, 1e-4);
+  else
+    tk_compare(what, got, want, n, 8e-3, 1e-3);
   if (!c->in_place) TK_CUDA(cudaFree(dy));
   TK_CUDA(cudaFree(dx));
   TK_CUDA(cudaFree(ds));
@@ -118,22 +122,28 @@ static void group_run(tk_rng *r, const gn_case *c, dtype dt) {
 // uneven chunks; 16 groups of 16384 per-group scaled: 4 chunks), and the
 // 131072 group again with no workspace (a block for it).
 static const gn_case auto_cases[] = {
-    {2, 3, 3, 5, 0, 0, 0, -1, 0},        {8, 64, 64, 49, 0, 0, 0, -1, 0},
-    {1, 1, 1, 1, 0, 0, 0, -1, 0},        {4, 5, 5, 1, 0, 0, 0, -1, 0},
-    {3, 6, 2, 100, 0, 0, 0, -1, 0},      {3, 6, 2, 100, 1, 0, 0, -1, 0},
-    {2, 4, 1, 256, 0, 0, 0, -1, 0},      {16, 32, 32, 1100, 0, 0, 0, -1, 0},
-    {1, 4, 2, 2000, 1, 0, 0, -1, 0},     {2, 320, 32, 4096, 0, 0, 0, -1, 0},
-    {1, 8, 1, 131072, 0, 0, 0, -1, 0},   {1, 3, 3, 70001, 0, 0, 0, -1, 0},
-    {2, 64, 8, 2048, 1, 0, 0, -1, 0},    {1, 8, 1, 131072, 0, 0, 0, -1, 1},
+    {2, 3, 3, 5, 0, 0, 0, -1, 0},       {8, 64, 64, 49, 0, 0, 0, -1, 0},    {1, 1, 1, 1, 0, 0, 0, -1, 0},
+    {4, 5, 5, 1, 0, 0, 0, -1, 0},       {3, 6, 2, 100, 0, 0, 0, -1, 0},     {3, 6, 2, 100, 1, 0, 0, -1, 0},
+    {2, 4, 1, 256, 0, 0, 0, -1, 0},     {16, 32, 32, 1100, 0, 0, 0, -1, 0}, {1, 4, 2, 2000, 1, 0, 0, -1, 0},
+    {2, 320, 32, 4096, 0, 0, 0, -1, 0}, {1, 8, 1, 131072, 0, 0, 0, -1, 0},  {1, 3, 3, 70001, 0, 0, 0, -1, 0},
+    {2, 64, 8, 2048, 1, 0, 0, -1, 0},   {1, 8, 1, 131072, 0, 0, 0, -1, 1},
 };
 
 // Each path forced, in place, with large offsets.
 static const gn_case extra_cases[] = {
-    {2, 6, 3, 33, 0, 0, 0, 0, 0},      {2, 6, 3, 33, 0, 0, 0, 1, 0},    {2, 6, 3, 33, 0, 0, 0, 2, 0},
-    {2, 6, 3, 33, 1, 0, 0, 2, 0},      {3, 4, 2, 5000, 0, 0, 0, 0, 0},  {1, 2, 1, 3, 0, 0, 0, 2, 0},
-    {2, 320, 32, 4096, 0, 0, 0, 1, 0}, {8, 64, 64, 49, 0, 0, 1, -1, 0}, {16, 32, 32, 1100, 0, 0, 1, -1, 0},
-    {2, 320, 32, 4096, 1, 0, 1, -1, 0}, {8, 64, 64, 49, 0, 1000.0f, 0, -1, 0},
-    {2, 320, 32, 4096, 0, 1000.0f, 0, -1, 0}, {16, 32, 32, 1100, 0, -300.0f, 0, -1, 0},
+    {2, 6, 3, 33, 0, 0, 0, 0, 0},
+    {2, 6, 3, 33, 0, 0, 0, 1, 0},
+    {2, 6, 3, 33, 0, 0, 0, 2, 0},
+    {2, 6, 3, 33, 1, 0, 0, 2, 0},
+    {3, 4, 2, 5000, 0, 0, 0, 0, 0},
+    {1, 2, 1, 3, 0, 0, 0, 2, 0},
+    {2, 320, 32, 4096, 0, 0, 0, 1, 0},
+    {8, 64, 64, 49, 0, 0, 1, -1, 0},
+    {16, 32, 32, 1100, 0, 0, 1, -1, 0},
+    {2, 320, 32, 4096, 1, 0, 1, -1, 0},
+    {8, 64, 64, 49, 0, 1000.0f, 0, -1, 0},
+    {2, 320, 32, 4096, 0, 1000.0f, 0, -1, 0},
+    {16, 32, 32, 1100, 0, -300.0f, 0, -1, 0},
 };
 
 static void test_group_norm(dtype dt) {
@@ -163,20 +173,16 @@ static void test_errors(void) {
   err e = {0};
   float *p = (float *)16;
   CHECK_EQ_INT(k_group_norm_cuda(NULL, NULL, NULL, NULL, DT_FP32, 0, 4, 2, 5, 0, 1e-5f, NULL, 0, NULL, &e), 0);
-  CHECK_EQ_INT(k_group_norm_cuda(p, p, p, p, DT_FP32, 1, 6, 4, 5, 0, 1e-5f, NULL, 0, NULL, &e),
-               ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_group_norm_cuda(p, p, p, p, DT_FP32, 1, 6, 4, 5, 0, 1e-5f, NULL, 0, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "6 channels do not split into 4 groups");
-  CHECK_EQ_INT(k_group_norm_cuda(p, p, p, p, DT_FP32, 1, 6, 0, 5, 0, 1e-5f, NULL, 0, NULL, &e),
-               ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_group_norm_cuda(p, p, p, p, DT_FP32, 1, 6, 0, 5, 0, 1e-5f, NULL, 0, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "k_group_norm_cuda");
-  CHECK_EQ_INT(k_group_norm_cuda(p, p, p, p, DT_FP32, 1, 6, 3, 5, 0, -1.0f, NULL, 0, NULL, &e),
-               ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_group_norm_cuda(p, p, p, p, DT_FP32, 1, 6, 3, 5, 0, -1.0f, NULL, 0, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "epsilon");
   CHECK_EQ_INT(k_group_norm_cuda(p, p, p, NULL, DT_FP16, 1, 6, 3, 5, 0, 1e-5f, NULL, 0, NULL, &e),
                ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "NULL pointer");
-  CHECK_EQ_INT(k_group_norm_cuda(p, p, p, p, DT_INT64, 1, 6, 3, 5, 0, 1e-5f, NULL, 0, NULL, &e),
-               ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_group_norm_cuda(p, p, p, p, DT_INT64, 1, 6, 3, 5, 0, 1e-5f, NULL, 0, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "FP32, FP16 or BF16");
   CHECK_EQ_INT(k_group_norm_cuda(p, p, p, p, DT_FP32, SIZE_MAX, 6, 3, 5, 0, 1e-5f, NULL, 0, NULL, &e),
                ERR_INVALID_ARGUMENT);
@@ -212,8 +218,8 @@ static void bench_one(dtype dt, size_t n, size_t c, size_t groups, size_t spatia
   for (int i = -5; i < reps && !rc; i++) {  // five warm-up launches
     if (i == 0) TK_CUDA(cudaEventRecord(a, NULL));
     TK_OK(rc = path < 0 ? k_group_norm_cuda(y, x, sc, bi, dt, n, c, groups, spatial, 0, 1e-5f, ws, ws_bytes, NULL, TK_E)
-                        : k_group_norm__path_cuda(y, x, sc, bi, dt, n, c, groups, spatial, 0, 1e-5f, ws, ws_bytes,
-                                                  path, NULL, TK_E));
+                        : k_group_norm__path_cuda(y, x, sc, bi, dt, n, c, groups, spatial, 0, 1e-5f, ws, ws_bytes, path,
+                                                  NULL, TK_E));
   }
   TK_CUDA(cudaEventRecord(b, NULL));
   TK_CUDA(cudaEventSynchronize(b));
@@ -221,8 +227,8 @@ static void bench_one(dtype dt, size_t n, size_t c, size_t groups, size_t spatia
   TK_CUDA(cudaEventElapsedTime(&ms, a, b));
   double us = 1e3 * ms / reps;
   static const char *const paths[] = {"auto", "warp", "block", "chunks"};
-  printf("  bench %s [%zu,%zu,%zu] groups %-4zu %-6s %8.1f us %7.0f GB/s\n", dtype_wire_name(dt), n, c, spatial,
-         groups, paths[path + 1], us, 2.0 * (double)(elems * esz) / (us * 1e3));
+  printf("  bench %s [%zu,%zu,%zu] groups %-4zu %-6s %8.1f us %7.0f GB/s\n", dtype_wire_name(dt), n, c, spatial, groups,
+         paths[path + 1], us, 2.0 * (double)(elems * esz) / (us * 1e3));
   TK_CUDA(cudaEventDestroy(a));
   TK_CUDA(cudaEventDestroy(b));
   TK_CUDA(cudaFree(x));
