@@ -233,7 +233,7 @@ __global__ void batch_norm_kernel(T *y, const T *x, const T *scale, const T *bia
 #define K_GN_WARP_MAX_LEN 1024
 #define K_GN_WARPS 8            // rows (warps) per block of the warp kernel
 #define K_GN_THREADS 256        // threads of the block and chunk kernels
-#define K_GN_TARGET_BLOCKS 512  // about four blocks per SM of an H100/H200 (132 SMs)
+#define K_GN_TARGET_BLOCKS 1024  // about the blocks of 256 an H100/H200 holds at once (132 SMs x 8)
 #define K_GN_MIN_CHUNK 4096     // elements: 16 per thread, enough to hide a block's start
 #define K_GN_MAX_SPLITS 64
 
@@ -257,6 +257,7 @@ static __device__ __forceinline__ void gn_apply(T *yr, const T *xr, const T *sca
   if (from >= to) return;
   const size_t g = r % gm.groups, dq = step / gm.spatial, dr = step % gm.spatial;
   size_t k = from / gm.spatial, s = from % gm.spatial;  // channel in the group, position in it
+#pragma unroll 4
   for (size_t j = from; j < to; j += step) {
     size_t ch = gm.per_group ? g : g * gm.cg + k;
     acc v = ((acc)k_ld(xr[j]) - mean) * inv_std * (acc)k_ld(scale[ch]) + (acc)k_ld(bias[ch]);
@@ -298,9 +299,11 @@ __global__ void __launch_bounds__(K_GN_THREADS)
   for (size_t r = blockIdx.x; r < gm.rows; r += gridDim.x) {
     const T *xr = x + r * gm.len;
     acc s = 0;
+#pragma unroll 4
     for (size_t j = threadIdx.x; j < gm.len; j += blockDim.x) s += k_ld(xr[j]);
     const acc mean = k_block_sum(s, shared) / (acc)gm.len;
     acc ss = 0;
+#pragma unroll 4
     for (size_t j = threadIdx.x; j < gm.len; j += blockDim.x) {
       acc d = (acc)k_ld(xr[j]) - mean;
       ss += d * d;
@@ -327,9 +330,11 @@ __global__ void __launch_bounds__(K_GN_THREADS)
   const size_t to = from + chunk < gm.len ? from + chunk : gm.len;
   const T *xr = x + r * gm.len;
   acc s = 0;
+#pragma unroll 4
   for (size_t j = from + threadIdx.x; j < to; j += blockDim.x) s += k_ld(xr[j]);
   const acc mean = k_block_sum(s, shared) / (acc)(to - from);
   acc ss = 0;
+#pragma unroll 4
   for (size_t j = from + threadIdx.x; j < to; j += blockDim.x) {
     acc d = (acc)k_ld(xr[j]) - mean;
     ss += d * d;
