@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, from a folder device_bundle_norm.sh made:
-#   bash run.sh <folder> [cudnn lib dir]
-# The group-norm kernel test (every path, FP32/FP16/BF16, against the C
+# Runs on the GPU machine, from a folder device_bundle_norm.sh made, in the
+# repository's root:
+#   bash <folder>/run.sh <folder> [cudnn lib dir]
+# Writes the models with tests/unit/engine/gen_test_models.py (the first
+# Python with onnx, onnxruntime and numpy) unless the folder has them, then
+# runs the group-norm kernel test (every path, FP32/FP16/BF16, against the C
 # reference, then its timings), the other norm kernels' test, and
 # test_gpu_plan (the CUDA plan against the CPU plan on every generated
 # model, the norm_* models on the device with no host node). Prints each
@@ -14,10 +17,20 @@ if [ ! -e "$cudnn/libcudnn.so.9" ]; then  # another Python's wheel, or a system 
   found=$(find /opt /usr -name libcudnn.so.9 2>/dev/null | head -1)
   [ -n "$found" ] && cudnn=$(dirname "$found")
 fi
-tar -C "$b" -xJf "$b/lib.tar.xz"
+tar -C "$b" -xJf "$b/bin.tar.xz"
 export LD_LIBRARY_PATH=$b/lib:$cudnn:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 ldd "$b"/bin/* | grep "not found" || echo "libraries: all found"
+if [ ! -e "$b/gpu_plan_models/ort_cases.txt" ]; then
+  py=
+  for c in /opt/torch/.venv/bin/python python3; do
+    if "$c" -c "import onnx, onnxruntime, numpy" 2>/dev/null; then py=$c; break; fi
+  done
+  [ -n "$py" ] || { echo "no Python with onnx, onnxruntime and numpy: cannot write the models"; exit 2; }
+  "$py" tests/unit/engine/gen_test_models.py "$b/gpu_plan_models" >"$logs/gen_models.txt" 2>&1 ||
+    { echo "gen_test_models.py failed:"; tail -5 "$logs/gen_models.txt"; exit 2; }
+  tail -1 "$logs/gen_models.txt"
+fi
 fail=0
 for t in test_k_cuda_groupnorm test_k_cuda_norm; do
   echo "== $t"
