@@ -4,8 +4,9 @@
 # one folder (argument; default .devrun-norm, git-ignored): the kernel tests
 # (test_k_cuda_groupnorm, test_k_cuda_norm), the GPU plan test
 # (test_gpu_plan: every generated model, the norm_* ones included, against
-# the CPU plan in every plan mode, and no host node for the norms) and the
-# non-CUDA shared libraries they load, all in one bin.tar.xz (a device call
+# the CPU plan in every plan mode, and no host node for the norms), the
+# server (for tests/gpu/norm_serve_check.py: the norm models on KIND_GPU
+# instances against onnxruntime) and the non-CUDA shared libraries they load, all in one bin.tar.xz (a device call
 # carries at most 64 MiB; binaries and libraries are 37 MiB unpacked), and
 # run.sh (tests/gpu/device_norm_run.sh), the script to run there, from the
 # repository's root:
@@ -22,7 +23,7 @@ build=${BUILD:-$root/build}
 py=${INFERD_PYTHON:-$root/.venv/bin/python}
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-cp "$build/bin/test_k_cuda_groupnorm" "$build/bin/test_k_cuda_norm" "$build/bin/test_gpu_plan" "$out/bin/"
+cp "$build/bin/test_k_cuda_groupnorm" "$build/bin/test_k_cuda_norm" "$build/bin/test_gpu_plan" "$build/bin/inferd" "$out/bin/"
 bash "$root/tests/gpu/bundle_libs.sh" "$out"
 tar -C "$out" -cJf "$out/bin.tar.xz" bin lib
 rm -rf "${out:?}/lib" "${out:?}/bin"

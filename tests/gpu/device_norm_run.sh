@@ -7,7 +7,9 @@
 # runs the group-norm kernel test (every path, FP32/FP16/BF16, against the C
 # reference, then its timings), the other norm kernels' test, and
 # test_gpu_plan (the CUDA plan against the CPU plan on every generated
-# model, the norm_* models on the device with no host node). Prints each
+# model, the norm_* models on the device with no host node), then the server
+# on KIND_GPU instances of the norm models, FP32 and FP16, against
+# onnxruntime (tests/gpu/norm_serve_check.py). Prints each
 # exit status and the lines that matter; full logs go to $OUT (or the folder).
 set -u
 b=$(cd "$1" && pwd)
@@ -27,6 +29,7 @@ if [ ! -e "$b/gpu_plan_models/ort_cases.txt" ]; then
     if "$c" -c "import onnx, onnxruntime, numpy" 2>/dev/null; then py=$c; break; fi
   done
   [ -n "$py" ] || { echo "no Python with onnx, onnxruntime and numpy: cannot write the models"; exit 2; }
+  export NORM_PY=$py
   "$py" tests/unit/engine/gen_test_models.py "$b/gpu_plan_models" >"$logs/gen_models.txt" 2>&1 ||
     { echo "gen_test_models.py failed:"; tail -5 "$logs/gen_models.txt"; exit 2; }
   tail -1 "$logs/gen_models.txt"
@@ -47,5 +50,12 @@ echo "exit $rc"
 [ $rc -eq 0 ] || fail=1
 grep -E "norm_|FAIL|fail|error|SKIP" "$logs/test_gpu_plan.txt" | head -60
 tail -3 "$logs/test_gpu_plan.txt"
+echo "== server (KIND_GPU, FP32 and FP16) against onnxruntime"
+timeout 240 "${NORM_PY:-/opt/torch/.venv/bin/python}" tests/gpu/norm_serve_check.py "$b/bin/inferd" "$b/gpu_plan_models" \
+  >"$logs/norm_serve.txt" 2>&1
+rc=$?
+echo "exit $rc"
+[ $rc -eq 0 ] || fail=1
+tail -25 "$logs/norm_serve.txt"
 echo "norm device check: $([ $fail -eq 0 ] && echo passed || echo FAILED)"
 [ $fail -eq 0 ]
