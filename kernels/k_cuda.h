@@ -243,6 +243,26 @@ int k_batch_norm_f16_cuda(uint16_t *y, const uint16_t *x, const uint16_t *scale,
                           const uint16_t *bias, const uint16_t *mean, const uint16_t *var,
                           size_t n, size_t c, size_t spatial, float eps, cudaStream_t stream,
                           err *e);
+// GroupNormalization and InstanceNormalization (groups == c) as k_group_norm:
+// x as [n, c, spatial]; dt DT_FP32, DT_FP16 or DT_BF16 for y, x, scale and
+// bias alike (c elements each, or `groups` with per_group); statistics in
+// double for FP32 (as the reference), float for the 16-bit types. ws: device
+// scratch of k_group_norm_cuda_ws(...) bytes (0 where the shape needs none)
+// lets few long groups spread over many blocks; with less (or NULL) each
+// group takes one block, which is correct but leaves most of the GPU idle
+// when groups are few. y may alias x.
+size_t k_group_norm_cuda_ws(size_t n, size_t c, size_t groups, size_t spatial);
+int k_group_norm_cuda(void *y, const void *x, const void *scale, const void *bias, dtype dt,
+                      size_t n, size_t c, size_t groups, size_t spatial, int per_group, float eps,
+                      void *ws, size_t ws_bytes, cudaStream_t stream, err *e);
+// Internal, for tests and benchmarks: group norm on one path whatever the
+// shape: 0 a warp per group, 1 a block per group, 2 groups cut into chunks
+// (at least two; ws: 16 bytes per group and chunk, as k_group_norm_cuda_ws
+// counts them, or 32 per group where it asks for none).
+int k_group_norm__path_cuda(void *y, const void *x, const void *scale, const void *bias, dtype dt,
+                            size_t n, size_t c, size_t groups, size_t spatial, int per_group,
+                            float eps, void *ws, size_t ws_bytes, int path, cudaStream_t stream,
+                            err *e);
 // Internal, for tests and benchmarks: layer norm on the block-per-row
 // kernel (three passes over global memory) whatever the width; the public
 // entry points take it only past 8192 columns.

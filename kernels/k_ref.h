@@ -499,9 +499,11 @@ void k_rms_norm(float *y, const float *x, const float *scale, size_t rows, size_
 // GroupNormalization on x viewed as [n, c, spatial]: each of a sample's
 // `groups` runs of c / groups channels normalised by its own mean and
 // variance (double sums, centred), then scaled and shifted per channel
-// (scale, bias: c elements). InstanceNormalization is groups == c. y may alias x.
+// (scale, bias: c elements; per_group: `groups` elements, each shared by its
+// group's channels, as GroupNormalization-18 has them). InstanceNormalization
+// is groups == c. y may alias x.
 void k_group_norm(float *y, const float *x, const float *scale, const float *bias, size_t n, size_t c,
-                  size_t groups, size_t spatial, float eps);
+                  size_t groups, size_t spatial, int per_group, float eps);
 // NegativeLogLikelihoodLoss on x (log probabilities) viewed as [n, c, d] and
 // target [n, d]: element (i, k) is -x[i, t, k] * weight[t] (weight NULL: 1),
 // 0 where t == ignore (has_ignore). reduction 0 (none) writes the n*d

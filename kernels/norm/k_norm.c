@@ -45,7 +45,7 @@ void k_rms_norm(float *y, const float *x, const float *scale, size_t rows, size_
 }
 
 void k_group_norm(float *y, const float *x, const float *scale, const float *bias, size_t n, size_t c,
-                  size_t groups, size_t spatial, float eps) {
+                  size_t groups, size_t spatial, int per_group, float eps) {
   size_t cg = c / groups, len = cg * spatial;
   if (len == 0) return;
   for (size_t i = 0; i < n * groups; i++) {
@@ -57,7 +57,7 @@ void k_group_norm(float *y, const float *x, const float *scale, const float *bia
     for (size_t j = 0; j < len; j++) ss += (xg[j] - mean) * (xg[j] - mean);
     double inv_std = 1.0 / sqrt(ss / (double)len + (double)eps);
     for (size_t k = 0; k < cg; k++) {
-      size_t ch = (i % groups) * cg + k;
+      size_t ch = per_group ? i % groups : (i % groups) * cg + k;
       for (size_t j = k * spatial; j < (k + 1) * spatial; j++)
         yg[j] = (float)((xg[j] - mean) * inv_std * scale[ch] + bias[ch]);
     }

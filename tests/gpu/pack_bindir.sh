@@ -12,7 +12,7 @@ set -eu
 OUT="${1:?usage: $0 OUT [BUILD_DIR]}"
 B="${2:-build}"
 mkdir -p "$OUT/lib"
-for x in inferd inferd-load test_k_cuda_llm test_k_cuda_sample test_gpu_llm_step bench_llm_decode; do
+for x in inferd inferd-load test_k_cuda_llm test_k_cuda_sample test_k_cuda_groupnorm test_gpu_llm_step bench_llm_decode; do
   if [ -x "$B/bin/$x" ]; then cp "$B/bin/$x" "$OUT/"; else echo "not built: $B/bin/$x"; fi
 done
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libcuda\.so|libnvidia)'

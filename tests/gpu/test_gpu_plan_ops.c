@@ -438,6 +438,58 @@ void test_host_fallback(void) {
 
 // --- CUDA paths of issue 34 item 3: ops that ran on the host before (Mod, CastLike, Slice on data)
 
+// InstanceNormalization and GroupNormalization (norm_instance, norm_group18, norm_group21 of
+// gen_test_models.py, in the case file too, so every plan mode compares them; norm_group_big, a group
+// of 16384 elements the device cuts into chunks, with inputs made here): every node on the device in
+// FP32 and FP16 plans, each batch size within the FP32 bound (1e-5) or the low-precision plans'.
+static void big_inputs(int b, io_set *in) {
+  size_t n = (size_t)b * 4 * 64 * 64;
+  float *u = malloc(n * sizeof *u);
+  CHECK(u != NULL);
+  for (size_t i = 0; u && i < n; i++) u[i] = (float)((int)(i * 7919 % 4001) - 2000) / 1000.0f;  // [-2, 2]
+  in->n = 1;
+  in->t[0] = (eng_tensor){.dt = DT_FP32, .ndims = 4, .dims = {b, 4, 64, 64}, .data = u, .bytes = n * sizeof *u};
+}
+
+static void test_device_norms(void) {
+  static const char *const names[] = {"norm_instance", "norm_group18", "norm_group21", "norm_group_big"};
+  for (size_t m = 0; m < sizeof names / sizeof names[0]; m++) {
+    int big = strcmp(names[m], "norm_group_big") == 0;
+    eng_graph *g = load_model(names[m]);
+    CHECK(g != NULL);
+    if (!g) continue;
+    eng_plan *cp = NULL;
+    err e = {0};
+    int mb = big ? MAXB : batch_of(g);
+    CHECK_EQ_INT(eng_plan_create(g, mb, &cp, &e), 0);
+    for (int half = 0; cp && half < 2; half++) {
+      eng_cuda_plan *gp = NULL;
+      eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
+      int rc = eng_cuda_plan_create(g, mb, 0, &o, &gp, &e);
+      if (rc) fprintf(stderr, "%s: cuda create: %s\n", names[m], e.msg);
+      CHECK_EQ_INT(rc, 0);
+      if (!gp) continue;
+      CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), 0);
+      for (size_t k = 0; k < eng_cuda_plan_n_host_nodes(gp); k++)
+        fprintf(stderr, "  %s: %s\n", names[m], eng_cuda_plan_host_node(gp, k));
+      double worst = 0;
+      for (int b = 1; b <= mb; b++) {
+        io_set in = {0};
+        char label[48];
+        snprintf(label, sizeof label, "%s batch %d", half ? "fp16" : "fp32", b);
+        if (big) big_inputs(b, &in);
+        else make_inputs(g, names[m], b, 0, &in);
+        worst = max_worst(worst, run_both(names[m], g, cp, gp, &in, label, half ? low_rtol : 0));
+        io_free(&in);
+      }
+      printf("%s %s: on the device, worst scaled error %.3g\n", names[m], half ? "fp16" : "fp32", worst);
+      eng_cuda_plan_destroy(gp);
+    }
+    eng_plan_destroy(cp);
+    eng_graph_destroy(g);
+  }
+}
+
 // cuda_mod_castlike (gen_test_models.py): Mod on floats (fmod 0 and 1) and int64, CastLike int64 -> float.
 // Each runs on the device (no host node) in FP32 and FP16 plans and matches the CPU plan: the integers
 // exactly, FP32 within the FP32 bound (1e-5; the kernels equal the reference bit for bit), FP16 within
@@ -501,4 +553,5 @@ void test_device_paths(void) {
   eng_cuda_plan_destroy(gp);
   eng_plan_destroy(cp);
   eng_graph_destroy(g);
+  test_device_norms();
 }

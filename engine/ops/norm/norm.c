@@ -227,17 +227,28 @@ static int run_rmsnorm(const eng_op_params *p, const eng_tensor *in, int n_in, e
   return 0;
 }
 
-// --- InstanceNormalization, GroupNormalization (per-channel scale and bias,
-// opset 21; opset 18's per-group ones are spread over their channels)
+// --- InstanceNormalization, GroupNormalization (scale and bias per channel,
+// opset 21; per group, opset 18: k_group_norm's per_group). p->axis holds
+// num_groups (0 for InstanceNormalization: one group per channel); the CUDA
+// path (norm_cuda.c) reads the same parameters through eng_ops__groupnorm_dims.
 
 static int parse_groupnorm(const eng_graph *g, const eng_node *n, int opset, eng_op_params *p, err *e) {
   (void)g, (void)opset;
   p->eps = op_attr_float(n, "epsilon", 1e-5f);
-  // p->axis holds num_groups; 0 for InstanceNormalization: one group per channel
   p->axis = strcmp(n->op_type, "GroupNormalization") == 0 ? op_attr_int(n, "num_groups", 0) : 0;
   if (strcmp(n->op_type, "GroupNormalization") == 0 && p->axis <= 0)
     return err_set(e, ERR_INVALID_ARGUMENT, "num_groups must be positive");
   return 0;
+}
+
+void eng_ops__groupnorm_dims(const eng_op_params *p, const eng_tensor *in, size_t *n, size_t *c, size_t *groups,
+                             size_t *spatial, int *per_group) {
+  const eng_tensor *x = &in[0];
+  *n = (size_t)x->dims[0], *c = (size_t)x->dims[1], *spatial = (size_t)op_prod(x->dims, 2, x->ndims);
+  *groups = p->axis ? (size_t)p->axis : *c;
+  // scale and bias hold one value per group where that differs from one per channel (infer_groupnorm
+  // made both the same length)
+  *per_group = *groups != *c && (size_t)eng_numel(in[1].ndims, in[1].dims) == *groups;
 }
 
 static int infer_groupnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
@@ -246,40 +257,31 @@ static int infer_groupnorm(const eng_op_params *p, const eng_tensor *in, int n_i
   TRY(eng_ops__need_f32(&in[0], "X", e));
   if (in[0].ndims < 2) return err_set(e, ERR_INVALID_ARGUMENT, "X must have rank >= 2");
   int64_t c = in[0].dims[1], groups = p->axis ? p->axis : c;
-  if (c % groups != 0)
+  if (groups > 0 && c % groups != 0)  // groups is 0 only for an InstanceNormalization of 0 channels
     return err_set(e, ERR_INVALID_ARGUMENT, "%lld channels do not split into %lld groups", (long long)c,
                    (long long)groups);
+  int64_t k[2];
   for (int i = 1; i < 3; i++) {
     TRY(eng_ops__need_f32(&in[i], i == 1 ? "scale" : "B", e));
-    int64_t k = eng_numel(in[i].ndims, in[i].dims);
-    if (k != c && k != groups)
+    k[i - 1] = eng_numel(in[i].ndims, in[i].dims);
+    if (k[i - 1] != c && k[i - 1] != groups)
       return err_set(e, ERR_INVALID_ARGUMENT, "%s must have %lld (channels) elements", i == 1 ? "scale" : "B",
                      (long long)c);
   }
+  if (k[0] != k[1])
+    return err_set(e, ERR_INVALID_ARGUMENT, "scale (%lld elements) and B (%lld) must both be per channel or "
+                   "both per group", (long long)k[0], (long long)k[1]);
   op_set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
   return 0;
 }
 
 static int run_groupnorm(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                          int n_out, err *e) {
-  (void)n_in, (void)n_out;
-  const eng_tensor *x = &in[0];
-  size_t n = (size_t)x->dims[0], c = (size_t)x->dims[1], sp = (size_t)op_prod(x->dims, 2, x->ndims);
-  size_t groups = p->axis ? (size_t)p->axis : c;
-  if (!n || !c || !sp) return 0;
-  const float *sb[2] = {in[1].data, in[2].data};
-  float *spread = NULL;
-  if ((size_t)eng_numel(in[1].ndims, in[1].dims) != c || (size_t)eng_numel(in[2].ndims, in[2].dims) != c) {
-    spread = malloc(2 * c * sizeof *spread);  // per-group values, one per channel
-    if (!spread) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-    for (int i = 0; i < 2; i++) {
-      size_t k = (size_t)eng_numel(in[i + 1].ndims, in[i + 1].dims);
-      for (size_t ch = 0; ch < c; ch++) spread[i * c + ch] = sb[i][k == c ? ch : ch / (c / groups)];
-      sb[i] = spread + i * c;
-    }
-  }
-  k_group_norm(out[0].data, x->data, sb[0], sb[1], n, c, groups, sp, p->eps);
-  free(spread);
+  (void)n_in, (void)n_out, (void)e;
+  size_t n, c, groups, sp;
+  int per_group;
+  eng_ops__groupnorm_dims(p, in, &n, &c, &groups, &sp, &per_group);
+  if (n && c && sp) k_group_norm(out[0].data, in[0].data, in[1].data, in[2].data, n, c, groups, sp, per_group, p->eps);
   return 0;
 }
 

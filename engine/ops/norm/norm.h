@@ -13,4 +13,9 @@
 void eng_ops__softmax_dims(const eng_op_params *p, const eng_tensor *x, size_t *outer, size_t *len,
                            size_t *inner);
 
+// InstanceNormalization / GroupNormalization: X as [n, c, spatial] in `groups`
+// groups; per_group: scale and B hold one value per group (opset 18).
+void eng_ops__groupnorm_dims(const eng_op_params *p, const eng_tensor *in, size_t *n, size_t *c, size_t *groups,
+                             size_t *spatial, int *per_group);
+
 #endif

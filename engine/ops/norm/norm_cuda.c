@@ -1,7 +1,8 @@
 // engine/ops/norm/norm_cuda.c: the normalisations (engine/ops/norm/norm.c)
 // on the CUDA plan: Softmax and LogSoftmax, LayerNormalization (with its
-// optional Mean and InvStdDev outputs) and BatchNormalization, each one
-// kernel for FP32 and one for FP16 storage (statistics kept in float).
+// optional Mean and InvStdDev outputs), BatchNormalization, and
+// InstanceNormalization / GroupNormalization (one kernel), each for FP32
+// and FP16 storage (statistics kept in float or wider).
 // Registered into the CUDA plan through engine/ops/families.h.
 #include "engine/cuda/plan_cuda_internal.h"
 #include "engine/cuda/plan_cuda_k.h"
@@ -75,11 +76,44 @@ static int run_batchnorm(cuda_ctx *c, const eng_op_params *p, const eng_tensor *
                            ch, sp, p->eps, c->stream, e);
 }
 
+// InstanceNormalization and GroupNormalization, one kernel (k_group_norm_cuda):
+// X, scale and B in the plan's storage type (FP32, or FP16 with the
+// statistics in float). Few long groups are cut into chunks over many blocks,
+// which takes the workspace prepare asks for.
+static int groupnorm_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                             const eng_tensor *out, int n_out, cuda_prep *r, err *e) {
+  (void)c, (void)n_in, (void)out, (void)n_out, (void)e;
+  size_t n, ch, groups, sp;
+  int per_group;
+  eng_ops__groupnorm_dims(p, in, &n, &ch, &groups, &sp, &per_group);
+  r->ws_need = k_group_norm_cuda_ws(n, ch, groups, sp);
+  return 0;
+}
+
+static int run_groupnorm(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
+                         eng_tensor *out, int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  size_t n, ch, groups, sp;
+  int per_group;
+  eng_ops__groupnorm_dims(p, in, &n, &ch, &groups, &sp, &per_group);
+  dtype dt = in[0].dt;
+  if ((dt != DT_FP32 && dt != DT_FP16) || in[1].dt != dt || in[2].dt != dt || out[0].dt != dt)
+    return err_set(e, ERR_INTERNAL, "%s: operands of mixed or non-float types",
+                   p->axis ? "GroupNormalization" : "InstanceNormalization");
+  if (!n || !ch || !sp) return 0;
+  return k_group_norm_cuda(out[0].data, in[0].data, in[1].data, in[2].data, dt, n, ch, groups, sp,
+                           per_group, p->eps, c->ws, c->ws_bytes, c->stream, e);
+}
+
 // FP16 plans: FP16 in and out, float statistics inside the kernels
 const cuda_op eng_cuda__norm_ops[] = {
     {.op_type = "Softmax", .run = run_softmax, .half = eng_cuda__half_always},
     {.op_type = "LogSoftmax", .run = run_log_softmax, .half = eng_cuda__half_always},
     {.op_type = "LayerNormalization", .run = run_layernorm, .half = eng_cuda__half_always},
     {.op_type = "BatchNormalization", .run = run_batchnorm, .half = eng_cuda__half_always},
+    {.op_type = "InstanceNormalization", .run = run_groupnorm, .half = eng_cuda__half_always,
+     .prepare = groupnorm_prepare},
+    {.op_type = "GroupNormalization", .run = run_groupnorm, .half = eng_cuda__half_always,
+     .prepare = groupnorm_prepare},
 };
 const size_t eng_cuda__n_norm_ops = sizeof eng_cuda__norm_ops / sizeof eng_cuda__norm_ops[0];

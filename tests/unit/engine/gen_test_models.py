@@ -40,9 +40,9 @@ def save(m, name, check=True):
     onnx.save_model(m, path(name + ".onnx"))
 
 
-def compare(m, name, feeds, rtol=1e-5):
+def compare(m, name, feeds, rtol=1e-5, check=True):
     """Saves m, runs onnxruntime on feeds, writes the case files."""
-    save(m, name)
+    save(m, name, check)
     sess = ort.InferenceSession(path(name + ".onnx"), providers=["CPUExecutionProvider"])
     outs = sess.run(None, feeds)
     lines = []
@@ -931,6 +931,52 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6, 8])],
            numpy_helper.from_array(np.array([100], np.int64), "en2"),
            numpy_helper.from_array(np.array([2], np.int64), "ax2")])
 compare(m, "slice_device", {"x": f32(2, 6, 8)})
+
+# --- InstanceNormalization and GroupNormalization on the device (k_group_norm_cuda; issue 34 item 3):
+# compared with onnxruntime here (the CPU plan in test_plan), with the CPU plan in every GPU plan mode
+# (test_gpu_plan), and on the device with no host node (test_gpu_plan_ops.c test_device_paths).
+# norm_instance: rank 4 between CUDA ops (Mul -> InstanceNormalization -> Relu), rank 3 and rank 5 at
+# the graph's input and output, epsilon 1e-3 on one.
+nodes = [helper.make_node("Mul", ["x", "s"], ["xs"], name="pre_mul"),
+         helper.make_node("InstanceNormalization", ["xs", "sc4", "b4"], ["n4"], name="inorm4", epsilon=1e-3),
+         helper.make_node("Relu", ["n4"], ["y"], name="relu"),
+         helper.make_node("InstanceNormalization", ["z", "sc3", "b3"], ["y3"], name="inorm3"),
+         helper.make_node("InstanceNormalization", ["w", "sc2", "b2"], ["y5"], name="inorm5")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 4, 5, 6]), vi("z", TensorProto.FLOAT, ["N", 3, 7]),
+                  vi("w", TensorProto.FLOAT, ["N", 2, 3, 4, 5])],
+          [vi("y", TensorProto.FLOAT, ["N", 4, 5, 6]), vi("y3", TensorProto.FLOAT, ["N", 3, 7]),
+           vi("y5", TensorProto.FLOAT, ["N", 2, 3, 4, 5])],
+          [numpy_helper.from_array(np.array(1.5, np.float32), "s"),
+           numpy_helper.from_array(f32(4) + 1, "sc4"), numpy_helper.from_array(f32(4), "b4"),
+           numpy_helper.from_array(f32(3) + 1, "sc3"), numpy_helper.from_array(f32(3), "b3"),
+           numpy_helper.from_array(f32(2) + 1, "sc2"), numpy_helper.from_array(f32(2), "b2")])
+compare(m, "norm_instance", {"x": f32(3, 4, 5, 6), "z": f32(3, 3, 7), "w": f32(3, 2, 3, 4, 5)})
+# norm_group18: GroupNormalization-18 (scale and bias per group: 3 groups of 2 channels), then Relu; the
+# op set deprecates it, so the checker refuses it, but exporters wrote it and onnxruntime runs it
+nodes = [helper.make_node("GroupNormalization", ["x", "gs", "gb"], ["n"], name="gnorm18", num_groups=3),
+         helper.make_node("Relu", ["n"], ["y"], name="relu")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6, 4, 4])], [vi("y", TensorProto.FLOAT, ["N", 6, 4, 4])],
+          [numpy_helper.from_array(f32(3) + 1, "gs"), numpy_helper.from_array(f32(3), "gb")], opset=18)
+compare(m, "norm_group18", {"x": f32(3, 6, 4, 4)}, check=False)
+# norm_group21: GroupNormalization-21 (scale and bias per channel, stash_type given): 4 groups of 2 over 9x9
+nodes = [helper.make_node("GroupNormalization", ["x", "cs", "cb"], ["y"], name="gnorm21", num_groups=4,
+                          epsilon=1e-4, stash_type=1)]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 8, 9, 9])], [vi("y", TensorProto.FLOAT, ["N", 8, 9, 9])],
+          [numpy_helper.from_array(f32(8) + 1, "cs"), numpy_helper.from_array(f32(8), "cb")], opset=21)
+m.ir_version = 10
+compare(m, "norm_group21", {"x": f32(3, 8, 9, 9)})
+# norm_group_big: one group of 4 channels over 64x64 (16384 elements: the device cuts it into chunks over
+# several blocks), the input offset by 2 (the mean away from 0; FP16 plans round the sum to half, so not
+# further). Saved, not compared: onnxruntime takes the variance as E[x^2] - E[x]^2 in float, 1e-6 off
+# here (5e-5 at an offset of 20), where the CPU plan's double two-pass equals numpy's float64;
+# test_gpu_plan_ops.c compares the GPU plans with the CPU plan.
+nodes = [helper.make_node("Add", ["u", "off"], ["uo"], name="offset"),
+         helper.make_node("GroupNormalization", ["uo", "us", "ub"], ["v"], name="gnorm_big", num_groups=1)]
+m = model(nodes, [vi("u", TensorProto.FLOAT, ["N", 4, 64, 64])], [vi("v", TensorProto.FLOAT, ["N", 4, 64, 64])],
+          [numpy_helper.from_array(np.array(2.0, np.float32), "off"),
+           numpy_helper.from_array(f32(4) + 1, "us"), numpy_helper.from_array(f32(4), "ub")], opset=21)
+m.ir_version = 10
+save(m, "norm_group_big")
 
 with open(path("ort_cases.txt"), "w") as f:
     for name, rtol in CASES:
