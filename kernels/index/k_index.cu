@@ -324,68 +324,59 @@ __global__ void gather_kernel(T *y, const T *x, const void *idx, int i32, size_t
   }
 }
 
-// Expand: y's dims and x's strides (0 where x repeats).
-struct explan {
+// Expand, Tile and Slice as one walk: y's dims; per dim, the period of x's index (Tile: x's dim;
+// the others: y's, so no wrap) and x's stride for a step of y (0 where Expand repeats, times the
+// step for Slice); x's offset of y[0] (Slice's starts).
+struct walkplan {
   int nd;
-  int64_t dims[K_MAX_DIMS], xst[K_MAX_DIMS];
+  int64_t off;
+  int64_t dims[K_MAX_DIMS], per[K_MAX_DIMS], xst[K_MAX_DIMS];
 };
 
 template <class T>
-__global__ void expand_kernel(T *y, const T *x, size_t n, explan p) {
-  size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    size_t rem = i;
-    int64_t off = 0;
-    for (int d = p.nd - 1; d >= 0; d--) {
-      size_t dim = (size_t)p.dims[d], q = rem / dim;
-      off += (int64_t)(rem - q * dim) * p.xst[d];
-      rem = q;
-    }
-    y[i] = x[off];
-  }
-}
-
-// Tile: the source index is the output index modulo x's dims.
-struct tileplan {
-  int nd;
-  int64_t dims[K_MAX_DIMS], xd[K_MAX_DIMS], xst[K_MAX_DIMS];
-};
-
-template <class T>
-__global__ void tile_kernel(T *y, const T *x, size_t n, tileplan p) {
-  size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    size_t rem = i;
-    int64_t off = 0;
-    for (int d = p.nd - 1; d >= 0; d--) {
-      size_t dim = (size_t)p.dims[d], q = rem / dim;
-      off += (int64_t)((rem - q * dim) % (size_t)p.xd[d]) * p.xst[d];
-      rem = q;
-    }
-    y[i] = x[off];
-  }
-}
-
-// Slice: the source offset is a start plus each output index times its dim's step (any sign).
-struct sliceplan {
-  int nd;
-  int64_t off;                                // x's offset of y[0]
-  int64_t dims[K_MAX_DIMS], xst[K_MAX_DIMS];  // y's dims, x's stride times the step per dim
-};
-
-template <class T>
-__global__ void slice_kernel(T *y, const T *x, size_t n, sliceplan p) {
+__global__ void walk_kernel(T *y, const T *x, size_t n, walkplan p) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     size_t rem = i;
     int64_t off = p.off;
     for (int d = p.nd - 1; d >= 0; d--) {
       size_t dim = (size_t)p.dims[d], q = rem / dim;
-      off += (int64_t)(rem - q * dim) * p.xst[d];
+      off += (int64_t)((rem - q * dim) % (size_t)p.per[d]) * p.xst[d];
       rem = q;
     }
     y[i] = x[off];
   }
+}
+
+// A walk over ndim (0..K_MAX_DIMS) dims: checks the rank and pointers, starts the plan as rank 0's
+// single element; the launcher fills dims d from ndim - 1 down.
+int walk_begin(const char *kn, size_t esz, int ndim, const int64_t *ydims, const int64_t *xdims, walkplan *p,
+               err *e) {
+  TRY(check_esz(kn, esz, e));
+  if (ndim < 0 || ndim > K_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kn, ndim, K_MAX_DIMS);
+  if (ndim > 0 && (!ydims || !xdims)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
+  p->nd = ndim > 0 ? ndim : 1;
+  p->off = 0;
+  p->dims[0] = 1, p->per[0] = 1, p->xst[0] = 0;
+  return 0;
+}
+
+// n *= dim without wrapping.
+int walk_count(const char *kn, uint64_t *n, int64_t dim, err *e) {
+  if (__builtin_mul_overflow(*n, (uint64_t)dim, n))
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+  return 0;
+}
+
+int walk_launch(const char *kn, void *y, const void *x, size_t esz, uint64_t n, const walkplan &p, cudaStream_t stream,
+                err *e) {
+  if (n == 0) return 0;
+  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
+  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
+  K_BY_ESZ(esz, (walk_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
 }
 
 }  // namespace
@@ -393,14 +384,9 @@ __global__ void slice_kernel(T *y, const T *x, size_t n, sliceplan p) {
 extern "C" int k_slice_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims, const int64_t *starts,
                             const int64_t *steps, const int64_t *ydims, cudaStream_t stream, err *e) {
   const char *kn = "k_slice_cuda";
-  TRY(check_esz(kn, esz, e));
-  if (ndim < 0 || ndim > K_MAX_DIMS)
-    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kn, ndim, K_MAX_DIMS);
-  if (ndim > 0 && (!ydims || !xdims || !starts || !steps)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
-  sliceplan p;
-  p.nd = ndim > 0 ? ndim : 1;
-  p.off = 0;
-  p.dims[0] = 1, p.xst[0] = 0;
+  walkplan p;
+  TRY(walk_begin(kn, esz, ndim, ydims, xdims, &p, e));
+  if (ndim > 0 && (!starts || !steps)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL starts or steps", kn);
   uint64_t n = 1;
   int64_t acc = 1;
   for (int d = ndim - 1; d >= 0; d--) {
@@ -411,18 +397,13 @@ extern "C" int k_slice_cuda(void *y, const void *x, size_t esz, int ndim, const 
       return err_set(e, ERR_INVALID_ARGUMENT, "%s: axis %d: %lld elements from %lld by %lld leave [0, %lld)", kn, d,
                      (long long)ydims[d], (long long)starts[d], (long long)steps[d], (long long)xdims[d]);
     p.dims[d] = ydims[d];
+    p.per[d] = ydims[d] > 0 ? ydims[d] : 1;
     p.xst[d] = steps[d] * acc;
     p.off += (ydims[d] > 0 ? starts[d] : 0) * acc;
     acc *= xdims[d];
-    if (__builtin_mul_overflow(n, (uint64_t)ydims[d], &n))
-      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+    TRY(walk_count(kn, &n, ydims[d], e));
   }
-  if (n == 0) return 0;
-  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
-  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
-  K_BY_ESZ(esz, (slice_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
-  K_LAUNCH_CHECK(e, kn);
-  return 0;
+  return walk_launch(kn, y, x, esz, n, p, stream, e);
 }
 
 extern "C" int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
@@ -446,13 +427,8 @@ extern "C" int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, i
 extern "C" int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
                              const int64_t *xdims, cudaStream_t stream, err *e) {
   const char *kn = "k_expand_cuda";
-  TRY(check_esz(kn, esz, e));
-  if (ndim < 0 || ndim > K_MAX_DIMS)
-    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kn, ndim, K_MAX_DIMS);
-  if (ndim > 0 && (!ydims || !xdims)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
-  explan p;
-  p.nd = ndim > 0 ? ndim : 1;
-  p.dims[0] = 1, p.xst[0] = 0;
+  walkplan p;
+  TRY(walk_begin(kn, esz, ndim, ydims, xdims, &p, e));
   uint64_t n = 1;
   int64_t acc = 1;
   for (int d = ndim - 1; d >= 0; d--) {
@@ -460,29 +436,19 @@ extern "C" int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const
       return err_set(e, ERR_INVALID_ARGUMENT, "%s: axis %d: dim %lld does not broadcast to %lld", kn, d,
                      (long long)xdims[d], (long long)ydims[d]);
     p.dims[d] = ydims[d];
+    p.per[d] = ydims[d] > 0 ? ydims[d] : 1;
     p.xst[d] = xdims[d] == 1 ? 0 : acc;
     acc *= xdims[d];
-    if (__builtin_mul_overflow(n, (uint64_t)ydims[d], &n))
-      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+    TRY(walk_count(kn, &n, ydims[d], e));
   }
-  if (n == 0) return 0;
-  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
-  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
-  K_BY_ESZ(esz, (expand_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
-  K_LAUNCH_CHECK(e, kn);
-  return 0;
+  return walk_launch(kn, y, x, esz, n, p, stream, e);
 }
 
 extern "C" int k_tile_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
                            const int64_t *xdims, cudaStream_t stream, err *e) {
   const char *kn = "k_tile_cuda";
-  TRY(check_esz(kn, esz, e));
-  if (ndim < 0 || ndim > K_MAX_DIMS)
-    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kn, ndim, K_MAX_DIMS);
-  if (ndim > 0 && (!ydims || !xdims)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
-  tileplan p;
-  p.nd = ndim > 0 ? ndim : 1;
-  p.dims[0] = 1, p.xd[0] = 1, p.xst[0] = 0;
+  walkplan p;
+  TRY(walk_begin(kn, esz, ndim, ydims, xdims, &p, e));
   uint64_t n = 1;
   int64_t acc = 1;
   for (int d = ndim - 1; d >= 0; d--) {
@@ -490,16 +456,10 @@ extern "C" int k_tile_cuda(void *y, const void *x, size_t esz, int ndim, const i
       return err_set(e, ERR_INVALID_ARGUMENT, "%s: axis %d: dim %lld is no multiple of %lld", kn, d,
                      (long long)ydims[d], (long long)xdims[d]);
     p.dims[d] = ydims[d];
-    p.xd[d] = xdims[d] > 0 ? xdims[d] : 1;
+    p.per[d] = xdims[d] > 0 ? xdims[d] : 1;
     p.xst[d] = acc;
     acc *= xdims[d];
-    if (__builtin_mul_overflow(n, (uint64_t)ydims[d], &n))
-      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+    TRY(walk_count(kn, &n, ydims[d], e));
   }
-  if (n == 0) return 0;
-  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
-  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
-  K_BY_ESZ(esz, (tile_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
-  K_LAUNCH_CHECK(e, kn);
-  return 0;
+  return walk_launch(kn, y, x, esz, n, p, stream, e);
 }
