@@ -51,6 +51,34 @@ struct k_num<__nv_bfloat16> {
   static __device__ __forceinline__ __nv_bfloat16 st(float v) { return __float2bfloat16_rn(v); }
 };
 
+// The unsigned type of B bytes, for kernels that move elements as they are, and K_BY_ESZ(esz, CALL):
+// CALL with T that type for esz 1, 2, 4 (8 otherwise; callers check esz first).
+template <int B>
+struct k_bits;
+template <>
+struct k_bits<1> {
+  typedef uint8_t t;
+};
+template <>
+struct k_bits<2> {
+  typedef uint16_t t;
+};
+template <>
+struct k_bits<4> {
+  typedef uint32_t t;
+};
+template <>
+struct k_bits<8> {
+  typedef unsigned long long t;
+};
+#define K_BY_ESZ(esz, CALL)                                   \
+  switch (esz) {                                              \
+    case 1: { typedef uint8_t T; CALL; } break;               \
+    case 2: { typedef uint16_t T; CALL; } break;              \
+    case 4: { typedef uint32_t T; CALL; } break;              \
+    default: { typedef unsigned long long T; CALL; } break;   \
+  }
+
 // Index i of an int64 (or, with i32, int32) index tensor.
 static __device__ __forceinline__ long long k_idx_at(const void *idx, int i32, size_t i) {
   return i32 ? (long long)((const int32_t *)idx)[i] : (long long)((const int64_t *)idx)[i];

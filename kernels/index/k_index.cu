@@ -8,28 +8,9 @@
 // per output element, elements of 1, 2, 4 or 8 bytes moved as they are.
 // An index out of range cannot fail the launch as the references fail the
 // call: its element(s) come out as zero bytes and nothing outside x is read.
-#include "kernels/k_cuda_common.cuh"
+#include "kernels/k_cuda_typed.cuh"
 
 namespace {
-
-template <int B>
-struct bits;
-template <>
-struct bits<1> {
-  typedef uint8_t t;
-};
-template <>
-struct bits<2> {
-  typedef uint16_t t;
-};
-template <>
-struct bits<4> {
-  typedef uint32_t t;
-};
-template <>
-struct bits<8> {
-  typedef unsigned long long t;
-};
 
 // Merged dims and, per operand (cond, a, b), the element strides.
 struct wplan {
@@ -91,7 +72,7 @@ __global__ void where_kernel(T *y, const uint8_t *c, const T *a, const T *b, IDX
 template <int B>
 void launch(void *y, const uint8_t *c, const void *a, const void *b, uint64_t n, const wplan &p,
             cudaStream_t s) {
-  typedef typename bits<B>::t T;
+  typedef typename k_bits<B>::t T;
   unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
   if (n <= 0x7fffffffu)
     where_kernel<T, uint32_t><<<blocks, K_THREADS, 0, s>>>((T *)y, c, (const T *)a, (const T *)b,
@@ -213,14 +194,6 @@ int check_esz(const char *kn, size_t esz, err *e) {
 }
 
 }  // namespace
-
-#define K_BY_ESZ(esz, CALL)                  \
-  switch (esz) {                             \
-    case 1: { typedef uint8_t T; CALL; } break;            \
-    case 2: { typedef uint16_t T; CALL; } break;           \
-    case 4: { typedef uint32_t T; CALL; } break;           \
-    default: { typedef unsigned long long T; CALL; } break; \
-  }
 
 extern "C" int k_gather_elements_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
                                       int axis, const void *idx, int idx_i32, const int64_t *idims,

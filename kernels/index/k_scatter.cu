@@ -99,26 +99,6 @@ __device__ __forceinline__ void combine_atomic(T *d, T s, int red) {
   } while (old != seen);
 }
 
-// bits of an element moved as it is (reduction none)
-template <int B>
-struct bits;
-template <>
-struct bits<1> {
-  typedef uint8_t t;
-};
-template <>
-struct bits<2> {
-  typedef uint16_t t;
-};
-template <>
-struct bits<4> {
-  typedef uint32_t t;
-};
-template <>
-struct bits<8> {
-  typedef unsigned long long t;
-};
-
 // Writes (none) need no arithmetic: the bit types' combine is the write.
 template <class T>
 __device__ __forceinline__ T put(T d, T s, int red) {
@@ -270,16 +250,11 @@ int check_common(const char *kn, dtype dt, size_t esz, int red, err *e) {
 }  // namespace
 
 // Runs CALL with T the element type: the bit type of esz for none, else dt's storage type.
-#define SCATTER_TYPED(red, dt, esz, CALL)                                                 \
-  if ((red) == K_SCATTER_NONE) {                                                          \
-    switch (esz) {                                                                        \
-      case 1: { typedef bits<1>::t T; CALL; } break;                                      \
-      case 2: { typedef bits<2>::t T; CALL; } break;                                      \
-      case 4: { typedef bits<4>::t T; CALL; } break;                                      \
-      default: { typedef bits<8>::t T; CALL; } break;                                     \
-    }                                                                                     \
-  } else {                                                                                \
-    K_NUM_DISPATCH(e, kn, dt, T, CALL)                                                    \
+#define SCATTER_TYPED(red, dt, esz, CALL) \
+  if ((red) == K_SCATTER_NONE) {          \
+    K_BY_ESZ(esz, CALL)                   \
+  } else {                                \
+    K_NUM_DISPATCH(e, kn, dt, T, CALL)    \
   }
 
 extern "C" int k_scatter_elements_cuda(void *y, const void *upd, dtype dt, size_t esz, int ndim, const int64_t *ydims,
