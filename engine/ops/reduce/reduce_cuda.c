@@ -219,7 +219,7 @@ static int topk_view(const eng_op_params *p, const eng_tensor *in, const eng_ten
 static int topk_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, const eng_tensor *out,
                         int n_out, cuda_prep *r, err *e) {
   (void)c, (void)n_in, (void)n_out;
-  size_t outer, len, inner, k, ws = 0, idx = 0;
+  size_t outer = 0, len = 0, inner = 0, k = 0, ws = 0, idx = 0;
   TRY(topk_view(p, in, out, &outer, &len, &inner, &k, e));
   if (n_out < 2 || out[1].dt == DT_INVALID) idx = eng_cuda__round_up(outer * k * inner * sizeof(int64_t));
   TRY(k_topk_cuda_ws(&ws, in[0].dt, outer, len, inner, k, e));
@@ -230,7 +230,7 @@ static int topk_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
 static int topk_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                     err *e) {
   (void)n_in;
-  size_t outer, len, inner, k;
+  size_t outer = 0, len = 0, inner = 0, k = 0;
   TRY(topk_view(p, in, out, &outer, &len, &inner, &k, e));
   if (!outer || !k || !inner) return 0;
   // without the Indices output the kernel's indices go to the front of the workspace
