@@ -16,7 +16,7 @@ static const char *const red_name[] = {"none", "add", "mul", "max", "min"};
 static void host_checks(void) {
   err e = {0};
   int64_t d[2] = {2, 3}, id[2] = {2, 3};
-  float y[6];
+  float y[6] = {0};
   CHECK(k_scatter_elements_cuda(y, y, DT_INT8, 1, 2, d, 0, y, 0, id, K_SCATTER_ADD, NULL, NULL, &e) != 0);
   CHECK_CONTAINS(e.msg, "reduction on INT8");
   e = (err){0};
