@@ -43,7 +43,7 @@ for t in "$dir"/test_cuda_* "$dir"/test_k_cuda_* "$dir"/test_gpu_*; do
   esac
   out=$("$t" "${args[@]}" 2>&1); rc=$?
   case $rc in
-    0) pass=$((pass + 1)); echo "PASS $(basename "$t")";;
+    0) pass=$((pass + 1)); echo "PASS $(basename "$t")"; echo "$out" | grep "^timing" | sed 's/^/  /';;
     77) skip=$((skip + 1)); echo "SKIP $(basename "$t"): $(echo "$out" | grep -m1 SKIP)";;
     *) fail=$((fail + 1)); echo "FAIL $(basename "$t") (exit $rc)"; echo "$out" | tail -20;;
   esac
