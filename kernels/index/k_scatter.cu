@@ -116,8 +116,10 @@ PUT_BITS(uint32_t)
 PUT_BITS(unsigned long long)
 #undef PUT_BITS
 
+// A plain store, not an atomic: every writer writes the same 1, and *bad may be mapped host memory
+// (the CUDA plan's flags), where device atomics are not guaranteed over every link.
 __device__ __forceinline__ void flag(int *bad) {
-  if (bad) atomicExch(bad, 1);
+  if (bad) *(volatile int *)bad = 1;
 }
 
 // --- ScatterElements: idx's dims, y's and idx's strides, the axis and its length in y.
