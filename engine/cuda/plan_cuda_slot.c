@@ -698,7 +698,7 @@ int eng_cuda__slot_create(eng_cuda_plan *p, slot *s, err *e) {
   // the nodes' out-of-range flags: host memory the kernels write through its device alias, read by
   // finish after the batch's event (no copy to enqueue, nothing a graph must capture)
   CUDA_TRY(e, cudaHostAlloc((void **)&s->oob_host, (pl->n_nodes + 1) * sizeof *s->oob_host,
-                                    cudaHostAllocMapped | cudaHostAllocPortable));
+                            cudaHostAllocMapped | cudaHostAllocPortable));
   memset(s->oob_host, 0, (pl->n_nodes + 1) * sizeof *s->oob_host);
   CUDA_TRY(e, cudaHostGetDevicePointer((void **)&s->oob_dev, s->oob_host, 0));
   atomic_fetch_add(&p->allocs, 1);  // the workspace
