@@ -116,12 +116,12 @@ int k_topk_cuda(void *vals, int64_t *idx, const void *x, dtype dt, size_t outer,
 // elements of 1, 2, 4 or 8 bytes moved as they are; idx on the device,
 // int64 (or int32 when idx_i32); dims HOST memory. Unlike the references,
 // an out-of-range index cannot fail the call (the launch is asynchronous):
-// its element (Gather, GatherElements) or slice (GatherND) comes out as zero bytes
-// and nothing outside x is read. y must not overlap x or idx, except that
-// k_trilu_cuda's y may alias x.
+// its element (Gather, GatherElements) or slice (GatherND) comes out as zero bytes,
+// nothing outside x is read and the gathers set *bad (device memory, when not NULL) to 1.
+// y must not overlap x or idx, except that k_trilu_cuda's y may alias x.
 // Gather (k_gather): x as [outer, axis_len, inner], y as [outer, n_idx, inner].
 int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
-                  const void *idx, int idx_i32, size_t n_idx, cudaStream_t stream, err *e);
+                  const void *idx, int idx_i32, size_t n_idx, int *bad, cudaStream_t stream, err *e);
 // Expand (k_expand): x repeated along the dims where xdims[i] is 1; ndim 0
 // copies one element.
 int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
@@ -130,10 +130,10 @@ int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *y
 int k_tile_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims, const int64_t *xdims,
                 cudaStream_t stream, err *e);
 int k_gather_elements_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
-                           int axis, const void *idx, int idx_i32, const int64_t *idims,
+                           int axis, const void *idx, int idx_i32, const int64_t *idims, int *bad,
                            cudaStream_t stream, err *e);
 int k_gather_nd_cuda(void *y, const void *x, size_t esz, size_t batch, int m, const int64_t *d,
-                     size_t slice, const void *idx, int idx_i32, size_t n_tuples, cudaStream_t stream,
+                     size_t slice, const void *idx, int idx_i32, size_t n_tuples, int *bad, cudaStream_t stream,
                      err *e);
 int k_trilu_cuda(void *y, const void *x, size_t esz, size_t batch, int64_t rows, int64_t cols,
                  int64_t k, int upper, cudaStream_t stream, err *e);

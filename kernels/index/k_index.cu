@@ -7,7 +7,9 @@
 // Also the twins of k_gather, k_expand, k_gather_elements, k_gather_nd and k_trilu: a thread
 // per output element, elements of 1, 2, 4 or 8 bytes moved as they are.
 // An index out of range cannot fail the launch as the references fail the
-// call: its element(s) come out as zero bytes and nothing outside x is read.
+// call: its element(s) come out as zero bytes, nothing outside x is read and
+// the caller's flag (bad) is raised, which the CUDA plan turns into the CPU
+// path's error when the batch finishes.
 #include "kernels/k_cuda_typed.cuh"
 
 namespace {
@@ -122,8 +124,10 @@ extern "C" int k_where_cuda(void *y, const uint8_t *cond, const void *a, const v
 
 namespace {
 
-__device__ __forceinline__ long long idx_at(const void *idx, int i32, size_t i) {
-  return i32 ? (long long)((const int32_t *)idx)[i] : ((const long long *)idx)[i];
+// An index out of range: its element(s) come out as zero bytes and *bad (when given) is set to 1, a
+// plain store (every writer writes 1; bad may be mapped host memory).
+__device__ __forceinline__ void oob(int *bad) {
+  if (bad) *(volatile int *)bad = 1;
 }
 
 // GatherElements: idx's dims, x's strides (the axis's taken from the index).
@@ -133,13 +137,14 @@ struct geplan {
 };
 
 template <class T>
-__global__ void gather_elements_kernel(T *y, const T *x, const void *idx, int i32, size_t n, geplan p) {
+__global__ void gather_elements_kernel(T *y, const T *x, const void *idx, int i32, size_t n, geplan p, int *bad) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    long long k = idx_at(idx, i32, i);
+    long long k = k_idx_at(idx, i32, i);
     if (k < 0) k += p.len;
     if (k < 0 || k >= p.len) {
       y[i] = (T)0;
+      oob(bad);
       continue;
     }
     size_t rem = i;
@@ -161,17 +166,18 @@ struct gnplan {
 };
 
 template <class T>
-__global__ void gather_nd_kernel(T *y, const T *x, const void *idx, int i32, size_t n, gnplan p) {
+__global__ void gather_nd_kernel(T *y, const T *x, const void *idx, int i32, size_t n, gnplan p, int *bad) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     size_t bt = i / p.slice, s = i - bt * p.slice, b = bt / p.n_tuples, off = 0;
     bool ok = true;
     for (int j = 0; j < p.m; j++) {
-      long long k = idx_at(idx, i32, bt * (size_t)p.m + (size_t)j);
+      long long k = k_idx_at(idx, i32, bt * (size_t)p.m + (size_t)j);
       if (k < 0) k += p.d[j];
       if (k < 0 || k >= p.d[j]) ok = false;
       off = off * (size_t)p.d[j] + (ok ? (size_t)k : 0);
     }
+    if (!ok) oob(bad);
     y[i] = ok ? x[b * p.per_batch + off * p.slice + s] : (T)0;
   }
 }
@@ -196,7 +202,7 @@ int check_esz(const char *kn, size_t esz, err *e) {
 }  // namespace
 
 extern "C" int k_gather_elements_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
-                                      int axis, const void *idx, int idx_i32, const int64_t *idims,
+                                      int axis, const void *idx, int idx_i32, const int64_t *idims, int *bad,
                                       cudaStream_t stream, err *e) {
   const char *kn = "k_gather_elements_cuda";
   TRY(check_esz(kn, esz, e));
@@ -226,13 +232,13 @@ extern "C" int k_gather_elements_cuda(void *y, const void *x, size_t esz, int nd
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p idx=%p)", kn, y, x, idx);
   unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
   K_BY_ESZ(esz, (gather_elements_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, idx,
-                                                                              idx_i32, (size_t)n, p)))
+                                                                              idx_i32, (size_t)n, p, bad)))
   K_LAUNCH_CHECK(e, kn);
   return 0;
 }
 
 extern "C" int k_gather_nd_cuda(void *y, const void *x, size_t esz, size_t batch, int m, const int64_t *d,
-                                size_t slice, const void *idx, int idx_i32, size_t n_tuples,
+                                size_t slice, const void *idx, int idx_i32, size_t n_tuples, int *bad,
                                 cudaStream_t stream, err *e) {
   const char *kn = "k_gather_nd_cuda";
   TRY(check_esz(kn, esz, e));
@@ -255,7 +261,7 @@ extern "C" int k_gather_nd_cuda(void *y, const void *x, size_t esz, size_t batch
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p idx=%p)", kn, y, x, idx);
   unsigned blocks = k_blocks_for(n, K_THREADS);
   K_BY_ESZ(esz, (gather_nd_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, idx, idx_i32,
-                                                                        n, p)))
+                                                                        n, p, bad)))
   K_LAUNCH_CHECK(e, kn);
   return 0;
 }
@@ -287,13 +293,15 @@ namespace {
 
 template <class T>
 __global__ void gather_kernel(T *y, const T *x, const void *idx, int i32, size_t n, size_t n_idx, size_t inner,
-                              int64_t len) {
+                              int64_t len, int *bad) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     size_t in = i % inner, ot = i / inner, t = ot % n_idx, o = ot / n_idx;
-    long long k = idx_at(idx, i32, t);
+    long long k = k_idx_at(idx, i32, t);
     if (k < 0) k += len;
-    y[i] = k < 0 || k >= len ? (T)0 : x[(o * (size_t)len + (size_t)k) * inner + in];
+    bool ok = k >= 0 && k < len;
+    if (!ok) oob(bad);
+    y[i] = ok ? x[(o * (size_t)len + (size_t)k) * inner + in] : (T)0;
   }
 }
 
@@ -380,7 +388,7 @@ extern "C" int k_slice_cuda(void *y, const void *x, size_t esz, int ndim, const 
 }
 
 extern "C" int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
-                             const void *idx, int idx_i32, size_t n_idx, cudaStream_t stream, err *e) {
+                             const void *idx, int idx_i32, size_t n_idx, int *bad, cudaStream_t stream, err *e) {
   const char *kn = "k_gather_cuda";
   TRY(check_esz(kn, esz, e));
   if (axis_len < 0) return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative axis length", kn);
@@ -392,7 +400,7 @@ extern "C" int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, i
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p idx=%p)", kn, y, x, idx);
   unsigned blocks = k_blocks_for(n, K_THREADS);
   K_BY_ESZ(esz, (gather_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, idx, idx_i32, n,
-                                                                     n_idx, inner, axis_len)))
+                                                                     n_idx, inner, axis_len, bad)))
   K_LAUNCH_CHECK(e, kn);
   return 0;
 }

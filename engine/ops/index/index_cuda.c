@@ -23,11 +23,11 @@
 // takes any element type; add, mul, max and min FP32, FP16, BF16, FP64,
 // INT32 and INT64, as stored (a half plan's FP32 data combines in FP16).
 //
-// An index out of range cannot fail a launch that is already enqueued:
-// unlike the CPU ops, which refuse the request, the gather kernels write
-// zero bytes for it (k_cuda.h) and never read outside the data; the scatter
-// kernels skip its update and raise the node's flag (cuda_ctx.oob), which
-// fails the batch when it finishes, as the CPU path does.
+// An index out of range cannot fail a launch that is already enqueued: the
+// gather kernels write zero bytes for it (k_cuda.h) and never read outside
+// the data, the scatter kernels skip its update, and both raise the node's
+// flag (cuda_ctx.oob), which fails the batch when it finishes, as the CPU
+// path refuses the request.
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,7 +103,7 @@ static int gather_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
   return k_gather_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), dims_prod(in[0].dims, 0, (int)ax),
                        in[0].dims[ax], dims_prod(in[0].dims, (int)ax + 1, r), in[1].data, in[1].dt == DT_INT32,
-                       (size_t)eng_numel(in[1].ndims, in[1].dims), c->stream, e);
+                       (size_t)eng_numel(in[1].ndims, in[1].dims), c->oob, c->stream, e);
 }
 
 // Expand: the planner's output dims are this run's target shape (the shape
@@ -134,7 +134,7 @@ static int gather_elements_run(cuda_ctx *c, const eng_op_params *p, const eng_te
   int64_t ax;
   TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
   return k_gather_elements_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), r, in[0].dims, (int)ax,
-                                in[1].data, in[1].dt == DT_INT32, in[1].dims, c->stream, e);
+                                in[1].data, in[1].dt == DT_INT32, in[1].dims, c->oob, c->stream, e);
 }
 
 // engine/ops/index/index.c's view: x as [batch, d_0..d_{m-1}, slice], indices as
@@ -149,7 +149,7 @@ static int gather_nd_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *
   if (m < 1 || m > r - b) return err_set(e, ERR_INTERNAL, "GatherND: tuples of %d for rank %d", m, r);
   return k_gather_nd_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), dims_prod(in[0].dims, 0, b), m,
                           in[0].dims + b, dims_prod(in[0].dims, b + m, r), in[1].data,
-                          in[1].dt == DT_INT32, dims_prod(in[1].dims, b, q - 1), c->stream, e);
+                          in[1].dt == DT_INT32, dims_prod(in[1].dims, b, q - 1), c->oob, c->stream, e);
 }
 
 // --- Trilu
