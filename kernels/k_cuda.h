@@ -99,16 +99,29 @@ int k_boolop_cuda(uint8_t *y, const void *x, size_t n, k_elem et, k_boolop op, i
 int k_cumsum_cuda(void *y, const void *x, k_elem et, size_t outer, size_t len, size_t inner,
                   int exclusive, int reverse, cudaStream_t stream, err *e);
 
+// --- ArgMax, ArgMin, TopK (kernels/reduce/k_arg.cu) as k_arg_reduce and k_topk: x seen as
+// [outer, len, inner]; dt FP32, FP16, BF16, FP64, INT32 or INT64. ArgMax/ArgMin give the
+// reference's indices exactly (NaN included). TopK: vals (x's type) and idx as [outer, k, inner],
+// sorted, ties to the lower index, NaN above every number (the reference leaves a NaN where its
+// insertion met it: rows with NaN may differ); k <= len, outer * len * inner < 2^31. Columns
+// longer than 2048 are sorted in ws: k_topk_cuda_ws says how many bytes (0: none; it asks CUB, so
+// it needs a device).
+int k_arg_reduce_cuda(int64_t *y, const void *x, dtype dt, size_t outer, size_t len, size_t inner, int is_min,
+                      int select_last, cudaStream_t stream, err *e);
+int k_topk_cuda_ws(size_t *bytes, dtype dt, size_t outer, size_t len, size_t inner, size_t k, err *e);
+int k_topk_cuda(void *vals, int64_t *idx, const void *x, dtype dt, size_t outer, size_t len, size_t inner, size_t k,
+                int largest, void *ws, size_t ws_bytes, cudaStream_t stream, err *e);
+
 // --- indexing (kernels/index/k_index.cu) as k_gather, k_expand, k_gather_elements, k_gather_nd and k_trilu,
 // elements of 1, 2, 4 or 8 bytes moved as they are; idx on the device,
 // int64 (or int32 when idx_i32); dims HOST memory. Unlike the references,
 // an out-of-range index cannot fail the call (the launch is asynchronous):
-// its element (Gather, GatherElements) or slice (GatherND) comes out as zero bytes
-// and nothing outside x is read. y must not overlap x or idx, except that
-// k_trilu_cuda's y may alias x.
+// its element (Gather, GatherElements) or slice (GatherND) comes out as zero bytes,
+// nothing outside x is read and the gathers set *bad (device memory, when not NULL) to 1.
+// y must not overlap x or idx, except that k_trilu_cuda's y may alias x.
 // Gather (k_gather): x as [outer, axis_len, inner], y as [outer, n_idx, inner].
 int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
-                  const void *idx, int idx_i32, size_t n_idx, cudaStream_t stream, err *e);
+                  const void *idx, int idx_i32, size_t n_idx, int *bad, cudaStream_t stream, err *e);
 // Expand (k_expand): x repeated along the dims where xdims[i] is 1; ndim 0
 // copies one element.
 int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
@@ -117,10 +130,10 @@ int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *y
 int k_tile_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims, const int64_t *xdims,
                 cudaStream_t stream, err *e);
 int k_gather_elements_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
-                           int axis, const void *idx, int idx_i32, const int64_t *idims,
+                           int axis, const void *idx, int idx_i32, const int64_t *idims, int *bad,
                            cudaStream_t stream, err *e);
 int k_gather_nd_cuda(void *y, const void *x, size_t esz, size_t batch, int m, const int64_t *d,
-                     size_t slice, const void *idx, int idx_i32, size_t n_tuples, cudaStream_t stream,
+                     size_t slice, const void *idx, int idx_i32, size_t n_tuples, int *bad, cudaStream_t stream,
                      err *e);
 int k_trilu_cuda(void *y, const void *x, size_t esz, size_t batch, int64_t rows, int64_t cols,
                  int64_t k, int upper, cudaStream_t stream, err *e);
@@ -128,6 +141,17 @@ int k_trilu_cuda(void *y, const void *x, size_t esz, size_t batch, int64_t rows,
 // starts and steps already clamped by the op's rule (every element read inside x: checked).
 int k_slice_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims, const int64_t *starts,
                  const int64_t *steps, const int64_t *ydims, cudaStream_t stream, err *e);
+// ScatterElements and ScatterND (kernels/index/k_scatter.cu) as k_scatter_elements and k_scatter_nd
+// on y, which already holds the data: red a k_scatter_red; none moves elements of esz (1, 2, 4, 8)
+// bytes as they are, a reduction takes dt FP32, FP16, BF16, FP64, INT32 or INT64 (esz its size).
+// Duplicate indices give the reference's result (k_scatter.cu says how). An index out of range
+// skips its update and sets *bad (device memory, when not NULL) to 1. upd and idx on the device,
+// dims HOST memory; y must not overlap upd or idx.
+int k_scatter_elements_cuda(void *y, const void *upd, dtype dt, size_t esz, int ndim, const int64_t *ydims, int axis,
+                            const void *idx, int idx_i32, const int64_t *idims, int red, int *bad,
+                            cudaStream_t stream, err *e);
+int k_scatter_nd_cuda(void *y, const void *upd, dtype dt, size_t esz, int ydim, const int64_t *ydims, const void *idx,
+                      int idx_i32, size_t n_tuples, int m, int red, int *bad, cudaStream_t stream, err *e);
 
 // --- broadcasting selection (kernels/index/k_index.cu), as k_where: y = cond ? a : b,
 // cond bool (non-zero is true), a, b and y of element size esz (1, 2, 4

@@ -479,6 +479,21 @@ int eng_cuda_plan_poll(eng_cuda_plan *p, int k) {
   return 1;
 }
 
+// A kernel met an index out of range (cuda_ctx.oob): the batch fails as the CPU path's would, naming
+// the first such node; every flag is cleared for the next batch.
+static int oob_check(eng_cuda_plan *p, slot *s, err *e) {
+  if (!s->oob_host) return 0;
+  size_t bad = p->pl->n_nodes;
+  for (size_t i = 0; i < p->pl->n_nodes; i++)
+    if (s->oob_host[i]) {
+      if (bad == p->pl->n_nodes) bad = i;
+      s->oob_host[i] = 0;
+    }
+  if (bad == p->pl->n_nodes) return 0;
+  const eng_node *n = eng_graph_node(p->pl->g, bad);
+  return err_set(e, ERR_INVALID_ARGUMENT, "node '%s' (op_type '%s'): an index is out of range", n->name, n->op_type);
+}
+
 int eng_cuda_plan_finish(eng_cuda_plan *p, int k, eng_tensor *outputs, size_t n_out,
                          uint64_t *device_ns, err *e) {
   if (k < 0 || k >= p->n_slots) return err_set(e, ERR_INTERNAL, "no stream slot %d", k);
@@ -493,6 +508,7 @@ int eng_cuda_plan_finish(eng_cuda_plan *p, int k, eng_tensor *outputs, size_t n_
   uint64_t ns = account_busy(p, s->seq);
   if (device_ns) *device_ns = ns;
   // a CPU kernel of a host node failed (bad indices...): the batch fails with its message
+  TRY(oob_check(p, s, e));  // first: it clears the flags for the next batch
   TRY(eng_cuda__host_run_check(s->hrun_live, e));
   atomic_fetch_add(&p->batches, 1);
   if (outputs && n_out != pl->n_outputs)

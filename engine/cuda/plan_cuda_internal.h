@@ -59,6 +59,9 @@ typedef struct cuda_ctx {
   bool nhwc;         // CUDA_OP_NHWC ops: this node's 4-D activations are NHWC (plan_cuda_layout.c)
   bool conv_gemm;    // 1x1 stride-1 Convs on NHWC activations as cuBLASLt GEMMs (eng_cuda_opts.no_conv_gemm)
   eng_cuda_wset *weights;  // the device's copy of the constants: derived copies (packed weights) go there
+  // this node's out-of-range flag (device memory, a word of the slot's mapped array): a kernel that
+  // meets an index out of range sets it to 1 and the batch fails when it finishes, naming the node
+  int *oob;
 } cuda_ctx;
 
 typedef int (*cuda_run_fn)(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,

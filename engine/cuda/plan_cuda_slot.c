@@ -232,6 +232,7 @@ static void set_node_ctx(eng_cuda_plan *p, slot *s, size_t i) {
   s->ctx.bias = p->run_bias[i] >= 0 ? p->dptr[p->run_bias[i]] : NULL;
   s->ctx.z = p->run_z[i] >= 0 ? p->dptr[p->run_z[i]] : NULL;
   s->ctx.node = p->nstate[i];
+  s->ctx.oob = s->oob_dev ? s->oob_dev + i : NULL;
   if (p->run_out[i] >= 0) pl->tout[0].data = p->dptr[p->run_out[i]];
 }
 
@@ -242,6 +243,7 @@ static void clear_node_ctx(slot *s) {
   s->ctx.bias = NULL;
   s->ctx.z = NULL;
   s->ctx.node = NULL;
+  s->ctx.oob = NULL;
 }
 
 // Every stateful node's prepare for this run's shapes, then the slot's
@@ -693,6 +695,12 @@ int eng_cuda__slot_create(eng_cuda_plan *p, slot *s, err *e) {
   s->ctx.conv_gemm = !p->o.no_conv_gemm;
   s->ctx.weights = p->wset;
   CUDA_TRY(e, cudaStreamCreateWithFlags(&s->ctx.stream, cudaStreamNonBlocking));
+  // the nodes' out-of-range flags: host memory the kernels write through its device alias, read by
+  // finish after the batch's event (no copy to enqueue, nothing a graph must capture)
+  CUDA_TRY(e, cudaHostAlloc((void **)&s->oob_host, (pl->n_nodes + 1) * sizeof *s->oob_host,
+                            cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(s->oob_host, 0, (pl->n_nodes + 1) * sizeof *s->oob_host);
+  CUDA_TRY(e, cudaHostGetDevicePointer((void **)&s->oob_dev, s->oob_host, 0));
   atomic_fetch_add(&p->allocs, 1);  // the workspace
   TRY(eng_gemm_lt_create(&s->ctx.gemm, GEMM_WORKSPACE, 0, e));
   atomic_fetch_add(&p->dev_bytes, GEMM_WORKSPACE);
@@ -713,6 +721,7 @@ void eng_cuda__slot_destroy(slot *s) {
   }
   drop_graphs(s);
   free(s->graphs);
+  if (s->oob_host) (void)cudaFreeHost(s->oob_host);
   eng_gemm_lt_destroy(s->ctx.gemm);
   eng_cudnn_destroy(s->ctx.cudnn);
   eng_cuda_arena_destroy(s->ws);

@@ -58,6 +58,7 @@ typedef struct slot {
   host_run *hrun_plain;                 // the plain launches' snapshot
   host_run *hrun_tune;                  // the tuning passes' (cuda_gemm.h's dry runs)
   host_run *hrun_live;                  // the last launch's: finish reads its host nodes' errors
+  int *oob_host, *oob_dev;              // per node: its out-of-range flag (cuda_ctx.oob), mapped pinned memory
   eng_tensor *outs;                     // per output: internal type and shape of the batch
   uint64_t seq;                         // this batch's submit number
   bool tune_pending;                    // the last plain launch met a GEMM it could not time

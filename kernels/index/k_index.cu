@@ -7,29 +7,12 @@
 // Also the twins of k_gather, k_expand, k_gather_elements, k_gather_nd and k_trilu: a thread
 // per output element, elements of 1, 2, 4 or 8 bytes moved as they are.
 // An index out of range cannot fail the launch as the references fail the
-// call: its element(s) come out as zero bytes and nothing outside x is read.
-#include "kernels/k_cuda_common.cuh"
+// call: its element(s) come out as zero bytes, nothing outside x is read and
+// the caller's flag (bad) is raised, which the CUDA plan turns into the CPU
+// path's error when the batch finishes.
+#include "kernels/k_cuda_typed.cuh"
 
 namespace {
-
-template <int B>
-struct bits;
-template <>
-struct bits<1> {
-  typedef uint8_t t;
-};
-template <>
-struct bits<2> {
-  typedef uint16_t t;
-};
-template <>
-struct bits<4> {
-  typedef uint32_t t;
-};
-template <>
-struct bits<8> {
-  typedef unsigned long long t;
-};
 
 // Merged dims and, per operand (cond, a, b), the element strides.
 struct wplan {
@@ -91,7 +74,7 @@ __global__ void where_kernel(T *y, const uint8_t *c, const T *a, const T *b, IDX
 template <int B>
 void launch(void *y, const uint8_t *c, const void *a, const void *b, uint64_t n, const wplan &p,
             cudaStream_t s) {
-  typedef typename bits<B>::t T;
+  typedef typename k_bits<B>::t T;
   unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
   if (n <= 0x7fffffffu)
     where_kernel<T, uint32_t><<<blocks, K_THREADS, 0, s>>>((T *)y, c, (const T *)a, (const T *)b,
@@ -141,8 +124,10 @@ extern "C" int k_where_cuda(void *y, const uint8_t *cond, const void *a, const v
 
 namespace {
 
-__device__ __forceinline__ long long idx_at(const void *idx, int i32, size_t i) {
-  return i32 ? (long long)((const int32_t *)idx)[i] : ((const long long *)idx)[i];
+// An index out of range: its element(s) come out as zero bytes and *bad (when given) is set to 1, a
+// plain store (every writer writes 1; bad may be mapped host memory).
+__device__ __forceinline__ void oob(int *bad) {
+  if (bad) *(volatile int *)bad = 1;
 }
 
 // GatherElements: idx's dims, x's strides (the axis's taken from the index).
@@ -152,13 +137,14 @@ struct geplan {
 };
 
 template <class T>
-__global__ void gather_elements_kernel(T *y, const T *x, const void *idx, int i32, size_t n, geplan p) {
+__global__ void gather_elements_kernel(T *y, const T *x, const void *idx, int i32, size_t n, geplan p, int *bad) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    long long k = idx_at(idx, i32, i);
+    long long k = k_idx_at(idx, i32, i);
     if (k < 0) k += p.len;
     if (k < 0 || k >= p.len) {
       y[i] = (T)0;
+      oob(bad);
       continue;
     }
     size_t rem = i;
@@ -180,17 +166,18 @@ struct gnplan {
 };
 
 template <class T>
-__global__ void gather_nd_kernel(T *y, const T *x, const void *idx, int i32, size_t n, gnplan p) {
+__global__ void gather_nd_kernel(T *y, const T *x, const void *idx, int i32, size_t n, gnplan p, int *bad) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     size_t bt = i / p.slice, s = i - bt * p.slice, b = bt / p.n_tuples, off = 0;
     bool ok = true;
     for (int j = 0; j < p.m; j++) {
-      long long k = idx_at(idx, i32, bt * (size_t)p.m + (size_t)j);
+      long long k = k_idx_at(idx, i32, bt * (size_t)p.m + (size_t)j);
       if (k < 0) k += p.d[j];
       if (k < 0 || k >= p.d[j]) ok = false;
       off = off * (size_t)p.d[j] + (ok ? (size_t)k : 0);
     }
+    if (!ok) oob(bad);
     y[i] = ok ? x[b * p.per_batch + off * p.slice + s] : (T)0;
   }
 }
@@ -214,16 +201,8 @@ int check_esz(const char *kn, size_t esz, err *e) {
 
 }  // namespace
 
-#define K_BY_ESZ(esz, CALL)                  \
-  switch (esz) {                             \
-    case 1: { typedef uint8_t T; CALL; } break;            \
-    case 2: { typedef uint16_t T; CALL; } break;           \
-    case 4: { typedef uint32_t T; CALL; } break;           \
-    default: { typedef unsigned long long T; CALL; } break; \
-  }
-
 extern "C" int k_gather_elements_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
-                                      int axis, const void *idx, int idx_i32, const int64_t *idims,
+                                      int axis, const void *idx, int idx_i32, const int64_t *idims, int *bad,
                                       cudaStream_t stream, err *e) {
   const char *kn = "k_gather_elements_cuda";
   TRY(check_esz(kn, esz, e));
@@ -253,13 +232,13 @@ extern "C" int k_gather_elements_cuda(void *y, const void *x, size_t esz, int nd
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p idx=%p)", kn, y, x, idx);
   unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
   K_BY_ESZ(esz, (gather_elements_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, idx,
-                                                                              idx_i32, (size_t)n, p)))
+                                                                              idx_i32, (size_t)n, p, bad)))
   K_LAUNCH_CHECK(e, kn);
   return 0;
 }
 
 extern "C" int k_gather_nd_cuda(void *y, const void *x, size_t esz, size_t batch, int m, const int64_t *d,
-                                size_t slice, const void *idx, int idx_i32, size_t n_tuples,
+                                size_t slice, const void *idx, int idx_i32, size_t n_tuples, int *bad,
                                 cudaStream_t stream, err *e) {
   const char *kn = "k_gather_nd_cuda";
   TRY(check_esz(kn, esz, e));
@@ -282,7 +261,7 @@ extern "C" int k_gather_nd_cuda(void *y, const void *x, size_t esz, size_t batch
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p idx=%p)", kn, y, x, idx);
   unsigned blocks = k_blocks_for(n, K_THREADS);
   K_BY_ESZ(esz, (gather_nd_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, idx, idx_i32,
-                                                                        n, p)))
+                                                                        n, p, bad)))
   K_LAUNCH_CHECK(e, kn);
   return 0;
 }
@@ -314,78 +293,71 @@ namespace {
 
 template <class T>
 __global__ void gather_kernel(T *y, const T *x, const void *idx, int i32, size_t n, size_t n_idx, size_t inner,
-                              int64_t len) {
+                              int64_t len, int *bad) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     size_t in = i % inner, ot = i / inner, t = ot % n_idx, o = ot / n_idx;
-    long long k = idx_at(idx, i32, t);
+    long long k = k_idx_at(idx, i32, t);
     if (k < 0) k += len;
-    y[i] = k < 0 || k >= len ? (T)0 : x[(o * (size_t)len + (size_t)k) * inner + in];
+    bool ok = k >= 0 && k < len;
+    if (!ok) oob(bad);
+    y[i] = ok ? x[(o * (size_t)len + (size_t)k) * inner + in] : (T)0;
   }
 }
 
-// Expand: y's dims and x's strides (0 where x repeats).
-struct explan {
+// Expand, Tile and Slice as one walk: y's dims; per dim, the period of x's index (Tile: x's dim;
+// the others: y's, so no wrap) and x's stride for a step of y (0 where Expand repeats, times the
+// step for Slice); x's offset of y[0] (Slice's starts).
+struct walkplan {
   int nd;
-  int64_t dims[K_MAX_DIMS], xst[K_MAX_DIMS];
+  int64_t off;
+  int64_t dims[K_MAX_DIMS], per[K_MAX_DIMS], xst[K_MAX_DIMS];
 };
 
 template <class T>
-__global__ void expand_kernel(T *y, const T *x, size_t n, explan p) {
-  size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    size_t rem = i;
-    int64_t off = 0;
-    for (int d = p.nd - 1; d >= 0; d--) {
-      size_t dim = (size_t)p.dims[d], q = rem / dim;
-      off += (int64_t)(rem - q * dim) * p.xst[d];
-      rem = q;
-    }
-    y[i] = x[off];
-  }
-}
-
-// Tile: the source index is the output index modulo x's dims.
-struct tileplan {
-  int nd;
-  int64_t dims[K_MAX_DIMS], xd[K_MAX_DIMS], xst[K_MAX_DIMS];
-};
-
-template <class T>
-__global__ void tile_kernel(T *y, const T *x, size_t n, tileplan p) {
-  size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    size_t rem = i;
-    int64_t off = 0;
-    for (int d = p.nd - 1; d >= 0; d--) {
-      size_t dim = (size_t)p.dims[d], q = rem / dim;
-      off += (int64_t)((rem - q * dim) % (size_t)p.xd[d]) * p.xst[d];
-      rem = q;
-    }
-    y[i] = x[off];
-  }
-}
-
-// Slice: the source offset is a start plus each output index times its dim's step (any sign).
-struct sliceplan {
-  int nd;
-  int64_t off;                                // x's offset of y[0]
-  int64_t dims[K_MAX_DIMS], xst[K_MAX_DIMS];  // y's dims, x's stride times the step per dim
-};
-
-template <class T>
-__global__ void slice_kernel(T *y, const T *x, size_t n, sliceplan p) {
+__global__ void walk_kernel(T *y, const T *x, size_t n, walkplan p) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     size_t rem = i;
     int64_t off = p.off;
     for (int d = p.nd - 1; d >= 0; d--) {
       size_t dim = (size_t)p.dims[d], q = rem / dim;
-      off += (int64_t)(rem - q * dim) * p.xst[d];
+      off += (int64_t)((rem - q * dim) % (size_t)p.per[d]) * p.xst[d];
       rem = q;
     }
     y[i] = x[off];
   }
+}
+
+// A walk over ndim (0..K_MAX_DIMS) dims: checks the rank and pointers, starts the plan as rank 0's
+// single element; the launcher fills dims d from ndim - 1 down.
+int walk_begin(const char *kn, size_t esz, int ndim, const int64_t *ydims, const int64_t *xdims, walkplan *p,
+               err *e) {
+  TRY(check_esz(kn, esz, e));
+  if (ndim < 0 || ndim > K_MAX_DIMS)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kn, ndim, K_MAX_DIMS);
+  if (ndim > 0 && (!ydims || !xdims)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
+  p->nd = ndim > 0 ? ndim : 1;
+  p->off = 0;
+  p->dims[0] = 1, p->per[0] = 1, p->xst[0] = 0;
+  return 0;
+}
+
+// n *= dim without wrapping.
+int walk_count(const char *kn, uint64_t *n, int64_t dim, err *e) {
+  if (__builtin_mul_overflow(*n, (uint64_t)dim, n))
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+  return 0;
+}
+
+int walk_launch(const char *kn, void *y, const void *x, size_t esz, uint64_t n, const walkplan &p, cudaStream_t stream,
+                err *e) {
+  if (n == 0) return 0;
+  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
+  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
+  K_BY_ESZ(esz, (walk_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
 }
 
 }  // namespace
@@ -393,14 +365,9 @@ __global__ void slice_kernel(T *y, const T *x, size_t n, sliceplan p) {
 extern "C" int k_slice_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims, const int64_t *starts,
                             const int64_t *steps, const int64_t *ydims, cudaStream_t stream, err *e) {
   const char *kn = "k_slice_cuda";
-  TRY(check_esz(kn, esz, e));
-  if (ndim < 0 || ndim > K_MAX_DIMS)
-    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kn, ndim, K_MAX_DIMS);
-  if (ndim > 0 && (!ydims || !xdims || !starts || !steps)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
-  sliceplan p;
-  p.nd = ndim > 0 ? ndim : 1;
-  p.off = 0;
-  p.dims[0] = 1, p.xst[0] = 0;
+  walkplan p;
+  TRY(walk_begin(kn, esz, ndim, ydims, xdims, &p, e));
+  if (ndim > 0 && (!starts || !steps)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL starts or steps", kn);
   uint64_t n = 1;
   int64_t acc = 1;
   for (int d = ndim - 1; d >= 0; d--) {
@@ -411,22 +378,17 @@ extern "C" int k_slice_cuda(void *y, const void *x, size_t esz, int ndim, const 
       return err_set(e, ERR_INVALID_ARGUMENT, "%s: axis %d: %lld elements from %lld by %lld leave [0, %lld)", kn, d,
                      (long long)ydims[d], (long long)starts[d], (long long)steps[d], (long long)xdims[d]);
     p.dims[d] = ydims[d];
+    p.per[d] = ydims[d] > 0 ? ydims[d] : 1;
     p.xst[d] = steps[d] * acc;
     p.off += (ydims[d] > 0 ? starts[d] : 0) * acc;
     acc *= xdims[d];
-    if (__builtin_mul_overflow(n, (uint64_t)ydims[d], &n))
-      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+    TRY(walk_count(kn, &n, ydims[d], e));
   }
-  if (n == 0) return 0;
-  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
-  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
-  K_BY_ESZ(esz, (slice_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
-  K_LAUNCH_CHECK(e, kn);
-  return 0;
+  return walk_launch(kn, y, x, esz, n, p, stream, e);
 }
 
 extern "C" int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, int64_t axis_len, size_t inner,
-                             const void *idx, int idx_i32, size_t n_idx, cudaStream_t stream, err *e) {
+                             const void *idx, int idx_i32, size_t n_idx, int *bad, cudaStream_t stream, err *e) {
   const char *kn = "k_gather_cuda";
   TRY(check_esz(kn, esz, e));
   if (axis_len < 0) return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative axis length", kn);
@@ -438,7 +400,7 @@ extern "C" int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, i
     return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p idx=%p)", kn, y, x, idx);
   unsigned blocks = k_blocks_for(n, K_THREADS);
   K_BY_ESZ(esz, (gather_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, idx, idx_i32, n,
-                                                                     n_idx, inner, axis_len)))
+                                                                     n_idx, inner, axis_len, bad)))
   K_LAUNCH_CHECK(e, kn);
   return 0;
 }
@@ -446,13 +408,8 @@ extern "C" int k_gather_cuda(void *y, const void *x, size_t esz, size_t outer, i
 extern "C" int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
                              const int64_t *xdims, cudaStream_t stream, err *e) {
   const char *kn = "k_expand_cuda";
-  TRY(check_esz(kn, esz, e));
-  if (ndim < 0 || ndim > K_MAX_DIMS)
-    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kn, ndim, K_MAX_DIMS);
-  if (ndim > 0 && (!ydims || !xdims)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
-  explan p;
-  p.nd = ndim > 0 ? ndim : 1;
-  p.dims[0] = 1, p.xst[0] = 0;
+  walkplan p;
+  TRY(walk_begin(kn, esz, ndim, ydims, xdims, &p, e));
   uint64_t n = 1;
   int64_t acc = 1;
   for (int d = ndim - 1; d >= 0; d--) {
@@ -460,29 +417,19 @@ extern "C" int k_expand_cuda(void *y, const void *x, size_t esz, int ndim, const
       return err_set(e, ERR_INVALID_ARGUMENT, "%s: axis %d: dim %lld does not broadcast to %lld", kn, d,
                      (long long)xdims[d], (long long)ydims[d]);
     p.dims[d] = ydims[d];
+    p.per[d] = ydims[d] > 0 ? ydims[d] : 1;
     p.xst[d] = xdims[d] == 1 ? 0 : acc;
     acc *= xdims[d];
-    if (__builtin_mul_overflow(n, (uint64_t)ydims[d], &n))
-      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+    TRY(walk_count(kn, &n, ydims[d], e));
   }
-  if (n == 0) return 0;
-  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
-  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
-  K_BY_ESZ(esz, (expand_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
-  K_LAUNCH_CHECK(e, kn);
-  return 0;
+  return walk_launch(kn, y, x, esz, n, p, stream, e);
 }
 
 extern "C" int k_tile_cuda(void *y, const void *x, size_t esz, int ndim, const int64_t *ydims,
                            const int64_t *xdims, cudaStream_t stream, err *e) {
   const char *kn = "k_tile_cuda";
-  TRY(check_esz(kn, esz, e));
-  if (ndim < 0 || ndim > K_MAX_DIMS)
-    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 0..%d", kn, ndim, K_MAX_DIMS);
-  if (ndim > 0 && (!ydims || !xdims)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL dims", kn);
-  tileplan p;
-  p.nd = ndim > 0 ? ndim : 1;
-  p.dims[0] = 1, p.xd[0] = 1, p.xst[0] = 0;
+  walkplan p;
+  TRY(walk_begin(kn, esz, ndim, ydims, xdims, &p, e));
   uint64_t n = 1;
   int64_t acc = 1;
   for (int d = ndim - 1; d >= 0; d--) {
@@ -490,16 +437,10 @@ extern "C" int k_tile_cuda(void *y, const void *x, size_t esz, int ndim, const i
       return err_set(e, ERR_INVALID_ARGUMENT, "%s: axis %d: dim %lld is no multiple of %lld", kn, d,
                      (long long)ydims[d], (long long)xdims[d]);
     p.dims[d] = ydims[d];
-    p.xd[d] = xdims[d] > 0 ? xdims[d] : 1;
+    p.per[d] = xdims[d] > 0 ? xdims[d] : 1;
     p.xst[d] = acc;
     acc *= xdims[d];
-    if (__builtin_mul_overflow(n, (uint64_t)ydims[d], &n))
-      return err_set(e, ERR_INVALID_ARGUMENT, "%s: element count overflows", kn);
+    TRY(walk_count(kn, &n, ydims[d], e));
   }
-  if (n == 0) return 0;
-  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p x=%p)", kn, y, x);
-  unsigned blocks = k_blocks_for((size_t)n, K_THREADS);
-  K_BY_ESZ(esz, (tile_kernel<T><<<blocks, K_THREADS, 0, stream>>>((T *)y, (const T *)x, (size_t)n, p)))
-  K_LAUNCH_CHECK(e, kn);
-  return 0;
+  return walk_launch(kn, y, x, esz, n, p, stream, e);
 }

@@ -13,30 +13,10 @@
 // arithmetic where the output fits, as in kernels/elem/k_binary.cu.
 #include <string.h>
 
-#include "kernels/k_cuda_common.cuh"
+#include "kernels/k_cuda_typed.cuh"
 #include "kernels/resize/k_resize_math.h"
 
 namespace {
-
-// The storage type that moves an element of B bytes as is.
-template <int B>
-struct k_bits;
-template <>
-struct k_bits<1> {
-  typedef uint8_t t;
-};
-template <>
-struct k_bits<2> {
-  typedef uint16_t t;
-};
-template <>
-struct k_bits<4> {
-  typedef uint32_t t;
-};
-template <>
-struct k_bits<8> {
-  typedef unsigned long long t;
-};
 
 // A walk over the output's (merged) dims, outermost first: per dim the
 // output extent, the input's extent and stride in elements; nearest: the

@@ -5,14 +5,22 @@
 # libraries (cuBLAS, cuBLASLt, cuDNN, ...: hundreds of MiB) only with CUDA_LIBS=1, else their names are
 # printed: the GPU machine's CUDA or torch installation (site-packages/nvidia/*/lib) may provide them,
 # the same major version, on LD_LIBRARY_PATH). Debug info is stripped from the copies, and with XZ=1 OUT/lib
-# becomes OUT/lib.tar.xz (a device call carries at most 64 MiB; tests/gpu/llm_env.sh unpacks it there).
+# becomes OUT/lib.tar.xz (a device call carries at most 64 MiB; tests/gpu/llm_env.sh and run_all.sh unpack it
+# there).
 #
 #   tests/gpu/pack_bindir.sh OUT [BUILD_DIR]      (BUILD_DIR default: build)
+#   BINS="test_k_cuda_arg test_gpu_plan" XZ=1 tests/gpu/pack_bindir.sh OUT   (only those; then on the GPU
+#   machine: bash tests/gpu/run_all.sh OUT)
 set -eu
 OUT="${1:?usage: $0 OUT [BUILD_DIR]}"
 B="${2:-build}"
 mkdir -p "$OUT/lib"
-for x in inferd inferd-load test_k_cuda_llm test_k_cuda_sample test_k_cuda_groupnorm test_gpu_llm_step bench_llm_decode; do
+# the LLM scripts' binaries, and the GPU checks of the index and selection ops (ArgMax, TopK, Scatter,
+# Expand/Tile/Slice kernels; test_gpu_plan for their plan paths), which tests/gpu/run_all.sh OUT runs there
+# (BINS="a b ..." packs those instead)
+bins=${BINS:-inferd inferd-load test_k_cuda_llm test_k_cuda_sample test_k_cuda_groupnorm test_gpu_llm_step bench_llm_decode
+  test_k_cuda_arg test_k_cuda_scatter test_k_cuda_index test_k_cuda_xf test_gpu_plan}
+for x in $bins; do
   if [ -x "$B/bin/$x" ]; then cp "$B/bin/$x" "$OUT/"; else echo "not built: $B/bin/$x"; fi
 done
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libcuda\.so|libnvidia)'

@@ -349,8 +349,8 @@ void test_gemm_autotune(void) {
 
 // The models gen_test_models.py writes for it: how many nodes run on the
 // host and one of them by name. host_dft: a DFT between two Muls;
-// host_lstm: an LSTM between Transposes; host_scatter: a ScatterND on the
-// graph input and one between Relu and Add; host_einsum: an Einsum between
+// host_lstm: an LSTM between Transposes; host_lpnorm: an LpNormalization on
+// the graph input and one between Relu and Add; host_einsum: an Einsum between
 // Relu and Sigmoid; host_chain: DFT on the input feeding an Einsum that
 // writes a graph output (one round trip), with Abs on the device reading
 // the DFT's output too.
@@ -359,7 +359,7 @@ static const struct {
   size_t host;
   const char *node;
 } host_models[] = {
-    {"host_dft", 1, "'dft'"},       {"host_lstm", 1, "'lstm'"},        {"host_scatter", 2, "'scatter_in'"},
+    {"host_dft", 1, "'dft'"},       {"host_lstm", 1, "'lstm'"},        {"host_lpnorm", 2, "'lpnorm_in'"},
     {"host_einsum", 1, "'einsum'"}, {"host_chain", 2, "'einsum_out'"},
 };
 
@@ -488,6 +488,62 @@ static void test_device_norms(void) {
     eng_plan_destroy(cp);
     eng_graph_destroy(g);
   }
+// cuda_select and cuda_scatter (gen_test_models.py; in the case file too, so every plan mode compares
+// them): TopK, ArgMax, ArgMin, ScatterElements and ScatterND all on the device (no host node) in FP32
+// and FP16 plans, matching the CPU plan; the scatters' indices drawn with duplicates by make_inputs.
+// Then an index out of range (ids input, 9 on an axis of 6): the GPU run fails as the CPU run does,
+// naming the node, and the next valid batch runs (the flag was cleared).
+static void test_select_scatter(void) {
+  static const char *const names[] = {"cuda_select", "cuda_scatter"};
+  for (int m = 0; m < 2; m++)
+    for (int half = 0; half < 2; half++) {
+      eng_graph *g = load_model(names[m]);
+      CHECK(g != NULL);
+      if (!g) continue;
+      eng_plan *cp = NULL;
+      eng_cuda_plan *gp = NULL;
+      err e = {0};
+      eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
+      CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+      int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
+      if (rc) fprintf(stderr, "%s: cuda create: %s\n", names[m], e.msg);
+      CHECK_EQ_INT(rc, 0);
+      if (cp && gp) {
+        CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), 0);
+        for (size_t k = 0; k < eng_cuda_plan_n_host_nodes(gp); k++)
+          fprintf(stderr, "  %s\n", eng_cuda_plan_host_node(gp, k));
+        double worst = 0;
+        for (int b = 1; b <= MAXB; b++) {
+          io_set in = {0};
+          char label[48];
+          snprintf(label, sizeof label, "%s batch %d", half ? "fp16" : "fp32", b);
+          make_inputs(g, names[m], b, 0, &in);
+          worst = max_worst(worst, run_both(names[m], g, cp, gp, &in, label, half ? low_rtol : 0));
+          io_free(&in);
+        }
+        printf("%s %s: on the device, worst scaled error %.3g\n", names[m], half ? "fp16" : "fp32", worst);
+        if (m == 1) {
+          io_set in = {0};
+          make_inputs(g, names[m], 2, 0, &in);
+          ((int64_t *)in.t[1].data)[7] = 9;  // ids [2, 6]: row 1, axis 1 of length 6
+          eng_tensor out[MAX_IO];
+          CHECK(eng_plan_run(cp, in.t, in.n, out, eng_graph_n_outputs(g), &e) != 0);
+          CHECK_CONTAINS(e.msg, "out of range");
+          e = (err){0};
+          CHECK(eng_cuda_plan_run(gp, in.t, in.n, out, eng_graph_n_outputs(g), &e) != 0);
+          CHECK_CONTAINS(e.msg, "out of range");
+          CHECK_CONTAINS(e.msg, "scatter_");
+          printf("cuda_scatter %s out of range: %s\n", half ? "fp16" : "fp32", e.msg);
+          ((int64_t *)in.t[1].data)[7] = 2;
+          e = (err){0};
+          run_both(names[m], g, cp, gp, &in, "after out of range", half ? low_rtol : 0);
+          io_free(&in);
+        }
+      }
+      eng_cuda_plan_destroy(gp);
+      eng_plan_destroy(cp);
+      eng_graph_destroy(g);
+    }
 }
 
 // cuda_mod_castlike (gen_test_models.py): Mod on floats (fmod 0 and 1) and int64, CastLike int64 -> float.
@@ -554,4 +610,5 @@ void test_device_paths(void) {
   eng_plan_destroy(cp);
   eng_graph_destroy(g);
   test_device_norms();
+  test_select_scatter();
 }

@@ -195,7 +195,7 @@ static void test_gather(void) {
         }
         CHECK_EQ_INT(k_gather_elements(want, x, es, 3, xd, axis, idx, i32, id), 0);
         void *dx = tk_to_dev(x, nx * es), *di = tk_to_dev(idx, ni * 8), *dy = tk_dev_alloc(ni * es);
-        TK_OK(k_gather_elements_cuda(dy, dx, es, 3, xd, axis, di, i32, id, NULL, TK_E));
+        TK_OK(k_gather_elements_cuda(dy, dx, es, 3, xd, axis, di, i32, id, NULL, NULL, TK_E));
         tk_from_dev(got, dy, ni * es);
         if (memcmp(got, want, ni * es)) bad++, tk_compare_bits("gather_elements", got, want, ni * es);
         TK_CUDA(cudaFree(dx));
@@ -220,7 +220,7 @@ static void test_gather(void) {
         }
         CHECK_EQ_INT(k_gather(want, x, es, o, (int64_t)l, in, idx, i32, ni), 0);
         void *dx = tk_to_dev(x, nx * es), *di = tk_to_dev(idx, ni * 8), *dy = tk_dev_alloc(ny * es);
-        TK_OK(k_gather_cuda(dy, dx, es, o, (int64_t)l, in, di, i32, ni, NULL, TK_E));
+        TK_OK(k_gather_cuda(dy, dx, es, o, (int64_t)l, in, di, i32, ni, NULL, NULL, TK_E));
         tk_from_dev(got, dy, ny * es);
         if (memcmp(got, want, ny * es)) bad++, tk_compare_bits("gather", got, want, ny * es);
         TK_CUDA(cudaFree(dx));
@@ -261,7 +261,7 @@ static void test_gather(void) {
       }
       CHECK_EQ_INT(k_gather_nd(want, x, es, batch, m, d, slice, idx, i32, nt), 0);
       void *dx = tk_to_dev(x, nx * es), *di = tk_to_dev(idx, ni * 8), *dy = tk_dev_alloc(ny * es);
-      TK_OK(k_gather_nd_cuda(dy, dx, es, batch, m, d, slice, di, i32, nt, NULL, TK_E));
+      TK_OK(k_gather_nd_cuda(dy, dx, es, batch, m, d, slice, di, i32, nt, NULL, NULL, TK_E));
       tk_from_dev(got, dy, ny * es);
       if (memcmp(got, want, ny * es)) bad++, tk_compare_bits("gather_nd", got, want, ny * es);
       TK_CUDA(cudaFree(dx));
@@ -271,16 +271,28 @@ static void test_gather(void) {
     }
   printf("gather: %d cases, %d mismatched\n", cases, bad);
   CHECK_EQ_INT(bad, 0);
-  // out of range: zero bytes, the in-range neighbours as usual
+  // out of range: zero bytes, the in-range neighbours as usual, the flag raised (and left alone by a
+  // gather with every index in range)
   float x[4] = {1, 2, 3, 4}, y[3], want[3] = {2, 0, 4};
   int64_t idx[3] = {1, 4, -1}, xd1[1] = {4}, id1[1] = {3};
   void *dx = tk_to_dev(x, sizeof x), *di = tk_to_dev(idx, sizeof idx), *dy = tk_dev_alloc(sizeof y);
-  TK_OK(k_gather_elements_cuda(dy, dx, 4, 1, xd1, 0, di, 0, id1, NULL, TK_E));
-  tk_from_dev(y, dy, sizeof y);
-  tk_compare("gather_elements out of range", y, want, 3, 0, 0);
-  TK_OK(k_gather_nd_cuda(dy, dx, 4, 1, 1, xd1, 1, di, 0, 3, NULL, TK_E));
-  tk_from_dev(y, dy, sizeof y);
-  tk_compare("gather_nd out of range", y, want, 3, 0, 0);
+  int *dbad = tk_dev_alloc(sizeof *dbad), hbad = -1;
+  for (int k = 0; k < 3; k++) {
+    TK_CUDA(cudaMemset(dbad, 0, sizeof *dbad));
+    if (k == 0) TK_OK(k_gather_elements_cuda(dy, dx, 4, 1, xd1, 0, di, 0, id1, dbad, NULL, TK_E));
+    if (k == 1) TK_OK(k_gather_nd_cuda(dy, dx, 4, 1, 1, xd1, 1, di, 0, 3, dbad, NULL, TK_E));
+    if (k == 2) TK_OK(k_gather_cuda(dy, dx, 4, 1, 4, 1, di, 0, 3, dbad, NULL, TK_E));
+    tk_from_dev(y, dy, sizeof y);
+    tk_from_dev(&hbad, dbad, sizeof hbad);
+    tk_compare(k == 0 ? "gather_elements out of range" : k == 1 ? "gather_nd out of range" : "gather out of range", y,
+               want, 3, 0, 0);
+    CHECK_EQ_INT(hbad, 1);
+  }
+  TK_CUDA(cudaMemset(dbad, 0, sizeof *dbad));
+  TK_OK(k_gather_cuda(dy, dx, 4, 1, 4, 1, di, 0, 1, dbad, NULL, TK_E));  // idx[0] = 1 only
+  tk_from_dev(&hbad, dbad, sizeof hbad);
+  CHECK_EQ_INT(hbad, 0);
+  TK_CUDA(cudaFree(dbad));
   TK_CUDA(cudaFree(dx));
   TK_CUDA(cudaFree(di));
   TK_CUDA(cudaFree(dy));
@@ -376,26 +388,26 @@ static void test_errors(void) {
   CHECK_CONTAINS(e.msg, "overflows");
   CHECK_EQ_INT(k_cumsum_cuda(NULL, p, K_I32, 1, 2, 3, 0, 0, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(k_cumsum_cuda(NULL, NULL, K_I32, 1, 0, 3, 0, 0, NULL, &e), 0);
-  CHECK_EQ_INT(k_gather_elements_cuda(p, p, 3, 2, d2, 0, p, 0, d2, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gather_elements_cuda(p, p, 3, 2, d2, 0, p, 0, d2, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "element size");
-  CHECK_EQ_INT(k_gather_elements_cuda(p, p, 4, 2, d2, 2, p, 0, d2, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gather_elements_cuda(p, p, 4, 2, d2, 2, p, 0, d2, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "axis");
-  CHECK_EQ_INT(k_gather_elements_cuda(p, p, 4, 2, d2, 0, p, 0, big, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gather_elements_cuda(p, p, 4, 2, d2, 0, p, 0, big, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "exceeds");
-  CHECK_EQ_INT(k_gather_elements_cuda(p, p, 4, 0, d2, 0, p, 0, d2, NULL, &e), ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(k_gather_elements_cuda(p, p, 4, 2, d2, 0, NULL, 0, d2, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gather_elements_cuda(p, p, 4, 0, d2, 0, p, 0, d2, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gather_elements_cuda(p, p, 4, 2, d2, 0, NULL, 0, d2, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "NULL");
-  CHECK_EQ_INT(k_gather_nd_cuda(p, p, 4, 1, 0, d2, 1, p, 0, 1, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gather_nd_cuda(p, p, 4, 1, 0, d2, 1, p, 0, 1, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "tuple length");
-  CHECK_EQ_INT(k_gather_nd_cuda(p, p, 4, 1, 2, NULL, 1, p, 0, 1, NULL, &e), ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(k_gather_nd_cuda(p, p, 4, SIZE_MAX, 2, d2, 2, p, 0, 2, NULL, &e), ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(k_gather_nd_cuda(NULL, NULL, 4, 1, 2, d2, 1, NULL, 0, 0, NULL, &e), 0);
-  CHECK_EQ_INT(k_gather_cuda(p, p, 6, 1, 2, 3, p, 0, 1, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gather_nd_cuda(p, p, 4, 1, 2, NULL, 1, p, 0, 1, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gather_nd_cuda(p, p, 4, SIZE_MAX, 2, d2, 2, p, 0, 2, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gather_nd_cuda(NULL, NULL, 4, 1, 2, d2, 1, NULL, 0, 0, NULL, NULL, &e), 0);
+  CHECK_EQ_INT(k_gather_cuda(p, p, 6, 1, 2, 3, p, 0, 1, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "k_gather_cuda");
-  CHECK_EQ_INT(k_gather_cuda(p, p, 4, 1, -2, 3, p, 0, 1, NULL, &e), ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(k_gather_cuda(p, p, 4, 1, 2, 3, NULL, 0, 1, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gather_cuda(p, p, 4, 1, -2, 3, p, 0, 1, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gather_cuda(p, p, 4, 1, 2, 3, NULL, 0, 1, NULL, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "NULL");
-  CHECK_EQ_INT(k_gather_cuda(NULL, NULL, 4, 1, 2, 3, NULL, 0, 0, NULL, &e), 0);
+  CHECK_EQ_INT(k_gather_cuda(NULL, NULL, 4, 1, 2, 3, NULL, 0, 0, NULL, NULL, &e), 0);
   CHECK_EQ_INT(k_expand_cuda(p, p, 4, 2, d2, bad2, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "broadcast");
   CHECK_EQ_INT(k_expand_cuda(p, p, 4, 9, d2, d2, NULL, &e), ERR_INVALID_ARGUMENT);

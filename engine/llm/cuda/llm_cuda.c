@@ -469,7 +469,7 @@ static int device_work(eng_llm_cuda_runner *r, int64_t T, int64_t nlg, int64_t n
   // --- the sampling items' last rows: gather, final norm, LM head, in chunks
   if (!nl) return 0;
   TRY(k_gather_cuda(r->last, r->x, r->es, 1, T, (size_t)g->hidden, meta_at(r, r->meta_d, M_ROWS), 1, (size_t)nl,
-                    r->stream, e));
+                    NULL, r->stream, e));
   int64_t lr = r->c.max_step_tokens < LOGIT_ROWS ? r->c.max_step_tokens : LOGIT_ROWS;
   for (int64_t r0 = 0; r0 < nl; r0 += lr) {
     int64_t k = nl - r0 < lr ? nl - r0 : lr;

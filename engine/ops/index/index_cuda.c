@@ -16,9 +16,18 @@
 // folded (on the host). Registered into the CUDA plan through
 // engine/ops/families.h.
 //
-// An index out of range cannot fail a launch that is already enqueued:
-// unlike the CPU ops, which refuse the request, the CUDA kernels write
-// zero bytes for it (k_cuda.h) and never read outside the data.
+// ScatterElements (and Scatter) and ScatterND, every reduction, through
+// kernels/index/k_scatter.cu: the output starts as a copy of the data (none
+// when the planner ran it in place) and the updates land on it, duplicates
+// combined in the CPU path's order (k_scatter.cu says how). Reduction none
+// takes any element type; add, mul, max and min FP32, FP16, BF16, FP64,
+// INT32 and INT64, as stored (a half plan's FP32 data combines in FP16).
+//
+// An index out of range cannot fail a launch that is already enqueued: the
+// gather kernels write zero bytes for it (k_cuda.h) and never read outside
+// the data, the scatter kernels skip its update, and both raise the node's
+// flag (cuda_ctx.oob), which fails the batch when it finishes, as the CPU
+// path refuses the request.
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,7 +103,7 @@ static int gather_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
   return k_gather_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), dims_prod(in[0].dims, 0, (int)ax),
                        in[0].dims[ax], dims_prod(in[0].dims, (int)ax + 1, r), in[1].data, in[1].dt == DT_INT32,
-                       (size_t)eng_numel(in[1].ndims, in[1].dims), c->stream, e);
+                       (size_t)eng_numel(in[1].ndims, in[1].dims), c->oob, c->stream, e);
 }
 
 // Expand: the planner's output dims are this run's target shape (the shape
@@ -125,7 +134,7 @@ static int gather_elements_run(cuda_ctx *c, const eng_op_params *p, const eng_te
   int64_t ax;
   TRY(eng_ops__norm_axis(p->axis, r, &ax, e));
   return k_gather_elements_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), r, in[0].dims, (int)ax,
-                                in[1].data, in[1].dt == DT_INT32, in[1].dims, c->stream, e);
+                                in[1].data, in[1].dt == DT_INT32, in[1].dims, c->oob, c->stream, e);
 }
 
 // engine/ops/index/index.c's view: x as [batch, d_0..d_{m-1}, slice], indices as
@@ -140,7 +149,7 @@ static int gather_nd_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *
   if (m < 1 || m > r - b) return err_set(e, ERR_INTERNAL, "GatherND: tuples of %d for rank %d", m, r);
   return k_gather_nd_cuda(out[0].data, in[0].data, dtype_size(in[0].dt), dims_prod(in[0].dims, 0, b), m,
                           in[0].dims + b, dims_prod(in[0].dims, b + m, r), in[1].data,
-                          in[1].dt == DT_INT32, dims_prod(in[1].dims, b, q - 1), c->stream, e);
+                          in[1].dt == DT_INT32, dims_prod(in[1].dims, b, q - 1), c->oob, c->stream, e);
 }
 
 // --- Trilu
@@ -266,6 +275,50 @@ static int slice_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, 
                       out[0].dims, c->stream, e);
 }
 
+// --- ScatterElements, Scatter, ScatterND (kernels/index/k_scatter.cu)
+
+// The output starts as the data (unless the planner ran the node in place).
+static int scatter_start(cuda_ctx *c, const eng_tensor *in, eng_tensor *out, err *e) {
+  size_t bytes = op_numel(&in[0]) * dtype_size(in[0].dt);
+  if (bytes && out[0].data != in[0].data)
+    CUDA_TRY(e, cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice, c->stream));
+  return 0;
+}
+
+static int scatter_types(const eng_op_params *p, const eng_tensor *in, err *e) {
+  if (in[2].dt != in[0].dt)
+    return err_set(e, ERR_INTERNAL, "updates are %s, data %s", dtype_wire_name(in[2].dt), dtype_wire_name(in[0].dt));
+  if (p->mode != K_SCATTER_NONE && in[0].dt != DT_FP32 && in[0].dt != DT_FP16 && in[0].dt != DT_BF16 &&
+      in[0].dt != DT_FP64 && in[0].dt != DT_INT32 && in[0].dt != DT_INT64)
+    return err_set(e, ERR_UNIMPLEMENTED, "a scatter reduction on %s has no CUDA kernel", dtype_wire_name(in[0].dt));
+  return 0;
+}
+
+static int scatter_elements_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                                int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  TRY(scatter_types(p, in, e));
+  int64_t ax;
+  TRY(eng_ops__norm_axis(p->axis, in[0].ndims, &ax, e));
+  TRY(scatter_start(c, in, out, e));
+  return k_scatter_elements_cuda(out[0].data, in[2].data, in[0].dt, dtype_size(in[0].dt), in[0].ndims, in[0].dims,
+                                 (int)ax, in[1].data, in[1].dt == DT_INT32, in[1].dims, (int)p->mode, c->oob,
+                                 c->stream, e);
+}
+
+static int scatter_nd_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                          int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  TRY(scatter_types(p, in, e));
+  const eng_tensor *ix = &in[1];
+  if (ix->ndims < 1) return err_set(e, ERR_INTERNAL, "ScatterND: indices of rank 0");
+  int m = (int)ix->dims[ix->ndims - 1];
+  TRY(scatter_start(c, in, out, e));
+  size_t n_tuples = m > 0 ? op_numel(ix) / (size_t)m : 0;
+  return k_scatter_nd_cuda(out[0].data, in[2].data, in[0].dt, dtype_size(in[0].dt), in[0].ndims, in[0].dims, ix->data,
+                           ix->dt == DT_INT32, n_tuples, m, (int)p->mode, c->oob, c->stream, e);
+}
+
 const cuda_op eng_cuda__index_ops[] = {
     {.op_type = "Flatten", .run = run_view, .half = eng_cuda__half_always},
     {.op_type = "Reshape", .run = run_view, .half = eng_cuda__half_always},
@@ -280,6 +333,9 @@ const cuda_op eng_cuda__index_ops[] = {
     {.op_type = "Tile", .run = tile_run, .half = eng_cuda__half_always},
     {.op_type = "GatherElements", .run = gather_elements_run, .half = eng_cuda__half_always},
     {.op_type = "GatherND", .run = gather_nd_run, .half = eng_cuda__half_always},
+    {.op_type = "ScatterElements", .run = scatter_elements_run, .half = eng_cuda__half_always},
+    {.op_type = "Scatter", .run = scatter_elements_run, .half = eng_cuda__half_always},
+    {.op_type = "ScatterND", .run = scatter_nd_run, .half = eng_cuda__half_always},
     {.op_type = "Trilu", .run = trilu_run, .half = eng_cuda__half_always, .init = trilu_init, .destroy = free},
     {.op_type = "Split", .run = split_run, .half = eng_cuda__half_always, .init = split_init},
     {.op_type = "Slice",

@@ -11,7 +11,14 @@
 // NHWC activations (plan_cuda_layout.c; keepdims only, so the output stays
 // 4-D) the axes are mapped to memory order and the output comes out NHWC.
 //
-// ArgMax and ArgMin have no CUDA path yet.
+// ArgMax and ArgMin (keepdims either way, select_last_index) and TopK
+// (largest or smallest, any axis, K up to the axis length; always sorted,
+// which serves sorted=0 too) through kernels/reduce/k_arg.cu on FP32, FP16,
+// BF16, FP64, INT32 and INT64 data; TopK's K is this run's output dim (the
+// planner read the K input), and columns longer than 2048 sort in the
+// slot's workspace (prepare sizes it). A data type they do not take runs on
+// the host (init refuses a graph input or constant of one; a computed value
+// of one fails the batch, naming it).
 //
 // CumSum too (k_cumsum_cuda: FP32, FP16, INT64, INT32), its axis a
 // constant input read at init the same way; it runs on NCHW (logical)
@@ -163,6 +170,83 @@ static int cumsum_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   return k_cumsum_cuda(out[0].data, x->data, et, outer, len, inner, p->exclusive, p->reverse, c->stream, e);
 }
 
+// --- ArgMax, ArgMin, TopK (kernels/reduce/k_arg.cu)
+
+// A data input whose type is known at load (a graph input or constant) and that k_arg.cu does not take
+// runs on the host; a computed one is checked at run.
+static int arg_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half, (void)state;
+  const eng_node *n = eng_graph_node(pl->g, i);
+  const eng_value *v = eng_graph_value(pl->g, (size_t)n->in[0]);
+  dtype dt = v->dt;
+  if (v->kind != ENG_VALUE_NODE && dt != DT_FP32 && dt != DT_FP16 && dt != DT_BF16 && dt != DT_FP64 &&
+      dt != DT_INT32 && dt != DT_INT64)
+    return err_set(e, ERR_UNIMPLEMENTED, "%s data has no CUDA kernel (FP32, FP16, BF16, FP64, INT32, INT64)",
+                   dtype_wire_name(dt));
+  return 0;
+}
+
+// x as [outer, len, inner] about axis ax.
+static void arg_view(const eng_tensor *x, int64_t ax, size_t *outer, size_t *len, size_t *inner) {
+  *outer = (size_t)op_prod(x->dims, 0, (int)ax);
+  *len = (size_t)x->dims[ax];
+  *inner = (size_t)op_prod(x->dims, (int)ax + 1, x->ndims);
+}
+
+static int arg_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                   err *e) {
+  (void)n_in, (void)n_out;
+  int64_t ax;
+  TRY(eng_ops__norm_axis(p->axis, in[0].ndims, &ax, e));
+  size_t outer, len, inner;
+  arg_view(&in[0], ax, &outer, &len, &inner);
+  if (!op_numel(&out[0])) return 0;
+  return k_arg_reduce_cuda(out[0].data, in[0].data, in[0].dt, outer, len, inner, (int)p->mode, p->reverse, c->stream,
+                           e);
+}
+
+// TopK's k: the planner's output dim on the axis (it read the K input for this run).
+static int topk_view(const eng_op_params *p, const eng_tensor *in, const eng_tensor *out, size_t *outer, size_t *len,
+                     size_t *inner, size_t *k, err *e) {
+  int64_t ax;
+  TRY(eng_ops__norm_axis(p->axis, in[0].ndims, &ax, e));
+  if (out[0].ndims != in[0].ndims) return err_set(e, ERR_INTERNAL, "TopK: rank %d into %d", in[0].ndims, out[0].ndims);
+  arg_view(&in[0], ax, outer, len, inner);
+  *k = (size_t)out[0].dims[ax];
+  return 0;
+}
+
+static int topk_prepare(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, const eng_tensor *out,
+                        int n_out, cuda_prep *r, err *e) {
+  (void)c, (void)n_in, (void)n_out;
+  size_t outer = 0, len = 0, inner = 0, k = 0, ws = 0, idx = 0;
+  TRY(topk_view(p, in, out, &outer, &len, &inner, &k, e));
+  if (n_out < 2 || out[1].dt == DT_INVALID) idx = eng_cuda__round_up(outer * k * inner * sizeof(int64_t));
+  TRY(k_topk_cuda_ws(&ws, in[0].dt, outer, len, inner, k, e));
+  r->ws_need = idx + ws;
+  return 0;
+}
+
+static int topk_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                    err *e) {
+  (void)n_in;
+  size_t outer = 0, len = 0, inner = 0, k = 0;
+  TRY(topk_view(p, in, out, &outer, &len, &inner, &k, e));
+  if (!outer || !k || !inner) return 0;
+  // without the Indices output the kernel's indices go to the front of the workspace
+  uint8_t *ws = c->ws;
+  size_t ws_bytes = c->ws_bytes;
+  int64_t *idx = n_out > 1 && out[1].dt != DT_INVALID ? out[1].data : NULL;
+  if (!idx) {
+    size_t b = eng_cuda__round_up(outer * k * inner * sizeof(int64_t));
+    if (!ws || ws_bytes < b) return err_set(e, ERR_INTERNAL, "TopK: workspace of %zu bytes, %zu needed", ws_bytes, b);
+    idx = (int64_t *)ws;
+    ws += b, ws_bytes -= b;
+  }
+  return k_topk_cuda(out[0].data, idx, in[0].data, in[0].dt, outer, len, inner, k, p->upper, ws, ws_bytes, c->stream,
+                     e);
+}
+
 #define FAMILY(name)                                                                           \
   {.op_type = name, .run = reduce_run, .half = eng_cuda__half_always, .flags = CUDA_OP_NHWC,  \
    .init = reduce_init, .destroy = reduce_destroy}
@@ -178,6 +262,9 @@ const cuda_op eng_cuda__reduce_ops[] = {
     FAMILY("ReduceL2"),
     FAMILY("ReduceLogSum"),
     FAMILY("ReduceLogSumExp"),
+    {.op_type = "ArgMax", .run = arg_run, .half = eng_cuda__half_always, .init = arg_init},
+    {.op_type = "ArgMin", .run = arg_run, .half = eng_cuda__half_always, .init = arg_init},
+    {.op_type = "TopK", .run = topk_run, .half = eng_cuda__half_always, .init = arg_init, .prepare = topk_prepare},
     {.op_type = "CumSum", .run = cumsum_run, .half = eng_cuda__half_always, .init = cumsum_init,
      .destroy = free},
 };

@@ -863,18 +863,14 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 5, 3])],
            numpy_helper.from_array(f32(1, 4 * hid, hid) * 0.5, "R"),
            numpy_helper.from_array(f32(1, 8 * hid) * 0.1, "B")], opset=14)
 compare(m, "host_lstm", {"x": f32(3, 5, 3)}, rtol=1e-4)
-# ScatterND on the graph input (a host node at the input), then Relu; a second ScatterND between CUDA ops
-nodes = [helper.make_node("ScatterND", ["x", "idx", "upd"], ["xs"], name="scatter_in"),
+# LpNormalization on the graph input (a host node at the input), then Relu; a second one between CUDA ops
+nodes = [helper.make_node("LpNormalization", ["x"], ["xs"], name="lpnorm_in", axis=1, p=2),
          helper.make_node("Relu", ["xs"], ["r"], name="relu"),
-         helper.make_node("ScatterND", ["r", "idx2", "upd2"], ["r2"], name="scatter_mid"),
+         helper.make_node("LpNormalization", ["r"], ["r2"], name="lpnorm_mid", axis=1, p=1),
          helper.make_node("Add", ["r2", "b"], ["y"], name="add_b")]
 m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6])], [vi("y", TensorProto.FLOAT, ["N", 6])],
-          [numpy_helper.from_array(np.array([[0, 1], [0, 4]], np.int64), "idx"),
-           numpy_helper.from_array(np.array([7.0, -3.0], np.float32), "upd"),
-           numpy_helper.from_array(np.array([[0, 2]], np.int64), "idx2"),
-           numpy_helper.from_array(np.array([-5.0], np.float32), "upd2"),
-           numpy_helper.from_array(f32(6), "b")], opset=16)
-compare(m, "host_scatter", {"x": f32(3, 6)})
+          [numpy_helper.from_array(f32(6), "b")], opset=16)
+compare(m, "host_lpnorm", {"x": f32(3, 6)})
 # Einsum between CUDA ops: Relu -> Einsum with a constant -> Sigmoid
 nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
          helper.make_node("Einsum", ["r", "w"], ["e"], name="einsum", equation="bij,jk->bik"),
@@ -977,6 +973,60 @@ m = model(nodes, [vi("u", TensorProto.FLOAT, ["N", 4, 64, 64])], [vi("v", Tensor
            numpy_helper.from_array(f32(4) + 1, "us"), numpy_helper.from_array(f32(4), "ub")], opset=21)
 m.ir_version = 10
 save(m, "norm_group_big")
+
+# TopK, ArgMax and ArgMin on the device (kernels/reduce/k_arg.cu; test_gpu_plan_ops.c test_device_paths): on
+# small integers (ties everywhere, so the tie rules are compared; exact in FP16 plans too), cast to float or
+# int32: TopK along the last axis (largest) and a strided one (smallest, its Indices read by no one), ArgMax
+# with select_last_index and no keepdims, ArgMin along the last axis keeping it
+nodes = [helper.make_node("Cast", ["k"], ["kf"], name="to_float", to=TensorProto.FLOAT),
+         helper.make_node("Cast", ["k"], ["ki"], name="to_int32", to=TensorProto.INT32),
+         helper.make_node("TopK", ["kf", "k3"], ["tv", "ti"], name="topk_last", axis=-1, largest=1),
+         helper.make_node("TopK", ["ki", "k4"], ["tv2", "ti2_unused"], name="topk_mid", axis=1, largest=0),
+         helper.make_node("ArgMax", ["kf"], ["am"], name="argmax", axis=1, keepdims=0, select_last_index=1),
+         helper.make_node("ArgMin", ["ki"], ["an"], name="argmin", axis=2, keepdims=1),
+         helper.make_node("Add", ["tv", "x"], ["y"], name="add_x")]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6, 3]), vi("k", TensorProto.INT64, ["N", 6, 5])],
+          [vi("y", TensorProto.FLOAT, ["N", 6, 3]), vi("ti", TensorProto.INT64, ["N", 6, 3]),
+           vi("tv2", TensorProto.INT32, ["N", 4, 5]), vi("am", TensorProto.INT64, ["N", 5]),
+           vi("an", TensorProto.INT64, ["N", 6, 1])],
+          [numpy_helper.from_array(np.array([3], np.int64), "k3"),
+           numpy_helper.from_array(np.array([4], np.int64), "k4")], opset=13)
+compare(m, "cuda_select", {"x": f32(3, 6, 3), "k": RNG.integers(0, 5, (3, 6, 5)).astype(np.int64)})
+# ScatterElements and ScatterND on the device (kernels/index/k_scatter.cu): indices from a graph input (the
+# GPU plan test draws them from [0, 5), duplicates included: both plans apply them in order), reductions
+# none, add (FP32, order-dependent rounding), max, and mul on int64 (atomic); ScatterND along the data's
+# second axis (transposed to the first) with a duplicate tuple under add. The feeds here have no duplicate
+# for reduction none (onnxruntime leaves their order open).
+nodes = [helper.make_node("ScatterElements", ["x", "ids", "u"], ["s_none"], name="scatter_none", axis=1),
+         helper.make_node("ScatterElements", ["x", "ids", "u"], ["s_add"], name="scatter_add", axis=1,
+                          reduction="add"),
+         helper.make_node("ScatterElements", ["x", "ids", "u"], ["s_max"], name="scatter_max", axis=-1,
+                          reduction="max"),
+         # data apart from the indices: the planner may run a scatter in place on its data (ENG_OP_INPLACE),
+         # which must not be the buffer the indices are read from
+         helper.make_node("Add", ["ids", "one"], ["ids1"], name="ids_plus_one"),
+         helper.make_node("ScatterElements", ["ids1", "ids", "ids"], ["s_mul"], name="scatter_mul", axis=1,
+                          reduction="mul"),
+         helper.make_node("Transpose", ["x"], ["xt"], name="xt", perm=[1, 0]),
+         helper.make_node("Slice", ["u", "s0", "s3", "s1"], ["u3"], name="u3"),
+         helper.make_node("Transpose", ["u3"], ["ut"], name="ut", perm=[1, 0]),
+         helper.make_node("ScatterND", ["xt", "nd", "ut"], ["nd_add"], name="scatter_nd_add", reduction="add"),
+         helper.make_node("ScatterND", ["xt", "nd2", "ut"], ["nd_none"], name="scatter_nd_none"),
+         helper.make_node("Transpose", ["nd_add"], ["y_add"], name="back_add", perm=[1, 0]),
+         helper.make_node("Transpose", ["nd_none"], ["y_none"], name="back_none", perm=[1, 0])]
+m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 6]), vi("ids", TensorProto.INT64, ["N", 6]),
+                  vi("u", TensorProto.FLOAT, ["N", 6])],
+          [vi("s_none", TensorProto.FLOAT, ["N", 6]), vi("s_add", TensorProto.FLOAT, ["N", 6]),
+           vi("s_max", TensorProto.FLOAT, ["N", 6]), vi("s_mul", TensorProto.INT64, ["N", 6]),
+           vi("y_add", TensorProto.FLOAT, ["N", 6]), vi("y_none", TensorProto.FLOAT, ["N", 6])],
+          [numpy_helper.from_array(np.array([0], np.int64), "s0"),
+           numpy_helper.from_array(np.array(1, np.int64), "one"),
+           numpy_helper.from_array(np.array([3], np.int64), "s3"),
+           numpy_helper.from_array(np.array([1], np.int64), "s1"),
+           numpy_helper.from_array(np.array([[1], [4], [1]], np.int64), "nd"),
+           numpy_helper.from_array(np.array([[0], [5], [-4]], np.int64), "nd2")], opset=18)
+compare(m, "cuda_scatter", {"x": f32(3, 6), "ids": np.stack([RNG.permutation(6) for _ in range(3)]).astype(np.int64),
+                            "u": f32(3, 6)})
 
 with open(path("ort_cases.txt"), "w") as f:
     for name, rtol in CASES:

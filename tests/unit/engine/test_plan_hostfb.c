@@ -424,7 +424,7 @@ int main(void) {
       {"pad_runtime_value", {"Pad"}, 1, 2, 1, "pad_by_max"},
       {"host_dft", {"DFT"}, 1, 1, 1, "node 'dft'"},
       {"host_lstm", {"LSTM"}, 1, 1, 2, "node 'lstm'"},
-      {"host_scatter", {"ScatterND"}, 2, 2, 2, "scatter_in"},
+      {"host_lpnorm", {"LpNormalization"}, 2, 2, 2, "lpnorm_in"},
       {"host_einsum", {"Einsum"}, 1, 1, 1, "node 'einsum'"},
       // DFT -> Einsum on the host: x comes down once, f goes up for the Abs, y for the output
       {"host_chain", {"DFT", "Einsum"}, 2, 1, 2, "dft_in"},
