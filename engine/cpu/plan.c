@@ -322,11 +322,13 @@ static void compute_roots(eng_plan *p) {
       share = 1;
     } else if (p->defs[i]->flags & ENG_OP_INPLACE) {
       // in place only when nothing reads the buffer after this node and no
-      // other operand is a (possibly reshaped) view of it
+      // other operand is a view of it: not even one of the same shape, since
+      // only elementwise ops read element j just before writing it; a
+      // scatter's indices or updates, a norm's scale, a cumulative sum's
+      // axis would be read after the op overwrote them
       share = !p->known[r] && p->group_last[r] == (int)i && same_shape(&p->cur[in0], &p->cur[out0]);
       for (int k = 1; k < n->n_in && share; k++)
-        if (n->in[k] >= 0 && p->new_root[n->in[k]] == r && !same_shape(&p->cur[n->in[k]], &p->cur[in0]))
-          share = 0;
+        if (n->in[k] >= 0 && p->new_root[n->in[k]] == r) share = 0;
     }
     if (share) {
       p->new_root[out0] = r;

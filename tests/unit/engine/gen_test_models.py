@@ -834,6 +834,17 @@ m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 5])],
            vi("r2", TensorProto.FLOAT, ["N", 5])])
 compare(m, "cse", {"x": f32(3, 5)})
 
+# --- an in-place op whose other operands are its first input's own buffer (engine/cpu/plan.c
+# compute_roots): ScatterElements(ids, ids, ids) must not scatter into the buffer it reads its
+# indices and updates from; Mul(x, x) may (elementwise). Fixed inputs, no draw from RNG, so the
+# models after it keep their weights.
+nodes = [helper.make_node("ScatterElements", ["ids", "ids", "ids"], ["s"], name="scatter_self", axis=1),
+         helper.make_node("Mul", ["x", "x"], ["sq"], name="square")]
+m = model(nodes, [vi("ids", TensorProto.INT64, ["N", 6]), vi("x", TensorProto.FLOAT, ["N", 6])],
+          [vi("s", TensorProto.INT64, ["N", 6]), vi("sq", TensorProto.FLOAT, ["N", 6])], opset=18)
+compare(m, "inplace_alias", {"ids": np.array([[2, 0, 1, 5, 3, 4], [5, 4, 3, 2, 1, 0], [1, 2, 3, 4, 5, 0]], np.int64),
+                             "x": np.linspace(-2, 2, 18, dtype=np.float32).reshape(3, 6)})
+
 # --- the GPU plan's own paths (host fallback, CUDA paths of issue 34): gen_test_models_device.py, last so
 # that every model above keeps its random weights
 import gen_test_models_device  # noqa: E402 (after the models above, on purpose)
