@@ -488,6 +488,8 @@ static void test_device_norms(void) {
     eng_plan_destroy(cp);
     eng_graph_destroy(g);
   }
+}
+
 // cuda_select and cuda_scatter (gen_test_models.py; in the case file too, so every plan mode compares
 // them): TopK, ArgMax, ArgMin, ScatterElements and ScatterND all on the device (no host node) in FP32
 // and FP16 plans, matching the CPU plan; the scatters' indices drawn with duplicates by make_inputs.
