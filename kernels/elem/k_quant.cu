@@ -126,14 +126,14 @@ int dequantize_from(T *y, const void *x, k_elem qt, size_t n, qparam p, cudaStre
 }  // namespace
 
 extern "C" int k_quant_cuda_takes(k_elem qt) {
-  qrange r;
+  qrange r = {0.0f, 0.0f};  // set by range_of; initialised for -O3 maybe-uninitialized
   return range_of(qt, &r);
 }
 
 extern "C" int k_quantize_cuda(void *y, k_elem qt, const void *x, k_elem xt, size_t n, const k_qaxis *q,
                                cudaStream_t stream, err *e) {
   const char *kn = "k_quantize_cuda";
-  qrange r;
+  qrange r = {0.0f, 0.0f};  // set by range_of; initialised for -O3 maybe-uninitialized
   TRY(check(kn, y, x, n, xt, qt, q, &r, e));
   if (n == 0) return 0;
   qparam p = {*q};
@@ -146,7 +146,7 @@ extern "C" int k_quantize_cuda(void *y, k_elem qt, const void *x, k_elem xt, siz
 extern "C" int k_dequantize_cuda(void *y, k_elem yt, const void *x, k_elem qt, size_t n, const k_qaxis *q,
                                  cudaStream_t stream, err *e) {
   const char *kn = "k_dequantize_cuda";
-  qrange r;
+  qrange r = {0.0f, 0.0f};  // set by range_of; initialised for -O3 maybe-uninitialized
   TRY(check(kn, y, x, n, yt, qt, q, &r, e));
   if (n == 0) return 0;
   qparam p = {*q};
@@ -159,7 +159,7 @@ extern "C" int k_dequantize_cuda(void *y, k_elem yt, const void *x, k_elem qt, s
 extern "C" int k_fake_quant_cuda(void *y, const void *x, k_elem et, k_elem qt, size_t n, const k_qaxis *q,
                                  cudaStream_t stream, err *e) {
   const char *kn = "k_fake_quant_cuda";
-  qrange r;
+  qrange r = {0.0f, 0.0f};  // set by range_of; initialised for -O3 maybe-uninitialized
   TRY(check(kn, y, x, n, et, qt, q, &r, e));
   if (n == 0) return 0;
   qparam p = {*q};
