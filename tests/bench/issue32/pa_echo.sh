@@ -24,6 +24,8 @@ set -u
 T0=$SECONDS
 b=$(cd "${1:?usage: pa_echo.sh BUNDLE}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/bench/issue32/conns.sh
+. "$here/conns.sh"
 root=$(cd "$here/../../.." && pwd)
 out=${OUT:-/tmp/pa_echo}
 KIND=${KIND:-KIND_GPU}
@@ -129,9 +131,8 @@ print(max(500, int(r * float(sys.argv[2]) * float(sys.argv[3]))))' "$out/$4.json
     --concurrency-range "$CONC:$CONC" --request-count "$n" -f "$out/$1.csv" $(data_args "$2") ${PA_ARGS:-} ${5:-} \
     >"$out/$1.txt" 2>&1 &
   pid=$!
-  command -v ss >/dev/null || most="?"
-  while [ "$most" != "?" ] && kill -0 $pid 2>/dev/null; do  # the most connections it held at once
-    k=$(ss -Htn state established "( dport = :$3 )" 2>/dev/null | wc -l)
+  while kill -0 $pid 2>/dev/null; do  # the most connections it held at once
+    k=$(est_conns "$3")
     [ "$k" -gt "$most" ] && most=$k
     sleep 0.5
   done

@@ -30,6 +30,8 @@ set -u
 T0=$SECONDS
 b=$(cd "${1:?usage: run.sh BUNDLE}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/bench/issue32/conns.sh
+. "$here/conns.sh"
 root=$(cd "$here/../../.." && pwd)
 out=${OUT:-/tmp/issue32}
 KIND=${KIND:-KIND_GPU}
@@ -191,9 +193,8 @@ pa() {
   # shellcheck disable=SC2046,SC2086  # data_args, PA_ARGS: separate words
   LD_LIBRARY_PATH=$PA_LD timeout -k 5 "$t" "${pin_load[@]}" "$PA" "${args[@]}" $(data_args "$m") ${PA_ARGS:-} >"$out/$tag.txt" 2>&1 &
   local pid=$! most=0 k
-  command -v ss >/dev/null || most="?"
-  while [ "$most" != "?" ] && kill -0 $pid 2>/dev/null; do  # the most connections to the server it held at once
-    k=$(ss -Htn state established "( dport = :$GRPC )" 2>/dev/null | wc -l)
+  while kill -0 $pid 2>/dev/null; do  # the most connections to the server it held at once
+    k=$(est_conns "$GRPC")
     [ "$k" -gt "$most" ] && most=$k
     sleep 0.5
   done
