@@ -423,13 +423,30 @@ int k_rope_kv_write_cuda(void *qkv, void *k_cache, void *v_cache, int64_t n_head
                          int64_t head_dim, int64_t row_stride, const float *inv_freq, int64_t block_tokens,
                          const k_llm_meta *m, dtype dt, cudaStream_t stream, err *e);
 // y [m, n] = x [m, k] w [n, k]^T (+ bias [n]) (+ res [m, n]) for a decode step's few rows
-// (kernels/gemm/k_gemv.cu): one warp a weight row, 16-byte streaming loads, float
+// (kernels/gemm/k_gemv.cu): a warp a few weight rows, 16-byte streaming loads, float
 // accumulation in an order that does not depend on m, the output rounded once. x, w, y dense
 // row-major; bias and res NULL or of the storage type; res may be y (in place). ERR_UNIMPLEMENTED
 // (nothing launched; the caller takes cuBLASLt) outside m 1 .. 8, k a multiple of 8, FP16 or
 // BF16, x and w 16-byte aligned.
 int k_gemv_cuda(void *y, const void *x, const void *w, const void *bias, const void *res, int64_t m, int64_t n,
                 int64_t k, dtype dt, cudaStream_t stream, err *e);
+// What k_gemv_ex_cuda fuses around the product (a decode layer's launches fewer):
+typedef struct k_gemv_opts {
+  // non-NULL: x's rows RMS-normalised first with this scale [k] and eps, rounded to the storage
+  // type, as k_rms_norm_dt_cuda writes them (m * k elements must fit 48 KiB: else ERR_UNIMPLEMENTED)
+  const void *rms_scale;
+  float eps;
+  // non-zero: w holds 2n rows, the gate's then the up's (bias 2n or NULL), and y [m, n] =
+  // act(gate) * up, gate and up rounded first: k_mlp_act_cuda's bits on the plain product's rows
+  int glu;
+  k_mlp_kind act;
+  // non-zero (sm_90): launched as a programmatic dependent of the stream's previous kernel, the
+  // first weights read before that kernel ends (CUDA graphs keep the edge)
+  int pdl;
+} k_gemv_opts;
+// k_gemv_cuda with the fusions of o (NULL: none). res must be NULL with glu.
+int k_gemv_ex_cuda(void *y, const void *x, const void *w, const void *bias, const void *res, int64_t m, int64_t n,
+                   int64_t k, const k_gemv_opts *o, dtype dt, cudaStream_t stream, err *e);
 // y = x widened to float (kernels/elem/k_widen.cu), exact; y must not overlap x.
 int k_widen_cuda(float *y, const void *x, size_t n, dtype dt, cudaStream_t stream, err *e);
 // ids[r] = the greedy token of row r of x [rows, cols] (kernels/reduce/k_argmax_rows.cu),

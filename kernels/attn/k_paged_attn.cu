@@ -57,6 +57,7 @@
 #include <mma.h>
 
 #include "kernels/k_cuda_common.cuh"
+#include "kernels/k_pdl.cuh"
 
 namespace {
 
@@ -191,6 +192,7 @@ __global__ void __launch_bounds__(PA_THREADS, MINB)
   extern __shared__ float4 sh4[];
   float *sh = reinterpret_cast<float *>(sh4);
   const int d = gm.d, L = 1 << gm.lg_l, KG = 32 >> gm.lg_l, nvec = d / V;
+  k_pdl_release();  // the output projection's GEMV may start streaming its weights (k_pdl.cuh)
   float *qs = sh;            // [HC][d]: the chunk's queries, times scale * log2(e)
   float *red = qs + HC * d;  // [PA_WARPS][HC][d + 2]: each warp's sums, max, sum
   const int t = blockIdx.x, g = blockIdx.y / gm.chunks, h0 = (blockIdx.y % gm.chunks) * HC;

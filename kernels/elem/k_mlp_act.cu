@@ -1,23 +1,18 @@
 // kernels/elem/k_mlp_act.cu: CUDA twin of k_mlp_act (kernels/elem/k_mlp_act.c):
 // SwiGLU / GeGLU on a decoder's fused gate+up rows, or a plain SiLU / GELU,
-// one thread per output element. The scalar math is k_silu_mul's and
-// k_gelu's written with _rn intrinsics (k_cuda_common.cuh), so FP32 results
+// one thread per output element. The scalar math is k_mlp_act1's
+// (k_mlp_act.cuh, shared with the GEMV's gate+up epilogue), so FP32 results
 // match the reference to the ulps of expf / erff / tanhf.
-#include "kernels/k_cuda_common.cuh"
+#include "kernels/elem/k_mlp_act.cuh"
 
 namespace {
-
-static __device__ __forceinline__ float mlp_act1(float v, int act) {
-  if (act == K_MLP_SILU) return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v)));
-  return act == K_MLP_GELU_TANH ? k_gelu_tanh_f(v) : k_gelu_erf_f(v);
-}
 
 template <class T>
 __global__ void mlp_act_kernel(T *y, const T *x, size_t rows, size_t cols, int act, int gated) {
   size_t n = rows * cols, stride = (size_t)gridDim.x * blockDim.x, xs = gated ? 2 * cols : cols;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     size_t r = i / cols, c = i % cols;
-    float g = mlp_act1(k_ld(x[r * xs + c]), act);
+    float g = k_mlp_act1(k_ld(x[r * xs + c]), act);
     if (gated) g = __fmul_rn(g, k_ld(x[r * xs + cols + c]));
     y[i] = k_st<T>(g);
   }

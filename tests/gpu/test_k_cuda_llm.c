@@ -644,6 +644,86 @@ static void test_paged_attn_tc(dtype dt, int64_t n_heads, int64_t n_kv, int64_t 
   cudaFree(d_flat), cudaFree(d_o), cudaFree(d_o2);
 }
 
+// k_gemv_ex_cuda's fused forms against the kernels they replace, on the same
+// device inputs: the gate+up epilogue (k_gemv_cuda over the 2n rows, then
+// k_mlp_act_cuda) bit for bit; the RMSNorm prologue (k_rms_norm_dt_cuda,
+// then the product) within a rounding of the normalised x (the factor's sum
+// runs in another order); every form launched as a programmatic dependent
+// equal bit for bit to the plain launch; a row of an 8-row fused product
+// equal to the same row alone; the refusals.
+static void test_gemv_fused(dtype dt) {
+  tk_rng r = {0x9e3d + dt};
+  const int64_t shapes[][2] = {{37, 8}, {300, 264}, {129, 2048}, {70, 1008}};
+  const size_t es = dtype_size(dt);
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const int64_t n = shapes[si][0], k = shapes[si][1];
+    float *hx, *hw, *hb, *hs;
+    void *d_x = dev_rand(&r, 8 * (size_t)k, -2, 2, dt, &hx), *d_w = dev_rand(&r, (size_t)(2 * n * k), -1, 1, dt, &hw);
+    void *d_b = dev_rand(&r, 2 * (size_t)n, -1, 1, dt, &hb), *d_s = dev_rand(&r, (size_t)k, 0.5f, 1.5f, dt, &hs);
+    void *d_h = tk_dev_alloc(8 * (size_t)k * es), *d_mlp = tk_dev_alloc(8 * 2 * (size_t)n * es);
+    void *d_want = tk_dev_alloc(8 * 2 * (size_t)n * es), *d_y = tk_dev_alloc(8 * 2 * (size_t)n * es);
+    const int ms[] = {1, 2, 3, 5, 8};
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+      const int m = ms[mi];
+      for (int form = 0; form < 3; form++) {  // 0: gate+up, 1: RMSNorm, 2: both
+        const int glu = form != 1, rms = form != 0;
+        const int64_t ny = glu ? n : 2 * n;  // outputs a row (the plain product covers all 2n rows)
+        const k_mlp_kind act = (k_mlp_kind)((int)(si + mi) % 3);
+        const void *xin = d_x;
+        if (rms) {
+          TK_OK(k_rms_norm_dt_cuda(d_h, d_x, d_s, (size_t)m, (size_t)k, 1e-5f, dt, NULL, TK_E));
+          xin = d_h;
+        }
+        if (glu) {
+          TK_OK(k_gemv_cuda(d_mlp, xin, d_w, d_b, NULL, m, 2 * n, k, dt, NULL, TK_E));
+          TK_OK(k_mlp_act_cuda(d_want, d_mlp, (size_t)m, (size_t)n, act, 1, dt, NULL, TK_E));
+        } else {
+          TK_OK(k_gemv_cuda(d_want, xin, d_w, d_b, NULL, m, 2 * n, k, dt, NULL, TK_E));
+        }
+        float *want = dev_get(d_want, (size_t)m * (size_t)ny, dt);
+        for (int pdl = 0; pdl < 2; pdl++) {
+          k_gemv_opts o = {.rms_scale = rms ? d_s : NULL, .eps = 1e-5f, .glu = glu, .act = act, .pdl = pdl};
+          TK_CUDA(cudaMemset(d_y, 0x7f, (size_t)m * (size_t)ny * es));  // a kernel before it, for the dependent launch
+          TK_OK(k_gemv_ex_cuda(d_y, d_x, d_w, d_b, NULL, m, glu ? n : 2 * n, k, &o, dt, NULL, TK_E));
+          float *got = dev_get(d_y, (size_t)m * (size_t)ny, dt);
+          char what[112];
+          snprintf(what, sizeof what, "gemv fused %s m %d n %lld k %lld form %d act %d pdl %d", dtype_wire_name(dt), m,
+                   (long long)n, (long long)k, form, (int)act, pdl);
+          if (!rms)
+            tk_compare(what, got, want, (size_t)m * (size_t)ny, 0, 0);
+          else  // a rounding of x's normalised elements (|x| <= ~3), over k products, then the activation
+            tk_compare(what, got, want, (size_t)m * (size_t)ny, 4 * rtol_of(dt),
+                       4 * rtol_of(dt) * sqrt((double)k) * (glu ? 2 : 1));
+          free(got);
+        }
+        free(want);
+      }
+    }
+    // a fused row alone against the same row of 8: bit for bit
+    k_gemv_opts o = {.rms_scale = d_s, .eps = 1e-5f, .glu = 1, .act = K_MLP_SILU, .pdl = 1};
+    TK_OK(k_gemv_ex_cuda(d_y, d_x, d_w, d_b, NULL, 8, n, k, &o, dt, NULL, TK_E));
+    float *eight = dev_get(d_y, 8 * (size_t)n, dt);
+    TK_OK(k_gemv_ex_cuda(d_y, (uint8_t *)d_x + 5 * (size_t)k * es, d_w, d_b, NULL, 1, n, k, &o, dt, NULL, TK_E));
+    float *one = dev_get(d_y, (size_t)n, dt);
+    char what[64];
+    snprintf(what, sizeof what, "gemv fused %s n %lld: a row alone", dtype_wire_name(dt), (long long)n);
+    tk_compare(what, one, eight + 5 * (size_t)n, (size_t)n, 0, 0);
+    free(eight), free(one), free(hx), free(hw), free(hb), free(hs);
+    cudaFree(d_x), cudaFree(d_w), cudaFree(d_b), cudaFree(d_s), cudaFree(d_h), cudaFree(d_mlp), cudaFree(d_want);
+    cudaFree(d_y);
+  }
+  err e = {0};
+  void *p = tk_dev_alloc(8 * 4096 * 2);
+  k_gemv_opts glu = {.glu = 1}, wide = {.rms_scale = p}, bad = {.act = (k_mlp_kind)7};
+  CHECK_EQ_INT(k_gemv_ex_cuda(p, p, p, NULL, p, 1, 4, 8, &glu, dt, NULL, &e), ERR_INVALID_ARGUMENT);  // res + glu
+  CHECK_EQ_INT(k_gemv_ex_cuda(p, p, p, NULL, NULL, 1, 4, 8, &bad, dt, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_gemv_ex_cuda(p, p, p, NULL, NULL, 8, 4, 4096, &wide, dt, NULL, &e), ERR_UNIMPLEMENTED);  // 64 KiB
+  CHECK_CONTAINS(e.msg, "shared memory");
+  CHECK_EQ_INT(k_gemv_ex_cuda(p, p, p, NULL, NULL, 4, 4, 4096, &wide, dt, NULL, &e), 0);  // 32 KiB: fits
+  TK_CUDA(cudaDeviceSynchronize());
+  cudaFree(p);
+}
+
 int main(void) {
   test_errors();
   tk_require_device();
@@ -654,6 +734,7 @@ int main(void) {
     test_rope(dt);
     test_rope_kv_write(dt);
     if (dt != DT_FP32) test_gemv(dt);  // FP16, BF16 (FP32 stays on cuBLASLt)
+    if (dt != DT_FP32) test_gemv_fused(dt);
     test_mlp_act(dt);
     const size_t widths[] = {1, 5, 33, 1000, 1025, 2048, 2049, 4097, 50257, 128256};
     for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) test_argmax(dt, widths[k]);

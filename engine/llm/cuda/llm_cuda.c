@@ -11,6 +11,10 @@
 //              norm, up = h Wup^T      one GEMM (fused gate+up)
 //              act                     k_mlp_act_cuda (SwiGLU, GeGLU, GELU)
 //              x += act Wdown^T (+ b)  one GEMM with the residual
+//   (a decode step of <= 8 tokens: k_gemv_ex_cuda for the products; with
+//   eng_llm_cuda_runner_set_decode_fusion the RMSNorms inside the QKV and
+//   gate+up ones and the activation in gate+up's epilogue (normed_linear), the
+//   GEMVs launched as programmatic dependents)
 //   the sampling items' last rows      k_gather_cuda, then the final norm and the LM head
 //   logits to FP32                     k_widen_cuda, copied to the host
 //   or the greedy rows' tokens         k_argmax_rows_cuda, int32 ids to the host
@@ -65,6 +69,8 @@ struct eng_llm_cuda_runner {
   // (eng_llm_cuda_runner_set_gemm_tune; NULL, the default: the heuristic's first answer)
   eng_gemm_tuner *tuner;
   int gemv;           // layer products of steps of <= 8 tokens on k_gemv_cuda (eng_llm_cuda_runner_set_gemv)
+  int fuse, pdl;      // eng_llm_cuda_runner_set_decode_fusion: norms and SwiGLU inside the GEMVs; dependent launches
+  int major;          // compute capability (dependent launches from 9)
   int attn_pipeline;  // eng_llm_cuda_runner_set_attn_pipeline: 0 by the grid, 1 deep, 2 shallow
   eng_gemm_dtype gdt;
   // weights: one allocation
@@ -244,6 +250,7 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
   if ((rc = CUDA_OK(e, cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking)))) goto fail;
   if ((rc = eng_gemm_lt_create(&r->gemm, GEMM_WORKSPACE, 64, e))) goto fail;
   r->gemv = 1;
+  if ((rc = CUDA_OK(e, cudaDeviceGetAttribute(&r->major, cudaDevAttrComputeCapabilityMajor, device)))) goto fail;
   // weights: uploaded, or the sharer's pointers (wbuf stays NULL: not ours)
   if (share) {
     r->embed = share->embed, r->pos_embed = share->pos_embed, r->norm_w = share->norm_w;
@@ -362,7 +369,8 @@ static int linear(eng_llm_cuda_runner *r, void *y, const void *x, int64_t T, int
   // a decode step's few rows: k_gemv_cuda streams the layer's weights near
   // the bandwidth (the LM head stays on cuBLASLt, already there at m = 1)
   if (r->gemv && T <= 8 && w != r->lm_head) {
-    int rc = k_gemv_cuda(y, x, w, b, res ? y : NULL, T, out, in, r->dt, r->stream, e);
+    k_gemv_opts o = {.pdl = r->pdl};
+    int rc = k_gemv_ex_cuda(y, x, w, b, res ? y : NULL, T, out, in, &o, r->dt, r->stream, e);
     if (rc != ERR_UNIMPLEMENTED) return rc;  // else (FP32, odd k): cuBLASLt below
   }
   eng_gemm_epilogue epi = b ? ENG_GEMM_EPI_BIAS : ENG_GEMM_EPI_NONE;
@@ -374,6 +382,26 @@ static int norm(eng_llm_cuda_runner *r, void *y, const void *x, int64_t rows, co
   if (r->g.layer_norm)
     return k_layer_norm_dt_cuda(y, x, w, b, (size_t)rows, (size_t)r->g.hidden, r->g.norm_eps, r->dt, r->stream, e);
   return k_rms_norm_dt_cuda(y, x, w, (size_t)rows, (size_t)r->g.hidden, r->g.norm_eps, r->dt, r->stream, e);
+}
+
+// The product that opens a block, on the residual stream r->x: y = norm(x)
+// W^T (+ b), or with glu y = act(norm(x) Wg^T (+ bg)) * (norm(x) Wu^T (+ bu))
+// (W the gate rows then the up rows). On a decode step (<= 8 tokens) of an
+// RMSNorm model one k_gemv_ex_cuda does it all (two launches fewer a layer);
+// otherwise the norm into r->h, the product (into r->mlp with glu) and
+// k_mlp_act_cuda, the same bits as the fused epilogue's.
+static int normed_linear(eng_llm_cuda_runner *r, void *y, int64_t T, const void *ln_w, const void *ln_b,
+                         const void *w, const void *b, int64_t out, int glu, k_mlp_kind act, err *e) {
+  int64_t H = r->g.hidden;
+  if (r->gemv && r->fuse && T <= 8 && !r->g.layer_norm) {
+    k_gemv_opts o = {.rms_scale = ln_w, .eps = r->g.norm_eps, .glu = glu, .act = act, .pdl = r->pdl};
+    int rc = k_gemv_ex_cuda(y, r->x, w, b, NULL, T, out, H, &o, r->dt, r->stream, e);
+    if (rc != ERR_UNIMPLEMENTED) return rc;  // else (FP32, too wide to stage): the three launches
+  }
+  TRY(norm(r, r->h, r->x, T, ln_w, ln_b, e));
+  if (!glu) return linear(r, y, r->h, T, H, w, b, out, 0, e);
+  TRY(linear(r, r->mlp, r->h, T, H, w, b, 2 * out, 0, e));
+  return k_mlp_act_cuda(y, r->mlp, (size_t)T, (size_t)out, act, 1, r->dt, r->stream, e);
 }
 
 // The attention kernel's shallow pipeline (k_paged_attn_args.shallow) when
@@ -394,9 +422,9 @@ static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta 
   int64_t FF = g->intermediate;
   uint8_t *kc = r->k_cache + (size_t)L * r->layer_bytes, *vc = r->v_cache + (size_t)L * r->layer_bytes;
   uint8_t *qkv = r->qkv;
+  k_mlp_kind act = g->act == ENG_LLM_SILU ? K_MLP_SILU : g->act == ENG_LLM_GELU_TANH ? K_MLP_GELU_TANH : K_MLP_GELU;
   // --- attention block
-  TRY(norm(r, r->h, r->x, T, l->ln1_w, l->ln1_b, e));
-  TRY(linear(r, r->qkv, r->h, T, H, l->wqkv, l->bqkv, NQKV, 0, e));
+  TRY(normed_linear(r, r->qkv, T, l->ln1_w, l->ln1_b, l->wqkv, l->bqkv, NQKV, 0, act, e));
   // RoPE (when the model has it) and the K and V rows into the cache: one launch
   TRY(k_rope_kv_write_cuda(qkv, kc, vc, g->n_heads, g->n_kv_heads, d, NQKV, r->inv_freq, r->c.block_tokens, meta, r->dt,
                            r->stream, e));
@@ -414,14 +442,11 @@ static int layer(eng_llm_cuda_runner *r, int64_t L, int64_t T, const k_llm_meta 
                         r->stream, e));
   TRY(linear(r, r->x, r->att, T, Q, l->wo, l->bo, H, 1, e));
   // --- MLP block
-  TRY(norm(r, r->h, r->x, T, l->ln2_w, l->ln2_b, e));
-  k_mlp_kind act = g->act == ENG_LLM_SILU ? K_MLP_SILU : g->act == ENG_LLM_GELU_TANH ? K_MLP_GELU_TANH : K_MLP_GELU;
   if (g->gated_mlp) {
-    TRY(linear(r, r->mlp, r->h, T, H, l->w_up, l->b_up, 2 * FF, 0, e));
-    TRY(k_mlp_act_cuda(r->act, r->mlp, (size_t)T, (size_t)FF, act, 1, r->dt, r->stream, e));
+    TRY(normed_linear(r, r->act, T, l->ln2_w, l->ln2_b, l->w_up, l->b_up, FF, 1, act, e));
     TRY(linear(r, r->x, r->act, T, FF, l->w_down, l->b_down, H, 1, e));
   } else {
-    TRY(linear(r, r->mlp, r->h, T, H, l->w_up, l->b_up, FF, 0, e));
+    TRY(normed_linear(r, r->mlp, T, l->ln2_w, l->ln2_b, l->w_up, l->b_up, FF, 0, act, e));
     TRY(k_mlp_act_cuda(r->mlp, r->mlp, (size_t)T, (size_t)FF, act, 0, r->dt, r->stream, e));
     TRY(linear(r, r->x, r->mlp, T, FF, l->w_down, l->b_down, H, 1, e));
   }
@@ -605,6 +630,11 @@ int eng_llm_cuda_runner_set_gemm_tune(eng_llm_cuda_runner *r, int on, err *e) {
 
 void eng_llm_cuda_runner_set_gemv(eng_llm_cuda_runner *r, int on) {
   r->gemv = on != 0;
+}
+
+void eng_llm_cuda_runner_set_decode_fusion(eng_llm_cuda_runner *r, int fuse, int pdl) {
+  r->fuse = fuse != 0;
+  r->pdl = pdl && r->major >= 9;  // griddepcontrol: sm_90 on
 }
 
 void eng_llm_cuda_runner_set_attn_pipeline(eng_llm_cuda_runner *r, int which) {

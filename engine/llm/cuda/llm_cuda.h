@@ -95,6 +95,12 @@ int eng_llm_cuda_runner_set_gemm_tune(eng_llm_cuda_runner *r, int on, err *e);
 // (FP16 and BF16 weights; FP32 and other shapes stay on cuBLASLt; the LM head
 // always does): on by default. Off: cuBLASLt for all. Call before the steps.
 void eng_llm_cuda_runner_set_gemv(eng_llm_cuda_runner *r, int on);
+// With the GEMV on, a decode step's RMSNorms run inside the products that
+// follow them and SwiGLU/GeGLU inside the gate+up product (fuse), and the
+// GEMVs launch as programmatic dependents of the kernel before them on sm_90
+// and later (pdl; ignored on older devices). Both off by default until
+// measured on a GPU (bench_llm_decode --fuse, --pdl). Call before the steps.
+void eng_llm_cuda_runner_set_decode_fusion(eng_llm_cuda_runner *r, int fuse, int pdl);
 // The paged attention kernel's pipeline: 0 (the default) picks per step by
 // its grid (the shallow one past a wave of the deep one's blocks), 1 always
 // deep, 2 always shallow (bench_llm_decode --attn-pipeline). Call before the

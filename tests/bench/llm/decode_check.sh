@@ -5,14 +5,17 @@
 # Llama-3.2-1B shape, FP16, position 512), each under its own time limit so one hang leaves the
 # others' output. Run from the repository root on the GPU machine:
 #
-#   tests/bench/llm/decode_check.sh BINDIR [BATCHES] [STEPS]    (default 1,64,256 and 10)
+#   tests/bench/llm/decode_check.sh BINDIR [BATCHES] [STEPS]    (default 1,8,64,256 and 10)
+#
+# VARIANTS="FLAGS;FLAGS..." runs the bench once per flag set (default ";--fuse --pdl": the runner's
+# defaults, then the decode fusion and dependent launches; e.g. ";--fuse;--fuse --pdl;--no-gemv").
 #
 # BINDIR holds the three binaries (tests/gpu/pack_bindir.sh) and lib/ with their libraries
 # (tests/gpu/bundle_libs.sh; .xz ones are unpacked here). PYTHON (default /opt/torch/.venv/bin/python)
 # needs numpy. Exit status: the number of parts that failed.
 set -u
 B="${1:?usage: $0 BINDIR [BATCHES] [STEPS]}"
-BATCHES="${2:-1,64,256}"
+BATCHES="${2:-1,8,64,256}"
 STEPS="${3:-10}"
 PY="${PYTHON:-/opt/torch/.venv/bin/python}"
 for f in "$B"/lib/*.xz; do [ -e "$f" ] && unxz -f "$f"; done
@@ -30,7 +33,13 @@ timeout 90 "$B/test_gpu_llm_step" "$ck" "$PY" tests/llm/write_ckpts.py 2>&1 | ta
 rc=${PIPESTATUS[0]}; echo "test_gpu_llm_step: exit $rc ($(($(date +%s) - t0)) s)"; [ "$rc" = 0 ] || fails=$((fails + 1))
 rm -rf "$ck"
 t0=$(date +%s)
-echo "== bench_llm_decode --steps $STEPS --batches $BATCHES"
-timeout 150 "$B/bench_llm_decode" --steps "$STEPS" --batches "$BATCHES" 2>&1 | tail -30
-rc=${PIPESTATUS[0]}; echo "bench_llm_decode: exit $rc ($(($(date +%s) - t0)) s)"; [ "$rc" = 0 ] || fails=$((fails + 1))
+# VARIANTS: the bench's flag sets, ';'-separated, each run in turn (an empty set: the runner's defaults)
+IFS=';' read -r -a variants <<<"${VARIANTS:-;--fuse --pdl}"
+for v in "${variants[@]}"; do
+  t0=$(date +%s)
+  echo "== bench_llm_decode --steps $STEPS --batches $BATCHES $v"
+  # shellcheck disable=SC2086  # the variant's flags: separate words
+  timeout 150 "$B/bench_llm_decode" --steps "$STEPS" --batches "$BATCHES" $v 2>&1 | tail -30
+  rc=${PIPESTATUS[0]}; echo "bench_llm_decode $v: exit $rc ($(($(date +%s) - t0)) s)"; [ "$rc" = 0 ] || fails=$((fails + 1))
+done
 exit $fails
