@@ -17,10 +17,9 @@
 // into a workspace as [columns, len] and sorted there by CUB's segmented
 // radix sort (stable: equal keys keep the lower index first), keys
 // canonicalised first (-0 as +0, every NaN as one positive NaN). Both paths
-// order NaN above every number (as torch.topk does); the reference's
-// insertion leaves a NaN where it was met, so rows with NaN may differ from
-// the CPU path. The values are copied from x at the chosen indices, so they
-// are x's bits.
+// order NaN above every number (as torch.topk does), as the reference does,
+// so rows with NaN give the CPU path's indices too. The values are copied
+// from x at the chosen indices, so they are x's bits.
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "kernels/k_cuda_typed.cuh"

@@ -212,7 +212,13 @@ int k_arg_reduce(int64_t *y, const void *x, k_elem t, size_t outer, size_t len, 
 
 // --- TopK: per (outer, inner) column, the k largest (or smallest) values and
 // their indices, ties to the lower index; a stable insertion into a k-long
-// list, so the order is the sorted one whatever `sorted` asks.
+// list, so the order is the sorted one whatever `sorted` asks. NaN ranks
+// above every number and equal to another NaN (torch.topk's order, and the
+// CUDA path's, kernels/reduce/k_arg.cu): the largest k put NaNs first, the
+// smallest k take them last, whatever their place in the row. TOPK_BEFORE:
+// whether v goes before w (integers: v != v is never true).
+#define TOPK_BEFORE(v, w, largest) \
+  ((largest) ? (v) > (w) || ((v) != (v) && (w) == (w)) : (v) < (w) || ((w) != (w) && (v) == (v)))
 #define DEF_TOPK(K, T, S)                                                                        \
   static void topk_##K(T *vals, int64_t *idx, const T *x, size_t outer, size_t len, size_t inner, \
                        size_t k, int largest) {                                                  \
@@ -225,7 +231,7 @@ int k_arg_reduce(int64_t *y, const void *x, k_elem t, size_t outer, size_t len, 
         for (size_t l = 0; l < len; l++) {                                                       \
           T v = p[l * inner];                                                                    \
           size_t at = n;                                                                         \
-          while (at > 0 && (largest ? v > vp[(at - 1) * inner] : v < vp[(at - 1) * inner])) at--; \
+          while (at > 0 && TOPK_BEFORE(v, vp[(at - 1) * inner], largest)) at--;                  \
           if (at >= k) continue;                                                                 \
           for (size_t m = (n < k ? n : k - 1); m > at; m--) {                                    \
             vp[m * inner] = vp[(m - 1) * inner];                                                 \

@@ -4,7 +4,7 @@
 // FP64, INT32 and INT64 data (FP16 and BF16 against the reference on the widened values, as
 // the CPU path runs them). Values are drawn from a few integers (or halves), so ties are
 // everywhere and the tie rules are what is tested; ArgMax/ArgMin also with NaN at index 0 and
-// inside rows. Shapes: strided axes (inner > 1, a thread per column) and last axes (inner 1, a
+// inside rows, TopK with NaNs through its rows (ranked above every number on both paths). Shapes: strided axes (inner > 1, a thread per column) and last axes (inner 1, a
 // warp per row), TopK rows within the shared-memory sort (<= 2048) and past it (CUB's sort in
 // the workspace). The host-side checks run without a device.
 #include "test_k_cuda_typed.h"
@@ -67,11 +67,16 @@ static int arg_case(tk_rng *r, dtype dt, size_t outer, size_t len, size_t inner,
   return bad;
 }
 
-// One TopK case. Returns 1 on a mismatch.
-static int topk_case(tk_rng *r, dtype dt, size_t outer, size_t len, size_t inner, size_t k, int largest) {
+// One TopK case; nan: a NaN at every 5th element of every other column (float types). Returns 1 on
+// a mismatch.
+static int topk_case(tk_rng *r, dtype dt, size_t outer, size_t len, size_t inner, size_t k, int largest, int nan) {
   size_t n = outer * len * inner, ny = outer * k * inner, esz = dtype_size(dt), rsz = tt_ref_size(dt);
   double *v = tk_xmalloc(n * sizeof *v);
   tt_draw(r, v, n, len > 100 ? 50 : 4, !tt_is_int(dt));
+  if (nan && !tt_is_int(dt))
+    for (size_t o = 0; o < outer; o++)
+      for (size_t c = 0; c < inner; c += 2)
+        for (size_t l = (o + c) % 5; l < len; l += 5) v[(o * len + l) * inner + c] = NAN;
   void *x = tk_xmalloc(n * esz), *xr = tk_xmalloc(n * rsz), *wv = tk_xmalloc(ny * rsz + 1);
   tt_store(dt, x, v, n);
   tt_widen(dt, xr, x, n);
@@ -90,8 +95,8 @@ static int topk_case(tk_rng *r, dtype dt, size_t outer, size_t len, size_t inner
     size_t c = i % inner, o = i / inner / k;
     size_t src = (o * len + (size_t)gi[i]) * inner + c;
     if (gi[i] != wi[i] || gi[i] < 0 || (size_t)gi[i] >= len || memcmp(gv + i * esz, (uint8_t *)x + src * esz, esz)) {
-      fprintf(stderr, "  topk %s [%zu,%zu,%zu] k %zu largest %d: element %zu got index %lld want %lld\n",
-              dtype_wire_name(dt), outer, len, inner, k, largest, i, (long long)gi[i], (long long)wi[i]);
+      fprintf(stderr, "  topk %s [%zu,%zu,%zu] k %zu largest %d nan %d: element %zu got index %lld want %lld\n",
+              dtype_wire_name(dt), outer, len, inner, k, largest, nan, i, (long long)gi[i], (long long)wi[i]);
       bad = 1;
     }
   }
@@ -158,10 +163,12 @@ int main(void) {
         }
       size_t len = shapes[s].len, ks[3] = {1, (len + 1) / 2, len};
       for (int ki = 0; ki < 3; ki++)
-        for (int largest = 0; largest < 2; largest++) {
-          bad += topk_case(&r, tt_types[t], shapes[s].outer, len, shapes[s].inner, ks[ki], largest);
-          cases++;
-        }
+        for (int largest = 0; largest < 2; largest++)
+          for (int nan = 0; nan < 2; nan++) {  // NaN above every number on both paths
+            if (nan && tt_is_int(tt_types[t])) continue;
+            bad += topk_case(&r, tt_types[t], shapes[s].outer, len, shapes[s].inner, ks[ki], largest, nan);
+            cases++;
+          }
     }
   printf("arg/topk: %d cases, %d mismatched\n", cases, bad);
   CHECK_EQ_INT(bad, 0);

@@ -4,7 +4,8 @@
 // axes as graph inputs, which the planner refuses, so their values are
 // checked here), ReduceLogSumExp on values whose exp overflows FP32, empty
 // reductions, ReduceProd on integers (wrapping), what k_reduce refuses, and
-// k_arg_reduce (first or last extreme, integers, len 0).
+// k_arg_reduce (first or last extreme, integers, len 0), and k_topk's order
+// with NaN (test_topk_nan).
 #include <stdint.h>
 
 #include "check.h"
@@ -144,7 +145,35 @@ static void test_arg(void) {
   CHECK_EQ_INT(k_arg_reduce(y, x, K_BOOL, 1, 2, 1, 0, 0), -1);
 }
 
+// k_topk: ties to the lower index, and NaN above every number (the CUDA
+// path's order): first among the largest, last among the smallest, equal
+// NaNs by index, wherever they stand in the row.
+static void test_topk_nan(void) {
+  const float nan = NAN;
+  float x[7] = {1, nan, 3, -0.0f, nan, 3, 0.0f}, v[7];
+  int64_t i[7];
+  CHECK_EQ_INT(k_topk(v, i, x, K_F32, 1, 7, 1, 7, 1), 0);
+  const int64_t want_l[7] = {1, 4, 2, 5, 0, 3, 6};
+  for (int j = 0; j < 7; j++) CHECK_EQ_INT(i[j], want_l[j]);
+  CHECK(v[0] != v[0] && v[1] != v[1] && v[2] == 3 && v[4] == 1);
+  CHECK_EQ_INT(k_topk(v, i, x, K_F32, 1, 7, 1, 7, 0), 0);
+  const int64_t want_s[7] = {3, 6, 0, 2, 5, 1, 4};  // -0 and +0 equal: the lower index first
+  for (int j = 0; j < 7; j++) CHECK_EQ_INT(i[j], want_s[j]);
+  CHECK_EQ_INT(k_topk(v, i, x, K_F32, 1, 7, 1, 2, 0), 0);  // k 2: the NaNs never reached
+  CHECK(i[0] == 3 && i[1] == 6);
+  // a NaN first in the row: still above every number (the insertion once left it where it was met)
+  double xd[4] = {nan, 5, -2, 9}, vd[4];
+  CHECK_EQ_INT(k_topk(vd, i, xd, K_F64, 1, 4, 1, 2, 1), 0);
+  CHECK(i[0] == 0 && i[1] == 3);
+  CHECK_EQ_INT(k_topk(vd, i, xd, K_F64, 1, 4, 1, 4, 0), 0);
+  CHECK(i[0] == 2 && i[1] == 1 && i[2] == 3 && i[3] == 0);
+  int32_t xi[5] = {4, -1, 4, 7, -1}, vi[3];
+  CHECK_EQ_INT(k_topk(vi, i, xi, K_I32, 1, 5, 1, 3, 1), 0);
+  CHECK(i[0] == 3 && i[1] == 0 && i[2] == 2 && vi[0] == 7 && vi[2] == 4);
+}
+
 int main(void) {
+  test_topk_nan();
   test_f32_ops();
   test_logsumexp_large();
   test_empty();
