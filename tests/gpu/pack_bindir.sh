@@ -6,7 +6,7 @@
 # printed: the GPU machine's CUDA or torch installation (site-packages/nvidia/*/lib) may provide them,
 # the same major version, on LD_LIBRARY_PATH). Debug info is stripped from the copies, and with XZ=1 OUT/lib
 # becomes OUT/lib.tar.xz (a device call carries at most 64 MiB; tests/gpu/llm_env.sh and run_all.sh unpack it
-# there).
+# there); with XZ=all the binaries and lib/ become one OUT/bundle.tar.xz (unpacked there by hand first).
 #
 #   tests/gpu/pack_bindir.sh OUT [BUILD_DIR]      (BUILD_DIR default: build)
 #   BINS="test_k_cuda_arg test_gpu_plan" XZ=1 tests/gpu/pack_bindir.sh OUT   (only those; then on the GPU
@@ -39,7 +39,13 @@ for x in "$OUT"/inferd "$OUT"/inferd-load "$OUT"/test_* "$OUT"/bench_*; do
   done
 done
 strip --strip-debug "$OUT"/inferd* "$OUT"/test_* "$OUT"/bench_* "$OUT"/lib/* 2>/dev/null || true
-if [ "${XZ:-0}" = 1 ]; then
+if [ "${XZ:-0}" = all ]; then
+  # everything in one archive (a device call carries 64 MiB with the tree): unpack it there first,
+  # `tar -C OUT -xJf OUT/bundle.tar.xz`, then run as with XZ=0
+  rm -f "$OUT/bundle.tar.xz"
+  names=$(cd "$OUT" && find . -mindepth 1 -maxdepth 1 -printf '%P\n')  # listed before the archive exists
+  echo "$names" | XZ_OPT="-3 -T2" tar -C "$OUT" -cJf "$OUT/bundle.tar.xz" --remove-files -T -
+elif [ "${XZ:-0}" = 1 ]; then
   tar -C "$OUT" -cJf "$OUT/lib.tar.xz" lib
   rm -rf "${OUT:?}/lib"
 fi
