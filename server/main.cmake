@@ -16,6 +16,7 @@ add_library(inferd_server STATIC
   ${CMAKE_CURRENT_LIST_DIR}/core/llm_text.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer.c
   ${CMAKE_CURRENT_LIST_DIR}/core/infer_validate.c
+  ${CMAKE_CURRENT_LIST_DIR}/core/infer_pieces.c
   ${CMAKE_CURRENT_LIST_DIR}/core/labels.c
   ${CMAKE_CURRENT_LIST_DIR}/core/order.c
   ${CMAKE_CURRENT_LIST_DIR}/core/registry.c

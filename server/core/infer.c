@@ -83,7 +83,7 @@ static int check_strings(const Inference__ModelInferRequest *m, err *e) {
 // answered, srv_call_message_kept), else one copy in the request's arena.
 // A message the scan (server/grpc/wire.c) cannot follow is unpacked whole,
 // as before, so protobuf-c alone decides what parses.
-#define RAW_INPUT_FIELD 7  // ModelInferRequest.raw_input_contents (proto/grpc_service.proto)
+#define RAW_INPUT_FIELD SRV_RAW_INPUT_FIELD
 
 static Inference__ModelInferRequest *unpack_request(srv_arena *a, const uint8_t *req, size_t len, int kept) {
   size_t n_raw = 0, rest_len = 0, pos = 0;
@@ -155,6 +155,27 @@ int srv_infer_prepare(srv_server *s, srv_request *r, const uint8_t *req, size_t 
   return prepare_msg(s, r, e);
 }
 
+// A message received in pieces (srv_infer_sliced_handler): unpacked where
+// its bytes lie (infer_pieces.c), or, where that walk cannot follow them,
+// copied into one run the arena keeps and unpacked as above.
+int srv_infer_prepare_pieces(srv_server *s, srv_request *r, const srv_piece *v, size_t n, size_t len, err *e) {
+  r->arena = srv_arena_create(2 * SRV_ARENA_SLACK);
+  if (!r->arena) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  int rc = srv_infer__unpack_pieces(r->arena, v, n, len, &r->msg, &r->raw_pieces, e);
+  if (rc == -1) {
+    uint8_t *flat = srv_arena_alloc(r->arena, len ? len : 1);
+    if (!flat) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+    for (size_t i = 0, o = 0; i < n; o += v[i].n, i++) memcpy(flat + o, v[i].p, v[i].n);
+    TRY(srv_wire_strings_no_nul(&inference__model_infer_request__descriptor, flat, len, e));
+    r->msg = unpack_request(r->arena, flat, len, 1);  // kept: the arena holds the copy
+    if (!r->msg) return err_set(e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");
+  } else if (rc) {
+    return rc;
+  }
+  TRY(check_strings(r->msg, e));
+  return prepare_msg(s, r, e);
+}
+
 // --- the server-wide budget of request bytes in flight (--max-inflight-request-bytes)
 //
 // The per-connection stream cap and the per-stream queue cap bound one client's
@@ -194,7 +215,7 @@ static void budget_log(srv_server *s, int64_t now) {
 // msg set (an ensemble's step, srv_infer_msg_handler): the request is that
 // message, already built, and len the bytes of its tensors.
 static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uint8_t *req, size_t len,
-                        Inference__ModelInferRequest *msg) {
+                        Inference__ModelInferRequest *msg, const srv_piece *pieces, size_t n_pieces) {
   int64_t t_recv = eng_now_us();
   // Every CQ thread writing this one line per request bounces it between
   // cores; the readers (the drain's quiet period, the idle trim) count in
@@ -219,6 +240,8 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
     r->msg = msg;
     r->arena = srv_arena_create(SRV_ARENA_SLACK);
     rc = r->arena ? prepare_msg(s, r, &e) : err_set(&e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  } else if (pieces) {
+    rc = srv_infer_prepare_pieces(s, r, pieces, n_pieces, len, &e);
   } else {
     rc = srv_infer_prepare(s, r, req, len, &e);
   }
@@ -254,13 +277,17 @@ static void infer_entry(srv_server *s, srv_call *call, srv_stream *st, const uin
 }
 
 void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len) {
-  infer_entry(ctx, call, NULL, req, len, NULL);
+  infer_entry(ctx, call, NULL, req, len, NULL, NULL, 0);
+}
+
+void srv_infer_sliced_handler(void *ctx, srv_call *call, const srv_piece *pieces, size_t n_pieces, size_t len) {
+  infer_entry(ctx, call, NULL, NULL, len, NULL, pieces, n_pieces);
 }
 
 void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, size_t len) {
-  infer_entry(ctx, NULL, st, req, len, NULL);
+  infer_entry(ctx, NULL, st, req, len, NULL, NULL, 0);
 }
 
 void srv_infer_msg_handler(srv_server *s, srv_call *call, Inference__ModelInferRequest *msg, size_t bytes) {
-  infer_entry(s, call, NULL, NULL, bytes, msg);
+  infer_entry(s, call, NULL, NULL, bytes, msg, NULL, 0);
 }

@@ -17,4 +17,17 @@ struct srv_server;
 // released with srv_infer_request_free.
 int srv_infer__build_request(struct srv_server *s, srv_request *r, err *e);
 
+struct srv_arena;
+// ModelInferRequest.raw_input_contents (proto/grpc_service.proto)
+#define SRV_RAW_INPUT_FIELD 7
+// A message received in pieces (infer_pieces.c) unpacked into a: its fields
+// but the tensors copied into one run and unpacked (strings checked for NUL
+// first), each raw_input_contents entry pointing into the pieces where it
+// lies in one, else data NULL and (*raw_pieces)[k] its pieces (*raw_pieces
+// NULL when no entry spans pieces). 0, or ERR_INVALID_ARGUMENT / _RESOURCE_
+// EXHAUSTED with e saying why, or -1 where the walk cannot follow the bytes
+// (the caller unpacks a contiguous copy: protobuf-c judges).
+int srv_infer__unpack_pieces(struct srv_arena *a, const srv_piece *v, size_t n, size_t len,
+                             Inference__ModelInferRequest **msg, srv_pieces **raw_pieces, err *e);
+
 #endif

@@ -318,6 +318,27 @@ static int cuda_input_stays(const eng_model *em, size_t ci) {
   return 0;
 }
 
+// An input of a message received in pieces (infer_pieces.c) stays in them,
+// for the batch's gather to copy straight into the batch (sched.c), when
+// the request goes to the scheduler (an engine's version: not an ensemble's,
+// the repeat backend's or the generative one's, which read inputs whole) and
+// the input is plain rows: not BYTES, not padded (padding reads it whole).
+static int pieces_stay(const srv_request *r, size_t ci, dtype dt) {
+  const srv_version *v = r->version;
+  if (!v->model || v->ens || v->rep || v->llm || dt == DT_STRING) return 0;
+  const eng_pad *pad = eng_model_pad(v->model);
+  return !(pad && pad->in[ci].on);
+}
+
+// Else the pieces joined into one run the request owns (once, on the CQ thread).
+static int join_pieces(srv_request *r, const srv_pieces *pc, size_t len, uint8_t **out, err *e) {
+  uint8_t *buf = srv_arena_alloc(r->arena, len ? len : 1);
+  if (!buf) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  for (size_t i = 0, o = 0; i < pc->n; o += pc->v[i].n, i++) memcpy(buf + o, pc->v[i].p, pc->v[i].n);
+  *out = buf;
+  return 0;
+}
+
 // An input in a CUDA region: left there (r->cuda_in, data NULL) when a GPU
 // instance can take it in place, else copied into a host buffer the request
 // owns (one device-to-host copy on the CQ thread).
@@ -539,7 +560,23 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
           rc = check_strings_layout(in->name, t->data, t->bytes, numel, e);
       }
     } else if (raw) {
-      const ProtobufCBinaryData *rd = &msg->raw_input_contents[raw_i++];
+      const size_t rk = raw_i++;
+      ProtobufCBinaryData *rd = &msg->raw_input_contents[rk];
+      const srv_pieces *pc = r->raw_pieces && r->raw_pieces[rk].n ? &r->raw_pieces[rk] : NULL;
+      int stays = pc && rd->len == t->bytes && pieces_stay(r, (size_t)ci, t->dt);
+      if (pc && !stays) {
+        if ((rc = join_pieces(r, pc, rd->len, &rd->data, e)) != 0) break;
+        atomic_fetch_add(&r->version->stats.pieces_joined, 1);
+      }
+      if (stays) {
+        if (!r->in_pieces && !(r->in_pieces = srv_arena_calloc(r->arena, n_cfg, sizeof *r->in_pieces))) {
+          rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+          break;
+        }
+        r->in_pieces[ci] = *pc;
+        t->data = NULL;
+        continue;
+      }
       if (t->dt == DT_STRING) {
         rc = check_strings_layout(in->name, rd->data, rd->len, numel, e);
         t->bytes = rd->len;

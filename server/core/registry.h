@@ -50,6 +50,10 @@ typedef struct srv_stats {
   // batch on a GPU instance, or through a host copy (CPU instances, types
   // converted on the host, padded inputs)
   _Atomic uint64_t cuda_in_device, cuda_in_host;
+  // inputs of big gRPC messages that spanned the slices they arrived in
+  // (server/core/infer_pieces.c): copied from those pieces straight into the
+  // batch, or joined into one run first (BYTES, padded, not a plain model)
+  _Atomic uint64_t pieces_gathered, pieces_joined;
   // Per batch size 1..n_batch (max(1, max_batch_size)), in pages of
   // SRV_BATCH_PAGE sizes allocated when a size in them first runs: a model
   // allowed huge batches that runs a few sizes holds and walks a few pages

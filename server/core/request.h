@@ -40,6 +40,13 @@ typedef struct srv_cuda_in {
   uint64_t offset;              // the window's start in the region
 } srv_cuda_in;
 
+// A tensor's bytes in several runs: the received message's pieces it spans
+// (infer_pieces.c), read by the batch's gather (sched.c) without a copy first.
+typedef struct srv_pieces {
+  const srv_piece *v;
+  size_t n;
+} srv_pieces;
+
 typedef struct srv_request {
   bat_item item;  // item.payload points back here
   bat_seq_item seq;  // for a model with sequence_batching (its correlation ID and flags); seq.payload too
@@ -51,6 +58,13 @@ typedef struct srv_request {
   struct srv_arena *arena;            // server/core/arena.h: holds msg and inputs, freed with the request
   Inference__ModelInferRequest *msg;  // unpacked into arena; owns the raw input bytes
   eng_tensor *inputs;                 // config input order (in arena), pointing into msg or typed_buf
+  // per raw_input_contents entry of a message received in pieces, the pieces
+  // of an entry that spans several (its data NULL in msg; n 0 otherwise);
+  // NULL when none does (in arena)
+  srv_pieces *raw_pieces;
+  // per config input, the pieces the batch's gather reads it from (its data
+  // NULL; n 0 when none); NULL when no input stays in pieces (in arena)
+  srv_pieces *in_pieces;
   void *typed_buf;                    // typed contents converted to raw bytes
   uint64_t outputs_mask;              // requested config outputs (bit i = output i)
   // Triton's classification extension: class_count[k] > 0 answers config
@@ -112,6 +126,10 @@ struct srv_server;
 // fuzz driver tests/fuzz/fuzz_infer.c). On failure e says why (the code is
 // the RPC status); either way r is released with srv_infer_request_free.
 int srv_infer_prepare(struct srv_server *s, srv_request *r, const uint8_t *req, size_t len, err *e);
+// The same for a message received in n pieces of len bytes in all
+// (srv_unary_sliced_fn; infer_pieces.c): the same answers, its tensors left
+// in the pieces where they span several (the pieces must outlive r).
+int srv_infer_prepare_pieces(struct srv_server *s, srv_request *r, const srv_piece *v, size_t n, size_t len, err *e);
 // ModelInfer on a request already built as a message rather than packed
 // (server/core/ensemble.c's steps: their tensors point at the run's, which
 // are not copied): as srv_infer_handler from the model lookup on, answered

@@ -150,6 +150,19 @@ static int cuda_part(batch_slot *slot, eng_job *job, size_t i, const srv_cuda_in
   return srv_cuda_shm_read(ci->region, ci->offset, dst + off, bytes, e);
 }
 
+// Whether the batch's copy list has room for one more segment: grown (a
+// request received in pieces brings one segment a piece, tens for an image)
+// where it is full; 0 where it cannot grow (that copy is then made inline).
+static int copy_room(batch_slot *slot, size_t n_copies) {
+  if (n_copies < slot->copies_cap) return 1;
+  size_t cap = 2 * slot->copies_cap + 64;
+  srv_copy_seg *c = realloc(slot->copies, cap * sizeof *c);
+  if (!c) return 0;
+  slot->copies = c;
+  slot->copies_cap = cap;
+  return 1;
+}
+
 // One request's input at dst, padded to seq_len when pi is set: run under
 // the SIGBUS guard when the input lies in client shared memory.
 typedef struct copy_in {
@@ -221,6 +234,25 @@ static int gather(eng_job *job, err *e) {
       const srv_cuda_in *ci = slot->reqs[k]->cuda_in ? &slot->reqs[k]->cuda_in[i] : NULL;
       if (ci && ci->region) {  // never a padded input (infer_validate.c keeps those on the host)
         TRY(cuda_part(slot, job, i, ci, off, t->bytes, dst, e));
+        off += t->bytes;
+        continue;
+      }
+      const srv_pieces *pc = slot->reqs[k]->in_pieces ? &slot->reqs[k]->in_pieces[i] : NULL;
+      if (pc && pc->n) {  // in the received message's pieces (never padded, never in shared memory)
+        atomic_fetch_add(&slot->vs->v->stats.pieces_gathered, 1);
+        size_t o = off;
+        for (size_t p = 0; p < pc->n; o += pc->v[p].n, p++)
+          if (copy_room(slot, n_copies)) {
+            srv_copy_seg *c = &slot->copies[n_copies++];
+            c->dst = dst + o;
+            c->src = pc->v[p].p;
+            c->n = pc->v[p].n;
+            c->guarded = 0;
+            atomic_store_explicit(&c->faulted, 0, memory_order_relaxed);
+            c->tag = k * slot->vs->n_inputs + i;
+          } else {
+            memcpy(dst + o, pc->v[p].p, pc->v[p].n);
+          }
         off += t->bytes;
         continue;
       }
@@ -425,10 +457,11 @@ static void pump_version(srv_sched *s, vsched *vs) {
   while ((slot = next_batch(vs))) {
     // A lone request is read in place, unless an input stayed in a CUDA
     // region, lies in a system region (the client may shrink it under the
-    // engine: only the guarded copy survives that) or lies unaligned;
+    // engine: only the guarded copy survives that), in the pieces of its
+    // message (infer_pieces.c) or unaligned;
     // several are gathered on the instance thread.
     const srv_request *r0 = slot->reqs[0];
-    int gathered = slot->n > 1 || r0->cuda_in || r0->shm_in || !inputs_aligned(vs, r0);
+    int gathered = slot->n > 1 || r0->cuda_in || r0->shm_in || r0->in_pieces || !inputs_aligned(vs, r0);
     slot->job = (eng_job){.rows = slot->rows, .inputs = slot->reqs[0]->inputs, .prepare = gathered ? gather : NULL,
                           .done = on_job_done, .ctx = slot, .instance = slot->instance};
     err e;

@@ -70,6 +70,8 @@ size_t srv_methods(srv_server *s, srv_method *out, size_t cap);
 
 // ModelInfer (server/core/infer.c)
 void srv_infer_handler(void *ctx, srv_call *call, const uint8_t *req, size_t len);
+// ModelInfer's big messages in the pieces they arrived in (server/core/infer_pieces.c)
+void srv_infer_sliced_handler(void *ctx, srv_call *call, const srv_piece *pieces, size_t n_pieces, size_t len);
 // ModelStreamInfer: each message is a ModelInferRequest answered on the
 // stream by a ModelStreamInferResponse (errors in its error_message)
 void srv_infer_stream_handler(void *ctx, srv_stream *st, const uint8_t *req, size_t len);

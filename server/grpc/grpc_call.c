@@ -52,6 +52,7 @@ static void call_release(srv_call *c) {
   if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1) return;
   if (c->has_rd) grpc_byte_buffer_reader_destroy(&c->rd);
   free(c->flat);
+  free(c->pieces);
   if (c->payload) grpc_byte_buffer_destroy(c->payload);
   if (c->send_buf) grpc_byte_buffer_destroy(c->send_buf);
   if (c->has_details) grpc_slice_unref(c->status_details);
@@ -311,14 +312,19 @@ static void on_unary_new(cq_thread *t, srv_call *c, int ok) {
     // The message, its reader and any contiguous copy stay with the call
     // until it is freed (call_release), so a handler that answers later may
     // keep pointing into them (ModelInfer's tensors do) instead of copying.
+    // A method that takes its message in pieces (ModelInfer) gets a big one
+    // that way: its tensors are then copied once, into the batch, not here.
     const uint8_t *data = NULL;
-    size_t len = 0;
-    int frc = srv_grpc__flatten(t, c->payload, &c->rd, &data, &len, &c->flat);
+    size_t len = 0, n_pieces = 0;
+    int frc = c->rm->m.unary_sliced
+                  ? srv_grpc__pieces(c->payload, &c->rd, &data, &len, &c->pieces, &n_pieces, &c->flat)
+                  : srv_grpc__flatten(t, c->payload, &c->rd, &data, &len, &c->flat);
     if (frc == ERR_INVALID_ARGUMENT) {
       srv_call_fail(c, frc, "request message cannot be decompressed");
     } else {
       c->has_rd = 1;
       if (frc) srv_call_fail(c, frc, "request message cannot be copied");
+      else if (c->pieces) c->rm->m.unary_sliced(c->rm->m.ctx, c, c->pieces, n_pieces, len);
       else c->rm->m.unary(c->rm->m.ctx, c, data, len);
     }
   }

@@ -77,6 +77,7 @@ struct srv_call {
   grpc_byte_buffer_reader rd;
   int has_rd;
   uint8_t *flat;  // the request made contiguous when it came in several slices
+  srv_piece *pieces;  // or its slices, for a method with unary_sliced (srv_grpc__pieces)
   grpc_byte_buffer *send_buf;
   grpc_status_code send_code;
   grpc_slice status_details;
@@ -258,6 +259,11 @@ grpc_call_error srv_grpc__start_batch(cq_thread *t, grpc_call *call, const grpc_
 // into memory of its own, *own, which the caller frees.
 int srv_grpc__flatten(cq_thread *t, grpc_byte_buffer *bb, grpc_byte_buffer_reader *rd, const uint8_t **data,
                       size_t *len, uint8_t **own);
+// As srv_grpc__flatten, but a message of several slices and at least
+// SRV_SLICED_MIN bytes is not copied: *pieces (malloc'd, the caller frees)
+// lists its slices in order, *n_pieces of them, and *data is NULL.
+int srv_grpc__pieces(grpc_byte_buffer *bb, grpc_byte_buffer_reader *rd, const uint8_t **data, size_t *len,
+                     srv_piece **pieces, size_t *n_pieces, uint8_t **own);
 
 // Releases the thread's copy buffer when one huge message grew it.
 void srv_grpc__scratch_trim(cq_thread *t);

@@ -80,6 +80,58 @@ int srv_grpc__flatten(cq_thread *t, grpc_byte_buffer *bb, grpc_byte_buffer_reade
   return 0;
 }
 
+int srv_grpc__pieces(grpc_byte_buffer *bb, grpc_byte_buffer_reader *rd, const uint8_t **data, size_t *len,
+                     srv_piece **pieces, size_t *n_pieces, uint8_t **own) {
+  *pieces = NULL;
+  *n_pieces = 0;
+  if (!grpc_byte_buffer_reader_init(rd, bb)) return ERR_INVALID_ARGUMENT;  // bad compression
+  size_t total = grpc_byte_buffer_length(rd->buffer_out);
+  *len = total;
+  grpc_slice *s;
+  if (total == 0 || !grpc_byte_buffer_reader_peek(rd, &s)) {
+    *data = (const uint8_t *)"";
+    return 0;
+  }
+  if (GRPC_SLICE_LENGTH(*s) == total) {
+    *data = GRPC_SLICE_START_PTR(*s);
+    return 0;
+  }
+  size_t n = 0, cap = 0, off = 0;
+  uint8_t *dst = NULL;
+  srv_piece *v = NULL;
+  if (total < SRV_SLICED_MIN && !(dst = *own = malloc(total))) return ERR_RESOURCE_EXHAUSTED;
+  do {
+    size_t k = GRPC_SLICE_LENGTH(*s);
+    if (k > total - off) {  // the core miscounted: never read past the end
+      free(v);
+      return ERR_INTERNAL;
+    }
+    if (dst) {
+      memcpy(dst + off, GRPC_SLICE_START_PTR(*s), k);
+    } else if (k) {
+      if (n == cap) {
+        srv_piece *w = realloc(v, (cap ? 2 * cap : 64) * sizeof *v);
+        if (!w) {
+          free(v);
+          return ERR_RESOURCE_EXHAUSTED;
+        }
+        v = w;
+        cap = cap ? 2 * cap : 64;
+      }
+      v[n++] = (srv_piece){GRPC_SLICE_START_PTR(*s), k};
+    }
+    off += k;
+  } while (grpc_byte_buffer_reader_peek(rd, &s));
+  if (off != total) {
+    free(v);
+    return ERR_INTERNAL;
+  }
+  *data = dst;
+  *pieces = v;
+  *n_pieces = n;
+  return 0;
+}
+
 void srv_grpc__scratch_trim(cq_thread *t) {
   if (t->scratch_cap > SCRATCH_KEEP) {
     free(t->scratch);

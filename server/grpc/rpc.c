@@ -695,7 +695,7 @@ size_t srv_methods(srv_server *s, srv_method *out, size_t cap) {
       {.path = SVC "ServerMetadata", .unary = server_metadata, .ctx = s},
       {.path = SVC "ModelMetadata", .unary = model_metadata_locked, .ctx = s},
       {.path = SVC "ModelConfig", .unary = model_config_locked, .ctx = s},
-      {.path = SVC "ModelInfer", .unary = srv_infer_handler, .ctx = s},
+      {.path = SVC "ModelInfer", .unary = srv_infer_handler, .unary_sliced = srv_infer_sliced_handler, .ctx = s},
       {.path = SVC "ModelStreamInfer", .astream = srv_infer_stream_handler, .ctx = s},
       {.path = SVC "ModelStatistics", .unary = model_statistics_locked, .ctx = s},
       {.path = SVC "RepositoryIndex", .unary = repository_index_locked, .ctx = s},

@@ -85,7 +85,7 @@ static void family(sbuf *b, const char *name, const char *type, const char *help
 // --- Triton's counters and gauges
 
 typedef enum {
-  M_SUCCESS, M_FAILURE, M_COUNT, M_EXEC, M_REQ_US, M_QUEUE_US, M_IN_US, M_INFER_US, M_OUT_US, M_PENDING, M_CUDA_IN, M_N
+  M_SUCCESS, M_FAILURE, M_COUNT, M_EXEC, M_REQ_US, M_QUEUE_US, M_IN_US, M_INFER_US, M_OUT_US, M_PENDING, M_CUDA_IN, M_PIECES, M_N
 } metric;
 
 static const struct {
@@ -104,6 +104,9 @@ static const struct {
     {"inferd_cuda_shm_inputs_total", "counter",
      "Inputs read from CUDA shared memory, by path: device (copied device to device into the batch on the "
      "instance's GPU) or host (copied to host memory first)"},
+    {"inferd_grpc_inputs_in_pieces_total", "counter",
+     "Inputs of gRPC messages of 64 KiB or more that spanned the slices they arrived in, by path: gathered "
+     "(copied from those slices straight into the batch) or joined (copied into one run first)"},
 };
 
 static const char *reason_names[SRV_FAIL_N] = {"REJECTED", "CANCELED", "BACKEND", "OTHER"};
@@ -124,6 +127,12 @@ static void text_series(sbuf *b, const char *n, srv_model *m, srv_version *v, co
                 (unsigned long long)atomic_load(&st->cuda_in_device));
       sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"host\"} %llu\n", n, m->name, v->version_str,
                 (unsigned long long)atomic_load(&st->cuda_in_host));
+      return;
+    case M_PIECES:
+      sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"gathered\"} %llu\n", n, m->name, v->version_str,
+                (unsigned long long)atomic_load(&st->pieces_gathered));
+      sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"joined\"} %llu\n", n, m->name, v->version_str,
+                (unsigned long long)atomic_load(&st->pieces_joined));
       return;
     case M_COUNT: x = atomic_load(&st->inference_count); break;
     case M_EXEC: x = atomic_load(&st->execution_count); break;
