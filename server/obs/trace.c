@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,29 @@ static void sb_i64(sbuf *b, int64_t v) {
   sb_u64(b, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
 }
 
+// A span's fields after its time, in the order written: the key's literal
+// (with the comma before it) and where the value lies in the span.
+typedef enum { ARG_STR, ARG_U64, ARG_INT } span_arg_kind;
+typedef struct span_arg {
+  const char *lit;
+  size_t n;
+  span_arg_kind kind;
+  size_t off;
+} span_arg;
+#define SPAN_ARG(lit, kind, field) {lit, sizeof(lit) - 1, kind, offsetof(prof_trace_span_info, field)}
+static const span_arg SPAN_ARGS[] = {
+    SPAN_ARG(",\"pid\":", ARG_INT, pid),
+    SPAN_ARG(",\"tid\":", ARG_INT, tid),
+    SPAN_ARG(",\"args\":{\"model\":", ARG_STR, model),
+    SPAN_ARG(",\"version\":", ARG_STR, version),
+    SPAN_ARG(",\"request_id\":", ARG_STR, request_id),
+    SPAN_ARG(",\"batch_id\":", ARG_U64, batch_id),
+    SPAN_ARG(",\"batch_size\":", ARG_INT, batch_size),
+    SPAN_ARG(",\"instance\":", ARG_INT, instance),
+    SPAN_ARG(",\"stream\":", ARG_INT, stream),
+    SPAN_ARG(",\"device\":", ARG_INT, device),
+};
+
 static void fmt_span(sbuf *b, const prof_trace_span_info *s) {
   int64_t dur = s->end_us - s->start_us;
   if (dur < 0) dur = 0;
@@ -217,26 +241,16 @@ static void fmt_span(sbuf *b, const prof_trace_span_info *s) {
   sb_i64(b, s->start_us);
   SB_LIT(b, ",\"dur\":");
   sb_i64(b, dur);
-  SB_LIT(b, ",\"pid\":");
-  sb_i64(b, s->pid);
-  SB_LIT(b, ",\"tid\":");
-  sb_i64(b, s->tid);
-  SB_LIT(b, ",\"args\":{\"model\":");
-  sb_str(b, s->model);
-  SB_LIT(b, ",\"version\":");
-  sb_str(b, s->version);
-  SB_LIT(b, ",\"request_id\":");
-  sb_str(b, s->request_id);
-  SB_LIT(b, ",\"batch_id\":");
-  sb_u64(b, s->batch_id, 0);
-  SB_LIT(b, ",\"batch_size\":");
-  sb_i64(b, s->batch_size);
-  SB_LIT(b, ",\"instance\":");
-  sb_i64(b, s->instance);
-  SB_LIT(b, ",\"stream\":");
-  sb_i64(b, s->stream);
-  SB_LIT(b, ",\"device\":");
-  sb_i64(b, s->device);
+  for (size_t i = 0; i < sizeof SPAN_ARGS / sizeof SPAN_ARGS[0]; i++) {
+    const span_arg *a = &SPAN_ARGS[i];
+    const char *v = (const char *)s + a->off;
+    sb_lit(b, a->lit, a->n);
+    switch (a->kind) {
+      case ARG_STR: sb_str(b, *(const char *const *)v); break;
+      case ARG_U64: sb_u64(b, *(const uint64_t *)v, 0); break;
+      case ARG_INT: sb_i64(b, *(const int *)v); break;
+    }
+  }
   SB_LIT(b, "}}");
 }
 
