@@ -22,6 +22,25 @@ grpc_channel *ld_channel_create(const char *target, bool private_conn);
 int ld_unary(grpc_channel *ch, const char *method, const ProtobufCMessage *req,
              const ProtobufCMessageDescriptor *resp_desc, int timeout_ms, ProtobufCMessage **resp, err *e);
 
+// What every client call here receives besides its messages: both metadata
+// arrays and the status with its details (the unary calls, the driver's, the
+// streams', generate mode's).
+typedef struct ld_call_end {
+  grpc_metadata_array md_init, md_trail;
+  grpc_status_code status;
+  grpc_slice details;
+} ld_call_end;
+
+// Empty arrays, GRPC_STATUS_UNKNOWN, empty details: before the call starts.
+void ld_call_end_init(ld_call_end *c);
+
+// Makes *recv_md a RECV_INITIAL_METADATA and *recv_status a
+// RECV_STATUS_ON_CLIENT op, both received into c.
+void ld_call_end_ops(ld_call_end *c, grpc_op *recv_md, grpc_op *recv_status);
+
+// Frees what init and the call put in c.
+void ld_call_end_destroy(ld_call_end *c);
+
 // "INVALID_ARGUMENT" for 3; same table as stats.h's ld_kind_name for 0..16.
 const char *ld_status_name(int status);
 
