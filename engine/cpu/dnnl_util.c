@@ -184,3 +184,12 @@ int eng_dnnl_has_vnni(void) {
   unsigned v512 = (unsigned)dnnl_cpu_isa_avx512_core_vnni, v2 = (unsigned)dnnl_cpu_isa_avx2_vnni;
   return (isa & v512) == v512 || (isa & v2) == v2;
 }
+
+// --- teardown
+
+void eng_dnnl_destroy(dnnl_primitive_t *prims, size_t n_prims, dnnl_memory_t *mems, size_t n_mems) {
+  for (size_t i = 0; i < n_prims; i++)
+    if (prims[i]) dnnl_primitive_destroy(prims[i]);
+  for (size_t i = 0; i < n_mems; i++)
+    if (mems[i]) dnnl_memory_destroy(mems[i]);
+}

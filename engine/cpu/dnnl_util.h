@@ -107,4 +107,9 @@ void eng_dnnl_buf_close(eng_dnnl_buf *b);
 // without, they add product pairs in int16 and may saturate.
 int eng_dnnl_has_vnni(void);
 
+// --- teardown
+
+// Destroys the primitives and memories of the lists that are not NULL.
+void eng_dnnl_destroy(dnnl_primitive_t *prims, size_t n_prims, dnnl_memory_t *mems, size_t n_mems);
+
 #endif
