@@ -205,9 +205,7 @@ static int qentry_create(eng_dnnl_ctx *c, eng_dnnl_qnode *n, qentry *en, const k
 static int decide_split(eng_dnnl_qnode *n, const k_window *g, const int8_t *w, err *e) {
   size_t nw = (size_t)(g->m * (g->c / g->group));
   for (int i = 0; i < g->nsp; i++) nw *= (size_t)g->k[i];
-  int wide = 0;
-  for (size_t i = 0; i < nw && !wide; i++) wide = w[i] < -64 || w[i] > 64;
-  n->split = wide && !eng_dnnl_has_vnni() ? 1 : -1;
+  n->split = eng_dnnl_s8_wide(w, nw) && !eng_dnnl_has_vnni() ? 1 : -1;
   if (n->split < 0) return 0;
   n->w_hi = malloc(nw);
   n->w_lo = malloc(nw);
@@ -217,11 +215,7 @@ static int decide_split(eng_dnnl_qnode *n, const k_window *g, const int8_t *w, e
     n->split = 0;
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
-  for (size_t i = 0; i < nw; i++) {
-    int hi = w[i] >> 1;  // floor(w / 2): arithmetic shift of a negative int is GCC's and Clang's
-    n->w_hi[i] = (int8_t)hi;
-    n->w_lo[i] = (int8_t)(w[i] - 2 * hi);
-  }
+  eng_dnnl_s8_split(w, nw, n->w_hi, n->w_lo);
   return 0;
 }
 
