@@ -42,12 +42,31 @@ static void expect_error(ob *b, int mb, const char *s1, const char *s2) {
   tc_close(&c);
 }
 
-// body (i, c, x_in) -> (c, y = x_in + w, y, i): w from the enclosing graph
-static ob *add_w_body(void) {
+// A Loop body with its inputs: the iteration number i, the condition c and
+// one carried FP32 value named carried, of shape dims.
+static ob *loop_body(const char *carried, int nd, const int64_t *dims) {
   ob *s = ob_new(13);
   ob_input(s, "i", I64, 0, NULL);
   ob_input(s, "c", BOOL, 0, NULL);
-  ob_input(s, "x_in", F, 1, D2);
+  ob_input(s, carried, F, nd, dims);
+  return s;
+}
+
+// Runs b on its one FP32 [1] input x: its one output must be [1] holding
+// want; what names the case in a failure.
+static void run_one_case(ob *b, float x, float want, const char *what) {
+  eng_tensor in = T(DT_FP32, 1, D1, &x);
+  tc c;
+  int rc = tc_run(&c, b, &in, 1, 1);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "%s: %s\n", what, c.e.msg);
+  if (!rc) check_f32(&c.out[0], 1, D1, &want);
+  tc_close(&c);
+}
+
+// body (i, c, x_in) -> (c, y = x_in + w, y, i): w from the enclosing graph
+static ob *add_w_body(void) {
+  ob *s = loop_body("x_in", 1, D2);
   ob_node(s, "Identity", "c_id", "c", "c_out");
   ob_node(s, "Add", "add", "x_in,w", "y");
   ob_node(s, "Identity", "y_id", "y", "y_scan");
@@ -108,10 +127,7 @@ static void test_loop_while(void) {
   ob_init(b, "c0", BOOL, 0, NULL, &t, 1);
   ob_init(b, "lim", F, 1, D1, &lim, sizeof lim);
   ob_init(b, "two", F, 1, D1, &two, sizeof two);
-  ob *s = ob_new(13);
-  ob_input(s, "i", I64, 0, NULL);
-  ob_input(s, "c", BOOL, 0, NULL);
-  ob_input(s, "x_in", F, 1, D1);
+  ob *s = loop_body("x_in", 1, D1);
   ob_node(s, "Mul", "mul", "x_in,two", "x2");
   ob_node(s, "Less", "less", "x2,lim", "lt");
   ob_node(s, "Squeeze", "sq", "lt", "c_out");
@@ -120,15 +136,7 @@ static void test_loop_while(void) {
   Onnx__NodeProto *n = ob_node(b, "Loop", "loop", ",c0,x", "xf");
   ob_attr_g(b, n, "body", s);
   ob_output(b, "xf", F, 1, D1);
-  float x = 1;
-  eng_tensor in = T(DT_FP32, 1, D1, &x);
-  tc c;
-  int rc = tc_run(&c, b, &in, 1, 1);
-  CHECK_EQ_INT(rc, 0);
-  if (rc) fprintf(stderr, "while: %s\n", c.e.msg);
-  float want = 128;
-  if (!rc) check_f32(&c.out[0], 1, D1, &want);
-  tc_close(&c);
+  run_one_case(b, 1, 128, "while");
 }
 
 // branch graph: out = Add(s_in, v), both from enclosing scopes
@@ -153,10 +161,7 @@ static void test_if_nested_in_loop(void) {
   ob_init(b, "one", I64, 0, NULL, &one, sizeof one);
   ob_init(b, "big", F, 1, D1, &big, sizeof big);
   ob_init(b, "small", F, 1, D1, &small, sizeof small);
-  ob *body = ob_new(13);
-  ob_input(body, "i", I64, 0, NULL);
-  ob_input(body, "c", BOOL, 0, NULL);
-  ob_input(body, "s_in", F, 1, D1);
+  ob *body = loop_body("s_in", 1, D1);
   ob_node(body, "Greater", "gt", "i,one", "late");
   Onnx__NodeProto *iff = ob_node(body, "If", "if", "late", "s_out");
   ob_attr_g(body, iff, "then_branch", add_branch("big"));
@@ -167,15 +172,7 @@ static void test_if_nested_in_loop(void) {
   Onnx__NodeProto *n = ob_node(b, "Loop", "loop", "M,,s", "sf");
   ob_attr_g(b, n, "body", body);
   ob_output(b, "sf", F, 1, D1);
-  float s0 = 0;
-  eng_tensor in = T(DT_FP32, 1, D1, &s0);
-  tc c;
-  int rc = tc_run(&c, b, &in, 1, 1);
-  CHECK_EQ_INT(rc, 0);
-  if (rc) fprintf(stderr, "nested: %s\n", c.e.msg);
-  float want = 22;
-  if (!rc) check_f32(&c.out[0], 1, D1, &want);
-  tc_close(&c);
+  run_one_case(b, 0, 22, "nested");
 }
 
 // If in a batched model (max_batch 4): cond = sum(x) > 0, computed per run;
@@ -363,10 +360,7 @@ static void test_bad_models(void) {
   ob_input(b, "x", F, 2, dbx);
   ob_init(b, "M", I64, 0, NULL, &m, sizeof m);
   ob_init(b, "w", F, 1, D1, &w, sizeof w);
-  s = ob_new(13);
-  ob_input(s, "i", I64, 0, NULL);
-  ob_input(s, "c", BOOL, 0, NULL);
-  ob_input(s, "x_in", F, 2, dbx);
+  s = loop_body("x_in", 2, dbx);
   ob_node(s, "Add", "add", "x_in,w", "y");
   Onnx__NodeProto *rb = ob_node(s, "ReduceSum", "rs", "y", "sum");
   ob_attr_i(b, rb, "keepdims", 0);
@@ -398,10 +392,7 @@ static void test_loop_body_fails(void) {
   ob_init(b, "vals", F, 1, D2, vals, sizeof vals);
   float zero = 0;
   ob_init(b, "acc0", F, 0, NULL, &zero, sizeof zero);
-  ob *s = ob_new(13);
-  ob_input(s, "i", I64, 0, NULL);
-  ob_input(s, "c", BOOL, 0, NULL);
-  ob_input(s, "acc", F, 0, NULL);
+  ob *s = loop_body("acc", 0, NULL);
   ob_node(s, "Gather", "g", "vals,i", "v");
   ob_node(s, "Add", "add", "acc,v", "acc_out");
   ob_node(s, "Identity", "c_id", "c", "c_out");
