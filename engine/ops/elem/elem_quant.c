@@ -237,14 +237,22 @@ static int scalar_of(const eng_tensor *t, const char *what, double *v, err *e) {
   return 0;
 }
 
+// A and B (MatMulInteger's inputs 0 and 1, QLinearMatMul's 0 and 3 when q)
+// and their element types, each an integer type.
+static int mm_operands(int q, const eng_tensor *in, const eng_tensor **a, const eng_tensor **b, k_elem *ka,
+                       k_elem *kb, err *e) {
+  *a = &in[0], *b = &in[q ? 3 : 1];
+  TRY(int_elem((*a)->dt, ka, "A", e));
+  return int_elem((*b)->dt, kb, "B", e);
+}
+
 int eng_ops__infer_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                               err *e) {
   (void)n_out;
   int q = p->mode;
-  const eng_tensor *a = &in[0], *b = &in[q ? 3 : 1];
+  const eng_tensor *a, *b;
   k_elem ka, kb, ky = K_I32;
-  TRY(int_elem(a->dt, &ka, "A", e));
-  TRY(int_elem(b->dt, &kb, "B", e));
+  TRY(mm_operands(q, in, &a, &b, &ka, &kb, e));
   dtype yt = DT_INT32;
   if (q) {
     yt = in[7].dt;
@@ -311,10 +319,9 @@ int eng_ops__run_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_
                             err *e) {
   (void)n_out;
   int q = p->mode;
-  const eng_tensor *a = &in[0], *b = &in[q ? 3 : 1];
+  const eng_tensor *a, *b;
   k_elem ka, kb, ky = K_I32;
-  TRY(int_elem(a->dt, &ka, "A", e));
-  TRY(int_elem(b->dt, &kb, "B", e));
+  TRY(mm_operands(q, in, &a, &b, &ka, &kb, e));
   mm_dims d;
   TRY(mm_dims_of(a, b, &d, e));
   double azp = 0, bzp = 0, mul = 0, yzp = 0, *bzp_col = NULL, *bs_col = NULL;
