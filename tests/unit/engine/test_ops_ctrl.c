@@ -52,16 +52,28 @@ static ob *loop_body(const char *carried, int nd, const int64_t *dims) {
   return s;
 }
 
+// tc_run, which must succeed (what names the case in a failure); its rc.
+static int run_ok(tc *c, ob *b, const eng_tensor *ins, size_t n_in, size_t n_out, const char *what) {
+  int rc = tc_run(c, b, ins, n_in, n_out);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "%s: %s\n", what, c->e.msg);
+  return rc;
+}
+
 // Runs b on its one FP32 [1] input x: its one output must be [1] holding
 // want; what names the case in a failure.
 static void run_one_case(ob *b, float x, float want, const char *what) {
   eng_tensor in = T(DT_FP32, 1, D1, &x);
   tc c;
-  int rc = tc_run(&c, b, &in, 1, 1);
-  CHECK_EQ_INT(rc, 0);
-  if (rc) fprintf(stderr, "%s: %s\n", what, c.e.msg);
-  if (!rc) check_f32(&c.out[0], 1, D1, &want);
+  if (!run_ok(&c, b, &in, 1, 1, what)) check_f32(&c.out[0], 1, D1, &want);
   tc_close(&c);
+}
+
+// An If node "if" in b on cond, its branches th and el, its output out.
+static void add_if(ob *b, const char *cond, const char *out, ob *th, ob *el) {
+  Onnx__NodeProto *n = ob_node(b, "If", "if", cond, out);
+  ob_attr_g(b, n, "then_branch", th);
+  ob_attr_g(b, n, "else_branch", el);
 }
 
 // body (i, c, x_in) -> (c, y = x_in + w, y, i): w from the enclosing graph
@@ -98,10 +110,7 @@ static void test_loop_outer_scope(void) {
   float x[2] = {1, 2}, a[2] = {0.5f, 1};
   eng_tensor ins[2] = {T(DT_FP32, 1, D2, x), T(DT_FP32, 1, D2, a)};
   tc c;
-  int rc = tc_run(&c, b, ins, 2, 3);
-  CHECK_EQ_INT(rc, 0);
-  if (rc) fprintf(stderr, "loop: %s\n", c.e.msg);
-  if (!rc) {
+  if (!run_ok(&c, b, ins, 2, 3, "loop")) {
     float xf[2] = {4, 8}, ys[6] = {2, 4, 3, 6, 4, 8};
     check_f32(&c.out[0], 1, D2, xf);
     check_f32(&c.out[1], 2, d32, ys);
@@ -163,9 +172,7 @@ static void test_if_nested_in_loop(void) {
   ob_init(b, "small", F, 1, D1, &small, sizeof small);
   ob *body = loop_body("s_in", 1, D1);
   ob_node(body, "Greater", "gt", "i,one", "late");
-  Onnx__NodeProto *iff = ob_node(body, "If", "if", "late", "s_out");
-  ob_attr_g(body, iff, "then_branch", add_branch("big"));
-  ob_attr_g(body, iff, "else_branch", add_branch("small"));
+  add_if(body, "late", "s_out", add_branch("big"), add_branch("small"));
   ob_node(body, "Identity", "c_id", "c", "c_out");
   ob_output(body, "c_out", BOOL, 0, NULL);
   ob_output(body, "s_out", F, 1, D1);
@@ -193,9 +200,7 @@ static void test_if_batched(void) {
   ob_output(th, "y2", F, 2, dx);
   ob_node(el, "Neg", "neg", "x", "yn");
   ob_output(el, "yn", F, 2, dx);
-  Onnx__NodeProto *n = ob_node(b, "If", "if", "pos", "y");
-  ob_attr_g(b, n, "then_branch", th);
-  ob_attr_g(b, n, "else_branch", el);
+  add_if(b, "pos", "y", th, el);
   ob_output(b, "y", F, 2, dx);
   tc c;
   int rc = tc_load(&c, b, 4);
@@ -239,9 +244,7 @@ static ob *shapes_model(int cond_computed) {
   ob_output(th, "o2", F, 1, D2);
   ob_node(el, "Identity", "b", "v3", "o3");
   ob_output(el, "o3", F, 1, D3);
-  Onnx__NodeProto *n = ob_node(b, "If", "if", "cond", "y");
-  ob_attr_g(b, n, "then_branch", th);
-  ob_attr_g(b, n, "else_branch", el);
+  add_if(b, "cond", "y", th, el);
   int64_t dy[1] = {-1};
   ob_output(b, "y", F, 1, dy);
   return b;
@@ -299,10 +302,7 @@ static void test_scan_reverse(void) {
   float s0[2] = {0, 0}, xs[6] = {1, 2, 3, 4, 5, 6};
   eng_tensor ins[2] = {T(DT_FP32, 1, D2, s0), T(DT_FP32, 2, d32, xs)};
   tc c;
-  int rc = tc_run(&c, b, ins, 2, 2);
-  CHECK_EQ_INT(rc, 0);
-  if (rc) fprintf(stderr, "scan: %s\n", c.e.msg);
-  if (!rc) {
+  if (!run_ok(&c, b, ins, 2, 2, "scan")) {
     float sf[2] = {9, 12}, ys[6] = {5, 6, 8, 10, 9, 12};
     check_f32(&c.out[0], 1, D2, sf);
     check_f32(&c.out[1], 2, d32, ys);
