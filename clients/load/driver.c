@@ -268,10 +268,7 @@ static int call_start(worker *w, call_ctx *c) {
   // The ops array is read during start_batch only; what the ops point at lives in c.
   grpc_op ops[6];
   memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[1].op = GRPC_OP_SEND_MESSAGE;
-  ops[1].data.send_message.send_message = c->send;
-  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ld_call_send_ops(ops, c->send);
   ops[4].op = GRPC_OP_RECV_MESSAGE;
   ops[4].data.recv_message.recv_message = &c->recv;
   ld_call_end_ops(&c->end, &ops[3], &ops[5]);

@@ -69,11 +69,7 @@ int ld_gen_grpc_call(grpc_channel *ch, grpc_completion_queue *cq, const uint8_t 
   int tags[3];  // their addresses tag the three batches
   int kind = 0;
   grpc_op ops[4];
-  memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[1].op = GRPC_OP_SEND_MESSAGE;
-  ops[1].data.send_message.send_message = send;
-  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ld_call_send_ops(ops, send);
   grpc_op sop;
   ld_call_end_ops(&end, &ops[3], &sop);
   bool status_started = false;

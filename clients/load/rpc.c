@@ -34,6 +34,14 @@ void ld_call_end_ops(ld_call_end *c, grpc_op *recv_md, grpc_op *recv_status) {
   recv_status->data.recv_status_on_client.status_details = &c->details;
 }
 
+void ld_call_send_ops(grpc_op ops[3], grpc_byte_buffer *send) {
+  memset(ops, 0, 3 * sizeof ops[0]);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = send;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+}
+
 void ld_call_end_destroy(ld_call_end *c) {
   grpc_metadata_array_destroy(&c->md_init);
   grpc_metadata_array_destroy(&c->md_trail);
@@ -93,10 +101,7 @@ int ld_unary(grpc_channel *ch, const char *method, const ProtobufCMessage *req,
   ld_call_end_init(&end);
   grpc_op ops[6];
   memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[1].op = GRPC_OP_SEND_MESSAGE;
-  ops[1].data.send_message.send_message = send;
-  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ld_call_send_ops(ops, send);
   ops[4].op = GRPC_OP_RECV_MESSAGE;
   ops[4].data.recv_message.recv_message = &recv;
   ld_call_end_ops(&end, &ops[3], &ops[5]);

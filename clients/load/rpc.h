@@ -41,6 +41,10 @@ void ld_call_end_ops(ld_call_end *c, grpc_op *recv_md, grpc_op *recv_status);
 // Frees what init and the call put in c.
 void ld_call_end_destroy(ld_call_end *c);
 
+// A request's half of a call into ops[0..3): initial metadata, the one
+// message send, the close.
+void ld_call_send_ops(grpc_op ops[3], grpc_byte_buffer *send);
+
 // "INVALID_ARGUMENT" for 3; same table as stats.h's ld_kind_name for 0..16.
 const char *ld_status_name(int status);
 
