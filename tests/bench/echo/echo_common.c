@@ -63,7 +63,8 @@ grpc_call_error echo_reply(grpc_call *call, grpc_byte_buffer *send, grpc_status_
   ops[n++].data.recv_close_on_server.cancelled = cancelled;
   pthread_mutex_lock(mu);
   int shut = *closed;
-  grpc_call_error rc = shut ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN : grpc_call_start_batch(call, ops, n, tag, NULL);
+  grpc_call_error rc =
+      shut ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN : grpc_call_start_batch(call, ops, n, tag, NULL);
   pthread_mutex_unlock(mu);
   if (was_closed) *was_closed = shut;
   return rc;

@@ -529,6 +529,11 @@ static void usage(FILE *f) {
           "When serving, 'echo ready: grpc=<port>' goes to stderr; SIGINT/SIGTERM stop it.\n");
 }
 
+// echo_parse_int under this program's name.
+static int parse_int(const char *name, const char *v, long lo, long hi, int *out) {
+  return echo_parse_int("bench_echo_server", name, v, lo, hi, out);
+}
+
 static int parse_shape(const char *v) {
   opt.n_shape = 0;
   const char *p = v;
@@ -564,11 +569,11 @@ static int parse_args(int argc, char **argv) {
     }
     const char *v = argv[++i];
     int rc = 0;
-    if (!strcmp(a, "--port")) rc = echo_parse_int("bench_echo_server", a, v, 0, 65535, &opt.port);
+    if (!strcmp(a, "--port")) rc = parse_int(a, v, 0, 65535, &opt.port);
     else if (!strcmp(a, "--address")) opt.address = v;
-    else if (!strcmp(a, "--threads")) rc = echo_parse_int("bench_echo_server", a, v, 1, 256, &opt.threads);
-    else if (!strcmp(a, "--calls")) rc = echo_parse_int("bench_echo_server", a, v, 1, 4096, &opt.calls);
-    else if (!strcmp(a, "--max-message-bytes")) rc = echo_parse_int("bench_echo_server", a, v, 1024, INT_MAX, &opt.max_msg);
+    else if (!strcmp(a, "--threads")) rc = parse_int(a, v, 1, 256, &opt.threads);
+    else if (!strcmp(a, "--calls")) rc = parse_int(a, v, 1, 4096, &opt.calls);
+    else if (!strcmp(a, "--max-message-bytes")) rc = parse_int(a, v, 1024, INT_MAX, &opt.max_msg);
     else if (!strcmp(a, "--shape")) rc = parse_shape(v);
     else if (!strcmp(a, "--datatype")) opt.datatype = v;
     else {

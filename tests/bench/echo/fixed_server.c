@@ -462,6 +462,11 @@ static void usage(FILE *f) {
              "Answers ModelInfer with one fixed reply: every output, one row of zeros. A yardstick, not a server.\n");
 }
 
+// echo_parse_int under this program's name.
+static int parse_int(const char *name, const char *v, long lo, long hi, int *out) {
+  return echo_parse_int("bench_fixed_server", name, v, lo, hi, out);
+}
+
 static int parse_args(int argc, char **argv) {
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   opt.threads = ncpu > 0 && ncpu < 256 ? (int)ncpu : 2;
@@ -478,10 +483,10 @@ static int parse_args(int argc, char **argv) {
     const char *v = argv[++i];
     int rc = 0;
     if (!strcmp(a, "--model")) opt.model = v;
-    else if (!strcmp(a, "--max-batch")) rc = echo_parse_int("bench_fixed_server", a, v, 0, INT_MAX, &opt.max_batch);
-    else if (!strcmp(a, "--port")) rc = echo_parse_int("bench_fixed_server", a, v, 0, 65535, &opt.port);
-    else if (!strcmp(a, "--threads")) rc = echo_parse_int("bench_fixed_server", a, v, 1, 256, &opt.threads);
-    else if (!strcmp(a, "--calls")) rc = echo_parse_int("bench_fixed_server", a, v, 1, 4096, &opt.calls);
+    else if (!strcmp(a, "--max-batch")) rc = parse_int(a, v, 0, INT_MAX, &opt.max_batch);
+    else if (!strcmp(a, "--port")) rc = parse_int(a, v, 0, 65535, &opt.port);
+    else if (!strcmp(a, "--threads")) rc = parse_int(a, v, 1, 256, &opt.threads);
+    else if (!strcmp(a, "--calls")) rc = parse_int(a, v, 1, 4096, &opt.calls);
     else if (!strcmp(a, "--input") || !strcmp(a, "--output")) {
       int in = a[2] == 'i';
       size_t *n = in ? &opt.n_in : &opt.n_out;
