@@ -69,6 +69,12 @@ static void run_one_case(ob *b, float x, float want, const char *what) {
   tc_close(&c);
 }
 
+// A Loop node "loop" in b on ins, its body body, its outputs outs.
+static void add_loop(ob *b, const char *ins, const char *outs, ob *body) {
+  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", ins, outs);
+  ob_attr_g(b, n, "body", body);
+}
+
 // An If node "if" in b on cond, its branches th and el, its output out.
 static void add_if(ob *b, const char *cond, const char *out, ob *th, ob *el) {
   Onnx__NodeProto *n = ob_node(b, "If", "if", cond, out);
@@ -101,8 +107,7 @@ static void test_loop_outer_scope(void) {
   ob_init(b, "M", I64, 0, NULL, &m, sizeof m);
   ob_init(b, "two", F, 1, D1, &two, sizeof two);
   ob_node(b, "Mul", "mul", "a,two", "w");
-  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", "M,,x", "xf,ys,is");
-  ob_attr_g(b, n, "body", add_w_body());
+  add_loop(b, "M,,x", "xf,ys,is", add_w_body());
   int64_t d32[2] = {3, 2};
   ob_output(b, "xf", F, 1, D2);
   ob_output(b, "ys", F, 2, d32);
@@ -142,8 +147,7 @@ static void test_loop_while(void) {
   ob_node(s, "Squeeze", "sq", "lt", "c_out");
   ob_output(s, "c_out", BOOL, 0, NULL);
   ob_output(s, "x2", F, 1, D1);
-  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", ",c0,x", "xf");
-  ob_attr_g(b, n, "body", s);
+  add_loop(b, ",c0,x", "xf", s);
   ob_output(b, "xf", F, 1, D1);
   run_one_case(b, 1, 128, "while");
 }
@@ -176,8 +180,7 @@ static void test_if_nested_in_loop(void) {
   ob_node(body, "Identity", "c_id", "c", "c_out");
   ob_output(body, "c_out", BOOL, 0, NULL);
   ob_output(body, "s_out", F, 1, D1);
-  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", "M,,s", "sf");
-  ob_attr_g(b, n, "body", body);
+  add_loop(b, "M,,s", "sf", body);
   ob_output(b, "sf", F, 1, D1);
   run_one_case(b, 0, 22, "nested");
 }
@@ -318,8 +321,7 @@ static void test_bad_models(void) {
   ob_input(b, "x", F, 1, D2);
   ob_init(b, "M", I64, 0, NULL, &m, sizeof m);
   ob *s = add_w_body();  // reads w, which this model does not define
-  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", "M,,x", "xf");
-  ob_attr_g(b, n, "body", s);
+  add_loop(b, "M,,x", "xf", s);
   ob_output(b, "xf", F, 1, D2);
   expect_error(b, 0, "input 'w' is not defined", "subgraph 'body'");
 
@@ -328,8 +330,7 @@ static void test_bad_models(void) {
   float w = 1;
   ob_input(b, "x", F, 1, D2);
   ob_init(b, "w", F, 1, D1, &w, sizeof w);
-  n = ob_node(b, "Loop", "loop", ",,x", "xf,ys,is");
-  ob_attr_g(b, n, "body", add_w_body());
+  add_loop(b, ",,x", "xf,ys,is", add_w_body());
   ob_output(b, "xf", F, 1, D2);
   expect_error(b, 0, "neither a trip count M nor a condition", "never end");
 
@@ -346,8 +347,7 @@ static void test_bad_models(void) {
   ob_input(b, "x", F, 1, D2);
   ob_init(b, "M", I64, 0, NULL, &m, sizeof m);
   ob_init(b, "w", F, 1, D1, &w, sizeof w);
-  n = ob_node(b, "Loop", "loop", "M,,x", "xf,ys");
-  ob_attr_g(b, n, "body", add_w_body());
+  add_loop(b, "M,,x", "xf,ys", add_w_body());
   ob_output(b, "xf", F, 1, D2);
   expect_error(b, 0, "body has 3 inputs and 4 outputs, expected 3 and 3", NULL);
 
@@ -374,8 +374,7 @@ static void test_bad_models(void) {
   Onnx__NodeProto *rs = ob_node(b, "ReduceSum", "rsx", "x", "sx");
   ob_attr_i(b, rs, "keepdims", 0);
   ob_node(b, "Greater", "gtx", "sx,zero", "go");
-  n = ob_node(b, "Loop", "loop", "M,go,x", "xf,yss");
-  ob_attr_g(b, n, "body", s);
+  add_loop(b, "M,go,x", "xf,yss", s);
   ob_output(b, "xf", F, 2, dbx);
   int64_t dd[3] = {-1, -1, 2};
   ob_output(b, "yss", F, 3, dd);
@@ -398,8 +397,7 @@ static void test_loop_body_fails(void) {
   ob_node(s, "Identity", "c_id", "c", "c_out");
   ob_output(s, "c_out", BOOL, 0, NULL);
   ob_output(s, "acc_out", F, 0, NULL);
-  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", "m,,acc0", "total");
-  ob_attr_g(b, n, "body", s);
+  add_loop(b, "m,,acc0", "total", s);
   ob_output(b, "total", F, 0, NULL);
   tc c;
   int rc = tc_load(&c, b, 0);
