@@ -1,5 +1,7 @@
 // rpc.h: channels to the server and a blocking unary call for the control
-// RPCs (metadata, config, statistics). The load itself goes through driver.h.
+// RPCs (metadata, config, statistics); the ops and the end state (metadata,
+// status, details) every client call here shares. The load itself goes
+// through driver.h.
 #ifndef INFERD_CLIENTS_LOAD_RPC_H
 #define INFERD_CLIENTS_LOAD_RPC_H
 
