@@ -51,9 +51,7 @@ typedef struct call_ctx {
   int channel;
   grpc_call *call;  // non-NULL while in flight
   grpc_byte_buffer *send, *recv;
-  grpc_metadata_array md_init, md_trail;
-  grpc_status_code status;
-  grpc_slice details;
+  ld_call_end end;
   uint64_t t0;
   ld_req_kind kind;
   uint64_t gen;  // calls started on this context so far
@@ -242,9 +240,7 @@ static void call_cleanup(call_ctx *c) {
   if (c->send) grpc_byte_buffer_destroy(c->send);
   if (c->recv) grpc_byte_buffer_destroy(c->recv);
   c->send = c->recv = NULL;
-  grpc_metadata_array_destroy(&c->md_init);
-  grpc_metadata_array_destroy(&c->md_trail);
-  grpc_slice_unref(c->details);
+  ld_call_end_destroy(&c->end);
   if (c->call) grpc_call_unref(c->call);
   c->call = NULL;
 }
@@ -268,25 +264,14 @@ static int call_start(worker *w, call_ctx *c) {
   // refs the shared slice: no copy per call
   c->send = grpc_raw_byte_buffer_create(c->kind == LD_REQ_INVALID ? &d->bad_req : &d->req, 1);
   c->recv = NULL;
-  grpc_metadata_array_init(&c->md_init);
-  grpc_metadata_array_init(&c->md_trail);
-  c->status = GRPC_STATUS_UNKNOWN;
-  c->details = grpc_empty_slice();
+  ld_call_end_init(&c->end);
   // The ops array is read during start_batch only; what the ops point at lives in c.
   grpc_op ops[6];
   memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[1].op = GRPC_OP_SEND_MESSAGE;
-  ops[1].data.send_message.send_message = c->send;
-  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->md_init;
+  ld_call_send_ops(ops, c->send);
   ops[4].op = GRPC_OP_RECV_MESSAGE;
   ops[4].data.recv_message.recv_message = &c->recv;
-  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-  ops[5].data.recv_status_on_client.trailing_metadata = &c->md_trail;
-  ops[5].data.recv_status_on_client.status = &c->status;
-  ops[5].data.recv_status_on_client.status_details = &c->details;
+  ld_call_end_ops(&c->end, &ops[3], &ops[5]);
   c->t0 = clock_mono_ns();
   if (grpc_call_start_batch(c->call, ops, 6, c, NULL) != GRPC_CALL_OK) {
     call_cleanup(c);
@@ -308,13 +293,13 @@ static void call_done(worker *w, call_ctx *c) {
   ld_driver *d = w->d;
   uint64_t lat = clock_mono_ns() - c->t0;
   int kind = 0;
-  if (c->status != GRPC_STATUS_OK) {
-    kind = ld_kind_from_status((int)c->status);
+  if (c->end.status != GRPC_STATUS_OK) {
+    kind = ld_kind_from_status((int)c->end.status);
     // the first few of each thread, with the transport's words (a status alone does not say who answered
     // it); valid requests only: the mix's other kinds fail on purpose
     if (c->kind == LD_REQ_VALID && w->said_errors < 3) {
       w->said_errors++;
-      char *msg = grpc_slice_to_c_string(c->details);
+      char *msg = grpc_slice_to_c_string(c->end.details);
       fprintf(stderr, "inferd-load: thread %d: call failed: %s: %s\n", w->idx, ld_kind_name(kind), msg);
       gpr_free(msg);
     }

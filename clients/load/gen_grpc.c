@@ -64,27 +64,14 @@ int ld_gen_grpc_call(grpc_channel *ch, grpc_completion_queue *cq, const uint8_t 
   grpc_slice body = grpc_slice_from_copied_buffer((const char *)req, len);
   grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&body, 1);
   grpc_slice_unref(body);
-  grpc_metadata_array md_init, md_trail;
-  grpc_metadata_array_init(&md_init);
-  grpc_metadata_array_init(&md_trail);
-  grpc_status_code status = GRPC_STATUS_UNKNOWN;
-  grpc_slice details = grpc_empty_slice();
+  ld_call_end end;
+  ld_call_end_init(&end);
   int tags[3];  // their addresses tag the three batches
   int kind = 0;
   grpc_op ops[4];
-  memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[1].op = GRPC_OP_SEND_MESSAGE;
-  ops[1].data.send_message.send_message = send;
-  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[3].data.recv_initial_metadata.recv_initial_metadata = &md_init;
+  ld_call_send_ops(ops, send);
   grpc_op sop;
-  memset(&sop, 0, sizeof sop);
-  sop.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-  sop.data.recv_status_on_client.trailing_metadata = &md_trail;
-  sop.data.recv_status_on_client.status = &status;
-  sop.data.recv_status_on_client.status_details = &details;
+  ld_call_end_ops(&end, &ops[3], &sop);
   bool status_started = false;
   if (grpc_call_start_batch(call, ops, 4, &tags[0], NULL) != GRPC_CALL_OK) {
     kind = err_set(e, (err_code)LD_KIND_CLIENT, "could not start the ModelStreamInfer call");
@@ -123,16 +110,15 @@ int ld_gen_grpc_call(grpc_channel *ch, grpc_completion_queue *cq, const uint8_t 
     if (sr) inference__model_stream_infer_response__free_unpacked(sr, NULL);
   }
   if (status_started) pluck(cq, &tags[1]);
-  if (!kind && status != GRPC_STATUS_OK) {
-    char *d = grpc_slice_to_c_string(details);
-    kind = err_set(e, (err_code)ld_kind_from_status((int)status), "%s: %s", ld_status_name((int)status), d ? d : "");
+  if (!kind && end.status != GRPC_STATUS_OK) {
+    char *d = grpc_slice_to_c_string(end.details);
+    kind = err_set(e, (err_code)ld_kind_from_status((int)end.status), "%s: %s", ld_status_name((int)end.status),
+                   d ? d : "");
     gpr_free(d);
   }
 out:
   grpc_byte_buffer_destroy(send);
-  grpc_slice_unref(details);
-  grpc_metadata_array_destroy(&md_init);
-  grpc_metadata_array_destroy(&md_trail);
+  ld_call_end_destroy(&end);
   grpc_call_unref(call);
   return kind;
 }

@@ -16,6 +16,38 @@ const char *ld_status_name(int status) {
   return status >= 0 && status <= 16 ? ld_kind_name(status) : "UNKNOWN";
 }
 
+void ld_call_end_init(ld_call_end *c) {
+  grpc_metadata_array_init(&c->md_init);
+  grpc_metadata_array_init(&c->md_trail);
+  c->status = GRPC_STATUS_UNKNOWN;
+  c->details = grpc_empty_slice();
+}
+
+void ld_call_end_ops(ld_call_end *c, grpc_op *recv_md, grpc_op *recv_status) {
+  memset(recv_md, 0, sizeof *recv_md);
+  recv_md->op = GRPC_OP_RECV_INITIAL_METADATA;
+  recv_md->data.recv_initial_metadata.recv_initial_metadata = &c->md_init;
+  memset(recv_status, 0, sizeof *recv_status);
+  recv_status->op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  recv_status->data.recv_status_on_client.trailing_metadata = &c->md_trail;
+  recv_status->data.recv_status_on_client.status = &c->status;
+  recv_status->data.recv_status_on_client.status_details = &c->details;
+}
+
+void ld_call_send_ops(grpc_op ops[3], grpc_byte_buffer *send) {
+  memset(ops, 0, 3 * sizeof ops[0]);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = send;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+}
+
+void ld_call_end_destroy(ld_call_end *c) {
+  grpc_metadata_array_destroy(&c->md_init);
+  grpc_metadata_array_destroy(&c->md_trail);
+  grpc_slice_unref(c->details);
+}
+
 grpc_channel *ld_channel_create(const char *target, bool private_conn) {
   grpc_arg args[5];
   size_t n = 0;
@@ -65,25 +97,14 @@ int ld_unary(grpc_channel *ch, const char *method, const ProtobufCMessage *req,
   grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL, deadline, NULL);
   grpc_slice_unref(mslice);
   grpc_byte_buffer *recv = NULL;
-  grpc_metadata_array md_init, md_trail;
-  grpc_metadata_array_init(&md_init);
-  grpc_metadata_array_init(&md_trail);
-  grpc_status_code status = GRPC_STATUS_UNKNOWN;
-  grpc_slice details = grpc_empty_slice();
+  ld_call_end end;
+  ld_call_end_init(&end);
   grpc_op ops[6];
   memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[1].op = GRPC_OP_SEND_MESSAGE;
-  ops[1].data.send_message.send_message = send;
-  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[3].data.recv_initial_metadata.recv_initial_metadata = &md_init;
+  ld_call_send_ops(ops, send);
   ops[4].op = GRPC_OP_RECV_MESSAGE;
   ops[4].data.recv_message.recv_message = &recv;
-  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-  ops[5].data.recv_status_on_client.trailing_metadata = &md_trail;
-  ops[5].data.recv_status_on_client.status = &status;
-  ops[5].data.recv_status_on_client.status_details = &details;
+  ld_call_end_ops(&end, &ops[3], &ops[5]);
   int rc = 0;
   if (!call || grpc_call_start_batch(call, ops, 6, call, NULL) != GRPC_CALL_OK) {
     rc = err_set(e, ERR_INTERNAL, "could not start the %s call", method);
@@ -94,9 +115,9 @@ int ld_unary(grpc_channel *ch, const char *method, const ProtobufCMessage *req,
       if (ev.type == GRPC_OP_COMPLETE && ev.tag == call) break;
       if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
     }
-    if (status != GRPC_STATUS_OK) {
-      char *d = slice_str(details);
-      rc = err_set(e, (err_code)status, "%s: %s", ld_status_name((int)status), d ? d : "");
+    if (end.status != GRPC_STATUS_OK) {
+      char *d = slice_str(end.details);
+      rc = err_set(e, (err_code)end.status, "%s: %s", ld_status_name((int)end.status), d ? d : "");
       free(d);
     } else if (!recv) {
       rc = err_set(e, ERR_INTERNAL, "%s returned OK without a message", method);
@@ -115,9 +136,7 @@ int ld_unary(grpc_channel *ch, const char *method, const ProtobufCMessage *req,
   }
   if (recv) grpc_byte_buffer_destroy(recv);
   grpc_byte_buffer_destroy(send);
-  grpc_slice_unref(details);
-  grpc_metadata_array_destroy(&md_init);
-  grpc_metadata_array_destroy(&md_trail);
+  ld_call_end_destroy(&end);
   if (call) grpc_call_unref(call);
   grpc_completion_queue_shutdown(cq);
   while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN) {

@@ -18,6 +18,7 @@
 
 #include "kernels/base/clock.h"
 #include "clients/load/request.h"
+#include "clients/load/rpc.h"
 #include "clients/load/stats.h"
 #include "clients/load/stream_msg.h"
 
@@ -56,9 +57,7 @@ struct ld_stream {
   bool sending, half_closed;
   int fail_kind;  // nonzero: what the held requests count as, whatever the status says
   grpc_byte_buffer *send_buf, *recv_buf;
-  grpc_metadata_array md_init, md_trail;
-  grpc_status_code status;
-  grpc_slice details;
+  ld_call_end end;
 };
 
 // --- requests
@@ -126,9 +125,7 @@ static void release_call(ld_stream *s) {
   if (s->send_buf) grpc_byte_buffer_destroy(s->send_buf);
   if (s->recv_buf) grpc_byte_buffer_destroy(s->recv_buf);
   s->send_buf = s->recv_buf = NULL;
-  grpc_metadata_array_destroy(&s->md_init);
-  grpc_metadata_array_destroy(&s->md_trail);
-  grpc_slice_unref(s->details);
+  ld_call_end_destroy(&s->end);
   grpc_call_unref(s->call);
   s->call = NULL;
 }
@@ -141,19 +138,11 @@ static int open_call(ld_stream *s) {
   s->pending = 0;
   s->ending = s->cancelled = s->sending = s->half_closed = false;
   s->fail_kind = 0;
-  grpc_metadata_array_init(&s->md_init);
-  grpc_metadata_array_init(&s->md_trail);
-  s->status = GRPC_STATUS_UNKNOWN;
-  s->details = grpc_empty_slice();
+  ld_call_end_init(&s->end);
   grpc_op ops[3];
   memset(ops, 0, sizeof ops);
   ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[1].data.recv_initial_metadata.recv_initial_metadata = &s->md_init;
-  ops[2].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-  ops[2].data.recv_status_on_client.trailing_metadata = &s->md_trail;
-  ops[2].data.recv_status_on_client.status = &s->status;
-  ops[2].data.recv_status_on_client.status_details = &s->details;
+  ld_call_end_ops(&s->end, &ops[1], &ops[2]);
   if (grpc_call_start_batch(s->call, ops, 3, &s->tags[OP_LIFE], NULL) != GRPC_CALL_OK) {
     release_call(s);  // nothing is pending on it
     return -1;
@@ -199,7 +188,7 @@ static void pump(ld_stream *s) {
 // consistent, because the owner may send again from them.
 static void finish(ld_stream *s) {
   int kind = s->fail_kind                  ? s->fail_kind
-             : s->status != GRPC_STATUS_OK ? ld_kind_from_status((int)s->status)
+             : s->end.status != GRPC_STATUS_OK ? ld_kind_from_status((int)s->end.status)
                                            : LD_KIND_NO_MESSAGE;  // ended OK with requests unanswered
   size_t held = s->cfg.cap - s->n_free;
   release_call(s);

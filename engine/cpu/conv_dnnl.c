@@ -116,10 +116,7 @@ struct eng_dnnl_node {
 static void entry_clear(entry *en) {
   dnnl_primitive_t prims[] = {en->prim, en->x_in, en->add_in, en->y_out};
   dnnl_memory_t mems[] = {en->src, en->dst, en->bias, en->scratch, en->ux, en->uy, en->uadd};
-  for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
-    if (prims[i]) dnnl_primitive_destroy(prims[i]);
-  for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
-    if (mems[i]) dnnl_memory_destroy(mems[i]);
+  eng_dnnl_destroy(prims, sizeof prims / sizeof prims[0], mems, sizeof mems / sizeof mems[0]);
   eng_dnnl_md_free(en->x_md);
   eng_dnnl_md_free(en->add_md);
   eng_dnnl_md_free(en->dst_md);
@@ -141,14 +138,18 @@ static int same_geom(const k_window *a, const k_window *b) {
   return memcmp(a, b, sizeof *a) == 0;
 }
 
-// The md of an activation [n, ch, spatial...]: plain, or any layout.
-static dnnl_status_t act_md(eng_dnnl_md *md, const k_window *g, int64_t ch, const int64_t *sp, int any) {
+dnnl_status_t eng_dnnl__act_md(eng_dnnl_md *md, const k_window *g, int64_t ch, const int64_t *sp, dnnl_data_type_t t,
+                               int any) {
   dnnl_dims_t d;
   d[0] = g->n;
   d[1] = ch;
   for (int i = 0; i < g->nsp; i++) d[2 + i] = sp[i];
-  return any ? eng_dnnl_md_tag(md, 2 + g->nsp, d, dnnl_f32, dnnl_format_tag_any)
-             : eng_dnnl_md_dense(md, 2 + g->nsp, d, dnnl_f32);
+  return any ? eng_dnnl_md_tag(md, 2 + g->nsp, d, t, dnnl_format_tag_any) : eng_dnnl_md_dense(md, 2 + g->nsp, d, t);
+}
+
+// The FP32 activation's md (eng_dnnl__act_md).
+static dnnl_status_t act_md(eng_dnnl_md *md, const k_window *g, int64_t ch, const int64_t *sp, int any) {
+  return eng_dnnl__act_md(md, g, ch, sp, dnnl_f32, any);
 }
 
 // The weights as oneDNN names their dims ([g,] o, i, k...) with the strides

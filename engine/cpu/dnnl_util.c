@@ -184,3 +184,26 @@ int eng_dnnl_has_vnni(void) {
   unsigned v512 = (unsigned)dnnl_cpu_isa_avx512_core_vnni, v2 = (unsigned)dnnl_cpu_isa_avx2_vnni;
   return (isa & v512) == v512 || (isa & v2) == v2;
 }
+
+int eng_dnnl_s8_wide(const int8_t *w, size_t n) {
+  int wide = 0;
+  for (size_t i = 0; i < n && !wide; i++) wide = w[i] < -64 || w[i] > 64;
+  return wide;
+}
+
+void eng_dnnl_s8_split(const int8_t *w, size_t n, int8_t *hi, int8_t *lo) {
+  for (size_t i = 0; i < n; i++) {
+    int h = w[i] >> 1;  // floor(w / 2): arithmetic shift of a negative int is GCC's and Clang's
+    hi[i] = (int8_t)h;
+    lo[i] = (int8_t)(w[i] - 2 * h);
+  }
+}
+
+// --- teardown
+
+void eng_dnnl_destroy(dnnl_primitive_t *prims, size_t n_prims, dnnl_memory_t *mems, size_t n_mems) {
+  for (size_t i = 0; i < n_prims; i++)
+    if (prims[i]) dnnl_primitive_destroy(prims[i]);
+  for (size_t i = 0; i < n_mems; i++)
+    if (mems[i]) dnnl_memory_destroy(mems[i]);
+}

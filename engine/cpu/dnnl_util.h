@@ -15,6 +15,7 @@
 
 #include <dnnl.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/base/err.h"
 
@@ -106,5 +107,16 @@ void eng_dnnl_buf_close(eng_dnnl_buf *b);
 // Whether the CPU's int8 kernels sum UINT8 x INT8 products in int32 (VNNI);
 // without, they add product pairs in int16 and may saturate.
 int eng_dnnl_has_vnni(void);
+
+// Whether any of w[0..n) lies outside [-64, 64]: such INT8 weights may
+// saturate those int16 pairs, so without VNNI they run split.
+int eng_dnnl_s8_wide(const int8_t *w, size_t n);
+// The split: w = 2 hi + lo with hi = floor(w / 2) in [-64, 63], lo in {0, 1}.
+void eng_dnnl_s8_split(const int8_t *w, size_t n, int8_t *hi, int8_t *lo);
+
+// --- teardown
+
+// Destroys the primitives and memories of the lists that are not NULL.
+void eng_dnnl_destroy(dnnl_primitive_t *prims, size_t n_prims, dnnl_memory_t *mems, size_t n_mems);
 
 #endif

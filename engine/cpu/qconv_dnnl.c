@@ -57,10 +57,7 @@ struct eng_dnnl_qnode {
 static void qentry_clear(qentry *en) {
   dnnl_primitive_t prims[] = {en->prim, en->x_in, en->y_out};
   dnnl_memory_t mems[] = {en->src, en->dst, en->dst_lo, en->wts, en->wts_lo, en->zpm, en->scratch, en->ux, en->uy};
-  for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
-    if (prims[i]) dnnl_primitive_destroy(prims[i]);
-  for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
-    if (mems[i]) dnnl_memory_destroy(mems[i]);
+  eng_dnnl_destroy(prims, sizeof prims / sizeof prims[0], mems, sizeof mems / sizeof mems[0]);
   free(en->wdata);
   free(en->wdata_lo);
   memset(en, 0, sizeof *en);
@@ -77,16 +74,6 @@ void eng_dnnl_qnode_destroy(eng_dnnl_qnode *n) {
   free(n->w_hi);
   free(n->w_lo);
   free(n);
-}
-
-// [n, ch, spatial...] plain (strided) or any layout, of type t.
-static dnnl_status_t act_md(eng_dnnl_md *md, const k_window *g, int64_t ch, const int64_t *sp, dnnl_data_type_t t,
-                            int any) {
-  dnnl_dims_t d;
-  d[0] = g->n;
-  d[1] = ch;
-  for (int i = 0; i < g->nsp; i++) d[2 + i] = sp[i];
-  return any ? eng_dnnl_md_tag(md, 2 + g->nsp, d, t, dnnl_format_tag_any) : eng_dnnl_md_dense(md, 2 + g->nsp, d, t);
 }
 
 // ONNX's W [m, c/g, k...] as oneDNN's ([g,] o, i, k...): plain (ONNX's
@@ -112,9 +99,9 @@ static dnnl_status_t make_pd(dnnl_primitive_desc_t *pd, eng_dnnl_ctx *c, const k
   }
   eng_dnnl_md src = {0}, wts = {0}, dst = {0};
   dnnl_primitive_attr_t attr = NULL;
-  dnnl_status_t st = act_md(&src, g, g->c, g->x, x_signed ? dnnl_s8 : dnnl_u8, 1);
+  dnnl_status_t st = eng_dnnl__act_md(&src, g, g->c, g->x, x_signed ? dnnl_s8 : dnnl_u8, 1);
   if (st == dnnl_success) st = w_md(&wts, g, 1);
-  if (st == dnnl_success) st = act_md(&dst, g, g->m, g->y, dnnl_s32, 1);
+  if (st == dnnl_success) st = eng_dnnl__act_md(&dst, g, g->m, g->y, dnnl_s32, 1);
   if (st == dnnl_success) st = dnnl_primitive_attr_create(&attr);
   if (st == dnnl_success) st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
   if (st == dnnl_success && zp) st = eng_dnnl_attr_src_zp(attr);
@@ -167,8 +154,8 @@ static int qentry_create(eng_dnnl_ctx *c, eng_dnnl_qnode *n, qentry *en, const k
   en->src_bytes = dnnl_memory_desc_get_size(psrc);
   en->dst_bytes = dnnl_memory_desc_get_size(pdst);
   en->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
-  st = act_md(&px, g, g->c, g->x, x_signed ? dnnl_s8 : dnnl_u8, 0);
-  if (st == dnnl_success) st = act_md(&py, g, g->m, g->y, dnnl_s32, 0);
+  st = eng_dnnl__act_md(&px, g, g->c, g->x, x_signed ? dnnl_s8 : dnnl_u8, 0);
+  if (st == dnnl_success) st = eng_dnnl__act_md(&py, g, g->m, g->y, dnnl_s32, 0);
   if (st == dnnl_success) {
     eng_dnnl_md cl = {0};
     dnnl_dims_t d;
@@ -218,9 +205,7 @@ static int qentry_create(eng_dnnl_ctx *c, eng_dnnl_qnode *n, qentry *en, const k
 static int decide_split(eng_dnnl_qnode *n, const k_window *g, const int8_t *w, err *e) {
   size_t nw = (size_t)(g->m * (g->c / g->group));
   for (int i = 0; i < g->nsp; i++) nw *= (size_t)g->k[i];
-  int wide = 0;
-  for (size_t i = 0; i < nw && !wide; i++) wide = w[i] < -64 || w[i] > 64;
-  n->split = wide && !eng_dnnl_has_vnni() ? 1 : -1;
+  n->split = eng_dnnl_s8_wide(w, nw) && !eng_dnnl_has_vnni() ? 1 : -1;
   if (n->split < 0) return 0;
   n->w_hi = malloc(nw);
   n->w_lo = malloc(nw);
@@ -230,11 +215,7 @@ static int decide_split(eng_dnnl_qnode *n, const k_window *g, const int8_t *w, e
     n->split = 0;
     return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   }
-  for (size_t i = 0; i < nw; i++) {
-    int hi = w[i] >> 1;  // floor(w / 2): arithmetic shift of a negative int is GCC's and Clang's
-    n->w_hi[i] = (int8_t)hi;
-    n->w_lo[i] = (int8_t)(w[i] - 2 * hi);
-  }
+  eng_dnnl_s8_split(w, nw, n->w_hi, n->w_lo);
   return 0;
 }
 

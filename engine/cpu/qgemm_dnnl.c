@@ -33,19 +33,13 @@ int eng_dnnl_qgemm(int32_t *c, const void *a, int a_signed, int32_t a_zp, const 
     for (size_t i = 0; i < na; i++) au[i] = ((const uint8_t *)a)[i] ^ 0x80u;
     ua = au, a_zp += 128;
   }
-  int wide = 0;
-  for (size_t i = 0; i < nb && !wide; i++) wide = b[i] < -64 || b[i] > 64;
-  if (!wide || eng_dnnl_has_vnni()) {
+  if (!eng_dnnl_s8_wide(b, nb) || eng_dnnl_has_vnni()) {
     rc = gemm(c, ua, (uint8_t)a_zp, b, m, k, n, e);
   } else {
     bh = malloc(2 * nb);
     lo = malloc(m * n * sizeof *lo);
     if (!bh || !lo) rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-    for (size_t i = 0; !rc && i < nb; i++) {
-      int hi = b[i] >> 1;  // floor(b / 2)
-      bh[i] = (int8_t)hi;
-      bh[nb + i] = (int8_t)(b[i] - 2 * hi);
-    }
+    if (!rc) eng_dnnl_s8_split(b, nb, bh, bh + nb);
     if (!rc) rc = gemm(c, ua, (uint8_t)a_zp, bh, m, k, n, e);
     if (!rc) rc = gemm(lo, ua, (uint8_t)a_zp, bh + nb, m, k, n, e);
     for (size_t i = 0; !rc && i < m * n; i++) c[i] = (int32_t)((uint32_t)c[i] * 2u + (uint32_t)lo[i]);

@@ -115,34 +115,58 @@ static inline int64_t index_at(const void *idx, int idx_i32, size_t i) {
   return idx_i32 ? ((const int32_t *)idx)[i] : ((const int64_t *)idx)[i];
 }
 
-// The row-major strides of dims for walking an index tensor's shape, 0 on the
-// axis (which the index values reach instead); returns the axis's own stride.
-// GatherElements and ScatterElements share it.
-static int64_t walk_strides(int ndim, const int64_t *dims, int axis, int64_t *st) {
-  int64_t acc = 1, axis_stride = 1;
+// GatherElements' and ScatterElements' walk: over an index tensor of shape
+// idims, each index element's offset into the tensor of dims the axis runs
+// through (x or y): the element's own coordinates, the axis's replaced by
+// the index value.
+typedef struct axis_walk {
+  int ndim;
+  const int64_t *idims;
+  const void *idx;
+  int idx_i32;
+  int64_t axis_stride, len, st[1][K_MAX_DIMS], off[1], pos[K_MAX_DIMS];
+} axis_walk;
+
+// Returns how many index elements there are (none: dims is not read).
+static int64_t axis_walk_init(axis_walk *w, int ndim, const int64_t *dims, int axis, const void *idx, int idx_i32,
+                              const int64_t *idims) {
+  int64_t n = count(ndim, idims);
+  w->ndim = ndim, w->idims = idims, w->idx = idx, w->idx_i32 = idx_i32;
+  w->off[0] = 0, w->axis_stride = 1, w->len = 0;
+  if (n <= 0) return n;
+  memset(w->pos, 0, sizeof w->pos);
+  // dims's row-major strides, 0 on the axis: it contributes through the index instead
+  int64_t acc = 1;
   for (int i = ndim - 1; i >= 0; i--) {
-    st[i] = i == axis ? 0 : acc;
-    if (i == axis) axis_stride = acc;
+    w->st[0][i] = i == axis ? 0 : acc;
+    if (i == axis) w->axis_stride = acc;
     acc *= dims[i];
   }
-  return axis_stride;
+  w->len = dims[axis];
+  return n;
+}
+
+// The offset of index element i, called for i = 0, 1, ... in turn; -1 for an
+// index out of [-len, len).
+static int64_t axis_walk_next(axis_walk *w, int64_t i) {
+  int64_t k = index_at(w->idx, w->idx_i32, (size_t)i);
+  if (k < 0) k += w->len;
+  if (k < 0 || k >= w->len) return -1;
+  int64_t o = w->off[0] + k * w->axis_stride;
+  step(w->ndim, w->idims, w->pos, 1, w->st, w->off);
+  return o;
 }
 
 int k_gather_elements(void *y, const void *x, size_t esz, int ndim, const int64_t *xdims,
                       int axis, const void *idx, int idx_i32, const int64_t *idims) {
-  int64_t n = count(ndim, idims), st[1][K_MAX_DIMS], off[1] = {0}, pos[K_MAX_DIMS] = {0};
-  if (n <= 0) return 0;
-  // x's strides for walking idx's shape; the axis contributes through the index instead
-  int64_t axis_stride = walk_strides(ndim, xdims, axis, st[0]);
-  int64_t len = xdims[axis];
+  axis_walk w;
+  int64_t n = axis_walk_init(&w, ndim, xdims, axis, idx, idx_i32, idims);
   uint8_t *py = y;
   const uint8_t *px = x;
   for (int64_t i = 0; i < n; i++) {
-    int64_t k = index_at(idx, idx_i32, (size_t)i);
-    if (k < 0) k += len;
-    if (k < 0 || k >= len) return -1;
-    memcpy(py + (size_t)i * esz, px + (size_t)(off[0] + k * axis_stride) * esz, esz);
-    step(ndim, idims, pos, 1, st, off);
+    int64_t o = axis_walk_next(&w, i);
+    if (o < 0) return -1;
+    memcpy(py + (size_t)i * esz, px + (size_t)o * esz, esz);
   }
   return 0;
 }
@@ -273,18 +297,14 @@ static void put(uint8_t *d, const uint8_t *s, size_t esz, k_elem t, k_scatter_re
 int k_scatter_elements(void *y, const void *upd, size_t esz, k_elem t, int ndim, const int64_t *ydims, int axis,
                        const void *idx, int idx_i32, const int64_t *idims, k_scatter_red red) {
   if (!scatter_takes(t, red)) return -1;
-  int64_t n = count(ndim, idims), st[1][K_MAX_DIMS], off[1] = {0}, pos[K_MAX_DIMS] = {0};
-  if (n <= 0) return 0;
-  int64_t axis_stride = walk_strides(ndim, ydims, axis, st[0]);
-  int64_t len = ydims[axis];
+  axis_walk w;
+  int64_t n = axis_walk_init(&w, ndim, ydims, axis, idx, idx_i32, idims);
   uint8_t *py = y;
   const uint8_t *pu = upd;
   for (int64_t i = 0; i < n; i++) {
-    int64_t k = index_at(idx, idx_i32, (size_t)i);
-    if (k < 0) k += len;
-    if (k < 0 || k >= len) return -1;
-    put(py + (size_t)(off[0] + k * axis_stride) * esz, pu + (size_t)i * esz, esz, t, red);
-    step(ndim, idims, pos, 1, st, off);
+    int64_t o = axis_walk_next(&w, i);
+    if (o < 0) return -1;
+    put(py + (size_t)o * esz, pu + (size_t)i * esz, esz, t, red);
   }
   return 0;
 }

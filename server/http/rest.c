@@ -336,6 +336,23 @@ static int shm_route(srv_rest *r, const srv_http_request *req, srv_http_response
   return 1;
 }
 
+// shm_route, then what both families' register does before reading its
+// fields: a NUL byte refused (a key "/secret\0junk" would open /secret) and
+// the body parsed into *js (a body that is not JSON leaves js.root NULL, so
+// the caller's own message answers it). Returns 1 when the caller goes on
+// (it then frees *js), 0 when resp is answered.
+static int shm_register_body(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char **seg,
+                             const size_t *len, size_t n, int get, int post, const shm_family *f,
+                             char name[SHM_NAME_CAP], srv_json *js) {
+  if (!shm_route(r, req, resp, seg, len, n, get, post, f, name)) return 0;
+  if (srv_http_json_nul(req->body, req->body_len)) return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG), 0;
+  err pe = {0};
+  if (req->body_len && srv_jsonmem_parse(r->s->jsonmem, req->body, req->body_len, js, &pe) != 0 &&
+      pe.code != ERR_INVALID_ARGUMENT)
+    return srv_rest__json_refused(resp, &pe), 0;
+  return 1;
+}
+
 // A JSON number that is an integer in [0, 2^64): converting anything else to
 // uint64_t is undefined (found by fuzz_rest: an offset of 4e110), and a
 // fraction would be cut silently.
@@ -351,14 +368,8 @@ static int u64_number(const cJSON *v) {
 static void route_shm(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char **seg,
                       const size_t *len, size_t n, int get, int post) {
   char name[SHM_NAME_CAP] = "";
-  if (!shm_route(r, req, resp, seg, len, n, get, post, &SYS_SHM, name)) return;
-  // a key "/secret\0junk" would open /secret
-  if (srv_http_json_nul(req->body, req->body_len)) return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
   srv_json js = {0};
-  err pe = {0};
-  if (req->body_len && srv_jsonmem_parse(r->s->jsonmem, req->body, req->body_len, &js, &pe) != 0 &&
-      pe.code != ERR_INVALID_ARGUMENT)
-    return srv_rest__json_refused(resp, &pe);
+  if (!shm_register_body(r, req, resp, seg, len, n, get, post, &SYS_SHM, name, &js)) return;
   cJSON *b = js.root;
   const cJSON *key = cJSON_GetObjectItemCaseSensitive(b, "key");
   const cJSON *off = cJSON_GetObjectItemCaseSensitive(b, "offset");
@@ -421,13 +432,8 @@ static int b64_decode(const char *in, size_t len, uint8_t *out, size_t *out_len)
 static void route_cuda_shm(srv_rest *r, const srv_http_request *req, srv_http_response *resp, const char **seg,
                            const size_t *len, size_t n, int get, int post) {
   char name[SHM_NAME_CAP] = "";
-  if (!shm_route(r, req, resp, seg, len, n, get, post, &CUDA_SHM, name)) return;
-  if (srv_http_json_nul(req->body, req->body_len)) return srv_rest__set_error(resp, 400, SRV_HTTP_JSON_NUL_MSG);
   srv_json js = {0};
-  err pe = {0};
-  if (req->body_len && srv_jsonmem_parse(r->s->jsonmem, req->body, req->body_len, &js, &pe) != 0 &&
-      pe.code != ERR_INVALID_ARGUMENT)
-    return srv_rest__json_refused(resp, &pe);
+  if (!shm_register_body(r, req, resp, seg, len, n, get, post, &CUDA_SHM, name, &js)) return;
   cJSON *b = js.root;
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(b, "raw_handle");
   const cJSON *b64 = cJSON_GetObjectItemCaseSensitive(h, "b64");

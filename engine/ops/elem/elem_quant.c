@@ -65,32 +65,62 @@ static int layout_of(const eng_op_params *p, const eng_tensor *x, const eng_tens
   return 0;
 }
 
-int eng_ops__infer_quantize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
-                            err *e) {
-  (void)n_out;
+// The quantized type: the zero point's, else output_dtype's, else UINT8
+// (QuantizeLinear's y, inferd.QuantDequant's middle step).
+static dtype quant_type(const eng_op_params *p, const eng_tensor *zp) {
+  return zp ? zp->dt : p->to != DT_INVALID ? p->to : DT_UINT8;
+}
+
+// QuantizeLinear's and inferd.QuantDequant's shape: FP32 x and scale, an
+// integer quantized type (what names it in the error), x's layout against
+// the scale; the output x's shape in out_dt, or the quantized type when
+// DT_INVALID.
+static int infer_from_float(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                            const char *what, dtype out_dt, err *e) {
   TRY(eng_ops__need_f32(&in[0], "x", e));
   TRY(eng_ops__need_f32(&in[1], "y_scale", e));
   const eng_tensor *zp = op_given(in, n_in, 2) ? &in[2] : NULL;
-  dtype yt = zp ? zp->dt : p->to != DT_INVALID ? p->to : DT_UINT8;
+  dtype yt = quant_type(p, zp);
   k_elem k;
-  TRY(int_elem(yt, &k, "y", e));
+  TRY(int_elem(yt, &k, what, e));
   k_quant_layout l;
   TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
-  op_set_out(&out[0], yt, in[0].ndims, in[0].dims);
+  op_set_out(&out[0], out_dt != DT_INVALID ? out_dt : yt, in[0].ndims, in[0].dims);
   return 0;
+}
+
+// What QuantizeLinear, DequantizeLinear and inferd.QuantDequant run: one
+// kernel each over the same checks and layout.
+typedef enum lin_kind { LIN_QUANT, LIN_DEQUANT, LIN_FAKE_QUANT } lin_kind;
+
+static int run_linear(lin_kind kind, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      err *e) {
+  const eng_tensor *zp = op_given(in, n_in, 2) ? &in[2] : NULL;
+  // the integer side: y's type, x's, or the one in the middle
+  dtype t = kind == LIN_QUANT ? out[0].dt : kind == LIN_DEQUANT ? in[0].dt : quant_type(p, zp);
+  k_elem k;
+  k_quant_layout l;
+  TRY(int_elem(t, &k, kind == LIN_QUANT ? "y" : kind == LIN_DEQUANT ? "x" : "the quantized type", e));
+  TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
+  const void *z = zp ? zp->data : NULL;
+  int rc = kind == LIN_QUANT     ? k_quantize(out[0].data, k, in[0].data, in[1].data, z, &l)
+           : kind == LIN_DEQUANT ? k_dequantize(out[0].data, in[0].data, k, in[1].data, z, &l)
+                                 : k_fake_quant(out[0].data, in[0].data, k, in[1].data, z, &l);
+  if (rc == 0) return 0;
+  if (kind == LIN_DEQUANT) return err_set(e, ERR_INTERNAL, "no DequantizeLinear of %s", dtype_wire_name(t));
+  return err_set(e, ERR_INTERNAL, "no QuantizeLinear to %s", dtype_wire_name(t));
+}
+
+int eng_ops__infer_quantize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
+                            err *e) {
+  (void)n_out;
+  return infer_from_float(p, in, n_in, out, "y", DT_INVALID, e);
 }
 
 int eng_ops__run_quantize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                           err *e) {
   (void)n_out;
-  const eng_tensor *zp = op_given(in, n_in, 2) ? &in[2] : NULL;
-  k_elem k;
-  k_quant_layout l;
-  TRY(int_elem(out[0].dt, &k, "y", e));
-  TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
-  if (k_quantize(out[0].data, k, in[0].data, in[1].data, zp ? zp->data : NULL, &l) != 0)
-    return err_set(e, ERR_INTERNAL, "no QuantizeLinear to %s", dtype_wire_name(out[0].dt));
-  return 0;
+  return run_linear(LIN_QUANT, p, in, n_in, out, e);
 }
 
 int eng_ops__infer_dequantize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
@@ -112,14 +142,7 @@ int eng_ops__infer_dequantize(const eng_op_params *p, const eng_tensor *in, int 
 int eng_ops__run_dequantize(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                             err *e) {
   (void)n_out;
-  const eng_tensor *zp = op_given(in, n_in, 2) ? &in[2] : NULL;
-  k_elem k;
-  k_quant_layout l;
-  TRY(int_elem(in[0].dt, &k, "x", e));
-  TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
-  if (k_dequantize(out[0].data, in[0].data, k, in[1].data, zp ? zp->data : NULL, &l) != 0)
-    return err_set(e, ERR_INTERNAL, "no DequantizeLinear of %s", dtype_wire_name(in[0].dt));
-  return 0;
+  return run_linear(LIN_DEQUANT, p, in, n_in, out, e);
 }
 
 // --- inferd.QuantDequant (ENG_QUANT_DEQUANT_OP): a QuantizeLinear -> DequantizeLinear pair
@@ -127,35 +150,16 @@ int eng_ops__run_dequantize(const eng_op_params *p, const eng_tensor *in, int n_
 // model in float (GPU instances): QuantizeLinear's inputs and attributes;
 // the quantized type is the zero point's, else output_dtype's, else UINT8.
 
-static dtype fq_type(const eng_op_params *p, const eng_tensor *zp) {
-  return zp ? zp->dt : p->to != DT_INVALID ? p->to : DT_UINT8;
-}
-
 int eng_ops__infer_quant_dequant(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                                  int n_out, err *e) {
   (void)n_out;
-  TRY(eng_ops__need_f32(&in[0], "x", e));
-  TRY(eng_ops__need_f32(&in[1], "y_scale", e));
-  const eng_tensor *zp = op_given(in, n_in, 2) ? &in[2] : NULL;
-  k_elem k;
-  TRY(int_elem(fq_type(p, zp), &k, "the quantized type", e));
-  k_quant_layout l;
-  TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
-  op_set_out(&out[0], DT_FP32, in[0].ndims, in[0].dims);
-  return 0;
+  return infer_from_float(p, in, n_in, out, "the quantized type", DT_FP32, e);
 }
 
 int eng_ops__run_quant_dequant(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
                                int n_out, err *e) {
   (void)n_out;
-  const eng_tensor *zp = op_given(in, n_in, 2) ? &in[2] : NULL;
-  k_elem k;
-  k_quant_layout l;
-  TRY(int_elem(fq_type(p, zp), &k, "the quantized type", e));
-  TRY(layout_of(p, &in[0], &in[1], zp, &l, e));
-  if (k_fake_quant(out[0].data, in[0].data, k, in[1].data, zp ? zp->data : NULL, &l) != 0)
-    return err_set(e, ERR_INTERNAL, "no QuantizeLinear to %s", dtype_wire_name(fq_type(p, zp)));
-  return 0;
+  return run_linear(LIN_FAKE_QUANT, p, in, n_in, out, e);
 }
 
 // --- DynamicQuantizeLinear: y UINT8, y_scale FP32 scalar, y_zero_point UINT8 scalar
@@ -233,14 +237,22 @@ static int scalar_of(const eng_tensor *t, const char *what, double *v, err *e) {
   return 0;
 }
 
+// A and B (MatMulInteger's inputs 0 and 1, QLinearMatMul's 0 and 3 when q)
+// and their element types, each an integer type.
+static int mm_operands(int q, const eng_tensor *in, const eng_tensor **a, const eng_tensor **b, k_elem *ka,
+                       k_elem *kb, err *e) {
+  *a = &in[0], *b = &in[q ? 3 : 1];
+  TRY(int_elem((*a)->dt, ka, "A", e));
+  return int_elem((*b)->dt, kb, "B", e);
+}
+
 int eng_ops__infer_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                               err *e) {
   (void)n_out;
   int q = p->mode;
-  const eng_tensor *a = &in[0], *b = &in[q ? 3 : 1];
+  const eng_tensor *a, *b;
   k_elem ka, kb, ky = K_I32;
-  TRY(int_elem(a->dt, &ka, "A", e));
-  TRY(int_elem(b->dt, &kb, "B", e));
+  TRY(mm_operands(q, in, &a, &b, &ka, &kb, e));
   dtype yt = DT_INT32;
   if (q) {
     yt = in[7].dt;
@@ -307,10 +319,9 @@ int eng_ops__run_matmul_int(const eng_op_params *p, const eng_tensor *in, int n_
                             err *e) {
   (void)n_out;
   int q = p->mode;
-  const eng_tensor *a = &in[0], *b = &in[q ? 3 : 1];
+  const eng_tensor *a, *b;
   k_elem ka, kb, ky = K_I32;
-  TRY(int_elem(a->dt, &ka, "A", e));
-  TRY(int_elem(b->dt, &kb, "B", e));
+  TRY(mm_operands(q, in, &a, &b, &ka, &kb, e));
   mm_dims d;
   TRY(mm_dims_of(a, b, &d, e));
   double azp = 0, bzp = 0, mul = 0, yzp = 0, *bzp_col = NULL, *bs_col = NULL;

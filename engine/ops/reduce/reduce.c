@@ -197,23 +197,24 @@ static int cumsum_axis(const eng_tensor *in, int64_t *ax, err *e) {
   return eng_ops__norm_axis(a[0], in[0].ndims, ax, e);
 }
 
-static int infer_cumsum(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
-                        int n_out, err *e) {
-  (void)p, (void)n_in, (void)n_out;
-  dtype t = in[0].dt;
-  k_elem k;
-  if (t == DT_FP16 || t == DT_BOOL || eng_ops_elem_of(t, &k) != 0 || k == K_F64)
-    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(t));
+// CumSum's and CumProd's shape once the element type passed: x's own, the
+// axis checked.
+static int cum_shape(const eng_tensor *in, eng_tensor *out, err *e) {
   if (in[0].ndims < 1) return err_set(e, ERR_INVALID_ARGUMENT, "x must have rank >= 1");
   int64_t ax;
   TRY(cumsum_axis(in, &ax, e));
-  op_set_out(&out[0], t, in[0].ndims, in[0].dims);
+  op_set_out(&out[0], in[0].dt, in[0].ndims, in[0].dims);
   return 0;
 }
 
-static int run_cumsum(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
-                      int n_out, err *e) {
-  (void)n_in, (void)n_out;
+// k_cumsum or k_cumprod: the running sum or product along one axis.
+typedef int (*cum_kernel)(void *y, const void *x, k_elem t, size_t outer, size_t len, size_t inner, int exclusive,
+                          int reverse);
+
+// CumSum's and CumProd's run: x viewed as [outer, len, inner] around the axis
+// and scanned by f; op names the op in the error.
+static int run_cum(const eng_op_params *p, const eng_tensor *in, eng_tensor *out, cum_kernel f, const char *op,
+                   err *e) {
   int64_t ax;
   TRY(cumsum_axis(in, &ax, e));
   int r = in[0].ndims;
@@ -221,12 +222,28 @@ static int run_cumsum(const eng_op_params *p, const eng_tensor *in, int n_in, en
   size_t inner = (size_t)op_prod(in[0].dims, (int)ax + 1, r);
   k_elem k;
   if (eng_ops_elem_of(in[0].dt, &k) != 0 ||
-      k_cumsum(out[0].data, in[0].data, k, outer, len, inner, p->exclusive, p->reverse) != 0)
-    return err_set(e, ERR_INTERNAL, "no CumSum of %s", dtype_wire_name(in[0].dt));
+      f(out[0].data, in[0].data, k, outer, len, inner, p->exclusive, p->reverse) != 0)
+    return err_set(e, ERR_INTERNAL, "no %s of %s", op, dtype_wire_name(in[0].dt));
   return 0;
 }
 
-// --- CumProd: CumSum's parse and axis, the running product (k_cumprod)
+static int infer_cumsum(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                        int n_out, err *e) {
+  (void)p, (void)n_in, (void)n_out;
+  dtype t = in[0].dt;
+  k_elem k;
+  if (t == DT_FP16 || t == DT_BOOL || eng_ops_elem_of(t, &k) != 0 || k == K_F64)
+    return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(t));
+  return cum_shape(in, out, e);
+}
+
+static int run_cumsum(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                      int n_out, err *e) {
+  (void)n_in, (void)n_out;
+  return run_cum(p, in, out, k_cumsum, "CumSum", e);
+}
+
+// --- CumProd: CumSum's parse, axis, shape and walk, the running product (k_cumprod)
 
 static int infer_cumprod(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                          err *e) {
@@ -235,26 +252,13 @@ static int infer_cumprod(const eng_op_params *p, const eng_tensor *in, int n_in,
   if (in[0].dt == DT_FP16 || eng_ops_elem_of(in[0].dt, &k) != 0 ||
       (k != K_F32 && k != K_F64 && k != K_I32 && k != K_I64))
     return err_set(e, ERR_INVALID_ARGUMENT, "unsupported element type %s", dtype_wire_name(in[0].dt));
-  if (in[0].ndims < 1) return err_set(e, ERR_INVALID_ARGUMENT, "x must have rank >= 1");
-  int64_t ax;
-  TRY(cumsum_axis(in, &ax, e));
-  op_set_out(&out[0], in[0].dt, in[0].ndims, in[0].dims);
-  return 0;
+  return cum_shape(in, out, e);
 }
 
 static int run_cumprod(const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out, int n_out,
                        err *e) {
   (void)n_in, (void)n_out;
-  int64_t ax;
-  TRY(cumsum_axis(in, &ax, e));
-  int r = in[0].ndims;
-  size_t outer = (size_t)op_prod(in[0].dims, 0, (int)ax), len = (size_t)in[0].dims[ax];
-  size_t inner = (size_t)op_prod(in[0].dims, (int)ax + 1, r);
-  k_elem k;
-  if (eng_ops_elem_of(in[0].dt, &k) != 0 ||
-      k_cumprod(out[0].data, in[0].data, k, outer, len, inner, p->exclusive, p->reverse) != 0)
-    return err_set(e, ERR_INTERNAL, "no CumProd of %s", dtype_wire_name(in[0].dt));
-  return 0;
+  return run_cum(p, in, out, k_cumprod, "CumProd", e);
 }
 
 // --- TopK: K is an input read at shape inference (host_in); p->axis, p->upper: largest

@@ -46,6 +46,7 @@
 
 #include "grpc_service.pb-c.h"
 #include "model_config.pb-c.h"
+#include "tests/bench/echo/echo_common.h"
 
 #define MAX_DIMS 16
 #define SCRATCH_KEEP (8u << 20)  // a larger copy buffer is freed after use
@@ -466,34 +467,21 @@ static void on_new(worker *w, call_ctx *c, int ok) {
     c->payload = NULL;
   }
 
-  grpc_op ops[4];
-  memset(ops, 0, sizeof ops);
-  size_t n = 0;
-  ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
   if (r.code == GRPC_STATUS_OK) {
     grpc_slice s = r.len ? grpc_slice_new(r.msg, r.len, free) : grpc_empty_slice();
     if (!r.len) free(r.msg);
     c->send_buf = grpc_raw_byte_buffer_create(&s, 1);
     grpc_slice_unref(s);  // the buffer holds its own reference
-    ops[n].op = GRPC_OP_SEND_MESSAGE;
-    ops[n++].data.send_message.send_message = c->send_buf;
   } else {
     free(r.msg);
     c->status_text = grpc_slice_from_copied_string(r.text);
     c->has_text = 1;
   }
-  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-  ops[n].data.send_status_from_server.status = r.code;
-  ops[n++].data.send_status_from_server.status_details = c->has_text ? &c->status_text : NULL;
-  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-  ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
 
   c->answering = 1;
-  pthread_mutex_lock(&w->mu);
-  int closed = w->closed;
-  grpc_call_error rc = closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
-                              : grpc_call_start_batch(c->call, ops, n, c, NULL);
-  pthread_mutex_unlock(&w->mu);
+  int closed;
+  grpc_call_error rc = echo_reply(c->call, c->send_buf, r.code, c->has_text ? &c->status_text : NULL, &c->cancelled,
+                                  c, &w->mu, &w->closed, &closed);
   if (rc != GRPC_CALL_OK) {
     if (!closed) LOG("grpc_call_start_batch failed: error %d", (int)rc);
     grpc_call_cancel(c->call, NULL);
@@ -541,16 +529,9 @@ static void usage(FILE *f) {
           "When serving, 'echo ready: grpc=<port>' goes to stderr; SIGINT/SIGTERM stop it.\n");
 }
 
+// echo_parse_int under this program's name.
 static int parse_int(const char *name, const char *v, long lo, long hi, int *out) {
-  char *end = NULL;
-  errno = 0;
-  long x = strtol(v, &end, 10);
-  if (errno || !end || end == v || *end || x < lo || x > hi) {
-    fprintf(stderr, "bench_echo_server: %s: '%s' is not an integer in [%ld, %ld]\n", name, v, lo, hi);
-    return -1;
-  }
-  *out = (int)x;
-  return 0;
+  return echo_parse_int("bench_echo_server", name, v, lo, hi, out);
 }
 
 static int parse_shape(const char *v) {
@@ -660,15 +641,11 @@ int main(int argc, char **argv) {
   // Block the stop signals before any thread exists (gRPC's included), so
   // only sigwait below sees them.
   sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  int rc = pthread_sigmask(SIG_BLOCK, &stop, NULL);
+  int rc = echo_block_stop_signals(&stop);
   if (rc) {
     LOG("pthread_sigmask: %s", strerror(rc));
     return 1;
   }
-  signal(SIGPIPE, SIG_IGN);
 
   atomic_init(&G.draining, 0);
   pthread_mutex_init(&G.mu, NULL);
@@ -691,18 +668,7 @@ int main(int argc, char **argv) {
     pthread_mutex_init(&G.w[i].mu, NULL);
   }
 
-  grpc_arg args[3];
-  args[0].type = GRPC_ARG_INTEGER;
-  args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  args[0].value.integer = opt.max_msg;
-  args[1].type = GRPC_ARG_INTEGER;
-  args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-  args[1].value.integer = opt.max_msg;
-  args[2].type = GRPC_ARG_INTEGER;  // a busy port is an error, not a silent share
-  args[2].key = GRPC_ARG_ALLOW_REUSEPORT;
-  args[2].value.integer = 0;
-  grpc_channel_args ch_args = {3, args};
-  G.server = grpc_server_create(&ch_args, NULL);
+  G.server = echo_server_create(opt.max_msg);
   if (!G.server) {
     LOG("grpc_server_create failed");
     goto fail;
@@ -725,14 +691,12 @@ int main(int argc, char **argv) {
   }
   char addr[300];
   snprintf(addr, sizeof addr, "%s:%d", opt.address, opt.port);
-  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-  if (!creds) {
+  int port = echo_listen(G.server, addr);
+  if (port < 0) {
     LOG("cannot create insecure server credentials");
     goto fail;
   }
-  int port = grpc_server_add_http2_port(G.server, addr, creds);
-  grpc_server_credentials_release(creds);
-  if (port <= 0) {
+  if (port == 0) {
     LOG("cannot listen on %s (address in use or invalid)", addr);
     goto fail;
   }

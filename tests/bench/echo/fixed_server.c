@@ -42,6 +42,7 @@
 
 #include "grpc_service.pb-c.h"
 #include "model_config.pb-c.h"
+#include "tests/bench/echo/echo_common.h"
 
 #define MAX_DIMS 8
 #define MAX_TENSORS 16
@@ -422,28 +423,15 @@ static void on_call(worker *w, call *c) {
       }
     }
   }
-  grpc_op ops[4];
-  memset(ops, 0, sizeof ops);
-  size_t n = 0;
-  ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
   if (code == GRPC_STATUS_OK) {
     grpc_slice parts[2] = {body, tail};
     c->send = grpc_raw_byte_buffer_create(parts, GRPC_SLICE_LENGTH(tail) ? 2 : 1);
-    ops[n].op = GRPC_OP_SEND_MESSAGE;
-    ops[n++].data.send_message.send_message = c->send;
   }
   grpc_slice_unref(body);
   grpc_slice_unref(tail);
-  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-  ops[n].data.send_status_from_server.status = code;
-  ops[n++].data.send_status_from_server.status_details = code == GRPC_STATUS_OK ? NULL : &c->text;
-  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-  ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
   c->answering = 1;
-  pthread_mutex_lock(&w->mu);
-  grpc_call_error rc = w->closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
-                                 : grpc_call_start_batch(c->call, ops, n, c, NULL);
-  pthread_mutex_unlock(&w->mu);
+  grpc_call_error rc = echo_reply(c->call, c->send, code, code == GRPC_STATUS_OK ? NULL : &c->text, &c->cancelled, c,
+                                  &w->mu, &w->closed, NULL);
   if (rc != GRPC_CALL_OK) {
     grpc_call_cancel(c->call, NULL);
     done(c);
@@ -474,16 +462,9 @@ static void usage(FILE *f) {
              "Answers ModelInfer with one fixed reply: every output, one row of zeros. A yardstick, not a server.\n");
 }
 
-static int parse_int(const char *a, const char *v, long lo, long hi, int *out) {
-  char *end = NULL;
-  errno = 0;
-  long x = strtol(v, &end, 10);
-  if (errno || end == v || *end || x < lo || x > hi) {
-    fprintf(stderr, "bench_fixed_server: %s: '%s' is not an integer in [%ld, %ld]\n", a, v, lo, hi);
-    return -1;
-  }
-  *out = (int)x;
-  return 0;
+// echo_parse_int under this program's name.
+static int parse_int(const char *name, const char *v, long lo, long hi, int *out) {
+  return echo_parse_int("bench_fixed_server", name, v, lo, hi, out);
 }
 
 static int parse_args(int argc, char **argv) {
@@ -535,20 +516,10 @@ static int parse_args(int argc, char **argv) {
 int main(int argc, char **argv) {
   if (parse_args(argc, argv)) return 2;
   sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, NULL);  // before any thread: only sigwait sees them
-  signal(SIGPIPE, SIG_IGN);
+  (void)echo_block_stop_signals(&stop);  // before any thread: only sigwait sees them
   grpc_init();
   pack_fixed();
-  grpc_arg args[3] = {
-      {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, .value.integer = INT_MAX},
-      {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = INT_MAX},
-      {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
-  };
-  grpc_channel_args ch = {3, args};
-  g_server = grpc_server_create(&ch, NULL);
+  g_server = echo_server_create(INT_MAX);
   worker *w = calloc((size_t)opt.threads, sizeof *w);
   if (!g_server || !w) {
     LOG("cannot create the server");
@@ -565,9 +536,7 @@ int main(int argc, char **argv) {
     g_handle[m] = grpc_server_register_method(g_server, method_path[m], NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
   char addr[64];
   snprintf(addr, sizeof addr, "0.0.0.0:%d", opt.port);
-  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-  int port = grpc_server_add_http2_port(g_server, addr, creds);
-  grpc_server_credentials_release(creds);
+  int port = echo_listen(g_server, addr);
   if (port <= 0) {
     LOG("cannot listen on %s", addr);
     return 1;

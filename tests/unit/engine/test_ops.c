@@ -48,6 +48,39 @@ static void expect_ok(int rc, const tc *c, const char *what) {
   if (rc) fprintf(stderr, "%s: %s\n", what, c->e.msg);
 }
 
+// Runs bb on in[0..n_in): its one output must be FP32 of dims yd (rank ny)
+// within rtol and atol of want; what names the case in a failure.
+static void run_f32(ob *bb, const eng_tensor *in, size_t n_in, int ny, const int64_t *yd, const float *want,
+                    double rtol, double atol, const char *what) {
+  tc t;
+  expect_ok(tc_run(&t, bb, in, n_in, 1), &t, what);
+  if (t.out[0].data) check_f32(&t.out[0], ny, yd, want, rtol, atol);
+  tc_close(&t);
+}
+
+// Plans bb's model (max_batch 0), which must be refused as ERR_INVALID_ARGUMENT
+// with a message holding want, and want2 too unless NULL.
+static void expect_refused(ob *bb, const char *want, const char *want2) {
+  tc t;
+  memset(&t, 0, sizeof t);
+  ob_save(bb, MODEL);
+  CHECK_EQ_INT(eng_graph_load(MODEL, &t.g, &t.e), 0);
+  CHECK_EQ_INT(eng_plan_create(t.g, 0, &t.p, &t.e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(t.e.msg, want);
+  if (want2) CHECK_CONTAINS(t.e.msg, want2);
+  tc_close(&t);
+}
+
+// Runs bb's model on its one FP32 input in: its one output must be want's
+// bytes exactly (the threaded kernels against the single-threaded ones).
+static void expect_same_bytes(ob *bb, eng_tensor in, const void *want, size_t bytes, const char *op) {
+  tc t;
+  expect_ok(tc_run(&t, bb, &in, 1, 1), &t, op);
+  int same = t.out[0].data && memcmp(t.out[0].data, want, bytes) == 0;
+  CHECK(same);
+  tc_close(&t);
+}
+
 // --- references
 
 // Index of `a` (rank na, dims ad) feeding flat output index i of shape yd (rank ny).
@@ -105,11 +138,8 @@ static void gemm_case(int m, int n, int k, int ta, int tb, int has_alpha, float 
   ob_output(bd_, "y", F, 2, yd);
   int cr = cnd == 2 ? (int)cdims[0] : 1, cc = cnd >= 1 ? (int)cdims[cnd - 1] : 1;
   ref_gemm(want, a, b, cnd >= 0 ? c : NULL, cr, cc, m, n, k, ta, tb, alpha, beta);
-  tc t;
   eng_tensor in = T(DT_FP32, 2, ad, a);
-  expect_ok(tc_run(&t, bd_, &in, 1, 1), &t, "gemm");
-  if (t.out[0].data) check_f32(&t.out[0], 2, yd, want, 1e-5, 1e-6);
-  tc_close(&t);
+  run_f32(bd_, &in, 1, 2, yd, want, 1e-5, 1e-6, "gemm");
 }
 
 static void test_gemm(void) {
@@ -242,11 +272,8 @@ static void matmul_case(int na, const int64_t *ad, int nb, const int64_t *bdm, i
   ob_input(bb, "b", F, nb, bdm);
   ob_node(bb, "MatMul", "mm", "a,b", "y");
   ob_output(bb, "y", F, -1, NULL);
-  tc t;
   eng_tensor in[2] = {T(DT_FP32, na, ad, a), T(DT_FP32, nb, bdm, b)};
-  expect_ok(tc_run(&t, bb, in, 2, 1), &t, "matmul");
-  if (t.out[0].data) check_f32(&t.out[0], ny, yd, want, 1e-5, 1e-6);
-  tc_close(&t);
+  run_f32(bb, in, 2, ny, yd, want, 1e-5, 1e-6, "matmul");
 }
 
 static void test_matmul(void) {
@@ -265,14 +292,7 @@ static void test_matmul(void) {
   ob_input(bb, "b", F, 2, (int64_t[]){5, 6});
   ob_node(bb, "MatMul", "bad_mm", "a,b", "y");
   ob_output(bb, "y", F, -1, NULL);
-  tc t;
-  memset(&t, 0, sizeof t);
-  ob_save(bb, MODEL);
-  CHECK_EQ_INT(eng_graph_load(MODEL, &t.g, &t.e), 0);
-  CHECK_EQ_INT(eng_plan_create(t.g, 0, &t.p, &t.e), ERR_INVALID_ARGUMENT);
-  CHECK_CONTAINS(t.e.msg, "node 'bad_mm' (op_type 'MatMul')");
-  CHECK_CONTAINS(t.e.msg, "inner dimensions");
-  tc_close(&t);
+  expect_refused(bb, "node 'bad_mm' (op_type 'MatMul')", "inner dimensions");
 }
 
 // --- binary
@@ -293,11 +313,8 @@ static void binary_case(const char *op, char sym, int na, const int64_t *ad, int
   else ob_input(bb, "b", F, nb, bdm);
   ob_node(bb, op, "bin", "a,b", "y");
   ob_output(bb, "y", F, ny, yd);
-  tc t;
   eng_tensor in[2] = {T(DT_FP32, na, ad, a), T(DT_FP32, nb, bdm, b)};
-  expect_ok(tc_run(&t, bb, in, as_const ? 1 : 2, 1), &t, op);
-  if (t.out[0].data) check_f32(&t.out[0], ny, yd, want, 1e-6, 1e-7);
-  tc_close(&t);
+  run_f32(bb, in, as_const ? 1 : 2, ny, yd, want, 1e-6, 1e-7, op);
 }
 
 // Elementwise ops large enough to be split over threads (engine/cpu/par.h):
@@ -316,12 +333,7 @@ static void threaded_binary_case(const char *op, k_binop kop, const int64_t *ad,
   ob_init(bb, "b", F, 4, bd, b, nb * 4);
   ob_node(bb, op, "big", "a,b", "y");
   ob_output(bb, "y", F, 4, yd);
-  tc t;
-  eng_tensor in = T(DT_FP32, 4, ad, a);
-  expect_ok(tc_run(&t, bb, &in, 1, 1), &t, op);
-  int same = t.out[0].data && memcmp(t.out[0].data, want, ny * 4) == 0;
-  CHECK(same);
-  tc_close(&t);
+  expect_same_bytes(bb, T(DT_FP32, 4, ad, a), want, ny * 4, op);
   free(a);
   free(b);
   free(want);
@@ -339,12 +351,7 @@ static void threaded_unary_case(const char *op) {
   ob_input(bb, "x", F, 4, d);
   ob_node(bb, op, "big", "x", "y");
   ob_output(bb, "y", F, 4, d);
-  tc t;
-  eng_tensor in = T(DT_FP32, 4, d, x);
-  expect_ok(tc_run(&t, bb, &in, 1, 1), &t, op);
-  int same = t.out[0].data && memcmp(t.out[0].data, want, n * 4) == 0;
-  CHECK(same);
-  tc_close(&t);
+  expect_same_bytes(bb, T(DT_FP32, 4, d, x), want, n * 4, op);
   free(x);
   free(want);
 }
@@ -398,13 +405,7 @@ static void test_binary(void) {
   ob_input(bb, "b", F, 1, (int64_t[]){3});
   ob_node(bb, "Add", "bad_add", "a,b", "y");
   ob_output(bb, "y", F, -1, NULL);
-  tc t;
-  memset(&t, 0, sizeof t);
-  ob_save(bb, MODEL);
-  CHECK_EQ_INT(eng_graph_load(MODEL, &t.g, &t.e), 0);
-  CHECK_EQ_INT(eng_plan_create(t.g, 0, &t.p, &t.e), ERR_INVALID_ARGUMENT);
-  CHECK_CONTAINS(t.e.msg, "node 'bad_add' (op_type 'Add')");
-  tc_close(&t);
+  expect_refused(bb, "node 'bad_add' (op_type 'Add')", NULL);
 }
 
 // --- unary
@@ -438,11 +439,8 @@ static void unary_case(const char *op, const char *attr, float alpha, const char
   if (attr) ob_attr_f(bb, n, attr, alpha);
   if (sattr) ob_attr_s(bb, n, "approximate", sattr);
   ob_output(bb, "y", F, 3, d);
-  tc t;
   eng_tensor in = T(DT_FP32, 3, d, x);
-  expect_ok(tc_run(&t, bb, &in, 1, 1), &t, op);
-  if (t.out[0].data) check_f32(&t.out[0], 3, d, want, 2e-6, 2e-7);
-  tc_close(&t);
+  run_f32(bb, &in, 1, 3, d, want, 2e-6, 2e-7, op);
 }
 
 static void test_unary(void) {
@@ -484,11 +482,8 @@ static void softmax_case(int opset, int has_axis, int64_t axis, size_t o, size_t
     Onnx__NodeProto *n = ob_node(bb, lg ? "LogSoftmax" : "Softmax", "sm", "x", "y");
     if (has_axis) ob_attr_i(bb, n, "axis", axis);
     ob_output(bb, "y", F, 3, d);
-    tc t;
     eng_tensor inp = T(DT_FP32, 3, d, x);
-    expect_ok(tc_run(&t, bb, &inp, 1, 1), &t, "softmax");
-    if (t.out[0].data) check_f32(&t.out[0], 3, d, want, 1e-5, 1e-6);
-    tc_close(&t);
+    run_f32(bb, &inp, 1, 3, d, want, 1e-5, 1e-6, "softmax");
   }
 }
 
@@ -507,11 +502,8 @@ static void shape_case(ob *bb, int nd, const int64_t *d, int ny, const int64_t *
   float x[120];
   size_t n = (size_t)eng_numel(nd, d);
   fill(x, n, 1);
-  tc t;
   eng_tensor in = T(DT_FP32, nd, d, x);
-  expect_ok(tc_run(&t, bb, &in, 1, 1), &t, "shape op");
-  if (t.out[0].data) check_f32(&t.out[0], ny, yd, x, 0, 0);  // same bytes, new shape
-  tc_close(&t);
+  run_f32(bb, &in, 1, ny, yd, x, 0, 0, "shape op");  // same bytes, new shape
 }
 
 static ob *one_node(int opset, const char *op, int nd, const int64_t *d, const char *ins,
@@ -570,30 +562,14 @@ static void test_shape_ops(void) {
   // squeezing a dim that is not 1 fails, naming the node
   bb = one_node(13, "Squeeze", 3, d, "x,ax", &n);
   ob_init(bb, "ax", I64, 1, (int64_t[]){1}, (int64_t[]){1}, 8);
-  tc t;
-  memset(&t, 0, sizeof t);
-  ob_save(bb, MODEL);
-  CHECK_EQ_INT(eng_graph_load(MODEL, &t.g, &t.e), 0);
-  CHECK_EQ_INT(eng_plan_create(t.g, 0, &t.p, &t.e), ERR_INVALID_ARGUMENT);
-  CHECK_CONTAINS(t.e.msg, "node 'shape_op' (op_type 'Squeeze')");
-  tc_close(&t);
+  expect_refused(bb, "node 'shape_op' (op_type 'Squeeze')", NULL);
   // Unsqueeze from opset 13 without axes input
   bb = one_node(13, "Unsqueeze", 3, d, "x", &n);
-  memset(&t, 0, sizeof t);
-  ob_save(bb, MODEL);
-  CHECK_EQ_INT(eng_graph_load(MODEL, &t.g, &t.e), 0);
-  CHECK_EQ_INT(eng_plan_create(t.g, 0, &t.p, &t.e), ERR_INVALID_ARGUMENT);
-  CHECK_CONTAINS(t.e.msg, "axes");
-  tc_close(&t);
+  expect_refused(bb, "axes", NULL);
   // Reshape to a wrong element count
   bb = one_node(14, "Reshape", 3, d, "x,s", &n);
   ob_init(bb, "s", I64, 1, (int64_t[]){2}, (int64_t[]){5, 5}, 16);
-  memset(&t, 0, sizeof t);
-  ob_save(bb, MODEL);
-  CHECK_EQ_INT(eng_graph_load(MODEL, &t.g, &t.e), 0);
-  CHECK_EQ_INT(eng_plan_create(t.g, 0, &t.p, &t.e), ERR_INVALID_ARGUMENT);
-  CHECK_CONTAINS(t.e.msg, "node 'shape_op' (op_type 'Reshape')");
-  tc_close(&t);
+  expect_refused(bb, "node 'shape_op' (op_type 'Reshape')", NULL);
 }
 
 // --- Dropout
@@ -633,20 +609,15 @@ static void test_transpose(void) {
       for (int k = 0; k < 4; k++) want[(k * 3 + j) * 2 + i] = x[(i * 3 + j) * 4 + k];
   Onnx__NodeProto *n;
   ob *bb = one_node(13, "Transpose", 3, d, "x", &n);
-  tc t;
   eng_tensor in = T(DT_FP32, 3, d, x);
-  expect_ok(tc_run(&t, bb, &in, 1, 1), &t, "transpose");
-  if (t.out[0].data) check_f32(&t.out[0], 3, (int64_t[]){4, 3, 2}, want, 0, 0);
-  tc_close(&t);
+  run_f32(bb, &in, 1, 3, (int64_t[]){4, 3, 2}, want, 0, 0, "transpose");
   // perm [1,0,2] -> [3,2,4]
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 3; j++)
       for (int k = 0; k < 4; k++) want[(j * 2 + i) * 4 + k] = x[(i * 3 + j) * 4 + k];
   bb = one_node(13, "Transpose", 3, d, "x", &n);
   ob_attr_ints(bb, n, "perm", 3, (int64_t[]){1, 0, 2});
-  expect_ok(tc_run(&t, bb, &in, 1, 1), &t, "transpose perm");
-  if (t.out[0].data) check_f32(&t.out[0], 3, (int64_t[]){3, 2, 4}, want, 0, 0);
-  tc_close(&t);
+  run_f32(bb, &in, 1, 3, (int64_t[]){3, 2, 4}, want, 0, 0, "transpose perm");
   // int64 2-D
   int64_t xi[6] = {1, 2, 3, 4, 5, 6}, wi[6] = {1, 4, 2, 5, 3, 6};
   bb = ob_new(13);
@@ -654,6 +625,7 @@ static void test_transpose(void) {
   ob_node(bb, "Transpose", "tr", "x", "y");
   ob_output(bb, "y", I64, 2, (int64_t[]){3, 2});
   eng_tensor ini = T(DT_INT64, 2, (int64_t[]){2, 3}, xi);
+  tc t;
   expect_ok(tc_run(&t, bb, &ini, 1, 1), &t, "transpose i64");
   for (int i = 0; i < 6 && t.out[0].data; i++) CHECK_EQ_INT(((int64_t *)t.out[0].data)[i], wi[i]);
   tc_close(&t);
@@ -687,11 +659,8 @@ static void concat_case(int64_t axis, int ax) {
   Onnx__NodeProto *n = ob_node(bb, "Concat", "cat", "a,b,c", "y");
   ob_attr_i(bb, n, "axis", axis);
   ob_output(bb, "y", F, 3, yd);
-  tc t;
   eng_tensor in[2] = {T(DT_FP32, 3, d0, a), T(DT_FP32, 3, d1, b)};
-  expect_ok(tc_run(&t, bb, in, 2, 1), &t, "concat");
-  if (t.out[0].data) check_f32(&t.out[0], 3, yd, want, 0, 0);
-  tc_close(&t);
+  run_f32(bb, in, 2, 3, yd, want, 0, 0, "concat");
 }
 
 static void test_concat(void) {
@@ -895,11 +864,8 @@ static void batchnorm_case(int nd, const int64_t *d, int has_eps) {
   Onnx__NodeProto *node = ob_node(bb, "BatchNormalization", "bn", "x,s,b,m,v", "y");
   if (has_eps) ob_attr_f(bb, node, "epsilon", 1e-2f);
   ob_output(bb, "y", F, nd, d);
-  tc t;
   eng_tensor in = T(DT_FP32, nd, d, x);
-  expect_ok(tc_run(&t, bb, &in, 1, 1), &t, "batchnorm");
-  if (t.out[0].data) check_f32(&t.out[0], nd, d, want, 1e-5, 1e-6);
-  tc_close(&t);
+  run_f32(bb, &in, 1, nd, d, want, 1e-5, 1e-6, "batchnorm");
 }
 
 static void test_norms(void) {
@@ -919,14 +885,7 @@ static void test_unsupported_attrs(void) {
   Onnx__NodeProto *n = ob_node(bb, "Gelu", "g", "x", "y");
   ob_attr_s(bb, n, "approximate", "cubic");
   ob_output(bb, "y", F, 1, (int64_t[]){3});
-  tc t;
-  memset(&t, 0, sizeof t);
-  ob_save(bb, MODEL);
-  CHECK_EQ_INT(eng_graph_load(MODEL, &t.g, &t.e), 0);
-  CHECK_EQ_INT(eng_plan_create(t.g, 0, &t.p, &t.e), ERR_INVALID_ARGUMENT);
-  CHECK_CONTAINS(t.e.msg, "node 'g' (op_type 'Gelu')");
-  CHECK_CONTAINS(t.e.msg, "cubic");
-  tc_close(&t);
+  expect_refused(bb, "node 'g' (op_type 'Gelu')", "cubic");
 
   bb = ob_new(15);
   ob_input(bb, "x", F, 2, (int64_t[]){2, 3});
@@ -935,12 +894,7 @@ static void test_unsupported_attrs(void) {
   n = ob_node(bb, "BatchNormalization", "bn_train", "x,p,p,p,p", "y");
   ob_attr_i(bb, n, "training_mode", 1);
   ob_output(bb, "y", F, 2, (int64_t[]){2, 3});
-  memset(&t, 0, sizeof t);
-  ob_save(bb, MODEL);
-  CHECK_EQ_INT(eng_graph_load(MODEL, &t.g, &t.e), 0);
-  CHECK_EQ_INT(eng_plan_create(t.g, 0, &t.p, &t.e), ERR_INVALID_ARGUMENT);
-  CHECK_CONTAINS(t.e.msg, "node 'bn_train'");
-  tc_close(&t);
+  expect_refused(bb, "node 'bn_train'", NULL);
 }
 
 // --- every integer type through the plan: Sub and Mod (broadcast against a

@@ -42,12 +42,49 @@ static void expect_error(ob *b, int mb, const char *s1, const char *s2) {
   tc_close(&c);
 }
 
-// body (i, c, x_in) -> (c, y = x_in + w, y, i): w from the enclosing graph
-static ob *add_w_body(void) {
+// A Loop body with its inputs: the iteration number i, the condition c and
+// one carried FP32 value named carried, of shape dims.
+static ob *loop_body(const char *carried, int nd, const int64_t *dims) {
   ob *s = ob_new(13);
   ob_input(s, "i", I64, 0, NULL);
   ob_input(s, "c", BOOL, 0, NULL);
-  ob_input(s, "x_in", F, 1, D2);
+  ob_input(s, carried, F, nd, dims);
+  return s;
+}
+
+// tc_run, which must succeed (what names the case in a failure); its rc.
+static int run_ok(tc *c, ob *b, const eng_tensor *ins, size_t n_in, size_t n_out, const char *what) {
+  int rc = tc_run(c, b, ins, n_in, n_out);
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "%s: %s\n", what, c->e.msg);
+  return rc;
+}
+
+// Runs b on its one FP32 [1] input x: its one output must be [1] holding
+// want; what names the case in a failure.
+static void run_one_case(ob *b, float x, float want, const char *what) {
+  eng_tensor in = T(DT_FP32, 1, D1, &x);
+  tc c;
+  if (!run_ok(&c, b, &in, 1, 1, what)) check_f32(&c.out[0], 1, D1, &want);
+  tc_close(&c);
+}
+
+// A Loop node "loop" in b on ins, its body body, its outputs outs.
+static void add_loop(ob *b, const char *ins, const char *outs, ob *body) {
+  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", ins, outs);
+  ob_attr_g(b, n, "body", body);
+}
+
+// An If node "if" in b on cond, its branches th and el, its output out.
+static void add_if(ob *b, const char *cond, const char *out, ob *th, ob *el) {
+  Onnx__NodeProto *n = ob_node(b, "If", "if", cond, out);
+  ob_attr_g(b, n, "then_branch", th);
+  ob_attr_g(b, n, "else_branch", el);
+}
+
+// body (i, c, x_in) -> (c, y = x_in + w, y, i): w from the enclosing graph
+static ob *add_w_body(void) {
+  ob *s = loop_body("x_in", 1, D2);
   ob_node(s, "Identity", "c_id", "c", "c_out");
   ob_node(s, "Add", "add", "x_in,w", "y");
   ob_node(s, "Identity", "y_id", "y", "y_scan");
@@ -70,8 +107,7 @@ static void test_loop_outer_scope(void) {
   ob_init(b, "M", I64, 0, NULL, &m, sizeof m);
   ob_init(b, "two", F, 1, D1, &two, sizeof two);
   ob_node(b, "Mul", "mul", "a,two", "w");
-  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", "M,,x", "xf,ys,is");
-  ob_attr_g(b, n, "body", add_w_body());
+  add_loop(b, "M,,x", "xf,ys,is", add_w_body());
   int64_t d32[2] = {3, 2};
   ob_output(b, "xf", F, 1, D2);
   ob_output(b, "ys", F, 2, d32);
@@ -79,10 +115,7 @@ static void test_loop_outer_scope(void) {
   float x[2] = {1, 2}, a[2] = {0.5f, 1};
   eng_tensor ins[2] = {T(DT_FP32, 1, D2, x), T(DT_FP32, 1, D2, a)};
   tc c;
-  int rc = tc_run(&c, b, ins, 2, 3);
-  CHECK_EQ_INT(rc, 0);
-  if (rc) fprintf(stderr, "loop: %s\n", c.e.msg);
-  if (!rc) {
+  if (!run_ok(&c, b, ins, 2, 3, "loop")) {
     float xf[2] = {4, 8}, ys[6] = {2, 4, 3, 6, 4, 8};
     check_f32(&c.out[0], 1, D2, xf);
     check_f32(&c.out[1], 2, d32, ys);
@@ -108,27 +141,15 @@ static void test_loop_while(void) {
   ob_init(b, "c0", BOOL, 0, NULL, &t, 1);
   ob_init(b, "lim", F, 1, D1, &lim, sizeof lim);
   ob_init(b, "two", F, 1, D1, &two, sizeof two);
-  ob *s = ob_new(13);
-  ob_input(s, "i", I64, 0, NULL);
-  ob_input(s, "c", BOOL, 0, NULL);
-  ob_input(s, "x_in", F, 1, D1);
+  ob *s = loop_body("x_in", 1, D1);
   ob_node(s, "Mul", "mul", "x_in,two", "x2");
   ob_node(s, "Less", "less", "x2,lim", "lt");
   ob_node(s, "Squeeze", "sq", "lt", "c_out");
   ob_output(s, "c_out", BOOL, 0, NULL);
   ob_output(s, "x2", F, 1, D1);
-  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", ",c0,x", "xf");
-  ob_attr_g(b, n, "body", s);
+  add_loop(b, ",c0,x", "xf", s);
   ob_output(b, "xf", F, 1, D1);
-  float x = 1;
-  eng_tensor in = T(DT_FP32, 1, D1, &x);
-  tc c;
-  int rc = tc_run(&c, b, &in, 1, 1);
-  CHECK_EQ_INT(rc, 0);
-  if (rc) fprintf(stderr, "while: %s\n", c.e.msg);
-  float want = 128;
-  if (!rc) check_f32(&c.out[0], 1, D1, &want);
-  tc_close(&c);
+  run_one_case(b, 1, 128, "while");
 }
 
 // branch graph: out = Add(s_in, v), both from enclosing scopes
@@ -153,29 +174,15 @@ static void test_if_nested_in_loop(void) {
   ob_init(b, "one", I64, 0, NULL, &one, sizeof one);
   ob_init(b, "big", F, 1, D1, &big, sizeof big);
   ob_init(b, "small", F, 1, D1, &small, sizeof small);
-  ob *body = ob_new(13);
-  ob_input(body, "i", I64, 0, NULL);
-  ob_input(body, "c", BOOL, 0, NULL);
-  ob_input(body, "s_in", F, 1, D1);
+  ob *body = loop_body("s_in", 1, D1);
   ob_node(body, "Greater", "gt", "i,one", "late");
-  Onnx__NodeProto *iff = ob_node(body, "If", "if", "late", "s_out");
-  ob_attr_g(body, iff, "then_branch", add_branch("big"));
-  ob_attr_g(body, iff, "else_branch", add_branch("small"));
+  add_if(body, "late", "s_out", add_branch("big"), add_branch("small"));
   ob_node(body, "Identity", "c_id", "c", "c_out");
   ob_output(body, "c_out", BOOL, 0, NULL);
   ob_output(body, "s_out", F, 1, D1);
-  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", "M,,s", "sf");
-  ob_attr_g(b, n, "body", body);
+  add_loop(b, "M,,s", "sf", body);
   ob_output(b, "sf", F, 1, D1);
-  float s0 = 0;
-  eng_tensor in = T(DT_FP32, 1, D1, &s0);
-  tc c;
-  int rc = tc_run(&c, b, &in, 1, 1);
-  CHECK_EQ_INT(rc, 0);
-  if (rc) fprintf(stderr, "nested: %s\n", c.e.msg);
-  float want = 22;
-  if (!rc) check_f32(&c.out[0], 1, D1, &want);
-  tc_close(&c);
+  run_one_case(b, 0, 22, "nested");
 }
 
 // If in a batched model (max_batch 4): cond = sum(x) > 0, computed per run;
@@ -196,9 +203,7 @@ static void test_if_batched(void) {
   ob_output(th, "y2", F, 2, dx);
   ob_node(el, "Neg", "neg", "x", "yn");
   ob_output(el, "yn", F, 2, dx);
-  Onnx__NodeProto *n = ob_node(b, "If", "if", "pos", "y");
-  ob_attr_g(b, n, "then_branch", th);
-  ob_attr_g(b, n, "else_branch", el);
+  add_if(b, "pos", "y", th, el);
   ob_output(b, "y", F, 2, dx);
   tc c;
   int rc = tc_load(&c, b, 4);
@@ -242,9 +247,7 @@ static ob *shapes_model(int cond_computed) {
   ob_output(th, "o2", F, 1, D2);
   ob_node(el, "Identity", "b", "v3", "o3");
   ob_output(el, "o3", F, 1, D3);
-  Onnx__NodeProto *n = ob_node(b, "If", "if", "cond", "y");
-  ob_attr_g(b, n, "then_branch", th);
-  ob_attr_g(b, n, "else_branch", el);
+  add_if(b, "cond", "y", th, el);
   int64_t dy[1] = {-1};
   ob_output(b, "y", F, 1, dy);
   return b;
@@ -302,10 +305,7 @@ static void test_scan_reverse(void) {
   float s0[2] = {0, 0}, xs[6] = {1, 2, 3, 4, 5, 6};
   eng_tensor ins[2] = {T(DT_FP32, 1, D2, s0), T(DT_FP32, 2, d32, xs)};
   tc c;
-  int rc = tc_run(&c, b, ins, 2, 2);
-  CHECK_EQ_INT(rc, 0);
-  if (rc) fprintf(stderr, "scan: %s\n", c.e.msg);
-  if (!rc) {
+  if (!run_ok(&c, b, ins, 2, 2, "scan")) {
     float sf[2] = {9, 12}, ys[6] = {5, 6, 8, 10, 9, 12};
     check_f32(&c.out[0], 1, D2, sf);
     check_f32(&c.out[1], 2, d32, ys);
@@ -321,8 +321,7 @@ static void test_bad_models(void) {
   ob_input(b, "x", F, 1, D2);
   ob_init(b, "M", I64, 0, NULL, &m, sizeof m);
   ob *s = add_w_body();  // reads w, which this model does not define
-  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", "M,,x", "xf");
-  ob_attr_g(b, n, "body", s);
+  add_loop(b, "M,,x", "xf", s);
   ob_output(b, "xf", F, 1, D2);
   expect_error(b, 0, "input 'w' is not defined", "subgraph 'body'");
 
@@ -331,8 +330,7 @@ static void test_bad_models(void) {
   float w = 1;
   ob_input(b, "x", F, 1, D2);
   ob_init(b, "w", F, 1, D1, &w, sizeof w);
-  n = ob_node(b, "Loop", "loop", ",,x", "xf,ys,is");
-  ob_attr_g(b, n, "body", add_w_body());
+  add_loop(b, ",,x", "xf,ys,is", add_w_body());
   ob_output(b, "xf", F, 1, D2);
   expect_error(b, 0, "neither a trip count M nor a condition", "never end");
 
@@ -349,8 +347,7 @@ static void test_bad_models(void) {
   ob_input(b, "x", F, 1, D2);
   ob_init(b, "M", I64, 0, NULL, &m, sizeof m);
   ob_init(b, "w", F, 1, D1, &w, sizeof w);
-  n = ob_node(b, "Loop", "loop", "M,,x", "xf,ys");
-  ob_attr_g(b, n, "body", add_w_body());
+  add_loop(b, "M,,x", "xf,ys", add_w_body());
   ob_output(b, "xf", F, 1, D2);
   expect_error(b, 0, "body has 3 inputs and 4 outputs, expected 3 and 3", NULL);
 
@@ -363,10 +360,7 @@ static void test_bad_models(void) {
   ob_input(b, "x", F, 2, dbx);
   ob_init(b, "M", I64, 0, NULL, &m, sizeof m);
   ob_init(b, "w", F, 1, D1, &w, sizeof w);
-  s = ob_new(13);
-  ob_input(s, "i", I64, 0, NULL);
-  ob_input(s, "c", BOOL, 0, NULL);
-  ob_input(s, "x_in", F, 2, dbx);
+  s = loop_body("x_in", 2, dbx);
   ob_node(s, "Add", "add", "x_in,w", "y");
   Onnx__NodeProto *rb = ob_node(s, "ReduceSum", "rs", "y", "sum");
   ob_attr_i(b, rb, "keepdims", 0);
@@ -380,8 +374,7 @@ static void test_bad_models(void) {
   Onnx__NodeProto *rs = ob_node(b, "ReduceSum", "rsx", "x", "sx");
   ob_attr_i(b, rs, "keepdims", 0);
   ob_node(b, "Greater", "gtx", "sx,zero", "go");
-  n = ob_node(b, "Loop", "loop", "M,go,x", "xf,yss");
-  ob_attr_g(b, n, "body", s);
+  add_loop(b, "M,go,x", "xf,yss", s);
   ob_output(b, "xf", F, 2, dbx);
   int64_t dd[3] = {-1, -1, 2};
   ob_output(b, "yss", F, 3, dd);
@@ -398,17 +391,13 @@ static void test_loop_body_fails(void) {
   ob_init(b, "vals", F, 1, D2, vals, sizeof vals);
   float zero = 0;
   ob_init(b, "acc0", F, 0, NULL, &zero, sizeof zero);
-  ob *s = ob_new(13);
-  ob_input(s, "i", I64, 0, NULL);
-  ob_input(s, "c", BOOL, 0, NULL);
-  ob_input(s, "acc", F, 0, NULL);
+  ob *s = loop_body("acc", 0, NULL);
   ob_node(s, "Gather", "g", "vals,i", "v");
   ob_node(s, "Add", "add", "acc,v", "acc_out");
   ob_node(s, "Identity", "c_id", "c", "c_out");
   ob_output(s, "c_out", BOOL, 0, NULL);
   ob_output(s, "acc_out", F, 0, NULL);
-  Onnx__NodeProto *n = ob_node(b, "Loop", "loop", "m,,acc0", "total");
-  ob_attr_g(b, n, "body", s);
+  add_loop(b, "m,,acc0", "total", s);
   ob_output(b, "total", F, 0, NULL);
   tc c;
   int rc = tc_load(&c, b, 0);
