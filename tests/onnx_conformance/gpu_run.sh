@@ -13,8 +13,8 @@
 #   cases.tar.xz   gen_cases.py's four suites with this checkout's onnx (CI's 1.23.2): cpu and gpu (all
 #                  node tests, KIND_CPU / KIND_GPU configs), cpu_folded and gpu_folded (--folded)
 #   pydeps.tar.xz  tritonclient and what its gRPC client needs that the device's Python (/opt/torch/.venv,
-#                  3.12: numpy, ml_dtypes, onnx; no tritonclient) lacks: grpcio, protobuf, python-rapidjson,
-#                  packaging, as cp312 manylinux wheels installed into a folder (--no-deps)
+#                  3.12: numpy, ml_dtypes, onnx; no tritonclient) may lack: grpcio, protobuf, python-rapidjson,
+#                  packaging, typing_extensions, as cp312 manylinux wheels installed into a folder (--no-deps)
 #   bindir.tar.xz  inferd and its libraries (tests/gpu/pack_bindir.sh, BINS=inferd) in one archive: the
 #                  binary's sm_90 kernels (30 MB) compress too
 # run unpacks them into a work folder (tests/gpu/bindir_env.sh: LD_LIBRARY_PATH with the device's CUDA
@@ -23,7 +23,8 @@
 # PACK_DIR/results: the run.py JSON files and logs, gpu_pass.txt, gpu_regressed.txt,
 # gpu_host_fallback.txt, summary.md. Env: PYTHON (default /opt/torch/.venv/bin/python, else python3),
 # NO_PYDEPS=1 (use PYTHON's own tritonclient: a local check), SHARDS, DEADLINE_S (no GPU case starts
-# after that many seconds, default 330; the folded suite gets 60 more). Exit: gpu_summary.py's (0: every
+# after that many seconds, default 300, and a shard still running a minute later is stopped; the folded
+# suite gets 40 s more, stopped at 90): at most about 7.5 minutes in all. Exit: gpu_summary.py's (0: every
 # CPU pass passes on GPU), 2 on a setup error.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -65,7 +66,7 @@ pack() {
   "$py" -m pip install --quiet --target "$tmp/site" --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux_2_28_x86_64 "tritonclient==$triton" "grpcio==$grpc" "protobuf==$pb" python-rapidjson \
-    packaging || exit 2
+    packaging typing_extensions || exit 2
   tar -C "$tmp/site" -cf - . | xz -6 -T2 >"$pack/pydeps.tar.xz" || exit 2
   echo "== inferd"
   BINS=inferd bash "$root/tests/gpu/pack_bindir.sh" "$tmp/bindir" "$build" || exit 2
@@ -79,11 +80,13 @@ pack() {
   echo "carry: .confgpu; device: bash tests/onnx_conformance/gpu_run.sh run"
 }
 
-# one suite (a folder of the unpacked cases) through run.py with the packed inferd; then run.py's arguments
+# suite LIMIT NAME ARGS...: one suite (a folder of the unpacked cases) through run.py with the packed
+# inferd, sent SIGINT after LIMIT seconds (run.py then writes what it has, the rest "not run: interrupted")
 suite() {
-  local name=$1
-  shift
-  "$PY" "$here/run.py" "$WORK/cases/$name" --inferd "$BINDIR/inferd" --load-timeout 60 "$@"
+  local limit=$1 name=$2
+  shift 2
+  timeout -s INT -k 30 "$limit" "$PY" "$here/run.py" "$WORK/cases/$name" --inferd "$BINDIR/inferd" \
+    --load-timeout 60 "$@"
 }
 
 run() {
@@ -94,7 +97,7 @@ run() {
   trap 'rm -rf "$work"' EXIT  # the unpacked binaries, cases and packages
   tar -C "$work" -xJf "$pack/bindir.tar.xz" || exit 2
   . "$root/tests/gpu/bindir_env.sh" "$work/bindir" "$work"  # BINDIR, WORK, PY, LD_LIBRARY_PATH
-  local res=${OUT:-$pack/results} shards=${SHARDS:-8} deadline=${DEADLINE_S:-330}
+  local res=${OUT:-$pack/results} shards=${SHARDS:-8} deadline=${DEADLINE_S:-300}
   mkdir -p "$res"
   res=$(cd "$res" && pwd)
   cat "$pack/MANIFEST" 2>/dev/null
@@ -107,28 +110,33 @@ run() {
     tar -C "$WORK/site" -xJf "$pack/pydeps.tar.xz" || exit 2
     export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
   fi
+  # the harness (run.py and tests/integration/inferd_testlib.py, which imports onnx through gen_models.py),
   # the client, and the cases' data as this numpy and ml_dtypes read them (numpy 2's pickles need numpy 2)
-  "$PY" - "$WORK/cases/gpu/data" <<'EOF' || { echo "$PY cannot run the harness (above)" >&2; exit 2; }
+  "$PY" - "$WORK/cases/gpu/data" "$here" <<'EOF' || { echo "$PY cannot run the harness (above)" >&2; exit 2; }
 import glob, pickle, re, sys
+sys.path.insert(0, sys.argv[2])
+import run, inferd_testlib, onnx  # noqa: F401
 import numpy, ml_dtypes, tritonclient.grpc, google.protobuf, grpc
 data = sorted(glob.glob(sys.argv[1] + "/*.pkl"))
 for p in data[:1] + [p for p in data if re.search("bfloat16", p, re.I)][:1]:
     pickle.load(open(p, "rb"))
-print("python %s, numpy %s, ml_dtypes %s, grpcio %s, protobuf %s, tritonclient from %s"
-      % (sys.version.split()[0], numpy.__version__, ml_dtypes.__version__, grpc.__version__,
+print("python %s, onnx %s, numpy %s, ml_dtypes %s, grpcio %s, protobuf %s, tritonclient from %s"
+      % (sys.version.split()[0], onnx.__version__, numpy.__version__, ml_dtypes.__version__, grpc.__version__,
          google.protobuf.__version__, tritonclient.grpc.__file__.rsplit("/", 3)[0]))
 EOF
   echo "== CPU instances (one server each) and GPU instances ($shards servers), $(date -u +%T)"
-  suite cpu --json "$res/cpu.json" >"$res/cpu.log" 2>&1 &
+  suite 300 cpu --json "$res/cpu.json" >"$res/cpu.log" 2>&1 &
   local cpu_pid=$!
-  (suite cpu_folded --json "$res/cpu_folded.json" >"$res/cpu_folded.log" 2>&1) &
+  suite 300 cpu_folded --json "$res/cpu_folded.json" >"$res/cpu_folded.log" 2>&1 &
   local cpuf_pid=$!
   local pids=() k
   for ((k = 0; k < shards; k++)); do
+    # the deadline stops starting cases; a case stuck past it is stopped a minute later, so the call
+    # ends inside the device's 10 minutes
     (
-      suite gpu --shard "$k/$shards" --deadline-s "$deadline" --json "$res/gpu.$k.json" \
+      suite $((deadline + 60)) gpu --shard "$k/$shards" --deadline-s "$deadline" --json "$res/gpu.$k.json" \
         --placement "$res/gpu.$k.placement.json" -v >"$res/gpu.$k.log" 2>&1
-      suite gpu_folded --shard "$k/$shards" --deadline-s 60 --json "$res/gpu_folded.$k.json" \
+      suite 90 gpu_folded --shard "$k/$shards" --deadline-s 40 --json "$res/gpu_folded.$k.json" \
         --placement "$res/gpu_folded.$k.placement.json" -v >"$res/gpu_folded.$k.log" 2>&1
     ) &
     pids+=($!)

@@ -124,7 +124,8 @@ def summarize(results, conf=HERE, label=""):
 
     ops = collections.Counter(op for p in list(host.values()) + list(host_f.values()) for op in p.get("host_ops", []))
     reasons = collections.Counter(r for _, _, _, r, _ in regressed)
-    deadline = sum(1 for r, _ in list(gpu.values()) + list(gpuf.values()) if r == "not run: deadline")
+    # cases the run's deadline or its hard stop (timeout -s INT) left
+    deadline = sum(1 for r, _ in list(gpu.values()) + list(gpuf.values()) if (r or "").startswith("not run"))
     n_gpu, n_gpuf = len(gpu), len(gpuf)
     lines = [
         "ONNX node tests on GPU instances%s" % (" (" + label + ")" if label else ""),
@@ -150,7 +151,7 @@ def summarize(results, conf=HERE, label=""):
         lines.append("Passing without a GPU instance in the ready line (not a GPU pass): %d, e.g. %s"
                      % (len(unplaced), ", ".join(unplaced[:5])))
     if deadline:
-        lines.append("Not run (the run's deadline came first): %d cases" % deadline)
+        lines.append("Not run (the run's deadline or hard stop came first): %d cases" % deadline)
     # a pass the ready line does not place on a GPU proves nothing about the GPU plan
     ok = not regressed and not deadline and not unplaced
     lines.append("Done-when (every case the CPU plan passes also passes on GPU instances): %s"

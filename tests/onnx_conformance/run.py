@@ -29,6 +29,7 @@ import json
 import os
 import pickle
 import re
+import signal
 import sys
 import time
 import warnings
@@ -317,31 +318,47 @@ class Ort:
         return None, ""
 
 
-def run(d, runner, only=None, pattern=None, verbose=False, servable_only=False, shard=(0, 1), deadline_s=None):
+def run(d, runner, only=None, pattern=None, verbose=False, servable_only=False, shard=(0, 1), deadline_s=None,
+        interruptible=False):
     """{case: (reason or None, detail)} over the cases in DIR/cases.json. shard (k, n): only the cases
     k, k+n, k+2n... of those selected. deadline_s: no case starts after that many seconds; the rest are
-    "not run: deadline"."""
+    "not run: deadline". interruptible: SIGINT (KeyboardInterrupt) ends the run with the case it stopped
+    and the rest as "not run: interrupted", so a run stopped from outside (timeout -s INT) still reports."""
     entries = json.load(open(os.path.join(d, "cases.json")))["cases"]
     entries = [e for e in entries if (only is None or e["case"] in only) and
                (not pattern or re.search(pattern, e["case"]))][shard[0]::shard[1]]
     results = {}
     t0 = time.monotonic()
+    run_one = _case_runner(runner, servable_only, deadline_s, t0)
     runner.start()
     try:
-        for e in entries:
-            if deadline_s is not None and time.monotonic() - t0 > deadline_s:
-                results[e["case"]] = ("not run: deadline", "%.0f s passed before it started" % deadline_s)
-            elif "skip" in e and (servable_only or isinstance(runner, Inferd)):
-                results[e["case"]] = ("not servable: " + re.sub(r" ?\(?'[^']*'\)?", "", e["skip"].split(";")[0]),
-                                      e["skip"])
+        for i, e in enumerate(entries):
+            if interruptible:
+                try:
+                    results[e["case"]] = run_one(e)
+                except KeyboardInterrupt:
+                    for x in entries[i:]:
+                        results[x["case"]] = ("not run: interrupted", "SIGINT after %.0f s" % (time.monotonic() - t0))
+                    break
             else:
-                results[e["case"]] = runner.run_case(e)
+                results[e["case"]] = run_one(e)
             if verbose:
                 r, why = results[e["case"]]
                 print("%-60s %s %s" % (e["case"], "PASS" if r is None else "FAIL " + r, why[:300]), flush=True)
     finally:
         runner.stop()
     return results
+
+
+def _case_runner(runner, servable_only, deadline_s, t0):
+    """run()'s step: one case's (reason or None, detail)."""
+    def run_one(e):
+        if deadline_s is not None and time.monotonic() - t0 > deadline_s:
+            return "not run: deadline", "%.0f s passed before it started" % deadline_s
+        if "skip" in e and (servable_only or isinstance(runner, Inferd)):
+            return "not servable: " + re.sub(r" ?\(?'[^']*'\)?", "", e["skip"].split(";")[0]), e["skip"]
+        return runner.run_case(e)
+    return run_one
 
 
 def report(results, out=sys.stdout):
@@ -393,11 +410,14 @@ def main():
     if a.inferd and not os.access(a.inferd, os.X_OK):
         ap.error("--inferd: '%s' is not an executable file" % a.inferd)
     warnings.simplefilter("ignore")
+    # a background job of a script starts with SIGINT ignored, and Python then keeps it so: SIGINT is how
+    # gpu_run.sh stops a run that outlived its deadline (run(..., interruptible=True) reports the rest)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     runner = Ort(a.dir) if a.onnxruntime else \
         Inferd(a.dir, binary=a.inferd, placement=bool(a.placement), load_timeout=a.load_timeout)
     t0 = time.monotonic()
     results = run(a.dir, runner, read_list(a.only) if a.only else None, a.filter, a.verbose, a.servable_only,
-                  (int(m.group(1)), int(m.group(2))), a.deadline_s)
+                  (int(m.group(1)), int(m.group(2))), a.deadline_s, interruptible=True)
     report(results)
     print("\n%.0f s" % (time.monotonic() - t0))
     if a.write_pass:
