@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/gpu/bindir_env.sh: the binaries-and-libraries half of the GPU scripts' environment, for a folder
 # tests/gpu/pack_bindir.sh made; sourced after `set -u` with the script's arguments (llm_env.sh sources it
 # and adds its torch checks; tests/onnx_conformance/gpu_run.sh sources it alone):
