@@ -117,17 +117,6 @@ def _write_suite(d, cases):
         json.dump({"onnx": onnx.__version__, "cases": entries}, f)
 
 
-def read_parameter_inputs():
-    """{case: {input names}} from parameter_inputs.txt."""
-    out = {}
-    with open(os.path.join(CONF, "parameter_inputs.txt")) as f:
-        for ln in f:
-            words = ln.split("#", 1)[0].split()
-            if words:
-                out[words[0]] = set(words[1:])
-    return out
-
-
 def test_parameter_inputs_folded(tmp_path):
     """The cases whose parameters (Reduce axes, Resize scales, Conv weights...) are graph inputs, which
     the server now reads at run time (engine/cpu/plan_values.c), with those inputs turned into
@@ -137,13 +126,8 @@ def test_parameter_inputs_folded(tmp_path):
     (by the original case names)."""
     if onnx.__version__ != ONNX_VERSION:
         pytest.skip("onnx %s installed; the lists are for onnx %s" % (onnx.__version__, ONNX_VERSION))
-    names = read_parameter_inputs()
-    folded = []
-    for case in gen_cases.collect():
-        if case.name in names:
-            f = gen_cases.fold_inputs(case, names[case.name])
-            if f is not None:
-                folded.append(f)
+    names = gen_cases.read_parameter_inputs()
+    folded = gen_cases.folded_cases()  # what gen_cases.py --folded writes (tests/onnx_conformance/gpu_run.sh)
     d = str(tmp_path)
     _write_suite(d, folded)
     got, skip = _run(d)
@@ -158,3 +142,39 @@ def test_parameter_inputs_folded(tmp_path):
               % (len(new), "\n  ".join(new)))
     regressed = {c: "%s: %s" % got.get(c + "_folded", ("missing", "")) for c in sorted(expected - passed)}
     assert not regressed, regressed
+
+
+def test_gpu_run_plumbing(suite):
+    """What tests/onnx_conformance/gpu_run.sh relies on, checked here on CPU instances: run.py's placement
+    (each loaded case's ready line: instances, on GPU, host-fallback nodes) for every loaded case, shards
+    that split the cases without overlap, a deadline that reports the cases it left; and the parse of a
+    GPU plan's lines as server/core/registry.c and engine/cpu/plan_hostfb.c write them."""
+    pattern = r"^test_(abs|relu|add|dft|sequence_insert_at_back)$"
+    whole = conformance.Inferd(suite, placement=True)
+    got = conformance.run(suite, whole, pattern=pattern)
+    assert sorted(got) == ["test_abs", "test_add", "test_dft", "test_relu", "test_sequence_insert_at_back"], got
+    loaded = {c for c, (r, _) in got.items() if not (r or "").startswith(("load", "not servable"))}
+    assert {"test_abs", "test_add", "test_relu"} <= loaded, got
+    assert set(whole.placement) == loaded, (whole.placement, got)
+    for c in loaded:
+        assert whole.placement[c] == {"instances": 1, "gpu": 0, "host_nodes": 0, "host_ops": [], "host_lines": 0}, c
+
+    halves = [conformance.run(suite, conformance.Inferd(suite), pattern=pattern, shard=(k, 2)) for k in (0, 1)]
+    assert not set(halves[0]) & set(halves[1]) and set(halves[0]) | set(halves[1]) == set(got), halves
+    assert len(halves[0]) == 3 and len(halves[1]) == 2, halves
+    late = conformance.run(suite, conformance.Inferd(suite), pattern=pattern, deadline_s=0)
+    assert {r for r, _ in late.values()} == {"not run: deadline"} and set(late) == set(got), late
+
+    lines = [
+        "I1203 18:00:00 registry.c] model 'other' version 1 is ready (1 instance, 1 on GPU, max_batch_size 0)",
+        "model 'm' version 1 is ready (2 instances, 2 on GPU, max_batch_size 8, 2 nodes on the host)",
+        "model 'm' version 1: node 'fft' (op_type 'DFT'): no CUDA path, runs on the host (64 bytes in, 128 out per batch)",
+        "model 'm' version 1: node '' (op_type 'Einsum'): no CUDA path (no kernel), runs on the host "
+        "(copies sized per input-shape signature)",
+        "model 'other' version 1: node 'x' (op_type 'Unique'): no CUDA path, runs on the host (8 bytes in, 8 out per batch)",
+    ]
+    assert conformance.parse_placement(lines, "m") == {
+        "instances": 2, "gpu": 2, "host_nodes": 2, "host_ops": ["DFT", "Einsum"], "host_lines": 2}
+    assert conformance.parse_placement(lines[:1], "other") == {
+        "instances": 1, "gpu": 1, "host_nodes": 0, "host_ops": [], "host_lines": 0}
+    assert conformance.parse_placement(lines[1:], "absent") is None

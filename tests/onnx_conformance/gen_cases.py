@@ -3,7 +3,7 @@
 operator conformance suite shipped with the installed onnx package) as a Triton-style model
 repository, one model per case, plus each case's inputs and expected outputs.
 
-    gen_cases.py OUT [--only LIST] [--filter REGEX] [--kind KIND_GPU]
+    gen_cases.py OUT [--only LIST] [--filter REGEX] [--kind KIND_GPU] [--folded]
 
 OUT/repo/<case>/config.pbtxt and OUT/repo/<case>/1/model.onnx: max_batch_size 0, the graph's
 inputs and outputs with the Triton type of their element type and the dims of the graph's
@@ -14,6 +14,8 @@ served over KServe at all (a sequence or optional input or output, an element ty
 Triton type); run.py counts those as failures under that reason.
 
 --only: a file of case names, one a line (# comments allowed): only those are written (CI).
+--folded: instead, the cases parameter_inputs.txt names, with those inputs (and every integer input but
+the first) folded into initializers, named <case>_folded (what expected_pass_folded.txt is measured on).
 """
 
 import argparse
@@ -175,13 +177,35 @@ def read_list(path):
         return {ln.split("#", 1)[0].strip() for ln in f} - {""}
 
 
-def generate(out, only=None, pattern=None, kind="KIND_CPU"):
-    """Writes the cases (all, or those named in the set only, or matching pattern); returns the entries."""
+PARAMETER_INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "parameter_inputs.txt")
+
+
+def read_parameter_inputs(path=PARAMETER_INPUTS):
+    """{case: {input names}} from parameter_inputs.txt (a case name, then its parameter inputs, a line)."""
+    out = {}
+    with open(path) as f:
+        for ln in f:
+            words = ln.split("#", 1)[0].split()
+            if words:
+                out[words[0]] = set(words[1:])
+    return out
+
+
+def folded_cases():
+    """The cases parameter_inputs.txt names, folded (fold_inputs), those where something folds."""
+    names = read_parameter_inputs()
+    folded = (fold_inputs(c, names[c.name]) for c in collect() if c.name in names)
+    return [f for f in folded if f is not None]
+
+
+def generate(out, only=None, pattern=None, kind="KIND_CPU", cases=None):
+    """Writes the cases (all, or those named in the set only, or matching pattern; cases: these instead of
+    the installed onnx's node tests); returns the entries."""
     repo, data_dir = os.path.join(out, "repo"), os.path.join(out, "data")
     os.makedirs(repo, exist_ok=True)
     os.makedirs(data_dir, exist_ok=True)
     entries = []
-    for case in collect():
+    for case in collect() if cases is None else cases:
         if only is not None and case.name not in only:
             continue
         if pattern and not re.search(pattern, case.name):
@@ -199,8 +223,11 @@ def main():
     ap.add_argument("--filter", help="only cases whose name matches this regular expression")
     ap.add_argument("--kind", default="KIND_CPU", choices=["KIND_CPU", "KIND_GPU"],
                     help="the instance kind every case's config asks for (KIND_GPU: the suite on GPU instances)")
+    ap.add_argument("--folded", action="store_true",
+                    help="the cases whose parameters are graph inputs, those folded into initializers")
     a = ap.parse_args()
-    entries = generate(a.out, read_list(a.only) if a.only else None, a.filter, a.kind)
+    entries = generate(a.out, read_list(a.only) if a.only else None, a.filter, a.kind,
+                       folded_cases() if a.folded else None)
     print("onnx %s: %d cases written to %s (%d not servable over KServe)"
           % (onnx.__version__, len(entries), a.out, sum(1 for e in entries if "skip" in e)), file=sys.stderr)
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Runs ONNX's backend node tests (written by gen_cases.py) through inferd on the CPU, or through
-onnxruntime for the yardstick, and says which pass and why the others fail.
+"""Runs ONNX's backend node tests (written by gen_cases.py) through inferd on the instances their configs
+ask for (CPU, or GPU with --kind KIND_GPU there), or through onnxruntime for the yardstick, and says which
+pass and why the others fail.
 
     run.py DIR [--onnxruntime] [--filter REGEX] [--only LIST] [--write-pass FILE] [--json FILE] [-v]
+           [--inferd BIN] [--placement FILE] [--load-timeout S] [--shard K/N] [--deadline-s S]
 
 One inferd process serves DIR/repo in explicit model-control mode; each case is loaded through
 RepositoryModelLoad (tritonclient gRPC), its inputs sent through ModelInfer, its outputs compared
@@ -13,6 +15,12 @@ model unloaded again. A server that dies is restarted; the case that killed it c
 Each failure gets one reason: "not servable: ..." (no KServe form, from gen_cases), "load: unsupported
 op X", "load: element type", "load: parameter as graph input", "load: other", "wrong values",
 "request error", "server crash". Totals and a table of reasons by count go to stdout.
+
+For GPU instances (tests/onnx_conformance/gpu_run.sh): --placement FILE records per loaded case what the
+server's ready line says (instances, how many on a GPU, the nodes a GPU plan runs on the host: engine/cuda/
+plan_cuda_host.h) and the op types of those nodes, from its info-level log; --shard K/N runs every N-th case
+from the K-th (several servers at once); --deadline-s stops starting cases after that long, the rest counted
+"not run: deadline", so a bounded run still reports.
 """
 
 import argparse
@@ -21,6 +29,7 @@ import json
 import os
 import pickle
 import re
+import signal
 import sys
 import time
 import warnings
@@ -89,6 +98,8 @@ def classify_load(msg):
     if "unsupported domain" in msg or "imports no ONNX opset" in msg:
         return "load: unsupported domain"
     low = msg.lower()
+    if "no cuda device is visible" in low:
+        return "load: no CUDA device"
     if re.search(r"must be known when planning|must be an initializer or constant|graph input", low):
         return "load: parameter as graph input"
     if re.search(r"element type|must be a \w+ tensor, got|dtype|unsupported: bitcast from", low):
@@ -123,12 +134,43 @@ def to_wire_array(a, wire):
     return np.asarray(a)
 
 
-class Inferd:
-    """One inferd on the CPU in explicit model-control mode; restarted when it dies."""
+# the ready line of a loaded version (server/core/registry.c) and a GPU plan's host-fallback node lines
+READY_LINE = re.compile(r"model '([^']+)' version \S+ is ready \((\d+) instances?, (\d+) on GPU, "
+                        r"max_batch_size -?\d+(?:, (\d+) nodes? on the host)?\)")
+HOST_NODE_LINE = re.compile(r"model '([^']+)' version \S+: node '.*' \(op_type '([^']+)'\): no CUDA path")
 
-    def __init__(self, d, extra_args=()):
+
+def parse_placement(lines, model):
+    """{instances, gpu, host_nodes, host_ops} from the log lines of model's load, or None when its ready
+    line is not among them. host_ops: the op types of the host nodes' lines, which come after it."""
+    got = None
+    ops = []
+    for ln in lines:
+        m = READY_LINE.search(ln)
+        if m and m.group(1) == model:
+            got = {"instances": int(m.group(2)), "gpu": int(m.group(3)), "host_nodes": int(m.group(4) or 0)}
+        m = HOST_NODE_LINE.search(ln)
+        if m and m.group(1) == model:
+            ops.append(m.group(2))
+    if got is not None:
+        got["host_ops"] = sorted(set(ops))
+        got["host_lines"] = len(ops)
+    return got
+
+
+class Inferd:
+    """One inferd in explicit model-control mode, serving the instances the configs ask for; restarted
+    when it dies. binary: default INFERD_BIN or build/bin/inferd. placement: keep each loaded case's
+    ready line (self.placement[case]); the server then logs at info level. load_timeout: seconds a
+    load may take (GPU plans capture and tune at load)."""
+
+    def __init__(self, d, extra_args=(), binary=None, placement=False, load_timeout=120):
         self.d = d
         self.extra = list(extra_args)
+        self.binary = binary
+        self.want_placement = placement
+        self.load_timeout = load_timeout
+        self.placement = {}  # case: parse_placement's answer
         self.srv = None
         self.client = None
         self.exits = []  # (exit code, sanitizer lines) of every server this runner stopped
@@ -138,9 +180,25 @@ class Inferd:
         import tritonclient.grpc as grpcclient
         self.srv = lib.ServerProcess(os.path.join(self.d, "repo"),
                                      ["--model-control-mode", "explicit", "--strict-readiness", "false",
-                                      "--log-level", "warn"] + self.extra)
+                                      "--log-level", "info" if self.want_placement else "warn"] + self.extra,
+                                     binary=self.binary)
         self.srv.start()
         self.client = grpcclient.InferenceServerClient(url=self.srv.grpc_url)
+
+    def _record_placement(self, e, first_line):
+        """The ready line of e's model and its host nodes' lines (written after it, one per node): the
+        server writes them before it answers the load, but the reader thread may not have them yet."""
+        model = e["model"]
+
+        def complete(ls):
+            p = parse_placement(ls[first_line:], model)
+            return p is not None and p["host_lines"] >= p["host_nodes"]
+        try:
+            lines = self.srv.await_stderr(complete, 10.0)
+        except AssertionError:  # no ready line, or fewer node lines than it counts (host_lines says): what is there
+            lines = self.srv.await_stderr(lambda ls: True, 0)
+        p = parse_placement(lines[first_line:], model)
+        self.placement[e["case"]] = p if p is not None else {"missing": "no ready line for '%s' in the log" % model}
 
     def stop(self):
         if self.srv:
@@ -176,12 +234,15 @@ class Inferd:
                 self.exits.append((self.srv.wait_exit(), self.srv.sanitizer_lines()))
             self.start()
         model = e["model"]
+        first_line = len(self.srv.lines)
         try:
-            self.client.load_model(model, client_timeout=120)
+            self.client.load_model(model, client_timeout=self.load_timeout)
         except InferenceServerException as x:
             if self.died(x):
                 return "server crash", "at load: " + str(x)
             return classify_load(x.message() or str(x)), x.message() or str(x)
+        if self.want_placement:
+            self._record_placement(e, first_line)
         try:
             data = load_data(self.d, model)
             types = read_config_types(self.d, model)
@@ -257,28 +318,47 @@ class Ort:
         return None, ""
 
 
-def run(d, runner, only=None, pattern=None, verbose=False, servable_only=False):
-    """{case: (reason or None, detail)} over the cases in DIR/cases.json."""
+def run(d, runner, only=None, pattern=None, verbose=False, servable_only=False, shard=(0, 1), deadline_s=None,
+        interruptible=False):
+    """{case: (reason or None, detail)} over the cases in DIR/cases.json. shard (k, n): only the cases
+    k, k+n, k+2n... of those selected. deadline_s: no case starts after that many seconds; the rest are
+    "not run: deadline". interruptible: SIGINT (KeyboardInterrupt) ends the run with the case it stopped
+    and the rest as "not run: interrupted", so a run stopped from outside (timeout -s INT) still reports."""
     entries = json.load(open(os.path.join(d, "cases.json")))["cases"]
+    entries = [e for e in entries if (only is None or e["case"] in only) and
+               (not pattern or re.search(pattern, e["case"]))][shard[0]::shard[1]]
     results = {}
+    t0 = time.monotonic()
+    run_one = _case_runner(runner, servable_only, deadline_s, t0)
     runner.start()
     try:
-        for e in entries:
-            if only is not None and e["case"] not in only:
-                continue
-            if pattern and not re.search(pattern, e["case"]):
-                continue
-            if "skip" in e and (servable_only or isinstance(runner, Inferd)):
-                results[e["case"]] = ("not servable: " + re.sub(r" ?\(?'[^']*'\)?", "", e["skip"].split(";")[0]),
-                                      e["skip"])
+        for i, e in enumerate(entries):
+            if interruptible:
+                try:
+                    results[e["case"]] = run_one(e)
+                except KeyboardInterrupt:
+                    for x in entries[i:]:
+                        results[x["case"]] = ("not run: interrupted", "SIGINT after %.0f s" % (time.monotonic() - t0))
+                    break
             else:
-                results[e["case"]] = runner.run_case(e)
+                results[e["case"]] = run_one(e)
             if verbose:
                 r, why = results[e["case"]]
                 print("%-60s %s %s" % (e["case"], "PASS" if r is None else "FAIL " + r, why[:300]), flush=True)
     finally:
         runner.stop()
     return results
+
+
+def _case_runner(runner, servable_only, deadline_s, t0):
+    """run()'s step: one case's (reason or None, detail)."""
+    def run_one(e):
+        if deadline_s is not None and time.monotonic() - t0 > deadline_s:
+            return "not run: deadline", "%.0f s passed before it started" % deadline_s
+        if "skip" in e and (servable_only or isinstance(runner, Inferd)):
+            return "not servable: " + re.sub(r" ?\(?'[^']*'\)?", "", e["skip"].split(";")[0]), e["skip"]
+        return runner.run_case(e)
+    return run_one
 
 
 def report(results, out=sys.stdout):
@@ -317,11 +397,27 @@ def main():
     ap.add_argument("--write-pass", help="write the passing cases' names to this file")
     ap.add_argument("--json", help="write {case: [reason, detail]} to this file")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per case")
+    ap.add_argument("--inferd", help="the inferd binary (default: INFERD_BIN, else build/bin/inferd)")
+    ap.add_argument("--placement", help="write {case: instances, on GPU, host-fallback nodes and their ops} "
+                    "from the server's ready lines to this file")
+    ap.add_argument("--load-timeout", type=float, default=120, help="seconds a load may take (default 120)")
+    ap.add_argument("--shard", default="0/1", help="K/N: every N-th selected case from the K-th (default 0/1)")
+    ap.add_argument("--deadline-s", type=float, help="start no case after this many seconds")
     a = ap.parse_args()
+    m = re.fullmatch(r"(\d+)/(\d+)", a.shard)
+    if not m or int(m.group(2)) < 1 or int(m.group(1)) >= int(m.group(2)):
+        ap.error("--shard wants K/N with 0 <= K < N, got '%s'" % a.shard)
+    if a.inferd and not os.access(a.inferd, os.X_OK):
+        ap.error("--inferd: '%s' is not an executable file" % a.inferd)
     warnings.simplefilter("ignore")
-    runner = Ort(a.dir) if a.onnxruntime else Inferd(a.dir)
+    # a background job of a script starts with SIGINT ignored, and Python then keeps it so: SIGINT is how
+    # gpu_run.sh stops a run that outlived its deadline (run(..., interruptible=True) reports the rest)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    runner = Ort(a.dir) if a.onnxruntime else \
+        Inferd(a.dir, binary=a.inferd, placement=bool(a.placement), load_timeout=a.load_timeout)
     t0 = time.monotonic()
-    results = run(a.dir, runner, read_list(a.only) if a.only else None, a.filter, a.verbose, a.servable_only)
+    results = run(a.dir, runner, read_list(a.only) if a.only else None, a.filter, a.verbose, a.servable_only,
+                  (int(m.group(1)), int(m.group(2))), a.deadline_s, interruptible=True)
     report(results)
     print("\n%.0f s" % (time.monotonic() - t0))
     if a.write_pass:
@@ -330,6 +426,9 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=0, sort_keys=True)
+    if a.placement:
+        with open(a.placement, "w") as f:
+            json.dump(getattr(runner, "placement", {}), f, indent=0, sort_keys=True)
 
 
 if __name__ == "__main__":
