@@ -55,6 +55,20 @@ struct gv_args {
   float eps;
 };
 
+// Vectors v0 + 32u (u < U) of each of the R weight rows, streamed past the
+// cache (each weight is read once a step); those past the row are left.
+template <class T, int R, int U>
+__device__ __forceinline__ void gv_load(k_vec<T, 8> (&w)[R][U], const k_vec<T, 8> *const (&wr)[R], int v0, int nv) {
+#pragma unroll
+  for (int u = 0; u < U; u++)
+#pragma unroll
+    for (int r = 0; r < R; r++)
+      if (v0 + u * 32 < nv) {
+        float4 raw = __ldcs(reinterpret_cast<const float4 *>(wr[r] + v0 + u * 32));
+        w[r][u] = *reinterpret_cast<const k_vec<T, 8> *>(&raw);
+      }
+}
+
 template <class T, int M, int GLU, int RMS>
 __global__ void __launch_bounds__(gv_shape<M>::W * 32) gemv_kernel(gv_args a) {
   enum { P = gv_shape<M>::P, W = gv_shape<M>::W, R = P * (GLU + 1), U = R >= 8 ? 1 : 8 / R };
@@ -75,14 +89,7 @@ __global__ void __launch_bounds__(gv_shape<M>::W * 32) gemv_kernel(gv_args a) {
   }
   vec wv[R][U];
   int v0 = lane;
-#pragma unroll
-  for (int u = 0; u < U; u++)
-#pragma unroll
-    for (int r = 0; r < R; r++)
-      if (v0 + u * 32 < nv) {
-        float4 raw = __ldcs(reinterpret_cast<const float4 *>(wr[r] + v0 + u * 32));
-        wv[r][u] = *reinterpret_cast<const vec *>(&raw);
-      }
+  gv_load<T, R, U>(wv, wr, v0, nv);
   k_pdl_wait();  // x, bias's neighbours and res may be the previous kernel's output
   const vec *xr = reinterpret_cast<const vec *>(a.x);
   if (RMS) {
@@ -118,14 +125,7 @@ __global__ void __launch_bounds__(gv_shape<M>::W * 32) gemv_kernel(gv_args a) {
   for (;;) {
     const int nx = v0 + 32 * U;
     vec wn[R][U];
-#pragma unroll
-    for (int u = 0; u < U; u++)
-#pragma unroll
-      for (int r = 0; r < R; r++)
-        if (nx + u * 32 < nv) {
-          float4 raw = __ldcs(reinterpret_cast<const float4 *>(wr[r] + nx + u * 32));
-          wn[r][u] = *reinterpret_cast<const vec *>(&raw);
-        }
+    gv_load<T, R, U>(wn, wr, nx, nv);
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const int v = v0 + u * 32;

@@ -41,20 +41,30 @@ grpc_call_error srv_grpc__start_batch(cq_thread *t, grpc_call *call, const grpc_
 // slice. On success *data stays valid until the reader is destroyed, and
 // (own NULL) until the thread's scratch is reused; with own set a copy goes
 // into memory of its own, *own, which the caller frees.
+// The reader opened on bb, *len its bytes and *s its first slice: 1 when
+// the message is no more than that (*data then points at it: nothing to
+// copy), 0 when more slices follow, or an error (bad compression).
+static int open_message(grpc_byte_buffer *bb, grpc_byte_buffer_reader *rd, const uint8_t **data, size_t *len,
+                        grpc_slice **s) {
+  if (!grpc_byte_buffer_reader_init(rd, bb)) return -ERR_INVALID_ARGUMENT;
+  *len = grpc_byte_buffer_length(rd->buffer_out);
+  if (*len == 0 || !grpc_byte_buffer_reader_peek(rd, s)) {
+    *data = (const uint8_t *)"";
+    return 1;
+  }
+  if (GRPC_SLICE_LENGTH(**s) == *len) {
+    *data = GRPC_SLICE_START_PTR(**s);
+    return 1;
+  }
+  return 0;
+}
+
 int srv_grpc__flatten(cq_thread *t, grpc_byte_buffer *bb, grpc_byte_buffer_reader *rd, const uint8_t **data,
                       size_t *len, uint8_t **own) {
-  if (!grpc_byte_buffer_reader_init(rd, bb)) return ERR_INVALID_ARGUMENT;  // bad compression
-  size_t total = grpc_byte_buffer_length(rd->buffer_out);
-  *len = total;
   grpc_slice *s;
-  if (total == 0 || !grpc_byte_buffer_reader_peek(rd, &s)) {
-    *data = (const uint8_t *)"";
-    return 0;
-  }
-  if (GRPC_SLICE_LENGTH(*s) == total) {
-    *data = GRPC_SLICE_START_PTR(*s);
-    return 0;
-  }
+  int one = open_message(bb, rd, data, len, &s);
+  if (one) return one < 0 ? -one : 0;
+  size_t total = *len;
   uint8_t *dst;
   if (own) {
     dst = *own = malloc(total);
@@ -84,19 +94,10 @@ int srv_grpc__pieces(grpc_byte_buffer *bb, grpc_byte_buffer_reader *rd, const ui
                      srv_piece **pieces, size_t *n_pieces, uint8_t **own) {
   *pieces = NULL;
   *n_pieces = 0;
-  if (!grpc_byte_buffer_reader_init(rd, bb)) return ERR_INVALID_ARGUMENT;  // bad compression
-  size_t total = grpc_byte_buffer_length(rd->buffer_out);
-  *len = total;
   grpc_slice *s;
-  if (total == 0 || !grpc_byte_buffer_reader_peek(rd, &s)) {
-    *data = (const uint8_t *)"";
-    return 0;
-  }
-  if (GRPC_SLICE_LENGTH(*s) == total) {
-    *data = GRPC_SLICE_START_PTR(*s);
-    return 0;
-  }
-  size_t n = 0, cap = 0, off = 0;
+  int one = open_message(bb, rd, data, len, &s);
+  if (one) return one < 0 ? -one : 0;
+  size_t total = *len, n = 0, cap = 0, off = 0;
   uint8_t *dst = NULL;
   srv_piece *v = NULL;
   if (total < SRV_SLICED_MIN && !(dst = *own = malloc(total))) return ERR_RESOURCE_EXHAUSTED;

@@ -111,6 +111,15 @@ static const struct {
 
 static const char *reason_names[SRV_FAIL_N] = {"REJECTED", "CANCELED", "BACKEND", "OTHER"};
 
+// A counter's two series by path (inputs read two ways).
+static void path_pair(sbuf *b, const char *n, const srv_model *m, const srv_version *v, const char *pa, uint64_t a,
+                      const char *pb, uint64_t x) {
+  sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"%s\"} %llu\n", n, m->name, v->version_str, pa,
+            (unsigned long long)a);
+  sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"%s\"} %llu\n", n, m->name, v->version_str, pb,
+            (unsigned long long)x);
+}
+
 static void text_series(sbuf *b, const char *n, srv_model *m, srv_version *v, const fam_ctx *c) {
   if (!srv_version_ready(v)) return;
   srv_stats *st = &v->stats;
@@ -123,16 +132,10 @@ static void text_series(sbuf *b, const char *n, srv_model *m, srv_version *v, co
                   reason_names[r], (unsigned long long)atomic_load(&st->fail_by_reason[r]));
       return;
     case M_CUDA_IN:
-      sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"device\"} %llu\n", n, m->name, v->version_str,
-                (unsigned long long)atomic_load(&st->cuda_in_device));
-      sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"host\"} %llu\n", n, m->name, v->version_str,
-                (unsigned long long)atomic_load(&st->cuda_in_host));
+      path_pair(b, n, m, v, "device", atomic_load(&st->cuda_in_device), "host", atomic_load(&st->cuda_in_host));
       return;
     case M_PIECES:
-      sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"gathered\"} %llu\n", n, m->name, v->version_str,
-                (unsigned long long)atomic_load(&st->pieces_gathered));
-      sb_printf(b, "%s{model=\"%s\",version=\"%s\",path=\"joined\"} %llu\n", n, m->name, v->version_str,
-                (unsigned long long)atomic_load(&st->pieces_joined));
+      path_pair(b, n, m, v, "gathered", atomic_load(&st->pieces_gathered), "joined", atomic_load(&st->pieces_joined));
       return;
     case M_COUNT: x = atomic_load(&st->inference_count); break;
     case M_EXEC: x = atomic_load(&st->execution_count); break;

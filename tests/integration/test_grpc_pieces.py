@@ -156,6 +156,15 @@ def _raw_call(srv, payload):
     return ei.value
 
 
+def _fid_request(model, raw_cols):
+    """A serialized request for model: input INPUT0 FP32 [1, 50000] with raw_cols zeros as its bytes."""
+    q = service_pb2.ModelInferRequest(model_name=model)
+    t = q.inputs.add(name="INPUT0", datatype="FP32")
+    t.shape.extend([1, 50_000])
+    q.raw_input_contents.append(np.zeros((1, raw_cols), np.float32).tobytes())
+    return q.SerializeToString()
+
+
 def test_malformed_and_nul_big_messages_refused(srv, gc):
     rng = np.random.default_rng(6)
     # a valid start, then bytes no walk and no protobuf parser can follow (wire type 7)
@@ -169,18 +178,10 @@ def test_malformed_and_nul_big_messages_refused(srv, gc):
     e = _raw_call(srv, trunc)
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "does not parse" in e.details(), e.details()
     # a NUL in the model's name of a big message: refused naming the field, as a small one is
-    q = service_pb2.ModelInferRequest(model_name="fid\x00junk")
-    t = q.inputs.add(name="INPUT0", datatype="FP32")
-    t.shape.extend([1, 50_000])
-    q.raw_input_contents.append(np.zeros((1, 50_000), np.float32).tobytes())
-    e = _raw_call(srv, q.SerializeToString())
+    e = _raw_call(srv, _fid_request("fid\x00junk", 50_000))
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "model_name" in e.details(), e.details()
     # raw bytes of the wrong size for the shape: the contiguous path's words
-    q = service_pb2.ModelInferRequest(model_name="fid")
-    t = q.inputs.add(name="INPUT0", datatype="FP32")
-    t.shape.extend([1, 50_000])
-    q.raw_input_contents.append(np.zeros((1, 50_001), np.float32).tobytes())
-    e = _raw_call(srv, q.SerializeToString())
+    e = _raw_call(srv, _fid_request("fid", 50_001))
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "got 200004 bytes of raw data, expected 200000" in e.details()
     assert srv.alive()
     a = rng.standard_normal((1, 100_000)).astype(np.float32)  # and it still serves
