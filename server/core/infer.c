@@ -163,9 +163,8 @@ int srv_infer_prepare_pieces(srv_server *s, srv_request *r, const srv_piece *v, 
   if (!r->arena) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   int rc = srv_infer__unpack_pieces(r->arena, v, n, len, &r->msg, &r->raw_pieces, e);
   if (rc == -1) {
-    uint8_t *flat = srv_arena_alloc(r->arena, len ? len : 1);
+    uint8_t *flat = srv_infer__join_pieces(r->arena, v, n, len);
     if (!flat) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-    for (size_t i = 0, o = 0; i < n; o += v[i].n, i++) memcpy(flat + o, v[i].p, v[i].n);
     TRY(srv_wire_strings_no_nul(&inference__model_infer_request__descriptor, flat, len, e));
     r->msg = unpack_request(r->arena, flat, len, 1);  // kept: the arena holds the copy
     if (!r->msg) return err_set(e, ERR_INVALID_ARGUMENT, "malformed ModelInferRequest: the message does not parse");

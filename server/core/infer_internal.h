@@ -27,6 +27,8 @@ struct srv_arena;
 // NULL when no entry spans pieces). 0, or ERR_INVALID_ARGUMENT / _RESOURCE_
 // EXHAUSTED with e saying why, or -1 where the walk cannot follow the bytes
 // (the caller unpacks a contiguous copy: protobuf-c judges).
+// The n pieces (len bytes in all) joined into one run of a (NULL: out of memory).
+uint8_t *srv_infer__join_pieces(struct srv_arena *a, const srv_piece *v, size_t n, size_t len);
 int srv_infer__unpack_pieces(struct srv_arena *a, const srv_piece *v, size_t n, size_t len,
                              Inference__ModelInferRequest **msg, srv_pieces **raw_pieces, err *e);
 

@@ -126,6 +126,13 @@ static int walk_fields(const srv_piece *v, size_t n, size_t len, walk *w) {
   return 0;
 }
 
+uint8_t *srv_infer__join_pieces(srv_arena *a, const srv_piece *v, size_t n, size_t len) {
+  uint8_t *buf = srv_arena_alloc(a, len ? len : 1);
+  if (buf)
+    for (size_t i = 0, o = 0; i < n; o += v[i].n, i++) memcpy(buf + o, v[i].p, v[i].n);
+  return buf;
+}
+
 int srv_infer__unpack_pieces(srv_arena *a, const srv_piece *v, size_t n, size_t len,
                              Inference__ModelInferRequest **msg, srv_pieces **raw_pieces, err *e) {
   walk w = {0};

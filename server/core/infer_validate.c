@@ -330,15 +330,6 @@ static int pieces_stay(const srv_request *r, size_t ci, dtype dt) {
   return !(pad && pad->in[ci].on);
 }
 
-// Else the pieces joined into one run the request owns (once, on the CQ thread).
-static int join_pieces(srv_request *r, const srv_pieces *pc, size_t len, uint8_t **out, err *e) {
-  uint8_t *buf = srv_arena_alloc(r->arena, len ? len : 1);
-  if (!buf) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  for (size_t i = 0, o = 0; i < pc->n; o += pc->v[i].n, i++) memcpy(buf + o, pc->v[i].p, pc->v[i].n);
-  *out = buf;
-  return 0;
-}
-
 // An input in a CUDA region: left there (r->cuda_in, data NULL) when a GPU
 // instance can take it in place, else copied into a host buffer the request
 // owns (one device-to-host copy on the CQ thread).
@@ -564,8 +555,11 @@ static int build_request_with(srv_server *s, srv_request *r, const shm_ref *in_r
       ProtobufCBinaryData *rd = &msg->raw_input_contents[rk];
       const srv_pieces *pc = r->raw_pieces && r->raw_pieces[rk].n ? &r->raw_pieces[rk] : NULL;
       int stays = pc && rd->len == t->bytes && pieces_stay(r, (size_t)ci, t->dt);
-      if (pc && !stays) {
-        if ((rc = join_pieces(r, pc, rd->len, &rd->data, e)) != 0) break;
+      if (pc && !stays) {  // read whole: joined into one run the request owns (once, on the CQ thread)
+        if (!(rd->data = srv_infer__join_pieces(r->arena, pc->v, pc->n, rd->len))) {
+          rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+          break;
+        }
         atomic_fetch_add(&r->version->stats.pieces_joined, 1);
       }
       if (stays) {

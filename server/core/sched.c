@@ -163,6 +163,16 @@ static int copy_room(batch_slot *slot, size_t n_copies) {
   return 1;
 }
 
+// One segment of the batch's copy list; tag: request k's input i as k * n_inputs + i.
+static void put_seg(srv_copy_seg *c, uint8_t *dst, const void *src, size_t n, int guarded, size_t tag) {
+  c->dst = dst;
+  c->src = src;
+  c->n = n;
+  c->guarded = guarded;
+  atomic_store_explicit(&c->faulted, 0, memory_order_relaxed);
+  c->tag = tag;
+}
+
 // One request's input at dst, padded to seq_len when pi is set: run under
 // the SIGBUS guard when the input lies in client shared memory.
 typedef struct copy_in {
@@ -243,13 +253,7 @@ static int gather(eng_job *job, err *e) {
         size_t o = off;
         for (size_t p = 0; p < pc->n; o += pc->v[p].n, p++)
           if (copy_room(slot, n_copies)) {
-            srv_copy_seg *c = &slot->copies[n_copies++];
-            c->dst = dst + o;
-            c->src = pc->v[p].p;
-            c->n = pc->v[p].n;
-            c->guarded = 0;
-            atomic_store_explicit(&c->faulted, 0, memory_order_relaxed);
-            c->tag = k * slot->vs->n_inputs + i;
+            put_seg(&slot->copies[n_copies++], dst + o, pc->v[p].p, pc->v[p].n, 0, k * slot->vs->n_inputs + i);
           } else {
             memcpy(dst + o, pc->v[p].p, pc->v[p].n);
           }
@@ -260,13 +264,7 @@ static int gather(eng_job *job, err *e) {
       size_t n = padded ? eng_pad_bytes(t, pi->dim, slot->seq_len) : t->bytes;
       const char *region = slot->reqs[k]->shm_in ? slot->reqs[k]->shm_in[i] : NULL;
       if (!padded && n_copies < slot->copies_cap) {  // with the others, below
-        srv_copy_seg *c = &slot->copies[n_copies++];
-        c->dst = dst + off;
-        c->src = t->data;
-        c->n = n;
-        c->guarded = region != NULL;
-        atomic_store_explicit(&c->faulted, 0, memory_order_relaxed);
-        c->tag = k * slot->vs->n_inputs + i;
+        put_seg(&slot->copies[n_copies++], dst + off, t->data, n, region != NULL, k * slot->vs->n_inputs + i);
       } else if (region) {
         copy_in c = {.dst = dst + off, .t = t, .pi = padded ? pi : NULL, .seq_len = slot->seq_len};
         if (srv_shmguard_run(t->data, t->bytes, copy_input, &c) != 0) shm_faulted(slot, k, i, dst + off, n);
