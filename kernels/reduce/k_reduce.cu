@@ -58,7 +58,9 @@ struct acc {
   }
   __device__ float add(float a, float v) const { return comb(a, prep(v)); }
   __device__ float done(float a, size_t len) const {
-    return op == K_RMEAN ? a / (float)len : op == K_RL2 ? sqrtf(a) : op == K_RLOGSUM ? logf(a) : a;
+    // an empty Mean: the reference's NaN (C's NAN), bit for bit, not the device's 0/0
+    if (op == K_RMEAN) return len ? a / (float)len : __int_as_float(0x7fc00000);
+    return op == K_RL2 ? sqrtf(a) : op == K_RLOGSUM ? logf(a) : a;
   }
 };
 
