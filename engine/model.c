@@ -114,10 +114,12 @@ static void strings_place_on_host(const eng_graph *g, char *why, size_t cap) {
   why[0] = 0;
   for (size_t i = 0; i < eng_graph_n_inputs(g) && !why[0]; i++)
     if (eng_graph_input(g, i)->dt == DT_STRING)
-      snprintf(why, cap, "input '%.180s' is TYPE_STRING, which the GPU plan does not carry", eng_graph_input(g, i)->name);
+      snprintf(why, cap, "input '%.180s' is TYPE_STRING, which the GPU plan does not carry",
+               eng_graph_input(g, i)->name);
   for (size_t j = 0; j < eng_graph_n_outputs(g) && !why[0]; j++)
     if (eng_graph_output(g, j)->dt == DT_STRING)
-      snprintf(why, cap, "output '%.180s' is TYPE_STRING, which the GPU plan does not carry", eng_graph_output(g, j)->name);
+      snprintf(why, cap, "output '%.180s' is TYPE_STRING, which the GPU plan does not carry",
+               eng_graph_output(g, j)->name);
 }
 
 static int start_instance(instance *in, err *e) {

@@ -156,7 +156,8 @@ double compare(const char *what, const eng_tensor *cpu, const eng_tensor *gpu, d
     double c = elem(cpu, k), g = elem(gpu, k), diff = fabs(g - c);
     double bound = is_int(cpu->dt) ? 0 : rtol * (fabs(c) + mean);
     // an infinity (an empty set's Max or LogSumExp) must be the same one
-    int ok = is_int(cpu->dt) ? g == c : (isfinite(g) && diff <= bound) || (isnan(c) && isnan(g)) || (isinf(c) && g == c);
+    int ok = is_int(cpu->dt) ? g == c
+                             : (isfinite(g) && diff <= bound) || (isnan(c) && isnan(g)) || (isinf(c) && g == c);
     double rel = bound > 0 ? diff / bound * rtol : (diff > 0 ? INFINITY : 0);
     if (rel > worst) worst = rel;
     if (!ok) {

@@ -226,7 +226,8 @@ static int clip_init(const eng_plan *pl, size_t i, int half, void **state, err *
     int v = n->in[b];
     if (v < 0) continue;
     const eng_value *val = eng_graph_value(pl->g, (size_t)v);
-    if (!eng_cuda__is_const(pl->g, v) || val->bytes != dtype_size(val->dt) || !val->bytes) return clip_refuse(val->name, e);
+    if (!eng_cuda__is_const(pl->g, v) || val->bytes != dtype_size(val->dt) || !val->bytes)
+      return clip_refuse(val->name, e);
     if (val->dt == DT_FP32 && s.it == DT_INVALID) {
       memcpy(b == 1 ? &s.lo : &s.hi, val->data, sizeof(float));
       continue;
@@ -427,20 +428,24 @@ static int where_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, 
 #define UNOP(name) \
   {.op_type = name, .run = unop_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = unop_init}
 
+// An elementwise op whose init checks the element types the load knows.
+#define TYPED(name, fn, ini) \
+  {.op_type = name, .run = fn, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = ini}
+
 // FP16 operands run as they are (the kernels widen each to float; Where,
 // the comparisons, IsNaN and IsInf read them as they are stored).
 const cuda_op eng_cuda__elem_ops[] = {
-    {.op_type = "Add", .run = run_add, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = arith_init},
-    {.op_type = "Sub", .run = run_sub, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = arith_init},
-    {.op_type = "Mul", .run = run_mul, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = arith_init},
-    {.op_type = "Div", .run = run_div, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = arith_init},
-    {.op_type = "Relu", .run = run_relu, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = float_init},
-    {.op_type = "LeakyRelu", .run = run_leaky, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = float_init},
-    {.op_type = "Sigmoid", .run = run_sigmoid, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = float_init},
-    {.op_type = "Tanh", .run = run_tanh, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = float_init},
-    {.op_type = "Erf", .run = run_erf, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = float_init},
-    {.op_type = "Gelu", .run = run_gelu, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = float_init},
-    {.op_type = "Mod", .run = run_mod, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = arith_init},
+    TYPED("Add", run_add, arith_init),
+    TYPED("Sub", run_sub, arith_init),
+    TYPED("Mul", run_mul, arith_init),
+    TYPED("Div", run_div, arith_init),
+    TYPED("Relu", run_relu, float_init),
+    TYPED("LeakyRelu", run_leaky, float_init),
+    TYPED("Sigmoid", run_sigmoid, float_init),
+    TYPED("Tanh", run_tanh, float_init),
+    TYPED("Erf", run_erf, float_init),
+    TYPED("Gelu", run_gelu, float_init),
+    TYPED("Mod", run_mod, arith_init),
     {.op_type = "Cast", .run = run_cast, .half = NULL, .flags = CUDA_OP_ELEMWISE, .init = cast_init},
     // CastLike: Cast to input 1's type (parse_castlike set p->to as Cast's parse does; out[0] has the type)
     {.op_type = "CastLike", .run = run_cast, .half = NULL, .flags = CUDA_OP_ELEMWISE, .init = cast_init},
@@ -483,18 +488,18 @@ const cuda_op eng_cuda__elem_ops[] = {
      .init = clip_init,
      .destroy = free},
     {.op_type = "Pow", .run = pow_run, .half = pow_half, .flags = CUDA_OP_ELEMWISE, .init = pow_init},
-    {.op_type = "Max", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = arith_init},
-    {.op_type = "Sum", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = arith_init},
-    {.op_type = "Min", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = arith_init},
+    TYPED("Max", variadic_run, arith_init),
+    TYPED("Sum", variadic_run, arith_init),
+    TYPED("Min", variadic_run, arith_init),
 #define ELEM(name, fn) {.op_type = name, .run = fn, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE}
-#define COMPARE(name) \
-  {.op_type = name, .run = compare_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = compare_init}
+#define COMPARE(name) TYPED(name, compare_run, compare_init)
     COMPARE("Equal"),
     COMPARE("Less"),
     COMPARE("LessOrEqual"),
     COMPARE("Greater"),
     COMPARE("GreaterOrEqual"),
 #undef COMPARE
+#undef TYPED
     ELEM("And", logic_run),
     ELEM("Or", logic_run),
     ELEM("Xor", logic_run),
