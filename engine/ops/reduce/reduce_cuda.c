@@ -21,8 +21,8 @@
 // BF16, FP64, INT32 and INT64 data; TopK's K is this run's output dim (the
 // planner read the K input), and columns longer than 2048 sort in the
 // slot's workspace (prepare sizes it). A data type they do not take runs on
-// the host (init refuses a graph input or constant of one; a computed value
-// of one fails the batch, naming it).
+// the host (init refuses one the load knows; one only a run types fails the
+// batch, naming it).
 //
 // CumSum too (k_cumsum_cuda: FP32, FP16, INT64, INT32), its axis a
 // constant input read at init the same way; it runs on NCHW (logical)
@@ -145,8 +145,23 @@ typedef struct cumsum_node {
   int64_t axis;  // as given: normalised per run against the input's rank
 } cumsum_node;
 
+// The element types k_cumsum_cuda takes.
+static int cumsum_elem(dtype t, k_elem *k) {
+  switch (t) {
+    case DT_FP32: *k = K_F32; return 0;
+    case DT_FP16: *k = K_F16; return 0;
+    case DT_INT64: *k = K_I64; return 0;
+    case DT_INT32: *k = K_I32; return 0;
+    default: return -1;
+  }
+}
+
 static int cumsum_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half;
+  dtype xt = eng_cuda__load_in_dt(pl, i, 0);
+  k_elem k;
+  if (xt != DT_INVALID && cumsum_elem(xt, &k) != 0)
+    return err_set(e, ERR_UNIMPLEMENTED, "CumSum of %s has no CUDA kernel", dtype_wire_name(xt));
   eng_tensor t;
   if (!eng_cuda__const_input(pl, i, 1, &t))
     return err_set(e, ERR_UNIMPLEMENTED, "CumSum on CUDA takes a constant axis");
@@ -167,14 +182,8 @@ static int cumsum_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   const cumsum_node *s = c->node;
   const eng_tensor *x = &in[0];
   k_elem et;
-  switch (x->dt) {
-    case DT_FP32: et = K_F32; break;
-    case DT_FP16: et = K_F16; break;
-    case DT_INT64: et = K_I64; break;
-    case DT_INT32: et = K_I32; break;
-    default:
-      return err_set(e, ERR_UNIMPLEMENTED, "CumSum of %s has no CUDA kernel", dtype_wire_name(x->dt));
-  }
+  if (cumsum_elem(x->dt, &et) != 0)
+    return err_set(e, ERR_UNIMPLEMENTED, "CumSum of %s has no CUDA kernel", dtype_wire_name(x->dt));
   int64_t ax;
   TRY(eng_ops__norm_axis(s->axis, x->ndims, &ax, e));
   size_t outer = 1, inner = 1, len = (size_t)x->dims[ax];
@@ -185,14 +194,12 @@ static int cumsum_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
 
 // --- ArgMax, ArgMin, TopK (kernels/reduce/k_arg.cu)
 
-// A data input whose type is known at load (a graph input or constant) and that k_arg.cu does not take
-// runs on the host; a computed one is checked at run.
+// A data input whose type is known at load (eng_cuda__load_dt) and that k_arg.cu does not take runs on
+// the host; one only a run types is checked there.
 static int arg_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half, (void)state;
-  const eng_node *n = eng_graph_node(pl->g, i);
-  const eng_value *v = eng_graph_value(pl->g, (size_t)n->in[0]);
-  dtype dt = v->dt;
-  if (v->kind != ENG_VALUE_NODE && dt != DT_FP32 && dt != DT_FP16 && dt != DT_BF16 && dt != DT_FP64 &&
+  dtype dt = eng_cuda__load_in_dt(pl, i, 0);
+  if (dt != DT_INVALID && dt != DT_FP32 && dt != DT_FP16 && dt != DT_BF16 && dt != DT_FP64 &&
       dt != DT_INT32 && dt != DT_INT64)
     return err_set(e, ERR_UNIMPLEMENTED, "%s data has no CUDA kernel (FP32, FP16, BF16, FP64, INT32, INT64)",
                    dtype_wire_name(dt));

@@ -201,6 +201,25 @@ static void test_reduce(void) {
   ob_node(b, "ReduceSum", "n", "x,axes", "y");
   ob_output(b, "y", O_FLOAT, 2, (int64_t[]){-1, -1});
   expect("ReduceSum by axes computed at run time", b, 0, "axes computed at run time");
+  b = ob_new(14);
+  int64_t zero = 0;
+  ob_input(b, "x", 12 /* UINT32 */, 2, D23);
+  ob_init(b, "axis", O_INT64, 0, NULL, &zero, sizeof zero);
+  ob_node(b, "CumSum", "n", "x,axis", "y");
+  ob_output(b, "y", 12, 2, D23);
+  expect("CumSum UINT32", b, 0, "CumSum of UINT32 has no CUDA kernel");
+  b = ob_new(13);
+  ob_input(b, "x", O_UINT8, 2, D23);
+  ob_attr_i(b, ob_node(b, "ArgMax", "n", "x", "y"), "axis", 1);
+  ob_output(b, "y", O_INT64, 2, (int64_t[]){2, 1});
+  expect("ArgMax UINT8", b, 0, "UINT8 data has no CUDA kernel");
+  // a computed value's type, known at load with the planned shapes (it used to be checked per run)
+  b = ob_new(13);
+  ob_input(b, "x", O_FLOAT, 2, D23);
+  ob_attr_i(b, ob_node(b, "Cast", "c", "x", "u"), "to", O_UINT8);
+  ob_attr_i(b, ob_node(b, "ArgMax", "n", "u", "y"), "axis", 1);
+  ob_output(b, "y", O_INT64, 2, (int64_t[]){2, 1});
+  expect("ArgMax of a computed UINT8 value", b, 0, "UINT8 data has no CUDA kernel");
 }
 
 int main(void) {
