@@ -72,9 +72,9 @@ static int binary_typed(cuda_ctx *c, dtype t, void *y, const void *a, const void
   k_elem k;
   if (t == DT_FP32) return k_binary_f32_cuda(y, a, b, nd, yd, ad, bd, op, c->stream, e);
   if (t == DT_FP16) return k_binary_f16_cuda(y, a, b, nd, yd, ad, bd, op, c->stream, e);
-  if (t != DT_BOOL && t != DT_FP64 && eng_ops_elem_of(t, &k) == 0)
+  if (arith_takes(t) && eng_ops_elem_of(t, &k) == 0)
     return eng_pk_binary_int_cuda(y, a, b, k, nd, yd, ad, bd, op, c->stream, e);
-  return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op", dtype_wire_name(t));
+  return refuse_type(t, e);
 }
 
 static int run_binary(cuda_ctx *c, const eng_tensor *in, eng_tensor *out, k_binop op, err *e) {
