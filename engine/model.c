@@ -105,21 +105,21 @@ static int start_gpu(instance *in, err *e) {
 }
 #endif
 
-// The CUDA plan has no STRING element and no way to run a node on the host
-// (docs/gpu.md): a model with a STRING input or output is refused at load
-// on a GPU, naming the tensor, rather than failing every request.
-static int no_strings_on_gpu(const eng_model *m, err *e) {
-  for (size_t i = 0; i < eng_graph_n_inputs(m->graph); i++)
-    if (eng_graph_input(m->graph, i)->dt == DT_STRING)
-      return err_set(e, ERR_INVALID_ARGUMENT,
-                     "input '%s' is TYPE_STRING, which GPU instances do not run: give the model "
-                     "instance_group [ { kind: KIND_CPU } ]", eng_graph_input(m->graph, i)->name);
-  for (size_t j = 0; j < eng_graph_n_outputs(m->graph); j++)
-    if (eng_graph_output(m->graph, j)->dt == DT_STRING)
-      return err_set(e, ERR_INVALID_ARGUMENT,
-                     "output '%s' is TYPE_STRING, which GPU instances do not run: give the model "
-                     "instance_group [ { kind: KIND_CPU } ]", eng_graph_output(m->graph, j)->name);
-  return 0;
+// The CUDA plan has no STRING element: its staging, copies and kernels move
+// fixed-size elements only. A model with a STRING input or output is placed
+// on the host as a whole: each of its GPU instances runs the CPU plan (the
+// load log says why, eng_model_placement_note), rather than the load being
+// refused or every request failing. Writes the reason into why (empty: none).
+static void strings_place_on_host(const eng_graph *g, char *why, size_t cap) {
+  why[0] = 0;
+  for (size_t i = 0; i < eng_graph_n_inputs(g) && !why[0]; i++)
+    if (eng_graph_input(g, i)->dt == DT_STRING)
+      snprintf(why, cap, "input '%.180s' is TYPE_STRING, which the GPU plan does not carry",
+               eng_graph_input(g, i)->name);
+  for (size_t j = 0; j < eng_graph_n_outputs(g) && !why[0]; j++)
+    if (eng_graph_output(g, j)->dt == DT_STRING)
+      snprintf(why, cap, "output '%.180s' is TYPE_STRING, which the GPU plan does not carry",
+               eng_graph_output(g, j)->name);
 }
 
 static int start_instance(instance *in, err *e) {
@@ -134,7 +134,6 @@ static int start_instance(instance *in, err *e) {
     in->started = 1;
     return 0;
   }
-  TRY(no_strings_on_gpu(m, e));
 #if INFERD_HAVE_CUDA
   cpu_set_t saved;
   int bound = numa_bind(in, &saved);
@@ -215,6 +214,14 @@ int eng_model_create_opts(eng_graph *g, const eng_model_config *cfg, int n_gpus,
   if (rc == 0) rc = eng_model__warm_sizes(m, cfg, e);
   int *dev = NULL, n = 0;
   if (rc == 0) rc = eng_model__instance_devices(cfg, n_gpus, &dev, &n, e);
+  char why[ERR_MSG_MAX / 2];
+  strings_place_on_host(g, why, sizeof why);
+  int n_moved = 0;
+  for (int i = 0; rc == 0 && why[0] && i < n; i++)
+    if (dev[i] >= 0) dev[i] = -1, n_moved++;
+  if (n_moved)
+    snprintf(m->placement, sizeof m->placement, "%s: its %d GPU instance%s run%s on the host (CPU plan)", why,
+             n_moved, n_moved == 1 ? "" : "s", n_moved == 1 ? "s" : "");
   if (rc == 0 && !(m->inst = calloc((size_t)n, sizeof *m->inst)))
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
 #if INFERD_HAVE_CUDA
@@ -256,6 +263,10 @@ int eng_model_instance_depth(const eng_model *m, int instance) {
 int eng_model_device_input(const eng_model *m, int instance, size_t i) {
   if (instance < 0 || instance >= m->n_inst || i >= m->n_in || !m->in[i].takes_device) return -1;
   return m->inst[instance].device;
+}
+
+const char *eng_model_placement_note(const eng_model *m) {
+  return m->placement[0] ? m->placement : NULL;
 }
 
 int eng_model_n_gpu_instances(const eng_model *m) {

@@ -90,6 +90,9 @@ typedef struct eng_model_load_opts {
 int eng_model_create_opts(eng_graph *g, const eng_model_config *cfg, int n_gpus, const eng_model_load_opts *lo,
                           eng_model **out, err *e);
 int eng_model_n_gpu_instances(const eng_model *m);
+// Why the GPU instances the config asks for run on the host instead (a STRING input or output: the
+// GPU plan carries fixed-size elements only), for the load log; NULL when none was moved.
+const char *eng_model_placement_note(const eng_model *m);
 // CUDA ordinal of an instance, -1 for a CPU instance.
 int eng_model_instance_device(const eng_model *m, int instance);
 // Batches the instance takes at once: 1 on the CPU, one per stream slot on

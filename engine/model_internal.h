@@ -140,6 +140,8 @@ struct eng_model {
   _Atomic int poisoned;  // one of them failed from a context-fatal device error
   pthread_mutex_t fail_mu;
   char fail_why[ERR_MSG_MAX];
+  // why the config's GPU instances run on the host (eng_model_placement_note); empty: they do not
+  char placement[ERR_MSG_MAX];
 #if INFERD_HAVE_CUDA
   eng_cuda_weights *weights;  // the graph's constants once per device, shared by the GPU instances' plans
 #endif

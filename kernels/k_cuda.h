@@ -38,9 +38,17 @@ int k_unop_cuda(void *y, const void *x, size_t n, k_elem et, k_unop op, float a,
 
 // --- reductions (kernels/reduce/k_reduce.cu): x seen as [outer, len, inner], y as
 // [outer, inner], reduced over len (the reference's k_redop); et K_F32 or
-// K_F16, accumulation in float.
+// K_F16, accumulation in float, or K_BOOL (0/1 bytes) for K_RMAX and K_RMIN.
+// len 0 (an empty set; x may be NULL) writes the reference's value of nothing:
+// 0 (Sum, L1, L2, SumSquare), 1 (Prod), NaN (Mean), -inf (LogSum,
+// LogSumExp, Max; false for BOOL), +inf (Min; true for BOOL).
 int k_reduce_cuda(void *y, const void *x, k_elem et, size_t outer, size_t len, size_t inner,
                   k_redop op, cudaStream_t stream, err *e);
+// The same over any set of axes, as k_reduce: x of ndim (1..K_MAX_DIMS) dims (HOST
+// array), reduce[k] nonzero for each reduced axis; y holds the kept dims in order. A
+// thread per output: for axes that are not one run (k_reduce_cuda is faster for those).
+int k_reduce_axes_cuda(void *y, const void *x, k_elem et, int ndim, const int64_t *dims,
+                       const int *reduce, k_redop op, cudaStream_t stream, err *e);
 
 // --- elementwise unary (kernels/elem/k_unary.cu); y may alias x.
 int k_relu_cuda(float *y, const float *x, size_t n, cudaStream_t stream, err *e);
@@ -58,6 +66,11 @@ int k_tanh_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t strea
 int k_erf_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, cudaStream_t stream, err *e);
 int k_gelu_f16_cuda(uint16_t *y, const uint16_t *x, size_t n, int approximate,
                     cudaStream_t stream, err *e);
+// k_unary's integer ops (Neg, Abs, Sign, Clip; k_unary_takes says which type takes which) on
+// every K_INT_TYPES type t. lo, hi: Clip's bounds, one element of type t each in HOST memory, or
+// NULL when absent (read before the launch returns).
+int k_unary_int_cuda(void *y, const void *x, k_elem t, size_t n, k_unop op, const void *lo,
+                     const void *hi, cudaStream_t stream, err *e);
 
 // --- binary with numpy broadcasting (kernels/elem/k_binary.cu). Shapes as k_binary_f32:
 // all three have `ndim` dims (0..K_MAX_DIMS; callers left-pad with 1s), an
@@ -80,6 +93,12 @@ int k_binary_f16_cuda(uint16_t *y, const uint16_t *a, const uint16_t *b, int ndi
 // k_binary_f32_cuda (y never aliases a or b: another type).
 int k_compare_cuda(uint8_t *y, const void *a, const void *b, k_elem et, int ndim, const int64_t *ydims,
                    const int64_t *adims, const int64_t *bdims, k_cmpop op, cudaStream_t stream, err *e);
+
+// k_pow_mixed's twin: y (type ta, the base's) = pow(a, b) for a base a of type ta and an exponent b of
+// another type tb, each element through double and stored by k_cast's rules (k_binary_takes(t, K_POW)
+// types: not FP16 or BOOL); shapes, dims and aliasing as k_binary_f32_cuda's (y never aliases b).
+int k_pow_mixed_cuda(void *y, const void *a, k_elem ta, const void *b, k_elem tb, int ndim, const int64_t *ydims,
+                     const int64_t *adims, const int64_t *bdims, cudaStream_t stream, err *e);
 
 // Logic on bools (kernels/elem/k_binary.cu) as k_logic: any nonzero byte is true, y is
 // 0 or 1. Shapes, dims and aliasing as k_binary_f32_cuda.

@@ -125,23 +125,9 @@ int eng_cuda__create(const eng_graph *g, int max_batch, int device, const eng_cu
     goto fail;
   }
   if ((ret = CUDA_OK(e, cudaSetDevice(device))) != 0) goto fail_why;
-  for (size_t i = 0; i < pl->n_nodes; i++) {
-    const eng_node *n = eng_graph_node(g, i);
-    if (!p->ops[i]) continue;  // folded, or on the host: no kernel, no state
-    if (p->ops[i]->init && (ret = p->ops[i]->init(pl, i, p->half, &p->nstate[i], e)) != 0) {
-      // a mode or type its CUDA path does not run: the CPU path does, on the host
-      if (ret == ERR_UNIMPLEMENTED && pl->defs[i]->run && (why[i] = strdup(e->msg)) != NULL) {
-        p->ops[i] = NULL;
-        p->nstate[i] = NULL;
-        *e = (err){0};
-        ret = 0;
-        continue;
-      }
-      err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
-      goto fail_why;
-    }
-    if (p->ops[i]->flags & CUDA_OP_CUDNN) p->need_cudnn = 1;
-  }
+  if ((ret = eng_cuda__init_ops(pl, p->half, p->ops, p->nstate, why, e)) != 0) goto fail_why;
+  for (size_t i = 0; i < pl->n_nodes; i++)
+    if (p->ops[i] && (p->ops[i]->flags & CUDA_OP_CUDNN)) p->need_cudnn = 1;
   ret = eng_cuda__host_plan(p, derived, why, e);
 fail_why:
   for (size_t i = 0; i < pl->n_nodes; i++) free(why[i]);

@@ -6,9 +6,29 @@
 #include "engine/cuda/plan_cuda_host.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/plan_cuda_state.h"
+
+int eng_cuda__init_ops(const eng_plan *pl, int half, const cuda_op **ops, void **nstate, char **why, err *e) {
+  for (size_t i = 0; i < pl->n_nodes; i++) {
+    if (!ops[i] || !ops[i]->init) continue;  // folded, on the host, or nothing to make
+    int ret = ops[i]->init(pl, i, half, &nstate[i], e);
+    if (!ret) continue;
+    // a mode or type its CUDA path does not run: the CPU path does, on the host
+    if (ret == ERR_UNIMPLEMENTED && pl->defs[i]->run && (why[i] = strdup(e->msg)) != NULL) {
+      ops[i] = NULL;
+      nstate[i] = NULL;
+      *e = (err){0};
+      continue;
+    }
+    const eng_node *n = eng_graph_node(pl->g, i);
+    err_prefix(e, "node '%s' (op_type '%s'): ", n->name, n->op_type);
+    return ret;
+  }
+  return 0;
+}
 
 int eng_cuda__host_plan(eng_cuda_plan *p, const uint8_t *derived, char *const *why, err *e) {
   const eng_plan *pl = p->pl;

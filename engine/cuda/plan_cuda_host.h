@@ -39,6 +39,8 @@
 #include "kernels/base/err.h"
 
 typedef struct eng_cuda_plan eng_cuda_plan;
+typedef struct cuda_op cuda_op;
+typedef struct eng_plan eng_plan;
 typedef struct slot slot;
 typedef eng_hostfb_run host_run;
 
@@ -46,6 +48,13 @@ typedef eng_hostfb_run host_run;
 // the host fallback's plan (p->hf, plan_hostfb.h) and the load log's lines
 // for the host nodes. why[i]: the op's init refusal for node i, or NULL.
 // Refuses (ERR_UNIMPLEMENTED) a node that neither backend can run.
+// Each node's CUDA op's init, at create (on the plan's device): a node whose init refuses its
+// mode or element types (ERR_UNIMPLEMENTED; eng_cuda__load_dt says what the load knows) and that
+// has a CPU path loses its op (ops[i] NULL) and gets why[i] (strdup'ed: the caller frees it), the
+// reason its host line gives; eng_cuda__host_plan then runs it on the host. Another error fails
+// the load, naming the node. Touches no device itself, so tests/unit/engine/test_cuda_init.c
+// runs it without a GPU.
+int eng_cuda__init_ops(const eng_plan *pl, int half, const cuda_op **ops, void **nstate, char **why, err *e);
 int eng_cuda__host_plan(eng_cuda_plan *p, const uint8_t *derived, char *const *why, err *e);
 void eng_cuda__host_free(eng_cuda_plan *p);
 // Nodes with no CUDA op (host and folded): 0 means no snapshots are needed.

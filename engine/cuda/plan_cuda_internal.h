@@ -136,6 +136,14 @@ bool eng_cuda__made_before(const eng_plan *pl, int v, size_t i);
 // that input is a constant (the plan's own copy lives on the device); false
 // otherwise. For ops that read an attribute-like input once, at init.
 bool eng_cuda__const_input(const eng_plan *pl, size_t node, int k, eng_tensor *t);
+// Value v's element type as known at plan create (DT_INVALID: only a run
+// will tell): a graph input's or constant's, or a node output's when the
+// planner inferred the planned shapes at create (fixed input shapes). An
+// init refuses (ERR_UNIMPLEMENTED) a type its run has no kernel for, so the
+// node runs on the host from load rather than failing each request.
+dtype eng_cuda__load_dt(const eng_plan *pl, int v);
+// The same for node input k (DT_INVALID when absent).
+dtype eng_cuda__load_in_dt(const eng_plan *pl, size_t node, int k);
 // A half function for ops whose run takes FP16 operands as they are.
 bool eng_cuda__half_always(const eng_op_params *p, const eng_tensor *in, int n_in);
 

@@ -53,3 +53,16 @@ bool eng_cuda__made_before(const eng_plan *pl, int v, size_t i) {
   }
   return true;
 }
+
+dtype eng_cuda__load_dt(const eng_plan *pl, int v) {
+  if (v < 0) return DT_INVALID;
+  const eng_value *x = eng_graph_value(pl->g, (size_t)v);
+  // a node's output is typed at create only when the planner inferred the planned shapes there
+  if (x->kind == ENG_VALUE_NODE && !pl->have_layout) return DT_INVALID;
+  return pl->cur[v].dt;
+}
+
+dtype eng_cuda__load_in_dt(const eng_plan *pl, size_t node, int k) {
+  const eng_node *n = eng_graph_node(pl->g, node);
+  return k < n->n_in ? eng_cuda__load_dt(pl, n->in[k]) : DT_INVALID;
+}

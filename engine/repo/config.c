@@ -237,8 +237,8 @@ int config_complete(Inference__ModelConfig *cfg, int config_from_file, const eng
   return 0;
 }
 
-// A STRING input or output: GPU instances cannot run the model (engine/model.c
-// refuses it there), so KIND_AUTO must not pick one.
+// A STRING input or output: the GPU plan cannot carry it (engine/model.c
+// places such a model's KIND_GPU instances on the host), so KIND_AUTO picks the CPU.
 static int has_string_io(const Inference__ModelConfig *c) {
   for (size_t i = 0; i < c->n_input; i++)
     if (c->input[i]->data_type == INFERENCE__DATA_TYPE__TYPE_STRING) return 1;

@@ -9,6 +9,8 @@
 // double pow, rounded once), so FP32 results equal the reference's bit for
 // bit (Pow within an ulp) and FP16 ones are the reference's on the widened
 // inputs, rounded once.
+// Pow of a base and an exponent of different types (k_pow_mixed's twin,
+// k_pow_mixed_cuda): each element through double, the result by k_cast's rules.
 #include "kernels/k_cuda_common.cuh"
 
 namespace {
@@ -438,4 +440,81 @@ extern "C" int k_binary_f16_cuda(uint16_t *y, const uint16_t *a, const uint16_t 
                                  k_binop op, cudaStream_t stream, err *e) {
   return launch("k_binary_f16_cuda", k_half(y), k_half(a), k_half(b), ndim, ydims, adims, bdims, op,
                 stream, e);
+}
+
+// --- Pow with a base and an exponent of different types (kernels/elem/k_binary.c's k_pow_mixed)
+
+namespace {
+
+// Element i of x (type t) as a double, as k_cast to K_F64 reads it.
+__device__ double mixed_ld(const void *x, int t, int64_t i) {
+  switch (t) {
+    case K_F32: return ((const float *)x)[i];
+    case K_F64: return ((const double *)x)[i];
+    case K_I64: return (double)((const long long *)x)[i];
+    case K_I32: return ((const int32_t *)x)[i];
+    case K_I16: return ((const int16_t *)x)[i];
+    case K_I8: return ((const int8_t *)x)[i];
+    case K_U8: return ((const uint8_t *)x)[i];
+    case K_U16: return ((const uint16_t *)x)[i];
+    case K_U32: return ((const uint32_t *)x)[i];
+    default: return (double)((const unsigned long long *)x)[i];  // K_U64
+  }
+}
+
+// k_cast's double -> integer rule: saturating, NaN -> 0 (the bounds compare as doubles).
+template <class T>
+__device__ T mixed_sat(double v, double lo, double hi, T tmin, T tmax) {
+  if (v != v) return 0;
+  if (v <= lo) return tmin;
+  if (v >= hi) return tmax;
+  return (T)v;
+}
+
+__device__ void mixed_st(void *y, int t, size_t i, double v) {
+#define MIXED_SAT(T, TMIN, TMAX) ((T *)y)[i] = mixed_sat<T>(v, (double)(TMIN), (double)(TMAX), (T)(TMIN), (T)(TMAX))
+  switch (t) {
+    case K_F32: ((float *)y)[i] = (float)v; break;
+    case K_F64: ((double *)y)[i] = v; break;
+    case K_I64: MIXED_SAT(long long, INT64_MIN, INT64_MAX); break;
+    case K_I32: MIXED_SAT(int32_t, INT32_MIN, INT32_MAX); break;
+    case K_I16: MIXED_SAT(int16_t, INT16_MIN, INT16_MAX); break;
+    case K_I8: MIXED_SAT(int8_t, INT8_MIN, INT8_MAX); break;
+    case K_U8: MIXED_SAT(uint8_t, 0, UINT8_MAX); break;
+    case K_U16: MIXED_SAT(uint16_t, 0, UINT16_MAX); break;
+    case K_U32: MIXED_SAT(uint32_t, 0, UINT32_MAX); break;
+    default: MIXED_SAT(unsigned long long, 0, UINT64_MAX); break;  // K_U64
+  }
+#undef MIXED_SAT
+}
+
+// Rare (a float raised to an integer, an integer to a float): the types are switched on per element
+// rather than instantiated per pair.
+__global__ void pow_mixed_kernel(void *y, const void *a, int ta, const void *b, int tb, uint64_t n, bplan p) {
+  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+    int64_t ao, bo;
+    bcast_offsets(i, p, &ao, &bo);
+    mixed_st(y, ta, i, pow(mixed_ld(a, ta, ao), mixed_ld(b, tb, bo)));
+  }
+}
+
+}  // namespace
+
+extern "C" int k_pow_mixed_cuda(void *y, const void *a, k_elem ta, const void *b, k_elem tb, int ndim,
+                                const int64_t *ydims, const int64_t *adims, const int64_t *bdims,
+                                cudaStream_t stream, err *e) {
+  const char *kname = "k_pow_mixed_cuda";
+  if (!k_binary_takes(ta, K_POW) || !k_binary_takes(tb, K_POW))
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: element types %d and %d have no kernel (not FP16 or BOOL)", kname,
+                   (int)ta, (int)tb);
+  uint64_t n;
+  TRY(check_bcast(kname, ndim, ydims, adims, bdims, &n, e));
+  bplan p;
+  if (!plan_make(&p, ndim, ydims, adims, bdims)) return 0;  // empty output
+  if (!y || !a || !b)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer (y=%p a=%p b=%p) for %llu elements", kname, y, a, b,
+                   (unsigned long long)n);
+  pow_mixed_kernel<<<k_blocks_for(n, K_THREADS), K_THREADS, 0, stream>>>(y, a, (int)ta, b, (int)tb, n, p);
+  K_LAUNCH_CHECK(e, kname);
+  return 0;
 }

@@ -5,6 +5,11 @@
 // in the reference's order where one thread owns an output (inner > 1, short
 // rows) and as a tree otherwise. A global spatial mean over NCHW is
 // [N*C, H*W, 1]; over NHWC it is [N, H*W, C].
+// BOOL (one byte, 0 or 1) for Max and Min: any and all, exact in float.
+// An empty run (len 0) writes each op's value of nothing, as the reference:
+// the combine's identity, finished (Mean 0/0 = NaN, LogSum log 0 = -inf).
+// Axes that are not one run (k_reduce_axes_cuda): a thread per output walks
+// its reduced elements in memory order, the reference's order.
 // CumSum's twin (k_cumsum_*) too: a thread per (outer, inner) column walks
 // it in the reference's order, so FP32 sums equal the reference's bit for
 // bit and integers wrap as the reference's unsigned arithmetic does.
@@ -16,12 +21,16 @@ namespace {
 
 __device__ __forceinline__ float ld(float v) { return v; }
 __device__ __forceinline__ float ld(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ld(uint8_t v) { return v != 0; }  // BOOL
 template <class T>
 __device__ __forceinline__ T st(float v);
 template <>
 __device__ __forceinline__ float st<float>(float v) { return v; }
 template <>
 __device__ __forceinline__ __half st<__half>(float v) { return __float2half_rn(v); }
+// BOOL: an empty set's max (-inf) is false, its min (+inf) true, as the reference's
+template <>
+__device__ __forceinline__ uint8_t st<uint8_t>(float v) { return v > 0.0f; }
 
 // An element enters through prep (|v|, v*v), partials merge through comb, and
 // done finishes a row (mean, sqrt, log): the C reference's k_redop, split so
@@ -49,7 +58,9 @@ struct acc {
   }
   __device__ float add(float a, float v) const { return comb(a, prep(v)); }
   __device__ float done(float a, size_t len) const {
-    return op == K_RMEAN ? a / (float)len : op == K_RL2 ? sqrtf(a) : op == K_RLOGSUM ? logf(a) : a;
+    // an empty Mean: the reference's NaN (C's NAN), bit for bit, not the device's 0/0
+    if (op == K_RMEAN) return len ? a / (float)len : __int_as_float(0x7fc00000);
+    return op == K_RL2 ? sqrtf(a) : op == K_RLOGSUM ? logf(a) : a;
   }
 };
 
@@ -118,7 +129,7 @@ int launch(void *y, const void *x, size_t outer, size_t len, size_t inner, acc f
   if (!k_mul3(outer, len, inner, &n))
     return err_set(e, ERR_INVALID_ARGUMENT, "k_reduce_cuda: %zu x %zu x %zu overflows", outer, len, inner);
   if (outer * inner == 0) return 0;
-  if (!y || !x) return err_set(e, ERR_INVALID_ARGUMENT, "k_reduce_cuda: NULL pointer");
+  if (!y || (!x && len)) return err_set(e, ERR_INVALID_ARGUMENT, "k_reduce_cuda: NULL pointer");
   if (inner > 1 && len >= 64 && outer <= 65535) {  // gridDim.y's limit
     dim3 grid((unsigned)((inner + 31) / 32), (unsigned)outer), block(32, SPLIT_Y);
     reduce_split<T><<<grid, block, 0, s>>>((T *)y, (const T *)x, len, inner, f);
@@ -137,12 +148,98 @@ int launch(void *y, const void *x, size_t outer, size_t len, size_t inner, acc f
 extern "C" int k_reduce_cuda(void *y, const void *x, k_elem et, size_t outer, size_t len, size_t inner,
                              k_redop op, cudaStream_t stream, err *e) {
   acc f = {op};
+  if (et == K_BOOL && op != K_RMAX && op != K_RMIN)
+    return err_set(e, ERR_INVALID_ARGUMENT, "k_reduce_cuda: BOOL takes Max and Min only, not op %d", (int)op);
   switch (et) {
     case K_F32: return launch<float>(y, x, outer, len, inner, f, stream, e);
     case K_F16: return launch<__half>(y, x, outer, len, inner, f, stream, e);
+    case K_BOOL: return launch<uint8_t>(y, x, outer, len, inner, f, stream, e);
     default:
       return err_set(e, ERR_INVALID_ARGUMENT, "k_reduce_cuda: element type %d has no kernel", (int)et);
   }
+}
+
+// --- any set of axes
+
+namespace {
+
+// x's dims split into the kept ones (the output's, in order) and the reduced ones, each with its
+// stride in x.
+struct axes_walk {
+  int nk, nr;
+  long long kd[K_MAX_DIMS], ks[K_MAX_DIMS];
+  long long rd[K_MAX_DIMS], rs[K_MAX_DIMS];
+};
+
+// A thread per output: its reduced elements in memory order (the reference's order).
+template <class T>
+__global__ void reduce_axes(T *y, const T *x, size_t ny, size_t len, axes_walk w, acc f) {
+  for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < ny; j += (size_t)gridDim.x * blockDim.x) {
+    long long base = 0;
+    size_t rest = j;
+    for (int k = w.nk - 1; k >= 0; k--) {
+      base += (long long)(rest % (size_t)w.kd[k]) * w.ks[k];
+      rest /= (size_t)w.kd[k];
+    }
+    float a = f.init();
+    for (size_t l = 0; l < len; l++) {
+      long long off = base;
+      size_t r = l;
+      for (int k = w.nr - 1; k >= 0; k--) {
+        off += (long long)(r % (size_t)w.rd[k]) * w.rs[k];
+        r /= (size_t)w.rd[k];
+      }
+      a = f.add(a, ld(x[off]));
+    }
+    y[j] = st<T>(f.done(a, len));
+  }
+}
+
+template <class T>
+void axes_launch(void *y, const void *x, size_t ny, size_t len, const axes_walk &w, acc f, cudaStream_t s) {
+  reduce_axes<T><<<k_blocks_for(ny, K_THREADS), K_THREADS, 0, s>>>((T *)y, (const T *)x, ny, len, w, f);
+}
+
+}  // namespace
+
+extern "C" int k_reduce_axes_cuda(void *y, const void *x, k_elem et, int ndim, const int64_t *dims,
+                                  const int *reduce, k_redop op, cudaStream_t stream, err *e) {
+  const char *kn = "k_reduce_axes_cuda";
+  if (ndim < 1 || ndim > K_MAX_DIMS || !dims || !reduce)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: rank %d outside 1..%d", kn, ndim, K_MAX_DIMS);
+  if (et != K_F32 && et != K_F16 && et != K_BOOL)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: element type %d has no kernel", kn, (int)et);
+  if (et == K_BOOL && op != K_RMAX && op != K_RMIN)
+    return err_set(e, ERR_INVALID_ARGUMENT, "%s: BOOL takes Max and Min only, not op %d", kn, (int)op);
+  axes_walk w = {};
+  size_t ny = 1, len = 1;
+  long long stride = 1;
+  for (int k = ndim - 1; k >= 0; k--) {  // strides first, innermost last
+    if (dims[k] < 0) return err_set(e, ERR_INVALID_ARGUMENT, "%s: negative dim %d", kn, k);
+    long long d = dims[k];
+    if (reduce[k]) w.rd[w.nr] = d, w.rs[w.nr++] = stride, len *= (size_t)d;
+    else w.kd[w.nk] = d, w.ks[w.nk++] = stride, ny *= (size_t)d;
+    stride *= d;
+  }
+  // the walks go outermost first: reverse what was gathered innermost first
+  for (int a = 0, b = w.nk - 1; a < b; a++, b--) {
+    long long t = w.kd[a]; w.kd[a] = w.kd[b]; w.kd[b] = t;
+    t = w.ks[a]; w.ks[a] = w.ks[b]; w.ks[b] = t;
+  }
+  for (int a = 0, b = w.nr - 1; a < b; a++, b--) {
+    long long t = w.rd[a]; w.rd[a] = w.rd[b]; w.rd[b] = t;
+    t = w.rs[a]; w.rs[a] = w.rs[b]; w.rs[b] = t;
+  }
+  if (ny == 0) return 0;
+  if (!y || (!x && len)) return err_set(e, ERR_INVALID_ARGUMENT, "%s: NULL pointer", kn);
+  acc f = {op};
+  switch (et) {
+    case K_F32: axes_launch<float>(y, x, ny, len, w, f, stream); break;
+    case K_F16: axes_launch<__half>(y, x, ny, len, w, f, stream); break;
+    default: axes_launch<uint8_t>(y, x, ny, len, w, f, stream); break;
+  }
+  K_LAUNCH_CHECK(e, kn);
+  return 0;
 }
 
 namespace {

@@ -507,6 +507,8 @@ static void load_model(srv_registry *r, const pending *pd, repo_model *rm, srv_m
     char host_note[64] = "";
     if (host_nodes)
       snprintf(host_note, sizeof host_note, ", %d node%s on the host", host_nodes, host_nodes == 1 ? "" : "s");
+    if (eng_model_placement_note(v->model))  // asked for GPU instances that run on the host
+      srv_log(SRV_LOG_WARN, "model '%s' version %s: %s", m->name, v->version_str, eng_model_placement_note(v->model));
     srv_log(SRV_LOG_INFO, "model '%s' version %s is ready (%d instance%s, %d on GPU, max_batch_size %d%s)", m->name,
             v->version_str, eng_model_n_instances(v->model), eng_model_n_instances(v->model) == 1 ? "" : "s",
             eng_model_n_gpu_instances(v->model), eng_model_max_batch(v->model), host_note);

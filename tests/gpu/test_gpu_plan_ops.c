@@ -548,6 +548,47 @@ static void test_select_scatter(void) {
     }
 }
 
+// cuda_issue34 (gen_test_models_device.py): what GPU plans used to refuse per request (issue 34) runs on
+// the device, no host node, in FP32 and FP16 plans, against the CPU plan: MVN's ReduceMean over axes 0, 2, 3
+// and a ReduceL2 over 1, 3 (k_reduce_axes_cuda), Clip of INT8 (both bounds, a min, none), Pow of FP32 by
+// INT32 and |INT32| by FP32 (k_pow_mixed_cuda; an FP16 plan widens first; Abs by k_unary_int_cuda), BOOL
+// ReduceMax/ReduceMin, and reductions of an empty set (0, 1, -inf, -inf). k over -6..6 so Clip's bounds
+// and the signs matter.
+static void test_issue34_paths(void) {
+  eng_graph *g = load_model("cuda_issue34");
+  CHECK(g != NULL);
+  if (!g) return;
+  eng_plan *cp = NULL;
+  err e = {0};
+  CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
+  for (int half = 0; cp && half < 2; half++) {
+    eng_cuda_plan *gp = NULL;
+    eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
+    int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
+    if (rc) fprintf(stderr, "cuda_issue34: cuda create: %s\n", e.msg);
+    CHECK_EQ_INT(rc, 0);
+    if (!gp) continue;
+    CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), 0);
+    for (size_t k = 0; k < eng_cuda_plan_n_host_nodes(gp); k++)
+      fprintf(stderr, "  %s\n", eng_cuda_plan_host_node(gp, k));
+    double worst = 0;
+    for (int b = 1; b <= MAXB; b++) {
+      io_set in = {0};
+      make_inputs(g, "cuda_issue34", b, 0, &in);
+      int64_t *k = in.t[1].data;
+      for (int i = 0; i < b * 6; i++) k[i] = (int64_t)((i * 5 + b) % 13) - 6;  // -6..6
+      char label[48];
+      snprintf(label, sizeof label, "%s batch %d", half ? "fp16" : "fp32", b);
+      worst = max_worst(worst, run_both("cuda_issue34", g, cp, gp, &in, label, half ? low_rtol : 0));
+      io_free(&in);
+    }
+    printf("cuda_issue34 %s: on the device, worst scaled error %.3g\n", half ? "fp16" : "fp32", worst);
+    eng_cuda_plan_destroy(gp);
+  }
+  eng_plan_destroy(cp);
+  eng_graph_destroy(g);
+}
+
 // cuda_mod_castlike (gen_test_models.py): Mod on floats (fmod 0 and 1) and int64, CastLike int64 -> float.
 // Each runs on the device (no host node) in FP32 and FP16 plans and matches the CPU plan: the integers
 // exactly, FP32 within the FP32 bound (1e-5; the kernels equal the reference bit for bit), FP16 within
@@ -613,4 +654,5 @@ void test_device_paths(void) {
   eng_graph_destroy(g);
   test_device_norms();
   test_select_scatter();
+  test_issue34_paths();
 }

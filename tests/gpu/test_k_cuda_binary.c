@@ -10,7 +10,13 @@
 // cases, in place, division by zero, Max/Min's NaN propagation and signed
 // zeros, Pow's special values, and argument errors. And k_compare_cuda
 // (every k_cmpop; FP32, FP16, INT64) against k_compare_f32/_i64 on
-// the same broadcast shapes, with ties, NaN and signed zeros.
+// the same broadcast shapes, with ties, NaN and signed zeros. And
+// k_pow_mixed_cuda (Pow of a base and an exponent of different types, issue
+// 34: FP32 by INT32/INT64/UINT32/UINT64, integers by FP32 and FP64) against
+// k_pow_mixed on broadcast shapes: float results within 2 ulp (the device's
+// double pow against glibc's), integer results within 1 of the reference's
+// (a power a rounding of pow lands just below an integer truncates one lower)
+// and equal where the power is an exact small integer.
 #include "test_k_cuda_util.h"
 
 enum { N_OPS = K_FMOD + 1 };  // add, sub, mul, div, pow, max, min, mod (fmod 0), fmod
@@ -344,6 +350,96 @@ static void test_compare(void) {
   CHECK_EQ_INT(bad, 0);
 }
 
+// --- Pow by an exponent of another type
+
+static size_t esize(k_elem t) {
+  return t == K_F64 || t == K_I64 || t == K_U64 ? 8 : t == K_I8 || t == K_U8 ? 1 : t == K_I16 || t == K_U16 ? 2 : 4;
+}
+
+static double as_double(const void *p, k_elem t, size_t i) {
+  double v;
+  k_cast(&v, K_F64, (const char *)p + i * esize(t), t, 1);
+  return v;
+}
+
+// base [-4, 4] (floats) or -5..5 (integers; 0..9 unsigned), exponent -3..3 (integers) or
+// [-2, 3] with a third integral (floats), through the element type by k_cast
+static void fill_pow(tk_rng *r, void *p, k_elem t, size_t n, int exponent) {
+  for (size_t i = 0; i < n; i++) {
+    int is_int = t != K_F32 && t != K_F64, uns = t == K_U8 || t == K_U16 || t == K_U32 || t == K_U64;
+    double v;
+    if (is_int) v = (double)((int)(tk_next(r) % (exponent ? 7 : 11)) - (uns ? 0 : exponent ? 3 : 5));
+    else if (tk_next(r) % 3 == 0) v = (double)((int)(tk_next(r) % 6) - 2);
+    else v = exponent ? tk_uniform(r, -2.0f, 3.0f) : tk_uniform(r, -4.0f, 4.0f);
+    k_cast((char *)p + i * esize(t), t, &v, K_F64, 1);
+  }
+}
+
+static void test_pow_mixed(void) {
+  static const struct { k_elem a, b; } pairs[] = {
+      {K_F32, K_I32}, {K_F32, K_I64}, {K_F32, K_U32}, {K_F32, K_U64}, {K_F32, K_I8},
+      {K_I32, K_F32}, {K_I64, K_F32}, {K_U8, K_F32},  {K_I16, K_F64}, {K_F64, K_I32}};
+  tk_rng r = {0x9e3779b97f4a7c15ull};
+  int cases = 0, bad = 0;
+  enum { MAXN = 5 * 3 * 3 };
+  for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++)
+    for (int ndim = 1; ndim <= 3; ndim++)
+      for (int sh = 0; sh < tk_small_shapes(ndim); sh++) {
+        int64_t yd[3], ad[3], bd[3];
+        tk_small_shape(ndim, sh, yd);
+        for (int ma = 0; ma < (1 << ndim); ma += 2)
+          for (int mb = 0; mb < (1 << ndim); mb += 3) {
+            tk_bcast_dims(ndim, yd, ma, ad);
+            tk_bcast_dims(ndim, yd, mb, bd);
+            size_t ny = (size_t)count(ndim, yd), na = (size_t)count(ndim, ad), nb = (size_t)count(ndim, bd);
+            k_elem ta = pairs[pi].a, tb = pairs[pi].b;
+            uint8_t a[MAXN * 8], b[MAXN * 8], want[MAXN * 8], got[MAXN * 8];
+            fill_pow(&r, a, ta, na, 0);
+            fill_pow(&r, b, tb, nb, 1);
+            CHECK_EQ_INT(k_pow_mixed(want, a, ta, b, tb, ndim, yd, ad, bd), 0);
+            void *da = tk_to_dev(a, na * esize(ta)), *db = tk_to_dev(b, nb * esize(tb));
+            void *dy = tk_dev_alloc(ny * esize(ta));
+            TK_OK(k_pow_mixed_cuda(dy, da, ta, db, tb, ndim, yd, ad, bd, NULL, TK_E));
+            tk_from_dev(got, dy, ny * esize(ta));
+            int fl = ta == K_F32 || ta == K_F64, off = 0;
+            for (size_t i = 0; i < ny; i++) {
+              double g = as_double(got, ta, i), w = as_double(want, ta, i);
+              if (isnan(w) || isnan(g) || isinf(w) || isinf(g)) off += !(isnan(w) && isnan(g)) && g != w;
+              else off += fl ? fabs(g - w) > 2.4e-7 * fabs(w) : fabs(g - w) > 1;
+            }
+            if (off)
+              fprintf(stderr, "pow mixed %d by %d rank %d shape %d masks %d/%d: %d off\n", (int)ta, (int)tb, ndim, sh,
+                      ma, mb, off);
+            bad += off != 0;
+            cases++;
+            TK_CUDA(cudaFree(da));
+            TK_CUDA(cudaFree(db));
+            TK_CUDA(cudaFree(dy));
+          }
+      }
+  // exact small powers: 3^2 and 2^-1 (0 for an integer base), (-2)^3, 2.5^2
+  float fa[4] = {3, 2, -2, 2.5f}, fy[4];
+  int32_t ib[4] = {2, -1, 3, 2}, ia[4] = {3, 2, -2, 5}, iy[4];
+  float fb[4] = {2, -1, 3, 0.5f};
+  int64_t d4[1] = {4};
+  void *da = tk_to_dev(fa, sizeof fa), *db = tk_to_dev(ib, sizeof ib), *dy = tk_dev_alloc(sizeof fy);
+  TK_OK(k_pow_mixed_cuda(dy, da, K_F32, db, K_I32, 1, d4, d4, d4, NULL, TK_E));
+  tk_from_dev(fy, dy, sizeof fy);
+  CHECK(fy[0] == 9.0f && fy[1] == 0.5f && fy[2] == -8.0f && fy[3] == 6.25f);
+  TK_CUDA(cudaFree(da));
+  TK_CUDA(cudaFree(db));
+  da = tk_to_dev(ia, sizeof ia), db = tk_to_dev(fb, sizeof fb);
+  TK_OK(k_pow_mixed_cuda(dy, da, K_I32, db, K_F32, 1, d4, d4, d4, NULL, TK_E));
+  tk_from_dev(iy, dy, sizeof iy);
+  CHECK(iy[0] == 9 && iy[1] == 0 && iy[2] == -8 && iy[3] == 2);  // 2^-1 = 0.5 truncates; sqrt(5) = 2.23
+  TK_CUDA(cudaFree(da));
+  TK_CUDA(cudaFree(db));
+  TK_CUDA(cudaFree(dy));
+  printf("pow mixed: %d cases (%zu type pairs), %d mismatched\n", cases, sizeof pairs / sizeof pairs[0], bad);
+  CHECK_EQ_INT(bad, 0);
+  CHECK(cases > 100);
+}
+
 static void test_errors(void) {
   err e = {0};
   int64_t y[2] = {2, 3}, a[2] = {2, 3}, b[2] = {2, 2}, z[2] = {0, 3};
@@ -374,6 +470,14 @@ static void test_errors(void) {
   CHECK_EQ_INT(k_compare_cuda(NULL, p, p, K_I64, 2, y, a, a, K_EQ, NULL, &e), ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(e.msg, "NULL");
   CHECK_EQ_INT(k_compare_cuda(NULL, NULL, NULL, K_F16, 2, z, z, z, K_GT, NULL, &e), 0);
+  // Pow by an exponent of another type
+  CHECK_EQ_INT(k_pow_mixed_cuda(p, p, K_F16, p, K_I32, 2, y, a, a, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "k_pow_mixed_cuda");
+  CHECK_EQ_INT(k_pow_mixed_cuda(p, p, K_F32, p, K_BOOL, 2, y, a, a, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_pow_mixed_cuda(p, p, K_F32, p, K_I32, 2, y, a, b, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(e.msg, "broadcast");
+  CHECK_EQ_INT(k_pow_mixed_cuda(NULL, p, K_F32, p, K_I32, 2, y, a, a, NULL, &e), ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(k_pow_mixed_cuda(NULL, NULL, K_F32, NULL, K_I64, 2, z, z, z, NULL, &e), 0);
 }
 
 int main(void) {
@@ -386,6 +490,7 @@ int main(void) {
   test_inplace_and_div0();
   test_special();
   test_compare();
+  test_pow_mixed();
   if (s.a) {
     TK_CUDA(cudaFree(s.a));
     TK_CUDA(cudaFree(s.b));

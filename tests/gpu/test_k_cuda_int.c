@@ -3,7 +3,10 @@
 // on every integer type (K_INT_TYPES) against the C references k_binary and
 // k_compare, bit for bit: random bytes (so every width's edges, INT_MIN / -1,
 // x / 0 and wraparound all occur), every broadcast mask of rank-1..3
-// shapes. The launchers' argument checks run without a device.
+// shapes. And k_unary_int_cuda (Neg, Abs, Sign, Clip with either bound, both
+// or none, lo > hi too: issue 34's Clip of INT8 on the GPU) against k_unary,
+// bit for bit, in place as well. The launchers' argument checks run without a
+// device.
 #include "engine/cuda/plan_cuda_k.h"
 #include "test_k_cuda_util.h"
 
@@ -35,6 +38,60 @@ static void test_args(void) {
   CHECK(eng_pk_binary_int_cuda(NULL, NULL, NULL, K_I8, 0, d, d, d, K_ADD, NULL, &e) != 0);
   CHECK(eng_pk_binary_int_cuda(NULL, NULL, NULL, K_I8, 1, d, d, d, (k_binop)99, NULL, &e) != 0);
   CHECK(k_compare_cuda(NULL, NULL, NULL, K_BOOL, 1, d, d, d, K_EQ, NULL, &e) != 0);
+  CHECK(k_unary_int_cuda(NULL, NULL, K_F32, 4, K_CLIP, NULL, NULL, NULL, &e) != 0);
+  CHECK_CONTAINS(e.msg, "k_unary_int_cuda");
+  CHECK(k_unary_int_cuda(NULL, NULL, K_U8, 4, K_NEG, NULL, NULL, NULL, &e) != 0);  // ONNX's Neg: signed only
+  CHECK(k_unary_int_cuda(NULL, NULL, K_I8, 4, K_EXP, NULL, NULL, NULL, &e) != 0);
+  CHECK(k_unary_int_cuda(NULL, NULL, K_I8, 4, K_CLIP, NULL, NULL, NULL, &e) != 0);  // NULL buffers
+  CHECK_EQ_INT(k_unary_int_cuda(NULL, NULL, K_I8, 0, K_CLIP, NULL, NULL, NULL, &e), 0);
+}
+
+// Neg, Abs, Sign and Clip (bounds: none, lo, hi, both, lo > hi) on every integer type, out of place
+// and in place.
+static int test_unary(tk_rng *r) {
+  enum { N = 257 };
+  static const k_unop ops[] = {K_NEG, K_ABS, K_SIGN, K_CLIP};
+  int cases = 0;
+  for (size_t ti = 0; ti < sizeof INT_TYPES / sizeof INT_TYPES[0]; ti++) {
+    k_elem t = INT_TYPES[ti];
+    size_t esz = INT_SIZES[ti];
+    uint8_t x[N * 8], want[N * 8], got[N * 8], lo[8], hi[8];
+    fill(r, x, N, esz);
+    void *dx = tk_to_dev(x, N * esz), *dy = tk_dev_alloc(N * esz);
+    for (size_t oi = 0; oi < sizeof ops / sizeof ops[0]; oi++)
+      for (int bounds = 0; bounds < (ops[oi] == K_CLIP ? 5 : 1); bounds++) {
+        if (!k_unary_takes(t, ops[oi])) continue;
+        fill(r, lo, 1, esz);
+        fill(r, hi, 1, esz);
+        if (bounds == 3 || bounds == 4) {  // both, ordered (3) or lo > hi (4), as the element type compares them
+          int64_t a = 0, b = 0;
+          k_cast(&a, K_I64, lo, t, 1);
+          k_cast(&b, K_I64, hi, t, 1);
+          int uns = t == K_U8 || t == K_U16 || t == K_U32 || t == K_U64;
+          int lt = uns ? (uint64_t)a < (uint64_t)b : a < b;
+          if (lt == (bounds == 4)) {
+            uint8_t tmp[8];
+            memcpy(tmp, lo, esz), memcpy(lo, hi, esz), memcpy(hi, tmp, esz);
+          }
+        }
+        const void *pl = bounds == 1 || bounds >= 3 ? lo : NULL, *ph = bounds == 2 || bounds >= 3 ? hi : NULL;
+        CHECK_EQ_INT(k_unary(want, x, t, N, ops[oi], pl, ph), 0);
+        char what[96];
+        snprintf(what, sizeof what, "unary type %d op %d bounds %d", (int)t, (int)ops[oi], bounds);
+        TK_OK(k_unary_int_cuda(dy, dx, t, N, ops[oi], pl, ph, NULL, TK_E));
+        tk_from_dev(got, dy, N * esz);
+        tk_compare_bits(what, got, want, N * esz);
+        void *dz = tk_to_dev(x, N * esz);  // in place
+        TK_OK(k_unary_int_cuda(dz, dz, t, N, ops[oi], pl, ph, NULL, TK_E));
+        tk_from_dev(got, dz, N * esz);
+        tk_compare_bits(what, got, want, N * esz);
+        TK_CUDA(cudaFree(dz));
+        cases++;
+      }
+    TK_CUDA(cudaFree(dx));
+    TK_CUDA(cudaFree(dy));
+  }
+  return cases;
 }
 
 int main(void) {
@@ -84,7 +141,9 @@ int main(void) {
           }
       }
   }
-  printf("%d cases\n", cases);
+  int ucases = test_unary(&r);
+  printf("%d cases, %d integer unary cases\n", cases, ucases);
+  CHECK(ucases >= 8 * 5);
   CHECK(cases > 1000);
   CHECK_DONE();
 }

@@ -20,8 +20,10 @@
 # run unpacks them into a work folder (tests/gpu/bindir_env.sh: LD_LIBRARY_PATH with the device's CUDA
 # and torch's nvidia/*/lib), runs the CPU suites (one server each) and the GPU suites (SHARDS servers,
 # default 8, one GPU), then gpu_summary.py; results go to $OUT (the device call's returned folder) or
-# PACK_DIR/results: the run.py JSON files and logs, gpu_pass.txt, gpu_regressed.txt,
-# gpu_host_fallback.txt, summary.md. Env: PYTHON (default /opt/torch/.venv/bin/python, else python3),
+# PACK_DIR/results, at most six files, since a device call brings back only a few files of $OUT:
+# summary.md, gpu_regressed.txt, gpu_host_fallback.txt, gpu_pass.txt and run.log (this script's own
+# lines) at the top, and everything (the run.py JSON files and logs, those files too) in results.tar.xz.
+# Env: PYTHON (default /opt/torch/.venv/bin/python, else python3),
 # NO_PYDEPS=1 (use PYTHON's own tritonclient: a local check), SHARDS, DEADLINE_S (no GPU case starts
 # after that many seconds, default 300, and a shard still running a minute later is stopped; the folded
 # suite gets 40 s more, stopped at 90): at most about 7.5 minutes in all. Exit: gpu_summary.py's (0: every
@@ -100,9 +102,13 @@ run() {
   trap 'rm -rf "$work"' EXIT
   tar -C "$work" -xJf "$pack/bindir.tar.xz" || exit 2
   . "$root/tests/gpu/bindir_env.sh" "$work/bindir" "$work"  # BINDIR, WORK, PY, LD_LIBRARY_PATH
-  local res=${OUT:-$pack/results} shards=${SHARDS:-8} deadline=${DEADLINE_S:-300}
-  mkdir -p "$res"
-  res=$(cd "$res" && pwd)
+  # the suites write into $work/results; what comes back is collected into OUT_DIR on any exit (collect)
+  local res=$work/results shards=${SHARDS:-8} deadline=${DEADLINE_S:-300}
+  OUT_DIR=${OUT:-$pack/results} RES_DIR=$res WORK_DIR=$work
+  mkdir -p "$OUT_DIR" "$res"
+  OUT_DIR=$(cd "$OUT_DIR" && pwd)
+  trap 'collect "$RES_DIR" "$OUT_DIR"; rm -rf "$WORK_DIR"' EXIT
+  exec > >(tee "$res/run.log") 2>&1
   cat "$pack/MANIFEST" 2>/dev/null
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null ||
     echo "nvidia-smi: no GPU listed (the GPU suites' loads will fail: KIND_GPU but no CUDA device is visible)"
@@ -151,8 +157,20 @@ EOF
   for k in "$res"/gpu.*.log; do tail -1 "$k" | grep -q '^[0-9]* s$' || { echo "$k ended early:"; tail -5 "$k"; }; done
   "$PY" "$here/gpu_summary.py" "$res" --label "$(head -1 "$pack/MANIFEST" 2>/dev/null)"
   local rc=$?
-  echo "results: $res ($((SECONDS - t0)) s in all)"
+  echo "results: $OUT_DIR ($((SECONDS - t0)) s in all)"
   exit $rc
+}
+
+# collect RES OUT: the few files a reader opens first at OUT's top, and all of RES in OUT/results.tar.xz
+# (a device call returns at most a handful of files from $OUT, two folders deep)
+collect() {
+  local res=$1 out=$2 f
+  for f in summary.md gpu_regressed.txt gpu_host_fallback.txt gpu_pass.txt; do
+    [ -f "$res/$f" ] && cp "$res/$f" "$out/$f"
+  done
+  sleep 0.2  # the tee of run.log catches up with the last lines
+  cp "$res/run.log" "$out/run.log" 2>/dev/null
+  tar -C "$res" -cf - . | xz -6 -T2 >"$out/results.tar.xz" || echo "results.tar.xz: tar or xz failed" >&2
 }
 
 case ${1:-} in

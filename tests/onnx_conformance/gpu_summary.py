@@ -106,8 +106,15 @@ def summarize(results, conf=HERE, label=""):
         return on_gpu, no_host, host
     on_gpu, no_host, host = split(gpu_pass, gplace)
     on_gpu_f, no_host_f, host_f = split(gpuf_pass, gplace_f, FOLDED)
-    unplaced = sorted(c for c in gpu_pass if not (gplace.get(c) or {}).get("gpu"))
-    unplaced += sorted(c + FOLDED for c in gpuf_pass if not (gplace_f.get(c + FOLDED) or {}).get("gpu"))
+    # a model the engine placed on the host as a whole (STRING inputs or outputs, engine/model.c) is served
+    # by its KIND_GPU instances as the design says, so it is no unplaced pass
+    def whole_host(p):
+        return bool((p or {}).get("host_model"))
+    host_model = sorted(c for c in gpu_pass if whole_host(gplace.get(c)))
+    host_model += sorted(c + FOLDED for c in gpuf_pass if whole_host(gplace_f.get(c + FOLDED)))
+    unplaced = sorted(c for c in gpu_pass if not (gplace.get(c) or {}).get("gpu") and not whole_host(gplace.get(c)))
+    unplaced += sorted(c + FOLDED for c in gpuf_pass
+                       if not (gplace_f.get(c + FOLDED) or {}).get("gpu") and not whole_host(gplace_f.get(c + FOLDED)))
 
     with open(os.path.join(results, "gpu_pass.txt"), "w") as f:
         f.write("".join(c + "\n" for c in sorted(gpu_pass)))
@@ -147,6 +154,9 @@ def summarize(results, conf=HERE, label=""):
     if reasons:
         lines.append("CPU passes failing on GPU, by reason: "
                      + ", ".join("%s %d" % (r, n) for r, n in reasons.most_common()))
+    if host_model:
+        lines.append("Passing on the host as a whole (GPU instances of a model with STRING inputs or outputs): %d, "
+                     "e.g. %s" % (len(host_model), ", ".join(host_model[:5])))
     if unplaced:
         lines.append("Passing without a GPU instance in the ready line (not a GPU pass): %d, e.g. %s"
                      % (len(unplaced), ", ".join(unplaced[:5])))

@@ -138,14 +138,21 @@ def to_wire_array(a, wire):
 READY_LINE = re.compile(r"model '([^']+)' version \S+ is ready \((\d+) instances?, (\d+) on GPU, "
                         r"max_batch_size -?\d+(?:, (\d+) nodes? on the host)?\)")
 HOST_NODE_LINE = re.compile(r"model '([^']+)' version \S+: node '.*' \(op_type '([^']+)'\): no CUDA path")
+# a model whose GPU instances the engine placed on the host as a whole (engine/model.c: STRING inputs or outputs)
+HOST_MODEL_LINE = re.compile(r"model '([^']+)' version \S+: (.* GPU instances? runs? on the host.*)$")
 
 
 def parse_placement(lines, model):
     """{instances, gpu, host_nodes, host_ops} from the log lines of model's load, or None when its ready
-    line is not among them. host_ops: the op types of the host nodes' lines, which come after it."""
+    line is not among them. host_ops: the op types of the host nodes' lines, which come after it;
+    host_model: why the engine placed its GPU instances on the host as a whole, when it did."""
     got = None
     ops = []
+    host_model = None
     for ln in lines:
+        m = HOST_MODEL_LINE.search(ln.rstrip())
+        if m and m.group(1) == model:
+            host_model = m.group(2)
         m = READY_LINE.search(ln)
         if m and m.group(1) == model:
             got = {"instances": int(m.group(2)), "gpu": int(m.group(3)), "host_nodes": int(m.group(4) or 0)}
@@ -155,6 +162,8 @@ def parse_placement(lines, model):
     if got is not None:
         got["host_ops"] = sorted(set(ops))
         got["host_lines"] = len(ops)
+        if host_model:
+            got["host_model"] = host_model
     return got
 
 

@@ -19,6 +19,13 @@
 // DequantizeLinear and inferd.QuantDequant through elem_quant_cuda.c. All broadcast and are blind to layout (CUDA_OP_ELEMWISE:
 // in NHWC regions their operands come presented in memory order).
 // Registered into the CUDA plan through engine/ops/families.h.
+//
+// Element types: every init refuses (ERR_UNIMPLEMENTED) an input type its run
+// has no kernel for when the type is known at load (eng_cuda__load_dt), so
+// such a node runs on the host from the plan's creation (plan_cuda_host.h)
+// rather than failing each request; the runs still check, for types only a
+// run tells. Integer Clip, Neg, Abs and Sign run through k_unary_int_cuda, Pow
+// of a base and exponent of different types through k_pow_mixed_cuda.
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +37,34 @@
 
 // --- Add, Sub, Mul, Div (FP32, FP16, every integer type) and the activations (FP32, FP16)
 
+// Whether binary_typed has a kernel for t: the float kernels, every integer width.
+static bool arith_takes(dtype t) {
+  k_elem k;
+  return t == DT_FP32 || t == DT_FP16 || (t != DT_BOOL && t != DT_FP64 && eng_ops_elem_of(t, &k) == 0);
+}
+
+// t as the run sees a value of it: inside a CUDA plan FP16 values travel as FP32 or as stored FP16,
+// and both have kernels wherever FP32 has.
+static dtype run_dt(dtype t) { return t == DT_FP16 ? DT_FP32 : t; }
+
+static int refuse_type(dtype t, err *e) {
+  return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op", dtype_wire_name(t));
+}
+
+// The init of ops that take input 0's type through binary_typed (Add..Mod, variadic Max/Min/Sum).
+static int arith_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half, (void)state;
+  dtype t = eng_cuda__load_in_dt(pl, i, 0);
+  return t == DT_INVALID || arith_takes(t) ? 0 : refuse_type(t, e);
+}
+
+// The init of ops with FP32 and FP16 kernels only (Relu..Gelu).
+static int float_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half, (void)state;
+  dtype t = run_dt(eng_cuda__load_in_dt(pl, i, 0));
+  return t == DT_INVALID || t == DT_FP32 ? 0 : refuse_type(t, e);
+}
+
 // y = a op b over nd dims (y's, a's, b's), by the element type: the float
 // kernels, or the plan's one integer kernel for every integer width.
 static int binary_typed(cuda_ctx *c, dtype t, void *y, const void *a, const void *b, int nd,
@@ -37,9 +72,9 @@ static int binary_typed(cuda_ctx *c, dtype t, void *y, const void *a, const void
   k_elem k;
   if (t == DT_FP32) return k_binary_f32_cuda(y, a, b, nd, yd, ad, bd, op, c->stream, e);
   if (t == DT_FP16) return k_binary_f16_cuda(y, a, b, nd, yd, ad, bd, op, c->stream, e);
-  if (t != DT_BOOL && t != DT_FP64 && eng_ops_elem_of(t, &k) == 0)
+  if (arith_takes(t) && eng_ops_elem_of(t, &k) == 0)
     return eng_pk_binary_int_cuda(y, a, b, k, nd, yd, ad, bd, op, c->stream, e);
-  return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op", dtype_wire_name(t));
+  return refuse_type(t, e);
 }
 
 static int run_binary(cuda_ctx *c, const eng_tensor *in, eng_tensor *out, k_binop op, err *e) {
@@ -105,6 +140,15 @@ UNARY_RUN(run_gelu, k_gelu_cuda(y, x, n, p->approximate, c->stream, e),
 // element type is not one the cast kernel sees.
 static int elem_of(dtype t, k_elem *k) { return t == DT_FP16 ? -1 : eng_ops_elem_of(t, k); }
 
+// STRING (engine/ops/str/) is the CPU's alone: a Cast to or from it runs on the host.
+static int cast_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half, (void)state;
+  if (pl->params[i].to == DT_STRING || eng_cuda__load_in_dt(pl, i, 0) == DT_STRING)
+    return err_set(e, ERR_UNIMPLEMENTED, "Cast %s STRING is not supported on CUDA",
+                   pl->params[i].to == DT_STRING ? "to" : "from");
+  return 0;
+}
+
 static int run_cast(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
                     eng_tensor *out, int n_out, err *e) {
   (void)n_in, (void)n_out;
@@ -125,41 +169,81 @@ static int run_cast(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
 
 // engine/ops/elem/elem.c's parse put the k_unop code in p->mode and its two
 // parameters (HardSigmoid's alpha and beta) in p->alpha and p->beta.
+// Integer Neg, Abs and Sign run as k_unary does them (k_unary_takes).
+static bool unop_takes(dtype t, k_unop op) {
+  k_elem k;
+  return t == DT_FP32 || t == DT_FP16 || (eng_ops_elem_of(t, &k) == 0 && k_unary_takes(k, op));
+}
+
+static int unop_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half, (void)state;
+  dtype t = eng_cuda__load_in_dt(pl, i, 0);
+  return t == DT_INVALID || unop_takes(t, (k_unop)pl->params[i].mode) ? 0 : refuse_type(t, e);
+}
+
 static int unop_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
                     eng_tensor *out, int n_out, err *e) {
   (void)n_in, (void)n_out;
-  if (in[0].dt != DT_FP32 && in[0].dt != DT_FP16)
-    return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op",
-                   dtype_wire_name(in[0].dt));
+  k_elem k;
+  if (in[0].dt != DT_FP32 && in[0].dt != DT_FP16) {
+    if (!unop_takes(in[0].dt, (k_unop)p->mode) || eng_ops_elem_of(in[0].dt, &k) != 0)
+      return refuse_type(in[0].dt, e);
+    return k_unary_int_cuda(out[0].data, in[0].data, k, op_numel(&in[0]), (k_unop)p->mode, NULL, NULL, c->stream, e);
+  }
   return k_unop_cuda(out[0].data, in[0].data, (size_t)eng_numel(in[0].ndims, in[0].dims),
                      in[0].dt == DT_FP16 ? K_F16 : K_F32, (k_unop)p->mode, p->alpha, p->beta,
                      c->stream, e);
 }
 
-// Clip's bounds, from the graph's constants.
+// Clip's bounds, from the graph's constants: FP32 ones for float data (FP16
+// data takes them too: the kernel widens each element), bounds of the data's
+// own type for integer data (ONNX gives min, max and input one type T), kept
+// as bytes of that type. The data's type is the bounds' when either is given,
+// else the load's when known; a run of an integer type without bounds copies.
 typedef struct clip_node {
   float lo, hi;
+  dtype it;                   // the integer type the bounds are of, DT_INVALID: float bounds
+  int64_t ilo[1], ihi[1];     // bytes of one it each (8 bytes hold any integer type)
+  bool has_ilo, has_ihi;
 } clip_node;
+
+static int clip_refuse(const char *name, err *e) {
+  return err_set(e, ERR_UNIMPLEMENTED, "Clip on CUDA takes constant scalar bounds of the data's type ('%s' is not one)",
+                 name);
+}
 
 static int clip_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half;
   const eng_node *n = eng_graph_node(pl->g, i);
   const eng_op_params *p = &pl->params[i];
-  float b[2] = {p->alpha, p->beta};
-  for (int k = 1; k < 3 && k < n->n_in; k++) {
-    int v = n->in[k];
+  clip_node s = {.lo = p->alpha, .hi = p->beta, .it = DT_INVALID};
+  dtype xt = run_dt(eng_cuda__load_in_dt(pl, i, 0));
+  k_elem k;
+  if (xt != DT_INVALID && xt != DT_FP32 && (eng_ops_elem_of(xt, &k) != 0 || !k_unary_takes(k, K_CLIP)))
+    return err_set(e, ERR_UNIMPLEMENTED, "Clip of %s tensors has no CUDA kernel", dtype_wire_name(xt));
+  if (xt != DT_INVALID && xt != DT_FP32) s.it = xt;
+  for (int b = 1; b < 3 && b < n->n_in; b++) {
+    int v = n->in[b];
     if (v < 0) continue;
     const eng_value *val = eng_graph_value(pl->g, (size_t)v);
-    if (!eng_cuda__is_const(pl->g, v) || val->dt != DT_FP32 || val->bytes != sizeof(float))
-      return err_set(e, ERR_UNIMPLEMENTED,
-                     "Clip on CUDA takes constant FP32 scalar bounds ('%s' is not one)", val->name);
-    memcpy(&b[k - 1], val->data, sizeof(float));
+    if (!eng_cuda__is_const(pl->g, v) || val->bytes != dtype_size(val->dt) || !val->bytes)
+      return clip_refuse(val->name, e);
+    if (val->dt == DT_FP32 && s.it == DT_INVALID) {
+      memcpy(b == 1 ? &s.lo : &s.hi, val->data, sizeof(float));
+      continue;
+    }
+    if (val->dt == DT_FP32 || (s.it != DT_INVALID && val->dt != s.it) || eng_ops_elem_of(val->dt, &k) != 0 ||
+        !k_unary_takes(k, K_CLIP))
+      return clip_refuse(val->name, e);
+    s.it = val->dt;
+    memcpy(b == 1 ? (void *)s.ilo : (void *)s.ihi, val->data, val->bytes);
+    if (b == 1) s.has_ilo = true;
+    else s.has_ihi = true;
   }
-  clip_node *s = malloc(sizeof *s);
-  if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
-  s->lo = b[0];
-  s->hi = b[1];
-  *state = s;
+  clip_node *c = malloc(sizeof *c);
+  if (!c) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
+  *c = s;
+  *state = c;
   return 0;
 }
 
@@ -167,10 +251,18 @@ static int clip_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
                     eng_tensor *out, int n_out, err *e) {
   (void)p, (void)n_in, (void)n_out;
   const clip_node *s = c->node;
-  if (in[0].dt != DT_FP32 && in[0].dt != DT_FP16)
+  size_t n = (size_t)eng_numel(in[0].ndims, in[0].dims);
+  k_elem k;
+  if (in[0].dt == DT_FP32 || in[0].dt == DT_FP16) {
+    if (s->it != DT_INVALID) return err_set(e, ERR_INTERNAL, "Clip: %s bounds for %s data", dtype_wire_name(s->it),
+                                            dtype_wire_name(in[0].dt));
+    return k_unop_cuda(out[0].data, in[0].data, n, in[0].dt == DT_FP16 ? K_F16 : K_F32, K_CLIP, s->lo, s->hi,
+                       c->stream, e);
+  }
+  if (eng_ops_elem_of(in[0].dt, &k) != 0 || !k_unary_takes(k, K_CLIP) || (s->it != DT_INVALID && s->it != in[0].dt))
     return err_set(e, ERR_UNIMPLEMENTED, "Clip of %s tensors has no CUDA kernel", dtype_wire_name(in[0].dt));
-  return k_unop_cuda(out[0].data, in[0].data, (size_t)eng_numel(in[0].ndims, in[0].dims),
-                     in[0].dt == DT_FP16 ? K_F16 : K_F32, K_CLIP, s->lo, s->hi, c->stream, e);
+  return k_unary_int_cuda(out[0].data, in[0].data, k, n, K_CLIP, s->has_ilo ? s->ilo : NULL,
+                          s->has_ihi ? s->ihi : NULL, c->stream, e);
 }
 
 // --- Pow, Max, Min, Equal, Where: numpy broadcasting over the output's rank
@@ -212,13 +304,48 @@ static int variadic_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
       CUDA_TRY(e, cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice, c->stream));
     return 0;
   }
-  for (int k = 0; k < n_in; k++)  // a Pow by an exponent of another type (ONNX's T1) has no kernel here
+  for (int k = 0; k < n_in; k++)  // only Pow mixes types (pow_run)
     if (in[k].dt != out[0].dt)
       return err_set(e, ERR_UNIMPLEMENTED, "%s by a %s operand has no CUDA kernel",
                      dtype_wire_name(out[0].dt), dtype_wire_name(in[k].dt));
   for (int k = 0; k + 1 < n_in; k++)
     TRY(binop(c, out[0].data, k == 0 ? &in[0] : &out[0], &in[k + 1], &out[0], (k_binop)p->mode, e));
   return 0;
+}
+
+// Pow's base and exponent may differ in type (ONNX's T and T1; the result has the base's): that
+// pair through k_pow_mixed_cuda, in double as the CPU's k_pow_mixed; FP16 and BOOL have no kernel there.
+static bool pow_mixed_takes(dtype a, dtype b) {
+  k_elem ka, kb;
+  return eng_ops_elem_of(a, &ka) == 0 && eng_ops_elem_of(b, &kb) == 0 && k_binary_takes(ka, K_POW) &&
+         k_binary_takes(kb, K_POW);
+}
+
+static int pow_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half, (void)state;
+  dtype a = run_dt(eng_cuda__load_in_dt(pl, i, 0)), b = run_dt(eng_cuda__load_in_dt(pl, i, 1));
+  if (a == DT_INVALID || b == DT_INVALID) return 0;  // a run tells
+  if (a == b ? arith_takes(a) : pow_mixed_takes(a, b)) return 0;
+  return err_set(e, ERR_UNIMPLEMENTED, "Pow: %s by a %s exponent has no CUDA kernel", dtype_wire_name(a),
+                 dtype_wire_name(b));
+}
+
+// Mixed types run in FP32: the plan widens FP16 operands to FP32 copies first.
+static bool pow_half(const eng_op_params *p, const eng_tensor *in, int n_in) {
+  (void)p;
+  return n_in < 2 || in[0].dt == in[1].dt;
+}
+
+static int pow_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in, eng_tensor *out,
+                   int n_out, err *e) {
+  if (in[0].dt == in[1].dt) return variadic_run(c, p, in, n_in, out, n_out, e);
+  k_elem ka, kb;
+  if (!pow_mixed_takes(in[0].dt, in[1].dt) || eng_ops_elem_of(in[0].dt, &ka) != 0 ||
+      eng_ops_elem_of(in[1].dt, &kb) != 0)
+    return err_set(e, ERR_UNIMPLEMENTED, "Pow: %s by a %s exponent has no CUDA kernel", dtype_wire_name(in[0].dt),
+                   dtype_wire_name(in[1].dt));
+  bdims d = bdims_of(&out[0], &in[0], &in[1]);
+  return k_pow_mixed_cuda(out[0].data, in[0].data, ka, in[1].data, kb, d.nd, d.y, d.a, d.b, c->stream, e);
 }
 
 // engine/ops/elem/elem.c's parse put the k_cmpop in p->mode.
@@ -234,6 +361,17 @@ static int compare_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in
                    dtype_wire_name(in[0].dt));
   return k_compare_cuda(out[0].data, in[0].data, in[1].data, et, d.nd, d.y, d.a, d.b, (k_cmpop)p->mode,
                         c->stream, e);
+}
+
+// compare_run's types: BOOL for Equal only, not FP64.
+static int compare_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half, (void)state;
+  dtype t = eng_cuda__load_in_dt(pl, i, 0);
+  k_elem k;
+  if (t == DT_INVALID || (t == DT_BOOL && pl->params[i].mode == K_EQ) ||
+      (t != DT_BOOL && t != DT_FP64 && eng_ops_elem_of(t, &k) == 0))
+    return 0;
+  return err_set(e, ERR_UNIMPLEMENTED, "comparing %s tensors has no CUDA kernel", dtype_wire_name(t));
 }
 
 // And, Or, Xor: p->mode is the k_logop.
@@ -288,25 +426,29 @@ static int where_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, 
 }
 
 #define UNOP(name) \
-  {.op_type = name, .run = unop_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE}
+  {.op_type = name, .run = unop_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = unop_init}
+
+// An elementwise op whose init checks the element types the load knows.
+#define TYPED(name, fn, ini) \
+  {.op_type = name, .run = fn, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE, .init = ini}
 
 // FP16 operands run as they are (the kernels widen each to float; Where,
 // the comparisons, IsNaN and IsInf read them as they are stored).
 const cuda_op eng_cuda__elem_ops[] = {
-    {.op_type = "Add", .run = run_add, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Sub", .run = run_sub, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Mul", .run = run_mul, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Div", .run = run_div, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Relu", .run = run_relu, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "LeakyRelu", .run = run_leaky, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Sigmoid", .run = run_sigmoid, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Tanh", .run = run_tanh, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Erf", .run = run_erf, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Gelu", .run = run_gelu, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Mod", .run = run_mod, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Cast", .run = run_cast, .half = NULL, .flags = CUDA_OP_ELEMWISE},
+    TYPED("Add", run_add, arith_init),
+    TYPED("Sub", run_sub, arith_init),
+    TYPED("Mul", run_mul, arith_init),
+    TYPED("Div", run_div, arith_init),
+    TYPED("Relu", run_relu, float_init),
+    TYPED("LeakyRelu", run_leaky, float_init),
+    TYPED("Sigmoid", run_sigmoid, float_init),
+    TYPED("Tanh", run_tanh, float_init),
+    TYPED("Erf", run_erf, float_init),
+    TYPED("Gelu", run_gelu, float_init),
+    TYPED("Mod", run_mod, arith_init),
+    {.op_type = "Cast", .run = run_cast, .half = NULL, .flags = CUDA_OP_ELEMWISE, .init = cast_init},
     // CastLike: Cast to input 1's type (parse_castlike set p->to as Cast's parse does; out[0] has the type)
-    {.op_type = "CastLike", .run = run_cast, .half = NULL, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "CastLike", .run = run_cast, .half = NULL, .flags = CUDA_OP_ELEMWISE, .init = cast_init},
     UNOP("HardSigmoid"),
     UNOP("HardSwish"),
     UNOP("Sqrt"),
@@ -345,16 +487,19 @@ const cuda_op eng_cuda__elem_ops[] = {
      .flags = CUDA_OP_ELEMWISE,
      .init = clip_init,
      .destroy = free},
-    {.op_type = "Pow", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Max", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Sum", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
-    {.op_type = "Min", .run = variadic_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
+    {.op_type = "Pow", .run = pow_run, .half = pow_half, .flags = CUDA_OP_ELEMWISE, .init = pow_init},
+    TYPED("Max", variadic_run, arith_init),
+    TYPED("Sum", variadic_run, arith_init),
+    TYPED("Min", variadic_run, arith_init),
 #define ELEM(name, fn) {.op_type = name, .run = fn, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE}
-    ELEM("Equal", compare_run),
-    ELEM("Less", compare_run),
-    ELEM("LessOrEqual", compare_run),
-    ELEM("Greater", compare_run),
-    ELEM("GreaterOrEqual", compare_run),
+#define COMPARE(name) TYPED(name, compare_run, compare_init)
+    COMPARE("Equal"),
+    COMPARE("Less"),
+    COMPARE("LessOrEqual"),
+    COMPARE("Greater"),
+    COMPARE("GreaterOrEqual"),
+#undef COMPARE
+#undef TYPED
     ELEM("And", logic_run),
     ELEM("Or", logic_run),
     ELEM("Xor", logic_run),

@@ -1,9 +1,13 @@
 // engine/ops/reduce/reduce_cuda.c: the reduce family (engine/ops/reduce/reduce.c) on the CUDA
 // plan: ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceSumSquare,
-// ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp over axes that form one
-// contiguous run once size-1 dims are set aside (a spatial mean, a
-// channel sum, a last-axis max: what exported vision and transformer
-// models use), through k_reduce_cuda. Registered into the CUDA
+// ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp on FP32 and FP16 (and
+// ReduceMax, ReduceMin on BOOL: any and all) through k_reduce_cuda over axes
+// that form one contiguous run once size-1 dims are set aside (a spatial
+// mean, a channel sum, a last-axis max: what exported vision and transformer
+// models use), and through k_reduce_axes_cuda over any other set (MVN's
+// axes [0, 2, 3]). An empty set writes each op's value of nothing, as the
+// CPU path (engine/ops/reduce/reduce.c). A data type without a kernel runs on
+// the host when the load knows it (reduce_init). Registered into the CUDA
 // plan through engine/ops/families.h.
 //
 // The axes are an attribute or (opset 18) a constant input, read once at
@@ -17,8 +21,8 @@
 // BF16, FP64, INT32 and INT64 data; TopK's K is this run's output dim (the
 // planner read the K input), and columns longer than 2048 sort in the
 // slot's workspace (prepare sizes it). A data type they do not take runs on
-// the host (init refuses a graph input or constant of one; a computed value
-// of one fails the batch, naming it).
+// the host (init refuses one the load knows; one only a run types fails the
+// batch, naming it).
 //
 // CumSum too (k_cumsum_cuda: FP32, FP16, INT64, INT32), its axis a
 // constant input read at init the same way; it runs on NCHW (logical)
@@ -35,10 +39,23 @@ typedef struct reduce_node {
   int64_t axes[ENG_MAX_DIMS];
 } reduce_node;
 
+// The element types the kernels take: FP32 and FP16 (accumulated in float), BOOL for Max and Min.
+static int reduce_elem(dtype t, int op, k_elem *k) {
+  if (t == DT_FP32) *k = K_F32;
+  else if (t == DT_FP16) *k = K_F16;
+  else if (t == DT_BOOL && (op == K_RMAX || op == K_RMIN)) *k = K_BOOL;
+  else return -1;
+  return 0;
+}
+
 static int reduce_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half;
   const eng_node *n = eng_graph_node(pl->g, i);
   const eng_op_params *p = &pl->params[i];
+  dtype t = eng_cuda__load_in_dt(pl, i, 0);
+  k_elem k;
+  if (t != DT_INVALID && reduce_elem(t, p->mode, &k) != 0)
+    return err_set(e, ERR_UNIMPLEMENTED, "reductions of %s are not supported on CUDA", dtype_wire_name(t));
   reduce_node *s = calloc(1, sizeof *s);
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->nax = -1;
@@ -61,10 +78,9 @@ static int reduce_init(const eng_plan *pl, size_t i, int half, void **state, err
   return 0;
 }
 
-// [outer, len, inner] of x (dims d, reduced where mask) or an error when the
-// reduced axes are not one run.
-static int as_run(const int64_t *d, const int *mask, int r, size_t *outer, size_t *len,
-                  size_t *inner, err *e) {
+// [outer, len, inner] of x (dims d, reduced where mask), or false when the
+// reduced axes are not one run (k_reduce_axes_cuda takes those).
+static bool as_run(const int64_t *d, const int *mask, int r, size_t *outer, size_t *len, size_t *inner) {
   int first = -1, last = -1;
   for (int k = 0; k < r; k++)
     if (mask[k] && d[k] != 1) {
@@ -74,16 +90,14 @@ static int as_run(const int64_t *d, const int *mask, int r, size_t *outer, size_
   *outer = 1, *len = 1, *inner = 1;
   if (first < 0) {  // only size-1 axes: a copy
     for (int k = 0; k < r; k++) *outer *= (size_t)d[k];
-    return 0;
+    return true;
   }
   for (int k = first; k <= last; k++)
-    if (!mask[k] && d[k] != 1)
-      return err_set(e, ERR_UNIMPLEMENTED,
-                     "reducing axes that are not adjacent (axis %d lies between) is not supported on CUDA", k);
+    if (!mask[k] && d[k] != 1) return false;
   for (int k = 0; k < first; k++) *outer *= (size_t)d[k];
   for (int k = first; k <= last; k++) *len *= (size_t)d[k];
   for (int k = last + 1; k < r; k++) *inner *= (size_t)d[k];
-  return 0;
+  return true;
 }
 
 static int reduce_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, int n_in,
@@ -92,9 +106,8 @@ static int reduce_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   const reduce_node *s = c->node;
   const eng_tensor *x = &in[0];
   k_elem et;
-  if (x->dt == DT_FP32) et = K_F32;
-  else if (x->dt == DT_FP16) et = K_F16;
-  else return err_set(e, ERR_UNIMPLEMENTED, "reductions of %s are not supported on CUDA", dtype_wire_name(x->dt));
+  if (reduce_elem(x->dt, p->mode, &et) != 0)
+    return err_set(e, ERR_UNIMPLEMENTED, "reductions of %s are not supported on CUDA", dtype_wire_name(x->dt));
   int r = x->ndims, mask[ENG_MAX_DIMS] = {0};
   bool noop = s->nax <= 0 && p->noop_empty;
   for (int k = 0; k < r; k++) mask[k] = s->nax <= 0 && !p->noop_empty;
@@ -104,9 +117,8 @@ static int reduce_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
     mask[ax] = 1;
   }
   size_t n = (size_t)eng_numel(r, x->dims);
-  if (!noop && n == 0 && eng_numel(out[0].ndims, out[0].dims) > 0)  // the CPU fills the type's identity
-    return err_set(e, ERR_UNIMPLEMENTED, "reducing an empty set is not supported on CUDA");
-  if (noop || n == 0) {
+  // an empty set (n 0, outputs left): the kernels write the value of nothing (len 0 below)
+  if (noop || (n == 0 && !op_numel(&out[0]))) {
     if (n && out[0].data != x->data)
       CUDA_TRY(e, cudaMemcpyAsync(out[0].data, x->data, n * dtype_size(x->dt), cudaMemcpyDeviceToDevice,
                                   c->stream));
@@ -120,7 +132,8 @@ static int reduce_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
     mask[1] = mask[2], mask[2] = mask[3], mask[3] = m1;
   }
   size_t outer, len, inner;
-  TRY(as_run(d, mask, r, &outer, &len, &inner, e));
+  if (!as_run(d, mask, r, &outer, &len, &inner))
+    return k_reduce_axes_cuda(out[0].data, x->data, et, r, d, mask, (k_redop)p->mode, c->stream, e);
   return k_reduce_cuda(out[0].data, x->data, et, outer, len, inner, (k_redop)p->mode, c->stream, e);
 }
 
@@ -132,8 +145,23 @@ typedef struct cumsum_node {
   int64_t axis;  // as given: normalised per run against the input's rank
 } cumsum_node;
 
+// The element types k_cumsum_cuda takes.
+static int cumsum_elem(dtype t, k_elem *k) {
+  switch (t) {
+    case DT_FP32: *k = K_F32; return 0;
+    case DT_FP16: *k = K_F16; return 0;
+    case DT_INT64: *k = K_I64; return 0;
+    case DT_INT32: *k = K_I32; return 0;
+    default: return -1;
+  }
+}
+
 static int cumsum_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half;
+  dtype xt = eng_cuda__load_in_dt(pl, i, 0);
+  k_elem k;
+  if (xt != DT_INVALID && cumsum_elem(xt, &k) != 0)
+    return err_set(e, ERR_UNIMPLEMENTED, "CumSum of %s has no CUDA kernel", dtype_wire_name(xt));
   eng_tensor t;
   if (!eng_cuda__const_input(pl, i, 1, &t))
     return err_set(e, ERR_UNIMPLEMENTED, "CumSum on CUDA takes a constant axis");
@@ -154,14 +182,8 @@ static int cumsum_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   const cumsum_node *s = c->node;
   const eng_tensor *x = &in[0];
   k_elem et;
-  switch (x->dt) {
-    case DT_FP32: et = K_F32; break;
-    case DT_FP16: et = K_F16; break;
-    case DT_INT64: et = K_I64; break;
-    case DT_INT32: et = K_I32; break;
-    default:
-      return err_set(e, ERR_UNIMPLEMENTED, "CumSum of %s has no CUDA kernel", dtype_wire_name(x->dt));
-  }
+  if (cumsum_elem(x->dt, &et) != 0)
+    return err_set(e, ERR_UNIMPLEMENTED, "CumSum of %s has no CUDA kernel", dtype_wire_name(x->dt));
   int64_t ax;
   TRY(eng_ops__norm_axis(s->axis, x->ndims, &ax, e));
   size_t outer = 1, inner = 1, len = (size_t)x->dims[ax];
@@ -172,14 +194,12 @@ static int cumsum_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
 
 // --- ArgMax, ArgMin, TopK (kernels/reduce/k_arg.cu)
 
-// A data input whose type is known at load (a graph input or constant) and that k_arg.cu does not take
-// runs on the host; a computed one is checked at run.
+// A data input whose type is known at load (eng_cuda__load_dt) and that k_arg.cu does not take runs on
+// the host; one only a run types is checked there.
 static int arg_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half, (void)state;
-  const eng_node *n = eng_graph_node(pl->g, i);
-  const eng_value *v = eng_graph_value(pl->g, (size_t)n->in[0]);
-  dtype dt = v->dt;
-  if (v->kind != ENG_VALUE_NODE && dt != DT_FP32 && dt != DT_FP16 && dt != DT_BF16 && dt != DT_FP64 &&
+  dtype dt = eng_cuda__load_in_dt(pl, i, 0);
+  if (dt != DT_INVALID && dt != DT_FP32 && dt != DT_FP16 && dt != DT_BF16 && dt != DT_FP64 &&
       dt != DT_INT32 && dt != DT_INT64)
     return err_set(e, ERR_UNIMPLEMENTED, "%s data has no CUDA kernel (FP32, FP16, BF16, FP64, INT32, INT64)",
                    dtype_wire_name(dt));

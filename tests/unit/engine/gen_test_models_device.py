@@ -201,3 +201,48 @@ def write(model, compare, save, f32, vi, RNG):
                numpy_helper.from_array(np.array([[0], [5], [-4]], np.int64), "nd2")], opset=18)
     compare(m, "cuda_scatter", {"x": f32(3, 6), "ids": np.stack([RNG.permutation(6) for _ in range(3)]).astype(np.int64),
                                 "u": f32(3, 6)})
+
+    # --- issue 34's CUDA paths for what GPU plans refused per request (test_gpu_plan_ops.c test_issue34_paths:
+    # every node on the device, no host node, against the CPU plan): MVN's ReduceMean over axes 0, 2, 3 and a
+    # ReduceL2 over 1, 3 (not one run), Clip of INT8 with both bounds, a min only and none, Pow of FP32 by
+    # INT32 and of INT32 by FP32 (and Abs of INT32), ReduceMax and ReduceMin of BOOL, and reductions of an
+    # empty set (a Slice to no columns: Sum 0, Prod 1, Max and LogSumExp -inf). k holds small integers (-6..6).
+    def axes(name, v):
+        return numpy_helper.from_array(np.array(v, np.int64), name)
+    nodes = [helper.make_node("ReduceMean", ["x", "ax023"], ["mean"], name="mvn_mean"),
+             helper.make_node("Sub", ["x", "mean"], ["y_mvn"], name="mvn_sub"),
+             helper.make_node("ReduceL2", ["x", "ax13"], ["y_l2"], name="l2_13"),
+             helper.make_node("Cast", ["k"], ["k8"], name="to_int8", to=TensorProto.INT8),
+             helper.make_node("Clip", ["k8", "lo8", "hi8"], ["y_clip"], name="clip_both"),
+             helper.make_node("Clip", ["k8", "lo8"], ["y_clip_lo"], name="clip_lo"),
+             helper.make_node("Clip", ["k8"], ["y_clip_none"], name="clip_none"),
+             helper.make_node("Cast", ["k"], ["kf"], name="to_float", to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["k"], ["ki"], name="to_int32", to=TensorProto.INT32),
+             helper.make_node("Pow", ["kf", "e_i32"], ["y_pow_f"], name="pow_f_by_i"),
+             # |k| first (an integer Abs on the device): a negative base to a fractional power is NaN, which
+             # onnxruntime casts to INT_MIN and k_cast to 0
+             helper.make_node("Abs", ["ki"], ["kia"], name="abs_int"),
+             helper.make_node("Pow", ["kia", "e_f32"], ["y_pow_i"], name="pow_i_by_f"),
+             helper.make_node("Greater", ["kf", "zero"], ["pos"], name="positive"),
+             helper.make_node("ReduceMax", ["pos", "ax1"], ["y_any"], name="any_pos"),
+             helper.make_node("ReduceMin", ["pos", "ax1"], ["y_all"], name="all_pos"),
+             helper.make_node("Slice", ["kf", "s0", "s0", "ax1"], ["none"], name="no_columns"),
+             helper.make_node("ReduceSum", ["none", "ax1"], ["y_e_sum"], name="empty_sum"),
+             helper.make_node("ReduceProd", ["none", "ax1"], ["y_e_prod"], name="empty_prod"),
+             helper.make_node("ReduceMax", ["none", "ax1"], ["y_e_max"], name="empty_max"),
+             helper.make_node("ReduceLogSumExp", ["none", "ax1"], ["y_e_lse"], name="empty_lse")]
+    m = model(nodes, [vi("x", TensorProto.FLOAT, ["N", 3, 4, 5]), vi("k", TensorProto.INT64, ["N", 6])],
+              [vi("y_mvn", TensorProto.FLOAT, ["N", 3, 4, 5]), vi("y_l2", TensorProto.FLOAT, ["N", 1, 4, 1]),
+               vi("y_clip", TensorProto.INT8, ["N", 6]), vi("y_clip_lo", TensorProto.INT8, ["N", 6]),
+               vi("y_clip_none", TensorProto.INT8, ["N", 6]), vi("y_pow_f", TensorProto.FLOAT, ["N", 6]),
+               vi("y_pow_i", TensorProto.INT32, ["N", 6]), vi("y_any", TensorProto.BOOL, ["N", 1]),
+               vi("y_all", TensorProto.BOOL, ["N", 1]), vi("y_e_sum", TensorProto.FLOAT, ["N", 1]),
+               vi("y_e_prod", TensorProto.FLOAT, ["N", 1]), vi("y_e_max", TensorProto.FLOAT, ["N", 1]),
+               vi("y_e_lse", TensorProto.FLOAT, ["N", 1])],
+              [axes("ax023", [0, 2, 3]), axes("ax13", [1, 3]), axes("ax1", [1]), axes("s0", [0]),
+               numpy_helper.from_array(np.array(-2, np.int8), "lo8"), numpy_helper.from_array(np.array(3, np.int8), "hi8"),
+               numpy_helper.from_array(np.array([2, 3, 1, 0, 1, 2], np.int32), "e_i32"),
+               numpy_helper.from_array(np.array([2, 0.5, 1, 3, 0, 1.5], np.float32), "e_f32"),
+               numpy_helper.from_array(np.array(0, np.float32), "zero")], opset=20)
+    m.ir_version = 9
+    compare(m, "cuda_issue34", {"x": f32(3, 3, 4, 5), "k": RNG.integers(-6, 7, (3, 6)).astype(np.int64)})

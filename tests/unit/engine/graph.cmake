@@ -56,3 +56,11 @@ inferd_unit_test(test_qconv SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_qconv.c LIBS 
 inferd_unit_test(test_plan_hostfb SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_plan_hostfb.c LIBS ${_graph_libs})
 set_tests_properties(test_plan_hostfb PROPERTIES FIXTURES_REQUIRED graph_models)
 target_compile_definitions(test_plan_hostfb PRIVATE INFERD_GRAPH_MODELS="${_graph_models}")
+
+# The CUDA plan's load-time decisions (each node's CUDA init, and the host fallback made from what it
+# refuses: engine/cuda/plan_cuda_host.c's eng_cuda__init_ops), without a GPU: built where CUDA is,
+# runs anywhere (nothing touches a device).
+if(TARGET inferd_plan_cuda)
+  inferd_unit_test(test_cuda_init SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_init.c
+    LIBS inferd_plan_cuda ${_graph_libs} Threads::Threads ${MATH_LIB})
+endif()

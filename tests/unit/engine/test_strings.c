@@ -3,7 +3,8 @@
 // engine/ops/str/ (Cast to and from STRING, reached through elem.c's
 // Cast), the index family on strings (Identity, Gather), the arena sized
 // per batch from the 32-byte view, the input checks naming the tensor, and
-// engine/model.c refusing a GPU instance of a model with a STRING tensor.
+// engine/model.c placing the GPU instances of a model with a STRING tensor on
+// the host (the CUDA plan carries no STRING element).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,42 +165,55 @@ static eng_model_config *config(const char *text) {
   return c;
 }
 
-// A GPU instance is refused at load, naming the STRING tensor (the CUDA
-// plan has no STRING element); the same model loads on the CPU. g stays
-// the caller's (a failed create leaves it).
-static void test_gpu_refused(eng_graph *g) {
+// A GPU instance of a model with STRING tensors runs on the host: the load
+// succeeds (as if one GPU were visible; nothing touches it), the instance is a
+// CPU one, and the placement note names the tensor, for the load log. A KIND_CPU
+// instance of it moves nothing and has no note. g stays the caller's.
+static void test_gpu_on_host(eng_graph *g) {
+  (void)g;
   static const char io[] =
       "max_batch_size: 4\n"
       "input [{ name: 'N' data_type: TYPE_STRING dims: [3] }, { name: 'T' data_type: TYPE_STRING dims: [2] }]\n"
       "output [{ name: 'Y' data_type: TYPE_STRING dims: [3] }, { name: 'Z' data_type: TYPE_STRING dims: [2] },"
       " { name: 'W' data_type: TYPE_STRING dims: [3] }]\n";
   char text[1024];
-  snprintf(text, sizeof text, "%sinstance_group [{ kind: KIND_GPU count: 1 gpus: [0] }]\n", io);
-  eng_model_config *c = config(text);
-  eng_model *m = NULL;
-  err e = {0};
-  if (c) {
-    CHECK_EQ_INT(eng_model_create(g, c, 1, &m, &e), ERR_INVALID_ARGUMENT);  // as if one GPU were visible
-    CHECK_CONTAINS(e.msg, "input 'N' is TYPE_STRING, which GPU instances do not run");
-    CHECK_CONTAINS(e.msg, "KIND_CPU");
+  for (int gpu = 1; gpu >= 0; gpu--) {
+    snprintf(text, sizeof text, "%sinstance_group [{ kind: %s count: 2 %s}]\n", io, gpu ? "KIND_GPU" : "KIND_CPU",
+             gpu ? "gpus: [0] " : "");
+    eng_model_config *c = config(text);
+    eng_graph *own = load_graph();  // a model that loads owns its graph
+    eng_model *m = NULL;
+    err e = {0};
+    if (c && own) {
+      CHECK_EQ_INT(eng_model_create(own, c, gpu, &m, &e), 0);
+      if (!m) eng_graph_destroy(own);
+    }
+    if (m) {
+      CHECK_EQ_INT(eng_model_n_instances(m), 2);
+      CHECK_EQ_INT(eng_model_n_gpu_instances(m), 0);
+      CHECK_EQ_INT(eng_model_instance_device(m, 0), -1);
+      CHECK_EQ_INT(eng_model_instance_device(m, 1), -1);
+      const char *note = eng_model_placement_note(m);
+      if (gpu) {
+        CHECK(note != NULL);
+        if (note) {
+          CHECK_CONTAINS(note, "input 'N' is TYPE_STRING, which the GPU plan does not carry");
+          CHECK_CONTAINS(note, "its 2 GPU instances run on the host");
+        }
+      } else {
+        CHECK(note == NULL);
+      }
+      eng_model_destroy(m);
+    }
     eng_model_config_free(c);
   }
-  snprintf(text, sizeof text, "%sinstance_group [{ kind: KIND_CPU count: 1 }]\n", io);
-  c = config(text);
-  eng_graph *own = load_graph();  // a model that loads owns its graph
-  if (c && own) {
-    CHECK_EQ_INT(eng_model_create(own, c, 0, &m, &e), 0);
-    if (m) eng_model_destroy(m);
-    else eng_graph_destroy(own);
-  }
-  eng_model_config_free(c);
 }
 
 int main(void) {
   eng_graph *g = load_graph();
   if (g) {
     test_plan(g);
-    test_gpu_refused(g);
+    test_gpu_on_host(g);
   }
   test_where_and_refused();
   eng_graph_destroy(g);
