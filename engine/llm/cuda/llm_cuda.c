@@ -11,10 +11,10 @@
 //              norm, up = h Wup^T      one GEMM (fused gate+up)
 //              act                     k_mlp_act_cuda (SwiGLU, GeGLU, GELU)
 //              x += act Wdown^T (+ b)  one GEMM with the residual
-//   (a decode step of <= 8 tokens: k_gemv_ex_cuda for the products; with
-//   eng_llm_cuda_runner_set_decode_fusion the RMSNorms inside the QKV and
+//   (a decode step of one token by default (eng_llm_cuda_runner_set_gemv):
+//   k_gemv_ex_cuda for the products, the RMSNorms inside the QKV and
 //   gate+up ones and the activation in gate+up's epilogue (normed_linear), the
-//   GEMVs launched as programmatic dependents)
+//   GEMVs launched as programmatic dependents (eng_llm_cuda_runner_set_decode_fusion))
 //   the sampling items' last rows      k_gather_cuda, then the final norm and the LM head
 //   logits to FP32                     k_widen_cuda, copied to the host
 //   or the greedy rows' tokens         k_argmax_rows_cuda, int32 ids to the host
@@ -68,7 +68,7 @@ struct eng_llm_cuda_runner {
   // cuBLASLt's candidates timed per decode shape before a graph's capture
   // (eng_llm_cuda_runner_set_gemm_tune; NULL, the default: the heuristic's first answer)
   eng_gemm_tuner *tuner;
-  int gemv;           // layer products of steps of <= 8 tokens on k_gemv_cuda (eng_llm_cuda_runner_set_gemv)
+  int gemv_rows;      // layer products of steps of <= gemv_rows tokens on k_gemv_cuda (eng_llm_cuda_runner_set_gemv)
   int fuse, pdl;      // eng_llm_cuda_runner_set_decode_fusion: norms and SwiGLU inside the GEMVs; dependent launches
   int major;          // compute capability (dependent launches from 9)
   int attn_pipeline;  // eng_llm_cuda_runner_set_attn_pipeline: 0 by the grid, 1 deep, 2 shallow
@@ -249,8 +249,11 @@ static int runner_create(const eng_llm_model *m, const eng_llm_cuda_runner *shar
   if ((rc = CUDA_OK(e, cudaDeviceGetAttribute(&r->sms, cudaDevAttrMultiProcessorCount, device)))) goto fail;
   if ((rc = CUDA_OK(e, cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking)))) goto fail;
   if ((rc = eng_gemm_lt_create(&r->gemm, GEMM_WORKSPACE, 64, e))) goto fail;
-  r->gemv = 1;
+  r->gemv_rows = ENG_LLM_GEMV_ROWS_DEFAULT;
   if ((rc = CUDA_OK(e, cudaDeviceGetAttribute(&r->major, cudaDevAttrComputeCapabilityMajor, device)))) goto fail;
+  // one token's products on the fused GEMV, launched as dependents: the measured default
+  // (eng_llm_cuda_runner_set_decode_fusion)
+  eng_llm_cuda_runner_set_decode_fusion(r, 1, 1);
   // weights: uploaded, or the sharer's pointers (wbuf stays NULL: not ours)
   if (share) {
     r->embed = share->embed, r->pos_embed = share->pos_embed, r->norm_w = share->norm_w;
@@ -368,7 +371,7 @@ static int linear(eng_llm_cuda_runner *r, void *y, const void *x, int64_t T, int
                   int64_t out, int res, err *e) {
   // a decode step's few rows: k_gemv_cuda streams the layer's weights near
   // the bandwidth (the LM head stays on cuBLASLt, already there at m = 1)
-  if (r->gemv && T <= 8 && w != r->lm_head) {
+  if (T <= r->gemv_rows && w != r->lm_head) {
     k_gemv_opts o = {.pdl = r->pdl};
     int rc = k_gemv_ex_cuda(y, x, w, b, res ? y : NULL, T, out, in, &o, r->dt, r->stream, e);
     if (rc != ERR_UNIMPLEMENTED) return rc;  // else (FP32, odd k): cuBLASLt below
@@ -393,7 +396,7 @@ static int norm(eng_llm_cuda_runner *r, void *y, const void *x, int64_t rows, co
 static int normed_linear(eng_llm_cuda_runner *r, void *y, int64_t T, const void *ln_w, const void *ln_b,
                          const void *w, const void *b, int64_t out, int glu, k_mlp_kind act, err *e) {
   int64_t H = r->g.hidden;
-  if (r->gemv && r->fuse && T <= 8 && !r->g.layer_norm) {
+  if (r->fuse && T <= r->gemv_rows && !r->g.layer_norm) {
     k_gemv_opts o = {.rms_scale = ln_w, .eps = r->g.norm_eps, .glu = glu, .act = act, .pdl = r->pdl};
     int rc = k_gemv_ex_cuda(y, r->x, w, b, NULL, T, out, H, &o, r->dt, r->stream, e);
     if (rc != ERR_UNIMPLEMENTED) return rc;  // else (FP32, too wide to stage): the three launches
@@ -628,8 +631,8 @@ int eng_llm_cuda_runner_set_gemm_tune(eng_llm_cuda_runner *r, int on, err *e) {
   return eng_gemm_tuner_create(&r->tuner, &to, e);
 }
 
-void eng_llm_cuda_runner_set_gemv(eng_llm_cuda_runner *r, int on) {
-  r->gemv = on != 0;
+void eng_llm_cuda_runner_set_gemv(eng_llm_cuda_runner *r, int rows) {
+  r->gemv_rows = rows < 0 ? 0 : rows > 8 ? 8 : rows;  // k_gemv_cuda takes 8 rows at most
 }
 
 void eng_llm_cuda_runner_set_decode_fusion(eng_llm_cuda_runner *r, int fuse, int pdl) {

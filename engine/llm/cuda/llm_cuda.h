@@ -91,15 +91,19 @@ int eng_llm_cuda_runner_enable_graphs(eng_llm_cuda_runner *r, int64_t max_batch,
 // (test_gpu_llm_step holds them equal to 1e-6). bench_llm_decode turns it
 // on (--no-gemm-tune: off). Call before the steps.
 int eng_llm_cuda_runner_set_gemm_tune(eng_llm_cuda_runner *r, int on, err *e);
-// The layers' products of steps of at most 8 tokens (decode) on k_gemv_cuda
-// (FP16 and BF16 weights; FP32 and other shapes stay on cuBLASLt; the LM head
-// always does): on by default. Off: cuBLASLt for all. Call before the steps.
-void eng_llm_cuda_runner_set_gemv(eng_llm_cuda_runner *r, int on);
+// The layers' products of steps of at most `rows` tokens (decode; 0 .. 8) on
+// k_gemv_cuda (FP16 and BF16 weights; FP32 and other shapes stay on
+// cuBLASLt; the LM head always does); default ENG_LLM_GEMV_ROWS_DEFAULT: one
+// token, where the fused GEMV beat cuBLASLt (H200, 2026-12-03: 1.29-1.30 ms a
+// step against 1.36-1.37) and from two it lost (3.8 ms against 1.47 at 8;
+// tests/bench/RESULTS.md). 0: cuBLASLt for all. Call before the steps.
+#define ENG_LLM_GEMV_ROWS_DEFAULT 1
+void eng_llm_cuda_runner_set_gemv(eng_llm_cuda_runner *r, int rows);
 // With the GEMV on, a decode step's RMSNorms run inside the products that
 // follow them and SwiGLU/GeGLU inside the gate+up product (fuse), and the
 // GEMVs launch as programmatic dependents of the kernel before them on sm_90
-// and later (pdl; ignored on older devices). Both off by default until
-// measured on a GPU (bench_llm_decode --fuse, --pdl). Call before the steps.
+// and later (pdl; ignored on older devices). Both on by default. Call before
+// the steps.
 void eng_llm_cuda_runner_set_decode_fusion(eng_llm_cuda_runner *r, int fuse, int pdl);
 // The paged attention kernel's pipeline: 0 (the default) picks per step by
 // its grid (the shallow one past a wave of the deep one's blocks), 1 always

@@ -5,7 +5,7 @@
 // measured here with a device-to-device copy. See README.md beside it.
 //
 //   bench_llm_decode [--dir DIR] [--ctx N] [--steps N] [--batches 1,8,64,256] [--device D] [--layers N]
-//                    [--no-gemm-tune] [--no-gemv] [--fuse] [--pdl] [--attn-pipeline auto|deep|shallow]
+//                    [--no-gemm-tune] [--no-gemv | --gemv-rows N] [--no-fuse] [--no-pdl] [--attn-pipeline auto|deep|shallow]
 //
 // The checkpoint (config.json + model.safetensors, ~2.5 GB) is written to
 // DIR (default: a new folder under /tmp, removed at the end). Each batch
@@ -188,7 +188,7 @@ static double measure_bw(void) {
 
 int main(int argc, char **argv) {
   const char *dir = NULL;
-  int ctx = 512, steps = 20, device = 0, gemm_tune = 1, gemv = 1, attn = 0, fuse = 0, pdl = 0;
+  int ctx = 512, steps = 20, device = 0, gemm_tune = 1, gemv = ENG_LLM_GEMV_ROWS_DEFAULT, attn = 0, fuse = 1, pdl = 1;
   int batches[16] = {1, 8, 64, 256}, nb = 4;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--dir") && i + 1 < argc)
@@ -205,10 +205,16 @@ int main(int argc, char **argv) {
       gemm_tune = 0;
     else if (!strcmp(argv[i], "--no-gemv"))
       gemv = 0;
+    else if (!strcmp(argv[i], "--gemv-rows") && i + 1 < argc)
+      gemv = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--fuse"))
       fuse = 1;
     else if (!strcmp(argv[i], "--pdl"))
       pdl = 1;
+    else if (!strcmp(argv[i], "--no-fuse"))
+      fuse = 0;
+    else if (!strcmp(argv[i], "--no-pdl"))
+      pdl = 0;
     else if (!strcmp(argv[i], "--attn-pipeline") && i + 1 < argc) {  // auto | deep | shallow
       const char *v = argv[++i];
       attn = !strcmp(v, "deep") ? 1 : !strcmp(v, "shallow") ? 2 : !strcmp(v, "auto") ? 0 : -1;
@@ -222,7 +228,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--dir DIR] [--ctx N] [--steps N] [--batches 1,8,64,256] [--device D] [--layers N] "
-              "[--no-gemm-tune] [--no-gemv] [--fuse] [--pdl] [--attn-pipeline auto|deep|shallow]\n",
+              "[--no-gemm-tune] [--no-gemv | --gemv-rows N] [--no-fuse] [--no-pdl] [--attn-pipeline auto|deep|shallow]\n",
               argv[0]);
       return 2;
     }
@@ -273,8 +279,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   printf("GEMM autotuning for the decode graphs: %s\n", gemm_tune ? "on" : "off (--no-gemm-tune)");
-  eng_llm_cuda_runner_set_gemv(r, gemv);  // the layers' products at <= 8 tokens on k_gemv_cuda (the runner's default)
-  printf("layer products of <= 8 tokens on k_gemv_cuda: %s\n", gemv ? "on" : "off (--no-gemv)");
+  eng_llm_cuda_runner_set_gemv(r, gemv);  // the layers' products at <= gemv tokens on k_gemv_cuda
+  printf("layer products of <= %d tokens on k_gemv_cuda%s\n", gemv, gemv ? "" : " (off: --no-gemv)");
   eng_llm_cuda_runner_set_decode_fusion(r, fuse, pdl);
   printf("decode fusion (RMSNorm and SwiGLU inside the GEMVs): %s; GEMVs as dependent launches: %s\n",
          gemv && fuse ? "on (--fuse)" : "off", gemv && pdl ? "on where the device has it (--pdl; sm_90)" : "off");

@@ -7,8 +7,8 @@
 #
 #   tests/bench/llm/decode_check.sh BINDIR [BATCHES] [STEPS]    (default 1,8,64,256 and 10)
 #
-# VARIANTS="FLAGS;FLAGS..." runs the bench once per flag set (default ";--fuse --pdl": the runner's
-# defaults, then the decode fusion and dependent launches; e.g. ";--fuse;--fuse --pdl;--no-gemv").
+# VARIANTS="FLAGS;FLAGS..." runs the bench once per flag set (default ";--no-gemv": the runner's
+# defaults (the fused GEMV at one token), then cuBLASLt for all; e.g. ";--no-fuse --no-pdl;--gemv-rows 8").
 #
 # BINDIR holds the three binaries (tests/gpu/pack_bindir.sh) and lib/ with their libraries
 # (tests/gpu/bundle_libs.sh; .xz ones are unpacked here). PYTHON (default /opt/torch/.venv/bin/python)
@@ -34,7 +34,7 @@ rc=${PIPESTATUS[0]}; echo "test_gpu_llm_step: exit $rc ($(($(date +%s) - t0)) s)
 rm -rf "$ck"
 t0=$(date +%s)
 # VARIANTS: the bench's flag sets, ';'-separated, each run in turn (an empty set: the runner's defaults)
-IFS=';' read -r -a variants <<<"${VARIANTS:-;--fuse --pdl}"
+IFS=';' read -r -a variants <<<"${VARIANTS:-;--no-gemv}"
 for v in "${variants[@]}"; do
   t0=$(date +%s)
   echo "== bench_llm_decode --steps $STEPS --batches $BATCHES $v"
