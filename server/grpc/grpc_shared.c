@@ -167,6 +167,18 @@ static unsigned long conn_inode(const srv_grpc *g, int fd) {
   return g->relay ? srv_gtls_inode(g->relay, fd) : srv_gacc_inode(g->acc, fd);
 }
 
+// Appends v in decimal at p; returns the end.
+static char *put_decimal(char *p, unsigned long v) {
+  char d[24];
+  int n = 0;
+  do {
+    d[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  while (n) *p++ = d[--n];
+  return p;
+}
+
 // Counts a new call toward its connection's tally (rapid_reset.h); returns its key.
 uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t now_us, int64_t *window) {
   if (!g->rr) return 0;
@@ -178,8 +190,11 @@ uint64_t srv_grpc__rr_count(srv_grpc *g, grpc_call *call, int64_t now_us, int64_
     // One inferd accepted (grpc_accept.h): its number may come back for a later connection, so the
     // tally is the descriptor's and its socket's, recorded at the hand-over (no syscall here).
     unsigned long ino = conn_inode(g, (int)fd);
-    char k[64];
-    snprintf(k, sizeof k, "fd:%ld:%lu", fd, ino);
+    // "fd:<fd>:<inode>", written by hand: snprintf was half of this function's time, and this runs per call
+    char k[64] = "fd:";
+    char *p = put_decimal(k + 3, (unsigned long)fd);
+    *p++ = ':';
+    *put_decimal(p, ino) = '\0';
     if (ino) key = srv_rr_call(g->rr, k, now_us, window);
   } else if (peer) {
     key = srv_rr_call(g->rr, peer, now_us, window);
