@@ -34,8 +34,10 @@
 // item, a last one-sequence step captures bucket 1's), held to the same
 // bounds, with their captures and launches counted; the graph runner
 // borrows the plain one's weights (eng_llm_cuda_runner_create_shared) and
-// runs its decode steps fused (eng_llm_cuda_runner_set_decode_fusion: the
-// norms and SwiGLU inside the GEMVs, dependent launches). Then a 300-token
+// runs every decode step of up to 8 tokens on the fused GEMV
+// (eng_llm_cuda_runner_set_gemv, _set_decode_fusion: the norms and SwiGLU
+// inside the GEMVs, dependent launches), where the plain one keeps the
+// defaults (one token fused, cuBLASLt from two). Then a 300-token
 // sequence (Llama-family fixtures) whose last chunk and decode steps run
 // split-K attention on the GPU (the emulation measures 2.6e-2 there on the
 // BF16 fixture). Also the GPU runner's refusals (a
@@ -381,8 +383,10 @@ static void test_ckpt(const char *dir, const char *name) {
   if (!cr) goto out;
   CHECK_EQ_INT(eng_llm_cuda_runner_enable_graphs(grs[1], 4, &e), 0);
   CHECK_EQ_INT(eng_llm_cuda_runner_enable_graphs(grs[1], 4, &e), ERR_FAILED_PRECONDITION);
-  // the graph runner's decode steps with the norms and SwiGLU inside its GEMVs and the GEMVs launched as
-  // dependents (captured in its graphs): the same bounds against the CPU
+  // the plain runner keeps the defaults (the fused GEMV at one token, cuBLASLt from two); the graph
+  // runner's decode steps of up to 8 tokens all run on the GEMV with the norms and SwiGLU inside and the
+  // GEMVs launched as dependents (captured in its graphs): the same bounds against the CPU
+  eng_llm_cuda_runner_set_gemv(grs[1], 8);
   eng_llm_cuda_runner_set_decode_fusion(grs[1], 1, 1);
   CHECK_EQ_INT(eng_llm_cuda_runner_kv_bytes(gr) * 4, eng_llm_runner_kv_bytes(cr) * dtype_size(dt));
   // three sequences, their blocks scattered over the pool (a fixed shuffle)
