@@ -141,10 +141,6 @@ static void mail_drain(cq_thread *t) {
   }
 }
 
-void srv_grpc__mail_check(cq_thread *t) {
-  if (atomic_load(&t->mail)) mail_drain(t);
-}
-
 // A queued answer given on another thread goes to the call's CQ thread to
 // send. A send started elsewhere posts its completions to that CQ, and gRPC wakes
 // the thread for each one; from a reply thread answering a batch that was
@@ -152,12 +148,7 @@ void srv_grpc__mail_check(cq_thread *t) {
 // part of the CQ threads' CPU per request after gRPC's own work
 // (tests/bench/RESULTS.md). Through the mailbox it is one wakeup per batch
 // and CQ thread: the first answer of a burst wakes it with an empty batch,
-// which gRPC completes at once on the call's CQ; the rest ride along. And
-// none when the thread is awake: it looks at its mailbox before it waits
-// again (cq_main), as soon as the completion in hand is dispatched, which is
-// when a wakeup's completion would have been read too. With many CQ threads
-// a batch's answers land one or two per thread, so the empty batch (a batch
-// start, a completion and a kick) was paid per answer.
+// which gRPC completes at once on the call's CQ; the rest ride along.
 static void mail_post(srv_call *c) {
   cq_thread *t = c->t;
   grpc_call *call = c->call;
@@ -167,13 +158,9 @@ static void mail_post(srv_call *c) {
   srv_call *head = atomic_load_explicit(&t->mail, memory_order_relaxed);
   do {
     c->mail_next = head;
-  } while (!atomic_compare_exchange_weak_explicit(&t->mail, &head, c, memory_order_seq_cst, memory_order_relaxed));
+  } while (!atomic_compare_exchange_weak_explicit(&t->mail, &head, c, memory_order_release, memory_order_relaxed));
   grpc_call_error rc = GRPC_CALL_OK;
-  // Sequentially consistent against cq_main's "awake = 0, then look at the
-  // mailbox": either the thread sees this answer before it waits, or this
-  // sees it waiting (or gone) and wakes it. A non-empty mailbox already has
-  // a wakeup on its way, or a thread that will look.
-  if (!head && !atomic_load(&t->awake)) {
+  if (!head) {  // else the wakeup of the first is on its way
     pthread_rwlock_rdlock(&t->gate);
     rc = t->closed ? GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN
                    : grpc_call_start_batch(call, NULL, 0, &t->mail_tag, NULL);

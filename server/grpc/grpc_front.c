@@ -120,18 +120,8 @@ static void *cq_main(void *arg) {
   (void)pthread_setname_np(pthread_self(), "inferd-cq");  // per-thread CPU by name (tests/bench/serve_gpu)
   srv_grpc__tl_cq = t;
   for (;;) {
-    // Answers posted while this thread was awake came without a wakeup (grpc_call.c, mail_post): they
-    // are sent before it waits. Sequentially consistent against the post (its push, then its look at
-    // awake); it stays 0 once the CQ is shut down, so late posts take the wakeup's path, which fails.
-    atomic_store(&t->awake, 0);
-    if (atomic_load(&t->mail)) {
-      atomic_store(&t->awake, 1);
-      srv_grpc__mail_check(t);
-      continue;
-    }
     grpc_event ev = grpc_completion_queue_next(t->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
-    atomic_store(&t->awake, 1);
     if (ev.type == GRPC_OP_COMPLETE) dispatch(t, ev.tag, ev.success);
   }
   return NULL;
@@ -219,7 +209,6 @@ int srv_grpc_create(const srv_grpc_opts *o, const srv_method *methods, size_t n_
     pthread_cond_init(&t->cv, NULL);
     atomic_init(&t->returned, NULL);
     atomic_init(&t->mail, NULL);
-    atomic_init(&t->awake, 0);
     t->mail_tag = (tag){TAG_MAIL, t};
   }
 

@@ -189,9 +189,6 @@ struct cq_thread {
   _Atomic(srv_call *) returned;      // contexts released by any thread (push-only stack)
   _Atomic(srv_call *) mail;          // answers from other threads for this thread to send (push-only stack)
   tag mail_tag;                      // wakes this thread to send them
-  // 1 while the thread runs between two waits on its CQ: it looks at its mailbox before it waits again,
-  // so a post seeing 1 needs no wakeup (grpc_call.c, mail_post). Both sides sequentially consistent.
-  atomic_int awake;
   uint8_t *scratch;                  // contiguous copy of multi-slice requests
   size_t scratch_cap;
 };
@@ -298,8 +295,6 @@ void srv_grpc__arm_unary(cq_thread *t, const reg_method *rm);
 
 // A completion of TAG_UNARY_NEW, TAG_UNARY_CLOSE, TAG_UNARY_SEND or TAG_MAIL.
 void srv_grpc__call_event(cq_thread *t, tag *tg, int ok);
-// Sends what t's mailbox holds (t's own thread).
-void srv_grpc__mail_check(cq_thread *t);
 
 // --- grpc_stream.c: ping-pong and asynchronous streams
 
