@@ -548,14 +548,13 @@ static void test_select_scatter(void) {
     }
 }
 
-// cuda_issue34 (gen_test_models_device.py): what GPU plans used to refuse per request (issue 34) runs on
-// the device, no host node, in FP32 and FP16 plans, against the CPU plan: MVN's ReduceMean over axes 0, 2, 3
-// and a ReduceL2 over 1, 3 (k_reduce_axes_cuda), Clip of INT8 (both bounds, a min, none), Pow of FP32 by
-// INT32 and |INT32| by FP32 (k_pow_mixed_cuda; an FP16 plan widens first; Abs by k_unary_int_cuda), BOOL
-// ReduceMax/ReduceMin, and reductions of an empty set (0, 1, -inf, -inf). k over -6..6 so Clip's bounds
-// and the signs matter.
-static void test_issue34_paths(void) {
-  eng_graph *g = load_model("cuda_issue34");
+// The model's inputs for batch b (io_set's tensors owned by it: io_free).
+typedef void (*fill_inputs_fn)(const eng_graph *g, int b, io_set *in);
+
+// A model every node of which must run on the device, in FP32 and FP16 plans, against the CPU plan at
+// every batch size (FP32 within the FP32 bound, FP16 within the low-precision plans').
+static void device_only(const char *name, fill_inputs_fn fill) {
+  eng_graph *g = load_model(name);
   CHECK(g != NULL);
   if (!g) return;
   eng_plan *cp = NULL;
@@ -565,7 +564,7 @@ static void test_issue34_paths(void) {
     eng_cuda_plan *gp = NULL;
     eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
     int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
-    if (rc) fprintf(stderr, "cuda_issue34: cuda create: %s\n", e.msg);
+    if (rc) fprintf(stderr, "%s: cuda create: %s\n", name, e.msg);
     CHECK_EQ_INT(rc, 0);
     if (!gp) continue;
     CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), 0);
@@ -574,68 +573,53 @@ static void test_issue34_paths(void) {
     double worst = 0;
     for (int b = 1; b <= MAXB; b++) {
       io_set in = {0};
-      make_inputs(g, "cuda_issue34", b, 0, &in);
-      int64_t *k = in.t[1].data;
-      for (int i = 0; i < b * 6; i++) k[i] = (int64_t)((i * 5 + b) % 13) - 6;  // -6..6
+      fill(g, b, &in);
       char label[48];
       snprintf(label, sizeof label, "%s batch %d", half ? "fp16" : "fp32", b);
-      worst = max_worst(worst, run_both("cuda_issue34", g, cp, gp, &in, label, half ? low_rtol : 0));
+      worst = max_worst(worst, run_both(name, g, cp, gp, &in, label, half ? low_rtol : 0));
       io_free(&in);
     }
-    printf("cuda_issue34 %s: on the device, worst scaled error %.3g\n", half ? "fp16" : "fp32", worst);
+    printf("%s %s: on the device, worst scaled error %.3g\n", name, half ? "fp16" : "fp32", worst);
     eng_cuda_plan_destroy(gp);
   }
   eng_plan_destroy(cp);
   eng_graph_destroy(g);
 }
 
+// cuda_issue34 (gen_test_models_device.py): what GPU plans used to refuse per request (issue 34) runs on
+// the device, no host node, in FP32 and FP16 plans, against the CPU plan: MVN's ReduceMean over axes 0, 2, 3
+// and a ReduceL2 over 1, 3 (k_reduce_axes_cuda), Clip of INT8 (both bounds, a min, none), Pow of FP32 by
+// INT32 and |INT32| by FP32 (k_pow_mixed_cuda; an FP16 plan widens first; Abs by k_unary_int_cuda), BOOL
+// ReduceMax/ReduceMin, and reductions of an empty set (0, 1, -inf, -inf). k over -6..6 so Clip's bounds
+// and the signs matter.
+static void issue34_inputs(const eng_graph *g, int b, io_set *in) {
+  make_inputs(g, "cuda_issue34", b, 0, in);
+  int64_t *k = in->t[1].data;
+  for (int i = 0; i < b * 6; i++) k[i] = (int64_t)((i * 5 + b) % 13) - 6;  // -6..6
+}
+
 // cuda_mod_castlike (gen_test_models.py): Mod on floats (fmod 0 and 1) and int64, CastLike int64 -> float.
-// Each runs on the device (no host node) in FP32 and FP16 plans and matches the CPU plan: the integers
-// exactly, FP32 within the FP32 bound (1e-5; the kernels equal the reference bit for bit), FP16 within
-// the low-precision plans' bound.
+// The integers exactly; the float kernels equal the reference bit for bit.
+static void mod_castlike_inputs(const eng_graph *g, int b, io_set *in) {
+  (void)g;
+  in->n = 2;
+  float *x = malloc((size_t)b * 6 * sizeof *x);
+  int64_t *k = malloc((size_t)b * 4 * sizeof *k);
+  for (int i = 0; i < b * 6; i++) x[i] = (float)((i * 7919 % 1601) - 800) / 400.0f;  // [-2, 2] in steps of 1/400, 0 included
+  for (int i = 0; i < b * 4; i++) k[i] = (int64_t)((i * 37) % 13) - 6;               // [-6, 6]
+  in->t[0] = (eng_tensor){.dt = DT_FP32, .ndims = 2, .dims = {b, 6}, .data = x, .bytes = (size_t)b * 6 * sizeof *x};
+  in->t[1] = (eng_tensor){.dt = DT_INT64, .ndims = 2, .dims = {b, 4}, .data = k, .bytes = (size_t)b * 4 * sizeof *k};
+}
+
 void test_device_paths(void) {
-  eng_graph *g = load_model("cuda_mod_castlike");
-  CHECK(g != NULL);
-  if (!g) return;
-  eng_plan *cp = NULL;
+  device_only("cuda_mod_castlike", mod_castlike_inputs);
   err e = {0};
-  CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
-  for (int half = 0; cp && half < 2; half++) {
-    eng_cuda_plan *gp = NULL;
-    eng_cuda_opts o = {.precision = half ? ENG_PREC_FP16 : ENG_PREC_FP32};
-    int rc = eng_cuda_plan_create(g, MAXB, 0, &o, &gp, &e);
-    if (rc) fprintf(stderr, "cuda_mod_castlike: cuda create: %s\n", e.msg);
-    CHECK_EQ_INT(rc, 0);
-    if (!gp) continue;
-    CHECK_EQ_INT((int)eng_cuda_plan_n_host_nodes(gp), 0);
-    for (size_t k = 0; k < eng_cuda_plan_n_host_nodes(gp); k++)
-      fprintf(stderr, "  %s\n", eng_cuda_plan_host_node(gp, k));
-    double worst = 0;
-    for (int b = 1; b <= MAXB; b++) {
-      io_set in = {.n = 2};
-      float *x = malloc((size_t)b * 6 * sizeof *x);
-      int64_t *k = malloc((size_t)b * 4 * sizeof *k);
-      for (int i = 0; i < b * 6; i++)
-        x[i] = (float)((i * 7919 % 1601) - 800) / 400.0f;                   // [-2, 2] in steps of 1/400, 0 included
-      for (int i = 0; i < b * 4; i++) k[i] = (int64_t)((i * 37) % 13) - 6;  // [-6, 6]
-      in.t[0] = (eng_tensor){.dt = DT_FP32, .ndims = 2, .dims = {b, 6}, .data = x, .bytes = (size_t)b * 6 * sizeof *x};
-      in.t[1] = (eng_tensor){.dt = DT_INT64, .ndims = 2, .dims = {b, 4}, .data = k, .bytes = (size_t)b * 4 * sizeof *k};
-      char label[48];
-      snprintf(label, sizeof label, "%s batch %d", half ? "fp16" : "fp32", b);
-      worst = max_worst(worst, run_both("cuda_mod_castlike", g, cp, gp, &in, label, half ? low_rtol : 0));
-      io_free(&in);
-    }
-    printf("cuda_mod_castlike %s: on the device, worst scaled error %.3g\n", half ? "fp16" : "fp32", worst);
-    eng_cuda_plan_destroy(gp);
-  }
-  eng_plan_destroy(cp);
-  eng_graph_destroy(g);
   // slice_device (in the case file too, so every plan mode compares it): both Slices on the device
-  g = load_model("slice_device");
+  eng_graph *g = load_model("slice_device");
   CHECK(g != NULL);
   if (!g) return;
   eng_cuda_plan *gp = NULL;
-  cp = NULL;
+  eng_plan *cp = NULL;
   CHECK_EQ_INT(eng_plan_create(g, MAXB, &cp, &e), 0);
   CHECK_EQ_INT(eng_cuda_plan_create(g, MAXB, 0, NULL, &gp, &e), 0);
   if (gp && cp) {
@@ -654,5 +638,5 @@ void test_device_paths(void) {
   eng_graph_destroy(g);
   test_device_norms();
   test_select_scatter();
-  test_issue34_paths();
+  device_only("cuda_issue34", issue34_inputs);
 }
