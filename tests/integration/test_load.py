@@ -284,7 +284,11 @@ def test_mix_counts_against_server(server, tmp_path, loop):
     assert k["valid"]["OK"] == k["valid"]["sent"] and set(k["valid"]) == {"sent", "OK"}, k
     assert k["invalid"]["INVALID_ARGUMENT"] == k["invalid"]["sent"] and k["invalid"]["OK"] == 0, k
     assert set(k["cancel"]) <= {"sent", "OK", "CANCELLED"} and k["cancel"].get("CANCELLED", 0) > 0, k
-    assert set(k["expire"]) <= {"sent", "OK", "DEADLINE_EXCEEDED"} and k["expire"].get("DEADLINE_EXCEEDED", 0) > 0, k
+    # The expire kind ends OK or DEADLINE_EXCEEDED, but not necessarily ever the second: gRPC may round a
+    # sub-millisecond timeout up on the wire and its timers tick in milliseconds, so a local server that answers
+    # every request in well under a millisecond (CI's idle machine, 84 of 84 OK once) meets them all. The server's
+    # refusals of expired calls are held in test_rapid_reset_deadlines.py and test_batching.py.
+    assert set(k["expire"]) <= {"sent", "OK", "DEADLINE_EXCEEDED"}, k
 
     # Latency and the level's request count are the valid requests' alone (the drain ends after the last
     # period): the cancel kind's OK answers would otherwise push it past the valid OK count.
