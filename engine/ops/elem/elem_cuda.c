@@ -170,9 +170,12 @@ static int run_cast(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
 // engine/ops/elem/elem.c's parse put the k_unop code in p->mode and its two
 // parameters (HardSigmoid's alpha and beta) in p->alpha and p->beta.
 // Integer Neg, Abs and Sign run as k_unary does them (k_unary_takes).
+// Whether k_unary_int_cuda does op on t (an integer type), and its element code (k).
+static bool int_takes(dtype t, k_unop op, k_elem *k) { return eng_ops_elem_of(t, k) == 0 && k_unary_takes(*k, op); }
+
 static bool unop_takes(dtype t, k_unop op) {
   k_elem k;
-  return t == DT_FP32 || t == DT_FP16 || (eng_ops_elem_of(t, &k) == 0 && k_unary_takes(k, op));
+  return t == DT_FP32 || t == DT_FP16 || int_takes(t, op, &k);
 }
 
 static int unop_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
@@ -186,8 +189,7 @@ static int unop_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
   (void)n_in, (void)n_out;
   k_elem k;
   if (in[0].dt != DT_FP32 && in[0].dt != DT_FP16) {
-    if (!unop_takes(in[0].dt, (k_unop)p->mode) || eng_ops_elem_of(in[0].dt, &k) != 0)
-      return refuse_type(in[0].dt, e);
+    if (!int_takes(in[0].dt, (k_unop)p->mode, &k)) return refuse_type(in[0].dt, e);
     return k_unary_int_cuda(out[0].data, in[0].data, k, op_numel(&in[0]), (k_unop)p->mode, NULL, NULL, c->stream, e);
   }
   return k_unop_cuda(out[0].data, in[0].data, (size_t)eng_numel(in[0].ndims, in[0].dims),
@@ -207,6 +209,10 @@ typedef struct clip_node {
   bool has_ilo, has_ihi;
 } clip_node;
 
+static int clip_refuse_type(dtype t, err *e) {
+  return err_set(e, ERR_UNIMPLEMENTED, "Clip of %s tensors has no CUDA kernel", dtype_wire_name(t));
+}
+
 static int clip_refuse(const char *name, err *e) {
   return err_set(e, ERR_UNIMPLEMENTED, "Clip on CUDA takes constant scalar bounds of the data's type ('%s' is not one)",
                  name);
@@ -219,8 +225,7 @@ static int clip_init(const eng_plan *pl, size_t i, int half, void **state, err *
   clip_node s = {.lo = p->alpha, .hi = p->beta, .it = DT_INVALID};
   dtype xt = run_dt(eng_cuda__load_in_dt(pl, i, 0));
   k_elem k;
-  if (xt != DT_INVALID && xt != DT_FP32 && (eng_ops_elem_of(xt, &k) != 0 || !k_unary_takes(k, K_CLIP)))
-    return err_set(e, ERR_UNIMPLEMENTED, "Clip of %s tensors has no CUDA kernel", dtype_wire_name(xt));
+  if (xt != DT_INVALID && xt != DT_FP32 && !int_takes(xt, K_CLIP, &k)) return clip_refuse_type(xt, e);
   if (xt != DT_INVALID && xt != DT_FP32) s.it = xt;
   for (int b = 1; b < 3 && b < n->n_in; b++) {
     int v = n->in[b];
@@ -232,8 +237,7 @@ static int clip_init(const eng_plan *pl, size_t i, int half, void **state, err *
       memcpy(b == 1 ? &s.lo : &s.hi, val->data, sizeof(float));
       continue;
     }
-    if (val->dt == DT_FP32 || (s.it != DT_INVALID && val->dt != s.it) || eng_ops_elem_of(val->dt, &k) != 0 ||
-        !k_unary_takes(k, K_CLIP))
+    if (val->dt == DT_FP32 || (s.it != DT_INVALID && val->dt != s.it) || !int_takes(val->dt, K_CLIP, &k))
       return clip_refuse(val->name, e);
     s.it = val->dt;
     memcpy(b == 1 ? (void *)s.ilo : (void *)s.ihi, val->data, val->bytes);
@@ -259,8 +263,8 @@ static int clip_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, i
     return k_unop_cuda(out[0].data, in[0].data, n, in[0].dt == DT_FP16 ? K_F16 : K_F32, K_CLIP, s->lo, s->hi,
                        c->stream, e);
   }
-  if (eng_ops_elem_of(in[0].dt, &k) != 0 || !k_unary_takes(k, K_CLIP) || (s->it != DT_INVALID && s->it != in[0].dt))
-    return err_set(e, ERR_UNIMPLEMENTED, "Clip of %s tensors has no CUDA kernel", dtype_wire_name(in[0].dt));
+  if (!int_takes(in[0].dt, K_CLIP, &k) || (s->it != DT_INVALID && s->it != in[0].dt))
+    return clip_refuse_type(in[0].dt, e);
   return k_unary_int_cuda(out[0].data, in[0].data, k, n, K_CLIP, s->has_ilo ? s->ilo : NULL,
                           s->has_ihi ? s->ihi : NULL, c->stream, e);
 }
@@ -315,19 +319,23 @@ static int variadic_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *i
 
 // Pow's base and exponent may differ in type (ONNX's T and T1; the result has the base's): that
 // pair through k_pow_mixed_cuda, in double as the CPU's k_pow_mixed; FP16 and BOOL have no kernel there.
-static bool pow_mixed_takes(dtype a, dtype b) {
-  k_elem ka, kb;
-  return eng_ops_elem_of(a, &ka) == 0 && eng_ops_elem_of(b, &kb) == 0 && k_binary_takes(ka, K_POW) &&
-         k_binary_takes(kb, K_POW);
+// (ka, kb: the operands' element codes.)
+static bool pow_mixed_takes(dtype a, dtype b, k_elem *ka, k_elem *kb) {
+  return eng_ops_elem_of(a, ka) == 0 && eng_ops_elem_of(b, kb) == 0 && k_binary_takes(*ka, K_POW) &&
+         k_binary_takes(*kb, K_POW);
+}
+
+static int pow_refuse(dtype a, dtype b, err *e) {
+  return err_set(e, ERR_UNIMPLEMENTED, "Pow: %s by a %s exponent has no CUDA kernel", dtype_wire_name(a),
+                 dtype_wire_name(b));
 }
 
 static int pow_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half, (void)state;
   dtype a = run_dt(eng_cuda__load_in_dt(pl, i, 0)), b = run_dt(eng_cuda__load_in_dt(pl, i, 1));
   if (a == DT_INVALID || b == DT_INVALID) return 0;  // a run tells
-  if (a == b ? arith_takes(a) : pow_mixed_takes(a, b)) return 0;
-  return err_set(e, ERR_UNIMPLEMENTED, "Pow: %s by a %s exponent has no CUDA kernel", dtype_wire_name(a),
-                 dtype_wire_name(b));
+  k_elem ka, kb;
+  return (a == b ? arith_takes(a) : pow_mixed_takes(a, b, &ka, &kb)) ? 0 : pow_refuse(a, b, e);
 }
 
 // Mixed types run in FP32: the plan widens FP16 operands to FP32 copies first.
@@ -340,12 +348,18 @@ static int pow_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, in
                    int n_out, err *e) {
   if (in[0].dt == in[1].dt) return variadic_run(c, p, in, n_in, out, n_out, e);
   k_elem ka, kb;
-  if (!pow_mixed_takes(in[0].dt, in[1].dt) || eng_ops_elem_of(in[0].dt, &ka) != 0 ||
-      eng_ops_elem_of(in[1].dt, &kb) != 0)
-    return err_set(e, ERR_UNIMPLEMENTED, "Pow: %s by a %s exponent has no CUDA kernel", dtype_wire_name(in[0].dt),
-                   dtype_wire_name(in[1].dt));
+  if (!pow_mixed_takes(in[0].dt, in[1].dt, &ka, &kb)) return pow_refuse(in[0].dt, in[1].dt, e);
   bdims d = bdims_of(&out[0], &in[0], &in[1]);
   return k_pow_mixed_cuda(out[0].data, in[0].data, ka, in[1].data, kb, d.nd, d.y, d.a, d.b, c->stream, e);
+}
+
+// The comparisons' types: BOOL for Equal only (through k_logic_cuda), not FP64; k: a typed one's code.
+static bool compare_takes(dtype t, int mode, k_elem *k) {
+  return (t == DT_BOOL && mode == K_EQ) || (t != DT_BOOL && t != DT_FP64 && eng_ops_elem_of(t, k) == 0);
+}
+
+static int compare_refuse(dtype t, err *e) {
+  return err_set(e, ERR_UNIMPLEMENTED, "comparing %s tensors has no CUDA kernel", dtype_wire_name(t));
 }
 
 // engine/ops/elem/elem.c's parse put the k_cmpop in p->mode.
@@ -356,22 +370,16 @@ static int compare_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in
   k_elem et;
   if (in[0].dt == DT_BOOL && p->mode == K_EQ)
     return k_logic_cuda(out[0].data, in[0].data, in[1].data, d.nd, d.y, d.a, d.b, K_XNOR, c->stream, e);
-  if (in[0].dt == DT_BOOL || in[0].dt == DT_FP64 || eng_ops_elem_of(in[0].dt, &et) != 0)
-    return err_set(e, ERR_UNIMPLEMENTED, "comparing %s tensors has no CUDA kernel",
-                   dtype_wire_name(in[0].dt));
+  if (!compare_takes(in[0].dt, p->mode, &et)) return compare_refuse(in[0].dt, e);  // BOOL Equal went above
   return k_compare_cuda(out[0].data, in[0].data, in[1].data, et, d.nd, d.y, d.a, d.b, (k_cmpop)p->mode,
                         c->stream, e);
 }
 
-// compare_run's types: BOOL for Equal only, not FP64.
 static int compare_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half, (void)state;
   dtype t = eng_cuda__load_in_dt(pl, i, 0);
   k_elem k;
-  if (t == DT_INVALID || (t == DT_BOOL && pl->params[i].mode == K_EQ) ||
-      (t != DT_BOOL && t != DT_FP64 && eng_ops_elem_of(t, &k) == 0))
-    return 0;
-  return err_set(e, ERR_UNIMPLEMENTED, "comparing %s tensors has no CUDA kernel", dtype_wire_name(t));
+  return t == DT_INVALID || compare_takes(t, pl->params[i].mode, &k) ? 0 : compare_refuse(t, e);
 }
 
 // And, Or, Xor: p->mode is the k_logop.
