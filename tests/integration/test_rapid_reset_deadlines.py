@@ -41,10 +41,13 @@ def test_tiny_deadlines_end_the_connection_and_others_answered(start_server):
         m = next(ENDED.search(l) for l in lines if ENDED.search(l))
         cancels, calls, expired = int(m.group(2)), int(m.group(3)), int(m.group(4))
         assert int(m.group(5)) == 10 and int(m.group(6)) == limit, m.group(0)
-        # the attacker cancels nothing itself: what crossed the limit is its expired deadlines (a few of its calls
-        # can reach the server as the client's own RST_STREAM when its clock expires them first; those alone
-        # would never have crossed the limit)
-        assert cancels >= limit and calls <= 2 * cancels and cancels - expired < limit // 2, m.group(0)
+        # the attacker cancels nothing itself: its calls end by their deadlines, which the server sees either
+        # expire (counted as expired) or arrive as the client's own RST_STREAM when the client's clock expires them
+        # first (counted as plain cancels). How many go each way is the two clocks' skew: the server's deadline
+        # starts when it reads the call, milliseconds late on a loaded machine (CI's: 58 of 119 came as resets), so
+        # only that some expired is held here; that the expiries are what ends such a client is held by
+        # test_min_deadline_zero_leaves_expiries_uncounted, the same attack with expiries uncounted
+        assert cancels >= limit and calls <= 2 * cancels and expired > 0, m.group(0)
         # a client on its own connection meanwhile: every call answered
         vic = run_load(srv.grpc_url, "-m", "mlp", "--mix", "100:0:0:0", "--request-rate-range", "100",
                        "--duration-s", "3", "--timeout-ms", "20000", "--threads", "1", timeout=120)
