@@ -196,12 +196,15 @@ def check_one(srv, g, s, ref, sessions):
 
 
 def run(graphs, ref_dir, kind, binary=None, work=None, extra_args=()):
-    """Serves graphs ({graph name: path}) in one server; returns {graph: result row}."""
+    """Serves graphs ({graph name: path}) in one server; returns {graph: result row}. The server may take
+    $INFERD_START_TIMEOUT s (the test library's, 90 by default) to load them all."""
     repo = tempfile.mkdtemp(prefix="families_repo_", dir=work)
     try:
         spec = write_repo(repo, graphs, kind)
         srv = lib.ServerProcess(repo, ["--strict-readiness", "false"] + list(extra_args), binary=binary)
+        t0 = time.monotonic()
         srv.start()
+        print("%d graph(s) loaded on %s instances in %.1f s" % (len(graphs), kind, time.monotonic() - t0), flush=True)
         sessions, rows = {}, {}
         try:
             for g in sorted(graphs):
