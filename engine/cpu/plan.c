@@ -645,9 +645,6 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
     compute_roots(p);
     if ((rc = assign(p, e)) != 0) goto fail;
   }
-  // a backend with its own arena decides at load by element type (the CUDA
-  // inits); the CPU plan and its subgraphs' plans decide nothing by type then
-  if (!host_arena) eng_plan__probe_types(p);
   *out = p;
   return 0;
 fail:

@@ -147,7 +147,9 @@ int eng_plan__infer_nodes(eng_plan *p, int vals_known, err *e);
 // a probe size, keeping only the computed values' element types. Undoes
 // everything else it changed (p->cur, known, folded, fold buffers, the
 // per-node marks and counters) and never fails: where the inference stops,
-// the types stay DT_INVALID. Call before any run (have_sig 0).
+// the types stay DT_INVALID. Call before any run (have_sig 0). The CUDA
+// plan calls it after eng_plan__create, for its inits; the CPU plan and its
+// subgraphs' plans decide nothing by type at load and skip it.
 void eng_plan__probe_types(eng_plan *p);
 
 // Value inputs (plan_values.c). find: marks p->val_in at create (after the

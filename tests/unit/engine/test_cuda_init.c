@@ -1,8 +1,8 @@
 // tests/unit/engine/test_cuda_init.c: the CUDA plan's load-time decisions
 // without a GPU (built where CUDA is, run anywhere: nothing here touches a
 // device). Each case is a small model planned as the CUDA plan plans it
-// (eng_plan__create without a host arena); eng_cuda__init_ops
-// (engine/cuda/plan_cuda_host.c) runs every node's CUDA init exactly as
+// (eng_plan__create without a host arena, then eng_plan__probe_types);
+// eng_cuda__init_ops (engine/cuda/plan_cuda_host.c) runs every node's CUDA init exactly as
 // eng_cuda__create does, and eng_hostfb_create (engine/cpu/plan_hostfb.c)
 // makes the host-fallback plan from what is left. Checked per case: whether
 // the node keeps its CUDA op or runs on the host from load, and the reason its
@@ -43,6 +43,7 @@ static void expect(const char *label, ob *b, int want_dev, const char *want_why)
   if (!g) return;
   if (eng_plan__create(g, 0, 0, &pl, &e) != 0) fprintf(stderr, "  plan: %s\n", e.msg);
   CHECK(pl != NULL);
+  if (pl) eng_plan__probe_types(pl);  // as eng_cuda__create does before the inits
   size_t n = pl ? pl->n_nodes : 0;
   const cuda_op **ops = calloc(n + 1, sizeof *ops);
   void **st = calloc(n + 1, sizeof *st);

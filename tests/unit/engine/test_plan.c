@@ -265,7 +265,7 @@ static void test_probe_restores(void) {
   for (size_t i = 0; i < p->n_nodes && i < 5; i++) {
     int v = eng_graph_node(g, i)->out[0];
     CHECK_EQ_INT(p->load_dt[v], want[i]);
-    CHECK_EQ_INT(q->load_dt[v], DT_INVALID);  // the CPU plan does not probe at create
+    CHECK_EQ_INT(q->load_dt[v], DT_INVALID);  // create does not probe (the CUDA plan calls it)
   }
   // nothing else moved: no layout, no signature, no folds, the same values
   CHECK_EQ_INT(p->have_layout, 0);
