@@ -14,5 +14,5 @@ add_library(inferd_cpu_prims STATIC ${CMAKE_CURRENT_LIST_DIR}/par.c ${CMAKE_CURR
 target_include_directories(inferd_cpu_prims PUBLIC ${DNNL_INCLUDE_DIR})
 target_link_libraries(inferd_cpu_prims PUBLIC inferd_base inferd_kernels ${DNNL_LIB} OpenMP::OpenMP_C ${MATH_LIB})
 add_library(inferd_plan STATIC ${CMAKE_CURRENT_LIST_DIR}/plan.c ${CMAKE_CURRENT_LIST_DIR}/plan_fuse.c ${CMAKE_CURRENT_LIST_DIR}/plan_values.c
-  ${CMAKE_CURRENT_LIST_DIR}/plan_hostfb.c)
+  ${CMAKE_CURRENT_LIST_DIR}/plan_probe.c ${CMAKE_CURRENT_LIST_DIR}/plan_hostfb.c)
 target_link_libraries(inferd_plan PUBLIC inferd_ops inferd_graph_ir inferd_kernels inferd_base ${MATH_LIB})

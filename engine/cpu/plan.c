@@ -125,12 +125,14 @@ static int strings_taken(const eng_plan *p, const eng_node *n, err *e) {
                  "index ops)", node_desc_name(n), n->op_type);
 }
 
-static int infer_nodes(eng_plan *p, err *e) {
+// Every node's type and shape (and folds) for the input shapes now in p->cur
+// (plan_internal.h).
+int eng_plan__infer_nodes(eng_plan *p, int vals_known, err *e) {
   const eng_graph *g = p->g;
   for (size_t v = 0; v < p->n_values; v++) {
     const eng_value *x = eng_graph_value(g, v);
     // a value input's bytes are this run's (eng_plan__load_value_inputs)
-    p->known[v] = x->kind == ENG_VALUE_CONST || (x->kind == ENG_VALUE_INPUT && p->val_in[x->index]);
+    p->known[v] = x->kind == ENG_VALUE_CONST || (vals_known && x->kind == ENG_VALUE_INPUT && p->val_in[x->index]);
   }
   p->mask_rows_shared = 0;
   for (size_t i = 0; i < p->n_nodes; i++) {
@@ -189,7 +191,7 @@ static int infer_all(eng_plan *p, err *e) {
   }
   if (same) return 0;
   p->have_sig = 0;
-  TRY(infer_nodes(p, e));
+  TRY(eng_plan__infer_nodes(p, 1, e));
   for (size_t i = 0; i < p->n_inputs; i++) p->sig[i] = p->cur[eng_graph_input_value(p->g, i)];
   p->have_sig = 1;
   p->val_dirty = 0;
@@ -531,6 +533,7 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
   p->fused = calloc(nn, 1);
   p->keep_out = calloc(nn, 1);
   p->fmt = calloc(nv, sizeof *p->fmt);
+  p->load_dt = calloc(nv, sizeof *p->load_dt);  // DT_INVALID (0) until eng_plan__probe_types
   int max_in = 1, max_out = 1;
   for (size_t i = 0; i < p->n_nodes; i++) {
     const eng_node *n = eng_graph_node(g, i);
@@ -550,7 +553,7 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
       !p->tin || !p->tout || !p->folded || !p->known || !p->fold_buf || !p->fold_cap ||
       !p->sig || !p->fuse_add || !p->fuse_add_val || !p->fuse_act || !p->fuse_act2 ||
       !p->fuse_kind || !p->fuse_alpha || !p->fuse_beta || !p->fuse_src ||
-      !p->fuse_owner || !p->fuse_on || !p->fused || !p->keep_out || !p->fmt) {
+      !p->fuse_owner || !p->fuse_on || !p->fused || !p->keep_out || !p->fmt || !p->load_dt) {
     rc = err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
@@ -693,6 +696,7 @@ void eng_plan_destroy(eng_plan *p) {
   free(p->fused);
   free(p->keep_out);
   free(p->fmt);
+  free(p->load_dt);
   eng_plan__free_value_inputs(p);
   free(p);
 }

@@ -107,6 +107,10 @@ struct eng_plan {
   void **sig_raw;        // per graph input: the bytes of the signature (value inputs only)
   size_t *sig_raw_cap, *sig_raw_bytes;
   int val_dirty;         // value inputs' bytes changed since the last shape inference
+  // per value: a computed value's element type as the load knows it when
+  // the planned shapes are not (!have_layout): eng_plan__probe_types's,
+  // DT_INVALID where it could not tell. Types never depend on shapes.
+  dtype *load_dt;
 };
 
 // Largest output, in elements, a node may have to be folded. Shape
@@ -131,6 +135,22 @@ int eng_plan__create(const eng_graph *g, int max_batch, int host_arena, eng_plan
 // (data pointers are the caller's to set), p->root/off/edge the layout and
 // p->arena_need its size.
 int eng_plan__prepare(eng_plan *p, const eng_tensor *inputs, size_t n_in, size_t n_out, err *e);
+
+// Shape inference (and folding) of every node for the input types and
+// shapes now in p->cur; vals_known 0 treats the value inputs as computed at
+// run time (their bytes are not loaded). plan.c's infer_all caches it per
+// signature; plan_probe.c runs it once more at create.
+int eng_plan__infer_nodes(eng_plan *p, int vals_known, err *e);
+
+// plan_probe.c: p->load_dt at create when some planned shape is unknown (a
+// dynamic non-batch dim): one shape inference with each unknown dim set to
+// a probe size, keeping only the computed values' element types. Undoes
+// everything else it changed (p->cur, known, folded, fold buffers, the
+// per-node marks and counters) and never fails: where the inference stops,
+// the types stay DT_INVALID. Call before any run (have_sig 0). The CUDA
+// plan calls it after eng_plan__create, for its inits; the CPU plan and its
+// subgraphs' plans decide nothing by type at load and skip it.
+void eng_plan__probe_types(eng_plan *p);
 
 // Value inputs (plan_values.c). find: marks p->val_in at create (after the
 // nodes' defs are set); refuses a batching plan that has any (requests

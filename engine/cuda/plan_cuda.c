@@ -88,6 +88,8 @@ int eng_cuda__create(const eng_graph *g, int max_batch, int device, const eng_cu
   p->weights = p->o.weights;
   int ret = eng_plan__create(g, max_batch, 0, &p->pl, e);
   if (ret) goto fail;
+  // the inits below decide by element type, also where shapes are known per request only
+  eng_plan__probe_types(p->pl);
   const eng_plan *pl = p->pl;
   p->ops = calloc(pl->n_nodes + 1, sizeof *p->ops);
   p->fz = calloc(pl->n_nodes + 1, sizeof *p->fz);

@@ -137,8 +137,10 @@ bool eng_cuda__made_before(const eng_plan *pl, int v, size_t i);
 // otherwise. For ops that read an attribute-like input once, at init.
 bool eng_cuda__const_input(const eng_plan *pl, size_t node, int k, eng_tensor *t);
 // Value v's element type as known at plan create (DT_INVALID: only a run
-// will tell): a graph input's or constant's, or a node output's when the
-// planner inferred the planned shapes at create (fixed input shapes). An
+// will tell): a graph input's or constant's, or a node output's: from the
+// planned shapes where the planner inferred them at create (fixed input
+// shapes), else from its probe (eng_plan__probe_types: a dynamic dim given
+// a probe size; DT_INVALID past a node the probe could not infer). An
 // init refuses (ERR_UNIMPLEMENTED) a type its run has no kernel for, so the
 // node runs on the host from load rather than failing each request.
 dtype eng_cuda__load_dt(const eng_plan *pl, int v);

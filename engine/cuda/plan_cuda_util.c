@@ -57,8 +57,8 @@ bool eng_cuda__made_before(const eng_plan *pl, int v, size_t i) {
 dtype eng_cuda__load_dt(const eng_plan *pl, int v) {
   if (v < 0) return DT_INVALID;
   const eng_value *x = eng_graph_value(pl->g, (size_t)v);
-  // a node's output is typed at create only when the planner inferred the planned shapes there
-  if (x->kind == ENG_VALUE_NODE && !pl->have_layout) return DT_INVALID;
+  // without planned shapes, the type the create's probe inferred (DT_INVALID where it could not)
+  if (x->kind == ENG_VALUE_NODE && !pl->have_layout) return pl->load_dt[v];
   return pl->cur[v].dt;
 }
 

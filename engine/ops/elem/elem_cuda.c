@@ -113,8 +113,7 @@ static int run_mod(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, in
     (void)p, (void)n_in, (void)n_out;                                                           \
     size_t n = op_numel(&in[0]);                                                                \
     if (in[0].dt != DT_FP32 && in[0].dt != DT_FP16) /* Relu of an integer type */              \
-      return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op",        \
-                     dtype_wire_name(in[0].dt));                                                \
+      return refuse_type(in[0].dt, e);                                                          \
     if (in[0].dt == DT_FP16) {                                                                  \
       uint16_t *y = out[0].data;                                                                \
       const uint16_t *x = in[0].data;                                                           \
@@ -391,13 +390,27 @@ static int logic_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in, 
                       e);
 }
 
+// Whether k_boolop_cuda (Not, IsNaN, IsInf) takes x of type t (into *k): asked at init from the load's types
+// and by each run.
+static bool boolop_takes(dtype t, k_elem *k) {
+  if (t == DT_FP32) *k = K_F32;
+  else if (t == DT_FP16) *k = K_F16;
+  else if (t == DT_BOOL) *k = K_BOOL;
+  else return false;
+  return true;
+}
+
+static int boolop_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half, (void)state;
+  dtype t = eng_cuda__load_in_dt(pl, i, 0);
+  k_elem k;
+  return t == DT_INVALID || boolop_takes(t, &k) ? 0 : refuse_type(t, e);
+}
+
 static int boolop_run(cuda_ctx *c, const eng_tensor *x, eng_tensor *y, k_boolop op, int neg, int pos,
                       err *e) {
   k_elem et;
-  if (x->dt == DT_FP32) et = K_F32;
-  else if (x->dt == DT_FP16) et = K_F16;
-  else if (x->dt == DT_BOOL) et = K_BOOL;
-  else return err_set(e, ERR_UNIMPLEMENTED, "%s tensors have no CUDA kernel for this op", dtype_wire_name(x->dt));
+  if (!boolop_takes(x->dt, &et)) return refuse_type(x->dt, e);
   return k_boolop_cuda(y->data, x->data, (size_t)eng_numel(x->ndims, x->dims), et, op, neg, pos, c->stream, e);
 }
 
@@ -507,13 +520,13 @@ const cuda_op eng_cuda__elem_ops[] = {
     COMPARE("Greater"),
     COMPARE("GreaterOrEqual"),
 #undef COMPARE
-#undef TYPED
     ELEM("And", logic_run),
     ELEM("Or", logic_run),
     ELEM("Xor", logic_run),
-    ELEM("Not", not_run),
-    ELEM("IsNaN", isnan_run),
-    ELEM("IsInf", isinf_run),
+    TYPED("Not", not_run, boolop_init),
+    TYPED("IsNaN", isnan_run, boolop_init),
+    TYPED("IsInf", isinf_run, boolop_init),
+#undef TYPED
 #undef ELEM
     {.op_type = "Where", .run = where_run, .half = eng_cuda__half_always, .flags = CUDA_OP_ELEMWISE},
     // linear quantization (elem_quant_cuda.c): constant scales and zero points, read at init

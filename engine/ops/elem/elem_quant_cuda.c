@@ -51,6 +51,15 @@ static int unimpl(const eng_node *n, const char *why, err *e) {
   return err_set(e, ERR_UNIMPLEMENTED, "%s on CUDA: %s", n->op_type, why);
 }
 
+// DequantizeLinear without a zero point reads x's type at run: whether
+// k_quant.cu takes x of type t (into *qt). Asked at load (from the load's
+// types) and by each run, with one message.
+static bool dq_takes(dtype t, k_elem *qt) { return eng_ops_elem_of(t, qt) == 0 && k_quant_cuda_takes(*qt); }
+
+static int dq_refuse(dtype t, err *e) {
+  return err_set(e, ERR_UNIMPLEMENTED, "DequantizeLinear on CUDA of %s: no kernel", dtype_wire_name(t));
+}
+
 int eng_cuda__quant_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half;
   const eng_node *n = eng_graph_node(pl->g, i);
@@ -68,6 +77,10 @@ int eng_cuda__quant_init(const eng_plan *pl, size_t i, int half, void **state, e
   k_elem qt = K_BOOL;  // DequantizeLinear without a zero point: x's type, at run
   if (qd != DT_INVALID && (eng_ops_elem_of(qd, &qt) != 0 || !k_quant_cuda_takes(qt)))
     return unimpl(n, "the quantized type has no kernel (INT8, UINT8, INT16, UINT16)", e);
+  // that run's check, made here where the load knows x's type (DT_INVALID: the run's stands)
+  k_elem xq;
+  dtype xt = eng_cuda__load_in_dt(pl, i, 0);
+  if (deq && !has_z && xt != DT_INVALID && !dq_takes(xt, &xq)) return dq_refuse(xt, e);
   qnode *q = calloc(1, sizeof *q);
   if (!q) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   q->qt = qt;
@@ -137,8 +150,7 @@ int eng_cuda__dequantize_run(cuda_ctx *c, const eng_op_params *p, const eng_tens
   k_elem ft = K_F32, qt = q->qt;
   k_qaxis a;
   TRY(float_of(out[0].dt, &ft, e));
-  if (qt == K_BOOL && (eng_ops_elem_of(in[0].dt, &qt) != 0 || !k_quant_cuda_takes(qt)))
-    return err_set(e, ERR_UNIMPLEMENTED, "DequantizeLinear on CUDA of %s: no kernel", dtype_wire_name(in[0].dt));
+  if (qt == K_BOOL && !dq_takes(in[0].dt, &qt)) return dq_refuse(in[0].dt, e);
   TRY(qaxis_of(q, p, &in[0], false, &a, e));
   return k_dequantize_cuda(out[0].data, ft, in[0].data, qt, op_numel(&in[0]), &a, c->stream, e);
 }

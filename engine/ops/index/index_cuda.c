@@ -285,12 +285,31 @@ static int scatter_start(cuda_ctx *c, const eng_tensor *in, eng_tensor *out, err
   return 0;
 }
 
+// Whether k_scatter.cu runs reduction `mode` on data of type t: a plain
+// scatter moves bytes of any type; the reductions take these types only.
+// Asked at load (scatter_init) and by each run, so both say the same.
+static bool scatter_takes(int mode, dtype t) {
+  return mode == K_SCATTER_NONE || t == DT_FP32 || t == DT_FP16 || t == DT_BF16 || t == DT_FP64 ||
+         t == DT_INT32 || t == DT_INT64;
+}
+
+static int scatter_refuse(dtype t, err *e) {
+  return err_set(e, ERR_UNIMPLEMENTED, "a scatter reduction on %s has no CUDA kernel", dtype_wire_name(t));
+}
+
+// A reduction of a type known at load and that has no kernel runs on the
+// host from load (DT_INVALID: the run's check below stands).
+static int scatter_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
+  (void)half, (void)state;
+  dtype t = eng_cuda__load_in_dt(pl, i, 0);
+  if (t != DT_INVALID && !scatter_takes(pl->params[i].mode, t)) return scatter_refuse(t, e);
+  return 0;
+}
+
 static int scatter_types(const eng_op_params *p, const eng_tensor *in, err *e) {
   if (in[2].dt != in[0].dt)
     return err_set(e, ERR_INTERNAL, "updates are %s, data %s", dtype_wire_name(in[2].dt), dtype_wire_name(in[0].dt));
-  if (p->mode != K_SCATTER_NONE && in[0].dt != DT_FP32 && in[0].dt != DT_FP16 && in[0].dt != DT_BF16 &&
-      in[0].dt != DT_FP64 && in[0].dt != DT_INT32 && in[0].dt != DT_INT64)
-    return err_set(e, ERR_UNIMPLEMENTED, "a scatter reduction on %s has no CUDA kernel", dtype_wire_name(in[0].dt));
+  if (!scatter_takes(p->mode, in[0].dt)) return scatter_refuse(in[0].dt, e);
   return 0;
 }
 
@@ -333,9 +352,9 @@ const cuda_op eng_cuda__index_ops[] = {
     {.op_type = "Tile", .run = tile_run, .half = eng_cuda__half_always},
     {.op_type = "GatherElements", .run = gather_elements_run, .half = eng_cuda__half_always},
     {.op_type = "GatherND", .run = gather_nd_run, .half = eng_cuda__half_always},
-    {.op_type = "ScatterElements", .run = scatter_elements_run, .half = eng_cuda__half_always},
-    {.op_type = "Scatter", .run = scatter_elements_run, .half = eng_cuda__half_always},
-    {.op_type = "ScatterND", .run = scatter_nd_run, .half = eng_cuda__half_always},
+    {.op_type = "ScatterElements", .run = scatter_elements_run, .half = eng_cuda__half_always, .init = scatter_init},
+    {.op_type = "Scatter", .run = scatter_elements_run, .half = eng_cuda__half_always, .init = scatter_init},
+    {.op_type = "ScatterND", .run = scatter_nd_run, .half = eng_cuda__half_always, .init = scatter_init},
     {.op_type = "Trilu", .run = trilu_run, .half = eng_cuda__half_always, .init = trilu_init, .destroy = free},
     {.op_type = "Split", .run = split_run, .half = eng_cuda__half_always, .init = split_init},
     {.op_type = "Slice",

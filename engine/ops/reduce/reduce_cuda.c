@@ -48,14 +48,19 @@ static int reduce_elem(dtype t, int op, k_elem *k) {
   return 0;
 }
 
+// The refusal of a type reduce_elem does not take: at init where the load
+// knows the type, else by the run.
+static int reduce_refuse(dtype t, err *e) {
+  return err_set(e, ERR_UNIMPLEMENTED, "reductions of %s are not supported on CUDA", dtype_wire_name(t));
+}
+
 static int reduce_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half;
   const eng_node *n = eng_graph_node(pl->g, i);
   const eng_op_params *p = &pl->params[i];
   dtype t = eng_cuda__load_in_dt(pl, i, 0);
   k_elem k;
-  if (t != DT_INVALID && reduce_elem(t, p->mode, &k) != 0)
-    return err_set(e, ERR_UNIMPLEMENTED, "reductions of %s are not supported on CUDA", dtype_wire_name(t));
+  if (t != DT_INVALID && reduce_elem(t, p->mode, &k) != 0) return reduce_refuse(t, e);
   reduce_node *s = calloc(1, sizeof *s);
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->nax = -1;
@@ -106,8 +111,7 @@ static int reduce_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   const reduce_node *s = c->node;
   const eng_tensor *x = &in[0];
   k_elem et;
-  if (reduce_elem(x->dt, p->mode, &et) != 0)
-    return err_set(e, ERR_UNIMPLEMENTED, "reductions of %s are not supported on CUDA", dtype_wire_name(x->dt));
+  if (reduce_elem(x->dt, p->mode, &et) != 0) return reduce_refuse(x->dt, e);
   int r = x->ndims, mask[ENG_MAX_DIMS] = {0};
   bool noop = s->nax <= 0 && p->noop_empty;
   for (int k = 0; k < r; k++) mask[k] = s->nax <= 0 && !p->noop_empty;
@@ -156,12 +160,15 @@ static int cumsum_elem(dtype t, k_elem *k) {
   }
 }
 
+static int cumsum_refuse(dtype t, err *e) {
+  return err_set(e, ERR_UNIMPLEMENTED, "CumSum of %s has no CUDA kernel", dtype_wire_name(t));
+}
+
 static int cumsum_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half;
   dtype xt = eng_cuda__load_in_dt(pl, i, 0);
   k_elem k;
-  if (xt != DT_INVALID && cumsum_elem(xt, &k) != 0)
-    return err_set(e, ERR_UNIMPLEMENTED, "CumSum of %s has no CUDA kernel", dtype_wire_name(xt));
+  if (xt != DT_INVALID && cumsum_elem(xt, &k) != 0) return cumsum_refuse(xt, e);
   eng_tensor t;
   if (!eng_cuda__const_input(pl, i, 1, &t))
     return err_set(e, ERR_UNIMPLEMENTED, "CumSum on CUDA takes a constant axis");
@@ -182,8 +189,7 @@ static int cumsum_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
   const cumsum_node *s = c->node;
   const eng_tensor *x = &in[0];
   k_elem et;
-  if (cumsum_elem(x->dt, &et) != 0)
-    return err_set(e, ERR_UNIMPLEMENTED, "CumSum of %s has no CUDA kernel", dtype_wire_name(x->dt));
+  if (cumsum_elem(x->dt, &et) != 0) return cumsum_refuse(x->dt, e);
   int64_t ax;
   TRY(eng_ops__norm_axis(s->axis, x->ndims, &ax, e));
   size_t outer = 1, inner = 1, len = (size_t)x->dims[ax];

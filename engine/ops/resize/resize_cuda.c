@@ -35,6 +35,14 @@ typedef struct rs_node {
   uint8_t value[8];             // Pad: the constant in the stored element type
 } rs_node;
 
+// Whether k_resize.cu's linear kernel takes data of type t. Asked at load
+// (rs_init, from the load's types) and by each run, so both say the same.
+static bool linear_takes(dtype t) { return t == DT_FP32 || t == DT_FP16; }
+
+static int linear_refuse(dtype t, err *e) {
+  return err_set(e, ERR_UNIMPLEMENTED, "linear resize of %s on CUDA", dtype_wire_name(t));
+}
+
 static int rs_init(const eng_plan *pl, size_t i, int half, void **state, err *e) {
   (void)half;
   const eng_node *n = eng_graph_node(pl->g, i);
@@ -47,6 +55,11 @@ static int rs_init(const eng_plan *pl, size_t i, int half, void **state, err *e)
                    eng_graph_value(pl->g, (size_t)n->in[2])->name);
   if (strcmp(n->op_type, "Pad") != 0 && pl->params[i].mode == ENG_RESIZE_CUBIC)
     return err_set(e, ERR_UNIMPLEMENTED, "Resize's cubic mode has no CUDA path (the CPU runs it)");
+  // nearest moves elements of any type; a type unknown at load (DT_INVALID) is the run's to check
+  dtype t = eng_cuda__load_in_dt(pl, i, 0);
+  if (strcmp(n->op_type, "Pad") != 0 && pl->params[i].mode != ENG_RESIZE_NEAREST && t != DT_INVALID &&
+      !linear_takes(t))
+    return linear_refuse(t, e);
   rs_node *s = calloc(1, sizeof *s);
   if (!s) return err_set(e, ERR_RESOURCE_EXHAUSTED, "out of memory");
   s->pl = pl;
@@ -148,10 +161,8 @@ static int resize_run(cuda_ctx *c, const eng_op_params *p, const eng_tensor *in,
     return k_resize_nearest_cuda(y->data, x->data, dtype_size(x->dt), r, xd, yd, sc, (k_coord)p->coord,
                                  (k_nearest)p->nearest, c->stream, e);
   }
-  k_elem et;
-  if (x->dt == DT_FP32) et = K_F32;
-  else if (x->dt == DT_FP16) et = K_F16;
-  else return err_set(e, ERR_UNIMPLEMENTED, "linear resize of %s on CUDA", dtype_wire_name(x->dt));
+  if (!linear_takes(x->dt)) return linear_refuse(x->dt, e);
+  k_elem et = x->dt == DT_FP16 ? K_F16 : K_F32;
   size_t outer = nhwc ? (size_t)x->dims[0] : (size_t)eng_numel(r - 2, x->dims);
   size_t inner = nhwc ? (size_t)x->dims[1] : 1;
   return k_resize_linear_cuda(y->data, x->data, et, outer, x->dims[r - 2], x->dims[r - 1], inner,

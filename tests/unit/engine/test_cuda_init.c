@@ -1,14 +1,17 @@
 // tests/unit/engine/test_cuda_init.c: the CUDA plan's load-time decisions
 // without a GPU (built where CUDA is, run anywhere: nothing here touches a
 // device). Each case is a small model planned as the CUDA plan plans it
-// (eng_plan__create without a host arena); eng_cuda__init_ops
-// (engine/cuda/plan_cuda_host.c) runs every node's CUDA init exactly as
+// (eng_plan__create without a host arena, then eng_plan__probe_types);
+// eng_cuda__init_ops (engine/cuda/plan_cuda_host.c) runs every node's CUDA init exactly as
 // eng_cuda__create does, and eng_hostfb_create (engine/cpu/plan_hostfb.c)
 // makes the host-fallback plan from what is left. Checked per case: whether
 // the node keeps its CUDA op or runs on the host from load, and the reason its
 // host line gives. These are the types and modes that used to pass the load
 // and fail every request (issue 34: Clip of INT8, Pow of FP32 by INT32, BOOL
-// and non-adjacent reductions, integer Relu) and their neighbours.
+// and non-adjacent reductions, integer Relu) and their neighbours; then the
+// same decisions where a dynamic non-batch dim leaves the planned shapes
+// unknown at create, so the types come from the planner's probe
+// (eng_plan__probe_types), and two models the probe cannot infer through.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,7 @@ static void expect(const char *label, ob *b, int want_dev, const char *want_why)
   if (!g) return;
   if (eng_plan__create(g, 0, 0, &pl, &e) != 0) fprintf(stderr, "  plan: %s\n", e.msg);
   CHECK(pl != NULL);
+  if (pl) eng_plan__probe_types(pl);  // as eng_cuda__create does before the inits
   size_t n = pl ? pl->n_nodes : 0;
   const cuda_op **ops = calloc(n + 1, sizeof *ops);
   void **st = calloc(n + 1, sizeof *st);
@@ -163,13 +167,13 @@ static void test_elem_types(void) {
   ob_node(b, "Relu", "n", "i", "y");
   ob_output(b, "y", O_INT32, 2, D23);
   expect("Relu of a computed INT32 value, fixed shapes", b, 0, "INT32 tensors have no CUDA kernel");
-  // without planned shapes only a run tells (the run's own check stands)
+  // without planned shapes the create's probe types it (eng_plan__probe_types): the same decision
   b = ob_new(18);
   ob_input(b, "x", O_FLOAT, 2, (int64_t[]){-1, 3});
   ob_attr_i(b, ob_node(b, "Cast", "c", "x", "i"), "to", O_INT32);
   ob_node(b, "Relu", "n", "i", "y");
   ob_output(b, "y", O_INT32, 2, (int64_t[]){-1, 3});
-  expect("Relu of a computed value, runtime shapes", b, 1, NULL);
+  expect("Relu of a computed value, runtime shapes", b, 0, "INT32 tensors have no CUDA kernel");
 }
 
 static void test_reduce(void) {
@@ -222,11 +226,109 @@ static void test_reduce(void) {
   expect("ArgMax of a computed UINT8 value", b, 0, "UINT8 data has no CUDA kernel");
 }
 
+// --- a dynamic non-batch dim: types from the create's probe (eng_plan__probe_types)
+
+static const int64_t DYN[] = {2, -1};  // a sequence length known per request only
+
+// x [2, -1] FP32 cast to `to` into "c", then op_type over it (and `more`
+// inputs) into y of type yt, dims [2, -1] (a model whose planned shapes
+// are unknown at create: the refused node's input is a computed value).
+static ob *cast_then(int opset, int to, const char *op, const char *more, int yt, Onnx__NodeProto **node) {
+  ob *b = ob_new(opset);
+  ob_input(b, "x", O_FLOAT, 2, DYN);
+  ob_attr_i(b, ob_node(b, "Cast", "c", "x", "c"), "to", to);
+  char ins[64];
+  snprintf(ins, sizeof ins, "c%s", more);
+  Onnx__NodeProto *n = ob_node(b, op, "n", ins, "y");
+  if (node) *node = n;
+  ob_output(b, "y", yt, 2, DYN);
+  return b;
+}
+
+static ob *resize_linear(int to) {
+  static const float sc[2] = {1.0f, 2.0f};
+  Onnx__NodeProto *n;
+  ob *b = cast_then(18, to, "Resize", ",,sc", to, &n);
+  ob_init(b, "sc", O_FLOAT, 1, (int64_t[]){2}, sc, sizeof sc);
+  ob_attr_s(b, n, "mode", "linear");
+  return b;
+}
+
+// data (x cast to t) scattered with reduction `red` at indices i by updates (u cast to t)
+static ob *scatter_red(int t, const char *red) {
+  ob *b = ob_new(18);
+  ob_input(b, "x", O_FLOAT, 2, DYN);
+  ob_input(b, "i", O_INT64, 2, DYN);
+  ob_input(b, "u", O_FLOAT, 2, DYN);
+  ob_attr_i(b, ob_node(b, "Cast", "cx", "x", "d"), "to", t);
+  ob_attr_i(b, ob_node(b, "Cast", "cu", "u", "v"), "to", t);
+  Onnx__NodeProto *n = ob_node(b, "ScatterElements", "n", "d,i,v", "y");
+  ob_attr_i(b, n, "axis", 1);
+  if (red) ob_attr_s(b, n, "reduction", red);
+  ob_output(b, "y", t, 2, DYN);
+  return b;
+}
+
+static void test_dynamic(void) {
+  expect("Relu of a computed INT32 value, dynamic dim", cast_then(18, O_INT32, "Relu", "", O_INT32, NULL), 0,
+         "INT32 tensors have no CUDA kernel");
+  expect("Relu of a computed FP32 value, dynamic dim", cast_then(18, O_FLOAT, "Relu", "", O_FLOAT, NULL), 1, NULL);
+  expect("linear Resize of a computed UINT8 value, dynamic dim", resize_linear(O_UINT8), 0,
+         "linear resize of UINT8 on CUDA");
+  expect("linear Resize of a computed FP32 value, dynamic dim", resize_linear(O_FLOAT), 1, NULL);
+  expect("ScatterElements add of a computed UINT8 value, dynamic dim", scatter_red(O_UINT8, "add"), 0,
+         "a scatter reduction on UINT8 has no CUDA kernel");
+  expect("ScatterElements add of INT32, dynamic dim", scatter_red(O_INT32, "add"), 1, NULL);
+  expect("ScatterElements (no reduction) of UINT8, dynamic dim", scatter_red(O_UINT8, NULL), 1, NULL);
+  float one = 1.0f;
+  ob *b = cast_then(19, O_INT32, "DequantizeLinear", ",s", O_FLOAT, NULL);
+  ob_init(b, "s", O_FLOAT, 0, NULL, &one, sizeof one);
+  expect("DequantizeLinear of a computed INT32 value, dynamic dim", b, 0,
+         "DequantizeLinear on CUDA of INT32: no kernel");
+  b = cast_then(19, O_INT8, "DequantizeLinear", ",s", O_FLOAT, NULL);
+  ob_init(b, "s", O_FLOAT, 0, NULL, &one, sizeof one);
+  expect("DequantizeLinear of a computed INT8 value, dynamic dim", b, 1, NULL);
+  expect("ReduceSum of a computed INT32 value, dynamic dim",
+         cast_then(18, O_INT32, "ReduceSum", "", O_INT32, NULL), 0, "reductions of INT32 are not supported on CUDA");
+  expect("ReduceSum of a computed FP32 value, dynamic dim",
+         cast_then(18, O_FLOAT, "ReduceSum", "", O_FLOAT, NULL), 1, NULL);
+  int64_t ax = 1;
+  b = cast_then(14, 12 /* UINT32 */, "CumSum", ",ax", 12, NULL);
+  ob_init(b, "ax", O_INT64, 0, NULL, &ax, sizeof ax);
+  expect("CumSum of a computed UINT32 value, dynamic dim", b, 0, "CumSum of UINT32 has no CUDA kernel");
+  b = cast_then(14, O_INT64, "CumSum", ",ax", O_INT64, NULL);
+  ob_init(b, "ax", O_INT64, 0, NULL, &ax, sizeof ax);
+  expect("CumSum of a computed INT64 value, dynamic dim", b, 1, NULL);
+  b = cast_then(13, O_UINT8, "ArgMax", "", O_INT64, NULL);
+  expect("ArgMax of a computed UINT8 value, dynamic dim", b, 0, "UINT8 data has no CUDA kernel");
+  // the probe (dim 1) cannot infer a Reshape of [2, 1] into 6 elements: the
+  // values from there on stay untyped, the load still succeeds and the
+  // node keeps its CUDA op (its run checks the type)
+  b = ob_new(18);
+  ob_input(b, "x", O_FLOAT, 2, DYN);
+  ob_init(b, "six", O_INT64, 1, (int64_t[]){1}, (int64_t[]){6}, sizeof(int64_t));
+  ob_attr_i(b, ob_node(b, "Cast", "c", "x", "c"), "to", O_INT32);
+  ob_node(b, "Reshape", "r", "c,six", "r");
+  ob_node(b, "Relu", "n", "r", "y");
+  ob_output(b, "y", O_INT32, 1, (int64_t[]){6});
+  expect("Relu after a Reshape the probe cannot infer", b, 1, NULL);
+  // a shape read from a graph input (a value input): only a run brings its bytes, so the same
+  b = ob_new(18);
+  ob_input(b, "x", O_FLOAT, 2, DYN);
+  ob_input(b, "shape", O_INT64, 1, (int64_t[]){1});
+  ob_attr_i(b, ob_node(b, "Cast", "c", "x", "c"), "to", O_INT32);
+  ob_node(b, "Reshape", "r", "c,shape", "r");
+  ob_node(b, "Relu", "n", "r", "y");
+  ob_output(b, "y", O_INT32, 1, (int64_t[]){-1});
+  expect("Relu after a Reshape by a shape given as an input", b, 1, NULL);
+}
+
 int main(void) {
   test_clip();
   test_pow();
   test_elem_types();
   test_reduce();
+  test_dynamic();
   remove("cuda_init.onnx");
   CHECK_DONE();
 }

@@ -1,8 +1,9 @@
 // tests/unit/engine/test_plan.c: the planner's memory reuse (exact arena
 // sizes for chains, views that take no memory, in-place elementwise ops),
 // batch independence (each row of a batch equals that row run alone), lazy
-// re-planning for a dynamic non-batch dim, input validation, and two plans
-// sharing one graph from two threads.
+// re-planning for a dynamic non-batch dim, the load-time type probe leaving
+// a plan as it found it, input validation, and two plans sharing one graph
+// from two threads.
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "check.h"
 #include "engine/graph/graph.h"
 #include "engine/cpu/plan.h"
+#include "engine/cpu/plan_internal.h"
 #include "onnx_build.h"
 
 #define MODEL "plan_model.onnx"
@@ -235,6 +237,72 @@ static void test_replan_dynamic_dim(void) {
   eng_graph_destroy(g);
 }
 
+// eng_plan__probe_types (plan_probe.c) on a plan whose shapes are known per
+// run only: it types every computed value, folds included, and leaves the
+// plan's state as create left it, so the probed plan runs and answers
+// exactly as an unprobed one, signature after signature.
+static void test_probe_restores(void) {
+  ob *b = ob_new(13);
+  ob_input(b, "x", F, 2, (int64_t[]){-1, -1});
+  float half = 0.5f;
+  ob_init(b, "half", F, 0, NULL, &half, 4);
+  ob_node(b, "Shape", "shape", "x", "sh");  // folded for each signature
+  ob_node(b, "Reshape", "re", "x,sh", "r");
+  ob_attr_i(b, ob_node(b, "Cast", "toi", "r", "ci"), "to", 6 /* INT32 */);
+  ob_attr_i(b, ob_node(b, "Cast", "tof", "ci", "cf"), "to", F);
+  ob_node(b, "Mul", "mul", "cf,half", "y");
+  ob_output(b, "y", F, 2, (int64_t[]){-1, -1});
+  eng_graph *g = load(b);
+  if (!g) return;
+  err e = {0};
+  eng_plan *p = NULL, *q = NULL;  // p probed, q as create left it
+  CHECK_EQ_INT(eng_plan_create(g, 2, &p, &e), 0);
+  CHECK_EQ_INT(eng_plan_create(g, 2, &q, &e), 0);
+  if (!p || !q) goto done;
+  eng_plan__probe_types(p);
+  static const dtype want[] = {DT_INT64, DT_FP32, DT_INT32, DT_FP32, DT_FP32};  // per node, in order
+  CHECK_EQ_INT(p->n_nodes, 5);
+  for (size_t i = 0; i < p->n_nodes && i < 5; i++) {
+    int v = eng_graph_node(g, i)->out[0];
+    CHECK_EQ_INT(p->load_dt[v], want[i]);
+    CHECK_EQ_INT(q->load_dt[v], DT_INVALID);  // create does not probe (the CUDA plan calls it)
+  }
+  // nothing else moved: no layout, no signature, no folds, the same values
+  CHECK_EQ_INT(p->have_layout, 0);
+  CHECK_EQ_INT(p->have_sig, 0);
+  CHECK_EQ_INT(p->folds, q->folds);
+  CHECK_EQ_INT(p->mask_rows_shared, q->mask_rows_shared);
+  CHECK_EQ_INT(memcmp(p->cur, q->cur, p->n_values * sizeof *p->cur), 0);
+  CHECK_EQ_INT(memcmp(p->known, q->known, p->n_values), 0);
+  CHECK_EQ_INT(memcmp(p->folded, q->folded, p->n_nodes), 0);
+  for (size_t v = 0; v < p->n_values; v++) {
+    CHECK(p->fold_buf[v] == NULL);
+    CHECK_EQ_INT(p->fold_cap[v], 0);
+  }
+  static float x[2 * 9];
+  int ts[3] = {3, 9, 3};
+  for (int r = 0; r < 3; r++) {
+    int T = ts[r];
+    for (int i = 0; i < 2 * T; i++) x[i] = frand() * 5;
+    eng_tensor in = {DT_FP32, 2, {2, T}, x, (size_t)(2 * T) * 4}, op, oq;
+    CHECK_EQ_INT(eng_plan_run(p, &in, 1, &op, 1, &e), 0);
+    CHECK_EQ_INT(eng_plan_run(q, &in, 1, &oq, 1, &e), 0);
+    CHECK_EQ_INT(op.dims[1], T);
+    CHECK_EQ_INT(oq.dims[1], T);
+    CHECK_EQ_INT(op.bytes, oq.bytes);
+    CHECK_EQ_INT(memcmp(op.data, oq.data, oq.bytes), 0);
+    CHECK(((float *)op.data)[0] == 0.5f * (float)(int)x[0]);
+    CHECK(p->folds > 0);  // Shape folded: the probe's folds did not stand in for the run's
+    CHECK_EQ_INT(p->folds, q->folds);
+    CHECK_EQ_INT(p->layouts, q->layouts);
+    CHECK_EQ_INT(eng_plan_arena_bytes(p), eng_plan_arena_bytes(q));
+  }
+done:
+  eng_plan_destroy(p);
+  eng_plan_destroy(q);
+  eng_graph_destroy(g);
+}
+
 // Identity of the input as the output: plan-owned memory, not the caller's
 static void test_passthrough_output(void) {
   ob *b = ob_new(13);
@@ -313,6 +381,7 @@ int main(void) {
   test_reuse();
   test_batch_rows();
   test_replan_dynamic_dim();
+  test_probe_restores();
   test_passthrough_output();
   test_threads();
   CHECK_DONE();
