@@ -2,8 +2,13 @@
 // repository hands the server: the loader and its passes (engine/graph/graph.c,
 // graph_pass*.c, attn.c), then the CPU plan for the shapes the graph
 // declares (engine/cpu/plan.c: attribute parsing, shape inference, arena
-// layout), and, when every input shape is concrete and small, one run on
-// zeros, so the kernels see the shapes the planner accepted.
+// layout), the element-type probe the CUDA plan makes at create when some of
+// those shapes are dynamic (engine/cpu/plan_probe.c: it infers with each
+// unknown dim 1, then puts the plan back; its folds' buffers freed), and,
+// when every input shape is concrete and small, one run on zeros, so the
+// kernels see the shapes the planner accepted. (Dynamic shapes are not run:
+// without planned shapes the arena's size is unknown before the run, and a
+// fuzzed Pad asks for gigabytes.)
 // eng_graph_load takes a path, so each input goes through a temporary file
 // (in a directory of its own: external-data names resolve beside it and
 // find nothing, as for a lone model file).
@@ -14,6 +19,7 @@
 
 #include "engine/graph/graph.h"
 #include "engine/cpu/plan.h"
+#include "engine/cpu/plan_internal.h"
 
 #define RUN_MAX_BYTES (1u << 20)  // inputs and arena both under this: run the plan once
 
@@ -71,6 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (eng_graph_load(g_path, &g, &e) != 0) return 0;
   eng_plan *p = NULL;
   if (eng_plan_create(g, 0, &p, &e) == 0) {
+    eng_plan__probe_types(p);
     run_once(g, p);
     eng_plan_destroy(p);
   }
