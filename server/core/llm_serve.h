@@ -116,6 +116,9 @@ typedef struct srv_llm_metrics {
   uint64_t prompt_tokens, generated_tokens, preemptions, prefix_hit_tokens;
   int64_t blocks_used, blocks_total, running, waiting;
   const prof_hist *ttft_us, *itl_us;  // time to first token, inter-token latency (microseconds)
+  // per answered request (not dropped ones): arrival to the answer (microseconds), and its generated tokens
+  // over that time, times 100 (the histogram holds integers; 0.01 token/s resolution)
+  const prof_hist *e2e_us, *tps_x100;
 } srv_llm_metrics;
 void srv_llm_metrics_get(const srv_llm *l, srv_llm_metrics *out);
 

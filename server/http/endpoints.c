@@ -472,11 +472,20 @@ static void llm_series(sbuf *b, const char *name, srv_model *m, srv_version *v, 
   sb_printf(b, "%s{model=\"%s\",version=\"%s\"} %.17g\n", name, m->name, v->version_str, vals[c->k]);
 }
 
+// tokens a second, in the histogram's hundredths
+static const uint64_t tps_le[] = {100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000};
+#define N_TPS_LE (sizeof tps_le / sizeof tps_le[0])
+
 static void llm_hist_series(sbuf *b, const char *name, srv_model *m, srv_version *v, const fam_ctx *c) {
   if (!v->llm) return;
   srv_llm_metrics lm;
   srv_llm_metrics_get(v->llm, &lm);
-  prom_hist(b, name, m, v, c->k ? lm.itl_us : lm.ttft_us, latency_le, N_LAT_LE, 1e-6);
+  if (c->k == 3) {
+    prom_hist(b, name, m, v, lm.tps_x100, tps_le, N_TPS_LE, 0.01);
+    return;
+  }
+  const prof_hist *h[3] = {lm.ttft_us, lm.itl_us, lm.e2e_us};
+  prom_hist(b, name, m, v, h[c->k], latency_le, N_LAT_LE, 1e-6);
 }
 
 static void metrics_llm(srv_server *s, sbuf *b) {
@@ -489,7 +498,7 @@ static void metrics_llm(srv_server *s, sbuf *b) {
        "Sequences preempted for want of KV blocks (recomputed later from their tokens)"},
       {"inferd_llm_prefix_cache_hit_tokens_total", "counter", "Prompt tokens whose KV came from the prefix cache"},
       {"inferd_llm_kv_blocks_used", "gauge", "KV cache blocks held by sequences, all runners"},
-      {"inferd_llm_kv_blocks_total", "gauge", "KV cache blocks in the pools, all runners"},
+      {"inferd_llm_kv_blocks_capacity", "gauge", "KV cache blocks in the pools, all runners"},
       {"inferd_llm_running_sequences", "gauge", "Sequences holding KV blocks and stepped every iteration"},
       {"inferd_llm_waiting_sequences", "gauge", "Sequences queued for admission (new or preempted)"},
   };
@@ -498,10 +507,14 @@ static void metrics_llm(srv_server *s, sbuf *b) {
   if (!any) return;
   for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++)
     family(b, fam[f].name, fam[f].type, fam[f].help, 0, llm_series, &(fam_ctx){s, f, 0});
-  static const char *const hname[2] = {"inferd_llm_time_to_first_token_seconds", "inferd_llm_inter_token_latency_seconds"};
-  static const char *const hhelp[2] = {"From a request's arrival to its first token",
-                                       "Between one token of a sequence and the next"};
-  for (size_t k = 0; k < 2; k++) family(b, hname[k], "histogram", hhelp[k], 0, llm_hist_series, &(fam_ctx){s, k, 0});
+  // in llm_hist_series' order
+  static const char *const hname[4] = {"inferd_llm_time_to_first_token_seconds", "inferd_llm_inter_token_latency_seconds",
+                                       "inferd_llm_request_latency_seconds", "inferd_llm_request_tokens_per_second"};
+  static const char *const hhelp[4] = {"From a request's arrival to its first token",
+                                       "Between one token of a sequence and the next",
+                                       "From a request's arrival to its whole answer (answered requests)",
+                                       "An answered request's generated tokens over its arrival-to-answer time"};
+  for (size_t k = 0; k < 4; k++) family(b, hname[k], "histogram", hhelp[k], 0, llm_hist_series, &(fam_ctx){s, k, 0});
 }
 
 // What the gRPC front did to its connections (grpc_front.h).

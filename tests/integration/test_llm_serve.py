@@ -14,6 +14,8 @@ every reason."""
 import json
 import os
 import queue
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -289,7 +291,7 @@ def test_concurrent_mixed_lengths_join_mid_flight(srv):
         got.update({k: r["tokens"] for k, r in s.res.items()})
     for rid, _, n, want in reqs:
         assert got[rid] == want, rid
-    assert metric(srv, "inferd_llm_kv_blocks_total", "llama_x2") == 128  # two pools of 64
+    assert metric(srv, "inferd_llm_kv_blocks_capacity", "llama_x2") == 128  # two pools of 64
 
 
 def test_small_pool_preempts_and_gives_the_same_tokens(srv):
@@ -557,6 +559,8 @@ def test_metrics_and_statistics(srv, client):
     p0 = metric(srv, "inferd_llm_prompt_tokens_total", "mistral_window")
     g0 = metric(srv, "inferd_llm_generated_tokens_total", "mistral_window")
     ok0 = lib.model_stats(client, "mistral_window").inference_stats.success.count
+    hists = ("inferd_llm_request_latency_seconds", "inferd_llm_request_tokens_per_second")
+    before = {h + x: metric(srv, h + x, "mistral_window") for h in hists for x in ("_count", "_sum")}
     run_alone(srv, "mistral_window", fx["prompts"][2], 5)
     assert metric(srv, "inferd_llm_prompt_tokens_total", "mistral_window") == p0 + len(fx["prompts"][2])
     assert metric(srv, "inferd_llm_generated_tokens_total", "mistral_window") == g0 + 5
@@ -564,7 +568,20 @@ def test_metrics_and_statistics(srv, client):
     samples = lib.scrape_metrics(srv)
     assert lib.metric_sum(samples, "inferd_llm_time_to_first_token_seconds_count", model="mistral_window") >= 1
     assert lib.metric_sum(samples, "inferd_llm_inter_token_latency_seconds_count", model="mistral_window") >= 4
-    assert lib.metric_sum(samples, "inferd_llm_kv_blocks_total", model="mistral_window") == 96
+    assert lib.metric_sum(samples, "inferd_llm_kv_blocks_capacity", model="mistral_window") == 96
+    # the answered request's own latency and rate: one sample each, its rate its 5 tokens over its latency
+    d = {k: lib.metric_sum(samples, k, model="mistral_window") - v for k, v in before.items()}
+    assert d[hists[0] + "_count"] == 1 and d[hists[1] + "_count"] == 1, d
+    took, rate = d[hists[0] + "_sum"], d[hists[1] + "_sum"]
+    assert took > 0 and abs(rate * took - 5) <= 0.02 * 5, d
+    # prometheus' own linter has nothing to say of the generative families (test_profiler.py lints the rest)
+    promtool = shutil.which("promtool")
+    if promtool:
+        text = lib.http_get(srv.http_url + "/metrics")[1]
+        text = text.decode() if isinstance(text, bytes) else text
+        p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        remarks = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith("inferd_llm")]
+        assert p.returncode in (0, 3) and not remarks, (p.returncode, remarks)
     # the same prompt again: its full blocks come from the prefix cache
     h0 = metric(srv, "inferd_llm_prefix_cache_hit_tokens_total", "mistral_window")
     run_alone(srv, "mistral_window", fx["prompts"][2], 5)
