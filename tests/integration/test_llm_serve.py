@@ -332,8 +332,9 @@ def test_cancel_mid_stream_frees_blocks_and_others_go_on(srv, client):
         other.send("slow", "b", make_inputs(prompt_b, n_b))
         other.pump(lambda: len(other.res["b"]["tokens"]) >= 1)
         assert not long_s.res["long"]["final"], "the long request ended before it could be cancelled"
-        used = metric(srv, "inferd_llm_kv_blocks_used", "slow")
-        assert used >= 2, used
+        # both hold blocks: awaited, since the gauge is written at the end of a step and b's first token
+        # reaches its client during that step (CI's run of 3b0b804 read 1 block, the step before b's)
+        await_metric(srv, "inferd_llm_kv_blocks_used", "slow", lambda v: v >= 2)
         long_s.close(cancel=True)
         other.wait_all()
     finally:
